@@ -1,0 +1,44 @@
+/* servetune: measure and price LLM serving configurations. main() only dispatches. */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+static const st_cmd commands[] = {
+    { "version", cmd_version, "print the version" },
+    { NULL, NULL, NULL },
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: servetune COMMAND [OPTIONS]\n\n"
+               "Measure what an LLM serving configuration is worth: drive an engine with an\n"
+               "open-loop streaming load, find its capacity at a latency SLO, and price it.\n\n"
+               "Commands:\n");
+    for (const st_cmd *c = commands; c->name; c++)
+        fprintf(f, "  %-10s %s\n", c->name, c->summary);
+    fprintf(f, "\n'servetune COMMAND --help' describes each command.\n");
+}
+
+int main(int argc, char **argv)
+{
+    /* Writes to a closed socket must come back as EPIPE, never kill the process. */
+    signal(SIGPIPE, SIG_IGN);
+    if (argc < 2) {
+        usage(stderr);
+        return ST_EXIT_USAGE;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return ST_EXIT_OK;
+    }
+    if (!strcmp(argv[1], "--version"))
+        return cmd_version(argc - 1, argv + 1);
+    for (const st_cmd *c = commands; c->name; c++)
+        if (!strcmp(argv[1], c->name))
+            return c->fn(argc - 1, argv + 1);
+    fprintf(stderr, "servetune: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return ST_EXIT_USAGE;
+}

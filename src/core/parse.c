@@ -1,0 +1,96 @@
+#include "core/parse.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+int st_parse_double(const char *s, double *out)
+{
+    if (!s || !*s)
+        return -1;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end || end == s || !isfinite(v))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int st_parse_long(const char *s, long *out)
+{
+    if (!s || !*s)
+        return -1;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || end == s)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int st_parse_u64(const char *s, uint64_t *out)
+{
+    if (!s || !*s || *s == '-')
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || end == s)
+        return -1;
+    *out = (uint64_t)v;
+    return 0;
+}
+
+int st_parse_rate(const char *s, double *out)
+{
+    if (s && (!strcasecmp(s, "inf") || !strcasecmp(s, "infinity"))) {
+        *out = INFINITY;
+        return 0;
+    }
+    double v;
+    if (st_parse_double(s, &v) < 0 || v <= 0)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int st_parse_duration_s(const char *s, double *out_seconds)
+{
+    if (!s || !*s)
+        return -1;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || !isfinite(v) || v < 0)
+        return -1;
+    double mul;
+    if (!*end || !strcmp(end, "s"))
+        mul = 1;
+    else if (!strcmp(end, "ms"))
+        mul = 1e-3;
+    else if (!strcmp(end, "us"))
+        mul = 1e-6;
+    else if (!strcmp(end, "ns"))
+        mul = 1e-9;
+    else if (!strcmp(end, "m"))
+        mul = 60;
+    else
+        return -1;
+    *out_seconds = v * mul;
+    return 0;
+}
+
+size_t st_strlcpy(char *dst, const char *src, size_t dstlen)
+{
+    size_t n = strlen(src);
+    if (dstlen) {
+        size_t c = n < dstlen - 1 ? n : dstlen - 1;
+        memcpy(dst, src, c);
+        dst[c] = '\0';
+    }
+    return n;
+}

@@ -1,0 +1,18 @@
+/* Strict conversions of text to numbers: the whole string must be consumed, no
+ * overflow, no silent defaults (instead of atoi/atof). Return 0 or -1. */
+#ifndef ST_PARSE_H
+#define ST_PARSE_H
+#include <stddef.h>
+#include <stdint.h>
+
+int st_parse_double(const char *s, double *out);
+int st_parse_long(const char *s, long *out);
+int st_parse_u64(const char *s, uint64_t *out);
+/* A rate: a positive number or "inf" (stored as INFINITY). */
+int st_parse_rate(const char *s, double *out);
+/* A duration with an optional unit suffix (ns, us, ms, s, m); bare numbers are seconds. */
+int st_parse_duration_s(const char *s, double *out_seconds);
+/* Copies at most dstlen-1 bytes and always terminates. Returns the length of src. */
+size_t st_strlcpy(char *dst, const char *src, size_t dstlen);
+
+#endif

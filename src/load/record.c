@@ -1,0 +1,100 @@
+#include "load/record.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *status_names[ST_REQ__COUNT] = {
+    [ST_REQ_OK] = "ok",
+    [ST_REQ_CONNECT] = "connect",
+    [ST_REQ_TLS] = "tls",
+    [ST_REQ_HTTP_STATUS] = "http_status",
+    [ST_REQ_STREAM_ERROR] = "stream_error",
+    [ST_REQ_MALFORMED] = "malformed",
+    [ST_REQ_TOO_LARGE] = "too_large",
+    [ST_REQ_TIMEOUT] = "timeout",
+    [ST_REQ_RESET] = "reset",
+    [ST_REQ_INCOMPLETE] = "incomplete",
+    [ST_REQ_ABORTED] = "aborted",
+};
+
+const char *st_req_status_name(st_req_status s)
+{
+    return (s >= 0 && s < ST_REQ__COUNT) ? status_names[s] : "unknown";
+}
+
+void st_record_init(st_record *r, uint32_t id)
+{
+    memset(r, 0, sizeof *r);
+    r->id = id;
+    r->sent = r->first_byte = r->first_token = r->end = -1;
+}
+
+double st_record_ttft(const st_record *r)
+{
+    if (r->first_token < 0)
+        return NAN;
+    return st_ns_to_s(r->first_token - r->scheduled);
+}
+
+double st_record_tpot(const st_record *r)
+{
+    if (r->first_token < 0 || r->end < 0 || r->output_tokens < 2)
+        return NAN;
+    return st_ns_to_s(r->end - r->first_token) / (double)(r->output_tokens - 1);
+}
+
+double st_record_e2e(const st_record *r)
+{
+    if (r->end < 0)
+        return NAN;
+    return st_ns_to_s(r->end - r->scheduled);
+}
+
+double st_record_lag(const st_record *r)
+{
+    if (r->sent < 0)
+        return NAN;
+    return st_ns_to_s(r->sent - r->scheduled);
+}
+
+int st_record_add_event(st_record *r, st_ns t)
+{
+    if (r->n_events == r->cap_events) {
+        uint32_t cap = r->cap_events ? r->cap_events * 2 : 16;
+        st_ns *p = realloc(r->events, cap * sizeof *p);
+        if (!p)
+            return -1;
+        r->events = p;
+        r->cap_events = cap;
+    }
+    r->events[r->n_events++] = t;
+    return 0;
+}
+
+void st_record_set_error(st_record *r, st_req_status st, const char *msg, size_t len)
+{
+    r->status = st;
+    free(r->error);
+    r->error = NULL;
+    if (!msg)
+        return;
+    int cut = len > ST_RECORD_ERROR_MAX;
+    size_t n = cut ? ST_RECORD_ERROR_MAX : len;
+    r->error = malloc(n + 4);
+    if (!r->error)
+        return;
+    memcpy(r->error, msg, n);
+    if (cut)
+        memcpy(r->error + n, "...", 3), n += 3;
+    r->error[n] = '\0';
+}
+
+void st_record_free(st_record *r)
+{
+    free(r->events);
+    free(r->error);
+    r->events = NULL;
+    r->error = NULL;
+    r->n_events = r->cap_events = 0;
+}

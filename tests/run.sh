@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Runs every test binary of the build (unit, then integration) with TAP output and
+# prints the totals as the closing line "N passed, N failed".
+# Usage: BUILD=build-asan tests/run.sh [FILTER]
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build-asan}
+export SERVETUNE_BIN="$PWD/$BUILD/servetune"
+export CMOCKA_MESSAGE_OUTPUT=TAP
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+filter=${1:-}
+passed=0; failed=0; broken=()
+for t in "$BUILD"/tests/unit/test_* "$BUILD"/tests/integration/test_*; do
+  [ -x "$t" ] || continue
+  case "$t" in *.d|*.o) continue;; esac
+  [ -n "$filter" ] && [[ "$t" != *"$filter"* ]] && continue
+  name=${t#"$BUILD"/tests/}
+  log=$(mktemp)
+  start=$(date +%s)
+  timeout --kill-after=10 600 "$t" >"$log" 2>&1
+  rc=$?
+  p=$(grep -cE '^ok [0-9]+' "$log"); f=$(grep -cE '^not ok [0-9]+' "$log")
+  passed=$((passed + p)); failed=$((failed + f))
+  secs=$(( $(date +%s) - start ))
+  if [ "$rc" -ne 0 ] || [ "$f" -ne 0 ]; then
+    echo "FAIL $name (exit $rc, $p passed, $f failed, ${secs}s)"
+    sed 's/^/    /' "$log" | tail -60
+    broken+=("$name")
+    # A binary that died before reporting counts as one failure.
+    [ "$f" -eq 0 ] && failed=$((failed + 1))
+  else
+    echo "ok   $name ($p tests, ${secs}s)"
+  fi
+  rm -f "$log"
+done
+echo
+[ ${#broken[@]} -gt 0 ] && echo "failing: ${broken[*]}"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]

@@ -1,0 +1,122 @@
+#include "harness.h"
+
+#include "core/buf.h"
+#include "core/clock.h"
+#include "core/opts.h"
+#include "core/parse.h"
+
+static void buf_respects_max(void **state)
+{
+    (void)state;
+    st_buf b;
+    st_buf_init(&b, 8);
+    assert_int_equal(st_buf_puts(&b, "12345678"), 0);
+    assert_int_equal(st_buf_puts(&b, "9"), -1);
+    assert_int_equal(b.len, 8);
+    assert_string_equal(b.data, "12345678");
+    st_buf_consume(&b, 3);
+    assert_string_equal(b.data, "45678");
+    st_buf_free(&b);
+}
+
+static void buf_json_and_html_escape(void **state)
+{
+    (void)state;
+    st_buf b;
+    st_buf_init(&b, 1024);
+    st_buf_json_str(&b, "a\"b\\c\n\x01");
+    assert_string_equal(b.data, "\"a\\\"b\\\\c\\n\\u0001\"");
+    st_buf_reset(&b);
+    st_buf_html(&b, "<script>alert('x')&</script>");
+    assert_string_equal(b.data, "&lt;script&gt;alert(&#39;x&#39;)&amp;&lt;/script&gt;");
+    st_buf_free(&b);
+}
+
+static void parse_strict_numbers(void **state)
+{
+    (void)state;
+    double d;
+    long l;
+    assert_int_equal(st_parse_double("1.5", &d), 0);
+    assert_near(d, 1.5, 0);
+    assert_int_equal(st_parse_double("1.5x", &d), -1);
+    assert_int_equal(st_parse_double("", &d), -1);
+    assert_int_equal(st_parse_long("42", &l), 0);
+    assert_int_equal(l, 42);
+    assert_int_equal(st_parse_long("4 2", &l), -1);
+    assert_int_equal(st_parse_rate("inf", &d), 0);
+    assert_true(isinf(d));
+    assert_int_equal(st_parse_rate("0", &d), -1);
+    assert_int_equal(st_parse_duration_s("250ms", &d), 0);
+    assert_near(d, 0.25, 1e-12);
+    assert_int_equal(st_parse_duration_s("2m", &d), 0);
+    assert_near(d, 120, 0);
+    assert_int_equal(st_parse_duration_s("2h", &d), -1);
+}
+
+static void opts_table(void **state)
+{
+    (void)state;
+    long n = 5;
+    double rate = 1;
+    const char *url = NULL;
+    int flag = 0;
+    st_strlist hdr = { 0 };
+    const st_opt opts[] = {
+        { "num", 'n', ST_OPT_LONG, &n, "N", "count", 1, 100, 0 },
+        { "rate", 0, ST_OPT_RATE, &rate, "R", "rate", 0, 0, 0 },
+        { "url", 0, ST_OPT_STR, &url, "URL", "url", 0, 0, 0 },
+        { "no-x", 0, ST_OPT_FLAG, &flag, NULL, "off", 0, 0, -1 },
+        { "header", 'H', ST_OPT_LIST, &hdr, "H", "hdr", 0, 0, 0 },
+        { 0 },
+    };
+    char *argv[] = { "pos1", "-n", "7", "--rate=inf", "--url", "http://x", "--no-x", "-H", "a: b", "-H", "c: d", "pos2" };
+    st_opts_result r;
+    char err[256];
+    assert_int_equal(st_opts_parse(opts, 12, argv, 0, &r, err, sizeof err), 0);
+    assert_int_equal(n, 7);
+    assert_true(isinf(rate));
+    assert_string_equal(url, "http://x");
+    assert_int_equal(flag, -1);
+    assert_int_equal(hdr.n, 2);
+    assert_int_equal(r.npos, 2);
+    assert_string_equal(r.pos[1], "pos2");
+    st_opts_result_free(&r);
+
+    char *bad[] = { "-n", "1000" };
+    assert_int_equal(st_opts_parse(opts, 2, bad, 0, &r, err, sizeof err), -1);
+    assert_non_null(strstr(err, "out of range"));
+    st_opts_result_free(&r);
+    char *unk[] = { "--weird", "v", "--num", "3" };
+    assert_int_equal(st_opts_parse(opts, 4, unk, 0, &r, err, sizeof err), -1);
+    st_opts_result_free(&r);
+    assert_int_equal(st_opts_parse(opts, 4, unk, 1, &r, err, sizeof err), 0);
+    assert_int_equal(r.nunknown, 2);
+    assert_int_equal(n, 3);
+    st_opts_result_free(&r);
+}
+
+static void virtual_clock(void **state)
+{
+    (void)state;
+    st_vclock vc = { .t = 5 };
+    st_clock c = st_clock_virtual(&vc);
+    assert_int_equal(c.now(c.ctx), 5);
+    vc.t = 10;
+    assert_int_equal(c.now(c.ctx), 10);
+    st_clock m = st_clock_monotonic();
+    st_ns a = m.now(m.ctx), b = st_now();
+    assert_true(b >= a);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(buf_respects_max),
+        cmocka_unit_test(buf_json_and_html_escape),
+        cmocka_unit_test(parse_strict_numbers),
+        cmocka_unit_test(opts_table),
+        cmocka_unit_test(virtual_clock),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
