@@ -93,6 +93,10 @@ int st_loop_add_fd(st_loop *l, int fd, uint32_t events, st_fd_cb cb, void *arg)
         return -1;
     }
     fd_slot *s = &l->fds[fd];
+    if (s->used) {
+        errno = EEXIST;
+        return -1;
+    }
     s->gen++;
     struct epoll_event ev = { .events = to_epoll(events), .data.u64 = ((uint64_t)s->gen << 32) | (uint32_t)fd };
     if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
@@ -289,7 +293,7 @@ int st_loop_run_once(st_loop *l, st_ns max_wait)
         if (e & EPOLLOUT)
             bits |= ST_EV_WRITE;
         if (e & (EPOLLERR | EPOLLHUP))
-            bits |= ST_EV_ERROR;
+            bits |= ST_EV_ERROR | ST_EV_READ; /* a read then reports EOF or the error */
         l->fds[fd].cb(l, (int)fd, bits, l->fds[fd].arg);
         n++;
     }

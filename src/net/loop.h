@@ -25,7 +25,7 @@ typedef struct st_loop st_loop;
 enum {
     ST_EV_READ = 1u,
     ST_EV_WRITE = 2u,
-    ST_EV_ERROR = 4u, /* EPOLLERR or EPOLLHUP (always reported, never need asking for) */
+    ST_EV_ERROR = 4u, /* EPOLLERR or EPOLLHUP (always reported; ST_EV_READ comes with it) */
 };
 
 typedef void (*st_fd_cb)(st_loop *l, int fd, uint32_t events, void *arg);
