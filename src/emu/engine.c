@@ -237,12 +237,6 @@ int st_emu_add_request(st_emu_engine *e, const st_emu_req_params *p, char *err, 
                      p->n_ids, m, L, (int)L - (int)m);
         return ST_EMU_ADD_TOO_LONG;
     }
-    int w;
-    uint32_t idx;
-    if (find_live(e, p->id, &w, &idx) == 0) {
-        snprintf(err, errlen, "duplicate request id");
-        return ST_EMU_ADD_INVALID;
-    }
     emu_req *r = calloc(1, sizeof *r);
     if (!r)
         goto nomem;

@@ -25,7 +25,7 @@ const st_emu_config *st_emu_engine_config(const st_emu_engine *e);
 const st_emu_memory *st_emu_engine_memory(const st_emu_engine *e);
 
 typedef struct st_emu_req_params {
-    uint64_t id;           /* caller's id, unique among live requests */
+    uint64_t id;           /* caller's id; must be unique among live requests (not checked: O(1) add) */
     const uint32_t *ids;   /* prompt token ids (copied) */
     uint32_t n_ids;
     uint32_t max_tokens;   /* 0: max_model_len - prompt */
@@ -38,7 +38,7 @@ typedef struct st_emu_req_params {
 enum {
     ST_EMU_ADD_OK = 0,
     ST_EMU_ADD_TOO_LONG = -1, /* prompt (+ max_tokens) over max_model_len: HTTP 400 */
-    ST_EMU_ADD_INVALID = -2,  /* empty prompt, token id out of vocab, duplicate id */
+    ST_EMU_ADD_INVALID = -2,  /* empty prompt, token id out of vocab */
     ST_EMU_ADD_NOMEM = -3,
 };
 /* Queues a request (waiting). On rejection err holds vLLM's message (for TOO_LONG:

@@ -141,6 +141,8 @@ struct stream_t {
     st_buf text;             /* non-streaming: accumulated output */
     char rid[48];
     long created;
+    char head[320];          /* the chunk prefix {"id":..,"object":..,"created":..,"model":.. */
+    size_t head_len;
     int cancelled;
     stream_t *next_dead;
 };
@@ -175,7 +177,7 @@ typedef struct st_emulator {
     /* metrics */
     hist h_ttft, h_itl, h_e2e, h_queue, h_prefill, h_decode, h_ptok, h_gtok, h_iter;
     uint64_t success_stop, success_length, success_abort;
-    st_buf mbuf;
+    st_buf mbuf, cbuf;
 } st_emulator;
 
 static st_ns emu_now(void *ctx)
@@ -267,11 +269,22 @@ static void usage_json(st_buf *b, const stream_t *s)
                   s->prompt_tokens, s->prompt_tokens + s->n_out, s->n_out);
 }
 
+static void chunk_head_init(stream_t *s)
+{
+    st_buf b;
+    st_buf_init(&b, sizeof s->head - 1);
+    st_buf_printf(&b, "{\"id\":\"%s\",\"object\":\"%s\",\"created\":%ld,\"model\":", s->rid,
+                  s->api == API_CHAT ? "chat.completion.chunk" : "text_completion", s->created);
+    if (st_buf_json_str(&b, s->em->model_id) < 0)
+        st_buf_puts(&b, "\"model\"");
+    memcpy(s->head, b.data, b.len);
+    s->head_len = b.len;
+    st_buf_free(&b);
+}
+
 static void chunk_head(st_buf *b, const stream_t *s)
 {
-    st_buf_printf(b, "{\"id\":\"%s\",\"object\":\"%s\",\"created\":%ld,\"model\":", s->rid,
-                  s->api == API_CHAT ? "chat.completion.chunk" : "text_completion", s->created);
-    st_buf_json_str(b, s->em->model_id);
+    st_buf_append(b, s->head, s->head_len);
 }
 
 static void write_ground_truth(st_emulator *em, const stream_t *s, const st_emu_event *ev, st_ns end_e)
@@ -344,17 +357,15 @@ static int deliver(st_emulator *em, stream_t *s, const st_emu_event *ev, st_ns e
         st_buf_free(&b);
         return 1;
     }
-    char cbuf[1024];
-    st_buf b = { .data = NULL };
-    st_buf_init(&b, 1 << 16);
-    (void)cbuf;
+    st_buf b = em->cbuf; /* reused across events: no allocation per token */
+    st_buf_reset(&b);
     if (s->fail_at && ev->n_out >= s->fail_at && !finished) {
         const char *e = "{\"error\":{\"message\":\"EngineCore encountered an issue (injected mid-stream fault)\","
                         "\"type\":\"InternalServerError\",\"param\":null,\"code\":500}}";
         st_srv_sse_send(s->resp, e, strlen(e));
         st_srv_sse_send(s->resp, "[DONE]", 6);
         st_srv_stream_end(s->resp);
-        st_buf_free(&b);
+        em->cbuf = b;
         st_emu_abort(em->eng, s->id);
         em->success_abort++;
         return 1;
@@ -372,9 +383,17 @@ static int deliver(st_emulator *em, stream_t *s, const st_emu_event *ev, st_ns e
     }
     chunk_head(&b, s);
     if (s->api == API_CHAT)
-        st_buf_printf(&b, ",\"choices\":[{\"index\":0,\"delta\":{\"content\":\" %s\"},\"logprobs\":null,\"finish_reason\":", word);
+    {
+        st_buf_puts(&b, ",\"choices\":[{\"index\":0,\"delta\":{\"content\":\" ");
+        st_buf_puts(&b, word);
+        st_buf_puts(&b, "\"},\"logprobs\":null,\"finish_reason\":");
+    }
     else
-        st_buf_printf(&b, ",\"choices\":[{\"index\":0,\"text\":\" %s\",\"logprobs\":null,\"finish_reason\":", word);
+    {
+        st_buf_puts(&b, ",\"choices\":[{\"index\":0,\"text\":\" ");
+        st_buf_puts(&b, word);
+        st_buf_puts(&b, "\",\"logprobs\":null,\"finish_reason\":");
+    }
     if (finished)
         st_buf_printf(&b, "\"%s\",\"stop_reason\":null}]", reason);
     else
@@ -410,7 +429,7 @@ static int deliver(st_emulator *em, stream_t *s, const st_emu_event *ev, st_ns e
         st_srv_sse_send(s->resp, "[DONE]", 6);
         st_srv_stream_end(s->resp);
     }
-    st_buf_free(&b);
+    em->cbuf = b;
     return finished;
 }
 
@@ -651,6 +670,7 @@ static void handle_generate(st_emulator *em, const st_http_parser *req, st_srv_r
     s->prompt_tokens = (uint32_t)n;
     s->created = (long)(st_wall_ns() / ST_NS_PER_S);
     new_rid(em, s->rid, sizeof s->rid, api == API_CHAT ? "chatcmpl-" : "cmpl-");
+    chunk_head_init(s);
     st_buf_init(&s->text, RESP_MAX);
     st_emu_req_params p = { .id = s->id, .ids = ids, .n_ids = (uint32_t)n, .max_tokens = (uint32_t)max_tokens,
                             .min_tokens = mn ? (uint32_t)json_integer_value(mn) : 0,
@@ -989,6 +1009,7 @@ int st_emulator_run(const st_emu_config *cfg, const st_emulator_opts *o, const s
         em->rng = 1;
     em->model_id = o->served_model_name ? o->served_model_name : cfg->model.name;
     st_buf_init(&em->mbuf, 1 << 20);
+    st_buf_init(&em->cbuf, 1 << 16);
     em->t0 = st_now();
     int rc = -1;
     int sfd = -1;
@@ -1059,6 +1080,7 @@ out:
         fclose(em->gt);
     st_emu_engine_free(em->eng);
     st_buf_free(&em->mbuf);
+    st_buf_free(&em->cbuf);
     free(em);
     return rc;
 }
