@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "emu/engine.h"
+#include "load/workload.h"
 
 typedef struct { st_ns t; uint32_t i; } arr_ev;
 
@@ -160,4 +161,14 @@ out:
     if (stats)
         *stats = s;
     return rc;
+}
+
+void st_emu_sim_items_from_workload(const struct st_workload *w, const st_ns *sched, st_emu_sim_item *items_out)
+{
+    for (uint32_t i = 0; i < w->n; i++) {
+        const st_work_item *it = &w->items[i];
+        st_ns a = sched ? sched[i] : it->arrival;
+        items_out[i] = (st_emu_sim_item){ .arrival = a < 0 ? 0 : a, .input_ids = it->input_ids,
+                                          .input_len = it->input_len, .output_len = it->output_len };
+    }
 }

@@ -43,4 +43,11 @@ int st_emu_sim_run_limited(const st_emu_config *cfg, const st_emu_sim_item *item
                            uint32_t max_concurrency, st_record *records, st_emu_sim_stats *stats,
                            char *err, size_t errlen);
 
+/* Builds sim items from a load/workload.h workload and its arrival schedule (sched[i] ns
+ * from the start, e.g. from st_arrival_schedule; NULL: each item's own arrival, -1 -> 0).
+ * Items with text only get NULL ids (unique deterministic ids of input_len tokens).
+ * items_out has w->n entries; it points into w (keep w alive while running). */
+struct st_workload;
+void st_emu_sim_items_from_workload(const struct st_workload *w, const st_ns *sched, st_emu_sim_item *items_out);
+
 #endif

@@ -9,7 +9,9 @@
 #include "emu/engine.h"
 #include "emu/sim.h"
 #include "emu/steptime.h"
+#include "load/arrival.h"
 #include "load/record.h"
+#include "load/workload.h"
 
 static void setup(st_emu_config *c, const char *gpu, const char *model)
 {
@@ -216,6 +218,40 @@ static void sim_rejects_and_is_deterministic(void **state)
     assert_non_null(strstr(err, "out of memory"));
 }
 
+/* The predict path: a LOAD synthetic workload and Poisson arrivals through the sim. */
+static void sim_runs_a_load_workload(void **state)
+{
+    (void)state;
+    st_synth_params sp = { .input_len = 3000, .output_len = 300, .range_ratio = 0, .prefix_len = 2000,
+                           .num_requests = 200, .seed = 42, .vocab_size = 151936 };
+    st_workload w;
+    char err[512];
+    assert_int_equal(st_workload_synthetic(&sp, &w, err, sizeof err), 0);
+    st_arrival a = { .kind = ST_ARR_POISSON, .rate = 4, .seed = 7 };
+    st_ns *sched = calloc(w.n, sizeof *sched);
+    assert_int_equal(st_arrival_schedule(&a, w.n, sched), 0);
+    st_emu_sim_item *items = calloc(w.n, sizeof *items);
+    st_emu_sim_items_from_workload(&w, sched, items);
+    st_record *rec = calloc(w.n, sizeof *rec);
+    st_emu_config c;
+    setup(&c, "H100", "Qwen/Qwen3-8B");
+    st_emu_sim_stats s;
+    assert_int_equal(st_emu_sim_run(&c, items, w.n, rec, &s, err, sizeof err), 0);
+    assert_int_equal(s.completed, 200);
+    /* every request after the first reuses the 2000-token prefix (125 full blocks) */
+    assert_true(s.prefix_hits >= 199ULL * 1984);
+    for (uint32_t i = 0; i < w.n; i++) {
+        assert_int_equal(rec[i].scheduled, sched[i]);
+        assert_int_equal(rec[i].output_tokens, 300);
+        assert_true(rec[i].cached_tokens == 0 || rec[i].cached_tokens >= 1984);
+        st_record_free(&rec[i]);
+    }
+    free(rec);
+    free(items);
+    free(sched);
+    st_workload_free(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
@@ -226,6 +262,7 @@ int main(void)
         cmocka_unit_test(step_time_shape),
         cmocka_unit_test(decode_slowdown_raises_tpot),
         cmocka_unit_test(sim_rejects_and_is_deterministic),
+        cmocka_unit_test(sim_runs_a_load_workload),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }
