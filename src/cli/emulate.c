@@ -124,8 +124,10 @@ int cmd_emulate(int argc, char **argv)
         rc = bad("the following arguments are required: model_tag");
         goto done;
     }
-    if (!gpu) {
-        rc = bad("--gpu NAME|FILE is required (H100, H200, A100, L40S, RTX4090, or a GPU file)");
+    if (!gpu)
+        gpu = getenv("SERVETUNE_EMULATE_GPU"); /* for a forwarding `vllm` script that cannot add flags */
+    if (!gpu || !*gpu) {
+        rc = bad("--gpu NAME|FILE is required (H100, H200, A100, L40S, RTX4090, or a GPU file; or SERVETUNE_EMULATE_GPU)");
         goto done;
     }
     for (int i = 0; i < r.nunknown; i++)

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -975,6 +976,12 @@ static void setup_hists(st_emulator *em)
 
 static void print_jitter(const st_emulator *em)
 {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double cpu = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+    fprintf(stderr, "server CPU %.2f s (user %.2f, system %.2f) for %llu token events: %.0f token events per CPU-second\n",
+            cpu, ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6, ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6,
+            (unsigned long long)em->jit.n, cpu > 0 ? em->jit.n / cpu : 0);
     if (!em->jit.n)
         return;
     uint64_t c = 0, p50 = 0, p99 = 0, p999 = 0;
