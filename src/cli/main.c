@@ -7,6 +7,7 @@
 
 static const st_cmd commands[] = {
     { "version", cmd_version, "print the version" },
+    { "emulate", cmd_emulate, "run the vLLM-compatible engine emulator (emulate serve MODEL --gpu NAME)" },
     { NULL, NULL, NULL },
 };
 
