@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -93,4 +94,45 @@ size_t st_strlcpy(char *dst, const char *src, size_t dstlen)
         dst[c] = '\0';
     }
     return n;
+}
+
+char *st_fmt_shortest(char *dst, size_t dstlen, double v, int python_style)
+{
+    int prec = 1;
+    for (; prec <= 17; prec++) {
+        snprintf(dst, dstlen, "%.*g", prec, v);
+        if (strtod(dst, NULL) == v)
+            break;
+    }
+    if (prec > 17)
+        prec = 17;
+    double a = fabs(v);
+    /* Like repr: plain decimals between 1e-4 and 1e16, exponents outside. */
+    if (isfinite(v) && a != 0 && a >= 1e-4 && a < 1e16 && strchr(dst, 'e')) {
+        int mag = (int)floor(log10(a));
+        int decimals = prec - 1 - mag;
+        snprintf(dst, dstlen, "%.*f", decimals > 0 ? decimals : 0, v);
+    }
+    if (python_style && isfinite(v) && !strpbrk(dst, ".eEn")) {
+        size_t n = strlen(dst);
+        if (n + 2 < dstlen)
+            memcpy(dst + n, ".0", 3);
+    }
+    /* prometheus_client's floatToGoString: Go switches to exponents sooner than Python. */
+    const char *dot = strchr(dst, '.');
+    if (python_style && v > 0 && dot && dot - dst > 6 && !strchr(dst, 'e')) {
+        char mant[40];
+        int dexp = (int)(dot - dst) - 1;
+        size_t m = 0;
+        mant[m++] = dst[0];
+        mant[m++] = '.';
+        for (const char *q = dst + 1; *q && m < sizeof mant - 1; q++)
+            if (*q != '.')
+                mant[m++] = *q;
+        while (m > 0 && (mant[m - 1] == '0' || mant[m - 1] == '.'))
+            m--;
+        mant[m] = '\0';
+        snprintf(dst, dstlen, "%se+%02d", mant, dexp);
+    }
+    return dst;
 }

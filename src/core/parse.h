@@ -12,6 +12,10 @@ int st_parse_u64(const char *s, uint64_t *out);
 int st_parse_rate(const char *s, double *out);
 /* A duration with an optional unit suffix (ns, us, ms, s, m); bare numbers are seconds. */
 int st_parse_duration_s(const char *s, double *out_seconds);
+/* Formats v with the fewest significant digits that read back as the same double,
+ * like Python's repr (0.005, 2.5, 1e-06); integral values get ".0" when python_style is set
+ * (what prometheus_client prints for histogram bounds). Returns dst. */
+char *st_fmt_shortest(char *dst, size_t dstlen, double v, int python_style);
 /* Copies at most dstlen-1 bytes and always terminates. Returns the length of src. */
 size_t st_strlcpy(char *dst, const char *src, size_t dstlen);
 

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "core/buf.h"
+#include "core/parse.h"
 #include "core/clock.h"
 #include "emu/engine.h"
 #include "net/loop.h"
@@ -789,12 +790,15 @@ static void emit_hist(st_emulator *em, st_buf *b, const hist *h, const char *lab
     uint64_t cum = 0;
     for (int i = 0; i < h->nb; i++) {
         cum += h->counts[i];
-        st_buf_printf(b, "%s_bucket{%s,le=\"%.17g\"} %llu\n", h->name, labels, h->bounds[i], (unsigned long long)cum);
+        char le[32];
+        st_fmt_shortest(le, sizeof le, h->bounds[i], 1);
+        st_buf_printf(b, "%s_bucket{%s,le=\"%s\"} %llu\n", h->name, labels, le, (unsigned long long)cum);
     }
     cum += h->counts[h->nb];
     st_buf_printf(b, "%s_bucket{%s,le=\"+Inf\"} %llu\n", h->name, labels, (unsigned long long)cum);
     st_buf_printf(b, "%s_count{%s} %llu\n", h->name, labels, (unsigned long long)h->count);
-    st_buf_printf(b, "%s_sum{%s} %.17g\n", h->name, labels, h->sum);
+    char sum[32];
+    st_buf_printf(b, "%s_sum{%s} %s\n", h->name, labels, st_fmt_shortest(sum, sizeof sum, h->sum, 1));
     (void)em;
 }
 

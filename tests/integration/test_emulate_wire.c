@@ -278,13 +278,13 @@ static void metrics_follow_state_and_pass_promtool(void **state)
     assert_near(metric(m, "vllm:num_requests_running{"), 0, 0);
     assert_near(metric(m, "vllm:kv_cache_usage_perc{"), 0, 0);
     assert_non_null(strstr(m, "vllm:time_to_first_token_seconds_bucket{engine=\"0\",model_name=\"qwen8\",le=\"0.001\"}"));
-    assert_non_null(strstr(m, "le=\"2560\"}"));
+    assert_non_null(strstr(m, "le=\"2560.0\"}"));
     assert_non_null(strstr(m, "vllm:inter_token_latency_seconds_bucket{engine=\"0\",model_name=\"qwen8\",le=\"0.01\"}"));
-    assert_non_null(strstr(m, "vllm:e2e_request_latency_seconds_bucket{engine=\"0\",model_name=\"qwen8\",le=\"7680\"}"));
+    assert_non_null(strstr(m, "vllm:e2e_request_latency_seconds_bucket{engine=\"0\",model_name=\"qwen8\",le=\"7680.0\"}"));
     assert_non_null(strstr(m, "# TYPE vllm:iteration_tokens_total histogram"));
     assert_non_null(strstr(m, "vllm:cache_config_info{block_size=\"16\",cache_dtype=\"auto\",enable_prefix_caching=\"True\""));
-    assert_non_null(strstr(m, "vllm:request_prompt_tokens_bucket{engine=\"0\",model_name=\"qwen8\",le=\"2000\"}"));
-    assert_null(strstr(m, "le=\"5000\"")); /* 1-2-5 series stops at max_model_len */
+    assert_non_null(strstr(m, "vllm:request_prompt_tokens_bucket{engine=\"0\",model_name=\"qwen8\",le=\"2000.0\"}"));
+    assert_null(strstr(m, "le=\"5000.0\"")); /* 1-2-5 series stops at max_model_len */
     /* promtool: must parse; the only lint findings allowed are those vLLM's own names cause */
     if (system("command -v promtool >/dev/null 2>&1") != 0) {
         http_res_free(&r);

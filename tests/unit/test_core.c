@@ -52,6 +52,15 @@ static void parse_strict_numbers(void **state)
     assert_int_equal(st_parse_duration_s("2m", &d), 0);
     assert_near(d, 120, 0);
     assert_int_equal(st_parse_duration_s("2h", &d), -1);
+    char f[32];
+    assert_string_equal(st_fmt_shortest(f, sizeof f, 0.005, 1), "0.005");
+    assert_string_equal(st_fmt_shortest(f, sizeof f, 10, 1), "10.0");
+    assert_string_equal(st_fmt_shortest(f, sizeof f, 10, 0), "10");
+    assert_string_equal(st_fmt_shortest(f, sizeof f, 0.1 + 0.2, 0), "0.30000000000000004");
+    assert_string_equal(st_fmt_shortest(f, sizeof f, 2560, 1), "2560.0");
+    assert_string_equal(st_fmt_shortest(f, sizeof f, 1e-6, 1), "1e-06");
+    assert_string_equal(st_fmt_shortest(f, sizeof f, 5e6, 1), "5e+06");
+    assert_string_equal(st_fmt_shortest(f, sizeof f, 1234567.0, 1), "1.234567e+06");
 }
 
 static void opts_table(void **state)
