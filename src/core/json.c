@@ -22,11 +22,34 @@ static int is_digit(char c)
     return c >= '0' && c <= '9';
 }
 
+/* Bytes that end the fast run inside a string: the quote, the backslash and the control
+ * characters JSON forbids. */
+static const unsigned char str_stop[256] = {
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    ['"'] = 1, ['\\'] = 1,
+};
+
 /* p at the opening quote; returns the byte after the closing quote, or NULL. */
 static const char *scan_string(const char *p, const char *end)
 {
     p++;
     while (p < end) {
+        /* Eight bytes at a time while none is a quote, a backslash or below 0x20 (the
+         * exact "has a zero byte" / "has a byte below n" tests of Hacker's Delight). */
+        while (end - p >= 8) {
+            uint64_t x;
+            memcpy(&x, p, 8);
+            const uint64_t ones = 0x0101010101010101ULL, high = 0x8080808080808080ULL;
+            uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
+            uint64_t hit = ((q - ones) & ~q) | ((b - ones) & ~b) | ((x - ones * 0x20) & ~x);
+            if (hit & high)
+                break;
+            p += 8;
+        }
+        while (p < end && !str_stop[(unsigned char)*p])
+            p++;
+        if (p >= end)
+            return NULL;
         unsigned char c = (unsigned char)*p;
         if (c == '"')
             return p + 1;
@@ -339,6 +362,7 @@ int st_json_iter_next(st_json_iter *it, st_json_val *key, st_json_val *val)
         return -1;
     const char *p = skip_ws(it->p, it->end);
     char close = it->is_obj ? '}' : ']';
+    it->key_escaped = 0;
     if (p >= it->end)
         goto bad;
     if (*p == close) {
@@ -356,6 +380,12 @@ int st_json_iter_next(st_json_iter *it, st_json_val *key, st_json_val *val)
         const char *q = scan_string(p, it->end);
         if (!q)
             goto bad;
+        /* Most keys have no escapes: tell the caller so it can compare raw bytes. */
+        for (const char *c = p + 1; c < q - 1; c++)
+            if (*c == '\\') {
+                it->key_escaped = 1;
+                break;
+            }
         key->type = ST_JSON_STRING;
         key->p = p;
         key->len = (size_t)(q - p);
@@ -397,6 +427,58 @@ int st_json_obj_get(const st_json_val *obj, const char *key, size_t keylen, st_j
     }
     set_absent(out);
     return rc < 0 ? -1 : 1;
+}
+
+/* Raw key bytes (no escapes, never NUL) against a NUL-terminated key: stops at the first
+ * difference, so keys of other lengths cost a byte or two. */
+static int raw_key_eq(const char *k, size_t n, const char *key)
+{
+    for (size_t i = 0; i < n; i++)
+        if (k[i] != key[i])
+            return 0;
+    return key[n] == '\0';
+}
+
+int st_json_obj_fields(const st_json_val *obj, const char *const *keys, int nkeys, st_json_val *out)
+{
+    if (nkeys < 0 || nkeys > 32)
+        return -1;
+    for (int i = 0; i < nkeys; i++) {
+        set_absent(&out[i]);
+        if (!keys[i][0])
+            return -1;
+    }
+    if (!obj || obj->type != ST_JSON_OBJECT)
+        return 1;
+    st_json_iter it;
+    if (st_json_iter_init(&it, obj) < 0)
+        return -1;
+    st_json_val k, v;
+    int rc, found = 0;
+    while ((rc = st_json_iter_next(&it, &k, &v)) == 1) {
+        size_t raw = k.len - 2;
+        const char *kp = k.p + 1;
+        for (int i = 0; i < nkeys; i++) {
+            if (out[i].type != ST_JSON_ABSENT)
+                continue; /* the first occurrence wins, as in st_json_obj_get */
+            if (it.key_escaped ? str_eq_at(k.p, k.p + k.len, keys[i], strlen(keys[i]))
+                               : raw_key_eq(kp, raw, keys[i])) {
+                out[i] = v;
+                found++;
+                break;
+            }
+        }
+    }
+    /* The object must fill the whole view (nothing after its closing brace but
+     * whitespace), so this also serves as the validation of an unparsed document. */
+    if (rc == 0 && skip_ws(it.p + 1, obj->p + obj->len) != obj->p + obj->len)
+        rc = -1;
+    if (rc < 0) {
+        for (int i = 0; i < nkeys; i++)
+            set_absent(&out[i]);
+        return -1;
+    }
+    return found ? 0 : 1;
 }
 
 int st_json_arr_get(const st_json_val *arr, uint32_t idx, st_json_val *out)

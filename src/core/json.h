@@ -51,6 +51,14 @@ int st_json_parse(const char *doc, size_t len, st_json_val *root);
 int st_json_get(const st_json_val *v, const char *path, st_json_val *out);
 /* One key of an object (keys are compared after unescaping; the first match wins). */
 int st_json_obj_get(const st_json_val *obj, const char *key, size_t keylen, st_json_val *out);
+/* Several keys of an object in one pass (the hot path's way to read an event): out[i]
+ * gets the value of keys[i] (NUL-terminated, non-empty), ST_JSON_ABSENT when missing.
+ * nkeys <= 32. The pass validates every member, and the object must fill the view up to
+ * trailing whitespace, so on an unparsed view {ST_JSON_OBJECT, text, len} whose text starts
+ * with '{' it validates the whole document: no separate st_json_parse is needed.
+ * Returns 0 when at least one key was found, 1 when none (or obj is not an object), -1 on
+ * malformed text (every out[i] absent). */
+int st_json_obj_fields(const st_json_val *obj, const char *const *keys, int nkeys, st_json_val *out);
 /* Element idx of an array. */
 int st_json_arr_get(const st_json_val *arr, uint32_t idx, st_json_val *out);
 /* Number of elements of an array or members of an object; -1 if neither or malformed. */
@@ -63,6 +71,7 @@ long st_json_count(const st_json_val *v);
 typedef struct st_json_iter {
     const char *p, *end;
     int is_obj, first;
+    int key_escaped; /* the last key returned contains escapes (compare it unescaped) */
 } st_json_iter;
 int st_json_iter_init(st_json_iter *it, const st_json_val *v);
 int st_json_iter_next(st_json_iter *it, st_json_val *key, st_json_val *val);
