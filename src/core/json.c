@@ -29,21 +29,27 @@ static const unsigned char str_stop[256] = {
     ['"'] = 1, ['\\'] = 1,
 };
 
-/* p at the opening quote; returns the byte after the closing quote, or NULL. */
-static const char *scan_string(const char *p, const char *end)
+/* p at the opening quote; returns the byte after the closing quote, or NULL. *esc (may be
+ * NULL) is set when the string contains an escape. */
+static const char *scan_str(const char *p, const char *end, int *esc)
 {
     p++;
     while (p < end) {
         /* Eight bytes at a time while none is a quote, a backslash or below 0x20 (the
-         * exact "has a zero byte" / "has a byte below n" tests of Hacker's Delight). */
+         * "has a zero byte" / "has a byte below n" tests of Hacker's Delight: the lowest
+         * flagged byte is always a true match, so its index is exact). */
         while (end - p >= 8) {
             uint64_t x;
             memcpy(&x, p, 8);
             const uint64_t ones = 0x0101010101010101ULL, high = 0x8080808080808080ULL;
             uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
-            uint64_t hit = ((q - ones) & ~q) | ((b - ones) & ~b) | ((x - ones * 0x20) & ~x);
-            if (hit & high)
+            uint64_t hit = (((q - ones) & ~q) | ((b - ones) & ~b) | ((x - ones * 0x20) & ~x)) & high;
+            if (hit) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+                p += __builtin_ctzll(hit) >> 3;
+#endif
                 break;
+            }
             p += 8;
         }
         while (p < end && !str_stop[(unsigned char)*p])
@@ -55,26 +61,30 @@ static const char *scan_string(const char *p, const char *end)
             return p + 1;
         if (c < 0x20)
             return NULL;
-        if (c == '\\') {
-            if (p + 1 >= end)
+        /* c == '\\' */
+        if (p + 1 >= end)
+            return NULL;
+        if (esc)
+            *esc = 1;
+        switch (p[1]) {
+        case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
+            p += 2;
+            break;
+        case 'u':
+            if (end - p < 6 || !is_hex(p[2]) || !is_hex(p[3]) || !is_hex(p[4]) || !is_hex(p[5]))
                 return NULL;
-            switch (p[1]) {
-            case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
-                p += 2;
-                break;
-            case 'u':
-                if (end - p < 6 || !is_hex(p[2]) || !is_hex(p[3]) || !is_hex(p[4]) || !is_hex(p[5]))
-                    return NULL;
-                p += 6;
-                break;
-            default:
-                return NULL;
-            }
-            continue;
+            p += 6;
+            break;
+        default:
+            return NULL;
         }
-        p++;
     }
     return NULL;
+}
+
+static const char *scan_string(const char *p, const char *end)
+{
+    return scan_str(p, end, NULL);
 }
 
 static const char *scan_number(const char *p, const char *end)
@@ -377,15 +387,10 @@ int st_json_iter_next(st_json_iter *it, st_json_val *key, st_json_val *val)
     if (it->is_obj) {
         if (p >= it->end || *p != '"')
             goto bad;
-        const char *q = scan_string(p, it->end);
+        /* Most keys have no escapes: tell the caller so it can compare raw bytes. */
+        const char *q = scan_str(p, it->end, &it->key_escaped);
         if (!q)
             goto bad;
-        /* Most keys have no escapes: tell the caller so it can compare raw bytes. */
-        for (const char *c = p + 1; c < q - 1; c++)
-            if (*c == '\\') {
-                it->key_escaped = 1;
-                break;
-            }
         key->type = ST_JSON_STRING;
         key->p = p;
         key->len = (size_t)(q - p);

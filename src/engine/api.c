@@ -200,6 +200,37 @@ static const char *const root_keys[F__COUNT] = {
     "timings",
 };
 
+/* The fields each API reads (fewer keys to compare per member on the hot path). */
+static const signed char api_fields[5][9] = {
+    [ST_API_COMPLETIONS] = { F_ERROR, F_OBJECT, F_MESSAGE, F_CHOICES, F_USAGE, -1 },
+    [ST_API_CHAT] = { F_ERROR, F_OBJECT, F_MESSAGE, F_CHOICES, F_USAGE, -1 },
+    [ST_API_TGI] = { F_ERROR, F_OBJECT, F_MESSAGE, F_ERROR_TYPE, F_TOKEN, F_GENERATED_TEXT, F_DETAILS, -1 },
+    [ST_API_LLAMACPP] = { F_ERROR, F_OBJECT, F_MESSAGE, F_CONTENT, F_STOP, F_TOKENS_PREDICTED,
+                          F_TOKENS_EVALUATED, F_TIMINGS, -1 },
+    [ST_API_SGLANG] = { F_ERROR, F_OBJECT, F_MESSAGE, F_TEXT, F_META_INFO, -1 },
+};
+
+/* Reads the API's fields of root into f[F__COUNT] (the others absent). */
+static int read_fields(st_api_kind k, const st_json_val *root, st_json_val *f)
+{
+    const char *keys[F__COUNT];
+    st_json_val vals[F__COUNT];
+    int n = 0;
+    for (int i = 0; i < F__COUNT; i++)
+        f[i] = (st_json_val){ ST_JSON_ABSENT, NULL, 0 };
+    if ((unsigned)k >= 5)
+        return -1;
+    while (n < 9 && api_fields[k][n] >= 0) {
+        keys[n] = root_keys[(int)api_fields[k][n]];
+        n++;
+    }
+    if (st_json_obj_fields(root, keys, n, vals) < 0)
+        return -1;
+    for (int i = 0; i < n; i++)
+        f[(int)api_fields[k][i]] = vals[i];
+    return 0;
+}
+
 static void copy_str(const st_json_val *v, char *msg, size_t cap)
 {
     if (st_json_str(v, msg, cap, NULL) < 0 && cap)
@@ -426,7 +457,7 @@ static int parse_common(st_api_kind k, const char *data, size_t len, st_api_even
         set_err(ev, "response is not a JSON object");
         return -1;
     }
-    if (st_json_obj_fields(&root, root_keys, F__COUNT, f) < 0) {
+    if (read_fields(k, &root, f) < 0) {
         set_err(ev, streaming ? "malformed JSON in stream event" : "malformed JSON response body");
         return -1;
     }
