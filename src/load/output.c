@@ -1,6 +1,7 @@
 #include "load/output.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -126,7 +127,7 @@ static double ms(double s)
     return s * 1e3;
 }
 
-json_t *st_output_record_json(const st_record *r)
+static json_t *record_json(const st_record *r, int with_events)
 {
     json_t *o = json_object();
     if (!o)
@@ -150,11 +151,18 @@ json_t *st_output_record_json(const st_record *r)
     set(o, "output_tokens", json_integer(r->output_tokens));
     set(o, "cached_tokens", json_integer(r->cached_tokens));
     set(o, "usage_reported", json_boolean(r->usage_reported));
+    if (!with_events)
+        return o;
     json_t *ev = json_array();
     for (uint32_t i = 0; ev && r->events && i < r->n_events; i++)
         json_array_append_new(ev, json_integer((json_int_t)r->events[i]));
     set(o, "event_times_ns", ev);
     return o;
+}
+
+json_t *st_output_record_json(const st_record *r)
+{
+    return record_json(r, 1);
 }
 
 json_t *st_output_config_json(const st_bench_info *in)
@@ -240,18 +248,52 @@ json_t *st_output_json(const st_bench_info *in, const st_summary *s, const st_re
     return o;
 }
 
+/* Streams the document: the head (everything but the records) through jansson, then one
+ * compact line per record with its event times written directly, so memory stays at one
+ * record's worth however long the run (a jansson tree of every event time would take tens
+ * of bytes per event). */
 int st_output_json_write(FILE *f, const st_bench_info *info, const st_summary *s, const st_record *recs, uint32_t n)
 {
-    json_t *o = st_output_json(info, s, recs, n);
+    const size_t flags = JSON_REAL_PRECISION(15);
+    json_t *o = st_output_json(info, s, NULL, 0);
     if (!o)
         return -1;
-    /* Records are compact (one line each would be nicer, but jansson indents uniformly);
-     * indent 1 keeps large files small and still diffable. */
-    int rc = json_dumpf(o, f, JSON_INDENT(1) | JSON_REAL_PRECISION(10));
+    json_object_del(o, "records");
+    char *head = json_dumps(o, JSON_INDENT(1) | flags);
     json_decref(o);
-    if (rc < 0 || fputc('\n', f) == EOF)
+    if (!head)
         return -1;
-    return 0;
+    char *close = strrchr(head, '}');
+    if (!close) {
+        free(head);
+        return -1;
+    }
+    while (close > head && (close[-1] == '\n' || close[-1] == ' '))
+        close--;
+    fwrite(head, 1, (size_t)(close - head), f);
+    free(head);
+    fputs(",\n \"records\": [", f);
+    for (uint32_t i = 0; recs && i < n; i++) {
+        json_t *r = record_json(&recs[i], 0);
+        char *line = r ? json_dumps(r, JSON_COMPACT | flags) : NULL;
+        json_decref(r);
+        if (!line)
+            return -1;
+        size_t len = strlen(line);
+        if (len < 2 || line[len - 1] != '}') {
+            free(line);
+            return -1;
+        }
+        fputs(i ? ",\n  " : "\n  ", f);
+        fwrite(line, 1, len - 1, f);
+        free(line);
+        fputs(",\"event_times_ns\":[", f);
+        for (uint32_t k = 0; recs[i].events && k < recs[i].n_events; k++)
+            fprintf(f, k ? ",%lld" : "%lld", (long long)recs[i].events[k]);
+        fputs("]}", f);
+    }
+    fputs(n ? "\n ]\n}\n" : "]\n}\n", f);
+    return ferror(f) ? -1 : 0;
 }
 
 /* ---- CSV ---------------------------------------------------------------------------- */

@@ -151,6 +151,43 @@ static void json_inf_rate_and_limited(void **state)
     free(text);
 }
 
+static void streamed_equals_tree(void **state)
+{
+    (void)state;
+    st_bench_info in = make_info();
+    st_summary s;
+    st_summary_compute(recs, 3, &in.opts, &s);
+    char *text = capture_json(&in, &s);
+    json_t *streamed = json_loads(text, 0, NULL);
+    json_t *tree = st_output_json(&in, &s, recs, 3);
+    assert_non_null(streamed);
+    assert_non_null(tree);
+    /* Same document (reals compared as written, at the writer's 15 significant digits). */
+    char *a = json_dumps(streamed, JSON_SORT_KEYS | JSON_COMPACT | JSON_REAL_PRECISION(15));
+    char *b = json_dumps(tree, JSON_SORT_KEYS | JSON_COMPACT | JSON_REAL_PRECISION(15));
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_string_equal(a, b);
+    free(a);
+    free(b);
+    /* One line per record. */
+    assert_non_null(strstr(text, "\n  {\"id\":1,"));
+    json_decref(streamed);
+    json_decref(tree);
+    free(text);
+    /* No records at all. */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_int_equal(st_output_json_write(f, &in, &s, NULL, 0), 0);
+    fclose(f);
+    json_t *j = json_loads(buf, 0, NULL);
+    assert_non_null(j);
+    assert_int_equal(json_array_size(json_object_get(j, "records")), 0);
+    json_decref(j);
+    free(buf);
+}
+
 static void csv_rows(void **state)
 {
     (void)state;
@@ -213,6 +250,7 @@ int main(void)
     const struct CMUnitTest t[] = {
         cmocka_unit_test_setup_teardown(json_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(json_inf_rate_and_limited, setup, teardown),
+        cmocka_unit_test_setup_teardown(streamed_equals_tree, setup, teardown),
         cmocka_unit_test_setup_teardown(csv_rows, setup, teardown),
         cmocka_unit_test_setup_teardown(table_text, setup, teardown),
     };
