@@ -444,22 +444,15 @@ static int raw_key_eq(const char *k, size_t n, const char *key)
     return key[n] == '\0';
 }
 
-int st_json_obj_fields(const st_json_val *obj, const char *const *keys, int nkeys, st_json_val *out)
+/* Reads the members of the object at p (its '{'), bounded by end, capturing keys[i] into
+ * out[i] as it goes. Returns the byte after the closing brace, or NULL when malformed. */
+static const char *scan_obj_fields(const char *p, const char *end, const char *const *keys, int nkeys,
+                                   st_json_val *out, int *found)
 {
-    if (nkeys < 0 || nkeys > 32)
-        return -1;
-    for (int i = 0; i < nkeys; i++) {
-        set_absent(&out[i]);
-        if (!keys[i][0])
-            return -1;
-    }
-    if (!obj || obj->type != ST_JSON_OBJECT)
-        return 1;
-    st_json_iter it;
-    if (st_json_iter_init(&it, obj) < 0)
-        return -1;
+    st_json_iter it = { p + 1, end, 1, 1, 0 };
     st_json_val k, v;
-    int rc, found = 0;
+    int rc;
+    *found = 0;
     while ((rc = st_json_iter_next(&it, &k, &v)) == 1) {
         size_t raw = k.len - 2;
         const char *kp = k.p + 1;
@@ -469,21 +462,86 @@ int st_json_obj_fields(const st_json_val *obj, const char *const *keys, int nkey
             if (it.key_escaped ? str_eq_at(k.p, k.p + k.len, keys[i], strlen(keys[i]))
                                : raw_key_eq(kp, raw, keys[i])) {
                 out[i] = v;
-                found++;
+                (*found)++;
                 break;
             }
         }
     }
+    return rc == 0 ? it.p + 1 : NULL;
+}
+
+static int check_keys(const char *const *keys, int nkeys, st_json_val *out)
+{
+    if (nkeys < 0 || nkeys > 32)
+        return -1;
+    for (int i = 0; i < nkeys; i++) {
+        set_absent(&out[i]);
+        if (!keys[i] || !keys[i][0])
+            return -1;
+    }
+    return 0;
+}
+
+int st_json_obj_fields(const st_json_val *obj, const char *const *keys, int nkeys, st_json_val *out)
+{
+    if (check_keys(keys, nkeys, out) < 0)
+        return -1;
+    if (!obj || obj->type != ST_JSON_OBJECT)
+        return 1;
+    if (!obj->p || obj->len < 2 || obj->p[0] != '{')
+        return -1;
+    const char *end = obj->p + obj->len;
+    int found = 0;
+    const char *q = scan_obj_fields(obj->p, end, keys, nkeys, out, &found);
     /* The object must fill the whole view (nothing after its closing brace but
      * whitespace), so this also serves as the validation of an unparsed document. */
-    if (rc == 0 && skip_ws(it.p + 1, obj->p + obj->len) != obj->p + obj->len)
-        rc = -1;
-    if (rc < 0) {
+    if (!q || skip_ws(q, end) != end) {
         for (int i = 0; i < nkeys; i++)
             set_absent(&out[i]);
         return -1;
     }
     return found ? 0 : 1;
+}
+
+int st_json_iter_next_fields(st_json_iter *it, const char *const *keys, int nkeys, st_json_val *val,
+                             st_json_val *out)
+{
+    set_absent(val);
+    if (check_keys(keys, nkeys, out) < 0 || !it->p || it->is_obj)
+        return -1;
+    const char *p = skip_ws(it->p, it->end), *q;
+    if (p >= it->end)
+        goto bad;
+    if (*p == ']') {
+        it->p = p; /* stay at the end */
+        return 0;
+    }
+    if (!it->first) {
+        if (*p != ',')
+            goto bad;
+        p = skip_ws(p + 1, it->end);
+    }
+    if (p >= it->end)
+        goto bad;
+    if (*p == '{') {
+        int found = 0;
+        q = scan_obj_fields(p, it->end, keys, nkeys, out, &found);
+    } else {
+        q = scan_value(p, it->end, 1);
+    }
+    if (!q)
+        goto bad;
+    val->type = type_of(*p);
+    val->p = p;
+    val->len = (size_t)(q - p);
+    it->p = q;
+    it->first = 0;
+    return 1;
+bad:
+    it->p = NULL;
+    for (int i = 0; i < nkeys; i++)
+        set_absent(&out[i]);
+    return -1;
 }
 
 int st_json_arr_get(const st_json_val *arr, uint32_t idx, st_json_val *out)

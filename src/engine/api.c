@@ -299,14 +299,11 @@ static void read_choices(const st_json_val *choices, int chat, const char *msgke
     if (choices->type != ST_JSON_ARRAY)
         return;
     st_json_iter it;
-    st_json_val c;
+    st_json_val c, v[3];
+    const char *keys[3] = { "finish_reason", chat ? msgkey : "text", "token_ids" };
     st_json_iter_init(&it, choices);
-    while (st_json_iter_next(&it, NULL, &c) == 1) {
+    while (st_json_iter_next_fields(&it, keys, 3, &c, v) == 1) {
         if (c.type != ST_JSON_OBJECT)
-            continue;
-        const char *keys[3] = { "finish_reason", chat ? msgkey : "text", "token_ids" };
-        st_json_val v[3];
-        if (st_json_obj_fields(&c, keys, 3, v) < 0)
             continue;
         if (!chat) {
             long nid = v[2].type == ST_JSON_ARRAY ? st_json_count(&v[2]) : 0;

@@ -42,6 +42,21 @@ static void walk(const st_json_val *v, int depth)
             walk(&x, depth + 1);
         if (rc < 0)
             abort(); /* a validated container iterates cleanly */
+        if (v->type == ST_JSON_ARRAY) {
+            /* The one-pass element reader sees the same elements. */
+            static const char *const keys[] = { "text", "a" };
+            st_json_iter i2;
+            st_json_val y, out[2];
+            st_json_iter_init(&it, v);
+            st_json_iter_init(&i2, v);
+            for (;;) {
+                int r1 = st_json_iter_next(&it, NULL, &x), r2 = st_json_iter_next_fields(&i2, keys, 2, &y, out);
+                if (r1 != r2 || (r1 == 1 && (x.p != y.p || x.len != y.len || x.type != y.type)))
+                    abort();
+                if (r1 != 1)
+                    break;
+            }
+        }
         break;
     }
     default:
