@@ -104,7 +104,8 @@ static inline int st_json_is_nothing(const st_json_val *v)
 }
 
 /* Convenience: path lookup + reader, for the common "get a number/string at a path"
- * pattern. Return 0 found and converted, 1 absent or null, -1 wrong type/malformed. */
+ * pattern. Return 0 found and converted (st_json_get_str: truncated to fit cap - 1 bytes
+ * if longer), 1 absent or null, -1 wrong type/malformed. */
 int st_json_get_u32(const st_json_val *v, const char *path, uint32_t *out);
 int st_json_get_num(const st_json_val *v, const char *path, double *out);
 int st_json_get_str(const st_json_val *v, const char *path, char *buf, size_t cap);
