@@ -40,7 +40,10 @@ double st_emu_step_seconds(const st_emu_config *c, const st_emu_batch *b, st_emu
         else
             qeff = EMU_WEIGHT_ONLY_QUANT_EFF; /* weight-only fp8 (Marlin) on A100 */
     } else if (is_int4(c->weight_dtype)) {
-        qeff = EMU_WEIGHT_ONLY_QUANT_EFF;
+        {
+        double x = T / EMU_INT4_EFF_TOKENS;
+        qeff = EMU_INT4_EFF_LARGE + (EMU_WEIGHT_ONLY_QUANT_EFF - EMU_INT4_EFF_LARGE) / (1.0 + x * x);
+    }
     }
     double gemm_eff = c->gpu.gemm_eff * T / (T + EMU_GEMM_HALF_TOKENS) * qeff;
     double compute = 0;
