@@ -118,8 +118,10 @@ int cmd_bench(int argc, char **argv)
     };
     st_opts_result pr;
     char err[512];
-    if (st_opts_parse(opts, argc - 1, argv + 1, 0, &pr, err, sizeof err) < 0)
+    if (st_opts_parse(opts, argc - 1, argv + 1, 0, &pr, err, sizeof err) < 0) {
+        st_opts_result_free(&pr);
         return st_cli_usage_error("bench", err);
+    }
     if (pr.help) {
         printf("usage: servetune bench --url URL [OPTIONS]\n\n"
                "Drive a running LLM endpoint with an open-loop streaming load and measure TTFT, TPOT,\n"
