@@ -84,6 +84,7 @@ int cmd_bench(int argc, char **argv)
     double slo_ttft = 0, slo_tpot = 0, slo_e2e = 0;
     long seed = 0;
     int insecure = 0, quiet = 0, no_stream = 0;
+    double spin_us = 0;
     const st_opt opts[] = {
         { "url", 0, ST_OPT_STR, &url, "URL", "server base URL, http:// or https:// (required)", 0, 0, 0 },
         { "api", 0, ST_OPT_STR, &api_name, "API", "completions|chat|tgi|llamacpp|sglang|raw (default completions); raw = plain GET of the URL", 0, 0, 0 },
@@ -108,6 +109,7 @@ int cmd_bench(int argc, char **argv)
         { "slo-tpot", 0, ST_OPT_DOUBLE, &slo_tpot, "MS", "goodput term: TPOT at most MS", 0, 1e9, 0 },
         { "slo-e2e", 0, ST_OPT_DOUBLE, &slo_e2e, "MS", "goodput term: end-to-end latency at most MS", 0, 1e9, 0 },
         { "max-lag", 0, ST_OPT_DOUBLE, &max_lag_ms, "MS", "self-check threshold for dispatch lag / loop delay p99 (default 10)", 1e-3, 1e6, 0 },
+        { "spin-us", 0, ST_OPT_DOUBLE, &spin_us, "US", "busy-poll this long before each send time for sub-10us send precision (default 0: sleep in epoll_pwait2)", 0, 1e6, 0 },
         { "no-stream", 0, ST_OPT_FLAG, &no_stream, NULL, "non-streaming requests (TTFT = E2E)", 0, 0, 0 },
         { "json", 0, ST_OPT_STR, &json_path, "FILE", "write the results as JSON (docs/bench-json.md)", 0, 0, 0 },
         { "csv", 0, ST_OPT_STR, &csv_path, "FILE", "write one CSV row per request", 0, 0, 0 },
@@ -260,6 +262,7 @@ int cmd_bench(int argc, char **argv)
     rc.insecure = insecure;
     rc.ca_file = ca_file;
     rc.max_lag_ms = max_lag_ms;
+    rc.spin_ns = spin_us > 0 ? (st_ns)(spin_us * 1e3) : -1;
     progress_ctx pc = { !quiet && isatty(STDERR_FILENO), 0 };
     rc.progress = on_progress;
     rc.progress_arg = &pc;

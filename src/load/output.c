@@ -72,8 +72,8 @@ int st_bench_write_json(FILE *f, const st_bench_meta *m, const st_run_result *re
     struct tm tm;
     if (gmtime_r(&wall, &tm))
         strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    fprintf(f, "{\n  \"schema\": \"%s\",\n  \"servetune_version\": \"%s\",\n  \"started_at\": \"%s\",\n", ST_BENCH_SCHEMA,
-            ST_VERSION, date);
+    fprintf(f, "{\n  \"schema\": \"%s\",\n  \"servetune_version\": \"%s\",\n  \"started_at\": \"%s\",\n  \"t0_mono_ns\": %lld,\n",
+            ST_BENCH_SCHEMA, ST_VERSION, date, (long long)res->t0_mono);
     fputs("  \"config\": {\n    \"url\": ", f);
     jstr(f, m->url);
     fputs(", \"api\": ", f);

@@ -83,6 +83,7 @@ struct runner {
     char *auth;
     const char **hdrs;
     int nhdrs;
+    char idhdr[48];
     st_ns timeout_ns;
     st_ns now_read;
     int stopping;
@@ -721,6 +722,7 @@ static void start_request(runner *r, uint32_t i)
     st_buf_reset(&c->body);
     st_sse_reset(&c->sse);
     st_http_parser_reset(&c->hp);
+    snprintf(r->idhdr, sizeof r->idhdr, "X-Servetune-Id: %u", i);
     if (st_http_write_request(&c->out, raw ? "GET" : "POST", r->url.hostport, r->path, r->hdrs, r->nhdrs,
                               raw ? NULL : "application/json", raw ? NULL : r->scratch.data,
                               raw ? 0 : r->scratch.len) < 0) {
@@ -918,7 +920,7 @@ int st_runner_run(const st_runner_config *cfg, st_run_result *out, char *err, si
             return -1;
         }
     }
-    r->hdrs = calloc((size_t)cfg->nheaders + 2, sizeof *r->hdrs);
+    r->hdrs = calloc((size_t)cfg->nheaders + 3, sizeof *r->hdrs);
     r->rec = calloc(n, sizeof *r->rec);
     r->retryq = calloc(n, sizeof *r->retryq);
     r->retried = calloc(n, 1);
@@ -952,6 +954,7 @@ int st_runner_run(const st_runner_config *cfg, st_run_result *out, char *err, si
         }
         r->hdrs[r->nhdrs++] = cfg->headers[i];
     }
+    r->hdrs[r->nhdrs++] = r->idhdr; /* X-Servetune-Id: <index>, set per request */
     st_buf_init(&r->scratch, 256u << 20);
     r->timeout_ns = st_s_to_ns(cfg->timeout_s > 0 ? cfg->timeout_s : 300);
     for (uint32_t i = 0; i < n; i++) {
@@ -981,6 +984,7 @@ int st_runner_run(const st_runner_config *cfg, st_run_result *out, char *err, si
     r->warm_done = r->w == 0;
     out->t0_wall = st_wall_ns();
     r->t0 = st_now();
+    out->t0_mono = r->t0;
     if (r->w == 0)
         r->warm_done = 1;
     arm_arrival(r);

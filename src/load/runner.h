@@ -29,6 +29,9 @@
  * before any response byte is retried once on a new connection (the server may close idle
  * connections at any time).
  *
+ * Every request carries "X-Servetune-Id: <work item index>" so that a server can log its own
+ * times per request (bench/stream_server does, for the timing-truth benchmark).
+ *
  * The API key is only ever copied into the Authorization header bytes on the wire; it is
  * never logged, printed, or stored in results. */
 #ifndef ST_RUNNER_H
@@ -88,6 +91,7 @@ typedef struct st_run_result {
     st_record *records;         /* work->n, index = work item */
     uint32_t n;
     st_ns t0_wall;              /* wall clock (ns since the epoch) at t0 */
+    st_ns t0_mono;              /* st_now() at t0 (to compare with other processes' monotonic times) */
     st_ns duration;             /* t0 to the end of the run */
     st_dist dispatch_lag;       /* seconds; measured requests that did not wait for a slot */
     st_dist loop_delay;         /* seconds; probe timer lateness while measured requests ran */

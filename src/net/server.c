@@ -518,24 +518,38 @@ int st_srv_sse_send(st_srv_resp *r, const char *data, size_t len)
     srv_conn *c = r->c;
     if (!r->active || !r->streaming || c->dead)
         return -1;
-    /* frame the event first, then chunk it */
-    st_buf ev;
-    st_buf_init(&ev, max_out(c->s));
+    /* the event, framed as one chunk, built in place: "<hex>\r\n" "data: ...\n" ... "\n" "\r\n" */
+    size_t lines = 1;
+    for (const char *p = data, *e = data + len; (p = memchr(p, '\n', (size_t)(e - p))) != NULL; p++)
+        lines++;
+    size_t evlen = len - (lines - 1) + lines * 7 + 1; /* each line: "data: " + text + "\n"; then "\n" */
+    st_buf *b = &c->s->scratch;
+    st_buf_reset(b);
+    if (r->streaming == 1 && st_buf_printf(b, "%zx\r\n", evlen) < 0)
+        return -1;
+    if (st_buf_reserve(b, evlen + 2) < 0)
+        return -1;
+    char *o = b->data + b->len;
     size_t i = 0;
-    int rc = 0;
-    do {
-        const char *nl = memchr(data + i, '\n', len - i);
+    for (;;) {
+        const char *nl = i < len ? memchr(data + i, '\n', len - i) : NULL;
         size_t n = nl ? (size_t)(nl - (data + i)) : len - i;
-        rc |= st_buf_append(&ev, "data: ", 6);
-        rc |= st_buf_append(&ev, data + i, n);
-        rc |= st_buf_append(&ev, "\n", 1);
-        i += n + (nl ? 1 : 0);
-    } while (i < len && rc == 0);
-    rc |= st_buf_append(&ev, "\n", 1);
-    if (rc == 0)
-        rc = st_srv_stream_write(r, ev.data, ev.len);
-    st_buf_free(&ev);
-    return rc;
+        memcpy(o, "data: ", 6);
+        memcpy(o + 6, data + i, n);
+        o[6 + n] = '\n';
+        o += n + 7;
+        if (!nl)
+            break;
+        i += n + 1;
+    }
+    *o++ = '\n';
+    if (r->streaming == 1) {
+        *o++ = '\r';
+        *o++ = '\n';
+    }
+    b->len = (size_t)(o - b->data);
+    b->data[b->len] = '\0';
+    return out_write(c, b->data, b->len);
 }
 
 int st_srv_stream_end(st_srv_resp *r)

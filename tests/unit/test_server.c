@@ -76,6 +76,12 @@ static void handler(void *arg, const st_http_parser *req, st_srv_resp *resp)
                 return;
             }
         st_srv_respond(resp, 503, NULL, NULL, "busy", 4);
+    } else if (!strcmp(req->target, "/multi")) {
+        st_srv_stream_start(resp, 200, "text/event-stream", NULL);
+        st_srv_sse_send(resp, "l1\nl2", 5);
+        st_srv_sse_send(resp, "", 0);
+        st_srv_sse_send(resp, "x\n", 2);
+        st_srv_stream_end(resp);
     } else if (!strcmp(req->target, "/big")) {
         st_srv_stream_start(resp, 200, "application/octet-stream", NULL);
         static char blob[4096];
@@ -243,6 +249,41 @@ static void streaming_sse_two_in_a_row(void **state)
     srv_stop(s);
 }
 
+static int collect_ev(void *arg, const st_sse_event *ev)
+{
+    st_buf *b = arg;
+    st_buf_append(b, "[", 1);
+    st_buf_append(b, ev->data, ev->data_len);
+    st_buf_append(b, "]", 1);
+    return 0;
+}
+
+static void sse_send_multiline_framing(void **state)
+{
+    (void)state;
+    srv *s = srv_start(0);
+    int fd = client(st_server_port(s->server));
+    send_all(fd, "GET /multi HTTP/1.1\r\nConnection: close\r\n\r\n");
+    st_buf carry;
+    st_buf_init(&carry, 1 << 20);
+    st_http_parser p;
+    read_response(fd, &p, &carry);
+    assert_int_equal(p.state, ST_HTTP_DONE);
+    assert_string_equal(p.body.data, "data: l1\ndata: l2\n\ndata: \n\ndata: x\ndata: \n\n");
+    st_sse sse;
+    st_sse_init(&sse, 0);
+    st_buf evs;
+    st_buf_init(&evs, 1024);
+    assert_int_equal(st_sse_feed(&sse, p.body.data, p.body.len, collect_ev, &evs), 0);
+    assert_string_equal(evs.data, "[l1\nl2][][x\n]");
+    st_buf_free(&evs);
+    st_sse_free(&sse);
+    st_http_parser_free(&p);
+    st_buf_free(&carry);
+    close(fd);
+    srv_stop(s);
+}
+
 static void disconnect_mid_stream_cancels(void **state)
 {
     (void)state;
@@ -308,6 +349,7 @@ int main(void)
     const struct CMUnitTest t[] = {
         cmocka_unit_test(respond_keepalive_and_pipelining),
         cmocka_unit_test(streaming_sse_two_in_a_row),
+        cmocka_unit_test(sse_send_multiline_framing),
         cmocka_unit_test(disconnect_mid_stream_cancels),
         cmocka_unit_test(bad_request_and_limits),
     };
