@@ -225,6 +225,8 @@ int cmd_bench(int argc, char **argv)
     }
     st_ns *sched = calloc(work.n, sizeof *sched);
     if (!sched) {
+        if (!work.items)
+            work.n = 0;
         st_workload_free(&work);
         free(model_owned);
         fprintf(stderr, "servetune bench: out of memory\n");
@@ -280,6 +282,8 @@ int cmd_bench(int argc, char **argv)
     if (run_rc < 0) {
         fprintf(stderr, "servetune bench: %s\n", err);
         free(sched);
+        if (!work.items)
+            work.n = 0;
         st_workload_free(&work);
         free(model_owned);
         return ST_EXIT_FAIL;
@@ -293,7 +297,7 @@ int cmd_bench(int argc, char **argv)
     meta.url = url;
     meta.api = api_name;
     meta.model = model;
-    meta.stream = !no_stream;
+    meta.stream = !no_stream && api != ST_RUNNER_API_RAW;
     meta.workload = api == ST_RUNNER_API_RAW ? "raw" : trace ? "trace" : "synthetic";
     meta.trace_path = trace;
     if (!trace) {
@@ -341,6 +345,8 @@ int cmd_bench(int argc, char **argv)
         status = ST_EXIT_INTERRUPTED;
     st_run_result_free(&res);
     free(sched);
+    if (!work.items)
+        work.n = 0; /* raw mode: a count without items */
     st_workload_free(&work);
     free(model_owned);
     return status;

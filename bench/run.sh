@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# servetune's own benchmarks (issue 2, section 5), run by `make bench`. Prints figures and
+# ratios with the exact commands; asserts nothing (timing depends on the machine).
+#   (a) raw request rate on a tiny non-streaming endpoint: servetune vs `wrk -t1`, same
+#       concurrency, same server, same client core
+#   (b) streaming: token events/s and concurrently open streams on one client core, client
+#       lag p99, memory per open stream (peak RSS difference / streams)
+#   (c) timing truth: client-measured first-token time minus the time the server wrote the
+#       first token (same monotonic clock), p50/p99, at half of the (b) load
+# Environment: BUILD (default build), CLIENT_CORE (0), SERVER_CORE (1), BENCH_SECONDS (5),
+# STREAMS (5000), ITL_MS (25), WRK_CONNS (64).
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+BIN=$BUILD/servetune
+SRV=$BUILD/bench/stream_server
+CC_=${CLIENT_CORE:-0}
+SC_=${SERVER_CORE:-1}
+SECS=${BENCH_SECONDS:-5}
+STREAMS=${STREAMS:-5000}
+ITL_MS=${ITL_MS:-25}
+CONNS=${WRK_CONNS:-64}
+tmp=$(mktemp -d)
+SRV_PID=
+cleanup() { [ -n "$SRV_PID" ] && kill "$SRV_PID" 2>/dev/null; rm -rf "$tmp"; }
+trap cleanup EXIT
+[ -x "$BIN" ] && [ -x "$SRV" ] || { echo "build first: make BUILD=$BUILD $BIN $SRV"; exit 1; }
+ulimit -n "$(ulimit -Hn)" 2>/dev/null
+
+start_server() { # args for stream_server
+  taskset -c "$SC_" "$SRV" --port 0 "$@" >"$tmp/srv.out" 2>"$tmp/srv.err" &
+  SRV_PID=$!
+  for _ in $(seq 100); do grep -q '^port ' "$tmp/srv.out" 2>/dev/null && break; sleep 0.05; done
+  PORT=$(awk '/^port /{print $2}' "$tmp/srv.out")
+  [ -n "$PORT" ] || { echo "stream_server did not start"; cat "$tmp/srv.err"; exit 1; }
+}
+stop_server() { kill -INT "$SRV_PID" 2>/dev/null; wait "$SRV_PID" 2>/dev/null; SRV_PID=; }
+# jnum FILE SECTION KEY: the number at "KEY" inside the first {...} that follows "SECTION"
+jdist() { grep -o "\"$2\": {[^}]*}" "$1" | head -1 | grep -o "\"$3\": [-0-9.e]*" | head -1 | awk '{print $2}'; }
+jfirst() { grep -o "\"$2\": [-0-9.e]*" "$1" | head -1 | awk '{print $2}'; }
+# peak RSS (kB) of a pid, sampled every 50 ms until it exits
+peak_rss() { local pid=$1 peak=0 v; while kill -0 "$pid" 2>/dev/null; do
+  v=$(awk '/^VmHWM/{print $2}' "/proc/$pid/status" 2>/dev/null); [ -n "$v" ] && [ "$v" -gt "$peak" ] && peak=$v; sleep 0.05; done; echo "$peak"; }
+run_client() { # output-json, args... ; prints the peak RSS in kB
+  local js=$1; shift
+  taskset -c "$CC_" "$BIN" bench --quiet --json "$js" "$@" >"$tmp/client.out" 2>&1 &
+  local pid=$!
+  peak_rss $pid >"$tmp/rss"
+  wait $pid; echo "exit $?" >>"$tmp/client.out"
+  cat "$tmp/rss"
+}
+
+echo "servetune bench figures ($(date -u +%FT%TZ), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "client on core $CC_, server (bench/stream_server) on core $SC_"
+echo
+
+# ---- (a) raw request rate vs wrk ----
+start_server
+if command -v wrk >/dev/null; then
+  cmd="taskset -c $CC_ wrk -t1 -c$CONNS -d${SECS}s http://127.0.0.1:$PORT/tiny"
+  wrk_rps=$($cmd 2>/dev/null | awk '/Requests\/sec/{print $2}')
+  echo "(a) wrk:       $wrk_rps req/s   [$cmd]"
+else
+  wrk_rps=; echo "(a) wrk is not installed (apt-get install wrk): no comparison"
+fi
+n=$(awk -v r="${wrk_rps:-20000}" -v s="$SECS" 'BEGIN{printf "%d", r*s}')
+cmd="$BIN bench --api raw --url http://127.0.0.1:$PORT/tiny --rate inf --max-concurrency $CONNS --num-requests $n"
+run_client "$tmp/a.json" --api raw --url "http://127.0.0.1:$PORT/tiny" --rate inf --max-concurrency "$CONNS" --num-requests "$n" >/dev/null
+st_rps=$(jfirst "$tmp/a.json" request_throughput)
+echo "(a) servetune: $st_rps req/s   [taskset -c $CC_ $cmd]"
+[ -n "$wrk_rps" ] && awk -v a="$st_rps" -v b="$wrk_rps" 'BEGIN{printf "(a) ratio servetune/wrk = %.3f (target >= 0.8)\n", a/b}'
+echo "    (both: one client thread, $CONNS keep-alive connections, closed loop against the same one-core server;"
+echo "     servetune also keeps a full per-request record)"
+stop_server
+echo
+
+# ---- (b) streaming capacity on one core ----
+tok=$(awk -v s="$SECS" -v i="$ITL_MS" 'BEGIN{printf "%d", s*1000/i}')
+rate=$(awk -v n="$STREAMS" 'BEGIN{printf "%d", n/2}')   # all streams open within 2 s
+start_server --itl-us $((ITL_MS * 1000))
+args=(--url "http://127.0.0.1:$PORT" --model bench --input-tokens 16 --output-tokens "$tok" --num-requests "$STREAMS" --rate "$rate" --arrival constant --timeout 120)
+echo "(b) $STREAMS streams, $tok tokens each at ${ITL_MS} ms ITL (offered $(awk -v n="$STREAMS" -v i="$ITL_MS" 'BEGIN{printf "%d", n*1000/i}') events/s at full overlap)"
+echo "    [taskset -c $CC_ $BIN bench ${args[*]}]"
+rss_big=$(run_client "$tmp/b.json" "${args[@]}")
+tail -1 "$tmp/client.out" | sed 's/^/    servetune /'
+echo "    completed $(jfirst "$tmp/b.json" completed)/$STREAMS, max open streams $(jfirst "$tmp/b.json" max_in_flight), connections opened $(jfirst "$tmp/b.json" connections_opened)"
+echo "    token events/s: whole run $(jfirst "$tmp/b.json" output_throughput), steady window $(awk '/"steady": \{/{on=1} on' "$tmp/b.json" | grep -o '"output_throughput": [0-9.]*' | head -1 | awk '{print $2}')"
+echo "    client lag (sent - scheduled) p99 $(jdist "$tmp/b.json" lag_ms p99) ms; dispatch lag p99 $(jdist "$tmp/b.json" dispatch_lag_ms p99) ms; event-loop delay p99 $(jdist "$tmp/b.json" loop_delay_ms p99) ms"
+echo "    ITL p50 $(jdist "$tmp/b.json" itl_ms p50) ms p99 $(jdist "$tmp/b.json" itl_ms p99) ms (server sends every ${ITL_MS} ms)"
+stop_server
+start_server --itl-us $((ITL_MS * 1000))
+small=10
+rss_small=$(run_client "$tmp/b0.json" --url "http://127.0.0.1:$PORT" --model bench --input-tokens 16 --output-tokens "$tok" --num-requests $small --rate 5 --arrival constant --timeout 120)
+stop_server
+awk -v b="$rss_big" -v s="$rss_small" -v n="$STREAMS" -v m="$small" 'BEGIN{printf "    memory: peak RSS %d kB with %d streams, %d kB with %d: %.1f kB per open stream (records with all token times included)\n", b, n, s, m, (b-s)/(n-m)}'
+echo
+
+# ---- (c) timing truth at half the (b) load ----
+half=$((STREAMS / 2))
+start_server --itl-us $((ITL_MS * 1000)) --record "$tmp/first.txt"
+args=(--url "http://127.0.0.1:$PORT" --model bench --input-tokens 16 --output-tokens "$tok" --num-requests "$half" --rate "$((rate / 2))" --arrival poisson --timeout 120)
+echo "(c) $half streams (half of (b)), Poisson arrivals: client first-token read time minus server first-token write time"
+echo "    [taskset -c $CC_ $BIN bench ${args[*]}]"
+run_client "$tmp/c.json" "${args[@]}" >/dev/null
+stop_server
+t0=$(jfirst "$tmp/c.json" t0_mono_ns)
+grep -o '"id": [0-9]*, "warmup": [a-z]*, "status": "ok"[^}]*"first_token_ns": [-0-9]*' "$tmp/c.json" |
+  awk '{for(i=1;i<=NF;i++){if($i=="\"id\":")id=$(i+1); if($i=="\"first_token_ns\":")ft=$(i+1)} gsub(",","",id); print id, ft}' >"$tmp/client_ft.txt"
+awk -v t0="$t0" 'NR==FNR{srv[$1]=$2; next} ($1 in srv){printf "%.3f\n", (t0 + $2 - srv[$1]) / 1000.0}' "$tmp/first.txt" "$tmp/client_ft.txt" | sort -n >"$tmp/diff.txt"
+cnt=$(wc -l <"$tmp/diff.txt")
+if [ "$cnt" -gt 0 ]; then
+  pct() { awk -v p="$1" -v n="$cnt" 'BEGIN{k=int((n-1)*p/100)+1} NR==k{print; exit}' "$tmp/diff.txt"; }
+  echo "    $cnt requests: p50 $(pct 50) us, p90 $(pct 90) us, p99 $(pct 99) us, max $(tail -1 "$tmp/diff.txt") us (target p99 <= 200 us)"
+  echo "    client lag p99 $(jdist "$tmp/c.json" lag_ms p99) ms, event-loop delay p99 $(jdist "$tmp/c.json" loop_delay_ms p99) ms"
+else
+  echo "    no matching records"
+fi
