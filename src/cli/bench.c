@@ -15,6 +15,7 @@
 #include "load/runner.h"
 #include "load/stats.h"
 #include "load/workload.h"
+#include "net/http1.h"
 #include "net/url.h"
 
 /* The only global: what the signal handler sets. */
@@ -160,8 +161,8 @@ int cmd_bench(int argc, char **argv)
     if (trace_rate > 0 && !trace)
         return st_cli_usage_error("bench", "--trace-rate needs --trace");
     for (int i = 0; i < headers.n; i++)
-        if (!strchr(headers.v[i], ':'))
-            return st_cli_usage_error("bench", "--header: expected 'Name: value'");
+        if (!st_http_header_line_valid(headers.v[i]))
+            return st_cli_usage_error("bench", "--header: expected 'Name: value' (a token name, no line breaks)");
     const char *key = NULL;
     if (key_env) {
         key = getenv(key_env);
