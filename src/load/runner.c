@@ -25,6 +25,9 @@ enum { M_SSE = 0, M_BODY = 1 };
 #define ERR_BODY_MAX 4096
 #define PROBE_NS (5 * ST_NS_PER_MS)
 #define TICK_NS ST_NS_PER_S
+/* After a request completed on its final event, how long its connection may take to finish
+ * the HTTP message before it is closed instead of reused. */
+#define DRAIN_NS (2 * ST_NS_PER_S)
 
 typedef struct rconn rconn;
 typedef struct runner runner;
@@ -101,6 +104,7 @@ static st_ns rel_now(const runner *r) { return st_now() - r->t0; }
 static void idle_push(rconn *c)
 {
     runner *r = c->r;
+    st_timer_disarm(r->l, &c->timeout);
     c->state = C_IDLE;
     c->in_idle = 1;
     c->prev_idle = NULL;
@@ -231,6 +235,7 @@ static void close_conn(rconn *c)
     if (c->next_all)
         c->next_all->prev_all = c->prev_all;
     r->nconns--;
+    arm_pump(r); /* a slot in a bounded pool may have opened */
     st_buf_free(&c->out);
     st_buf_free(&c->body);
     st_http_parser_free(&c->hp);
@@ -285,6 +290,7 @@ static int on_event(void *arg, const st_sse_event *e)
         c->done_seen = 1;
         finish_request(c, ST_REQ_OK, NULL);
         c->state = C_DRAINING;
+        st_timer_arm(r->l, &c->timeout, st_now() + DRAIN_NS);
     }
     return 0;
 }
@@ -616,6 +622,10 @@ static void on_timeout(st_loop *l, void *arg)
 {
     rconn *c = arg;
     runner *r = c->r;
+    if (c->idx < 0) { /* a draining connection that did not finish its message */
+        close_conn(c);
+        return;
+    }
     char msg[120];
     snprintf(msg, sizeof msg, "no complete response within %.3g s", (double)r->timeout_ns / 1e9);
     r->now_read = -1;
@@ -759,6 +769,12 @@ static void pump(runner *r)
     uint32_t maxc = r->cfg->max_concurrency;
     int guard = 0;
     while (!r->stopping && (maxc == 0 || r->in_flight < maxc) && guard++ < 1000000) {
+        if (!r->nretry && r->next_start >= r->arrived)
+            break;
+        /* bounded: do not open a connection beyond max_concurrency while one is finishing
+         * its previous message (it becomes idle, or closes, and pumps again) */
+        if (maxc && !r->idle && r->nconns >= maxc)
+            break;
         if (r->nretry) {
             uint32_t i = r->retryq[0];
             memmove(r->retryq, r->retryq + 1, (r->nretry - 1) * sizeof *r->retryq);
@@ -766,8 +782,6 @@ static void pump(runner *r)
             start_request(r, i);
             continue;
         }
-        if (r->next_start >= r->arrived)
-            break;
         start_request(r, r->next_start++);
     }
 }
@@ -789,7 +803,8 @@ static void on_arrival(st_loop *l, void *arg)
         r->arrived++;
     uint32_t maxc = r->cfg->max_concurrency;
     /* requests that arrive now and find a free slot: their dispatch lag is client lag */
-    while (!r->stopping && r->nretry == 0 && r->next_start < r->arrived && (maxc == 0 || r->in_flight < maxc)) {
+    while (!r->stopping && r->nretry == 0 && r->next_start < r->arrived && (maxc == 0 || r->in_flight < maxc) &&
+           !(maxc && !r->idle && r->nconns >= maxc)) {
         uint32_t i = r->next_start++;
         if (i >= first_new && i >= r->w)
             r->dlag[i] = st_ns_to_s(rel_now(r) - r->rec[i].scheduled);

@@ -23,9 +23,9 @@ typedef struct mstream {
 } mstream;
 
 enum { M_OK, M_500, M_ERREVENT, M_MALFORMED, M_OVERSIZED, M_STALL, M_RESET, M_CLOSE, M_INCOMPLETE, M_BADHTTP, M_SLOW,
-       M_COUNT };
+       M_CLOSELATER, M_COUNT };
 static const char *mock_modes[M_COUNT] = { "ok", "status500", "errorevent", "malformed", "oversized", "stall",
-                                           "reset", "close", "incomplete", "badhttp", "slow" };
+                                           "reset", "close", "incomplete", "badhttp", "slow", "closelater" };
 
 struct mock {
     st_loop *l;
@@ -63,6 +63,12 @@ static void mock_tick(st_loop *l, void *arg)
     st_srv_resp *r = s->resp;
     char ev[256];
     switch (s->mode) {
+    case M_CLOSELATER:
+        /* the keep-alive connection dies a moment after a complete answer (an idle timeout
+         * racing with the client's next request) */
+        st_srv_resp_abort(r, 0);
+        mock_stream_free(s);
+        return;
     case M_ERREVENT:
         if (s->sent == 0) {
             mock_send(r, "{\"choices\":[{\"index\":0,\"text\":\"a\",\"finish_reason\":null}]}");
@@ -152,6 +158,26 @@ static void mock_handler(void *arg, const st_http_parser *req, st_srv_resp *resp
     if (mode == M_500) {
         const char *b = "{\"error\":{\"message\":\"boom: the engine fell over\",\"type\":\"InternalServerError\",\"code\":500}}";
         st_srv_respond(resp, 500, "application/json", NULL, b, strlen(b));
+        return;
+    }
+    if (req->body.data && strstr(req->body.data, "\"stream\":false") && mode == M_OK) {
+        const char *b = "{\"id\":\"c\",\"object\":\"text_completion\",\"choices\":[{\"index\":0,\"text\":\"a b c\",\"finish_reason\":\"length\"}],"
+                        "\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":3,\"total_tokens\":13}}";
+        st_srv_respond(resp, 200, "application/json", NULL, b, strlen(b));
+        return;
+    }
+    if (mode == M_CLOSELATER) {
+        static const char full[] = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+                                   "45\r\ndata: {\"choices\":[{\"index\":0,\"text\":\"a\",\"finish_reason\":\"length\"}]}\n\n\r\n"
+                                   "e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n";
+        st_srv_resp_raw(resp, full, sizeof full - 1);
+        mstream *s = calloc(1, sizeof *s);
+        s->m = m;
+        s->mode = mode;
+        s->resp = resp;
+        st_timer_init(&s->t, mock_tick, s);
+        st_srv_resp_on_cancel(resp, mock_cancel, s);
+        st_timer_arm(m->l, &s->t, st_now() + 50 * ST_NS_PER_MS);
         return;
     }
     if (mode == M_BADHTTP) {

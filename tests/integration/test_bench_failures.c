@@ -20,8 +20,8 @@ typedef struct run_ctx {
 } run_ctx;
 
 /* n synthetic requests, constant rate (or all at once when rate <= 0). */
-static int run_bench(const char *url, uint32_t n, double rate, uint32_t maxc, double timeout_s, size_t max_event,
-                     run_ctx *rc)
+static int run_bench_ex(const char *url, uint32_t n, double rate, uint32_t maxc, double timeout_s, size_t max_event,
+                        uint32_t warmup, int stream, run_ctx *rc)
 {
     st_synth_params sp = { 32, 4, 0, 0, n, 1, 0 };
     char err[256];
@@ -32,7 +32,8 @@ static int run_bench(const char *url, uint32_t n, double rate, uint32_t maxc, do
     st_runner_config cfg = { 0 };
     cfg.url = url;
     cfg.api = ST_API_COMPLETIONS;
-    cfg.stream = 1;
+    cfg.stream = stream;
+    cfg.warmup = warmup;
     cfg.model = "mock-model";
     cfg.work = &rc->w;
     cfg.schedule = rc->sched;
@@ -43,6 +44,12 @@ static int run_bench(const char *url, uint32_t n, double rate, uint32_t maxc, do
     if (r < 0)
         fail_msg("runner: %s", err);
     return r;
+}
+
+static int run_bench(const char *url, uint32_t n, double rate, uint32_t maxc, double timeout_s, size_t max_event,
+                     run_ctx *rc)
+{
+    return run_bench_ex(url, n, rate, maxc, timeout_s, max_event, 0, 1, rc);
 }
 
 static void run_free(run_ctx *rc)
@@ -129,6 +136,74 @@ static void every_failure_mode_in_one_run(void **state)
     assert_int_equal(rc.res.records[1].http_status, 500);
     assert_int_equal(rc.res.records[3].n_events, 1); /* the token before the error was recorded */
     assert_int_equal(atomic_load(&m->requests), np);
+    run_free(&rc);
+    mock_stop(m);
+}
+
+/* Warm-ups run first; the measured schedule starts when they have all finished; a bounded
+ * pool is reused (connections never exceed max_concurrency on a keep-alive server). */
+static void warmup_and_pool_reuse(void **state)
+{
+    (void)state;
+    mock *m = mock_start();
+    mock_run(m);
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/ok", mock_port(m));
+    run_ctx rc = { 0 };
+    run_bench_ex(url, 24, 400, 2, 10, 0, 4, 1, &rc);
+    st_ns warm_end = 0;
+    for (uint32_t i = 0; i < 4; i++) {
+        assert_int_equal(rc.res.records[i].warmup, 1);
+        expect(&rc.res.records[i], ST_REQ_OK, NULL);
+        if (rc.res.records[i].end > warm_end)
+            warm_end = rc.res.records[i].end;
+    }
+    for (uint32_t i = 4; i < 24; i++) {
+        assert_int_equal(rc.res.records[i].warmup, 0);
+        expect(&rc.res.records[i], ST_REQ_OK, NULL);
+        assert_true(rc.res.records[i].scheduled >= warm_end);
+    }
+    assert_true(rc.res.connections_opened <= 2);
+    assert_true(rc.res.max_in_flight <= 2);
+    run_free(&rc);
+    mock_stop(m);
+}
+
+static void non_streaming_requests(void **state)
+{
+    (void)state;
+    mock *m = mock_start();
+    mock_run(m);
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/ok", mock_port(m));
+    run_ctx rc = { 0 };
+    run_bench_ex(url, 5, 200, 0, 10, 0, 0, 0, &rc);
+    for (uint32_t i = 0; i < 5; i++) {
+        const st_record *r = &rc.res.records[i];
+        expect(r, ST_REQ_OK, NULL);
+        assert_int_equal(r->output_tokens, 3);
+        assert_int_equal(r->usage_reported, 1);
+        assert_true(r->first_token == r->end);
+    }
+    run_free(&rc);
+    mock_stop(m);
+}
+
+/* The server closes each keep-alive connection 50 ms after a complete answer; the client
+ * reuses it before that, so the next request dies with no byte of answer: it is retried once
+ * on a fresh connection and succeeds. */
+static void stale_keepalive_is_retried(void **state)
+{
+    (void)state;
+    mock *m = mock_start();
+    mock_run(m);
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/closelater", mock_port(m));
+    run_ctx rc = { 0 };
+    run_bench(url, 6, 0, 1, 10, 0, &rc);
+    for (uint32_t i = 0; i < 6; i++)
+        expect(&rc.res.records[i], ST_REQ_OK, NULL);
+    assert_true(rc.res.retries >= 1);
     run_free(&rc);
     mock_stop(m);
 }
@@ -256,6 +331,9 @@ int main(void)
         cmocka_unit_test(ok_stream_records_every_time),
         cmocka_unit_test(every_failure_mode_in_one_run),
         cmocka_unit_test(refused_and_tls_failures),
+        cmocka_unit_test(warmup_and_pool_reuse),
+        cmocka_unit_test(non_streaming_requests),
+        cmocka_unit_test(stale_keepalive_is_retried),
         cmocka_unit_test(ttft_from_scheduled_time),
         cmocka_unit_test(stop_flag_aborts_the_rest),
     };
