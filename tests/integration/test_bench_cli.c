@@ -14,8 +14,9 @@
 
 #define SECRET "sk-TEST-7f3a9c1e5b-SECRET"
 
-/* Runs the binary with args; stdout+stderr to outpath. Returns the exit status (bounded). */
-static int run_cli(char *const argv[], const char *outpath)
+/* Runs the binary with args; stdout+stderr to outpath. With sigint_ms > 0, sends SIGINT
+ * that long after the start. Returns the exit status (bounded in time). */
+static int run_cli_sig(char *const argv[], const char *outpath, int sigint_ms)
 {
     pid_t pid = fork();
     assert_true(pid >= 0);
@@ -29,6 +30,8 @@ static int run_cli(char *const argv[], const char *outpath)
     }
     int status = 0;
     for (int i = 0; i < 6000; i++) { /* 60 s at most */
+        if (sigint_ms > 0 && i == sigint_ms / 10)
+            kill(pid, SIGINT);
         if (waitpid(pid, &status, WNOHANG) == pid)
             return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         usleep(10000);
@@ -38,6 +41,8 @@ static int run_cli(char *const argv[], const char *outpath)
     fail_msg("servetune bench did not finish");
     return -1;
 }
+
+static int run_cli(char *const argv[], const char *outpath) { return run_cli_sig(argv, outpath, 0); }
 
 static char *slurp(const char *path)
 {
@@ -150,11 +155,44 @@ static void failures_exit_1_and_usage_exit_2(void **state)
     mock_stop(m);
 }
 
+/* SIGINT mid-run: exit 4, partial results still written, unfinished requests "aborted". */
+static void sigint_keeps_partial_results(void **state)
+{
+    (void)state;
+    mock *m = mock_start();
+    mock_run(m);
+    char url[128], out[] = "/tmp/st-bench-int-XXXXXX", js[64];
+    int fd = mkstemp(out);
+    close(fd);
+    snprintf(js, sizeof js, "%s.json", out);
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/stall", mock_port(m));
+    char *argv[] = { "servetune", "bench", "--url", url, "--model", "x", "--num-requests", "4", "--timeout", "60",
+                     "--json", js, NULL };
+    int rc = run_cli_sig(argv, out, 400);
+    assert_int_equal(rc, 4);
+    char *j = slurp(js);
+    assert_non_null(j);
+    json_error_t je;
+    json_t *root = json_loads(j, 0, &je);
+    assert_non_null(root);
+    json_t *reqs = json_object_get(root, "requests");
+    assert_int_equal(json_array_size(reqs), 4);
+    for (size_t i = 0; i < 4; i++)
+        assert_string_equal(json_string_value(json_object_get(json_array_get(reqs, i), "status")), "aborted");
+    assert_true(json_is_true(json_object_get(json_object_get(root, "self_check"), "interrupted")));
+    json_decref(root);
+    free(j);
+    unlink(js);
+    unlink(out);
+    mock_stop(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
         cmocka_unit_test(no_key_leak_and_json_schema),
         cmocka_unit_test(failures_exit_1_and_usage_exit_2),
+        cmocka_unit_test(sigint_keeps_partial_results),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }
