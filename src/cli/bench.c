@@ -292,35 +292,46 @@ int cmd_bench(int argc, char **argv)
     st_summary_opts so = { { slo_ttft / 1e3, slo_tpot / 1e3, slo_e2e / 1e3 }, 0 };
     st_summary sum;
     st_summary_compute(res.records, res.n, &so, &sum);
-    sum.client_limited = res.client_limited; /* the runner's self-check (docs/bench.md) */
 
-    st_bench_meta meta = { 0 };
-    meta.url = url;
-    meta.api = api_name;
-    meta.model = model;
-    meta.stream = !no_stream && api != ST_RUNNER_API_RAW;
-    meta.workload = api == ST_RUNNER_API_RAW ? "raw" : trace ? "trace" : "synthetic";
-    meta.trace_path = trace;
+    st_bench_info info;
+    memset(&info, 0, sizeof info);
+    info.url = url;
+    info.api = api_name;
+    info.model = model;
+    info.stream = !no_stream && api != ST_RUNNER_API_RAW;
+    info.workload = api == ST_RUNNER_API_RAW ? "raw" : trace ? "trace" : "synthetic";
+    info.trace_path = trace;
     if (!trace) {
-        meta.input_tokens = (uint32_t)input_tokens;
-        meta.output_tokens = (uint32_t)output_tokens;
-        meta.prefix_tokens = (uint32_t)prefix_tokens;
-        meta.range_ratio = range_ratio;
+        info.input_len = (uint32_t)input_tokens;
+        info.output_len = (uint32_t)output_tokens;
+        info.prefix_len = (uint32_t)prefix_tokens;
+        info.range_ratio = range_ratio;
     }
-    meta.num_requests = work.n - nwarm;
-    meta.seed = (uint64_t)seed;
-    meta.arrival = use_trace_times ? "trace" : isinf(rate) ? "inf" : arrival_name;
-    meta.rate = use_trace_times ? (trace_rate > 0 ? trace_rate : NAN) : rate;
-    meta.burstiness = burstiness;
-    meta.max_concurrency = (uint32_t)max_conc;
-    meta.warmup = nwarm;
-    meta.timeout_s = timeout;
-    meta.slo = so.slo;
+    info.seed = (uint64_t)seed;
+    info.num_requests = work.n - nwarm;
+    info.warmup = nwarm;
+    info.arrival = use_trace_times ? "trace" : isinf(rate) ? "inf" : arrival_name;
+    info.rate = use_trace_times ? (trace_rate > 0 ? trace_rate : NAN) : rate;
+    info.burstiness = burstiness;
+    info.max_concurrency = (uint32_t)max_conc;
+    info.timeout_s = timeout;
+    info.opts = so;
+    info.max_lag_ms = res.max_lag_ms;
+    info.dispatch_lag = &res.dispatch_lag;
+    info.loop_delay = &res.loop_delay;
+    info.client_limited = res.client_limited; /* the runner's self-check (docs/bench.md) */
+    info.limited_reason = res.client_limited ? res.limited_reason : NULL;
+    info.interrupted = res.interrupted;
+    info.connections_opened = res.connections_opened;
+    info.retries = res.retries;
+    info.max_in_flight = res.max_in_flight;
+    info.started_wall_ns = res.t0_wall;
+    info.t0_mono_ns = res.t0_mono;
 
     int status = ST_EXIT_OK;
     if (json_path) {
         FILE *f = fopen(json_path, "w");
-        if (!f || st_bench_write_json(f, &meta, &res, &sum) < 0) {
+        if (!f || st_output_json_write(f, &info, &sum, res.records, res.n) < 0) {
             fprintf(stderr, "servetune bench: cannot write %s\n", json_path);
             status = ST_EXIT_FAIL;
         }
@@ -329,18 +340,21 @@ int cmd_bench(int argc, char **argv)
     }
     if (csv_path) {
         FILE *f = fopen(csv_path, "w");
-        if (!f || st_bench_write_csv(f, &res) < 0) {
+        if (!f || st_output_csv(f, res.records, res.n) < 0) {
             fprintf(stderr, "servetune bench: cannot write %s\n", csv_path);
             status = ST_EXIT_FAIL;
         }
         if (f)
             fclose(f);
     }
-    if (!quiet)
-        st_bench_print_table(stdout, &meta, &res, &sum);
+    if (!quiet) {
+        st_output_table(stdout, &info, &sum);
+        if (!res.client_limited)
+            printf("%-30s%s\n", "Self-check detail:", res.limited_reason);
+    }
     if (sum.failed > 0)
         status = ST_EXIT_FAIL;
-    if (res.client_limited)
+    if (st_output_client_limited(&info, &sum))
         status = ST_EXIT_CLIENT_LIMITED;
     if (res.interrupted)
         status = ST_EXIT_INTERRUPTED;

@@ -22,36 +22,69 @@ static int is_digit(char c)
     return c >= '0' && c <= '9';
 }
 
-/* p at the opening quote; returns the byte after the closing quote, or NULL. */
-static const char *scan_string(const char *p, const char *end)
+/* Bytes that end the fast run inside a string: the quote, the backslash and the control
+ * characters JSON forbids. */
+static const unsigned char str_stop[256] = {
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    ['"'] = 1, ['\\'] = 1,
+};
+
+/* p at the opening quote; returns the byte after the closing quote, or NULL. *esc (may be
+ * NULL) is set when the string contains an escape. */
+static const char *scan_str(const char *p, const char *end, int *esc)
 {
     p++;
     while (p < end) {
+        /* Eight bytes at a time while none is a quote, a backslash or below 0x20 (the
+         * "has a zero byte" / "has a byte below n" tests of Hacker's Delight: the lowest
+         * flagged byte is always a true match, so its index is exact). */
+        while (end - p >= 8) {
+            uint64_t x;
+            memcpy(&x, p, 8);
+            const uint64_t ones = 0x0101010101010101ULL, high = 0x8080808080808080ULL;
+            uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
+            uint64_t hit = (((q - ones) & ~q) | ((b - ones) & ~b) | ((x - ones * 0x20) & ~x)) & high;
+            if (hit) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+                p += __builtin_ctzll(hit) >> 3;
+#endif
+                break;
+            }
+            p += 8;
+        }
+        while (p < end && !str_stop[(unsigned char)*p])
+            p++;
+        if (p >= end)
+            return NULL;
         unsigned char c = (unsigned char)*p;
         if (c == '"')
             return p + 1;
         if (c < 0x20)
             return NULL;
-        if (c == '\\') {
-            if (p + 1 >= end)
+        /* c == '\\' */
+        if (p + 1 >= end)
+            return NULL;
+        if (esc)
+            *esc = 1;
+        switch (p[1]) {
+        case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
+            p += 2;
+            break;
+        case 'u':
+            if (end - p < 6 || !is_hex(p[2]) || !is_hex(p[3]) || !is_hex(p[4]) || !is_hex(p[5]))
                 return NULL;
-            switch (p[1]) {
-            case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
-                p += 2;
-                break;
-            case 'u':
-                if (end - p < 6 || !is_hex(p[2]) || !is_hex(p[3]) || !is_hex(p[4]) || !is_hex(p[5]))
-                    return NULL;
-                p += 6;
-                break;
-            default:
-                return NULL;
-            }
-            continue;
+            p += 6;
+            break;
+        default:
+            return NULL;
         }
-        p++;
     }
     return NULL;
+}
+
+static const char *scan_string(const char *p, const char *end)
+{
+    return scan_str(p, end, NULL);
 }
 
 static const char *scan_number(const char *p, const char *end)
@@ -339,6 +372,7 @@ int st_json_iter_next(st_json_iter *it, st_json_val *key, st_json_val *val)
         return -1;
     const char *p = skip_ws(it->p, it->end);
     char close = it->is_obj ? '}' : ']';
+    it->key_escaped = 0;
     if (p >= it->end)
         goto bad;
     if (*p == close) {
@@ -353,7 +387,8 @@ int st_json_iter_next(st_json_iter *it, st_json_val *key, st_json_val *val)
     if (it->is_obj) {
         if (p >= it->end || *p != '"')
             goto bad;
-        const char *q = scan_string(p, it->end);
+        /* Most keys have no escapes: tell the caller so it can compare raw bytes. */
+        const char *q = scan_str(p, it->end, &it->key_escaped);
         if (!q)
             goto bad;
         key->type = ST_JSON_STRING;
@@ -397,6 +432,116 @@ int st_json_obj_get(const st_json_val *obj, const char *key, size_t keylen, st_j
     }
     set_absent(out);
     return rc < 0 ? -1 : 1;
+}
+
+/* Raw key bytes (no escapes, never NUL) against a NUL-terminated key: stops at the first
+ * difference, so keys of other lengths cost a byte or two. */
+static int raw_key_eq(const char *k, size_t n, const char *key)
+{
+    for (size_t i = 0; i < n; i++)
+        if (k[i] != key[i])
+            return 0;
+    return key[n] == '\0';
+}
+
+/* Reads the members of the object at p (its '{'), bounded by end, capturing keys[i] into
+ * out[i] as it goes. Returns the byte after the closing brace, or NULL when malformed. */
+static const char *scan_obj_fields(const char *p, const char *end, const char *const *keys, int nkeys,
+                                   st_json_val *out, int *found)
+{
+    st_json_iter it = { p + 1, end, 1, 1, 0 };
+    st_json_val k, v;
+    int rc;
+    *found = 0;
+    while ((rc = st_json_iter_next(&it, &k, &v)) == 1) {
+        size_t raw = k.len - 2;
+        const char *kp = k.p + 1;
+        for (int i = 0; i < nkeys; i++) {
+            if (out[i].type != ST_JSON_ABSENT)
+                continue; /* the first occurrence wins, as in st_json_obj_get */
+            if (it.key_escaped ? str_eq_at(k.p, k.p + k.len, keys[i], strlen(keys[i]))
+                               : raw_key_eq(kp, raw, keys[i])) {
+                out[i] = v;
+                (*found)++;
+                break;
+            }
+        }
+    }
+    return rc == 0 ? it.p + 1 : NULL;
+}
+
+static int check_keys(const char *const *keys, int nkeys, st_json_val *out)
+{
+    if (nkeys < 0 || nkeys > 32)
+        return -1;
+    for (int i = 0; i < nkeys; i++) {
+        set_absent(&out[i]);
+        if (!keys[i] || !keys[i][0])
+            return -1;
+    }
+    return 0;
+}
+
+int st_json_obj_fields(const st_json_val *obj, const char *const *keys, int nkeys, st_json_val *out)
+{
+    if (check_keys(keys, nkeys, out) < 0)
+        return -1;
+    if (!obj || obj->type != ST_JSON_OBJECT)
+        return 1;
+    if (!obj->p || obj->len < 2 || obj->p[0] != '{')
+        return -1;
+    const char *end = obj->p + obj->len;
+    int found = 0;
+    const char *q = scan_obj_fields(obj->p, end, keys, nkeys, out, &found);
+    /* The object must fill the whole view (nothing after its closing brace but
+     * whitespace), so this also serves as the validation of an unparsed document. */
+    if (!q || skip_ws(q, end) != end) {
+        for (int i = 0; i < nkeys; i++)
+            set_absent(&out[i]);
+        return -1;
+    }
+    return found ? 0 : 1;
+}
+
+int st_json_iter_next_fields(st_json_iter *it, const char *const *keys, int nkeys, st_json_val *val,
+                             st_json_val *out)
+{
+    set_absent(val);
+    if (check_keys(keys, nkeys, out) < 0 || !it->p || it->is_obj)
+        return -1;
+    const char *p = skip_ws(it->p, it->end), *q;
+    if (p >= it->end)
+        goto bad;
+    if (*p == ']') {
+        it->p = p; /* stay at the end */
+        return 0;
+    }
+    if (!it->first) {
+        if (*p != ',')
+            goto bad;
+        p = skip_ws(p + 1, it->end);
+    }
+    if (p >= it->end)
+        goto bad;
+    if (*p == '{') {
+        int found = 0;
+        q = scan_obj_fields(p, it->end, keys, nkeys, out, &found);
+    } else {
+        q = scan_value(p, it->end, 1);
+    }
+    if (!q)
+        goto bad;
+    val->type = type_of(*p);
+    val->p = p;
+    val->len = (size_t)(q - p);
+    it->p = q;
+    it->first = 0;
+    return 1;
+bad:
+    it->p = NULL;
+    for (int i = 0; i < nkeys; i++)
+        set_absent(&out[i]);
+    return -1;
 }
 
 int st_json_arr_get(const st_json_val *arr, uint32_t idx, st_json_val *out)

@@ -51,6 +51,14 @@ int st_json_parse(const char *doc, size_t len, st_json_val *root);
 int st_json_get(const st_json_val *v, const char *path, st_json_val *out);
 /* One key of an object (keys are compared after unescaping; the first match wins). */
 int st_json_obj_get(const st_json_val *obj, const char *key, size_t keylen, st_json_val *out);
+/* Several keys of an object in one pass (the hot path's way to read an event): out[i]
+ * gets the value of keys[i] (NUL-terminated, non-empty), ST_JSON_ABSENT when missing.
+ * nkeys <= 32. The pass validates every member, and the object must fill the view up to
+ * trailing whitespace, so on an unparsed view {ST_JSON_OBJECT, text, len} whose text starts
+ * with '{' it validates the whole document: no separate st_json_parse is needed.
+ * Returns 0 when at least one key was found, 1 when none (or obj is not an object), -1 on
+ * malformed text (every out[i] absent). */
+int st_json_obj_fields(const st_json_val *obj, const char *const *keys, int nkeys, st_json_val *out);
 /* Element idx of an array. */
 int st_json_arr_get(const st_json_val *arr, uint32_t idx, st_json_val *out);
 /* Number of elements of an array or members of an object; -1 if neither or malformed. */
@@ -63,9 +71,16 @@ long st_json_count(const st_json_val *v);
 typedef struct st_json_iter {
     const char *p, *end;
     int is_obj, first;
+    int key_escaped; /* the last key returned contains escapes (compare it unescaped) */
 } st_json_iter;
 int st_json_iter_init(st_json_iter *it, const st_json_val *v);
 int st_json_iter_next(st_json_iter *it, st_json_val *key, st_json_val *val);
+/* Array iteration that reads an object element's keys in the same pass (instead of
+ * st_json_iter_next followed by st_json_obj_fields, which scans the element twice): 1 with
+ * the element in *val and, when it is an object, out[i] = its keys[i] (else all absent);
+ * 0 at the end; -1 malformed (or it iterates an object). */
+int st_json_iter_next_fields(st_json_iter *it, const char *const *keys, int nkeys, st_json_val *val,
+                             st_json_val *out);
 
 /* Readers. Each returns 0 on success, -1 when the value has another type or does not fit. */
 int st_json_num(const st_json_val *v, double *out);
@@ -89,7 +104,8 @@ static inline int st_json_is_nothing(const st_json_val *v)
 }
 
 /* Convenience: path lookup + reader, for the common "get a number/string at a path"
- * pattern. Return 0 found and converted, 1 absent or null, -1 wrong type/malformed. */
+ * pattern. Return 0 found and converted (st_json_get_str: truncated to fit cap - 1 bytes
+ * if longer), 1 absent or null, -1 wrong type/malformed. */
 int st_json_get_u32(const st_json_val *v, const char *path, uint32_t *out);
 int st_json_get_num(const st_json_val *v, const char *path, double *out);
 int st_json_get_str(const st_json_val *v, const char *path, char *buf, size_t cap);

@@ -190,23 +190,69 @@ static void set_err(st_api_event *ev, const char *msg)
     st_strlcpy(ev->error, msg, sizeof ev->error);
 }
 
-/* Error shapes. Returns 1 (message in msg) when root is an error body. */
-static int extract_error(const st_json_val *root, char *msg, size_t cap)
+/* The top-level keys any API's event may carry, read in one pass over the object. */
+enum { F_ERROR, F_OBJECT, F_MESSAGE, F_ERROR_TYPE, F_CHOICES, F_USAGE, F_TOKEN, F_GENERATED_TEXT,
+       F_DETAILS, F_CONTENT, F_STOP, F_TEXT, F_META_INFO, F_TOKENS_PREDICTED, F_TOKENS_EVALUATED,
+       F_TIMINGS, F__COUNT };
+static const char *const root_keys[F__COUNT] = {
+    "error", "object", "message", "error_type", "choices", "usage", "token", "generated_text",
+    "details", "content", "stop", "text", "meta_info", "tokens_predicted", "tokens_evaluated",
+    "timings",
+};
+
+/* The fields each API reads (fewer keys to compare per member on the hot path). */
+static const signed char api_fields[5][9] = {
+    [ST_API_COMPLETIONS] = { F_ERROR, F_OBJECT, F_MESSAGE, F_CHOICES, F_USAGE, -1 },
+    [ST_API_CHAT] = { F_ERROR, F_OBJECT, F_MESSAGE, F_CHOICES, F_USAGE, -1 },
+    [ST_API_TGI] = { F_ERROR, F_OBJECT, F_MESSAGE, F_ERROR_TYPE, F_TOKEN, F_GENERATED_TEXT, F_DETAILS, -1 },
+    [ST_API_LLAMACPP] = { F_ERROR, F_OBJECT, F_MESSAGE, F_CONTENT, F_STOP, F_TOKENS_PREDICTED,
+                          F_TOKENS_EVALUATED, F_TIMINGS, -1 },
+    [ST_API_SGLANG] = { F_ERROR, F_OBJECT, F_MESSAGE, F_TEXT, F_META_INFO, -1 },
+};
+
+/* Reads the API's fields of root into f[F__COUNT] (the others absent). */
+static int read_fields(st_api_kind k, const st_json_val *root, st_json_val *f)
 {
-    st_json_val e, x;
-    if (root->type != ST_JSON_OBJECT)
-        return 0;
-    if (st_json_obj_get(root, "error", 5, &e) == 0 && !st_json_is_nothing(&e)) {
-        if (e.type == ST_JSON_OBJECT) {
-            if (st_json_get_str(&e, "message", msg, cap) != 0 || !msg[0]) {
-                if (st_json_get_str(&e, "type", msg, cap) != 0 || !msg[0])
+    const char *keys[F__COUNT];
+    st_json_val vals[F__COUNT];
+    int n = 0;
+    for (int i = 0; i < F__COUNT; i++)
+        f[i] = (st_json_val){ ST_JSON_ABSENT, NULL, 0 };
+    if ((unsigned)k >= 5)
+        return -1;
+    while (n < 9 && api_fields[k][n] >= 0) {
+        keys[n] = root_keys[(int)api_fields[k][n]];
+        n++;
+    }
+    if (st_json_obj_fields(root, keys, n, vals) < 0)
+        return -1;
+    for (int i = 0; i < n; i++)
+        f[(int)api_fields[k][i]] = vals[i];
+    return 0;
+}
+
+static void copy_str(const st_json_val *v, char *msg, size_t cap)
+{
+    if (st_json_str(v, msg, cap, NULL) < 0 && cap)
+        msg[0] = '\0';
+}
+
+/* Error shapes. Returns 1 (message in msg) when the fields are those of an error body. */
+static int extract_error(const st_json_val *f, char *msg, size_t cap)
+{
+    const st_json_val *e = &f[F_ERROR];
+    if (!st_json_is_nothing(e)) {
+        if (e->type == ST_JSON_OBJECT) {
+            if (st_json_get_str(e, "message", msg, cap) != 0 || !msg[0]) {
+                if (st_json_get_str(e, "type", msg, cap) != 0 || !msg[0])
                     st_strlcpy(msg, "error object without a message", cap);
             }
-        } else if (e.type == ST_JSON_STRING) {
+        } else if (e->type == ST_JSON_STRING) {
             /* TGI: {"error": "...", "error_type": "..."} */
-            char t[64];
             size_t n = 0;
-            if (st_json_get_str(root, "error_type", t, sizeof t) == 0 && t[0]) {
+            if (st_json_str_nonempty(&f[F_ERROR_TYPE])) {
+                char t[64];
+                copy_str(&f[F_ERROR_TYPE], t, sizeof t);
                 n = st_strlcpy(msg, t, cap);
                 if (n + 2 < cap) {
                     memcpy(msg + n, ": ", 3);
@@ -216,111 +262,103 @@ static int extract_error(const st_json_val *root, char *msg, size_t cap)
                 }
             }
             if (n < cap)
-                st_json_str(&e, msg + n, cap - n, NULL);
+                copy_str(e, msg + n, cap - n);
         } else {
-            size_t n = e.len < cap - 1 ? e.len : cap - 1;
-            memcpy(msg, e.p, n);
+            size_t n = e->len < cap - 1 ? e->len : cap - 1;
+            memcpy(msg, e->p, n);
             msg[n] = '\0';
         }
         return 1;
     }
-    if (st_json_obj_get(root, "object", 6, &x) == 0 && st_json_str_eq(&x, "error", 5)) {
-        if (st_json_get_str(root, "message", msg, cap) != 0 || !msg[0])
+    if (st_json_str_eq(&f[F_OBJECT], "error", 5)) {
+        copy_str(&f[F_MESSAGE], msg, cap);
+        if (!msg[0])
             st_strlcpy(msg, "error object without a message", cap);
         return 1;
     }
     return 0;
 }
 
-static void read_openai_usage(const st_json_val *root, st_api_event *ev)
+static void read_openai_usage(const st_json_val *u, st_api_event *ev)
 {
-    st_json_val u;
-    if (st_json_obj_get(root, "usage", 5, &u) != 0 || u.type != ST_JSON_OBJECT)
+    if (u->type != ST_JSON_OBJECT)
+        return;
+    static const char *const keys[] = { "prompt_tokens", "completion_tokens", "prompt_tokens_details" };
+    st_json_val v[3];
+    if (st_json_obj_fields(u, keys, 3, v) < 0)
         return;
     ev->has_usage = 1;
-    (void)st_json_get_u32(&u, "prompt_tokens", &ev->usage_prompt);
-    (void)st_json_get_u32(&u, "completion_tokens", &ev->usage_completion);
-    (void)st_json_get_u32(&u, "prompt_tokens_details.cached_tokens", &ev->usage_cached);
+    (void)st_json_u32(&v[0], &ev->usage_prompt);
+    (void)st_json_u32(&v[1], &ev->usage_completion);
+    (void)st_json_get_u32(&v[2], "cached_tokens", &ev->usage_cached);
 }
 
-static int is_present(const st_json_val *obj, const char *key)
+/* OpenAI completions / chat choices; msgkey is "delta" (chat stream) or "message". */
+static void read_choices(const st_json_val *choices, int chat, const char *msgkey, st_api_event *ev)
 {
-    st_json_val v;
-    return st_json_obj_get(obj, key, strlen(key), &v) == 0 && !st_json_is_nothing(&v);
-}
-
-/* OpenAI completions / chat choices. field: "text" (completions) or the delta/message
- * object name (chat). */
-static void read_choices(const st_json_val *root, int chat, const char *msgkey, st_api_event *ev)
-{
-    st_json_val choices, c;
-    if (st_json_obj_get(root, "choices", 7, &choices) != 0 || choices.type != ST_JSON_ARRAY)
+    if (choices->type != ST_JSON_ARRAY)
         return;
     st_json_iter it;
-    st_json_iter_init(&it, &choices);
-    while (st_json_iter_next(&it, NULL, &c) == 1) {
+    st_json_val c, v[3];
+    const char *keys[3] = { "finish_reason", chat ? msgkey : "text", "token_ids" };
+    st_json_iter_init(&it, choices);
+    while (st_json_iter_next_fields(&it, keys, 3, &c, v) == 1) {
         if (c.type != ST_JSON_OBJECT)
             continue;
         if (!chat) {
-            st_json_val t, ids;
-            long nid = 0;
-            if (st_json_obj_get(&c, "token_ids", 9, &ids) == 0 && ids.type == ST_JSON_ARRAY)
-                nid = st_json_count(&ids);
+            long nid = v[2].type == ST_JSON_ARRAY ? st_json_count(&v[2]) : 0;
             if (nid > 0)
                 ev->tokens += (uint32_t)nid;
-            else if (st_json_obj_get(&c, "text", 4, &t) == 0 && st_json_str_nonempty(&t))
+            else if (st_json_str_nonempty(&v[1]))
                 ev->tokens += 1;
-        } else {
-            st_json_val d, t;
-            if (st_json_obj_get(&c, msgkey, strlen(msgkey), &d) == 0 && d.type == ST_JSON_OBJECT) {
-                if ((st_json_obj_get(&d, "content", 7, &t) == 0 && st_json_str_nonempty(&t)) ||
-                    (st_json_obj_get(&d, "reasoning_content", 17, &t) == 0 && st_json_str_nonempty(&t)) ||
-                    (st_json_obj_get(&d, "reasoning", 9, &t) == 0 && st_json_str_nonempty(&t)))
-                    ev->tokens += 1;
-            }
+        } else if (v[1].type == ST_JSON_OBJECT) {
+            static const char *const dkeys[] = { "content", "reasoning_content", "reasoning" };
+            st_json_val d[3];
+            if (st_json_obj_fields(&v[1], dkeys, 3, d) == 0 &&
+                (st_json_str_nonempty(&d[0]) || st_json_str_nonempty(&d[1]) || st_json_str_nonempty(&d[2])))
+                ev->tokens += 1;
         }
-        if (is_present(&c, "finish_reason"))
+        if (!st_json_is_nothing(&v[0]))
             ev->finished = 1;
     }
 }
 
-static void read_tgi(const st_json_val *root, st_api_event *ev)
+static void read_tgi(const st_json_val *f, st_api_event *ev)
 {
-    st_json_val tok, sp, det;
-    if (st_json_obj_get(root, "token", 5, &tok) == 0 && tok.type == ST_JSON_OBJECT) {
+    const st_json_val *tok = &f[F_TOKEN], *det = &f[F_DETAILS];
+    if (tok->type == ST_JSON_OBJECT) {
+        st_json_val sp;
         int special = 0;
-        if (st_json_obj_get(&tok, "special", 7, &sp) == 0)
+        if (st_json_obj_get(tok, "special", 7, &sp) == 0)
             (void)st_json_bool(&sp, &special);
         if (!special)
             ev->tokens = 1;
     }
-    if (is_present(root, "generated_text"))
+    if (!st_json_is_nothing(&f[F_GENERATED_TEXT]))
         ev->finished = 1;
-    if (st_json_obj_get(root, "details", 7, &det) == 0 && det.type == ST_JSON_OBJECT) {
+    if (det->type == ST_JSON_OBJECT) {
         ev->finished = 1;
-        if (st_json_get_u32(&det, "generated_tokens", &ev->usage_completion) == 0)
+        if (st_json_get_u32(det, "generated_tokens", &ev->usage_completion) == 0)
             ev->has_usage = 1;
     }
 }
 
-static void read_llamacpp(const st_json_val *root, st_api_event *ev)
+static void read_llamacpp(const st_json_val *f, st_api_event *ev)
 {
-    st_json_val c, s;
-    if (st_json_obj_get(root, "content", 7, &c) == 0 && st_json_str_nonempty(&c))
+    if (st_json_str_nonempty(&f[F_CONTENT]))
         ev->tokens = 1;
     int stop = 0;
-    if (st_json_obj_get(root, "stop", 4, &s) == 0)
-        (void)st_json_bool(&s, &stop);
+    (void)st_json_bool(&f[F_STOP], &stop);
     if (!stop)
         return;
     ev->finished = 1;
     uint32_t pred = 0, eval = 0, prompt_n = 0, cache_n = 0;
-    int have_pred = st_json_get_u32(root, "tokens_predicted", &pred) == 0;
-    int have_eval = st_json_get_u32(root, "tokens_evaluated", &eval) == 0;
-    int have_pn = st_json_get_u32(root, "timings.prompt_n", &prompt_n) == 0;
-    int have_cn = st_json_get_u32(root, "timings.cache_n", &cache_n) == 0;
+    int have_pred = st_json_u32(&f[F_TOKENS_PREDICTED], &pred) == 0;
+    int have_eval = st_json_u32(&f[F_TOKENS_EVALUATED], &eval) == 0;
+    int have_pn = st_json_get_u32(&f[F_TIMINGS], "prompt_n", &prompt_n) == 0;
+    int have_cn = st_json_get_u32(&f[F_TIMINGS], "cache_n", &cache_n) == 0;
     if (!have_pred)
-        have_pred = st_json_get_u32(root, "timings.predicted_n", &pred) == 0;
+        have_pred = st_json_get_u32(&f[F_TIMINGS], "predicted_n", &pred) == 0;
     if (!have_eval && have_pn) {
         eval = prompt_n + (have_cn ? cache_n : 0);
         have_eval = 1;
@@ -337,39 +375,42 @@ static void read_llamacpp(const st_json_val *root, st_api_event *ev)
 }
 
 /* Returns 1 when the event is an SGLang abort (reported as an error). */
-static int read_sglang(const st_json_val *root, st_api_event *ev, int streaming)
+static int read_sglang(const st_json_val *f, st_api_event *ev, int streaming)
 {
-    st_json_val meta, t, fr;
+    const st_json_val *meta = &f[F_META_INFO];
     uint32_t ct = 0;
     int have_ct = 0;
-    if (st_json_obj_get(root, "meta_info", 9, &meta) == 0 && meta.type == ST_JSON_OBJECT) {
-        have_ct = st_json_get_u32(&meta, "completion_tokens", &ct) == 0;
+    if (meta->type == ST_JSON_OBJECT) {
+        static const char *const keys[] = { "completion_tokens", "prompt_tokens", "cached_tokens", "finish_reason" };
+        st_json_val m[4];
+        (void)st_json_obj_fields(meta, keys, 4, m);
+        have_ct = st_json_u32(&m[0], &ct) == 0;
         if (have_ct) {
             ev->has_usage = 1;
             ev->usage_completion = ct;
-            (void)st_json_get_u32(&meta, "prompt_tokens", &ev->usage_prompt);
-            (void)st_json_get_u32(&meta, "cached_tokens", &ev->usage_cached);
+            (void)st_json_u32(&m[1], &ev->usage_prompt);
+            (void)st_json_u32(&m[2], &ev->usage_cached);
         }
-        if (st_json_obj_get(&meta, "finish_reason", 13, &fr) == 0 && !st_json_is_nothing(&fr)) {
+        const st_json_val *fr = &m[3];
+        if (!st_json_is_nothing(fr)) {
             st_json_val ty;
-            if (fr.type == ST_JSON_OBJECT && st_json_obj_get(&fr, "type", 4, &ty) == 0 &&
+            if (fr->type == ST_JSON_OBJECT && st_json_obj_get(fr, "type", 4, &ty) == 0 &&
                 st_json_str_eq(&ty, "abort", 5)) {
                 ev->is_error = 1;
-                if (st_json_get_str(&fr, "message", ev->error, sizeof ev->error) != 0 || !ev->error[0])
+                if (st_json_get_str(fr, "message", ev->error, sizeof ev->error) != 0 || !ev->error[0])
                     set_err(ev, "request aborted by the server");
                 return 1;
             }
             ev->finished = 1;
         }
     }
-    int text = st_json_obj_get(root, "text", 4, &t) == 0 && st_json_str_nonempty(&t);
-    if (!streaming) {
+    int text = st_json_str_nonempty(&f[F_TEXT]);
+    if (!streaming)
         ev->tokens = have_ct ? ct : (uint32_t)text;
-    } else if (have_ct) {
+    else if (have_ct)
         ev->tokens = ct > ev->cum_tokens ? ct - ev->cum_tokens : 0;
-    } else {
+    else
         ev->tokens = (uint32_t)text;
-    }
     return 0;
 }
 
@@ -386,8 +427,17 @@ static const char *trim(const char *p, size_t *len)
 
 static int parse_common(st_api_kind k, const char *data, size_t len, st_api_event *ev, int streaming)
 {
-    st_json_val root;
-    if (!data || st_json_parse(data, len, &root) < 0) {
+    st_json_val root, f[F__COUNT];
+    if (!data) {
+        set_err(ev, "missing data");
+        return -1;
+    }
+    if (streaming && len > 0 && data[0] == '{') {
+        /* The hot path: one pass reads the fields and validates the whole event. */
+        root.type = ST_JSON_OBJECT;
+        root.p = data;
+        root.len = len;
+    } else if (st_json_parse(data, len, &root) < 0) {
         set_err(ev, streaming ? "malformed JSON in stream event" : "malformed JSON response body");
         return -1;
     }
@@ -404,15 +454,19 @@ static int parse_common(st_api_kind k, const char *data, size_t len, st_api_even
         set_err(ev, "response is not a JSON object");
         return -1;
     }
-    if (extract_error(&root, ev->error, sizeof ev->error)) {
+    if (read_fields(k, &root, f) < 0) {
+        set_err(ev, streaming ? "malformed JSON in stream event" : "malformed JSON response body");
+        return -1;
+    }
+    if (extract_error(f, ev->error, sizeof ev->error)) {
         ev->is_error = 1;
         return 0;
     }
     switch (k) {
     case ST_API_COMPLETIONS:
     case ST_API_CHAT:
-        read_choices(&root, k == ST_API_CHAT, streaming ? "delta" : "message", ev);
-        read_openai_usage(&root, ev);
+        read_choices(&f[F_CHOICES], k == ST_API_CHAT, streaming ? "delta" : "message", ev);
+        read_openai_usage(&f[F_USAGE], ev);
         if (!streaming) {
             if (ev->has_usage)
                 ev->tokens = ev->usage_completion;
@@ -421,20 +475,17 @@ static int parse_common(st_api_kind k, const char *data, size_t len, st_api_even
         }
         break;
     case ST_API_TGI:
-        read_tgi(&root, ev);
-        if (!streaming) {
-            st_json_val g;
-            int text = st_json_obj_get(&root, "generated_text", 14, &g) == 0 && st_json_str_nonempty(&g);
-            ev->tokens = ev->has_usage ? ev->usage_completion : (uint32_t)text;
-        }
+        read_tgi(f, ev);
+        if (!streaming)
+            ev->tokens = ev->has_usage ? ev->usage_completion : (uint32_t)st_json_str_nonempty(&f[F_GENERATED_TEXT]);
         break;
     case ST_API_LLAMACPP:
-        read_llamacpp(&root, ev);
+        read_llamacpp(f, ev);
         if (!streaming && ev->has_usage)
             ev->tokens = ev->usage_completion;
         break;
     case ST_API_SGLANG:
-        if (read_sglang(&root, ev, streaming))
+        if (read_sglang(f, ev, streaming))
             return 0;
         break;
     default:
@@ -487,15 +538,17 @@ void st_api_error_message(const char *body, size_t len, char *msg, size_t cap)
     if (!body)
         return;
     const char *p = trim(body, &len);
-    st_json_val root, d;
+    st_json_val root, d, f[F__COUNT];
     if (st_json_parse(p, len, &root) == 0) {
-        if (extract_error(&root, msg, cap))
+        if (root.type == ST_JSON_OBJECT && st_json_obj_fields(&root, root_keys, F__COUNT, f) >= 0 &&
+            extract_error(f, msg, cap))
             return;
         /* FastAPI / Starlette: {"detail": "..."} */
         if (root.type == ST_JSON_OBJECT && st_json_obj_get(&root, "detail", 6, &d) == 0 &&
             d.type == ST_JSON_STRING && st_json_str(&d, msg, cap, NULL) >= 0)
             return;
-        if (root.type == ST_JSON_OBJECT && st_json_get_str(&root, "message", msg, cap) == 0 && msg[0])
+        if (root.type == ST_JSON_OBJECT && st_json_str_nonempty(&f[F_MESSAGE]) &&
+            st_json_str(&f[F_MESSAGE], msg, cap, NULL) >= 0)
             return;
     }
     size_t n = len < cap - 1 ? len : cap - 1;

@@ -1,303 +1,532 @@
 #include "load/output.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "core/buf.h"
 #include "core/version.h"
 
-static void jnum(FILE *f, double v, int prec)
+/* ---- JSON ------------------------------------------------------------------------ */
+
+static json_t *num(double x)
 {
-    if (isnan(v) || isinf(v))
-        fputs("null", f);
-    else
-        fprintf(f, "%.*f", prec, v);
+    if (isnan(x))
+        return json_null();
+    if (isinf(x))
+        return json_string(x > 0 ? "inf" : "-inf");
+    return json_real(x);
 }
 
-static void jstr(FILE *f, const char *s)
+static json_t *ns_or_null(st_ns t)
 {
-    if (!s) {
-        fputs("null", f);
-        return;
-    }
-    st_buf b;
-    st_buf_init(&b, strlen(s) * 6 + 16);
-    if (st_buf_json_str(&b, s) == 0)
-        fwrite(b.data, 1, b.len, f);
-    else
-        fputs("null", f);
-    st_buf_free(&b);
+    return t < 0 ? json_null() : json_integer((json_int_t)t);
 }
 
-/* A distribution in milliseconds. */
-static void jdist(FILE *f, const st_dist *d)
+static json_t *str_or_null(const char *s)
 {
-    fprintf(f, "{\"n\": %u, \"mean\": ", d->n);
-    jnum(f, d->mean * 1e3, 4);
-    fputs(", \"min\": ", f);
-    jnum(f, d->min * 1e3, 4);
-    fputs(", \"p50\": ", f);
-    jnum(f, d->p50 * 1e3, 4);
-    fputs(", \"p90\": ", f);
-    jnum(f, d->p90 * 1e3, 4);
-    fputs(", \"p95\": ", f);
-    jnum(f, d->p95 * 1e3, 4);
-    fputs(", \"p99\": ", f);
-    jnum(f, d->p99 * 1e3, 4);
-    fputs(", \"max\": ", f);
-    jnum(f, d->max * 1e3, 4);
-    fputs("}", f);
+    return s ? json_string(s) : json_null();
 }
 
-static void jlatencies(FILE *f, const char *ind, const st_dist *ttft, const st_dist *tpot, const st_dist *itl,
-                       const st_dist *e2e, const st_dist *lag)
+static void set(json_t *o, const char *k, json_t *v)
 {
-    fprintf(f, "%s\"ttft_ms\": ", ind);
-    jdist(f, ttft);
-    fprintf(f, ",\n%s\"tpot_ms\": ", ind);
-    jdist(f, tpot);
-    fprintf(f, ",\n%s\"itl_ms\": ", ind);
-    jdist(f, itl);
-    fprintf(f, ",\n%s\"e2e_ms\": ", ind);
-    jdist(f, e2e);
-    fprintf(f, ",\n%s\"lag_ms\": ", ind);
-    jdist(f, lag);
+    json_object_set_new(o, k, v);
 }
 
-int st_bench_write_json(FILE *f, const st_bench_meta *m, const st_run_result *res, const st_summary *s)
+json_t *st_output_dist_json(const st_dist *d, double scale)
 {
-    char date[64] = "";
-    time_t wall = (time_t)(res->t0_wall / ST_NS_PER_S);
-    struct tm tm;
-    if (gmtime_r(&wall, &tm))
-        strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    fprintf(f, "{\n  \"schema\": \"%s\",\n  \"servetune_version\": \"%s\",\n  \"started_at\": \"%s\",\n  \"t0_mono_ns\": %lld,\n",
-            ST_BENCH_SCHEMA, ST_VERSION, date, (long long)res->t0_mono);
-    fputs("  \"config\": {\n    \"url\": ", f);
-    jstr(f, m->url);
-    fputs(", \"api\": ", f);
-    jstr(f, m->api);
-    fputs(", \"model\": ", f);
-    jstr(f, m->model);
-    fprintf(f, ", \"stream\": %s,\n    \"workload\": ", m->stream ? "true" : "false");
-    jstr(f, m->workload);
-    fputs(", \"trace\": ", f);
-    jstr(f, m->trace_path);
-    fprintf(f, ", \"input_tokens\": %u, \"output_tokens\": %u, \"range_ratio\": ", m->input_tokens, m->output_tokens);
-    jnum(f, m->range_ratio, 4);
-    fprintf(f, ", \"prefix_tokens\": %u, \"num_requests\": %u, \"seed\": %llu,\n    \"arrival\": ", m->prefix_tokens,
-            m->num_requests, (unsigned long long)m->seed);
-    jstr(f, m->arrival);
-    fputs(", \"rate\": ", f);
-    if (isinf(m->rate))
-        fputs("\"inf\"", f);
-    else
-        jnum(f, m->rate, 6);
-    fputs(", \"burstiness\": ", f);
-    jnum(f, m->burstiness, 4);
-    fprintf(f, ", \"max_concurrency\": %u, \"warmup\": %u, \"timeout_s\": ", m->max_concurrency, m->warmup);
-    jnum(f, m->timeout_s, 3);
-    fputs(",\n    \"slo\": {\"ttft_ms\": ", f);
-    jnum(f, m->slo.ttft_s > 0 ? m->slo.ttft_s * 1e3 : NAN, 3);
-    fputs(", \"tpot_ms\": ", f);
-    jnum(f, m->slo.tpot_s > 0 ? m->slo.tpot_s * 1e3 : NAN, 3);
-    fputs(", \"e2e_ms\": ", f);
-    jnum(f, m->slo.e2e_s > 0 ? m->slo.e2e_s * 1e3 : NAN, 3);
-    fputs("}\n  },\n", f);
+    json_t *o = json_object();
+    if (!o || !d)
+        return o;
+    set(o, "n", json_integer(d->n));
+    set(o, "mean", num(d->mean * scale));
+    set(o, "min", num(d->min * scale));
+    set(o, "p50", num(d->p50 * scale));
+    set(o, "p90", num(d->p90 * scale));
+    set(o, "p95", num(d->p95 * scale));
+    set(o, "p99", num(d->p99 * scale));
+    set(o, "max", num(d->max * scale));
+    return o;
+}
 
-    fprintf(f, "  \"self_check\": {\"client_limited\": %s, \"threshold_ms\": ", res->client_limited ? "true" : "false");
-    jnum(f, res->max_lag_ms, 3);
-    fputs(", \"reason\": ", f);
-    jstr(f, res->limited_reason);
-    fputs(",\n    \"dispatch_lag_ms\": ", f);
-    jdist(f, &res->dispatch_lag);
-    fputs(",\n    \"loop_delay_ms\": ", f);
-    jdist(f, &res->loop_delay);
-    fprintf(f, ",\n    \"interrupted\": %s, \"connections_opened\": %u, \"retries\": %u, \"max_in_flight\": %u},\n",
-            res->interrupted ? "true" : "false", res->connections_opened, res->retries, res->max_in_flight);
+static json_t *latency_json(const st_dist *ttft, const st_dist *tpot, const st_dist *itl, const st_dist *e2e,
+                            const st_dist *lag)
+{
+    json_t *o = json_object();
+    set(o, "ttft", st_output_dist_json(ttft, 1e3));
+    set(o, "tpot", st_output_dist_json(tpot, 1e3));
+    set(o, "itl", st_output_dist_json(itl, 1e3));
+    set(o, "e2e", st_output_dist_json(e2e, 1e3));
+    set(o, "client_lag", st_output_dist_json(lag, 1e3));
+    return o;
+}
 
-    fprintf(f, "  \"summary\": {\n    \"total\": %u, \"warmup\": %u, \"measured\": %u, \"sent\": %u, \"completed\": %u, \"failed\": %u,\n",
-            s->total, s->warmup, s->measured, s->sent, s->completed, s->failed);
-    fputs("    \"failed_by_reason\": {", f);
-    int first = 1;
+json_t *st_output_summary_json(const st_summary *s)
+{
+    json_t *o = json_object();
+    if (!o)
+        return NULL;
+    json_t *req = json_object(), *by = json_object();
+    set(req, "total", json_integer(s->total));
+    set(req, "warmup", json_integer(s->warmup));
+    set(req, "measured", json_integer(s->measured));
+    set(req, "sent", json_integer(s->sent));
+    set(req, "completed", json_integer(s->completed));
+    set(req, "failed", json_integer(s->failed));
     for (int i = 1; i < ST_REQ__COUNT; i++)
-        if (s->by_status[i]) {
-            fprintf(f, "%s\"%s\": %u", first ? "" : ", ", st_req_status_name((st_req_status)i), s->by_status[i]);
-            first = 0;
-        }
-    fputs("},\n    \"duration_s\": ", f);
-    jnum(f, s->duration_s, 6);
-    fputs(", \"offered_rate\": ", f);
-    if (isinf(s->offered_rate))
-        fputs("\"inf\"", f);
-    else
-        jnum(f, s->offered_rate, 4);
-    fputs(", \"achieved_rate\": ", f);
-    if (isinf(s->achieved_rate))
-        fputs("\"inf\"", f);
-    else
-        jnum(f, s->achieved_rate, 4);
-    fprintf(f, ",\n    \"input_tokens\": %llu, \"output_tokens\": %llu, \"cached_tokens\": %llu, \"output_short\": %u,\n",
-            (unsigned long long)s->input_tokens, (unsigned long long)s->output_tokens, (unsigned long long)s->cached_tokens,
-            s->output_requested_short);
-    fputs("    \"request_throughput\": ", f);
-    jnum(f, s->request_throughput, 4);
-    fputs(", \"input_throughput\": ", f);
-    jnum(f, s->input_throughput, 2);
-    fputs(", \"output_throughput\": ", f);
-    jnum(f, s->output_throughput, 2);
-    fputs(", \"total_token_throughput\": ", f);
-    jnum(f, s->total_token_throughput, 2);
-    fprintf(f, ",\n    \"slo_set\": %s, \"good\": %u, \"goodput\": ", s->slo_set ? "true" : "false", s->good);
-    jnum(f, s->slo_set ? s->goodput : NAN, 4);
-    fputs(",\n", f);
-    jlatencies(f, "    ", &s->ttft, &s->tpot, &s->itl, &s->e2e, &s->lag);
+        if (s->by_status[i])
+            set(by, st_req_status_name((st_req_status)i), json_integer(s->by_status[i]));
+    set(req, "failed_by_reason", by);
+    set(o, "requests", req);
+    set(o, "first_send_s", num(s->first_send_s));
+    set(o, "last_end_s", num(s->last_end_s));
+    set(o, "duration_s", num(s->duration_s));
+    set(o, "offered_rate_rps", num(s->offered_rate));
+    set(o, "achieved_rate_rps", num(s->achieved_rate));
+    json_t *tok = json_object();
+    set(tok, "input", json_integer((json_int_t)s->input_tokens));
+    set(tok, "output", json_integer((json_int_t)s->output_tokens));
+    set(tok, "cached", json_integer((json_int_t)s->cached_tokens));
+    set(tok, "short_outputs", json_integer(s->output_requested_short));
+    set(o, "tokens", tok);
+    json_t *thr = json_object();
+    set(thr, "requests_per_s", num(s->request_throughput));
+    set(thr, "input_tokens_per_s", num(s->input_throughput));
+    set(thr, "output_tokens_per_s", num(s->output_throughput));
+    set(thr, "total_tokens_per_s", num(s->total_token_throughput));
+    set(o, "throughput", thr);
+    set(o, "latency_ms", latency_json(&s->ttft, &s->tpot, &s->itl, &s->e2e, &s->lag));
+    set(o, "good", json_integer(s->good));
+    set(o, "goodput_rps", num(s->goodput));
+    set(o, "slo_set", json_boolean(s->slo_set));
+    set(o, "client_limited_by_lag", json_boolean(s->client_limited));
     const st_window *w = &s->steady;
-    fprintf(f, ",\n    \"steady\": {\"valid\": %s, \"start_s\": ", w->valid ? "true" : "false");
-    jnum(f, w->start_s, 6);
-    fputs(", \"end_s\": ", f);
-    jnum(f, w->end_s, 6);
-    fputs(", \"duration_s\": ", f);
-    jnum(f, w->duration_s, 6);
-    fprintf(f, ", \"completed\": %u, \"failed\": %u, \"good\": %u,\n      \"request_throughput\": ", w->completed, w->failed,
-            w->good);
-    jnum(f, w->request_throughput, 4);
-    fputs(", \"input_throughput\": ", f);
-    jnum(f, w->input_throughput, 2);
-    fputs(", \"output_throughput\": ", f);
-    jnum(f, w->output_throughput, 2);
-    fputs(", \"goodput\": ", f);
-    jnum(f, s->slo_set ? w->goodput : NAN, 4);
-    fputs(",\n", f);
-    jlatencies(f, "      ", &w->ttft, &w->tpot, &w->itl, &w->e2e, &w->lag);
-    fputs("}\n  },\n  \"requests\": [\n", f);
-    for (uint32_t i = 0; i < res->n; i++) {
-        const st_record *r = &res->records[i];
-        fprintf(f,
-                "    {\"id\": %u, \"warmup\": %s, \"status\": \"%s\", \"http_status\": %d, \"scheduled_ns\": %lld, "
-                "\"sent_ns\": %lld, \"first_byte_ns\": %lld, \"first_token_ns\": %lld, \"end_ns\": %lld, ",
-                r->id, r->warmup ? "true" : "false", st_req_status_name(r->status), r->http_status, (long long)r->scheduled,
-                (long long)r->sent, (long long)r->first_byte, (long long)r->first_token, (long long)r->end);
-        fprintf(f,
-                "\"input_tokens\": %u, \"output_requested\": %u, \"output_tokens\": %u, \"cached_tokens\": %u, "
-                "\"usage_reported\": %s, \"ttft_ms\": ",
-                r->input_tokens, r->output_requested, r->output_tokens, r->cached_tokens, r->usage_reported ? "true" : "false");
-        jnum(f, st_record_ttft(r) * 1e3, 4);
-        fputs(", \"tpot_ms\": ", f);
-        jnum(f, st_record_tpot(r) * 1e3, 4);
-        fputs(", \"e2e_ms\": ", f);
-        jnum(f, st_record_e2e(r) * 1e3, 4);
-        fputs(", \"lag_ms\": ", f);
-        jnum(f, st_record_lag(r) * 1e3, 4);
-        fputs(", \"error\": ", f);
-        jstr(f, r->error);
-        fputs(", \"events_ns\": [", f);
-        for (uint32_t k = 0; k < r->n_events; k++)
-            fprintf(f, "%s%lld", k ? "," : "", (long long)r->events[k]);
-        fprintf(f, "]}%s\n", i + 1 < res->n ? "," : "");
+    json_t *st = json_object();
+    set(st, "valid", json_boolean(w->valid));
+    set(st, "start_s", num(w->start_s));
+    set(st, "end_s", num(w->end_s));
+    set(st, "duration_s", num(w->duration_s));
+    set(st, "completed", json_integer(w->completed));
+    set(st, "failed", json_integer(w->failed));
+    set(st, "good", json_integer(w->good));
+    set(st, "input_tokens", json_integer((json_int_t)w->input_tokens));
+    set(st, "output_tokens", num(w->output_tokens));
+    json_t *wt = json_object();
+    set(wt, "requests_per_s", num(w->request_throughput));
+    set(wt, "input_tokens_per_s", num(w->input_throughput));
+    set(wt, "output_tokens_per_s", num(w->output_throughput));
+    set(st, "throughput", wt);
+    set(st, "goodput_rps", num(w->goodput));
+    set(st, "latency_ms", latency_json(&w->ttft, &w->tpot, &w->itl, &w->e2e, &w->lag));
+    set(o, "steady_state", st);
+    return o;
+}
+
+static double ms(double s)
+{
+    return s * 1e3;
+}
+
+static json_t *record_json(const st_record *r, int with_events)
+{
+    json_t *o = json_object();
+    if (!o)
+        return NULL;
+    set(o, "id", json_integer(r->id));
+    set(o, "warmup", json_boolean(r->warmup));
+    set(o, "status", json_string(st_req_status_name(r->status)));
+    set(o, "http_status", json_integer(r->http_status));
+    set(o, "error", r->error ? json_stringn(r->error, strlen(r->error)) : json_null());
+    set(o, "scheduled_ns", json_integer((json_int_t)r->scheduled));
+    set(o, "sent_ns", ns_or_null(r->sent));
+    set(o, "first_byte_ns", ns_or_null(r->first_byte));
+    set(o, "first_token_ns", ns_or_null(r->first_token));
+    set(o, "end_ns", ns_or_null(r->end));
+    set(o, "ttft_ms", num(ms(st_record_ttft(r))));
+    set(o, "tpot_ms", num(ms(st_record_tpot(r))));
+    set(o, "e2e_ms", num(ms(st_record_e2e(r))));
+    set(o, "lag_ms", num(ms(st_record_lag(r))));
+    set(o, "input_tokens", json_integer(r->input_tokens));
+    set(o, "output_requested", json_integer(r->output_requested));
+    set(o, "output_tokens", json_integer(r->output_tokens));
+    set(o, "cached_tokens", json_integer(r->cached_tokens));
+    set(o, "usage_reported", json_boolean(r->usage_reported));
+    if (!with_events)
+        return o;
+    json_t *ev = json_array();
+    for (uint32_t i = 0; ev && r->events && i < r->n_events; i++)
+        json_array_append_new(ev, json_integer((json_int_t)r->events[i]));
+    set(o, "event_times_ns", ev);
+    return o;
+}
+
+json_t *st_output_record_json(const st_record *r)
+{
+    return record_json(r, 1);
+}
+
+json_t *st_output_config_json(const st_bench_info *in)
+{
+    json_t *o = json_object();
+    if (!o)
+        return NULL;
+    set(o, "url", str_or_null(in->url));
+    set(o, "api", str_or_null(in->api));
+    set(o, "model", str_or_null(in->model));
+    set(o, "stream", json_boolean(in->stream));
+    json_t *w = json_object();
+    set(w, "kind", str_or_null(in->workload));
+    if (in->trace_path)
+        set(w, "trace_path", json_string(in->trace_path));
+    if (!in->workload || strcmp(in->workload, "trace") != 0) {
+        set(w, "input_len", json_integer(in->input_len));
+        set(w, "output_len", json_integer(in->output_len));
+        set(w, "range_ratio", num(in->range_ratio));
+        set(w, "prefix_len", json_integer(in->prefix_len));
     }
-    fputs("  ]\n}\n", f);
+    set(w, "seed", json_integer((json_int_t)in->seed));
+    set(w, "num_requests", json_integer(in->num_requests));
+    set(w, "warmup", json_integer(in->warmup));
+    set(o, "workload", w);
+    json_t *a = json_object();
+    set(a, "kind", str_or_null(in->arrival));
+    set(a, "rate_rps", num(in->rate));
+    set(a, "burstiness", num(in->burstiness));
+    set(a, "max_concurrency", json_integer(in->max_concurrency));
+    set(o, "arrival", a);
+    set(o, "timeout_s", num(in->timeout_s));
+    json_t *slo = json_object();
+    const st_slo *sl = &in->opts.slo;
+    set(slo, "ttft_ms", sl->ttft_s > 0 ? num(ms(sl->ttft_s)) : json_null());
+    set(slo, "tpot_ms", sl->tpot_s > 0 ? num(ms(sl->tpot_s)) : json_null());
+    set(slo, "e2e_ms", sl->e2e_s > 0 ? num(ms(sl->e2e_s)) : json_null());
+    set(o, "slo", slo);
+    return o;
+}
+
+int st_output_client_limited(const st_bench_info *info, const st_summary *s)
+{
+    return (info && info->client_limited) || (s && s->client_limited);
+}
+
+static void iso8601(int64_t wall_ns, char *buf, size_t cap)
+{
+    time_t t = (time_t)(wall_ns / 1000000000LL);
+    struct tm tm;
+    if (!gmtime_r(&t, &tm) || strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+        buf[0] = '\0';
+}
+
+json_t *st_output_json(const st_bench_info *in, const st_summary *s, const st_record *recs, uint32_t n)
+{
+    json_t *o = json_object();
+    if (!o)
+        return NULL;
+    set(o, "schema", json_string(ST_BENCH_SCHEMA));
+    set(o, "servetune_version", json_string(in->version ? in->version : ST_VERSION));
+    char when[40] = "";
+    if (in->started_wall_ns > 0)
+        iso8601(in->started_wall_ns, when, sizeof when);
+    set(o, "started_at", when[0] ? json_string(when) : json_null());
+    set(o, "t0_mono_ns", in->t0_mono_ns > 0 ? json_integer(in->t0_mono_ns) : json_null());
+    set(o, "config", st_output_config_json(in));
+    json_t *sc = json_object();
+    set(sc, "client_limited", json_boolean(st_output_client_limited(in, s)));
+    set(sc, "reason", str_or_null(in->limited_reason));
+    set(sc, "max_lag_ms", num(in->max_lag_ms));
+    set(sc, "dispatch_lag_ms", in->dispatch_lag ? st_output_dist_json(in->dispatch_lag, 1e3) : json_null());
+    set(sc, "loop_delay_ms", in->loop_delay ? st_output_dist_json(in->loop_delay, 1e3) : json_null());
+    set(sc, "interrupted", json_boolean(in->interrupted));
+    set(sc, "connections_opened", json_integer(in->connections_opened));
+    set(sc, "retries", json_integer(in->retries));
+    set(sc, "max_in_flight", json_integer(in->max_in_flight));
+    set(o, "self_check", sc);
+    set(o, "summary", st_output_summary_json(s));
+    json_t *ra = json_array();
+    for (uint32_t i = 0; ra && recs && i < n; i++)
+        json_array_append_new(ra, st_output_record_json(&recs[i]));
+    set(o, "records", ra);
+    return o;
+}
+
+/* Streams the document: the head (everything but the records) through jansson, then one
+ * compact line per record with its event times written directly, so memory stays at one
+ * record's worth however long the run (a jansson tree of every event time would take tens
+ * of bytes per event). */
+int st_output_json_write(FILE *f, const st_bench_info *info, const st_summary *s, const st_record *recs, uint32_t n)
+{
+    const size_t flags = JSON_REAL_PRECISION(15);
+    json_t *o = st_output_json(info, s, NULL, 0);
+    if (!o)
+        return -1;
+    json_object_del(o, "records");
+    char *head = json_dumps(o, JSON_INDENT(1) | flags);
+    json_decref(o);
+    if (!head)
+        return -1;
+    char *close = strrchr(head, '}');
+    if (!close) {
+        free(head);
+        return -1;
+    }
+    while (close > head && (close[-1] == '\n' || close[-1] == ' '))
+        close--;
+    fwrite(head, 1, (size_t)(close - head), f);
+    free(head);
+    fputs(",\n \"records\": [", f);
+    for (uint32_t i = 0; recs && i < n; i++) {
+        json_t *r = record_json(&recs[i], 0);
+        char *line = r ? json_dumps(r, JSON_COMPACT | flags) : NULL;
+        json_decref(r);
+        if (!line)
+            return -1;
+        size_t len = strlen(line);
+        if (len < 2 || line[len - 1] != '}') {
+            free(line);
+            return -1;
+        }
+        fputs(i ? ",\n  " : "\n  ", f);
+        fwrite(line, 1, len - 1, f);
+        free(line);
+        fputs(",\"event_times_ns\":[", f);
+        for (uint32_t k = 0; recs[i].events && k < recs[i].n_events; k++)
+            fprintf(f, k ? ",%lld" : "%lld", (long long)recs[i].events[k]);
+        fputs("]}", f);
+    }
+    fputs(n ? "\n ]\n}\n" : "]\n}\n", f);
     return ferror(f) ? -1 : 0;
 }
 
-static void cnum(FILE *f, double v)
+/* ---- CSV ---------------------------------------------------------------------------- */
+
+static void csv_num(FILE *f, double x)
 {
-    if (!isnan(v))
-        fprintf(f, "%.4f", v);
+    if (!isnan(x) && !isinf(x))
+        fprintf(f, "%.6f", x);
 }
 
-int st_bench_write_csv(FILE *f, const st_run_result *res)
+static void csv_ns_ms(FILE *f, st_ns t)
 {
-    fputs("id,warmup,status,http_status,scheduled_ns,sent_ns,first_byte_ns,first_token_ns,end_ns,input_tokens,"
-          "output_requested,output_tokens,cached_tokens,usage_reported,token_events,ttft_ms,tpot_ms,itl_mean_ms,e2e_ms,"
-          "lag_ms,error\n",
-          f);
-    for (uint32_t i = 0; i < res->n; i++) {
-        const st_record *r = &res->records[i];
-        fprintf(f, "%u,%d,%s,%d,%lld,%lld,%lld,%lld,%lld,%u,%u,%u,%u,%d,%u,", r->id, r->warmup, st_req_status_name(r->status),
-                r->http_status, (long long)r->scheduled, (long long)r->sent, (long long)r->first_byte,
-                (long long)r->first_token, (long long)r->end, r->input_tokens, r->output_requested, r->output_tokens,
-                r->cached_tokens, r->usage_reported, r->n_events);
-        cnum(f, st_record_ttft(r) * 1e3);
+    if (t >= 0)
+        fprintf(f, "%.6f", st_ns_to_ms(t));
+}
+
+static void csv_str(FILE *f, const char *s)
+{
+    if (!s)
+        return;
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"')
+            fputs("\"\"", f);
+        else if (*s == '\n' || *s == '\r')
+            fputc(' ', f);
+        else
+            fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+int st_output_csv(FILE *f, const st_record *recs, uint32_t n)
+{
+    fputs("id,warmup,status,http_status,scheduled_ms,sent_ms,first_byte_ms,first_token_ms,end_ms,"
+          "ttft_ms,tpot_ms,e2e_ms,lag_ms,input_tokens,output_requested,output_tokens,cached_tokens,"
+          "usage_reported,n_events,error\n", f);
+    for (uint32_t i = 0; i < n; i++) {
+        const st_record *r = &recs[i];
+        fprintf(f, "%u,%d,%s,%d,", r->id, r->warmup ? 1 : 0, st_req_status_name(r->status), r->http_status);
+        csv_ns_ms(f, r->scheduled);
         fputc(',', f);
-        cnum(f, st_record_tpot(r) * 1e3);
+        csv_ns_ms(f, r->sent);
         fputc(',', f);
-        if (r->n_events >= 2)
-            cnum(f, (double)(r->events[r->n_events - 1] - r->events[0]) / (r->n_events - 1) / 1e6);
+        csv_ns_ms(f, r->first_byte);
         fputc(',', f);
-        cnum(f, st_record_e2e(r) * 1e3);
+        csv_ns_ms(f, r->first_token);
         fputc(',', f);
-        cnum(f, st_record_lag(r) * 1e3);
+        csv_ns_ms(f, r->end);
         fputc(',', f);
-        if (r->error) {
-            fputc('"', f);
-            for (const char *c = r->error; *c; c++) {
-                if (*c == '"')
-                    fputc('"', f);
-                fputc(*c == '\n' || *c == '\r' ? ' ' : *c, f);
-            }
-            fputc('"', f);
-        }
+        csv_num(f, ms(st_record_ttft(r)));
+        fputc(',', f);
+        csv_num(f, ms(st_record_tpot(r)));
+        fputc(',', f);
+        csv_num(f, ms(st_record_e2e(r)));
+        fputc(',', f);
+        csv_num(f, ms(st_record_lag(r)));
+        fprintf(f, ",%u,%u,%u,%u,%d,%u,", r->input_tokens, r->output_requested, r->output_tokens,
+                r->cached_tokens, r->usage_reported ? 1 : 0, r->n_events);
+        csv_str(f, r->error);
         fputc('\n', f);
     }
     return ferror(f) ? -1 : 0;
 }
 
-static void trow(FILE *f, const char *name, const st_dist *d)
+/* ---- table ---------------------------------------------------------------------------- */
+
+/* A figure, "-" for NaN; padded to a table column (width 10) or inline (width 0). */
+static void figw(FILE *f, double x, int prec, int width)
 {
-    if (!d->n) {
-        fprintf(f, "  %-14s %8s\n", name, "-");
-        return;
-    }
-    fprintf(f, "  %-14s %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f\n", name, d->mean * 1e3, d->min * 1e3,
-            d->p50 * 1e3, d->p90 * 1e3, d->p95 * 1e3, d->p99 * 1e3, d->max * 1e3);
+    char b[64];
+    if (isnan(x))
+        snprintf(b, sizeof b, "-");
+    else if (isinf(x))
+        snprintf(b, sizeof b, "inf");
+    else
+        snprintf(b, sizeof b, "%.*f", prec, x);
+    fprintf(f, "%*s", width, b);
 }
 
-void st_bench_print_table(FILE *f, const st_bench_meta *m, const st_run_result *res, const st_summary *s)
+static void fig(FILE *f, double x, int prec)
 {
-    fprintf(f, "servetune bench: %s  api=%s  model=%s  %s\n", m->url ? m->url : "", m->api ? m->api : "",
-            m->model ? m->model : "-", m->stream ? "streaming" : "non-streaming");
-    if (isinf(m->rate))
-        fprintf(f, "arrivals: all at once (rate inf)");
-    else if (isnan(m->rate))
-        fprintf(f, "arrivals: trace timestamps");
+    figw(f, x, prec, 10);
+}
+
+static void dist_row(FILE *f, const char *name, const st_dist *d)
+{
+    fprintf(f, "  %-12s", name);
+    fig(f, d->mean * 1e3, 2);
+    fig(f, d->p50 * 1e3, 2);
+    fig(f, d->p90 * 1e3, 2);
+    fig(f, d->p95 * 1e3, 2);
+    fig(f, d->p99 * 1e3, 2);
+    fig(f, d->max * 1e3, 2);
+    fprintf(f, "%9u\n", d->n);
+}
+
+static void dist_block(FILE *f, const st_dist *ttft, const st_dist *tpot, const st_dist *itl, const st_dist *e2e,
+                       const st_dist *lag)
+{
+    fprintf(f, "  %-12s%10s%10s%10s%10s%10s%10s%9s\n", "(ms)", "mean", "p50", "p90", "p95", "p99", "max", "n");
+    dist_row(f, "TTFT", ttft);
+    dist_row(f, "TPOT", tpot);
+    dist_row(f, "ITL", itl);
+    dist_row(f, "E2E", e2e);
+    if (lag)
+        dist_row(f, "client lag", lag);
+}
+
+static void line_d(FILE *f, const char *label, double x, int prec, const char *unit)
+{
+    fprintf(f, "%-30s", label);
+    if (isnan(x))
+        fputs("-", f);
+    else if (isinf(x))
+        fputs("inf", f);
     else
-        fprintf(f, "arrivals: %s at %.4g req/s", m->arrival ? m->arrival : "?", m->rate);
-    fprintf(f, "  max concurrency: %s", m->max_concurrency ? "" : "unbounded");
-    if (m->max_concurrency)
-        fprintf(f, "%u", m->max_concurrency);
-    fprintf(f, "  warm-up: %u\n\n", m->warmup);
-    fprintf(f, "  requests        measured %u  completed %u  failed %u\n", s->measured, s->completed, s->failed);
-    for (int i = 1; i < ST_REQ__COUNT; i++)
-        if (s->by_status[i])
-            fprintf(f, "    failed: %-12s %u\n", st_req_status_name((st_req_status)i), s->by_status[i]);
-    fprintf(f, "  duration        %.3f s (first send to last completion)\n", s->duration_s);
-    fprintf(f, "  arrival rate    offered %.3f req/s, achieved %.3f req/s\n", s->offered_rate, s->achieved_rate);
-    fprintf(f, "  throughput      %.3f req/s, input %.1f tok/s, output %.1f tok/s\n", s->request_throughput,
-            s->input_throughput, s->output_throughput);
-    fprintf(f, "  tokens          input %llu, output %llu, cached %llu\n", (unsigned long long)s->input_tokens,
-            (unsigned long long)s->output_tokens, (unsigned long long)s->cached_tokens);
-    if (s->slo_set)
-        fprintf(f, "  goodput         %.3f req/s (%u of %u met the SLO)\n", s->goodput, s->good, s->completed);
-    fprintf(f, "\n  %-14s %10s %10s %10s %10s %10s %10s %10s\n", "(ms)", "mean", "min", "p50", "p90", "p95", "p99", "max");
-    trow(f, "TTFT", &s->ttft);
-    trow(f, "TPOT", &s->tpot);
-    trow(f, "ITL", &s->itl);
-    trow(f, "E2E", &s->e2e);
-    trow(f, "client lag", &s->lag);
-    if (s->steady.valid) {
-        const st_window *w = &s->steady;
-        fprintf(f, "\n  steady state    %.3f s to %.3f s: %.3f req/s, output %.1f tok/s\n", w->start_s, w->end_s,
-                w->request_throughput, w->output_throughput);
-        trow(f, "TTFT", &w->ttft);
-        trow(f, "TPOT", &w->tpot);
-        trow(f, "ITL", &w->itl);
+        fprintf(f, "%.*f", prec, x);
+    fprintf(f, "%s\n", unit);
+}
+
+void st_output_table(FILE *f, const st_bench_info *in, const st_summary *s)
+{
+    fputs("============================ servetune bench ============================\n", f);
+    if (in->url)
+        fprintf(f, "%-30s%s (%s%s%s)\n", "Target:", in->url, in->api ? in->api : "?",
+                in->model ? ", model " : "", in->model ? in->model : "");
+    if (in->workload && strcmp(in->workload, "trace") == 0)
+        fprintf(f, "%-30strace %s, %u requests\n", "Workload:", in->trace_path ? in->trace_path : "?", in->num_requests);
+    else if (in->workload)
+        fprintf(f, "%-30ssynthetic, %u requests, input %u, output %u tokens (range ±%.0f%%), shared prefix %u, seed %llu\n",
+                "Workload:", in->num_requests, in->input_len, in->output_len, in->range_ratio * 100, in->prefix_len,
+                (unsigned long long)in->seed);
+    if (in->arrival) {
+        fprintf(f, "%-30s%s", "Arrivals:", in->arrival);
+        if (isinf(in->rate))
+            fputs(", all at once", f);
+        else if (!isnan(in->rate))
+            fprintf(f, " at %.3g req/s", in->rate);
+        if (strcmp(in->arrival, "gamma") == 0)
+            fprintf(f, " (burstiness %.3g)", in->burstiness);
+        if (in->max_concurrency)
+            fprintf(f, ", max concurrency %u", in->max_concurrency);
+        fputc('\n', f);
     }
-    fprintf(f, "\n  self-check      %s\n", res->limited_reason);
-    fprintf(f, "                  dispatch lag p99 %.3f ms, event-loop delay p99 %.3f ms (threshold %.3g ms)\n",
-            res->dispatch_lag.n ? res->dispatch_lag.p99 * 1e3 : 0.0, res->loop_delay.n ? res->loop_delay.p99 * 1e3 : 0.0,
-            res->max_lag_ms);
-    if (res->interrupted)
-        fprintf(f, "  INTERRUPTED: partial results\n");
+    fprintf(f, "%-30s%u completed, %u failed", "Requests:", s->completed, s->failed);
+    if (s->failed) {
+        fputs(" (", f);
+        int first = 1;
+        for (int i = 1; i < ST_REQ__COUNT; i++)
+            if (s->by_status[i]) {
+                fprintf(f, "%s%s %u", first ? "" : ", ", st_req_status_name((st_req_status)i), s->by_status[i]);
+                first = 0;
+            }
+        fputc(')', f);
+    }
+    if (s->warmup)
+        fprintf(f, "; %u warm-up excluded", s->warmup);
+    fputc('\n', f);
+    if (s->output_requested_short)
+        fprintf(f, "%-30s%u completed requests got fewer output tokens than requested\n", "Short outputs:",
+                s->output_requested_short);
+    line_d(f, "Duration:", s->duration_s, 2, " s");
+    fprintf(f, "%-30s", "Offered / achieved rate:");
+    figw(f, s->offered_rate, 3, 0);
+    fputs(" / ", f);
+    figw(f, s->achieved_rate, 3, 0);
+    fputs(" req/s\n", f);
+    line_d(f, "Request throughput:", s->request_throughput, 3, " req/s");
+    line_d(f, "Output token throughput:", s->output_throughput, 1, " tok/s");
+    line_d(f, "Input token throughput:", s->input_throughput, 1, " tok/s");
+    if (s->cached_tokens)
+        fprintf(f, "%-30s%llu of %llu prompt tokens\n", "Cached (server-reported):",
+                (unsigned long long)s->cached_tokens, (unsigned long long)s->input_tokens);
+    if (s->slo_set) {
+        char slo[128];
+        int k = 0;
+        const st_slo *sl = &in->opts.slo;
+        slo[0] = '\0';
+        if (sl->ttft_s > 0)
+            k += snprintf(slo + k, sizeof slo - (size_t)k, " TTFT<=%.0fms", sl->ttft_s * 1e3);
+        if (sl->tpot_s > 0 && k < (int)sizeof slo)
+            k += snprintf(slo + k, sizeof slo - (size_t)k, " TPOT<=%.0fms", sl->tpot_s * 1e3);
+        if (sl->e2e_s > 0 && k < (int)sizeof slo)
+            snprintf(slo + k, sizeof slo - (size_t)k, " E2E<=%.0fms", sl->e2e_s * 1e3);
+        fprintf(f, "%-30s", "Goodput:");
+        figw(f, s->goodput, 3, 0);
+        fprintf(f, " req/s (%u of %u requests meet%s)\n", s->good, s->measured, slo);
+    }
+    fputs("Whole run:\n", f);
+    dist_block(f, &s->ttft, &s->tpot, &s->itl, &s->e2e, &s->lag);
+    const st_window *w = &s->steady;
+    if (w->valid) {
+        fprintf(f, "Steady state (%.2f s to %.2f s: first to last arrival, drain excluded):\n", w->start_s, w->end_s);
+        fprintf(f, "  %u completed, %u failed; ", w->completed, w->failed);
+        figw(f, w->request_throughput, 3, 0);
+        fputs(" req/s, ", f);
+        figw(f, w->output_throughput, 1, 0);
+        fputs(" output tok/s", f);
+        if (s->slo_set) {
+            fputs(", goodput ", f);
+            figw(f, w->goodput, 3, 0);
+            fputs(" req/s", f);
+        }
+        fputc('\n', f);
+        dist_block(f, &w->ttft, &w->tpot, &w->itl, &w->e2e, NULL);
+    } else {
+        fputs("Steady state: none (all requests arrived at once, or fewer than two)\n", f);
+    }
+    int limited = st_output_client_limited(in, s);
+    fprintf(f, "%-30s", "Client self-check:");
+    if (limited) {
+        fputs("CLIENT-LIMITED: ", f);
+        if (in->limited_reason && in->limited_reason[0])
+            fputs(in->limited_reason, f);
+        else
+            fprintf(f, "client lag p99 %.3f ms above the %.3f ms threshold", s->lag.p99 * 1e3,
+                    in->opts.max_lag_p99_s * 1e3);
+        fputs("; these figures describe the client, not the server\n", f);
+    } else {
+        fputs("ok", f);
+        if (in->dispatch_lag && in->dispatch_lag->n)
+            fprintf(f, " (dispatch lag p99 %.3f ms", in->dispatch_lag->p99 * 1e3);
+        else
+            fprintf(f, " (client lag p99 %.3f ms", s->lag.n ? s->lag.p99 * 1e3 : 0.0);
+        if (in->loop_delay && in->loop_delay->n)
+            fprintf(f, ", loop delay p99 %.3f ms", in->loop_delay->p99 * 1e3);
+        if (in->max_lag_ms > 0)
+            fprintf(f, "; threshold %.3g ms", in->max_lag_ms);
+        fputs(")\n", f);
+    }
+    if (in->interrupted)
+        fputs("Interrupted: the run was stopped before every request finished (partial results).\n", f);
+    fputs("==========================================================================\n", f);
 }

@@ -1,40 +1,74 @@
-/* Bench results as files and text: the versioned JSON document (docs/bench-json.md), the
- * per-request CSV, and the readable table. Writes only to the FILE given; never sees the
- * API key (nothing here takes one). */
+/* Writers of a bench run's results: a readable table, JSON with a versioned schema
+ * (docs/bench-json.md) holding the configuration, the summary (whole run and steady
+ * state) and every per-request record, and CSV with one row per request.
+ *
+ * The run description (st_bench_info) is plain data filled by the caller (servetune
+ * bench, the audit); the writers never see an API key. NaN figures become JSON null (CSV:
+ * an empty field, table: "-"); infinite rates become the JSON string "inf". */
 #ifndef ST_OUTPUT_H
 #define ST_OUTPUT_H
+#include <jansson.h>
 #include <stdint.h>
 #include <stdio.h>
 
-#include "load/runner.h"
+#include "load/record.h"
 #include "load/stats.h"
 
 #define ST_BENCH_SCHEMA "servetune.bench/1"
 
-/* What was run, as shown in the outputs. Strings may be NULL. */
-typedef struct st_bench_meta {
-    const char *url;
-    const char *api;        /* "completions", ..., or "raw" */
-    const char *model;
+typedef struct st_bench_info {
+    /* Target (never an API key; a URL with credentials must be stripped by the caller). */
+    const char *url, *api, *model;
     int stream;
-    const char *workload;   /* "synthetic" or "trace" */
-    const char *trace_path;
-    uint32_t input_tokens, output_tokens, prefix_tokens, num_requests;
+    /* Workload: "synthetic" or "trace". */
+    const char *workload;
+    const char *trace_path;          /* trace only */
+    uint32_t input_len, output_len;  /* synthetic only */
     double range_ratio;
+    uint32_t prefix_len;
     uint64_t seed;
-    const char *arrival;    /* "poisson", "constant", "gamma", "inf", "trace" */
-    double rate;            /* requests/s, INFINITY for inf, NAN when the trace times are used */
+    uint32_t num_requests, warmup;
+    /* Arrivals. */
+    const char *arrival;             /* "poisson", "constant", "gamma", "inf", "trace" */
+    double rate;                     /* INFINITY for inf; NAN for a trace replayed as recorded */
     double burstiness;
-    uint32_t max_concurrency, warmup;
+    uint32_t max_concurrency;        /* 0: unbounded */
     double timeout_s;
-    st_slo slo;
-} st_bench_meta;
+    /* SLO terms and the client self-check threshold (as given to st_summary_compute). */
+    st_summary_opts opts;
+    /* Self-check as measured by the runner (its dispatch lag and event-loop delay); the
+     * verdict written is client_limited (the runner's) OR the summary's. */
+    double max_lag_ms;
+    const st_dist *dispatch_lag;     /* seconds; may be NULL */
+    const st_dist *loop_delay;       /* seconds; may be NULL */
+    int client_limited;
+    const char *limited_reason;      /* may be NULL */
+    int interrupted;
+    uint32_t connections_opened, retries, max_in_flight;
+    int64_t started_wall_ns;         /* wall clock at t0 (ns since the epoch), 0 unknown */
+    int64_t t0_mono_ns;              /* CLOCK_MONOTONIC at t0 (to line records up with another
+                                        process's monotonic times on the same machine), 0 unknown */
+    const char *version;             /* servetune version; NULL: ST_VERSION */
+} st_bench_info;
 
-/* The whole JSON document (summary, self-check, every record with its token event times). */
-int st_bench_write_json(FILE *f, const st_bench_meta *m, const st_run_result *res, const st_summary *s);
-/* One CSV row per request (header first). Fields with commas/quotes/newlines are quoted. */
-int st_bench_write_csv(FILE *f, const st_run_result *res);
-/* The readable summary table. */
-void st_bench_print_table(FILE *f, const st_bench_meta *m, const st_run_result *res, const st_summary *s);
+/* The run's summary as a readable table. */
+void st_output_table(FILE *f, const st_bench_info *info, const st_summary *s);
+
+/* JSON pieces (new references; NULL only when out of memory). */
+json_t *st_output_dist_json(const st_dist *d, double scale); /* scale 1e3: seconds to ms */
+json_t *st_output_summary_json(const st_summary *s);
+json_t *st_output_record_json(const st_record *r);
+json_t *st_output_config_json(const st_bench_info *info);
+/* The whole document: {"schema": ST_BENCH_SCHEMA, "servetune_version", "started_at",
+ * "config", "self_check", "summary", "records": [...]}. records may be NULL (n = 0). */
+json_t *st_output_json(const st_bench_info *info, const st_summary *s, const st_record *recs, uint32_t n);
+/* Writes st_output_json to f (indented, trailing newline). 0 or -1. */
+int st_output_json_write(FILE *f, const st_bench_info *info, const st_summary *s, const st_record *recs, uint32_t n);
+
+/* CSV (RFC 4180): a header line, then one row per record (warm-up included, flagged). */
+int st_output_csv(FILE *f, const st_record *recs, uint32_t n);
+
+/* 1 when the verdict written is client-limited (info's or the summary's flag). */
+int st_output_client_limited(const st_bench_info *info, const st_summary *s);
 
 #endif

@@ -1065,11 +1065,11 @@ int st_runner_run(const st_runner_config *cfg, st_run_result *out, char *err, si
     } else if (out->dispatch_lag.n && out->dispatch_lag.p99 > lim) {
         out->client_limited = 1;
         snprintf(out->limited_reason, sizeof out->limited_reason,
-                 "client-limited: dispatch lag p99 %.3f ms > %.3g ms", out->dispatch_lag.p99 * 1e3, out->max_lag_ms);
+                 "dispatch lag p99 %.3f ms > %.3g ms", out->dispatch_lag.p99 * 1e3, out->max_lag_ms);
     } else if (out->loop_delay.n && out->loop_delay.p99 > lim) {
         out->client_limited = 1;
         snprintf(out->limited_reason, sizeof out->limited_reason,
-                 "client-limited: event-loop delay p99 %.3f ms > %.3g ms", out->loop_delay.p99 * 1e3, out->max_lag_ms);
+                 "event-loop delay p99 %.3f ms > %.3g ms", out->loop_delay.p99 * 1e3, out->max_lag_ms);
     } else {
         snprintf(out->limited_reason, sizeof out->limited_reason, "ok: dispatch lag and event-loop delay p99 within %.3g ms",
                  out->max_lag_ms);

@@ -90,20 +90,22 @@ static void no_key_leak_and_json_schema(void **state)
     assert_null(strstr(c, SECRET));
     assert_null(strstr(o, "7f3a9c1e5b"));
     assert_non_null(strstr(o, "TTFT"));
+    assert_non_null(strstr(o, "Self-check"));
     json_error_t je;
     json_t *root = json_loads(j, 0, &je);
     if (!root)
         fail_msg("JSON: %s (line %d)", je.text, je.line);
     assert_string_equal(json_string_value(json_object_get(root, "schema")), "servetune.bench/1");
     assert_string_equal(json_string_value(json_object_get(json_object_get(root, "config"), "model")), "mock-model");
-    json_t *reqs = json_object_get(root, "requests");
+    json_t *reqs = json_object_get(root, "records");
     assert_int_equal(json_array_size(reqs), 14);
     json_t *sum = json_object_get(root, "summary");
-    assert_int_equal(json_integer_value(json_object_get(sum, "measured")), 12);
-    assert_int_equal(json_integer_value(json_object_get(sum, "completed")), 12);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(sum, "requests"), "measured")), 12);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(sum, "requests"), "completed")), 12);
     assert_int_equal(json_integer_value(json_object_get(sum, "good")), 12);
     assert_true(json_is_true(json_object_get(json_array_get(reqs, 0), "warmup")));
-    assert_int_equal(json_array_size(json_object_get(json_array_get(reqs, 5), "events_ns")), 4);
+    assert_int_equal(json_array_size(json_object_get(json_array_get(reqs, 5), "event_times_ns")), 4);
+    assert_true(json_integer_value(json_object_get(root, "t0_mono_ns")) > 0);
     assert_true(json_is_false(json_object_get(json_object_get(root, "self_check"), "client_limited")));
     json_decref(root);
     /* CSV: header + 14 rows */
@@ -175,7 +177,7 @@ static void sigint_keeps_partial_results(void **state)
     json_error_t je;
     json_t *root = json_loads(j, 0, &je);
     assert_non_null(root);
-    json_t *reqs = json_object_get(root, "requests");
+    json_t *reqs = json_object_get(root, "records");
     assert_int_equal(json_array_size(reqs), 4);
     for (size_t i = 0; i < 4; i++)
         assert_string_equal(json_string_value(json_object_get(json_array_get(reqs, i), "status")), "aborted");

@@ -171,6 +171,70 @@ static void json_iterate(void **state)
     assert_int_equal(st_json_get(&broken, "b", &v), -1);
 }
 
+static void json_obj_fields_one_pass(void **state)
+{
+    (void)state;
+    static const char *const keys[] = { "a", "b\"q", "missing", "c" };
+    st_json_val out[4];
+    const char *doc = "{\"a\":1,\"b\\\"q\":[2],\"c\":{\"a\":3},\"a\":4}";
+    /* An unparsed view: obj_fields validates while it reads. */
+    st_json_val raw = { ST_JSON_OBJECT, doc, strlen(doc) };
+    assert_int_equal(st_json_obj_fields(&raw, keys, 4, out), 0);
+    uint32_t u;
+    assert_int_equal(st_json_u32(&out[0], &u), 0);
+    assert_int_equal(u, 1); /* the first occurrence wins */
+    assert_int_equal(out[1].type, ST_JSON_ARRAY);
+    assert_int_equal(out[2].type, ST_JSON_ABSENT);
+    assert_int_equal(out[3].type, ST_JSON_OBJECT);
+    /* Trailing garbage, truncation and bad members are caught. */
+    const char *bad[] = { "{\"a\":1} x", "{\"a\":1", "{\"a\":1,\"b\":tru}", "{\"a\":1}}", "{\"a\" 1}" };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        st_json_val v = { ST_JSON_OBJECT, bad[i], strlen(bad[i]) };
+        if (st_json_obj_fields(&v, keys, 4, out) != -1)
+            fail_msg("accepted: %s", bad[i]);
+        assert_int_equal(out[0].type, ST_JSON_ABSENT);
+    }
+    st_json_val ws = { ST_JSON_OBJECT, "{\"z\":1}  \r\n", 11 };
+    assert_int_equal(st_json_obj_fields(&ws, keys, 4, out), 1);
+    st_json_val arr = parse_ok("[1]");
+    assert_int_equal(st_json_obj_fields(&arr, keys, 4, out), 1);
+}
+
+static void json_iter_next_fields_matches(void **state)
+{
+    (void)state;
+    st_json_val arr = parse_ok("[{\"text\":\"a\",\"finish_reason\":null}, 7, {\"x\":{\"text\":1}},{\"te\\u0078t\":\"b\"} ,[]]");
+    static const char *const keys[] = { "text", "finish_reason" };
+    st_json_iter a, b;
+    st_json_val va, vb, out[2];
+    st_json_iter_init(&a, &arr);
+    st_json_iter_init(&b, &arr);
+    int n = 0, ra, rb;
+    const st_json_type want_text[] = { ST_JSON_STRING, ST_JSON_ABSENT, ST_JSON_ABSENT, ST_JSON_STRING, ST_JSON_ABSENT };
+    while ((ra = st_json_iter_next_fields(&a, keys, 2, &va, out)) == 1) {
+        rb = st_json_iter_next(&b, NULL, &vb);
+        assert_int_equal(rb, 1);
+        assert_int_equal(va.type, vb.type);
+        assert_ptr_equal(va.p, vb.p);
+        assert_int_equal(va.len, vb.len);
+        assert_int_equal(out[0].type, want_text[n]);
+        n++;
+    }
+    assert_int_equal(ra, 0);
+    assert_int_equal(n, 5);
+    assert_int_equal(st_json_iter_next(&b, NULL, &vb), 0);
+    /* Malformed elements stop the iteration with -1. */
+    const char *bad = "[{\"text\":1,}]";
+    st_json_val raw = { ST_JSON_ARRAY, bad, strlen(bad) };
+    st_json_iter_init(&a, &raw);
+    assert_int_equal(st_json_iter_next_fields(&a, keys, 2, &va, out), -1);
+    assert_int_equal(st_json_iter_next_fields(&a, keys, 2, &va, out), -1);
+    /* Not for objects. */
+    st_json_val obj = parse_ok("{\"a\":1}");
+    st_json_iter_init(&a, &obj);
+    assert_int_equal(st_json_iter_next_fields(&a, keys, 2, &va, out), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
@@ -179,6 +243,8 @@ int main(void)
         cmocka_unit_test(json_escaped_keys_and_strings),
         cmocka_unit_test(json_numbers),
         cmocka_unit_test(json_iterate),
+        cmocka_unit_test(json_obj_fields_one_pass),
+        cmocka_unit_test(json_iter_next_fields_matches),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }
