@@ -14,6 +14,7 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 BIN=$BUILD/servetune
 SRV=$BUILD/bench/stream_server
+JGET=$BUILD/bench/jget
 CC_=${CLIENT_CORE:-0}
 SC_=${SERVER_CORE:-1}
 SECS=${BENCH_SECONDS:-5}
@@ -24,7 +25,7 @@ tmp=$(mktemp -d)
 SRV_PID=
 cleanup() { [ -n "$SRV_PID" ] && kill "$SRV_PID" 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
-[ -x "$BIN" ] && [ -x "$SRV" ] || { echo "build first: make BUILD=$BUILD $BIN $SRV"; exit 1; }
+[ -x "$BIN" ] && [ -x "$SRV" ] && [ -x "$JGET" ] || { echo "build first: make bench"; exit 1; }
 ulimit -n "$(ulimit -Hn)" 2>/dev/null
 
 start_server() { # args for stream_server
@@ -35,9 +36,7 @@ start_server() { # args for stream_server
   [ -n "$PORT" ] || { echo "stream_server did not start"; cat "$tmp/srv.err"; exit 1; }
 }
 stop_server() { kill -INT "$SRV_PID" 2>/dev/null; wait "$SRV_PID" 2>/dev/null; SRV_PID=; }
-# jnum FILE SECTION KEY: the number at "KEY" inside the first {...} that follows "SECTION"
-jdist() { grep -o "\"$2\": {[^}]*}" "$1" | head -1 | grep -o "\"$3\": [-0-9.e]*" | head -1 | awk '{print $2}'; }
-jfirst() { grep -o "\"$2\": [-0-9.e]*" "$1" | head -1 | awk '{print $2}'; }
+j() { "$JGET" "$1" "$2"; }   # j FILE dotted.path
 # peak RSS (kB) of a pid, sampled every 50 ms until it exits
 peak_rss() { local pid=$1 peak=0 v; while kill -0 "$pid" 2>/dev/null; do
   v=$(awk '/^VmHWM/{print $2}' "/proc/$pid/status" 2>/dev/null); [ -n "$v" ] && [ "$v" -gt "$peak" ] && peak=$v; sleep 0.05; done; echo "$peak"; }
@@ -70,7 +69,7 @@ for r in $(seq "$ROUNDS"); do
   n=$(awk -v r="${w:-20000}" -v s="$SECS" 'BEGIN{printf "%d", r*s}')
   /usr/bin/time -f "cpu %U %S" -o "$tmp/st" taskset -c "$CC_" "$BIN" bench --quiet --json "$tmp/a.json" --api raw \
     --url "http://127.0.0.1:$PORT/tiny" --rate inf --max-concurrency "$CONNS" --num-requests "$n" >/dev/null 2>&1
-  st_r+=("$(jfirst "$tmp/a.json" request_throughput)")
+  st_r+=("$(j "$tmp/a.json" summary.throughput.requests_per_s)")
   st_cpu+=("$(awk -v c="$(tcpu "$tmp/st")" -v n="$n" 'BEGIN{printf "%.2f", c*1e6/n}')")
 done
 med() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }
@@ -98,10 +97,10 @@ echo "(b) $STREAMS streams, $tok tokens each at ${ITL_MS} ms ITL (offered $(awk 
 echo "    [taskset -c $CC_ $BIN bench ${args[*]}]"
 rss_big=$(run_client "$tmp/b.json" "${args[@]}")
 tail -1 "$tmp/client.out" | sed 's/^/    servetune /'
-echo "    completed $(jfirst "$tmp/b.json" completed)/$STREAMS, max open streams $(jfirst "$tmp/b.json" max_in_flight), connections opened $(jfirst "$tmp/b.json" connections_opened)"
-echo "    token events/s: whole run $(jfirst "$tmp/b.json" output_throughput), steady window $(awk '/"steady": \{/{on=1} on' "$tmp/b.json" | grep -o '"output_throughput": [0-9.]*' | head -1 | awk '{print $2}')"
-echo "    client lag (sent - scheduled) p99 $(jdist "$tmp/b.json" lag_ms p99) ms; dispatch lag p99 $(jdist "$tmp/b.json" dispatch_lag_ms p99) ms; event-loop delay p99 $(jdist "$tmp/b.json" loop_delay_ms p99) ms"
-echo "    ITL p50 $(jdist "$tmp/b.json" itl_ms p50) ms p99 $(jdist "$tmp/b.json" itl_ms p99) ms (server sends every ${ITL_MS} ms)"
+echo "    completed $(j "$tmp/b.json" summary.requests.completed)/$STREAMS, max open streams $(j "$tmp/b.json" self_check.max_in_flight), connections opened $(j "$tmp/b.json" self_check.connections_opened)"
+echo "    token events/s: whole run $(j "$tmp/b.json" summary.throughput.output_tokens_per_s), steady window $(j "$tmp/b.json" summary.steady_state.throughput.output_tokens_per_s)"
+echo "    client lag (sent - scheduled) p99 $(j "$tmp/b.json" summary.latency_ms.client_lag.p99) ms; dispatch lag p99 $(j "$tmp/b.json" self_check.dispatch_lag_ms.p99) ms; event-loop delay p99 $(j "$tmp/b.json" self_check.loop_delay_ms.p99) ms"
+echo "    ITL p50 $(j "$tmp/b.json" summary.latency_ms.itl.p50) ms p99 $(j "$tmp/b.json" summary.latency_ms.itl.p99) ms (server sends every ${ITL_MS} ms)"
 stop_server
 start_server --itl-us $((ITL_MS * 1000))
 small=10
@@ -118,15 +117,14 @@ echo "(c) $half streams (half of (b)), Poisson arrivals: client first-token read
 echo "    [taskset -c $CC_ $BIN bench ${args[*]}]"
 run_client "$tmp/c.json" "${args[@]}" >/dev/null
 stop_server
-t0=$(jfirst "$tmp/c.json" t0_mono_ns)
-grep -o '"id": [0-9]*, "warmup": [a-z]*, "status": "ok"[^}]*"first_token_ns": [-0-9]*' "$tmp/c.json" |
-  awk '{for(i=1;i<=NF;i++){if($i=="\"id\":")id=$(i+1); if($i=="\"first_token_ns\":")ft=$(i+1)} gsub(",","",id); print id, ft}' >"$tmp/client_ft.txt"
+t0=$("$JGET" "$tmp/c.json" t0_mono_ns)
+"$JGET" "$tmp/c.json" --first-tokens >"$tmp/client_ft.txt"
 awk -v t0="$t0" 'NR==FNR{srv[$1]=$2; next} ($1 in srv){printf "%.3f\n", (t0 + $2 - srv[$1]) / 1000.0}' "$tmp/first.txt" "$tmp/client_ft.txt" | sort -n >"$tmp/diff.txt"
 cnt=$(wc -l <"$tmp/diff.txt")
 if [ "$cnt" -gt 0 ]; then
   pct() { awk -v p="$1" -v n="$cnt" 'BEGIN{k=int((n-1)*p/100)+1} NR==k{print; exit}' "$tmp/diff.txt"; }
   echo "    $cnt requests: p50 $(pct 50) us, p90 $(pct 90) us, p99 $(pct 99) us, max $(tail -1 "$tmp/diff.txt") us (target p99 <= 200 us)"
-  echo "    client lag p99 $(jdist "$tmp/c.json" lag_ms p99) ms, event-loop delay p99 $(jdist "$tmp/c.json" loop_delay_ms p99) ms"
+  echo "    client lag p99 $(j "$tmp/c.json" summary.latency_ms.client_lag.p99) ms, event-loop delay p99 $(j "$tmp/c.json" self_check.loop_delay_ms.p99) ms"
 else
   echo "    no matching records"
 fi
