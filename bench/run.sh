@@ -67,9 +67,9 @@ for r in $(seq "$ROUNDS"); do
     wrk_r+=("$w"); wrk_cpu+=("$(awk -v c="$(tcpu "$tmp/wt")" -v n="$tot" 'BEGIN{printf "%.2f", c*1e6/n}')")
   fi
   n=$(awk -v r="${w:-20000}" -v s="$SECS" 'BEGIN{printf "%d", r*s}')
-  /usr/bin/time -f "cpu %U %S" -o "$tmp/st" taskset -c "$CC_" "$BIN" bench --quiet --json "$tmp/a.json" --api raw \
-    --url "http://127.0.0.1:$PORT/tiny" --rate inf --max-concurrency "$CONNS" --num-requests "$n" >/dev/null 2>&1
-  st_r+=("$(j "$tmp/a.json" summary.throughput.requests_per_s)")
+  /usr/bin/time -f "cpu %U %S" -o "$tmp/st" taskset -c "$CC_" "$BIN" bench --api raw \
+    --url "http://127.0.0.1:$PORT/tiny" --rate inf --max-concurrency "$CONNS" --num-requests "$n" >"$tmp/a.txt" 2>&1
+  st_r+=("$(awk '/^Request throughput:/{print $3}' "$tmp/a.txt")")
   st_cpu+=("$(awk -v c="$(tcpu "$tmp/st")" -v n="$n" 'BEGIN{printf "%.2f", c*1e6/n}')")
 done
 med() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }
@@ -79,7 +79,7 @@ if [ ${#wrk_r[@]} -gt 0 ]; then
 else
   echo "(a) wrk is not installed (apt-get install wrk): no comparison"
 fi
-echo "(a) servetune: ${st_r[*]} req/s (median $(med "${st_r[@]}")); CPU per request ${st_cpu[*]} us (incl. writing the JSON)"
+echo "(a) servetune: ${st_r[*]} req/s (median $(med "${st_r[@]}")); CPU per request ${st_cpu[*]} us (whole process, table output, no JSON)"
 echo "    [taskset -c $CC_ $BIN bench --api raw --url http://127.0.0.1:PORT/tiny --rate inf --max-concurrency $CONNS --num-requests N]"
 [ ${#wrk_r[@]} -gt 0 ] && awk -v a="$(med "${st_r[@]}")" -v b="$(med "${wrk_r[@]}")" -v c="$(med "${wrk_cpu[@]}")" -v d="$(med "${st_cpu[@]}")" \
   'BEGIN{printf "(a) ratio servetune/wrk: rate %.3f (target >= 0.8); CPU per request %.2f\n", a/b, d/c}'
