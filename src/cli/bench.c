@@ -2,6 +2,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -276,6 +277,12 @@ int cmd_bench(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 
+    /* one descriptor per open stream: take what the hard limit allows */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
     st_run_result res;
     int run_rc = st_runner_run(&rc, &res, err, sizeof err);
     if (pc.shown)
