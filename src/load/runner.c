@@ -754,11 +754,17 @@ static void start_request(runner *r, uint32_t i)
             idle_push(c);
         return;
     }
+    /* room for every expected token event up front (no reallocation on the read path) */
+    if (!rec->events && rec->output_requested > 0) {
+        uint32_t cap = rec->output_requested + 1 < 65536 ? rec->output_requested + 1 : 65536;
+        rec->events = malloc(cap * sizeof *rec->events);
+        if (rec->events)
+            rec->cap_events = cap;
+    }
     r->in_flight++;
     if (r->in_flight > r->res->max_in_flight)
         r->res->max_in_flight = r->in_flight;
     st_timer_arm(r->l, &c->timeout, st_now() + r->timeout_ns);
-    (void)rec;
     if (c->state == C_ACTIVE)
         conn_write(c);
 }
