@@ -90,7 +90,7 @@ static void no_key_leak_and_json_schema(void **state)
     assert_null(strstr(c, SECRET));
     assert_null(strstr(o, "7f3a9c1e5b"));
     assert_non_null(strstr(o, "TTFT"));
-    assert_non_null(strstr(o, "Self-check"));
+    assert_non_null(strstr(o, "self-check"));
     json_error_t je;
     json_t *root = json_loads(j, 0, &je);
     if (!root)
