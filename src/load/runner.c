@@ -25,9 +25,11 @@ enum { M_SSE = 0, M_BODY = 1 };
 #define ERR_BODY_MAX 4096
 #define PROBE_NS (5 * ST_NS_PER_MS)
 #define TICK_NS ST_NS_PER_S
-/* After a request completed on its final event, how long its connection may take to finish
- * the HTTP message before it is closed instead of reused. */
-#define DRAIN_NS (2 * ST_NS_PER_S)
+/* After a request completed on its final event ([DONE]), how long its connection may take to
+ * finish the HTTP message (the chunked terminator, normally microseconds later) before it is
+ * closed instead of reused. Under --max-concurrency a waiting request may wait this long
+ * for the connection at most. */
+#define DRAIN_NS (50 * ST_NS_PER_MS)
 
 typedef struct rconn rconn;
 typedef struct runner runner;

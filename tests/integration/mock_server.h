@@ -23,9 +23,9 @@ typedef struct mstream {
 } mstream;
 
 enum { M_OK, M_500, M_ERREVENT, M_MALFORMED, M_OVERSIZED, M_STALL, M_RESET, M_CLOSE, M_INCOMPLETE, M_BADHTTP, M_SLOW,
-       M_CLOSELATER, M_COUNT };
+       M_CLOSELATER, M_NOTERM, M_COUNT };
 static const char *mock_modes[M_COUNT] = { "ok", "status500", "errorevent", "malformed", "oversized", "stall",
-                                           "reset", "close", "incomplete", "badhttp", "slow", "closelater" };
+                                           "reset", "close", "incomplete", "badhttp", "slow", "closelater", "noterm" };
 
 struct mock {
     st_loop *l;
@@ -126,6 +126,8 @@ static void mock_tick(st_loop *l, void *arg)
         st_srv_sse_send(r, ev, (size_t)n);
         st_srv_sse_send(r, "[DONE]", 6);
     }
+    if (s->mode == M_NOTERM)
+        return; /* [DONE] but the chunked body never ends: the client must not wait forever */
     st_srv_stream_end(r);
     mock_stream_free(s);
 }

@@ -208,6 +208,27 @@ static void stale_keepalive_is_retried(void **state)
     mock_stop(m);
 }
 
+/* [DONE] arrives but the HTTP message never ends: each request is complete at [DONE], and
+ * under max_concurrency 1 the next one gets its connection after the drain timeout. */
+static void done_without_message_end(void **state)
+{
+    (void)state;
+    mock *m = mock_start();
+    mock_run(m);
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/noterm", mock_port(m));
+    run_ctx rc = { 0 };
+    run_bench(url, 3, 0, 1, 10, 0, &rc);
+    for (uint32_t i = 0; i < 3; i++) {
+        expect(&rc.res.records[i], ST_REQ_OK, NULL);
+        assert_int_equal(rc.res.records[i].output_tokens, 4);
+    }
+    assert_int_equal(rc.res.connections_opened, 3);
+    assert_true(rc.res.records[2].sent - rc.res.records[1].end >= 40 * ST_NS_PER_MS);
+    run_free(&rc);
+    mock_stop(m);
+}
+
 static uint16_t closed_port(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -334,6 +355,7 @@ int main(void)
         cmocka_unit_test(warmup_and_pool_reuse),
         cmocka_unit_test(non_streaming_requests),
         cmocka_unit_test(stale_keepalive_is_retried),
+        cmocka_unit_test(done_without_message_end),
         cmocka_unit_test(ttft_from_scheduled_time),
         cmocka_unit_test(stop_flag_aborts_the_rest),
     };
