@@ -271,6 +271,10 @@ static int on_event(void *arg, const st_sse_event *e)
     }
     st_record *rec = &r->rec[c->idx];
     if (c->ev.tokens > 0) {
+        if (rec->n_events >= ST_WORKLOAD_MAX_TOKENS) {
+            req_fail_cb(c, ST_REQ_TOO_LARGE, "more token events than any request may ask for");
+            return 2;
+        }
         if (st_record_add_event(rec, r->now_read) < 0) {
             req_fail_cb(c, ST_REQ_TOO_LARGE, "out of memory for token events");
             return 2;

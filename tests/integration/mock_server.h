@@ -23,9 +23,9 @@ typedef struct mstream {
 } mstream;
 
 enum { M_OK, M_500, M_ERREVENT, M_MALFORMED, M_OVERSIZED, M_STALL, M_RESET, M_CLOSE, M_INCOMPLETE, M_BADHTTP, M_SLOW,
-       M_CLOSELATER, M_NOTERM, M_COUNT };
+       M_CLOSELATER, M_NOTERM, M_TGI, M_COUNT };
 static const char *mock_modes[M_COUNT] = { "ok", "status500", "errorevent", "malformed", "oversized", "stall",
-                                           "reset", "close", "incomplete", "badhttp", "slow", "closelater", "noterm" };
+                                           "reset", "close", "incomplete", "badhttp", "slow", "closelater", "noterm", "tgi" };
 
 struct mock {
     st_loop *l;
@@ -109,6 +109,22 @@ static void mock_tick(st_loop *l, void *arg)
         return;
     default:
         break;
+    }
+    if (s->mode == M_TGI) {
+        /* TGI /generate_stream: no [DONE]; the last event carries generated_text and details */
+        if (s->left > 1) {
+            mock_send(r, "{\"index\":1,\"token\":{\"id\":42,\"text\":\" a\",\"logprob\":-0.1,\"special\":false},\"generated_text\":null,\"details\":null}");
+            s->left--;
+            s->sent++;
+            st_timer_arm(l, &s->t, st_now() + 200 * ST_NS_PER_US);
+            return;
+        }
+        int n = snprintf(ev, sizeof ev, "{\"index\":%d,\"token\":{\"id\":2,\"text\":\" b\",\"logprob\":-0.1,\"special\":false},\"generated_text\":\"x\",\"details\":{\"finish_reason\":\"length\",\"generated_tokens\":%d}}",
+                         s->sent + 1, s->sent + 1);
+        st_srv_sse_send(r, ev, (size_t)n);
+        st_srv_stream_end(r);
+        mock_stream_free(s);
+        return;
     }
     /* ok / incomplete / slow: one token per tick */
     if (s->left > 0) {

@@ -20,6 +20,8 @@ typedef struct run_ctx {
 } run_ctx;
 
 /* n synthetic requests, constant rate (or all at once when rate <= 0). */
+static int bench_api = ST_API_COMPLETIONS;
+
 static int run_bench_ex(const char *url, uint32_t n, double rate, uint32_t maxc, double timeout_s, size_t max_event,
                         uint32_t warmup, int stream, run_ctx *rc)
 {
@@ -31,7 +33,7 @@ static int run_bench_ex(const char *url, uint32_t n, double rate, uint32_t maxc,
     assert_int_equal(st_arrival_schedule(&a, n, rc->sched), 0);
     st_runner_config cfg = { 0 };
     cfg.url = url;
-    cfg.api = ST_API_COMPLETIONS;
+    cfg.api = bench_api;
     cfg.stream = stream;
     cfg.warmup = warmup;
     cfg.model = "mock-model";
@@ -229,6 +231,32 @@ static void done_without_message_end(void **state)
     mock_stop(m);
 }
 
+/* An API without [DONE] (TGI): the request completes at the end of the body, after the
+ * event that carries details; the token count comes from details.generated_tokens. */
+static void tgi_stream_without_done(void **state)
+{
+    (void)state;
+    mock *m = mock_start();
+    m->tokens = 5;
+    mock_run(m);
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/tgi", mock_port(m));
+    run_ctx rc = { 0 };
+    bench_api = ST_API_TGI;
+    run_bench(url, 4, 500, 2, 10, 0, &rc);
+    bench_api = ST_API_COMPLETIONS;
+    for (uint32_t i = 0; i < 4; i++) {
+        const st_record *r = &rc.res.records[i];
+        expect(r, ST_REQ_OK, NULL);
+        assert_int_equal(r->n_events, 5);
+        assert_int_equal(r->output_tokens, 5);
+        assert_int_equal(r->usage_reported, 1);
+    }
+    assert_true(rc.res.connections_opened <= 2);
+    run_free(&rc);
+    mock_stop(m);
+}
+
 static uint16_t closed_port(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -356,6 +384,7 @@ int main(void)
         cmocka_unit_test(non_streaming_requests),
         cmocka_unit_test(stale_keepalive_is_retried),
         cmocka_unit_test(done_without_message_end),
+        cmocka_unit_test(tgi_stream_without_done),
         cmocka_unit_test(ttft_from_scheduled_time),
         cmocka_unit_test(stop_flag_aborts_the_rest),
     };
