@@ -266,7 +266,7 @@ int cmd_bench(int argc, char **argv)
     rc.insecure = insecure;
     rc.ca_file = ca_file;
     rc.max_lag_ms = max_lag_ms;
-    rc.spin_ns = spin_us > 0 ? (st_ns)(spin_us * 1e3) : -1;
+    rc.spin_ns = spin_us > 0 ? (st_ns)(spin_us * 1e3) : 0;
     progress_ctx pc = { !quiet && isatty(STDERR_FILENO), 0 };
     rc.progress = on_progress;
     rc.progress_arg = &pc;

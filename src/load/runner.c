@@ -1016,7 +1016,7 @@ int st_runner_run(const st_runner_config *cfg, st_run_result *out, char *err, si
     r->same_times = cfg->schedule[n - 1] == cfg->schedule[r->w < n ? r->w : 0];
     resolve(r); /* a failure makes every request fail with the reason; the run goes on */
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
-    st_loop_set_spin(r->l, cfg->spin_ns < 0 ? 0 : (cfg->spin_ns ? cfg->spin_ns : 200 * ST_NS_PER_US));
+    st_loop_set_spin(r->l, cfg->spin_ns > 0 ? cfg->spin_ns : 0);
     st_timer_init(&r->arrival, on_arrival, r);
     st_timer_init(&r->probe, on_probe, r);
     st_timer_init(&r->tick, on_tick, r);

@@ -78,7 +78,8 @@ typedef struct st_runner_config {
     size_t max_event;           /* largest SSE event (0: 1 MiB) */
     size_t max_body;            /* largest non-streaming body (0: 4 MiB) */
     double max_lag_ms;          /* self-check threshold (0: 10 ms) */
-    st_ns spin_ns;              /* busy-poll before each timer deadline (0: 200 us; <0: off) */
+    st_ns spin_ns;              /* busy-poll this long before each timer deadline (<= 0: off, the
+                                   default: epoll_pwait2 alone; spinning hurts on shared cores) */
     st_runner_cb progress;      /* called about once per second, may be NULL */
     void *progress_arg;
     st_runner_cb tick;          /* called about once per second (for the audit), may be NULL */
