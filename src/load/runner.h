@@ -25,7 +25,10 @@
  * stream_error (error event), malformed (bad HTTP/SSE/JSON), too_large (header block,
  * event or body over its limit), timeout (no completion within timeout_s of the start),
  * reset (connection closed/reset before the end), incomplete (the body ended without a
- * final event), aborted (stop flag). A request that fails on a reused keep-alive connection
+ * final event), aborted (stop flag). A request is complete at its final event ([DONE], or
+ * the end of the body for APIs without one); its connection is reused when the HTTP message
+ * has ended, or closed after 50 ms. Under max_concurrency the number of connections never
+ * exceeds the limit. A request that fails on a reused keep-alive connection
  * before any response byte is retried once on a new connection (the server may close idle
  * connections at any time).
  *
