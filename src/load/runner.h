@@ -18,7 +18,8 @@
  * not wait for a concurrency slot, minus its scheduled time) or the p99 EVENT-LOOP DELAY
  * (lateness of a 5 ms probe timer) exceeds max_lag_ms (default 10 ms). Waiting for a
  * max_concurrency slot is the user's choice and is NOT client lag (it still counts in
- * TTFT and in the record's sent - scheduled).
+ * TTFT and in the record's sent - scheduled). When every measured request has the same
+ * scheduled time (rate inf) there is no schedule to keep: the check reports "not applicable".
  *
  * Failures never stop the run: each becomes a record status with a reason (st_record.error):
  * connect (refused/unreachable/DNS), tls, http_status (non-2xx, body kept truncated),
