@@ -104,11 +104,12 @@ static void *loop_thread(void *arg)
     return NULL;
 }
 
-static srv *srv_start(size_t max_out)
+static srv *srv_start_idle(size_t max_out, double idle_s)
 {
     srv *s = calloc(1, sizeof *s);
     s->l = st_loop_new();
-    st_server_config cfg = { .host = "127.0.0.1", .port = 0, .handler = handler, .arg = s, .max_out = max_out };
+    st_server_config cfg = { .host = "127.0.0.1", .port = 0, .handler = handler, .arg = s, .max_out = max_out,
+                             .idle_timeout_s = idle_s };
     char err[256];
     s->server = st_server_new(s->l, &cfg, err, sizeof err);
     if (!s->server)
@@ -116,6 +117,8 @@ static srv *srv_start(size_t max_out)
     pthread_create(&s->th, NULL, loop_thread, s);
     return s;
 }
+
+static srv *srv_start(size_t max_out) { return srv_start_idle(max_out, 0); }
 
 static void srv_stop(srv *s)
 {
@@ -344,6 +347,43 @@ static void bad_request_and_limits(void **state)
     srv_stop(s);
 }
 
+static void idle_timeout_closes_connections(void **state)
+{
+    (void)state;
+    srv *s = srv_start_idle(0, 0.15);
+    /* after a complete exchange, the idle keep-alive connection is closed */
+    int fd = client(st_server_port(s->server));
+    send_all(fd, "GET /hello HTTP/1.1\r\n\r\n");
+    st_buf carry;
+    st_buf_init(&carry, 1 << 20);
+    st_http_parser p;
+    read_response(fd, &p, &carry);
+    assert_int_equal(p.status, 200);
+    assert_int_equal(p.keep_alive, 1);
+    st_http_parser_free(&p);
+    st_ns t0 = st_now();
+    char b[16];
+    assert_int_equal(recv(fd, b, sizeof b, 0), 0);
+    st_ns waited = st_now() - t0;
+    assert_true(waited >= 100 * ST_NS_PER_MS);
+    close(fd);
+    /* a stream longer than the timeout is not cut: the timer only runs between requests */
+    fd = client(st_server_port(s->server));
+    send_all(fd, "GET /stream/250 HTTP/1.1\r\nConnection: close\r\n\r\n");
+    read_response(fd, &p, &carry);
+    assert_int_equal(p.state, ST_HTTP_DONE);
+    assert_non_null(strstr(p.body.data, "[DONE]"));
+    st_http_parser_free(&p);
+    close(fd);
+    /* a client that connects and sends half a request is closed too */
+    fd = client(st_server_port(s->server));
+    send_all(fd, "GET /hel");
+    assert_int_equal(recv(fd, b, sizeof b, 0), 0);
+    close(fd);
+    st_buf_free(&carry);
+    srv_stop(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
@@ -352,6 +392,7 @@ int main(void)
         cmocka_unit_test(sse_send_multiline_framing),
         cmocka_unit_test(disconnect_mid_stream_cancels),
         cmocka_unit_test(bad_request_and_limits),
+        cmocka_unit_test(idle_timeout_closes_connections),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }
