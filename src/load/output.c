@@ -228,6 +228,7 @@ json_t *st_output_json(const st_bench_info *in, const st_summary *s, const st_re
     if (in->started_wall_ns > 0)
         iso8601(in->started_wall_ns, when, sizeof when);
     set(o, "started_at", when[0] ? json_string(when) : json_null());
+    set(o, "t0_mono_ns", in->t0_mono_ns > 0 ? json_integer(in->t0_mono_ns) : json_null());
     set(o, "config", st_output_config_json(in));
     json_t *sc = json_object();
     set(sc, "client_limited", json_boolean(st_output_client_limited(in, s)));

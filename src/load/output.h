@@ -46,6 +46,8 @@ typedef struct st_bench_info {
     int interrupted;
     uint32_t connections_opened, retries, max_in_flight;
     int64_t started_wall_ns;         /* wall clock at t0 (ns since the epoch), 0 unknown */
+    int64_t t0_mono_ns;              /* CLOCK_MONOTONIC at t0 (to line records up with another
+                                        process's monotonic times on the same machine), 0 unknown */
     const char *version;             /* servetune version; NULL: ST_VERSION */
 } st_bench_info;
 

@@ -18,16 +18,23 @@
  * not wait for a concurrency slot, minus its scheduled time) or the p99 EVENT-LOOP DELAY
  * (lateness of a 5 ms probe timer) exceeds max_lag_ms (default 10 ms). Waiting for a
  * max_concurrency slot is the user's choice and is NOT client lag (it still counts in
- * TTFT and in the record's sent - scheduled).
+ * TTFT and in the record's sent - scheduled). When every measured request has the same
+ * scheduled time (rate inf) there is no schedule to keep: the check reports "not applicable".
  *
  * Failures never stop the run: each becomes a record status with a reason (st_record.error):
  * connect (refused/unreachable/DNS), tls, http_status (non-2xx, body kept truncated),
  * stream_error (error event), malformed (bad HTTP/SSE/JSON), too_large (header block,
  * event or body over its limit), timeout (no completion within timeout_s of the start),
  * reset (connection closed/reset before the end), incomplete (the body ended without a
- * final event), aborted (stop flag). A request that fails on a reused keep-alive connection
+ * final event), aborted (stop flag). A request is complete at its final event ([DONE], or
+ * the end of the body for APIs without one); its connection is reused when the HTTP message
+ * has ended, or closed after 50 ms. Under max_concurrency the number of connections never
+ * exceeds the limit. A request that fails on a reused keep-alive connection
  * before any response byte is retried once on a new connection (the server may close idle
  * connections at any time).
+ *
+ * Every request carries "X-Servetune-Id: <work item index>" so that a server can log its own
+ * times per request (bench/stream_server does, for the timing-truth benchmark).
  *
  * The API key is only ever copied into the Authorization header bytes on the wire; it is
  * never logged, printed, or stored in results. */
@@ -75,7 +82,8 @@ typedef struct st_runner_config {
     size_t max_event;           /* largest SSE event (0: 1 MiB) */
     size_t max_body;            /* largest non-streaming body (0: 4 MiB) */
     double max_lag_ms;          /* self-check threshold (0: 10 ms) */
-    st_ns spin_ns;              /* busy-poll before each timer deadline (0: 200 us; <0: off) */
+    st_ns spin_ns;              /* busy-poll this long before each timer deadline (<= 0: off, the
+                                   default: epoll_pwait2 alone; spinning hurts on shared cores) */
     st_runner_cb progress;      /* called about once per second, may be NULL */
     void *progress_arg;
     st_runner_cb tick;          /* called about once per second (for the audit), may be NULL */
@@ -88,6 +96,7 @@ typedef struct st_run_result {
     st_record *records;         /* work->n, index = work item */
     uint32_t n;
     st_ns t0_wall;              /* wall clock (ns since the epoch) at t0 */
+    st_ns t0_mono;              /* st_now() at t0 (to compare with other processes' monotonic times) */
     st_ns duration;             /* t0 to the end of the run */
     st_dist dispatch_lag;       /* seconds; measured requests that did not wait for a slot */
     st_dist loop_delay;         /* seconds; probe timer lateness while measured requests ran */

@@ -357,6 +357,9 @@ ssize_t st_http_feed(st_http_parser *p, const char *data, size_t len)
         return -1;
     while (i < len && p->state != ST_HTTP_DONE) {
         if (p->state == ST_HTTP_HEAD) {
+            if (p->head.len == 0 && data[i] != '\r' && data[i] != '\n' &&
+                (p->kind == ST_HTTP_RESPONSE ? data[i] != 'H' : !is_tchar((unsigned char)data[i])))
+                return fail(p, ST_HTTP_E_MALFORMED, p->kind == ST_HTTP_RESPONSE ? "not an HTTP response" : "not an HTTP request");
             const char *nl = memchr(data + i, '\n', len - i);
             size_t n = nl ? (size_t)(nl - (data + i)) + 1 : len - i;
             if (st_buf_append(&p->head, data + i, n) < 0)
@@ -518,6 +521,17 @@ int st_http_header_line_valid(const char *line)
     return 1;
 }
 
+static int put_dec(st_buf *b, size_t v)
+{
+    char tmp[24];
+    int n = 0;
+    do {
+        tmp[sizeof tmp - 1 - n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    return st_buf_append(b, tmp + sizeof tmp - n, (size_t)n);
+}
+
 int st_http_write_request(st_buf *out, const char *method, const char *host, const char *target,
                           const char *const *headers, int nheaders, const char *content_type, const void *body,
                           size_t body_len)
@@ -528,25 +542,28 @@ int st_http_write_request(st_buf *out, const char *method, const char *host, con
             return -1;
     if (strpbrk(target, " \r\n") || strpbrk(host, " \r\n"))
         return -1;
-    int rc = st_buf_printf(out, "%s %s HTTP/1.1\r\nHost: %s\r\n", method, target, host);
+    /* plain appends: this runs once per request on the load generator's hot path */
+    int rc = st_buf_puts(out, method) | st_buf_append(out, " ", 1) | st_buf_puts(out, target) |
+             st_buf_append(out, " HTTP/1.1\r\nHost: ", 17) | st_buf_puts(out, host) | st_buf_append(out, "\r\n", 2);
     for (int i = 0; rc == 0 && i < nheaders; i++)
-        rc = st_buf_printf(out, "%s\r\n", headers[i]);
+        rc = st_buf_puts(out, headers[i]) | st_buf_append(out, "\r\n", 2);
     if (rc == 0 && body) {
         if (content_type)
-            rc = st_buf_printf(out, "Content-Type: %s\r\n", content_type);
+            rc = st_buf_append(out, "Content-Type: ", 14) | st_buf_puts(out, content_type) | st_buf_append(out, "\r\n", 2);
         if (rc == 0)
-            rc = st_buf_printf(out, "Content-Length: %zu\r\n", body_len);
+            rc = st_buf_append(out, "Content-Length: ", 16) | put_dec(out, body_len) | st_buf_append(out, "\r\n", 2);
     }
     if (rc == 0)
         rc = st_buf_append(out, "\r\n", 2);
     if (rc == 0 && body && body_len)
         rc = st_buf_append(out, body, body_len);
-    if (rc < 0) {
+    if (rc < 0 || rc != 0) {
         out->len = mark;
         if (out->data)
             out->data[mark] = '\0';
+        return -1;
     }
-    return rc;
+    return 0;
 }
 
 const char *st_http_reason(int status)

@@ -28,6 +28,8 @@ struct st_loop {
     st_ns spin;
     st_loop_late_cb late_cb;
     void *late_arg;
+    st_loop_batch_cb batch_cb;
+    void *batch_arg;
     struct epoll_event evs[LOOP_MAX_EVENTS];
 };
 
@@ -226,6 +228,12 @@ void st_loop_set_late_hook(st_loop *l, st_loop_late_cb cb, void *arg)
     l->late_arg = arg;
 }
 
+void st_loop_set_batch_hook(st_loop *l, st_loop_batch_cb cb, void *arg)
+{
+    l->batch_cb = cb;
+    l->batch_arg = arg;
+}
+
 int st_loop_has_ns_wait(const st_loop *l) { return l->has_pwait2; }
 void st_loop_stop(st_loop *l) { l->stop = 1; }
 int st_loop_stopped(const st_loop *l) { return l->stop; }
@@ -297,6 +305,8 @@ int st_loop_run_once(st_loop *l, st_ns max_wait)
         l->fds[fd].cb(l, (int)fd, bits, l->fds[fd].arg);
         n++;
     }
+    if (nev > 0 && l->batch_cb)
+        l->batch_cb(l, l->batch_arg);
     n += run_timers(l);
     return n;
 }

@@ -62,6 +62,12 @@ void st_loop_set_spin(st_loop *l, st_ns spin_ns);
 typedef void (*st_loop_late_cb)(void *arg, st_ns deadline, st_ns fired_at);
 void st_loop_set_late_hook(st_loop *l, st_loop_late_cb cb, void *arg);
 
+/* Called after the fd callbacks of each epoll batch (before timers run): lets a caller that
+ * only read in its fd callbacks process what it read, so that the read timestamps of one
+ * batch are not delayed by the processing of the earlier fds in it. */
+typedef void (*st_loop_batch_cb)(st_loop *l, void *arg);
+void st_loop_set_batch_hook(st_loop *l, st_loop_batch_cb cb, void *arg);
+
 /* Waits at most max_wait ns (<0: until the next timer or fd event; 0: poll) for events,
  * then dispatches ready fds and expired timers. Returns the number of callbacks run,
  * or -1 on an epoll error. */

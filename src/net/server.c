@@ -34,6 +34,7 @@ struct srv_conn {
     st_srv_resp resp;
     uint8_t dead, close_after, queued, paused;
     uint32_t mask;
+    st_timer idle;
     srv_conn *prev, *next;
     srv_conn *qnext;
 };
@@ -85,6 +86,7 @@ static void conn_kill(srv_conn *c, int rst)
     if (c->dead)
         return;
     c->dead = 1;
+    st_timer_disarm(c->s->l, &c->idle);
     st_loop_del_fd(c->s->l, c->fd);
     if (rst) {
         struct linger lg = { 1, 0 };
@@ -98,6 +100,7 @@ static void conn_kill(srv_conn *c, int rst)
 static void conn_free(srv_conn *c)
 {
     st_server *s = c->s;
+    st_timer_disarm(s->l, &c->idle);
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -162,6 +165,20 @@ static int out_write(srv_conn *c, const void *d, size_t n)
 
 static void process_input(srv_conn *c);
 
+static void idle_arm(srv_conn *c)
+{
+    double t = c->s->cfg.idle_timeout_s;
+    if (t > 0 && !c->dead)
+        st_timer_arm(c->s->l, &c->idle, st_now() + (st_ns)(t * 1e9));
+}
+
+static void on_idle(st_loop *l, void *arg)
+{
+    srv_conn *c = arg;
+    if (!c->dead && !c->resp.active)
+        conn_kill(c, 0);
+}
+
 static void finish(srv_conn *c)
 {
     c->resp.active = 0;
@@ -175,6 +192,7 @@ static void finish(srv_conn *c)
             flush(c);
         return;
     }
+    idle_arm(c);
     if (c->in_off < c->in.len)
         queue_conn(c); /* a pipelined request waits: parse it from the loop, not from here */
 }
@@ -213,6 +231,7 @@ static void process_input(srv_conn *c)
         r->active = 1;
         r->keep_alive = c->req.keep_alive;
         r->head_req = !strcmp(c->req.method, "HEAD");
+        st_timer_disarm(s->l, &c->idle);
         s->cfg.handler(s->cfg.arg, &c->req, r);
     }
     if (c->in_off == c->in.len) {
@@ -246,6 +265,8 @@ static void on_conn(st_loop *l, int fd, uint32_t ev, void *arg)
             }
             ssize_t n = recv(fd, c->in.data + c->in.len, READ_CHUNK, 0);
             if (n > 0) {
+                if (!c->resp.active)
+                    idle_arm(c); /* a request is arriving: its rest must come within the timeout too */
                 c->in.len += (size_t)n;
                 c->in.data[c->in.len] = '\0';
                 if ((size_t)n < READ_CHUNK)
@@ -321,6 +342,7 @@ static void on_accept(st_loop *l, int fd, uint32_t ev, void *arg)
         st_buf_init(&c->in, max_in(s) + READ_CHUNK);
         st_buf_init(&c->out, max_out(s) + 64);
         c->mask = ST_EV_READ;
+        st_timer_init(&c->idle, on_idle, c);
         if (st_loop_add_fd(s->l, cfd, ST_EV_READ, on_conn, c) < 0) {
             close(cfd);
             st_http_parser_free(&c->req);
@@ -332,6 +354,7 @@ static void on_accept(st_loop *l, int fd, uint32_t ev, void *arg)
             s->conns->prev = c;
         s->conns = c;
         s->nconns++;
+        idle_arm(c);
     }
 }
 
@@ -412,6 +435,7 @@ void st_server_free(st_server *s)
     srv_conn *c = s->conns;
     while (c) {
         srv_conn *next = c->next;
+        st_timer_disarm(s->l, &c->idle);
         if (!c->dead) {
             st_loop_del_fd(s->l, c->fd);
             close(c->fd);
@@ -518,24 +542,38 @@ int st_srv_sse_send(st_srv_resp *r, const char *data, size_t len)
     srv_conn *c = r->c;
     if (!r->active || !r->streaming || c->dead)
         return -1;
-    /* frame the event first, then chunk it */
-    st_buf ev;
-    st_buf_init(&ev, max_out(c->s));
+    /* the event, framed as one chunk, built in place: "<hex>\r\n" "data: ...\n" ... "\n" "\r\n" */
+    size_t lines = 1;
+    for (const char *p = data, *e = data + len; (p = memchr(p, '\n', (size_t)(e - p))) != NULL; p++)
+        lines++;
+    size_t evlen = len - (lines - 1) + lines * 7 + 1; /* each line: "data: " + text + "\n"; then "\n" */
+    st_buf *b = &c->s->scratch;
+    st_buf_reset(b);
+    if (r->streaming == 1 && st_buf_printf(b, "%zx\r\n", evlen) < 0)
+        return -1;
+    if (st_buf_reserve(b, evlen + 2) < 0)
+        return -1;
+    char *o = b->data + b->len;
     size_t i = 0;
-    int rc = 0;
-    do {
-        const char *nl = memchr(data + i, '\n', len - i);
+    for (;;) {
+        const char *nl = i < len ? memchr(data + i, '\n', len - i) : NULL;
         size_t n = nl ? (size_t)(nl - (data + i)) : len - i;
-        rc |= st_buf_append(&ev, "data: ", 6);
-        rc |= st_buf_append(&ev, data + i, n);
-        rc |= st_buf_append(&ev, "\n", 1);
-        i += n + (nl ? 1 : 0);
-    } while (i < len && rc == 0);
-    rc |= st_buf_append(&ev, "\n", 1);
-    if (rc == 0)
-        rc = st_srv_stream_write(r, ev.data, ev.len);
-    st_buf_free(&ev);
-    return rc;
+        memcpy(o, "data: ", 6);
+        memcpy(o + 6, data + i, n);
+        o[6 + n] = '\n';
+        o += n + 7;
+        if (!nl)
+            break;
+        i += n + 1;
+    }
+    *o++ = '\n';
+    if (r->streaming == 1) {
+        *o++ = '\r';
+        *o++ = '\n';
+    }
+    b->len = (size_t)(o - b->data);
+    b->data[b->len] = '\0';
+    return out_write(c, b->data, b->len);
 }
 
 int st_srv_stream_end(st_srv_resp *r)

@@ -47,7 +47,9 @@
  * Connections: HTTP/1.1 keep-alive (or close when the client asks, or HTTP/1.0); pipelined
  * requests are answered in order (the next is parsed after the previous response is
  * finished). Bad requests get 400/413/431 and the connection is closed. Connections over
- * cfg.max_conns are accepted and closed at once. All sockets use TCP_NODELAY.
+ * cfg.max_conns are accepted and closed at once. All sockets use TCP_NODELAY. With
+ * cfg.idle_timeout_s, a connection with no request in progress (idle between requests, or
+ * sending a request too slowly) is closed after that long; a long stream is never cut.
  * --------------------------------------------------------------------------------------- */
 #ifndef ST_SERVER_H
 #define ST_SERVER_H
@@ -72,6 +74,8 @@ typedef struct st_server_config {
     size_t max_out;          /* per-connection buffered output limit (0: 8 MiB) */
     uint32_t max_conns;      /* open connections (0: 20000) */
     int backlog;             /* listen backlog (0: 4096) */
+    double idle_timeout_s;   /* close a connection that has no request in progress and has not
+                                completed one for this long, e.g. 5 like uvicorn (0: never) */
 } st_server_config;
 
 st_server *st_server_new(st_loop *l, const st_server_config *cfg, char *err, size_t errlen);

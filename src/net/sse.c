@@ -118,9 +118,11 @@ int st_sse_feed(st_sse *s, const char *p, size_t n, st_sse_cb cb, void *arg)
     while (i < n) {
         /* find the next CR or LF */
         const char *start = p + i;
-        size_t rest = n - i, k = 0;
-        while (k < rest && start[k] != '\n' && start[k] != '\r')
-            k++;
+        size_t rest = n - i, k;
+        /* the line ends at the first LF or CR: two memchr scans beat a byte loop */
+        const char *lf = memchr(start, '\n', rest);
+        const char *cr = memchr(start, '\r', lf ? (size_t)(lf - start) : rest);
+        k = cr ? (size_t)(cr - start) : lf ? (size_t)(lf - start) : rest;
         if (k == rest) {
             if (st_buf_append(&s->line, start, k) < 0)
                 return sse_fail(s, "line over its limit");

@@ -76,6 +76,12 @@ static void handler(void *arg, const st_http_parser *req, st_srv_resp *resp)
                 return;
             }
         st_srv_respond(resp, 503, NULL, NULL, "busy", 4);
+    } else if (!strcmp(req->target, "/multi")) {
+        st_srv_stream_start(resp, 200, "text/event-stream", NULL);
+        st_srv_sse_send(resp, "l1\nl2", 5);
+        st_srv_sse_send(resp, "", 0);
+        st_srv_sse_send(resp, "x\n", 2);
+        st_srv_stream_end(resp);
     } else if (!strcmp(req->target, "/big")) {
         st_srv_stream_start(resp, 200, "application/octet-stream", NULL);
         static char blob[4096];
@@ -98,11 +104,12 @@ static void *loop_thread(void *arg)
     return NULL;
 }
 
-static srv *srv_start(size_t max_out)
+static srv *srv_start_idle(size_t max_out, double idle_s)
 {
     srv *s = calloc(1, sizeof *s);
     s->l = st_loop_new();
-    st_server_config cfg = { .host = "127.0.0.1", .port = 0, .handler = handler, .arg = s, .max_out = max_out };
+    st_server_config cfg = { .host = "127.0.0.1", .port = 0, .handler = handler, .arg = s, .max_out = max_out,
+                             .idle_timeout_s = idle_s };
     char err[256];
     s->server = st_server_new(s->l, &cfg, err, sizeof err);
     if (!s->server)
@@ -110,6 +117,8 @@ static srv *srv_start(size_t max_out)
     pthread_create(&s->th, NULL, loop_thread, s);
     return s;
 }
+
+static srv *srv_start(size_t max_out) { return srv_start_idle(max_out, 0); }
 
 static void srv_stop(srv *s)
 {
@@ -243,6 +252,41 @@ static void streaming_sse_two_in_a_row(void **state)
     srv_stop(s);
 }
 
+static int collect_ev(void *arg, const st_sse_event *ev)
+{
+    st_buf *b = arg;
+    st_buf_append(b, "[", 1);
+    st_buf_append(b, ev->data, ev->data_len);
+    st_buf_append(b, "]", 1);
+    return 0;
+}
+
+static void sse_send_multiline_framing(void **state)
+{
+    (void)state;
+    srv *s = srv_start(0);
+    int fd = client(st_server_port(s->server));
+    send_all(fd, "GET /multi HTTP/1.1\r\nConnection: close\r\n\r\n");
+    st_buf carry;
+    st_buf_init(&carry, 1 << 20);
+    st_http_parser p;
+    read_response(fd, &p, &carry);
+    assert_int_equal(p.state, ST_HTTP_DONE);
+    assert_string_equal(p.body.data, "data: l1\ndata: l2\n\ndata: \n\ndata: x\ndata: \n\n");
+    st_sse sse;
+    st_sse_init(&sse, 0);
+    st_buf evs;
+    st_buf_init(&evs, 1024);
+    assert_int_equal(st_sse_feed(&sse, p.body.data, p.body.len, collect_ev, &evs), 0);
+    assert_string_equal(evs.data, "[l1\nl2][][x\n]");
+    st_buf_free(&evs);
+    st_sse_free(&sse);
+    st_http_parser_free(&p);
+    st_buf_free(&carry);
+    close(fd);
+    srv_stop(s);
+}
+
 static void disconnect_mid_stream_cancels(void **state)
 {
     (void)state;
@@ -303,13 +347,52 @@ static void bad_request_and_limits(void **state)
     srv_stop(s);
 }
 
+static void idle_timeout_closes_connections(void **state)
+{
+    (void)state;
+    srv *s = srv_start_idle(0, 0.15);
+    /* after a complete exchange, the idle keep-alive connection is closed */
+    int fd = client(st_server_port(s->server));
+    send_all(fd, "GET /hello HTTP/1.1\r\n\r\n");
+    st_buf carry;
+    st_buf_init(&carry, 1 << 20);
+    st_http_parser p;
+    read_response(fd, &p, &carry);
+    assert_int_equal(p.status, 200);
+    assert_int_equal(p.keep_alive, 1);
+    st_http_parser_free(&p);
+    st_ns t0 = st_now();
+    char b[16];
+    assert_int_equal(recv(fd, b, sizeof b, 0), 0);
+    st_ns waited = st_now() - t0;
+    assert_true(waited >= 100 * ST_NS_PER_MS);
+    close(fd);
+    /* a stream longer than the timeout is not cut: the timer only runs between requests */
+    fd = client(st_server_port(s->server));
+    send_all(fd, "GET /stream/250 HTTP/1.1\r\nConnection: close\r\n\r\n");
+    read_response(fd, &p, &carry);
+    assert_int_equal(p.state, ST_HTTP_DONE);
+    assert_non_null(strstr(p.body.data, "[DONE]"));
+    st_http_parser_free(&p);
+    close(fd);
+    /* a client that connects and sends half a request is closed too */
+    fd = client(st_server_port(s->server));
+    send_all(fd, "GET /hel");
+    assert_int_equal(recv(fd, b, sizeof b, 0), 0);
+    close(fd);
+    st_buf_free(&carry);
+    srv_stop(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
         cmocka_unit_test(respond_keepalive_and_pipelining),
         cmocka_unit_test(streaming_sse_two_in_a_row),
+        cmocka_unit_test(sse_send_multiline_framing),
         cmocka_unit_test(disconnect_mid_stream_cancels),
         cmocka_unit_test(bad_request_and_limits),
+        cmocka_unit_test(idle_timeout_closes_connections),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }

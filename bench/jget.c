@@ -1,0 +1,52 @@
+/* Reads figures out of a `servetune bench --json` file for bench/run.sh (so the script needs
+ * neither jq nor python):
+ *   jget FILE a.b.c        prints the value at that path (numbers as %.6g, strings raw)
+ *   jget FILE --first-tokens   prints "id first_token_ns" for every ok record */
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) {
+        fprintf(stderr, "usage: jget FILE PATH | jget FILE --first-tokens\n");
+        return 2;
+    }
+    json_error_t je;
+    json_t *root = json_load_file(argv[1], 0, &je);
+    if (!root) {
+        fprintf(stderr, "jget: %s: %s\n", argv[1], je.text);
+        return 1;
+    }
+    if (!strcmp(argv[2], "--first-tokens")) {
+        size_t i;
+        json_t *r;
+        json_array_foreach(json_object_get(root, "records"), i, r)
+        {
+            json_t *ft = json_object_get(r, "first_token_ns");
+            const char *st = json_string_value(json_object_get(r, "status"));
+            if (st && !strcmp(st, "ok") && json_is_integer(ft))
+                printf("%lld %lld\n", (long long)json_integer_value(json_object_get(r, "id")),
+                       (long long)json_integer_value(ft));
+        }
+        json_decref(root);
+        return 0;
+    }
+    json_t *v = root;
+    char path[512];
+    snprintf(path, sizeof path, "%s", argv[2]);
+    for (char *k = strtok(path, "."); k && v; k = strtok(NULL, "."))
+        v = json_object_get(v, k);
+    if (json_is_integer(v))
+        printf("%lld\n", (long long)json_integer_value(v));
+    else if (json_is_number(v))
+        printf("%.6g\n", json_number_value(v));
+    else if (json_is_string(v))
+        printf("%s\n", json_string_value(v));
+    else if (json_is_boolean(v))
+        printf("%s\n", json_is_true(v) ? "true" : "false");
+    else
+        printf("null\n");
+    json_decref(root);
+    return 0;
+}
