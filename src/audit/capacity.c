@@ -23,7 +23,7 @@ static void upper(char *dst, size_t n, const char *s)
     dst[i] = '\0';
 }
 
-void st_capacity_verdict(const st_slo *slo, const st_rate_figures *f, st_verdict_info *out)
+void st_capacity_verdict(const st_audit_slo *slo, const st_rate_figures *f, st_verdict_info *out)
 {
     memset(out, 0, sizeof *out);
     out->term = -1;
@@ -88,7 +88,7 @@ uint32_t st_capacity_breach_threshold(uint32_t n, double pct)
     return n - lo;
 }
 
-int st_capacity_sure_fail(const st_slo *slo, uint32_t planned, const uint32_t *breaches, uint32_t failed)
+int st_capacity_sure_fail(const st_audit_slo *slo, uint32_t planned, const uint32_t *breaches, uint32_t failed)
 {
     if (failed > 0)
         return 1;

@@ -45,7 +45,7 @@ typedef struct st_verdict_info {
 } st_verdict_info;
 
 /* The verdict of one rate. An early-stopped run fails (that is why it stopped). */
-void st_capacity_verdict(const st_slo *slo, const st_rate_figures *f, st_verdict_info *out);
+void st_capacity_verdict(const st_audit_slo *slo, const st_rate_figures *f, st_verdict_info *out);
 
 /* The least number of values above a limit, among n, that makes the pct-th percentile
  * (linear interpolation between closest ranks) exceed the limit whatever the other values are:
@@ -55,7 +55,7 @@ uint32_t st_capacity_breach_threshold(uint32_t n, double pct);
 /* Early stop: 1 when the verdict can no longer be a pass. breaches[i] counts requests already
  * known to exceed term i (a request still waiting for its first token after the TTFT limit
  * counts); failed counts requests that already failed. planned is the run's size. */
-int st_capacity_sure_fail(const st_slo *slo, uint32_t planned, const uint32_t *breaches, uint32_t failed);
+int st_capacity_sure_fail(const st_audit_slo *slo, uint32_t planned, const uint32_t *breaches, uint32_t failed);
 
 /* One rate's outcome as the search and the capacity need it. */
 typedef struct st_rate_result {
