@@ -6,6 +6,7 @@
 #include "cli/cli.h"
 
 static const st_cmd commands[] = {
+    { "bench", cmd_bench, "drive a running endpoint with an open-loop load and measure it" },
     { "version", cmd_version, "print the version" },
     { NULL, NULL, NULL },
 };
