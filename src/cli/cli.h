@@ -26,5 +26,6 @@ int cmd_version(int argc, char **argv);
 int cmd_audit(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_emulate(int argc, char **argv);
 
 #endif
