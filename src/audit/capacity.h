@@ -33,8 +33,11 @@ typedef struct st_rate_figures {
     uint32_t planned;   /* requests the run was meant to send (without warm-up) */
     uint32_t completed; /* status ok */
     uint32_t failed;    /* sent or due, not ok (includes aborted by an early stop) */
-    double value_ms[ST_SLO_MAX_TERMS]; /* the SLO terms' percentiles, in the spec's order; NAN: no data */
+    uint32_t errors;    /* ended with an error (not aborted by an early stop): timeouts, HTTP errors... */
+    double value_ms[ST_SLO_MAX_TERMS]; /* the SLO terms' percentiles, in the spec's order; NAN: no data.
+                                          After an early stop: lower bounds over the requests due by then */
     int stopped_early;
+    uint32_t due;       /* early stop: requests whose scheduled time had come when it stopped */
 } st_rate_figures;
 
 typedef struct st_verdict_info {

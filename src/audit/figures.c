@@ -33,6 +33,9 @@ int st_audit_figures(const st_audit_slo *slo, const st_record *recs, uint32_t n,
     f->failed = s.measured > s.completed ? s.measured - s.completed : 0;
     if (planned > s.measured)
         f->failed += planned - s.measured;
+    for (uint32_t i = 0; i < n; i++)
+        if (!recs[i].warmup && recs[i].status != ST_REQ_OK && recs[i].status != ST_REQ_ABORTED)
+            f->errors++;
     row->planned = planned;
     row->sent = s.sent;
     row->completed = s.completed;
@@ -135,4 +138,54 @@ void st_audit_breaches(const st_audit_slo *slo, const st_record *recs, uint32_t 
                 breaches[t]++;
         }
     }
+}
+
+int st_audit_lower_bounds(const st_audit_slo *slo, const st_record *recs, uint32_t n, double *value_ms,
+                          uint32_t *due)
+{
+    st_ns t_stop = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (recs[i].end > t_stop)
+            t_stop = recs[i].end;
+    double *v = malloc(sizeof(double) * (n ? n : 1));
+    if (!v)
+        return -1;
+    *due = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (!recs[i].warmup && recs[i].scheduled >= 0 && recs[i].scheduled <= t_stop)
+            (*due)++;
+    for (int t = 0; t < slo->n && t < ST_SLO_MAX_TERMS; t++) {
+        uint32_t k = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            const st_record *r = &recs[i];
+            if (r->warmup || r->scheduled < 0 || r->scheduled > t_stop)
+                continue;
+            st_ns end = r->end >= 0 ? r->end : t_stop;
+            double x = NAN;
+            switch (slo->terms[t].metric) {
+            case ST_SLO_TTFT:
+                x = (double)((r->first_token >= 0 ? r->first_token : end) - r->scheduled);
+                break;
+            case ST_SLO_E2E:
+                x = (double)(end - r->scheduled);
+                break;
+            case ST_SLO_TPOT:
+                if (r->first_token >= 0 && r->status == ST_REQ_OK && r->output_tokens > 1)
+                    x = (double)(r->end - r->first_token) / (double)(r->output_tokens - 1);
+                else if (r->first_token >= 0 && r->output_requested > 1)
+                    x = (double)(end - r->first_token) / (double)(r->output_requested - 1);
+                break;
+            case ST_SLO_ITL:
+            default:
+                break; /* ITL: no per-request lower bound */
+            }
+            if (isfinite(x))
+                v[k++] = x / 1e6;
+        }
+        st_dist d;
+        st_dist_compute(v, k, &d);
+        value_ms[t] = pick(&d, slo->terms[t].pct);
+    }
+    free(v);
+    return 0;
 }

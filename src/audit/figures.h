@@ -28,4 +28,11 @@ void st_audit_scale_records(st_record *recs, uint32_t n, double k);
 void st_audit_breaches(const st_audit_slo *slo, const st_record *recs, uint32_t n, st_ns now, double time_scale,
                        uint32_t *breaches, uint32_t *failed);
 
+/* After an early stop: for each SLO term, the percentile over the requests due by the time the
+ * run stopped, counting a request that had no first token yet as having one at the stop (so the
+ * figures are lower bounds of what the full run would have shown). ITL terms: NAN. due gets the
+ * number of such requests. 0, or -1 when out of memory. */
+int st_audit_lower_bounds(const st_audit_slo *slo, const st_record *recs, uint32_t n, double *value_ms,
+                          uint32_t *due);
+
 #endif
