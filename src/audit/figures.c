@@ -43,7 +43,12 @@ int st_audit_figures(const st_audit_slo *slo, const st_record *recs, uint32_t n,
     row->duration_s = s.duration_s;
     row->delivered_rps = s.completed ? s.request_throughput : NAN;
     row->output_tps = s.completed ? s.output_throughput : NAN;
-    row->sustained_rps = s.steady.valid ? s.steady.request_throughput : NAN;
+    /* Sustained: output tokens delivered per second inside the steady-state window (first to last
+     * arrival: no drain), in requests (divided by the mean output of a completed request).
+     * Counting completions in that window would count the ramp-up, when none can complete yet. */
+    row->sustained_rps = (s.steady.valid && s.completed && s.output_tokens)
+                             ? s.steady.output_throughput / ((double)s.output_tokens / s.completed)
+                             : NAN;
     row->offered_rps_achieved = s.achieved_rate;
     row->ttft_p50_ms = s.ttft.p50 * 1e3;
     row->ttft_p95_ms = s.ttft.p95 * 1e3;
