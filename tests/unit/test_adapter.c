@@ -142,14 +142,22 @@ static void scrape_to_samples(void **state)
     int n = st_scrape_parse("vllm", body, strlen(body), s, ST_SCRAPE_MAX);
     int seen = 0;
     for (int i = 0; i < n; i++) {
-        if (!strcmp(s[i].name, "running"))
-            seen |= 1, assert_near(s[i].value, 7, 0);
-        if (!strcmp(s[i].name, "waiting"))
-            seen |= 2, assert_near(s[i].value, 3, 0);
-        if (!strcmp(s[i].name, "kv_usage"))
-            seen |= 4, assert_near(s[i].value, 0.25, 0);
-        if (!strcmp(s[i].name, "preemptions"))
-            seen |= 8, assert_near(s[i].value, 2, 0);
+        if (!strcmp(s[i].name, "running")) {
+            seen |= 1;
+            assert_near(s[i].value, 7, 0);
+        }
+        if (!strcmp(s[i].name, "waiting")) {
+            seen |= 2;
+            assert_near(s[i].value, 3, 0);
+        }
+        if (!strcmp(s[i].name, "kv_usage")) {
+            seen |= 4;
+            assert_near(s[i].value, 0.25, 0);
+        }
+        if (!strcmp(s[i].name, "preemptions")) {
+            seen |= 8;
+            assert_near(s[i].value, 2, 0);
+        }
     }
     assert_int_equal(seen, 15);
     assert_int_equal(st_scrape_parse("nonsense-engine", body, strlen(body), s, ST_SCRAPE_MAX), 0);
