@@ -59,7 +59,7 @@ static void write_spec(const char *path, const char *kind, const char *extra_eng
             "workload: {input_tokens: 256, output_tokens: 16, requests_per_rate: 24, seed: 3}\n"
             "rates: [%s]\nwarmup_requests: 2\n"
             "slo: {ttft_p95_ms: 20000, tpot_p95_ms: 2000}\n"
-            "timeouts: {startup: 20s, request: 60s, stop_grace: 2s}\n"
+            "timeouts: {startup: 8s, request: 60s, stop_grace: 2s}\n"
             "%s%s",
             kind, extra_engine, flags, rates, configs, extra);
     fclose(f);
@@ -344,7 +344,9 @@ static void crash_and_hang_mid_run(void **state)
                "configurations:\n"
                "  - name: baseline\n"
                "  - name: crashes\n    add_flags: [--fault-crash-after, '8']\n"
-               "  - name: hangs\n    add_flags: [--fault-hang-after, '8']\n",
+               "  - name: hangs\n    add_flags: [--fault-hang-after, '8']\n"
+               "  - name: start-fails\n    add_flags: [--fault-startup-fail]\n"
+               "  - name: start-slow\n    add_flags: [--fault-startup-delay, 60s]\n",
                "");
     const char *args[] = { "audit", spec, "-o", out, "--quiet", NULL };
     assert_int_equal(run_servetune(args, NULL, 180, 0, NULL), 1);
@@ -354,6 +356,10 @@ static void crash_and_hang_mid_run(void **state)
     assert_string_equal(failure_class(j, "crashes"), "crash");
     assert_string_equal(status_of(j, "hangs"), "failed");
     assert_string_equal(failure_class(j, "hangs"), "hang");
+    assert_string_equal(status_of(j, "start-fails"), "failed");
+    assert_string_equal(failure_class(j, "start-fails"), "crash");
+    assert_string_equal(status_of(j, "start-slow"), "failed");
+    assert_string_equal(failure_class(j, "start-slow"), "timeout");
     /* the broken runs are kept with their records */
     json_t *runs = json_object_get(config_named(j, "crashes"), "runs");
     assert_int_equal(json_array_size(runs), 1);
