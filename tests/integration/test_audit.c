@@ -429,6 +429,57 @@ static void resume_after_interrupt(void **state)
     nothing_left(out);
 }
 
+/* An endpoint: a server that is already running (here an emulator the test starts itself) is
+ * audited without being started or stopped by servetune. */
+static void endpoint_is_used_not_managed(void **state)
+{
+    (void)state;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    socklen_t al = sizeof a;
+    getsockname(fd, (struct sockaddr *)&a, &al);
+    int port = ntohs(a.sin_port);
+    close(fd);
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", port);
+    char *argv[] = { (char *)st_test_bin(), "emulate", "serve", "Qwen/Qwen3-8B", "--gpu", "H100", "--time-scale", "20",
+                     "--host", "127.0.0.1", "--port", ps, NULL };
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    pid_t pid;
+    assert_int_equal(posix_spawn(&pid, argv[0], &fa, NULL, argv, environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    char spec[512], out[512], url[128];
+    snprintf(spec, sizeof spec, "%s/spec.yaml", tmp);
+    snprintf(out, sizeof out, "%s/out", tmp);
+    FILE *f = fopen(spec, "w");
+    assert_non_null(f);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
+    /* No --time-scale flag reaches the audit for an endpoint: the rates are wall-clock and the
+     * SLO generous. */
+    fprintf(f,
+            "engine: {kind: endpoint, model: Qwen/Qwen3-8B, url: '%s'}\n"
+            "hardware: {gpu: H100, price_per_gpu_hour: 2.0}\npeak_rate: 10\n"
+            "workload: {input_tokens: 256, output_tokens: 16, requests_per_rate: 20, seed: 3}\n"
+            "rates: [20]\nwarmup_requests: 2\nslo: {ttft_p95_ms: 20000, tpot_p95_ms: 2000}\n"
+            "timeouts: {startup: 10s, request: 30s}\n",
+            url);
+    fclose(f);
+    const char *args[] = { "audit", spec, "-o", out, "--quiet", NULL };
+    int rc = run_servetune(args, NULL, 60, 0, NULL);
+    int alive = kill(pid, 0) == 0 && waitpid(pid, NULL, WNOHANG) == 0;
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+    assert_int_equal(rc, 0);
+    assert_true(alive); /* servetune did not stop a server it did not start */
+    json_t *j = load_json(out);
+    assert_string_equal(status_of(j, "baseline"), "ok");
+    json_decref(j);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
@@ -437,6 +488,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(port_already_taken, setup, teardown),
         cmocka_unit_test_setup_teardown(crash_and_hang_mid_run, setup, teardown),
         cmocka_unit_test_setup_teardown(resume_after_interrupt, setup, teardown),
+        cmocka_unit_test_setup_teardown(endpoint_is_used_not_managed, setup, teardown),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }
