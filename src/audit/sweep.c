@@ -16,6 +16,7 @@
 #include "core/version.h"
 #include "engine/adapter.h"
 #include "engine/api.h"
+#include "engine/metrics.h"
 #include "engine/metrics_scrape.h"
 #include "engine/probe.h"
 #include "engine/process.h"
@@ -440,6 +441,35 @@ static void *scrape_main(void *arg)
     return NULL;
 }
 
+/* Waits until the engine has no request running or waiting (from /metrics), so that what an
+ * early-stopped or overloaded run left behind does not weigh on the next rate. Bounded by
+ * max_s; without /metrics it waits a short fixed time. Returns the seconds waited. */
+static double wait_idle(sweep *S, const engine *E, double max_s)
+{
+    st_ns t0 = st_now();
+    st_buf body;
+    st_buf_init(&body, 8 << 20);
+    int misses = 0;
+    while (st_ns_to_s(st_now() - t0) < max_s && !*S->o->stop) {
+        int status;
+        char err[256];
+        st_engine_metrics m;
+        if (st_http_get(E->l.host, E->l.port, "/metrics", NULL, 2, &status, &body, err, sizeof err) == 0 &&
+            status == 200 && st_metrics_read(E->l.metrics_dialect, body.data ? body.data : "", body.len, &m) == 0 &&
+            (m.found & (1u << ST_MET_RUNNING))) {
+            double busy = m.v[ST_MET_RUNNING] + ((m.found & (1u << ST_MET_WAITING)) ? m.v[ST_MET_WAITING] : 0);
+            if (busy <= 0)
+                break;
+        } else if (++misses >= 3) {
+            sleep_ms(500); /* no usable /metrics: a short pause instead */
+            break;
+        }
+        sleep_ms(50);
+    }
+    st_buf_free(&body);
+    return st_ns_to_s(st_now() - t0);
+}
+
 /* ---- one rate ---- */
 
 typedef struct rate_ctx {
@@ -775,6 +805,10 @@ static int run_config(sweep *S, int ci)
         }
         if (nx.why[0] && !nx.grid)
             say(S, "[%d/%d %s] %s: rate %s req/s", ci + 1, s->n_configs, c->name, nx.why, rt);
+        double idle = wait_idle(S, &E, 60);
+        if (idle > 2)
+            say(S, "[%d/%d %s] waited %.1f s for the engine to drain the previous run", ci + 1, s->n_configs, c->name,
+                idle);
         st_metric_sample *samples = NULL;
         uint32_t ns = 0;
         st_record *recs = NULL;
