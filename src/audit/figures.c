@@ -45,8 +45,11 @@ int st_audit_figures(const st_audit_slo *slo, const st_record *recs, uint32_t n,
     row->output_tps = s.completed ? s.output_throughput : NAN;
     /* Sustained: output tokens delivered per second inside the steady-state window (first to last
      * arrival: no drain), in requests (divided by the mean output of a completed request).
-     * Counting completions in that window would count the ramp-up, when none can complete yet. */
-    row->sustained_rps = (s.steady.valid && s.completed && s.output_tokens)
+     * Counting completions in that window would count the ramp-up, when none can complete yet.
+     * A window shorter than a typical request's lifetime (median E2E) never reaches a steady
+     * state: no figure then. */
+    row->sustained_rps = (s.steady.valid && s.completed && s.output_tokens && s.e2e.n &&
+                          s.steady.duration_s >= s.e2e.p50)
                              ? s.steady.output_throughput / ((double)s.output_tokens / s.completed)
                              : NAN;
     row->offered_rps_achieved = s.achieved_rate;

@@ -357,7 +357,8 @@ static void notes_section(const st_report *r, st_buf *b)
     st_buf_puts(b, "- The **sustained** figure is the output token rate inside the steady-state window of the run at "
                    "capacity (from the first to the last arrival, so without the drain), divided by the mean output of "
                    "a request: a short finite run's delivered throughput includes the ramp-up and the drain and "
-                   "understates what a server sustains.\n");
+                   "understates what a server sustains. When the arrivals last less than a typical request (median "
+                   "E2E), the run never reached a steady state and no sustained figure is given (\"-\").\n");
     if (s->workload.kind == ST_WL_SYNTHETIC)
         st_buf_puts(b, "- **Prompts** are synthetic (token ids of the stated sizes, a shared prefix as stated), not "
                        "the client's traffic.\n");
