@@ -50,6 +50,13 @@ int st_report_headline(const st_report *r, st_buf *b)
     st_fmt_usd(m1, sizeof m1, p->cost.monthly_usd);
     const char *maybe = p->cap->highest_tested_passed ? " (its highest tested rate passed, so capacity may be higher)"
                                                        : "";
+    if (r->pick == 0 && r->n_cfg == 1) {
+        st_buf_printf(b,
+                      "The current setup (%s) serves %s requests/s within the SLO (%s)%s at %s per million output "
+                      "tokens; at the stated peak of %s requests/s that is %ld replica%s, about %s a month.",
+                      p->name, a, slo, maybe, y, pk, p->cost.replicas, p->cost.replicas == 1 ? "" : "s", m1);
+        return 0;
+    }
     if (r->pick == 0) {
         st_buf_printf(b,
                       "None of the %d other configuration%s beats the current setup: %s serves %s requests/s within "
