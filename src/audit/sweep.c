@@ -648,8 +648,6 @@ static int warm_up(sweep *S, engine *E)
                             .api_key = E->api_key, .work = &w, .schedule = sched, .warmup = w.n,
                             .timeout_s = s->timeouts.request_s / K, .tick = on_tick, .tick_arg = &R,
                             .stop = &R.run_stop };
-    int saved = s->search.early_stop;
-    (void)saved;
     st_run_result out;
     memset(&out, 0, sizeof out);
     /* warm-up requests are never early-stopped: on_tick ignores warm-up records */

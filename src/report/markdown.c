@@ -328,6 +328,14 @@ static void evidence_section(const st_report *r, st_buf *b)
                 st_buf_puts(b, " |\n");
             }
             st_buf_puts(b, "\n");
+            int any_samples = 0, measured = 0;
+            for (int j = 0; j < c->n_runs; j++) {
+                any_samples |= c->server[j].samples > 0;
+                measured |= strcmp(c->runs[j].verdict, "skipped") != 0;
+            }
+            if (measured && !any_samples)
+                st_buf_puts(b, "No /metrics samples: the engine's /metrics endpoint did not answer or exposed none of "
+                               "the metrics servetune knows for it (noted, not fatal).\n\n");
         }
         if (c->row && c->row->failure_class) {
             st_buf_printf(b, "The engine failed: **%s**", c->row->failure_class);
