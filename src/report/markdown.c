@@ -386,27 +386,35 @@ static void notes_section(const st_report *r, st_buf *b)
                        "the GPU itself: these figures are predictions to be confirmed on hardware.\n");
     for (int i = 0; i < r->n_cfg; i++) {
         const st_rep_cfg *c = &r->cfg[i];
-        for (int j = 0; j < c->n_runs; j++) {
-            if (c->runs[j].stopped_early) {
-                st_fmt_rate(t, sizeof t, c->runs[j].rate);
-                st_buf_puts(b, "- ");
-                st_md_text(b, c->name);
-                st_buf_printf(b, " at %s req/s: stopped early once the SLO could no longer be met.\n", t);
+        /* One line per kind of event, listing the rates concerned. */
+        static const char *what[3] = { "stopped early once the SLO could no longer be met (time saved)",
+                                       "the load generator lagged its schedule: weak evidence about the server",
+                                       NULL };
+        for (int kind = 0; kind < 3; kind++) {
+            char rates[512] = "";
+            size_t off = 0;
+            const char *why = NULL;
+            for (int j = 0; j < c->n_runs; j++) {
+                const st_run_row *w = &c->runs[j];
+                int hit = kind == 0 ? w->stopped_early : kind == 1 ? w->client_limited : !strcmp(w->verdict, "skipped");
+                if (!hit || off >= sizeof rates)
+                    continue;
+                st_fmt_rate(t, sizeof t, w->rate);
+                off += (size_t)snprintf(rates + off, sizeof rates - off, "%s%s", off ? ", " : "", t);
+                if (kind == 2 && !why)
+                    why = w->why;
             }
-            if (!strcmp(c->runs[j].verdict, "skipped")) {
-                st_fmt_rate(t, sizeof t, c->runs[j].rate);
-                st_buf_puts(b, "- ");
-                st_md_text(b, c->name);
-                st_buf_printf(b, " at %s req/s: ", t);
-                st_md_text(b, c->runs[j].why ? c->runs[j].why : "skipped");
-                st_buf_puts(b, ".\n");
-            }
-            if (c->runs[j].client_limited) {
-                st_fmt_rate(t, sizeof t, c->runs[j].rate);
-                st_buf_puts(b, "- ");
-                st_md_text(b, c->name);
-                st_buf_printf(b, " at %s req/s: the load generator lagged its schedule; that run is weak evidence "
-                                 "about the server.\n", t);
+            if (!off)
+                continue;
+            st_buf_puts(b, "- ");
+            st_md_text(b, c->name);
+            st_buf_printf(b, " at %s req/s: ", rates);
+            if (kind == 2) {
+                st_buf_puts(b, "not run (");
+                st_md_text(b, why ? why : "a lower rate failed by a wide margin");
+                st_buf_puts(b, ").\n");
+            } else {
+                st_buf_printf(b, "%s.\n", what[kind]);
             }
         }
         if (c->status == ST_REP_NONE_PASSED) {
