@@ -259,15 +259,22 @@ static int get_strlist(pctx *p, yaml_node_t *n, const char *what, st_strv *out)
  * hold a ${VAR} reference, so the spec (which is stored with the results) never holds one. */
 static int looks_secret(const char *name)
 {
-    static const char *words[] = { "KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL" };
-    char up[256];
-    size_t i;
-    for (i = 0; name[i] && i + 1 < sizeof up; i++)
-        up[i] = (char)toupper((unsigned char)name[i]);
-    up[i] = '\0';
-    for (size_t w = 0; w < sizeof words / sizeof *words; w++)
-        if (strstr(up, words[w]))
-            return 1;
+    /* Word by word (separated by _ or -), so HF_TOKEN and --api-key match but
+     * --max-num-batched-tokens does not. */
+    static const char *words[] = { "KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS",
+                                   "APIKEY" };
+    const char *p = name;
+    while (*p) {
+        while (*p == '_' || *p == '-')
+            p++;
+        const char *w = p;
+        while (*p && *p != '_' && *p != '-')
+            p++;
+        size_t wl = (size_t)(p - w);
+        for (size_t k = 0; k < sizeof words / sizeof *words; k++)
+            if (wl == strlen(words[k]) && !strncasecmp(w, words[k], wl))
+                return 1;
+    }
     return 0;
 }
 
@@ -328,6 +335,36 @@ static int get_env(pctx *p, yaml_node_t *n, const char *what, st_envv *out)
     return 0;
 }
 
+/* A flag whose name looks like a credential (--api-key, --hf-token...) may only take a ${VAR}
+ * reference as its value: the flags are stored with the results and shown in reports. */
+static int check_flag_secrets(pctx *p, yaml_node_t *n, const char *what, const st_strv *v)
+{
+    for (int i = 0; i < v->n; i++) {
+        const char *t = v->v[i];
+        if (t[0] != '-' || t[1] != '-')
+            continue;
+        const char *eq = strchr(t, '=');
+        char name[128];
+        size_t nl = eq ? (size_t)(eq - t) : strlen(t);
+        if (nl >= sizeof name)
+            continue;
+        memcpy(name, t, nl);
+        name[nl] = '\0';
+        for (char *q = name; *q; q++)
+            if (*q == '-')
+                *q = '_';
+        if (!looks_secret(name))
+            continue;
+        const char *val = eq ? eq + 1 : (i + 1 < v->n && v->v[i + 1][0] != '-' ? v->v[i + 1] : NULL);
+        if (val && !is_pure_ref(val))
+            return failf(p, n,
+                         "%s: %.*s looks like a secret: give it as a reference such as ${MY_KEY} (expanded from the "
+                         "environment when the engine starts; flags are stored with the results)",
+                         what, (int)nl, t);
+    }
+    return 0;
+}
+
 /* ---- sections ---- */
 
 static int parse_engine(pctx *p, yaml_node_t *n, st_spec *s)
@@ -358,7 +395,8 @@ static int parse_engine(pctx *p, yaml_node_t *n, st_spec *s)
         if (s->engine.command.n == 0)
             return failf(p, v, "engine.command: must not be empty (leave it out for the default)");
     }
-    if ((v = kv(k, nk, "flags")) && get_strlist(p, v, "engine.flags", &s->engine.flags))
+    if ((v = kv(k, nk, "flags")) &&
+        (get_strlist(p, v, "engine.flags", &s->engine.flags) || check_flag_secrets(p, v, "engine.flags", &s->engine.flags)))
         return -1;
     if ((v = kv(k, nk, "env")) && get_env(p, v, "engine.env", &s->engine.env))
         return -1;
@@ -639,7 +677,8 @@ static int parse_configs(pctx *p, yaml_node_t *n, st_spec *s)
                              s->configs[i].line);
         char what[128];
         snprintf(what, sizeof what, "configurations[%s].add_flags", c->name);
-        if ((v = kv(k, nk, "add_flags")) && get_strlist(p, v, what, &c->add_flags))
+        if ((v = kv(k, nk, "add_flags")) &&
+            (get_strlist(p, v, what, &c->add_flags) || check_flag_secrets(p, v, what, &c->add_flags)))
             return -1;
         if (c->add_flags.n && !flag_name_len(c->add_flags.v[0]))
             return failf(p, v, "%s: must start with a flag (--name), got '%s'", what, c->add_flags.v[0]);

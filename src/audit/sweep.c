@@ -189,7 +189,21 @@ typedef struct engine {
     char log_path[4200];
     char cmdline[8192];
     const char *api_key;
+    char *secrets[8];  /* values expanded from ${VAR} in the flags: redacted from log tails */
+    int nsecrets;
+    int stopped;       /* the process was started and has been stopped */
 } engine;
+
+static void fill_failure(st_config_row *row, st_fail_class c, const char *detail, const char *log_path,
+                         const char *secret);
+/* Removes the flag secrets of E from what a failed configuration keeps. */
+static void redact_row(st_config_row *row, const engine *E)
+{
+    for (int i = 0; i < E->nsecrets; i++) {
+        st_redact(row->failure_detail, E->secrets[i]);
+        st_redact(row->log_tail, E->secrets[i]);
+    }
+}
 
 static void fill_failure(st_config_row *row, st_fail_class c, const char *detail, const char *log_path,
                          const char *secret)
@@ -314,18 +328,43 @@ static int engine_start(sweep *S, const st_spec_config *c, engine *E, st_config_
         }
         st_proc_opts po = { .argv = E->l.argv.v, .env_key = keys, .env_val = vals, .n_env = ne,
                             .log_path = E->log_path };
-        /* argv must be NULL-terminated */
+        /* argv (NULL-terminated), with ${VAR} in the flags expanded now: the stored command line
+         * keeps the reference, never the value. */
         char **argv = calloc((size_t)E->l.argv.n + 1, sizeof(char *));
         if (!argv) {
             fill_failure(row, ST_FAIL_EXEC, "out of memory", NULL, NULL);
             return -1;
         }
-        memcpy(argv, E->l.argv.v, sizeof(char *) * (size_t)E->l.argv.n);
-        po.argv = argv;
-        int rc = st_proc_start(&E->proc, &po, err, sizeof err);
+        int rc = 0;
+        for (int i = 0; i < E->l.argv.n && !rc; i++) {
+            const char *t = E->l.argv.v[i];
+            if (!strstr(t, "${")) {
+                argv[i] = strdup(t);
+                continue;
+            }
+            char val[8192];
+            if (st_env_expand(t, val, sizeof val, err, sizeof err)) {
+                rc = -1;
+                break;
+            }
+            argv[i] = strdup(val);
+            if (E->nsecrets < 8 && val[0])
+                E->secrets[E->nsecrets++] = strdup(val);
+        }
+        if (!rc) {
+            po.argv = argv;
+            rc = st_proc_start(&E->proc, &po, err, sizeof err);
+        } else {
+            char d[400];
+            snprintf(d, sizeof d, "the flags: %.380s", err);
+            snprintf(err, sizeof err, "%s", d);
+        }
+        for (int i = 0; i < E->l.argv.n; i++)
+            free(argv[i]);
         free(argv);
         if (rc) {
             fill_failure(row, ST_FAIL_EXEC, err, E->log_path, E->api_key);
+            redact_row(row, E);
             return -1;
         }
         E->started = 1;
@@ -341,6 +380,7 @@ static int engine_start(sweep *S, const st_spec_config *c, engine *E, st_config_
             st_fail_class fc = st_proc_classify(tail, 1, E->proc.wstatus, 0, detail, sizeof detail);
             free(tail);
             fill_failure(row, fc, detail, E->log_path, E->api_key);
+            redact_row(row, E);
             return -1;
         }
         st_probe_result pr = st_adapter_probe(&E->l, 2.0, detail, sizeof detail);
@@ -348,12 +388,14 @@ static int engine_start(sweep *S, const st_spec_config *c, engine *E, st_config_
             break;
         if (pr == ST_PROBE_WRONG_SERVER) {
             fill_failure(row, ST_FAIL_WRONG_SERVER, detail, E->started ? E->log_path : NULL, E->api_key);
+            redact_row(row, E);
             return -1;
         }
         if (st_ns_to_s(st_now() - t0) > s->timeouts.startup_s) {
             char d2[700];
             snprintf(d2, sizeof d2, "not ready after %.0f s (last probe: %s)", s->timeouts.startup_s, detail);
             fill_failure(row, ST_FAIL_TIMEOUT, d2, E->started ? E->log_path : NULL, E->api_key);
+            redact_row(row, E);
             return -1;
         }
         /* Probe often at first (the emulator starts in milliseconds), then every 250 ms. */
@@ -365,6 +407,34 @@ static int engine_start(sweep *S, const st_spec_config *c, engine *E, st_config_
     free(row->facts);
     row->facts = engine_facts(E);
     return 0;
+}
+
+/* The engine may print its own arguments (vLLM logs its non-default args, the API key
+ * included): once it has stopped, its log is rewritten with every secret replaced by ***. */
+static void redact_log(const engine *E)
+{
+    if (!E->nsecrets && !(E->api_key && *E->api_key))
+        return;
+    FILE *f = fopen(E->log_path, "rb");
+    if (!f)
+        return;
+    size_t cap = 64u << 20;
+    char *buf = malloc(cap + 1);
+    size_t n = buf ? fread(buf, 1, cap, f) : 0;
+    fclose(f);
+    if (!buf)
+        return;
+    buf[n] = '\0';
+    /* bytes after a NUL (binary junk) are dropped with it */
+    for (int i = 0; i < E->nsecrets; i++)
+        st_redact(buf, E->secrets[i]);
+    st_redact(buf, E->api_key);
+    f = fopen(E->log_path, "wb");
+    if (f) {
+        fwrite(buf, 1, strlen(buf), f);
+        fclose(f);
+    }
+    free(buf);
 }
 
 static void engine_stop(sweep *S, engine *E)
@@ -379,7 +449,13 @@ static void engine_stop(sweep *S, engine *E)
             fclose(lf);
         }
         E->started = 0;
+        E->stopped = 1;
     }
+    if (E->stopped)
+        redact_log(E);
+    for (int i = 0; i < E->nsecrets; i++)
+        free(E->secrets[i]);
+    E->nsecrets = 0;
     st_launch_free(&E->l);
 }
 
@@ -851,6 +927,7 @@ static int run_config(sweep *S, int ci)
             } else {
                 fill_failure(&row, ST_FAIL_HANG, detail, E.log_path, E.api_key);
             }
+            redact_row(&row, &E);
             free(run.verdict);
             run.verdict = strdup("error");
             char w2[800];

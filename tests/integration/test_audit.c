@@ -429,6 +429,34 @@ static void resume_after_interrupt(void **state)
     nothing_left(out);
 }
 
+/* The API key reaches the engine (--api-key from ${VAR}) and the requests, and nothing that
+ * servetune writes holds it: database, reports, logs. */
+static void api_key_is_never_written(void **state)
+{
+    (void)state;
+    const char *key = "sk-audit-test-7f3a9c1e";
+    setenv("ST_AUDIT_TEST_KEY", key, 1);
+    char spec[512], out[512];
+    snprintf(spec, sizeof spec, "%s/spec.yaml", tmp);
+    snprintf(out, sizeof out, "%s/out", tmp);
+    write_spec(spec, "emulator", "  api_key_env: ST_AUDIT_TEST_KEY\n", ", --api-key, '${ST_AUDIT_TEST_KEY}'", "2", "",
+               "");
+    const char *args[] = { "audit", spec, "-o", out, "--quiet", NULL };
+    assert_int_equal(run_servetune(args, NULL, 120, 0, NULL), 0);
+    unsetenv("ST_AUDIT_TEST_KEY");
+    json_t *j = load_json(out);
+    assert_string_equal(status_of(j, "baseline"), "ok"); /* so the key was used: the engine requires it */
+    const char *cmd = json_string_value(json_object_get(config_named(j, "baseline"), "command"));
+    assert_non_null(strstr(cmd, "${ST_AUDIT_TEST_KEY}"));
+    json_decref(j);
+    char grep[1024];
+    snprintf(grep, sizeof grep, "grep -rqa -- '%s' '%s'", key, out);
+    assert_int_not_equal(system(grep), 0);
+    char log[600];
+    snprintf(log, sizeof log, "%s/servetune.out", tmp);
+    assert_false(file_has(log, key));
+}
+
 /* An endpoint: a server that is already running (here an emulator the test starts itself) is
  * audited without being started or stopped by servetune. */
 static void endpoint_is_used_not_managed(void **state)
@@ -489,6 +517,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(crash_and_hang_mid_run, setup, teardown),
         cmocka_unit_test_setup_teardown(resume_after_interrupt, setup, teardown),
         cmocka_unit_test_setup_teardown(endpoint_is_used_not_managed, setup, teardown),
+        cmocka_unit_test_setup_teardown(api_key_is_never_written, setup, teardown),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }

@@ -85,6 +85,9 @@ static void validation_errors_name_file_and_line(void **state)
         { "configurations:\n  - name: x\n    env: {HF_TOKEN: hf_abc}\n", 0, "t.yaml:12: configurations[x].env: HF_TOKEN looks like a secret" },
         { "configurations:\n  - name: 'a b'\n", 0, "t.yaml:11: configurations: name 'a b'" },
         { "configurations:\n  - name: x\n    add_flags: ['8192']\n", 0, "must start with a flag" },
+        { "configurations:\n  - name: x\n    add_flags: [--api-key, sk-123]\n", 0,
+          "t.yaml:12: configurations[x].add_flags: --api-key looks like a secret" },
+        { "configurations:\n  - name: x\n    add_flags: ['--hf-token=hf_1']\n", 0, "--hf-token looks like a secret" },
         { "configurations: []\n", 0, "t.yaml:10: configurations: the list is empty" },
         { "warmup_requests: -1\n", 0, "t.yaml:10: warmup_requests: must be at least 0" },
         /* whole specs */
@@ -135,8 +138,9 @@ static void secret_reference_and_extra_slo_terms_accepted(void **state)
     (void)state;
     st_spec s;
     char err[512] = "";
-    int rc = parse_with("configurations:\n  - name: x\n    env: {HF_TOKEN: '${HF_TOKEN}', OTHER: plain}\n", &s, err,
-                        sizeof err);
+    int rc = parse_with("configurations:\n  - name: x\n    env: {HF_TOKEN: '${HF_TOKEN}', OTHER: plain}\n"
+                        "    add_flags: [--api-key, '${MY_KEY}', --max-num-seqs, '8']\n",
+                        &s, err, sizeof err);
     if (rc)
         fail_msg("%s", err);
     assert_string_equal(s.configs[0].env.val[0], "${HF_TOKEN}");
