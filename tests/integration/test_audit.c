@@ -128,9 +128,22 @@ static int run_servetune(const char *const *args, const char *path_prefix, doubl
         struct timespec ts = { 0, 20000000 };
         nanosleep(&ts, NULL);
     }
-    if (WIFEXITED(st))
-        return WEXITSTATUS(st);
-    return 128 + WTERMSIG(st);
+    int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    if (rc != 0) {
+        /* for the test log: what servetune said */
+        FILE *lf = fopen(logp, "rb");
+        if (lf) {
+            static char tail[4096];
+            fseek(lf, 0, SEEK_END);
+            long sz = ftell(lf);
+            fseek(lf, sz > 4000 ? sz - 4000 : 0, SEEK_SET);
+            size_t got = fread(tail, 1, sizeof tail - 1, lf);
+            tail[got] = '\0';
+            fclose(lf);
+            fprintf(stderr, "# servetune exited %d; its output ends:\n%s\n", rc, tail);
+        }
+    }
+    return rc;
 }
 
 static json_t *load_json(const char *dir)
@@ -439,10 +452,19 @@ static void api_key_is_never_written(void **state)
     char spec[512], out[512];
     snprintf(spec, sizeof spec, "%s/spec.yaml", tmp);
     snprintf(out, sizeof out, "%s/out", tmp);
-    write_spec(spec, "emulator", "  api_key_env: ST_AUDIT_TEST_KEY\n", ", --api-key, '${ST_AUDIT_TEST_KEY}'", "2", "",
-               "");
+    /* a `vllm` that prints its arguments first, as vLLM does with its non-default args */
+    char bin[512], vllm[600];
+    snprintf(bin, sizeof bin, "%s/bin", tmp);
+    mkdir(bin, 0755);
+    snprintf(vllm, sizeof vllm, "%s/vllm", bin);
+    FILE *f = fopen(vllm, "w");
+    assert_non_null(f);
+    fprintf(f, "#!/bin/sh\necho \"args: $*\"\nexec '%s' emulate \"$@\"\n", st_test_bin());
+    fclose(f);
+    chmod(vllm, 0755);
+    write_spec(spec, "vllm", "  api_key_env: ST_AUDIT_TEST_KEY\n", ", --api-key, '${ST_AUDIT_TEST_KEY}'", "2", "", "");
     const char *args[] = { "audit", spec, "-o", out, "--quiet", NULL };
-    assert_int_equal(run_servetune(args, NULL, 120, 0, NULL), 0);
+    assert_int_equal(run_servetune(args, bin, 120, 0, NULL), 0);
     unsetenv("ST_AUDIT_TEST_KEY");
     json_t *j = load_json(out);
     assert_string_equal(status_of(j, "baseline"), "ok"); /* so the key was used: the engine requires it */
@@ -455,6 +477,9 @@ static void api_key_is_never_written(void **state)
     char log[600];
     snprintf(log, sizeof log, "%s/servetune.out", tmp);
     assert_false(file_has(log, key));
+    snprintf(log, sizeof log, "%s/logs/baseline.log", out);
+    assert_true(file_has(log, "args: serve Qwen/Qwen3-8B")); /* the engine did print its arguments... */
+    assert_true(file_has(log, "--api-key ***"));           /* ...and the key was redacted */
 }
 
 /* An endpoint: a server that is already running (here an emulator the test starts itself) is
