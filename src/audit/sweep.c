@@ -601,7 +601,8 @@ static void on_tick(void *arg, const st_runner_progress *p)
 /* Runs one rate. Fills row (owned strings) and rr; returns 0, 1 when interrupted (nothing to
  * store), -1 on an error that leaves no run (row->why says why). */
 static int run_rate(sweep *S, const st_spec_config *c, engine *E, double rate, st_run_row *row,
-                    st_metric_sample **samples, uint32_t *nsamples, st_record **recs_out, uint32_t *nrecs_out)
+                    st_metric_sample **samples, uint32_t *nsamples, st_record **recs_out, uint32_t *nrecs_out,
+                    uint32_t *errors_out)
 {
     const st_spec *s = S->spec;
     char err[512];
@@ -666,6 +667,7 @@ static int run_rate(sweep *S, const st_spec_config *c, engine *E, double rate, s
     st_audit_scale_records(out.records, out.n, K);
     st_rate_figures f;
     st_audit_figures(&s->slo, out.records, out.n, n, row, &f);
+    *errors_out = f.errors;
     f.stopped_early = R.early_stopped;
     row->stopped_early = R.early_stopped;
     if (R.early_stopped) {
@@ -888,7 +890,8 @@ static int run_config(sweep *S, int ci)
         st_record *recs = NULL;
         uint32_t nrecs = 0;
         st_ns t0 = st_now();
-        int r = run_rate(S, c, &E, nx.rate, &run, &samples, &ns, &recs, &nrecs);
+        uint32_t errors = 0;
+        int r = run_rate(S, c, &E, nx.rate, &run, &samples, &ns, &recs, &nrecs, &errors);
         double took = st_ns_to_s(st_now() - t0);
         if (r == 1) {
             free(samples);
@@ -907,12 +910,15 @@ static int run_config(sweep *S, int ci)
         int died = E.started && !st_proc_alive(&E.proc);
         int hung = 0;
         char detail[600] = "";
-        if (!died && run.failed > 0 && s->engine.kind != ST_ENGINE_ENDPOINT) {
+        if (!died && errors > 0 && s->engine.kind != ST_ENGINE_ENDPOINT) {
+            /* Requests failed (not just aborted by an early stop): is the engine still answering? */
             st_buf body;
             st_buf_init(&body, 65536);
             int hs;
             char e2[256];
-            hung = st_http_get(E.l.host, E.l.port, E.l.health_path, NULL, 3, &hs, &body, e2, sizeof e2) != 0;
+            hung = 1;
+            for (int tries = 0; tries < 2 && hung; tries++)
+                hung = st_http_get(E.l.host, E.l.port, E.l.health_path, NULL, 5, &hs, &body, e2, sizeof e2) != 0;
             if (hung)
                 snprintf(detail, sizeof detail, "/health did not answer after the run (%s)", e2);
             st_buf_free(&body);
