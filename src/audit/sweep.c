@@ -910,8 +910,8 @@ static int run_config(sweep *S, int ci)
         int died = E.started && !st_proc_alive(&E.proc);
         int hung = 0;
         char detail[600] = "";
-        if (!died && errors > 0 && s->engine.kind != ST_ENGINE_ENDPOINT) {
-            /* Requests failed (not just aborted by an early stop): is the engine still answering? */
+        if (!died && (errors > 0 || run.stopped_early) && s->engine.kind != ST_ENGINE_ENDPOINT) {
+            /* Requests failed, or the run stopped early: is the engine still answering? */
             st_buf body;
             st_buf_init(&body, 65536);
             int hs;

@@ -53,7 +53,7 @@ static void write_spec(const char *path, const char *kind, const char *extra_eng
     assert_non_null(f);
     fprintf(f,
             "engine:\n  kind: %s\n  model: Qwen/Qwen3-8B\n%s"
-            "  flags: [--gpu, H100, --time-scale, '20', --max-model-len, '4096'%s]\n"
+            "  flags: [--gpu, H100, --time-scale, '20', --max-model-len, '4096', --seed, '%d'%s]\n"
             "hardware: {gpu: H100, gpus_per_replica: 1, price_per_gpu_hour: 2.0}\n"
             "peak_rate: 10\n"
             "workload: {input_tokens: 256, output_tokens: 16, requests_per_rate: 24, seed: 3}\n"
@@ -61,7 +61,7 @@ static void write_spec(const char *path, const char *kind, const char *extra_eng
             "slo: {ttft_p95_ms: 20000, tpot_p95_ms: 2000}\n"
             "timeouts: {startup: 8s, request: 60s, stop_grace: 2s}\n"
             "%s%s",
-            kind, extra_engine, flags, rates, configs, extra);
+            kind, extra_engine, (int)getpid(), flags, rates, configs, extra);
     fclose(f);
 }
 
@@ -195,7 +195,9 @@ static void nothing_left(const char *marker)
 {
     char cmd[512];
     (void)marker;
-    snprintf(cmd, sizeof cmd, "pgrep -f -- '[-]-time-scale 20 --max-model-len 4096' >/dev/null 2>&1");
+    /* Only this test process's engines: their flags carry --seed <our pid> (other test runs may
+     * be going on on the same machine). */
+    snprintf(cmd, sizeof cmd, "pgrep -f -- '[-]-max-model-len 4096 --seed %d( |$)' >/dev/null 2>&1", (int)getpid());
     for (int i = 0; i < 50; i++) {
         if (system(cmd) != 0)
             return;
