@@ -893,6 +893,7 @@ static void fill_progress(runner *r, st_runner_progress *p)
 {
     p->elapsed = rel_now(r);
     p->total = r->n;
+    p->records = r->rec;
     p->arrived = r->arrived;
     p->sent = r->sent;
     p->completed = r->completed;

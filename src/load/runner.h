@@ -60,6 +60,8 @@ typedef struct st_runner_progress {
     uint32_t total, arrived, sent, completed, failed, in_flight, waiting;
     uint64_t output_tokens; /* token events' tokens so far */
     uint32_t connections;   /* open connections */
+    const st_record *records; /* the run's records so far (total of them; read-only, valid during the
+                                 callback): the audit's early stop reads them */
 } st_runner_progress;
 
 typedef void (*st_runner_cb)(void *arg, const st_runner_progress *p);
