@@ -603,14 +603,17 @@ static void draw_refs(W *w, const st_svg_ref *refs, uint32_t n, const scale *x, 
                "stroke-width=\"1.5\" stroke-dasharray=\"5 4\"/>",
                x->p0, p, x->p1, p, col);
         if (rf->label && *rf->label) {
-            if (rf->vertical)
-                wp(w, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" fill=\"%s\" font-weight=\"600\"",
-                   p + 4, y->p1 + 12, col);
-            else
+            if (rf->vertical) /* near the bottom, on the side with room */
                 wp(w,
-                   "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" font-size=\"11\" fill=\"%s\" "
+                   "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\" font-size=\"11\" fill=\"%s\" "
                    "font-weight=\"600\"",
-                   x->p1 - 4, p - 4, col);
+                   p + (p + 8 + text_w(rf->label, 11) > x->p1 ? -4 : 4), y->p0 - 6,
+                   p + 8 + text_w(rf->label, 11) > x->p1 ? "end" : "start", col);
+            else
+                wp(w, /* at the left end: low load, where lines usually are below */
+                   "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" fill=\"%s\" "
+                   "font-weight=\"600\"",
+                   x->p0 + 6, p - 4, col);
             halo_text_attrs(w);
             wp(w, ">");
             wtext(w, rf->label);
