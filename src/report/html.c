@@ -690,7 +690,7 @@ static void run_chart(H *h, const st_html_config *c, const st_html_run *run)
     else
         missing[nm++] = "waiting";
     if (!all_nan(run->samples, n, offsetof(st_html_sample, preemptions)))
-        se[ns++] = (st_svg_series){.name = "preemptions", .x = t, .y = pr, .n = n, .color = 7,
+        se[ns++] = (st_svg_series){.name = "preemptions", .x = t, .y = pr, .n = n, .color = 5,
                                    .secondary = 1, .dashed = 1, .width = 1.6};
     else
         missing[nm++] = "preemptions";

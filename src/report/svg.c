@@ -9,7 +9,7 @@
 /* Okabe-Ito based, colour-blind safe, readable on white and in grey-scale print. */
 static const char *const palette[ST_SVG_PALETTE] = {
     "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00",
-    "#56B4E9", "#332288", "#882255", "#117733", "#6B7280",
+    "#882255", "#56B4E9", "#332288", "#117733", "#6B7280",
 };
 #define GREY "#6B7280"
 #define SLO_RED "#B91C1C"

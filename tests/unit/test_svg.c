@@ -239,7 +239,10 @@ static void bars_chart(void **state)
     assert_non_null(strstr(b.data, ">current</text>"));
     assert_non_null(strstr(b.data, "font-weight=\"700\">fp8-all</text>"));
     /* the longer bar is longer */
-    const char *r1 = strstr(b.data, "fill=\"#56B4E9\""), *r0 = strstr(b.data, "fill=\"#0072B2\"");
+    char f5[32], f0[32];
+    snprintf(f5, sizeof f5, "fill=\"%s\"", st_svg_color(5));
+    snprintf(f0, sizeof f0, "fill=\"%s\"", st_svg_color(0));
+    const char *r1 = strstr(b.data, f5), *r0 = strstr(b.data, f0);
     assert_non_null(r1);
     assert_non_null(r0);
     double w1 = 0, w0 = 0;
