@@ -570,7 +570,8 @@ static void rate_charts(H *h, const st_html_report *r)
     hp(h, "<figcaption>TPOT = (end &minus; first token) &divide; (output tokens &minus; 1). The "
           "dashed red line is the TPOT SLO%s.", cp.y.log ? " (log scale)" : "");
     if (inf_points)
-        hp(h, " Runs at rate inf (all requests at once) are in the table, not on these axes.");
+        hp(h, " The rate inf (all requests sent at once) sits apart at the right end of the rate "
+              "axis.");
     hp(h, "</figcaption></figure></div>\n");
 out:
     free(st);

@@ -205,6 +205,8 @@ typedef struct scale {
     double ticks[MAX_TICKS];
     int nt;
     double step; /* linear tick spacing (0 on a log axis) */
+    int has_inf;   /* x axis only: +inf values sit in a slot right of p1 (rate "inf") */
+    double inf_px, p_end; /* the slot's centre and the plot's right edge */
 } scale;
 
 static double nice_step(double x)
@@ -350,12 +352,16 @@ static void scale_fit(scale *s, const st_svg_axis *ax, double dmin, double dmax,
 
 static int usable(const scale *s, double v)
 {
+    if (s->has_inf && isinf(v) && v > 0)
+        return 1;
     return isfinite(v) && (!s->log || v > 0);
 }
 
 static double sc_map(const scale *s, double v)
 {
     double a = s->lo, b = s->hi, t = v;
+    if (s->has_inf && isinf(v) && v > 0)
+        return s->inf_px;
     if (s->log) {
         a = log10(s->lo);
         b = log10(s->hi);
@@ -489,10 +495,11 @@ static void draw_axes(W *w, const scale *x, const scale *y, const scale *y2, con
 {
     char t[64];
     double top = y->p1, bottom = y->p0, left = x->p0, right = x->p1;
+    double rend = x->has_inf ? x->p_end : right; /* right edge of the plot, inf slot included */
     for (int i = 0; i < y->nt; i++) {
         double py = sc_map(y, y->ticks[i]);
         wp(w, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\"/>", left, py,
-           right, py, GRID);
+           rend, py, GRID);
         tick_label(y, y->ticks[i], t, sizeof t);
         wp(w, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" fill=\"%s\">%s</text>", left - 6,
            py + 4, MUTED, t);
@@ -509,19 +516,31 @@ static void draw_axes(W *w, const scale *x, const scale *y, const scale *y2, con
         for (int i = 0; i < y2->nt; i++) {
             double py = sc_map(y2, y2->ticks[i]);
             tick_label(y2, y2->ticks[i], t, sizeof t);
-            wp(w, "<text x=\"%.1f\" y=\"%.1f\" fill=\"%s\">%s</text>", right + 6, py + 4, MUTED,
+            wp(w, "<text x=\"%.1f\" y=\"%.1f\" fill=\"%s\">%s</text>", rend + 6, py + 4, MUTED,
                t);
         }
+    }
+    if (x->has_inf) { /* the "inf" slot, set off from the axis by a break mark */
+        wp(w, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\"/>",
+           x->inf_px, top, x->inf_px, bottom, GRID);
+        wp(w, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"%s\">inf</text>",
+           x->inf_px, bottom + 15, MUTED);
+        double mid = (right + x->inf_px) / 2;
+        wp(w,
+           "<path d=\"M%.1f %.1fH%.1fM%.1f %.1fH%.1fM%.1f %.1fl4 -8M%.1f %.1fl4 -8\" "
+           "fill=\"none\" stroke=\"%s\"/>",
+           right, bottom, mid - 4, mid + 4, bottom, x->p_end, mid - 6, bottom + 4, mid - 1,
+           bottom + 4, AXIS);
     }
     wp(w,
        "<path d=\"M%.1f %.1fV%.1fH%.1f\" fill=\"none\" stroke=\"%s\"/>", left, top, bottom,
        right, AXIS);
     if (y2)
-        wp(w, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\"/>", right, top,
-           right, bottom, AXIS);
+        wp(w, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\"/>", rend, top,
+           rend, bottom, AXIS);
     if (xl && *xl) {
         wp(w, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"12\" fill=\"%s\">",
-           (left + right) / 2, bottom + 32, INK);
+           (left + rend) / 2, bottom + 32, INK);
         wtext(w, xl);
         wp(w, "</text>");
     }
@@ -601,7 +620,7 @@ static void draw_refs(W *w, const st_svg_ref *refs, uint32_t n, const scale *x, 
             wp(w,
                "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
                "stroke-width=\"1.5\" stroke-dasharray=\"5 4\"/>",
-               x->p0, p, x->p1, p, col);
+               x->p0, p, x->has_inf ? x->p_end : x->p1, p, col);
         if (rf->label && *rf->label) {
             if (rf->vertical) /* near the bottom, on the side with room */
                 wp(w,
@@ -672,10 +691,22 @@ int st_svg_line(st_buf *b, const st_svg_line_chart *c)
     double right = width - 14;
     if (has_y2)
         right = width - (8 + (c->y2.label && *c->y2.label ? 18 : 0) + ticks_max_w(&y2s, 11) + 8);
+    int x_inf = 0;
+    for (uint32_t s = 0; s < c->n_series; s++)
+        for (uint32_t i = 0; c->series[s].x && c->series[s].y && i < c->series[s].n; i++)
+            if (isinf(c->series[s].x[i]) && c->series[s].x[i] > 0 && isfinite(c->series[s].y[i]))
+                x_inf = 1;
     data_range(c, 0, c->x.log, &mn, &mx);
     scale_fit(&xs, &c->x, mn, mx, (int)((right - left) / 80));
     xs.p0 = left;
     xs.p1 = right;
+    xs.p_end = right;
+    if (x_inf) {
+        double slot = (right - left) * 0.09 < 40 ? 40 : (right - left) * 0.09;
+        xs.has_inf = 1;
+        xs.p1 = right - slot;
+        xs.inf_px = right - slot * 0.35;
+    }
     ys.p0 = plot_bottom;
     ys.p1 = top;
     y2s.p0 = plot_bottom;

@@ -338,6 +338,39 @@ static void empty_and_degenerate(void **state)
     st_buf_free(&b);
 }
 
+static void inf_rate_slot(void **state)
+{
+    (void)state;
+    const double x[] = {1, 2, 4, INFINITY}, y[] = {100, 200, 900, 5000};
+    const signed char pass[] = {1, 1, 0, 0};
+    st_svg_series s = {.name = "a", .x = x, .y = y, .n = 4, .pass = pass, .color = 0};
+    st_svg_ref ref = {1500, 0, "SLO", -1};
+    st_svg_line_chart c = {.width = 500, .height = 300, .x = {"rate", 1, NAN, NAN, 0, 0},
+                           .y = {"ms", 1, NAN, NAN, 0, 0}, .series = &s, .n_series = 1,
+                           .refs = &ref, .n_refs = 1};
+    st_buf b;
+    st_buf_init(&b, 1 << 20);
+    assert_int_equal(st_svg_line(&b, &c), 0);
+    assert_int_equal(count(b.data, ">inf</text>"), 1);
+    assert_int_equal(count(b.data, "stroke-width=\"2.2\""), 2); /* both failures drawn */
+    /* the inf point is right of every finite point: its cross is the last marker */
+    const char *last = NULL, *p = b.data;
+    while ((p = strstr(p, "stroke-width=\"2.2\"")) != NULL)
+        last = p++;
+    const char *m = last;
+    while (strncmp(m, "<path d=\"M", 10) != 0)
+        m--;
+    double inf_x = atof(m + 10) + 4;
+    assert_true(inf_x > 400 && inf_x < 500);
+    assert_null(strstr(b.data, "nan"));
+    /* without an inf point there is no slot */
+    s.n = 3;
+    st_buf_reset(&b);
+    assert_int_equal(st_svg_line(&b, &c), 0);
+    assert_null(strstr(b.data, ">inf</text>"));
+    st_buf_free(&b);
+}
+
 static void deterministic_and_bounded(void **state)
 {
     (void)state;
@@ -377,6 +410,7 @@ int main(void)
         cmocka_unit_test(bars_chart),
         cmocka_unit_test(cdf_and_histogram),
         cmocka_unit_test(empty_and_degenerate),
+        cmocka_unit_test(inf_rate_slot),
         cmocka_unit_test(deterministic_and_bounded),
     };
     return cmocka_run_group_tests(t, 0, 0);
