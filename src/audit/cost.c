@@ -1,0 +1,48 @@
+#include "audit/cost.h"
+
+#include <math.h>
+#include <string.h>
+
+int st_cost_compute(const st_cost_in *in, st_cost *out)
+{
+    memset(out, 0, sizeof *out);
+    out->usd_per_1m = NAN;
+    out->monthly_usd = NAN;
+    out->replica_hour_usd = in->price_per_gpu_hour * in->gpus_per_replica;
+    if (!(in->capacity_rps > 0) || !(in->output_tps > 0) || !isfinite(in->capacity_rps) ||
+        !isfinite(in->output_tps) || in->gpus_per_replica < 1 || !(in->price_per_gpu_hour > 0))
+        return -1;
+    out->valid = 1;
+    out->usd_per_1m = in->price_per_gpu_hour * in->gpus_per_replica / (in->output_tps * 3600.0) * 1e6;
+    double r = in->peak_rps / in->capacity_rps;
+    /* ceil of a ratio that is an integer up to rounding (e.g. 40 / 8.000000000001) must not
+     * add a replica: compare with a relative tolerance of 1e-9. */
+    double c = ceil(r);
+    if (c - r > 1 - 1e-9)
+        c -= 1;
+    out->replicas = in->peak_rps > 0 ? (long)c : 0;
+    if (out->replicas < 1 && in->peak_rps > 0)
+        out->replicas = 1;
+    out->monthly_usd = (double)out->replicas * in->gpus_per_replica * in->price_per_gpu_hour * ST_COST_HOURS_PER_MONTH;
+    return 0;
+}
+
+double st_cost_rel_change(double value, double base)
+{
+    if (!isfinite(value) || !isfinite(base) || base == 0)
+        return NAN;
+    return (value - base) / base;
+}
+
+int st_cost_pick(const st_cost_pick_in *c, int n)
+{
+    int best = -1;
+    for (int i = 0; i < n; i++) {
+        if (!c[i].passed || !isfinite(c[i].usd_per_1m))
+            continue;
+        if (best < 0 || c[i].usd_per_1m < c[best].usd_per_1m ||
+            (c[i].usd_per_1m == c[best].usd_per_1m && c[i].capacity_rps > c[best].capacity_rps))
+            best = i;
+    }
+    return best;
+}

@@ -1,0 +1,952 @@
+#include "audit/spec.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <yaml.h>
+
+#include "core/parse.h"
+
+#define SPEC_MAX_BYTES (1u << 20)
+#define SPEC_MAX_LIST 256
+
+static const char *engine_names[ST_ENGINE__COUNT] = {
+    [ST_ENGINE_VLLM] = "vllm",         [ST_ENGINE_SGLANG] = "sglang",
+    [ST_ENGINE_TGI] = "tgi",           [ST_ENGINE_LLAMACPP] = "llamacpp",
+    [ST_ENGINE_EMULATOR] = "emulator", [ST_ENGINE_ENDPOINT] = "endpoint",
+};
+
+const char *st_engine_kind_name(st_engine_kind k)
+{
+    return (k >= 0 && k < ST_ENGINE__COUNT) ? engine_names[k] : "unknown";
+}
+
+int st_engine_kind_from_name(const char *s, st_engine_kind *out)
+{
+    for (int i = 0; i < ST_ENGINE__COUNT; i++)
+        if (s && !strcmp(s, engine_names[i])) {
+            *out = (st_engine_kind)i;
+            return 0;
+        }
+    return -1;
+}
+
+static const char *metric_names[ST_SLO__COUNT] = { "ttft", "tpot", "itl", "e2e" };
+
+const char *st_slo_metric_name(st_slo_metric m)
+{
+    return (m >= 0 && m < ST_SLO__COUNT) ? metric_names[m] : "unknown";
+}
+
+void st_strv_free(st_strv *v)
+{
+    for (int i = 0; i < v->n; i++)
+        free(v->v[i]);
+    free(v->v);
+    v->v = NULL;
+    v->n = 0;
+}
+
+int st_strv_push(st_strv *v, const char *s)
+{
+    char **nv = realloc(v->v, sizeof(char *) * (size_t)(v->n + 1));
+    if (!nv)
+        return -1;
+    v->v = nv;
+    if (!(v->v[v->n] = strdup(s)))
+        return -1;
+    v->n++;
+    return 0;
+}
+
+static void envv_free(st_envv *e)
+{
+    for (int i = 0; i < e->n; i++) {
+        free(e->key[i]);
+        free(e->val[i]);
+    }
+    free(e->key);
+    free(e->val);
+    memset(e, 0, sizeof *e);
+}
+
+void st_spec_free(st_spec *s)
+{
+    if (!s)
+        return;
+    free(s->path);
+    st_strv_free(&s->engine.command);
+    free(s->engine.model);
+    free(s->engine.served_name);
+    st_strv_free(&s->engine.flags);
+    envv_free(&s->engine.env);
+    free(s->engine.url);
+    free(s->engine.api);
+    free(s->engine.api_key_env);
+    free(s->hardware.gpu);
+    free(s->workload.trace);
+    free(s->workload.arrival);
+    free(s->rates);
+    for (int i = 0; i < s->n_configs; i++) {
+        st_spec_config *c = &s->configs[i];
+        free(c->name);
+        st_strv_free(&c->add_flags);
+        st_strv_free(&c->remove_flags);
+        free(c->model);
+        envv_free(&c->env);
+        free(c->reason);
+    }
+    free(s->configs);
+    memset(s, 0, sizeof *s);
+}
+
+/* ---- parsing context ---- */
+
+typedef struct pctx {
+    yaml_document_t *doc;
+    const char *name;
+    char *err;
+    size_t errlen;
+    int failed;
+} pctx;
+
+static int failf(pctx *p, const yaml_node_t *n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int failf(pctx *p, const yaml_node_t *n, const char *fmt, ...)
+{
+    if (p->failed)
+        return -1;
+    p->failed = 1;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (n)
+        snprintf(p->err, p->errlen, "%s:%zu: %s", p->name, n->start_mark.line + 1, msg);
+    else
+        snprintf(p->err, p->errlen, "%s: %s", p->name, msg);
+    return -1;
+}
+
+static yaml_node_t *node(pctx *p, int id) { return yaml_document_get_node(p->doc, id); }
+
+static const char *scalar(const yaml_node_t *n)
+{
+    return (n && n->type == YAML_SCALAR_NODE) ? (const char *)n->data.scalar.value : NULL;
+}
+
+/* A key table: the keys a mapping may hold. */
+typedef struct keydef {
+    const char *key;
+    yaml_node_t *val; /* filled */
+    yaml_node_t *keynode;
+} keydef;
+
+/* Fills keys[i].val from mapping n; unknown and duplicate keys are errors. */
+static int read_map(pctx *p, yaml_node_t *n, const char *what, keydef *keys, int nkeys)
+{
+    if (!n || n->type != YAML_MAPPING_NODE)
+        return failf(p, n, "%s: expected a mapping", what);
+    for (yaml_node_pair_t *pr = n->data.mapping.pairs.start; pr < n->data.mapping.pairs.top; pr++) {
+        yaml_node_t *k = node(p, pr->key), *v = node(p, pr->value);
+        const char *ks = scalar(k);
+        if (!ks)
+            return failf(p, k, "%s: keys must be plain words", what);
+        int found = 0;
+        for (int i = 0; i < nkeys; i++) {
+            if (strcmp(keys[i].key, ks))
+                continue;
+            if (keys[i].val)
+                return failf(p, k, "%s: duplicate key '%s' (first at line %zu)", what, ks,
+                             keys[i].keynode->start_mark.line + 1);
+            keys[i].val = v;
+            keys[i].keynode = k;
+            found = 1;
+        }
+        if (!found) {
+            char known[512] = "";
+            size_t off = 0;
+            for (int i = 0; i < nkeys && off < sizeof known; i++)
+                off += (size_t)snprintf(known + off, sizeof known - off, "%s%s", i ? ", " : "", keys[i].key);
+            return failf(p, k, "%s: unknown key '%s' (known: %s)", what, ks, known);
+        }
+    }
+    return 0;
+}
+
+static yaml_node_t *kv(keydef *keys, int nkeys, const char *key)
+{
+    for (int i = 0; i < nkeys; i++)
+        if (!strcmp(keys[i].key, key))
+            return keys[i].val;
+    return NULL;
+}
+
+static int get_str(pctx *p, yaml_node_t *n, const char *what, char **out)
+{
+    const char *s = scalar(n);
+    if (!s)
+        return failf(p, n, "%s: expected a string", what);
+    if (!*s)
+        return failf(p, n, "%s: must not be empty", what);
+    free(*out);
+    *out = strdup(s);
+    return *out ? 0 : failf(p, n, "out of memory");
+}
+
+static int get_double(pctx *p, yaml_node_t *n, const char *what, double *out, double lo, int lo_excl)
+{
+    const char *s = scalar(n);
+    double d;
+    if (!s || st_parse_double(s, &d) || !isfinite(d))
+        return failf(p, n, "%s: expected a number, got '%s'", what, s ? s : "(not a scalar)");
+    if (lo_excl ? d <= lo : d < lo)
+        return failf(p, n, "%s: must be %s %g, got %s", what, lo_excl ? ">" : ">=", lo, s);
+    *out = d;
+    return 0;
+}
+
+static int get_u32(pctx *p, yaml_node_t *n, const char *what, uint32_t *out, uint32_t lo)
+{
+    const char *s = scalar(n);
+    long l;
+    if (!s || st_parse_long(s, &l))
+        return failf(p, n, "%s: expected a whole number, got '%s'", what, s ? s : "(not a scalar)");
+    if (l < (long)lo || l > (long)UINT32_MAX)
+        return failf(p, n, "%s: must be at least %u, got %ld", what, lo, l);
+    *out = (uint32_t)l;
+    return 0;
+}
+
+static int get_bool(pctx *p, yaml_node_t *n, const char *what, int *out)
+{
+    const char *s = scalar(n);
+    if (s && (!strcasecmp(s, "true") || !strcasecmp(s, "yes") || !strcasecmp(s, "on")))
+        *out = 1;
+    else if (s && (!strcasecmp(s, "false") || !strcasecmp(s, "no") || !strcasecmp(s, "off")))
+        *out = 0;
+    else
+        return failf(p, n, "%s: expected true or false", what);
+    return 0;
+}
+
+static int get_strlist(pctx *p, yaml_node_t *n, const char *what, st_strv *out)
+{
+    if (!n || n->type != YAML_SEQUENCE_NODE)
+        return failf(p, n, "%s: expected a list of strings, e.g. [--flag, value]", what);
+    int count = (int)(n->data.sequence.items.top - n->data.sequence.items.start);
+    if (count > SPEC_MAX_LIST)
+        return failf(p, n, "%s: more than %d items", what, SPEC_MAX_LIST);
+    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
+        yaml_node_t *e = node(p, *it);
+        const char *s = scalar(e);
+        if (!s)
+            return failf(p, e, "%s: each item must be a string", what);
+        if (!*s)
+            return failf(p, e, "%s: empty item", what);
+        if (st_strv_push(out, s))
+            return failf(p, e, "out of memory");
+    }
+    return 0;
+}
+
+/* A secret must be referenced by name: a variable whose name looks like a credential may only
+ * hold a ${VAR} reference, so the spec (which is stored with the results) never holds one. */
+static int looks_secret(const char *name)
+{
+    static const char *words[] = { "KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL" };
+    char up[256];
+    size_t i;
+    for (i = 0; name[i] && i + 1 < sizeof up; i++)
+        up[i] = (char)toupper((unsigned char)name[i]);
+    up[i] = '\0';
+    for (size_t w = 0; w < sizeof words / sizeof *words; w++)
+        if (strstr(up, words[w]))
+            return 1;
+    return 0;
+}
+
+static int is_pure_ref(const char *v)
+{
+    size_t n = strlen(v);
+    if (n < 4 || v[0] != '$' || v[1] != '{' || v[n - 1] != '}')
+        return 0;
+    for (size_t i = 2; i + 1 < n; i++)
+        if (!(isalnum((unsigned char)v[i]) || v[i] == '_'))
+            return 0;
+    return 1;
+}
+
+static int valid_env_name(const char *k)
+{
+    if (!*k || isdigit((unsigned char)*k))
+        return 0;
+    for (; *k; k++)
+        if (!(isalnum((unsigned char)*k) || *k == '_'))
+            return 0;
+    return 1;
+}
+
+static int get_env(pctx *p, yaml_node_t *n, const char *what, st_envv *out)
+{
+    if (!n || n->type != YAML_MAPPING_NODE)
+        return failf(p, n, "%s: expected a mapping NAME: value", what);
+    for (yaml_node_pair_t *pr = n->data.mapping.pairs.start; pr < n->data.mapping.pairs.top; pr++) {
+        yaml_node_t *k = node(p, pr->key), *v = node(p, pr->value);
+        const char *ks = scalar(k), *vs = scalar(v);
+        if (!ks || !valid_env_name(ks))
+            return failf(p, k, "%s: '%s' is not a valid environment variable name", what, ks ? ks : "?");
+        if (!vs)
+            return failf(p, v, "%s: %s: expected a string value", what, ks);
+        for (int i = 0; i < out->n; i++)
+            if (!strcmp(out->key[i], ks))
+                return failf(p, k, "%s: duplicate variable '%s'", what, ks);
+        if (looks_secret(ks) && *vs && !is_pure_ref(vs))
+            return failf(p, v,
+                         "%s: %s looks like a secret: write a reference such as ${%s} (the spec is stored "
+                         "with the results; secrets never are)",
+                         what, ks, ks);
+        char **nk = realloc(out->key, sizeof(char *) * (size_t)(out->n + 1));
+        if (!nk)
+            return failf(p, k, "out of memory");
+        out->key = nk;
+        char **nv = realloc(out->val, sizeof(char *) * (size_t)(out->n + 1));
+        if (!nv)
+            return failf(p, k, "out of memory");
+        out->val = nv;
+        out->key[out->n] = strdup(ks);
+        out->val[out->n] = strdup(vs);
+        out->n++;
+        if (!out->key[out->n - 1] || !out->val[out->n - 1])
+            return failf(p, k, "out of memory");
+    }
+    return 0;
+}
+
+/* ---- sections ---- */
+
+static int parse_engine(pctx *p, yaml_node_t *n, st_spec *s)
+{
+    keydef k[] = { { "kind", 0, 0 },  { "command", 0, 0 }, { "model", 0, 0 },       { "served_model_name", 0, 0 },
+                   { "flags", 0, 0 }, { "env", 0, 0 },     { "url", 0, 0 },         { "api", 0, 0 },
+                   { "api_key_env", 0, 0 }, { "port", 0, 0 } };
+    int nk = (int)(sizeof k / sizeof *k);
+    if (read_map(p, n, "engine", k, nk))
+        return -1;
+    yaml_node_t *v;
+    if (!(v = kv(k, nk, "kind")))
+        return failf(p, n, "engine: 'kind' is required (vllm, sglang, tgi, llamacpp, emulator, endpoint)");
+    if (st_engine_kind_from_name(scalar(v), &s->engine.kind))
+        return failf(p, v, "engine.kind: unknown engine '%s' (vllm, sglang, tgi, llamacpp, emulator, endpoint)",
+                     scalar(v) ? scalar(v) : "?");
+    if (!(v = kv(k, nk, "model")))
+        return failf(p, n, "engine: 'model' is required");
+    if (get_str(p, v, "engine.model", &s->engine.model))
+        return -1;
+    if ((v = kv(k, nk, "served_model_name")) && get_str(p, v, "engine.served_model_name", &s->engine.served_name))
+        return -1;
+    if ((v = kv(k, nk, "command"))) {
+        if (s->engine.kind == ST_ENGINE_ENDPOINT)
+            return failf(p, v, "engine.command: an endpoint is already running; nothing is started");
+        if (get_strlist(p, v, "engine.command", &s->engine.command))
+            return -1;
+        if (s->engine.command.n == 0)
+            return failf(p, v, "engine.command: must not be empty (leave it out for the default)");
+    }
+    if ((v = kv(k, nk, "flags")) && get_strlist(p, v, "engine.flags", &s->engine.flags))
+        return -1;
+    if ((v = kv(k, nk, "env")) && get_env(p, v, "engine.env", &s->engine.env))
+        return -1;
+    if ((v = kv(k, nk, "url"))) {
+        if (get_str(p, v, "engine.url", &s->engine.url))
+            return -1;
+        if (strncmp(s->engine.url, "http://", 7) && strncmp(s->engine.url, "https://", 8))
+            return failf(p, v, "engine.url: expected http://HOST:PORT or https://..., got '%s'", s->engine.url);
+        if (s->engine.kind != ST_ENGINE_ENDPOINT)
+            return failf(p, v, "engine.url: only for kind endpoint (other engines are started on 127.0.0.1)");
+    } else if (s->engine.kind == ST_ENGINE_ENDPOINT) {
+        return failf(p, n, "engine: kind endpoint needs 'url'");
+    }
+    if ((v = kv(k, nk, "api"))) {
+        static const char *apis[] = { "completions", "chat", "tgi", "llamacpp", "sglang" };
+        int ok = 0;
+        for (size_t i = 0; i < sizeof apis / sizeof *apis; i++)
+            ok |= scalar(v) && !strcmp(scalar(v), apis[i]);
+        if (!ok)
+            return failf(p, v, "engine.api: unknown API '%s' (completions, chat, tgi, llamacpp, sglang)",
+                         scalar(v) ? scalar(v) : "?");
+        if (get_str(p, v, "engine.api", &s->engine.api))
+            return -1;
+    }
+    if ((v = kv(k, nk, "api_key_env"))) {
+        if (get_str(p, v, "engine.api_key_env", &s->engine.api_key_env))
+            return -1;
+        if (!valid_env_name(s->engine.api_key_env))
+            return failf(p, v, "engine.api_key_env: the NAME of an environment variable (the key itself is never "
+                               "written in a spec)");
+    }
+    if ((v = kv(k, nk, "port"))) {
+        uint32_t port;
+        if (get_u32(p, v, "engine.port", &port, 1))
+            return -1;
+        if (port > 65535)
+            return failf(p, v, "engine.port: must be 1..65535");
+        if (s->engine.kind == ST_ENGINE_ENDPOINT)
+            return failf(p, v, "engine.port: an endpoint's port is part of its url");
+        s->engine.port = (int)port;
+    }
+    return 0;
+}
+
+static int parse_hardware(pctx *p, yaml_node_t *n, st_spec *s)
+{
+    keydef k[] = { { "gpu", 0, 0 }, { "gpus_per_replica", 0, 0 }, { "price_per_gpu_hour", 0, 0 } };
+    int nk = 3;
+    if (read_map(p, n, "hardware", k, nk))
+        return -1;
+    yaml_node_t *v;
+    if (!(v = kv(k, nk, "gpu")))
+        return failf(p, n, "hardware: 'gpu' is required (e.g. H100)");
+    if (get_str(p, v, "hardware.gpu", &s->hardware.gpu))
+        return -1;
+    s->hardware.gpus_per_replica = 1;
+    if ((v = kv(k, nk, "gpus_per_replica"))) {
+        uint32_t g;
+        if (get_u32(p, v, "hardware.gpus_per_replica", &g, 1))
+            return -1;
+        if (g > 1024)
+            return failf(p, v, "hardware.gpus_per_replica: at most 1024");
+        s->hardware.gpus_per_replica = (int)g;
+    }
+    if (!(v = kv(k, nk, "price_per_gpu_hour")))
+        return failf(p, n, "hardware: 'price_per_gpu_hour' is required (US$ per GPU-hour)");
+    return get_double(p, v, "hardware.price_per_gpu_hour", &s->hardware.price_per_gpu_hour, 0, 1);
+}
+
+static int parse_workload(pctx *p, yaml_node_t *n, st_spec *s)
+{
+    keydef k[] = { { "input_tokens", 0, 0 },  { "output_tokens", 0, 0 },     { "range_ratio", 0, 0 },
+                   { "shared_prefix", 0, 0 }, { "requests_per_rate", 0, 0 }, { "seed", 0, 0 },
+                   { "trace", 0, 0 },         { "arrival", 0, 0 },           { "burstiness", 0, 0 } };
+    int nk = (int)(sizeof k / sizeof *k);
+    if (read_map(p, n, "workload", k, nk))
+        return -1;
+    yaml_node_t *v;
+    s->workload.seed = 1;
+    s->workload.requests_per_rate = 200;
+    if ((v = kv(k, nk, "trace"))) {
+        s->workload.kind = ST_WL_TRACE;
+        if (get_str(p, v, "workload.trace", &s->workload.trace))
+            return -1;
+        const char *syn[] = { "input_tokens", "output_tokens", "range_ratio", "shared_prefix" };
+        for (int i = 0; i < 4; i++)
+            if ((v = kv(k, nk, syn[i])))
+                return failf(p, v, "workload.%s: a trace gives the token sizes; remove it or the trace", syn[i]);
+    } else {
+        s->workload.kind = ST_WL_SYNTHETIC;
+        if (!(v = kv(k, nk, "input_tokens")))
+            return failf(p, n, "workload: 'input_tokens' is required (or 'trace')");
+        if (get_u32(p, v, "workload.input_tokens", &s->workload.input_tokens, 1))
+            return -1;
+        if (!(v = kv(k, nk, "output_tokens")))
+            return failf(p, n, "workload: 'output_tokens' is required (or 'trace')");
+        if (get_u32(p, v, "workload.output_tokens", &s->workload.output_tokens, 1))
+            return -1;
+        if ((v = kv(k, nk, "range_ratio"))) {
+            if (get_double(p, v, "workload.range_ratio", &s->workload.range_ratio, 0, 0))
+                return -1;
+            if (s->workload.range_ratio >= 1)
+                return failf(p, v, "workload.range_ratio: must be in [0, 1), e.g. 0.1 for +-10 %%");
+        }
+        if ((v = kv(k, nk, "shared_prefix"))) {
+            if (get_u32(p, v, "workload.shared_prefix", &s->workload.shared_prefix, 0))
+                return -1;
+            if (s->workload.shared_prefix >= s->workload.input_tokens)
+                return failf(p, v, "workload.shared_prefix: %u must be smaller than input_tokens (%u)",
+                             s->workload.shared_prefix, s->workload.input_tokens);
+        }
+    }
+    if ((v = kv(k, nk, "requests_per_rate"))) {
+        if (get_u32(p, v, "workload.requests_per_rate", &s->workload.requests_per_rate, 1))
+            return -1;
+        if (s->workload.requests_per_rate > 1000000)
+            return failf(p, v, "workload.requests_per_rate: at most 1000000");
+    }
+    if ((v = kv(k, nk, "seed"))) {
+        const char *ss = scalar(v);
+        if (!ss || st_parse_u64(ss, &s->workload.seed))
+            return failf(p, v, "workload.seed: expected a whole number >= 0");
+    }
+    if ((v = kv(k, nk, "arrival"))) {
+        const char *a = scalar(v);
+        if (!a || (strcmp(a, "poisson") && strcmp(a, "constant") && strcmp(a, "gamma")))
+            return failf(p, v, "workload.arrival: expected poisson, constant or gamma");
+        if (get_str(p, v, "workload.arrival", &s->workload.arrival))
+            return -1;
+    }
+    s->workload.burstiness = 1.0;
+    if ((v = kv(k, nk, "burstiness"))) {
+        if (get_double(p, v, "workload.burstiness", &s->workload.burstiness, 0, 1))
+            return -1;
+        if (!s->workload.arrival || strcmp(s->workload.arrival, "gamma"))
+            return failf(p, v, "workload.burstiness: only with arrival: gamma");
+    }
+    return 0;
+}
+
+static int parse_rates(pctx *p, yaml_node_t *n, st_spec *s)
+{
+    if (!n || n->type != YAML_SEQUENCE_NODE)
+        return failf(p, n, "rates: expected a list of request rates (req/s) or inf, e.g. [1, 2, 4, inf]");
+    int count = (int)(n->data.sequence.items.top - n->data.sequence.items.start);
+    if (count == 0)
+        return failf(p, n, "rates: the list is empty; give at least one rate");
+    if (count > SPEC_MAX_LIST)
+        return failf(p, n, "rates: more than %d rates", SPEC_MAX_LIST);
+    s->rates = calloc((size_t)count, sizeof(double));
+    if (!s->rates)
+        return failf(p, n, "out of memory");
+    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
+        yaml_node_t *e = node(p, *it);
+        const char *r = scalar(e);
+        double d;
+        if (!r || st_parse_rate(r, &d) || !(d > 0))
+            return failf(p, e, "rates: '%s' is not a positive rate (req/s) or inf", r ? r : "(not a scalar)");
+        for (int i = 0; i < s->n_rates; i++)
+            if (s->rates[i] == d)
+                return failf(p, e, "rates: %s is listed twice", r);
+        if (s->n_rates > 0 && d < s->rates[s->n_rates - 1])
+            return failf(p, e, "rates: must be increasing (%s comes after %g)", r, s->rates[s->n_rates - 1]);
+        s->rates[s->n_rates++] = d;
+    }
+    return 0;
+}
+
+static int parse_slo_key(const char *k, st_slo_term *t)
+{
+    /* <metric>_p<pct>_ms */
+    for (int m = 0; m < ST_SLO__COUNT; m++) {
+        size_t ml = strlen(metric_names[m]);
+        if (strncmp(k, metric_names[m], ml) || strncmp(k + ml, "_p", 2))
+            continue;
+        const char *pp = k + ml + 2;
+        static const struct { const char *s; double v; } pcts[] = { { "50", 50 }, { "90", 90 }, { "95", 95 },
+                                                                     { "99", 99 } };
+        for (size_t i = 0; i < sizeof pcts / sizeof *pcts; i++) {
+            size_t pl = strlen(pcts[i].s);
+            if (!strncmp(pp, pcts[i].s, pl) && !strcmp(pp + pl, "_ms")) {
+                t->metric = (st_slo_metric)m;
+                t->pct = pcts[i].v;
+                return 0;
+            }
+        }
+    }
+    return -1;
+}
+
+static int parse_slo(pctx *p, yaml_node_t *n, st_spec *s)
+{
+    if (!n || n->type != YAML_MAPPING_NODE)
+        return failf(p, n, "slo: expected a mapping (ttft_p95_ms: ..., tpot_p95_ms: ...)");
+    st_slo *slo = &s->slo;
+    slo->n = 2;
+    slo->terms[0] = (st_slo_term){ ST_SLO_TTFT, 95, -1 };
+    slo->terms[1] = (st_slo_term){ ST_SLO_TPOT, 95, -1 };
+    for (yaml_node_pair_t *pr = n->data.mapping.pairs.start; pr < n->data.mapping.pairs.top; pr++) {
+        yaml_node_t *k = node(p, pr->key), *v = node(p, pr->value);
+        const char *ks = scalar(k);
+        st_slo_term t;
+        if (!ks || parse_slo_key(ks, &t))
+            return failf(p, k,
+                         "slo: unknown key '%s' (expected METRIC_pPCT_ms with METRIC ttft, tpot, itl or e2e and "
+                         "PCT 50, 90, 95 or 99, e.g. e2e_p99_ms)",
+                         ks ? ks : "?");
+        double ms;
+        char what[80];
+        snprintf(what, sizeof what, "slo.%s", ks);
+        if (get_double(p, v, what, &ms, 0, 1))
+            return -1;
+        int slot = -1;
+        for (int i = 0; i < slo->n; i++)
+            if (slo->terms[i].metric == t.metric && slo->terms[i].pct == t.pct)
+                slot = i;
+        if (slot >= 0 && slo->terms[slot].max_ms >= 0)
+            return failf(p, k, "slo: duplicate key '%s'", ks);
+        if (slot < 0) {
+            if (slo->n >= ST_SLO_MAX_TERMS)
+                return failf(p, k, "slo: too many terms");
+            slot = slo->n++;
+        }
+        t.max_ms = ms;
+        slo->terms[slot] = t;
+    }
+    if (slo->terms[0].max_ms < 0)
+        return failf(p, n, "slo: 'ttft_p95_ms' is required");
+    if (slo->terms[1].max_ms < 0)
+        return failf(p, n, "slo: 'tpot_p95_ms' is required");
+    return 0;
+}
+
+/* The option name of a flag token ("--x=1" -> "--x"), or NULL when it is not an option. */
+static size_t flag_name_len(const char *tok)
+{
+    if (tok[0] != '-' || !tok[1] || (tok[1] >= '0' && tok[1] <= '9') || tok[1] == '.')
+        return 0;
+    const char *eq = strchr(tok, '=');
+    return eq ? (size_t)(eq - tok) : strlen(tok);
+}
+
+static int parse_configs(pctx *p, yaml_node_t *n, st_spec *s)
+{
+    if (!n || n->type != YAML_SEQUENCE_NODE)
+        return failf(p, n, "configurations: expected a list of configurations (- name: ...)");
+    int count = (int)(n->data.sequence.items.top - n->data.sequence.items.start);
+    if (count == 0)
+        return failf(p, n, "configurations: the list is empty");
+    if (count > SPEC_MAX_LIST)
+        return failf(p, n, "configurations: more than %d", SPEC_MAX_LIST);
+    s->configs = calloc((size_t)count, sizeof *s->configs);
+    if (!s->configs)
+        return failf(p, n, "out of memory");
+    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
+        yaml_node_t *e = node(p, *it);
+        st_spec_config *c = &s->configs[s->n_configs++];
+        c->line = (int)e->start_mark.line + 1;
+        keydef k[] = { { "name", 0, 0 }, { "add_flags", 0, 0 }, { "remove_flags", 0, 0 },
+                       { "model", 0, 0 }, { "env", 0, 0 },      { "reason", 0, 0 } };
+        int nk = (int)(sizeof k / sizeof *k);
+        if (read_map(p, e, "configurations[]", k, nk))
+            return -1;
+        yaml_node_t *v;
+        if (!(v = kv(k, nk, "name")))
+            return failf(p, e, "configurations: each configuration needs a 'name'");
+        if (get_str(p, v, "configurations[].name", &c->name))
+            return -1;
+        for (const char *q = c->name; *q; q++)
+            if (!(isalnum((unsigned char)*q) || *q == '-' || *q == '_' || *q == '.' || *q == '+'))
+                return failf(p, v, "configurations: name '%s': use letters, digits, - _ . + only (it names files)",
+                             c->name);
+        if (strlen(c->name) > 64)
+            return failf(p, v, "configurations: name '%s' is longer than 64 characters", c->name);
+        for (int i = 0; i < s->n_configs - 1; i++)
+            if (!strcmp(s->configs[i].name, c->name))
+                return failf(p, v, "configurations: duplicate name '%s' (first at line %d)", c->name,
+                             s->configs[i].line);
+        char what[128];
+        snprintf(what, sizeof what, "configurations[%s].add_flags", c->name);
+        if ((v = kv(k, nk, "add_flags")) && get_strlist(p, v, what, &c->add_flags))
+            return -1;
+        if (c->add_flags.n && !flag_name_len(c->add_flags.v[0]))
+            return failf(p, v, "%s: must start with a flag (--name), got '%s'", what, c->add_flags.v[0]);
+        snprintf(what, sizeof what, "configurations[%s].remove_flags", c->name);
+        if ((v = kv(k, nk, "remove_flags"))) {
+            if (get_strlist(p, v, what, &c->remove_flags))
+                return -1;
+            for (int i = 0; i < c->remove_flags.n; i++)
+                if (!flag_name_len(c->remove_flags.v[i]) || strchr(c->remove_flags.v[i], '='))
+                    return failf(p, v, "%s: '%s' is not a flag name (e.g. --enable-prefix-caching)", what,
+                                 c->remove_flags.v[i]);
+        }
+        snprintf(what, sizeof what, "configurations[%s].model", c->name);
+        if ((v = kv(k, nk, "model")) && get_str(p, v, what, &c->model))
+            return -1;
+        snprintf(what, sizeof what, "configurations[%s].env", c->name);
+        if ((v = kv(k, nk, "env")) && get_env(p, v, what, &c->env))
+            return -1;
+        if ((v = kv(k, nk, "reason"))) {
+            snprintf(what, sizeof what, "configurations[%s].reason", c->name);
+            if (get_str(p, v, what, &c->reason))
+                return -1;
+            if (strchr(c->reason, '\n'))
+                return failf(p, v, "%s: one line, please", what);
+        }
+        if (s->engine.kind == ST_ENGINE_ENDPOINT &&
+            (c->add_flags.n || c->remove_flags.n || c->model || c->env.n))
+            return failf(p, e, "configurations[%s]: an endpoint is not started by servetune, so a configuration "
+                               "cannot change its flags, model or environment",
+                         c->name);
+    }
+    return 0;
+}
+
+static int parse_search(pctx *p, yaml_node_t *n, st_spec *s)
+{
+    keydef k[] = { { "mode", 0, 0 }, { "tolerance", 0, 0 }, { "request_budget", 0, 0 },
+                   { "early_stop", 0, 0 }, { "skip_margin", 0, 0 } };
+    int nk = (int)(sizeof k / sizeof *k);
+    if (read_map(p, n, "search", k, nk))
+        return -1;
+    yaml_node_t *v;
+    if ((v = kv(k, nk, "mode"))) {
+        const char *m = scalar(v);
+        if (m && !strcmp(m, "grid"))
+            s->search.mode = ST_SEARCH_GRID;
+        else if (m && !strcmp(m, "refine"))
+            s->search.mode = ST_SEARCH_REFINE;
+        else
+            return failf(p, v, "search.mode: expected grid or refine");
+    }
+    if ((v = kv(k, nk, "tolerance"))) {
+        if (get_double(p, v, "search.tolerance", &s->search.tolerance, 0, 1))
+            return -1;
+        if (s->search.tolerance >= 1)
+            return failf(p, v, "search.tolerance: a fraction of the passing rate, e.g. 0.1 (must be < 1)");
+    }
+    if ((v = kv(k, nk, "request_budget")) && get_u32(p, v, "search.request_budget", &s->search.request_budget, 0))
+        return -1;
+    if ((v = kv(k, nk, "early_stop")) && get_bool(p, v, "search.early_stop", &s->search.early_stop))
+        return -1;
+    if ((v = kv(k, nk, "skip_margin"))) {
+        if (get_double(p, v, "search.skip_margin", &s->search.skip_margin, 0, 0))
+            return -1;
+        if (s->search.skip_margin != 0 && s->search.skip_margin <= 1)
+            return failf(p, v, "search.skip_margin: 0 (never skip) or a factor > 1, e.g. 2");
+    }
+    return 0;
+}
+
+static int parse_timeouts(pctx *p, yaml_node_t *n, st_spec *s)
+{
+    keydef k[] = { { "startup", 0, 0 }, { "request", 0, 0 }, { "stop_grace", 0, 0 } };
+    int nk = 3;
+    if (read_map(p, n, "timeouts", k, nk))
+        return -1;
+    double *dst[] = { &s->timeouts.startup_s, &s->timeouts.request_s, &s->timeouts.stop_grace_s };
+    for (int i = 0; i < nk; i++) {
+        if (!k[i].val)
+            continue;
+        const char *t = scalar(k[i].val);
+        double d;
+        if (!t || st_parse_duration_s(t, &d) || !(d > 0) || !isfinite(d))
+            return failf(p, k[i].val, "timeouts.%s: expected a positive duration such as 600, 30s, 500ms or 10m",
+                         k[i].key);
+        *dst[i] = d;
+    }
+    return 0;
+}
+
+static void set_defaults(st_spec *s)
+{
+    s->search.mode = ST_SEARCH_GRID;
+    s->search.tolerance = 0.1;
+    s->search.request_budget = 0;
+    s->search.early_stop = 1;
+    s->search.skip_margin = 2.0;
+    s->timeouts.startup_s = 900;
+    s->timeouts.request_s = 300;
+    s->timeouts.stop_grace_s = 15;
+    s->warmup_requests = 10;
+}
+
+static int parse_root(pctx *p, yaml_node_t *root, st_spec *s)
+{
+    keydef k[] = { { "engine", 0, 0 },   { "hardware", 0, 0 },        { "peak_rate", 0, 0 },
+                   { "workload", 0, 0 }, { "rates", 0, 0 },           { "warmup_requests", 0, 0 },
+                   { "slo", 0, 0 },      { "configurations", 0, 0 }, { "search", 0, 0 },
+                   { "timeouts", 0, 0 } };
+    int nk = (int)(sizeof k / sizeof *k);
+    if (!root)
+        return failf(p, NULL, "the spec is empty");
+    if (read_map(p, root, "spec", k, nk))
+        return -1;
+    yaml_node_t *v;
+#define REQUIRE(key)                                                                                 \
+    if (!(v = kv(k, nk, key)))                                                                       \
+        return failf(p, root, "'%s' is required", key);
+    REQUIRE("engine");
+    if (parse_engine(p, v, s))
+        return -1;
+    REQUIRE("hardware");
+    if (parse_hardware(p, v, s))
+        return -1;
+    REQUIRE("peak_rate");
+    if (get_double(p, v, "peak_rate", &s->peak_rate, 0, 1))
+        return -1;
+    REQUIRE("workload");
+    if (parse_workload(p, v, s))
+        return -1;
+    REQUIRE("rates");
+    if (parse_rates(p, v, s))
+        return -1;
+    if ((v = kv(k, nk, "warmup_requests")) && get_u32(p, v, "warmup_requests", &s->warmup_requests, 0))
+        return -1;
+    REQUIRE("slo");
+    if (parse_slo(p, v, s))
+        return -1;
+#undef REQUIRE
+    if ((v = kv(k, nk, "configurations"))) {
+        if (parse_configs(p, v, s))
+            return -1;
+    } else {
+        s->configs = calloc(1, sizeof *s->configs);
+        if (!s->configs || !(s->configs[0].name = strdup("baseline")))
+            return failf(p, NULL, "out of memory");
+        s->n_configs = 1;
+    }
+    if ((v = kv(k, nk, "search")) && parse_search(p, v, s))
+        return -1;
+    if ((v = kv(k, nk, "timeouts")) && parse_timeouts(p, v, s))
+        return -1;
+    return 0;
+}
+
+int st_spec_parse(const char *name, const char *text, size_t len, st_spec *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    set_defaults(out);
+    pctx p = { .name = name, .err = err, .errlen = errlen };
+    if (len > SPEC_MAX_BYTES) {
+        snprintf(err, errlen, "%s: larger than %u bytes", name, SPEC_MAX_BYTES);
+        return -1;
+    }
+    yaml_parser_t parser;
+    yaml_document_t doc;
+    if (!yaml_parser_initialize(&parser)) {
+        snprintf(err, errlen, "%s: out of memory", name);
+        return -1;
+    }
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    if (!yaml_parser_load(&parser, &doc)) {
+        snprintf(err, errlen, "%s:%zu: YAML syntax: %s%s%s", name, parser.problem_mark.line + 1,
+                 parser.problem ? parser.problem : "error", parser.context ? " " : "",
+                 parser.context ? parser.context : "");
+        yaml_parser_delete(&parser);
+        return -1;
+    }
+    p.doc = &doc;
+    out->path = strdup(name);
+    int rc = parse_root(&p, yaml_document_get_root_node(&doc), out);
+    /* A second document in the same file is a mistake worth naming. */
+    if (rc == 0) {
+        yaml_document_t doc2;
+        if (yaml_parser_load(&parser, &doc2)) {
+            if (yaml_document_get_root_node(&doc2)) {
+                snprintf(err, errlen, "%s:%zu: only one YAML document is allowed", name,
+                         yaml_document_get_root_node(&doc2)->start_mark.line + 1);
+                rc = -1;
+            }
+            yaml_document_delete(&doc2);
+        }
+    }
+    yaml_document_delete(&doc);
+    yaml_parser_delete(&parser);
+    if (rc) {
+        st_spec_free(out);
+        set_defaults(out);
+        return -1;
+    }
+    /* A trace path is relative to the spec's folder. */
+    if (out->workload.trace && out->workload.trace[0] != '/') {
+        const char *slash = strrchr(name, '/');
+        if (slash) {
+            size_t dl = (size_t)(slash - name) + 1, tl = strlen(out->workload.trace);
+            char *full = malloc(dl + tl + 1);
+            if (full) {
+                memcpy(full, name, dl);
+                memcpy(full + dl, out->workload.trace, tl + 1);
+                free(out->workload.trace);
+                out->workload.trace = full;
+            }
+        }
+    }
+    return 0;
+}
+
+int st_spec_load(const char *path, st_spec *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    char *buf = malloc(SPEC_MAX_BYTES + 1);
+    if (!buf) {
+        fclose(f);
+        snprintf(err, errlen, "%s: out of memory", path);
+        return -1;
+    }
+    size_t n = fread(buf, 1, SPEC_MAX_BYTES + 1, f);
+    int rerr = ferror(f);
+    fclose(f);
+    if (rerr) {
+        free(buf);
+        snprintf(err, errlen, "%s: read error", path);
+        return -1;
+    }
+    int rc = st_spec_parse(path, buf, n, out, err, errlen);
+    free(buf);
+    return rc;
+}
+
+/* ---- configuration flags ---- */
+
+/* Whether token i of v is option `name` (len nl), and how many tokens it spans. */
+static int flag_span(const st_strv *v, int i, const char *name, size_t nl)
+{
+    const char *t = v->v[i];
+    size_t tl = flag_name_len(t);
+    if (!tl || tl != nl || strncmp(t, name, nl))
+        return 0;
+    if (t[tl] == '=')
+        return 1;
+    if (i + 1 < v->n && !flag_name_len(v->v[i + 1]))
+        return 2;
+    return 1;
+}
+
+static int remove_flag(st_strv *v, const char *name, size_t nl)
+{
+    for (int i = 0; i < v->n;) {
+        int span = flag_span(v, i, name, nl);
+        if (!span) {
+            i++;
+            continue;
+        }
+        for (int j = 0; j < span; j++)
+            free(v->v[i + j]);
+        memmove(&v->v[i], &v->v[i + span], sizeof(char *) * (size_t)(v->n - i - span));
+        v->n -= span;
+    }
+    return 0;
+}
+
+int st_spec_config_flags(const st_spec *s, const st_spec_config *c, st_strv *out)
+{
+    memset(out, 0, sizeof *out);
+    for (int i = 0; i < s->engine.flags.n; i++)
+        if (st_strv_push(out, s->engine.flags.v[i]))
+            goto fail;
+    for (int i = 0; i < c->remove_flags.n; i++)
+        remove_flag(out, c->remove_flags.v[i], strlen(c->remove_flags.v[i]));
+    for (int i = 0; i < c->add_flags.n; i++) {
+        size_t nl = flag_name_len(c->add_flags.v[i]);
+        if (nl)
+            remove_flag(out, c->add_flags.v[i], nl);
+    }
+    for (int i = 0; i < c->add_flags.n; i++)
+        if (st_strv_push(out, c->add_flags.v[i]))
+            goto fail;
+    return 0;
+fail:
+    st_strv_free(out);
+    return -1;
+}
+
+const char *st_spec_config_model(const st_spec *s, const st_spec_config *c)
+{
+    return (c && c->model) ? c->model : s->engine.model;
+}
+
+const st_spec_config *st_spec_find_config(const st_spec *s, const char *name)
+{
+    for (int i = 0; i < s->n_configs; i++)
+        if (!strcmp(s->configs[i].name, name))
+            return &s->configs[i];
+    return NULL;
+}

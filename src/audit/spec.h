@@ -1,0 +1,149 @@
+/* The audit spec: what to run (engine, model, baseline flags), on what hardware at what
+ * price, with which workload and rates, against which SLO, and the candidate
+ * configurations. Loaded from YAML (libyaml); every error names the file and line
+ * ("spec.yaml:14: rates: expected a list of numbers or inf"). No I/O other than reading
+ * the spec file itself; nothing is started here. docs/audit-spec.md documents every key.
+ *
+ * Ownership: st_spec_load fills a st_spec whose strings and arrays are owned by it and
+ * freed by st_spec_free. */
+#ifndef ST_AUDIT_SPEC_H
+#define ST_AUDIT_SPEC_H
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum st_engine_kind {
+    ST_ENGINE_VLLM = 0,
+    ST_ENGINE_SGLANG,
+    ST_ENGINE_TGI,
+    ST_ENGINE_LLAMACPP,
+    ST_ENGINE_EMULATOR,
+    ST_ENGINE_ENDPOINT,
+    ST_ENGINE__COUNT
+} st_engine_kind;
+
+const char *st_engine_kind_name(st_engine_kind k);
+int st_engine_kind_from_name(const char *s, st_engine_kind *out);
+
+/* A list of strings (argv tokens, flag lists). */
+typedef struct st_strv {
+    char **v;
+    int n;
+} st_strv;
+
+/* Environment additions: NAME=value; values may reference ${VAR} (expanded at launch). */
+typedef struct st_envv {
+    char **key;
+    char **val;
+    int n;
+} st_envv;
+
+/* SLO metrics. */
+typedef enum st_slo_metric { ST_SLO_TTFT = 0, ST_SLO_TPOT, ST_SLO_ITL, ST_SLO_E2E, ST_SLO__COUNT } st_slo_metric;
+const char *st_slo_metric_name(st_slo_metric m); /* "ttft", "tpot", "itl", "e2e" */
+
+/* One SLO term: percentile `pct` (50, 90, 95, 99) of `metric` must be <= max_ms. */
+typedef struct st_slo_term {
+    st_slo_metric metric;
+    double pct;
+    double max_ms;
+} st_slo_term;
+
+#define ST_SLO_MAX_TERMS 16
+/* terms[0] is always p95 TTFT and terms[1] p95 TPOT (both required). */
+typedef struct st_slo {
+    st_slo_term terms[ST_SLO_MAX_TERMS];
+    int n;
+} st_slo;
+
+typedef struct st_spec_config {
+    char *name;
+    st_strv add_flags;    /* argv tokens appended (a flag given here replaces the baseline's) */
+    st_strv remove_flags; /* flag names removed from the baseline (with their value) */
+    char *model;          /* model/checkpoint override, or NULL */
+    st_envv env;          /* environment additions/overrides */
+    char *reason;         /* one line: why it is worth trying */
+    int line;             /* line of the entry in the spec file */
+} st_spec_config;
+
+typedef enum st_search_mode { ST_SEARCH_GRID = 0, ST_SEARCH_REFINE } st_search_mode;
+typedef enum st_workload_kind { ST_WL_SYNTHETIC = 0, ST_WL_TRACE } st_workload_kind;
+
+typedef struct st_spec {
+    char *path;
+
+    struct {
+        st_engine_kind kind;
+        st_strv command;  /* the program and fixed arguments; empty: the adapter's default */
+        char *model;      /* model to serve (and the name /v1/models must list) */
+        char *served_name; /* name the server lists, when not the model (else NULL) */
+        st_strv flags;    /* baseline flags */
+        st_envv env;
+        char *url;        /* endpoint: base URL; others: NULL */
+        char *api;        /* "completions" (default), "chat", "tgi", "llamacpp", "sglang" */
+        char *api_key_env; /* NAME of the environment variable holding the API key, or NULL */
+        int port;         /* 0: pick a free port on 127.0.0.1 */
+    } engine;
+
+    struct {
+        char *gpu;
+        int gpus_per_replica;
+        double price_per_gpu_hour;
+    } hardware;
+
+    double peak_rate; /* req/s at the stated peak */
+
+    struct {
+        st_workload_kind kind;
+        uint32_t input_tokens, output_tokens;
+        double range_ratio;
+        uint32_t shared_prefix;
+        uint32_t requests_per_rate;
+        uint64_t seed;
+        char *trace;      /* trace file (resolved against the spec's folder) */
+        char *arrival;    /* "poisson" (default), "constant", "gamma" */
+        double burstiness; /* gamma only */
+    } workload;
+
+    double *rates; /* in the order given; INFINITY for inf */
+    int n_rates;
+    uint32_t warmup_requests;
+
+    st_slo slo;
+
+    st_spec_config *configs; /* configs[0] is the baseline ("current setup") */
+    int n_configs;
+
+    struct {
+        st_search_mode mode;
+        double tolerance;        /* refine stops when (fail - pass) / pass <= tolerance */
+        uint32_t request_budget; /* requests refine may spend beyond the grid (0: no limit) */
+        int early_stop;          /* stop a rate once its verdict cannot change (default on) */
+        double skip_margin;      /* skip higher rates after a failure by this factor (0: never) */
+    } search;
+
+    struct {
+        double startup_s;
+        double request_s;
+        double stop_grace_s;
+    } timeouts;
+} st_spec;
+
+/* Loads and validates a spec file. 0, or -1 with "file:line: what is wrong" in err. */
+int st_spec_load(const char *path, st_spec *out, char *err, size_t errlen);
+/* Same from a string (name is used in messages and for resolving relative paths). */
+int st_spec_parse(const char *name, const char *text, size_t len, st_spec *out, char *err, size_t errlen);
+void st_spec_free(st_spec *s);
+
+/* The flags a configuration runs with: the baseline's, minus remove_flags and minus any flag
+ * add_flags sets, plus add_flags. A flag's value is the next token when that does not start
+ * with "-", or the part after "=". Fills out (owned strings; free with st_strv_free). */
+int st_spec_config_flags(const st_spec *s, const st_spec_config *c, st_strv *out);
+/* The model a configuration serves (override or the spec's). */
+const char *st_spec_config_model(const st_spec *s, const st_spec_config *c);
+/* Finds a configuration by name; NULL when none. */
+const st_spec_config *st_spec_find_config(const st_spec *s, const char *name);
+
+void st_strv_free(st_strv *v);
+int st_strv_push(st_strv *v, const char *s);
+
+#endif

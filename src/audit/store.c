@@ -1,0 +1,710 @@
+#include "audit/store.h"
+
+#include <errno.h>
+#include <math.h>
+#include <openssl/evp.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+struct st_store {
+    sqlite3 *db;
+};
+
+static const char *SCHEMA =
+    "PRAGMA journal_mode=WAL;"
+    "PRAGMA synchronous=FULL;"
+    "PRAGMA foreign_keys=ON;"
+    "CREATE TABLE IF NOT EXISTS audit("
+    " id INTEGER PRIMARY KEY CHECK (id = 1), spec_hash TEXT NOT NULL, spec_path TEXT, spec_text TEXT NOT NULL,"
+    " version TEXT, started INTEGER, finished INTEGER, partial INTEGER NOT NULL DEFAULT 1, note TEXT);"
+    "CREATE TABLE IF NOT EXISTS configs("
+    " name TEXT PRIMARY KEY, idx INTEGER NOT NULL, status TEXT NOT NULL, started INTEGER, startup_s REAL,"
+    " failure_class TEXT, failure_detail TEXT, log_tail TEXT, argv TEXT, facts TEXT);"
+    "CREATE TABLE IF NOT EXISTS runs("
+    " id INTEGER PRIMARY KEY, config TEXT NOT NULL, seq INTEGER NOT NULL, rate REAL, grid INTEGER NOT NULL,"
+    " run_key TEXT NOT NULL UNIQUE, verdict TEXT NOT NULL, why TEXT, stopped_early INTEGER NOT NULL,"
+    " planned INTEGER, sent INTEGER, completed INTEGER, failed INTEGER, duration_s REAL, delivered_rps REAL,"
+    " output_tps REAL, sustained_rps REAL, offered_rps_achieved REAL, worst_ratio REAL,"
+    " ttft_p50_ms REAL, ttft_p95_ms REAL, ttft_p99_ms REAL, tpot_p50_ms REAL, tpot_p95_ms REAL, tpot_p99_ms REAL,"
+    " itl_p95_ms REAL, e2e_p95_ms REAL, lag_p99_ms REAL, terms TEXT, client_limited INTEGER,"
+    " summary TEXT, started INTEGER, ended INTEGER);"
+    "CREATE TABLE IF NOT EXISTS requests("
+    " run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, id INTEGER NOT NULL, warmup INTEGER,"
+    " status TEXT, http_status INTEGER, scheduled INTEGER, sent INTEGER, first_byte INTEGER,"
+    " first_token INTEGER, end_t INTEGER, input_tokens INTEGER, output_requested INTEGER,"
+    " output_tokens INTEGER, cached_tokens INTEGER, usage_reported INTEGER,"
+    " events BLOB, error TEXT, PRIMARY KEY (run_id, id));"
+    "CREATE TABLE IF NOT EXISTS metrics("
+    " run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, t REAL NOT NULL, name TEXT NOT NULL,"
+    " value REAL);"
+    "CREATE INDEX IF NOT EXISTS metrics_run ON metrics(run_id);";
+
+void st_store_hash(const void *data, size_t len, char out[65])
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen = 0;
+    EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL);
+    for (unsigned i = 0; i < 32 && i < mdlen; i++)
+        snprintf(out + 2 * i, 3, "%02x", md[i]);
+    out[64] = '\0';
+}
+
+const char *st_store_errmsg(const st_store *s) { return s && s->db ? sqlite3_errmsg(s->db) : "no database"; }
+
+int st_store_open(const char *dir, st_store **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (mkdir(dir, 0755) && errno != EEXIST) {
+        snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+        return -1;
+    }
+    char path[4096];
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, ST_STORE_FILE) >= sizeof path) {
+        snprintf(err, errlen, "%s: path too long", dir);
+        return -1;
+    }
+    st_store *s = calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, NULL) !=
+        SQLITE_OK) {
+        snprintf(err, errlen, "%s: %s", path, s->db ? sqlite3_errmsg(s->db) : "cannot open");
+        st_store_close(s);
+        return -1;
+    }
+    sqlite3_busy_timeout(s->db, 5000);
+    char *e = NULL;
+    if (sqlite3_exec(s->db, SCHEMA, NULL, NULL, &e) != SQLITE_OK) {
+        snprintf(err, errlen, "%s: %s", path, e ? e : "schema");
+        sqlite3_free(e);
+        st_store_close(s);
+        return -1;
+    }
+    *out = s;
+    return 0;
+}
+
+void st_store_close(st_store *s)
+{
+    if (!s)
+        return;
+    sqlite3_close(s->db);
+    free(s);
+}
+
+/* ---- small helpers ---- */
+
+static int exec(st_store *s, const char *sql) { return sqlite3_exec(s->db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -1; }
+
+static char *col_str(sqlite3_stmt *st, int i)
+{
+    const unsigned char *t = sqlite3_column_text(st, i);
+    return t ? strdup((const char *)t) : NULL;
+}
+
+static double col_dbl(sqlite3_stmt *st, int i)
+{
+    return sqlite3_column_type(st, i) == SQLITE_NULL ? NAN : sqlite3_column_double(st, i);
+}
+
+static void bind_dbl(sqlite3_stmt *st, int i, double v)
+{
+    if (isnan(v))
+        sqlite3_bind_null(st, i);
+    else
+        sqlite3_bind_double(st, i, v);
+}
+
+static void bind_str(sqlite3_stmt *st, int i, const char *v)
+{
+    if (v)
+        sqlite3_bind_text(st, i, v, -1, SQLITE_TRANSIENT);
+    else
+        sqlite3_bind_null(st, i);
+}
+
+/* A rate is stored as REAL; inf as the text 'inf' (SQLite would store it but JSON and CSV
+ * exports of the database are clearer this way). */
+static void bind_rate(sqlite3_stmt *st, int i, double r)
+{
+    if (isinf(r))
+        sqlite3_bind_text(st, i, "inf", -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_double(st, i, r);
+}
+
+static double col_rate(sqlite3_stmt *st, int i)
+{
+    if (sqlite3_column_type(st, i) == SQLITE_TEXT)
+        return INFINITY;
+    return col_dbl(st, i);
+}
+
+/* ---- audit ---- */
+
+void st_audit_row_free(st_audit_row *a)
+{
+    free(a->spec_path);
+    free(a->spec_text);
+    free(a->version);
+    free(a->note);
+    memset(a, 0, sizeof *a);
+}
+
+int st_store_audit_get(st_store *s, st_audit_row *out)
+{
+    memset(out, 0, sizeof *out);
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->db,
+                           "SELECT spec_hash, spec_path, spec_text, version, started, finished, partial, note "
+                           "FROM audit WHERE id = 1",
+                           -1, &st, NULL) != SQLITE_OK)
+        return -1;
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        const unsigned char *h = sqlite3_column_text(st, 0);
+        snprintf(out->spec_hash, sizeof out->spec_hash, "%s", h ? (const char *)h : "");
+        out->spec_path = col_str(st, 1);
+        out->spec_text = col_str(st, 2);
+        out->version = col_str(st, 3);
+        out->started = sqlite3_column_int64(st, 4);
+        out->finished = sqlite3_column_int64(st, 5);
+        out->partial = sqlite3_column_int(st, 6);
+        out->note = col_str(st, 7);
+        rc = 1;
+    } else {
+        rc = rc == SQLITE_DONE ? 0 : -1;
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int st_store_audit_begin(st_store *s, const char *spec_path, const char *spec_text, size_t spec_len,
+                         const char *version, int resume, char *err, size_t errlen)
+{
+    char hash[65];
+    st_store_hash(spec_text, spec_len, hash);
+    st_audit_row a;
+    int have = st_store_audit_get(s, &a);
+    if (have < 0) {
+        snprintf(err, errlen, "results database: %s", st_store_errmsg(s));
+        return -1;
+    }
+    if (have && !resume) {
+        st_audit_row_free(&a);
+        snprintf(err, errlen, "the output folder already holds an audit; use --resume to continue it, or another -o");
+        return -1;
+    }
+    if (have && strcmp(a.spec_hash, hash)) {
+        st_audit_row_free(&a);
+        snprintf(err, errlen, "cannot resume: the spec changed since the stored audit (a new audit needs another -o)");
+        return -1;
+    }
+    if (have)
+        st_audit_row_free(&a);
+    sqlite3_stmt *st;
+    const char *sql = have ? "UPDATE audit SET partial = 1, finished = NULL, note = NULL WHERE id = 1"
+                           : "INSERT INTO audit(id, spec_hash, spec_path, spec_text, version, started, partial) "
+                             "VALUES (1, ?, ?, ?, ?, ?, 1)";
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "results database: %s", st_store_errmsg(s));
+        return -1;
+    }
+    if (!have) {
+        bind_str(st, 1, hash);
+        bind_str(st, 2, spec_path);
+        sqlite3_bind_text(st, 3, spec_text, (int)spec_len, SQLITE_TRANSIENT);
+        bind_str(st, 4, version);
+        sqlite3_bind_int64(st, 5, st_wall_ns());
+    }
+    int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
+    sqlite3_finalize(st);
+    if (rc)
+        snprintf(err, errlen, "results database: %s", st_store_errmsg(s));
+    return rc;
+}
+
+int st_store_audit_finish(st_store *s, int partial, const char *note)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->db, "UPDATE audit SET finished = ?, partial = ?, note = ? WHERE id = 1", -1, &st,
+                           NULL) != SQLITE_OK)
+        return -1;
+    sqlite3_bind_int64(st, 1, st_wall_ns());
+    sqlite3_bind_int(st, 2, partial);
+    bind_str(st, 3, note);
+    int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* ---- configs ---- */
+
+void st_config_row_free(st_config_row *c)
+{
+    free(c->name);
+    free(c->status);
+    free(c->failure_class);
+    free(c->failure_detail);
+    free(c->log_tail);
+    free(c->argv);
+    free(c->facts);
+    memset(c, 0, sizeof *c);
+}
+
+void st_config_rows_free(st_config_row *rows, int n)
+{
+    for (int i = 0; i < n; i++)
+        st_config_row_free(&rows[i]);
+    free(rows);
+}
+
+int st_store_config_put(st_store *s, const st_config_row *c)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->db,
+                           "INSERT OR REPLACE INTO configs(name, idx, status, started, startup_s, failure_class, "
+                           "failure_detail, log_tail, argv, facts) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                           -1, &st, NULL) != SQLITE_OK)
+        return -1;
+    bind_str(st, 1, c->name);
+    sqlite3_bind_int(st, 2, c->idx);
+    bind_str(st, 3, c->status ? c->status : "pending");
+    sqlite3_bind_int64(st, 4, c->started);
+    bind_dbl(st, 5, c->startup_s);
+    bind_str(st, 6, c->failure_class);
+    bind_str(st, 7, c->failure_detail);
+    bind_str(st, 8, c->log_tail);
+    bind_str(st, 9, c->argv);
+    bind_str(st, 10, c->facts);
+    int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int st_store_configs_get(st_store *s, st_config_row **out, int *n)
+{
+    *out = NULL;
+    *n = 0;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->db,
+                           "SELECT name, idx, status, started, startup_s, failure_class, failure_detail, log_tail, "
+                           "argv, facts FROM configs ORDER BY idx",
+                           -1, &st, NULL) != SQLITE_OK)
+        return -1;
+    int rc, cap = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 8;
+            st_config_row *nr = realloc(*out, sizeof **out * (size_t)cap);
+            if (!nr)
+                break;
+            *out = nr;
+        }
+        st_config_row *c = &(*out)[(*n)++];
+        memset(c, 0, sizeof *c);
+        c->name = col_str(st, 0);
+        c->idx = sqlite3_column_int(st, 1);
+        c->status = col_str(st, 2);
+        c->started = sqlite3_column_int64(st, 3);
+        c->startup_s = col_dbl(st, 4);
+        c->failure_class = col_str(st, 5);
+        c->failure_detail = col_str(st, 6);
+        c->log_tail = col_str(st, 7);
+        c->argv = col_str(st, 8);
+        c->facts = col_str(st, 9);
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        st_config_rows_free(*out, *n);
+        *out = NULL;
+        *n = 0;
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- runs ---- */
+
+void st_run_row_free(st_run_row *r)
+{
+    free(r->config);
+    free(r->verdict);
+    free(r->why);
+    free(r->summary_json);
+    memset(r, 0, sizeof *r);
+}
+
+void st_run_rows_free(st_run_row *rows, int n)
+{
+    for (int i = 0; i < n; i++)
+        st_run_row_free(&rows[i]);
+    free(rows);
+}
+
+#define RUN_COLS                                                                                              \
+    "id, config, seq, rate, grid, run_key, verdict, why, stopped_early, planned, sent, completed, failed,"     \
+    " duration_s, delivered_rps, output_tps, sustained_rps, offered_rps_achieved, worst_ratio, ttft_p50_ms,"  \
+    " ttft_p95_ms, ttft_p99_ms, tpot_p50_ms, tpot_p95_ms, tpot_p99_ms, itl_p95_ms, e2e_p95_ms, lag_p99_ms,"   \
+    " terms, client_limited, summary, started, ended"
+
+static void terms_to_text(const st_run_row *r, char *buf, size_t n)
+{
+    size_t off = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < r->n_terms && i < ST_STORE_TERMS && off < n; i++)
+        off += (size_t)snprintf(buf + off, n - off, "%s%.17g", i ? " " : "", r->term_ms[i]);
+}
+
+static void terms_from_text(st_run_row *r, const char *t)
+{
+    r->n_terms = 0;
+    while (t && *t && r->n_terms < ST_STORE_TERMS) {
+        char *end;
+        double v = strtod(t, &end);
+        if (end == t)
+            break;
+        r->term_ms[r->n_terms++] = v;
+        t = end;
+    }
+}
+
+static void read_run(sqlite3_stmt *st, st_run_row *r)
+{
+    memset(r, 0, sizeof *r);
+    int c = 0;
+    r->id = sqlite3_column_int64(st, c++);
+    r->config = col_str(st, c++);
+    r->seq = sqlite3_column_int(st, c++);
+    r->rate = col_rate(st, c++);
+    r->grid = sqlite3_column_int(st, c++);
+    const unsigned char *k = sqlite3_column_text(st, c++);
+    snprintf(r->run_key, sizeof r->run_key, "%s", k ? (const char *)k : "");
+    r->verdict = col_str(st, c++);
+    r->why = col_str(st, c++);
+    r->stopped_early = sqlite3_column_int(st, c++);
+    r->planned = (uint32_t)sqlite3_column_int64(st, c++);
+    r->sent = (uint32_t)sqlite3_column_int64(st, c++);
+    r->completed = (uint32_t)sqlite3_column_int64(st, c++);
+    r->failed = (uint32_t)sqlite3_column_int64(st, c++);
+    double *d[] = { &r->duration_s,   &r->delivered_rps, &r->output_tps,  &r->sustained_rps, &r->offered_rps_achieved,
+                    &r->worst_ratio,  &r->ttft_p50_ms,   &r->ttft_p95_ms, &r->ttft_p99_ms,   &r->tpot_p50_ms,
+                    &r->tpot_p95_ms,  &r->tpot_p99_ms,   &r->itl_p95_ms,  &r->e2e_p95_ms,    &r->lag_p99_ms };
+    /* Infinite figures (a worst ratio when requests failed) are stored as +-1e308. */
+    for (size_t i = 0; i < sizeof d / sizeof *d; i++) {
+        *d[i] = col_dbl(st, c++);
+        if (fabs(*d[i]) >= 1e308)
+            *d[i] = *d[i] > 0 ? INFINITY : -INFINITY;
+    }
+    terms_from_text(r, (const char *)sqlite3_column_text(st, c++));
+    r->client_limited = sqlite3_column_int(st, c++);
+    r->summary_json = col_str(st, c++);
+    r->started = sqlite3_column_int64(st, c++);
+    r->ended = sqlite3_column_int64(st, c++);
+}
+
+static void put_events(uint8_t *dst, const st_ns *ev, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t v = (uint64_t)ev[i];
+        for (int b = 0; b < 8; b++)
+            dst[8 * i + (uint32_t)b] = (uint8_t)(v >> (8 * b));
+    }
+}
+
+int st_store_run_put(st_store *s, st_run_row *r, const st_record *recs, uint32_t n_recs,
+                     const st_metric_sample *samples, uint32_t n_samples)
+{
+    sqlite3_stmt *st = NULL, *rq = NULL, *ms = NULL;
+    uint8_t *blob = NULL;
+    if (exec(s, "BEGIN IMMEDIATE"))
+        return -1;
+    /* Replacing a run removes its records and samples with it (ON DELETE CASCADE). */
+    if (sqlite3_prepare_v2(s->db, "DELETE FROM runs WHERE run_key = ?", -1, &st, NULL) != SQLITE_OK)
+        goto fail;
+    bind_str(st, 1, r->run_key);
+    if (sqlite3_step(st) != SQLITE_DONE)
+        goto fail;
+    sqlite3_finalize(st);
+    st = NULL;
+    if (sqlite3_prepare_v2(s->db,
+                           "INSERT INTO runs(config, seq, rate, grid, run_key, verdict, why, stopped_early, planned,"
+                           " sent, completed, failed, duration_s, delivered_rps, output_tps, sustained_rps,"
+                           " offered_rps_achieved, worst_ratio, ttft_p50_ms, ttft_p95_ms, ttft_p99_ms, tpot_p50_ms,"
+                           " tpot_p95_ms, tpot_p99_ms, itl_p95_ms, e2e_p95_ms, lag_p99_ms, terms, client_limited,"
+                           " summary, started, ended) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
+                           "?,?,?,?)",
+                           -1, &st, NULL) != SQLITE_OK)
+        goto fail;
+    int c = 1;
+    bind_str(st, c++, r->config);
+    sqlite3_bind_int(st, c++, r->seq);
+    bind_rate(st, c++, r->rate);
+    sqlite3_bind_int(st, c++, r->grid);
+    bind_str(st, c++, r->run_key);
+    bind_str(st, c++, r->verdict ? r->verdict : "error");
+    bind_str(st, c++, r->why);
+    sqlite3_bind_int(st, c++, r->stopped_early);
+    sqlite3_bind_int64(st, c++, r->planned);
+    sqlite3_bind_int64(st, c++, r->sent);
+    sqlite3_bind_int64(st, c++, r->completed);
+    sqlite3_bind_int64(st, c++, r->failed);
+    double d[] = { r->duration_s,  r->delivered_rps, r->output_tps,  r->sustained_rps, r->offered_rps_achieved,
+                   r->worst_ratio, r->ttft_p50_ms,   r->ttft_p95_ms, r->ttft_p99_ms,   r->tpot_p50_ms,
+                   r->tpot_p95_ms, r->tpot_p99_ms,   r->itl_p95_ms,  r->e2e_p95_ms,    r->lag_p99_ms };
+    for (size_t i = 0; i < sizeof d / sizeof *d; i++) {
+        if (isinf(d[i]))
+            sqlite3_bind_double(st, c++, d[i] > 0 ? 1e308 : -1e308);
+        else
+            bind_dbl(st, c++, d[i]);
+    }
+    char terms[ST_STORE_TERMS * 26 + 1];
+    terms_to_text(r, terms, sizeof terms);
+    bind_str(st, c++, terms);
+    sqlite3_bind_int(st, c++, r->client_limited);
+    bind_str(st, c++, r->summary_json);
+    sqlite3_bind_int64(st, c++, r->started);
+    sqlite3_bind_int64(st, c++, r->ended);
+    if (sqlite3_step(st) != SQLITE_DONE)
+        goto fail;
+    r->id = sqlite3_last_insert_rowid(s->db);
+
+    if (sqlite3_prepare_v2(s->db,
+                           "INSERT INTO requests(run_id, id, warmup, status, http_status, scheduled, sent, first_byte,"
+                           " first_token, end_t, input_tokens, output_requested, output_tokens, cached_tokens,"
+                           " usage_reported, events, error) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                           -1, &rq, NULL) != SQLITE_OK)
+        goto fail;
+    for (uint32_t i = 0; i < n_recs; i++) {
+        const st_record *x = &recs[i];
+        sqlite3_reset(rq);
+        sqlite3_clear_bindings(rq);
+        int k = 1;
+        sqlite3_bind_int64(rq, k++, r->id);
+        sqlite3_bind_int64(rq, k++, x->id);
+        sqlite3_bind_int(rq, k++, x->warmup);
+        bind_str(rq, k++, st_req_status_name(x->status));
+        sqlite3_bind_int(rq, k++, x->http_status);
+        sqlite3_bind_int64(rq, k++, x->scheduled);
+        sqlite3_bind_int64(rq, k++, x->sent);
+        sqlite3_bind_int64(rq, k++, x->first_byte);
+        sqlite3_bind_int64(rq, k++, x->first_token);
+        sqlite3_bind_int64(rq, k++, x->end);
+        sqlite3_bind_int64(rq, k++, x->input_tokens);
+        sqlite3_bind_int64(rq, k++, x->output_requested);
+        sqlite3_bind_int64(rq, k++, x->output_tokens);
+        sqlite3_bind_int64(rq, k++, x->cached_tokens);
+        sqlite3_bind_int(rq, k++, x->usage_reported);
+        if (x->n_events) {
+            uint8_t *nb = realloc(blob, (size_t)x->n_events * 8);
+            if (!nb)
+                goto fail;
+            blob = nb;
+            put_events(blob, x->events, x->n_events);
+            sqlite3_bind_blob(rq, k++, blob, (int)(x->n_events * 8), SQLITE_TRANSIENT);
+        } else {
+            sqlite3_bind_null(rq, k++);
+        }
+        bind_str(rq, k++, x->error);
+        if (sqlite3_step(rq) != SQLITE_DONE)
+            goto fail;
+    }
+    if (n_samples) {
+        if (sqlite3_prepare_v2(s->db, "INSERT INTO metrics(run_id, t, name, value) VALUES (?,?,?,?)", -1, &ms, NULL) !=
+            SQLITE_OK)
+            goto fail;
+        for (uint32_t i = 0; i < n_samples; i++) {
+            sqlite3_reset(ms);
+            sqlite3_bind_int64(ms, 1, r->id);
+            sqlite3_bind_double(ms, 2, samples[i].t);
+            bind_str(ms, 3, samples[i].name);
+            bind_dbl(ms, 4, samples[i].value);
+            if (sqlite3_step(ms) != SQLITE_DONE)
+                goto fail;
+        }
+    }
+    sqlite3_finalize(st);
+    sqlite3_finalize(rq);
+    sqlite3_finalize(ms);
+    free(blob);
+    return exec(s, "COMMIT");
+fail:
+    sqlite3_finalize(st);
+    sqlite3_finalize(rq);
+    sqlite3_finalize(ms);
+    free(blob);
+    exec(s, "ROLLBACK");
+    return -1;
+}
+
+int st_store_run_find(st_store *s, const char *run_key, st_run_row *out)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->db, "SELECT " RUN_COLS " FROM runs WHERE run_key = ?", -1, &st, NULL) != SQLITE_OK)
+        return -1;
+    bind_str(st, 1, run_key);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        read_run(st, out);
+        rc = 1;
+    } else {
+        rc = rc == SQLITE_DONE ? 0 : -1;
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int st_store_runs_get(st_store *s, const char *config, st_run_row **out, int *n)
+{
+    *out = NULL;
+    *n = 0;
+    sqlite3_stmt *st;
+    const char *sql = config ? "SELECT " RUN_COLS " FROM runs WHERE config = ? ORDER BY seq"
+                             : "SELECT r.id, r.config, r.seq, r.rate, r.grid, r.run_key, r.verdict, r.why,"
+                               " r.stopped_early, r.planned, r.sent, r.completed, r.failed, r.duration_s,"
+                               " r.delivered_rps, r.output_tps, r.sustained_rps, r.offered_rps_achieved,"
+                               " r.worst_ratio, r.ttft_p50_ms, r.ttft_p95_ms, r.ttft_p99_ms, r.tpot_p50_ms,"
+                               " r.tpot_p95_ms, r.tpot_p99_ms, r.itl_p95_ms, r.e2e_p95_ms, r.lag_p99_ms, r.terms,"
+                               " r.client_limited, r.summary, r.started, r.ended FROM runs r"
+                               " LEFT JOIN configs c ON c.name = r.config ORDER BY c.idx, r.seq";
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
+        return -1;
+    if (config)
+        bind_str(st, 1, config);
+    int rc, cap = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 16;
+            st_run_row *nr = realloc(*out, sizeof **out * (size_t)cap);
+            if (!nr) {
+                rc = SQLITE_NOMEM;
+                break;
+            }
+            *out = nr;
+        }
+        read_run(st, &(*out)[(*n)++]);
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        st_run_rows_free(*out, *n);
+        *out = NULL;
+        *n = 0;
+        return -1;
+    }
+    return 0;
+}
+
+int st_store_records_get(st_store *s, int64_t run_id, st_record **out, uint32_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->db,
+                           "SELECT id, warmup, status, http_status, scheduled, sent, first_byte, first_token, end_t,"
+                           " input_tokens, output_requested, output_tokens, cached_tokens, usage_reported, events, error"
+                           " FROM requests WHERE run_id = ? ORDER BY id",
+                           -1, &st, NULL) != SQLITE_OK)
+        return -1;
+    sqlite3_bind_int64(st, 1, run_id);
+    int rc;
+    uint32_t cap = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 64;
+            st_record *nr = realloc(*out, sizeof **out * cap);
+            if (!nr) {
+                rc = SQLITE_NOMEM;
+                break;
+            }
+            *out = nr;
+        }
+        st_record *x = &(*out)[(*n)++];
+        st_record_init(x, (uint32_t)sqlite3_column_int64(st, 0));
+        x->warmup = (uint8_t)sqlite3_column_int(st, 1);
+        const char *sn = (const char *)sqlite3_column_text(st, 2);
+        x->status = ST_REQ_OK;
+        for (int k = 0; sn && k < ST_REQ__COUNT; k++)
+            if (!strcmp(sn, st_req_status_name((st_req_status)k)))
+                x->status = (st_req_status)k;
+        x->http_status = sqlite3_column_int(st, 3);
+        x->scheduled = sqlite3_column_int64(st, 4);
+        x->sent = sqlite3_column_int64(st, 5);
+        x->first_byte = sqlite3_column_int64(st, 6);
+        x->first_token = sqlite3_column_int64(st, 7);
+        x->end = sqlite3_column_int64(st, 8);
+        x->input_tokens = (uint32_t)sqlite3_column_int64(st, 9);
+        x->output_requested = (uint32_t)sqlite3_column_int64(st, 10);
+        x->output_tokens = (uint32_t)sqlite3_column_int64(st, 11);
+        x->cached_tokens = (uint32_t)sqlite3_column_int64(st, 12);
+        x->usage_reported = (uint8_t)sqlite3_column_int(st, 13);
+        const uint8_t *b = sqlite3_column_blob(st, 14);
+        int bl = sqlite3_column_bytes(st, 14);
+        for (int i = 0; b && i + 8 <= bl; i += 8) {
+            uint64_t v = 0;
+            for (int k = 7; k >= 0; k--)
+                v = (v << 8) | b[i + k];
+            st_record_add_event(x, (st_ns)v);
+        }
+        const char *e = (const char *)sqlite3_column_text(st, 15);
+        if (e)
+            st_record_set_error(x, x->status, e, strlen(e));
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        for (uint32_t i = 0; i < *n; i++)
+            st_record_free(&(*out)[i]);
+        free(*out);
+        *out = NULL;
+        *n = 0;
+        return -1;
+    }
+    return 0;
+}
+
+int st_store_samples_get(st_store *s, int64_t run_id, st_metric_sample **out, uint32_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->db, "SELECT t, name, value FROM metrics WHERE run_id = ? ORDER BY rowid", -1, &st,
+                           NULL) != SQLITE_OK)
+        return -1;
+    sqlite3_bind_int64(st, 1, run_id);
+    int rc;
+    uint32_t cap = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 64;
+            st_metric_sample *nr = realloc(*out, sizeof **out * cap);
+            if (!nr) {
+                rc = SQLITE_NOMEM;
+                break;
+            }
+            *out = nr;
+        }
+        st_metric_sample *m = &(*out)[(*n)++];
+        m->t = sqlite3_column_double(st, 0);
+        m->name = col_str(st, 1);
+        m->value = col_dbl(st, 2);
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        st_store_samples_free(*out, *n);
+        *out = NULL;
+        *n = 0;
+        return -1;
+    }
+    return 0;
+}
+
+void st_store_samples_free(st_metric_sample *m, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        free((char *)m[i].name);
+    free(m);
+}

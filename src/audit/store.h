@@ -1,0 +1,120 @@
+/* The result store: one SQLite database (DIR/results.sqlite) per audit. Everything a report
+ * shows is recomputable from it: the spec text, each configuration's start (argv, startup time,
+ * failure class and log tail, engine facts), each rate run's summary figures, every
+ * per-request record with its token event times, and the /metrics samples taken during the run.
+ *
+ * Each completed rate run is written in one transaction (st_store_run_put) the moment it ends,
+ * so an interrupted audit loses at most the run in progress. --resume looks runs up by their
+ * run key (a hash of everything that defines the run, st_store_hash).
+ *
+ * Times in the requests table are ns relative to the run's start, -1 when they did not happen
+ * (load/record.h). Wall-clock times (started/ended) are ns since the epoch. */
+#ifndef ST_AUDIT_STORE_H
+#define ST_AUDIT_STORE_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/clock.h"
+#include "load/record.h"
+
+typedef struct st_store st_store;
+
+#define ST_STORE_FILE "results.sqlite"
+
+/* Opens (creating when needed) DIR/results.sqlite; DIR is created if missing. */
+int st_store_open(const char *dir, st_store **out, char *err, size_t errlen);
+void st_store_close(st_store *s);
+/* The last SQLite error message of this store. */
+const char *st_store_errmsg(const st_store *s);
+
+/* Hex SHA-256 of len bytes (65 bytes with the NUL). */
+void st_store_hash(const void *data, size_t len, char out[65]);
+
+typedef struct st_audit_row {
+    char spec_hash[65];
+    char *spec_path;
+    char *spec_text;
+    char *version;
+    int64_t started;  /* wall ns */
+    int64_t finished; /* wall ns, 0 while running */
+    int partial;      /* 1 until the audit ends normally */
+    char *note;       /* e.g. "interrupted by SIGINT" */
+} st_audit_row;
+void st_audit_row_free(st_audit_row *a);
+
+/* Starts or resumes the audit of a spec. Without resume an existing audit in the store is an
+ * error; with resume the stored spec hash must match. Sets partial = 1. */
+int st_store_audit_begin(st_store *s, const char *spec_path, const char *spec_text, size_t spec_len,
+                         const char *version, int resume, char *err, size_t errlen);
+/* Marks the audit finished (partial 0 or 1, with an optional note). */
+int st_store_audit_finish(st_store *s, int partial, const char *note);
+/* 1 with *out filled, 0 when the store holds no audit, -1 on error. */
+int st_store_audit_get(st_store *s, st_audit_row *out);
+
+typedef struct st_config_row {
+    char *name;
+    int idx;              /* position in the spec */
+    char *status;         /* "pending", "running", "done", "failed", "interrupted" */
+    int64_t started;      /* wall ns */
+    double startup_s;     /* start to ready, NAN if never ready */
+    char *failure_class;  /* NULL, or "oom", "bad_flag", "crash", "timeout", "port_taken", ... */
+    char *failure_detail; /* one line */
+    char *log_tail;       /* last lines of the engine log (when it failed) */
+    char *argv;           /* the command line, space-joined (for the report) */
+    char *facts;          /* JSON object: engine version, GPU, driver, KV cache size... */
+} st_config_row;
+void st_config_row_free(st_config_row *c);
+/* Inserts or replaces the row of c->name. */
+int st_store_config_put(st_store *s, const st_config_row *c);
+int st_store_configs_get(st_store *s, st_config_row **out, int *n);
+void st_config_rows_free(st_config_row *rows, int n);
+
+#define ST_STORE_TERMS 16
+typedef struct st_run_row {
+    int64_t id;          /* filled by put */
+    char *config;
+    int seq;             /* order within the configuration */
+    double rate;         /* offered req/s; INFINITY for inf */
+    int grid;            /* 1: a spec rate; 0: added by refine */
+    char run_key[65];
+    char *verdict;       /* "pass", "fail", "skipped", "error" */
+    char *why;           /* the verdict's sentence, or why it was skipped / broke */
+    int stopped_early;
+    uint32_t planned, sent, completed, failed;
+    double duration_s;   /* first send .. last completion */
+    double delivered_rps, output_tps, sustained_rps, offered_rps_achieved;
+    double worst_ratio;
+    double ttft_p50_ms, ttft_p95_ms, ttft_p99_ms;
+    double tpot_p50_ms, tpot_p95_ms, tpot_p99_ms;
+    double itl_p95_ms, e2e_p95_ms, lag_p99_ms;
+    int n_terms;
+    double term_ms[ST_STORE_TERMS]; /* the SLO terms' measured values, spec order */
+    int client_limited;  /* the load generator lagged its schedule */
+    char *summary_json;  /* every other figure, JSON (may be NULL) */
+    int64_t started, ended; /* wall ns */
+} st_run_row;
+void st_run_row_free(st_run_row *r);
+
+typedef struct st_metric_sample {
+    double t;          /* seconds from the run's start */
+    const char *name;  /* generic name, e.g. "kv_cache_usage" (not owned on put; owned on get) */
+    double value;
+} st_metric_sample;
+
+/* Writes a run, its records and its metric samples in one transaction; sets run->id. A row with
+ * the same run key is replaced (with its records and samples). */
+int st_store_run_put(st_store *s, st_run_row *run, const st_record *recs, uint32_t n_recs,
+                     const st_metric_sample *samples, uint32_t n_samples);
+/* 1 and *out filled when a run with that key exists, 0 when not, -1 on error. */
+int st_store_run_find(st_store *s, const char *run_key, st_run_row *out);
+/* All runs of a configuration (or of every configuration when config is NULL), by config index
+ * then seq. */
+int st_store_runs_get(st_store *s, const char *config, st_run_row **out, int *n);
+void st_run_rows_free(st_run_row *rows, int n);
+/* A run's records (caller frees each with st_record_free, then the array). */
+int st_store_records_get(st_store *s, int64_t run_id, st_record **out, uint32_t *n);
+/* A run's metric samples (names owned by the array; free with st_store_samples_free). */
+int st_store_samples_get(st_store *s, int64_t run_id, st_metric_sample **out, uint32_t *n);
+void st_store_samples_free(st_metric_sample *m, uint32_t n);
+
+#endif

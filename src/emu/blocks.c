@@ -1,0 +1,256 @@
+#include "emu/blocks.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    x ^= x >> 31;
+    return x;
+}
+
+uint64_t st_emu_block_hash(uint64_t parent, const uint32_t *ids, uint32_t n)
+{
+    uint64_t h = mix64(parent ^ 0x9e3779b97f4a7c15ULL);
+    for (uint32_t i = 0; i < n; i++)
+        h = mix64(h ^ ((uint64_t)ids[i] + 0x632be59bd9b4e019ULL * (i + 1)));
+    return h ? h : 1;
+}
+
+int st_emu_blocks_init(st_emu_blocks *p, uint32_t n, uint32_t block_size)
+{
+    memset(p, 0, sizeof *p);
+    if (n == 0 || block_size == 0)
+        return -1;
+    p->n = n;
+    p->block_size = block_size;
+    p->mcap = 16;
+    while (p->mcap < 2 * (uint64_t)n)
+        p->mcap <<= 1;
+    p->ref = calloc(n, sizeof *p->ref);
+    p->hash = calloc(n, sizeof *p->hash);
+    p->has_hash = calloc(n, 1);
+    p->in_free = calloc(n, 1);
+    p->prev = malloc(n * sizeof *p->prev);
+    p->next = malloc(n * sizeof *p->next);
+    p->mkey = calloc(p->mcap, sizeof *p->mkey);
+    p->mval = malloc(p->mcap * sizeof *p->mval);
+    if (!p->ref || !p->hash || !p->has_hash || !p->in_free || !p->prev || !p->next || !p->mkey || !p->mval) {
+        st_emu_blocks_free(p);
+        return -1;
+    }
+    for (uint32_t i = 0; i < p->mcap; i++)
+        p->mval[i] = ST_EMU_NIL;
+    for (uint32_t i = 0; i < n; i++) {
+        p->prev[i] = i ? i - 1 : ST_EMU_NIL;
+        p->next[i] = i + 1 < n ? i + 1 : ST_EMU_NIL;
+        p->in_free[i] = 1;
+    }
+    p->head = 0;
+    p->tail = n - 1;
+    p->nfree = n;
+    return 0;
+}
+
+void st_emu_blocks_free(st_emu_blocks *p)
+{
+    free(p->ref);
+    free(p->hash);
+    free(p->has_hash);
+    free(p->in_free);
+    free(p->prev);
+    free(p->next);
+    free(p->mkey);
+    free(p->mval);
+    memset(p, 0, sizeof *p);
+}
+
+static uint32_t slot_of(const st_emu_blocks *p, uint64_t h)
+{
+    return (uint32_t)(mix64(h) & (p->mcap - 1));
+}
+
+uint32_t st_emu_blocks_lookup(const st_emu_blocks *p, uint64_t h)
+{
+    for (uint32_t s = slot_of(p, h), k = 0; k < p->mcap; k++, s = (s + 1) & (p->mcap - 1)) {
+        if (p->mval[s] == ST_EMU_NIL)
+            return ST_EMU_NIL;
+        if (p->mkey[s] == h)
+            return p->mval[s];
+    }
+    return ST_EMU_NIL;
+}
+
+static void map_put(st_emu_blocks *p, uint64_t h, uint32_t b)
+{
+    uint32_t s = slot_of(p, h);
+    while (p->mval[s] != ST_EMU_NIL) {
+        if (p->mkey[s] == h)
+            return; /* already cached by another block: keep the first */
+        s = (s + 1) & (p->mcap - 1);
+    }
+    p->mkey[s] = h;
+    p->mval[s] = b;
+    p->mcount++;
+}
+
+static void map_del(st_emu_blocks *p, uint64_t h, uint32_t b)
+{
+    uint32_t mask = p->mcap - 1, s = slot_of(p, h);
+    while (p->mval[s] != ST_EMU_NIL && !(p->mkey[s] == h && p->mval[s] == b))
+        s = (s + 1) & mask;
+    if (p->mval[s] == ST_EMU_NIL)
+        return;
+    /* backward-shift deletion */
+    uint32_t hole = s, j = s;
+    for (;;) {
+        j = (j + 1) & mask;
+        if (p->mval[j] == ST_EMU_NIL)
+            break;
+        uint32_t home = slot_of(p, p->mkey[j]);
+        /* can the entry at j move to hole? yes if home is not in (hole, j] cyclically */
+        int in_range = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
+        if (!in_range) {
+            p->mkey[hole] = p->mkey[j];
+            p->mval[hole] = p->mval[j];
+            hole = j;
+        }
+    }
+    p->mval[hole] = ST_EMU_NIL;
+    p->mcount--;
+}
+
+static void fq_remove(st_emu_blocks *p, uint32_t b)
+{
+    uint32_t pv = p->prev[b], nx = p->next[b];
+    if (pv != ST_EMU_NIL)
+        p->next[pv] = nx;
+    else
+        p->head = nx;
+    if (nx != ST_EMU_NIL)
+        p->prev[nx] = pv;
+    else
+        p->tail = pv;
+    p->prev[b] = p->next[b] = ST_EMU_NIL;
+    p->in_free[b] = 0;
+    p->nfree--;
+}
+
+static void fq_append(st_emu_blocks *p, uint32_t b)
+{
+    p->prev[b] = p->tail;
+    p->next[b] = ST_EMU_NIL;
+    if (p->tail != ST_EMU_NIL)
+        p->next[p->tail] = b;
+    else
+        p->head = b;
+    p->tail = b;
+    p->in_free[b] = 1;
+    p->nfree++;
+}
+
+void st_emu_blocks_touch(st_emu_blocks *p, uint32_t b)
+{
+    if (p->ref[b] == 0 && p->in_free[b])
+        fq_remove(p, b);
+    p->ref[b]++;
+}
+
+int st_emu_blocks_take(st_emu_blocks *p, uint32_t n, uint32_t *out)
+{
+    if (n > p->nfree)
+        return -1;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t b = p->head;
+        fq_remove(p, b);
+        if (p->has_hash[b]) {
+            map_del(p, p->hash[b], b);
+            p->has_hash[b] = 0;
+            p->evictions++;
+        }
+        p->ref[b] = 1;
+        out[i] = b;
+    }
+    return 0;
+}
+
+void st_emu_blocks_release(st_emu_blocks *p, const uint32_t *blocks, uint32_t n)
+{
+    for (uint32_t i = n; i-- > 0;) {
+        uint32_t b = blocks[i];
+        if (p->ref[b] == 0)
+            continue; /* would be a double free: ignored here, caught by st_emu_blocks_check */
+        if (--p->ref[b] == 0)
+            fq_append(p, b);
+    }
+}
+
+void st_emu_blocks_set_hash(st_emu_blocks *p, uint32_t b, uint64_t h)
+{
+    if (p->has_hash[b])
+        return;
+    p->has_hash[b] = 1;
+    p->hash[b] = h;
+    map_put(p, h, b);
+}
+
+int st_emu_blocks_reset_cache(st_emu_blocks *p)
+{
+    if (p->nfree != p->n)
+        return -1;
+    for (uint32_t b = 0; b < p->n; b++)
+        p->has_hash[b] = 0;
+    for (uint32_t i = 0; i < p->mcap; i++)
+        p->mval[i] = ST_EMU_NIL;
+    p->mcount = 0;
+    return 0;
+}
+
+int st_emu_blocks_check(const st_emu_blocks *p, char *err, size_t errlen)
+{
+    uint32_t cnt = 0, prev = ST_EMU_NIL;
+    for (uint32_t b = p->head; b != ST_EMU_NIL; b = p->next[b]) {
+        if (++cnt > p->n) {
+            snprintf(err, errlen, "free queue has a cycle");
+            return -1;
+        }
+        if (p->prev[b] != prev) {
+            snprintf(err, errlen, "free queue link broken at block %u", b);
+            return -1;
+        }
+        if (p->ref[b] != 0 || !p->in_free[b]) {
+            snprintf(err, errlen, "block %u in the free queue with ref %u", b, p->ref[b]);
+            return -1;
+        }
+        prev = b;
+    }
+    if (cnt != p->nfree || prev != p->tail) {
+        snprintf(err, errlen, "free queue length %u, counter %u", cnt, p->nfree);
+        return -1;
+    }
+    uint32_t zero = 0, hashed = 0;
+    for (uint32_t b = 0; b < p->n; b++) {
+        if (p->ref[b] == 0)
+            zero++;
+        if (p->ref[b] == 0 && !p->in_free[b]) {
+            snprintf(err, errlen, "block %u unreferenced but not free (leaked)", b);
+            return -1;
+        }
+        if (p->has_hash[b] && st_emu_blocks_lookup(p, p->hash[b]) == b)
+            hashed++;
+    }
+    if (zero != p->nfree) {
+        snprintf(err, errlen, "%u unreferenced blocks, %u free", zero, p->nfree);
+        return -1;
+    }
+    if (hashed != p->mcount) {
+        snprintf(err, errlen, "cache map has %u entries, %u blocks point to themselves", p->mcount, hashed);
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,49 @@
+/* The paged KV block pool with vLLM V1's prefix cache: full blocks are identified by a hash
+ * chained over the parent block's hash and the block's token ids; blocks are reference
+ * counted; unreferenced blocks sit in an LRU free queue (evicted from the head, freed blocks
+ * appended at the tail) and keep their hash until they are reused. Pure, no I/O. */
+#ifndef ST_EMU_BLOCKS_H
+#define ST_EMU_BLOCKS_H
+#include <stddef.h>
+#include <stdint.h>
+
+#define ST_EMU_NIL UINT32_MAX
+
+typedef struct st_emu_blocks {
+    uint32_t n, block_size;
+    uint32_t *ref;
+    uint64_t *hash;
+    uint8_t *has_hash, *in_free;
+    uint32_t *prev, *next;     /* free queue links */
+    uint32_t head, tail, nfree;
+    /* hash -> block (open addressing, linear probing, backward-shift deletion) */
+    uint64_t *mkey;
+    uint32_t *mval;            /* ST_EMU_NIL = empty slot */
+    uint32_t mcap, mcount;
+    uint64_t evictions;
+} st_emu_blocks;
+
+int st_emu_blocks_init(st_emu_blocks *p, uint32_t n, uint32_t block_size);
+void st_emu_blocks_free(st_emu_blocks *p);
+/* Hash of one full block: parent hash (0 for the first block) and its token ids. */
+uint64_t st_emu_block_hash(uint64_t parent, const uint32_t *ids, uint32_t n);
+/* Block holding this hash, or ST_EMU_NIL. */
+uint32_t st_emu_blocks_lookup(const st_emu_blocks *p, uint64_t h);
+/* Takes a prefix-cache hit: removes the block from the free queue if unreferenced; ref++. */
+void st_emu_blocks_touch(st_emu_blocks *p, uint32_t b);
+/* Pops n blocks from the free queue head (evicting their cached hashes), ref = 1 each.
+ * -1 when fewer than n are free (nothing taken). */
+int st_emu_blocks_take(st_emu_blocks *p, uint32_t n, uint32_t *out);
+/* Drops one reference of each block, the last first (a request's tail blocks are queued
+ * first so they are evicted first); unreferenced blocks go to the free queue tail. */
+void st_emu_blocks_release(st_emu_blocks *p, const uint32_t *blocks, uint32_t n);
+/* Marks block b as full with hash h and registers it in the cache (if h is not already
+ * cached by another block). */
+void st_emu_blocks_set_hash(st_emu_blocks *p, uint32_t b, uint64_t h);
+/* Forgets every cached hash. Like vLLM, refuses (-1) while any block is referenced. */
+int st_emu_blocks_reset_cache(st_emu_blocks *p);
+/* Checks internal consistency (free queue vs reference counts, map vs blocks);
+ * 0 or -1 with a reason. Used by tests. */
+int st_emu_blocks_check(const st_emu_blocks *p, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,400 @@
+/* GPU and model catalogs. Sources of every figure: docs/engine-model.md ("Catalog"). */
+#include "emu/catalog.h"
+
+#include <ctype.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/parse.h"
+#include "emu/consts.h"
+
+#define GIB EMU_GIB
+
+double st_emu_dtype_bytes(st_emu_dtype d)
+{
+    switch (d) {
+    case ST_EMU_BF16:
+    case ST_EMU_FP16:
+        return 2.0;
+    case ST_EMU_FP8:
+        return 1.0;
+    case ST_EMU_INT4_AWQ:
+    case ST_EMU_INT4_GPTQ:
+        return 0.5;
+    }
+    return 2.0;
+}
+
+const char *st_emu_dtype_name(st_emu_dtype d)
+{
+    switch (d) {
+    case ST_EMU_BF16: return "bfloat16";
+    case ST_EMU_FP16: return "float16";
+    case ST_EMU_FP8: return "fp8";
+    case ST_EMU_INT4_AWQ: return "awq";
+    case ST_EMU_INT4_GPTQ: return "gptq";
+    }
+    return "?";
+}
+
+/* ---------------------------------------------------------------------------------------
+ * GPUs. mem_bytes is what CUDA reports as total memory (vLLM's "Total GPU memory"), which
+ * is below the marketed size: H100 80GB reports 79.19 GiB in vLLM's memory-profiling log
+ * (reference doc §2: 0.90 x 79.19 = 71.27 = 14.99 + 4.76 + 0.13 + 51.38). The others apply
+ * the same reservation to nvidia-smi's total. FLOP/s and bandwidth: reference doc §5 (dense).
+ * link_bw: NVLink per direction (H100/H200 450 GB/s, A100 300 GB/s), PCIe 4.0 x16 ~25 GB/s
+ * effective for L40S / RTX 4090. */
+static const struct {
+    const char *keys[5]; /* normalised (lower case, alphanumerics only) substrings */
+    st_emu_gpu g;
+} gpus[] = {
+    { { "h100", NULL }, { "H100 SXM 80GB", 79.19 * GIB, 989e12, 1979e12, 3.35e12, 450e9, 1, 0.70 } },
+    { { "h200", NULL }, { "H200 141GB", 139.8 * GIB, 989e12, 1979e12, 4.8e12, 450e9, 1, 0.70 } },
+    { { "a100", NULL }, { "A100 80GB SXM", 79.15 * GIB, 312e12, 0, 2.039e12, 300e9, 0, 0.75 } },
+    { { "l40s", NULL }, { "L40S", 44.39 * GIB, 362e12, 733e12, 0.864e12, 25e9, 0, 0.70 } },
+    { { "4090", NULL }, { "RTX 4090", 23.64 * GIB, 165e12, 330e12, 1.008e12, 25e9, 0, 0.90 } },
+};
+
+static void normalise(const char *in, char *out, size_t outlen, int keep_punct)
+{
+    size_t j = 0;
+    for (size_t i = 0; in[i] && j + 1 < outlen; i++) {
+        unsigned char c = (unsigned char)in[i];
+        if (isalnum(c))
+            out[j++] = (char)tolower(c);
+        else if (keep_punct && (c == '-' || c == '.' || c == '_'))
+            out[j++] = c == '_' ? '-' : (char)c;
+    }
+    out[j] = 0;
+}
+
+int st_emu_gpu_find(const char *name, st_emu_gpu *out, char *err, size_t errlen)
+{
+    char n[128];
+    normalise(name ? name : "", n, sizeof n, 0);
+    if (n[0]) {
+        for (size_t i = 0; i < sizeof gpus / sizeof gpus[0]; i++)
+            for (int k = 0; gpus[i].keys[k]; k++)
+                if (strstr(n, gpus[i].keys[k])) {
+                    *out = gpus[i].g;
+                    return 0;
+                }
+    }
+    snprintf(err, errlen, "unknown GPU '%s' (known: H100, H200, A100, L40S, RTX4090; or a file)",
+             name ? name : "");
+    return -1;
+}
+
+/* One key of a custom GPU file. */
+static int gpu_set(st_emu_gpu *g, const char *key, const char *val, unsigned *seen, char *err,
+                   size_t errlen)
+{
+    if (!strcmp(key, "name")) {
+        snprintf(g->name, sizeof g->name, "%s", val);
+        *seen |= 1;
+        return 0;
+    }
+    double d;
+    if (st_parse_double(val, &d) < 0 || !(d >= 0) || !isfinite(d)) {
+        snprintf(err, errlen, "GPU file: %s: expected a non-negative number, got '%s'", key, val);
+        return -1;
+    }
+    if (!strcmp(key, "memory_gib")) {
+        g->mem_bytes = d * GIB;
+        *seen |= 2;
+    } else if (!strcmp(key, "bf16_tflops")) {
+        g->bf16_flops = d * 1e12;
+        *seen |= 4;
+    } else if (!strcmp(key, "fp8_tflops")) {
+        g->fp8_flops = d * 1e12;
+    } else if (!strcmp(key, "bandwidth_tbs")) {
+        g->mem_bw = d * 1e12;
+        *seen |= 8;
+    } else if (!strcmp(key, "gemm_eff")) {
+        if (d <= 0 || d > 1) {
+            snprintf(err, errlen, "GPU file: gemm_eff must be in (0, 1]");
+            return -1;
+        }
+        g->gemm_eff = d;
+    } else if (!strcmp(key, "link_gbs")) {
+        g->link_bw = d * 1e9;
+    } else {
+        snprintf(err, errlen, "GPU file: unknown key '%s'", key);
+        return -1;
+    }
+    return 0;
+}
+
+int st_emu_gpu_parse(const char *text, size_t len, st_emu_gpu *out, char *err, size_t errlen)
+{
+    st_emu_gpu g = { .link_bw = 25e9, .gemm_eff = EMU_GEMM_EFF_DEFAULT };
+    unsigned seen = 0;
+    size_t i = 0;
+    while (i < len && isspace((unsigned char)text[i]))
+        i++;
+    if (i < len && text[i] == '{') {
+        json_error_t je;
+        json_t *root = json_loadb(text, len, 0, &je);
+        if (!root || !json_is_object(root)) {
+            snprintf(err, errlen, "GPU file: invalid JSON: %s (line %d)", je.text, je.line);
+            json_decref(root);
+            return -1;
+        }
+        const char *key;
+        json_t *v;
+        json_object_foreach(root, key, v)
+        {
+            char val[128];
+            if (json_is_string(v))
+                snprintf(val, sizeof val, "%s", json_string_value(v));
+            else if (json_is_number(v))
+                snprintf(val, sizeof val, "%.17g", json_number_value(v));
+            else {
+                snprintf(err, errlen, "GPU file: %s: expected a string or number", key);
+                json_decref(root);
+                return -1;
+            }
+            if (gpu_set(&g, key, val, &seen, err, errlen) < 0) {
+                json_decref(root);
+                return -1;
+            }
+        }
+        json_decref(root);
+    } else {
+        int line = 0;
+        while (i < len) {
+            size_t e = i;
+            while (e < len && text[e] != '\n')
+                e++;
+            line++;
+            char l[256];
+            size_t n = e - i < sizeof l - 1 ? e - i : sizeof l - 1;
+            memcpy(l, text + i, n);
+            l[n] = 0;
+            i = e + 1;
+            char *h = strchr(l, '#');
+            if (h)
+                *h = 0;
+            char *s = l;
+            while (isspace((unsigned char)*s))
+                s++;
+            if (!*s)
+                continue;
+            char *eq = strchr(s, '=');
+            if (!eq) {
+                snprintf(err, errlen, "GPU file line %d: expected key=value", line);
+                return -1;
+            }
+            *eq = 0;
+            char *k = s, *v = eq + 1;
+            for (char *t = eq - 1; t >= k && isspace((unsigned char)*t); t--)
+                *t = 0;
+            while (isspace((unsigned char)*v))
+                v++;
+            for (char *t = v + strlen(v) - 1; t >= v && isspace((unsigned char)*t); t--)
+                *t = 0;
+            if (gpu_set(&g, k, v, &seen, err, errlen) < 0)
+                return -1;
+        }
+    }
+    if ((seen & 15) != 15) {
+        snprintf(err, errlen, "GPU file: name, memory_gib, bf16_tflops and bandwidth_tbs are required");
+        return -1;
+    }
+    if (g.mem_bytes <= 0 || g.bf16_flops <= 0 || g.mem_bw <= 0) {
+        snprintf(err, errlen, "GPU file: memory, FLOP/s and bandwidth must be positive");
+        return -1;
+    }
+    g.large_class = g.mem_bytes >= 70 * GIB;
+    *out = g;
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Models: shapes from each model's config.json (reference doc §4). */
+typedef struct model_entry {
+    const char *keys[5]; /* lower-case substrings of the HF id's last component */
+    uint32_t layers, hidden, intermediate, heads, kv_heads, head_dim, vocab, max_position;
+} model_entry;
+
+static const model_entry models[] = {
+    { { "qwen3-8b", NULL }, 36, 4096, 12288, 32, 8, 128, 151936, 40960 },
+    { { "qwen3-32b", NULL }, 64, 5120, 25600, 64, 8, 128, 151936, 40960 },
+    { { "llama-3.1-8b", "llama3.1-8b", NULL }, 32, 4096, 14336, 32, 8, 128, 128256, 131072 },
+    { { "llama-3-8b", "llama3-8b", NULL }, 32, 4096, 14336, 32, 8, 128, 128256, 8192 },
+    { { "llama-3.1-70b", "llama3.1-70b", "llama-3.3-70b", "llama3.3-70b", NULL },
+      80, 8192, 28672, 64, 8, 128, 128256, 131072 },
+    { { "llama-3-70b", "llama3-70b", NULL }, 80, 8192, 28672, 64, 8, 128, 128256, 8192 },
+};
+
+void st_emu_model_count_params(st_emu_model *m)
+{
+    double h = m->hidden, qd = (double)m->heads * m->head_dim, kvd = (double)m->kv_heads * m->head_dim;
+    double attn = h * qd + 2 * h * kvd + qd * h;
+    double norms = 2 * h + 2.0 * m->head_dim;
+    double mlp_total, mlp_active;
+    if (m->experts > 0) {
+        double per = 3 * h * m->moe_intermediate;
+        double shared = 3 * h * m->shared_intermediate;
+        double router = h * m->experts;
+        mlp_total = per * m->experts + shared + router;
+        mlp_active = per * m->experts_per_tok + shared + router;
+    } else {
+        mlp_total = mlp_active = 3 * h * m->intermediate;
+    }
+    double embed = (double)m->vocab * h;
+    double head = m->tied_embeddings ? 0 : embed;
+    m->params = m->layers * (attn + mlp_total + norms) + embed + head + h;
+    m->active_params = m->layers * (attn + mlp_active + norms) + embed + head + h;
+}
+
+static st_emu_dtype dtype_from_name(const char *lower)
+{
+    if (strstr(lower, "awq"))
+        return ST_EMU_INT4_AWQ;
+    if (strstr(lower, "gptq") || strstr(lower, "w4a16") || strstr(lower, "int4"))
+        return ST_EMU_INT4_GPTQ;
+    if (strstr(lower, "fp8"))
+        return ST_EMU_FP8;
+    return ST_EMU_BF16;
+}
+
+int st_emu_model_find(const char *name, st_emu_model *out, char *err, size_t errlen)
+{
+    char n[256];
+    const char *base = name ? strrchr(name, '/') : NULL;
+    normalise(base ? base + 1 : (name ? name : ""), n, sizeof n, 1);
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+        for (int k = 0; models[i].keys[k]; k++) {
+            const char *p = strstr(n, models[i].keys[k]);
+            if (!p)
+                continue;
+            char next = p[strlen(models[i].keys[k])];
+            if (isdigit((unsigned char)next) || next == '.')
+                continue; /* "qwen3-8b" must not match "qwen3-80b" */
+            const model_entry *e = &models[i];
+            st_emu_model m = { 0 };
+            snprintf(m.name, sizeof m.name, "%s", name);
+            m.layers = e->layers;
+            m.hidden = e->hidden;
+            m.intermediate = e->intermediate;
+            m.heads = e->heads;
+            m.kv_heads = e->kv_heads;
+            m.head_dim = e->head_dim;
+            m.vocab = e->vocab;
+            m.max_position = e->max_position;
+            m.weight_dtype = dtype_from_name(n);
+            st_emu_model_count_params(&m);
+            *out = m;
+            return 0;
+        }
+    }
+    snprintf(err, errlen,
+             "unknown model '%s' (built in: Qwen3-8B, Qwen3-32B, Llama-3-8B, Llama-3-70B and "
+             "their -FP8/-AWQ/-GPTQ variants; otherwise give a directory with config.json)",
+             name ? name : "");
+    return -1;
+}
+
+static uint32_t jget_u32(json_t *o, const char *k, uint32_t dflt)
+{
+    json_t *v = json_object_get(o, k);
+    if (json_is_integer(v) && json_integer_value(v) > 0 && json_integer_value(v) < 0x7fffffff)
+        return (uint32_t)json_integer_value(v);
+    return dflt;
+}
+
+int st_emu_model_parse_config(const char *json, size_t len, const char *name, st_emu_model *out,
+                              char *err, size_t errlen)
+{
+    json_error_t je;
+    json_t *root = json_loadb(json, len, 0, &je);
+    if (!root || !json_is_object(root)) {
+        snprintf(err, errlen, "config.json: invalid JSON: %s (line %d)", je.text, je.line);
+        json_decref(root);
+        return -1;
+    }
+    /* Multimodal configs nest the language model in text_config. */
+    json_t *c = root;
+    json_t *tc = json_object_get(root, "text_config");
+    if (json_is_object(tc) && !json_object_get(root, "num_hidden_layers"))
+        c = tc;
+    st_emu_model m = { 0 };
+    snprintf(m.name, sizeof m.name, "%s", name ? name : "model");
+    m.layers = jget_u32(c, "num_hidden_layers", 0);
+    m.hidden = jget_u32(c, "hidden_size", 0);
+    m.heads = jget_u32(c, "num_attention_heads", 0);
+    m.vocab = jget_u32(c, "vocab_size", 0);
+    if (!m.layers || !m.hidden || !m.heads || !m.vocab) {
+        snprintf(err, errlen, "config.json: num_hidden_layers, hidden_size, num_attention_heads "
+                              "and vocab_size are required");
+        json_decref(root);
+        return -1;
+    }
+    m.intermediate = jget_u32(c, "intermediate_size", 4 * m.hidden);
+    m.kv_heads = jget_u32(c, "num_key_value_heads", m.heads);
+    m.head_dim = jget_u32(c, "head_dim", m.hidden / m.heads);
+    m.max_position = jget_u32(c, "max_position_embeddings", 2048);
+    json_t *tie = json_object_get(c, "tie_word_embeddings");
+    m.tied_embeddings = json_is_true(tie);
+    m.experts = jget_u32(c, "num_experts", jget_u32(c, "num_local_experts", jget_u32(c, "n_routed_experts", 0)));
+    if (m.experts) {
+        m.experts_per_tok = jget_u32(c, "num_experts_per_tok", 2);
+        m.moe_intermediate = jget_u32(c, "moe_intermediate_size", m.intermediate);
+        m.shared_intermediate = jget_u32(c, "shared_expert_intermediate_size", 0);
+        if (m.experts_per_tok > m.experts)
+            m.experts_per_tok = m.experts;
+    }
+    if (m.kv_heads > m.heads || m.head_dim == 0) {
+        snprintf(err, errlen, "config.json: inconsistent head counts");
+        json_decref(root);
+        return -1;
+    }
+    /* Weight dtype: quantization_config wins, then torch_dtype, then the name. */
+    char lower[256];
+    normalise(name ? name : "", lower, sizeof lower, 1);
+    m.weight_dtype = dtype_from_name(lower);
+    json_t *q = json_object_get(root, "quantization_config");
+    if (json_is_object(q)) {
+        const char *qm = json_string_value(json_object_get(q, "quant_method"));
+        if (qm && !strcmp(qm, "fp8"))
+            m.weight_dtype = ST_EMU_FP8;
+        else if (qm && !strcmp(qm, "awq"))
+            m.weight_dtype = ST_EMU_INT4_AWQ;
+        else if (qm && !strcmp(qm, "gptq"))
+            m.weight_dtype = ST_EMU_INT4_GPTQ;
+        else if (qm && !strcmp(qm, "compressed-tensors"))
+            m.weight_dtype = ST_EMU_FP8;
+    } else {
+        const char *td = json_string_value(json_object_get(c, "torch_dtype"));
+        if (!td)
+            td = json_string_value(json_object_get(c, "dtype"));
+        if (td && !strcmp(td, "float16") && m.weight_dtype == ST_EMU_BF16)
+            m.weight_dtype = ST_EMU_FP16;
+    }
+    json_decref(root);
+    st_emu_model_count_params(&m);
+    *out = m;
+    return 0;
+}
+
+double st_emu_model_weight_bytes(const st_emu_model *m, st_emu_dtype wd)
+{
+    double embed = (double)m->vocab * m->hidden;
+    double head = m->tied_embeddings ? 0 : embed;
+    double norms = m->layers * (2.0 * m->hidden + 2.0 * m->head_dim) + m->hidden;
+    double linear = m->params - embed - head - norms;
+    double b = st_emu_dtype_bytes(wd);
+    double scales = 0;
+    if (wd == ST_EMU_INT4_AWQ || wd == ST_EMU_INT4_GPTQ)
+        scales = linear * (2.0 + 0.5) / 128.0; /* fp16 scale + 4-bit zero per group of 128 */
+    return linear * b + scales + (embed + head + norms) * 2.0;
+}
+
+double st_emu_model_kv_bytes_per_token(const st_emu_model *m, st_emu_dtype kvd)
+{
+    return (double)m->layers * 2.0 * m->kv_heads * m->head_dim * st_emu_dtype_bytes(kvd);
+}

@@ -1,0 +1,73 @@
+/* Hardware and model catalogs of the engine model. Pure: no I/O except the two small
+ * st_emu_*_load_file() wrappers, which read a file and hand its bytes to the pure parsers.
+ * Every figure is documented in docs/engine-model.md with its source. */
+#ifndef ST_EMU_CATALOG_H
+#define ST_EMU_CATALOG_H
+#include <stddef.h>
+#include <stdint.h>
+
+/* Storage types of weights and of the KV cache. */
+typedef enum st_emu_dtype {
+    ST_EMU_BF16 = 0,
+    ST_EMU_FP16,
+    ST_EMU_FP8,
+    ST_EMU_INT4_AWQ,
+    ST_EMU_INT4_GPTQ,
+} st_emu_dtype;
+
+/* Bytes per element as stored (4-bit formats: 0.5, group scales counted separately). */
+double st_emu_dtype_bytes(st_emu_dtype d);
+const char *st_emu_dtype_name(st_emu_dtype d); /* "bfloat16", "float16", "fp8", "awq", "gptq" */
+
+typedef struct st_emu_gpu {
+    char name[64];       /* display name, e.g. "H100 SXM 80GB" */
+    double mem_bytes;    /* total memory as CUDA reports it (torch total_memory) */
+    double bf16_flops;   /* dense BF16 tensor FLOP/s */
+    double fp8_flops;    /* dense FP8 tensor FLOP/s; 0 = no FP8 tensor cores */
+    double mem_bw;       /* bytes/s */
+    double link_bw;      /* bytes/s per GPU for tensor-parallel all-reduce (NVLink or PCIe) */
+    int large_class;     /* vLLM's default class: >= 70 GiB and not an A100 */
+    double gemm_eff;     /* fraction of the dense peak that large GEMMs reach on this GPU */
+} st_emu_gpu;
+
+typedef struct st_emu_model {
+    char name[128];           /* as given (HF id or path) */
+    uint32_t layers, hidden, intermediate, heads, kv_heads, head_dim, vocab;
+    uint32_t max_position;    /* max_position_embeddings: vLLM's default max_model_len */
+    int tied_embeddings;
+    /* Mixture of experts (0 experts = dense). */
+    uint32_t experts, experts_per_tok, moe_intermediate, shared_intermediate;
+    double params;            /* total parameters (computed from the shape) */
+    double active_params;     /* parameters used per token (dense: = params) */
+    st_emu_dtype weight_dtype; /* from the name (-FP8, -AWQ, -GPTQ) or quantization_config */
+} st_emu_model;
+
+/* Looks a GPU up by a loose name ("H100", "h100-sxm", "H200", "A100", "a100-80gb", "L40S",
+ * "RTX4090", "4090"). 0, or -1 with the known names in err. */
+int st_emu_gpu_find(const char *name, st_emu_gpu *out, char *err, size_t errlen);
+/* Parses a custom GPU from text: either JSON {"name":..,"memory_gib":..,"bf16_tflops":..,
+ * "fp8_tflops":..,"bandwidth_tbs":..,"link_gbs":..} or key=value lines with the same keys
+ * ('#' comments). name, memory_gib, bf16_tflops and bandwidth_tbs are required. */
+int st_emu_gpu_parse(const char *text, size_t len, st_emu_gpu *out, char *err, size_t errlen);
+/* Reads FILE and calls st_emu_gpu_parse (the only I/O of the GPU catalog). */
+int st_emu_gpu_load_file(const char *path, st_emu_gpu *out, char *err, size_t errlen);
+
+/* Matches a model name like a Hugging Face id: "Qwen/Qwen3-8B", "Qwen/Qwen3-8B-FP8" (fp8
+ * weights), "...-AWQ" / "...-GPTQ" (4-bit), "meta-llama/Meta-Llama-3-8B-Instruct",
+ * "meta-llama/Llama-3.1-8B-Instruct" (131072 context), Llama-3-70B / 3.1 / 3.3. */
+int st_emu_model_find(const char *name, st_emu_model *out, char *err, size_t errlen);
+/* Parses a Hugging Face config.json (text). name is stored as the model's name. */
+int st_emu_model_parse_config(const char *json, size_t len, const char *name, st_emu_model *out,
+                              char *err, size_t errlen);
+/* Reads DIR/config.json (or the file itself when PATH is a file) and parses it. */
+int st_emu_model_load_file(const char *path, st_emu_model *out, char *err, size_t errlen);
+/* Derives params/active_params from the shape (called by the finders and the parser). */
+void st_emu_model_count_params(st_emu_model *m);
+
+/* Weight bytes of the whole model in its weight dtype (embedding/lm_head stay 16-bit;
+ * 4-bit formats add group-128 scales and zeros). */
+double st_emu_model_weight_bytes(const st_emu_model *m, st_emu_dtype wd);
+/* KV bytes per token for the whole model (all layers, K and V) in kv dtype. */
+double st_emu_model_kv_bytes_per_token(const st_emu_model *m, st_emu_dtype kvd);
+
+#endif

@@ -1,0 +1,146 @@
+#include "emu/config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "emu/consts.h"
+
+void st_emu_config_init(st_emu_config *c, const st_emu_gpu *gpu, const st_emu_model *model)
+{
+    memset(c, 0, sizeof *c);
+    c->gpu = *gpu;
+    c->model = *model;
+    c->tp = 1;
+    c->gpu_memory_utilization = EMU_DEFAULT_GPU_UTIL;
+    c->block_size = 16;
+    c->kv_dtype = ST_EMU_BF16;
+    c->weight_dtype = model->weight_dtype;
+    c->enable_prefix_caching = 1;
+    c->decode_slowdown = 1.0;
+}
+
+static void commas(uint64_t v, char *out, size_t len)
+{
+    char tmp[32];
+    int n = snprintf(tmp, sizeof tmp, "%llu", (unsigned long long)v);
+    size_t j = 0;
+    for (int i = 0; i < n && j + 1 < len; i++) {
+        if (i > 0 && (n - i) % 3 == 0 && j + 2 < len)
+            out[j++] = ',';
+        out[j++] = tmp[i];
+    }
+    out[j] = 0;
+}
+
+void st_emu_memory_log_lines(const st_emu_memory *mem, char *kv_line, size_t kv_len,
+                             char *conc_line, size_t conc_len)
+{
+    char a[32], b[32];
+    commas(mem->kv_tokens, a, sizeof a);
+    commas(mem->max_model_len, b, sizeof b);
+    snprintf(kv_line, kv_len, "GPU KV cache size: %s tokens", a);
+    snprintf(conc_line, conc_len, "Maximum concurrency for %s tokens per request: %.2fx", b,
+             mem->max_concurrency);
+}
+
+int st_emu_memory_plan(st_emu_config *c, st_emu_memory *mem, char *err, size_t errlen)
+{
+    memset(mem, 0, sizeof *mem);
+    const st_emu_model *m = &c->model;
+    const double GiB = EMU_GIB;
+    if (c->tp == 0 || c->block_size == 0 || !(c->gpu_memory_utilization > 0) ||
+        c->gpu_memory_utilization > 1) {
+        mem->refusal = ST_EMU_START_BAD_CONFIG;
+        snprintf(err, errlen, "ValueError: GPU memory utilization must be within (0, 1]. Got %g.",
+                 c->gpu_memory_utilization);
+        return -1;
+    }
+    if (m->heads % c->tp) {
+        mem->refusal = ST_EMU_START_BAD_CONFIG;
+        snprintf(err, errlen,
+                 "ValueError: Total number of attention heads (%u) must be divisible by tensor "
+                 "parallel size (%u).",
+                 m->heads, c->tp);
+        return -1;
+    }
+    if (c->max_model_len == 0)
+        c->max_model_len = m->max_position;
+    else if (c->max_model_len > m->max_position) {
+        mem->refusal = ST_EMU_START_BAD_CONFIG;
+        snprintf(err, errlen,
+                 "ValueError: User-specified max_model_len (%u) is greater than the derived "
+                 "max_model_len (max_position_embeddings=%u or model_max_length=None in model's "
+                 "config.json). To allow overriding this maximum, set the env var "
+                 "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1.",
+                 c->max_model_len, m->max_position);
+        return -1;
+    }
+    if (c->max_num_seqs == 0)
+        c->max_num_seqs = c->gpu.large_class ? 1024 : 256;
+    if (c->max_num_batched_tokens == 0)
+        c->max_num_batched_tokens = c->gpu.large_class ? 8192 : 2048;
+    if (c->max_num_batched_tokens < c->max_num_seqs) {
+        mem->refusal = ST_EMU_START_BAD_CONFIG;
+        snprintf(err, errlen,
+                 "ValueError: max_num_batched_tokens (%u) must be greater than or equal to "
+                 "max_num_seqs (%u).",
+                 c->max_num_batched_tokens, c->max_num_seqs);
+        return -1;
+    }
+    mem->max_model_len = c->max_model_len;
+    mem->max_num_seqs = c->max_num_seqs;
+    mem->max_num_batched_tokens = c->max_num_batched_tokens;
+
+    double tp = c->tp;
+    /* KV heads are split across TP ranks; with fewer KV heads than ranks they are replicated. */
+    double kv_share = m->kv_heads >= c->tp ? 1.0 / tp : 1.0 / m->kv_heads;
+    mem->kv_bytes_per_token = st_emu_model_kv_bytes_per_token(m, c->kv_dtype) * kv_share;
+    mem->total_bytes = c->gpu.mem_bytes;
+    mem->requested_bytes = c->gpu.mem_bytes * c->gpu_memory_utilization;
+    mem->weight_bytes = st_emu_model_weight_bytes(m, c->weight_dtype) / tp;
+    double seqs = c->max_num_seqs < c->max_num_batched_tokens ? c->max_num_seqs : c->max_num_batched_tokens;
+    mem->activation_bytes = (double)c->max_num_batched_tokens * m->hidden * EMU_ACT_BYTES_PER_TOKEN_HIDDEN +
+                            seqs * m->vocab * EMU_ACT_BYTES_PER_SEQ_VOCAB;
+    mem->non_torch_bytes = EMU_NON_TORCH_BYTES + (c->tp > 1 ? EMU_NON_TORCH_TP_BYTES : 0);
+
+    if (mem->weight_bytes > mem->total_bytes) {
+        mem->refusal = ST_EMU_START_WEIGHTS_OOM;
+        snprintf(err, errlen,
+                 "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate %.2f GiB. GPU 0 "
+                 "has a total capacity of %.2f GiB of which 0 bytes is free. Including non-PyTorch "
+                 "memory, this process has %.2f GiB memory in use.",
+                 (mem->weight_bytes - mem->total_bytes) + 1.0, mem->total_bytes / GiB,
+                 mem->total_bytes / GiB);
+        return -1;
+    }
+    mem->kv_bytes = mem->requested_bytes - mem->weight_bytes - mem->activation_bytes - mem->non_torch_bytes;
+    if (mem->kv_bytes <= 0) {
+        mem->kv_bytes = 0;
+        mem->refusal = ST_EMU_START_NO_KV_MEMORY;
+        snprintf(err, errlen,
+                 "ValueError: No available memory for the cache blocks. Try increasing "
+                 "`gpu_memory_utilization` when initializing the engine.");
+        return -1;
+    }
+    double block_bytes = mem->kv_bytes_per_token * c->block_size;
+    mem->num_blocks = (uint32_t)floor(mem->kv_bytes / block_bytes);
+    mem->kv_tokens = (uint64_t)mem->num_blocks * c->block_size;
+    mem->max_concurrency = (double)mem->kv_tokens / c->max_model_len;
+    double needed = mem->kv_bytes_per_token * c->max_model_len;
+    if (mem->num_blocks == 0 || needed > mem->kv_bytes) {
+        mem->refusal = ST_EMU_START_MAX_LEN;
+        uint64_t est = (uint64_t)floor(mem->kv_bytes / mem->kv_bytes_per_token);
+        est -= est % c->block_size;
+        snprintf(err, errlen,
+                 "ValueError: To serve at least one request with the models's max seq len (%u), "
+                 "(%.2f GiB KV cache is needed, which is larger than the available KV cache memory "
+                 "(%.2f GiB). Based on the available memory, the estimated maximum model length is "
+                 "%llu. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
+                 "initializing the engine.",
+                 c->max_model_len, needed / GiB, mem->kv_bytes / GiB, (unsigned long long)est);
+        return -1;
+    }
+    mem->refusal = ST_EMU_START_OK;
+    return 0;
+}

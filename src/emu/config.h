@@ -1,0 +1,62 @@
+/* Engine configuration (the vLLM flags that change timing or memory) and the memory plan
+ * vLLM V1 computes at startup: how many KV blocks fit, or why the engine refuses to start.
+ * Pure functions. Constants: docs/engine-model.md ("Memory"). */
+#ifndef ST_EMU_CONFIG_H
+#define ST_EMU_CONFIG_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "emu/catalog.h"
+
+typedef struct st_emu_config {
+    st_emu_gpu gpu;
+    st_emu_model model;
+    uint32_t tp;                     /* --tensor-parallel-size (1) */
+    double gpu_memory_utilization;   /* 0.90 */
+    uint32_t max_model_len;          /* 0: the model's max_position_embeddings */
+    uint32_t max_num_seqs;           /* 0: per-GPU default (1024 large class, else 256) */
+    uint32_t max_num_batched_tokens; /* 0: per-GPU default (8192 large class, else 2048) */
+    uint32_t block_size;             /* 16 */
+    st_emu_dtype kv_dtype;           /* BF16 ("auto") or FP8 */
+    st_emu_dtype weight_dtype;       /* set from the model by st_emu_config_init */
+    int enable_prefix_caching;       /* 1 */
+    int enforce_eager;               /* 0: CUDA graphs up to min(2 x max_num_seqs, 512) tokens */
+    double decode_slowdown;          /* fault injection: decode work x this factor (1.0) */
+} st_emu_config;
+
+/* Fills the defaults for a GPU and a model (weight dtype from the model). */
+void st_emu_config_init(st_emu_config *c, const st_emu_gpu *gpu, const st_emu_model *model);
+
+typedef enum st_emu_refusal {
+    ST_EMU_START_OK = 0,
+    ST_EMU_START_BAD_CONFIG,   /* invalid combination of flags (ValueError at config time) */
+    ST_EMU_START_WEIGHTS_OOM,  /* weights larger than the GPU: torch.OutOfMemoryError */
+    ST_EMU_START_NO_KV_MEMORY, /* nothing left for the KV cache */
+    ST_EMU_START_MAX_LEN,      /* one max_model_len sequence does not fit */
+} st_emu_refusal;
+
+typedef struct st_emu_memory {
+    /* All per GPU (each of the tp GPUs holds 1/tp of weights and KV heads). */
+    double total_bytes, requested_bytes; /* total x gpu_memory_utilization */
+    double weight_bytes, activation_bytes, non_torch_bytes, kv_bytes;
+    double kv_bytes_per_token;           /* per GPU */
+    uint32_t num_blocks;                 /* vLLM's num_gpu_blocks */
+    uint64_t kv_tokens;                  /* "GPU KV cache size: N tokens" */
+    double max_concurrency;              /* kv_tokens / max_model_len */
+    /* Resolved limits (defaults applied). */
+    uint32_t max_model_len, max_num_seqs, max_num_batched_tokens;
+    st_emu_refusal refusal;
+} st_emu_memory;
+
+/* Resolves the defaults in c (max_model_len, max_num_seqs, max_num_batched_tokens) and
+ * computes the plan. Returns 0 when the engine can start; otherwise -1 with mem->refusal
+ * set and vLLM's message in err (e.g. "ValueError: To serve at least one request with the
+ * models's max seq len (32000), (7.81 GiB KV cache is needed, ..."). */
+int st_emu_memory_plan(st_emu_config *c, st_emu_memory *mem, char *err, size_t errlen);
+
+/* vLLM's two startup lines, e.g. "GPU KV cache size: 420,736 tokens" and
+ * "Maximum concurrency for 8,192 tokens per request: 51.36x" (no trailing newline). */
+void st_emu_memory_log_lines(const st_emu_memory *mem, char *kv_line, size_t kv_len,
+                             char *conc_line, size_t conc_len);
+
+#endif

@@ -1,0 +1,602 @@
+/* vLLM V1 scheduler (FCFS) over the paged KV cache. See engine.h and docs/engine-model.md. */
+#include "emu/engine.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "emu/blocks.h"
+#include "emu/steptime.h"
+
+typedef struct emu_req {
+    uint64_t id;
+    void *user;
+    uint32_t *tokens;          /* prompt then generated tokens */
+    uint32_t n_tokens, cap_tokens;
+    uint32_t n_prompt, max_tokens, n_out;
+    uint32_t num_computed;     /* tokens whose KV is in the cache */
+    uint32_t *blocks;
+    uint32_t n_blocks, cap_blocks;
+    uint64_t *bhash;           /* hashes of full blocks, computed lazily */
+    uint32_t n_bhash;
+    uint32_t n_cached;         /* leading blocks already registered in the cache */
+    uint32_t cached_tokens;    /* prefix hit at first admission */
+    int admitted_once;
+    uint64_t admit_seq;
+    st_ns arrival, first_scheduled, first_token;
+    uint32_t waiting_pos;      /* unused marker */
+} emu_req;
+
+struct st_emu_engine {
+    st_emu_config cfg;
+    st_emu_memory mem;
+    st_clock clock;
+    st_emu_blocks pool;
+    /* waiting: a ring deque; running: an array in admission order */
+    emu_req **wq;
+    uint32_t wq_head, wq_len, wq_cap;
+    emu_req **run;
+    uint32_t n_run, cap_run;
+    uint64_t admit_counter;
+    /* per-step scratch */
+    emu_req **sched;
+    uint32_t *sched_new;
+    uint32_t cap_sched, cap_sched_new;
+    st_emu_event *events;
+    uint32_t cap_events;
+    uint64_t *admitted, *preempted;
+    uint32_t cap_admitted, cap_preempted;
+    uint32_t *scratch_blocks;
+    uint32_t cap_scratch;
+    st_emu_stats st;
+};
+
+uint32_t st_emu_output_token(uint64_t id, uint32_t n, uint32_t vocab)
+{
+    uint64_t x = id * 0x9e3779b97f4a7c15ULL + n + 0x1234567ULL;
+    x ^= x >> 31;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 29;
+    /* avoid the lowest ids (special tokens in real vocabularies) */
+    uint32_t lo = vocab > 1000 ? 1000 : 0;
+    return lo + (uint32_t)(x % (vocab - lo));
+}
+
+static int grow(void **p, uint32_t *cap, uint32_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    uint32_t c = *cap ? *cap : 16;
+    while (c < need)
+        c *= 2;
+    void *n = realloc(*p, (size_t)c * elem);
+    if (!n)
+        return -1;
+    *p = n;
+    *cap = c;
+    return 0;
+}
+
+int st_emu_engine_new(const st_emu_config *cfg, st_clock clock, st_emu_engine **out,
+                      st_emu_memory *mem_out, char *err, size_t errlen)
+{
+    *out = NULL;
+    st_emu_engine *e = calloc(1, sizeof *e);
+    if (!e) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    e->cfg = *cfg;
+    e->clock = clock;
+    int rc = st_emu_memory_plan(&e->cfg, &e->mem, err, errlen);
+    if (mem_out)
+        *mem_out = e->mem;
+    if (rc < 0) {
+        free(e);
+        return -1;
+    }
+    if (st_emu_blocks_init(&e->pool, e->mem.num_blocks, e->cfg.block_size) < 0) {
+        snprintf(err, errlen, "out of memory for %u blocks", e->mem.num_blocks);
+        free(e);
+        return -1;
+    }
+    e->st.num_blocks = e->mem.num_blocks;
+    *out = e;
+    return 0;
+}
+
+static void req_free(emu_req *r)
+{
+    if (!r)
+        return;
+    free(r->tokens);
+    free(r->blocks);
+    free(r->bhash);
+    free(r);
+}
+
+void st_emu_engine_free(st_emu_engine *e)
+{
+    if (!e)
+        return;
+    for (uint32_t i = 0; i < e->wq_len; i++)
+        req_free(e->wq[(e->wq_head + i) % e->wq_cap]);
+    for (uint32_t i = 0; i < e->n_run; i++)
+        req_free(e->run[i]);
+    free(e->wq);
+    free(e->run);
+    free(e->sched);
+    free(e->sched_new);
+    free(e->events);
+    free(e->admitted);
+    free(e->preempted);
+    free(e->scratch_blocks);
+    st_emu_blocks_free(&e->pool);
+    free(e);
+}
+
+const st_emu_config *st_emu_engine_config(const st_emu_engine *e) { return &e->cfg; }
+const st_emu_memory *st_emu_engine_memory(const st_emu_engine *e) { return &e->mem; }
+
+/* ---- waiting deque ---- */
+static int wq_reserve(st_emu_engine *e)
+{
+    if (e->wq_len < e->wq_cap)
+        return 0;
+    uint32_t nc = e->wq_cap ? e->wq_cap * 2 : 64;
+    emu_req **n = malloc(nc * sizeof *n);
+    if (!n)
+        return -1;
+    for (uint32_t i = 0; i < e->wq_len; i++)
+        n[i] = e->wq[(e->wq_head + i) % e->wq_cap];
+    free(e->wq);
+    e->wq = n;
+    e->wq_cap = nc;
+    e->wq_head = 0;
+    return 0;
+}
+static int wq_ensure(st_emu_engine *e, uint32_t need)
+{
+    while (e->wq_cap < need) {
+        uint32_t keep = e->wq_len;
+        e->wq_len = e->wq_cap; /* full: wq_reserve grows */
+        int rc = wq_reserve(e);
+        e->wq_len = keep;
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+static int wq_push_back(st_emu_engine *e, emu_req *r)
+{
+    if (wq_reserve(e) < 0)
+        return -1;
+    e->wq[(e->wq_head + e->wq_len) % e->wq_cap] = r;
+    e->wq_len++;
+    return 0;
+}
+static int wq_push_front(st_emu_engine *e, emu_req *r)
+{
+    if (wq_reserve(e) < 0)
+        return -1;
+    e->wq_head = (e->wq_head + e->wq_cap - 1) % e->wq_cap;
+    e->wq[e->wq_head] = r;
+    e->wq_len++;
+    return 0;
+}
+static emu_req *wq_front(st_emu_engine *e) { return e->wq_len ? e->wq[e->wq_head] : NULL; }
+static void wq_pop_front(st_emu_engine *e)
+{
+    e->wq_head = (e->wq_head + 1) % e->wq_cap;
+    e->wq_len--;
+}
+
+int st_emu_has_work(const st_emu_engine *e) { return e->wq_len > 0 || e->n_run > 0; }
+
+static int find_live(const st_emu_engine *e, uint64_t id, int *in_wait, uint32_t *idx)
+{
+    for (uint32_t i = 0; i < e->n_run; i++)
+        if (e->run[i]->id == id) {
+            *in_wait = 0;
+            *idx = i;
+            return 0;
+        }
+    for (uint32_t i = 0; i < e->wq_len; i++)
+        if (e->wq[(e->wq_head + i) % e->wq_cap]->id == id) {
+            *in_wait = 1;
+            *idx = i;
+            return 0;
+        }
+    return -1;
+}
+
+int st_emu_add_request(st_emu_engine *e, const st_emu_req_params *p, char *err, size_t errlen)
+{
+    uint32_t L = e->mem.max_model_len;
+    if (p->n_ids == 0 || !p->ids) {
+        snprintf(err, errlen, "The prompt cannot be empty.");
+        return ST_EMU_ADD_INVALID;
+    }
+    for (uint32_t i = 0; i < p->n_ids; i++)
+        if (p->ids[i] >= e->cfg.model.vocab) {
+            snprintf(err, errlen, "Token id %u is out of vocabulary", p->ids[i]);
+            return ST_EMU_ADD_INVALID;
+        }
+    if (p->n_ids >= L || (p->max_tokens && (uint64_t)p->n_ids + p->max_tokens > L)) {
+        uint32_t m = p->max_tokens ? p->max_tokens : 0;
+        if (p->n_ids >= L && !p->max_tokens)
+            snprintf(err, errlen,
+                     "This model's maximum context length is %u tokens. However, your request has "
+                     "%u input tokens. Please reduce the length of the input messages.",
+                     L, p->n_ids);
+        else
+            snprintf(err, errlen,
+                     "You passed %u input tokens and requested %u output tokens. However, the "
+                     "model's context length is only %u tokens, resulting in a maximum input length "
+                     "of %d tokens. Please reduce the length of the input prompt.",
+                     p->n_ids, m, L, (int)L - (int)m);
+        return ST_EMU_ADD_TOO_LONG;
+    }
+    int w;
+    uint32_t idx;
+    if (find_live(e, p->id, &w, &idx) == 0) {
+        snprintf(err, errlen, "duplicate request id");
+        return ST_EMU_ADD_INVALID;
+    }
+    emu_req *r = calloc(1, sizeof *r);
+    if (!r)
+        goto nomem;
+    r->id = p->id;
+    r->user = p->user;
+    r->n_prompt = p->n_ids;
+    r->max_tokens = p->max_tokens ? p->max_tokens : L - p->n_ids;
+    r->cap_tokens = r->n_prompt + r->max_tokens;
+    r->tokens = malloc((size_t)r->cap_tokens * sizeof *r->tokens);
+    uint32_t maxblocks = (r->cap_tokens + e->cfg.block_size - 1) / e->cfg.block_size;
+    r->bhash = malloc((size_t)maxblocks * sizeof *r->bhash);
+    r->blocks = malloc((size_t)maxblocks * sizeof *r->blocks);
+    r->cap_blocks = maxblocks;
+    if (!r->tokens || !r->bhash || !r->blocks)
+        goto nomem;
+    memcpy(r->tokens, p->ids, (size_t)p->n_ids * sizeof *p->ids);
+    r->n_tokens = p->n_ids;
+    r->arrival = p->arrival >= 0 ? p->arrival : e->clock.now(e->clock.ctx);
+    r->first_scheduled = r->first_token = -1;
+    if (wq_push_back(e, r) < 0)
+        goto nomem;
+    return ST_EMU_ADD_OK;
+nomem:
+    req_free(r);
+    snprintf(err, errlen, "out of memory");
+    return ST_EMU_ADD_NOMEM;
+}
+
+static void req_release_blocks(st_emu_engine *e, emu_req *r)
+{
+    st_emu_blocks_release(&e->pool, r->blocks, r->n_blocks);
+    r->n_blocks = 0;
+    r->n_cached = 0;
+}
+
+int st_emu_abort(st_emu_engine *e, uint64_t id)
+{
+    int w;
+    uint32_t idx;
+    if (find_live(e, id, &w, &idx) < 0)
+        return -1;
+    emu_req *r;
+    if (w) {
+        uint32_t pos = (e->wq_head + idx) % e->wq_cap;
+        r = e->wq[pos];
+        for (uint32_t i = idx; i + 1 < e->wq_len; i++)
+            e->wq[(e->wq_head + i) % e->wq_cap] = e->wq[(e->wq_head + i + 1) % e->wq_cap];
+        e->wq_len--;
+    } else {
+        r = e->run[idx];
+        memmove(&e->run[idx], &e->run[idx + 1], (e->n_run - idx - 1) * sizeof *e->run);
+        e->n_run--;
+    }
+    req_release_blocks(e, r);
+    e->st.finished_abort++;
+    req_free(r);
+    return 0;
+}
+
+/* Hash of full block k of r (computed once, chained). */
+static uint64_t req_block_hash(st_emu_engine *e, emu_req *r, uint32_t k)
+{
+    uint32_t bs = e->cfg.block_size;
+    while (r->n_bhash <= k) {
+        uint32_t j = r->n_bhash;
+        uint64_t parent = j ? r->bhash[j - 1] : 0;
+        r->bhash[j] = st_emu_block_hash(parent, r->tokens + (size_t)j * bs, bs);
+        r->n_bhash++;
+    }
+    return r->bhash[k];
+}
+
+/* Registers the request's newly full blocks (up to `tokens` computed tokens) in the cache. */
+static void cache_full_blocks(st_emu_engine *e, emu_req *r, uint32_t tokens)
+{
+    if (!e->cfg.enable_prefix_caching)
+        return;
+    uint32_t full = tokens / e->cfg.block_size;
+    if (full > r->n_blocks)
+        full = r->n_blocks;
+    for (uint32_t k = r->n_cached; k < full; k++)
+        st_emu_blocks_set_hash(&e->pool, r->blocks[k], req_block_hash(e, r, k));
+    if (full > r->n_cached)
+        r->n_cached = full;
+}
+
+/* vLLM's allocate_slots: room for num_new more tokens after num_computed (+ hits blocks
+ * given in `hits`, already looked up). 0 or -1 (nothing changed). */
+static int allocate_slots(st_emu_engine *e, emu_req *r, uint32_t num_new, const uint32_t *hits, uint32_t n_hits)
+{
+    uint32_t bs = e->cfg.block_size;
+    uint32_t total = r->num_computed + n_hits * bs + num_new;
+    uint32_t need_total = (total + bs - 1) / bs;
+    uint32_t have = r->n_blocks + n_hits;
+    uint32_t need = need_total > have ? need_total - have : 0;
+    uint32_t evictable_hits = 0;
+    for (uint32_t i = 0; i < n_hits; i++)
+        if (e->pool.ref[hits[i]] == 0)
+            evictable_hits++;
+    if ((uint64_t)need + evictable_hits > e->pool.nfree)
+        return -1;
+    for (uint32_t i = 0; i < n_hits; i++) {
+        st_emu_blocks_touch(&e->pool, hits[i]);
+        r->blocks[r->n_blocks++] = hits[i];
+    }
+    if (n_hits) {
+        r->n_cached = r->n_blocks;
+    }
+    if (need) {
+        if (st_emu_blocks_take(&e->pool, need, r->blocks + r->n_blocks) < 0)
+            return -1; /* cannot happen: checked above */
+        r->n_blocks += need;
+    }
+    cache_full_blocks(e, r, r->num_computed + n_hits * bs + num_new);
+    return 0;
+}
+
+static int push_u64(uint64_t **arr, uint32_t *n, uint32_t *cap, uint64_t v)
+{
+    if (grow((void **)arr, cap, *n + 1, sizeof **arr) < 0)
+        return -1;
+    (*arr)[(*n)++] = v;
+    return 0;
+}
+
+static void preempt(st_emu_engine *e, emu_req *r, uint32_t *n_pre)
+{
+    req_release_blocks(e, r);
+    r->num_computed = 0;
+    e->st.preemptions++;
+    wq_push_front(e, r); /* capacity: the deque never holds more than all live requests */
+    push_u64(&e->preempted, n_pre, &e->cap_preempted, r->id);
+}
+
+int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
+{
+    memset(res, 0, sizeof *res);
+    st_ns now = e->clock.now(e->clock.ctx);
+    res->start = now;
+    if (!st_emu_has_work(e))
+        return 1;
+    uint32_t live = e->n_run + e->wq_len;
+    if (grow((void **)&e->sched, &e->cap_sched, live, sizeof *e->sched) < 0 ||
+        grow((void **)&e->sched_new, &e->cap_sched_new, live, sizeof *e->sched_new) < 0 ||
+        grow((void **)&e->events, &e->cap_events, live, sizeof *e->events) < 0)
+        return -1;
+    /* the waiting deque must take every running request back, the running list every
+     * waiting one, without allocating in the middle of a step */
+    if (wq_ensure(e, live + 1) < 0 || grow((void **)&e->run, &e->cap_run, live + 1, sizeof *e->run) < 0)
+        return -1;
+
+    uint32_t budget = e->mem.max_num_batched_tokens;
+    uint32_t n_sched = 0, n_pre = 0, n_adm = 0;
+
+    /* 1. running requests (decodes and unfinished chunked prefills), in admission order */
+    for (uint32_t i = 0; i < e->n_run && budget > 0;) {
+        emu_req *r = e->run[i];
+        uint32_t num_new = r->n_tokens - r->num_computed;
+        if (num_new > budget)
+            num_new = budget;
+        if (num_new == 0) {
+            i++;
+            continue;
+        }
+        int scheduled = 1;
+        while (allocate_slots(e, r, num_new, NULL, 0) < 0) {
+            emu_req *victim = e->run[--e->n_run]; /* the most recently admitted */
+            preempt(e, victim, &n_pre);
+            if (victim == r) {
+                scheduled = 0;
+                break;
+            }
+        }
+        if (!scheduled)
+            break;
+        e->sched[n_sched] = r;
+        e->sched_new[n_sched++] = num_new;
+        budget -= num_new;
+        i++;
+    }
+
+    /* 2. waiting requests, only when nothing was preempted this step */
+    while (n_pre == 0 && e->wq_len > 0 && budget > 0 && e->n_run < e->mem.max_num_seqs) {
+        emu_req *r = wq_front(e);
+        uint32_t n_hits = 0, bs = e->cfg.block_size;
+        if (e->cfg.enable_prefix_caching) {
+            /* the last token is always recomputed: at most (n_tokens - 1) / bs full blocks */
+            uint32_t maxb = (r->n_tokens - 1) / bs;
+            if (grow((void **)&e->scratch_blocks, &e->cap_scratch, maxb + 1, sizeof *e->scratch_blocks) < 0)
+                return -1;
+            for (uint32_t k = 0; k < maxb; k++) {
+                uint32_t b = st_emu_blocks_lookup(&e->pool, req_block_hash(e, r, k));
+                if (b == ST_EMU_NIL)
+                    break;
+                e->scratch_blocks[n_hits++] = b;
+            }
+        }
+        uint32_t hit_tokens = n_hits * bs;
+        uint32_t num_new = r->n_tokens - hit_tokens;
+        if (num_new > budget)
+            num_new = budget;
+        if (allocate_slots(e, r, num_new, e->scratch_blocks, n_hits) < 0)
+            break;
+        wq_pop_front(e);
+        e->run[e->n_run++] = r;
+        r->num_computed = hit_tokens;
+        r->admit_seq = ++e->admit_counter;
+        if (e->cfg.enable_prefix_caching) {
+            e->st.prefix_queries += r->n_tokens;
+            e->st.prefix_hits += hit_tokens;
+        }
+        if (!r->admitted_once) {
+            r->admitted_once = 1;
+            r->cached_tokens = hit_tokens;
+            r->first_scheduled = now;
+        }
+        push_u64(&e->admitted, &n_adm, &e->cap_admitted, r->id);
+        e->sched[n_sched] = r;
+        e->sched_new[n_sched++] = num_new;
+        budget -= num_new;
+    }
+
+    /* 3. step time */
+    st_emu_batch b = { 0 };
+    for (uint32_t i = 0; i < n_sched; i++) {
+        emu_req *r = e->sched[i];
+        uint32_t nn = e->sched_new[i];
+        double prior = r->num_computed;
+        b.tokens += nn;
+        b.seqs++;
+        if (r->n_out > 0 && nn == 1 && r->num_computed + 1 == r->n_tokens)
+            b.decode_tokens++;
+        if (r->num_computed + nn == r->n_tokens)
+            b.sampled++;
+        b.attn_pairs += nn * prior + (double)nn * (nn + 1) / 2.0;
+        b.kv_read_tokens += prior;
+    }
+    st_emu_step_breakdown bd;
+    double secs = st_emu_step_seconds(&e->cfg, &b, &bd);
+    st_ns dur = (st_ns)(secs * 1e9);
+    if (dur < 1)
+        dur = 1;
+    st_ns end = now + dur;
+    res->duration = dur;
+    res->tokens = b.tokens;
+    res->decode_tokens = b.decode_tokens;
+    res->prefill_tokens = b.tokens - b.decode_tokens;
+    res->seqs = b.seqs;
+    res->compute_s = bd.compute_s;
+    res->memory_s = bd.memory_s;
+
+    /* 4. apply the step's output */
+    uint32_t n_ev = 0;
+    for (uint32_t i = 0; i < n_sched; i++) {
+        emu_req *r = e->sched[i];
+        r->num_computed += e->sched_new[i];
+        if (r->num_computed < r->n_tokens)
+            continue; /* chunked prefill: no token yet */
+        uint32_t tok = st_emu_output_token(r->id, r->n_out, e->cfg.model.vocab);
+        if (r->n_tokens < r->cap_tokens)
+            r->tokens[r->n_tokens++] = tok;
+        r->n_out++;
+        e->st.generation_tokens++;
+        st_emu_event *ev = &e->events[n_ev++];
+        memset(ev, 0, sizeof *ev);
+        ev->id = r->id;
+        ev->user = r->user;
+        ev->token = tok;
+        ev->n_out = r->n_out;
+        ev->prompt_tokens = r->n_prompt;
+        ev->cached_tokens = r->cached_tokens;
+        ev->arrival = r->arrival;
+        ev->first_scheduled = r->first_scheduled;
+        if (r->n_out == 1) {
+            ev->first = 1;
+            r->first_token = end;
+            e->st.prompt_tokens += r->n_prompt;
+        }
+        ev->first_token = r->first_token;
+        if (r->n_out >= r->max_tokens || r->n_tokens >= e->mem.max_model_len)
+            ev->finish = ST_EMU_FINISH_LENGTH;
+    }
+    /* finished requests leave the running list and free their blocks */
+    uint32_t w = 0;
+    for (uint32_t i = 0; i < e->n_run; i++) {
+        emu_req *r = e->run[i];
+        if (r->n_out >= r->max_tokens || (r->n_out > 0 && r->n_tokens >= e->mem.max_model_len)) {
+            req_release_blocks(e, r);
+            e->st.finished_length++;
+            req_free(r);
+        } else {
+            e->run[w++] = r;
+        }
+    }
+    e->n_run = w;
+    res->events = e->events;
+    res->n_events = n_ev;
+    res->admitted = e->admitted;
+    res->n_admitted = n_adm;
+    res->preempted = e->preempted;
+    res->n_preempted = n_pre;
+    e->st.steps++;
+    return 0;
+}
+
+void st_emu_get_stats(const st_emu_engine *e, st_emu_stats *s)
+{
+    *s = e->st;
+    s->running = e->n_run;
+    s->waiting = e->wq_len;
+    s->num_blocks = e->pool.n;
+    s->free_blocks = e->pool.nfree;
+    s->kv_usage = e->pool.n ? 1.0 - (double)e->pool.nfree / e->pool.n : 0;
+    s->evictions = e->pool.evictions;
+}
+
+int st_emu_reset_prefix_cache(st_emu_engine *e)
+{
+    return st_emu_blocks_reset_cache(&e->pool);
+}
+
+int st_emu_engine_check(const st_emu_engine *e, char *err, size_t errlen)
+{
+    if (st_emu_blocks_check(&e->pool, err, errlen) < 0)
+        return -1;
+    uint32_t *cnt = calloc(e->pool.n, sizeof *cnt);
+    if (!cnt) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    int rc = 0;
+    for (uint32_t i = 0; i < e->n_run && !rc; i++) {
+        const emu_req *r = e->run[i];
+        uint32_t need = (r->num_computed + e->cfg.block_size - 1) / e->cfg.block_size;
+        if (r->n_blocks < need) {
+            snprintf(err, errlen, "request %llu has %u blocks for %u computed tokens",
+                     (unsigned long long)r->id, r->n_blocks, r->num_computed);
+            rc = -1;
+        }
+        for (uint32_t k = 0; k < r->n_blocks; k++)
+            cnt[r->blocks[k]]++;
+    }
+    for (uint32_t i = 0; i < e->wq_len && !rc; i++) {
+        const emu_req *r = e->wq[(e->wq_head + i) % e->wq_cap];
+        if (r->n_blocks) {
+            snprintf(err, errlen, "waiting request %llu holds %u blocks", (unsigned long long)r->id, r->n_blocks);
+            rc = -1;
+        }
+    }
+    for (uint32_t b = 0; b < e->pool.n && !rc; b++)
+        if (cnt[b] != e->pool.ref[b]) {
+            snprintf(err, errlen, "block %u: ref %u but held %u times", b, e->pool.ref[b], cnt[b]);
+            rc = -1;
+        }
+    free(cnt);
+    return rc;
+}

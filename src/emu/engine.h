@@ -1,0 +1,104 @@
+/* The engine model: vLLM V1's scheduler over the paged KV cache with prefix caching, and
+ * the roofline step time. Driven by an injected clock (core/clock.h): the HTTP emulator
+ * runs it on the (scaled) wall clock, st_emu_sim on virtual time. No I/O.
+ *
+ * Use: st_emu_engine_new(resolved config) -> st_emu_add_request(...) for each arrival ->
+ * st_emu_step(): schedules one step at clock.now(), applies it and returns its duration
+ * and the tokens it emits; they are due at start + duration (the caller delivers them
+ * then and does not call st_emu_step again before that time). */
+#ifndef ST_EMU_ENGINE_H
+#define ST_EMU_ENGINE_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/clock.h"
+#include "emu/config.h"
+
+typedef struct st_emu_engine st_emu_engine;
+
+/* Builds an engine; cfg is resolved with st_emu_memory_plan first (a refusal is returned as
+ * -1 with vLLM's message in err). mem_out (may be NULL) receives the memory plan. */
+int st_emu_engine_new(const st_emu_config *cfg, st_clock clock, st_emu_engine **out,
+                      st_emu_memory *mem_out, char *err, size_t errlen);
+void st_emu_engine_free(st_emu_engine *e);
+const st_emu_config *st_emu_engine_config(const st_emu_engine *e);
+const st_emu_memory *st_emu_engine_memory(const st_emu_engine *e);
+
+typedef struct st_emu_req_params {
+    uint64_t id;           /* caller's id, unique among live requests */
+    const uint32_t *ids;   /* prompt token ids (copied) */
+    uint32_t n_ids;
+    uint32_t max_tokens;   /* 0: max_model_len - prompt */
+    uint32_t min_tokens;   /* accepted; the model always generates max_tokens (ignore_eos) */
+    int ignore_eos;
+    st_ns arrival;         /* engine time; -1: clock.now() */
+    void *user;            /* returned in events */
+} st_emu_req_params;
+
+enum {
+    ST_EMU_ADD_OK = 0,
+    ST_EMU_ADD_TOO_LONG = -1, /* prompt (+ max_tokens) over max_model_len: HTTP 400 */
+    ST_EMU_ADD_INVALID = -2,  /* empty prompt, token id out of vocab, duplicate id */
+    ST_EMU_ADD_NOMEM = -3,
+};
+/* Queues a request (waiting). On rejection err holds vLLM's message (for TOO_LONG:
+ * "You passed N input tokens and requested M output tokens. However, ..."). */
+int st_emu_add_request(st_emu_engine *e, const st_emu_req_params *p, char *err, size_t errlen);
+/* Removes a live request (client went away); its blocks are freed. 0 or -1 if unknown. */
+int st_emu_abort(st_emu_engine *e, uint64_t id);
+
+typedef enum st_emu_finish { ST_EMU_NOT_FINISHED = 0, ST_EMU_FINISH_LENGTH, ST_EMU_FINISH_STOP } st_emu_finish;
+
+/* One request's output in a step. */
+typedef struct st_emu_event {
+    uint64_t id;
+    void *user;
+    uint32_t token;        /* the token id emitted (st_emu_output_token) */
+    uint32_t n_out;        /* output tokens so far, including this one */
+    uint8_t first;         /* first output token of the request */
+    st_emu_finish finish;  /* set on the last token */
+    uint32_t prompt_tokens, cached_tokens; /* prompt length; prefix-cache hit (first admission) */
+    st_ns arrival, first_scheduled, first_token; /* engine times (first_token: this step's end if first) */
+} st_emu_event;
+
+typedef struct st_emu_step_result {
+    st_ns start, duration;      /* the tokens are due at start + duration */
+    uint32_t tokens, decode_tokens, prefill_tokens, seqs;
+    st_emu_event *events;       /* owned by the engine, valid until the next st_emu_step */
+    uint32_t n_events;
+    uint64_t *admitted;         /* ids moved waiting -> running this step, in order */
+    uint32_t n_admitted;
+    uint64_t *preempted;        /* ids preempted this step, in order */
+    uint32_t n_preempted;
+    double compute_s, memory_s; /* roofline parts of the duration */
+} st_emu_step_result;
+
+/* Runs one step. 0 when a step ran; 1 when there is nothing to schedule (idle; res->duration
+ * = 0); -1 on internal error. */
+int st_emu_step(st_emu_engine *e, st_emu_step_result *res);
+int st_emu_has_work(const st_emu_engine *e);
+
+/* Deterministic output token: the n-th output token of request id (shared with the server's
+ * detokenizer so texts are reproducible). */
+uint32_t st_emu_output_token(uint64_t id, uint32_t n, uint32_t vocab);
+
+/* State for metrics. Counters are cumulative since start. */
+typedef struct st_emu_stats {
+    uint32_t running, waiting;
+    double kv_usage;               /* 1 - free blocks / blocks (a fraction) */
+    uint32_t num_blocks, free_blocks;
+    uint64_t preemptions;
+    uint64_t prefix_queries, prefix_hits; /* tokens */
+    uint64_t prompt_tokens, generation_tokens;
+    uint64_t finished_length, finished_stop, finished_abort;
+    uint64_t steps;
+    uint64_t evictions;
+} st_emu_stats;
+void st_emu_get_stats(const st_emu_engine *e, st_emu_stats *s);
+
+/* vLLM's /reset_prefix_cache: 0, or -1 while blocks are in use. */
+int st_emu_reset_prefix_cache(st_emu_engine *e);
+/* Consistency check of blocks vs requests (tests): no leak, no double reference. */
+int st_emu_engine_check(const st_emu_engine *e, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,30 @@
+/* Step time: a roofline over one scheduler step plus fixed overheads. Pure. */
+#ifndef ST_EMU_STEPTIME_H
+#define ST_EMU_STEPTIME_H
+#include <stdint.h>
+
+#include "emu/config.h"
+
+/* What one step computes. Context figures are in tokens. */
+typedef struct st_emu_batch {
+    uint32_t tokens;        /* scheduled tokens (decodes + prefill chunks) */
+    uint32_t decode_tokens; /* of which decodes */
+    uint32_t seqs;          /* sequences in the step */
+    uint32_t sampled;       /* sequences that produce a token this step (lm_head rows) */
+    double attn_pairs;      /* sum over scheduled tokens of the keys each attends to */
+    double kv_read_tokens;  /* sum over sequences of the cached context read */
+} st_emu_batch;
+
+typedef struct st_emu_step_breakdown {
+    double compute_s, memory_s, overhead_s, allreduce_s, total_s;
+    double flops, bytes;
+    int eager;
+} st_emu_step_breakdown;
+
+/* Seconds for one step of config c (resolved by st_emu_memory_plan). bd may be NULL. */
+double st_emu_step_seconds(const st_emu_config *c, const st_emu_batch *b, st_emu_step_breakdown *bd);
+
+/* The decode floor: weight bytes per GPU / peak bandwidth (reference doc §6). */
+double st_emu_weight_read_floor_s(const st_emu_config *c);
+
+#endif

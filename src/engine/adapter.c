@@ -1,0 +1,263 @@
+#include "engine/adapter.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/parse.h"
+
+void st_launch_free(st_launch *l)
+{
+    st_strv_free(&l->argv);
+    free(l->expected_model);
+    free(l->base_url);
+    free(l->host);
+    memset(l, 0, sizeof *l);
+}
+
+const char *st_flag_value(const st_strv *flags, const char *name)
+{
+    size_t nl = strlen(name);
+    for (int i = 0; i < flags->n; i++) {
+        const char *t = flags->v[i];
+        if (strncmp(t, name, nl))
+            continue;
+        if (t[nl] == '=')
+            return t + nl + 1;
+        if (t[nl] == '\0' && i + 1 < flags->n)
+            return flags->v[i + 1];
+    }
+    return NULL;
+}
+
+static int push_all(st_strv *v, const char *const *a)
+{
+    for (; *a; a++)
+        if (st_strv_push(v, *a))
+            return -1;
+    return 0;
+}
+
+/* Copies flags without --host/--port (and their values). */
+static int push_flags(st_strv *v, const st_strv *flags)
+{
+    static const char *drop[] = { "--host", "--port", "--hostname" };
+    for (int i = 0; i < flags->n; i++) {
+        const char *t = flags->v[i];
+        int skip = 0;
+        for (size_t d = 0; d < sizeof drop / sizeof *drop; d++) {
+            size_t dl = strlen(drop[d]);
+            if (!strncmp(t, drop[d], dl) && (t[dl] == '=' || t[dl] == '\0')) {
+                skip = t[dl] == '=' ? 1 : 2;
+            }
+        }
+        if (skip) {
+            i += skip - 1;
+            continue;
+        }
+        if (st_strv_push(v, t))
+            return -1;
+    }
+    return 0;
+}
+
+int st_adapter_launch(const st_spec *s, const st_spec_config *c, int port, const char *self_exe, st_launch *out,
+                      char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    out->time_scale = 1;
+    st_strv flags = { 0 };
+    if (st_spec_config_flags(s, c, &flags)) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    const char *model = st_spec_config_model(s, c);
+    const char *served = st_flag_value(&flags, "--served-model-name");
+    if (!served)
+        served = s->engine.served_name;
+    out->expected_model = strdup(served ? served : model);
+    const char *ts = st_flag_value(&flags, "--time-scale");
+    if (ts) {
+        double k;
+        if (st_parse_double(ts, &k) || !(k > 0) || !isfinite(k)) {
+            snprintf(err, errlen, "--time-scale %s: expected a positive number", ts);
+            goto fail;
+        }
+        out->time_scale = k;
+    }
+    out->health_path = "/health";
+    out->models_path = "/v1/models";
+    out->metrics_dialect = "vllm";
+    const char *api_default = "completions";
+    char portbuf[16];
+    snprintf(portbuf, sizeof portbuf, "%d", port);
+    st_strv *a = &out->argv;
+    int have_cmd = s->engine.command.n > 0;
+    int rc = 0;
+    if (have_cmd && s->engine.kind != ST_ENGINE_ENDPOINT)
+        for (int i = 0; i < s->engine.command.n && !rc; i++)
+            rc = st_strv_push(a, s->engine.command.v[i]);
+    switch (s->engine.kind) {
+    case ST_ENGINE_VLLM:
+    case ST_ENGINE_EMULATOR:
+        if (!have_cmd) {
+            if (s->engine.kind == ST_ENGINE_VLLM) {
+                rc = rc || push_all(a, (const char *[]){ "vllm", "serve", NULL });
+            } else {
+                if (!self_exe) {
+                    snprintf(err, errlen, "the emulator needs the path of the servetune binary");
+                    goto fail;
+                }
+                rc = rc || push_all(a, (const char *[]){ self_exe, "emulate", "serve", NULL });
+            }
+        }
+        rc = rc || st_strv_push(a, model) || push_flags(a, &flags) ||
+             push_all(a, (const char *[]){ "--host", "127.0.0.1", "--port", portbuf, NULL });
+        break;
+    case ST_ENGINE_SGLANG:
+        if (!have_cmd)
+            rc = rc || push_all(a, (const char *[]){ "python3", "-m", "sglang.launch_server", NULL });
+        rc = rc || push_all(a, (const char *[]){ "--model-path", model, NULL }) || push_flags(a, &flags) ||
+             push_all(a, (const char *[]){ "--host", "127.0.0.1", "--port", portbuf, NULL });
+        if (!rc && !st_flag_value(&flags, "--enable-metrics")) {
+            int has = 0;
+            for (int i = 0; i < flags.n; i++)
+                has |= !strcmp(flags.v[i], "--enable-metrics");
+            if (!has)
+                rc = st_strv_push(a, "--enable-metrics");
+        }
+        out->metrics_dialect = "sglang";
+        break;
+    case ST_ENGINE_TGI:
+        if (!have_cmd)
+            rc = rc || push_all(a, (const char *[]){ "text-generation-launcher", NULL });
+        rc = rc || push_all(a, (const char *[]){ "--model-id", model, NULL }) || push_flags(a, &flags) ||
+             push_all(a, (const char *[]){ "--hostname", "127.0.0.1", "--port", portbuf, NULL });
+        out->models_path = "/info";
+        out->metrics_dialect = "tgi";
+        api_default = "tgi";
+        break;
+    case ST_ENGINE_LLAMACPP:
+        if (!have_cmd)
+            rc = rc || push_all(a, (const char *[]){ "llama-server", NULL });
+        rc = rc || push_all(a, (const char *[]){ "-m", model, NULL }) || push_flags(a, &flags) ||
+             push_all(a, (const char *[]){ "--host", "127.0.0.1", "--port", portbuf, NULL });
+        if (!rc) {
+            int has = 0;
+            for (int i = 0; i < flags.n; i++)
+                has |= !strcmp(flags.v[i], "--metrics");
+            if (!has)
+                rc = st_strv_push(a, "--metrics");
+        }
+        out->metrics_dialect = "llamacpp";
+        break;
+    case ST_ENGINE_ENDPOINT:
+    default:
+        break;
+    }
+    if (rc) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    if (s->engine.kind == ST_ENGINE_ENDPOINT) {
+        /* http://host[:port][/prefix] */
+        const char *u = s->engine.url;
+        int tls = !strncmp(u, "https://", 8);
+        const char *h = u + (tls ? 8 : 7);
+        size_t ul = strlen(u);
+        while (ul > 0 && u[ul - 1] == '/')
+            ul--;
+        out->base_url = strndup(u, ul);
+        const char *hend = h + strcspn(h, ":/");
+        out->host = strndup(h, (size_t)(hend - h));
+        out->port = tls ? 443 : 80;
+        if (*hend == ':') {
+            long pl;
+            char pb[8];
+            size_t n = strcspn(hend + 1, "/");
+            if (n == 0 || n >= sizeof pb) {
+                snprintf(err, errlen, "engine.url: bad port in '%s'", u);
+                goto fail;
+            }
+            memcpy(pb, hend + 1, n);
+            pb[n] = '\0';
+            if (st_parse_long(pb, &pl) || pl < 1 || pl > 65535) {
+                snprintf(err, errlen, "engine.url: bad port in '%s'", u);
+                goto fail;
+            }
+            out->port = (int)pl;
+        }
+    } else {
+        char ub[64];
+        snprintf(ub, sizeof ub, "http://127.0.0.1:%d", port);
+        out->base_url = strdup(ub);
+        out->host = strdup("127.0.0.1");
+        out->port = port;
+    }
+    out->api = s->engine.api ? s->engine.api : api_default;
+    st_strv_free(&flags);
+    if (!out->base_url || !out->host || !out->expected_model) {
+        snprintf(err, errlen, "out of memory");
+        st_launch_free(out);
+        return -1;
+    }
+    return 0;
+fail:
+    st_strv_free(&flags);
+    st_launch_free(out);
+    return -1;
+}
+
+void st_launch_cmdline(const st_launch *l, char *out, size_t n)
+{
+    size_t off = 0;
+    out[0] = '\0';
+    for (int i = 0; i < l->argv.n && off + 1 < n; i++) {
+        const char *t = l->argv.v[i];
+        int quote = !*t || strpbrk(t, " \t\"'\\$`") != NULL;
+        off += (size_t)snprintf(out + off, n - off, quote ? "%s'%s'" : "%s%s", i ? " " : "", t);
+    }
+}
+
+int st_adapter_models_lists(const char *body, size_t len, const char *model, char *names, size_t names_len)
+{
+    names[0] = '\0';
+    json_error_t je;
+    json_t *root = json_loadb(body, len, 0, &je);
+    if (!root || !json_is_object(root)) {
+        json_decref(root);
+        return -1;
+    }
+    int found = 0, any = 0;
+    size_t off = 0;
+    json_t *data = json_object_get(root, "data");
+    if (json_is_array(data)) {
+        size_t i;
+        json_t *m;
+        json_array_foreach(data, i, m) {
+            const char *id = json_string_value(json_object_get(m, "id"));
+            if (!id)
+                continue;
+            any = 1;
+            if (off < names_len)
+                off += (size_t)snprintf(names + off, names_len - off, "%s%s", off ? ", " : "", id);
+            if (!strcmp(id, model))
+                found = 1;
+        }
+    }
+    /* TGI /info: {"model_id": "..."} */
+    const char *mid = json_string_value(json_object_get(root, "model_id"));
+    if (mid) {
+        any = 1;
+        if (off < names_len)
+            off += (size_t)snprintf(names + off, names_len - off, "%s%s", off ? ", " : "", mid);
+        if (!strcmp(mid, model))
+            found = 1;
+    }
+    json_decref(root);
+    if (!any)
+        return -1;
+    return found;
+}

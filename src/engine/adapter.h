@@ -1,0 +1,58 @@
+/* Engine adapters: for each engine kind, how to build the argument vector that starts it on
+ * 127.0.0.1:PORT (execve-style, never a shell), how to tell it is ready and that it is ours
+ * (/health, then the model list must name the expected model), which metrics dialect its
+ * /metrics speaks, and which API the load uses by default.
+ *
+ *   vllm      [vllm serve] MODEL FLAGS --host 127.0.0.1 --port P
+ *   emulator  [/proc/self/exe emulate serve] MODEL FLAGS --host 127.0.0.1 --port P
+ *   sglang    [python3 -m sglang.launch_server] --model-path MODEL FLAGS --host .. --port P --enable-metrics
+ *   tgi       [text-generation-launcher] --model-id MODEL FLAGS --hostname .. --port P
+ *   llamacpp  [llama-server] -m MODEL FLAGS --host .. --port P --metrics
+ *   endpoint  nothing started; the spec's url
+ * The bracketed part is the default command; the spec's engine.command replaces it. --host and
+ * --port in the flags are dropped (servetune chooses them). */
+#ifndef ST_ENGINE_ADAPTER_H
+#define ST_ENGINE_ADAPTER_H
+#include <stddef.h>
+
+#include "audit/spec.h"
+
+typedef struct st_launch {
+    st_strv argv;         /* empty for an endpoint */
+    char *expected_model; /* the name /v1/models (or /info) must list */
+    char *base_url;       /* "http://127.0.0.1:PORT" or the endpoint's url, no trailing slash */
+    char *host;           /* "127.0.0.1" or the endpoint's host */
+    int port;
+    const char *api;      /* load API name: spec's engine.api or the kind's default */
+    const char *health_path;
+    const char *models_path; /* "/v1/models" or "/info" (TGI) */
+    const char *metrics_dialect; /* "vllm", "sglang", "tgi", "llamacpp" */
+    double time_scale;    /* the emulator's --time-scale (emulated s per wall s), else 1 */
+} st_launch;
+
+/* Builds the launch of configuration c on port (ignored for an endpoint). self_exe: path of the
+ * servetune binary (for the emulator). 0, or -1 with err. */
+int st_adapter_launch(const st_spec *s, const st_spec_config *c, int port, const char *self_exe, st_launch *out,
+                      char *err, size_t errlen);
+void st_launch_free(st_launch *l);
+/* The argv joined with spaces (quoted where needed), for logs and reports. */
+void st_launch_cmdline(const st_launch *l, char *out, size_t n);
+
+/* The value of option `name` in a flag list (--name V or --name=V), or NULL. */
+const char *st_flag_value(const st_strv *flags, const char *name);
+
+/* Whether a /v1/models (OpenAI list) or /info (TGI) body names model. 1 yes, 0 no (names[] gets
+ * what it lists, comma-separated), -1 when the body is not such a document. */
+int st_adapter_models_lists(const char *body, size_t len, const char *model, char *names, size_t names_len);
+
+typedef enum st_probe_result {
+    ST_PROBE_READY = 0,
+    ST_PROBE_NOT_YET,      /* refused / 503 / loading: try again */
+    ST_PROBE_WRONG_SERVER, /* answers, but not with our model */
+} st_probe_result;
+
+/* One readiness check: GET health_path must answer 200, then models_path must list the expected
+ * model. detail says what was seen. Each GET is bounded by timeout_s. */
+st_probe_result st_adapter_probe(const st_launch *l, double timeout_s, char *detail, size_t detail_len);
+
+#endif

@@ -1,0 +1,76 @@
+/* Engine process lifecycle: start an argument vector (posix_spawnp, never a shell) in its own
+ * process group with stdout/stderr appended to a log file, check it is alive, stop it
+ * (SIGTERM to the group, SIGKILL after a grace period, reap everything: nothing is left
+ * running), read the log's tail and classify why a start failed.
+ *
+ * st_proc_start makes the calling process a child subreaper (prctl PR_SET_CHILD_SUBREAPER) so
+ * that an engine's own children, orphaned when the engine dies, are reaped here too. */
+#ifndef ST_ENGINE_PROCESS_H
+#define ST_ENGINE_PROCESS_H
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "core/clock.h"
+
+typedef struct st_proc {
+    pid_t pid;      /* also the process group id; 0 when not started */
+    int exited;     /* the leader was reaped */
+    int wstatus;    /* its wait status when exited */
+    st_ns started;  /* st_now() at spawn */
+} st_proc;
+
+typedef struct st_proc_opts {
+    char *const *argv;          /* argv[0] is looked up on PATH */
+    const char *const *env_key; /* additions / overrides of the environment */
+    const char *const *env_val; /* values; ${VAR} is expanded from this process's environment */
+    int n_env;
+    const char *log_path;       /* stdout and stderr are appended here; NULL: /dev/null */
+} st_proc_opts;
+
+/* 0, or -1 with the reason in err (program not found, log not writable, ${VAR} unset...). */
+int st_proc_start(st_proc *p, const st_proc_opts *o, char *err, size_t errlen);
+/* 1 while the leader runs; 0 once it exited (reaped, status in p->wstatus). */
+int st_proc_alive(st_proc *p);
+/* SIGTERM to the group, SIGKILL after grace_s, reaps every member. 0 when nothing of the group is
+ * left, -1 if something survived SIGKILL for 5 s (should not happen). Safe to call twice. */
+int st_proc_stop(st_proc *p, double grace_s);
+/* "exit status N", "killed by signal N (SIGKILL)" or "running". */
+void st_proc_describe(const st_proc *p, char *out, size_t n);
+
+/* Expands ${VAR} references from the environment. 0, or -1 naming the unset variable in err. */
+int st_env_expand(const char *in, char *out, size_t outlen, char *err, size_t errlen);
+
+/* The last max_lines lines (at most max_bytes) of a file; *out is malloc'd ("" when empty).
+ * 0, or -1 when the file cannot be read. */
+int st_log_tail(const char *path, size_t max_bytes, int max_lines, char **out);
+/* Replaces every occurrence of secret (when non-empty) in text by "***", in place. */
+void st_redact(char *text, const char *secret);
+
+typedef enum st_fail_class {
+    ST_FAIL_NONE = 0,
+    ST_FAIL_OOM,        /* out of memory / the KV cache does not fit */
+    ST_FAIL_BAD_FLAG,   /* an argument the engine rejected */
+    ST_FAIL_PORT_TAKEN, /* the port was in use */
+    ST_FAIL_EXEC,       /* the program could not be started */
+    ST_FAIL_CRASH,      /* exited or died by a signal */
+    ST_FAIL_TIMEOUT,    /* still not ready at the startup timeout */
+    ST_FAIL_HANG,       /* stopped answering while running */
+    ST_FAIL_WRONG_SERVER, /* something else answers on the port */
+    ST_FAIL__COUNT
+} st_fail_class;
+const char *st_fail_class_name(st_fail_class c); /* "oom", "bad_flag", "port_taken", ... */
+/* A sentence for people: "out of memory / KV cache does not fit", ... */
+const char *st_fail_class_text(st_fail_class c);
+
+/* Classifies a failed start from the log tail and how it ended. exited/wstatus describe the
+ * process (exited = 0: still running); timed_out: the readiness deadline passed. detail gets the
+ * log line that decided it, or the exit status. */
+st_fail_class st_proc_classify(const char *log_tail, int exited, int wstatus, int timed_out, char *detail,
+                               size_t detail_len);
+
+/* 1 when a TCP listener could bind 127.0.0.1:port now, 0 when it is taken (or not allowed). */
+int st_port_free(int port);
+/* A port the kernel considers free right now (bind to port 0). -1 on failure. */
+int st_port_pick(void);
+
+#endif

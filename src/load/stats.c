@@ -1,0 +1,268 @@
+#include "load/stats.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double st_percentile_sorted(const double *sorted, uint32_t n, double p)
+{
+    if (!sorted || n == 0 || isnan(p))
+        return NAN;
+    if (p < 0)
+        p = 0;
+    if (p > 100)
+        p = 100;
+    double h = (double)(n - 1) * p / 100.0;
+    double lo = floor(h);
+    uint32_t i = (uint32_t)lo;
+    if (i >= n - 1)
+        return sorted[n - 1];
+    return sorted[i] + (h - lo) * (sorted[i + 1] - sorted[i]);
+}
+
+void st_dist_compute(double *vals, uint32_t n, st_dist *out)
+{
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (!isnan(vals[i]))
+            vals[m++] = vals[i];
+    /* Keep the caller's array whole: the NaNs go after the values. */
+    for (uint32_t i = m; i < n; i++)
+        vals[i] = NAN;
+    out->n = m;
+    if (m == 0) {
+        out->mean = out->min = out->p50 = out->p90 = out->p95 = out->p99 = out->max = NAN;
+        return;
+    }
+    qsort(vals, m, sizeof *vals, cmp_double);
+    double sum = 0;
+    for (uint32_t i = 0; i < m; i++)
+        sum += vals[i];
+    out->mean = sum / m;
+    out->min = vals[0];
+    out->max = vals[m - 1];
+    out->p50 = st_percentile_sorted(vals, m, 50);
+    out->p90 = st_percentile_sorted(vals, m, 90);
+    out->p95 = st_percentile_sorted(vals, m, 95);
+    out->p99 = st_percentile_sorted(vals, m, 99);
+}
+
+static int term_set(double v)
+{
+    return v > 0 && !isnan(v);
+}
+
+int st_slo_met(const st_record *r, const st_slo *slo)
+{
+    if (r->status != ST_REQ_OK)
+        return 0;
+    if (!slo)
+        return 1;
+    if (term_set(slo->ttft_s)) {
+        double v = st_record_ttft(r);
+        if (isnan(v) || v > slo->ttft_s)
+            return 0;
+    }
+    if (term_set(slo->tpot_s)) {
+        double v = st_record_tpot(r);
+        if (!isnan(v) && v > slo->tpot_s)
+            return 0;
+    }
+    if (term_set(slo->e2e_s)) {
+        double v = st_record_e2e(r);
+        if (isnan(v) || v > slo->e2e_s)
+            return 0;
+    }
+    return 1;
+}
+
+static int in_win(st_ns t, st_ns a, st_ns b)
+{
+    return t >= a && t <= b;
+}
+
+static double rate_over(uint32_t n, st_ns lo, st_ns hi)
+{
+    if (n < 2)
+        return NAN;
+    if (hi <= lo)
+        return INFINITY;
+    return (double)(n - 1) / st_ns_to_s(hi - lo);
+}
+
+static double per_s(double x, double dur)
+{
+    return dur > 0 ? x / dur : NAN;
+}
+
+int st_summary_compute(const st_record *recs, uint32_t n, const st_summary_opts *opts, st_summary *s)
+{
+    static const st_summary_opts none;
+    if (!opts)
+        opts = &none;
+    memset(s, 0, sizeof *s);
+    s->total = n;
+    const st_slo *slo = &opts->slo;
+    s->slo_set = term_set(slo->ttft_s) || term_set(slo->tpot_s) || term_set(slo->e2e_s);
+
+    st_ns sched_lo = INT64_MAX, sched_hi = INT64_MIN, sent_lo = INT64_MAX, sent_hi = INT64_MIN;
+    st_ns end_hi = INT64_MIN;
+    uint64_t itl_n = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const st_record *r = &recs[i];
+        if (r->warmup) {
+            s->warmup++;
+            continue;
+        }
+        s->measured++;
+        if ((unsigned)r->status < ST_REQ__COUNT)
+            s->by_status[r->status]++;
+        if (r->scheduled < sched_lo)
+            sched_lo = r->scheduled;
+        if (r->scheduled > sched_hi)
+            sched_hi = r->scheduled;
+        if (r->sent >= 0) {
+            s->sent++;
+            if (r->sent < sent_lo)
+                sent_lo = r->sent;
+            if (r->sent > sent_hi)
+                sent_hi = r->sent;
+        }
+        if (r->end >= 0 && r->end > end_hi)
+            end_hi = r->end;
+        if (r->status == ST_REQ_OK) {
+            s->completed++;
+            s->input_tokens += r->input_tokens;
+            s->output_tokens += r->output_tokens;
+            s->cached_tokens += r->cached_tokens;
+            if (r->output_tokens < r->output_requested)
+                s->output_requested_short++;
+            if (r->n_events > 1)
+                itl_n += r->n_events - 1;
+            if (st_slo_met(r, slo))
+                s->good++;
+        }
+    }
+    s->failed = s->measured - s->completed;
+    s->first_send_s = s->sent ? st_ns_to_s(sent_lo) : NAN;
+    s->last_end_s = end_hi >= 0 ? st_ns_to_s(end_hi) : NAN;
+    s->duration_s = (s->sent && end_hi >= 0 && end_hi > sent_lo) ? st_ns_to_s(end_hi - sent_lo) : NAN;
+    s->offered_rate = rate_over(s->measured, sched_lo, sched_hi);
+    s->achieved_rate = rate_over(s->sent, sent_lo, sent_hi);
+    double dur = s->duration_s;
+    s->request_throughput = per_s(s->completed, dur);
+    s->input_throughput = per_s((double)s->input_tokens, dur);
+    s->output_throughput = per_s((double)s->output_tokens, dur);
+    s->total_token_throughput = per_s((double)(s->input_tokens + s->output_tokens), dur);
+    s->goodput = per_s(s->good, dur);
+
+    uint32_t m = s->measured ? s->measured : 1;
+    double *vals = malloc(m * sizeof *vals);
+    double *itl = malloc((itl_n ? itl_n : 1) * sizeof *itl);
+    if (!vals || !itl) {
+        free(vals);
+        free(itl);
+        return -1;
+    }
+
+    st_window *w = &s->steady;
+    w->valid = s->measured >= 2 && sched_hi > sched_lo;
+    st_ns ws = sched_lo, we = sched_hi;
+
+    /* Two passes per distribution: the whole run (win = 0), then the steady window. */
+    for (int win = 0; win < 2; win++) {
+        if (win && !w->valid)
+            break;
+        st_dist *d_ttft = win ? &w->ttft : &s->ttft, *d_tpot = win ? &w->tpot : &s->tpot;
+        st_dist *d_e2e = win ? &w->e2e : &s->e2e, *d_lag = win ? &w->lag : &s->lag;
+        st_dist *d_itl = win ? &w->itl : &s->itl;
+        uint32_t k;
+        /* Completed requests (in the window: those that ended inside it). */
+#define COLLECT(expr)                                                                  \
+    k = 0;                                                                             \
+    for (uint32_t i = 0; i < n; i++) {                                                 \
+        const st_record *r = &recs[i];                                                 \
+        if (r->warmup || r->status != ST_REQ_OK || (win && !in_win(r->end, ws, we)))   \
+            continue;                                                                  \
+        vals[k++] = (expr);                                                            \
+    }
+        COLLECT(st_record_ttft(r));
+        st_dist_compute(vals, k, d_ttft);
+        COLLECT(st_record_tpot(r));
+        st_dist_compute(vals, k, d_tpot);
+        COLLECT(st_record_e2e(r));
+        st_dist_compute(vals, k, d_e2e);
+#undef COLLECT
+        k = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            const st_record *r = &recs[i];
+            if (r->warmup || r->sent < 0 || (win && !in_win(r->sent, ws, we)))
+                continue;
+            vals[k++] = st_record_lag(r);
+        }
+        st_dist_compute(vals, k, d_lag);
+        uint64_t q = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            const st_record *r = &recs[i];
+            if (r->warmup || r->status != ST_REQ_OK || !r->events)
+                continue;
+            for (uint32_t j = 1; j < r->n_events && q < itl_n; j++) {
+                if (win && !(in_win(r->events[j - 1], ws, we) && in_win(r->events[j], ws, we)))
+                    continue;
+                itl[q++] = st_ns_to_s(r->events[j] - r->events[j - 1]);
+            }
+        }
+        st_dist_compute(itl, q > UINT32_MAX ? UINT32_MAX : (uint32_t)q, d_itl);
+    }
+
+    if (w->valid) {
+        w->start_s = st_ns_to_s(ws);
+        w->end_s = st_ns_to_s(we);
+        w->duration_s = st_ns_to_s(we - ws);
+        for (uint32_t i = 0; i < n; i++) {
+            const st_record *r = &recs[i];
+            if (r->warmup)
+                continue;
+            int ended_in = r->end >= 0 && in_win(r->end, ws, we);
+            if (r->status != ST_REQ_OK) {
+                w->failed += ended_in;
+                continue;
+            }
+            if (ended_in) {
+                w->completed++;
+                w->input_tokens += r->input_tokens;
+                if (st_slo_met(r, slo))
+                    w->good++;
+            }
+            /* Output tokens produced inside the window, spread evenly over the events. */
+            if (r->n_events > 0 && r->events) {
+                uint32_t inside = 0;
+                for (uint32_t j = 0; j < r->n_events; j++)
+                    inside += in_win(r->events[j], ws, we);
+                w->output_tokens += (double)r->output_tokens * inside / r->n_events;
+            } else if (ended_in) {
+                w->output_tokens += r->output_tokens;
+            }
+        }
+        w->request_throughput = per_s(w->completed, w->duration_s);
+        w->input_throughput = per_s((double)w->input_tokens, w->duration_s);
+        w->output_throughput = per_s(w->output_tokens, w->duration_s);
+        w->goodput = per_s(w->good, w->duration_s);
+    } else {
+        w->start_s = w->end_s = w->duration_s = NAN;
+        w->request_throughput = w->input_throughput = w->output_throughput = w->goodput = NAN;
+        st_dist_compute(vals, 0, &w->ttft);
+        w->tpot = w->itl = w->e2e = w->lag = w->ttft;
+    }
+
+    s->client_limited = opts->max_lag_p99_s > 0 && s->lag.n > 0 && s->lag.p99 > opts->max_lag_p99_s;
+    free(vals);
+    free(itl);
+    return 0;
+}

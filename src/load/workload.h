@@ -1,0 +1,86 @@
+/* Workloads: the list of requests a run sends, either synthetic (the shape of vLLM's
+ * random dataset) or loaded from a JSONL trace (docs/trace-format.md). Pure apart from
+ * st_workload_trace_load, which reads the file.
+ *
+ * Ownership: st_workload owns items, and each item owns its input_ids and input_text
+ * (malloc'd); st_workload_free releases all of it. */
+#ifndef ST_WORKLOAD_H
+#define ST_WORKLOAD_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/buf.h"
+#include "core/clock.h"
+
+typedef struct st_work_item {
+    uint32_t id;
+    st_ns arrival;        /* from a trace (ns from start), or -1: the arrival process decides */
+    uint32_t input_len;   /* tokens */
+    uint32_t *input_ids;  /* input_len token ids, or NULL when the trace gave text only */
+    char *input_text;     /* text prompt or NULL; st_workload_text() derives text from ids */
+    uint32_t output_len;
+    uint32_t prefix_group, prefix_len; /* requests of one group share prefix_len leading tokens */
+} st_work_item;
+
+typedef struct st_workload {
+    st_work_item *items;
+    uint32_t n;
+} st_workload;
+
+/* Synthetic workload (vLLM random-dataset shape).
+ * - input_len is the TOTAL prompt length including the shared prefix (unlike vLLM's
+ *   --random-input-len, which excludes its --random-prefix-len): "3,000-token prompts with a
+ *   2,000-token shared prefix" is input_len 3000, prefix_len 2000. Each request's length is
+ *   uniform in [floor(L(1-r)), floor(L(1+r))] (inclusive, at least 1), the same bounds vLLM
+ *   computes; prefix_len must not exceed the lower bound.
+ * - output_len likewise with the same range_ratio (at least 1).
+ * - the first prefix_len ids of every request are identical (prefix_group 0); the rest are
+ *   drawn independently per request.
+ * - ids are uniform in [ST_WORKLOAD_VOCAB_LO, vocab_size); vocab_size 0 means
+ *   ST_WORKLOAD_VOCAB_DEFAULT. Keep vocab_size at or below the model's first special-token
+ *   id (Llama-3: 128000, Qwen2/3: 151643) so no control token is ever sent; the default is
+ *   safe for every model servetune knows.
+ * - the same seed gives the same workload, byte for byte. */
+#define ST_WORKLOAD_VOCAB_LO 1000u
+#define ST_WORKLOAD_VOCAB_DEFAULT 32000u
+#define ST_WORKLOAD_MAX_TOKENS (1u << 21) /* per request, input or output */
+#define ST_WORKLOAD_MAX_REQUESTS 10000000u
+
+typedef struct st_synth_params {
+    uint32_t input_len, output_len;
+    double range_ratio; /* r in [0, 1) */
+    uint32_t prefix_len;
+    uint32_t num_requests;
+    uint64_t seed;
+    uint32_t vocab_size; /* ids drawn in [ST_WORKLOAD_VOCAB_LO, vocab_size) */
+} st_synth_params;
+
+int st_workload_synthetic(const st_synth_params *p, st_workload *out, char *err, size_t errlen);
+
+/* Loads a JSONL trace (format in docs/trace-format.md). Errors are "path:line: reason".
+ * Lines are limited to ST_TRACE_LINE_MAX bytes. Arrival times are relative to the first
+ * request's timestamp (so the replay starts at once), or -1 for every item when the trace
+ * has no timestamps. */
+#define ST_TRACE_LINE_MAX (4u << 20)
+int st_workload_trace_load(const char *path, st_workload *out, char *err, size_t errlen);
+/* The same from a buffer in memory (name is used in error messages). */
+int st_workload_trace_parse(const char *data, size_t len, const char *name, st_workload *out,
+                            char *err, size_t errlen);
+/* Parses one trace line into *it (it->id = index, ids generated as documented). Returns 0,
+ * 1 for a blank or comment line (nothing filled), -1 with the reason in err (without the
+ * "file:line:" prefix). *has_ts tells whether the line had a timestamp, *ts_s its value.
+ * On success the caller owns it->input_ids / it->input_text (free with st_work_item_free). */
+int st_trace_parse_line(const char *line, size_t len, uint32_t index, st_work_item *it,
+                        int *has_ts, double *ts_s, char *err, size_t errlen);
+void st_work_item_free(st_work_item *it);
+
+/* Deterministic text for text-only APIs (TGI, chat): the item's input_text when it has
+ * one, else one word per token id (from a fixed list of 256 common English words, id modulo 256, joined
+ * by single spaces), so about one token per word with a BPE tokenizer and identical leading
+ * text for identical leading ids (a shared prefix stays shared). Appends to out; 0 or -1
+ * (out's maximum reached or the item has neither ids nor text). */
+int st_workload_text(const st_work_item *it, st_buf *out);
+
+void st_workload_free(st_workload *w);
+
+#endif

@@ -1,0 +1,72 @@
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "report/report.h"
+
+static void cell_num(st_buf *b, double v)
+{
+    if (isfinite(v))
+        st_buf_printf(b, ",%.10g", v);
+    else if (isinf(v))
+        st_buf_puts(b, ",inf");
+    else
+        st_buf_puts(b, ",");
+}
+
+/* RFC 4180 field: quoted when it holds a comma, quote or newline. A leading = + - @ is
+ * prefixed with ' so spreadsheets do not evaluate it. */
+static void cell_str(st_buf *b, const char *s, int first)
+{
+    if (!first)
+        st_buf_puts(b, ",");
+    if (!s)
+        return;
+    int q = strpbrk(s, ",\"\r\n") != NULL;
+    if (q)
+        st_buf_puts(b, "\"");
+    if (strchr("=+-@", s[0]) && s[0])
+        st_buf_puts(b, "'");
+    for (const char *p = s; *p; p++)
+        st_buf_append(b, *p == '"' ? "\"\"" : p, *p == '"' ? 2 : 1);
+    if (q)
+        st_buf_puts(b, "\"");
+}
+
+int st_report_csv(const st_report *r, st_buf *b)
+{
+    st_buf_puts(b, "rank,config,is_baseline,is_pick,status,capacity_rps,capacity_vs_baseline,output_tps,"
+                   "usd_per_1m_output_tokens,cost_vs_baseline,ttft_p95_ms,tpot_p95_ms,pass_rate,fail_rate,"
+                   "highest_tested_passed,grid_capacity_rps,refined_capacity_rps,sustained_rps,replicas_at_peak,"
+                   "monthly_usd,note\n");
+    for (int k = 0; k < r->n_cfg; k++) {
+        int i = r->order[k];
+        const st_rep_cfg *c = &r->cfg[i];
+        st_buf_printf(b, "%d", k + 1);
+        cell_str(b, c->name, 0);
+        st_buf_printf(b, ",%d,%d", i == 0, i == r->pick);
+        cell_str(b, st_rep_status_name(c->status), 0);
+        int ok = c->status == ST_REP_OK;
+        cell_num(b, ok ? c->cap->capacity_rps : NAN);
+        cell_num(b, c->cap_vs_base);
+        cell_num(b, ok ? c->cap->output_tps : NAN);
+        cell_num(b, ok ? c->cost.usd_per_1m : NAN);
+        cell_num(b, c->cost_vs_base);
+        cell_num(b, c->ttft_p95_ms);
+        cell_num(b, c->tpot_p95_ms);
+        cell_num(b, c->cap->has_pass ? c->cap->pass_rate : NAN);
+        cell_num(b, c->cap->has_fail_above ? c->cap->fail_rate : NAN);
+        st_buf_printf(b, ",%d", ok && c->cap->highest_tested_passed);
+        cell_num(b, c->grid.capacity_rps);
+        cell_num(b, r->refine ? c->refined.capacity_rps : NAN);
+        cell_num(b, c->cap->sustained_rps);
+        if (ok)
+            st_buf_printf(b, ",%ld", c->cost.replicas);
+        else
+            st_buf_puts(b, ",");
+        cell_num(b, ok ? c->cost.monthly_usd : NAN);
+        cell_str(b, c->note[0] ? c->note : NULL, 0);
+        st_buf_puts(b, "\n");
+    }
+    return b->len >= b->max ? -1 : 0;
+}

@@ -1,0 +1,24 @@
+/* Number and text formatting shared by the report renderers (internal to src/report). */
+#ifndef ST_REPORT_FORMAT_H
+#define ST_REPORT_FORMAT_H
+#include <stddef.h>
+
+#include "core/buf.h"
+
+/* "12.3", "0.85", "1,234"; "-" for NAN. */
+void st_fmt_num(char *out, size_t n, double v);
+/* "$0.576", "$12.40", "$14,542"; "-" for NAN. */
+void st_fmt_usd(char *out, size_t n, double v);
+/* "+40 %", "-28 %", "0 %"; "-" for NAN. */
+void st_fmt_pct(char *out, size_t n, double rel);
+/* "inf" or the rate. */
+void st_fmt_rate(char *out, size_t n, double r);
+/* Appends s as a markdown table cell / inline text: | and newlines neutralised, and characters
+ * that would start markup (<, >, `, *, _, [, ]) escaped. */
+int st_md_text(st_buf *b, const char *s);
+/* Appends s inside `code` (backticks in s replaced by '). */
+int st_md_code(st_buf *b, const char *s);
+/* "2026-11-29 14:15 UTC" from wall ns. */
+void st_fmt_date(char *out, size_t n, long long wall_ns);
+
+#endif

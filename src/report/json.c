@@ -1,0 +1,233 @@
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/version.h"
+#include "report/report.h"
+
+static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+static json_t *rate(double v) { return isinf(v) ? json_string("inf") : num(v); }
+static json_t *str(const char *s) { return s ? json_string(s) : json_null(); }
+
+static json_t *iso(long long wall_ns)
+{
+    if (wall_ns <= 0)
+        return json_null();
+    time_t t = (time_t)(wall_ns / 1000000000LL);
+    struct tm tm;
+    char b[32];
+    if (!gmtime_r(&t, &tm))
+        return json_null();
+    strftime(b, sizeof b, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return json_string(b);
+}
+
+static json_t *strv(const st_strv *v)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < v->n; i++)
+        json_array_append_new(a, json_string(v->v[i]));
+    return a;
+}
+
+static json_t *envv(const st_envv *e)
+{
+    json_t *o = json_object();
+    for (int i = 0; i < e->n; i++)
+        json_object_set_new(o, e->key[i], json_string(e->val[i]));
+    return o;
+}
+
+static json_t *spec_json(const st_report *r)
+{
+    const st_spec *s = &r->spec;
+    json_t *o = json_object();
+    json_object_set_new(o, "path", str(r->audit.spec_path));
+    json_object_set_new(o, "sha256", json_string(r->audit.spec_hash));
+    json_t *e = json_object();
+    json_object_set_new(e, "kind", json_string(st_engine_kind_name(s->engine.kind)));
+    json_object_set_new(e, "model", json_string(s->engine.model));
+    json_object_set_new(e, "flags", strv(&s->engine.flags));
+    json_object_set_new(e, "url", str(s->engine.url));
+    json_object_set_new(o, "engine", e);
+    json_t *h = json_object();
+    json_object_set_new(h, "gpu", json_string(s->hardware.gpu));
+    json_object_set_new(h, "gpus_per_replica", json_integer(s->hardware.gpus_per_replica));
+    json_object_set_new(h, "price_per_gpu_hour", json_real(s->hardware.price_per_gpu_hour));
+    json_object_set_new(o, "hardware", h);
+    json_object_set_new(o, "peak_rate", json_real(s->peak_rate));
+    json_t *w = json_object();
+    if (s->workload.kind == ST_WL_SYNTHETIC) {
+        json_object_set_new(w, "kind", json_string("synthetic"));
+        json_object_set_new(w, "input_tokens", json_integer(s->workload.input_tokens));
+        json_object_set_new(w, "output_tokens", json_integer(s->workload.output_tokens));
+        json_object_set_new(w, "range_ratio", json_real(s->workload.range_ratio));
+        json_object_set_new(w, "shared_prefix", json_integer(s->workload.shared_prefix));
+    } else {
+        json_object_set_new(w, "kind", json_string("trace"));
+        json_object_set_new(w, "trace", json_string(s->workload.trace));
+    }
+    json_object_set_new(w, "requests_per_rate", json_integer(s->workload.requests_per_rate));
+    json_object_set_new(w, "seed", json_integer((json_int_t)s->workload.seed));
+    json_object_set_new(w, "arrival", json_string(s->workload.arrival ? s->workload.arrival : "poisson"));
+    json_object_set_new(o, "workload", w);
+    json_t *ra = json_array();
+    for (int i = 0; i < s->n_rates; i++)
+        json_array_append_new(ra, rate(s->rates[i]));
+    json_object_set_new(o, "rates", ra);
+    json_object_set_new(o, "warmup_requests", json_integer(s->warmup_requests));
+    json_t *slo = json_array();
+    for (int i = 0; i < s->slo.n; i++) {
+        json_t *t = json_object();
+        json_object_set_new(t, "metric", json_string(st_slo_metric_name(s->slo.terms[i].metric)));
+        json_object_set_new(t, "percentile", json_real(s->slo.terms[i].pct));
+        json_object_set_new(t, "max_ms", json_real(s->slo.terms[i].max_ms));
+        json_array_append_new(slo, t);
+    }
+    json_object_set_new(o, "slo", slo);
+    json_t *se = json_object();
+    json_object_set_new(se, "mode", json_string(s->search.mode == ST_SEARCH_REFINE ? "refine" : "grid"));
+    json_object_set_new(se, "tolerance", json_real(s->search.tolerance));
+    json_object_set_new(se, "request_budget", json_integer(s->search.request_budget));
+    json_object_set_new(se, "early_stop", json_boolean(s->search.early_stop));
+    json_object_set_new(se, "skip_margin", json_real(s->search.skip_margin));
+    json_object_set_new(o, "search", se);
+    return o;
+}
+
+static json_t *capacity_json(const st_rep_cfg *c)
+{
+    const st_capacity *k = c->cap;
+    json_t *o = json_object();
+    json_object_set_new(o, "rps", num(k->capacity_rps));
+    json_object_set_new(o, "pass_rate", k->has_pass ? rate(k->pass_rate) : json_null());
+    json_object_set_new(o, "fail_rate", k->has_fail_above ? rate(k->fail_rate) : json_null());
+    json_object_set_new(o, "highest_tested_passed", json_boolean(k->has_pass && k->highest_tested_passed));
+    json_object_set_new(o, "output_tps", num(k->output_tps));
+    json_object_set_new(o, "sustained_rps", num(k->sustained_rps));
+    json_object_set_new(o, "ttft_p95_ms", num(c->ttft_p95_ms));
+    json_object_set_new(o, "tpot_p95_ms", num(c->tpot_p95_ms));
+    json_object_set_new(o, "grid_rps", num(c->grid.capacity_rps));
+    json_object_set_new(o, "refined_rps", num(c->refined.capacity_rps));
+    json_object_set_new(o, "warmup_effect", json_boolean(k->warmup_effect));
+    json_object_set_new(o, "non_monotonic", json_boolean(k->non_monotonic));
+    return o;
+}
+
+static json_t *run_json(const st_run_row *w)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "run_id", json_integer(w->id));
+    json_object_set_new(o, "run_key", json_string(w->run_key));
+    json_object_set_new(o, "rate", rate(w->rate));
+    json_object_set_new(o, "grid", json_boolean(w->grid));
+    json_object_set_new(o, "verdict", str(w->verdict));
+    json_object_set_new(o, "why", str(w->why));
+    json_object_set_new(o, "stopped_early", json_boolean(w->stopped_early));
+    json_object_set_new(o, "planned", json_integer(w->planned));
+    json_object_set_new(o, "sent", json_integer(w->sent));
+    json_object_set_new(o, "completed", json_integer(w->completed));
+    json_object_set_new(o, "failed", json_integer(w->failed));
+    struct { const char *k; double v; } f[] = {
+        { "duration_s", w->duration_s },   { "delivered_rps", w->delivered_rps }, { "output_tps", w->output_tps },
+        { "sustained_rps", w->sustained_rps }, { "achieved_offered_rps", w->offered_rps_achieved },
+        { "worst_ratio", w->worst_ratio }, { "ttft_p50_ms", w->ttft_p50_ms }, { "ttft_p95_ms", w->ttft_p95_ms },
+        { "ttft_p99_ms", w->ttft_p99_ms }, { "tpot_p50_ms", w->tpot_p50_ms }, { "tpot_p95_ms", w->tpot_p95_ms },
+        { "tpot_p99_ms", w->tpot_p99_ms }, { "itl_p95_ms", w->itl_p95_ms },   { "e2e_p95_ms", w->e2e_p95_ms },
+        { "lag_p99_ms", w->lag_p99_ms },
+    };
+    for (size_t i = 0; i < sizeof f / sizeof *f; i++)
+        json_object_set_new(o, f[i].k, num(f[i].v));
+    json_t *t = json_array();
+    for (int i = 0; i < w->n_terms; i++)
+        json_array_append_new(t, num(w->term_ms[i]));
+    json_object_set_new(o, "slo_terms_ms", t);
+    json_object_set_new(o, "client_limited", json_boolean(w->client_limited));
+    json_t *summary = w->summary_json ? json_loads(w->summary_json, 0, NULL) : NULL;
+    json_object_set_new(o, "summary", summary ? summary : json_null());
+    return o;
+}
+
+int st_report_json(const st_report *r, st_buf *out)
+{
+    json_t *root = json_object();
+    json_object_set_new(root, "schema", json_string("servetune-audit-report/1"));
+    json_object_set_new(root, "servetune_version", str(r->audit.version ? r->audit.version : ST_VERSION));
+    json_object_set_new(root, "partial", json_boolean(r->audit.partial));
+    json_object_set_new(root, "note", str(r->audit.note));
+    json_object_set_new(root, "started", iso(r->audit.started));
+    json_object_set_new(root, "finished", iso(r->audit.finished));
+    json_object_set_new(root, "spec", spec_json(r));
+    st_buf hl;
+    st_buf_init(&hl, 1 << 16);
+    st_report_headline(r, &hl);
+    json_t *h = json_object();
+    json_object_set_new(h, "text", json_string(hl.data ? hl.data : ""));
+    st_buf_free(&hl);
+    json_object_set_new(h, "pick", r->pick >= 0 ? json_string(r->cfg[r->pick].name) : json_null());
+    json_object_set_new(h, "baseline", json_string(r->cfg[0].name));
+    json_object_set_new(root, "headline", h);
+    json_t *cs = json_array();
+    for (int i = 0; i < r->n_cfg; i++) {
+        const st_rep_cfg *c = &r->cfg[i];
+        json_t *o = json_object();
+        json_object_set_new(o, "name", json_string(c->name));
+        json_object_set_new(o, "is_baseline", json_boolean(i == 0));
+        json_object_set_new(o, "status", json_string(st_rep_status_name(c->status)));
+        json_object_set_new(o, "note", c->note[0] ? json_string(c->note) : json_null());
+        json_object_set_new(o, "reason", str(c->spec->reason));
+        json_t *ch = json_object();
+        json_object_set_new(ch, "add_flags", strv(&c->spec->add_flags));
+        json_object_set_new(ch, "remove_flags", strv(&c->spec->remove_flags));
+        json_object_set_new(ch, "model", str(c->spec->model));
+        json_object_set_new(ch, "env", envv(&c->spec->env));
+        json_object_set_new(o, "changes", ch);
+        json_object_set_new(o, "command", c->row ? str(c->row->argv) : json_null());
+        json_object_set_new(o, "startup_s", c->row ? num(c->row->startup_s) : json_null());
+        if (c->row && c->row->failure_class) {
+            json_t *f = json_object();
+            json_object_set_new(f, "class", json_string(c->row->failure_class));
+            json_object_set_new(f, "detail", str(c->row->failure_detail));
+            json_object_set_new(f, "log_tail", str(c->row->log_tail));
+            json_object_set_new(o, "failure", f);
+        } else {
+            json_object_set_new(o, "failure", json_null());
+        }
+        json_t *facts = c->row && c->row->facts ? json_loads(c->row->facts, 0, NULL) : NULL;
+        json_object_set_new(o, "engine_facts", facts ? facts : json_null());
+        json_object_set_new(o, "capacity", capacity_json(c));
+        if (c->cost.valid) {
+            json_t *k = json_object();
+            json_object_set_new(k, "usd_per_1m_output_tokens", num(c->cost.usd_per_1m));
+            json_object_set_new(k, "replicas_at_peak", json_integer(c->cost.replicas));
+            json_object_set_new(k, "monthly_usd", num(c->cost.monthly_usd));
+            json_object_set_new(k, "capacity_vs_baseline", num(c->cap_vs_base));
+            json_object_set_new(k, "cost_vs_baseline", num(c->cost_vs_base));
+            json_object_set_new(o, "cost", k);
+        } else {
+            json_object_set_new(o, "cost", json_null());
+        }
+        json_t *runs = json_array();
+        for (int j = 0; j < c->n_runs; j++)
+            json_array_append_new(runs, run_json(&c->runs[j]));
+        json_object_set_new(o, "runs", runs);
+        json_array_append_new(cs, o);
+    }
+    json_object_set_new(root, "configurations", cs);
+    json_t *ord = json_array();
+    for (int i = 0; i < r->n_cfg; i++)
+        json_array_append_new(ord, json_string(r->cfg[r->order[i]].name));
+    json_object_set_new(root, "order", ord);
+    char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+    json_decref(root);
+    if (!text)
+        return -1;
+    int rc = st_buf_puts(out, text);
+    if (!rc)
+        rc = st_buf_puts(out, "\n");
+    free(text);
+    return rc;
+}

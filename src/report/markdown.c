@@ -1,0 +1,465 @@
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/version.h"
+#include "report/format.h"
+#include "report/report.h"
+
+static void slo_text(const st_spec *s, char *out, size_t n)
+{
+    size_t off = 0;
+    out[0] = '\0';
+    for (int i = 0; i < s->slo.n && off < n; i++) {
+        const st_slo_term *t = &s->slo.terms[i];
+        const char *m = st_slo_metric_name(t->metric);
+        char up[8];
+        size_t k;
+        for (k = 0; m[k] && k + 1 < sizeof up; k++)
+            up[k] = (char)(m[k] - 32);
+        up[k] = '\0';
+        off += (size_t)snprintf(out + off, n - off, "%sp%g %s <= %g ms", i ? ", " : "", t->pct, up, t->max_ms);
+    }
+}
+
+int st_report_headline(const st_report *r, st_buf *b)
+{
+    char slo[256], a[32], bb[32], x[32], y[32], pc[32], m0[32], m1[32], pk[32];
+    slo_text(&r->spec, slo, sizeof slo);
+    const st_rep_cfg *base = &r->cfg[0];
+    int others = r->n_cfg - 1;
+    st_fmt_num(pk, sizeof pk, r->spec.peak_rate);
+    if (r->audit.partial)
+        st_buf_printf(b, "Partial results (the audit did not finish%s%s): ", r->audit.note ? ": " : "",
+                      r->audit.note ? r->audit.note : "");
+    if (base->status != ST_REP_OK) {
+        if (base->status == ST_REP_FAILED)
+            st_buf_printf(b, "The current setup (%s) did not start (%s). ", base->name, base->note);
+        else if (base->status == ST_REP_NOT_RUN)
+            st_buf_printf(b, "The current setup (%s) was not measured. ", base->name);
+        else
+            st_buf_printf(b, "The current setup (%s) met the SLO (%s) at no tested rate. ", base->name, slo);
+    }
+    if (r->pick < 0) {
+        st_buf_printf(b, "No configuration met the SLO (%s) at any tested rate; the notes below say why.", slo);
+        return 0;
+    }
+    const st_rep_cfg *p = &r->cfg[r->pick];
+    st_fmt_num(a, sizeof a, p->cap->capacity_rps);
+    st_fmt_usd(y, sizeof y, p->cost.usd_per_1m);
+    st_fmt_usd(m1, sizeof m1, p->cost.monthly_usd);
+    const char *maybe = p->cap->highest_tested_passed ? " (its highest tested rate passed, so capacity may be higher)"
+                                                       : "";
+    if (r->pick == 0) {
+        st_buf_printf(b,
+                      "None of the %d other configuration%s beats the current setup: %s serves %s requests/s within "
+                      "the SLO (%s)%s at %s per million output tokens; at the stated peak of %s requests/s that is %ld "
+                      "replica%s, about %s a month.",
+                      others, others == 1 ? "" : "s", p->name, a, slo, maybe, y, pk, p->cost.replicas,
+                      p->cost.replicas == 1 ? "" : "s", m1);
+        return 0;
+    }
+    if (base->status == ST_REP_OK) {
+        st_fmt_num(bb, sizeof bb, base->cap->capacity_rps);
+        st_fmt_usd(x, sizeof x, base->cost.usd_per_1m);
+        st_fmt_pct(pc, sizeof pc, p->cost_vs_base);
+        st_fmt_usd(m0, sizeof m0, base->cost.monthly_usd);
+        st_buf_printf(b,
+                      "Of the %d configurations tested, the best, %s, serves %s requests/s within the SLO (%s)%s against "
+                      "%s for the current setup (%s), which moves cost per million output tokens from %s to %s (%s); "
+                      "at the stated peak of %s requests/s that is %ld replica%s instead of %ld, about %s a month "
+                      "instead of %s.",
+                      r->n_cfg, p->name, a, slo, maybe, bb, base->name, x, y, pc, pk, p->cost.replicas,
+                      p->cost.replicas == 1 ? "" : "s", base->cost.replicas, m1, m0);
+    } else {
+        st_buf_printf(b,
+                      "Of the %d configurations tested, the best, %s, serves %s requests/s within the SLO (%s)%s at %s "
+                      "per million output tokens; at the stated peak of %s requests/s that is %ld replica%s, about %s "
+                      "a month.",
+                      r->n_cfg, p->name, a, slo, maybe, y, pk, p->cost.replicas, p->cost.replicas == 1 ? "" : "s",
+                      m1);
+    }
+    return 0;
+}
+
+static void flags_joined(const st_strv *v, char *out, size_t n)
+{
+    size_t off = 0;
+    out[0] = '\0';
+    for (int i = 0; i < v->n && off < n; i++)
+        off += (size_t)snprintf(out + off, n - off, "%s%s", i ? " " : "", v->v[i]);
+}
+
+static const char *facts_engine_version(const st_report *r)
+{
+    /* facts is a JSON object; its "engine_version" is shown when present (a light scan: the
+     * JSON renderer carries the whole object). */
+    static const char key[] = "\"engine_version\":\"";
+    for (int i = 0; i < r->n_rows; i++) {
+        const char *f = r->rows[i].facts;
+        const char *k = f ? strstr(f, key) : NULL;
+        if (k)
+            return k + sizeof key - 1;
+    }
+    return NULL;
+}
+
+static void setup_section(const st_report *r, st_buf *b)
+{
+    const st_spec *s = &r->spec;
+    char tmp[4096], n1[32];
+    st_buf_puts(b, "## Setup\n\n");
+    st_buf_printf(b, "- **Engine**: %s", st_engine_kind_name(s->engine.kind));
+    const char *ev = facts_engine_version(r);
+    if (ev) {
+        const char *e = strchr(ev, '"');
+        st_buf_printf(b, " (version %.*s)", (int)(e ? e - ev : 0), ev);
+    }
+    if (s->engine.kind == ST_ENGINE_ENDPOINT) {
+        st_buf_puts(b, " at ");
+        st_md_code(b, s->engine.url);
+    }
+    st_buf_puts(b, "\n- **Model**: ");
+    st_md_code(b, s->engine.model);
+    flags_joined(&s->engine.flags, tmp, sizeof tmp);
+    st_buf_puts(b, "\n- **Baseline flags**: ");
+    if (s->engine.flags.n)
+        st_md_code(b, tmp);
+    else
+        st_buf_puts(b, "(none)");
+    st_fmt_usd(n1, sizeof n1, s->hardware.price_per_gpu_hour);
+    st_buf_puts(b, "\n- **Hardware**: ");
+    st_md_text(b, s->hardware.gpu);
+    st_buf_printf(b, ", %d GPU%s per replica at %s per GPU-hour\n", s->hardware.gpus_per_replica,
+                  s->hardware.gpus_per_replica == 1 ? "" : "s", n1);
+    if (s->workload.kind == ST_WL_SYNTHETIC) {
+        st_buf_printf(b,
+                      "- **Workload**: synthetic prompts, %u input tokens and %u output tokens on average "
+                      "(spread +-%.0f %%), a shared prefix of %u tokens; %u requests per rate after %u warm-up "
+                      "requests; %s arrivals, seed %llu\n",
+                      s->workload.input_tokens, s->workload.output_tokens, s->workload.range_ratio * 100,
+                      s->workload.shared_prefix, s->workload.requests_per_rate, s->warmup_requests,
+                      s->workload.arrival ? s->workload.arrival : "poisson", (unsigned long long)s->workload.seed);
+    } else {
+        st_buf_puts(b, "- **Workload**: replayed trace ");
+        st_md_code(b, s->workload.trace);
+        st_buf_printf(b, ", %u requests per rate after %u warm-up requests\n", s->workload.requests_per_rate,
+                      s->warmup_requests);
+    }
+    st_buf_puts(b, "- **Rates tried**: ");
+    for (int i = 0; i < s->n_rates; i++) {
+        st_fmt_rate(n1, sizeof n1, s->rates[i]);
+        st_buf_printf(b, "%s%s", i ? ", " : "", n1);
+    }
+    st_buf_printf(b, " req/s (%s search)\n", r->refine ? "grid, then refine" : "grid");
+    slo_text(s, tmp, sizeof tmp);
+    st_fmt_num(n1, sizeof n1, s->peak_rate);
+    st_buf_printf(b, "- **SLO**: %s\n- **Stated peak**: %s requests/s\n", tmp, n1);
+    st_fmt_date(tmp, sizeof tmp, r->audit.started);
+    st_buf_printf(b, "- **Date**: %s, servetune %s\n\n", tmp, r->audit.version ? r->audit.version : ST_VERSION);
+}
+
+static void results_section(const st_report *r, st_buf *b)
+{
+    st_buf_puts(b, "## Results, cheapest first\n\n"
+                   "| Config | Capacity at SLO (req/s) | vs current | Output tok/s at capacity | $ per 1M output tok | "
+                   "vs current | p95 TTFT / TPOT at capacity (ms) |\n"
+                   "|---|---:|---:|---:|---:|---:|---:|\n");
+    for (int k = 0; k < r->n_cfg; k++) {
+        const st_rep_cfg *c = &r->cfg[r->order[k]];
+        char a[32], v1[32], o[32], u[32], v2[32], t1[32], t2[32];
+        st_buf_puts(b, "| ");
+        st_md_text(b, c->name);
+        if (r->order[k] == 0)
+            st_buf_puts(b, " (current)");
+        if (r->order[k] == r->pick)
+            st_buf_puts(b, " **pick**");
+        if (c->status == ST_REP_OK) {
+            st_fmt_num(a, sizeof a, c->cap->capacity_rps);
+            st_fmt_pct(v1, sizeof v1, c->cap_vs_base);
+            st_fmt_num(o, sizeof o, c->cap->output_tps);
+            st_fmt_usd(u, sizeof u, c->cost.usd_per_1m);
+            st_fmt_pct(v2, sizeof v2, c->cost_vs_base);
+            st_fmt_num(t1, sizeof t1, c->ttft_p95_ms);
+            st_fmt_num(t2, sizeof t2, c->tpot_p95_ms);
+            st_buf_printf(b, " | %s%s | %s | %s | %s | %s | %s / %s |\n", a, c->cap->highest_tested_passed ? " (>=)" : "",
+                          r->order[k] == 0 ? "-" : v1, o, u, r->order[k] == 0 ? "-" : v2, t1, t2);
+        } else {
+            const char *what = c->status == ST_REP_NONE_PASSED ? "none passed (see notes)"
+                               : c->status == ST_REP_FAILED    ? "did not start: "
+                                                               : "not run";
+            st_buf_printf(b, " | %s", what);
+            if (c->status == ST_REP_FAILED)
+                st_md_text(b, c->note);
+            st_buf_puts(b, " | - | - | - | - | - |\n");
+        }
+    }
+    int any_ge = 0;
+    for (int k = 0; k < r->n_cfg; k++)
+        any_ge |= r->cfg[k].status == ST_REP_OK && r->cfg[k].cap->highest_tested_passed;
+    st_buf_puts(b, any_ge ? "\n(>=) the highest tested rate passed: capacity may be higher than measured.\n\n" : "\n");
+
+    /* The bracket and the other figures behind the table. */
+    st_buf_puts(b, "| Config | Bracket (pass .. fail, req/s) | Grid capacity | Refined capacity | Sustained "
+                   "(steady state) | Replicas at peak | Monthly cost |\n|---|---|---:|---:|---:|---:|---:|\n");
+    for (int k = 0; k < r->n_cfg; k++) {
+        const st_rep_cfg *c = &r->cfg[r->order[k]];
+        if (c->status != ST_REP_OK)
+            continue;
+        char p1[32], f1[32], g[32], rf[32], su[32], m[32];
+        st_fmt_rate(p1, sizeof p1, c->cap->pass_rate);
+        if (c->cap->has_fail_above)
+            st_fmt_rate(f1, sizeof f1, c->cap->fail_rate);
+        else
+            snprintf(f1, sizeof f1, "not found");
+        st_fmt_num(g, sizeof g, c->grid.capacity_rps);
+        st_fmt_num(rf, sizeof rf, r->refine ? c->refined.capacity_rps : NAN);
+        st_fmt_num(su, sizeof su, c->cap->sustained_rps);
+        st_fmt_usd(m, sizeof m, c->cost.monthly_usd);
+        st_buf_puts(b, "| ");
+        st_md_text(b, c->name);
+        st_buf_printf(b, " | %s .. %s | %s | %s | %s | %ld | %s |\n", p1, f1, g, rf, su, c->cost.replicas, m);
+    }
+    st_buf_puts(b, "\n");
+}
+
+static void changes_section(const st_report *r, st_buf *b)
+{
+    char tmp[4096];
+    st_buf_puts(b, "## What each configuration changes\n\n");
+    for (int i = 0; i < r->n_cfg; i++) {
+        const st_spec_config *c = r->cfg[i].spec;
+        st_buf_puts(b, "- **");
+        st_md_text(b, c->name);
+        st_buf_puts(b, "**");
+        int any = 0;
+        if (i == 0) {
+            st_buf_puts(b, " (the current setup)");
+        }
+        if (c->add_flags.n) {
+            flags_joined(&c->add_flags, tmp, sizeof tmp);
+            st_buf_puts(b, any++ ? "; adds " : ": adds ");
+            st_md_code(b, tmp);
+        }
+        if (c->remove_flags.n) {
+            flags_joined(&c->remove_flags, tmp, sizeof tmp);
+            st_buf_puts(b, any++ ? "; removes " : ": removes ");
+            st_md_code(b, tmp);
+        }
+        if (c->model) {
+            st_buf_puts(b, any++ ? "; model " : ": model ");
+            st_md_code(b, c->model);
+        }
+        for (int e = 0; e < c->env.n; e++) {
+            snprintf(tmp, sizeof tmp, "%s=%s", c->env.key[e], c->env.val[e]);
+            st_buf_puts(b, any++ ? "; sets " : ": sets ");
+            st_md_code(b, tmp);
+        }
+        if (!any && i != 0)
+            st_buf_puts(b, ": no change against the baseline");
+        if (c->reason) {
+            st_buf_puts(b, " - ");
+            st_md_text(b, c->reason);
+        }
+        const st_config_row *row = r->cfg[i].row;
+        if (row && row->argv) {
+            st_buf_puts(b, "\n  Command: ");
+            st_md_code(b, row->argv);
+        }
+        st_buf_puts(b, "\n");
+    }
+    st_buf_puts(b, "\n");
+}
+
+static void evidence_section(const st_report *r, st_buf *b)
+{
+    st_buf_puts(b, "## Evidence per rate\n\nEvery figure below is computed from the per-request records in "
+                   "`results.sqlite` (table `requests`); times are from each request's scheduled send time.\n\n");
+    for (int i = 0; i < r->n_cfg; i++) {
+        const st_rep_cfg *c = &r->cfg[i];
+        st_buf_puts(b, "### ");
+        st_md_text(b, c->name);
+        st_buf_puts(b, "\n\n");
+        if (c->row && !isnan(c->row->startup_s))
+            st_buf_printf(b, "Engine ready after %.1f s.\n\n", c->row->startup_s);
+        if (!c->n_runs) {
+            st_buf_puts(b, "No rate was run");
+            if (c->note[0]) {
+                st_buf_puts(b, ": ");
+                st_md_text(b, c->note);
+            }
+            st_buf_puts(b, ".\n\n");
+        } else {
+            st_buf_puts(b, "| Offered (req/s) | Verdict | Delivered req/s | Output tok/s | p95 TTFT (ms) | p95 TPOT "
+                           "(ms) | Completed | Why |\n|---:|---|---:|---:|---:|---:|---:|---|\n");
+            for (int j = 0; j < c->n_runs; j++) {
+                const st_run_row *w = &c->runs[j];
+                char ra[32], d[32], o[32], t1[32], t2[32];
+                st_fmt_rate(ra, sizeof ra, w->rate);
+                st_fmt_num(d, sizeof d, w->delivered_rps);
+                st_fmt_num(o, sizeof o, w->output_tps);
+                st_fmt_num(t1, sizeof t1, w->ttft_p95_ms);
+                st_fmt_num(t2, sizeof t2, w->tpot_p95_ms);
+                st_buf_printf(b, "| %s%s | %s%s | %s | %s | %s | %s | %u / %u | ", ra, w->grid ? "" : " (refine)",
+                              w->verdict, w->stopped_early ? " (stopped early)" : "", d, o, t1, t2, w->completed,
+                              w->planned);
+                st_md_text(b, w->why ? w->why : "");
+                if (w->client_limited)
+                    st_buf_puts(b, "; the load generator lagged its schedule");
+                st_buf_puts(b, " |\n");
+            }
+            st_buf_puts(b, "\n");
+        }
+        if (c->row && c->row->failure_class) {
+            st_buf_printf(b, "The engine failed: **%s**", c->row->failure_class);
+            if (c->row->failure_detail) {
+                st_buf_puts(b, " - ");
+                st_md_text(b, c->row->failure_detail);
+            }
+            st_buf_puts(b, ".\n\n");
+            if (c->row->log_tail && *c->row->log_tail) {
+                st_buf_puts(b, "Last lines of its log:\n\n```\n");
+                /* fenced: only a line of backticks could break out */
+                for (const char *p = c->row->log_tail; *p; p++)
+                    st_buf_append(b, *p == '`' ? "'" : p, 1);
+                st_buf_puts(b, "\n```\n\n");
+            }
+        }
+    }
+}
+
+static void notes_section(const st_report *r, st_buf *b)
+{
+    const st_spec *s = &r->spec;
+    char t[64];
+    st_buf_puts(b, "## Method and limits\n\n");
+    st_buf_puts(b, "- **Capacity at SLO** is the delivered request throughput (completed requests / time from the "
+                   "first send to the last completion, drain included) at the highest tested rate that passed. A rate "
+                   "passes when every request completed and every SLO term held. The true capacity lies between that "
+                   "rate and the next tested one (the bracket above).\n");
+    st_buf_puts(b, "- **TTFT** runs from a request's scheduled send time (open loop: requests are sent on schedule "
+                   "whatever the server does) to its first token; **TPOT** = (end - first token) / (output tokens - 1).\n");
+    st_buf_puts(b, "- **$ per 1M output tokens** = price per GPU-hour x GPUs per replica / (output tok/s at capacity x "
+                   "3600) x 1,000,000; **replicas at peak** = ceil(peak / capacity); **monthly** = replicas x GPUs x "
+                   "price x 730 h. \"vs current\" is the relative change against the first configuration.\n");
+    st_buf_puts(b, "- The sustained figure comes from the steady-state window of the run at capacity (without the "
+                   "ramp-up and the drain); a short finite run understates what a server sustains.\n");
+    if (s->workload.kind == ST_WL_SYNTHETIC)
+        st_buf_puts(b, "- **Prompts** are synthetic (token ids of the stated sizes, a shared prefix as stated), not "
+                       "the client's traffic.\n");
+    else
+        st_buf_puts(b, "- **Prompts** are the replayed trace, retimed to each rate.\n");
+    st_buf_puts(b, "- **Out of scope**: output quality (an fp8 or quantized checkpoint must be checked for quality "
+                   "separately), cold starts, autoscaling, and traffic shapes other than the one tested.\n");
+    if (s->engine.kind == ST_ENGINE_EMULATOR)
+        st_buf_puts(b, "- **Measured on servetune's emulator**, a model of vLLM's scheduler and of the GPU, not on "
+                       "the GPU itself: these figures are predictions to be confirmed on hardware.\n");
+    for (int i = 0; i < r->n_cfg; i++) {
+        const st_rep_cfg *c = &r->cfg[i];
+        for (int j = 0; j < c->n_runs; j++) {
+            if (c->runs[j].stopped_early) {
+                st_fmt_rate(t, sizeof t, c->runs[j].rate);
+                st_buf_puts(b, "- ");
+                st_md_text(b, c->name);
+                st_buf_printf(b, " at %s req/s: stopped early once the SLO could no longer be met.\n", t);
+            }
+            if (!strcmp(c->runs[j].verdict, "skipped")) {
+                st_fmt_rate(t, sizeof t, c->runs[j].rate);
+                st_buf_puts(b, "- ");
+                st_md_text(b, c->name);
+                st_buf_printf(b, " at %s req/s: ", t);
+                st_md_text(b, c->runs[j].why ? c->runs[j].why : "skipped");
+                st_buf_puts(b, ".\n");
+            }
+            if (c->runs[j].client_limited) {
+                st_fmt_rate(t, sizeof t, c->runs[j].rate);
+                st_buf_puts(b, "- ");
+                st_md_text(b, c->name);
+                st_buf_printf(b, " at %s req/s: the load generator lagged its schedule; that run is weak evidence "
+                                 "about the server.\n", t);
+            }
+        }
+        if (c->status == ST_REP_NONE_PASSED) {
+            st_buf_puts(b, "- ");
+            st_md_text(b, c->name);
+            st_buf_puts(b, " met the SLO at no tested rate (");
+            st_md_text(b, c->note);
+            st_buf_puts(b, "); test lower rates, or see what it changes.\n");
+        }
+        if (c->status == ST_REP_FAILED) {
+            st_buf_puts(b, "- ");
+            st_md_text(b, c->name);
+            st_buf_puts(b, " did not start (");
+            st_md_text(b, c->note);
+            st_buf_puts(b, "); its log tail is kept above.\n");
+        }
+        if (c->status == ST_REP_OK && c->note[0]) {
+            st_buf_puts(b, "- ");
+            st_md_text(b, c->name);
+            st_buf_puts(b, ": ");
+            st_md_text(b, c->note);
+            st_buf_puts(b, "; its capacity comes from the rates measured before.\n");
+        }
+        if (c->cap->warmup_effect) {
+            st_buf_puts(b, "- ");
+            st_md_text(b, c->name);
+            st_buf_puts(b, ": the first measured rate failed while a higher one passed (a warm-up effect?); capacity "
+                           "is taken from the rates after it.\n");
+        } else if (c->cap->non_monotonic) {
+            st_buf_puts(b, "- ");
+            st_md_text(b, c->name);
+            st_buf_puts(b, ": verdicts are not monotonic across rates (a lower rate failed); rerun before "
+                           "concluding.\n");
+        }
+        if (c->status == ST_REP_OK && c->cap->highest_tested_passed) {
+            st_buf_puts(b, "- ");
+            st_md_text(b, c->name);
+            st_buf_puts(b, ": its highest tested rate passed, so its capacity may be higher than measured.\n");
+        }
+        if (c->status == ST_REP_NOT_RUN) {
+            st_buf_puts(b, "- ");
+            st_md_text(b, c->name);
+            st_buf_puts(b, ": not run (the audit was interrupted before it).\n");
+        }
+    }
+    st_fmt_date(t, sizeof t, r->audit.started);
+    st_buf_printf(b, "- **Run environment**: %s, GPU %s (as stated in the spec)", t, s->hardware.gpu);
+    const char *ev = facts_engine_version(r);
+    if (ev) {
+        const char *e = strchr(ev, '"');
+        st_buf_printf(b, ", engine version %.*s", (int)(e ? e - ev : 0), ev);
+    }
+    st_buf_printf(b, ", servetune %s.\n", r->audit.version ? r->audit.version : ST_VERSION);
+}
+
+int st_report_markdown(const st_report *r, st_buf *b)
+{
+    st_buf_puts(b, "# Serving audit: ");
+    st_md_text(b, r->spec.engine.model);
+    st_buf_puts(b, " on ");
+    st_md_text(b, r->spec.hardware.gpu);
+    st_buf_puts(b, "\n\n");
+    if (r->audit.partial) {
+        st_buf_puts(b, "> **Partial report.** The audit did not finish");
+        if (r->audit.note) {
+            st_buf_puts(b, " (");
+            st_md_text(b, r->audit.note);
+            st_buf_puts(b, ")");
+        }
+        st_buf_puts(b, ": what finished is kept; configurations not reached are marked \"not run\". "
+                       "`servetune audit --resume` continues it.\n\n");
+    }
+    st_buf_puts(b, "## Headline\n\n");
+    st_buf hl;
+    st_buf_init(&hl, 1 << 16);
+    st_report_headline(r, &hl);
+    st_md_text(b, hl.data ? hl.data : "");
+    st_buf_free(&hl);
+    st_buf_puts(b, "\n\n");
+    setup_section(r, b);
+    results_section(r, b);
+    changes_section(r, b);
+    evidence_section(r, b);
+    notes_section(r, b);
+    return b->len >= b->max ? -1 : 0;
+}

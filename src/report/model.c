@@ -1,0 +1,184 @@
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report/report.h"
+
+const char *st_rep_status_name(st_rep_status s)
+{
+    switch (s) {
+    case ST_REP_OK: return "ok";
+    case ST_REP_NONE_PASSED: return "none_passed";
+    case ST_REP_FAILED: return "failed";
+    case ST_REP_NOT_RUN: return "not_run";
+    }
+    return "unknown";
+}
+
+static st_verdict verdict_of(const char *v)
+{
+    if (v && !strcmp(v, "pass"))
+        return ST_VERDICT_PASS;
+    if (v && !strcmp(v, "fail"))
+        return ST_VERDICT_FAIL;
+    if (v && !strcmp(v, "skipped"))
+        return ST_VERDICT_SKIPPED;
+    return ST_VERDICT_ERROR;
+}
+
+void st_report_free(st_report *r)
+{
+    if (!r)
+        return;
+    for (int i = 0; i < r->n_cfg; i++)
+        free(r->cfg[i].rr);
+    free(r->cfg);
+    free(r->order);
+    st_run_rows_free(r->runs, r->n_runs);
+    st_config_rows_free(r->rows, r->n_rows);
+    st_spec_free(&r->spec);
+    st_audit_row_free(&r->audit);
+    memset(r, 0, sizeof *r);
+}
+
+/* Cheapest first: passing configurations by $ per 1M output tokens, then those that passed
+ * nowhere, failed, not run; ties keep the spec's order. */
+static int before(const st_report *r, int a, int b)
+{
+    const st_rep_cfg *x = &r->cfg[a], *y = &r->cfg[b];
+    if (x->status != y->status)
+        return x->status < y->status;
+    if (x->status == ST_REP_OK && x->cost.usd_per_1m != y->cost.usd_per_1m)
+        return x->cost.usd_per_1m < y->cost.usd_per_1m;
+    return a < b;
+}
+
+int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    out->pick = -1;
+    int have = st_store_audit_get(s, &out->audit);
+    if (have <= 0) {
+        snprintf(err, errlen, have < 0 ? "results database: %s" : "the results database holds no audit%s",
+                 have < 0 ? st_store_errmsg(s) : "");
+        return -1;
+    }
+    char perr[512];
+    if (st_spec_parse(out->audit.spec_path ? out->audit.spec_path : "spec", out->audit.spec_text,
+                      strlen(out->audit.spec_text), &out->spec, perr, sizeof perr)) {
+        snprintf(err, errlen, "stored spec: %s", perr);
+        st_report_free(out);
+        return -1;
+    }
+    if (st_store_configs_get(s, &out->rows, &out->n_rows) || st_store_runs_get(s, NULL, &out->runs, &out->n_runs)) {
+        snprintf(err, errlen, "results database: %s", st_store_errmsg(s));
+        st_report_free(out);
+        return -1;
+    }
+    out->refine = out->spec.search.mode == ST_SEARCH_REFINE;
+    out->n_cfg = out->spec.n_configs;
+    out->cfg = calloc((size_t)out->n_cfg, sizeof *out->cfg);
+    out->order = calloc((size_t)out->n_cfg, sizeof *out->order);
+    if (!out->cfg || !out->order) {
+        snprintf(err, errlen, "out of memory");
+        st_report_free(out);
+        return -1;
+    }
+    st_cost_pick_in *pk = calloc((size_t)out->n_cfg, sizeof *pk);
+    if (!pk) {
+        snprintf(err, errlen, "out of memory");
+        st_report_free(out);
+        return -1;
+    }
+    for (int i = 0; i < out->n_cfg; i++) {
+        st_rep_cfg *c = &out->cfg[i];
+        c->spec = &out->spec.configs[i];
+        c->name = c->spec->name;
+        for (int j = 0; j < out->n_rows; j++)
+            if (!strcmp(out->rows[j].name, c->name))
+                c->row = &out->rows[j];
+        for (int j = 0; j < out->n_runs; j++)
+            if (!strcmp(out->runs[j].config, c->name)) {
+                if (!c->runs)
+                    c->runs = &out->runs[j];
+                c->n_runs++;
+            }
+        c->rr = calloc((size_t)(c->n_runs ? c->n_runs : 1), sizeof *c->rr);
+        if (!c->rr) {
+            free(pk);
+            snprintf(err, errlen, "out of memory");
+            st_report_free(out);
+            return -1;
+        }
+        for (int j = 0; j < c->n_runs; j++) {
+            const st_run_row *rw = &c->runs[j];
+            c->rr[j] = (st_rate_result){ .rate = rw->rate,
+                                         .verdict = verdict_of(rw->verdict),
+                                         .worst_ratio = rw->worst_ratio,
+                                         .delivered_rps = rw->delivered_rps,
+                                         .output_tps = rw->output_tps,
+                                         .sustained_rps = rw->sustained_rps,
+                                         .requests = rw->sent,
+                                         .grid = rw->grid };
+        }
+        st_capacity_compute(c->rr, c->n_runs, 1, &c->grid);
+        st_capacity_compute(c->rr, c->n_runs, 0, &c->refined);
+        c->cap = out->refine ? &c->refined : &c->grid;
+        st_cost_in ci = { .capacity_rps = c->cap->capacity_rps,
+                          .output_tps = c->cap->output_tps,
+                          .price_per_gpu_hour = out->spec.hardware.price_per_gpu_hour,
+                          .gpus_per_replica = out->spec.hardware.gpus_per_replica,
+                          .peak_rps = out->spec.peak_rate };
+        st_cost_compute(&ci, &c->cost);
+        c->ttft_p95_ms = c->tpot_p95_ms = NAN;
+        if (c->cap->has_pass) {
+            c->ttft_p95_ms = c->runs[c->cap->pass_index].ttft_p95_ms;
+            c->tpot_p95_ms = c->runs[c->cap->pass_index].tpot_p95_ms;
+        }
+        int failed = c->row && c->row->status && !strcmp(c->row->status, "failed");
+        if (c->cap->has_pass && c->cost.valid) {
+            c->status = ST_REP_OK;
+            if (failed)
+                snprintf(c->note, sizeof c->note, "the engine failed during the run (%s): %s",
+                         c->row->failure_class ? c->row->failure_class : "?",
+                         c->row->failure_detail ? c->row->failure_detail : "");
+        } else if (failed) {
+            c->status = ST_REP_FAILED;
+            snprintf(c->note, sizeof c->note, "%s: %s", c->row->failure_class ? c->row->failure_class : "failed",
+                     c->row->failure_detail ? c->row->failure_detail : "");
+        } else if (c->cap->n_measured > 0) {
+            c->status = ST_REP_NONE_PASSED;
+            /* the lowest rate's reason */
+            const st_run_row *low = NULL;
+            for (int j = 0; j < c->n_runs; j++)
+                if (strcmp(c->runs[j].verdict, "skipped") && (!low || c->runs[j].rate < low->rate))
+                    low = &c->runs[j];
+            snprintf(c->note, sizeof c->note, "at %g req/s: %s", low ? low->rate : 0, low && low->why ? low->why : "");
+        } else {
+            c->status = ST_REP_NOT_RUN;
+            snprintf(c->note, sizeof c->note, "%s", out->audit.partial ? "not run: the audit was interrupted" : "not run");
+        }
+        pk[i] = (st_cost_pick_in){ c->status == ST_REP_OK, c->cost.usd_per_1m, c->cap->capacity_rps };
+        out->order[i] = i;
+    }
+    out->pick = st_cost_pick(pk, out->n_cfg);
+    free(pk);
+    const st_rep_cfg *b = &out->cfg[0];
+    for (int i = 0; i < out->n_cfg; i++) {
+        st_rep_cfg *c = &out->cfg[i];
+        c->cap_vs_base = (c->status == ST_REP_OK && b->status == ST_REP_OK)
+                             ? st_cost_rel_change(c->cap->capacity_rps, b->cap->capacity_rps)
+                             : NAN;
+        c->cost_vs_base = (c->status == ST_REP_OK && b->status == ST_REP_OK)
+                              ? st_cost_rel_change(c->cost.usd_per_1m, b->cost.usd_per_1m)
+                              : NAN;
+    }
+    for (int i = 1; i < out->n_cfg; i++)
+        for (int j = i; j > 0 && before(out, out->order[j], out->order[j - 1]); j--) {
+            int t = out->order[j];
+            out->order[j] = out->order[j - 1];
+            out->order[j - 1] = t;
+        }
+    return 0;
+}

@@ -1,0 +1,71 @@
+/* Audit reports, rendered from the result store alone (servetune report DIR re-renders them):
+ * report.md (markdown), report.json (schema in docs/report-json.md) and results.csv (the
+ * results table). Sections and definitions follow docs/audit-report.md (shared reference):
+ * headline, setup, results cheapest first, what each configuration changes, per-rate evidence,
+ * method and limits.
+ *
+ * st_report_load builds the report model (st_report): the spec as stored, every configuration's
+ * start row and rate runs, and from those the capacity (grid and refined), the cost figures and
+ * the headline pick. The renderers are pure functions of the model. */
+#ifndef ST_REPORT_H
+#define ST_REPORT_H
+#include <stddef.h>
+
+#include "audit/capacity.h"
+#include "audit/cost.h"
+#include "audit/spec.h"
+#include "audit/store.h"
+#include "core/buf.h"
+
+typedef enum st_rep_status {
+    ST_REP_OK = 0,      /* passed at some rate */
+    ST_REP_NONE_PASSED, /* measured, met the SLO at no rate */
+    ST_REP_FAILED,      /* the engine did not start (or broke before any verdict) */
+    ST_REP_NOT_RUN,     /* not reached (interrupted audit) */
+} st_rep_status;
+const char *st_rep_status_name(st_rep_status s); /* "ok", "none_passed", "failed", "not_run" */
+
+typedef struct st_rep_cfg {
+    const char *name;
+    const st_spec_config *spec; /* the configuration in the stored spec */
+    const st_config_row *row;   /* its start row, or NULL when never started */
+    st_run_row *runs;           /* points into st_report.runs */
+    int n_runs;
+    st_rate_result *rr;         /* runs as the capacity module sees them */
+    st_capacity grid;           /* from the spec's rates only */
+    st_capacity refined;        /* with the rates refine added */
+    const st_capacity *cap;     /* the one priced: refined when refine ran, else grid */
+    st_cost cost;
+    double ttft_p95_ms, tpot_p95_ms; /* at the capacity rate */
+    double cap_vs_base, cost_vs_base; /* relative change vs the baseline; NAN when n/a */
+    st_rep_status status;
+    char note[256];             /* why it failed / passed nowhere, in one line */
+} st_rep_cfg;
+
+typedef struct st_report {
+    st_audit_row audit;
+    st_spec spec;
+    st_config_row *rows;
+    int n_rows;
+    st_run_row *runs;
+    int n_runs;
+    st_rep_cfg *cfg; /* in spec order; cfg[0] is the baseline */
+    int n_cfg;
+    int *order;      /* cheapest first */
+    int pick;        /* headline pick (index in cfg), -1 when nothing passed */
+    int refine;      /* the spec asked for refine */
+} st_report;
+
+int st_report_load(st_store *s, st_report *out, char *err, size_t errlen);
+void st_report_free(st_report *r);
+
+int st_report_markdown(const st_report *r, st_buf *out);
+int st_report_json(const st_report *r, st_buf *out);
+int st_report_csv(const st_report *r, st_buf *out);
+/* The headline paragraph (plain text). */
+int st_report_headline(const st_report *r, st_buf *out);
+
+/* Loads the model and writes DIR/report.md, DIR/report.json, DIR/results.csv. */
+int st_report_write_all(st_store *s, const char *dir, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,140 @@
+#include "harness.h"
+
+#include <stdio.h>
+
+#include "engine/adapter.h"
+
+#define SPEC                                                                                          \
+    "engine:\n  kind: %s\n  model: Qwen/Qwen3-8B\n%s" \
+    "  flags: [--max-num-seqs, '64', --port, '9999', --time-scale, '20', --host=0.0.0.0]\n" \
+    "hardware: {gpu: H100, price_per_gpu_hour: 2.5}\npeak_rate: 10\n" \
+    "workload: {input_tokens: 100, output_tokens: 10}\nrates: [1]\n" \
+    "slo: {ttft_p95_ms: 1500, tpot_p95_ms: 50}\n" \
+    "configurations:\n  - name: base\n  - name: fp8\n    model: Qwen/Qwen3-8B-FP8\n" \
+    "    add_flags: [--served-model-name, q8]\n"
+
+static void load(st_spec *s, const char *kind, const char *extra)
+{
+    char t[2048], err[256];
+    snprintf(t, sizeof t, SPEC, kind, extra);
+    if (st_spec_parse("t.yaml", t, strlen(t), s, err, sizeof err))
+        fail_msg("%s", err);
+}
+
+static void argv_equals(const st_launch *l, const char *const *want)
+{
+    int n = 0;
+    while (want[n])
+        n++;
+    char got[1024];
+    st_launch_cmdline(l, got, sizeof got);
+    if (l->argv.n != n)
+        fail_msg("argv '%s' has %d words, want %d", got, l->argv.n, n);
+    for (int i = 0; i < n; i++)
+        if (strcmp(l->argv.v[i], want[i]))
+            fail_msg("argv '%s': word %d is '%s', want '%s'", got, i, l->argv.v[i], want[i]);
+}
+
+static void vllm_and_emulator_argv(void **state)
+{
+    (void)state;
+    st_spec s;
+    st_launch l;
+    char err[256];
+    load(&s, "vllm", "");
+    assert_int_equal(st_adapter_launch(&s, &s.configs[0], 8123, "/x/servetune", &l, err, sizeof err), 0);
+    argv_equals(&l, (const char *[]){ "vllm", "serve", "Qwen/Qwen3-8B", "--max-num-seqs", "64", "--time-scale", "20",
+                                      "--host", "127.0.0.1", "--port", "8123", NULL });
+    assert_string_equal(l.expected_model, "Qwen/Qwen3-8B");
+    assert_string_equal(l.base_url, "http://127.0.0.1:8123");
+    assert_near(l.time_scale, 20, 0);
+    assert_string_equal(l.api, "completions");
+    st_launch_free(&l);
+    /* the fp8 configuration serves another checkpoint under another name */
+    assert_int_equal(st_adapter_launch(&s, &s.configs[1], 8123, NULL, &l, err, sizeof err), 0);
+    assert_string_equal(l.argv.v[2], "Qwen/Qwen3-8B-FP8");
+    assert_string_equal(l.expected_model, "q8");
+    st_launch_free(&l);
+    st_spec_free(&s);
+
+    load(&s, "emulator", "");
+    assert_int_equal(st_adapter_launch(&s, &s.configs[0], 8124, "/x/servetune", &l, err, sizeof err), 0);
+    argv_equals(&l, (const char *[]){ "/x/servetune", "emulate", "serve", "Qwen/Qwen3-8B", "--max-num-seqs", "64",
+                                      "--time-scale", "20", "--host", "127.0.0.1", "--port", "8124", NULL });
+    st_launch_free(&l);
+    st_spec_free(&s);
+
+    /* a custom command replaces the program part only */
+    load(&s, "vllm", "  command: [python3, -m, vllm.entrypoints.cli.main, serve]\n");
+    assert_int_equal(st_adapter_launch(&s, &s.configs[0], 1, NULL, &l, err, sizeof err), 0);
+    assert_string_equal(l.argv.v[0], "python3");
+    assert_string_equal(l.argv.v[4], "Qwen/Qwen3-8B");
+    st_launch_free(&l);
+    st_spec_free(&s);
+}
+
+static void other_engines(void **state)
+{
+    (void)state;
+    st_spec s;
+    st_launch l;
+    char err[256];
+    load(&s, "tgi", "");
+    assert_int_equal(st_adapter_launch(&s, &s.configs[0], 3000, NULL, &l, err, sizeof err), 0);
+    argv_equals(&l, (const char *[]){ "text-generation-launcher", "--model-id", "Qwen/Qwen3-8B", "--max-num-seqs", "64",
+                                      "--time-scale", "20", "--hostname", "127.0.0.1", "--port", "3000", NULL });
+    assert_string_equal(l.models_path, "/info");
+    assert_string_equal(l.api, "tgi");
+    st_launch_free(&l);
+    st_spec_free(&s);
+    load(&s, "llamacpp", "");
+    assert_int_equal(st_adapter_launch(&s, &s.configs[0], 3001, NULL, &l, err, sizeof err), 0);
+    assert_string_equal(l.argv.v[0], "llama-server");
+    assert_string_equal(l.argv.v[l.argv.n - 1], "--metrics");
+    assert_string_equal(l.metrics_dialect, "llamacpp");
+    st_launch_free(&l);
+    st_spec_free(&s);
+    load(&s, "sglang", "");
+    assert_int_equal(st_adapter_launch(&s, &s.configs[0], 3002, NULL, &l, err, sizeof err), 0);
+    assert_string_equal(l.argv.v[3], "--model-path");
+    assert_string_equal(l.argv.v[l.argv.n - 1], "--enable-metrics");
+    st_launch_free(&l);
+    st_spec_free(&s);
+
+    const char *ep = "engine: {kind: endpoint, model: m, url: 'http://10.1.2.3:8000/'}\n"
+                     "hardware: {gpu: H100, price_per_gpu_hour: 2.5}\npeak_rate: 10\n"
+                     "workload: {input_tokens: 100, output_tokens: 10}\nrates: [1]\n"
+                     "slo: {ttft_p95_ms: 1500, tpot_p95_ms: 50}\n";
+    assert_int_equal(st_spec_parse("t.yaml", ep, strlen(ep), &s, err, sizeof err), 0);
+    assert_int_equal(st_adapter_launch(&s, &s.configs[0], 0, NULL, &l, err, sizeof err), 0);
+    assert_int_equal(l.argv.n, 0);
+    assert_string_equal(l.base_url, "http://10.1.2.3:8000");
+    assert_string_equal(l.host, "10.1.2.3");
+    assert_int_equal(l.port, 8000);
+    st_launch_free(&l);
+    st_spec_free(&s);
+}
+
+static void model_lists(void **state)
+{
+    (void)state;
+    char names[256];
+    const char *v = "{\"object\":\"list\",\"data\":[{\"id\":\"Qwen/Qwen3-8B\",\"object\":\"model\",\"max_model_len\":8192}]}";
+    assert_int_equal(st_adapter_models_lists(v, strlen(v), "Qwen/Qwen3-8B", names, sizeof names), 1);
+    assert_int_equal(st_adapter_models_lists(v, strlen(v), "other", names, sizeof names), 0);
+    assert_string_equal(names, "Qwen/Qwen3-8B");
+    const char *tgi = "{\"model_id\":\"bigscience/bloom\",\"max_input_tokens\":1000}";
+    assert_int_equal(st_adapter_models_lists(tgi, strlen(tgi), "bigscience/bloom", names, sizeof names), 1);
+    assert_int_equal(st_adapter_models_lists("<html>", 6, "m", names, sizeof names), -1);
+    assert_int_equal(st_adapter_models_lists("{\"status\":\"ok\"}", 15, "m", names, sizeof names), -1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest t[] = {
+        cmocka_unit_test(vllm_and_emulator_argv),
+        cmocka_unit_test(other_engines),
+        cmocka_unit_test(model_lists),
+    };
+    return cmocka_run_group_tests(t, 0, 0);
+}

@@ -1,0 +1,251 @@
+/* Engine model catalogs and memory plan against the reference doc's figures. */
+#include "harness.h"
+
+#include <stdio.h>
+
+#include "emu/catalog.h"
+#include "emu/config.h"
+
+#define GIB 1073741824.0
+
+static void setup(st_emu_config *c, const char *gpu, const char *model)
+{
+    char err[512];
+    st_emu_gpu g;
+    st_emu_model m;
+    assert_int_equal(st_emu_gpu_find(gpu, &g, err, sizeof err), 0);
+    assert_int_equal(st_emu_model_find(model, &m, err, sizeof err), 0);
+    st_emu_config_init(c, &g, &m);
+}
+
+static void model_shapes_match_table(void **state)
+{
+    (void)state;
+    char err[256];
+    struct { const char *name; double params, kv_kib, wgib; } t[] = {
+        { "Qwen/Qwen3-8B", 8.19e9, 144, 15.26 },
+        { "Qwen/Qwen3-32B", 32.76e9, 256, 61.0 },
+        { "meta-llama/Meta-Llama-3-8B-Instruct", 8.03e9, 128, 14.96 },
+        { "meta-llama/Meta-Llama-3-70B", 70.55e9, 320, 131.4 },
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        st_emu_model m;
+        assert_int_equal(st_emu_model_find(t[i].name, &m, err, sizeof err), 0);
+        assert_near(m.params / t[i].params, 1.0, 0.005);
+        assert_near(st_emu_model_kv_bytes_per_token(&m, ST_EMU_BF16) / 1024, t[i].kv_kib, 0.01);
+        assert_near(st_emu_model_weight_bytes(&m, ST_EMU_BF16) / GIB, t[i].wgib, 0.1);
+        assert_int_equal(m.weight_dtype, ST_EMU_BF16);
+    }
+}
+
+static void names_pick_dtype(void **state)
+{
+    (void)state;
+    char err[256];
+    st_emu_model m;
+    assert_int_equal(st_emu_model_find("Qwen/Qwen3-8B-FP8", &m, err, sizeof err), 0);
+    assert_int_equal(m.weight_dtype, ST_EMU_FP8);
+    assert_int_equal(m.layers, 36);
+    assert_int_equal(st_emu_model_find("Qwen/Qwen3-32B-AWQ", &m, err, sizeof err), 0);
+    assert_int_equal(m.weight_dtype, ST_EMU_INT4_AWQ);
+    assert_int_equal(st_emu_model_find("TechxGenus/Meta-Llama-3-8B-GPTQ", &m, err, sizeof err), 0);
+    assert_int_equal(m.weight_dtype, ST_EMU_INT4_GPTQ);
+    assert_int_equal(st_emu_model_find("meta-llama/Llama-3.1-8B-Instruct", &m, err, sizeof err), 0);
+    assert_int_equal(m.max_position, 131072);
+    assert_int_equal(st_emu_model_find("meta-llama/Llama-3.3-70B-Instruct", &m, err, sizeof err), 0);
+    assert_int_equal(m.layers, 80);
+    assert_int_equal(st_emu_model_find("Qwen/Qwen3-80B", &m, err, sizeof err), -1);
+    assert_int_equal(st_emu_model_find("gpt2", &m, err, sizeof err), -1);
+    assert_non_null(strstr(err, "unknown model"));
+    /* fp8 weights are about half, 4-bit about a third (16-bit embeddings stay) */
+    st_emu_model q;
+    assert_int_equal(st_emu_model_find("Qwen/Qwen3-8B", &q, err, sizeof err), 0);
+    double b16 = st_emu_model_weight_bytes(&q, ST_EMU_BF16);
+    assert_true(st_emu_model_weight_bytes(&q, ST_EMU_FP8) < 0.6 * b16);
+    assert_true(st_emu_model_weight_bytes(&q, ST_EMU_INT4_AWQ) < 0.4 * b16);
+}
+
+static void gpus_and_custom_file(void **state)
+{
+    (void)state;
+    char err[256];
+    st_emu_gpu g;
+    const char *names[] = { "H100", "h100-sxm", "NVIDIA H200", "A100-80GB", "L40S", "RTX4090", "rtx 4090" };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        assert_int_equal(st_emu_gpu_find(names[i], &g, err, sizeof err), 0);
+    assert_int_equal(st_emu_gpu_find("A100", &g, err, sizeof err), 0);
+    assert_int_equal(g.large_class, 0);
+    assert_near(g.bf16_flops, 312e12, 1);
+    assert_int_equal(st_emu_gpu_find("H200", &g, err, sizeof err), 0);
+    assert_int_equal(g.large_class, 1);
+    assert_near(g.mem_bw, 4.8e12, 1);
+    assert_int_equal(st_emu_gpu_find("TPU", &g, err, sizeof err), -1);
+
+    const char *kv = "# my card\nname = MI300X\nmemory_gib=191.5\nbf16_tflops = 1307\nfp8_tflops=2615\nbandwidth_tbs=5.3\n";
+    assert_int_equal(st_emu_gpu_parse(kv, strlen(kv), &g, err, sizeof err), 0);
+    assert_string_equal(g.name, "MI300X");
+    assert_near(g.mem_bytes / GIB, 191.5, 1e-9);
+    assert_int_equal(g.large_class, 1);
+    const char *js = "{\"name\":\"X\",\"memory_gib\":16,\"bf16_tflops\":100,\"bandwidth_tbs\":0.5,\"gemm_eff\":0.6}";
+    assert_int_equal(st_emu_gpu_parse(js, strlen(js), &g, err, sizeof err), 0);
+    assert_near(g.gemm_eff, 0.6, 1e-12);
+    assert_int_equal(g.large_class, 0);
+    const char *bad1 = "name=X\nmemory_gib=abc\nbf16_tflops=1\nbandwidth_tbs=1\n";
+    assert_int_equal(st_emu_gpu_parse(bad1, strlen(bad1), &g, err, sizeof err), -1);
+    const char *bad2 = "name=X\nmemory_gib=10\n";
+    assert_int_equal(st_emu_gpu_parse(bad2, strlen(bad2), &g, err, sizeof err), -1);
+    const char *bad3 = "name=X\nfoo=1\n";
+    assert_int_equal(st_emu_gpu_parse(bad3, strlen(bad3), &g, err, sizeof err), -1);
+    assert_non_null(strstr(err, "foo"));
+}
+
+static void hf_config_json(void **state)
+{
+    (void)state;
+    char err[256];
+    /* Qwen3-8B's config.json (abridged) gives the catalog's shape */
+    const char *cfg = "{\"architectures\":[\"Qwen3ForCausalLM\"],\"head_dim\":128,\"hidden_size\":4096,"
+                      "\"intermediate_size\":12288,\"max_position_embeddings\":40960,\"num_attention_heads\":32,"
+                      "\"num_hidden_layers\":36,\"num_key_value_heads\":8,\"tie_word_embeddings\":false,"
+                      "\"torch_dtype\":\"bfloat16\",\"vocab_size\":151936}";
+    st_emu_model m, ref;
+    assert_int_equal(st_emu_model_parse_config(cfg, strlen(cfg), "/models/q", &m, err, sizeof err), 0);
+    assert_int_equal(st_emu_model_find("Qwen3-8B", &ref, err, sizeof err), 0);
+    assert_near(m.params, ref.params, 1);
+    assert_int_equal(m.max_position, 40960);
+    /* fp8 quantization_config, MoE */
+    const char *moe = "{\"hidden_size\":2048,\"num_hidden_layers\":48,\"num_attention_heads\":32,"
+                      "\"num_key_value_heads\":4,\"head_dim\":128,\"vocab_size\":151936,\"num_experts\":128,"
+                      "\"num_experts_per_tok\":8,\"moe_intermediate_size\":768,\"intermediate_size\":6144,"
+                      "\"quantization_config\":{\"quant_method\":\"fp8\"}}";
+    assert_int_equal(st_emu_model_parse_config(moe, strlen(moe), "Qwen3-30B-A3B-FP8", &m, err, sizeof err), 0);
+    assert_int_equal(m.weight_dtype, ST_EMU_FP8);
+    assert_near(m.params / 30.5e9, 1.0, 0.03);
+    assert_near(m.active_params / 3.3e9, 1.0, 0.1);
+    assert_int_equal(st_emu_model_parse_config("{\"hidden_size\":1}", 17, "x", &m, err, sizeof err), -1);
+    assert_int_equal(st_emu_model_parse_config("not json", 8, "x", &m, err, sizeof err), -1);
+}
+
+static void kv_size_h100_llama31_8b(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    setup(&c, "H100", "meta-llama/Llama-3.1-8B-Instruct");
+    st_emu_memory mem;
+    char err[512];
+    assert_int_equal(st_emu_memory_plan(&c, &mem, err, sizeof err), 0);
+    /* measured: weights 14.99 GiB, activation 4.76, non-torch 0.13, KV 51.38 GiB */
+    assert_near(mem.weight_bytes / GIB, 14.99, 0.1);
+    assert_near(mem.activation_bytes / GIB, 4.76, 0.15);
+    assert_near(mem.kv_bytes / GIB / 51.38, 1.0, 0.02);
+    assert_int_equal(mem.max_num_batched_tokens, 8192);
+    assert_int_equal(mem.max_num_seqs, 1024);
+    assert_int_equal(mem.max_model_len, 131072);
+    char a[128], b[128];
+    st_emu_memory_log_lines(&mem, a, sizeof a, b, sizeof b);
+    assert_non_null(strstr(a, "GPU KV cache size: 42"));
+    assert_non_null(strstr(a, " tokens"));
+    assert_non_null(strstr(b, "Maximum concurrency for 131,072 tokens per request: 3."));
+}
+
+static void kv_size_qwen3_32b_and_refusal(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    setup(&c, "H100", "Qwen/Qwen3-32B");
+    c.max_model_len = 16000;
+    st_emu_memory mem;
+    char err[1024];
+    assert_int_equal(st_emu_memory_plan(&c, &mem, err, sizeof err), 0);
+    assert_near(mem.weight_bytes / GIB, 61.03, 0.1);
+    assert_near(mem.kv_bytes / GIB / 4.45, 1.0, 0.03);
+    setup(&c, "H100", "Qwen/Qwen3-32B");
+    c.max_model_len = 32000;
+    assert_int_equal(st_emu_memory_plan(&c, &mem, err, sizeof err), -1);
+    assert_int_equal(mem.refusal, ST_EMU_START_MAX_LEN);
+    assert_non_null(strstr(err, "To serve at least one request with the models's max seq len (32000), (7.81 GiB KV cache is needed"));
+    assert_non_null(strstr(err, "estimated maximum model length is"));
+    /* default max_model_len (40960) refuses too */
+    setup(&c, "H100", "Qwen/Qwen3-32B");
+    assert_int_equal(st_emu_memory_plan(&c, &mem, err, sizeof err), -1);
+}
+
+static void startup_refusals(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    st_emu_memory mem;
+    char err[1024];
+    setup(&c, "RTX 4090", "meta-llama/Meta-Llama-3-70B");
+    assert_int_equal(st_emu_memory_plan(&c, &mem, err, sizeof err), -1);
+    assert_int_equal(mem.refusal, ST_EMU_START_WEIGHTS_OOM);
+    assert_non_null(strstr(err, "CUDA out of memory"));
+    setup(&c, "H100", "Qwen/Qwen3-32B");
+    c.max_model_len = 16000;
+    c.gpu_memory_utilization = 0.80; /* 63.35 GiB: weights fit, nothing left for KV */
+    assert_int_equal(st_emu_memory_plan(&c, &mem, err, sizeof err), -1);
+    assert_int_equal(mem.refusal, ST_EMU_START_NO_KV_MEMORY);
+    assert_non_null(strstr(err, "No available memory for the cache blocks"));
+    setup(&c, "H100", "meta-llama/Meta-Llama-3-8B");
+    c.max_model_len = 9000;
+    assert_int_equal(st_emu_memory_plan(&c, &mem, err, sizeof err), -1);
+    assert_int_equal(mem.refusal, ST_EMU_START_BAD_CONFIG);
+    assert_non_null(strstr(err, "max_position_embeddings=8192"));
+    setup(&c, "H100", "Qwen/Qwen3-8B");
+    c.tp = 3;
+    assert_int_equal(st_emu_memory_plan(&c, &mem, err, sizeof err), -1);
+    setup(&c, "H100", "Qwen/Qwen3-8B");
+    c.max_num_seqs = 512;
+    c.max_num_batched_tokens = 256;
+    assert_int_equal(st_emu_memory_plan(&c, &mem, err, sizeof err), -1);
+}
+
+static void flags_move_memory(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    st_emu_memory a, b;
+    char err[512];
+    setup(&c, "H100", "Qwen/Qwen3-8B");
+    assert_int_equal(st_emu_memory_plan(&c, &a, err, sizeof err), 0);
+    setup(&c, "H100", "Qwen/Qwen3-8B");
+    c.kv_dtype = ST_EMU_FP8;
+    assert_int_equal(st_emu_memory_plan(&c, &b, err, sizeof err), 0);
+    assert_near((double)b.num_blocks / a.num_blocks, 2.0, 0.01); /* fp8 KV: twice the blocks */
+    setup(&c, "H100", "Qwen/Qwen3-8B-FP8");
+    assert_int_equal(st_emu_memory_plan(&c, &b, err, sizeof err), 0);
+    assert_true(b.num_blocks > a.num_blocks); /* fp8 weights free memory for KV */
+    setup(&c, "H100", "Qwen/Qwen3-8B");
+    c.gpu_memory_utilization = 0.95;
+    assert_int_equal(st_emu_memory_plan(&c, &b, err, sizeof err), 0);
+    assert_true(b.num_blocks > a.num_blocks);
+    setup(&c, "H100", "Qwen/Qwen3-8B");
+    c.max_num_batched_tokens = 32768; /* larger activation peak: fewer blocks */
+    assert_int_equal(st_emu_memory_plan(&c, &b, err, sizeof err), 0);
+    assert_true(b.num_blocks < a.num_blocks);
+    setup(&c, "H100", "Qwen/Qwen3-32B");
+    c.tp = 2;
+    assert_int_equal(st_emu_memory_plan(&c, &b, err, sizeof err), 0);
+    assert_near(b.weight_bytes / GIB, 61.03 / 2, 0.1);
+    assert_true(b.kv_tokens > 200000);
+    /* the A100 is in the small default class despite 80 GB */
+    setup(&c, "A100", "Qwen/Qwen3-8B");
+    assert_int_equal(st_emu_memory_plan(&c, &b, err, sizeof err), 0);
+    assert_int_equal(b.max_num_batched_tokens, 2048);
+    assert_int_equal(b.max_num_seqs, 256);
+}
+
+int main(void)
+{
+    const struct CMUnitTest t[] = {
+        cmocka_unit_test(model_shapes_match_table),
+        cmocka_unit_test(names_pick_dtype),
+        cmocka_unit_test(gpus_and_custom_file),
+        cmocka_unit_test(hf_config_json),
+        cmocka_unit_test(kv_size_h100_llama31_8b),
+        cmocka_unit_test(kv_size_qwen3_32b_and_refusal),
+        cmocka_unit_test(startup_refusals),
+        cmocka_unit_test(flags_move_memory),
+    };
+    return cmocka_run_group_tests(t, 0, 0);
+}

@@ -1,0 +1,231 @@
+/* Each flag moves capacity the right way (virtual-time runs of the engine model), the step
+ * time respects the decode floor, fault-injection slowdown shows in TPOT. */
+#include "harness.h"
+
+#include <stdio.h>
+
+#include "emu/catalog.h"
+#include "emu/config.h"
+#include "emu/engine.h"
+#include "emu/sim.h"
+#include "emu/steptime.h"
+#include "load/record.h"
+
+static void setup(st_emu_config *c, const char *gpu, const char *model)
+{
+    char err[512];
+    st_emu_gpu g;
+    st_emu_model m;
+    assert_int_equal(st_emu_gpu_find(gpu, &g, err, sizeof err), 0);
+    assert_int_equal(st_emu_model_find(model, &m, err, sizeof err), 0);
+    st_emu_config_init(c, &g, &m);
+}
+
+typedef struct run_out {
+    double ttft, tpot, tput, prefill_tokens;
+    st_emu_sim_stats s;
+} run_out;
+
+/* n requests of `in` tokens (the first `shared` common to all), `out` outputs, arriving
+ * every `gap_ms` (0: all at once). */
+static void run(const st_emu_config *c, uint32_t n, uint32_t in, uint32_t shared, uint32_t out, double gap_ms, run_out *o)
+{
+    uint32_t *ids = malloc((size_t)n * in * sizeof *ids);
+    st_emu_sim_item *it = calloc(n, sizeof *it);
+    st_record *rec = calloc(n, sizeof *rec);
+    assert_non_null(ids);
+    for (uint32_t i = 0; i < n; i++) {
+        for (uint32_t k = 0; k < in; k++)
+            ids[(size_t)i * in + k] = k < shared ? st_emu_output_token(3, k, 100000) : st_emu_output_token(100 + i, k, 100000);
+        it[i] = (st_emu_sim_item){ .arrival = (st_ns)(i * gap_ms * 1e6), .input_ids = ids + (size_t)i * in,
+                                   .input_len = in, .output_len = out };
+    }
+    char err[512];
+    memset(o, 0, sizeof *o);
+    assert_int_equal(st_emu_sim_run(c, it, n, rec, &o->s, err, sizeof err), 0);
+    assert_int_equal(o->s.completed, n);
+    double tt = 0, tp = 0, gen = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        assert_int_equal(rec[i].status, ST_REQ_OK);
+        assert_int_equal(rec[i].output_tokens, out);
+        assert_int_equal(rec[i].n_events, out);
+        assert_true(rec[i].first_token >= rec[i].scheduled && rec[i].end >= rec[i].first_token);
+        tt += st_record_ttft(&rec[i]);
+        tp += out > 1 ? st_record_tpot(&rec[i]) : 0;
+        gen += rec[i].output_tokens;
+        st_record_free(&rec[i]);
+    }
+    o->ttft = tt / n;
+    o->tpot = tp / n;
+    o->tput = gen / (o->s.duration / 1e9);
+    o->prefill_tokens = (double)o->s.prefix_queries - o->s.prefix_hits;
+    free(rec);
+    free(it);
+    free(ids);
+}
+
+static void fp8_kv_more_concurrency_when_memory_binds(void **state)
+{
+    (void)state;
+    st_emu_config a, b;
+    setup(&a, "L40S", "Qwen/Qwen3-8B");
+    a.max_model_len = 8192;
+    b = a;
+    b.kv_dtype = ST_EMU_FP8;
+    run_out ra, rb;
+    run(&a, 300, 3000, 0, 300, 0, &ra);
+    run(&b, 300, 3000, 0, 300, 0, &rb);
+    assert_true(ra.s.max_kv_usage > 0.9);        /* memory binds with bf16 KV */
+    assert_true(rb.s.max_running > ra.s.max_running * 1.5);
+    assert_true(rb.s.preemptions <= ra.s.preemptions);
+    assert_true(rb.tput > ra.tput);
+}
+
+static void no_prefix_cache_more_prefill_higher_ttft(void **state)
+{
+    (void)state;
+    st_emu_config a, b;
+    setup(&a, "H100", "Qwen/Qwen3-8B");
+    b = a;
+    b.enable_prefix_caching = 0;
+    run_out ra, rb;
+    run(&a, 100, 3000, 2000, 100, 250, &ra);
+    run(&b, 100, 3000, 2000, 100, 250, &rb);
+    assert_true(ra.s.prefix_hits > 100 * 1900 * 0.9); /* nearly all of the shared prefix hit */
+    assert_int_equal(rb.s.prefix_hits, 0);
+    assert_true(rb.ttft > ra.ttft * 1.3);
+}
+
+static void larger_batched_tokens_lower_ttft_higher_tpot(void **state)
+{
+    (void)state;
+    st_emu_config a, b;
+    setup(&a, "H100", "Qwen/Qwen3-8B");
+    a.max_num_batched_tokens = 2048;
+    b = a;
+    b.max_num_batched_tokens = 16384;
+    run_out ra, rb;
+    /* under load: a 3000-token prompt every 125 ms (8 req/s) */
+    run(&a, 200, 3000, 0, 300, 125, &ra);
+    run(&b, 200, 3000, 0, 300, 125, &rb);
+    assert_true(rb.ttft < ra.ttft);
+    assert_true(rb.tpot > ra.tpot);
+}
+
+static void decode_step_never_below_weight_floor(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    setup(&c, "H100", "Qwen/Qwen3-8B");
+    st_emu_memory mem;
+    char err[512];
+    assert_int_equal(st_emu_memory_plan(&c, &mem, err, sizeof err), 0);
+    double floor_s = st_emu_weight_read_floor_s(&c);
+    assert_near(floor_s * 1e3, 4.9, 0.1);
+    for (uint32_t bs = 1; bs <= 1024; bs *= 2) {
+        for (double ctx = 1; ctx <= 32768; ctx *= 8) {
+            st_emu_batch b = { .tokens = bs, .decode_tokens = bs, .seqs = bs, .sampled = bs,
+                               .attn_pairs = bs * ctx, .kv_read_tokens = bs * ctx };
+            double t = st_emu_step_seconds(&c, &b, NULL);
+            if (t < floor_s)
+                fail_msg("batch %u ctx %.0f: step %.3f ms below the floor %.3f ms", bs, ctx, t * 1e3, floor_s * 1e3);
+        }
+    }
+    /* in a run, too: the shortest TPOT is above the floor */
+    run_out r;
+    run(&c, 1, 100, 0, 50, 0, &r);
+    assert_true(r.tpot > floor_s);
+}
+
+static void step_time_shape(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    setup(&c, "H100", "Qwen/Qwen3-8B");
+    st_emu_memory mem;
+    char err[512];
+    assert_int_equal(st_emu_memory_plan(&c, &mem, err, sizeof err), 0);
+    st_emu_batch d1 = { 1, 1, 1, 1, 1000, 1000 }, d64 = { 64, 64, 64, 64, 64000, 64000 };
+    st_emu_batch p8k = { 8192, 0, 4, 4, 8192.0 * 1024, 0 };
+    st_emu_step_breakdown bd;
+    double t1 = st_emu_step_seconds(&c, &d1, &bd);
+    assert_true(bd.memory_s > bd.compute_s); /* decode: memory bound */
+    double t64 = st_emu_step_seconds(&c, &d64, NULL);
+    assert_true(t64 > t1 && t64 < 2 * t1);    /* batching is nearly free while memory bound */
+    double tp = st_emu_step_seconds(&c, &p8k, &bd);
+    assert_true(bd.compute_s > bd.memory_s);  /* prefill: compute bound */
+    assert_true(bd.eager);                    /* 8192 tokens > CUDA graph sizes */
+    assert_true(tp > 0.1 && tp < 0.4);
+    /* fp8 weights: faster prefill and decode; TP=2: faster; eager: slower */
+    st_emu_config f = c;
+    f.weight_dtype = ST_EMU_FP8;
+    assert_true(st_emu_step_seconds(&f, &d1, NULL) < t1);
+    assert_true(st_emu_step_seconds(&f, &p8k, NULL) < tp);
+    st_emu_config t2 = c;
+    t2.tp = 2;
+    assert_true(st_emu_step_seconds(&t2, &d1, NULL) < t1);
+    st_emu_config eg = c;
+    eg.enforce_eager = 1;
+    assert_true(st_emu_step_seconds(&eg, &d1, NULL) > t1);
+    st_emu_config kv8 = c;
+    kv8.kv_dtype = ST_EMU_FP8;
+    st_emu_batch longctx = { 64, 64, 64, 64, 64 * 16000.0, 64 * 16000.0 };
+    assert_true(st_emu_step_seconds(&kv8, &longctx, NULL) < st_emu_step_seconds(&c, &longctx, NULL));
+}
+
+static void decode_slowdown_raises_tpot(void **state)
+{
+    (void)state;
+    st_emu_config a, b;
+    setup(&a, "H100", "Qwen/Qwen3-8B");
+    b = a;
+    b.decode_slowdown = 3.0;
+    run_out ra, rb;
+    run(&a, 20, 500, 0, 100, 100, &ra);
+    run(&b, 20, 500, 0, 100, 100, &rb);
+    assert_true(rb.tpot > 2.0 * ra.tpot);
+}
+
+static void sim_rejects_and_is_deterministic(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    setup(&c, "H100", "meta-llama/Meta-Llama-3-8B");
+    st_emu_sim_item it[3] = {
+        { 0, NULL, 100, 10 }, { 1000, NULL, 8000, 500 }, { 2000, NULL, 100, 10 },
+    };
+    st_record rec[3];
+    st_emu_sim_stats s;
+    char err[512];
+    assert_int_equal(st_emu_sim_run(&c, it, 3, rec, &s, err, sizeof err), 0);
+    assert_int_equal(rec[1].status, ST_REQ_HTTP_STATUS);
+    assert_int_equal(rec[1].http_status, 400);
+    assert_non_null(strstr(rec[1].error, "context length is only 8192"));
+    assert_int_equal(s.rejected, 1);
+    assert_int_equal(s.completed, 2);
+    st_ns e0 = rec[0].end;
+    for (int i = 0; i < 3; i++)
+        st_record_free(&rec[i]);
+    assert_int_equal(st_emu_sim_run(&c, it, 3, rec, &s, err, sizeof err), 0);
+    assert_int_equal(rec[0].end, e0);
+    for (int i = 0; i < 3; i++)
+        st_record_free(&rec[i]);
+    /* refusal surfaces as an error */
+    setup(&c, "RTX4090", "meta-llama/Meta-Llama-3-70B");
+    assert_int_equal(st_emu_sim_run(&c, it, 3, rec, &s, err, sizeof err), -1);
+    assert_non_null(strstr(err, "out of memory"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest t[] = {
+        cmocka_unit_test(fp8_kv_more_concurrency_when_memory_binds),
+        cmocka_unit_test(no_prefix_cache_more_prefill_higher_ttft),
+        cmocka_unit_test(larger_batched_tokens_lower_ttft_higher_tpot),
+        cmocka_unit_test(decode_step_never_below_weight_floor),
+        cmocka_unit_test(step_time_shape),
+        cmocka_unit_test(decode_slowdown_raises_tpot),
+        cmocka_unit_test(sim_rejects_and_is_deterministic),
+    };
+    return cmocka_run_group_tests(t, 0, 0);
+}

@@ -1,0 +1,331 @@
+/* Scheduler, KV blocks and prefix cache of the engine model, in virtual time. */
+#include "harness.h"
+
+#include <stdio.h>
+
+#include "core/clock.h"
+#include "emu/blocks.h"
+#include "emu/catalog.h"
+#include "emu/config.h"
+#include "emu/engine.h"
+
+/* Llama-3-8B on an RTX 4090 with the utilisation chosen so the pool holds about `blocks`
+ * blocks: memory binds quickly and preemption happens. */
+static void small_engine_cfg(st_emu_config *c, uint32_t blocks, uint32_t seqs, uint32_t budget)
+{
+    char err[512];
+    st_emu_gpu g;
+    st_emu_model m;
+    assert_int_equal(st_emu_gpu_find("RTX4090", &g, err, sizeof err), 0);
+    assert_int_equal(st_emu_model_find("meta-llama/Meta-Llama-3-8B", &m, err, sizeof err), 0);
+    st_emu_config_init(c, &g, &m);
+    c->max_model_len = 2048;
+    c->max_num_seqs = seqs;
+    c->max_num_batched_tokens = budget;
+    st_emu_config probe = *c;
+    st_emu_memory mem;
+    assert_int_equal(st_emu_memory_plan(&probe, &mem, err, sizeof err), 0);
+    double want = (blocks + 0.5) * 16 * mem.kv_bytes_per_token;
+    c->gpu_memory_utilization = (mem.weight_bytes + mem.activation_bytes + mem.non_torch_bytes + want) / mem.total_bytes;
+}
+
+static uint64_t rng_state = 0x12345678abcdefULL;
+static uint32_t rnd(uint32_t lo, uint32_t hi)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return lo + (uint32_t)(rng_state % (hi - lo + 1));
+}
+
+#define NREQ 400
+static void randomized_invariants(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    small_engine_cfg(&c, 300, 24, 512);
+    st_vclock vc = { 0 };
+    st_emu_engine *e;
+    st_emu_memory mem;
+    char err[1024];
+    assert_int_equal(st_emu_engine_new(&c, st_clock_virtual(&vc), &e, &mem, err, sizeof err), 0);
+    assert_true(mem.num_blocks >= 299 && mem.num_blocks <= 301);
+
+    static uint32_t ids[NREQ][1600];
+    static uint32_t want_out[NREQ], got_out[NREQ];
+    static st_ns arrival[NREQ];
+    static int done[NREQ], aborted[NREQ], rejected[NREQ];
+    uint32_t plen[NREQ];
+    st_ns t = 0;
+    for (int i = 0; i < NREQ; i++) {
+        t += rnd(0, 40) * ST_NS_PER_MS;
+        arrival[i] = t;
+        plen[i] = rnd(1, 1500);
+        uint32_t group = rnd(0, 3), shared = rnd(0, 800);
+        for (uint32_t k = 0; k < plen[i]; k++)
+            ids[i][k] = k < shared ? 1000 + group * 7919 + k : rnd(1000, 100000);
+        want_out[i] = rnd(1, 300);
+        if (i % 37 == 0)
+            want_out[i] = 2048; /* too long: rejected at admission */
+    }
+    /* the test's own view of the running list, in admission order */
+    uint64_t running[NREQ];
+    uint32_t nrun = 0;
+    int next = 0;
+    uint64_t preemptions = 0;
+    for (int guard = 0; guard < 200000; guard++) {
+        while (next < NREQ && arrival[next] <= vc.t) {
+            st_emu_req_params p = { .id = (uint64_t)next, .ids = ids[next], .n_ids = plen[next],
+                                    .max_tokens = want_out[next], .arrival = arrival[next] };
+            int rc = st_emu_add_request(e, &p, err, sizeof err);
+            if ((uint64_t)plen[next] + want_out[next] > 2048) {
+                assert_int_equal(rc, ST_EMU_ADD_TOO_LONG);
+                assert_non_null(strstr(err, "However, the model's context length is only 2048 tokens"));
+                rejected[next] = 1;
+            } else {
+                assert_int_equal(rc, ST_EMU_ADD_OK);
+            }
+            next++;
+        }
+        if (!st_emu_has_work(e)) {
+            if (next >= NREQ)
+                break;
+            vc.t = arrival[next];
+            continue;
+        }
+        st_emu_step_result r;
+        assert_int_equal(st_emu_step(e, &r), 0);
+        assert_true(r.tokens <= c.max_num_batched_tokens);
+        assert_true(r.tokens > 0);
+        for (uint32_t k = 0; k < r.n_preempted; k++) {
+            assert_true(nrun > 0);
+            assert_true(running[nrun - 1] == r.preempted[k]); /* the most recently admitted */
+            nrun--;
+        }
+        preemptions += r.n_preempted;
+        for (uint32_t k = 0; k < r.n_admitted; k++)
+            running[nrun++] = r.admitted[k];
+        assert_true(nrun <= c.max_num_seqs);
+        for (uint32_t k = 0; k < r.n_events; k++) {
+            const st_emu_event *ev = &r.events[k];
+            assert_int_equal(ev->n_out, got_out[ev->id] + 1);
+            assert_int_equal(ev->first, ev->n_out == 1);
+            got_out[ev->id] = ev->n_out;
+            if (ev->finish) {
+                assert_int_equal(ev->n_out, want_out[ev->id]);
+                done[ev->id] = 1;
+                uint32_t j = 0;
+                while (j < nrun && running[j] != ev->id)
+                    j++;
+                assert_true(j < nrun);
+                memmove(&running[j], &running[j + 1], (nrun - j - 1) * sizeof running[0]);
+                nrun--;
+            }
+        }
+        st_emu_stats st;
+        st_emu_get_stats(e, &st);
+        assert_int_equal(st.running, nrun);
+        assert_true(st.running <= c.max_num_seqs);
+        if (st_emu_engine_check(e, err, sizeof err) != 0)
+            fail_msg("step %d: %s", guard, err);
+        /* an occasional client disconnect */
+        if (guard % 97 == 50 && nrun > 2) {
+            uint64_t victim = running[1];
+            assert_int_equal(st_emu_abort(e, victim), 0);
+            aborted[victim] = 1;
+            memmove(&running[1], &running[2], (nrun - 2) * sizeof running[0]);
+            nrun--;
+            assert_int_equal(st_emu_engine_check(e, err, sizeof err), 0);
+        }
+        vc.t = r.start + r.duration;
+    }
+    assert_false(st_emu_has_work(e));
+    for (int i = 0; i < NREQ; i++)
+        assert_true(done[i] || aborted[i] || rejected[i]);
+    st_emu_stats st;
+    st_emu_get_stats(e, &st);
+    assert_int_equal(st.free_blocks, st.num_blocks); /* nothing leaked */
+    assert_true(preemptions > 0);                     /* the pool was small enough to bind */
+    assert_int_equal(st.preemptions, preemptions);
+    assert_true(st.prefix_hits > 0 && st.prefix_hits < st.prefix_queries);
+    assert_int_equal(st_emu_abort(e, 999999), -1);
+    st_emu_engine_free(e);
+}
+
+static void run_to_end(st_emu_engine *e, st_vclock *vc, st_emu_event *last_first)
+{
+    st_emu_step_result r;
+    for (int g = 0; g < 100000 && st_emu_has_work(e); g++) {
+        assert_int_equal(st_emu_step(e, &r), 0);
+        for (uint32_t k = 0; k < r.n_events; k++)
+            if (r.events[k].first && last_first)
+                *last_first = r.events[k];
+        vc->t = r.start + r.duration;
+    }
+}
+
+static void prefix_cache_accounting(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    small_engine_cfg(&c, 200, 8, 512);
+    st_vclock vc = { 0 };
+    st_emu_engine *e;
+    char err[512];
+    assert_int_equal(st_emu_engine_new(&c, st_clock_virtual(&vc), &e, NULL, err, sizeof err), 0);
+    uint32_t a[64], b[64];
+    for (int i = 0; i < 64; i++)
+        a[i] = b[i] = 5000 + i;
+    for (int i = 40; i < 64; i++)
+        b[i] = 9000 + i;
+    st_emu_event ev;
+    st_emu_req_params p = { .id = 1, .ids = a, .n_ids = 64, .max_tokens = 4 };
+    assert_int_equal(st_emu_add_request(e, &p, err, sizeof err), 0);
+    run_to_end(e, &vc, &ev);
+    st_emu_stats s;
+    st_emu_get_stats(e, &s);
+    assert_int_equal(s.prefix_queries, 64);
+    assert_int_equal(s.prefix_hits, 0);
+    assert_int_equal(ev.cached_tokens, 0);
+    /* same prompt: 3 full blocks hit (the last token is always recomputed) */
+    p.id = 2;
+    assert_int_equal(st_emu_add_request(e, &p, err, sizeof err), 0);
+    run_to_end(e, &vc, &ev);
+    st_emu_get_stats(e, &s);
+    assert_int_equal(s.prefix_queries, 128);
+    assert_int_equal(s.prefix_hits, 48);
+    assert_int_equal(ev.cached_tokens, 48);
+    /* 40 shared tokens: 2 full blocks */
+    p.id = 3;
+    p.ids = b;
+    assert_int_equal(st_emu_add_request(e, &p, err, sizeof err), 0);
+    run_to_end(e, &vc, &ev);
+    st_emu_get_stats(e, &s);
+    assert_int_equal(s.prefix_hits, 80);
+    assert_int_equal(s.prompt_tokens, 192);
+    assert_int_equal(s.generation_tokens, 12);
+    /* reset: no more hits */
+    assert_int_equal(st_emu_reset_prefix_cache(e), 0);
+    p.id = 4;
+    assert_int_equal(st_emu_add_request(e, &p, err, sizeof err), 0);
+    run_to_end(e, &vc, &ev);
+    assert_int_equal(ev.cached_tokens, 0);
+    /* caching off: queries and hits stay */
+    st_emu_engine_free(e);
+    c.enable_prefix_caching = 0;
+    assert_int_equal(st_emu_engine_new(&c, st_clock_virtual(&vc), &e, NULL, err, sizeof err), 0);
+    for (uint64_t id = 10; id < 12; id++) {
+        p.id = id;
+        assert_int_equal(st_emu_add_request(e, &p, err, sizeof err), 0);
+        run_to_end(e, &vc, &ev);
+    }
+    st_emu_get_stats(e, &s);
+    assert_int_equal(s.prefix_hits, 0);
+    assert_int_equal(ev.cached_tokens, 0);
+    st_emu_engine_free(e);
+}
+
+static void blocks_lru_and_refcounts(void **state)
+{
+    (void)state;
+    st_emu_blocks p;
+    char err[256];
+    assert_int_equal(st_emu_blocks_init(&p, 8, 16), 0);
+    uint32_t x[4], y[4];
+    assert_int_equal(st_emu_blocks_take(&p, 4, x), 0);
+    for (int i = 0; i < 4; i++)
+        st_emu_blocks_set_hash(&p, x[i], 100 + i);
+    assert_int_equal(st_emu_blocks_lookup(&p, 102), x[2]);
+    /* a second user shares block 0 and 1 */
+    st_emu_blocks_touch(&p, x[0]);
+    st_emu_blocks_touch(&p, x[1]);
+    assert_int_equal(p.ref[x[0]], 2);
+    st_emu_blocks_release(&p, x, 4); /* tail first: x3, x2 queued; x0, x1 still referenced */
+    assert_int_equal(p.nfree, 6);
+    assert_int_equal(st_emu_blocks_check(&p, err, sizeof err), 0);
+    st_emu_blocks_release(&p, x, 2);
+    assert_int_equal(p.nfree, 8);
+    assert_int_equal(st_emu_blocks_reset_cache(&p), 0);
+    for (int i = 0; i < 4; i++)
+        st_emu_blocks_set_hash(&p, x[i], 100 + i); /* re-register for the eviction check */
+    /* 4 never-used blocks come first, then the freed ones in queue order: x3, x2, x1, x0 */
+    assert_int_equal(st_emu_blocks_take(&p, 4, y), 0);
+    assert_int_equal(st_emu_blocks_lookup(&p, 103), x[3]); /* not evicted yet */
+    assert_int_equal(st_emu_blocks_take(&p, 1, y), 0);
+    assert_int_equal(y[0], x[3]);
+    assert_int_equal(st_emu_blocks_lookup(&p, 103), ST_EMU_NIL); /* evicted */
+    assert_int_equal(st_emu_blocks_lookup(&p, 100), x[0]);
+    assert_int_equal(st_emu_blocks_take(&p, 4, y), -1); /* only 3 left */
+    assert_int_equal(st_emu_blocks_reset_cache(&p), -1); /* blocks in use */
+    assert_int_equal(st_emu_blocks_check(&p, err, sizeof err), 0);
+    st_emu_blocks_free(&p);
+}
+
+static void hash_map_survives_churn(void **state)
+{
+    (void)state;
+    st_emu_blocks p;
+    char err[256];
+    assert_int_equal(st_emu_blocks_init(&p, 64, 16), 0);
+    uint32_t b[64];
+    for (int round = 0; round < 200; round++) {
+        uint32_t n = 1 + (uint32_t)(round * 7919) % 64;
+        assert_int_equal(st_emu_blocks_take(&p, n, b), 0);
+        for (uint32_t i = 0; i < n; i++)
+            st_emu_blocks_set_hash(&p, b[i], (uint64_t)round * 1000 + i % 5);
+        st_emu_blocks_release(&p, b, n);
+        if (st_emu_blocks_check(&p, err, sizeof err))
+            fail_msg("round %d: %s", round, err);
+    }
+    st_emu_blocks_free(&p);
+}
+
+static void rejects_bad_requests(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    small_engine_cfg(&c, 200, 8, 512);
+    st_vclock vc = { 0 };
+    st_emu_engine *e;
+    char err[512];
+    assert_int_equal(st_emu_engine_new(&c, st_clock_virtual(&vc), &e, NULL, err, sizeof err), 0);
+    uint32_t ids[2100];
+    for (int i = 0; i < 2100; i++)
+        ids[i] = 2000 + i;
+    st_emu_req_params p = { .id = 1, .ids = ids, .n_ids = 2000, .max_tokens = 100 };
+    assert_int_equal(st_emu_add_request(e, &p, err, sizeof err), ST_EMU_ADD_TOO_LONG);
+    assert_string_equal(err, "You passed 2000 input tokens and requested 100 output tokens. However, the "
+                             "model's context length is only 2048 tokens, resulting in a maximum input "
+                             "length of 1948 tokens. Please reduce the length of the input prompt.");
+    p.n_ids = 2048;
+    p.max_tokens = 0;
+    assert_int_equal(st_emu_add_request(e, &p, err, sizeof err), ST_EMU_ADD_TOO_LONG);
+    p.n_ids = 0;
+    assert_int_equal(st_emu_add_request(e, &p, err, sizeof err), ST_EMU_ADD_INVALID);
+    ids[0] = 200000; /* out of the 128256 vocabulary */
+    p.n_ids = 10;
+    assert_int_equal(st_emu_add_request(e, &p, err, sizeof err), ST_EMU_ADD_INVALID);
+    ids[0] = 5;
+    p.max_tokens = 0; /* default: up to max_model_len */
+    assert_int_equal(st_emu_add_request(e, &p, err, sizeof err), ST_EMU_ADD_OK);
+    assert_int_equal(st_emu_add_request(e, &p, err, sizeof err), ST_EMU_ADD_INVALID); /* duplicate id */
+    st_emu_event ev;
+    run_to_end(e, &vc, &ev);
+    st_emu_stats s;
+    st_emu_get_stats(e, &s);
+    assert_int_equal(s.generation_tokens, 2038);
+    assert_int_equal(s.finished_length, 1);
+    st_emu_engine_free(e);
+}
+
+int main(void)
+{
+    const struct CMUnitTest t[] = {
+        cmocka_unit_test(randomized_invariants),
+        cmocka_unit_test(prefix_cache_accounting),
+        cmocka_unit_test(blocks_lru_and_refcounts),
+        cmocka_unit_test(hash_map_survives_churn),
+        cmocka_unit_test(rejects_bad_requests),
+    };
+    return cmocka_run_group_tests(t, 0, 0);
+}

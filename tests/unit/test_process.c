@@ -1,0 +1,248 @@
+/* Engine process lifecycle. The test binary doubles as its own child process ("helper mode",
+ * argv[1] == "--helper"), so nothing here goes through a shell. */
+#include "harness.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/process.h"
+
+static char self[4096];
+static char logpath[256];
+
+static int helper(int argc, char **argv)
+{
+    const char *mode = argc > 2 ? argv[2] : "";
+    if (!strcmp(mode, "print")) {
+        printf("hello from stdout\n");
+        fflush(stdout);
+        fprintf(stderr, "var=%s\n", getenv("ST_TEST_VAR") ? getenv("ST_TEST_VAR") : "(unset)");
+        fprintf(stderr, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n");
+        return 3;
+    }
+    if (!strcmp(mode, "ignore-term")) {
+        signal(SIGTERM, SIG_IGN);
+        for (int i = 0; i < 600; i++)
+            sleep(1);
+        return 0;
+    }
+    if (!strcmp(mode, "orphan")) {
+        /* leaves a grandchild in the group and exits */
+        pid_t c = fork();
+        if (c == 0) {
+            for (int i = 0; i < 600; i++)
+                sleep(1);
+            _exit(0);
+        }
+        printf("grandchild %d\n", (int)c);
+        fflush(stdout);
+        return 0;
+    }
+    if (!strcmp(mode, "sleep")) {
+        for (int i = 0; i < 600; i++)
+            sleep(1);
+        return 0;
+    }
+    return 99;
+}
+
+static int wait_exit(st_proc *p, double secs)
+{
+    st_ns dl = st_now() + st_s_to_ns(secs);
+    while (st_now() < dl) {
+        if (!st_proc_alive(p))
+            return 1;
+        struct timespec ts = { 0, 10000000 };
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+static void start_capture_and_classify(void **state)
+{
+    (void)state;
+    snprintf(logpath, sizeof logpath, "/tmp/st_proc_test_%d.log", (int)getpid());
+    unlink(logpath);
+    char *argv[] = { self, "--helper", "print", NULL };
+    const char *k[] = { "ST_TEST_VAR" }, *v[] = { "${HOME}-x" };
+    st_proc_opts o = { .argv = argv, .env_key = k, .env_val = v, .n_env = 1, .log_path = logpath };
+    st_proc p;
+    char err[256];
+    assert_int_equal(st_proc_start(&p, &o, err, sizeof err), 0);
+    assert_true(wait_exit(&p, 10));
+    assert_true(WIFEXITED(p.wstatus));
+    assert_int_equal(WEXITSTATUS(p.wstatus), 3);
+    char *tail;
+    assert_int_equal(st_log_tail(logpath, 4096, 10, &tail), 0);
+    assert_non_null(strstr(tail, "hello from stdout"));
+    char want[512];
+    snprintf(want, sizeof want, "var=%s-x", getenv("HOME"));
+    assert_non_null(strstr(tail, want));
+    char detail[512];
+    assert_int_equal(st_proc_classify(tail, 1, p.wstatus, 0, detail, sizeof detail), ST_FAIL_OOM);
+    assert_non_null(strstr(detail, "CUDA out of memory"));
+    free(tail);
+    /* last 1 line only */
+    assert_int_equal(st_log_tail(logpath, 4096, 1, &tail), 0);
+    assert_null(strstr(tail, "hello"));
+    assert_non_null(strstr(tail, "OutOfMemoryError"));
+    free(tail);
+    assert_int_equal(st_proc_stop(&p, 1), 0);
+    unlink(logpath);
+}
+
+static void stop_escalates_to_sigkill_and_reaps_grandchildren(void **state)
+{
+    (void)state;
+    char *argv[] = { self, "--helper", "ignore-term", NULL };
+    st_proc_opts o = { .argv = argv };
+    st_proc p;
+    char err[256];
+    assert_int_equal(st_proc_start(&p, &o, err, sizeof err), 0);
+    struct timespec ts = { 0, 200000000 };
+    nanosleep(&ts, NULL);
+    assert_int_equal(st_proc_alive(&p), 1);
+    st_ns t0 = st_now();
+    assert_int_equal(st_proc_stop(&p, 0.5), 0);
+    double took = st_ns_to_s(st_now() - t0);
+    assert_true(took >= 0.45 && took < 5);
+    assert_int_equal(p.exited, 1);
+    assert_true(WIFSIGNALED(p.wstatus) && WTERMSIG(p.wstatus) == SIGKILL);
+    assert_int_equal(kill(-p.pid, 0), -1);
+    assert_int_equal(errno, ESRCH);
+    char d[128];
+    st_proc_describe(&p, d, sizeof d);
+    assert_non_null(strstr(d, "signal 9"));
+
+    /* the leader exits leaving a grandchild in its group: stop kills and reaps it */
+    snprintf(logpath, sizeof logpath, "/tmp/st_proc_test_o%d.log", (int)getpid());
+    unlink(logpath);
+    char *argv2[] = { self, "--helper", "orphan", NULL };
+    st_proc_opts o2 = { .argv = argv2, .log_path = logpath };
+    assert_int_equal(st_proc_start(&p, &o2, err, sizeof err), 0);
+    assert_true(wait_exit(&p, 10));
+    assert_int_equal(kill(-p.pid, 0), 0); /* the grandchild is still there */
+    assert_int_equal(st_proc_stop(&p, 2), 0);
+    assert_int_equal(kill(-p.pid, 0), -1);
+    assert_int_equal(errno, ESRCH);
+    char *tail;
+    assert_int_equal(st_log_tail(logpath, 4096, 5, &tail), 0);
+    int gc = 0;
+    assert_int_equal(sscanf(tail, "grandchild %d", &gc), 1);
+    assert_int_equal(kill(gc, 0), -1); /* gone, and reaped (no zombie) */
+    free(tail);
+    unlink(logpath);
+
+    /* a plain sleeper stops on SIGTERM quickly; stop twice is harmless */
+    char *argv3[] = { self, "--helper", "sleep", NULL };
+    st_proc_opts o3 = { .argv = argv3 };
+    assert_int_equal(st_proc_start(&p, &o3, err, sizeof err), 0);
+    t0 = st_now();
+    assert_int_equal(st_proc_stop(&p, 5), 0);
+    assert_true(st_ns_to_s(st_now() - t0) < 2);
+    assert_true(WIFSIGNALED(p.wstatus) && WTERMSIG(p.wstatus) == SIGTERM);
+    assert_int_equal(st_proc_stop(&p, 5), 0);
+}
+
+static void exec_failure_and_unset_variable(void **state)
+{
+    (void)state;
+    char *argv[] = { "/nonexistent/engine-binary", NULL };
+    st_proc_opts o = { .argv = argv };
+    st_proc p;
+    char err[256] = "";
+    assert_int_equal(st_proc_start(&p, &o, err, sizeof err), -1);
+    assert_non_null(strstr(err, "cannot start '/nonexistent/engine-binary'"));
+    char *argv2[] = { self, "--helper", "sleep", NULL };
+    const char *k[] = { "X" }, *v[] = { "${ST_SURELY_UNSET_VARIABLE_42}" };
+    st_proc_opts o2 = { .argv = argv2, .env_key = k, .env_val = v, .n_env = 1 };
+    assert_int_equal(st_proc_start(&p, &o2, err, sizeof err), -1);
+    assert_non_null(strstr(err, "ST_SURELY_UNSET_VARIABLE_42 is not set"));
+}
+
+static void classify_table(void **state)
+{
+    (void)state;
+    char d[512];
+    int exit1 = 1 << 8, exit2 = 2 << 8, sig11 = 11;
+    struct { const char *log; int exited, ws, to; st_fail_class want; const char *detail; } c[] = {
+        { "INFO start\nValueError: To serve at least one request with the model's max seq len (32000), (4.9 GiB KV cache "
+          "is needed, which is larger than the available KV cache memory (4.45 GiB).\n", 1, exit1, 0, ST_FAIL_OOM,
+          "ValueError: To serve" },
+        { "usage: vllm serve\nvllm serve: error: unrecognized arguments: --bogus\n", 1, exit2, 0, ST_FAIL_BAD_FLAG,
+          "unrecognized arguments: --bogus" },
+        { "api_server.py: error: argument --max-num-seqs: invalid int value: 'x'\n", 1, exit2, 0, ST_FAIL_BAD_FLAG, "invalid int" },
+        { "OSError: [Errno 98] Address already in use\n", 1, exit1, 0, ST_FAIL_PORT_TAKEN, "Errno 98" },
+        { "loading\n", 1, sig11, 0, ST_FAIL_CRASH, "signal 11" },
+        { "loading\n", 1, exit1, 0, ST_FAIL_CRASH, "exit status 1" },
+        { "loading\n", 0, 0, 1, ST_FAIL_TIMEOUT, "startup timeout" },
+        { "", 1, 127 << 8, 0, ST_FAIL_EXEC, "127" },
+        { "loading\n", 0, 0, 0, ST_FAIL_NONE, "" },
+    };
+    for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
+        st_fail_class got = st_proc_classify(c[i].log, c[i].exited, c[i].ws, c[i].to, d, sizeof d);
+        if (got != c[i].want)
+            fail_msg("case %zu: %s, want %s", i, st_fail_class_name(got), st_fail_class_name(c[i].want));
+        if (!strstr(d, c[i].detail))
+            fail_msg("case %zu: detail '%s' lacks '%s'", i, d, c[i].detail);
+    }
+    assert_string_equal(st_fail_class_name(ST_FAIL_OOM), "oom");
+}
+
+static void ports(void **state)
+{
+    (void)state;
+    int port = st_port_pick();
+    assert_true(port > 0);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(fd, 4), 0);
+    assert_int_equal(st_port_free(port), 0);
+    close(fd);
+    assert_int_equal(st_port_free(port), 1);
+}
+
+static void redact_and_expand(void **state)
+{
+    (void)state;
+    char t[] = "args: {'api_key': 'sk-secret'} and sk-secret again";
+    st_redact(t, "sk-secret");
+    assert_string_equal(t, "args: {'api_key': '***'} and *** again");
+    char s2[] = "a*b";
+    st_redact(s2, "*"); /* must terminate */
+    assert_string_equal(s2, "a*b");
+    char out[64], err[128];
+    setenv("ST_T_A", "xyz", 1);
+    assert_int_equal(st_env_expand("pre-${ST_T_A}-post", out, sizeof out, err, sizeof err), 0);
+    assert_string_equal(out, "pre-xyz-post");
+    assert_int_equal(st_env_expand("${ST_T_A", out, sizeof out, err, sizeof err), -1);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "--helper"))
+        return helper(argc, argv);
+    ssize_t l = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (l <= 0)
+        return 1;
+    self[l] = '\0';
+    const struct CMUnitTest t[] = {
+        cmocka_unit_test(start_capture_and_classify),
+        cmocka_unit_test(stop_escalates_to_sigkill_and_reaps_grandchildren),
+        cmocka_unit_test(exec_failure_and_unset_variable),
+        cmocka_unit_test(classify_table),
+        cmocka_unit_test(ports),
+        cmocka_unit_test(redact_and_expand),
+    };
+    return cmocka_run_group_tests(t, 0, 0);
+}

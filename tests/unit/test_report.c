@@ -1,0 +1,231 @@
+/* Reports from a hand-made result store (the example spec, made-up runs): the headline, the
+ * order, the cost figures against hand-computed values, partial marking, escaping. */
+#include "harness.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "audit/store.h"
+#include "report/report.h"
+
+static char dir[256];
+
+static int rm_dir(void **state)
+{
+    (void)state;
+    const char *files[] = { "results.sqlite", "results.sqlite-wal", "results.sqlite-shm", "report.md", "report.json",
+                            "results.csv" };
+    char p[512];
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+        unlink(p);
+    }
+    rmdir(dir);
+    return 0;
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    static char buf[1 << 20];
+    *len = fread(buf, 1, sizeof buf - 1, f);
+    buf[*len] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static void put_run(st_store *s, const char *cfg, int seq, double rate, const char *verdict, double delivered)
+{
+    st_run_row r = { .config = (char *)cfg, .seq = seq, .rate = rate, .grid = 1, .verdict = (char *)verdict,
+                     .why = (char *)(strcmp(verdict, "pass") ? "p95 TTFT 2250 ms > 1500 ms (x1.50)" : "ok"),
+                     .planned = 200, .sent = 200, .completed = 200, .duration_s = 200 / delivered,
+                     .delivered_rps = delivered, .output_tps = delivered * 300, .sustained_rps = delivered * 1.02,
+                     .ttft_p95_ms = 800, .tpot_p95_ms = 40, .worst_ratio = 0.8 };
+    char key[64];
+    snprintf(key, sizeof key, "%s-%d", cfg, seq);
+    st_store_hash(key, strlen(key), r.run_key);
+    assert_int_equal(st_store_run_put(s, &r, NULL, 0, NULL, 0), 0);
+}
+
+static st_store *make_store(int partial)
+{
+    snprintf(dir, sizeof dir, "/tmp/st_report_test.XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    st_store *s;
+    char err[256];
+    assert_int_equal(st_store_open(dir, &s, err, sizeof err), 0);
+    size_t len;
+    char *spec = slurp("examples/qwen3-8b-h100.yaml", &len);
+    assert_non_null(spec);
+    assert_int_equal(st_store_audit_begin(s, "examples/qwen3-8b-h100.yaml", spec, len, "0.1.0", 0, err, sizeof err), 0);
+    const char *names[] = { "baseline", "no-prefix-cache", "batched-8k", "fp8-kv", "fp8-ckpt", "fp8-all" };
+    for (int i = 0; i < 6; i++) {
+        if (i == 4)
+            continue; /* fp8-ckpt never started */
+        st_config_row c = { .name = (char *)names[i], .idx = i, .status = "done", .startup_s = 3.5,
+                            .argv = "servetune emulate serve Qwen/Qwen3-8B" };
+        if (i == 2) {
+            c.status = "failed";
+            c.startup_s = NAN;
+            c.failure_class = "oom";
+            c.failure_detail = "ValueError: KV cache is needed, which is larger than the available KV cache memory";
+            c.log_tail = "line one\n<script>alert(1)</script> | `x`";
+        }
+        assert_int_equal(st_store_config_put(s, &c), 0);
+    }
+    /* baseline: passes 2, 4, 6 (delivers 5.9), fails 8 */
+    put_run(s, "baseline", 0, 2, "pass", 1.98);
+    put_run(s, "baseline", 1, 4, "pass", 3.95);
+    put_run(s, "baseline", 2, 6, "pass", 5.9);
+    put_run(s, "baseline", 3, 8, "fail", 7.1);
+    put_run(s, "no-prefix-cache", 0, 2, "fail", 1.9);
+    put_run(s, "fp8-kv", 0, 8, "pass", 7.9);
+    put_run(s, "fp8-kv", 1, 12, "pass", 11.8);
+    put_run(s, "fp8-kv", 2, 16, "fail", 13);
+    put_run(s, "fp8-all", 0, 8, "pass", 7.95);
+    put_run(s, "fp8-all", 1, 12, "fail", 10);
+    if (partial)
+        assert_int_equal(st_store_audit_finish(s, 1, "interrupted by SIGINT"), 0);
+    else
+        assert_int_equal(st_store_audit_finish(s, 0, NULL), 0);
+    return s;
+}
+
+static void model_costs_and_order(void **state)
+{
+    (void)state;
+    st_store *s = make_store(0);
+    st_report r;
+    char err[256];
+    assert_int_equal(st_report_load(s, &r, err, sizeof err), 0);
+    assert_int_equal(r.n_cfg, 6);
+    /* baseline: 5.9 req/s, 1770 tok/s -> 2.49e6 / (1770 x 3600) = 0.390772 $/1M; ceil(60/5.9) = 11 replicas;
+     * 11 x 2.49 x 730 = 19994.7 */
+    assert_int_equal(r.cfg[0].status, ST_REP_OK);
+    assert_near(r.cfg[0].cap->capacity_rps, 5.9, 1e-12);
+    assert_near(r.cfg[0].cost.usd_per_1m, 2.49e6 / (1770.0 * 3600), 1e-12);
+    assert_int_equal(r.cfg[0].cost.replicas, 11);
+    assert_near(r.cfg[0].cost.monthly_usd, 19994.7, 1e-6);
+    assert_near(r.cfg[0].cap->fail_rate, 8, 0);
+    /* fp8-kv: 11.8 req/s, 3540 tok/s -> 0.195386 $/1M (-50 %), 6 replicas, 10906.2 $ */
+    assert_int_equal(r.pick, 3);
+    assert_near(r.cfg[3].cost.usd_per_1m, 2.49e6 / (3540.0 * 3600), 1e-12);
+    assert_near(r.cfg[3].cost_vs_base, -0.5, 1e-12);
+    assert_near(r.cfg[3].cap_vs_base, 1.0, 1e-12);
+    assert_int_equal(r.cfg[3].cost.replicas, 6);
+    assert_near(r.cfg[3].cost.monthly_usd, 10906.2, 1e-6);
+    assert_int_equal(r.cfg[1].status, ST_REP_NONE_PASSED);
+    assert_int_equal(r.cfg[2].status, ST_REP_FAILED);
+    assert_int_equal(r.cfg[4].status, ST_REP_NOT_RUN);
+    /* cheapest first: fp8-kv, fp8-all, baseline, then none passed, failed, not run */
+    int want[] = { 3, 5, 0, 1, 2, 4 };
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(r.order[i], want[i]);
+    st_buf b;
+    st_buf_init(&b, 1 << 16);
+    st_report_headline(&r, &b);
+    const char *expect = "Of the 6 configurations tested, the best, fp8-kv, serves 11.8 requests/s within the SLO "
+                         "(p95 TTFT <= 1500 ms, p95 TPOT <= 50 ms) against 5.90 for the current setup (baseline), which "
+                         "moves cost per million output tokens from $0.391 to $0.195 (-50 %); at the stated peak of "
+                         "60.0 requests/s that is 6 replicas instead of 11, about $10,906 a month instead of $19,995.";
+    if (strcmp(b.data, expect))
+        fail_msg("headline:\n%s\nwant:\n%s", b.data, expect);
+    st_buf_free(&b);
+    st_report_free(&r);
+    st_store_close(s);
+}
+
+static void files_written_and_escaped(void **state)
+{
+    (void)state;
+    st_store *s = make_store(1);
+    char err[256] = "";
+    if (st_report_write_all(s, dir, err, sizeof err))
+        fail_msg("%s", err);
+    char p[512];
+    size_t len;
+    snprintf(p, sizeof p, "%s/report.md", dir);
+    char *md = slurp(p, &len);
+    assert_non_null(md);
+    const char *sections[] = { "## Headline", "## Setup", "## Results, cheapest first", "## What each configuration changes",
+                               "## Evidence per rate", "## Method and limits", "> **Partial report.**",
+                               "Partial results (the audit did not finish: interrupted by SIGINT)",
+                               "| none passed (see notes)", "did not start: oom", "not run",
+                               "adds `--kv-cache-dtype fp8`", "Measured on servetune's emulator" };
+    for (size_t i = 0; i < sizeof sections / sizeof *sections; i++)
+        if (!strstr(md, sections[i]))
+            fail_msg("report.md lacks '%s'", sections[i]);
+    /* raw only inside the fenced log block */
+    const char *first = strstr(md, "<script>");
+    assert_non_null(first);
+    assert_null(strstr(first + 1, "<script>"));
+    assert_non_null(strstr(md, "```\nline one\n<script>alert(1)</script> | 'x'\n```"));
+
+    snprintf(p, sizeof p, "%s/report.json", dir);
+    char *js = slurp(p, &len);
+    json_error_t je;
+    json_t *root = json_loadb(js, len, 0, &je);
+    if (!root)
+        fail_msg("report.json: %s (line %d)", je.text, je.line);
+    assert_true(json_is_true(json_object_get(root, "partial")));
+    assert_string_equal(json_string_value(json_object_get(json_object_get(root, "headline"), "pick")), "fp8-kv");
+    json_t *cfgs = json_object_get(root, "configurations");
+    assert_int_equal(json_array_size(cfgs), 6);
+    json_t *kv = json_array_get(cfgs, 3);
+    assert_near(json_real_value(json_object_get(json_object_get(kv, "cost"), "monthly_usd")), 10906.2, 1e-6);
+    assert_true(json_is_null(json_object_get(json_array_get(cfgs, 2), "cost")));
+    assert_string_equal(json_string_value(json_object_get(json_object_get(json_array_get(cfgs, 2), "failure"), "class")),
+                        "oom");
+    json_decref(root);
+
+    snprintf(p, sizeof p, "%s/results.csv", dir);
+    char *csv = slurp(p, &len);
+    assert_non_null(strstr(csv, "rank,config,is_baseline"));
+    assert_non_null(strstr(csv, "\n1,fp8-kv,0,1,ok,11.8,1,3540,"));
+    assert_non_null(strstr(csv, "\n3,baseline,1,0,ok,5.9,"));
+    st_store_close(s);
+    rm_dir(NULL);
+}
+
+static void nothing_passed_headline(void **state)
+{
+    (void)state;
+    snprintf(dir, sizeof dir, "/tmp/st_report_test.XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    st_store *s;
+    char err[256];
+    assert_int_equal(st_store_open(dir, &s, err, sizeof err), 0);
+    const char *spec = "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 5\n"
+                       "workload: {input_tokens: 10, output_tokens: 5}\nrates: [1, 2]\n"
+                       "slo: {ttft_p95_ms: 100, tpot_p95_ms: 10}\n";
+    assert_int_equal(st_store_audit_begin(s, "x.yaml", spec, strlen(spec), "0.1.0", 0, err, sizeof err), 0);
+    st_config_row c = { .name = "baseline", .idx = 0, .status = "done", .startup_s = 1 };
+    st_store_config_put(s, &c);
+    put_run(s, "baseline", 0, 1, "fail", 0.9);
+    st_store_audit_finish(s, 0, NULL);
+    st_report r;
+    assert_int_equal(st_report_load(s, &r, err, sizeof err), 0);
+    st_buf b;
+    st_buf_init(&b, 1 << 16);
+    st_report_headline(&r, &b);
+    assert_non_null(strstr(b.data, "The current setup (baseline) met the SLO (p95 TTFT <= 100 ms, p95 TPOT <= 10 ms) at no "
+                                   "tested rate. No configuration met the SLO"));
+    st_buf_free(&b);
+    st_report_free(&r);
+    st_store_close(s);
+    rm_dir(NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest t[] = {
+        cmocka_unit_test_teardown(model_costs_and_order, rm_dir),
+        cmocka_unit_test(files_written_and_escaped),
+        cmocka_unit_test(nothing_passed_headline),
+    };
+    return cmocka_run_group_tests(t, 0, 0);
+}

@@ -1,0 +1,218 @@
+#include "harness.h"
+
+#include <stdio.h>
+
+#include "audit/spec.h"
+
+static const char *MIN =
+    "engine:\n"
+    "  kind: vllm\n"
+    "  model: m\n"
+    "  flags: [--max-num-seqs, '64', --enable-prefix-caching, --block-size=16]\n"
+    "hardware: {gpu: H100, price_per_gpu_hour: 2.5}\n"
+    "peak_rate: 10\n"
+    "workload: {input_tokens: 100, output_tokens: 10}\n"
+    "rates: [1, 2, inf]\n"
+    "slo: {ttft_p95_ms: 1500, tpot_p95_ms: 50}\n";
+
+/* Parses MIN with `extra` appended; returns rc and leaves the error in err. */
+static int parse_with(const char *extra, st_spec *s, char *err, size_t errlen)
+{
+    char text[4096];
+    snprintf(text, sizeof text, "%s%s", MIN, extra);
+    return st_spec_parse("t.yaml", text, strlen(text), s, err, errlen);
+}
+
+static void example_spec_loads(void **state)
+{
+    (void)state;
+    st_spec s;
+    char err[512] = "";
+    int rc = st_spec_load("examples/qwen3-8b-h100.yaml", &s, err, sizeof err);
+    if (rc)
+        fail_msg("%s", err);
+    assert_int_equal(s.engine.kind, ST_ENGINE_EMULATOR);
+    assert_string_equal(s.engine.model, "Qwen/Qwen3-8B");
+    assert_int_equal(s.hardware.gpus_per_replica, 1);
+    assert_near(s.hardware.price_per_gpu_hour, 2.49, 1e-12);
+    assert_int_equal(s.workload.input_tokens, 3000);
+    assert_int_equal(s.workload.output_tokens, 300);
+    assert_int_equal(s.workload.shared_prefix, 2000);
+    assert_int_equal(s.n_rates, 7);
+    assert_true(isinf(s.rates[6]));
+    assert_int_equal(s.n_configs, 6);
+    assert_string_equal(s.configs[0].name, "baseline");
+    assert_string_equal(s.configs[4].model, "Qwen/Qwen3-8B-FP8");
+    assert_near(s.slo.terms[0].max_ms, 1500, 0);
+    assert_near(s.slo.terms[1].max_ms, 50, 0);
+    assert_near(s.timeouts.startup_s, 300, 0);
+    st_spec_free(&s);
+}
+
+static void defaults_and_implicit_baseline(void **state)
+{
+    (void)state;
+    st_spec s;
+    char err[512] = "";
+    assert_int_equal(parse_with("", &s, err, sizeof err), 0);
+    assert_int_equal(s.n_configs, 1);
+    assert_string_equal(s.configs[0].name, "baseline");
+    assert_int_equal(s.workload.requests_per_rate, 200);
+    assert_int_equal(s.search.mode, ST_SEARCH_GRID);
+    assert_int_equal(s.search.early_stop, 1);
+    assert_int_equal(s.slo.n, 2);
+    assert_int_equal(s.engine.port, 0);
+    st_spec_free(&s);
+}
+
+typedef struct bad_case {
+    const char *extra; /* appended to MIN (or a whole spec when full) */
+    int full;
+    const char *want; /* substring of the error, including file:line */
+} bad_case;
+
+static void validation_errors_name_file_and_line(void **state)
+{
+    (void)state;
+    static const bad_case cases[] = {
+        { "bogus: 1\n", 0, "t.yaml:10: spec: unknown key 'bogus'" },
+        { "configurations:\n  - name: a\n  - name: b\n  - name: a\n", 0,
+          "t.yaml:13: configurations: duplicate name 'a' (first at line 11)" },
+        { "configurations:\n  - name: a\n    colour: red\n", 0, "t.yaml:12: configurations[]: unknown key 'colour'" },
+        { "search: {mode: fast}\n", 0, "t.yaml:10: search.mode: expected grid or refine" },
+        { "slo2: 1\n", 0, "unknown key 'slo2'" },
+        { "timeouts: {startup: -3}\n", 0, "t.yaml:10: timeouts.startup: expected a positive duration" },
+        { "configurations:\n  - name: x\n    env: {HF_TOKEN: hf_abc}\n", 0, "t.yaml:12: configurations[x].env: HF_TOKEN looks like a secret" },
+        { "configurations:\n  - name: 'a b'\n", 0, "t.yaml:11: configurations: name 'a b'" },
+        { "configurations:\n  - name: x\n    add_flags: ['8192']\n", 0, "must start with a flag" },
+        { "configurations: []\n", 0, "t.yaml:10: configurations: the list is empty" },
+        { "warmup_requests: -1\n", 0, "t.yaml:10: warmup_requests: must be at least 0" },
+        /* whole specs */
+        { "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: -2}\npeak_rate: 1\n"
+          "workload: {input_tokens: 1, output_tokens: 1}\nrates: [1]\nslo: {ttft_p95_ms: 1, tpot_p95_ms: 1}\n",
+          1, "t.yaml:2: hardware.price_per_gpu_hour: must be > 0, got -2" },
+        { "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
+          "workload: {input_tokens: 1, output_tokens: 1}\nrates: []\nslo: {ttft_p95_ms: 1, tpot_p95_ms: 1}\n",
+          1, "t.yaml:5: rates: the list is empty" },
+        { "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
+          "workload: {input_tokens: 1, output_tokens: 1}\nrates: [1, 4, 2]\nslo: {ttft_p95_ms: 1, tpot_p95_ms: 1}\n",
+          1, "t.yaml:5: rates: must be increasing (2 comes after 4)" },
+        { "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
+          "workload: {input_tokens: 1, output_tokens: 1}\nrates: [1, fast]\nslo: {ttft_p95_ms: 1, tpot_p95_ms: 1}\n",
+          1, "t.yaml:5: rates: 'fast' is not a positive rate" },
+        { "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
+          "workload: {input_tokens: 1, output_tokens: 1}\nrates: [1]\nslo: {ttft_p95_ms: 1}\n",
+          1, "t.yaml:6: slo: 'tpot_p95_ms' is required" },
+        { "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
+          "workload: {input_tokens: 1, output_tokens: 1}\nrates: [1]\nslo: {ttft_p95_ms: 1, tpot_p95_ms: 1, e2e_p42_ms: 3}\n",
+          1, "t.yaml:6: slo: unknown key 'e2e_p42_ms'" },
+        { "engine: {kind: mystery, model: m}\n", 1, "t.yaml:1: engine.kind: unknown engine 'mystery'" },
+        { "engine: {kind: endpoint, model: m}\n", 1, "t.yaml:1: engine: kind endpoint needs 'url'" },
+        { "engine:\n  kind: vllm\n  model: m\n  kind: tgi\n", 1, "t.yaml:4: engine: duplicate key 'kind' (first at line 2)" },
+        { "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
+          "workload: {input_tokens: 10, output_tokens: 1, shared_prefix: 10}\nrates: [1]\nslo: {ttft_p95_ms: 1, tpot_p95_ms: 1}\n",
+          1, "t.yaml:4: workload.shared_prefix: 10 must be smaller than input_tokens (10)" },
+        { "engine: [1\n", 1, "t.yaml:2: YAML syntax" },
+        { "", 1, "t.yaml: the spec is empty" },
+        { "engine: {kind: vllm, model: m}\n", 1, "t.yaml:1: 'hardware' is required" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        st_spec s;
+        char err[512] = "";
+        int rc = cases[i].full ? st_spec_parse("t.yaml", cases[i].extra, strlen(cases[i].extra), &s, err, sizeof err)
+                               : parse_with(cases[i].extra, &s, err, sizeof err);
+        if (rc == 0) {
+            st_spec_free(&s);
+            fail_msg("case %zu accepted; want error '%s'", i, cases[i].want);
+        }
+        if (!strstr(err, cases[i].want))
+            fail_msg("case %zu: error '%s' does not contain '%s'", i, err, cases[i].want);
+    }
+}
+
+static void secret_reference_and_extra_slo_terms_accepted(void **state)
+{
+    (void)state;
+    st_spec s;
+    char err[512] = "";
+    int rc = parse_with("configurations:\n  - name: x\n    env: {HF_TOKEN: '${HF_TOKEN}', OTHER: plain}\n", &s, err,
+                        sizeof err);
+    if (rc)
+        fail_msg("%s", err);
+    assert_string_equal(s.configs[0].env.val[0], "${HF_TOKEN}");
+    st_spec_free(&s);
+    const char *t = "engine: {kind: endpoint, model: m, url: 'http://127.0.0.1:9', api_key_env: MY_KEY}\n"
+                    "hardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
+                    "workload: {input_tokens: 10, output_tokens: 2}\nrates: [1]\n"
+                    "slo: {tpot_p95_ms: 40, ttft_p95_ms: 900, e2e_p99_ms: 20000, itl_p99_ms: 200}\n";
+    rc = st_spec_parse("t.yaml", t, strlen(t), &s, err, sizeof err);
+    if (rc)
+        fail_msg("%s", err);
+    assert_int_equal(s.slo.n, 4);
+    assert_near(s.slo.terms[0].max_ms, 900, 0);
+    assert_near(s.slo.terms[1].max_ms, 40, 0);
+    assert_int_equal(s.slo.terms[2].metric, ST_SLO_E2E);
+    assert_near(s.slo.terms[2].pct, 99, 0);
+    assert_int_equal(s.slo.terms[3].metric, ST_SLO_ITL);
+    assert_string_equal(s.engine.api_key_env, "MY_KEY");
+    st_spec_free(&s);
+}
+
+static void config_flags_replace_and_remove(void **state)
+{
+    (void)state;
+    st_spec s;
+    char err[512] = "";
+    int rc = parse_with("configurations:\n"
+                        "  - name: base\n"
+                        "  - name: more-seqs\n    add_flags: [--max-num-seqs, '256', --kv-cache-dtype=fp8]\n"
+                        "  - name: no-pc\n    remove_flags: [--enable-prefix-caching, --block-size]\n"
+                        "    add_flags: [--no-enable-prefix-caching]\n    model: other\n",
+                        &s, err, sizeof err);
+    if (rc)
+        fail_msg("%s", err);
+    st_strv f;
+    assert_int_equal(st_spec_config_flags(&s, &s.configs[0], &f), 0);
+    assert_int_equal(f.n, 4);
+    st_strv_free(&f);
+    assert_int_equal(st_spec_config_flags(&s, &s.configs[1], &f), 0);
+    const char *want1[] = { "--enable-prefix-caching", "--block-size=16", "--max-num-seqs", "256",
+                            "--kv-cache-dtype=fp8" };
+    assert_int_equal(f.n, 5);
+    for (int i = 0; i < 5; i++)
+        assert_string_equal(f.v[i], want1[i]);
+    st_strv_free(&f);
+    assert_int_equal(st_spec_config_flags(&s, &s.configs[2], &f), 0);
+    const char *want2[] = { "--max-num-seqs", "64", "--no-enable-prefix-caching" };
+    assert_int_equal(f.n, 3);
+    for (int i = 0; i < 3; i++)
+        assert_string_equal(f.v[i], want2[i]);
+    st_strv_free(&f);
+    assert_string_equal(st_spec_config_model(&s, &s.configs[2]), "other");
+    assert_string_equal(st_spec_config_model(&s, &s.configs[1]), "m");
+    assert_non_null(st_spec_find_config(&s, "no-pc"));
+    assert_null(st_spec_find_config(&s, "nope"));
+    st_spec_free(&s);
+}
+
+static void missing_file_is_an_error(void **state)
+{
+    (void)state;
+    st_spec s;
+    char err[512] = "";
+    assert_int_equal(st_spec_load("/nonexistent/spec.yaml", &s, err, sizeof err), -1);
+    assert_non_null(strstr(err, "/nonexistent/spec.yaml: No such file"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest t[] = {
+        cmocka_unit_test(example_spec_loads),
+        cmocka_unit_test(defaults_and_implicit_baseline),
+        cmocka_unit_test(validation_errors_name_file_and_line),
+        cmocka_unit_test(secret_reference_and_extra_slo_terms_accepted),
+        cmocka_unit_test(config_flags_replace_and_remove),
+        cmocka_unit_test(missing_file_is_an_error),
+    };
+    return cmocka_run_group_tests(t, 0, 0);
+}

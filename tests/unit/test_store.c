@@ -1,0 +1,200 @@
+#include "harness.h"
+
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "audit/store.h"
+
+static char dir[256];
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(dir, sizeof dir, "/tmp/st_store_test.XXXXXX");
+    return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char p[512];
+    const char *files[] = { "results.sqlite", "results.sqlite-wal", "results.sqlite-shm" };
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+        unlink(p);
+    }
+    rmdir(dir);
+    return 0;
+}
+
+static void hash_is_sha256(void **state)
+{
+    (void)state;
+    char h[65];
+    st_store_hash("abc", 3, h);
+    assert_string_equal(h, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+static void audit_begin_resume_rules(void **state)
+{
+    (void)state;
+    st_store *s;
+    char err[256];
+    assert_int_equal(st_store_open(dir, &s, err, sizeof err), 0);
+    const char *spec = "engine: {}\n";
+    assert_int_equal(st_store_audit_begin(s, "a.yaml", spec, strlen(spec), "0.1", 0, err, sizeof err), 0);
+    /* a second fresh audit in the same folder is refused */
+    assert_int_equal(st_store_audit_begin(s, "a.yaml", spec, strlen(spec), "0.1", 0, err, sizeof err), -1);
+    assert_non_null(strstr(err, "--resume"));
+    /* resuming with another spec is refused */
+    assert_int_equal(st_store_audit_begin(s, "a.yaml", "x", 1, "0.1", 1, err, sizeof err), -1);
+    assert_non_null(strstr(err, "spec changed"));
+    assert_int_equal(st_store_audit_begin(s, "a.yaml", spec, strlen(spec), "0.1", 1, err, sizeof err), 0);
+    st_audit_row a;
+    assert_int_equal(st_store_audit_get(s, &a), 1);
+    assert_int_equal(a.partial, 1);
+    assert_string_equal(a.spec_text, spec);
+    st_audit_row_free(&a);
+    assert_int_equal(st_store_audit_finish(s, 1, "interrupted by SIGINT"), 0);
+    assert_int_equal(st_store_audit_get(s, &a), 1);
+    assert_int_equal(a.partial, 1);
+    assert_string_equal(a.note, "interrupted by SIGINT");
+    assert_true(a.finished > 0);
+    st_audit_row_free(&a);
+    st_store_close(s);
+}
+
+static void runs_records_samples_round_trip(void **state)
+{
+    (void)state;
+    st_store *s;
+    char err[256];
+    assert_int_equal(st_store_open(dir, &s, err, sizeof err), 0);
+    st_config_row c = { .name = "fp8-kv", .idx = 1, .status = "done", .startup_s = 12.5, .argv = "vllm serve m" };
+    assert_int_equal(st_store_config_put(s, &c), 0);
+    st_config_row c0 = { .name = "baseline", .idx = 0, .status = "failed", .startup_s = NAN,
+                         .failure_class = "oom", .log_tail = "CUDA out of memory\n" };
+    assert_int_equal(st_store_config_put(s, &c0), 0);
+
+    st_record recs[3];
+    for (uint32_t i = 0; i < 3; i++) {
+        st_record_init(&recs[i], i);
+        recs[i].scheduled = 1000 * i;
+        recs[i].sent = 1000 * i + 5;
+        recs[i].first_token = 50000 + i;
+        recs[i].end = 90000 + i;
+        recs[i].output_tokens = 3;
+        recs[i].input_tokens = 100;
+        for (int e = 0; e < 3; e++)
+            st_record_add_event(&recs[i], 50000 + i + e * 20000);
+    }
+    recs[2].status = ST_REQ_TIMEOUT;
+    recs[2].end = 1LL << 40;
+    st_record_set_error(&recs[2], ST_REQ_TIMEOUT, "timed out", 9);
+    st_metric_sample ms[] = { { 0.5, "kv_cache_usage", 0.25 }, { 1.5, "num_running", 7 } };
+
+    st_run_row r = { .config = "fp8-kv", .seq = 0, .rate = INFINITY, .grid = 1, .verdict = "fail",
+                     .why = "1 of 3 requests did not complete", .planned = 3, .sent = 3, .completed = 2,
+                     .failed = 1, .duration_s = 2.0, .delivered_rps = 1.0, .output_tps = 3.0,
+                     .sustained_rps = NAN, .worst_ratio = INFINITY, .ttft_p95_ms = 50.2, .n_terms = 2,
+                     .term_ms = { 50.2, 20.01 } };
+    st_store_hash("run-1", 5, r.run_key);
+    assert_int_equal(st_store_run_put(s, &r, recs, 3, ms, 2), 0);
+    assert_true(r.id > 0);
+
+    st_run_row g;
+    assert_int_equal(st_store_run_find(s, r.run_key, &g), 1);
+    assert_true(isinf(g.rate));
+    assert_true(isinf(g.worst_ratio));
+    assert_true(isnan(g.sustained_rps));
+    assert_string_equal(g.verdict, "fail");
+    assert_int_equal(g.completed, 2);
+    assert_int_equal(g.n_terms, 2);
+    assert_near(g.term_ms[1], 20.01, 1e-12);
+    st_record *back;
+    uint32_t nb;
+    assert_int_equal(st_store_records_get(s, g.id, &back, &nb), 0);
+    assert_int_equal(nb, 3);
+    assert_int_equal(back[1].n_events, 3);
+    assert_int_equal(back[1].events[2], 50001 + 40000);
+    assert_int_equal(back[2].status, ST_REQ_TIMEOUT);
+    assert_int_equal(back[2].end, 1LL << 40);
+    assert_string_equal(back[2].error, "timed out");
+    assert_int_equal(back[0].sent, 5);
+    for (uint32_t i = 0; i < nb; i++)
+        st_record_free(&back[i]);
+    free(back);
+    st_metric_sample *mb;
+    uint32_t nm;
+    assert_int_equal(st_store_samples_get(s, g.id, &mb, &nm), 0);
+    assert_int_equal(nm, 2);
+    assert_string_equal(mb[1].name, "num_running");
+    assert_near(mb[0].value, 0.25, 0);
+    st_store_samples_free(mb, nm);
+    int64_t old_id = g.id;
+    st_run_row_free(&g);
+
+    /* replacing the run by key drops the old records and samples */
+    r.verdict = "pass";
+    assert_int_equal(st_store_run_put(s, &r, recs, 1, NULL, 0), 0);
+    (void)old_id;
+    assert_int_equal(st_store_records_get(s, r.id, &back, &nb), 0);
+    assert_int_equal(nb, 1);
+    st_record_free(&back[0]);
+    free(back);
+    assert_int_equal(st_store_samples_get(s, r.id, &mb, &nm), 0);
+    assert_int_equal(nm, 0);
+    free(mb);
+
+    st_run_row r2 = { .config = "baseline", .seq = 0, .rate = 2, .grid = 1, .verdict = "pass", .planned = 1 };
+    st_store_hash("run-2", 5, r2.run_key);
+    assert_int_equal(st_store_run_put(s, &r2, NULL, 0, NULL, 0), 0);
+    st_run_row *rows;
+    int n;
+    assert_int_equal(st_store_runs_get(s, NULL, &rows, &n), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(rows[0].config, "baseline"); /* by config index */
+    assert_string_equal(rows[1].verdict, "pass");
+    st_run_rows_free(rows, n);
+    assert_int_equal(st_store_run_find(s, "nope", &g), 0);
+
+    st_config_row *cr;
+    assert_int_equal(st_store_configs_get(s, &cr, &n), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(cr[0].failure_class, "oom");
+    assert_true(isnan(cr[0].startup_s));
+    assert_near(cr[1].startup_s, 12.5, 0);
+    st_config_rows_free(cr, n);
+    for (int i = 0; i < 3; i++)
+        st_record_free(&recs[i]);
+    st_store_close(s);
+
+    /* everything survives closing and reopening */
+    assert_int_equal(st_store_open(dir, &s, err, sizeof err), 0);
+    assert_int_equal(st_store_runs_get(s, "fp8-kv", &rows, &n), 0);
+    assert_int_equal(n, 1);
+    st_run_rows_free(rows, n);
+    st_store_close(s);
+}
+
+static void open_fails_cleanly(void **state)
+{
+    (void)state;
+    st_store *s;
+    char err[256] = "";
+    assert_int_equal(st_store_open("/proc/nonexistent/x", &s, err, sizeof err), -1);
+    assert_null(s);
+    assert_true(strlen(err) > 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest t[] = {
+        cmocka_unit_test(hash_is_sha256),
+        cmocka_unit_test_setup_teardown(audit_begin_resume_rules, setup, teardown),
+        cmocka_unit_test_setup_teardown(runs_records_samples_round_trip, setup, teardown),
+        cmocka_unit_test(open_fails_cleanly),
+    };
+    return cmocka_run_group_tests(t, 0, 0);
+}
