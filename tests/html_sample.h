@@ -95,7 +95,7 @@ static const st_html_report *sample_report(sample_store *st, int hostile, int pa
         c->is_baseline = i == 0;
         c->status = (st_html_cfg_status)def[i].status;
         c->capacity_rps = c->capacity_vs_base = c->pass_rate = c->fail_rate = NAN;
-        c->refined_rps = c->sustained_rps = c->out_tok_s = c->usd_per_mtok = NAN;
+        c->grid_rps = c->refined_rps = c->sustained_rps = c->out_tok_s = c->usd_per_mtok = NAN;
         c->usd_vs_base = c->p95_ttft_ms = c->p95_tpot_ms = c->replicas = c->monthly_usd = NAN;
         c->dist_rate = NAN;
         if (def[i].status == ST_HTML_CFG_NOT_STARTED) {

@@ -436,6 +436,10 @@ static void results_table(H *h, const st_html_report *r, const ord *o)
             }
             hp(h, "</span>");
         }
+        if (isfinite(c->grid_rps)) {
+            fmt_num(t1, sizeof t1, c->grid_rps, 2);
+            hp(h, "<span class=\"small\">grid answer: %s</span>", t1);
+        }
         if (isfinite(c->refined_rps)) {
             fmt_num(t1, sizeof t1, c->refined_rps, 2);
             hp(h, "<span class=\"small\">refined: %s</span>", t1);
@@ -766,6 +770,11 @@ static void changes_table(H *h, const st_html_report *r)
         } else {
             hp(h, c->is_baseline ? "(the baseline itself)" : "(nothing)");
         }
+        if (c->command && *c->command) {
+            hp(h, "<span class=\"small\">started as <code>");
+            hs(h, c->command);
+            hp(h, "</code></span>");
+        }
         hp(h, "</td><td>");
         hs(h, c->reason ? c->reason : "");
         hp(h, "</td></tr>\n");
@@ -836,8 +845,25 @@ int st_html_render(const st_html_report *r, st_buf *out, char *err, size_t errle
     }
     for (uint32_t i = 0; i < n; i++)
         o[i] = (ord){&r->configs[i], i};
-    if (!r->keep_order)
+    if (r->order) {
+        /* the caller's order, if it is a permutation; else ours */
+        unsigned char *seen = calloc(n ? n : 1, 1);
+        int ok = seen != NULL;
+        for (uint32_t i = 0; ok && i < n; i++) {
+            if (r->order[i] >= n || seen[r->order[i]])
+                ok = 0;
+            else
+                seen[r->order[i]] = 1;
+        }
+        free(seen);
+        if (ok)
+            for (uint32_t i = 0; i < n; i++)
+                o[i] = (ord){&r->configs[r->order[i]], r->order[i]};
+        else
+            qsort(o, n, sizeof *o, cmp_cheapest);
+    } else if (!r->keep_order) {
         qsort(o, n, sizeof *o, cmp_cheapest);
+    }
 
     const char *title = r->title && *r->title ? r->title : "Serving audit";
     hp(&h, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"

@@ -75,7 +75,8 @@ typedef struct st_html_config {
     double capacity_vs_base;    /* fraction, e.g. 0.42 = +42 % */
     double pass_rate, fail_rate;/* bracket: highest passing and lowest failing tested rate (NAN: none) */
     int capacity_may_be_higher; /* the highest tested rate passed */
-    double refined_rps;         /* refined capacity (search: refine), NAN if not searched */
+    double grid_rps;            /* the grid answer when capacity_rps is a refined one, else NAN */
+    double refined_rps;         /* a refined capacity shown beside a grid one, else NAN */
     double sustained_rps;       /* steady-state figure, NAN if not computed */
     double out_tok_s;
     double usd_per_mtok;
@@ -87,6 +88,7 @@ typedef struct st_html_config {
     /* what it changes */
     const char *changes;        /* exact flags / model / environment against the baseline */
     const char *reason;         /* one line from the spec */
+    const char *command;        /* the engine's command line as started, or NULL */
 
     /* evidence */
     const st_html_point *points;
@@ -114,6 +116,8 @@ typedef struct st_html_report {
     const st_html_config *configs; /* spec order; their index picks the chart colour */
     uint32_t n_configs;
     int keep_order;             /* the results table keeps the given order instead of sorting */
+    const uint32_t *order;      /* or this order (n_configs indices into configs), e.g. the
+                                   audit's own cheapest-first order; NULL: sorted here */
 
     double slo_ttft_ms, slo_tpot_ms; /* NAN: that term is not set */
 
