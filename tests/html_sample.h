@@ -225,22 +225,29 @@ static const st_html_report *sample_report(sample_store *st, int hostile, int pa
                                      "decode anomaly: p95 TPOT is flat at 63-67 ms at every rate, "
                                      "2.5x the other configurations, while TTFT is the lowest "
                                      "tested. This points to a kernel or engine path problem, "
-                                     "not load: rerun before concluding."};
+                                     "not load: rerun before concluding.", NULL};
     st->notes[nn++] = (st_html_note){ST_HTML_ERROR, "tp2-spec",
                                      hostile ? "did not start: engine log: \"><svg onload=alert(3)> "
                                                "CUDA out of memory"
                                              : "did not start: the engine reported CUDA out of "
-                                               "memory while allocating the KV cache (log tail "
-                                               "in logs/tp2-spec.log)."};
+                                               "memory while allocating the KV cache. Last lines "
+                                               "of its log:", NULL};
+    st->notes[nn - 1].detail =
+        hostile ? "INFO loading weights\n</pre><script>alert(4)</script>\nERROR out of memory"
+                : "INFO 11-29 14:02:11 Loading weights took 14.2 s\n"
+                  "INFO 11-29 14:02:13 Memory profiling: 71.3 GiB used, 8.1 GiB free\n"
+                  "ERROR 11-29 14:02:14 torch.OutOfMemoryError: CUDA out of memory. Tried to "
+                  "allocate 9.50 GiB. GPU 0 has a total capacity of 79.19 GiB of which 8.06 GiB "
+                  "is free.";
     st->notes[nn++] = (st_html_note){ST_HTML_INFO, "fp8-all",
                                      "most of the gain comes from --kv-cache-dtype fp8 (+67 % "
-                                     "capacity alone); the other two changes add about 20 %."};
+                                     "capacity alone); the other two changes add about 20 %.", NULL};
     st->notes[nn++] = (st_html_note){ST_HTML_INFO, NULL,
                                      "Capacity lies between the highest passing and the lowest "
-                                     "failing tested rate; each row shows both."};
+                                     "failing tested rate; each row shows both.", NULL};
     st->notes[nn++] = (st_html_note){ST_HTML_INFO, NULL,
                                      "Run environment: NVIDIA H100 80GB HBM3, driver 550.90.07, "
-                                     "vLLM 0.11.0; 2026-11-29."};
+                                     "vLLM 0.11.0; 2026-11-29.", NULL};
     st->rep.notes = st->notes;
     st->rep.n_notes = (uint32_t)nn;
 

@@ -42,6 +42,32 @@ static void hs(H *h, const char *s)
     ht(h, s, TEXT_MAX);
 }
 
+/* Escaped text with its line breaks kept (for <pre>), at most max bytes in all. */
+static void ht_lines(H *h, const char *s, size_t max)
+{
+    size_t used = 0;
+    while (s && *s && !h->err) {
+        const char *e = strchr(s, '\n');
+        size_t len = e ? (size_t)(e - s) : strlen(s);
+        if (used + len > max) {
+            hp(h, "...");
+            return;
+        }
+        char *line = strndup(s, len);
+        if (!line) {
+            h->err = 1;
+            return;
+        }
+        ht(h, line, 0);
+        free(line);
+        used += len + 1;
+        if (!e)
+            break;
+        hp(h, "\n");
+        s = e + 1;
+    }
+}
+
 /* ---- number formatting ------------------------------------------------------------------ */
 
 #define DASH "\xE2\x80\x94" /* em dash */
@@ -219,6 +245,9 @@ static const char CSS[] =
     "background:var(--soft);border:1px solid var(--line);border-radius:3px;padding:1px 4px;"
     "white-space:pre-wrap;word-break:break-word}\n"
     "ul.notes{list-style:none;padding:0;margin:8px 0}\n"
+    "pre.log{font-family:ui-monospace,'DejaVu Sans Mono',Menlo,Consolas,monospace;font-size:12px;"
+    "background:#fff;border:1px solid var(--line);border-radius:3px;padding:6px 8px;margin:6px 0 0;"
+    "white-space:pre-wrap;word-break:break-word;max-height:16em;overflow:auto}\n"
     "ul.notes li{padding:7px 10px 7px 12px;margin:0 0 6px;border-left:4px solid #9ca3af;"
     "background:var(--soft);-webkit-print-color-adjust:exact;print-color-adjust:exact}\n"
     "ul.notes li.warn{border-left-color:#d97706}\n"
@@ -827,6 +856,11 @@ static void method(H *h, const st_html_report *r)
             hp(h, ":</b> ");
         }
         hs(h, nt->text ? nt->text : "");
+        if (nt->detail && *nt->detail) {
+            hp(h, "<pre class=\"log\">");
+            ht_lines(h, nt->detail, TEXT_MAX);
+            hp(h, "</pre>");
+        }
         hp(h, "</li>\n");
     }
     hp(h, "</ul>\n");

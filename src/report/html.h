@@ -39,6 +39,7 @@ typedef struct st_html_note {
     st_html_sev sev;
     const char *config; /* the configuration it concerns, or NULL */
     const char *text;
+    const char *detail; /* e.g. an engine log tail: shown below, line breaks kept; or NULL */
 } st_html_note;
 
 /* One tested rate of one configuration. */

@@ -289,7 +289,7 @@ typedef struct notes {
 static void note(arena *a, notes *ns, st_html_sev sev, const char *cfg, st_buf *text)
 {
     if (ns->n < ns->cap)
-        ns->v[ns->n++] = (st_html_note){sev, cfg, a_take(a, text)};
+        ns->v[ns->n++] = (st_html_note){sev, cfg, a_take(a, text), NULL};
     st_buf_reset(text);
 }
 
@@ -302,10 +302,11 @@ static void build_notes(arena *a, const st_report *r, const char *ev, notes *ns)
     for (int i = 0; i < r->n_cfg; i++) {
         const st_rep_cfg *c = &r->cfg[i];
         if (c->status == ST_REP_FAILED) {
-            st_buf_printf(&b, "did not start (%s).", c->note);
-            if (c->row && c->row->log_tail && *c->row->log_tail)
-                st_buf_printf(&b, " Last lines of its log: %s", c->row->log_tail);
+            int tail = c->row && c->row->log_tail && *c->row->log_tail;
+            st_buf_printf(&b, "did not start (%s).%s", c->note, tail ? " Last lines of its log:" : "");
             note(a, ns, ST_HTML_ERROR, c->name, &b);
+            if (tail && ns->n)
+                ns->v[ns->n - 1].detail = c->row->log_tail;
         }
         if (c->status == ST_REP_NONE_PASSED) {
             st_buf_printf(&b, "met the SLO at no tested rate (%s); test lower rates, or see what "

@@ -595,8 +595,10 @@ static void data_range(const st_svg_line_chart *c, int axis, int log, double *mn
             continue;
         if (isnan(lo) || v < lo)
             lo = v;
-        if (isnan(hi) || v > hi)
-            hi = v;
+        /* headroom above a reference line, so that its label does not sit on the frame */
+        double top = v > 0 ? v * 1.08 : v;
+        if (isnan(hi) || top > hi)
+            hi = top;
     }
     *mn = lo;
     *mx = hi;

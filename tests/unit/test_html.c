@@ -138,6 +138,8 @@ static void hostile_strings_escaped(void **state)
     assert_non_null(strstr(h, "&lt;script&gt;alert(&#39;oom&#39;)&lt;/script&gt;"));
     assert_non_null(strstr(h, "&quot;&gt;&lt;svg onload=alert(3)&gt;"));
     assert_non_null(strstr(h, "&lt;b&gt;examples/qwen3-8b-h100.yaml&lt;/b&gt; &amp; friends"));
+    assert_non_null(strstr(h, "<pre class=\"log\">INFO loading weights\n&lt;/pre&gt;&lt;script&gt;"));
+    assert_int_equal(count(h, "<pre"), count(h, "</pre>"));
     free(h);
 
     /* a marker string in every text field of the model never comes out as markup */
@@ -150,7 +152,7 @@ static void hostile_strings_escaped(void **state)
     st->rep.method = meth;
     st->rep.n_method = 2;
     st->setup[0].key = st->setup[0].value = evil;
-    st->notes[0].config = st->notes[0].text = evil;
+    st->notes[0].config = st->notes[0].text = st->notes[1].detail = evil;
     for (int i = 0; i < SAMPLE_CFGS; i++) {
         st->cfg[i].name = st->cfg[i].changes = st->cfg[i].reason = evil;
         st->cfg[i].status_text = evil;

@@ -190,7 +190,7 @@ static void audit_report_content(void **state)
     /* changes: the spec's flags and reasons, and the command line */
     assert_non_null(strstr(h, "started as <code>servetune emulate serve Qwen/Qwen3-8B</code>"));
     /* notes: the failed start with its log tail, escaped; none passed; run environment */
-    assert_non_null(strstr(h, "&lt;script&gt;alert(1)&lt;/script&gt; | `x`"));
+    assert_non_null(strstr(h, "Last lines of its log:<pre class=\"log\">line one\n&lt;script&gt;alert(1)&lt;/script&gt; | `x`</pre>"));
     assert_non_null(strstr(h, "met the SLO at no tested rate"));
     assert_non_null(strstr(h, "Run environment:"));
     assert_null(strstr(h, "<script"));
@@ -247,6 +247,16 @@ static void audit_report_write(void **state)
     assert_non_null(d);
     assert_true(len > 10000);
     assert_true(strncmp(d, "<!DOCTYPE html>", 15) == 0);
+    const char *keep = getenv("SERVETUNE_HTML_KEEP"); /* to look at it */
+    if (keep && *keep) {
+        char kp[512];
+        snprintf(kp, sizeof kp, "%s/audit-report.html", keep);
+        FILE *f = fopen(kp, "wb");
+        if (f) {
+            fwrite(d, 1, len, f);
+            fclose(f);
+        }
+    }
     assert_int_equal(st_report_html_write(s, "/nonexistent-dir", NULL, err, sizeof err), -1);
     assert_true(err[0] != '\0');
     st_store_close(s);
