@@ -709,7 +709,7 @@ static void run_chart(H *h, const st_html_config *c, const st_html_run *run)
     const char *missing[4];
     int nm = 0;
     if (!all_nan(run->samples, n, offsetof(st_html_sample, kv_usage)))
-        se[ns++] = (st_svg_series){.name = "KV cache usage (left)", .x = t, .y = kv, .n = n,
+        se[ns++] = (st_svg_series){.name = "KV cache (left)", .x = t, .y = kv, .n = n,
                                    .color = 0, .width = 2.2};
     else
         missing[nm++] = "KV cache usage";

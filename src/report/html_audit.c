@@ -372,18 +372,18 @@ static void build_notes(arena *a, const st_report *r, const char *ev, notes *ns)
 }
 
 static const char *const method_text[] = {
-    "Capacity at SLO is the delivered request throughput (completed requests / time from the "
+    ("Capacity at SLO is the delivered request throughput (completed requests / time from the "
     "first send to the last completion, drain included) at the highest tested rate that passed. "
     "A rate passes when every request completed and every SLO term held. The true capacity lies "
-    "between that rate and the next tested one (the bracket under each capacity).",
-    "TTFT runs from a request's scheduled send time (open loop: requests are sent on schedule "
+    "between that rate and the next tested one (the bracket under each capacity)."),
+    ("TTFT runs from a request's scheduled send time (open loop: requests are sent on schedule "
     "whatever the server does) to its first token; TPOT = (end - first token) / (output tokens - "
-    "1).",
-    "$ per 1M output tokens = price per GPU-hour x GPUs per replica / (output tok/s at capacity x "
+    "1)."),
+    ("$ per 1M output tokens = price per GPU-hour x GPUs per replica / (output tok/s at capacity x "
     "3600) x 1,000,000; replicas at peak = ceil(peak / capacity); monthly = replicas x GPUs x "
-    "price x 730 h. \"vs current\" is the relative change against the first configuration.",
-    "The sustained figure comes from the steady-state window of the run at capacity (without the "
-    "ramp-up and the drain); a short finite run understates what a server sustains.",
+    "price x 730 h. \"vs current\" is the relative change against the first configuration."),
+    ("The sustained figure comes from the steady-state window of the run at capacity (without the "
+    "ramp-up and the drain); a short finite run understates what a server sustains."),
 };
 
 int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *opts, st_buf *out,
