@@ -23,7 +23,7 @@ static void upper(char *dst, size_t n, const char *s)
     dst[i] = '\0';
 }
 
-void st_capacity_verdict(const st_slo *slo, const st_rate_figures *f, st_verdict_info *out)
+void st_capacity_verdict(const st_audit_slo *slo, const st_rate_figures *f, st_verdict_info *out)
 {
     memset(out, 0, sizeof *out);
     out->term = -1;
@@ -42,7 +42,7 @@ void st_capacity_verdict(const st_slo *slo, const st_rate_figures *f, st_verdict
     int over = out->term >= 0 && out->worst_ratio > 1.0;
     /* A required term with no data (no request produced a first token) cannot pass. */
     int nodata = slo->n > 0 && !isfinite(f->value_ms[0]);
-    if (!incomplete && !over && !nodata && f->completed > 0 && !f->stopped_early) {
+    if (!incomplete && !over && !nodata && f->completed > 0 && !f->stopped_early && !f->errors) {
         out->verdict = ST_VERDICT_PASS;
         if (out->term >= 0) {
             char m[8];
@@ -56,25 +56,30 @@ void st_capacity_verdict(const st_slo *slo, const st_rate_figures *f, st_verdict
         return;
     }
     out->verdict = ST_VERDICT_FAIL;
-    if (over) {
+    const char *early = f->stopped_early ? "stopped early: " : "";
+    if (f->errors) {
+        snprintf(out->why, sizeof out->why, "%s%u of %u requests failed", early, f->errors, f->planned);
+        out->worst_ratio = INFINITY; /* requests that fail fail the rate by any margin */
+    } else if (over) {
         char m[8];
         upper(m, sizeof m, st_slo_metric_name(slo->terms[out->term].metric));
-        snprintf(out->why, sizeof out->why, "p%g %s %.0f ms > %.0f ms (x%.2f)%s", slo->terms[out->term].pct, m,
-                 f->value_ms[out->term], slo->terms[out->term].max_ms, out->worst_ratio,
-                 f->stopped_early ? ", stopped early" : "");
+        if (f->stopped_early)
+            snprintf(out->why, sizeof out->why, "stopped early: p%g %s >= %.0f ms > %.0f ms (x%.2f) among the %u requests due",
+                     slo->terms[out->term].pct, m, f->value_ms[out->term], slo->terms[out->term].max_ms,
+                     out->worst_ratio, f->due);
+        else
+            snprintf(out->why, sizeof out->why, "p%g %s %.0f ms > %.0f ms (x%.2f)", slo->terms[out->term].pct, m,
+                     f->value_ms[out->term], slo->terms[out->term].max_ms, out->worst_ratio);
+    } else if (f->stopped_early) {
+        snprintf(out->why, sizeof out->why, "stopped early: the SLO could no longer be met (%u of %u completed)",
+                 f->completed, f->planned);
     } else if (incomplete) {
         uint32_t bad = f->planned > f->completed ? f->planned - f->completed : f->failed;
-        snprintf(out->why, sizeof out->why, "%u of %u requests did not complete%s", bad, f->planned,
-                 f->stopped_early ? " (stopped early)" : "");
-    } else if (f->stopped_early) {
-        snprintf(out->why, sizeof out->why, "stopped early: the SLO could no longer be met");
+        snprintf(out->why, sizeof out->why, "%u of %u requests did not complete", bad, f->planned);
+        out->worst_ratio = INFINITY;
     } else {
         snprintf(out->why, sizeof out->why, "no request produced a first token");
     }
-    /* Requests that did not complete fail the rate by any margin: count it as wide unless
-     * the latency terms alone already say how wide. */
-    if (incomplete && !f->stopped_early)
-        out->worst_ratio = INFINITY;
 }
 
 uint32_t st_capacity_breach_threshold(uint32_t n, double pct)
@@ -88,7 +93,7 @@ uint32_t st_capacity_breach_threshold(uint32_t n, double pct)
     return n - lo;
 }
 
-int st_capacity_sure_fail(const st_slo *slo, uint32_t planned, const uint32_t *breaches, uint32_t failed)
+int st_capacity_sure_fail(const st_audit_slo *slo, uint32_t planned, const uint32_t *breaches, uint32_t failed)
 {
     if (failed > 0)
         return 1;

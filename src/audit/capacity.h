@@ -33,8 +33,11 @@ typedef struct st_rate_figures {
     uint32_t planned;   /* requests the run was meant to send (without warm-up) */
     uint32_t completed; /* status ok */
     uint32_t failed;    /* sent or due, not ok (includes aborted by an early stop) */
-    double value_ms[ST_SLO_MAX_TERMS]; /* the SLO terms' percentiles, in the spec's order; NAN: no data */
+    uint32_t errors;    /* ended with an error (not aborted by an early stop): timeouts, HTTP errors... */
+    double value_ms[ST_SLO_MAX_TERMS]; /* the SLO terms' percentiles, in the spec's order; NAN: no data.
+                                          After an early stop: lower bounds over the requests due by then */
     int stopped_early;
+    uint32_t due;       /* early stop: requests whose scheduled time had come when it stopped */
 } st_rate_figures;
 
 typedef struct st_verdict_info {
@@ -45,7 +48,7 @@ typedef struct st_verdict_info {
 } st_verdict_info;
 
 /* The verdict of one rate. An early-stopped run fails (that is why it stopped). */
-void st_capacity_verdict(const st_slo *slo, const st_rate_figures *f, st_verdict_info *out);
+void st_capacity_verdict(const st_audit_slo *slo, const st_rate_figures *f, st_verdict_info *out);
 
 /* The least number of values above a limit, among n, that makes the pct-th percentile
  * (linear interpolation between closest ranks) exceed the limit whatever the other values are:
@@ -55,7 +58,7 @@ uint32_t st_capacity_breach_threshold(uint32_t n, double pct);
 /* Early stop: 1 when the verdict can no longer be a pass. breaches[i] counts requests already
  * known to exceed term i (a request still waiting for its first token after the TTFT limit
  * counts); failed counts requests that already failed. planned is the run's size. */
-int st_capacity_sure_fail(const st_slo *slo, uint32_t planned, const uint32_t *breaches, uint32_t failed);
+int st_capacity_sure_fail(const st_audit_slo *slo, uint32_t planned, const uint32_t *breaches, uint32_t failed);
 
 /* One rate's outcome as the search and the capacity need it. */
 typedef struct st_rate_result {

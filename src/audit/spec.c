@@ -553,7 +553,7 @@ static int parse_slo(pctx *p, yaml_node_t *n, st_spec *s)
 {
     if (!n || n->type != YAML_MAPPING_NODE)
         return failf(p, n, "slo: expected a mapping (ttft_p95_ms: ..., tpot_p95_ms: ...)");
-    st_slo *slo = &s->slo;
+    st_audit_slo *slo = &s->slo;
     slo->n = 2;
     slo->terms[0] = (st_slo_term){ ST_SLO_TTFT, 95, -1 };
     slo->terms[1] = (st_slo_term){ ST_SLO_TPOT, 95, -1 };

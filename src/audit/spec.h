@@ -50,10 +50,10 @@ typedef struct st_slo_term {
 
 #define ST_SLO_MAX_TERMS 16
 /* terms[0] is always p95 TTFT and terms[1] p95 TPOT (both required). */
-typedef struct st_slo {
+typedef struct st_audit_slo {
     st_slo_term terms[ST_SLO_MAX_TERMS];
     int n;
-} st_slo;
+} st_audit_slo;
 
 typedef struct st_spec_config {
     char *name;
@@ -108,7 +108,7 @@ typedef struct st_spec {
     int n_rates;
     uint32_t warmup_requests;
 
-    st_slo slo;
+    st_audit_slo slo;
 
     st_spec_config *configs; /* configs[0] is the baseline ("current setup") */
     int n_configs;

@@ -6,7 +6,11 @@
 #include "cli/cli.h"
 
 static const st_cmd commands[] = {
+    { "audit", cmd_audit, "run every configuration of an audit spec, find capacity at the SLO, price it" },
+    { "bench", cmd_bench, "drive a running endpoint with an open-loop load and measure it" },
+    { "report", cmd_report, "re-render an audit's reports from its results database" },
     { "version", cmd_version, "print the version" },
+    { "emulate", cmd_emulate, "run the vLLM-compatible engine emulator (emulate serve MODEL --gpu NAME)" },
     { NULL, NULL, NULL },
 };
 

@@ -28,6 +28,7 @@ typedef struct st_launch {
     const char *models_path; /* "/v1/models" or "/info" (TGI) */
     const char *metrics_dialect; /* "vllm", "sglang", "tgi", "llamacpp" */
     double time_scale;    /* the emulator's --time-scale (emulated s per wall s), else 1 */
+    const char *api_key;  /* from the spec's api_key_env at launch time (not owned; never logged) */
 } st_launch;
 
 /* Builds the launch of configuration c on port (ignored for an endpoint). self_exe: path of the

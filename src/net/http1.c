@@ -357,6 +357,9 @@ ssize_t st_http_feed(st_http_parser *p, const char *data, size_t len)
         return -1;
     while (i < len && p->state != ST_HTTP_DONE) {
         if (p->state == ST_HTTP_HEAD) {
+            if (p->head.len == 0 && data[i] != '\r' && data[i] != '\n' &&
+                (p->kind == ST_HTTP_RESPONSE ? data[i] != 'H' : !is_tchar((unsigned char)data[i])))
+                return fail(p, ST_HTTP_E_MALFORMED, p->kind == ST_HTTP_RESPONSE ? "not an HTTP response" : "not an HTTP request");
             const char *nl = memchr(data + i, '\n', len - i);
             size_t n = nl ? (size_t)(nl - (data + i)) + 1 : len - i;
             if (st_buf_append(&p->head, data + i, n) < 0)

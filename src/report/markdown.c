@@ -342,8 +342,10 @@ static void notes_section(const st_report *r, st_buf *b)
     st_buf_puts(b, "- **$ per 1M output tokens** = price per GPU-hour x GPUs per replica / (output tok/s at capacity x "
                    "3600) x 1,000,000; **replicas at peak** = ceil(peak / capacity); **monthly** = replicas x GPUs x "
                    "price x 730 h. \"vs current\" is the relative change against the first configuration.\n");
-    st_buf_puts(b, "- The sustained figure comes from the steady-state window of the run at capacity (without the "
-                   "ramp-up and the drain); a short finite run understates what a server sustains.\n");
+    st_buf_puts(b, "- The **sustained** figure is the output token rate inside the steady-state window of the run at "
+                   "capacity (from the first to the last arrival, so without the drain), divided by the mean output of "
+                   "a request: a short finite run's delivered throughput includes the ramp-up and the drain and "
+                   "understates what a server sustains.\n");
     if (s->workload.kind == ST_WL_SYNTHETIC)
         st_buf_puts(b, "- **Prompts** are synthetic (token ids of the stated sizes, a shared prefix as stated), not "
                        "the client's traffic.\n");

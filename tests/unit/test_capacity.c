@@ -4,9 +4,9 @@
 
 #include "audit/capacity.h"
 
-static st_slo slo2(double ttft, double tpot)
+static st_audit_slo slo2(double ttft, double tpot)
 {
-    st_slo s = { .n = 2 };
+    st_audit_slo s = { .n = 2 };
     s.terms[0] = (st_slo_term){ ST_SLO_TTFT, 95, ttft };
     s.terms[1] = (st_slo_term){ ST_SLO_TPOT, 95, tpot };
     return s;
@@ -65,7 +65,7 @@ static void breach_threshold_is_tight(void **state)
 static void sure_fail(void **state)
 {
     (void)state;
-    st_slo s = slo2(1500, 50);
+    st_audit_slo s = slo2(1500, 50);
     uint32_t br[ST_SLO_MAX_TERMS] = { 10, 0 };
     assert_int_equal(st_capacity_sure_fail(&s, 200, br, 0), 0);
     br[0] = 11;
@@ -80,7 +80,7 @@ static void sure_fail(void **state)
 static void verdicts(void **state)
 {
     (void)state;
-    st_slo s = slo2(1500, 50);
+    st_audit_slo s = slo2(1500, 50);
     st_verdict_info v;
     st_rate_figures f = { .planned = 200, .completed = 200, .value_ms = { 900, 45 } };
     st_capacity_verdict(&s, &f, &v);
@@ -110,7 +110,7 @@ static void verdicts(void **state)
     assert_non_null(strstr(v.why, "1 of 200 requests did not complete"));
 
     /* an extra term (p99 E2E) */
-    st_slo s3 = s;
+    st_audit_slo s3 = s;
     s3.terms[2] = (st_slo_term){ ST_SLO_E2E, 99, 20000 };
     s3.n = 3;
     st_rate_figures g = { .planned = 10, .completed = 10, .value_ms = { 100, 10, 25000 } };

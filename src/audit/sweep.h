@@ -1,0 +1,48 @@
+/* The audit sweep: for each configuration of a spec, start the engine (adapter + process),
+ * wait until it is ready and ours, send the warm-up requests, run each rate as a fresh
+ * open-loop run (load/runner.h) chosen by the capacity search (audit/capacity.h), scrape
+ * /metrics about once a second from a separate thread while it runs, commit each finished
+ * rate run to the store, stop early / skip / refine, stop the engine, and go on with the next
+ * configuration. A configuration that fails (does not start, crashes, hangs) is classified and
+ * kept as a row; the audit goes on.
+ *
+ * With an emulator time scale K (--time-scale), rates are sent K x faster in wall time and the
+ * records are scaled back by K, so everything stored is in the engine's (emulated) time.
+ *
+ * Interruption: when *stop becomes nonzero (a SIGINT/SIGTERM handler sets it) the run in
+ * progress is abandoned (not stored), the engine's process group is stopped, and st_sweep_run
+ * returns with res->interrupted = 1. */
+#ifndef ST_AUDIT_SWEEP_H
+#define ST_AUDIT_SWEEP_H
+#include <signal.h>
+#include <stdio.h>
+
+#include "audit/spec.h"
+#include "audit/store.h"
+
+typedef struct st_sweep_opts {
+    const char *out_dir;
+    int resume;                  /* reuse runs found in the store by run key */
+    int quiet;                   /* only the final lines */
+    int tty;                     /* progress redrawn in place (else one line per event) */
+    FILE *out;                   /* progress stream (stderr) */
+    const char *self_exe;        /* the servetune binary (for the emulator adapter) */
+    volatile sig_atomic_t *stop; /* set asynchronously to interrupt */
+} st_sweep_opts;
+
+typedef struct st_sweep_result {
+    int interrupted;
+    int configs_failed;  /* did not start / crashed / hung */
+    int runs_measured;   /* rate runs done now */
+    int runs_reused;     /* found in the store (--resume) */
+} st_sweep_result;
+
+/* Runs the audit of spec into the store. 0 when it ran (configurations may have failed: see
+ * res), -1 with err when it could not (store error). */
+int st_sweep_run(const st_spec *spec, st_store *store, const st_sweep_opts *o, st_sweep_result *res, char *err,
+                 size_t errlen);
+
+/* The run key: SHA-256 (hex) of everything that defines a rate run of configuration c. */
+void st_sweep_run_key(const st_spec *spec, const st_spec_config *c, double rate, char out[65]);
+
+#endif

@@ -1,0 +1,182 @@
+/* servetune audit SPEC -o DIR: run every configuration of a spec on the engine, find each
+ * one's capacity at the SLO, price it, and write the report. Exit codes: docs/exit-codes.md. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "audit/spec.h"
+#include "audit/store.h"
+#include "audit/sweep.h"
+#include "cli/cli.h"
+#include "core/opts.h"
+#include "core/version.h"
+#include "report/report.h"
+
+/* The only global: what the signal handler sets. */
+static volatile sig_atomic_t audit_stop;
+static volatile sig_atomic_t audit_signal;
+
+static void on_signal(int sig)
+{
+    audit_stop = 1;
+    audit_signal = sig;
+}
+
+static void help(const st_opt *opts)
+{
+    printf("usage: servetune audit SPEC -o DIR [--resume] [--quiet]\n"
+           "       servetune audit --check SPEC\n\n"
+           "Runs every configuration of the audit spec on its engine: starts the engine, warms it up, drives it\n"
+           "at each rate with an open-loop streaming load, finds the highest rate that meets the SLO, prices it,\n"
+           "and writes DIR/report.md, DIR/report.json and DIR/results.csv. Every finished rate run is kept in\n"
+           "DIR/results.sqlite the moment it ends; engine logs go to DIR/logs/.\n\n"
+           "Options:\n");
+    st_opts_usage(stdout, opts);
+    printf("\nExamples:\n"
+           "  servetune audit --check examples/qwen3-8b-h100.yaml\n"
+           "  servetune audit examples/qwen3-8b-h100.yaml -o audit-out\n"
+           "  servetune audit examples/qwen3-8b-h100.yaml -o audit-out --resume   # after an interruption\n"
+           "  servetune report audit-out                                         # re-render the reports\n\n"
+           "Exit codes: 0 done; 1 done but a configuration failed (did not start, crashed, hung) or a run\n"
+           "broke; 2 bad arguments or an invalid spec; 4 interrupted (SIGINT/SIGTERM): what finished is kept\n"
+           "and the report says it is partial.\n"
+           "The spec format: docs/audit-spec.md.\n");
+}
+
+static char *read_all(const char *path, size_t *len, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 20;
+    char *b = malloc(cap + 1);
+    *len = b ? fread(b, 1, cap, f) : 0;
+    fclose(f);
+    if (!b) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    b[*len] = '\0';
+    return b;
+}
+
+int cmd_audit(int argc, char **argv)
+{
+    const char *out_dir = NULL;
+    int check = 0, resume = 0, quiet = 0;
+    const st_opt opts[] = {
+        { "output", 'o', ST_OPT_STR, &out_dir, "DIR", "output folder (created; holds the database, logs and reports)", 0, 0, 0 },
+        { "check", 0, ST_OPT_FLAG, &check, NULL, "validate the spec and exit (nothing is started)", 0, 0, 0 },
+        { "resume", 0, ST_OPT_FLAG, &resume, NULL, "continue an interrupted audit in DIR without repeating finished runs", 0, 0, 0 },
+        { "quiet", 'q', ST_OPT_FLAG, &quiet, NULL, "no progress output, only the final lines", 0, 0, 0 },
+        { NULL, 0, 0, NULL, NULL, NULL, 0, 0, 0 },
+    };
+    st_opts_result res;
+    char err[1024] = "";
+    if (st_opts_parse(opts, argc - 1, argv + 1, 0, &res, err, sizeof err))
+        return st_cli_usage_error("audit", err);
+    if (res.help) {
+        help(opts);
+        st_opts_result_free(&res);
+        return ST_EXIT_OK;
+    }
+    if (res.npos != 1) {
+        st_opts_result_free(&res);
+        return st_cli_usage_error("audit", "expected one SPEC file");
+    }
+    const char *spec_path = res.pos[0];
+    st_spec spec;
+    if (st_spec_load(spec_path, &spec, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        st_opts_result_free(&res);
+        return ST_EXIT_USAGE;
+    }
+    if (check) {
+        int planned = spec.n_configs * spec.n_rates;
+        printf("%s: OK: %s engine, model %s, %d configuration%s x %d rate%s (%d rate runs of %u requests at most)\n",
+               spec_path, st_engine_kind_name(spec.engine.kind), spec.engine.model, spec.n_configs,
+               spec.n_configs == 1 ? "" : "s", spec.n_rates, spec.n_rates == 1 ? "" : "s", planned,
+               spec.workload.requests_per_rate);
+        st_spec_free(&spec);
+        st_opts_result_free(&res);
+        return ST_EXIT_OK;
+    }
+    if (!out_dir) {
+        st_spec_free(&spec);
+        st_opts_result_free(&res);
+        return st_cli_usage_error("audit", "-o DIR is required");
+    }
+    int rc = ST_EXIT_OK;
+    size_t tlen = 0;
+    char *text = read_all(spec_path, &tlen, err, sizeof err);
+    st_store *store = NULL;
+    if (!text || st_store_open(out_dir, &store, err, sizeof err) ||
+        st_store_audit_begin(store, spec_path, text, tlen, ST_VERSION, resume, err, sizeof err)) {
+        fprintf(stderr, "servetune audit: %s\n", err);
+        free(text);
+        st_store_close(store);
+        st_spec_free(&spec);
+        st_opts_result_free(&res);
+        return ST_EXIT_USAGE;
+    }
+    free(text);
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    char self[4096];
+    ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[sl > 0 ? sl : 0] = '\0';
+    st_sweep_opts so = { .out_dir = out_dir, .resume = resume, .quiet = quiet, .tty = isatty(STDERR_FILENO),
+                         .out = stderr, .self_exe = sl > 0 ? self : NULL, .stop = &audit_stop };
+    st_sweep_result sr;
+    if (!quiet)
+        fprintf(stderr, "servetune audit: %d configuration%s of %s, results in %s\n", spec.n_configs,
+                spec.n_configs == 1 ? "" : "s", spec_path, out_dir);
+    int srun = st_sweep_run(&spec, store, &so, &sr, err, sizeof err);
+    if (srun) {
+        fprintf(stderr, "servetune audit: %s\n", err);
+        rc = ST_EXIT_FAIL;
+    }
+    int partial = sr.interrupted || srun != 0;
+    char note[128] = "";
+    if (sr.interrupted)
+        snprintf(note, sizeof note, "interrupted by %s", audit_signal == SIGTERM ? "SIGTERM" : "SIGINT");
+    else if (srun)
+        snprintf(note, sizeof note, "stopped by an error");
+    st_store_audit_finish(store, partial, note[0] ? note : NULL);
+    char rerr[512] = "";
+    if (st_report_write_all(store, out_dir, rerr, sizeof rerr)) {
+        fprintf(stderr, "servetune audit: report: %s\n", rerr);
+        rc = ST_EXIT_FAIL;
+    } else {
+        /* the headline, for the terminal */
+        st_report r;
+        if (st_report_load(store, &r, rerr, sizeof rerr) == 0) {
+            st_buf hl;
+            st_buf_init(&hl, 1 << 16);
+            st_report_headline(&r, &hl);
+            printf("%s\n", hl.data ? hl.data : "");
+            st_buf_free(&hl);
+            st_report_free(&r);
+        }
+        printf("Report: %s/report.md (also report.json, results.csv; database results.sqlite)\n", out_dir);
+    }
+    st_store_close(store);
+    st_spec_free(&spec);
+    st_opts_result_free(&res);
+    if (sr.interrupted)
+        return ST_EXIT_INTERRUPTED;
+    if (rc == ST_EXIT_OK && sr.configs_failed > 0)
+        rc = ST_EXIT_FAIL;
+    return rc;
+}

@@ -1,0 +1,56 @@
+/* servetune report DIR: re-render an audit's reports from its results database alone. */
+#include <stdio.h>
+#include <string.h>
+
+#include "audit/store.h"
+#include "cli/cli.h"
+#include "core/opts.h"
+#include "report/report.h"
+
+int cmd_report(int argc, char **argv)
+{
+    int quiet = 0;
+    const st_opt opts[] = {
+        { "quiet", 'q', ST_OPT_FLAG, &quiet, NULL, "print nothing on success", 0, 0, 0 },
+        { NULL, 0, 0, NULL, NULL, NULL, 0, 0, 0 },
+    };
+    st_opts_result res;
+    char err[1024] = "";
+    if (st_opts_parse(opts, argc - 1, argv + 1, 0, &res, err, sizeof err))
+        return st_cli_usage_error("report", err);
+    if (res.help) {
+        printf("usage: servetune report DIR\n\n"
+               "Re-renders DIR/report.md, DIR/report.json and DIR/results.csv from DIR/results.sqlite (written by\n"
+               "servetune audit). Nothing is measured again.\n\nOptions:\n");
+        st_opts_usage(stdout, opts);
+        printf("\nExample:\n  servetune report audit-out\n\nExit codes: 0 written; 1 the database could not be read or the "
+               "files written; 2 bad arguments.\n");
+        st_opts_result_free(&res);
+        return ST_EXIT_OK;
+    }
+    if (res.npos != 1) {
+        st_opts_result_free(&res);
+        return st_cli_usage_error("report", "expected one DIR (an audit's output folder)");
+    }
+    const char *dir = res.pos[0];
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, ST_STORE_FILE);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "servetune report: %s: no results database (is it an audit's output folder?)\n", dir);
+        st_opts_result_free(&res);
+        return ST_EXIT_FAIL;
+    }
+    fclose(f);
+    st_store *s;
+    int rc = ST_EXIT_OK;
+    if (st_store_open(dir, &s, err, sizeof err) || st_report_write_all(s, dir, err, sizeof err)) {
+        fprintf(stderr, "servetune report: %s\n", err);
+        rc = ST_EXIT_FAIL;
+    } else if (!quiet) {
+        printf("Report: %s/report.md (also report.json, results.csv)\n", dir);
+    }
+    st_store_close(s);
+    st_opts_result_free(&res);
+    return rc;
+}

@@ -1,0 +1,1064 @@
+/* The emulator's HTTP front end. One thread, one epoll loop (net/loop.h): requests are parsed
+ * by net/server.h, generation requests go into the engine model, one loop timer runs the
+ * model's steps on the scaled wall clock and streams each step's tokens when it ends. */
+#include "engine/emulator.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/buf.h"
+#include "core/clock.h"
+#include "emu/engine.h"
+#include "net/loop.h"
+#include "net/server.h"
+
+#define EMU_VERSION "0.10.1+servetune.emulator"
+#define RESP_MAX (64u << 20)
+
+/* ---------------------------------------------------------------------------------------
+ * Tokenizer */
+static int is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+
+uint32_t st_emutok_count(const char *text, size_t len)
+{
+    uint32_t n = 0;
+    for (size_t i = 0; i < len;) {
+        while (i < len && is_space(text[i]))
+            i++;
+        if (i >= len)
+            break;
+        n++;
+        while (i < len && !is_space(text[i]))
+            i++;
+    }
+    return n;
+}
+
+static uint32_t word_id(const char *w, size_t n, uint32_t vocab)
+{
+    if (n >= 1 && n <= 4) {
+        uint64_t v = 0;
+        size_t k = 0;
+        for (; k < n && w[k] >= 'a' && w[k] <= 'z'; k++)
+            v = v * 26 + (uint64_t)(w[k] - 'a' + 1);
+        if (k == n && v >= 1 && v - 1 < vocab)
+            return (uint32_t)(v - 1);
+    }
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t k = 0; k < n; k++)
+        h = (h ^ (unsigned char)w[k]) * 1099511628211ULL;
+    uint32_t lo = vocab > 2000 ? 1000 : 0;
+    return lo + (uint32_t)(h % (vocab - lo));
+}
+
+uint32_t st_emutok_encode(const char *text, size_t len, uint32_t vocab, uint32_t *ids, uint32_t max)
+{
+    uint32_t n = 0;
+    for (size_t i = 0; i < len;) {
+        while (i < len && is_space(text[i]))
+            i++;
+        if (i >= len)
+            break;
+        size_t s = i;
+        while (i < len && !is_space(text[i]))
+            i++;
+        if (n < max)
+            ids[n] = word_id(text + s, i - s, vocab);
+        n++;
+    }
+    return n;
+}
+
+int st_emutok_word(uint32_t id, char out[8])
+{
+    uint64_t v = (uint64_t)id + 1;
+    char tmp[8];
+    int n = 0;
+    while (v > 0 && n < 7) {
+        uint64_t r = (v - 1) % 26;
+        tmp[n++] = (char)('a' + r);
+        v = (v - 1) / 26;
+    }
+    for (int i = 0; i < n; i++)
+        out[i] = tmp[n - 1 - i];
+    out[n] = 0;
+    return n;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Histograms for /metrics */
+#define HMAX 40
+typedef struct hist {
+    const char *name, *help;
+    double bounds[HMAX];
+    int nb;
+    uint64_t counts[HMAX + 1];
+    double sum;
+    uint64_t count;
+} hist;
+
+static void hist_set(hist *h, const char *name, const char *help, const double *b, int nb)
+{
+    memset(h, 0, sizeof *h);
+    h->name = name;
+    h->help = help;
+    h->nb = nb > HMAX ? HMAX : nb;
+    memcpy(h->bounds, b, (size_t)h->nb * sizeof *b);
+}
+
+static void hist_obs(hist *h, double v)
+{
+    int i = 0;
+    while (i < h->nb && v > h->bounds[i])
+        i++;
+    h->counts[i]++;
+    h->sum += v;
+    h->count++;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Server state */
+typedef enum { API_COMPL = 0, API_CHAT = 1 } api_t;
+
+typedef struct stream_t stream_t;
+struct stream_t {
+    struct st_emulator *em;
+    st_srv_resp *resp;
+    uint64_t id;
+    api_t api;
+    int streaming, include_usage, continuous;
+    uint32_t prompt_tokens, max_tokens, n_out;
+    uint32_t fail_at;        /* mid-stream failure before this output token (0: none) */
+    st_ns last_token_e;      /* emulated time of the previous token (ITL) */
+    st_buf text;             /* non-streaming: accumulated output */
+    char rid[48];
+    long created;
+    int cancelled;
+    stream_t *next_dead;
+};
+
+typedef struct jitter_t {
+    uint64_t bins[2001]; /* 10 us bins up to 20 ms, last = overflow */
+    uint64_t n;
+    st_ns max;
+} jitter_t;
+
+typedef struct st_emulator {
+    st_emu_config cfg;
+    const st_emulator_opts *o;
+    const st_log *log;
+    st_loop *loop;
+    st_server *srv;
+    st_emu_engine *eng;
+    st_ns t0;            /* wall (monotonic) start */
+    double K;
+    st_ns override_e;    /* engine clock override (-1: read the wall clock) */
+    st_timer step_timer;
+    int step_active;
+    st_emu_step_result res;
+    st_ns step_end_e;
+    uint64_t next_id;
+    long requests_seen;
+    stream_t *dead;      /* streams freed after the in-flight step is delivered */
+    FILE *gt;
+    uint64_t rng;
+    const char *model_id;
+    jitter_t jit;
+    /* metrics */
+    hist h_ttft, h_itl, h_e2e, h_queue, h_prefill, h_decode, h_ptok, h_gtok, h_iter;
+    uint64_t success_stop, success_length, success_abort;
+    st_buf mbuf;
+} st_emulator;
+
+static st_ns emu_now(void *ctx)
+{
+    st_emulator *em = ctx;
+    if (em->override_e >= 0)
+        return em->override_e;
+    return (st_ns)((double)(st_now() - em->t0) * em->K);
+}
+
+static st_ns wall_of(st_emulator *em, st_ns e) { return em->t0 + (st_ns)((double)e / em->K); }
+
+static double rng_uniform(st_emulator *em)
+{
+    uint64_t x = em->rng;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    em->rng = x;
+    return (double)(x >> 11) / 9007199254740992.0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Responses */
+static void respond_json(st_srv_resp *r, int status, const char *body)
+{
+    st_srv_respond(r, status, "application/json", NULL, body, strlen(body));
+}
+
+static const char *err_type(int status)
+{
+    switch (status) {
+    case 400: return "BadRequestError";
+    case 401: return "AuthenticationError";
+    case 404: return "NotFoundError";
+    case 501: return "NotImplementedError";
+    default: return "InternalServerError";
+    }
+}
+
+static void respond_error(st_srv_resp *r, int status, const char *msg, const char *param)
+{
+    st_buf b;
+    st_buf_init(&b, 8192);
+    st_buf_puts(&b, "{\"error\":{\"message\":");
+    st_buf_json_str(&b, msg);
+    st_buf_printf(&b, ",\"type\":\"%s\",\"param\":", err_type(status));
+    if (param)
+        st_buf_json_str(&b, param);
+    else
+        st_buf_puts(&b, "null");
+    st_buf_printf(&b, ",\"code\":%d}}", status);
+    st_srv_respond(r, status, "application/json", NULL, b.data, b.len);
+    st_buf_free(&b);
+}
+
+static void stream_free(stream_t *s)
+{
+    st_buf_free(&s->text);
+    free(s);
+}
+
+static void stream_release(st_emulator *em, stream_t *s)
+{
+    /* the in-flight step's events may still name it: free after delivery */
+    if (em->step_active) {
+        s->next_dead = em->dead;
+        em->dead = s;
+    } else {
+        stream_free(s);
+    }
+}
+
+static void on_cancel(void *arg, st_srv_resp *resp)
+{
+    (void)resp;
+    stream_t *s = arg;
+    st_emulator *em = s->em;
+    s->cancelled = 1;
+    s->resp = NULL;
+    if (st_emu_abort(em->eng, s->id) == 0)
+        em->success_abort++;
+    stream_release(em, s);
+}
+
+static void usage_json(st_buf *b, const stream_t *s)
+{
+    st_buf_printf(b, "{\"prompt_tokens\":%u,\"total_tokens\":%u,\"completion_tokens\":%u,\"prompt_tokens_details\":null}",
+                  s->prompt_tokens, s->prompt_tokens + s->n_out, s->n_out);
+}
+
+static void chunk_head(st_buf *b, const stream_t *s)
+{
+    st_buf_printf(b, "{\"id\":\"%s\",\"object\":\"%s\",\"created\":%ld,\"model\":", s->rid,
+                  s->api == API_CHAT ? "chat.completion.chunk" : "text_completion", s->created);
+    st_buf_json_str(b, s->em->model_id);
+}
+
+static void write_ground_truth(st_emulator *em, const stream_t *s, const st_emu_event *ev, st_ns end_e)
+{
+    if (!em->gt)
+        return;
+    fprintf(em->gt,
+            "{\"id\":\"%s\",\"arrival_s\":%.9f,\"first_scheduled_s\":%.9f,\"first_token_s\":%.9f,"
+            "\"finish_s\":%.9f,\"first_token_wall_ns\":%lld,\"finish_wall_ns\":%lld,\"arrival_wall_ns\":%lld,"
+            "\"prompt_tokens\":%u,\"output_tokens\":%u,\"cached_tokens\":%u}\n",
+            s->rid, ev->arrival / 1e9, ev->first_scheduled / 1e9, ev->first_token / 1e9, end_e / 1e9,
+            (long long)wall_of(em, ev->first_token), (long long)wall_of(em, end_e),
+            (long long)wall_of(em, ev->arrival), ev->prompt_tokens, ev->n_out, ev->cached_tokens);
+    fflush(em->gt);
+}
+
+/* Delivers one engine event (a token) to its stream. Returns 1 when the stream is done. */
+static int deliver(st_emulator *em, stream_t *s, const st_emu_event *ev, st_ns end_e, st_ns deadline_wall)
+{
+    char word[8];
+    st_emutok_word(ev->token, word);
+    s->n_out = ev->n_out;
+    double t_s = end_e / 1e9;
+    if (ev->first) {
+        hist_obs(&em->h_ttft, (end_e - ev->arrival) / 1e9);
+        hist_obs(&em->h_queue, (ev->first_scheduled - ev->arrival) / 1e9);
+        hist_obs(&em->h_prefill, (end_e - ev->first_scheduled) / 1e9);
+    } else {
+        hist_obs(&em->h_itl, (end_e - s->last_token_e) / 1e9);
+    }
+    s->last_token_e = end_e;
+    (void)t_s;
+    int finished = ev->finish != ST_EMU_NOT_FINISHED;
+    if (finished) {
+        hist_obs(&em->h_e2e, (end_e - ev->arrival) / 1e9);
+        hist_obs(&em->h_decode, (end_e - ev->first_token) / 1e9);
+        hist_obs(&em->h_ptok, ev->prompt_tokens);
+        hist_obs(&em->h_gtok, ev->n_out);
+        if (ev->finish == ST_EMU_FINISH_STOP)
+            em->success_stop++;
+        else
+            em->success_length++;
+        write_ground_truth(em, s, ev, end_e);
+    }
+    const char *reason = ev->finish == ST_EMU_FINISH_STOP ? "stop" : "length";
+    if (!s->streaming) {
+        if (st_buf_printf(&s->text, " %s", word) < 0) {
+            /* over the response limit: treat as an error */
+        }
+        if (!finished)
+            return 0;
+        st_buf b;
+        st_buf_init(&b, RESP_MAX);
+        if (s->api == API_CHAT) {
+            st_buf_printf(&b, "{\"id\":\"%s\",\"object\":\"chat.completion\",\"created\":%ld,\"model\":", s->rid, s->created);
+            st_buf_json_str(&b, em->model_id);
+            st_buf_puts(&b, ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"reasoning_content\":null,\"content\":");
+            st_buf_json_strn(&b, s->text.data ? s->text.data : "", s->text.len);
+            st_buf_printf(&b, ",\"tool_calls\":[]},\"logprobs\":null,\"finish_reason\":\"%s\",\"stop_reason\":null}],\"usage\":", reason);
+        } else {
+            st_buf_printf(&b, "{\"id\":\"%s\",\"object\":\"text_completion\",\"created\":%ld,\"model\":", s->rid, s->created);
+            st_buf_json_str(&b, em->model_id);
+            st_buf_puts(&b, ",\"choices\":[{\"index\":0,\"text\":");
+            st_buf_json_strn(&b, s->text.data ? s->text.data : "", s->text.len);
+            st_buf_printf(&b, ",\"logprobs\":null,\"finish_reason\":\"%s\",\"stop_reason\":null,\"prompt_logprobs\":null}],\"usage\":", reason);
+        }
+        usage_json(&b, s);
+        st_buf_puts(&b, "}");
+        st_srv_respond(s->resp, 200, "application/json", NULL, b.data, b.len);
+        st_buf_free(&b);
+        return 1;
+    }
+    char cbuf[1024];
+    st_buf b = { .data = NULL };
+    st_buf_init(&b, 1 << 16);
+    (void)cbuf;
+    if (s->fail_at && ev->n_out >= s->fail_at && !finished) {
+        const char *e = "{\"error\":{\"message\":\"EngineCore encountered an issue (injected mid-stream fault)\","
+                        "\"type\":\"InternalServerError\",\"param\":null,\"code\":500}}";
+        st_srv_sse_send(s->resp, e, strlen(e));
+        st_srv_sse_send(s->resp, "[DONE]", 6);
+        st_srv_stream_end(s->resp);
+        st_buf_free(&b);
+        st_emu_abort(em->eng, s->id);
+        em->success_abort++;
+        return 1;
+    }
+    if (ev->first && s->api == API_CHAT) {
+        chunk_head(&b, s);
+        st_buf_puts(&b, ",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}]");
+        if (s->continuous) {
+            st_buf_puts(&b, ",\"usage\":");
+            st_buf_printf(&b, "{\"prompt_tokens\":%u,\"total_tokens\":%u,\"completion_tokens\":0}", s->prompt_tokens, s->prompt_tokens);
+        }
+        st_buf_puts(&b, "}");
+        st_srv_sse_send(s->resp, b.data, b.len);
+        st_buf_reset(&b);
+    }
+    chunk_head(&b, s);
+    if (s->api == API_CHAT)
+        st_buf_printf(&b, ",\"choices\":[{\"index\":0,\"delta\":{\"content\":\" %s\"},\"logprobs\":null,\"finish_reason\":", word);
+    else
+        st_buf_printf(&b, ",\"choices\":[{\"index\":0,\"text\":\" %s\",\"logprobs\":null,\"finish_reason\":", word);
+    if (finished)
+        st_buf_printf(&b, "\"%s\",\"stop_reason\":null}]", reason);
+    else
+        st_buf_puts(&b, "null,\"stop_reason\":null}]");
+    if (s->continuous) {
+        st_buf_printf(&b, ",\"usage\":{\"prompt_tokens\":%u,\"total_tokens\":%u,\"completion_tokens\":%u}",
+                      s->prompt_tokens, s->prompt_tokens + s->n_out, s->n_out);
+    }
+    st_buf_puts(&b, "}");
+    int wr = st_srv_sse_send(s->resp, b.data, b.len);
+    if (em->o->print_jitter && wr == 0) {
+        st_ns late = st_now() - deadline_wall;
+        if (late < 0)
+            late = 0;
+        size_t bin = (size_t)(late / 10000);
+        if (bin > 2000)
+            bin = 2000;
+        em->jit.bins[bin]++;
+        em->jit.n++;
+        if (late > em->jit.max)
+            em->jit.max = late;
+    }
+    if (finished) {
+        if (s->include_usage) {
+            st_buf_reset(&b);
+            chunk_head(&b, s);
+            st_buf_puts(&b, ",\"choices\":[],\"usage\":");
+            st_buf_printf(&b, "{\"prompt_tokens\":%u,\"total_tokens\":%u,\"completion_tokens\":%u}",
+                          s->prompt_tokens, s->prompt_tokens + s->n_out, s->n_out);
+            st_buf_puts(&b, "}");
+            st_srv_sse_send(s->resp, b.data, b.len);
+        }
+        st_srv_sse_send(s->resp, "[DONE]", 6);
+        st_srv_stream_end(s->resp);
+    }
+    st_buf_free(&b);
+    return finished;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The step loop */
+static void arm_now(st_emulator *em)
+{
+    if (!st_timer_armed(&em->step_timer))
+        st_timer_arm(em->loop, &em->step_timer, st_now());
+}
+
+static void start_step(st_emulator *em, st_ns start_e)
+{
+    em->override_e = start_e;
+    int rc = st_emu_step(em->eng, &em->res);
+    em->override_e = -1;
+    if (rc != 0)
+        return;
+    if (em->o->no_model)
+        em->res.duration = 0;
+    em->step_active = 1;
+    em->step_end_e = em->res.start + em->res.duration;
+    hist_obs(&em->h_iter, em->res.tokens);
+    st_timer_arm(em->loop, &em->step_timer, wall_of(em, em->step_end_e));
+}
+
+static void on_step_timer(st_loop *l, void *arg)
+{
+    (void)l;
+    st_emulator *em = arg;
+    st_ns next_start = -1;
+    if (em->step_active) {
+        st_ns deadline = wall_of(em, em->step_end_e);
+        for (uint32_t i = 0; i < em->res.n_events; i++) {
+            const st_emu_event *ev = &em->res.events[i];
+            stream_t *s = ev->user;
+            if (s->cancelled)
+                continue;
+            if (deliver(em, s, ev, em->step_end_e, deadline))
+                stream_free(s);
+        }
+        em->step_active = 0;
+        next_start = em->step_end_e;
+        while (em->dead) {
+            stream_t *d = em->dead;
+            em->dead = d->next_dead;
+            stream_free(d);
+        }
+    }
+    if (st_emu_has_work(em->eng)) {
+        /* a busy engine starts the next step where the last one ended (the model's schedule);
+         * an idle one starts now */
+        st_ns now_e = emu_now(em);
+        start_step(em, next_start >= 0 && next_start > now_e - 1000000 * em->K ? next_start : now_e);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Endpoints */
+static int check_auth(st_emulator *em, const st_http_parser *req, st_srv_resp *resp)
+{
+    if (!em->o->api_key)
+        return 0;
+    const char *h = st_http_header(req, "authorization");
+    if (h && !strncmp(h, "Bearer ", 7) && !strcmp(h + 7, em->o->api_key))
+        return 0;
+    respond_json(resp, 401, "{\"error\":\"Unauthorized\"}");
+    return -1;
+}
+
+static void new_rid(st_emulator *em, char *out, size_t len, const char *prefix)
+{
+    uint64_t a = (uint64_t)(rng_uniform(em) * 18446744073709551615.0), b = em->next_id * 0x9e3779b97f4a7c15ULL;
+    snprintf(out, len, "%s%016llx%016llx", prefix, (unsigned long long)a, (unsigned long long)b);
+}
+
+/* Prompt ids from a completions "prompt" value. Returns count, -1 on a bad shape (err set). */
+static int64_t prompt_ids(st_emulator *em, json_t *p, uint32_t **out, char *err, size_t errlen)
+{
+    uint32_t vocab = em->cfg.model.vocab;
+    if (json_is_array(p) && json_array_size(p) == 1 && (json_is_array(json_array_get(p, 0)) || json_is_string(json_array_get(p, 0))))
+        p = json_array_get(p, 0);
+    if (json_is_string(p)) {
+        const char *t = json_string_value(p);
+        size_t n = json_string_length(p);
+        uint32_t cnt = st_emutok_count(t, n);
+        *out = malloc(((size_t)cnt + 1) * sizeof **out);
+        if (!*out)
+            return -1;
+        st_emutok_encode(t, n, vocab, *out, cnt);
+        return cnt;
+    }
+    if (json_is_array(p)) {
+        size_t n = json_array_size(p);
+        *out = malloc((n + 1) * sizeof **out);
+        if (!*out)
+            return -1;
+        for (size_t i = 0; i < n; i++) {
+            json_t *v = json_array_get(p, i);
+            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= vocab) {
+                free(*out);
+                *out = NULL;
+                snprintf(err, errlen, json_is_integer(v) ? "Token id %lld is out of vocabulary"
+                                                         : "prompt must be a string, an array of strings, an array of tokens, or an array of token arrays",
+                         json_is_integer(v) ? (long long)json_integer_value(v) : 0LL);
+                return -1;
+            }
+            (*out)[i] = (uint32_t)json_integer_value(v);
+        }
+        return (int64_t)n;
+    }
+    snprintf(err, errlen, "prompt must be a string, an array of strings, an array of tokens, or an array of token arrays");
+    return -1;
+}
+
+static int64_t chat_ids(st_emulator *em, json_t *msgs, uint32_t **out, char *err, size_t errlen)
+{
+    if (!json_is_array(msgs) || json_array_size(msgs) == 0) {
+        snprintf(err, errlen, "messages must be a non-empty array");
+        return -1;
+    }
+    uint32_t vocab = em->cfg.model.vocab;
+    size_t total = 3;
+    for (size_t i = 0; i < json_array_size(msgs); i++) {
+        json_t *c = json_object_get(json_array_get(msgs, i), "content");
+        if (json_is_string(c))
+            total += 2 + st_emutok_count(json_string_value(c), json_string_length(c));
+        else
+            total += 2;
+    }
+    *out = malloc(total * sizeof **out);
+    if (!*out)
+        return -1;
+    size_t n = 0;
+    /* a chat template: <start> role content <end> per message, then the generation prompt */
+    for (size_t i = 0; i < json_array_size(msgs); i++) {
+        json_t *m = json_array_get(msgs, i);
+        if (!json_is_object(m)) {
+            free(*out);
+            *out = NULL;
+            snprintf(err, errlen, "each message must be an object");
+            return -1;
+        }
+        const char *role = json_string_value(json_object_get(m, "role"));
+        (*out)[n++] = 151644 % vocab;
+        (*out)[n++] = role ? word_id(role, strlen(role), vocab) : 1;
+        json_t *c = json_object_get(m, "content");
+        if (json_is_string(c))
+            n += st_emutok_encode(json_string_value(c), json_string_length(c), vocab, *out + n, (uint32_t)(total - n));
+    }
+    (*out)[n++] = 151644 % vocab;
+    return (int64_t)n;
+}
+
+static void handle_generate(st_emulator *em, const st_http_parser *req, st_srv_resp *resp, api_t api)
+{
+    json_error_t je;
+    json_t *root = json_loadb(req->body.data ? req->body.data : "", req->body.len, 0, &je);
+    char err[1024];
+    if (!root || !json_is_object(root)) {
+        snprintf(err, sizeof err, "Invalid JSON body: %s", je.text);
+        respond_error(resp, 400, err, NULL);
+        json_decref(root);
+        return;
+    }
+    const char *model = json_string_value(json_object_get(root, "model"));
+    if (model && strcmp(model, em->model_id)) {
+        snprintf(err, sizeof err, "The model `%s` does not exist.", model);
+        respond_error(resp, 404, err, "model");
+        json_decref(root);
+        return;
+    }
+    int streaming = json_is_true(json_object_get(root, "stream"));
+    json_t *so = json_object_get(root, "stream_options");
+    if (so && !json_is_null(so) && !streaming) {
+        respond_error(resp, 400, "Stream options can only be defined when `stream=True`.", "stream_options");
+        json_decref(root);
+        return;
+    }
+    uint32_t *ids = NULL;
+    int64_t n = api == API_CHAT ? chat_ids(em, json_object_get(root, "messages"), &ids, err, sizeof err)
+                                : prompt_ids(em, json_object_get(root, "prompt"), &ids, err, sizeof err);
+    if (n < 0) {
+        respond_error(resp, 400, err, NULL);
+        json_decref(root);
+        return;
+    }
+    json_t *mt = api == API_CHAT ? json_object_get(root, "max_completion_tokens") : NULL;
+    if (!mt || json_is_null(mt))
+        mt = json_object_get(root, "max_tokens");
+    long max_tokens = api == API_CHAT ? 0 : 16;
+    if (mt && !json_is_null(mt)) {
+        if (!json_is_integer(mt) || json_integer_value(mt) < 1) {
+            respond_error(resp, 400, "max_tokens must be at least 1", "max_tokens");
+            free(ids);
+            json_decref(root);
+            return;
+        }
+        max_tokens = (long)json_integer_value(mt);
+        if (max_tokens > 10000000)
+            max_tokens = 10000000;
+    }
+    json_t *mn = json_object_get(root, "min_tokens");
+    if (mn && !json_is_null(mn) && (!json_is_integer(mn) || json_integer_value(mn) < 0 ||
+                                    (max_tokens && json_integer_value(mn) > max_tokens))) {
+        respond_error(resp, 400, "min_tokens must be non-negative and not above max_tokens", "min_tokens");
+        free(ids);
+        json_decref(root);
+        return;
+    }
+    if (n == 0) {
+        respond_error(resp, 400, "The prompt cannot be empty.", NULL);
+        free(ids);
+        json_decref(root);
+        return;
+    }
+    /* fault: HTTP 500 */
+    if (em->o->fault_500_rate > 0 && rng_uniform(em) < em->o->fault_500_rate) {
+        respond_error(resp, 500, "EngineCore encountered an issue (injected fault).", NULL);
+        free(ids);
+        json_decref(root);
+        return;
+    }
+    stream_t *s = calloc(1, sizeof *s);
+    if (!s) {
+        respond_error(resp, 500, "out of memory", NULL);
+        free(ids);
+        json_decref(root);
+        return;
+    }
+    s->em = em;
+    s->resp = resp;
+    s->api = api;
+    s->streaming = streaming;
+    s->include_usage = streaming && json_is_true(json_object_get(so, "include_usage"));
+    s->continuous = s->include_usage && json_is_true(json_object_get(so, "continuous_usage_stats"));
+    s->id = ++em->next_id;
+    s->prompt_tokens = (uint32_t)n;
+    s->created = (long)(st_wall_ns() / ST_NS_PER_S);
+    new_rid(em, s->rid, sizeof s->rid, api == API_CHAT ? "chatcmpl-" : "cmpl-");
+    st_buf_init(&s->text, RESP_MAX);
+    st_emu_req_params p = { .id = s->id, .ids = ids, .n_ids = (uint32_t)n, .max_tokens = (uint32_t)max_tokens,
+                            .min_tokens = mn ? (uint32_t)json_integer_value(mn) : 0,
+                            .ignore_eos = json_is_true(json_object_get(root, "ignore_eos")), .arrival = -1, .user = s };
+    json_decref(root);
+    int rc = st_emu_add_request(em->eng, &p, err, sizeof err);
+    free(ids);
+    if (rc != ST_EMU_ADD_OK) {
+        respond_error(resp, rc == ST_EMU_ADD_NOMEM ? 500 : 400, err, rc == ST_EMU_ADD_TOO_LONG ? "input_tokens" : NULL);
+        stream_free(s);
+        return;
+    }
+    s->max_tokens = p.max_tokens ? p.max_tokens : em->cfg.max_model_len - (uint32_t)n;
+    if (em->o->fault_midstream_rate > 0 && streaming && s->max_tokens >= 2 && rng_uniform(em) < em->o->fault_midstream_rate)
+        s->fail_at = s->max_tokens / 2;
+    if (streaming)
+        st_srv_stream_start(resp, 200, "text/event-stream; charset=utf-8", NULL);
+    st_srv_resp_on_cancel(resp, on_cancel, s);
+    arm_now(em);
+}
+
+static void handle_models(st_emulator *em, st_srv_resp *resp)
+{
+    st_buf b;
+    st_buf_init(&b, 8192);
+    st_buf_puts(&b, "{\"object\":\"list\",\"data\":[{\"id\":");
+    st_buf_json_str(&b, em->model_id);
+    st_buf_printf(&b, ",\"object\":\"model\",\"created\":%ld,\"owned_by\":\"vllm\",\"root\":", (long)(st_wall_ns() / ST_NS_PER_S));
+    st_buf_json_str(&b, em->cfg.model.name);
+    st_buf_printf(&b, ",\"parent\":null,\"max_model_len\":%u,\"permission\":[]}]}", em->cfg.max_model_len);
+    st_srv_respond(resp, 200, "application/json", NULL, b.data, b.len);
+    st_buf_free(&b);
+}
+
+static void handle_tokenize(st_emulator *em, const st_http_parser *req, st_srv_resp *resp)
+{
+    json_error_t je;
+    json_t *root = json_loadb(req->body.data ? req->body.data : "", req->body.len, 0, &je);
+    char err[512];
+    if (!root || !json_is_object(root)) {
+        respond_error(resp, 400, "Invalid JSON body", NULL);
+        json_decref(root);
+        return;
+    }
+    const char *model = json_string_value(json_object_get(root, "model"));
+    if (model && strcmp(model, em->model_id)) {
+        snprintf(err, sizeof err, "The model `%s` does not exist.", model);
+        respond_error(resp, 404, err, "model");
+        json_decref(root);
+        return;
+    }
+    uint32_t *ids = NULL;
+    json_t *msgs = json_object_get(root, "messages");
+    int64_t n = msgs ? chat_ids(em, msgs, &ids, err, sizeof err) : prompt_ids(em, json_object_get(root, "prompt"), &ids, err, sizeof err);
+    json_decref(root);
+    if (n < 0) {
+        respond_error(resp, 400, err, NULL);
+        return;
+    }
+    st_buf b;
+    st_buf_init(&b, RESP_MAX);
+    st_buf_printf(&b, "{\"count\":%lld,\"max_model_len\":%u,\"tokens\":[", (long long)n, em->cfg.max_model_len);
+    for (int64_t i = 0; i < n; i++)
+        st_buf_printf(&b, i ? ",%u" : "%u", ids[i]);
+    st_buf_puts(&b, "],\"token_strs\":null}");
+    st_srv_respond(resp, 200, "application/json", NULL, b.data, b.len);
+    st_buf_free(&b);
+    free(ids);
+}
+
+static void handle_detokenize(st_emulator *em, const st_http_parser *req, st_srv_resp *resp)
+{
+    json_error_t je;
+    json_t *root = json_loadb(req->body.data ? req->body.data : "", req->body.len, 0, &je);
+    json_t *t = root ? json_object_get(root, "tokens") : NULL;
+    if (!json_is_array(t)) {
+        respond_error(resp, 400, "tokens must be an array of token ids", "tokens");
+        json_decref(root);
+        return;
+    }
+    st_buf b;
+    st_buf_init(&b, RESP_MAX);
+    st_buf text;
+    st_buf_init(&text, RESP_MAX);
+    for (size_t i = 0; i < json_array_size(t); i++) {
+        json_t *v = json_array_get(t, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= em->cfg.model.vocab) {
+            respond_error(resp, 400, "Token id out of vocabulary", "tokens");
+            st_buf_free(&b);
+            st_buf_free(&text);
+            json_decref(root);
+            return;
+        }
+        char w[8];
+        st_emutok_word((uint32_t)json_integer_value(v), w);
+        st_buf_printf(&text, i ? " %s" : "%s", w);
+    }
+    st_buf_puts(&b, "{\"prompt\":");
+    st_buf_json_strn(&b, text.data ? text.data : "", text.len);
+    st_buf_puts(&b, "}");
+    st_srv_respond(resp, 200, "application/json", NULL, b.data, b.len);
+    st_buf_free(&b);
+    st_buf_free(&text);
+    json_decref(root);
+}
+
+static void metric_head(st_buf *b, const char *name, const char *type, const char *help)
+{
+    st_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void emit_hist(st_emulator *em, st_buf *b, const hist *h, const char *labels)
+{
+    metric_head(b, h->name, "histogram", h->help);
+    uint64_t cum = 0;
+    for (int i = 0; i < h->nb; i++) {
+        cum += h->counts[i];
+        st_buf_printf(b, "%s_bucket{%s,le=\"%.17g\"} %llu\n", h->name, labels, h->bounds[i], (unsigned long long)cum);
+    }
+    cum += h->counts[h->nb];
+    st_buf_printf(b, "%s_bucket{%s,le=\"+Inf\"} %llu\n", h->name, labels, (unsigned long long)cum);
+    st_buf_printf(b, "%s_count{%s} %llu\n", h->name, labels, (unsigned long long)h->count);
+    st_buf_printf(b, "%s_sum{%s} %.17g\n", h->name, labels, h->sum);
+    (void)em;
+}
+
+static void handle_metrics(st_emulator *em, st_srv_resp *resp)
+{
+    st_emu_stats s;
+    st_emu_get_stats(em->eng, &s);
+    st_buf *b = &em->mbuf;
+    st_buf_reset(b);
+    char labels[512];
+    st_buf lb;
+    st_buf_init(&lb, 400);
+    st_buf_puts(&lb, "engine=\"0\",model_name=");
+    st_buf_json_str(&lb, em->model_id);
+    snprintf(labels, sizeof labels, "%s", lb.data);
+    st_buf_free(&lb);
+    metric_head(b, "vllm:num_requests_running", "gauge", "Number of requests in model execution batches.");
+    st_buf_printf(b, "vllm:num_requests_running{%s} %u\n", labels, s.running);
+    metric_head(b, "vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.");
+    st_buf_printf(b, "vllm:num_requests_waiting{%s} %u\n", labels, s.waiting);
+    metric_head(b, "vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.");
+    st_buf_printf(b, "vllm:kv_cache_usage_perc{%s} %.9g\n", labels, s.kv_usage);
+    metric_head(b, "vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig");
+    st_buf_printf(b,
+                  "vllm:cache_config_info{block_size=\"%u\",cache_dtype=\"%s\",enable_prefix_caching=\"%s\","
+                  "engine=\"0\",gpu_memory_utilization=\"%g\",num_gpu_blocks=\"%u\"} 1\n",
+                  em->cfg.block_size, em->cfg.kv_dtype == ST_EMU_FP8 ? "fp8" : "auto",
+                  em->cfg.enable_prefix_caching ? "True" : "False", em->cfg.gpu_memory_utilization, s.num_blocks);
+    struct { const char *name, *help; uint64_t v; } ctr[] = {
+        { "vllm:num_preemptions_total", "Cumulative number of preemption from the engine.", s.preemptions },
+        { "vllm:prompt_tokens_total", "Number of prefill tokens processed.", s.prompt_tokens },
+        { "vllm:generation_tokens_total", "Number of generation tokens processed.", s.generation_tokens },
+        { "vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.", s.prefix_queries },
+        { "vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.", s.prefix_hits },
+    };
+    for (size_t i = 0; i < sizeof ctr / sizeof ctr[0]; i++) {
+        metric_head(b, ctr[i].name, "counter", ctr[i].help);
+        st_buf_printf(b, "%s{%s} %llu\n", ctr[i].name, labels, (unsigned long long)ctr[i].v);
+    }
+    metric_head(b, "vllm:request_success_total", "counter", "Count of successfully processed requests.");
+    st_buf_printf(b, "vllm:request_success_total{%s,finished_reason=\"stop\"} %llu\n", labels, (unsigned long long)em->success_stop);
+    st_buf_printf(b, "vllm:request_success_total{%s,finished_reason=\"length\"} %llu\n", labels, (unsigned long long)em->success_length);
+    st_buf_printf(b, "vllm:request_success_total{%s,finished_reason=\"abort\"} %llu\n", labels, (unsigned long long)em->success_abort);
+    const hist *hs[] = { &em->h_ttft, &em->h_itl, &em->h_e2e, &em->h_queue, &em->h_prefill, &em->h_decode,
+                         &em->h_ptok, &em->h_gtok, &em->h_iter };
+    for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
+        emit_hist(em, b, hs[i], labels);
+    st_srv_respond(resp, 200, "text/plain; version=0.0.4; charset=utf-8", NULL, b->data, b->len);
+}
+
+static void handler(void *arg, const st_http_parser *req, st_srv_resp *resp)
+{
+    st_emulator *em = arg;
+    char path[256];
+    snprintf(path, sizeof path, "%s", req->target ? req->target : "/");
+    char *q = strchr(path, '?');
+    if (q)
+        *q = 0;
+    int get = !strcmp(req->method, "GET") || !strcmp(req->method, "HEAD");
+    int post = !strcmp(req->method, "POST");
+    if (!strcmp(path, "/health")) {
+        st_srv_respond(resp, 200, NULL, NULL, "", 0);
+        return;
+    }
+    if (!strcmp(path, "/metrics") && get) {
+        handle_metrics(em, resp);
+        return;
+    }
+    if (!strcmp(path, "/version") && get) {
+        respond_json(resp, 200, "{\"version\":\"" EMU_VERSION "\"}");
+        return;
+    }
+    int gen = !strcmp(path, "/v1/completions") || !strcmp(path, "/v1/chat/completions");
+    int known = gen || !strcmp(path, "/v1/models") || !strcmp(path, "/tokenize") || !strcmp(path, "/detokenize") ||
+                !strcmp(path, "/reset_prefix_cache");
+    if (!known) {
+        respond_json(resp, 404, "{\"detail\":\"Not Found\"}");
+        return;
+    }
+    if (check_auth(em, req, resp) < 0)
+        return;
+    if (!strcmp(path, "/v1/models")) {
+        if (!get)
+            respond_json(resp, 405, "{\"detail\":\"Method Not Allowed\"}");
+        else
+            handle_models(em, resp);
+        return;
+    }
+    if (!post) {
+        respond_json(resp, 405, "{\"detail\":\"Method Not Allowed\"}");
+        return;
+    }
+    if (!strcmp(path, "/reset_prefix_cache")) {
+        if (st_emu_reset_prefix_cache(em->eng) < 0)
+            st_logf(em->log, ST_LOG_WARN, "Failed to reset prefix cache because some blocks (%u) are not freed yet",
+                    st_emu_engine_memory(em->eng)->num_blocks);
+        st_srv_respond(resp, 200, NULL, NULL, "", 0);
+        return;
+    }
+    if (!strcmp(path, "/tokenize")) {
+        handle_tokenize(em, req, resp);
+        return;
+    }
+    if (!strcmp(path, "/detokenize")) {
+        handle_detokenize(em, req, resp);
+        return;
+    }
+    /* generation: crash / hang faults count these requests */
+    em->requests_seen++;
+    if (em->o->fault_crash_after > 0 && em->requests_seen > em->o->fault_crash_after) {
+        st_logf(em->log, ST_LOG_ERROR, "EngineCore encountered a fatal error (injected crash after %ld requests).",
+                em->o->fault_crash_after);
+        _exit(1);
+    }
+    if (em->o->fault_hang_after > 0 && em->requests_seen > em->o->fault_hang_after) {
+        st_logf(em->log, ST_LOG_WARN, "injected hang after %ld requests: not responding any more", em->o->fault_hang_after);
+        sigset_t ss;
+        sigemptyset(&ss);
+        sigaddset(&ss, SIGTERM);
+        sigaddset(&ss, SIGINT);
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGINT, SIG_DFL);
+        sigprocmask(SIG_UNBLOCK, &ss, NULL);
+        for (;;)
+            pause();
+    }
+    handle_generate(em, req, resp, !strcmp(path, "/v1/chat/completions") ? API_CHAT : API_COMPL);
+}
+
+static void on_signal(st_loop *l, int fd, uint32_t events, void *arg)
+{
+    (void)events;
+    (void)arg;
+    struct signalfd_siginfo si;
+    while (read(fd, &si, sizeof si) == (ssize_t)sizeof si) {
+    }
+    st_loop_stop(l);
+}
+
+static void setup_hists(st_emulator *em)
+{
+    static const double ttft[] = { 0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
+                                   2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0 };
+    static const double itl[] = { 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0,
+                                  7.5, 10.0, 20.0, 40.0, 80.0 };
+    static const double req[] = { 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
+                                  60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0 };
+    double tok[HMAX];
+    int nt = 0;
+    for (double base = 1; nt < HMAX - 3; base *= 10) {
+        const double m[3] = { 1, 2, 5 };
+        int stop = 0;
+        for (int k = 0; k < 3; k++) {
+            double v = base * m[k];
+            if (v > em->cfg.max_model_len) {
+                stop = 1;
+                break;
+            }
+            tok[nt++] = v;
+        }
+        if (stop)
+            break;
+    }
+    double it[HMAX];
+    int ni = 0;
+    it[ni++] = 1;
+    for (double v = 8; v <= em->cfg.max_num_batched_tokens && ni < HMAX; v *= 2)
+        it[ni++] = v;
+    hist_set(&em->h_ttft, "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", ttft, 22);
+    hist_set(&em->h_itl, "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", itl, 19);
+    hist_set(&em->h_e2e, "vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", req, 21);
+    hist_set(&em->h_queue, "vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", req, 21);
+    hist_set(&em->h_prefill, "vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", req, 21);
+    hist_set(&em->h_decode, "vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", req, 21);
+    hist_set(&em->h_ptok, "vllm:request_prompt_tokens", "Number of prefill tokens processed.", tok, nt);
+    hist_set(&em->h_gtok, "vllm:request_generation_tokens", "Number of generation tokens processed.", tok, nt);
+    hist_set(&em->h_iter, "vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", it, ni);
+}
+
+static void print_jitter(const st_emulator *em)
+{
+    if (!em->jit.n)
+        return;
+    uint64_t c = 0, p50 = 0, p99 = 0, p999 = 0;
+    for (size_t i = 0; i <= 2000; i++) {
+        c += em->jit.bins[i];
+        if (!p50 && c * 2 >= em->jit.n)
+            p50 = i + 1;
+        if (!p99 && c * 100 >= em->jit.n * 99)
+            p99 = i + 1;
+        if (!p999 && c * 1000 >= em->jit.n * 999)
+            p999 = i + 1;
+    }
+    fprintf(stderr, "token emission jitter vs the model's schedule: %llu tokens, p50 <= %.2f ms, p99 <= %.2f ms, "
+                    "p99.9 <= %.2f ms, max %.3f ms\n",
+            (unsigned long long)em->jit.n, p50 * 0.01, p99 * 0.01, p999 * 0.01, em->jit.max / 1e6);
+}
+
+int st_emulator_run(const st_emu_config *cfg, const st_emulator_opts *o, const st_log *log, char *err, size_t errlen)
+{
+    st_emulator *em = calloc(1, sizeof *em);
+    if (!em) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    em->cfg = *cfg;
+    em->o = o;
+    em->log = log;
+    em->K = o->time_scale > 0 ? o->time_scale : 1.0;
+    em->override_e = -1;
+    em->rng = o->seed * 0x9e3779b97f4a7c15ULL + 0x1234567ULL;
+    if (!em->rng)
+        em->rng = 1;
+    em->model_id = o->served_model_name ? o->served_model_name : cfg->model.name;
+    st_buf_init(&em->mbuf, 1 << 20);
+    em->t0 = st_now();
+    int rc = -1;
+    int sfd = -1;
+    if (st_emu_engine_new(&em->cfg, (st_clock){ emu_now, em }, &em->eng, NULL, err, errlen) < 0)
+        goto out;
+    setup_hists(em);
+    if (o->ground_truth) {
+        em->gt = fopen(o->ground_truth, "w");
+        if (!em->gt) {
+            snprintf(err, errlen, "cannot open --ground-truth file %s: %s", o->ground_truth, strerror(errno));
+            goto out;
+        }
+    }
+    em->loop = st_loop_new();
+    if (!em->loop) {
+        snprintf(err, errlen, "cannot create the event loop");
+        goto out;
+    }
+    sigset_t ss;
+    sigemptyset(&ss);
+    sigaddset(&ss, SIGTERM);
+    sigaddset(&ss, SIGINT);
+    sigprocmask(SIG_BLOCK, &ss, NULL);
+    sfd = signalfd(-1, &ss, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (sfd < 0 || st_loop_add_fd(em->loop, sfd, ST_EV_READ, on_signal, em) < 0) {
+        snprintf(err, errlen, "signalfd: %s", strerror(errno));
+        goto out;
+    }
+    st_timer_init(&em->step_timer, on_step_timer, em);
+    st_server_config sc = { .host = o->host ? o->host : "127.0.0.1", .port = o->port, .handler = handler, .arg = em,
+                            .max_conns = 20000, .backlog = 4096 };
+    em->srv = st_server_new(em->loop, &sc, err, errlen);
+    if (!em->srv)
+        goto out;
+    if (o->print_jitter)
+        st_loop_set_spin(em->loop, 200000);
+    st_logf(log, ST_LOG_INFO, "Starting vLLM API server 0 on http://%s:%u", sc.host, st_server_port(em->srv));
+    st_logf(log, ST_LOG_INFO, "Available routes are: /health, /metrics, /version, /v1/models, /v1/completions, "
+                              "/v1/chat/completions, /tokenize, /detokenize, /reset_prefix_cache");
+    st_logf(log, ST_LOG_INFO, "Application startup complete.");
+    em->t0 = st_now(); /* emulated time starts when the server is ready */
+    if (st_loop_run(em->loop) < 0) {
+        snprintf(err, errlen, "event loop failed");
+        goto out;
+    }
+    st_logf(log, ST_LOG_INFO, "Shutting down");
+    if (o->print_jitter)
+        print_jitter(em);
+    rc = 0;
+out:
+    if (em->srv)
+        st_server_free(em->srv); /* cancels open streams */
+    if (em->step_active) {
+        em->step_active = 0;
+    }
+    while (em->dead) {
+        stream_t *d = em->dead;
+        em->dead = d->next_dead;
+        stream_free(d);
+    }
+    if (em->loop) {
+        st_timer_disarm(em->loop, &em->step_timer);
+        st_loop_free(em->loop);
+    }
+    if (sfd >= 0)
+        close(sfd);
+    if (em->gt)
+        fclose(em->gt);
+    st_emu_engine_free(em->eng);
+    st_buf_free(&em->mbuf);
+    free(em);
+    return rc;
+}

@@ -1,0 +1,116 @@
+/* The open-loop runner: sends a workload to an HTTP endpoint on a schedule and records
+ * what happened to every request (load/record.h). One thread, one epoll loop (net/loop),
+ * HTTP/1.1 keep-alive connections in a pool that grows to the concurrency the schedule
+ * needs, SSE framing per request (net/sse), API events parsed with engine/api.
+ *
+ * Timing (all st_now(), relative to t0 = the start of the run):
+ *   scheduled   the arrival time from the schedule. Warm-up requests (the first `warmup`
+ *               items) use their own schedule times; the measured requests are scheduled
+ *               after every warm-up request has finished, keeping their relative offsets.
+ *   sent        when the first byte of the request was handed to the kernel (so it
+ *               includes waiting for a free slot under max_concurrency, and the connect /
+ *               TLS handshake of a new connection)
+ *   first_byte, each token event, end: read at the time the bytes were read.
+ * A request whose scheduled time has passed is started at once; the lateness is kept.
+ *
+ * Self-check (documented in docs/bench.md): the client is "client-limited" when, over the
+ * measured requests, the p99 DISPATCH LAG (time the runner started a request that did
+ * not wait for a concurrency slot, minus its scheduled time) or the p99 EVENT-LOOP DELAY
+ * (lateness of a 5 ms probe timer) exceeds max_lag_ms (default 10 ms). Waiting for a
+ * max_concurrency slot is the user's choice and is NOT client lag (it still counts in
+ * TTFT and in the record's sent - scheduled).
+ *
+ * Failures never stop the run: each becomes a record status with a reason (st_record.error):
+ * connect (refused/unreachable/DNS), tls, http_status (non-2xx, body kept truncated),
+ * stream_error (error event), malformed (bad HTTP/SSE/JSON), too_large (header block,
+ * event or body over its limit), timeout (no completion within timeout_s of the start),
+ * reset (connection closed/reset before the end), incomplete (the body ended without a
+ * final event), aborted (stop flag). A request that fails on a reused keep-alive connection
+ * before any response byte is retried once on a new connection (the server may close idle
+ * connections at any time).
+ *
+ * The API key is only ever copied into the Authorization header bytes on the wire; it is
+ * never logged, printed, or stored in results. */
+#ifndef ST_RUNNER_H
+#define ST_RUNNER_H
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/buf.h"
+#include "core/clock.h"
+#include "engine/api.h"
+#include "load/record.h"
+#include "load/stats.h"
+#include "load/workload.h"
+
+/* Not an engine API: a plain GET of the URL; any 2xx with a complete body is success.
+ * For raw request-rate benchmarks (compare with wrk) and for fetching /v1/models. */
+#define ST_RUNNER_API_RAW (-1)
+
+typedef struct st_runner_progress {
+    st_ns elapsed;          /* since t0 */
+    uint32_t total, arrived, sent, completed, failed, in_flight, waiting;
+    uint64_t output_tokens; /* token events' tokens so far */
+    uint32_t connections;   /* open connections */
+    const st_record *records; /* the run's records so far (total of them; read-only, valid during the
+                                 callback): the audit's early stop reads them */
+} st_runner_progress;
+
+typedef void (*st_runner_cb)(void *arg, const st_runner_progress *p);
+
+typedef struct st_runner_config {
+    const char *url;            /* base URL (http or https); the API path is appended */
+    int api;                    /* st_api_kind, or ST_RUNNER_API_RAW */
+    int stream;                 /* 1: streaming requests (the default for benches) */
+    const char *model;          /* may be NULL */
+    const char *api_key;        /* NULL or the key value: "Authorization: Bearer <key>" */
+    const char *const *headers; /* extra "Name: value" lines */
+    int nheaders;
+    const st_workload *work;    /* work->n requests (raw mode: only n is used) */
+    const st_ns *schedule;      /* work->n nondecreasing offsets from t0 (ns) */
+    uint32_t warmup;            /* the first `warmup` items are warm-up requests */
+    uint32_t max_concurrency;   /* 0: unbounded */
+    double timeout_s;           /* per request, from its start (0: 300 s) */
+    int insecure;               /* 1: no TLS certificate verification */
+    const char *ca_file;        /* extra CA bundle or NULL */
+    size_t max_event;           /* largest SSE event (0: 1 MiB) */
+    size_t max_body;            /* largest non-streaming body (0: 4 MiB) */
+    double max_lag_ms;          /* self-check threshold (0: 10 ms) */
+    st_ns spin_ns;              /* busy-poll before each timer deadline (0: 200 us; <0: off) */
+    st_runner_cb progress;      /* called about once per second, may be NULL */
+    void *progress_arg;
+    st_runner_cb tick;          /* called about once per second (for the audit), may be NULL */
+    void *tick_arg;
+    volatile sig_atomic_t *stop; /* nonzero: stop now (in-flight and unsent requests: aborted) */
+    st_buf *raw_body;           /* raw mode: receives the body of the last successful response */
+} st_runner_config;
+
+typedef struct st_run_result {
+    st_record *records;         /* work->n, index = work item */
+    uint32_t n;
+    st_ns t0_wall;              /* wall clock (ns since the epoch) at t0 */
+    st_ns duration;             /* t0 to the end of the run */
+    st_dist dispatch_lag;       /* seconds; measured requests that did not wait for a slot */
+    st_dist loop_delay;         /* seconds; probe timer lateness while measured requests ran */
+    double max_lag_ms;          /* the self-check threshold used */
+    int client_limited;         /* self-check failed */
+    char limited_reason[200];
+    int interrupted;            /* the stop flag ended the run */
+    uint32_t connections_opened;
+    uint32_t retries;           /* requests retried after a stale keep-alive connection */
+    uint32_t max_in_flight;
+} st_run_result;
+
+/* Runs the whole schedule. 0 when the run happened (requests may have failed: see the
+ * records), -1 with a reason in err when it could not start (bad URL, bad config, no
+ * memory). */
+int st_runner_run(const st_runner_config *cfg, st_run_result *out, char *err, size_t errlen);
+void st_run_result_free(st_run_result *r);
+
+/* One GET of url (blocking, through the runner; raw mode). Fills body (bounded by its max)
+ * and *status. 0 on a 2xx, -1 with the reason in err otherwise. */
+int st_runner_fetch(const char *url, const char *api_key, const char *const *headers, int nheaders, int insecure,
+                    double timeout_s, st_buf *body, int *status, char *err, size_t errlen);
+
+#endif

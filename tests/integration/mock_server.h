@@ -1,0 +1,215 @@
+/* An in-process OpenAI-like streaming server for the integration tests, on net/server in
+ * its own loop thread. The request path's first segment picks the behaviour (the runner
+ * appends the API path to the URL's path): http://127.0.0.1:PORT/<mode>/v1/completions.
+ * Mode "seq" takes the behaviour from mock.seq[request number % mock.nseq]. */
+#ifndef ST_MOCK_SERVER_H
+#define ST_MOCK_SERVER_H
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "net/server.h"
+
+typedef struct mock mock;
+
+typedef struct mstream {
+    st_timer t;
+    st_srv_resp *resp;
+    mock *m;
+    int mode;
+    int left, sent;
+} mstream;
+
+enum { M_OK, M_500, M_ERREVENT, M_MALFORMED, M_OVERSIZED, M_STALL, M_RESET, M_CLOSE, M_INCOMPLETE, M_BADHTTP, M_SLOW,
+       M_COUNT };
+static const char *mock_modes[M_COUNT] = { "ok", "status500", "errorevent", "malformed", "oversized", "stall",
+                                           "reset", "close", "incomplete", "badhttp", "slow" };
+
+struct mock {
+    st_loop *l;
+    st_server *srv;
+    pthread_t th;
+    atomic_int stop;
+    atomic_int requests;
+    atomic_int cancels;
+    int seq[64];
+    int nseq;
+    int tokens;          /* tokens per ok stream */
+    int slow_ms;         /* delay before the first token in mode slow */
+    char last_auth[256]; /* Authorization header of the last request */
+    pthread_mutex_t mu;
+};
+
+static void mock_stream_free(mstream *s)
+{
+    st_timer_disarm(s->m->l, &s->t);
+    free(s);
+}
+
+static void mock_cancel(void *arg, st_srv_resp *r)
+{
+    mstream *s = arg;
+    atomic_fetch_add(&s->m->cancels, 1);
+    mock_stream_free(s);
+}
+
+static void mock_send(st_srv_resp *r, const char *s) { st_srv_sse_send(r, s, strlen(s)); }
+
+static void mock_tick(st_loop *l, void *arg)
+{
+    mstream *s = arg;
+    st_srv_resp *r = s->resp;
+    char ev[256];
+    switch (s->mode) {
+    case M_ERREVENT:
+        if (s->sent == 0) {
+            mock_send(r, "{\"choices\":[{\"index\":0,\"text\":\"a\",\"finish_reason\":null}]}");
+            s->sent++;
+            st_timer_arm(l, &s->t, st_now() + ST_NS_PER_MS);
+            return;
+        }
+        mock_send(r, "{\"error\":{\"message\":\"engine overloaded\",\"code\":503}}");
+        st_srv_stream_end(r);
+        mock_stream_free(s);
+        return;
+    case M_MALFORMED:
+        mock_send(r, "{\"choices\":[{\"text\":");
+        st_srv_sse_send(r, "[DONE]", 6);
+        st_srv_stream_end(r);
+        mock_stream_free(s);
+        return;
+    case M_OVERSIZED: {
+        size_t n = 64 * 1024;
+        char *big = malloc(n);
+        memset(big, 'x', n);
+        st_srv_sse_send(r, big, n);
+        free(big);
+        st_srv_stream_end(r);
+        mock_stream_free(s);
+        return;
+    }
+    case M_RESET:
+    case M_CLOSE:
+        if (s->sent == 0) {
+            mock_send(r, "{\"choices\":[{\"index\":0,\"text\":\"a\",\"finish_reason\":null}]}");
+            s->sent++;
+            st_timer_arm(l, &s->t, st_now() + 2 * ST_NS_PER_MS);
+            return;
+        }
+        st_srv_resp_abort(r, s->mode == M_RESET);
+        mock_stream_free(s);
+        return;
+    default:
+        break;
+    }
+    /* ok / incomplete / slow: one token per tick */
+    if (s->left > 0) {
+        int n = snprintf(ev, sizeof ev, "{\"id\":\"c\",\"choices\":[{\"index\":0,\"text\":\" t%d\",\"finish_reason\":%s}]}",
+                         s->sent, s->left == 1 && s->mode != M_INCOMPLETE ? "\"length\"" : "null");
+        st_srv_sse_send(r, ev, (size_t)n);
+        s->sent++;
+        s->left--;
+        st_timer_arm(l, &s->t, st_now() + 200 * ST_NS_PER_US);
+        return;
+    }
+    if (s->mode != M_INCOMPLETE) {
+        int n = snprintf(ev, sizeof ev, "{\"id\":\"c\",\"choices\":[],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":%d,\"total_tokens\":%d}}",
+                         s->sent, s->sent + 10);
+        st_srv_sse_send(r, ev, (size_t)n);
+        st_srv_sse_send(r, "[DONE]", 6);
+    }
+    st_srv_stream_end(r);
+    mock_stream_free(s);
+}
+
+static void mock_handler(void *arg, const st_http_parser *req, st_srv_resp *resp)
+{
+    mock *m = arg;
+    int k = atomic_fetch_add(&m->requests, 1);
+    const char *auth = st_http_header(req, "authorization");
+    pthread_mutex_lock(&m->mu);
+    snprintf(m->last_auth, sizeof m->last_auth, "%s", auth ? auth : "");
+    pthread_mutex_unlock(&m->mu);
+    const char *t = req->target + 1;
+    size_t sl = strcspn(t, "/");
+    int mode = -1;
+    if (sl == 3 && !strncmp(t, "seq", 3) && m->nseq > 0)
+        mode = m->seq[k % m->nseq];
+    for (int i = 0; i < M_COUNT && mode < 0; i++)
+        if (strlen(mock_modes[i]) == sl && !strncmp(t, mock_modes[i], sl))
+            mode = i;
+    if (mode < 0) {
+        st_srv_respond(resp, 404, "text/plain", NULL, "no such mode", 12);
+        return;
+    }
+    if (strstr(req->target, "/v1/models")) {
+        const char *b = "{\"object\":\"list\",\"data\":[{\"id\":\"mock-model\",\"object\":\"model\"}]}";
+        st_srv_respond(resp, 200, "application/json", NULL, b, strlen(b));
+        return;
+    }
+    if (mode == M_500) {
+        const char *b = "{\"error\":{\"message\":\"boom: the engine fell over\",\"type\":\"InternalServerError\",\"code\":500}}";
+        st_srv_respond(resp, 500, "application/json", NULL, b, strlen(b));
+        return;
+    }
+    if (mode == M_BADHTTP) {
+        st_srv_resp_raw(resp, "HELLO THERE\r\n\r\n", 15);
+        st_srv_resp_abort(resp, 0);
+        return;
+    }
+    mstream *s = calloc(1, sizeof *s);
+    s->m = m;
+    s->mode = mode;
+    s->resp = resp;
+    s->left = m->tokens > 0 ? m->tokens : 4;
+    st_timer_init(&s->t, mock_tick, s);
+    st_srv_stream_start(resp, 200, "text/event-stream", NULL);
+    st_srv_resp_on_cancel(resp, mock_cancel, s);
+    if (mode == M_STALL)
+        return; /* never sends anything: the client's timeout must end it */
+    st_ns first = mode == M_SLOW ? (st_ns)m->slow_ms * ST_NS_PER_MS : 100 * ST_NS_PER_US;
+    st_timer_arm(m->l, &s->t, st_now() + first);
+}
+
+static void *mock_thread(void *arg)
+{
+    mock *m = arg;
+    st_ns limit = st_now() + 120 * ST_NS_PER_S;
+    while (!atomic_load(&m->stop) && st_now() < limit)
+        st_loop_run_once(m->l, 5 * ST_NS_PER_MS);
+    return NULL;
+}
+
+static mock *mock_start(void)
+{
+    mock *m = calloc(1, sizeof *m);
+    pthread_mutex_init(&m->mu, NULL);
+    m->tokens = 4;
+    m->slow_ms = 50;
+    m->l = st_loop_new();
+    st_server_config cfg = { .host = "127.0.0.1", .port = 0, .handler = mock_handler, .arg = m };
+    char err[256];
+    m->srv = st_server_new(m->l, &cfg, err, sizeof err);
+    if (!m->srv) {
+        fprintf(stderr, "mock server: %s\n", err);
+        abort();
+    }
+    return m;
+}
+
+static void mock_run(mock *m) { pthread_create(&m->th, NULL, mock_thread, m); }
+
+static uint16_t mock_port(mock *m) { return st_server_port(m->srv); }
+
+static void mock_stop(mock *m)
+{
+    atomic_store(&m->stop, 1);
+    pthread_join(m->th, NULL);
+    st_server_free(m->srv);
+    st_loop_free(m->l);
+    pthread_mutex_destroy(&m->mu);
+    free(m);
+}
+#endif
