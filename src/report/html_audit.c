@@ -65,7 +65,7 @@ static void join_strv(st_buf *b, const st_strv *v)
         st_buf_printf(b, "%s%s", i ? " " : "", v->v[i]);
 }
 
-static void slo_text(st_buf *b, const st_slo *slo)
+static void slo_text(st_buf *b, const st_audit_slo *slo)
 {
     for (int i = 0; i < slo->n; i++) {
         const st_slo_term *t = &slo->terms[i];
