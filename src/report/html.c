@@ -217,7 +217,7 @@ static const char CSS[] =
     "border-radius:4px}\n"
     "table{border-collapse:collapse;width:100%;font-size:14px;margin:6px 0 8px}\n"
     ".scroll{overflow-x:auto}\n"
-    "table.results td.cfg{white-space:nowrap}\n"
+    "table.results td.cfg,table.changes td.cfg{white-space:nowrap}\n"
     "table.results td.cfg .small{white-space:normal;min-width:12em}\n"
     "table.results thead th{white-space:normal;vertical-align:bottom}\n"
     "th,td{padding:7px 8px;border-bottom:1px solid var(--line);vertical-align:top;"
@@ -754,14 +754,36 @@ static int cmp_run_rate(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+static int has_samples(const st_html_config *c)
+{
+    for (uint32_t k = 0; c->runs && k < c->n_runs; k++)
+        if (c->runs[k].samples && c->runs[k].n_samples)
+            return 1;
+    return 0;
+}
+
 static void timelines(H *h, const st_html_report *r)
 {
     int any = 0;
+    for (uint32_t i = 0; i < r->n_configs; i++)
+        any |= has_samples(&r->configs[i]);
+    if (!any) {
+        hp(h, "<p id=\"no-metrics\">No server-side metrics were scraped in this audit (the engine "
+              "exposed no <code>/metrics</code>, or none could be read).</p>\n");
+        return;
+    }
     for (uint32_t i = 0; i < r->n_configs; i++) {
         const st_html_config *c = &r->configs[i];
         if (!c->n_runs || !c->runs)
             continue;
-        any = 1;
+        hp(h, "<h3>");
+        swatch(h, i);
+        ht(h, name_of(c), NAME_MAX_BYTES);
+        hp(h, "</h3>\n");
+        if (!has_samples(c)) {
+            hp(h, "<p>No metric samples for any run of this configuration.</p>\n");
+            continue;
+        }
         st_html_run *runs = malloc(sizeof *runs * c->n_runs);
         if (!runs) {
             h->err = 1;
@@ -769,17 +791,12 @@ static void timelines(H *h, const st_html_report *r)
         }
         memcpy(runs, c->runs, sizeof *runs * c->n_runs);
         qsort(runs, c->n_runs, sizeof *runs, cmp_run_rate);
-        hp(h, "<h3>");
-        swatch(h, i);
-        ht(h, name_of(c), NAME_MAX_BYTES);
-        hp(h, "</h3><div class=\"grid-runs\">\n");
+        hp(h, "<div class=\"grid-runs\">\n");
         for (uint32_t k = 0; k < c->n_runs; k++)
             run_chart(h, c, &runs[k]);
         hp(h, "</div>\n");
         free(runs);
     }
-    if (!any)
-        hp(h, "<p>No server-side metrics were scraped in this audit.</p>\n");
 }
 
 static void changes_table(H *h, const st_html_report *r)

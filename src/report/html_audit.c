@@ -335,27 +335,47 @@ static void build_notes(arena *a, const st_report *r, const char *ev, notes *ns)
             st_buf_puts(&b, "not run (the audit ended before it).");
             note(a, ns, ST_HTML_INFO, c->name, &b);
         }
+        /* per-run facts, one note per kind with the rates it concerns */
+        for (int kind = 0; kind < 3; kind++) {
+            st_buf rates;
+            st_buf_init(&rates, 4096);
+            const char *why = NULL;
+            int n = 0;
+            for (int j = 0; j < c->n_runs; j++) {
+                const st_run_row *w = &c->runs[j];
+                int hit = kind == 0 ? w->client_limited
+                          : kind == 1 ? w->stopped_early
+                                      : is_verdict(w, "skipped");
+                if (!hit)
+                    continue;
+                st_fmt_rate(t, sizeof t, w->rate);
+                st_buf_printf(&rates, "%s%s", n++ ? ", " : "", t);
+                if (!why)
+                    why = w->why;
+            }
+            if (n) {
+                const char *tail = kind == 0 ? (n > 1 ? "those runs are" : "that run is")
+                                   : kind == 1 ? " (its remaining requests count as failed)"
+                                               : (why ? why : "a lower rate failed by a wide margin");
+                if (kind == 0)
+                    st_buf_printf(&b, "the load generator lagged its schedule at %s req/s; %s weak "
+                                      "evidence about the server.", rates.data, tail);
+                else if (kind == 1)
+                    st_buf_printf(&b, "stopped early at %s req/s once the SLO could no longer be "
+                                      "met%s.", rates.data, tail);
+                else
+                    st_buf_printf(&b, "skipped %s req/s: %s.", rates.data, tail);
+                note(a, ns, kind == 0 ? ST_HTML_WARN : ST_HTML_INFO, c->name, &b);
+            }
+            st_buf_free(&rates);
+        }
         for (int j = 0; j < c->n_runs; j++) {
             const st_run_row *w = &c->runs[j];
             st_fmt_rate(t, sizeof t, w->rate);
-            if (w->client_limited) {
-                st_buf_printf(&b, "at %s req/s the load generator lagged its schedule; that run is "
-                                  "weak evidence about the server.", t);
-                note(a, ns, ST_HTML_WARN, c->name, &b);
-            }
-            if (w->stopped_early) {
-                st_buf_printf(&b, "at %s req/s: stopped early once the SLO could no longer be met.", t);
-                note(a, ns, ST_HTML_INFO, c->name, &b);
-            }
-            if (is_verdict(w, "skipped")) {
-                st_buf_printf(&b, "at %s req/s: %s.", t, w->why ? w->why : "skipped");
-                note(a, ns, ST_HTML_INFO, c->name, &b);
-            }
             if (is_verdict(w, "error")) {
                 st_buf_printf(&b, "at %s req/s the run broke: %s.", t, w->why ? w->why : "no reason given");
                 note(a, ns, ST_HTML_ERROR, c->name, &b);
-            }
-            if (w->failed && !is_verdict(w, "skipped")) {
+            } else if (w->failed && !w->stopped_early && !is_verdict(w, "skipped")) {
                 st_buf_printf(&b, "at %s req/s %u of %u requests failed.", t, w->failed, w->planned);
                 note(a, ns, ST_HTML_WARN, c->name, &b);
             }
