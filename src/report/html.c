@@ -232,7 +232,7 @@ static const char CSS[] =
     ".cfg{font-weight:600;word-break:break-word}\n"
     ".tag{display:inline-block;font-size:11px;font-weight:600;border-radius:3px;padding:0 5px;"
     "margin:2px 4px 0 17px;border:1px solid currentColor}\n"
-    ".tags{display:block;line-height:1.2}\n"
+    ".tags{display:block;line-height:1.2;white-space:nowrap}\n"
     ".tag.cur{color:var(--muted)}\n"
     ".tag.rec{color:var(--good)}\n"
     ".small{display:block;color:var(--muted);font-size:12px;font-weight:400}\n"
@@ -266,6 +266,9 @@ static const char CSS[] =
     "tr,li{break-inside:avoid;page-break-inside:avoid}"
     ".grid-runs{grid-template-columns:repeat(2,minmax(0,1fr))}"
     "svg.chart{border-color:#d1d5db}.scroll{overflow:visible}"
+    "table{font-size:8.5pt}th,td{padding:4px 5px}thead th{font-size:8pt}"
+    ".tag{font-size:7pt;margin-left:14px}"
+    ".small{font-size:7.5pt}code{font-size:8pt}"
     "section#timelines{break-before:page;page-break-before:always}}\n";
 
 /* ---- pieces ----------------------------------------------------------------------------- */
