@@ -457,10 +457,10 @@ static void results_table(H *h, const st_html_report *r, const ord *o)
         }
         fmt_num(t1, sizeof t1, c->capacity_rps, 2);
         hp(h, "<td class=\"num\"><b>%s%s</b>", c->capacity_may_be_higher ? "\xE2\x89\xA5 " : "", t1);
-        if (isfinite(c->pass_rate) || isfinite(c->fail_rate)) {
+        if (!isnan(c->pass_rate) || !isnan(c->fail_rate)) { /* inf is a tested rate */
             fmt_rate(t1, sizeof t1, c->pass_rate);
-            hp(h, "<span class=\"small\">passed at %s", isfinite(c->pass_rate) ? t1 : DASH);
-            if (isfinite(c->fail_rate)) {
+            hp(h, "<span class=\"small\">passed at %s", !isnan(c->pass_rate) ? t1 : DASH);
+            if (!isnan(c->fail_rate)) {
                 fmt_rate(t2, sizeof t2, c->fail_rate);
                 hp(h, ", failed at %s", t2);
             } else {

@@ -23,9 +23,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "audit/store.h"
 #include "core/buf.h"
 #include "html_sample.h"
 #include "report/html.h"
+#include "report/html_audit.h"
 
 #define CHROME_TIMEOUT_S 90
 
@@ -382,6 +384,124 @@ static void report_prints_to_pdf(void **state)
     keep("report-print.pdf");
 }
 
+/* End to end: a small audit on the emulator (servetune audit), its HTML report from the
+ * result store, loaded in Chromium. */
+static const char small_spec[] =
+    "engine:\n"
+    "  kind: emulator\n"
+    "  model: Qwen/Qwen3-8B\n"
+    "  flags: [--gpu, H100, --time-scale, \"20\", --max-model-len, \"8192\"]\n"
+    "hardware:\n"
+    "  gpu: H100\n"
+    "  gpus_per_replica: 1\n"
+    "  price_per_gpu_hour: 2.49\n"
+    "peak_rate: 60\n"
+    "workload:\n"
+    "  input_tokens: 1000\n"
+    "  output_tokens: 100\n"
+    "  range_ratio: 0.1\n"
+    "  shared_prefix: 500\n"
+    "  requests_per_rate: 40\n"
+    "  seed: 1\n"
+    "rates: [4, 16, inf]\n"
+    "warmup_requests: 4\n"
+    "slo:\n"
+    "  ttft_p95_ms: 1500\n"
+    "  tpot_p95_ms: 50\n"
+    "configurations:\n"
+    "  - name: baseline\n"
+    "    reason: the current setup <b>as is</b>\n"
+    "  - name: fp8-kv\n"
+    "    add_flags: [--kv-cache-dtype, fp8]\n"
+    "    reason: half the KV bytes per token\n";
+
+static void audit_report_in_browser(void **state)
+{
+    (void)state;
+    if (find_chromium() < 0)
+        skip();
+    char spec[400], out[400], log[400], err[512] = "";
+    snprintf(spec, sizeof spec, "%s/small.yaml", g_dir);
+    snprintf(out, sizeof out, "%s/audit-out", g_dir);
+    snprintf(log, sizeof log, "%s/audit.log", g_dir);
+    assert_int_equal(write_file(spec, small_spec, strlen(small_spec)), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        setpgid(0, 0);
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        execl(st_test_bin(), "servetune", "audit", spec, "-o", out, "--quiet", (char *)NULL);
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    int status = 0, done = 0;
+    struct timespec ts = {0, 100 * 1000 * 1000};
+    for (int i = 0; i < 3000 && !done; i++) { /* at most 300 s */
+        if (waitpid(pid, &status, WNOHANG) == pid)
+            done = 1;
+        else
+            nanosleep(&ts, NULL);
+    }
+    if (!done) {
+        kill(-pid, SIGKILL);
+        waitpid(pid, &status, 0);
+    }
+    kill(-pid, SIGKILL); /* an engine it left behind, if any */
+    size_t ll;
+    char *lt = read_file(log, &ll);
+    if (!done || !WIFEXITED(status) || WEXITSTATUS(status) > 1)
+        fail_msg("servetune audit did not finish (exit %d): %.2000s",
+                 WIFEXITED(status) ? WEXITSTATUS(status) : -1, lt ? lt : "");
+    free(lt);
+
+    st_store *s = NULL;
+    if (st_store_open(out, &s, err, sizeof err) != 0)
+        fail_msg("store: %s", err);
+    if (st_report_html_write(s, out, NULL, err, sizeof err) != 0)
+        fail_msg("report.html: %s", err);
+    st_store_close(s);
+
+    char page[420], url[440], dom[420], derr[420];
+    snprintf(page, sizeof page, "%s/report.html", out);
+    snprintf(url, sizeof url, "file://%s", page);
+    snprintf(dom, sizeof dom, "%s/audit.dom", g_dir);
+    snprintf(derr, sizeof derr, "%s/audit.err", g_dir);
+    assert_int_equal(run_chromium("--dump-dom", url, dom, derr), 0);
+    size_t dl, el;
+    char *d = read_file(dom, &dl), *e = read_file(derr, &el);
+    assert_non_null(d);
+    assert_non_null(e);
+    st_buf lines;
+    st_buf_init(&lines, 1 << 20);
+    if (console_lines(e, &lines) > 0)
+        fail_msg("console messages while loading the audit's report:\n%s", lines.data);
+    st_buf_free(&lines);
+    static const char *const need[] = {
+        "<section id=\"headline\">", "<section id=\"setup\">", "<section id=\"results\">",
+        "<section id=\"changes\">", "<section id=\"method\">", "id=\"results-table\"",
+        "id=\"chart-cost\"", "id=\"chart-rates\"", "fp8-kv", "half the KV bytes per token",
+        "the current setup &lt;b&gt;as is&lt;/b&gt;"};
+    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
+        if (!strstr(d, need[i]))
+            fail_msg("the audit's report lacks %s", need[i]);
+    count_check(d, "<svg", 4, "audit report");
+    if (getenv("SERVETUNE_HTML_KEEP") && *getenv("SERVETUNE_HTML_KEEP")) {
+        size_t hl;
+        char *h = read_file(page, &hl);
+        char dst[1024];
+        snprintf(dst, sizeof dst, "%s/small-audit-report.html", getenv("SERVETUNE_HTML_KEEP"));
+        if (h)
+            write_file(dst, h, hl);
+        free(h);
+    }
+    free(d);
+    free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
@@ -389,6 +509,7 @@ int main(void)
         cmocka_unit_test(report_loads_cleanly),
         cmocka_unit_test(report_screenshot),
         cmocka_unit_test(report_prints_to_pdf),
+        cmocka_unit_test(audit_report_in_browser),
     };
     return cmocka_run_group_tests(t, setup, teardown);
 }

@@ -212,6 +212,12 @@ static void results_cheapest_first(void **state)
     assert_non_null(strstr(t, "passed at 6, failed at 8"));
     assert_non_null(strstr(t, "$15,279"));
     free(h);
+    /* a capacity found at rate inf still shows its bracket */
+    st->cfg[5].pass_rate = INFINITY;
+    st->cfg[5].fail_rate = NAN;
+    h = render(&st->rep);
+    assert_non_null(strstr(h, "passed at inf, highest tested"));
+    free(h);
     /* keep_order keeps the spec order */
     st->rep.keep_order = 1;
     h = render(&st->rep);
