@@ -9,8 +9,8 @@
  * that calls console.error and throws checks first that this capture works with the installed
  * Chromium; if it does not, the test fails instead of passing blind.
  *
- * Skips (cmocka skip) only when no chromium executable is found (SERVETUNE_CHROMIUM, then
- * chromium and chromium-browser on PATH). SERVETUNE_HTML_KEEP=DIR keeps report.html,
+ * Skips (cmocka skip) only when no chromium executable is found: SERVETUNE_CHROMIUM when set
+ * (a path that is not executable means none), else chromium or chromium-browser on PATH. SERVETUNE_HTML_KEEP=DIR keeps report.html,
  * report.png, report-print.pdf and the DOM there, to look at. */
 #include "harness.h"
 
@@ -36,8 +36,10 @@ static char g_dir[256];
 
 static int find_chromium(void)
 {
-    const char *env = getenv("SERVETUNE_CHROMIUM");
-    if (env && *env && access(env, X_OK) == 0) {
+    const char *env = getenv("SERVETUNE_CHROMIUM"); /* set: that one, or none */
+    if (env && *env) {
+        if (access(env, X_OK) != 0)
+            return -1;
         snprintf(g_chrome, sizeof g_chrome, "%s", env);
         return 0;
     }
@@ -65,6 +67,13 @@ static int find_chromium(void)
     }
     return -1;
 }
+
+/* cmocka's skip() with the reason printed (TAP: "# ..."). */
+#define skip_no_chromium()                                                                         \
+    do {                                                                                           \
+        print_message("# chromium is not installed (apt-get install chromium): skipped\n");       \
+        skip();                                                                                    \
+    } while (0)
 
 static int write_file(const char *path, const char *data, size_t len)
 {
@@ -200,7 +209,7 @@ static void console_capture_works(void **state)
 {
     (void)state;
     if (find_chromium() < 0)
-        skip();
+        skip_no_chromium();
     char page[400], url[420], out[400], err[400];
     snprintf(page, sizeof page, "%s/probe.html", g_dir);
     snprintf(url, sizeof url, "file://%s", page);
@@ -286,7 +295,7 @@ static void report_loads_cleanly(void **state)
 {
     (void)state;
     if (find_chromium() < 0)
-        skip();
+        skip_no_chromium();
     check_report_dom(0, 0, 0, "plain");
     check_report_dom(1, 0, 0, "hostile");
     check_report_dom(1, 1, 1, "flagged");
@@ -301,7 +310,7 @@ static void report_screenshot(void **state)
 {
     (void)state;
     if (find_chromium() < 0)
-        skip();
+        skip_no_chromium();
     sample_store *st = calloc(1, sizeof *st);
     assert_non_null(st);
     const st_html_report *r = sample_report(st, 0, 0, 0);
@@ -348,7 +357,7 @@ static void report_prints_to_pdf(void **state)
 {
     (void)state;
     if (find_chromium() < 0)
-        skip();
+        skip_no_chromium();
     char page[400], url[420], pdf[400], arg[420], out[400], err[400];
     snprintf(page, sizeof page, "%s/report.html", g_dir);
     snprintf(url, sizeof url, "file://%s", page);
@@ -419,7 +428,7 @@ static void audit_report_in_browser(void **state)
 {
     (void)state;
     if (find_chromium() < 0)
-        skip();
+        skip_no_chromium();
     char spec[400], out[400], log[400], err[512] = "";
     snprintf(spec, sizeof spec, "%s/small.yaml", g_dir);
     snprintf(out, sizeof out, "%s/audit-out", g_dir);
