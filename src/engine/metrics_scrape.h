@@ -1,6 +1,6 @@
-/* Turns one /metrics scrape into the audit's generic samples (kv_cache_usage, num_running,
- * num_waiting, num_preemptions, prefix_cache_hits, prefix_cache_queries, prompt_tokens,
- * generation_tokens), per engine dialect. The Prometheus text parsing itself belongs to
+/* Turns one /metrics scrape into the audit's generic samples (engine/metrics.h names:
+ * kv_usage, running, waiting, preemptions, prefix_hits, prefix_queries, prompt_tokens,
+ * generation_tokens, prefix_hit_rate), per engine dialect. The Prometheus text parsing itself belongs to
  * engine/metrics (LOAD helper); this is only the audit's glue. */
 #ifndef ST_ENGINE_METRICS_SCRAPE_H
 #define ST_ENGINE_METRICS_SCRAPE_H

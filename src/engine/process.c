@@ -373,6 +373,8 @@ st_fail_class st_proc_classify(const char *log_tail, int exited, int wstatus, in
         { "unknown argument", ST_FAIL_BAD_FLAG },
         { "unexpected argument", ST_FAIL_BAD_FLAG },
         { "invalid value", ST_FAIL_BAD_FLAG },
+        { "is greater than the derived max_model_len", ST_FAIL_BAD_FLAG },
+        { ": error: ", ST_FAIL_BAD_FLAG }, /* argparse: "prog: error: ..." */
     };
     detail[0] = '\0';
     if (timed_out && !exited) {

@@ -3,6 +3,7 @@
 #include <stdio.h>
 
 #include "engine/adapter.h"
+#include "engine/metrics_scrape.h"
 
 #define SPEC                                                                                          \
     "engine:\n  kind: %s\n  model: Qwen/Qwen3-8B\n%s" \
@@ -129,12 +130,46 @@ static void model_lists(void **state)
     assert_int_equal(st_adapter_models_lists("{\"status\":\"ok\"}", 15, "m", names, sizeof names), -1);
 }
 
+static void scrape_to_samples(void **state)
+{
+    (void)state;
+    const char *body = "# HELP vllm:num_requests_running x\n"
+                       "vllm:num_requests_running{model_name=\"m\",engine=\"0\"} 7\n"
+                       "vllm:num_requests_waiting{model_name=\"m\",engine=\"0\"} 3\n"
+                       "vllm:kv_cache_usage_perc{model_name=\"m\",engine=\"0\"} 0.25\n"
+                       "vllm:num_preemptions_total{model_name=\"m\",engine=\"0\"} 2\n";
+    st_metric_sample s[ST_SCRAPE_MAX];
+    int n = st_scrape_parse("vllm", body, strlen(body), s, ST_SCRAPE_MAX);
+    int seen = 0;
+    for (int i = 0; i < n; i++) {
+        if (!strcmp(s[i].name, "running")) {
+            seen |= 1;
+            assert_near(s[i].value, 7, 0);
+        }
+        if (!strcmp(s[i].name, "waiting")) {
+            seen |= 2;
+            assert_near(s[i].value, 3, 0);
+        }
+        if (!strcmp(s[i].name, "kv_usage")) {
+            seen |= 4;
+            assert_near(s[i].value, 0.25, 0);
+        }
+        if (!strcmp(s[i].name, "preemptions")) {
+            seen |= 8;
+            assert_near(s[i].value, 2, 0);
+        }
+    }
+    assert_int_equal(seen, 15);
+    assert_int_equal(st_scrape_parse("nonsense-engine", body, strlen(body), s, ST_SCRAPE_MAX), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
         cmocka_unit_test(vllm_and_emulator_argv),
         cmocka_unit_test(other_engines),
         cmocka_unit_test(model_lists),
+        cmocka_unit_test(scrape_to_samples),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }

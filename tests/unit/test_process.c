@@ -178,6 +178,7 @@ static void classify_table(void **state)
         { "usage: vllm serve\nvllm serve: error: unrecognized arguments: --bogus\n", 1, exit2, 0, ST_FAIL_BAD_FLAG,
           "unrecognized arguments: --bogus" },
         { "api_server.py: error: argument --max-num-seqs: invalid int value: 'x'\n", 1, exit2, 0, ST_FAIL_BAD_FLAG, "invalid int" },
+        { "vllm serve: error: --max-num-seqs: expected an integer, got 'lots'\n", 1, exit2, 0, ST_FAIL_BAD_FLAG, "expected an integer" },
         { "OSError: [Errno 98] Address already in use\n", 1, exit1, 0, ST_FAIL_PORT_TAKEN, "Errno 98" },
         { "loading\n", 1, sig11, 0, ST_FAIL_CRASH, "signal 11" },
         { "loading\n", 1, exit1, 0, ST_FAIL_CRASH, "exit status 1" },
