@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/version.h"
+#include "engine/metrics.h"
 #include "report/format.h"
 #include "report/html.h"
 
@@ -197,6 +198,17 @@ static int metric_kind(const char *name)
 {
     if (!name)
         return M_NONE;
+    st_metric m; /* the generic names the audit stores (engine/metrics.h) */
+    if (st_metric_from_name(name, &m) == 0) {
+        switch (m) {
+        case ST_MET_KV_USAGE: return M_KV;
+        case ST_MET_RUNNING: return M_RUN;
+        case ST_MET_WAITING: return M_WAIT;
+        case ST_MET_PREEMPTIONS: return M_PRE;
+        default: return M_NONE;
+        }
+    }
+    /* other spellings (engine-native names, older stores) */
     const char *c = strchr(name, ':');
     if (c)
         name = c + 1;

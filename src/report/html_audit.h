@@ -8,7 +8,8 @@
  * TTFT/TPOT of the capacity run (the lowest measured rate when nothing passed) and the
  * /metrics samples of every run.
  *
- * Metric names read from the store (an optional "vllm:"/"sglang:" prefix is ignored):
+ * Metric names read from the store: the generic names of engine/metrics.h (kv_usage,
+ * running, waiting, preemptions), else these spellings (a "vllm:"-style prefix is ignored):
  *   KV cache usage (fraction): kv_cache_usage, kv_cache_usage_perc, gpu_cache_usage_perc,
  *                              token_usage, kv_cache_usage_ratio
  *   running:                   num_running, running, num_requests_running, num_running_reqs

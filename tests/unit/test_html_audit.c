@@ -49,7 +49,8 @@ static int count(const char *hay, const char *needle)
 }
 
 /* A run with 40 records (TTFT 300 + 5 i ms, TPOT 30 ms over 100 tokens) and 10 metric
- * scrapes; `metrics` = 0: none, 1: KV usage only, 2: all four. */
+ * scrapes; `metrics` = 0: none, 1: KV usage only, 2: all four (generic names), 3: all four
+ * (other spellings). */
 static void put_run(st_store *s, const char *cfg, int seq, double rate, const char *verdict,
                     double delivered, int metrics)
 {
@@ -75,14 +76,16 @@ static void put_run(st_store *s, const char *cfg, int seq, double rate, const ch
         recs[i].output_requested = 101;
         recs[i].end = recs[i].first_token + (st_ns)100 * 30 * 1000000;
     }
-    st_metric_sample ms[40];
+    st_metric_sample ms[60];
     uint32_t nm = 0;
+    int generic = metrics == 2; /* 2: the audit's generic names; 3: other spellings */
     for (int k = 0; metrics && k < 10; k++) {
-        ms[nm++] = (st_metric_sample){k, "kv_cache_usage", 0.1 * k};
-        if (metrics == 2) {
-            ms[nm++] = (st_metric_sample){k, "num_running", 3 * k};
-            ms[nm++] = (st_metric_sample){k, "vllm:num_requests_waiting", k > 5 ? k : 0};
-            ms[nm++] = (st_metric_sample){k, "num_preemptions_total", 1000 + k};
+        ms[nm++] = (st_metric_sample){k, generic || metrics == 1 ? "kv_usage" : "kv_cache_usage", 0.1 * k};
+        if (metrics >= 2) {
+            ms[nm++] = (st_metric_sample){k, generic ? "running" : "num_running", 3 * k};
+            ms[nm++] = (st_metric_sample){k, generic ? "waiting" : "vllm:num_requests_waiting", k > 5 ? k : 0};
+            ms[nm++] = (st_metric_sample){k, generic ? "preemptions" : "num_preemptions_total", 1000 + k};
+            ms[nm++] = (st_metric_sample){k, "prefix_hits", 5000 + k}; /* not drawn */
         }
     }
     assert_int_equal(st_store_run_put(s, &r, recs, 41, ms, nm), 0);
@@ -127,8 +130,8 @@ static st_store *make_store(int partial)
     put_run(s, "fp8-kv", 0, 8, "pass", 7.9, 0);
     put_run(s, "fp8-kv", 1, 12, "pass", 11.8, 0);
     put_run(s, "fp8-kv", 2, 16, "fail", 13, 0);
-    put_run(s, "fp8-all", 0, 8, "pass", 7.95, 2);
-    put_run(s, "fp8-all", 1, 12, "fail", 10, 2);
+    put_run(s, "fp8-all", 0, 8, "pass", 7.95, 3);
+    put_run(s, "fp8-all", 1, 12, "fail", 10, 3);
     if (partial)
         assert_int_equal(st_store_audit_finish(s, 1, "interrupted by SIGINT"), 0);
     else
@@ -204,6 +207,7 @@ static void audit_report_content(void **state)
     assert_int_equal(count(h, "<svg"), 6 + 7);
     assert_int_equal(count(h, "No metric samples for any run of this configuration."), 1);
     assert_non_null(strstr(h, "Not exposed by the engine: running, waiting, preemptions."));
+    assert_int_equal(count(h, "Not exposed by the engine"), 1); /* generic names and aliases read */
     /* preemptions is a counter (1000 + k): drawn as the increase since the run began, so the
      * right axis ends near the running count (27), not at 1000 */
     const char *tl = h + pos(h, "<section id=\"timelines\">");
