@@ -731,6 +731,8 @@ static void run_chart(H *h, const st_html_config *c, const st_html_run *run)
                                    .secondary = 1, .dashed = 1, .width = 1.6};
     else
         missing[nm++] = "preemptions";
+    for (uint32_t i = 0; i < ns && n < 4; i++)
+        se[i].markers = 1; /* a few scrapes only: show the points themselves */
     st_svg_ref ref = {0.9, 0, "90 %", 9};
     st_svg_line_chart lc = {
         .title = title, .width = 400, .height = 250,
