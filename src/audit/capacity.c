@@ -64,11 +64,11 @@ void st_capacity_verdict(const st_audit_slo *slo, const st_rate_figures *f, st_v
         char m[8];
         upper(m, sizeof m, st_slo_metric_name(slo->terms[out->term].metric));
         if (f->stopped_early)
-            snprintf(out->why, sizeof out->why, "stopped early: p%g %s >= %.0f ms > %.0f ms (x%.2f) among the %u requests due",
+            snprintf(out->why, sizeof out->why, "stopped early: p%g %s >= %.4g ms > %.4g ms (x%.2f) among the %u requests due",
                      slo->terms[out->term].pct, m, f->value_ms[out->term], slo->terms[out->term].max_ms,
                      out->worst_ratio, f->due);
         else
-            snprintf(out->why, sizeof out->why, "p%g %s %.0f ms > %.0f ms (x%.2f)", slo->terms[out->term].pct, m,
+            snprintf(out->why, sizeof out->why, "p%g %s %.4g ms > %.4g ms (x%.2f)", slo->terms[out->term].pct, m,
                      f->value_ms[out->term], slo->terms[out->term].max_ms, out->worst_ratio);
     } else if (f->stopped_early) {
         snprintf(out->why, sizeof out->why, "stopped early: the SLO could no longer be met (%u of %u completed)",

@@ -117,7 +117,7 @@ static json_t *capacity_json(const st_rep_cfg *c)
     return o;
 }
 
-static json_t *run_json(const st_run_row *w)
+static json_t *run_json(const st_run_row *w, const st_rep_server *sv)
 {
     json_t *o = json_object();
     json_object_set_new(o, "run_id", json_integer(w->id));
@@ -146,6 +146,14 @@ static json_t *run_json(const st_run_row *w)
         json_array_append_new(t, num(w->term_ms[i]));
     json_object_set_new(o, "slo_terms_ms", t);
     json_object_set_new(o, "client_limited", json_boolean(w->client_limited));
+    json_t *srv = json_object();
+    json_object_set_new(srv, "samples", json_integer(sv->samples));
+    json_object_set_new(srv, "kv_usage_max", num(sv->kv_usage_max));
+    json_object_set_new(srv, "running_max", num(sv->running_max));
+    json_object_set_new(srv, "waiting_max", num(sv->waiting_max));
+    json_object_set_new(srv, "preemptions", num(sv->preemptions));
+    json_object_set_new(srv, "prefix_hit_rate", num(sv->prefix_hit_rate));
+    json_object_set_new(o, "server", srv);
     json_t *summary = w->summary_json ? json_loads(w->summary_json, 0, NULL) : NULL;
     json_object_set_new(o, "summary", summary ? summary : json_null());
     return o;
@@ -212,7 +220,7 @@ int st_report_json(const st_report *r, st_buf *out)
         }
         json_t *runs = json_array();
         for (int j = 0; j < c->n_runs; j++)
-            json_array_append_new(runs, run_json(&c->runs[j]));
+            json_array_append_new(runs, run_json(&c->runs[j], &c->server[j]));
         json_object_set_new(o, "runs", runs);
         json_array_append_new(cs, o);
     }

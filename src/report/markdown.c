@@ -291,7 +291,8 @@ static void evidence_section(const st_report *r, st_buf *b)
             st_buf_puts(b, ".\n\n");
         } else {
             st_buf_puts(b, "| Offered (req/s) | Verdict | Delivered req/s | Output tok/s | p95 TTFT (ms) | p95 TPOT "
-                           "(ms) | Completed | Why |\n|---:|---|---:|---:|---:|---:|---:|---|\n");
+                           "(ms) | Completed | Server: KV max / running max / waiting max / preemptions | Why |\n"
+                           "|---:|---|---:|---:|---:|---:|---:|---|---|\n");
             for (int j = 0; j < c->n_runs; j++) {
                 const st_run_row *w = &c->runs[j];
                 char ra[32], d[32], o[32], t1[32], t2[32];
@@ -303,6 +304,17 @@ static void evidence_section(const st_report *r, st_buf *b)
                 st_buf_printf(b, "| %s%s | %s%s | %s | %s | %s | %s | %u / %u | ", ra, w->grid ? "" : " (refine)",
                               w->verdict, w->stopped_early ? " (stopped early)" : "", d, o, t1, t2, w->completed,
                               w->planned);
+                const st_rep_server *sv = &c->server[j];
+                if (sv->samples) {
+                    char k1[32], k2[32], k3[32], k4[32];
+                    st_fmt_num(k1, sizeof k1, sv->kv_usage_max * 100);
+                    st_fmt_num(k2, sizeof k2, sv->running_max);
+                    st_fmt_num(k3, sizeof k3, sv->waiting_max);
+                    st_fmt_num(k4, sizeof k4, sv->preemptions);
+                    st_buf_printf(b, "%s %% / %s / %s / %s | ", k1, k2, k3, k4);
+                } else {
+                    st_buf_puts(b, "- | ");
+                }
                 st_md_text(b, w->why ? w->why : "");
                 if (w->client_limited)
                     st_buf_puts(b, "; the load generator lagged its schedule");

@@ -16,6 +16,49 @@ const char *st_rep_status_name(st_rep_status s)
     return "unknown";
 }
 
+static void server_figures(st_store *s, int64_t run_id, st_rep_server *out)
+{
+    out->samples = 0;
+    out->kv_usage_max = out->running_max = out->waiting_max = out->preemptions = out->prefix_hit_rate = NAN;
+    st_metric_sample *m;
+    uint32_t n;
+    if (st_store_samples_get(s, run_id, &m, &n))
+        return;
+    double p0 = NAN, p1 = NAN, h0 = NAN, h1 = NAN, q0 = NAN, q1 = NAN, last_t = -1;
+    for (uint32_t i = 0; i < n; i++) {
+        const char *k = m[i].name;
+        double v = m[i].value;
+        if (m[i].t != last_t) {
+            out->samples++;
+            last_t = m[i].t;
+        }
+        if (!strcmp(k, "kv_usage"))
+            out->kv_usage_max = isnan(out->kv_usage_max) || v > out->kv_usage_max ? v : out->kv_usage_max;
+        else if (!strcmp(k, "running"))
+            out->running_max = isnan(out->running_max) || v > out->running_max ? v : out->running_max;
+        else if (!strcmp(k, "waiting"))
+            out->waiting_max = isnan(out->waiting_max) || v > out->waiting_max ? v : out->waiting_max;
+        else if (!strcmp(k, "preemptions")) {
+            if (isnan(p0))
+                p0 = v;
+            p1 = v;
+        } else if (!strcmp(k, "prefix_hits")) {
+            if (isnan(h0))
+                h0 = v;
+            h1 = v;
+        } else if (!strcmp(k, "prefix_queries")) {
+            if (isnan(q0))
+                q0 = v;
+            q1 = v;
+        }
+    }
+    if (!isnan(p0))
+        out->preemptions = p1 - p0;
+    if (!isnan(q0) && q1 > q0)
+        out->prefix_hit_rate = (h1 - h0) / (q1 - q0);
+    st_store_samples_free(m, n);
+}
+
 static st_verdict verdict_of(const char *v)
 {
     if (v && !strcmp(v, "pass"))
@@ -31,8 +74,10 @@ void st_report_free(st_report *r)
 {
     if (!r)
         return;
-    for (int i = 0; i < r->n_cfg; i++)
+    for (int i = 0; i < r->n_cfg; i++) {
         free(r->cfg[i].rr);
+        free(r->cfg[i].server);
+    }
     free(r->cfg);
     free(r->order);
     st_run_rows_free(r->runs, r->n_runs);
@@ -105,7 +150,8 @@ int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
                 c->n_runs++;
             }
         c->rr = calloc((size_t)(c->n_runs ? c->n_runs : 1), sizeof *c->rr);
-        if (!c->rr) {
+        c->server = calloc((size_t)(c->n_runs ? c->n_runs : 1), sizeof *c->server);
+        if (!c->rr || !c->server) {
             free(pk);
             snprintf(err, errlen, "out of memory");
             st_report_free(out);
@@ -121,6 +167,7 @@ int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
                                          .sustained_rps = rw->sustained_rps,
                                          .requests = rw->sent,
                                          .grid = rw->grid };
+            server_figures(s, rw->id, &c->server[j]);
         }
         st_capacity_compute(c->rr, c->n_runs, 1, &c->grid);
         st_capacity_compute(c->rr, c->n_runs, 0, &c->refined);

@@ -10,6 +10,7 @@
 #ifndef ST_REPORT_H
 #define ST_REPORT_H
 #include <stddef.h>
+#include <stdint.h>
 
 #include "audit/capacity.h"
 #include "audit/cost.h"
@@ -25,6 +26,15 @@ typedef enum st_rep_status {
 } st_rep_status;
 const char *st_rep_status_name(st_rep_status s); /* "ok", "none_passed", "failed", "not_run" */
 
+/* What the engine's /metrics said during a run (NAN when it was not scraped). */
+typedef struct st_rep_server {
+    uint32_t samples;      /* scrapes that gave figures */
+    double kv_usage_max;   /* fraction 0..1 */
+    double running_max, waiting_max;
+    double preemptions;    /* counter increase over the run */
+    double prefix_hit_rate; /* prefix_hits / prefix_queries increase over the run */
+} st_rep_server;
+
 typedef struct st_rep_cfg {
     const char *name;
     const st_spec_config *spec; /* the configuration in the stored spec */
@@ -32,6 +42,7 @@ typedef struct st_rep_cfg {
     st_run_row *runs;           /* points into st_report.runs */
     int n_runs;
     st_rate_result *rr;         /* runs as the capacity module sees them */
+    st_rep_server *server;      /* per run, from the stored /metrics samples */
     st_capacity grid;           /* from the spec's rates only */
     st_capacity refined;        /* with the rates refine added */
     const st_capacity *cap;     /* the one priced: refined when refine ran, else grid */
