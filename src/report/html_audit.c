@@ -1,0 +1,616 @@
+#include "report/html_audit.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/version.h"
+#include "engine/metrics.h"
+#include "report/format.h"
+#include "report/html.h"
+
+#define HTML_MAX ((size_t)64 << 20)
+
+/* Every allocation of one rendering, freed together. */
+typedef struct arena {
+    void **p;
+    size_t n, cap;
+    int oom;
+} arena;
+
+static void *a_calloc(arena *a, size_t n, size_t sz)
+{
+    if (a->n == a->cap) {
+        size_t nc = a->cap ? a->cap * 2 : 64;
+        void **np = realloc(a->p, nc * sizeof *np);
+        if (!np) {
+            a->oom = 1;
+            return NULL;
+        }
+        a->p = np;
+        a->cap = nc;
+    }
+    void *m = calloc(n ? n : 1, sz ? sz : 1);
+    if (!m) {
+        a->oom = 1;
+        return NULL;
+    }
+    a->p[a->n++] = m;
+    return m;
+}
+
+/* A copy of the buffer's text (or "" when empty). */
+static const char *a_take(arena *a, const st_buf *b)
+{
+    char *s = a_calloc(a, b->len + 1, 1);
+    if (s && b->len)
+        memcpy(s, b->data, b->len);
+    return s ? s : "";
+}
+
+static void a_free(arena *a)
+{
+    for (size_t i = 0; i < a->n; i++)
+        free(a->p[i]);
+    free(a->p);
+    memset(a, 0, sizeof *a);
+}
+
+static void join_strv(st_buf *b, const st_strv *v)
+{
+    for (int i = 0; i < v->n; i++)
+        st_buf_printf(b, "%s%s", i ? " " : "", v->v[i]);
+}
+
+static void slo_text(st_buf *b, const st_audit_slo *slo)
+{
+    for (int i = 0; i < slo->n; i++) {
+        const st_slo_term *t = &slo->terms[i];
+        const char *m = st_slo_metric_name(t->metric);
+        st_buf_printf(b, "%sp%g ", i ? " and " : "", t->pct);
+        for (const char *c = m; *c; c++)
+            st_buf_printf(b, "%c", (*c >= 'a' && *c <= 'z') ? *c - 32 : *c);
+        st_buf_printf(b, " <= %g ms", t->max_ms);
+    }
+}
+
+/* "engine_version" from the first configuration's facts that has it (caller frees). */
+static char *engine_version(const st_report *r)
+{
+    for (int i = 0; i < r->n_rows; i++) {
+        if (!r->rows[i].facts)
+            continue;
+        json_t *j = json_loads(r->rows[i].facts, 0, NULL);
+        const char *v = j ? json_string_value(json_object_get(j, "engine_version")) : NULL;
+        char *out = v ? strdup(v) : NULL;
+        json_decref(j);
+        if (out)
+            return out;
+    }
+    return NULL;
+}
+
+static void setup_rows(arena *a, const st_report *r, const char *ev, st_html_kv *kv, uint32_t *n)
+{
+    const st_spec *s = &r->spec;
+    st_buf b;
+    st_buf_init(&b, 1 << 16);
+    char t[64];
+    uint32_t k = 0;
+#define ROW(label)                                                                                 \
+    do {                                                                                           \
+        kv[k].key = label;                                                                         \
+        kv[k++].value = a_take(a, &b);                                                             \
+        st_buf_reset(&b);                                                                          \
+    } while (0)
+    st_buf_puts(&b, st_engine_kind_name(s->engine.kind));
+    if (ev)
+        st_buf_printf(&b, " (version %s)", ev);
+    if (s->engine.kind == ST_ENGINE_ENDPOINT && s->engine.url)
+        st_buf_printf(&b, " at %s", s->engine.url);
+    ROW("Engine");
+    st_buf_puts(&b, s->engine.model ? s->engine.model : "-");
+    ROW("Model");
+    if (s->engine.flags.n)
+        join_strv(&b, &s->engine.flags);
+    else
+        st_buf_puts(&b, "(none)");
+    ROW("Baseline flags");
+    st_fmt_usd(t, sizeof t, s->hardware.price_per_gpu_hour);
+    st_buf_printf(&b, "%s, %d GPU%s per replica at %s per GPU-hour",
+                  s->hardware.gpu ? s->hardware.gpu : "GPU", s->hardware.gpus_per_replica,
+                  s->hardware.gpus_per_replica == 1 ? "" : "s", t);
+    ROW("Hardware");
+    if (s->workload.kind == ST_WL_SYNTHETIC)
+        st_buf_printf(&b,
+                      "synthetic prompts: %u input and %u output tokens on average (spread "
+                      "+-%.0f %%), a shared prefix of %u tokens; %u requests per rate after %u "
+                      "warm-up requests; %s arrivals",
+                      s->workload.input_tokens, s->workload.output_tokens,
+                      s->workload.range_ratio * 100, s->workload.shared_prefix,
+                      s->workload.requests_per_rate, s->warmup_requests,
+                      s->workload.arrival ? s->workload.arrival : "poisson");
+    else
+        st_buf_printf(&b, "replayed trace %s, %u requests per rate after %u warm-up requests",
+                      s->workload.trace ? s->workload.trace : "-", s->workload.requests_per_rate,
+                      s->warmup_requests);
+    ROW("Workload");
+    for (int i = 0; i < s->n_rates; i++) {
+        st_fmt_rate(t, sizeof t, s->rates[i]);
+        st_buf_printf(&b, "%s%s", i ? ", " : "", t);
+    }
+    st_buf_printf(&b, " req/s (%s)", r->refine ? "grid, then refine" : "grid");
+    ROW("Rates tried");
+    slo_text(&b, &s->slo);
+    ROW("SLO");
+    st_fmt_num(t, sizeof t, s->peak_rate);
+    st_buf_printf(&b, "%s requests/s", t);
+    ROW("Stated peak");
+    st_fmt_date(t, sizeof t, r->audit.started);
+    st_buf_printf(&b, "%s, servetune %s", t, r->audit.version ? r->audit.version : ST_VERSION);
+    ROW("Date");
+#undef ROW
+    st_buf_free(&b);
+    *n = k;
+}
+
+static int is_verdict(const st_run_row *w, const char *v)
+{
+    return w->verdict && !strcmp(w->verdict, v);
+}
+
+/* Per-request TTFT and TPOT (ms) of one run, warm-up excluded. */
+static void load_latencies(arena *a, st_store *s, const st_run_row *w, st_html_config *hc)
+{
+    st_record *recs = NULL;
+    uint32_t n = 0;
+    if (!s || st_store_records_get(s, w->id, &recs, &n) != 0 || !n) {
+        free(recs);
+        return;
+    }
+    double *tt = a_calloc(a, n, sizeof *tt), *tp = a_calloc(a, n, sizeof *tp);
+    uint32_t nt = 0, np = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (tt && tp && !recs[i].warmup && recs[i].status == ST_REQ_OK) {
+            double x = st_record_ttft(&recs[i]), y = st_record_tpot(&recs[i]);
+            if (isfinite(x))
+                tt[nt++] = x * 1000;
+            if (isfinite(y))
+                tp[np++] = y * 1000;
+        }
+        st_record_free(&recs[i]);
+    }
+    free(recs);
+    hc->dist_rate = w->rate;
+    hc->ttft_ms = tt;
+    hc->n_ttft = nt;
+    hc->tpot_ms = tp;
+    hc->n_tpot = np;
+}
+
+enum { M_KV, M_RUN, M_WAIT, M_PRE, M_NONE };
+
+static int metric_kind(const char *name)
+{
+    if (!name)
+        return M_NONE;
+    st_metric m; /* the generic names the audit stores (engine/metrics.h) */
+    if (st_metric_from_name(name, &m) == 0) {
+        switch (m) {
+        case ST_MET_KV_USAGE: return M_KV;
+        case ST_MET_RUNNING: return M_RUN;
+        case ST_MET_WAITING: return M_WAIT;
+        case ST_MET_PREEMPTIONS: return M_PRE;
+        default: return M_NONE;
+        }
+    }
+    /* other spellings (engine-native names, older stores) */
+    const char *c = strchr(name, ':');
+    if (c)
+        name = c + 1;
+    static const char *const kv[] = {"kv_cache_usage", "kv_cache_usage_perc", "gpu_cache_usage_perc",
+                                     "token_usage", "kv_cache_usage_ratio"};
+    static const char *const run[] = {"num_running", "running", "num_requests_running",
+                                      "num_running_reqs"};
+    static const char *const wait[] = {"num_waiting", "waiting", "num_requests_waiting",
+                                       "num_queue_reqs"};
+    static const char *const pre[] = {"num_preemptions", "preemptions", "num_preemptions_total",
+                                      "preemptions_total"};
+    for (size_t i = 0; i < sizeof kv / sizeof *kv; i++)
+        if (!strcmp(name, kv[i]))
+            return M_KV;
+    for (size_t i = 0; i < sizeof run / sizeof *run; i++)
+        if (!strcmp(name, run[i]))
+            return M_RUN;
+    for (size_t i = 0; i < sizeof wait / sizeof *wait; i++)
+        if (!strcmp(name, wait[i]))
+            return M_WAIT;
+    for (size_t i = 0; i < sizeof pre / sizeof *pre; i++)
+        if (!strcmp(name, pre[i]))
+            return M_PRE;
+    return M_NONE;
+}
+
+/* The run's metric samples as timeline points. */
+static void load_samples(arena *a, st_store *s, const st_run_row *w, st_html_run *run)
+{
+    st_metric_sample *m = NULL;
+    uint32_t n = 0;
+    if (!s || st_store_samples_get(s, w->id, &m, &n) != 0 || !n) {
+        if (m)
+            st_store_samples_free(m, n);
+        return;
+    }
+    st_html_sample *out = a_calloc(a, n, sizeof *out);
+    uint32_t k = 0;
+    double pre0 = NAN;
+    for (uint32_t i = 0; out && i < n; i++) {
+        int kind = metric_kind(m[i].name);
+        if (kind == M_NONE || !isfinite(m[i].t))
+            continue;
+        if (!k || fabs(out[k - 1].t_s - m[i].t) > 1e-9) {
+            out[k] = (st_html_sample){m[i].t, NAN, NAN, NAN, NAN};
+            k++;
+        }
+        st_html_sample *p = &out[k - 1];
+        switch (kind) {
+        case M_KV: p->kv_usage = m[i].value; break;
+        case M_RUN: p->running = m[i].value; break;
+        case M_WAIT: p->waiting = m[i].value; break;
+        default:
+            if (isnan(pre0) && isfinite(m[i].value))
+                pre0 = m[i].value;
+            p->preemptions = m[i].value - pre0;
+        }
+    }
+    st_store_samples_free(m, n);
+    run->samples = out;
+    run->n_samples = k;
+}
+
+static void changes_text(st_buf *b, const st_spec_config *c)
+{
+    const char *sep = "";
+    if (c->add_flags.n) {
+        join_strv(b, &c->add_flags);
+        sep = "; ";
+    }
+    for (int i = 0; i < c->remove_flags.n; i++) {
+        st_buf_printf(b, "%swithout %s", sep, c->remove_flags.v[i]);
+        sep = "; ";
+    }
+    if (c->model) {
+        st_buf_printf(b, "%smodel %s", sep, c->model);
+        sep = "; ";
+    }
+    for (int e = 0; e < c->env.n; e++) {
+        st_buf_printf(b, "%s%s=%s", sep, c->env.key[e], c->env.val[e]);
+        sep = "; ";
+    }
+}
+
+typedef struct notes {
+    st_html_note *v;
+    uint32_t n, cap;
+} notes;
+
+static void note(arena *a, notes *ns, st_html_sev sev, const char *cfg, st_buf *text)
+{
+    if (ns->n < ns->cap)
+        ns->v[ns->n++] = (st_html_note){sev, cfg, a_take(a, text), NULL};
+    st_buf_reset(text);
+}
+
+/* The notes the data calls for: the facts the markdown report states, one entry each. */
+static void build_notes(arena *a, const st_report *r, const char *ev, notes *ns)
+{
+    st_buf b;
+    st_buf_init(&b, 1 << 14);
+    char t[64];
+    for (int i = 0; i < r->n_cfg; i++) {
+        const st_rep_cfg *c = &r->cfg[i];
+        if (c->status == ST_REP_FAILED) {
+            int tail = c->row && c->row->log_tail && *c->row->log_tail;
+            st_buf_printf(&b, "did not start (%s).%s", c->note, tail ? " Last lines of its log:" : "");
+            note(a, ns, ST_HTML_ERROR, c->name, &b);
+            if (tail && ns->n)
+                ns->v[ns->n - 1].detail = c->row->log_tail;
+        }
+        if (c->status == ST_REP_NONE_PASSED) {
+            st_buf_printf(&b, "met the SLO at no tested rate (%s); test lower rates, or see what "
+                              "it changes.", c->note);
+            note(a, ns, ST_HTML_WARN, c->name, &b);
+        }
+        if (c->status == ST_REP_OK && c->note[0]) {
+            st_buf_printf(&b, "%s; its capacity comes from the rates measured before.", c->note);
+            note(a, ns, ST_HTML_WARN, c->name, &b);
+        }
+        if (c->cap->warmup_effect) {
+            st_buf_puts(&b, "the first measured rate failed while a higher one passed (a warm-up "
+                            "effect?); capacity is taken from the rates after it.");
+            note(a, ns, ST_HTML_WARN, c->name, &b);
+        } else if (c->cap->non_monotonic) {
+            st_buf_puts(&b, "verdicts are not monotonic across rates (a lower rate failed); rerun "
+                            "before concluding.");
+            note(a, ns, ST_HTML_WARN, c->name, &b);
+        }
+        if (c->status == ST_REP_OK && c->cap->highest_tested_passed) {
+            st_buf_puts(&b, "its highest tested rate passed, so its capacity may be higher than "
+                            "measured.");
+            note(a, ns, ST_HTML_INFO, c->name, &b);
+        }
+        if (c->status == ST_REP_NOT_RUN) {
+            st_buf_puts(&b, "not run (the audit ended before it).");
+            note(a, ns, ST_HTML_INFO, c->name, &b);
+        }
+        /* per-run facts, one note per kind with the rates it concerns */
+        for (int kind = 0; kind < 3; kind++) {
+            st_buf rates;
+            st_buf_init(&rates, 4096);
+            const char *why = NULL;
+            int n = 0;
+            for (int j = 0; j < c->n_runs; j++) {
+                const st_run_row *w = &c->runs[j];
+                int hit = kind == 0 ? w->client_limited
+                          : kind == 1 ? w->stopped_early
+                                      : is_verdict(w, "skipped");
+                if (!hit)
+                    continue;
+                st_fmt_rate(t, sizeof t, w->rate);
+                st_buf_printf(&rates, "%s%s", n++ ? ", " : "", t);
+                if (!why)
+                    why = w->why;
+            }
+            if (n) {
+                const char *tail = kind == 0 ? (n > 1 ? "those runs are" : "that run is")
+                                   : kind == 1 ? " (its remaining requests count as failed)"
+                                               : (why ? why : "a lower rate failed by a wide margin");
+                if (kind == 0)
+                    st_buf_printf(&b, "the load generator lagged its schedule at %s req/s; %s weak "
+                                      "evidence about the server.", rates.data, tail);
+                else if (kind == 1)
+                    st_buf_printf(&b, "stopped early at %s req/s once the SLO could no longer be "
+                                      "met%s.", rates.data, tail);
+                else
+                    st_buf_printf(&b, "skipped %s req/s: %s.", rates.data, tail);
+                note(a, ns, kind == 0 ? ST_HTML_WARN : ST_HTML_INFO, c->name, &b);
+            }
+            st_buf_free(&rates);
+        }
+        for (int j = 0; j < c->n_runs; j++) {
+            const st_run_row *w = &c->runs[j];
+            st_fmt_rate(t, sizeof t, w->rate);
+            if (is_verdict(w, "error")) {
+                st_buf_printf(&b, "at %s req/s the run broke: %s.", t, w->why ? w->why : "no reason given");
+                note(a, ns, ST_HTML_ERROR, c->name, &b);
+            } else if (w->failed && !w->stopped_early && !is_verdict(w, "skipped")) {
+                st_buf_printf(&b, "at %s req/s %u of %u requests failed.", t, w->failed, w->planned);
+                note(a, ns, ST_HTML_WARN, c->name, &b);
+            }
+        }
+    }
+    st_fmt_date(t, sizeof t, r->audit.started);
+    st_buf_printf(&b, "Run environment: %s, GPU %s (as stated in the spec)", t,
+                  r->spec.hardware.gpu ? r->spec.hardware.gpu : "-");
+    if (ev)
+        st_buf_printf(&b, ", engine version %s", ev);
+    st_buf_printf(&b, ", servetune %s.", r->audit.version ? r->audit.version : ST_VERSION);
+    note(a, ns, ST_HTML_INFO, NULL, &b);
+    st_buf_free(&b);
+}
+
+static const char *const method_text[] = {
+    ("Capacity at SLO is the delivered request throughput (completed requests / time from the "
+    "first send to the last completion, drain included) at the highest tested rate that passed. "
+    "A rate passes when every request completed and every SLO term held. The true capacity lies "
+    "between that rate and the next tested one (the bracket under each capacity)."),
+    ("TTFT runs from a request's scheduled send time (open loop: requests are sent on schedule "
+    "whatever the server does) to its first token; TPOT = (end - first token) / (output tokens - "
+    "1)."),
+    ("$ per 1M output tokens = price per GPU-hour x GPUs per replica / (output tok/s at capacity x "
+    "3600) x 1,000,000; replicas at peak = ceil(peak / capacity); monthly = replicas x GPUs x "
+    "price x 730 h. \"vs current\" is the relative change against the first configuration."),
+    ("The sustained figure comes from the steady-state window of the run at capacity (without the "
+    "ramp-up and the drain); a short finite run understates what a server sustains."),
+};
+
+int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *opts, st_buf *out,
+                   char *err, size_t errlen)
+{
+    arena a = {0};
+    st_buf tb;
+    st_buf_init(&tb, 1 << 16);
+    char *ev = engine_version(r);
+    st_html_report h;
+    memset(&h, 0, sizeof h);
+    uint32_t n = (uint32_t)(r->n_cfg > 0 ? r->n_cfg : 0);
+    st_html_config *cf = a_calloc(&a, n, sizeof *cf);
+    uint32_t *order = a_calloc(&a, n, sizeof *order);
+    st_html_kv *kv = a_calloc(&a, 12, sizeof *kv);
+    notes ns = {a_calloc(&a, 8 * n + 16 + (size_t)r->n_runs * 5, sizeof(st_html_note)), 0,
+                8 * n + 16 + (uint32_t)r->n_runs * 5};
+    const char **method = a_calloc(&a, 8, sizeof *method);
+    if (a.oom)
+        goto oom;
+
+    st_buf_printf(&tb, "Serving audit: %s on %s", r->spec.engine.model ? r->spec.engine.model : "?",
+                  r->spec.hardware.gpu ? r->spec.hardware.gpu : "?");
+    h.title = a_take(&a, &tb);
+    st_buf_reset(&tb);
+    char date[64];
+    st_fmt_date(date, sizeof date, r->audit.started);
+    st_buf_printf(&tb, "%s · spec %s · %d configuration%s", date,
+                  r->audit.spec_path ? r->audit.spec_path : "-", r->n_cfg, r->n_cfg == 1 ? "" : "s");
+    h.subtitle = a_take(&a, &tb);
+    st_buf_reset(&tb);
+    h.partial = r->audit.partial;
+    h.partial_reason = r->audit.note;
+    h.prediction = opts ? opts->prediction : 0;
+    st_report_headline(r, &tb);
+    h.headline = a_take(&a, &tb);
+    st_buf_reset(&tb);
+    setup_rows(&a, r, ev, kv, &h.n_setup);
+    h.setup = kv;
+    h.slo_ttft_ms = h.slo_tpot_ms = NAN;
+    for (int i = 0; i < r->spec.slo.n; i++) {
+        const st_slo_term *t = &r->spec.slo.terms[i];
+        if (t->pct == 95 && t->metric == ST_SLO_TTFT)
+            h.slo_ttft_ms = t->max_ms;
+        if (t->pct == 95 && t->metric == ST_SLO_TPOT)
+            h.slo_tpot_ms = t->max_ms;
+    }
+
+    for (uint32_t i = 0; i < n; i++) {
+        const st_rep_cfg *c = &r->cfg[i];
+        st_html_config *hc = &cf[i];
+        order[i] = r->order ? (uint32_t)r->order[i] : i;
+        hc->name = c->name;
+        hc->is_baseline = i == 0;
+        hc->recommended = (int)i == r->pick;
+        hc->status = c->status == ST_REP_OK            ? ST_HTML_CFG_OK
+                     : c->status == ST_REP_NONE_PASSED ? ST_HTML_CFG_NONE_PASSED
+                     : c->status == ST_REP_FAILED      ? ST_HTML_CFG_NOT_STARTED
+                                                       : ST_HTML_CFG_NOT_RUN;
+        hc->status_text = c->note[0] ? c->note : NULL;
+        if (hc->status == ST_HTML_CFG_NOT_RUN && hc->status_text &&
+            !strncmp(hc->status_text, "not run", 7)) { /* the table says "not run" already */
+            const char *p = hc->status_text + 7;
+            while (*p == ':' || *p == ' ')
+                p++;
+            hc->status_text = *p ? p : NULL;
+        }
+        hc->capacity_rps = hc->capacity_vs_base = hc->pass_rate = hc->fail_rate = NAN;
+        hc->grid_rps = hc->refined_rps = hc->sustained_rps = hc->out_tok_s = NAN;
+        hc->usd_per_mtok = hc->usd_vs_base = hc->p95_ttft_ms = hc->p95_tpot_ms = NAN;
+        hc->replicas = hc->monthly_usd = hc->dist_rate = NAN;
+        if (c->status == ST_REP_OK) {
+            hc->capacity_rps = c->cap->capacity_rps;
+            hc->capacity_vs_base = c->cap_vs_base;
+            hc->pass_rate = c->cap->pass_rate;
+            hc->fail_rate = c->cap->has_fail_above ? c->cap->fail_rate : NAN;
+            hc->capacity_may_be_higher = c->cap->highest_tested_passed;
+            if (r->refine && c->grid.has_pass && c->grid.capacity_rps != c->cap->capacity_rps)
+                hc->grid_rps = c->grid.capacity_rps;
+            hc->sustained_rps = c->cap->sustained_rps;
+            hc->out_tok_s = c->cap->output_tps;
+            hc->usd_per_mtok = c->cost.usd_per_1m;
+            hc->usd_vs_base = c->cost_vs_base;
+            hc->p95_ttft_ms = c->ttft_p95_ms;
+            hc->p95_tpot_ms = c->tpot_p95_ms;
+            if (r->spec.peak_rate > 0) {
+                hc->replicas = (double)c->cost.replicas;
+                hc->monthly_usd = c->cost.monthly_usd;
+            }
+        }
+        changes_text(&tb, c->spec);
+        hc->changes = a_take(&a, &tb);
+        st_buf_reset(&tb);
+        hc->reason = c->spec->reason;
+        hc->command = c->row ? c->row->argv : NULL;
+
+        /* rate points and runs: everything measured (skipped rates have no evidence) */
+        st_html_point *pts = a_calloc(&a, (size_t)c->n_runs, sizeof *pts);
+        st_html_run *runs = a_calloc(&a, (size_t)c->n_runs, sizeof *runs);
+        if (!pts || !runs)
+            goto oom;
+        const st_run_row *dist = NULL;
+        for (int j = 0; j < c->n_runs; j++) {
+            const st_run_row *w = &c->runs[j];
+            if (is_verdict(w, "skipped"))
+                continue;
+            int passed = is_verdict(w, "pass") ? 1 : is_verdict(w, "fail") ? 0 : -1;
+            pts[hc->n_points++] = (st_html_point){w->rate, w->ttft_p95_ms, w->tpot_p95_ms, passed};
+            st_html_run *hr = &runs[hc->n_runs++];
+            hr->rate = w->rate;
+            hr->passed = passed;
+            load_samples(&a, s, w, hr);
+            if (passed >= 0 && (!dist || w->rate < dist->rate))
+                dist = w; /* the lowest measured rate, when nothing passed */
+        }
+        hc->points = pts;
+        hc->runs = runs;
+        if (c->status == ST_REP_OK && c->cap->pass_index >= 0 && c->cap->pass_index < c->n_runs)
+            dist = &c->runs[c->cap->pass_index];
+        if (dist)
+            load_latencies(&a, s, dist, hc);
+        if (a.oom)
+            goto oom;
+    }
+    h.configs = cf;
+    h.n_configs = n;
+    h.order = r->order ? order : NULL;
+
+    build_notes(&a, r, ev, &ns);
+    h.notes = ns.v;
+    h.n_notes = ns.n;
+    uint32_t nm = 0;
+    for (size_t i = 0; i < sizeof method_text / sizeof *method_text; i++)
+        method[nm++] = method_text[i];
+    method[nm++] = r->spec.workload.kind == ST_WL_SYNTHETIC
+                       ? "Prompts are synthetic (token ids of the stated sizes, a shared prefix as "
+                         "stated), not the client's traffic."
+                       : "Prompts are the replayed trace, retimed to each rate.";
+    method[nm++] = "Out of scope: output quality (an fp8 or quantized checkpoint must be checked "
+                   "for quality separately), cold starts, autoscaling, and traffic shapes other "
+                   "than the one tested.";
+    if (r->spec.engine.kind == ST_ENGINE_EMULATOR)
+        method[nm++] = "Measured on servetune's emulator, a model of vLLM's scheduler and of the "
+                       "GPU, not on the GPU itself: these figures are predictions to be confirmed "
+                       "on hardware.";
+    h.method = method;
+    h.n_method = nm;
+    st_buf_printf(&tb, "servetune %s", r->audit.version ? r->audit.version : ST_VERSION);
+    h.generator = a_take(&a, &tb);
+    if (a.oom)
+        goto oom;
+
+    int rc = st_html_render(&h, out, err, errlen);
+    free(ev);
+    st_buf_free(&tb);
+    a_free(&a);
+    return rc;
+oom:
+    free(ev);
+    st_buf_free(&tb);
+    a_free(&a);
+    snprintf(err, errlen, "out of memory building the HTML report");
+    return -1;
+}
+
+int st_report_html_write(st_store *s, const char *dir, const st_html_audit_opts *opts, char *err,
+                         size_t errlen)
+{
+    st_report r;
+    if (st_report_load(s, &r, err, errlen))
+        return -1;
+    st_buf b;
+    st_buf_init(&b, HTML_MAX);
+    int rc = st_report_html(&r, s, opts, &b, err, errlen);
+    st_report_free(&r);
+    if (rc) {
+        st_buf_free(&b);
+        return -1;
+    }
+    char path[4096], tmp[4200];
+    snprintf(path, sizeof path, "%s/report.html", dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
+        st_buf_free(&b);
+        return -1;
+    }
+    int bad = (b.len && fwrite(b.data, 1, b.len, f) != b.len);
+    bad |= fclose(f) != 0;
+    st_buf_free(&b);
+    if (bad || rename(tmp, path)) {
+        snprintf(err, errlen, "%s: write failed", path);
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
