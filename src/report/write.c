@@ -3,6 +3,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "report/html_audit.h"
 #include "report/report.h"
 
 #define REPORT_MAX (64u << 20)
@@ -44,6 +45,9 @@ int st_report_write_all(st_store *s, const char *dir, char *err, size_t errlen)
         rc = -1;
     st_buf_reset(&b);
     if (!rc && (st_report_csv(&r, &b) || write_file(dir, "results.csv", &b, err, errlen)))
+        rc = -1;
+    st_buf_reset(&b);
+    if (!rc && (st_report_html(&r, s, NULL, &b, err, errlen) || write_file(dir, "report.html", &b, err, errlen)))
         rc = -1;
     if (rc && !err[0])
         snprintf(err, errlen, "report too large");
