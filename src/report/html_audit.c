@@ -293,114 +293,18 @@ static void changes_text(st_buf *b, const st_spec_config *c)
     }
 }
 
-typedef struct notes {
-    st_html_note *v;
-    uint32_t n, cap;
-} notes;
-
-static void note(arena *a, notes *ns, st_html_sev sev, const char *cfg, st_buf *text)
+/* The notes: the one list the report model carries (audit/notes.h), as every report shows it. */
+static void map_notes(const st_report *r, st_html_note *v, uint32_t *n)
 {
-    if (ns->n < ns->cap)
-        ns->v[ns->n++] = (st_html_note){sev, cfg, a_take(a, text), NULL};
-    st_buf_reset(text);
-}
-
-/* The notes the data calls for: the facts the markdown report states, one entry each. */
-static void build_notes(arena *a, const st_report *r, const char *ev, notes *ns)
-{
-    st_buf b;
-    st_buf_init(&b, 1 << 14);
-    char t[64];
-    for (int i = 0; i < r->n_cfg; i++) {
-        const st_rep_cfg *c = &r->cfg[i];
-        if (c->status == ST_REP_FAILED) {
-            int tail = c->row && c->row->log_tail && *c->row->log_tail;
-            st_buf_printf(&b, "did not start (%s).%s", c->note, tail ? " Last lines of its log:" : "");
-            note(a, ns, ST_HTML_ERROR, c->name, &b);
-            if (tail && ns->n)
-                ns->v[ns->n - 1].detail = c->row->log_tail;
-        }
-        if (c->status == ST_REP_NONE_PASSED) {
-            st_buf_printf(&b, "met the SLO at no tested rate (%s); test lower rates, or see what "
-                              "it changes.", c->note);
-            note(a, ns, ST_HTML_WARN, c->name, &b);
-        }
-        if (c->status == ST_REP_OK && c->note[0]) {
-            st_buf_printf(&b, "%s; its capacity comes from the rates measured before.", c->note);
-            note(a, ns, ST_HTML_WARN, c->name, &b);
-        }
-        if (c->cap->warmup_effect) {
-            st_buf_puts(&b, "the first measured rate failed while a higher one passed (a warm-up "
-                            "effect?); capacity is taken from the rates after it.");
-            note(a, ns, ST_HTML_WARN, c->name, &b);
-        } else if (c->cap->non_monotonic) {
-            st_buf_puts(&b, "verdicts are not monotonic across rates (a lower rate failed); rerun "
-                            "before concluding.");
-            note(a, ns, ST_HTML_WARN, c->name, &b);
-        }
-        if (c->status == ST_REP_OK && c->cap->highest_tested_passed) {
-            st_buf_puts(&b, "its highest tested rate passed, so its capacity may be higher than "
-                            "measured.");
-            note(a, ns, ST_HTML_INFO, c->name, &b);
-        }
-        if (c->status == ST_REP_NOT_RUN) {
-            st_buf_puts(&b, "not run (the audit ended before it).");
-            note(a, ns, ST_HTML_INFO, c->name, &b);
-        }
-        /* per-run facts, one note per kind with the rates it concerns */
-        for (int kind = 0; kind < 3; kind++) {
-            st_buf rates;
-            st_buf_init(&rates, 4096);
-            const char *why = NULL;
-            int n = 0;
-            for (int j = 0; j < c->n_runs; j++) {
-                const st_run_row *w = &c->runs[j];
-                int hit = kind == 0 ? w->client_limited
-                          : kind == 1 ? w->stopped_early
-                                      : is_verdict(w, "skipped");
-                if (!hit)
-                    continue;
-                st_fmt_rate(t, sizeof t, w->rate);
-                st_buf_printf(&rates, "%s%s", n++ ? ", " : "", t);
-                if (!why)
-                    why = w->why;
-            }
-            if (n) {
-                const char *tail = kind == 0 ? (n > 1 ? "those runs are" : "that run is")
-                                   : kind == 1 ? " (its remaining requests count as failed)"
-                                               : (why ? why : "a lower rate failed by a wide margin");
-                if (kind == 0)
-                    st_buf_printf(&b, "the load generator lagged its schedule at %s req/s; %s weak "
-                                      "evidence about the server.", rates.data, tail);
-                else if (kind == 1)
-                    st_buf_printf(&b, "stopped early at %s req/s once the SLO could no longer be "
-                                      "met%s.", rates.data, tail);
-                else
-                    st_buf_printf(&b, "skipped %s req/s: %s.", rates.data, tail);
-                note(a, ns, kind == 0 ? ST_HTML_WARN : ST_HTML_INFO, c->name, &b);
-            }
-            st_buf_free(&rates);
-        }
-        for (int j = 0; j < c->n_runs; j++) {
-            const st_run_row *w = &c->runs[j];
-            st_fmt_rate(t, sizeof t, w->rate);
-            if (is_verdict(w, "error")) {
-                st_buf_printf(&b, "at %s req/s the run broke: %s.", t, w->why ? w->why : "no reason given");
-                note(a, ns, ST_HTML_ERROR, c->name, &b);
-            } else if (w->failed && !w->stopped_early && !is_verdict(w, "skipped")) {
-                st_buf_printf(&b, "at %s req/s %u of %u requests failed.", t, w->failed, w->planned);
-                note(a, ns, ST_HTML_WARN, c->name, &b);
-            }
-        }
+    uint32_t k = 0;
+    for (int i = 0; i < r->notes.n; i++) {
+        const st_note *nt = &r->notes.v[i];
+        v[k++] = (st_html_note){ nt->sev == ST_NOTE_PROBLEM ? ST_HTML_ERROR
+                                 : nt->sev == ST_NOTE_WARN  ? ST_HTML_WARN
+                                                            : ST_HTML_INFO,
+                                 nt->config, nt->text, nt->detail };
     }
-    st_fmt_date(t, sizeof t, r->audit.started);
-    st_buf_printf(&b, "Run environment: %s, GPU %s (as stated in the spec)", t,
-                  r->spec.hardware.gpu ? r->spec.hardware.gpu : "-");
-    if (ev)
-        st_buf_printf(&b, ", engine version %s", ev);
-    st_buf_printf(&b, ", servetune %s.", r->audit.version ? r->audit.version : ST_VERSION);
-    note(a, ns, ST_HTML_INFO, NULL, &b);
-    st_buf_free(&b);
+    *n = k;
 }
 
 static const char *const method_text[] = {
@@ -431,8 +335,7 @@ int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *op
     st_html_config *cf = a_calloc(&a, n, sizeof *cf);
     uint32_t *order = a_calloc(&a, n, sizeof *order);
     st_html_kv *kv = a_calloc(&a, 12, sizeof *kv);
-    notes ns = {a_calloc(&a, 8 * n + 16 + (size_t)r->n_runs * 5, sizeof(st_html_note)), 0,
-                8 * n + 16 + (uint32_t)r->n_runs * 5};
+    st_html_note *notes = a_calloc(&a, (size_t)(r->notes.n > 0 ? r->notes.n : 1), sizeof *notes);
     const char **method = a_calloc(&a, 8, sizeof *method);
     if (a.oom)
         goto oom;
@@ -544,9 +447,8 @@ int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *op
     h.n_configs = n;
     h.order = r->order ? order : NULL;
 
-    build_notes(&a, r, ev, &ns);
-    h.notes = ns.v;
-    h.n_notes = ns.n;
+    map_notes(r, notes, &h.n_notes);
+    h.notes = notes;
     uint32_t nm = 0;
     for (size_t i = 0; i < sizeof method_text / sizeof *method_text; i++)
         method[nm++] = method_text[i];

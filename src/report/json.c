@@ -159,6 +159,30 @@ static json_t *run_json(const st_run_row *w, const st_rep_server *sv)
     return o;
 }
 
+static json_t *notes_json(const st_notes *ns)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < ns->n; i++) {
+        const st_note *n = &ns->v[i];
+        json_t *o = json_object();
+        json_object_set_new(o, "severity", json_string(st_note_sev_name(n->sev)));
+        json_object_set_new(o, "kind", json_string(n->kind));
+        json_object_set_new(o, "config", str(n->config));
+        json_t *ra = json_array();
+        for (int k = 0; k < n->n_rates; k++)
+            json_array_append_new(ra, rate(n->rates[k]));
+        json_object_set_new(o, "rates", ra);
+        json_object_set_new(o, "text", json_string(n->text));
+        json_t *ev = json_object();
+        for (int k = 0; k < n->n_ev; k++)
+            json_object_set_new(ev, n->ev[k].key, rate(n->ev[k].value));
+        json_object_set_new(o, "evidence", ev);
+        json_object_set_new(o, "detail", str(n->detail));
+        json_array_append_new(a, o);
+    }
+    return a;
+}
+
 int st_report_json(const st_report *r, st_buf *out)
 {
     json_t *root = json_object();
@@ -229,6 +253,7 @@ int st_report_json(const st_report *r, st_buf *out)
     for (int i = 0; i < r->n_cfg; i++)
         json_array_append_new(ord, json_string(r->cfg[r->order[i]].name));
     json_object_set_new(root, "order", ord);
+    json_object_set_new(root, "notes", notes_json(&r->notes));
     char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
     json_decref(root);
     if (!text)

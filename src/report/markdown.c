@@ -358,7 +358,6 @@ static void evidence_section(const st_report *r, st_buf *b)
 static void notes_section(const st_report *r, st_buf *b)
 {
     const st_spec *s = &r->spec;
-    char t[64];
     st_buf_puts(b, "## Method and limits\n\n");
     st_buf_puts(b, "- **Capacity at SLO** is the delivered request throughput (completed requests / time from the "
                    "first send to the last completion, drain included) at the highest tested rate that passed. A rate "
@@ -384,90 +383,26 @@ static void notes_section(const st_report *r, st_buf *b)
     if (s->engine.kind == ST_ENGINE_EMULATOR)
         st_buf_puts(b, "- **Measured on servetune's emulator**, a model of vLLM's scheduler and of the GPU, not on "
                        "the GPU itself: these figures are predictions to be confirmed on hardware.\n");
-    for (int i = 0; i < r->n_cfg; i++) {
-        const st_rep_cfg *c = &r->cfg[i];
-        /* One line per kind of event, listing the rates concerned. */
-        static const char *what[3] = { "stopped early once the SLO could no longer be met (time saved)",
-                                       "the load generator lagged its schedule: weak evidence about the server",
-                                       NULL };
-        for (int kind = 0; kind < 3; kind++) {
-            char rates[512] = "";
-            size_t off = 0;
-            const char *why = NULL;
-            for (int j = 0; j < c->n_runs; j++) {
-                const st_run_row *w = &c->runs[j];
-                int hit = kind == 0 ? w->stopped_early : kind == 1 ? w->client_limited : !strcmp(w->verdict, "skipped");
-                if (!hit || off >= sizeof rates)
-                    continue;
-                st_fmt_rate(t, sizeof t, w->rate);
-                off += (size_t)snprintf(rates + off, sizeof rates - off, "%s%s", off ? ", " : "", t);
-                if (kind == 2 && !why)
-                    why = w->why;
-            }
-            if (!off)
-                continue;
-            st_buf_puts(b, "- ");
-            st_md_text(b, c->name);
-            st_buf_printf(b, " at %s req/s: ", rates);
-            if (kind == 2) {
-                st_buf_puts(b, "not run (");
-                st_md_text(b, why ? why : "a lower rate failed by a wide margin");
-                st_buf_puts(b, ").\n");
-            } else {
-                st_buf_printf(b, "%s.\n", what[kind]);
-            }
-        }
-        if (c->status == ST_REP_NONE_PASSED) {
-            st_buf_puts(b, "- ");
-            st_md_text(b, c->name);
-            st_buf_puts(b, " met the SLO at no tested rate (");
-            st_md_text(b, c->note);
-            st_buf_puts(b, "); test lower rates, or see what it changes.\n");
-        }
-        if (c->status == ST_REP_FAILED) {
-            st_buf_puts(b, "- ");
-            st_md_text(b, c->name);
-            st_buf_puts(b, " did not start (");
-            st_md_text(b, c->note);
-            st_buf_puts(b, "); its log tail is kept above.\n");
-        }
-        if (c->status == ST_REP_OK && c->note[0]) {
-            st_buf_puts(b, "- ");
-            st_md_text(b, c->name);
+    st_buf_puts(b, "\n### Notes\n\n");
+    if (!r->notes.n)
+        st_buf_puts(b, "The data called for no notes.\n");
+    /* the one list of notes (audit/notes.h), as every report renders it */
+    for (int i = 0; i < r->notes.n; i++) {
+        const st_note *n = &r->notes.v[i];
+        st_buf_puts(b, "- ");
+        if (n->config) {
+            st_buf_puts(b, "**");
+            st_md_text(b, n->config);
+            st_buf_puts(b, "**");
+            if (n->sev != ST_NOTE_INFO)
+                st_buf_puts(b, n->sev == ST_NOTE_PROBLEM ? " (problem)" : " (caution)");
             st_buf_puts(b, ": ");
-            st_md_text(b, c->note);
-            st_buf_puts(b, "; its capacity comes from the rates measured before.\n");
+        } else if (n->sev != ST_NOTE_INFO) {
+            st_buf_puts(b, n->sev == ST_NOTE_PROBLEM ? "(problem) " : "(caution) ");
         }
-        if (c->cap->warmup_effect) {
-            st_buf_puts(b, "- ");
-            st_md_text(b, c->name);
-            st_buf_puts(b, ": the first measured rate failed while a higher one passed (a warm-up effect?); capacity "
-                           "is taken from the rates after it.\n");
-        } else if (c->cap->non_monotonic) {
-            st_buf_puts(b, "- ");
-            st_md_text(b, c->name);
-            st_buf_puts(b, ": verdicts are not monotonic across rates (a lower rate failed); rerun before "
-                           "concluding.\n");
-        }
-        if (c->status == ST_REP_OK && c->cap->highest_tested_passed) {
-            st_buf_puts(b, "- ");
-            st_md_text(b, c->name);
-            st_buf_puts(b, ": its highest tested rate passed, so its capacity may be higher than measured.\n");
-        }
-        if (c->status == ST_REP_NOT_RUN) {
-            st_buf_puts(b, "- ");
-            st_md_text(b, c->name);
-            st_buf_puts(b, ": not run (the audit was interrupted before it).\n");
-        }
+        st_md_text(b, n->text);
+        st_buf_puts(b, "\n");
     }
-    st_fmt_date(t, sizeof t, r->audit.started);
-    st_buf_printf(b, "- **Run environment**: %s, GPU %s (as stated in the spec)", t, s->hardware.gpu);
-    const char *ev = facts_engine_version(r);
-    if (ev) {
-        const char *e = strchr(ev, '"');
-        st_buf_printf(b, ", engine version %.*s", (int)(e ? e - ev : 0), ev);
-    }
-    st_buf_printf(b, ", servetune %s.\n", r->audit.version ? r->audit.version : ST_VERSION);
 }
 
 int st_report_markdown(const st_report *r, st_buf *b)

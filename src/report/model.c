@@ -16,14 +16,10 @@ const char *st_rep_status_name(st_rep_status s)
     return "unknown";
 }
 
-static void server_figures(st_store *s, int64_t run_id, st_rep_server *out)
+static void server_figures(const st_metric_sample *m, uint32_t n, st_rep_server *out)
 {
     out->samples = 0;
     out->kv_usage_max = out->running_max = out->waiting_max = out->preemptions = out->prefix_hit_rate = NAN;
-    st_metric_sample *m;
-    uint32_t n;
-    if (st_store_samples_get(s, run_id, &m, &n))
-        return;
     double p0 = NAN, p1 = NAN, h0 = NAN, h1 = NAN, q0 = NAN, q1 = NAN, last_t = -1;
     for (uint32_t i = 0; i < n; i++) {
         const char *k = m[i].name;
@@ -56,7 +52,30 @@ static void server_figures(st_store *s, int64_t run_id, st_rep_server *out)
         out->preemptions = p1 - p0;
     if (!isnan(q0) && q1 > q0)
         out->prefix_hit_rate = (h1 - h0) / (q1 - q0);
-    st_store_samples_free(m, n);
+}
+
+/* One run's server figures and notes digest, from its stored samples and records. */
+static void run_figures(st_store *s, int64_t run_id, st_rep_server *sv, st_notes_run *dg)
+{
+    st_metric_sample *m = NULL;
+    uint32_t nm = 0;
+    if (st_store_samples_get(s, run_id, &m, &nm)) {
+        m = NULL;
+        nm = 0;
+    }
+    st_record *recs = NULL;
+    uint32_t nr = 0;
+    if (st_store_records_get(s, run_id, &recs, &nr)) {
+        recs = NULL;
+        nr = 0;
+    }
+    server_figures(m, nm, sv);
+    st_notes_run_digest(recs, nr, m, nm, dg);
+    if (m)
+        st_store_samples_free(m, nm);
+    for (uint32_t i = 0; i < nr; i++)
+        st_record_free(&recs[i]);
+    free(recs);
 }
 
 static st_verdict verdict_of(const char *v)
@@ -77,7 +96,9 @@ void st_report_free(st_report *r)
     for (int i = 0; i < r->n_cfg; i++) {
         free(r->cfg[i].rr);
         free(r->cfg[i].server);
+        free(r->cfg[i].digest);
     }
+    st_notes_free(&r->notes);
     free(r->cfg);
     free(r->order);
     st_run_rows_free(r->runs, r->n_runs);
@@ -151,7 +172,8 @@ int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
             }
         c->rr = calloc((size_t)(c->n_runs ? c->n_runs : 1), sizeof *c->rr);
         c->server = calloc((size_t)(c->n_runs ? c->n_runs : 1), sizeof *c->server);
-        if (!c->rr || !c->server) {
+        c->digest = calloc((size_t)(c->n_runs ? c->n_runs : 1), sizeof *c->digest);
+        if (!c->rr || !c->server || !c->digest) {
             free(pk);
             snprintf(err, errlen, "out of memory");
             st_report_free(out);
@@ -167,7 +189,7 @@ int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
                                          .sustained_rps = rw->sustained_rps,
                                          .requests = rw->sent,
                                          .grid = rw->grid };
-            server_figures(s, rw->id, &c->server[j]);
+            run_figures(s, rw->id, &c->server[j], &c->digest[j]);
         }
         st_capacity_compute(c->rr, c->n_runs, 1, &c->grid);
         st_capacity_compute(c->rr, c->n_runs, 0, &c->refined);
@@ -227,5 +249,10 @@ int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
             out->order[j] = out->order[j - 1];
             out->order[j - 1] = t;
         }
+    if (st_notes_build(out, &out->notes)) {
+        snprintf(err, errlen, "out of memory building the notes");
+        st_report_free(out);
+        return -1;
+    }
     return 0;
 }

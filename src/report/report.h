@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "audit/capacity.h"
+#include "audit/notes.h"
 #include "audit/cost.h"
 #include "audit/spec.h"
 #include "audit/store.h"
@@ -43,6 +44,8 @@ typedef struct st_rep_cfg {
     int n_runs;
     st_rate_result *rr;         /* runs as the capacity module sees them */
     st_rep_server *server;      /* per run, from the stored /metrics samples */
+    st_notes_run *digest;       /* per run, what the notes need from its records and samples
+                                   (NULL when not loaded) */
     st_capacity grid;           /* from the spec's rates only */
     st_capacity refined;        /* with the rates refine added */
     const st_capacity *cap;     /* the one priced: refined when refine ran, else grid */
@@ -65,6 +68,7 @@ typedef struct st_report {
     int *order;      /* cheapest first */
     int pick;        /* headline pick (index in cfg), -1 when nothing passed */
     int refine;      /* the spec asked for refine */
+    st_notes notes;  /* the notes and diagnosis every renderer shows (audit/notes.h) */
 } st_report;
 
 int st_report_load(st_store *s, st_report *out, char *err, size_t errlen);

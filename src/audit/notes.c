@@ -1,0 +1,1296 @@
+/* The notes and the metrics diagnosis (audit/notes.h); triggers and wording in docs/notes.md. */
+#include "audit/notes.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/version.h"
+#include "load/stats.h"
+#include "report/format.h"
+#include "report/report.h"
+
+const char *st_note_sev_name(st_note_sev s)
+{
+    switch (s) {
+    case ST_NOTE_INFO: return "info";
+    case ST_NOTE_WARN: return "warn";
+    case ST_NOTE_PROBLEM: return "problem";
+    }
+    return "info";
+}
+
+void st_notes_free(st_notes *ns)
+{
+    if (!ns)
+        return;
+    for (int i = 0; i < ns->n; i++) {
+        free(ns->v[i].config);
+        free(ns->v[i].text);
+        free(ns->v[i].detail);
+    }
+    free(ns->v);
+    memset(ns, 0, sizeof *ns);
+}
+
+/* ---- digest ------------------------------------------------------------------------------ */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y ? 1 : 0;
+}
+
+static double pct_of(double *v, uint32_t n, double p)
+{
+    if (!n)
+        return NAN;
+    qsort(v, n, sizeof *v, cmp_double);
+    return st_percentile_sorted(v, n, p);
+}
+
+/* One scrape: the samples that share a time. */
+typedef struct scrape {
+    double t;
+    double kv, running, waiting, pre, ph, pq;
+    double le[ST_PROM_BUCKETS_MAX], cum[ST_PROM_BUCKETS_MAX];
+    double h_count, h_sum;
+} scrape;
+
+static void scrape_reset(scrape *s, double t)
+{
+    s->t = t;
+    s->kv = s->running = s->waiting = s->pre = s->ph = s->pq = NAN;
+    s->h_count = s->h_sum = NAN;
+    for (int i = 0; i < ST_PROM_BUCKETS_MAX; i++)
+        s->le[i] = s->cum[i] = NAN;
+}
+
+/* "ttft_le_07" -> 7; -1 when not of that form. */
+static int bucket_index(const char *name, const char *prefix)
+{
+    size_t l = strlen(prefix);
+    if (strncmp(name, prefix, l) != 0)
+        return -1;
+    const char *p = name + l;
+    if (p[0] < '0' || p[0] > '9' || p[1] < '0' || p[1] > '9' || p[2])
+        return -1;
+    int i = (p[0] - '0') * 10 + (p[1] - '0');
+    return i < ST_PROM_BUCKETS_MAX - 1 ? i : -1; /* one slot kept for +Inf */
+}
+
+static void scrape_add(scrape *s, const char *name, double v)
+{
+    int k;
+    if (!name)
+        return;
+    if (!strcmp(name, "kv_usage"))
+        s->kv = v;
+    else if (!strcmp(name, "running"))
+        s->running = v;
+    else if (!strcmp(name, "waiting"))
+        s->waiting = v;
+    else if (!strcmp(name, "preemptions"))
+        s->pre = v;
+    else if (!strcmp(name, "prefix_hits"))
+        s->ph = v;
+    else if (!strcmp(name, "prefix_queries"))
+        s->pq = v;
+    else if (!strcmp(name, "ttft_count"))
+        s->h_count = v;
+    else if (!strcmp(name, "ttft_sum"))
+        s->h_sum = v;
+    else if ((k = bucket_index(name, "ttft_le_")) >= 0)
+        s->le[k] = v;
+    else if ((k = bucket_index(name, "ttft_cum_")) >= 0)
+        s->cum[k] = v;
+}
+
+/* The scrape's histogram: finite buckets 0..k-1 (each with bound and count), then +Inf. */
+static int scrape_hist(const scrape *s, st_prom_hist *h)
+{
+    if (!isfinite(s->h_count))
+        return 0;
+    memset(h, 0, sizeof *h);
+    uint32_t k = 0;
+    while (k < ST_PROM_BUCKETS_MAX - 1 && isfinite(s->le[k]) && isfinite(s->cum[k])) {
+        if (k && s->le[k] <= s->le[k - 1])
+            return 0;
+        h->le[k] = s->le[k];
+        h->count[k] = s->cum[k];
+        k++;
+    }
+    if (!k)
+        return 0;
+    h->le[k] = INFINITY;
+    h->count[k] = s->h_count;
+    h->n = k + 1;
+    h->total = s->h_count;
+    h->sum = isfinite(s->h_sum) ? s->h_sum : 0;
+    return 1;
+}
+
+typedef struct digest_acc {
+    st_notes_run *o;
+    double pre0, pre_last, ph0, ph1, pq0, pq1;
+    int have_h0;
+    st_prom_hist h0, h1;
+} digest_acc;
+
+static double maxn(double a, double b)
+{
+    return isnan(a) || b > a ? b : a;
+}
+
+static void scrape_finish(digest_acc *a, const scrape *s)
+{
+    st_notes_run *o = a->o;
+    o->scrapes++;
+    if (isfinite(s->kv)) {
+        o->kv_scrapes++;
+        o->kv_high += s->kv >= ST_NOTES_KV_HIGH;
+        o->kv_max = maxn(o->kv_max, s->kv);
+    }
+    if (isfinite(s->pre)) {
+        if (isnan(a->pre0))
+            a->pre0 = s->pre;
+        else if (s->pre > a->pre_last)
+            o->preempt_steps++;
+        a->pre_last = s->pre;
+    }
+    if (isfinite(s->running) && isfinite(s->waiting)) {
+        o->rw_scrapes++;
+        o->waiting_max = maxn(o->waiting_max, s->waiting);
+        if (s->waiting >= ST_NOTES_QUEUE) {
+            o->wait_scrapes++;
+            o->running_max_waiting = maxn(o->running_max_waiting, s->running);
+            if (isfinite(s->kv))
+                o->kv_max_waiting = maxn(o->kv_max_waiting, s->kv);
+        }
+    }
+    if (isfinite(s->ph) && isfinite(s->pq)) {
+        if (isnan(a->pq0)) {
+            a->ph0 = s->ph;
+            a->pq0 = s->pq;
+        }
+        a->ph1 = s->ph;
+        a->pq1 = s->pq;
+    }
+    st_prom_hist h;
+    if (scrape_hist(s, &h)) {
+        if (!a->have_h0) {
+            a->h0 = h;
+            a->have_h0 = 1;
+            o->hist_t0 = s->t;
+        }
+        a->h1 = h;
+        o->hist_t1 = s->t;
+    }
+}
+
+static void one_line(char *dst, size_t cap, const char *src)
+{
+    size_t k = 0;
+    for (; src && *src && k + 1 < cap; src++)
+        dst[k++] = (unsigned char)*src < 0x20 ? ' ' : *src;
+    dst[k] = '\0';
+    if (src && *src && cap > 4)
+        memcpy(dst + cap - 4, "...", 4);
+}
+
+void st_notes_run_digest(const st_record *recs, uint32_t n_recs, const st_metric_sample *samples,
+                         uint32_t n_samples, st_notes_run *out)
+{
+    memset(out, 0, sizeof *out);
+    out->lag_p99_ms = out->kv_max = out->preempt_delta = out->running_max_waiting = NAN;
+    out->kv_max_waiting = out->waiting_max = out->prefix_hits = out->prefix_queries = NAN;
+    out->hist_t0 = out->hist_t1 = out->engine_ttft_p50_ms = out->engine_ttft_p95_ms = NAN;
+    out->client_ttft_p50_ms = out->client_ttft_p95_ms = out->client_sched_ttft_p95_ms = out->cdf_gap = NAN;
+
+    /* samples */
+    if (samples && n_samples) {
+        out->has_samples = 1;
+        digest_acc a = { .o = out, .pre0 = NAN, .pre_last = NAN, .ph0 = NAN, .ph1 = NAN, .pq0 = NAN, .pq1 = NAN };
+        scrape *s = malloc(sizeof *s);
+        if (s) {
+            for (uint32_t i = 0; i < n_samples; i++) {
+                if (i == 0 || samples[i].t != s->t) {
+                    if (i)
+                        scrape_finish(&a, s);
+                    scrape_reset(s, samples[i].t);
+                }
+                scrape_add(s, samples[i].name, samples[i].value);
+            }
+            scrape_finish(&a, s);
+            free(s);
+        }
+        if (!isnan(a.pre0))
+            out->preempt_delta = a.pre_last - a.pre0;
+        if (!isnan(a.pq0)) {
+            out->prefix_hits = a.ph1 - a.ph0;
+            out->prefix_queries = a.pq1 - a.pq0;
+        }
+        if (a.have_h0 && out->hist_t1 > out->hist_t0 &&
+            st_prom_hist_delta(&a.h0, &a.h1, &out->ttft_delta) == 0 && out->ttft_delta.total > 0) {
+            out->has_ttft_hist = 1;
+            out->engine_ttft_p50_ms = st_prom_hist_quantile(&out->ttft_delta, 0.50) * 1000;
+            out->engine_ttft_p95_ms = st_prom_hist_quantile(&out->ttft_delta, 0.95) * 1000;
+        }
+    }
+
+    /* records */
+    if (!recs || !n_recs)
+        return;
+    out->has_records = 1;
+    double *lag = malloc(sizeof *lag * n_recs), *cs = malloc(sizeof *cs * n_recs),
+           *cq = malloc(sizeof *cq * n_recs);
+    uint32_t nl = 0, nc = 0;
+    for (uint32_t i = 0; i < n_recs; i++) {
+        const st_record *r = &recs[i];
+        if (r->warmup)
+            continue;
+        out->n_records++;
+        int st = (int)r->status >= 0 && r->status < ST_REQ__COUNT ? (int)r->status : (int)ST_REQ_MALFORMED;
+        if (!out->by_status[st]++) {
+            out->first_http[st] = r->http_status;
+            one_line(out->first_error[st], sizeof out->first_error[st], r->error);
+        }
+        if (r->status == ST_REQ_OK && r->output_requested > 0) {
+            out->tokens_checked++;
+            out->tokens_usage += r->usage_reported != 0;
+            if (r->output_tokens != r->output_requested) {
+                if (r->output_tokens < r->output_requested)
+                    out->tokens_short++;
+                else
+                    out->tokens_long++;
+                out->tokens_asked_mismatched += r->output_requested;
+                out->tokens_got_mismatched += r->output_tokens;
+            }
+        }
+        if (lag && r->sent >= 0 && r->scheduled >= 0)
+            lag[nl++] = (double)(r->sent - r->scheduled) / 1e6;
+        if (cs && cq && r->first_token >= 0 && r->sent >= 0 && r->scheduled >= 0) {
+            double tf = (double)r->first_token / 1e9;
+            if (out->has_ttft_hist && !(tf > out->hist_t0 && tf <= out->hist_t1))
+                continue;
+            cs[nc] = (double)(r->first_token - r->sent) / 1e6;
+            cq[nc++] = (double)(r->first_token - r->scheduled) / 1e6;
+        }
+    }
+    out->lag_p99_ms = lag ? pct_of(lag, nl, 99) : NAN;
+    if (cs && cq) {
+        out->client_n = nc;
+        out->client_sched_ttft_p95_ms = pct_of(cq, nc, 95);
+        out->client_ttft_p50_ms = pct_of(cs, nc, 50); /* sorts cs */
+        out->client_ttft_p95_ms = st_percentile_sorted(cs, nc, 95);
+        if (out->has_ttft_hist && nc) {
+            const st_prom_hist *h = &out->ttft_delta;
+            double gap = 0;
+            uint32_t j = 0;
+            for (uint32_t b = 0; b < h->n && isfinite(h->le[b]); b++) {
+                while (j < nc && cs[j] <= h->le[b] * 1000)
+                    j++;
+                double d = fabs((double)j / nc - h->count[b] / h->total);
+                gap = d > gap ? d : gap;
+            }
+            out->cdf_gap = gap;
+        }
+    }
+    free(lag);
+    free(cs);
+    free(cq);
+}
+
+/* ---- building notes ---------------------------------------------------------------------- */
+
+typedef struct ctx {
+    const st_report *r;
+    st_notes *out;
+    int oom;
+    st_buf b; /* the text being written */
+} ctx;
+
+static st_note *add(ctx *x, st_note_sev sev, const char *kind, const char *config)
+{
+    st_note *n = NULL;
+    if (x->b.len >= x->b.max)
+        x->oom = 1;
+    if (!x->oom && x->out->n == x->out->cap) {
+        int nc = x->out->cap ? x->out->cap * 2 : 16;
+        st_note *nv = realloc(x->out->v, sizeof *nv * (size_t)nc);
+        if (nv) {
+            x->out->v = nv;
+            x->out->cap = nc;
+        } else {
+            x->oom = 1;
+        }
+    }
+    if (!x->oom) {
+        n = &x->out->v[x->out->n];
+        memset(n, 0, sizeof *n);
+        n->sev = sev;
+        n->kind = kind;
+        n->config = config ? strdup(config) : NULL;
+        n->text = strdup(x->b.data ? x->b.data : "");
+        if ((config && !n->config) || !n->text) {
+            free(n->config);
+            free(n->text);
+            x->oom = 1;
+            n = NULL;
+        } else {
+            x->out->n++;
+        }
+    }
+    st_buf_reset(&x->b);
+    return n;
+}
+
+static void add_rate(st_note *n, double rate)
+{
+    if (!n || n->n_rates >= ST_NOTE_RATES_MAX)
+        return;
+    int i = n->n_rates;
+    while (i > 0 && n->rates[i - 1] > rate) {
+        n->rates[i] = n->rates[i - 1];
+        i--;
+    }
+    if (i > 0 && n->rates[i - 1] == rate) {
+        memmove(&n->rates[i], &n->rates[i + 1], sizeof *n->rates * (size_t)(n->n_rates - i));
+        return;
+    }
+    n->rates[i] = rate;
+    n->n_rates++;
+}
+
+static void add_ev(st_note *n, const char *key, double v)
+{
+    if (!n || n->n_ev >= ST_NOTE_EVIDENCE_MAX)
+        return;
+    snprintf(n->ev[n->n_ev].key, sizeof n->ev[n->n_ev].key, "%s", key);
+    n->ev[n->n_ev].value = v;
+    n->n_ev++;
+}
+
+/* "12, 16, 24" into b */
+static void rates_text(st_buf *b, const double *rates, int n)
+{
+    char t[32];
+    for (int i = 0; i < n; i++) {
+        st_fmt_rate(t, sizeof t, rates[i]);
+        st_buf_printf(b, "%s%s", i ? ", " : "", t);
+    }
+}
+
+static void num(st_buf *b, double v)
+{
+    char t[32];
+    st_fmt_num(t, sizeof t, v);
+    st_buf_puts(b, t);
+}
+
+static void pct(st_buf *b, double frac)
+{
+    char t[32];
+    st_fmt_pct(t, sizeof t, frac);
+    st_buf_puts(b, t);
+}
+
+static void rate_s(st_buf *b, double rate)
+{
+    char t[32];
+    st_fmt_rate(t, sizeof t, rate);
+    st_buf_puts(b, t);
+}
+
+static int verdict_is(const st_run_row *w, const char *v)
+{
+    return w->verdict && !strcmp(w->verdict, v);
+}
+
+static int measured(const st_run_row *w)
+{
+    return verdict_is(w, "pass") || verdict_is(w, "fail");
+}
+
+static const st_notes_run *digest_of(const st_rep_cfg *c, int j)
+{
+    return c->digest ? &c->digest[j] : NULL;
+}
+
+static void slo_term_name(st_buf *b, const st_slo_term *t)
+{
+    const char *m = st_slo_metric_name(t->metric);
+    st_buf_printf(b, "p%g ", t->pct);
+    for (; *m; m++)
+        st_buf_printf(b, "%c", *m >= 'a' && *m <= 'z' ? *m - 32 : *m);
+}
+
+/* ---- the value of a flag in a flag list ("--x v" or "--x=v"); NULL when absent ---------- */
+
+static const char *flag_value(const st_strv *f, const char *name, int *present)
+{
+    const char *val = NULL;
+    size_t l = strlen(name);
+    if (present)
+        *present = 0;
+    for (int i = 0; i < f->n; i++) {
+        const char *t = f->v[i];
+        if (!strncmp(t, name, l) && t[l] == '=') {
+            val = t + l + 1;
+            if (present)
+                *present = 1;
+        } else if (!strcmp(t, name)) {
+            if (present)
+                *present = 1;
+            val = i + 1 < f->n && f->v[i + 1][0] != '-' ? f->v[i + 1] : NULL;
+        }
+    }
+    return val;
+}
+
+static int is_vllm_like(const st_report *r)
+{
+    return r->spec.engine.kind == ST_ENGINE_VLLM || r->spec.engine.kind == ST_ENGINE_EMULATOR;
+}
+
+/* ---- status notes ------------------------------------------------------------------------ */
+
+static void status_notes(ctx *x, const st_rep_cfg *c)
+{
+    const st_report *r = x->r;
+    st_buf *b = &x->b;
+    if (c->status == ST_REP_FAILED) {
+        const char *cls = c->row && c->row->failure_class ? c->row->failure_class : "failed";
+        st_buf_printf(b, "did not start (%s", cls);
+        if (c->row && c->row->failure_detail && *c->row->failure_detail)
+            st_buf_printf(b, ": %s", c->row->failure_detail);
+        st_buf_puts(b, ").");
+        st_note *n = add(x, ST_NOTE_PROBLEM, "not_started", c->name);
+        if (n && c->row && c->row->log_tail && *c->row->log_tail) {
+            n->detail = strdup(c->row->log_tail);
+            if (!n->detail)
+                x->oom = 1;
+        }
+        if (n && c->row && isfinite(c->row->startup_s))
+            add_ev(n, "startup_s", c->row->startup_s);
+        return;
+    }
+    if (c->status == ST_REP_OK && c->row && c->row->status && !strcmp(c->row->status, "failed")) {
+        st_buf_printf(b, "the engine failed during the run (%s", c->row->failure_class ? c->row->failure_class : "?");
+        if (c->row->failure_detail && *c->row->failure_detail)
+            st_buf_printf(b, ": %s", c->row->failure_detail);
+        st_buf_puts(b, "); its capacity comes from the rates measured before.");
+        add(x, ST_NOTE_WARN, "engine_failed", c->name);
+    }
+    if (c->status == ST_REP_NOT_RUN) {
+        st_buf_puts(b, r->audit.partial ? "not run (the audit was interrupted before it)." : "not run.");
+        add(x, ST_NOTE_INFO, "not_run", c->name);
+        return;
+    }
+    if (c->status != ST_REP_NONE_PASSED)
+        return;
+    /* which SLO term failed at its lowest measured rate, and by how much */
+    const st_run_row *low = NULL;
+    for (int j = 0; j < c->n_runs; j++)
+        if (measured(&c->runs[j]) && (!low || c->runs[j].rate < low->rate))
+            low = &c->runs[j];
+    st_buf_puts(b, "met the SLO at no tested rate");
+    if (!low) {
+        st_buf_puts(b, " (no rate gave a verdict).");
+        add(x, ST_NOTE_WARN, "none_passed", c->name);
+        return;
+    }
+    st_buf_puts(b, "; at its lowest rate, ");
+    rate_s(b, low->rate);
+    st_buf_puts(b, " req/s,");
+    int order[ST_STORE_TERMS], nf = 0;
+    int nt = low->n_terms < r->spec.slo.n ? low->n_terms : r->spec.slo.n;
+    if (nt > ST_STORE_TERMS)
+        nt = ST_STORE_TERMS;
+    for (int t = 0; t < nt; t++) {
+        double ratio = low->term_ms[t] / r->spec.slo.terms[t].max_ms;
+        if (!(ratio > 1))
+            continue;
+        int k = nf++;
+        while (k > 0 && low->term_ms[order[k - 1]] / r->spec.slo.terms[order[k - 1]].max_ms < ratio) {
+            order[k] = order[k - 1];
+            k--;
+        }
+        order[k] = t;
+    }
+    for (int k = 0; k < nf; k++) {
+        const st_slo_term *t = &r->spec.slo.terms[order[k]];
+        st_buf_puts(b, k == 0 ? " " : k == nf - 1 ? " and " : ", ");
+        slo_term_name(b, t);
+        st_buf_puts(b, low->stopped_early ? " was at least " : " was ");
+        num(b, low->term_ms[order[k]]);
+        st_buf_puts(b, " ms vs ");
+        num(b, t->max_ms);
+        st_buf_printf(b, " ms (\xC3\x97%.1f)", low->term_ms[order[k]] / t->max_ms);
+    }
+    uint32_t failed = low->failed;
+    const st_notes_run *d = digest_of(c, (int)(low - c->runs));
+    if (d && d->has_records)
+        failed = d->n_records - d->by_status[ST_REQ_OK] - d->by_status[ST_REQ_ABORTED];
+    if (failed && !low->stopped_early)
+        st_buf_printf(b, "%s %u of %u requests failed", nf ? " and" : "", failed, low->planned);
+    else if (!nf)
+        st_buf_printf(b, " %s", low->why && *low->why ? low->why : "it failed");
+    st_buf_puts(b, ". Test lower rates, or see what it changes.");
+    st_note *n = add(x, ST_NOTE_WARN, "none_passed", c->name);
+    add_rate(n, low->rate);
+    for (int k = 0; k < nf && n; k++) {
+        const st_slo_term *t = &r->spec.slo.terms[order[k]];
+        char key[64];
+        snprintf(key, sizeof key, "%s_p%g_ms", st_slo_metric_name(t->metric), t->pct);
+        add_ev(n, key, low->term_ms[order[k]]);
+        snprintf(key, sizeof key, "%s_p%g_ratio", st_slo_metric_name(t->metric), t->pct);
+        add_ev(n, key, low->term_ms[order[k]] / t->max_ms);
+    }
+    if (n && failed)
+        add_ev(n, "failed_requests", failed);
+}
+
+/* ---- capacity shape: warm-up, non-monotonic, highest rate passed ------------------------- */
+
+static int in_cap(const st_report *r, const st_run_row *w)
+{
+    return r->refine || w->grid;
+}
+
+static void capacity_notes(ctx *x, const st_rep_cfg *c)
+{
+    const st_report *r = x->r;
+    st_buf *b = &x->b;
+    if (!c->cap->has_pass)
+        return;
+    int first = -1;
+    for (int j = 0; j < c->n_runs; j++)
+        if (in_cap(r, &c->runs[j]) && !verdict_is(&c->runs[j], "skipped")) {
+            first = j;
+            break;
+        }
+    if (c->cap->warmup_effect && first >= 0) {
+        const st_run_row *f = &c->runs[first];
+        double passed[ST_NOTE_RATES_MAX];
+        int np = 0;
+        for (int j = 0; j < c->n_runs && np < ST_NOTE_RATES_MAX; j++)
+            if (in_cap(r, &c->runs[j]) && verdict_is(&c->runs[j], "pass") && c->runs[j].rate > f->rate)
+                passed[np++] = c->runs[j].rate;
+        qsort(passed, (size_t)np, sizeof *passed, cmp_double);
+        st_buf_puts(b, "its first measured rate, ");
+        rate_s(b, f->rate);
+        st_buf_puts(b, " req/s, failed");
+        if (f->why && *f->why)
+            st_buf_printf(b, " (%s)", f->why);
+        st_buf_puts(b, " while higher rates passed (");
+        rates_text(b, passed, np);
+        st_buf_puts(b, " req/s): a warm-up effect (e.g. compilation or cache warm-up at startup). Capacity is taken "
+                       "from the rates after it; rerun that rate to confirm.");
+        st_note *n = add(x, ST_NOTE_WARN, "warmup_effect", c->name);
+        add_rate(n, f->rate);
+        for (int k = 0; k < np; k++)
+            add_rate(n, passed[k]);
+        add_ev(n, "first_rate", f->rate);
+        add_ev(n, "first_worst_ratio", f->worst_ratio);
+        add_ev(n, "pass_rate", c->cap->pass_rate);
+    }
+    /* failures below the passing rate other than the warm-up one */
+    double low[ST_NOTE_RATES_MAX];
+    int nl = 0;
+    for (int j = 0; j < c->n_runs && nl < ST_NOTE_RATES_MAX; j++) {
+        const st_run_row *w = &c->runs[j];
+        if (!in_cap(r, w) || !verdict_is(w, "fail") || !(w->rate < c->cap->pass_rate))
+            continue;
+        if (c->cap->warmup_effect && j == first)
+            continue;
+        low[nl++] = w->rate;
+    }
+    if (nl) {
+        qsort(low, (size_t)nl, sizeof *low, cmp_double);
+        st_buf_puts(b, "verdicts are not monotonic across rates: ");
+        rates_text(b, low, nl);
+        st_buf_printf(b, " req/s failed while %s ", nl > 1 ? "they are below" : "it is below");
+        rate_s(b, c->cap->pass_rate);
+        st_buf_puts(b, " req/s, which passed. Rerun before concluding.");
+        st_note *n = add(x, ST_NOTE_WARN, "non_monotonic", c->name);
+        for (int k = 0; k < nl; k++)
+            add_rate(n, low[k]);
+        add_rate(n, c->cap->pass_rate);
+        add_ev(n, "pass_rate", c->cap->pass_rate);
+    }
+    if (c->status == ST_REP_OK && c->cap->highest_tested_passed) {
+        st_buf_puts(b, "its highest tested rate, ");
+        rate_s(b, c->cap->pass_rate);
+        st_buf_puts(b, " req/s, passed, so its capacity may be higher than measured.");
+        st_note *n = add(x, ST_NOTE_INFO, "capacity_may_be_higher", c->name);
+        add_rate(n, c->cap->pass_rate);
+        add_ev(n, "capacity_rps", c->cap->capacity_rps);
+    }
+}
+
+/* ---- decode anomaly ---------------------------------------------------------------------- */
+
+#define DECODE_RATIO 2.0 /* far above: > 2x the others' median at comparable rates */
+#define DECODE_FLAT 1.5  /* flat: its highest p95 TPOT <= 1.5x the one at its lowest rate */
+#define COMPARABLE 1.5   /* rates within a factor 1.5 are comparable */
+
+/* The median of the other configurations' p95 TPOT at the rate nearest to `rate` (within
+ * COMPARABLE); NAN when none. */
+static double others_tpot(const st_report *r, int self, double rate, int *n_out)
+{
+    double v[256];
+    int n = 0;
+    for (int i = 0; i < r->n_cfg && n < 256; i++) {
+        const st_rep_cfg *o = &r->cfg[i];
+        if (i == self)
+            continue;
+        const st_run_row *best = NULL;
+        double bd = 0;
+        for (int j = 0; j < o->n_runs; j++) {
+            const st_run_row *w = &o->runs[j];
+            if (!measured(w) || !isfinite(w->rate) || !(w->rate > 0) || !isfinite(w->tpot_p95_ms))
+                continue;
+            double d = fabs(log(w->rate / rate));
+            if (!best || d < bd) {
+                best = w;
+                bd = d;
+            }
+        }
+        if (best && bd <= log(COMPARABLE))
+            v[n++] = best->tpot_p95_ms;
+    }
+    *n_out = n;
+    if (!n)
+        return NAN;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return st_percentile_sorted(v, (uint32_t)n, 50);
+}
+
+static void decode_anomaly(ctx *x, int self)
+{
+    const st_report *r = x->r;
+    const st_rep_cfg *c = &r->cfg[self];
+    if (c->status == ST_REP_FAILED || c->status == ST_REP_NOT_RUN)
+        return;
+    const st_run_row *low = NULL;
+    double hi = NAN, min_ratio = INFINITY;
+    int n_cmp = 0, n_meas = 0;
+    double rates[ST_NOTE_RATES_MAX];
+    for (int j = 0; j < c->n_runs; j++) {
+        const st_run_row *w = &c->runs[j];
+        if (!measured(w) || !isfinite(w->rate) || !(w->rate > 0) || !isfinite(w->tpot_p95_ms))
+            continue;
+        if (n_meas < ST_NOTE_RATES_MAX)
+            rates[n_meas] = w->rate;
+        n_meas++;
+        if (!low || w->rate < low->rate)
+            low = w;
+        hi = maxn(hi, w->tpot_p95_ms);
+        int no;
+        double m = others_tpot(r, self, w->rate, &no);
+        if (!no)
+            continue;
+        n_cmp++;
+        double ratio = w->tpot_p95_ms / m;
+        min_ratio = ratio < min_ratio ? ratio : min_ratio;
+    }
+    if (!low || !n_cmp)
+        return;
+    int no_low;
+    double m_low = others_tpot(r, self, low->rate, &no_low);
+    if (!no_low || !(low->tpot_p95_ms > DECODE_RATIO * m_low) || !(min_ratio > DECODE_RATIO))
+        return;
+    if (!(hi <= DECODE_FLAT * low->tpot_p95_ms))
+        return;
+    st_buf *b = &x->b;
+    st_buf_puts(b, "its p95 TPOT is flat and far above the other configurations' at every rate: ");
+    num(b, low->tpot_p95_ms);
+    st_buf_puts(b, " ms at ");
+    rate_s(b, low->rate);
+    st_buf_puts(b, " req/s against a median of ");
+    num(b, m_low);
+    st_buf_printf(b, " ms for the others (\xC3\x97%.1f), and at most ", low->tpot_p95_ms / m_low);
+    num(b, hi);
+    st_buf_puts(b, " ms at any rate. That points to a kernel or engine path problem rather than load: rerun before "
+                   "concluding.");
+    st_note *n = add(x, ST_NOTE_WARN, "decode_anomaly", c->name);
+    for (int k = 0; k < n_meas && k < ST_NOTE_RATES_MAX; k++)
+        add_rate(n, rates[k]);
+    add_ev(n, "tpot_p95_ms_lowest_rate", low->tpot_p95_ms);
+    add_ev(n, "others_median_tpot_p95_ms", m_low);
+    add_ev(n, "ratio", low->tpot_p95_ms / m_low);
+    add_ev(n, "min_ratio_any_rate", min_ratio);
+    add_ev(n, "tpot_p95_ms_max", hi);
+}
+
+/* ---- which single change carries a combined configuration's gain ------------------------- */
+
+#define ATOMS_MAX 64
+
+typedef struct atoms {
+    char *v[ATOMS_MAX];
+    int n, over;
+} atoms;
+
+static void atoms_free(atoms *a)
+{
+    for (int i = 0; i < a->n; i++)
+        free(a->v[i]);
+    a->n = 0;
+}
+
+static int atoms_has(const atoms *a, const char *s)
+{
+    for (int i = 0; i < a->n; i++)
+        if (!strcmp(a->v[i], s))
+            return 1;
+    return 0;
+}
+
+static void atoms_push(atoms *a, const char *kind, const char *s1, const char *s2)
+{
+    char t[1024];
+    snprintf(t, sizeof t, "%s:%s%s%s", kind, s1, s2 ? " " : "", s2 ? s2 : "");
+    if (atoms_has(a, t))
+        return;
+    if (a->n >= ATOMS_MAX) {
+        a->over = 1;
+        return;
+    }
+    a->v[a->n] = strdup(t);
+    if (a->v[a->n])
+        a->n++;
+    else
+        a->over = 1;
+}
+
+/* A configuration's changes as a set: each added flag with its value, each removed flag, the
+ * model, each environment variable. */
+static void atoms_of(const st_spec_config *c, atoms *a)
+{
+    memset(a, 0, sizeof *a);
+    const st_strv *f = &c->add_flags;
+    for (int i = 0; i < f->n; i++) {
+        const char *t = f->v[i];
+        if (t[0] == '-' && !strchr(t, '=') && i + 1 < f->n && f->v[i + 1][0] != '-') {
+            atoms_push(a, "add", t, f->v[i + 1]);
+            i++;
+        } else {
+            atoms_push(a, "add", t, NULL);
+        }
+    }
+    for (int i = 0; i < c->remove_flags.n; i++)
+        atoms_push(a, "remove", c->remove_flags.v[i], NULL);
+    if (c->model)
+        atoms_push(a, "model", c->model, NULL);
+    for (int i = 0; i < c->env.n; i++)
+        atoms_push(a, "env", c->env.key[i], c->env.val[i]);
+}
+
+static int atoms_subset(const atoms *a, const atoms *b) /* a within b */
+{
+    for (int i = 0; i < a->n; i++)
+        if (!atoms_has(b, a->v[i]))
+            return 0;
+    return 1;
+}
+
+static void combined_gain(ctx *x, int ci, atoms *all)
+{
+    const st_report *r = x->r;
+    const st_rep_cfg *c = &r->cfg[ci], *base = &r->cfg[0];
+    const atoms *A = &all[ci];
+    if (ci == 0 || A->n < 2 || A->over)
+        return;
+    int cand[256], nc = 0;
+    for (int k = 1; k < r->n_cfg && nc < 256; k++)
+        if (k != ci && all[k].n > 0 && !all[k].over && all[k].n < A->n && atoms_subset(&all[k], A))
+            cand[nc++] = k;
+    /* the single changes: candidates that contain no other candidate */
+    int comp[256], np = 0;
+    for (int a = 0; a < nc; a++) {
+        int minimal = 1;
+        for (int b2 = 0; b2 < nc && minimal; b2++)
+            if (b2 != a && all[cand[b2]].n < all[cand[a]].n && atoms_subset(&all[cand[b2]], &all[cand[a]]))
+                minimal = 0;
+        if (minimal)
+            comp[np++] = cand[a];
+    }
+    if (np < 2)
+        return;
+    for (int i = 0; i < A->n; i++) { /* their union must be the combined configuration */
+        int found = 0;
+        for (int k = 0; k < np && !found; k++)
+            found = atoms_has(&all[comp[k]], A->v[i]);
+        if (!found)
+            return;
+    }
+    if (c->status != ST_REP_OK || base->status != ST_REP_OK || !(base->cap->capacity_rps > 0))
+        return;
+    for (int k = 0; k < np; k++)
+        if (r->cfg[comp[k]].status != ST_REP_OK)
+            return;
+    /* gains as fractions of the baseline's capacity, largest single first */
+    double g[256];
+    for (int k = 0; k < np; k++)
+        g[k] = r->cfg[comp[k]].cap->capacity_rps / base->cap->capacity_rps - 1;
+    for (int a = 1; a < np; a++)
+        for (int k = a; k > 0 && g[k] > g[k - 1]; k--) {
+            double t = g[k];
+            g[k] = g[k - 1];
+            g[k - 1] = t;
+            int ti = comp[k];
+            comp[k] = comp[k - 1];
+            comp[k - 1] = ti;
+        }
+    double gc = c->cap->capacity_rps / base->cap->capacity_rps - 1, gt = g[0];
+    st_buf *b = &x->b;
+    const char *top = r->cfg[comp[0]].name;
+    const char *n_other = np == 2 ? "the other change" : np == 3 ? "the other two" : "the others";
+    if (gc > 0 && gt > gc) {
+        st_buf_printf(b, "%s alone gains more capacity (", top);
+        pct(b, gt);
+        st_buf_puts(b, ") than the combination (");
+        pct(b, gc);
+        st_buf_printf(b, "): %s (", n_other);
+        for (int k = 1; k < np; k++)
+            st_buf_printf(b, "%s%s", k > 1 ? ", " : "", r->cfg[comp[k]].name);
+        st_buf_printf(b, ") cost about %.0f %% of the baseline's capacity.", (gt - gc) * 100);
+    } else if (gc > 0 && gt >= 0.5 * gc) {
+        st_buf_puts(b, "most of its capacity gain over the baseline (");
+        pct(b, gc);
+        st_buf_printf(b, ") comes from %s alone (", top);
+        pct(b, gt);
+        st_buf_printf(b, "); %s (", n_other);
+        for (int k = 1; k < np; k++)
+            st_buf_printf(b, "%s%s", k > 1 ? ", " : "", r->cfg[comp[k]].name);
+        st_buf_printf(b, ") add about %.0f %% of the baseline's capacity.", (gc - gt) * 100);
+    } else {
+        st_buf_puts(b, gc > 0 ? "no single change carries most of its capacity gain over the baseline ("
+                              : "it gains no capacity over the baseline (");
+        pct(b, gc);
+        st_buf_puts(b, "); alone: ");
+        for (int k = 0; k < np; k++) {
+            st_buf_printf(b, "%s%s ", k ? ", " : "", r->cfg[comp[k]].name);
+            pct(b, g[k]);
+        }
+        st_buf_puts(b, ".");
+    }
+    st_note *n = add(x, ST_NOTE_INFO, "combined_gain", c->name);
+    add_rate(n, c->cap->pass_rate);
+    add_ev(n, "gain", gc);
+    for (int k = 0; k < np && n; k++) {
+        char key[64];
+        snprintf(key, sizeof key, "gain:%s", r->cfg[comp[k]].name);
+        add_ev(n, key, g[k]);
+    }
+}
+
+/* ---- per-run events ---------------------------------------------------------------------- */
+
+static void run_notes(ctx *x, const st_rep_cfg *c)
+{
+    st_buf *b = &x->b;
+    for (int j = 0; j < c->n_runs; j++) {
+        const st_run_row *w = &c->runs[j];
+        if (verdict_is(w, "error")) {
+            st_buf_puts(b, "at ");
+            rate_s(b, w->rate);
+            st_buf_printf(b, " req/s the run broke: %s.", w->why && *w->why ? w->why : "no reason given");
+            add_rate(add(x, ST_NOTE_PROBLEM, "run_error", c->name), w->rate);
+            continue;
+        }
+        if (verdict_is(w, "skipped"))
+            continue;
+        const st_notes_run *d = digest_of(c, j);
+        uint32_t bad = 0;
+        if (d && d->has_records) {
+            for (int s = 0; s < ST_REQ__COUNT; s++)
+                if (s != ST_REQ_OK && s != ST_REQ_ABORTED)
+                    bad += d->by_status[s];
+        } else if (!w->stopped_early) {
+            bad = w->failed;
+        }
+        if (!bad)
+            continue;
+        st_buf_puts(b, "at ");
+        rate_s(b, w->rate);
+        st_buf_printf(b, " req/s %u of %u requests failed", bad, w->planned);
+        if (d && d->has_records) {
+            st_buf_puts(b, ": ");
+            int k = 0;
+            for (int s = 0; s < ST_REQ__COUNT; s++) {
+                if (s == ST_REQ_OK || s == ST_REQ_ABORTED || !d->by_status[s])
+                    continue;
+                st_buf_printf(b, "%s%u %s", k++ ? "; " : "", d->by_status[s], st_req_status_name((st_req_status)s));
+                if (d->first_http[s] || d->first_error[s][0]) {
+                    st_buf_puts(b, " (");
+                    if (d->first_http[s])
+                        st_buf_printf(b, "HTTP %d%s", d->first_http[s], d->first_error[s][0] ? ": " : "");
+                    st_buf_printf(b, "%s)", d->first_error[s]);
+                }
+            }
+        }
+        st_buf_puts(b, ".");
+        st_note *n = add(x, ST_NOTE_WARN, "requests_failed", c->name);
+        add_rate(n, w->rate);
+        add_ev(n, "failed", bad);
+        add_ev(n, "planned", w->planned);
+        if (d && d->has_records)
+            for (int s = 0; s < ST_REQ__COUNT; s++)
+                if (s != ST_REQ_OK && s != ST_REQ_ABORTED && d->by_status[s])
+                    add_ev(n, st_req_status_name((st_req_status)s), d->by_status[s]);
+    }
+    /* one note per kind of event, listing the rates concerned */
+    for (int kind = 0; kind < 3; kind++) {
+        double rates[ST_NOTE_RATES_MAX], lag = NAN;
+        int nr = 0;
+        const char *why = NULL;
+        for (int j = 0; j < c->n_runs && nr < ST_NOTE_RATES_MAX; j++) {
+            const st_run_row *w = &c->runs[j];
+            int hit = kind == 0 ? w->client_limited : kind == 1 ? w->stopped_early : verdict_is(w, "skipped");
+            if (!hit)
+                continue;
+            rates[nr++] = w->rate;
+            if (!why)
+                why = w->why;
+            if (kind == 0)
+                lag = maxn(lag, w->lag_p99_ms);
+        }
+        if (!nr)
+            continue;
+        qsort(rates, (size_t)nr, sizeof *rates, cmp_double);
+        st_note *n;
+        if (kind == 0) {
+            st_buf_puts(b, "the load generator lagged its schedule at ");
+            rates_text(b, rates, nr);
+            st_buf_printf(b, " req/s (p99 send lag up to %.0f ms); %s weak evidence about the server.", lag,
+                          nr > 1 ? "those runs are" : "that run is");
+            n = add(x, ST_NOTE_WARN, "client_limited", c->name);
+            add_ev(n, "lag_p99_ms_max", lag);
+        } else if (kind == 1) {
+            st_buf_puts(b, "stopped early at ");
+            rates_text(b, rates, nr);
+            st_buf_puts(b, " req/s once the SLO could no longer be met (its remaining requests count as failed).");
+            n = add(x, ST_NOTE_INFO, "stopped_early", c->name);
+        } else {
+            if (why && !strncmp(why, "skipped: ", 9))
+                why += 9;
+            st_buf_puts(b, "skipped ");
+            rates_text(b, rates, nr);
+            st_buf_printf(b, " req/s: %s.", why && *why ? why : "a lower rate failed by a wide margin");
+            n = add(x, ST_NOTE_INFO, "skipped", c->name);
+        }
+        for (int k = 0; k < nr; k++)
+            add_rate(n, rates[k]);
+    }
+}
+
+/* ---- diagnosis from the engine's metrics ------------------------------------------------- */
+
+typedef struct diag_rates {
+    double rates[ST_NOTE_RATES_MAX];
+    int n;
+    int first; /* run index of the lowest rate concerned (its figures go into the text) */
+} diag_rates;
+
+static void dr_add(diag_rates *d, const st_rep_cfg *c, int j)
+{
+    if (d->n >= ST_NOTE_RATES_MAX)
+        return;
+    if (!d->n || c->runs[j].rate < c->runs[d->first].rate)
+        d->first = j;
+    d->rates[d->n++] = c->runs[j].rate;
+}
+
+static void dr_text(st_buf *b, diag_rates *d)
+{
+    qsort(d->rates, (size_t)d->n, sizeof *d->rates, cmp_double);
+    rates_text(b, d->rates, d->n);
+}
+
+static uint32_t default_max_num_seqs(const st_report *r, const st_strv *flags)
+{
+    const char *gpu = flag_value(flags, "--gpu", NULL);
+    if (!gpu)
+        gpu = r->spec.hardware.gpu;
+    /* vLLM's default class: >= 70 GiB and not an A100 */
+    static const char *const large[] = { "H100", "H200", "H20", "B200", "B100", "GB200", "GH200", "MI300", "MI325", "MI355" };
+    for (size_t i = 0; gpu && i < sizeof large / sizeof *large; i++)
+        if (strstr(gpu, large[i]))
+            return 1024;
+    return 256;
+}
+
+static void diagnosis(ctx *x, const st_rep_cfg *c)
+{
+    const st_report *r = x->r;
+    if (!c->digest)
+        return;
+    st_buf *b = &x->b;
+    st_strv flags;
+    if (st_spec_config_flags(&r->spec, c->spec, &flags)) {
+        x->oom = 1;
+        return;
+    }
+    int vl = is_vllm_like(r);
+    diag_rates kv = { .n = 0 }, el = { .n = 0 }, pc = { .n = 0 }, tt = { .n = 0 }, tk = { .n = 0 };
+    /* prefix caching: expected hit rate of the synthetic workload */
+    int pc_off = 0;
+    for (int i = 0; i < flags.n; i++) { /* the last of the two wins */
+        if (!strcmp(flags.v[i], "--no-enable-prefix-caching"))
+            pc_off = 1;
+        else if (!strcmp(flags.v[i], "--enable-prefix-caching"))
+            pc_off = 0;
+    }
+    const char *bs = flag_value(&flags, "--block-size", NULL);
+    double block = bs ? atof(bs) : 16;
+    if (!(block >= 1))
+        block = 16;
+    const st_spec *s = &r->spec;
+    double expect = NAN;
+    int synth = s->workload.kind == ST_WL_SYNTHETIC && s->workload.input_tokens > 0;
+    if (synth && vl)
+        expect = pc_off ? 0 : floor(s->workload.shared_prefix / block) * block / s->workload.input_tokens;
+    const char *mns = flag_value(&flags, "--max-num-seqs", NULL);
+    double max_seqs = mns ? atof(mns) : default_max_num_seqs(r, &flags);
+    const char *kvd = flag_value(&flags, "--kv-cache-dtype", NULL);
+    int kv_fp8 = kvd && !strncmp(kvd, "fp8", 3);
+
+    for (int j = 0; j < c->n_runs; j++) {
+        const st_run_row *w = &c->runs[j];
+        const st_notes_run *d = &c->digest[j];
+        if (!measured(w))
+            continue;
+        /* KV cache the limit: high usage in at least half the scrapes (two at least), and
+         * preemptions rising */
+        if (d->kv_scrapes >= 2 && 2 * d->kv_high >= d->kv_scrapes && d->kv_high >= 2 && d->preempt_delta > 0)
+            dr_add(&kv, c, j);
+        /* requests wait while running stays well below max-num-seqs and the cache is not full */
+        else if (vl && d->rw_scrapes >= 2 && 2 * d->wait_scrapes >= d->rw_scrapes && d->wait_scrapes >= 2 &&
+                 d->running_max_waiting < 0.5 * max_seqs && !(d->kv_max_waiting >= ST_NOTES_KV_HIGH))
+            dr_add(&el, c, j);
+        if (isfinite(expect) && d->prefix_queries > 0 && isfinite(d->prefix_hits)) {
+            double got = d->prefix_hits / d->prefix_queries;
+            double tol = 0.25 * expect > 0.1 ? 0.25 * expect : 0.1;
+            if (fabs(got - expect) > tol && !(got > expect && d->preempt_delta > 0 && !pc_off))
+                dr_add(&pc, c, j);
+        }
+        if (d->has_ttft_hist && d->client_n >= 20 && d->ttft_delta.total >= 20 && d->cdf_gap > 0.25) {
+            double hi = d->client_ttft_p95_ms > d->engine_ttft_p95_ms ? d->client_ttft_p95_ms : d->engine_ttft_p95_ms;
+            double lo = d->client_ttft_p95_ms > d->engine_ttft_p95_ms ? d->engine_ttft_p95_ms : d->client_ttft_p95_ms;
+            if (hi > 1.25 * lo && hi - lo > 5)
+                dr_add(&tt, c, j);
+        }
+        if (d->tokens_checked && d->tokens_short + d->tokens_long)
+            dr_add(&tk, c, j);
+    }
+    if (kv.n) {
+        const st_notes_run *d = &c->digest[kv.first];
+        st_buf_puts(b, "at ");
+        dr_text(b, &kv);
+        st_buf_printf(b, " req/s the KV cache usage stayed at or above %.1f (in %u of %u scrapes at ", ST_NOTES_KV_HIGH,
+                      d->kv_high, d->kv_scrapes);
+        rate_s(b, c->runs[kv.first].rate);
+        st_buf_puts(b, " req/s, max ");
+        st_buf_printf(b, "%.2f", d->kv_max);
+        st_buf_printf(b, ") while preemptions climbed (+%.0f): the KV cache is the limit: ", d->preempt_delta);
+        if (!vl)
+            st_buf_puts(b, "reduce the context length or the number of concurrent sequences, or quantize the KV cache.");
+        else if (kv_fp8)
+            st_buf_puts(b, "reduce --max-model-len or --max-num-seqs (the KV cache is already fp8).");
+        else
+            st_buf_puts(b, "reduce --max-model-len or --max-num-seqs, or use an fp8 KV cache (--kv-cache-dtype fp8).");
+        st_note *n = add(x, ST_NOTE_WARN, "kv_cache_limit", c->name);
+        for (int k = 0; k < kv.n; k++)
+            add_rate(n, kv.rates[k]);
+        add_ev(n, "rate", c->runs[kv.first].rate);
+        add_ev(n, "kv_usage_max", d->kv_max);
+        add_ev(n, "kv_high_fraction", (double)d->kv_high / d->kv_scrapes);
+        add_ev(n, "preemptions", d->preempt_delta);
+    }
+    if (el.n) {
+        const st_notes_run *d = &c->digest[el.first];
+        const char *mbt = flag_value(&flags, "--max-num-batched-tokens", NULL);
+        st_buf_puts(b, "at ");
+        dr_text(b, &el);
+        st_buf_printf(b, " req/s requests waited (in %u of %u scrapes at ", d->wait_scrapes, d->rw_scrapes);
+        rate_s(b, c->runs[el.first].rate);
+        st_buf_printf(b, " req/s, up to %.0f waiting) while at most %.0f ran, well below --max-num-seqs %.0f%s",
+                      d->waiting_max, d->running_max_waiting, max_seqs, mns ? "" : " (the default)");
+        if (isfinite(d->kv_max_waiting))
+            st_buf_printf(b, ", with the KV cache at most %.2f full", d->kv_max_waiting);
+        st_buf_puts(b, ": the limit is elsewhere (the token budget per step");
+        if (mbt)
+            st_buf_printf(b, ", --max-num-batched-tokens %s", mbt);
+        st_buf_puts(b, ", or compute).");
+        st_note *n = add(x, ST_NOTE_INFO, "limit_elsewhere", c->name);
+        for (int k = 0; k < el.n; k++)
+            add_rate(n, el.rates[k]);
+        add_ev(n, "rate", c->runs[el.first].rate);
+        add_ev(n, "running_max_while_waiting", d->running_max_waiting);
+        add_ev(n, "waiting_max", d->waiting_max);
+        add_ev(n, "max_num_seqs", max_seqs);
+        add_ev(n, "kv_usage_max_while_waiting", d->kv_max_waiting);
+    }
+    if (pc.n) {
+        const st_notes_run *d = &c->digest[pc.first];
+        double got = d->prefix_hits / d->prefix_queries;
+        st_buf_puts(b, "at ");
+        dr_text(b, &pc);
+        st_buf_printf(b, " req/s the prefix-cache hit rate was %.2f (at ", got);
+        rate_s(b, c->runs[pc.first].rate);
+        st_buf_puts(b, " req/s)");
+        if (pc_off)
+            st_buf_puts(b, " with prefix caching off (--no-enable-prefix-caching), where it should be 0: the flag did "
+                           "not take effect.");
+        else {
+            st_buf_printf(b, " against about %.2f expected from the shared prefix (%u of %u input tokens): ", expect,
+                          s->workload.shared_prefix, s->workload.input_tokens);
+            st_buf_puts(b, got < expect ? "cached prefix blocks were evicted before reuse (KV cache pressure) or the "
+                                          "prompts do not share their first tokens."
+                                        : "the prompts share more than the stated prefix (check the workload).");
+        }
+        st_note *n = add(x, ST_NOTE_WARN, "prefix_cache_hit_rate", c->name);
+        for (int k = 0; k < pc.n; k++)
+            add_rate(n, pc.rates[k]);
+        add_ev(n, "rate", c->runs[pc.first].rate);
+        add_ev(n, "hit_rate", got);
+        add_ev(n, "expected", expect);
+        add_ev(n, "prefix_queries", d->prefix_queries);
+    }
+    if (tt.n) {
+        const st_notes_run *d = &c->digest[tt.first];
+        int client_higher = d->client_ttft_p95_ms > d->engine_ttft_p95_ms;
+        st_buf_puts(b, "at ");
+        dr_text(b, &tt);
+        st_buf_puts(b, " req/s the engine's own TTFT histogram disagrees with the client's measurement: at ");
+        rate_s(b, c->runs[tt.first].rate);
+        st_buf_puts(b, " req/s the engine puts p95 TTFT near ");
+        num(b, d->engine_ttft_p95_ms);
+        st_buf_puts(b, " ms, the client measured ");
+        num(b, d->client_ttft_p95_ms);
+        st_buf_puts(b, " ms from each request's send (");
+        num(b, d->client_sched_ttft_p95_ms);
+        st_buf_puts(b, " ms from its scheduled time). ");
+        if (client_higher)
+            st_buf_puts(b, "The client's is higher, beyond its own send lag: time goes between the client and the "
+                           "engine's scheduler (network, HTTP server, tokenization, a proxy).");
+        else
+            st_buf_puts(b, "The engine's is higher, which no client delay explains: its histogram counts other "
+                           "requests or its clock is off.");
+        st_note *n = add(x, ST_NOTE_WARN, "engine_ttft_disagrees", c->name);
+        for (int k = 0; k < tt.n; k++)
+            add_rate(n, tt.rates[k]);
+        add_ev(n, "rate", c->runs[tt.first].rate);
+        add_ev(n, "engine_ttft_p95_ms", d->engine_ttft_p95_ms);
+        add_ev(n, "client_ttft_p95_ms", d->client_ttft_p95_ms);
+        add_ev(n, "client_sched_ttft_p95_ms", d->client_sched_ttft_p95_ms);
+        add_ev(n, "cdf_gap", d->cdf_gap);
+        add_ev(n, "engine_count", d->ttft_delta.total);
+        add_ev(n, "client_count", d->client_n);
+    }
+    if (tk.n) {
+        const st_notes_run *d = &c->digest[tk.first];
+        uint32_t mis = d->tokens_short + d->tokens_long;
+        st_buf_puts(b, "at ");
+        dr_text(b, &tk);
+        st_buf_printf(b, " req/s the output token counts differ from what was requested: at ");
+        rate_s(b, c->runs[tk.first].rate);
+        st_buf_printf(b, " req/s %u of %u completed requests (%u fewer, %u more), %.0f tokens on average against "
+                         "%.0f asked (counts %s). TPOT and output throughput use the delivered counts.",
+                      mis, d->tokens_checked, d->tokens_short, d->tokens_long, d->tokens_got_mismatched / mis,
+                      d->tokens_asked_mismatched / mis,
+                      d->tokens_usage == d->tokens_checked ? "from the server's usage"
+                      : d->tokens_usage                    ? "partly from usage, partly counted"
+                                                           : "counted from the stream: no usage reported");
+        st_note *n = add(x, ST_NOTE_WARN, "token_count_mismatch", c->name);
+        for (int k = 0; k < tk.n; k++)
+            add_rate(n, tk.rates[k]);
+        add_ev(n, "rate", c->runs[tk.first].rate);
+        add_ev(n, "mismatched", mis);
+        add_ev(n, "checked", d->tokens_checked);
+        add_ev(n, "mean_delivered", d->tokens_got_mismatched / mis);
+        add_ev(n, "mean_requested", d->tokens_asked_mismatched / mis);
+    }
+    st_strv_free(&flags);
+}
+
+/* ---- run environment --------------------------------------------------------------------- */
+
+static char *fact(const st_report *r, const char *const *keys)
+{
+    for (int i = 0; i < r->n_rows; i++) {
+        if (!r->rows[i].facts)
+            continue;
+        json_t *j = json_loads(r->rows[i].facts, 0, NULL);
+        char *out = NULL;
+        for (const char *const *k = keys; j && *k && !out; k++) {
+            const char *v = json_string_value(json_object_get(j, *k));
+            if (v && *v)
+                out = strdup(v);
+        }
+        json_decref(j);
+        if (out)
+            return out;
+    }
+    return NULL;
+}
+
+static void environment(ctx *x)
+{
+    const st_report *r = x->r;
+    st_buf *b = &x->b;
+    static const char *const k_gpu[] = { "gpu", "gpu_name", NULL };
+    static const char *const k_drv[] = { "driver", "driver_version", "nvidia_driver", NULL };
+    static const char *const k_eng[] = { "engine_version", NULL };
+    char *gpu = fact(r, k_gpu), *drv = fact(r, k_drv), *eng = fact(r, k_eng);
+    char date[64];
+    st_fmt_date(date, sizeof date, r->audit.started);
+    st_buf_printf(b, "Run environment: %s; ", date);
+    if (gpu)
+        st_buf_printf(b, "GPU %s (reported by the engine)", gpu);
+    else
+        st_buf_printf(b, "GPU %s (as stated in the spec; the engine did not report one)",
+                      r->spec.hardware.gpu ? r->spec.hardware.gpu : "-");
+    st_buf_printf(b, "; driver %s", drv ? drv : "not reported");
+    st_buf_printf(b, "; %s engine version %s", st_engine_kind_name(r->spec.engine.kind), eng ? eng : "not reported");
+    st_buf_printf(b, "; servetune %s.", r->audit.version ? r->audit.version : ST_VERSION);
+    add(x, ST_NOTE_INFO, "environment", NULL);
+    free(gpu);
+    free(drv);
+    free(eng);
+}
+
+int st_notes_build(const st_report *r, st_notes *out)
+{
+    memset(out, 0, sizeof *out);
+    ctx x = { .r = r, .out = out };
+    st_buf_init(&x.b, 1 << 14);
+    atoms *all = calloc((size_t)(r->n_cfg > 0 ? r->n_cfg : 1), sizeof *all);
+    if (!all) {
+        st_buf_free(&x.b);
+        return -1;
+    }
+    for (int i = 0; i < r->n_cfg; i++)
+        atoms_of(r->cfg[i].spec, &all[i]);
+    for (int i = 0; i < r->n_cfg && !x.oom; i++) {
+        const st_rep_cfg *c = &r->cfg[i];
+        status_notes(&x, c);
+        decode_anomaly(&x, i);
+        capacity_notes(&x, c);
+        combined_gain(&x, i, all);
+        run_notes(&x, c);
+        diagnosis(&x, c);
+    }
+    if (!x.oom)
+        environment(&x);
+    for (int i = 0; i < r->n_cfg; i++)
+        atoms_free(&all[i]);
+    free(all);
+    st_buf_free(&x.b);
+    return x.oom ? -1 : 0;
+}
