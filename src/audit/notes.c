@@ -633,7 +633,7 @@ static void capacity_notes(ctx *x, const st_rep_cfg *c)
 
 /* ---- decode anomaly ---------------------------------------------------------------------- */
 
-#define DECODE_RATIO 2.0 /* far above: > 2x the others' median at comparable rates */
+#define DECODE_RATIO 2.0 /* far above: > 2x the others' median at its lowest rate */
 #define DECODE_FLAT 1.5  /* flat: its highest p95 TPOT <= 1.5x the one at its lowest rate */
 #define COMPARABLE 1.5   /* rates within a factor 1.5 are comparable */
 
@@ -701,7 +701,8 @@ static void decode_anomaly(ctx *x, int self)
         return;
     int no_low;
     double m_low = others_tpot(r, self, low->rate, &no_low);
-    if (!no_low || !(low->tpot_p95_ms > DECODE_RATIO * m_low) || !(min_ratio > DECODE_RATIO))
+    /* far above at its lowest rate, still above at every comparable rate, and flat */
+    if (!no_low || !(low->tpot_p95_ms > DECODE_RATIO * m_low) || !(min_ratio > 1))
         return;
     if (!(hi <= DECODE_FLAT * low->tpot_p95_ms))
         return;
@@ -1148,8 +1149,11 @@ static void diagnosis(ctx *x, const st_rep_cfg *c)
             st_buf_puts(b, " with prefix caching off (--no-enable-prefix-caching), where it should be 0: the flag did "
                            "not take effect.");
         else {
-            st_buf_printf(b, " against about %.2f expected from the shared prefix (%u of %u input tokens): ", expect,
-                          s->workload.shared_prefix, s->workload.input_tokens);
+            st_buf_printf(b, " against about %.2f expected from the shared prefix (", expect);
+            num(b, s->workload.shared_prefix);
+            st_buf_puts(b, " of ");
+            num(b, s->workload.input_tokens);
+            st_buf_puts(b, " input tokens): ");
             st_buf_puts(b, got < expect ? "cached prefix blocks were evicted before reuse (KV cache pressure) or the "
                                           "prompts do not share their first tokens."
                                         : "the prompts share more than the stated prefix (check the workload).");
