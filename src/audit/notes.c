@@ -207,6 +207,7 @@ void st_notes_run_digest(const st_record *recs, uint32_t n_recs, const st_metric
     out->lag_p99_ms = out->kv_max = out->preempt_delta = out->running_max_waiting = NAN;
     out->kv_max_waiting = out->waiting_max = out->prefix_hits = out->prefix_queries = NAN;
     out->hist_t0 = out->hist_t1 = out->engine_ttft_p50_ms = out->engine_ttft_p95_ms = NAN;
+    out->engine_p95_lo_ms = out->engine_p95_hi_ms = NAN;
     out->client_ttft_p50_ms = out->client_ttft_p95_ms = out->client_sched_ttft_p95_ms = out->cdf_gap = NAN;
 
     /* samples */
@@ -237,6 +238,14 @@ void st_notes_run_digest(const st_record *recs, uint32_t n_recs, const st_metric
             out->has_ttft_hist = 1;
             out->engine_ttft_p50_ms = st_prom_hist_quantile(&out->ttft_delta, 0.50) * 1000;
             out->engine_ttft_p95_ms = st_prom_hist_quantile(&out->ttft_delta, 0.95) * 1000;
+            const st_prom_hist *h = &out->ttft_delta;
+            double rank = 0.95 * h->total;
+            for (uint32_t b = 0; b < h->n; b++)
+                if (h->count[b] >= rank) {
+                    out->engine_p95_lo_ms = b ? h->le[b - 1] * 1000 : 0;
+                    out->engine_p95_hi_ms = h->le[b] * 1000;
+                    break;
+                }
         }
     }
 
@@ -1056,6 +1065,9 @@ static void diagnosis(ctx *x, const st_rep_cfg *c)
     int synth = s->workload.kind == ST_WL_SYNTHETIC && s->workload.input_tokens > 0;
     if (synth && vl)
         expect = pc_off ? 0 : floor(s->workload.shared_prefix / block) * block / s->workload.input_tokens;
+    double ttft_margin = 0.1 * s->slo.terms[0].max_ms; /* terms[0] is p95 TTFT */
+    if (!(ttft_margin > 5))
+        ttft_margin = 5;
     const char *mns = flag_value(&flags, "--max-num-seqs", NULL);
     double max_seqs = mns ? atof(mns) : default_max_num_seqs(r, &flags);
     const char *kvd = flag_value(&flags, "--kv-cache-dtype", NULL);
@@ -1080,12 +1092,12 @@ static void diagnosis(ctx *x, const st_rep_cfg *c)
             if (fabs(got - expect) > tol && !(got > expect && d->preempt_delta > 0 && !pc_off))
                 dr_add(&pc, c, j);
         }
-        if (d->has_ttft_hist && d->client_n >= 20 && d->ttft_delta.total >= 20 && d->cdf_gap > 0.25) {
-            double hi = d->client_ttft_p95_ms > d->engine_ttft_p95_ms ? d->client_ttft_p95_ms : d->engine_ttft_p95_ms;
-            double lo = d->client_ttft_p95_ms > d->engine_ttft_p95_ms ? d->engine_ttft_p95_ms : d->client_ttft_p95_ms;
-            if (hi > 1.25 * lo && hi - lo > 5)
-                dr_add(&tt, c, j);
-        }
+        /* the client's p95 outside the engine's p95 bucket, by a margin that matters against the
+         * TTFT SLO (a tenth of it, 5 ms at least) */
+        if (d->has_ttft_hist && d->client_n >= 20 && d->ttft_delta.total >= 20 &&
+            (d->client_ttft_p95_ms > d->engine_p95_hi_ms || d->client_ttft_p95_ms < d->engine_p95_lo_ms) &&
+            fabs(d->client_ttft_p95_ms - d->engine_ttft_p95_ms) > ttft_margin)
+            dr_add(&tt, c, j);
         if (d->tokens_checked && d->tokens_short + d->tokens_long)
             dr_add(&tk, c, j);
     }
@@ -1193,6 +1205,8 @@ static void diagnosis(ctx *x, const st_rep_cfg *c)
         add_ev(n, "engine_ttft_p95_ms", d->engine_ttft_p95_ms);
         add_ev(n, "client_ttft_p95_ms", d->client_ttft_p95_ms);
         add_ev(n, "client_sched_ttft_p95_ms", d->client_sched_ttft_p95_ms);
+        add_ev(n, "engine_p95_bucket_lo_ms", d->engine_p95_lo_ms);
+        add_ev(n, "engine_p95_bucket_hi_ms", d->engine_p95_hi_ms);
         add_ev(n, "cdf_gap", d->cdf_gap);
         add_ev(n, "engine_count", d->ttft_delta.total);
         add_ev(n, "client_count", d->client_n);

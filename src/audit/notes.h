@@ -89,6 +89,7 @@ typedef struct st_notes_run {
     double hist_t0, hist_t1;         /* seconds from the run's start */
     st_prom_hist ttft_delta;         /* per-run histogram (seconds) */
     double engine_ttft_p50_ms, engine_ttft_p95_ms;
+    double engine_p95_lo_ms, engine_p95_hi_ms; /* the bucket holding the engine's p95 */
     uint32_t client_n;               /* requests whose first token fell in (hist_t0, hist_t1] */
     double client_ttft_p50_ms, client_ttft_p95_ms; /* from the request's send (client lag excluded) */
     double client_sched_ttft_p95_ms; /* from its scheduled time (as the SLO measures) */
