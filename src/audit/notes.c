@@ -642,13 +642,15 @@ static void capacity_notes(ctx *x, const st_rep_cfg *c)
 
 /* ---- decode anomaly ---------------------------------------------------------------------- */
 
-#define DECODE_RATIO 2.0 /* far above: > 2x the others' median at its lowest rate */
+#define DECODE_RATIO 2.0 /* far above: > 2x the others' median at its lowest rate ... */
+#define DECODE_ALL 1.5   /* ... and > 1.5x every other configuration's there */
 #define DECODE_FLAT 1.5  /* flat: its highest p95 TPOT <= 1.5x the one at its lowest rate */
 #define COMPARABLE 1.5   /* rates within a factor 1.5 are comparable */
 
-/* The median of the other configurations' p95 TPOT at the rate nearest to `rate` (within
- * COMPARABLE); NAN when none. */
-static double others_tpot(const st_report *r, int self, double rate, int *n_out)
+/* The other configurations' p95 TPOT at the rate nearest to `rate` (within COMPARABLE), from runs
+ * that ran to the end (an early stop leaves lower bounds): their median and maximum (NAN when
+ * none); *n_out how many. */
+static double others_tpot(const st_report *r, int self, double rate, int *n_out, double *max_out)
 {
     double v[256];
     int n = 0;
@@ -660,7 +662,8 @@ static double others_tpot(const st_report *r, int self, double rate, int *n_out)
         double bd = 0;
         for (int j = 0; j < o->n_runs; j++) {
             const st_run_row *w = &o->runs[j];
-            if (!measured(w) || !isfinite(w->rate) || !(w->rate > 0) || !isfinite(w->tpot_p95_ms))
+            if (!measured(w) || w->stopped_early || !isfinite(w->rate) || !(w->rate > 0) ||
+                !isfinite(w->tpot_p95_ms))
                 continue;
             double d = fabs(log(w->rate / rate));
             if (!best || d < bd) {
@@ -672,9 +675,11 @@ static double others_tpot(const st_report *r, int self, double rate, int *n_out)
             v[n++] = best->tpot_p95_ms;
     }
     *n_out = n;
+    *max_out = NAN;
     if (!n)
         return NAN;
     qsort(v, (size_t)n, sizeof *v, cmp_double);
+    *max_out = v[n - 1];
     return st_percentile_sorted(v, (uint32_t)n, 50);
 }
 
@@ -684,9 +689,10 @@ static void decode_anomaly(ctx *x, int self)
     const st_rep_cfg *c = &r->cfg[self];
     if (c->status == ST_REP_FAILED || c->status == ST_REP_NOT_RUN)
         return;
+    /* its runs: an early-stopped run's TPOT is a lower bound, which only makes "far above" harder */
     const st_run_row *low = NULL;
-    double hi = NAN, min_ratio = INFINITY;
-    int n_cmp = 0, n_meas = 0;
+    double hi = NAN, min_ratio = INFINITY, mx;
+    int n_meas = 0;
     double rates[ST_NOTE_RATES_MAX];
     for (int j = 0; j < c->n_runs; j++) {
         const st_run_row *w = &c->runs[j];
@@ -699,19 +705,21 @@ static void decode_anomaly(ctx *x, int self)
             low = w;
         hi = maxn(hi, w->tpot_p95_ms);
         int no;
-        double m = others_tpot(r, self, w->rate, &no);
-        if (!no)
-            continue;
-        n_cmp++;
-        double ratio = w->tpot_p95_ms / m;
-        min_ratio = ratio < min_ratio ? ratio : min_ratio;
+        double m = others_tpot(r, self, w->rate, &no, &mx);
+        if (no) {
+            double ratio = w->tpot_p95_ms / m;
+            min_ratio = ratio < min_ratio ? ratio : min_ratio;
+        }
     }
-    if (!low || !n_cmp)
+    if (!low)
         return;
     int no_low;
-    double m_low = others_tpot(r, self, low->rate, &no_low);
-    /* far above at its lowest rate, still above at every comparable rate, and flat */
-    if (!no_low || !(low->tpot_p95_ms > DECODE_RATIO * m_low) || !(min_ratio > 1))
+    double mx_low;
+    double m_low = others_tpot(r, self, low->rate, &no_low, &mx_low);
+    /* far above the others at its lowest rate (their median and each of them), still above their
+     * median at every comparable rate, and flat */
+    if (!no_low || !(low->tpot_p95_ms > DECODE_RATIO * m_low) || !(low->tpot_p95_ms > DECODE_ALL * mx_low) ||
+        !(min_ratio > 1))
         return;
     if (!(hi <= DECODE_FLAT * low->tpot_p95_ms))
         return;
@@ -722,7 +730,9 @@ static void decode_anomaly(ctx *x, int self)
     rate_s(b, low->rate);
     st_buf_puts(b, " req/s against a median of ");
     num(b, m_low);
-    st_buf_printf(b, " ms for the others (\xC3\x97%.1f), and at most ", low->tpot_p95_ms / m_low);
+    st_buf_printf(b, " ms for the others (\xC3\x97%.1f; the highest of them ", low->tpot_p95_ms / m_low);
+    num(b, mx_low);
+    st_buf_puts(b, " ms), and at most ");
     num(b, hi);
     st_buf_puts(b, " ms at any rate. That points to a kernel or engine path problem rather than load: rerun before "
                    "concluding.");
@@ -731,6 +741,7 @@ static void decode_anomaly(ctx *x, int self)
         add_rate(n, rates[k]);
     add_ev(n, "tpot_p95_ms_lowest_rate", low->tpot_p95_ms);
     add_ev(n, "others_median_tpot_p95_ms", m_low);
+    add_ev(n, "others_max_tpot_p95_ms", mx_low);
     add_ev(n, "ratio", low->tpot_p95_ms / m_low);
     add_ev(n, "min_ratio_any_rate", min_ratio);
     add_ev(n, "tpot_p95_ms_max", hi);

@@ -297,30 +297,62 @@ static void decode_anomaly_only_when_flat_and_far(void **state)
 {
     (void)state;
     static fx f;
-    fx_init(&f);
     const double rates[3] = { 2, 4, 8 };
-    int b = fx_cfg(&f, "baseline"), o = fx_cfg(&f, "other"), s = fx_cfg(&f, "slow"), l = fx_cfg(&f, "loaded"),
-        g = fx_cfg(&f, "growing");
     const double tb[3] = { 20, 25, 30 }, to[3] = { 18, 22, 28 }, ts[3] = { 60, 62, 64 };
     const double tl[3] = { 22, 30, 45 };   /* merely slower under load: not far above at its lowest rate */
     const double tg[3] = { 60, 120, 200 }; /* far above but climbing with load: not flat */
+    fx_init(&f);
+    int b = fx_cfg(&f, "baseline"), o = fx_cfg(&f, "other"), s = fx_cfg(&f, "slow"), l = fx_cfg(&f, "loaded");
     for (int k = 0; k < 3; k++) {
         fx_run(&f, b, rates[k], "pass", 100, tb[k], rates[k]);
         fx_run(&f, o, rates[k], "pass", 100, to[k], rates[k]);
-        fx_run(&f, s, rates[k], "fail", 100, ts[k], rates[k]);
+        fx_run(&f, s, rates[k], "fail", 100, ts[k], rates[k])->stopped_early = k > 0; /* lower bounds */
         fx_run(&f, l, rates[k], "pass", 100, tl[k], rates[k]);
-        fx_run(&f, g, rates[k], "fail", 100, tg[k], rates[k]);
     }
     st_notes ns;
     build(&f, &ns);
     assert_int_equal(count_kind(&ns, "decode_anomaly", NULL), 1);
     const st_note *x = find(&ns, "decode_anomaly", "slow");
-    /* others at 2 req/s: 20, 18, 22, 60 -> median 21 */
-    assert_near(ev(x, "others_median_tpot_p95_ms"), 21, 1e-9);
-    assert_near(ev(x, "ratio"), 60.0 / 21, 1e-9);
-    has_text(x, "60.0 ms at 2 req/s against a median of 21.0 ms for the others (\xC3\x97" "2.9)");
+    /* others at 2 req/s: 20, 18, 22 -> median 20, highest 22 */
+    assert_near(ev(x, "others_median_tpot_p95_ms"), 20, 1e-9);
+    assert_near(ev(x, "others_max_tpot_p95_ms"), 22, 1e-9);
+    assert_near(ev(x, "ratio"), 3, 1e-9);
+    has_text(x, "60.0 ms at 2 req/s against a median of 20.0 ms for the others (\xC3\x97" "3.0; the highest of them "
+                "22.0 ms), and at most 64.0 ms at any rate");
     has_text(x, "kernel or engine path problem rather than load: rerun before concluding");
     assert_int_equal(x->n_rates, 3);
+    st_notes_free(&ns);
+
+    /* far above but climbing with load: not flat, no note */
+    fx_init(&f);
+    b = fx_cfg(&f, "baseline"), o = fx_cfg(&f, "other");
+    int g = fx_cfg(&f, "growing");
+    for (int k = 0; k < 3; k++) {
+        fx_run(&f, b, rates[k], "pass", 100, tb[k], rates[k]);
+        fx_run(&f, o, rates[k], "pass", 100, to[k], rates[k]);
+        fx_run(&f, g, rates[k], "fail", 100, tg[k], rates[k]);
+    }
+    build(&f, &ns);
+    assert_int_equal(count_kind(&ns, "decode_anomaly", NULL), 0);
+    st_notes_free(&ns);
+
+    /* twice the median only because other configurations are much faster (fp8): it is not far
+     * above the baseline, so no note (the demo's batched-8k on a busy machine) */
+    fx_init(&f);
+    const double t0[2] = { 30.9, 38.3 }, t1[2] = { 17.1, 23.5 }, t2[2] = { 14.6, 21.8 }, t3[2] = { 7.5, 13.4 },
+                 tx[2] = { 36.4, 44.5 };
+    int c0 = fx_cfg(&f, "baseline"), c1 = fx_cfg(&f, "fp8-kv"), c2 = fx_cfg(&f, "fp8-ckpt"),
+        c3 = fx_cfg(&f, "fp8-all"), cx = fx_cfg(&f, "batched-8k");
+    for (int k = 0; k < 2; k++) {
+        double rt = k ? 16 : 12;
+        fx_run(&f, c0, rt, "pass", 100, t0[k], rt);
+        fx_run(&f, c1, rt, "pass", 100, t1[k], rt);
+        fx_run(&f, c2, rt, "pass", 100, t2[k], rt);
+        fx_run(&f, c3, rt, "pass", 100, t3[k], rt);
+        fx_run(&f, cx, rt, "pass", 100, tx[k], rt);
+    }
+    build(&f, &ns);
+    assert_int_equal(count_kind(&ns, "decode_anomaly", NULL), 0);
     st_notes_free(&ns);
 }
 
