@@ -323,9 +323,7 @@ typedef struct ctx {
 
 static st_note *add(ctx *x, st_note_sev sev, const char *kind, const char *config)
 {
-    st_note *n = NULL;
-    if (x->b.len >= x->b.max)
-        x->oom = 1;
+    st_note *n = NULL; /* a text cut at the buffer's maximum (16 KiB) is kept as it is */
     if (!x->oom && x->out->n == x->out->cap) {
         int nc = x->out->cap ? x->out->cap * 2 : 16;
         st_note *nv = realloc(x->out->v, sizeof *nv * (size_t)nc);
@@ -472,11 +470,14 @@ static void status_notes(ctx *x, const st_rep_cfg *c)
     st_buf *b = &x->b;
     if (c->status == ST_REP_FAILED) {
         const char *cls = c->row && c->row->failure_class ? c->row->failure_class : "failed";
-        st_buf_printf(b, "did not start (%s", cls);
+        int ran = 0; /* it started and broke later, before any rate passed */
+        for (int j = 0; j < c->n_runs; j++)
+            ran |= !verdict_is(&c->runs[j], "skipped");
+        st_buf_printf(b, ran ? "the engine failed before any rate passed (%s" : "did not start (%s", cls);
         if (c->row && c->row->failure_detail && *c->row->failure_detail)
             st_buf_printf(b, ": %s", c->row->failure_detail);
         st_buf_puts(b, ").");
-        st_note *n = add(x, ST_NOTE_PROBLEM, "not_started", c->name);
+        st_note *n = add(x, ST_NOTE_PROBLEM, ran ? "engine_failed" : "not_started", c->name);
         if (n && c->row && c->row->log_tail && *c->row->log_tail) {
             n->detail = strdup(c->row->log_tail);
             if (!n->detail)
