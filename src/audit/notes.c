@@ -648,6 +648,15 @@ static void capacity_notes(ctx *x, const st_rep_cfg *c)
 #define DECODE_FLAT 1.5  /* flat: its highest p95 TPOT <= 1.5x the one at its lowest rate */
 #define COMPARABLE 1.5   /* rates within a factor 1.5 are comparable */
 
+/* A run's p95 TPOT: over its completed requests, or when none completed (an early stop) the SLO
+ * term's lower bound (terms[1] is always p95 TPOT). */
+static double run_tpot(const st_run_row *w)
+{
+    if (isfinite(w->tpot_p95_ms))
+        return w->tpot_p95_ms;
+    return w->n_terms > 1 ? w->term_ms[1] : NAN;
+}
+
 /* The other configurations' p95 TPOT at the rate nearest to `rate` (within COMPARABLE), from runs
  * that ran to the end (an early stop leaves lower bounds): their median and maximum (NAN when
  * none); *n_out how many. */
@@ -697,41 +706,43 @@ static void decode_anomaly(ctx *x, int self)
     double rates[ST_NOTE_RATES_MAX];
     for (int j = 0; j < c->n_runs; j++) {
         const st_run_row *w = &c->runs[j];
-        if (!measured(w) || !isfinite(w->rate) || !(w->rate > 0) || !isfinite(w->tpot_p95_ms))
+        double tp = run_tpot(w);
+        if (!measured(w) || !isfinite(w->rate) || !(w->rate > 0) || !isfinite(tp))
             continue;
         if (n_meas < ST_NOTE_RATES_MAX)
             rates[n_meas] = w->rate;
         n_meas++;
         if (!low || w->rate < low->rate)
             low = w;
-        hi = maxn(hi, w->tpot_p95_ms);
+        hi = maxn(hi, tp);
         int no;
         double m = others_tpot(r, self, w->rate, &no, &mx);
         if (no) {
-            double ratio = w->tpot_p95_ms / m;
+            double ratio = tp / m;
             min_ratio = ratio < min_ratio ? ratio : min_ratio;
         }
     }
     if (!low)
         return;
+    double lt = run_tpot(low);
     int no_low;
     double mx_low;
     double m_low = others_tpot(r, self, low->rate, &no_low, &mx_low);
     /* far above the others at its lowest rate (their median and each of them), still above their
      * median at every comparable rate, and flat */
-    if (!no_low || !(low->tpot_p95_ms > DECODE_RATIO * m_low) || !(low->tpot_p95_ms > DECODE_ALL * mx_low) ||
+    if (!no_low || !(lt > DECODE_RATIO * m_low) || !(lt > DECODE_ALL * mx_low) ||
         !(min_ratio > 1))
         return;
-    if (!(hi <= DECODE_FLAT * low->tpot_p95_ms))
+    if (!(hi <= DECODE_FLAT * lt))
         return;
     st_buf *b = &x->b;
     st_buf_puts(b, "its p95 TPOT is flat and far above the other configurations' at every rate: ");
-    num(b, low->tpot_p95_ms);
+    num(b, lt);
     st_buf_puts(b, " ms at ");
     rate_s(b, low->rate);
     st_buf_puts(b, " req/s against a median of ");
     num(b, m_low);
-    st_buf_printf(b, " ms for the others (\xC3\x97%.1f; the highest of them ", low->tpot_p95_ms / m_low);
+    st_buf_printf(b, " ms for the others (\xC3\x97%.1f; the highest of them ", lt / m_low);
     num(b, mx_low);
     st_buf_puts(b, " ms), and at most ");
     num(b, hi);
@@ -740,10 +751,10 @@ static void decode_anomaly(ctx *x, int self)
     st_note *n = add(x, ST_NOTE_WARN, "decode_anomaly", c->name);
     for (int k = 0; k < n_meas && k < ST_NOTE_RATES_MAX; k++)
         add_rate(n, rates[k]);
-    add_ev(n, "tpot_p95_ms_lowest_rate", low->tpot_p95_ms);
+    add_ev(n, "tpot_p95_ms_lowest_rate", lt);
     add_ev(n, "others_median_tpot_p95_ms", m_low);
     add_ev(n, "others_max_tpot_p95_ms", mx_low);
-    add_ev(n, "ratio", low->tpot_p95_ms / m_low);
+    add_ev(n, "ratio", lt / m_low);
     add_ev(n, "min_ratio_any_rate", min_ratio);
     add_ev(n, "tpot_p95_ms_max", hi);
 }
