@@ -665,6 +665,16 @@ static void scrape_pair(samples *s, double n_before, double n_after, double at_s
         put(s, t1, got[i].name, got[i].value);
 }
 
+static void scrape_interval(void **state)
+{
+    (void)state;
+    assert_int_equal(st_scrape_interval_ms(1), 1000);
+    assert_int_equal(st_scrape_interval_ms(0), 1000);
+    assert_int_equal(st_scrape_interval_ms(5), 200);
+    assert_int_equal(st_scrape_interval_ms(20), 100); /* at least 100 ms of wall time */
+    assert_int_equal(st_scrape_interval_ms(NAN), 1000);
+}
+
 static void engine_ttft_against_client(void **state)
 {
     (void)state;
@@ -822,6 +832,7 @@ int main(void)
         cmocka_unit_test(kv_cache_limit),
         cmocka_unit_test(limit_elsewhere),
         cmocka_unit_test(prefix_cache_hit_rate),
+        cmocka_unit_test(scrape_interval),
         cmocka_unit_test(engine_ttft_against_client),
         cmocka_unit_test(token_counts_and_failures),
         cmocka_unit_test(environment_from_facts),
