@@ -31,8 +31,8 @@ static void help(const st_opt *opts)
            "       servetune audit --check SPEC\n\n"
            "Runs every configuration of the audit spec on its engine: starts the engine, warms it up, drives it\n"
            "at each rate with an open-loop streaming load, finds the highest rate that meets the SLO, prices it,\n"
-           "and writes DIR/report.md, DIR/report.json and DIR/results.csv. Every finished rate run is kept in\n"
-           "DIR/results.sqlite the moment it ends; engine logs go to DIR/logs/.\n\n"
+           "and writes DIR/report.html, DIR/report.md, DIR/report.json and DIR/results.csv. Every finished rate\n"
+           "run is kept in DIR/results.sqlite the moment it ends; engine logs go to DIR/logs/.\n\n"
            "Options:\n");
     st_opts_usage(stdout, opts);
     printf("\nExamples:\n"
@@ -169,7 +169,7 @@ int cmd_audit(int argc, char **argv)
             st_buf_free(&hl);
             st_report_free(&r);
         }
-        printf("Report: %s/report.md (also report.json, results.csv; database results.sqlite)\n", out_dir);
+        printf("Report: %s/report.html (also report.md, report.json, results.csv; database results.sqlite)\n", out_dir);
     }
     st_store_close(store);
     st_spec_free(&spec);
