@@ -616,7 +616,22 @@ static int run_rate(sweep *S, const st_spec_config *c, engine *E, double rate, s
     n = w.n;
     double K = E->l.time_scale;
     st_ns *sched = NULL;
-    if (make_schedule(s, rate * K, seed ^ 0xa5a5, n, &sched)) {
+    /* A trace with timestamps keeps its shape (burstiness), retimed to the rate; otherwise the
+     * spec's arrival process. */
+    int timed = s->workload.kind == ST_WL_TRACE && n > 1;
+    for (uint32_t i = 0; timed && i < n; i++)
+        timed = w.items[i].arrival >= 0;
+    if (timed) {
+        sched = calloc(n, sizeof *sched);
+        for (uint32_t i = 0; sched && i < n; i++)
+            sched[i] = w.items[i].arrival;
+        if (sched && st_arrival_retime(sched, n, rate * K)) {
+            free(sched);
+            sched = NULL;
+            timed = 0;
+        }
+    }
+    if (!sched && make_schedule(s, rate * K, seed ^ 0xa5a5, n, &sched)) {
         st_workload_free(&w);
         row->why = strdup("cannot build the arrival schedule");
         return -1;
