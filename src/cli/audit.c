@@ -13,6 +13,7 @@
 #include "cli/cli.h"
 #include "core/opts.h"
 #include "core/version.h"
+#include "load/workload.h"
 #include "report/report.h"
 
 /* The only global: what the signal handler sets. */
@@ -95,6 +96,18 @@ int cmd_audit(int argc, char **argv)
         fprintf(stderr, "%s\n", err);
         st_opts_result_free(&res);
         return ST_EXIT_USAGE;
+    }
+    if (spec.workload.kind == ST_WL_TRACE) {
+        /* The trace is part of the spec: an unreadable one is a spec error, found before
+         * anything starts. */
+        st_workload w;
+        if (st_workload_trace_load(spec.workload.trace, &w, err, sizeof err)) {
+            fprintf(stderr, "%s: workload.trace: %s\n", spec_path, err);
+            st_spec_free(&spec);
+            st_opts_result_free(&res);
+            return ST_EXIT_USAGE;
+        }
+        st_workload_free(&w);
     }
     if (check) {
         int planned = spec.n_configs * spec.n_rates;
