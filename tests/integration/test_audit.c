@@ -309,8 +309,14 @@ static void vllm_adapter_through_a_forwarding_program(void **state)
     snprintf(spec, sizeof spec, "%s/spec.yaml", tmp);
     snprintf(out, sizeof out, "%s/out", tmp);
     write_spec(spec, "vllm", "", "", "2", "", "");
-    const char *args[] = { "audit", spec, "-o", out, "--quiet", NULL };
+    /* not --quiet, not a TTY: line-oriented progress */
+    const char *args[] = { "audit", spec, "-o", out, NULL };
     assert_int_equal(run_servetune(args, bin, 120, 0, NULL), 0);
+    char so[600];
+    snprintf(so, sizeof so, "%s/servetune.out", tmp);
+    assert_true(file_has(so, "[1/1 baseline] starting the engine\n"));
+    assert_true(file_has(so, "[1/1 baseline] rate 2 req/s: pass, 24/24 completed"));
+    assert_false(file_has(so, "\r"));
     json_t *j = load_json(out);
     assert_string_equal(status_of(j, "baseline"), "ok");
     const char *cmd = json_string_value(json_object_get(config_named(j, "baseline"), "command"));
