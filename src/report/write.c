@@ -46,6 +46,9 @@ int st_report_write_all(st_store *s, const char *dir, char *err, size_t errlen)
     st_buf_reset(&b);
     if (!rc && (st_report_csv(&r, &b) || write_file(dir, "results.csv", &b, err, errlen)))
         rc = -1;
+    st_buf_reset(&b);
+    if (!rc && (st_report_html(&r, s, NULL, &b, err, errlen) || write_file(dir, "report.html", &b, err, errlen)))
+        rc = -1;
     if (rc && !err[0])
         snprintf(err, errlen, "report too large");
     st_buf_free(&b);
