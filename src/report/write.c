@@ -53,8 +53,5 @@ int st_report_write_all(st_store *s, const char *dir, char *err, size_t errlen)
         snprintf(err, errlen, "report too large");
     st_buf_free(&b);
     st_report_free(&r);
-    /* The self-contained HTML report (report/html_audit.h) from the same store. */
-    if (!rc && st_report_html_write(s, dir, NULL, err, errlen))
-        rc = -1;
     return rc;
 }
