@@ -1,4 +1,5 @@
-/* The audit sweep: for each configuration of a spec, start the engine (adapter + process),
+/* The audit sweep: the policy is here, the engine is an executor's (audit/executor.h: HTTP, or
+ * the engine model in virtual time for servetune predict). For each configuration of a spec, start the engine (adapter + process),
  * wait until it is ready and ours, send the warm-up requests, run each rate as a fresh
  * open-loop run (load/runner.h) chosen by the capacity search (audit/capacity.h), scrape
  * /metrics about once a second from a separate thread while it runs, commit each finished
@@ -28,6 +29,8 @@ typedef struct st_sweep_opts {
     FILE *out;                   /* progress stream (stderr) */
     const char *self_exe;        /* the servetune binary (for the emulator adapter) */
     volatile sig_atomic_t *stop; /* set asynchronously to interrupt */
+    struct st_executor *executor; /* what runs the engine (audit/executor.h); NULL: the HTTP executor
+                                     (engine processes through their adapters) */
 } st_sweep_opts;
 
 typedef struct st_sweep_result {
