@@ -560,6 +560,138 @@ static int run_config(sweep *S, int ci)
     return status;
 }
 
+/* The shared prefix: from the spec's seed, the same for every rate and configuration. */
+static int shared_prefix(sweep *S, char *err, size_t errlen)
+{
+    const st_spec *spec = S->spec;
+    if (spec->workload.kind == ST_WL_SYNTHETIC && spec->workload.shared_prefix) {
+        st_workload pw;
+        st_synth_params p = { .input_len = spec->workload.input_tokens,
+                              .output_len = spec->workload.output_tokens,
+                              .range_ratio = spec->workload.range_ratio,
+                              .prefix_len = spec->workload.shared_prefix,
+                              .num_requests = 1,
+                              .seed = spec->workload.seed };
+        if (st_workload_synthetic(&p, &pw, err, errlen))
+            return -1;
+        S->prefix_len = spec->workload.shared_prefix;
+        S->base_prefix = malloc(sizeof(uint32_t) * S->prefix_len);
+        if (S->base_prefix && pw.n && pw.items[0].input_ids)
+            memcpy(S->base_prefix, pw.items[0].input_ids, sizeof(uint32_t) * S->prefix_len);
+        st_workload_free(&pw);
+    }
+    return 0;
+}
+
+/* One probe of the bisection: 1 pass, 0 fail, -1 error. */
+static int probe(sweep *S, const st_spec_config *c, st_config_row *crow, double rate, double *delivered, char *err,
+                 size_t errlen)
+{
+    st_run_row run = { 0 };
+    run.rate = rate;
+    st_exec_out out;
+    uint32_t errors = 0;
+    int r = run_rate(S, c, crow, rate, &run, &out, &errors);
+    if (r) {
+        snprintf(err, errlen, "%s", run.why ? run.why : "interrupted");
+        free(run.why);
+        return -1;
+    }
+    st_exec_out_free(&out);
+    int pass = run.verdict && !strcmp(run.verdict, "pass");
+    *delivered = run.delivered_rps;
+    free(run.verdict);
+    free(run.why);
+    return pass;
+}
+
+int st_sweep_bisect(const st_spec *spec, st_executor *x, int ci, double tol, st_sweep_bisect_result *out, char *err,
+                    size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    out->fail_rate = INFINITY;
+    out->capacity_rps = NAN;
+    static volatile sig_atomic_t never = 0;
+    st_sweep_opts o = { .quiet = 1, .stop = &never };
+    sweep S = { .spec = spec, .o = &o, .x = x, .ci = ci };
+    S.t_start = st_now();
+    if (shared_prefix(&S, err, errlen))
+        return -1;
+    const st_spec_config *c = &spec->configs[ci];
+    st_config_row row = { 0 };
+    row.startup_s = NAN;
+    int rc = 0;
+    if (x->ops->start_config(x, c, &row)) {
+        out->failed_start = 1;
+        snprintf(out->why, sizeof out->why, "%s", row.failure_detail ? row.failure_detail : "did not start");
+        goto done;
+    }
+    warm_up(&S, c, &row);
+    double r = 1;
+    for (int i = 0; i < spec->n_rates; i++)
+        if (isfinite(spec->rates[i])) {
+            r = spec->rates[i];
+            break;
+        }
+    double d = NAN, lo = 0, hi = INFINITY, lo_d = NAN;
+    int p = probe(&S, c, &row, r, &d, err, errlen);
+    out->runs++;
+    if (p < 0) {
+        rc = -1;
+        goto done;
+    }
+    /* find a bracket: double while passing, halve while failing (bounded) */
+    for (int k = 0; k < 24; k++) {
+        if (p) {
+            lo = r;
+            lo_d = d;
+            if (isfinite(hi))
+                break;
+            r *= 2;
+        } else {
+            hi = r;
+            if (lo > 0)
+                break;
+            r /= 2;
+        }
+        if (r > 1e5 || r < 1e-4)
+            break;
+        p = probe(&S, c, &row, r, &d, err, errlen);
+        out->runs++;
+        if (p < 0) {
+            rc = -1;
+            goto done;
+        }
+    }
+    if (lo > 0 && isfinite(hi)) {
+        for (int k = 0; k < 30 && hi / lo - 1 > tol; k++) {
+            double m = sqrt(lo * hi);
+            p = probe(&S, c, &row, m, &d, err, errlen);
+            out->runs++;
+            if (p < 0) {
+                rc = -1;
+                goto done;
+            }
+            if (p) {
+                lo = m;
+                lo_d = d;
+            } else {
+                hi = m;
+            }
+        }
+    }
+    out->pass_rate = lo;
+    out->fail_rate = hi;
+    out->capacity_rps = lo > 0 ? lo_d : NAN;
+    if (lo <= 0)
+        snprintf(out->why, sizeof out->why, "met the SLO at no rate down to %.3g req/s", hi);
+done:
+    x->ops->stop_config(x);
+    st_config_row_free(&row);
+    free(S.base_prefix);
+    return rc;
+}
+
 int st_sweep_run(const st_spec *spec, st_store *store, const st_sweep_opts *o, st_sweep_result *res, char *err,
                  size_t errlen)
 {
@@ -571,23 +703,8 @@ int st_sweep_run(const st_spec *spec, st_store *store, const st_sweep_opts *o, s
         snprintf(err, errlen, "%s: %s", S.logdir, strerror(errno));
         return -1;
     }
-    /* The shared prefix: from the spec's seed, the same for every rate and configuration. */
-    if (spec->workload.kind == ST_WL_SYNTHETIC && spec->workload.shared_prefix) {
-        st_workload pw;
-        st_synth_params p = { .input_len = spec->workload.input_tokens,
-                              .output_len = spec->workload.output_tokens,
-                              .range_ratio = spec->workload.range_ratio,
-                              .prefix_len = spec->workload.shared_prefix,
-                              .num_requests = 1,
-                              .seed = spec->workload.seed };
-        if (st_workload_synthetic(&p, &pw, err, errlen))
-            return -1;
-        S.prefix_len = spec->workload.shared_prefix;
-        S.base_prefix = malloc(sizeof(uint32_t) * S.prefix_len);
-        if (S.base_prefix && pw.n && pw.items[0].input_ids)
-            memcpy(S.base_prefix, pw.items[0].input_ids, sizeof(uint32_t) * S.prefix_len);
-        st_workload_free(&pw);
-    }
+    if (shared_prefix(&S, err, errlen))
+        return -1;
     st_executor *own = NULL;
     S.x = o->executor;
     if (!S.x) {

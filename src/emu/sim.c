@@ -77,8 +77,10 @@ int st_emu_session_run(st_emu_session *S, const st_emu_sim_item *items, uint32_t
     S->id_base += (uint64_t)n + 1;
     if (stopped)
         *stopped = 0;
-    for (uint32_t i = 0; i < n; i++)
+    for (uint32_t i = 0; i < n; i++) {
         st_record_init(&records[i], i);
+        records[i].warmup = i < o->warmup;
+    }
     if (n > S->order_cap) {
         arr_ev *no = realloc(S->order, (size_t)n * sizeof *no);
         if (!no) {

@@ -60,6 +60,7 @@ typedef struct st_emu_session st_emu_session;
 /* Per-run options. */
 typedef struct st_emu_run_opts {
     uint32_t max_concurrency;  /* 0: none */
+    uint32_t warmup;           /* records of items [0, warmup) are marked warm-up */
     st_ns timeout;             /* > 0: a request not finished this long after it was sent is
                                   aborted in the engine and recorded as ST_REQ_TIMEOUT (checked
                                   at each tick) */
