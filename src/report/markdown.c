@@ -371,9 +371,9 @@ static void notes_section(const st_report *r, st_buf *b)
         st_buf_puts(b, "\n");
         if (r->audit.suggested_rates) {
             st_buf_puts(b, "- **Suggested rates for the measured audit** (bracketing every configuration's capacity "
-                           "found on the model by bisection): `");
+                           "found on the model by bisection): ");
             st_md_text(b, r->audit.suggested_rates);
-            st_buf_puts(b, "`\n");
+            st_buf_puts(b, "\n");
         }
     }
     st_buf_puts(b, "- **Capacity at SLO** is the delivered request throughput (completed requests / time from the "
