@@ -611,7 +611,7 @@ int st_sweep_bisect(const st_spec *spec, st_executor *x, int ci, double tol, st_
     memset(out, 0, sizeof *out);
     out->fail_rate = INFINITY;
     out->capacity_rps = NAN;
-    static volatile sig_atomic_t never = 0;
+    volatile sig_atomic_t never = 0; /* the bisection is never interrupted */
     st_sweep_opts o = { .quiet = 1, .stop = &never };
     sweep S = { .spec = spec, .o = &o, .x = x, .ci = ci };
     S.t_start = st_now();
