@@ -443,8 +443,7 @@ static int http_run_rate(st_executor *x, const st_exec_rate *in, st_config_row *
     double K = x->time_scale;
     if (!in->warmup) {
         /* what an early-stopped or overloaded run left behind must not weigh on this one */
-        double idle = wait_idle(H, E, 60);
-        (void)idle;
+        out->idle_wait_s = wait_idle(H, E, 60);
     }
     uint32_t n = in->w->n;
     st_ns *sched = calloc(n ? n : 1, sizeof *sched);
@@ -490,6 +489,7 @@ static int http_run_rate(st_executor *x, const st_exec_rate *in, st_config_row *
      * for a once-a-second timeline */
     out->samples = sc.s;
     out->n_samples = sc.n;
+    double idle = out->idle_wait_s;
     free(sched);
     if (rr) {
         st_exec_out_free(out);
@@ -507,6 +507,7 @@ static int http_run_rate(st_executor *x, const st_exec_rate *in, st_config_row *
     res.n = 0;
     out->stopped = T.stopped;
     out->client_limited = res.client_limited;
+    out->idle_wait_s = idle;
     st_run_result_free(&res);
     if (in->warmup)
         return 0;

@@ -50,6 +50,7 @@ typedef struct st_exec_out {
     int stopped;               /* tick asked to stop */
     int client_limited;        /* the load generator lagged its schedule */
     int engine_failed;         /* the engine died or hung during the run (row filled) */
+    double idle_wait_s;        /* seconds waited before the run for the engine to drain the previous one */
 } st_exec_out;
 
 typedef struct st_executor_ops {

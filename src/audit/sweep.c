@@ -504,6 +504,9 @@ static int run_config(sweep *S, int ci)
             free(run.why);
             break;
         }
+        if (out.idle_wait_s > 2)
+            say(S, "[%d/%d %s] waited %.1f s for the engine to drain the previous run", ci + 1, s->n_configs, c->name,
+                out.idle_wait_s);
         if (out.engine_failed) {
             free(run.verdict);
             run.verdict = strdup("error");
