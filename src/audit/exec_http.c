@@ -1,6 +1,7 @@
 /* The HTTP executor (audit/executor.h): the engine as a process started through its adapter,
  * driven over HTTP by the open-loop runner while a thread scrapes /metrics. */
 #include <errno.h>
+#include <jansson.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -87,16 +88,14 @@ static char *engine_facts(engine *E)
     char err[256];
     if (st_http_get(E->l.host, E->l.port, "/version", E->api_key, 2, &status, &body, err, sizeof err) == 0 &&
         status == 200 && body.data) {
-        const char *v = strstr(body.data, "\"version\"");
-        const char *q = v ? strchr(v + 9, '"') : NULL;
-        const char *e = q ? strchr(q + 1, '"') : NULL;
-        if (e && e - q < 64) {
-            char ver[80];
-            snprintf(ver, sizeof ver, "%.*s", (int)(e - q - 1), q + 1);
+        json_t *root = json_loadb(body.data, body.len, 0, NULL);
+        const char *ver = json_string_value(json_object_get(root, "version"));
+        if (ver && strlen(ver) < 80) {
             st_buf_puts(&b, "\"engine_version\":");
             st_buf_json_str(&b, ver);
             any = 1;
         }
+        json_decref(root);
     }
     st_buf_free(&body);
     char *tail = NULL;

@@ -1,6 +1,7 @@
 #include "audit/sweep.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -527,13 +528,17 @@ static int run_config(sweep *S, int ci)
         S->res->runs_measured++;
         rr[n++] = result_of(&run);
         seq++;
-        char t1[32], t2[32];
+        char t1[32], t2[32], t3[32];
         const char *ge = run.stopped_early ? ">= " : "";
+        if (isnan(run.delivered_rps))
+            snprintf(t3, sizeof t3, "none");
+        else
+            snprintf(t3, sizeof t3, "%.3g req/s", run.delivered_rps);
         snprintf(t1, sizeof t1, "%s%.0f", ge, run.n_terms > 0 ? run.term_ms[0] : run.ttft_p95_ms);
         snprintf(t2, sizeof t2, "%s%.1f", ge, run.n_terms > 1 ? run.term_ms[1] : run.tpot_p95_ms);
-        say(S, "[%d/%d %s] rate %s req/s: %s, %u/%u completed, p95 TTFT %s ms, p95 TPOT %s ms, delivered %.3g req/s "
+        say(S, "[%d/%d %s] rate %s req/s: %s, %u/%u completed, p95 TTFT %s ms, p95 TPOT %s ms, delivered %s "
                "(%.1f s)%s%s",
-            ci + 1, s->n_configs, c->name, rt, run.verdict, run.completed, run.planned, t1, t2, run.delivered_rps, took,
+            ci + 1, s->n_configs, c->name, rt, run.verdict, run.completed, run.planned, t1, t2, t3, took,
             strcmp(run.verdict, "pass") ? ": " : "", strcmp(run.verdict, "pass") ? run.why : "");
         free(run.verdict);
         free(run.why);
