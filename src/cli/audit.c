@@ -138,6 +138,19 @@ int cmd_audit(int argc, char **argv)
         return ST_EXIT_USAGE;
     }
     free(text);
+    st_audit_row prev;
+    if (st_store_audit_get(store, &prev) == 1) {
+        int pred = prev.prediction;
+        st_audit_row_free(&prev);
+        if (pred) {
+            fprintf(stderr, "servetune audit: %s holds a prediction (servetune predict); a measured audit needs another -o\n",
+                    out_dir);
+            st_store_close(store);
+            st_spec_free(&spec);
+            st_opts_result_free(&res);
+            return ST_EXIT_USAGE;
+        }
+    }
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
