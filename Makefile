@@ -87,8 +87,12 @@ fuzz-smoke: fuzz-build
 	  echo "fuzz $$n ($(FUZZ_SECONDS) s)"; $$f -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 build-fuzz/corpus-$$n $$seeds >build-fuzz/$$n.log 2>&1 \
 	  || { tail -40 build-fuzz/$$n.log; exit 1; }; done
 
+# Benchmarks print figures (and ratios against wrk measured in the same run); they assert
+# nothing about speed. calibrate exits non-zero when the engine model leaves its band.
 bench: $(BUILD)/servetune $(BENCH_BIN)
 	./bench/run.sh
+	./$(BUILD)/bench/calibrate
+	./bench/emulator_figures.sh $(BUILD)
 
 clean:
 	rm -rf build build-asan build-fuzz

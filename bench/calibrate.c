@@ -1,6 +1,6 @@
 /* Calibration and speed figures of the engine model (issue 3):
  *  1. RTX 4090 + Llama-3-8B AWQ, 32 requests kept in flight, 256 in / 512 out, vs the
- *     published ~3,500 generated tok/s and ~120 ms TTFT (/work/shared/calibration/), each
+ *     published ~3,500 generated tok/s and ~120 ms TTFT (docs/reference/calibration-rtx4090-llama3-8b-awq.md), each
  *     within +-25 %: exit status 1 when either is outside.
  *  2. The Qwen3-8B bf16 decode-step floor on H100 (weights / bandwidth, ~4.9 ms).
  *  3. Virtual-time speed: 200 requests of 3,000-token prompts (2,000 shared) and 300-token

@@ -109,11 +109,15 @@ stop_server
 awk -v b="$rss_big" -v s="$rss_small" -v n="$STREAMS" -v m="$small" 'BEGIN{printf "    memory: peak RSS %d kB with %d streams, %d kB with %d: %.1f kB per open stream (records with all token times included)\n", b, n, s, m, (b-s)/(n-m)}'
 echo
 
-# ---- (c) timing truth at half the (b) load ----
-half=$((STREAMS / 2))
+# ---- (c) timing truth at half the load (b) actually delivered ----
+# (b) offers STREAMS x 1000/ITL_MS events/s; what the pair delivered (its steady-state token
+# events/s) is the maximum load here, and (c) keeps half of it in flight.
+ach=$(j "$tmp/b.json" summary.steady_state.throughput.output_tokens_per_s)
+half=$(awk -v a="$ach" -v i="$ITL_MS" -v n="$STREAMS" 'BEGIN{h=int(a*i/1000/2); if (h<10 || h>n/2) h=int(n/2); print h}')
+rate=$half   # opened over about 2 s, as in (b)
 start_server --itl-us $((ITL_MS * 1000)) --record "$tmp/first.txt"
 args=(--url "http://127.0.0.1:$PORT" --model bench --input-tokens 16 --output-tokens "$tok" --num-requests "$half" --rate "$((rate / 2))" --arrival poisson --timeout 120)
-echo "(c) $half streams (half of (b)), Poisson arrivals: client first-token read time minus server first-token write time"
+echo "(c) $half streams (half of the $ach events/s delivered in (b)), Poisson arrivals: client first-token read time minus server first-token write time"
 echo "    [taskset -c $CC_ $BIN bench ${args[*]}]"
 run_client "$tmp/c.json" "${args[@]}" >/dev/null
 stop_server

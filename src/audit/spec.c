@@ -544,8 +544,8 @@ static int parse_rates(pctx *p, yaml_node_t *n, st_spec *s)
     int count = (int)(n->data.sequence.items.top - n->data.sequence.items.start);
     if (count == 0)
         return failf(p, n, "rates: the list is empty; give at least one rate");
-    if (count > SPEC_MAX_LIST)
-        return failf(p, n, "rates: more than %d rates", SPEC_MAX_LIST);
+    if (count > ST_SPEC_MAX_RATES)
+        return failf(p, n, "rates: more than %d rates", ST_SPEC_MAX_RATES);
     s->rates = calloc((size_t)count, sizeof(double));
     if (!s->rates)
         return failf(p, n, "out of memory");

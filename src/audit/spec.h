@@ -65,6 +65,9 @@ typedef struct st_spec_config {
     int line;             /* line of the entry in the spec file */
 } st_spec_config;
 
+/* At most this many rates in the grid (refine adds at most ST_REFINE_MAX_RUNS more). */
+#define ST_SPEC_MAX_RATES 48
+
 typedef enum st_search_mode { ST_SEARCH_GRID = 0, ST_SEARCH_REFINE } st_search_mode;
 typedef enum st_workload_kind { ST_WL_SYNTHETIC = 0, ST_WL_TRACE } st_workload_kind;
 

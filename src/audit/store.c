@@ -40,7 +40,8 @@ static const char *SCHEMA =
     "CREATE TABLE IF NOT EXISTS metrics("
     " run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, t REAL NOT NULL, name TEXT NOT NULL,"
     " value REAL);"
-    "CREATE INDEX IF NOT EXISTS metrics_run ON metrics(run_id);";
+    "CREATE INDEX IF NOT EXISTS metrics_run ON metrics(run_id);"
+    "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);";
 
 void st_store_hash(const void *data, size_t len, char out[65])
 {
@@ -153,6 +154,8 @@ void st_audit_row_free(st_audit_row *a)
     free(a->spec_text);
     free(a->version);
     free(a->note);
+    free(a->suggested_rates);
+    free(a->model_note);
     memset(a, 0, sizeof *a);
 }
 
@@ -181,7 +184,50 @@ int st_store_audit_get(st_store *s, st_audit_row *out)
         rc = rc == SQLITE_DONE ? 0 : -1;
     }
     sqlite3_finalize(st);
+    if (rc == 1) {
+        char *p = NULL;
+        if (st_store_meta_get(s, "prediction", &p) == 1)
+            out->prediction = !strcmp(p, "1");
+        free(p);
+        st_store_meta_get(s, "suggested_rates", &out->suggested_rates);
+        st_store_meta_get(s, "model_note", &out->model_note);
+    }
     return rc;
+}
+
+int st_store_meta_put(st_store *s, const char *key, const char *value)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", -1, &st, NULL) != SQLITE_OK)
+        return -1;
+    bind_str(st, 1, key);
+    bind_str(st, 2, value);
+    int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int st_store_meta_get(st_store *s, const char *key, char **out)
+{
+    *out = NULL;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key = ?", -1, &st, NULL) != SQLITE_OK)
+        return -1;
+    bind_str(st, 1, key);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *out = col_str(st, 0);
+        rc = *out ? 1 : 0;
+    } else {
+        rc = rc == SQLITE_DONE ? 0 : -1;
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int st_store_set_durable(st_store *s, int durable)
+{
+    return exec(s, durable ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=OFF");
 }
 
 int st_store_audit_begin(st_store *s, const char *spec_path, const char *spec_text, size_t spec_len,

@@ -39,6 +39,9 @@ typedef struct st_audit_row {
     int64_t finished; /* wall ns, 0 while running */
     int partial;      /* 1 until the audit ends normally */
     char *note;       /* e.g. "interrupted by SIGINT" */
+    int prediction;   /* made by the engine model (servetune predict), not measured (meta "prediction") */
+    char *suggested_rates; /* predict --suggest-rates: the rates: line suggested (meta "suggested_rates"), or NULL */
+    char *model_note; /* predict: how the engine was modelled (meta "model_note"), or NULL */
 } st_audit_row;
 void st_audit_row_free(st_audit_row *a);
 
@@ -50,6 +53,15 @@ int st_store_audit_begin(st_store *s, const char *spec_path, const char *spec_te
 int st_store_audit_finish(st_store *s, int partial, const char *note);
 /* 1 with *out filled, 0 when the store holds no audit, -1 on error. */
 int st_store_audit_get(st_store *s, st_audit_row *out);
+
+/* Facts about the audit as a whole, by key (table meta): "prediction" ("1" for servetune
+ * predict), "suggested_rates", "model_note". Put replaces. */
+int st_store_meta_put(st_store *s, const char *key, const char *value);
+/* 1 with *out (malloc'd), 0 when absent, -1 on error. */
+int st_store_meta_get(st_store *s, const char *key, char **out);
+/* Durability of each commit: 1 (default) syncs to disk at every commit (an audit's runs survive
+ * a power loss); 0 lets the OS decide (servetune predict: the runs are recomputed in seconds). */
+int st_store_set_durable(st_store *s, int durable);
 
 typedef struct st_config_row {
     char *name;

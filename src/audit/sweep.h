@@ -1,4 +1,5 @@
-/* The audit sweep: for each configuration of a spec, start the engine (adapter + process),
+/* The audit sweep: the policy is here, the engine is an executor's (audit/executor.h: HTTP, or
+ * the engine model in virtual time for servetune predict). For each configuration of a spec, start the engine (adapter + process),
  * wait until it is ready and ours, send the warm-up requests, run each rate as a fresh
  * open-loop run (load/runner.h) chosen by the capacity search (audit/capacity.h), scrape
  * /metrics about once a second from a separate thread while it runs, commit each finished
@@ -28,6 +29,8 @@ typedef struct st_sweep_opts {
     FILE *out;                   /* progress stream (stderr) */
     const char *self_exe;        /* the servetune binary (for the emulator adapter) */
     volatile sig_atomic_t *stop; /* set asynchronously to interrupt */
+    struct st_executor *executor; /* what runs the engine (audit/executor.h); NULL: the HTTP executor
+                                     (engine processes through their adapters) */
 } st_sweep_opts;
 
 typedef struct st_sweep_result {
@@ -41,6 +44,22 @@ typedef struct st_sweep_result {
  * res), -1 with err when it could not (store error). */
 int st_sweep_run(const st_spec *spec, st_store *store, const st_sweep_opts *o, st_sweep_result *res, char *err,
                  size_t errlen);
+
+/* The capacity of configuration ci found by bisection on executor x (meant for the engine model,
+ * where a run costs milliseconds): the configuration is started and warmed up as in a sweep, then
+ * rates are probed with the sweep's workloads, schedules and early stop (nothing is stored):
+ * doubling or halving from the spec's first finite rate until a pass/fail bracket is found, then
+ * geometric bisection until fail_rate / pass_rate - 1 <= tol. */
+typedef struct st_sweep_bisect_result {
+    double pass_rate;    /* highest passing offered rate (0: none found) */
+    double fail_rate;    /* lowest failing offered rate above it (INFINITY: none up to 1e5 req/s) */
+    double capacity_rps; /* delivered req/s at pass_rate (NAN: none) */
+    int runs;            /* probes run */
+    int failed_start;    /* the configuration did not start (why says why) */
+    char why[600];
+} st_sweep_bisect_result;
+int st_sweep_bisect(const st_spec *spec, struct st_executor *x, int ci, double tol, st_sweep_bisect_result *out,
+                    char *err, size_t errlen);
 
 /* The run key: SHA-256 (hex) of everything that defines a rate run of configuration c. */
 void st_sweep_run_key(const st_spec *spec, const st_spec_config *c, double rate, char out[65]);

@@ -13,6 +13,7 @@
 #include "cli/cli.h"
 #include "core/opts.h"
 #include "core/version.h"
+#include "load/workload.h"
 #include "report/report.h"
 
 /* The only global: what the signal handler sets. */
@@ -31,8 +32,8 @@ static void help(const st_opt *opts)
            "       servetune audit --check SPEC\n\n"
            "Runs every configuration of the audit spec on its engine: starts the engine, warms it up, drives it\n"
            "at each rate with an open-loop streaming load, finds the highest rate that meets the SLO, prices it,\n"
-           "and writes DIR/report.md, DIR/report.json and DIR/results.csv. Every finished rate run is kept in\n"
-           "DIR/results.sqlite the moment it ends; engine logs go to DIR/logs/.\n\n"
+           "and writes DIR/report.html, DIR/report.md, DIR/report.json and DIR/results.csv. Every finished rate\n"
+           "run is kept in DIR/results.sqlite the moment it ends; engine logs go to DIR/logs/.\n\n"
            "Options:\n");
     st_opts_usage(stdout, opts);
     printf("\nExamples:\n"
@@ -96,6 +97,18 @@ int cmd_audit(int argc, char **argv)
         st_opts_result_free(&res);
         return ST_EXIT_USAGE;
     }
+    if (spec.workload.kind == ST_WL_TRACE) {
+        /* The trace is part of the spec: an unreadable one is a spec error, found before
+         * anything starts. */
+        st_workload w;
+        if (st_workload_trace_load(spec.workload.trace, &w, err, sizeof err)) {
+            fprintf(stderr, "%s: workload.trace: %s\n", spec_path, err);
+            st_spec_free(&spec);
+            st_opts_result_free(&res);
+            return ST_EXIT_USAGE;
+        }
+        st_workload_free(&w);
+    }
     if (check) {
         int planned = spec.n_configs * spec.n_rates;
         printf("%s: OK: %s engine, model %s, %d configuration%s x %d rate%s (%d rate runs of %u requests at most)\n",
@@ -125,6 +138,19 @@ int cmd_audit(int argc, char **argv)
         return ST_EXIT_USAGE;
     }
     free(text);
+    st_audit_row prev;
+    if (st_store_audit_get(store, &prev) == 1) {
+        int pred = prev.prediction;
+        st_audit_row_free(&prev);
+        if (pred) {
+            fprintf(stderr, "servetune audit: %s holds a prediction (servetune predict); a measured audit needs another -o\n",
+                    out_dir);
+            st_store_close(store);
+            st_spec_free(&spec);
+            st_opts_result_free(&res);
+            return ST_EXIT_USAGE;
+        }
+    }
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -169,7 +195,7 @@ int cmd_audit(int argc, char **argv)
             st_buf_free(&hl);
             st_report_free(&r);
         }
-        printf("Report: %s/report.md (also report.json, results.csv; database results.sqlite)\n", out_dir);
+        printf("Report: %s/report.html (also report.md, report.json, results.csv; database results.sqlite)\n", out_dir);
     }
     st_store_close(store);
     st_spec_free(&spec);

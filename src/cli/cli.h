@@ -24,6 +24,7 @@ int st_cli_usage_error(const char *cmd, const char *reason);
 
 int cmd_version(int argc, char **argv);
 int cmd_audit(int argc, char **argv);
+int cmd_predict(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_emulate(int argc, char **argv);

@@ -20,8 +20,8 @@ int cmd_report(int argc, char **argv)
         return st_cli_usage_error("report", err);
     if (res.help) {
         printf("usage: servetune report DIR\n\n"
-               "Re-renders DIR/report.md, DIR/report.json and DIR/results.csv from DIR/results.sqlite (written by\n"
-               "servetune audit). Nothing is measured again.\n\nOptions:\n");
+               "Re-renders DIR/report.html, DIR/report.md, DIR/report.json and DIR/results.csv from DIR/results.sqlite\n"
+               "(written by servetune audit). Nothing is measured again.\n\nOptions:\n");
         st_opts_usage(stdout, opts);
         printf("\nExample:\n  servetune report audit-out\n\nExit codes: 0 written; 1 the database could not be read or the "
                "files written; 2 bad arguments.\n");
@@ -48,7 +48,7 @@ int cmd_report(int argc, char **argv)
         fprintf(stderr, "servetune report: %s\n", err);
         rc = ST_EXIT_FAIL;
     } else if (!quiet) {
-        printf("Report: %s/report.md (also report.json, results.csv)\n", dir);
+        printf("Report: %s/report.html (also report.md, report.json, results.csv)\n", dir);
     }
     st_store_close(s);
     st_opts_result_free(&res);

@@ -41,7 +41,7 @@
  * paid per tile and the kernel falls behind a 16-bit GEMM. Efficiency relative to 16-bit:
  *   q(T) = LARGE + (EMU_WEIGHT_ONLY_QUANT_EFF - LARGE) / (1 + (T / TOKENS)^2)
  * (0.90 at decode batch sizes, 0.77 at 256 tokens, 0.49 at 2048). LARGE and TOKENS are
- * calibrated on the published RTX 4090 / Llama-3-8B AWQ point (shared/calibration): with them
+ * calibrated on the published RTX 4090 / Llama-3-8B AWQ point (docs/reference/calibration-rtx4090-llama3-8b-awq.md): with them
  * the emulated run lands at -21 % throughput and -18 % TTFT; without (q = 0.90 flat) the TTFT
  * was -47 %, outside the +-25 % band. */
 #ifndef EMU_INT4_EFF_LARGE

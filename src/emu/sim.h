@@ -8,6 +8,7 @@
 
 #include "core/clock.h"
 #include "emu/config.h"
+#include "emu/engine.h"
 #include "load/record.h"
 
 /* One request of the workload (the integrator maps load/workload.h's st_work_item onto it:
@@ -49,5 +50,38 @@ int st_emu_sim_run_limited(const st_emu_config *cfg, const st_emu_sim_item *item
  * items_out has w->n entries; it points into w (keep w alive while running). */
 struct st_workload;
 void st_emu_sim_items_from_workload(const struct st_workload *w, const st_ns *sched, st_emu_sim_item *items_out);
+
+/* ---- A session: one engine on one virtual clock that runs workload after workload ----
+ * Like a server between benchmark runs: its prefix cache and counters carry over from one run
+ * to the next. Each run's records are relative to that run's start (the clock's time when
+ * st_emu_session_run is called). Used by `servetune predict` (audit/exec_model.c). */
+typedef struct st_emu_session st_emu_session;
+
+/* Per-run options. */
+typedef struct st_emu_run_opts {
+    uint32_t max_concurrency;  /* 0: none */
+    uint32_t warmup;           /* records of items [0, warmup) are marked warm-up */
+    st_ns timeout;             /* > 0: a request not finished this long after it was sent is
+                                  aborted in the engine and recorded as ST_REQ_TIMEOUT (checked
+                                  at each tick) */
+    st_ns tick;                /* > 0: call on_tick every `tick` of run time (also while idle) */
+    /* now: run time (ns); recs: the run's records so far (n of them; requests not yet sent
+     * have sent == -1). Return nonzero to stop the run now: requests in flight are aborted
+     * (ST_REQ_ABORTED, end = now), requests not yet sent get sent = -1 and ST_REQ_ABORTED. */
+    int (*on_tick)(void *arg, st_ns now, const st_emu_stats *es, const st_record *recs, uint32_t n);
+    void *arg;
+} st_emu_run_opts;
+
+/* A fresh engine (startup refusal: -1 with vLLM's message in err; mem_out gets the plan, also
+ * on refusal: its refusal field says which). */
+int st_emu_session_new(const st_emu_config *cfg, st_emu_session **out, st_emu_memory *mem_out, char *err,
+                       size_t errlen);
+void st_emu_session_free(st_emu_session *s);
+/* Runs items[0..n) (arrivals relative to now) until every request finished or on_tick stopped
+ * the run; *stopped (may be NULL) says which. The engine is idle on return. 0, or -1 with err. */
+int st_emu_session_run(st_emu_session *s, const st_emu_sim_item *items, uint32_t n, const st_emu_run_opts *o,
+                       st_record *records, st_emu_sim_stats *stats, int *stopped, char *err, size_t errlen);
+/* The engine's counters (cumulative since the session started). */
+void st_emu_session_stats(const st_emu_session *s, st_emu_stats *out);
 
 #endif

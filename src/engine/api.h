@@ -2,7 +2,7 @@
  * comes back (one SSE data payload at a time, or a whole non-streaming body). Pure
  * functions over bytes; JSON is read with core/json (no allocation per event).
  *
- * Wire facts are from docs in /work/shared/docs/engine-reference.md; per API:
+ * Wire facts are from docs in docs/reference/engine-reference.md; per API:
  *   completions  POST /v1/completions        prompt = token ids, max_tokens = min_tokens,
  *                                            ignore_eos, stream_options.include_usage
  *   chat         POST /v1/chat/completions   one user message (text), max_completion_tokens

@@ -447,7 +447,7 @@ int st_metric_is_fraction(st_metric m)
 
 #define L(...) ((const char *const[]){ __VA_ARGS__, NULL })
 
-/* Sources: the engine reference (/work/shared/docs/engine-reference.md) and the engines'
+/* Sources: the engine reference (docs/reference/engine-reference.md) and the engines'
  * metric definitions. vLLM counters are exposed with _total. Names marked "assumed" come
  * from the engines' sources as remembered, not from the reference; a missing name is just
  * reported missing. */

@@ -81,6 +81,6 @@ int st_scrape_interval_ms(double time_scale)
 {
     if (!(time_scale > 1))
         return 1000;
-    double ms = 1000 / time_scale;
-    return ms < 100 ? 100 : (int)ms;
+    int ms = (int)(1000 / time_scale) / 50 * 50;
+    return ms < 100 ? 100 : ms;
 }

@@ -22,9 +22,9 @@
 /* Fills out[0..return) (names are static strings; t is left for the caller). */
 int st_scrape_parse(const char *dialect, const char *body, size_t len, st_metric_sample *out, int max);
 
-/* How often to scrape, in wall milliseconds, for an engine running time_scale emulated seconds
- * per wall second (1 for a real engine): once per emulated second, but at most every 100 ms of
- * wall time and at least once a wall second. */
+/* How often to scrape, in wall milliseconds (a multiple of 50), for an engine running time_scale
+ * emulated seconds per wall second (1 for a real engine): once per emulated second, but at most
+ * every 100 ms of wall time and at least once a wall second. */
 int st_scrape_interval_ms(double time_scale);
 
 #endif

@@ -336,7 +336,7 @@ int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *op
     uint32_t *order = a_calloc(&a, n, sizeof *order);
     st_html_kv *kv = a_calloc(&a, 12, sizeof *kv);
     st_html_note *notes = a_calloc(&a, (size_t)(r->notes.n > 0 ? r->notes.n : 1), sizeof *notes);
-    const char **method = a_calloc(&a, 8, sizeof *method);
+    const char **method = a_calloc(&a, 10, sizeof *method);
     if (a.oom)
         goto oom;
 
@@ -463,6 +463,17 @@ int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *op
         method[nm++] = "Measured on servetune's emulator, a model of vLLM's scheduler and of the "
                        "GPU, not on the GPU itself: these figures are predictions to be confirmed "
                        "on hardware.";
+    if (r->audit.prediction) {
+        st_buf_reset(&tb);
+        st_buf_puts(&tb, "Prediction: every run was computed by servetune's engine model in virtual time "
+                         "(servetune predict), with the same workloads, schedules, warm-up, early stop and "
+                         "capacity search as a measured audit; nothing was measured.");
+        if (r->audit.model_note)
+            st_buf_printf(&tb, " %s", r->audit.model_note);
+        if (r->audit.suggested_rates)
+            st_buf_printf(&tb, " Suggested rates for the measured audit: %s", r->audit.suggested_rates);
+        method[nm++] = a_take(&a, &tb);
+    }
     h.method = method;
     h.n_method = nm;
     st_buf_printf(&tb, "servetune %s", r->audit.version ? r->audit.version : ST_VERSION);

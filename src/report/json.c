@@ -189,6 +189,9 @@ int st_report_json(const st_report *r, st_buf *out)
     json_object_set_new(root, "schema", json_string("servetune-audit-report/1"));
     json_object_set_new(root, "servetune_version", str(r->audit.version ? r->audit.version : ST_VERSION));
     json_object_set_new(root, "partial", json_boolean(r->audit.partial));
+    json_object_set_new(root, "prediction", json_boolean(r->audit.prediction));
+    json_object_set_new(root, "suggested_rates", str(r->audit.suggested_rates));
+    json_object_set_new(root, "model_note", str(r->audit.model_note));
     json_object_set_new(root, "note", str(r->audit.note));
     json_object_set_new(root, "started", iso(r->audit.started));
     json_object_set_new(root, "finished", iso(r->audit.finished));

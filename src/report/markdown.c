@@ -29,6 +29,8 @@ int st_report_headline(const st_report *r, st_buf *b)
     const st_rep_cfg *base = &r->cfg[0];
     int others = r->n_cfg - 1;
     st_fmt_num(pk, sizeof pk, r->spec.peak_rate);
+    if (r->audit.prediction)
+        st_buf_puts(b, "Prediction (engine model, virtual time; to be confirmed on hardware): ");
     if (r->audit.partial)
         st_buf_printf(b, "Partial results (the audit did not finish%s%s): ", r->audit.note ? ": " : "",
                       r->audit.note ? r->audit.note : "");
@@ -359,6 +361,20 @@ static void notes_section(const st_report *r, st_buf *b)
 {
     const st_spec *s = &r->spec;
     st_buf_puts(b, "## Method and limits\n\n");
+    if (r->audit.prediction) {
+        st_buf_puts(b, "- **Prediction**: every run below was computed by the engine model in virtual time "
+                       "(`servetune predict`), with the same workloads, arrival schedules, warm-up, early stop and "
+                       "capacity search as a measured audit; the engine's state was sampled every emulated second. ");
+        if (r->audit.model_note)
+            st_md_text(b, r->audit.model_note);
+        st_buf_puts(b, "\n");
+        if (r->audit.suggested_rates) {
+            st_buf_puts(b, "- **Suggested rates for the measured audit** (bracketing every configuration's capacity "
+                           "found on the model by bisection): ");
+            st_md_text(b, r->audit.suggested_rates);
+            st_buf_puts(b, "\n");
+        }
+    }
     st_buf_puts(b, "- **Capacity at SLO** is the delivered request throughput (completed requests / time from the "
                    "first send to the last completion, drain included) at the highest tested rate that passed. A rate "
                    "passes when every request completed and every SLO term held. The true capacity lies between that "
@@ -422,6 +438,11 @@ int st_report_markdown(const st_report *r, st_buf *b)
         st_buf_puts(b, ": what finished is kept; configurations not reached are marked \"not run\". "
                        "`servetune audit --resume` continues it.\n\n");
     }
+    if (r->audit.prediction)
+        st_buf_puts(b, "> **PREDICTION.** Made by `servetune predict` on servetune's engine model (a model of vLLM V1's "
+                       "scheduler, KV cache and GPU step time) in virtual time: no server was started and nothing was "
+                       "measured. Use it to choose configurations and rates worth testing; confirm with `servetune "
+                       "audit` on the hardware.\n\n");
     st_buf_puts(b, "## Headline\n\n");
     st_buf hl;
     st_buf_init(&hl, 1 << 16);

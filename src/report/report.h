@@ -80,7 +80,8 @@ int st_report_csv(const st_report *r, st_buf *out);
 /* The headline paragraph (plain text). */
 int st_report_headline(const st_report *r, st_buf *out);
 
-/* Loads the model and writes DIR/report.md, DIR/report.json, DIR/results.csv. */
+/* Loads the model and writes DIR/report.md, DIR/report.json, DIR/results.csv and
+ * DIR/report.html (report/html_audit.h). */
 int st_report_write_all(st_store *s, const char *dir, char *err, size_t errlen);
 
 #endif

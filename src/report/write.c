@@ -36,6 +36,7 @@ int st_report_write_all(st_store *s, const char *dir, char *err, size_t errlen)
     if (st_report_load(s, &r, err, errlen))
         return -1;
     int rc = 0;
+    st_html_audit_opts hopts = { .prediction = r.audit.prediction };
     st_buf b;
     st_buf_init(&b, REPORT_MAX);
     if (st_report_markdown(&r, &b) || write_file(dir, "report.md", &b, err, errlen))
@@ -47,7 +48,7 @@ int st_report_write_all(st_store *s, const char *dir, char *err, size_t errlen)
     if (!rc && (st_report_csv(&r, &b) || write_file(dir, "results.csv", &b, err, errlen)))
         rc = -1;
     st_buf_reset(&b);
-    if (!rc && (st_report_html(&r, s, NULL, &b, err, errlen) || write_file(dir, "report.html", &b, err, errlen)))
+    if (!rc && (st_report_html(&r, s, &hopts, &b, err, errlen) || write_file(dir, "report.html", &b, err, errlen)))
         rc = -1;
     if (rc && !err[0])
         snprintf(err, errlen, "report too large");

@@ -309,8 +309,14 @@ static void vllm_adapter_through_a_forwarding_program(void **state)
     snprintf(spec, sizeof spec, "%s/spec.yaml", tmp);
     snprintf(out, sizeof out, "%s/out", tmp);
     write_spec(spec, "vllm", "", "", "2", "", "");
-    const char *args[] = { "audit", spec, "-o", out, "--quiet", NULL };
+    /* not --quiet, not a TTY: line-oriented progress */
+    const char *args[] = { "audit", spec, "-o", out, NULL };
     assert_int_equal(run_servetune(args, bin, 120, 0, NULL), 0);
+    char so[600];
+    snprintf(so, sizeof so, "%s/servetune.out", tmp);
+    assert_true(file_has(so, "[1/1 baseline] starting the engine\n"));
+    assert_true(file_has(so, "[1/1 baseline] rate 2 req/s: pass, 24/24 completed"));
+    assert_false(file_has(so, "\r"));
     json_t *j = load_json(out);
     assert_string_equal(status_of(j, "baseline"), "ok");
     const char *cmd = json_string_value(json_object_get(config_named(j, "baseline"), "command"));
@@ -484,6 +490,41 @@ static void api_key_is_never_written(void **state)
     assert_true(file_has(log, "--api-key ***"));           /* ...and the key was redacted */
 }
 
+/* A trace workload (relative to the spec's folder), retimed to each rate. */
+static void trace_workload(void **state)
+{
+    (void)state;
+    char trace[512], spec[512], out[512];
+    snprintf(trace, sizeof trace, "%s/trace.jsonl", tmp);
+    FILE *f = fopen(trace, "w");
+    assert_non_null(f);
+    for (int i = 0; i < 30; i++)
+        fprintf(f, "{\"timestamp\": %.2f, \"input_tokens\": %d, \"output_tokens\": 12, \"prefix_group\": 1, \"prefix_len\": 64}\n",
+                i * 0.5 + (i % 3) * 0.2, 100 + 7 * i);
+    fclose(f);
+    snprintf(spec, sizeof spec, "%s/spec.yaml", tmp);
+    snprintf(out, sizeof out, "%s/out", tmp);
+    f = fopen(spec, "w");
+    assert_non_null(f);
+    fprintf(f, "engine: {kind: emulator, model: Qwen/Qwen3-8B, flags: [--gpu, H100, --time-scale, '20', --max-model-len, "
+               "'4096', --seed, '%d']}\n"
+               "hardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 10\n"
+               "workload: {trace: trace.jsonl, requests_per_rate: 30}\nrates: [2, 4]\nwarmup_requests: 2\n"
+               "slo: {ttft_p95_ms: 20000, tpot_p95_ms: 2000}\n",
+            (int)getpid());
+    fclose(f);
+    const char *args[] = { "audit", spec, "-o", out, "--quiet", NULL };
+    assert_int_equal(run_servetune(args, NULL, 120, 0, NULL), 0);
+    json_t *j = load_json(out);
+    assert_string_equal(status_of(j, "baseline"), "ok");
+    json_t *runs = json_object_get(config_named(j, "baseline"), "runs");
+    assert_int_equal(json_array_size(runs), 2);
+    for (size_t i = 0; i < 2; i++)
+        assert_int_equal(json_integer_value(json_object_get(json_array_get(runs, i), "completed")), 30);
+    json_decref(j);
+    nothing_left(out);
+}
+
 /* An endpoint: a server that is already running (here an emulator the test starts itself) is
  * audited without being started or stopped by servetune. */
 static void endpoint_is_used_not_managed(void **state)
@@ -545,6 +586,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(resume_after_interrupt, setup, teardown),
         cmocka_unit_test_setup_teardown(endpoint_is_used_not_managed, setup, teardown),
         cmocka_unit_test_setup_teardown(api_key_is_never_written, setup, teardown),
+        cmocka_unit_test_setup_teardown(trace_workload, setup, teardown),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }

@@ -16,7 +16,7 @@ static int rm_dir(void **state)
 {
     (void)state;
     const char *files[] = { "results.sqlite", "results.sqlite-wal", "results.sqlite-shm", "report.md", "report.json",
-                            "results.csv" };
+                            "results.csv", "report.html" };
     char p[512];
     for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
         snprintf(p, sizeof p, "%s/%s", dir, files[i]);
@@ -159,6 +159,10 @@ static void files_written_and_escaped(void **state)
     for (size_t i = 0; i < sizeof sections / sizeof *sections; i++)
         if (!strstr(md, sections[i]))
             fail_msg("report.md lacks '%s'", sections[i]);
+    snprintf(p, sizeof p, "%s/report.html", dir);
+    struct stat hs;
+    assert_int_equal(stat(p, &hs), 0); /* the HTML report is written with the others */
+    assert_true(hs.st_size > 1000);
     /* raw only inside the fenced log block */
     const char *first = strstr(md, "<script>");
     assert_non_null(first);

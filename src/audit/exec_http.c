@@ -1,0 +1,600 @@
+/* The HTTP executor (audit/executor.h): the engine as a process started through its adapter,
+ * driven over HTTP by the open-loop runner while a thread scrapes /metrics. */
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "audit/executor.h"
+#include "audit/figures.h"
+#include "core/buf.h"
+#include "engine/adapter.h"
+#include "engine/api.h"
+#include "engine/metrics.h"
+#include "engine/metrics_scrape.h"
+#include "engine/probe.h"
+#include "engine/process.h"
+
+#define LOG_TAIL_BYTES 16384
+#define LOG_TAIL_LINES 40
+
+/* ---- engine ---- */
+
+typedef struct engine {
+    st_launch l;
+    st_proc proc;
+    int started; /* a process of ours runs */
+    char log_path[4200];
+    char cmdline[8192];
+    const char *api_key;
+    char *secrets[8];  /* values expanded from ${VAR} in the flags: redacted from log tails */
+    int nsecrets;
+    int stopped;       /* the process was started and has been stopped */
+} engine;
+
+/* The executor's state: the spec, where logs go, and the engine of the current configuration. */
+typedef struct http_exec {
+    const st_spec *spec;
+    char logdir[4096];
+    const char *self_exe;
+    volatile sig_atomic_t *stop;
+    engine E;
+    int active; /* E holds a launch (started or not) */
+} http_exec;
+typedef http_exec sweep;
+
+/* Removes the flag secrets of E from what a failed configuration keeps. */
+static void redact_row(st_config_row *row, const engine *E)
+{
+    for (int i = 0; i < E->nsecrets; i++) {
+        st_redact(row->failure_detail, E->secrets[i]);
+        st_redact(row->log_tail, E->secrets[i]);
+    }
+}
+
+void st_exec_fill_failure(st_config_row *row, st_fail_class c, const char *detail, const char *log_path,
+                          const char *secret)
+{
+    free(row->failure_class);
+    free(row->failure_detail);
+    free(row->log_tail);
+    row->failure_class = strdup(st_fail_class_name(c));
+    char d[600];
+    snprintf(d, sizeof d, "%s%s%s", st_fail_class_text(c), detail && *detail ? ": " : "", detail ? detail : "");
+    st_redact(d, secret);
+    row->failure_detail = strdup(d);
+    row->log_tail = NULL;
+    if (log_path && st_log_tail(log_path, LOG_TAIL_BYTES, LOG_TAIL_LINES, &row->log_tail) == 0)
+        st_redact(row->log_tail, secret);
+    free(row->status);
+    row->status = strdup("failed");
+}
+
+/* Facts the engine states about itself: its version (GET /version) and vLLM's KV cache line. */
+static char *engine_facts(engine *E)
+{
+    st_buf b;
+    st_buf_init(&b, 4096);
+    st_buf_puts(&b, "{");
+    int any = 0;
+    st_buf body;
+    st_buf_init(&body, 65536);
+    int status;
+    char err[256];
+    if (st_http_get(E->l.host, E->l.port, "/version", E->api_key, 2, &status, &body, err, sizeof err) == 0 &&
+        status == 200 && body.data) {
+        json_t *root = json_loadb(body.data, body.len, 0, NULL);
+        const char *ver = json_string_value(json_object_get(root, "version"));
+        if (ver && strlen(ver) < 80) {
+            st_buf_puts(&b, "\"engine_version\":");
+            st_buf_json_str(&b, ver);
+            any = 1;
+        }
+        json_decref(root);
+    }
+    st_buf_free(&body);
+    char *tail = NULL;
+    if (E->started && st_log_tail(E->log_path, 1 << 20, 100000, &tail) == 0) {
+        static const char *keys[] = { "GPU KV cache size", "Maximum concurrency" };
+        static const char *names[] = { "kv_cache_line", "max_concurrency_line" };
+        for (int k = 0; k < 2; k++) {
+            const char *h = strstr(tail, keys[k]);
+            if (!h)
+                continue;
+            size_t l = strcspn(h, "\n");
+            char line[300];
+            snprintf(line, sizeof line, "%.*s", (int)(l < 299 ? l : 299), h);
+            st_buf_printf(&b, "%s\"%s\":", any ? "," : "", names[k]);
+            st_buf_json_str(&b, line);
+            any = 1;
+        }
+        free(tail);
+    }
+    st_buf_puts(&b, "}");
+    char *r = strdup(b.data ? b.data : "{}");
+    st_buf_free(&b);
+    return r;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
+}
+
+/* Starts (or, for an endpoint, connects to) the engine and waits until it is ready and ours.
+ * 0 ready; -1 failed (row filled); 1 interrupted. */
+static int engine_start(sweep *S, const st_spec_config *c, engine *E, st_config_row *row)
+{
+    const st_spec *s = S->spec;
+    char err[512] = "";
+    memset(E, 0, sizeof *E);
+    E->api_key = s->engine.api_key_env ? getenv(s->engine.api_key_env) : NULL;
+    int port = 0;
+    if (s->engine.kind != ST_ENGINE_ENDPOINT) {
+        port = s->engine.port ? s->engine.port : st_port_pick();
+        if (port <= 0 || !st_port_free(port)) {
+            snprintf(err, sizeof err, "port %d on 127.0.0.1 is already in use; servetune never shares a port", port);
+            st_exec_fill_failure(row, ST_FAIL_PORT_TAKEN, err, NULL, NULL);
+            return -1;
+        }
+    }
+    if (st_adapter_launch(s, c, port, S->self_exe, &E->l, err, sizeof err)) {
+        st_exec_fill_failure(row, ST_FAIL_BAD_FLAG, err, NULL, NULL);
+        return -1;
+    }
+    E->l.api_key = E->api_key;
+    snprintf(E->log_path, sizeof E->log_path, "%s/%s.log", S->logdir, c->name);
+    st_launch_cmdline(&E->l, E->cmdline, sizeof E->cmdline);
+    free(row->argv);
+    row->argv = strdup(s->engine.kind == ST_ENGINE_ENDPOINT ? s->engine.url : E->cmdline);
+    st_ns t0 = st_now();
+    if (s->engine.kind != ST_ENGINE_ENDPOINT) {
+        /* Environment: the spec's, then the configuration's (which wins). */
+        const char *keys[512], *vals[512];
+        int ne = 0;
+        for (int i = 0; i < s->engine.env.n && ne < 512; i++) {
+            int over = 0;
+            for (int j = 0; j < c->env.n; j++)
+                over |= !strcmp(c->env.key[j], s->engine.env.key[i]);
+            if (!over) {
+                keys[ne] = s->engine.env.key[i];
+                vals[ne++] = s->engine.env.val[i];
+            }
+        }
+        for (int j = 0; j < c->env.n && ne < 512; j++) {
+            keys[ne] = c->env.key[j];
+            vals[ne++] = c->env.val[j];
+        }
+        FILE *lf = fopen(E->log_path, "a");
+        if (lf) {
+            fprintf(lf, "--- servetune: starting %s\n", E->cmdline);
+            fclose(lf);
+        }
+        st_proc_opts po = { .argv = E->l.argv.v, .env_key = keys, .env_val = vals, .n_env = ne,
+                            .log_path = E->log_path };
+        /* argv (NULL-terminated), with ${VAR} in the flags expanded now: the stored command line
+         * keeps the reference, never the value. */
+        char **argv = calloc((size_t)E->l.argv.n + 1, sizeof(char *));
+        if (!argv) {
+            st_exec_fill_failure(row, ST_FAIL_EXEC, "out of memory", NULL, NULL);
+            return -1;
+        }
+        int rc = 0;
+        for (int i = 0; i < E->l.argv.n && !rc; i++) {
+            const char *t = E->l.argv.v[i];
+            if (!strstr(t, "${")) {
+                argv[i] = strdup(t);
+                continue;
+            }
+            char val[8192];
+            if (st_env_expand(t, val, sizeof val, err, sizeof err)) {
+                rc = -1;
+                break;
+            }
+            argv[i] = strdup(val);
+            if (E->nsecrets < 8 && val[0])
+                E->secrets[E->nsecrets++] = strdup(val);
+        }
+        if (!rc) {
+            po.argv = argv;
+            rc = st_proc_start(&E->proc, &po, err, sizeof err);
+        } else {
+            char d[400];
+            snprintf(d, sizeof d, "the flags: %.380s", err);
+            snprintf(err, sizeof err, "%s", d);
+        }
+        for (int i = 0; i < E->l.argv.n; i++)
+            free(argv[i]);
+        free(argv);
+        if (rc) {
+            st_exec_fill_failure(row, ST_FAIL_EXEC, err, E->log_path, E->api_key);
+            redact_row(row, E);
+            return -1;
+        }
+        E->started = 1;
+    }
+    char detail[600] = "";
+    int waited_ms = 0;
+    for (;;) {
+        if (*S->stop)
+            return 1;
+        if (E->started && !st_proc_alive(&E->proc)) {
+            char *tail = NULL;
+            st_log_tail(E->log_path, LOG_TAIL_BYTES, LOG_TAIL_LINES, &tail);
+            st_fail_class fc = st_proc_classify(tail, 1, E->proc.wstatus, 0, detail, sizeof detail);
+            free(tail);
+            st_exec_fill_failure(row, fc, detail, E->log_path, E->api_key);
+            redact_row(row, E);
+            return -1;
+        }
+        st_probe_result pr = st_adapter_probe(&E->l, 2.0, detail, sizeof detail);
+        if (pr == ST_PROBE_READY)
+            break;
+        if (pr == ST_PROBE_WRONG_SERVER) {
+            st_exec_fill_failure(row, ST_FAIL_WRONG_SERVER, detail, E->started ? E->log_path : NULL, E->api_key);
+            redact_row(row, E);
+            return -1;
+        }
+        if (st_ns_to_s(st_now() - t0) > s->timeouts.startup_s) {
+            char d2[700];
+            snprintf(d2, sizeof d2, "not ready after %.0f s (last probe: %s)", s->timeouts.startup_s, detail);
+            st_exec_fill_failure(row, ST_FAIL_TIMEOUT, d2, E->started ? E->log_path : NULL, E->api_key);
+            redact_row(row, E);
+            return -1;
+        }
+        /* Probe often at first (the emulator starts in milliseconds), then every 250 ms. */
+        int ms = waited_ms < 1000 ? 20 : 250;
+        sleep_ms(ms);
+        waited_ms += ms;
+    }
+    row->startup_s = st_ns_to_s(st_now() - t0);
+    free(row->facts);
+    row->facts = engine_facts(E);
+    return 0;
+}
+
+/* The engine may print its own arguments (vLLM logs its non-default args, the API key
+ * included): once it has stopped, its log is rewritten with every secret replaced by ***. */
+static void redact_log(const engine *E)
+{
+    if (!E->nsecrets && !(E->api_key && *E->api_key))
+        return;
+    FILE *f = fopen(E->log_path, "rb");
+    if (!f)
+        return;
+    size_t cap = 64u << 20;
+    char *buf = malloc(cap + 1);
+    size_t n = buf ? fread(buf, 1, cap, f) : 0;
+    fclose(f);
+    if (!buf)
+        return;
+    buf[n] = '\0';
+    /* bytes after a NUL (binary junk) are dropped with it */
+    for (int i = 0; i < E->nsecrets; i++)
+        st_redact(buf, E->secrets[i]);
+    st_redact(buf, E->api_key);
+    f = fopen(E->log_path, "wb");
+    if (f) {
+        fwrite(buf, 1, strlen(buf), f);
+        fclose(f);
+    }
+    free(buf);
+}
+
+static void engine_stop(sweep *S, engine *E)
+{
+    if (E->started) {
+        st_proc_stop(&E->proc, S->spec->timeouts.stop_grace_s);
+        FILE *lf = fopen(E->log_path, "a");
+        if (lf) {
+            char d[128];
+            st_proc_describe(&E->proc, d, sizeof d);
+            fprintf(lf, "--- servetune: stopped (%s)\n", d);
+            fclose(lf);
+        }
+        E->started = 0;
+        E->stopped = 1;
+    }
+    if (E->stopped)
+        redact_log(E);
+    for (int i = 0; i < E->nsecrets; i++)
+        free(E->secrets[i]);
+    E->nsecrets = 0;
+    st_launch_free(&E->l);
+}
+
+/* ---- metrics scraping thread ---- */
+
+typedef struct scraper {
+    pthread_t th;
+    atomic_int stop;
+    const engine *E;
+    double time_scale;
+    st_ns t0;
+    pthread_mutex_t mu;
+    st_metric_sample *s;
+    uint32_t n, cap;
+    int failures, ok;
+} scraper;
+
+static void *scrape_main(void *arg)
+{
+    scraper *sc = arg;
+    st_buf body;
+    st_buf_init(&body, 8 << 20);
+    while (!atomic_load(&sc->stop)) {
+        st_ns t = st_now();
+        int status;
+        char err[256];
+        if (st_http_get(sc->E->l.host, sc->E->l.port, "/metrics", NULL, 2, &status, &body, err, sizeof err) == 0 &&
+            status == 200) {
+            st_metric_sample got[ST_SCRAPE_MAX];
+            int ng = st_scrape_parse(sc->E->l.metrics_dialect, body.data ? body.data : "", body.len, got, ST_SCRAPE_MAX);
+            double ts = st_ns_to_s(t - sc->t0) * sc->time_scale;
+            pthread_mutex_lock(&sc->mu);
+            sc->ok++;
+            for (int i = 0; i < ng; i++) {
+                if (sc->n == sc->cap) {
+                    uint32_t nc = sc->cap ? sc->cap * 2 : 256;
+                    st_metric_sample *ns = realloc(sc->s, sizeof *ns * nc);
+                    if (!ns)
+                        break;
+                    sc->s = ns;
+                    sc->cap = nc;
+                }
+                got[i].t = ts;
+                sc->s[sc->n++] = got[i];
+            }
+            pthread_mutex_unlock(&sc->mu);
+        } else {
+            sc->failures++;
+        }
+        /* once per emulated second (a wall second for a real engine, engine/metrics_scrape.h), in
+         * small sleeps so stopping is quick */
+        int steps = st_scrape_interval_ms(sc->time_scale) / 50;
+        for (int i = 0; i < steps && !atomic_load(&sc->stop); i++) {
+            st_ns next = t + (i + 1) * 50 * ST_NS_PER_MS;
+            st_ns now = st_now();
+            if (next > now)
+                sleep_ms((int)((next - now) / ST_NS_PER_MS) + 1);
+        }
+    }
+    st_buf_free(&body);
+    return NULL;
+}
+
+/* Waits until the engine has no request running or waiting (from /metrics), so that what an
+ * early-stopped or overloaded run left behind does not weigh on the next rate. Bounded by
+ * max_s; without /metrics it waits a short fixed time. Returns the seconds waited. */
+static double wait_idle(sweep *S, const engine *E, double max_s)
+{
+    st_ns t0 = st_now();
+    st_buf body;
+    st_buf_init(&body, 8 << 20);
+    int misses = 0;
+    while (st_ns_to_s(st_now() - t0) < max_s && !*S->stop) {
+        int status;
+        char err[256];
+        st_engine_metrics m;
+        if (st_http_get(E->l.host, E->l.port, "/metrics", NULL, 2, &status, &body, err, sizeof err) == 0 &&
+            status == 200 && st_metrics_read(E->l.metrics_dialect, body.data ? body.data : "", body.len, &m) == 0 &&
+            (m.found & (1u << ST_MET_RUNNING))) {
+            double busy = m.v[ST_MET_RUNNING] + ((m.found & (1u << ST_MET_WAITING)) ? m.v[ST_MET_WAITING] : 0);
+            if (busy <= 0)
+                break;
+        } else if (++misses >= 3) {
+            sleep_ms(500); /* no usable /metrics: a short pause instead */
+            break;
+        }
+        sleep_ms(50);
+    }
+    st_buf_free(&body);
+    return st_ns_to_s(st_now() - t0);
+}
+
+/* ---- the executor ---- */
+
+static int http_start(st_executor *x, const st_spec_config *c, st_config_row *row)
+{
+    http_exec *H = x->impl;
+    if (H->active)
+        engine_stop(H, &H->E);
+    H->active = 1;
+    int r = engine_start(H, c, &H->E, row);
+    x->time_scale = H->E.l.time_scale > 0 ? H->E.l.time_scale : 1;
+    return r;
+}
+
+static void http_stop(st_executor *x)
+{
+    http_exec *H = x->impl;
+    if (H->active)
+        engine_stop(H, &H->E);
+    H->active = 0;
+}
+
+typedef struct http_tick {
+    const st_exec_rate *in;
+    volatile sig_atomic_t run_stop; /* the runner's stop flag */
+    int stopped;
+} http_tick;
+
+static void http_on_tick(void *arg, const st_runner_progress *p)
+{
+    http_tick *t = arg;
+    if (!t->stopped && t->in->tick && t->in->tick(t->in->tick_arg, p)) {
+        t->stopped = 1;
+        t->run_stop = 1;
+    }
+}
+
+static int http_run_rate(st_executor *x, const st_exec_rate *in, st_config_row *row, st_exec_out *out, char *err,
+                         size_t errlen)
+{
+    http_exec *H = x->impl;
+    engine *E = &H->E;
+    const st_spec *s = H->spec;
+    memset(out, 0, sizeof *out);
+    double K = x->time_scale;
+    if (!in->warmup) {
+        /* what an early-stopped or overloaded run left behind must not weigh on this one */
+        out->idle_wait_s = wait_idle(H, E, 60);
+    }
+    uint32_t n = in->w->n;
+    st_ns *sched = calloc(n ? n : 1, sizeof *sched);
+    if (!sched) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        sched[i] = (st_ns)((double)in->sched[i] / K);
+    http_tick T = { .in = in };
+    st_api_kind api = ST_API_COMPLETIONS;
+    st_api_from_name(E->l.api, &api);
+    st_runner_config rc = { .url = E->l.base_url,
+                            .api = (int)api,
+                            .stream = 1,
+                            .model = E->l.expected_model,
+                            .api_key = E->api_key,
+                            .work = in->w,
+                            .schedule = sched,
+                            .warmup = in->warmup,
+                            .timeout_s = in->timeout_s / K,
+                            .tick = http_on_tick,
+                            .tick_arg = &T,
+                            .stop = &T.run_stop };
+    scraper sc = { .E = E, .time_scale = K };
+    int have_scraper = 0;
+    if (!in->warmup) {
+        pthread_mutex_init(&sc.mu, NULL);
+        sc.t0 = st_now();
+        have_scraper = pthread_create(&sc.th, NULL, scrape_main, &sc) == 0;
+    }
+    st_run_result res;
+    memset(&res, 0, sizeof res);
+    int rr = st_runner_run(&rc, &res, err, errlen);
+    if (!in->warmup) {
+        if (have_scraper) {
+            atomic_store(&sc.stop, 1);
+            pthread_join(sc.th, NULL);
+        }
+        pthread_mutex_destroy(&sc.mu);
+    }
+    /* scraped times are from the scraper's start; the runner's t0 is a moment later: close enough
+     * for a once-a-second timeline */
+    out->samples = sc.s;
+    out->n_samples = sc.n;
+    double idle = out->idle_wait_s;
+    free(sched);
+    if (rr) {
+        st_exec_out_free(out);
+        return -1;
+    }
+    if (res.interrupted && !T.stopped) {
+        st_run_result_free(&res);
+        st_exec_out_free(out);
+        return 1;
+    }
+    st_audit_scale_records(res.records, res.n, K);
+    out->records = res.records;
+    out->n = res.n;
+    res.records = NULL;
+    res.n = 0;
+    out->stopped = T.stopped;
+    out->client_limited = res.client_limited;
+    out->idle_wait_s = idle;
+    st_run_result_free(&res);
+    if (in->warmup)
+        return 0;
+    /* Did the engine die or hang during the run? */
+    uint32_t errors = 0;
+    for (uint32_t i = 0; i < out->n; i++)
+        if (!out->records[i].warmup && out->records[i].status != ST_REQ_OK && out->records[i].status != ST_REQ_ABORTED)
+            errors++;
+    int died = E->started && !st_proc_alive(&E->proc);
+    int hung = 0;
+    char detail[600] = "";
+    if (!died && (errors > 0 || out->stopped) && s->engine.kind != ST_ENGINE_ENDPOINT) {
+        /* Requests failed, or the run stopped early: is the engine still answering? */
+        st_buf body;
+        st_buf_init(&body, 65536);
+        int hs;
+        char e2[256] = "";
+        hung = 1;
+        for (int tries = 0; tries < 2 && hung; tries++)
+            hung = st_http_get(E->l.host, E->l.port, E->l.health_path, NULL, 5, &hs, &body, e2, sizeof e2) != 0;
+        if (hung)
+            snprintf(detail, sizeof detail, "/health did not answer after the run (%s)", e2);
+        st_buf_free(&body);
+    }
+    if (died) {
+        char *tail = NULL;
+        st_log_tail(E->log_path, LOG_TAIL_BYTES, LOG_TAIL_LINES, &tail);
+        st_fail_class fc = st_proc_classify(tail, 1, E->proc.wstatus, 0, detail, sizeof detail);
+        free(tail);
+        st_exec_fill_failure(row, fc == ST_FAIL_NONE ? ST_FAIL_CRASH : fc, detail, E->log_path, E->api_key);
+        redact_row(row, E);
+        out->engine_failed = 1;
+    } else if (hung) {
+        st_exec_fill_failure(row, ST_FAIL_HANG, detail, E->log_path, E->api_key);
+        redact_row(row, E);
+        out->engine_failed = 1;
+    }
+    return 0;
+}
+
+static void http_free(st_executor *x)
+{
+    http_stop(x);
+    free(x->impl);
+    free(x);
+}
+
+static const st_executor_ops http_ops = { "http", http_start, http_run_rate, http_stop, http_free };
+
+int st_exec_http_new(const st_spec *spec, const char *logdir, const char *self_exe, volatile sig_atomic_t *stop,
+                     st_executor **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    st_executor *x = calloc(1, sizeof *x);
+    http_exec *H = calloc(1, sizeof *H);
+    if (!x || !H) {
+        free(x);
+        free(H);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    H->spec = spec;
+    snprintf(H->logdir, sizeof H->logdir, "%s", logdir);
+    H->self_exe = self_exe;
+    H->stop = stop;
+    x->ops = &http_ops;
+    x->spec = spec;
+    x->time_scale = 1;
+    x->impl = H;
+    *out = x;
+    return 0;
+}
+
+void st_executor_free(st_executor *x)
+{
+    if (x)
+        x->ops->free(x);
+}
+
+void st_exec_out_free(st_exec_out *out)
+{
+    for (uint32_t i = 0; out->records && i < out->n; i++)
+        st_record_free(&out->records[i]);
+    free(out->records);
+    free(out->samples);
+    out->records = NULL;
+    out->samples = NULL;
+    out->n = out->n_samples = 0;
+}

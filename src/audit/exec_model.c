@@ -1,0 +1,337 @@
+/* The engine-model executor (audit/executor.h) behind `servetune predict`: each configuration's
+ * vLLM flags go through the emulator's own parser (emu/flags.h) into an st_emu_config; the
+ * memory plan refuses what vLLM would refuse (with its message, classified like a real engine
+ * log); each rate runs on one engine-model session (emu/sim.h) in virtual time, so the prefix
+ * cache carries over from the warm-up and earlier rates as it does on a running server. The
+ * engine's state is sampled every emulated second under the generic metric names a /metrics
+ * scrape would store. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "audit/executor.h"
+#include "core/buf.h"
+#include "emu/flags.h"
+#include "emu/sim.h"
+#include "engine/metrics.h"
+
+#define GIB 1073741824.0
+#define MODEL_TICK_NS ST_NS_PER_S
+
+typedef struct model_exec {
+    const st_spec *spec;
+    char logdir[4096];
+    int have_logdir;
+    st_emu_session *sess; /* the current configuration's engine, NULL when none */
+} model_exec;
+
+int st_exec_model_supported(const st_spec *spec, char *why, size_t whylen)
+{
+    st_engine_kind k = spec->engine.kind;
+    if (k == ST_ENGINE_VLLM || k == ST_ENGINE_EMULATOR)
+        return 1;
+    snprintf(why, whylen,
+             "servetune predict models vLLM V1 (engine kinds vllm and emulator); this spec's engine is %s, whose "
+             "flags and scheduler the model does not know. To predict it as if it were vLLM, copy the spec with "
+             "`kind: vllm` and vLLM's flags",
+             st_engine_kind_name(k));
+    return 0;
+}
+
+static void log_lines(model_exec *M, const char *name, const char *text)
+{
+    if (!M->have_logdir)
+        return;
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s.log", M->logdir, name);
+    FILE *f = fopen(path, "a");
+    if (!f)
+        return;
+    fputs(text, f);
+    fclose(f);
+}
+
+/* A refusal as vLLM would print it, classified like a real engine's log (engine/process.h). */
+static void refuse(model_exec *M, const st_spec_config *c, st_config_row *row, const char *log, int exit_status)
+{
+    log_lines(M, c->name, log);
+    char detail[600];
+    st_fail_class fc = st_proc_classify(log, 1, exit_status << 8, 0, detail, sizeof detail);
+    if (fc == ST_FAIL_NONE)
+        fc = ST_FAIL_CRASH;
+    st_exec_fill_failure(row, fc, detail, NULL, NULL);
+    free(row->log_tail);
+    row->log_tail = strdup(log);
+}
+
+/* The value of NAME in the configuration's environment, then the spec's (NULL: none). */
+static const char *env_of(const st_spec *s, const st_spec_config *c, const char *name)
+{
+    for (int i = 0; i < c->env.n; i++)
+        if (!strcmp(c->env.key[i], name))
+            return c->env.val[i];
+    for (int i = 0; i < s->engine.env.n; i++)
+        if (!strcmp(s->engine.env.key[i], name))
+            return s->engine.env.val[i];
+    return NULL;
+}
+
+static int model_start(st_executor *x, const st_spec_config *c, st_config_row *row)
+{
+    model_exec *M = x->impl;
+    const st_spec *s = M->spec;
+    st_emu_session_free(M->sess);
+    M->sess = NULL;
+    x->time_scale = 1; /* virtual time: the emulator's --time-scale does not apply */
+    st_strv flags = { 0 };
+    if (st_spec_config_flags(s, c, &flags)) {
+        st_exec_fill_failure(row, ST_FAIL_EXEC, "out of memory", NULL, NULL);
+        return -1;
+    }
+    const char *model = st_spec_config_model(s, c);
+    /* "serve MODEL FLAGS": what the adapter hands vLLM or the emulator, without host and port */
+    int argc = 0;
+    char **argv = calloc((size_t)flags.n + 3, sizeof *argv);
+    st_buf cmd;
+    st_buf_init(&cmd, 1 << 16);
+    if (!argv) {
+        st_strv_free(&flags);
+        st_exec_fill_failure(row, ST_FAIL_EXEC, "out of memory", NULL, NULL);
+        return -1;
+    }
+    argv[argc++] = "serve";
+    argv[argc++] = (char *)model;
+    st_buf_printf(&cmd, "engine model of: vllm serve %s", model);
+    for (int i = 0; i < flags.n; i++) {
+        argv[argc++] = flags.v[i];
+        st_buf_printf(&cmd, " %s", flags.v[i]);
+    }
+    free(row->argv);
+    row->argv = strdup(cmd.data ? cmd.data : "");
+    st_buf_free(&cmd);
+    st_emu_args A;
+    st_emu_args_defaults(&A);
+    st_opt opts[ST_EMU_ARGS_TABLE_MAX];
+    st_emu_args_table(&A, opts);
+    st_opts_result r;
+    char err[2048] = "", log[4096];
+    int rc = st_emu_args_parse(&A, opts, argc, argv, &r, err, sizeof err);
+    st_emu_config cfg;
+    if (rc == 0) {
+        if (!A.gpu || !*A.gpu)
+            A.gpu = env_of(s, c, "SERVETUNE_EMULATE_GPU");
+        if (!A.gpu || !*A.gpu)
+            A.gpu = s->hardware.gpu;
+        rc = st_emu_args_config(&A, &cfg, err, sizeof err);
+    }
+    snprintf(log, sizeof log, "--- servetune predict: %s\n", row->argv);
+    log_lines(M, c->name, log);
+    for (int i = 0; rc == 0 && i < r.nunknown; i++)
+        if (r.unknown[i][0] == '-') {
+            snprintf(log, sizeof log, "WARNING ignoring vLLM flag %s (no effect on the engine model's timing)\n",
+                     r.unknown[i]);
+            log_lines(M, c->name, log);
+        }
+    st_opts_result_free(&r);
+    free(argv);
+    st_strv_free(&flags);
+    if (rc == ST_EMU_ARGS_USAGE) {
+        snprintf(log, sizeof log, "vllm serve: error: %s\n", err);
+        refuse(M, c, row, log, 2);
+        return -1;
+    }
+    if (rc) {
+        snprintf(log, sizeof log, "ERROR %s\n", err);
+        refuse(M, c, row, log, 1);
+        return -1;
+    }
+    st_emu_memory mem;
+    memset(&mem, 0, sizeof mem);
+    if (st_emu_session_new(&cfg, &M->sess, &mem, err, sizeof err)) {
+        M->sess = NULL;
+        snprintf(log, sizeof log,
+                 "ERROR EngineCore failed to start.\n%s\nRuntimeError: Engine core initialization failed. See root "
+                 "cause above. Failed core proc(s): {}\n",
+                 err);
+        refuse(M, c, row, log, 1);
+        return -1;
+    }
+    char l1[128], l2[128];
+    st_emu_memory_log_lines(&mem, l1, sizeof l1, l2, sizeof l2);
+    snprintf(log, sizeof log,
+             "INFO Model loading took %.4f GiB\nINFO Memory profiling: total GPU memory %.2f GiB; requested %.2f GiB; "
+             "model weights %.2f GiB; non_torch_memory %.2f GiB; PyTorch activation peak memory %.2f GiB; the rest "
+             "of the memory reserved for KV Cache is %.2f GiB.\nINFO %s\nINFO %s\nINFO max_num_seqs=%u, "
+             "max_num_batched_tokens=%u, max_model_len=%u, num_gpu_blocks=%u\n",
+             mem.weight_bytes / GIB, mem.total_bytes / GIB, mem.requested_bytes / GIB, mem.weight_bytes / GIB,
+             mem.non_torch_bytes / GIB, mem.activation_bytes / GIB, mem.kv_bytes / GIB, l1, l2, mem.max_num_seqs,
+             mem.max_num_batched_tokens, mem.max_model_len, mem.num_blocks);
+    log_lines(M, c->name, log);
+    st_buf f;
+    st_buf_init(&f, 4096);
+    st_buf_puts(&f, "{\"engine_version\":\"servetune engine model (vLLM V1)\",\"kv_cache_line\":");
+    st_buf_json_str(&f, l1);
+    st_buf_puts(&f, ",\"max_concurrency_line\":");
+    st_buf_json_str(&f, l2);
+    st_buf_puts(&f, ",\"gpu\":");
+    st_buf_json_str(&f, cfg.gpu.name);
+    st_buf_puts(&f, "}");
+    free(row->facts);
+    row->facts = strdup(f.data ? f.data : "{}");
+    st_buf_free(&f);
+    row->startup_s = 0;
+    return 0;
+}
+
+static void model_stop(st_executor *x)
+{
+    model_exec *M = x->impl;
+    st_emu_session_free(M->sess);
+    M->sess = NULL;
+}
+
+typedef struct model_tick {
+    const st_exec_rate *in;
+    st_exec_out *out;
+    uint32_t cap;
+    int oom;
+} model_tick;
+
+static void push_sample(model_tick *T, double t, st_metric m, double v)
+{
+    st_exec_out *o = T->out;
+    if (o->n_samples == T->cap) {
+        uint32_t nc = T->cap ? T->cap * 2 : 512;
+        st_metric_sample *ns = realloc(o->samples, sizeof *ns * nc);
+        if (!ns) {
+            T->oom = 1;
+            return;
+        }
+        o->samples = ns;
+        T->cap = nc;
+    }
+    o->samples[o->n_samples++] = (st_metric_sample){ .t = t, .name = st_metric_name(m), .value = v };
+}
+
+static void sample(model_tick *T, st_ns now, const st_emu_stats *es)
+{
+    double t = st_ns_to_s(now);
+    push_sample(T, t, ST_MET_KV_USAGE, es->kv_usage);
+    push_sample(T, t, ST_MET_RUNNING, es->running);
+    push_sample(T, t, ST_MET_WAITING, es->waiting);
+    push_sample(T, t, ST_MET_PREEMPTIONS, (double)es->preemptions);
+    push_sample(T, t, ST_MET_PREFIX_HITS, (double)es->prefix_hits);
+    push_sample(T, t, ST_MET_PREFIX_QUERIES, (double)es->prefix_queries);
+    push_sample(T, t, ST_MET_PROMPT_TOKENS, (double)es->prompt_tokens);
+    push_sample(T, t, ST_MET_GENERATION_TOKENS, (double)es->generation_tokens);
+}
+
+static int model_on_tick(void *arg, st_ns now, const st_emu_stats *es, const st_record *recs, uint32_t n)
+{
+    model_tick *T = arg;
+    if (!T->in->warmup)
+        sample(T, now, es);
+    if (!T->in->tick)
+        return 0;
+    st_runner_progress p = { .elapsed = now, .total = n, .records = recs };
+    for (uint32_t i = 0; i < n; i++) {
+        const st_record *r = &recs[i];
+        if (r->scheduled <= now)
+            p.arrived++;
+        if (r->sent >= 0)
+            p.sent++;
+        if (r->end >= 0 && r->status == ST_REQ_OK)
+            p.completed++;
+        else if (r->end >= 0 || r->status != ST_REQ_OK)
+            p.failed++;
+        else if (r->sent >= 0)
+            p.in_flight++;
+        p.output_tokens += r->n_events;
+    }
+    return T->in->tick(T->in->tick_arg, &p);
+}
+
+static int model_run_rate(st_executor *x, const st_exec_rate *in, st_config_row *row, st_exec_out *out, char *err,
+                          size_t errlen)
+{
+    model_exec *M = x->impl;
+    memset(out, 0, sizeof *out);
+    if (!M->sess) {
+        snprintf(err, errlen, "no engine model (the configuration did not start)");
+        return -1;
+    }
+    uint32_t n = in->w->n;
+    st_emu_sim_item *items = calloc(n ? n : 1, sizeof *items);
+    out->records = calloc(n ? n : 1, sizeof *out->records);
+    if (!items || !out->records) {
+        free(items);
+        free(out->records);
+        out->records = NULL;
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    st_emu_sim_items_from_workload(in->w, in->sched, items);
+    model_tick T = { .in = in, .out = out };
+    if (!in->warmup) {
+        st_emu_stats es;
+        st_emu_session_stats(M->sess, &es);
+        sample(&T, 0, &es);
+    }
+    st_emu_run_opts o = { .warmup = in->warmup,
+                          .timeout = in->timeout_s > 0 ? (st_ns)(in->timeout_s * 1e9) : 0,
+                          .tick = MODEL_TICK_NS,
+                          .on_tick = model_on_tick,
+                          .arg = &T };
+    st_emu_sim_stats ss;
+    int stopped = 0;
+    int rc = st_emu_session_run(M->sess, items, n, &o, out->records, &ss, &stopped, err, errlen);
+    out->n = n;
+    free(items);
+    if (rc || T.oom) {
+        if (!rc)
+            snprintf(err, errlen, "out of memory");
+        st_exec_out_free(out);
+        return -1;
+    }
+    out->stopped = stopped;
+    (void)row;
+    return 0;
+}
+
+static void model_free(st_executor *x)
+{
+    model_stop(x);
+    free(x->impl);
+    free(x);
+}
+
+static const st_executor_ops model_ops = { "model", model_start, model_run_rate, model_stop, model_free };
+
+int st_exec_model_new(const st_spec *spec, const char *logdir, st_executor **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (!st_exec_model_supported(spec, err, errlen))
+        return -1;
+    st_executor *x = calloc(1, sizeof *x);
+    model_exec *M = calloc(1, sizeof *M);
+    if (!x || !M) {
+        free(x);
+        free(M);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    M->spec = spec;
+    if (logdir) {
+        snprintf(M->logdir, sizeof M->logdir, "%s", logdir);
+        M->have_logdir = 1;
+    }
+    x->ops = &model_ops;
+    x->spec = spec;
+    x->time_scale = 1;
+    x->prediction = 1;
+    x->impl = M;
+    *out = x;
+    return 0;
+}

@@ -1,0 +1,279 @@
+/* servetune predict SPEC [-o DIR] [--suggest-rates]: the audit of a spec on the engine model in
+ * virtual time (audit/executor.h, the model executor): no server, no sockets, no child process.
+ * Same sweep, store and reports as `servetune audit`, marked as a prediction. docs/predict.md. */
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "audit/executor.h"
+#include "audit/spec.h"
+#include "audit/store.h"
+#include "audit/suggest.h"
+#include "audit/sweep.h"
+#include "cli/cli.h"
+#include "core/opts.h"
+#include "core/version.h"
+#include "report/report.h"
+
+static volatile sig_atomic_t predict_stop;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    predict_stop = 1;
+}
+
+static void help(const st_opt *opts)
+{
+    printf("usage: servetune predict SPEC [-o DIR] [--suggest-rates] [--quiet]\n\n"
+           "Runs the audit of SPEC on servetune's engine model (vLLM V1's scheduler, paged KV cache with prefix\n"
+           "caching, and the GPU's step time) in virtual time: no server is started, nothing is measured, and it\n"
+           "takes seconds. Same configurations, workloads, rates, warm-up, early stop, capacity search, prices\n"
+           "and reports as `servetune audit` (DIR/report.md, report.html, report.json, results.csv,\n"
+           "results.sqlite), every one marked as a PREDICTION. Use it to compare configurations before renting\n"
+           "GPUs and to choose the rates worth measuring.\n\n"
+           "Options:\n");
+    st_opts_usage(stdout, opts);
+    printf("\nExamples:\n"
+           "  servetune predict examples/qwen3-8b-h100.yaml -o predict-out\n"
+           "  servetune predict examples/qwen3-8b-h100.yaml --suggest-rates   # a rates: line for the real audit\n"
+           "  servetune report predict-out                                     # re-render (still a prediction)\n\n"
+           "Engines: kinds vllm and emulator are modelled (their vLLM flags through the emulator's parser;\n"
+           "the GPU from --gpu, SERVETUNE_EMULATE_GPU in the spec's env, or hardware.gpu; --time-scale is\n"
+           "ignored). Other kinds are refused: the model knows vLLM's flags and scheduler only.\n"
+           "Exit codes: 0 done; 1 done but a configuration was refused (does not fit, bad flag) or the reports\n"
+           "could not be written; 2 bad arguments, an invalid spec or an engine the model cannot stand for;\n"
+           "4 interrupted. More: docs/predict.md.\n");
+}
+
+static char *read_all(const char *path, size_t *len, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 20;
+    char *b = malloc(cap + 1);
+    *len = b ? fread(b, 1, cap, f) : 0;
+    fclose(f);
+    if (!b) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    b[*len] = '\0';
+    return b;
+}
+
+/* An earlier prediction in DIR is replaced (it is recomputed in seconds); a measured audit never. */
+static int clear_old_prediction(const char *dir, char *err, size_t errlen)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, ST_STORE_FILE);
+    if (access(path, F_OK))
+        return 0;
+    st_store *s;
+    if (st_store_open(dir, &s, err, errlen))
+        return -1;
+    st_audit_row a;
+    int have = st_store_audit_get(s, &a);
+    int pred = have == 1 && a.prediction;
+    if (have == 1)
+        st_audit_row_free(&a);
+    st_store_close(s);
+    if (have == 1 && !pred) {
+        snprintf(err, errlen, "%s holds a measured audit; a prediction never replaces one (use another -o)", dir);
+        return -1;
+    }
+    static const char *suffix[] = { "", "-wal", "-shm" };
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s%s", dir, ST_STORE_FILE, suffix[i]);
+        unlink(path);
+    }
+    return 0;
+}
+
+static void model_note(const st_spec *spec, char *out, size_t n)
+{
+    st_strv flags = { 0 };
+    st_spec_config_flags(spec, &spec->configs[0], &flags);
+    const char *gpu = NULL;
+    for (int i = 0; i + 1 < flags.n && !gpu; i++)
+        if (!strcmp(flags.v[i], "--gpu"))
+            gpu = flags.v[i + 1];
+    snprintf(out, n,
+             "The spec's engine (%s) was modelled as vLLM V1 on %s%s; virtual time, so the emulator's --time-scale "
+             "does not apply; requests are never lost or delayed by a network or a client.",
+             st_engine_kind_name(spec->engine.kind), gpu ? gpu : spec->hardware.gpu,
+             gpu ? " (its --gpu flag)" : " (hardware.gpu)");
+    st_strv_free(&flags);
+}
+
+/* --suggest-rates: each configuration's capacity by bisection on the model, then the grid. */
+static int suggest(const st_spec *spec, st_store *store, int quiet, char *line, size_t linelen)
+{
+    double caps[256];
+    int nc = 0;
+    char err[1024];
+    line[0] = '\0';
+    if (!quiet)
+        fprintf(stderr, "servetune predict: capacities by bisection on the model (within 2 %%):\n");
+    for (int i = 0; i < spec->n_configs && nc < 256; i++) {
+        st_executor *x;
+        if (st_exec_model_new(spec, NULL, &x, err, sizeof err))
+            return -1;
+        st_sweep_bisect_result b;
+        int rc = st_sweep_bisect(spec, x, i, 0.02, &b, err, sizeof err);
+        st_executor_free(x);
+        if (rc) {
+            fprintf(stderr, "servetune predict: %s: %s\n", spec->configs[i].name, err);
+            continue;
+        }
+        if (b.failed_start || !(b.pass_rate > 0)) {
+            printf("  %-24s no capacity: %s\n", spec->configs[i].name, b.why);
+            continue;
+        }
+        if (!isfinite(b.fail_rate))
+            printf("  %-24s passes at every rate up to %.4g req/s (%d runs)\n", spec->configs[i].name, b.pass_rate,
+                   b.runs);
+        else
+            printf("  %-24s capacity between %.4g and %.4g req/s offered (%.4g req/s delivered; %d runs)\n",
+                   spec->configs[i].name, b.pass_rate, b.fail_rate, b.capacity_rps, b.runs);
+        caps[nc++] = b.pass_rate;
+    }
+    int finite = 0, with_inf = 0;
+    for (int i = 0; i < spec->n_rates; i++) {
+        if (isfinite(spec->rates[i]))
+            finite++;
+        else
+            with_inf = 1;
+    }
+    double rates[32];
+    int nr = st_suggest_rates(caps, nc, finite < 5 ? 7 : finite, rates, 32);
+    if (!nr) {
+        printf("No suggested rates: no configuration met the SLO on the model.\n");
+        return 0;
+    }
+    st_suggest_format(rates, nr, with_inf, line, linelen);
+    printf("Suggested for the measured audit (0.5 x the lowest to 1.5 x the highest capacity):\n  %s\n", line);
+    st_store_meta_put(store, "suggested_rates", line);
+    return 0;
+}
+
+int cmd_predict(int argc, char **argv)
+{
+    const char *out_dir = "predict-out";
+    int quiet = 0, suggest_rates = 0;
+    const st_opt opts[] = {
+        { "output", 'o', ST_OPT_STR, &out_dir, "DIR", "output folder (predict-out); an earlier prediction there is replaced", 0, 0, 0 },
+        { "suggest-rates", 0, ST_OPT_FLAG, &suggest_rates, NULL, "find each configuration's capacity by bisection and suggest a rates: list", 0, 0, 0 },
+        { "quiet", 'q', ST_OPT_FLAG, &quiet, NULL, "no progress output, only the final lines", 0, 0, 0 },
+        { NULL, 0, 0, NULL, NULL, NULL, 0, 0, 0 },
+    };
+    st_opts_result res;
+    char err[1024] = "";
+    if (st_opts_parse(opts, argc - 1, argv + 1, 0, &res, err, sizeof err))
+        return st_cli_usage_error("predict", err);
+    if (res.help) {
+        help(opts);
+        st_opts_result_free(&res);
+        return ST_EXIT_OK;
+    }
+    if (res.npos != 1) {
+        st_opts_result_free(&res);
+        return st_cli_usage_error("predict", "expected one SPEC file");
+    }
+    const char *spec_path = res.pos[0];
+    st_spec spec;
+    if (st_spec_load(spec_path, &spec, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        st_opts_result_free(&res);
+        return ST_EXIT_USAGE;
+    }
+    if (!st_exec_model_supported(&spec, err, sizeof err)) {
+        fprintf(stderr, "servetune predict: %s\n", err);
+        st_spec_free(&spec);
+        st_opts_result_free(&res);
+        return ST_EXIT_USAGE;
+    }
+    size_t tlen = 0;
+    char *text = read_all(spec_path, &tlen, err, sizeof err);
+    st_store *store = NULL;
+    char note[700];
+    model_note(&spec, note, sizeof note);
+    if (!text || clear_old_prediction(out_dir, err, sizeof err) || st_store_open(out_dir, &store, err, sizeof err) ||
+        st_store_audit_begin(store, spec_path, text, tlen, ST_VERSION, 0, err, sizeof err) ||
+        st_store_meta_put(store, "prediction", "1") || st_store_meta_put(store, "model_note", note)) {
+        if (store && !err[0])
+            snprintf(err, sizeof err, "results database: %s", st_store_errmsg(store));
+        fprintf(stderr, "servetune predict: %s\n", err);
+        free(text);
+        st_store_close(store);
+        st_spec_free(&spec);
+        st_opts_result_free(&res);
+        return ST_EXIT_USAGE;
+    }
+    free(text);
+    /* the runs are recomputed in seconds: no fsync per run */
+    st_store_set_durable(store, 0);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    char logdir[4200];
+    snprintf(logdir, sizeof logdir, "%s/logs", out_dir);
+    st_executor *x = NULL;
+    st_sweep_result sr;
+    memset(&sr, 0, sizeof sr);
+    int rc = ST_EXIT_OK, srun = -1;
+    if (st_exec_model_new(&spec, logdir, &x, err, sizeof err) == 0) {
+        st_sweep_opts so = { .out_dir = out_dir, .quiet = quiet, .tty = isatty(STDERR_FILENO), .out = stderr,
+                             .stop = &predict_stop, .executor = x };
+        if (!quiet)
+            fprintf(stderr, "servetune predict: %d configuration%s of %s on the engine model, results in %s\n",
+                    spec.n_configs, spec.n_configs == 1 ? "" : "s", spec_path, out_dir);
+        srun = st_sweep_run(&spec, store, &so, &sr, err, sizeof err);
+        st_executor_free(x);
+    }
+    if (srun) {
+        fprintf(stderr, "servetune predict: %s\n", err);
+        rc = ST_EXIT_FAIL;
+    }
+    char line[1024] = "";
+    if (suggest_rates && !sr.interrupted && !srun)
+        suggest(&spec, store, quiet, line, sizeof line);
+    int partial = sr.interrupted || srun != 0;
+    st_store_audit_finish(store, partial, sr.interrupted ? "interrupted" : srun ? "stopped by an error" : NULL);
+    char rerr[512] = "";
+    if (st_report_write_all(store, out_dir, rerr, sizeof rerr)) {
+        fprintf(stderr, "servetune predict: report: %s\n", rerr);
+        rc = ST_EXIT_FAIL;
+    } else {
+        st_report r;
+        if (st_report_load(store, &r, rerr, sizeof rerr) == 0) {
+            st_buf hl;
+            st_buf_init(&hl, 1 << 16);
+            st_report_headline(&r, &hl);
+            printf("%s\n", hl.data ? hl.data : "");
+            st_buf_free(&hl);
+            st_report_free(&r);
+        }
+        printf("Prediction: %s/report.md (also report.html, report.json, results.csv; database results.sqlite)\n",
+               out_dir);
+    }
+    st_store_close(store);
+    st_spec_free(&spec);
+    st_opts_result_free(&res);
+    if (sr.interrupted)
+        return ST_EXIT_INTERRUPTED;
+    if (rc == ST_EXIT_OK && sr.configs_failed > 0)
+        rc = ST_EXIT_FAIL;
+    return rc;
+}

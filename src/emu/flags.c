@@ -1,0 +1,200 @@
+#include "emu/flags.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "emu/catalog.h"
+
+void st_emu_args_defaults(st_emu_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->host = "0.0.0.0";
+    a->kv_dtype = "auto";
+    a->dtype = "auto";
+    a->port = 8000;
+    a->tp = 1;
+    a->block_size = 16;
+    a->util = 0.90;
+    a->time_scale = 1.0;
+    a->slowdown = 1.0;
+}
+
+void st_emu_args_table(st_emu_args *a, st_opt *o)
+{
+    const st_opt t[] = {
+        { "host", 0, ST_OPT_STR, &a->host, "HOST", "address to listen on (0.0.0.0)", 0, 0, 0 },
+        { "port", 0, ST_OPT_LONG, &a->port, "PORT", "port (8000; 0 = any free port)", 0, 65535, 0 },
+        { "model", 0, ST_OPT_STR, &a->model, "MODEL", "the model (instead of the positional MODEL)", 0, 0, 0 },
+        { "served-model-name", 0, ST_OPT_STR, &a->served, "NAME", "model id in the API (MODEL)", 0, 0, 0 },
+        { "api-key", 0, ST_OPT_STR, &a->api_key, "KEY", "require 'Authorization: Bearer KEY' on /v1 endpoints", 0, 0, 0 },
+        { "max-model-len", 0, ST_OPT_LONG, &a->max_model_len, "N", "context length (the model's)", 1, 10000000, 0 },
+        { "gpu-memory-utilization", 0, ST_OPT_DOUBLE, &a->util, "F", "fraction of GPU memory for vLLM (0.90)", 0, 0, 0 },
+        { "max-num-seqs", 0, ST_OPT_LONG, &a->max_num_seqs, "N", "running requests (1024 on H100/H200, else 256)", 1, 1000000, 0 },
+        { "max-num-batched-tokens", 0, ST_OPT_LONG, &a->max_batched, "N", "token budget per step (8192 / 2048)", 1, 10000000, 0 },
+        { "kv-cache-dtype", 0, ST_OPT_STR, &a->kv_dtype, "T", "auto, bfloat16, fp8, fp8_e4m3, fp8_e5m2 (auto)", 0, 0, 0 },
+        { "enable-prefix-caching", 0, ST_OPT_FLAG, &a->prefix_on, NULL, "prefix caching on (default)", 0, 0, 0 },
+        { "no-enable-prefix-caching", 0, ST_OPT_FLAG, &a->prefix_off, NULL, "prefix caching off", 0, 0, 0 },
+        { "quantization", 'q', ST_OPT_STR, &a->quant, "Q", "fp8, awq, gptq, awq_marlin, gptq_marlin (from the checkpoint)", 0, 0, 0 },
+        { "dtype", 0, ST_OPT_STR, &a->dtype, "T", "auto, bfloat16, float16, half (auto)", 0, 0, 0 },
+        { "tensor-parallel-size", 0, ST_OPT_LONG, &a->tp, "N", "GPUs per replica (1)", 1, 64, 0 },
+        { "block-size", 0, ST_OPT_LONG, &a->block_size, "N", "KV block size in tokens: 8, 16, 32, 64, 128 (16)", 0, 0, 0 },
+        { "seed", 0, ST_OPT_LONG, &a->seed, "N", "random seed (faults, ids)", 0, 0, 0 },
+        { "enforce-eager", 0, ST_OPT_FLAG, &a->eager, NULL, "no CUDA graphs (slower small steps)", 0, 0, 0 },
+        { "gpu", 0, ST_OPT_STR, &a->gpu, "NAME|FILE", "H100, H200, A100, L40S, RTX4090, or a GPU file (required)", 0, 0, 0 },
+        { "time-scale", 0, ST_OPT_DOUBLE, &a->time_scale, "K", "emulated seconds per wall second (1)", 0, 0, 0 },
+        { "no-model", 0, ST_OPT_FLAG, &a->no_model, NULL, "zero step time (benchmarks the server itself)", 0, 0, 0 },
+        { "ground-truth", 0, ST_OPT_STR, &a->ground_truth, "FILE", "write per-request engine times as JSONL", 0, 0, 0 },
+        { "print-jitter", 0, ST_OPT_FLAG, &a->jitter, NULL, "print token emission jitter at exit (spins the loop)", 0, 0, 0 },
+        { "quiet", 0, ST_OPT_FLAG, &a->quiet, NULL, "warnings and errors only", 0, 0, 0 },
+        { "fault-startup-delay", 0, ST_OPT_DURATION, &a->startup_delay, "D", "TEST ONLY: wait D before listening", 0, 0, 0 },
+        { "fault-startup-fail", 0, ST_OPT_FLAG, &a->fail_start, NULL, "TEST ONLY: fail to start (exit 1)", 0, 0, 0 },
+        { "fault-crash-after", 0, ST_OPT_LONG, &a->crash_after, "N", "TEST ONLY: exit abruptly at generation request N+1", 0, 1000000000, 0 },
+        { "fault-hang-after", 0, ST_OPT_LONG, &a->hang_after, "N", "TEST ONLY: stop responding at generation request N+1", 0, 1000000000, 0 },
+        { "fault-500-rate", 0, ST_OPT_DOUBLE, &a->f500, "F", "TEST ONLY: answer this fraction of requests with 500", 0, 1, 0 },
+        { "fault-midstream-rate", 0, ST_OPT_DOUBLE, &a->fmid, "F", "TEST ONLY: this fraction of streams fail half-way", 0, 1, 0 },
+        { "fault-decode-slowdown", 0, ST_OPT_DOUBLE, &a->slowdown, "F", "TEST ONLY: decode work x F (a slow kernel path)", 0, 0, 0 },
+        { 0 },
+    };
+    memcpy(o, t, sizeof t);
+}
+
+int st_emu_args_parse(st_emu_args *a, const st_opt *opts, int argc, char **argv, st_opts_result *r, char *err,
+                      size_t errlen)
+{
+    memset(r, 0, sizeof *r);
+    /* vLLM spells a few flags with one dash */
+    char **args = calloc((size_t)argc + 1, sizeof *args);
+    if (!args) {
+        snprintf(err, errlen, "out of memory");
+        return ST_EMU_ARGS_USAGE;
+    }
+    int na = 0;
+    for (int i = 0; i < argc; i++)
+        args[na++] = !strcmp(argv[i], "-tp") ? "--tensor-parallel-size" : argv[i];
+    int rc = st_opts_parse(opts, na, args, 1, r, err, errlen) < 0 ? ST_EMU_ARGS_USAGE : 0;
+    free(args);
+    if (rc || r->help)
+        return rc;
+    int pi = 0;
+    if (r->npos > 0 && !strcmp(r->pos[0], "serve"))
+        pi = 1;
+    else if (r->npos > 0) {
+        snprintf(err, errlen, "the first argument must be 'serve' (servetune emulate serve MODEL ...)");
+        return ST_EMU_ARGS_USAGE;
+    }
+    if (!a->model && r->npos > pi)
+        a->model = r->pos[pi++];
+    if (r->npos > pi) {
+        snprintf(err, errlen, "unrecognized arguments: %s", r->pos[pi]);
+        return ST_EMU_ARGS_USAGE;
+    }
+    if (!a->model) {
+        snprintf(err, errlen, "the following arguments are required: model_tag");
+        return ST_EMU_ARGS_USAGE;
+    }
+    return 0;
+}
+
+int st_emu_args_config(const st_emu_args *a, st_emu_config *c, char *err, size_t errlen)
+{
+    if (!a->gpu || !*a->gpu) {
+        snprintf(err, errlen, "--gpu NAME|FILE is required (H100, H200, A100, L40S, RTX4090, or a GPU file; or "
+                              "SERVETUNE_EMULATE_GPU)");
+        return ST_EMU_ARGS_USAGE;
+    }
+    if (!(a->util > 0 && a->util <= 1)) {
+        snprintf(err, errlen, "--gpu-memory-utilization: must be in (0, 1]");
+        return ST_EMU_ARGS_USAGE;
+    }
+    if (!(a->time_scale > 0) || !isfinite(a->time_scale)) {
+        snprintf(err, errlen, "--time-scale: must be a positive number");
+        return ST_EMU_ARGS_USAGE;
+    }
+    if (!(a->slowdown >= 1) || !isfinite(a->slowdown)) {
+        snprintf(err, errlen, "--fault-decode-slowdown: must be >= 1");
+        return ST_EMU_ARGS_USAGE;
+    }
+    long bs = a->block_size;
+    if (bs != 8 && bs != 16 && bs != 32 && bs != 64 && bs != 128) {
+        snprintf(err, errlen, "argument --block-size: invalid choice: %ld (choose from 8, 16, 32, 64, 128)", bs);
+        return ST_EMU_ARGS_USAGE;
+    }
+    if (a->prefix_on && a->prefix_off) {
+        snprintf(err, errlen, "--enable-prefix-caching and --no-enable-prefix-caching are exclusive");
+        return ST_EMU_ARGS_USAGE;
+    }
+    const char *kv = a->kv_dtype;
+    st_emu_dtype kvd;
+    if (!strcmp(kv, "auto") || !strcmp(kv, "bfloat16"))
+        kvd = ST_EMU_BF16;
+    else if (!strcmp(kv, "fp8") || !strcmp(kv, "fp8_e4m3") || !strcmp(kv, "fp8_e5m2"))
+        kvd = ST_EMU_FP8;
+    else {
+        snprintf(err, errlen,
+                 "argument --kv-cache-dtype: invalid choice: '%s' (choose from 'auto', 'bfloat16', 'fp8', "
+                 "'fp8_e4m3', 'fp8_e5m2')",
+                 kv);
+        return ST_EMU_ARGS_USAGE;
+    }
+    const char *dt = a->dtype;
+    if (strcmp(dt, "auto") && strcmp(dt, "bfloat16") && strcmp(dt, "float16") && strcmp(dt, "half") &&
+        strcmp(dt, "float") && strcmp(dt, "float32")) {
+        snprintf(err, errlen,
+                 "argument --dtype: invalid choice: '%s' (choose from 'auto', 'half', 'float16', 'bfloat16', "
+                 "'float', 'float32')",
+                 dt);
+        return ST_EMU_ARGS_USAGE;
+    }
+    st_emu_gpu g;
+    if (access(a->gpu, R_OK) == 0) {
+        if (st_emu_gpu_load_file(a->gpu, &g, err, errlen) < 0)
+            return ST_EMU_ARGS_USAGE;
+    } else if (st_emu_gpu_find(a->gpu, &g, err, errlen) < 0) {
+        return ST_EMU_ARGS_USAGE;
+    }
+    st_emu_model m;
+    if (access(a->model, R_OK) == 0) {
+        if (st_emu_model_load_file(a->model, &m, err, errlen) < 0)
+            return ST_EMU_ARGS_STARTUP;
+    } else if (st_emu_model_find(a->model, &m, err, errlen) < 0) {
+        /* vLLM fails at startup (not argparse) when it cannot find the model */
+        return ST_EMU_ARGS_STARTUP;
+    }
+    st_emu_config_init(c, &g, &m);
+    const char *q = a->quant;
+    if (q && strcmp(q, "None")) {
+        if (!strcmp(q, "fp8"))
+            c->weight_dtype = ST_EMU_FP8;
+        else if (!strcmp(q, "awq") || !strcmp(q, "awq_marlin") || !strcmp(q, "gptq") || !strcmp(q, "gptq_marlin")) {
+            int want_awq = !strncmp(q, "awq", 3);
+            if (m.weight_dtype != (want_awq ? ST_EMU_INT4_AWQ : ST_EMU_INT4_GPTQ)) {
+                snprintf(err, errlen,
+                         "ValueError: Quantization method specified in the model config (%s) does not match the "
+                         "quantization method specified in the `quantization` argument (%s).",
+                         m.weight_dtype == ST_EMU_BF16 ? "None" : st_emu_dtype_name(m.weight_dtype), q);
+                return ST_EMU_ARGS_STARTUP;
+            }
+        } else {
+            snprintf(err, errlen, "argument --quantization/-q: invalid choice: '%s'", q);
+            return ST_EMU_ARGS_USAGE;
+        }
+    }
+    if (!strcmp(dt, "float16") || !strcmp(dt, "half")) {
+        if (c->weight_dtype == ST_EMU_BF16)
+            c->weight_dtype = ST_EMU_FP16;
+    }
+    c->tp = (uint32_t)a->tp;
+    c->gpu_memory_utilization = a->util;
+    c->max_model_len = (uint32_t)a->max_model_len;
+    c->max_num_seqs = (uint32_t)a->max_num_seqs;
+    c->max_num_batched_tokens = (uint32_t)a->max_batched;
+    c->block_size = (uint32_t)a->block_size;
+    c->kv_dtype = kvd;
+    c->enable_prefix_caching = !a->prefix_off;
+    c->enforce_eager = a->eager;
+    c->decode_slowdown = a->slowdown;
+    return 0;
+}

@@ -1,0 +1,54 @@
+/* vLLM's `serve` command line as the engine model understands it: one parser shared by the
+ * HTTP emulator (`servetune emulate serve`) and `servetune predict`, so that a flag means the
+ * same to both and a bad flag is refused with the same message.
+ *
+ * Use: st_emu_args_defaults(&a); st_emu_args_table(&a, opts) gives the st_opt table (core/opts.h)
+ * whose targets live in a; st_emu_args_parse() parses argv ("serve" MODEL FLAGS...) with it;
+ * st_emu_args_config() turns the parsed values into an st_emu_config (GPU and model looked up in
+ * the catalog or read from a file). No output: every refusal is returned as text. */
+#ifndef ST_EMU_FLAGS_H
+#define ST_EMU_FLAGS_H
+#include <stddef.h>
+
+#include "core/opts.h"
+#include "emu/config.h"
+
+typedef struct st_emu_args {
+    /* server (the emulator's HTTP side; predict ignores them) */
+    const char *host, *served, *api_key, *ground_truth;
+    long port, seed, crash_after, hang_after;
+    double time_scale, startup_delay, f500, fmid;
+    int no_model, fail_start, jitter, quiet;
+    /* engine */
+    const char *model, *gpu, *kv_dtype, *quant, *dtype;
+    long max_model_len, max_num_seqs, max_batched, tp, block_size;
+    double util, slowdown;
+    int prefix_on, prefix_off, eager;
+} st_emu_args;
+
+#define ST_EMU_ARGS_TABLE_MAX 40
+
+void st_emu_args_defaults(st_emu_args *a);
+/* Fills opts (at least ST_EMU_ARGS_TABLE_MAX entries, terminated) with targets in a. */
+void st_emu_args_table(st_emu_args *a, st_opt *opts);
+
+/* Outcome classes, as vLLM shows them. */
+enum {
+    ST_EMU_ARGS_OK = 0,
+    ST_EMU_ARGS_USAGE = -1,   /* argparse-like refusal: "vllm serve: error: MSG", exit 2 */
+    ST_EMU_ARGS_STARTUP = -2, /* fails at startup (model not found, quantization mismatch): exit 1 */
+};
+
+/* Parses argv[0..argc) (the words after `emulate`: "serve" MODEL FLAGS...; "-tp" is read as
+ * --tensor-parallel-size) into a with the table opts. r receives the opts result (help,
+ * unknown flags; free with st_opts_result_free even on failure). 0 or ST_EMU_ARGS_USAGE with
+ * err (the message without the "vllm serve: error: " prefix). */
+int st_emu_args_parse(st_emu_args *a, const st_opt *opts, int argc, char **argv, st_opts_result *r, char *err,
+                      size_t errlen);
+
+/* Validates a and builds the engine configuration (before the memory plan). a->gpu must be set
+ * (the caller applies its fallback). 0, ST_EMU_ARGS_USAGE or ST_EMU_ARGS_STARTUP with vLLM's
+ * message in err. */
+int st_emu_args_config(const st_emu_args *a, st_emu_config *out, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,235 @@
+/* servetune predict against servetune audit on the HTTP emulator, same spec (issue 5 §4): the
+ * prediction (engine model, virtual time, no sockets) must find the same capacities as the
+ * measured audit (the same engine model served over HTTP at a time scale), within the noise of
+ * finite runs. Also: the prediction is marked as such in every report and survives
+ * `servetune report`; a configuration vLLM would refuse is a failed row in both.
+ *
+ * Tolerance, and why: both runs send the same requests (same workload seeds and arrival
+ * schedules) to the same scheduler and step-time model, so they differ only by what HTTP and the
+ * wall clock add to the emulator: token delivery a little after the step ends, timer and
+ * scheduling jitter multiplied by the time scale, and the early stop judged once a wall second
+ * (10 emulated s) instead of once an emulated second. The spec puts each configuration's
+ * boundary (found by bisection on the model: baseline ~43 req/s, seqs-2 ~6.1 req/s) near the
+ * geometric middle of its grid step, and the SLO margins at the rates either side at >= 25 %,
+ * so that noise cannot move a verdict: we require the SAME grid bracket (highest passing and
+ * lowest failing rate) for every configuration, and the capacity (delivered req/s at the
+ * highest passing rate, a ratio of a finite run's count and duration) within 15 %: the drain of
+ * the last requests dominates a 60-request run's duration and moves by a few percent with the
+ * delivery jitter. */
+#include "harness.h"
+
+#include <fcntl.h>
+#include <jansson.h>
+#include <math.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+
+static char tmp[256];
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(tmp, sizeof tmp, "/tmp/st_predict_it.XXXXXX");
+    return mkdtemp(tmp) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf -- '%s'", tmp);
+    if (strncmp(tmp, "/tmp/st_predict_it.", 19) == 0)
+        (void)!system(cmd);
+    return 0;
+}
+
+static void write_spec(const char *path, const char *extra_configs)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f,
+            "engine:\n  kind: emulator\n  model: Qwen/Qwen3-8B\n"
+            "  flags: [--gpu, H100, --time-scale, '10', --max-model-len, '4096', --seed, '%d']\n"
+            "hardware: {gpu: H100, gpus_per_replica: 1, price_per_gpu_hour: 2.0}\n"
+            "peak_rate: 10\n"
+            "workload: {input_tokens: 512, output_tokens: 64, requests_per_rate: 60, seed: 3}\n"
+            "rates: [4, 8, 16, 32, 64]\nwarmup_requests: 2\n"
+            "slo: {ttft_p95_ms: 2500, tpot_p95_ms: 11}\n"
+            "configurations:\n"
+            "  - name: baseline\n"
+            "  - name: seqs-2\n    add_flags: [--max-num-seqs, '2']\n%s"
+            "timeouts: {startup: 8s, request: 60s, stop_grace: 2s}\n",
+            (int)getpid(), extra_configs);
+    fclose(f);
+}
+
+/* Runs servetune args; at most limit_s (then SIGKILL and fail). Returns the exit status. */
+static int run_servetune(const char *const *args, double limit_s)
+{
+    char *argv[32];
+    int n = 0;
+    argv[n++] = (char *)st_test_bin();
+    for (; *args && n < 31; args++)
+        argv[n++] = (char *)*args;
+    argv[n] = NULL;
+    char logp[512];
+    snprintf(logp, sizeof logp, "%s/servetune.out", tmp);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, logp, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    pid_t pid;
+    extern char **environ;
+    int e = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    assert_int_equal(e, 0);
+    st_ns deadline = st_now() + st_s_to_ns(limit_s);
+    int st = 0;
+    for (;;) {
+        if (waitpid(pid, &st, WNOHANG) == pid)
+            break;
+        if (st_now() > deadline) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            fail_msg("servetune did not finish within %.0f s (see %s)", limit_s, logp);
+        }
+        struct timespec ts = { 0, 20000000 };
+        nanosleep(&ts, NULL);
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static json_t *load_json(const char *dir)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/report.json", dir);
+    json_error_t je;
+    json_t *j = json_load_file(p, 0, &je);
+    if (!j)
+        fail_msg("%s: %s", p, je.text);
+    return j;
+}
+
+static json_t *config_named(json_t *root, const char *name)
+{
+    json_t *cs = json_object_get(root, "configurations");
+    size_t i;
+    json_t *c;
+    json_array_foreach(cs, i, c) if (!strcmp(json_string_value(json_object_get(c, "name")), name)) return c;
+    fail_msg("no configuration %s in report.json", name);
+    return NULL;
+}
+
+static double cap_field(json_t *root, const char *name, const char *field)
+{
+    json_t *cap = json_object_get(config_named(root, name), "capacity");
+    json_t *v = json_is_object(cap) ? json_object_get(cap, field) : NULL;
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+static int file_has(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    static char buf[4 << 20];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return strstr(buf, needle) != NULL;
+}
+
+static void test_predict_agrees_with_audit(void **state)
+{
+    (void)state;
+    char spec[512], adir[512], pdir[512], p[600];
+    snprintf(spec, sizeof spec, "%s/spec.yaml", tmp);
+    snprintf(adir, sizeof adir, "%s/audit", tmp);
+    snprintf(pdir, sizeof pdir, "%s/predict", tmp);
+    /* a configuration vLLM refuses at startup: one 4096-token sequence's KV does not fit */
+    write_spec(spec, "  - name: no-room\n    add_flags: [--gpu-memory-utilization, '0.22']\n");
+    st_ns t0 = st_now();
+    int prc = run_servetune((const char *[]){ "predict", spec, "-o", pdir, "-q", NULL }, 60);
+    double predict_s = st_ns_to_s(st_now() - t0);
+    assert_int_equal(prc, 1); /* done, one configuration refused */
+    t0 = st_now();
+    int arc = run_servetune((const char *[]){ "audit", spec, "-o", adir, "-q", NULL }, 120);
+    double audit_s = st_ns_to_s(st_now() - t0);
+    assert_int_equal(arc, 1);
+    json_t *A = load_json(adir), *P = load_json(pdir);
+    assert_true(json_is_true(json_object_get(P, "prediction")));
+    assert_true(json_is_false(json_object_get(A, "prediction")));
+    static const char *names[] = { "baseline", "seqs-2" };
+    for (int i = 0; i < 2; i++) {
+        double ap = cap_field(A, names[i], "pass_rate"), pp = cap_field(P, names[i], "pass_rate");
+        double af = cap_field(A, names[i], "fail_rate"), pf = cap_field(P, names[i], "fail_rate");
+        double ac = cap_field(A, names[i], "rps"), pc = cap_field(P, names[i], "rps");
+        fprintf(stderr, "# %s: audit bracket [%g, %g] capacity %.3f req/s; predict [%g, %g] %.3f req/s (%+.1f %%)\n",
+                names[i], ap, af, ac, pp, pf, pc, 100 * (pc / ac - 1));
+        assert_true(pp == ap);
+        assert_true(pf == af);
+        assert_true(fabs(pc / ac - 1) <= 0.15);
+    }
+    /* the two capacities differ a lot: agreeing on both is not luck */
+    assert_true(cap_field(P, "baseline", "rps") > 3 * cap_field(P, "seqs-2", "rps"));
+    /* the refusal is the same failed row, with vLLM's message, in both */
+    for (int k = 0; k < 2; k++) {
+        json_t *f = json_object_get(config_named(k ? A : P, "no-room"), "failure");
+        assert_true(json_is_object(f));
+        assert_string_equal(json_string_value(json_object_get(f, "class")), "oom");
+    }
+    json_decref(A);
+    json_decref(P);
+    fprintf(stderr, "# predict %.2f s, audit %.1f s (wall, this build)\n", predict_s, audit_s);
+    /* marked as a prediction everywhere, and still after servetune report */
+    snprintf(p, sizeof p, "%s/report.md", pdir);
+    assert_true(file_has(p, "**PREDICTION.**"));
+    assert_int_equal(run_servetune((const char *[]){ "report", pdir, "-q", NULL }, 30), 0);
+    assert_true(file_has(p, "**PREDICTION.**"));
+    snprintf(p, sizeof p, "%s/report.html", pdir);
+    assert_true(file_has(p, "banner-prediction"));
+    snprintf(p, sizeof p, "%s/report.md", adir);
+    assert_false(file_has(p, "**PREDICTION.**"));
+    snprintf(p, sizeof p, "%s/report.html", adir);
+    assert_false(file_has(p, "id=\"banner-prediction\""));
+    /* a prediction never replaces a measured audit */
+    assert_int_equal(run_servetune((const char *[]){ "predict", spec, "-o", adir, "-q", NULL }, 30), 2);
+}
+
+static void test_predict_refuses_other_engines(void **state)
+{
+    (void)state;
+    char spec[512], dir[512];
+    snprintf(spec, sizeof spec, "%s/sglang.yaml", tmp);
+    snprintf(dir, sizeof dir, "%s/sg", tmp);
+    FILE *f = fopen(spec, "w");
+    assert_non_null(f);
+    fprintf(f, "engine: {kind: sglang, model: Qwen/Qwen3-8B}\n"
+               "hardware: {gpu: H100, price_per_gpu_hour: 2.0}\npeak_rate: 10\n"
+               "workload: {input_tokens: 64, output_tokens: 8, requests_per_rate: 4}\n"
+               "rates: [1]\nslo: {ttft_p95_ms: 2500, tpot_p95_ms: 100}\n");
+    fclose(f);
+    assert_int_equal(run_servetune((const char *[]){ "predict", spec, "-o", dir, NULL }, 30), 2);
+    char p[600];
+    snprintf(p, sizeof p, "%s/servetune.out", tmp);
+    assert_true(file_has(p, "models vLLM V1"));
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/results.sqlite", dir);
+    assert_true(stat(p, &sb) != 0); /* nothing written */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_predict_agrees_with_audit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_predict_refuses_other_engines, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
