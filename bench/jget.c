@@ -1,7 +1,9 @@
 /* Reads figures out of a `servetune bench --json` file for bench/run.sh (so the script needs
  * neither jq nor python):
  *   jget FILE a.b.c        prints the value at that path (numbers as %.6g, strings raw)
- *   jget FILE --first-tokens   prints "id first_token_ns" for every ok record */
+ *   jget FILE --first-tokens   prints "id first_token_ns" for every ok record
+ *   jget FILE --overlap-events prints "events seconds events_per_s" for the window in which
+ *                              every stream was open (last first token to first end) */
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
@@ -17,6 +19,39 @@ int main(int argc, char **argv)
     if (!root) {
         fprintf(stderr, "jget: %s: %s\n", argv[1], je.text);
         return 1;
+    }
+    if (!strcmp(argv[2], "--overlap-events")) {
+        size_t i;
+        json_t *r;
+        long long lo = 0, hi = 0;
+        int any = 0;
+        json_array_foreach(json_object_get(root, "records"), i, r)
+        {
+            json_t *ft = json_object_get(r, "first_token_ns"), *en = json_object_get(r, "end_ns");
+            if (!json_is_integer(ft) || !json_is_integer(en))
+                continue;
+            long long a = json_integer_value(ft), b = json_integer_value(en);
+            if (!any || a > lo)
+                lo = a;
+            if (!any || b < hi)
+                hi = b;
+            any = 1;
+        }
+        long long n = 0;
+        json_array_foreach(json_object_get(root, "records"), i, r)
+        {
+            size_t k;
+            json_t *t;
+            json_array_foreach(json_object_get(r, "event_times_ns"), k, t)
+            {
+                long long v = json_integer_value(t);
+                n += v >= lo && v < hi;
+            }
+        }
+        double secs = any && hi > lo ? (double)(hi - lo) / 1e9 : 0;
+        printf("%lld %.3f %.0f\n", n, secs, secs > 0 ? (double)n / secs : 0.0);
+        json_decref(root);
+        return 0;
     }
     if (!strcmp(argv[2], "--first-tokens")) {
         size_t i;

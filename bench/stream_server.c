@@ -4,6 +4,10 @@
  *   POST anything else         an OpenAI completions SSE stream: max_tokens events (from the
  *                              body; default 16), one per --itl-us (0: as fast as the loop
  *                              goes), the first after --ttft-us, then usage and [DONE].
+ *                              With --burst N, each tick writes N events in one write (as an
+ *                              engine does when several tokens are ready at once): that
+ *                              measures the client's per-event work apart from the kernel's
+ *                              per-segment cost.
  * With --record FILE it keeps, per request, the monotonic time (st_now(), the same clock as
  * the client on this machine) right after the first token event was handed to the kernel,
  * keyed by the client's X-Servetune-Id header, and writes "id ns" lines at SIGINT/SIGTERM.
@@ -27,6 +31,7 @@ static void on_sig(int s)
 typedef struct srv {
     st_loop *l;
     st_ns itl, ttft;
+    uint32_t burst;
     int64_t *first; /* by request id: first token write time, 0 = none */
     uint32_t nfirst;
     uint64_t events;
@@ -53,19 +58,26 @@ static void tick(st_loop *l, void *arg)
     stream *st = arg;
     srv *s = st->s;
     if (st->left > 0) {
-        static const char ev[] = "{\"id\":\"cmpl-b\",\"object\":\"text_completion\",\"model\":\"bench\",\"choices\":[{\"index\":0,\"text\":\" tok\",\"logprobs\":null,\"finish_reason\":null}]}";
-        static const char last[] = "{\"id\":\"cmpl-b\",\"object\":\"text_completion\",\"model\":\"bench\",\"choices\":[{\"index\":0,\"text\":\" tok\",\"logprobs\":null,\"finish_reason\":\"length\"}]}";
-        int rc = st->left == 1 ? st_srv_sse_send(st->resp, last, sizeof last - 1) : st_srv_sse_send(st->resp, ev, sizeof ev - 1);
-        if (rc < 0) {
+        static const char ev[] = "data: {\"id\":\"cmpl-b\",\"object\":\"text_completion\",\"model\":\"bench\",\"choices\":[{\"index\":0,\"text\":\" tok\",\"logprobs\":null,\"finish_reason\":null}]}\n\n";
+        static const char last[] = "data: {\"id\":\"cmpl-b\",\"object\":\"text_completion\",\"model\":\"bench\",\"choices\":[{\"index\":0,\"text\":\" tok\",\"logprobs\":null,\"finish_reason\":\"length\"}]}\n\n";
+        char buf[64 * sizeof ev];
+        size_t len = 0;
+        uint32_t k = 0;
+        for (; k < s->burst && st->left > 0; k++, st->left--) {
+            const char *e = st->left == 1 ? last : ev;
+            size_t n = st->left == 1 ? sizeof last - 1 : sizeof ev - 1;
+            memcpy(buf + len, e, n);
+            len += n;
+        }
+        if (st_srv_stream_write(st->resp, buf, len) < 0) {
             st_srv_resp_abort(st->resp, 0);
             stream_done(st);
             return;
         }
         if (st->sent == 0 && st->id >= 0 && (uint64_t)st->id < s->nfirst)
             s->first[st->id] = st_now();
-        st->sent++;
-        st->left--;
-        s->events++;
+        st->sent += k;
+        s->events += k;
         st_timer_arm(l, &st->t, st_now() + s->itl);
         return;
     }
@@ -114,12 +126,15 @@ int main(int argc, char **argv)
 {
     long port = 0;
     double itl_us = 0, ttft_us = 0;
+    long burst = 1;
     const char *record = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--port"))
             st_parse_long(argv[i + 1], &port);
         else if (!strcmp(argv[i], "--itl-us"))
             st_parse_double(argv[i + 1], &itl_us);
+        else if (!strcmp(argv[i], "--burst"))
+            st_parse_long(argv[i + 1], &burst);
         else if (!strcmp(argv[i], "--ttft-us"))
             st_parse_double(argv[i + 1], &ttft_us);
         else if (!strcmp(argv[i], "--record"))
@@ -131,6 +146,7 @@ int main(int argc, char **argv)
     srv s = { 0 };
     s.l = st_loop_new();
     s.itl = (st_ns)(itl_us * 1e3);
+    s.burst = burst >= 1 && burst <= 64 ? (uint32_t)burst : 1;
     s.ttft = (st_ns)(ttft_us * 1e3);
     if (record) {
         s.nfirst = 4u << 20;

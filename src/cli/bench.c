@@ -111,7 +111,7 @@ int cmd_bench(int argc, char **argv)
         { "slo-tpot", 0, ST_OPT_DOUBLE, &slo_tpot, "MS", "goodput term: TPOT at most MS", 0, 1e9, 0 },
         { "slo-e2e", 0, ST_OPT_DOUBLE, &slo_e2e, "MS", "goodput term: end-to-end latency at most MS", 0, 1e9, 0 },
         { "max-lag", 0, ST_OPT_DOUBLE, &max_lag_ms, "MS", "self-check threshold for dispatch lag / loop delay p99 (default 10)", 1e-3, 1e6, 0 },
-        { "spin-us", 0, ST_OPT_DOUBLE, &spin_us, "US", "busy-poll this long before each send time for sub-10us send precision (default 0: sleep in epoll_pwait2)", 0, 1e6, 0 },
+        { "spin-us", 0, ST_OPT_DOUBLE, &spin_us, "US", "busy-poll this long before each timer (send times, the 5 ms self-check probe): sub-10us send precision; 5000 or more never sleeps, so read timestamps exclude an idle CPU's wake-up (default 0: sleep in epoll_pwait2)", 0, 1e6, 0 },
         { "no-stream", 0, ST_OPT_FLAG, &no_stream, NULL, "non-streaming requests (TTFT = E2E)", 0, 0, 0 },
         { "json", 0, ST_OPT_STR, &json_path, "FILE", "write the results as JSON (docs/bench-json.md)", 0, 0, 0 },
         { "csv", 0, ST_OPT_STR, &csv_path, "FILE", "write one CSV row per request", 0, 0, 0 },
