@@ -1,4 +1,4 @@
-/* Calibration and speed figures of the engine model (issue 3):
+/* Calibration and speed figures of the engine model:
  *  1. RTX 4090 + Llama-3-8B AWQ, 32 requests kept in flight, 256 in / 512 out, vs the
  *     published ~3,500 generated tok/s and ~120 ms TTFT (docs/reference/calibration-rtx4090-llama3-8b-awq.md), each
  *     within +-25 %: exit status 1 when either is outside.

@@ -1,4 +1,4 @@
-/* A minimal closed-loop streaming client for the emulator's own figures (issue 3 §3):
+/* A minimal closed-loop streaming client for the emulator's own figures:
  * C connections each keep one streaming /v1/completions request in flight until N requests
  * are done; counts SSE events with net/sse.h over responses parsed by net/http1.h (the
  * project's parsers). Prints open streams, events/s, and requests/s.

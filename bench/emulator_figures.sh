@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The emulator's own figures (issue 3 §3), server pinned to core 0, client to core 1:
+# The emulator's own figures, server pinned to core 0, client to core 1:
 #  1. --no-model: 5,000 concurrent streams, token events/s
 #  2. model on (Qwen3-8B / H100): token emission jitter against the model's schedule
 # Usage: bench/emulator_figures.sh [BUILD]   (default build/)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# servetune's own benchmarks (issue 2, section 5), run by `make bench`. Prints figures and
+# servetune's own benchmarks, run by `make bench`. Prints figures and
 # ratios with the exact commands; asserts nothing (timing depends on the machine).
 #   (a) raw request rate on a tiny non-streaming endpoint: servetune vs `wrk -t1`, same
 #       concurrency, same server, same client core

@@ -11,7 +11,7 @@
 #include "emu/engine.h"
 #include "load/record.h"
 
-/* One request of the workload (the integrator maps load/workload.h's st_work_item onto it:
+/* One request of the workload (st_emu_sim_items_from_workload maps load/workload.h's st_work_item onto it:
  * arrival from the arrival process, input_ids/input_len/output_len from the item). */
 typedef struct st_emu_sim_item {
     st_ns arrival;            /* ns from the run start, nondecreasing not required */

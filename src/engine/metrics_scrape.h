@@ -8,7 +8,7 @@
  *   ttft_cum_NN  its cumulative count
  *   ttft_count   the histogram's _count (the +Inf bucket), ttft_sum its _sum
  * (at most ST_SCRAPE_HIST_MAX finite buckets; an engine with more has its histogram left
- * out). The Prometheus text parsing itself belongs to engine/metrics (LOAD helper); this is
+ * out). The Prometheus text parsing itself belongs to engine/metrics; this is
  * only the audit's glue. */
 #ifndef ST_ENGINE_METRICS_SCRAPE_H
 #define ST_ENGINE_METRICS_SCRAPE_H

@@ -1,4 +1,4 @@
-/* The runner against a misbehaving server on 127.0.0.1: every failure of issue 2 section 3
+/* The runner against a misbehaving server on 127.0.0.1: every kind of failure
  * becomes a failed record with its reason while the run goes on; TTFT is measured from the
  * scheduled time when the server is slow (no coordinated omission). */
 #include "harness.h"

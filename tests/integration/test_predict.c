@@ -1,4 +1,4 @@
-/* servetune predict against servetune audit on the HTTP emulator, same spec (issue 5 §4): the
+/* servetune predict against servetune audit on the HTTP emulator, same spec: the
  * prediction (engine model, virtual time, no sockets) must find the same capacities as the
  * measured audit (the same engine model served over HTTP at a time scale), within the noise of
  * finite runs. Also: the prediction is marked as such in every report and survives
