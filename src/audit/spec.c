@@ -1,4 +1,5 @@
 #include "audit/spec.h"
+#include "core/file.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -12,7 +13,6 @@
 
 #include "core/parse.h"
 
-#define SPEC_MAX_BYTES (1u << 20)
 #define SPEC_MAX_LIST 256
 
 static const char *engine_names[ST_ENGINE__COUNT] = {
@@ -839,8 +839,8 @@ int st_spec_parse(const char *name, const char *text, size_t len, st_spec *out, 
     memset(out, 0, sizeof *out);
     set_defaults(out);
     pctx p = { .name = name, .err = err, .errlen = errlen };
-    if (len > SPEC_MAX_BYTES) {
-        snprintf(err, errlen, "%s: larger than %u bytes", name, SPEC_MAX_BYTES);
+    if (len > ST_SPEC_MAX_BYTES) {
+        snprintf(err, errlen, "%s: larger than %u bytes", name, (unsigned)ST_SPEC_MAX_BYTES);
         return -1;
     }
     yaml_parser_t parser;
@@ -899,25 +899,10 @@ int st_spec_parse(const char *name, const char *text, size_t len, st_spec *out, 
 int st_spec_load(const char *path, st_spec *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+    size_t n;
+    char *buf = st_read_file(path, ST_SPEC_MAX_BYTES, &n, err, errlen);
+    if (!buf)
         return -1;
-    }
-    char *buf = malloc(SPEC_MAX_BYTES + 1);
-    if (!buf) {
-        fclose(f);
-        snprintf(err, errlen, "%s: out of memory", path);
-        return -1;
-    }
-    size_t n = fread(buf, 1, SPEC_MAX_BYTES + 1, f);
-    int rerr = ferror(f);
-    fclose(f);
-    if (rerr) {
-        free(buf);
-        snprintf(err, errlen, "%s: read error", path);
-        return -1;
-    }
     int rc = st_spec_parse(path, buf, n, out, err, errlen);
     free(buf);
     return rc;

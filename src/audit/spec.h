@@ -132,6 +132,9 @@ typedef struct st_spec {
 } st_spec;
 
 /* Loads and validates a spec file. 0, or -1 with "file:line: what is wrong" in err. */
+/* The largest spec file accepted. */
+#define ST_SPEC_MAX_BYTES (1u << 20)
+
 int st_spec_load(const char *path, st_spec *out, char *err, size_t errlen);
 /* Same from a string (name is used in messages and for resolving relative paths). */
 int st_spec_parse(const char *name, const char *text, size_t len, st_spec *out, char *err, size_t errlen);

@@ -11,6 +11,7 @@
 #include "audit/store.h"
 #include "audit/sweep.h"
 #include "cli/cli.h"
+#include "core/file.h"
 #include "core/opts.h"
 #include "core/version.h"
 #include "load/workload.h"
@@ -45,25 +46,6 @@ static void help(const st_opt *opts)
            "broke; 2 bad arguments or an invalid spec; 4 interrupted (SIGINT/SIGTERM): what finished is kept\n"
            "and the report says it is partial.\n"
            "The spec format: docs/audit-spec.md.\n");
-}
-
-static char *read_all(const char *path, size_t *len, char *err, size_t errlen)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 20;
-    char *b = malloc(cap + 1);
-    *len = b ? fread(b, 1, cap, f) : 0;
-    fclose(f);
-    if (!b) {
-        snprintf(err, errlen, "out of memory");
-        return NULL;
-    }
-    b[*len] = '\0';
-    return b;
 }
 
 int cmd_audit(int argc, char **argv)
@@ -126,7 +108,7 @@ int cmd_audit(int argc, char **argv)
     }
     int rc = ST_EXIT_OK;
     size_t tlen = 0;
-    char *text = read_all(spec_path, &tlen, err, sizeof err);
+    char *text = st_read_file(spec_path, ST_SPEC_MAX_BYTES, &tlen, err, sizeof err);
     st_store *store = NULL;
     if (!text || st_store_open(out_dir, &store, err, sizeof err) ||
         st_store_audit_begin(store, spec_path, text, tlen, ST_VERSION, resume, err, sizeof err)) {

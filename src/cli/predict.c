@@ -15,6 +15,7 @@
 #include "audit/suggest.h"
 #include "audit/sweep.h"
 #include "cli/cli.h"
+#include "core/file.h"
 #include "core/opts.h"
 #include "core/version.h"
 #include "report/report.h"
@@ -48,25 +49,6 @@ static void help(const st_opt *opts)
            "Exit codes: 0 done; 1 done but a configuration was refused (does not fit, bad flag) or the reports\n"
            "could not be written; 2 bad arguments, an invalid spec or an engine the model cannot stand for;\n"
            "4 interrupted. More: docs/predict.md.\n");
-}
-
-static char *read_all(const char *path, size_t *len, char *err, size_t errlen)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 20;
-    char *b = malloc(cap + 1);
-    *len = b ? fread(b, 1, cap, f) : 0;
-    fclose(f);
-    if (!b) {
-        snprintf(err, errlen, "out of memory");
-        return NULL;
-    }
-    b[*len] = '\0';
-    return b;
 }
 
 /* An earlier prediction in DIR is replaced (it is recomputed in seconds); a measured audit never. */
@@ -201,7 +183,7 @@ int cmd_predict(int argc, char **argv)
         return ST_EXIT_USAGE;
     }
     size_t tlen = 0;
-    char *text = read_all(spec_path, &tlen, err, sizeof err);
+    char *text = st_read_file(spec_path, ST_SPEC_MAX_BYTES, &tlen, err, sizeof err);
     st_store *store = NULL;
     char note[700];
     model_note(&spec, note, sizeof note);

@@ -4,33 +4,14 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/file.h"
 #include "emu/catalog.h"
 
 #define CATALOG_FILE_MAX (1 << 20)
 
 static char *read_small(const char *path, size_t *len, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "cannot open %s", path);
-        return NULL;
-    }
-    char *buf = malloc(CATALOG_FILE_MAX + 1);
-    if (!buf) {
-        fclose(f);
-        snprintf(err, errlen, "out of memory");
-        return NULL;
-    }
-    size_t n = fread(buf, 1, CATALOG_FILE_MAX + 1, f);
-    fclose(f);
-    if (n > CATALOG_FILE_MAX) {
-        free(buf);
-        snprintf(err, errlen, "%s: larger than %d bytes", path, CATALOG_FILE_MAX);
-        return NULL;
-    }
-    buf[n] = 0;
-    *len = n;
-    return buf;
+    return st_read_file(path, CATALOG_FILE_MAX, len, err, errlen);
 }
 
 int st_emu_gpu_load_file(const char *path, st_emu_gpu *out, char *err, size_t errlen)

@@ -1,4 +1,5 @@
 #include "load/workload.h"
+#include "core/file.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -462,45 +463,11 @@ int st_workload_trace_load(const char *path, st_workload *out, char *err, size_t
 {
     out->items = NULL;
     out->n = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        errf(err, errlen, "%s: %s", path, strerror(errno));
+    size_t len;
+    char *data = st_read_file(path, TRACE_FILE_MAX, &len, err, errlen);
+    if (!data)
         return -1;
-    }
-    size_t cap = 1 << 16, len = 0;
-    char *data = malloc(cap);
-    int rc = -1;
-    if (!data) {
-        errf(err, errlen, "%s: out of memory", path);
-        goto out;
-    }
-    for (;;) {
-        if (len == cap) {
-            if (cap >= TRACE_FILE_MAX) {
-                errf(err, errlen, "%s: file larger than %zu bytes", path, TRACE_FILE_MAX);
-                goto out;
-            }
-            char *p = realloc(data, cap * 2);
-            if (!p) {
-                errf(err, errlen, "%s: out of memory", path);
-                goto out;
-            }
-            data = p;
-            cap *= 2;
-        }
-        size_t n = fread(data + len, 1, cap - len, f);
-        len += n;
-        if (n == 0) {
-            if (ferror(f)) {
-                errf(err, errlen, "%s: read error: %s", path, strerror(errno));
-                goto out;
-            }
-            break;
-        }
-    }
-    rc = st_workload_trace_parse(data, len, path, out, err, errlen);
-out:
+    int rc = st_workload_trace_parse(data, len, path, out, err, errlen);
     free(data);
-    fclose(f);
     return rc;
 }

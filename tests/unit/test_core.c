@@ -1,7 +1,10 @@
 #include "harness.h"
 
+#include <unistd.h>
+
 #include "core/buf.h"
 #include "core/clock.h"
+#include "core/file.h"
 #include "core/opts.h"
 #include "core/parse.h"
 
@@ -118,6 +121,32 @@ static void virtual_clock(void **state)
     assert_true(b >= a);
 }
 
+static void read_file_bounded(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/st-test-readXXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    char data[100000];
+    for (size_t i = 0; i < sizeof data; i++)
+        data[i] = (char)('a' + i % 26);
+    assert_int_equal(write(fd, data, sizeof data), (ssize_t)sizeof data);
+    close(fd);
+    char err[256];
+    size_t len = 0;
+    char *b = st_read_file(path, sizeof data, &len, err, sizeof err);
+    assert_non_null(b);
+    assert_int_equal(len, sizeof data);
+    assert_memory_equal(b, data, sizeof data);
+    assert_int_equal(b[len], '\0');
+    free(b);
+    assert_null(st_read_file(path, sizeof data - 1, &len, err, sizeof err));
+    assert_non_null(strstr(err, "larger than 99999 bytes"));
+    unlink(path);
+    assert_null(st_read_file(path, 10, &len, err, sizeof err));
+    assert_non_null(strstr(err, path));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -126,6 +155,7 @@ int main(void)
         cmocka_unit_test(parse_strict_numbers),
         cmocka_unit_test(opts_table),
         cmocka_unit_test(virtual_clock),
+        cmocka_unit_test(read_file_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
