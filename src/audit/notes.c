@@ -631,6 +631,32 @@ static void capacity_notes(ctx *x, const st_rep_cfg *c)
         add_rate(n, c->cap->pass_rate);
         add_ev(n, "pass_rate", c->cap->pass_rate);
     }
+    /* The capacity run may have been a burst rather than a rate: when its arrivals ended long
+     * before its requests did (no steady-state window, so no sustained figure), passing says
+     * the server absorbed N requests, not that it sustains the offered rate. */
+    const st_run_row *cw = NULL;
+    for (int j = 0; j < c->n_runs; j++)
+        if (in_cap(r, &c->runs[j]) && verdict_is(&c->runs[j], "pass") && c->runs[j].rate == c->cap->pass_rate)
+            cw = &c->runs[j];
+    if (c->status == ST_REP_OK && cw && isfinite(cw->rate) && !isfinite(cw->sustained_rps) && cw->planned > 1 &&
+        isfinite(cw->duration_s)) {
+        double arrivals_s = (double)(cw->planned - 1) / cw->rate;
+        st_buf_puts(b, "its capacity comes from ");
+        rate_s(b, cw->rate);
+        st_buf_printf(b, " req/s, where the %u arrivals lasted about ", cw->planned);
+        num(b, arrivals_s);
+        st_buf_puts(b, " s but the requests took ");
+        num(b, cw->duration_s);
+        st_buf_puts(b, " s to finish: that run measured how a burst is absorbed, not a rate the server sustains. "
+                       "The delivered ");
+        num(b, cw->delivered_rps);
+        st_buf_puts(b, " req/s is the better guide; for a sustained verdict use more requests per rate or lower rates.");
+        st_note *n = add(x, ST_NOTE_WARN, "burst_not_sustained", c->name);
+        add_rate(n, cw->rate);
+        add_ev(n, "arrivals_s", arrivals_s);
+        add_ev(n, "duration_s", cw->duration_s);
+        add_ev(n, "delivered_rps", cw->delivered_rps);
+    }
     if (c->status == ST_REP_OK && c->cap->highest_tested_passed) {
         st_buf_puts(b, "its highest tested rate, ");
         rate_s(b, c->cap->pass_rate);

@@ -326,6 +326,7 @@ static int on_head(void *arg, st_http_parser *p)
     if (c->idx < 0)
         return 0;
     c->ok2xx = p->status >= 200 && p->status < 300;
+    c->r->rec[c->idx].http_status = p->status;
     c->mode = M_BODY;
     if (c->ok2xx && c->r->cfg->stream && c->r->cfg->api != ST_RUNNER_API_RAW) {
         const char *ct = st_http_header(p, "content-type");

@@ -838,8 +838,9 @@ static const char *const default_method[] = {
     "SLO (and any other SLO term the spec sets). Capacity at SLO is the delivered request "
     "throughput at the highest passing rate: completed requests divided by the time from the "
     "first send to the last completion, drain included. The true capacity lies between that "
-    "rate and the next tested one; when the highest tested rate passed, capacity may be higher "
-    "than measured.",
+    "rate and the next tested one, as long as each run reaches a steady state (a run whose "
+    "arrivals end before its requests do tests a burst, not a sustained rate); when the highest "
+    "tested rate passed, capacity may be higher than measured.",
     "TTFT is measured from a request's scheduled send time to its first token, so client-side "
     "queueing counts against the server. TPOT is (end - first token) / (output tokens - 1).",
     "$ per 1M output tokens = price per GPU-hour x GPUs per replica / (output tok/s x 3600) x "

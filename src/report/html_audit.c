@@ -311,7 +311,9 @@ static const char *const method_text[] = {
     ("Capacity at SLO is the delivered request throughput (completed requests / time from the "
     "first send to the last completion, drain included) at the highest tested rate that passed. "
     "A rate passes when every request completed and every SLO term held. The true capacity lies "
-    "between that rate and the next tested one (the bracket under each capacity)."),
+    "between that rate and the next tested one (the bracket under each capacity), as long as each "
+    "run lasts long enough to reach a steady state: a run whose arrivals end before its requests "
+    "do tests a burst rather than a sustained rate, and the notes say where that happened."),
     ("TTFT runs from a request's scheduled send time (open loop: requests are sent on schedule "
     "whatever the server does) to its first token; TPOT = (end - first token) / (output tokens - "
     "1)."),
@@ -426,7 +428,10 @@ int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *op
             if (is_verdict(w, "skipped"))
                 continue;
             int passed = is_verdict(w, "pass") ? 1 : is_verdict(w, "fail") ? 0 : -1;
-            pts[hc->n_points++] = (st_html_point){w->rate, w->ttft_p95_ms, w->tpot_p95_ms, passed};
+            /* an early-stopped run is drawn at the lower bounds its verdict used */
+            int lb = w->stopped_early && w->n_terms >= 2;
+            pts[hc->n_points++] = (st_html_point){ w->rate, lb ? w->term_ms[0] : w->ttft_p95_ms,
+                                                   lb ? w->term_ms[1] : w->tpot_p95_ms, passed };
             st_html_run *hr = &runs[hc->n_runs++];
             hr->rate = w->rate;
             hr->passed = passed;

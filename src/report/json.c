@@ -98,7 +98,7 @@ static json_t *spec_json(const st_report *r)
     return o;
 }
 
-static json_t *capacity_json(const st_rep_cfg *c)
+static json_t *capacity_json(const st_report *r, const st_rep_cfg *c)
 {
     const st_capacity *k = c->cap;
     json_t *o = json_object();
@@ -111,7 +111,7 @@ static json_t *capacity_json(const st_rep_cfg *c)
     json_object_set_new(o, "ttft_p95_ms", num(c->ttft_p95_ms));
     json_object_set_new(o, "tpot_p95_ms", num(c->tpot_p95_ms));
     json_object_set_new(o, "grid_rps", num(c->grid.capacity_rps));
-    json_object_set_new(o, "refined_rps", num(c->refined.capacity_rps));
+    json_object_set_new(o, "refined_rps", num(r->refine ? c->refined.capacity_rps : NAN));
     json_object_set_new(o, "warmup_effect", json_boolean(k->warmup_effect));
     json_object_set_new(o, "non_monotonic", json_boolean(k->non_monotonic));
     return o;
@@ -233,7 +233,7 @@ int st_report_json(const st_report *r, st_buf *out)
         }
         json_t *facts = c->row && c->row->facts ? json_loads(c->row->facts, 0, NULL) : NULL;
         json_object_set_new(o, "engine_facts", facts ? facts : json_null());
-        json_object_set_new(o, "capacity", capacity_json(c));
+        json_object_set_new(o, "capacity", capacity_json(r, c));
         if (c->cost.valid) {
             json_t *k = json_object();
             json_object_set_new(k, "usd_per_1m_output_tokens", num(c->cost.usd_per_1m));

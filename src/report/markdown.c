@@ -304,12 +304,19 @@ static void evidence_section(const st_report *r, st_buf *b)
                            "|---:|---|---:|---:|---:|---:|---:|---|---|\n");
             for (int j = 0; j < c->n_runs; j++) {
                 const st_run_row *w = &c->runs[j];
-                char ra[32], d[32], o[32], t1[32], t2[32];
+                char ra[32], d[32], o[32], t1[40], t2[40];
                 st_fmt_rate(ra, sizeof ra, w->rate);
                 st_fmt_num(d, sizeof d, w->delivered_rps);
                 st_fmt_num(o, sizeof o, w->output_tps);
-                st_fmt_num(t1, sizeof t1, w->ttft_p95_ms);
-                st_fmt_num(t2, sizeof t2, w->tpot_p95_ms);
+                /* After an early stop, the p95s over the few completed requests would look
+                 * passing: show the lower bounds the verdict used (terms 0 and 1 are always
+                 * p95 TTFT and p95 TPOT) instead. */
+                int lb = w->stopped_early && w->n_terms >= 2;
+                char v1[32], v2[32];
+                st_fmt_num(v1, sizeof v1, lb ? w->term_ms[0] : w->ttft_p95_ms);
+                st_fmt_num(v2, sizeof v2, lb ? w->term_ms[1] : w->tpot_p95_ms);
+                snprintf(t1, sizeof t1, "%s%s", lb ? ">= " : "", v1);
+                snprintf(t2, sizeof t2, "%s%s", lb ? ">= " : "", v2);
                 st_buf_printf(b, "| %s%s | %s%s | %s | %s | %s | %s | %u / %u | ", ra, w->grid ? "" : " (refine)",
                               w->verdict, w->stopped_early ? " (stopped early)" : "", d, o, t1, t2, w->completed,
                               w->planned);
@@ -378,7 +385,9 @@ static void notes_section(const st_report *r, st_buf *b)
     st_buf_puts(b, "- **Capacity at SLO** is the delivered request throughput (completed requests / time from the "
                    "first send to the last completion, drain included) at the highest tested rate that passed. A rate "
                    "passes when every request completed and every SLO term held. The true capacity lies between that "
-                   "rate and the next tested one (the bracket above).\n");
+                   "rate and the next tested one (the bracket above), as long as each run lasts long enough to reach a steady "
+                   "state: a run whose arrivals end before its requests do tests a burst rather than a sustained rate, "
+                   "and the notes say where that happened.\n");
     st_buf_puts(b, "- **TTFT** runs from a request's scheduled send time (open loop: requests are sent on schedule "
                    "whatever the server does) to its first token; **TPOT** = (end - first token) / (output tokens - 1).\n");
     st_buf_puts(b, "- **$ per 1M output tokens** = price per GPU-hour x GPUs per replica / (output tok/s at capacity x "

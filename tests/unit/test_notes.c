@@ -247,6 +247,33 @@ static void warmup_non_monotonic_and_highest(void **state)
     st_notes_free(&ns);
 }
 
+static void burst_not_sustained(void **state)
+{
+    (void)state;
+    static fx f;
+    fx_init(&f);
+    int a = fx_cfg(&f, "bursty"); /* passes at 64 req/s: 200 arrivals in ~3 s, done after 10 s */
+    fx_run(&f, a, 32, "pass", 300, 30, 15);
+    st_run_row *w = fx_run(&f, a, 64, "pass", 800, 40, 20);
+    w->sustained_rps = NAN;
+    w->duration_s = 10;
+    fx_run(&f, a, 96, "fail", 2500, 45, 20);
+    int b = fx_cfg(&f, "steady"); /* its capacity run had a steady-state window */
+    w = fx_run(&f, b, 16, "pass", 200, 20, 15);
+    w->sustained_rps = 15.5;
+    w->duration_s = 20;
+    fx_run(&f, b, 32, "fail", 2000, 45, 16);
+    st_notes ns;
+    build(&f, &ns);
+    const st_note *n = find(&ns, "burst_not_sustained", "bursty");
+    has_text(n, "its capacity comes from 64 req/s, where the 200 arrivals lasted about 3.11 s");
+    has_text(n, "but the requests took 10.0 s to finish");
+    has_text(n, "The delivered 20.0 req/s is the better guide");
+    assert_near(ev(n, "arrivals_s"), 199.0 / 64, 1e-9);
+    assert_int_equal(count_kind(&ns, "burst_not_sustained", NULL), 1);
+    st_notes_free(&ns);
+}
+
 static void failed_start_not_run_and_run_events(void **state)
 {
     (void)state;
@@ -825,6 +852,7 @@ int main(void)
     const struct CMUnitTest t[] = {
         cmocka_unit_test(none_passed_names_the_term),
         cmocka_unit_test(warmup_non_monotonic_and_highest),
+        cmocka_unit_test(burst_not_sustained),
         cmocka_unit_test(failed_start_not_run_and_run_events),
         cmocka_unit_test(decode_anomaly_only_when_flat_and_far),
         cmocka_unit_test(combined_gain_attribution),
