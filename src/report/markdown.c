@@ -22,6 +22,29 @@ static void slo_text(const st_spec *s, char *out, size_t n)
     }
 }
 
+/* What a reader must know before acting on the pick: the notes that warn about it, and a
+ * checkpoint that differs from the current one (quality is out of scope of the audit). */
+static void pick_caveats(const st_report *r, const st_rep_cfg *p, st_buf *b)
+{
+    int warn = 0;
+    for (int i = 0; i < r->notes.n; i++) {
+        const st_note *n = &r->notes.v[i];
+        warn += n->sev != ST_NOTE_INFO && n->config && !strcmp(n->config, p->name);
+    }
+    const char *m0 = st_spec_config_model(&r->spec, r->cfg[0].spec);
+    const char *m1 = st_spec_config_model(&r->spec, p->spec);
+    int other_model = p->spec && r->cfg[0].spec && m0 && m1 && strcmp(m0, m1);
+    if (!warn && !other_model)
+        return;
+    st_buf_printf(b, " Before acting on it:");
+    if (warn)
+        st_buf_printf(b, " read the %d warning%s about %s in the notes", warn, warn == 1 ? "" : "s", p->name);
+    if (other_model)
+        st_buf_printf(b, "%s check the output quality of %s, which this audit does not measure", warn ? ", and" : "",
+                      m1);
+    st_buf_puts(b, ".");
+}
+
 int st_report_headline(const st_report *r, st_buf *b)
 {
     char slo[256], a[32], bb[32], x[32], y[32], pc[32], m0[32], m1[32], pk[32];
@@ -88,6 +111,7 @@ int st_report_headline(const st_report *r, st_buf *b)
                       r->n_cfg, p->name, a, slo, maybe, y, pk, p->cost.replicas, p->cost.replicas == 1 ? "" : "s",
                       m1);
     }
+    pick_caveats(r, p, b);
     return 0;
 }
 
