@@ -1142,8 +1142,9 @@ static void diagnosis(ctx *x, const st_rep_cfg *c)
                 dr_add(&pc, c, j);
         }
         /* the client's p95 outside the engine's p95 bucket, by a margin that matters against the
-         * TTFT SLO (a tenth of it, 5 ms at least) */
-        if (d->has_ttft_hist && d->client_n >= 20 && d->ttft_delta.total >= 20 &&
+         * TTFT SLO (a tenth of it, 5 ms at least); not after an early stop, whose aborted
+         * requests the two sides count differently */
+        if (!w->stopped_early && d->has_ttft_hist && d->client_n >= 20 && d->ttft_delta.total >= 20 &&
             (d->client_ttft_p95_ms > d->engine_p95_hi_ms || d->client_ttft_p95_ms < d->engine_p95_lo_ms) &&
             fabs(d->client_ttft_p95_ms - d->engine_ttft_p95_ms) > ttft_margin)
             dr_add(&tt, c, j);
