@@ -37,15 +37,12 @@ start_server() { # args for stream_server
 }
 stop_server() { kill -INT "$SRV_PID" 2>/dev/null; wait "$SRV_PID" 2>/dev/null; SRV_PID=; }
 j() { "$JGET" "$1" "$2"; }   # j FILE dotted.path
-# peak RSS (kB) of a pid, sampled every 50 ms until it exits
-peak_rss() { local pid=$1 peak=0 v; while kill -0 "$pid" 2>/dev/null; do
-  v=$(awk '/^VmHWM/{print $2}' "/proc/$pid/status" 2>/dev/null); [ -n "$v" ] && [ "$v" -gt "$peak" ] && peak=$v; sleep 0.05; done; echo "$peak"; }
 run_client() { # output-json, args... ; prints the peak RSS in kB
+  # The peak RSS comes from /usr/bin/time (the kernel's maxrss at exit): sampling /proc from a
+  # script would put a process on the client's core and show up as client lag.
   local js=$1; shift
-  taskset -c "$CC_" "$BIN" bench --quiet --json "$js" "$@" >"$tmp/client.out" 2>&1 &
-  local pid=$!
-  peak_rss $pid >"$tmp/rss"
-  wait $pid; echo "exit $?" >>"$tmp/client.out"
+  /usr/bin/time -f "%M" -o "$tmp/rss" taskset -c "$CC_" "$BIN" bench --quiet --json "$js" "$@" >"$tmp/client.out" 2>&1
+  echo "exit $?" >>"$tmp/client.out"
   cat "$tmp/rss"
 }
 
