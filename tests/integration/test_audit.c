@@ -5,6 +5,9 @@
  * time and killed at the end; servers only on 127.0.0.1. */
 #include "harness.h"
 
+#define ST_IT_TMP_PREFIX "/tmp/st_audit_it."
+#include "audit_util.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -21,28 +24,6 @@
 #include <unistd.h>
 
 #include "core/clock.h"
-
-extern char **environ;
-
-static char tmp[256];
-
-static int setup(void **state)
-{
-    (void)state;
-    snprintf(tmp, sizeof tmp, "/tmp/st_audit_it.XXXXXX");
-    return mkdtemp(tmp) ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    char cmd[600];
-    /* the test's own temp folder only */
-    snprintf(cmd, sizeof cmd, "rm -rf -- '%s'", tmp);
-    if (strncmp(tmp, "/tmp/st_audit_it.", 17) == 0)
-        (void)!system(cmd);
-    return 0;
-}
 
 /* A small, fast spec: Qwen3-8B on the emulated H100 at a high time scale, tiny requests.
  * `extra_engine` goes into the engine mapping, `configs` is the configurations list. */
@@ -65,108 +46,6 @@ static void write_spec(const char *path, const char *kind, const char *extra_eng
     fclose(f);
 }
 
-/* Runs servetune with args (argv[0] set here) and extra environment; waits at most limit_s
- * (then SIGKILL). If sigint_after_runs > 0, sends SIGINT once that many runs are in the database.
- * Returns the exit status (128+sig when killed). */
-static int run_servetune(const char *const *args, const char *path_prefix, double limit_s, int sigint_after_runs,
-                         const char *db)
-{
-    char *argv[32];
-    int n = 0;
-    argv[n++] = (char *)st_test_bin();
-    for (; *args && n < 31; args++)
-        argv[n++] = (char *)*args;
-    argv[n] = NULL;
-    char **env = environ;
-    char *newenv[512];
-    char pathvar[4096];
-    if (path_prefix) {
-        int k = 0;
-        snprintf(pathvar, sizeof pathvar, "PATH=%s:%s", path_prefix, getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
-        newenv[k++] = pathvar;
-        for (char **e = environ; *e && k < 510; e++)
-            if (strncmp(*e, "PATH=", 5))
-                newenv[k++] = *e;
-        newenv[k] = NULL;
-        env = newenv;
-    }
-    char logp[512];
-    snprintf(logp, sizeof logp, "%s/servetune.out", tmp);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, logp, O_WRONLY | O_CREAT | O_APPEND, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    pid_t pid;
-    int e = posix_spawn(&pid, argv[0], &fa, NULL, argv, env);
-    posix_spawn_file_actions_destroy(&fa);
-    assert_int_equal(e, 0);
-    st_ns deadline = st_now() + st_s_to_ns(limit_s);
-    int st = 0, sent = 0;
-    for (;;) {
-        pid_t r = waitpid(pid, &st, WNOHANG);
-        if (r == pid)
-            break;
-        if (st_now() > deadline) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &st, 0);
-            fail_msg("servetune did not finish within %.0f s (see %s)", limit_s, logp);
-        }
-        if (sigint_after_runs > 0 && !sent && db) {
-            sqlite3 *d;
-            if (sqlite3_open_v2(db, &d, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
-                sqlite3_stmt *q;
-                if (sqlite3_prepare_v2(d, "SELECT count(*) FROM runs", -1, &q, NULL) == SQLITE_OK) {
-                    if (sqlite3_step(q) == SQLITE_ROW && sqlite3_column_int(q, 0) >= sigint_after_runs) {
-                        kill(pid, SIGINT);
-                        sent = 1;
-                    }
-                    sqlite3_finalize(q);
-                }
-            }
-            sqlite3_close(d);
-        }
-        struct timespec ts = { 0, 20000000 };
-        nanosleep(&ts, NULL);
-    }
-    int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    if (rc != 0) {
-        /* for the test log: what servetune said */
-        FILE *lf = fopen(logp, "rb");
-        if (lf) {
-            static char tail[4096];
-            fseek(lf, 0, SEEK_END);
-            long sz = ftell(lf);
-            fseek(lf, sz > 4000 ? sz - 4000 : 0, SEEK_SET);
-            size_t got = fread(tail, 1, sizeof tail - 1, lf);
-            tail[got] = '\0';
-            fclose(lf);
-            fprintf(stderr, "# servetune exited %d; its output ends:\n%s\n", rc, tail);
-        }
-    }
-    return rc;
-}
-
-static json_t *load_json(const char *dir)
-{
-    char p[512];
-    snprintf(p, sizeof p, "%s/report.json", dir);
-    json_error_t je;
-    json_t *j = json_load_file(p, 0, &je);
-    if (!j)
-        fail_msg("%s: %s", p, je.text);
-    return j;
-}
-
-static json_t *config_named(json_t *root, const char *name)
-{
-    json_t *cs = json_object_get(root, "configurations");
-    size_t i;
-    json_t *c;
-    json_array_foreach(cs, i, c) if (!strcmp(json_string_value(json_object_get(c, "name")), name)) return c;
-    fail_msg("no configuration %s in report.json", name);
-    return NULL;
-}
-
 static const char *status_of(json_t *root, const char *name)
 {
     return json_string_value(json_object_get(config_named(root, name), "status"));
@@ -176,18 +55,6 @@ static const char *failure_class(json_t *root, const char *name)
 {
     json_t *f = json_object_get(config_named(root, name), "failure");
     return json_is_object(f) ? json_string_value(json_object_get(f, "class")) : NULL;
-}
-
-static int file_has(const char *path, const char *needle)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return 0;
-    static char buf[1 << 20];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return strstr(buf, needle) != NULL;
 }
 
 /* No servetune emulator may be left running from a test's audit. */
@@ -221,7 +88,7 @@ static void end_to_end_with_a_config_that_cannot_start(void **state)
                "  - name: too-long\n    add_flags: [--gpu-memory-utilization, '0.3', --max-model-len, '40960']\n    reason: does not fit\n",
                "");
     const char *args[] = { "audit", spec, "-o", out, "--quiet", NULL };
-    int rc = run_servetune(args, NULL, 240, 0, NULL);
+    int rc = st_it_run(args, NULL, 240, 0, NULL);
     assert_int_equal(rc, 1); /* ran, but configurations failed */
     json_t *j = load_json(out);
     assert_true(json_is_false(json_object_get(j, "partial")));
@@ -287,7 +154,7 @@ static void end_to_end_with_a_config_that_cannot_start(void **state)
     fclose(f);
     unlink(json1);
     const char *rargs[] = { "report", out, NULL };
-    assert_int_equal(run_servetune(rargs, NULL, 30, 0, NULL), 0);
+    assert_int_equal(st_it_run(rargs, NULL, 30, 0, NULL), 0);
     assert_true(file_has(json1, before));
     nothing_left(out);
 }
@@ -311,7 +178,7 @@ static void vllm_adapter_through_a_forwarding_program(void **state)
     write_spec(spec, "vllm", "", "", "2", "", "");
     /* not --quiet, not a TTY: line-oriented progress */
     const char *args[] = { "audit", spec, "-o", out, NULL };
-    assert_int_equal(run_servetune(args, bin, 120, 0, NULL), 0);
+    assert_int_equal(st_it_run(args, bin, 120, 0, NULL), 0);
     char so[600];
     snprintf(so, sizeof so, "%s/servetune.out", tmp);
     assert_true(file_has(so, "[1/1 baseline] starting the engine\n"));
@@ -342,7 +209,7 @@ static void port_already_taken(void **state)
     snprintf(eng, sizeof eng, "  port: %d\n", port);
     write_spec(spec, "emulator", eng, "", "2", "", "");
     const char *args[] = { "audit", spec, "-o", out, "--quiet", NULL };
-    assert_int_equal(run_servetune(args, NULL, 60, 0, NULL), 1);
+    assert_int_equal(st_it_run(args, NULL, 60, 0, NULL), 1);
     json_t *j = load_json(out);
     assert_string_equal(status_of(j, "baseline"), "failed");
     assert_string_equal(failure_class(j, "baseline"), "port_taken");
@@ -370,7 +237,7 @@ static void crash_and_hang_mid_run(void **state)
                "  - name: start-slow\n    add_flags: [--fault-startup-delay, 60s]\n",
                "");
     const char *args[] = { "audit", spec, "-o", out, "--quiet", NULL };
-    assert_int_equal(run_servetune(args, NULL, 180, 0, NULL), 1);
+    assert_int_equal(st_it_run(args, NULL, 180, 0, NULL), 1);
     json_t *j = load_json(out);
     assert_string_equal(status_of(j, "baseline"), "ok");
     assert_string_equal(status_of(j, "crashes"), "failed");
@@ -405,7 +272,7 @@ static void resume_after_interrupt(void **state)
     write_spec(spec, "emulator", "", "", "1, 2, 3",
                "configurations:\n  - name: baseline\n  - name: fp8-kv\n    add_flags: [--kv-cache-dtype, fp8]\n", "");
     const char *args[] = { "audit", spec, "-o", out, "--quiet", NULL };
-    int rc = run_servetune(args, NULL, 180, 2, db);
+    int rc = st_it_run(args, NULL, 180, 2, db);
     assert_int_equal(rc, 4);
     json_t *j = load_json(out);
     assert_true(json_is_true(json_object_get(j, "partial")));
@@ -419,9 +286,9 @@ static void resume_after_interrupt(void **state)
     nothing_left(out);
 
     const char *rargs[] = { "audit", spec, "-o", out, "--quiet", "--resume", NULL };
-    assert_int_equal(run_servetune(rargs, NULL, 180, 0, NULL), 0);
+    assert_int_equal(st_it_run(rargs, NULL, 180, 0, NULL), 0);
     const char *fargs[] = { "audit", spec, "-o", ref, "--quiet", NULL };
-    assert_int_equal(run_servetune(fargs, NULL, 180, 0, NULL), 0);
+    assert_int_equal(st_it_run(fargs, NULL, 180, 0, NULL), 0);
     json_t *a = load_json(out), *b = load_json(ref);
     assert_true(json_is_false(json_object_get(a, "partial")));
     const char *names[] = { "baseline", "fp8-kv" };
@@ -472,7 +339,7 @@ static void api_key_is_never_written(void **state)
     chmod(vllm, 0755);
     write_spec(spec, "vllm", "  api_key_env: ST_AUDIT_TEST_KEY\n", ", --api-key, '${ST_AUDIT_TEST_KEY}'", "2", "", "");
     const char *args[] = { "audit", spec, "-o", out, "--quiet", NULL };
-    assert_int_equal(run_servetune(args, bin, 120, 0, NULL), 0);
+    assert_int_equal(st_it_run(args, bin, 120, 0, NULL), 0);
     unsetenv("ST_AUDIT_TEST_KEY");
     json_t *j = load_json(out);
     assert_string_equal(status_of(j, "baseline"), "ok"); /* so the key was used: the engine requires it */
@@ -514,7 +381,7 @@ static void trace_workload(void **state)
             (int)getpid());
     fclose(f);
     const char *args[] = { "audit", spec, "-o", out, "--quiet", NULL };
-    assert_int_equal(run_servetune(args, NULL, 120, 0, NULL), 0);
+    assert_int_equal(st_it_run(args, NULL, 120, 0, NULL), 0);
     json_t *j = load_json(out);
     assert_string_equal(status_of(j, "baseline"), "ok");
     json_t *runs = json_object_get(config_named(j, "baseline"), "runs");
@@ -565,7 +432,7 @@ static void endpoint_is_used_not_managed(void **state)
             url);
     fclose(f);
     const char *args[] = { "audit", spec, "-o", out, "--quiet", NULL };
-    int rc = run_servetune(args, NULL, 60, 0, NULL);
+    int rc = st_it_run(args, NULL, 60, 0, NULL);
     int alive = kill(pid, 0) == 0 && waitpid(pid, NULL, WNOHANG) == 0;
     kill(pid, SIGTERM);
     waitpid(pid, NULL, 0);

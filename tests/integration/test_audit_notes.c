@@ -5,6 +5,9 @@
  * after 150 s; servers only on 127.0.0.1 (the emulator's default). */
 #include "harness.h"
 
+#define ST_IT_TMP_PREFIX "/tmp/st_audit_notes."
+#include "audit_util.h"
+
 #include <fcntl.h>
 #include <jansson.h>
 #include <signal.h>
@@ -16,62 +19,6 @@
 #include <unistd.h>
 
 #include "core/clock.h"
-
-extern char **environ;
-
-static char tmp[256];
-
-static int setup(void **state)
-{
-    (void)state;
-    snprintf(tmp, sizeof tmp, "/tmp/st_audit_notes.XXXXXX");
-    return mkdtemp(tmp) ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf -- '%s'", tmp);
-    if (strncmp(tmp, "/tmp/st_audit_notes.", 20) == 0)
-        (void)!system(cmd);
-    return 0;
-}
-
-/* Runs servetune with args; at most limit_s seconds (then SIGKILL). Returns its exit status. */
-static int run_servetune(const char *const *args, double limit_s)
-{
-    char *argv[16];
-    int n = 0;
-    argv[n++] = (char *)st_test_bin();
-    for (; *args && n < 15; args++)
-        argv[n++] = (char *)*args;
-    argv[n] = NULL;
-    char logp[512];
-    snprintf(logp, sizeof logp, "%s/servetune.out", tmp);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, logp, O_WRONLY | O_CREAT | O_APPEND, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    pid_t pid;
-    int e = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    assert_int_equal(e, 0);
-    st_ns deadline = st_now() + st_s_to_ns(limit_s);
-    int st = 0;
-    for (;;) {
-        if (waitpid(pid, &st, WNOHANG) == pid)
-            break;
-        if (st_now() > deadline) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &st, 0);
-            fail_msg("servetune did not finish within %.0f s (see %s)", limit_s, logp);
-        }
-        struct timespec ts = { 0, 20000000 };
-        nanosleep(&ts, NULL);
-    }
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
 
 static char *slurp(const char *path)
 {

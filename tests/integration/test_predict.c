@@ -18,6 +18,9 @@
  * delivery jitter. */
 #include "harness.h"
 
+#define ST_IT_TMP_PREFIX "/tmp/st_predict_it."
+#include "audit_util.h"
+
 #include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
@@ -30,25 +33,6 @@
 #include <unistd.h>
 
 #include "core/clock.h"
-
-static char tmp[256];
-
-static int setup(void **state)
-{
-    (void)state;
-    snprintf(tmp, sizeof tmp, "/tmp/st_predict_it.XXXXXX");
-    return mkdtemp(tmp) ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf -- '%s'", tmp);
-    if (strncmp(tmp, "/tmp/st_predict_it.", 19) == 0)
-        (void)!system(cmd);
-    return 0;
-}
 
 static void write_spec(const char *path, const char *extra_configs)
 {
@@ -70,80 +54,11 @@ static void write_spec(const char *path, const char *extra_configs)
     fclose(f);
 }
 
-/* Runs servetune args; at most limit_s (then SIGKILL and fail). Returns the exit status. */
-static int run_servetune(const char *const *args, double limit_s)
-{
-    char *argv[32];
-    int n = 0;
-    argv[n++] = (char *)st_test_bin();
-    for (; *args && n < 31; args++)
-        argv[n++] = (char *)*args;
-    argv[n] = NULL;
-    char logp[512];
-    snprintf(logp, sizeof logp, "%s/servetune.out", tmp);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, logp, O_WRONLY | O_CREAT | O_APPEND, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    pid_t pid;
-    extern char **environ;
-    int e = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    assert_int_equal(e, 0);
-    st_ns deadline = st_now() + st_s_to_ns(limit_s);
-    int st = 0;
-    for (;;) {
-        if (waitpid(pid, &st, WNOHANG) == pid)
-            break;
-        if (st_now() > deadline) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &st, 0);
-            fail_msg("servetune did not finish within %.0f s (see %s)", limit_s, logp);
-        }
-        struct timespec ts = { 0, 20000000 };
-        nanosleep(&ts, NULL);
-    }
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-static json_t *load_json(const char *dir)
-{
-    char p[512];
-    snprintf(p, sizeof p, "%s/report.json", dir);
-    json_error_t je;
-    json_t *j = json_load_file(p, 0, &je);
-    if (!j)
-        fail_msg("%s: %s", p, je.text);
-    return j;
-}
-
-static json_t *config_named(json_t *root, const char *name)
-{
-    json_t *cs = json_object_get(root, "configurations");
-    size_t i;
-    json_t *c;
-    json_array_foreach(cs, i, c) if (!strcmp(json_string_value(json_object_get(c, "name")), name)) return c;
-    fail_msg("no configuration %s in report.json", name);
-    return NULL;
-}
-
 static double cap_field(json_t *root, const char *name, const char *field)
 {
     json_t *cap = json_object_get(config_named(root, name), "capacity");
     json_t *v = json_is_object(cap) ? json_object_get(cap, field) : NULL;
     return json_is_number(v) ? json_number_value(v) : NAN;
-}
-
-static int file_has(const char *path, const char *needle)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return 0;
-    static char buf[4 << 20];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    return strstr(buf, needle) != NULL;
 }
 
 static void test_predict_agrees_with_audit(void **state)
