@@ -102,6 +102,21 @@ void st_store_close(st_store *s)
 
 static int exec(st_store *s, const char *sql) { return sqlite3_exec(s->db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -1; }
 
+/* Makes room for element n of the array *arr (elem bytes each, *cap allocated, first the
+ * initial capacity). 0, or -1 when out of memory (the array is left as it was). */
+static int grow(void **arr, size_t elem, size_t n, size_t *cap, size_t first)
+{
+    if (n < *cap)
+        return 0;
+    size_t c = *cap ? *cap * 2 : first;
+    void *p = realloc(*arr, elem * c);
+    if (!p)
+        return -1;
+    *arr = p;
+    *cap = c;
+    return 0;
+}
+
 static char *col_str(sqlite3_stmt *st, int i)
 {
     const unsigned char *t = sqlite3_column_text(st, i);
@@ -343,14 +358,12 @@ int st_store_configs_get(st_store *s, st_config_row **out, int *n)
                            "argv, facts FROM configs ORDER BY idx",
                            -1, &st, NULL) != SQLITE_OK)
         return -1;
-    int rc, cap = 0;
+    int rc;
+    size_t cap = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (*n == cap) {
-            cap = cap ? cap * 2 : 8;
-            st_config_row *nr = realloc(*out, sizeof **out * (size_t)cap);
-            if (!nr)
-                break;
-            *out = nr;
+        if (grow((void **)out, sizeof **out, (size_t)*n, &cap, 8)) {
+            rc = SQLITE_NOMEM;
+            break;
         }
         st_config_row *c = &(*out)[(*n)++];
         memset(c, 0, sizeof *c);
@@ -622,16 +635,12 @@ int st_store_runs_get(st_store *s, const char *config, st_run_row **out, int *n)
         return -1;
     if (config)
         bind_str(st, 1, config);
-    int rc, cap = 0;
+    int rc;
+    size_t cap = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (*n == cap) {
-            cap = cap ? cap * 2 : 16;
-            st_run_row *nr = realloc(*out, sizeof **out * (size_t)cap);
-            if (!nr) {
-                rc = SQLITE_NOMEM;
-                break;
-            }
-            *out = nr;
+        if (grow((void **)out, sizeof **out, (size_t)*n, &cap, 16)) {
+            rc = SQLITE_NOMEM;
+            break;
         }
         read_run(st, &(*out)[(*n)++]);
     }
@@ -658,16 +667,11 @@ int st_store_records_get(st_store *s, int64_t run_id, st_record **out, uint32_t 
         return -1;
     sqlite3_bind_int64(st, 1, run_id);
     int rc;
-    uint32_t cap = 0;
+    size_t cap = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (*n == cap) {
-            cap = cap ? cap * 2 : 64;
-            st_record *nr = realloc(*out, sizeof **out * cap);
-            if (!nr) {
-                rc = SQLITE_NOMEM;
-                break;
-            }
-            *out = nr;
+        if (grow((void **)out, sizeof **out, (size_t)*n, &cap, 64)) {
+            rc = SQLITE_NOMEM;
+            break;
         }
         st_record *x = &(*out)[(*n)++];
         st_record_init(x, (uint32_t)sqlite3_column_int64(st, 0));
@@ -722,16 +726,11 @@ int st_store_samples_get(st_store *s, int64_t run_id, st_metric_sample **out, ui
         return -1;
     sqlite3_bind_int64(st, 1, run_id);
     int rc;
-    uint32_t cap = 0;
+    size_t cap = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (*n == cap) {
-            cap = cap ? cap * 2 : 64;
-            st_metric_sample *nr = realloc(*out, sizeof **out * cap);
-            if (!nr) {
-                rc = SQLITE_NOMEM;
-                break;
-            }
-            *out = nr;
+        if (grow((void **)out, sizeof **out, (size_t)*n, &cap, 64)) {
+            rc = SQLITE_NOMEM;
+            break;
         }
         st_metric_sample *m = &(*out)[(*n)++];
         m->t = sqlite3_column_double(st, 0);
