@@ -14,7 +14,6 @@
 #include "core/file.h"
 #include "core/opts.h"
 #include "core/version.h"
-#include "load/workload.h"
 #include "report/report.h"
 
 /* The only global: what the signal handler sets. */
@@ -74,22 +73,9 @@ int cmd_audit(int argc, char **argv)
     }
     const char *spec_path = res.pos[0];
     st_spec spec;
-    if (st_spec_load(spec_path, &spec, err, sizeof err)) {
-        fprintf(stderr, "%s\n", err);
+    if (st_cli_load_spec(spec_path, &spec)) {
         st_opts_result_free(&res);
         return ST_EXIT_USAGE;
-    }
-    if (spec.workload.kind == ST_WL_TRACE) {
-        /* The trace is part of the spec: an unreadable one is a spec error, found before
-         * anything starts. */
-        st_workload w;
-        if (st_workload_trace_load(spec.workload.trace, &w, err, sizeof err)) {
-            fprintf(stderr, "%s: workload.trace: %s\n", spec_path, err);
-            st_spec_free(&spec);
-            st_opts_result_free(&res);
-            return ST_EXIT_USAGE;
-        }
-        st_workload_free(&w);
     }
     if (check) {
         int planned = spec.n_configs * spec.n_rates;

@@ -22,6 +22,12 @@ typedef struct st_cmd {
 /* Prints "servetune NAME: reason" and the usage hint to stderr; returns ST_EXIT_USAGE. */
 int st_cli_usage_error(const char *cmd, const char *reason);
 
+/* Loads and validates an audit spec for audit and predict, its trace included (an unreadable
+ * trace is a spec error found before anything starts). 0, or -1 after printing the reason
+ * ("file:line: what is wrong") to stderr. */
+struct st_spec;
+int st_cli_load_spec(const char *path, struct st_spec *spec);
+
 int cmd_version(int argc, char **argv);
 int cmd_audit(int argc, char **argv);
 int cmd_predict(int argc, char **argv);

@@ -171,8 +171,7 @@ int cmd_predict(int argc, char **argv)
     }
     const char *spec_path = res.pos[0];
     st_spec spec;
-    if (st_spec_load(spec_path, &spec, err, sizeof err)) {
-        fprintf(stderr, "%s\n", err);
+    if (st_cli_load_spec(spec_path, &spec)) {
         st_opts_result_free(&res);
         return ST_EXIT_USAGE;
     }

@@ -10,10 +10,3 @@ int cmd_version(int argc, char **argv)
     printf("servetune %s\n", ST_VERSION);
     return ST_EXIT_OK;
 }
-
-int st_cli_usage_error(const char *cmd, const char *reason)
-{
-    fprintf(stderr, "servetune %s: %s\n", cmd, reason);
-    fprintf(stderr, "Try 'servetune %s --help' for more information.\n", cmd);
-    return ST_EXIT_USAGE;
-}
