@@ -15,6 +15,14 @@ const char *st_verdict_name(st_verdict v)
     return "unknown";
 }
 
+st_verdict st_verdict_from_name(const char *name)
+{
+    for (int v = ST_VERDICT_PASS; v <= ST_VERDICT_ERROR; v++)
+        if (name && !strcmp(name, st_verdict_name((st_verdict)v)))
+            return (st_verdict)v;
+    return ST_VERDICT_ERROR;
+}
+
 static void upper(char *dst, size_t n, const char *s)
 {
     size_t i;

@@ -27,6 +27,8 @@ typedef enum st_verdict {
     ST_VERDICT_ERROR,   /* the run itself broke (engine died, client error): no evidence */
 } st_verdict;
 const char *st_verdict_name(st_verdict v); /* "pass", "fail", "skipped", "error" */
+/* The inverse of st_verdict_name (stored verdicts); anything unknown is ST_VERDICT_ERROR. */
+st_verdict st_verdict_from_name(const char *name);
 
 /* What a rate run measured, as the verdict needs it. */
 typedef struct st_rate_figures {

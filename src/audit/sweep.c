@@ -347,21 +347,10 @@ static int warm_up(sweep *S, const st_spec_config *c, st_config_row *crow)
 
 /* ---- one configuration ---- */
 
-static st_verdict verdict_of(const char *v)
-{
-    if (v && !strcmp(v, "pass"))
-        return ST_VERDICT_PASS;
-    if (v && !strcmp(v, "fail"))
-        return ST_VERDICT_FAIL;
-    if (v && !strcmp(v, "skipped"))
-        return ST_VERDICT_SKIPPED;
-    return ST_VERDICT_ERROR;
-}
-
 static st_rate_result result_of(const st_run_row *w)
 {
     return (st_rate_result){ .rate = w->rate,
-                             .verdict = verdict_of(w->verdict),
+                             .verdict = st_verdict_from_name(w->verdict),
                              .worst_ratio = w->worst_ratio,
                              .delivered_rps = w->delivered_rps,
                              .output_tps = w->output_tps,

@@ -78,17 +78,6 @@ static void run_figures(st_store *s, int64_t run_id, st_rep_server *sv, st_notes
     free(recs);
 }
 
-static st_verdict verdict_of(const char *v)
-{
-    if (v && !strcmp(v, "pass"))
-        return ST_VERDICT_PASS;
-    if (v && !strcmp(v, "fail"))
-        return ST_VERDICT_FAIL;
-    if (v && !strcmp(v, "skipped"))
-        return ST_VERDICT_SKIPPED;
-    return ST_VERDICT_ERROR;
-}
-
 void st_report_free(st_report *r)
 {
     if (!r)
@@ -182,7 +171,7 @@ int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
         for (int j = 0; j < c->n_runs; j++) {
             const st_run_row *rw = &c->runs[j];
             c->rr[j] = (st_rate_result){ .rate = rw->rate,
-                                         .verdict = verdict_of(rw->verdict),
+                                         .verdict = st_verdict_from_name(rw->verdict),
                                          .worst_ratio = rw->worst_ratio,
                                          .delivered_rps = rw->delivered_rps,
                                          .output_tps = rw->output_tps,
