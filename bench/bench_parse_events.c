@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "core/clock.h"
-#include "engine/api.h"
+#include "load/api.h"
 
 int main(int argc, char **argv)
 {

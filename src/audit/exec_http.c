@@ -14,9 +14,9 @@
 #include "audit/figures.h"
 #include "core/buf.h"
 #include "engine/adapter.h"
-#include "engine/api.h"
+#include "load/api.h"
 #include "engine/metrics.h"
-#include "engine/metrics_scrape.h"
+#include "engine/metrics.h"
 #include "engine/probe.h"
 #include "engine/process.h"
 
@@ -144,7 +144,7 @@ static int engine_start(sweep *S, const st_spec_config *c, engine *E, st_config_
             return -1;
         }
     }
-    if (st_adapter_launch(s, c, port, S->self_exe, &E->l, err, sizeof err)) {
+    if (st_spec_launch(s, c, port, S->self_exe, &E->l, err, sizeof err)) {
         st_exec_fill_failure(row, ST_FAIL_BAD_FLAG, err, NULL, NULL);
         return -1;
     }
@@ -318,7 +318,7 @@ typedef struct scraper {
     double time_scale;
     st_ns t0;
     pthread_mutex_t mu;
-    st_metric_sample *s;
+    st_metrics_sample *s;
     uint32_t n, cap;
     int failures, ok;
 } scraper;
@@ -334,15 +334,15 @@ static void *scrape_main(void *arg)
         char err[256];
         if (st_http_get(sc->E->l.host, sc->E->l.port, "/metrics", NULL, 2, &status, &body, err, sizeof err) == 0 &&
             status == 200) {
-            st_metric_sample got[ST_SCRAPE_MAX];
-            int ng = st_scrape_parse(sc->E->l.metrics_dialect, body.data ? body.data : "", body.len, got, ST_SCRAPE_MAX);
+            st_metrics_sample got[ST_METRICS_SCRAPE_MAX];
+            int ng = st_metrics_scrape(sc->E->l.metrics_dialect, body.data ? body.data : "", body.len, got, ST_METRICS_SCRAPE_MAX);
             double ts = st_ns_to_s(t - sc->t0) * sc->time_scale;
             pthread_mutex_lock(&sc->mu);
             sc->ok++;
             for (int i = 0; i < ng; i++) {
                 if (sc->n == sc->cap) {
                     uint32_t nc = sc->cap ? sc->cap * 2 : 256;
-                    st_metric_sample *ns = realloc(sc->s, sizeof *ns * nc);
+                    st_metrics_sample *ns = realloc(sc->s, sizeof *ns * nc);
                     if (!ns)
                         break;
                     sc->s = ns;
@@ -355,9 +355,9 @@ static void *scrape_main(void *arg)
         } else {
             sc->failures++;
         }
-        /* once per emulated second (a wall second for a real engine, engine/metrics_scrape.h), in
+        /* once per emulated second (a wall second for a real engine, engine/metrics.h), in
          * small sleeps so stopping is quick */
-        int steps = st_scrape_interval_ms(sc->time_scale) / 50;
+        int steps = st_metrics_scrape_interval_ms(sc->time_scale) / 50;
         for (int i = 0; i < steps && !atomic_load(&sc->stop); i++) {
             st_ns next = t + (i + 1) * 50 * ST_NS_PER_MS;
             st_ns now = st_now();

@@ -204,7 +204,7 @@ static void push_sample(model_tick *T, double t, st_metric m, double v)
     st_exec_out *o = T->out;
     if (o->n_samples == T->cap) {
         uint32_t nc = T->cap ? T->cap * 2 : 512;
-        st_metric_sample *ns = realloc(o->samples, sizeof *ns * nc);
+        st_metrics_sample *ns = realloc(o->samples, sizeof *ns * nc);
         if (!ns) {
             T->oom = 1;
             return;
@@ -212,7 +212,7 @@ static void push_sample(model_tick *T, double t, st_metric m, double v)
         o->samples = ns;
         T->cap = nc;
     }
-    o->samples[o->n_samples++] = (st_metric_sample){ .t = t, .name = st_metric_name(m), .value = v };
+    o->samples[o->n_samples++] = (st_metrics_sample){ .t = t, .name = st_metrics_name(m), .value = v };
 }
 
 static void sample(model_tick *T, st_ns now, const st_emu_stats *es)

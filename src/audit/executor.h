@@ -45,7 +45,7 @@ typedef struct st_exec_rate {
 typedef struct st_exec_out {
     st_record *records;        /* w->n, engine time (owned: st_record_free each, then free) */
     uint32_t n;
-    st_metric_sample *samples; /* engine seconds from the run's start; names are static strings */
+    st_metrics_sample *samples; /* engine seconds from the run's start; names are static strings */
     uint32_t n_samples;
     int stopped;               /* tick asked to stop */
     int client_limited;        /* the load generator lagged its schedule */

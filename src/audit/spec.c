@@ -15,53 +15,11 @@
 
 #define SPEC_MAX_LIST 256
 
-static const char *engine_names[ST_ENGINE__COUNT] = {
-    [ST_ENGINE_VLLM] = "vllm",         [ST_ENGINE_SGLANG] = "sglang",
-    [ST_ENGINE_TGI] = "tgi",           [ST_ENGINE_LLAMACPP] = "llamacpp",
-    [ST_ENGINE_EMULATOR] = "emulator", [ST_ENGINE_ENDPOINT] = "endpoint",
-};
-
-const char *st_engine_kind_name(st_engine_kind k)
-{
-    return (k >= 0 && k < ST_ENGINE__COUNT) ? engine_names[k] : "unknown";
-}
-
-int st_engine_kind_from_name(const char *s, st_engine_kind *out)
-{
-    for (int i = 0; i < ST_ENGINE__COUNT; i++)
-        if (s && !strcmp(s, engine_names[i])) {
-            *out = (st_engine_kind)i;
-            return 0;
-        }
-    return -1;
-}
-
 static const char *metric_names[ST_SLO__COUNT] = { "ttft", "tpot", "itl", "e2e" };
 
 const char *st_slo_metric_name(st_slo_metric m)
 {
     return (m >= 0 && m < ST_SLO__COUNT) ? metric_names[m] : "unknown";
-}
-
-void st_strv_free(st_strv *v)
-{
-    for (int i = 0; i < v->n; i++)
-        free(v->v[i]);
-    free(v->v);
-    v->v = NULL;
-    v->n = 0;
-}
-
-int st_strv_push(st_strv *v, const char *s)
-{
-    char **nv = realloc(v->v, sizeof(char *) * (size_t)(v->n + 1));
-    if (!nv)
-        return -1;
-    v->v = nv;
-    if (!(v->v[v->n] = strdup(s)))
-        return -1;
-    v->n++;
-    return 0;
 }
 
 static void envv_free(st_envv *e)
@@ -973,4 +931,27 @@ const st_spec_config *st_spec_find_config(const st_spec *s, const char *name)
         if (!strcmp(s->configs[i].name, name))
             return &s->configs[i];
     return NULL;
+}
+
+int st_spec_launch(const st_spec *s, const st_spec_config *c, int port, const char *self_exe, st_launch *out,
+                   char *err, size_t errlen)
+{
+    st_strv flags = { 0 };
+    if (st_spec_config_flags(s, c, &flags)) {
+        memset(out, 0, sizeof *out);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    st_engine_desc d = {
+        .kind = s->engine.kind,
+        .command = &s->engine.command,
+        .model = st_spec_config_model(s, c),
+        .flags = &flags,
+        .served_name = s->engine.served_name,
+        .url = s->engine.url,
+        .api = s->engine.api,
+    };
+    int rc = st_adapter_launch(&d, port, self_exe, out, err, errlen);
+    st_strv_free(&flags);
+    return rc;
 }

@@ -477,7 +477,7 @@ static void put_events(uint8_t *dst, const st_ns *ev, uint32_t n)
 }
 
 int st_store_run_put(st_store *s, st_run_row *r, const st_record *recs, uint32_t n_recs,
-                     const st_metric_sample *samples, uint32_t n_samples)
+                     const st_metrics_sample *samples, uint32_t n_samples)
 {
     sqlite3_stmt *st = NULL, *rq = NULL, *ms = NULL;
     uint8_t *blob = NULL;
@@ -716,7 +716,7 @@ int st_store_records_get(st_store *s, int64_t run_id, st_record **out, uint32_t 
     return 0;
 }
 
-int st_store_samples_get(st_store *s, int64_t run_id, st_metric_sample **out, uint32_t *n)
+int st_store_samples_get(st_store *s, int64_t run_id, st_metrics_sample **out, uint32_t *n)
 {
     *out = NULL;
     *n = 0;
@@ -732,7 +732,7 @@ int st_store_samples_get(st_store *s, int64_t run_id, st_metric_sample **out, ui
             rc = SQLITE_NOMEM;
             break;
         }
-        st_metric_sample *m = &(*out)[(*n)++];
+        st_metrics_sample *m = &(*out)[(*n)++];
         m->t = sqlite3_column_double(st, 0);
         m->name = col_str(st, 1);
         m->value = col_dbl(st, 2);
@@ -747,7 +747,7 @@ int st_store_samples_get(st_store *s, int64_t run_id, st_metric_sample **out, ui
     return 0;
 }
 
-void st_store_samples_free(st_metric_sample *m, uint32_t n)
+void st_store_samples_free(st_metrics_sample *m, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++)
         free((char *)m[i].name);

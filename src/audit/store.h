@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "core/clock.h"
+#include "engine/metrics.h"
 #include "load/record.h"
 
 typedef struct st_store st_store;
@@ -107,16 +108,10 @@ typedef struct st_run_row {
 } st_run_row;
 void st_run_row_free(st_run_row *r);
 
-typedef struct st_metric_sample {
-    double t;          /* seconds from the run's start */
-    const char *name;  /* generic name, e.g. "kv_cache_usage" (not owned on put; owned on get) */
-    double value;
-} st_metric_sample;
-
 /* Writes a run, its records and its metric samples in one transaction; sets run->id. A row with
  * the same run key is replaced (with its records and samples). */
 int st_store_run_put(st_store *s, st_run_row *run, const st_record *recs, uint32_t n_recs,
-                     const st_metric_sample *samples, uint32_t n_samples);
+                     const st_metrics_sample *samples, uint32_t n_samples);
 /* 1 and *out filled when a run with that key exists, 0 when not, -1 on error. */
 int st_store_run_find(st_store *s, const char *run_key, st_run_row *out);
 /* All runs of a configuration (or of every configuration when config is NULL), by config index
@@ -126,7 +121,7 @@ void st_run_rows_free(st_run_row *rows, int n);
 /* A run's records (caller frees each with st_record_free, then the array). */
 int st_store_records_get(st_store *s, int64_t run_id, st_record **out, uint32_t *n);
 /* A run's metric samples (names owned by the array; free with st_store_samples_free). */
-int st_store_samples_get(st_store *s, int64_t run_id, st_metric_sample **out, uint32_t *n);
-void st_store_samples_free(st_metric_sample *m, uint32_t n);
+int st_store_samples_get(st_store *s, int64_t run_id, st_metrics_sample **out, uint32_t *n);
+void st_store_samples_free(st_metrics_sample *m, uint32_t n);
 
 #endif

@@ -10,7 +10,7 @@
 
 #include "cli/cli.h"
 #include "core/opts.h"
-#include "engine/api.h"
+#include "load/api.h"
 #include "load/arrival.h"
 #include "load/output.h"
 #include "load/runner.h"

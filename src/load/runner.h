@@ -1,7 +1,7 @@
 /* The open-loop runner: sends a workload to an HTTP endpoint on a schedule and records
  * what happened to every request (load/record.h). One thread, one epoll loop (net/loop),
  * HTTP/1.1 keep-alive connections in a pool that grows to the concurrency the schedule
- * needs, SSE framing per request (net/sse), API events parsed with engine/api.
+ * needs, SSE framing per request (net/sse), API events parsed with load/api.
  *
  * Timing (all st_now(), relative to t0 = the start of the run):
  *   scheduled   the arrival time from the schedule. Warm-up requests (the first `warmup`
@@ -46,7 +46,7 @@
 
 #include "core/buf.h"
 #include "core/clock.h"
-#include "engine/api.h"
+#include "load/api.h"
 #include "load/record.h"
 #include "load/stats.h"
 #include "load/workload.h"

@@ -199,7 +199,7 @@ static int metric_kind(const char *name)
     if (!name)
         return M_NONE;
     st_metric m; /* the generic names the audit stores (engine/metrics.h) */
-    if (st_metric_from_name(name, &m) == 0) {
+    if (st_metrics_from_name(name, &m) == 0) {
         switch (m) {
         case ST_MET_KV_USAGE: return M_KV;
         case ST_MET_RUNNING: return M_RUN;
@@ -238,7 +238,7 @@ static int metric_kind(const char *name)
 /* The run's metric samples as timeline points. */
 static void load_samples(arena *a, st_store *s, const st_run_row *w, st_html_run *run)
 {
-    st_metric_sample *m = NULL;
+    st_metrics_sample *m = NULL;
     uint32_t n = 0;
     if (!s || st_store_samples_get(s, w->id, &m, &n) != 0 || !n) {
         if (m)
@@ -293,7 +293,7 @@ static void changes_text(st_buf *b, const st_spec_config *c)
     }
 }
 
-/* The notes: the one list the report model carries (audit/notes.h), as every report shows it. */
+/* The notes: the one list the report model carries (report/notes.h), as every report shows it. */
 static void map_notes(const st_report *r, st_html_note *v, uint32_t *n)
 {
     uint32_t k = 0;

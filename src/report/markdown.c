@@ -435,7 +435,7 @@ static void notes_section(const st_report *r, st_buf *b)
     st_buf_puts(b, "\n### Notes\n\n");
     if (!r->notes.n)
         st_buf_puts(b, "The data called for no notes.\n");
-    /* the one list of notes (audit/notes.h), as every report renders it */
+    /* the one list of notes (report/notes.h), as every report renders it */
     for (int i = 0; i < r->notes.n; i++) {
         const st_note *n = &r->notes.v[i];
         st_buf_puts(b, "- ");

@@ -16,7 +16,7 @@ const char *st_rep_status_name(st_rep_status s)
     return "unknown";
 }
 
-static void server_figures(const st_metric_sample *m, uint32_t n, st_rep_server *out)
+static void server_figures(const st_metrics_sample *m, uint32_t n, st_rep_server *out)
 {
     out->samples = 0;
     out->kv_usage_max = out->running_max = out->waiting_max = out->preemptions = out->prefix_hit_rate = NAN;
@@ -57,7 +57,7 @@ static void server_figures(const st_metric_sample *m, uint32_t n, st_rep_server 
 /* One run's server figures and notes digest, from its stored samples and records. */
 static void run_figures(st_store *s, int64_t run_id, st_rep_server *sv, st_notes_run *dg)
 {
-    st_metric_sample *m = NULL;
+    st_metrics_sample *m = NULL;
     uint32_t nm = 0;
     if (st_store_samples_get(s, run_id, &m, &nm)) {
         m = NULL;

@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "audit/capacity.h"
-#include "audit/notes.h"
+#include "report/notes.h"
 #include "audit/cost.h"
 #include "audit/spec.h"
 #include "audit/store.h"
@@ -68,7 +68,7 @@ typedef struct st_report {
     int *order;      /* cheapest first */
     int pick;        /* headline pick (index in cfg), -1 when nothing passed */
     int refine;      /* the spec asked for refine */
-    st_notes notes;  /* the notes and diagnosis every renderer shows (audit/notes.h) */
+    st_notes notes;  /* the notes and diagnosis every renderer shows (report/notes.h) */
 } st_report;
 
 int st_report_load(st_store *s, st_report *out, char *err, size_t errlen);

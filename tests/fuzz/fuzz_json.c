@@ -8,7 +8,7 @@
 #include <jansson.h>
 
 #include "core/json.h"
-#include "engine/api.h"
+#include "load/api.h"
 
 static void walk(const st_json_val *v, int depth)
 {

@@ -2,7 +2,7 @@
 
 #include <jansson.h>
 
-#include "engine/api.h"
+#include "load/api.h"
 
 static st_api_event ev;
 

@@ -76,16 +76,16 @@ static void put_run(st_store *s, const char *cfg, int seq, double rate, const ch
         recs[i].output_requested = 101;
         recs[i].end = recs[i].first_token + (st_ns)100 * 30 * 1000000;
     }
-    st_metric_sample ms[60];
+    st_metrics_sample ms[60];
     uint32_t nm = 0;
     int generic = metrics == 2; /* 2: the audit's generic names; 3: other spellings */
     for (int k = 0; metrics && k < 10; k++) {
-        ms[nm++] = (st_metric_sample){k, generic || metrics == 1 ? "kv_usage" : "kv_cache_usage", 0.1 * k};
+        ms[nm++] = (st_metrics_sample){k, generic || metrics == 1 ? "kv_usage" : "kv_cache_usage", 0.1 * k};
         if (metrics >= 2) {
-            ms[nm++] = (st_metric_sample){k, generic ? "running" : "num_running", 3 * k};
-            ms[nm++] = (st_metric_sample){k, generic ? "waiting" : "vllm:num_requests_waiting", k > 5 ? k : 0};
-            ms[nm++] = (st_metric_sample){k, generic ? "preemptions" : "num_preemptions_total", 1000 + k};
-            ms[nm++] = (st_metric_sample){k, "prefix_hits", 5000 + k}; /* not drawn */
+            ms[nm++] = (st_metrics_sample){k, generic ? "running" : "num_running", 3 * k};
+            ms[nm++] = (st_metrics_sample){k, generic ? "waiting" : "vllm:num_requests_waiting", k > 5 ? k : 0};
+            ms[nm++] = (st_metrics_sample){k, generic ? "preemptions" : "num_preemptions_total", 1000 + k};
+            ms[nm++] = (st_metrics_sample){k, "prefix_hits", 5000 + k}; /* not drawn */
         }
     }
     assert_int_equal(st_store_run_put(s, &r, recs, 41, ms, nm), 0);

@@ -1,4 +1,4 @@
-/* The notes and the metrics diagnosis (audit/notes.h) on hand-built report models: each kind
+/* The notes and the metrics diagnosis (report/notes.h) on hand-built report models: each kind
  * fires when it should and not otherwise; numbers hand-computed; the digest of records and
  * samples; the scraper's histogram samples read back; every renderer shows the same list. */
 #include "harness.h"
@@ -6,8 +6,8 @@
 #include <jansson.h>
 #include <stdio.h>
 
-#include "audit/notes.h"
-#include "engine/metrics_scrape.h"
+#include "report/notes.h"
+#include "engine/metrics.h"
 #include "report/html_audit.h"
 #include "report/report.h"
 
@@ -447,14 +447,14 @@ static void combined_gain_attribution(void **state)
 
 /* Samples of n scrapes, one second apart. */
 typedef struct samples {
-    st_metric_sample v[4096];
+    st_metrics_sample v[4096];
     uint32_t n;
 } samples;
 
 static void put(samples *s, double t, const char *name, double v)
 {
     assert_true(s->n < 4096);
-    s->v[s->n++] = (st_metric_sample){ t, name, v };
+    s->v[s->n++] = (st_metrics_sample){ t, name, v };
 }
 
 static void gauge_scrapes(samples *s, int n, const double *kv, const double *run, const double *wait,
@@ -679,15 +679,15 @@ static void ttft_body(char *out, size_t cap, double n, double at_s)
 static void scrape_pair(samples *s, double n_before, double n_after, double at_s, double t1)
 {
     char body[8192];
-    st_metric_sample got[ST_SCRAPE_MAX];
+    st_metrics_sample got[ST_METRICS_SCRAPE_MAX];
     s->n = 0;
     ttft_body(body, sizeof body, n_before, at_s);
-    int k = st_scrape_parse("emulator", body, strlen(body), got, ST_SCRAPE_MAX);
+    int k = st_metrics_scrape("emulator", body, strlen(body), got, ST_METRICS_SCRAPE_MAX);
     assert_true(k > 30); /* running + 14 finite buckets x 2 + count + sum */
     for (int i = 0; i < k; i++)
         put(s, 0, got[i].name, got[i].value);
     ttft_body(body, sizeof body, n_after, at_s);
-    k = st_scrape_parse("emulator", body, strlen(body), got, ST_SCRAPE_MAX);
+    k = st_metrics_scrape("emulator", body, strlen(body), got, ST_METRICS_SCRAPE_MAX);
     for (int i = 0; i < k; i++)
         put(s, t1, got[i].name, got[i].value);
 }
@@ -695,11 +695,11 @@ static void scrape_pair(samples *s, double n_before, double n_after, double at_s
 static void scrape_interval(void **state)
 {
     (void)state;
-    assert_int_equal(st_scrape_interval_ms(1), 1000);
-    assert_int_equal(st_scrape_interval_ms(0), 1000);
-    assert_int_equal(st_scrape_interval_ms(5), 200);
-    assert_int_equal(st_scrape_interval_ms(20), 100); /* at least 100 ms of wall time */
-    assert_int_equal(st_scrape_interval_ms(NAN), 1000);
+    assert_int_equal(st_metrics_scrape_interval_ms(1), 1000);
+    assert_int_equal(st_metrics_scrape_interval_ms(0), 1000);
+    assert_int_equal(st_metrics_scrape_interval_ms(5), 200);
+    assert_int_equal(st_metrics_scrape_interval_ms(20), 100); /* at least 100 ms of wall time */
+    assert_int_equal(st_metrics_scrape_interval_ms(NAN), 1000);
 }
 
 static void engine_ttft_against_client(void **state)

@@ -124,7 +124,7 @@ static void refusals_are_failed_configurations(void **state)
     assert_int_equal(st_store_runs_get(s, "baseline", &runs, &nr), 0);
     assert_int_equal(nr, 4);
     /* the engine's state sampled every emulated second, under the scraper's generic names */
-    st_metric_sample *m;
+    st_metrics_sample *m;
     uint32_t nm;
     assert_int_equal(st_store_samples_get(s, runs[0].id, &m, &nm), 0);
     int kv = 0, running = 0, hits = 0;

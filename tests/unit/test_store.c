@@ -92,7 +92,7 @@ static void runs_records_samples_round_trip(void **state)
     recs[2].status = ST_REQ_TIMEOUT;
     recs[2].end = 1LL << 40;
     st_record_set_error(&recs[2], ST_REQ_TIMEOUT, "timed out", 9);
-    st_metric_sample ms[] = { { 0.5, "kv_cache_usage", 0.25 }, { 1.5, "num_running", 7 } };
+    st_metrics_sample ms[] = { { 0.5, "kv_cache_usage", 0.25 }, { 1.5, "num_running", 7 } };
 
     st_run_row r = { .config = "fp8-kv", .seq = 0, .rate = INFINITY, .grid = 1, .verdict = "fail",
                      .why = "1 of 3 requests did not complete", .planned = 3, .sent = 3, .completed = 2,
@@ -125,7 +125,7 @@ static void runs_records_samples_round_trip(void **state)
     for (uint32_t i = 0; i < nb; i++)
         st_record_free(&back[i]);
     free(back);
-    st_metric_sample *mb;
+    st_metrics_sample *mb;
     uint32_t nm;
     assert_int_equal(st_store_samples_get(s, g.id, &mb, &nm), 0);
     assert_int_equal(nm, 2);

@@ -1,4 +1,4 @@
-#include "engine/api.h"
+#include "load/api.h"
 
 #include <string.h>
 

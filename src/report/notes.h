@@ -102,10 +102,10 @@ typedef struct st_notes_run {
 #define ST_NOTES_QUEUE 2
 
 /* Digests a run: recs / samples may be NULL with a count of 0. Sample names are the generic
- * ones (engine/metrics.h) plus the TTFT histogram that engine/metrics_scrape.h stores
+ * ones (engine/metrics.h) plus the TTFT histogram that engine/metrics.h stores
  * ("ttft_le_NN", "ttft_cum_NN", "ttft_count", "ttft_sum"). Sample times and record times are
  * from the same run start (record times in ns, sample times in s). */
-void st_notes_run_digest(const st_record *recs, uint32_t n_recs, const st_metric_sample *samples,
+void st_notes_run_digest(const st_record *recs, uint32_t n_recs, const st_metrics_sample *samples,
                          uint32_t n_samples, st_notes_run *out);
 
 /* Builds the notes of a loaded report (struct st_report, report/report.h; each configuration's

@@ -1,5 +1,5 @@
-/* The notes and the metrics diagnosis (audit/notes.h); triggers and wording in docs/notes.md. */
-#include "audit/notes.h"
+/* The notes and the metrics diagnosis (report/notes.h); triggers and wording in docs/notes.md. */
+#include "report/notes.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -200,7 +200,7 @@ static void one_line(char *dst, size_t cap, const char *src)
         memcpy(dst + cap - 4, "...", 4);
 }
 
-void st_notes_run_digest(const st_record *recs, uint32_t n_recs, const st_metric_sample *samples,
+void st_notes_run_digest(const st_record *recs, uint32_t n_recs, const st_metrics_sample *samples,
                          uint32_t n_samples, st_notes_run *out)
 {
     memset(out, 0, sizeof *out);
