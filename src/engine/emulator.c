@@ -133,7 +133,7 @@ typedef enum { API_COMPL = 0, API_CHAT = 1 } api_t;
 typedef struct stream_t stream_t;
 struct stream_t {
     struct st_emulator *em;
-    st_srv_resp *resp;
+    st_server_resp *resp;
     uint64_t id;
     api_t api;
     int streaming, include_usage, continuous;
@@ -207,9 +207,9 @@ static double rng_uniform(st_emulator *em)
 
 /* ---------------------------------------------------------------------------------------
  * Responses */
-static void respond_json(st_srv_resp *r, int status, const char *body)
+static void respond_json(st_server_resp *r, int status, const char *body)
 {
-    st_srv_respond(r, status, "application/json", NULL, body, strlen(body));
+    st_server_respond(r, status, "application/json", NULL, body, strlen(body));
 }
 
 static const char *err_type(int status)
@@ -223,7 +223,7 @@ static const char *err_type(int status)
     }
 }
 
-static void respond_error(st_srv_resp *r, int status, const char *msg, const char *param)
+static void respond_error(st_server_resp *r, int status, const char *msg, const char *param)
 {
     st_buf b;
     st_buf_init(&b, 8192);
@@ -235,7 +235,7 @@ static void respond_error(st_srv_resp *r, int status, const char *msg, const cha
     else
         st_buf_puts(&b, "null");
     st_buf_printf(&b, ",\"code\":%d}}", status);
-    st_srv_respond(r, status, "application/json", NULL, b.data, b.len);
+    st_server_respond(r, status, "application/json", NULL, b.data, b.len);
     st_buf_free(&b);
 }
 
@@ -256,7 +256,7 @@ static void stream_release(st_emulator *em, stream_t *s)
     }
 }
 
-static void on_cancel(void *arg, st_srv_resp *resp)
+static void on_cancel(void *arg, st_server_resp *resp)
 {
     (void)resp;
     stream_t *s = arg;
@@ -358,7 +358,7 @@ static int deliver(st_emulator *em, stream_t *s, const st_emu_event *ev, st_ns e
         }
         usage_json(&b, s);
         st_buf_puts(&b, "}");
-        st_srv_respond(s->resp, 200, "application/json", NULL, b.data, b.len);
+        st_server_respond(s->resp, 200, "application/json", NULL, b.data, b.len);
         st_buf_free(&b);
         return 1;
     }
@@ -367,9 +367,9 @@ static int deliver(st_emulator *em, stream_t *s, const st_emu_event *ev, st_ns e
     if (s->fail_at && ev->n_out >= s->fail_at && !finished) {
         const char *e = "{\"error\":{\"message\":\"EngineCore encountered an issue (injected mid-stream fault)\","
                         "\"type\":\"InternalServerError\",\"param\":null,\"code\":500}}";
-        st_srv_sse_send(s->resp, e, strlen(e));
-        st_srv_sse_send(s->resp, "[DONE]", 6);
-        st_srv_stream_end(s->resp);
+        st_server_sse_send(s->resp, e, strlen(e));
+        st_server_sse_send(s->resp, "[DONE]", 6);
+        st_server_stream_end(s->resp);
         em->cbuf = b;
         st_emu_abort(em->eng, s->id);
         em->success_abort++;
@@ -383,7 +383,7 @@ static int deliver(st_emulator *em, stream_t *s, const st_emu_event *ev, st_ns e
             st_buf_printf(&b, "{\"prompt_tokens\":%u,\"total_tokens\":%u,\"completion_tokens\":0}", s->prompt_tokens, s->prompt_tokens);
         }
         st_buf_puts(&b, "}");
-        st_srv_sse_send(s->resp, b.data, b.len);
+        st_server_sse_send(s->resp, b.data, b.len);
         st_buf_reset(&b);
     }
     chunk_head(&b, s);
@@ -408,7 +408,7 @@ static int deliver(st_emulator *em, stream_t *s, const st_emu_event *ev, st_ns e
                       s->prompt_tokens, s->prompt_tokens + s->n_out, s->n_out);
     }
     st_buf_puts(&b, "}");
-    int wr = st_srv_sse_send(s->resp, b.data, b.len);
+    int wr = st_server_sse_send(s->resp, b.data, b.len);
     if (em->o->print_jitter && wr == 0) {
         st_ns late = st_now() - deadline_wall;
         if (late < 0)
@@ -429,10 +429,10 @@ static int deliver(st_emulator *em, stream_t *s, const st_emu_event *ev, st_ns e
             st_buf_printf(&b, "{\"prompt_tokens\":%u,\"total_tokens\":%u,\"completion_tokens\":%u}",
                           s->prompt_tokens, s->prompt_tokens + s->n_out, s->n_out);
             st_buf_puts(&b, "}");
-            st_srv_sse_send(s->resp, b.data, b.len);
+            st_server_sse_send(s->resp, b.data, b.len);
         }
-        st_srv_sse_send(s->resp, "[DONE]", 6);
-        st_srv_stream_end(s->resp);
+        st_server_sse_send(s->resp, "[DONE]", 6);
+        st_server_stream_end(s->resp);
     }
     em->cbuf = b;
     return finished;
@@ -498,7 +498,7 @@ static void on_step_timer(st_loop *l, void *arg)
 
 /* ---------------------------------------------------------------------------------------
  * Endpoints */
-static int check_auth(st_emulator *em, const st_http_parser *req, st_srv_resp *resp)
+static int check_auth(st_emulator *em, const st_http_parser *req, st_server_resp *resp)
 {
     if (!em->o->api_key)
         return 0;
@@ -593,7 +593,7 @@ static int64_t chat_ids(st_emulator *em, json_t *msgs, uint32_t **out, char *err
     return (int64_t)n;
 }
 
-static void handle_generate(st_emulator *em, const st_http_parser *req, st_srv_resp *resp, api_t api)
+static void handle_generate(st_emulator *em, const st_http_parser *req, st_server_resp *resp, api_t api)
 {
     json_error_t je;
     json_t *root = json_loadb(req->body.data ? req->body.data : "", req->body.len, 0, &je);
@@ -696,12 +696,12 @@ static void handle_generate(st_emulator *em, const st_http_parser *req, st_srv_r
     if (em->o->fault_midstream_rate > 0 && streaming && s->max_tokens >= 2 && rng_uniform(em) < em->o->fault_midstream_rate)
         s->fail_at = s->max_tokens / 2;
     if (streaming)
-        st_srv_stream_start(resp, 200, "text/event-stream; charset=utf-8", NULL);
-    st_srv_resp_on_cancel(resp, on_cancel, s);
+        st_server_stream_start(resp, 200, "text/event-stream; charset=utf-8", NULL);
+    st_server_resp_on_cancel(resp, on_cancel, s);
     arm_now(em);
 }
 
-static void handle_models(st_emulator *em, st_srv_resp *resp)
+static void handle_models(st_emulator *em, st_server_resp *resp)
 {
     st_buf b;
     st_buf_init(&b, 8192);
@@ -710,11 +710,11 @@ static void handle_models(st_emulator *em, st_srv_resp *resp)
     st_buf_printf(&b, ",\"object\":\"model\",\"created\":%ld,\"owned_by\":\"vllm\",\"root\":", (long)(st_wall_ns() / ST_NS_PER_S));
     st_buf_json_str(&b, em->cfg.model.name);
     st_buf_printf(&b, ",\"parent\":null,\"max_model_len\":%u,\"permission\":[]}]}", em->cfg.max_model_len);
-    st_srv_respond(resp, 200, "application/json", NULL, b.data, b.len);
+    st_server_respond(resp, 200, "application/json", NULL, b.data, b.len);
     st_buf_free(&b);
 }
 
-static void handle_tokenize(st_emulator *em, const st_http_parser *req, st_srv_resp *resp)
+static void handle_tokenize(st_emulator *em, const st_http_parser *req, st_server_resp *resp)
 {
     json_error_t je;
     json_t *root = json_loadb(req->body.data ? req->body.data : "", req->body.len, 0, &je);
@@ -745,12 +745,12 @@ static void handle_tokenize(st_emulator *em, const st_http_parser *req, st_srv_r
     for (int64_t i = 0; i < n; i++)
         st_buf_printf(&b, i ? ",%u" : "%u", ids[i]);
     st_buf_puts(&b, "],\"token_strs\":null}");
-    st_srv_respond(resp, 200, "application/json", NULL, b.data, b.len);
+    st_server_respond(resp, 200, "application/json", NULL, b.data, b.len);
     st_buf_free(&b);
     free(ids);
 }
 
-static void handle_detokenize(st_emulator *em, const st_http_parser *req, st_srv_resp *resp)
+static void handle_detokenize(st_emulator *em, const st_http_parser *req, st_server_resp *resp)
 {
     json_error_t je;
     json_t *root = json_loadb(req->body.data ? req->body.data : "", req->body.len, 0, &je);
@@ -780,7 +780,7 @@ static void handle_detokenize(st_emulator *em, const st_http_parser *req, st_srv
     st_buf_puts(&b, "{\"prompt\":");
     st_buf_json_strn(&b, text.data ? text.data : "", text.len);
     st_buf_puts(&b, "}");
-    st_srv_respond(resp, 200, "application/json", NULL, b.data, b.len);
+    st_server_respond(resp, 200, "application/json", NULL, b.data, b.len);
     st_buf_free(&b);
     st_buf_free(&text);
     json_decref(root);
@@ -809,7 +809,7 @@ static void emit_hist(st_emulator *em, st_buf *b, const hist *h, const char *lab
     (void)em;
 }
 
-static void handle_metrics(st_emulator *em, st_srv_resp *resp)
+static void handle_metrics(st_emulator *em, st_server_resp *resp)
 {
     st_emu_stats s;
     st_emu_get_stats(em->eng, &s);
@@ -853,10 +853,10 @@ static void handle_metrics(st_emulator *em, st_srv_resp *resp)
                          &em->h_ptok, &em->h_gtok, &em->h_iter };
     for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
         emit_hist(em, b, hs[i], labels);
-    st_srv_respond(resp, 200, "text/plain; version=0.0.4; charset=utf-8", NULL, b->data, b->len);
+    st_server_respond(resp, 200, "text/plain; version=0.0.4; charset=utf-8", NULL, b->data, b->len);
 }
 
-static void handler(void *arg, const st_http_parser *req, st_srv_resp *resp)
+static void handler(void *arg, const st_http_parser *req, st_server_resp *resp)
 {
     st_emulator *em = arg;
     char path[256];
@@ -867,7 +867,7 @@ static void handler(void *arg, const st_http_parser *req, st_srv_resp *resp)
     int get = !strcmp(req->method, "GET") || !strcmp(req->method, "HEAD");
     int post = !strcmp(req->method, "POST");
     if (!strcmp(path, "/health")) {
-        st_srv_respond(resp, 200, NULL, NULL, "", 0);
+        st_server_respond(resp, 200, NULL, NULL, "", 0);
         return;
     }
     if (!strcmp(path, "/metrics") && get) {
@@ -902,7 +902,7 @@ static void handler(void *arg, const st_http_parser *req, st_srv_resp *resp)
         if (st_emu_reset_prefix_cache(em->eng) < 0)
             st_logf(em->log, ST_LOG_WARN, "Failed to reset prefix cache because some blocks (%u) are not freed yet",
                     st_emu_engine_memory(em->eng)->num_blocks);
-        st_srv_respond(resp, 200, NULL, NULL, "", 0);
+        st_server_respond(resp, 200, NULL, NULL, "", 0);
         return;
     }
     if (!strcmp(path, "/tokenize")) {
