@@ -21,6 +21,9 @@
 #include "load/runner.h"
 #include "load/workload.h"
 
+/* What a run key is hashed from (spec facts, flags, rate). */
+#define RUN_KEY_INPUT_MAX ((size_t)1 << 20)
+
 #define MAX_RUNS_PER_CONFIG 64
 
 typedef struct sweep {
@@ -83,7 +86,7 @@ static void fmt_rate(char *b, size_t n, double r)
 void st_sweep_run_key(const st_spec *s, const st_spec_config *c, double rate, char out[65])
 {
     st_buf b;
-    st_buf_init(&b, 1 << 20);
+    st_buf_init(&b, RUN_KEY_INPUT_MAX);
     st_strv flags = { 0 };
     st_spec_config_flags(s, c, &flags);
     st_buf_printf(&b, "servetune-run/1|%s|%s|", ST_VERSION, st_engine_kind_name(s->engine.kind));

@@ -19,6 +19,9 @@
 #include "net/http1.h"
 #include "net/url.h"
 
+/* The model list a server answers (GET /v1/models). */
+#define MODELS_BODY_MAX ((size_t)4 << 20)
+
 /* The only global: what the signal handler sets. */
 static volatile sig_atomic_t bench_stop;
 
@@ -57,7 +60,7 @@ static int default_model(const char *url, const char *key, const char *const *hd
     else
         snprintf(murl, sizeof murl, "%.*s/v1/models", (int)ul, url);
     st_buf body;
-    st_buf_init(&body, 4u << 20);
+    st_buf_init(&body, MODELS_BODY_MAX);
     int status = 0;
     int rc = st_runner_fetch(murl, key, hdrs, nh, insecure, timeout, &body, &status, err, errlen);
     if (rc == 0) {

@@ -240,7 +240,7 @@ int cmd_predict(int argc, char **argv)
         st_report r;
         if (st_report_load(store, &r, rerr, sizeof rerr) == 0) {
             st_buf hl;
-            st_buf_init(&hl, 1 << 16);
+            st_buf_init(&hl, ST_REPORT_HEADLINE_MAX);
             st_report_headline(&r, &hl);
             printf("%s\n", hl.data ? hl.data : "");
             st_buf_free(&hl);

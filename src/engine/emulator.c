@@ -22,6 +22,13 @@
 #include "net/loop.h"
 #include "net/server.h"
 
+/* Small JSON answers (errors, the model list), the label set of a metric line, the /metrics
+ * page, and the per-step chunk of streamed text. */
+#define EMU_SMALL_JSON_MAX 8192
+#define EMU_LABELS_MAX 400
+#define EMU_METRICS_MAX ((size_t)1 << 20)
+#define EMU_CHUNK_MAX ((size_t)1 << 16)
+
 #define EMU_VERSION "0.10.1+servetune.emulator"
 #define RESP_MAX (64u << 20)
 
@@ -226,7 +233,7 @@ static const char *err_type(int status)
 static void respond_error(st_server_resp *r, int status, const char *msg, const char *param)
 {
     st_buf b;
-    st_buf_init(&b, 8192);
+    st_buf_init(&b, EMU_SMALL_JSON_MAX);
     st_buf_puts(&b, "{\"error\":{\"message\":");
     st_buf_json_str(&b, msg);
     st_buf_printf(&b, ",\"type\":\"%s\",\"param\":", err_type(status));
@@ -704,7 +711,7 @@ static void handle_generate(st_emulator *em, const st_http_parser *req, st_serve
 static void handle_models(st_emulator *em, st_server_resp *resp)
 {
     st_buf b;
-    st_buf_init(&b, 8192);
+    st_buf_init(&b, EMU_SMALL_JSON_MAX);
     st_buf_puts(&b, "{\"object\":\"list\",\"data\":[{\"id\":");
     st_buf_json_str(&b, em->model_id);
     st_buf_printf(&b, ",\"object\":\"model\",\"created\":%ld,\"owned_by\":\"vllm\",\"root\":", (long)(st_wall_ns() / ST_NS_PER_S));
@@ -817,7 +824,7 @@ static void handle_metrics(st_emulator *em, st_server_resp *resp)
     st_buf_reset(b);
     char labels[512];
     st_buf lb;
-    st_buf_init(&lb, 400);
+    st_buf_init(&lb, EMU_LABELS_MAX);
     st_buf_puts(&lb, "engine=\"0\",model_name=");
     st_buf_json_str(&lb, em->model_id);
     snprintf(labels, sizeof labels, "%s", lb.data);
@@ -1026,8 +1033,8 @@ int st_emulator_run(const st_emu_config *cfg, const st_emulator_opts *o, const s
     if (!em->rng)
         em->rng = 1;
     em->model_id = o->served_model_name ? o->served_model_name : cfg->model.name;
-    st_buf_init(&em->mbuf, 1 << 20);
-    st_buf_init(&em->cbuf, 1 << 16);
+    st_buf_init(&em->mbuf, EMU_METRICS_MAX);
+    st_buf_init(&em->cbuf, EMU_CHUNK_MAX);
     em->t0 = st_now();
     int rc = -1;
     int sfd = -1;

@@ -72,7 +72,7 @@ static int put_ids(st_buf *b, const uint32_t *ids, uint32_t n)
 {
     /* Reserve the worst case once (10 digits + comma each) when it fits the maximum. */
     size_t worst = (size_t)n * 11 + 2;
-    if (worst <= b->max - b->len)
+    if (st_buf_fits(b, worst))
         (void)st_buf_reserve(b, worst);
     if (st_buf_append(b, "[", 1) < 0)
         return -1;

@@ -19,6 +19,11 @@
 #include "net/tls.h"
 #include "net/url.h"
 
+/* The largest request written on one connection, and the scratch space one is built in. */
+#define RUN_OUT_MAX ((size_t)256 << 20)
+/* A response body kept when the runner config does not set max_body. */
+#define RUN_BODY_DEFAULT_MAX ((size_t)4 << 20)
+
 enum { C_CONNECTING, C_TLS, C_ACTIVE, C_DRAINING, C_IDLE };
 enum { M_SSE = 0, M_BODY = 1 };
 
@@ -728,8 +733,8 @@ static rconn *new_conn(runner *r, char *err, size_t errlen)
     c->fd = fd;
     c->idx = -1;
     c->state = C_CONNECTING;
-    st_buf_init(&c->out, 256u << 20);
-    st_buf_init(&c->body, r->cfg->max_body ? r->cfg->max_body : 4u << 20);
+    st_buf_init(&c->out, RUN_OUT_MAX);
+    st_buf_init(&c->body, r->cfg->max_body ? r->cfg->max_body : RUN_BODY_DEFAULT_MAX);
     st_http_limits lim = { 64 * 1024, 100, 0 };
     st_http_parser_init(&c->hp, ST_HTTP_RESPONSE, &lim, &resp_cbs, c);
     st_sse_init(&c->sse, r->cfg->max_event ? r->cfg->max_event : 1u << 20);
@@ -1064,7 +1069,7 @@ int st_runner_run(const st_runner_config *cfg, st_run_result *out, char *err, si
     }
     memcpy(r->idhdr, "X-Servetune-Id: ", 16);
     r->hdrs[r->nhdrs++] = r->idhdr; /* X-Servetune-Id: <index>, set per request */
-    st_buf_init(&r->scratch, 256u << 20);
+    st_buf_init(&r->scratch, RUN_OUT_MAX);
     r->timeout_ns = st_s_to_ns(cfg->timeout_s > 0 ? cfg->timeout_s : 300);
     for (uint32_t i = 0; i < n; i++) {
         st_record_init(&r->rec[i], i);

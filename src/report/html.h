@@ -22,6 +22,9 @@
 
 #include "core/buf.h"
 
+/* The largest HTML report written (a bigger one is an error, never a cut page). */
+#define ST_HTML_MAX_BYTES ((size_t)64 << 20)
+
 typedef enum st_html_sev { ST_HTML_INFO = 0, ST_HTML_WARN, ST_HTML_ERROR } st_html_sev;
 
 typedef enum st_html_cfg_status {

@@ -1,5 +1,7 @@
 #include "report/html_audit.h"
 
+#include "core/file.h"
+
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -13,7 +15,9 @@
 #include "report/format.h"
 #include "report/html.h"
 
-#define HTML_MAX ((size_t)64 << 20)
+/* One text of the page built before it is handed to the renderer (a setup row, a note). */
+#define PIECE_MAX ((size_t)1 << 16)
+
 
 /* Every allocation of one rendering, freed together. */
 typedef struct arena {
@@ -98,7 +102,7 @@ static void setup_rows(arena *a, const st_report *r, const char *ev, st_html_kv 
 {
     const st_spec *s = &r->spec;
     st_buf b;
-    st_buf_init(&b, 1 << 16);
+    st_buf_init(&b, PIECE_MAX);
     char t[64];
     uint32_t k = 0;
 #define ROW(label)                                                                                 \
@@ -329,7 +333,7 @@ int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *op
 {
     arena a = {0};
     st_buf tb;
-    st_buf_init(&tb, 1 << 16);
+    st_buf_init(&tb, PIECE_MAX);
     char *ev = engine_version(r);
     st_html_report h;
     memset(&h, 0, sizeof h);
@@ -506,29 +510,16 @@ int st_report_html_write(st_store *s, const char *dir, const st_html_audit_opts 
     if (st_report_load(s, &r, err, errlen))
         return -1;
     st_buf b;
-    st_buf_init(&b, HTML_MAX);
+    st_buf_init(&b, ST_HTML_MAX_BYTES);
     int rc = st_report_html(&r, s, opts, &b, err, errlen);
     st_report_free(&r);
-    if (rc) {
-        st_buf_free(&b);
-        return -1;
+    char path[4096];
+    if (rc == 0 && (size_t)snprintf(path, sizeof path, "%s/report.html", dir) >= sizeof path) {
+        snprintf(err, errlen, "%s: path too long", dir);
+        rc = -1;
     }
-    char path[4096], tmp[4200];
-    snprintf(path, sizeof path, "%s/report.html", dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
-        st_buf_free(&b);
-        return -1;
-    }
-    int bad = (b.len && fwrite(b.data, 1, b.len, f) != b.len);
-    bad |= fclose(f) != 0;
+    if (rc == 0)
+        rc = st_write_file_atomic(path, b.data ? b.data : "", b.len, err, errlen);
     st_buf_free(&b);
-    if (bad || rename(tmp, path)) {
-        snprintf(err, errlen, "%s: write failed", path);
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
+    return rc;
 }

@@ -197,7 +197,7 @@ int st_report_json(const st_report *r, st_buf *out)
     json_object_set_new(root, "finished", iso(r->audit.finished));
     json_object_set_new(root, "spec", spec_json(r));
     st_buf hl;
-    st_buf_init(&hl, 1 << 16);
+    st_buf_init(&hl, ST_REPORT_HEADLINE_MAX);
     st_report_headline(r, &hl);
     json_t *h = json_object();
     json_object_set_new(h, "text", json_string(hl.data ? hl.data : ""));

@@ -478,7 +478,7 @@ int st_report_markdown(const st_report *r, st_buf *b)
                        "audit` on the hardware.\n\n");
     st_buf_puts(b, "## Headline\n\n");
     st_buf hl;
-    st_buf_init(&hl, 1 << 16);
+    st_buf_init(&hl, ST_REPORT_HEADLINE_MAX);
     st_report_headline(r, &hl);
     st_md_text(b, hl.data ? hl.data : "");
     st_buf_free(&hl);
@@ -488,5 +488,5 @@ int st_report_markdown(const st_report *r, st_buf *b)
     changes_section(r, b);
     evidence_section(r, b);
     notes_section(r, b);
-    return b->len >= b->max ? -1 : 0;
+    return st_buf_error(b) ? -1 : 0;
 }

@@ -323,7 +323,9 @@ typedef struct ctx {
 
 static st_note *add(ctx *x, st_note_sev sev, const char *kind, const char *config)
 {
-    st_note *n = NULL; /* a text cut at the buffer's maximum (16 KiB) is kept as it is */
+    st_note *n = NULL;
+    if (st_buf_error(&x->b))
+        x->oom = 1; /* a note's text past ST_NOTE_TEXT_MAX: the notes fail, never a cut note */
     if (!x->oom && x->out->n == x->out->cap) {
         int nc = x->out->cap ? x->out->cap * 2 : 16;
         st_note *nv = realloc(x->out->v, sizeof *nv * (size_t)nc);
@@ -1337,7 +1339,7 @@ int st_notes_build(const st_report *r, st_notes *out)
 {
     memset(out, 0, sizeof *out);
     ctx x = { .r = r, .out = out };
-    st_buf_init(&x.b, 1 << 14);
+    st_buf_init(&x.b, ST_NOTE_TEXT_MAX);
     atoms *all = calloc((size_t)(r->n_cfg > 0 ? r->n_cfg : 1), sizeof *all);
     if (!all) {
         st_buf_free(&x.b);

@@ -12,8 +12,8 @@
  * A note names its configuration (or none, for the whole audit) and the rates it concerns,
  * says what it found in one or two plain sentences, and carries the numbers behind it as
  * evidence (key/value pairs). */
-#ifndef ST_AUDIT_NOTES_H
-#define ST_AUDIT_NOTES_H
+#ifndef ST_REPORT_NOTES_H
+#define ST_REPORT_NOTES_H
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,6 +29,8 @@ const char *st_note_sev_name(st_note_sev s);
 
 #define ST_NOTE_RATES_MAX 32
 #define ST_NOTE_EVIDENCE_MAX 16
+/* The longest text of one note (bytes). */
+#define ST_NOTE_TEXT_MAX (1u << 14)
 
 typedef struct st_note_evidence {
     char key[64]; /* e.g. "tpot_p95_ms", "gain:fp8-ckpt" */

@@ -13,11 +13,16 @@
 #include <stdint.h>
 
 #include "audit/capacity.h"
-#include "report/notes.h"
 #include "audit/cost.h"
 #include "audit/spec.h"
 #include "audit/store.h"
 #include "core/buf.h"
+#include "report/notes.h"
+
+/* The largest markdown, JSON or CSV report written (a bigger one is an error, never a cut file). */
+#define ST_REPORT_MAX_BYTES ((size_t)64 << 20)
+/* The longest headline paragraph. */
+#define ST_REPORT_HEADLINE_MAX ((size_t)1 << 16)
 
 typedef enum st_rep_status {
     ST_REP_OK = 0,      /* passed at some rate */

@@ -295,7 +295,7 @@ static void bounded_and_edge_cases(void **state)
     st_buf_init(&b, 10000);
     char err[256] = "";
     assert_int_equal(st_html_render(&st->rep, &b, err, sizeof err), -1);
-    assert_non_null(strstr(err, "exceeds 10000 bytes"));
+    assert_non_null(strstr(err, "exceeds its limit of 10000 bytes"));
     assert_true(b.len <= 10000);
     st_buf_free(&b);
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "audit/store.h"
+#include "report/html_audit.h"
 #include "report/report.h"
 
 static char dir[256];
@@ -195,6 +196,87 @@ static void files_written_and_escaped(void **state)
     rm_dir(NULL);
 }
 
+/* Every renderer, given less room than its whole output, fails: a report is never silently
+ * missing a piece (core/buf.h's sticky error). The whole output fits exactly its own length. */
+static void too_small_buffer_fails_loudly(void **state)
+{
+    (void)state;
+    st_store *s = make_store(1);
+    st_report r;
+    char err[256] = "";
+    assert_int_equal(st_report_load(s, &r, err, sizeof err), 0);
+    for (int which = 0; which < 4; which++) {
+        st_buf full;
+        st_buf_init(&full, ST_REPORT_MAX_BYTES);
+        int rc = which == 0 ? st_report_markdown(&r, &full)
+                 : which == 1 ? st_report_json(&r, &full)
+                 : which == 2 ? st_report_csv(&r, &full)
+                              : st_report_html(&r, s, NULL, &full, err, sizeof err);
+        assert_int_equal(rc, 0);
+        size_t whole = full.len;
+        assert_true(whole > 100);
+        /* cut points spread over the document, the last one a single byte short */
+        size_t cuts[] = { 1, whole / 7, whole / 3, whole / 2, whole - whole / 5, whole - 2, whole - 1, whole };
+        for (size_t k = 0; k < sizeof cuts / sizeof *cuts; k++) {
+            st_buf b;
+            st_buf_init(&b, cuts[k]);
+            err[0] = '\0';
+            rc = which == 0 ? st_report_markdown(&r, &b)
+                 : which == 1 ? st_report_json(&r, &b)
+                 : which == 2 ? st_report_csv(&r, &b)
+                              : st_report_html(&r, s, NULL, &b, err, sizeof err);
+            if (cuts[k] == whole) {
+                assert_int_equal(rc, 0);
+                assert_memory_equal(b.data, full.data, whole);
+            } else if (rc != -1) {
+                fail_msg("renderer %d with %zu of %zu bytes returned %d (a cut report passed as whole)", which, cuts[k],
+                         whole, rc);
+            }
+            if (which == 3 && cuts[k] < whole)
+                assert_non_null(strstr(err, "exceeds its limit"));
+            st_buf_free(&b);
+        }
+        st_buf_free(&full);
+    }
+    st_report_free(&r);
+    st_store_close(s);
+    rm_dir(NULL);
+}
+
+/* The report files are written through a fresh temporary file: a symlink planted where the
+ * temporary goes is removed, never followed, and its target stays as it was. */
+static void planted_symlink_not_followed(void **state)
+{
+    (void)state;
+    st_store *s = make_store(1);
+    char victim[512], link[512], err[256] = "";
+    snprintf(victim, sizeof victim, "%s/victim.txt", dir);
+    FILE *f = fopen(victim, "w");
+    assert_non_null(f);
+    fputs("untouched\n", f);
+    fclose(f);
+    const char *names[] = { "report.md.tmp", "report.json.tmp", "results.csv.tmp", "report.html.tmp" };
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(link, sizeof link, "%s/%s", dir, names[i]);
+        assert_int_equal(symlink(victim, link), 0);
+    }
+    if (st_report_write_all(s, dir, err, sizeof err))
+        fail_msg("%s", err);
+    size_t len;
+    char *v = slurp(victim, &len);
+    assert_string_equal(v, "untouched\n");
+    for (size_t i = 0; i < 4; i++) {
+        struct stat st;
+        snprintf(link, sizeof link, "%s/%s", dir, names[i]);
+        assert_int_equal(lstat(link, &st), -1); /* the temporary is gone after the rename */
+        snprintf(link, sizeof link, "%s/%.*s", dir, (int)(strlen(names[i]) - 4), names[i]);
+        assert_int_equal(lstat(link, &st), 0);
+        assert_true(S_ISREG(st.st_mode));
+    }
+    st_store_close(s);
+    rm_dir(NULL);
+}
+
 static void nothing_passed_headline(void **state)
 {
     (void)state;
@@ -229,6 +311,8 @@ int main(void)
     const struct CMUnitTest t[] = {
         cmocka_unit_test_teardown(model_costs_and_order, rm_dir),
         cmocka_unit_test(files_written_and_escaped),
+        cmocka_unit_test(too_small_buffer_fails_loudly),
+        cmocka_unit_test(planted_symlink_not_followed),
         cmocka_unit_test(nothing_passed_headline),
     };
     return cmocka_run_group_tests(t, 0, 0);
