@@ -37,9 +37,9 @@ typedef struct engine {
     char log_path[4200];
     char cmdline[8192];
     const char *api_key;
-    char *secrets[8];  /* values expanded from ${VAR} in the flags: redacted from log tails */
+    char *secrets[8]; /* values expanded from ${VAR} in the flags: redacted from log tails */
     int nsecrets;
-    int stopped;       /* the process was started and has been stopped */
+    int stopped; /* the process was started and has been stopped */
 } engine;
 
 /* The executor's state: the spec, where logs go, and the engine of the current configuration. */
@@ -181,8 +181,9 @@ static int engine_start(sweep *S, const st_spec_config *c, engine *E, st_config_
             fprintf(lf, "--- servetune: starting %s\n", E->cmdline);
             fclose(lf);
         }
-        st_proc_opts po = { .argv = E->l.argv.v, .env_key = keys, .env_val = vals, .n_env = ne,
-                            .log_path = E->log_path };
+        st_proc_opts po = {
+            .argv = E->l.argv.v, .env_key = keys, .env_val = vals, .n_env = ne, .log_path = E->log_path
+        };
         /* argv (NULL-terminated), with ${VAR} in the flags expanded now: the stored command line
          * keeps the reference, never the value. */
         char **argv = calloc((size_t)E->l.argv.n + 1, sizeof(char *));
@@ -340,7 +341,8 @@ static void *scrape_main(void *arg)
         if (st_http_get(sc->E->l.host, sc->E->l.port, "/metrics", NULL, 2, &status, &body, err, sizeof err) == 0 &&
             status == 200) {
             st_metrics_sample got[ST_METRICS_SCRAPE_MAX];
-            int ng = st_metrics_scrape(sc->E->l.metrics_dialect, body.data ? body.data : "", body.len, got, ST_METRICS_SCRAPE_MAX);
+            int ng = st_metrics_scrape(sc->E->l.metrics_dialect, body.data ? body.data : "", body.len, got,
+                                       ST_METRICS_SCRAPE_MAX);
             double ts = st_ns_to_s(t - sc->t0) * sc->time_scale;
             pthread_mutex_lock(&sc->mu);
             sc->ok++;

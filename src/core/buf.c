@@ -76,10 +76,7 @@ int st_buf_append(st_buf *b, const void *p, size_t n)
     return 0;
 }
 
-int st_buf_puts(st_buf *b, const char *s)
-{
-    return st_buf_append(b, s, strlen(s));
-}
+int st_buf_puts(st_buf *b, const char *s) { return st_buf_append(b, s, strlen(s)); }
 
 int st_buf_vprintf(st_buf *b, const char *fmt, va_list ap)
 {
@@ -144,8 +141,13 @@ int st_buf_json_strn(st_buf *b, const char *s, size_t n)
         case '\t': esc = "\\t"; break;
         default:
             if (c < 0x20) {
-                u[0] = '\\'; u[1] = 'u'; u[2] = '0'; u[3] = '0';
-                u[4] = hex[c >> 4]; u[5] = hex[c & 15]; u[6] = 0;
+                u[0] = '\\';
+                u[1] = 'u';
+                u[2] = '0';
+                u[3] = '0';
+                u[4] = hex[c >> 4];
+                u[5] = hex[c & 15];
+                u[6] = 0;
                 esc = u;
             }
         }
@@ -160,10 +162,7 @@ int st_buf_json_strn(st_buf *b, const char *s, size_t n)
     return 0;
 }
 
-int st_buf_json_str(st_buf *b, const char *s)
-{
-    return st_buf_json_strn(b, s ? s : "", s ? strlen(s) : 0);
-}
+int st_buf_json_str(st_buf *b, const char *s) { return st_buf_json_strn(b, s ? s : "", s ? strlen(s) : 0); }
 
 int st_buf_html(st_buf *b, const char *s)
 {

@@ -20,10 +20,10 @@ typedef enum st_buf_err {
 } st_buf_err;
 
 typedef struct st_buf {
-    char *data;   /* always NUL-terminated when len > 0 or after any append */
+    char *data; /* always NUL-terminated when len > 0 or after any append */
     size_t len;
     size_t cap;
-    size_t max;   /* hard limit on len */
+    size_t max;     /* hard limit on len */
     st_buf_err err; /* the first refused append's reason; sticky until st_buf_reset */
 } st_buf;
 
@@ -34,7 +34,11 @@ void st_buf_reset(st_buf *b);
 /* ST_BUF_OK when every append since init/reset went in whole, else the first error. */
 static inline st_buf_err st_buf_error(const st_buf *b) { return b->err; }
 /* Marks the output as not whole (e.g. memory for a piece of it ran out) unless an error is set. */
-static inline void st_buf_fail(st_buf *b, st_buf_err e) { if (!b->err) b->err = e; }
+static inline void st_buf_fail(st_buf *b, st_buf_err e)
+{
+    if (!b->err)
+        b->err = e;
+}
 /* "output exceeds its limit of N bytes" / "out of memory", or "" when whole. */
 const char *st_buf_strerror(const st_buf *b, char *out, size_t n);
 /* Makes room for n more bytes. 0 on success; -1 (and the sticky error) past the maximum, on

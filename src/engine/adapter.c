@@ -9,9 +9,8 @@
 #include "core/parse.h"
 
 static const char *engine_names[ST_ENGINE__COUNT] = {
-    [ST_ENGINE_VLLM] = "vllm",         [ST_ENGINE_SGLANG] = "sglang",
-    [ST_ENGINE_TGI] = "tgi",           [ST_ENGINE_LLAMACPP] = "llamacpp",
-    [ST_ENGINE_EMULATOR] = "emulator", [ST_ENGINE_ENDPOINT] = "endpoint",
+    [ST_ENGINE_VLLM] = "vllm",         [ST_ENGINE_SGLANG] = "sglang",     [ST_ENGINE_TGI] = "tgi",
+    [ST_ENGINE_LLAMACPP] = "llamacpp", [ST_ENGINE_EMULATOR] = "emulator", [ST_ENGINE_ENDPOINT] = "endpoint",
 };
 
 const char *st_engine_kind_name(st_engine_kind k)
@@ -85,8 +84,7 @@ static int push_flags(st_strv *v, const st_strv *flags)
     return 0;
 }
 
-int st_adapter_launch(const st_engine_desc *d, int port, const char *self_exe, st_launch *out, char *err,
-                      size_t errlen)
+int st_adapter_launch(const st_engine_desc *d, int port, const char *self_exe, st_launch *out, char *err, size_t errlen)
 {
     static const st_strv none = { 0 };
     memset(out, 0, sizeof *out);
@@ -174,8 +172,7 @@ int st_adapter_launch(const st_engine_desc *d, int port, const char *self_exe, s
         out->metrics_dialect = "llamacpp";
         break;
     case ST_ENGINE_ENDPOINT:
-    default:
-        break;
+    default: break;
     }
     if (rc) {
         snprintf(err, errlen, "out of memory");
@@ -254,7 +251,8 @@ int st_adapter_models_lists(const char *body, size_t len, const char *model, cha
     if (json_is_array(data)) {
         size_t i;
         json_t *m;
-        json_array_foreach(data, i, m) {
+        json_array_foreach(data, i, m)
+        {
             const char *id = json_string_value(json_object_get(m, "id"));
             if (!id)
                 continue;

@@ -49,12 +49,12 @@ typedef struct st_launch {
     char *base_url;       /* "http://127.0.0.1:PORT" or the endpoint's url, no trailing slash */
     char *host;           /* "127.0.0.1" or the endpoint's host */
     int port;
-    const char *api;      /* load API name: spec's engine.api or the kind's default */
+    const char *api; /* load API name: spec's engine.api or the kind's default */
     const char *health_path;
-    const char *models_path; /* "/v1/models" or "/info" (TGI) */
+    const char *models_path;     /* "/v1/models" or "/info" (TGI) */
     const char *metrics_dialect; /* "vllm", "sglang", "tgi", "llamacpp" */
-    double time_scale;    /* the emulator's --time-scale (emulated s per wall s), else 1 */
-    const char *api_key;  /* from the spec's api_key_env at launch time (not owned; never logged) */
+    double time_scale;           /* the emulator's --time-scale (emulated s per wall s), else 1 */
+    const char *api_key;         /* from the spec's api_key_env at launch time (not owned; never logged) */
 } st_launch;
 
 /* Builds the launch of an engine on port (ignored for an endpoint). self_exe: path of the

@@ -193,8 +193,8 @@ st_probe_result st_adapter_probe(const st_launch *l, double timeout_s, char *det
                  l->expected_model, l->port);
         res = ST_PROBE_WRONG_SERVER;
     } else {
-        snprintf(detail, detail_len, "%s did not answer with a model list: another server on port %d?",
-                 l->models_path, l->port);
+        snprintf(detail, detail_len, "%s did not answer with a model list: another server on port %d?", l->models_path,
+                 l->port);
         res = ST_PROBE_WRONG_SERVER;
     }
 out:

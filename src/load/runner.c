@@ -71,10 +71,10 @@ struct rconn {
 };
 
 typedef struct pend_read {
-    rconn *c;          /* NULL when the connection was closed meanwhile */
+    rconn *c; /* NULL when the connection was closed meanwhile */
     uint32_t off, len;
-    st_ns t;           /* when recv returned */
-    int err;           /* 0 data, -1 EOF, else errno */
+    st_ns t; /* when recv returned */
+    int err; /* 0 data, -1 EOF, else errno */
 } pend_read;
 
 struct runner {
@@ -398,7 +398,8 @@ static void message_end(rconn *c)
             finish_request(c, ST_REQ_OK, NULL);
         } else {
             st_api_event_reset(&c->ev);
-            if (st_api_parse_response((st_api_kind)r->cfg->api, c->body.data ? c->body.data : "", c->body.len, &c->ev) < 0) {
+            if (st_api_parse_response((st_api_kind)r->cfg->api, c->body.data ? c->body.data : "", c->body.len, &c->ev) <
+                0) {
                 char msg[320];
                 snprintf(msg, sizeof msg, "malformed response body: %s", c->ev.error);
                 finish_request(c, ST_REQ_MALFORMED, msg);
@@ -682,9 +683,7 @@ static void on_conn(st_loop *l, int fd, uint32_t ev, void *arg)
             connected(c);
         return;
     }
-    case C_TLS:
-        do_handshake(c);
-        return;
+    case C_TLS: do_handshake(c); return;
     default:
         if ((ev & ST_EV_WRITE) && conn_write(c) < 0)
             return;
@@ -1151,15 +1150,15 @@ int st_runner_run(const st_runner_config *cfg, st_run_result *out, char *err, si
                  "not applicable: every request is scheduled at once (rate inf), there is no schedule to keep");
     } else if (out->dispatch_lag.n && out->dispatch_lag.p99 > lim) {
         out->client_limited = 1;
-        snprintf(out->limited_reason, sizeof out->limited_reason,
-                 "dispatch lag p99 %.3f ms > %.3g ms", out->dispatch_lag.p99 * 1e3, out->max_lag_ms);
+        snprintf(out->limited_reason, sizeof out->limited_reason, "dispatch lag p99 %.3f ms > %.3g ms",
+                 out->dispatch_lag.p99 * 1e3, out->max_lag_ms);
     } else if (out->loop_delay.n && out->loop_delay.p99 > lim) {
         out->client_limited = 1;
-        snprintf(out->limited_reason, sizeof out->limited_reason,
-                 "event-loop delay p99 %.3f ms > %.3g ms", out->loop_delay.p99 * 1e3, out->max_lag_ms);
+        snprintf(out->limited_reason, sizeof out->limited_reason, "event-loop delay p99 %.3f ms > %.3g ms",
+                 out->loop_delay.p99 * 1e3, out->max_lag_ms);
     } else {
-        snprintf(out->limited_reason, sizeof out->limited_reason, "ok: dispatch lag and event-loop delay p99 within %.3g ms",
-                 out->max_lag_ms);
+        snprintf(out->limited_reason, sizeof out->limited_reason,
+                 "ok: dispatch lag and event-loop delay p99 within %.3g ms", out->max_lag_ms);
     }
     out->records = r->rec;
     out->n = n;

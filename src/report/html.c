@@ -20,15 +20,9 @@
  * append without checking each call and st_html_render asks once at the end. */
 
 /* Escaped text, at most max bytes of the input. */
-static void ht(st_buf *h, const char *s, size_t max)
-{
-    (void)st_svg_text(h, s, max);
-}
+static void ht(st_buf *h, const char *s, size_t max) { (void)st_svg_text(h, s, max); }
 
-static void hs(st_buf *h, const char *s)
-{
-    ht(h, s, TEXT_MAX);
-}
+static void hs(st_buf *h, const char *s) { ht(h, s, TEXT_MAX); }
 
 /* Escaped text with its line breaks kept (for <pre>), at most max bytes in all. */
 static void ht_lines(st_buf *h, const char *s, size_t max)
@@ -69,7 +63,9 @@ void st_html_fmt_change(char *out, size_t outlen, double frac)
     }
     double pc = frac * 100;
     if (fabs(pc) < 0.5)
-        snprintf(out, outlen, "\xC2\xB1" "0 %%");
+        snprintf(out, outlen,
+                 "\xC2\xB1"
+                 "0 %%");
     else if (fabs(pc) < 10)
         snprintf(out, outlen, "%s%.1f %%", pc > 0 ? "+" : MINUS, fabs(pc));
     else
@@ -266,10 +262,7 @@ static void swatch(st_buf *h, uint32_t idx)
     st_buf_printf(h, "<span class=\"sw\" style=\"background:%s\"></span>", st_svg_color((int)idx));
 }
 
-static const char *name_of(const st_html_config *c)
-{
-    return c->name && *c->name ? c->name : "(unnamed)";
-}
+static const char *name_of(const st_html_config *c) { return c->name && *c->name ? c->name : "(unnamed)"; }
 
 static const st_html_config *baseline(const st_html_report *r)
 {
@@ -311,7 +304,7 @@ static void default_headline(st_buf *h, const st_html_report *r)
     }
     if (!best) {
         st_buf_printf(h, "No configuration met the SLO at any tested rate; see the notes under "
-              "<a href=\"#method\">Method and limits</a>.");
+                         "<a href=\"#method\">Method and limits</a>.");
         return;
     }
     fmt_num(a, sizeof a, best->capacity_rps, 2);
@@ -337,8 +330,8 @@ static void default_headline(st_buf *h, const st_html_report *r)
 static void banners(st_buf *h, const st_html_report *r)
 {
     if (r->partial) {
-        st_buf_printf(h, "<div class=\"banner partial\" id=\"banner-partial\" role=\"alert\"><b>PARTIAL</b> "
-              DASH " this audit did not finish");
+        st_buf_printf(h, "<div class=\"banner partial\" id=\"banner-partial\" role=\"alert\"><b>PARTIAL</b> " DASH
+                         " this audit did not finish");
         if (r->partial_reason && *r->partial_reason) {
             st_buf_printf(h, ": ");
             hs(h, r->partial_reason);
@@ -347,9 +340,9 @@ static void banners(st_buf *h, const st_html_report *r)
     }
     if (r->prediction)
         st_buf_printf(h, "<div class=\"banner prediction\" id=\"banner-prediction\" role=\"note\"><b>PREDICTION "
-              "(engine model, not measured)</b> " DASH " every figure below comes from servetune's "
-              "engine model in virtual time, not from a running server. Confirm on real hardware "
-              "before deciding.</div>\n");
+                         "(engine model, not measured)</b> " DASH " every figure below comes from servetune's "
+                         "engine model in virtual time, not from a running server. Confirm on real hardware "
+                         "before deciding.</div>\n");
 }
 
 /* Capacity and $ per 1M bars, side by side. */
@@ -372,26 +365,23 @@ static void cost_charts(st_buf *h, const st_html_report *r, const ord *o)
         int ok = c->status == ST_HTML_CFG_OK;
         char v[32];
         fmt_num(v, sizeof v, c->capacity_rps, 2);
-        snprintf(tc[k], sizeof tc[k], "%s%s req/s", c->capacity_may_be_higher ? "\xE2\x89\xA5 " : "",
-                 v);
+        snprintf(tc[k], sizeof tc[k], "%s%s req/s", c->capacity_may_be_higher ? "\xE2\x89\xA5 " : "", v);
         fmt_usd(tu[k], sizeof tu[k], c->usd_per_mtok);
-        cap[k] = (st_svg_bar){name_of(c), ok ? c->capacity_rps : NAN, tc[k], note, (int)o[k].idx,
-                              c->recommended};
-        usd[k] = (st_svg_bar){name_of(c), ok ? c->usd_per_mtok : NAN, tu[k], note, (int)o[k].idx,
-                              c->recommended};
+        cap[k] = (st_svg_bar){ name_of(c), ok ? c->capacity_rps : NAN, tc[k], note, (int)o[k].idx, c->recommended };
+        usd[k] = (st_svg_bar){ name_of(c), ok ? c->usd_per_mtok : NAN, tu[k], note, (int)o[k].idx, c->recommended };
     }
     int base_ok = base && base->status == ST_HTML_CFG_OK;
-    st_svg_bar_chart bc = {"Capacity at SLO (req/s, higher is better)", 540, "requests/s", cap, n,
-                           base_ok ? base->capacity_rps : NAN, "current"};
-    st_svg_bar_chart bu = {"$ per 1M output tokens (lower is better)", 540, "US dollars", usd, n,
-                           base_ok ? base->usd_per_mtok : NAN, "current"};
+    st_svg_bar_chart bc = { "Capacity at SLO (req/s, higher is better)", 540,      "requests/s", cap, n,
+                            base_ok ? base->capacity_rps : NAN,          "current" };
+    st_svg_bar_chart bu = { "$ per 1M output tokens (lower is better)", 540,      "US dollars", usd, n,
+                            base_ok ? base->usd_per_mtok : NAN,         "current" };
     st_buf_printf(h, "<div class=\"grid2\" id=\"chart-cost\"><figure>");
     (void)st_svg_bars(h, &bc);
     st_buf_printf(h, "<figcaption>Delivered requests/s at the highest rate that met the SLO. The dashed line "
-          "is the current setup.</figcaption></figure><figure>");
+                     "is the current setup.</figcaption></figure><figure>");
     (void)st_svg_bars(h, &bu);
     st_buf_printf(h, "<figcaption>GPU price per hour &times; GPUs per replica &divide; output tokens per hour "
-          "at capacity.</figcaption></figure></div>\n");
+                     "at capacity.</figcaption></figure></div>\n");
 out:
     free(cap);
     free(usd);
@@ -407,9 +397,9 @@ static void results_table(st_buf *h, const st_html_report *r, const ord *o)
             money = 1;
     int ncols = money ? 9 : 7;
     st_buf_printf(h, "<div class=\"scroll\"><table class=\"results\" id=\"results-table\"><thead><tr><th>Config</th>"
-          "<th class=\"num\">Capacity at SLO (req/s)</th><th class=\"num\">vs current</th>"
-          "<th class=\"num\">Output tok/s at capacity</th><th class=\"num\">$ per 1M output tok</th>"
-          "<th class=\"num\">vs current</th><th class=\"num\">p95 TTFT / TPOT at capacity (ms)</th>");
+                     "<th class=\"num\">Capacity at SLO (req/s)</th><th class=\"num\">vs current</th>"
+                     "<th class=\"num\">Output tok/s at capacity</th><th class=\"num\">$ per 1M output tok</th>"
+                     "<th class=\"num\">vs current</th><th class=\"num\">p95 TTFT / TPOT at capacity (ms)</th>");
     if (money)
         st_buf_printf(h, "<th class=\"num\">Replicas at peak</th><th class=\"num\">Monthly cost</th>");
     st_buf_printf(h, "</tr></thead><tbody>\n");
@@ -421,8 +411,8 @@ static void results_table(st_buf *h, const st_html_report *r, const ord *o)
         ht(h, name_of(c), NAME_MAX_BYTES);
         if (c->is_baseline || c->recommended)
             st_buf_printf(h, "<span class=\"tags\">%s%s</span>",
-               c->is_baseline ? "<span class=\"tag cur\">current</span>" : "",
-               c->recommended ? "<span class=\"tag rec\">recommended</span>" : "");
+                          c->is_baseline ? "<span class=\"tag cur\">current</span>" : "",
+                          c->recommended ? "<span class=\"tag rec\">recommended</span>" : "");
         if (c->status == ST_HTML_CFG_OK && c->status_text && *c->status_text) {
             st_buf_printf(h, "<span class=\"small\">");
             hs(h, c->status_text);
@@ -510,8 +500,7 @@ static void rate_charts(st_buf *h, const st_html_report *r)
     }
     st_svg_series *st = calloc(n, sizeof *st), *sp = calloc(n, sizeof *sp);
     st_html_point *pts = calloc(total, sizeof *pts);
-    double *xs = calloc(total, sizeof *xs), *yt = calloc(total, sizeof *yt),
-           *yp = calloc(total, sizeof *yp);
+    double *xs = calloc(total, sizeof *xs), *yt = calloc(total, sizeof *yt), *yp = calloc(total, sizeof *yp);
     signed char *pass = calloc(total, 1);
     if (!st || !sp || !pts || !xs || !yt || !yp || !pass) {
         st_buf_fail(h, ST_BUF_NO_MEM);
@@ -546,9 +535,13 @@ static void rate_charts(st_buf *h, const st_html_report *r)
                 pmax = isnan(pmax) || p->p95_tpot_ms > pmax ? p->p95_tpot_ms : pmax;
             }
         }
-        st[ns] = (st_svg_series){.name = name_of(c), .x = xs + off, .y = yt + off,
-                                 .n = c->n_points, .pass = pass + off, .color = (int)i,
-                                 .dashed = c->is_baseline};
+        st[ns] = (st_svg_series){ .name = name_of(c),
+                                  .x = xs + off,
+                                  .y = yt + off,
+                                  .n = c->n_points,
+                                  .pass = pass + off,
+                                  .color = (int)i,
+                                  .dashed = c->is_baseline };
         sp[ns] = st[ns];
         sp[ns].y = yp + off;
         ns++;
@@ -563,35 +556,43 @@ static void rate_charts(st_buf *h, const st_html_report *r)
         pmax = isnan(pmax) || r->slo_tpot_ms > pmax ? r->slo_tpot_ms : pmax;
     }
     int xlog = isfinite(rmin) && rmax / rmin >= 7.9;
-    st_svg_axis xa = {"offered rate (req/s)", xlog, NAN, NAN, !xlog, 0};
+    st_svg_axis xa = { "offered rate (req/s)", xlog, NAN, NAN, !xlog, 0 };
     char slo_t[80], slo_p[80], v[40];
     st_svg_fmt(v, sizeof v, r->slo_ttft_ms, 0);
     snprintf(slo_t, sizeof slo_t, "SLO %s ms", v);
     st_svg_fmt(v, sizeof v, r->slo_tpot_ms, 0);
     snprintf(slo_p, sizeof slo_p, "SLO %s ms", v);
-    st_svg_ref rt = {r->slo_ttft_ms, 0, slo_t, -1}, rp = {r->slo_tpot_ms, 0, slo_p, -1};
-    st_svg_line_chart ct = {
-        .title = "p95 time to first token vs offered rate", .width = 540, .height = 360,
-        .x = xa, .y = {"p95 TTFT (ms)", isfinite(tmin) && tmax / tmin > 20, NAN, NAN, 1, 0},
-        .series = st, .n_series = ns, .refs = &rt, .n_refs = isfinite(r->slo_ttft_ms) ? 1 : 0,
-        .pass_legend = 1};
+    st_svg_ref rt = { r->slo_ttft_ms, 0, slo_t, -1 }, rp = { r->slo_tpot_ms, 0, slo_p, -1 };
+    st_svg_line_chart ct = { .title = "p95 time to first token vs offered rate",
+                             .width = 540,
+                             .height = 360,
+                             .x = xa,
+                             .y = { "p95 TTFT (ms)", isfinite(tmin) && tmax / tmin > 20, NAN, NAN, 1, 0 },
+                             .series = st,
+                             .n_series = ns,
+                             .refs = &rt,
+                             .n_refs = isfinite(r->slo_ttft_ms) ? 1 : 0,
+                             .pass_legend = 1 };
     st_svg_line_chart cp = ct;
     cp.title = "p95 time per output token vs offered rate";
-    cp.y = (st_svg_axis){"p95 TPOT (ms)", isfinite(pmin) && pmax / pmin > 20, NAN, NAN, 1, 0};
+    cp.y = (st_svg_axis){ "p95 TPOT (ms)", isfinite(pmin) && pmax / pmin > 20, NAN, NAN, 1, 0 };
     cp.series = sp;
     cp.refs = &rp;
     cp.n_refs = isfinite(r->slo_tpot_ms) ? 1 : 0;
     st_buf_printf(h, "<div class=\"grid2\" id=\"chart-rates\"><figure>");
     (void)st_svg_line(h, &ct);
-    st_buf_printf(h, "<figcaption>Each point is one run at a fixed offered rate; a dot met the whole SLO, "
-          "a cross did not. The dashed red line is the TTFT SLO%s.</figcaption></figure><figure>",
-       ct.y.log ? " (log scale)" : "");
+    st_buf_printf(h,
+                  "<figcaption>Each point is one run at a fixed offered rate; a dot met the whole SLO, "
+                  "a cross did not. The dashed red line is the TTFT SLO%s.</figcaption></figure><figure>",
+                  ct.y.log ? " (log scale)" : "");
     (void)st_svg_line(h, &cp);
-    st_buf_printf(h, "<figcaption>TPOT = (end &minus; first token) &divide; (output tokens &minus; 1). The "
-          "dashed red line is the TPOT SLO%s.", cp.y.log ? " (log scale)" : "");
+    st_buf_printf(h,
+                  "<figcaption>TPOT = (end &minus; first token) &divide; (output tokens &minus; 1). The "
+                  "dashed red line is the TPOT SLO%s.",
+                  cp.y.log ? " (log scale)" : "");
     if (inf_points)
         st_buf_printf(h, " The rate inf (all requests sent at once) sits apart at the right end of the rate "
-              "axis.");
+                         "axis.");
     st_buf_printf(h, "</figcaption></figure></div>\n");
 out:
     free(st);
@@ -618,9 +619,9 @@ static void dist_charts(st_buf *h, const st_html_report *r)
         fmt_rate(rt, sizeof rt, c->dist_rate);
         snprintf(names[i], sizeof names[i], "%.*s @ %s/s", NAME_MAX_BYTES, name_of(c), rt);
         if (c->ttft_ms && c->n_ttft)
-            tt[nt++] = (st_svg_sample_set){names[i], c->ttft_ms, c->n_ttft, (int)i};
+            tt[nt++] = (st_svg_sample_set){ names[i], c->ttft_ms, c->n_ttft, (int)i };
         if (c->tpot_ms && c->n_tpot)
-            tp[np++] = (st_svg_sample_set){names[i], c->tpot_ms, c->n_tpot, (int)i};
+            tp[np++] = (st_svg_sample_set){ names[i], c->tpot_ms, c->n_tpot, (int)i };
     }
     if (!nt && !np) {
         st_buf_printf(h, "<p>No per-request latencies at a capacity rate to show.</p>\n");
@@ -631,20 +632,32 @@ static void dist_charts(st_buf *h, const st_html_report *r)
     snprintf(slo_t, sizeof slo_t, "SLO %s ms", v);
     st_svg_fmt(v, sizeof v, r->slo_tpot_ms, 0);
     snprintf(slo_p, sizeof slo_p, "SLO %s ms", v);
-    st_svg_ref rt = {r->slo_ttft_ms, 1, slo_t, -1}, rp = {r->slo_tpot_ms, 1, slo_p, -1};
-    st_svg_dist_chart dt = {"TTFT distribution at each configuration's capacity rate", 540, 360,
-                            {"TTFT (ms, log scale)", 1, NAN, NAN, 0, 0}, tt, nt, &rt,
-                            isfinite(r->slo_ttft_ms) ? 1 : 0, 1};
-    st_svg_dist_chart dp = {"TPOT distribution at each configuration's capacity rate", 540, 360,
-                            {"TPOT (ms)", 0, NAN, NAN, 1, 0}, tp, np, &rp,
-                            isfinite(r->slo_tpot_ms) ? 1 : 0, 1};
+    st_svg_ref rt = { r->slo_ttft_ms, 1, slo_t, -1 }, rp = { r->slo_tpot_ms, 1, slo_p, -1 };
+    st_svg_dist_chart dt = { "TTFT distribution at each configuration's capacity rate",
+                             540,
+                             360,
+                             { "TTFT (ms, log scale)", 1, NAN, NAN, 0, 0 },
+                             tt,
+                             nt,
+                             &rt,
+                             isfinite(r->slo_ttft_ms) ? 1 : 0,
+                             1 };
+    st_svg_dist_chart dp = { "TPOT distribution at each configuration's capacity rate",
+                             540,
+                             360,
+                             { "TPOT (ms)", 0, NAN, NAN, 1, 0 },
+                             tp,
+                             np,
+                             &rp,
+                             isfinite(r->slo_tpot_ms) ? 1 : 0,
+                             1 };
     st_buf_printf(h, "<div class=\"grid2\" id=\"chart-dist\"><figure>");
     (void)st_svg_cdf(h, &dt);
     st_buf_printf(h, "<figcaption>Fraction of requests with a TTFT at or below x. Where a line crosses the "
-          "p95 line is the p95 TTFT.</figcaption></figure><figure>");
+                     "p95 line is the p95 TTFT.</figcaption></figure><figure>");
     (void)st_svg_cdf(h, &dp);
     st_buf_printf(h, "<figcaption>Fraction of requests with a TPOT at or below x, at the same "
-          "rates.</figcaption></figure></div>\n");
+                     "rates.</figcaption></figure></div>\n");
 out:
     free(tt);
     free(tp);
@@ -668,12 +681,15 @@ static void run_chart(st_buf *h, const st_html_config *c, const st_html_run *run
     char title[96], rt[40];
     fmt_rate(rt, sizeof rt, run->rate);
     snprintf(title, sizeof title, "%s req/s %s %s", rt, DASH,
-             run->passed == 1 ? "passed" : run->passed == 0 ? "failed" : "no verdict");
+             run->passed == 1   ? "passed"
+             : run->passed == 0 ? "failed"
+                                : "no verdict");
     st_buf_printf(h, "<figure class=\"run\">");
     if (!n || !run->samples) {
-        st_buf_printf(h, "<p><b>%s</b><br>No metric samples for this run (the engine exposed no "
-              "/metrics, or none were scraped).</p></figure>\n",
-           title);
+        st_buf_printf(h,
+                      "<p><b>%s</b><br>No metric samples for this run (the engine exposed no "
+                      "/metrics, or none were scraped).</p></figure>\n",
+                      title);
         return;
     }
     double *t = malloc(sizeof(double) * n * 5);
@@ -694,34 +710,38 @@ static void run_chart(st_buf *h, const st_html_config *c, const st_html_run *run
     const char *missing[4];
     int nm = 0;
     if (!all_nan(run->samples, n, offsetof(st_html_sample, kv_usage)))
-        se[ns++] = (st_svg_series){.name = "KV cache (left)", .x = t, .y = kv, .n = n,
-                                   .color = 0, .width = 2.2};
+        se[ns++] = (st_svg_series){ .name = "KV cache (left)", .x = t, .y = kv, .n = n, .color = 0, .width = 2.2 };
     else
         missing[nm++] = "KV cache usage";
     if (!all_nan(run->samples, n, offsetof(st_html_sample, running)))
-        se[ns++] = (st_svg_series){.name = "running", .x = t, .y = ru, .n = n, .color = 2,
-                                   .secondary = 1, .width = 1.6};
+        se[ns++] =
+            (st_svg_series){ .name = "running", .x = t, .y = ru, .n = n, .color = 2, .secondary = 1, .width = 1.6 };
     else
         missing[nm++] = "running";
     if (!all_nan(run->samples, n, offsetof(st_html_sample, waiting)))
-        se[ns++] = (st_svg_series){.name = "waiting", .x = t, .y = wa, .n = n, .color = 1,
-                                   .secondary = 1, .width = 1.6};
+        se[ns++] =
+            (st_svg_series){ .name = "waiting", .x = t, .y = wa, .n = n, .color = 1, .secondary = 1, .width = 1.6 };
     else
         missing[nm++] = "waiting";
     if (!all_nan(run->samples, n, offsetof(st_html_sample, preemptions)))
-        se[ns++] = (st_svg_series){.name = "preemptions", .x = t, .y = pr, .n = n, .color = 5,
-                                   .secondary = 1, .dashed = 1, .width = 1.6};
+        se[ns++] = (st_svg_series){
+            .name = "preemptions", .x = t, .y = pr, .n = n, .color = 5, .secondary = 1, .dashed = 1, .width = 1.6
+        };
     else
         missing[nm++] = "preemptions";
     for (uint32_t i = 0; i < ns && n < 4; i++)
         se[i].markers = 1; /* a few scrapes only: show the points themselves */
-    st_svg_ref ref = {0.9, 0, "90 %", 9};
-    st_svg_line_chart lc = {
-        .title = title, .width = 400, .height = 250,
-        .x = {"seconds since the run started", 0, 0, NAN, 1, 0},
-        .y = {"KV cache usage", 0, 0, 1, 1, 1},
-        .y2 = {"requests", 0, 0, NAN, 1, 0},
-        .series = se, .n_series = ns, .refs = &ref, .n_refs = 1};
+    st_svg_ref ref = { 0.9, 0, "90 %", 9 };
+    st_svg_line_chart lc = { .title = title,
+                             .width = 400,
+                             .height = 250,
+                             .x = { "seconds since the run started", 0, 0, NAN, 1, 0 },
+                             .y = { "KV cache usage", 0, 0, 1, 1, 1 },
+                             .y2 = { "requests", 0, 0, NAN, 1, 0 },
+                             .series = se,
+                             .n_series = ns,
+                             .refs = &ref,
+                             .n_refs = 1 };
     (void)st_svg_line(h, &lc);
     free(t);
     if (nm) {
@@ -755,7 +775,7 @@ static void timelines(st_buf *h, const st_html_report *r)
         any |= has_samples(&r->configs[i]);
     if (!any) {
         st_buf_printf(h, "<p id=\"no-metrics\">No server-side metrics were scraped in this audit (the engine "
-              "exposed no <code>/metrics</code>, or none could be read).</p>\n");
+                         "exposed no <code>/metrics</code>, or none could be read).</p>\n");
         return;
     }
     for (uint32_t i = 0; i < r->n_configs; i++) {
@@ -788,7 +808,7 @@ static void timelines(st_buf *h, const st_html_report *r)
 static void changes_table(st_buf *h, const st_html_report *r)
 {
     st_buf_printf(h, "<table class=\"changes\" id=\"changes-table\"><thead><tr><th>Config</th>"
-          "<th>Changes against the baseline</th><th>Why try it</th></tr></thead><tbody>\n");
+                     "<th>Changes against the baseline</th><th>Why try it</th></tr></thead><tbody>\n");
     for (uint32_t i = 0; i < r->n_configs; i++) {
         const st_html_config *c = &r->configs[i];
         st_buf_printf(h, "<tr><td class=\"cfg\">");
@@ -882,7 +902,7 @@ int st_html_render(const st_html_report *r, st_buf *out, char *err, size_t errle
         return -1;
     }
     for (uint32_t i = 0; i < n; i++)
-        o[i] = (ord){&r->configs[i], i};
+        o[i] = (ord){ &r->configs[i], i };
     if (r->order) {
         /* the caller's order, if it is a permutation; else ours */
         unsigned char *seen = calloc(n ? n : 1, 1);
@@ -896,7 +916,7 @@ int st_html_render(const st_html_report *r, st_buf *out, char *err, size_t errle
         free(seen);
         if (ok)
             for (uint32_t i = 0; i < n; i++)
-                o[i] = (ord){&r->configs[r->order[i]], r->order[i]};
+                o[i] = (ord){ &r->configs[r->order[i]], r->order[i] };
         else
             qsort(o, n, sizeof *o, cmp_cheapest);
     } else if (!r->keep_order) {
@@ -905,9 +925,9 @@ int st_html_render(const st_html_report *r, st_buf *out, char *err, size_t errle
 
     const char *title = r->title && *r->title ? r->title : "Serving audit";
     st_buf_printf(h, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-           "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
-           "style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'\">\n"
-           "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
+                     "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+                     "style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'\">\n"
+                     "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
     if (r->generator && *r->generator) {
         st_buf_printf(h, "<meta name=\"generator\" content=\"");
         ht(h, r->generator, 200);
@@ -968,9 +988,9 @@ int st_html_render(const st_html_report *r, st_buf *out, char *err, size_t errle
     st_buf_printf(h, "</section>\n");
 
     st_buf_printf(h, "<section id=\"timelines\">\n<h2>Server-side timelines per run</h2>\n"
-           "<p>Scraped from the engine's <code>/metrics</code> about once a second while each "
-           "rate ran: KV cache usage (a fraction of the cache, left axis), running and waiting "
-           "requests and preemptions since the run started (right axis).</p>\n");
+                     "<p>Scraped from the engine's <code>/metrics</code> about once a second while each "
+                     "rate ran: KV cache usage (a fraction of the cache, left axis), running and waiting "
+                     "requests and preemptions since the run started (right axis).</p>\n");
     timelines(h, r);
     st_buf_printf(h, "</section>\n");
 
@@ -982,7 +1002,7 @@ int st_html_render(const st_html_report *r, st_buf *out, char *err, size_t errle
     st_buf_printf(h, "Generated by ");
     ht(h, r->generator && *r->generator ? r->generator : "servetune", 200);
     st_buf_printf(h, ". Every figure is reproducible from the stored per-request records.</footer>\n"
-           "</main>\n</body>\n</html>\n");
+                     "</main>\n</body>\n</html>\n");
     free(o);
     if (st_buf_error(out)) {
         char why[96];
@@ -992,8 +1012,7 @@ int st_html_render(const st_html_report *r, st_buf *out, char *err, size_t errle
     return 0;
 }
 
-int st_html_write_file(const st_html_report *r, const char *path, size_t max_bytes, char *err,
-                       size_t errlen)
+int st_html_write_file(const st_html_report *r, const char *path, size_t max_bytes, char *err, size_t errlen)
 {
     st_buf b;
     st_buf_init(&b, max_bytes ? max_bytes : ST_HTML_MAX_BYTES);

@@ -119,7 +119,9 @@ static void opts_table(void **state)
         { "header", 'H', ST_OPT_LIST, &hdr, "H", "hdr", 0, 0, 0 },
         { 0 },
     };
-    char *argv[] = { "pos1", "-n", "7", "--rate=inf", "--url", "http://x", "--no-x", "-H", "a: b", "-H", "c: d", "pos2" };
+    char *argv[] = {
+        "pos1", "-n", "7", "--rate=inf", "--url", "http://x", "--no-x", "-H", "a: b", "-H", "c: d", "pos2"
+    };
     st_opts_result r;
     char err[256];
     assert_int_equal(st_opts_parse(opts, 12, argv, 0, &r, err, sizeof err), 0);

@@ -16,8 +16,8 @@ static char dir[256];
 static int rm_dir(void **state)
 {
     (void)state;
-    const char *files[] = { "results.sqlite", "results.sqlite-wal", "results.sqlite-shm", "report.md", "report.json",
-                            "results.csv", "report.html" };
+    const char *files[] = { "results.sqlite", "results.sqlite-wal", "results.sqlite-shm", "report.md",
+                            "report.json",    "results.csv",        "report.html" };
     char p[512];
     for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
         snprintf(p, sizeof p, "%s/%s", dir, files[i]);
@@ -41,11 +41,22 @@ static char *slurp(const char *path, size_t *len)
 
 static void put_run(st_store *s, const char *cfg, int seq, double rate, const char *verdict, double delivered)
 {
-    st_run_row r = { .config = (char *)cfg, .seq = seq, .rate = rate, .grid = 1, .verdict = (char *)verdict,
+    st_run_row r = { .config = (char *)cfg,
+                     .seq = seq,
+                     .rate = rate,
+                     .grid = 1,
+                     .verdict = (char *)verdict,
                      .why = (char *)(strcmp(verdict, "pass") ? "p95 TTFT 2250 ms > 1500 ms (x1.50)" : "ok"),
-                     .planned = 200, .sent = 200, .completed = 200, .duration_s = 200 / delivered,
-                     .delivered_rps = delivered, .output_tps = delivered * 300, .sustained_rps = delivered * 1.02,
-                     .ttft_p95_ms = 800, .tpot_p95_ms = 40, .worst_ratio = 0.8 };
+                     .planned = 200,
+                     .sent = 200,
+                     .completed = 200,
+                     .duration_s = 200 / delivered,
+                     .delivered_rps = delivered,
+                     .output_tps = delivered * 300,
+                     .sustained_rps = delivered * 1.02,
+                     .ttft_p95_ms = 800,
+                     .tpot_p95_ms = 40,
+                     .worst_ratio = 0.8 };
     char key[64];
     snprintf(key, sizeof key, "%s-%d", cfg, seq);
     st_store_hash(key, strlen(key), r.run_key);
@@ -67,7 +78,10 @@ static st_store *make_store(int partial)
     for (int i = 0; i < 6; i++) {
         if (i == 4)
             continue; /* fp8-ckpt never started */
-        st_config_row c = { .name = (char *)names[i], .idx = i, .status = "done", .startup_s = 3.5,
+        st_config_row c = { .name = (char *)names[i],
+                            .idx = i,
+                            .status = "done",
+                            .startup_s = 3.5,
                             .argv = "servetune emulate serve Qwen/Qwen3-8B" };
         if (i == 2) {
             c.status = "failed";
@@ -129,10 +143,11 @@ static void model_costs_and_order(void **state)
     st_buf b;
     st_buf_init(&b, 1 << 16);
     st_report_headline(&r, &b);
-    const char *expect = "Of the 6 configurations tested, the best, fp8-kv, serves 11.8 requests/s within the SLO "
-                         "(p95 TTFT <= 1500 ms, p95 TPOT <= 50 ms) against 5.90 for the current setup (baseline), which "
-                         "moves cost per million output tokens from $0.391 to $0.195 (-50 %); at the stated peak of "
-                         "60.0 requests/s that is 6 replicas instead of 11, about $10,906 a month instead of $19,995.";
+    const char *expect =
+        "Of the 6 configurations tested, the best, fp8-kv, serves 11.8 requests/s within the SLO "
+        "(p95 TTFT <= 1500 ms, p95 TPOT <= 50 ms) against 5.90 for the current setup (baseline), which "
+        "moves cost per million output tokens from $0.391 to $0.195 (-50 %); at the stated peak of "
+        "60.0 requests/s that is 6 replicas instead of 11, about $10,906 a month instead of $19,995.";
     if (strcmp(b.data, expect))
         fail_msg("headline:\n%s\nwant:\n%s", b.data, expect);
     st_buf_free(&b);
@@ -152,11 +167,19 @@ static void files_written_and_escaped(void **state)
     snprintf(p, sizeof p, "%s/report.md", dir);
     char *md = slurp(p, &len);
     assert_non_null(md);
-    const char *sections[] = { "## Headline", "## Setup", "## Results, cheapest first", "## What each configuration changes",
-                               "## Evidence per rate", "## Method and limits", "> **Partial report.**",
+    const char *sections[] = { "## Headline",
+                               "## Setup",
+                               "## Results, cheapest first",
+                               "## What each configuration changes",
+                               "## Evidence per rate",
+                               "## Method and limits",
+                               "> **Partial report.**",
                                "Partial results (the audit did not finish: interrupted by SIGINT)",
-                               "| none passed (see notes)", "did not start: oom", "not run",
-                               "adds `--kv-cache-dtype fp8`", "Measured on servetune's emulator" };
+                               "| none passed (see notes)",
+                               "did not start: oom",
+                               "not run",
+                               "adds `--kv-cache-dtype fp8`",
+                               "Measured on servetune's emulator" };
     for (size_t i = 0; i < sizeof sections / sizeof *sections; i++)
         if (!strstr(md, sections[i]))
             fail_msg("report.md lacks '%s'", sections[i]);
@@ -183,8 +206,8 @@ static void files_written_and_escaped(void **state)
     json_t *kv = json_array_get(cfgs, 3);
     assert_near(json_real_value(json_object_get(json_object_get(kv, "cost"), "monthly_usd")), 10906.2, 1e-6);
     assert_true(json_is_null(json_object_get(json_array_get(cfgs, 2), "cost")));
-    assert_string_equal(json_string_value(json_object_get(json_object_get(json_array_get(cfgs, 2), "failure"), "class")),
-                        "oom");
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(json_array_get(cfgs, 2), "failure"), "class")), "oom");
     json_decref(root);
 
     snprintf(p, sizeof p, "%s/results.csv", dir);
@@ -208,7 +231,7 @@ static void too_small_buffer_fails_loudly(void **state)
     for (int which = 0; which < 4; which++) {
         st_buf full;
         st_buf_init(&full, ST_REPORT_MAX_BYTES);
-        int rc = which == 0 ? st_report_markdown(&r, &full)
+        int rc = which == 0   ? st_report_markdown(&r, &full)
                  : which == 1 ? st_report_json(&r, &full)
                  : which == 2 ? st_report_csv(&r, &full)
                               : st_report_html(&r, s, NULL, &full, err, sizeof err);
@@ -221,7 +244,7 @@ static void too_small_buffer_fails_loudly(void **state)
             st_buf b;
             st_buf_init(&b, cuts[k]);
             err[0] = '\0';
-            rc = which == 0 ? st_report_markdown(&r, &b)
+            rc = which == 0   ? st_report_markdown(&r, &b)
                  : which == 1 ? st_report_json(&r, &b)
                  : which == 2 ? st_report_csv(&r, &b)
                               : st_report_html(&r, s, NULL, &b, err, sizeof err);
@@ -298,8 +321,9 @@ static void nothing_passed_headline(void **state)
     st_buf b;
     st_buf_init(&b, 1 << 16);
     st_report_headline(&r, &b);
-    assert_non_null(strstr(b.data, "The current setup (baseline) met the SLO (p95 TTFT <= 100 ms, p95 TPOT <= 10 ms) at no "
-                                   "tested rate. No configuration met the SLO"));
+    assert_non_null(strstr(b.data,
+                           "The current setup (baseline) met the SLO (p95 TTFT <= 100 ms, p95 TPOT <= 10 ms) at no "
+                           "tested rate. No configuration met the SLO"));
     st_buf_free(&b);
     st_report_free(&r);
     st_store_close(s);
