@@ -254,7 +254,7 @@ static int model_on_tick(void *arg, st_ns now, const st_emu_stats *es, const st_
             p.in_flight++;
         p.output_tokens += r->n_events;
     }
-    return T->in->tick(T->in->tick_arg, &p);
+    return T->in->tick(T->in->tick_arg, &p, T->out->samples, T->out->n_samples);
 }
 
 static int model_run_rate(st_executor *x, const st_exec_rate *in, st_config_row *row, st_exec_out *out, char *err,
@@ -284,6 +284,7 @@ static int model_run_rate(st_executor *x, const st_exec_rate *in, st_config_row 
         sample(&T, 0, &es);
     }
     st_emu_run_opts o = { .warmup = in->warmup,
+                          .max_concurrency = in->max_concurrency,
                           .timeout = in->timeout_s > 0 ? (st_ns)(in->timeout_s * 1e9) : 0,
                           .tick = MODEL_TICK_NS,
                           .on_tick = model_on_tick,

@@ -26,6 +26,8 @@ void st_sustain_init(st_sustain *s, const st_sustain_params *p)
     s->p = *p;
     s->phase = ST_SUS_RAMP;
     s->ramp_s = s->warm_end_s = s->window_end_s = s->stop_s = NAN;
+    s->last_test_s = -INFINITY;
+    s->e2e_recent = NAN;
 }
 
 /* ---- reading records on their clock, in engine seconds ---- */
@@ -83,14 +85,17 @@ static double median(double *v, uint32_t n)
 typedef struct census {
     uint32_t arrived, completed, failed, in_flight;
     double first_arrival, last_arrival;
-    double e2e_med;  /* median E2E of the requests completed so far */
-    double ramp_e2e; /* median E2E of the first ST_SUSTAIN_RAMP_N completions (NAN: fewer) */
+    double e2e_med;    /* median E2E of the requests completed so far */
+    double e2e_recent; /* median E2E of the last ST_SUSTAIN_RECENT completions */
+    double ramp_e2e;   /* median E2E of the first ST_SUSTAIN_RAMP_N completions (NAN: fewer) */
+    double done_recent_rate; /* completions per second over the last half of the run so far */
 } census;
 
-static int take_census(const view *v, census *c)
+/* heavy = 0: the counts only (no sorting); the E2E figures stay NAN. */
+static int take_census(const view *v, census *c, int heavy)
 {
     memset(c, 0, sizeof *c);
-    c->first_arrival = c->last_arrival = c->e2e_med = c->ramp_e2e = NAN;
+    c->first_arrival = c->last_arrival = c->e2e_med = c->ramp_e2e = c->e2e_recent = c->done_recent_rate = NAN;
     pair *done = malloc(sizeof *done * (v->n ? v->n : 1));
     double *e2e = malloc(sizeof *e2e * (v->n ? v->n : 1));
     int rc = -1;
@@ -116,15 +121,26 @@ static int take_census(const view *v, census *c)
                 c->failed++;
             }
         }
+        if (!heavy)
+            nd = 0;
         for (uint32_t i = 0; i < nd; i++)
             e2e[i] = done[i].y;
         c->e2e_med = median(e2e, nd);
+        qsort(done, nd, sizeof *done, cmp_pair);
+        uint32_t k = nd < ST_SUSTAIN_RECENT ? nd : ST_SUSTAIN_RECENT;
+        for (uint32_t i = 0; i < k; i++)
+            e2e[i] = done[nd - k + i].y;
+        c->e2e_recent = median(e2e, k);
         if (nd >= ST_SUSTAIN_RAMP_N) {
-            qsort(done, nd, sizeof *done, cmp_pair);
             for (uint32_t i = 0; i < ST_SUSTAIN_RAMP_N; i++)
                 e2e[i] = done[i].y;
             c->ramp_e2e = median(e2e, ST_SUSTAIN_RAMP_N);
         }
+        double t0 = isnan(c->first_arrival) ? 0 : c->first_arrival, half = (v->now + t0) / 2;
+        uint32_t late = 0;
+        for (uint32_t i = 0; i < nd; i++)
+            late += done[i].x >= half;
+        c->done_recent_rate = v->now > half && heavy ? late / (v->now - half) : NAN;
         rc = 0;
     }
     free(done);
@@ -287,7 +303,7 @@ static int growth_tests(const st_sustain *s, const view *v, double t0, double e2
     trend_none(&g->inflight);
     trend_none(&g->ttft);
     trend_none(&g->waiting);
-    if (s->p.concurrency || !(v->now > t0))
+    if (s->p.concurrency || !(v->now > t0) || !(v->now - t0 >= ST_SUSTAIN_TREND_E2E * e2e))
         return 0;
     uint32_t B = batches_for(v->now - t0, e2e);
     double alpha = 1 - s->p.confidence, lam = s->p.offered_rps;
@@ -397,12 +413,13 @@ static int slo_missed_now(const st_sustain *s, const view *v, uint32_t B, char *
         s->p.min_window_requests / 2 > ST_SUSTAIN_MIN_POINTS ? s->p.min_window_requests / 2 : ST_SUSTAIN_MIN_POINTS;
     double z = st_z_quantile(s->p.confidence);
     double w1 = isnan(s->window_end_s) ? v->now : s->window_end_s;
+    double w0 = isnan(s->warm_end_s) ? s->ramp_s : s->warm_end_s;
     for (int i = 0; i < slo->n; i++) {
         const st_slo_term *t = &slo->terms[i];
         if (t->metric == ST_SLO_ITL)
             continue;
         uint32_t nv;
-        double *vals = term_values(v, t, s->warm_end_s, w1, 1, &nv);
+        double *vals = term_values(v, t, w0, w1, 1, &nv);
         if (!vals)
             return -1;
         int missed = 0;
@@ -415,7 +432,7 @@ static int slo_missed_now(const st_sustain *s, const view *v, uint32_t B, char *
         if (missed) {
             const char *m = st_slo_metric_name(t->metric);
             snprintf(why, whylen,
-                     "SLO missed: %.0f %% of the window's requests so far (%u of %u) exceed the %s limit of %g ms, "
+                     "SLO missed: %.0f %% of the requests so far (%u of %u) exceed the %s limit of %g ms, "
                      "more than the %g %% the p%g allows (with %.0f %% confidence)",
                      ex.frac * 100, ex.k, ex.n, m, t->max_ms, 100 - t->pct, t->pct, s->p.confidence * 100);
             return i;
@@ -463,6 +480,27 @@ static double window_needed(const st_sustain *s, double e2e)
     return w;
 }
 
+/* Where growth tests start: after the ramp-up, and one current median E2E after the first
+ * arrival (the engine filling up is no growth). */
+static double growth_start(const st_sustain *s, const census *c)
+{
+    double t = (isnan(c->first_arrival) ? 0 : c->first_arrival) +
+               s->p.warmup_e2e * (isnan(c->e2e_recent) ? 0 : c->e2e_recent);
+    return isnan(s->ramp_s) || t > s->ramp_s ? t : s->ramp_s;
+}
+
+/* Whether the rest of the run can still fit in max_duration (warm phase, window, drain). */
+static int fits(const st_sustain *s, const view *v, const census *c, double *end)
+{
+    double e = c->e2e_recent;
+    double t0 = isnan(c->first_arrival) ? 0 : c->first_arrival;
+    double w0 = !isnan(s->warm_end_s) ? s->warm_end_s : t0 + s->p.warmup_e2e * e;
+    if (isnan(s->warm_end_s) && w0 < v->now)
+        w0 = v->now;
+    *end = w0 + window_needed(s, e) + e;
+    return !(*end > s->p.max_duration_s);
+}
+
 int st_sustain_step(st_sustain *s, const st_record *recs, uint32_t n, st_ns now, double time_scale,
                     const st_metrics_sample *samples, uint32_t n_samples)
 {
@@ -470,24 +508,35 @@ int st_sustain_step(st_sustain *s, const st_record *recs, uint32_t n, st_ns now,
         return 1;
     view v = { recs, n, (time_scale > 0 ? time_scale : 1) * 1e-9, s->p.concurrency > 0, 0 };
     v.now = (double)now * v.k;
+    /* the tests (growth, SLO) and the E2E figures at most every quarter of a median E2E (at least
+     * each second); the phases at every call */
+    double every = s->e2e_recent / 4 > 1 ? s->e2e_recent / 4 : 1;
+    int test_now = !(v.now - s->last_test_s < every) || isnan(s->e2e_recent);
     census c;
-    if (take_census(&v, &c))
+    if (take_census(&v, &c, test_now || s->phase == ST_SUS_RAMP))
         return 0; /* no memory now: try at the next tick */
+    if (isnan(c.e2e_recent))
+        c.e2e_recent = s->e2e_recent;
+    else
+        s->e2e_recent = c.e2e_recent;
+    if (test_now)
+        s->last_test_s = v.now;
     char why[320];
     /* ramp-up: the first completions give the time the system takes to fill */
     if (s->phase == ST_SUS_RAMP && !isnan(c.ramp_e2e)) {
         s->ramp_s = (isnan(c.first_arrival) ? 0 : c.first_arrival) + c.ramp_e2e;
         s->phase = ST_SUS_WARM;
     }
-    if (s->phase >= ST_SUS_WARM && s->phase < ST_SUS_DONE) {
+    if (test_now && s->phase >= ST_SUS_WARM && s->phase < ST_SUS_DONE) {
         growth g;
-        if (growth_tests(s, &v, s->ramp_s, c.e2e_med, samples, n_samples, &g) == 0) {
+        if (growth_tests(s, &v, growth_start(s, &c), c.e2e_recent, samples, n_samples, &g) == 0) {
             int any = g.g_inflight || g.g_ttft || g.g_waiting;
             s->hits = any ? s->hits + 1 : 0;
-            if (any && s->hits >= ST_SUSTAIN_PERSIST && s->p.early_stop) {
-                double span = v.now - (isnan(c.first_arrival) ? 0 : c.first_arrival);
-                double delivered = span > 0 ? c.completed / span : NAN;
-                describe_growth(&g, s->p.offered_rps, delivered, why, sizeof why);
+            if (s->hits == 1)
+                s->first_hit_s = v.now;
+            if (any && s->hits >= ST_SUSTAIN_PERSIST && v.now - s->first_hit_s >= c.e2e_recent / 2 &&
+                s->p.early_stop) {
+                describe_growth(&g, s->p.offered_rps, c.done_recent_rate, why, sizeof why);
                 s->oversaturated = 1;
                 stop_with(s, v.now, why);
                 return 1;
@@ -496,32 +545,20 @@ int st_sustain_step(st_sustain *s, const st_record *recs, uint32_t n, st_ns now,
     }
     if (s->phase == ST_SUS_WARM) {
         double since = v.now - (isnan(c.first_arrival) ? 0 : c.first_arrival);
-        if (v.now >= s->ramp_s && since >= s->p.warmup_e2e * c.e2e_med) {
+        if (v.now >= s->ramp_s && since >= s->p.warmup_e2e * c.e2e_recent) {
             s->warm_end_s = v.now;
             s->phase = ST_SUS_WINDOW;
-        } else if (s->hits == 0 && isfinite(c.e2e_med)) {
-            /* will the warm phase, the window and the drain fit in the bound? */
-            double end = s->p.warmup_e2e * c.e2e_med + window_needed(s, c.e2e_med) + c.e2e_med;
-            if (end > s->p.max_duration_s) {
-                snprintf(why, sizeof why,
-                         "undecided: the warm phase (%g x the median E2E of %.3g s), the window (%.3g s) and its drain "
-                         "do not fit in max_duration (%g s)",
-                         s->p.warmup_e2e, c.e2e_med, window_needed(s, c.e2e_med), s->p.max_duration_s);
-                s->undecided = 1;
-                stop_with(s, v.now, why);
-                return 1;
-            }
         }
     }
-    uint32_t B = batches_for(v.now - (isnan(s->warm_end_s) ? 0 : s->warm_end_s), c.e2e_med);
+    uint32_t B = batches_for(v.now - (isnan(s->warm_end_s) ? s->ramp_s : s->warm_end_s), c.e2e_recent);
     if (s->phase == ST_SUS_WINDOW) {
-        if (v.now - s->warm_end_s >= window_needed(s, c.e2e_med) &&
+        if (v.now - s->warm_end_s >= window_needed(s, c.e2e_recent) &&
             arrivals_between(&v, s->warm_end_s, v.now) >= s->p.min_window_requests) {
             s->window_end_s = v.now;
             s->phase = ST_SUS_COOL;
         }
     }
-    if ((s->phase == ST_SUS_WINDOW || s->phase == ST_SUS_COOL) && s->p.early_stop &&
+    if (test_now && s->phase >= ST_SUS_WARM && s->phase < ST_SUS_DONE && s->p.early_stop &&
         slo_missed_now(s, &v, B, why, sizeof why) >= 0) {
         s->slo_missed = 1;
         stop_with(s, v.now, why);
@@ -531,7 +568,17 @@ int st_sustain_step(st_sustain *s, const st_record *recs, uint32_t n, st_ns now,
         stop_with(s, v.now, "");
         return 1;
     }
-    /* bounds */
+    /* bounds: known to be out of reach (early: it saves engine time), or reached */
+    double end;
+    if ((s->phase == ST_SUS_WARM || s->phase == ST_SUS_WINDOW) && s->hits == 0 && !fits(s, &v, &c, &end)) {
+        snprintf(why, sizeof why,
+                 "undecided: at a median E2E of %.3g s, the warm phase (%g x E2E), the window (%.3g s) and its drain "
+                 "would end at %.0f s, after max_duration (%g s)",
+                 c.e2e_recent, s->p.warmup_e2e, window_needed(s, c.e2e_recent), end, s->p.max_duration_s);
+        s->undecided = 1;
+        stop_with(s, v.now, why);
+        return 1;
+    }
     if (v.now >= s->p.max_duration_s) {
         snprintf(why, sizeof why, "undecided: reached max_duration (%g s) in the %s phase", s->p.max_duration_s,
                  st_sus_phase_name(s->phase));
@@ -644,7 +691,7 @@ int st_sustain_finish(const st_sustain *s, const st_record *recs, uint32_t n, co
     memset(out, 0, sizeof *out);
     view v = { recs, n, 1e-9, s->p.concurrency > 0, INFINITY };
     census c;
-    if (take_census(&v, &c))
+    if (take_census(&v, &c, 1))
         return -1;
     double stop = s->stop_s;
     if (isnan(stop))
@@ -672,7 +719,7 @@ int st_sustain_finish(const st_sustain *s, const st_record *recs, uint32_t n, co
     if (!isnan(s->ramp_s)) {
         view gv = v;
         gv.now = gend;
-        if (growth_tests(s, &gv, s->ramp_s, c.e2e_med, samples, n_samples, &g))
+        if (growth_tests(s, &gv, growth_start(s, &c), c.e2e_recent, samples, n_samples, &g))
             return -1;
     }
     out->inflight = g.inflight;
@@ -733,14 +780,27 @@ int st_sustain_finish(const st_sustain *s, const st_record *recs, uint32_t n, co
         terms_over(s, &v, 0, -1, 0, B, out);
     }
     char sent[200];
-    if (s->oversaturated || (!s->undecided && !s->slo_missed && (g.g_inflight || g.g_ttft || g.g_waiting))) {
+    /* flow balance (Little's law): the window's delivered rate must reach the offered one within
+     * its interval and the growth margin */
+    int short_flow = !v.closed && !s->undecided && !s->slo_missed && isfinite(out->delivered_hi) &&
+                     out->delivered_hi < out->offered_rps * (1 - ST_SUSTAIN_GROWTH_MARGIN);
+    if (short_flow && !s->oversaturated) {
+        out->verdict = ST_VERDICT_OVERSAT;
+        out->confident = 1;
+        out->worst_ratio = INFINITY;
+        snprintf(out->why, sizeof out->why,
+                 "over-saturated: in the window the engine delivers %.3g req/s (CI %.3g-%.3g) of the %.3g offered: "
+                 "requests in flight grow by %.3g/s",
+                 out->delivered_rps, out->delivered_lo, out->delivered_hi, out->offered_rps,
+                 out->offered_rps - out->delivered_rps);
+    } else if (s->oversaturated || (!s->undecided && !s->slo_missed && (g.g_inflight || g.g_ttft || g.g_waiting))) {
         out->verdict = ST_VERDICT_OVERSAT;
         out->confident = 1;
         out->worst_ratio = INFINITY;
         if (s->oversaturated && s->why[0])
             snprintf(out->why, sizeof out->why, "%s", s->why);
         else
-            describe_growth(&g, s->p.offered_rps, out->run_delivered_rps, out->why, sizeof out->why);
+            describe_growth(&g, s->p.offered_rps, c.done_recent_rate, out->why, sizeof out->why);
     } else if (s->slo_missed) {
         out->verdict = ST_VERDICT_FAIL;
         out->confident = 1;

@@ -40,7 +40,7 @@
 #define ST_SUSTAIN_RAMP_N 10
 /* A growth smaller than this fraction of the offered rate (req/s; TTFT: s/s) is not counted. */
 #define ST_SUSTAIN_GROWTH_MARGIN 0.05
-/* Evaluations in a row that must find growth before an early stop. */
+/* Evaluations in a row that must find growth before an early stop (over half a median E2E). */
 #define ST_SUSTAIN_PERSIST 2
 /* Points a trend needs (and in-flight points sampled per evaluation at most). */
 #define ST_SUSTAIN_MIN_POINTS 20
@@ -50,6 +50,12 @@
 #define ST_SUSTAIN_MAX_BATCHES 10
 /* The window lasts at least this many median E2Es. */
 #define ST_SUSTAIN_WINDOW_E2E 2
+/* The completions whose median E2E is the current one (a run's early completions are the fast
+ * ones of an emptier engine). */
+#define ST_SUSTAIN_RECENT 20
+/* A growth test needs data over at least this many current median E2Es, starting warmup_e2e
+ * current median E2Es after the first arrival (the filling of the engine is no growth). */
+#define ST_SUSTAIN_TREND_E2E 2
 
 typedef enum st_sus_phase { ST_SUS_RAMP = 0, ST_SUS_WARM, ST_SUS_WINDOW, ST_SUS_COOL, ST_SUS_DONE } st_sus_phase;
 const char *st_sus_phase_name(st_sus_phase p); /* "ramp", "warm", "window", "cool-down", "done" */
@@ -77,6 +83,9 @@ typedef struct st_sustain {
     double window_end_s; /* NAN until fixed */
     double stop_s;       /* when it decided to stop (NAN: not yet) */
     int hits;            /* evaluations in a row that found growth */
+    double first_hit_s;  /* the first of them */
+    double last_test_s;  /* the last evaluation that ran the tests */
+    double e2e_recent;   /* the median E2E of the latest completions at that evaluation */
     int oversaturated;   /* decided online */
     int slo_missed;      /* decided online (confident) */
     int undecided;       /* stopped at a bound */

@@ -355,8 +355,16 @@ int st_inflight_at(const st_record *r, uint32_t n, int arrival_is_sent, const do
             if (q->end >= 0)
                 e[ne++] = st_ns_to_s(q->end);
         }
-        qsort(a, na, sizeof *a, cmp_double);
-        qsort(e, ne, sizeof *e, cmp_double);
+        /* arrivals usually come in order already: sort only when they do not */
+        int sa = 1, se = 1;
+        for (uint32_t i = 1; i < na && sa; i++)
+            sa = a[i - 1] <= a[i];
+        for (uint32_t i = 1; i < ne && se; i++)
+            se = e[i - 1] <= e[i];
+        if (!sa)
+            qsort(a, na, sizeof *a, cmp_double);
+        if (!se)
+            qsort(e, ne, sizeof *e, cmp_double);
         uint32_t ia = 0, ie = 0;
         for (uint32_t j = 0; j < m; j++) {
             while (ia < na && a[ia] <= t[j])
