@@ -336,8 +336,8 @@ static void pool_verdict(const st_sustained_params *p, const st_rate_result *r, 
 {
     const st_audit_slo *slo = p->slo;
     int T = slo ? slo->n : 0;
-    double z = st_z_quantile(p->confidence > 0 && p->confidence < 1 ? p->confidence : 0.95);
-    double z2 = st_z_quantile(0.5 + (p->confidence > 0 && p->confidence < 1 ? p->confidence : 0.95) / 2);
+    double conf = p->confidence > 0 && p->confidence < 1 ? p->confidence : 0.95;
+    double z = st_z_quantile(conf), z2 = st_z_quantile(0.5 + conf / 2);
     st_exceed ex[ST_SLO_MAX_TERMS][64];
     int nex = 0, last = -1, nm = 0;
     double se2[ST_SLO_MAX_TERMS] = { 0 }, nd = 0;
@@ -422,8 +422,8 @@ static void pool_verdict(const st_sustained_params *p, const st_rate_result *r, 
             double lim = 1 - slo->terms[t].pct / 100;
             int holds = !(pe.frac > lim + 1e-12);
             pass &= holds;
-            sure_pass &= holds && pe.frac + z * pe.se <= lim;
-            sure_fail |= !holds && pe.frac - z * pe.se > lim;
+            sure_pass &= holds && st_exceed_upper(&pe, conf) <= lim;
+            sure_fail |= !holds && st_exceed_lower(&pe, conf) > lim;
         }
         q->verdict = pass ? ST_VERDICT_PASS : ST_VERDICT_FAIL;
         q->sure = pass ? sure_pass : sure_fail;
@@ -601,6 +601,24 @@ static int is_grid(const st_sustained_params *p, double r)
 
 #define MAX_POOLS 128
 
+void st_sustained_params_of(const st_spec *s, double forecast, st_sustained_params *p)
+{
+    memset(p, 0, sizeof *p);
+    p->grid = s->rates;
+    p->n_grid = s->n_rates;
+    p->forecast = forecast;
+    p->tolerance = s->search.tolerance;
+    p->confidence = s->search.confidence;
+    p->max_runs = (int)s->search.max_runs;
+    p->max_replicates = (int)s->search.max_replicates;
+    p->request_budget = s->search.request_budget;
+    p->min_run_requests = s->search.min_window_requests;
+    p->integer = s->closed_loop;
+    p->slo = &s->slo;
+    /* the window's requests must arrive within max_duration, after a warm phase */
+    p->min_rate = s->closed_loop ? 1 : s->search.min_window_requests / s->search.max_duration_s;
+}
+
 void st_sustained_next(const st_sustained_params *p, const st_rate_result *r, int n, st_next *out)
 {
     memset(out, 0, sizeof *out);
@@ -651,8 +669,11 @@ void st_sustained_next(const st_sustained_params *p, const st_rate_result *r, in
             if (q[k].verdict == ST_VERDICT_OVERSAT && q[k].run_delivered > 0 && next >= q[k].run_delivered &&
                 q[k].run_delivered < top)
                 next = round_rate(p, q[k].run_delivered * (1 - p->tolerance / 2));
-        if (next < ST_SEARCH_MIN_RATE || pool_at(q, np, next) >= 0 || next >= top) {
-            snprintf(out->why, sizeof out->why, "met the SLO at no %srate down to %.4g%s", what, q[0].rate, unit);
+        if (next < p->min_rate && q[0].rate > p->min_rate * 1.01)
+            next = round_rate(p, p->min_rate * 1.01);
+        if (next < ST_SEARCH_MIN_RATE || next < p->min_rate || pool_at(q, np, next) >= 0 || next >= top) {
+            snprintf(out->why, sizeof out->why, "sustained the SLO at no %srate down to %.4g%s%s", what, q[0].rate,
+                     unit, next < p->min_rate ? " (a lower rate cannot fill its window within max_duration)" : "");
             return;
         }
         next_run(out, next, is_grid(p, next), 0, "%s%.4g%s did not pass: go down", what, top, unit);

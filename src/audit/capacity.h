@@ -186,8 +186,12 @@ typedef struct st_sustained_params {
     uint64_t request_budget;   /* per configuration, every run (0: none) */
     uint64_t min_run_requests; /* a run needs at least this many */
     int integer;               /* concurrency levels: integers >= 1, no over-saturation */
+    double min_rate;           /* no rate below this (its window cannot fill within max_duration) */
     const st_audit_slo *slo;
 } st_sustained_params;
+
+/* The search's parameters from a spec (forecast: 0 when none). */
+void st_sustained_params_of(const st_spec *s, double forecast, st_sustained_params *p);
 
 void st_sustained_next(const st_sustained_params *p, const st_rate_result *r, int n, st_next *out);
 

@@ -32,10 +32,10 @@ typedef struct st_executor st_executor;
 /* One rate run (or the warm-up). */
 typedef struct st_exec_rate {
     const st_spec_config *c;
-    const st_workload *w; /* the requests */
-    const st_ns *sched;   /* w->n arrival offsets (ns, engine time) */
-    uint32_t warmup;      /* the first `warmup` items are warm-up (not measured) */
-    double timeout_s;     /* per request, engine time */
+    const st_workload *w;     /* the requests */
+    const st_ns *sched;       /* w->n arrival offsets (ns, engine time) */
+    uint32_t warmup;          /* the first `warmup` items are warm-up (not measured) */
+    double timeout_s;         /* per request, engine time */
     uint32_t max_concurrency; /* > 0: at most this many requests in flight (a closed loop when every
                                  item is due at once); 0: open loop */
     /* Called about once a second of the executor's clock with the run's progress and the metric

@@ -721,10 +721,10 @@ static int get_duration(pctx *p, yaml_node_t *v, const char *what, double *out)
 
 static int parse_search(pctx *p, yaml_node_t *n, st_spec *s)
 {
-    keydef k[] = { { "mode", 0, 0 },           { "tolerance", 0, 0 },      { "request_budget", 0, 0 },
-                   { "early_stop", 0, 0 },     { "skip_margin", 0, 0 },    { "confidence", 0, 0 },
-                   { "max_duration", 0, 0 },   { "min_window", 0, 0 },     { "min_window_requests", 0, 0 },
-                   { "warmup_e2e", 0, 0 },     { "max_runs", 0, 0 },       { "max_replicates", 0, 0 },
+    keydef k[] = { { "mode", 0, 0 },         { "tolerance", 0, 0 },   { "request_budget", 0, 0 },
+                   { "early_stop", 0, 0 },   { "skip_margin", 0, 0 }, { "confidence", 0, 0 },
+                   { "max_duration", 0, 0 }, { "min_window", 0, 0 },  { "min_window_requests", 0, 0 },
+                   { "warmup_e2e", 0, 0 },   { "max_runs", 0, 0 },    { "max_replicates", 0, 0 },
                    { "start", 0, 0 } };
     int nk = (int)(sizeof k / sizeof *k);
     if (read_map(p, n, "search", k, nk))
@@ -852,8 +852,8 @@ static void set_defaults(st_spec *s)
 
 static int parse_root(pctx *p, yaml_node_t *root, st_spec *s)
 {
-    keydef k[] = { { "engine", 0, 0 }, { "hardware", 0, 0 },        { "peak_rate", 0, 0 }, { "workload", 0, 0 },
-                   { "rates", 0, 0 },  { "warmup_requests", 0, 0 }, { "slo", 0, 0 },       { "configurations", 0, 0 },
+    keydef k[] = { { "engine", 0, 0 }, { "hardware", 0, 0 },        { "peak_rate", 0, 0 },  { "workload", 0, 0 },
+                   { "rates", 0, 0 },  { "warmup_requests", 0, 0 }, { "slo", 0, 0 },        { "configurations", 0, 0 },
                    { "search", 0, 0 }, { "timeouts", 0, 0 },        { "concurrency", 0, 0 } };
     int nk = (int)(sizeof k / sizeof *k);
     if (!root)
@@ -1080,8 +1080,9 @@ int st_spec_check_bounds(const st_spec *s, char *err, size_t errlen)
             return -1;
         }
         if (!isfinite(low)) {
-            snprintf(err, errlen, "%s: rates: the sustained search needs at least one finite rate (inf sends every "
-                                  "request at once: it has no steady state)",
+            snprintf(err, errlen,
+                     "%s: rates: the sustained search needs at least one finite rate (inf sends every "
+                     "request at once: it has no steady state)",
                      f);
             return -1;
         }

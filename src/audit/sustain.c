@@ -85,9 +85,9 @@ static double median(double *v, uint32_t n)
 typedef struct census {
     uint32_t arrived, completed, failed, in_flight;
     double first_arrival, last_arrival;
-    double e2e_med;    /* median E2E of the requests completed so far */
-    double e2e_recent; /* median E2E of the last ST_SUSTAIN_RECENT completions */
-    double ramp_e2e;   /* median E2E of the first ST_SUSTAIN_RAMP_N completions (NAN: fewer) */
+    double e2e_med;          /* median E2E of the requests completed so far */
+    double e2e_recent;       /* median E2E of the last ST_SUSTAIN_RECENT completions */
+    double ramp_e2e;         /* median E2E of the first ST_SUSTAIN_RAMP_N completions (NAN: fewer) */
     double done_recent_rate; /* completions per second over the last half of the run so far */
 } census;
 
@@ -167,6 +167,8 @@ static double ttft_limit_s(const st_audit_slo *slo)
 }
 
 /* ---- growth tests ---- */
+
+static uint32_t arrivals_between(const view *v, double w0, double w1);
 
 typedef struct growth {
     st_trend inflight, ttft, waiting;
@@ -295,18 +297,26 @@ static void waiting_trend(const st_metrics_sample *s, uint32_t n, double t0, dou
     free(y);
 }
 
-/* Growth over [t0, now]: each series and whether it grows. -1 when out of memory. */
+/* The confidence of a call made while the run goes on: it is looked at again and again, so each
+ * look is held to a ten times smaller error rate. */
+static double interim_confidence(const st_sustain *s) { return 1 - (1 - s->p.confidence) / ST_SUSTAIN_INTERIM; }
+
+/* Growth over [t0, now]: each series and whether it grows (online: at the interim confidence).
+ * -1 when out of memory. */
 static int growth_tests(const st_sustain *s, const view *v, double t0, double e2e, const st_metrics_sample *sm,
-                        uint32_t nsm, growth *g)
+                        uint32_t nsm, int online, growth *g)
 {
     memset(g, 0, sizeof *g);
     trend_none(&g->inflight);
     trend_none(&g->ttft);
     trend_none(&g->waiting);
-    if (s->p.concurrency || !(v->now > t0) || !(v->now - t0 >= ST_SUSTAIN_TREND_E2E * e2e))
+    /* enough data to tell a trend from the queue's own wandering: as long as the window and half
+     * its requests at least (a queue near saturation wanders for a long time) */
+    if (s->p.concurrency || !(v->now > t0) || !(v->now - t0 >= ST_SUSTAIN_TREND_E2E * e2e) ||
+        v->now - t0 < s->p.min_window_s || arrivals_between(v, t0, v->now) < s->p.min_window_requests / 2)
         return 0;
     uint32_t B = batches_for(v->now - t0, e2e);
-    double alpha = 1 - s->p.confidence, lam = s->p.offered_rps;
+    double alpha = 1 - (online ? interim_confidence(s) : s->p.confidence), lam = s->p.offered_rps;
     double lim = ttft_limit_s(s->p.slo);
     if (inflight_trend(v, t0, v->now, B, &g->inflight) || ttft_trend(v, t0, v->now - lim, B, &g->ttft))
         return -1;
@@ -411,7 +421,6 @@ static int slo_missed_now(const st_sustain *s, const view *v, uint32_t B, char *
     const st_audit_slo *slo = s->p.slo;
     uint32_t need =
         s->p.min_window_requests / 2 > ST_SUSTAIN_MIN_POINTS ? s->p.min_window_requests / 2 : ST_SUSTAIN_MIN_POINTS;
-    double z = st_z_quantile(s->p.confidence);
     double w1 = isnan(s->window_end_s) ? v->now : s->window_end_s;
     double w0 = isnan(s->warm_end_s) ? s->ramp_s : s->warm_end_s;
     for (int i = 0; i < slo->n; i++) {
@@ -426,15 +435,15 @@ static int slo_missed_now(const st_sustain *s, const view *v, uint32_t B, char *
         st_exceed ex;
         if (nv >= need) {
             st_exceed_compute(vals, nv, t->max_ms, B, &ex);
-            missed = ex.frac - z * ex.se > 1 - t->pct / 100;
+            missed = st_exceed_lower(&ex, interim_confidence(s)) > 1 - t->pct / 100;
         }
         free(vals);
         if (missed) {
             const char *m = st_slo_metric_name(t->metric);
             snprintf(why, whylen,
                      "SLO missed: %.0f %% of the requests so far (%u of %u) exceed the %s limit of %g ms, "
-                     "more than the %g %% the p%g allows (with %.0f %% confidence)",
-                     ex.frac * 100, ex.k, ex.n, m, t->max_ms, 100 - t->pct, t->pct, s->p.confidence * 100);
+                     "more than the %g %% the p%g allows (with %.1f %% confidence)",
+                     ex.frac * 100, ex.k, ex.n, m, t->max_ms, 100 - t->pct, t->pct, interim_confidence(s) * 100);
             return i;
         }
     }
@@ -484,8 +493,8 @@ static double window_needed(const st_sustain *s, double e2e)
  * arrival (the engine filling up is no growth). */
 static double growth_start(const st_sustain *s, const census *c)
 {
-    double t = (isnan(c->first_arrival) ? 0 : c->first_arrival) +
-               s->p.warmup_e2e * (isnan(c->e2e_recent) ? 0 : c->e2e_recent);
+    double t =
+        (isnan(c->first_arrival) ? 0 : c->first_arrival) + s->p.warmup_e2e * (isnan(c->e2e_recent) ? 0 : c->e2e_recent);
     return isnan(s->ramp_s) || t > s->ramp_s ? t : s->ramp_s;
 }
 
@@ -529,13 +538,12 @@ int st_sustain_step(st_sustain *s, const st_record *recs, uint32_t n, st_ns now,
     }
     if (test_now && s->phase >= ST_SUS_WARM && s->phase < ST_SUS_DONE) {
         growth g;
-        if (growth_tests(s, &v, growth_start(s, &c), c.e2e_recent, samples, n_samples, &g) == 0) {
+        if (growth_tests(s, &v, growth_start(s, &c), c.e2e_recent, samples, n_samples, 1, &g) == 0) {
             int any = g.g_inflight || g.g_ttft || g.g_waiting;
             s->hits = any ? s->hits + 1 : 0;
             if (s->hits == 1)
                 s->first_hit_s = v.now;
-            if (any && s->hits >= ST_SUSTAIN_PERSIST && v.now - s->first_hit_s >= c.e2e_recent / 2 &&
-                s->p.early_stop) {
+            if (any && s->hits >= ST_SUSTAIN_PERSIST && v.now - s->first_hit_s >= c.e2e_recent / 2 && s->p.early_stop) {
                 describe_growth(&g, s->p.offered_rps, c.done_recent_rate, why, sizeof why);
                 s->oversaturated = 1;
                 stop_with(s, v.now, why);
@@ -622,7 +630,6 @@ static void terms_over(const st_sustain *s, const view *v, double w0, double w1,
                        st_sustain_result *out)
 {
     const st_audit_slo *slo = s->p.slo;
-    double z = st_z_quantile(s->p.confidence);
     out->n_terms = slo->n;
     out->binding = -1;
     out->worst_ratio = 0;
@@ -650,7 +657,8 @@ static void terms_over(const st_sustain *s, const view *v, double w0, double w1,
         o->holds = isfinite(o->value_ms) && o->value_ms <= t->max_ms;
         o->margin = o->value_ms > 0 ? log(t->max_ms / o->value_ms) : o->value_ms == 0 ? INFINITY : NAN;
         double q = 1 - t->pct / 100;
-        o->sure = isfinite(o->ex.frac) && (o->holds ? o->ex.frac + z * o->ex.se <= q : o->ex.frac - z * o->ex.se > q);
+        o->sure = isfinite(o->ex.frac) && (o->holds ? st_exceed_upper(&o->ex, s->p.confidence) <= q
+                                                    : st_exceed_lower(&o->ex, s->p.confidence) > q);
         double ratio = o->value_ms / t->max_ms;
         if (isfinite(ratio) && ratio > out->worst_ratio)
             out->worst_ratio = ratio;
@@ -719,7 +727,7 @@ int st_sustain_finish(const st_sustain *s, const st_record *recs, uint32_t n, co
     if (!isnan(s->ramp_s)) {
         view gv = v;
         gv.now = gend;
-        if (growth_tests(s, &gv, growth_start(s, &c), c.e2e_recent, samples, n_samples, &g))
+        if (growth_tests(s, &gv, growth_start(s, &c), c.e2e_recent, samples, n_samples, 0, &g))
             return -1;
     }
     out->inflight = g.inflight;
@@ -932,6 +940,7 @@ char *st_sustain_to_json(const st_sustain *s, const st_sustain_result *r)
         json_object_set_new(x, "above", json_integer(t->ex.k));
         json_object_set_new(x, "fraction_above", jnum(t->ex.frac));
         json_object_set_new(x, "fraction_se", jnum(t->ex.se));
+        json_object_set_new(x, "fraction_dof", jnum(t->ex.dof));
         json_object_set_new(x, "margin", jnum(t->margin));
         json_object_set_new(x, "holds", json_boolean(t->holds));
         json_object_set_new(x, "confident", json_boolean(t->sure));
@@ -992,6 +1001,7 @@ int st_sustain_from_json(const char *text, st_sustain_result *r)
         t->ex.k = (uint32_t)json_integer_value(json_object_get(x, "above"));
         t->ex.frac = jget(x, "fraction_above");
         t->ex.se = jget(x, "fraction_se");
+        t->ex.dof = jget(x, "fraction_dof");
         t->margin = jget(x, "margin");
         t->holds = json_is_true(json_object_get(x, "holds"));
         t->sure = json_is_true(json_object_get(x, "confident"));
@@ -1025,4 +1035,22 @@ void st_sustain_rate_result(const st_sustain_result *r, double rate, st_rate_res
         out->hi_ms[i] = r->term[i].hi_ms;
         out->ex[i] = r->term[i].ex;
     }
+}
+
+void st_sustain_row_result(const st_run_row *w, st_rate_result *out)
+{
+    st_sustain_result sr;
+    if (w->summary_json && st_sustain_from_json(w->summary_json, &sr) == 0) {
+        st_sustain_rate_result(&sr, w->rate, out);
+    } else {
+        memset(out, 0, sizeof *out);
+        out->rate = w->rate;
+        out->verdict = st_verdict_from_name(w->verdict);
+        out->worst_ratio = w->worst_ratio;
+        out->delivered_rps = w->delivered_rps;
+        out->output_tps = w->output_tps;
+        out->sustained_rps = w->sustained_rps;
+    }
+    out->requests = w->sent;
+    out->grid = w->grid;
 }

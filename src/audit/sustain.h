@@ -32,6 +32,7 @@
 
 #include "audit/capacity.h"
 #include "audit/spec.h"
+#include "audit/store.h"
 #include "engine/metrics.h"
 #include "load/record.h"
 #include "load/steady.h"
@@ -40,14 +41,18 @@
 #define ST_SUSTAIN_RAMP_N 10
 /* A growth smaller than this fraction of the offered rate (req/s; TTFT: s/s) is not counted. */
 #define ST_SUSTAIN_GROWTH_MARGIN 0.05
+/* A call made while the run goes on (an early stop) is held to an error rate this many times
+ * smaller than the spec's 1 - confidence: the run is looked at many times. */
+#define ST_SUSTAIN_INTERIM 10
 /* Evaluations in a row that must find growth before an early stop (over half a median E2E). */
 #define ST_SUSTAIN_PERSIST 2
 /* Points a trend needs (and in-flight points sampled per evaluation at most). */
 #define ST_SUSTAIN_MIN_POINTS 20
 #define ST_SUSTAIN_GRID 240
-/* Batches of a trend or an interval: about one median E2E each, within these. */
+/* Batches of a trend or an interval: about one median E2E each, within these (few long
+ * batches: their means are closer to independent). */
 #define ST_SUSTAIN_MIN_BATCHES 5
-#define ST_SUSTAIN_MAX_BATCHES 10
+#define ST_SUSTAIN_MAX_BATCHES 8
 /* The window lasts at least this many median E2Es. */
 #define ST_SUSTAIN_WINDOW_E2E 2
 /* The completions whose median E2E is the current one (a run's early completions are the fast
@@ -142,5 +147,8 @@ int st_sustain_from_json(const char *text, st_sustain_result *r);
 
 /* The search's view of a sustained run (audit/capacity.h). */
 void st_sustain_rate_result(const st_sustain_result *r, double rate, st_rate_result *out);
+/* The search's view of a stored run: a sustained one from its summary_json, a burst one from its
+ * row (verdict, worst ratio, throughputs); requests = sent, grid as stored. */
+void st_sustain_row_result(const st_run_row *w, st_rate_result *out);
 
 #endif

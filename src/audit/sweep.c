@@ -150,8 +150,8 @@ void st_sweep_run_key(const st_spec *s, const st_spec_config *c, double rate, ch
     st_buf_free(&b);
 }
 
-void st_sweep_run_key_sustained(const st_spec *s, const st_spec_config *c, double rate, int replicate,
-                                uint32_t planned, char out[65])
+void st_sweep_run_key_sustained(const st_spec *s, const st_spec_config *c, double rate, int replicate, uint32_t planned,
+                                char out[65])
 {
     st_buf b;
     st_buf_init(&b, RUN_KEY_INPUT_MAX);
@@ -162,8 +162,8 @@ void st_sweep_run_key_sustained(const st_spec *s, const st_spec_config *c, doubl
                   planned, (unsigned long long)s->workload.seed, s->workload.arrival ? s->workload.arrival : "poisson",
                   s->workload.burstiness, s->warmup_requests, s->timeouts.request_s,
                   s->closed_loop ? "concurrency" : "rate", rate, replicate, s->search.early_stop,
-                  s->search.max_duration_s, s->search.min_window_s, s->search.min_window_requests,
-                  s->search.warmup_e2e, s->search.confidence);
+                  s->search.max_duration_s, s->search.min_window_s, s->search.min_window_requests, s->search.warmup_e2e,
+                  s->search.confidence);
     key_slo(&b, s);
     st_store_hash(b.data ? b.data : "", b.len, out);
     st_buf_free(&b);
@@ -459,8 +459,8 @@ static st_record *window_records(const st_record *recs, uint32_t n, const st_sus
 
 /* A sustained run's row from its verdict: the window's figures when it has a complete window,
  * else the whole run's; the verdict, its sentence, and the analysis as summary_json. */
-static void sustained_row(const st_spec *s, const st_sustain *ctl, const st_sustain_result *res,
-                          const st_exec_out *out, st_run_row *row)
+static void sustained_row(const st_spec *s, const st_sustain *ctl, const st_sustain_result *res, const st_exec_out *out,
+                          st_run_row *row)
 {
     st_rate_figures f;
     uint32_t nw = 0;
@@ -493,8 +493,8 @@ static void sustained_row(const st_spec *s, const st_sustain *ctl, const st_sust
 
 /* Runs one sustained rate (or concurrency) as the controller (audit/sustain.h) decides. Returns as
  * run_burst; res gets the verdict. */
-static int run_sustained(sweep *S, cfgrun *cr, const st_next *nx, uint32_t planned, st_run_row *row,
-                         st_exec_out *out, st_sustain_result *res)
+static int run_sustained(sweep *S, cfgrun *cr, const st_next *nx, uint32_t planned, st_run_row *row, st_exec_out *out,
+                         st_sustain_result *res)
 {
     const st_spec *s = S->spec;
     const st_spec_config *c = cr->c;
@@ -517,12 +517,9 @@ static int run_sustained(sweep *S, cfgrun *cr, const st_next *nx, uint32_t plann
                              .early_stop = s->search.early_stop };
     st_sustain ctl;
     st_sustain_init(&ctl, &sp);
-    rate_ctx R = { .S = S,
-                   .slo = &s->slo,
-                   .planned = w.n,
-                   .time_scale = S->x->time_scale,
-                   .cfg_name = c->name,
-                   .ctl = &ctl };
+    rate_ctx R = {
+        .S = S, .slo = &s->slo, .planned = w.n, .time_scale = S->x->time_scale, .cfg_name = c->name, .ctl = &ctl
+    };
     st_exec_rate in = { .c = c,
                         .w = &w,
                         .sched = sched,
@@ -592,24 +589,10 @@ static int warm_up(sweep *S, const st_spec_config *c, st_config_row *crow)
 
 /* ---- one configuration ---- */
 
-/* A stored run as the search sees it: a sustained run from its summary, a burst run from its row. */
 static st_rate_result result_of(const st_run_row *w)
 {
-    st_sustain_result sr;
     st_rate_result r;
-    if (w->summary_json && st_sustain_from_json(w->summary_json, &sr) == 0) {
-        st_sustain_rate_result(&sr, w->rate, &r);
-    } else {
-        memset(&r, 0, sizeof r);
-        r.rate = w->rate;
-        r.verdict = st_verdict_from_name(w->verdict);
-        r.worst_ratio = w->worst_ratio;
-        r.delivered_rps = w->delivered_rps;
-        r.output_tps = w->output_tps;
-        r.sustained_rps = w->sustained_rps;
-    }
-    r.requests = w->sent;
-    r.grid = w->grid;
+    st_sustain_row_result(w, &r);
     return r;
 }
 
@@ -634,19 +617,7 @@ static void push_result(cfgrun *cr, const st_rate_result *r, int replicate, doub
 /* The sustained search's parameters for a configuration. */
 static void sustained_params(const sweep *S, const cfgrun *cr, st_sustained_params *p)
 {
-    const st_spec *s = S->spec;
-    memset(p, 0, sizeof *p);
-    p->grid = s->rates;
-    p->n_grid = s->n_rates;
-    p->forecast = cr->forecast;
-    p->tolerance = s->search.tolerance;
-    p->confidence = s->search.confidence;
-    p->max_runs = (int)s->search.max_runs;
-    p->max_replicates = (int)s->search.max_replicates;
-    p->request_budget = s->search.request_budget;
-    p->min_run_requests = s->search.min_window_requests;
-    p->integer = s->closed_loop;
-    p->slo = &s->slo;
+    st_sustained_params_of(S->spec, cr->forecast, p);
 }
 
 /* What the search does next for this configuration. */
@@ -747,14 +718,13 @@ static void say_run(sweep *S, const cfgrun *cr, const st_next *nx, const st_run_
     snprintf(t2, sizeof t2, "%s%.1f", ge, run->n_terms > 1 ? run->term_ms[1] : run->tpot_p95_ms);
     if (s->search.mode == ST_SEARCH_SUSTAINED) {
         st_verdict v = st_verdict_from_name(run->verdict);
-        say_cfg(S, cr, "%s %s%s%s: %s (%.0f s of engine time, %.1f s): %s", s->closed_loop ? "concurrency" : "rate",
-                rt, s->closed_loop ? "" : " req/s", rep, st_verdict_words(v, 1), run->duration_s, took,
+        say_cfg(S, cr, "%s %s%s%s: %s (%.0f s of engine time, %.1f s): %s", s->closed_loop ? "concurrency" : "rate", rt,
+                s->closed_loop ? "" : " req/s", rep, st_verdict_words(v, 1), run->duration_s, took,
                 run->why ? run->why : "");
     } else {
         int pass = !strcmp(run->verdict, "pass");
-        say_cfg(S, cr,
-                "rate %s req/s: %s, %u/%u completed, p95 TTFT %s ms, p95 TPOT %s ms, delivered %s (%.1f s)%s%s", rt,
-                run->verdict, run->completed, run->planned, t1, t2, t3, took, pass ? "" : ": ",
+        say_cfg(S, cr, "rate %s req/s: %s, %u/%u completed, p95 TTFT %s ms, p95 TPOT %s ms, delivered %s (%.1f s)%s%s",
+                rt, run->verdict, run->completed, run->planned, t1, t2, t3, took, pass ? "" : ": ",
                 pass ? "" : run->why);
     }
 }
@@ -1012,8 +982,8 @@ static int shared_prefix(sweep *S, char *err, size_t errlen)
 
 /* The sustained search of configuration ci on executor x in memory (nothing stored, nothing
  * printed): its capacity. 0, or -1 with err. */
-static int search_in_memory(const st_spec *spec, st_executor *x, int ci, volatile sig_atomic_t *stop,
-                            st_capacity *cap, int *failed_start, char *why, size_t whylen, char *err, size_t errlen)
+static int search_in_memory(const st_spec *spec, st_executor *x, int ci, volatile sig_atomic_t *stop, st_capacity *cap,
+                            int *failed_start, char *why, size_t whylen, char *err, size_t errlen)
 {
     st_sweep_opts o = { .quiet = 1, .stop = stop };
     st_sweep_result res;
@@ -1084,8 +1054,8 @@ static int probe(sweep *S, const st_spec_config *c, st_config_row *crow, double 
 }
 
 /* Burst mode: doubling or halving to a bracket, then geometric bisection. */
-static int bisect_burst(const st_spec *spec, st_executor *x, int ci, double tol, st_sweep_bisect_result *out,
-                        char *err, size_t errlen)
+static int bisect_burst(const st_spec *spec, st_executor *x, int ci, double tol, st_sweep_bisect_result *out, char *err,
+                        size_t errlen)
 {
     volatile sig_atomic_t never = 0; /* the bisection is never interrupted */
     st_sweep_opts o = { .quiet = 1, .stop = &never };

@@ -209,9 +209,10 @@ double st_trend_upper(const st_trend *t, double conf)
 }
 
 /* Standard error of the mean of indicators ind[0..n) from B batches, floored by the binomial
- * error with at least half a hit. */
-static double indicator_se(const uint8_t *ind, uint32_t n, uint32_t B, uint32_t k)
+ * error with at least half a hit; *dof gets its degrees of freedom. */
+static double indicator_se(const uint8_t *ind, uint32_t n, uint32_t B, uint32_t k, double *dof)
 {
+    *dof = n > 1 ? n - 1 : 1;
     double frac = (double)k / n;
     double pf = frac > 0 ? frac : 0.5 / n;
     if (pf > 1 - 0.5 / n)
@@ -219,6 +220,7 @@ static double indicator_se(const uint8_t *ind, uint32_t n, uint32_t B, uint32_t 
     double se = sqrt(pf * (1 - pf) / n);
     if (n >= 6) {
         B = clamp_batches(B, n);
+        *dof = B - 1;
         double s2 = 0;
         for (uint32_t j = 0; j < B; j++) {
             uint32_t lo, hi, c = 0;
@@ -247,7 +249,7 @@ void st_exceed_compute(const double *v, uint32_t n, double limit, uint32_t batch
             out->k += ind[i];
         }
         out->frac = (double)out->k / n;
-        out->se = indicator_se(ind, n, batches, out->k);
+        out->se = indicator_se(ind, n, batches, out->k, &out->dof);
         free(ind);
     }
 }
@@ -261,10 +263,21 @@ void st_exceed_pool(const st_exceed *e, uint32_t m, st_exceed *out)
             continue;
         out->n += e[i].n;
         out->k += e[i].k;
+        out->dof += e[i].dof > 0 ? e[i].dof : 1;
         var += (double)e[i].n * e[i].n * e[i].se * e[i].se;
     }
     out->frac = out->n ? (double)out->k / out->n : NAN;
     out->se = out->n ? sqrt(var) / out->n : NAN;
+}
+
+double st_exceed_upper(const st_exceed *e, double conf)
+{
+    return e->frac + st_t_quantile(conf, e->dof > 0 ? e->dof : 1) * e->se;
+}
+
+double st_exceed_lower(const st_exceed *e, double conf)
+{
+    return e->frac - st_t_quantile(conf, e->dof > 0 ? e->dof : 1) * e->se;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -292,8 +305,9 @@ int st_percentile_ci(const double *v, uint32_t n, double pct, uint32_t batches, 
             ind[i] = v[i] <= out->value;
             k += ind[i];
         }
-        out->se = indicator_se(ind, n, batches, k);
-        double h = st_z_quantile(0.5 + conf / 2) * out->se * 100;
+        double dof;
+        out->se = indicator_se(ind, n, batches, k, &dof);
+        double h = st_t_quantile(0.5 + conf / 2, dof) * out->se * 100;
         double plo = pct - h < 0 ? 0 : pct - h, phi = pct + h > 100 ? 100 : pct + h;
         out->lo = st_percentile_sorted(s, n, plo);
         out->hi = st_percentile_sorted(s, n, phi);

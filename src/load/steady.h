@@ -13,12 +13,12 @@
  *    B - 2 degrees of freedom, and the one-sided p-value of "slope > 0" from Student's t.
  *  - Exceedance. The fraction of a series above a limit, with the larger of the batch-means and
  *    the binomial standard error (the binomial one uses at least half a value above, so that a
- *    series with none above still has an honest error): p-th percentile <= limit exactly when
- *    the fraction above the limit is at most 1 - p/100.
+ *    series with none above still has an honest error), and B - 1 degrees of freedom: p-th
+ *    percentile <= limit exactly when the fraction above the limit is at most 1 - p/100.
  *  - Percentile interval (sectioning). For the p-th percentile v of n values: the standard error
  *    s of the fraction of values <= v is computed as above; the interval runs from the
- *    percentile at p - 100 z s to the one at p + 100 z s (z the normal quantile of the
- *    confidence), clamped to [0, 100].
+ *    percentile at p - 100 t s to the one at p + 100 t s (t the two-sided Student quantile of the
+ *    confidence with B - 1 degrees of freedom), clamped to [0, 100].
  *  - Isotonic regression. Pool adjacent violators: the non-increasing sequence closest to the
  *    data in weighted least squares (a margin that shrinks as the load grows).
  *
@@ -63,7 +63,12 @@ typedef struct st_exceed {
     uint32_t n, k; /* values, of them strictly above the limit */
     double frac;   /* k / n (NAN when n = 0) */
     double se;     /* standard error of frac */
+    double dof;    /* degrees of freedom of se (batches - 1; pooled: their sum) */
 } st_exceed;
+
+/* The one-sided bounds of an exceedance fraction at confidence conf (Student's t with its dof). */
+double st_exceed_upper(const st_exceed *e, double conf);
+double st_exceed_lower(const st_exceed *e, double conf);
 
 /* The fraction of v[0..n) (in time order) above limit, with its standard error from `batches`
  * batches (as st_trend_fit clamps them) and the binomial floor. */

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit/sustain.h"
 #include "report/report.h"
 
 const char *st_rep_status_name(st_rep_status s)
@@ -132,6 +133,7 @@ int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
         return -1;
     }
     out->refine = out->spec.search.mode == ST_SEARCH_REFINE;
+    out->sustained = out->spec.search.mode == ST_SEARCH_SUSTAINED;
     out->n_cfg = out->spec.n_configs;
     out->cfg = calloc((size_t)out->n_cfg, sizeof *out->cfg);
     out->order = calloc((size_t)out->n_cfg, sizeof *out->order);
@@ -170,19 +172,20 @@ int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
         }
         for (int j = 0; j < c->n_runs; j++) {
             const st_run_row *rw = &c->runs[j];
-            c->rr[j] = (st_rate_result){ .rate = rw->rate,
-                                         .verdict = st_verdict_from_name(rw->verdict),
-                                         .worst_ratio = rw->worst_ratio,
-                                         .delivered_rps = rw->delivered_rps,
-                                         .output_tps = rw->output_tps,
-                                         .sustained_rps = rw->sustained_rps,
-                                         .requests = rw->sent,
-                                         .grid = rw->grid };
+            st_sustain_row_result(rw, &c->rr[j]);
             run_figures(s, rw->id, &c->server[j], &c->digest[j]);
         }
-        st_capacity_compute(c->rr, c->n_runs, 1, &c->grid);
-        st_capacity_compute(c->rr, c->n_runs, 0, &c->refined);
-        c->cap = out->refine ? &c->refined : &c->grid;
+        if (out->sustained) {
+            st_sustained_params sp;
+            st_sustained_params_of(&out->spec, 0, &sp);
+            st_capacity_sustained(&sp, c->rr, c->n_runs, &c->refined);
+            c->grid = c->refined;
+            c->cap = &c->refined;
+        } else {
+            st_capacity_compute(c->rr, c->n_runs, 1, &c->grid);
+            st_capacity_compute(c->rr, c->n_runs, 0, &c->refined);
+            c->cap = out->refine ? &c->refined : &c->grid;
+        }
         st_cost_in ci = { .capacity_rps = c->cap->capacity_rps,
                           .output_tps = c->cap->output_tps,
                           .price_per_gpu_hour = out->spec.hardware.price_per_gpu_hour,
@@ -191,8 +194,10 @@ int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
         st_cost_compute(&ci, &c->cost);
         c->ttft_p95_ms = c->tpot_p95_ms = NAN;
         if (c->cap->has_pass) {
-            c->ttft_p95_ms = c->runs[c->cap->pass_index].ttft_p95_ms;
-            c->tpot_p95_ms = c->runs[c->cap->pass_index].tpot_p95_ms;
+            const st_run_row *pr = &c->runs[c->cap->pass_index];
+            /* terms 0 and 1 are always p95 TTFT and p95 TPOT (sustained: over the window) */
+            c->ttft_p95_ms = pr->n_terms > 0 ? pr->term_ms[0] : pr->ttft_p95_ms;
+            c->tpot_p95_ms = pr->n_terms > 1 ? pr->term_ms[1] : pr->tpot_p95_ms;
         }
         int failed = c->row && c->row->status && !strcmp(c->row->status, "failed");
         if (c->cap->has_pass && c->cost.valid) {

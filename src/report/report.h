@@ -72,7 +72,8 @@ typedef struct st_report {
     int n_cfg;
     int *order;     /* cheapest first */
     int pick;       /* headline pick (index in cfg), -1 when nothing passed */
-    int refine;     /* the spec asked for refine */
+    int refine;     /* the spec asked for refine (a burst test) */
+    int sustained;  /* the sustained search (else a burst test) */
     st_notes notes; /* the notes and diagnosis every renderer shows (report/notes.h) */
 } st_report;
 
