@@ -70,7 +70,7 @@ static st_store *make_store(int partial)
     st_store *s;
     char err[256];
     assert_int_equal(st_store_open(dir, &s, err, sizeof err), 0);
-    size_t len;
+    size_t len = 0;
     char *spec = slurp("examples/qwen3-8b-h100.yaml", &len);
     assert_non_null(spec);
     assert_int_equal(st_store_audit_begin(s, "examples/qwen3-8b-h100.yaml", spec, len, "0.1.0", 0, err, sizeof err), 0);
@@ -163,7 +163,7 @@ static void files_written_and_escaped(void **state)
     if (st_report_write_all(s, dir, err, sizeof err))
         fail_msg("%s", err);
     char p[512];
-    size_t len;
+    size_t len = 0;
     snprintf(p, sizeof p, "%s/report.md", dir);
     char *md = slurp(p, &len);
     assert_non_null(md);
@@ -285,7 +285,7 @@ static void planted_symlink_not_followed(void **state)
     }
     if (st_report_write_all(s, dir, err, sizeof err))
         fail_msg("%s", err);
-    size_t len;
+    size_t len = 0;
     char *v = slurp(victim, &len);
     assert_string_equal(v, "untouched\n");
     for (size_t i = 0; i < 4; i++) {
