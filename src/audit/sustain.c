@@ -723,7 +723,8 @@ int st_sustain_finish(const st_sustain *s, const st_record *recs, uint32_t n, co
     trend_none(&g.inflight);
     trend_none(&g.ttft);
     trend_none(&g.waiting);
-    double gend = !isnan(s->window_end_s) ? s->window_end_s : v.now;
+    /* the load stays as it was through the cool-down: its data count too */
+    double gend = v.now;
     if (!isnan(s->ramp_s)) {
         view gv = v;
         gv.now = gend;

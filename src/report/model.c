@@ -87,6 +87,8 @@ void st_report_free(st_report *r)
         free(r->cfg[i].rr);
         free(r->cfg[i].server);
         free(r->cfg[i].digest);
+        free(r->cfg[i].sus);
+        free(r->cfg[i].has_sus);
     }
     st_notes_free(&r->notes);
     free(r->cfg);
@@ -164,7 +166,9 @@ int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
         c->rr = calloc((size_t)(c->n_runs ? c->n_runs : 1), sizeof *c->rr);
         c->server = calloc((size_t)(c->n_runs ? c->n_runs : 1), sizeof *c->server);
         c->digest = calloc((size_t)(c->n_runs ? c->n_runs : 1), sizeof *c->digest);
-        if (!c->rr || !c->server || !c->digest) {
+        c->sus = calloc((size_t)(c->n_runs ? c->n_runs : 1), sizeof *c->sus);
+        c->has_sus = calloc((size_t)(c->n_runs ? c->n_runs : 1), 1);
+        if (!c->rr || !c->server || !c->digest || !c->sus || !c->has_sus) {
             free(pk);
             snprintf(err, errlen, "out of memory");
             st_report_free(out);
@@ -173,6 +177,9 @@ int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
         for (int j = 0; j < c->n_runs; j++) {
             const st_run_row *rw = &c->runs[j];
             st_sustain_row_result(rw, &c->rr[j]);
+            c->has_sus[j] = rw->summary_json && st_sustain_from_json(rw->summary_json, &c->sus[j]) == 0;
+            for (int k = 0; k < j; k++) /* the k-th run at the same rate is its k-th replicate */
+                c->rr[j].replicate += c->runs[k].rate == rw->rate && strcmp(c->runs[k].verdict, "skipped");
             run_figures(s, rw->id, &c->server[j], &c->digest[j]);
         }
         if (out->sustained) {
@@ -250,4 +257,38 @@ int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
         return -1;
     }
     return 0;
+}
+
+void st_report_term_name(const st_spec *s, int term, char *out, size_t n)
+{
+    if (term < 0 || term >= s->slo.n) {
+        snprintf(out, n, "-");
+        return;
+    }
+    const char *m = st_slo_metric_name(s->slo.terms[term].metric);
+    char up[8];
+    size_t k;
+    for (k = 0; m[k] && k + 1 < sizeof up; k++)
+        up[k] = (char)(m[k] >= 'a' && m[k] <= 'z' ? m[k] - 32 : m[k]);
+    up[k] = '\0';
+    snprintf(out, n, "p%g %s", s->slo.terms[term].pct, up);
+}
+
+void st_report_binding(const st_report *r, const st_rep_cfg *c, char *out, size_t n)
+{
+    const st_capacity *k = c->cap;
+    if (k->binding >= 0)
+        st_report_term_name(&r->spec, k->binding, out, n);
+    else if (k->fail_index >= 0 && k->fail_index < c->n_runs && c->rr[k->fail_index].verdict == ST_VERDICT_OVERSAT)
+        snprintf(out, n, "over-saturation");
+    else if (k->fail_index >= 0 && k->fail_index < c->n_runs && c->has_sus[k->fail_index] &&
+             c->sus[k->fail_index].binding >= 0)
+        st_report_term_name(&r->spec, c->sus[k->fail_index].binding, out, n);
+    else
+        snprintf(out, n, "-");
+}
+
+const char *st_report_verdict_words(const st_report *r, const st_run_row *w)
+{
+    return st_verdict_words(st_verdict_from_name(w->verdict), r->sustained);
 }
