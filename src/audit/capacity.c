@@ -659,12 +659,14 @@ void st_sustained_next(const st_sustained_params *p, const st_rate_result *r, in
     }
     int lo, hi, nonmono;
     bracket(q, np, &lo, &hi, &nonmono);
+    /* from a forecast, the first three steps are tolerance-sized (the answer should be near) */
+    double first = 1 + 0.8 * p->tolerance;
     if (lo < 0) {
         /* only failures: go down */
         double top = q[hi].rate;
-        double next = grid_middle(p, q, np, 0, top);
+        double next = p->forecast > 0 ? NAN : grid_middle(p, q, np, 0, top);
         if (isnan(next))
-            next = round_rate(p, top / up);
+            next = round_rate(p, top / (p->forecast > 0 && np <= 3 ? first : up));
         for (int k = 0; k < np; k++)
             if (q[k].verdict == ST_VERDICT_OVERSAT && q[k].run_delivered > 0 && next >= q[k].run_delivered &&
                 q[k].run_delivered < top)
@@ -681,9 +683,9 @@ void st_sustained_next(const st_sustained_params *p, const st_rate_result *r, in
     }
     if (hi < 0) {
         double bottom = q[lo].rate;
-        double next = grid_middle(p, q, np, bottom, INFINITY);
+        double next = p->forecast > 0 ? NAN : grid_middle(p, q, np, bottom, INFINITY);
         if (isnan(next))
-            next = round_rate(p, bottom * up);
+            next = round_rate(p, bottom * (p->forecast > 0 && np <= 3 ? first : up));
         if (next > ST_SEARCH_MAX_RATE || pool_at(q, np, next) >= 0) {
             snprintf(out->why, sizeof out->why, "sustained every %srate up to %.4g%s", what, bottom, unit);
             return;

@@ -157,10 +157,10 @@ void st_capacity_compute(const st_rate_result *r, int n, int grid_only, st_capac
  * Next rate:
  *   - no run yet: the forecast x (1 - 0.4 tolerance) when there is one, else the middle rate of
  *     the finite grid;
- *   - only passes: the middle of the grid rates above, else x2 (x1.5 from a forecast), up to
- *     ST_SEARCH_MAX_RATE;
- *   - only failures: the middle of the grid rates below, else /2 (/1.5), never above what an
- *     over-saturated run delivered, down to ST_SEARCH_MIN_RATE;
+ *   - only passes: the middle of the grid rates above, else x2; from a forecast, x (1 + 0.8
+ *     tolerance) for the first three rates, then x1.5; up to ST_SEARCH_MAX_RATE;
+ *   - only failures: likewise down (/2; from a forecast / (1 + 0.8 tolerance), then /1.5), never
+ *     above what an over-saturated run delivered, down to min_rate;
  *   - a bracket wider than the tolerance: for each term, the pooled margins ln(limit / value) of
  *     the runs that were not stopped early are fitted non-increasing in rate (isotonic), and the
  *     bracket's ends interpolated linearly in log rate; the term whose zero comes first binds.

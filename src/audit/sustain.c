@@ -209,6 +209,7 @@ static int inflight_trend(const view *v, double t0, double t1, uint32_t B, st_tr
                 /* a request that ends after now is still in flight now: st_inflight_at counts
                  * every recorded end, and records only hold ends that happened */
                 st_trend_fit(t, y, m, B, out);
+                st_trend_level_floor(out);
                 rc = 0;
             }
             free(tr);
@@ -291,6 +292,7 @@ static void waiting_trend(const st_metrics_sample *s, uint32_t n, double t0, dou
             }
             free(p);
             st_trend_fit(x, y, k, B, out);
+            st_trend_level_floor(out);
         }
     }
     free(x);
@@ -316,11 +318,14 @@ static int growth_tests(const st_sustain *s, const view *v, double t0, double e2
         v->now - t0 < s->p.min_window_s || arrivals_between(v, t0, v->now) < s->p.min_window_requests / 2)
         return 0;
     uint32_t B = batches_for(v->now - t0, e2e);
-    double alpha = 1 - (online ? interim_confidence(s) : s->p.confidence), lam = s->p.offered_rps;
+    double lam = s->p.offered_rps;
     double lim = ttft_limit_s(s->p.slo);
     if (inflight_trend(v, t0, v->now, B, &g->inflight) || ttft_trend(v, t0, v->now - lim, B, &g->ttft))
         return -1;
     waiting_trend(sm, nsm, t0, v->now, B, &g->waiting);
+    /* the error rate is shared by the series tested (Bonferroni) */
+    int tested = isfinite(g->inflight.slope) + isfinite(g->ttft.slope) + isfinite(g->waiting.slope);
+    double alpha = (1 - (online ? interim_confidence(s) : s->p.confidence)) / (tested > 0 ? tested : 1);
     g->g_inflight = grows(&g->inflight, alpha, ST_SUSTAIN_GROWTH_MARGIN * lam);
     g->g_ttft = grows(&g->ttft, alpha, ST_SUSTAIN_GROWTH_MARGIN);
     g->g_waiting = grows(&g->waiting, alpha, ST_SUSTAIN_GROWTH_MARGIN * lam);
@@ -394,11 +399,13 @@ static double *term_values(const view *v, const st_slo_term *t, double w0, doubl
             x = ok ? e - a : (online && isnan(e)) ? v->now - a : NAN;
             break;
         case ST_SLO_TPOT:
-            if (ok && r->output_tokens > 1 && !isnan(ft))
+            if (ok && r->output_tokens > 1 && !isnan(ft)) {
                 x = (e - ft) / (r->output_tokens - 1);
-            else if (online && isnan(e) && !isnan(ft) && r->output_requested > 1) {
-                double lb = (v->now - ft) / (r->output_requested - 1);
-                x = lb > lim ? lb : NAN; /* known to breach already */
+            } else if (online && isnan(e)) {
+                /* still running: a breach when its lower bound already is one, else counted as within
+                 * the limit (so the fraction of breaches is a lower bound) */
+                double lb = !isnan(ft) && r->output_requested > 1 ? (v->now - ft) / (r->output_requested - 1) : 0;
+                x = lb > lim ? lb : 0;
             }
             break;
         case ST_SLO_ITL:
@@ -489,6 +496,29 @@ static double window_needed(const st_sustain *s, double e2e)
     return w;
 }
 
+/* The warm phase also waits until the requests in flight stop climbing: their mean over the last
+ * median E2E is within ST_SUSTAIN_LEVEL of the mean over the one before (a closed loop is level by
+ * construction). */
+static int levelled(const st_sustain *s, const view *v, double e2e)
+{
+    if (s->p.concurrency)
+        return 1;
+    enum { P = 24 };
+    double t[2 * P], y[2 * P], to_rec = 1e-9 / v->k;
+    if (!(e2e > 0) || v->now < 2 * e2e)
+        return 0;
+    for (int j = 0; j < 2 * P; j++)
+        t[j] = (v->now - 2 * e2e + 2 * e2e * (j + 0.5) / (2 * P)) * to_rec;
+    if (st_inflight_at(v->r, v->n, 0, t, 2 * P, y))
+        return 1;
+    double a = 0, b = 0;
+    for (int j = 0; j < P; j++) {
+        a += y[j];
+        b += y[P + j];
+    }
+    return b <= a * (1 + ST_SUSTAIN_LEVEL) + P; /* (one request of slack) */
+}
+
 /* Where growth tests start: after the ramp-up, and one current median E2E after the first
  * arrival (the engine filling up is no growth). */
 static double growth_start(const st_sustain *s, const census *c)
@@ -553,7 +583,7 @@ int st_sustain_step(st_sustain *s, const st_record *recs, uint32_t n, st_ns now,
     }
     if (s->phase == ST_SUS_WARM) {
         double since = v.now - (isnan(c.first_arrival) ? 0 : c.first_arrival);
-        if (v.now >= s->ramp_s && since >= s->p.warmup_e2e * c.e2e_recent) {
+        if (v.now >= s->ramp_s && since >= s->p.warmup_e2e * c.e2e_recent && levelled(s, &v, c.e2e_recent)) {
             s->warm_end_s = v.now;
             s->phase = ST_SUS_WINDOW;
         }
@@ -751,8 +781,10 @@ int st_sustain_finish(const st_sustain *s, const st_record *recs, uint32_t n, co
         out->inflight_mean = sum / ST_SUSTAIN_GRID;
         out->inflight_max = mx;
     }
-    /* the window */
+    /* the window (an SLO missed early: the requests the online check judged) */
     double w0 = s->warm_end_s, w1 = !isnan(s->window_end_s) ? s->window_end_s : v.now;
+    if (s->slo_missed && isnan(w0))
+        w0 = s->ramp_s;
     int have_window = !isnan(w0) && w1 > w0;
     uint32_t B = batches_for(w1 - (isnan(w0) ? 0 : w0), c.e2e_med);
     if (have_window) {

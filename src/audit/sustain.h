@@ -5,8 +5,9 @@
  * Phases, all in the engine's time from the run's first arrival:
  *   ramp      until ST_SUSTAIN_RAMP_N requests completed; their median E2E is the ramp-up time
  *             (the system fills up during it; growth tests start after it);
- *   warm      until k x the median E2E of the requests completed so far (k = warmup_e2e), at
- *             least the ramp-up time;
+ *   warm      until k x the median E2E of the latest completions (k = warmup_e2e), at least the
+ *             ramp-up time, and until the requests in flight stop climbing (their mean over the
+ *             last median E2E within ST_SUSTAIN_LEVEL of the one before);
  *   window    the measurement window, from the end of the warm phase until it has lasted
  *             max(min_window, 2 x median E2E) and received min_window_requests arrivals;
  *   cool-down arrivals go on (the load stays as it was) until every request that arrived in
@@ -53,8 +54,11 @@
  * batches: their means are closer to independent). */
 #define ST_SUSTAIN_MIN_BATCHES 5
 #define ST_SUSTAIN_MAX_BATCHES 8
+/* The warm phase ends once the mean number in flight over the last median E2E is within this
+ * fraction of the mean over the median E2E before it. */
+#define ST_SUSTAIN_LEVEL 0.05
 /* The window lasts at least this many median E2Es. */
-#define ST_SUSTAIN_WINDOW_E2E 2
+#define ST_SUSTAIN_WINDOW_E2E 1
 /* The completions whose median E2E is the current one (a run's early completions are the fast
  * ones of an emptier engine). */
 #define ST_SUSTAIN_RECENT 20

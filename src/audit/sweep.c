@@ -1203,3 +1203,68 @@ int st_sweep_run(const st_spec *spec, st_store *store, const st_sweep_opts *o, s
     }
     return rc;
 }
+
+/* One request of the workload on the engine model, alone: its E2E (s), or NAN when the
+ * configuration does not start there. */
+static double lone_e2e(const st_spec *spec, st_executor *x, int ci)
+{
+    volatile sig_atomic_t never = 0;
+    st_sweep_opts o = { .quiet = 1, .stop = &never };
+    sweep S = { .spec = spec, .o = &o, .x = x, .ci = ci, .in_memory = 1 };
+    char err[512];
+    double e2e = NAN;
+    st_config_row row = { 0 };
+    row.startup_s = NAN;
+    if (shared_prefix(&S, err, sizeof err) == 0 && x->ops->start_config(x, &spec->configs[ci], &row) == 0) {
+        st_workload w;
+        st_ns *sched;
+        st_run_row run = { 0 };
+        if (build_run(&S, 1, rate_seed(spec->workload.seed, -2.0), 1, &w, &sched, &run) == 0) {
+            st_exec_rate in = {
+                .c = &spec->configs[ci], .w = &w, .sched = sched, .timeout_s = spec->timeouts.request_s
+            };
+            st_exec_out out;
+            if (x->ops->run_rate(x, &in, &row, &out, err, sizeof err) == 0) {
+                if (out.n && out.records[0].status == ST_REQ_OK)
+                    e2e = st_record_e2e(&out.records[0]);
+                st_exec_out_free(&out);
+            }
+            free(sched);
+            st_workload_free(&w);
+        }
+        free(run.why);
+    }
+    x->ops->stop_config(x);
+    st_config_row_free(&row);
+    free(S.base_prefix);
+    return e2e;
+}
+
+int st_sweep_check_bounds(const st_spec *spec, char *err, size_t errlen)
+{
+    char why[400];
+    if (st_spec_check_bounds(spec, err, errlen))
+        return -1;
+    if (spec->search.mode != ST_SEARCH_SUSTAINED || !st_exec_model_supported(spec, why, sizeof why))
+        return 0;
+    int rc = 0;
+    for (int i = 0; i < spec->n_configs && rc == 0; i++) {
+        st_executor *x;
+        if (st_exec_model_new(spec, NULL, &x, why, sizeof why))
+            break;
+        double e = lone_e2e(spec, x, i);
+        st_executor_free(x);
+        double k = spec->search.warmup_e2e, win = spec->search.min_window_s > e ? spec->search.min_window_s : e;
+        double need = k * e + win + e;
+        if (isfinite(e) && spec->search.max_duration_s < need) {
+            snprintf(err, errlen,
+                     "%s: search.max_duration (%g s) is shorter than a sustained run of configuration %s needs on the "
+                     "engine model even unloaded: a request alone takes %.3g s (E2E), so the warm phase (%g x E2E), "
+                     "the window (%.3g s) and its drain need %.3g s",
+                     spec->path ? spec->path : "spec", spec->search.max_duration_s, spec->configs[i].name, e, k, win,
+                     need);
+            rc = -1;
+        }
+    }
+    return rc;
+}

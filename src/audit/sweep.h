@@ -62,6 +62,11 @@ typedef struct st_sweep_bisect_result {
 int st_sweep_bisect(const st_spec *spec, struct st_executor *x, int ci, double tol, st_sweep_bisect_result *out,
                     char *err, size_t errlen);
 
+/* A sustained spec's bounds (st_spec_check_bounds), and for engines the engine model knows, a
+ * max_duration too short for one unloaded request's warm phase, window and drain on the model.
+ * 0, or -1 with the reason in err. */
+int st_sweep_check_bounds(const st_spec *spec, char *err, size_t errlen);
+
 /* The run key: SHA-256 (hex) of everything that defines a burst run of configuration c at rate. */
 void st_sweep_run_key(const st_spec *spec, const st_spec_config *c, double rate, char out[65]);
 /* The same for a sustained run: its rate (or concurrency), replicate, the requests scheduled,

@@ -148,7 +148,7 @@ int st_trend_fit(const double *x, const double *y, uint32_t n, uint32_t batches,
 {
     memset(out, 0, sizeof *out);
     out->n = n;
-    out->slope = out->se = out->t = out->x0 = out->x1 = out->mean = NAN;
+    out->slope = out->se = out->t = out->x0 = out->x1 = out->mean = out->resid_sd = NAN;
     out->p_growth = 1;
     int rc = -1;
     if (n >= 6 && x[n - 1] > x[0]) {
@@ -187,6 +187,12 @@ int st_trend_fit(const double *x, const double *y, uint32_t n, uint32_t batches,
                 rss += e * e;
             }
             out->se = sqrt(rss / (B - 2) / sxx);
+            double r2 = 0;
+            for (uint32_t i = 0; i < n; i++) {
+                double e = y[i] - (my + out->slope * (x[i] - mx));
+                r2 += e * e;
+            }
+            out->resid_sd = sqrt(r2 / (n - 2));
             if (out->se > 0) {
                 out->t = out->slope / out->se;
                 out->p_growth = out->slope > 0 ? 1 - st_t_cdf(out->t, B - 2) : 1;
@@ -199,6 +205,18 @@ int st_trend_fit(const double *x, const double *y, uint32_t n, uint32_t batches,
         }
     }
     return rc;
+}
+
+void st_trend_level_floor(st_trend *t)
+{
+    if (!isfinite(t->slope) || !(t->x1 > t->x0) || t->batches < 3)
+        return;
+    double floor_se = sqrt(2.0) * t->resid_sd / (t->x1 - t->x0);
+    if (!(floor_se > t->se))
+        return;
+    t->se = floor_se;
+    t->t = t->slope / t->se;
+    t->p_growth = t->slope > 0 ? 1 - st_t_cdf(t->t, t->batches - 2) : 1;
 }
 
 double st_trend_upper(const st_trend *t, double conf)

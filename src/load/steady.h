@@ -49,12 +49,20 @@ typedef struct st_trend {
     double p_growth;  /* one-sided p-value of slope > 0 (1 when slope <= 0 or no test) */
     double x0, x1;    /* span of x */
     double mean;      /* mean of y */
+    double resid_sd;  /* standard deviation of the points around the fitted line */
 } st_trend;
 
 /* Fits y against x (n points, x nondecreasing) with `batches` batches of equal count (clamped to
  * [3, ST_STEADY_MAX_BATCHES] and to n / 2). 0, or -1 when there are fewer than 6 points or x
  * has no spread (out is then filled with NANs and p_growth 1). */
 int st_trend_fit(const double *x, const double *y, uint32_t n, uint32_t batches, st_trend *out);
+
+/* For a series of levels (a queue length sampled over time) whose correlation time may exceed a
+ * batch: the slope's error is at least that of the difference of two independent levels over the
+ * span, sqrt(2) x resid_sd / (x1 - x0); t and p_growth are recomputed. A queue that wanders for
+ * longer than the batches then no longer looks like a trend, while a real growth (small residuals
+ * around a rising line) still does. */
+void st_trend_level_floor(st_trend *t);
 
 /* The upper end of the one-sided interval of a trend at confidence conf: slope + t * se. */
 double st_trend_upper(const st_trend *t, double conf);

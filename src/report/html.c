@@ -52,7 +52,7 @@ static void ht_lines(st_buf *h, const char *s, size_t max)
 
 /* ---- number formatting ------------------------------------------------------------------ */
 
-#define DASH "\xE2\x80\x94" /* em dash */
+#define DASH "\xE2\x80\x94"  /* em dash */
 #define NDASH "\xE2\x80\x93" /* en dash */
 #define MINUS "\xE2\x88\x92"
 
@@ -515,11 +515,12 @@ static void search_table(st_buf *h, const st_html_report *r, const ord *o)
         st_buf_printf(h, "<tr><td class=\"cfg\">");
         swatch(h, o[k].idx);
         ht(h, name_of(c), NAME_MAX_BYTES);
-        st_buf_printf(h, "</td><td class=\"num\">%s " NDASH " %s</td><td class=\"num\">%s " NDASH " %s</td><td>", a,
-                      b, l, hi);
+        st_buf_printf(h, "</td><td class=\"num\">%s " NDASH " %s</td><td class=\"num\">%s " NDASH " %s</td><td>", a, b,
+                      l, hi);
         hs(h, c->binding ? c->binding : DASH);
-        st_buf_printf(h, "</td><td>%s</td><td class=\"num\">%d</td><td class=\"num\">%s</td><td class=\"num\">%s"
-                         "</td></tr>\n",
+        st_buf_printf(h,
+                      "</td><td>%s</td><td class=\"num\">%d</td><td class=\"num\">%s</td><td class=\"num\">%s"
+                      "</td></tr>\n",
                       c->boundary ? c->boundary : DASH, c->search_runs, em, mt);
     }
     st_buf_printf(h, "</tbody></table></div>\n<p class=\"small\">The interval: where the binding term's percentile "
@@ -779,7 +780,7 @@ static void run_chart(st_buf *h, const st_html_config *c, const st_html_run *run
     char title[96], rt[40];
     fmt_rate(rt, sizeof rt, run->rate);
     snprintf(title, sizeof title, "%s %s %s %.40s", rt, c->sustained && !run->verdict ? "" : "req/s", DASH,
-             run->verdict        ? run->verdict
+             run->verdict       ? run->verdict
              : run->passed == 1 ? "passed"
              : run->passed == 0 ? "failed"
                                 : "no verdict");

@@ -61,8 +61,8 @@ typedef struct st_html_sample {
 } st_html_sample;
 
 typedef struct st_html_run {
-    double rate; /* offered req/s of this run (or its concurrency) */
-    int passed;  /* as in st_html_point */
+    double rate;         /* offered req/s of this run (or its concurrency) */
+    int passed;          /* as in st_html_point */
     const char *verdict; /* the verdict in words ("sustained", "over-saturated"...); NULL: passed/failed */
     const st_html_sample *samples;
     uint32_t n_samples;

@@ -141,7 +141,9 @@ static void setup_rows(arena *a, const st_report *r, const char *ev, st_html_kv 
                       "warm-up requests; %s",
                       s->workload.input_tokens, s->workload.output_tokens, s->workload.range_ratio * 100,
                       s->workload.shared_prefix, per, s->warmup_requests,
-                      s->closed_loop ? "closed loop" : s->workload.arrival ? s->workload.arrival : "poisson arrivals");
+                      s->closed_loop        ? "closed loop"
+                      : s->workload.arrival ? s->workload.arrival
+                                            : "poisson arrivals");
     else
         st_buf_printf(&b, "replayed trace %s, %s after %u warm-up requests",
                       s->workload.trace ? s->workload.trace : "-", per, s->warmup_requests);

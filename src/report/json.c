@@ -122,8 +122,9 @@ static json_t *capacity_json(const st_report *r, const st_rep_cfg *c)
     json_object_set_new(o, "refined_rps", num(r->refine ? c->refined.capacity_rps : NAN));
     json_object_set_new(o, "warmup_effect", json_boolean(k->warmup_effect));
     json_object_set_new(o, "non_monotonic", json_boolean(k->non_monotonic));
-    json_object_set_new(o, "method", json_string(r->sustained ? (r->spec.closed_loop ? "sustained-concurrency" : "sustained")
-                                                              : "burst"));
+    json_object_set_new(
+        o, "method",
+        json_string(r->sustained ? (r->spec.closed_loop ? "sustained-concurrency" : "sustained") : "burst"));
     if (r->sustained) {
         char bind[48];
         st_report_binding(r, c, bind, sizeof bind);
@@ -136,8 +137,8 @@ static json_t *capacity_json(const st_report *r, const st_rep_cfg *c)
         json_object_set_new(o, "within_tolerance", json_boolean(k->within_tolerance));
         json_object_set_new(o, "binding", json_string(bind));
         json_object_set_new(o, "binding_term", k->binding >= 0 ? json_integer(k->binding) : json_null());
-        json_object_set_new(o, "boundary", k->has_pass && k->has_fail_above ? json_string(k->cliff ? "cliff" : "smooth")
-                                                                            : json_null());
+        json_object_set_new(
+            o, "boundary", k->has_pass && k->has_fail_above ? json_string(k->cliff ? "cliff" : "smooth") : json_null());
         json_object_set_new(o, "max_throughput_rps", num(k->max_throughput_rps));
         json_object_set_new(o, "runs", json_integer(k->runs));
         json_object_set_new(o, "requests", json_integer((json_int_t)k->requests));

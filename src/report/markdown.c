@@ -194,7 +194,7 @@ static void setup_section(const st_report *r, st_buf *b)
                       s->workload.shared_prefix, per, s->warmup_requests,
                       s->closed_loop ? "closed loop (each request sent when one ends)"
                       : s->workload.arrival && strcmp(s->workload.arrival, "poisson") ? s->workload.arrival
-                                                                                        : "poisson arrivals",
+                                                                                      : "poisson arrivals",
                       (unsigned long long)s->workload.seed);
     } else {
         st_buf_puts(b, "- **Workload**: replayed trace ");
@@ -209,9 +209,10 @@ static void setup_section(const st_report *r, st_buf *b)
         off += (size_t)snprintf(grid + off, sizeof grid - off, "%s%s", i ? ", " : "", n1);
     }
     if (r->sustained) {
-        st_buf_printf(b, "- **Search**: sustained (the %s %s %s are where it starts); tolerance %.0f %%, confidence "
-                         "%.0f %%, at most %u runs per configuration; each run warms up for %g median E2Es, then "
-                         "measures a window of at least %g s and %u requests, within %g s\n",
+        st_buf_printf(b,
+                      "- **Search**: sustained (the %s %s %s are where it starts); tolerance %.0f %%, confidence "
+                      "%.0f %%, at most %u runs per configuration; each run warms up for %g median E2Es, then "
+                      "measures a window of at least %g s and %u requests, within %g s\n",
                       s->closed_loop ? "concurrency levels" : "rates", grid, s->closed_loop ? "" : "req/s",
                       s->search.tolerance * 100, s->search.confidence * 100, s->search.max_runs, s->search.warmup_e2e,
                       s->search.min_window_s, s->search.min_window_requests, s->search.max_duration_s);
@@ -231,11 +232,12 @@ static void setup_section(const st_report *r, st_buf *b)
 static void search_table(const st_report *r, st_buf *b)
 {
     const char *u = r->spec.closed_loop ? "concurrency" : "req/s";
-    st_buf_printf(b,
-                  "| Config | Bracket (sustained .. failed, %s) | Capacity interval (%.0f %%) | Binding term | Boundary | "
-                  "Runs | Engine-minutes | Max throughput (req/s) | Replicas at peak | Monthly cost |\n"
-                  "|---|---|---|---|---|---:|---:|---:|---:|---:|\n",
-                  u, r->spec.search.confidence * 100);
+    st_buf_printf(
+        b,
+        "| Config | Bracket (sustained .. failed, %s) | Capacity interval (%.0f %%) | Binding term | Boundary | "
+        "Runs | Engine-minutes | Max throughput (req/s) | Replicas at peak | Monthly cost |\n"
+        "|---|---|---|---|---|---:|---:|---:|---:|---:|\n",
+        u, r->spec.search.confidence * 100);
     for (int k = 0; k < r->n_cfg; k++) {
         const st_rep_cfg *c = &r->cfg[r->order[k]];
         if (!c->n_runs)
@@ -256,14 +258,15 @@ static void search_table(const st_report *r, st_buf *b)
             snprintf(rep, sizeof rep, "-");
         st_buf_puts(b, "| ");
         st_md_text(b, c->name);
-        st_buf_printf(b, " | %s%s .. %s%s | %s-%s | %s | %s | %d | %s | %s | %s | %s |\n",
-                      cap->has_pass ? p1 : "none", cap->has_pass && !cap->pass_sure ? " (not confident)" : "",
-                      isfinite(cap->fail_rate) ? f1 : "not found",
-                      isfinite(cap->fail_rate) && !cap->fail_sure ? " (not confident)" : "",
-                      cap->has_pass && isfinite(cap->ci_lo) ? l : "-",
-                      cap->has_pass && isfinite(cap->ci_hi) ? h : "-", bind,
-                      !cap->has_pass || !cap->has_fail_above ? "-" : cap->cliff ? "cliff" : "smooth", cap->runs, em,
-                      mt, rep, m);
+        st_buf_printf(
+            b, " | %s%s .. %s%s | %s-%s | %s | %s | %d | %s | %s | %s | %s |\n", cap->has_pass ? p1 : "none",
+            cap->has_pass && !cap->pass_sure ? " (not confident)" : "", isfinite(cap->fail_rate) ? f1 : "not found",
+            isfinite(cap->fail_rate) && !cap->fail_sure ? " (not confident)" : "",
+            cap->has_pass && isfinite(cap->ci_lo) ? l : "-", cap->has_pass && isfinite(cap->ci_hi) ? h : "-", bind,
+            !cap->has_pass || !cap->has_fail_above ? "-"
+            : cap->cliff                           ? "cliff"
+                                                   : "smooth",
+            cap->runs, em, mt, rep, m);
     }
     st_buf_puts(b, "\nThe interval is where the binding term's percentile interval crosses its limit, interpolated "
                    "between the bracket's ends (a cliff: the bracket itself). Max throughput: what the engine "
@@ -419,19 +422,22 @@ static void term_cell(const st_sustain_result *x, int t, st_buf *b)
 /* The runs of a sustained search, in the order they ran. */
 static void sustained_runs(const st_report *r, const st_rep_cfg *c, st_buf *b)
 {
-    st_buf_printf(b,
-                  "| %s | Verdict | Window (s, requests) | Delivered req/s (CI) | p95 TTFT ms (CI) | p95 TPOT ms (CI) | "
-                  "Engine s | Server: KV max / running max / waiting max / preemptions | Why |\n"
-                  "|---:|---|---|---|---|---|---:|---|---|\n",
-                  r->spec.closed_loop ? "Concurrency" : "Offered (req/s)");
+    st_buf_printf(
+        b,
+        "| %s | Verdict | Window (s, requests) | Delivered req/s (CI) | p95 TTFT ms (CI) | p95 TPOT ms (CI) | "
+        "Engine s | Server: KV max / running max / waiting max / preemptions | Why |\n"
+        "|---:|---|---|---|---|---|---:|---|---|\n",
+        r->spec.closed_loop ? "Concurrency" : "Offered (req/s)");
     for (int j = 0; j < c->n_runs; j++) {
         const st_run_row *w = &c->runs[j];
         const st_sustain_result *x = &c->sus[j];
         char ra[32], d[32], dl[32], dh[32], ws[32], es[32];
         st_fmt_num(ra, sizeof ra, w->rate);
-        st_buf_printf(b, "| %s%s | %s%s | ", ra, c->rr[j].replicate ? " (replicate)" : "",
-                      st_report_verdict_words(r, w), c->has_sus[j] && !x->confident && w->verdict &&
-                      (!strcmp(w->verdict, "pass") || !strcmp(w->verdict, "fail")) ? " (not confident)" : "");
+        st_buf_printf(
+            b, "| %s%s | %s%s | ", ra, c->rr[j].replicate ? " (replicate)" : "", st_report_verdict_words(r, w),
+            c->has_sus[j] && !x->confident && w->verdict && (!strcmp(w->verdict, "pass") || !strcmp(w->verdict, "fail"))
+                ? " (not confident)"
+                : "");
         if (!c->has_sus[j]) {
             st_buf_puts(b, "- | - | - | - | - | ");
             server_cell(&c->server[j], b);
