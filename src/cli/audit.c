@@ -79,9 +79,26 @@ int cmd_audit(int argc, char **argv)
         st_opts_result_free(&res);
         return ST_EXIT_USAGE;
     }
+    if (st_sweep_check_bounds(&spec, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        st_spec_free(&spec);
+        st_opts_result_free(&res);
+        return ST_EXIT_USAGE;
+    }
+    if (check && spec.search.mode == ST_SEARCH_SUSTAINED) {
+        printf("%s: OK: %s engine, model %s, %d configuration%s; sustained search from %d %s, at most %u runs of "
+               "at most %g s each per configuration\n",
+               spec_path, st_engine_kind_name(spec.engine.kind), spec.engine.model, spec.n_configs,
+               spec.n_configs == 1 ? "" : "s", spec.n_rates, spec.closed_loop ? "concurrency levels" : "rates",
+               spec.search.max_runs, spec.search.max_duration_s);
+        st_spec_free(&spec);
+        st_opts_result_free(&res);
+        return ST_EXIT_OK;
+    }
     if (check) {
         int planned = spec.n_configs * spec.n_rates;
-        printf("%s: OK: %s engine, model %s, %d configuration%s x %d rate%s (%d rate runs of %u requests at most)\n",
+        printf("%s: OK: %s engine, model %s, %d configuration%s x %d rate%s (%d rate runs of %u requests at most; a "
+               "burst test)\n",
                spec_path, st_engine_kind_name(spec.engine.kind), spec.engine.model, spec.n_configs,
                spec.n_configs == 1 ? "" : "s", spec.n_rates, spec.n_rates == 1 ? "" : "s", planned,
                spec.workload.requests_per_rate);

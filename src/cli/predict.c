@@ -177,7 +177,7 @@ int cmd_predict(int argc, char **argv)
         st_opts_result_free(&res);
         return ST_EXIT_USAGE;
     }
-    if (!st_exec_model_supported(&spec, err, sizeof err)) {
+    if (!st_exec_model_supported(&spec, err, sizeof err) || st_sweep_check_bounds(&spec, err, sizeof err)) {
         fprintf(stderr, "servetune predict: %s\n", err);
         st_spec_free(&spec);
         st_opts_result_free(&res);
