@@ -735,6 +735,8 @@ int st_sweep_run(const st_spec *spec, st_store *store, const st_sweep_opts *o, s
     }
     int rc = 0;
     for (int i = 0; i < spec->n_configs; i++) {
+        if (o->only && strcmp(spec->configs[i].name, o->only))
+            continue;
         int r = run_config(&S, i);
         if (r < 0) {
             snprintf(err, errlen, "results database: %s", st_store_errmsg(store));
