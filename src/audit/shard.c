@@ -135,13 +135,13 @@ static void scan_one(const char *dir, const char *name, st_shard_info *o)
     st_store_close(s);
 }
 
-int st_shard_scan(const char *dir, const st_spec *spec, st_shard_info **out)
+int st_shard_scan(const char *dir, const char *const *names, int n, st_shard_info **out)
 {
-    *out = calloc((size_t)(spec->n_configs ? spec->n_configs : 1), sizeof **out);
+    *out = calloc((size_t)(n > 0 ? n : 1), sizeof **out);
     if (!*out)
         return -1;
-    for (int i = 0; i < spec->n_configs; i++)
-        scan_one(dir, spec->configs[i].name, &(*out)[i]);
+    for (int i = 0; i < n; i++)
+        scan_one(dir, names[i], &(*out)[i]);
     return 0;
 }
 
@@ -440,6 +440,31 @@ done:
     }
     st_buf_free(&note);
     st_spec_free(&spec);
+    shards_free(v, n);
+    return rc;
+}
+
+int st_shard_spec(const char *dir, st_spec *spec, char *err, size_t errlen)
+{
+    shard *v;
+    int n;
+    if (list_shards(dir, &v, &n, err, errlen))
+        return -1;
+    int rc = -1;
+    for (int i = 0; i < n && rc; i++) {
+        st_store *s;
+        if (st_store_open_file(v[i].path, ST_STORE_READONLY, &s, err, errlen))
+            continue;
+        st_audit_row a;
+        if (st_store_audit_get(s, &a) == 1) {
+            const char *t = a.spec_text ? a.spec_text : "";
+            rc = st_spec_parse(a.spec_path ? a.spec_path : "spec", t, strlen(t), spec, err, errlen);
+            st_audit_row_free(&a);
+        }
+        st_store_close(s);
+    }
+    if (rc && !err[0])
+        snprintf(err, errlen, "%s/%s: no shard holds an audit yet", dir, ST_SHARD_DIR);
     shards_free(v, n);
     return rc;
 }

@@ -44,9 +44,12 @@ typedef struct st_shard_info {
     char why[320];
 } st_shard_info;
 
-/* Reads the shard of each configuration of spec (out[i] for spec->configs[i]; the caller frees
- * *out). 0, or -1 out of memory. A shard that cannot be read is not an error here: its why says. */
-int st_shard_scan(const char *dir, const st_spec *spec, st_shard_info **out);
+/* Reads the shard of each named configuration (out[i] for names[i]; the caller frees *out). 0, or
+ * -1 out of memory. A shard that cannot be read is not an error here: its why says. */
+int st_shard_scan(const char *dir, const char *const *names, int n, st_shard_info **out);
+/* The spec stored in the first shard of DIR that holds one (for --status without a job record):
+ * 0 with *spec filled, or -1 with err. */
+int st_shard_spec(const char *dir, st_spec *spec, char *err, size_t errlen);
 /* Whether a shard needs no more work: its configuration finished ("done") or did not start
  * ("failed"), as a single-machine --resume keeps them. */
 int st_shard_finished(const st_shard_info *s);
