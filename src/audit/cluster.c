@@ -130,6 +130,43 @@ static int pushf(st_strv *v, const char *prefix, const char *val)
     return rc;
 }
 
+/* The job output file: DIR/cluster/logs/NAME with DIR's '%' doubled (Slurm expands %-patterns over
+ * the whole path, the working directory of a relative one included). */
+static int push_output(st_strv *v, const char *dir, const char *name)
+{
+    size_t n = strlen("--output=") + 2 * strlen(dir) + strlen(ST_CLUSTER_LOGS) + strlen(name) + 3;
+    char *s = malloc(n);
+    if (!s)
+        return -1;
+    size_t k = (size_t)snprintf(s, n, "--output=");
+    for (const char *c = dir; *c; c++) {
+        if (*c == '%')
+            s[k++] = '%';
+        s[k++] = *c;
+    }
+    snprintf(s + k, n - k, "/%s/%s", ST_CLUSTER_LOGS, name);
+    int rc = st_strv_push(v, s);
+    free(s);
+    return rc;
+}
+
+int st_slurm_dir_ok(const char *dir, char *why, size_t n)
+{
+    for (const char *c = dir; *c; c++) {
+        if (*c == '\\') {
+            snprintf(why, n, "Slurm reads a backslash in an output path as 'no %%-patterns', so the tasks' output "
+                             "files would collide: choose an output folder without '\\'");
+            return -1;
+        }
+        if ((unsigned char)*c < ' ' || *c == 127) {
+            snprintf(why, n, "the output folder's path holds a control character (a newline?): Slurm's job "
+                             "options cannot carry it");
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* The options both jobs share: working directory, partition, account, time, the user's. */
 static int common_args(const st_slurm_plan *p, st_strv *v)
 {
@@ -165,7 +202,7 @@ int st_slurm_array_argv(const st_slurm_plan *p, const char *script, st_strv *v)
     /* a preempted or requeued task runs again and continues its shard (--resume) */
     rc |= st_strv_push(v, "--requeue");
     rc |= st_strv_push(v, "--open-mode=append");
-    rc |= pushf(v, "--output=", ST_CLUSTER_LOGS "/task-%A_%a.out");
+    rc |= push_output(v, p->out_dir, "task-%A_%a.out");
     rc |= common_args(p, v);
     if (p->gpu_request == ST_GPU_GRES)
         rc |= pushf(v, "--gres=gpu:", gpus);
@@ -185,7 +222,7 @@ int st_slurm_merge_argv(const st_slurm_plan *p, const char *script, const char *
         rc |= pushf(v, "--dependency=afterany:", array_job);
     rc |= st_strv_push(v, "--ntasks=1");
     rc |= st_strv_push(v, "--open-mode=append");
-    rc |= pushf(v, "--output=", ST_CLUSTER_LOGS "/merge-%j.out");
+    rc |= push_output(v, p->out_dir, "merge-%j.out");
     rc |= common_args(p, v);
     rc |= user_args(p, v);
     rc |= st_strv_push(v, script);

@@ -7,8 +7,8 @@
  * tasks ended) and merges the shards and writes the reports. The sbatch options are arguments of
  * the sbatch argument vector (never #SBATCH lines, which sbatch would tokenise itself); the batch
  * scripts hold the servetune command lines, every word single-quoted (core/shquote.h). Job output
- * goes to DIR/cluster/logs/ by a path relative to the job's working directory (--chdir=DIR), so no
- * byte of DIR ever meets Slurm's %-patterns.
+ * goes to DIR/cluster/logs/, DIR's '%' doubled in the --output pattern (st_slurm_dir_ok refuses
+ * what Slurm cannot carry there: a backslash, a control character).
  *
  * Kubernetes: a ConfigMap holding the spec text and an Indexed Job (one completion index per
  * configuration) whose pods run the same command with --only-index into a PersistentVolumeClaim
@@ -53,6 +53,8 @@ typedef struct st_slurm_plan {
 int st_slurm_task_script(const st_slurm_plan *p, st_buf *out);
 /* The merge job's batch script (servetune audit --merge DIR). */
 int st_slurm_merge_script(const st_slurm_plan *p, st_buf *out);
+/* Whether Slurm can take dir as a job's output folder: 0, or -1 with why. */
+int st_slurm_dir_ok(const char *dir, char *why, size_t n);
 /* "0-5", "1,3-4" (ranges of the sorted indices), with "%N" when max_concurrent is set. */
 int st_slurm_array_spec(const st_slurm_plan *p, char *out, size_t n);
 /* The sbatch argument vectors (argv[0] "sbatch"). script is the batch script's path; the merge

@@ -624,6 +624,10 @@ int st_cli_audit_slurm(const st_spec *spec, const char *spec_path, const char *o
     }
     self[sl] = '\0';
     char err[1024] = "";
+    if (st_slurm_dir_ok(dir_abs, err, sizeof err)) {
+        fprintf(stderr, "servetune audit: %s: %s\n", out_dir, err);
+        return ST_EXIT_USAGE;
+    }
     int kind = st_shard_results_kind(dir_abs, err, sizeof err);
     if (kind == 1) {
         fprintf(stderr, "servetune audit: %s holds a single-machine audit; a distributed one needs another -o\n",
