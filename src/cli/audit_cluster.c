@@ -245,7 +245,7 @@ int st_cli_audit_shards(const st_spec *spec, const char *spec_path, const char *
     free(text);
     if (interrupted)
         return ST_EXIT_INTERRUPTED;
-    if (!quiet && rc != ST_EXIT_USAGE)
+    if (rc != ST_EXIT_USAGE)
         printf("Merge the shards and write the reports with: servetune report %s\n", out_dir);
     return rc;
 }
