@@ -58,8 +58,13 @@ static void tick(st_loop *l, void *arg)
     stream *st = arg;
     srv *s = st->s;
     if (st->left > 0) {
-        static const char ev[] = "data: {\"id\":\"cmpl-b\",\"object\":\"text_completion\",\"model\":\"bench\",\"choices\":[{\"index\":0,\"text\":\" tok\",\"logprobs\":null,\"finish_reason\":null}]}\n\n";
-        static const char last[] = "data: {\"id\":\"cmpl-b\",\"object\":\"text_completion\",\"model\":\"bench\",\"choices\":[{\"index\":0,\"text\":\" tok\",\"logprobs\":null,\"finish_reason\":\"length\"}]}\n\n";
+        static const char ev[] = "data: "
+                                 "{\"id\":\"cmpl-b\",\"object\":\"text_completion\",\"model\":\"bench\",\"choices\":[{"
+                                 "\"index\":0,\"text\":\" tok\",\"logprobs\":null,\"finish_reason\":null}]}\n\n";
+        static const char last[] =
+            "data: "
+            "{\"id\":\"cmpl-b\",\"object\":\"text_completion\",\"model\":\"bench\",\"choices\":[{\"index\":0,\"text\":"
+            "\" tok\",\"logprobs\":null,\"finish_reason\":\"length\"}]}\n\n";
         char buf[64 * sizeof ev];
         size_t len = 0;
         uint32_t k = 0;
@@ -82,7 +87,9 @@ static void tick(st_loop *l, void *arg)
         return;
     }
     char u[160];
-    int n = snprintf(u, sizeof u, "{\"id\":\"cmpl-b\",\"object\":\"text_completion\",\"model\":\"bench\",\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":%u,\"total_tokens\":%u}}",
+    int n = snprintf(u, sizeof u,
+                     "{\"id\":\"cmpl-b\",\"object\":\"text_completion\",\"model\":\"bench\",\"choices\":[],\"usage\":{"
+                     "\"prompt_tokens\":1,\"completion_tokens\":%u,\"total_tokens\":%u}}",
                      st->sent, st->sent + 1);
     st_server_sse_send(st->resp, u, (size_t)n);
     st_server_sse_send(st->resp, "[DONE]", 6);
@@ -152,7 +159,9 @@ int main(int argc, char **argv)
         s.nfirst = 4u << 20;
         s.first = calloc(s.nfirst, sizeof *s.first);
     }
-    st_server_config cfg = { .host = "127.0.0.1", .port = (uint16_t)port, .handler = handler, .arg = &s, .max_conns = 60000 };
+    st_server_config cfg = {
+        .host = "127.0.0.1", .port = (uint16_t)port, .handler = handler, .arg = &s, .max_conns = 60000
+    };
     char err[256];
     st_server *server = st_server_new(s.l, &cfg, err, sizeof err);
     if (!server) {

@@ -60,15 +60,15 @@ typedef struct st_spec {
 
     struct {
         st_engine_kind kind;
-        st_strv command;  /* the program and fixed arguments; empty: the adapter's default */
-        char *model;      /* model to serve (and the name /v1/models must list) */
+        st_strv command;   /* the program and fixed arguments; empty: the adapter's default */
+        char *model;       /* model to serve (and the name /v1/models must list) */
         char *served_name; /* name the server lists, when not the model (else NULL) */
-        st_strv flags;    /* baseline flags */
+        st_strv flags;     /* baseline flags */
         st_envv env;
-        char *url;        /* endpoint: base URL; others: NULL */
-        char *api;        /* "completions" (default), "chat", "tgi", "llamacpp", "sglang" */
+        char *url;         /* endpoint: base URL; others: NULL */
+        char *api;         /* "completions" (default), "chat", "tgi", "llamacpp", "sglang" */
         char *api_key_env; /* NAME of the environment variable holding the API key, or NULL */
-        int port;         /* 0: pick a free port on 127.0.0.1 */
+        int port;          /* 0: pick a free port on 127.0.0.1 */
     } engine;
 
     struct {
@@ -86,8 +86,8 @@ typedef struct st_spec {
         uint32_t shared_prefix;
         uint32_t requests_per_rate;
         uint64_t seed;
-        char *trace;      /* trace file (resolved against the spec's folder) */
-        char *arrival;    /* "poisson" (default), "constant", "gamma" */
+        char *trace;       /* trace file (resolved against the spec's folder) */
+        char *arrival;     /* "poisson" (default), "constant", "gamma" */
         double burstiness; /* gamma only */
     } workload;
 
@@ -132,8 +132,8 @@ int st_spec_config_flags(const st_spec *s, const st_spec_config *c, st_strv *out
 const char *st_spec_config_model(const st_spec *s, const st_spec_config *c);
 /* The adapter's launch of configuration c on port (engine/adapter.h): its model, flags and the
  * spec's engine block. 0, or -1 with err. */
-int st_spec_launch(const st_spec *s, const st_spec_config *c, int port, const char *self_exe, st_launch *out,
-                   char *err, size_t errlen);
+int st_spec_launch(const st_spec *s, const st_spec_config *c, int port, const char *self_exe, st_launch *out, char *err,
+                   size_t errlen);
 /* Finds a configuration by name; NULL when none. */
 const st_spec_config *st_spec_find_config(const st_spec *s, const char *name);
 

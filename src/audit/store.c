@@ -100,7 +100,10 @@ void st_store_close(st_store *s)
 
 /* ---- small helpers ---- */
 
-static int exec(st_store *s, const char *sql) { return sqlite3_exec(s->db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -1; }
+static int exec(st_store *s, const char *sql)
+{
+    return sqlite3_exec(s->db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
+}
 
 /* Makes room for element n of the array *arr (elem bytes each, *cap allocated, first the
  * initial capacity). 0, or -1 when out of memory (the array is left as it was). */
@@ -293,8 +296,8 @@ int st_store_audit_begin(st_store *s, const char *spec_path, const char *spec_te
 int st_store_audit_finish(st_store *s, int partial, const char *note)
 {
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(s->db, "UPDATE audit SET finished = ?, partial = ?, note = ? WHERE id = 1", -1, &st,
-                           NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(s->db, "UPDATE audit SET finished = ?, partial = ?, note = ? WHERE id = 1", -1, &st, NULL) !=
+        SQLITE_OK)
         return -1;
     sqlite3_bind_int64(st, 1, st_wall_ns());
     sqlite3_bind_int(st, 2, partial);
@@ -406,10 +409,10 @@ void st_run_rows_free(st_run_row *rows, int n)
     free(rows);
 }
 
-#define RUN_COLS                                                                                              \
-    "id, config, seq, rate, grid, run_key, verdict, why, stopped_early, planned, sent, completed, failed,"     \
-    " duration_s, delivered_rps, output_tps, sustained_rps, offered_rps_achieved, worst_ratio, ttft_p50_ms,"  \
-    " ttft_p95_ms, ttft_p99_ms, tpot_p50_ms, tpot_p95_ms, tpot_p99_ms, itl_p95_ms, e2e_p95_ms, lag_p99_ms,"   \
+#define RUN_COLS                                                                                                       \
+    "id, config, seq, rate, grid, run_key, verdict, why, stopped_early, planned, sent, completed, failed,"             \
+    " duration_s, delivered_rps, output_tps, sustained_rps, offered_rps_achieved, worst_ratio, ttft_p50_ms,"           \
+    " ttft_p95_ms, ttft_p99_ms, tpot_p50_ms, tpot_p95_ms, tpot_p99_ms, itl_p95_ms, e2e_p95_ms, lag_p99_ms,"            \
     " terms, client_limited, summary, started, ended"
 
 static void terms_to_text(const st_run_row *r, char *buf, size_t n)
@@ -451,9 +454,9 @@ static void read_run(sqlite3_stmt *st, st_run_row *r)
     r->sent = (uint32_t)sqlite3_column_int64(st, c++);
     r->completed = (uint32_t)sqlite3_column_int64(st, c++);
     r->failed = (uint32_t)sqlite3_column_int64(st, c++);
-    double *d[] = { &r->duration_s,   &r->delivered_rps, &r->output_tps,  &r->sustained_rps, &r->offered_rps_achieved,
-                    &r->worst_ratio,  &r->ttft_p50_ms,   &r->ttft_p95_ms, &r->ttft_p99_ms,   &r->tpot_p50_ms,
-                    &r->tpot_p95_ms,  &r->tpot_p99_ms,   &r->itl_p95_ms,  &r->e2e_p95_ms,    &r->lag_p99_ms };
+    double *d[] = { &r->duration_s,  &r->delivered_rps, &r->output_tps,  &r->sustained_rps, &r->offered_rps_achieved,
+                    &r->worst_ratio, &r->ttft_p50_ms,   &r->ttft_p95_ms, &r->ttft_p99_ms,   &r->tpot_p50_ms,
+                    &r->tpot_p95_ms, &r->tpot_p99_ms,   &r->itl_p95_ms,  &r->e2e_p95_ms,    &r->lag_p99_ms };
     /* Infinite figures (a worst ratio when requests failed) are stored as +-1e308. */
     for (size_t i = 0; i < sizeof d / sizeof *d; i++) {
         *d[i] = col_dbl(st, c++);
@@ -659,11 +662,12 @@ int st_store_records_get(st_store *s, int64_t run_id, st_record **out, uint32_t 
     *out = NULL;
     *n = 0;
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(s->db,
-                           "SELECT id, warmup, status, http_status, scheduled, sent, first_byte, first_token, end_t,"
-                           " input_tokens, output_requested, output_tokens, cached_tokens, usage_reported, events, error"
-                           " FROM requests WHERE run_id = ? ORDER BY id",
-                           -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(
+            s->db,
+            "SELECT id, warmup, status, http_status, scheduled, sent, first_byte, first_token, end_t,"
+            " input_tokens, output_requested, output_tokens, cached_tokens, usage_reported, events, error"
+            " FROM requests WHERE run_id = ? ORDER BY id",
+            -1, &st, NULL) != SQLITE_OK)
         return -1;
     sqlite3_bind_int64(st, 1, run_id);
     int rc;

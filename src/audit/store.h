@@ -36,13 +36,13 @@ typedef struct st_audit_row {
     char *spec_path;
     char *spec_text;
     char *version;
-    int64_t started;  /* wall ns */
-    int64_t finished; /* wall ns, 0 while running */
-    int partial;      /* 1 until the audit ends normally */
-    char *note;       /* e.g. "interrupted by SIGINT" */
-    int prediction;   /* made by the engine model (servetune predict), not measured (meta "prediction") */
+    int64_t started;       /* wall ns */
+    int64_t finished;      /* wall ns, 0 while running */
+    int partial;           /* 1 until the audit ends normally */
+    char *note;            /* e.g. "interrupted by SIGINT" */
+    int prediction;        /* made by the engine model (servetune predict), not measured (meta "prediction") */
     char *suggested_rates; /* predict --suggest-rates: the rates: line suggested (meta "suggested_rates"), or NULL */
-    char *model_note; /* predict: how the engine was modelled (meta "model_note"), or NULL */
+    char *model_note;      /* predict: how the engine was modelled (meta "model_note"), or NULL */
 } st_audit_row;
 void st_audit_row_free(st_audit_row *a);
 
@@ -84,17 +84,17 @@ void st_config_rows_free(st_config_row *rows, int n);
 
 #define ST_STORE_TERMS 16
 typedef struct st_run_row {
-    int64_t id;          /* filled by put */
+    int64_t id; /* filled by put */
     char *config;
-    int seq;             /* order within the configuration */
-    double rate;         /* offered req/s; INFINITY for inf */
-    int grid;            /* 1: a spec rate; 0: added by refine */
+    int seq;     /* order within the configuration */
+    double rate; /* offered req/s; INFINITY for inf */
+    int grid;    /* 1: a spec rate; 0: added by refine */
     char run_key[65];
-    char *verdict;       /* "pass", "fail", "skipped", "error" */
-    char *why;           /* the verdict's sentence, or why it was skipped / broke */
+    char *verdict; /* "pass", "fail", "skipped", "error" */
+    char *why;     /* the verdict's sentence, or why it was skipped / broke */
     int stopped_early;
     uint32_t planned, sent, completed, failed;
-    double duration_s;   /* first send .. last completion */
+    double duration_s; /* first send .. last completion */
     double delivered_rps, output_tps, sustained_rps, offered_rps_achieved;
     double worst_ratio;
     double ttft_p50_ms, ttft_p95_ms, ttft_p99_ms;
@@ -102,9 +102,9 @@ typedef struct st_run_row {
     double itl_p95_ms, e2e_p95_ms, lag_p99_ms;
     int n_terms;
     double term_ms[ST_STORE_TERMS]; /* the SLO terms' measured values, spec order */
-    int client_limited;  /* the load generator lagged its schedule */
-    char *summary_json;  /* every other figure, JSON (may be NULL) */
-    int64_t started, ended; /* wall ns */
+    int client_limited;             /* the load generator lagged its schedule */
+    char *summary_json;             /* every other figure, JSON (may be NULL) */
+    int64_t started, ended;         /* wall ns */
 } st_run_row;
 void st_run_row_free(st_run_row *r);
 

@@ -6,12 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/buf.h"
 #include "core/parse.h"
 
 static const char *engine_names[ST_ENGINE__COUNT] = {
-    [ST_ENGINE_VLLM] = "vllm",         [ST_ENGINE_SGLANG] = "sglang",
-    [ST_ENGINE_TGI] = "tgi",           [ST_ENGINE_LLAMACPP] = "llamacpp",
-    [ST_ENGINE_EMULATOR] = "emulator", [ST_ENGINE_ENDPOINT] = "endpoint",
+    [ST_ENGINE_VLLM] = "vllm",         [ST_ENGINE_SGLANG] = "sglang",     [ST_ENGINE_TGI] = "tgi",
+    [ST_ENGINE_LLAMACPP] = "llamacpp", [ST_ENGINE_EMULATOR] = "emulator", [ST_ENGINE_ENDPOINT] = "endpoint",
 };
 
 const char *st_engine_kind_name(st_engine_kind k)
@@ -85,8 +85,7 @@ static int push_flags(st_strv *v, const st_strv *flags)
     return 0;
 }
 
-int st_adapter_launch(const st_engine_desc *d, int port, const char *self_exe, st_launch *out, char *err,
-                      size_t errlen)
+int st_adapter_launch(const st_engine_desc *d, int port, const char *self_exe, st_launch *out, char *err, size_t errlen)
 {
     static const st_strv none = { 0 };
     memset(out, 0, sizeof *out);
@@ -174,8 +173,7 @@ int st_adapter_launch(const st_engine_desc *d, int port, const char *self_exe, s
         out->metrics_dialect = "llamacpp";
         break;
     case ST_ENGINE_ENDPOINT:
-    default:
-        break;
+    default: break;
     }
     if (rc) {
         snprintf(err, errlen, "out of memory");
@@ -230,13 +228,20 @@ fail:
 
 void st_launch_cmdline(const st_launch *l, char *out, size_t n)
 {
-    size_t off = 0;
-    out[0] = '\0';
-    for (int i = 0; i < l->argv.n && off + 1 < n; i++) {
-        const char *t = l->argv.v[i];
-        int quote = !*t || strpbrk(t, " \t\"'\\$`") != NULL;
-        off += (size_t)snprintf(out + off, n - off, quote ? "%s'%s'" : "%s%s", i ? " " : "", t);
+    st_buf b;
+    st_buf_init(&b, ST_LAUNCH_CMDLINE_MAX);
+    for (int i = 0; i < l->argv.n; i++) {
+        if (i)
+            st_buf_puts(&b, " ");
+        st_buf_shell_quote(&b, l->argv.v[i]);
     }
+    /* a command line longer than the log line keeps its start and says it was cut */
+    const char *text = b.data ? b.data : "";
+    if (st_buf_error(&b) || b.len >= n)
+        snprintf(out, n, "%.*s ...", n > 5 ? (int)(n - 5) : 0, text);
+    else
+        snprintf(out, n, "%s", text);
+    st_buf_free(&b);
 }
 
 int st_adapter_models_lists(const char *body, size_t len, const char *model, char *names, size_t names_len)
@@ -254,7 +259,8 @@ int st_adapter_models_lists(const char *body, size_t len, const char *model, cha
     if (json_is_array(data)) {
         size_t i;
         json_t *m;
-        json_array_foreach(data, i, m) {
+        json_array_foreach(data, i, m)
+        {
             const char *id = json_string_value(json_object_get(m, "id"));
             if (!id)
                 continue;

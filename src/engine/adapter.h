@@ -49,12 +49,12 @@ typedef struct st_launch {
     char *base_url;       /* "http://127.0.0.1:PORT" or the endpoint's url, no trailing slash */
     char *host;           /* "127.0.0.1" or the endpoint's host */
     int port;
-    const char *api;      /* load API name: spec's engine.api or the kind's default */
+    const char *api; /* load API name: spec's engine.api or the kind's default */
     const char *health_path;
-    const char *models_path; /* "/v1/models" or "/info" (TGI) */
+    const char *models_path;     /* "/v1/models" or "/info" (TGI) */
     const char *metrics_dialect; /* "vllm", "sglang", "tgi", "llamacpp" */
-    double time_scale;    /* the emulator's --time-scale (emulated s per wall s), else 1 */
-    const char *api_key;  /* from the spec's api_key_env at launch time (not owned; never logged) */
+    double time_scale;           /* the emulator's --time-scale (emulated s per wall s), else 1 */
+    const char *api_key;         /* from the spec's api_key_env at launch time (not owned; never logged) */
 } st_launch;
 
 /* Builds the launch of an engine on port (ignored for an endpoint). self_exe: path of the
@@ -62,7 +62,9 @@ typedef struct st_launch {
 int st_adapter_launch(const st_engine_desc *d, int port, const char *self_exe, st_launch *out, char *err,
                       size_t errlen);
 void st_launch_free(st_launch *l);
-/* The argv joined with spaces (quoted where needed), for logs and reports. */
+/* The argv as one POSIX shell command line (each word quoted where needed, st_buf_shell_quote),
+ * for logs and reports; one longer than n bytes ends in " ..." (never cut silently). */
+#define ST_LAUNCH_CMDLINE_MAX ((size_t)1 << 16)
 void st_launch_cmdline(const st_launch *l, char *out, size_t n);
 
 /* The value of option `name` in a flag list (--name V or --name=V), or NULL. */

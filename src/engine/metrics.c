@@ -6,14 +6,11 @@
 /* ---- engine names -------------------------------------------------------------------- */
 
 static const char *const met_names[ST_MET__COUNT] = {
-    "kv_usage", "running", "waiting", "preemptions", "prefix_hits", "prefix_queries",
-    "prompt_tokens", "generation_tokens", "prefix_hit_rate",
+    "kv_usage",       "running",       "waiting",           "preemptions",     "prefix_hits",
+    "prefix_queries", "prompt_tokens", "generation_tokens", "prefix_hit_rate",
 };
 
-const char *st_metrics_name(st_metric m)
-{
-    return ((unsigned)m < ST_MET__COUNT) ? met_names[m] : "unknown";
-}
+const char *st_metrics_name(st_metric m) { return ((unsigned)m < ST_MET__COUNT) ? met_names[m] : "unknown"; }
 
 int st_metrics_from_name(const char *name, st_metric *out)
 {
@@ -25,10 +22,7 @@ int st_metrics_from_name(const char *name, st_metric *out)
     return -1;
 }
 
-int st_metrics_is_fraction(st_metric m)
-{
-    return m == ST_MET_KV_USAGE || m == ST_MET_PREFIX_HIT_RATE;
-}
+int st_metrics_is_fraction(st_metric m) { return m == ST_MET_KV_USAGE || m == ST_MET_PREFIX_HIT_RATE; }
 
 #define L(...) ((const char *const[]){ __VA_ARGS__, NULL })
 
@@ -50,16 +44,16 @@ static const char *const *const vllm_names[ST_MET__COUNT] = {
 static const char *const *const sglang_names[ST_MET__COUNT] = {
     [ST_MET_KV_USAGE] = L("sglang:token_usage"),
     [ST_MET_RUNNING] = L("sglang:num_running_reqs"),
-    [ST_MET_WAITING] = L("sglang:num_queue_reqs"),          /* assumed */
-    [ST_MET_PREEMPTIONS] = L("sglang:num_retracted_reqs"),  /* assumed (newer SGLang) */
+    [ST_MET_WAITING] = L("sglang:num_queue_reqs"),         /* assumed */
+    [ST_MET_PREEMPTIONS] = L("sglang:num_retracted_reqs"), /* assumed (newer SGLang) */
     [ST_MET_PROMPT_TOKENS] = L("sglang:prompt_tokens_total"),
     [ST_MET_GENERATION_TOKENS] = L("sglang:generation_tokens_total"),
     [ST_MET_PREFIX_HIT_RATE] = L("sglang:cache_hit_rate"),
 };
 static const char *const *const tgi_names[ST_MET__COUNT] = {
-    [ST_MET_RUNNING] = L("tgi_batch_current_size"),                   /* assumed */
-    [ST_MET_WAITING] = L("tgi_queue_size"),                           /* assumed */
-    [ST_MET_PROMPT_TOKENS] = L("tgi_request_input_length_sum"),       /* assumed */
+    [ST_MET_RUNNING] = L("tgi_batch_current_size"),                     /* assumed */
+    [ST_MET_WAITING] = L("tgi_queue_size"),                             /* assumed */
+    [ST_MET_PROMPT_TOKENS] = L("tgi_request_input_length_sum"),         /* assumed */
     [ST_MET_GENERATION_TOKENS] = L("tgi_request_generated_tokens_sum"), /* assumed */
 };
 static const char *const *const llamacpp_names[ST_MET__COUNT] = {
@@ -85,10 +79,7 @@ static const char *const *const *engine_table(const char *engine)
     return NULL;
 }
 
-int st_metrics_engine_known(const char *engine)
-{
-    return engine_table(engine) != NULL;
-}
+int st_metrics_engine_known(const char *engine) { return engine_table(engine) != NULL; }
 
 const char *const *st_metrics_engine_names(const char *engine, st_metric m)
 {
@@ -127,7 +118,8 @@ static const char *const *const vllm_hist[4] = {
     L("vllm:e2e_request_latency_seconds"),
     L("vllm:request_queue_time_seconds"),
 };
-static const char *const *const sglang_hist[4] = { /* assumed */
+static const char *const *const sglang_hist[4] = {
+    /* assumed */
     L("sglang:time_to_first_token_seconds"),
     L("sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"),
     L("sglang:e2e_request_latency_seconds"),
@@ -155,23 +147,20 @@ const char *const *st_metrics_hist_names(const char *engine, const char *which)
 /* Static names for the histogram samples (the store keeps the name pointer until the run is
  * written, so they must outlive the scrape). */
 static const char *const le_names[ST_METRICS_HIST_MAX] = {
-    "ttft_le_00", "ttft_le_01", "ttft_le_02", "ttft_le_03", "ttft_le_04", "ttft_le_05",
-    "ttft_le_06", "ttft_le_07", "ttft_le_08", "ttft_le_09", "ttft_le_10", "ttft_le_11",
-    "ttft_le_12", "ttft_le_13", "ttft_le_14", "ttft_le_15", "ttft_le_16", "ttft_le_17",
-    "ttft_le_18", "ttft_le_19", "ttft_le_20", "ttft_le_21", "ttft_le_22", "ttft_le_23",
-    "ttft_le_24", "ttft_le_25", "ttft_le_26", "ttft_le_27", "ttft_le_28", "ttft_le_29",
-    "ttft_le_30", "ttft_le_31", "ttft_le_32", "ttft_le_33", "ttft_le_34", "ttft_le_35",
-    "ttft_le_36", "ttft_le_37", "ttft_le_38", "ttft_le_39", "ttft_le_40", "ttft_le_41",
-    "ttft_le_42", "ttft_le_43", "ttft_le_44", "ttft_le_45", "ttft_le_46", "ttft_le_47",
+    "ttft_le_00", "ttft_le_01", "ttft_le_02", "ttft_le_03", "ttft_le_04", "ttft_le_05", "ttft_le_06", "ttft_le_07",
+    "ttft_le_08", "ttft_le_09", "ttft_le_10", "ttft_le_11", "ttft_le_12", "ttft_le_13", "ttft_le_14", "ttft_le_15",
+    "ttft_le_16", "ttft_le_17", "ttft_le_18", "ttft_le_19", "ttft_le_20", "ttft_le_21", "ttft_le_22", "ttft_le_23",
+    "ttft_le_24", "ttft_le_25", "ttft_le_26", "ttft_le_27", "ttft_le_28", "ttft_le_29", "ttft_le_30", "ttft_le_31",
+    "ttft_le_32", "ttft_le_33", "ttft_le_34", "ttft_le_35", "ttft_le_36", "ttft_le_37", "ttft_le_38", "ttft_le_39",
+    "ttft_le_40", "ttft_le_41", "ttft_le_42", "ttft_le_43", "ttft_le_44", "ttft_le_45", "ttft_le_46", "ttft_le_47",
 };
 static const char *const cum_names[ST_METRICS_HIST_MAX] = {
-    "ttft_cum_00", "ttft_cum_01", "ttft_cum_02", "ttft_cum_03", "ttft_cum_04", "ttft_cum_05",
-    "ttft_cum_06", "ttft_cum_07", "ttft_cum_08", "ttft_cum_09", "ttft_cum_10", "ttft_cum_11",
-    "ttft_cum_12", "ttft_cum_13", "ttft_cum_14", "ttft_cum_15", "ttft_cum_16", "ttft_cum_17",
-    "ttft_cum_18", "ttft_cum_19", "ttft_cum_20", "ttft_cum_21", "ttft_cum_22", "ttft_cum_23",
-    "ttft_cum_24", "ttft_cum_25", "ttft_cum_26", "ttft_cum_27", "ttft_cum_28", "ttft_cum_29",
-    "ttft_cum_30", "ttft_cum_31", "ttft_cum_32", "ttft_cum_33", "ttft_cum_34", "ttft_cum_35",
-    "ttft_cum_36", "ttft_cum_37", "ttft_cum_38", "ttft_cum_39", "ttft_cum_40", "ttft_cum_41",
+    "ttft_cum_00", "ttft_cum_01", "ttft_cum_02", "ttft_cum_03", "ttft_cum_04", "ttft_cum_05", "ttft_cum_06",
+    "ttft_cum_07", "ttft_cum_08", "ttft_cum_09", "ttft_cum_10", "ttft_cum_11", "ttft_cum_12", "ttft_cum_13",
+    "ttft_cum_14", "ttft_cum_15", "ttft_cum_16", "ttft_cum_17", "ttft_cum_18", "ttft_cum_19", "ttft_cum_20",
+    "ttft_cum_21", "ttft_cum_22", "ttft_cum_23", "ttft_cum_24", "ttft_cum_25", "ttft_cum_26", "ttft_cum_27",
+    "ttft_cum_28", "ttft_cum_29", "ttft_cum_30", "ttft_cum_31", "ttft_cum_32", "ttft_cum_33", "ttft_cum_34",
+    "ttft_cum_35", "ttft_cum_36", "ttft_cum_37", "ttft_cum_38", "ttft_cum_39", "ttft_cum_40", "ttft_cum_41",
     "ttft_cum_42", "ttft_cum_43", "ttft_cum_44", "ttft_cum_45", "ttft_cum_46", "ttft_cum_47",
 };
 

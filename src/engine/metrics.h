@@ -37,8 +37,8 @@ const char *const *st_metrics_engine_names(const char *engine, st_metric m);
 int st_metrics_is_fraction(st_metric m);
 
 typedef struct st_engine_metrics {
-    double v[ST_MET__COUNT];  /* NAN when the engine does not expose it or it is missing */
-    uint32_t found;           /* bit (1u << m) set when v[m] was read */
+    double v[ST_MET__COUNT]; /* NAN when the engine does not expose it or it is missing */
+    uint32_t found;          /* bit (1u << m) set when v[m] was read */
 } st_engine_metrics;
 /* Reads every generic metric from a scraped body: for each, the first of the engine's
  * names that has samples. 0, or -1 for an unknown engine. */
@@ -50,8 +50,8 @@ const char *const *st_metrics_hist_names(const char *engine, const char *which);
 
 /* One stored sample of an engine metric over a run. */
 typedef struct st_metrics_sample {
-    double t;          /* seconds from the run's start */
-    const char *name;  /* generic name, e.g. "kv_usage" (static on scrape; owned when read back) */
+    double t;         /* seconds from the run's start */
+    const char *name; /* generic name, e.g. "kv_usage" (static on scrape; owned when read back) */
     double value;
 } st_metrics_sample;
 

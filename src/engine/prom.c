@@ -17,15 +17,9 @@ static void errf(char *err, size_t errlen, const char *fmt, ...)
     va_end(ap);
 }
 
-static int is_name_start(char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':';
-}
+static int is_name_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':'; }
 
-static int is_name_char(char c)
-{
-    return is_name_start(c) || (c >= '0' && c <= '9');
-}
+static int is_name_char(char c) { return is_name_start(c) || (c >= '0' && c <= '9'); }
 
 static const char *blanks(const char *p, const char *end)
 {

@@ -15,14 +15,14 @@
 #define ST_PROM_BUCKETS_MAX 64
 
 typedef struct st_prom_sample {
-    const char *name;   /* view into the text */
+    const char *name; /* view into the text */
     size_t name_len;
     const char *labels; /* the text between the braces (may be empty); see st_prom_label */
     size_t labels_len;
     double value;
     int has_timestamp;
     int64_t timestamp_ms;
-    uint32_t line;      /* 1-based line number */
+    uint32_t line; /* 1-based line number */
 } st_prom_sample;
 
 typedef struct st_prom_iter {

@@ -202,8 +202,7 @@ static void error_response(srv_conn *c, int status, const char *msg)
     st_buf *b = &c->s->scratch;
     st_buf_reset(b);
     size_t ml = strlen(msg);
-    st_buf_printf(b,
-                  "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
+    st_buf_printf(b, "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
                   status, st_http_reason(status), ml, msg);
     c->close_after = 1;
     out_write(c, b->data, b->len);
@@ -482,7 +481,7 @@ static int build_head(st_server_resp *r, int status, const char *ctype, const ch
 }
 
 int st_server_respond(st_server_resp *r, int status, const char *content_type, const char *extra_headers,
-                   const void *body, size_t len)
+                      const void *body, size_t len)
 {
     srv_conn *c = r->c;
     if (!r->active || r->streaming)

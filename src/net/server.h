@@ -66,15 +66,15 @@ typedef void (*st_server_handler)(void *arg, const st_http_parser *req, st_serve
 typedef void (*st_server_cancel_cb)(void *arg, st_server_resp *resp);
 
 typedef struct st_server_config {
-    const char *host;        /* numeric IPv4/IPv6 address to listen on; NULL: "127.0.0.1" */
-    uint16_t port;           /* 0: an ephemeral port */
+    const char *host; /* numeric IPv4/IPv6 address to listen on; NULL: "127.0.0.1" */
+    uint16_t port;    /* 0: an ephemeral port */
     st_server_handler handler;
     void *arg;
-    st_http_limits limits;   /* request limits (0 fields: 64 KiB head, 100 headers, 8 MiB body) */
-    size_t max_out;          /* per-connection buffered output limit (0: 8 MiB) */
-    uint32_t max_conns;      /* open connections (0: 20000) */
-    int backlog;             /* listen backlog (0: 4096) */
-    double idle_timeout_s;   /* close a connection that has no request in progress and has not
+    st_http_limits limits; /* request limits (0 fields: 64 KiB head, 100 headers, 8 MiB body) */
+    size_t max_out;        /* per-connection buffered output limit (0: 8 MiB) */
+    uint32_t max_conns;    /* open connections (0: 20000) */
+    int backlog;           /* listen backlog (0: 4096) */
+    double idle_timeout_s; /* close a connection that has no request in progress and has not
                                 completed one for this long, e.g. 5 like uvicorn (0: never) */
 } st_server_config;
 
@@ -89,7 +89,7 @@ uint32_t st_server_conn_count(const st_server *s);
  * connection is gone or the response does not fit in max_out; the response is finished
  * either way and the handle must not be used again). */
 int st_server_respond(st_server_resp *r, int status, const char *content_type, const char *extra_headers,
-                   const void *body, size_t len);
+                      const void *body, size_t len);
 /* Sends the head of a chunked response. For "text/event-stream" Cache-Control: no-cache is
  * added. 0 or -1. */
 int st_server_stream_start(st_server_resp *r, int status, const char *content_type, const char *extra_headers);

@@ -215,7 +215,8 @@ int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
             snprintf(c->note, sizeof c->note, "at %g req/s: %s", low ? low->rate : 0, low && low->why ? low->why : "");
         } else {
             c->status = ST_REP_NOT_RUN;
-            snprintf(c->note, sizeof c->note, "%s", out->audit.partial ? "not run: the audit was interrupted" : "not run");
+            snprintf(c->note, sizeof c->note, "%s",
+                     out->audit.partial ? "not run: the audit was interrupted" : "not run");
         }
         pk[i] = (st_cost_pick_in){ c->status == ST_REP_OK, c->cost.usd_per_1m, c->cap->capacity_rps };
         out->order[i] = i;

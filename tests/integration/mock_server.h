@@ -22,10 +22,26 @@ typedef struct mstream {
     int left, sent;
 } mstream;
 
-enum { M_OK, M_500, M_ERREVENT, M_MALFORMED, M_OVERSIZED, M_STALL, M_RESET, M_CLOSE, M_INCOMPLETE, M_BADHTTP, M_SLOW,
-       M_CLOSELATER, M_NOTERM, M_TGI, M_COUNT };
-static const char *mock_modes[M_COUNT] = { "ok", "status500", "errorevent", "malformed", "oversized", "stall",
-                                           "reset", "close", "incomplete", "badhttp", "slow", "closelater", "noterm", "tgi" };
+enum {
+    M_OK,
+    M_500,
+    M_ERREVENT,
+    M_MALFORMED,
+    M_OVERSIZED,
+    M_STALL,
+    M_RESET,
+    M_CLOSE,
+    M_INCOMPLETE,
+    M_BADHTTP,
+    M_SLOW,
+    M_CLOSELATER,
+    M_NOTERM,
+    M_TGI,
+    M_COUNT
+};
+static const char *mock_modes[M_COUNT] = { "ok",    "status500",  "errorevent", "malformed",  "oversized",
+                                           "stall", "reset",      "close",      "incomplete", "badhttp",
+                                           "slow",  "closelater", "noterm",     "tgi" };
 
 struct mock {
     st_loop *l;
@@ -107,19 +123,22 @@ static void mock_tick(st_loop *l, void *arg)
         st_server_resp_abort(r, s->mode == M_RESET);
         mock_stream_free(s);
         return;
-    default:
-        break;
+    default: break;
     }
     if (s->mode == M_TGI) {
         /* TGI /generate_stream: no [DONE]; the last event carries generated_text and details */
         if (s->left > 1) {
-            mock_send(r, "{\"index\":1,\"token\":{\"id\":42,\"text\":\" a\",\"logprob\":-0.1,\"special\":false},\"generated_text\":null,\"details\":null}");
+            mock_send(r, "{\"index\":1,\"token\":{\"id\":42,\"text\":\" "
+                         "a\",\"logprob\":-0.1,\"special\":false},\"generated_text\":null,\"details\":null}");
             s->left--;
             s->sent++;
             st_timer_arm(l, &s->t, st_now() + 200 * ST_NS_PER_US);
             return;
         }
-        int n = snprintf(ev, sizeof ev, "{\"index\":%d,\"token\":{\"id\":2,\"text\":\" b\",\"logprob\":-0.1,\"special\":false},\"generated_text\":\"x\",\"details\":{\"finish_reason\":\"length\",\"generated_tokens\":%d}}",
+        int n = snprintf(ev, sizeof ev,
+                         "{\"index\":%d,\"token\":{\"id\":2,\"text\":\" "
+                         "b\",\"logprob\":-0.1,\"special\":false},\"generated_text\":\"x\",\"details\":{\"finish_"
+                         "reason\":\"length\",\"generated_tokens\":%d}}",
                          s->sent + 1, s->sent + 1);
         st_server_sse_send(r, ev, (size_t)n);
         st_server_stream_end(r);
@@ -128,8 +147,9 @@ static void mock_tick(st_loop *l, void *arg)
     }
     /* ok / incomplete / slow: one token per tick */
     if (s->left > 0) {
-        int n = snprintf(ev, sizeof ev, "{\"id\":\"c\",\"choices\":[{\"index\":0,\"text\":\" t%d\",\"finish_reason\":%s}]}",
-                         s->sent, s->left == 1 && s->mode != M_INCOMPLETE ? "\"length\"" : "null");
+        int n =
+            snprintf(ev, sizeof ev, "{\"id\":\"c\",\"choices\":[{\"index\":0,\"text\":\" t%d\",\"finish_reason\":%s}]}",
+                     s->sent, s->left == 1 && s->mode != M_INCOMPLETE ? "\"length\"" : "null");
         st_server_sse_send(r, ev, (size_t)n);
         s->sent++;
         s->left--;
@@ -137,7 +157,9 @@ static void mock_tick(st_loop *l, void *arg)
         return;
     }
     if (s->mode != M_INCOMPLETE) {
-        int n = snprintf(ev, sizeof ev, "{\"id\":\"c\",\"choices\":[],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":%d,\"total_tokens\":%d}}",
+        int n = snprintf(ev, sizeof ev,
+                         "{\"id\":\"c\",\"choices\":[],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":%d,"
+                         "\"total_tokens\":%d}}",
                          s->sent, s->sent + 10);
         st_server_sse_send(r, ev, (size_t)n);
         st_server_sse_send(r, "[DONE]", 6);
@@ -174,20 +196,23 @@ static void mock_handler(void *arg, const st_http_parser *req, st_server_resp *r
         return;
     }
     if (mode == M_500) {
-        const char *b = "{\"error\":{\"message\":\"boom: the engine fell over\",\"type\":\"InternalServerError\",\"code\":500}}";
+        const char *b =
+            "{\"error\":{\"message\":\"boom: the engine fell over\",\"type\":\"InternalServerError\",\"code\":500}}";
         st_server_respond(resp, 500, "application/json", NULL, b, strlen(b));
         return;
     }
     if (req->body.data && strstr(req->body.data, "\"stream\":false") && mode == M_OK) {
-        const char *b = "{\"id\":\"c\",\"object\":\"text_completion\",\"choices\":[{\"index\":0,\"text\":\"a b c\",\"finish_reason\":\"length\"}],"
+        const char *b = "{\"id\":\"c\",\"object\":\"text_completion\",\"choices\":[{\"index\":0,\"text\":\"a b "
+                        "c\",\"finish_reason\":\"length\"}],"
                         "\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":3,\"total_tokens\":13}}";
         st_server_respond(resp, 200, "application/json", NULL, b, strlen(b));
         return;
     }
     if (mode == M_CLOSELATER) {
-        static const char full[] = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
-                                   "45\r\ndata: {\"choices\":[{\"index\":0,\"text\":\"a\",\"finish_reason\":\"length\"}]}\n\n\r\n"
-                                   "e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n";
+        static const char full[] =
+            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+            "45\r\ndata: {\"choices\":[{\"index\":0,\"text\":\"a\",\"finish_reason\":\"length\"}]}\n\n\r\n"
+            "e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n";
         st_server_resp_raw(resp, full, sizeof full - 1);
         mstream *s = calloc(1, sizeof *s);
         s->m = m;

@@ -6,13 +6,13 @@
 #include "engine/adapter.h"
 #include "engine/metrics.h"
 
-#define SPEC                                                                                          \
-    "engine:\n  kind: %s\n  model: Qwen/Qwen3-8B\n%s" \
-    "  flags: [--max-num-seqs, '64', --port, '9999', --time-scale, '20', --host=0.0.0.0]\n" \
-    "hardware: {gpu: H100, price_per_gpu_hour: 2.5}\npeak_rate: 10\n" \
-    "workload: {input_tokens: 100, output_tokens: 10}\nrates: [1]\n" \
-    "slo: {ttft_p95_ms: 1500, tpot_p95_ms: 50}\n" \
-    "configurations:\n  - name: base\n  - name: fp8\n    model: Qwen/Qwen3-8B-FP8\n" \
+#define SPEC                                                                                                           \
+    "engine:\n  kind: %s\n  model: Qwen/Qwen3-8B\n%s"                                                                  \
+    "  flags: [--max-num-seqs, '64', --port, '9999', --time-scale, '20', --host=0.0.0.0]\n"                            \
+    "hardware: {gpu: H100, price_per_gpu_hour: 2.5}\npeak_rate: 10\n"                                                  \
+    "workload: {input_tokens: 100, output_tokens: 10}\nrates: [1]\n"                                                   \
+    "slo: {ttft_p95_ms: 1500, tpot_p95_ms: 50}\n"                                                                      \
+    "configurations:\n  - name: base\n  - name: fp8\n    model: Qwen/Qwen3-8B-FP8\n"                                   \
     "    add_flags: [--served-model-name, q8]\n"
 
 static void load(st_spec *s, const char *kind, const char *extra)
@@ -121,7 +121,8 @@ static void model_lists(void **state)
 {
     (void)state;
     char names[256];
-    const char *v = "{\"object\":\"list\",\"data\":[{\"id\":\"Qwen/Qwen3-8B\",\"object\":\"model\",\"max_model_len\":8192}]}";
+    const char *v =
+        "{\"object\":\"list\",\"data\":[{\"id\":\"Qwen/Qwen3-8B\",\"object\":\"model\",\"max_model_len\":8192}]}";
     assert_int_equal(st_adapter_models_lists(v, strlen(v), "Qwen/Qwen3-8B", names, sizeof names), 1);
     assert_int_equal(st_adapter_models_lists(v, strlen(v), "other", names, sizeof names), 0);
     assert_string_equal(names, "Qwen/Qwen3-8B");

@@ -83,9 +83,20 @@ static st_run_row *fx_run(fx *f, int i, double rate, const char *verdict, double
     st_rep_cfg *c = &f->c[i];
     int j = c->n_runs++;
     st_run_row *w = &f->runs[i][j];
-    *w = (st_run_row){ .config = (char *)c->name, .seq = j, .rate = rate, .grid = 1, .verdict = (char *)verdict,
-                       .why = (char *)"", .planned = 200, .sent = 200, .completed = 200, .delivered_rps = delivered,
-                       .output_tps = delivered * 300, .ttft_p95_ms = ttft, .tpot_p95_ms = tpot, .n_terms = 2,
+    *w = (st_run_row){ .config = (char *)c->name,
+                       .seq = j,
+                       .rate = rate,
+                       .grid = 1,
+                       .verdict = (char *)verdict,
+                       .why = (char *)"",
+                       .planned = 200,
+                       .sent = 200,
+                       .completed = 200,
+                       .delivered_rps = delivered,
+                       .output_tps = delivered * 300,
+                       .ttft_p95_ms = ttft,
+                       .tpot_p95_ms = tpot,
+                       .n_terms = 2,
                        .lag_p99_ms = 1 };
     w->term_ms[0] = ttft;
     w->term_ms[1] = tpot;
@@ -95,9 +106,10 @@ static st_run_row *fx_run(fx *f, int i, double rate, const char *verdict, double
 
 static st_verdict vd(const char *v)
 {
-    return !strcmp(v, "pass") ? ST_VERDICT_PASS : !strcmp(v, "fail") ? ST_VERDICT_FAIL
-                                              : !strcmp(v, "skipped") ? ST_VERDICT_SKIPPED
-                                                                      : ST_VERDICT_ERROR;
+    return !strcmp(v, "pass")      ? ST_VERDICT_PASS
+           : !strcmp(v, "fail")    ? ST_VERDICT_FAIL
+           : !strcmp(v, "skipped") ? ST_VERDICT_SKIPPED
+                                   : ST_VERDICT_ERROR;
 }
 
 /* Capacities, statuses and the comparison with the baseline, as st_report_load does. */
@@ -107,9 +119,14 @@ static void fx_finish(fx *f)
         st_rep_cfg *c = &f->c[i];
         for (int j = 0; j < c->n_runs; j++) {
             const st_run_row *w = &c->runs[j];
-            c->rr[j] = (st_rate_result){ .rate = w->rate, .verdict = vd(w->verdict), .worst_ratio = w->worst_ratio,
-                                         .delivered_rps = w->delivered_rps, .output_tps = w->output_tps,
-                                         .sustained_rps = NAN, .requests = w->sent, .grid = 1 };
+            c->rr[j] = (st_rate_result){ .rate = w->rate,
+                                         .verdict = vd(w->verdict),
+                                         .worst_ratio = w->worst_ratio,
+                                         .delivered_rps = w->delivered_rps,
+                                         .output_tps = w->output_tps,
+                                         .sustained_rps = NAN,
+                                         .requests = w->sent,
+                                         .grid = 1 };
             f->sv[i][j].kv_usage_max = NAN;
         }
         st_capacity_compute(c->rr, c->n_runs, 1, &c->grid);
@@ -128,10 +145,9 @@ static void fx_finish(fx *f)
             c->status = ST_REP_NOT_RUN;
     }
     for (int i = 0; i < f->r.n_cfg; i++)
-        f->c[i].cap_vs_base = f->c[i].cost_vs_base =
-            f->c[i].status == ST_REP_OK && f->c[0].status == ST_REP_OK
-                ? f->c[i].cap->capacity_rps / f->c[0].cap->capacity_rps - 1
-                : NAN;
+        f->c[i].cap_vs_base = f->c[i].cost_vs_base = f->c[i].status == ST_REP_OK && f->c[0].status == ST_REP_OK
+                                                         ? f->c[i].cap->capacity_rps / f->c[0].cap->capacity_rps - 1
+                                                         : NAN;
 }
 
 static int count_kind(const st_notes *ns, const char *kind, const char *cfg)
@@ -194,7 +210,8 @@ static void none_passed_names_the_term(void **state)
     const st_note *x = find(&ns, "none_passed", "no-prefix-cache");
     assert_int_equal(x->sev, ST_NOTE_WARN);
     has_text(x, "at its lowest rate, 12 req/s, p95 TTFT was at least 3,043 ms vs 1,500 ms (\xC3\x97"
-                "2.0) and p95 TPOT was at least 61.0 ms vs 50.0 ms (\xC3\x97" "1.2)");
+                "2.0) and p95 TPOT was at least 61.0 ms vs 50.0 ms (\xC3\x97"
+                "1.2)");
     assert_int_equal(x->n_rates, 1);
     assert_near(x->rates[0], 12, 0);
     assert_near(ev(x, "ttft_p95_ms"), 3043, 0);
@@ -292,8 +309,11 @@ static void failed_start_not_run_and_run_events(void **state)
     w = fx_run(&f, b, 32, "error", NAN, NAN, NAN);
     w->why = (char *)"the engine died";
     int o = fx_cfg(&f, "oom");
-    f.rows[o] = (st_config_row){ .name = (char *)"oom", .status = (char *)"failed", .failure_class = (char *)"oom",
-                                 .failure_detail = (char *)"CUDA out of memory", .log_tail = (char *)"line 1\nline 2",
+    f.rows[o] = (st_config_row){ .name = (char *)"oom",
+                                 .status = (char *)"failed",
+                                 .failure_class = (char *)"oom",
+                                 .failure_detail = (char *)"CUDA out of memory",
+                                 .log_tail = (char *)"line 1\nline 2",
                                  .startup_s = NAN };
     f.c[o].row = &f.rows[o];
     fx_cfg(&f, "later");
@@ -344,7 +364,8 @@ static void decode_anomaly_only_when_flat_and_far(void **state)
     assert_near(ev(x, "others_median_tpot_p95_ms"), 20, 1e-9);
     assert_near(ev(x, "others_max_tpot_p95_ms"), 22, 1e-9);
     assert_near(ev(x, "ratio"), 3, 1e-9);
-    has_text(x, "60.0 ms at 2 req/s against a median of 20.0 ms for the others (\xC3\x97" "3.0; the highest of them "
+    has_text(x, "60.0 ms at 2 req/s against a median of 20.0 ms for the others (\xC3\x97"
+                "3.0; the highest of them "
                 "22.0 ms), and at most 64.0 ms at any rate");
     has_text(x, "kernel or engine path problem rather than load: rerun before concluding");
     assert_int_equal(x->n_rates, 3);
@@ -368,8 +389,8 @@ static void decode_anomaly_only_when_flat_and_far(void **state)
     fx_init(&f);
     const double t0[2] = { 30.9, 38.3 }, t1[2] = { 17.1, 23.5 }, t2[2] = { 14.6, 21.8 }, t3[2] = { 7.5, 13.4 },
                  tx[2] = { 36.4, 44.5 };
-    int c0 = fx_cfg(&f, "baseline"), c1 = fx_cfg(&f, "fp8-kv"), c2 = fx_cfg(&f, "fp8-ckpt"),
-        c3 = fx_cfg(&f, "fp8-all"), cx = fx_cfg(&f, "batched-8k");
+    int c0 = fx_cfg(&f, "baseline"), c1 = fx_cfg(&f, "fp8-kv"), c2 = fx_cfg(&f, "fp8-ckpt"), c3 = fx_cfg(&f, "fp8-all"),
+        cx = fx_cfg(&f, "batched-8k");
     for (int k = 0; k < 2; k++) {
         double rt = k ? 16 : 12;
         fx_run(&f, c0, rt, "pass", 100, t0[k], rt);
@@ -457,8 +478,7 @@ static void put(samples *s, double t, const char *name, double v)
     s->v[s->n++] = (st_metrics_sample){ t, name, v };
 }
 
-static void gauge_scrapes(samples *s, int n, const double *kv, const double *run, const double *wait,
-                          const double *pre)
+static void gauge_scrapes(samples *s, int n, const double *kv, const double *run, const double *wait, const double *pre)
 {
     for (int i = 0; i < n; i++) {
         if (kv)

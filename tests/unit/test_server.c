@@ -108,8 +108,9 @@ static srv *srv_start_idle(size_t max_out, double idle_s)
 {
     srv *s = calloc(1, sizeof *s);
     s->l = st_loop_new();
-    st_server_config cfg = { .host = "127.0.0.1", .port = 0, .handler = handler, .arg = s, .max_out = max_out,
-                             .idle_timeout_s = idle_s };
+    st_server_config cfg = {
+        .host = "127.0.0.1", .port = 0, .handler = handler, .arg = s, .max_out = max_out, .idle_timeout_s = idle_s
+    };
     char err[256];
     s->server = st_server_new(s->l, &cfg, err, sizeof err);
     if (!s->server)
@@ -185,7 +186,8 @@ static void respond_keepalive_and_pipelining(void **state)
     assert_int_equal(p.keep_alive, 1);
     st_http_parser_free(&p);
     /* three pipelined requests in one write, answered in order on the same connection */
-    send_all(fd, "POST /echo HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcGET /nope HTTP/1.1\r\n\r\nGET /hello HTTP/1.1\r\n\r\n");
+    send_all(
+        fd, "POST /echo HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcGET /nope HTTP/1.1\r\n\r\nGET /hello HTTP/1.1\r\n\r\n");
     read_response(fd, &p, &carry);
     assert_string_equal(p.body.data, "abc");
     st_http_parser_free(&p);
@@ -387,12 +389,9 @@ static void idle_timeout_closes_connections(void **state)
 int main(void)
 {
     const struct CMUnitTest t[] = {
-        cmocka_unit_test(respond_keepalive_and_pipelining),
-        cmocka_unit_test(streaming_sse_two_in_a_row),
-        cmocka_unit_test(sse_send_multiline_framing),
-        cmocka_unit_test(disconnect_mid_stream_cancels),
-        cmocka_unit_test(bad_request_and_limits),
-        cmocka_unit_test(idle_timeout_closes_connections),
+        cmocka_unit_test(respond_keepalive_and_pipelining), cmocka_unit_test(streaming_sse_two_in_a_row),
+        cmocka_unit_test(sse_send_multiline_framing),       cmocka_unit_test(disconnect_mid_stream_cancels),
+        cmocka_unit_test(bad_request_and_limits),           cmocka_unit_test(idle_timeout_closes_connections),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }
