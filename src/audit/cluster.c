@@ -81,8 +81,9 @@ static void header(st_buf *b, const st_slurm_plan *p, const char *what)
 
 int st_slurm_task_script(const st_slurm_plan *p, st_buf *b)
 {
-    header(b, p, "servetune audit: one Slurm array task per configuration; the array index is its position in the "
-                 "spec.");
+    header(b, p,
+           "servetune audit: one Slurm array task per configuration; the array index is its position in the "
+           "spec.");
     st_buf_puts(b, "set -u\n# array index -> configuration\ncase \"${SLURM_ARRAY_TASK_ID:-}\" in\n");
     for (int i = 0; i < p->n_configs; i++) {
         st_buf_printf(b, "  %d) config=", i);
@@ -154,13 +155,15 @@ int st_slurm_dir_ok(const char *dir, char *why, size_t n)
 {
     for (const char *c = dir; *c; c++) {
         if (*c == '\\') {
-            snprintf(why, n, "Slurm reads a backslash in an output path as 'no %%-patterns', so the tasks' output "
-                             "files would collide: choose an output folder without '\\'");
+            snprintf(why, n,
+                     "Slurm reads a backslash in an output path as 'no %%-patterns', so the tasks' output "
+                     "files would collide: choose an output folder without '\\'");
             return -1;
         }
         if ((unsigned char)*c < ' ' || *c == 127) {
-            snprintf(why, n, "the output folder's path holds a control character (a newline?): Slurm's job "
-                             "options cannot carry it");
+            snprintf(why, n,
+                     "the output folder's path holds a control character (a newline?): Slurm's job "
+                     "options cannot carry it");
             return -1;
         }
     }
@@ -278,14 +281,15 @@ int st_k8s_manifest(const st_k8s_plan *p, st_buf *b)
 {
     char cm[300], idx[32];
     snprintf(cm, sizeof cm, "%s-spec", p->name);
-    st_buf_printf(b,
-                  "# servetune audit on Kubernetes: a ConfigMap with the spec, and an Indexed Job whose pod of\n"
-                  "# completion index I runs configuration I of the spec into its own shard on the volume.\n"
-                  "# Written by servetune %s (servetune audit --k8s-manifest); docs/cluster.md.\n"
-                  "# Apply:   kubectl apply -f THIS_FILE\n"
-                  "# Follow:  kubectl get pods -l job-name=%s\n"
-                  "# Merge:   when the Job ended, servetune report DIR on the volume (or servetune audit --merge DIR)\n",
-                  p->version ? p->version : "?", p->name);
+    st_buf_printf(
+        b,
+        "# servetune audit on Kubernetes: a ConfigMap with the spec, and an Indexed Job whose pod of\n"
+        "# completion index I runs configuration I of the spec into its own shard on the volume.\n"
+        "# Written by servetune %s (servetune audit --k8s-manifest); docs/cluster.md.\n"
+        "# Apply:   kubectl apply -f THIS_FILE\n"
+        "# Follow:  kubectl get pods -l job-name=%s\n"
+        "# Merge:   when the Job ended, servetune report DIR on the volume (or servetune audit --merge DIR)\n",
+        p->version ? p->version : "?", p->name);
     st_buf_puts(b, "# index -> configuration:\n");
     for (int i = 0; i < p->n_configs; i++)
         st_buf_printf(b, "#   %d %s\n", i, st_sh_plain(p->configs[i]) ? p->configs[i] : "(see the spec)");
@@ -323,8 +327,14 @@ int st_k8s_manifest(const st_k8s_plan *p, st_buf *b)
     snprintf(spec_in_pod, sizeof spec_in_pod, "%s/spec.yaml", ST_K8S_SPEC_DIR);
     char hash_arg[100];
     snprintf(hash_arg, sizeof hash_arg, "--expect-spec-hash=%s", p->spec_hash);
-    const char *cmd[] = { "servetune",     "audit",  "--output=" ST_K8S_OUT, "--only-index=$(SERVETUNE_INDEX)",
-                          "--resume",      "--quiet", hash_arg,               "--",
+    const char *cmd[] = { "servetune",
+                          "audit",
+                          "--output=" ST_K8S_OUT,
+                          "--only-index=$(SERVETUNE_INDEX)",
+                          "--resume",
+                          "--quiet",
+                          hash_arg,
+                          "--",
                           spec_in_pod };
     for (size_t i = 0; i < sizeof cmd / sizeof *cmd; i++) {
         st_buf_puts(b, "            - ");

@@ -343,8 +343,7 @@ static void merged_audit(const shard *v, int n, const st_spec *spec, st_merge_re
         }
         if (!why)
             continue;
-        st_buf_printf(note, "%s%s (%s)", first ? "configurations without results: " : ", ", spec->configs[c].name,
-                      why);
+        st_buf_printf(note, "%s%s (%s)", first ? "configurations without results: " : ", ", spec->configs[c].name, why);
         first = 0;
     }
     res->partial = res->missing + res->unfinished > 0;

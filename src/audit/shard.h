@@ -33,12 +33,12 @@ int st_shard_any(const char *dir);
 /* One configuration's shard, as --status and --resume see it. */
 typedef struct st_shard_info {
     char name[80];
-    int present;       /* the file exists */
-    int readable;      /* it could be read (else why says why) */
-    char status[16];   /* the configuration row's status ("done", "failed", "running", "interrupted"),
+    int present;     /* the file exists */
+    int readable;    /* it could be read (else why says why) */
+    char status[16]; /* the configuration row's status ("done", "failed", "running", "interrupted"),
                           "" when none */
-    int runs;          /* rate runs stored */
-    int partial;       /* the shard's audit did not end normally (or is still running) */
+    int runs;        /* rate runs stored */
+    int partial;     /* the shard's audit did not end normally (or is still running) */
     char spec_hash[65];
     int64_t started, finished; /* the shard's audit row (wall ns; finished 0 while running) */
     char why[320];

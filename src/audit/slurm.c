@@ -124,9 +124,9 @@ int st_slurm_submit(char *const *argv, char *id, size_t idlen, char *err, size_t
 
 int st_slurm_state_active(const char *state)
 {
-    static const char *active[] = { "PENDING",    "RUNNING",   "CONFIGURING", "COMPLETING", "SUSPENDED",
-                                    "REQUEUED",   "REQUEUE_FED", "REQUEUE_HOLD", "RESIZING",   "SIGNALING",
-                                    "STAGE_OUT",  "STOPPED",   "RESV_DEL_HOLD" };
+    static const char *active[] = { "PENDING",   "RUNNING",     "CONFIGURING",  "COMPLETING", "SUSPENDED",
+                                    "REQUEUED",  "REQUEUE_FED", "REQUEUE_HOLD", "RESIZING",   "SIGNALING",
+                                    "STAGE_OUT", "STOPPED",     "RESV_DEL_HOLD" };
     for (size_t i = 0; i < sizeof active / sizeof *active; i++)
         if (!strcmp(state, active[i]))
             return 1;

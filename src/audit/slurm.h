@@ -7,8 +7,8 @@
 
 #include "core/buf.h"
 
-#define ST_SLURM_CMD_TIMEOUT_S 60.0   /* one sbatch/squeue/scancel */
-#define ST_SLURM_OUT_MAX (1u << 20)   /* what one of them may print */
+#define ST_SLURM_CMD_TIMEOUT_S 60.0 /* one sbatch/squeue/scancel */
+#define ST_SLURM_OUT_MAX (1u << 20) /* what one of them may print */
 #define ST_SLURM_JOBID_MAX 32
 
 /* Runs argv (argv[0] looked up on PATH), stdout and stderr captured into out (together, in

@@ -781,8 +781,8 @@ static int get_count(pctx *p, yaml_node_t *n, const char *what, int *out, uint32
 
 static int parse_slurm(pctx *p, yaml_node_t *n, st_spec *s)
 {
-    keydef k[] = { { "partition", 0, 0 },      { "account", 0, 0 },        { "time", 0, 0 },
-                   { "gpus_per_task", 0, 0 },  { "gpu_request", 0, 0 },    { "max_concurrent", 0, 0 },
+    keydef k[] = { { "partition", 0, 0 },     { "account", 0, 0 },     { "time", 0, 0 },
+                   { "gpus_per_task", 0, 0 }, { "gpu_request", 0, 0 }, { "max_concurrent", 0, 0 },
                    { "sbatch_args", 0, 0 } };
     int nk = (int)(sizeof k / sizeof *k);
     if (read_map(p, n, "cluster.slurm", k, nk))
@@ -828,8 +828,11 @@ static int k8s_name_ok(const char *v, size_t max)
 
 static int parse_kubernetes(pctx *p, yaml_node_t *n, st_spec *s)
 {
-    keydef k[] = { { "image", 0, 0 },        { "namespace", 0, 0 },   { "volume_claim", 0, 0 },
-                   { "gpu_resource", 0, 0 }, { "parallelism", 0, 0 } };
+    keydef k[] = { { "image", 0, 0 },
+                   { "namespace", 0, 0 },
+                   { "volume_claim", 0, 0 },
+                   { "gpu_resource", 0, 0 },
+                   { "parallelism", 0, 0 } };
     int nk = (int)(sizeof k / sizeof *k);
     if (read_map(p, n, "cluster.kubernetes", k, nk))
         return -1;

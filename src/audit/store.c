@@ -856,7 +856,8 @@ int st_store_merge_shard(st_store *s, const char *path, char *err, size_t errlen
      * alone, or shards merged in the spec's configuration order, number their runs as a
      * single-machine audit does. */
     long long base = 0;
-    if (rc == 0 && sqlite3_prepare_v2(s->db, "SELECT coalesce(max(id), 0) FROM main.runs", -1, &st, NULL) == SQLITE_OK) {
+    if (rc == 0 &&
+        sqlite3_prepare_v2(s->db, "SELECT coalesce(max(id), 0) FROM main.runs", -1, &st, NULL) == SQLITE_OK) {
         if (sqlite3_step(st) == SQLITE_ROW)
             base = sqlite3_column_int64(st, 0);
         sqlite3_finalize(st);

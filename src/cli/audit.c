@@ -49,7 +49,8 @@ static void help(const st_opt *opts)
            "  servetune report audit-out                                         # re-render the reports\n"
            "  servetune audit spec.yaml -o /shared/out --slurm --partition gpu --time 4:00:00 --wait\n"
            "  servetune audit --status /shared/out\n"
-           "  servetune audit spec.yaml -o out --only baseline,fp8-kv   # by hand: then copy out/shards/, servetune report out\n\n"
+           "  servetune audit spec.yaml -o out --only baseline,fp8-kv   # by hand: then copy out/shards/, servetune "
+           "report out\n\n"
            "Across machines (docs/cluster.md): --only runs the configurations named into their own shards,\n"
            "DIR/shards/NAME.sqlite, and writes no report; --merge (or servetune report DIR) merges the shards into\n"
            "DIR/results.sqlite and writes the reports as a single-machine audit would; shards of another spec text\n"
@@ -83,19 +84,19 @@ int cmd_audit(int argc, char **argv)
           "merge DIR/shards/*.sqlite into DIR/results.sqlite and write the reports (as servetune report DIR)", 0, 0,
           0 },
         { "status", 0, ST_OPT_STR, &status_dir, "DIR",
-          "how far a distributed audit in DIR is: each configuration's shard, and its Slurm task when submitted", 0,
-          0, 0 },
+          "how far a distributed audit in DIR is: each configuration's shard, and its Slurm task when submitted", 0, 0,
+          0 },
         { "expect-spec-hash", 0, ST_OPT_STR, &cl.expect_hash, "SHA256",
           "refuse to run (or merge) unless the spec text has this SHA-256 (the generated job scripts pass it)", 0, 0,
           0 },
         { "slurm", 0, ST_OPT_FLAG, &slurm, NULL,
           "submit a Slurm job array (one task per configuration) and a merge job; with --resume only what is missing",
           0, 0, 0 },
-        { "partition", 0, ST_OPT_STR, &cl.partition, "P", "sbatch --partition (default: cluster.slurm.partition)", 0,
-          0, 0 },
+        { "partition", 0, ST_OPT_STR, &cl.partition, "P", "sbatch --partition (default: cluster.slurm.partition)", 0, 0,
+          0 },
         { "account", 0, ST_OPT_STR, &cl.account, "A", "sbatch --account (default: cluster.slurm.account)", 0, 0, 0 },
-        { "time", 0, ST_OPT_STR, &cl.time, "T", "sbatch --time per task, e.g. 4:00:00 (default: cluster.slurm.time)",
-          0, 0, 0 },
+        { "time", 0, ST_OPT_STR, &cl.time, "T", "sbatch --time per task, e.g. 4:00:00 (default: cluster.slurm.time)", 0,
+          0, 0 },
         { "gpus-per-task", 0, ST_OPT_LONG, &cl.gpus_per_task, "N",
           "GPUs each task asks for (default: cluster.slurm.gpus_per_task, else hardware.gpus_per_replica)", 1, 1024,
           0 },
@@ -188,8 +189,9 @@ int cmd_audit(int argc, char **argv)
         sigemptyset(&sa.sa_mask);
         sigaction(SIGINT, &sa, NULL);
         sigaction(SIGTERM, &sa, NULL);
-        int crc = slurm ? st_cli_audit_slurm(&spec, spec_path, out_dir, &cl, resume, &audit_stop)
-                        : st_cli_audit_shards(&spec, spec_path, out_dir, &cl, resume, quiet, &audit_stop, &audit_signal);
+        int crc = slurm
+                      ? st_cli_audit_slurm(&spec, spec_path, out_dir, &cl, resume, &audit_stop)
+                      : st_cli_audit_shards(&spec, spec_path, out_dir, &cl, resume, quiet, &audit_stop, &audit_signal);
         st_spec_free(&spec);
         st_opts_result_free(&res);
         return crc;

@@ -25,9 +25,9 @@
 #include "core/version.h"
 #include "report/report.h"
 
-#define WAIT_POLL_S 2.0        /* --wait: how often squeue is asked */
-#define WAIT_MAX_ERRORS 30     /* --wait gives up after this many squeue failures in a row */
-#define JOBS_MAX (1u << 20)    /* DIR/cluster/jobs.json */
+#define WAIT_POLL_S 2.0     /* --wait: how often squeue is asked */
+#define WAIT_MAX_ERRORS 30  /* --wait gives up after this many squeue failures in a row */
+#define JOBS_MAX (1u << 20) /* DIR/cluster/jobs.json */
 #define PATH_BUF 4200
 
 /* ---- small helpers ---- */
@@ -300,10 +300,7 @@ static json_t *last_submission(json_t *jobs)
     return n ? json_array_get(subs, n - 1) : NULL;
 }
 
-static const char *jstr(json_t *o, const char *k)
-{
-    return json_string_value(json_object_get(o, k));
-}
+static const char *jstr(json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
 
 /* Every job id of every submission (the caller frees *ids; they point into jobs). */
 static int all_jobs(json_t *jobs, const char ***ids, int *n)
@@ -678,8 +675,9 @@ int st_cli_audit_slurm(const st_spec *spec, const char *spec_path, const char *o
         int act = still_active(jobs);
         if (act) {
             if (act > 0)
-                fprintf(stderr, "servetune audit: wait for them (servetune audit --status %s) or scancel them, "
-                                "then --resume again\n",
+                fprintf(stderr,
+                        "servetune audit: wait for them (servetune audit --status %s) or scancel them, "
+                        "then --resume again\n",
                         out_dir);
             goto out;
         }
@@ -692,7 +690,7 @@ int st_cli_audit_slurm(const st_spec *spec, const char *spec_path, const char *o
         goto out;
     int gpus = c->gpus_per_task > 0 ? (int)c->gpus_per_task
                                     : (spec->cluster.slurm.gpus_per_task > 0 ? spec->cluster.slurm.gpus_per_task
-                                                                            : spec->hardware.gpus_per_replica);
+                                                                             : spec->hardware.gpus_per_replica);
     st_gpu_request greq = spec->cluster.slurm.gpu_request;
     if (c->gpu_request && st_gpu_request_from_name(c->gpu_request, &greq)) {
         rc = st_cli_usage_error("audit", "--gpu-request: expected gres, gpus or none");
@@ -718,8 +716,8 @@ int st_cli_audit_slurm(const st_spec *spec, const char *spec_path, const char *o
                            .time = c->time ? c->time : spec->cluster.slurm.time,
                            .gpus = gpus,
                            .gpu_request = greq,
-                           .max_concurrent = c->max_concurrent > 0 ? (int)c->max_concurrent
-                                                                   : spec->cluster.slurm.max_concurrent,
+                           .max_concurrent =
+                               c->max_concurrent > 0 ? (int)c->max_concurrent : spec->cluster.slurm.max_concurrent,
                            .sbatch_args = sargs,
                            .n_sbatch_args = nsargs,
                            .version = ST_VERSION };
@@ -852,7 +850,7 @@ int st_cli_audit_k8s(const st_spec *spec, const char *spec_path, const st_cluste
         rc = st_cli_usage_error("audit", "--gpu-request: expected gres, gpus or none");
     int gpus = c->gpus_per_task > 0 ? (int)c->gpus_per_task
                                     : (spec->cluster.slurm.gpus_per_task > 0 ? spec->cluster.slurm.gpus_per_task
-                                                                            : spec->hardware.gpus_per_replica);
+                                                                             : spec->hardware.gpus_per_replica);
     st_k8s_plan p = { .name = name,
                       .ns = c->k8s_namespace ? c->k8s_namespace : spec->cluster.kubernetes.ns,
                       .image = image,

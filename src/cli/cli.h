@@ -45,12 +45,11 @@ typedef struct st_cluster_cli {
 } st_cluster_cli;
 struct st_spec;
 /* --only/--only-index: each configuration named into DIR/shards/NAME.sqlite. */
-int st_cli_audit_shards(const struct st_spec *spec, const char *spec_path, const char *out_dir,
-                        const st_cluster_cli *c, int resume, int quiet, volatile sig_atomic_t *stop,
-                        volatile sig_atomic_t *sig);
+int st_cli_audit_shards(const struct st_spec *spec, const char *spec_path, const char *out_dir, const st_cluster_cli *c,
+                        int resume, int quiet, volatile sig_atomic_t *stop, volatile sig_atomic_t *sig);
 /* --slurm: the job array and the merge job (--dry-run, --wait, --resume). */
-int st_cli_audit_slurm(const struct st_spec *spec, const char *spec_path, const char *out_dir,
-                       const st_cluster_cli *c, int resume, volatile sig_atomic_t *stop);
+int st_cli_audit_slurm(const struct st_spec *spec, const char *spec_path, const char *out_dir, const st_cluster_cli *c,
+                       int resume, volatile sig_atomic_t *stop);
 /* --k8s-manifest FILE. */
 int st_cli_audit_k8s(const struct st_spec *spec, const char *spec_path, const st_cluster_cli *c);
 /* --status DIR. */

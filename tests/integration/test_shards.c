@@ -273,7 +273,9 @@ static void only_runs_at_once_then_merge(void **state)
     assert_true(file_has(so, "not merged yet"));
 
     /* the spec changed after the audit was submitted: a task refuses to run */
-    const char *h[] = { "audit", spec, "-o", out, "--only", "baseline", "--resume", "--expect-spec-hash", "abcd", NULL };
+    const char *h[] = {
+        "audit", spec, "-o", out, "--only", "baseline", "--resume", "--expect-spec-hash", "abcd", NULL
+    };
     assert_int_equal(run_servetune(h, 30), 2);
     assert_true(file_has(so, "changed since the audit was submitted"));
     /* an unknown configuration or index is a usage error */

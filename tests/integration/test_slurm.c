@@ -136,10 +136,7 @@ static const char *THREE = "  - name: baseline\n"
                            "  - name: batched-8k\n    add_flags: [--max-num-batched-tokens, '8192']\n";
 
 /* An output folder with a hostile name (no backslash: Slurm cannot carry one, and says so). */
-static void out_dir(char *out, size_t n, const char *leaf)
-{
-    snprintf(out, n, "%s/%s it's $(x) \"q\" %%j", tmp, leaf);
-}
+static void out_dir(char *out, size_t n, const char *leaf) { snprintf(out, n, "%s/%s it's $(x) \"q\" %%j", tmp, leaf); }
 
 /* The jobs Slurm holds for this cluster (any state), as squeue prints them. */
 static int jobs_listed(void)
@@ -251,8 +248,10 @@ static void dry_run_writes_scripts_and_submits_nothing(void **state)
     out_dir(out, sizeof out, "dry");
     write_spec(spec, "1, 2", THREE);
     int before = jobs_listed();
-    const char *args[] = { "audit",        spec,      "-o", out, "--slurm", "--dry-run", "--partition", "debug",
-                           "--sbatch-arg", "--comment=it's $(x)", NULL };
+    const char *args[] = {
+        "audit", spec, "-o", out, "--slurm", "--dry-run", "--partition", "debug", "--sbatch-arg", "--comment=it's $(x)",
+        NULL
+    };
     assert_int_equal(run_servetune(args, 60), 0);
     assert_int_equal(jobs_listed(), before);
     const char *files[] = { "tasks.sbatch", "merge.sbatch", "submit.sh" };

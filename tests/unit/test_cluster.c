@@ -109,7 +109,9 @@ static void recorder(const char *path, const char *stdout_text)
 {
     FILE *f = fopen(path, "w");
     assert_non_null(f);
-    fprintf(f, "#!/bin/sh\nfor a in \"$@\"; do printf '%%s\\0' \"$a\"; done >>\"$ST_ARGS_OUT\"\nprintf '\\n' >>\"$ST_ARGS_OUT\"\n%s",
+    fprintf(f,
+            "#!/bin/sh\nfor a in \"$@\"; do printf '%%s\\0' \"$a\"; done >>\"$ST_ARGS_OUT\"\nprintf '\\n' "
+            ">>\"$ST_ARGS_OUT\"\n%s",
             stdout_text ? stdout_text : "");
     fclose(f);
     assert_int_equal(chmod(path, 0755), 0);
@@ -182,7 +184,7 @@ static void task_script_starts_servetune_with_exact_arguments(void **state)
     assert_int_equal(st_write_file_atomic(script, b.data, b.len, err, sizeof err), 0);
     st_buf_free(&b);
     for (int idx = 0; idx < 3; idx++) {
-        char id[8];
+        char id[16];
         snprintf(id, sizeof id, "%d", idx);
         setenv("SLURM_ARRAY_TASK_ID", id, 1);
         char *argv[] = { "/bin/bash", script, NULL };
@@ -195,8 +197,9 @@ static void task_script_starts_servetune_with_exact_arguments(void **state)
         snprintf(only, sizeof only, "--only=%s", CONFIGS[idx]);
         char outarg[800];
         snprintf(outarg, sizeof outarg, "--output=%s", out);
-        const char *want[] = { "audit", only, "--resume", "--quiet", "--expect-spec-hash=0123abcd", outarg, "--",
-                               spec };
+        const char *want[] = {
+            "audit", only, "--resume", "--quiet", "--expect-spec-hash=0123abcd", outarg, "--", spec
+        };
         assert_int_equal(n, 8);
         for (int k = 0; k < 8; k++)
             assert_string_equal(w[k], want[k]);
@@ -484,9 +487,15 @@ static void k8s_manifest_is_valid_yaml(void **state)
     assert_non_null(ctr);
     assert_string_equal(yval(ykey(&job, ctr, "image")), "registry.example/servetune:1.0");
     yaml_node_t *cmd = ykey(&job, ctr, "command");
-    const char *want[] = { "servetune", "audit",      "--output=/results",
-                           "--only-index=$(SERVETUNE_INDEX)", "--resume", "--quiet",
-                           "--expect-spec-hash=0123abcd",     "--",       "/etc/servetune/spec.yaml" };
+    const char *want[] = { "servetune",
+                           "audit",
+                           "--output=/results",
+                           "--only-index=$(SERVETUNE_INDEX)",
+                           "--resume",
+                           "--quiet",
+                           "--expect-spec-hash=0123abcd",
+                           "--",
+                           "/etc/servetune/spec.yaml" };
     assert_int_equal(ylen(cmd), 9);
     for (int i = 0; i < 9; i++)
         assert_string_equal(yval(yidx(&job, cmd, i)), want[i]);
