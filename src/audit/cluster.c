@@ -95,7 +95,7 @@ int st_slurm_task_script(const st_slurm_plan *p, st_buf *b)
     st_buf_puts(b, "# the configuration's shard: DIR/shards/NAME.sqlite (continued, not repeated, when the task\n"
                    "# runs again after a requeue)\nexec ");
     st_buf_sh_quote(b, p->servetune);
-    st_buf_puts(b, " audit --only=\"$config\" --resume --quiet --expect-spec-hash=");
+    st_buf_puts(b, " audit --only=\"$config\" --resume --expect-spec-hash=");
     st_buf_sh_quote(b, p->spec_hash);
     st_buf_puts(b, " --output=");
     st_buf_sh_quote(b, p->out_dir);
@@ -332,7 +332,6 @@ int st_k8s_manifest(const st_k8s_plan *p, st_buf *b)
                           "--output=" ST_K8S_OUT,
                           "--only-index=$(SERVETUNE_INDEX)",
                           "--resume",
-                          "--quiet",
                           hash_arg,
                           "--",
                           spec_in_pod };
