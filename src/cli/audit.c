@@ -58,7 +58,8 @@ static void help(const st_opt *opts)
            "gpus_per_replica GPUs) and a merge job that runs after it; the batch scripts are kept in DIR/cluster/.\n\n"
            "Exit codes: 0 done; 1 done but a configuration failed (did not start, crashed, hung) or a run\n"
            "broke; 2 bad arguments or an invalid spec; 4 interrupted (SIGINT/SIGTERM): what finished is kept\n"
-           "and the report says it is partial.\n"
+           "and the report says it is partial. --merge exits as an audit would; --slurm exits 0 once submitted\n"
+           "(with --wait: as the audit, 4 when interrupted and its jobs cancelled); --status exits 0.\n"
            "The spec format: docs/audit-spec.md.\n");
 }
 
