@@ -660,6 +660,8 @@ static int ensure_engine(sweep *S, cfgrun *cr)
         return 0;
     say_cfg(S, cr, "%s", S->x->prediction ? "building the engine model" : "starting the engine");
     int es = S->x->ops->start_config(S->x, cr->c, &cr->row);
+    if (es < 0 && *S->o->stop)
+        es = 1; /* stopped together with the audit (a job's end): an interruption, not a failure */
     if (es == 0) {
         cr->engine_up = 1;
         if (S->store)
@@ -757,6 +759,12 @@ static int measure(sweep *S, cfgrun *cr, const st_next *nx, const char *key, uin
                       : run_burst(S, cr->c, &cr->row, nx->rate, &run, &out);
     double took = st_ns_to_s(st_now() - t0);
     int status = 0;
+    if (r == 0 && out.engine_failed && *S->o->stop) {
+        /* stopped together with its engine (the end of a Slurm job signals all its processes):
+         * an interruption, not a failure of the configuration */
+        st_exec_out_free(&out);
+        r = 1;
+    }
     if (r == 1) {
         status = 1;
     } else if (r < 0) {
@@ -1184,6 +1192,8 @@ int st_sweep_run(const st_spec *spec, st_store *store, const st_sweep_opts *o, s
     }
     int rc = 0;
     for (int i = 0; i < spec->n_configs; i++) {
+        if (o->only && strcmp(spec->configs[i].name, o->only))
+            continue;
         int r = run_config(&S, i);
         if (r < 0) {
             snprintf(err, errlen, "results database: %s", st_store_errmsg(store));
