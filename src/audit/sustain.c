@@ -566,6 +566,16 @@ int st_sustain_step(st_sustain *s, const st_record *recs, uint32_t n, st_ns now,
         s->ramp_s = (isnan(c.first_arrival) ? 0 : c.first_arrival) + c.ramp_e2e;
         s->phase = ST_SUS_WARM;
     }
+    if (s->p.max_in_flight && c.in_flight >= s->p.max_in_flight) {
+        snprintf(why, sizeof why,
+                 "over-saturated: %u requests in flight, the most this client keeps open at once; the engine "
+                 "delivers %.3g of the %.4g req/s offered",
+                 c.in_flight, c.arrived > c.in_flight ? (c.completed / (v.now - c.first_arrival)) : 0.0,
+                 s->p.offered_rps);
+        s->oversaturated = 1;
+        stop_with(s, v.now, why);
+        return 1;
+    }
     if (test_now && s->phase >= ST_SUS_WARM && s->phase < ST_SUS_DONE) {
         growth g;
         if (growth_tests(s, &v, growth_start(s, &c), c.e2e_recent, samples, n_samples, 1, &g) == 0) {

@@ -76,11 +76,13 @@ typedef struct st_sustain_params {
     double max_duration_s;
     double min_window_s;
     uint32_t min_window_requests;
-    double warmup_e2e;     /* k */
-    double confidence;     /* e.g. 0.95 */
-    uint32_t planned;      /* requests scheduled */
-    double last_arrival_s; /* open loop: the last scheduled arrival (engine s) */
-    int early_stop;        /* stop at once when over-saturated or the SLO is missed with confidence */
+    double warmup_e2e;      /* k */
+    double confidence;      /* e.g. 0.95 */
+    uint32_t planned;       /* requests scheduled */
+    double last_arrival_s;  /* open loop: the last scheduled arrival (engine s) */
+    int early_stop;         /* stop at once when over-saturated or the SLO is missed with confidence */
+    uint32_t max_in_flight; /* the most requests the client keeps in flight (open connections); more:
+                               over-saturated. 0: no limit */
 } st_sustain_params;
 
 /* The controller's state, carried from one evaluation to the next. */

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -31,6 +32,8 @@
 /* A sustained run is scheduled for this many times the length its phases are expected to take
  * (from the largest median E2E seen so far in the configuration), within max_duration. */
 #define SUSTAIN_SIZING 2.0
+/* The most requests a sustained run keeps in flight (each holds a connection). */
+#define SUSTAIN_MAX_IN_FLIGHT 8192u
 
 typedef struct sweep {
     const st_spec *spec;
@@ -190,6 +193,47 @@ static uint64_t replicate_seed(uint64_t seed, double rate, int replicate)
     return replicate ? rate_seed(z ^ 0x5eedULL, (double)replicate) : z;
 }
 
+/* A sustained run lasts as long as it needs: a trace shorter than the run is replayed again and
+ * again (its timestamps continue one mean gap after the previous pass). 0, or -1 out of memory. */
+static int cycle_trace(st_workload *w, uint32_t n)
+{
+    uint32_t m = w->n;
+    st_work_item *it = realloc(w->items, sizeof *it * n);
+    if (!it)
+        return -1;
+    w->items = it;
+    int timed = 1;
+    st_ns lo = INT64_MAX, hi = INT64_MIN;
+    for (uint32_t i = 0; i < m; i++) {
+        timed &= it[i].arrival >= 0;
+        lo = it[i].arrival < lo ? it[i].arrival : lo;
+        hi = it[i].arrival > hi ? it[i].arrival : hi;
+    }
+    st_ns pass = m > 1 && hi > lo ? (hi - lo) + (hi - lo) / (m - 1) : ST_NS_PER_S;
+    int rc = 0;
+    for (uint32_t i = m; i < n; i++) {
+        const st_work_item *src = &it[i % m];
+        st_work_item *d = &it[i];
+        *d = *src;
+        d->id = i;
+        d->input_ids = NULL;
+        d->input_text = NULL;
+        if (timed)
+            d->arrival = src->arrival + (st_ns)(i / m) * pass;
+        if (src->input_ids && (d->input_ids = malloc(sizeof(uint32_t) * src->input_len)))
+            memcpy(d->input_ids, src->input_ids, sizeof(uint32_t) * src->input_len);
+        if (src->input_text)
+            d->input_text = strdup(src->input_text);
+        if ((src->input_ids && !d->input_ids) || (src->input_text && !d->input_text)) {
+            w->n = i + 1;
+            rc = -1;
+            break;
+        }
+        w->n = i + 1;
+    }
+    return rc;
+}
+
 static int make_workload(sweep *S, uint64_t seed, uint32_t n, st_workload *w, char *err, size_t errlen)
 {
     const st_spec *s = S->spec;
@@ -204,6 +248,10 @@ static int make_workload(sweep *S, uint64_t seed, uint32_t n, st_workload *w, ch
                 free(all.items[i].input_text);
             }
             all.n = n;
+        } else if (s->search.mode == ST_SEARCH_SUSTAINED && all.n > 0 && cycle_trace(&all, n)) {
+            st_workload_free(&all);
+            snprintf(err, errlen, "out of memory repeating the trace");
+            return -1;
         }
         *w = all;
         return 0;
@@ -491,6 +539,17 @@ static void sustained_row(const st_spec *s, const st_sustain *ctl, const st_sust
     row->summary_json = st_sustain_to_json(ctl, res);
 }
 
+/* The most requests a run keeps in flight: one connection each, within the open-file limit (less a
+ * margin for the rest of the process), at most SUSTAIN_MAX_IN_FLIGHT. */
+static uint32_t max_in_flight(void)
+{
+    struct rlimit rl;
+    uint64_t lim = SUSTAIN_MAX_IN_FLIGHT;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < lim + 256)
+        lim = rl.rlim_cur > 512 ? rl.rlim_cur - 256 : rl.rlim_cur / 2;
+    return (uint32_t)lim;
+}
+
 /* Runs one sustained rate (or concurrency) as the controller (audit/sustain.h) decides. Returns as
  * run_burst; res gets the verdict. */
 static int run_sustained(sweep *S, cfgrun *cr, const st_next *nx, uint32_t planned, st_run_row *row, st_exec_out *out,
@@ -514,7 +573,8 @@ static int run_sustained(sweep *S, cfgrun *cr, const st_next *nx, uint32_t plann
                              .warmup_e2e = s->search.warmup_e2e,
                              .confidence = s->search.confidence,
                              .planned = w.n,
-                             .early_stop = s->search.early_stop };
+                             .early_stop = s->search.early_stop,
+                             .max_in_flight = max_in_flight() };
     st_sustain ctl;
     st_sustain_init(&ctl, &sp);
     rate_ctx R = {

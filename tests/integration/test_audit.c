@@ -41,8 +41,9 @@ static void write_spec(const char *path, const char *kind, const char *extra_eng
             "rates: [%s]\nwarmup_requests: 2\n"
             "slo: {ttft_p95_ms: 20000, tpot_p95_ms: 2000}\n"
             "timeouts: {startup: 8s, request: 60s, stop_grace: 2s}\n"
-            "%s%s",
-            kind, extra_engine, (int)getpid(), flags, rates, configs, extra);
+            "%s%s%s",
+            kind, extra_engine, (int)getpid(), flags, rates, strstr(extra, "search:") ? "" : "search: {mode: burst}\n",
+            configs, extra);
     fclose(f);
 }
 
@@ -382,7 +383,7 @@ static void trace_workload(void **state)
             "'4096', --seed, '%d']}\n"
             "hardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 10\n"
             "workload: {trace: trace.jsonl, requests_per_rate: 30}\nrates: [2, 4]\nwarmup_requests: 2\n"
-            "slo: {ttft_p95_ms: 20000, tpot_p95_ms: 2000}\n",
+            "slo: {ttft_p95_ms: 20000, tpot_p95_ms: 2000}\nsearch: {mode: burst}\n",
             (int)getpid());
     fclose(f);
     const char *args[] = { "audit", spec, "-o", out, "--quiet", NULL };
@@ -444,7 +445,7 @@ static void endpoint_is_used_not_managed(void **state)
             "hardware: {gpu: H100, price_per_gpu_hour: 2.0}\npeak_rate: 10\n"
             "workload: {input_tokens: 256, output_tokens: 16, requests_per_rate: 20, seed: 3}\n"
             "rates: [20]\nwarmup_requests: 2\nslo: {ttft_p95_ms: 20000, tpot_p95_ms: 2000}\n"
-            "timeouts: {startup: 10s, request: 30s}\n",
+            "timeouts: {startup: 10s, request: 30s}\nsearch: {mode: burst}\n",
             url);
     fclose(f);
     const char *args[] = { "audit", spec, "-o", out, "--quiet", NULL };

@@ -279,7 +279,8 @@ static void impossible_bounds_refused(void **state)
     } cases[] = {
         { "search: {max_duration: 10s, min_window: 30s}\n",
           "search.max_duration (10 s) is shorter than search.min_window (30 s)" },
-        { "search: {request_budget: 100}\n", "search.request_budget (100 requests) is below search.min_window_requests" },
+        { "search: {request_budget: 100}\n",
+          "search.request_budget (100 requests) is below search.min_window_requests" },
         { "search: {max_duration: 60s}\n",
           "at 1 req/s (the lowest rate) the 200 window requests arrive over 200 s, longer than search.max_duration" },
     };
