@@ -19,6 +19,7 @@
 #include "core/buf.h"
 #include "emu/flags.h"
 #include "load/steady.h"
+#include "report/html_audit.h"
 #include "report/report.h"
 
 static char dir[256];
@@ -309,6 +310,28 @@ static void sustained_and_closed_loop_on_the_model(void **state)
                         v == ST_VERDICT_UNDECIDED);
             assert_non_null(c->runs[j].summary_json);
         }
+        /* the reports say it in words: the method, the verdicts, the search's table and charts */
+        st_buf b;
+        st_buf_init(&b, 1 << 24);
+        assert_int_equal(st_report_markdown(&r, &b), 0);
+        assert_non_null(strstr(b.data, "**Capacity at SLO** is the highest"));
+        assert_non_null(strstr(b.data, "| Binding term | Boundary | Runs | Engine-minutes | Max throughput"));
+        assert_non_null(strstr(b.data, "| sustained"));
+        assert_null(strstr(b.data, "| pass"));
+        st_buf_reset(&b);
+        char herr[256];
+        assert_int_equal(st_report_html(&r, s, NULL, &b, herr, sizeof herr), 0);
+        assert_non_null(strstr(b.data, "id=\"search-table\""));
+        assert_non_null(strstr(b.data, "Requests in flight at the bracket's ends"));
+        assert_non_null(strstr(b.data, "interval"));
+        st_buf_reset(&b);
+        assert_int_equal(st_report_json(&r, &b), 0);
+        assert_non_null(strstr(b.data, k ? "\"method\": \"sustained-concurrency\"" : "\"method\": \"sustained\""));
+        assert_non_null(strstr(b.data, "\"verdict_text\": \"sustained\""));
+        st_buf_reset(&b);
+        assert_int_equal(st_report_csv(&r, &b), 0);
+        assert_non_null(strstr(b.data, ",method,capacity_ci_low,capacity_ci_high,binding,boundary,runs,"));
+        st_buf_free(&b);
         if (k == 0) {
             /* open loop: the capacity is the offered rate that was sustained */
             assert_near(c->cap->capacity_rps, c->cap->pass_rate, 0);
