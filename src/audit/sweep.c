@@ -791,6 +791,16 @@ static void say_run(sweep *S, const cfgrun *cr, const st_next *nx, const st_run_
     }
 }
 
+/* How many leading records a sustained run keeps: up to the last one that was sent (records are in
+ * arrival order; the rest were never due before the run stopped). The others are freed with out. */
+static uint32_t due_records(const st_exec_out *out)
+{
+    uint32_t keep = out->n;
+    while (keep > 0 && out->records[keep - 1].sent < 0)
+        keep--;
+    return keep;
+}
+
 /* Runs the rate nx asks for, stores it and adds it to the search. 0 done (the configuration goes
  * on unless cr->done), 1 interrupted, -1 store error. */
 static int measure(sweep *S, cfgrun *cr, const st_next *nx, const char *key, uint32_t planned)
@@ -843,7 +853,9 @@ static int measure(sweep *S, cfgrun *cr, const st_next *nx, const char *key, uin
             run.why = strdup(w2);
             cr->engine_failed = cr->done = 1;
         }
-        int put = S->store ? st_store_run_put(S->store, &run, out.records, out.n, out.samples, out.n_samples) : 0;
+        /* a sustained run's requests that were never due by its stop are no part of it */
+        uint32_t keep = sustained ? due_records(&out) : out.n;
+        int put = S->store ? st_store_run_put(S->store, &run, out.records, keep, out.samples, out.n_samples) : 0;
         st_exec_out_free(&out);
         if (put) {
             status = -1;
