@@ -993,9 +993,9 @@ static void set_defaults(st_spec *s)
 
 static int parse_root(pctx *p, yaml_node_t *root, st_spec *s)
 {
-    keydef k[] = { { "engine", 0, 0 }, { "hardware", 0, 0 },        { "peak_rate", 0, 0 },   { "workload", 0, 0 },
-                   { "rates", 0, 0 },  { "warmup_requests", 0, 0 }, { "slo", 0, 0 },         { "configurations", 0, 0 },
-                   { "search", 0, 0 }, { "timeouts", 0, 0 },        { "cluster", 0, 0 },     { "concurrency", 0, 0 } };
+    keydef k[] = { { "engine", 0, 0 }, { "hardware", 0, 0 },        { "peak_rate", 0, 0 }, { "workload", 0, 0 },
+                   { "rates", 0, 0 },  { "warmup_requests", 0, 0 }, { "slo", 0, 0 },       { "configurations", 0, 0 },
+                   { "search", 0, 0 }, { "timeouts", 0, 0 },        { "cluster", 0, 0 },   { "concurrency", 0, 0 } };
     int nk = (int)(sizeof k / sizeof *k);
     if (!root)
         return failf(p, NULL, "the spec is empty");

@@ -755,7 +755,8 @@ int st_sustain_finish(const st_sustain *s, const st_record *recs, uint32_t n, co
     out->e2e_med_s = c.e2e_med;
     out->binding = -1;
     double span = v.now - (isnan(c.first_arrival) ? 0 : c.first_arrival);
-    out->run_delivered_rps = span > 0 ? c.completed / span : NAN;
+    /* what the engine delivered over the second half of the run (the first holds the ramp-up) */
+    out->run_delivered_rps = isfinite(c.done_recent_rate) ? c.done_recent_rate : span > 0 ? c.completed / span : NAN;
     out->delivered_rps = out->delivered_lo = out->delivered_hi = out->offered_rps = out->output_tps = NAN;
     /* growth from the ramp-up to the stop (or the window's end) */
     growth g;

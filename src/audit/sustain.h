@@ -128,7 +128,8 @@ typedef struct st_sustain_result {
     double offered_rps;   /* arrivals in the window / its length */
     double delivered_rps; /* offered - the in-flight growth over the window */
     double delivered_lo, delivered_hi;
-    double run_delivered_rps; /* completions / (first arrival .. stop): what an overload delivers */
+    double run_delivered_rps; /* completions per second over the second half of the run (the first
+                                 holds the ramp-up): what an overload delivers */
     double output_tps;        /* output tokens of events inside the window / its length */
     double e2e_med_s;
     double inflight_mean, inflight_max;

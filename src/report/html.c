@@ -434,11 +434,14 @@ static void results_table(st_buf *h, const st_html_report *r, const ord *o)
         }
         fmt_num(t1, sizeof t1, c->capacity_rps, 2);
         st_buf_printf(h, "<td class=\"num\"><b>%s%s</b>", c->capacity_may_be_higher ? "\xE2\x89\xA5 " : "", t1);
-        if (c->sustained && isfinite(c->ci_lo) && isfinite(c->ci_hi)) {
+        if (c->sustained && isfinite(c->ci_lo) && !isnan(c->ci_hi)) {
             fmt_num(t1, sizeof t1, c->ci_lo, 2);
             fmt_num(t2, sizeof t2, c->ci_hi, 2);
-            st_buf_printf(h, "<span class=\"small\">%.0f %% interval %s" NDASH "%s</span>", r->confidence * 100, t1,
-                          t2);
+            if (isinf(c->ci_hi))
+                st_buf_printf(h, "<span class=\"small\">limit above %s (%.0f %%)</span>", t1, r->confidence * 100);
+            else
+                st_buf_printf(h, "<span class=\"small\">limit %s" NDASH "%s (%.0f %%)</span>", t1, t2,
+                              r->confidence * 100);
         }
         if (!isnan(c->pass_rate) || !isnan(c->fail_rate)) { /* inf is a tested rate */
             fmt_rate(t1, sizeof t1, c->pass_rate);
@@ -496,7 +499,7 @@ static void search_table(st_buf *h, const st_html_report *r, const ord *o)
     const char *u = r->concurrency ? "concurrency" : "req/s";
     st_buf_printf(h,
                   "<div class=\"scroll\"><table class=\"results\" id=\"search-table\"><thead><tr><th>Config</th>"
-                  "<th class=\"num\">Bracket (sustained " NDASH " failed, %s)</th><th class=\"num\">Capacity interval "
+                  "<th class=\"num\">Bracket (sustained " NDASH " failed, %s)</th><th class=\"num\">Limit interval "
                   "(%.0f %%)</th><th>Binding term</th><th>Boundary</th><th class=\"num\">Runs</th>"
                   "<th class=\"num\">Engine-minutes</th><th class=\"num\">Max throughput (req/s)</th></tr></thead>"
                   "<tbody>\n",
@@ -510,6 +513,8 @@ static void search_table(st_buf *h, const st_html_report *r, const ord *o)
         fmt_num(b, sizeof b, c->fail_rate, 2);
         fmt_num(l, sizeof l, c->ci_lo, 2);
         fmt_num(hi, sizeof hi, c->ci_hi, 2);
+        if (isinf(c->ci_hi))
+            snprintf(hi, sizeof hi, "open");
         fmt_num(em, sizeof em, c->engine_minutes, 1);
         fmt_num(mt, sizeof mt, c->max_throughput_rps, 2);
         st_buf_printf(h, "<tr><td class=\"cfg\">");
@@ -523,10 +528,11 @@ static void search_table(st_buf *h, const st_html_report *r, const ord *o)
                       "</td></tr>\n",
                       c->boundary ? c->boundary : DASH, c->search_runs, em, mt);
     }
-    st_buf_printf(h, "</tbody></table></div>\n<p class=\"small\">The interval: where the binding term's percentile "
-                     "interval crosses its limit between the bracket's ends (at a cliff, the bracket itself). "
-                     "Max throughput: what the engine delivered while over-saturated, a separate figure never "
-                     "used for sizing.</p>\n");
+    st_buf_printf(h, "</tbody></table></div>\n<p class=\"small\">Capacity is the highest rate the search "
+                     "demonstrated; the limit interval is where the highest sustainable rate lies: where the binding "
+                     "term's percentile interval crosses its limit between the bracket's ends (at a cliff, the "
+                     "bracket itself; a call that is not confident leaves its side open). Max throughput: what the "
+                     "engine delivered while over-saturated, a separate figure never used for sizing.</p>\n");
 }
 
 /* Requests in flight against time for the runs at each bracket's ends: a sustained run levels

@@ -79,8 +79,12 @@ int st_report_headline(const st_report *r, st_buf *b)
         char l[32], h[32];
         st_fmt_num(l, sizeof l, p->cap->ci_lo);
         st_fmt_num(h, sizeof h, p->cap->ci_hi);
-        snprintf(how, sizeof how, ", a sustained rate (%.0f %% interval %s-%s),", r->spec.search.confidence * 100, l,
-                 h);
+        if (isinf(p->cap->ci_hi))
+            snprintf(how, sizeof how, ", a sustained rate (its limit: above %s, %.0f %% confidence),", l,
+                     r->spec.search.confidence * 100);
+        else
+            snprintf(how, sizeof how, ", a sustained rate (its limit lies in %s-%s, %.0f %% confidence),", l, h,
+                     r->spec.search.confidence * 100);
     } else if (!r->sustained) {
         snprintf(how, sizeof how, " in a burst test of %u requests per rate (not a sustained rate),",
                  r->spec.workload.requests_per_rate);
@@ -232,12 +236,11 @@ static void setup_section(const st_report *r, st_buf *b)
 static void search_table(const st_report *r, st_buf *b)
 {
     const char *u = r->spec.closed_loop ? "concurrency" : "req/s";
-    st_buf_printf(
-        b,
-        "| Config | Bracket (sustained .. failed, %s) | Capacity interval (%.0f %%) | Binding term | Boundary | "
-        "Runs | Engine-minutes | Max throughput (req/s) | Replicas at peak | Monthly cost |\n"
-        "|---|---|---|---|---|---:|---:|---:|---:|---:|\n",
-        u, r->spec.search.confidence * 100);
+    st_buf_printf(b,
+                  "| Config | Bracket (sustained .. failed, %s) | Limit interval (%.0f %%) | Binding term | Boundary | "
+                  "Runs | Engine-minutes | Max throughput (req/s) | Replicas at peak | Monthly cost |\n"
+                  "|---|---|---|---|---|---:|---:|---:|---:|---:|\n",
+                  u, r->spec.search.confidence * 100);
     for (int k = 0; k < r->n_cfg; k++) {
         const st_rep_cfg *c = &r->cfg[r->order[k]];
         if (!c->n_runs)
@@ -256,21 +259,26 @@ static void search_table(const st_report *r, st_buf *b)
             snprintf(rep, sizeof rep, "%ld", c->cost.replicas);
         else
             snprintf(rep, sizeof rep, "-");
+        if (isinf(cap->ci_hi))
+            snprintf(h, sizeof h, "open");
         st_buf_puts(b, "| ");
         st_md_text(b, c->name);
         st_buf_printf(
             b, " | %s%s .. %s%s | %s-%s | %s | %s | %d | %s | %s | %s | %s |\n", cap->has_pass ? p1 : "none",
             cap->has_pass && !cap->pass_sure ? " (not confident)" : "", isfinite(cap->fail_rate) ? f1 : "not found",
             isfinite(cap->fail_rate) && !cap->fail_sure ? " (not confident)" : "",
-            cap->has_pass && isfinite(cap->ci_lo) ? l : "-", cap->has_pass && isfinite(cap->ci_hi) ? h : "-", bind,
+            cap->has_pass && isfinite(cap->ci_lo) ? l : "-", cap->has_pass && !isnan(cap->ci_hi) ? h : "-", bind,
             !cap->has_pass || !cap->has_fail_above ? "-"
             : cap->cliff                           ? "cliff"
                                                    : "smooth",
             cap->runs, em, mt, rep, m);
     }
-    st_buf_puts(b, "\nThe interval is where the binding term's percentile interval crosses its limit, interpolated "
-                   "between the bracket's ends (a cliff: the bracket itself). Max throughput: what the engine "
-                   "delivered while over-saturated (a separate figure; never used for sizing).\n\n");
+    st_buf_puts(b, "\nCapacity is the highest rate the search demonstrated (the bracket's lower end); the limit "
+                   "interval is where the highest sustainable rate lies: where the binding term's percentile "
+                   "interval crosses its limit, interpolated between the bracket's ends (at a cliff, the bracket "
+                   "itself; a call that is not confident leaves its side open to the next rate tried). Max "
+                   "throughput: what the engine delivered while over-saturated (a separate figure; never used for "
+                   "sizing).\n\n");
 }
 
 static void results_section(const st_report *r, st_buf *b)

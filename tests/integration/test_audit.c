@@ -371,7 +371,7 @@ static void sustained_audit_resumes(void **state)
     json_decref(a);
     char md[600];
     snprintf(md, sizeof md, "%s/report.md", out);
-    assert_true(file_has(md, "Capacity interval"));
+    assert_true(file_has(md, "Limit interval"));
     nothing_left(out);
 }
 
