@@ -211,7 +211,7 @@ int cmd_bench(int argc, char **argv)
     }
 
     /* workload and schedule */
-    st_workload work = { NULL, 0 };
+    st_workload work = { .items = NULL };
     uint32_t nwarm = (uint32_t)warmup;
     int use_trace_times = 0;
     if (api == ST_RUNNER_API_RAW) {
@@ -241,13 +241,12 @@ int cmd_bench(int argc, char **argv)
         }
         use_trace_times = has_times && !rate_given;
     } else {
-        st_synth_params sp = { (uint32_t)input_tokens,
-                               (uint32_t)output_tokens,
-                               range_ratio,
-                               (uint32_t)prefix_tokens,
-                               (uint32_t)(num_requests + warmup),
-                               (uint64_t)seed,
-                               0 };
+        st_synth_params sp = { .input_len = (uint32_t)input_tokens,
+                               .output_len = (uint32_t)output_tokens,
+                               .range_ratio = range_ratio,
+                               .prefix_len = (uint32_t)prefix_tokens,
+                               .num_requests = (uint32_t)(num_requests + warmup),
+                               .seed = (uint64_t)seed };
         if (st_workload_synthetic(&sp, &work, err, sizeof err) < 0) {
             free(model_owned);
             return st_cli_usage_error("bench", err);

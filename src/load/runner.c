@@ -1181,7 +1181,7 @@ void st_run_result_free(st_run_result *r)
 int st_runner_fetch(const char *url, const char *api_key, const char *const *headers, int nheaders, int insecure,
                     double timeout_s, st_buf *body, int *status, char *err, size_t errlen)
 {
-    st_workload w = { NULL, 1 };
+    st_workload w = { .items = NULL, .n = 1 };
     st_ns sched[1] = { 0 };
     st_runner_config cfg = { 0 };
     cfg.url = url;
