@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/buf.h"
+#include "core/csv.h"
 #include "core/json.h"
 
 static const char *const format_names[ST_TRACE__COUNT] = { "auto",     "servetune", "mooncake", "azure",
@@ -366,7 +367,7 @@ struct st_trace_reader {
     int col[ST_TRACE_CSV_COLUMNS_MAX];
     char colname[ST_TRACE_CSV_COLUMNS_MAX][64];
     field fields[ST_TRACE_CSV_COLUMNS_MAX];
-    st_buf unq; /* unquoted CSV fields */
+    st_csv csv; /* the current line's fields */
     /* times */
     int ts_mode; /* -1 unknown, 0 none, 1 all */
     int have_t0;
@@ -400,7 +401,7 @@ st_trace_reader *st_trace_reader_new(const st_trace_opts *o, const char *name, s
     r->jarr_depth = -1;
     st_buf_init(&r->line, ST_TRACE_LINE_MAX + 1);
     st_buf_init(&r->elem, ST_TRACE_LINE_MAX + 1);
-    st_buf_init(&r->unq, ST_TRACE_LINE_MAX + 1);
+    st_csv_init(&r->csv, "", 0);
     return r;
 }
 
@@ -410,7 +411,7 @@ void st_trace_reader_free(st_trace_reader *r)
         return;
     st_buf_free(&r->line);
     st_buf_free(&r->elem);
-    st_buf_free(&r->unq);
+    st_csv_free(&r->csv);
     free(r->hash);
     free(r->sess);
     free(r);
@@ -917,70 +918,30 @@ static int row_litellm(st_trace_reader *r, const st_json_val *obj, uint64_t line
 
 /* ---- CSV ---- */
 
-/* Splits one CSV line (RFC 4180 quoting) into r->fields. Returns the number of fields or -1. */
+/* Splits one CSV line into r->fields with core/csv (RFC 4180; a quoted field may not span
+ * lines here, since the reader streams line by line). Returns the number of fields or -1. */
 static int csv_split(st_trace_reader *r, const char *p, size_t n, char *why, size_t whylen)
 {
-    st_buf_reset(&r->unq);
-    if (st_buf_reserve(&r->unq, n + 1) < 0) {
-        snprintf(why, whylen, "line too long");
+    st_csv_free(&r->csv);
+    st_csv_init(&r->csv, p, n);
+    char e[200];
+    int rc = st_csv_next(&r->csv, e, sizeof e);
+    if (rc < 0) {
+        const char *m = strncmp(e, "line ", 5) ? e : strstr(e, ": ");
+        snprintf(why, whylen, "%s", m && m != e ? m + 2 : e);
         return -1;
     }
-    int nf = 0;
-    size_t i = 0;
-    for (;;) {
-        if (nf >= ST_TRACE_CSV_COLUMNS_MAX) {
-            snprintf(why, whylen, "more than %d columns", ST_TRACE_CSV_COLUMNS_MAX);
-            return -1;
-        }
-        if (i < n && p[i] == '"') {
-            size_t start = r->unq.len;
-            i++;
-            for (;;) {
-                if (i >= n) {
-                    snprintf(why, whylen, "unterminated quoted field (a field may not span lines)");
-                    return -1;
-                }
-                if (p[i] == '"') {
-                    if (i + 1 < n && p[i + 1] == '"') {
-                        r->unq.data[r->unq.len++] = '"';
-                        i += 2;
-                        continue;
-                    }
-                    i++;
-                    break;
-                }
-                r->unq.data[r->unq.len++] = p[i++];
-            }
-            r->fields[nf].p = r->unq.data + start;
-            r->fields[nf].n = r->unq.len - start;
-            nf++;
-            if (i < n && p[i] != ',') {
-                snprintf(why, whylen, "text after a quoted field");
-                return -1;
-            }
-        } else {
-            size_t s = i;
-            while (i < n && p[i] != ',')
-                i++;
-            r->fields[nf].p = p + s;
-            r->fields[nf].n = i - s;
-            nf++;
-        }
-        if (i >= n)
-            break;
-        i++; /* the comma */
-        if (i == n) {
-            if (nf >= ST_TRACE_CSV_COLUMNS_MAX) {
-                snprintf(why, whylen, "more than %d columns", ST_TRACE_CSV_COLUMNS_MAX);
-                return -1;
-            }
-            r->fields[nf].p = p + i;
-            r->fields[nf].n = 0;
-            nf++;
-            break;
-        }
+    if (rc == 0)
+        return 0;
+    if (r->csv.n > ST_TRACE_CSV_COLUMNS_MAX) {
+        snprintf(why, whylen, "more than %d columns", ST_TRACE_CSV_COLUMNS_MAX);
+        return -1;
     }
-    return nf;
+    for (int i = 0; i < r->csv.n; i++) {
+        r->fields[i].p = r->csv.field[i];
+        r->fields[i].n = r->csv.len[i];
+    }
+    return r->csv.n;
 }
 
 static const char *azure_cols[] = { "TIMESTAMP", "ContextTokens", "GeneratedTokens" };

@@ -283,7 +283,7 @@ static void plain_csv_named_columns(void **state)
     st_workload_free(&w);
     assert_int_equal(st_trace_colmap_parse("inputs=x", &m, err, sizeof err), -1);
     assert_non_null(strstr(err, "unknown field \"inputs\""));
-    expect_error("input_tokens,output_tokens\n\"5,6\n", NULL, "t:2: unterminated quoted field");
+    expect_error("input_tokens,output_tokens\n\"5,6\n", NULL, "t:2: a quoted field is not closed");
     expect_error("input_tokens,model\n5,m\n", NULL, "t:1: the header names no output_tokens column");
     expect_error("input_tokens,prompt_tokens,output_tokens\n", NULL, "both give input_tokens");
 }
