@@ -71,8 +71,7 @@ void st_workload_fill_ids(uint64_t seed, uint32_t *ids, uint32_t n)
 
 int st_workload_synthetic(const st_synth_params *p, st_workload *out, char *err, size_t errlen)
 {
-    out->items = NULL;
-    out->n = 0;
+    memset(out, 0, sizeof *out);
     uint32_t vocab = p->vocab_size ? p->vocab_size : ST_WORKLOAD_VOCAB_DEFAULT;
     double r = p->range_ratio;
     if (p->num_requests == 0 || p->num_requests > ST_WORKLOAD_MAX_REQUESTS) {
@@ -493,6 +492,15 @@ int st_workload_prompt_text(const st_work_item *it, st_buf *out)
     if (it->n_history && st_buf_append(out, " ", 1) < 0)
         return -1;
     return st_workload_text(it, out);
+}
+
+uint32_t st_workload_history_tokens(const st_work_item *it)
+{
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < it->n_history; i++)
+        if (it->history[i])
+            n += count_words(it->history[i]);
+    return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
 }
 
 /* ---- synthetic sessions ---------------------------------------------------------------- */

@@ -142,6 +142,8 @@ int st_workload_text(const st_work_item *it, st_buf *out);
  * single spaces (so the previous turn's prompt is a prefix of this one's). Outside a session,
  * st_workload_text. 0 or -1. */
 int st_workload_prompt_text(const st_work_item *it, st_buf *out);
+/* Whitespace-separated words in the item's history (its length in tokens, about). */
+uint32_t st_workload_history_tokens(const st_work_item *it);
 
 void st_workload_free(st_workload *w);
 

@@ -218,7 +218,7 @@ static void csv_rows(void **state)
     }
     assert_int_equal(lines, 4);
     assert_non_null(strstr(buf, "\n1,0,ok,200,10.000000,11.000000,50.000000,60.000000,260.000000,50.000000,100.000000,"
-                                "250.000000,1.000000,100,3,3,64,1,3,\n"));
+                                "250.000000,1.000000,100,3,3,64,1,3,,,0,,,\n"));
     assert_non_null(strstr(buf, "\"bad \"\"request\"\", second line\""));
     assert_non_null(strstr(buf, "2,0,http_status,400,1010.000000,1012.000000,,,1100.000000,,,"));
     free(buf);
