@@ -212,7 +212,7 @@ static void begin_event(st_api_event *ev)
 
 /* ---- <think> spans ---- */
 
-enum { VIS_ANSWER = 1, VIS_REASON = 2 };
+enum { VIS_ANSWER = 1, VIS_REASON = 2, VIS_TAG = 4 }; /* VIS_TAG: a <think> or </think> tag */
 
 /* 1 when an escaped JSON string body has a character other than blanks (and \n \t \r). */
 static int has_visible(const char *p, size_t n)
@@ -243,12 +243,14 @@ static int think_walk(const char *t, size_t n, int *in_think, st_buf *out)
                 if (out && i > run)
                     st_buf_append(out, t + run, i - run);
                 *in_think = 1;
+                flags |= VIS_TAG;
                 i += 7;
                 run = i;
                 continue;
             }
             if (*in_think && n - i >= 8 && !memcmp(t + i, "</think>", 8)) {
                 *in_think = 0;
+                flags |= VIS_TAG;
                 i += 8;
                 run = i;
                 continue;
@@ -307,7 +309,7 @@ static void classify(st_api_event *ev, const st_json_val *text, uint32_t ntok)
     int f = think_scan(text, &ev->in_think);
     if (f & VIS_ANSWER)
         ev->answer_visible = 1;
-    else if ((f & VIS_REASON) || ev->in_think)
+    else if ((f & (VIS_REASON | VIS_TAG)) || ev->in_think)
         ev->reasoning += ntok;
 }
 
@@ -469,7 +471,7 @@ static void read_choices(const st_json_val *choices, int chat, const char *msgke
                         int f = think_scan(&d[0], &ev->in_think);
                         if (f & VIS_ANSWER)
                             ev->answer_visible = 1;
-                        else if (has_r || (f & VIS_REASON) || ev->in_think)
+                        else if (has_r || (f & (VIS_REASON | VIS_TAG)) || ev->in_think)
                             ev->reasoning += 1;
                     } else {
                         ev->reasoning += 1;

@@ -60,8 +60,9 @@ int st_prompt_fit(st_work_item *it, uint32_t target, uint32_t keep_words, st_cou
     st_buf text, best;
     st_buf_init(&text, TOKENIZE_REQ_MAX);
     st_buf_init(&best, TOKENIZE_REQ_MAX);
-    uint32_t words = target, best_count = 0, c = 0;
-    int64_t best_gap = INT64_MAX;
+    uint32_t words = target, best_count = 0, c = 0, swap_from = 0;
+    int64_t best_gap = INT64_MAX, prev_gap = 0;
+    uint32_t prev_words = 0;
     int rc = 1;
     for (int round = 0; round < ST_FIT_ROUNDS; round++) {
         if (fit_text(pool, words, &text) < 0) {
@@ -84,8 +85,27 @@ int st_prompt_fit(st_work_item *it, uint32_t target, uint32_t keep_words, st_cou
             rc = 0;
             break;
         }
-        /* one word is about one token: move by the difference (at least one word) */
-        int64_t nw = (int64_t)words - gap;
+        /* one more or one fewer word jumps over the target (a word of two tokens at the end):
+         * try another word in the last place instead */
+        if (round && (words == prev_words + 1 || words + 1 == prev_words) && (gap > 0) != (prev_gap > 0) &&
+            words > keep_words && words < cap) {
+            if (!swap_from)
+                swap_from = words;
+            if (swap_from + 1 < cap) {
+                uint32_t tmp = pool[words - 1];
+                pool[words - 1] = pool[swap_from];
+                pool[swap_from++] = tmp;
+                prev_gap = gap;
+                prev_words = words;
+                continue;
+            }
+        }
+        /* one word is about one token: move by the difference; past the target once, one word
+         * at a time */
+        int flipped = round && (gap > 0) != (prev_gap > 0);
+        prev_gap = gap;
+        prev_words = words;
+        int64_t nw = (int64_t)words - (flipped ? (gap > 0 ? 1 : -1) : gap);
         if (nw < (int64_t)(keep_words ? keep_words : 1))
             nw = keep_words ? keep_words : 1;
         if (nw > (int64_t)cap)

@@ -16,7 +16,7 @@
 #include "load/workload.h"
 
 /* Rounds of count-and-adjust before st_prompt_fit settles for the closest text. */
-#define ST_FIT_ROUNDS 8
+#define ST_FIT_ROUNDS 16
 #define ST_TOKENIZE_BODY_MAX ((size_t)64 << 20)
 
 typedef int (*st_count_fn)(void *arg, const char *text, size_t len, uint32_t *count, char *err, size_t errlen);
@@ -24,7 +24,8 @@ typedef int (*st_count_fn)(void *arg, const char *text, size_t len, uint32_t *co
 /* Makes it->input_text a text of words whose count is target: the words of the item's ids
  * (st_workload_text), the first keep_words of them never changed (a shared prefix stays
  * shared), more words from a stream seeded by the item's id when the text is short, fewer
- * at the end when it is long. it->input_len becomes the measured count (target when exact;
+ * at the end when it is long; when one word more or less jumps over the target (a word of
+ * two tokens at the end), other words are tried in the last place. it->input_len becomes the measured count (target when exact;
  * items with input_ids keep them for reports but are sent as this text). 0 exact, 1 the
  * closest count found in ST_FIT_ROUNDS rounds, -1 with err (counting failed). */
 int st_prompt_fit(st_work_item *it, uint32_t target, uint32_t keep_words, st_count_fn count, void *arg,
