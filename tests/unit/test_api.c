@@ -404,7 +404,8 @@ static void api_reasoning(void **state)
 {
     (void)state;
     st_api_event_reset(&ev);
-    assert_int_equal(parse(ST_API_CHAT, "{\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}"), 0);
+    assert_int_equal(
+        parse(ST_API_CHAT, "{\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}"), 0);
     assert_int_equal(ev.tokens, 0);
     assert_int_equal(parse(ST_API_CHAT, "{\"choices\":[{\"delta\":{\"reasoning_content\":\" hmm\"}}]}"), 0);
     assert_int_equal(ev.tokens, 1);

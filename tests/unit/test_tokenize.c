@@ -95,7 +95,8 @@ static void tokenize_answers(void **state)
     const char *llama = "{\"tokens\":[12,13,14]}";
     assert_int_equal(st_tokenize_parse(llama, strlen(llama), &n), 0);
     assert_int_equal(n, 3);
-    const char *tgi = "[{\"id\":1,\"text\":\"a\",\"start\":0,\"stop\":1},{\"id\":2,\"text\":\"b\",\"start\":1,\"stop\":2}]";
+    const char *tgi =
+        "[{\"id\":1,\"text\":\"a\",\"start\":0,\"stop\":1},{\"id\":2,\"text\":\"b\",\"start\":1,\"stop\":2}]";
     assert_int_equal(st_tokenize_parse(tgi, strlen(tgi), &n), 0);
     assert_int_equal(n, 2);
     assert_int_equal(st_tokenize_parse("{\"detail\":\"Not Found\"}", 22, &n), -1);
