@@ -27,6 +27,10 @@ int st_cli_usage_error(const char *cmd, const char *reason);
  * ("file:line: what is wrong") to stderr. */
 struct st_spec;
 int st_cli_load_spec(const char *path, struct st_spec *spec);
+/* A trace workload's statistics and advice into the results database (meta "traffic") for the
+ * report's "Your traffic" section; a failure is a warning on stderr, never fatal. */
+struct st_store;
+void st_cli_store_traffic(struct st_store *store, const struct st_spec *spec);
 
 /* The trace options servetune bench and servetune trace stats share (docs/trace-format.md). */
 #include <stdint.h>

@@ -1,7 +1,11 @@
 /* What several subcommands share. */
 #include <stdio.h>
 
+#include <stdlib.h>
+
 #include "audit/spec.h"
+#include "audit/store.h"
+#include "audit/traffic.h"
 #include "cli/cli.h"
 #include "load/workload.h"
 
@@ -29,4 +33,16 @@ int st_cli_load_spec(const char *path, struct st_spec *spec)
         st_workload_free(&w);
     }
     return 0;
+}
+
+void st_cli_store_traffic(struct st_store *store, const struct st_spec *spec)
+{
+    if (spec->workload.kind != ST_WL_TRACE)
+        return;
+    char *json = NULL, err[1024];
+    if (st_audit_traffic_json(spec, &json, err, sizeof err) < 0)
+        fprintf(stderr, "servetune: the trace's statistics are left out of the report: %s\n", err);
+    else if (st_store_meta_put(store, "traffic", json) < 0)
+        fprintf(stderr, "servetune: the trace's statistics are left out of the report: %s\n", st_store_errmsg(store));
+    free(json);
 }

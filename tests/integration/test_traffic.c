@@ -362,6 +362,84 @@ static void mooncake_trace_hits_the_cache(void **state)
     json_decref(j);
 }
 
+
+/* An audit (here servetune predict, the same sweep on the engine model) of a trace workload:
+ * the report has a "Your traffic" section with the trace's figures and advice. */
+static void report_has_your_traffic(void **state)
+{
+    (void)state;
+    char trace[300], spec[300], out[300], log[300], p[400];
+    snprintf(trace, sizeof trace, "%s/spend.json", dir);
+    snprintf(spec, sizeof spec, "%s/spec.yaml", dir);
+    snprintf(out, sizeof out, "%s/predict", dir);
+    snprintf(log, sizeof log, "%s/predict.log", dir);
+    FILE *f = fopen(trace, "w");
+    assert_non_null(f);
+    /* a LiteLLM spend log, newest first as the proxy lists it: 40 requests in 10 sessions */
+    fputs("[\n", f);
+    for (int i = 39; i >= 0; i--)
+        fprintf(f,
+                "  {\"request_id\": \"r%d\", \"call_type\": \"acompletion\", \"startTime\": "
+                "\"2025-02-01T10:%02d:%02d.000Z\", \"endTime\": \"2025-02-01T10:%02d:%02d.500Z\", \"prompt_tokens\": "
+                "%d, \"completion_tokens\": 40, \"model\": \"qwen3\", \"session_id\": \"s%d\", \"status\": "
+                "\"success\"}%s\n",
+                i, i / 10, (i % 10) * 5, i / 10, (i % 10) * 5, 200 + (i / 10) * 60, i % 10, i ? "," : "");
+    fputs("]\n", f);
+    fclose(f);
+    f = fopen(spec, "w");
+    assert_non_null(f);
+    fprintf(f, "engine:\n  kind: emulator\n  model: Qwen/Qwen3-8B\n"
+               "  flags: [--gpu, H100, --max-model-len, '4096']\n"
+               "hardware: {gpu: H100, gpus_per_replica: 1, price_per_gpu_hour: 2.0}\n"
+               "peak_rate: 10\n"
+               "workload: {trace: spend.json, requests_per_rate: 40}\n"
+               "rates: [2, 4]\nwarmup_requests: 0\n"
+               "slo: {ttft_p95_ms: 2500, tpot_p95_ms: 50}\n"
+               "configurations:\n  - name: baseline\n");
+    fclose(f);
+    const char *argv[] = { "servetune", "predict", spec, "-o", out, "-q", NULL };
+    int rc = run_cli(argv, log);
+    if (rc != 0)
+        show_log(log);
+    assert_int_equal(rc, 0);
+    snprintf(p, sizeof p, "%s/report.json", out);
+    json_t *j = load_json(p);
+    json_t *t = json_object_get(j, "traffic");
+    assert_true(json_is_object(t));
+    assert_string_equal(json_string_value(json_object_get(t, "format")), "litellm");
+    assert_int_equal(json_integer_value(json_object_get(t, "requests")), 40);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(t, "sessions"), "sessions")), 10);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(t, "rate"), "out_of_order")), 39);
+    json_t *ad = json_object_get(t, "advice");
+    assert_true(json_integer_value(json_object_get(ad, "kv_tokens")) > 100000);
+    assert_near(json_real_value(json_object_get(ad, "reject_current")), 0, 0);
+    assert_string_equal(json_string_value(json_object_get(ad, "prefix_caching")), "pays");
+    json_decref(j);
+    snprintf(p, sizeof p, "%s/report.md", out);
+    FILE *m = fopen(p, "r");
+    assert_non_null(m);
+    char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, m);
+    buf[n] = 0;
+    fclose(m);
+    assert_non_null(strstr(buf, "## Your traffic"));
+    assert_non_null(strstr(buf, "Prefix caching pays"));
+    snprintf(p, sizeof p, "%s/report.html", out);
+    m = fopen(p, "r");
+    assert_non_null(m);
+    n = fread(buf, 1, sizeof buf - 1, m);
+    buf[n] = 0;
+    fclose(m);
+    assert_non_null(strstr(buf, "<h2>Your traffic</h2>"));
+    const char *files[] = { "report.json",        "report.md",          "report.html", "results.csv",  "results.sqlite",
+                            "results.sqlite-wal", "results.sqlite-shm", "engine.log",  "predict.lock", "lock" };
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(p, sizeof p, "%s/%s", out, files[i]);
+        unlink(p);
+    }
+    rmdir(out);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -390,10 +468,9 @@ static int teardown(void **state)
 int main(void)
 {
     const struct CMUnitTest t[] = {
-        cmocka_unit_test(sessions_prefix_cache_rises),
-        cmocka_unit_test(reasoning_time_to_first_answer),
-        cmocka_unit_test(exact_prompts_and_vllm_names),
-        cmocka_unit_test(mooncake_trace_hits_the_cache),
+        cmocka_unit_test(sessions_prefix_cache_rises),  cmocka_unit_test(reasoning_time_to_first_answer),
+        cmocka_unit_test(exact_prompts_and_vllm_names), cmocka_unit_test(mooncake_trace_hits_the_cache),
+        cmocka_unit_test(report_has_your_traffic),
     };
     return cmocka_run_group_tests(t, setup, teardown);
 }
