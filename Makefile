@@ -102,6 +102,7 @@ bench: $(BUILD)/servetune $(BENCH_BIN)
 	./bench/run.sh
 	./$(BUILD)/bench/calibrate
 	./bench/emulator_figures.sh $(BUILD)
+	BUILD=$(BUILD) ./bench/trace_read.sh
 
 clean:
 	rm -rf build build-asan build-fuzz

@@ -28,7 +28,7 @@
 #include "load/trace.h"
 
 #define ST_TRAFFIC_CACHE_BLOCK 16u           /* vLLM's KV block: the unit of prefix caching */
-#define ST_TRAFFIC_KEYS_MAX (1u << 22)       /* distinct prefix blocks and sessions tracked */
+#define ST_TRAFFIC_KEYS_MAX (1u << 21)       /* distinct prefix blocks and sessions tracked */
 #define ST_TRAFFIC_MINUTES_MAX (366u * 1440) /* per-minute rates over at most a year */
 #define ST_TRAFFIC_LEN_MAX (1u << 23)        /* lengths above are counted in the top bucket */
 
