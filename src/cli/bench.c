@@ -128,7 +128,7 @@ static void args_defaults(bench_args *a)
 {
     memset(a, 0, sizeof *a);
     a->api_name = "completions";
-    a->arrival_name = "poisson";
+    a->arrival_name = NULL; /* poisson, or gamma when --burstiness is given */
     a->input_tokens = a->output_tokens = a->prefix_tokens = a->num_requests = -1;
     a->warmup = 0;
     a->rate = NAN;
@@ -195,9 +195,10 @@ static int build_table(bench_args *a, st_opt *opts)
         { "rate", 'r', ST_OPT_RATE, &a->rate, "R",
           "arrival rate in req/s (sessions: sessions/s) or inf (default inf; with --trace: replaces its times)", 0, 0,
           0 },
-        { "arrival", 0, ST_OPT_STR, &a->arrival_name, "KIND", "poisson|constant|gamma (default poisson)", 0, 0, 0 },
-        { "burstiness", 0, ST_OPT_DOUBLE, &a->burstiness, "B", "gamma shape: <1 burstier, >1 smoother (default 1)",
-          1e-6, 1e6, 0 },
+        { "arrival", 0, ST_OPT_STR, &a->arrival_name, "KIND",
+          "poisson|constant|gamma (default poisson; gamma when --burstiness is given)", 0, 0, 0 },
+        { "burstiness", 0, ST_OPT_DOUBLE, &a->burstiness, "B",
+          "gamma shape: <1 burstier, >1 smoother, 1 Poisson (as vLLM's --burstiness)", 1e-6, 1e6, 0 },
         { "max-concurrency", 0, ST_OPT_LONG, &a->max_conc, "N",
           "at most N requests in flight; waiting counts in TTFT (default unbounded)", 0, 10000000, 0 },
         { "warmup", 0, ST_OPT_LONG, &a->warmup, "N",
@@ -595,6 +596,8 @@ int cmd_bench(int argc, char **argv)
         api = (int)k;
     else
         return st_cli_usage_error("bench", "--api: expected completions, chat, tgi, llamacpp, sglang or raw");
+    if (!A.arrival_name)
+        A.arrival_name = A.burstiness != 1 ? "gamma" : "poisson";
     int rate_given = !isnan(A.rate);
     if (!rate_given)
         A.rate = INFINITY;
