@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static uint64_t rng = 0x9e3779b97f4a7c15ULL;
 static uint32_t rnd(uint32_t n)
@@ -52,25 +53,31 @@ int main(int argc, char **argv)
                               (unsigned long long)(b == 0 ? rnd(10) : next_hash++));
             n += snprintf(buf + n, sizeof buf - (size_t)n, "]}\n");
         } else if (!strcmp(fmt, "azure")) {
-            unsigned s = (unsigned)ts;
-            n = snprintf(buf, sizeof buf, "2023-11-%02u %02u:%02u:%02u.%07u,%u,%u\n", 16 + s / 86400, s / 3600 % 24,
-                         s / 60 % 60, s % 60, rnd(10000000), in, out);
+            time_t t = (time_t)(1700150000 + ts);
+            struct tm tm;
+            gmtime_r(&t, &tm);
+            n = snprintf(buf, sizeof buf, "%04d-%02d-%02d %02d:%02d:%02d.%07u,%u,%u\n", tm.tm_year + 1900,
+                         tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, rnd(10000000), in, out);
         } else if (!strcmp(fmt, "burstgpt")) {
             n = snprintf(buf, sizeof buf, "%u,%s,%u,%u,%u,%s\n", (unsigned)ts, rnd(4) ? "ChatGPT" : "GPT-4", in,
                          rnd(50) ? out : 0, in + out, rnd(2) ? "Conversation log" : "API log");
         } else {
-            unsigned s = (unsigned)ts;
+            time_t t = (time_t)(1736900000 + ts);
+            struct tm tm;
+            gmtime_r(&t, &tm);
+            char day[16], hms[16];
+            strftime(day, sizeof day, "%Y-%m-%d", &tm);
+            strftime(hms, sizeof hms, "%H:%M:%S", &tm);
             n = snprintf(buf, sizeof buf,
                          "%s{\"request_id\": \"chatcmpl-%016llx\", \"call_type\": \"acompletion\", \"api_key\": "
                          "\"88dc28d0f030c55ed4ab77ed8faf098196cb1c05df778539800c9f1243fe6b4b\", \"spend\": 0.000%u, "
                          "\"total_tokens\": %u, \"prompt_tokens\": %u, \"completion_tokens\": %u, \"startTime\": "
-                         "\"2025-01-%02uT%02u:%02u:%02u.%06uZ\", \"endTime\": \"2025-01-%02uT%02u:%02u:%02u.%06uZ\", "
+                         "\"%sT%s.%06uZ\", \"endTime\": \"%sT%s.%06uZ\", "
                          "\"model\": \"hosted_vllm/Qwen/Qwen3-8B\", \"model_group\": \"qwen3-8b\", \"user\": \"u%u\", "
                          "\"metadata\": {\"user_api_key_team_id\": \"t%u\", \"tags\": []}, \"cache_hit\": \"False\", "
                          "\"session_id\": \"s%u\", \"status\": \"success\"}\n",
-                         i ? "," : "", (unsigned long long)i, rnd(1000), in + out, in, out, 1 + s / 86400,
-                         s / 3600 % 24, s / 60 % 60, s % 60, rnd(1000000), 1 + s / 86400, s / 3600 % 24, s / 60 % 60,
-                         s % 60, 999999, rnd(1000), rnd(20), (unsigned)(i / 4));
+                         i ? "," : "", (unsigned long long)i, rnd(1000), in + out, in, out, day, hms, rnd(1000000),
+                         day, hms, 999999, rnd(1000), rnd(20), (unsigned)(i / 4));
         }
         fwrite(buf, 1, (size_t)n, stdout);
         written += (unsigned long long)n;

@@ -19,8 +19,9 @@ printf '%-10s %10s %10s %10s %12s %14s\n' format "file MB" rows "wall s" "MB/s" 
 for f in $FORMATS; do
   "$GEN" "$f" "$MB" >"$tmp/t.$f"
   size=$(stat -c %s "$tmp/t.$f")
+  rm -f "$tmp/s.json"
   /usr/bin/time -f '%e %M' -o "$tmp/time" taskset -c "$CORE" "$BIN" trace stats "$tmp/t.$f" \
-      --json "$tmp/s.json" >"$tmp/out" 2>&1 || { echo "$f: trace stats failed"; cat "$tmp/out"; }
+      --json "$tmp/s.json" >"$tmp/out" 2>&1 || { echo "$f: trace stats failed"; cat "$tmp/out"; rm -f "$tmp/t.$f"; continue; }
   read -r wall rss <"$tmp/time"
   rows=$(grep -o '"kept": [0-9]*' "$tmp/s.json" | head -1 | grep -o '[0-9]*')
   awk -v f="$f" -v s="$size" -v w="$wall" -v r="$rss" -v n="$rows" \

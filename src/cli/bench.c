@@ -402,8 +402,8 @@ static int parse_turns(const char *s, uint32_t *lo, uint32_t *hi)
     return 0;
 }
 
-static int build_workload(bench_args *a, int api, int vllm_dataset, uint32_t server_mml, bench_work *bw, char *err,
-                          size_t errlen)
+static int build_workload(bench_args *a, int api, int vllm_dataset, int n_given, uint32_t server_mml, bench_work *bw,
+                          char *err, size_t errlen)
 {
     memset(bw, 0, sizeof *bw);
     uint32_t nwarm = (uint32_t)a->warmup;
@@ -418,8 +418,8 @@ static int build_workload(bench_args *a, int api, int vllm_dataset, uint32_t ser
             return -1;
         if (!a->tr.max_context && server_mml)
             lo.read.max_context = server_mml; /* longer than the model's context: counted, not sent */
-        if (a->num_requests > 0)
-            lo.read.max_rows = (uint64_t)a->num_requests + nwarm;
+        if (n_given)
+            lo.read.max_rows = (uint64_t)a->num_requests + nwarm; /* -n: the first N kept requests */
         if (a->trace_sessions && st_trace_sessions_from_name(a->trace_sessions, &lo.sessions) < 0) {
             snprintf(err, errlen, "--trace-sessions: expected replay, flat or off");
             return -1;
@@ -650,7 +650,7 @@ int cmd_bench(int argc, char **argv)
 
     /* the workload */
     bench_work bw;
-    int wrc = build_workload(&A, api, vllm_dataset, server_mml, &bw, err, sizeof err);
+    int wrc = build_workload(&A, api, vllm_dataset, n_given, server_mml, &bw, err, sizeof err);
     if (wrc < 0) {
         free(model_owned);
         if (wrc == -2) {
@@ -676,7 +676,6 @@ int cmd_bench(int argc, char **argv)
             fail = "--trace-rate and --rate exclude each other";
         use_trace_times = has_times && !rate_given;
     }
-    (void)n_given;
     if (fail) {
         if (!work->items)
             work->n = 0;

@@ -326,6 +326,10 @@ static void mooncake_trace_hits_the_cache(void **state)
           "{\"timestamp\": 150, \"input_length\": 100, \"output_length\": 5, \"hash_ids\": [7, 8]}\n"
           "{\"timestamp\": 200, \"input_length\": 120, \"output_length\": 5, \"hash_ids\": [7, 9]}\n",
           f);
+    /* and 120 more short requests of their own: a trace is replayed whole (no -n) */
+    for (int i = 0; i < 120; i++)
+        fprintf(f, "{\"timestamp\": %d, \"input_length\": 10, \"output_length\": 2, \"hash_ids\": [%d]}\n",
+                250 + i * 5, 1000 + i);
     fclose(f);
     st_trace_opts o = { .block_size = 64 };
     st_trace_stats *ts = st_trace_stats_new();
@@ -335,6 +339,7 @@ static void mooncake_trace_hits_the_cache(void **state)
     st_trace_stats_result(ts, &tr);
     st_trace_stats_free(ts);
     assert_int_equal(tr.hit_tokens, 128 + 128 + 64);
+    assert_int_equal(tr.requests, 125);
     emu_child emu;
     const char *extra[] = { "--time-scale", "20", "--quiet", NULL };
     assert_int_equal(emu_start(&emu, "Qwen/Qwen3-8B", "H100", extra, 1), 0);
@@ -358,7 +363,8 @@ static void mooncake_trace_hits_the_cache(void **state)
     json_t *j = load_json(js);
     json_t *w = json_object_get(json_object_get(j, "config"), "workload");
     assert_string_equal(json_string_value(json_object_get(w, "trace_format")), "mooncake");
-    assert_int_equal(json_integer_value(json_object_get(json_object_get(w, "trace_counts"), "kept")), 5);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(w, "trace_counts"), "kept")), 125);
+    assert_int_equal(json_array_size(json_object_get(j, "records")), 125);
     json_decref(j);
 }
 
