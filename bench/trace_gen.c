@@ -44,8 +44,9 @@ int main(int argc, char **argv)
         int n;
         if (!strcmp(fmt, "mooncake")) {
             /* a few shared system prompts (ids 0..9), then the request's own blocks */
-            n = snprintf(buf, sizeof buf, "{\"timestamp\": %llu, \"input_length\": %u, \"output_length\": %u, "
-                                          "\"hash_ids\": [",
+            n = snprintf(buf, sizeof buf,
+                         "{\"timestamp\": %llu, \"input_length\": %u, \"output_length\": %u, "
+                         "\"hash_ids\": [",
                          (unsigned long long)(ts * 1000), in, out);
             uint32_t blocks = (in + 511) / 512;
             for (uint32_t b = 0; b < blocks; b++)
@@ -76,8 +77,8 @@ int main(int argc, char **argv)
                          "\"model\": \"hosted_vllm/Qwen/Qwen3-8B\", \"model_group\": \"qwen3-8b\", \"user\": \"u%u\", "
                          "\"metadata\": {\"user_api_key_team_id\": \"t%u\", \"tags\": []}, \"cache_hit\": \"False\", "
                          "\"session_id\": \"s%u\", \"status\": \"success\"}\n",
-                         i ? "," : "", (unsigned long long)i, rnd(1000), in + out, in, out, day, hms, rnd(1000000),
-                         day, hms, 999999, rnd(1000), rnd(20), (unsigned)(i / 4));
+                         i ? "," : "", (unsigned long long)i, rnd(1000), in + out, in, out, day, hms, rnd(1000000), day,
+                         hms, 999999, rnd(1000), rnd(20), (unsigned)(i / 4));
         }
         fwrite(buf, 1, (size_t)n, stdout);
         written += (unsigned long long)n;

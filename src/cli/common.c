@@ -7,6 +7,7 @@
 #include "audit/store.h"
 #include "audit/traffic.h"
 #include "cli/cli.h"
+#include "load/trace.h"
 #include "load/workload.h"
 
 int st_cli_usage_error(const char *cmd, const char *reason)
@@ -24,13 +25,20 @@ int st_cli_load_spec(const char *path, struct st_spec *spec)
         return -1;
     }
     if (spec->workload.kind == ST_WL_TRACE) {
-        st_workload w;
-        if (st_workload_trace_load(spec->workload.trace, &w, err, sizeof err)) {
+        /* every row is read (a malformed one is an error now, not mid-audit), none is kept */
+        st_trace_counts c;
+        if (st_trace_read_file(spec->workload.trace, NULL, NULL, NULL, &c, NULL, err, sizeof err)) {
             fprintf(stderr, "%s: workload.trace: %s\n", path, err);
             st_spec_free(spec);
             return -1;
         }
-        st_workload_free(&w);
+        if (!c.kept) {
+            char d[400];
+            st_trace_counts_describe(&c, d, sizeof d);
+            fprintf(stderr, "%s: workload.trace: %s holds no requests (%s)\n", path, spec->workload.trace, d);
+            st_spec_free(spec);
+            return -1;
+        }
     }
     return 0;
 }

@@ -328,8 +328,8 @@ static void mooncake_trace_hits_the_cache(void **state)
           f);
     /* and 120 more short requests of their own: a trace is replayed whole (no -n) */
     for (int i = 0; i < 120; i++)
-        fprintf(f, "{\"timestamp\": %d, \"input_length\": 10, \"output_length\": 2, \"hash_ids\": [%d]}\n",
-                250 + i * 5, 1000 + i);
+        fprintf(f, "{\"timestamp\": %d, \"input_length\": 10, \"output_length\": 2, \"hash_ids\": [%d]}\n", 250 + i * 5,
+                1000 + i);
     fclose(f);
     st_trace_opts o = { .block_size = 64 };
     st_trace_stats *ts = st_trace_stats_new();
