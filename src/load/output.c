@@ -189,6 +189,8 @@ json_t *st_output_config_json(const st_bench_info *in)
                               "model", (json_int_t)c->model, "sampled_out", (json_int_t)c->sampled_out, "empty",
                               (json_int_t)c->empty, "too_long", (json_int_t)c->too_long, "bad", (json_int_t)c->bad,
                               "unsorted", (json_int_t)c->unsorted, "stopped", c->stopped);
+        if (k)
+            set(k, "orphaned", json_integer((json_int_t)c->orphaned));
         set(w, "trace_counts", k ? k : json_null());
     }
     if (!in->workload || strcmp(in->workload, "trace") != 0) {

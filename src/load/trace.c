@@ -338,7 +338,7 @@ typedef struct sess_ent {
                       5 dropped (too long), 6 dropped (empty / malformed turn) */
 } sess_ent;
 
-enum { S_FREE = 0, S_KEPT, S_WINDOW, S_SAMPLE, S_MODEL, S_TOO_LONG, S_BROKEN };
+enum { S_FREE = 0, S_KEPT, S_WINDOW, S_SAMPLE, S_MODEL, S_TOO_LONG, S_EMPTY, S_BROKEN };
 
 typedef struct field {
     const char *p;
@@ -580,7 +580,8 @@ static int emit(st_trace_reader *r, uint64_t line, raw_row *w, char *err, size_t
             case S_SAMPLE: r->c.sampled_out++; return 0;
             case S_MODEL: r->c.model++; return 0;
             case S_TOO_LONG: r->c.too_long++; return 0;
-            case S_BROKEN: r->c.empty++; return 0;
+            case S_EMPTY: r->c.empty++; return 0;
+            case S_BROKEN: r->c.orphaned++; return 0;
             default: break;
             }
         }
@@ -623,7 +624,7 @@ static int emit(st_trace_reader *r, uint64_t line, raw_row *w, char *err, size_t
         int drop = 0;
         if (w->in == 0 || w->out == 0) {
             r->c.empty++;
-            drop = S_BROKEN;
+            drop = S_EMPTY;
         } else if (w->has_ts && (r->o.window_from_s > 0 || r->o.window_to_s > 0) &&
                    (rel < r->o.window_from_s || (r->o.window_to_s > 0 && rel >= r->o.window_to_s))) {
             r->c.window++;
@@ -647,7 +648,7 @@ static int emit(st_trace_reader *r, uint64_t line, raw_row *w, char *err, size_t
         }
     } else if (w->in == 0 || w->out == 0) {
         r->c.empty++;
-        se->state = S_BROKEN;
+        se->state = S_EMPTY;
         return 0;
     }
     if (r->o.max_context && (uint64_t)full + w->out > r->o.max_context) {
@@ -1552,6 +1553,7 @@ void st_trace_counts_describe(const st_trace_counts *c, char *out, size_t cap)
         { c->empty, "empty (0 input or output tokens)" },
         { c->too_long, "longer than the context" },
         { c->bad, "malformed" },
+        { c->orphaned, "later turns of a session broken by a malformed turn" },
     };
     int first = 1;
     for (size_t i = 0; i < sizeof s / sizeof s[0]; i++)

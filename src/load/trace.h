@@ -23,7 +23,8 @@
  *
  * Nothing is dropped silently: every row that is not given to the callback is counted in
  * st_trace_counts under its reason (failed, outside the window, other model, not sampled,
- * empty, longer than the context, malformed), and the first malformed rows are kept as
+ * empty, longer than the context, malformed; the later turns of a session go with its first
+ * turn's reason), and the first malformed rows are kept as
  * "file:line: reason". A malformed row is an error unless max_bad allows skipping it. */
 #ifndef ST_TRACE_H
 #define ST_TRACE_H
@@ -91,6 +92,7 @@ typedef struct st_trace_counts {
     uint64_t empty;       /* zero input or output tokens */
     uint64_t too_long;    /* prompt + output above max_context (and later turns of that session) */
     uint64_t bad;         /* malformed rows skipped under max_bad */
+    uint64_t orphaned;    /* later turns of a session whose earlier turn was malformed (skipped) */
     uint64_t unsorted;    /* rows earlier than the row before them */
     uint64_t sessions;    /* distinct sessions among kept rows */
     int stopped;          /* max_rows reached before the end */

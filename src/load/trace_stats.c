@@ -656,6 +656,7 @@ json_t *st_traffic_json(const st_traffic *t, const st_traffic_advice *a, const s
             for (uint32_t i = 0; i < c->n_bad_first; i++)
                 json_array_append_new(b, json_string(c->bad_first[i]));
             json_object_set_new(k, "bad_first", b);
+            json_object_set_new(k, "orphaned", json_integer((json_int_t)c->orphaned));
             json_object_set_new(o, "counts", k);
         }
     }
