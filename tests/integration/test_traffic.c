@@ -11,6 +11,7 @@
 #include "harness.h"
 
 #include <fcntl.h>
+#include <ftw.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <sys/wait.h>
@@ -437,13 +438,69 @@ static void report_has_your_traffic(void **state)
     buf[n] = 0;
     fclose(m);
     assert_non_null(strstr(buf, "<h2>Your traffic</h2>"));
-    const char *files[] = { "report.json",        "report.md",          "report.html", "results.csv",  "results.sqlite",
-                            "results.sqlite-wal", "results.sqlite-shm", "engine.log",  "predict.lock", "lock" };
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        snprintf(p, sizeof p, "%s/%s", out, files[i]);
-        unlink(p);
-    }
-    rmdir(out);
+}
+
+
+/* servetune trace stats: the figures and advice, the JSON, and the errors a user sees. */
+static void trace_stats_cli(void **state)
+{
+    (void)state;
+    char trace[300], js[300], log[300], bad[300];
+    snprintf(trace, sizeof trace, "%s/burst.csv", dir);
+    snprintf(js, sizeof js, "%s/stats.json", dir);
+    snprintf(log, sizeof log, "%s/stats.log", dir);
+    snprintf(bad, sizeof bad, "%s/bad.csv", dir);
+    FILE *f = fopen(trace, "w");
+    assert_non_null(f);
+    fputs("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n", f);
+    for (int i = 0; i < 600; i++)
+        fprintf(f, "%d,%s,%d,%d,0,API log\n", i / 2, i % 3 ? "ChatGPT" : "GPT-4", 100 + (i * 37) % 4000,
+                i % 50 == 49 ? 0 : 10 + i % 300);
+    fclose(f);
+    const char *argv[] = { "servetune", "trace", "stats",           trace,  "--json", js, "--model", "Qwen/Qwen3-8B",
+                           "--gpu",     "H100",  "--max-model-len", "4096", NULL };
+    int rc = run_cli(argv, log);
+    if (rc != 0)
+        show_log(log);
+    assert_int_equal(rc, 0);
+    json_t *j = load_json(js);
+    assert_string_equal(json_string_value(json_object_get(j, "format")), "burstgpt");
+    assert_int_equal(json_integer_value(json_object_get(j, "requests")), 588);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "counts"), "failed")), 12);
+    json_t *ad = json_object_get(j, "advice");
+    assert_true(json_integer_value(json_object_get(ad, "kv_tokens")) > 100000);
+    assert_true(json_real_value(json_object_get(ad, "reject_current")) > 0); /* 4096 < the longest */
+    assert_int_equal(json_integer_value(json_object_get(ad, "max_model_len_p99")) % 256, 0);
+    assert_string_equal(json_string_value(json_object_get(ad, "prefix_caching")), "unknown");
+    /* 120 rows a minute, 2 or 3 of them failed (not counted) */
+    double p50 = json_real_value(json_object_get(json_object_get(j, "rate"), "p50_minute_rps"));
+    assert_true(p50 >= 117 / 60.0 - 1e-9 && p50 <= 118 / 60.0 + 1e-9);
+    json_decref(j);
+    /* a malformed row: file:line: reason, exit 1; skipped and counted with --trace-max-bad */
+    f = fopen(bad, "w");
+    fputs("timestamp,input_tokens,output_tokens\n1,10,5\n2,ten,5\n3,12,5\n", f);
+    fclose(f);
+    const char *b1[] = { "servetune", "trace", "stats", bad, NULL };
+    assert_int_equal(run_cli(b1, log), 1);
+    FILE *l = fopen(log, "r");
+    char buf[2048];
+    size_t n = fread(buf, 1, sizeof buf - 1, l);
+    buf[n] = 0;
+    fclose(l);
+    assert_non_null(strstr(buf, "bad.csv:3: column input_tokens is not a token count: \"ten\""));
+    const char *b2[] = { "servetune", "trace", "stats", bad, "--trace-max-bad", "1", NULL };
+    assert_int_equal(run_cli(b2, log), 0);
+    l = fopen(log, "r");
+    n = fread(buf, 1, sizeof buf - 1, l);
+    buf[n] = 0;
+    fclose(l);
+    assert_non_null(strstr(buf, "1 malformed"));
+    const char *u1[] = { "servetune", "trace", "stats", bad, "--frobnicate", NULL };
+    assert_int_equal(run_cli(u1, log), 2);
+    const char *u2[] = { "servetune", "trace", "stats", NULL };
+    assert_int_equal(run_cli(u2, log), 2);
+    const char *u3[] = { "servetune", "trace", "stats", "/nonexistent/trace.jsonl", NULL };
+    assert_int_equal(run_cli(u3, log), 1);
 }
 
 static int setup(void **state)
@@ -452,22 +509,19 @@ static int setup(void **state)
     return mkdtemp(dir) ? 0 : -1;
 }
 
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+/* Everything the tests wrote goes with the folder (nftw, depth first, links not followed). */
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "%s", dir);
-    /* remove the files this test wrote, then the folder */
-    const char *names[] = { "sessions.jsonl", "bench.log",        "sessions.json",
-                            "reason.log",     "reason-chat.json", "reason-completions.json",
-                            "exact.log",      "exact.json",       "vllm.json",
-                            "mooncake.jsonl", "mooncake.log",     "mooncake.json" };
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        char p[400];
-        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
-        unlink(p);
-    }
-    rmdir(cmd);
+    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     return 0;
 }
 
@@ -476,7 +530,7 @@ int main(void)
     const struct CMUnitTest t[] = {
         cmocka_unit_test(sessions_prefix_cache_rises),  cmocka_unit_test(reasoning_time_to_first_answer),
         cmocka_unit_test(exact_prompts_and_vllm_names), cmocka_unit_test(mooncake_trace_hits_the_cache),
-        cmocka_unit_test(report_has_your_traffic),
+        cmocka_unit_test(report_has_your_traffic),      cmocka_unit_test(trace_stats_cli),
     };
     return cmocka_run_group_tests(t, setup, teardown);
 }
