@@ -575,6 +575,10 @@ static int read_sglang(const st_json_val *f, st_api_event *ev, int streaming)
         }
     }
     int text = st_json_str_nonempty(&f[F_TEXT]);
+    if (text) {
+        ev->content = f[F_TEXT]; /* cumulative: the whole answer so far */
+        ev->content_cumulative = 1;
+    }
     if (!streaming)
         ev->tokens = have_ct ? ct : (uint32_t)text;
     else if (have_ct)

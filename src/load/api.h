@@ -47,7 +47,8 @@
  *
  * ev.content is the answer text the event carries (a view of the JSON string, escaped, quotes
  * included; ST_JSON_ABSENT when none): chat delta.content, completions text, TGI token.text,
- * llama.cpp content. Multi-turn sessions keep it as the conversation's history. */
+ * llama.cpp content, SGLang's cumulative text (content_cumulative). Multi-turn sessions keep
+ * it as the conversation's history. */
 #ifndef ST_API_H
 #define ST_API_H
 #include <stddef.h>
@@ -82,9 +83,10 @@ typedef struct st_api_event {
     int done;        /* the terminal marker ("[DONE]") */
     int has_usage;
     uint32_t usage_prompt, usage_completion, usage_cached, usage_reasoning;
-    uint32_t reasoning;  /* of tokens, the reasoning ones */
-    int answer_visible;  /* the event carries visible answer text */
-    st_json_val content; /* the answer text (escaped JSON string view), or ST_JSON_ABSENT */
+    uint32_t reasoning;     /* of tokens, the reasoning ones */
+    int answer_visible;     /* the event carries visible answer text */
+    st_json_val content;    /* the answer text (escaped JSON string view), or ST_JSON_ABSENT */
+    int content_cumulative; /* SGLang: content is the whole answer so far, not this event's part */
     int is_error;
     char error[256];
     /* Carried across the events of one stream: the running total of tokens counted so far

@@ -331,6 +331,10 @@ static int on_event(void *arg, const st_sse_event *e)
         rec->reasoning_tokens += c->ev.reasoning;
         c->counted += c->ev.tokens;
         r->tokens += c->ev.tokens;
+        if (c->capture && c->ev.content_cumulative) {
+            st_buf_reset(&c->answer);
+            c->answer_think = 0;
+        }
         if (c->capture && st_api_append_text(&c->ev.content, 1, &c->answer_think, &c->answer) < 0)
             c->capture = 2; /* over RUN_ANSWER_MAX: the session cannot go on with this answer */
     }

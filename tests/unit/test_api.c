@@ -449,6 +449,11 @@ static void api_reasoning(void **state)
     st_api_event_reset(&ev);
     assert_int_equal(parse(ST_API_TGI, "{\"token\":{\"id\":1,\"text\":\" y\",\"special\":false}}"), 0);
     assert_true(ev.answer_visible);
+    /* SGLang's text is cumulative: the whole answer so far */
+    st_api_event_reset(&ev);
+    assert_int_equal(parse(ST_API_SGLANG, "{\"text\":\"a b\",\"meta_info\":{\"completion_tokens\":2}}"), 0);
+    assert_true(ev.content_cumulative);
+    assert_int_equal(ev.content.type, ST_JSON_STRING);
     /* usage with reasoning tokens (OpenAI's completion_tokens_details) */
     st_api_event_reset(&ev);
     assert_int_equal(parse(ST_API_CHAT, "{\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":9,"
