@@ -82,7 +82,7 @@ FUZZ_OBJ := $(patsubst %.c,build-fuzz/%.o,$(LIB_SRC))
 FUZZ_CFLAGS := $(CSTD) -g -O1 -Isrc $(PKG_CFLAGS) -fsanitize=fuzzer-no-link,address,undefined
 build-fuzz/%.o: %.c
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -c $< -o $@
+	clang $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
 build-fuzz/libservetune.a: $(FUZZ_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
@@ -113,3 +113,4 @@ clean:
 	rm -rf build build-asan build-fuzz
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+-include $(shell find build-fuzz -name '*.d' 2>/dev/null)
