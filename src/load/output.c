@@ -519,6 +519,8 @@ void st_output_table(FILE *f, const st_bench_info *in, const st_summary *s)
             fprintf(f, " (burstiness %.3g)", in->burstiness);
         if (in->max_concurrency)
             fprintf(f, ", max concurrency %u", in->max_concurrency);
+        if (in->sessions && (!in->trace_sessions || !strcmp(in->trace_sessions, "replay")))
+            fputs(" (first turns; a later turn follows the previous one's end + think time)", f);
         fputc('\n', f);
     }
     fprintf(f, "%-30s%u completed, %u failed", "Requests:", s->completed, s->failed);
