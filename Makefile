@@ -33,7 +33,7 @@ BENCH_SRC := $(wildcard bench/*.c)
 BENCH_BIN := $(patsubst %.c,$(BUILD)/%,$(BENCH_SRC))
 FUZZ_SRC  := $(wildcard tests/fuzz/fuzz_*.c)
 
-.PHONY: all clean test test-bins unit fuzz fuzz-build bench demo deps asan
+.PHONY: all clean test test-bins unit fuzz fuzz-build bench demo deps asan check-layers format
 all: $(BUILD)/servetune
 
 $(BUILD)/%.o: %.c
@@ -59,10 +59,19 @@ test-bins: $(BUILD)/servetune $(TEST_BIN)
 
 # The test suite: everything built with ASan+UBSan, then tests/run.sh runs each binary
 # and prints the closing line "N passed, N failed".
-test:
+test: check-layers
 	$(MAKE) SAN=1 BUILD=build-asan test-bins
 	$(MAKE) fuzz-smoke
 	BUILD=build-asan ./tests/run.sh
+
+# The code's style (.clang-format): `make format` rewrites the sources in place.
+FORMAT_SRC = $(wildcard src/*/*.[ch] tests/*.h tests/unit/*.c tests/integration/*.[ch] tests/fuzz/*.c bench/*.c)
+format:
+	clang-format -i $(FORMAT_SRC)
+
+# Layers point one way (docs/architecture.md); fails on an include that points up.
+check-layers:
+	./scripts/check-layers
 
 asan:
 	$(MAKE) SAN=1 BUILD=build-asan

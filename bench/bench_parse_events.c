@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "core/clock.h"
-#include "engine/api.h"
+#include "load/api.h"
 
 int main(int argc, char **argv)
 {
@@ -33,9 +33,8 @@ int main(int argc, char **argv)
             tokens += ev.tokens;
         }
         double s = st_ns_to_s(st_now() - t0);
-        printf("%-12s %zu-byte chunk: %.0f events/s (%.0f ns/event, %.0f MB/s), tokens %llu\n",
-               st_api_name(kinds[c]), len, iters / s, s * 1e9 / iters, iters * (double)len / s / 1e6,
-               (unsigned long long)tokens);
+        printf("%-12s %zu-byte chunk: %.0f events/s (%.0f ns/event, %.0f MB/s), tokens %llu\n", st_api_name(kinds[c]),
+               len, iters / s, s * 1e9 / iters, iters * (double)len / s / 1e6, (unsigned long long)tokens);
     }
     return 0;
 }

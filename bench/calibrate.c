@@ -78,7 +78,8 @@ static int calibration_point(double ratio, int gate)
     }
     ttft /= ok ? ok : 1;
     double tput = gen / ((t_last - t_first) / 1e9);
-    printf("calibration  RTX 4090, Llama-3-8B AWQ, 32 in flight, 256 in / 512 out (output range ratio %.2f), %u requests%s\n",
+    printf("calibration  RTX 4090, Llama-3-8B AWQ, 32 in flight, 256 in / 512 out (output range ratio %.2f), %u "
+           "requests%s\n",
            ratio, N, gate ? "" : " [information only]");
     printf("  generation throughput %.0f tok/s   (published ~3500, band 2625-4375)\n", tput);
     printf("  mean TTFT             %.1f ms     (published ~120, band 90-150)\n", ttft * 1e3);
@@ -101,7 +102,9 @@ static void decode_floor(void)
     st_emu_memory mem;
     char err[512];
     st_emu_memory_plan(&c, &mem, err, sizeof err);
-    st_emu_batch b = { .tokens = 1, .decode_tokens = 1, .seqs = 1, .sampled = 1, .attn_pairs = 1024, .kv_read_tokens = 1024 };
+    st_emu_batch b = {
+        .tokens = 1, .decode_tokens = 1, .seqs = 1, .sampled = 1, .attn_pairs = 1024, .kv_read_tokens = 1024
+    };
     printf("decode floor Qwen3-8B bf16 on H100: weights/bandwidth %.2f ms, modelled batch-1 step %.2f ms\n",
            st_emu_weight_read_floor_s(&c) * 1e3, st_emu_step_seconds(&c, &b, NULL) * 1e3);
 }
@@ -117,10 +120,12 @@ static void virtual_speed(void)
     st_record *rec = calloc(N, sizeof *rec);
     for (uint32_t i = 0; i < N; i++) {
         for (uint32_t k = 0; k < IN; k++)
-            ids[(size_t)i * IN + k] = k < SHARED ? st_emu_output_token(7, k, 151936)
-                                                 : st_emu_output_token(1000 + i, k, 151936);
-        it[i] = (st_emu_sim_item){ .arrival = (st_ns)i * 250 * ST_NS_PER_MS, .input_ids = ids + (size_t)i * IN,
-                                   .input_len = IN, .output_len = OUT };
+            ids[(size_t)i * IN + k] =
+                k < SHARED ? st_emu_output_token(7, k, 151936) : st_emu_output_token(1000 + i, k, 151936);
+        it[i] = (st_emu_sim_item){ .arrival = (st_ns)i * 250 * ST_NS_PER_MS,
+                                   .input_ids = ids + (size_t)i * IN,
+                                   .input_len = IN,
+                                   .output_len = OUT };
     }
     char err[512];
     st_emu_sim_stats s;

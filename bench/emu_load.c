@@ -158,14 +158,17 @@ int main(int argc, char **argv)
         st_buf_printf(&body, i ? ",%d" : "%d", 1000 + i);
     st_buf_printf(&body, "],\"max_tokens\":%d,\"ignore_eos\":true,\"stream\":true}", max_tokens);
     st_buf_init(&x.req, 1 << 20);
-    st_http_write_request(&x.req, "POST", "127.0.0.1", "/v1/completions", NULL, 0, "application/json", body.data, body.len);
+    st_http_write_request(&x.req, "POST", "127.0.0.1", "/v1/completions", NULL, 0, "application/json", body.data,
+                          body.len);
     conn *cs = calloc(conc, sizeof *cs);
     st_ns t0 = st_now();
     for (uint32_t i = 0; i < conc; i++) {
         conn *c = &cs[i];
         c->x = &x;
         c->fd = socket(AF_INET, SOCK_STREAM, 0);
-        struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)x.port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        struct sockaddr_in a = { .sin_family = AF_INET,
+                                 .sin_port = htons((uint16_t)x.port),
+                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
         if (connect(c->fd, (struct sockaddr *)&a, sizeof a) < 0) {
             perror("connect");
             return 1;

@@ -39,7 +39,7 @@ typedef struct srv {
 
 typedef struct stream {
     st_timer t;
-    st_srv_resp *resp;
+    st_server_resp *resp;
     srv *s;
     int64_t id;
     uint32_t left, sent;
@@ -51,15 +51,20 @@ static void stream_done(stream *st)
     free(st);
 }
 
-static void on_cancel(void *arg, st_srv_resp *r) { stream_done(arg); }
+static void on_cancel(void *arg, st_server_resp *r) { stream_done(arg); }
 
 static void tick(st_loop *l, void *arg)
 {
     stream *st = arg;
     srv *s = st->s;
     if (st->left > 0) {
-        static const char ev[] = "data: {\"id\":\"cmpl-b\",\"object\":\"text_completion\",\"model\":\"bench\",\"choices\":[{\"index\":0,\"text\":\" tok\",\"logprobs\":null,\"finish_reason\":null}]}\n\n";
-        static const char last[] = "data: {\"id\":\"cmpl-b\",\"object\":\"text_completion\",\"model\":\"bench\",\"choices\":[{\"index\":0,\"text\":\" tok\",\"logprobs\":null,\"finish_reason\":\"length\"}]}\n\n";
+        static const char ev[] = "data: "
+                                 "{\"id\":\"cmpl-b\",\"object\":\"text_completion\",\"model\":\"bench\",\"choices\":[{"
+                                 "\"index\":0,\"text\":\" tok\",\"logprobs\":null,\"finish_reason\":null}]}\n\n";
+        static const char last[] =
+            "data: "
+            "{\"id\":\"cmpl-b\",\"object\":\"text_completion\",\"model\":\"bench\",\"choices\":[{\"index\":0,\"text\":"
+            "\" tok\",\"logprobs\":null,\"finish_reason\":\"length\"}]}\n\n";
         char buf[64 * sizeof ev];
         size_t len = 0;
         uint32_t k = 0;
@@ -69,8 +74,8 @@ static void tick(st_loop *l, void *arg)
             memcpy(buf + len, e, n);
             len += n;
         }
-        if (st_srv_stream_write(st->resp, buf, len) < 0) {
-            st_srv_resp_abort(st->resp, 0);
+        if (st_server_stream_write(st->resp, buf, len) < 0) {
+            st_server_resp_abort(st->resp, 0);
             stream_done(st);
             return;
         }
@@ -82,24 +87,26 @@ static void tick(st_loop *l, void *arg)
         return;
     }
     char u[160];
-    int n = snprintf(u, sizeof u, "{\"id\":\"cmpl-b\",\"object\":\"text_completion\",\"model\":\"bench\",\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":%u,\"total_tokens\":%u}}",
+    int n = snprintf(u, sizeof u,
+                     "{\"id\":\"cmpl-b\",\"object\":\"text_completion\",\"model\":\"bench\",\"choices\":[],\"usage\":{"
+                     "\"prompt_tokens\":1,\"completion_tokens\":%u,\"total_tokens\":%u}}",
                      st->sent, st->sent + 1);
-    st_srv_sse_send(st->resp, u, (size_t)n);
-    st_srv_sse_send(st->resp, "[DONE]", 6);
-    st_srv_stream_end(st->resp);
+    st_server_sse_send(st->resp, u, (size_t)n);
+    st_server_sse_send(st->resp, "[DONE]", 6);
+    st_server_stream_end(st->resp);
     stream_done(st);
 }
 
-static void handler(void *arg, const st_http_parser *req, st_srv_resp *resp)
+static void handler(void *arg, const st_http_parser *req, st_server_resp *resp)
 {
     srv *s = arg;
     if (!strcmp(req->target, "/tiny")) {
-        st_srv_respond(resp, 200, "text/plain", NULL, "ok", 2);
+        st_server_respond(resp, 200, "text/plain", NULL, "ok", 2);
         return;
     }
     if (!strcmp(req->target, "/v1/models")) {
         const char *b = "{\"object\":\"list\",\"data\":[{\"id\":\"bench\",\"object\":\"model\"}]}";
-        st_srv_respond(resp, 200, "application/json", NULL, b, strlen(b));
+        st_server_respond(resp, 200, "application/json", NULL, b, strlen(b));
         return;
     }
     uint32_t tokens = 16;
@@ -108,7 +115,7 @@ static void handler(void *arg, const st_http_parser *req, st_srv_resp *resp)
         tokens = (uint32_t)strtoul(mt + 13, NULL, 10);
     stream *st = calloc(1, sizeof *st);
     if (!st) {
-        st_srv_respond(resp, 503, NULL, NULL, NULL, 0);
+        st_server_respond(resp, 503, NULL, NULL, NULL, 0);
         return;
     }
     st->s = s;
@@ -117,8 +124,8 @@ static void handler(void *arg, const st_http_parser *req, st_srv_resp *resp)
     const char *id = st_http_header(req, "x-servetune-id");
     st->id = id ? strtol(id, NULL, 10) : -1;
     st_timer_init(&st->t, tick, st);
-    st_srv_stream_start(resp, 200, "text/event-stream", NULL);
-    st_srv_resp_on_cancel(resp, on_cancel, st);
+    st_server_stream_start(resp, 200, "text/event-stream", NULL);
+    st_server_resp_on_cancel(resp, on_cancel, st);
     st_timer_arm(s->l, &st->t, st_now() + s->ttft);
 }
 
@@ -152,7 +159,9 @@ int main(int argc, char **argv)
         s.nfirst = 4u << 20;
         s.first = calloc(s.nfirst, sizeof *s.first);
     }
-    st_server_config cfg = { .host = "127.0.0.1", .port = (uint16_t)port, .handler = handler, .arg = &s, .max_conns = 60000 };
+    st_server_config cfg = {
+        .host = "127.0.0.1", .port = (uint16_t)port, .handler = handler, .arg = &s, .max_conns = 60000
+    };
     char err[256];
     st_server *server = st_server_new(s.l, &cfg, err, sizeof err);
     if (!server) {

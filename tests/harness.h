@@ -13,11 +13,11 @@
 #include <string.h>
 
 /* Asserts |a - b| <= tol. */
-#define assert_near(a, b, tol)                                                                   \
-    do {                                                                                         \
-        double a_ = (a), b_ = (b), t_ = (tol);                                                   \
-        if (!(fabs(a_ - b_) <= t_))                                                               \
-            fail_msg("%s = %.9g, expected %.9g within %.3g", #a, a_, b_, t_);                  \
+#define assert_near(a, b, tol)                                                                                         \
+    do {                                                                                                               \
+        double a_ = (a), b_ = (b), t_ = (tol);                                                                         \
+        if (!(fabs(a_ - b_) <= t_))                                                                                    \
+            fail_msg("%s = %.9g, expected %.9g within %.3g", #a, a_, b_, t_);                                          \
     } while (0)
 
 /* Path of the servetune binary under test (the same build as the test). */

@@ -56,8 +56,7 @@ void st_capacity_verdict(const st_audit_slo *slo, const st_rate_figures *f, st_v
             char m[8];
             upper(m, sizeof m, st_slo_metric_name(slo->terms[out->term].metric));
             snprintf(out->why, sizeof out->why, "all %u requests completed; tightest term p%g %s %.0f ms of %.0f ms",
-                     f->completed, slo->terms[out->term].pct, m, f->value_ms[out->term],
-                     slo->terms[out->term].max_ms);
+                     f->completed, slo->terms[out->term].pct, m, f->value_ms[out->term], slo->terms[out->term].max_ms);
         } else {
             snprintf(out->why, sizeof out->why, "all %u requests completed", f->completed);
         }
@@ -72,7 +71,8 @@ void st_capacity_verdict(const st_audit_slo *slo, const st_rate_figures *f, st_v
         char m[8];
         upper(m, sizeof m, st_slo_metric_name(slo->terms[out->term].metric));
         if (f->stopped_early)
-            snprintf(out->why, sizeof out->why, "stopped early: p%g %s >= %.4g ms > %.4g ms (x%.2f) among the %u requests due",
+            snprintf(out->why, sizeof out->why,
+                     "stopped early: p%g %s >= %.4g ms > %.4g ms (x%.2f) among the %u requests due",
                      slo->terms[out->term].pct, m, f->value_ms[out->term], slo->terms[out->term].max_ms,
                      out->worst_ratio, f->due);
         else
@@ -202,8 +202,8 @@ void st_capacity_next(const st_search_params *p, const st_rate_result *r, int n,
                 d = r[i].delivered_rps;
         if (!(d > lo)) {
             fmt_rate(a, sizeof a, lo);
-            snprintf(out->why, sizeof out->why,
-                     "refine: the unlimited-rate run delivered %.4g req/s, not above %s", d, a);
+            snprintf(out->why, sizeof out->why, "refine: the unlimited-rate run delivered %.4g req/s, not above %s", d,
+                     a);
             return;
         }
         hi = d;

@@ -39,7 +39,7 @@ typedef struct st_rate_figures {
     double value_ms[ST_SLO_MAX_TERMS]; /* the SLO terms' percentiles, in the spec's order; NAN: no data.
                                           After an early stop: lower bounds over the requests due by then */
     int stopped_early;
-    uint32_t due;       /* early stop: requests whose scheduled time had come when it stopped */
+    uint32_t due; /* early stop: requests whose scheduled time had come when it stopped */
 } st_rate_figures;
 
 typedef struct st_verdict_info {
@@ -64,7 +64,7 @@ int st_capacity_sure_fail(const st_audit_slo *slo, uint32_t planned, const uint3
 
 /* One rate's outcome as the search and the capacity need it. */
 typedef struct st_rate_result {
-    double rate;          /* offered req/s; INFINITY for inf */
+    double rate; /* offered req/s; INFINITY for inf */
     st_verdict verdict;
     double worst_ratio;   /* from the verdict */
     double delivered_rps; /* completed / (first send .. last completion) */
@@ -81,7 +81,7 @@ typedef struct st_search_params {
     double tolerance;
     uint32_t request_budget; /* refine only; 0: no limit (refine runs are capped at ST_REFINE_MAX_RUNS) */
     uint32_t requests_per_rate;
-    double skip_margin;      /* 0: never skip */
+    double skip_margin; /* 0: never skip */
 } st_search_params;
 
 #define ST_REFINE_MAX_RUNS 12
@@ -99,16 +99,16 @@ void st_capacity_next(const st_search_params *p, const st_rate_result *r, int n,
 
 typedef struct st_capacity {
     int has_pass;
-    double pass_rate;     /* highest passing offered rate */
-    int pass_index;       /* its index in the results */
-    double capacity_rps;  /* delivered req/s at pass_rate */
+    double pass_rate;    /* highest passing offered rate */
+    int pass_index;      /* its index in the results */
+    double capacity_rps; /* delivered req/s at pass_rate */
     double output_tps;
     double sustained_rps;
     int has_fail_above;
-    double fail_rate;     /* lowest failing (or errored) rate above pass_rate */
+    double fail_rate;          /* lowest failing (or errored) rate above pass_rate */
     int highest_tested_passed; /* no failing rate above: capacity may be higher than measured */
-    int non_monotonic;    /* some rate below pass_rate failed */
-    int warmup_effect;    /* the first measured rate failed and a higher one passed */
+    int non_monotonic;         /* some rate below pass_rate failed */
+    int warmup_effect;         /* the first measured rate failed and a higher one passed */
     int n_measured;
 } st_capacity;
 

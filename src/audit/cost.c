@@ -9,8 +9,8 @@ int st_cost_compute(const st_cost_in *in, st_cost *out)
     out->usd_per_1m = NAN;
     out->monthly_usd = NAN;
     out->replica_hour_usd = in->price_per_gpu_hour * in->gpus_per_replica;
-    if (!(in->capacity_rps > 0) || !(in->output_tps > 0) || !isfinite(in->capacity_rps) ||
-        !isfinite(in->output_tps) || in->gpus_per_replica < 1 || !(in->price_per_gpu_hour > 0))
+    if (!(in->capacity_rps > 0) || !(in->output_tps > 0) || !isfinite(in->capacity_rps) || !isfinite(in->output_tps) ||
+        in->gpus_per_replica < 1 || !(in->price_per_gpu_hour > 0))
         return -1;
     out->valid = 1;
     out->usd_per_1m = in->price_per_gpu_hour * in->gpus_per_replica / (in->output_tps * 3600.0) * 1e6;

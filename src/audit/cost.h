@@ -14,14 +14,14 @@ typedef struct st_cost_in {
     double output_tps;         /* output tok/s delivered at that rate */
     double price_per_gpu_hour; /* US$ */
     int gpus_per_replica;
-    double peak_rps;           /* the stated peak */
+    double peak_rps; /* the stated peak */
 } st_cost_in;
 
 typedef struct st_cost {
-    int valid;            /* 0 when nothing passed (the figures below are NAN / 0) */
-    double usd_per_1m;    /* $ per 1M output tokens */
-    long replicas;        /* replicas at the stated peak */
-    double monthly_usd;   /* replicas x GPUs x price x 730 */
+    int valid;               /* 0 when nothing passed (the figures below are NAN / 0) */
+    double usd_per_1m;       /* $ per 1M output tokens */
+    long replicas;           /* replicas at the stated peak */
+    double monthly_usd;      /* replicas x GPUs x price x 730 */
     double replica_hour_usd; /* price x GPUs per replica */
 } st_cost;
 
@@ -33,7 +33,7 @@ double st_cost_rel_change(double value, double base);
 
 /* One configuration's outcome for the headline pick. */
 typedef struct st_cost_pick_in {
-    int passed;        /* passed at some rate (has a capacity) */
+    int passed; /* passed at some rate (has a capacity) */
     double usd_per_1m;
     double capacity_rps;
 } st_cost_pick_in;

@@ -14,11 +14,16 @@
 #include "audit/figures.h"
 #include "core/buf.h"
 #include "engine/adapter.h"
-#include "engine/api.h"
+#include "load/api.h"
 #include "engine/metrics.h"
-#include "engine/metrics_scrape.h"
+#include "engine/metrics.h"
 #include "engine/probe.h"
 #include "engine/process.h"
+
+/* The engine facts JSON, a small answer (/version, /health), and a /metrics page. */
+#define FACTS_MAX 4096
+#define SMALL_BODY_MAX 65536
+#define METRICS_BODY_MAX ((size_t)8 << 20)
 
 #define LOG_TAIL_BYTES 16384
 #define LOG_TAIL_LINES 40
@@ -32,9 +37,9 @@ typedef struct engine {
     char log_path[4200];
     char cmdline[8192];
     const char *api_key;
-    char *secrets[8];  /* values expanded from ${VAR} in the flags: redacted from log tails */
+    char *secrets[8]; /* values expanded from ${VAR} in the flags: redacted from log tails */
     int nsecrets;
-    int stopped;       /* the process was started and has been stopped */
+    int stopped; /* the process was started and has been stopped */
 } engine;
 
 /* The executor's state: the spec, where logs go, and the engine of the current configuration. */
@@ -79,11 +84,11 @@ void st_exec_fill_failure(st_config_row *row, st_fail_class c, const char *detai
 static char *engine_facts(engine *E)
 {
     st_buf b;
-    st_buf_init(&b, 4096);
+    st_buf_init(&b, FACTS_MAX);
     st_buf_puts(&b, "{");
     int any = 0;
     st_buf body;
-    st_buf_init(&body, 65536);
+    st_buf_init(&body, SMALL_BODY_MAX);
     int status;
     char err[256];
     if (st_http_get(E->l.host, E->l.port, "/version", E->api_key, 2, &status, &body, err, sizeof err) == 0 &&
@@ -144,7 +149,7 @@ static int engine_start(sweep *S, const st_spec_config *c, engine *E, st_config_
             return -1;
         }
     }
-    if (st_adapter_launch(s, c, port, S->self_exe, &E->l, err, sizeof err)) {
+    if (st_spec_launch(s, c, port, S->self_exe, &E->l, err, sizeof err)) {
         st_exec_fill_failure(row, ST_FAIL_BAD_FLAG, err, NULL, NULL);
         return -1;
     }
@@ -176,8 +181,9 @@ static int engine_start(sweep *S, const st_spec_config *c, engine *E, st_config_
             fprintf(lf, "--- servetune: starting %s\n", E->cmdline);
             fclose(lf);
         }
-        st_proc_opts po = { .argv = E->l.argv.v, .env_key = keys, .env_val = vals, .n_env = ne,
-                            .log_path = E->log_path };
+        st_proc_opts po = {
+            .argv = E->l.argv.v, .env_key = keys, .env_val = vals, .n_env = ne, .log_path = E->log_path
+        };
         /* argv (NULL-terminated), with ${VAR} in the flags expanded now: the stored command line
          * keeps the reference, never the value. */
         char **argv = calloc((size_t)E->l.argv.n + 1, sizeof(char *));
@@ -318,7 +324,7 @@ typedef struct scraper {
     double time_scale;
     st_ns t0;
     pthread_mutex_t mu;
-    st_metric_sample *s;
+    st_metrics_sample *s;
     uint32_t n, cap;
     int failures, ok;
 } scraper;
@@ -327,22 +333,23 @@ static void *scrape_main(void *arg)
 {
     scraper *sc = arg;
     st_buf body;
-    st_buf_init(&body, 8 << 20);
+    st_buf_init(&body, METRICS_BODY_MAX);
     while (!atomic_load(&sc->stop)) {
         st_ns t = st_now();
         int status;
         char err[256];
         if (st_http_get(sc->E->l.host, sc->E->l.port, "/metrics", NULL, 2, &status, &body, err, sizeof err) == 0 &&
             status == 200) {
-            st_metric_sample got[ST_SCRAPE_MAX];
-            int ng = st_scrape_parse(sc->E->l.metrics_dialect, body.data ? body.data : "", body.len, got, ST_SCRAPE_MAX);
+            st_metrics_sample got[ST_METRICS_SCRAPE_MAX];
+            int ng = st_metrics_scrape(sc->E->l.metrics_dialect, body.data ? body.data : "", body.len, got,
+                                       ST_METRICS_SCRAPE_MAX);
             double ts = st_ns_to_s(t - sc->t0) * sc->time_scale;
             pthread_mutex_lock(&sc->mu);
             sc->ok++;
             for (int i = 0; i < ng; i++) {
                 if (sc->n == sc->cap) {
                     uint32_t nc = sc->cap ? sc->cap * 2 : 256;
-                    st_metric_sample *ns = realloc(sc->s, sizeof *ns * nc);
+                    st_metrics_sample *ns = realloc(sc->s, sizeof *ns * nc);
                     if (!ns)
                         break;
                     sc->s = ns;
@@ -355,9 +362,9 @@ static void *scrape_main(void *arg)
         } else {
             sc->failures++;
         }
-        /* once per emulated second (a wall second for a real engine, engine/metrics_scrape.h), in
+        /* once per emulated second (a wall second for a real engine, engine/metrics.h), in
          * small sleeps so stopping is quick */
-        int steps = st_scrape_interval_ms(sc->time_scale) / 50;
+        int steps = st_metrics_scrape_interval_ms(sc->time_scale) / 50;
         for (int i = 0; i < steps && !atomic_load(&sc->stop); i++) {
             st_ns next = t + (i + 1) * 50 * ST_NS_PER_MS;
             st_ns now = st_now();
@@ -376,7 +383,7 @@ static double wait_idle(sweep *S, const engine *E, double max_s)
 {
     st_ns t0 = st_now();
     st_buf body;
-    st_buf_init(&body, 8 << 20);
+    st_buf_init(&body, METRICS_BODY_MAX);
     int misses = 0;
     while (st_ns_to_s(st_now() - t0) < max_s && !*S->stop) {
         int status;
@@ -523,7 +530,7 @@ static int http_run_rate(st_executor *x, const st_exec_rate *in, st_config_row *
     if (!died && (errors > 0 || out->stopped) && s->engine.kind != ST_ENGINE_ENDPOINT) {
         /* Requests failed, or the run stopped early: is the engine still answering? */
         st_buf body;
-        st_buf_init(&body, 65536);
+        st_buf_init(&body, SMALL_BODY_MAX);
         int hs;
         char e2[256] = "";
         hung = 1;

@@ -17,6 +17,10 @@
 #include "emu/sim.h"
 #include "engine/metrics.h"
 
+/* The command line shown for a configuration, and its engine facts JSON. */
+#define CMD_MAX ((size_t)1 << 16)
+#define FACTS_MAX 4096
+
 #define GIB 1073741824.0
 #define MODEL_TICK_NS ST_NS_PER_S
 
@@ -95,7 +99,7 @@ static int model_start(st_executor *x, const st_spec_config *c, st_config_row *r
     int argc = 0;
     char **argv = calloc((size_t)flags.n + 3, sizeof *argv);
     st_buf cmd;
-    st_buf_init(&cmd, 1 << 16);
+    st_buf_init(&cmd, CMD_MAX);
     if (!argv) {
         st_strv_free(&flags);
         st_exec_fill_failure(row, ST_FAIL_EXEC, "out of memory", NULL, NULL);
@@ -170,7 +174,7 @@ static int model_start(st_executor *x, const st_spec_config *c, st_config_row *r
              mem.max_num_batched_tokens, mem.max_model_len, mem.num_blocks);
     log_lines(M, c->name, log);
     st_buf f;
-    st_buf_init(&f, 4096);
+    st_buf_init(&f, FACTS_MAX);
     st_buf_puts(&f, "{\"engine_version\":\"servetune engine model (vLLM V1)\",\"kv_cache_line\":");
     st_buf_json_str(&f, l1);
     st_buf_puts(&f, ",\"max_concurrency_line\":");
@@ -204,7 +208,7 @@ static void push_sample(model_tick *T, double t, st_metric m, double v)
     st_exec_out *o = T->out;
     if (o->n_samples == T->cap) {
         uint32_t nc = T->cap ? T->cap * 2 : 512;
-        st_metric_sample *ns = realloc(o->samples, sizeof *ns * nc);
+        st_metrics_sample *ns = realloc(o->samples, sizeof *ns * nc);
         if (!ns) {
             T->oom = 1;
             return;
@@ -212,7 +216,7 @@ static void push_sample(model_tick *T, double t, st_metric m, double v)
         o->samples = ns;
         T->cap = nc;
     }
-    o->samples[o->n_samples++] = (st_metric_sample){ .t = t, .name = st_metric_name(m), .value = v };
+    o->samples[o->n_samples++] = (st_metrics_sample){ .t = t, .name = st_metrics_name(m), .value = v };
 }
 
 static void sample(model_tick *T, st_ns now, const st_emu_stats *es)

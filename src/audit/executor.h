@@ -32,10 +32,10 @@ typedef struct st_executor st_executor;
 /* One rate run (or the warm-up). */
 typedef struct st_exec_rate {
     const st_spec_config *c;
-    const st_workload *w;      /* the requests */
-    const st_ns *sched;        /* w->n arrival offsets (ns, engine time) */
-    uint32_t warmup;           /* the first `warmup` items are warm-up (not measured) */
-    double timeout_s;          /* per request, engine time */
+    const st_workload *w; /* the requests */
+    const st_ns *sched;   /* w->n arrival offsets (ns, engine time) */
+    uint32_t warmup;      /* the first `warmup` items are warm-up (not measured) */
+    double timeout_s;     /* per request, engine time */
     /* Called about once a second of the executor's clock with the run's progress; returns
      * nonzero to stop the run (early stop or interruption). May be NULL. */
     int (*tick)(void *arg, const st_runner_progress *p);
@@ -43,14 +43,14 @@ typedef struct st_exec_rate {
 } st_exec_rate;
 
 typedef struct st_exec_out {
-    st_record *records;        /* w->n, engine time (owned: st_record_free each, then free) */
+    st_record *records; /* w->n, engine time (owned: st_record_free each, then free) */
     uint32_t n;
-    st_metric_sample *samples; /* engine seconds from the run's start; names are static strings */
+    st_metrics_sample *samples; /* engine seconds from the run's start; names are static strings */
     uint32_t n_samples;
-    int stopped;               /* tick asked to stop */
-    int client_limited;        /* the load generator lagged its schedule */
-    int engine_failed;         /* the engine died or hung during the run (row filled) */
-    double idle_wait_s;        /* seconds waited before the run for the engine to drain the previous one */
+    int stopped;        /* tick asked to stop */
+    int client_limited; /* the load generator lagged its schedule */
+    int engine_failed;  /* the engine died or hung during the run (row filled) */
+    double idle_wait_s; /* seconds waited before the run for the engine to drain the previous one */
 } st_exec_out;
 
 typedef struct st_executor_ops {
@@ -72,8 +72,8 @@ typedef struct st_executor_ops {
 struct st_executor {
     const st_executor_ops *ops;
     const st_spec *spec;
-    double time_scale;  /* executor seconds -> engine seconds (set by start_config) */
-    int prediction;     /* 1: results come from the engine model, not a measurement */
+    double time_scale; /* executor seconds -> engine seconds (set by start_config) */
+    int prediction;    /* 1: results come from the engine model, not a measurement */
     void *impl;
 };
 

@@ -48,10 +48,10 @@ int st_audit_figures(const st_audit_slo *slo, const st_record *recs, uint32_t n,
      * Counting completions in that window would count the ramp-up, when none can complete yet.
      * A window shorter than a typical request's lifetime (median E2E) never reaches a steady
      * state: no figure then. */
-    row->sustained_rps = (s.steady.valid && s.completed && s.output_tokens && s.e2e.n &&
-                          s.steady.duration_s >= s.e2e.p50)
-                             ? s.steady.output_throughput / ((double)s.output_tokens / s.completed)
-                             : NAN;
+    row->sustained_rps =
+        (s.steady.valid && s.completed && s.output_tokens && s.e2e.n && s.steady.duration_s >= s.e2e.p50)
+            ? s.steady.output_throughput / ((double)s.output_tokens / s.completed)
+            : NAN;
     row->offered_rps_achieved = s.achieved_rate;
     row->ttft_p50_ms = s.ttft.p50 * 1e3;
     row->ttft_p95_ms = s.ttft.p95 * 1e3;
@@ -124,9 +124,7 @@ void st_audit_breaches(const st_audit_slo *slo, const st_record *recs, uint32_t 
                 if (r->first_token < 0 && ended)
                     v = NAN;
                 break;
-            case ST_SLO_E2E:
-                v = ended ? (double)(r->end - r->scheduled) : (double)(now - r->scheduled);
-                break;
+            case ST_SLO_E2E: v = ended ? (double)(r->end - r->scheduled) : (double)(now - r->scheduled); break;
             case ST_SLO_TPOT:
                 if (r->first_token >= 0 && r->output_requested > 1) {
                     /* the remaining tokens cannot come faster than now: a lower bound */
@@ -139,8 +137,7 @@ void st_audit_breaches(const st_audit_slo *slo, const st_record *recs, uint32_t 
                 }
                 break;
             case ST_SLO_ITL:
-            default:
-                break; /* ITL percentiles run over gaps, not requests: no early verdict */
+            default: break; /* ITL percentiles run over gaps, not requests: no early verdict */
             }
             if (isfinite(v) && v / 1e9 * k > lim_s)
                 breaches[t]++;
@@ -148,8 +145,7 @@ void st_audit_breaches(const st_audit_slo *slo, const st_record *recs, uint32_t 
     }
 }
 
-int st_audit_lower_bounds(const st_audit_slo *slo, const st_record *recs, uint32_t n, double *value_ms,
-                          uint32_t *due)
+int st_audit_lower_bounds(const st_audit_slo *slo, const st_record *recs, uint32_t n, double *value_ms, uint32_t *due)
 {
     st_ns t_stop = 0;
     for (uint32_t i = 0; i < n; i++)
@@ -171,12 +167,8 @@ int st_audit_lower_bounds(const st_audit_slo *slo, const st_record *recs, uint32
             st_ns end = r->end >= 0 ? r->end : t_stop;
             double x = NAN;
             switch (slo->terms[t].metric) {
-            case ST_SLO_TTFT:
-                x = (double)((r->first_token >= 0 ? r->first_token : end) - r->scheduled);
-                break;
-            case ST_SLO_E2E:
-                x = (double)(end - r->scheduled);
-                break;
+            case ST_SLO_TTFT: x = (double)((r->first_token >= 0 ? r->first_token : end) - r->scheduled); break;
+            case ST_SLO_E2E: x = (double)(end - r->scheduled); break;
             case ST_SLO_TPOT:
                 if (r->first_token >= 0 && r->status == ST_REQ_OK && r->output_tokens > 1)
                     x = (double)(r->end - r->first_token) / (double)(r->output_tokens - 1);
@@ -184,8 +176,7 @@ int st_audit_lower_bounds(const st_audit_slo *slo, const st_record *recs, uint32
                     x = (double)(end - r->first_token) / (double)(r->output_requested - 1);
                 break;
             case ST_SLO_ITL:
-            default:
-                break; /* ITL: no per-request lower bound */
+            default: break; /* ITL: no per-request lower bound */
             }
             if (isfinite(x))
                 v[k++] = x / 1e6;

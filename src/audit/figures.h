@@ -32,7 +32,6 @@ void st_audit_breaches(const st_audit_slo *slo, const st_record *recs, uint32_t 
  * run stopped, counting a request that had no first token yet as having one at the stop (so the
  * figures are lower bounds of what the full run would have shown). ITL terms: NAN. due gets the
  * number of such requests. 0, or -1 when out of memory. */
-int st_audit_lower_bounds(const st_audit_slo *slo, const st_record *recs, uint32_t n, double *value_ms,
-                          uint32_t *due);
+int st_audit_lower_bounds(const st_audit_slo *slo, const st_record *recs, uint32_t n, double *value_ms, uint32_t *due);
 
 #endif

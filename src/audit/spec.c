@@ -15,54 +15,9 @@
 
 #define SPEC_MAX_LIST 256
 
-static const char *engine_names[ST_ENGINE__COUNT] = {
-    [ST_ENGINE_VLLM] = "vllm",         [ST_ENGINE_SGLANG] = "sglang",
-    [ST_ENGINE_TGI] = "tgi",           [ST_ENGINE_LLAMACPP] = "llamacpp",
-    [ST_ENGINE_EMULATOR] = "emulator", [ST_ENGINE_ENDPOINT] = "endpoint",
-};
-
-const char *st_engine_kind_name(st_engine_kind k)
-{
-    return (k >= 0 && k < ST_ENGINE__COUNT) ? engine_names[k] : "unknown";
-}
-
-int st_engine_kind_from_name(const char *s, st_engine_kind *out)
-{
-    for (int i = 0; i < ST_ENGINE__COUNT; i++)
-        if (s && !strcmp(s, engine_names[i])) {
-            *out = (st_engine_kind)i;
-            return 0;
-        }
-    return -1;
-}
-
 static const char *metric_names[ST_SLO__COUNT] = { "ttft", "tpot", "itl", "e2e" };
 
-const char *st_slo_metric_name(st_slo_metric m)
-{
-    return (m >= 0 && m < ST_SLO__COUNT) ? metric_names[m] : "unknown";
-}
-
-void st_strv_free(st_strv *v)
-{
-    for (int i = 0; i < v->n; i++)
-        free(v->v[i]);
-    free(v->v);
-    v->v = NULL;
-    v->n = 0;
-}
-
-int st_strv_push(st_strv *v, const char *s)
-{
-    char **nv = realloc(v->v, sizeof(char *) * (size_t)(v->n + 1));
-    if (!nv)
-        return -1;
-    v->v = nv;
-    if (!(v->v[v->n] = strdup(s)))
-        return -1;
-    v->n++;
-    return 0;
-}
+const char *st_slo_metric_name(st_slo_metric m) { return (m >= 0 && m < ST_SLO__COUNT) ? metric_names[m] : "unknown"; }
 
 static void envv_free(st_envv *e)
 {
@@ -261,8 +216,9 @@ static int looks_secret(const char *name)
 {
     /* Word by word (separated by _ or -), so HF_TOKEN and --api-key match but
      * --max-num-batched-tokens does not. */
-    static const char *words[] = { "KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS",
-                                   "APIKEY" };
+    static const char *words[] = {
+        "KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS", "APIKEY"
+    };
     const char *p = name;
     while (*p) {
         while (*p == '_' || *p == '-')
@@ -369,8 +325,8 @@ static int check_flag_secrets(pctx *p, yaml_node_t *n, const char *what, const s
 
 static int parse_engine(pctx *p, yaml_node_t *n, st_spec *s)
 {
-    keydef k[] = { { "kind", 0, 0 },  { "command", 0, 0 }, { "model", 0, 0 },       { "served_model_name", 0, 0 },
-                   { "flags", 0, 0 }, { "env", 0, 0 },     { "url", 0, 0 },         { "api", 0, 0 },
+    keydef k[] = { { "kind", 0, 0 },        { "command", 0, 0 }, { "model", 0, 0 }, { "served_model_name", 0, 0 },
+                   { "flags", 0, 0 },       { "env", 0, 0 },     { "url", 0, 0 },   { "api", 0, 0 },
                    { "api_key_env", 0, 0 }, { "port", 0, 0 } };
     int nk = (int)(sizeof k / sizeof *k);
     if (read_map(p, n, "engine", k, nk))
@@ -395,8 +351,8 @@ static int parse_engine(pctx *p, yaml_node_t *n, st_spec *s)
         if (s->engine.command.n == 0)
             return failf(p, v, "engine.command: must not be empty (leave it out for the default)");
     }
-    if ((v = kv(k, nk, "flags")) &&
-        (get_strlist(p, v, "engine.flags", &s->engine.flags) || check_flag_secrets(p, v, "engine.flags", &s->engine.flags)))
+    if ((v = kv(k, nk, "flags")) && (get_strlist(p, v, "engine.flags", &s->engine.flags) ||
+                                     check_flag_secrets(p, v, "engine.flags", &s->engine.flags)))
         return -1;
     if ((v = kv(k, nk, "env")) && get_env(p, v, "engine.env", &s->engine.env))
         return -1;
@@ -425,8 +381,9 @@ static int parse_engine(pctx *p, yaml_node_t *n, st_spec *s)
         if (get_str(p, v, "engine.api_key_env", &s->engine.api_key_env))
             return -1;
         if (!valid_env_name(s->engine.api_key_env))
-            return failf(p, v, "engine.api_key_env: the NAME of an environment variable (the key itself is never "
-                               "written in a spec)");
+            return failf(p, v,
+                         "engine.api_key_env: the NAME of an environment variable (the key itself is never "
+                         "written in a spec)");
     }
     if ((v = kv(k, nk, "port"))) {
         uint32_t port;
@@ -573,8 +530,10 @@ static int parse_slo_key(const char *k, st_slo_term *t)
         if (strncmp(k, metric_names[m], ml) || strncmp(k + ml, "_p", 2))
             continue;
         const char *pp = k + ml + 2;
-        static const struct { const char *s; double v; } pcts[] = { { "50", 50 }, { "90", 90 }, { "95", 95 },
-                                                                     { "99", 99 } };
+        static const struct {
+            const char *s;
+            double v;
+        } pcts[] = { { "50", 50 }, { "90", 90 }, { "95", 95 }, { "99", 99 } };
         for (size_t i = 0; i < sizeof pcts / sizeof *pcts; i++) {
             size_t pl = strlen(pcts[i].s);
             if (!strncmp(pp, pcts[i].s, pl) && !strcmp(pp + pl, "_ms")) {
@@ -655,8 +614,8 @@ static int parse_configs(pctx *p, yaml_node_t *n, st_spec *s)
         yaml_node_t *e = node(p, *it);
         st_spec_config *c = &s->configs[s->n_configs++];
         c->line = (int)e->start_mark.line + 1;
-        keydef k[] = { { "name", 0, 0 }, { "add_flags", 0, 0 }, { "remove_flags", 0, 0 },
-                       { "model", 0, 0 }, { "env", 0, 0 },      { "reason", 0, 0 } };
+        keydef k[] = { { "name", 0, 0 },  { "add_flags", 0, 0 }, { "remove_flags", 0, 0 },
+                       { "model", 0, 0 }, { "env", 0, 0 },       { "reason", 0, 0 } };
         int nk = (int)(sizeof k / sizeof *k);
         if (read_map(p, e, "configurations[]", k, nk))
             return -1;
@@ -704,10 +663,10 @@ static int parse_configs(pctx *p, yaml_node_t *n, st_spec *s)
             if (strchr(c->reason, '\n'))
                 return failf(p, v, "%s: one line, please", what);
         }
-        if (s->engine.kind == ST_ENGINE_ENDPOINT &&
-            (c->add_flags.n || c->remove_flags.n || c->model || c->env.n))
-            return failf(p, e, "configurations[%s]: an endpoint is not started by servetune, so a configuration "
-                               "cannot change its flags, model or environment",
+        if (s->engine.kind == ST_ENGINE_ENDPOINT && (c->add_flags.n || c->remove_flags.n || c->model || c->env.n))
+            return failf(p, e,
+                         "configurations[%s]: an endpoint is not started by servetune, so a configuration "
+                         "cannot change its flags, model or environment",
                          c->name);
     }
     return 0;
@@ -715,8 +674,11 @@ static int parse_configs(pctx *p, yaml_node_t *n, st_spec *s)
 
 static int parse_search(pctx *p, yaml_node_t *n, st_spec *s)
 {
-    keydef k[] = { { "mode", 0, 0 }, { "tolerance", 0, 0 }, { "request_budget", 0, 0 },
-                   { "early_stop", 0, 0 }, { "skip_margin", 0, 0 } };
+    keydef k[] = { { "mode", 0, 0 },
+                   { "tolerance", 0, 0 },
+                   { "request_budget", 0, 0 },
+                   { "early_stop", 0, 0 },
+                   { "skip_margin", 0, 0 } };
     int nk = (int)(sizeof k / sizeof *k);
     if (read_map(p, n, "search", k, nk))
         return -1;
@@ -784,18 +746,17 @@ static void set_defaults(st_spec *s)
 
 static int parse_root(pctx *p, yaml_node_t *root, st_spec *s)
 {
-    keydef k[] = { { "engine", 0, 0 },   { "hardware", 0, 0 },        { "peak_rate", 0, 0 },
-                   { "workload", 0, 0 }, { "rates", 0, 0 },           { "warmup_requests", 0, 0 },
-                   { "slo", 0, 0 },      { "configurations", 0, 0 }, { "search", 0, 0 },
-                   { "timeouts", 0, 0 } };
+    keydef k[] = { { "engine", 0, 0 }, { "hardware", 0, 0 },        { "peak_rate", 0, 0 }, { "workload", 0, 0 },
+                   { "rates", 0, 0 },  { "warmup_requests", 0, 0 }, { "slo", 0, 0 },       { "configurations", 0, 0 },
+                   { "search", 0, 0 }, { "timeouts", 0, 0 } };
     int nk = (int)(sizeof k / sizeof *k);
     if (!root)
         return failf(p, NULL, "the spec is empty");
     if (read_map(p, root, "spec", k, nk))
         return -1;
     yaml_node_t *v;
-#define REQUIRE(key)                                                                                 \
-    if (!(v = kv(k, nk, key)))                                                                       \
+#define REQUIRE(key)                                                                                                   \
+    if (!(v = kv(k, nk, key)))                                                                                         \
         return failf(p, root, "'%s' is required", key);
     REQUIRE("engine");
     if (parse_engine(p, v, s))
@@ -973,4 +934,27 @@ const st_spec_config *st_spec_find_config(const st_spec *s, const char *name)
         if (!strcmp(s->configs[i].name, name))
             return &s->configs[i];
     return NULL;
+}
+
+int st_spec_launch(const st_spec *s, const st_spec_config *c, int port, const char *self_exe, st_launch *out, char *err,
+                   size_t errlen)
+{
+    st_strv flags = { 0 };
+    if (st_spec_config_flags(s, c, &flags)) {
+        memset(out, 0, sizeof *out);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    st_engine_desc d = {
+        .kind = s->engine.kind,
+        .command = &s->engine.command,
+        .model = st_spec_config_model(s, c),
+        .flags = &flags,
+        .served_name = s->engine.served_name,
+        .url = s->engine.url,
+        .api = s->engine.api,
+    };
+    int rc = st_adapter_launch(&d, port, self_exe, out, err, errlen);
+    st_strv_free(&flags);
+    return rc;
 }

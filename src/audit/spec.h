@@ -11,24 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum st_engine_kind {
-    ST_ENGINE_VLLM = 0,
-    ST_ENGINE_SGLANG,
-    ST_ENGINE_TGI,
-    ST_ENGINE_LLAMACPP,
-    ST_ENGINE_EMULATOR,
-    ST_ENGINE_ENDPOINT,
-    ST_ENGINE__COUNT
-} st_engine_kind;
-
-const char *st_engine_kind_name(st_engine_kind k);
-int st_engine_kind_from_name(const char *s, st_engine_kind *out);
-
-/* A list of strings (argv tokens, flag lists). */
-typedef struct st_strv {
-    char **v;
-    int n;
-} st_strv;
+#include "core/strv.h"
+#include "engine/adapter.h"
 
 /* Environment additions: NAME=value; values may reference ${VAR} (expanded at launch). */
 typedef struct st_envv {
@@ -76,15 +60,15 @@ typedef struct st_spec {
 
     struct {
         st_engine_kind kind;
-        st_strv command;  /* the program and fixed arguments; empty: the adapter's default */
-        char *model;      /* model to serve (and the name /v1/models must list) */
+        st_strv command;   /* the program and fixed arguments; empty: the adapter's default */
+        char *model;       /* model to serve (and the name /v1/models must list) */
         char *served_name; /* name the server lists, when not the model (else NULL) */
-        st_strv flags;    /* baseline flags */
+        st_strv flags;     /* baseline flags */
         st_envv env;
-        char *url;        /* endpoint: base URL; others: NULL */
-        char *api;        /* "completions" (default), "chat", "tgi", "llamacpp", "sglang" */
+        char *url;         /* endpoint: base URL; others: NULL */
+        char *api;         /* "completions" (default), "chat", "tgi", "llamacpp", "sglang" */
         char *api_key_env; /* NAME of the environment variable holding the API key, or NULL */
-        int port;         /* 0: pick a free port on 127.0.0.1 */
+        int port;          /* 0: pick a free port on 127.0.0.1 */
     } engine;
 
     struct {
@@ -102,8 +86,8 @@ typedef struct st_spec {
         uint32_t shared_prefix;
         uint32_t requests_per_rate;
         uint64_t seed;
-        char *trace;      /* trace file (resolved against the spec's folder) */
-        char *arrival;    /* "poisson" (default), "constant", "gamma" */
+        char *trace;       /* trace file (resolved against the spec's folder) */
+        char *arrival;     /* "poisson" (default), "constant", "gamma" */
         double burstiness; /* gamma only */
     } workload;
 
@@ -146,10 +130,11 @@ void st_spec_free(st_spec *s);
 int st_spec_config_flags(const st_spec *s, const st_spec_config *c, st_strv *out);
 /* The model a configuration serves (override or the spec's). */
 const char *st_spec_config_model(const st_spec *s, const st_spec_config *c);
+/* The adapter's launch of configuration c on port (engine/adapter.h): its model, flags and the
+ * spec's engine block. 0, or -1 with err. */
+int st_spec_launch(const st_spec *s, const st_spec_config *c, int port, const char *self_exe, st_launch *out, char *err,
+                   size_t errlen);
 /* Finds a configuration by name; NULL when none. */
 const st_spec_config *st_spec_find_config(const st_spec *s, const char *name);
-
-void st_strv_free(st_strv *v);
-int st_strv_push(st_strv *v, const char *s);
 
 #endif

@@ -100,7 +100,10 @@ void st_store_close(st_store *s)
 
 /* ---- small helpers ---- */
 
-static int exec(st_store *s, const char *sql) { return sqlite3_exec(s->db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -1; }
+static int exec(st_store *s, const char *sql)
+{
+    return sqlite3_exec(s->db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
+}
 
 /* Makes room for element n of the array *arr (elem bytes each, *cap allocated, first the
  * initial capacity). 0, or -1 when out of memory (the array is left as it was). */
@@ -293,8 +296,8 @@ int st_store_audit_begin(st_store *s, const char *spec_path, const char *spec_te
 int st_store_audit_finish(st_store *s, int partial, const char *note)
 {
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(s->db, "UPDATE audit SET finished = ?, partial = ?, note = ? WHERE id = 1", -1, &st,
-                           NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(s->db, "UPDATE audit SET finished = ?, partial = ?, note = ? WHERE id = 1", -1, &st, NULL) !=
+        SQLITE_OK)
         return -1;
     sqlite3_bind_int64(st, 1, st_wall_ns());
     sqlite3_bind_int(st, 2, partial);
@@ -406,10 +409,10 @@ void st_run_rows_free(st_run_row *rows, int n)
     free(rows);
 }
 
-#define RUN_COLS                                                                                              \
-    "id, config, seq, rate, grid, run_key, verdict, why, stopped_early, planned, sent, completed, failed,"     \
-    " duration_s, delivered_rps, output_tps, sustained_rps, offered_rps_achieved, worst_ratio, ttft_p50_ms,"  \
-    " ttft_p95_ms, ttft_p99_ms, tpot_p50_ms, tpot_p95_ms, tpot_p99_ms, itl_p95_ms, e2e_p95_ms, lag_p99_ms,"   \
+#define RUN_COLS                                                                                                       \
+    "id, config, seq, rate, grid, run_key, verdict, why, stopped_early, planned, sent, completed, failed,"             \
+    " duration_s, delivered_rps, output_tps, sustained_rps, offered_rps_achieved, worst_ratio, ttft_p50_ms,"           \
+    " ttft_p95_ms, ttft_p99_ms, tpot_p50_ms, tpot_p95_ms, tpot_p99_ms, itl_p95_ms, e2e_p95_ms, lag_p99_ms,"            \
     " terms, client_limited, summary, started, ended"
 
 static void terms_to_text(const st_run_row *r, char *buf, size_t n)
@@ -451,9 +454,9 @@ static void read_run(sqlite3_stmt *st, st_run_row *r)
     r->sent = (uint32_t)sqlite3_column_int64(st, c++);
     r->completed = (uint32_t)sqlite3_column_int64(st, c++);
     r->failed = (uint32_t)sqlite3_column_int64(st, c++);
-    double *d[] = { &r->duration_s,   &r->delivered_rps, &r->output_tps,  &r->sustained_rps, &r->offered_rps_achieved,
-                    &r->worst_ratio,  &r->ttft_p50_ms,   &r->ttft_p95_ms, &r->ttft_p99_ms,   &r->tpot_p50_ms,
-                    &r->tpot_p95_ms,  &r->tpot_p99_ms,   &r->itl_p95_ms,  &r->e2e_p95_ms,    &r->lag_p99_ms };
+    double *d[] = { &r->duration_s,  &r->delivered_rps, &r->output_tps,  &r->sustained_rps, &r->offered_rps_achieved,
+                    &r->worst_ratio, &r->ttft_p50_ms,   &r->ttft_p95_ms, &r->ttft_p99_ms,   &r->tpot_p50_ms,
+                    &r->tpot_p95_ms, &r->tpot_p99_ms,   &r->itl_p95_ms,  &r->e2e_p95_ms,    &r->lag_p99_ms };
     /* Infinite figures (a worst ratio when requests failed) are stored as +-1e308. */
     for (size_t i = 0; i < sizeof d / sizeof *d; i++) {
         *d[i] = col_dbl(st, c++);
@@ -477,7 +480,7 @@ static void put_events(uint8_t *dst, const st_ns *ev, uint32_t n)
 }
 
 int st_store_run_put(st_store *s, st_run_row *r, const st_record *recs, uint32_t n_recs,
-                     const st_metric_sample *samples, uint32_t n_samples)
+                     const st_metrics_sample *samples, uint32_t n_samples)
 {
     sqlite3_stmt *st = NULL, *rq = NULL, *ms = NULL;
     uint8_t *blob = NULL;
@@ -659,11 +662,12 @@ int st_store_records_get(st_store *s, int64_t run_id, st_record **out, uint32_t 
     *out = NULL;
     *n = 0;
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(s->db,
-                           "SELECT id, warmup, status, http_status, scheduled, sent, first_byte, first_token, end_t,"
-                           " input_tokens, output_requested, output_tokens, cached_tokens, usage_reported, events, error"
-                           " FROM requests WHERE run_id = ? ORDER BY id",
-                           -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(
+            s->db,
+            "SELECT id, warmup, status, http_status, scheduled, sent, first_byte, first_token, end_t,"
+            " input_tokens, output_requested, output_tokens, cached_tokens, usage_reported, events, error"
+            " FROM requests WHERE run_id = ? ORDER BY id",
+            -1, &st, NULL) != SQLITE_OK)
         return -1;
     sqlite3_bind_int64(st, 1, run_id);
     int rc;
@@ -716,7 +720,7 @@ int st_store_records_get(st_store *s, int64_t run_id, st_record **out, uint32_t 
     return 0;
 }
 
-int st_store_samples_get(st_store *s, int64_t run_id, st_metric_sample **out, uint32_t *n)
+int st_store_samples_get(st_store *s, int64_t run_id, st_metrics_sample **out, uint32_t *n)
 {
     *out = NULL;
     *n = 0;
@@ -732,7 +736,7 @@ int st_store_samples_get(st_store *s, int64_t run_id, st_metric_sample **out, ui
             rc = SQLITE_NOMEM;
             break;
         }
-        st_metric_sample *m = &(*out)[(*n)++];
+        st_metrics_sample *m = &(*out)[(*n)++];
         m->t = sqlite3_column_double(st, 0);
         m->name = col_str(st, 1);
         m->value = col_dbl(st, 2);
@@ -747,7 +751,7 @@ int st_store_samples_get(st_store *s, int64_t run_id, st_metric_sample **out, ui
     return 0;
 }
 
-void st_store_samples_free(st_metric_sample *m, uint32_t n)
+void st_store_samples_free(st_metrics_sample *m, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++)
         free((char *)m[i].name);

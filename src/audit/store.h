@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "core/clock.h"
+#include "engine/metrics.h"
 #include "load/record.h"
 
 typedef struct st_store st_store;
@@ -35,13 +36,13 @@ typedef struct st_audit_row {
     char *spec_path;
     char *spec_text;
     char *version;
-    int64_t started;  /* wall ns */
-    int64_t finished; /* wall ns, 0 while running */
-    int partial;      /* 1 until the audit ends normally */
-    char *note;       /* e.g. "interrupted by SIGINT" */
-    int prediction;   /* made by the engine model (servetune predict), not measured (meta "prediction") */
+    int64_t started;       /* wall ns */
+    int64_t finished;      /* wall ns, 0 while running */
+    int partial;           /* 1 until the audit ends normally */
+    char *note;            /* e.g. "interrupted by SIGINT" */
+    int prediction;        /* made by the engine model (servetune predict), not measured (meta "prediction") */
     char *suggested_rates; /* predict --suggest-rates: the rates: line suggested (meta "suggested_rates"), or NULL */
-    char *model_note; /* predict: how the engine was modelled (meta "model_note"), or NULL */
+    char *model_note;      /* predict: how the engine was modelled (meta "model_note"), or NULL */
 } st_audit_row;
 void st_audit_row_free(st_audit_row *a);
 
@@ -83,17 +84,17 @@ void st_config_rows_free(st_config_row *rows, int n);
 
 #define ST_STORE_TERMS 16
 typedef struct st_run_row {
-    int64_t id;          /* filled by put */
+    int64_t id; /* filled by put */
     char *config;
-    int seq;             /* order within the configuration */
-    double rate;         /* offered req/s; INFINITY for inf */
-    int grid;            /* 1: a spec rate; 0: added by refine */
+    int seq;     /* order within the configuration */
+    double rate; /* offered req/s; INFINITY for inf */
+    int grid;    /* 1: a spec rate; 0: added by refine */
     char run_key[65];
-    char *verdict;       /* "pass", "fail", "skipped", "error" */
-    char *why;           /* the verdict's sentence, or why it was skipped / broke */
+    char *verdict; /* "pass", "fail", "skipped", "error" */
+    char *why;     /* the verdict's sentence, or why it was skipped / broke */
     int stopped_early;
     uint32_t planned, sent, completed, failed;
-    double duration_s;   /* first send .. last completion */
+    double duration_s; /* first send .. last completion */
     double delivered_rps, output_tps, sustained_rps, offered_rps_achieved;
     double worst_ratio;
     double ttft_p50_ms, ttft_p95_ms, ttft_p99_ms;
@@ -101,22 +102,16 @@ typedef struct st_run_row {
     double itl_p95_ms, e2e_p95_ms, lag_p99_ms;
     int n_terms;
     double term_ms[ST_STORE_TERMS]; /* the SLO terms' measured values, spec order */
-    int client_limited;  /* the load generator lagged its schedule */
-    char *summary_json;  /* every other figure, JSON (may be NULL) */
-    int64_t started, ended; /* wall ns */
+    int client_limited;             /* the load generator lagged its schedule */
+    char *summary_json;             /* every other figure, JSON (may be NULL) */
+    int64_t started, ended;         /* wall ns */
 } st_run_row;
 void st_run_row_free(st_run_row *r);
-
-typedef struct st_metric_sample {
-    double t;          /* seconds from the run's start */
-    const char *name;  /* generic name, e.g. "kv_cache_usage" (not owned on put; owned on get) */
-    double value;
-} st_metric_sample;
 
 /* Writes a run, its records and its metric samples in one transaction; sets run->id. A row with
  * the same run key is replaced (with its records and samples). */
 int st_store_run_put(st_store *s, st_run_row *run, const st_record *recs, uint32_t n_recs,
-                     const st_metric_sample *samples, uint32_t n_samples);
+                     const st_metrics_sample *samples, uint32_t n_samples);
 /* 1 and *out filled when a run with that key exists, 0 when not, -1 on error. */
 int st_store_run_find(st_store *s, const char *run_key, st_run_row *out);
 /* All runs of a configuration (or of every configuration when config is NULL), by config index
@@ -126,7 +121,7 @@ void st_run_rows_free(st_run_row *rows, int n);
 /* A run's records (caller frees each with st_record_free, then the array). */
 int st_store_records_get(st_store *s, int64_t run_id, st_record **out, uint32_t *n);
 /* A run's metric samples (names owned by the array; free with st_store_samples_free). */
-int st_store_samples_get(st_store *s, int64_t run_id, st_metric_sample **out, uint32_t *n);
-void st_store_samples_free(st_metric_sample *m, uint32_t n);
+int st_store_samples_get(st_store *s, int64_t run_id, st_metrics_sample **out, uint32_t *n);
+void st_store_samples_free(st_metrics_sample *m, uint32_t n);
 
 #endif

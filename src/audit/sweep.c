@@ -21,6 +21,9 @@
 #include "load/runner.h"
 #include "load/workload.h"
 
+/* What a run key is hashed from (spec facts, flags, rate). */
+#define RUN_KEY_INPUT_MAX ((size_t)1 << 20)
+
 #define MAX_RUNS_PER_CONFIG 64
 
 typedef struct sweep {
@@ -30,15 +33,15 @@ typedef struct sweep {
     st_sweep_result *res;
     char logdir[4096];
     st_ns t_start;
-    int ci;               /* configuration index being run */
+    int ci;                /* configuration index being run */
     uint32_t *base_prefix; /* the shared prefix every synthetic request starts with */
     uint32_t prefix_len;
     /* progress of the current rate */
     double rate;
     int rate_no, rates_planned;
-    int line_open;        /* a TTY line is drawn and not yet ended */
-    st_ns last_draw;      /* when the TTY progress line was last drawn */
-    st_executor *x;       /* runs the engine (HTTP or the engine model) */
+    int line_open;   /* a TTY line is drawn and not yet ended */
+    st_ns last_draw; /* when the TTY progress line was last drawn */
+    st_executor *x;  /* runs the engine (HTTP or the engine model) */
 } sweep;
 
 /* ---- output ---- */
@@ -83,13 +86,14 @@ static void fmt_rate(char *b, size_t n, double r)
 void st_sweep_run_key(const st_spec *s, const st_spec_config *c, double rate, char out[65])
 {
     st_buf b;
-    st_buf_init(&b, 1 << 20);
+    st_buf_init(&b, RUN_KEY_INPUT_MAX);
     st_strv flags = { 0 };
     st_spec_config_flags(s, c, &flags);
     st_buf_printf(&b, "servetune-run/1|%s|%s|", ST_VERSION, st_engine_kind_name(s->engine.kind));
     for (int i = 0; i < s->engine.command.n; i++)
         st_buf_printf(&b, "cmd=%s\x1f", s->engine.command.v[i]);
-    st_buf_printf(&b, "|model=%s|served=%s|", st_spec_config_model(s, c), s->engine.served_name ? s->engine.served_name : "");
+    st_buf_printf(&b, "|model=%s|served=%s|", st_spec_config_model(s, c),
+                  s->engine.served_name ? s->engine.served_name : "");
     for (int i = 0; i < flags.n; i++)
         st_buf_printf(&b, "flag=%s\x1f", flags.v[i]);
     for (int i = 0; i < s->engine.env.n; i++)
@@ -102,9 +106,10 @@ void st_sweep_run_key(const st_spec *s, const st_spec_config *c, double rate, ch
                       s->workload.range_ratio, s->workload.shared_prefix);
     else
         st_buf_printf(&b, "trace=%s", s->workload.trace);
-    st_buf_printf(&b, "|n=%u|seed=%llu|arr=%s,%.17g|warm=%u|timeout=%.17g|rate=%.17g|early=%d|", s->workload.requests_per_rate,
-                  (unsigned long long)s->workload.seed, s->workload.arrival ? s->workload.arrival : "poisson",
-                  s->workload.burstiness, s->warmup_requests, s->timeouts.request_s, rate, s->search.early_stop);
+    st_buf_printf(&b, "|n=%u|seed=%llu|arr=%s,%.17g|warm=%u|timeout=%.17g|rate=%.17g|early=%d|",
+                  s->workload.requests_per_rate, (unsigned long long)s->workload.seed,
+                  s->workload.arrival ? s->workload.arrival : "poisson", s->workload.burstiness, s->warmup_requests,
+                  s->timeouts.request_s, rate, s->search.early_stop);
     for (int i = 0; i < s->slo.n; i++)
         st_buf_printf(&b, "slo=%d,%g,%.17g\x1f", (int)s->slo.terms[i].metric, s->slo.terms[i].pct,
                       s->slo.terms[i].max_ms);
@@ -241,13 +246,14 @@ static int on_tick(void *arg, const st_runner_progress *p)
     fmt_dur(el, sizeof el, elapsed);
     /* ETA: this rate's remaining schedule plus the remaining rates of this and later configs at
      * the pace so far (a rough guide). */
-    double done_frac = (S->ci + (double)(S->rate_no - 1 + (p->total ? (double)(p->completed + p->failed) / p->total : 0)) /
-                                    (S->rates_planned ? S->rates_planned : 1)) /
-                       S->spec->n_configs;
+    double done_frac =
+        (S->ci + (double)(S->rate_no - 1 + (p->total ? (double)(p->completed + p->failed) / p->total : 0)) /
+                     (S->rates_planned ? S->rates_planned : 1)) /
+        S->spec->n_configs;
     fmt_dur(eta, sizeof eta, done_frac > 0.01 ? elapsed / done_frac - elapsed : NAN);
     fmt_rate(rt, sizeof rt, S->rate);
-    fprintf(S->o->out, "\r\033[K[%d/%d %s] rate %s req/s: %u/%u done, %u in flight | elapsed %s, about %s left", S->ci + 1,
-            S->spec->n_configs, R->cfg_name, rt, p->completed + p->failed, p->total, p->in_flight, el, eta);
+    fprintf(S->o->out, "\r\033[K[%d/%d %s] rate %s req/s: %u/%u done, %u in flight | elapsed %s, about %s left",
+            S->ci + 1, S->spec->n_configs, R->cfg_name, rt, p->completed + p->failed, p->total, p->in_flight, el, eta);
     fflush(S->o->out);
     S->line_open = 1;
     return 0;
@@ -276,8 +282,13 @@ static int run_rate(sweep *S, const st_spec_config *c, st_config_row *crow, doub
         return -1;
     }
     rate_ctx R = { .S = S, .slo = &s->slo, .planned = n, .time_scale = S->x->time_scale, .cfg_name = c->name };
-    st_exec_rate in = { .c = c, .w = &w, .sched = sched, .warmup = 0, .timeout_s = s->timeouts.request_s,
-                        .tick = on_tick, .tick_arg = &R };
+    st_exec_rate in = { .c = c,
+                        .w = &w,
+                        .sched = sched,
+                        .warmup = 0,
+                        .timeout_s = s->timeouts.request_s,
+                        .tick = on_tick,
+                        .tick_arg = &R };
     row->started = st_wall_ns();
     int rr = S->x->ops->run_rate(S->x, &in, crow, out, err, sizeof err);
     row->ended = st_wall_ns();
@@ -334,8 +345,13 @@ static int warm_up(sweep *S, const st_spec_config *c, st_config_row *crow)
     }
     rate_ctx R = { .S = S, .slo = &s->slo, .planned = w.n, .time_scale = S->x->time_scale, .cfg_name = "warm-up" };
     /* warm-up requests are never early-stopped: the breach counts ignore warm-up records */
-    st_exec_rate in = { .c = c, .w = &w, .sched = sched, .warmup = w.n, .timeout_s = s->timeouts.request_s,
-                        .tick = on_tick, .tick_arg = &R };
+    st_exec_rate in = { .c = c,
+                        .w = &w,
+                        .sched = sched,
+                        .warmup = w.n,
+                        .timeout_s = s->timeouts.request_s,
+                        .tick = on_tick,
+                        .tick_arg = &R };
     st_exec_out out;
     int rr = S->x->ops->run_rate(S->x, &in, crow, &out, err, sizeof err);
     if (rr == 0)
@@ -396,8 +412,13 @@ static int run_config(sweep *S, int ci)
     st_rate_result rr[MAX_RUNS_PER_CONFIG];
     int n = 0, seq = 0, status = 0;
     int engine_up = 0, engine_failed = 0;
-    st_search_params sp = { s->rates, s->n_rates, s->search.mode, s->search.tolerance, s->search.request_budget,
-                            s->workload.requests_per_rate, s->search.skip_margin };
+    st_search_params sp = { s->rates,
+                            s->n_rates,
+                            s->search.mode,
+                            s->search.tolerance,
+                            s->search.request_budget,
+                            s->workload.requests_per_rate,
+                            s->search.skip_margin };
     S->rates_planned = s->n_rates;
     S->rate_no = 0;
     while (n < MAX_RUNS_PER_CONFIG) {
@@ -525,8 +546,9 @@ static int run_config(sweep *S, int ci)
             snprintf(t3, sizeof t3, "%.3g req/s", run.delivered_rps);
         snprintf(t1, sizeof t1, "%s%.0f", ge, run.n_terms > 0 ? run.term_ms[0] : run.ttft_p95_ms);
         snprintf(t2, sizeof t2, "%s%.1f", ge, run.n_terms > 1 ? run.term_ms[1] : run.tpot_p95_ms);
-        say(S, "[%d/%d %s] rate %s req/s: %s, %u/%u completed, p95 TTFT %s ms, p95 TPOT %s ms, delivered %s "
-               "(%.1f s)%s%s",
+        say(S,
+            "[%d/%d %s] rate %s req/s: %s, %u/%u completed, p95 TTFT %s ms, p95 TPOT %s ms, delivered %s "
+            "(%.1f s)%s%s",
             ci + 1, s->n_configs, c->name, rt, run.verdict, run.completed, run.planned, t1, t2, t3, took,
             strcmp(run.verdict, "pass") ? ": " : "", strcmp(run.verdict, "pass") ? run.why : "");
         free(run.verdict);

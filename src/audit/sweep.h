@@ -23,21 +23,21 @@
 
 typedef struct st_sweep_opts {
     const char *out_dir;
-    int resume;                  /* reuse runs found in the store by run key */
-    int quiet;                   /* only the final lines */
-    int tty;                     /* progress redrawn in place (else one line per event) */
-    FILE *out;                   /* progress stream (stderr) */
-    const char *self_exe;        /* the servetune binary (for the emulator adapter) */
-    volatile sig_atomic_t *stop; /* set asynchronously to interrupt */
+    int resume;                   /* reuse runs found in the store by run key */
+    int quiet;                    /* only the final lines */
+    int tty;                      /* progress redrawn in place (else one line per event) */
+    FILE *out;                    /* progress stream (stderr) */
+    const char *self_exe;         /* the servetune binary (for the emulator adapter) */
+    volatile sig_atomic_t *stop;  /* set asynchronously to interrupt */
     struct st_executor *executor; /* what runs the engine (audit/executor.h); NULL: the HTTP executor
                                      (engine processes through their adapters) */
 } st_sweep_opts;
 
 typedef struct st_sweep_result {
     int interrupted;
-    int configs_failed;  /* did not start / crashed / hung */
-    int runs_measured;   /* rate runs done now */
-    int runs_reused;     /* found in the store (--resume) */
+    int configs_failed; /* did not start / crashed / hung */
+    int runs_measured;  /* rate runs done now */
+    int runs_reused;    /* found in the store (--resume) */
 } st_sweep_result;
 
 /* Runs the audit of spec into the store. 0 when it ran (configurations may have failed: see

@@ -52,9 +52,11 @@ int cmd_audit(int argc, char **argv)
     const char *out_dir = NULL;
     int check = 0, resume = 0, quiet = 0;
     const st_opt opts[] = {
-        { "output", 'o', ST_OPT_STR, &out_dir, "DIR", "output folder (created; holds the database, logs and reports)", 0, 0, 0 },
+        { "output", 'o', ST_OPT_STR, &out_dir, "DIR", "output folder (created; holds the database, logs and reports)",
+          0, 0, 0 },
         { "check", 0, ST_OPT_FLAG, &check, NULL, "validate the spec and exit (nothing is started)", 0, 0, 0 },
-        { "resume", 0, ST_OPT_FLAG, &resume, NULL, "continue an interrupted audit in DIR without repeating finished runs", 0, 0, 0 },
+        { "resume", 0, ST_OPT_FLAG, &resume, NULL,
+          "continue an interrupted audit in DIR without repeating finished runs", 0, 0, 0 },
         { "quiet", 'q', ST_OPT_FLAG, &quiet, NULL, "no progress output, only the final lines", 0, 0, 0 },
         { NULL, 0, 0, NULL, NULL, NULL, 0, 0, 0 },
     };
@@ -111,7 +113,8 @@ int cmd_audit(int argc, char **argv)
         int pred = prev.prediction;
         st_audit_row_free(&prev);
         if (pred) {
-            fprintf(stderr, "servetune audit: %s holds a prediction (servetune predict); a measured audit needs another -o\n",
+            fprintf(stderr,
+                    "servetune audit: %s holds a prediction (servetune predict); a measured audit needs another -o\n",
                     out_dir);
             st_store_close(store);
             st_spec_free(&spec);
@@ -130,8 +133,13 @@ int cmd_audit(int argc, char **argv)
     char self[4096];
     ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
     self[sl > 0 ? sl : 0] = '\0';
-    st_sweep_opts so = { .out_dir = out_dir, .resume = resume, .quiet = quiet, .tty = isatty(STDERR_FILENO),
-                         .out = stderr, .self_exe = sl > 0 ? self : NULL, .stop = &audit_stop };
+    st_sweep_opts so = { .out_dir = out_dir,
+                         .resume = resume,
+                         .quiet = quiet,
+                         .tty = isatty(STDERR_FILENO),
+                         .out = stderr,
+                         .self_exe = sl > 0 ? self : NULL,
+                         .stop = &audit_stop };
     st_sweep_result sr;
     if (!quiet)
         fprintf(stderr, "servetune audit: %d configuration%s of %s, results in %s\n", spec.n_configs,
@@ -157,7 +165,7 @@ int cmd_audit(int argc, char **argv)
         st_report r;
         if (st_report_load(store, &r, rerr, sizeof rerr) == 0) {
             st_buf hl;
-            st_buf_init(&hl, 1 << 16);
+            st_buf_init(&hl, ST_REPORT_HEADLINE_MAX);
             st_report_headline(&r, &hl);
             printf("%s\n", hl.data ? hl.data : "");
             st_buf_free(&hl);

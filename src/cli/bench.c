@@ -10,7 +10,7 @@
 
 #include "cli/cli.h"
 #include "core/opts.h"
-#include "engine/api.h"
+#include "load/api.h"
 #include "load/arrival.h"
 #include "load/output.h"
 #include "load/runner.h"
@@ -18,6 +18,9 @@
 #include "load/workload.h"
 #include "net/http1.h"
 #include "net/url.h"
+
+/* The model list a server answers (GET /v1/models). */
+#define MODELS_BODY_MAX ((size_t)4 << 20)
 
 /* The only global: what the signal handler sets. */
 static volatile sig_atomic_t bench_stop;
@@ -45,8 +48,8 @@ static void on_progress(void *arg, const st_runner_progress *p)
 }
 
 /* GET <base>/v1/models and take the first id. */
-static int default_model(const char *url, const char *key, const char *const *hdrs, int nh, int insecure, double timeout,
-                         char **out, char *err, size_t errlen)
+static int default_model(const char *url, const char *key, const char *const *hdrs, int nh, int insecure,
+                         double timeout, char **out, char *err, size_t errlen)
 {
     char murl[4096];
     size_t ul = strlen(url);
@@ -57,7 +60,7 @@ static int default_model(const char *url, const char *key, const char *const *hd
     else
         snprintf(murl, sizeof murl, "%.*s/v1/models", (int)ul, url);
     st_buf body;
-    st_buf_init(&body, 4u << 20);
+    st_buf_init(&body, MODELS_BODY_MAX);
     int status = 0;
     int rc = st_runner_fetch(murl, key, hdrs, nh, insecure, timeout, &body, &status, err, errlen);
     if (rc == 0) {
@@ -89,29 +92,48 @@ int cmd_bench(int argc, char **argv)
     double spin_us = 0;
     const st_opt opts[] = {
         { "url", 0, ST_OPT_STR, &url, "URL", "server base URL, http:// or https:// (required)", 0, 0, 0 },
-        { "api", 0, ST_OPT_STR, &api_name, "API", "completions|chat|tgi|llamacpp|sglang|raw (default completions); raw = plain GET of the URL", 0, 0, 0 },
+        { "api", 0, ST_OPT_STR, &api_name, "API",
+          "completions|chat|tgi|llamacpp|sglang|raw (default completions); raw = plain GET of the URL", 0, 0, 0 },
         { "model", 0, ST_OPT_STR, &model, "NAME", "model name (default: the first id of GET /v1/models)", 0, 0, 0 },
-        { "api-key-env", 0, ST_OPT_STR, &key_env, "VAR", "read the API key from this environment variable (never printed or written)", 0, 0, 0 },
+        { "api-key-env", 0, ST_OPT_STR, &key_env, "VAR",
+          "read the API key from this environment variable (never printed or written)", 0, 0, 0 },
         { "header", 'H', ST_OPT_LIST, &headers, "'N: V'", "extra request header (repeatable)", 0, 0, 0 },
-        { "input-tokens", 0, ST_OPT_LONG, &input_tokens, "N", "synthetic prompt length, shared prefix included (default 1024)", 1, 2097152, 0 },
-        { "output-tokens", 0, ST_OPT_LONG, &output_tokens, "N", "synthetic output length (default 128)", 1, 2097152, 0 },
-        { "range-ratio", 0, ST_OPT_DOUBLE, &range_ratio, "R", "lengths uniform in [L(1-R), L(1+R)] (default 0)", 0, 0.999999, 0 },
-        { "prefix-tokens", 0, ST_OPT_LONG, &prefix_tokens, "N", "shared prefix length common to every request (default 0)", 0, 2097152, 0 },
-        { "num-requests", 'n', ST_OPT_LONG, &num_requests, "N", "measured requests (default 100; warm-ups come on top)", 1, 10000000, 0 },
+        { "input-tokens", 0, ST_OPT_LONG, &input_tokens, "N",
+          "synthetic prompt length, shared prefix included (default 1024)", 1, 2097152, 0 },
+        { "output-tokens", 0, ST_OPT_LONG, &output_tokens, "N", "synthetic output length (default 128)", 1, 2097152,
+          0 },
+        { "range-ratio", 0, ST_OPT_DOUBLE, &range_ratio, "R", "lengths uniform in [L(1-R), L(1+R)] (default 0)", 0,
+          0.999999, 0 },
+        { "prefix-tokens", 0, ST_OPT_LONG, &prefix_tokens, "N",
+          "shared prefix length common to every request (default 0)", 0, 2097152, 0 },
+        { "num-requests", 'n', ST_OPT_LONG, &num_requests, "N", "measured requests (default 100; warm-ups come on top)",
+          1, 10000000, 0 },
         { "seed", 0, ST_OPT_LONG, &seed, "N", "seed for the workload and the arrivals (default 0)", 0, 9.2e18, 0 },
-        { "trace", 0, ST_OPT_STR, &trace, "FILE", "JSONL trace instead of the synthetic workload (docs/trace-format.md)", 0, 0, 0 },
-        { "trace-rate", 0, ST_OPT_RATE, &trace_rate, "R", "re-time the trace to R req/s keeping its burstiness", 0, 0, 0 },
-        { "rate", 'r', ST_OPT_RATE, &rate, "R", "arrival rate in req/s or inf (default inf; with --trace: replaces its times)", 0, 0, 0 },
+        { "trace", 0, ST_OPT_STR, &trace, "FILE",
+          "JSONL trace instead of the synthetic workload (docs/trace-format.md)", 0, 0, 0 },
+        { "trace-rate", 0, ST_OPT_RATE, &trace_rate, "R", "re-time the trace to R req/s keeping its burstiness", 0, 0,
+          0 },
+        { "rate", 'r', ST_OPT_RATE, &rate, "R",
+          "arrival rate in req/s or inf (default inf; with --trace: replaces its times)", 0, 0, 0 },
         { "arrival", 0, ST_OPT_STR, &arrival_name, "KIND", "poisson|constant|gamma (default poisson)", 0, 0, 0 },
-        { "burstiness", 0, ST_OPT_DOUBLE, &burstiness, "B", "gamma shape: <1 burstier, >1 smoother (default 1)", 1e-6, 1e6, 0 },
-        { "max-concurrency", 0, ST_OPT_LONG, &max_conc, "N", "at most N requests in flight; waiting counts in TTFT (default unbounded)", 0, 10000000, 0 },
-        { "warmup", 0, ST_OPT_LONG, &warmup, "N", "warm-up requests sent first and excluded from the figures (default 0)", 0, 10000000, 0 },
-        { "timeout", 0, ST_OPT_DURATION, &timeout, "T", "per-request timeout, e.g. 30, 500ms, 2m (default 300)", 0, 0, 0 },
+        { "burstiness", 0, ST_OPT_DOUBLE, &burstiness, "B", "gamma shape: <1 burstier, >1 smoother (default 1)", 1e-6,
+          1e6, 0 },
+        { "max-concurrency", 0, ST_OPT_LONG, &max_conc, "N",
+          "at most N requests in flight; waiting counts in TTFT (default unbounded)", 0, 10000000, 0 },
+        { "warmup", 0, ST_OPT_LONG, &warmup, "N",
+          "warm-up requests sent first and excluded from the figures (default 0)", 0, 10000000, 0 },
+        { "timeout", 0, ST_OPT_DURATION, &timeout, "T", "per-request timeout, e.g. 30, 500ms, 2m (default 300)", 0, 0,
+          0 },
         { "slo-ttft", 0, ST_OPT_DOUBLE, &slo_ttft, "MS", "goodput term: TTFT at most MS", 0, 1e9, 0 },
         { "slo-tpot", 0, ST_OPT_DOUBLE, &slo_tpot, "MS", "goodput term: TPOT at most MS", 0, 1e9, 0 },
         { "slo-e2e", 0, ST_OPT_DOUBLE, &slo_e2e, "MS", "goodput term: end-to-end latency at most MS", 0, 1e9, 0 },
-        { "max-lag", 0, ST_OPT_DOUBLE, &max_lag_ms, "MS", "self-check threshold for dispatch lag / loop delay p99 (default 10)", 1e-3, 1e6, 0 },
-        { "spin-us", 0, ST_OPT_DOUBLE, &spin_us, "US", "busy-poll this long before each timer (send times, the 5 ms self-check probe): sub-10us send precision; 5000 or more never sleeps, so read timestamps exclude an idle CPU's wake-up (default 0: sleep in epoll_pwait2)", 0, 1e6, 0 },
+        { "max-lag", 0, ST_OPT_DOUBLE, &max_lag_ms, "MS",
+          "self-check threshold for dispatch lag / loop delay p99 (default 10)", 1e-3, 1e6, 0 },
+        { "spin-us", 0, ST_OPT_DOUBLE, &spin_us, "US",
+          "busy-poll this long before each timer (send times, the 5 ms self-check probe): sub-10us send precision; "
+          "5000 or more never sleeps, so read timestamps exclude an idle CPU's wake-up (default 0: sleep in "
+          "epoll_pwait2)",
+          0, 1e6, 0 },
         { "no-stream", 0, ST_OPT_FLAG, &no_stream, NULL, "non-streaming requests (TTFT = E2E)", 0, 0, 0 },
         { "json", 0, ST_OPT_STR, &json_path, "FILE", "write the results as JSON (docs/bench-json.md)", 0, 0, 0 },
         { "csv", 0, ST_OPT_STR, &csv_path, "FILE", "write one CSV row per request", 0, 0, 0 },
@@ -154,7 +176,8 @@ int cmd_bench(int argc, char **argv)
         rate = INFINITY;
     st_arrival arr = { ST_ARR_POISSON, rate, burstiness, (uint64_t)seed };
     if (st_arrival_kind_from_name(arrival_name, &arr.kind) < 0 || arr.kind == ST_ARR_INF)
-        return st_cli_usage_error("bench", "--arrival: expected poisson, constant or gamma (use --rate inf for all at once)");
+        return st_cli_usage_error("bench",
+                                  "--arrival: expected poisson, constant or gamma (use --rate inf for all at once)");
     if (isinf(rate))
         arr.kind = ST_ARR_INF;
     if (prefix_tokens > input_tokens)
@@ -218,8 +241,13 @@ int cmd_bench(int argc, char **argv)
         }
         use_trace_times = has_times && !rate_given;
     } else {
-        st_synth_params sp = { (uint32_t)input_tokens, (uint32_t)output_tokens, range_ratio, (uint32_t)prefix_tokens,
-                               (uint32_t)(num_requests + warmup), (uint64_t)seed, 0 };
+        st_synth_params sp = { (uint32_t)input_tokens,
+                               (uint32_t)output_tokens,
+                               range_ratio,
+                               (uint32_t)prefix_tokens,
+                               (uint32_t)(num_requests + warmup),
+                               (uint64_t)seed,
+                               0 };
         if (st_workload_synthetic(&sp, &work, err, sizeof err) < 0) {
             free(model_owned);
             return st_cli_usage_error("bench", err);

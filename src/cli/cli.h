@@ -7,10 +7,10 @@
 /* Exit codes shared by every subcommand. */
 enum {
     ST_EXIT_OK = 0,
-    ST_EXIT_FAIL = 1,          /* the run happened but something failed (see the output) */
-    ST_EXIT_USAGE = 2,         /* bad arguments or spec */
+    ST_EXIT_FAIL = 1,           /* the run happened but something failed (see the output) */
+    ST_EXIT_USAGE = 2,          /* bad arguments or spec */
     ST_EXIT_CLIENT_LIMITED = 3, /* bench: the load generator could not keep the schedule */
-    ST_EXIT_INTERRUPTED = 4,   /* SIGINT/SIGTERM: partial results kept */
+    ST_EXIT_INTERRUPTED = 4,    /* SIGINT/SIGTERM: partial results kept */
 };
 
 typedef struct st_cmd {

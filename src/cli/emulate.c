@@ -18,16 +18,15 @@
 
 static void usage(FILE *f, const st_opt *opts)
 {
-    fprintf(f,
-            "usage: servetune emulate serve MODEL [vLLM flags] --gpu NAME|FILE [emulator options]\n\n"
-            "A vLLM-compatible server whose timing comes from a model of vLLM V1's scheduler and\n"
-            "of the GPU (docs/emulator.md). MODEL is a Hugging Face id (Qwen/Qwen3-8B,\n"
-            "Qwen/Qwen3-8B-FP8, meta-llama/Meta-Llama-3-8B-Instruct, ...) or a directory with a\n"
-            "config.json. Unknown vLLM flags are accepted with a warning.\n\n"
-            "Examples:\n"
-            "  servetune emulate serve Qwen/Qwen3-8B --gpu H100 --port 8000\n"
-            "  servetune emulate serve Qwen/Qwen3-8B --gpu H100 --kv-cache-dtype fp8 --time-scale 20\n\n"
-            "Options:\n");
+    fprintf(f, "usage: servetune emulate serve MODEL [vLLM flags] --gpu NAME|FILE [emulator options]\n\n"
+               "A vLLM-compatible server whose timing comes from a model of vLLM V1's scheduler and\n"
+               "of the GPU (docs/emulator.md). MODEL is a Hugging Face id (Qwen/Qwen3-8B,\n"
+               "Qwen/Qwen3-8B-FP8, meta-llama/Meta-Llama-3-8B-Instruct, ...) or a directory with a\n"
+               "config.json. Unknown vLLM flags are accepted with a warning.\n\n"
+               "Examples:\n"
+               "  servetune emulate serve Qwen/Qwen3-8B --gpu H100 --port 8000\n"
+               "  servetune emulate serve Qwen/Qwen3-8B --gpu H100 --kv-cache-dtype fp8 --time-scale 20\n\n"
+               "Options:\n");
     st_opts_usage(f, opts);
 }
 
@@ -78,8 +77,11 @@ int cmd_emulate(int argc, char **argv)
     const st_emu_gpu g = c.gpu;
     double util = A.util, time_scale = A.time_scale, startup_delay = A.startup_delay;
     int fail_start = A.fail_start;
-    st_logf(&lg, ST_LOG_INFO, "vLLM API server version %s (servetune emulator: timing from the engine model)", "0.10.1");
-    st_logf(&lg, ST_LOG_INFO, "non-default args: model='%s', gpu='%s', tensor_parallel_size=%u, kv_cache_dtype='%s', enable_prefix_caching=%s",
+    st_logf(&lg, ST_LOG_INFO, "vLLM API server version %s (servetune emulator: timing from the engine model)",
+            "0.10.1");
+    st_logf(&lg, ST_LOG_INFO,
+            "non-default args: model='%s', gpu='%s', tensor_parallel_size=%u, kv_cache_dtype='%s', "
+            "enable_prefix_caching=%s",
             model, g.name, c.tp, kv_dtype, c.enable_prefix_caching ? "True" : "False");
     if (startup_delay > 0) {
         st_logf(&lg, ST_LOG_WARN, "fault injection: startup delayed by %.3f s", startup_delay);
@@ -87,7 +89,8 @@ int cmd_emulate(int argc, char **argv)
     }
     if (fail_start) {
         st_logf(&lg, ST_LOG_ERROR, "EngineCore failed to start (injected startup failure).");
-        fprintf(stderr, "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n");
+        fprintf(stderr,
+                "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n");
         rc = ST_EXIT_FAIL;
         goto done;
     }
@@ -98,7 +101,8 @@ int cmd_emulate(int argc, char **argv)
             st_logf(&lg, ST_LOG_INFO, "Model loading took %.4f GiB", mem.weight_bytes / EMU_GIB_F);
         st_logf(&lg, ST_LOG_ERROR, "EngineCore failed to start.");
         fprintf(stderr, "%s\n", err);
-        fprintf(stderr, "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n");
+        fprintf(stderr,
+                "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n");
         rc = ST_EXIT_FAIL;
         goto done;
     }
@@ -116,12 +120,21 @@ int cmd_emulate(int argc, char **argv)
     st_logf(&lg, ST_LOG_INFO, "%s", l2);
     st_logf(&lg, ST_LOG_INFO, "max_num_seqs=%u, max_num_batched_tokens=%u, max_model_len=%u, num_gpu_blocks=%u",
             mem.max_num_seqs, mem.max_num_batched_tokens, mem.max_model_len, mem.num_blocks);
-    st_emulator_opts eo = { .host = host, .port = (uint16_t)A.port, .served_model_name = served ? served : model,
-                            .api_key = A.api_key, .time_scale = time_scale, .no_model = A.no_model,
-                            .ground_truth = A.ground_truth, .seed = (uint64_t)A.seed,
-                            .fault_startup_delay_s = startup_delay, .fault_startup_fail = fail_start,
-                            .fault_crash_after = A.crash_after, .fault_hang_after = A.hang_after,
-                            .fault_500_rate = A.f500, .fault_midstream_rate = A.fmid, .print_jitter = A.jitter };
+    st_emulator_opts eo = { .host = host,
+                            .port = (uint16_t)A.port,
+                            .served_model_name = served ? served : model,
+                            .api_key = A.api_key,
+                            .time_scale = time_scale,
+                            .no_model = A.no_model,
+                            .ground_truth = A.ground_truth,
+                            .seed = (uint64_t)A.seed,
+                            .fault_startup_delay_s = startup_delay,
+                            .fault_startup_fail = fail_start,
+                            .fault_crash_after = A.crash_after,
+                            .fault_hang_after = A.hang_after,
+                            .fault_500_rate = A.f500,
+                            .fault_midstream_rate = A.fmid,
+                            .print_jitter = A.jitter };
     if (st_emulator_run(&c, &eo, &lg, err, sizeof err) < 0) {
         st_logf(&lg, ST_LOG_ERROR, "%s", err);
         rc = ST_EXIT_FAIL;

@@ -151,8 +151,10 @@ int cmd_predict(int argc, char **argv)
     const char *out_dir = "predict-out";
     int quiet = 0, suggest_rates = 0;
     const st_opt opts[] = {
-        { "output", 'o', ST_OPT_STR, &out_dir, "DIR", "output folder (predict-out); an earlier prediction there is replaced", 0, 0, 0 },
-        { "suggest-rates", 0, ST_OPT_FLAG, &suggest_rates, NULL, "find each configuration's capacity by bisection and suggest a rates: list", 0, 0, 0 },
+        { "output", 'o', ST_OPT_STR, &out_dir, "DIR",
+          "output folder (predict-out); an earlier prediction there is replaced", 0, 0, 0 },
+        { "suggest-rates", 0, ST_OPT_FLAG, &suggest_rates, NULL,
+          "find each configuration's capacity by bisection and suggest a rates: list", 0, 0, 0 },
         { "quiet", 'q', ST_OPT_FLAG, &quiet, NULL, "no progress output, only the final lines", 0, 0, 0 },
         { NULL, 0, 0, NULL, NULL, NULL, 0, 0, 0 },
     };
@@ -215,8 +217,12 @@ int cmd_predict(int argc, char **argv)
     memset(&sr, 0, sizeof sr);
     int rc = ST_EXIT_OK, srun = -1;
     if (st_exec_model_new(&spec, logdir, &x, err, sizeof err) == 0) {
-        st_sweep_opts so = { .out_dir = out_dir, .quiet = quiet, .tty = isatty(STDERR_FILENO), .out = stderr,
-                             .stop = &predict_stop, .executor = x };
+        st_sweep_opts so = { .out_dir = out_dir,
+                             .quiet = quiet,
+                             .tty = isatty(STDERR_FILENO),
+                             .out = stderr,
+                             .stop = &predict_stop,
+                             .executor = x };
         if (!quiet)
             fprintf(stderr, "servetune predict: %d configuration%s of %s on the engine model, results in %s\n",
                     spec.n_configs, spec.n_configs == 1 ? "" : "s", spec_path, out_dir);
@@ -240,7 +246,7 @@ int cmd_predict(int argc, char **argv)
         st_report r;
         if (st_report_load(store, &r, rerr, sizeof rerr) == 0) {
             st_buf hl;
-            st_buf_init(&hl, 1 << 16);
+            st_buf_init(&hl, ST_REPORT_HEADLINE_MAX);
             st_report_headline(&r, &hl);
             printf("%s\n", hl.data ? hl.data : "");
             st_buf_free(&hl);

@@ -19,11 +19,13 @@ int cmd_report(int argc, char **argv)
     if (st_opts_parse(opts, argc - 1, argv + 1, 0, &res, err, sizeof err))
         return st_cli_usage_error("report", err);
     if (res.help) {
-        printf("usage: servetune report DIR\n\n"
-               "Re-renders DIR/report.html, DIR/report.md, DIR/report.json and DIR/results.csv from DIR/results.sqlite\n"
-               "(written by servetune audit). Nothing is measured again.\n\nOptions:\n");
+        printf(
+            "usage: servetune report DIR\n\n"
+            "Re-renders DIR/report.html, DIR/report.md, DIR/report.json and DIR/results.csv from DIR/results.sqlite\n"
+            "(written by servetune audit). Nothing is measured again.\n\nOptions:\n");
         st_opts_usage(stdout, opts);
-        printf("\nExample:\n  servetune report audit-out\n\nExit codes: 0 written; 1 the database could not be read or the "
+        printf("\nExample:\n  servetune report audit-out\n\nExit codes: 0 written; 1 the database could not be read or "
+               "the "
                "files written; 2 bad arguments.\n");
         st_opts_result_free(&res);
         return ST_EXIT_OK;

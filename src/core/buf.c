@@ -10,6 +10,7 @@ void st_buf_init(st_buf *b, size_t max)
     b->len = 0;
     b->cap = 0;
     b->max = max;
+    b->err = ST_BUF_OK;
 }
 
 void st_buf_free(st_buf *b)
@@ -17,19 +18,35 @@ void st_buf_free(st_buf *b)
     free(b->data);
     b->data = NULL;
     b->len = b->cap = 0;
+    b->err = ST_BUF_OK;
 }
 
 void st_buf_reset(st_buf *b)
 {
     b->len = 0;
+    b->err = ST_BUF_OK;
     if (b->data)
         b->data[0] = '\0';
 }
 
+const char *st_buf_strerror(const st_buf *b, char *out, size_t n)
+{
+    switch (b->err) {
+    case ST_BUF_OK: snprintf(out, n, "%s", ""); break;
+    case ST_BUF_TOO_BIG: snprintf(out, n, "output exceeds its limit of %zu bytes", b->max); break;
+    case ST_BUF_NO_MEM: snprintf(out, n, "out of memory"); break;
+    }
+    return out;
+}
+
 int st_buf_reserve(st_buf *b, size_t n)
 {
-    if (n > b->max || b->len > b->max - n)
+    if (b->err)
         return -1;
+    if (n > b->max || b->len > b->max - n) {
+        b->err = ST_BUF_TOO_BIG;
+        return -1;
+    }
     size_t need = b->len + n + 1; /* room for the terminating NUL */
     if (need <= b->cap)
         return 0;
@@ -39,8 +56,10 @@ int st_buf_reserve(st_buf *b, size_t n)
     if (cap > b->max + 1)
         cap = b->max + 1;
     char *p = realloc(b->data, cap);
-    if (!p)
+    if (!p) {
+        b->err = ST_BUF_NO_MEM;
         return -1;
+    }
     b->data = p;
     b->cap = cap;
     return 0;
@@ -57,10 +76,7 @@ int st_buf_append(st_buf *b, const void *p, size_t n)
     return 0;
 }
 
-int st_buf_puts(st_buf *b, const char *s)
-{
-    return st_buf_append(b, s, strlen(s));
-}
+int st_buf_puts(st_buf *b, const char *s) { return st_buf_append(b, s, strlen(s)); }
 
 int st_buf_vprintf(st_buf *b, const char *fmt, va_list ap)
 {
@@ -68,6 +84,8 @@ int st_buf_vprintf(st_buf *b, const char *fmt, va_list ap)
     va_copy(ap2, ap);
     int n = vsnprintf(NULL, 0, fmt, ap2);
     va_end(ap2);
+    if (n < 0 && !b->err)
+        b->err = ST_BUF_TOO_BIG; /* vsnprintf cannot represent the length (> INT_MAX) */
     if (n < 0 || st_buf_reserve(b, (size_t)n) < 0)
         return -1;
     vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
@@ -95,9 +113,19 @@ void st_buf_consume(st_buf *b, size_t n)
     b->data[b->len] = '\0';
 }
 
+static int roll_back(st_buf *b, size_t len)
+{
+    if (b->data && len <= b->len) {
+        b->len = len;
+        b->data[len] = '\0';
+    }
+    return -1;
+}
+
 int st_buf_json_strn(st_buf *b, const char *s, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
+    size_t start = b->len;
     if (st_buf_append(b, "\"", 1) < 0)
         return -1;
     size_t run = 0; /* bytes copied verbatim in one go */
@@ -113,29 +141,32 @@ int st_buf_json_strn(st_buf *b, const char *s, size_t n)
         case '\t': esc = "\\t"; break;
         default:
             if (c < 0x20) {
-                u[0] = '\\'; u[1] = 'u'; u[2] = '0'; u[3] = '0';
-                u[4] = hex[c >> 4]; u[5] = hex[c & 15]; u[6] = 0;
+                u[0] = '\\';
+                u[1] = 'u';
+                u[2] = '0';
+                u[3] = '0';
+                u[4] = hex[c >> 4];
+                u[5] = hex[c & 15];
+                u[6] = 0;
                 esc = u;
             }
         }
         if (!esc)
             continue;
         if (st_buf_append(b, s + run, i - run) < 0 || st_buf_puts(b, esc) < 0)
-            return -1;
+            return roll_back(b, start);
         run = i + 1;
     }
-    if (st_buf_append(b, s + run, n - run) < 0)
-        return -1;
-    return st_buf_append(b, "\"", 1);
+    if (st_buf_append(b, s + run, n - run) < 0 || st_buf_append(b, "\"", 1) < 0)
+        return roll_back(b, start);
+    return 0;
 }
 
-int st_buf_json_str(st_buf *b, const char *s)
-{
-    return st_buf_json_strn(b, s ? s : "", s ? strlen(s) : 0);
-}
+int st_buf_json_str(st_buf *b, const char *s) { return st_buf_json_strn(b, s ? s : "", s ? strlen(s) : 0); }
 
 int st_buf_html(st_buf *b, const char *s)
 {
+    size_t start = b->len;
     for (; s && *s; s++) {
         int rc;
         switch (*s) {
@@ -147,7 +178,7 @@ int st_buf_html(st_buf *b, const char *s)
         default: rc = st_buf_append(b, s, 1);
         }
         if (rc < 0)
-            return -1;
+            return roll_back(b, start);
     }
     return 0;
 }

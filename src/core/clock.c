@@ -30,17 +30,8 @@ static st_ns mono_now(void *ctx)
     return st_now();
 }
 
-st_clock st_clock_monotonic(void)
-{
-    return (st_clock){ .now = mono_now, .ctx = 0 };
-}
+st_clock st_clock_monotonic(void) { return (st_clock){ .now = mono_now, .ctx = 0 }; }
 
-static st_ns virt_now(void *ctx)
-{
-    return ((st_vclock *)ctx)->t;
-}
+static st_ns virt_now(void *ctx) { return ((st_vclock *)ctx)->t; }
 
-st_clock st_clock_virtual(st_vclock *vc)
-{
-    return (st_clock){ .now = virt_now, .ctx = vc };
-}
+st_clock st_clock_virtual(st_vclock *vc) { return (st_clock){ .now = virt_now, .ctx = vc }; }

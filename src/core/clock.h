@@ -8,7 +8,7 @@ typedef int64_t st_ns;
 
 #define ST_NS_PER_US 1000LL
 #define ST_NS_PER_MS 1000000LL
-#define ST_NS_PER_S  1000000000LL
+#define ST_NS_PER_S 1000000000LL
 
 /* CLOCK_MONOTONIC, read at every call (never cached per loop tick). */
 st_ns st_now(void);

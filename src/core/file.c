@@ -1,9 +1,11 @@
 #include "core/file.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 char *st_read_file(const char *path, size_t max, size_t *len, char *err, size_t errlen)
 {
@@ -53,4 +55,60 @@ char *st_read_file(const char *path, size_t max, size_t *len, char *err, size_t 
     free(buf);
     fclose(f);
     return NULL;
+}
+
+/* The temporary file beside path, created afresh: O_EXCL fails on anything already there (a
+ * symlink included: with O_EXCL the last component is never followed), which is then
+ * unlinked (unlink removes a link, not its target) and the create tried once more. */
+static int create_tmp(const char *tmp)
+{
+    for (int attempt = 0; attempt < 2; attempt++) {
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd >= 0 || errno != EEXIST)
+            return fd;
+        if (unlink(tmp) != 0 && errno != ENOENT)
+            return -1;
+    }
+    errno = EEXIST;
+    return -1;
+}
+
+int st_write_file_atomic(const char *path, const void *data, size_t len, char *err, size_t errlen)
+{
+    char tmp[4200];
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp) {
+        snprintf(err, errlen, "%s: path too long", path);
+        return -1;
+    }
+    int fd = create_tmp(tmp);
+    if (fd < 0) {
+        snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
+        return -1;
+    }
+    const char *p = data;
+    size_t left = len;
+    int e = 0;
+    while (left > 0 && !e) {
+        ssize_t n = write(fd, p, left);
+        if (n > 0) {
+            p += n;
+            left -= (size_t)n;
+        } else if (n < 0 && errno == EINTR) {
+            continue;
+        } else {
+            e = n < 0 ? errno : EIO;
+        }
+    }
+    if (!e && fsync(fd) != 0)
+        e = errno;
+    if (close(fd) != 0 && !e)
+        e = errno;
+    if (!e && rename(tmp, path) != 0)
+        e = errno;
+    if (e) {
+        snprintf(err, errlen, "%s: %s", path, strerror(e));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
 }

@@ -1,4 +1,5 @@
-/* Whole-file reads with a size limit (specs, traces, GPU and model files, logs). */
+/* Whole-file reads with a size limit (specs, traces, GPU and model files, logs), and whole-file
+ * writes that a reader never sees half done (reports, results). */
 #ifndef ST_FILE_H
 #define ST_FILE_H
 #include <stddef.h>
@@ -7,5 +8,11 @@
  * A file larger than max bytes is an error ("PATH: larger than MAX bytes"), never silently
  * cut. Returns NULL with a reason in err (prefixed by the path) on any failure. */
 char *st_read_file(const char *path, size_t max, size_t *len, char *err, size_t errlen);
+
+/* Writes len bytes to path atomically: into "PATH.tmp" created with O_EXCL | O_NOFOLLOW (a
+ * planted symlink or file there is removed, never followed), flushed to disk, then renamed
+ * over path. 0, or -1 with "PATH: reason" in err (errno's text: "No space left on device"); on
+ * failure path is left as it was and the temporary file is removed. */
+int st_write_file_atomic(const char *path, const void *data, size_t len, char *err, size_t errlen);
 
 #endif

@@ -12,21 +12,15 @@ static const char *skip_ws(const char *p, const char *end)
     return p;
 }
 
-static int is_hex(char c)
-{
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
+static int is_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
-static int is_digit(char c)
-{
-    return c >= '0' && c <= '9';
-}
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
 
 /* Bytes that end the fast run inside a string: the quote, the backslash and the control
  * characters JSON forbids. */
 static const unsigned char str_stop[256] = {
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-    ['"'] = 1, ['\\'] = 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,         1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, ['"'] = 1, ['\\'] = 1,
 };
 
 /* p at the opening quote; returns the byte after the closing quote, or NULL. *esc (may be
@@ -67,25 +61,26 @@ static const char *scan_str(const char *p, const char *end, int *esc)
         if (esc)
             *esc = 1;
         switch (p[1]) {
-        case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
-            p += 2;
-            break;
+        case '"':
+        case '\\':
+        case '/':
+        case 'b':
+        case 'f':
+        case 'n':
+        case 'r':
+        case 't': p += 2; break;
         case 'u':
             if (end - p < 6 || !is_hex(p[2]) || !is_hex(p[3]) || !is_hex(p[4]) || !is_hex(p[5]))
                 return NULL;
             p += 6;
             break;
-        default:
-            return NULL;
+        default: return NULL;
         }
     }
     return NULL;
 }
 
-static const char *scan_string(const char *p, const char *end)
-{
-    return scan_str(p, end, NULL);
-}
+static const char *scan_string(const char *p, const char *end) { return scan_str(p, end, NULL); }
 
 static const char *scan_number(const char *p, const char *end)
 {
@@ -133,14 +128,10 @@ static const char *scan_value(const char *p, const char *end, int depth)
     if (p >= end)
         return NULL;
     switch (*p) {
-    case '"':
-        return scan_string(p, end);
-    case 't':
-        return scan_lit(p, end, "true", 4);
-    case 'f':
-        return scan_lit(p, end, "false", 5);
-    case 'n':
-        return scan_lit(p, end, "null", 4);
+    case '"': return scan_string(p, end);
+    case 't': return scan_lit(p, end, "true", 4);
+    case 'f': return scan_lit(p, end, "false", 5);
+    case 'n': return scan_lit(p, end, "null", 4);
     case '{':
     case '[': {
         if (depth >= ST_JSON_MAX_DEPTH)
@@ -318,8 +309,7 @@ static int next_char(const char **pp, const char *end, unsigned char out[4], int
         *pp = p;
         return 1;
     }
-    default:
-        return -1;
+    default: return -1;
     }
     *nout = 1;
     *pp = p;
@@ -446,8 +436,8 @@ static int raw_key_eq(const char *k, size_t n, const char *key)
 
 /* Reads the members of the object at p (its '{'), bounded by end, capturing keys[i] into
  * out[i] as it goes. Returns the byte after the closing brace, or NULL when malformed. */
-static const char *scan_obj_fields(const char *p, const char *end, const char *const *keys, int nkeys,
-                                   st_json_val *out, int *found)
+static const char *scan_obj_fields(const char *p, const char *end, const char *const *keys, int nkeys, st_json_val *out,
+                                   int *found)
 {
     st_json_iter it = { p + 1, end, 1, 1, 0 };
     st_json_val k, v;
@@ -459,8 +449,7 @@ static const char *scan_obj_fields(const char *p, const char *end, const char *c
         for (int i = 0; i < nkeys; i++) {
             if (out[i].type != ST_JSON_ABSENT)
                 continue; /* the first occurrence wins, as in st_json_obj_get */
-            if (it.key_escaped ? str_eq_at(k.p, k.p + k.len, keys[i], strlen(keys[i]))
-                               : raw_key_eq(kp, raw, keys[i])) {
+            if (it.key_escaped ? str_eq_at(k.p, k.p + k.len, keys[i], strlen(keys[i])) : raw_key_eq(kp, raw, keys[i])) {
                 out[i] = v;
                 (*found)++;
                 break;
@@ -503,8 +492,7 @@ int st_json_obj_fields(const st_json_val *obj, const char *const *keys, int nkey
     return found ? 0 : 1;
 }
 
-int st_json_iter_next_fields(st_json_iter *it, const char *const *keys, int nkeys, st_json_val *val,
-                             st_json_val *out)
+int st_json_iter_next_fields(st_json_iter *it, const char *const *keys, int nkeys, st_json_val *val, st_json_val *out)
 {
     set_absent(val);
     if (check_keys(keys, nkeys, out) < 0 || !it->p || it->is_obj)
@@ -772,10 +760,7 @@ int st_json_str_eq(const st_json_val *v, const char *s, size_t n)
     return str_eq_at(v->p, v->p + v->len, s, n);
 }
 
-int st_json_str_nonempty(const st_json_val *v)
-{
-    return v && v->type == ST_JSON_STRING && v->len > 2;
-}
+int st_json_str_nonempty(const st_json_val *v) { return v && v->type == ST_JSON_STRING && v->len > 2; }
 
 int st_json_get_u32(const st_json_val *v, const char *path, uint32_t *out)
 {

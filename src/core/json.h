@@ -79,8 +79,7 @@ int st_json_iter_next(st_json_iter *it, st_json_val *key, st_json_val *val);
  * st_json_iter_next followed by st_json_obj_fields, which scans the element twice): 1 with
  * the element in *val and, when it is an object, out[i] = its keys[i] (else all absent);
  * 0 at the end; -1 malformed (or it iterates an object). */
-int st_json_iter_next_fields(st_json_iter *it, const char *const *keys, int nkeys, st_json_val *val,
-                             st_json_val *out);
+int st_json_iter_next_fields(st_json_iter *it, const char *const *keys, int nkeys, st_json_val *val, st_json_val *out);
 
 /* Readers. Each returns 0 on success, -1 when the value has another type or does not fit. */
 int st_json_num(const st_json_val *v, double *out);

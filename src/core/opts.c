@@ -27,12 +27,8 @@ static int set_value(const st_opt *o, const char *v, char *err, size_t errlen)
     double d;
     long l;
     switch (o->kind) {
-    case ST_OPT_FLAG:
-        *(int *)o->dest = o->ival ? o->ival : 1;
-        return 0;
-    case ST_OPT_STR:
-        *(const char **)o->dest = v;
-        return 0;
+    case ST_OPT_FLAG: *(int *)o->dest = o->ival ? o->ival : 1; return 0;
+    case ST_OPT_STR: *(const char **)o->dest = v; return 0;
     case ST_OPT_LIST: {
         st_strlist *sl = o->dest;
         if (sl->n >= ST_STRLIST_MAX) {
@@ -82,8 +78,8 @@ static int set_value(const st_opt *o, const char *v, char *err, size_t errlen)
     return -1;
 }
 
-int st_opts_parse(const st_opt *opts, int argc, char **argv, int allow_unknown, st_opts_result *res,
-                  char *err, size_t errlen)
+int st_opts_parse(const st_opt *opts, int argc, char **argv, int allow_unknown, st_opts_result *res, char *err,
+                  size_t errlen)
 {
     memset(res, 0, sizeof *res);
     res->pos = calloc((size_t)argc + 1, sizeof *res->pos);

@@ -21,10 +21,7 @@ void st_rng_seed(st_rng *r, uint64_t seed)
         r->s[0] = 1;
 }
 
-static inline uint64_t rotl(uint64_t x, int k)
-{
-    return (x << k) | (x >> (64 - k));
-}
+static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 uint64_t st_rng_next(st_rng *r)
 {
@@ -40,10 +37,7 @@ uint64_t st_rng_next(st_rng *r)
     return result;
 }
 
-double st_rng_uniform(st_rng *r)
-{
-    return (double)(st_rng_next(r) >> 11) * 0x1.0p-53;
-}
+double st_rng_uniform(st_rng *r) { return (double)(st_rng_next(r) >> 11) * 0x1.0p-53; }
 
 uint32_t st_rng_range(st_rng *r, uint32_t lo, uint32_t hi)
 {

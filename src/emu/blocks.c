@@ -70,10 +70,7 @@ void st_emu_blocks_free(st_emu_blocks *p)
     memset(p, 0, sizeof *p);
 }
 
-static uint32_t slot_of(const st_emu_blocks *p, uint64_t h)
-{
-    return (uint32_t)(mix64(h) & (p->mcap - 1));
-}
+static uint32_t slot_of(const st_emu_blocks *p, uint64_t h) { return (uint32_t)(mix64(h) & (p->mcap - 1)); }
 
 uint32_t st_emu_blocks_lookup(const st_emu_blocks *p, uint64_t h)
 {

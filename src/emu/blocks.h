@@ -14,11 +14,11 @@ typedef struct st_emu_blocks {
     uint32_t *ref;
     uint64_t *hash;
     uint8_t *has_hash, *in_free;
-    uint32_t *prev, *next;     /* free queue links */
+    uint32_t *prev, *next; /* free queue links */
     uint32_t head, tail, nfree;
     /* hash -> block (open addressing, linear probing, backward-shift deletion) */
     uint64_t *mkey;
-    uint32_t *mval;            /* ST_EMU_NIL = empty slot */
+    uint32_t *mval; /* ST_EMU_NIL = empty slot */
     uint32_t mcap, mcount;
     uint64_t evictions;
 } st_emu_blocks;

@@ -17,13 +17,10 @@ double st_emu_dtype_bytes(st_emu_dtype d)
 {
     switch (d) {
     case ST_EMU_BF16:
-    case ST_EMU_FP16:
-        return 2.0;
-    case ST_EMU_FP8:
-        return 1.0;
+    case ST_EMU_FP16: return 2.0;
+    case ST_EMU_FP8: return 1.0;
     case ST_EMU_INT4_AWQ:
-    case ST_EMU_INT4_GPTQ:
-        return 0.5;
+    case ST_EMU_INT4_GPTQ: return 0.5;
     }
     return 2.0;
 }
@@ -83,14 +80,12 @@ int st_emu_gpu_find(const char *name, st_emu_gpu *out, char *err, size_t errlen)
                     return 0;
                 }
     }
-    snprintf(err, errlen, "unknown GPU '%s' (known: H100, H200, A100, L40S, RTX4090; or a file)",
-             name ? name : "");
+    snprintf(err, errlen, "unknown GPU '%s' (known: H100, H200, A100, L40S, RTX4090; or a file)", name ? name : "");
     return -1;
 }
 
 /* One key of a custom GPU file. */
-static int gpu_set(st_emu_gpu *g, const char *key, const char *val, unsigned *seen, char *err,
-                   size_t errlen)
+static int gpu_set(st_emu_gpu *g, const char *key, const char *val, unsigned *seen, char *err, size_t errlen)
 {
     if (!strcmp(key, "name")) {
         snprintf(g->name, sizeof g->name, "%s", val);
@@ -226,7 +221,14 @@ static const model_entry models[] = {
     { { "llama-3.1-8b", "llama3.1-8b", NULL }, 32, 4096, 14336, 32, 8, 128, 128256, 131072 },
     { { "llama-3-8b", "llama3-8b", NULL }, 32, 4096, 14336, 32, 8, 128, 128256, 8192 },
     { { "llama-3.1-70b", "llama3.1-70b", "llama-3.3-70b", "llama3.3-70b", NULL },
-      80, 8192, 28672, 64, 8, 128, 128256, 131072 },
+      80,
+      8192,
+      28672,
+      64,
+      8,
+      128,
+      128256,
+      131072 },
     { { "llama-3-70b", "llama3-70b", NULL }, 80, 8192, 28672, 64, 8, 128, 128256, 8192 },
 };
 
@@ -307,8 +309,8 @@ static uint32_t jget_u32(json_t *o, const char *k, uint32_t dflt)
     return dflt;
 }
 
-int st_emu_model_parse_config(const char *json, size_t len, const char *name, st_emu_model *out,
-                              char *err, size_t errlen)
+int st_emu_model_parse_config(const char *json, size_t len, const char *name, st_emu_model *out, char *err,
+                              size_t errlen)
 {
     json_error_t je;
     json_t *root = json_loadb(json, len, 0, &je);
@@ -329,8 +331,9 @@ int st_emu_model_parse_config(const char *json, size_t len, const char *name, st
     m.heads = jget_u32(c, "num_attention_heads", 0);
     m.vocab = jget_u32(c, "vocab_size", 0);
     if (!m.layers || !m.hidden || !m.heads || !m.vocab) {
-        snprintf(err, errlen, "config.json: num_hidden_layers, hidden_size, num_attention_heads "
-                              "and vocab_size are required");
+        snprintf(err, errlen,
+                 "config.json: num_hidden_layers, hidden_size, num_attention_heads "
+                 "and vocab_size are required");
         json_decref(root);
         return -1;
     }

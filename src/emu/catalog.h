@@ -20,25 +20,25 @@ double st_emu_dtype_bytes(st_emu_dtype d);
 const char *st_emu_dtype_name(st_emu_dtype d); /* "bfloat16", "float16", "fp8", "awq", "gptq" */
 
 typedef struct st_emu_gpu {
-    char name[64];       /* display name, e.g. "H100 SXM 80GB" */
-    double mem_bytes;    /* total memory as CUDA reports it (torch total_memory) */
-    double bf16_flops;   /* dense BF16 tensor FLOP/s */
-    double fp8_flops;    /* dense FP8 tensor FLOP/s; 0 = no FP8 tensor cores */
-    double mem_bw;       /* bytes/s */
-    double link_bw;      /* bytes/s per GPU for tensor-parallel all-reduce (NVLink or PCIe) */
-    int large_class;     /* vLLM's default class: >= 70 GiB and not an A100 */
-    double gemm_eff;     /* fraction of the dense peak that large GEMMs reach on this GPU */
+    char name[64];     /* display name, e.g. "H100 SXM 80GB" */
+    double mem_bytes;  /* total memory as CUDA reports it (torch total_memory) */
+    double bf16_flops; /* dense BF16 tensor FLOP/s */
+    double fp8_flops;  /* dense FP8 tensor FLOP/s; 0 = no FP8 tensor cores */
+    double mem_bw;     /* bytes/s */
+    double link_bw;    /* bytes/s per GPU for tensor-parallel all-reduce (NVLink or PCIe) */
+    int large_class;   /* vLLM's default class: >= 70 GiB and not an A100 */
+    double gemm_eff;   /* fraction of the dense peak that large GEMMs reach on this GPU */
 } st_emu_gpu;
 
 typedef struct st_emu_model {
-    char name[128];           /* as given (HF id or path) */
+    char name[128]; /* as given (HF id or path) */
     uint32_t layers, hidden, intermediate, heads, kv_heads, head_dim, vocab;
-    uint32_t max_position;    /* max_position_embeddings: vLLM's default max_model_len */
+    uint32_t max_position; /* max_position_embeddings: vLLM's default max_model_len */
     int tied_embeddings;
     /* Mixture of experts (0 experts = dense). */
     uint32_t experts, experts_per_tok, moe_intermediate, shared_intermediate;
-    double params;            /* total parameters (computed from the shape) */
-    double active_params;     /* parameters used per token (dense: = params) */
+    double params;             /* total parameters (computed from the shape) */
+    double active_params;      /* parameters used per token (dense: = params) */
     st_emu_dtype weight_dtype; /* from the name (-FP8, -AWQ, -GPTQ) or quantization_config */
 } st_emu_model;
 
@@ -57,8 +57,8 @@ int st_emu_gpu_load_file(const char *path, st_emu_gpu *out, char *err, size_t er
  * "meta-llama/Llama-3.1-8B-Instruct" (131072 context), Llama-3-70B / 3.1 / 3.3. */
 int st_emu_model_find(const char *name, st_emu_model *out, char *err, size_t errlen);
 /* Parses a Hugging Face config.json (text). name is stored as the model's name. */
-int st_emu_model_parse_config(const char *json, size_t len, const char *name, st_emu_model *out,
-                              char *err, size_t errlen);
+int st_emu_model_parse_config(const char *json, size_t len, const char *name, st_emu_model *out, char *err,
+                              size_t errlen);
 /* Reads DIR/config.json (or the file itself when PATH is a file) and parses it. */
 int st_emu_model_load_file(const char *path, st_emu_model *out, char *err, size_t errlen);
 /* Derives params/active_params from the shape (called by the finders and the parser). */

@@ -33,15 +33,13 @@ static void commas(uint64_t v, char *out, size_t len)
     out[j] = 0;
 }
 
-void st_emu_memory_log_lines(const st_emu_memory *mem, char *kv_line, size_t kv_len,
-                             char *conc_line, size_t conc_len)
+void st_emu_memory_log_lines(const st_emu_memory *mem, char *kv_line, size_t kv_len, char *conc_line, size_t conc_len)
 {
     char a[32], b[32];
     commas(mem->kv_tokens, a, sizeof a);
     commas(mem->max_model_len, b, sizeof b);
     snprintf(kv_line, kv_len, "GPU KV cache size: %s tokens", a);
-    snprintf(conc_line, conc_len, "Maximum concurrency for %s tokens per request: %.2fx", b,
-             mem->max_concurrency);
+    snprintf(conc_line, conc_len, "Maximum concurrency for %s tokens per request: %.2fx", b, mem->max_concurrency);
 }
 
 int st_emu_memory_plan(st_emu_config *c, st_emu_memory *mem, char *err, size_t errlen)
@@ -49,8 +47,7 @@ int st_emu_memory_plan(st_emu_config *c, st_emu_memory *mem, char *err, size_t e
     memset(mem, 0, sizeof *mem);
     const st_emu_model *m = &c->model;
     const double GiB = EMU_GIB;
-    if (c->tp == 0 || c->block_size == 0 || !(c->gpu_memory_utilization > 0) ||
-        c->gpu_memory_utilization > 1) {
+    if (c->tp == 0 || c->block_size == 0 || !(c->gpu_memory_utilization > 0) || c->gpu_memory_utilization > 1) {
         mem->refusal = ST_EMU_START_BAD_CONFIG;
         snprintf(err, errlen, "ValueError: GPU memory utilization must be within (0, 1]. Got %g.",
                  c->gpu_memory_utilization);
@@ -110,8 +107,7 @@ int st_emu_memory_plan(st_emu_config *c, st_emu_memory *mem, char *err, size_t e
                  "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate %.2f GiB. GPU 0 "
                  "has a total capacity of %.2f GiB of which 0 bytes is free. Including non-PyTorch "
                  "memory, this process has %.2f GiB memory in use.",
-                 (mem->weight_bytes - mem->total_bytes) + 1.0, mem->total_bytes / GiB,
-                 mem->total_bytes / GiB);
+                 (mem->weight_bytes - mem->total_bytes) + 1.0, mem->total_bytes / GiB, mem->total_bytes / GiB);
         return -1;
     }
     mem->kv_bytes = mem->requested_bytes - mem->weight_bytes - mem->activation_bytes - mem->non_torch_bytes;

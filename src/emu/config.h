@@ -39,10 +39,10 @@ typedef struct st_emu_memory {
     /* All per GPU (each of the tp GPUs holds 1/tp of weights and KV heads). */
     double total_bytes, requested_bytes; /* total x gpu_memory_utilization */
     double weight_bytes, activation_bytes, non_torch_bytes, kv_bytes;
-    double kv_bytes_per_token;           /* per GPU */
-    uint32_t num_blocks;                 /* vLLM's num_gpu_blocks */
-    uint64_t kv_tokens;                  /* "GPU KV cache size: N tokens" */
-    double max_concurrency;              /* kv_tokens / max_model_len */
+    double kv_bytes_per_token; /* per GPU */
+    uint32_t num_blocks;       /* vLLM's num_gpu_blocks */
+    uint64_t kv_tokens;        /* "GPU KV cache size: N tokens" */
+    double max_concurrency;    /* kv_tokens / max_model_len */
     /* Resolved limits (defaults applied). */
     uint32_t max_model_len, max_num_seqs, max_num_batched_tokens;
     st_emu_refusal refusal;
@@ -56,7 +56,6 @@ int st_emu_memory_plan(st_emu_config *c, st_emu_memory *mem, char *err, size_t e
 
 /* vLLM's two startup lines, e.g. "GPU KV cache size: 420,736 tokens" and
  * "Maximum concurrency for 8,192 tokens per request: 51.36x" (no trailing newline). */
-void st_emu_memory_log_lines(const st_emu_memory *mem, char *kv_line, size_t kv_len,
-                             char *conc_line, size_t conc_len);
+void st_emu_memory_log_lines(const st_emu_memory *mem, char *kv_line, size_t kv_len, char *conc_line, size_t conc_len);
 
 #endif

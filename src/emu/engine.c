@@ -11,20 +11,20 @@
 typedef struct emu_req {
     uint64_t id;
     void *user;
-    uint32_t *tokens;          /* prompt then generated tokens */
+    uint32_t *tokens; /* prompt then generated tokens */
     uint32_t n_tokens, cap_tokens;
     uint32_t n_prompt, max_tokens, n_out;
-    uint32_t num_computed;     /* tokens whose KV is in the cache */
+    uint32_t num_computed; /* tokens whose KV is in the cache */
     uint32_t *blocks;
     uint32_t n_blocks, cap_blocks;
-    uint64_t *bhash;           /* hashes of full blocks, computed lazily */
+    uint64_t *bhash; /* hashes of full blocks, computed lazily */
     uint32_t n_bhash;
-    uint32_t n_cached;         /* leading blocks already registered in the cache */
-    uint32_t cached_tokens;    /* prefix hit at first admission */
+    uint32_t n_cached;      /* leading blocks already registered in the cache */
+    uint32_t cached_tokens; /* prefix hit at first admission */
     int admitted_once;
     uint64_t admit_seq;
     st_ns arrival, first_scheduled, first_token;
-    uint32_t waiting_pos;      /* unused marker */
+    uint32_t waiting_pos; /* unused marker */
 } emu_req;
 
 struct st_emu_engine {
@@ -77,8 +77,8 @@ static int grow(void **p, uint32_t *cap, uint32_t need, size_t elem)
     return 0;
 }
 
-int st_emu_engine_new(const st_emu_config *cfg, st_clock clock, st_emu_engine **out,
-                      st_emu_memory *mem_out, char *err, size_t errlen)
+int st_emu_engine_new(const st_emu_config *cfg, st_clock clock, st_emu_engine **out, st_emu_memory *mem_out, char *err,
+                      size_t errlen)
 {
     *out = NULL;
     st_emu_engine *e = calloc(1, sizeof *e);
@@ -553,10 +553,7 @@ void st_emu_get_stats(const st_emu_engine *e, st_emu_stats *s)
     s->evictions = e->pool.evictions;
 }
 
-int st_emu_reset_prefix_cache(st_emu_engine *e)
-{
-    return st_emu_blocks_reset_cache(&e->pool);
-}
+int st_emu_reset_prefix_cache(st_emu_engine *e) { return st_emu_blocks_reset_cache(&e->pool); }
 
 int st_emu_engine_check(const st_emu_engine *e, char *err, size_t errlen)
 {
@@ -572,8 +569,8 @@ int st_emu_engine_check(const st_emu_engine *e, char *err, size_t errlen)
         const emu_req *r = e->run[i];
         uint32_t need = (r->num_computed + e->cfg.block_size - 1) / e->cfg.block_size;
         if (r->n_blocks < need) {
-            snprintf(err, errlen, "request %llu has %u blocks for %u computed tokens",
-                     (unsigned long long)r->id, r->n_blocks, r->num_computed);
+            snprintf(err, errlen, "request %llu has %u blocks for %u computed tokens", (unsigned long long)r->id,
+                     r->n_blocks, r->num_computed);
             rc = -1;
         }
         for (uint32_t k = 0; k < r->n_blocks; k++)

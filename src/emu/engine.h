@@ -18,21 +18,21 @@ typedef struct st_emu_engine st_emu_engine;
 
 /* Builds an engine; cfg is resolved with st_emu_memory_plan first (a refusal is returned as
  * -1 with vLLM's message in err). mem_out (may be NULL) receives the memory plan. */
-int st_emu_engine_new(const st_emu_config *cfg, st_clock clock, st_emu_engine **out,
-                      st_emu_memory *mem_out, char *err, size_t errlen);
+int st_emu_engine_new(const st_emu_config *cfg, st_clock clock, st_emu_engine **out, st_emu_memory *mem_out, char *err,
+                      size_t errlen);
 void st_emu_engine_free(st_emu_engine *e);
 const st_emu_config *st_emu_engine_config(const st_emu_engine *e);
 const st_emu_memory *st_emu_engine_memory(const st_emu_engine *e);
 
 typedef struct st_emu_req_params {
-    uint64_t id;           /* caller's id; must be unique among live requests (not checked: O(1) add) */
-    const uint32_t *ids;   /* prompt token ids (copied) */
+    uint64_t id;         /* caller's id; must be unique among live requests (not checked: O(1) add) */
+    const uint32_t *ids; /* prompt token ids (copied) */
     uint32_t n_ids;
-    uint32_t max_tokens;   /* 0: max_model_len - prompt */
-    uint32_t min_tokens;   /* accepted; the model always generates max_tokens (ignore_eos) */
+    uint32_t max_tokens; /* 0: max_model_len - prompt */
+    uint32_t min_tokens; /* accepted; the model always generates max_tokens (ignore_eos) */
     int ignore_eos;
-    st_ns arrival;         /* engine time; -1: clock.now() */
-    void *user;            /* returned in events */
+    st_ns arrival; /* engine time; -1: clock.now() */
+    void *user;    /* returned in events */
 } st_emu_req_params;
 
 enum {
@@ -53,22 +53,22 @@ typedef enum st_emu_finish { ST_EMU_NOT_FINISHED = 0, ST_EMU_FINISH_LENGTH, ST_E
 typedef struct st_emu_event {
     uint64_t id;
     void *user;
-    uint32_t token;        /* the token id emitted (st_emu_output_token) */
-    uint32_t n_out;        /* output tokens so far, including this one */
-    uint8_t first;         /* first output token of the request */
-    st_emu_finish finish;  /* set on the last token */
-    uint32_t prompt_tokens, cached_tokens; /* prompt length; prefix-cache hit (first admission) */
+    uint32_t token;                              /* the token id emitted (st_emu_output_token) */
+    uint32_t n_out;                              /* output tokens so far, including this one */
+    uint8_t first;                               /* first output token of the request */
+    st_emu_finish finish;                        /* set on the last token */
+    uint32_t prompt_tokens, cached_tokens;       /* prompt length; prefix-cache hit (first admission) */
     st_ns arrival, first_scheduled, first_token; /* engine times (first_token: this step's end if first) */
 } st_emu_event;
 
 typedef struct st_emu_step_result {
-    st_ns start, duration;      /* the tokens are due at start + duration */
+    st_ns start, duration; /* the tokens are due at start + duration */
     uint32_t tokens, decode_tokens, prefill_tokens, seqs;
-    st_emu_event *events;       /* owned by the engine, valid until the next st_emu_step */
+    st_emu_event *events; /* owned by the engine, valid until the next st_emu_step */
     uint32_t n_events;
-    uint64_t *admitted;         /* ids moved waiting -> running this step, in order */
+    uint64_t *admitted; /* ids moved waiting -> running this step, in order */
     uint32_t n_admitted;
-    uint64_t *preempted;        /* ids preempted this step, in order */
+    uint64_t *preempted; /* ids preempted this step, in order */
     uint32_t n_preempted;
     double compute_s, memory_s; /* roofline parts of the duration */
 } st_emu_step_result;
@@ -85,7 +85,7 @@ uint32_t st_emu_output_token(uint64_t id, uint32_t n, uint32_t vocab);
 /* State for metrics. Counters are cumulative since start. */
 typedef struct st_emu_stats {
     uint32_t running, waiting;
-    double kv_usage;               /* 1 - free blocks / blocks (a fraction) */
+    double kv_usage; /* 1 - free blocks / blocks (a fraction) */
     uint32_t num_blocks, free_blocks;
     uint64_t preemptions;
     uint64_t prefix_queries, prefix_hits; /* tokens */

@@ -7,7 +7,10 @@
 #include "emu/engine.h"
 #include "load/workload.h"
 
-typedef struct { st_ns t; uint32_t i; } arr_ev;
+typedef struct {
+    st_ns t;
+    uint32_t i;
+} arr_ev;
 
 static int cmp_arr(const void *a, const void *b)
 {
@@ -27,8 +30,7 @@ struct st_emu_session {
     uint32_t order_cap;
 };
 
-int st_emu_session_new(const st_emu_config *cfg, st_emu_session **out, st_emu_memory *mem_out, char *err,
-                       size_t errlen)
+int st_emu_session_new(const st_emu_config *cfg, st_emu_session **out, st_emu_memory *mem_out, char *err, size_t errlen)
 {
     *out = NULL;
     st_emu_session *s = calloc(1, sizeof *s);
@@ -129,9 +131,13 @@ int st_emu_session_run(st_emu_session *S, const st_emu_sim_item *items, uint32_t
                     S->idbuf[k] = st_emu_output_token(0x5eed0000ULL + i, k, vocab);
                 ids = S->idbuf;
             }
-            st_emu_req_params p = { .id = base + i, .ids = ids, .n_ids = it->input_len,
-                                    .max_tokens = it->output_len, .ignore_eos = 1,
-                                    .arrival = t0 + r->sent, .user = r };
+            st_emu_req_params p = { .id = base + i,
+                                    .ids = ids,
+                                    .n_ids = it->input_len,
+                                    .max_tokens = it->output_len,
+                                    .ignore_eos = 1,
+                                    .arrival = t0 + r->sent,
+                                    .user = r };
             char why[512];
             int a = st_emu_add_request(e, &p, why, sizeof why);
             if (a == ST_EMU_ADD_NOMEM) {
@@ -258,15 +264,14 @@ out:
     return rc;
 }
 
-int st_emu_sim_run(const st_emu_config *cfg, const st_emu_sim_item *items, uint32_t n,
-                   st_record *records, st_emu_sim_stats *stats, char *err, size_t errlen)
+int st_emu_sim_run(const st_emu_config *cfg, const st_emu_sim_item *items, uint32_t n, st_record *records,
+                   st_emu_sim_stats *stats, char *err, size_t errlen)
 {
     return st_emu_sim_run_limited(cfg, items, n, 0, records, stats, err, errlen);
 }
 
-int st_emu_sim_run_limited(const st_emu_config *cfg, const st_emu_sim_item *items, uint32_t n,
-                           uint32_t max_concurrency, st_record *records, st_emu_sim_stats *stats,
-                           char *err, size_t errlen)
+int st_emu_sim_run_limited(const st_emu_config *cfg, const st_emu_sim_item *items, uint32_t n, uint32_t max_concurrency,
+                           st_record *records, st_emu_sim_stats *stats, char *err, size_t errlen)
 {
     for (uint32_t i = 0; i < n; i++)
         st_record_init(&records[i], i);
@@ -286,7 +291,9 @@ void st_emu_sim_items_from_workload(const struct st_workload *w, const st_ns *sc
     for (uint32_t i = 0; i < w->n; i++) {
         const st_work_item *it = &w->items[i];
         st_ns a = sched ? sched[i] : it->arrival;
-        items_out[i] = (st_emu_sim_item){ .arrival = a < 0 ? 0 : a, .input_ids = it->input_ids,
-                                          .input_len = it->input_len, .output_len = it->output_len };
+        items_out[i] = (st_emu_sim_item){ .arrival = a < 0 ? 0 : a,
+                                          .input_ids = it->input_ids,
+                                          .input_len = it->input_len,
+                                          .output_len = it->output_len };
     }
 }

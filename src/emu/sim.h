@@ -14,20 +14,20 @@
 /* One request of the workload (st_emu_sim_items_from_workload maps load/workload.h's st_work_item onto it:
  * arrival from the arrival process, input_ids/input_len/output_len from the item). */
 typedef struct st_emu_sim_item {
-    st_ns arrival;            /* ns from the run start, nondecreasing not required */
+    st_ns arrival;             /* ns from the run start, nondecreasing not required */
     const uint32_t *input_ids; /* input_len ids, or NULL: unique deterministic ids */
     uint32_t input_len;
-    uint32_t output_len;      /* max_tokens (ignore_eos) */
+    uint32_t output_len; /* max_tokens (ignore_eos) */
 } st_emu_sim_item;
 
 typedef struct st_emu_sim_stats {
-    st_ns duration;           /* virtual time from 0 to the last completion */
+    st_ns duration; /* virtual time from 0 to the last completion */
     uint64_t steps, preemptions, prefix_queries, prefix_hits;
     uint64_t generated_tokens, prompt_tokens;
     uint32_t completed, rejected;
     uint32_t max_running, max_waiting;
     double max_kv_usage;
-    double busy_s;            /* sum of step durations */
+    double busy_s; /* sum of step durations */
 } st_emu_sim_stats;
 
 /* Runs items[0..n) on a fresh engine built from cfg. records[i] is initialised here
@@ -35,14 +35,13 @@ typedef struct st_emu_sim_stats {
  * first_token, every token event, end, tokens; a request the engine rejects (too long)
  * gets ST_REQ_HTTP_STATUS 400 with vLLM's message. Returns 0, or -1 with err (startup
  * refusal, out of memory). A stop callback is not needed: the run always terminates. */
-int st_emu_sim_run(const st_emu_config *cfg, const st_emu_sim_item *items, uint32_t n,
-                   st_record *records, st_emu_sim_stats *stats, char *err, size_t errlen);
+int st_emu_sim_run(const st_emu_config *cfg, const st_emu_sim_item *items, uint32_t n, st_record *records,
+                   st_emu_sim_stats *stats, char *err, size_t errlen);
 /* The same with a client-side concurrency limit (like `vllm bench serve --max-concurrency`):
  * an arrival waits until fewer than max_concurrency requests are in flight; its record's
  * `sent` is when it went out (scheduled stays the arrival). 0 = no limit. */
-int st_emu_sim_run_limited(const st_emu_config *cfg, const st_emu_sim_item *items, uint32_t n,
-                           uint32_t max_concurrency, st_record *records, st_emu_sim_stats *stats,
-                           char *err, size_t errlen);
+int st_emu_sim_run_limited(const st_emu_config *cfg, const st_emu_sim_item *items, uint32_t n, uint32_t max_concurrency,
+                           st_record *records, st_emu_sim_stats *stats, char *err, size_t errlen);
 
 /* Builds sim items from a load/workload.h workload and its arrival schedule (sched[i] ns
  * from the start, e.g. from st_arrival_schedule; NULL: each item's own arrival, -1 -> 0).
@@ -59,12 +58,12 @@ typedef struct st_emu_session st_emu_session;
 
 /* Per-run options. */
 typedef struct st_emu_run_opts {
-    uint32_t max_concurrency;  /* 0: none */
-    uint32_t warmup;           /* records of items [0, warmup) are marked warm-up */
-    st_ns timeout;             /* > 0: a request not finished this long after it was sent is
+    uint32_t max_concurrency; /* 0: none */
+    uint32_t warmup;          /* records of items [0, warmup) are marked warm-up */
+    st_ns timeout;            /* > 0: a request not finished this long after it was sent is
                                   aborted in the engine and recorded as ST_REQ_TIMEOUT (checked
                                   at each tick) */
-    st_ns tick;                /* > 0: call on_tick every `tick` of run time (also while idle) */
+    st_ns tick;               /* > 0: call on_tick every `tick` of run time (also while idle) */
     /* now: run time (ns); recs: the run's records so far (n of them; requests not yet sent
      * have sent == -1). Return nonzero to stop the run now: requests in flight are aborted
      * (ST_REQ_ABORTED, end = now), requests not yet sent get sent = -1 and ST_REQ_ABORTED. */

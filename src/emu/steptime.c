@@ -5,10 +5,7 @@
 
 #include "emu/consts.h"
 
-static int is_int4(st_emu_dtype d)
-{
-    return d == ST_EMU_INT4_AWQ || d == ST_EMU_INT4_GPTQ;
-}
+static int is_int4(st_emu_dtype d) { return d == ST_EMU_INT4_AWQ || d == ST_EMU_INT4_GPTQ; }
 
 double st_emu_weight_read_floor_s(const st_emu_config *c)
 {
@@ -41,9 +38,9 @@ double st_emu_step_seconds(const st_emu_config *c, const st_emu_batch *b, st_emu
             qeff = EMU_WEIGHT_ONLY_QUANT_EFF; /* weight-only fp8 (Marlin) on A100 */
     } else if (is_int4(c->weight_dtype)) {
         {
-        double x = T / EMU_INT4_EFF_TOKENS;
-        qeff = EMU_INT4_EFF_LARGE + (EMU_WEIGHT_ONLY_QUANT_EFF - EMU_INT4_EFF_LARGE) / (1.0 + x * x);
-    }
+            double x = T / EMU_INT4_EFF_TOKENS;
+            qeff = EMU_INT4_EFF_LARGE + (EMU_WEIGHT_ONLY_QUANT_EFF - EMU_INT4_EFF_LARGE) / (1.0 + x * x);
+        }
     }
     double gemm_eff = c->gpu.gemm_eff * T / (T + EMU_GEMM_HALF_TOKENS) * qeff;
     double compute = 0;

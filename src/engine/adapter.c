@@ -8,6 +8,27 @@
 
 #include "core/parse.h"
 
+static const char *engine_names[ST_ENGINE__COUNT] = {
+    [ST_ENGINE_VLLM] = "vllm",         [ST_ENGINE_SGLANG] = "sglang",     [ST_ENGINE_TGI] = "tgi",
+    [ST_ENGINE_LLAMACPP] = "llamacpp", [ST_ENGINE_EMULATOR] = "emulator", [ST_ENGINE_ENDPOINT] = "endpoint",
+};
+
+const char *st_engine_kind_name(st_engine_kind k)
+{
+    return (k >= 0 && k < ST_ENGINE__COUNT) ? engine_names[k] : "unknown";
+}
+
+int st_engine_kind_from_name(const char *s, st_engine_kind *out)
+{
+    for (int i = 0; i < ST_ENGINE__COUNT; i++)
+        if (s && !strcmp(s, engine_names[i])) {
+            *out = (st_engine_kind)i;
+            return 0;
+        }
+    return -1;
+}
+
+
 void st_launch_free(st_launch *l)
 {
     st_strv_free(&l->argv);
@@ -63,22 +84,19 @@ static int push_flags(st_strv *v, const st_strv *flags)
     return 0;
 }
 
-int st_adapter_launch(const st_spec *s, const st_spec_config *c, int port, const char *self_exe, st_launch *out,
-                      char *err, size_t errlen)
+int st_adapter_launch(const st_engine_desc *d, int port, const char *self_exe, st_launch *out, char *err, size_t errlen)
 {
+    static const st_strv none = { 0 };
     memset(out, 0, sizeof *out);
     out->time_scale = 1;
-    st_strv flags = { 0 };
-    if (st_spec_config_flags(s, c, &flags)) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    const char *model = st_spec_config_model(s, c);
-    const char *served = st_flag_value(&flags, "--served-model-name");
+    const st_strv *fl = d->flags ? d->flags : &none;
+    const st_strv *cmd = d->command ? d->command : &none;
+    const char *model = d->model;
+    const char *served = st_flag_value(fl, "--served-model-name");
     if (!served)
-        served = s->engine.served_name;
+        served = d->served_name;
     out->expected_model = strdup(served ? served : model);
-    const char *ts = st_flag_value(&flags, "--time-scale");
+    const char *ts = st_flag_value(fl, "--time-scale");
     if (ts) {
         double k;
         if (st_parse_double(ts, &k) || !(k > 0) || !isfinite(k)) {
@@ -94,16 +112,16 @@ int st_adapter_launch(const st_spec *s, const st_spec_config *c, int port, const
     char portbuf[16];
     snprintf(portbuf, sizeof portbuf, "%d", port);
     st_strv *a = &out->argv;
-    int have_cmd = s->engine.command.n > 0;
+    int have_cmd = cmd->n > 0;
     int rc = 0;
-    if (have_cmd && s->engine.kind != ST_ENGINE_ENDPOINT)
-        for (int i = 0; i < s->engine.command.n && !rc; i++)
-            rc = st_strv_push(a, s->engine.command.v[i]);
-    switch (s->engine.kind) {
+    if (have_cmd && d->kind != ST_ENGINE_ENDPOINT)
+        for (int i = 0; i < cmd->n && !rc; i++)
+            rc = st_strv_push(a, cmd->v[i]);
+    switch (d->kind) {
     case ST_ENGINE_VLLM:
     case ST_ENGINE_EMULATOR:
         if (!have_cmd) {
-            if (s->engine.kind == ST_ENGINE_VLLM) {
+            if (d->kind == ST_ENGINE_VLLM) {
                 rc = rc || push_all(a, (const char *[]){ "vllm", "serve", NULL });
             } else {
                 if (!self_exe) {
@@ -113,18 +131,18 @@ int st_adapter_launch(const st_spec *s, const st_spec_config *c, int port, const
                 rc = rc || push_all(a, (const char *[]){ self_exe, "emulate", "serve", NULL });
             }
         }
-        rc = rc || st_strv_push(a, model) || push_flags(a, &flags) ||
+        rc = rc || st_strv_push(a, model) || push_flags(a, fl) ||
              push_all(a, (const char *[]){ "--host", "127.0.0.1", "--port", portbuf, NULL });
         break;
     case ST_ENGINE_SGLANG:
         if (!have_cmd)
             rc = rc || push_all(a, (const char *[]){ "python3", "-m", "sglang.launch_server", NULL });
-        rc = rc || push_all(a, (const char *[]){ "--model-path", model, NULL }) || push_flags(a, &flags) ||
+        rc = rc || push_all(a, (const char *[]){ "--model-path", model, NULL }) || push_flags(a, fl) ||
              push_all(a, (const char *[]){ "--host", "127.0.0.1", "--port", portbuf, NULL });
-        if (!rc && !st_flag_value(&flags, "--enable-metrics")) {
+        if (!rc && !st_flag_value(fl, "--enable-metrics")) {
             int has = 0;
-            for (int i = 0; i < flags.n; i++)
-                has |= !strcmp(flags.v[i], "--enable-metrics");
+            for (int i = 0; i < fl->n; i++)
+                has |= !strcmp(fl->v[i], "--enable-metrics");
             if (!has)
                 rc = st_strv_push(a, "--enable-metrics");
         }
@@ -133,7 +151,7 @@ int st_adapter_launch(const st_spec *s, const st_spec_config *c, int port, const
     case ST_ENGINE_TGI:
         if (!have_cmd)
             rc = rc || push_all(a, (const char *[]){ "text-generation-launcher", NULL });
-        rc = rc || push_all(a, (const char *[]){ "--model-id", model, NULL }) || push_flags(a, &flags) ||
+        rc = rc || push_all(a, (const char *[]){ "--model-id", model, NULL }) || push_flags(a, fl) ||
              push_all(a, (const char *[]){ "--hostname", "127.0.0.1", "--port", portbuf, NULL });
         out->models_path = "/info";
         out->metrics_dialect = "tgi";
@@ -142,28 +160,27 @@ int st_adapter_launch(const st_spec *s, const st_spec_config *c, int port, const
     case ST_ENGINE_LLAMACPP:
         if (!have_cmd)
             rc = rc || push_all(a, (const char *[]){ "llama-server", NULL });
-        rc = rc || push_all(a, (const char *[]){ "-m", model, NULL }) || push_flags(a, &flags) ||
+        rc = rc || push_all(a, (const char *[]){ "-m", model, NULL }) || push_flags(a, fl) ||
              push_all(a, (const char *[]){ "--host", "127.0.0.1", "--port", portbuf, NULL });
         if (!rc) {
             int has = 0;
-            for (int i = 0; i < flags.n; i++)
-                has |= !strcmp(flags.v[i], "--metrics");
+            for (int i = 0; i < fl->n; i++)
+                has |= !strcmp(fl->v[i], "--metrics");
             if (!has)
                 rc = st_strv_push(a, "--metrics");
         }
         out->metrics_dialect = "llamacpp";
         break;
     case ST_ENGINE_ENDPOINT:
-    default:
-        break;
+    default: break;
     }
     if (rc) {
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
-    if (s->engine.kind == ST_ENGINE_ENDPOINT) {
+    if (d->kind == ST_ENGINE_ENDPOINT) {
         /* http://host[:port][/prefix] */
-        const char *u = s->engine.url;
+        const char *u = d->url;
         int tls = !strncmp(u, "https://", 8);
         const char *h = u + (tls ? 8 : 7);
         size_t ul = strlen(u);
@@ -196,8 +213,7 @@ int st_adapter_launch(const st_spec *s, const st_spec_config *c, int port, const
         out->host = strdup("127.0.0.1");
         out->port = port;
     }
-    out->api = s->engine.api ? s->engine.api : api_default;
-    st_strv_free(&flags);
+    out->api = d->api ? d->api : api_default;
     if (!out->base_url || !out->host || !out->expected_model) {
         snprintf(err, errlen, "out of memory");
         st_launch_free(out);
@@ -205,7 +221,6 @@ int st_adapter_launch(const st_spec *s, const st_spec_config *c, int port, const
     }
     return 0;
 fail:
-    st_strv_free(&flags);
     st_launch_free(out);
     return -1;
 }
@@ -236,7 +251,8 @@ int st_adapter_models_lists(const char *body, size_t len, const char *model, cha
     if (json_is_array(data)) {
         size_t i;
         json_t *m;
-        json_array_foreach(data, i, m) {
+        json_array_foreach(data, i, m)
+        {
             const char *id = json_string_value(json_object_get(m, "id"));
             if (!id)
                 continue;

@@ -15,7 +15,33 @@
 #define ST_ENGINE_ADAPTER_H
 #include <stddef.h>
 
-#include "audit/spec.h"
+#include "core/strv.h"
+
+typedef enum st_engine_kind {
+    ST_ENGINE_VLLM = 0,
+    ST_ENGINE_SGLANG,
+    ST_ENGINE_TGI,
+    ST_ENGINE_LLAMACPP,
+    ST_ENGINE_EMULATOR,
+    ST_ENGINE_ENDPOINT,
+    ST_ENGINE__COUNT
+} st_engine_kind;
+
+const char *st_engine_kind_name(st_engine_kind k);
+int st_engine_kind_from_name(const char *s, st_engine_kind *out);
+
+/* What an adapter needs to know of one configuration (the audit fills it from its spec;
+ * nothing here is owned). */
+typedef struct st_engine_desc {
+    st_engine_kind kind;
+    const st_strv *command;  /* the program and fixed arguments; NULL or empty: the default */
+    const char *model;       /* model to serve */
+    const st_strv *flags;    /* the configuration's engine flags */
+    const char *served_name; /* name the server lists when not the model and no
+                              * --served-model-name flag says it (else NULL) */
+    const char *url;         /* endpoint only: base URL */
+    const char *api;         /* load API name, or NULL for the kind's default */
+} st_engine_desc;
 
 typedef struct st_launch {
     st_strv argv;         /* empty for an endpoint */
@@ -23,18 +49,18 @@ typedef struct st_launch {
     char *base_url;       /* "http://127.0.0.1:PORT" or the endpoint's url, no trailing slash */
     char *host;           /* "127.0.0.1" or the endpoint's host */
     int port;
-    const char *api;      /* load API name: spec's engine.api or the kind's default */
+    const char *api; /* load API name: spec's engine.api or the kind's default */
     const char *health_path;
-    const char *models_path; /* "/v1/models" or "/info" (TGI) */
+    const char *models_path;     /* "/v1/models" or "/info" (TGI) */
     const char *metrics_dialect; /* "vllm", "sglang", "tgi", "llamacpp" */
-    double time_scale;    /* the emulator's --time-scale (emulated s per wall s), else 1 */
-    const char *api_key;  /* from the spec's api_key_env at launch time (not owned; never logged) */
+    double time_scale;           /* the emulator's --time-scale (emulated s per wall s), else 1 */
+    const char *api_key;         /* from the spec's api_key_env at launch time (not owned; never logged) */
 } st_launch;
 
-/* Builds the launch of configuration c on port (ignored for an endpoint). self_exe: path of the
+/* Builds the launch of an engine on port (ignored for an endpoint). self_exe: path of the
  * servetune binary (for the emulator). 0, or -1 with err. */
-int st_adapter_launch(const st_spec *s, const st_spec_config *c, int port, const char *self_exe, st_launch *out,
-                      char *err, size_t errlen);
+int st_adapter_launch(const st_engine_desc *d, int port, const char *self_exe, st_launch *out, char *err,
+                      size_t errlen);
 void st_launch_free(st_launch *l);
 /* The argv joined with spaces (quoted where needed), for logs and reports. */
 void st_launch_cmdline(const st_launch *l, char *out, size_t n);

@@ -22,6 +22,13 @@
 #include "net/loop.h"
 #include "net/server.h"
 
+/* Small JSON answers (errors, the model list), the label set of a metric line, the /metrics
+ * page, and the per-step chunk of streamed text. */
+#define EMU_SMALL_JSON_MAX 8192
+#define EMU_LABELS_MAX 400
+#define EMU_METRICS_MAX ((size_t)1 << 20)
+#define EMU_CHUNK_MAX ((size_t)1 << 16)
+
 #define EMU_VERSION "0.10.1+servetune.emulator"
 #define RESP_MAX (64u << 20)
 
@@ -133,17 +140,17 @@ typedef enum { API_COMPL = 0, API_CHAT = 1 } api_t;
 typedef struct stream_t stream_t;
 struct stream_t {
     struct st_emulator *em;
-    st_srv_resp *resp;
+    st_server_resp *resp;
     uint64_t id;
     api_t api;
     int streaming, include_usage, continuous;
     uint32_t prompt_tokens, max_tokens, n_out;
-    uint32_t fail_at;        /* mid-stream failure before this output token (0: none) */
-    st_ns last_token_e;      /* emulated time of the previous token (ITL) */
-    st_buf text;             /* non-streaming: accumulated output */
+    uint32_t fail_at;   /* mid-stream failure before this output token (0: none) */
+    st_ns last_token_e; /* emulated time of the previous token (ITL) */
+    st_buf text;        /* non-streaming: accumulated output */
     char rid[48];
     long created;
-    char head[320];          /* the chunk prefix {"id":..,"object":..,"created":..,"model":.. */
+    char head[320]; /* the chunk prefix {"id":..,"object":..,"created":..,"model":.. */
     size_t head_len;
     int cancelled;
     stream_t *next_dead;
@@ -162,16 +169,16 @@ typedef struct st_emulator {
     st_loop *loop;
     st_server *srv;
     st_emu_engine *eng;
-    st_ns t0;            /* wall (monotonic) start */
+    st_ns t0; /* wall (monotonic) start */
     double K;
-    st_ns override_e;    /* engine clock override (-1: read the wall clock) */
+    st_ns override_e; /* engine clock override (-1: read the wall clock) */
     st_timer step_timer;
     int step_active;
     st_emu_step_result res;
     st_ns step_end_e;
     uint64_t next_id;
     long requests_seen;
-    stream_t *dead;      /* streams freed after the in-flight step is delivered */
+    stream_t *dead; /* streams freed after the in-flight step is delivered */
     FILE *gt;
     uint64_t rng;
     const char *model_id;
@@ -207,9 +214,9 @@ static double rng_uniform(st_emulator *em)
 
 /* ---------------------------------------------------------------------------------------
  * Responses */
-static void respond_json(st_srv_resp *r, int status, const char *body)
+static void respond_json(st_server_resp *r, int status, const char *body)
 {
-    st_srv_respond(r, status, "application/json", NULL, body, strlen(body));
+    st_server_respond(r, status, "application/json", NULL, body, strlen(body));
 }
 
 static const char *err_type(int status)
@@ -223,10 +230,10 @@ static const char *err_type(int status)
     }
 }
 
-static void respond_error(st_srv_resp *r, int status, const char *msg, const char *param)
+static void respond_error(st_server_resp *r, int status, const char *msg, const char *param)
 {
     st_buf b;
-    st_buf_init(&b, 8192);
+    st_buf_init(&b, EMU_SMALL_JSON_MAX);
     st_buf_puts(&b, "{\"error\":{\"message\":");
     st_buf_json_str(&b, msg);
     st_buf_printf(&b, ",\"type\":\"%s\",\"param\":", err_type(status));
@@ -235,7 +242,7 @@ static void respond_error(st_srv_resp *r, int status, const char *msg, const cha
     else
         st_buf_puts(&b, "null");
     st_buf_printf(&b, ",\"code\":%d}}", status);
-    st_srv_respond(r, status, "application/json", NULL, b.data, b.len);
+    st_server_respond(r, status, "application/json", NULL, b.data, b.len);
     st_buf_free(&b);
 }
 
@@ -256,7 +263,7 @@ static void stream_release(st_emulator *em, stream_t *s)
     }
 }
 
-static void on_cancel(void *arg, st_srv_resp *resp)
+static void on_cancel(void *arg, st_server_resp *resp)
 {
     (void)resp;
     stream_t *s = arg;
@@ -270,7 +277,8 @@ static void on_cancel(void *arg, st_srv_resp *resp)
 
 static void usage_json(st_buf *b, const stream_t *s)
 {
-    st_buf_printf(b, "{\"prompt_tokens\":%u,\"total_tokens\":%u,\"completion_tokens\":%u,\"prompt_tokens_details\":null}",
+    st_buf_printf(b,
+                  "{\"prompt_tokens\":%u,\"total_tokens\":%u,\"completion_tokens\":%u,\"prompt_tokens_details\":null}",
                   s->prompt_tokens, s->prompt_tokens + s->n_out, s->n_out);
 }
 
@@ -287,10 +295,7 @@ static void chunk_head_init(stream_t *s)
     st_buf_free(&b);
 }
 
-static void chunk_head(st_buf *b, const stream_t *s)
-{
-    st_buf_append(b, s->head, s->head_len);
-}
+static void chunk_head(st_buf *b, const stream_t *s) { st_buf_append(b, s->head, s->head_len); }
 
 static void write_ground_truth(st_emulator *em, const stream_t *s, const st_emu_event *ev, st_ns end_e)
 {
@@ -301,8 +306,8 @@ static void write_ground_truth(st_emulator *em, const stream_t *s, const st_emu_
             "\"finish_s\":%.9f,\"first_token_wall_ns\":%lld,\"finish_wall_ns\":%lld,\"arrival_wall_ns\":%lld,"
             "\"prompt_tokens\":%u,\"output_tokens\":%u,\"cached_tokens\":%u}\n",
             s->rid, ev->arrival / 1e9, ev->first_scheduled / 1e9, ev->first_token / 1e9, end_e / 1e9,
-            (long long)wall_of(em, ev->first_token), (long long)wall_of(em, end_e),
-            (long long)wall_of(em, ev->arrival), ev->prompt_tokens, ev->n_out, ev->cached_tokens);
+            (long long)wall_of(em, ev->first_token), (long long)wall_of(em, end_e), (long long)wall_of(em, ev->arrival),
+            ev->prompt_tokens, ev->n_out, ev->cached_tokens);
     fflush(em->gt);
 }
 
@@ -344,21 +349,29 @@ static int deliver(st_emulator *em, stream_t *s, const st_emu_event *ev, st_ns e
         st_buf b;
         st_buf_init(&b, RESP_MAX);
         if (s->api == API_CHAT) {
-            st_buf_printf(&b, "{\"id\":\"%s\",\"object\":\"chat.completion\",\"created\":%ld,\"model\":", s->rid, s->created);
+            st_buf_printf(&b, "{\"id\":\"%s\",\"object\":\"chat.completion\",\"created\":%ld,\"model\":", s->rid,
+                          s->created);
             st_buf_json_str(&b, em->model_id);
-            st_buf_puts(&b, ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"reasoning_content\":null,\"content\":");
+            st_buf_puts(&b, ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"reasoning_content\":null,"
+                            "\"content\":");
             st_buf_json_strn(&b, s->text.data ? s->text.data : "", s->text.len);
-            st_buf_printf(&b, ",\"tool_calls\":[]},\"logprobs\":null,\"finish_reason\":\"%s\",\"stop_reason\":null}],\"usage\":", reason);
+            st_buf_printf(
+                &b, ",\"tool_calls\":[]},\"logprobs\":null,\"finish_reason\":\"%s\",\"stop_reason\":null}],\"usage\":",
+                reason);
         } else {
-            st_buf_printf(&b, "{\"id\":\"%s\",\"object\":\"text_completion\",\"created\":%ld,\"model\":", s->rid, s->created);
+            st_buf_printf(&b, "{\"id\":\"%s\",\"object\":\"text_completion\",\"created\":%ld,\"model\":", s->rid,
+                          s->created);
             st_buf_json_str(&b, em->model_id);
             st_buf_puts(&b, ",\"choices\":[{\"index\":0,\"text\":");
             st_buf_json_strn(&b, s->text.data ? s->text.data : "", s->text.len);
-            st_buf_printf(&b, ",\"logprobs\":null,\"finish_reason\":\"%s\",\"stop_reason\":null,\"prompt_logprobs\":null}],\"usage\":", reason);
+            st_buf_printf(&b,
+                          ",\"logprobs\":null,\"finish_reason\":\"%s\",\"stop_reason\":null,\"prompt_logprobs\":null}],"
+                          "\"usage\":",
+                          reason);
         }
         usage_json(&b, s);
         st_buf_puts(&b, "}");
-        st_srv_respond(s->resp, 200, "application/json", NULL, b.data, b.len);
+        st_server_respond(s->resp, 200, "application/json", NULL, b.data, b.len);
         st_buf_free(&b);
         return 1;
     }
@@ -367,9 +380,9 @@ static int deliver(st_emulator *em, stream_t *s, const st_emu_event *ev, st_ns e
     if (s->fail_at && ev->n_out >= s->fail_at && !finished) {
         const char *e = "{\"error\":{\"message\":\"EngineCore encountered an issue (injected mid-stream fault)\","
                         "\"type\":\"InternalServerError\",\"param\":null,\"code\":500}}";
-        st_srv_sse_send(s->resp, e, strlen(e));
-        st_srv_sse_send(s->resp, "[DONE]", 6);
-        st_srv_stream_end(s->resp);
+        st_server_sse_send(s->resp, e, strlen(e));
+        st_server_sse_send(s->resp, "[DONE]", 6);
+        st_server_stream_end(s->resp);
         em->cbuf = b;
         st_emu_abort(em->eng, s->id);
         em->success_abort++;
@@ -377,24 +390,23 @@ static int deliver(st_emulator *em, stream_t *s, const st_emu_event *ev, st_ns e
     }
     if (ev->first && s->api == API_CHAT) {
         chunk_head(&b, s);
-        st_buf_puts(&b, ",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}]");
+        st_buf_puts(&b, ",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"logprobs\":"
+                        "null,\"finish_reason\":null}]");
         if (s->continuous) {
             st_buf_puts(&b, ",\"usage\":");
-            st_buf_printf(&b, "{\"prompt_tokens\":%u,\"total_tokens\":%u,\"completion_tokens\":0}", s->prompt_tokens, s->prompt_tokens);
+            st_buf_printf(&b, "{\"prompt_tokens\":%u,\"total_tokens\":%u,\"completion_tokens\":0}", s->prompt_tokens,
+                          s->prompt_tokens);
         }
         st_buf_puts(&b, "}");
-        st_srv_sse_send(s->resp, b.data, b.len);
+        st_server_sse_send(s->resp, b.data, b.len);
         st_buf_reset(&b);
     }
     chunk_head(&b, s);
-    if (s->api == API_CHAT)
-    {
+    if (s->api == API_CHAT) {
         st_buf_puts(&b, ",\"choices\":[{\"index\":0,\"delta\":{\"content\":\" ");
         st_buf_puts(&b, word);
         st_buf_puts(&b, "\"},\"logprobs\":null,\"finish_reason\":");
-    }
-    else
-    {
+    } else {
         st_buf_puts(&b, ",\"choices\":[{\"index\":0,\"text\":\" ");
         st_buf_puts(&b, word);
         st_buf_puts(&b, "\",\"logprobs\":null,\"finish_reason\":");
@@ -408,7 +420,7 @@ static int deliver(st_emulator *em, stream_t *s, const st_emu_event *ev, st_ns e
                       s->prompt_tokens, s->prompt_tokens + s->n_out, s->n_out);
     }
     st_buf_puts(&b, "}");
-    int wr = st_srv_sse_send(s->resp, b.data, b.len);
+    int wr = st_server_sse_send(s->resp, b.data, b.len);
     if (em->o->print_jitter && wr == 0) {
         st_ns late = st_now() - deadline_wall;
         if (late < 0)
@@ -426,13 +438,13 @@ static int deliver(st_emulator *em, stream_t *s, const st_emu_event *ev, st_ns e
             st_buf_reset(&b);
             chunk_head(&b, s);
             st_buf_puts(&b, ",\"choices\":[],\"usage\":");
-            st_buf_printf(&b, "{\"prompt_tokens\":%u,\"total_tokens\":%u,\"completion_tokens\":%u}",
-                          s->prompt_tokens, s->prompt_tokens + s->n_out, s->n_out);
+            st_buf_printf(&b, "{\"prompt_tokens\":%u,\"total_tokens\":%u,\"completion_tokens\":%u}", s->prompt_tokens,
+                          s->prompt_tokens + s->n_out, s->n_out);
             st_buf_puts(&b, "}");
-            st_srv_sse_send(s->resp, b.data, b.len);
+            st_server_sse_send(s->resp, b.data, b.len);
         }
-        st_srv_sse_send(s->resp, "[DONE]", 6);
-        st_srv_stream_end(s->resp);
+        st_server_sse_send(s->resp, "[DONE]", 6);
+        st_server_stream_end(s->resp);
     }
     em->cbuf = b;
     return finished;
@@ -498,7 +510,7 @@ static void on_step_timer(st_loop *l, void *arg)
 
 /* ---------------------------------------------------------------------------------------
  * Endpoints */
-static int check_auth(st_emulator *em, const st_http_parser *req, st_srv_resp *resp)
+static int check_auth(st_emulator *em, const st_http_parser *req, st_server_resp *resp)
 {
     if (!em->o->api_key)
         return 0;
@@ -519,7 +531,8 @@ static void new_rid(st_emulator *em, char *out, size_t len, const char *prefix)
 static int64_t prompt_ids(st_emulator *em, json_t *p, uint32_t **out, char *err, size_t errlen)
 {
     uint32_t vocab = em->cfg.model.vocab;
-    if (json_is_array(p) && json_array_size(p) == 1 && (json_is_array(json_array_get(p, 0)) || json_is_string(json_array_get(p, 0))))
+    if (json_is_array(p) && json_array_size(p) == 1 &&
+        (json_is_array(json_array_get(p, 0)) || json_is_string(json_array_get(p, 0))))
         p = json_array_get(p, 0);
     if (json_is_string(p)) {
         const char *t = json_string_value(p);
@@ -541,8 +554,10 @@ static int64_t prompt_ids(st_emulator *em, json_t *p, uint32_t **out, char *err,
             if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= vocab) {
                 free(*out);
                 *out = NULL;
-                snprintf(err, errlen, json_is_integer(v) ? "Token id %lld is out of vocabulary"
-                                                         : "prompt must be a string, an array of strings, an array of tokens, or an array of token arrays",
+                snprintf(err, errlen,
+                         json_is_integer(v) ? "Token id %lld is out of vocabulary"
+                                            : "prompt must be a string, an array of strings, an array of tokens, or an "
+                                              "array of token arrays",
                          json_is_integer(v) ? (long long)json_integer_value(v) : 0LL);
                 return -1;
             }
@@ -550,7 +565,8 @@ static int64_t prompt_ids(st_emulator *em, json_t *p, uint32_t **out, char *err,
         }
         return (int64_t)n;
     }
-    snprintf(err, errlen, "prompt must be a string, an array of strings, an array of tokens, or an array of token arrays");
+    snprintf(err, errlen,
+             "prompt must be a string, an array of strings, an array of tokens, or an array of token arrays");
     return -1;
 }
 
@@ -593,7 +609,7 @@ static int64_t chat_ids(st_emulator *em, json_t *msgs, uint32_t **out, char *err
     return (int64_t)n;
 }
 
-static void handle_generate(st_emulator *em, const st_http_parser *req, st_srv_resp *resp, api_t api)
+static void handle_generate(st_emulator *em, const st_http_parser *req, st_server_resp *resp, api_t api)
 {
     json_error_t je;
     json_t *root = json_loadb(req->body.data ? req->body.data : "", req->body.len, 0, &je);
@@ -642,8 +658,8 @@ static void handle_generate(st_emulator *em, const st_http_parser *req, st_srv_r
             max_tokens = 10000000;
     }
     json_t *mn = json_object_get(root, "min_tokens");
-    if (mn && !json_is_null(mn) && (!json_is_integer(mn) || json_integer_value(mn) < 0 ||
-                                    (max_tokens && json_integer_value(mn) > max_tokens))) {
+    if (mn && !json_is_null(mn) &&
+        (!json_is_integer(mn) || json_integer_value(mn) < 0 || (max_tokens && json_integer_value(mn) > max_tokens))) {
         respond_error(resp, 400, "min_tokens must be non-negative and not above max_tokens", "min_tokens");
         free(ids);
         json_decref(root);
@@ -681,9 +697,14 @@ static void handle_generate(st_emulator *em, const st_http_parser *req, st_srv_r
     new_rid(em, s->rid, sizeof s->rid, api == API_CHAT ? "chatcmpl-" : "cmpl-");
     chunk_head_init(s);
     st_buf_init(&s->text, RESP_MAX);
-    st_emu_req_params p = { .id = s->id, .ids = ids, .n_ids = (uint32_t)n, .max_tokens = (uint32_t)max_tokens,
+    st_emu_req_params p = { .id = s->id,
+                            .ids = ids,
+                            .n_ids = (uint32_t)n,
+                            .max_tokens = (uint32_t)max_tokens,
                             .min_tokens = mn ? (uint32_t)json_integer_value(mn) : 0,
-                            .ignore_eos = json_is_true(json_object_get(root, "ignore_eos")), .arrival = -1, .user = s };
+                            .ignore_eos = json_is_true(json_object_get(root, "ignore_eos")),
+                            .arrival = -1,
+                            .user = s };
     json_decref(root);
     int rc = st_emu_add_request(em->eng, &p, err, sizeof err);
     free(ids);
@@ -693,28 +714,30 @@ static void handle_generate(st_emulator *em, const st_http_parser *req, st_srv_r
         return;
     }
     s->max_tokens = p.max_tokens ? p.max_tokens : em->cfg.max_model_len - (uint32_t)n;
-    if (em->o->fault_midstream_rate > 0 && streaming && s->max_tokens >= 2 && rng_uniform(em) < em->o->fault_midstream_rate)
+    if (em->o->fault_midstream_rate > 0 && streaming && s->max_tokens >= 2 &&
+        rng_uniform(em) < em->o->fault_midstream_rate)
         s->fail_at = s->max_tokens / 2;
     if (streaming)
-        st_srv_stream_start(resp, 200, "text/event-stream; charset=utf-8", NULL);
-    st_srv_resp_on_cancel(resp, on_cancel, s);
+        st_server_stream_start(resp, 200, "text/event-stream; charset=utf-8", NULL);
+    st_server_resp_on_cancel(resp, on_cancel, s);
     arm_now(em);
 }
 
-static void handle_models(st_emulator *em, st_srv_resp *resp)
+static void handle_models(st_emulator *em, st_server_resp *resp)
 {
     st_buf b;
-    st_buf_init(&b, 8192);
+    st_buf_init(&b, EMU_SMALL_JSON_MAX);
     st_buf_puts(&b, "{\"object\":\"list\",\"data\":[{\"id\":");
     st_buf_json_str(&b, em->model_id);
-    st_buf_printf(&b, ",\"object\":\"model\",\"created\":%ld,\"owned_by\":\"vllm\",\"root\":", (long)(st_wall_ns() / ST_NS_PER_S));
+    st_buf_printf(&b, ",\"object\":\"model\",\"created\":%ld,\"owned_by\":\"vllm\",\"root\":",
+                  (long)(st_wall_ns() / ST_NS_PER_S));
     st_buf_json_str(&b, em->cfg.model.name);
     st_buf_printf(&b, ",\"parent\":null,\"max_model_len\":%u,\"permission\":[]}]}", em->cfg.max_model_len);
-    st_srv_respond(resp, 200, "application/json", NULL, b.data, b.len);
+    st_server_respond(resp, 200, "application/json", NULL, b.data, b.len);
     st_buf_free(&b);
 }
 
-static void handle_tokenize(st_emulator *em, const st_http_parser *req, st_srv_resp *resp)
+static void handle_tokenize(st_emulator *em, const st_http_parser *req, st_server_resp *resp)
 {
     json_error_t je;
     json_t *root = json_loadb(req->body.data ? req->body.data : "", req->body.len, 0, &je);
@@ -733,7 +756,8 @@ static void handle_tokenize(st_emulator *em, const st_http_parser *req, st_srv_r
     }
     uint32_t *ids = NULL;
     json_t *msgs = json_object_get(root, "messages");
-    int64_t n = msgs ? chat_ids(em, msgs, &ids, err, sizeof err) : prompt_ids(em, json_object_get(root, "prompt"), &ids, err, sizeof err);
+    int64_t n = msgs ? chat_ids(em, msgs, &ids, err, sizeof err)
+                     : prompt_ids(em, json_object_get(root, "prompt"), &ids, err, sizeof err);
     json_decref(root);
     if (n < 0) {
         respond_error(resp, 400, err, NULL);
@@ -745,12 +769,12 @@ static void handle_tokenize(st_emulator *em, const st_http_parser *req, st_srv_r
     for (int64_t i = 0; i < n; i++)
         st_buf_printf(&b, i ? ",%u" : "%u", ids[i]);
     st_buf_puts(&b, "],\"token_strs\":null}");
-    st_srv_respond(resp, 200, "application/json", NULL, b.data, b.len);
+    st_server_respond(resp, 200, "application/json", NULL, b.data, b.len);
     st_buf_free(&b);
     free(ids);
 }
 
-static void handle_detokenize(st_emulator *em, const st_http_parser *req, st_srv_resp *resp)
+static void handle_detokenize(st_emulator *em, const st_http_parser *req, st_server_resp *resp)
 {
     json_error_t je;
     json_t *root = json_loadb(req->body.data ? req->body.data : "", req->body.len, 0, &je);
@@ -780,7 +804,7 @@ static void handle_detokenize(st_emulator *em, const st_http_parser *req, st_srv
     st_buf_puts(&b, "{\"prompt\":");
     st_buf_json_strn(&b, text.data ? text.data : "", text.len);
     st_buf_puts(&b, "}");
-    st_srv_respond(resp, 200, "application/json", NULL, b.data, b.len);
+    st_server_respond(resp, 200, "application/json", NULL, b.data, b.len);
     st_buf_free(&b);
     st_buf_free(&text);
     json_decref(root);
@@ -809,7 +833,7 @@ static void emit_hist(st_emulator *em, st_buf *b, const hist *h, const char *lab
     (void)em;
 }
 
-static void handle_metrics(st_emulator *em, st_srv_resp *resp)
+static void handle_metrics(st_emulator *em, st_server_resp *resp)
 {
     st_emu_stats s;
     st_emu_get_stats(em->eng, &s);
@@ -817,7 +841,7 @@ static void handle_metrics(st_emulator *em, st_srv_resp *resp)
     st_buf_reset(b);
     char labels[512];
     st_buf lb;
-    st_buf_init(&lb, 400);
+    st_buf_init(&lb, EMU_LABELS_MAX);
     st_buf_puts(&lb, "engine=\"0\",model_name=");
     st_buf_json_str(&lb, em->model_id);
     snprintf(labels, sizeof labels, "%s", lb.data);
@@ -834,11 +858,15 @@ static void handle_metrics(st_emulator *em, st_srv_resp *resp)
                   "engine=\"0\",gpu_memory_utilization=\"%g\",num_gpu_blocks=\"%u\"} 1\n",
                   em->cfg.block_size, em->cfg.kv_dtype == ST_EMU_FP8 ? "fp8" : "auto",
                   em->cfg.enable_prefix_caching ? "True" : "False", em->cfg.gpu_memory_utilization, s.num_blocks);
-    struct { const char *name, *help; uint64_t v; } ctr[] = {
+    struct {
+        const char *name, *help;
+        uint64_t v;
+    } ctr[] = {
         { "vllm:num_preemptions_total", "Cumulative number of preemption from the engine.", s.preemptions },
         { "vllm:prompt_tokens_total", "Number of prefill tokens processed.", s.prompt_tokens },
         { "vllm:generation_tokens_total", "Number of generation tokens processed.", s.generation_tokens },
-        { "vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.", s.prefix_queries },
+        { "vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.",
+          s.prefix_queries },
         { "vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.", s.prefix_hits },
     };
     for (size_t i = 0; i < sizeof ctr / sizeof ctr[0]; i++) {
@@ -846,17 +874,20 @@ static void handle_metrics(st_emulator *em, st_srv_resp *resp)
         st_buf_printf(b, "%s{%s} %llu\n", ctr[i].name, labels, (unsigned long long)ctr[i].v);
     }
     metric_head(b, "vllm:request_success_total", "counter", "Count of successfully processed requests.");
-    st_buf_printf(b, "vllm:request_success_total{%s,finished_reason=\"stop\"} %llu\n", labels, (unsigned long long)em->success_stop);
-    st_buf_printf(b, "vllm:request_success_total{%s,finished_reason=\"length\"} %llu\n", labels, (unsigned long long)em->success_length);
-    st_buf_printf(b, "vllm:request_success_total{%s,finished_reason=\"abort\"} %llu\n", labels, (unsigned long long)em->success_abort);
-    const hist *hs[] = { &em->h_ttft, &em->h_itl, &em->h_e2e, &em->h_queue, &em->h_prefill, &em->h_decode,
-                         &em->h_ptok, &em->h_gtok, &em->h_iter };
+    st_buf_printf(b, "vllm:request_success_total{%s,finished_reason=\"stop\"} %llu\n", labels,
+                  (unsigned long long)em->success_stop);
+    st_buf_printf(b, "vllm:request_success_total{%s,finished_reason=\"length\"} %llu\n", labels,
+                  (unsigned long long)em->success_length);
+    st_buf_printf(b, "vllm:request_success_total{%s,finished_reason=\"abort\"} %llu\n", labels,
+                  (unsigned long long)em->success_abort);
+    const hist *hs[] = { &em->h_ttft,   &em->h_itl,  &em->h_e2e,  &em->h_queue, &em->h_prefill,
+                         &em->h_decode, &em->h_ptok, &em->h_gtok, &em->h_iter };
     for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
         emit_hist(em, b, hs[i], labels);
-    st_srv_respond(resp, 200, "text/plain; version=0.0.4; charset=utf-8", NULL, b->data, b->len);
+    st_server_respond(resp, 200, "text/plain; version=0.0.4; charset=utf-8", NULL, b->data, b->len);
 }
 
-static void handler(void *arg, const st_http_parser *req, st_srv_resp *resp)
+static void handler(void *arg, const st_http_parser *req, st_server_resp *resp)
 {
     st_emulator *em = arg;
     char path[256];
@@ -867,7 +898,7 @@ static void handler(void *arg, const st_http_parser *req, st_srv_resp *resp)
     int get = !strcmp(req->method, "GET") || !strcmp(req->method, "HEAD");
     int post = !strcmp(req->method, "POST");
     if (!strcmp(path, "/health")) {
-        st_srv_respond(resp, 200, NULL, NULL, "", 0);
+        st_server_respond(resp, 200, NULL, NULL, "", 0);
         return;
     }
     if (!strcmp(path, "/metrics") && get) {
@@ -902,7 +933,7 @@ static void handler(void *arg, const st_http_parser *req, st_srv_resp *resp)
         if (st_emu_reset_prefix_cache(em->eng) < 0)
             st_logf(em->log, ST_LOG_WARN, "Failed to reset prefix cache because some blocks (%u) are not freed yet",
                     st_emu_engine_memory(em->eng)->num_blocks);
-        st_srv_respond(resp, 200, NULL, NULL, "", 0);
+        st_server_respond(resp, 200, NULL, NULL, "", 0);
         return;
     }
     if (!strcmp(path, "/tokenize")) {
@@ -921,7 +952,8 @@ static void handler(void *arg, const st_http_parser *req, st_srv_resp *resp)
         _exit(1);
     }
     if (em->o->fault_hang_after > 0 && em->requests_seen > em->o->fault_hang_after) {
-        st_logf(em->log, ST_LOG_WARN, "injected hang after %ld requests: not responding any more", em->o->fault_hang_after);
+        st_logf(em->log, ST_LOG_WARN, "injected hang after %ld requests: not responding any more",
+                em->o->fault_hang_after);
         sigset_t ss;
         sigemptyset(&ss);
         sigaddset(&ss, SIGTERM);
@@ -947,12 +979,12 @@ static void on_signal(st_loop *l, int fd, uint32_t events, void *arg)
 
 static void setup_hists(st_emulator *em)
 {
-    static const double ttft[] = { 0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
-                                   2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0 };
-    static const double itl[] = { 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0,
-                                  7.5, 10.0, 20.0, 40.0, 80.0 };
-    static const double req[] = { 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
-                                  60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0 };
+    static const double ttft[] = { 0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25,  0.5,   0.75,
+                                   1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0 };
+    static const double itl[] = { 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,  0.3,  0.4, 0.5,
+                                  0.75, 1.0,   2.5,  5.0,   7.5, 10.0, 20.0, 40.0, 80.0 };
+    static const double req[] = { 0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
+                                  30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0 };
     double tok[HMAX];
     int nt = 0;
     for (double base = 1; nt < HMAX - 3; base *= 10) {
@@ -977,9 +1009,12 @@ static void setup_hists(st_emulator *em)
     hist_set(&em->h_ttft, "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", ttft, 22);
     hist_set(&em->h_itl, "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", itl, 19);
     hist_set(&em->h_e2e, "vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", req, 21);
-    hist_set(&em->h_queue, "vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", req, 21);
-    hist_set(&em->h_prefill, "vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", req, 21);
-    hist_set(&em->h_decode, "vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", req, 21);
+    hist_set(&em->h_queue, "vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
+             req, 21);
+    hist_set(&em->h_prefill, "vllm:request_prefill_time_seconds",
+             "Histogram of time spent in PREFILL phase for request.", req, 21);
+    hist_set(&em->h_decode, "vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.",
+             req, 21);
     hist_set(&em->h_ptok, "vllm:request_prompt_tokens", "Number of prefill tokens processed.", tok, nt);
     hist_set(&em->h_gtok, "vllm:request_generation_tokens", "Number of generation tokens processed.", tok, nt);
     hist_set(&em->h_iter, "vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", it, ni);
@@ -990,8 +1025,9 @@ static void print_jitter(const st_emulator *em)
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double cpu = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
-    fprintf(stderr, "server CPU %.2f s (user %.2f, system %.2f) for %llu token events: %.0f token events per CPU-second\n",
-            cpu, ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6, ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6,
+    fprintf(stderr,
+            "server CPU %.2f s (user %.2f, system %.2f) for %llu token events: %.0f token events per CPU-second\n", cpu,
+            ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6, ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6,
             (unsigned long long)em->jit.n, cpu > 0 ? em->jit.n / cpu : 0);
     if (!em->jit.n)
         return;
@@ -1005,8 +1041,9 @@ static void print_jitter(const st_emulator *em)
         if (!p999 && c * 1000 >= em->jit.n * 999)
             p999 = i + 1;
     }
-    fprintf(stderr, "token emission jitter vs the model's schedule: %llu tokens, p50 <= %.2f ms, p99 <= %.2f ms, "
-                    "p99.9 <= %.2f ms, max %.3f ms\n",
+    fprintf(stderr,
+            "token emission jitter vs the model's schedule: %llu tokens, p50 <= %.2f ms, p99 <= %.2f ms, "
+            "p99.9 <= %.2f ms, max %.3f ms\n",
             (unsigned long long)em->jit.n, p50 * 0.01, p99 * 0.01, p999 * 0.01, em->jit.max / 1e6);
 }
 
@@ -1026,8 +1063,8 @@ int st_emulator_run(const st_emu_config *cfg, const st_emulator_opts *o, const s
     if (!em->rng)
         em->rng = 1;
     em->model_id = o->served_model_name ? o->served_model_name : cfg->model.name;
-    st_buf_init(&em->mbuf, 1 << 20);
-    st_buf_init(&em->cbuf, 1 << 16);
+    st_buf_init(&em->mbuf, EMU_METRICS_MAX);
+    st_buf_init(&em->cbuf, EMU_CHUNK_MAX);
     em->t0 = st_now();
     int rc = -1;
     int sfd = -1;
@@ -1057,16 +1094,21 @@ int st_emulator_run(const st_emu_config *cfg, const st_emulator_opts *o, const s
         goto out;
     }
     st_timer_init(&em->step_timer, on_step_timer, em);
-    st_server_config sc = { .host = o->host ? o->host : "127.0.0.1", .port = o->port, .handler = handler, .arg = em,
-                            .max_conns = 20000, .backlog = 4096 };
+    st_server_config sc = { .host = o->host ? o->host : "127.0.0.1",
+                            .port = o->port,
+                            .handler = handler,
+                            .arg = em,
+                            .max_conns = 20000,
+                            .backlog = 4096 };
     em->srv = st_server_new(em->loop, &sc, err, errlen);
     if (!em->srv)
         goto out;
     if (o->print_jitter)
         st_loop_set_spin(em->loop, 200000);
     st_logf(log, ST_LOG_INFO, "Starting vLLM API server 0 on http://%s:%u", sc.host, st_server_port(em->srv));
-    st_logf(log, ST_LOG_INFO, "Available routes are: /health, /metrics, /version, /v1/models, /v1/completions, "
-                              "/v1/chat/completions, /tokenize, /detokenize, /reset_prefix_cache");
+    st_logf(log, ST_LOG_INFO,
+            "Available routes are: /health, /metrics, /version, /v1/models, /v1/completions, "
+            "/v1/chat/completions, /tokenize, /detokenize, /reset_prefix_cache");
     st_logf(log, ST_LOG_INFO, "Application startup complete.");
     em->t0 = st_now(); /* emulated time starts when the server is ready */
     if (st_loop_run(em->loop) < 0) {

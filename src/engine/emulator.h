@@ -11,28 +11,27 @@
 #include "emu/config.h"
 
 typedef struct st_emulator_opts {
-    const char *host;          /* "127.0.0.1" when NULL (vLLM's default is 0.0.0.0) */
-    uint16_t port;             /* 0: ephemeral (printed in the log) */
+    const char *host;              /* "127.0.0.1" when NULL (vLLM's default is 0.0.0.0) */
+    uint16_t port;                 /* 0: ephemeral (printed in the log) */
     const char *served_model_name; /* id in /v1/models and responses */
-    const char *api_key;       /* NULL: no auth; never logged */
-    double time_scale;         /* K > 0 */
-    int no_model;              /* step time 0: the server's own speed */
-    const char *ground_truth;  /* JSONL path or NULL */
+    const char *api_key;           /* NULL: no auth; never logged */
+    double time_scale;             /* K > 0 */
+    int no_model;                  /* step time 0: the server's own speed */
+    const char *ground_truth;      /* JSONL path or NULL */
     uint64_t seed;
     /* Fault injection (tests of the audit only) */
     double fault_startup_delay_s;
     int fault_startup_fail;
-    long fault_crash_after;    /* exit abruptly when request N+1 arrives (0: off) */
-    long fault_hang_after;     /* stop responding when request N+1 arrives (0: off) */
-    double fault_500_rate;     /* fraction of generation requests answered 500 */
+    long fault_crash_after;      /* exit abruptly when request N+1 arrives (0: off) */
+    long fault_hang_after;       /* stop responding when request N+1 arrives (0: off) */
+    double fault_500_rate;       /* fraction of generation requests answered 500 */
     double fault_midstream_rate; /* fraction of streams that fail half-way */
-    int print_jitter;          /* print token emission jitter percentiles at exit */
+    int print_jitter;            /* print token emission jitter percentiles at exit */
 } st_emulator_opts;
 
 /* Runs the server until SIGINT/SIGTERM. The engine config must be resolved
  * (st_emu_memory_plan ok). Returns 0 on a clean stop, -1 with err on a startup failure. */
-int st_emulator_run(const st_emu_config *cfg, const st_emulator_opts *o, const st_log *log, char *err,
-                    size_t errlen);
+int st_emulator_run(const st_emu_config *cfg, const st_emulator_opts *o, const st_log *log, char *err, size_t errlen);
 
 /* The deterministic tokenizer: one token per whitespace-separated word. A word of 1-4
  * lower-case letters is read as a bijective base-26 number and, when below vocab, is that

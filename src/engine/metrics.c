@@ -1,436 +1,18 @@
 #include "engine/metrics.h"
 
 #include <math.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-
-static void errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void errf(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
-static int is_name_start(char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':';
-}
-
-static int is_name_char(char c)
-{
-    return is_name_start(c) || (c >= '0' && c <= '9');
-}
-
-static const char *blanks(const char *p, const char *end)
-{
-    while (p < end && (*p == ' ' || *p == '\t'))
-        p++;
-    return p;
-}
-
-void st_prom_iter_init(st_prom_iter *it, const char *text, size_t len)
-{
-    it->p = text;
-    it->end = text ? text + len : NULL;
-    it->line = 0;
-}
-
-/* Scans a label set starting after '{'; returns the '}' or NULL. */
-static const char *scan_labels(const char *p, const char *end)
-{
-    for (;;) {
-        p = blanks(p, end);
-        if (p >= end)
-            return NULL;
-        if (*p == '}')
-            return p;
-        if (!(is_name_start(*p) && *p != ':'))
-            return NULL;
-        while (p < end && is_name_char(*p) && *p != ':')
-            p++;
-        p = blanks(p, end);
-        if (p >= end || *p != '=')
-            return NULL;
-        p = blanks(p + 1, end);
-        if (p >= end || *p != '"')
-            return NULL;
-        p++;
-        while (p < end && *p != '"') {
-            if (*p == '\\') {
-                if (p + 1 >= end)
-                    return NULL;
-                p++;
-            }
-            p++;
-        }
-        if (p >= end)
-            return NULL;
-        p = blanks(p + 1, end);
-        if (p >= end)
-            return NULL;
-        if (*p == ',') {
-            p++;
-            continue;
-        }
-        if (*p != '}')
-            return NULL;
-        return p;
-    }
-}
-
-static int parse_value(const char *p, size_t n, double *out)
-{
-    char tmp[72];
-    if (n == 0 || n >= sizeof tmp)
-        return -1;
-    memcpy(tmp, p, n);
-    tmp[n] = '\0';
-    char *e = NULL;
-    double d = strtod(tmp, &e);
-    if (e != tmp + n)
-        return -1;
-    *out = d;
-    return 0;
-}
-
-int st_prom_next(st_prom_iter *it, st_prom_sample *s, char *err, size_t errlen)
-{
-    memset(s, 0, sizeof *s);
-    while (it->p && it->p < it->end) {
-        const char *line = it->p;
-        const char *nl = memchr(line, '\n', (size_t)(it->end - line));
-        const char *eol = nl ? nl : it->end;
-        it->p = nl ? nl + 1 : it->end;
-        it->line++;
-        if (eol > line && eol[-1] == '\r')
-            eol--;
-        if ((size_t)(eol - line) > ST_PROM_LINE_MAX) {
-            errf(err, errlen, "line %u: longer than %d bytes", it->line, ST_PROM_LINE_MAX);
-            return -1;
-        }
-        const char *p = blanks(line, eol);
-        if (p == eol || *p == '#')
-            continue;
-        s->line = it->line;
-        if (!is_name_start(*p)) {
-            errf(err, errlen, "line %u: expected a metric name", it->line);
-            return -1;
-        }
-        s->name = p;
-        while (p < eol && is_name_char(*p))
-            p++;
-        s->name_len = (size_t)(p - s->name);
-        p = blanks(p, eol);
-        if (p < eol && *p == '{') {
-            const char *close = scan_labels(p + 1, eol);
-            if (!close) {
-                errf(err, errlen, "line %u: malformed label set", it->line);
-                return -1;
-            }
-            s->labels = p + 1;
-            s->labels_len = (size_t)(close - (p + 1));
-            p = blanks(close + 1, eol);
-        } else {
-            s->labels = p;
-            s->labels_len = 0;
-        }
-        const char *v = p;
-        while (p < eol && *p != ' ' && *p != '\t')
-            p++;
-        if (parse_value(v, (size_t)(p - v), &s->value) < 0) {
-            errf(err, errlen, "line %u: malformed value", it->line);
-            return -1;
-        }
-        p = blanks(p, eol);
-        if (p < eol) {
-            const char *t = p;
-            while (p < eol && *p != ' ' && *p != '\t')
-                p++;
-            char tmp[24];
-            size_t n = (size_t)(p - t);
-            char *e = NULL;
-            if (n >= sizeof tmp) {
-                errf(err, errlen, "line %u: malformed timestamp", it->line);
-                return -1;
-            }
-            memcpy(tmp, t, n);
-            tmp[n] = '\0';
-            long long ts = strtoll(tmp, &e, 10);
-            if (e != tmp + n || blanks(p, eol) != eol) {
-                errf(err, errlen, "line %u: malformed timestamp", it->line);
-                return -1;
-            }
-            s->has_timestamp = 1;
-            s->timestamp_ms = ts;
-        }
-        return 1;
-    }
-    return 0;
-}
-
-/* Walks the label text; for each label calls back with name and the raw (escaped) value.
- * Returns 1 when found (value view set), 0 when not, -1 malformed. */
-static int find_label(const char *p, const char *end, const char *name, size_t nlen, const char **val, size_t *vlen)
-{
-    for (;;) {
-        p = blanks(p, end);
-        if (p >= end)
-            return 0;
-        const char *k = p;
-        while (p < end && is_name_char(*p))
-            p++;
-        size_t klen = (size_t)(p - k);
-        if (klen == 0)
-            return -1;
-        p = blanks(p, end);
-        if (p >= end || *p != '=')
-            return -1;
-        p = blanks(p + 1, end);
-        if (p >= end || *p != '"')
-            return -1;
-        const char *v = ++p;
-        while (p < end && *p != '"') {
-            if (*p == '\\')
-                p++;
-            p++;
-        }
-        if (p >= end)
-            return -1;
-        if (klen == nlen && memcmp(k, name, nlen) == 0) {
-            *val = v;
-            *vlen = (size_t)(p - v);
-            return 1;
-        }
-        p = blanks(p + 1, end);
-        if (p < end && *p == ',')
-            p++;
-    }
-}
-
-static size_t unescape(const char *v, size_t n, char *buf, size_t cap)
-{
-    size_t o = 0;
-    for (size_t i = 0; i < n && o + 1 < cap; i++) {
-        char c = v[i];
-        if (c == '\\' && i + 1 < n) {
-            c = v[++i];
-            if (c == 'n')
-                c = '\n';
-        }
-        buf[o++] = c;
-    }
-    if (cap)
-        buf[o] = '\0';
-    return o;
-}
-
-int st_prom_label(const st_prom_sample *s, const char *name, char *buf, size_t cap)
-{
-    if (buf && cap)
-        buf[0] = '\0';
-    const char *v;
-    size_t vlen;
-    int rc = find_label(s->labels, s->labels + s->labels_len, name, strlen(name), &v, &vlen);
-    if (rc < 0)
-        return -1;
-    if (rc == 0)
-        return 1;
-    if (buf && cap)
-        unescape(v, vlen, buf, cap);
-    return 0;
-}
-
-/* Compares a raw (escaped) label value with plain text. */
-static int value_eq(const char *v, size_t vlen, const char *want, size_t wlen)
-{
-    size_t j = 0;
-    for (size_t i = 0; i < vlen; i++) {
-        char c = v[i];
-        if (c == '\\' && i + 1 < vlen) {
-            c = v[++i];
-            if (c == 'n')
-                c = '\n';
-        }
-        if (j >= wlen || want[j] != c)
-            return 0;
-        j++;
-    }
-    return j == wlen;
-}
-
-int st_prom_match(const st_prom_sample *s, const char *match)
-{
-    if (!match)
-        return 1;
-    const char *p = match;
-    while (*p) {
-        const char *eq = strchr(p, '=');
-        if (!eq)
-            return 0;
-        const char *comma = strchr(eq, ',');
-        size_t vlen = comma ? (size_t)(comma - eq - 1) : strlen(eq + 1);
-        const char *v;
-        size_t rv;
-        if (find_label(s->labels, s->labels + s->labels_len, p, (size_t)(eq - p), &v, &rv) != 1)
-            return 0;
-        if (!value_eq(v, rv, eq + 1, vlen))
-            return 0;
-        if (!comma)
-            break;
-        p = comma + 1;
-    }
-    return 1;
-}
-
-static int name_is(const st_prom_sample *s, const char *name, size_t n)
-{
-    return s->name_len == n && memcmp(s->name, name, n) == 0;
-}
-
-int st_prom_get(const char *text, size_t len, const char *name, const char *match, double *out)
-{
-    st_prom_iter it;
-    st_prom_sample s;
-    size_t n = strlen(name);
-    int rc;
-    st_prom_iter_init(&it, text, len);
-    while ((rc = st_prom_next(&it, &s, NULL, 0)) != 0) {
-        if (rc == 1 && name_is(&s, name, n) && st_prom_match(&s, match)) {
-            *out = s.value;
-            return 0;
-        }
-    }
-    return 1;
-}
-
-int st_prom_sum(const char *text, size_t len, const char *name, const char *match, double *sum, uint32_t *count)
-{
-    st_prom_iter it;
-    st_prom_sample s;
-    size_t n = strlen(name);
-    uint32_t c = 0;
-    double acc = 0;
-    int rc;
-    st_prom_iter_init(&it, text, len);
-    while ((rc = st_prom_next(&it, &s, NULL, 0)) != 0) {
-        if (rc == 1 && name_is(&s, name, n) && st_prom_match(&s, match)) {
-            acc += s.value;
-            c++;
-        }
-    }
-    *sum = acc;
-    if (count)
-        *count = c;
-    return c ? 0 : 1;
-}
-
-int st_prom_histogram(const char *text, size_t len, const char *base, const char *match, st_prom_hist *h)
-{
-    memset(h, 0, sizeof *h);
-    char bucket[256], sum[256], cnt[256];
-    if (snprintf(bucket, sizeof bucket, "%s_bucket", base) >= (int)sizeof bucket)
-        return 1;
-    snprintf(sum, sizeof sum, "%s_sum", base);
-    snprintf(cnt, sizeof cnt, "%s_count", base);
-    size_t nb = strlen(bucket), ns = strlen(sum), nc = strlen(cnt);
-    st_prom_iter it;
-    st_prom_sample s;
-    int rc, any = 0;
-    st_prom_iter_init(&it, text, len);
-    while ((rc = st_prom_next(&it, &s, NULL, 0)) != 0) {
-        if (rc != 1 || !st_prom_match(&s, match))
-            continue;
-        if (name_is(&s, bucket, nb)) {
-            char lev[64];
-            double le;
-            if (st_prom_label(&s, "le", lev, sizeof lev) != 0 || parse_value(lev, strlen(lev), &le) < 0)
-                continue;
-            uint32_t i = 0;
-            while (i < h->n && h->le[i] < le)
-                i++;
-            if (i < h->n && h->le[i] == le) {
-                h->count[i] += s.value;
-            } else {
-                if (h->n == ST_PROM_BUCKETS_MAX)
-                    return -1;
-                memmove(&h->le[i + 1], &h->le[i], (h->n - i) * sizeof h->le[0]);
-                memmove(&h->count[i + 1], &h->count[i], (h->n - i) * sizeof h->count[0]);
-                h->le[i] = le;
-                h->count[i] = s.value;
-                h->n++;
-            }
-            any = 1;
-        } else if (name_is(&s, sum, ns)) {
-            h->sum += s.value;
-        } else if (name_is(&s, cnt, nc)) {
-            h->total += s.value;
-        }
-    }
-    return any ? 0 : 1;
-}
-
-int st_prom_hist_delta(const st_prom_hist *a, const st_prom_hist *b, st_prom_hist *out)
-{
-    if (a->n != b->n)
-        return -1;
-    for (uint32_t i = 0; i < a->n; i++)
-        if (a->le[i] != b->le[i])
-            return -1;
-    st_prom_hist r = *b;
-    for (uint32_t i = 0; i < a->n; i++)
-        r.count[i] = b->count[i] - a->count[i];
-    r.sum = b->sum - a->sum;
-    r.total = b->total - a->total;
-    *out = r;
-    return 0;
-}
-
-double st_prom_hist_quantile(const st_prom_hist *h, double q)
-{
-    if (!h || h->n == 0 || isnan(q))
-        return NAN;
-    if (q < 0)
-        q = 0;
-    if (q > 1)
-        q = 1;
-    double total = h->count[h->n - 1];
-    if (!(total > 0))
-        return NAN;
-    double rank = q * total;
-    uint32_t i = 0;
-    while (i < h->n - 1 && h->count[i] < rank)
-        i++;
-    if (isinf(h->le[i]))
-        return i > 0 ? h->le[i - 1] : NAN;
-    double lo = i > 0 ? h->le[i - 1] : 0;
-    double below = i > 0 ? h->count[i - 1] : 0;
-    double in = h->count[i] - below;
-    if (i == 0 && h->le[0] <= 0)
-        return h->le[0];
-    if (!(in > 0))
-        return h->le[i];
-    return lo + (h->le[i] - lo) * (rank - below) / in;
-}
 
 /* ---- engine names -------------------------------------------------------------------- */
 
 static const char *const met_names[ST_MET__COUNT] = {
-    "kv_usage", "running", "waiting", "preemptions", "prefix_hits", "prefix_queries",
-    "prompt_tokens", "generation_tokens", "prefix_hit_rate",
+    "kv_usage",       "running",       "waiting",           "preemptions",     "prefix_hits",
+    "prefix_queries", "prompt_tokens", "generation_tokens", "prefix_hit_rate",
 };
 
-const char *st_metric_name(st_metric m)
-{
-    return ((unsigned)m < ST_MET__COUNT) ? met_names[m] : "unknown";
-}
+const char *st_metrics_name(st_metric m) { return ((unsigned)m < ST_MET__COUNT) ? met_names[m] : "unknown"; }
 
-int st_metric_from_name(const char *name, st_metric *out)
+int st_metrics_from_name(const char *name, st_metric *out)
 {
     for (int i = 0; name && i < ST_MET__COUNT; i++)
         if (strcmp(name, met_names[i]) == 0) {
@@ -440,10 +22,7 @@ int st_metric_from_name(const char *name, st_metric *out)
     return -1;
 }
 
-int st_metric_is_fraction(st_metric m)
-{
-    return m == ST_MET_KV_USAGE || m == ST_MET_PREFIX_HIT_RATE;
-}
+int st_metrics_is_fraction(st_metric m) { return m == ST_MET_KV_USAGE || m == ST_MET_PREFIX_HIT_RATE; }
 
 #define L(...) ((const char *const[]){ __VA_ARGS__, NULL })
 
@@ -465,16 +44,16 @@ static const char *const *const vllm_names[ST_MET__COUNT] = {
 static const char *const *const sglang_names[ST_MET__COUNT] = {
     [ST_MET_KV_USAGE] = L("sglang:token_usage"),
     [ST_MET_RUNNING] = L("sglang:num_running_reqs"),
-    [ST_MET_WAITING] = L("sglang:num_queue_reqs"),          /* assumed */
-    [ST_MET_PREEMPTIONS] = L("sglang:num_retracted_reqs"),  /* assumed (newer SGLang) */
+    [ST_MET_WAITING] = L("sglang:num_queue_reqs"),         /* assumed */
+    [ST_MET_PREEMPTIONS] = L("sglang:num_retracted_reqs"), /* assumed (newer SGLang) */
     [ST_MET_PROMPT_TOKENS] = L("sglang:prompt_tokens_total"),
     [ST_MET_GENERATION_TOKENS] = L("sglang:generation_tokens_total"),
     [ST_MET_PREFIX_HIT_RATE] = L("sglang:cache_hit_rate"),
 };
 static const char *const *const tgi_names[ST_MET__COUNT] = {
-    [ST_MET_RUNNING] = L("tgi_batch_current_size"),                   /* assumed */
-    [ST_MET_WAITING] = L("tgi_queue_size"),                           /* assumed */
-    [ST_MET_PROMPT_TOKENS] = L("tgi_request_input_length_sum"),       /* assumed */
+    [ST_MET_RUNNING] = L("tgi_batch_current_size"),                     /* assumed */
+    [ST_MET_WAITING] = L("tgi_queue_size"),                             /* assumed */
+    [ST_MET_PROMPT_TOKENS] = L("tgi_request_input_length_sum"),         /* assumed */
     [ST_MET_GENERATION_TOKENS] = L("tgi_request_generated_tokens_sum"), /* assumed */
 };
 static const char *const *const llamacpp_names[ST_MET__COUNT] = {
@@ -500,12 +79,9 @@ static const char *const *const *engine_table(const char *engine)
     return NULL;
 }
 
-int st_metrics_engine_known(const char *engine)
-{
-    return engine_table(engine) != NULL;
-}
+int st_metrics_engine_known(const char *engine) { return engine_table(engine) != NULL; }
 
-const char *const *st_metrics_names(const char *engine, st_metric m)
+const char *const *st_metrics_engine_names(const char *engine, st_metric m)
 {
     const char *const *const *t = engine_table(engine);
     if (!t || (unsigned)m >= ST_MET__COUNT)
@@ -526,7 +102,7 @@ int st_metrics_read(const char *engine, const char *text, size_t len, st_engine_
             double sum;
             uint32_t count;
             if (st_prom_sum(text, len, *name, NULL, &sum, &count) == 0) {
-                out->v[m] = st_metric_is_fraction((st_metric)m) ? sum / count : sum;
+                out->v[m] = st_metrics_is_fraction((st_metric)m) ? sum / count : sum;
                 out->found |= 1u << m;
                 break;
             }
@@ -542,7 +118,8 @@ static const char *const *const vllm_hist[4] = {
     L("vllm:e2e_request_latency_seconds"),
     L("vllm:request_queue_time_seconds"),
 };
-static const char *const *const sglang_hist[4] = { /* assumed */
+static const char *const *const sglang_hist[4] = {
+    /* assumed */
     L("sglang:time_to_first_token_seconds"),
     L("sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"),
     L("sglang:e2e_request_latency_seconds"),
@@ -563,4 +140,84 @@ const char *const *st_metrics_hist_names(const char *engine, const char *which)
                 return sglang_hist[i];
         }
     return NULL;
+}
+
+/* ---- scraping ------------------------------------------------------------------------ */
+
+/* Static names for the histogram samples (the store keeps the name pointer until the run is
+ * written, so they must outlive the scrape). */
+static const char *const le_names[ST_METRICS_HIST_MAX] = {
+    "ttft_le_00", "ttft_le_01", "ttft_le_02", "ttft_le_03", "ttft_le_04", "ttft_le_05", "ttft_le_06", "ttft_le_07",
+    "ttft_le_08", "ttft_le_09", "ttft_le_10", "ttft_le_11", "ttft_le_12", "ttft_le_13", "ttft_le_14", "ttft_le_15",
+    "ttft_le_16", "ttft_le_17", "ttft_le_18", "ttft_le_19", "ttft_le_20", "ttft_le_21", "ttft_le_22", "ttft_le_23",
+    "ttft_le_24", "ttft_le_25", "ttft_le_26", "ttft_le_27", "ttft_le_28", "ttft_le_29", "ttft_le_30", "ttft_le_31",
+    "ttft_le_32", "ttft_le_33", "ttft_le_34", "ttft_le_35", "ttft_le_36", "ttft_le_37", "ttft_le_38", "ttft_le_39",
+    "ttft_le_40", "ttft_le_41", "ttft_le_42", "ttft_le_43", "ttft_le_44", "ttft_le_45", "ttft_le_46", "ttft_le_47",
+};
+static const char *const cum_names[ST_METRICS_HIST_MAX] = {
+    "ttft_cum_00", "ttft_cum_01", "ttft_cum_02", "ttft_cum_03", "ttft_cum_04", "ttft_cum_05", "ttft_cum_06",
+    "ttft_cum_07", "ttft_cum_08", "ttft_cum_09", "ttft_cum_10", "ttft_cum_11", "ttft_cum_12", "ttft_cum_13",
+    "ttft_cum_14", "ttft_cum_15", "ttft_cum_16", "ttft_cum_17", "ttft_cum_18", "ttft_cum_19", "ttft_cum_20",
+    "ttft_cum_21", "ttft_cum_22", "ttft_cum_23", "ttft_cum_24", "ttft_cum_25", "ttft_cum_26", "ttft_cum_27",
+    "ttft_cum_28", "ttft_cum_29", "ttft_cum_30", "ttft_cum_31", "ttft_cum_32", "ttft_cum_33", "ttft_cum_34",
+    "ttft_cum_35", "ttft_cum_36", "ttft_cum_37", "ttft_cum_38", "ttft_cum_39", "ttft_cum_40", "ttft_cum_41",
+    "ttft_cum_42", "ttft_cum_43", "ttft_cum_44", "ttft_cum_45", "ttft_cum_46", "ttft_cum_47",
+};
+
+static int put(st_metrics_sample *out, int n, int max, const char *name, double v)
+{
+    if (n >= max || !isfinite(v))
+        return n;
+    out[n].t = 0;
+    out[n].name = name;
+    out[n].value = v;
+    return n + 1;
+}
+
+/* The engine's TTFT histogram, when it has one and it fits in what is left of out. */
+static int ttft_hist(const char *dialect, const char *body, size_t len, st_metrics_sample *out, int n, int max)
+{
+    const char *const *names = st_metrics_hist_names(dialect, "ttft");
+    st_prom_hist h;
+    for (; names && *names; names++) {
+        if (st_prom_histogram(body, len, *names, NULL, &h) != 0 || !h.n)
+            continue;
+        uint32_t finite = 0;
+        while (finite < h.n && isfinite(h.le[finite]))
+            finite++;
+        if (finite > ST_METRICS_HIST_MAX || n + 2 * (int)finite + 2 > max)
+            return n;
+        for (uint32_t i = 0; i < finite; i++) {
+            n = put(out, n, max, le_names[i], h.le[i]);
+            n = put(out, n, max, cum_names[i], h.count[i]);
+        }
+        n = put(out, n, max, "ttft_count", h.total);
+        n = put(out, n, max, "ttft_sum", h.sum);
+        return n;
+    }
+    return n;
+}
+
+/* The Prometheus text is parsed by engine/metrics (the project's one parser); this only turns
+ * its generic figures into samples to store. */
+int st_metrics_scrape(const char *dialect, const char *body, size_t len, st_metrics_sample *out, int max)
+{
+    st_engine_metrics m;
+    if (st_metrics_read(dialect, body, len, &m))
+        return 0;
+    int n = 0;
+    for (int k = 0; k < ST_MET__COUNT && n < max; k++) {
+        if (!(m.found & (1u << k)) || !isfinite(m.v[k]))
+            continue;
+        n = put(out, n, max, st_metrics_name((st_metric)k), m.v[k]);
+    }
+    return ttft_hist(dialect, body, len, out, n, max);
+}
+
+int st_metrics_scrape_interval_ms(double time_scale)
+{
+    if (!(time_scale > 1))
+        return 1000;
+    int ms = (int)(1000 / time_scale) / 50 * 50;
+    return ms < 100 ? 100 : ms;
 }

@@ -1,71 +1,12 @@
-/* Engine /metrics: a bounded parser of the Prometheus text exposition format (0.0.4) and
- * the mapping from servetune's generic metric names to each engine's names. Pure: takes
- * the scraped body, allocates nothing.
- *
- * Format handled: one sample per line, `name{label="value",...} value [timestamp_ms]`;
- * `#` lines (HELP, TYPE, comments) and blank lines skipped; label values with the escapes
- * \\ \" \n; values as Go's ParseFloat reads them (+Inf, -Inf, NaN included); a trailing
- * comma in the label set; blanks around tokens. Lines longer than ST_PROM_LINE_MAX are
- * reported as malformed and skipped; a malformed line never stops the iteration. */
-#ifndef ST_METRICS_H
-#define ST_METRICS_H
+/* Engine metrics under servetune's generic names: for each engine dialect, which of its
+ * Prometheus names (engine/prom.h parses the text) carry each generic metric, and the
+ * turning of one /metrics scrape into timestamped samples that the audit stores. Pure. */
+#ifndef ST_ENGINE_METRICS_H
+#define ST_ENGINE_METRICS_H
 #include <stddef.h>
 #include <stdint.h>
 
-#define ST_PROM_LINE_MAX 65536
-#define ST_PROM_BUCKETS_MAX 64
-
-typedef struct st_prom_sample {
-    const char *name;   /* view into the text */
-    size_t name_len;
-    const char *labels; /* the text between the braces (may be empty); see st_prom_label */
-    size_t labels_len;
-    double value;
-    int has_timestamp;
-    int64_t timestamp_ms;
-    uint32_t line;      /* 1-based line number */
-} st_prom_sample;
-
-typedef struct st_prom_iter {
-    const char *p, *end;
-    uint32_t line;
-} st_prom_iter;
-
-void st_prom_iter_init(st_prom_iter *it, const char *text, size_t len);
-/* 1: a sample in *s; 0: end of text; -1: a malformed line (reason in err, "line N: ..."),
- * skipped: call again to continue. */
-int st_prom_next(st_prom_iter *it, st_prom_sample *s, char *err, size_t errlen);
-
-/* The unescaped value of label `name` of a sample: 0 found (truncated to cap - 1 bytes when
- * longer; always NUL-terminated), 1 absent, -1 malformed label text. */
-int st_prom_label(const st_prom_sample *s, const char *name, char *buf, size_t cap);
-/* 1 when the sample has every label of `match`, written "k=v,k2=v2" (values without
- * commas; NULL or "" matches every sample). */
-int st_prom_match(const st_prom_sample *s, const char *match);
-
-/* The first sample named `name` (exact) that matches: 0 found, 1 absent. */
-int st_prom_get(const char *text, size_t len, const char *name, const char *match, double *out);
-/* Sum over every matching sample named `name` (all label sets): 0 with *count > 0, 1 when
- * none (sum 0). count may be NULL. */
-int st_prom_sum(const char *text, size_t len, const char *name, const char *match, double *sum, uint32_t *count);
-
-/* A histogram: cumulative bucket counts by upper bound (le, ascending, +Inf last), summed
- * over every matching label set. */
-typedef struct st_prom_hist {
-    uint32_t n;
-    double le[ST_PROM_BUCKETS_MAX];
-    double count[ST_PROM_BUCKETS_MAX];
-    double sum, total; /* name_sum and name_count */
-} st_prom_hist;
-/* Reads base_bucket / base_sum / base_count. 0 found (n > 0), 1 absent, -1 more than
- * ST_PROM_BUCKETS_MAX distinct bounds. */
-int st_prom_histogram(const char *text, size_t len, const char *base, const char *match, st_prom_hist *h);
-/* Per-interval histogram: later - earlier, bucket by bucket (bounds must agree; -1 if not). */
-int st_prom_hist_delta(const st_prom_hist *earlier, const st_prom_hist *later, st_prom_hist *out);
-/* Prometheus' histogram_quantile: linear interpolation inside the bucket holding rank
- * q * total (q in [0, 1]); the lowest bucket interpolates from 0; a rank in the +Inf bucket
- * returns the highest finite bound. NAN when empty. */
-double st_prom_hist_quantile(const st_prom_hist *h, double q);
+#include "engine/prom.h"
 
 /* Generic metrics, named the same for every engine. */
 typedef enum st_metric {
@@ -83,21 +24,21 @@ typedef enum st_metric {
 
 /* "kv_usage", "running", "waiting", "preemptions", "prefix_hits", "prefix_queries",
  * "prompt_tokens", "generation_tokens", "prefix_hit_rate". */
-const char *st_metric_name(st_metric m);
-int st_metric_from_name(const char *name, st_metric *out);
+const char *st_metrics_name(st_metric m);
+int st_metrics_from_name(const char *name, st_metric *out);
 /* Engines: "vllm" (also "emulator", which exposes vLLM's names), "sglang", "tgi",
  * "llamacpp" (also "llama.cpp"). 1 when known. */
 int st_metrics_engine_known(const char *engine);
 /* The engine's names for m, in order of preference, NULL-terminated; NULL when the engine
  * has no such metric (or is unknown). */
-const char *const *st_metrics_names(const char *engine, st_metric m);
+const char *const *st_metrics_engine_names(const char *engine, st_metric m);
 /* 1 when m is a fraction that is averaged across label sets (kv_usage, prefix_hit_rate);
  * the others are summed (several engines / data-parallel ranks add up). */
-int st_metric_is_fraction(st_metric m);
+int st_metrics_is_fraction(st_metric m);
 
 typedef struct st_engine_metrics {
-    double v[ST_MET__COUNT];  /* NAN when the engine does not expose it or it is missing */
-    uint32_t found;           /* bit (1u << m) set when v[m] was read */
+    double v[ST_MET__COUNT]; /* NAN when the engine does not expose it or it is missing */
+    uint32_t found;          /* bit (1u << m) set when v[m] was read */
 } st_engine_metrics;
 /* Reads every generic metric from a scraped body: for each, the first of the engine's
  * names that has samples. 0, or -1 for an unknown engine. */
@@ -106,5 +47,34 @@ int st_metrics_read(const char *engine, const char *text, size_t len, st_engine_
 /* The engine's own latency histograms (base names, without _bucket), NULL if none:
  * which = "ttft", "itl" (inter-token / time per output token), "e2e", "queue". */
 const char *const *st_metrics_hist_names(const char *engine, const char *which);
+
+/* One stored sample of an engine metric over a run. */
+typedef struct st_metrics_sample {
+    double t;         /* seconds from the run's start */
+    const char *name; /* generic name, e.g. "kv_usage" (static on scrape; owned when read back) */
+    double value;
+} st_metrics_sample;
+
+/* Scraping: turns one /metrics scrape into the audit's generic samples (engine/metrics.h names:
+ * kv_usage, running, waiting, preemptions, prefix_hits, prefix_queries, prompt_tokens,
+ * generation_tokens, prefix_hit_rate), per engine dialect, plus the engine's own TTFT
+ * histogram when it exposes one (vLLM / the emulator: vllm:time_to_first_token_seconds;
+ * SGLang: sglang:time_to_first_token_seconds), stored as plain samples so that the notes
+ * (report/notes.h) can take its change over a run:
+ *   ttft_le_NN   the upper bound (seconds) of finite bucket NN (00, 01, ... ascending)
+ *   ttft_cum_NN  its cumulative count
+ *   ttft_count   the histogram's _count (the +Inf bucket), ttft_sum its _sum
+ * (at most ST_METRICS_HIST_MAX finite buckets; an engine with more has its histogram left
+ * out). */
+#define ST_METRICS_HIST_MAX 48
+#define ST_METRICS_SCRAPE_MAX (16 + 2 * ST_METRICS_HIST_MAX + 2)
+
+/* Fills out[0..return) (names are static strings; t is left for the caller). */
+int st_metrics_scrape(const char *dialect, const char *body, size_t len, st_metrics_sample *out, int max);
+
+/* How often to scrape, in wall milliseconds (a multiple of 50), for an engine running time_scale
+ * emulated seconds per wall second (1 for a real engine): once per emulated second, but at most
+ * every 100 ms of wall time and at least once a wall second. */
+int st_metrics_scrape_interval_ms(double time_scale);
 
 #endif

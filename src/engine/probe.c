@@ -14,6 +14,10 @@
 #include "engine/adapter.h"
 #include "net/http1.h"
 
+/* A probe request (headers included) and the body of a probe answer. */
+#define PROBE_REQ_MAX 16384
+#define PROBE_BODY_MAX ((size_t)1 << 20)
+
 static int remaining_ms(st_ns deadline)
 {
     st_ns left = deadline - st_now();
@@ -72,7 +76,7 @@ int st_http_get(const char *host, int port, const char *path, const char *auth, 
     if (fd < 0)
         return -1;
     st_buf req;
-    st_buf_init(&req, 16384);
+    st_buf_init(&req, PROBE_REQ_MAX);
     char hostport[300], authh[1100];
     snprintf(hostport, sizeof hostport, "%s:%d", host, port);
     const char *hdrs[2];
@@ -156,7 +160,7 @@ out:
 st_probe_result st_adapter_probe(const st_launch *l, double timeout_s, char *detail, size_t detail_len)
 {
     st_buf body;
-    st_buf_init(&body, 1 << 20);
+    st_buf_init(&body, PROBE_BODY_MAX);
     int status;
     char err[256];
     st_probe_result res = ST_PROBE_NOT_YET;
@@ -189,8 +193,8 @@ st_probe_result st_adapter_probe(const st_launch *l, double timeout_s, char *det
                  l->expected_model, l->port);
         res = ST_PROBE_WRONG_SERVER;
     } else {
-        snprintf(detail, detail_len, "%s did not answer with a model list: another server on port %d?",
-                 l->models_path, l->port);
+        snprintf(detail, detail_len, "%s did not answer with a model list: another server on port %d?", l->models_path,
+                 l->port);
         res = ST_PROBE_WRONG_SERVER;
     }
 out:

@@ -310,9 +310,15 @@ void st_redact(char *text, const char *secret)
 }
 
 static const char *fail_names[ST_FAIL__COUNT] = {
-    [ST_FAIL_NONE] = "none",         [ST_FAIL_OOM] = "oom",       [ST_FAIL_BAD_FLAG] = "bad_flag",
-    [ST_FAIL_PORT_TAKEN] = "port_taken", [ST_FAIL_EXEC] = "exec",  [ST_FAIL_CRASH] = "crash",
-    [ST_FAIL_TIMEOUT] = "timeout",   [ST_FAIL_HANG] = "hang",     [ST_FAIL_WRONG_SERVER] = "wrong_server",
+    [ST_FAIL_NONE] = "none",
+    [ST_FAIL_OOM] = "oom",
+    [ST_FAIL_BAD_FLAG] = "bad_flag",
+    [ST_FAIL_PORT_TAKEN] = "port_taken",
+    [ST_FAIL_EXEC] = "exec",
+    [ST_FAIL_CRASH] = "crash",
+    [ST_FAIL_TIMEOUT] = "timeout",
+    [ST_FAIL_HANG] = "hang",
+    [ST_FAIL_WRONG_SERVER] = "wrong_server",
 };
 static const char *fail_texts[ST_FAIL__COUNT] = {
     [ST_FAIL_NONE] = "no failure",
@@ -355,7 +361,10 @@ static int find_line(const char *tail, const char *needle, char *detail, size_t 
 st_fail_class st_proc_classify(const char *log_tail, int exited, int wstatus, int timed_out, char *detail,
                                size_t detail_len)
 {
-    static const struct { const char *needle; st_fail_class c; } pats[] = {
+    static const struct {
+        const char *needle;
+        st_fail_class c;
+    } pats[] = {
         { "which is larger than the available KV cache memory", ST_FAIL_OOM },
         { "No available memory for the cache blocks", ST_FAIL_OOM },
         { "estimated maximum model length", ST_FAIL_OOM },
@@ -412,7 +421,8 @@ int st_port_free(int port)
         return 0;
     /* No SO_REUSEADDR: a listener (or a socket in TIME_WAIT the engine could not reuse either)
      * counts as taken. */
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+    struct sockaddr_in a = { .sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
     int ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
     close(fd);

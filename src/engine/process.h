@@ -13,10 +13,10 @@
 #include "core/clock.h"
 
 typedef struct st_proc {
-    pid_t pid;      /* also the process group id; 0 when not started */
-    int exited;     /* the leader was reaped */
-    int wstatus;    /* its wait status when exited */
-    st_ns started;  /* st_now() at spawn */
+    pid_t pid;     /* also the process group id; 0 when not started */
+    int exited;    /* the leader was reaped */
+    int wstatus;   /* its wait status when exited */
+    st_ns started; /* st_now() at spawn */
 } st_proc;
 
 typedef struct st_proc_opts {
@@ -24,7 +24,7 @@ typedef struct st_proc_opts {
     const char *const *env_key; /* additions / overrides of the environment */
     const char *const *env_val; /* values; ${VAR} is expanded from this process's environment */
     int n_env;
-    const char *log_path;       /* stdout and stderr are appended here; NULL: /dev/null */
+    const char *log_path; /* stdout and stderr are appended here; NULL: /dev/null */
 } st_proc_opts;
 
 /* 0, or -1 with the reason in err (program not found, log not writable, ${VAR} unset...). */
@@ -48,13 +48,13 @@ void st_redact(char *text, const char *secret);
 
 typedef enum st_fail_class {
     ST_FAIL_NONE = 0,
-    ST_FAIL_OOM,        /* out of memory / the KV cache does not fit */
-    ST_FAIL_BAD_FLAG,   /* an argument the engine rejected */
-    ST_FAIL_PORT_TAKEN, /* the port was in use */
-    ST_FAIL_EXEC,       /* the program could not be started */
-    ST_FAIL_CRASH,      /* exited or died by a signal */
-    ST_FAIL_TIMEOUT,    /* still not ready at the startup timeout */
-    ST_FAIL_HANG,       /* stopped answering while running */
+    ST_FAIL_OOM,          /* out of memory / the KV cache does not fit */
+    ST_FAIL_BAD_FLAG,     /* an argument the engine rejected */
+    ST_FAIL_PORT_TAKEN,   /* the port was in use */
+    ST_FAIL_EXEC,         /* the program could not be started */
+    ST_FAIL_CRASH,        /* exited or died by a signal */
+    ST_FAIL_TIMEOUT,      /* still not ready at the startup timeout */
+    ST_FAIL_HANG,         /* stopped answering while running */
     ST_FAIL_WRONG_SERVER, /* something else answers on the port */
     ST_FAIL__COUNT
 } st_fail_class;

@@ -19,10 +19,7 @@ int st_arrival_kind_from_name(const char *name, st_arrival_kind *out)
     return -1;
 }
 
-const char *st_arrival_kind_name(st_arrival_kind k)
-{
-    return ((unsigned)k < 4) ? kind_names[k] : "unknown";
-}
+const char *st_arrival_kind_name(st_arrival_kind k) { return ((unsigned)k < 4) ? kind_names[k] : "unknown"; }
 
 int st_arrival_schedule(const st_arrival *a, uint32_t n, st_ns *sched_out)
 {

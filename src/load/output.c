@@ -18,20 +18,11 @@ static json_t *num(double x)
     return json_real(x);
 }
 
-static json_t *ns_or_null(st_ns t)
-{
-    return t < 0 ? json_null() : json_integer((json_int_t)t);
-}
+static json_t *ns_or_null(st_ns t) { return t < 0 ? json_null() : json_integer((json_int_t)t); }
 
-static json_t *str_or_null(const char *s)
-{
-    return s ? json_string(s) : json_null();
-}
+static json_t *str_or_null(const char *s) { return s ? json_string(s) : json_null(); }
 
-static void set(json_t *o, const char *k, json_t *v)
-{
-    json_object_set_new(o, k, v);
-}
+static void set(json_t *o, const char *k, json_t *v) { json_object_set_new(o, k, v); }
 
 json_t *st_output_dist_json(const st_dist *d, double scale)
 {
@@ -122,10 +113,7 @@ json_t *st_output_summary_json(const st_summary *s)
     return o;
 }
 
-static double ms(double s)
-{
-    return s * 1e3;
-}
+static double ms(double s) { return s * 1e3; }
 
 static json_t *record_json(const st_record *r, int with_events)
 {
@@ -160,10 +148,7 @@ static json_t *record_json(const st_record *r, int with_events)
     return o;
 }
 
-json_t *st_output_record_json(const st_record *r)
-{
-    return record_json(r, 1);
-}
+json_t *st_output_record_json(const st_record *r) { return record_json(r, 1); }
 
 json_t *st_output_config_json(const st_bench_info *in)
 {
@@ -331,7 +316,8 @@ int st_output_csv(FILE *f, const st_record *recs, uint32_t n)
 {
     fputs("id,warmup,status,http_status,scheduled_ms,sent_ms,first_byte_ms,first_token_ms,end_ms,"
           "ttft_ms,tpot_ms,e2e_ms,lag_ms,input_tokens,output_requested,output_tokens,cached_tokens,"
-          "usage_reported,n_events,error\n", f);
+          "usage_reported,n_events,error\n",
+          f);
     for (uint32_t i = 0; i < n; i++) {
         const st_record *r = &recs[i];
         fprintf(f, "%u,%d,%s,%d,", r->id, r->warmup ? 1 : 0, st_req_status_name(r->status), r->http_status);
@@ -352,8 +338,8 @@ int st_output_csv(FILE *f, const st_record *recs, uint32_t n)
         csv_num(f, ms(st_record_e2e(r)));
         fputc(',', f);
         csv_num(f, ms(st_record_lag(r)));
-        fprintf(f, ",%u,%u,%u,%u,%d,%u,", r->input_tokens, r->output_requested, r->output_tokens,
-                r->cached_tokens, r->usage_reported ? 1 : 0, r->n_events);
+        fprintf(f, ",%u,%u,%u,%u,%d,%u,", r->input_tokens, r->output_requested, r->output_tokens, r->cached_tokens,
+                r->usage_reported ? 1 : 0, r->n_events);
         csv_str(f, r->error);
         fputc('\n', f);
     }
@@ -375,10 +361,7 @@ static void figw(FILE *f, double x, int prec, int width)
     fprintf(f, "%*s", width, b);
 }
 
-static void fig(FILE *f, double x, int prec)
-{
-    figw(f, x, prec, 10);
-}
+static void fig(FILE *f, double x, int prec) { figw(f, x, prec, 10); }
 
 static void dist_row(FILE *f, const char *name, const st_dist *d)
 {
@@ -420,14 +403,16 @@ void st_output_table(FILE *f, const st_bench_info *in, const st_summary *s)
 {
     fputs("============================ servetune bench ============================\n", f);
     if (in->url)
-        fprintf(f, "%-30s%s (%s%s%s)\n", "Target:", in->url, in->api ? in->api : "?",
-                in->model ? ", model " : "", in->model ? in->model : "");
+        fprintf(f, "%-30s%s (%s%s%s)\n", "Target:", in->url, in->api ? in->api : "?", in->model ? ", model " : "",
+                in->model ? in->model : "");
     if (in->workload && strcmp(in->workload, "trace") == 0)
-        fprintf(f, "%-30strace %s, %u requests\n", "Workload:", in->trace_path ? in->trace_path : "?", in->num_requests);
+        fprintf(f, "%-30strace %s, %u requests\n", "Workload:", in->trace_path ? in->trace_path : "?",
+                in->num_requests);
     else if (in->workload)
-        fprintf(f, "%-30ssynthetic, %u requests, input %u, output %u tokens (range ±%.0f%%), shared prefix %u, seed %llu\n",
-                "Workload:", in->num_requests, in->input_len, in->output_len, in->range_ratio * 100, in->prefix_len,
-                (unsigned long long)in->seed);
+        fprintf(
+            f, "%-30ssynthetic, %u requests, input %u, output %u tokens (range ±%.0f%%), shared prefix %u, seed %llu\n",
+            "Workload:", in->num_requests, in->input_len, in->output_len, in->range_ratio * 100, in->prefix_len,
+            (unsigned long long)in->seed);
     if (in->arrival) {
         fprintf(f, "%-30s%s", "Arrivals:", in->arrival);
         if (isinf(in->rate))
@@ -455,8 +440,8 @@ void st_output_table(FILE *f, const st_bench_info *in, const st_summary *s)
         fprintf(f, "; %u warm-up excluded", s->warmup);
     fputc('\n', f);
     if (s->output_requested_short)
-        fprintf(f, "%-30s%u completed requests got fewer output tokens than requested\n", "Short outputs:",
-                s->output_requested_short);
+        fprintf(f, "%-30s%u completed requests got fewer output tokens than requested\n",
+                "Short outputs:", s->output_requested_short);
     line_d(f, "Duration:", s->duration_s, 2, " s");
     fprintf(f, "%-30s", "Offered / achieved rate:");
     figw(f, s->offered_rate, 3, 0);
@@ -467,8 +452,8 @@ void st_output_table(FILE *f, const st_bench_info *in, const st_summary *s)
     line_d(f, "Output token throughput:", s->output_throughput, 1, " tok/s");
     line_d(f, "Input token throughput:", s->input_throughput, 1, " tok/s");
     if (s->cached_tokens)
-        fprintf(f, "%-30s%llu of %llu prompt tokens\n", "Cached (server-reported):",
-                (unsigned long long)s->cached_tokens, (unsigned long long)s->input_tokens);
+        fprintf(f, "%-30s%llu of %llu prompt tokens\n",
+                "Cached (server-reported):", (unsigned long long)s->cached_tokens, (unsigned long long)s->input_tokens);
     if (s->slo_set) {
         char slo[128];
         int k = 0;

@@ -22,33 +22,33 @@ typedef struct st_bench_info {
     int stream;
     /* Workload: "synthetic" or "trace". */
     const char *workload;
-    const char *trace_path;          /* trace only */
-    uint32_t input_len, output_len;  /* synthetic only */
+    const char *trace_path;         /* trace only */
+    uint32_t input_len, output_len; /* synthetic only */
     double range_ratio;
     uint32_t prefix_len;
     uint64_t seed;
     uint32_t num_requests, warmup;
     /* Arrivals. */
-    const char *arrival;             /* "poisson", "constant", "gamma", "inf", "trace" */
-    double rate;                     /* INFINITY for inf; NAN for a trace replayed as recorded */
+    const char *arrival; /* "poisson", "constant", "gamma", "inf", "trace" */
+    double rate;         /* INFINITY for inf; NAN for a trace replayed as recorded */
     double burstiness;
-    uint32_t max_concurrency;        /* 0: unbounded */
+    uint32_t max_concurrency; /* 0: unbounded */
     double timeout_s;
     /* SLO terms and the client self-check threshold (as given to st_summary_compute). */
     st_summary_opts opts;
     /* Self-check as measured by the runner (its dispatch lag and event-loop delay); the
      * verdict written is client_limited (the runner's) OR the summary's. */
     double max_lag_ms;
-    const st_dist *dispatch_lag;     /* seconds; may be NULL */
-    const st_dist *loop_delay;       /* seconds; may be NULL */
+    const st_dist *dispatch_lag; /* seconds; may be NULL */
+    const st_dist *loop_delay;   /* seconds; may be NULL */
     int client_limited;
-    const char *limited_reason;      /* may be NULL */
+    const char *limited_reason; /* may be NULL */
     int interrupted;
     uint32_t connections_opened, retries, max_in_flight;
-    int64_t started_wall_ns;         /* wall clock at t0 (ns since the epoch), 0 unknown */
-    int64_t t0_mono_ns;              /* CLOCK_MONOTONIC at t0 (to line records up with another
+    int64_t started_wall_ns; /* wall clock at t0 (ns since the epoch), 0 unknown */
+    int64_t t0_mono_ns;      /* CLOCK_MONOTONIC at t0 (to line records up with another
                                         process's monotonic times on the same machine), 0 unknown */
-    const char *version;             /* servetune version; NULL: ST_VERSION */
+    const char *version;     /* servetune version; NULL: ST_VERSION */
 } st_bench_info;
 
 /* The run's summary as a readable table. */

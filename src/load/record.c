@@ -18,10 +18,7 @@ static const char *status_names[ST_REQ__COUNT] = {
     [ST_REQ_ABORTED] = "aborted",
 };
 
-const char *st_req_status_name(st_req_status s)
-{
-    return (s >= 0 && s < ST_REQ__COUNT) ? status_names[s] : "unknown";
-}
+const char *st_req_status_name(st_req_status s) { return (s >= 0 && s < ST_REQ__COUNT) ? status_names[s] : "unknown"; }
 
 void st_record_init(st_record *r, uint32_t id)
 {

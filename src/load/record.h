@@ -32,10 +32,10 @@ typedef enum st_req_status {
 const char *st_req_status_name(st_req_status s);
 
 typedef struct st_record {
-    uint32_t id;       /* index in the workload */
-    uint8_t warmup;    /* sent but excluded from statistics */
+    uint32_t id;    /* index in the workload */
+    uint8_t warmup; /* sent but excluded from statistics */
     st_req_status status;
-    int http_status;   /* 0 when no response was received */
+    int http_status; /* 0 when no response was received */
 
     st_ns scheduled;   /* intended send time (open loop: from the arrival process) */
     st_ns sent;        /* when the request's first byte was written (-1: never sent) */
@@ -43,11 +43,11 @@ typedef struct st_record {
     st_ns first_token; /* first event that carried output tokens (-1 if none) */
     st_ns end;         /* response complete or failure detected */
 
-    uint32_t input_tokens;      /* prompt length sent (requested) */
-    uint32_t output_requested;  /* max_tokens asked for */
-    uint32_t output_tokens;     /* delivered: server usage when reported, else counted */
-    uint32_t cached_tokens;     /* prompt tokens the server reported as cached (0 if unknown) */
-    uint8_t usage_reported;     /* output_tokens came from the server's usage report */
+    uint32_t input_tokens;     /* prompt length sent (requested) */
+    uint32_t output_requested; /* max_tokens asked for */
+    uint32_t output_tokens;    /* delivered: server usage when reported, else counted */
+    uint32_t cached_tokens;    /* prompt tokens the server reported as cached (0 if unknown) */
+    uint8_t usage_reported;    /* output_tokens came from the server's usage report */
 
     /* Time of every token event (relative to t0), n_events of them; owned by the record
      * (malloc'd). One event may carry more than one token. ITL = consecutive differences. */
@@ -61,10 +61,10 @@ typedef struct st_record {
 #define ST_RECORD_ERROR_MAX 512
 
 /* Derived per-request figures (in seconds); NAN when undefined for that record. */
-double st_record_ttft(const st_record *r);   /* first_token - scheduled */
-double st_record_tpot(const st_record *r);   /* (end - first_token) / (output_tokens - 1) */
-double st_record_e2e(const st_record *r);    /* end - scheduled */
-double st_record_lag(const st_record *r);    /* sent - scheduled (client lag) */
+double st_record_ttft(const st_record *r); /* first_token - scheduled */
+double st_record_tpot(const st_record *r); /* (end - first_token) / (output_tokens - 1) */
+double st_record_e2e(const st_record *r);  /* end - scheduled */
+double st_record_lag(const st_record *r);  /* sent - scheduled (client lag) */
 
 /* Appends an event time; -1 when out of memory. */
 int st_record_add_event(st_record *r, st_ns t);

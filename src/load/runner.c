@@ -19,6 +19,11 @@
 #include "net/tls.h"
 #include "net/url.h"
 
+/* The largest request written on one connection, and the scratch space one is built in. */
+#define RUN_OUT_MAX ((size_t)256 << 20)
+/* A response body kept when the runner config does not set max_body. */
+#define RUN_BODY_DEFAULT_MAX ((size_t)4 << 20)
+
 enum { C_CONNECTING, C_TLS, C_ACTIVE, C_DRAINING, C_IDLE };
 enum { M_SSE = 0, M_BODY = 1 };
 
@@ -66,10 +71,10 @@ struct rconn {
 };
 
 typedef struct pend_read {
-    rconn *c;          /* NULL when the connection was closed meanwhile */
+    rconn *c; /* NULL when the connection was closed meanwhile */
     uint32_t off, len;
-    st_ns t;           /* when recv returned */
-    int err;           /* 0 data, -1 EOF, else errno */
+    st_ns t; /* when recv returned */
+    int err; /* 0 data, -1 EOF, else errno */
 } pend_read;
 
 struct runner {
@@ -393,7 +398,8 @@ static void message_end(rconn *c)
             finish_request(c, ST_REQ_OK, NULL);
         } else {
             st_api_event_reset(&c->ev);
-            if (st_api_parse_response((st_api_kind)r->cfg->api, c->body.data ? c->body.data : "", c->body.len, &c->ev) < 0) {
+            if (st_api_parse_response((st_api_kind)r->cfg->api, c->body.data ? c->body.data : "", c->body.len, &c->ev) <
+                0) {
                 char msg[320];
                 snprintf(msg, sizeof msg, "malformed response body: %s", c->ev.error);
                 finish_request(c, ST_REQ_MALFORMED, msg);
@@ -677,9 +683,7 @@ static void on_conn(st_loop *l, int fd, uint32_t ev, void *arg)
             connected(c);
         return;
     }
-    case C_TLS:
-        do_handshake(c);
-        return;
+    case C_TLS: do_handshake(c); return;
     default:
         if ((ev & ST_EV_WRITE) && conn_write(c) < 0)
             return;
@@ -728,8 +732,8 @@ static rconn *new_conn(runner *r, char *err, size_t errlen)
     c->fd = fd;
     c->idx = -1;
     c->state = C_CONNECTING;
-    st_buf_init(&c->out, 256u << 20);
-    st_buf_init(&c->body, r->cfg->max_body ? r->cfg->max_body : 4u << 20);
+    st_buf_init(&c->out, RUN_OUT_MAX);
+    st_buf_init(&c->body, r->cfg->max_body ? r->cfg->max_body : RUN_BODY_DEFAULT_MAX);
     st_http_limits lim = { 64 * 1024, 100, 0 };
     st_http_parser_init(&c->hp, ST_HTTP_RESPONSE, &lim, &resp_cbs, c);
     st_sse_init(&c->sse, r->cfg->max_event ? r->cfg->max_event : 1u << 20);
@@ -1064,7 +1068,7 @@ int st_runner_run(const st_runner_config *cfg, st_run_result *out, char *err, si
     }
     memcpy(r->idhdr, "X-Servetune-Id: ", 16);
     r->hdrs[r->nhdrs++] = r->idhdr; /* X-Servetune-Id: <index>, set per request */
-    st_buf_init(&r->scratch, 256u << 20);
+    st_buf_init(&r->scratch, RUN_OUT_MAX);
     r->timeout_ns = st_s_to_ns(cfg->timeout_s > 0 ? cfg->timeout_s : 300);
     for (uint32_t i = 0; i < n; i++) {
         st_record_init(&r->rec[i], i);
@@ -1146,15 +1150,15 @@ int st_runner_run(const st_runner_config *cfg, st_run_result *out, char *err, si
                  "not applicable: every request is scheduled at once (rate inf), there is no schedule to keep");
     } else if (out->dispatch_lag.n && out->dispatch_lag.p99 > lim) {
         out->client_limited = 1;
-        snprintf(out->limited_reason, sizeof out->limited_reason,
-                 "dispatch lag p99 %.3f ms > %.3g ms", out->dispatch_lag.p99 * 1e3, out->max_lag_ms);
+        snprintf(out->limited_reason, sizeof out->limited_reason, "dispatch lag p99 %.3f ms > %.3g ms",
+                 out->dispatch_lag.p99 * 1e3, out->max_lag_ms);
     } else if (out->loop_delay.n && out->loop_delay.p99 > lim) {
         out->client_limited = 1;
-        snprintf(out->limited_reason, sizeof out->limited_reason,
-                 "event-loop delay p99 %.3f ms > %.3g ms", out->loop_delay.p99 * 1e3, out->max_lag_ms);
+        snprintf(out->limited_reason, sizeof out->limited_reason, "event-loop delay p99 %.3f ms > %.3g ms",
+                 out->loop_delay.p99 * 1e3, out->max_lag_ms);
     } else {
-        snprintf(out->limited_reason, sizeof out->limited_reason, "ok: dispatch lag and event-loop delay p99 within %.3g ms",
-                 out->max_lag_ms);
+        snprintf(out->limited_reason, sizeof out->limited_reason,
+                 "ok: dispatch lag and event-loop delay p99 within %.3g ms", out->max_lag_ms);
     }
     out->records = r->rec;
     out->n = n;

@@ -1,7 +1,7 @@
 /* The open-loop runner: sends a workload to an HTTP endpoint on a schedule and records
  * what happened to every request (load/record.h). One thread, one epoll loop (net/loop),
  * HTTP/1.1 keep-alive connections in a pool that grows to the concurrency the schedule
- * needs, SSE framing per request (net/sse), API events parsed with engine/api.
+ * needs, SSE framing per request (net/sse), API events parsed with load/api.
  *
  * Timing (all st_now(), relative to t0 = the start of the run):
  *   scheduled   the arrival time from the schedule. Warm-up requests (the first `warmup`
@@ -46,7 +46,7 @@
 
 #include "core/buf.h"
 #include "core/clock.h"
-#include "engine/api.h"
+#include "load/api.h"
 #include "load/record.h"
 #include "load/stats.h"
 #include "load/workload.h"
@@ -56,10 +56,10 @@
 #define ST_RUNNER_API_RAW (-1)
 
 typedef struct st_runner_progress {
-    st_ns elapsed;          /* since t0 */
+    st_ns elapsed; /* since t0 */
     uint32_t total, arrived, sent, completed, failed, in_flight, waiting;
-    uint64_t output_tokens; /* token events' tokens so far */
-    uint32_t connections;   /* open connections */
+    uint64_t output_tokens;   /* token events' tokens so far */
+    uint32_t connections;     /* open connections */
     const st_record *records; /* the run's records so far (total of them; read-only, valid during the
                                  callback): the audit's early stop reads them */
 } st_runner_progress;
@@ -74,40 +74,40 @@ typedef struct st_runner_config {
     const char *api_key;        /* NULL or the key value: "Authorization: Bearer <key>" */
     const char *const *headers; /* extra "Name: value" lines */
     int nheaders;
-    const st_workload *work;    /* work->n requests (raw mode: only n is used) */
-    const st_ns *schedule;      /* work->n nondecreasing offsets from t0 (ns) */
-    uint32_t warmup;            /* the first `warmup` items are warm-up requests */
-    uint32_t max_concurrency;   /* 0: unbounded */
-    double timeout_s;           /* per request, from its start (0: 300 s) */
-    int insecure;               /* 1: no TLS certificate verification */
-    const char *ca_file;        /* extra CA bundle or NULL */
-    size_t max_event;           /* largest SSE event (0: 1 MiB) */
-    size_t max_body;            /* largest non-streaming body (0: 4 MiB) */
-    double max_lag_ms;          /* self-check threshold (0: 10 ms) */
-    st_ns spin_ns;              /* busy-poll this long before each timer deadline (<= 0: off, the
+    const st_workload *work;  /* work->n requests (raw mode: only n is used) */
+    const st_ns *schedule;    /* work->n nondecreasing offsets from t0 (ns) */
+    uint32_t warmup;          /* the first `warmup` items are warm-up requests */
+    uint32_t max_concurrency; /* 0: unbounded */
+    double timeout_s;         /* per request, from its start (0: 300 s) */
+    int insecure;             /* 1: no TLS certificate verification */
+    const char *ca_file;      /* extra CA bundle or NULL */
+    size_t max_event;         /* largest SSE event (0: 1 MiB) */
+    size_t max_body;          /* largest non-streaming body (0: 4 MiB) */
+    double max_lag_ms;        /* self-check threshold (0: 10 ms) */
+    st_ns spin_ns;            /* busy-poll this long before each timer deadline (<= 0: off, the
                                    default: epoll_pwait2 alone; spinning hurts on shared cores) */
-    st_runner_cb progress;      /* called about once per second, may be NULL */
+    st_runner_cb progress;    /* called about once per second, may be NULL */
     void *progress_arg;
-    st_runner_cb tick;          /* called about once per second (for the audit), may be NULL */
+    st_runner_cb tick; /* called about once per second (for the audit), may be NULL */
     void *tick_arg;
     volatile sig_atomic_t *stop; /* nonzero: stop now (in-flight and unsent requests: aborted) */
-    st_buf *raw_body;           /* raw mode: receives the body of the last successful response */
+    st_buf *raw_body;            /* raw mode: receives the body of the last successful response */
 } st_runner_config;
 
 typedef struct st_run_result {
-    st_record *records;         /* work->n, index = work item */
+    st_record *records; /* work->n, index = work item */
     uint32_t n;
-    st_ns t0_wall;              /* wall clock (ns since the epoch) at t0 */
-    st_ns t0_mono;              /* st_now() at t0 (to compare with other processes' monotonic times) */
-    st_ns duration;             /* t0 to the end of the run */
-    st_dist dispatch_lag;       /* seconds; measured requests that did not wait for a slot */
-    st_dist loop_delay;         /* seconds; probe timer lateness while measured requests ran */
-    double max_lag_ms;          /* the self-check threshold used */
-    int client_limited;         /* self-check failed */
+    st_ns t0_wall;        /* wall clock (ns since the epoch) at t0 */
+    st_ns t0_mono;        /* st_now() at t0 (to compare with other processes' monotonic times) */
+    st_ns duration;       /* t0 to the end of the run */
+    st_dist dispatch_lag; /* seconds; measured requests that did not wait for a slot */
+    st_dist loop_delay;   /* seconds; probe timer lateness while measured requests ran */
+    double max_lag_ms;    /* the self-check threshold used */
+    int client_limited;   /* self-check failed */
     char limited_reason[200];
-    int interrupted;            /* the stop flag ended the run */
+    int interrupted; /* the stop flag ended the run */
     uint32_t connections_opened;
-    uint32_t retries;           /* requests retried after a stale keep-alive connection */
+    uint32_t retries; /* requests retried after a stale keep-alive connection */
     uint32_t max_in_flight;
 } st_run_result;
 

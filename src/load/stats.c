@@ -53,10 +53,7 @@ void st_dist_compute(double *vals, uint32_t n, st_dist *out)
     out->p99 = st_percentile_sorted(vals, m, 99);
 }
 
-static int term_set(double v)
-{
-    return v > 0 && !isnan(v);
-}
+static int term_set(double v) { return v > 0 && !isnan(v); }
 
 int st_slo_met(const st_record *r, const st_slo *slo)
 {
@@ -82,10 +79,7 @@ int st_slo_met(const st_record *r, const st_slo *slo)
     return 1;
 }
 
-static int in_win(st_ns t, st_ns a, st_ns b)
-{
-    return t >= a && t <= b;
-}
+static int in_win(st_ns t, st_ns a, st_ns b) { return t >= a && t <= b; }
 
 static double rate_over(uint32_t n, st_ns lo, st_ns hi)
 {
@@ -96,10 +90,7 @@ static double rate_over(uint32_t n, st_ns lo, st_ns hi)
     return (double)(n - 1) / st_ns_to_s(hi - lo);
 }
 
-static double per_s(double x, double dur)
-{
-    return dur > 0 ? x / dur : NAN;
-}
+static double per_s(double x, double dur) { return dur > 0 ? x / dur : NAN; }
 
 int st_summary_compute(const st_record *recs, uint32_t n, const st_summary_opts *opts, st_summary *s)
 {
@@ -184,13 +175,13 @@ int st_summary_compute(const st_record *recs, uint32_t n, const st_summary_opts 
         st_dist *d_itl = win ? &w->itl : &s->itl;
         uint32_t k;
         /* Completed requests (in the window: those that ended inside it). */
-#define COLLECT(expr)                                                                  \
-    k = 0;                                                                             \
-    for (uint32_t i = 0; i < n; i++) {                                                 \
-        const st_record *r = &recs[i];                                                 \
-        if (r->warmup || r->status != ST_REQ_OK || (win && !in_win(r->end, ws, we)))   \
-            continue;                                                                  \
-        vals[k++] = (expr);                                                            \
+#define COLLECT(expr)                                                                                                  \
+    k = 0;                                                                                                             \
+    for (uint32_t i = 0; i < n; i++) {                                                                                 \
+        const st_record *r = &recs[i];                                                                                 \
+        if (r->warmup || r->status != ST_REQ_OK || (win && !in_win(r->end, ws, we)))                                   \
+            continue;                                                                                                  \
+        vals[k++] = (expr);                                                                                            \
     }
         COLLECT(st_record_ttft(r));
         st_dist_compute(vals, k, d_ttft);

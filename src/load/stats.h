@@ -14,7 +14,10 @@
 
 #include "load/record.h"
 
-typedef struct st_dist { uint32_t n; double mean, min, p50, p90, p95, p99, max; } st_dist;
+typedef struct st_dist {
+    uint32_t n;
+    double mean, min, p50, p90, p95, p99, max;
+} st_dist;
 
 /* sorted ascending, no NaNs; NAN when n == 0; p clamped to [0, 100]. */
 double st_percentile_sorted(const double *sorted, uint32_t n, double p);
@@ -40,43 +43,43 @@ typedef struct st_summary_opts {
 
 /* Figures over one time window. Throughputs are per second of the window. */
 typedef struct st_window {
-    int valid;                 /* 0 when the window has no length (one request, or rate inf) */
+    int valid; /* 0 when the window has no length (one request, or rate inf) */
     double start_s, end_s, duration_s;
     uint32_t completed, failed; /* requests that ended inside the window, by outcome */
-    uint32_t good;             /* completed inside the window and meeting the SLO terms */
-    uint64_t input_tokens;     /* prompt tokens of requests completed inside the window */
-    double output_tokens;      /* output tokens whose events fall inside the window */
+    uint32_t good;              /* completed inside the window and meeting the SLO terms */
+    uint64_t input_tokens;      /* prompt tokens of requests completed inside the window */
+    double output_tokens;       /* output tokens whose events fall inside the window */
     double request_throughput, input_throughput, output_throughput, goodput;
     st_dist ttft, tpot, itl, e2e, lag;
 } st_window;
 
 typedef struct st_summary {
-    uint32_t total;            /* records given */
-    uint32_t warmup;           /* excluded from everything below */
-    uint32_t measured;         /* total - warmup */
-    uint32_t sent;             /* measured records that were sent */
-    uint32_t completed;        /* ST_REQ_OK */
-    uint32_t failed;           /* measured - completed (never sent counts as failed too) */
+    uint32_t total;                    /* records given */
+    uint32_t warmup;                   /* excluded from everything below */
+    uint32_t measured;                 /* total - warmup */
+    uint32_t sent;                     /* measured records that were sent */
+    uint32_t completed;                /* ST_REQ_OK */
+    uint32_t failed;                   /* measured - completed (never sent counts as failed too) */
     uint32_t by_status[ST_REQ__COUNT]; /* measured records per status (index: st_req_status) */
 
     double first_send_s, last_end_s; /* NAN when none */
-    double duration_s;         /* first send to the last end of a measured request */
-    double offered_rate;       /* (n - 1) / span of scheduled times; INFINITY when span 0 */
-    double achieved_rate;      /* (sent - 1) / span of actual send times */
+    double duration_s;               /* first send to the last end of a measured request */
+    double offered_rate;             /* (n - 1) / span of scheduled times; INFINITY when span 0 */
+    double achieved_rate;            /* (sent - 1) / span of actual send times */
 
     uint64_t input_tokens, output_tokens, cached_tokens; /* completed requests */
-    uint32_t output_requested_short; /* completed requests that got fewer tokens than asked */
+    uint32_t output_requested_short;                     /* completed requests that got fewer tokens than asked */
     double request_throughput, input_throughput, output_throughput, total_token_throughput;
 
     /* Completed requests only (lag: every measured request that was sent). ITL: every gap
      * between consecutive token events of a completed request. */
     st_dist ttft, tpot, itl, e2e, lag;
 
-    uint32_t good;             /* completed and meeting the SLO terms */
-    double goodput;            /* good / duration_s */
-    int slo_set;               /* at least one SLO term given */
+    uint32_t good;  /* completed and meeting the SLO terms */
+    double goodput; /* good / duration_s */
+    int slo_set;    /* at least one SLO term given */
 
-    int client_limited;        /* opts.max_lag_p99_s set and exceeded */
+    int client_limited; /* opts.max_lag_p99_s set and exceeded */
 
     /* Steady state: from the first measured request's scheduled time to the last measured
      * request's scheduled time (the last arrival), so the drain after the last arrival is

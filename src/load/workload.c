@@ -94,7 +94,8 @@ int st_workload_synthetic(const st_synth_params *p, st_workload *out, char *err,
     if (p->prefix_len > in_lo) {
         errf(err, errlen,
              "shared prefix (%u tokens) is longer than the shortest prompt (%u tokens); the input "
-             "length includes the prefix", p->prefix_len, in_lo);
+             "length includes the prefix",
+             p->prefix_len, in_lo);
         return -1;
     }
     st_work_item *items = calloc(p->num_requests, sizeof *items);
@@ -139,29 +140,35 @@ int st_workload_synthetic(const st_synth_params *p, st_workload *out, char *err,
 /* ---- text ---------------------------------------------------------------------------- */
 
 static const char *const words[256] = {
-    "the", "of", "and", "to", "in", "is", "was", "for", "on", "that", "with", "as", "by", "at",
-    "from", "his", "her", "they", "are", "this", "had", "not", "but", "be", "have", "one", "all",
-    "were", "when", "we", "there", "can", "an", "which", "their", "said", "if", "do", "will",
-    "each", "about", "how", "up", "out", "them", "then", "she", "many", "some", "so", "these",
-    "would", "other", "into", "has", "more", "two", "like", "him", "see", "time", "could", "no",
-    "make", "than", "first", "been", "its", "who", "now", "people", "my", "made", "over", "did",
-    "down", "only", "way", "find", "use", "may", "water", "long", "little", "very", "after",
-    "words", "called", "just", "where", "most", "know", "get", "through", "back", "much", "before",
-    "go", "good", "new", "write", "our", "used", "me", "man", "too", "any", "day", "same", "right",
-    "look", "think", "also", "around", "another", "came", "come", "work", "three", "word", "must",
-    "because", "does", "part", "even", "place", "well", "such", "here", "take", "why", "things",
-    "help", "put", "years", "different", "away", "again", "off", "went", "old", "number", "great",
-    "tell", "men", "say", "small", "every", "found", "still", "between", "name", "should", "home",
-    "big", "give", "air", "line", "set", "own", "under", "read", "last", "never", "us", "left",
-    "end", "along", "while", "might", "next", "sound", "below", "saw", "something", "thought",
-    "both", "few", "those", "always", "looked", "show", "large", "often", "together", "asked",
-    "house", "world", "going", "want", "school", "important", "until", "form", "food", "keep",
-    "children", "feet", "land", "side", "without", "boy", "once", "animals", "life", "enough",
-    "took", "sometimes", "four", "head", "above", "kind", "began", "almost", "live", "page", "got",
-    "earth", "need", "far", "hand", "high", "year", "mother", "light", "parts", "country",
-    "father", "let", "night", "following", "picture", "being", "study", "second", "eyes", "soon",
-    "times", "story", "boys", "since", "white", "days", "ever", "paper", "hard", "near",
-    "sentence", "better", "best", "across", "during", "today", "others", "however", "sure",
+    "the",       "of",      "and",       "to",        "in",       "is",        "was",     "for",      "on",
+    "that",      "with",    "as",        "by",        "at",       "from",      "his",     "her",      "they",
+    "are",       "this",    "had",       "not",       "but",      "be",        "have",    "one",      "all",
+    "were",      "when",    "we",        "there",     "can",      "an",        "which",   "their",    "said",
+    "if",        "do",      "will",      "each",      "about",    "how",       "up",      "out",      "them",
+    "then",      "she",     "many",      "some",      "so",       "these",     "would",   "other",    "into",
+    "has",       "more",    "two",       "like",      "him",      "see",       "time",    "could",    "no",
+    "make",      "than",    "first",     "been",      "its",      "who",       "now",     "people",   "my",
+    "made",      "over",    "did",       "down",      "only",     "way",       "find",    "use",      "may",
+    "water",     "long",    "little",    "very",      "after",    "words",     "called",  "just",     "where",
+    "most",      "know",    "get",       "through",   "back",     "much",      "before",  "go",       "good",
+    "new",       "write",   "our",       "used",      "me",       "man",       "too",     "any",      "day",
+    "same",      "right",   "look",      "think",     "also",     "around",    "another", "came",     "come",
+    "work",      "three",   "word",      "must",      "because",  "does",      "part",    "even",     "place",
+    "well",      "such",    "here",      "take",      "why",      "things",    "help",    "put",      "years",
+    "different", "away",    "again",     "off",       "went",     "old",       "number",  "great",    "tell",
+    "men",       "say",     "small",     "every",     "found",    "still",     "between", "name",     "should",
+    "home",      "big",     "give",      "air",       "line",     "set",       "own",     "under",    "read",
+    "last",      "never",   "us",        "left",      "end",      "along",     "while",   "might",    "next",
+    "sound",     "below",   "saw",       "something", "thought",  "both",      "few",     "those",    "always",
+    "looked",    "show",    "large",     "often",     "together", "asked",     "house",   "world",    "going",
+    "want",      "school",  "important", "until",     "form",     "food",      "keep",    "children", "feet",
+    "land",      "side",    "without",   "boy",       "once",     "animals",   "life",    "enough",   "took",
+    "sometimes", "four",    "head",      "above",     "kind",     "began",     "almost",  "live",     "page",
+    "got",       "earth",   "need",      "far",       "hand",     "high",      "year",    "mother",   "light",
+    "parts",     "country", "father",    "let",       "night",    "following", "picture", "being",    "study",
+    "second",    "eyes",    "soon",      "times",     "story",    "boys",      "since",   "white",    "days",
+    "ever",      "paper",   "hard",      "near",      "sentence", "better",    "best",    "across",   "during",
+    "today",     "others",  "however",   "sure",
 };
 
 int st_workload_text(const st_work_item *it, st_buf *out)
@@ -216,8 +223,8 @@ static uint32_t count_words(const char *s)
     return n;
 }
 
-int st_trace_parse_line(const char *line, size_t len, uint32_t index, st_work_item *it,
-                        int *has_ts, double *ts_s, char *err, size_t errlen)
+int st_trace_parse_line(const char *line, size_t len, uint32_t index, st_work_item *it, int *has_ts, double *ts_s,
+                        char *err, size_t errlen)
 {
     memset(it, 0, sizeof *it);
     it->id = index;
@@ -243,17 +250,27 @@ int st_trace_parse_line(const char *line, size_t len, uint32_t index, st_work_it
     json_t *ts = NULL, *in_tok = NULL, *in_ids = NULL, *text = NULL, *out_tok = NULL, *pg = NULL, *pl = NULL;
     const char *key;
     json_t *val;
-    json_object_foreach(root, key, val) {
-        if (strcmp(key, "timestamp") == 0) ts = val;
-        else if (strcmp(key, "input_tokens") == 0) in_tok = val;
-        else if (strcmp(key, "input_ids") == 0) in_ids = val;
-        else if (strcmp(key, "text") == 0) text = val;
-        else if (strcmp(key, "output_tokens") == 0) out_tok = val;
-        else if (strcmp(key, "prefix_group") == 0) pg = val;
-        else if (strcmp(key, "prefix_len") == 0) pl = val;
+    json_object_foreach(root, key, val)
+    {
+        if (strcmp(key, "timestamp") == 0)
+            ts = val;
+        else if (strcmp(key, "input_tokens") == 0)
+            in_tok = val;
+        else if (strcmp(key, "input_ids") == 0)
+            in_ids = val;
+        else if (strcmp(key, "text") == 0)
+            text = val;
+        else if (strcmp(key, "output_tokens") == 0)
+            out_tok = val;
+        else if (strcmp(key, "prefix_group") == 0)
+            pg = val;
+        else if (strcmp(key, "prefix_len") == 0)
+            pl = val;
         else {
-            errf(err, errlen, "unknown key \"%.64s\" (expected timestamp, input_tokens, input_ids, text, "
-                              "output_tokens, prefix_group, prefix_len)", key);
+            errf(err, errlen,
+                 "unknown key \"%.64s\" (expected timestamp, input_tokens, input_ids, text, "
+                 "output_tokens, prefix_group, prefix_len)",
+                 key);
             goto out;
         }
     }
@@ -370,8 +387,7 @@ out:
     return rc;
 }
 
-int st_workload_trace_parse(const char *data, size_t len, const char *name, st_workload *out,
-                            char *err, size_t errlen)
+int st_workload_trace_parse(const char *data, size_t len, const char *name, st_workload *out, char *err, size_t errlen)
 {
     out->items = NULL;
     out->n = 0;
@@ -414,8 +430,10 @@ int st_workload_trace_parse(const char *data, size_t len, const char *name, st_w
             st_work_item_free(&it);
             goto fail;
         } else if (has_ts && ts < prev_ts) {
-            errf(err, errlen, "%s:%u: timestamp %.9g is earlier than the previous request's %.9g "
-                              "(the trace must be sorted by time)", name, lineno, ts, prev_ts);
+            errf(err, errlen,
+                 "%s:%u: timestamp %.9g is earlier than the previous request's %.9g "
+                 "(the trace must be sorted by time)",
+                 name, lineno, ts, prev_ts);
             st_work_item_free(&it);
             goto fail;
         }

@@ -14,10 +14,10 @@
 
 typedef struct st_work_item {
     uint32_t id;
-    st_ns arrival;        /* from a trace (ns from start), or -1: the arrival process decides */
-    uint32_t input_len;   /* tokens */
-    uint32_t *input_ids;  /* input_len token ids, or NULL when the trace gave text only */
-    char *input_text;     /* text prompt or NULL; st_workload_text() derives text from ids */
+    st_ns arrival;       /* from a trace (ns from start), or -1: the arrival process decides */
+    uint32_t input_len;  /* tokens */
+    uint32_t *input_ids; /* input_len token ids, or NULL when the trace gave text only */
+    char *input_text;    /* text prompt or NULL; st_workload_text() derives text from ids */
     uint32_t output_len;
     uint32_t prefix_group, prefix_len; /* requests of one group share prefix_len leading tokens */
 } st_work_item;
@@ -64,14 +64,13 @@ int st_workload_synthetic(const st_synth_params *p, st_workload *out, char *err,
 #define ST_TRACE_LINE_MAX (4u << 20)
 int st_workload_trace_load(const char *path, st_workload *out, char *err, size_t errlen);
 /* The same from a buffer in memory (name is used in error messages). */
-int st_workload_trace_parse(const char *data, size_t len, const char *name, st_workload *out,
-                            char *err, size_t errlen);
+int st_workload_trace_parse(const char *data, size_t len, const char *name, st_workload *out, char *err, size_t errlen);
 /* Parses one trace line into *it (it->id = index, ids generated as documented). Returns 0,
  * 1 for a blank or comment line (nothing filled), -1 with the reason in err (without the
  * "file:line:" prefix). *has_ts tells whether the line had a timestamp, *ts_s its value.
  * On success the caller owns it->input_ids / it->input_text (free with st_work_item_free). */
-int st_trace_parse_line(const char *line, size_t len, uint32_t index, st_work_item *it,
-                        int *has_ts, double *ts_s, char *err, size_t errlen);
+int st_trace_parse_line(const char *line, size_t len, uint32_t index, st_work_item *it, int *has_ts, double *ts_s,
+                        char *err, size_t errlen);
 void st_work_item_free(st_work_item *it);
 
 /* Deterministic text for text-only APIs (TGI, chat): the item's input_text when it has

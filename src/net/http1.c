@@ -359,7 +359,8 @@ ssize_t st_http_feed(st_http_parser *p, const char *data, size_t len)
         if (p->state == ST_HTTP_HEAD) {
             if (p->head.len == 0 && data[i] != '\r' && data[i] != '\n' &&
                 (p->kind == ST_HTTP_RESPONSE ? data[i] != 'H' : !is_tchar((unsigned char)data[i])))
-                return fail(p, ST_HTTP_E_MALFORMED, p->kind == ST_HTTP_RESPONSE ? "not an HTTP response" : "not an HTTP request");
+                return fail(p, ST_HTTP_E_MALFORMED,
+                            p->kind == ST_HTTP_RESPONSE ? "not an HTTP response" : "not an HTTP request");
             const char *nl = memchr(data + i, '\n', len - i);
             size_t n = nl ? (size_t)(nl - (data + i)) + 1 : len - i;
             if (st_buf_append(&p->head, data + i, n) < 0)
@@ -482,8 +483,7 @@ ssize_t st_http_feed(st_http_parser *p, const char *data, size_t len)
             }
             break;
         }
-        default:
-            return fail(p, ST_HTTP_E_MALFORMED, "internal state");
+        default: return fail(p, ST_HTTP_E_MALFORMED, "internal state");
         }
     }
     return (ssize_t)i;
@@ -549,7 +549,8 @@ int st_http_write_request(st_buf *out, const char *method, const char *host, con
         rc = st_buf_puts(out, headers[i]) | st_buf_append(out, "\r\n", 2);
     if (rc == 0 && body) {
         if (content_type)
-            rc = st_buf_append(out, "Content-Type: ", 14) | st_buf_puts(out, content_type) | st_buf_append(out, "\r\n", 2);
+            rc = st_buf_append(out, "Content-Type: ", 14) | st_buf_puts(out, content_type) |
+                 st_buf_append(out, "\r\n", 2);
         if (rc == 0)
             rc = st_buf_append(out, "Content-Length: ", 16) | put_dec(out, body_len) | st_buf_append(out, "\r\n", 2);
     }

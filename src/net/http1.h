@@ -73,20 +73,20 @@ struct st_http_parser {
     char errmsg[96];
 
     /* results of the head */
-    int http_minor;          /* HTTP/1.<minor> */
-    int status;              /* response status code */
-    const char *reason;      /* response reason phrase ("" if none) */
-    const char *method;      /* request method */
-    const char *target;      /* request target */
+    int http_minor;     /* HTTP/1.<minor> */
+    int status;         /* response status code */
+    const char *reason; /* response reason phrase ("" if none) */
+    const char *method; /* request method */
+    const char *target; /* request target */
     st_http_hdr *hdrs;
     uint32_t nhdrs;
-    int64_t content_length;  /* -1 when absent */
-    uint8_t chunked;         /* Transfer-Encoding ends in chunked */
-    uint8_t until_close;     /* response body delimited by connection close */
-    uint8_t keep_alive;      /* the connection may carry another message after this one */
-    uint8_t head_request;    /* set by the caller before feeding: response to HEAD has no body */
-    uint64_t body_len;       /* body bytes delivered so far */
-    st_buf body;             /* collected body when cbs->on_body is NULL */
+    int64_t content_length; /* -1 when absent */
+    uint8_t chunked;        /* Transfer-Encoding ends in chunked */
+    uint8_t until_close;    /* response body delimited by connection close */
+    uint8_t keep_alive;     /* the connection may carry another message after this one */
+    uint8_t head_request;   /* set by the caller before feeding: response to HEAD has no body */
+    uint64_t body_len;      /* body bytes delivered so far */
+    st_buf body;            /* collected body when cbs->on_body is NULL */
 
     /* internal */
     st_http_limits lim;

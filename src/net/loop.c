@@ -215,10 +215,7 @@ int st_timer_arm(st_loop *l, st_timer *t, st_ns deadline)
     return 0;
 }
 
-st_ns st_loop_next_deadline(const st_loop *l)
-{
-    return l->heap_len ? l->heap[0]->deadline : -1;
-}
+st_ns st_loop_next_deadline(const st_loop *l) { return l->heap_len ? l->heap[0]->deadline : -1; }
 
 void st_loop_set_spin(st_loop *l, st_ns spin_ns) { l->spin = spin_ns > 0 ? spin_ns : 0; }
 

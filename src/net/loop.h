@@ -33,7 +33,7 @@ typedef void (*st_timer_cb)(st_loop *l, void *arg);
 
 typedef struct st_timer {
     st_ns deadline;
-    uint64_t seq;      /* FIFO order among equal deadlines */
+    uint64_t seq; /* FIFO order among equal deadlines */
     st_timer_cb cb;
     void *arg;
     uint32_t heap_idx; /* 0: not armed; else index+1 in the loop's heap */

@@ -13,9 +13,9 @@
 
 typedef struct srv_conn srv_conn;
 
-struct st_srv_resp {
+struct st_server_resp {
     srv_conn *c;
-    st_srv_cancel_cb cancel;
+    st_server_cancel_cb cancel;
     void *cancel_arg;
     uint8_t active;    /* handed to the handler and not finished */
     uint8_t streaming; /* 1: chunked, 2: delimited by close (HTTP/1.0 client) */
@@ -31,7 +31,7 @@ struct srv_conn {
     size_t in_off;
     st_buf out;
     size_t out_off;
-    st_srv_resp resp;
+    st_server_resp resp;
     uint8_t dead, close_after, queued, paused;
     uint32_t mask;
     st_timer idle;
@@ -202,8 +202,7 @@ static void error_response(srv_conn *c, int status, const char *msg)
     st_buf *b = &c->s->scratch;
     st_buf_reset(b);
     size_t ml = strlen(msg);
-    st_buf_printf(b,
-                  "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
+    st_buf_printf(b, "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
                   status, st_http_reason(status), ml, msg);
     c->close_after = 1;
     out_write(c, b->data, b->len);
@@ -225,7 +224,7 @@ static void process_input(srv_conn *c)
         c->in_off += (size_t)n;
         if (c->req.state != ST_HTTP_DONE)
             break;
-        st_srv_resp *r = &c->resp;
+        st_server_resp *r = &c->resp;
         memset(r, 0, sizeof *r);
         r->c = c;
         r->active = 1;
@@ -296,7 +295,7 @@ static void on_defer(st_loop *l, void *arg)
         c->queued = 0;
         if (c->dead) {
             if (c->resp.active && c->resp.cancel) {
-                st_srv_cancel_cb cb = c->resp.cancel;
+                st_server_cancel_cb cb = c->resp.cancel;
                 c->resp.cancel = NULL;
                 c->resp.active = 0;
                 cb(c->resp.cancel_arg, &c->resp);
@@ -442,7 +441,7 @@ void st_server_free(st_server *s)
             c->dead = 1;
         }
         if (c->resp.active && c->resp.cancel) {
-            st_srv_cancel_cb cb = c->resp.cancel;
+            st_server_cancel_cb cb = c->resp.cancel;
             c->resp.cancel = NULL;
             c->resp.active = 0;
             cb(c->resp.cancel_arg, &c->resp);
@@ -460,7 +459,7 @@ void st_server_free(st_server *s)
 uint16_t st_server_port(const st_server *s) { return s->port; }
 uint32_t st_server_conn_count(const st_server *s) { return s->nconns; }
 
-static int build_head(st_srv_resp *r, int status, const char *ctype, const char *extra, const char *framing)
+static int build_head(st_server_resp *r, int status, const char *ctype, const char *extra, const char *framing)
 {
     srv_conn *c = r->c;
     st_buf *b = &c->s->scratch;
@@ -481,8 +480,8 @@ static int build_head(st_srv_resp *r, int status, const char *ctype, const char 
     return rc;
 }
 
-int st_srv_respond(st_srv_resp *r, int status, const char *content_type, const char *extra_headers,
-                   const void *body, size_t len)
+int st_server_respond(st_server_resp *r, int status, const char *content_type, const char *extra_headers,
+                      const void *body, size_t len)
 {
     srv_conn *c = r->c;
     if (!r->active || r->streaming)
@@ -502,7 +501,7 @@ int st_srv_respond(st_srv_resp *r, int status, const char *content_type, const c
     return rc;
 }
 
-int st_srv_stream_start(st_srv_resp *r, int status, const char *content_type, const char *extra_headers)
+int st_server_stream_start(st_server_resp *r, int status, const char *content_type, const char *extra_headers)
 {
     srv_conn *c = r->c;
     if (!r->active || r->streaming || c->dead)
@@ -521,7 +520,7 @@ int st_srv_stream_start(st_srv_resp *r, int status, const char *content_type, co
     return 0;
 }
 
-int st_srv_stream_write(st_srv_resp *r, const void *data, size_t len)
+int st_server_stream_write(st_server_resp *r, const void *data, size_t len)
 {
     srv_conn *c = r->c;
     if (!r->active || !r->streaming || c->dead)
@@ -537,7 +536,7 @@ int st_srv_stream_write(st_srv_resp *r, const void *data, size_t len)
     return out_write(c, b->data, b->len);
 }
 
-int st_srv_sse_send(st_srv_resp *r, const char *data, size_t len)
+int st_server_sse_send(st_server_resp *r, const char *data, size_t len)
 {
     srv_conn *c = r->c;
     if (!r->active || !r->streaming || c->dead)
@@ -576,7 +575,7 @@ int st_srv_sse_send(st_srv_resp *r, const char *data, size_t len)
     return out_write(c, b->data, b->len);
 }
 
-int st_srv_stream_end(st_srv_resp *r)
+int st_server_stream_end(st_server_resp *r)
 {
     srv_conn *c = r->c;
     if (!r->active)
@@ -592,7 +591,7 @@ int st_srv_stream_end(st_srv_resp *r)
     return rc;
 }
 
-void st_srv_resp_abort(st_srv_resp *r, int rst)
+void st_server_resp_abort(st_server_resp *r, int rst)
 {
     srv_conn *c = r->c;
     if (!r->active)
@@ -606,7 +605,7 @@ void st_srv_resp_abort(st_srv_resp *r, int rst)
     }
 }
 
-int st_srv_resp_raw(st_srv_resp *r, const void *data, size_t len)
+int st_server_resp_raw(st_server_resp *r, const void *data, size_t len)
 {
     if (!r->active || r->c->dead)
         return -1;
@@ -614,10 +613,10 @@ int st_srv_resp_raw(st_srv_resp *r, const void *data, size_t len)
     return out_write(r->c, data, len);
 }
 
-void st_srv_resp_on_cancel(st_srv_resp *r, st_srv_cancel_cb cb, void *arg)
+void st_server_resp_on_cancel(st_server_resp *r, st_server_cancel_cb cb, void *arg)
 {
     r->cancel = cb;
     r->cancel_arg = arg;
 }
 
-size_t st_srv_resp_pending(const st_srv_resp *r) { return r->c->out.len - r->c->out_off; }
+size_t st_server_resp_pending(const st_server_resp *r) { return r->c->out.len - r->c->out_off; }

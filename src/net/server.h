@@ -12,37 +12,37 @@
  *   st_loop_run(l);  ...  st_server_free(s); st_loop_free(l);
  *
  * Handling a request
- *   void h(void *arg, const st_http_parser *req, st_srv_resp *resp);
+ *   void h(void *arg, const st_http_parser *req, st_server_resp *resp);
  *   req->method, req->target, st_http_header(req, "name"), req->body.data / req->body.len
  *   (the body is complete; req is valid only during the call: copy what you keep).
  *   The handler must, before returning, either
- *     (a) answer completely:  st_srv_respond(resp, 200, "application/json", NULL, body, len);
+ *     (a) answer completely:  st_server_respond(resp, 200, "application/json", NULL, body, len);
  *     (b) start a stream and register a cancel callback:
- *           st_srv_stream_start(resp, 200, "text/event-stream", NULL);
- *           st_srv_resp_on_cancel(resp, my_cancel, my_state);
- *         then later (e.g. from st_loop timers) call st_srv_sse_send / st_srv_stream_write
- *         any number of times and finally st_srv_stream_end(resp);
- *     (c) or register a cancel callback and answer later with st_srv_respond (a deferred
+ *           st_server_stream_start(resp, 200, "text/event-stream", NULL);
+ *           st_server_resp_on_cancel(resp, my_cancel, my_state);
+ *         then later (e.g. from st_loop timers) call st_server_sse_send / st_server_stream_write
+ *         any number of times and finally st_server_stream_end(resp);
+ *     (c) or register a cancel callback and answer later with st_server_respond (a deferred
  *         complete answer).
  *
- * Validity of the st_srv_resp handle
+ * Validity of the st_server_resp handle
  *   The handle is valid from the handler call until EITHER the response is finished by you
- *   (st_srv_respond, st_srv_stream_end or st_srv_resp_abort return; the handle must not be
+ *   (st_server_respond, st_server_stream_end or st_server_resp_abort return; the handle must not be
  *   used after that) OR your cancel callback has been called (the client disconnected, the
  *   connection failed, or the server is being freed; the handle is invalid once the
- *   callback returns, and the callback must not call st_srv_* functions on it).
- *   The cancel callback is never called from inside an st_srv_* call you make: a failure
+ *   callback returns, and the callback must not call st_server_* functions on it).
+ *   The cancel callback is never called from inside an st_server_* call you make: a failure
  *   detected during a write is reported by that call's -1 and then by the cancel callback
- *   from the loop shortly after. After st_srv_stream_end/respond no cancel callback comes.
+ *   from the loop shortly after. After st_server_stream_end/respond no cancel callback comes.
  *   If a handler returns without answering and without a cancel callback, a later client
  *   disconnect simply frees the handle: do not keep it.
  *
  * Writes and back-pressure
  *   Every write is attempted on the socket at once (so st_now() right after an
- *   st_srv_sse_send is the time the bytes were handed to the kernel); what the kernel does
+ *   st_server_sse_send is the time the bytes were handed to the kernel); what the kernel does
  *   not take is buffered per connection up to cfg.max_out bytes. A write that would exceed
  *   that returns -1 and writes nothing (the response stays valid; you may retry later or
- *   st_srv_resp_abort). st_srv_resp_pending() says how much is still buffered.
+ *   st_server_resp_abort). st_server_resp_pending() says how much is still buffered.
  *
  * Connections: HTTP/1.1 keep-alive (or close when the client asks, or HTTP/1.0); pipelined
  * requests are answered in order (the next is parsed after the previous response is
@@ -60,21 +60,21 @@
 #include "net/loop.h"
 
 typedef struct st_server st_server;
-typedef struct st_srv_resp st_srv_resp;
+typedef struct st_server_resp st_server_resp;
 
-typedef void (*st_srv_handler)(void *arg, const st_http_parser *req, st_srv_resp *resp);
-typedef void (*st_srv_cancel_cb)(void *arg, st_srv_resp *resp);
+typedef void (*st_server_handler)(void *arg, const st_http_parser *req, st_server_resp *resp);
+typedef void (*st_server_cancel_cb)(void *arg, st_server_resp *resp);
 
 typedef struct st_server_config {
-    const char *host;        /* numeric IPv4/IPv6 address to listen on; NULL: "127.0.0.1" */
-    uint16_t port;           /* 0: an ephemeral port */
-    st_srv_handler handler;
+    const char *host; /* numeric IPv4/IPv6 address to listen on; NULL: "127.0.0.1" */
+    uint16_t port;    /* 0: an ephemeral port */
+    st_server_handler handler;
     void *arg;
-    st_http_limits limits;   /* request limits (0 fields: 64 KiB head, 100 headers, 8 MiB body) */
-    size_t max_out;          /* per-connection buffered output limit (0: 8 MiB) */
-    uint32_t max_conns;      /* open connections (0: 20000) */
-    int backlog;             /* listen backlog (0: 4096) */
-    double idle_timeout_s;   /* close a connection that has no request in progress and has not
+    st_http_limits limits; /* request limits (0 fields: 64 KiB head, 100 headers, 8 MiB body) */
+    size_t max_out;        /* per-connection buffered output limit (0: 8 MiB) */
+    uint32_t max_conns;    /* open connections (0: 20000) */
+    int backlog;           /* listen backlog (0: 4096) */
+    double idle_timeout_s; /* close a connection that has no request in progress and has not
                                 completed one for this long, e.g. 5 like uvicorn (0: never) */
 } st_server_config;
 
@@ -88,25 +88,25 @@ uint32_t st_server_conn_count(const st_server *s);
  * content_type may be NULL (no Content-Type). Finishes the response. 0 or -1 (the
  * connection is gone or the response does not fit in max_out; the response is finished
  * either way and the handle must not be used again). */
-int st_srv_respond(st_srv_resp *r, int status, const char *content_type, const char *extra_headers,
-                   const void *body, size_t len);
+int st_server_respond(st_server_resp *r, int status, const char *content_type, const char *extra_headers,
+                      const void *body, size_t len);
 /* Sends the head of a chunked response. For "text/event-stream" Cache-Control: no-cache is
  * added. 0 or -1. */
-int st_srv_stream_start(st_srv_resp *r, int status, const char *content_type, const char *extra_headers);
+int st_server_stream_start(st_server_resp *r, int status, const char *content_type, const char *extra_headers);
 /* One chunk (len > 0). 0, or -1 (connection gone, or max_out would be exceeded). */
-int st_srv_stream_write(st_srv_resp *r, const void *data, size_t len);
+int st_server_stream_write(st_server_resp *r, const void *data, size_t len);
 /* One SSE event as one chunk: "data: <line>\n" for each line of data, then "\n". */
-int st_srv_sse_send(st_srv_resp *r, const char *data, size_t len);
+int st_server_sse_send(st_server_resp *r, const char *data, size_t len);
 /* The last chunk; finishes the response (the handle is invalid afterwards). 0 or -1. */
-int st_srv_stream_end(st_srv_resp *r);
+int st_server_stream_end(st_server_resp *r);
 /* Closes the connection now (after trying once to flush what is buffered); rst: send a TCP
  * reset instead of a clean close. Finishes the response; no cancel callback follows. */
-void st_srv_resp_abort(st_srv_resp *r, int rst);
+void st_server_resp_abort(st_server_resp *r, int rst);
 /* Writes bytes verbatim (for test servers that must send broken HTTP). 0 or -1. */
-int st_srv_resp_raw(st_srv_resp *r, const void *data, size_t len);
+int st_server_resp_raw(st_server_resp *r, const void *data, size_t len);
 /* Registers the callback for a client disconnect before the response is finished. */
-void st_srv_resp_on_cancel(st_srv_resp *r, st_srv_cancel_cb cb, void *arg);
-/* Bytes accepted by st_srv_* writes but not yet taken by the kernel. */
-size_t st_srv_resp_pending(const st_srv_resp *r);
+void st_server_resp_on_cancel(st_server_resp *r, st_server_cancel_cb cb, void *arg);
+/* Bytes accepted by st_server_* writes but not yet taken by the kernel. */
+size_t st_server_resp_pending(const st_server_resp *r);
 
 #endif

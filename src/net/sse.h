@@ -17,7 +17,7 @@
 #include "core/buf.h"
 
 typedef struct st_sse_event {
-    const char *data;  /* the data payload (NUL-terminated, "\n" between data lines) */
+    const char *data; /* the data payload (NUL-terminated, "\n" between data lines) */
     size_t data_len;
     const char *event; /* the event type ("" when none was given) */
     const char *id;    /* the last event id ("" when none) */
@@ -27,16 +27,16 @@ typedef struct st_sse_event {
 typedef int (*st_sse_cb)(void *arg, const st_sse_event *ev);
 
 typedef struct st_sse {
-    st_buf line;      /* a partial line carried across reads */
-    st_buf data;      /* data of the event being built */
-    char event[64];   /* event type (longer types are an error) */
-    char id[128];     /* last event id (longer ids are an error) */
+    st_buf line;    /* a partial line carried across reads */
+    st_buf data;    /* data of the event being built */
+    char event[64]; /* event type (longer types are an error) */
+    char id[128];   /* last event id (longer ids are an error) */
     size_t max_event;
     uint8_t cr_pending; /* the last byte seen was CR: skip an LF that follows */
     uint8_t bom_checked;
     uint8_t has_data;
     uint8_t failed;
-    uint32_t events;  /* events dispatched so far */
+    uint32_t events; /* events dispatched so far */
     char errmsg[96];
 } st_sse;
 

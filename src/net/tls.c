@@ -46,7 +46,8 @@ st_tls_ctx *st_tls_ctx_new(int verify, const char *ca_file, char *err, size_t er
     SSL_CTX_set_mode(c->ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     if (verify) {
         SSL_CTX_set_verify(c->ctx, SSL_VERIFY_PEER, NULL);
-        int ok = ca_file ? SSL_CTX_load_verify_locations(c->ctx, ca_file, NULL) : SSL_CTX_set_default_verify_paths(c->ctx);
+        int ok =
+            ca_file ? SSL_CTX_load_verify_locations(c->ctx, ca_file, NULL) : SSL_CTX_set_default_verify_paths(c->ctx);
         if (ok != 1) {
             ssl_err(err, errlen, "cannot load CA certificates");
             SSL_CTX_free(c->ctx);

@@ -39,8 +39,9 @@ int st_url_parse(const char *s, st_url *u, char *err, size_t errlen)
         host_end = rb;
         u->ipv6 = 1;
         for (const char *c = host; c < host_end; c++)
-            if (!*c || !(strchr("0123456789abcdefABCDEF:.%", *c) || (c > host && memchr(host, '%', (size_t)(c - host)) &&
-                                                                       (((*c | 0x20) >= 'a' && (*c | 0x20) <= 'z')))))
+            if (!*c ||
+                !(strchr("0123456789abcdefABCDEF:.%", *c) ||
+                  (c > host && memchr(host, '%', (size_t)(c - host)) && (((*c | 0x20) >= 'a' && (*c | 0x20) <= 'z')))))
                 return url_fail(err, errlen, "bad IPv6 literal in URL");
         if (rb + 1 < auth_end) {
             if (rb[1] != ':')
@@ -53,8 +54,8 @@ int st_url_parse(const char *s, st_url *u, char *err, size_t errlen)
         if (colon)
             port_s = colon + 1;
         for (const char *c = host; c < host_end; c++)
-            if (!(((*c | 0x20) >= 'a' && (*c | 0x20) <= 'z') || (*c >= '0' && *c <= '9') || *c == '-' ||
-                  *c == '.' || *c == '_'))
+            if (!(((*c | 0x20) >= 'a' && (*c | 0x20) <= 'z') || (*c >= '0' && *c <= '9') || *c == '-' || *c == '.' ||
+                  *c == '_'))
                 return url_fail(err, errlen, "bad character in URL host");
     }
     size_t hl = (size_t)(host_end - host);

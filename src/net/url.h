@@ -7,11 +7,11 @@
 
 typedef struct st_url {
     int https;
-    char host[256];      /* without brackets for IPv6 literals */
-    uint16_t port;       /* explicit, or 80/443 */
-    int ipv6;            /* host is an IPv6 literal */
-    char hostport[272];  /* the Host header value: host[:port] (port only when not default) */
-    char path[2048];     /* path and query, always starting with '/'; fragment dropped */
+    char host[256];     /* without brackets for IPv6 literals */
+    uint16_t port;      /* explicit, or 80/443 */
+    int ipv6;           /* host is an IPv6 literal */
+    char hostport[272]; /* the Host header value: host[:port] (port only when not default) */
+    char path[2048];    /* path and query, always starting with '/'; fragment dropped */
 } st_url;
 
 /* 0, or -1 with a one-line reason in err. Rejects userinfo, empty hosts, bad ports,

@@ -68,5 +68,5 @@ int st_report_csv(const st_report *r, st_buf *b)
         cell_str(b, c->note[0] ? c->note : NULL, 0);
         st_buf_puts(b, "\n");
     }
-    return b->len >= b->max ? -1 : 0;
+    return st_buf_error(b) ? -1 : 0;
 }

@@ -1,5 +1,7 @@
 #include "report/html.h"
 
+#include "core/file.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -14,48 +16,28 @@
 #define TEXT_MAX 4000
 #define NAME_MAX_BYTES 200
 
-typedef struct H {
-    st_buf *b;
-    int err;
-} H;
-
-__attribute__((format(printf, 2, 3))) static void hp(H *h, const char *fmt, ...)
-{
-    if (h->err)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    if (st_buf_vprintf(h->b, fmt, ap) < 0)
-        h->err = 1;
-    va_end(ap);
-}
+/* The page is written into one st_buf; its error is sticky (core/buf.h), so the writers below
+ * append without checking each call and st_html_render asks once at the end. */
 
 /* Escaped text, at most max bytes of the input. */
-static void ht(H *h, const char *s, size_t max)
-{
-    if (!h->err && st_svg_text(h->b, s, max) < 0)
-        h->err = 1;
-}
+static void ht(st_buf *h, const char *s, size_t max) { (void)st_svg_text(h, s, max); }
 
-static void hs(H *h, const char *s)
-{
-    ht(h, s, TEXT_MAX);
-}
+static void hs(st_buf *h, const char *s) { ht(h, s, TEXT_MAX); }
 
 /* Escaped text with its line breaks kept (for <pre>), at most max bytes in all. */
-static void ht_lines(H *h, const char *s, size_t max)
+static void ht_lines(st_buf *h, const char *s, size_t max)
 {
     size_t used = 0;
-    while (s && *s && !h->err) {
+    while (s && *s && !st_buf_error(h)) {
         const char *e = strchr(s, '\n');
         size_t len = e ? (size_t)(e - s) : strlen(s);
         if (used + len > max) {
-            hp(h, "...");
+            st_buf_printf(h, "...");
             return;
         }
         char *line = strndup(s, len);
         if (!line) {
-            h->err = 1;
+            st_buf_fail(h, ST_BUF_NO_MEM);
             return;
         }
         ht(h, line, 0);
@@ -63,7 +45,7 @@ static void ht_lines(H *h, const char *s, size_t max)
         used += len + 1;
         if (!e)
             break;
-        hp(h, "\n");
+        st_buf_printf(h, "\n");
         s = e + 1;
     }
 }
@@ -81,7 +63,9 @@ void st_html_fmt_change(char *out, size_t outlen, double frac)
     }
     double pc = frac * 100;
     if (fabs(pc) < 0.5)
-        snprintf(out, outlen, "\xC2\xB1" "0 %%");
+        snprintf(out, outlen,
+                 "\xC2\xB1"
+                 "0 %%");
     else if (fabs(pc) < 10)
         snprintf(out, outlen, "%s%.1f %%", pc > 0 ? "+" : MINUS, fabs(pc));
     else
@@ -273,15 +257,12 @@ static const char CSS[] =
 
 /* ---- pieces ----------------------------------------------------------------------------- */
 
-static void swatch(H *h, uint32_t idx)
+static void swatch(st_buf *h, uint32_t idx)
 {
-    hp(h, "<span class=\"sw\" style=\"background:%s\"></span>", st_svg_color((int)idx));
+    st_buf_printf(h, "<span class=\"sw\" style=\"background:%s\"></span>", st_svg_color((int)idx));
 }
 
-static const char *name_of(const st_html_config *c)
-{
-    return c->name && *c->name ? c->name : "(unnamed)";
-}
+static const char *name_of(const st_html_config *c) { return c->name && *c->name ? c->name : "(unnamed)"; }
 
 static const st_html_config *baseline(const st_html_report *r)
 {
@@ -291,17 +272,17 @@ static const st_html_config *baseline(const st_html_report *r)
     return NULL;
 }
 
-static void change_cell(H *h, double frac, int higher_is_better)
+static void change_cell(st_buf *h, double frac, int higher_is_better)
 {
     char t[48];
     st_html_fmt_change(t, sizeof t, frac);
     const char *cls = "";
     if (isfinite(frac) && fabs(frac) >= 0.005)
         cls = ((frac > 0) == (higher_is_better != 0)) ? " good" : " bad";
-    hp(h, "<td class=\"num%s\">%s</td>", cls, t);
+    st_buf_printf(h, "<td class=\"num%s\">%s</td>", cls, t);
 }
 
-static void default_headline(H *h, const st_html_report *r)
+static void default_headline(st_buf *h, const st_html_report *r)
 {
     const st_html_config *base = baseline(r), *best = NULL;
     for (uint32_t i = 0; i < r->n_configs; i++) {
@@ -317,61 +298,61 @@ static void default_headline(H *h, const st_html_report *r)
     }
     char a[64], bb[64];
     if (base && base->status != ST_HTML_CFG_OK) {
-        hp(h, "The current setup (");
+        st_buf_printf(h, "The current setup (");
         hs(h, name_of(base));
-        hp(h, ") did not meet the SLO at any tested rate. ");
+        st_buf_printf(h, ") did not meet the SLO at any tested rate. ");
     }
     if (!best) {
-        hp(h, "No configuration met the SLO at any tested rate; see the notes under "
-              "<a href=\"#method\">Method and limits</a>.");
+        st_buf_printf(h, "No configuration met the SLO at any tested rate; see the notes under "
+                         "<a href=\"#method\">Method and limits</a>.");
         return;
     }
     fmt_num(a, sizeof a, best->capacity_rps, 2);
-    hp(h, "Of the %u configurations tested, <b>", r->n_configs);
+    st_buf_printf(h, "Of the %u configurations tested, <b>", r->n_configs);
     hs(h, name_of(best));
-    hp(h, "</b> serves <b>%s requests/s</b> within the SLO", a);
+    st_buf_printf(h, "</b> serves <b>%s requests/s</b> within the SLO", a);
     if (base && base != best && base->status == ST_HTML_CFG_OK) {
         fmt_num(bb, sizeof bb, base->capacity_rps, 2);
-        hp(h, " against %s for the current setup", bb);
+        st_buf_printf(h, " against %s for the current setup", bb);
         if (isfinite(best->usd_per_mtok) && isfinite(base->usd_per_mtok)) {
             char u1[48], u2[48], ch[48];
             fmt_usd(u1, sizeof u1, base->usd_per_mtok);
             fmt_usd(u2, sizeof u2, best->usd_per_mtok);
             st_html_fmt_change(ch, sizeof ch, best->usd_vs_base);
-            hp(h, ", which moves cost per million output tokens from %s to %s (%s)", u1, u2, ch);
+            st_buf_printf(h, ", which moves cost per million output tokens from %s to %s (%s)", u1, u2, ch);
         }
     } else if (base == best) {
-        hp(h, "; no other configuration beats the current setup");
+        st_buf_printf(h, "; no other configuration beats the current setup");
     }
-    hp(h, ".");
+    st_buf_printf(h, ".");
 }
 
-static void banners(H *h, const st_html_report *r)
+static void banners(st_buf *h, const st_html_report *r)
 {
     if (r->partial) {
-        hp(h, "<div class=\"banner partial\" id=\"banner-partial\" role=\"alert\"><b>PARTIAL</b> "
-              DASH " this audit did not finish");
+        st_buf_printf(h, "<div class=\"banner partial\" id=\"banner-partial\" role=\"alert\"><b>PARTIAL</b> " DASH
+                         " this audit did not finish");
         if (r->partial_reason && *r->partial_reason) {
-            hp(h, ": ");
+            st_buf_printf(h, ": ");
             hs(h, r->partial_reason);
         }
-        hp(h, ". The figures cover only the runs that completed.</div>\n");
+        st_buf_printf(h, ". The figures cover only the runs that completed.</div>\n");
     }
     if (r->prediction)
-        hp(h, "<div class=\"banner prediction\" id=\"banner-prediction\" role=\"note\"><b>PREDICTION "
-              "(engine model, not measured)</b> " DASH " every figure below comes from servetune's "
-              "engine model in virtual time, not from a running server. Confirm on real hardware "
-              "before deciding.</div>\n");
+        st_buf_printf(h, "<div class=\"banner prediction\" id=\"banner-prediction\" role=\"note\"><b>PREDICTION "
+                         "(engine model, not measured)</b> " DASH " every figure below comes from servetune's "
+                         "engine model in virtual time, not from a running server. Confirm on real hardware "
+                         "before deciding.</div>\n");
 }
 
 /* Capacity and $ per 1M bars, side by side. */
-static void cost_charts(H *h, const st_html_report *r, const ord *o)
+static void cost_charts(st_buf *h, const st_html_report *r, const ord *o)
 {
     uint32_t n = r->n_configs;
     st_svg_bar *cap = calloc(n ? n : 1, sizeof *cap), *usd = calloc(n ? n : 1, sizeof *usd);
     char(*tc)[64] = calloc(n ? n : 1, sizeof *tc), (*tu)[64] = calloc(n ? n : 1, sizeof *tu);
     if (!cap || !usd || !tc || !tu) {
-        h->err = 1;
+        st_buf_fail(h, ST_BUF_NO_MEM);
         goto out;
     }
     const st_html_config *base = baseline(r);
@@ -384,28 +365,23 @@ static void cost_charts(H *h, const st_html_report *r, const ord *o)
         int ok = c->status == ST_HTML_CFG_OK;
         char v[32];
         fmt_num(v, sizeof v, c->capacity_rps, 2);
-        snprintf(tc[k], sizeof tc[k], "%s%s req/s", c->capacity_may_be_higher ? "\xE2\x89\xA5 " : "",
-                 v);
+        snprintf(tc[k], sizeof tc[k], "%s%s req/s", c->capacity_may_be_higher ? "\xE2\x89\xA5 " : "", v);
         fmt_usd(tu[k], sizeof tu[k], c->usd_per_mtok);
-        cap[k] = (st_svg_bar){name_of(c), ok ? c->capacity_rps : NAN, tc[k], note, (int)o[k].idx,
-                              c->recommended};
-        usd[k] = (st_svg_bar){name_of(c), ok ? c->usd_per_mtok : NAN, tu[k], note, (int)o[k].idx,
-                              c->recommended};
+        cap[k] = (st_svg_bar){ name_of(c), ok ? c->capacity_rps : NAN, tc[k], note, (int)o[k].idx, c->recommended };
+        usd[k] = (st_svg_bar){ name_of(c), ok ? c->usd_per_mtok : NAN, tu[k], note, (int)o[k].idx, c->recommended };
     }
     int base_ok = base && base->status == ST_HTML_CFG_OK;
-    st_svg_bar_chart bc = {"Capacity at SLO (req/s, higher is better)", 540, "requests/s", cap, n,
-                           base_ok ? base->capacity_rps : NAN, "current"};
-    st_svg_bar_chart bu = {"$ per 1M output tokens (lower is better)", 540, "US dollars", usd, n,
-                           base_ok ? base->usd_per_mtok : NAN, "current"};
-    hp(h, "<div class=\"grid2\" id=\"chart-cost\"><figure>");
-    if (!h->err && st_svg_bars(h->b, &bc) < 0)
-        h->err = 1;
-    hp(h, "<figcaption>Delivered requests/s at the highest rate that met the SLO. The dashed line "
-          "is the current setup.</figcaption></figure><figure>");
-    if (!h->err && st_svg_bars(h->b, &bu) < 0)
-        h->err = 1;
-    hp(h, "<figcaption>GPU price per hour &times; GPUs per replica &divide; output tokens per hour "
-          "at capacity.</figcaption></figure></div>\n");
+    st_svg_bar_chart bc = { "Capacity at SLO (req/s, higher is better)", 540,      "requests/s", cap, n,
+                            base_ok ? base->capacity_rps : NAN,          "current" };
+    st_svg_bar_chart bu = { "$ per 1M output tokens (lower is better)", 540,      "US dollars", usd, n,
+                            base_ok ? base->usd_per_mtok : NAN,         "current" };
+    st_buf_printf(h, "<div class=\"grid2\" id=\"chart-cost\"><figure>");
+    (void)st_svg_bars(h, &bc);
+    st_buf_printf(h, "<figcaption>Delivered requests/s at the highest rate that met the SLO. The dashed line "
+                     "is the current setup.</figcaption></figure><figure>");
+    (void)st_svg_bars(h, &bu);
+    st_buf_printf(h, "<figcaption>GPU price per hour &times; GPUs per replica &divide; output tokens per hour "
+                     "at capacity.</figcaption></figure></div>\n");
 out:
     free(cap);
     free(usd);
@@ -413,97 +389,97 @@ out:
     free(tu);
 }
 
-static void results_table(H *h, const st_html_report *r, const ord *o)
+static void results_table(st_buf *h, const st_html_report *r, const ord *o)
 {
     int money = 0;
     for (uint32_t i = 0; i < r->n_configs; i++)
         if (isfinite(r->configs[i].replicas) || isfinite(r->configs[i].monthly_usd))
             money = 1;
     int ncols = money ? 9 : 7;
-    hp(h, "<div class=\"scroll\"><table class=\"results\" id=\"results-table\"><thead><tr><th>Config</th>"
-          "<th class=\"num\">Capacity at SLO (req/s)</th><th class=\"num\">vs current</th>"
-          "<th class=\"num\">Output tok/s at capacity</th><th class=\"num\">$ per 1M output tok</th>"
-          "<th class=\"num\">vs current</th><th class=\"num\">p95 TTFT / TPOT at capacity (ms)</th>");
+    st_buf_printf(h, "<div class=\"scroll\"><table class=\"results\" id=\"results-table\"><thead><tr><th>Config</th>"
+                     "<th class=\"num\">Capacity at SLO (req/s)</th><th class=\"num\">vs current</th>"
+                     "<th class=\"num\">Output tok/s at capacity</th><th class=\"num\">$ per 1M output tok</th>"
+                     "<th class=\"num\">vs current</th><th class=\"num\">p95 TTFT / TPOT at capacity (ms)</th>");
     if (money)
-        hp(h, "<th class=\"num\">Replicas at peak</th><th class=\"num\">Monthly cost</th>");
-    hp(h, "</tr></thead><tbody>\n");
+        st_buf_printf(h, "<th class=\"num\">Replicas at peak</th><th class=\"num\">Monthly cost</th>");
+    st_buf_printf(h, "</tr></thead><tbody>\n");
     for (uint32_t k = 0; k < r->n_configs; k++) {
         const st_html_config *c = o[k].c;
         char t1[64], t2[64];
-        hp(h, "<tr%s><td class=\"cfg\">", c->recommended ? " class=\"rec\"" : "");
+        st_buf_printf(h, "<tr%s><td class=\"cfg\">", c->recommended ? " class=\"rec\"" : "");
         swatch(h, o[k].idx);
         ht(h, name_of(c), NAME_MAX_BYTES);
         if (c->is_baseline || c->recommended)
-            hp(h, "<span class=\"tags\">%s%s</span>",
-               c->is_baseline ? "<span class=\"tag cur\">current</span>" : "",
-               c->recommended ? "<span class=\"tag rec\">recommended</span>" : "");
+            st_buf_printf(h, "<span class=\"tags\">%s%s</span>",
+                          c->is_baseline ? "<span class=\"tag cur\">current</span>" : "",
+                          c->recommended ? "<span class=\"tag rec\">recommended</span>" : "");
         if (c->status == ST_HTML_CFG_OK && c->status_text && *c->status_text) {
-            hp(h, "<span class=\"small\">");
+            st_buf_printf(h, "<span class=\"small\">");
             hs(h, c->status_text);
-            hp(h, "</span>");
+            st_buf_printf(h, "</span>");
         }
-        hp(h, "</td>");
+        st_buf_printf(h, "</td>");
         if (c->status != ST_HTML_CFG_OK) {
             const char *what = c->status == ST_HTML_CFG_NONE_PASSED   ? "none passed"
                                : c->status == ST_HTML_CFG_NOT_STARTED ? "did not start"
                                                                       : "not run";
-            hp(h, "<td class=\"none\" colspan=\"%d\">%s", ncols - 1, what);
+            st_buf_printf(h, "<td class=\"none\" colspan=\"%d\">%s", ncols - 1, what);
             if (c->status_text && *c->status_text) {
-                hp(h, ": ");
+                st_buf_printf(h, ": ");
                 hs(h, c->status_text);
             }
-            hp(h, " " DASH " see <a href=\"#notes\">the notes</a></td></tr>\n");
+            st_buf_printf(h, " " DASH " see <a href=\"#notes\">the notes</a></td></tr>\n");
             continue;
         }
         fmt_num(t1, sizeof t1, c->capacity_rps, 2);
-        hp(h, "<td class=\"num\"><b>%s%s</b>", c->capacity_may_be_higher ? "\xE2\x89\xA5 " : "", t1);
+        st_buf_printf(h, "<td class=\"num\"><b>%s%s</b>", c->capacity_may_be_higher ? "\xE2\x89\xA5 " : "", t1);
         if (!isnan(c->pass_rate) || !isnan(c->fail_rate)) { /* inf is a tested rate */
             fmt_rate(t1, sizeof t1, c->pass_rate);
-            hp(h, "<span class=\"small\">passed at %s", !isnan(c->pass_rate) ? t1 : DASH);
+            st_buf_printf(h, "<span class=\"small\">passed at %s", !isnan(c->pass_rate) ? t1 : DASH);
             if (!isnan(c->fail_rate)) {
                 fmt_rate(t2, sizeof t2, c->fail_rate);
-                hp(h, ", failed at %s", t2);
+                st_buf_printf(h, ", failed at %s", t2);
             } else {
-                hp(h, ", highest tested");
+                st_buf_printf(h, ", highest tested");
             }
-            hp(h, "</span>");
+            st_buf_printf(h, "</span>");
         }
         if (isfinite(c->grid_rps)) {
             fmt_num(t1, sizeof t1, c->grid_rps, 2);
-            hp(h, "<span class=\"small\">grid answer: %s</span>", t1);
+            st_buf_printf(h, "<span class=\"small\">grid answer: %s</span>", t1);
         }
         if (isfinite(c->refined_rps)) {
             fmt_num(t1, sizeof t1, c->refined_rps, 2);
-            hp(h, "<span class=\"small\">refined: %s</span>", t1);
+            st_buf_printf(h, "<span class=\"small\">refined: %s</span>", t1);
         }
         if (isfinite(c->sustained_rps)) {
             fmt_num(t1, sizeof t1, c->sustained_rps, 2);
-            hp(h, "<span class=\"small\">sustained: %s</span>", t1);
+            st_buf_printf(h, "<span class=\"small\">sustained: %s</span>", t1);
         }
-        hp(h, "</td>");
+        st_buf_printf(h, "</td>");
         if (c->is_baseline)
-            hp(h, "<td class=\"num\">current</td>");
+            st_buf_printf(h, "<td class=\"num\">current</td>");
         else
             change_cell(h, c->capacity_vs_base, 1);
         fmt_int(t1, sizeof t1, c->out_tok_s);
-        hp(h, "<td class=\"num\">%s</td>", t1);
+        st_buf_printf(h, "<td class=\"num\">%s</td>", t1);
         fmt_usd(t1, sizeof t1, c->usd_per_mtok);
-        hp(h, "<td class=\"num\"><b>%s</b></td>", t1);
+        st_buf_printf(h, "<td class=\"num\"><b>%s</b></td>", t1);
         if (c->is_baseline)
-            hp(h, "<td class=\"num\">current</td>");
+            st_buf_printf(h, "<td class=\"num\">current</td>");
         else
             change_cell(h, c->usd_vs_base, 0);
         fmt_ms(t1, sizeof t1, c->p95_ttft_ms);
         fmt_ms(t2, sizeof t2, c->p95_tpot_ms);
-        hp(h, "<td class=\"num\">%s / %s</td>", t1, t2);
+        st_buf_printf(h, "<td class=\"num\">%s / %s</td>", t1, t2);
         if (money) {
             fmt_int(t1, sizeof t1, c->replicas);
             fmt_usd(t2, sizeof t2, c->monthly_usd);
-            hp(h, "<td class=\"num\">%s</td><td class=\"num\">%s</td>", t1, t2);
+            st_buf_printf(h, "<td class=\"num\">%s</td><td class=\"num\">%s</td>", t1, t2);
         }
-        hp(h, "</tr>\n");
+        st_buf_printf(h, "</tr>\n");
     }
-    hp(h, "</tbody></table></div>\n");
+    st_buf_printf(h, "</tbody></table></div>\n");
 }
 
 static int cmp_point_rate(const void *a, const void *b)
@@ -513,22 +489,21 @@ static int cmp_point_rate(const void *a, const void *b)
 }
 
 /* p95 TTFT and TPOT against offered rate, one line per configuration. */
-static void rate_charts(H *h, const st_html_report *r)
+static void rate_charts(st_buf *h, const st_html_report *r)
 {
     uint32_t n = r->n_configs, total = 0;
     for (uint32_t i = 0; i < n; i++)
         total += r->configs[i].n_points;
     if (!total) {
-        hp(h, "<p id=\"chart-rates\">No rate results to plot.</p>\n");
+        st_buf_printf(h, "<p id=\"chart-rates\">No rate results to plot.</p>\n");
         return;
     }
     st_svg_series *st = calloc(n, sizeof *st), *sp = calloc(n, sizeof *sp);
     st_html_point *pts = calloc(total, sizeof *pts);
-    double *xs = calloc(total, sizeof *xs), *yt = calloc(total, sizeof *yt),
-           *yp = calloc(total, sizeof *yp);
+    double *xs = calloc(total, sizeof *xs), *yt = calloc(total, sizeof *yt), *yp = calloc(total, sizeof *yp);
     signed char *pass = calloc(total, 1);
     if (!st || !sp || !pts || !xs || !yt || !yp || !pass) {
-        h->err = 1;
+        st_buf_fail(h, ST_BUF_NO_MEM);
         goto out;
     }
     uint32_t off = 0, ns = 0, inf_points = 0;
@@ -560,9 +535,13 @@ static void rate_charts(H *h, const st_html_report *r)
                 pmax = isnan(pmax) || p->p95_tpot_ms > pmax ? p->p95_tpot_ms : pmax;
             }
         }
-        st[ns] = (st_svg_series){.name = name_of(c), .x = xs + off, .y = yt + off,
-                                 .n = c->n_points, .pass = pass + off, .color = (int)i,
-                                 .dashed = c->is_baseline};
+        st[ns] = (st_svg_series){ .name = name_of(c),
+                                  .x = xs + off,
+                                  .y = yt + off,
+                                  .n = c->n_points,
+                                  .pass = pass + off,
+                                  .color = (int)i,
+                                  .dashed = c->is_baseline };
         sp[ns] = st[ns];
         sp[ns].y = yp + off;
         ns++;
@@ -577,38 +556,44 @@ static void rate_charts(H *h, const st_html_report *r)
         pmax = isnan(pmax) || r->slo_tpot_ms > pmax ? r->slo_tpot_ms : pmax;
     }
     int xlog = isfinite(rmin) && rmax / rmin >= 7.9;
-    st_svg_axis xa = {"offered rate (req/s)", xlog, NAN, NAN, !xlog, 0};
+    st_svg_axis xa = { "offered rate (req/s)", xlog, NAN, NAN, !xlog, 0 };
     char slo_t[80], slo_p[80], v[40];
     st_svg_fmt(v, sizeof v, r->slo_ttft_ms, 0);
     snprintf(slo_t, sizeof slo_t, "SLO %s ms", v);
     st_svg_fmt(v, sizeof v, r->slo_tpot_ms, 0);
     snprintf(slo_p, sizeof slo_p, "SLO %s ms", v);
-    st_svg_ref rt = {r->slo_ttft_ms, 0, slo_t, -1}, rp = {r->slo_tpot_ms, 0, slo_p, -1};
-    st_svg_line_chart ct = {
-        .title = "p95 time to first token vs offered rate", .width = 540, .height = 360,
-        .x = xa, .y = {"p95 TTFT (ms)", isfinite(tmin) && tmax / tmin > 20, NAN, NAN, 1, 0},
-        .series = st, .n_series = ns, .refs = &rt, .n_refs = isfinite(r->slo_ttft_ms) ? 1 : 0,
-        .pass_legend = 1};
+    st_svg_ref rt = { r->slo_ttft_ms, 0, slo_t, -1 }, rp = { r->slo_tpot_ms, 0, slo_p, -1 };
+    st_svg_line_chart ct = { .title = "p95 time to first token vs offered rate",
+                             .width = 540,
+                             .height = 360,
+                             .x = xa,
+                             .y = { "p95 TTFT (ms)", isfinite(tmin) && tmax / tmin > 20, NAN, NAN, 1, 0 },
+                             .series = st,
+                             .n_series = ns,
+                             .refs = &rt,
+                             .n_refs = isfinite(r->slo_ttft_ms) ? 1 : 0,
+                             .pass_legend = 1 };
     st_svg_line_chart cp = ct;
     cp.title = "p95 time per output token vs offered rate";
-    cp.y = (st_svg_axis){"p95 TPOT (ms)", isfinite(pmin) && pmax / pmin > 20, NAN, NAN, 1, 0};
+    cp.y = (st_svg_axis){ "p95 TPOT (ms)", isfinite(pmin) && pmax / pmin > 20, NAN, NAN, 1, 0 };
     cp.series = sp;
     cp.refs = &rp;
     cp.n_refs = isfinite(r->slo_tpot_ms) ? 1 : 0;
-    hp(h, "<div class=\"grid2\" id=\"chart-rates\"><figure>");
-    if (!h->err && st_svg_line(h->b, &ct) < 0)
-        h->err = 1;
-    hp(h, "<figcaption>Each point is one run at a fixed offered rate; a dot met the whole SLO, "
-          "a cross did not. The dashed red line is the TTFT SLO%s.</figcaption></figure><figure>",
-       ct.y.log ? " (log scale)" : "");
-    if (!h->err && st_svg_line(h->b, &cp) < 0)
-        h->err = 1;
-    hp(h, "<figcaption>TPOT = (end &minus; first token) &divide; (output tokens &minus; 1). The "
-          "dashed red line is the TPOT SLO%s.", cp.y.log ? " (log scale)" : "");
+    st_buf_printf(h, "<div class=\"grid2\" id=\"chart-rates\"><figure>");
+    (void)st_svg_line(h, &ct);
+    st_buf_printf(h,
+                  "<figcaption>Each point is one run at a fixed offered rate; a dot met the whole SLO, "
+                  "a cross did not. The dashed red line is the TTFT SLO%s.</figcaption></figure><figure>",
+                  ct.y.log ? " (log scale)" : "");
+    (void)st_svg_line(h, &cp);
+    st_buf_printf(h,
+                  "<figcaption>TPOT = (end &minus; first token) &divide; (output tokens &minus; 1). The "
+                  "dashed red line is the TPOT SLO%s.",
+                  cp.y.log ? " (log scale)" : "");
     if (inf_points)
-        hp(h, " The rate inf (all requests sent at once) sits apart at the right end of the rate "
-              "axis.");
-    hp(h, "</figcaption></figure></div>\n");
+        st_buf_printf(h, " The rate inf (all requests sent at once) sits apart at the right end of the rate "
+                         "axis.");
+    st_buf_printf(h, "</figcaption></figure></div>\n");
 out:
     free(st);
     free(sp);
@@ -619,13 +604,13 @@ out:
     free(pass);
 }
 
-static void dist_charts(H *h, const st_html_report *r)
+static void dist_charts(st_buf *h, const st_html_report *r)
 {
     uint32_t n = r->n_configs, nt = 0, np = 0;
     st_svg_sample_set *tt = calloc(n ? n : 1, sizeof *tt), *tp = calloc(n ? n : 1, sizeof *tp);
     char(*names)[NAME_MAX_BYTES + 48] = calloc(n ? n : 1, sizeof *names);
     if (!tt || !tp || !names) {
-        h->err = 1;
+        st_buf_fail(h, ST_BUF_NO_MEM);
         goto out;
     }
     for (uint32_t i = 0; i < n; i++) {
@@ -634,12 +619,12 @@ static void dist_charts(H *h, const st_html_report *r)
         fmt_rate(rt, sizeof rt, c->dist_rate);
         snprintf(names[i], sizeof names[i], "%.*s @ %s/s", NAME_MAX_BYTES, name_of(c), rt);
         if (c->ttft_ms && c->n_ttft)
-            tt[nt++] = (st_svg_sample_set){names[i], c->ttft_ms, c->n_ttft, (int)i};
+            tt[nt++] = (st_svg_sample_set){ names[i], c->ttft_ms, c->n_ttft, (int)i };
         if (c->tpot_ms && c->n_tpot)
-            tp[np++] = (st_svg_sample_set){names[i], c->tpot_ms, c->n_tpot, (int)i};
+            tp[np++] = (st_svg_sample_set){ names[i], c->tpot_ms, c->n_tpot, (int)i };
     }
     if (!nt && !np) {
-        hp(h, "<p>No per-request latencies at a capacity rate to show.</p>\n");
+        st_buf_printf(h, "<p>No per-request latencies at a capacity rate to show.</p>\n");
         goto out;
     }
     char slo_t[80], slo_p[80], v[40];
@@ -647,22 +632,32 @@ static void dist_charts(H *h, const st_html_report *r)
     snprintf(slo_t, sizeof slo_t, "SLO %s ms", v);
     st_svg_fmt(v, sizeof v, r->slo_tpot_ms, 0);
     snprintf(slo_p, sizeof slo_p, "SLO %s ms", v);
-    st_svg_ref rt = {r->slo_ttft_ms, 1, slo_t, -1}, rp = {r->slo_tpot_ms, 1, slo_p, -1};
-    st_svg_dist_chart dt = {"TTFT distribution at each configuration's capacity rate", 540, 360,
-                            {"TTFT (ms, log scale)", 1, NAN, NAN, 0, 0}, tt, nt, &rt,
-                            isfinite(r->slo_ttft_ms) ? 1 : 0, 1};
-    st_svg_dist_chart dp = {"TPOT distribution at each configuration's capacity rate", 540, 360,
-                            {"TPOT (ms)", 0, NAN, NAN, 1, 0}, tp, np, &rp,
-                            isfinite(r->slo_tpot_ms) ? 1 : 0, 1};
-    hp(h, "<div class=\"grid2\" id=\"chart-dist\"><figure>");
-    if (!h->err && st_svg_cdf(h->b, &dt) < 0)
-        h->err = 1;
-    hp(h, "<figcaption>Fraction of requests with a TTFT at or below x. Where a line crosses the "
-          "p95 line is the p95 TTFT.</figcaption></figure><figure>");
-    if (!h->err && st_svg_cdf(h->b, &dp) < 0)
-        h->err = 1;
-    hp(h, "<figcaption>Fraction of requests with a TPOT at or below x, at the same "
-          "rates.</figcaption></figure></div>\n");
+    st_svg_ref rt = { r->slo_ttft_ms, 1, slo_t, -1 }, rp = { r->slo_tpot_ms, 1, slo_p, -1 };
+    st_svg_dist_chart dt = { "TTFT distribution at each configuration's capacity rate",
+                             540,
+                             360,
+                             { "TTFT (ms, log scale)", 1, NAN, NAN, 0, 0 },
+                             tt,
+                             nt,
+                             &rt,
+                             isfinite(r->slo_ttft_ms) ? 1 : 0,
+                             1 };
+    st_svg_dist_chart dp = { "TPOT distribution at each configuration's capacity rate",
+                             540,
+                             360,
+                             { "TPOT (ms)", 0, NAN, NAN, 1, 0 },
+                             tp,
+                             np,
+                             &rp,
+                             isfinite(r->slo_tpot_ms) ? 1 : 0,
+                             1 };
+    st_buf_printf(h, "<div class=\"grid2\" id=\"chart-dist\"><figure>");
+    (void)st_svg_cdf(h, &dt);
+    st_buf_printf(h, "<figcaption>Fraction of requests with a TTFT at or below x. Where a line crosses the "
+                     "p95 line is the p95 TTFT.</figcaption></figure><figure>");
+    (void)st_svg_cdf(h, &dp);
+    st_buf_printf(h, "<figcaption>Fraction of requests with a TPOT at or below x, at the same "
+                     "rates.</figcaption></figure></div>\n");
 out:
     free(tt);
     free(tp);
@@ -680,23 +675,26 @@ static int all_nan(const st_html_sample *s, uint32_t n, size_t off)
     return 1;
 }
 
-static void run_chart(H *h, const st_html_config *c, const st_html_run *run)
+static void run_chart(st_buf *h, const st_html_config *c, const st_html_run *run)
 {
     uint32_t n = run->n_samples;
     char title[96], rt[40];
     fmt_rate(rt, sizeof rt, run->rate);
     snprintf(title, sizeof title, "%s req/s %s %s", rt, DASH,
-             run->passed == 1 ? "passed" : run->passed == 0 ? "failed" : "no verdict");
-    hp(h, "<figure class=\"run\">");
+             run->passed == 1   ? "passed"
+             : run->passed == 0 ? "failed"
+                                : "no verdict");
+    st_buf_printf(h, "<figure class=\"run\">");
     if (!n || !run->samples) {
-        hp(h, "<p><b>%s</b><br>No metric samples for this run (the engine exposed no "
-              "/metrics, or none were scraped).</p></figure>\n",
-           title);
+        st_buf_printf(h,
+                      "<p><b>%s</b><br>No metric samples for this run (the engine exposed no "
+                      "/metrics, or none were scraped).</p></figure>\n",
+                      title);
         return;
     }
     double *t = malloc(sizeof(double) * n * 5);
     if (!t) {
-        h->err = 1;
+        st_buf_fail(h, ST_BUF_NO_MEM);
         return;
     }
     double *kv = t + n, *ru = t + 2 * n, *wa = t + 3 * n, *pr = t + 4 * n;
@@ -712,45 +710,48 @@ static void run_chart(H *h, const st_html_config *c, const st_html_run *run)
     const char *missing[4];
     int nm = 0;
     if (!all_nan(run->samples, n, offsetof(st_html_sample, kv_usage)))
-        se[ns++] = (st_svg_series){.name = "KV cache (left)", .x = t, .y = kv, .n = n,
-                                   .color = 0, .width = 2.2};
+        se[ns++] = (st_svg_series){ .name = "KV cache (left)", .x = t, .y = kv, .n = n, .color = 0, .width = 2.2 };
     else
         missing[nm++] = "KV cache usage";
     if (!all_nan(run->samples, n, offsetof(st_html_sample, running)))
-        se[ns++] = (st_svg_series){.name = "running", .x = t, .y = ru, .n = n, .color = 2,
-                                   .secondary = 1, .width = 1.6};
+        se[ns++] =
+            (st_svg_series){ .name = "running", .x = t, .y = ru, .n = n, .color = 2, .secondary = 1, .width = 1.6 };
     else
         missing[nm++] = "running";
     if (!all_nan(run->samples, n, offsetof(st_html_sample, waiting)))
-        se[ns++] = (st_svg_series){.name = "waiting", .x = t, .y = wa, .n = n, .color = 1,
-                                   .secondary = 1, .width = 1.6};
+        se[ns++] =
+            (st_svg_series){ .name = "waiting", .x = t, .y = wa, .n = n, .color = 1, .secondary = 1, .width = 1.6 };
     else
         missing[nm++] = "waiting";
     if (!all_nan(run->samples, n, offsetof(st_html_sample, preemptions)))
-        se[ns++] = (st_svg_series){.name = "preemptions", .x = t, .y = pr, .n = n, .color = 5,
-                                   .secondary = 1, .dashed = 1, .width = 1.6};
+        se[ns++] = (st_svg_series){
+            .name = "preemptions", .x = t, .y = pr, .n = n, .color = 5, .secondary = 1, .dashed = 1, .width = 1.6
+        };
     else
         missing[nm++] = "preemptions";
     for (uint32_t i = 0; i < ns && n < 4; i++)
         se[i].markers = 1; /* a few scrapes only: show the points themselves */
-    st_svg_ref ref = {0.9, 0, "90 %", 9};
-    st_svg_line_chart lc = {
-        .title = title, .width = 400, .height = 250,
-        .x = {"seconds since the run started", 0, 0, NAN, 1, 0},
-        .y = {"KV cache usage", 0, 0, 1, 1, 1},
-        .y2 = {"requests", 0, 0, NAN, 1, 0},
-        .series = se, .n_series = ns, .refs = &ref, .n_refs = 1};
-    if (!h->err && st_svg_line(h->b, &lc) < 0)
-        h->err = 1;
+    st_svg_ref ref = { 0.9, 0, "90 %", 9 };
+    st_svg_line_chart lc = { .title = title,
+                             .width = 400,
+                             .height = 250,
+                             .x = { "seconds since the run started", 0, 0, NAN, 1, 0 },
+                             .y = { "KV cache usage", 0, 0, 1, 1, 1 },
+                             .y2 = { "requests", 0, 0, NAN, 1, 0 },
+                             .series = se,
+                             .n_series = ns,
+                             .refs = &ref,
+                             .n_refs = 1 };
+    (void)st_svg_line(h, &lc);
     free(t);
     if (nm) {
-        hp(h, "<figcaption>Not exposed by the engine: ");
+        st_buf_printf(h, "<figcaption>Not exposed by the engine: ");
         for (int i = 0; i < nm; i++)
-            hp(h, "%s%s", i ? ", " : "", missing[i]);
-        hp(h, ".</figcaption>");
+            st_buf_printf(h, "%s%s", i ? ", " : "", missing[i]);
+        st_buf_printf(h, ".</figcaption>");
     }
     (void)c;
-    hp(h, "</figure>\n");
+    st_buf_printf(h, "</figure>\n");
 }
 
 static int cmp_run_rate(const void *a, const void *b)
@@ -767,70 +768,70 @@ static int has_samples(const st_html_config *c)
     return 0;
 }
 
-static void timelines(H *h, const st_html_report *r)
+static void timelines(st_buf *h, const st_html_report *r)
 {
     int any = 0;
     for (uint32_t i = 0; i < r->n_configs; i++)
         any |= has_samples(&r->configs[i]);
     if (!any) {
-        hp(h, "<p id=\"no-metrics\">No server-side metrics were scraped in this audit (the engine "
-              "exposed no <code>/metrics</code>, or none could be read).</p>\n");
+        st_buf_printf(h, "<p id=\"no-metrics\">No server-side metrics were scraped in this audit (the engine "
+                         "exposed no <code>/metrics</code>, or none could be read).</p>\n");
         return;
     }
     for (uint32_t i = 0; i < r->n_configs; i++) {
         const st_html_config *c = &r->configs[i];
         if (!c->n_runs || !c->runs)
             continue;
-        hp(h, "<h3>");
+        st_buf_printf(h, "<h3>");
         swatch(h, i);
         ht(h, name_of(c), NAME_MAX_BYTES);
-        hp(h, "</h3>\n");
+        st_buf_printf(h, "</h3>\n");
         if (!has_samples(c)) {
-            hp(h, "<p>No metric samples for any run of this configuration.</p>\n");
+            st_buf_printf(h, "<p>No metric samples for any run of this configuration.</p>\n");
             continue;
         }
         st_html_run *runs = malloc(sizeof *runs * c->n_runs);
         if (!runs) {
-            h->err = 1;
+            st_buf_fail(h, ST_BUF_NO_MEM);
             return;
         }
         memcpy(runs, c->runs, sizeof *runs * c->n_runs);
         qsort(runs, c->n_runs, sizeof *runs, cmp_run_rate);
-        hp(h, "<div class=\"grid-runs\">\n");
+        st_buf_printf(h, "<div class=\"grid-runs\">\n");
         for (uint32_t k = 0; k < c->n_runs; k++)
             run_chart(h, c, &runs[k]);
-        hp(h, "</div>\n");
+        st_buf_printf(h, "</div>\n");
         free(runs);
     }
 }
 
-static void changes_table(H *h, const st_html_report *r)
+static void changes_table(st_buf *h, const st_html_report *r)
 {
-    hp(h, "<table class=\"changes\" id=\"changes-table\"><thead><tr><th>Config</th>"
-          "<th>Changes against the baseline</th><th>Why try it</th></tr></thead><tbody>\n");
+    st_buf_printf(h, "<table class=\"changes\" id=\"changes-table\"><thead><tr><th>Config</th>"
+                     "<th>Changes against the baseline</th><th>Why try it</th></tr></thead><tbody>\n");
     for (uint32_t i = 0; i < r->n_configs; i++) {
         const st_html_config *c = &r->configs[i];
-        hp(h, "<tr><td class=\"cfg\">");
+        st_buf_printf(h, "<tr><td class=\"cfg\">");
         swatch(h, i);
         ht(h, name_of(c), NAME_MAX_BYTES);
-        hp(h, "</td><td>");
+        st_buf_printf(h, "</td><td>");
         if (c->changes && *c->changes) {
-            hp(h, "<code>");
+            st_buf_printf(h, "<code>");
             hs(h, c->changes);
-            hp(h, "</code>");
+            st_buf_printf(h, "</code>");
         } else {
-            hp(h, c->is_baseline ? "(the baseline itself)" : "(nothing)");
+            st_buf_printf(h, c->is_baseline ? "(the baseline itself)" : "(nothing)");
         }
         if (c->command && *c->command) {
-            hp(h, "<span class=\"small\">started as <code>");
+            st_buf_printf(h, "<span class=\"small\">started as <code>");
             hs(h, c->command);
-            hp(h, "</code></span>");
+            st_buf_printf(h, "</code></span>");
         }
-        hp(h, "</td><td>");
+        st_buf_printf(h, "</td><td>");
         hs(h, c->reason ? c->reason : "");
-        hp(h, "</td></tr>\n");
+        st_buf_printf(h, "</td></tr>\n");
     }
-    hp(h, "</tbody></table>\n");
+    st_buf_printf(h, "</tbody></table>\n");
 }
 
 static const char *const default_method[] = {
@@ -849,7 +850,7 @@ static const char *const default_method[] = {
     "Out of scope: output quality (e.g. under quantization) is not measured.",
 };
 
-static void method(H *h, const st_html_report *r)
+static void method(st_buf *h, const st_html_report *r)
 {
     const char *const *m = r->method;
     uint32_t n = r->n_method;
@@ -858,42 +859,42 @@ static void method(H *h, const st_html_report *r)
         n = sizeof default_method / sizeof default_method[0];
     }
     for (uint32_t i = 0; i < n; i++) {
-        hp(h, "<p>");
+        st_buf_printf(h, "<p>");
         hs(h, m[i]);
-        hp(h, "</p>\n");
+        st_buf_printf(h, "</p>\n");
     }
-    hp(h, "<h3 id=\"notes\">Notes</h3>\n");
+    st_buf_printf(h, "<h3 id=\"notes\">Notes</h3>\n");
     if (!r->n_notes || !r->notes) {
-        hp(h, "<p>The data called for no notes.</p>\n");
+        st_buf_printf(h, "<p>The data called for no notes.</p>\n");
         return;
     }
-    hp(h, "<ul class=\"notes\">\n");
+    st_buf_printf(h, "<ul class=\"notes\">\n");
     for (uint32_t i = 0; i < r->n_notes; i++) {
         const st_html_note *nt = &r->notes[i];
         const char *cls = nt->sev == ST_HTML_ERROR ? "error" : nt->sev == ST_HTML_WARN ? "warn" : "info";
         const char *lab = nt->sev == ST_HTML_ERROR ? "problem" : nt->sev == ST_HTML_WARN ? "caution" : "note";
-        hp(h, "<li class=\"%s\"><span class=\"sev\">%s</span>", cls, lab);
+        st_buf_printf(h, "<li class=\"%s\"><span class=\"sev\">%s</span>", cls, lab);
         if (nt->config && *nt->config) {
-            hp(h, "<b>");
+            st_buf_printf(h, "<b>");
             ht(h, nt->config, NAME_MAX_BYTES);
-            hp(h, ":</b> ");
+            st_buf_printf(h, ":</b> ");
         }
         hs(h, nt->text ? nt->text : "");
         if (nt->detail && *nt->detail) {
-            hp(h, "<pre class=\"log\">");
+            st_buf_printf(h, "<pre class=\"log\">");
             ht_lines(h, nt->detail, TEXT_MAX);
-            hp(h, "</pre>");
+            st_buf_printf(h, "</pre>");
         }
-        hp(h, "</li>\n");
+        st_buf_printf(h, "</li>\n");
     }
-    hp(h, "</ul>\n");
+    st_buf_printf(h, "</ul>\n");
 }
 
 /* ---- document --------------------------------------------------------------------------- */
 
 int st_html_render(const st_html_report *r, st_buf *out, char *err, size_t errlen)
 {
-    H h = {out, 0};
+    st_buf *h = out;
     uint32_t n = r->n_configs;
     ord *o = calloc(n ? n : 1, sizeof *o);
     if (!o) {
@@ -901,7 +902,7 @@ int st_html_render(const st_html_report *r, st_buf *out, char *err, size_t errle
         return -1;
     }
     for (uint32_t i = 0; i < n; i++)
-        o[i] = (ord){&r->configs[i], i};
+        o[i] = (ord){ &r->configs[i], i };
     if (r->order) {
         /* the caller's order, if it is a permutation; else ours */
         unsigned char *seen = calloc(n ? n : 1, 1);
@@ -915,7 +916,7 @@ int st_html_render(const st_html_report *r, st_buf *out, char *err, size_t errle
         free(seen);
         if (ok)
             for (uint32_t i = 0; i < n; i++)
-                o[i] = (ord){&r->configs[r->order[i]], r->order[i]};
+                o[i] = (ord){ &r->configs[r->order[i]], r->order[i] };
         else
             qsort(o, n, sizeof *o, cmp_cheapest);
     } else if (!r->keep_order) {
@@ -923,124 +924,101 @@ int st_html_render(const st_html_report *r, st_buf *out, char *err, size_t errle
     }
 
     const char *title = r->title && *r->title ? r->title : "Serving audit";
-    hp(&h, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-           "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
-           "style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'\">\n"
-           "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
+    st_buf_printf(h, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+                     "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+                     "style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'\">\n"
+                     "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
     if (r->generator && *r->generator) {
-        hp(&h, "<meta name=\"generator\" content=\"");
-        ht(&h, r->generator, 200);
-        hp(&h, "\">\n");
+        st_buf_printf(h, "<meta name=\"generator\" content=\"");
+        ht(h, r->generator, 200);
+        st_buf_printf(h, "\">\n");
     }
-    hp(&h, "<title>%s%s", r->partial ? "[PARTIAL] " : "", r->prediction ? "[PREDICTION] " : "");
-    ht(&h, title, 300);
-    hp(&h, "</title>\n<style>\n%s</style>\n</head>\n<body>\n<main>\n", CSS);
+    st_buf_printf(h, "<title>%s%s", r->partial ? "[PARTIAL] " : "", r->prediction ? "[PREDICTION] " : "");
+    ht(h, title, 300);
+    st_buf_printf(h, "</title>\n<style>\n%s</style>\n</head>\n<body>\n<main>\n", CSS);
 
-    hp(&h, "<header class=\"top\"><h1>");
-    ht(&h, title, 300);
-    hp(&h, "</h1>");
+    st_buf_printf(h, "<header class=\"top\"><h1>");
+    ht(h, title, 300);
+    st_buf_printf(h, "</h1>");
     if (r->subtitle && *r->subtitle) {
-        hp(&h, "<p class=\"sub\">");
-        ht(&h, r->subtitle, 600);
-        hp(&h, "</p>");
+        st_buf_printf(h, "<p class=\"sub\">");
+        ht(h, r->subtitle, 600);
+        st_buf_printf(h, "</p>");
     }
-    hp(&h, "</header>\n");
-    banners(&h, r);
+    st_buf_printf(h, "</header>\n");
+    banners(h, r);
 
-    hp(&h, "<section id=\"headline\">\n<h2>Headline</h2>\n<p class=\"lead\">");
+    st_buf_printf(h, "<section id=\"headline\">\n<h2>Headline</h2>\n<p class=\"lead\">");
     if (r->headline && *r->headline)
-        hs(&h, r->headline);
+        hs(h, r->headline);
     else
-        default_headline(&h, r);
-    hp(&h, "</p>\n");
+        default_headline(h, r);
+    st_buf_printf(h, "</p>\n");
     if (n)
-        cost_charts(&h, r, o);
-    hp(&h, "</section>\n");
+        cost_charts(h, r, o);
+    st_buf_printf(h, "</section>\n");
 
-    hp(&h, "<section id=\"setup\">\n<h2>Setup</h2>\n<table class=\"kv\"><tbody>\n");
+    st_buf_printf(h, "<section id=\"setup\">\n<h2>Setup</h2>\n<table class=\"kv\"><tbody>\n");
     for (uint32_t i = 0; i < r->n_setup; i++) {
-        hp(&h, "<tr><th scope=\"row\">");
-        hs(&h, r->setup[i].key);
-        hp(&h, "</th><td>");
-        hs(&h, r->setup[i].value);
-        hp(&h, "</td></tr>\n");
+        st_buf_printf(h, "<tr><th scope=\"row\">");
+        hs(h, r->setup[i].key);
+        st_buf_printf(h, "</th><td>");
+        hs(h, r->setup[i].value);
+        st_buf_printf(h, "</td></tr>\n");
     }
-    hp(&h, "</tbody></table>\n</section>\n");
+    st_buf_printf(h, "</tbody></table>\n</section>\n");
 
-    hp(&h, "<section id=\"results\">\n<h2>Results, cheapest first</h2>\n");
+    st_buf_printf(h, "<section id=\"results\">\n<h2>Results, cheapest first</h2>\n");
     if (n)
-        results_table(&h, r, o);
+        results_table(h, r, o);
     else
-        hp(&h, "<p>No configuration has results yet.</p>\n");
-    hp(&h, "<h3>Latency against offered rate</h3>\n");
-    rate_charts(&h, r);
-    hp(&h, "<h3>Latency distribution at the capacity rate</h3>\n");
-    dist_charts(&h, r);
-    hp(&h, "</section>\n");
+        st_buf_printf(h, "<p>No configuration has results yet.</p>\n");
+    st_buf_printf(h, "<h3>Latency against offered rate</h3>\n");
+    rate_charts(h, r);
+    st_buf_printf(h, "<h3>Latency distribution at the capacity rate</h3>\n");
+    dist_charts(h, r);
+    st_buf_printf(h, "</section>\n");
 
-    hp(&h, "<section id=\"changes\">\n<h2>What each configuration changes</h2>\n");
-    changes_table(&h, r);
-    hp(&h, "</section>\n");
+    st_buf_printf(h, "<section id=\"changes\">\n<h2>What each configuration changes</h2>\n");
+    changes_table(h, r);
+    st_buf_printf(h, "</section>\n");
 
-    hp(&h, "<section id=\"method\">\n<h2>Method and limits</h2>\n");
-    method(&h, r);
-    hp(&h, "</section>\n");
+    st_buf_printf(h, "<section id=\"method\">\n<h2>Method and limits</h2>\n");
+    method(h, r);
+    st_buf_printf(h, "</section>\n");
 
-    hp(&h, "<section id=\"timelines\">\n<h2>Server-side timelines per run</h2>\n"
-           "<p>Scraped from the engine's <code>/metrics</code> about once a second while each "
-           "rate ran: KV cache usage (a fraction of the cache, left axis), running and waiting "
-           "requests and preemptions since the run started (right axis).</p>\n");
-    timelines(&h, r);
-    hp(&h, "</section>\n");
+    st_buf_printf(h, "<section id=\"timelines\">\n<h2>Server-side timelines per run</h2>\n"
+                     "<p>Scraped from the engine's <code>/metrics</code> about once a second while each "
+                     "rate ran: KV cache usage (a fraction of the cache, left axis), running and waiting "
+                     "requests and preemptions since the run started (right axis).</p>\n");
+    timelines(h, r);
+    st_buf_printf(h, "</section>\n");
 
-    hp(&h, "<footer>");
+    st_buf_printf(h, "<footer>");
     if (r->prediction)
-        hp(&h, "PREDICTION (engine model, not measured). ");
+        st_buf_printf(h, "PREDICTION (engine model, not measured). ");
     if (r->partial)
-        hp(&h, "PARTIAL report. ");
-    hp(&h, "Generated by ");
-    ht(&h, r->generator && *r->generator ? r->generator : "servetune", 200);
-    hp(&h, ". Every figure is reproducible from the stored per-request records.</footer>\n"
-           "</main>\n</body>\n</html>\n");
+        st_buf_printf(h, "PARTIAL report. ");
+    st_buf_printf(h, "Generated by ");
+    ht(h, r->generator && *r->generator ? r->generator : "servetune", 200);
+    st_buf_printf(h, ". Every figure is reproducible from the stored per-request records.</footer>\n"
+                     "</main>\n</body>\n</html>\n");
     free(o);
-    if (h.err) {
-        snprintf(err, errlen, "HTML report exceeds %zu bytes or memory ran out", out->max);
+    if (st_buf_error(out)) {
+        char why[96];
+        snprintf(err, errlen, "HTML report: %s", st_buf_strerror(out, why, sizeof why));
         return -1;
     }
     return 0;
 }
 
-int st_html_write_file(const st_html_report *r, const char *path, size_t max_bytes, char *err,
-                       size_t errlen)
+int st_html_write_file(const st_html_report *r, const char *path, size_t max_bytes, char *err, size_t errlen)
 {
     st_buf b;
-    st_buf_init(&b, max_bytes ? max_bytes : (size_t)64 << 20);
-    if (st_html_render(r, &b, err, errlen) < 0) {
-        st_buf_free(&b);
-        return -1;
-    }
-    char tmp[4096];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp) {
-        snprintf(err, errlen, "path too long: %s", path);
-        st_buf_free(&b);
-        return -1;
-    }
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
-        st_buf_free(&b);
-        return -1;
-    }
-    int ok = fwrite(b.data, 1, b.len, f) == b.len;
-    ok = (fflush(f) == 0) && ok;
-    ok = (fsync(fileno(f)) == 0) && ok;
-    int e = errno;
-    ok = (fclose(f) == 0) && ok;
+    st_buf_init(&b, max_bytes ? max_bytes : ST_HTML_MAX_BYTES);
+    int rc = st_html_render(r, &b, err, errlen);
+    if (rc == 0)
+        rc = st_write_file_atomic(path, b.data ? b.data : "", b.len, err, errlen);
     st_buf_free(&b);
-    if (!ok || rename(tmp, path) != 0) {
-        snprintf(err, errlen, "%s: %s", path, strerror(ok ? errno : e));
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
+    return rc;
 }

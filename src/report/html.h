@@ -22,6 +22,9 @@
 
 #include "core/buf.h"
 
+/* The largest HTML report written (a bigger one is an error, never a cut page). */
+#define ST_HTML_MAX_BYTES ((size_t)64 << 20)
+
 typedef enum st_html_sev { ST_HTML_INFO = 0, ST_HTML_WARN, ST_HTML_ERROR } st_html_sev;
 
 typedef enum st_html_cfg_status {
@@ -44,58 +47,58 @@ typedef struct st_html_note {
 
 /* One tested rate of one configuration. */
 typedef struct st_html_point {
-    double rate;        /* offered req/s; +inf for "all at once" (not drawn on rate axes) */
+    double rate; /* offered req/s; +inf for "all at once" (not drawn on rate axes) */
     double p95_ttft_ms, p95_tpot_ms;
-    int passed;         /* 1 passed the SLO, 0 failed, -1 unknown (e.g. stopped early) */
+    int passed; /* 1 passed the SLO, 0 failed, -1 unknown (e.g. stopped early) */
 } st_html_point;
 
 /* One scrape of the engine's /metrics during a run. NAN = the metric was not exposed. */
 typedef struct st_html_sample {
-    double t_s;          /* seconds since the run started */
-    double kv_usage;     /* KV cache usage, a fraction 0..1 */
+    double t_s;      /* seconds since the run started */
+    double kv_usage; /* KV cache usage, a fraction 0..1 */
     double running, waiting;
-    double preemptions;  /* cumulative count since the run started */
+    double preemptions; /* cumulative count since the run started */
 } st_html_sample;
 
 typedef struct st_html_run {
-    double rate;         /* offered req/s of this run */
-    int passed;          /* as in st_html_point */
+    double rate; /* offered req/s of this run */
+    int passed;  /* as in st_html_point */
     const st_html_sample *samples;
     uint32_t n_samples;
 } st_html_run;
 
 typedef struct st_html_config {
     const char *name;
-    int is_baseline;            /* the current setup ("vs current" is against it) */
-    int recommended;            /* the headline's pick (highlighted) */
+    int is_baseline; /* the current setup ("vs current" is against it) */
+    int recommended; /* the headline's pick (highlighted) */
     st_html_cfg_status status;
-    const char *status_text;    /* why, when status is not OK; also shown under OK rows if set */
+    const char *status_text; /* why, when status is not OK; also shown under OK rows if set */
 
     /* results row (at the capacity rate) */
-    double capacity_rps;        /* capacity at SLO, delivered req/s */
-    double capacity_vs_base;    /* fraction, e.g. 0.42 = +42 % */
-    double pass_rate, fail_rate;/* bracket: highest passing and lowest failing tested rate (NAN: none) */
-    int capacity_may_be_higher; /* the highest tested rate passed */
-    double grid_rps;            /* the grid answer when capacity_rps is a refined one, else NAN */
-    double refined_rps;         /* a refined capacity shown beside a grid one, else NAN */
-    double sustained_rps;       /* steady-state figure, NAN if not computed */
+    double capacity_rps;         /* capacity at SLO, delivered req/s */
+    double capacity_vs_base;     /* fraction, e.g. 0.42 = +42 % */
+    double pass_rate, fail_rate; /* bracket: highest passing and lowest failing tested rate (NAN: none) */
+    int capacity_may_be_higher;  /* the highest tested rate passed */
+    double grid_rps;             /* the grid answer when capacity_rps is a refined one, else NAN */
+    double refined_rps;          /* a refined capacity shown beside a grid one, else NAN */
+    double sustained_rps;        /* steady-state figure, NAN if not computed */
     double out_tok_s;
     double usd_per_mtok;
-    double usd_vs_base;         /* fraction */
+    double usd_vs_base; /* fraction */
     double p95_ttft_ms, p95_tpot_ms;
-    double replicas;            /* at the stated peak; NAN if no peak was given */
-    double monthly_usd;         /* NAN if no peak was given */
+    double replicas;    /* at the stated peak; NAN if no peak was given */
+    double monthly_usd; /* NAN if no peak was given */
 
     /* what it changes */
-    const char *changes;        /* exact flags / model / environment against the baseline */
-    const char *reason;         /* one line from the spec */
-    const char *command;        /* the engine's command line as started, or NULL */
+    const char *changes; /* exact flags / model / environment against the baseline */
+    const char *reason;  /* one line from the spec */
+    const char *command; /* the engine's command line as started, or NULL */
 
     /* evidence */
     const st_html_point *points;
     uint32_t n_points;
-    double dist_rate;           /* the rate the latency samples below were taken at */
-    const double *ttft_ms;      /* per-request TTFT at the capacity rate */
+    double dist_rate;      /* the rate the latency samples below were taken at */
+    const double *ttft_ms; /* per-request TTFT at the capacity rate */
     uint32_t n_ttft;
     const double *tpot_ms;
     uint32_t n_tpot;
@@ -116,18 +119,18 @@ typedef struct st_html_report {
 
     const st_html_config *configs; /* spec order; their index picks the chart colour */
     uint32_t n_configs;
-    int keep_order;             /* the results table keeps the given order instead of sorting */
-    const uint32_t *order;      /* or this order (n_configs indices into configs), e.g. the
+    int keep_order;        /* the results table keeps the given order instead of sorting */
+    const uint32_t *order; /* or this order (n_configs indices into configs), e.g. the
                                    audit's own cheapest-first order; NULL: sorted here */
 
     double slo_ttft_ms, slo_tpot_ms; /* NAN: that term is not set */
 
-    const char *const *method;  /* paragraphs of "method and limits" */
+    const char *const *method; /* paragraphs of "method and limits" */
     uint32_t n_method;
     const st_html_note *notes;
     uint32_t n_notes;
 
-    const char *generator;      /* e.g. "servetune 0.1.0"; may be NULL */
+    const char *generator; /* e.g. "servetune 0.1.0"; may be NULL */
 } st_html_report;
 
 /* Appends the whole document to out. 0, or -1 with a reason in err (e.g. the buffer's
@@ -136,8 +139,7 @@ int st_html_render(const st_html_report *r, st_buf *out, char *err, size_t errle
 
 /* Renders into memory (at most max_bytes; 0 = 64 MiB) and writes path atomically
  * (path.tmp, then rename). 0, or -1 with a reason in err. */
-int st_html_write_file(const st_html_report *r, const char *path, size_t max_bytes, char *err,
-                       size_t errlen);
+int st_html_write_file(const st_html_report *r, const char *path, size_t max_bytes, char *err, size_t errlen);
 
 /* Formats a fraction as a signed percent change ("+42 %", "-25 %", "±0 %"; "—" for NAN). */
 void st_html_fmt_change(char *out, size_t outlen, double frac);

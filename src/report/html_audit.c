@@ -1,5 +1,7 @@
 #include "report/html_audit.h"
 
+#include "core/file.h"
+
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -13,7 +15,9 @@
 #include "report/format.h"
 #include "report/html.h"
 
-#define HTML_MAX ((size_t)64 << 20)
+/* One text of the page built before it is handed to the renderer (a setup row, a note). */
+#define PIECE_MAX ((size_t)1 << 16)
+
 
 /* Every allocation of one rendering, freed together. */
 typedef struct arena {
@@ -98,14 +102,14 @@ static void setup_rows(arena *a, const st_report *r, const char *ev, st_html_kv 
 {
     const st_spec *s = &r->spec;
     st_buf b;
-    st_buf_init(&b, 1 << 16);
+    st_buf_init(&b, PIECE_MAX);
     char t[64];
     uint32_t k = 0;
-#define ROW(label)                                                                                 \
-    do {                                                                                           \
-        kv[k].key = label;                                                                         \
-        kv[k++].value = a_take(a, &b);                                                             \
-        st_buf_reset(&b);                                                                          \
+#define ROW(label)                                                                                                     \
+    do {                                                                                                               \
+        kv[k].key = label;                                                                                             \
+        kv[k++].value = a_take(a, &b);                                                                                 \
+        st_buf_reset(&b);                                                                                              \
     } while (0)
     st_buf_puts(&b, st_engine_kind_name(s->engine.kind));
     if (ev)
@@ -121,23 +125,20 @@ static void setup_rows(arena *a, const st_report *r, const char *ev, st_html_kv 
         st_buf_puts(&b, "(none)");
     ROW("Baseline flags");
     st_fmt_usd(t, sizeof t, s->hardware.price_per_gpu_hour);
-    st_buf_printf(&b, "%s, %d GPU%s per replica at %s per GPU-hour",
-                  s->hardware.gpu ? s->hardware.gpu : "GPU", s->hardware.gpus_per_replica,
-                  s->hardware.gpus_per_replica == 1 ? "" : "s", t);
+    st_buf_printf(&b, "%s, %d GPU%s per replica at %s per GPU-hour", s->hardware.gpu ? s->hardware.gpu : "GPU",
+                  s->hardware.gpus_per_replica, s->hardware.gpus_per_replica == 1 ? "" : "s", t);
     ROW("Hardware");
     if (s->workload.kind == ST_WL_SYNTHETIC)
         st_buf_printf(&b,
                       "synthetic prompts: %u input and %u output tokens on average (spread "
                       "+-%.0f %%), a shared prefix of %u tokens; %u requests per rate after %u "
                       "warm-up requests; %s arrivals",
-                      s->workload.input_tokens, s->workload.output_tokens,
-                      s->workload.range_ratio * 100, s->workload.shared_prefix,
-                      s->workload.requests_per_rate, s->warmup_requests,
+                      s->workload.input_tokens, s->workload.output_tokens, s->workload.range_ratio * 100,
+                      s->workload.shared_prefix, s->workload.requests_per_rate, s->warmup_requests,
                       s->workload.arrival ? s->workload.arrival : "poisson");
     else
         st_buf_printf(&b, "replayed trace %s, %u requests per rate after %u warm-up requests",
-                      s->workload.trace ? s->workload.trace : "-", s->workload.requests_per_rate,
-                      s->warmup_requests);
+                      s->workload.trace ? s->workload.trace : "-", s->workload.requests_per_rate, s->warmup_requests);
     ROW("Workload");
     for (int i = 0; i < s->n_rates; i++) {
         st_fmt_rate(t, sizeof t, s->rates[i]);
@@ -158,10 +159,7 @@ static void setup_rows(arena *a, const st_report *r, const char *ev, st_html_kv 
     *n = k;
 }
 
-static int is_verdict(const st_run_row *w, const char *v)
-{
-    return w->verdict && !strcmp(w->verdict, v);
-}
+static int is_verdict(const st_run_row *w, const char *v) { return w->verdict && !strcmp(w->verdict, v); }
 
 /* Per-request TTFT and TPOT (ms) of one run, warm-up excluded. */
 static void load_latencies(arena *a, st_store *s, const st_run_row *w, st_html_config *hc)
@@ -199,7 +197,7 @@ static int metric_kind(const char *name)
     if (!name)
         return M_NONE;
     st_metric m; /* the generic names the audit stores (engine/metrics.h) */
-    if (st_metric_from_name(name, &m) == 0) {
+    if (st_metrics_from_name(name, &m) == 0) {
         switch (m) {
         case ST_MET_KV_USAGE: return M_KV;
         case ST_MET_RUNNING: return M_RUN;
@@ -212,14 +210,11 @@ static int metric_kind(const char *name)
     const char *c = strchr(name, ':');
     if (c)
         name = c + 1;
-    static const char *const kv[] = {"kv_cache_usage", "kv_cache_usage_perc", "gpu_cache_usage_perc",
-                                     "token_usage", "kv_cache_usage_ratio"};
-    static const char *const run[] = {"num_running", "running", "num_requests_running",
-                                      "num_running_reqs"};
-    static const char *const wait[] = {"num_waiting", "waiting", "num_requests_waiting",
-                                       "num_queue_reqs"};
-    static const char *const pre[] = {"num_preemptions", "preemptions", "num_preemptions_total",
-                                      "preemptions_total"};
+    static const char *const kv[] = { "kv_cache_usage", "kv_cache_usage_perc", "gpu_cache_usage_perc", "token_usage",
+                                      "kv_cache_usage_ratio" };
+    static const char *const run[] = { "num_running", "running", "num_requests_running", "num_running_reqs" };
+    static const char *const wait[] = { "num_waiting", "waiting", "num_requests_waiting", "num_queue_reqs" };
+    static const char *const pre[] = { "num_preemptions", "preemptions", "num_preemptions_total", "preemptions_total" };
     for (size_t i = 0; i < sizeof kv / sizeof *kv; i++)
         if (!strcmp(name, kv[i]))
             return M_KV;
@@ -238,7 +233,7 @@ static int metric_kind(const char *name)
 /* The run's metric samples as timeline points. */
 static void load_samples(arena *a, st_store *s, const st_run_row *w, st_html_run *run)
 {
-    st_metric_sample *m = NULL;
+    st_metrics_sample *m = NULL;
     uint32_t n = 0;
     if (!s || st_store_samples_get(s, w->id, &m, &n) != 0 || !n) {
         if (m)
@@ -253,7 +248,7 @@ static void load_samples(arena *a, st_store *s, const st_run_row *w, st_html_run
         if (kind == M_NONE || !isfinite(m[i].t))
             continue;
         if (!k || fabs(out[k - 1].t_s - m[i].t) > 1e-9) {
-            out[k] = (st_html_sample){m[i].t, NAN, NAN, NAN, NAN};
+            out[k] = (st_html_sample){ m[i].t, NAN, NAN, NAN, NAN };
             k++;
         }
         st_html_sample *p = &out[k - 1];
@@ -293,7 +288,7 @@ static void changes_text(st_buf *b, const st_spec_config *c)
     }
 }
 
-/* The notes: the one list the report model carries (audit/notes.h), as every report shows it. */
+/* The notes: the one list the report model carries (report/notes.h), as every report shows it. */
 static void map_notes(const st_report *r, st_html_note *v, uint32_t *n)
 {
     uint32_t k = 0;
@@ -309,27 +304,27 @@ static void map_notes(const st_report *r, st_html_note *v, uint32_t *n)
 
 static const char *const method_text[] = {
     ("Capacity at SLO is the delivered request throughput (completed requests / time from the "
-    "first send to the last completion, drain included) at the highest tested rate that passed. "
-    "A rate passes when every request completed and every SLO term held. The true capacity lies "
-    "between that rate and the next tested one (the bracket under each capacity), as long as each "
-    "run lasts long enough to reach a steady state: a run whose arrivals end before its requests "
-    "do tests a burst rather than a sustained rate, and the notes say where that happened."),
+     "first send to the last completion, drain included) at the highest tested rate that passed. "
+     "A rate passes when every request completed and every SLO term held. The true capacity lies "
+     "between that rate and the next tested one (the bracket under each capacity), as long as each "
+     "run lasts long enough to reach a steady state: a run whose arrivals end before its requests "
+     "do tests a burst rather than a sustained rate, and the notes say where that happened."),
     ("TTFT runs from a request's scheduled send time (open loop: requests are sent on schedule "
-    "whatever the server does) to its first token; TPOT = (end - first token) / (output tokens - "
-    "1)."),
+     "whatever the server does) to its first token; TPOT = (end - first token) / (output tokens - "
+     "1)."),
     ("$ per 1M output tokens = price per GPU-hour x GPUs per replica / (output tok/s at capacity x "
-    "3600) x 1,000,000; replicas at peak = ceil(peak / capacity); monthly = replicas x GPUs x "
-    "price x 730 h. \"vs current\" is the relative change against the first configuration."),
+     "3600) x 1,000,000; replicas at peak = ceil(peak / capacity); monthly = replicas x GPUs x "
+     "price x 730 h. \"vs current\" is the relative change against the first configuration."),
     ("The sustained figure comes from the steady-state window of the run at capacity (without the "
-    "ramp-up and the drain); a short finite run understates what a server sustains."),
+     "ramp-up and the drain); a short finite run understates what a server sustains."),
 };
 
-int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *opts, st_buf *out,
-                   char *err, size_t errlen)
+int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *opts, st_buf *out, char *err,
+                   size_t errlen)
 {
-    arena a = {0};
+    arena a = { 0 };
     st_buf tb;
-    st_buf_init(&tb, 1 << 16);
+    st_buf_init(&tb, PIECE_MAX);
     char *ev = engine_version(r);
     st_html_report h;
     memset(&h, 0, sizeof h);
@@ -348,8 +343,8 @@ int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *op
     st_buf_reset(&tb);
     char date[64];
     st_fmt_date(date, sizeof date, r->audit.started);
-    st_buf_printf(&tb, "%s · spec %s · %d configuration%s", date,
-                  r->audit.spec_path ? r->audit.spec_path : "-", r->n_cfg, r->n_cfg == 1 ? "" : "s");
+    st_buf_printf(&tb, "%s · spec %s · %d configuration%s", date, r->audit.spec_path ? r->audit.spec_path : "-",
+                  r->n_cfg, r->n_cfg == 1 ? "" : "s");
     h.subtitle = a_take(&a, &tb);
     st_buf_reset(&tb);
     h.partial = r->audit.partial;
@@ -499,36 +494,22 @@ oom:
     return -1;
 }
 
-int st_report_html_write(st_store *s, const char *dir, const st_html_audit_opts *opts, char *err,
-                         size_t errlen)
+int st_report_html_write(st_store *s, const char *dir, const st_html_audit_opts *opts, char *err, size_t errlen)
 {
     st_report r;
     if (st_report_load(s, &r, err, errlen))
         return -1;
     st_buf b;
-    st_buf_init(&b, HTML_MAX);
+    st_buf_init(&b, ST_HTML_MAX_BYTES);
     int rc = st_report_html(&r, s, opts, &b, err, errlen);
     st_report_free(&r);
-    if (rc) {
-        st_buf_free(&b);
-        return -1;
+    char path[4096];
+    if (rc == 0 && (size_t)snprintf(path, sizeof path, "%s/report.html", dir) >= sizeof path) {
+        snprintf(err, errlen, "%s: path too long", dir);
+        rc = -1;
     }
-    char path[4096], tmp[4200];
-    snprintf(path, sizeof path, "%s/report.html", dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
-        st_buf_free(&b);
-        return -1;
-    }
-    int bad = (b.len && fwrite(b.data, 1, b.len, f) != b.len);
-    bad |= fclose(f) != 0;
+    if (rc == 0)
+        rc = st_write_file_atomic(path, b.data ? b.data : "", b.len, err, errlen);
     st_buf_free(&b);
-    if (bad || rename(tmp, path)) {
-        snprintf(err, errlen, "%s: write failed", path);
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
+    return rc;
 }

@@ -32,11 +32,10 @@ typedef struct st_html_audit_opts {
 
 /* Renders the report of r into out. s may be NULL: then no latency distributions and no
  * timelines (the model alone has neither). opts may be NULL. 0, or -1 with err. */
-int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *opts, st_buf *out,
-                   char *err, size_t errlen);
+int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *opts, st_buf *out, char *err,
+                   size_t errlen);
 
 /* Loads the model from s and writes DIR/report.html atomically. 0, or -1 with err. */
-int st_report_html_write(st_store *s, const char *dir, const st_html_audit_opts *opts, char *err,
-                         size_t errlen);
+int st_report_html_write(st_store *s, const char *dir, const st_html_audit_opts *opts, char *err, size_t errlen);
 
 #endif

@@ -131,12 +131,24 @@ static json_t *run_json(const st_run_row *w, const st_rep_server *sv)
     json_object_set_new(o, "sent", json_integer(w->sent));
     json_object_set_new(o, "completed", json_integer(w->completed));
     json_object_set_new(o, "failed", json_integer(w->failed));
-    struct { const char *k; double v; } f[] = {
-        { "duration_s", w->duration_s },   { "delivered_rps", w->delivered_rps }, { "output_tps", w->output_tps },
-        { "sustained_rps", w->sustained_rps }, { "achieved_offered_rps", w->offered_rps_achieved },
-        { "worst_ratio", w->worst_ratio }, { "ttft_p50_ms", w->ttft_p50_ms }, { "ttft_p95_ms", w->ttft_p95_ms },
-        { "ttft_p99_ms", w->ttft_p99_ms }, { "tpot_p50_ms", w->tpot_p50_ms }, { "tpot_p95_ms", w->tpot_p95_ms },
-        { "tpot_p99_ms", w->tpot_p99_ms }, { "itl_p95_ms", w->itl_p95_ms },   { "e2e_p95_ms", w->e2e_p95_ms },
+    struct {
+        const char *k;
+        double v;
+    } f[] = {
+        { "duration_s", w->duration_s },
+        { "delivered_rps", w->delivered_rps },
+        { "output_tps", w->output_tps },
+        { "sustained_rps", w->sustained_rps },
+        { "achieved_offered_rps", w->offered_rps_achieved },
+        { "worst_ratio", w->worst_ratio },
+        { "ttft_p50_ms", w->ttft_p50_ms },
+        { "ttft_p95_ms", w->ttft_p95_ms },
+        { "ttft_p99_ms", w->ttft_p99_ms },
+        { "tpot_p50_ms", w->tpot_p50_ms },
+        { "tpot_p95_ms", w->tpot_p95_ms },
+        { "tpot_p99_ms", w->tpot_p99_ms },
+        { "itl_p95_ms", w->itl_p95_ms },
+        { "e2e_p95_ms", w->e2e_p95_ms },
         { "lag_p99_ms", w->lag_p99_ms },
     };
     for (size_t i = 0; i < sizeof f / sizeof *f; i++)
@@ -197,7 +209,7 @@ int st_report_json(const st_report *r, st_buf *out)
     json_object_set_new(root, "finished", iso(r->audit.finished));
     json_object_set_new(root, "spec", spec_json(r));
     st_buf hl;
-    st_buf_init(&hl, 1 << 16);
+    st_buf_init(&hl, ST_REPORT_HEADLINE_MAX);
     st_report_headline(r, &hl);
     json_t *h = json_object();
     json_object_set_new(h, "text", json_string(hl.data ? hl.data : ""));

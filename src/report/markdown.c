@@ -73,8 +73,8 @@ int st_report_headline(const st_report *r, st_buf *b)
     st_fmt_num(a, sizeof a, p->cap->capacity_rps);
     st_fmt_usd(y, sizeof y, p->cost.usd_per_1m);
     st_fmt_usd(m1, sizeof m1, p->cost.monthly_usd);
-    const char *maybe = p->cap->highest_tested_passed ? " (its highest tested rate passed, so capacity may be higher)"
-                                                       : "";
+    const char *maybe =
+        p->cap->highest_tested_passed ? " (its highest tested rate passed, so capacity may be higher)" : "";
     if (r->pick == 0 && r->n_cfg == 1) {
         st_buf_printf(b,
                       "The current setup (%s) serves %s requests/s within the SLO (%s)%s at %s per million output "
@@ -96,20 +96,20 @@ int st_report_headline(const st_report *r, st_buf *b)
         st_fmt_usd(x, sizeof x, base->cost.usd_per_1m);
         st_fmt_pct(pc, sizeof pc, p->cost_vs_base);
         st_fmt_usd(m0, sizeof m0, base->cost.monthly_usd);
-        st_buf_printf(b,
-                      "Of the %d configurations tested, the best, %s, serves %s requests/s within the SLO (%s)%s against "
-                      "%s for the current setup (%s), which moves cost per million output tokens from %s to %s (%s); "
-                      "at the stated peak of %s requests/s that is %ld replica%s instead of %ld, about %s a month "
-                      "instead of %s.",
-                      r->n_cfg, p->name, a, slo, maybe, bb, base->name, x, y, pc, pk, p->cost.replicas,
-                      p->cost.replicas == 1 ? "" : "s", base->cost.replicas, m1, m0);
+        st_buf_printf(
+            b,
+            "Of the %d configurations tested, the best, %s, serves %s requests/s within the SLO (%s)%s against "
+            "%s for the current setup (%s), which moves cost per million output tokens from %s to %s (%s); "
+            "at the stated peak of %s requests/s that is %ld replica%s instead of %ld, about %s a month "
+            "instead of %s.",
+            r->n_cfg, p->name, a, slo, maybe, bb, base->name, x, y, pc, pk, p->cost.replicas,
+            p->cost.replicas == 1 ? "" : "s", base->cost.replicas, m1, m0);
     } else {
         st_buf_printf(b,
                       "Of the %d configurations tested, the best, %s, serves %s requests/s within the SLO (%s)%s at %s "
                       "per million output tokens; at the stated peak of %s requests/s that is %ld replica%s, about %s "
                       "a month.",
-                      r->n_cfg, p->name, a, slo, maybe, y, pk, p->cost.replicas, p->cost.replicas == 1 ? "" : "s",
-                      m1);
+                      r->n_cfg, p->name, a, slo, maybe, y, pk, p->cost.replicas, p->cost.replicas == 1 ? "" : "s", m1);
     }
     pick_caveats(r, p, b);
     return 0;
@@ -215,8 +215,9 @@ static void results_section(const st_report *r, st_buf *b)
             st_fmt_pct(v2, sizeof v2, c->cost_vs_base);
             st_fmt_num(t1, sizeof t1, c->ttft_p95_ms);
             st_fmt_num(t2, sizeof t2, c->tpot_p95_ms);
-            st_buf_printf(b, " | %s%s | %s | %s | %s | %s | %s / %s |\n", a, c->cap->highest_tested_passed ? " (>=)" : "",
-                          r->order[k] == 0 ? "-" : v1, o, u, r->order[k] == 0 ? "-" : v2, t1, t2);
+            st_buf_printf(b, " | %s%s | %s | %s | %s | %s | %s / %s |\n", a,
+                          c->cap->highest_tested_passed ? " (>=)" : "", r->order[k] == 0 ? "-" : v1, o, u,
+                          r->order[k] == 0 ? "-" : v2, t1, t2);
         } else {
             const char *what = c->status == ST_REP_NONE_PASSED ? "none passed (see notes)"
                                : c->status == ST_REP_FAILED    ? "did not start: "
@@ -406,14 +407,16 @@ static void notes_section(const st_report *r, st_buf *b)
             st_buf_puts(b, "\n");
         }
     }
-    st_buf_puts(b, "- **Capacity at SLO** is the delivered request throughput (completed requests / time from the "
-                   "first send to the last completion, drain included) at the highest tested rate that passed. A rate "
-                   "passes when every request completed and every SLO term held. The true capacity lies between that "
-                   "rate and the next tested one (the bracket above), as long as each run lasts long enough to reach a steady "
-                   "state: a run whose arrivals end before its requests do tests a burst rather than a sustained rate, "
-                   "and the notes say where that happened.\n");
-    st_buf_puts(b, "- **TTFT** runs from a request's scheduled send time (open loop: requests are sent on schedule "
-                   "whatever the server does) to its first token; **TPOT** = (end - first token) / (output tokens - 1).\n");
+    st_buf_puts(
+        b, "- **Capacity at SLO** is the delivered request throughput (completed requests / time from the "
+           "first send to the last completion, drain included) at the highest tested rate that passed. A rate "
+           "passes when every request completed and every SLO term held. The true capacity lies between that "
+           "rate and the next tested one (the bracket above), as long as each run lasts long enough to reach a steady "
+           "state: a run whose arrivals end before its requests do tests a burst rather than a sustained rate, "
+           "and the notes say where that happened.\n");
+    st_buf_puts(
+        b, "- **TTFT** runs from a request's scheduled send time (open loop: requests are sent on schedule "
+           "whatever the server does) to its first token; **TPOT** = (end - first token) / (output tokens - 1).\n");
     st_buf_puts(b, "- **$ per 1M output tokens** = price per GPU-hour x GPUs per replica / (output tok/s at capacity x "
                    "3600) x 1,000,000; **replicas at peak** = ceil(peak / capacity); **monthly** = replicas x GPUs x "
                    "price x 730 h. \"vs current\" is the relative change against the first configuration.\n");
@@ -435,7 +438,7 @@ static void notes_section(const st_report *r, st_buf *b)
     st_buf_puts(b, "\n### Notes\n\n");
     if (!r->notes.n)
         st_buf_puts(b, "The data called for no notes.\n");
-    /* the one list of notes (audit/notes.h), as every report renders it */
+    /* the one list of notes (report/notes.h), as every report renders it */
     for (int i = 0; i < r->notes.n; i++) {
         const st_note *n = &r->notes.v[i];
         st_buf_puts(b, "- ");
@@ -472,13 +475,14 @@ int st_report_markdown(const st_report *r, st_buf *b)
                        "`servetune audit --resume` continues it.\n\n");
     }
     if (r->audit.prediction)
-        st_buf_puts(b, "> **PREDICTION.** Made by `servetune predict` on servetune's engine model (a model of vLLM V1's "
-                       "scheduler, KV cache and GPU step time) in virtual time: no server was started and nothing was "
-                       "measured. Use it to choose configurations and rates worth testing; confirm with `servetune "
-                       "audit` on the hardware.\n\n");
+        st_buf_puts(b,
+                    "> **PREDICTION.** Made by `servetune predict` on servetune's engine model (a model of vLLM V1's "
+                    "scheduler, KV cache and GPU step time) in virtual time: no server was started and nothing was "
+                    "measured. Use it to choose configurations and rates worth testing; confirm with `servetune "
+                    "audit` on the hardware.\n\n");
     st_buf_puts(b, "## Headline\n\n");
     st_buf hl;
-    st_buf_init(&hl, 1 << 16);
+    st_buf_init(&hl, ST_REPORT_HEADLINE_MAX);
     st_report_headline(r, &hl);
     st_md_text(b, hl.data ? hl.data : "");
     st_buf_free(&hl);
@@ -488,5 +492,5 @@ int st_report_markdown(const st_report *r, st_buf *b)
     changes_section(r, b);
     evidence_section(r, b);
     notes_section(r, b);
-    return b->len >= b->max ? -1 : 0;
+    return st_buf_error(b) ? -1 : 0;
 }

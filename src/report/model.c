@@ -16,7 +16,7 @@ const char *st_rep_status_name(st_rep_status s)
     return "unknown";
 }
 
-static void server_figures(const st_metric_sample *m, uint32_t n, st_rep_server *out)
+static void server_figures(const st_metrics_sample *m, uint32_t n, st_rep_server *out)
 {
     out->samples = 0;
     out->kv_usage_max = out->running_max = out->waiting_max = out->preemptions = out->prefix_hit_rate = NAN;
@@ -57,7 +57,7 @@ static void server_figures(const st_metric_sample *m, uint32_t n, st_rep_server 
 /* One run's server figures and notes digest, from its stored samples and records. */
 static void run_figures(st_store *s, int64_t run_id, st_rep_server *sv, st_notes_run *dg)
 {
-    st_metric_sample *m = NULL;
+    st_metrics_sample *m = NULL;
     uint32_t nm = 0;
     if (st_store_samples_get(s, run_id, &m, &nm)) {
         m = NULL;
@@ -215,7 +215,8 @@ int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
             snprintf(c->note, sizeof c->note, "at %g req/s: %s", low ? low->rate : 0, low && low->why ? low->why : "");
         } else {
             c->status = ST_REP_NOT_RUN;
-            snprintf(c->note, sizeof c->note, "%s", out->audit.partial ? "not run: the audit was interrupted" : "not run");
+            snprintf(c->note, sizeof c->note, "%s",
+                     out->audit.partial ? "not run: the audit was interrupted" : "not run");
         }
         pk[i] = (st_cost_pick_in){ c->status == ST_REP_OK, c->cost.usd_per_1m, c->cap->capacity_rps };
         out->order[i] = i;

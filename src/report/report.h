@@ -13,11 +13,16 @@
 #include <stdint.h>
 
 #include "audit/capacity.h"
-#include "audit/notes.h"
 #include "audit/cost.h"
 #include "audit/spec.h"
 #include "audit/store.h"
 #include "core/buf.h"
+#include "report/notes.h"
+
+/* The largest markdown, JSON or CSV report written (a bigger one is an error, never a cut file). */
+#define ST_REPORT_MAX_BYTES ((size_t)64 << 20)
+/* The longest headline paragraph. */
+#define ST_REPORT_HEADLINE_MAX ((size_t)1 << 16)
 
 typedef enum st_rep_status {
     ST_REP_OK = 0,      /* passed at some rate */
@@ -29,10 +34,10 @@ const char *st_rep_status_name(st_rep_status s); /* "ok", "none_passed", "failed
 
 /* What the engine's /metrics said during a run (NAN when it was not scraped). */
 typedef struct st_rep_server {
-    uint32_t samples;      /* scrapes that gave figures */
-    double kv_usage_max;   /* fraction 0..1 */
+    uint32_t samples;    /* scrapes that gave figures */
+    double kv_usage_max; /* fraction 0..1 */
     double running_max, waiting_max;
-    double preemptions;    /* counter increase over the run */
+    double preemptions;     /* counter increase over the run */
     double prefix_hit_rate; /* prefix_hits / prefix_queries increase over the run */
 } st_rep_server;
 
@@ -42,18 +47,18 @@ typedef struct st_rep_cfg {
     const st_config_row *row;   /* its start row, or NULL when never started */
     st_run_row *runs;           /* points into st_report.runs */
     int n_runs;
-    st_rate_result *rr;         /* runs as the capacity module sees them */
-    st_rep_server *server;      /* per run, from the stored /metrics samples */
-    st_notes_run *digest;       /* per run, what the notes need from its records and samples
+    st_rate_result *rr;     /* runs as the capacity module sees them */
+    st_rep_server *server;  /* per run, from the stored /metrics samples */
+    st_notes_run *digest;   /* per run, what the notes need from its records and samples
                                    (NULL when not loaded) */
-    st_capacity grid;           /* from the spec's rates only */
-    st_capacity refined;        /* with the rates refine added */
-    const st_capacity *cap;     /* the one priced: refined when refine ran, else grid */
+    st_capacity grid;       /* from the spec's rates only */
+    st_capacity refined;    /* with the rates refine added */
+    const st_capacity *cap; /* the one priced: refined when refine ran, else grid */
     st_cost cost;
-    double ttft_p95_ms, tpot_p95_ms; /* at the capacity rate */
+    double ttft_p95_ms, tpot_p95_ms;  /* at the capacity rate */
     double cap_vs_base, cost_vs_base; /* relative change vs the baseline; NAN when n/a */
     st_rep_status status;
-    char note[256];             /* why it failed / passed nowhere, in one line */
+    char note[256]; /* why it failed / passed nowhere, in one line */
 } st_rep_cfg;
 
 typedef struct st_report {
@@ -65,10 +70,10 @@ typedef struct st_report {
     int n_runs;
     st_rep_cfg *cfg; /* in spec order; cfg[0] is the baseline */
     int n_cfg;
-    int *order;      /* cheapest first */
-    int pick;        /* headline pick (index in cfg), -1 when nothing passed */
-    int refine;      /* the spec asked for refine */
-    st_notes notes;  /* the notes and diagnosis every renderer shows (audit/notes.h) */
+    int *order;     /* cheapest first */
+    int pick;       /* headline pick (index in cfg), -1 when nothing passed */
+    int refine;     /* the spec asked for refine */
+    st_notes notes; /* the notes and diagnosis every renderer shows (report/notes.h) */
 } st_report;
 
 int st_report_load(st_store *s, st_report *out, char *err, size_t errlen);

@@ -8,8 +8,7 @@
 
 /* Okabe-Ito based, colour-blind safe, readable on white and in grey-scale print. */
 static const char *const palette[ST_SVG_PALETTE] = {
-    "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00",
-    "#882255", "#56B4E9", "#332288", "#117733", "#6B7280",
+    "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#882255", "#56B4E9", "#332288", "#117733", "#6B7280",
 };
 #define GREY "#6B7280"
 #define SLO_RED "#B91C1C"
@@ -26,29 +25,10 @@ const char *st_svg_color(int i)
     return palette[i % ST_SVG_PALETTE];
 }
 
-/* ---- writer with a sticky error -------------------------------------------------------- */
+/* Charts are written into the caller's st_buf, whose error is sticky (core/buf.h): the drawing
+ * helpers append without checking each call; each st_svg_* entry point checks once. */
 
-typedef struct W {
-    st_buf *b;
-    int err;
-} W;
-
-__attribute__((format(printf, 2, 3))) static void wp(W *w, const char *fmt, ...)
-{
-    if (w->err)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    if (st_buf_vprintf(w->b, fmt, ap) < 0)
-        w->err = 1;
-    va_end(ap);
-}
-
-static void wtext(W *w, const char *s)
-{
-    if (!w->err && st_svg_text(w->b, s, 0) < 0)
-        w->err = 1;
-}
+static void wtext(st_buf *w, const char *s) { (void)st_svg_text(w, s, 0); }
 
 /* Length in bytes of the valid UTF-8 sequence at s (1..4), or 0 when it is not valid. */
 static size_t utf8_len(const unsigned char *s)
@@ -204,8 +184,8 @@ typedef struct scale {
     double p0, p1; /* pixel positions of lo and hi */
     double ticks[MAX_TICKS];
     int nt;
-    double step; /* linear tick spacing (0 on a log axis) */
-    int has_inf;   /* x axis only: +inf values sit in a slot right of p1 (rate "inf") */
+    double step;          /* linear tick spacing (0 on a log axis) */
+    int has_inf;          /* x axis only: +inf values sit in a slot right of p1 (rate "inf") */
     double inf_px, p_end; /* the slot's centre and the plot's right edge */
 } scale;
 
@@ -224,7 +204,7 @@ static double nice_step(double x)
 static double cand_floor(double v)
 {
     double base = pow(10, floor(log10(v)));
-    static const double m[] = {5, 2, 1};
+    static const double m[] = { 5, 2, 1 };
     for (int i = 0; i < 3; i++)
         if (m[i] * base <= v * (1 + 1e-9))
             return m[i] * base;
@@ -234,7 +214,7 @@ static double cand_floor(double v)
 static double cand_ceil(double v)
 {
     double base = pow(10, floor(log10(v)));
-    static const double m[] = {1, 2, 5, 10};
+    static const double m[] = { 1, 2, 5, 10 };
     for (int i = 0; i < 4; i++)
         if (m[i] * base >= v * (1 - 1e-9))
             return m[i] * base;
@@ -290,7 +270,7 @@ static void scale_fit(scale *s, const st_svg_axis *ax, double dmin, double dmax,
         s->lo = lo;
         s->hi = hi;
         /* 1-2-5 ticks when they are few enough, else powers of ten, else every few decades */
-        int every[] = {0, 1, 2, 3, 5, 10};
+        int every[] = { 0, 1, 2, 3, 5, 10 };
         for (int pass = 0; pass < 6; pass++) {
             s->nt = 0;
             double c = cand_ceil(lo);
@@ -431,136 +411,132 @@ static int legend_layout(leg *e, int n, double width)
     return n ? row + 1 : 0;
 }
 
-static void legend_draw(W *w, const leg *e, int n, double ox, double oy)
+static void legend_draw(st_buf *w, const leg *e, int n, double ox, double oy)
 {
     for (int i = 0; i < n; i++) {
         double x = ox + e[i].x, y = oy + e[i].y + 9;
         switch (e[i].kind) {
         case LEG_PASS:
-            wp(w, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\"/>", x + 10, y, GREY);
+            st_buf_printf(w, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\"/>", x + 10, y, GREY);
             break;
         case LEG_FAIL:
-            wp(w,
-               "<path d=\"M%.1f %.1fL%.1f %.1fM%.1f %.1fL%.1f %.1f\" stroke=\"%s\" "
-               "stroke-width=\"2\"/>",
-               x + 6, y - 4, x + 14, y + 4, x + 6, y + 4, x + 14, y - 4, GREY);
+            st_buf_printf(w,
+                          "<path d=\"M%.1f %.1fL%.1f %.1fM%.1f %.1fL%.1f %.1f\" stroke=\"%s\" "
+                          "stroke-width=\"2\"/>",
+                          x + 6, y - 4, x + 14, y + 4, x + 6, y + 4, x + 14, y - 4, GREY);
             break;
         case LEG_BOX:
-            wp(w, "<rect x=\"%.1f\" y=\"%.1f\" width=\"16\" height=\"10\" fill=\"%s\"/>", x + 2,
-               y - 5, e[i].color);
+            st_buf_printf(w, "<rect x=\"%.1f\" y=\"%.1f\" width=\"16\" height=\"10\" fill=\"%s\"/>", x + 2, y - 5,
+                          e[i].color);
             break;
         default:
-            wp(w,
-               "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
-               "stroke-width=\"%s\"%s/>",
-               x, y, x + 20, y, e[i].color, e[i].kind == LEG_REF ? "1.5" : "2.5",
-               e[i].dashed ? " stroke-dasharray=\"6 4\"" : "");
+            st_buf_printf(w,
+                          "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+                          "stroke-width=\"%s\"%s/>",
+                          x, y, x + 20, y, e[i].color, e[i].kind == LEG_REF ? "1.5" : "2.5",
+                          e[i].dashed ? " stroke-dasharray=\"6 4\"" : "");
         }
-        wp(w, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"%.1f\" fill=\"%s\">", x + 26, y + 4,
-           LEG_FONT, INK);
+        st_buf_printf(w, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"%.1f\" fill=\"%s\">", x + 26, y + 4, LEG_FONT, INK);
         wtext(w, e[i].name);
-        wp(w, "</text>");
+        st_buf_printf(w, "</text>");
     }
 }
 
 /* ---- frame: svg root, title, grid, ticks, axis titles ---------------------------------- */
 
-static void svg_open(W *w, int width, int height, const char *title)
+static void svg_open(st_buf *w, int width, int height, const char *title)
 {
-    wp(w,
-       "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"chart\" width=\"%d\" height=\"%d\" "
-       "viewBox=\"0 0 %d %d\" role=\"img\" font-family=\"%s\" font-size=\"11\">",
-       width, height, width, height, FONT);
+    st_buf_printf(w,
+                  "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"chart\" width=\"%d\" height=\"%d\" "
+                  "viewBox=\"0 0 %d %d\" role=\"img\" font-family=\"%s\" font-size=\"11\">",
+                  width, height, width, height, FONT);
     if (title && *title) {
-        wp(w, "<title>");
+        st_buf_printf(w, "<title>");
         wtext(w, title);
-        wp(w, "</title>");
+        st_buf_printf(w, "</title>");
     }
-    wp(w, "<rect width=\"%d\" height=\"%d\" fill=\"#fff\"/>", width, height);
+    st_buf_printf(w, "<rect width=\"%d\" height=\"%d\" fill=\"#fff\"/>", width, height);
     if (title && *title) {
-        wp(w, "<text x=\"8\" y=\"18\" font-size=\"13.5\" font-weight=\"600\" fill=\"%s\">", INK);
+        st_buf_printf(w, "<text x=\"8\" y=\"18\" font-size=\"13.5\" font-weight=\"600\" fill=\"%s\">", INK);
         wtext(w, title);
-        wp(w, "</text>");
+        st_buf_printf(w, "</text>");
     }
 }
 
-static void halo_text_attrs(W *w)
+static void halo_text_attrs(st_buf *w)
 {
-    wp(w, " paint-order=\"stroke\" stroke=\"#fff\" stroke-width=\"3\" stroke-linejoin=\"round\"");
+    st_buf_printf(w, " paint-order=\"stroke\" stroke=\"#fff\" stroke-width=\"3\" stroke-linejoin=\"round\"");
 }
 
 /* Grid and ticks of x (bottom) and y (left), optional y2 (right). */
-static void draw_axes(W *w, const scale *x, const scale *y, const scale *y2, const char *xl,
-                      const char *yl, const char *y2l, int width)
+static void draw_axes(st_buf *w, const scale *x, const scale *y, const scale *y2, const char *xl, const char *yl,
+                      const char *y2l, int width)
 {
     char t[64];
     double top = y->p1, bottom = y->p0, left = x->p0, right = x->p1;
     double rend = x->has_inf ? x->p_end : right; /* right edge of the plot, inf slot included */
     for (int i = 0; i < y->nt; i++) {
         double py = sc_map(y, y->ticks[i]);
-        wp(w, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\"/>", left, py,
-           rend, py, GRID);
+        st_buf_printf(w, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\"/>", left, py, rend, py,
+                      GRID);
         tick_label(y, y->ticks[i], t, sizeof t);
-        wp(w, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" fill=\"%s\">%s</text>", left - 6,
-           py + 4, MUTED, t);
+        st_buf_printf(w, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" fill=\"%s\">%s</text>", left - 6, py + 4,
+                      MUTED, t);
     }
     for (int i = 0; i < x->nt; i++) {
         double px = sc_map(x, x->ticks[i]);
-        wp(w, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\"/>", px, top,
-           px, bottom, GRID);
+        st_buf_printf(w, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\"/>", px, top, px, bottom,
+                      GRID);
         tick_label(x, x->ticks[i], t, sizeof t);
-        wp(w, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"%s\">%s</text>", px,
-           bottom + 15, MUTED, t);
+        st_buf_printf(w, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"%s\">%s</text>", px, bottom + 15,
+                      MUTED, t);
     }
     if (y2) {
         for (int i = 0; i < y2->nt; i++) {
             double py = sc_map(y2, y2->ticks[i]);
             tick_label(y2, y2->ticks[i], t, sizeof t);
-            wp(w, "<text x=\"%.1f\" y=\"%.1f\" fill=\"%s\">%s</text>", rend + 6, py + 4, MUTED,
-               t);
+            st_buf_printf(w, "<text x=\"%.1f\" y=\"%.1f\" fill=\"%s\">%s</text>", rend + 6, py + 4, MUTED, t);
         }
     }
     if (x->has_inf) { /* the "inf" slot, set off from the axis by a break mark */
-        wp(w, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\"/>",
-           x->inf_px, top, x->inf_px, bottom, GRID);
-        wp(w, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"%s\">inf</text>",
-           x->inf_px, bottom + 15, MUTED);
+        st_buf_printf(w, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\"/>", x->inf_px, top,
+                      x->inf_px, bottom, GRID);
+        st_buf_printf(w, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"%s\">inf</text>", x->inf_px,
+                      bottom + 15, MUTED);
         double mid = (right + x->inf_px) / 2;
-        wp(w,
-           "<path d=\"M%.1f %.1fH%.1fM%.1f %.1fH%.1fM%.1f %.1fl4 -8M%.1f %.1fl4 -8\" "
-           "fill=\"none\" stroke=\"%s\"/>",
-           right, bottom, mid - 4, mid + 4, bottom, x->p_end, mid - 6, bottom + 4, mid - 1,
-           bottom + 4, AXIS);
+        st_buf_printf(w,
+                      "<path d=\"M%.1f %.1fH%.1fM%.1f %.1fH%.1fM%.1f %.1fl4 -8M%.1f %.1fl4 -8\" "
+                      "fill=\"none\" stroke=\"%s\"/>",
+                      right, bottom, mid - 4, mid + 4, bottom, x->p_end, mid - 6, bottom + 4, mid - 1, bottom + 4,
+                      AXIS);
     }
-    wp(w,
-       "<path d=\"M%.1f %.1fV%.1fH%.1f\" fill=\"none\" stroke=\"%s\"/>", left, top, bottom,
-       right, AXIS);
+    st_buf_printf(w, "<path d=\"M%.1f %.1fV%.1fH%.1f\" fill=\"none\" stroke=\"%s\"/>", left, top, bottom, right, AXIS);
     if (y2)
-        wp(w, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\"/>", rend, top,
-           rend, bottom, AXIS);
+        st_buf_printf(w, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\"/>", rend, top, rend,
+                      bottom, AXIS);
     if (xl && *xl) {
-        wp(w, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"12\" fill=\"%s\">",
-           (left + rend) / 2, bottom + 32, INK);
+        st_buf_printf(w, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"12\" fill=\"%s\">",
+                      (left + rend) / 2, bottom + 32, INK);
         wtext(w, xl);
-        wp(w, "</text>");
+        st_buf_printf(w, "</text>");
     }
     if (yl && *yl) {
         double cy = (top + bottom) / 2;
-        wp(w,
-           "<text transform=\"translate(14 %.1f) rotate(-90)\" text-anchor=\"middle\" "
-           "font-size=\"12\" fill=\"%s\">",
-           cy, INK);
+        st_buf_printf(w,
+                      "<text transform=\"translate(14 %.1f) rotate(-90)\" text-anchor=\"middle\" "
+                      "font-size=\"12\" fill=\"%s\">",
+                      cy, INK);
         wtext(w, yl);
-        wp(w, "</text>");
+        st_buf_printf(w, "</text>");
     }
     if (y2 && y2l && *y2l) {
         double cy = (top + bottom) / 2;
-        wp(w,
-           "<text transform=\"translate(%d %.1f) rotate(90)\" text-anchor=\"middle\" "
-           "font-size=\"12\" fill=\"%s\">",
-           width - 12, cy, INK);
+        st_buf_printf(w,
+                      "<text transform=\"translate(%d %.1f) rotate(90)\" text-anchor=\"middle\" "
+                      "font-size=\"12\" fill=\"%s\">",
+                      width - 12, cy, INK);
         wtext(w, y2l);
-        wp(w, "</text>");
+        st_buf_printf(w, "</text>");
     }
 }
 
@@ -604,7 +580,7 @@ static void data_range(const st_svg_line_chart *c, int axis, int log, double *mn
     *mx = hi;
 }
 
-static void draw_refs(W *w, const st_svg_ref *refs, uint32_t n, const scale *x, const scale *y)
+static void draw_refs(st_buf *w, const st_svg_ref *refs, uint32_t n, const scale *x, const scale *y)
 {
     for (uint32_t r = 0; r < n; r++) {
         const st_svg_ref *rf = &refs[r];
@@ -614,38 +590,38 @@ static void draw_refs(W *w, const st_svg_ref *refs, uint32_t n, const scale *x, 
         const char *col = rf->color < 0 ? SLO_RED : st_svg_color(rf->color);
         double p = sc_map(s, rf->value);
         if (rf->vertical)
-            wp(w,
-               "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
-               "stroke-width=\"1.5\" stroke-dasharray=\"5 4\"/>",
-               p, y->p1, p, y->p0, col);
+            st_buf_printf(w,
+                          "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+                          "stroke-width=\"1.5\" stroke-dasharray=\"5 4\"/>",
+                          p, y->p1, p, y->p0, col);
         else
-            wp(w,
-               "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
-               "stroke-width=\"1.5\" stroke-dasharray=\"5 4\"/>",
-               x->p0, p, x->has_inf ? x->p_end : x->p1, p, col);
+            st_buf_printf(w,
+                          "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+                          "stroke-width=\"1.5\" stroke-dasharray=\"5 4\"/>",
+                          x->p0, p, x->has_inf ? x->p_end : x->p1, p, col);
         if (rf->label && *rf->label) {
             if (rf->vertical) /* near the bottom, on the side with room */
-                wp(w,
-                   "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\" font-size=\"11\" fill=\"%s\" "
-                   "font-weight=\"600\"",
-                   p + (p + 8 + text_w(rf->label, 11) > x->p1 ? -4 : 4), y->p0 - 6,
-                   p + 8 + text_w(rf->label, 11) > x->p1 ? "end" : "start", col);
+                st_buf_printf(w,
+                              "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\" font-size=\"11\" fill=\"%s\" "
+                              "font-weight=\"600\"",
+                              p + (p + 8 + text_w(rf->label, 11) > x->p1 ? -4 : 4), y->p0 - 6,
+                              p + 8 + text_w(rf->label, 11) > x->p1 ? "end" : "start", col);
             else
-                wp(w, /* at the left end: low load, where lines usually are below */
-                   "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" fill=\"%s\" "
-                   "font-weight=\"600\"",
-                   x->p0 + 6, p - 4, col);
+                st_buf_printf(w, /* at the left end: low load, where lines usually are below */
+                              "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" fill=\"%s\" "
+                              "font-weight=\"600\"",
+                              x->p0 + 6, p - 4, col);
             halo_text_attrs(w);
-            wp(w, ">");
+            st_buf_printf(w, ">");
             wtext(w, rf->label);
-            wp(w, "</text>");
+            st_buf_printf(w, "</text>");
         }
     }
 }
 
 int st_svg_line(st_buf *b, const st_svg_line_chart *c)
 {
-    W w = {b, 0};
+    st_buf *w = b;
     int width = c->width > 0 ? c->width : 560, height = c->height > 0 ? c->height : 320;
     int has_y2 = 0, any_pass = 0, any_fail = 0;
     for (uint32_t s = 0; s < c->n_series; s++) {
@@ -666,12 +642,12 @@ int st_svg_line(st_buf *b, const st_svg_line_chart *c)
         const st_svg_series *se = &c->series[s];
         if (!se->name || !*se->name)
             continue;
-        lg[nl++] = (leg){se->name, st_svg_color(se->color), LEG_LINE, se->dashed, 0, 0};
+        lg[nl++] = (leg){ se->name, st_svg_color(se->color), LEG_LINE, se->dashed, 0, 0 };
     }
     if (c->pass_legend && any_pass)
-        lg[nl++] = (leg){"passed SLO", GREY, LEG_PASS, 0, 0, 0};
+        lg[nl++] = (leg){ "passed SLO", GREY, LEG_PASS, 0, 0, 0 };
     if (c->pass_legend && any_fail)
-        lg[nl++] = (leg){"failed SLO", GREY, LEG_FAIL, 0, 0, 0};
+        lg[nl++] = (leg){ "failed SLO", GREY, LEG_FAIL, 0, 0, 0 };
     int rows = legend_layout(lg, (int)nl, width - 24);
 
     double top = c->title && *c->title ? 32 : 12;
@@ -714,9 +690,9 @@ int st_svg_line(st_buf *b, const st_svg_line_chart *c)
     y2s.p0 = plot_bottom;
     y2s.p1 = top;
 
-    svg_open(&w, width, height, c->title);
-    draw_axes(&w, &xs, &ys, has_y2 ? &y2s : NULL, c->x.label, c->y.label, c->y2.label, width);
-    draw_refs(&w, c->refs, c->n_refs, &xs, &ys);
+    svg_open(w, width, height, c->title);
+    draw_axes(w, &xs, &ys, has_y2 ? &y2s : NULL, c->x.label, c->y.label, c->y2.label, width);
+    draw_refs(w, c->refs, c->n_refs, &xs, &ys);
 
     for (uint32_t s = 0; s < c->n_series; s++) {
         const st_svg_series *se = &c->series[s];
@@ -731,17 +707,16 @@ int st_svg_line(st_buf *b, const st_svg_line_chart *c)
                 continue;
             }
             if (!npts)
-                wp(&w, "<path d=\"");
-            wp(&w, "%s%.1f %.1f", pen ? "L" : "M", sc_map(&xs, se->x[i]), sc_map(sy, se->y[i]));
+                st_buf_printf(w, "<path d=\"");
+            st_buf_printf(w, "%s%.1f %.1f", pen ? "L" : "M", sc_map(&xs, se->x[i]), sc_map(sy, se->y[i]));
             pen = 1;
             npts++;
         }
         if (npts)
-            wp(&w,
-               "\" fill=\"none\" stroke=\"%s\" stroke-width=\"%.1f\" stroke-linejoin=\"round\" "
-               "stroke-linecap=\"round\"%s/>",
-               col, se->width > 0 ? se->width : 2.0,
-               se->dashed ? " stroke-dasharray=\"6 4\"" : "");
+            st_buf_printf(w,
+                          "\" fill=\"none\" stroke=\"%s\" stroke-width=\"%.1f\" stroke-linejoin=\"round\" "
+                          "stroke-linecap=\"round\"%s/>",
+                          col, se->width > 0 ? se->width : 2.0, se->dashed ? " stroke-dasharray=\"6 4\"" : "");
     }
     /* markers on top of every line */
     for (uint32_t s = 0; s < c->n_series; s++) {
@@ -756,28 +731,27 @@ int st_svg_line(st_buf *b, const st_svg_line_chart *c)
             double px = sc_map(&xs, se->x[i]), py = sc_map(sy, se->y[i]);
             int m = se->pass ? se->pass[i] : (se->markers ? 2 : -1);
             if (m == 1)
-                wp(&w, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\" stroke=\"#fff\"/>",
-                   px, py, col);
+                st_buf_printf(w, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\" stroke=\"#fff\"/>", px, py, col);
             else if (m == 0)
-                wp(&w,
-                   "<path d=\"M%.1f %.1fL%.1f %.1fM%.1f %.1fL%.1f %.1f\" stroke=\"%s\" "
-                   "stroke-width=\"2.2\" stroke-linecap=\"round\"/>",
-                   px - 4, py - 4, px + 4, py + 4, px - 4, py + 4, px + 4, py - 4, col);
+                st_buf_printf(w,
+                              "<path d=\"M%.1f %.1fL%.1f %.1fM%.1f %.1fL%.1f %.1f\" stroke=\"%s\" "
+                              "stroke-width=\"2.2\" stroke-linecap=\"round\"/>",
+                              px - 4, py - 4, px + 4, py + 4, px - 4, py + 4, px + 4, py - 4, col);
             else if (m == 2)
-                wp(&w, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"%s\"/>", px, py, col);
+                st_buf_printf(w, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"%s\"/>", px, py, col);
         }
     }
-    legend_draw(&w, lg, (int)nl, 12, height - rows * LEG_ROW - 6);
-    wp(&w, "</svg>");
+    legend_draw(w, lg, (int)nl, 12, height - rows * LEG_ROW - 6);
+    st_buf_printf(w, "</svg>");
     free(lg);
-    return w.err ? -1 : 0;
+    return st_buf_error(w) ? -1 : 0;
 }
 
 /* ---- bar chart ------------------------------------------------------------------------- */
 
 int st_svg_bars(st_buf *b, const st_svg_bar_chart *c)
 {
-    W w = {b, 0};
+    st_buf *w = b;
     int width = c->width > 0 ? c->width : 560;
     const double row = 26, barh = 16;
     double top = c->title && *c->title ? 34 : 12;
@@ -803,7 +777,7 @@ int st_svg_bars(st_buf *b, const st_svg_bar_chart *c)
             mx = c->bars[i].value;
     if (isfinite(c->ref) && (isnan(mx) || c->ref > mx))
         mx = c->ref;
-    st_svg_axis ax = {c->axis_label, 0, 0, NAN, 1, 0};
+    st_svg_axis ax = { c->axis_label, 0, 0, NAN, 1, 0 };
     scale xs, ys;
     scale_fit(&xs, &ax, 0, isnan(mx) ? 1 : mx, (int)((x1 - x0) / 80));
     xs.p0 = x0;
@@ -814,57 +788,55 @@ int st_svg_bars(st_buf *b, const st_svg_bar_chart *c)
     ys.lo = 0;
     ys.hi = 1;
 
-    svg_open(&w, width, height, c->title);
-    draw_axes(&w, &xs, &ys, NULL, c->axis_label, NULL, NULL, width);
+    svg_open(w, width, height, c->title);
+    draw_axes(w, &xs, &ys, NULL, c->axis_label, NULL, NULL, width);
     char t[64];
     for (uint32_t i = 0; i < c->n; i++) {
         const st_svg_bar *br = &c->bars[i];
         double cy = top + row * i + row / 2;
-        wp(&w,
-           "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" font-size=\"12\" fill=\"%s\"%s>",
-           x0 - 8, cy + 4, INK, br->highlight ? " font-weight=\"700\"" : "");
-        if (!w.err && st_svg_text(b, br->label, 60) < 0)
-            w.err = 1;
-        wp(&w, "</text>");
+        st_buf_printf(w, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" font-size=\"12\" fill=\"%s\"%s>", x0 - 8,
+                      cy + 4, INK, br->highlight ? " font-weight=\"700\"" : "");
+        (void)st_svg_text(w, br->label, 60);
+        st_buf_printf(w, "</text>");
         if (isfinite(br->value) && br->value >= 0) {
             double px = sc_map(&xs, br->value);
-            wp(&w,
-               "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" rx=\"2\" "
-               "fill=\"%s\"/>",
-               x0, cy - barh / 2, px - x0 < 1 ? 1 : px - x0, barh, st_svg_color(br->color));
-            wp(&w, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" fill=\"%s\"%s>", px + 6, cy + 4,
-               INK, br->highlight ? " font-weight=\"700\"" : "");
+            st_buf_printf(w,
+                          "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" rx=\"2\" "
+                          "fill=\"%s\"/>",
+                          x0, cy - barh / 2, px - x0 < 1 ? 1 : px - x0, barh, st_svg_color(br->color));
+            st_buf_printf(w, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" fill=\"%s\"%s>", px + 6, cy + 4, INK,
+                          br->highlight ? " font-weight=\"700\"" : "");
             if (br->value_text) {
-                wtext(&w, br->value_text);
+                wtext(w, br->value_text);
             } else {
                 st_svg_fmt(t, sizeof t, br->value, 0);
-                wtext(&w, t);
+                wtext(w, t);
             }
-            wp(&w, "</text>");
+            st_buf_printf(w, "</text>");
         } else {
-            wp(&w,
-               "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" font-style=\"italic\" "
-               "fill=\"%s\">",
-               x0 + 6, cy + 4, MUTED);
-            wtext(&w, br->note ? br->note : "no value");
-            wp(&w, "</text>");
+            st_buf_printf(w,
+                          "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" font-style=\"italic\" "
+                          "fill=\"%s\">",
+                          x0 + 6, cy + 4, MUTED);
+            wtext(w, br->note ? br->note : "no value");
+            st_buf_printf(w, "</text>");
         }
     }
     if (isfinite(c->ref) && c->ref >= 0) {
         double px = sc_map(&xs, c->ref);
-        wp(&w,
-           "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
-           "stroke-width=\"1.5\" stroke-dasharray=\"4 3\"/>",
-           px, top - 4, px, bottom, INK);
+        st_buf_printf(w,
+                      "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+                      "stroke-width=\"1.5\" stroke-dasharray=\"4 3\"/>",
+                      px, top - 4, px, bottom, INK);
         if (c->ref_label && *c->ref_label) {
-            wp(&w, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"11\" fill=\"%s\">",
-               px, top - 7, INK);
-            wtext(&w, c->ref_label);
-            wp(&w, "</text>");
+            st_buf_printf(w, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"11\" fill=\"%s\">", px,
+                          top - 7, INK);
+            wtext(w, c->ref_label);
+            st_buf_printf(w, "</text>");
         }
     }
-    wp(&w, "</svg>");
-    return w.err ? -1 : 0;
+    st_buf_printf(w, "</svg>");
+    return st_buf_error(w) ? -1 : 0;
 }
 
 /* ---- distributions --------------------------------------------------------------------- */
@@ -930,8 +902,7 @@ int st_svg_cdf(st_buf *b, const st_svg_dist_chart *c)
             }
         }
         free(sorted);
-        se[s] = (st_svg_series){.name = c->sets[s].name, .x = xs[s], .y = ys[s], .n = m,
-                                .color = c->sets[s].color};
+        se[s] = (st_svg_series){ .name = c->sets[s].name, .x = xs[s], .y = ys[s], .n = m, .color = c->sets[s].color };
     }
     uint32_t nr = 0;
     for (uint32_t r = 0; r < c->n_refs; r++) {
@@ -939,12 +910,18 @@ int st_svg_cdf(st_buf *b, const st_svg_dist_chart *c)
         refs[nr++].vertical = 1;
     }
     if (c->p95_line)
-        refs[nr++] = (st_svg_ref){0.95, 0, "p95", 9};
+        refs[nr++] = (st_svg_ref){ 0.95, 0, "p95", 9 };
     st_svg_line_chart lc = {
-        .title = c->title, .width = c->width, .height = c->height, .x = c->x,
-        .y = {"fraction of requests", 0, 0, 1, 1, 1},
-        .y2 = {NULL, 0, NAN, NAN, 0, 0},
-        .series = se, .n_series = ns, .refs = refs, .n_refs = nr,
+        .title = c->title,
+        .width = c->width,
+        .height = c->height,
+        .x = c->x,
+        .y = { "fraction of requests", 0, 0, 1, 1, 1 },
+        .y2 = { NULL, 0, NAN, NAN, 0, 0 },
+        .series = se,
+        .n_series = ns,
+        .refs = refs,
+        .n_refs = nr,
     };
     rc = st_svg_line(b, &lc);
 out:
@@ -961,7 +938,7 @@ out:
 
 int st_svg_histogram(st_buf *b, const st_svg_dist_chart *c, uint32_t bins)
 {
-    W w = {b, 0};
+    st_buf *w = b;
     if (!bins)
         bins = 30;
     if (bins > 500)
@@ -991,12 +968,10 @@ int st_svg_histogram(st_buf *b, const st_svg_dist_chart *c, uint32_t bins)
         return -1;
     }
     double top = c->title && *c->title ? 32 : 12;
-    leg lg[1] = {{set && set->name ? set->name : "", set ? st_svg_color(set->color) : GREY,
-                  LEG_BOX, 0, 0, 0}};
+    leg lg[1] = { { set && set->name ? set->name : "", set ? st_svg_color(set->color) : GREY, LEG_BOX, 0, 0, 0 } };
     int nl = set && set->name && *set->name ? 1 : 0;
     int rows = legend_layout(lg, nl, width - 24);
-    double plot_bottom =
-        height - (22 + (c->x.label && *c->x.label ? 18 : 0) + (rows ? rows * LEG_ROW + 8 : 0));
+    double plot_bottom = height - (22 + (c->x.label && *c->x.label ? 18 : 0) + (rows ? rows * LEG_ROW + 8 : 0));
     scale xs, ys;
     st_svg_axis xa = c->x;
     scale_fit(&xs, &xa, mn, mx, (width - 80) / 80);
@@ -1014,7 +989,7 @@ int st_svg_histogram(st_buf *b, const st_svg_dist_chart *c, uint32_t bins)
         if (++cnt[bi] > maxc)
             maxc = cnt[bi];
     }
-    st_svg_axis ya = {"requests", 0, 0, NAN, 1, 0};
+    st_svg_axis ya = { "requests", 0, 0, NAN, 1, 0 };
     memset(&ys, 0, sizeof ys);
     {
         int target = (int)((plot_bottom - top) / 48);
@@ -1032,8 +1007,8 @@ int st_svg_histogram(st_buf *b, const st_svg_dist_chart *c, uint32_t bins)
     xs.p1 = right;
     ys.p0 = plot_bottom;
     ys.p1 = top;
-    svg_open(&w, width, height, c->title);
-    draw_axes(&w, &xs, &ys, NULL, c->x.label, ya.label, NULL, width);
+    svg_open(w, width, height, c->title);
+    draw_axes(w, &xs, &ys, NULL, c->x.label, ya.label, NULL, width);
     const char *col = set ? st_svg_color(set->color) : GREY;
     for (uint32_t i = 0; i < bins; i++) {
         if (!cnt[i])
@@ -1044,24 +1019,24 @@ int st_svg_histogram(st_buf *b, const st_svg_dist_chart *c, uint32_t bins)
             r = pow(10, r);
         }
         double pl = sc_map(&xs, l), pr = sc_map(&xs, r), py = sc_map(&ys, cnt[i]);
-        wp(&w,
-           "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\" "
-           "fill-opacity=\"0.85\" stroke=\"#fff\" stroke-width=\"0.5\"/>",
-           pl, py, pr - pl, plot_bottom - py, col);
+        st_buf_printf(w,
+                      "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\" "
+                      "fill-opacity=\"0.85\" stroke=\"#fff\" stroke-width=\"0.5\"/>",
+                      pl, py, pr - pl, plot_bottom - py, col);
     }
     st_svg_ref *refs = calloc(c->n_refs ? c->n_refs : 1, sizeof *refs);
     if (!refs)
-        w.err = 1;
+        st_buf_fail(w, ST_BUF_NO_MEM);
     for (uint32_t r = 0; refs && r < c->n_refs; r++) {
         refs[r] = c->refs[r];
         refs[r].vertical = 1;
     }
     if (refs)
-        draw_refs(&w, refs, c->n_refs, &xs, &ys);
+        draw_refs(w, refs, c->n_refs, &xs, &ys);
     free(refs);
-    legend_draw(&w, lg, nl, 12, height - rows * LEG_ROW - 6);
-    wp(&w, "</svg>");
+    legend_draw(w, lg, nl, 12, height - rows * LEG_ROW - 6);
+    st_buf_printf(w, "</svg>");
     free(cnt);
     free(sorted);
-    return w.err ? -1 : 0;
+    return st_buf_error(w) ? -1 : 0;
 }

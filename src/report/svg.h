@@ -30,17 +30,17 @@ typedef struct st_svg_axis {
 } st_svg_axis;
 
 typedef struct st_svg_series {
-    const char *name;  /* legend text; NULL or "" = not in the legend */
+    const char *name; /* legend text; NULL or "" = not in the legend */
     const double *x, *y;
     uint32_t n;
     /* Optional per-point marker: 1 passed (filled dot), 0 failed (cross), other values no
      * marker. NULL: a small dot at every point when `markers` is set, else none. */
     const signed char *pass;
     int markers;
-    int color;         /* palette index; negative = grey */
+    int color; /* palette index; negative = grey */
     int dashed;
-    int secondary;     /* plotted against the secondary (right-hand) y axis */
-    double width;      /* stroke width; 0 = 2 */
+    int secondary; /* plotted against the secondary (right-hand) y axis */
+    double width;  /* stroke width; 0 = 2 */
 } st_svg_series;
 
 /* A reference line with a label, e.g. the SLO. Horizontal at y=value (on the primary
@@ -53,15 +53,15 @@ typedef struct st_svg_ref {
 } st_svg_ref;
 
 typedef struct st_svg_line_chart {
-    const char *title;    /* drawn at the top; may be NULL */
-    int width, height;    /* pixels; 0 = 560 x 320 */
+    const char *title; /* drawn at the top; may be NULL */
+    int width, height; /* pixels; 0 = 560 x 320 */
     st_svg_axis x, y;
-    st_svg_axis y2;       /* used when a series is `secondary` */
+    st_svg_axis y2; /* used when a series is `secondary` */
     const st_svg_series *series;
     uint32_t n_series;
     const st_svg_ref *refs;
     uint32_t n_refs;
-    int pass_legend;      /* add "passed" / "failed" marker entries to the legend */
+    int pass_legend; /* add "passed" / "failed" marker entries to the legend */
 } st_svg_line_chart;
 
 /* A line chart: several series, linear or log axes with 1-2-5 ticks, reference lines,
@@ -84,8 +84,8 @@ typedef struct st_svg_bar_chart {
     const char *axis_label; /* e.g. "req/s at SLO" */
     const st_svg_bar *bars;
     uint32_t n;
-    double ref;             /* a vertical reference line at this value (NAN: none) */
-    const char *ref_label;  /* e.g. "current" */
+    double ref;            /* a vertical reference line at this value (NAN: none) */
+    const char *ref_label; /* e.g. "current" */
 } st_svg_bar_chart;
 
 /* Horizontal bars, one per category, from 0, with a value axis at the bottom. */
@@ -93,20 +93,20 @@ int st_svg_bars(st_buf *b, const st_svg_bar_chart *c);
 
 typedef struct st_svg_sample_set {
     const char *name;
-    const double *v;  /* samples (need not be sorted; not modified) */
+    const double *v; /* samples (need not be sorted; not modified) */
     uint32_t n;
     int color;
 } st_svg_sample_set;
 
 typedef struct st_svg_dist_chart {
     const char *title;
-    int width, height;     /* 0 = 560 x 320 */
-    st_svg_axis x;         /* the value axis, e.g. "TTFT (ms)", log or linear */
+    int width, height; /* 0 = 560 x 320 */
+    st_svg_axis x;     /* the value axis, e.g. "TTFT (ms)", log or linear */
     const st_svg_sample_set *sets;
     uint32_t n_sets;
     const st_svg_ref *refs; /* vertical lines, e.g. the SLO (vertical is implied) */
     uint32_t n_refs;
-    int p95_line;          /* draw a horizontal line at the 95th percentile of the CDF */
+    int p95_line; /* draw a horizontal line at the 95th percentile of the CDF */
 } st_svg_dist_chart;
 
 /* Empirical CDF of each sample set (fraction of requests at or below x), one line each.

@@ -8,7 +8,7 @@
 #include <jansson.h>
 
 #include "core/json.h"
-#include "engine/api.h"
+#include "load/api.h"
 
 static void walk(const st_json_val *v, int depth)
 {
@@ -59,8 +59,7 @@ static void walk(const st_json_val *v, int depth)
         }
         break;
     }
-    default:
-        break;
+    default: break;
     }
 }
 
@@ -71,14 +70,16 @@ static int depth_of(json_t *j)
     const char *k;
     json_t *v;
     if (json_is_array(j)) {
-        json_array_foreach(j, i, v) {
+        json_array_foreach(j, i, v)
+        {
             int x = depth_of(v);
             d = x > d ? x : d;
         }
         return d + 1;
     }
     if (json_is_object(j)) {
-        json_object_foreach(j, k, v) {
+        json_object_foreach(j, k, v)
+        {
             int x = depth_of(v);
             d = x > d ? x : d;
         }
@@ -108,7 +109,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (ours == 0) {
         walk(&root, 0);
         static const char *paths[] = { "choices[0].text", "usage.prompt_tokens_details.cached_tokens",
-                                       "error.message", "[0].generated_text", "a.b[3].c", "meta_info.finish_reason.type" };
+                                       "error.message",   "[0].generated_text",
+                                       "a.b[3].c",        "meta_info.finish_reason.type" };
         for (size_t i = 0; i < sizeof paths / sizeof *paths; i++)
             (void)st_json_get(&root, paths[i], &v);
     }

@@ -47,13 +47,15 @@ typedef struct http_res {
 
 /* One request on a fresh connection, bounded by timeout_ms. */
 static inline int http_do(int port, const char *method, const char *path, const char *body, const char *auth,
-                   int timeout_ms, http_res *out)
+                          int timeout_ms, http_res *out)
 {
     memset(out, 0, sizeof *out);
     out->status = -1;
     st_buf_init(&out->body, 64 << 20);
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    struct sockaddr_in a = { .sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
     if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
         if (fd >= 0)
             close(fd);
@@ -135,7 +137,8 @@ static inline int emu_start(emu_child *c, const char *model, const char *gpu, co
     snprintf(c->log, sizeof c->log, "/tmp/st-emu-test-%d-%d.log", (int)getpid(), c->port);
     char port[16];
     snprintf(port, sizeof port, "%d", c->port);
-    const char *argv[64] = { st_test_bin(), "emulate", "serve", model, "--gpu", gpu, "--host", "127.0.0.1", "--port", port };
+    const char *argv[64] = { st_test_bin(), "emulate", "serve",     model,    "--gpu",
+                             gpu,           "--host",  "127.0.0.1", "--port", port };
     int n = 10;
     for (int i = 0; extra && extra[i] && n < 62; i++)
         argv[n++] = extra[i];

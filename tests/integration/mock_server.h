@@ -16,16 +16,32 @@ typedef struct mock mock;
 
 typedef struct mstream {
     st_timer t;
-    st_srv_resp *resp;
+    st_server_resp *resp;
     mock *m;
     int mode;
     int left, sent;
 } mstream;
 
-enum { M_OK, M_500, M_ERREVENT, M_MALFORMED, M_OVERSIZED, M_STALL, M_RESET, M_CLOSE, M_INCOMPLETE, M_BADHTTP, M_SLOW,
-       M_CLOSELATER, M_NOTERM, M_TGI, M_COUNT };
-static const char *mock_modes[M_COUNT] = { "ok", "status500", "errorevent", "malformed", "oversized", "stall",
-                                           "reset", "close", "incomplete", "badhttp", "slow", "closelater", "noterm", "tgi" };
+enum {
+    M_OK,
+    M_500,
+    M_ERREVENT,
+    M_MALFORMED,
+    M_OVERSIZED,
+    M_STALL,
+    M_RESET,
+    M_CLOSE,
+    M_INCOMPLETE,
+    M_BADHTTP,
+    M_SLOW,
+    M_CLOSELATER,
+    M_NOTERM,
+    M_TGI,
+    M_COUNT
+};
+static const char *mock_modes[M_COUNT] = { "ok",    "status500",  "errorevent", "malformed",  "oversized",
+                                           "stall", "reset",      "close",      "incomplete", "badhttp",
+                                           "slow",  "closelater", "noterm",     "tgi" };
 
 struct mock {
     st_loop *l;
@@ -48,25 +64,25 @@ static void mock_stream_free(mstream *s)
     free(s);
 }
 
-static void mock_cancel(void *arg, st_srv_resp *r)
+static void mock_cancel(void *arg, st_server_resp *r)
 {
     mstream *s = arg;
     atomic_fetch_add(&s->m->cancels, 1);
     mock_stream_free(s);
 }
 
-static void mock_send(st_srv_resp *r, const char *s) { st_srv_sse_send(r, s, strlen(s)); }
+static void mock_send(st_server_resp *r, const char *s) { st_server_sse_send(r, s, strlen(s)); }
 
 static void mock_tick(st_loop *l, void *arg)
 {
     mstream *s = arg;
-    st_srv_resp *r = s->resp;
+    st_server_resp *r = s->resp;
     char ev[256];
     switch (s->mode) {
     case M_CLOSELATER:
         /* the keep-alive connection dies a moment after a complete answer (an idle timeout
          * racing with the client's next request) */
-        st_srv_resp_abort(r, 0);
+        st_server_resp_abort(r, 0);
         mock_stream_free(s);
         return;
     case M_ERREVENT:
@@ -77,22 +93,22 @@ static void mock_tick(st_loop *l, void *arg)
             return;
         }
         mock_send(r, "{\"error\":{\"message\":\"engine overloaded\",\"code\":503}}");
-        st_srv_stream_end(r);
+        st_server_stream_end(r);
         mock_stream_free(s);
         return;
     case M_MALFORMED:
         mock_send(r, "{\"choices\":[{\"text\":");
-        st_srv_sse_send(r, "[DONE]", 6);
-        st_srv_stream_end(r);
+        st_server_sse_send(r, "[DONE]", 6);
+        st_server_stream_end(r);
         mock_stream_free(s);
         return;
     case M_OVERSIZED: {
         size_t n = 64 * 1024;
         char *big = malloc(n);
         memset(big, 'x', n);
-        st_srv_sse_send(r, big, n);
+        st_server_sse_send(r, big, n);
         free(big);
-        st_srv_stream_end(r);
+        st_server_stream_end(r);
         mock_stream_free(s);
         return;
     }
@@ -104,51 +120,57 @@ static void mock_tick(st_loop *l, void *arg)
             st_timer_arm(l, &s->t, st_now() + 2 * ST_NS_PER_MS);
             return;
         }
-        st_srv_resp_abort(r, s->mode == M_RESET);
+        st_server_resp_abort(r, s->mode == M_RESET);
         mock_stream_free(s);
         return;
-    default:
-        break;
+    default: break;
     }
     if (s->mode == M_TGI) {
         /* TGI /generate_stream: no [DONE]; the last event carries generated_text and details */
         if (s->left > 1) {
-            mock_send(r, "{\"index\":1,\"token\":{\"id\":42,\"text\":\" a\",\"logprob\":-0.1,\"special\":false},\"generated_text\":null,\"details\":null}");
+            mock_send(r, "{\"index\":1,\"token\":{\"id\":42,\"text\":\" "
+                         "a\",\"logprob\":-0.1,\"special\":false},\"generated_text\":null,\"details\":null}");
             s->left--;
             s->sent++;
             st_timer_arm(l, &s->t, st_now() + 200 * ST_NS_PER_US);
             return;
         }
-        int n = snprintf(ev, sizeof ev, "{\"index\":%d,\"token\":{\"id\":2,\"text\":\" b\",\"logprob\":-0.1,\"special\":false},\"generated_text\":\"x\",\"details\":{\"finish_reason\":\"length\",\"generated_tokens\":%d}}",
+        int n = snprintf(ev, sizeof ev,
+                         "{\"index\":%d,\"token\":{\"id\":2,\"text\":\" "
+                         "b\",\"logprob\":-0.1,\"special\":false},\"generated_text\":\"x\",\"details\":{\"finish_"
+                         "reason\":\"length\",\"generated_tokens\":%d}}",
                          s->sent + 1, s->sent + 1);
-        st_srv_sse_send(r, ev, (size_t)n);
-        st_srv_stream_end(r);
+        st_server_sse_send(r, ev, (size_t)n);
+        st_server_stream_end(r);
         mock_stream_free(s);
         return;
     }
     /* ok / incomplete / slow: one token per tick */
     if (s->left > 0) {
-        int n = snprintf(ev, sizeof ev, "{\"id\":\"c\",\"choices\":[{\"index\":0,\"text\":\" t%d\",\"finish_reason\":%s}]}",
-                         s->sent, s->left == 1 && s->mode != M_INCOMPLETE ? "\"length\"" : "null");
-        st_srv_sse_send(r, ev, (size_t)n);
+        int n =
+            snprintf(ev, sizeof ev, "{\"id\":\"c\",\"choices\":[{\"index\":0,\"text\":\" t%d\",\"finish_reason\":%s}]}",
+                     s->sent, s->left == 1 && s->mode != M_INCOMPLETE ? "\"length\"" : "null");
+        st_server_sse_send(r, ev, (size_t)n);
         s->sent++;
         s->left--;
         st_timer_arm(l, &s->t, st_now() + 200 * ST_NS_PER_US);
         return;
     }
     if (s->mode != M_INCOMPLETE) {
-        int n = snprintf(ev, sizeof ev, "{\"id\":\"c\",\"choices\":[],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":%d,\"total_tokens\":%d}}",
+        int n = snprintf(ev, sizeof ev,
+                         "{\"id\":\"c\",\"choices\":[],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":%d,"
+                         "\"total_tokens\":%d}}",
                          s->sent, s->sent + 10);
-        st_srv_sse_send(r, ev, (size_t)n);
-        st_srv_sse_send(r, "[DONE]", 6);
+        st_server_sse_send(r, ev, (size_t)n);
+        st_server_sse_send(r, "[DONE]", 6);
     }
     if (s->mode == M_NOTERM)
         return; /* [DONE] but the chunked body never ends: the client must not wait forever */
-    st_srv_stream_end(r);
+    st_server_stream_end(r);
     mock_stream_free(s);
 }
 
-static void mock_handler(void *arg, const st_http_parser *req, st_srv_resp *resp)
+static void mock_handler(void *arg, const st_http_parser *req, st_server_resp *resp)
 {
     mock *m = arg;
     int k = atomic_fetch_add(&m->requests, 1);
@@ -165,42 +187,45 @@ static void mock_handler(void *arg, const st_http_parser *req, st_srv_resp *resp
         if (strlen(mock_modes[i]) == sl && !strncmp(t, mock_modes[i], sl))
             mode = i;
     if (mode < 0) {
-        st_srv_respond(resp, 404, "text/plain", NULL, "no such mode", 12);
+        st_server_respond(resp, 404, "text/plain", NULL, "no such mode", 12);
         return;
     }
     if (strstr(req->target, "/v1/models")) {
         const char *b = "{\"object\":\"list\",\"data\":[{\"id\":\"mock-model\",\"object\":\"model\"}]}";
-        st_srv_respond(resp, 200, "application/json", NULL, b, strlen(b));
+        st_server_respond(resp, 200, "application/json", NULL, b, strlen(b));
         return;
     }
     if (mode == M_500) {
-        const char *b = "{\"error\":{\"message\":\"boom: the engine fell over\",\"type\":\"InternalServerError\",\"code\":500}}";
-        st_srv_respond(resp, 500, "application/json", NULL, b, strlen(b));
+        const char *b =
+            "{\"error\":{\"message\":\"boom: the engine fell over\",\"type\":\"InternalServerError\",\"code\":500}}";
+        st_server_respond(resp, 500, "application/json", NULL, b, strlen(b));
         return;
     }
     if (req->body.data && strstr(req->body.data, "\"stream\":false") && mode == M_OK) {
-        const char *b = "{\"id\":\"c\",\"object\":\"text_completion\",\"choices\":[{\"index\":0,\"text\":\"a b c\",\"finish_reason\":\"length\"}],"
+        const char *b = "{\"id\":\"c\",\"object\":\"text_completion\",\"choices\":[{\"index\":0,\"text\":\"a b "
+                        "c\",\"finish_reason\":\"length\"}],"
                         "\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":3,\"total_tokens\":13}}";
-        st_srv_respond(resp, 200, "application/json", NULL, b, strlen(b));
+        st_server_respond(resp, 200, "application/json", NULL, b, strlen(b));
         return;
     }
     if (mode == M_CLOSELATER) {
-        static const char full[] = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
-                                   "45\r\ndata: {\"choices\":[{\"index\":0,\"text\":\"a\",\"finish_reason\":\"length\"}]}\n\n\r\n"
-                                   "e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n";
-        st_srv_resp_raw(resp, full, sizeof full - 1);
+        static const char full[] =
+            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+            "45\r\ndata: {\"choices\":[{\"index\":0,\"text\":\"a\",\"finish_reason\":\"length\"}]}\n\n\r\n"
+            "e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n";
+        st_server_resp_raw(resp, full, sizeof full - 1);
         mstream *s = calloc(1, sizeof *s);
         s->m = m;
         s->mode = mode;
         s->resp = resp;
         st_timer_init(&s->t, mock_tick, s);
-        st_srv_resp_on_cancel(resp, mock_cancel, s);
+        st_server_resp_on_cancel(resp, mock_cancel, s);
         st_timer_arm(m->l, &s->t, st_now() + 50 * ST_NS_PER_MS);
         return;
     }
     if (mode == M_BADHTTP) {
-        st_srv_resp_raw(resp, "HELLO THERE\r\n\r\n", 15);
-        st_srv_resp_abort(resp, 0);
+        st_server_resp_raw(resp, "HELLO THERE\r\n\r\n", 15);
+        st_server_resp_abort(resp, 0);
         return;
     }
     mstream *s = calloc(1, sizeof *s);
@@ -209,8 +234,8 @@ static void mock_handler(void *arg, const st_http_parser *req, st_srv_resp *resp
     s->resp = resp;
     s->left = m->tokens > 0 ? m->tokens : 4;
     st_timer_init(&s->t, mock_tick, s);
-    st_srv_stream_start(resp, 200, "text/event-stream", NULL);
-    st_srv_resp_on_cancel(resp, mock_cancel, s);
+    st_server_stream_start(resp, 200, "text/event-stream", NULL);
+    st_server_resp_on_cancel(resp, mock_cancel, s);
     if (mode == M_STALL)
         return; /* never sends anything: the client's timeout must end it */
     st_ns first = mode == M_SLOW ? (st_ns)m->slow_ms * ST_NS_PER_MS : 100 * ST_NS_PER_US;

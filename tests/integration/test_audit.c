@@ -85,7 +85,8 @@ static void end_to_end_with_a_config_that_cannot_start(void **state)
                "  - name: baseline\n    reason: as deployed\n"
                "  - name: fp8-kv\n    add_flags: [--kv-cache-dtype, fp8]\n    reason: more KV blocks\n"
                "  - name: broken\n    add_flags: [--max-num-seqs, lots]\n    reason: a typo in a flag\n"
-               "  - name: too-long\n    add_flags: [--gpu-memory-utilization, '0.3', --max-model-len, '40960']\n    reason: does not fit\n",
+               "  - name: too-long\n    add_flags: [--gpu-memory-utilization, '0.3', --max-model-len, '40960']\n    "
+               "reason: does not fit\n",
                "");
     const char *args[] = { "audit", spec, "-o", out, "--quiet", NULL };
     int rc = st_it_run(args, NULL, 240, 0, NULL);
@@ -121,13 +122,14 @@ static void end_to_end_with_a_config_that_cannot_start(void **state)
     sqlite3 *d;
     assert_int_equal(sqlite3_open_v2(db, &d, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
     sqlite3_stmt *q;
-    assert_int_equal(sqlite3_prepare_v2(d,
-                                        "SELECT r.completed, (SELECT count(*) FROM requests q WHERE q.run_id = r.id AND "
-                                        "q.status = 'ok'), r.delivered_rps, (SELECT count(*) * 1e9 / (max(q.end_t) - "
-                                        "min(q.sent)) FROM requests q WHERE q.run_id = r.id AND q.status = 'ok') "
-                                        "FROM runs r WHERE r.config = 'baseline'",
-                                        -1, &q, NULL),
-                     SQLITE_OK);
+    assert_int_equal(
+        sqlite3_prepare_v2(d,
+                           "SELECT r.completed, (SELECT count(*) FROM requests q WHERE q.run_id = r.id AND "
+                           "q.status = 'ok'), r.delivered_rps, (SELECT count(*) * 1e9 / (max(q.end_t) - "
+                           "min(q.sent)) FROM requests q WHERE q.run_id = r.id AND q.status = 'ok') "
+                           "FROM runs r WHERE r.config = 'baseline'",
+                           -1, &q, NULL),
+        SQLITE_OK);
     int rows = 0;
     while (sqlite3_step(q) == SQLITE_ROW) {
         rows++;
@@ -354,7 +356,7 @@ static void api_key_is_never_written(void **state)
     assert_false(file_has(log, key));
     snprintf(log, sizeof log, "%s/logs/baseline.log", out);
     assert_true(file_has(log, "args: serve Qwen/Qwen3-8B")); /* the engine did print its arguments... */
-    assert_true(file_has(log, "--api-key ***"));           /* ...and the key was redacted */
+    assert_true(file_has(log, "--api-key ***"));             /* ...and the key was redacted */
 }
 
 /* A trace workload (relative to the spec's folder), retimed to each rate. */
@@ -366,18 +368,21 @@ static void trace_workload(void **state)
     FILE *f = fopen(trace, "w");
     assert_non_null(f);
     for (int i = 0; i < 30; i++)
-        fprintf(f, "{\"timestamp\": %.2f, \"input_tokens\": %d, \"output_tokens\": 12, \"prefix_group\": 1, \"prefix_len\": 64}\n",
+        fprintf(f,
+                "{\"timestamp\": %.2f, \"input_tokens\": %d, \"output_tokens\": 12, \"prefix_group\": 1, "
+                "\"prefix_len\": 64}\n",
                 i * 0.5 + (i % 3) * 0.2, 100 + 7 * i);
     fclose(f);
     snprintf(spec, sizeof spec, "%s/spec.yaml", tmp);
     snprintf(out, sizeof out, "%s/out", tmp);
     f = fopen(spec, "w");
     assert_non_null(f);
-    fprintf(f, "engine: {kind: emulator, model: Qwen/Qwen3-8B, flags: [--gpu, H100, --time-scale, '20', --max-model-len, "
-               "'4096', --seed, '%d']}\n"
-               "hardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 10\n"
-               "workload: {trace: trace.jsonl, requests_per_rate: 30}\nrates: [2, 4]\nwarmup_requests: 2\n"
-               "slo: {ttft_p95_ms: 20000, tpot_p95_ms: 2000}\n",
+    fprintf(f,
+            "engine: {kind: emulator, model: Qwen/Qwen3-8B, flags: [--gpu, H100, --time-scale, '20', --max-model-len, "
+            "'4096', --seed, '%d']}\n"
+            "hardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 10\n"
+            "workload: {trace: trace.jsonl, requests_per_rate: 30}\nrates: [2, 4]\nwarmup_requests: 2\n"
+            "slo: {ttft_p95_ms: 20000, tpot_p95_ms: 2000}\n",
             (int)getpid());
     fclose(f);
     const char *args[] = { "audit", spec, "-o", out, "--quiet", NULL };
@@ -406,8 +411,19 @@ static void endpoint_is_used_not_managed(void **state)
     close(fd);
     char ps[16];
     snprintf(ps, sizeof ps, "%d", port);
-    char *argv[] = { (char *)st_test_bin(), "emulate", "serve", "Qwen/Qwen3-8B", "--gpu", "H100", "--time-scale", "20",
-                     "--host", "127.0.0.1", "--port", ps, NULL };
+    char *argv[] = { (char *)st_test_bin(),
+                     "emulate",
+                     "serve",
+                     "Qwen/Qwen3-8B",
+                     "--gpu",
+                     "H100",
+                     "--time-scale",
+                     "20",
+                     "--host",
+                     "127.0.0.1",
+                     "--port",
+                     ps,
+                     NULL };
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);

@@ -72,9 +72,29 @@ static void no_key_leak_and_json_schema(void **state)
     snprintf(csv, sizeof csv, "%s/r.csv", dir);
     snprintf(url, sizeof url, "http://127.0.0.1:%u/ok", mock_port(m));
     /* no --model: it comes from GET /v1/models (with the key) */
-    char *argv[] = { "servetune", "bench", "--url", url, "--api-key-env", "ST_TEST_KEY", "--num-requests", "12",
-                     "--warmup", "2", "--rate", "200", "--input-tokens", "64", "--output-tokens", "4", "--json", js,
-                     "--csv", csv, "--slo-ttft", "1000", NULL };
+    char *argv[] = { "servetune",
+                     "bench",
+                     "--url",
+                     url,
+                     "--api-key-env",
+                     "ST_TEST_KEY",
+                     "--num-requests",
+                     "12",
+                     "--warmup",
+                     "2",
+                     "--rate",
+                     "200",
+                     "--input-tokens",
+                     "64",
+                     "--output-tokens",
+                     "4",
+                     "--json",
+                     js,
+                     "--csv",
+                     csv,
+                     "--slo-ttft",
+                     "1000",
+                     NULL };
     int rc = run_cli(argv, out);
     char *o = slurp(out), *j = slurp(js), *c = slurp(csv);
     assert_non_null(o);
@@ -132,8 +152,8 @@ static void failures_exit_1_and_usage_exit_2(void **state)
     int fd = mkstemp(out);
     close(fd);
     snprintf(url, sizeof url, "http://127.0.0.1:%u/status500", mock_port(m));
-    char *argv[] = { "servetune", "bench", "--url", url, "--model", "x", "--num-requests", "3", "--api-key-env",
-                     "ST_TEST_KEY", NULL };
+    char *argv[] = { "servetune",      "bench", "--url",         url,           "--model", "x",
+                     "--num-requests", "3",     "--api-key-env", "ST_TEST_KEY", NULL };
     int rc = run_cli(argv, out);
     char *o = slurp(out);
     assert_int_equal(rc, 1);
@@ -168,8 +188,8 @@ static void sigint_keeps_partial_results(void **state)
     close(fd);
     snprintf(js, sizeof js, "%s.json", out);
     snprintf(url, sizeof url, "http://127.0.0.1:%u/stall", mock_port(m));
-    char *argv[] = { "servetune", "bench", "--url", url, "--model", "x", "--num-requests", "4", "--timeout", "60",
-                     "--json", js, NULL };
+    char *argv[] = { "servetune", "bench",     "--url", url,      "--model", "x", "--num-requests",
+                     "4",         "--timeout", "60",    "--json", js,        NULL };
     int rc = run_cli_sig(argv, out, 400);
     assert_int_equal(rc, 4);
     char *j = slurp(js);

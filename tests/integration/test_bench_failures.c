@@ -314,7 +314,7 @@ static void ttft_from_scheduled_time(void **state)
     double from_send = st_ns_to_s(last->first_token - last->sent);
     print_message("# last request: TTFT from schedule %.1f ms, from send %.1f ms, lag %.1f ms\n", ttft * 1e3,
                   from_send * 1e3, st_record_lag(last) * 1e3);
-    assert_true(ttft >= 0.3);      /* 7 * 50 - 70 + 50 = 330 ms expected */
+    assert_true(ttft >= 0.3); /* 7 * 50 - 70 + 50 = 330 ms expected */
     assert_true(from_send < ttft - 0.2);
     assert_true(st_record_lag(last) >= 0.25); /* the wait for a slot is recorded, not hidden */
     /* waiting for a max-concurrency slot is not client lag: only request 0 (which found a
@@ -377,16 +377,11 @@ static void stop_flag_aborts_the_rest(void **state)
 int main(void)
 {
     const struct CMUnitTest t[] = {
-        cmocka_unit_test(ok_stream_records_every_time),
-        cmocka_unit_test(every_failure_mode_in_one_run),
-        cmocka_unit_test(refused_and_tls_failures),
-        cmocka_unit_test(warmup_and_pool_reuse),
-        cmocka_unit_test(non_streaming_requests),
-        cmocka_unit_test(stale_keepalive_is_retried),
-        cmocka_unit_test(done_without_message_end),
-        cmocka_unit_test(tgi_stream_without_done),
-        cmocka_unit_test(ttft_from_scheduled_time),
-        cmocka_unit_test(stop_flag_aborts_the_rest),
+        cmocka_unit_test(ok_stream_records_every_time), cmocka_unit_test(every_failure_mode_in_one_run),
+        cmocka_unit_test(refused_and_tls_failures),     cmocka_unit_test(warmup_and_pool_reuse),
+        cmocka_unit_test(non_streaming_requests),       cmocka_unit_test(stale_keepalive_is_retried),
+        cmocka_unit_test(done_without_message_end),     cmocka_unit_test(tgi_stream_without_done),
+        cmocka_unit_test(ttft_from_scheduled_time),     cmocka_unit_test(stop_flag_aborts_the_rest),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }

@@ -63,7 +63,8 @@ static int setup(void **state)
         snprintf(acc, sizeof acc, "127.0.0.1:%u", port);
         freopen("/dev/null", "w", stdout);
         freopen("/dev/null", "w", stderr);
-        execlp("openssl", "openssl", "s_server", "-accept", acc, "-cert", cert, "-key", key, "-www", "-quiet", (char *)NULL);
+        execlp("openssl", "openssl", "s_server", "-accept", acc, "-cert", cert, "-key", key, "-www", "-quiet",
+               (char *)NULL);
         _exit(127);
     }
     for (int i = 0; i < 500 && !can_connect(); i++)

@@ -42,12 +42,9 @@ static void malformed_flags_rejected_unknown_accepted(void **state)
     (void)state;
     char log[8192];
     const char *bad[][4] = {
-        { "--max-num-seqs", "abc", NULL },
-        { "--gpu-memory-utilization", "1.5", NULL },
-        { "--kv-cache-dtype", "int3", NULL },
-        { "--block-size", "17", NULL },
-        { "--time-scale", "0", NULL },
-        { "--port", "99999", NULL },
+        { "--max-num-seqs", "abc", NULL },    { "--gpu-memory-utilization", "1.5", NULL },
+        { "--kv-cache-dtype", "int3", NULL }, { "--block-size", "17", NULL },
+        { "--time-scale", "0", NULL },        { "--port", "99999", NULL },
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int rc = run_to_exit("Qwen/Qwen3-8B", "H100", bad[i], log, sizeof log);
@@ -102,11 +99,13 @@ static void crash_after_n(void **state)
     assert_int_equal(emu_start(&c, "Qwen/Qwen3-8B", "H100", a, 1), 0);
     http_res r;
     for (int i = 0; i < 2; i++) {
-        assert_int_equal(http_do(c.port, "POST", "/v1/completions", "{\"prompt\":\"a b c\",\"max_tokens\":3}", NULL, 5000, &r), 0);
+        assert_int_equal(
+            http_do(c.port, "POST", "/v1/completions", "{\"prompt\":\"a b c\",\"max_tokens\":3}", NULL, 5000, &r), 0);
         assert_int_equal(r.status, 200);
         http_res_free(&r);
     }
-    assert_int_equal(http_do(c.port, "POST", "/v1/completions", "{\"prompt\":\"a b c\",\"max_tokens\":3}", NULL, 5000, &r), -1);
+    assert_int_equal(
+        http_do(c.port, "POST", "/v1/completions", "{\"prompt\":\"a b c\",\"max_tokens\":3}", NULL, 5000, &r), -1);
     http_res_free(&r);
     int rc = emu_wait(&c, 5000);
     assert_true(rc != 0 && rc != -1);
@@ -120,10 +119,12 @@ static void hang_after_n(void **state)
     const char *a[] = { "--fault-hang-after", "1", "--time-scale", "100", NULL };
     assert_int_equal(emu_start(&c, "Qwen/Qwen3-8B", "H100", a, 1), 0);
     http_res r;
-    assert_int_equal(http_do(c.port, "POST", "/v1/completions", "{\"prompt\":\"a b c\",\"max_tokens\":3}", NULL, 5000, &r), 0);
+    assert_int_equal(
+        http_do(c.port, "POST", "/v1/completions", "{\"prompt\":\"a b c\",\"max_tokens\":3}", NULL, 5000, &r), 0);
     assert_int_equal(r.status, 200);
     http_res_free(&r);
-    assert_int_equal(http_do(c.port, "POST", "/v1/completions", "{\"prompt\":\"a b c\",\"max_tokens\":3}", NULL, 1000, &r), -1);
+    assert_int_equal(
+        http_do(c.port, "POST", "/v1/completions", "{\"prompt\":\"a b c\",\"max_tokens\":3}", NULL, 1000, &r), -1);
     http_res_free(&r);
     assert_int_equal(http_do(c.port, "GET", "/health", NULL, NULL, 500, &r), -1); /* nothing answers */
     http_res_free(&r);
@@ -140,7 +141,8 @@ static void http_500_and_midstream_errors(void **state)
     const char *a[] = { "--fault-500-rate", "1", "--time-scale", "100", NULL };
     assert_int_equal(emu_start(&c, "Qwen/Qwen3-8B", "H100", a, 1), 0);
     http_res r;
-    assert_int_equal(http_do(c.port, "POST", "/v1/completions", "{\"prompt\":\"a\",\"max_tokens\":3}", NULL, 5000, &r), 0);
+    assert_int_equal(http_do(c.port, "POST", "/v1/completions", "{\"prompt\":\"a\",\"max_tokens\":3}", NULL, 5000, &r),
+                     0);
     assert_int_equal(r.status, 500);
     assert_non_null(strstr(r.body.data, "\"type\":\"InternalServerError\""));
     assert_non_null(strstr(r.body.data, "\"code\":500"));
@@ -148,7 +150,9 @@ static void http_500_and_midstream_errors(void **state)
     emu_stop(&c);
     const char *m[] = { "--fault-midstream-rate", "1", "--time-scale", "100", NULL };
     assert_int_equal(emu_start(&c, "Qwen/Qwen3-8B", "H100", m, 1), 0);
-    assert_int_equal(http_do(c.port, "POST", "/v1/completions", "{\"prompt\":\"a\",\"max_tokens\":10,\"stream\":true}", NULL, 5000, &r), 0);
+    assert_int_equal(http_do(c.port, "POST", "/v1/completions", "{\"prompt\":\"a\",\"max_tokens\":10,\"stream\":true}",
+                             NULL, 5000, &r),
+                     0);
     assert_int_equal(r.status, 200);
     assert_int_equal(count_sub(r.body.data, "\"text\":"), 4); /* tokens 1..4, the 5th fails */
     assert_non_null(strstr(r.body.data, "data: {\"error\":{\"message\":"));
@@ -172,7 +176,9 @@ static double gt_tpot(const char *path, int out)
         json_error_t je;
         json_t *j = json_loads(line, 0, &je);
         assert_non_null(j);
-        tpot = (json_real_value(json_object_get(j, "finish_s")) - json_real_value(json_object_get(j, "first_token_s"))) / (out - 1);
+        tpot =
+            (json_real_value(json_object_get(j, "finish_s")) - json_real_value(json_object_get(j, "first_token_s"))) /
+            (out - 1);
         json_decref(j);
     }
     fclose(f);
@@ -187,11 +193,15 @@ static void decode_slowdown_and_time_scale(void **state)
     for (int k = 0; k < 2; k++) {
         snprintf(gt[k], sizeof gt[k], "/tmp/st-emu-gt-fault-%d-%d.jsonl", (int)getpid(), k);
         emu_child c;
-        const char *a[] = { "--time-scale", k ? "40" : "10", "--ground-truth", gt[k], "--fault-decode-slowdown", k ? "4" : "1", NULL };
+        const char *a[] = {
+            "--time-scale", k ? "40" : "10", "--ground-truth", gt[k], "--fault-decode-slowdown", k ? "4" : "1", NULL
+        };
         assert_int_equal(emu_start(&c, "Qwen/Qwen3-8B", "H100", a, 1), 0);
         http_res r;
         st_ns t0 = st_now();
-        assert_int_equal(http_do(c.port, "POST", "/v1/completions", "{\"prompt\":\"a b c d\",\"max_tokens\":200}", NULL, 20000, &r), 0);
+        assert_int_equal(
+            http_do(c.port, "POST", "/v1/completions", "{\"prompt\":\"a b c d\",\"max_tokens\":200}", NULL, 20000, &r),
+            0);
         wall[k] = (st_now() - t0) / 1e9;
         assert_int_equal(r.status, 200);
         http_res_free(&r);

@@ -15,8 +15,19 @@ static int setup(void **state)
 {
     (void)state;
     snprintf(gt_path, sizeof gt_path, "/tmp/st-emu-gt-%d.jsonl", (int)getpid());
-    const char *extra[] = { "--time-scale", "50", "--api-key", "sekret", "--max-model-len", "4096",
-                            "--served-model-name", "qwen8", "--ground-truth", gt_path, "--seed", "1", NULL };
+    const char *extra[] = { "--time-scale",
+                            "50",
+                            "--api-key",
+                            "sekret",
+                            "--max-model-len",
+                            "4096",
+                            "--served-model-name",
+                            "qwen8",
+                            "--ground-truth",
+                            gt_path,
+                            "--seed",
+                            "1",
+                            NULL };
     if (emu_start(&emu, "Qwen/Qwen3-8B", "H100", extra, 1) < 0) {
         char log[4096];
         emu_log(&emu, log, sizeof log);
@@ -48,9 +59,11 @@ static void completions_non_streaming(void **state)
 {
     (void)state;
     http_res r;
-    assert_int_equal(http_do(emu.port, "POST", "/v1/completions",
-                             "{\"model\":\"qwen8\",\"prompt\":[11,22,33,44,55,66,77],\"max_tokens\":9,\"ignore_eos\":true}",
-                             "sekret", 5000, &r), 0);
+    assert_int_equal(
+        http_do(emu.port, "POST", "/v1/completions",
+                "{\"model\":\"qwen8\",\"prompt\":[11,22,33,44,55,66,77],\"max_tokens\":9,\"ignore_eos\":true}",
+                "sekret", 5000, &r),
+        0);
     assert_int_equal(r.status, 200);
     assert_non_null(strstr(r.ctype, "application/json"));
     json_t *j = parse(&r);
@@ -68,7 +81,8 @@ static void completions_non_streaming(void **state)
     json_decref(j);
     http_res_free(&r);
     /* default max_tokens of completions is 16; text prompts count words */
-    assert_int_equal(http_do(emu.port, "POST", "/v1/completions", "{\"prompt\":\"one two three\"}", "sekret", 5000, &r), 0);
+    assert_int_equal(http_do(emu.port, "POST", "/v1/completions", "{\"prompt\":\"one two three\"}", "sekret", 5000, &r),
+                     0);
     j = parse(&r);
     u = json_object_get(j, "usage");
     assert_int_equal(json_integer_value(json_object_get(u, "prompt_tokens")), 3);
@@ -84,7 +98,8 @@ static void completions_stream_bytes(void **state)
     assert_int_equal(http_do(emu.port, "POST", "/v1/completions",
                              "{\"model\":\"qwen8\",\"prompt\":[5,6,7],\"max_tokens\":4,\"stream\":true,"
                              "\"stream_options\":{\"include_usage\":true}}",
-                             "sekret", 5000, &r), 0);
+                             "sekret", 5000, &r),
+                     0);
     assert_int_equal(r.status, 200);
     assert_non_null(strstr(r.ctype, "text/event-stream"));
     const char *b = r.body.data;
@@ -95,7 +110,8 @@ static void completions_stream_bytes(void **state)
     assert_int_equal(count_sub(b, "\"object\":\"text_completion\""), 5);
     assert_int_equal(count_sub(b, "\"finish_reason\":null"), 3);
     assert_int_equal(count_sub(b, "\"finish_reason\":\"length\""), 1);
-    assert_non_null(strstr(b, "\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"total_tokens\":7,\"completion_tokens\":4}}\n\n"));
+    assert_non_null(
+        strstr(b, "\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"total_tokens\":7,\"completion_tokens\":4}}\n\n"));
     size_t L = strlen(b);
     assert_true(L > 14 && !strcmp(b + L - 14, "data: [DONE]\n\n"));
     /* every chunk's choices text field parses as JSON */
@@ -117,7 +133,8 @@ static void completions_stream_bytes(void **state)
     assert_int_equal(http_do(emu.port, "POST", "/v1/completions",
                              "{\"prompt\":[5,6,7],\"max_tokens\":3,\"stream\":true,"
                              "\"stream_options\":{\"include_usage\":true,\"continuous_usage_stats\":true}}",
-                             "sekret", 5000, &r), 0);
+                             "sekret", 5000, &r),
+                     0);
     assert_int_equal(count_sub(r.body.data, "\"usage\":"), 4);
     assert_non_null(strstr(r.body.data, "\"completion_tokens\":2}"));
     http_res_free(&r);
@@ -130,7 +147,8 @@ static void chat_stream_and_plain(void **state)
     assert_int_equal(http_do(emu.port, "POST", "/v1/chat/completions",
                              "{\"model\":\"qwen8\",\"messages\":[{\"role\":\"user\",\"content\":\"hello there\"}],"
                              "\"max_completion_tokens\":3,\"stream\":true}",
-                             "sekret", 5000, &r), 0);
+                             "sekret", 5000, &r),
+                     0);
     assert_int_equal(r.status, 200);
     const char *b = r.body.data;
     assert_int_equal(strncmp(b, "data: {\"id\":\"chatcmpl-", 22), 0);
@@ -145,8 +163,10 @@ static void chat_stream_and_plain(void **state)
     assert_non_null(strstr(b, "data: [DONE]\n\n"));
     http_res_free(&r);
     assert_int_equal(http_do(emu.port, "POST", "/v1/chat/completions",
-                             "{\"messages\":[{\"role\":\"system\",\"content\":\"be brief\"},{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":5}",
-                             "sekret", 5000, &r), 0);
+                             "{\"messages\":[{\"role\":\"system\",\"content\":\"be "
+                             "brief\"},{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":5}",
+                             "sekret", 5000, &r),
+                     0);
     json_t *j = parse(&r);
     assert_string_equal(json_string_value(json_object_get(j, "object")), "chat.completion");
     json_t *m = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "message");
@@ -161,19 +181,25 @@ static void errors_are_vllm_shaped(void **state)
     (void)state;
     http_res r;
     /* prompt + max_tokens over max_model_len (4096) */
-    assert_int_equal(http_do(emu.port, "POST", "/v1/completions", "{\"prompt\":[1,2,3,4],\"max_tokens\":4095}", "sekret", 5000, &r), 0);
+    assert_int_equal(
+        http_do(emu.port, "POST", "/v1/completions", "{\"prompt\":[1,2,3,4],\"max_tokens\":4095}", "sekret", 5000, &r),
+        0);
     assert_int_equal(r.status, 400);
-    assert_string_equal(r.body.data,
-                        "{\"error\":{\"message\":\"You passed 4 input tokens and requested 4095 output tokens. However, "
-                        "the model's context length is only 4096 tokens, resulting in a maximum input length of 1 "
-                        "tokens. Please reduce the length of the input prompt.\",\"type\":\"BadRequestError\","
-                        "\"param\":\"input_tokens\",\"code\":400}}");
+    assert_string_equal(
+        r.body.data, "{\"error\":{\"message\":\"You passed 4 input tokens and requested 4095 output tokens. However, "
+                     "the model's context length is only 4096 tokens, resulting in a maximum input length of 1 "
+                     "tokens. Please reduce the length of the input prompt.\",\"type\":\"BadRequestError\","
+                     "\"param\":\"input_tokens\",\"code\":400}}");
     http_res_free(&r);
-    assert_int_equal(http_do(emu.port, "POST", "/v1/completions", "{\"model\":\"gpt-4\",\"prompt\":\"x\"}", "sekret", 5000, &r), 0);
+    assert_int_equal(
+        http_do(emu.port, "POST", "/v1/completions", "{\"model\":\"gpt-4\",\"prompt\":\"x\"}", "sekret", 5000, &r), 0);
     assert_int_equal(r.status, 404);
-    assert_string_equal(r.body.data, "{\"error\":{\"message\":\"The model `gpt-4` does not exist.\",\"type\":\"NotFoundError\",\"param\":\"model\",\"code\":404}}");
+    assert_string_equal(r.body.data, "{\"error\":{\"message\":\"The model `gpt-4` does not "
+                                     "exist.\",\"type\":\"NotFoundError\",\"param\":\"model\",\"code\":404}}");
     http_res_free(&r);
-    assert_int_equal(http_do(emu.port, "POST", "/v1/completions", "{\"prompt\":\"x\",\"stream_options\":{\"include_usage\":true}}", "sekret", 5000, &r), 0);
+    assert_int_equal(http_do(emu.port, "POST", "/v1/completions",
+                             "{\"prompt\":\"x\",\"stream_options\":{\"include_usage\":true}}", "sekret", 5000, &r),
+                     0);
     assert_int_equal(r.status, 400);
     assert_non_null(strstr(r.body.data, "\"type\":\"BadRequestError\""));
     http_res_free(&r);
@@ -215,7 +241,9 @@ static void models_tokenize_detokenize(void **state)
     assert_int_equal(json_integer_value(json_object_get(d, "max_model_len")), 4096);
     json_decref(j);
     http_res_free(&r);
-    assert_int_equal(http_do(emu.port, "POST", "/tokenize", "{\"model\":\"qwen8\",\"prompt\":\"the quick brown fox\"}", "sekret", 5000, &r), 0);
+    assert_int_equal(http_do(emu.port, "POST", "/tokenize", "{\"model\":\"qwen8\",\"prompt\":\"the quick brown fox\"}",
+                             "sekret", 5000, &r),
+                     0);
     j = parse(&r);
     assert_int_equal(json_integer_value(json_object_get(j, "count")), 4);
     assert_int_equal(json_integer_value(json_object_get(j, "max_model_len")), 4096);
@@ -238,7 +266,8 @@ static void models_tokenize_detokenize(void **state)
     http_res_free(&r);
     assert_int_equal(http_do(emu.port, "POST", "/tokenize", body2, "sekret", 5000, &r), 0);
     http_res r1;
-    assert_int_equal(http_do(emu.port, "POST", "/tokenize", "{\"prompt\":\"the quick brown fox\"}", "sekret", 5000, &r1), 0);
+    assert_int_equal(
+        http_do(emu.port, "POST", "/tokenize", "{\"prompt\":\"the quick brown fox\"}", "sekret", 5000, &r1), 0);
     json_t *a = parse(&r), *b = parse(&r1);
     assert_true(json_equal(json_object_get(a, "tokens"), json_object_get(b, "tokens")));
     json_decref(a);
@@ -262,27 +291,36 @@ static void metrics_follow_state_and_pass_promtool(void **state)
     http_res r;
     assert_int_equal(http_do(emu.port, "GET", "/metrics", NULL, NULL, 5000, &r), 0);
     double gen0 = metric(r.body.data, "vllm:generation_tokens_total{");
-    double ok0 = metric(r.body.data, "vllm:request_success_total{engine=\"0\",model_name=\"qwen8\",finished_reason=\"length\"");
+    double ok0 =
+        metric(r.body.data, "vllm:request_success_total{engine=\"0\",model_name=\"qwen8\",finished_reason=\"length\"");
     double ttft0 = metric(r.body.data, "vllm:time_to_first_token_seconds_count{");
     http_res_free(&r);
     assert_false(isnan(gen0));
-    assert_int_equal(http_do(emu.port, "POST", "/v1/completions", "{\"prompt\":[9,8,7,6],\"max_tokens\":25}", "sekret", 5000, &r), 0);
+    assert_int_equal(
+        http_do(emu.port, "POST", "/v1/completions", "{\"prompt\":[9,8,7,6],\"max_tokens\":25}", "sekret", 5000, &r),
+        0);
     assert_int_equal(r.status, 200);
     http_res_free(&r);
     assert_int_equal(http_do(emu.port, "GET", "/metrics", NULL, NULL, 5000, &r), 0);
     assert_non_null(strstr(r.ctype, "text/plain; version=0.0.4"));
     const char *m = r.body.data;
     assert_near(metric(m, "vllm:generation_tokens_total{") - gen0, 25, 0);
-    assert_near(metric(m, "vllm:request_success_total{engine=\"0\",model_name=\"qwen8\",finished_reason=\"length\"") - ok0, 1, 0);
+    assert_near(metric(m, "vllm:request_success_total{engine=\"0\",model_name=\"qwen8\",finished_reason=\"length\"") -
+                    ok0,
+                1, 0);
     assert_near(metric(m, "vllm:time_to_first_token_seconds_count{") - ttft0, 1, 0);
     assert_near(metric(m, "vllm:num_requests_running{"), 0, 0);
     assert_near(metric(m, "vllm:kv_cache_usage_perc{"), 0, 0);
-    assert_non_null(strstr(m, "vllm:time_to_first_token_seconds_bucket{engine=\"0\",model_name=\"qwen8\",le=\"0.001\"}"));
+    assert_non_null(
+        strstr(m, "vllm:time_to_first_token_seconds_bucket{engine=\"0\",model_name=\"qwen8\",le=\"0.001\"}"));
     assert_non_null(strstr(m, "le=\"2560.0\"}"));
-    assert_non_null(strstr(m, "vllm:inter_token_latency_seconds_bucket{engine=\"0\",model_name=\"qwen8\",le=\"0.01\"}"));
-    assert_non_null(strstr(m, "vllm:e2e_request_latency_seconds_bucket{engine=\"0\",model_name=\"qwen8\",le=\"7680.0\"}"));
+    assert_non_null(
+        strstr(m, "vllm:inter_token_latency_seconds_bucket{engine=\"0\",model_name=\"qwen8\",le=\"0.01\"}"));
+    assert_non_null(
+        strstr(m, "vllm:e2e_request_latency_seconds_bucket{engine=\"0\",model_name=\"qwen8\",le=\"7680.0\"}"));
     assert_non_null(strstr(m, "# TYPE vllm:iteration_tokens_total histogram"));
-    assert_non_null(strstr(m, "vllm:cache_config_info{block_size=\"16\",cache_dtype=\"auto\",enable_prefix_caching=\"True\""));
+    assert_non_null(
+        strstr(m, "vllm:cache_config_info{block_size=\"16\",cache_dtype=\"auto\",enable_prefix_caching=\"True\""));
     assert_non_null(strstr(m, "vllm:request_prompt_tokens_bucket{engine=\"0\",model_name=\"qwen8\",le=\"2000.0\"}"));
     assert_null(strstr(m, "le=\"5000.0\"")); /* 1-2-5 series stops at max_model_len */
     /* promtool: must parse; the only lint findings allowed are those vLLM's own names cause */
@@ -371,12 +409,9 @@ static void ground_truth_and_prefix_reset(void **state)
 int main(void)
 {
     const struct CMUnitTest t[] = {
-        cmocka_unit_test(completions_non_streaming),
-        cmocka_unit_test(completions_stream_bytes),
-        cmocka_unit_test(chat_stream_and_plain),
-        cmocka_unit_test(errors_are_vllm_shaped),
-        cmocka_unit_test(models_tokenize_detokenize),
-        cmocka_unit_test(metrics_follow_state_and_pass_promtool),
+        cmocka_unit_test(completions_non_streaming),     cmocka_unit_test(completions_stream_bytes),
+        cmocka_unit_test(chat_stream_and_plain),         cmocka_unit_test(errors_are_vllm_shaped),
+        cmocka_unit_test(models_tokenize_detokenize),    cmocka_unit_test(metrics_follow_state_and_pass_promtool),
         cmocka_unit_test(ground_truth_and_prefix_reset),
     };
     return cmocka_run_group_tests(t, setup, teardown);

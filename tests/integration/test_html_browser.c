@@ -46,7 +46,7 @@ static int find_chromium(void)
     const char *path = getenv("PATH");
     if (!path)
         path = "/usr/bin:/bin";
-    static const char *const names[] = {"chromium", "chromium-browser"};
+    static const char *const names[] = { "chromium", "chromium-browser" };
     for (size_t k = 0; k < 2; k++) {
         const char *p = path;
         while (*p) {
@@ -69,10 +69,10 @@ static int find_chromium(void)
 }
 
 /* cmocka's skip() with the reason printed (TAP: "# ..."). */
-#define skip_no_chromium()                                                                         \
-    do {                                                                                           \
-        print_message("# chromium is not installed (apt-get install chromium): skipped\n");       \
-        skip();                                                                                    \
+#define skip_no_chromium()                                                                                             \
+    do {                                                                                                               \
+        print_message("# chromium is not installed (apt-get install chromium): skipped\n");                            \
+        skip();                                                                                                        \
     } while (0)
 
 static int write_file(const char *path, const char *data, size_t len)
@@ -105,8 +105,7 @@ static char *read_file(const char *path, size_t *len)
 
 /* Runs chromium headless on url with one mode argument; stdout and stderr to files.
  * Returns the exit status, or -1 on a failure to start or a timeout (its group is killed). */
-static int run_chromium(const char *mode_arg, const char *url, const char *out_path,
-                        const char *err_path)
+static int run_chromium(const char *mode_arg, const char *url, const char *out_path, const char *err_path)
 {
     char profile[320], size_arg[] = "--window-size=1280,2400";
     snprintf(profile, sizeof profile, "--user-data-dir=%s/profile", g_dir);
@@ -121,17 +120,26 @@ static int run_chromium(const char *mode_arg, const char *url, const char *out_p
             _exit(126);
         dup2(o, 1);
         dup2(e, 2);
-        char *argv[] = {g_chrome,           "--headless",         "--disable-gpu",
-                        "--no-sandbox",     "--no-first-run",     "--disable-extensions",
-                        "--hide-scrollbars", "--enable-logging=stderr", "--v=0",
-                        profile,            size_arg,             (char *)mode_arg,
-                        (char *)url,        NULL};
+        char *argv[] = { g_chrome,
+                         "--headless",
+                         "--disable-gpu",
+                         "--no-sandbox",
+                         "--no-first-run",
+                         "--disable-extensions",
+                         "--hide-scrollbars",
+                         "--enable-logging=stderr",
+                         "--v=0",
+                         profile,
+                         size_arg,
+                         (char *)mode_arg,
+                         (char *)url,
+                         NULL };
         execv(g_chrome, argv);
         _exit(127);
     }
     setpgid(pid, pid);
     int status = 0;
-    struct timespec ts = {0, 50 * 1000 * 1000};
+    struct timespec ts = { 0, 50 * 1000 * 1000 };
     for (int i = 0; i < CHROME_TIMEOUT_S * 20; i++) {
         pid_t w = waitpid(pid, &status, WNOHANG);
         if (w == pid) {
@@ -227,8 +235,7 @@ static void console_capture_works(void **state)
     st_buf_init(&lines, 1 << 20);
     int n = console_lines(e, &lines);
     if (n < 2 || !strstr(e, "ST-PROBE-ERROR") || !strstr(e, "ST-PROBE-UNCAUGHT"))
-        fail_msg("Chromium's console capture does not work (found %d console lines); stderr:\n%.3000s",
-                 n, e);
+        fail_msg("Chromium's console capture does not work (found %d console lines); stderr:\n%.3000s", n, e);
     st_buf_free(&lines);
     free(e);
 }
@@ -266,20 +273,27 @@ static void check_report_dom(int hostile, int partial, int prediction, const cha
     if (console_lines(e, &lines) > 0)
         fail_msg("console messages while loading %s:\n%s", tag, lines.data);
     st_buf_free(&lines);
-    static const char *const sections[] = {
-        "<section id=\"headline\">", "<section id=\"setup\">",  "<section id=\"results\">",
-        "<section id=\"changes\">",  "<section id=\"method\">", "<section id=\"timelines\">",
-        "id=\"results-table\"",      "id=\"changes-table\"",    "id=\"chart-cost\"",
-        "id=\"chart-rates\"",        "id=\"chart-dist\"",       "id=\"notes\"",
-        "</html>"};
+    static const char *const sections[] = { "<section id=\"headline\">",
+                                            "<section id=\"setup\">",
+                                            "<section id=\"results\">",
+                                            "<section id=\"changes\">",
+                                            "<section id=\"method\">",
+                                            "<section id=\"timelines\">",
+                                            "id=\"results-table\"",
+                                            "id=\"changes-table\"",
+                                            "id=\"chart-cost\"",
+                                            "id=\"chart-rates\"",
+                                            "id=\"chart-dist\"",
+                                            "id=\"notes\"",
+                                            "</html>" };
     for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++)
         if (!strstr(dom, sections[i]))
             fail_msg("%s: missing %s in the rendered DOM", tag, sections[i]);
     /* 2 cost bars + 2 rate charts + 2 CDFs + 6 configurations that ran x their runs */
     count_check(dom, "<svg", 6 + 6 * SAMPLE_RATES, tag);
     count_check(dom, "<tr", 1 + SAMPLE_CFGS, tag);
-    if (strstr(dom, "<script") || strstr(dom, "<img") || strstr(dom, "onerror=\"") ||
-        strstr(dom, "onload=\"") || strstr(dom, "<b>examples"))
+    if (strstr(dom, "<script") || strstr(dom, "<img") || strstr(dom, "onerror=\"") || strstr(dom, "onload=\"") ||
+        strstr(dom, "<b>examples"))
         fail_msg("%s: markup from a hostile string reached the DOM", tag);
     if (hostile && !strstr(dom, "&lt;script&gt;alert('oom')"))
         fail_msg("%s: the hostile status text is not shown as text", tag);
@@ -337,7 +351,7 @@ static void report_screenshot(void **state)
     free(e);
     if (!d)
         fail_msg("no screenshot at %s", png);
-    static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    static const unsigned char sig[8] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n' };
     assert_true(len > 33);
     assert_memory_equal(d, sig, 8);
     assert_memory_equal(d + 12, "IHDR", 4);
@@ -383,8 +397,7 @@ static void report_prints_to_pdf(void **state)
     assert_memory_equal(d, "%PDF-", 5);
     /* several pages: the report is long, and print CSS must not squeeze it onto one */
     int pages = 0;
-    for (const char *p = d; (p = memmem(p, len - (size_t)(p - d), "/Type /Page", 11)) != NULL;
-         p += 11)
+    for (const char *p = d; (p = memmem(p, len - (size_t)(p - d), "/Type /Page", 11)) != NULL; p += 11)
         if (p[11] != 's')
             pages++;
     if (pages < 3)
@@ -395,34 +408,33 @@ static void report_prints_to_pdf(void **state)
 
 /* End to end: a small audit on the emulator (servetune audit), its HTML report from the
  * result store, loaded in Chromium. */
-static const char small_spec[] =
-    "engine:\n"
-    "  kind: emulator\n"
-    "  model: Qwen/Qwen3-8B\n"
-    "  flags: [--gpu, H100, --time-scale, \"20\", --max-model-len, \"8192\"]\n"
-    "hardware:\n"
-    "  gpu: H100\n"
-    "  gpus_per_replica: 1\n"
-    "  price_per_gpu_hour: 2.49\n"
-    "peak_rate: 60\n"
-    "workload:\n"
-    "  input_tokens: 1000\n"
-    "  output_tokens: 100\n"
-    "  range_ratio: 0.1\n"
-    "  shared_prefix: 500\n"
-    "  requests_per_rate: 40\n"
-    "  seed: 1\n"
-    "rates: [4, 16, inf]\n"
-    "warmup_requests: 4\n"
-    "slo:\n"
-    "  ttft_p95_ms: 1500\n"
-    "  tpot_p95_ms: 50\n"
-    "configurations:\n"
-    "  - name: baseline\n"
-    "    reason: the current setup <b>as is</b>\n"
-    "  - name: fp8-kv\n"
-    "    add_flags: [--kv-cache-dtype, fp8]\n"
-    "    reason: half the KV bytes per token\n";
+static const char small_spec[] = "engine:\n"
+                                 "  kind: emulator\n"
+                                 "  model: Qwen/Qwen3-8B\n"
+                                 "  flags: [--gpu, H100, --time-scale, \"20\", --max-model-len, \"8192\"]\n"
+                                 "hardware:\n"
+                                 "  gpu: H100\n"
+                                 "  gpus_per_replica: 1\n"
+                                 "  price_per_gpu_hour: 2.49\n"
+                                 "peak_rate: 60\n"
+                                 "workload:\n"
+                                 "  input_tokens: 1000\n"
+                                 "  output_tokens: 100\n"
+                                 "  range_ratio: 0.1\n"
+                                 "  shared_prefix: 500\n"
+                                 "  requests_per_rate: 40\n"
+                                 "  seed: 1\n"
+                                 "rates: [4, 16, inf]\n"
+                                 "warmup_requests: 4\n"
+                                 "slo:\n"
+                                 "  ttft_p95_ms: 1500\n"
+                                 "  tpot_p95_ms: 50\n"
+                                 "configurations:\n"
+                                 "  - name: baseline\n"
+                                 "    reason: the current setup <b>as is</b>\n"
+                                 "  - name: fp8-kv\n"
+                                 "    add_flags: [--kv-cache-dtype, fp8]\n"
+                                 "    reason: half the KV bytes per token\n";
 
 static void audit_report_in_browser(void **state)
 {
@@ -448,7 +460,7 @@ static void audit_report_in_browser(void **state)
     }
     setpgid(pid, pid);
     int status = 0, done = 0;
-    struct timespec ts = {0, 100 * 1000 * 1000};
+    struct timespec ts = { 0, 100 * 1000 * 1000 };
     for (int i = 0; i < 3000 && !done; i++) { /* at most 300 s */
         if (waitpid(pid, &status, WNOHANG) == pid)
             done = 1;
@@ -463,8 +475,8 @@ static void audit_report_in_browser(void **state)
     size_t ll;
     char *lt = read_file(log, &ll);
     if (!done || !WIFEXITED(status) || WEXITSTATUS(status) > 1)
-        fail_msg("servetune audit did not finish (exit %d): %.2000s",
-                 WIFEXITED(status) ? WEXITSTATUS(status) : -1, lt ? lt : "");
+        fail_msg("servetune audit did not finish (exit %d): %.2000s", WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+                 lt ? lt : "");
     free(lt);
 
     st_store *s = NULL;
@@ -489,11 +501,17 @@ static void audit_report_in_browser(void **state)
     if (console_lines(e, &lines) > 0)
         fail_msg("console messages while loading the audit's report:\n%s", lines.data);
     st_buf_free(&lines);
-    static const char *const need[] = {
-        "<section id=\"headline\">", "<section id=\"setup\">", "<section id=\"results\">",
-        "<section id=\"changes\">", "<section id=\"method\">", "id=\"results-table\"",
-        "id=\"chart-cost\"", "id=\"chart-rates\"", "fp8-kv", "half the KV bytes per token",
-        "the current setup &lt;b&gt;as is&lt;/b&gt;"};
+    static const char *const need[] = { "<section id=\"headline\">",
+                                        "<section id=\"setup\">",
+                                        "<section id=\"results\">",
+                                        "<section id=\"changes\">",
+                                        "<section id=\"method\">",
+                                        "id=\"results-table\"",
+                                        "id=\"chart-cost\"",
+                                        "id=\"chart-rates\"",
+                                        "fp8-kv",
+                                        "half the KV bytes per token",
+                                        "the current setup &lt;b&gt;as is&lt;/b&gt;" };
     for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
         if (!strstr(d, need[i]))
             fail_msg("the audit's report lacks %s", need[i]);
@@ -514,10 +532,8 @@ static void audit_report_in_browser(void **state)
 int main(void)
 {
     const struct CMUnitTest t[] = {
-        cmocka_unit_test(console_capture_works),
-        cmocka_unit_test(report_loads_cleanly),
-        cmocka_unit_test(report_screenshot),
-        cmocka_unit_test(report_prints_to_pdf),
+        cmocka_unit_test(console_capture_works),   cmocka_unit_test(report_loads_cleanly),
+        cmocka_unit_test(report_screenshot),       cmocka_unit_test(report_prints_to_pdf),
         cmocka_unit_test(audit_report_in_browser),
     };
     return cmocka_run_group_tests(t, setup, teardown);

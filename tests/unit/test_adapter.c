@@ -2,16 +2,17 @@
 
 #include <stdio.h>
 
+#include "audit/spec.h"
 #include "engine/adapter.h"
-#include "engine/metrics_scrape.h"
+#include "engine/metrics.h"
 
-#define SPEC                                                                                          \
-    "engine:\n  kind: %s\n  model: Qwen/Qwen3-8B\n%s" \
-    "  flags: [--max-num-seqs, '64', --port, '9999', --time-scale, '20', --host=0.0.0.0]\n" \
-    "hardware: {gpu: H100, price_per_gpu_hour: 2.5}\npeak_rate: 10\n" \
-    "workload: {input_tokens: 100, output_tokens: 10}\nrates: [1]\n" \
-    "slo: {ttft_p95_ms: 1500, tpot_p95_ms: 50}\n" \
-    "configurations:\n  - name: base\n  - name: fp8\n    model: Qwen/Qwen3-8B-FP8\n" \
+#define SPEC                                                                                                           \
+    "engine:\n  kind: %s\n  model: Qwen/Qwen3-8B\n%s"                                                                  \
+    "  flags: [--max-num-seqs, '64', --port, '9999', --time-scale, '20', --host=0.0.0.0]\n"                            \
+    "hardware: {gpu: H100, price_per_gpu_hour: 2.5}\npeak_rate: 10\n"                                                  \
+    "workload: {input_tokens: 100, output_tokens: 10}\nrates: [1]\n"                                                   \
+    "slo: {ttft_p95_ms: 1500, tpot_p95_ms: 50}\n"                                                                      \
+    "configurations:\n  - name: base\n  - name: fp8\n    model: Qwen/Qwen3-8B-FP8\n"                                   \
     "    add_flags: [--served-model-name, q8]\n"
 
 static void load(st_spec *s, const char *kind, const char *extra)
@@ -43,7 +44,7 @@ static void vllm_and_emulator_argv(void **state)
     st_launch l;
     char err[256];
     load(&s, "vllm", "");
-    assert_int_equal(st_adapter_launch(&s, &s.configs[0], 8123, "/x/servetune", &l, err, sizeof err), 0);
+    assert_int_equal(st_spec_launch(&s, &s.configs[0], 8123, "/x/servetune", &l, err, sizeof err), 0);
     argv_equals(&l, (const char *[]){ "vllm", "serve", "Qwen/Qwen3-8B", "--max-num-seqs", "64", "--time-scale", "20",
                                       "--host", "127.0.0.1", "--port", "8123", NULL });
     assert_string_equal(l.expected_model, "Qwen/Qwen3-8B");
@@ -52,14 +53,14 @@ static void vllm_and_emulator_argv(void **state)
     assert_string_equal(l.api, "completions");
     st_launch_free(&l);
     /* the fp8 configuration serves another checkpoint under another name */
-    assert_int_equal(st_adapter_launch(&s, &s.configs[1], 8123, NULL, &l, err, sizeof err), 0);
+    assert_int_equal(st_spec_launch(&s, &s.configs[1], 8123, NULL, &l, err, sizeof err), 0);
     assert_string_equal(l.argv.v[2], "Qwen/Qwen3-8B-FP8");
     assert_string_equal(l.expected_model, "q8");
     st_launch_free(&l);
     st_spec_free(&s);
 
     load(&s, "emulator", "");
-    assert_int_equal(st_adapter_launch(&s, &s.configs[0], 8124, "/x/servetune", &l, err, sizeof err), 0);
+    assert_int_equal(st_spec_launch(&s, &s.configs[0], 8124, "/x/servetune", &l, err, sizeof err), 0);
     argv_equals(&l, (const char *[]){ "/x/servetune", "emulate", "serve", "Qwen/Qwen3-8B", "--max-num-seqs", "64",
                                       "--time-scale", "20", "--host", "127.0.0.1", "--port", "8124", NULL });
     st_launch_free(&l);
@@ -67,7 +68,7 @@ static void vllm_and_emulator_argv(void **state)
 
     /* a custom command replaces the program part only */
     load(&s, "vllm", "  command: [python3, -m, vllm.entrypoints.cli.main, serve]\n");
-    assert_int_equal(st_adapter_launch(&s, &s.configs[0], 1, NULL, &l, err, sizeof err), 0);
+    assert_int_equal(st_spec_launch(&s, &s.configs[0], 1, NULL, &l, err, sizeof err), 0);
     assert_string_equal(l.argv.v[0], "python3");
     assert_string_equal(l.argv.v[4], "Qwen/Qwen3-8B");
     st_launch_free(&l);
@@ -81,7 +82,7 @@ static void other_engines(void **state)
     st_launch l;
     char err[256];
     load(&s, "tgi", "");
-    assert_int_equal(st_adapter_launch(&s, &s.configs[0], 3000, NULL, &l, err, sizeof err), 0);
+    assert_int_equal(st_spec_launch(&s, &s.configs[0], 3000, NULL, &l, err, sizeof err), 0);
     argv_equals(&l, (const char *[]){ "text-generation-launcher", "--model-id", "Qwen/Qwen3-8B", "--max-num-seqs", "64",
                                       "--time-scale", "20", "--hostname", "127.0.0.1", "--port", "3000", NULL });
     assert_string_equal(l.models_path, "/info");
@@ -89,14 +90,14 @@ static void other_engines(void **state)
     st_launch_free(&l);
     st_spec_free(&s);
     load(&s, "llamacpp", "");
-    assert_int_equal(st_adapter_launch(&s, &s.configs[0], 3001, NULL, &l, err, sizeof err), 0);
+    assert_int_equal(st_spec_launch(&s, &s.configs[0], 3001, NULL, &l, err, sizeof err), 0);
     assert_string_equal(l.argv.v[0], "llama-server");
     assert_string_equal(l.argv.v[l.argv.n - 1], "--metrics");
     assert_string_equal(l.metrics_dialect, "llamacpp");
     st_launch_free(&l);
     st_spec_free(&s);
     load(&s, "sglang", "");
-    assert_int_equal(st_adapter_launch(&s, &s.configs[0], 3002, NULL, &l, err, sizeof err), 0);
+    assert_int_equal(st_spec_launch(&s, &s.configs[0], 3002, NULL, &l, err, sizeof err), 0);
     assert_string_equal(l.argv.v[3], "--model-path");
     assert_string_equal(l.argv.v[l.argv.n - 1], "--enable-metrics");
     st_launch_free(&l);
@@ -107,7 +108,7 @@ static void other_engines(void **state)
                      "workload: {input_tokens: 100, output_tokens: 10}\nrates: [1]\n"
                      "slo: {ttft_p95_ms: 1500, tpot_p95_ms: 50}\n";
     assert_int_equal(st_spec_parse("t.yaml", ep, strlen(ep), &s, err, sizeof err), 0);
-    assert_int_equal(st_adapter_launch(&s, &s.configs[0], 0, NULL, &l, err, sizeof err), 0);
+    assert_int_equal(st_spec_launch(&s, &s.configs[0], 0, NULL, &l, err, sizeof err), 0);
     assert_int_equal(l.argv.n, 0);
     assert_string_equal(l.base_url, "http://10.1.2.3:8000");
     assert_string_equal(l.host, "10.1.2.3");
@@ -120,7 +121,8 @@ static void model_lists(void **state)
 {
     (void)state;
     char names[256];
-    const char *v = "{\"object\":\"list\",\"data\":[{\"id\":\"Qwen/Qwen3-8B\",\"object\":\"model\",\"max_model_len\":8192}]}";
+    const char *v =
+        "{\"object\":\"list\",\"data\":[{\"id\":\"Qwen/Qwen3-8B\",\"object\":\"model\",\"max_model_len\":8192}]}";
     assert_int_equal(st_adapter_models_lists(v, strlen(v), "Qwen/Qwen3-8B", names, sizeof names), 1);
     assert_int_equal(st_adapter_models_lists(v, strlen(v), "other", names, sizeof names), 0);
     assert_string_equal(names, "Qwen/Qwen3-8B");
@@ -138,8 +140,8 @@ static void scrape_to_samples(void **state)
                        "vllm:num_requests_waiting{model_name=\"m\",engine=\"0\"} 3\n"
                        "vllm:kv_cache_usage_perc{model_name=\"m\",engine=\"0\"} 0.25\n"
                        "vllm:num_preemptions_total{model_name=\"m\",engine=\"0\"} 2\n";
-    st_metric_sample s[ST_SCRAPE_MAX];
-    int n = st_scrape_parse("vllm", body, strlen(body), s, ST_SCRAPE_MAX);
+    st_metrics_sample s[ST_METRICS_SCRAPE_MAX];
+    int n = st_metrics_scrape("vllm", body, strlen(body), s, ST_METRICS_SCRAPE_MAX);
     int seen = 0;
     for (int i = 0; i < n; i++) {
         if (!strcmp(s[i].name, "running")) {
@@ -160,7 +162,7 @@ static void scrape_to_samples(void **state)
         }
     }
     assert_int_equal(seen, 15);
-    assert_int_equal(st_scrape_parse("nonsense-engine", body, strlen(body), s, ST_SCRAPE_MAX), 0);
+    assert_int_equal(st_metrics_scrape("nonsense-engine", body, strlen(body), s, ST_METRICS_SCRAPE_MAX), 0);
 }
 
 int main(void)

@@ -2,14 +2,11 @@
 
 #include <jansson.h>
 
-#include "engine/api.h"
+#include "load/api.h"
 
 static st_api_event ev;
 
-static int parse(st_api_kind k, const char *s)
-{
-    return st_api_parse_event(k, s, strlen(s), &ev);
-}
+static int parse(st_api_kind k, const char *s) { return st_api_parse_event(k, s, strlen(s), &ev); }
 
 static json_t *body_json(st_api_kind k, const st_work_item *it, int stream)
 {
@@ -127,28 +124,41 @@ static void api_completions_stream(void **state)
     (void)state;
     st_api_event_reset(&ev);
     assert_int_equal(parse(ST_API_COMPLETIONS,
-        "{\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"created\":1,\"model\":\"m\","
-        "\"choices\":[{\"index\":0,\"text\":\" Hello\",\"logprobs\":null,\"finish_reason\":null,\"stop_reason\":null}]}"), 0);
+                           "{\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"created\":1,\"model\":\"m\","
+                           "\"choices\":[{\"index\":0,\"text\":\" "
+                           "Hello\",\"logprobs\":null,\"finish_reason\":null,\"stop_reason\":null}]}"),
+                     0);
     assert_int_equal(ev.tokens, 1);
     assert_false(ev.finished);
     assert_false(ev.has_usage);
     /* Empty text: no token. */
-    assert_int_equal(parse(ST_API_COMPLETIONS, "{\"choices\":[{\"index\":0,\"text\":\"\",\"finish_reason\":null}]}"), 0);
+    assert_int_equal(parse(ST_API_COMPLETIONS, "{\"choices\":[{\"index\":0,\"text\":\"\",\"finish_reason\":null}]}"),
+                     0);
     assert_int_equal(ev.tokens, 0);
     /* token_ids (newer builds) count exactly. */
-    assert_int_equal(parse(ST_API_COMPLETIONS, "{\"choices\":[{\"index\":0,\"text\":\"ab\",\"token_ids\":[5,6],\"finish_reason\":null}]}"), 0);
+    assert_int_equal(parse(ST_API_COMPLETIONS,
+                           "{\"choices\":[{\"index\":0,\"text\":\"ab\",\"token_ids\":[5,6],\"finish_reason\":null}]}"),
+                     0);
     assert_int_equal(ev.tokens, 2);
     /* Text that looks like keys. */
-    assert_int_equal(parse(ST_API_COMPLETIONS, "{\"choices\":[{\"index\":0,\"text\":\"\\\"finish_reason\\\":\\\"stop\\\"\",\"finish_reason\":null}]}"), 0);
+    assert_int_equal(
+        parse(ST_API_COMPLETIONS,
+              "{\"choices\":[{\"index\":0,\"text\":\"\\\"finish_reason\\\":\\\"stop\\\"\",\"finish_reason\":null}]}"),
+        0);
     assert_int_equal(ev.tokens, 1);
     assert_false(ev.finished);
-    assert_int_equal(parse(ST_API_COMPLETIONS, "{\"choices\":[{\"index\":0,\"text\":\"!\",\"finish_reason\":\"length\",\"stop_reason\":null}]}"), 0);
+    assert_int_equal(
+        parse(ST_API_COMPLETIONS,
+              "{\"choices\":[{\"index\":0,\"text\":\"!\",\"finish_reason\":\"length\",\"stop_reason\":null}]}"),
+        0);
     assert_int_equal(ev.tokens, 1);
     assert_true(ev.finished);
-    assert_int_equal(parse(ST_API_COMPLETIONS,
-        "{\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"created\":1,\"model\":\"m\",\"choices\":[],"
-        "\"usage\":{\"prompt_tokens\":12,\"total_tokens\":17,\"completion_tokens\":5,"
-        "\"prompt_tokens_details\":{\"cached_tokens\":8}}}"), 0);
+    assert_int_equal(
+        parse(ST_API_COMPLETIONS,
+              "{\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"created\":1,\"model\":\"m\",\"choices\":[],"
+              "\"usage\":{\"prompt_tokens\":12,\"total_tokens\":17,\"completion_tokens\":5,"
+              "\"prompt_tokens_details\":{\"cached_tokens\":8}}}"),
+        0);
     assert_int_equal(ev.tokens, 0);
     assert_true(ev.has_usage);
     assert_int_equal(ev.usage_prompt, 12);
@@ -159,7 +169,11 @@ static void api_completions_stream(void **state)
     assert_true(ev.done);
     assert_false(ev.has_usage);
     /* Usage with null details. */
-    assert_int_equal(parse(ST_API_COMPLETIONS, "{\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":4,\"prompt_tokens_details\":null}}"), 0);
+    assert_int_equal(
+        parse(
+            ST_API_COMPLETIONS,
+            "{\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":4,\"prompt_tokens_details\":null}}"),
+        0);
     assert_int_equal(ev.usage_cached, 0);
     assert_int_equal(ev.usage_completion, 4);
 }
@@ -168,16 +182,28 @@ static void api_chat_stream(void **state)
 {
     (void)state;
     st_api_event_reset(&ev);
-    assert_int_equal(parse(ST_API_CHAT, "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,"
-                                        "\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"finish_reason\":null}]}"), 0);
+    assert_int_equal(parse(ST_API_CHAT,
+                           "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,"
+                           "\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"finish_reason\":null}]}"),
+                     0);
     assert_int_equal(ev.tokens, 0);
-    assert_int_equal(parse(ST_API_CHAT, "{\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":null}]}"), 0);
+    assert_int_equal(parse(ST_API_CHAT, "{\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{"
+                                        "\"content\":\"Hi\"},\"finish_reason\":null}]}"),
+                     0);
     assert_int_equal(ev.tokens, 1);
-    assert_int_equal(parse(ST_API_CHAT, "{\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"hmm\"},\"finish_reason\":null}]}"), 0);
+    assert_int_equal(
+        parse(ST_API_CHAT,
+              "{\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"hmm\"},\"finish_reason\":null}]}"),
+        0);
     assert_int_equal(ev.tokens, 1);
-    assert_int_equal(parse(ST_API_CHAT, "{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"!\"},\"finish_reason\":\"stop\"}]}"), 0);
+    assert_int_equal(
+        parse(ST_API_CHAT, "{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"!\"},\"finish_reason\":\"stop\"}]}"),
+        0);
     assert_true(ev.finished);
-    assert_int_equal(parse(ST_API_CHAT, "{\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"total_tokens\":12,\"completion_tokens\":3}}"), 0);
+    assert_int_equal(
+        parse(ST_API_CHAT,
+              "{\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"total_tokens\":12,\"completion_tokens\":3}}"),
+        0);
     assert_true(ev.has_usage);
     assert_int_equal(ev.usage_completion, 3);
     assert_int_equal(ev.cum_tokens, 3);
@@ -189,11 +215,15 @@ static void api_errors(void **state)
     st_api_kind all[] = { ST_API_COMPLETIONS, ST_API_CHAT, ST_API_TGI, ST_API_LLAMACPP, ST_API_SGLANG };
     for (int i = 0; i < 5; i++) {
         st_api_event_reset(&ev);
-        assert_int_equal(parse(all[i], "{\"error\":{\"message\":\"boom \\\"x\\\"\",\"type\":\"InternalServerError\",\"param\":null,\"code\":500}}"), 0);
+        assert_int_equal(parse(all[i], "{\"error\":{\"message\":\"boom "
+                                       "\\\"x\\\"\",\"type\":\"InternalServerError\",\"param\":null,\"code\":500}}"),
+                         0);
         assert_true(ev.is_error);
         assert_string_equal(ev.error, "boom \"x\"");
         assert_int_equal(ev.tokens, 0);
-        assert_int_equal(parse(all[i], "{\"object\":\"error\",\"message\":\"old style\",\"type\":\"BadRequestError\",\"param\":null,\"code\":400}"), 0);
+        assert_int_equal(parse(all[i], "{\"object\":\"error\",\"message\":\"old "
+                                       "style\",\"type\":\"BadRequestError\",\"param\":null,\"code\":400}"),
+                         0);
         assert_true(ev.is_error);
         assert_string_equal(ev.error, "old style");
         /* Malformed. */
@@ -202,11 +232,13 @@ static void api_errors(void **state)
         assert_int_equal(parse(all[i], "not json"), -1);
         assert_int_equal(parse(all[i], "42"), -1);
     }
-    assert_int_equal(parse(ST_API_TGI, "{\"error\":\"Input validation error: too long\",\"error_type\":\"validation\"}"), 0);
+    assert_int_equal(
+        parse(ST_API_TGI, "{\"error\":\"Input validation error: too long\",\"error_type\":\"validation\"}"), 0);
     assert_true(ev.is_error);
     assert_string_equal(ev.error, "validation: Input validation error: too long");
     /* error: null is not an error. */
-    assert_int_equal(parse(ST_API_COMPLETIONS, "{\"error\":null,\"choices\":[{\"text\":\"a\",\"finish_reason\":null}]}"), 0);
+    assert_int_equal(
+        parse(ST_API_COMPLETIONS, "{\"error\":null,\"choices\":[{\"text\":\"a\",\"finish_reason\":null}]}"), 0);
     assert_false(ev.is_error);
     assert_int_equal(ev.tokens, 1);
     /* Long messages are truncated, not overflowed. */
@@ -218,7 +250,8 @@ static void api_errors(void **state)
     assert_true(ev.is_error);
     assert_int_equal(strlen(ev.error), sizeof ev.error - 1);
     char msg[64];
-    const char *vbody = "{\"error\":{\"message\":\"You passed 5000 input tokens\",\"type\":\"BadRequestError\",\"param\":\"input_tokens\",\"code\":400}}";
+    const char *vbody = "{\"error\":{\"message\":\"You passed 5000 input "
+                        "tokens\",\"type\":\"BadRequestError\",\"param\":\"input_tokens\",\"code\":400}}";
     st_api_error_message(vbody, strlen(vbody), msg, sizeof msg);
     assert_string_equal(msg, "You passed 5000 input tokens");
     st_api_error_message("{\"detail\":\"Not Found\"}", 22, msg, sizeof msg);
@@ -231,15 +264,22 @@ static void api_tgi_stream(void **state)
 {
     (void)state;
     st_api_event_reset(&ev);
-    assert_int_equal(parse(ST_API_TGI, "{\"index\":1,\"token\":{\"id\":1234,\"text\":\" Hello\",\"logprob\":-0.5,\"special\":false},"
-                                       "\"generated_text\":null,\"details\":null}"), 0);
+    assert_int_equal(
+        parse(ST_API_TGI, "{\"index\":1,\"token\":{\"id\":1234,\"text\":\" Hello\",\"logprob\":-0.5,\"special\":false},"
+                          "\"generated_text\":null,\"details\":null}"),
+        0);
     assert_int_equal(ev.tokens, 1);
     assert_false(ev.finished);
-    assert_int_equal(parse(ST_API_TGI, "{\"index\":2,\"token\":{\"id\":2,\"text\":\"</s>\",\"logprob\":0,\"special\":true},"
-                                       "\"generated_text\":null,\"details\":null}"), 0);
+    assert_int_equal(parse(ST_API_TGI,
+                           "{\"index\":2,\"token\":{\"id\":2,\"text\":\"</s>\",\"logprob\":0,\"special\":true},"
+                           "\"generated_text\":null,\"details\":null}"),
+                     0);
     assert_int_equal(ev.tokens, 0);
-    assert_int_equal(parse(ST_API_TGI, "{\"index\":3,\"token\":{\"id\":7,\"text\":\"!\",\"logprob\":-1,\"special\":false},"
-                                       "\"generated_text\":\" Hello!\",\"details\":{\"finish_reason\":\"length\",\"generated_tokens\":3,\"seed\":null}}"), 0);
+    assert_int_equal(parse(ST_API_TGI,
+                           "{\"index\":3,\"token\":{\"id\":7,\"text\":\"!\",\"logprob\":-1,\"special\":false},"
+                           "\"generated_text\":\" "
+                           "Hello!\",\"details\":{\"finish_reason\":\"length\",\"generated_tokens\":3,\"seed\":null}}"),
+                     0);
     assert_int_equal(ev.tokens, 1);
     assert_true(ev.finished);
     assert_false(ev.done);
@@ -252,13 +292,18 @@ static void api_llamacpp_stream(void **state)
 {
     (void)state;
     st_api_event_reset(&ev);
-    assert_int_equal(parse(ST_API_LLAMACPP, "{\"content\":\" the\",\"stop\":false,\"id_slot\":0,\"multimodal\":false,\"index\":0}"), 0);
+    assert_int_equal(
+        parse(ST_API_LLAMACPP, "{\"content\":\" the\",\"stop\":false,\"id_slot\":0,\"multimodal\":false,\"index\":0}"),
+        0);
     assert_int_equal(ev.tokens, 1);
     assert_false(ev.finished);
-    assert_int_equal(parse(ST_API_LLAMACPP,
-        "{\"content\":\"\",\"stop\":true,\"model\":\"m\",\"tokens_predicted\":64,\"tokens_evaluated\":100,"
-        "\"generation_settings\":{\"n_predict\":64},\"prompt\":\"x\",\"stop_type\":\"limit\",\"tokens_cached\":163,"
-        "\"timings\":{\"prompt_n\":30,\"prompt_ms\":12.5,\"predicted_n\":64,\"predicted_ms\":900.1}}"), 0);
+    assert_int_equal(
+        parse(
+            ST_API_LLAMACPP,
+            "{\"content\":\"\",\"stop\":true,\"model\":\"m\",\"tokens_predicted\":64,\"tokens_evaluated\":100,"
+            "\"generation_settings\":{\"n_predict\":64},\"prompt\":\"x\",\"stop_type\":\"limit\",\"tokens_cached\":163,"
+            "\"timings\":{\"prompt_n\":30,\"prompt_ms\":12.5,\"predicted_n\":64,\"predicted_ms\":900.1}}"),
+        0);
     assert_int_equal(ev.tokens, 0);
     assert_true(ev.finished);
     assert_true(ev.has_usage);
@@ -266,12 +311,17 @@ static void api_llamacpp_stream(void **state)
     assert_int_equal(ev.usage_prompt, 100);
     assert_int_equal(ev.usage_cached, 70);
     /* Newer builds: timings.cache_n. */
-    assert_int_equal(parse(ST_API_LLAMACPP, "{\"content\":\"x\",\"stop\":true,\"timings\":{\"cache_n\":40,\"prompt_n\":60,\"predicted_n\":8}}"), 0);
+    assert_int_equal(
+        parse(ST_API_LLAMACPP,
+              "{\"content\":\"x\",\"stop\":true,\"timings\":{\"cache_n\":40,\"prompt_n\":60,\"predicted_n\":8}}"),
+        0);
     assert_int_equal(ev.tokens, 1);
     assert_int_equal(ev.usage_cached, 40);
     assert_int_equal(ev.usage_prompt, 100);
     assert_int_equal(ev.usage_completion, 8);
-    assert_int_equal(parse(ST_API_LLAMACPP, "{\"error\":{\"code\":400,\"message\":\"the request exceeds the available context size\",\"type\":\"exceed_context_size_error\"}}"), 0);
+    assert_int_equal(parse(ST_API_LLAMACPP, "{\"error\":{\"code\":400,\"message\":\"the request exceeds the available "
+                                            "context size\",\"type\":\"exceed_context_size_error\"}}"),
+                     0);
     assert_true(ev.is_error);
 }
 
@@ -279,24 +329,33 @@ static void api_sglang_stream(void **state)
 {
     (void)state;
     st_api_event_reset(&ev);
-    assert_int_equal(parse(ST_API_SGLANG, "{\"text\":\"A\",\"meta_info\":{\"id\":\"x\",\"finish_reason\":null,\"prompt_tokens\":10,"
-                                          "\"completion_tokens\":1,\"cached_tokens\":4},\"index\":0}"), 0);
+    assert_int_equal(parse(ST_API_SGLANG,
+                           "{\"text\":\"A\",\"meta_info\":{\"id\":\"x\",\"finish_reason\":null,\"prompt_tokens\":10,"
+                           "\"completion_tokens\":1,\"cached_tokens\":4},\"index\":0}"),
+                     0);
     assert_int_equal(ev.tokens, 1);
     assert_true(ev.has_usage);
     assert_int_equal(ev.usage_cached, 4);
     /* Cumulative: two more tokens in one event. */
-    assert_int_equal(parse(ST_API_SGLANG, "{\"text\":\"A b c\",\"meta_info\":{\"finish_reason\":null,\"prompt_tokens\":10,\"completion_tokens\":3,\"cached_tokens\":4}}"), 0);
+    assert_int_equal(parse(ST_API_SGLANG, "{\"text\":\"A b "
+                                          "c\",\"meta_info\":{\"finish_reason\":null,\"prompt_tokens\":10,\"completion_"
+                                          "tokens\":3,\"cached_tokens\":4}}"),
+                     0);
     assert_int_equal(ev.tokens, 2);
     assert_int_equal(ev.cum_tokens, 3);
-    assert_int_equal(parse(ST_API_SGLANG, "{\"text\":\"A b c d\",\"meta_info\":{\"finish_reason\":{\"type\":\"length\",\"length\":4},"
-                                          "\"prompt_tokens\":10,\"completion_tokens\":4,\"cached_tokens\":4}}"), 0);
+    assert_int_equal(parse(ST_API_SGLANG,
+                           "{\"text\":\"A b c d\",\"meta_info\":{\"finish_reason\":{\"type\":\"length\",\"length\":4},"
+                           "\"prompt_tokens\":10,\"completion_tokens\":4,\"cached_tokens\":4}}"),
+                     0);
     assert_int_equal(ev.tokens, 1);
     assert_true(ev.finished);
     assert_int_equal(ev.usage_completion, 4);
     assert_int_equal(parse(ST_API_SGLANG, "[DONE]"), 0);
     assert_true(ev.done);
     assert_int_equal(ev.cum_tokens, 4);
-    assert_int_equal(parse(ST_API_SGLANG, "{\"text\":\"\",\"meta_info\":{\"finish_reason\":{\"type\":\"abort\",\"message\":\"out of memory\"},\"completion_tokens\":0}}"), 0);
+    assert_int_equal(parse(ST_API_SGLANG, "{\"text\":\"\",\"meta_info\":{\"finish_reason\":{\"type\":\"abort\","
+                                          "\"message\":\"out of memory\"},\"completion_tokens\":0}}"),
+                     0);
     assert_true(ev.is_error);
     assert_string_equal(ev.error, "out of memory");
 }
@@ -304,12 +363,14 @@ static void api_sglang_stream(void **state)
 static void api_responses(void **state)
 {
     (void)state;
-    const char *c = "{\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"choices\":[{\"index\":0,\"text\":\"abc def\",\"finish_reason\":\"length\"}],"
+    const char *c = "{\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"choices\":[{\"index\":0,\"text\":\"abc "
+                    "def\",\"finish_reason\":\"length\"}],"
                     "\"usage\":{\"prompt_tokens\":5,\"total_tokens\":12,\"completion_tokens\":7}}";
     assert_int_equal(st_api_parse_response(ST_API_COMPLETIONS, c, strlen(c), &ev), 0);
     assert_int_equal(ev.tokens, 7);
     assert_true(ev.finished && ev.done && ev.has_usage);
-    const char *ch = "{\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}";
+    const char *ch = "{\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"hi\"},\"finish_"
+                     "reason\":\"stop\"}]}";
     assert_int_equal(st_api_parse_response(ST_API_CHAT, ch, strlen(ch), &ev), 0);
     assert_int_equal(ev.tokens, 1);
     assert_false(ev.has_usage);
@@ -319,14 +380,17 @@ static void api_responses(void **state)
     const char *tg1 = "{\"generated_text\":\"x y z\"}";
     assert_int_equal(st_api_parse_response(ST_API_TGI, tg1, strlen(tg1), &ev), 0);
     assert_int_equal(ev.tokens, 1);
-    const char *ll = "{\"content\":\"abc\",\"stop\":true,\"tokens_predicted\":3,\"tokens_evaluated\":9,\"timings\":{\"prompt_n\":9,\"predicted_n\":3}}";
+    const char *ll = "{\"content\":\"abc\",\"stop\":true,\"tokens_predicted\":3,\"tokens_evaluated\":9,\"timings\":{"
+                     "\"prompt_n\":9,\"predicted_n\":3}}";
     assert_int_equal(st_api_parse_response(ST_API_LLAMACPP, ll, strlen(ll), &ev), 0);
     assert_int_equal(ev.tokens, 3);
     assert_int_equal(ev.usage_cached, 0);
-    const char *sg = "{\"text\":\"abc\",\"meta_info\":{\"prompt_tokens\":9,\"completion_tokens\":6,\"cached_tokens\":0,\"finish_reason\":{\"type\":\"length\"}}}";
+    const char *sg = "{\"text\":\"abc\",\"meta_info\":{\"prompt_tokens\":9,\"completion_tokens\":6,\"cached_tokens\":0,"
+                     "\"finish_reason\":{\"type\":\"length\"}}}";
     assert_int_equal(st_api_parse_response(ST_API_SGLANG, sg, strlen(sg), &ev), 0);
     assert_int_equal(ev.tokens, 6);
-    const char *er = "{\"error\":{\"message\":\"The model `x` does not exist.\",\"type\":\"NotFoundError\",\"param\":null,\"code\":404}}";
+    const char *er = "{\"error\":{\"message\":\"The model `x` does not "
+                     "exist.\",\"type\":\"NotFoundError\",\"param\":null,\"code\":404}}";
     assert_int_equal(st_api_parse_response(ST_API_CHAT, er, strlen(er), &ev), 0);
     assert_true(ev.is_error);
     assert_false(ev.done);

@@ -120,7 +120,9 @@ static void verdicts(void **state)
     assert_non_null(strstr(v.why, "p99 E2E"));
 
     /* stopped early: fails */
-    st_rate_figures e = { .planned = 200, .completed = 50, .failed = 150, .value_ms = { 3000, 30 }, .stopped_early = 1 };
+    st_rate_figures e = {
+        .planned = 200, .completed = 50, .failed = 150, .value_ms = { 3000, 30 }, .stopped_early = 1
+    };
     st_capacity_verdict(&s, &e, &v);
     assert_int_equal(v.verdict, ST_VERDICT_FAIL);
     assert_near(v.worst_ratio, 2.0, 1e-12);

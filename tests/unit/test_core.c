@@ -22,6 +22,43 @@ static void buf_respects_max(void **state)
     st_buf_free(&b);
 }
 
+/* A refused append sets an error that stays: later appends that would fit are refused too,
+ * so a writer checks once at the end and a document is never silently missing a piece. */
+static void buf_error_is_sticky(void **state)
+{
+    (void)state;
+    st_buf b;
+    char why[96];
+    st_buf_init(&b, 8);
+    assert_int_equal(st_buf_puts(&b, "1234567"), 0);
+    assert_int_equal(st_buf_error(&b), ST_BUF_OK);
+    assert_string_equal(st_buf_strerror(&b, why, sizeof why), "");
+    assert_int_equal(st_buf_puts(&b, "89"), -1);
+    assert_int_equal(st_buf_error(&b), ST_BUF_TOO_BIG);
+    assert_int_equal(st_buf_puts(&b, "8"), -1); /* would fit, but the output is no longer whole */
+    assert_int_equal(st_buf_printf(&b, "%d", 8), -1);
+    assert_int_equal(st_buf_json_str(&b, ""), -1);
+    assert_int_equal(b.len, 7);
+    assert_string_equal(b.data, "1234567");
+    assert_string_equal(st_buf_strerror(&b, why, sizeof why), "output exceeds its limit of 8 bytes");
+    st_buf_consume(&b, 2); /* consuming keeps the error */
+    assert_int_equal(st_buf_error(&b), ST_BUF_TOO_BIG);
+    st_buf_reset(&b); /* starting again clears it */
+    assert_int_equal(st_buf_error(&b), ST_BUF_OK);
+    assert_int_equal(st_buf_puts(&b, "12345678"), 0);
+    /* an escaped string that does not fit leaves nothing of itself behind */
+    st_buf_reset(&b);
+    assert_int_equal(st_buf_puts(&b, "ab"), 0);
+    assert_int_equal(st_buf_json_str(&b, "cdefgh"), -1);
+    assert_string_equal(b.data, "ab");
+    st_buf_reset(&b);
+    assert_int_equal(st_buf_html(&b, "<<<"), -1);
+    assert_int_equal(b.len, 0);
+    st_buf_fail(&b, ST_BUF_NO_MEM);
+    assert_int_equal(st_buf_error(&b), ST_BUF_TOO_BIG); /* the first error is the one kept */
+    st_buf_free(&b);
+}
+
 static void buf_json_and_html_escape(void **state)
 {
     (void)state;
@@ -82,7 +119,9 @@ static void opts_table(void **state)
         { "header", 'H', ST_OPT_LIST, &hdr, "H", "hdr", 0, 0, 0 },
         { 0 },
     };
-    char *argv[] = { "pos1", "-n", "7", "--rate=inf", "--url", "http://x", "--no-x", "-H", "a: b", "-H", "c: d", "pos2" };
+    char *argv[] = {
+        "pos1", "-n", "7", "--rate=inf", "--url", "http://x", "--no-x", "-H", "a: b", "-H", "c: d", "pos2"
+    };
     st_opts_result r;
     char err[256];
     assert_int_equal(st_opts_parse(opts, 12, argv, 0, &r, err, sizeof err), 0);
@@ -151,6 +190,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(buf_respects_max),
+        cmocka_unit_test(buf_error_is_sticky),
         cmocka_unit_test(buf_json_and_html_escape),
         cmocka_unit_test(parse_strict_numbers),
         cmocka_unit_test(opts_table),

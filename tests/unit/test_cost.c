@@ -7,8 +7,9 @@
 static void one_gpu_hand_computed(void **state)
 {
     (void)state;
-    st_cost_in in = { .capacity_rps = 7.6, .output_tps = 1200, .price_per_gpu_hour = 2.49, .gpus_per_replica = 1,
-                      .peak_rps = 60 };
+    st_cost_in in = {
+        .capacity_rps = 7.6, .output_tps = 1200, .price_per_gpu_hour = 2.49, .gpus_per_replica = 1, .peak_rps = 60
+    };
     st_cost c;
     assert_int_equal(st_cost_compute(&in, &c), 0);
     assert_int_equal(c.valid, 1);
@@ -23,8 +24,9 @@ static void one_gpu_hand_computed(void **state)
 static void two_gpus_exact_ratio(void **state)
 {
     (void)state;
-    st_cost_in in = { .capacity_rps = 10, .output_tps = 2000, .price_per_gpu_hour = 3.0, .gpus_per_replica = 2,
-                      .peak_rps = 40 };
+    st_cost_in in = {
+        .capacity_rps = 10, .output_tps = 2000, .price_per_gpu_hour = 3.0, .gpus_per_replica = 2, .peak_rps = 40
+    };
     st_cost c;
     assert_int_equal(st_cost_compute(&in, &c), 0);
     assert_near(c.usd_per_1m, 0.83333333333333, 1e-12);
@@ -44,7 +46,9 @@ static void two_gpus_exact_ratio(void **state)
 static void nothing_passed_is_invalid(void **state)
 {
     (void)state;
-    st_cost_in in = { .capacity_rps = 0, .output_tps = 0, .price_per_gpu_hour = 2, .gpus_per_replica = 1, .peak_rps = 5 };
+    st_cost_in in = {
+        .capacity_rps = 0, .output_tps = 0, .price_per_gpu_hour = 2, .gpus_per_replica = 1, .peak_rps = 5
+    };
     st_cost c;
     assert_int_equal(st_cost_compute(&in, &c), -1);
     assert_int_equal(c.valid, 0);
@@ -67,10 +71,9 @@ static void pick_is_cheapest_that_passed(void **state)
 {
     (void)state;
     st_cost_pick_in c[] = {
-        { 1, 0.80, 8 },  /* baseline */
-        { 0, NAN, 0 },   /* none passed */
-        { 1, 0.55, 11 },
-        { 1, 0.55, 12 }, /* same price, more capacity: wins */
+        { 1, 0.80, 8 },                   /* baseline */
+        { 0, NAN, 0 },                    /* none passed */
+        { 1, 0.55, 11 }, { 1, 0.55, 12 }, /* same price, more capacity: wins */
         { 1, 0.61, 20 },
     };
     assert_int_equal(st_cost_pick(c, 5), 3);
@@ -83,8 +86,8 @@ static void pick_is_cheapest_that_passed(void **state)
 int main(void)
 {
     const struct CMUnitTest t[] = {
-        cmocka_unit_test(one_gpu_hand_computed),     cmocka_unit_test(two_gpus_exact_ratio),
-        cmocka_unit_test(nothing_passed_is_invalid), cmocka_unit_test(relative_change),
+        cmocka_unit_test(one_gpu_hand_computed),        cmocka_unit_test(two_gpus_exact_ratio),
+        cmocka_unit_test(nothing_passed_is_invalid),    cmocka_unit_test(relative_change),
         cmocka_unit_test(pick_is_cheapest_that_passed),
     };
     return cmocka_run_group_tests(t, 0, 0);

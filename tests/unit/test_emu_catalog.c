@@ -22,7 +22,10 @@ static void model_shapes_match_table(void **state)
 {
     (void)state;
     char err[256];
-    struct { const char *name; double params, kv_kib, wgib; } t[] = {
+    struct {
+        const char *name;
+        double params, kv_kib, wgib;
+    } t[] = {
         { "Qwen/Qwen3-8B", 8.19e9, 144, 15.26 },
         { "Qwen/Qwen3-32B", 32.76e9, 256, 61.0 },
         { "meta-llama/Meta-Llama-3-8B-Instruct", 8.03e9, 128, 14.96 },
@@ -81,7 +84,8 @@ static void gpus_and_custom_file(void **state)
     assert_near(g.mem_bw, 4.8e12, 1);
     assert_int_equal(st_emu_gpu_find("TPU", &g, err, sizeof err), -1);
 
-    const char *kv = "# my card\nname = MI300X\nmemory_gib=191.5\nbf16_tflops = 1307\nfp8_tflops=2615\nbandwidth_tbs=5.3\n";
+    const char *kv =
+        "# my card\nname = MI300X\nmemory_gib=191.5\nbf16_tflops = 1307\nfp8_tflops=2615\nbandwidth_tbs=5.3\n";
     assert_int_equal(st_emu_gpu_parse(kv, strlen(kv), &g, err, sizeof err), 0);
     assert_string_equal(g.name, "MI300X");
     assert_near(g.mem_bytes / GIB, 191.5, 1e-9);
@@ -163,7 +167,8 @@ static void kv_size_qwen3_32b_and_refusal(void **state)
     c.max_model_len = 32000;
     assert_int_equal(st_emu_memory_plan(&c, &mem, err, sizeof err), -1);
     assert_int_equal(mem.refusal, ST_EMU_START_MAX_LEN);
-    assert_non_null(strstr(err, "To serve at least one request with the models's max seq len (32000), (7.81 GiB KV cache is needed"));
+    assert_non_null(strstr(
+        err, "To serve at least one request with the models's max seq len (32000), (7.81 GiB KV cache is needed"));
     assert_non_null(strstr(err, "estimated maximum model length is"));
     /* default max_model_len (40960) refuses too */
     setup(&c, "H100", "Qwen/Qwen3-32B");
@@ -238,14 +243,10 @@ static void flags_move_memory(void **state)
 int main(void)
 {
     const struct CMUnitTest t[] = {
-        cmocka_unit_test(model_shapes_match_table),
-        cmocka_unit_test(names_pick_dtype),
-        cmocka_unit_test(gpus_and_custom_file),
-        cmocka_unit_test(hf_config_json),
-        cmocka_unit_test(kv_size_h100_llama31_8b),
-        cmocka_unit_test(kv_size_qwen3_32b_and_refusal),
-        cmocka_unit_test(startup_refusals),
-        cmocka_unit_test(flags_move_memory),
+        cmocka_unit_test(model_shapes_match_table), cmocka_unit_test(names_pick_dtype),
+        cmocka_unit_test(gpus_and_custom_file),     cmocka_unit_test(hf_config_json),
+        cmocka_unit_test(kv_size_h100_llama31_8b),  cmocka_unit_test(kv_size_qwen3_32b_and_refusal),
+        cmocka_unit_test(startup_refusals),         cmocka_unit_test(flags_move_memory),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }

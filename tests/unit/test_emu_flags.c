@@ -30,7 +30,8 @@ typedef struct run_out {
 
 /* n requests of `in` tokens (the first `shared` common to all), `out` outputs, arriving
  * every `gap_ms` (0: all at once). */
-static void run(const st_emu_config *c, uint32_t n, uint32_t in, uint32_t shared, uint32_t out, double gap_ms, run_out *o)
+static void run(const st_emu_config *c, uint32_t n, uint32_t in, uint32_t shared, uint32_t out, double gap_ms,
+                run_out *o)
 {
     uint32_t *ids = malloc((size_t)n * in * sizeof *ids);
     st_emu_sim_item *it = calloc(n, sizeof *it);
@@ -38,9 +39,11 @@ static void run(const st_emu_config *c, uint32_t n, uint32_t in, uint32_t shared
     assert_non_null(ids);
     for (uint32_t i = 0; i < n; i++) {
         for (uint32_t k = 0; k < in; k++)
-            ids[(size_t)i * in + k] = k < shared ? st_emu_output_token(3, k, 100000) : st_emu_output_token(100 + i, k, 100000);
-        it[i] = (st_emu_sim_item){ .arrival = (st_ns)(i * gap_ms * 1e6), .input_ids = ids + (size_t)i * in,
-                                   .input_len = in, .output_len = out };
+            ids[(size_t)i * in + k] =
+                k < shared ? st_emu_output_token(3, k, 100000) : st_emu_output_token(100 + i, k, 100000);
+        it[i] = (st_emu_sim_item){
+            .arrival = (st_ns)(i * gap_ms * 1e6), .input_ids = ids + (size_t)i * in, .input_len = in, .output_len = out
+        };
     }
     char err[512];
     memset(o, 0, sizeof *o);
@@ -77,7 +80,7 @@ static void fp8_kv_more_concurrency_when_memory_binds(void **state)
     run_out ra, rb;
     run(&a, 300, 3000, 0, 300, 0, &ra);
     run(&b, 300, 3000, 0, 300, 0, &rb);
-    assert_true(ra.s.max_kv_usage > 0.9);        /* memory binds with bf16 KV */
+    assert_true(ra.s.max_kv_usage > 0.9); /* memory binds with bf16 KV */
     assert_true(rb.s.max_running > ra.s.max_running * 1.5);
     assert_true(rb.s.preemptions <= ra.s.preemptions);
     assert_true(rb.tput > ra.tput);
@@ -126,8 +129,12 @@ static void decode_step_never_below_weight_floor(void **state)
     assert_near(floor_s * 1e3, 4.9, 0.1);
     for (uint32_t bs = 1; bs <= 1024; bs *= 2) {
         for (double ctx = 1; ctx <= 32768; ctx *= 8) {
-            st_emu_batch b = { .tokens = bs, .decode_tokens = bs, .seqs = bs, .sampled = bs,
-                               .attn_pairs = bs * ctx, .kv_read_tokens = bs * ctx };
+            st_emu_batch b = { .tokens = bs,
+                               .decode_tokens = bs,
+                               .seqs = bs,
+                               .sampled = bs,
+                               .attn_pairs = bs * ctx,
+                               .kv_read_tokens = bs * ctx };
             double t = st_emu_step_seconds(&c, &b, NULL);
             if (t < floor_s)
                 fail_msg("batch %u ctx %.0f: step %.3f ms below the floor %.3f ms", bs, ctx, t * 1e3, floor_s * 1e3);
@@ -153,10 +160,10 @@ static void step_time_shape(void **state)
     double t1 = st_emu_step_seconds(&c, &d1, &bd);
     assert_true(bd.memory_s > bd.compute_s); /* decode: memory bound */
     double t64 = st_emu_step_seconds(&c, &d64, NULL);
-    assert_true(t64 > t1 && t64 < 2 * t1);    /* batching is nearly free while memory bound */
+    assert_true(t64 > t1 && t64 < 2 * t1); /* batching is nearly free while memory bound */
     double tp = st_emu_step_seconds(&c, &p8k, &bd);
-    assert_true(bd.compute_s > bd.memory_s);  /* prefill: compute bound */
-    assert_true(bd.eager);                    /* 8192 tokens > CUDA graph sizes */
+    assert_true(bd.compute_s > bd.memory_s); /* prefill: compute bound */
+    assert_true(bd.eager);                   /* 8192 tokens > CUDA graph sizes */
     assert_true(tp > 0.1 && tp < 0.4);
     /* fp8 weights: faster prefill and decode; TP=2: faster; eager: slower */
     st_emu_config f = c;
@@ -194,7 +201,9 @@ static void sim_rejects_and_is_deterministic(void **state)
     st_emu_config c;
     setup(&c, "H100", "meta-llama/Meta-Llama-3-8B");
     st_emu_sim_item it[3] = {
-        { 0, NULL, 100, 10 }, { 1000, NULL, 8000, 500 }, { 2000, NULL, 100, 10 },
+        { 0, NULL, 100, 10 },
+        { 1000, NULL, 8000, 500 },
+        { 2000, NULL, 100, 10 },
     };
     st_record rec[3];
     st_emu_sim_stats s;
@@ -222,8 +231,13 @@ static void sim_rejects_and_is_deterministic(void **state)
 static void sim_runs_a_load_workload(void **state)
 {
     (void)state;
-    st_synth_params sp = { .input_len = 3000, .output_len = 300, .range_ratio = 0, .prefix_len = 2000,
-                           .num_requests = 200, .seed = 42, .vocab_size = 151936 };
+    st_synth_params sp = { .input_len = 3000,
+                           .output_len = 300,
+                           .range_ratio = 0,
+                           .prefix_len = 2000,
+                           .num_requests = 200,
+                           .seed = 42,
+                           .vocab_size = 151936 };
     st_workload w;
     char err[512];
     assert_int_equal(st_workload_synthetic(&sp, &w, err, sizeof err), 0);

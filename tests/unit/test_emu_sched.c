@@ -26,7 +26,8 @@ static void small_engine_cfg(st_emu_config *c, uint32_t blocks, uint32_t seqs, u
     st_emu_memory mem;
     assert_int_equal(st_emu_memory_plan(&probe, &mem, err, sizeof err), 0);
     double want = (blocks + 0.5) * 16 * mem.kv_bytes_per_token;
-    c->gpu_memory_utilization = (mem.weight_bytes + mem.activation_bytes + mem.non_torch_bytes + want) / mem.total_bytes;
+    c->gpu_memory_utilization =
+        (mem.weight_bytes + mem.activation_bytes + mem.non_torch_bytes + want) / mem.total_bytes;
 }
 
 static uint64_t rng_state = 0x12345678abcdefULL;
@@ -75,8 +76,11 @@ static void randomized_invariants(void **state)
     uint64_t preemptions = 0;
     for (int guard = 0; guard < 200000; guard++) {
         while (next < NREQ && arrival[next] <= vc.t) {
-            st_emu_req_params p = { .id = (uint64_t)next, .ids = ids[next], .n_ids = plen[next],
-                                    .max_tokens = want_out[next], .arrival = arrival[next] };
+            st_emu_req_params p = { .id = (uint64_t)next,
+                                    .ids = ids[next],
+                                    .n_ids = plen[next],
+                                    .max_tokens = want_out[next],
+                                    .arrival = arrival[next] };
             int rc = st_emu_add_request(e, &p, err, sizeof err);
             if ((uint64_t)plen[next] + want_out[next] > 2048) {
                 assert_int_equal(rc, ST_EMU_ADD_TOO_LONG);
@@ -145,7 +149,7 @@ static void randomized_invariants(void **state)
     st_emu_stats st;
     st_emu_get_stats(e, &st);
     assert_int_equal(st.free_blocks, st.num_blocks); /* nothing leaked */
-    assert_true(preemptions > 0);                     /* the pool was small enough to bind */
+    assert_true(preemptions > 0);                    /* the pool was small enough to bind */
     assert_int_equal(st.preemptions, preemptions);
     assert_true(st.prefix_hits > 0 && st.prefix_hits < st.prefix_queries);
     assert_int_equal(st_emu_abort(e, 999999), -1);
@@ -255,7 +259,7 @@ static void blocks_lru_and_refcounts(void **state)
     assert_int_equal(y[0], x[3]);
     assert_int_equal(st_emu_blocks_lookup(&p, 103), ST_EMU_NIL); /* evicted */
     assert_int_equal(st_emu_blocks_lookup(&p, 100), x[0]);
-    assert_int_equal(st_emu_blocks_take(&p, 4, y), -1); /* only 3 left */
+    assert_int_equal(st_emu_blocks_take(&p, 4, y), -1);  /* only 3 left */
     assert_int_equal(st_emu_blocks_reset_cache(&p), -1); /* blocks in use */
     assert_int_equal(st_emu_blocks_check(&p, err, sizeof err), 0);
     st_emu_blocks_free(&p);
@@ -321,10 +325,8 @@ static void rejects_bad_requests(void **state)
 int main(void)
 {
     const struct CMUnitTest t[] = {
-        cmocka_unit_test(randomized_invariants),
-        cmocka_unit_test(prefix_cache_accounting),
-        cmocka_unit_test(blocks_lru_and_refcounts),
-        cmocka_unit_test(hash_map_survives_churn),
+        cmocka_unit_test(randomized_invariants),    cmocka_unit_test(prefix_cache_accounting),
+        cmocka_unit_test(blocks_lru_and_refcounts), cmocka_unit_test(hash_map_survives_churn),
         cmocka_unit_test(rejects_bad_requests),
     };
     return cmocka_run_group_tests(t, 0, 0);

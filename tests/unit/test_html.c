@@ -197,9 +197,8 @@ static void results_cheapest_first(void **state)
     const char *t = h + pos(h, "id=\"results-table\"");
     /* fp8-all $0.484 < fp8-kv < baseline = batched-16k (spec order) < no-prefix-cache, then
      * none passed, then did not start */
-    long a = pos(t, "fp8-all<"), b = pos(t, "fp8-kv<"), c = pos(t, "baseline<"),
-         d = pos(t, "batched-16k<"), e = pos(t, "no-prefix-cache<"), f = pos(t, "fp8-ckpt<"),
-         g = pos(t, "tp2-spec<");
+    long a = pos(t, "fp8-all<"), b = pos(t, "fp8-kv<"), c = pos(t, "baseline<"), d = pos(t, "batched-16k<"),
+         e = pos(t, "no-prefix-cache<"), f = pos(t, "fp8-ckpt<"), g = pos(t, "tp2-spec<");
     assert_true(a < b && b < c && c < d && d < e && e < f && f < g);
     assert_non_null(strstr(t, "none passed: p95 TPOT"));
     assert_non_null(strstr(t, "did not start: out of memory"));
@@ -208,7 +207,8 @@ static void results_cheapest_first(void **state)
     assert_non_null(strstr(t, "<b>5.77</b>"));
     assert_non_null(strstr(t, "<b>$0.484</b>"));
     assert_non_null(strstr(t, "+100 %"));
-    assert_non_null(strstr(t, "\xE2\x88\x92" "50 %"));
+    assert_non_null(strstr(t, "\xE2\x88\x92"
+                              "50 %"));
     assert_non_null(strstr(t, "passed at 6, failed at 8"));
     assert_non_null(strstr(t, "$15,279"));
     free(h);
@@ -237,15 +237,15 @@ static void default_headline_and_method(void **state)
     const char *lead = h + pos(h, "<p class=\"lead\">");
     assert_true(strstr(lead, "<b>fp8-all</b> serves <b>5.77 requests/s</b>") != NULL);
     assert_true(strstr(lead, "against 2.89 for the current setup") != NULL);
-    assert_true(strstr(lead, "from $0.968 to $0.484 (\xE2\x88\x92" "50 %)") != NULL);
+    assert_true(strstr(lead, "from $0.968 to $0.484 (\xE2\x88\x92"
+                             "50 %)") != NULL);
     assert_non_null(strstr(h, "Capacity at SLO is the delivered request throughput"));
     free(h);
     /* the baseline fails everywhere: said first */
     st->cfg[0].status = ST_HTML_CFG_NONE_PASSED;
     h = render(&st->rep);
     lead = h + pos(h, "<p class=\"lead\">");
-    assert_true(strncmp(lead, "<p class=\"lead\">The current setup (baseline) did not meet the SLO",
-                        62) == 0);
+    assert_true(strncmp(lead, "<p class=\"lead\">The current setup (baseline) did not meet the SLO", 62) == 0);
     free(h);
     /* nothing passed at all */
     for (int i = 0; i < SAMPLE_CFGS; i++)
@@ -264,11 +264,13 @@ static void change_format(void **state)
     st_html_fmt_change(t, sizeof t, 0.42);
     assert_string_equal(t, "+42 %");
     st_html_fmt_change(t, sizeof t, -0.25);
-    assert_string_equal(t, "\xE2\x88\x92" "25 %");
+    assert_string_equal(t, "\xE2\x88\x92"
+                           "25 %");
     st_html_fmt_change(t, sizeof t, 0.05);
     assert_string_equal(t, "+5.0 %");
     st_html_fmt_change(t, sizeof t, 0.001);
-    assert_string_equal(t, "\xC2\xB1" "0 %");
+    assert_string_equal(t, "\xC2\xB1"
+                           "0 %");
     st_html_fmt_change(t, sizeof t, NAN);
     assert_string_equal(t, "\xE2\x80\x94");
 }
@@ -295,7 +297,7 @@ static void bounded_and_edge_cases(void **state)
     st_buf_init(&b, 10000);
     char err[256] = "";
     assert_int_equal(st_html_render(&st->rep, &b, err, sizeof err), -1);
-    assert_non_null(strstr(err, "exceeds 10000 bytes"));
+    assert_non_null(strstr(err, "exceeds its limit of 10000 bytes"));
     assert_true(b.len <= 10000);
     st_buf_free(&b);
 
@@ -377,16 +379,11 @@ static void write_file_atomically(void **state)
 int main(void)
 {
     const struct CMUnitTest t[] = {
-        cmocka_unit_test(document_structure),
-        cmocka_unit_test(no_external_resources),
-        cmocka_unit_test(hostile_strings_escaped),
-        cmocka_unit_test(banners_when_flagged),
-        cmocka_unit_test(results_cheapest_first),
-        cmocka_unit_test(default_headline_and_method),
-        cmocka_unit_test(change_format),
-        cmocka_unit_test(deterministic),
-        cmocka_unit_test(bounded_and_edge_cases),
-        cmocka_unit_test(write_file_atomically),
+        cmocka_unit_test(document_structure),      cmocka_unit_test(no_external_resources),
+        cmocka_unit_test(hostile_strings_escaped), cmocka_unit_test(banners_when_flagged),
+        cmocka_unit_test(results_cheapest_first),  cmocka_unit_test(default_headline_and_method),
+        cmocka_unit_test(change_format),           cmocka_unit_test(deterministic),
+        cmocka_unit_test(bounded_and_edge_cases),  cmocka_unit_test(write_file_atomically),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }

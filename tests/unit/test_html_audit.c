@@ -16,8 +16,7 @@ static char dir[256];
 static int rm_dir(void **state)
 {
     (void)state;
-    const char *files[] = {"results.sqlite", "results.sqlite-wal", "results.sqlite-shm",
-                           "report.html"};
+    const char *files[] = { "results.sqlite", "results.sqlite-wal", "results.sqlite-shm", "report.html" };
     char p[512];
     for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
         snprintf(p, sizeof p, "%s/%s", dir, files[i]);
@@ -51,16 +50,25 @@ static int count(const char *hay, const char *needle)
 /* A run with 40 records (TTFT 300 + 5 i ms, TPOT 30 ms over 100 tokens) and 10 metric
  * scrapes; `metrics` = 0: none, 1: KV usage only, 2: all four (generic names), 3: all four
  * (other spellings). */
-static void put_run(st_store *s, const char *cfg, int seq, double rate, const char *verdict,
-                    double delivered, int metrics)
+static void put_run(st_store *s, const char *cfg, int seq, double rate, const char *verdict, double delivered,
+                    int metrics)
 {
-    st_run_row r = {.config = (char *)cfg, .seq = seq, .rate = rate, .grid = 1,
-                    .verdict = (char *)verdict,
-                    .why = (char *)(strcmp(verdict, "pass") ? "p95 TTFT 2250 ms > 1500 ms (x1.50)" : "ok"),
-                    .planned = 200, .sent = 200, .completed = 200, .duration_s = 200 / delivered,
-                    .delivered_rps = delivered, .output_tps = delivered * 300,
-                    .sustained_rps = delivered * 1.02, .ttft_p95_ms = 800 + 100 * seq,
-                    .tpot_p95_ms = 40, .worst_ratio = 0.8};
+    st_run_row r = { .config = (char *)cfg,
+                     .seq = seq,
+                     .rate = rate,
+                     .grid = 1,
+                     .verdict = (char *)verdict,
+                     .why = (char *)(strcmp(verdict, "pass") ? "p95 TTFT 2250 ms > 1500 ms (x1.50)" : "ok"),
+                     .planned = 200,
+                     .sent = 200,
+                     .completed = 200,
+                     .duration_s = 200 / delivered,
+                     .delivered_rps = delivered,
+                     .output_tps = delivered * 300,
+                     .sustained_rps = delivered * 1.02,
+                     .ttft_p95_ms = 800 + 100 * seq,
+                     .tpot_p95_ms = 40,
+                     .worst_ratio = 0.8 };
     char key[64];
     snprintf(key, sizeof key, "%s-%d", cfg, seq);
     st_store_hash(key, strlen(key), r.run_key);
@@ -76,16 +84,16 @@ static void put_run(st_store *s, const char *cfg, int seq, double rate, const ch
         recs[i].output_requested = 101;
         recs[i].end = recs[i].first_token + (st_ns)100 * 30 * 1000000;
     }
-    st_metric_sample ms[60];
+    st_metrics_sample ms[60];
     uint32_t nm = 0;
     int generic = metrics == 2; /* 2: the audit's generic names; 3: other spellings */
     for (int k = 0; metrics && k < 10; k++) {
-        ms[nm++] = (st_metric_sample){k, generic || metrics == 1 ? "kv_usage" : "kv_cache_usage", 0.1 * k};
+        ms[nm++] = (st_metrics_sample){ k, generic || metrics == 1 ? "kv_usage" : "kv_cache_usage", 0.1 * k };
         if (metrics >= 2) {
-            ms[nm++] = (st_metric_sample){k, generic ? "running" : "num_running", 3 * k};
-            ms[nm++] = (st_metric_sample){k, generic ? "waiting" : "vllm:num_requests_waiting", k > 5 ? k : 0};
-            ms[nm++] = (st_metric_sample){k, generic ? "preemptions" : "num_preemptions_total", 1000 + k};
-            ms[nm++] = (st_metric_sample){k, "prefix_hits", 5000 + k}; /* not drawn */
+            ms[nm++] = (st_metrics_sample){ k, generic ? "running" : "num_running", 3 * k };
+            ms[nm++] = (st_metrics_sample){ k, generic ? "waiting" : "vllm:num_requests_waiting", k > 5 ? k : 0 };
+            ms[nm++] = (st_metrics_sample){ k, generic ? "preemptions" : "num_preemptions_total", 1000 + k };
+            ms[nm++] = (st_metrics_sample){ k, "prefix_hits", 5000 + k }; /* not drawn */
         }
     }
     assert_int_equal(st_store_run_put(s, &r, recs, 41, ms, nm), 0);
@@ -103,16 +111,17 @@ static st_store *make_store(int partial)
     size_t len;
     char *spec = slurp("examples/qwen3-8b-h100.yaml", &len);
     assert_non_null(spec);
-    assert_int_equal(st_store_audit_begin(s, "examples/qwen3-8b-h100.yaml", spec, len, "0.1.0", 0,
-                                          err, sizeof err),
-                     0);
-    const char *names[] = {"baseline", "no-prefix-cache", "batched-8k", "fp8-kv", "fp8-ckpt", "fp8-all"};
+    assert_int_equal(st_store_audit_begin(s, "examples/qwen3-8b-h100.yaml", spec, len, "0.1.0", 0, err, sizeof err), 0);
+    const char *names[] = { "baseline", "no-prefix-cache", "batched-8k", "fp8-kv", "fp8-ckpt", "fp8-all" };
     for (int i = 0; i < 6; i++) {
         if (i == 4)
             continue; /* fp8-ckpt never started */
-        st_config_row c = {.name = (char *)names[i], .idx = i, .status = "done", .startup_s = 3.5,
-                           .argv = "servetune emulate serve Qwen/Qwen3-8B",
-                           .facts = "{\"engine_version\":\"0.11.0<b>\"}"};
+        st_config_row c = { .name = (char *)names[i],
+                            .idx = i,
+                            .status = "done",
+                            .startup_s = 3.5,
+                            .argv = "servetune emulate serve Qwen/Qwen3-8B",
+                            .facts = "{\"engine_version\":\"0.11.0<b>\"}" };
         if (i == 2) {
             c.status = "failed";
             c.startup_s = NAN;
@@ -146,7 +155,7 @@ static char *render(st_store *s, int with_store, int prediction)
     assert_int_equal(st_report_load(s, &r, err, sizeof err), 0);
     st_buf b;
     st_buf_init(&b, (size_t)64 << 20);
-    st_html_audit_opts o = {prediction};
+    st_html_audit_opts o = { prediction };
     if (st_report_html(&r, with_store ? s : NULL, &o, &b, err, sizeof err) != 0)
         fail_msg("st_report_html: %s", err);
     st_report_free(&r);
@@ -176,17 +185,19 @@ static void audit_report_content(void **state)
     assert_non_null(strstr(h, "the best, fp8-kv, serves 11.8 requests/s within the SLO"));
     /* table in the audit's order: fp8-kv, fp8-all, baseline, none passed, failed, not run */
     const char *t = h + pos(h, "id=\"results-table\"");
-    long p1 = pos(t, "fp8-kv<"), p2 = pos(t, "fp8-all<"), p3 = pos(t, "baseline<"),
-         p4 = pos(t, "no-prefix-cache<"), p5 = pos(t, "batched-8k<"), p6 = pos(t, "fp8-ckpt<");
+    long p1 = pos(t, "fp8-kv<"), p2 = pos(t, "fp8-all<"), p3 = pos(t, "baseline<"), p4 = pos(t, "no-prefix-cache<"),
+         p5 = pos(t, "batched-8k<"), p6 = pos(t, "fp8-ckpt<");
     assert_true(p1 < p2 && p2 < p3 && p3 < p4 && p4 < p5 && p5 < p6);
     assert_non_null(strstr(t, "<tr class=\"rec\"><td class=\"cfg\"><span class=\"sw\" style=\"background:"));
     assert_non_null(strstr(t, "passed at 12, failed at 16"));
     assert_non_null(strstr(t, "<b>$0.195</b>"));
-    assert_non_null(strstr(t, "\xE2\x88\x92" "50 %"));
+    assert_non_null(strstr(t, "\xE2\x88\x92"
+                              "50 %"));
     assert_non_null(strstr(t, "$10,906"));
     assert_non_null(strstr(t, "did not start: oom: ValueError: KV cache &lt;img"));
     assert_non_null(strstr(t, "none passed: at 2 req/s: p95 TTFT 2250 ms"));
-    assert_non_null(strstr(t, ">not run " "\xE2\x80\x94")); /* no "not run: not run" */
+    assert_non_null(strstr(t, ">not run "
+                              "\xE2\x80\x94")); /* no "not run: not run" */
     /* setup from the spec and the facts, escaped */
     assert_non_null(strstr(h, "(version 0.11.0&lt;b&gt;)</td>"));
     assert_non_null(strstr(h, "<th scope=\"row\">SLO</th><td>p95 TTFT &lt;= 1500 ms and p95 TPOT &lt;= 50 ms</td>"));
@@ -202,7 +213,7 @@ static void audit_report_content(void **state)
     /* charts: rate charts with the SLO lines, distributions of the capacity runs, timelines */
     assert_non_null(strstr(h, ">SLO 1500 ms</text>"));
     assert_non_null(strstr(h, ">SLO 50 ms</text>"));
-    assert_non_null(strstr(h, ">baseline @ 6/s</text>"));       /* capacity run */
+    assert_non_null(strstr(h, ">baseline @ 6/s</text>"));        /* capacity run */
     assert_non_null(strstr(h, ">no-prefix-cache @ 2/s</text>")); /* none passed: lowest rate */
     /* 2 cost + 2 rate + 2 CDF + a timeline per measured run with samples (10 - fp8-kv's 3) */
     assert_int_equal(count(h, "<svg"), 6 + 7);

@@ -12,78 +12,115 @@ typedef struct hcase {
     const char *name;
     st_http_kind kind;
     const char *in;
-    int eof;            /* call st_http_eof after the input */
-    int ok;             /* 1: message complete; 0: error expected */
-    st_http_error err;  /* expected error */
+    int eof;           /* call st_http_eof after the input */
+    int ok;            /* 1: message complete; 0: error expected */
+    st_http_error err; /* expected error */
     int status;
     const char *body;
     int keep_alive;
     size_t max_head;
     uint32_t max_headers;
     uint64_t max_body;
-    int collect;        /* no body callback: the parser collects */
+    int collect; /* no body callback: the parser collects */
 } hcase;
 
 static const hcase cases[] = {
-    { "content-length", ST_HTTP_RESPONSE, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", 0, 1, 0, 200, "hello", 1 },
+    { "content-length", ST_HTTP_RESPONSE, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", 0, 1, 0, 200, "hello",
+      1 },
     { "chunked+ext+trailer", ST_HTTP_RESPONSE,
-      "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1;q=\"a b\"\r\nhello\r\n6\r\n world\r\n0\r\nX-Trailer: x\r\nY: z\r\n\r\n",
+      "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1;q=\"a b\"\r\nhello\r\n6\r\n "
+      "world\r\n0\r\nX-Trailer: x\r\nY: z\r\n\r\n",
       0, 1, 0, 200, "hello world", 1 },
     { "chunked hex upper/lower", ST_HTTP_RESPONSE,
-      "HTTP/1.1 200 OK\r\ntransfer-encoding: gzip, Chunked\r\n\r\nA\r\n0123456789\r\na \r\nabcdefghij\r\n0\r\n\r\n", 0, 1, 0,
-      200, "0123456789abcdefghij", 1 },
-    { "chunked lf only", ST_HTTP_RESPONSE, "HTTP/1.1 200 OK\nTransfer-Encoding: chunked\n\n3\nabc\n0\n\n", 0, 1, 0, 200, "abc", 1 },
+      "HTTP/1.1 200 OK\r\ntransfer-encoding: gzip, Chunked\r\n\r\nA\r\n0123456789\r\na \r\nabcdefghij\r\n0\r\n\r\n", 0,
+      1, 0, 200, "0123456789abcdefghij", 1 },
+    { "chunked lf only", ST_HTTP_RESPONSE, "HTTP/1.1 200 OK\nTransfer-Encoding: chunked\n\n3\nabc\n0\n\n", 0, 1, 0, 200,
+      "abc", 1 },
     { "lf line ends", ST_HTTP_RESPONSE, "HTTP/1.1 201 Created\nContent-Length: 2\n\nhi", 0, 1, 0, 201, "hi", 1 },
     { "until close", ST_HTTP_RESPONSE, "HTTP/1.0 200 OK\r\n\r\nabc", 1, 1, 0, 200, "abc", 0 },
-    { "until close 1.1", ST_HTTP_RESPONSE, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\ndata: x\n\n", 1, 1, 0, 200, "data: x\n\n", 0 },
-    { "te not chunked = close", ST_HTTP_RESPONSE, "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nContent-Length: 1\r\n\r\nxyz", 1, 1, 0, 200, "xyz", 0 },
+    { "until close 1.1", ST_HTTP_RESPONSE, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\ndata: x\n\n", 1,
+      1, 0, 200, "data: x\n\n", 0 },
+    { "te not chunked = close", ST_HTTP_RESPONSE,
+      "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nContent-Length: 1\r\n\r\nxyz", 1, 1, 0, 200, "xyz", 0 },
     { "204 no body", ST_HTTP_RESPONSE, "HTTP/1.1 204 No Content\r\n\r\n", 0, 1, 0, 204, "", 1 },
     { "304 no body", ST_HTTP_RESPONSE, "HTTP/1.1 304 Not Modified\r\nContent-Length: 10\r\n\r\n", 0, 1, 0, 304, "", 1 },
-    { "100 continue skipped", ST_HTTP_RESPONSE, "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx", 0, 1, 0, 200, "x", 1 },
-    { "connection close", ST_HTTP_RESPONSE, "HTTP/1.1 500 Oops\r\nConnection: keep-alive, close\r\nContent-Length: 3\r\n\r\nerr", 0, 1, 0, 500, "err", 0 },
-    { "1.0 keep-alive", ST_HTTP_RESPONSE, "HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 0\r\n\r\n", 0, 1, 0, 200, "", 1 },
+    { "100 continue skipped", ST_HTTP_RESPONSE,
+      "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx", 0, 1, 0, 200, "x", 1 },
+    { "connection close", ST_HTTP_RESPONSE,
+      "HTTP/1.1 500 Oops\r\nConnection: keep-alive, close\r\nContent-Length: 3\r\n\r\nerr", 0, 1, 0, 500, "err", 0 },
+    { "1.0 keep-alive", ST_HTTP_RESPONSE, "HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 0\r\n\r\n", 0,
+      1, 0, 200, "", 1 },
     { "no reason phrase", ST_HTTP_RESPONSE, "HTTP/1.1 200\r\nContent-Length: 1\r\n\r\nz", 0, 1, 0, 200, "z", 1 },
-    { "same cl twice", ST_HTTP_RESPONSE, "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\nz", 0, 1, 0, 200, "z", 1 },
-    { "leading blank lines", ST_HTTP_RESPONSE, "\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nz", 0, 1, 0, 200, "z", 1 },
-    { "empty header value", ST_HTTP_RESPONSE, "HTTP/1.1 200 OK\r\nX-Empty:\r\nX-Sp:   \r\nContent-Length: 0\r\n\r\n", 0, 1, 0, 200, "", 1 },
+    { "same cl twice", ST_HTTP_RESPONSE, "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\nz", 0, 1, 0,
+      200, "z", 1 },
+    { "leading blank lines", ST_HTTP_RESPONSE, "\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nz", 0, 1, 0, 200,
+      "z", 1 },
+    { "empty header value", ST_HTTP_RESPONSE, "HTTP/1.1 200 OK\r\nX-Empty:\r\nX-Sp:   \r\nContent-Length: 0\r\n\r\n", 0,
+      1, 0, 200, "", 1 },
     /* errors */
     { "http/2 status line", ST_HTTP_RESPONSE, "HTTP/2 200 OK\r\n\r\n", 0, 0, ST_HTTP_E_MALFORMED },
     { "short status", ST_HTTP_RESPONSE, "HTTP/1.1 20 OK\r\n\r\n", 0, 0, ST_HTTP_E_MALFORMED },
     { "status 600", ST_HTTP_RESPONSE, "HTTP/1.1 600 X\r\n\r\n", 0, 0, ST_HTTP_E_MALFORMED },
     { "garbage", ST_HTTP_RESPONSE, "hello world\r\n\r\n", 0, 0, ST_HTTP_E_MALFORMED },
-    { "bad content-length", ST_HTTP_RESPONSE, "HTTP/1.1 200 OK\r\nContent-Length: 12a\r\n\r\n", 0, 0, ST_HTTP_E_MALFORMED },
-    { "negative content-length", ST_HTTP_RESPONSE, "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", 0, 0, ST_HTTP_E_MALFORMED },
-    { "huge content-length", ST_HTTP_RESPONSE, "HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999\r\n\r\n", 0, 0, ST_HTTP_E_MALFORMED },
-    { "conflicting cl", ST_HTTP_RESPONSE, "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nzz", 0, 0, ST_HTTP_E_MALFORMED },
+    { "bad content-length", ST_HTTP_RESPONSE, "HTTP/1.1 200 OK\r\nContent-Length: 12a\r\n\r\n", 0, 0,
+      ST_HTTP_E_MALFORMED },
+    { "negative content-length", ST_HTTP_RESPONSE, "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", 0, 0,
+      ST_HTTP_E_MALFORMED },
+    { "huge content-length", ST_HTTP_RESPONSE, "HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999\r\n\r\n", 0, 0,
+      ST_HTTP_E_MALFORMED },
+    { "conflicting cl", ST_HTTP_RESPONSE, "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nzz", 0, 0,
+      ST_HTTP_E_MALFORMED },
     { "obs-fold", ST_HTTP_RESPONSE, "HTTP/1.1 200 OK\r\nX: a\r\n b\r\n\r\n", 0, 0, ST_HTTP_E_MALFORMED },
     { "space before colon", ST_HTTP_RESPONSE, "HTTP/1.1 200 OK\r\nX : a\r\n\r\n", 0, 0, ST_HTTP_E_MALFORMED },
     { "no colon", ST_HTTP_RESPONSE, "HTTP/1.1 200 OK\r\nXa\r\n\r\n", 0, 0, ST_HTTP_E_MALFORMED },
     { "ctl in value", ST_HTTP_RESPONSE, "HTTP/1.1 200 OK\r\nX: a\x01\r\n\r\n", 0, 0, ST_HTTP_E_MALFORMED },
-    { "bad chunk size", ST_HTTP_RESPONSE, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 0, 0, ST_HTTP_E_MALFORMED },
-    { "empty chunk size", ST_HTTP_RESPONSE, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\r\n", 0, 0, ST_HTTP_E_MALFORMED },
-    { "chunk without crlf", ST_HTTP_RESPONSE, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhelloX\r\n", 0, 0, ST_HTTP_E_MALFORMED },
-    { "chunk size overflow", ST_HTTP_RESPONSE, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1234567890abcdef0\r\n", 0, 0, ST_HTTP_E_TOO_LARGE },
-    { "head too large", ST_HTTP_RESPONSE, "HTTP/1.1 200 OK\r\nX-Long: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n", 0, 0, ST_HTTP_E_TOO_LARGE, 0, NULL, 0, 48 },
-    { "too many headers", ST_HTTP_RESPONSE, "HTTP/1.1 200 OK\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n", 0, 0, ST_HTTP_E_TOO_LARGE, 0, NULL, 0, 0, 2 },
-    { "cl body too large", ST_HTTP_RESPONSE, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", 0, 0, ST_HTTP_E_TOO_LARGE, 0, NULL, 0, 0, 0, 3 },
-    { "chunked body too large", ST_HTTP_RESPONSE, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n2\r\ncd\r\n0\r\n\r\n", 0, 0, ST_HTTP_E_TOO_LARGE, 0, NULL, 0, 0, 0, 3 },
-    { "close body too large", ST_HTTP_RESPONSE, "HTTP/1.0 200 OK\r\n\r\nabcdef", 1, 0, ST_HTTP_E_TOO_LARGE, 0, NULL, 0, 0, 0, 3 },
-    { "trailers too large", ST_HTTP_RESPONSE, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n", 0, 0, ST_HTTP_E_TOO_LARGE, 0, NULL, 0, 64 },
+    { "bad chunk size", ST_HTTP_RESPONSE, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 0, 0,
+      ST_HTTP_E_MALFORMED },
+    { "empty chunk size", ST_HTTP_RESPONSE, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\r\n", 0, 0,
+      ST_HTTP_E_MALFORMED },
+    { "chunk without crlf", ST_HTTP_RESPONSE, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhelloX\r\n", 0,
+      0, ST_HTTP_E_MALFORMED },
+    { "chunk size overflow", ST_HTTP_RESPONSE,
+      "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1234567890abcdef0\r\n", 0, 0, ST_HTTP_E_TOO_LARGE },
+    { "head too large", ST_HTTP_RESPONSE,
+      "HTTP/1.1 200 OK\r\nX-Long: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n", 0, 0,
+      ST_HTTP_E_TOO_LARGE, 0, NULL, 0, 48 },
+    { "too many headers", ST_HTTP_RESPONSE, "HTTP/1.1 200 OK\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n", 0, 0,
+      ST_HTTP_E_TOO_LARGE, 0, NULL, 0, 0, 2 },
+    { "cl body too large", ST_HTTP_RESPONSE, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", 0, 0,
+      ST_HTTP_E_TOO_LARGE, 0, NULL, 0, 0, 0, 3 },
+    { "chunked body too large", ST_HTTP_RESPONSE,
+      "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n2\r\ncd\r\n0\r\n\r\n", 0, 0, ST_HTTP_E_TOO_LARGE,
+      0, NULL, 0, 0, 0, 3 },
+    { "close body too large", ST_HTTP_RESPONSE, "HTTP/1.0 200 OK\r\n\r\nabcdef", 1, 0, ST_HTTP_E_TOO_LARGE, 0, NULL, 0,
+      0, 0, 3 },
+    { "trailers too large", ST_HTTP_RESPONSE,
+      "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX: "
+      "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n",
+      0, 0, ST_HTTP_E_TOO_LARGE, 0, NULL, 0, 64 },
     { "eof mid body", ST_HTTP_RESPONSE, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhel", 1, 0, ST_HTTP_E_MALFORMED },
-    { "eof mid chunk", ST_HTTP_RESPONSE, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel", 1, 0, ST_HTTP_E_MALFORMED },
+    { "eof mid chunk", ST_HTTP_RESPONSE, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel", 1, 0,
+      ST_HTTP_E_MALFORMED },
     { "eof in head", ST_HTTP_RESPONSE, "HTTP/1.1 200 OK\r\nContent-Len", 1, 0, ST_HTTP_E_MALFORMED },
     /* requests */
-    { "post body", ST_HTTP_REQUEST, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nabcd", 0, 1, 0, 0, "abcd", 1, 0, 0, 0, 1 },
+    { "post body", ST_HTTP_REQUEST, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nabcd", 0, 1,
+      0, 0, "abcd", 1, 0, 0, 0, 1 },
     { "get no body", ST_HTTP_REQUEST, "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n", 0, 1, 0, 0, "", 1, 0, 0, 0, 1 },
-    { "chunked request", ST_HTTP_REQUEST, "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n", 0, 1, 0, 0, "abc", 1, 0, 0, 0, 1 },
+    { "chunked request", ST_HTTP_REQUEST, "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+      0, 1, 0, 0, "abc", 1, 0, 0, 0, 1 },
     { "1.0 request", ST_HTTP_REQUEST, "GET / HTTP/1.0\r\n\r\n", 0, 1, 0, 0, "", 0, 0, 0, 0, 1 },
-    { "request te+cl", ST_HTTP_REQUEST, "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n", 0, 0, ST_HTTP_E_MALFORMED },
-    { "request te gzip", ST_HTTP_REQUEST, "POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", 0, 0, ST_HTTP_E_MALFORMED },
+    { "request te+cl", ST_HTTP_REQUEST, "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n", 0,
+      0, ST_HTTP_E_MALFORMED },
+    { "request te gzip", ST_HTTP_REQUEST, "POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", 0, 0,
+      ST_HTTP_E_MALFORMED },
     { "request http/2", ST_HTTP_REQUEST, "GET / HTTP/2.0\r\n\r\n", 0, 0, ST_HTTP_E_MALFORMED },
     { "request bad method", ST_HTTP_REQUEST, "G(T / HTTP/1.1\r\n\r\n", 0, 0, ST_HTTP_E_MALFORMED },
     { "request no target", ST_HTTP_REQUEST, "GET  HTTP/1.1\r\n\r\n", 0, 0, ST_HTTP_E_MALFORMED },
-    { "request body too large", ST_HTTP_REQUEST, "POST / HTTP/1.1\r\nContent-Length: 10\r\n\r\n0123456789", 0, 0, ST_HTTP_E_TOO_LARGE, 0, NULL, 0, 0, 0, 5, 1 },
-    { "request chunked too large", ST_HTTP_REQUEST, "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n3\r\ndef\r\n0\r\n\r\n", 0, 0, ST_HTTP_E_TOO_LARGE, 0, NULL, 0, 0, 0, 5, 1 },
+    { "request body too large", ST_HTTP_REQUEST, "POST / HTTP/1.1\r\nContent-Length: 10\r\n\r\n0123456789", 0, 0,
+      ST_HTTP_E_TOO_LARGE, 0, NULL, 0, 0, 0, 5, 1 },
+    { "request chunked too large", ST_HTTP_REQUEST,
+      "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n3\r\ndef\r\n0\r\n\r\n", 0, 0,
+      ST_HTTP_E_TOO_LARGE, 0, NULL, 0, 0, 0, 5, 1 },
 };
 
 typedef struct result {
@@ -159,7 +196,8 @@ static void check(const hcase *c, const result *r, const char *how)
         if (r->ok)
             fail_msg("%s (%s): expected error %s, parse succeeded", c->name, how, st_http_error_name(c->err));
         if (r->err != c->err)
-            fail_msg("%s (%s): error %s, expected %s", c->name, how, st_http_error_name(r->err), st_http_error_name(c->err));
+            fail_msg("%s (%s): error %s, expected %s", c->name, how, st_http_error_name(r->err),
+                     st_http_error_name(c->err));
     }
 }
 
@@ -223,7 +261,8 @@ static void response_keepalive_sequence(void **state)
 {
     (void)state;
     /* two responses back to back on one connection: the first stops at its end */
-    const char *in = "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabcHTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nz\r\n0\r\n\r\n";
+    const char *in = "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabcHTTP/1.1 404 Not Found\r\nTransfer-Encoding: "
+                     "chunked\r\n\r\n1\r\nz\r\n0\r\n\r\n";
     st_http_parser p;
     st_http_parser_init(&p, ST_HTTP_RESPONSE, NULL, NULL, NULL);
     size_t len = strlen(in);
@@ -308,12 +347,9 @@ static void serialisation(void **state)
 int main(void)
 {
     const struct CMUnitTest t[] = {
-        cmocka_unit_test(all_cases_every_split),
-        cmocka_unit_test(request_fields_and_pipelining),
-        cmocka_unit_test(response_keepalive_sequence),
-        cmocka_unit_test(callbacks_can_abort),
-        cmocka_unit_test(head_response_has_no_body),
-        cmocka_unit_test(serialisation),
+        cmocka_unit_test(all_cases_every_split),       cmocka_unit_test(request_fields_and_pipelining),
+        cmocka_unit_test(response_keepalive_sequence), cmocka_unit_test(callbacks_can_abort),
+        cmocka_unit_test(head_response_has_no_body),   cmocka_unit_test(serialisation),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }

@@ -13,11 +13,13 @@ static st_json_val parse_ok(const char *s)
 static void json_valid_and_invalid(void **state)
 {
     (void)state;
-    const char *good[] = { "{}", "[]", " {\"a\" : [1, -2.5e3, true, false, null, \"x\"]} ", "0", "-0.0",
-                           "\"\\u00e9\\ud83d\\ude00\\n\"", "[[[[]]]]", "1E+2", "{\"a\":{\"b\":{}}}" };
-    const char *bad[] = { "", " ", "{", "}", "[1,]", "{\"a\":1,}", "{'a':1}", "01", "1.", ".5", "+1", "1e",
-                          "tru", "nul", "\"abc", "\"\\x\"", "\"\\u12g4\"", "\"a\tb\"", "{\"a\" 1}",
-                          "{1:2}", "[1 2]", "{} {}", "[1]]", "\"\\", "-", "[\"a\"\"b\"]" };
+    const char *good[] = { "{}",       "[]",   " {\"a\" : [1, -2.5e3, true, false, null, \"x\"]} ",
+                           "0",        "-0.0", "\"\\u00e9\\ud83d\\ude00\\n\"",
+                           "[[[[]]]]", "1E+2", "{\"a\":{\"b\":{}}}" };
+    const char *bad[] = { "",      " ",       "{",           "}",        "[1,]",        "{\"a\":1,}", "{'a':1}",
+                          "01",    "1.",      ".5",          "+1",       "1e",          "tru",        "nul",
+                          "\"abc", "\"\\x\"", "\"\\u12g4\"", "\"a\tb\"", "{\"a\" 1}",   "{1:2}",      "[1 2]",
+                          "{} {}", "[1]]",    "\"\\",        "-",        "[\"a\"\"b\"]" };
     st_json_val v;
     for (size_t i = 0; i < sizeof good / sizeof *good; i++)
         if (st_json_parse(good[i], strlen(good[i]), &v) != 0)
@@ -39,10 +41,11 @@ static void json_valid_and_invalid(void **state)
 static void json_paths(void **state)
 {
     (void)state;
-    const char *doc = "{\"id\":\"x\",\"choices\":[{\"index\":0,\"text\":\" said \\\"text\\\": 1\",\"finish_reason\":null},"
-                      "{\"index\":1,\"text\":\"b\"}],\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":34,"
-                      "\"prompt_tokens_details\":{\"cached_tokens\":8}},\"error\":null,\"nested\":{\"text\":\"inner\"},"
-                      "\"text\":\"outer\"}";
+    const char *doc =
+        "{\"id\":\"x\",\"choices\":[{\"index\":0,\"text\":\" said \\\"text\\\": 1\",\"finish_reason\":null},"
+        "{\"index\":1,\"text\":\"b\"}],\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":34,"
+        "\"prompt_tokens_details\":{\"cached_tokens\":8}},\"error\":null,\"nested\":{\"text\":\"inner\"},"
+        "\"text\":\"outer\"}";
     st_json_val root = parse_ok(doc), v;
     char buf[64];
     assert_int_equal(st_json_get(&root, "choices[0].text", &v), 0);
@@ -203,7 +206,8 @@ static void json_obj_fields_one_pass(void **state)
 static void json_iter_next_fields_matches(void **state)
 {
     (void)state;
-    st_json_val arr = parse_ok("[{\"text\":\"a\",\"finish_reason\":null}, 7, {\"x\":{\"text\":1}},{\"te\\u0078t\":\"b\"} ,[]]");
+    st_json_val arr =
+        parse_ok("[{\"text\":\"a\",\"finish_reason\":null}, 7, {\"x\":{\"text\":1}},{\"te\\u0078t\":\"b\"} ,[]]");
     static const char *const keys[] = { "text", "finish_reason" };
     st_json_iter a, b;
     st_json_val va, vb, out[2];

@@ -20,7 +20,8 @@ static const char *VLLM =
     "vllm:generation_tokens_total{engine=\"0\",model_name=\"Qwen/Qwen3-8B\"} 3000.0\n"
     "vllm:request_success_total{engine=\"0\",finished_reason=\"length\",model_name=\"Qwen/Qwen3-8B\"} 10.0\n"
     "vllm:request_success_total{engine=\"0\",finished_reason=\"stop\",model_name=\"Qwen/Qwen3-8B\"} 2.0\n"
-    "vllm:cache_config_info{block_size=\"16\",cache_dtype=\"auto\",enable_prefix_caching=\"True\",engine=\"0\",gpu_memory_utilization=\"0.9\",num_gpu_blocks=\"27235\"} 1.0\n"
+    "vllm:cache_config_info{block_size=\"16\",cache_dtype=\"auto\",enable_prefix_caching=\"True\",engine=\"0\",gpu_"
+    "memory_utilization=\"0.9\",num_gpu_blocks=\"27235\"} 1.0\n"
     "# TYPE vllm:time_to_first_token_seconds histogram\n"
     "vllm:time_to_first_token_seconds_bucket{engine=\"0\",le=\"0.1\",model_name=\"Qwen/Qwen3-8B\"} 2.0\n"
     "vllm:time_to_first_token_seconds_bucket{engine=\"0\",le=\"0.5\",model_name=\"Qwen/Qwen3-8B\"} 6.0\n"
@@ -174,15 +175,15 @@ static void engine_mapping(void **state)
     assert_near(m.v[ST_MET_WAITING], 5, 0);
     assert_near(m.v[ST_MET_GENERATION_TOKENS], 77, 0);
     assert_near(m.v[ST_MET_KV_USAGE], 0.3, 1e-12);
-    assert_null(st_metrics_names("tgi", ST_MET_KV_USAGE));
-    assert_non_null(st_metrics_names("tgi", ST_MET_WAITING));
-    assert_string_equal(st_metrics_names("vllm", ST_MET_KV_USAGE)[1], "vllm:gpu_cache_usage_perc");
+    assert_null(st_metrics_engine_names("tgi", ST_MET_KV_USAGE));
+    assert_non_null(st_metrics_engine_names("tgi", ST_MET_WAITING));
+    assert_string_equal(st_metrics_engine_names("vllm", ST_MET_KV_USAGE)[1], "vllm:gpu_cache_usage_perc");
     assert_int_equal(st_metrics_read("triton", ll, strlen(ll), &m), -1);
     assert_false(st_metrics_engine_known("triton"));
     st_metric k;
-    assert_int_equal(st_metric_from_name("prefix_hits", &k), 0);
+    assert_int_equal(st_metrics_from_name("prefix_hits", &k), 0);
     assert_int_equal(k, ST_MET_PREFIX_HITS);
-    assert_string_equal(st_metric_name(ST_MET_KV_USAGE), "kv_usage");
+    assert_string_equal(st_metrics_name(ST_MET_KV_USAGE), "kv_usage");
     assert_string_equal(st_metrics_hist_names("vllm", "ttft")[0], "vllm:time_to_first_token_seconds");
     assert_null(st_metrics_hist_names("tgi", "ttft"));
     assert_null(st_metrics_hist_names("vllm", "nope"));

@@ -1,4 +1,4 @@
-/* The notes and the metrics diagnosis (audit/notes.h) on hand-built report models: each kind
+/* The notes and the metrics diagnosis (report/notes.h) on hand-built report models: each kind
  * fires when it should and not otherwise; numbers hand-computed; the digest of records and
  * samples; the scraper's histogram samples read back; every renderer shows the same list. */
 #include "harness.h"
@@ -6,8 +6,8 @@
 #include <jansson.h>
 #include <stdio.h>
 
-#include "audit/notes.h"
-#include "engine/metrics_scrape.h"
+#include "report/notes.h"
+#include "engine/metrics.h"
 #include "report/html_audit.h"
 #include "report/report.h"
 
@@ -83,9 +83,20 @@ static st_run_row *fx_run(fx *f, int i, double rate, const char *verdict, double
     st_rep_cfg *c = &f->c[i];
     int j = c->n_runs++;
     st_run_row *w = &f->runs[i][j];
-    *w = (st_run_row){ .config = (char *)c->name, .seq = j, .rate = rate, .grid = 1, .verdict = (char *)verdict,
-                       .why = (char *)"", .planned = 200, .sent = 200, .completed = 200, .delivered_rps = delivered,
-                       .output_tps = delivered * 300, .ttft_p95_ms = ttft, .tpot_p95_ms = tpot, .n_terms = 2,
+    *w = (st_run_row){ .config = (char *)c->name,
+                       .seq = j,
+                       .rate = rate,
+                       .grid = 1,
+                       .verdict = (char *)verdict,
+                       .why = (char *)"",
+                       .planned = 200,
+                       .sent = 200,
+                       .completed = 200,
+                       .delivered_rps = delivered,
+                       .output_tps = delivered * 300,
+                       .ttft_p95_ms = ttft,
+                       .tpot_p95_ms = tpot,
+                       .n_terms = 2,
                        .lag_p99_ms = 1 };
     w->term_ms[0] = ttft;
     w->term_ms[1] = tpot;
@@ -95,9 +106,10 @@ static st_run_row *fx_run(fx *f, int i, double rate, const char *verdict, double
 
 static st_verdict vd(const char *v)
 {
-    return !strcmp(v, "pass") ? ST_VERDICT_PASS : !strcmp(v, "fail") ? ST_VERDICT_FAIL
-                                              : !strcmp(v, "skipped") ? ST_VERDICT_SKIPPED
-                                                                      : ST_VERDICT_ERROR;
+    return !strcmp(v, "pass")      ? ST_VERDICT_PASS
+           : !strcmp(v, "fail")    ? ST_VERDICT_FAIL
+           : !strcmp(v, "skipped") ? ST_VERDICT_SKIPPED
+                                   : ST_VERDICT_ERROR;
 }
 
 /* Capacities, statuses and the comparison with the baseline, as st_report_load does. */
@@ -107,9 +119,14 @@ static void fx_finish(fx *f)
         st_rep_cfg *c = &f->c[i];
         for (int j = 0; j < c->n_runs; j++) {
             const st_run_row *w = &c->runs[j];
-            c->rr[j] = (st_rate_result){ .rate = w->rate, .verdict = vd(w->verdict), .worst_ratio = w->worst_ratio,
-                                         .delivered_rps = w->delivered_rps, .output_tps = w->output_tps,
-                                         .sustained_rps = NAN, .requests = w->sent, .grid = 1 };
+            c->rr[j] = (st_rate_result){ .rate = w->rate,
+                                         .verdict = vd(w->verdict),
+                                         .worst_ratio = w->worst_ratio,
+                                         .delivered_rps = w->delivered_rps,
+                                         .output_tps = w->output_tps,
+                                         .sustained_rps = NAN,
+                                         .requests = w->sent,
+                                         .grid = 1 };
             f->sv[i][j].kv_usage_max = NAN;
         }
         st_capacity_compute(c->rr, c->n_runs, 1, &c->grid);
@@ -128,10 +145,9 @@ static void fx_finish(fx *f)
             c->status = ST_REP_NOT_RUN;
     }
     for (int i = 0; i < f->r.n_cfg; i++)
-        f->c[i].cap_vs_base = f->c[i].cost_vs_base =
-            f->c[i].status == ST_REP_OK && f->c[0].status == ST_REP_OK
-                ? f->c[i].cap->capacity_rps / f->c[0].cap->capacity_rps - 1
-                : NAN;
+        f->c[i].cap_vs_base = f->c[i].cost_vs_base = f->c[i].status == ST_REP_OK && f->c[0].status == ST_REP_OK
+                                                         ? f->c[i].cap->capacity_rps / f->c[0].cap->capacity_rps - 1
+                                                         : NAN;
 }
 
 static int count_kind(const st_notes *ns, const char *kind, const char *cfg)
@@ -194,7 +210,8 @@ static void none_passed_names_the_term(void **state)
     const st_note *x = find(&ns, "none_passed", "no-prefix-cache");
     assert_int_equal(x->sev, ST_NOTE_WARN);
     has_text(x, "at its lowest rate, 12 req/s, p95 TTFT was at least 3,043 ms vs 1,500 ms (\xC3\x97"
-                "2.0) and p95 TPOT was at least 61.0 ms vs 50.0 ms (\xC3\x97" "1.2)");
+                "2.0) and p95 TPOT was at least 61.0 ms vs 50.0 ms (\xC3\x97"
+                "1.2)");
     assert_int_equal(x->n_rates, 1);
     assert_near(x->rates[0], 12, 0);
     assert_near(ev(x, "ttft_p95_ms"), 3043, 0);
@@ -292,8 +309,11 @@ static void failed_start_not_run_and_run_events(void **state)
     w = fx_run(&f, b, 32, "error", NAN, NAN, NAN);
     w->why = (char *)"the engine died";
     int o = fx_cfg(&f, "oom");
-    f.rows[o] = (st_config_row){ .name = (char *)"oom", .status = (char *)"failed", .failure_class = (char *)"oom",
-                                 .failure_detail = (char *)"CUDA out of memory", .log_tail = (char *)"line 1\nline 2",
+    f.rows[o] = (st_config_row){ .name = (char *)"oom",
+                                 .status = (char *)"failed",
+                                 .failure_class = (char *)"oom",
+                                 .failure_detail = (char *)"CUDA out of memory",
+                                 .log_tail = (char *)"line 1\nline 2",
                                  .startup_s = NAN };
     f.c[o].row = &f.rows[o];
     fx_cfg(&f, "later");
@@ -344,7 +364,8 @@ static void decode_anomaly_only_when_flat_and_far(void **state)
     assert_near(ev(x, "others_median_tpot_p95_ms"), 20, 1e-9);
     assert_near(ev(x, "others_max_tpot_p95_ms"), 22, 1e-9);
     assert_near(ev(x, "ratio"), 3, 1e-9);
-    has_text(x, "60.0 ms at 2 req/s against a median of 20.0 ms for the others (\xC3\x97" "3.0; the highest of them "
+    has_text(x, "60.0 ms at 2 req/s against a median of 20.0 ms for the others (\xC3\x97"
+                "3.0; the highest of them "
                 "22.0 ms), and at most 64.0 ms at any rate");
     has_text(x, "kernel or engine path problem rather than load: rerun before concluding");
     assert_int_equal(x->n_rates, 3);
@@ -368,8 +389,8 @@ static void decode_anomaly_only_when_flat_and_far(void **state)
     fx_init(&f);
     const double t0[2] = { 30.9, 38.3 }, t1[2] = { 17.1, 23.5 }, t2[2] = { 14.6, 21.8 }, t3[2] = { 7.5, 13.4 },
                  tx[2] = { 36.4, 44.5 };
-    int c0 = fx_cfg(&f, "baseline"), c1 = fx_cfg(&f, "fp8-kv"), c2 = fx_cfg(&f, "fp8-ckpt"),
-        c3 = fx_cfg(&f, "fp8-all"), cx = fx_cfg(&f, "batched-8k");
+    int c0 = fx_cfg(&f, "baseline"), c1 = fx_cfg(&f, "fp8-kv"), c2 = fx_cfg(&f, "fp8-ckpt"), c3 = fx_cfg(&f, "fp8-all"),
+        cx = fx_cfg(&f, "batched-8k");
     for (int k = 0; k < 2; k++) {
         double rt = k ? 16 : 12;
         fx_run(&f, c0, rt, "pass", 100, t0[k], rt);
@@ -447,18 +468,17 @@ static void combined_gain_attribution(void **state)
 
 /* Samples of n scrapes, one second apart. */
 typedef struct samples {
-    st_metric_sample v[4096];
+    st_metrics_sample v[4096];
     uint32_t n;
 } samples;
 
 static void put(samples *s, double t, const char *name, double v)
 {
     assert_true(s->n < 4096);
-    s->v[s->n++] = (st_metric_sample){ t, name, v };
+    s->v[s->n++] = (st_metrics_sample){ t, name, v };
 }
 
-static void gauge_scrapes(samples *s, int n, const double *kv, const double *run, const double *wait,
-                          const double *pre)
+static void gauge_scrapes(samples *s, int n, const double *kv, const double *run, const double *wait, const double *pre)
 {
     for (int i = 0; i < n; i++) {
         if (kv)
@@ -679,15 +699,15 @@ static void ttft_body(char *out, size_t cap, double n, double at_s)
 static void scrape_pair(samples *s, double n_before, double n_after, double at_s, double t1)
 {
     char body[8192];
-    st_metric_sample got[ST_SCRAPE_MAX];
+    st_metrics_sample got[ST_METRICS_SCRAPE_MAX];
     s->n = 0;
     ttft_body(body, sizeof body, n_before, at_s);
-    int k = st_scrape_parse("emulator", body, strlen(body), got, ST_SCRAPE_MAX);
+    int k = st_metrics_scrape("emulator", body, strlen(body), got, ST_METRICS_SCRAPE_MAX);
     assert_true(k > 30); /* running + 14 finite buckets x 2 + count + sum */
     for (int i = 0; i < k; i++)
         put(s, 0, got[i].name, got[i].value);
     ttft_body(body, sizeof body, n_after, at_s);
-    k = st_scrape_parse("emulator", body, strlen(body), got, ST_SCRAPE_MAX);
+    k = st_metrics_scrape("emulator", body, strlen(body), got, ST_METRICS_SCRAPE_MAX);
     for (int i = 0; i < k; i++)
         put(s, t1, got[i].name, got[i].value);
 }
@@ -695,11 +715,11 @@ static void scrape_pair(samples *s, double n_before, double n_after, double at_s
 static void scrape_interval(void **state)
 {
     (void)state;
-    assert_int_equal(st_scrape_interval_ms(1), 1000);
-    assert_int_equal(st_scrape_interval_ms(0), 1000);
-    assert_int_equal(st_scrape_interval_ms(5), 200);
-    assert_int_equal(st_scrape_interval_ms(20), 100); /* at least 100 ms of wall time */
-    assert_int_equal(st_scrape_interval_ms(NAN), 1000);
+    assert_int_equal(st_metrics_scrape_interval_ms(1), 1000);
+    assert_int_equal(st_metrics_scrape_interval_ms(0), 1000);
+    assert_int_equal(st_metrics_scrape_interval_ms(5), 200);
+    assert_int_equal(st_metrics_scrape_interval_ms(20), 100); /* at least 100 ms of wall time */
+    assert_int_equal(st_metrics_scrape_interval_ms(NAN), 1000);
 }
 
 static void engine_ttft_against_client(void **state)

@@ -5,7 +5,7 @@
 
 #include "load/output.h"
 
-#define MS(x) ((st_ns)(x) * ST_NS_PER_MS)
+#define MS(x) ((st_ns)(x)*ST_NS_PER_MS)
 
 static st_record recs[3];
 
@@ -97,7 +97,8 @@ static void json_round_trip(void **state)
     assert_near(json_real_value(json_object_get(ttft, "p50")), 50, 1e-9);
     assert_int_equal(json_integer_value(json_object_get(ttft, "n")), 1);
     /* One request: no TPOT spread issue; 3 tokens over 200 ms -> 100 ms. */
-    assert_near(json_real_value(json_object_get(json_object_get(json_object_get(sum, "latency_ms"), "tpot"), "mean")), 100, 1e-9);
+    assert_near(json_real_value(json_object_get(json_object_get(json_object_get(sum, "latency_ms"), "tpot"), "mean")),
+                100, 1e-9);
     assert_near(json_real_value(json_object_get(sum, "duration_s")), 1.089, 1e-9);
     assert_near(json_real_value(json_object_get(sum, "offered_rate_rps")), 1.0, 1e-9);
     /* Goodput: TTFT 50 ms <= 100, TPOT 100 <= 200. */
@@ -106,7 +107,8 @@ static void json_round_trip(void **state)
     assert_true(json_is_true(json_object_get(st, "valid")));
     assert_near(json_real_value(json_object_get(st, "end_s")), 1.010, 1e-9);
     /* NaN becomes null: no ITL in... there are 2 gaps, so ITL exists; client lag too. */
-    assert_int_equal(json_integer_value(json_object_get(json_object_get(json_object_get(sum, "latency_ms"), "itl"), "n")), 2);
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(json_object_get(sum, "latency_ms"), "itl"), "n")), 2);
     json_t *records = json_object_get(j, "records");
     assert_int_equal(json_array_size(records), 3);
     json_t *r1 = json_array_get(records, 1);
@@ -142,7 +144,9 @@ static void json_inf_rate_and_limited(void **state)
     char *text = capture_json(&in, &s);
     json_t *j = json_loads(text, 0, NULL);
     assert_non_null(j);
-    assert_string_equal(json_string_value(json_object_get(json_object_get(json_object_get(j, "config"), "arrival"), "rate_rps")), "inf");
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(json_object_get(j, "config"), "arrival"), "rate_rps")),
+        "inf");
     json_t *sc = json_object_get(j, "self_check");
     assert_true(json_is_true(json_object_get(sc, "client_limited")));
     assert_string_equal(json_string_value(json_object_get(sc, "reason")), in.limited_reason);
@@ -213,7 +217,8 @@ static void csv_rows(void **state)
         }
     }
     assert_int_equal(lines, 4);
-    assert_non_null(strstr(buf, "\n1,0,ok,200,10.000000,11.000000,50.000000,60.000000,260.000000,50.000000,100.000000,250.000000,1.000000,100,3,3,64,1,3,\n"));
+    assert_non_null(strstr(buf, "\n1,0,ok,200,10.000000,11.000000,50.000000,60.000000,260.000000,50.000000,100.000000,"
+                                "250.000000,1.000000,100,3,3,64,1,3,\n"));
     assert_non_null(strstr(buf, "\"bad \"\"request\"\", second line\""));
     assert_non_null(strstr(buf, "2,0,http_status,400,1010.000000,1012.000000,,,1100.000000,,,"));
     free(buf);

@@ -39,19 +39,20 @@ static int teardown(void **state)
     return 0;
 }
 
-static const char *SPEC = "engine:\n  kind: vllm\n  model: Qwen/Qwen3-8B\n"
-                          "  flags: [--max-model-len, '4096']\n"
-                          "hardware: {gpu: H100, gpus_per_replica: 1, price_per_gpu_hour: 2.0}\n"
-                          "peak_rate: 10\n"
-                          "workload: {input_tokens: 512, output_tokens: 32, requests_per_rate: 40, seed: 3}\n"
-                          "rates: [2, 8, 32, 128]\nwarmup_requests: 2\n"
-                          "slo: {ttft_p95_ms: 2500, tpot_p95_ms: 11}\n"
-                          "configurations:\n"
-                          "  - name: baseline\n"
-                          "  - name: seqs-2\n    add_flags: [--max-num-seqs, '2']\n"
-                          "  - name: no-room\n    add_flags: [--max-model-len, '40960', --gpu-memory-utilization, '0.30']\n"
-                          "  - name: bad-kv\n    add_flags: [--kv-cache-dtype, fp7]\n"
-                          "  - name: weights-oom\n    model: Qwen/Qwen3-32B\n    add_flags: [--gpu, RTX4090]\n";
+static const char *SPEC =
+    "engine:\n  kind: vllm\n  model: Qwen/Qwen3-8B\n"
+    "  flags: [--max-model-len, '4096']\n"
+    "hardware: {gpu: H100, gpus_per_replica: 1, price_per_gpu_hour: 2.0}\n"
+    "peak_rate: 10\n"
+    "workload: {input_tokens: 512, output_tokens: 32, requests_per_rate: 40, seed: 3}\n"
+    "rates: [2, 8, 32, 128]\nwarmup_requests: 2\n"
+    "slo: {ttft_p95_ms: 2500, tpot_p95_ms: 11}\n"
+    "configurations:\n"
+    "  - name: baseline\n"
+    "  - name: seqs-2\n    add_flags: [--max-num-seqs, '2']\n"
+    "  - name: no-room\n    add_flags: [--max-model-len, '40960', --gpu-memory-utilization, '0.30']\n"
+    "  - name: bad-kv\n    add_flags: [--kv-cache-dtype, fp7]\n"
+    "  - name: weights-oom\n    model: Qwen/Qwen3-32B\n    add_flags: [--gpu, RTX4090]\n";
 
 static volatile sig_atomic_t never;
 
@@ -124,7 +125,7 @@ static void refusals_are_failed_configurations(void **state)
     assert_int_equal(st_store_runs_get(s, "baseline", &runs, &nr), 0);
     assert_int_equal(nr, 4);
     /* the engine's state sampled every emulated second, under the scraper's generic names */
-    st_metric_sample *m;
+    st_metrics_sample *m;
     uint32_t nm;
     assert_int_equal(st_store_samples_get(s, runs[0].id, &m, &nm), 0);
     int kv = 0, running = 0, hits = 0;
@@ -276,8 +277,8 @@ static void flag_parser_builds_the_emulators_config(void **state)
     st_emu_args_defaults(&A);
     st_opt opts[ST_EMU_ARGS_TABLE_MAX];
     st_emu_args_table(&A, opts);
-    char *argv[] = { "serve", "Qwen/Qwen3-8B-FP8", "-tp", "2", "--max-num-seqs=64", "--kv-cache-dtype", "fp8",
-                     "--no-enable-prefix-caching", "--gpu", "H200", "--some-vllm-flag", "x" };
+    char *argv[] = { "serve", "Qwen/Qwen3-8B-FP8",          "-tp",   "2",    "--max-num-seqs=64", "--kv-cache-dtype",
+                     "fp8",   "--no-enable-prefix-caching", "--gpu", "H200", "--some-vllm-flag",  "x" };
     st_opts_result r;
     char err[1024];
     assert_int_equal(st_emu_args_parse(&A, opts, 12, argv, &r, err, sizeof err), 0);

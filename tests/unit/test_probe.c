@@ -19,15 +19,15 @@ typedef struct srv {
     pthread_t th;
 } srv;
 
-static void handler(void *arg, const st_http_parser *req, st_srv_resp *resp)
+static void handler(void *arg, const st_http_parser *req, st_server_resp *resp)
 {
     srv *s = arg;
     if (!strcmp(req->target, "/health")) {
-        st_srv_respond(resp, atomic_load(&s->health_status), NULL, NULL, "", 0);
+        st_server_respond(resp, atomic_load(&s->health_status), NULL, NULL, "", 0);
     } else if (!strcmp(req->target, "/v1/models")) {
-        st_srv_respond(resp, 200, "application/json", NULL, s->models_body, strlen(s->models_body));
+        st_server_respond(resp, 200, "application/json", NULL, s->models_body, strlen(s->models_body));
     } else {
-        st_srv_respond(resp, 404, "text/plain", NULL, "nope", 4);
+        st_server_respond(resp, 404, "text/plain", NULL, "nope", 4);
     }
 }
 

@@ -171,14 +171,22 @@ static void classify_table(void **state)
     (void)state;
     char d[512];
     int exit1 = 1 << 8, exit2 = 2 << 8, sig11 = 11;
-    struct { const char *log; int exited, ws, to; st_fail_class want; const char *detail; } c[] = {
-        { "INFO start\nValueError: To serve at least one request with the model's max seq len (32000), (4.9 GiB KV cache "
-          "is needed, which is larger than the available KV cache memory (4.45 GiB).\n", 1, exit1, 0, ST_FAIL_OOM,
-          "ValueError: To serve" },
+    struct {
+        const char *log;
+        int exited, ws, to;
+        st_fail_class want;
+        const char *detail;
+    } c[] = {
+        { "INFO start\nValueError: To serve at least one request with the model's max seq len (32000), (4.9 GiB KV "
+          "cache "
+          "is needed, which is larger than the available KV cache memory (4.45 GiB).\n",
+          1, exit1, 0, ST_FAIL_OOM, "ValueError: To serve" },
         { "usage: vllm serve\nvllm serve: error: unrecognized arguments: --bogus\n", 1, exit2, 0, ST_FAIL_BAD_FLAG,
           "unrecognized arguments: --bogus" },
-        { "api_server.py: error: argument --max-num-seqs: invalid int value: 'x'\n", 1, exit2, 0, ST_FAIL_BAD_FLAG, "invalid int" },
-        { "vllm serve: error: --max-num-seqs: expected an integer, got 'lots'\n", 1, exit2, 0, ST_FAIL_BAD_FLAG, "expected an integer" },
+        { "api_server.py: error: argument --max-num-seqs: invalid int value: 'x'\n", 1, exit2, 0, ST_FAIL_BAD_FLAG,
+          "invalid int" },
+        { "vllm serve: error: --max-num-seqs: expected an integer, got 'lots'\n", 1, exit2, 0, ST_FAIL_BAD_FLAG,
+          "expected an integer" },
         { "OSError: [Errno 98] Address already in use\n", 1, exit1, 0, ST_FAIL_PORT_TAKEN, "Errno 98" },
         { "loading\n", 1, sig11, 0, ST_FAIL_CRASH, "signal 11" },
         { "loading\n", 1, exit1, 0, ST_FAIL_CRASH, "exit status 1" },
@@ -204,7 +212,8 @@ static void ports(void **state)
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+    struct sockaddr_in a = { .sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
     assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
     assert_int_equal(listen(fd, 4), 0);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "audit/store.h"
+#include "report/html_audit.h"
 #include "report/report.h"
 
 static char dir[256];
@@ -15,8 +16,8 @@ static char dir[256];
 static int rm_dir(void **state)
 {
     (void)state;
-    const char *files[] = { "results.sqlite", "results.sqlite-wal", "results.sqlite-shm", "report.md", "report.json",
-                            "results.csv", "report.html" };
+    const char *files[] = { "results.sqlite", "results.sqlite-wal", "results.sqlite-shm", "report.md",
+                            "report.json",    "results.csv",        "report.html" };
     char p[512];
     for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
         snprintf(p, sizeof p, "%s/%s", dir, files[i]);
@@ -40,11 +41,22 @@ static char *slurp(const char *path, size_t *len)
 
 static void put_run(st_store *s, const char *cfg, int seq, double rate, const char *verdict, double delivered)
 {
-    st_run_row r = { .config = (char *)cfg, .seq = seq, .rate = rate, .grid = 1, .verdict = (char *)verdict,
+    st_run_row r = { .config = (char *)cfg,
+                     .seq = seq,
+                     .rate = rate,
+                     .grid = 1,
+                     .verdict = (char *)verdict,
                      .why = (char *)(strcmp(verdict, "pass") ? "p95 TTFT 2250 ms > 1500 ms (x1.50)" : "ok"),
-                     .planned = 200, .sent = 200, .completed = 200, .duration_s = 200 / delivered,
-                     .delivered_rps = delivered, .output_tps = delivered * 300, .sustained_rps = delivered * 1.02,
-                     .ttft_p95_ms = 800, .tpot_p95_ms = 40, .worst_ratio = 0.8 };
+                     .planned = 200,
+                     .sent = 200,
+                     .completed = 200,
+                     .duration_s = 200 / delivered,
+                     .delivered_rps = delivered,
+                     .output_tps = delivered * 300,
+                     .sustained_rps = delivered * 1.02,
+                     .ttft_p95_ms = 800,
+                     .tpot_p95_ms = 40,
+                     .worst_ratio = 0.8 };
     char key[64];
     snprintf(key, sizeof key, "%s-%d", cfg, seq);
     st_store_hash(key, strlen(key), r.run_key);
@@ -66,7 +78,10 @@ static st_store *make_store(int partial)
     for (int i = 0; i < 6; i++) {
         if (i == 4)
             continue; /* fp8-ckpt never started */
-        st_config_row c = { .name = (char *)names[i], .idx = i, .status = "done", .startup_s = 3.5,
+        st_config_row c = { .name = (char *)names[i],
+                            .idx = i,
+                            .status = "done",
+                            .startup_s = 3.5,
                             .argv = "servetune emulate serve Qwen/Qwen3-8B" };
         if (i == 2) {
             c.status = "failed";
@@ -128,10 +143,11 @@ static void model_costs_and_order(void **state)
     st_buf b;
     st_buf_init(&b, 1 << 16);
     st_report_headline(&r, &b);
-    const char *expect = "Of the 6 configurations tested, the best, fp8-kv, serves 11.8 requests/s within the SLO "
-                         "(p95 TTFT <= 1500 ms, p95 TPOT <= 50 ms) against 5.90 for the current setup (baseline), which "
-                         "moves cost per million output tokens from $0.391 to $0.195 (-50 %); at the stated peak of "
-                         "60.0 requests/s that is 6 replicas instead of 11, about $10,906 a month instead of $19,995.";
+    const char *expect =
+        "Of the 6 configurations tested, the best, fp8-kv, serves 11.8 requests/s within the SLO "
+        "(p95 TTFT <= 1500 ms, p95 TPOT <= 50 ms) against 5.90 for the current setup (baseline), which "
+        "moves cost per million output tokens from $0.391 to $0.195 (-50 %); at the stated peak of "
+        "60.0 requests/s that is 6 replicas instead of 11, about $10,906 a month instead of $19,995.";
     if (strcmp(b.data, expect))
         fail_msg("headline:\n%s\nwant:\n%s", b.data, expect);
     st_buf_free(&b);
@@ -151,11 +167,19 @@ static void files_written_and_escaped(void **state)
     snprintf(p, sizeof p, "%s/report.md", dir);
     char *md = slurp(p, &len);
     assert_non_null(md);
-    const char *sections[] = { "## Headline", "## Setup", "## Results, cheapest first", "## What each configuration changes",
-                               "## Evidence per rate", "## Method and limits", "> **Partial report.**",
+    const char *sections[] = { "## Headline",
+                               "## Setup",
+                               "## Results, cheapest first",
+                               "## What each configuration changes",
+                               "## Evidence per rate",
+                               "## Method and limits",
+                               "> **Partial report.**",
                                "Partial results (the audit did not finish: interrupted by SIGINT)",
-                               "| none passed (see notes)", "did not start: oom", "not run",
-                               "adds `--kv-cache-dtype fp8`", "Measured on servetune's emulator" };
+                               "| none passed (see notes)",
+                               "did not start: oom",
+                               "not run",
+                               "adds `--kv-cache-dtype fp8`",
+                               "Measured on servetune's emulator" };
     for (size_t i = 0; i < sizeof sections / sizeof *sections; i++)
         if (!strstr(md, sections[i]))
             fail_msg("report.md lacks '%s'", sections[i]);
@@ -182,8 +206,8 @@ static void files_written_and_escaped(void **state)
     json_t *kv = json_array_get(cfgs, 3);
     assert_near(json_real_value(json_object_get(json_object_get(kv, "cost"), "monthly_usd")), 10906.2, 1e-6);
     assert_true(json_is_null(json_object_get(json_array_get(cfgs, 2), "cost")));
-    assert_string_equal(json_string_value(json_object_get(json_object_get(json_array_get(cfgs, 2), "failure"), "class")),
-                        "oom");
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(json_array_get(cfgs, 2), "failure"), "class")), "oom");
     json_decref(root);
 
     snprintf(p, sizeof p, "%s/results.csv", dir);
@@ -191,6 +215,87 @@ static void files_written_and_escaped(void **state)
     assert_non_null(strstr(csv, "rank,config,is_baseline"));
     assert_non_null(strstr(csv, "\n1,fp8-kv,0,1,ok,11.8,1,3540,"));
     assert_non_null(strstr(csv, "\n3,baseline,1,0,ok,5.9,"));
+    st_store_close(s);
+    rm_dir(NULL);
+}
+
+/* Every renderer, given less room than its whole output, fails: a report is never silently
+ * missing a piece (core/buf.h's sticky error). The whole output fits exactly its own length. */
+static void too_small_buffer_fails_loudly(void **state)
+{
+    (void)state;
+    st_store *s = make_store(1);
+    st_report r;
+    char err[256] = "";
+    assert_int_equal(st_report_load(s, &r, err, sizeof err), 0);
+    for (int which = 0; which < 4; which++) {
+        st_buf full;
+        st_buf_init(&full, ST_REPORT_MAX_BYTES);
+        int rc = which == 0   ? st_report_markdown(&r, &full)
+                 : which == 1 ? st_report_json(&r, &full)
+                 : which == 2 ? st_report_csv(&r, &full)
+                              : st_report_html(&r, s, NULL, &full, err, sizeof err);
+        assert_int_equal(rc, 0);
+        size_t whole = full.len;
+        assert_true(whole > 100);
+        /* cut points spread over the document, the last one a single byte short */
+        size_t cuts[] = { 1, whole / 7, whole / 3, whole / 2, whole - whole / 5, whole - 2, whole - 1, whole };
+        for (size_t k = 0; k < sizeof cuts / sizeof *cuts; k++) {
+            st_buf b;
+            st_buf_init(&b, cuts[k]);
+            err[0] = '\0';
+            rc = which == 0   ? st_report_markdown(&r, &b)
+                 : which == 1 ? st_report_json(&r, &b)
+                 : which == 2 ? st_report_csv(&r, &b)
+                              : st_report_html(&r, s, NULL, &b, err, sizeof err);
+            if (cuts[k] == whole) {
+                assert_int_equal(rc, 0);
+                assert_memory_equal(b.data, full.data, whole);
+            } else if (rc != -1) {
+                fail_msg("renderer %d with %zu of %zu bytes returned %d (a cut report passed as whole)", which, cuts[k],
+                         whole, rc);
+            }
+            if (which == 3 && cuts[k] < whole)
+                assert_non_null(strstr(err, "exceeds its limit"));
+            st_buf_free(&b);
+        }
+        st_buf_free(&full);
+    }
+    st_report_free(&r);
+    st_store_close(s);
+    rm_dir(NULL);
+}
+
+/* The report files are written through a fresh temporary file: a symlink planted where the
+ * temporary goes is removed, never followed, and its target stays as it was. */
+static void planted_symlink_not_followed(void **state)
+{
+    (void)state;
+    st_store *s = make_store(1);
+    char victim[512], link[512], err[256] = "";
+    snprintf(victim, sizeof victim, "%s/victim.txt", dir);
+    FILE *f = fopen(victim, "w");
+    assert_non_null(f);
+    fputs("untouched\n", f);
+    fclose(f);
+    const char *names[] = { "report.md.tmp", "report.json.tmp", "results.csv.tmp", "report.html.tmp" };
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(link, sizeof link, "%s/%s", dir, names[i]);
+        assert_int_equal(symlink(victim, link), 0);
+    }
+    if (st_report_write_all(s, dir, err, sizeof err))
+        fail_msg("%s", err);
+    size_t len;
+    char *v = slurp(victim, &len);
+    assert_string_equal(v, "untouched\n");
+    for (size_t i = 0; i < 4; i++) {
+        struct stat st;
+        snprintf(link, sizeof link, "%s/%s", dir, names[i]);
+        assert_int_equal(lstat(link, &st), -1); /* the temporary is gone after the rename */
+        snprintf(link, sizeof link, "%s/%.*s", dir, (int)(strlen(names[i]) - 4), names[i]);
+        assert_int_equal(lstat(link, &st), 0);
+        assert_true(S_ISREG(st.st_mode));
+    }
     st_store_close(s);
     rm_dir(NULL);
 }
@@ -216,8 +321,9 @@ static void nothing_passed_headline(void **state)
     st_buf b;
     st_buf_init(&b, 1 << 16);
     st_report_headline(&r, &b);
-    assert_non_null(strstr(b.data, "The current setup (baseline) met the SLO (p95 TTFT <= 100 ms, p95 TPOT <= 10 ms) at no "
-                                   "tested rate. No configuration met the SLO"));
+    assert_non_null(strstr(b.data,
+                           "The current setup (baseline) met the SLO (p95 TTFT <= 100 ms, p95 TPOT <= 10 ms) at no "
+                           "tested rate. No configuration met the SLO"));
     st_buf_free(&b);
     st_report_free(&r);
     st_store_close(s);
@@ -229,6 +335,8 @@ int main(void)
     const struct CMUnitTest t[] = {
         cmocka_unit_test_teardown(model_costs_and_order, rm_dir),
         cmocka_unit_test(files_written_and_escaped),
+        cmocka_unit_test(too_small_buffer_fails_loudly),
+        cmocka_unit_test(planted_symlink_not_followed),
         cmocka_unit_test(nothing_passed_headline),
     };
     return cmocka_run_group_tests(t, 0, 0);

@@ -42,8 +42,9 @@ static void run_rate(double rate, simrun *out)
     st_emu_config_init(&c, &g, &m);
     c.max_model_len = 8192;
     c.max_num_batched_tokens = 2048;
-    st_synth_params p = { .input_len = 3000, .output_len = 300, .range_ratio = 0.1, .prefix_len = 2000,
-                          .num_requests = N, .seed = 1 };
+    st_synth_params p = {
+        .input_len = 3000, .output_len = 300, .range_ratio = 0.1, .prefix_len = 2000, .num_requests = N, .seed = 1
+    };
     st_workload w;
     assert_int_equal(st_workload_synthetic(&p, &w, err, sizeof err), 0);
     st_ns sched[N];
@@ -51,8 +52,10 @@ static void run_rate(double rate, simrun *out)
     assert_int_equal(st_arrival_schedule(&a, N, sched), 0);
     st_emu_sim_item it[N];
     for (int i = 0; i < N; i++)
-        it[i] = (st_emu_sim_item){ .arrival = sched[i], .input_ids = w.items[i].input_ids,
-                                   .input_len = w.items[i].input_len, .output_len = w.items[i].output_len };
+        it[i] = (st_emu_sim_item){ .arrival = sched[i],
+                                   .input_ids = w.items[i].input_ids,
+                                   .input_len = w.items[i].input_len,
+                                   .output_len = w.items[i].output_len };
     st_emu_sim_stats ss;
     if (st_emu_sim_run(&c, it, N, out->rec, &ss, err, sizeof err))
         fail_msg("sim: %s", err);
@@ -63,9 +66,13 @@ static void run_rate(double rate, simrun *out)
     st_rate_figures f;
     assert_int_equal(st_audit_figures(&s, out->rec, N, N, &row, &f), 0);
     st_capacity_verdict(&s, &f, &out->v);
-    out->rr = (st_rate_result){ .rate = rate, .verdict = out->v.verdict, .worst_ratio = out->v.worst_ratio,
-                                .delivered_rps = row.delivered_rps, .output_tps = row.output_tps,
-                                .sustained_rps = row.sustained_rps, .requests = N };
+    out->rr = (st_rate_result){ .rate = rate,
+                                .verdict = out->v.verdict,
+                                .worst_ratio = out->v.worst_ratio,
+                                .delivered_rps = row.delivered_rps,
+                                .output_tps = row.output_tps,
+                                .sustained_rps = row.sustained_rps,
+                                .requests = N };
 }
 
 static void free_run(simrun *r)

@@ -14,7 +14,7 @@
 
 typedef struct stream {
     st_timer t;
-    st_srv_resp *resp;
+    st_server_resp *resp;
     int left;
     struct srv *s;
 } stream;
@@ -35,17 +35,17 @@ static void stream_tick(st_loop *l, void *arg)
     stream *st = arg;
     char ev[64];
     int n = snprintf(ev, sizeof ev, "{\"tok\":%d}", st->left);
-    st_srv_sse_send(st->resp, ev, (size_t)n);
+    st_server_sse_send(st->resp, ev, (size_t)n);
     if (--st->left == 0) {
-        st_srv_sse_send(st->resp, "[DONE]", 6);
-        st_srv_stream_end(st->resp);
+        st_server_sse_send(st->resp, "[DONE]", 6);
+        st_server_stream_end(st->resp);
         st->resp = NULL;
         return;
     }
     st_timer_arm(l, &st->t, st_now() + ST_NS_PER_MS);
 }
 
-static void stream_cancel(void *arg, st_srv_resp *r)
+static void stream_cancel(void *arg, st_server_resp *r)
 {
     stream *st = arg;
     atomic_fetch_add(&st->s->cancels, 1);
@@ -53,14 +53,14 @@ static void stream_cancel(void *arg, st_srv_resp *r)
     st->resp = NULL;
 }
 
-static void handler(void *arg, const st_http_parser *req, st_srv_resp *resp)
+static void handler(void *arg, const st_http_parser *req, st_server_resp *resp)
 {
     srv *s = arg;
     atomic_fetch_add(&s->requests, 1);
     if (!strcmp(req->target, "/hello")) {
-        st_srv_respond(resp, 200, "text/plain", "X-Test: 1\r\n", "hello", 5);
+        st_server_respond(resp, 200, "text/plain", "X-Test: 1\r\n", "hello", 5);
     } else if (!strcmp(req->target, "/echo")) {
-        st_srv_respond(resp, 200, "application/octet-stream", NULL, req->body.data, req->body.len);
+        st_server_respond(resp, 200, "application/octet-stream", NULL, req->body.data, req->body.len);
     } else if (!strncmp(req->target, "/stream/", 8)) {
         int n = atoi(req->target + 8);
         for (int i = 0; i < 16; i++)
@@ -70,28 +70,28 @@ static void handler(void *arg, const st_http_parser *req, st_srv_resp *resp)
                 st->left = n;
                 st->s = s;
                 st_timer_init(&st->t, stream_tick, st);
-                st_srv_stream_start(resp, 200, "text/event-stream", NULL);
-                st_srv_resp_on_cancel(resp, stream_cancel, st);
+                st_server_stream_start(resp, 200, "text/event-stream", NULL);
+                st_server_resp_on_cancel(resp, stream_cancel, st);
                 st_timer_arm(s->l, &st->t, st_now() + ST_NS_PER_MS);
                 return;
             }
-        st_srv_respond(resp, 503, NULL, NULL, "busy", 4);
+        st_server_respond(resp, 503, NULL, NULL, "busy", 4);
     } else if (!strcmp(req->target, "/multi")) {
-        st_srv_stream_start(resp, 200, "text/event-stream", NULL);
-        st_srv_sse_send(resp, "l1\nl2", 5);
-        st_srv_sse_send(resp, "", 0);
-        st_srv_sse_send(resp, "x\n", 2);
-        st_srv_stream_end(resp);
+        st_server_stream_start(resp, 200, "text/event-stream", NULL);
+        st_server_sse_send(resp, "l1\nl2", 5);
+        st_server_sse_send(resp, "", 0);
+        st_server_sse_send(resp, "x\n", 2);
+        st_server_stream_end(resp);
     } else if (!strcmp(req->target, "/big")) {
-        st_srv_stream_start(resp, 200, "application/octet-stream", NULL);
+        st_server_stream_start(resp, 200, "application/octet-stream", NULL);
         static char blob[4096];
         int refused = 0;
         for (int i = 0; i < 1000 && !refused; i++)
-            refused = st_srv_stream_write(resp, blob, sizeof blob) < 0;
+            refused = st_server_stream_write(resp, blob, sizeof blob) < 0;
         atomic_store(&s->max_out_refused, refused);
-        st_srv_resp_abort(resp, 0);
+        st_server_resp_abort(resp, 0);
     } else {
-        st_srv_respond(resp, 404, "text/plain", NULL, "no", 2);
+        st_server_respond(resp, 404, "text/plain", NULL, "no", 2);
     }
 }
 
@@ -108,8 +108,9 @@ static srv *srv_start_idle(size_t max_out, double idle_s)
 {
     srv *s = calloc(1, sizeof *s);
     s->l = st_loop_new();
-    st_server_config cfg = { .host = "127.0.0.1", .port = 0, .handler = handler, .arg = s, .max_out = max_out,
-                             .idle_timeout_s = idle_s };
+    st_server_config cfg = {
+        .host = "127.0.0.1", .port = 0, .handler = handler, .arg = s, .max_out = max_out, .idle_timeout_s = idle_s
+    };
     char err[256];
     s->server = st_server_new(s->l, &cfg, err, sizeof err);
     if (!s->server)
@@ -185,7 +186,8 @@ static void respond_keepalive_and_pipelining(void **state)
     assert_int_equal(p.keep_alive, 1);
     st_http_parser_free(&p);
     /* three pipelined requests in one write, answered in order on the same connection */
-    send_all(fd, "POST /echo HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcGET /nope HTTP/1.1\r\n\r\nGET /hello HTTP/1.1\r\n\r\n");
+    send_all(
+        fd, "POST /echo HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcGET /nope HTTP/1.1\r\n\r\nGET /hello HTTP/1.1\r\n\r\n");
     read_response(fd, &p, &carry);
     assert_string_equal(p.body.data, "abc");
     st_http_parser_free(&p);
@@ -387,12 +389,9 @@ static void idle_timeout_closes_connections(void **state)
 int main(void)
 {
     const struct CMUnitTest t[] = {
-        cmocka_unit_test(respond_keepalive_and_pipelining),
-        cmocka_unit_test(streaming_sse_two_in_a_row),
-        cmocka_unit_test(sse_send_multiline_framing),
-        cmocka_unit_test(disconnect_mid_stream_cancels),
-        cmocka_unit_test(bad_request_and_limits),
-        cmocka_unit_test(idle_timeout_closes_connections),
+        cmocka_unit_test(respond_keepalive_and_pipelining), cmocka_unit_test(streaming_sse_two_in_a_row),
+        cmocka_unit_test(sse_send_multiline_framing),       cmocka_unit_test(disconnect_mid_stream_cancels),
+        cmocka_unit_test(bad_request_and_limits),           cmocka_unit_test(idle_timeout_closes_connections),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }

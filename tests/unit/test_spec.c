@@ -4,16 +4,15 @@
 
 #include "audit/spec.h"
 
-static const char *MIN =
-    "engine:\n"
-    "  kind: vllm\n"
-    "  model: m\n"
-    "  flags: [--max-num-seqs, '64', --enable-prefix-caching, --block-size=16]\n"
-    "hardware: {gpu: H100, price_per_gpu_hour: 2.5}\n"
-    "peak_rate: 10\n"
-    "workload: {input_tokens: 100, output_tokens: 10}\n"
-    "rates: [1, 2, inf]\n"
-    "slo: {ttft_p95_ms: 1500, tpot_p95_ms: 50}\n";
+static const char *MIN = "engine:\n"
+                         "  kind: vllm\n"
+                         "  model: m\n"
+                         "  flags: [--max-num-seqs, '64', --enable-prefix-caching, --block-size=16]\n"
+                         "hardware: {gpu: H100, price_per_gpu_hour: 2.5}\n"
+                         "peak_rate: 10\n"
+                         "workload: {input_tokens: 100, output_tokens: 10}\n"
+                         "rates: [1, 2, inf]\n"
+                         "slo: {ttft_p95_ms: 1500, tpot_p95_ms: 50}\n";
 
 /* Parses MIN with `extra` appended; returns rc and leaves the error in err. */
 static int parse_with(const char *extra, st_spec *s, char *err, size_t errlen)
@@ -82,7 +81,8 @@ static void validation_errors_name_file_and_line(void **state)
         { "search: {mode: fast}\n", 0, "t.yaml:10: search.mode: expected grid or refine" },
         { "slo2: 1\n", 0, "unknown key 'slo2'" },
         { "timeouts: {startup: -3}\n", 0, "t.yaml:10: timeouts.startup: expected a positive duration" },
-        { "configurations:\n  - name: x\n    env: {HF_TOKEN: hf_abc}\n", 0, "t.yaml:12: configurations[x].env: HF_TOKEN looks like a secret" },
+        { "configurations:\n  - name: x\n    env: {HF_TOKEN: hf_abc}\n", 0,
+          "t.yaml:12: configurations[x].env: HF_TOKEN looks like a secret" },
         { "configurations:\n  - name: 'a b'\n", 0, "t.yaml:11: configurations: name 'a b'" },
         { "configurations:\n  - name: x\n    add_flags: ['8192']\n", 0, "must start with a flag" },
         { "configurations:\n  - name: x\n    add_flags: [--api-key, sk-123]\n", 0,
@@ -107,13 +107,16 @@ static void validation_errors_name_file_and_line(void **state)
           "workload: {input_tokens: 1, output_tokens: 1}\nrates: [1]\nslo: {ttft_p95_ms: 1}\n",
           1, "t.yaml:6: slo: 'tpot_p95_ms' is required" },
         { "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
-          "workload: {input_tokens: 1, output_tokens: 1}\nrates: [1]\nslo: {ttft_p95_ms: 1, tpot_p95_ms: 1, e2e_p42_ms: 3}\n",
+          "workload: {input_tokens: 1, output_tokens: 1}\nrates: [1]\nslo: {ttft_p95_ms: 1, tpot_p95_ms: 1, "
+          "e2e_p42_ms: 3}\n",
           1, "t.yaml:6: slo: unknown key 'e2e_p42_ms'" },
         { "engine: {kind: mystery, model: m}\n", 1, "t.yaml:1: engine.kind: unknown engine 'mystery'" },
         { "engine: {kind: endpoint, model: m}\n", 1, "t.yaml:1: engine: kind endpoint needs 'url'" },
-        { "engine:\n  kind: vllm\n  model: m\n  kind: tgi\n", 1, "t.yaml:4: engine: duplicate key 'kind' (first at line 2)" },
+        { "engine:\n  kind: vllm\n  model: m\n  kind: tgi\n", 1,
+          "t.yaml:4: engine: duplicate key 'kind' (first at line 2)" },
         { "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
-          "workload: {input_tokens: 10, output_tokens: 1, shared_prefix: 10}\nrates: [1]\nslo: {ttft_p95_ms: 1, tpot_p95_ms: 1}\n",
+          "workload: {input_tokens: 10, output_tokens: 1, shared_prefix: 10}\nrates: [1]\nslo: {ttft_p95_ms: 1, "
+          "tpot_p95_ms: 1}\n",
           1, "t.yaml:4: workload.shared_prefix: 10 must be smaller than input_tokens (10)" },
         { "engine: [1\n", 1, "t.yaml:2: YAML syntax" },
         { "", 1, "t.yaml: the spec is empty" },

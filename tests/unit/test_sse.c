@@ -10,7 +10,7 @@
 typedef struct scase {
     const char *name;
     const char *in;
-    size_t in_len;      /* 0: strlen */
+    size_t in_len; /* 0: strlen */
     size_t max_event;
     int rc;             /* expected st_sse_feed result over the whole input (0 or -1) */
     const char *expect; /* dispatched events as "type|id|data" joined with "#" */
@@ -18,7 +18,10 @@ typedef struct scase {
 } scase;
 
 static const scase cases[] = {
-    { "single", "data: hello\n\n", 0, 0, 0, "|" "|hello", 0 },
+    { "single", "data: hello\n\n", 0, 0, 0,
+      "|"
+      "|hello",
+      0 },
     { "no space", "data:hello\n\n", 0, 0, 0, "||hello", 0 },
     { "two spaces keep one", "data:  hello\n\n", 0, 0, 0, "|| hello", 0 },
     { "multi-line data", "data: a\ndata: b\ndata:\n\n", 0, 0, 0, "||a\nb\n", 0 },
@@ -26,12 +29,19 @@ static const scase cases[] = {
     { "cr only", "data: x\r\rdata: y\r\r", 0, 0, 0, "||x#||y", 0 },
     { "mixed ends", "data: a\r\ndata: b\rdata: c\n\r\n", 0, 0, 0, "||a\nb\nc", 0 },
     { "comments", ": ping\n\n:keepalive\ndata: z\n\n", 0, 0, 0, "||z", 0 },
-    { "event and id", "event: error\nid: 7\ndata: {\"e\":1}\n\ndata: next\n\n", 0, 0, 0, "error|7|{\"e\":1}#|7|next", 0 },
-    { "no data no dispatch", "event: x\n\ndata: y\n\n", 0, 0, 0, "|" "|y", 0 },
+    { "event and id", "event: error\nid: 7\ndata: {\"e\":1}\n\ndata: next\n\n", 0, 0, 0, "error|7|{\"e\":1}#|7|next",
+      0 },
+    { "no data no dispatch", "event: x\n\ndata: y\n\n", 0, 0, 0,
+      "|"
+      "|y",
+      0 },
     { "field without colon", "data\n\n", 0, 0, 0, "||", 0 },
     { "unknown and retry ignored", "retry: 100\nfoo: bar\ndata: q\n\n", 0, 0, 0, "||q", 0 },
     { "colon in value", "data: a: b\n\n", 0, 0, 0, "||a: b", 0 },
-    { "bom", "\xEF\xBB\xBF" "data: b\n\n", 0, 0, 0, "||b", 0 },
+    { "bom",
+      "\xEF\xBB\xBF"
+      "data: b\n\n",
+      0, 0, 0, "||b", 0 },
     { "done marker", "data: {\"x\":1}\n\ndata: [DONE]\n\n", 0, 0, 0, "||{\"x\":1}#||[DONE]", 0 },
     { "partial event at end", "data: a\n\ndata: partial\n", 0, 0, 0, "||a", 1 },
     { "partial line at end", "data: a\n\ndata: part", 0, 0, 0, "||a", 1 },
@@ -39,7 +49,9 @@ static const scase cases[] = {
     { "event over limit", "data: 0123456789\ndata: 0123456789\n\n", 0, 16, -1, "", 0 },
     { "line over limit", "data: 01234567890123456789\n\n", 0, 16, -1, "", 0 },
     { "unterminated long line", "data: 01234567890123456789", 0, 16, -1, "", 0 },
-    { "event type too long", "event: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\ndata: x\n\n", 0, 0, -1, "", 0 },
+    { "event type too long",
+      "event: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\ndata: x\n\n", 0, 0, -1, "",
+      0 },
 };
 
 typedef struct sink {

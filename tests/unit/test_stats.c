@@ -2,7 +2,7 @@
 
 #include "load/stats.h"
 
-#define MS(x) ((st_ns)(x) * ST_NS_PER_MS)
+#define MS(x) ((st_ns)(x)*ST_NS_PER_MS)
 
 static void percentiles_hand_computed(void **state)
 {

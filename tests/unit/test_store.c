@@ -73,8 +73,12 @@ static void runs_records_samples_round_trip(void **state)
     assert_int_equal(st_store_open(dir, &s, err, sizeof err), 0);
     st_config_row c = { .name = "fp8-kv", .idx = 1, .status = "done", .startup_s = 12.5, .argv = "vllm serve m" };
     assert_int_equal(st_store_config_put(s, &c), 0);
-    st_config_row c0 = { .name = "baseline", .idx = 0, .status = "failed", .startup_s = NAN,
-                         .failure_class = "oom", .log_tail = "CUDA out of memory\n" };
+    st_config_row c0 = { .name = "baseline",
+                         .idx = 0,
+                         .status = "failed",
+                         .startup_s = NAN,
+                         .failure_class = "oom",
+                         .log_tail = "CUDA out of memory\n" };
     assert_int_equal(st_store_config_put(s, &c0), 0);
 
     st_record recs[3];
@@ -92,12 +96,25 @@ static void runs_records_samples_round_trip(void **state)
     recs[2].status = ST_REQ_TIMEOUT;
     recs[2].end = 1LL << 40;
     st_record_set_error(&recs[2], ST_REQ_TIMEOUT, "timed out", 9);
-    st_metric_sample ms[] = { { 0.5, "kv_cache_usage", 0.25 }, { 1.5, "num_running", 7 } };
+    st_metrics_sample ms[] = { { 0.5, "kv_cache_usage", 0.25 }, { 1.5, "num_running", 7 } };
 
-    st_run_row r = { .config = "fp8-kv", .seq = 0, .rate = INFINITY, .grid = 1, .verdict = "fail",
-                     .why = "1 of 3 requests did not complete", .planned = 3, .sent = 3, .completed = 2,
-                     .failed = 1, .duration_s = 2.0, .delivered_rps = 1.0, .output_tps = 3.0,
-                     .sustained_rps = NAN, .worst_ratio = INFINITY, .ttft_p95_ms = 50.2, .n_terms = 2,
+    st_run_row r = { .config = "fp8-kv",
+                     .seq = 0,
+                     .rate = INFINITY,
+                     .grid = 1,
+                     .verdict = "fail",
+                     .why = "1 of 3 requests did not complete",
+                     .planned = 3,
+                     .sent = 3,
+                     .completed = 2,
+                     .failed = 1,
+                     .duration_s = 2.0,
+                     .delivered_rps = 1.0,
+                     .output_tps = 3.0,
+                     .sustained_rps = NAN,
+                     .worst_ratio = INFINITY,
+                     .ttft_p95_ms = 50.2,
+                     .n_terms = 2,
                      .term_ms = { 50.2, 20.01 } };
     st_store_hash("run-1", 5, r.run_key);
     assert_int_equal(st_store_run_put(s, &r, recs, 3, ms, 2), 0);
@@ -125,7 +142,7 @@ static void runs_records_samples_round_trip(void **state)
     for (uint32_t i = 0; i < nb; i++)
         st_record_free(&back[i]);
     free(back);
-    st_metric_sample *mb;
+    st_metrics_sample *mb;
     uint32_t nm;
     assert_int_equal(st_store_samples_get(s, g.id, &mb, &nm), 0);
     assert_int_equal(nm, 2);

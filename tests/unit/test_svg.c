@@ -41,10 +41,9 @@ static void fmt_numbers(void **state)
         double v, step;
         const char *want;
     } c[] = {
-        {0, 0, "0"},        {0.5, 0.5, "0.5"},   {1, 0.5, "1"},       {1500, 500, "1500"},
-        {20000, 5000, "20k"}, {1.5e6, 0, "1.5M"}, {0.05, 0, "0.05"},   {-0.0, 0.1, "0"},
-        {1e-12, 0.1, "0"},  {123.456, 0, "123"}, {2.5, 0, "2.5"},     {-20, 10, "-20"},
-        {3e9, 0, "3G"},     {0.25, 0.05, "0.25"}, {12.0, 2, "12"},
+        { 0, 0, "0" },        { 0.5, 0.5, "0.5" }, { 1, 0.5, "1" },    { 1500, 500, "1500" },  { 20000, 5000, "20k" },
+        { 1.5e6, 0, "1.5M" }, { 0.05, 0, "0.05" }, { -0.0, 0.1, "0" }, { 1e-12, 0.1, "0" },    { 123.456, 0, "123" },
+        { 2.5, 0, "2.5" },    { -20, 10, "-20" },  { 3e9, 0, "3G" },   { 0.25, 0.05, "0.25" }, { 12.0, 2, "12" },
     };
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
         st_svg_fmt(t, sizeof t, c[i].v, c[i].step);
@@ -78,23 +77,27 @@ static void text_escaping(void **state)
     st_buf_free(&b);
 }
 
-static const double rx[] = {0.5, 1, 2, 4, 8};
-static const double ry1[] = {210, 250, 400, 1900, 48000};
-static const double ry2[] = {300, NAN, 380, 700, 2600};
-static const signed char rp1[] = {1, 1, 1, 0, 0};
-static const signed char rp2[] = {1, -1, 1, 1, 0};
+static const double rx[] = { 0.5, 1, 2, 4, 8 };
+static const double ry1[] = { 210, 250, 400, 1900, 48000 };
+static const double ry2[] = { 300, NAN, 380, 700, 2600 };
+static const signed char rp1[] = { 1, 1, 1, 0, 0 };
+static const signed char rp2[] = { 1, -1, 1, 1, 0 };
 
 static st_svg_line_chart rate_chart(st_svg_series *s, st_svg_ref *ref)
 {
-    s[0] = (st_svg_series){.name = "baseline", .x = rx, .y = ry1, .n = 5, .pass = rp1, .color = 0,
-                           .dashed = 1};
-    s[1] = (st_svg_series){.name = "fp8 <kv>", .x = rx, .y = ry2, .n = 5, .pass = rp2, .color = 1};
-    *ref = (st_svg_ref){1500, 0, "SLO 1500 ms", -1};
-    return (st_svg_line_chart){.title = "p95 TTFT vs rate", .width = 560, .height = 340,
-                               .x = {"offered rate (req/s)", 1, NAN, NAN, 0, 0},
-                               .y = {"p95 TTFT (ms)", 1, NAN, NAN, 0, 0},
-                               .series = s, .n_series = 2, .refs = ref, .n_refs = 1,
-                               .pass_legend = 1};
+    s[0] = (st_svg_series){ .name = "baseline", .x = rx, .y = ry1, .n = 5, .pass = rp1, .color = 0, .dashed = 1 };
+    s[1] = (st_svg_series){ .name = "fp8 <kv>", .x = rx, .y = ry2, .n = 5, .pass = rp2, .color = 1 };
+    *ref = (st_svg_ref){ 1500, 0, "SLO 1500 ms", -1 };
+    return (st_svg_line_chart){ .title = "p95 TTFT vs rate",
+                                .width = 560,
+                                .height = 340,
+                                .x = { "offered rate (req/s)", 1, NAN, NAN, 0, 0 },
+                                .y = { "p95 TTFT (ms)", 1, NAN, NAN, 0, 0 },
+                                .series = s,
+                                .n_series = 2,
+                                .refs = ref,
+                                .n_refs = 1,
+                                .pass_legend = 1 };
 }
 
 static void line_chart_structure(void **state)
@@ -140,10 +143,14 @@ static void line_chart_structure(void **state)
 static void linear_axis_ticks(void **state)
 {
     (void)state;
-    const double x[] = {0, 10, 20, 30}, y[] = {3, 17, 29, 47};
-    st_svg_series s = {.name = "a", .x = x, .y = y, .n = 4, .color = 2, .markers = 1};
-    st_svg_line_chart c = {.width = 500, .height = 300, .x = {"t", 0, NAN, NAN, 1, 0},
-                           .y = {"v", 0, NAN, NAN, 1, 0}, .series = &s, .n_series = 1};
+    const double x[] = { 0, 10, 20, 30 }, y[] = { 3, 17, 29, 47 };
+    st_svg_series s = { .name = "a", .x = x, .y = y, .n = 4, .color = 2, .markers = 1 };
+    st_svg_line_chart c = { .width = 500,
+                            .height = 300,
+                            .x = { "t", 0, NAN, NAN, 1, 0 },
+                            .y = { "v", 0, NAN, NAN, 1, 0 },
+                            .series = &s,
+                            .n_series = 1 };
     st_buf b;
     st_buf_init(&b, 1 << 20);
     assert_int_equal(st_svg_line(&b, &c), 0);
@@ -156,7 +163,7 @@ static void linear_axis_ticks(void **state)
             fail_msg("missing y tick %d", v);
     }
     assert_null(strstr(b.data, ">60</text>"));
-    assert_non_null(strstr(b.data, ">30</text>")); /* x: 0..30 */
+    assert_non_null(strstr(b.data, ">30</text>"));   /* x: 0..30 */
     assert_int_equal(count(b.data, "r=\"2.5\""), 4); /* plain markers */
     st_buf_free(&b);
 }
@@ -164,26 +171,32 @@ static void linear_axis_ticks(void **state)
 static void timeline_secondary_axis(void **state)
 {
     (void)state;
-    const double t[] = {0, 1, 2, 3, 4, 5};
-    const double kv[] = {0.1, 0.5, 0.93, 0.97, NAN, 0.4};
-    const double run[] = {2, 10, 30, 48, 48, 12}, wait[] = {0, 0, 5, 40, 80, 0};
+    const double t[] = { 0, 1, 2, 3, 4, 5 };
+    const double kv[] = { 0.1, 0.5, 0.93, 0.97, NAN, 0.4 };
+    const double run[] = { 2, 10, 30, 48, 48, 12 }, wait[] = { 0, 0, 5, 40, 80, 0 };
     st_svg_series s[3] = {
-        {.name = "KV cache usage", .x = t, .y = kv, .n = 6, .color = 0},
-        {.name = "running", .x = t, .y = run, .n = 6, .color = 2, .secondary = 1},
-        {.name = "waiting", .x = t, .y = wait, .n = 6, .color = 1, .secondary = 1},
+        { .name = "KV cache usage", .x = t, .y = kv, .n = 6, .color = 0 },
+        { .name = "running", .x = t, .y = run, .n = 6, .color = 2, .secondary = 1 },
+        { .name = "waiting", .x = t, .y = wait, .n = 6, .color = 1, .secondary = 1 },
     };
-    st_svg_ref ref = {0.9, 0, "90 %", 9};
-    st_svg_line_chart c = {.title = "4 req/s", .width = 400, .height = 250,
-                           .x = {"seconds", 0, 0, NAN, 1, 0}, .y = {"KV", 0, 0, 1, 1, 1},
-                           .y2 = {"requests", 0, 0, NAN, 1, 0}, .series = s, .n_series = 3,
-                           .refs = &ref, .n_refs = 1};
+    st_svg_ref ref = { 0.9, 0, "90 %", 9 };
+    st_svg_line_chart c = { .title = "4 req/s",
+                            .width = 400,
+                            .height = 250,
+                            .x = { "seconds", 0, 0, NAN, 1, 0 },
+                            .y = { "KV", 0, 0, 1, 1, 1 },
+                            .y2 = { "requests", 0, 0, NAN, 1, 0 },
+                            .series = s,
+                            .n_series = 3,
+                            .refs = &ref,
+                            .n_refs = 1 };
     st_buf b;
     st_buf_init(&b, 1 << 20);
     assert_int_equal(st_svg_line(&b, &c), 0);
     assert_svg_shape(b.data);
     assert_non_null(strstr(b.data, ">100%</text>"));
     assert_non_null(strstr(b.data, ">0%</text>"));
-    assert_null(strstr(b.data, ">110%</text>")); /* the fixed 0..1 range holds */
+    assert_null(strstr(b.data, ">110%</text>"));   /* the fixed 0..1 range holds */
     assert_non_null(strstr(b.data, ">80</text>")); /* right axis reaches the waiting peak */
     assert_non_null(strstr(b.data, "rotate(90)"));
     assert_non_null(strstr(b.data, ">requests</text>"));
@@ -194,16 +207,20 @@ static void hostile_strings(void **state)
 {
     (void)state;
     const char *evil = "\"><img src=x onerror=alert(1)><script>alert(2)</script>";
-    const double x[] = {1, 2}, y[] = {1, 2};
-    st_svg_series s = {.name = evil, .x = x, .y = y, .n = 2};
-    st_svg_ref ref = {1.5, 0, evil, -1};
-    st_svg_line_chart c = {.title = evil, .x = {evil, 0, NAN, NAN, 0, 0},
-                           .y = {evil, 0, NAN, NAN, 0, 0}, .series = &s, .n_series = 1,
-                           .refs = &ref, .n_refs = 1};
-    st_svg_bar bars[2] = {{evil, 3, evil, NULL, 0, 1}, {"b", NAN, NULL, evil, 1, 0}};
-    st_svg_bar_chart bc = {evil, 0, evil, bars, 2, 2, evil};
-    st_svg_sample_set set = {evil, y, 2, 0};
-    st_svg_dist_chart dc = {evil, 0, 0, {evil, 0, NAN, NAN, 0, 0}, &set, 1, &ref, 1, 1};
+    const double x[] = { 1, 2 }, y[] = { 1, 2 };
+    st_svg_series s = { .name = evil, .x = x, .y = y, .n = 2 };
+    st_svg_ref ref = { 1.5, 0, evil, -1 };
+    st_svg_line_chart c = { .title = evil,
+                            .x = { evil, 0, NAN, NAN, 0, 0 },
+                            .y = { evil, 0, NAN, NAN, 0, 0 },
+                            .series = &s,
+                            .n_series = 1,
+                            .refs = &ref,
+                            .n_refs = 1 };
+    st_svg_bar bars[2] = { { evil, 3, evil, NULL, 0, 1 }, { "b", NAN, NULL, evil, 1, 0 } };
+    st_svg_bar_chart bc = { evil, 0, evil, bars, 2, 2, evil };
+    st_svg_sample_set set = { evil, y, 2, 0 };
+    st_svg_dist_chart dc = { evil, 0, 0, { evil, 0, NAN, NAN, 0, 0 }, &set, 1, &ref, 1, 1 };
     st_buf b;
     st_buf_init(&b, 1 << 20);
     assert_int_equal(st_svg_line(&b, &c), 0);
@@ -221,12 +238,12 @@ static void bars_chart(void **state)
 {
     (void)state;
     st_svg_bar bars[4] = {
-        {"fp8-all", 5.77, "5.77 req/s", NULL, 5, 1},
-        {"baseline", 2.89, NULL, NULL, 0, 0},
-        {"fp8-ckpt", NAN, NULL, "none passed", 4, 0},
-        {"tp2", NAN, NULL, NULL, 6, 0},
+        { "fp8-all", 5.77, "5.77 req/s", NULL, 5, 1 },
+        { "baseline", 2.89, NULL, NULL, 0, 0 },
+        { "fp8-ckpt", NAN, NULL, "none passed", 4, 0 },
+        { "tp2", NAN, NULL, NULL, 6, 0 },
     };
-    st_svg_bar_chart c = {"Capacity", 540, "req/s", bars, 4, 2.89, "current"};
+    st_svg_bar_chart c = { "Capacity", 540, "req/s", bars, 4, 2.89, "current" };
     st_buf b;
     st_buf_init(&b, 1 << 20);
     assert_int_equal(st_svg_bars(&b, &c), 0);
@@ -267,9 +284,9 @@ static void cdf_and_histogram(void **state)
         v[i] = 100 + (i * 7919 % N) * 0.3; /* 100..1599.7, shuffled */
     v[17] = NAN;
     double copy17 = v[18];
-    st_svg_sample_set sets[2] = {{"TTFT a", v, N, 0}, {"empty", NULL, 0, 1}};
-    st_svg_ref slo = {1500, 0 /* vertical implied */, "SLO", -1};
-    st_svg_dist_chart c = {"TTFT", 560, 320, {"ms", 1, NAN, NAN, 0, 0}, sets, 2, &slo, 1, 1};
+    st_svg_sample_set sets[2] = { { "TTFT a", v, N, 0 }, { "empty", NULL, 0, 1 } };
+    st_svg_ref slo = { 1500, 0 /* vertical implied */, "SLO", -1 };
+    st_svg_dist_chart c = { "TTFT", 560, 320, { "ms", 1, NAN, NAN, 0, 0 }, sets, 2, &slo, 1, 1 };
     st_buf b;
     st_buf_init(&b, 1 << 20);
     assert_int_equal(st_svg_cdf(&b, &c), 0);
@@ -307,14 +324,15 @@ static void empty_and_degenerate(void **state)
     (void)state;
     st_buf b;
     st_buf_init(&b, 1 << 20);
-    st_svg_line_chart c = {.x = {NULL, 1, NAN, NAN, 0, 0}, .y = {NULL, 0, NAN, NAN, 0, 0}};
+    st_svg_line_chart c = { .x = { NULL, 1, NAN, NAN, 0, 0 }, .y = { NULL, 0, NAN, NAN, 0, 0 } };
     assert_int_equal(st_svg_line(&b, &c), 0);
     assert_svg_shape(b.data);
     /* one point, all equal values, negative values on a log axis */
-    const double x[] = {3}, y[] = {-5};
-    st_svg_series s = {.name = "one", .x = x, .y = y, .n = 1, .markers = 1};
-    st_svg_line_chart c2 = {.x = {NULL, 0, NAN, NAN, 0, 0}, .y = {NULL, 1, NAN, NAN, 0, 0},
-                            .series = &s, .n_series = 1};
+    const double x[] = { 3 }, y[] = { -5 };
+    st_svg_series s = { .name = "one", .x = x, .y = y, .n = 1, .markers = 1 };
+    st_svg_line_chart c2 = {
+        .x = { NULL, 0, NAN, NAN, 0, 0 }, .y = { NULL, 1, NAN, NAN, 0, 0 }, .series = &s, .n_series = 1
+    };
     st_buf_reset(&b);
     assert_int_equal(st_svg_line(&b, &c2), 0);
     assert_svg_shape(b.data);
@@ -324,11 +342,11 @@ static void empty_and_degenerate(void **state)
     assert_int_equal(st_svg_line(&b, &c2), 0);
     assert_svg_shape(b.data);
     assert_int_equal(count(b.data, "r=\"2.5\""), 1);
-    st_svg_bar_chart bc = {NULL, 0, NULL, NULL, 0, NAN, NULL};
+    st_svg_bar_chart bc = { NULL, 0, NULL, NULL, 0, NAN, NULL };
     st_buf_reset(&b);
     assert_int_equal(st_svg_bars(&b, &bc), 0);
     assert_svg_shape(b.data);
-    st_svg_dist_chart dc = {NULL, 0, 0, {NULL, 0, NAN, NAN, 0, 0}, NULL, 0, NULL, 0, 0};
+    st_svg_dist_chart dc = { NULL, 0, 0, { NULL, 0, NAN, NAN, 0, 0 }, NULL, 0, NULL, 0, 0 };
     st_buf_reset(&b);
     assert_int_equal(st_svg_cdf(&b, &dc), 0);
     assert_svg_shape(b.data);
@@ -341,13 +359,18 @@ static void empty_and_degenerate(void **state)
 static void inf_rate_slot(void **state)
 {
     (void)state;
-    const double x[] = {1, 2, 4, INFINITY}, y[] = {100, 200, 900, 5000};
-    const signed char pass[] = {1, 1, 0, 0};
-    st_svg_series s = {.name = "a", .x = x, .y = y, .n = 4, .pass = pass, .color = 0};
-    st_svg_ref ref = {1500, 0, "SLO", -1};
-    st_svg_line_chart c = {.width = 500, .height = 300, .x = {"rate", 1, NAN, NAN, 0, 0},
-                           .y = {"ms", 1, NAN, NAN, 0, 0}, .series = &s, .n_series = 1,
-                           .refs = &ref, .n_refs = 1};
+    const double x[] = { 1, 2, 4, INFINITY }, y[] = { 100, 200, 900, 5000 };
+    const signed char pass[] = { 1, 1, 0, 0 };
+    st_svg_series s = { .name = "a", .x = x, .y = y, .n = 4, .pass = pass, .color = 0 };
+    st_svg_ref ref = { 1500, 0, "SLO", -1 };
+    st_svg_line_chart c = { .width = 500,
+                            .height = 300,
+                            .x = { "rate", 1, NAN, NAN, 0, 0 },
+                            .y = { "ms", 1, NAN, NAN, 0, 0 },
+                            .series = &s,
+                            .n_series = 1,
+                            .refs = &ref,
+                            .n_refs = 1 };
     st_buf b;
     st_buf_init(&b, 1 << 20);
     assert_int_equal(st_svg_line(&b, &c), 0);

@@ -8,8 +8,13 @@
 static void synth_lengths_prefix_and_ids(void **state)
 {
     (void)state;
-    st_synth_params p = { .input_len = 1000, .output_len = 100, .range_ratio = 0.2, .prefix_len = 600,
-                          .num_requests = 500, .seed = 1, .vocab_size = 5000 };
+    st_synth_params p = { .input_len = 1000,
+                          .output_len = 100,
+                          .range_ratio = 0.2,
+                          .prefix_len = 600,
+                          .num_requests = 500,
+                          .seed = 1,
+                          .vocab_size = 5000 };
     st_workload w;
     char err[256];
     assert_int_equal(st_workload_synthetic(&p, &w, err, sizeof err), 0);
@@ -41,8 +46,9 @@ static void synth_lengths_prefix_and_ids(void **state)
 static void synth_reproducible(void **state)
 {
     (void)state;
-    st_synth_params p = { .input_len = 64, .output_len = 8, .range_ratio = 0.5, .prefix_len = 16,
-                          .num_requests = 50, .seed = 77 };
+    st_synth_params p = {
+        .input_len = 64, .output_len = 8, .range_ratio = 0.5, .prefix_len = 16, .num_requests = 50, .seed = 77
+    };
     st_workload a, b, c;
     char err[256];
     assert_int_equal(st_workload_synthetic(&p, &a, err, sizeof err), 0);
@@ -141,12 +147,13 @@ static void text_from_ids(void **state)
 static void trace_parse_good(void **state)
 {
     (void)state;
-    const char *t = "# a comment\n"
-                    "{\"timestamp\": 10.0, \"input_tokens\": 50, \"output_tokens\": 7, \"prefix_group\": 3, \"prefix_len\": 20}\n"
-                    "\n"
-                    "{\"timestamp\": 10.5, \"input_ids\": [1,2,3], \"output_tokens\": 2}\r\n"
-                    "{\"timestamp\": 12.25, \"text\": \"hi \\\"you\\\" there\", \"output_tokens\": 1}\n"
-                    "{\"timestamp\": 12.25, \"input_tokens\": 30, \"output_tokens\": 9, \"prefix_group\": 3, \"prefix_len\": 25}";
+    const char *t =
+        "# a comment\n"
+        "{\"timestamp\": 10.0, \"input_tokens\": 50, \"output_tokens\": 7, \"prefix_group\": 3, \"prefix_len\": 20}\n"
+        "\n"
+        "{\"timestamp\": 10.5, \"input_ids\": [1,2,3], \"output_tokens\": 2}\r\n"
+        "{\"timestamp\": 12.25, \"text\": \"hi \\\"you\\\" there\", \"output_tokens\": 1}\n"
+        "{\"timestamp\": 12.25, \"input_tokens\": 30, \"output_tokens\": 9, \"prefix_group\": 3, \"prefix_len\": 25}";
     st_workload w;
     char err[256];
     assert_int_equal(st_workload_trace_parse(t, strlen(t), "t.jsonl", &w, err, sizeof err), 0);
@@ -197,19 +204,23 @@ static void trace_parse_errors(void **state)
     expect_trace_error("{\"input_tokens\": 5, \"output_tokens\": 1}\n{\"input_tokens\": 5}\n",
                        "bad.jsonl:2: output_tokens is required");
     expect_trace_error("\n\n{\"input_tokens\": 5, \"output_tokens\": 1,}\n", "bad.jsonl:3: invalid JSON");
-    expect_trace_error("{\"input_tokens\": 5, \"output_tokens\": 1, \"max_tokens\": 3}", "bad.jsonl:1: unknown key \"max_tokens\"");
+    expect_trace_error("{\"input_tokens\": 5, \"output_tokens\": 1, \"max_tokens\": 3}",
+                       "bad.jsonl:1: unknown key \"max_tokens\"");
     expect_trace_error("{\"output_tokens\": 1}", "bad.jsonl:1: the input is missing");
     expect_trace_error("{\"input_ids\": [1,2], \"text\": \"x\", \"output_tokens\": 1}", "not both");
     expect_trace_error("{\"input_ids\": [1,-2], \"output_tokens\": 1}", "input_ids[1]");
     expect_trace_error("{\"input_ids\": [1,2], \"input_tokens\": 3, \"output_tokens\": 1}", "differs");
     expect_trace_error("{\"input_tokens\": 0, \"output_tokens\": 1}", "input_tokens must be in");
     expect_trace_error("{\"input_tokens\": 5, \"output_tokens\": 1.5}", "output_tokens must be an integer");
-    expect_trace_error("{\"input_tokens\": 5, \"output_tokens\": 1, \"prefix_group\": 1, \"prefix_len\": 6}", "exceeds");
+    expect_trace_error("{\"input_tokens\": 5, \"output_tokens\": 1, \"prefix_group\": 1, \"prefix_len\": 6}",
+                       "exceeds");
     expect_trace_error("{\"input_tokens\": 5, \"output_tokens\": 1, \"prefix_len\": 2}", "needs a prefix_group");
     expect_trace_error("{\"timestamp\": 2, \"input_tokens\": 5, \"output_tokens\": 1}\n"
-                       "{\"timestamp\": 1, \"input_tokens\": 5, \"output_tokens\": 1}", "bad.jsonl:2: timestamp 1 is earlier");
+                       "{\"timestamp\": 1, \"input_tokens\": 5, \"output_tokens\": 1}",
+                       "bad.jsonl:2: timestamp 1 is earlier");
     expect_trace_error("{\"timestamp\": 2, \"input_tokens\": 5, \"output_tokens\": 1}\n"
-                       "{\"input_tokens\": 5, \"output_tokens\": 1}", "bad.jsonl:2: timestamp missing");
+                       "{\"input_tokens\": 5, \"output_tokens\": 1}",
+                       "bad.jsonl:2: timestamp missing");
     expect_trace_error("{\"timestamp\": -1, \"input_tokens\": 5, \"output_tokens\": 1}", "non-negative");
     expect_trace_error("[1,2]", "expected a JSON object");
     expect_trace_error("# only a comment\n\n", "holds no requests");

@@ -1,4 +1,4 @@
-#include "engine/api.h"
+#include "load/api.h"
 
 #include <string.h>
 
@@ -23,10 +23,7 @@ int st_api_from_name(const char *name, st_api_kind *out)
     return -1;
 }
 
-const char *st_api_name(st_api_kind k)
-{
-    return ((unsigned)k < 5) ? api_names[k] : "unknown";
-}
+const char *st_api_name(st_api_kind k) { return ((unsigned)k < 5) ? api_names[k] : "unknown"; }
 
 const char *st_api_path(st_api_kind k, int stream)
 {
@@ -40,15 +37,9 @@ const char *st_api_path(st_api_kind k, int stream)
     return "/";
 }
 
-int st_api_sends_done(st_api_kind k)
-{
-    return k == ST_API_COMPLETIONS || k == ST_API_CHAT || k == ST_API_SGLANG;
-}
+int st_api_sends_done(st_api_kind k) { return k == ST_API_COMPLETIONS || k == ST_API_CHAT || k == ST_API_SGLANG; }
 
-int st_api_takes_ids(st_api_kind k)
-{
-    return k == ST_API_COMPLETIONS || k == ST_API_LLAMACPP || k == ST_API_SGLANG;
-}
+int st_api_takes_ids(st_api_kind k) { return k == ST_API_COMPLETIONS || k == ST_API_LLAMACPP || k == ST_API_SGLANG; }
 
 /* ---- request bodies ---------------------------------------------------------------- */
 
@@ -72,7 +63,7 @@ static int put_ids(st_buf *b, const uint32_t *ids, uint32_t n)
 {
     /* Reserve the worst case once (10 digits + comma each) when it fits the maximum. */
     size_t worst = (size_t)n * 11 + 2;
-    if (worst <= b->max - b->len)
+    if (st_buf_fits(b, worst))
         (void)st_buf_reserve(b, worst);
     if (st_buf_append(b, "[", 1) < 0)
         return -1;
@@ -137,8 +128,10 @@ int st_api_build_body(st_api_kind k, const char *model, const st_work_item *it, 
         rc |= put_model(out, model);
         rc |= st_buf_puts(out, "\"messages\":[{\"role\":\"user\",\"content\":");
         rc |= put_text(out, it);
-        rc |= st_buf_printf(out, "}],\"max_completion_tokens\":%u,\"max_tokens\":%u,\"min_tokens\":%u,"
-                                 "\"ignore_eos\":true,\"stream\":%s", n, n, n, tf);
+        rc |= st_buf_printf(out,
+                            "}],\"max_completion_tokens\":%u,\"max_tokens\":%u,\"min_tokens\":%u,"
+                            "\"ignore_eos\":true,\"stream\":%s",
+                            n, n, n, tf);
         if (stream)
             rc |= st_buf_puts(out, ",\"stream_options\":{\"include_usage\":true}");
         rc |= st_buf_append(out, "}", 1);
@@ -162,21 +155,19 @@ int st_api_build_body(st_api_kind k, const char *model, const st_work_item *it, 
             rc |= st_buf_puts(out, "\"text\":");
             rc |= put_text(out, it);
         }
-        rc |= st_buf_printf(out, ",\"sampling_params\":{\"max_new_tokens\":%u,\"min_new_tokens\":%u,"
-                                 "\"ignore_eos\":true},\"stream\":%s}", n, n, tf);
+        rc |= st_buf_printf(out,
+                            ",\"sampling_params\":{\"max_new_tokens\":%u,\"min_new_tokens\":%u,"
+                            "\"ignore_eos\":true},\"stream\":%s}",
+                            n, n, tf);
         break;
-    default:
-        return -1;
+    default: return -1;
     }
     return rc ? -1 : 0;
 }
 
 /* ---- responses and stream events ------------------------------------------------- */
 
-void st_api_event_reset(st_api_event *ev)
-{
-    memset(ev, 0, sizeof *ev);
-}
+void st_api_event_reset(st_api_event *ev) { memset(ev, 0, sizeof *ev); }
 
 static void begin_event(st_api_event *ev)
 {
@@ -185,19 +176,32 @@ static void begin_event(st_api_event *ev)
     ev->cum_tokens = cum;
 }
 
-static void set_err(st_api_event *ev, const char *msg)
-{
-    st_strlcpy(ev->error, msg, sizeof ev->error);
-}
+static void set_err(st_api_event *ev, const char *msg) { st_strlcpy(ev->error, msg, sizeof ev->error); }
 
 /* The top-level keys any API's event may carry, read in one pass over the object. */
-enum { F_ERROR, F_OBJECT, F_MESSAGE, F_ERROR_TYPE, F_CHOICES, F_USAGE, F_TOKEN, F_GENERATED_TEXT,
-       F_DETAILS, F_CONTENT, F_STOP, F_TEXT, F_META_INFO, F_TOKENS_PREDICTED, F_TOKENS_EVALUATED,
-       F_TIMINGS, F__COUNT };
+enum {
+    F_ERROR,
+    F_OBJECT,
+    F_MESSAGE,
+    F_ERROR_TYPE,
+    F_CHOICES,
+    F_USAGE,
+    F_TOKEN,
+    F_GENERATED_TEXT,
+    F_DETAILS,
+    F_CONTENT,
+    F_STOP,
+    F_TEXT,
+    F_META_INFO,
+    F_TOKENS_PREDICTED,
+    F_TOKENS_EVALUATED,
+    F_TIMINGS,
+    F__COUNT
+};
 static const char *const root_keys[F__COUNT] = {
-    "error", "object", "message", "error_type", "choices", "usage", "token", "generated_text",
-    "details", "content", "stop", "text", "meta_info", "tokens_predicted", "tokens_evaluated",
-    "timings",
+    "error",     "object",           "message",          "error_type", "choices", "usage",
+    "token",     "generated_text",   "details",          "content",    "stop",    "text",
+    "meta_info", "tokens_predicted", "tokens_evaluated", "timings",
 };
 
 /* The fields each API reads (fewer keys to compare per member on the hot path). */
@@ -205,8 +209,8 @@ static const signed char api_fields[5][9] = {
     [ST_API_COMPLETIONS] = { F_ERROR, F_OBJECT, F_MESSAGE, F_CHOICES, F_USAGE, -1 },
     [ST_API_CHAT] = { F_ERROR, F_OBJECT, F_MESSAGE, F_CHOICES, F_USAGE, -1 },
     [ST_API_TGI] = { F_ERROR, F_OBJECT, F_MESSAGE, F_ERROR_TYPE, F_TOKEN, F_GENERATED_TEXT, F_DETAILS, -1 },
-    [ST_API_LLAMACPP] = { F_ERROR, F_OBJECT, F_MESSAGE, F_CONTENT, F_STOP, F_TOKENS_PREDICTED,
-                          F_TOKENS_EVALUATED, F_TIMINGS, -1 },
+    [ST_API_LLAMACPP] = { F_ERROR, F_OBJECT, F_MESSAGE, F_CONTENT, F_STOP, F_TOKENS_PREDICTED, F_TOKENS_EVALUATED,
+                          F_TIMINGS, -1 },
     [ST_API_SGLANG] = { F_ERROR, F_OBJECT, F_MESSAGE, F_TEXT, F_META_INFO, -1 },
 };
 
@@ -488,9 +492,7 @@ static int parse_common(st_api_kind k, const char *data, size_t len, st_api_even
         if (read_sglang(f, ev, streaming))
             return 0;
         break;
-    default:
-        set_err(ev, "unknown API");
-        return -1;
+    default: set_err(ev, "unknown API"); return -1;
     }
     return 0;
 }
@@ -544,8 +546,8 @@ void st_api_error_message(const char *body, size_t len, char *msg, size_t cap)
             extract_error(f, msg, cap))
             return;
         /* FastAPI / Starlette: {"detail": "..."} */
-        if (root.type == ST_JSON_OBJECT && st_json_obj_get(&root, "detail", 6, &d) == 0 &&
-            d.type == ST_JSON_STRING && st_json_str(&d, msg, cap, NULL) >= 0)
+        if (root.type == ST_JSON_OBJECT && st_json_obj_get(&root, "detail", 6, &d) == 0 && d.type == ST_JSON_STRING &&
+            st_json_str(&d, msg, cap, NULL) >= 0)
             return;
         if (root.type == ST_JSON_OBJECT && st_json_str_nonempty(&f[F_MESSAGE]) &&
             st_json_str(&f[F_MESSAGE], msg, cap, NULL) >= 0)

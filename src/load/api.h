@@ -63,11 +63,13 @@ int st_api_takes_ids(st_api_kind k);
 int st_api_build_body(st_api_kind k, const char *model, const st_work_item *it, int stream, st_buf *out);
 
 typedef struct st_api_event {
-    uint32_t tokens;       /* output tokens this event carries (0 for role-only / usage-only chunks) */
-    int finished;          /* a finish_reason / final event was seen */
-    int done;              /* the terminal marker ("[DONE]") */
-    int has_usage; uint32_t usage_prompt, usage_completion, usage_cached;
-    int is_error; char error[256];
+    uint32_t tokens; /* output tokens this event carries (0 for role-only / usage-only chunks) */
+    int finished;    /* a finish_reason / final event was seen */
+    int done;        /* the terminal marker ("[DONE]") */
+    int has_usage;
+    uint32_t usage_prompt, usage_completion, usage_cached;
+    int is_error;
+    char error[256];
     /* Carried across the events of one stream: the running total of tokens counted so far
      * (the sum of tokens). st_api_parse_event resets every other field and keeps this one,
      * so keep one st_api_event per request and zero it (st_api_event_reset) before the

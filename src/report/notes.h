@@ -12,8 +12,8 @@
  * A note names its configuration (or none, for the whole audit) and the rates it concerns,
  * says what it found in one or two plain sentences, and carries the numbers behind it as
  * evidence (key/value pairs). */
-#ifndef ST_AUDIT_NOTES_H
-#define ST_AUDIT_NOTES_H
+#ifndef ST_REPORT_NOTES_H
+#define ST_REPORT_NOTES_H
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,6 +29,8 @@ const char *st_note_sev_name(st_note_sev s);
 
 #define ST_NOTE_RATES_MAX 32
 #define ST_NOTE_EVIDENCE_MAX 16
+/* The longest text of one note (bytes). */
+#define ST_NOTE_TEXT_MAX (1u << 14)
 
 typedef struct st_note_evidence {
     char key[64]; /* e.g. "tpot_p95_ms", "gain:fp8-ckpt" */
@@ -37,14 +39,14 @@ typedef struct st_note_evidence {
 
 typedef struct st_note {
     st_note_sev sev;
-    const char *kind;  /* stable short name (static), e.g. "decode_anomaly" */
-    char *config;      /* the configuration concerned (owned), or NULL: the whole audit */
+    const char *kind;                /* stable short name (static), e.g. "decode_anomaly" */
+    char *config;                    /* the configuration concerned (owned), or NULL: the whole audit */
     double rates[ST_NOTE_RATES_MAX]; /* offered req/s concerned, increasing; INFINITY for inf */
     int n_rates;
-    char *text;        /* one or two plain sentences (owned); does not repeat the config name */
+    char *text; /* one or two plain sentences (owned); does not repeat the config name */
     st_note_evidence ev[ST_NOTE_EVIDENCE_MAX];
     int n_ev;
-    char *detail;      /* e.g. the engine's log tail (owned), or NULL */
+    char *detail; /* e.g. the engine's log tail (owned), or NULL */
 } st_note;
 
 typedef struct st_notes {
@@ -63,37 +65,37 @@ typedef struct st_notes_run {
     /* records (warm-up excluded) */
     uint32_t n_records;
     uint32_t by_status[ST_REQ__COUNT];
-    int first_http[ST_REQ__COUNT];              /* HTTP status of the first of each status */
-    char first_error[ST_REQ__COUNT][ST_NOTES_ERR_MAX]; /* its error message, one line */
-    uint32_t tokens_checked;   /* ok requests that asked for a number of output tokens */
-    uint32_t tokens_short, tokens_long; /* of them: fewer / more than asked */
-    uint32_t tokens_usage;     /* of them: the count came from the server's usage report */
+    int first_http[ST_REQ__COUNT];                         /* HTTP status of the first of each status */
+    char first_error[ST_REQ__COUNT][ST_NOTES_ERR_MAX];     /* its error message, one line */
+    uint32_t tokens_checked;                               /* ok requests that asked for a number of output tokens */
+    uint32_t tokens_short, tokens_long;                    /* of them: fewer / more than asked */
+    uint32_t tokens_usage;                                 /* of them: the count came from the server's usage report */
     double tokens_asked_mismatched, tokens_got_mismatched; /* sums over the mismatched ones */
-    double lag_p99_ms;         /* client send lag (sent - scheduled), NAN: none */
+    double lag_p99_ms;                                     /* client send lag (sent - scheduled), NAN: none */
 
     /* /metrics samples, one "scrape" = the samples sharing a time */
     uint32_t scrapes;
-    uint32_t kv_scrapes, kv_high;    /* scrapes with KV usage; of them >= ST_NOTES_KV_HIGH */
-    double kv_max;                   /* NAN: not exposed */
-    double preempt_delta;            /* counter increase over the run, NAN: not exposed */
-    uint32_t preempt_steps;          /* scrape intervals in which the counter rose */
+    uint32_t kv_scrapes, kv_high;      /* scrapes with KV usage; of them >= ST_NOTES_KV_HIGH */
+    double kv_max;                     /* NAN: not exposed */
+    double preempt_delta;              /* counter increase over the run, NAN: not exposed */
+    uint32_t preempt_steps;            /* scrape intervals in which the counter rose */
     uint32_t rw_scrapes, wait_scrapes; /* scrapes with running and waiting; of them waiting >=
                                           ST_NOTES_QUEUE */
-    double running_max_waiting;      /* max running among the waiting scrapes (NAN: none) */
-    double kv_max_waiting;           /* max KV usage among them (NAN: none / not exposed) */
+    double running_max_waiting;        /* max running among the waiting scrapes (NAN: none) */
+    double kv_max_waiting;             /* max KV usage among them (NAN: none / not exposed) */
     double waiting_max;
     double prefix_hits, prefix_queries; /* counter increases (tokens), NAN: not exposed */
 
     /* the engine's TTFT histogram (first to last scrape that had it) against the client's */
     int has_ttft_hist;
-    double hist_t0, hist_t1;         /* seconds from the run's start */
-    st_prom_hist ttft_delta;         /* per-run histogram (seconds) */
+    double hist_t0, hist_t1; /* seconds from the run's start */
+    st_prom_hist ttft_delta; /* per-run histogram (seconds) */
     double engine_ttft_p50_ms, engine_ttft_p95_ms;
-    double engine_p95_lo_ms, engine_p95_hi_ms; /* the bucket holding the engine's p95 */
-    uint32_t client_n;               /* requests whose first token fell in (hist_t0, hist_t1] */
+    double engine_p95_lo_ms, engine_p95_hi_ms;     /* the bucket holding the engine's p95 */
+    uint32_t client_n;                             /* requests whose first token fell in (hist_t0, hist_t1] */
     double client_ttft_p50_ms, client_ttft_p95_ms; /* from the request's send (client lag excluded) */
-    double client_sched_ttft_p95_ms; /* from its scheduled time (as the SLO measures) */
-    double cdf_gap;                  /* max over the finite bounds of |F_client - F_engine| */
+    double client_sched_ttft_p95_ms;               /* from its scheduled time (as the SLO measures) */
+    double cdf_gap;                                /* max over the finite bounds of |F_client - F_engine| */
 } st_notes_run;
 
 /* KV cache usage at or above this fraction counts as high. */
@@ -102,11 +104,11 @@ typedef struct st_notes_run {
 #define ST_NOTES_QUEUE 2
 
 /* Digests a run: recs / samples may be NULL with a count of 0. Sample names are the generic
- * ones (engine/metrics.h) plus the TTFT histogram that engine/metrics_scrape.h stores
+ * ones (engine/metrics.h) plus the TTFT histogram that engine/metrics.h stores
  * ("ttft_le_NN", "ttft_cum_NN", "ttft_count", "ttft_sum"). Sample times and record times are
  * from the same run start (record times in ns, sample times in s). */
-void st_notes_run_digest(const st_record *recs, uint32_t n_recs, const st_metric_sample *samples,
-                         uint32_t n_samples, st_notes_run *out);
+void st_notes_run_digest(const st_record *recs, uint32_t n_recs, const st_metrics_sample *samples, uint32_t n_samples,
+                         st_notes_run *out);
 
 /* Builds the notes of a loaded report (struct st_report, report/report.h; each configuration's
  * `digest` array may be NULL). 0, or -1 when out of memory (out holds what was built). */

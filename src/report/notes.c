@@ -1,5 +1,5 @@
-/* The notes and the metrics diagnosis (audit/notes.h); triggers and wording in docs/notes.md. */
-#include "audit/notes.h"
+/* The notes and the metrics diagnosis (report/notes.h); triggers and wording in docs/notes.md. */
+#include "report/notes.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -139,10 +139,7 @@ typedef struct digest_acc {
     st_prom_hist h0, h1;
 } digest_acc;
 
-static double maxn(double a, double b)
-{
-    return isnan(a) || b > a ? b : a;
-}
+static double maxn(double a, double b) { return isnan(a) || b > a ? b : a; }
 
 static void scrape_finish(digest_acc *a, const scrape *s)
 {
@@ -200,8 +197,8 @@ static void one_line(char *dst, size_t cap, const char *src)
         memcpy(dst + cap - 4, "...", 4);
 }
 
-void st_notes_run_digest(const st_record *recs, uint32_t n_recs, const st_metric_sample *samples,
-                         uint32_t n_samples, st_notes_run *out)
+void st_notes_run_digest(const st_record *recs, uint32_t n_recs, const st_metrics_sample *samples, uint32_t n_samples,
+                         st_notes_run *out)
 {
     memset(out, 0, sizeof *out);
     out->lag_p99_ms = out->kv_max = out->preempt_delta = out->running_max_waiting = NAN;
@@ -233,8 +230,8 @@ void st_notes_run_digest(const st_record *recs, uint32_t n_recs, const st_metric
             out->prefix_hits = a.ph1 - a.ph0;
             out->prefix_queries = a.pq1 - a.pq0;
         }
-        if (a.have_h0 && out->hist_t1 > out->hist_t0 &&
-            st_prom_hist_delta(&a.h0, &a.h1, &out->ttft_delta) == 0 && out->ttft_delta.total > 0) {
+        if (a.have_h0 && out->hist_t1 > out->hist_t0 && st_prom_hist_delta(&a.h0, &a.h1, &out->ttft_delta) == 0 &&
+            out->ttft_delta.total > 0) {
             out->has_ttft_hist = 1;
             out->engine_ttft_p50_ms = st_prom_hist_quantile(&out->ttft_delta, 0.50) * 1000;
             out->engine_ttft_p95_ms = st_prom_hist_quantile(&out->ttft_delta, 0.95) * 1000;
@@ -253,8 +250,7 @@ void st_notes_run_digest(const st_record *recs, uint32_t n_recs, const st_metric
     if (!recs || !n_recs)
         return;
     out->has_records = 1;
-    double *lag = malloc(sizeof *lag * n_recs), *cs = malloc(sizeof *cs * n_recs),
-           *cq = malloc(sizeof *cq * n_recs);
+    double *lag = malloc(sizeof *lag * n_recs), *cs = malloc(sizeof *cs * n_recs), *cq = malloc(sizeof *cq * n_recs);
     uint32_t nl = 0, nc = 0;
     for (uint32_t i = 0; i < n_recs; i++) {
         const st_record *r = &recs[i];
@@ -323,7 +319,9 @@ typedef struct ctx {
 
 static st_note *add(ctx *x, st_note_sev sev, const char *kind, const char *config)
 {
-    st_note *n = NULL; /* a text cut at the buffer's maximum (16 KiB) is kept as it is */
+    st_note *n = NULL;
+    if (st_buf_error(&x->b))
+        x->oom = 1; /* a note's text past ST_NOTE_TEXT_MAX: the notes fail, never a cut note */
     if (!x->oom && x->out->n == x->out->cap) {
         int nc = x->out->cap ? x->out->cap * 2 : 16;
         st_note *nv = realloc(x->out->v, sizeof *nv * (size_t)nc);
@@ -411,20 +409,11 @@ static void rate_s(st_buf *b, double rate)
     st_buf_puts(b, t);
 }
 
-static int verdict_is(const st_run_row *w, const char *v)
-{
-    return w->verdict && !strcmp(w->verdict, v);
-}
+static int verdict_is(const st_run_row *w, const char *v) { return w->verdict && !strcmp(w->verdict, v); }
 
-static int measured(const st_run_row *w)
-{
-    return verdict_is(w, "pass") || verdict_is(w, "fail");
-}
+static int measured(const st_run_row *w) { return verdict_is(w, "pass") || verdict_is(w, "fail"); }
 
-static const st_notes_run *digest_of(const st_rep_cfg *c, int j)
-{
-    return c->digest ? &c->digest[j] : NULL;
-}
+static const st_notes_run *digest_of(const st_rep_cfg *c, int j) { return c->digest ? &c->digest[j] : NULL; }
 
 static void slo_term_name(st_buf *b, const st_slo_term *t)
 {
@@ -565,10 +554,7 @@ static void status_notes(ctx *x, const st_rep_cfg *c)
 
 /* ---- capacity shape: warm-up, non-monotonic, highest rate passed ------------------------- */
 
-static int in_cap(const st_report *r, const st_run_row *w)
-{
-    return r->refine || w->grid;
-}
+static int in_cap(const st_report *r, const st_run_row *w) { return r->refine || w->grid; }
 
 static void capacity_notes(ctx *x, const st_rep_cfg *c)
 {
@@ -650,7 +636,8 @@ static void capacity_notes(ctx *x, const st_rep_cfg *c)
         st_buf_puts(b, " s to finish: that run measured how a burst is absorbed, not a rate the server sustains. "
                        "The delivered ");
         num(b, cw->delivered_rps);
-        st_buf_puts(b, " req/s is the better guide; for a sustained verdict use more requests per rate or lower rates.");
+        st_buf_puts(b,
+                    " req/s is the better guide; for a sustained verdict use more requests per rate or lower rates.");
         st_note *n = add(x, ST_NOTE_WARN, "burst_not_sustained", c->name);
         add_rate(n, cw->rate);
         add_ev(n, "arrivals_s", arrivals_s);
@@ -698,8 +685,7 @@ static double others_tpot(const st_report *r, int self, double rate, int *n_out,
         double bd = 0;
         for (int j = 0; j < o->n_runs; j++) {
             const st_run_row *w = &o->runs[j];
-            if (!measured(w) || w->stopped_early || !isfinite(w->rate) || !(w->rate > 0) ||
-                !isfinite(w->tpot_p95_ms))
+            if (!measured(w) || w->stopped_early || !isfinite(w->rate) || !(w->rate > 0) || !isfinite(w->tpot_p95_ms))
                 continue;
             double d = fabs(log(w->rate / rate));
             if (!best || d < bd) {
@@ -756,8 +742,7 @@ static void decode_anomaly(ctx *x, int self)
     double m_low = others_tpot(r, self, low->rate, &no_low, &mx_low);
     /* far above the others at its lowest rate (their median and each of them), still above their
      * median at every comparable rate, and flat */
-    if (!no_low || !(lt > DECODE_RATIO * m_low) || !(lt > DECODE_ALL * mx_low) ||
-        !(min_ratio > 1))
+    if (!no_low || !(lt > DECODE_RATIO * m_low) || !(lt > DECODE_ALL * mx_low) || !(min_ratio > 1))
         return;
     if (!(hi <= DECODE_FLAT * lt))
         return;
@@ -1077,7 +1062,8 @@ static uint32_t default_max_num_seqs(const st_report *r, const st_strv *flags)
     if (!gpu)
         gpu = r->spec.hardware.gpu;
     /* vLLM's default class: >= 70 GiB and not an A100 */
-    static const char *const large[] = { "H100", "H200", "H20", "B200", "B100", "GB200", "GH200", "MI300", "MI325", "MI355" };
+    static const char *const large[] = { "H100",  "H200",  "H20",   "B200",  "B100",
+                                         "GB200", "GH200", "MI300", "MI325", "MI355" };
     for (size_t i = 0; gpu && i < sizeof large / sizeof *large; i++)
         if (strstr(gpu, large[i]))
             return 1024;
@@ -1162,7 +1148,8 @@ static void diagnosis(ctx *x, const st_rep_cfg *c)
         st_buf_printf(b, "%.2f", d->kv_max);
         st_buf_printf(b, ") while preemptions climbed (+%.0f): the KV cache is the limit: ", d->preempt_delta);
         if (!vl)
-            st_buf_puts(b, "reduce the context length or the number of concurrent sequences, or quantize the KV cache.");
+            st_buf_puts(b,
+                        "reduce the context length or the number of concurrent sequences, or quantize the KV cache.");
         else if (kv_fp8)
             st_buf_puts(b, "reduce --max-model-len or --max-num-seqs (the KV cache is already fp8).");
         else
@@ -1268,8 +1255,9 @@ static void diagnosis(ctx *x, const st_rep_cfg *c)
         dr_text(b, &tk);
         st_buf_printf(b, " req/s the output token counts differ from what was requested: at ");
         rate_s(b, c->runs[tk.first].rate);
-        st_buf_printf(b, " req/s %u of %u completed requests (%u fewer, %u more), %.0f tokens on average against "
-                         "%.0f asked (counts %s). TPOT and output throughput use the delivered counts.",
+        st_buf_printf(b,
+                      " req/s %u of %u completed requests (%u fewer, %u more), %.0f tokens on average against "
+                      "%.0f asked (counts %s). TPOT and output throughput use the delivered counts.",
                       mis, d->tokens_checked, d->tokens_short, d->tokens_long, d->tokens_got_mismatched / mis,
                       d->tokens_asked_mismatched / mis,
                       d->tokens_usage == d->tokens_checked ? "from the server's usage"
@@ -1337,7 +1325,7 @@ int st_notes_build(const st_report *r, st_notes *out)
 {
     memset(out, 0, sizeof *out);
     ctx x = { .r = r, .out = out };
-    st_buf_init(&x.b, 1 << 14);
+    st_buf_init(&x.b, ST_NOTE_TEXT_MAX);
     atoms *all = calloc((size_t)(r->n_cfg > 0 ? r->n_cfg : 1), sizeof *all);
     if (!all) {
         st_buf_free(&x.b);

@@ -1,0 +1,25 @@
+#include "core/strv.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void st_strv_free(st_strv *v)
+{
+    for (int i = 0; i < v->n; i++)
+        free(v->v[i]);
+    free(v->v);
+    v->v = NULL;
+    v->n = 0;
+}
+
+int st_strv_push(st_strv *v, const char *s)
+{
+    char **nv = realloc(v->v, sizeof(char *) * (size_t)(v->n + 1));
+    if (!nv)
+        return -1;
+    v->v = nv;
+    if (!(v->v[v->n] = strdup(s)))
+        return -1;
+    v->n++;
+    return 0;
+}
