@@ -16,9 +16,9 @@
 #include "engine/gguf.h"
 #include "engine/modelgen.h"
 
-#define VOCAB_MAX_BYTES ((size_t)64 << 20) /* the shipped vocab-only files are under 8 MB */
+#define VOCAB_MAX_BYTES ((size_t)64 << 20)   /* the shipped vocab-only files are under 8 MB */
 #define SHOW_PREFIX_BYTES ((size_t)64 << 20) /* --show reads the header from this much of a file */
-#define SHOW_MAX_KEYS 40                   /* --show lists this many scalar keys at most */
+#define SHOW_MAX_KEYS 40                     /* --show lists this many scalar keys at most */
 
 static void help(const st_opt *opts)
 {
@@ -80,8 +80,12 @@ static void show_value(const st_gguf_value *v)
         printf("%.*s%s", v->str_len > 80 ? 80 : (int)v->str_len, v->str, v->str_len > 80 ? "..." : "");
         break;
     case ST_GGUF_ARR: printf("[%" PRIu64 " elements]", v->n); break;
-    case ST_GGUF_F32: case ST_GGUF_F64: printf("%g", v->f); break;
-    case ST_GGUF_I8: case ST_GGUF_I16: case ST_GGUF_I32: case ST_GGUF_I64: printf("%" PRId64, v->i); break;
+    case ST_GGUF_F32:
+    case ST_GGUF_F64: printf("%g", v->f); break;
+    case ST_GGUF_I8:
+    case ST_GGUF_I16:
+    case ST_GGUF_I32:
+    case ST_GGUF_I64: printf("%" PRId64, v->i); break;
     default: printf("%" PRIu64, v->u); break;
     }
 }
@@ -129,10 +133,7 @@ static int show(const char *path)
     return ST_EXIT_OK;
 }
 
-static int sink_file(void *ctx, const void *p, size_t n)
-{
-    return fwrite(p, 1, n, ctx) == n ? 0 : -1;
-}
+static int sink_file(void *ctx, const void *p, size_t n) { return fwrite(p, 1, n, ctx) == n ? 0 : -1; }
 
 int cmd_gguf(int argc, char **argv)
 {
@@ -144,10 +145,13 @@ int cmd_gguf(int argc, char **argv)
     const st_opt opts[] = {
         { "arch", 0, ST_OPT_STR, &arch, "ARCH", "llama or qwen2", 0, 0, 0 },
         { "size", 0, ST_OPT_STR, &size, "SIZE", "a preset of that architecture (see below), e.g. 30M", 0, 0, 0 },
-        { "vocab", 0, ST_OPT_STR, &vocab_path, "FILE", "a GGUF file with the tokenizer (tokenizer.* keys are copied)", 0, 0, 0 },
-        { "output", 'o', ST_OPT_STR, &out, "FILE", "where to write the model (written to FILE.tmp, then renamed)", 0, 0, 0 },
+        { "vocab", 0, ST_OPT_STR, &vocab_path, "FILE", "a GGUF file with the tokenizer (tokenizer.* keys are copied)",
+          0, 0, 0 },
+        { "output", 'o', ST_OPT_STR, &out, "FILE", "where to write the model (written to FILE.tmp, then renamed)", 0, 0,
+          0 },
         { "seed", 0, ST_OPT_LONG, &seed, "N", "seed of the weights (1)", 0, 9.0e18, 0 },
-        { "type", 0, ST_OPT_STR, &type, "TYPE", "f16 or f32 for the 2-D weights (f16); norms and biases are f32", 0, 0, 0 },
+        { "type", 0, ST_OPT_STR, &type, "TYPE", "f16 or f32 for the 2-D weights (f16); norms and biases are f32", 0, 0,
+          0 },
         { "n-embd", 0, ST_OPT_LONG, &n_embd, "N", "override: embedding length", 1, ST_MG_MAX_EMBD, 0 },
         { "n-layer", 0, ST_OPT_LONG, &n_layer, "N", "override: number of blocks", 1, ST_MG_MAX_LAYER, 0 },
         { "n-head", 0, ST_OPT_LONG, &n_head, "N", "override: attention heads", 1, ST_MG_MAX_HEAD, 0 },
@@ -156,9 +160,11 @@ int cmd_gguf(int argc, char **argv)
         { "ctx", 0, ST_OPT_LONG, &ctx, "N", "override: context length the model declares", 16, ST_MG_MAX_CTX, 0 },
         { "rope-base", 0, ST_OPT_DOUBLE, &rope_base, "F", "override: rope frequency base", 1, 1e9, 0 },
         { "norm-eps", 0, ST_OPT_DOUBLE, &norm_eps, "F", "override: RMS norm epsilon", 1e-12, 0.1, 0 },
-        { "tied", 0, ST_OPT_LONG, &tied, "0|1", "override: 1 = output reuses token_embd, 0 = its own output.weight", 0, 1, 0 },
+        { "tied", 0, ST_OPT_LONG, &tied, "0|1", "override: 1 = output reuses token_embd, 0 = its own output.weight", 0,
+          1, 0 },
         { "name", 0, ST_OPT_STR, &name, "TEXT", "general.name (\"servetune random ARCH SIZE seed N\")", 0, 0, 0 },
-        { "show", 0, ST_OPT_STR, &show_path, "FILE", "describe a GGUF file (metadata, tensor types, parameters) and exit", 0, 0, 0 },
+        { "show", 0, ST_OPT_STR, &show_path, "FILE",
+          "describe a GGUF file (metadata, tensor types, parameters) and exit", 0, 0, 0 },
         { "list", 0, ST_OPT_FLAG, &list, NULL, "list the presets and exit", 0, 0, 0 },
         { "quiet", 'q', ST_OPT_FLAG, &quiet, NULL, "print nothing on success", 0, 0, 0 },
         { NULL, 0, 0, NULL, NULL, NULL, 0, 0, 0 },
@@ -188,15 +194,24 @@ int cmd_gguf(int argc, char **argv)
     st_mg_shape s;
     if (st_mg_preset(arch, size, &s, err, sizeof err))
         return st_cli_usage_error("gguf", err);
-    if (n_embd > 0) s.n_embd = (uint32_t)n_embd;
-    if (n_layer > 0) s.n_layer = (uint32_t)n_layer;
-    if (n_head > 0) s.n_head = (uint32_t)n_head;
-    if (n_head_kv > 0) s.n_head_kv = (uint32_t)n_head_kv;
-    if (n_ff > 0) s.n_ff = (uint32_t)n_ff;
-    if (ctx > 0) s.n_ctx = (uint32_t)ctx;
-    if (rope_base > 0) s.rope_base = rope_base;
-    if (norm_eps > 0) s.norm_eps = norm_eps;
-    if (tied >= 0) s.tied = (int)tied;
+    if (n_embd > 0)
+        s.n_embd = (uint32_t)n_embd;
+    if (n_layer > 0)
+        s.n_layer = (uint32_t)n_layer;
+    if (n_head > 0)
+        s.n_head = (uint32_t)n_head;
+    if (n_head_kv > 0)
+        s.n_head_kv = (uint32_t)n_head_kv;
+    if (n_ff > 0)
+        s.n_ff = (uint32_t)n_ff;
+    if (ctx > 0)
+        s.n_ctx = (uint32_t)ctx;
+    if (rope_base > 0)
+        s.rope_base = rope_base;
+    if (norm_eps > 0)
+        s.norm_eps = norm_eps;
+    if (tied >= 0)
+        s.tied = (int)tied;
     if (st_mg_check(&s, err, sizeof err))
         return st_cli_usage_error("gguf", err);
     uint32_t wtype;
@@ -259,7 +274,8 @@ int cmd_gguf(int argc, char **argv)
     }
     if (!quiet)
         printf("%s: %s %s, %.1fM parameters (n_embd %" PRIu32 ", n_layer %" PRIu32 ", n_head %" PRIu32 "/%" PRIu32
-               " kv, n_ff %" PRIu32 ", ctx %" PRIu32 ", vocab %" PRIu64 "), %" PRIu64 " tensors %s, %.1f MB, seed %ld, %.2f s\n",
+               " kv, n_ff %" PRIu32 ", ctx %" PRIu32 ", vocab %" PRIu64 "), %" PRIu64
+               " tensors %s, %.1f MB, seed %ld, %.2f s\n",
                out, arch, size, (double)st_mg_params(&s, n_vocab) / 1e6, s.n_embd, s.n_layer, s.n_head, s.n_head_kv,
                s.n_ff, s.n_ctx, n_vocab, n_t, type, (double)fbytes / 1e6, seed, st_ns_to_s(st_now() - t0));
     return ST_EXIT_OK;

@@ -23,18 +23,18 @@ static const struct {
     const char *name;
     uint32_t blck, size;
 } ggml_types[] = {
-    [0] = { "f32", 1, 4 },       [1] = { "f16", 1, 2 },         [2] = { "q4_0", 32, 18 },
-    [3] = { "q4_1", 32, 20 },    [6] = { "q5_0", 32, 22 },      [7] = { "q5_1", 32, 24 },
-    [8] = { "q8_0", 32, 34 },    [9] = { "q8_1", 32, 36 },      [10] = { "q2_K", 256, 84 },
-    [11] = { "q3_K", 256, 110 }, [12] = { "q4_K", 256, 144 },   [13] = { "q5_K", 256, 176 },
-    [14] = { "q6_K", 256, 210 }, [15] = { "q8_K", 256, 292 },   [16] = { "iq2_xxs", 256, 66 },
-    [17] = { "iq2_xs", 256, 74 }, [18] = { "iq3_xxs", 256, 98 }, [19] = { "iq1_s", 256, 50 },
-    [20] = { "iq4_nl", 32, 18 }, [21] = { "iq3_s", 256, 110 },  [22] = { "iq2_s", 256, 82 },
-    [23] = { "iq4_xs", 256, 136 }, [24] = { "i8", 1, 1 },       [25] = { "i16", 1, 2 },
-    [26] = { "i32", 1, 4 },      [27] = { "i64", 1, 8 },        [28] = { "f64", 1, 8 },
-    [29] = { "iq1_m", 256, 56 }, [30] = { "bf16", 1, 2 },       [34] = { "tq1_0", 256, 54 },
-    [35] = { "tq2_0", 256, 66 }, [39] = { "mxfp4", 32, 17 },    [40] = { "nvfp4", 64, 36 },
-    [41] = { "q1_0", 128, 18 },  [42] = { "q2_0", 64, 18 },
+    [0] = { "f32", 1, 4 },         [1] = { "f16", 1, 2 },         [2] = { "q4_0", 32, 18 },
+    [3] = { "q4_1", 32, 20 },      [6] = { "q5_0", 32, 22 },      [7] = { "q5_1", 32, 24 },
+    [8] = { "q8_0", 32, 34 },      [9] = { "q8_1", 32, 36 },      [10] = { "q2_K", 256, 84 },
+    [11] = { "q3_K", 256, 110 },   [12] = { "q4_K", 256, 144 },   [13] = { "q5_K", 256, 176 },
+    [14] = { "q6_K", 256, 210 },   [15] = { "q8_K", 256, 292 },   [16] = { "iq2_xxs", 256, 66 },
+    [17] = { "iq2_xs", 256, 74 },  [18] = { "iq3_xxs", 256, 98 }, [19] = { "iq1_s", 256, 50 },
+    [20] = { "iq4_nl", 32, 18 },   [21] = { "iq3_s", 256, 110 },  [22] = { "iq2_s", 256, 82 },
+    [23] = { "iq4_xs", 256, 136 }, [24] = { "i8", 1, 1 },         [25] = { "i16", 1, 2 },
+    [26] = { "i32", 1, 4 },        [27] = { "i64", 1, 8 },        [28] = { "f64", 1, 8 },
+    [29] = { "iq1_m", 256, 56 },   [30] = { "bf16", 1, 2 },       [34] = { "tq1_0", 256, 54 },
+    [35] = { "tq2_0", 256, 66 },   [39] = { "mxfp4", 32, 17 },    [40] = { "nvfp4", 64, 36 },
+    [41] = { "q1_0", 128, 18 },    [42] = { "q2_0", 64, 18 },
 };
 #define N_GGML_TYPES (sizeof ggml_types / sizeof ggml_types[0])
 
@@ -42,17 +42,25 @@ static const struct {
 static size_t fixed_size(st_gguf_type t)
 {
     switch (t) {
-    case ST_GGUF_U8: case ST_GGUF_I8: case ST_GGUF_BOOL: return 1;
-    case ST_GGUF_U16: case ST_GGUF_I16: return 2;
-    case ST_GGUF_U32: case ST_GGUF_I32: case ST_GGUF_F32: return 4;
-    case ST_GGUF_U64: case ST_GGUF_I64: case ST_GGUF_F64: return 8;
+    case ST_GGUF_U8:
+    case ST_GGUF_I8:
+    case ST_GGUF_BOOL: return 1;
+    case ST_GGUF_U16:
+    case ST_GGUF_I16: return 2;
+    case ST_GGUF_U32:
+    case ST_GGUF_I32:
+    case ST_GGUF_F32: return 4;
+    case ST_GGUF_U64:
+    case ST_GGUF_I64:
+    case ST_GGUF_F64: return 8;
     default: return 0;
     }
 }
 
 static const char *type_name(uint32_t t)
 {
-    static const char *n[] = { "u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string", "array", "u64", "i64", "f64" };
+    static const char *n[] = { "u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
+                               "bool", "string", "array", "u64", "i64", "f64" };
     return t < ST_GGUF_NTYPES ? n[t] : "unknown";
 }
 
@@ -129,16 +137,20 @@ int st_gguf_get_u64(const st_gguf *g, const char *key, uint64_t *out)
     if (!kv)
         return -1;
     switch (kv->v.type) {
-    case ST_GGUF_U8: case ST_GGUF_U16: case ST_GGUF_U32: case ST_GGUF_U64: case ST_GGUF_BOOL:
-        *out = kv->v.u;
-        return 0;
-    case ST_GGUF_I8: case ST_GGUF_I16: case ST_GGUF_I32: case ST_GGUF_I64:
+    case ST_GGUF_U8:
+    case ST_GGUF_U16:
+    case ST_GGUF_U32:
+    case ST_GGUF_U64:
+    case ST_GGUF_BOOL: *out = kv->v.u; return 0;
+    case ST_GGUF_I8:
+    case ST_GGUF_I16:
+    case ST_GGUF_I32:
+    case ST_GGUF_I64:
         if (kv->v.i < 0)
             return -1;
         *out = (uint64_t)kv->v.i;
         return 0;
-    default:
-        return -1;
+    default: return -1;
     }
 }
 
@@ -148,9 +160,16 @@ int st_gguf_get_f64(const st_gguf *g, const char *key, double *out)
     if (!kv)
         return -1;
     switch (kv->v.type) {
-    case ST_GGUF_F32: case ST_GGUF_F64: *out = kv->v.f; return 0;
-    case ST_GGUF_U8: case ST_GGUF_U16: case ST_GGUF_U32: case ST_GGUF_U64: *out = (double)kv->v.u; return 0;
-    case ST_GGUF_I8: case ST_GGUF_I16: case ST_GGUF_I32: case ST_GGUF_I64: *out = (double)kv->v.i; return 0;
+    case ST_GGUF_F32:
+    case ST_GGUF_F64: *out = kv->v.f; return 0;
+    case ST_GGUF_U8:
+    case ST_GGUF_U16:
+    case ST_GGUF_U32:
+    case ST_GGUF_U64: *out = (double)kv->v.u; return 0;
+    case ST_GGUF_I8:
+    case ST_GGUF_I16:
+    case ST_GGUF_I32:
+    case ST_GGUF_I64: *out = (double)kv->v.i; return 0;
     default: return -1;
     }
 }
@@ -331,10 +350,7 @@ int st_gguf_set_value(st_gguf *g, const char *key, const st_gguf_value *src)
     return set_num(g, key, src->type, src->u, src->i, src->f);
 }
 
-static uint64_t pad_to(uint64_t x, uint64_t a)
-{
-    return (x + a - 1) / a * a;
-}
+static uint64_t pad_to(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
 /* Shape and type checks shared by the parser and st_gguf_add_tensor; sets t->nbytes. */
 static int tensor_check(st_gguf_tensor *t, char *err, size_t errlen)
@@ -564,7 +580,10 @@ static int rd_value(rd *r, st_gguf_type type, st_gguf_value *v, const char *key)
     float f32;
     switch (type) {
     case ST_GGUF_U8: v->u = q[0]; break;
-    case ST_GGUF_I8: memcpy(&u8, q, 1); v->i = (int8_t)u8; break;
+    case ST_GGUF_I8:
+        memcpy(&u8, q, 1);
+        v->i = (int8_t)u8;
+        break;
     case ST_GGUF_BOOL:
         if (q[0] > 1) {
             seterr(r->err, r->errlen, "byte %zu: key '%s': bool value %u (0 or 1 expected)", at, key, q[0]);
@@ -572,13 +591,34 @@ static int rd_value(rd *r, st_gguf_type type, st_gguf_value *v, const char *key)
         }
         v->u = q[0];
         break;
-    case ST_GGUF_U16: memcpy(&u16, q, 2); v->u = u16; break;
-    case ST_GGUF_I16: memcpy(&u16, q, 2); v->i = (int16_t)u16; break;
-    case ST_GGUF_U32: memcpy(&u32, q, 4); v->u = u32; break;
-    case ST_GGUF_I32: memcpy(&u32, q, 4); v->i = (int32_t)u32; break;
-    case ST_GGUF_F32: memcpy(&f32, q, 4); v->f = f32; break;
-    case ST_GGUF_U64: memcpy(&u64, q, 8); v->u = u64; break;
-    case ST_GGUF_I64: memcpy(&u64, q, 8); v->i = (int64_t)u64; break;
+    case ST_GGUF_U16:
+        memcpy(&u16, q, 2);
+        v->u = u16;
+        break;
+    case ST_GGUF_I16:
+        memcpy(&u16, q, 2);
+        v->i = (int16_t)u16;
+        break;
+    case ST_GGUF_U32:
+        memcpy(&u32, q, 4);
+        v->u = u32;
+        break;
+    case ST_GGUF_I32:
+        memcpy(&u32, q, 4);
+        v->i = (int32_t)u32;
+        break;
+    case ST_GGUF_F32:
+        memcpy(&f32, q, 4);
+        v->f = f32;
+        break;
+    case ST_GGUF_U64:
+        memcpy(&u64, q, 8);
+        v->u = u64;
+        break;
+    case ST_GGUF_I64:
+        memcpy(&u64, q, 8);
+        v->i = (int64_t)u64;
+        break;
     case ST_GGUF_F64: memcpy(&v->f, q, 8); break;
     default: break;
     }
@@ -621,8 +661,9 @@ static int parse(rd *r, st_gguf *g)
         if (rd_str(r, &k, &kl, what))
             return -1;
         if (!kl || kl > ST_GGUF_MAX_KEY || memchr(k, 0, (size_t)kl)) {
-            seterr(r->err, r->errlen, "byte %zu: metadata entry %" PRIu64 ": key is empty, longer than %d bytes or holds a NUL",
-                   at, i, ST_GGUF_MAX_KEY);
+            seterr(r->err, r->errlen,
+                   "byte %zu: metadata entry %" PRIu64 ": key is empty, longer than %d bytes or holds a NUL", at, i,
+                   ST_GGUF_MAX_KEY);
             return -1;
         }
         char *key = malloc((size_t)kl + 1);
@@ -682,8 +723,9 @@ static int parse(rd *r, st_gguf *g)
         if (rd_str(r, &nm, &nl, what))
             return -1;
         if (!nl || nl > ST_GGUF_MAX_NAME || memchr(nm, 0, (size_t)nl)) {
-            seterr(r->err, r->errlen, "byte %zu: tensor %" PRIu64 ": name is empty, longer than %d bytes or holds a NUL", at,
-                   i, ST_GGUF_MAX_NAME);
+            seterr(r->err, r->errlen,
+                   "byte %zu: tensor %" PRIu64 ": name is empty, longer than %d bytes or holds a NUL", at, i,
+                   ST_GGUF_MAX_NAME);
             return -1;
         }
         st_gguf_tensor *t = tensor_push(g);
@@ -717,7 +759,9 @@ static int parse(rd *r, st_gguf *g)
             return -1;
         }
         if (t->offset != expect) {
-            seterr(r->err, r->errlen, "byte %zu: tensor '%s' at offset %" PRIu64 ", %" PRIu64 " expected (consecutive, aligned to %" PRIu32 ")",
+            seterr(r->err, r->errlen,
+                   "byte %zu: tensor '%s' at offset %" PRIu64 ", %" PRIu64 " expected (consecutive, aligned to %" PRIu32
+                   ")",
                    at, t->name, t->offset, expect, g->alignment);
             return -1;
         }
@@ -735,7 +779,8 @@ static int parse(rd *r, st_gguf *g)
         const st_gguf_tensor *t = &g->t[i];
         if (g->data_offset > r->file_size || t->offset > r->file_size - g->data_offset ||
             t->nbytes > r->file_size - g->data_offset - t->offset) {
-            seterr(r->err, r->errlen, "tensor '%s': data [%" PRIu64 ", +%" PRIu64 ") past the end of the file (%" PRIu64 " bytes)",
+            seterr(r->err, r->errlen,
+                   "tensor '%s': data [%" PRIu64 ", +%" PRIu64 ") past the end of the file (%" PRIu64 " bytes)",
                    t->name, g->data_offset + t->offset, t->nbytes, r->file_size);
             return -1;
         }
@@ -783,13 +828,32 @@ static void put_value(wr *w, const st_gguf_value *v)
     uint32_t u32;
     float f32;
     switch (v->type) {
-    case ST_GGUF_U8: case ST_GGUF_BOOL: u8 = (uint8_t)v->u; put(w, &u8, 1); break;
-    case ST_GGUF_I8: u8 = (uint8_t)(int8_t)v->i; put(w, &u8, 1); break;
-    case ST_GGUF_U16: u16 = (uint16_t)v->u; put(w, &u16, 2); break;
-    case ST_GGUF_I16: u16 = (uint16_t)(int16_t)v->i; put(w, &u16, 2); break;
+    case ST_GGUF_U8:
+    case ST_GGUF_BOOL:
+        u8 = (uint8_t)v->u;
+        put(w, &u8, 1);
+        break;
+    case ST_GGUF_I8:
+        u8 = (uint8_t)(int8_t)v->i;
+        put(w, &u8, 1);
+        break;
+    case ST_GGUF_U16:
+        u16 = (uint16_t)v->u;
+        put(w, &u16, 2);
+        break;
+    case ST_GGUF_I16:
+        u16 = (uint16_t)(int16_t)v->i;
+        put(w, &u16, 2);
+        break;
     case ST_GGUF_U32: put_u32(w, (uint32_t)v->u); break;
-    case ST_GGUF_I32: u32 = (uint32_t)(int32_t)v->i; put_u32(w, u32); break;
-    case ST_GGUF_F32: f32 = (float)v->f; put(w, &f32, 4); break;
+    case ST_GGUF_I32:
+        u32 = (uint32_t)(int32_t)v->i;
+        put_u32(w, u32);
+        break;
+    case ST_GGUF_F32:
+        f32 = (float)v->f;
+        put(w, &f32, 4);
+        break;
     case ST_GGUF_U64: put_u64(w, v->u); break;
     case ST_GGUF_I64: put_u64(w, (uint64_t)v->i); break;
     case ST_GGUF_F64: put(w, &v->f, 8); break;
@@ -810,13 +874,15 @@ int st_gguf_header(const st_gguf *g, unsigned char **out, size_t *len, char *err
     const st_gguf_kv *al = st_gguf_find(g, KEY_ALIGNMENT);
     uint64_t a = al && al->v.type == ST_GGUF_U32 ? al->v.u : ST_GGUF_DEFAULT_ALIGNMENT;
     if (a != g->alignment || !a || (a & (a - 1))) {
-        seterr(err, errlen, "alignment %" PRIu32 " does not match %s or is not a power of two", g->alignment, KEY_ALIGNMENT);
+        seterr(err, errlen, "alignment %" PRIu32 " does not match %s or is not a power of two", g->alignment,
+               KEY_ALIGNMENT);
         return -1;
     }
     uint64_t expect = 0;
     for (size_t i = 0; i < g->n_t; i++) {
         if (g->t[i].offset != expect) {
-            seterr(err, errlen, "tensor '%s' at offset %" PRIu64 ", %" PRIu64 " expected (alignment changed after it was added?)",
+            seterr(err, errlen,
+                   "tensor '%s' at offset %" PRIu64 ", %" PRIu64 " expected (alignment changed after it was added?)",
                    g->t[i].name, g->t[i].offset, expect);
             return -1;
         }
@@ -887,7 +953,8 @@ int st_gguf_write(const st_gguf *g, st_gguf_fill fill, void *fill_ctx, st_gguf_s
         for (uint64_t off = 0; off < t->nbytes;) {
             size_t n = t->nbytes - off < chunk ? (size_t)(t->nbytes - off) : chunk;
             if (fill(fill_ctx, i, off, buf, n)) {
-                seterr(err, errlen, "tensor '%s': filling bytes %" PRIu64 "..%" PRIu64 " failed", t->name, off, off + n);
+                seterr(err, errlen, "tensor '%s': filling bytes %" PRIu64 "..%" PRIu64 " failed", t->name, off,
+                       off + n);
                 free(buf);
                 return -1;
             }

@@ -20,10 +20,10 @@
 
 #define ST_GGUF_VERSION 3
 #define ST_GGUF_DEFAULT_ALIGNMENT 32u
-#define ST_GGUF_MAX_DIMS 4         /* GGML_MAX_DIMS */
-#define ST_GGUF_MAX_NAME 63        /* GGML_MAX_NAME (64) less its NUL */
-#define ST_GGUF_MAX_KEY 65535      /* longest metadata key accepted */
-#define ST_GGUF_MAX_KV (1u << 20)  /* most metadata entries accepted */
+#define ST_GGUF_MAX_DIMS 4        /* GGML_MAX_DIMS */
+#define ST_GGUF_MAX_NAME 63       /* GGML_MAX_NAME (64) less its NUL */
+#define ST_GGUF_MAX_KEY 65535     /* longest metadata key accepted */
+#define ST_GGUF_MAX_KV (1u << 20) /* most metadata entries accepted */
 #define ST_GGUF_MAX_TENSORS (1u << 20)
 #define ST_GGUF_MAX_HEADER ((size_t)256 << 20) /* largest serialised header (vocab arrays included) */
 
@@ -56,14 +56,14 @@ enum {
 
 typedef struct st_gguf_value {
     st_gguf_type type;
-    uint64_t u;  /* U8, U16, U32, U64, BOOL */
-    int64_t i;   /* I8, I16, I32, I64 */
-    double f;    /* F32, F64 */
-    char *str;   /* STR: NUL-terminated copy (may hold NULs; str_len is the length) */
+    uint64_t u; /* U8, U16, U32, U64, BOOL */
+    int64_t i;  /* I8, I16, I32, I64 */
+    double f;   /* F32, F64 */
+    char *str;  /* STR: NUL-terminated copy (may hold NULs; str_len is the length) */
     uint64_t str_len;
-    st_gguf_type elem;       /* ARR: element type (never ARR) */
-    uint64_t n;              /* ARR: element count */
-    unsigned char *raw;      /* ARR: the elements as serialised (strings: u64 length + bytes each) */
+    st_gguf_type elem;  /* ARR: element type (never ARR) */
+    uint64_t n;         /* ARR: element count */
+    unsigned char *raw; /* ARR: the elements as serialised (strings: u64 length + bytes each) */
     size_t raw_len;
 } st_gguf_value;
 
@@ -129,8 +129,8 @@ int st_gguf_set_value(st_gguf *g, const char *key, const st_gguf_value *v);
 /* Appends a tensor at the end of the data section. Checks the name (1..63 bytes, unique), the
  * dimensions (1..4, each >= 1), the type (known), the row length (a whole number of blocks).
  * 0, or -1 with the reason in err. */
-int st_gguf_add_tensor(st_gguf *g, const char *name, uint32_t type, uint32_t n_dims, const uint64_t *ne,
-                       char *err, size_t errlen);
+int st_gguf_add_tensor(st_gguf *g, const char *name, uint32_t type, uint32_t n_dims, const uint64_t *ne, char *err,
+                       size_t errlen);
 uint64_t st_gguf_tensor_elems(const st_gguf_tensor *t);
 
 /* ggml type facts: name ("f16", "q8_0"...), elements per block and bytes per block. 0, or -1 for an
@@ -145,8 +145,8 @@ typedef int (*st_gguf_fill)(void *ctx, size_t ti, uint64_t off, void *dst, size_
 /* The header and its padding: exactly the bytes before the data section (malloc'd into *out). */
 int st_gguf_header(const st_gguf *g, unsigned char **out, size_t *len, char *err, size_t errlen);
 /* The whole file: header, then each tensor's bytes from fill and its padding. */
-int st_gguf_write(const st_gguf *g, st_gguf_fill fill, void *fill_ctx, st_gguf_sink sink, void *sink_ctx,
-                  char *err, size_t errlen);
+int st_gguf_write(const st_gguf *g, st_gguf_fill fill, void *fill_ctx, st_gguf_sink sink, void *sink_ctx, char *err,
+                  size_t errlen);
 
 /* IEEE half precision from single, rounded to nearest even (what ggml's conversion does). */
 uint16_t st_f32_to_f16(float f);

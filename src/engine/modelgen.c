@@ -44,10 +44,7 @@ static void seterr(char *err, size_t errlen, const char *fmt, ...)
     va_end(ap);
 }
 
-const char *st_mg_arch_name(st_mg_arch a)
-{
-    return a == ST_MG_QWEN2 ? "qwen2" : "llama";
-}
+const char *st_mg_arch_name(st_mg_arch a) { return a == ST_MG_QWEN2 ? "qwen2" : "llama"; }
 
 int st_mg_arch_parse(const char *s, st_mg_arch *out)
 {
@@ -87,8 +84,8 @@ void st_mg_presets(char *out, size_t n)
     for (size_t i = 0; i < N_PRESETS && k < n; i++) {
         const st_mg_shape *s = &presets[i].s;
         k += (size_t)snprintf(out + k, n - k,
-                              "  %-5s %-5s n_embd %-4" PRIu32 " n_layer %-2" PRIu32 " n_head %-2" PRIu32 " n_head_kv %" PRIu32
-                              " n_ff %-4" PRIu32 " ctx %-5" PRIu32 " %s%s (%s)\n",
+                              "  %-5s %-5s n_embd %-4" PRIu32 " n_layer %-2" PRIu32 " n_head %-2" PRIu32
+                              " n_head_kv %" PRIu32 " n_ff %-4" PRIu32 " ctx %-5" PRIu32 " %s%s (%s)\n",
                               presets[i].arch, presets[i].size, s->n_embd, s->n_layer, s->n_head, s->n_head_kv, s->n_ff,
                               s->n_ctx, s->tied ? "tied" : "untied", s->qkv_bias ? ", qkv bias" : "", presets[i].what);
     }
@@ -109,7 +106,8 @@ int st_mg_check(const st_mg_shape *s, char *err, size_t errlen)
     RANGE(n_ctx, 16, ST_MG_MAX_CTX);
 #undef RANGE
     if (s->n_embd % s->n_head || (s->n_embd / s->n_head) % 2) {
-        seterr(err, errlen, "n_embd %" PRIu32 " must be n_head (%" PRIu32 ") times an even head size", s->n_embd, s->n_head);
+        seterr(err, errlen, "n_embd %" PRIu32 " must be n_head (%" PRIu32 ") times an even head size", s->n_embd,
+               s->n_head);
         return -1;
     }
     if (s->n_head % s->n_head_kv) {
@@ -117,7 +115,8 @@ int st_mg_check(const st_mg_shape *s, char *err, size_t errlen)
         return -1;
     }
     if (s->n_embd % ROW_BLOCK || s->n_ff % ROW_BLOCK) {
-        seterr(err, errlen, "n_embd %" PRIu32 " and n_ff %" PRIu32 " must be multiples of %u (whole q4_0/q8_0 blocks per row)",
+        seterr(err, errlen,
+               "n_embd %" PRIu32 " and n_ff %" PRIu32 " must be multiples of %u (whole q4_0/q8_0 blocks per row)",
                s->n_embd, s->n_ff, ROW_BLOCK);
         return -1;
     }
@@ -141,8 +140,10 @@ static int each_tensor(const st_mg_shape *s, uint64_t n_vocab, int (*fn)(void *,
     const uint64_t E = s->n_embd, F = s->n_ff, hd = s->n_embd / s->n_head, KV = hd * s->n_head_kv;
     int n = 0;
     tdesc t;
-#define T1(nm, a) (snprintf(t.name, sizeof t.name, "%s", nm), t.n_dims = 1, t.ne[0] = (a), t.ne[1] = 1, n++, fn(ctx, &t))
-#define T2(nm, a, b) (snprintf(t.name, sizeof t.name, "%s", nm), t.n_dims = 2, t.ne[0] = (a), t.ne[1] = (b), n++, fn(ctx, &t))
+#define T1(nm, a)                                                                                                      \
+    (snprintf(t.name, sizeof t.name, "%s", nm), t.n_dims = 1, t.ne[0] = (a), t.ne[1] = 1, n++, fn(ctx, &t))
+#define T2(nm, a, b)                                                                                                   \
+    (snprintf(t.name, sizeof t.name, "%s", nm), t.n_dims = 2, t.ne[0] = (a), t.ne[1] = (b), n++, fn(ctx, &t))
     if (T2("token_embd.weight", E, n_vocab))
         return -1;
     for (uint32_t l = 0; l < s->n_layer; l++) {

@@ -67,7 +67,7 @@ int st_mg_build(const st_mg_shape *s, const st_gguf *vocab, uint32_t wtype, cons
 typedef struct st_mg_filler {
     const st_gguf *g;
     uint64_t seed;
-    size_t ti;      /* tensor being filled, its next byte and its generator */
+    size_t ti; /* tensor being filled, its next byte and its generator */
     uint64_t next;
     st_rng rng;
 } st_mg_filler;

@@ -33,7 +33,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             for (uint64_t k = 0; k < v->n && k < 64; k++) {
                 const char *s;
                 uint64_t n;
-                if (st_gguf_arr_str(v, k, &s, &n) || s < (const char *)v->raw || s + n > (const char *)v->raw + v->raw_len)
+                if (st_gguf_arr_str(v, k, &s, &n) || s < (const char *)v->raw ||
+                    s + n > (const char *)v->raw + v->raw_len)
                     abort();
             }
     }

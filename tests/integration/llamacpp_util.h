@@ -21,7 +21,7 @@
 
 extern char **environ;
 
-#define LLAMA_READY_S 60.0   /* a 30M model loads in well under a second; ASan and loaded CPUs */
+#define LLAMA_READY_S 60.0      /* a 30M model loads in well under a second; ASan and loaded CPUs */
 #define LLAMA_RUN_LIMIT_S 120.0 /* servetune gguf and llama-quantize, each */
 
 /* Runs argv (no shell) with stdout+stderr to log, at most limit_s (then SIGKILL). Exit status,
@@ -86,14 +86,14 @@ static inline const char *llamacpp_dir(void)
 }
 
 /* Sets dir to the build, or skips the test (fails it under SERVETUNE_REQUIRE_LLAMACPP=1). */
-#define LLAMACPP_OR_SKIP(dir)                                                                                        \
+#define LLAMACPP_OR_SKIP(dir)                                                                                          \
     do {                                                                                                               \
         (dir) = llamacpp_dir();                                                                                        \
         if (!(dir)) {                                                                                                  \
-            const char *req_ = getenv("SERVETUNE_REQUIRE_LLAMACPP");                                                  \
+            const char *req_ = getenv("SERVETUNE_REQUIRE_LLAMACPP");                                                   \
             if (req_ && !strcmp(req_, "1"))                                                                            \
-                fail_msg("no llama.cpp build (scripts/install-llamacpp) and SERVETUNE_REQUIRE_LLAMACPP=1");           \
-            print_message("# no llama.cpp build (run scripts/install-llamacpp): skipped\n");                          \
+                fail_msg("no llama.cpp build (scripts/install-llamacpp) and SERVETUNE_REQUIRE_LLAMACPP=1");            \
+            print_message("# no llama.cpp build (run scripts/install-llamacpp): skipped\n");                           \
             skip();                                                                                                    \
         }                                                                                                              \
     } while (0)
@@ -113,8 +113,9 @@ static inline void llama_make_model(const char *dir, const char *arch, const cha
     llama_vocab(dir, arch, vocab, sizeof vocab);
     snprintf(log, sizeof log, "%s.log", out);
     snprintf(f16, sizeof f16, "%s%s", out, qtype ? ".f16" : "");
-    char *argv[40] = { (char *)st_test_bin(), "gguf", "--arch", (char *)arch, "--size", (char *)size, "--vocab", vocab,
-                       "-o", f16, "-q" };
+    char *argv[40] = {
+        (char *)st_test_bin(), "gguf", "--arch", (char *)arch, "--size", (char *)size, "--vocab", vocab, "-o", f16, "-q"
+    };
     int n = 11;
     for (int i = 0; extra && extra[i] && n < 38; i++)
         argv[n++] = (char *)extra[i];

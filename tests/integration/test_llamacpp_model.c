@@ -45,7 +45,9 @@ static void model_meta(const llama_srv *s, uint64_t *n_params, char *ftype, size
     json_t *meta = json_object_get(json_array_get(json_object_get(j, "data"), 0), "meta");
     assert_non_null(meta);
     *n_params = (uint64_t)json_integer_value(json_object_get(meta, "n_params"));
-    snprintf(ftype, n, "%s", json_string_value(json_object_get(meta, "ftype")) ? json_string_value(json_object_get(meta, "ftype")) : "");
+    snprintf(ftype, n, "%s",
+             json_string_value(json_object_get(meta, "ftype")) ? json_string_value(json_object_get(meta, "ftype"))
+                                                               : "");
     json_decref(j);
 }
 

@@ -9,10 +9,7 @@
 
 /* ---- helpers ----------------------------------------------------------------------------- */
 
-static int sink_buf(void *ctx, const void *p, size_t n)
-{
-    return st_buf_append(ctx, p, n);
-}
+static int sink_buf(void *ctx, const void *p, size_t n) { return st_buf_append(ctx, p, n); }
 
 /* Tensor bytes: byte k of tensor ti is (ti * 31 + k) & 0xff. */
 static int fill_pattern(void *ctx, size_t ti, uint64_t off, void *dst, size_t n)
@@ -268,8 +265,8 @@ static void gguf_malformed(void **state)
     /* one key: "k" of the given type, value bytes after */
     unsigned char kv[64];
     size_t p;
-#define KV_HEADER(type)                                                                                               \
-    (memcpy(kv, "GGUF", 4), put32(kv + 4, 3), put64(kv + 8, 0), put64(kv + 16, 1), put64(kv + 24, 1), kv[32] = 'k', \
+#define KV_HEADER(type)                                                                                                \
+    (memcpy(kv, "GGUF", 4), put32(kv + 4, 3), put64(kv + 8, 0), put64(kv + 16, 1), put64(kv + 24, 1), kv[32] = 'k',    \
      put32(kv + 33, (type)), p = 37)
     KV_HEADER(13);
     assert_non_null(strstr(parse_fails(kv, p), "unknown value type 13"));
@@ -410,10 +407,10 @@ static void gguf_half_precision(void **state)
     assert_int_equal(st_f32_to_f16(65504.0f), 0x7bff);
     assert_int_equal(st_f32_to_f16(65520.0f), 0x7c00); /* rounds up to infinity */
     assert_int_equal(st_f32_to_f16(65519.0f), 0x7bff);
-    assert_int_equal(st_f32_to_f16(ldexpf(1, -24)), 0x0001); /* smallest subnormal */
-    assert_int_equal(st_f32_to_f16(ldexpf(1, -25)), 0x0000); /* a tie: to even (zero) */
-    assert_int_equal(st_f32_to_f16(ldexpf(3, -25)), 0x0002); /* 1.5 ulp: to even (2) */
-    assert_int_equal(st_f32_to_f16(ldexpf(1, -14)), 0x0400); /* smallest normal */
+    assert_int_equal(st_f32_to_f16(ldexpf(1, -24)), 0x0001);        /* smallest subnormal */
+    assert_int_equal(st_f32_to_f16(ldexpf(1, -25)), 0x0000);        /* a tie: to even (zero) */
+    assert_int_equal(st_f32_to_f16(ldexpf(3, -25)), 0x0002);        /* 1.5 ulp: to even (2) */
+    assert_int_equal(st_f32_to_f16(ldexpf(1, -14)), 0x0400);        /* smallest normal */
     assert_int_equal(st_f32_to_f16(1.0f + ldexpf(1, -11)), 0x3c00); /* tie between 1 and 1+2^-10: even */
     assert_int_equal(st_f32_to_f16(1.0f + ldexpf(3, -11)), 0x3c02);
     assert_int_equal(st_f32_to_f16(INFINITY), 0x7c00);
