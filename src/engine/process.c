@@ -383,6 +383,11 @@ st_fail_class st_proc_classify(const char *log_tail, int exited, int wstatus, in
          * file bounds, model is corrupted or incomplete", then "failed to load model" */
         { "error loading model", ST_FAIL_BAD_MODEL },
         { "failed to load model", ST_FAIL_BAD_MODEL },
+        /* the same for engines that load through transformers / huggingface_hub (vLLM, SGLang,
+         * TGI): "OSError: x is not a local folder and is not a valid model identifier listed on
+         * 'https://huggingface.co/models'", huggingface_hub's RepositoryNotFoundError */
+        { "is not a valid model identifier", ST_FAIL_BAD_MODEL },
+        { "RepositoryNotFoundError", ST_FAIL_BAD_MODEL },
         { "error: invalid argument", ST_FAIL_BAD_FLAG },       /* llama-server: unknown option */
         { "Error while handling argument", ST_FAIL_BAD_FLAG }, /* llama-server: bad option value */
         { "unrecognized arguments", ST_FAIL_BAD_FLAG },

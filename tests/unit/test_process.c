@@ -193,6 +193,9 @@ static void classify_table(void **state)
         { "loading\n", 0, 0, 1, ST_FAIL_TIMEOUT, "startup timeout" },
         { "", 1, 127 << 8, 0, ST_FAIL_EXEC, "127" },
         { "loading\n", 0, 0, 0, ST_FAIL_NONE, "" },
+        { "OSError: Qwen/Qwen3-8X is not a local folder and is not a valid model identifier listed on "
+          "'https://huggingface.co/models'\n",
+          1, exit1, 0, ST_FAIL_BAD_MODEL, "Qwen3-8X" },
         /* llama-server's own lines (llama.cpp of node-llama-cpp 3.22.1) */
         { "0.00.011.456 E llama_model_load: error loading model: tensor 'token_embd.weight' data is not within the "
           "file bounds, model is corrupted or incomplete\n0.00.011.472 E llama_model_load_from_file_impl: failed to "
