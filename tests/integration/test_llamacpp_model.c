@@ -60,7 +60,7 @@ static void llama_f16_loads_and_completes(void **state)
     snprintf(model, sizeof model, "%s/llama.gguf", tmp);
     llama_make_model(dir, "llama", "30M", NULL, model, NULL);
     llama_srv s;
-    const char *args[] = { "-c", "512", "-np", "1", NULL };
+    const char *args[] = { "-c", "512", "-np", "1", "-t", "1", NULL };
     if (llama_start(&s, dir, model, tmp, args, LLAMA_READY_S)) {
         llama_stop(&s);
         fail_msg("llama-server did not become ready:\n%s", llama_log_tail(&s));
@@ -94,7 +94,7 @@ static void qwen2_quantized_loads_and_completes(void **state)
         const char *extra[] = { "--n-layer", "2", "--seed", "5", NULL };
         llama_make_model(dir, "qwen2", "30M", q[i], model, extra);
         llama_srv s;
-        const char *args[] = { "-c", "512", "-np", "2", NULL };
+        const char *args[] = { "-c", "512", "-np", "2", "-t", "1", NULL };
         if (llama_start(&s, dir, model, tmp, args, LLAMA_READY_S)) {
             llama_stop(&s);
             fail_msg("llama-server did not become ready with %s:\n%s", q[i], llama_log_tail(&s));

@@ -49,7 +49,7 @@ static void readiness_while_loading(void **state)
     LLAMACPP_OR_SKIP(dir);
     const char *m = model(dir);
     llama_srv s;
-    const char *args[] = { "-c", "512", "-np", "1", "--alias", ALIAS, NULL };
+    const char *args[] = { "-c", "512", "-np", "1", "-t", "1", "--alias", ALIAS, NULL };
     assert_int_equal(llama_start(&s, dir, m, tmp, args, 0), 0);
     int loading = 0, ready = 0;
     char body503[256] = "";
@@ -111,7 +111,9 @@ static json_t *bench(int port, const char *api, int n, const char *rate)
                            "48",    "--output-tokens", "12", "-n",     nbuf, "--rate",  rate,  "--warmup",
                            "1",     "--seed",          "3",  "--json", json, "-q",      NULL };
     int rc = run_servetune(args, BENCH_LIMIT_S);
-    if (rc)
+    /* 3: the client could not keep its schedule (an ASan build beside llama-server on a loaded
+     * machine); the checks below are about what the server sent, which stays valid */
+    if (rc != 0 && rc != 3)
         fail_msg("servetune bench --api %s exited %d", api, rc);
     json_error_t je;
     json_t *j = json_load_file(json, 0, &je);
@@ -149,7 +151,7 @@ static void stream_completion_chat_and_metrics(void **state)
     const char *dir;
     LLAMACPP_OR_SKIP(dir);
     llama_srv s;
-    const char *args[] = { "-c", "1024", "-np", "2", "--alias", ALIAS, "--metrics", NULL };
+    const char *args[] = { "-c", "1024", "-np", "2", "-t", "1", "--alias", ALIAS, "--metrics", NULL };
     start_ready(&s, dir, args);
     /* token-id prompts on /v1/completions first, on a fresh server: the counters are all theirs */
     json_t *j = bench(s.port, "completions", 6, "inf");
@@ -207,14 +209,15 @@ static void prompt_over_the_slot_context(void **state)
     const char *dir;
     LLAMACPP_OR_SKIP(dir);
     llama_srv s;
-    const char *args[] = { "-c", "256", "-np", "2", "--alias", ALIAS, NULL }; /* 128 tokens per slot */
+    const char *args[] = { "-c", "256", "-np", "2", "-t", "1", "--alias", ALIAS, NULL }; /* 128 tokens per slot */
     start_ready(&s, dir, args);
     char url[64], json[600];
     snprintf(url, sizeof url, "http://127.0.0.1:%d", s.port);
     snprintf(json, sizeof json, "%s/over.json", tmp);
     const char *a[] = { "bench", "--url", url, "--input-tokens", "300", "--output-tokens", "4", "-n", "2", "--json",
                         json,    "-q",    NULL };
-    assert_int_equal(run_servetune(a, BENCH_LIMIT_S), 1); /* requests failed */
+    int rc = run_servetune(a, BENCH_LIMIT_S);
+    assert_true(rc == 1 || rc == 3); /* requests failed (3: and the client lagged on a loaded machine) */
     json_t *j = json_load_file(json, 0, NULL);
     assert_non_null(j);
     json_t *r0 = json_array_get(json_object_get(j, "records"), 0);
@@ -293,7 +296,7 @@ static void sigterm(void **state)
     const char *dir;
     LLAMACPP_OR_SKIP(dir);
     llama_srv s;
-    const char *args[] = { "-c", "4096", "-np", "1", NULL };
+    const char *args[] = { "-c", "4096", "-np", "1", "-t", "1", NULL };
     start_ready(&s, dir, args);
     st_ns t0 = st_now();
     assert_int_equal(st_proc_stop(&s.p, 10), 0);
