@@ -112,5 +112,4 @@ bench-cluster: $(BUILD)/servetune $(BENCH_BIN)
 clean:
 	rm -rf build build-asan build-fuzz
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
--include $(shell find build-fuzz -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) build-fuzz -name '*.d' 2>/dev/null)
