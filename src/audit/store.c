@@ -212,6 +212,7 @@ void st_audit_row_free(st_audit_row *a)
     free(a->note);
     free(a->suggested_rates);
     free(a->model_note);
+    free(a->traffic);
     memset(a, 0, sizeof *a);
 }
 
@@ -247,6 +248,7 @@ int st_store_audit_get(st_store *s, st_audit_row *out)
         free(p);
         st_store_meta_get(s, "suggested_rates", &out->suggested_rates);
         st_store_meta_get(s, "model_note", &out->model_note);
+        st_store_meta_get(s, "traffic", &out->traffic);
     }
     return rc;
 }

@@ -235,6 +235,7 @@ int cmd_audit(int argc, char **argv)
         }
     }
 
+    st_cli_store_traffic(store, &spec);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;

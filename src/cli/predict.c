@@ -201,6 +201,7 @@ int cmd_predict(int argc, char **argv)
         return ST_EXIT_USAGE;
     }
     free(text);
+    st_cli_store_traffic(store, &spec);
     /* the runs are recomputed in seconds: no fsync per run */
     st_store_set_durable(store, 0);
     struct sigaction sa;

@@ -28,6 +28,8 @@ void st_dist_compute(double *vals, uint32_t n, st_dist *out);
 /* Optional per-request SLO terms for goodput, in seconds; 0 (or NAN) = term not set. */
 typedef struct st_slo {
     double ttft_s, tpot_s, e2e_s;
+    double ttfat_s; /* time to first answer token (reasoning models): a request with no answer
+                       token does not meet it */
 } st_slo;
 
 /* 1 when r completed (ST_REQ_OK) and meets every set term. A request with fewer than two
@@ -74,6 +76,13 @@ typedef struct st_summary {
     /* Completed requests only (lag: every measured request that was sent). ITL: every gap
      * between consecutive token events of a completed request. */
     st_dist ttft, tpot, itl, e2e, lag;
+
+    /* Reasoning models and the server's own counts (whole run, completed requests): time to
+     * first ANSWER token, reasoning tokens, the prompt tokens the server counted (of the
+     * prompt_reported_n requests that reported them) against the input_tokens requested. */
+    st_dist ttfat;
+    uint64_t reasoning_tokens, prompt_reported, prompt_requested;
+    uint32_t prompt_reported_n;
 
     uint32_t good;  /* completed and meeting the SLO terms */
     double goodput; /* good / duration_s */

@@ -520,6 +520,7 @@ int st_report_markdown(const st_report *r, st_buf *b)
     st_buf_free(&hl);
     st_buf_puts(b, "\n\n");
     setup_section(r, b);
+    st_rep_traffic_markdown(&r->traffic, b);
     results_section(r, b);
     changes_section(r, b);
     evidence_section(r, b);

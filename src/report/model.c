@@ -122,6 +122,7 @@ void st_report_free(st_report *r)
         free(r->cfg[i].digest);
     }
     st_notes_free(&r->notes);
+    st_rep_traffic_free(&r->traffic);
     free(r->cfg);
     free(r->order);
     st_run_rows_free(r->runs, r->n_runs);
@@ -165,6 +166,7 @@ int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
         st_report_free(out);
         return -1;
     }
+    (void)st_rep_traffic_load(out->audit.traffic, &out->traffic); /* unreadable: the section is left out */
     out->refine = out->spec.search.mode == ST_SEARCH_REFINE;
     out->n_cfg = out->spec.n_configs;
     out->cfg = calloc((size_t)out->n_cfg, sizeof *out->cfg);
