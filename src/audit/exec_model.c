@@ -232,28 +232,23 @@ static void sample(model_tick *T, st_ns now, const st_emu_stats *es)
     push_sample(T, t, ST_MET_GENERATION_TOKENS, (double)es->generation_tokens);
 }
 
-static int model_on_tick(void *arg, st_ns now, const st_emu_stats *es, const st_record *recs, uint32_t n)
+static int model_on_tick(void *arg, st_ns now, const st_emu_stats *es, const st_emu_run_progress *ep,
+                         const st_record *recs, uint32_t n)
 {
     model_tick *T = arg;
     if (!T->in->warmup)
         sample(T, now, es);
     if (!T->in->tick)
         return 0;
-    st_runner_progress p = { .elapsed = now, .total = n, .records = recs };
-    for (uint32_t i = 0; i < n; i++) {
-        const st_record *r = &recs[i];
-        if (r->scheduled <= now)
-            p.arrived++;
-        if (r->sent >= 0)
-            p.sent++;
-        if (r->end >= 0 && r->status == ST_REQ_OK)
-            p.completed++;
-        else if (r->end >= 0 || r->status != ST_REQ_OK)
-            p.failed++;
-        else if (r->sent >= 0)
-            p.in_flight++;
-        p.output_tokens += r->n_events;
-    }
+    st_runner_progress p = { .elapsed = now,
+                             .total = n,
+                             .arrived = ep->arrived,
+                             .sent = ep->sent,
+                             .completed = ep->completed,
+                             .failed = ep->failed,
+                             .in_flight = ep->in_flight,
+                             .output_tokens = ep->output_tokens,
+                             .records = recs };
     return T->in->tick(T->in->tick_arg, &p);
 }
 

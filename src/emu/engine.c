@@ -24,7 +24,7 @@ typedef struct emu_req {
     int admitted_once;
     uint64_t admit_seq;
     st_ns arrival, first_scheduled, first_token;
-    uint32_t waiting_pos; /* unused marker */
+    st_ns ready; /* when the API server has handed it to the engine core (front-end model) */
 } emu_req;
 
 struct st_emu_engine {
@@ -48,6 +48,7 @@ struct st_emu_engine {
     uint32_t cap_admitted, cap_preempted;
     uint32_t *scratch_blocks;
     uint32_t cap_scratch;
+    st_ns fe_free; /* the API server's work queue is busy until then (engine time) */
     st_emu_stats st;
 };
 
@@ -193,6 +194,15 @@ static void wq_pop_front(st_emu_engine *e)
 
 int st_emu_has_work(const st_emu_engine *e) { return e->wq_len > 0 || e->n_run > 0; }
 
+st_ns st_emu_next_ready(const st_emu_engine *e)
+{
+    if (e->n_run > 0)
+        return e->clock.now(e->clock.ctx);
+    if (e->wq_len == 0)
+        return -1;
+    return e->wq[e->wq_head]->ready;
+}
+
 static int find_live(const st_emu_engine *e, uint64_t id, int *in_wait, uint32_t *idx)
 {
     for (uint32_t i = 0; i < e->n_run; i++)
@@ -256,6 +266,15 @@ int st_emu_add_request(st_emu_engine *e, const st_emu_req_params *p, char *err, 
     r->n_tokens = p->n_ids;
     r->arrival = p->arrival >= 0 ? p->arrival : e->clock.now(e->clock.ctx);
     r->first_scheduled = r->first_token = -1;
+    r->ready = r->arrival;
+    if (!e->cfg.no_frontend) {
+        /* The API server handles requests in order on one core: this one's parsing and
+         * tokenisation start when it is free, then the fixed latency to the engine core. */
+        const st_emu_tuning *t = &e->cfg.tune;
+        st_ns start = e->fe_free > r->arrival ? e->fe_free : r->arrival;
+        e->fe_free = start + (st_ns)(t->fe_req_cpu_s * 1e9);
+        r->ready = e->fe_free + (st_ns)(t->fe_latency_s * 1e9);
+    }
     if (wq_push_back(e, r) < 0)
         goto nomem;
     return ST_EMU_ADD_OK;
@@ -421,6 +440,8 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
     /* 2. waiting requests, only when nothing was preempted this step */
     while (n_pre == 0 && e->wq_len > 0 && budget > 0 && e->n_run < e->mem.max_num_seqs) {
         emu_req *r = wq_front(e);
+        if (r->ready > now)
+            break; /* still in the API server: FIFO, so the ones behind it are too */
         uint32_t n_hits = 0, bs = e->cfg.block_size;
         if (e->cfg.enable_prefix_caching) {
             /* the last token is always recomputed: at most (n_tokens - 1) / bs full blocks */
@@ -458,6 +479,9 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
         e->sched_new[n_sched++] = num_new;
         budget -= num_new;
     }
+
+    if (n_sched == 0)
+        return 1; /* nothing schedulable yet (the waiting head is still in the API server) */
 
     /* 3. step time */
     st_emu_batch b = { 0 };
@@ -532,6 +556,11 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
         }
     }
     e->n_run = w;
+    if (!e->cfg.no_frontend && n_ev) {
+        /* the API server detokenises and streams every token: work on its queue */
+        st_ns start = e->fe_free > end ? e->fe_free : end;
+        e->fe_free = start + (st_ns)(e->cfg.tune.fe_token_cpu_s * 1e9 * n_ev);
+    }
     res->events = e->events;
     res->n_events = n_ev;
     res->admitted = e->admitted;

@@ -463,6 +463,12 @@ static void start_step(st_emulator *em, st_ns start_e)
     em->override_e = start_e;
     int rc = st_emu_step(em->eng, &em->res);
     em->override_e = -1;
+    if (rc == 1 && st_emu_has_work(em->eng)) {
+        /* every waiting request is still in the API server model: wake when the first leaves */
+        st_ns ready = st_emu_next_ready(em->eng);
+        st_timer_arm(em->loop, &em->step_timer, wall_of(em, ready > start_e ? ready : start_e));
+        return;
+    }
     if (rc != 0)
         return;
     if (em->o->no_model)
@@ -1055,6 +1061,8 @@ int st_emulator_run(const st_emu_config *cfg, const st_emulator_opts *o, const s
         return -1;
     }
     em->cfg = *cfg;
+    if (o->no_model)
+        em->cfg.no_frontend = 1; /* the server itself is what is measured */
     em->o = o;
     em->log = log;
     em->K = o->time_scale > 0 ? o->time_scale : 1.0;
