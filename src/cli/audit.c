@@ -11,6 +11,7 @@
 #include "audit/store.h"
 #include "audit/sweep.h"
 #include "cli/cli.h"
+#include "emu/calib.h"
 #include "core/file.h"
 #include "core/opts.h"
 #include "core/version.h"
@@ -49,8 +50,8 @@ static void help(const st_opt *opts)
 
 int cmd_audit(int argc, char **argv)
 {
-    const char *out_dir = NULL;
-    int check = 0, resume = 0, quiet = 0;
+    const char *out_dir = NULL, *calib_path = NULL;
+    int check = 0, resume = 0, quiet = 0, no_prediction = 0;
     const st_opt opts[] = {
         { "output", 'o', ST_OPT_STR, &out_dir, "DIR", "output folder (created; holds the database, logs and reports)",
           0, 0, 0 },
@@ -58,6 +59,10 @@ int cmd_audit(int argc, char **argv)
         { "resume", 0, ST_OPT_FLAG, &resume, NULL,
           "continue an interrupted audit in DIR without repeating finished runs", 0, 0, 0 },
         { "quiet", 'q', ST_OPT_FLAG, &quiet, NULL, "no progress output, only the final lines", 0, 0, 0 },
+        { "calibration", 0, ST_OPT_STR, &calib_path, "FILE",
+          "calibrates the prediction made before the measurement (servetune calibrate)", 0, 0, 0 },
+        { "no-prediction", 0, ST_OPT_FLAG, &no_prediction, NULL,
+          "skip the engine-model prediction made first (and its comparison in the report)", 0, 0, 0 },
         { NULL, 0, 0, NULL, NULL, NULL, 0, 0, 0 },
     };
     st_opts_result res;
@@ -122,6 +127,11 @@ int cmd_audit(int argc, char **argv)
             return ST_EXIT_USAGE;
         }
     }
+
+    /* the prediction first (seconds), compared with the measurement in the report */
+    st_emu_calib calib;
+    if (!no_prediction && (!calib_path || st_cli_load_calibration(calib_path, &spec, &calib) == 0))
+        st_cli_predict_first(&spec, spec_path, out_dir, store, calib_path, calib_path ? &calib : NULL, quiet);
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

@@ -12,9 +12,11 @@ void st_emu_tuning_defaults(st_emu_tuning *t, const st_emu_gpu *gpu)
     t->gemm_eff = gpu->gemm_eff > 0 ? gpu->gemm_eff : EMU_GEMM_EFF_DEFAULT;
     t->bw_eff = gpu->bw_eff > 0 ? gpu->bw_eff : EMU_BW_EFF_DEFAULT;
     t->attn_eff = EMU_MFU_ATTN;
+    t->kv_bw_rel = EMU_KV_BW_REL;
     t->fp8_gemm_rel = EMU_FP8_GEMM_REL;
     t->fp8_bw_rel = EMU_FP8_BW_REL;
     t->marlin_bw_rel = EMU_MARLIN_BW_REL;
+    t->moe_gemm_rel = EMU_MOE_GEMM_REL;
     t->step_gpu_s = EMU_STEP_GPU_S;
     t->step_cpu_s = EMU_STEP_CPU_S;
     t->seq_cpu_s = EMU_PER_SEQ_OVERHEAD_S;

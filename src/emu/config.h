@@ -14,8 +14,10 @@ typedef struct st_emu_tuning {
     double gemm_eff;       /* fraction of the dense 16-bit peak large GEMMs reach (catalog) */
     double bw_eff;         /* fraction of peak bandwidth weight and KV reads reach (catalog) */
     double attn_eff;       /* attention kernels' fraction of the 16-bit peak */
+    double kv_bw_rel;      /* paged KV-cache read efficiency relative to bw_eff */
     double fp8_gemm_rel;   /* fp8 W8A8 GEMM efficiency relative to gemm_eff */
     double fp8_bw_rel;     /* fp8 weight-read efficiency relative to bw_eff */
+    double moe_gemm_rel;   /* fused-MoE expert GEMM efficiency relative to gemm_eff */
     double marlin_bw_rel;  /* weight-only (Marlin: 4-bit, fp8 without fp8 cores) read efficiency, rel. bw_eff */
     double step_gpu_s;     /* GPU-side fixed cost of a step */
     double step_cpu_s;     /* engine-core CPU per step */

@@ -67,7 +67,7 @@
 /* Attention kernels (FlashAttention 2/3) reach this fraction of the 16-bit peak at prefill
  * (FlashAttention-2 paper: 50-73 % of A100 peak in the forward pass; FA3 on H100 ~ 0.6-0.75
  * of bf16 peak). FITTED within that band. */
-#define EMU_MFU_ATTN 0.50
+#define EMU_MFU_ATTN 0.46
 /* 4-bit weight-only GEMMs (AWQ/GPTQ Marlin) and fp8 weight-only (GPUs without fp8 tensor
  * cores) dequantise in the kernel: their compute efficiency relative to a 16-bit GEMM at
  * decode batch sizes (Marlin's README: near-ideal up to batch 16-32). */
@@ -94,11 +94,11 @@
  * the kernels reach a lower fraction of it (vllm-project/vllm#4118: "even removing activation
  * quantization, the speedup isn't obvious"; measured fp8/bf16 GEMM speed-ups on H100 are
  * 1.3-1.6x, not 2x). The fp8 GEMM efficiency relative to the GPU's bf16 gemm_eff: FITTED. */
-#define EMU_FP8_GEMM_REL 0.75
+#define EMU_FP8_GEMM_REL 0.95
 /* fp8 weight reads: the fp8 GEMMs at decode sizes do not stream weights as well as the bf16
  * GEMV path (vLLM's fp8 decode speed-up on H100 is ~1.3-1.6x where half the bytes would give
  * 2x). Bandwidth efficiency relative to bf16: FITTED. */
-#define EMU_FP8_BW_REL 0.85
+#define EMU_FP8_BW_REL 0.98
 /* Dynamic activation quantisation (vllm-project/vllm#4118: TTFT 28.8 -> 38.8 ms and ITL 8.5 ->
  * 10.2 ms on Llama-7B from it; vllm-project/vllm-omni#5257: the dynamic quant pass costs
  * 20-90 % of the GEMM it feeds at 4-8k tokens): before each of the 4 linear inputs of a layer
@@ -107,24 +107,35 @@
  * Bytes per token per layer = (3 x hidden + intermediate) x EMU_FP8_QUANT_BYTES. */
 #define EMU_FP8_QUANT_BYTES 3.0
 #define EMU_FP8_QUANT_KERNELS_PER_LAYER 4.0
+/* Paged KV-cache reads (decode attention over 16-token blocks scattered in memory) stream
+ * less well than weight reads: measured on H100 (mikamirai.com/blog/gpu-memory-bandwidth,
+ * Nsight Compute on a 70B serving workload): weight loads 2.6-2.8 TB/s (78-84 % of peak),
+ * KV-cache reads 1.4 TB/s (42 %), i.e. ~0.5-0.55 of the weights' efficiency. FITTED within
+ * [0.35, 1]. */
+#define EMU_KV_BW_REL 0.39
+/* Mixture-of-experts layers run vLLM's fused MoE kernel (Triton, grouped by expert): each
+ * expert sees only the tokens routed to it, so its GEMMs are small and reach a lower fraction
+ * of the peak than a dense GEMM over the whole batch. Efficiency relative to gemm_eff:
+ * FITTED on the fit split's GLM-4.5-Air points. */
+#define EMU_MOE_GEMM_REL 0.20
 /* Fraction of peak memory bandwidth reached by weight and KV reads: per GPU in the catalog. */
 /* Fixed GPU-side cost of one step with CUDA graphs: a graph launch, the sampler, the
  * host-device copies of inputs and sampled ids (~0.3-0.5 ms; reference doc §6 "~0.5 ms per
  * step overhead"). */
 #define EMU_STEP_GPU_S 0.0003
 /* Engine-core CPU per step (scheduler, input preparation, output processing): FITTED. */
-#define EMU_STEP_CPU_S 0.0015
+#define EMU_STEP_CPU_S 0.0027
 /* Engine-core CPU per scheduled sequence per step (scheduler bookkeeping, block-table and
  * input rows, update_from_output, detokenisation offload): FITTED. At 256 running sequences
  * 12 us each is 3 ms per step, the CPU-bound regime small models reach. */
-#define EMU_PER_SEQ_OVERHEAD_S 0.000012
+#define EMU_PER_SEQ_OVERHEAD_S 0.000048
 /* Per-layer cost: kernel gaps under a captured CUDA graph; with eager execution (batches over
  * the largest captured size, or --enforce-eager) each of a layer's ~12 kernels is launched
  * from Python (PyTorch dispatch + cudaLaunchKernel, ~4-8 us each) and the GPU waits on the
  * launches of the short ones: about 60 us per layer. FITTED (eager) on the fit split's
  * --enforce-eager points (A100 PCIe, Qwen3-32B). */
 #define EMU_LAYER_OVERHEAD_GRAPH_S 0.000004
-#define EMU_LAYER_OVERHEAD_EAGER_S 0.000060
+#define EMU_LAYER_OVERHEAD_EAGER_S 0.000090
 /* Tensor parallel: two all-reduces per layer, each a fixed latency plus a ring transfer. */
 #define EMU_ALLREDUCE_LATENCY_S 0.000008
 /* Largest batch (tokens) run under CUDA graphs: min(2 x max_num_seqs, 512). */
@@ -139,13 +150,13 @@
  * (detokenisation, SSE write). vllm-project/vllm issue 10: a 128-token prompt at concurrency 1
  * gets its first token in ~14 ms on an H100 where the forward pass takes ~6 ms.
  * FITTED (it also absorbs each source's client/network path). */
-#define EMU_FE_LATENCY_S 0.010
+#define EMU_FE_LATENCY_S 0.020
 /* The API server is one Python process (asyncio): each request costs it CPU once (parsing,
  * tokenisation, scheduling the stream) and each streamed token again (incremental
  * detokenisation, one SSE chunk: JSON encoding and a socket write). When the offered work
  * exceeds one core, requests queue before reaching the engine: the front-end ceiling a tiny
  * model hits (~100 req/s for Qwen3-0.6B on an H100 in the fidelity data). FITTED. */
-#define EMU_FE_REQ_CPU_S 0.0020
-#define EMU_FE_TOKEN_CPU_S 0.000040
+#define EMU_FE_REQ_CPU_S 0.0061
+#define EMU_FE_TOKEN_CPU_S 0.000074
 
 #endif

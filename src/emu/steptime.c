@@ -76,6 +76,11 @@ double st_emu_step_seconds(const st_emu_config *c, const st_emu_batch *b, st_emu
      * for the rows that are sampled; attention: QK^T and PV, 4 x heads x head_dim per
      * (query, key) pair per layer. */
     double lin_active = m->active_params - embed - untied_head - norms;
+    double moe_active = 0; /* the routed experts' share (fused MoE kernel) */
+    if (m->experts > 0) {
+        uint32_t dense = m->dense_layers < m->layers ? m->dense_layers : m->layers;
+        moe_active = (double)(m->layers - dense) * 3.0 * m->hidden * m->moe_intermediate * m->experts_per_tok;
+    }
     double lin_flops = 2.0 * lin_active * T + 2.0 * head * b->sampled;
     double attn_flops = 4.0 * m->layers * (double)m->heads * m->head_dim * b->attn_pairs;
 
@@ -83,8 +88,11 @@ double st_emu_step_seconds(const st_emu_config *c, const st_emu_batch *b, st_emu
     double peak16 = c->gpu.bf16_flops;
     double gemm_eff = tu->gemm_eff * T / (T + EMU_GEMM_HALF_TOKENS) * k.qeff;
     double compute = 0;
-    if (T > 0)
-        compute = lin_flops / tp / (k.peak * gemm_eff) + attn_flops / tp / (peak16 * tu->attn_eff);
+    if (T > 0) {
+        double moe_flops = 2.0 * moe_active * T;
+        compute = (lin_flops - moe_flops) / tp / (k.peak * gemm_eff) +
+                  moe_flops / tp / (k.peak * gemm_eff * tu->moe_gemm_rel) + attn_flops / tp / (peak16 * tu->attn_eff);
+    }
 
     /* Bytes: weights read once per step (all but the input embedding table; MoE: only the
      * experts the batch touches), KV read for the cached context, KV written for every new
@@ -103,7 +111,8 @@ double st_emu_step_seconds(const st_emu_config *c, const st_emu_batch *b, st_emu
     double quant_bytes = T * m->layers * k.quant_bytes / tp;
     double bw = c->gpu.mem_bw * tu->bw_eff;
     double bytes = wbytes / tp + kv_bytes + quant_bytes;
-    double memory = wbytes / tp / (bw * k.wrel) + (kv_bytes + quant_bytes) / bw;
+    double memory =
+        wbytes / tp / (bw * k.wrel) + kvtok * b->kv_read_tokens / (bw * tu->kv_bw_rel) + (kvtok * T + quant_bytes) / bw;
 
     double work = compute > memory ? compute : memory;
     /* Fault injection: a slow decode kernel path stretches the decode share of the work. */

@@ -489,6 +489,7 @@ int st_report_markdown(const st_report *r, st_buf *b)
     st_buf_puts(b, "\n\n");
     setup_section(r, b);
     results_section(r, b);
+    st_predvs_markdown(r, b);
     changes_section(r, b);
     evidence_section(r, b);
     notes_section(r, b);

@@ -18,6 +18,7 @@
 #include "audit/store.h"
 #include "core/buf.h"
 #include "report/notes.h"
+#include "report/predvs.h"
 
 /* The largest markdown, JSON or CSV report written (a bigger one is an error, never a cut file). */
 #define ST_REPORT_MAX_BYTES ((size_t)64 << 20)
@@ -70,10 +71,11 @@ typedef struct st_report {
     int n_runs;
     st_rep_cfg *cfg; /* in spec order; cfg[0] is the baseline */
     int n_cfg;
-    int *order;     /* cheapest first */
-    int pick;       /* headline pick (index in cfg), -1 when nothing passed */
-    int refine;     /* the spec asked for refine */
-    st_notes notes; /* the notes and diagnosis every renderer shows (report/notes.h) */
+    int *order;       /* cheapest first */
+    int pick;         /* headline pick (index in cfg), -1 when nothing passed */
+    int refine;       /* the spec asked for refine */
+    st_notes notes;   /* the notes and diagnosis every renderer shows (report/notes.h) */
+    st_predvs predvs; /* the prediction run before a measured audit (report/predvs.h) */
 } st_report;
 
 int st_report_load(st_store *s, st_report *out, char *err, size_t errlen);
