@@ -109,15 +109,24 @@ static void decode_floor(void)
            st_emu_weight_read_floor_s(&c) * 1e3, st_emu_step_seconds(&c, &b, NULL) * 1e3);
 }
 
-static void virtual_speed(void)
+/* Virtual-time speed: the same workload shape at 200, 1,000 and 5,000 requests (arrivals at
+ * 4 req/s, so the simulated time grows with the count): the cost per simulated request must
+ * not grow with the count. */
+static void virtual_speed_n(uint32_t N)
 {
     st_emu_config c;
     if (setup(&c, "H100", "Qwen/Qwen3-8B") < 0)
         return;
-    const uint32_t N = 200, IN = 3000, SHARED = 2000, OUT = 300;
+    const uint32_t IN = 3000, SHARED = 2000, OUT = 300;
     uint32_t *ids = malloc((size_t)N * IN * sizeof *ids);
     st_emu_sim_item *it = calloc(N, sizeof *it);
     st_record *rec = calloc(N, sizeof *rec);
+    if (!ids || !it || !rec) {
+        free(ids);
+        free(it);
+        free(rec);
+        return;
+    }
     for (uint32_t i = 0; i < N; i++) {
         for (uint32_t k = 0; k < IN; k++)
             ids[(size_t)i * IN + k] =
@@ -135,15 +144,22 @@ static void virtual_speed(void)
     if (rc < 0)
         fprintf(stderr, "speed run failed: %s\n", err);
     else
-        printf("virtual time Qwen3-8B/H100, 200 x (3000 in, 2000 shared, 300 out) at 4 req/s: "
-               "%.1f s simulated in %.2f ms wall = %.0fx real time (%llu steps, prefix hit %.1f %%)\n",
-               s.duration / 1e9, wall / 1e6, (double)s.duration / (double)wall, (unsigned long long)s.steps,
-               100.0 * s.prefix_hits / (s.prefix_queries ? s.prefix_queries : 1));
+        printf("virtual time Qwen3-8B/H100, %u x (3000 in, 2000 shared, 300 out) at 4 req/s: %.1f s simulated in "
+               "%.1f ms wall = %.0fx real time, %.0f requests/s simulated (%llu steps, prefix hit %.1f %%)\n",
+               N, s.duration / 1e9, wall / 1e6, (double)s.duration / (double)wall, N / (wall / 1e9),
+               (unsigned long long)s.steps, 100.0 * s.prefix_hits / (s.prefix_queries ? s.prefix_queries : 1));
     for (uint32_t i = 0; i < N; i++)
         st_record_free(&rec[i]);
     free(rec);
     free(it);
     free(ids);
+}
+
+static void virtual_speed(void)
+{
+    virtual_speed_n(200);
+    virtual_speed_n(1000);
+    virtual_speed_n(5000);
 }
 
 int main(void)

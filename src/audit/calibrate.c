@@ -207,6 +207,9 @@ int st_calib_add_audit(st_calib_set *s, const char *dir, const char *config, dou
             added = -1;
             goto out;
         }
+        /* the fit starts from the model's defaults, whatever calibration the measured engine
+         * (an emulator) was given */
+        st_emu_tuning_defaults(&run->cfg.tune, &run->cfg.gpu);
         st_record *rec = NULL;
         uint32_t nrec = 0;
         if (st_store_records_get(store, rr->id, &rec, &nrec) < 0) {

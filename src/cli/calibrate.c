@@ -69,6 +69,8 @@ static int engine_config(const char *spec, st_emu_config *cfg, char *err, size_t
     int rc = st_emu_args_parse(&A, opts, argc, argv, &r, err, errlen);
     if (rc == 0)
         rc = st_emu_args_config(&A, cfg, err, errlen);
+    if (rc == 0)
+        st_emu_tuning_defaults(&cfg->tune, &cfg->gpu); /* the fit starts from the defaults */
     st_opts_result_free(&r);
     free(copy);
     return rc ? -1 : 0;

@@ -556,10 +556,17 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
         }
     }
     e->n_run = w;
+    /* The API server detokenises and streams every token, one after another on its queue: a
+     * token reaches its client when the server has handled it (the step's end while it keeps up). */
     if (!e->cfg.no_frontend && n_ev) {
-        /* the API server detokenises and streams every token: work on its queue */
         st_ns start = e->fe_free > end ? e->fe_free : end;
-        e->fe_free = start + (st_ns)(e->cfg.tune.fe_token_cpu_s * 1e9 * n_ev);
+        double per = e->cfg.tune.fe_token_cpu_s * 1e9;
+        for (uint32_t i = 0; i < n_ev; i++)
+            e->events[i].due = start + (st_ns)(per * (i + 1));
+        e->fe_free = start + (st_ns)(per * n_ev);
+    } else {
+        for (uint32_t i = 0; i < n_ev; i++)
+            e->events[i].due = end;
     }
     res->events = e->events;
     res->n_events = n_ev;

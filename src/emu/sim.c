@@ -30,6 +30,8 @@ struct st_emu_session {
     uint32_t order_cap;
     uint32_t *fifo; /* in-flight requests in send order (timeouts, stop) */
     uint32_t fifo_cap;
+    st_ns *slots; /* with a cap on requests in flight: when each slot (is / will be) free, FIFO */
+    uint32_t slots_cap;
 };
 
 int st_emu_session_new(const st_emu_config *cfg, st_emu_session **out, st_emu_memory *mem_out, char *err, size_t errlen)
@@ -56,6 +58,7 @@ void st_emu_session_free(st_emu_session *s)
     free(s->idbuf);
     free(s->order);
     free(s->fifo);
+    free(s->slots);
     free(s);
 }
 
@@ -83,9 +86,12 @@ typedef struct run {
     int closed;       /* closed loop: each client sends its next item when its request ends */
     uint32_t next;    /* next position in the send order */
     uint32_t arrived; /* open loop: positions of the send order whose arrival has come */
-    st_ns full_until; /* open loop with a cap: when a slot last freed while all were taken */
+    /* with a cap: the slot-free times in order (a ring of cap + n entries: cap at 0, then each
+     * request's end as its client sees it); a request goes out at max(arrival, free slot) */
+    uint32_t slot_head, slot_tail;
     uint32_t fifo_head, fifo_tail;
     st_ns next_tick; /* run time */
+    st_ns last_due;  /* the latest token delivery so far (absolute; the run ends after it) */
     st_emu_run_progress p;
     char *err;
     size_t errlen;
@@ -93,12 +99,24 @@ typedef struct run {
 
 static st_ns run_now(const run *R) { return R->S->vc.t - R->t0; }
 
-/* A request left the client's flight (finished, failed, rejected, timed out). */
+/* The latest due time of a step's events (absolute), or -1. */
+static st_ns ev_last_due(const st_emu_step_result *res)
+{
+    st_ns d = -1;
+    for (uint32_t k = 0; k < res->n_events; k++)
+        if (res->events[k].due > d)
+            d = res->events[k].due;
+    return d;
+}
+
+/* A request left the client's flight (finished, failed, rejected, timed out) at run time `at`:
+ * with a cap, its slot is free again then. Completions are handled in time order, so the ring
+ * stays sorted. */
 static void slot_freed(run *R, st_ns at)
 {
     R->p.in_flight--;
-    if (R->cap && !R->closed && R->p.in_flight + 1 == R->cap)
-        R->full_until = at;
+    if (R->cap)
+        R->S->slots[R->slot_tail++] = at;
 }
 
 static int run_prepare(run *R)
@@ -123,6 +141,15 @@ static int run_prepare(run *R)
         S->fifo = nf;
         S->fifo_cap = n;
     }
+    if (R->cap && (size_t)R->cap + n > S->slots_cap) {
+        st_ns *ns = realloc(S->slots, ((size_t)R->cap + n) * sizeof *ns);
+        if (!ns)
+            return -1;
+        S->slots = ns;
+        S->slots_cap = R->cap + n;
+    }
+    for (uint32_t k = 0; k < R->cap; k++)
+        S->slots[R->slot_tail++] = 0;
     for (uint32_t i = 0; i < n; i++) {
         const st_emu_sim_item *it = &R->items[i];
         /* closed loop: items go out in their order, whatever their arrival */
@@ -196,21 +223,28 @@ static int send_item(run *R, uint32_t i, st_ns sent)
     return 0;
 }
 
-/* Sends everything due at run time `now`: open loop, the arrivals up to now while a slot is
- * free; closed loop, one item per free client. */
+/* Sends everything due at run time `now`: open loop, the arrivals up to now; with a cap, each
+ * once a slot is free (at max(arrival, the slot's free time)); closed loop, the next item in
+ * order whenever a client's slot is free. */
 static int send_due(run *R, st_ns now)
 {
     const arr_ev *order = R->S->order;
     if (!R->closed)
         while (R->arrived < R->n && order[R->arrived].t <= now)
             R->arrived++;
-    while (R->next < R->n && (!R->cap || R->p.in_flight < R->cap)) {
-        if (!R->closed && order[R->next].t > now)
+    while (R->next < R->n) {
+        st_ns at = R->closed ? 0 : order[R->next].t;
+        if (R->cap) {
+            if (R->slot_head == R->slot_tail)
+                break; /* every slot taken */
+            st_ns free_at = R->S->slots[R->slot_head];
+            at = at > free_at ? at : free_at;
+        }
+        if (at > now)
             break;
-        uint32_t i = order[R->next++].i;
-        st_ns sched = R->rec[i].scheduled;
-        st_ns sent = R->closed ? now : (R->cap && sched <= R->full_until ? R->full_until : sched);
-        if (send_item(R, i, sent) < 0)
+        if (R->cap)
+            R->slot_head++;
+        if (send_item(R, order[R->next++].i, at) < 0)
             return -1;
     }
     if (R->closed)
@@ -277,32 +311,34 @@ static void run_stop(run *R, st_ns now)
         st_record_set_error(&R->rec[S->order[k].i], ST_REQ_ABORTED, STOPPED_UNSENT, sizeof STOPPED_UNSENT - 1);
 }
 
-/* Runs one engine step and records its token events (at the step's end). 0, or -1. */
+/* Records a step's token events at the times the clients receive them (the step's end, or
+ * later when the API-server model is behind). 0, or -1. */
 static int run_step(run *R, const st_emu_step_result *res)
 {
-    st_ns end_abs = res->start + res->duration, end = end_abs - R->t0;
+    st_ns end_abs = res->start + res->duration;
     R->s.busy_s += res->duration / 1e9;
     for (uint32_t k = 0; k < res->n_events; k++) {
         const st_emu_event *ev = &res->events[k];
         st_record *r = ev->user;
+        st_ns at = ev->due - R->t0;
         if (ev->first) {
-            r->first_token = r->first_byte = end;
+            r->first_token = r->first_byte = at;
             r->http_status = 200;
             r->cached_tokens = ev->cached_tokens;
         }
-        if (st_record_add_event(r, end) < 0) {
+        if (st_record_add_event(r, at) < 0) {
             snprintf(R->err, R->errlen, "out of memory");
             return -1;
         }
         r->output_tokens = ev->n_out;
         R->p.output_tokens++;
         if (ev->finish) {
-            r->end = end;
+            r->end = at;
             r->usage_reported = 1;
             r->status = ST_REQ_OK;
             R->s.completed++;
             R->p.completed++;
-            slot_freed(R, end);
+            slot_freed(R, at);
         }
     }
     st_emu_stats es;
@@ -315,6 +351,8 @@ static int run_step(run *R, const st_emu_step_result *res)
         R->s.max_kv_usage = es.kv_usage;
     if (end_abs > R->S->vc.t)
         R->S->vc.t = end_abs;
+    if (R->last_due < 0 || ev_last_due(res) > R->last_due)
+        R->last_due = ev_last_due(res);
     return 0;
 }
 
@@ -328,9 +366,15 @@ static st_ns idle_until(run *R, st_ns now)
         if (ready >= 0)
             t = ready - R->t0;
     }
-    if (!R->closed && R->next < R->n && (!R->cap || R->p.in_flight < R->cap)) {
-        st_ns a = R->S->order[R->next].t;
-        if (t < 0 || a < t)
+    if (R->next < R->n) {
+        st_ns a = R->closed ? 0 : R->S->order[R->next].t;
+        int can = 1;
+        if (R->cap) {
+            can = R->slot_head < R->slot_tail;
+            if (can && R->S->slots[R->slot_head] > a)
+                a = R->S->slots[R->slot_head];
+        }
+        if (can && (t < 0 || a < t))
             t = a;
     }
     if (t < 0)
@@ -346,6 +390,9 @@ static void run_finish_stats(run *R)
 {
     st_emu_stats es;
     st_emu_get_stats(R->e, &es);
+    /* the run lasts until its last token reached its client */
+    if (R->last_due > R->S->vc.t)
+        R->S->vc.t = R->last_due;
     R->s.duration = R->S->vc.t - R->t0;
     R->s.steps = es.steps - R->es0.steps;
     R->s.preemptions = es.preemptions - R->es0.preemptions;
@@ -366,7 +413,7 @@ int st_emu_session_run(st_emu_session *S, const st_emu_sim_item *items, uint32_t
     run R = { .S = S, .e = S->e, .items = items, .n = n, .o = o, .rec = records, .err = err, .errlen = errlen };
     R.closed = o->clients > 0;
     R.cap = R.closed ? o->clients : o->max_concurrency;
-    R.full_until = -1;
+    R.last_due = -1;
     R.t0 = S->vc.t;
     R.base = S->id_base;
     S->id_base += (uint64_t)n + 1;
