@@ -1,7 +1,7 @@
-/* Calibration and speed figures of the engine model:
+/* Reference and speed figures of the engine model:
  *  1. RTX 4090 + Llama-3-8B AWQ, 32 requests kept in flight, 256 in / 512 out, vs the
- *     published ~3,500 generated tok/s and ~120 ms TTFT (docs/reference/calibration-rtx4090-llama3-8b-awq.md), each
- *     within +-25 %: exit status 1 when either is outside.
+ *     published ~3,500 generated tok/s and ~120 ms TTFT (docs/reference/calibration-rtx4090-llama3-8b-awq.md):
+ *     printed with the +-25 % band, information only (the fidelity benchmark is the gate).
  *  2. The Qwen3-8B bf16 decode-step floor on H100 (weights / bandwidth, ~4.9 ms).
  *  3. Virtual-time speed: 200 requests of 3,000-token prompts (2,000 shared) and 300-token
  *     outputs on Qwen3-8B / H100, simulated time / wall time on one core (>= 1000x).
@@ -109,9 +109,7 @@ static void decode_floor(void)
            st_emu_weight_read_floor_s(&c) * 1e3, st_emu_step_seconds(&c, &b, NULL) * 1e3);
 }
 
-/* Virtual-time speed: the same workload shape at 200, 1,000 and 5,000 requests (arrivals at
- * 4 req/s, so the simulated time grows with the count): the cost per simulated request must
- * not grow with the count. */
+/* Virtual-time speed with a shared prefix (prefix-cache lookups and hits on every request). */
 static void virtual_speed_n(uint32_t N)
 {
     st_emu_config c;
@@ -155,17 +153,54 @@ static void virtual_speed_n(uint32_t N)
     free(ids);
 }
 
+/* The model's cost per simulated request against the run's length: 512-token prompts, 128-token
+ * outputs at 4 req/s (the simulated time grows with the count), 200 to 100,000 requests. */
+static void scaling(void)
+{
+    st_emu_config c;
+    if (setup(&c, "H100", "Qwen/Qwen3-8B") < 0)
+        return;
+    static const uint32_t counts[] = { 200, 2000, 20000, 100000 };
+    for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
+        uint32_t N = counts[k];
+        st_emu_sim_item *it = calloc(N, sizeof *it);
+        st_record *rec = calloc(N, sizeof *rec);
+        if (!it || !rec) {
+            free(it);
+            free(rec);
+            return;
+        }
+        for (uint32_t i = 0; i < N; i++)
+            it[i] = (st_emu_sim_item){ .arrival = (st_ns)i * 250 * ST_NS_PER_MS, .input_len = 512, .output_len = 128 };
+        char err[512];
+        st_emu_sim_stats s;
+        st_ns t0 = st_now();
+        int rc = st_emu_sim_run(&c, it, N, rec, &s, err, sizeof err);
+        st_ns wall = st_now() - t0;
+        if (rc == 0)
+            printf("scaling Qwen3-8B/H100, %6u x (512 in, 128 out) at 4 req/s: %8.1f s simulated in %7.1f ms wall: "
+                   "%.0f requests/s simulated, %.2f us per step\n",
+                   N, s.duration / 1e9, wall / 1e6, N / (wall / 1e9), wall / 1e3 / (double)(s.steps ? s.steps : 1));
+        for (uint32_t i = 0; i < N; i++)
+            st_record_free(&rec[i]);
+        free(rec);
+        free(it);
+    }
+}
+
 static void virtual_speed(void)
 {
     virtual_speed_n(200);
-    virtual_speed_n(1000);
-    virtual_speed_n(5000);
+    scaling();
 }
 
 int main(void)
 {
+    /* information only: the fidelity benchmark (bench/fidelity.c, docs/fidelity.md) measures the
+     * model against 53 published points with full setups; this blog figure has none of its
+     * setup but the sizes, and the model's constants are no longer tuned to it */
     int rc = calibration_point(0.0, 0);
-    rc |= calibration_point(0.5, 1);
+    rc |= calibration_point(0.5, 0);
     calibration_point(0.1, 0);
     calibration_point(0.25, 0);
     decode_floor();

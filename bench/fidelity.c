@@ -202,7 +202,8 @@ static int do_fit(const st_fid_point *pts, point_run *pr, uint32_t n, int sweeps
      * what the hardware does. */
     ADD("fe_latency_s", fe_latency_s, 0.002, 0.06, 1, SCOPE_ALL, "");
     ADD("fe_req_cpu_s", fe_req_cpu_s, 0.0005, 0.03, 1, SCOPE_ALL, "");
-    ADD("fe_token_cpu_s", fe_token_cpu_s, 5e-6, 1.5e-4, 1, SCOPE_ALL, "");
+    ADD("fe_token_cpu_s", fe_token_cpu_s, 5e-6, 8e-5, 1, SCOPE_ALL, "");
+    ADD("fe_chat_factor", fe_chat_factor, 1.0, 4.0, 0, SCOPE_ALL, "");
     ADD("step_cpu_s", step_cpu_s, 2e-4, 0.005, 1, SCOPE_ALL, "");
     ADD("seq_cpu_s", seq_cpu_s, 1e-6, 5e-5, 1, SCOPE_ALL, "");
     ADD("layer_eager_s", layer_eager_s, 1e-5, 2.5e-4, 1, SCOPE_EAGER, "");

@@ -223,6 +223,8 @@ int st_calib_add_audit(st_calib_set *s, const char *dir, const char *config, dou
         for (uint32_t k = 0; k < nrec; k++)
             st_record_free(&rec[k]);
         free(rec);
+        for (uint32_t k = 0; ir == 0 && k < run->n; k++)
+            run->items[k].chat = spec.engine.api && !strcmp(spec.engine.api, "chat");
         if (ir < 0) {
             snprintf(err, errlen, "out of memory");
             added = -1;

@@ -329,6 +329,9 @@ static int model_run_rate(st_executor *x, const st_exec_rate *in, st_config_row 
         return -1;
     }
     st_emu_sim_items_from_workload(in->w, in->sched, items);
+    int chat = M->spec->engine.api && !strcmp(M->spec->engine.api, "chat");
+    for (uint32_t i = 0; i < n; i++)
+        items[i].chat = chat;
     model_tick T = { .in = in, .out = out };
     if (!in->warmup) {
         st_emu_stats es;

@@ -32,7 +32,8 @@ static const st_calib_knob knobs[] = {
     KNOB(layer_eager_s, 1e-5, 2.5e-4, 1, "per-layer cost in eager mode (s)"),
     KNOB(fe_latency_s, 0.002, 0.06, 1, "API server: fixed latency of a request (s)"),
     KNOB(fe_req_cpu_s, 0.0005, 0.03, 1, "API server: CPU per request (s)"),
-    KNOB(fe_token_cpu_s, 5e-6, 1.5e-4, 1, "API server: CPU per streamed token (s)"),
+    KNOB(fe_token_cpu_s, 5e-6, 8e-5, 1, "API server: CPU per streamed token (s)"),
+    KNOB(fe_chat_factor, 1.0, 4.0, 0, "API server: cost of a chat request relative to a completions one"),
     { NULL, 0, 0, 0, 0, NULL },
 };
 

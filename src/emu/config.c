@@ -25,6 +25,7 @@ void st_emu_tuning_defaults(st_emu_tuning *t, const st_emu_gpu *gpu)
     t->fe_latency_s = EMU_FE_LATENCY_S;
     t->fe_req_cpu_s = EMU_FE_REQ_CPU_S;
     t->fe_token_cpu_s = EMU_FE_TOKEN_CPU_S;
+    t->fe_chat_factor = EMU_FE_CHAT_FACTOR;
 }
 
 uint32_t st_emu_parse_vllm_version(const char *s)

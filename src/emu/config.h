@@ -27,6 +27,7 @@ typedef struct st_emu_tuning {
     double fe_latency_s;   /* API server: fixed latency of a request (in and first token out) */
     double fe_req_cpu_s;   /* API server CPU per request */
     double fe_token_cpu_s; /* API server CPU per streamed token */
+    double fe_chat_factor; /* the three front-end costs of a chat-completions request, relative */
 } st_emu_tuning;
 
 typedef struct st_emu_config {

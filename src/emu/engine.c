@@ -24,7 +24,8 @@ typedef struct emu_req {
     int admitted_once;
     uint64_t admit_seq;
     st_ns arrival, first_scheduled, first_token;
-    st_ns ready; /* when the API server has handed it to the engine core (front-end model) */
+    st_ns ready;      /* when the API server has handed it to the engine core (front-end model) */
+    double fe_factor; /* its API-server costs relative to a completions request */
 } emu_req;
 
 struct st_emu_engine {
@@ -43,7 +44,8 @@ struct st_emu_engine {
     uint32_t *sched_new;
     uint32_t cap_sched, cap_sched_new;
     st_emu_event *events;
-    uint32_t cap_events;
+    double *sched_fe; /* per event: its request's front-end factor */
+    uint32_t cap_events, cap_sched_fe;
     uint64_t *admitted, *preempted;
     uint32_t cap_admitted, cap_preempted;
     uint32_t *scratch_blocks;
@@ -129,6 +131,7 @@ void st_emu_engine_free(st_emu_engine *e)
     free(e->sched);
     free(e->sched_new);
     free(e->events);
+    free(e->sched_fe);
     free(e->admitted);
     free(e->preempted);
     free(e->scratch_blocks);
@@ -271,9 +274,10 @@ int st_emu_add_request(st_emu_engine *e, const st_emu_req_params *p, char *err, 
         /* The API server handles requests in order on one core: this one's parsing and
          * tokenisation start when it is free, then the fixed latency to the engine core. */
         const st_emu_tuning *t = &e->cfg.tune;
+        r->fe_factor = p->chat && t->fe_chat_factor > 0 ? t->fe_chat_factor : 1.0;
         st_ns start = e->fe_free > r->arrival ? e->fe_free : r->arrival;
-        e->fe_free = start + (st_ns)(t->fe_req_cpu_s * 1e9);
-        r->ready = e->fe_free + (st_ns)(t->fe_latency_s * 1e9);
+        e->fe_free = start + (st_ns)(t->fe_req_cpu_s * r->fe_factor * 1e9);
+        r->ready = e->fe_free + (st_ns)(t->fe_latency_s * r->fe_factor * 1e9);
     }
     if (wq_push_back(e, r) < 0)
         goto nomem;
@@ -400,7 +404,8 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
     uint32_t live = e->n_run + e->wq_len;
     if (grow((void **)&e->sched, &e->cap_sched, live, sizeof *e->sched) < 0 ||
         grow((void **)&e->sched_new, &e->cap_sched_new, live, sizeof *e->sched_new) < 0 ||
-        grow((void **)&e->events, &e->cap_events, live, sizeof *e->events) < 0)
+        grow((void **)&e->events, &e->cap_events, live, sizeof *e->events) < 0 ||
+        grow((void **)&e->sched_fe, &e->cap_sched_fe, live, sizeof *e->sched_fe) < 0)
         return -1;
     /* the waiting deque must take every running request back, the running list every
      * waiting one, without allocating in the middle of a step */
@@ -524,6 +529,7 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
             r->tokens[r->n_tokens++] = tok;
         r->n_out++;
         e->st.generation_tokens++;
+        e->sched_fe[n_ev] = r->fe_factor > 0 ? r->fe_factor : 1.0;
         st_emu_event *ev = &e->events[n_ev++];
         memset(ev, 0, sizeof *ev);
         ev->id = r->id;
@@ -560,10 +566,12 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
      * token reaches its client when the server has handled it (the step's end while it keeps up). */
     if (!e->cfg.no_frontend && n_ev) {
         st_ns start = e->fe_free > end ? e->fe_free : end;
-        double per = e->cfg.tune.fe_token_cpu_s * 1e9;
-        for (uint32_t i = 0; i < n_ev; i++)
-            e->events[i].due = start + (st_ns)(per * (i + 1));
-        e->fe_free = start + (st_ns)(per * n_ev);
+        double per = e->cfg.tune.fe_token_cpu_s * 1e9, done = 0;
+        for (uint32_t i = 0; i < n_ev; i++) {
+            done += per * e->sched_fe[i];
+            e->events[i].due = start + (st_ns)done;
+        }
+        e->fe_free = start + (st_ns)done;
     } else {
         for (uint32_t i = 0; i < n_ev; i++)
             e->events[i].due = end;

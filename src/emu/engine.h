@@ -32,6 +32,7 @@ typedef struct st_emu_req_params {
     uint32_t min_tokens; /* accepted; the model always generates max_tokens (ignore_eos) */
     int ignore_eos;
     st_ns arrival; /* engine time; -1: clock.now() */
+    int chat;      /* a /v1/chat/completions request (its API-server costs: fe_chat_factor) */
     void *user;    /* returned in events */
 } st_emu_req_params;
 

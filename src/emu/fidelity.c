@@ -287,7 +287,7 @@ static void make_items(const st_fid_point *p, st_emu_sim_item *items, uint32_t *
             t += st_rng_exp(&ar, p->rate);
         uint32_t ilen = in[i] + (p->chat ? FID_CHAT_TEMPLATE_TOKENS : 0);
         items[i] = (st_emu_sim_item){
-            .arrival = (st_ns)(t * 1e9), .input_ids = NULL, .input_len = ilen, .output_len = out[i]
+            .arrival = (st_ns)(t * 1e9), .input_ids = NULL, .input_len = ilen, .output_len = out[i], .chat = p->chat
         };
     }
 }

@@ -204,6 +204,7 @@ static int send_item(run *R, uint32_t i, st_ns sent)
                             .n_ids = it->input_len,
                             .max_tokens = it->output_len,
                             .ignore_eos = 1,
+                            .chat = it->chat,
                             .arrival = R->t0 + sent,
                             .user = r };
     char why[512];

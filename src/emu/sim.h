@@ -18,6 +18,7 @@ typedef struct st_emu_sim_item {
     const uint32_t *input_ids; /* input_len ids, or NULL: unique deterministic ids */
     uint32_t input_len;
     uint32_t output_len; /* max_tokens (ignore_eos) */
+    int chat;            /* sent to /v1/chat/completions (the API-server model's chat costs) */
 } st_emu_sim_item;
 
 typedef struct st_emu_sim_stats {

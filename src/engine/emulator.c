@@ -709,6 +709,7 @@ static void handle_generate(st_emulator *em, const st_http_parser *req, st_serve
                             .max_tokens = (uint32_t)max_tokens,
                             .min_tokens = mn ? (uint32_t)json_integer_value(mn) : 0,
                             .ignore_eos = json_is_true(json_object_get(root, "ignore_eos")),
+                            .chat = api == API_CHAT,
                             .arrival = -1,
                             .user = s };
     json_decref(root);

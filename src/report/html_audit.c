@@ -479,12 +479,12 @@ int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *op
     st_buf_printf(&tb, "servetune %s", r->audit.version ? r->audit.version : ST_VERSION);
     h.generator = a_take(&a, &tb);
     /* predicted vs measured (report/predvs.h): one row per configuration the prediction has */
-    static const char *const pv_head[10] = { "configuration",      "capacity predicted", "measured", "error",
-                                             "TTFT p95 predicted", "measured",           "error",    "TPOT p95 predicted",
-                                             "measured",           "error" };
-    const char **pv = r->predvs.present && !r->audit.prediction
-                          ? a_calloc(&a, (size_t)r->n_cfg * 10, sizeof *pv)
-                          : NULL;
+    static const char *const pv_head[10] = { "configuration", "capacity predicted", "measured",
+                                             "error",         "TTFT p95 predicted", "measured",
+                                             "error",         "TPOT p95 predicted", "measured",
+                                             "error" };
+    const char **pv =
+        r->predvs.present && !r->audit.prediction ? a_calloc(&a, (size_t)r->n_cfg * 10, sizeof *pv) : NULL;
     uint32_t pv_rows = 0;
     for (int i = 0; pv && i < r->n_cfg; i++) {
         char cells[9][32];

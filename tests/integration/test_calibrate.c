@@ -26,10 +26,11 @@
 
 #include "audit/store.h"
 
-static const char *HIDDEN = "{\"schema\":\"servetune-calibration/1\",\"gpu\":\"H100 SXM 80GB\",\"model\":\"Qwen/Qwen3-8B\","
-                            "\"model_shape\":{\"layers\":36,\"hidden\":4096,\"intermediate\":12288,\"heads\":32,"
-                            "\"kv_heads\":8,\"head_dim\":128,\"vocab\":151936,\"experts\":0},\"weights\":\"bfloat16\","
-                            "\"tensor_parallel_size\":1,\"tuning\":{\"bw_eff\":0.66}}\n";
+static const char *HIDDEN =
+    "{\"schema\":\"servetune-calibration/1\",\"gpu\":\"H100 SXM 80GB\",\"model\":\"Qwen/Qwen3-8B\","
+    "\"model_shape\":{\"layers\":36,\"hidden\":4096,\"intermediate\":12288,\"heads\":32,"
+    "\"kv_heads\":8,\"head_dim\":128,\"vocab\":151936,\"experts\":0},\"weights\":\"bfloat16\","
+    "\"tensor_parallel_size\":1,\"tuning\":{\"bw_eff\":0.66}}\n";
 
 static void write_file(const char *path, const char *text)
 {
@@ -175,8 +176,9 @@ static void calibrated_prediction_matches_higher_rates(void **state)
     assert_int_equal(run_servetune(pa, 60), 2);
     snprintf(path, sizeof path, "%s/servetune.out", tmp);
     assert_true(file_has(path, "the calibration is for GPU H100 SXM 80GB"));
-    const char *em[] = { "emulate", "serve", "Qwen/Qwen3-8B", "--gpu", "A100", "--port", "0", "--calibration", cal,
-                         NULL };
+    const char *em[] = {
+        "emulate", "serve", "Qwen/Qwen3-8B", "--gpu", "A100", "--port", "0", "--calibration", cal, NULL
+    };
     assert_int_equal(run_servetune(em, 30), 2);
     assert_true(file_has(path, "is refused"));
 }

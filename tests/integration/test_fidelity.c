@@ -13,15 +13,27 @@
 #define DATA "bench/fidelity/measurements.json"
 
 /* Ceilings: median |error| and the number of points off by more than 2x, per split and metric
- * (throughput, TTFT p50, TTFT tail, TPOT). Measured: docs/fidelity.md. */
+ * (throughput, TTFT p50, TTFT tail, TPOT). Measured today (docs/fidelity.md): fit 11.4 / 23.8 /
+ * 27.6 / 14.9 %, 8 points beyond 2x; test 8.4 / 30.1 / 28.1 / 15.3 %, 2 points beyond 2x. The
+ * ceilings add 1.5-3 points (a point or two of slack, the same model on another compiler). */
+#define FID_FIT_TPUT 0.13
+#define FID_FIT_TTFT50 0.26
+#define FID_FIT_TTFTT 0.30
+#define FID_FIT_TPOT 0.17
+#define FID_FIT_FAR 9
+#define FID_TEST_TPUT 0.10
+#define FID_TEST_TTFT50 0.33
+#define FID_TEST_TTFTT 0.31
+#define FID_TEST_TPOT 0.17
+#define FID_TEST_FAR 3
+
 typedef struct ceiling {
     double median[ST_FID_M_COUNT];
     uint32_t beyond_2x; /* points with any metric off by more than 2x */
 } ceiling;
 
 static const ceiling FIT_CEILING = { { FID_FIT_TPUT, FID_FIT_TTFT50, FID_FIT_TTFTT, FID_FIT_TPOT }, FID_FIT_FAR };
-static const ceiling TEST_CEILING = { { FID_TEST_TPUT, FID_TEST_TTFT50, FID_TEST_TTFTT, FID_TEST_TPOT },
-                                      FID_TEST_FAR };
+static const ceiling TEST_CEILING = { { FID_TEST_TPUT, FID_TEST_TTFT50, FID_TEST_TTFTT, FID_TEST_TPOT }, FID_TEST_FAR };
 
 static void figures_do_not_get_worse(void **state)
 {
