@@ -44,6 +44,37 @@ int st_cli_predict_first(const struct st_spec *spec, const char *spec_path, cons
                          struct st_store *audit_store, const char *calib_path, const struct st_emu_calib *calib,
                          int quiet);
 
+/* servetune audit across machines (src/cli/audit_cluster.c, docs/cluster.md). */
+#include <signal.h>
+
+#include "core/opts.h"
+#define ST_SPEC_MAX_CONFIGS_CLI 1024 /* configurations --only can pick from */
+typedef struct st_cluster_cli {
+    const char *only;        /* --only NAME[,NAME] */
+    long only_index;         /* --only-index N, -1 when absent */
+    const char *expect_hash; /* --expect-spec-hash: refuse a spec whose text changed */
+    int dry_run, wait;
+    const char *partition, *account, *time, *gpu_request;
+    long gpus_per_task, max_concurrent;
+    st_strlist sbatch_args;
+    const char *k8s_manifest, *k8s_image, *k8s_namespace, *k8s_pvc;
+} st_cluster_cli;
+struct st_spec;
+/* --only/--only-index: each configuration named into DIR/shards/NAME.sqlite. */
+int st_cli_audit_shards(const struct st_spec *spec, const char *spec_path, const char *out_dir, const st_cluster_cli *c,
+                        int resume, int quiet, volatile sig_atomic_t *stop, volatile sig_atomic_t *sig);
+/* --slurm: the job array and the merge job (--dry-run, --wait, --resume). */
+int st_cli_audit_slurm(const struct st_spec *spec, const char *spec_path, const char *out_dir, const st_cluster_cli *c,
+                       int resume, volatile sig_atomic_t *stop);
+/* --k8s-manifest FILE. */
+int st_cli_audit_k8s(const struct st_spec *spec, const char *spec_path, const st_cluster_cli *c);
+/* --status DIR. */
+int st_cli_audit_status(const char *dir);
+/* Merges DIR/shards into DIR/results.sqlite and writes the reports (--merge, servetune report).
+ * 0 written; 1 the merge was refused or failed, or (strict) the audit is partial or a
+ * configuration failed. */
+int st_cli_merge_report(const char *dir, const char *expect_hash, int quiet, int strict);
+
 int cmd_version(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
 int cmd_audit(int argc, char **argv);
