@@ -82,5 +82,6 @@ int cmd_predict(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_emulate(int argc, char **argv);
+int cmd_gguf(int argc, char **argv);
 
 #endif

@@ -11,6 +11,7 @@ static const st_cmd commands[] = {
     { "bench", cmd_bench, "drive a running endpoint with an open-loop load and measure it" },
     { "calibrate", cmd_calibrate, "fit the engine model's constants to your own measurements (a calibration file)" },
     { "report", cmd_report, "re-render an audit's reports from its results database" },
+    { "gguf", cmd_gguf, "write a GGUF model of a real architecture with random weights (for llama.cpp)" },
     { "version", cmd_version, "print the version" },
     { "emulate", cmd_emulate, "run the vLLM-compatible engine emulator (emulate serve MODEL --gpu NAME)" },
     { NULL, NULL, NULL },

@@ -206,8 +206,8 @@ static const char *const root_keys[F__COUNT] = {
 
 /* The fields each API reads (fewer keys to compare per member on the hot path). */
 static const signed char api_fields[5][9] = {
-    [ST_API_COMPLETIONS] = { F_ERROR, F_OBJECT, F_MESSAGE, F_CHOICES, F_USAGE, -1 },
-    [ST_API_CHAT] = { F_ERROR, F_OBJECT, F_MESSAGE, F_CHOICES, F_USAGE, -1 },
+    [ST_API_COMPLETIONS] = { F_ERROR, F_OBJECT, F_MESSAGE, F_CHOICES, F_USAGE, F_TIMINGS, -1 },
+    [ST_API_CHAT] = { F_ERROR, F_OBJECT, F_MESSAGE, F_CHOICES, F_USAGE, F_TIMINGS, -1 },
     [ST_API_TGI] = { F_ERROR, F_OBJECT, F_MESSAGE, F_ERROR_TYPE, F_TOKEN, F_GENERATED_TEXT, F_DETAILS, -1 },
     [ST_API_LLAMACPP] = { F_ERROR, F_OBJECT, F_MESSAGE, F_CONTENT, F_STOP, F_TOKENS_PREDICTED, F_TOKENS_EVALUATED,
                           F_TIMINGS, -1 },
@@ -347,6 +347,24 @@ static void read_tgi(const st_json_val *f, st_api_event *ev)
     }
 }
 
+/* llama.cpp's `timings` {prompt_ms, predicted_ms, predicted_n, ...}: all three or nothing. */
+static void read_timings(const st_json_val *t, st_api_event *ev)
+{
+    if (t->type != ST_JSON_OBJECT)
+        return;
+    static const char *const keys[] = { "prompt_ms", "predicted_ms", "predicted_n" };
+    st_json_val v[3];
+    double pm, gm;
+    uint32_t gn;
+    if (st_json_obj_fields(t, keys, 3, v) < 0 || st_json_num(&v[0], &pm) || st_json_num(&v[1], &gm) ||
+        st_json_u32(&v[2], &gn) || !(pm >= 0) || !(gm >= 0))
+        return;
+    ev->has_timings = 1;
+    ev->srv_prompt_ms = pm;
+    ev->srv_gen_ms = gm;
+    ev->srv_gen_n = gn;
+}
+
 static void read_llamacpp(const st_json_val *f, st_api_event *ev)
 {
     if (st_json_str_nonempty(&f[F_CONTENT]))
@@ -471,6 +489,7 @@ static int parse_common(st_api_kind k, const char *data, size_t len, st_api_even
     case ST_API_CHAT:
         read_choices(&f[F_CHOICES], k == ST_API_CHAT, streaming ? "delta" : "message", ev);
         read_openai_usage(&f[F_USAGE], ev);
+        read_timings(&f[F_TIMINGS], ev);
         if (!streaming) {
             if (ev->has_usage)
                 ev->tokens = ev->usage_completion;
@@ -485,6 +504,7 @@ static int parse_common(st_api_kind k, const char *data, size_t len, st_api_even
         break;
     case ST_API_LLAMACPP:
         read_llamacpp(f, ev);
+        read_timings(&f[F_TIMINGS], ev);
         if (!streaming && ev->has_usage)
             ev->tokens = ev->usage_completion;
         break;

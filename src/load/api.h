@@ -33,6 +33,9 @@
  * Errors (is_error, message in error): `{"error":{"message":...}}`, flat
  * `{"object":"error","message":...}`, TGI `{"error":"...","error_type":...}`, and SGLang's
  * finish_reason {type:"abort"}.
+ * Server timings (has_timings): llama.cpp's `timings` object {prompt_ms, predicted_ms,
+ * predicted_n, ...} on the final chunk of /v1/completions and /v1/chat/completions and on the
+ * stop event of /completion; the other engines send none.
  * End of stream: OpenAI and SGLang end with `data: [DONE]` (done = 1); TGI and llama.cpp
  * just end the body after the final event (finished = 1): see st_api_sends_done(). */
 #ifndef ST_API_H
@@ -70,6 +73,11 @@ typedef struct st_api_event {
     uint32_t usage_prompt, usage_completion, usage_cached;
     int is_error;
     char error[256];
+    /* The server's timings of the request (llama.cpp adds `timings` to its last event or
+     * response on every API: prompt_ms, predicted_ms, predicted_n), when present. */
+    int has_timings;
+    double srv_prompt_ms, srv_gen_ms;
+    uint32_t srv_gen_n;
     /* Carried across the events of one stream: the running total of tokens counted so far
      * (the sum of tokens). st_api_parse_event resets every other field and keeps this one,
      * so keep one st_api_event per request and zero it (st_api_event_reset) before the

@@ -110,6 +110,17 @@ json_t *st_output_summary_json(const st_summary *s)
     set(st, "goodput_rps", num(w->goodput));
     set(st, "latency_ms", latency_json(&w->ttft, &w->tpot, &w->itl, &w->e2e, &w->lag));
     set(o, "steady_state", st);
+    if (s->srv_prompt.n || s->srv_tpot.n) {
+        json_t *sv = json_object();
+        set(sv, "requests", json_integer(s->srv_prompt.n));
+        set(sv, "prompt", st_output_dist_json(&s->srv_prompt, 1e3));
+        set(sv, "tpot", st_output_dist_json(&s->srv_tpot, 1e3));
+        set(sv, "ttft_minus_prompt", st_output_dist_json(&s->srv_ttft_gap, 1e3));
+        set(sv, "tpot_minus_server_tpot", st_output_dist_json(&s->srv_tpot_gap, 1e3));
+        set(o, "server_timings_ms", sv);
+    } else {
+        set(o, "server_timings_ms", json_null());
+    }
     return o;
 }
 
@@ -139,6 +150,9 @@ static json_t *record_json(const st_record *r, int with_events)
     set(o, "output_tokens", json_integer(r->output_tokens));
     set(o, "cached_tokens", json_integer(r->cached_tokens));
     set(o, "usage_reported", json_boolean(r->usage_reported));
+    set(o, "server_prompt_ms", r->srv_prompt >= 0 ? json_real(st_ns_to_ms(r->srv_prompt)) : json_null());
+    set(o, "server_gen_ms", r->srv_gen >= 0 ? json_real(st_ns_to_ms(r->srv_gen)) : json_null());
+    set(o, "server_gen_tokens", r->srv_gen >= 0 ? json_integer(r->srv_gen_n) : json_null());
     if (!with_events)
         return o;
     json_t *ev = json_array();
@@ -316,7 +330,7 @@ int st_output_csv(FILE *f, const st_record *recs, uint32_t n)
 {
     fputs("id,warmup,status,http_status,scheduled_ms,sent_ms,first_byte_ms,first_token_ms,end_ms,"
           "ttft_ms,tpot_ms,e2e_ms,lag_ms,input_tokens,output_requested,output_tokens,cached_tokens,"
-          "usage_reported,n_events,error\n",
+          "usage_reported,n_events,error,server_prompt_ms,server_gen_ms,server_gen_tokens\n",
           f);
     for (uint32_t i = 0; i < n; i++) {
         const st_record *r = &recs[i];
@@ -341,7 +355,14 @@ int st_output_csv(FILE *f, const st_record *recs, uint32_t n)
         fprintf(f, ",%u,%u,%u,%u,%d,%u,", r->input_tokens, r->output_requested, r->output_tokens, r->cached_tokens,
                 r->usage_reported ? 1 : 0, r->n_events);
         csv_str(f, r->error);
-        fputc('\n', f);
+        fputc(',', f);
+        csv_ns_ms(f, r->srv_prompt);
+        fputc(',', f);
+        csv_ns_ms(f, r->srv_gen);
+        if (r->srv_gen >= 0)
+            fprintf(f, ",%u\n", r->srv_gen_n);
+        else
+            fputs(",\n", f);
     }
     return ferror(f) ? -1 : 0;
 }
@@ -488,6 +509,23 @@ void st_output_table(FILE *f, const st_bench_info *in, const st_summary *s)
         dist_block(f, &w->ttft, &w->tpot, &w->itl, &w->e2e, NULL);
     } else {
         fputs("Steady state: none (all requests arrived at once, or fewer than two)\n", f);
+    }
+    if (s->srv_prompt.n) {
+        fprintf(f, "Server-reported timings (%u requests; the server's own prompt and generation times):\n",
+                s->srv_prompt.n);
+        fprintf(f, "  %-28s", "server prompt p50 / p99:");
+        figw(f, s->srv_prompt.p50 * 1e3, 3, 0);
+        fputs(" / ", f);
+        figw(f, s->srv_prompt.p99 * 1e3, 3, 0);
+        fprintf(f, " ms\n  %-28s", "TTFT - prompt p50 / p99:");
+        figw(f, s->srv_ttft_gap.p50 * 1e3, 3, 0);
+        fputs(" / ", f);
+        figw(f, s->srv_ttft_gap.p99 * 1e3, 3, 0);
+        fprintf(f, " ms (queue + HTTP + client)\n  %-28s", "TPOT - server's p50 / p99:");
+        figw(f, s->srv_tpot_gap.p50 * 1e3, 3, 0);
+        fputs(" / ", f);
+        figw(f, s->srv_tpot_gap.p99 * 1e3, 3, 0);
+        fputs(" ms\n", f);
     }
     int limited = st_output_client_limited(in, s);
     fprintf(f, "%-30s", "Client self-check:");

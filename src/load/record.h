@@ -49,6 +49,14 @@ typedef struct st_record {
     uint32_t cached_tokens;    /* prompt tokens the server reported as cached (0 if unknown) */
     uint8_t usage_reported;    /* output_tokens came from the server's usage report */
 
+    /* The server's own account of the request, when its response carries one (llama.cpp's
+     * `timings`): prompt time, from the slot taking the request to its first token, and
+     * generation time, from the first token to the last, covering srv_gen_n tokens. -1 (and
+     * srv_gen_n 0) when not reported. Kept beside the client's TTFT and TPOT: the difference is
+     * what the server's queue, the HTTP path and the client add. */
+    st_ns srv_prompt, srv_gen;
+    uint32_t srv_gen_n;
+
     /* Time of every token event (relative to t0), n_events of them; owned by the record
      * (malloc'd). One event may carry more than one token. ITL = consecutive differences. */
     st_ns *events;
@@ -65,6 +73,12 @@ double st_record_ttft(const st_record *r); /* first_token - scheduled */
 double st_record_tpot(const st_record *r); /* (end - first_token) / (output_tokens - 1) */
 double st_record_e2e(const st_record *r);  /* end - scheduled */
 double st_record_lag(const st_record *r);  /* sent - scheduled (client lag) */
+/* The server-reported figures against the client's (seconds; NAN when either is missing):
+ * TTFT minus the server's prompt time, and TPOT minus the server's generation time per step
+ * (srv_gen / (srv_gen_n - 1), the same definition as the client's TPOT). */
+double st_record_srv_ttft_gap(const st_record *r);
+double st_record_srv_tpot(const st_record *r);
+double st_record_srv_tpot_gap(const st_record *r);
 
 /* Appends an event time; -1 when out of memory. */
 int st_record_add_event(st_record *r, st_ns t);

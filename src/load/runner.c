@@ -184,6 +184,14 @@ static void warmups_finished(runner *r)
     arm_arrival(r);
 }
 
+/* The server's timings of the request (llama.cpp), kept beside the client's times. */
+static void keep_timings(st_record *rec, const st_api_event *ev)
+{
+    rec->srv_prompt = (st_ns)(ev->srv_prompt_ms * 1e6);
+    rec->srv_gen = (st_ns)(ev->srv_gen_ms * 1e6);
+    rec->srv_gen_n = ev->srv_gen_n;
+}
+
 /* Ends request c->idx with a status (the connection is left as it is). */
 static void finish_request(rconn *c, st_req_status st, const char *msg)
 {
@@ -314,6 +322,8 @@ static int on_event(void *arg, const st_sse_event *e)
         c->usage_completion = c->ev.usage_completion;
         c->usage_cached = c->ev.usage_cached;
     }
+    if (c->ev.has_timings)
+        keep_timings(rec, &c->ev);
     if (c->ev.finished)
         c->finished_seen = 1;
     if (c->ev.done) {
@@ -416,6 +426,8 @@ static void message_end(rconn *c)
                     c->usage_completion = c->ev.usage_completion;
                     c->usage_cached = c->ev.usage_cached;
                 }
+                if (c->ev.has_timings)
+                    keep_timings(rec, &c->ev);
                 finish_request(c, ST_REQ_OK, NULL);
             }
         }

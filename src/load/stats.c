@@ -92,6 +92,8 @@ static double rate_over(uint32_t n, st_ns lo, st_ns hi)
 
 static double per_s(double x, double dur) { return dur > 0 ? x / dur : NAN; }
 
+static double srv_prompt_s(const st_record *r) { return r->srv_prompt >= 0 ? st_ns_to_s(r->srv_prompt) : NAN; }
+
 int st_summary_compute(const st_record *recs, uint32_t n, const st_summary_opts *opts, st_summary *s)
 {
     static const st_summary_opts none;
@@ -210,6 +212,18 @@ int st_summary_compute(const st_record *recs, uint32_t n, const st_summary_opts 
             }
         }
         st_dist_compute(itl, q > UINT32_MAX ? UINT32_MAX : (uint32_t)q, d_itl);
+    }
+
+    /* server-reported timings: the figures are NAN for requests without them (skipped) */
+    double (*const srv_fn[4])(const st_record *) = { srv_prompt_s, st_record_srv_tpot, st_record_srv_ttft_gap,
+                                                     st_record_srv_tpot_gap };
+    st_dist *srv_d[4] = { &s->srv_prompt, &s->srv_tpot, &s->srv_ttft_gap, &s->srv_tpot_gap };
+    for (int f = 0; f < 4; f++) {
+        uint32_t k = 0;
+        for (uint32_t i = 0; i < n; i++)
+            if (!recs[i].warmup && recs[i].status == ST_REQ_OK)
+                vals[k++] = srv_fn[f](&recs[i]);
+        st_dist_compute(vals, k, srv_d[f]);
     }
 
     if (w->valid) {

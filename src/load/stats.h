@@ -81,6 +81,12 @@ typedef struct st_summary {
 
     int client_limited; /* opts.max_lag_p99_s set and exceeded */
 
+    /* The server's own timings (llama.cpp's `timings`, st_record srv_*), over the completed
+     * requests that carry them (n = 0 when none did): its prompt time and generation time per
+     * step, and the client's TTFT and TPOT minus them (what the server's queue, the HTTP path
+     * and the client add). Whole run. */
+    st_dist srv_prompt, srv_tpot, srv_ttft_gap, srv_tpot_gap;
+
     /* Steady state: from the first measured request's scheduled time to the last measured
      * request's scheduled time (the last arrival), so the drain after the last arrival is
      * excluded. Throughputs count completions and token events inside it; latencies are

@@ -40,6 +40,12 @@ typedef struct st_rep_server {
     double running_max, waiting_max;
     double preemptions;     /* counter increase over the run */
     double prefix_hit_rate; /* prefix_hits / prefix_queries increase over the run */
+    /* The server's own timings of each request (llama.cpp's `timings`, from the stored records)
+     * against the client's: srv_n completed requests carried them (0: none; the rest NAN). */
+    uint32_t srv_n;
+    double srv_prompt_p50_ms, srv_prompt_p99_ms;
+    double ttft_gap_p50_ms, ttft_gap_p99_ms; /* client TTFT - server prompt time */
+    double tpot_gap_p50_ms, tpot_gap_p99_ms; /* client TPOT - server generation time per step */
 } st_rep_server;
 
 typedef struct st_rep_cfg {

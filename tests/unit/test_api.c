@@ -323,6 +323,72 @@ static void api_llamacpp_stream(void **state)
                                             "context size\",\"type\":\"exceed_context_size_error\"}}"),
                      0);
     assert_true(ev.is_error);
+    assert_false(ev.has_timings);
+}
+
+/* llama-server's timings on each API (payloads captured from the server scripts/install-llamacpp
+ * builds): kept as the server's own account of the request. */
+static void api_server_timings(void **state)
+{
+    (void)state;
+    st_api_event_reset(&ev);
+    /* the last chunk of a streamed chat: usage and timings, no choices */
+    assert_int_equal(
+        parse(ST_API_CHAT,
+              "{\"choices\":[],\"created\":1796025202,\"id\":\"chatcmpl-l2z9\",\"model\":\"llama30\","
+              "\"system_fingerprint\":\"b1-de3ff81\",\"object\":\"chat.completion.chunk\",\"usage\":{"
+              "\"completion_tokens\":4,\"prompt_tokens\":29,\"total_tokens\":33,\"prompt_tokens_details\":{"
+              "\"cached_tokens\":0}},\"timings\":{\"cache_n\":0,\"prompt_n\":29,\"prompt_ms\":3.707,"
+              "\"prompt_per_token_ms\":0.12782758620689655,\"prompt_per_second\":7823.0374966280015,\"predicted_n\":4,"
+              "\"predicted_ms\":2.796,\"predicted_per_token_ms\":0.9319999999999999,"
+              "\"predicted_per_second\":1072.961373390558}}"),
+        0);
+    assert_true(ev.has_usage);
+    assert_int_equal(ev.usage_completion, 4);
+    assert_true(ev.has_timings);
+    assert_near(ev.srv_prompt_ms, 3.707, 1e-9);
+    assert_near(ev.srv_gen_ms, 2.796, 1e-9);
+    assert_int_equal(ev.srv_gen_n, 4);
+    /* a token chunk carries none, and the flag does not linger from the previous event */
+    assert_int_equal(parse(ST_API_CHAT, "{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"},"
+                                        "\"finish_reason\":null}]}"),
+                     0);
+    assert_false(ev.has_timings);
+    /* a non-streamed completion */
+    const char *body = "{\"choices\":[{\"text\":\" June\",\"index\":0,\"logprobs\":null,\"finish_reason\":\"length\"}],"
+                       "\"created\":1796025201,\"model\":\"llama30\",\"object\":\"text_completion\",\"usage\":{"
+                       "\"completion_tokens\":16,\"prompt_tokens\":6,\"total_tokens\":22,\"prompt_tokens_details\":{"
+                       "\"cached_tokens\":0}},\"id\":\"chatcmpl-HBRp\",\"timings\":{\"cache_n\":0,\"prompt_n\":6,"
+                       "\"prompt_ms\":1.913,\"prompt_per_token_ms\":0.31883333333333336,\"prompt_per_second\":3136.43,"
+                       "\"predicted_n\":16,\"predicted_ms\":13.868,\"predicted_per_token_ms\":0.9245333333333333,"
+                       "\"predicted_per_second\":1081.626766657052}}";
+    assert_int_equal(st_api_parse_response(ST_API_COMPLETIONS, body, strlen(body), &ev), 0);
+    assert_int_equal(ev.tokens, 16);
+    assert_true(ev.has_timings);
+    assert_near(ev.srv_prompt_ms, 1.913, 1e-9);
+    assert_near(ev.srv_gen_ms, 13.868, 1e-9);
+    assert_int_equal(ev.srv_gen_n, 16);
+    /* /completion's stop event */
+    assert_int_equal(parse(ST_API_LLAMACPP, "{\"content\":\"\",\"stop\":true,\"tokens_predicted\":8,\"timings\":{"
+                                            "\"cache_n\":2,\"prompt_n\":30,\"prompt_ms\":12.5,\"predicted_n\":8,"
+                                            "\"predicted_ms\":9.1}}"),
+                     0);
+    assert_true(ev.has_timings);
+    assert_near(ev.srv_prompt_ms, 12.5, 1e-12);
+    assert_int_equal(ev.srv_gen_n, 8);
+    /* incomplete or negative timings are not kept */
+    assert_int_equal(parse(ST_API_LLAMACPP, "{\"content\":\"\",\"stop\":true,\"timings\":{\"prompt_n\":30,"
+                                            "\"predicted_n\":8}}"),
+                     0);
+    assert_false(ev.has_timings);
+    assert_int_equal(parse(ST_API_COMPLETIONS, "{\"choices\":[],\"timings\":{\"prompt_ms\":-1,\"predicted_ms\":2,"
+                                               "\"predicted_n\":3}}"),
+                     0);
+    assert_false(ev.has_timings);
+    /* vLLM sends none */
+    assert_int_equal(
+        parse(ST_API_COMPLETIONS, "{\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":4}}"), 0);
+    assert_false(ev.has_timings);
 }
 
 static void api_sglang_stream(void **state)
@@ -407,6 +473,7 @@ int main(void)
         cmocka_unit_test(api_errors),
         cmocka_unit_test(api_tgi_stream),
         cmocka_unit_test(api_llamacpp_stream),
+        cmocka_unit_test(api_server_timings),
         cmocka_unit_test(api_sglang_stream),
         cmocka_unit_test(api_responses),
     };
