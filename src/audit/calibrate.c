@@ -313,6 +313,8 @@ int st_calib_add_bench_json(st_calib_set *s, const char *label, const char *text
         goto out;
     }
     run->rate = json_is_number(rate) ? json_number_value(rate) : json_is_string(rate) ? INFINITY : 0;
+    json_t *mc = json_object_get(ar, "max_concurrency");
+    run->max_concurrency = json_is_integer(mc) && json_integer_value(mc) > 0 ? (uint32_t)json_integer_value(mc) : 0;
     snprintf(run->label, sizeof run->label, "%s", label);
     s->n++;
     rc = 0;
@@ -346,7 +348,8 @@ static int predict_run(st_calib_run *run, const st_emu_tuning *t, char *err, siz
     if (st_emu_session_run(S, &warm, 1, NULL, rec, NULL, NULL, err, errlen) < 0)
         goto out;
     st_record_free(&rec[0]);
-    if (st_emu_session_run(S, run->items, run->n, NULL, rec, NULL, NULL, err, errlen) < 0)
+    st_emu_run_opts o = { .max_concurrency = run->max_concurrency };
+    if (st_emu_session_run(S, run->items, run->n, &o, rec, NULL, NULL, err, errlen) < 0)
         goto out;
     figures(rec, run->n, run->predicted);
     rc = 0;

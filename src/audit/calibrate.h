@@ -33,6 +33,7 @@ typedef struct st_calib_run {
     double measured[ST_CAL_NFIG];
     double predicted[ST_CAL_NFIG];
     double mean_in, mean_out;
+    uint32_t max_concurrency; /* the client's cap on requests in flight (0: none) */
 } st_calib_run;
 
 typedef struct st_calib_set {
