@@ -254,7 +254,7 @@ static st_ns jns(json_t *o, const char *k)
 }
 
 int st_calib_add_bench_json(st_calib_set *s, const char *label, const char *text, size_t len, const st_emu_config *cfg,
-                            char *err, size_t errlen)
+                            double time_scale, char *err, size_t errlen)
 {
     json_error_t je;
     json_t *root = json_loadb(text, len, 0, &je);
@@ -279,10 +279,12 @@ int st_calib_add_bench_json(st_calib_set *s, const char *label, const char *text
         r->warmup = json_is_true(json_object_get(o, "warmup"));
         const char *st = json_string_value(json_object_get(o, "status"));
         r->status = st && !strcmp(st, "ok") ? ST_REQ_OK : ST_REQ_ABORTED;
-        r->scheduled = jns(o, "scheduled_ns");
-        r->sent = jns(o, "sent_ns");
-        r->first_token = jns(o, "first_token_ns");
-        r->end = jns(o, "end_ns");
+        double k = time_scale > 0 ? time_scale : 1;
+        st_ns sc = jns(o, "scheduled_ns"), se = jns(o, "sent_ns"), ft = jns(o, "first_token_ns"), en = jns(o, "end_ns");
+        r->scheduled = sc >= 0 ? (st_ns)(sc * k) : -1;
+        r->sent = se >= 0 ? (st_ns)(se * k) : -1;
+        r->first_token = ft >= 0 ? (st_ns)(ft * k) : -1;
+        r->end = en >= 0 ? (st_ns)(en * k) : -1;
         json_t *it = json_object_get(o, "input_tokens"), *ot = json_object_get(o, "output_tokens"),
                *orq = json_object_get(o, "output_requested");
         r->input_tokens = json_is_integer(it) ? (uint32_t)json_integer_value(it) : 0;
@@ -312,7 +314,9 @@ int st_calib_add_bench_json(st_calib_set *s, const char *label, const char *text
         free(run->ids);
         goto out;
     }
-    run->rate = json_is_number(rate) ? json_number_value(rate) : json_is_string(rate) ? INFINITY : 0;
+    run->rate = json_is_number(rate)   ? json_number_value(rate) / (time_scale > 0 ? time_scale : 1)
+                : json_is_string(rate) ? INFINITY
+                                       : 0;
     json_t *mc = json_object_get(ar, "max_concurrency");
     run->max_concurrency = json_is_integer(mc) && json_integer_value(mc) > 0 ? (uint32_t)json_integer_value(mc) : 0;
     snprintf(run->label, sizeof run->label, "%s", label);

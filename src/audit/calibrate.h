@@ -51,9 +51,11 @@ void st_calib_set_free(st_calib_set *s);
 int st_calib_add_audit(st_calib_set *s, const char *dir, const char *config, double max_rate, int allow_prediction,
                        char *err, size_t errlen);
 /* Adds one `servetune bench --json` run (its text) measured on an engine whose configuration
- * is cfg (the engine's flags through emu/flags.h). 0, or -1 with err. */
+ * is cfg (the engine's flags through emu/flags.h). time_scale: the emulator's --time-scale when
+ * the run measured servetune's emulator (its record times are wall times: x time_scale gives
+ * the engine's), else 1. 0, or -1 with err. */
 int st_calib_add_bench_json(st_calib_set *s, const char *label, const char *text, size_t len, const st_emu_config *cfg,
-                            char *err, size_t errlen);
+                            double time_scale, char *err, size_t errlen);
 
 /* A constant the fit left at its default, and why. */
 typedef struct st_calib_skip {

@@ -80,7 +80,7 @@ int cmd_calibrate(int argc, char **argv)
 {
     const char *out = NULL, *config = NULL, *engine = NULL;
     st_strlist bench = { 0 };
-    double max_rate = 0;
+    double max_rate = 0, time_scale = 1;
     int quiet = 0, allow_prediction = 0;
     const st_opt opts[] = {
         { "output", 'o', ST_OPT_STR, &out, "FILE", "the calibration file to write (required)", 0, 0, 0 },
@@ -88,6 +88,8 @@ int cmd_calibrate(int argc, char **argv)
           0, 0, 0 },
         { "engine", 0, ST_OPT_STR, &engine, "\"MODEL FLAGS\"",
           "the engine the bench runs measured: model, vLLM flags and --gpu NAME", 0, 0, 0 },
+        { "time-scale", 0, ST_OPT_DOUBLE, &time_scale, "K",
+          "the bench runs measured servetune's emulator at --time-scale K (their times x K; default 1)", 0, 0, 0 },
         { "config", 0, ST_OPT_STR, &config, "NAME", "only this configuration of the audits (default: all)", 0, 0, 0 },
         { "max-rate", 0, ST_OPT_DOUBLE, &max_rate, "R", "only runs at offered rates up to R req/s (default: all)", 0, 0,
           0 },
@@ -118,6 +120,10 @@ int cmd_calibrate(int argc, char **argv)
         st_opts_result_free(&res);
         return st_cli_usage_error("calibrate", "give at least one audit DIR or --bench-json FILE");
     }
+    if (!(time_scale > 0)) {
+        st_opts_result_free(&res);
+        return st_cli_usage_error("calibrate", "--time-scale must be > 0");
+    }
     if (bench.n > 0 && !engine) {
         st_opts_result_free(&res);
         return st_cli_usage_error("calibrate", "--bench-json needs --engine \"MODEL FLAGS --gpu NAME\"");
@@ -140,7 +146,7 @@ int cmd_calibrate(int argc, char **argv)
         for (int i = 0; i < bench.n; i++) {
             size_t len;
             char *text = st_read_file(bench.v[i], CALIB_INPUT_MAX, &len, err, sizeof err);
-            if (!text || st_calib_add_bench_json(&set, bench.v[i], text, len, &cfg, err, sizeof err) < 0) {
+            if (!text || st_calib_add_bench_json(&set, bench.v[i], text, len, &cfg, time_scale, err, sizeof err) < 0) {
                 fprintf(stderr, "servetune calibrate: %s\n", err);
                 free(text);
                 goto out;
