@@ -101,7 +101,9 @@ fuzz-smoke: fuzz-build
 bench: $(BUILD)/servetune $(BENCH_BIN)
 	./bench/run.sh
 	./$(BUILD)/bench/calibrate
+	./$(BUILD)/bench/fidelity
 	./bench/emulator_figures.sh $(BUILD)
+	BUILD=$(BUILD) ./bench/trace_read.sh
 
 # An audit through a one-node Slurm cluster vs serially, and the merge of its shards
 # (docs/cluster.md; needs root, Slurm and munge). Not part of `make bench`: minutes long.

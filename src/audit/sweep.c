@@ -21,6 +21,7 @@
 #include "engine/process.h"
 #include "load/arrival.h"
 #include "load/runner.h"
+#include "load/trace.h"
 #include "load/workload.h"
 
 /* What a run key is hashed from (spec facts, flags, rate). */
@@ -239,21 +240,19 @@ static int make_workload(sweep *S, uint64_t seed, uint32_t n, st_workload *w, ch
     const st_spec *s = S->spec;
     memset(w, 0, sizeof *w);
     if (s->workload.kind == ST_WL_TRACE) {
-        st_workload all;
-        if (st_workload_trace_load(s->workload.trace, &all, err, errlen))
+        /* the trace's first n requests (read as a stream: a large log is not loaded whole),
+         * sessions flattened on their recorded times */
+        st_trace_load_opts o;
+        st_trace_load_opts_default(&o);
+        o.sessions = ST_TRACE_SESSIONS_FLAT;
+        o.read.max_rows = n;
+        if (st_trace_load(s->workload.trace, &o, w, NULL, NULL, err, errlen))
             return -1;
-        if (all.n >= n) {
-            for (uint32_t i = n; i < all.n; i++) {
-                free(all.items[i].input_ids);
-                free(all.items[i].input_text);
-            }
-            all.n = n;
-        } else if (s->search.mode == ST_SEARCH_SUSTAINED && all.n > 0 && cycle_trace(&all, n)) {
-            st_workload_free(&all);
+        if (s->search.mode == ST_SEARCH_SUSTAINED && w->n > 0 && w->n < n && cycle_trace(w, n)) {
+            st_workload_free(w);
             snprintf(err, errlen, "out of memory repeating the trace");
             return -1;
         }
-        *w = all;
         return 0;
     }
     st_synth_params p = { .input_len = s->workload.input_tokens,
@@ -475,10 +474,16 @@ static uint32_t sustained_planned(const sweep *S, const cfgrun *cr, double rate)
             dur = need;
     }
     double n;
-    if (s->closed_loop)
+    if (s->closed_loop) {
+        /* N clients deliver about N / E2E requests a second; the warm phase and the drain take
+         * about (k + 2) N requests, the window its minimum */
+        double need = SUSTAIN_SIZING * ((s->search.warmup_e2e + 2) * rate + s->search.min_window_requests);
         n = e > 0 ? rate * (dur / e + 2) : rate * 64 + 4.0 * s->search.min_window_requests;
-    else
+        if (n < need)
+            n = need;
+    } else {
         n = ceil(rate * dur) + 1;
+    }
     if (n > SUSTAIN_RUN_MAX_REQUESTS)
         n = SUSTAIN_RUN_MAX_REQUESTS;
     if (s->search.request_budget && cr->spent + n > s->search.request_budget)
@@ -586,6 +591,7 @@ static int run_sustained(sweep *S, cfgrun *cr, const st_next *nx, uint32_t plann
                         .warmup = 0,
                         .timeout_s = s->timeouts.request_s,
                         .max_concurrency = s->closed_loop ? (uint32_t)nx->rate : 0,
+                        .closed_loop = s->closed_loop,
                         .tick = on_tick,
                         .tick_arg = &R };
     row->started = st_wall_ns();

@@ -12,6 +12,7 @@
 #include "audit/store.h"
 #include "audit/sweep.h"
 #include "cli/cli.h"
+#include "emu/calib.h"
 #include "core/file.h"
 #include "core/opts.h"
 #include "core/version.h"
@@ -68,8 +69,8 @@ static void help(const st_opt *opts)
 
 int cmd_audit(int argc, char **argv)
 {
-    const char *out_dir = NULL;
-    int check = 0, resume = 0, quiet = 0, slurm = 0;
+    const char *out_dir = NULL, *calib_path = NULL;
+    int check = 0, resume = 0, quiet = 0, slurm = 0, no_prediction = 0;
     const char *merge_dir = NULL, *status_dir = NULL;
     st_cluster_cli cl = { .only_index = -1 };
     const st_opt opts[] = {
@@ -79,6 +80,10 @@ int cmd_audit(int argc, char **argv)
         { "resume", 0, ST_OPT_FLAG, &resume, NULL,
           "continue an interrupted audit in DIR without repeating finished runs", 0, 0, 0 },
         { "quiet", 'q', ST_OPT_FLAG, &quiet, NULL, "no progress output, only the final lines", 0, 0, 0 },
+        { "calibration", 0, ST_OPT_STR, &calib_path, "FILE",
+          "calibrates the prediction made before the measurement (servetune calibrate)", 0, 0, 0 },
+        { "no-prediction", 0, ST_OPT_FLAG, &no_prediction, NULL,
+          "skip the engine-model prediction made first (and its comparison in the report)", 0, 0, 0 },
         { "only", 0, ST_OPT_STR, &cl.only, "NAME[,NAME]",
           "run only these configurations, each into DIR/shards/NAME.sqlite (no report: see --merge)", 0, 0, 0 },
         { "only-index", 0, ST_OPT_LONG, &cl.only_index, "N",
@@ -254,6 +259,12 @@ int cmd_audit(int argc, char **argv)
             return ST_EXIT_USAGE;
         }
     }
+
+    st_cli_store_traffic(store, &spec);
+    /* the prediction first (seconds), compared with the measurement in the report */
+    st_emu_calib calib;
+    if (!no_prediction && (!calib_path || st_cli_load_calibration(calib_path, &spec, &calib) == 0))
+        st_cli_predict_first(&spec, spec_path, out_dir, store, calib_path, calib_path ? &calib : NULL, quiet);
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

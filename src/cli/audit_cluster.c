@@ -212,6 +212,7 @@ int st_cli_audit_shards(const st_spec *spec, const char *spec_path, const char *
             rc = ST_EXIT_USAGE;
             break;
         }
+        st_cli_store_traffic(store, spec);
         st_sweep_opts so = { .out_dir = out_dir,
                              .resume = resume,
                              .quiet = quiet,
