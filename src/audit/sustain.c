@@ -362,7 +362,8 @@ static void describe_growth(const growth *g, double lam, double delivered, char 
  * known_by is finite, only what is known by then: TTFT/E2E of requests that arrived at least
  * one limit before (a request still waiting counts as a breach), TPOT/ITL of completed requests
  * (and TPOT lower bounds that already breach). n_out gets the count; the caller frees. */
-static double *term_values(const view *v, const st_slo_term *t, double w0, double w1, int online, uint32_t *n_out)
+static double *term_values(const view *v, const st_slo_term *t, double w0, double w1, int online, double e2e,
+                           uint32_t *n_out)
 {
     *n_out = 0;
     size_t cap = v->n ? v->n : 1;
@@ -399,6 +400,9 @@ static double *term_values(const view *v, const st_slo_term *t, double w0, doubl
             x = ok ? e - a : (online && isnan(e)) ? v->now - a : NAN;
             break;
         case ST_SLO_TPOT:
+            /* online: the requests that arrived at least one median E2E ago (most have ended) */
+            if (online && e2e > 0 && a > v->now - e2e)
+                break;
             if (ok && r->output_tokens > 1 && !isnan(ft)) {
                 x = (e - ft) / (r->output_tokens - 1);
             } else if (online && isnan(e)) {
@@ -423,7 +427,7 @@ static double *term_values(const view *v, const st_slo_term *t, double w0, doubl
 }
 
 /* Online: a term missed with confidence among the window's arrivals so far. -1 none. */
-static int slo_missed_now(const st_sustain *s, const view *v, uint32_t B, char *why, size_t whylen)
+static int slo_missed_now(const st_sustain *s, const view *v, uint32_t B, double e2e, char *why, size_t whylen)
 {
     const st_audit_slo *slo = s->p.slo;
     uint32_t need =
@@ -435,7 +439,7 @@ static int slo_missed_now(const st_sustain *s, const view *v, uint32_t B, char *
         if (t->metric == ST_SLO_ITL)
             continue;
         uint32_t nv;
-        double *vals = term_values(v, t, w0, w1, 1, &nv);
+        double *vals = term_values(v, t, w0, w1, 1, e2e, &nv);
         if (!vals)
             return -1;
         int missed = 0;
@@ -607,7 +611,7 @@ int st_sustain_step(st_sustain *s, const st_record *recs, uint32_t n, st_ns now,
         }
     }
     if (test_now && s->phase >= ST_SUS_WARM && s->phase < ST_SUS_DONE && s->p.early_stop &&
-        slo_missed_now(s, &v, B, why, sizeof why) >= 0) {
+        slo_missed_now(s, &v, B, c.e2e_recent, why, sizeof why) >= 0) {
         s->slo_missed = 1;
         stop_with(s, v.now, why);
         return 1;
@@ -678,7 +682,7 @@ static void terms_over(const st_sustain *s, const view *v, double w0, double w1,
         const st_slo_term *t = &slo->terms[i];
         st_sustain_term *o = &out->term[i];
         uint32_t nv;
-        double *vals = term_values(v, t, w0, w1, online, &nv);
+        double *vals = term_values(v, t, w0, w1, online, NAN, &nv);
         st_pct_ci ci;
         if (vals && nv && st_percentile_ci(vals, nv, t->pct, B, s->p.confidence, &ci) == 0) {
             o->value_ms = ci.value;
