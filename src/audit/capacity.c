@@ -794,6 +794,15 @@ void st_capacity_sustained(const st_sustained_params *p, const st_rate_result *r
     double below = lo > 0 ? q[lo - 1].rate : 0;
     double above = hi + 1 < np ? q[hi + 1].rate : INFINITY;
     double a = f.cliff ? q[lo].rate : f.ci_lo, b = f.cliff ? q[hi].rate : f.ci_hi;
+    if (!f.cliff) {
+        /* the straight line between two points is a model too: its error is taken as a quarter of
+         * the bracket's width (log scale) each side of the interpolated zero */
+        double w = pow(q[hi].rate / q[lo].rate, ST_SEARCH_LINE_ERROR);
+        if (f.root / w < a)
+            a = f.root / w;
+        if (f.root * w > b)
+            b = f.root * w;
+    }
     if (!(a < b)) {
         double t = a;
         a = b;

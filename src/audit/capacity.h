@@ -174,6 +174,9 @@ void st_capacity_compute(const st_rate_result *r, int n, int grid_only, st_capac
 #define ST_SEARCH_MAX_RATE 1e5
 #define ST_SEARCH_MIN_RATE 1e-3
 #define ST_SEARCH_CLIFF_SLOPE 5.0
+/* The interpolation's own error in the capacity's interval: this fraction of the bracket's width
+ * (log scale) each side of the interpolated zero. */
+#define ST_SEARCH_LINE_ERROR 0.25
 
 typedef struct st_sustained_params {
     const double *grid; /* the spec's rates (or concurrencies), increasing; inf is ignored */
