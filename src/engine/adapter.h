@@ -62,7 +62,9 @@ typedef struct st_launch {
 int st_adapter_launch(const st_engine_desc *d, int port, const char *self_exe, st_launch *out, char *err,
                       size_t errlen);
 void st_launch_free(st_launch *l);
-/* The argv joined with spaces (quoted where needed), for logs and reports. */
+/* The argv as one POSIX shell command line (each word quoted where needed, st_buf_shell_quote),
+ * for logs and reports; one longer than n bytes ends in " ..." (never cut silently). */
+#define ST_LAUNCH_CMDLINE_MAX ((size_t)1 << 16)
 void st_launch_cmdline(const st_launch *l, char *out, size_t n);
 
 /* The value of option `name` in a flag list (--name V or --name=V), or NULL. */
