@@ -44,8 +44,8 @@ static int check_opts(const st_day_opts *o, char *err, size_t errlen)
     return bad ? -1 : 0;
 }
 
-int st_day_price(const double *rps, int n, double slot_s, const st_day_opts *o, st_day_slot *slots,
-                 st_day_cost *out, char *err, size_t errlen)
+int st_day_price(const double *rps, int n, double slot_s, const st_day_opts *o, st_day_slot *slots, st_day_cost *out,
+                 char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
     out->serverless_usd = NAN;

@@ -45,26 +45,26 @@ typedef struct st_day_slot {
 } st_day_slot;
 
 typedef struct st_day_cost {
-    int n;          /* slots */
-    double slot_s;  /* seconds per slot */
+    int n;           /* slots */
+    double slot_s;   /* seconds per slot */
     double requests; /* requests in the day */
     long peak_replicas;
-    double peak_usd;        /* dedicated, sized for the peak, for the whole day */
-    double autoscaled_usd;  /* dedicated, autoscaled */
+    double peak_usd;       /* dedicated, sized for the peak, for the whole day */
+    double autoscaled_usd; /* dedicated, autoscaled */
     double autoscaled_replica_hours;
-    double serverless_usd;  /* NAN when serverless is not priced */
+    double serverless_usd; /* NAN when serverless is not priced */
     double serverless_gpu_hours;
-    double cold_share;      /* share of the day's requests that met a cold worker */
-    double utilization;     /* requests / (peak replicas x capacity x day): how busy a peak-sized fleet is */
+    double cold_share;             /* share of the day's requests that met a cold worker */
+    double utilization;            /* requests / (peak replicas x capacity x day): how busy a peak-sized fleet is */
     double break_even_utilization; /* below it serverless is cheaper (NAN when not priced) */
-    const char *cheapest;   /* "peak-sized", "autoscaled" or "serverless" */
+    const char *cheapest;          /* "peak-sized", "autoscaled" or "serverless" */
 } st_day_cost;
 
 /* Prices the day. rps[0..n) are the slot rates (finite, >= 0), slot_s the slot length. slots
  * (n entries, may be NULL) receives the per-slot figures. 0, or -1 with the reason in err (a
  * negative or missing rate names its slot). */
-int st_day_price(const double *rps, int n, double slot_s, const st_day_opts *o, st_day_slot *slots,
-                 st_day_cost *out, char *err, size_t errlen);
+int st_day_price(const double *rps, int n, double slot_s, const st_day_opts *o, st_day_slot *slots, st_day_cost *out,
+                 char *err, size_t errlen);
 
 /* Fills rps[0..24) from an hour -> rate list that must name each hour 0..23 exactly once
  * (hours[i], rates[i], n entries). 0, or -1 naming the first hour missing or repeated, or a

@@ -166,8 +166,8 @@ static void replicas_ceil(void **state)
 int main(void)
 {
     const struct CMUnitTest t[] = {
-        cmocka_unit_test(flat_day),   cmocka_unit_test(spiky_day),      cmocka_unit_test(night_idle_day),
-        cmocka_unit_test(bad_days),   cmocka_unit_test(replicas_ceil),
+        cmocka_unit_test(flat_day), cmocka_unit_test(spiky_day),     cmocka_unit_test(night_idle_day),
+        cmocka_unit_test(bad_days), cmocka_unit_test(replicas_ceil),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }
