@@ -35,7 +35,7 @@ BENCH_SRC := $(wildcard bench/*.c)
 BENCH_BIN := $(patsubst %.c,$(BUILD)/%,$(BENCH_SRC))
 FUZZ_SRC  := $(wildcard tests/fuzz/fuzz_*.c)
 
-.PHONY: all clean test test-bins unit fuzz fuzz-build bench demo deps asan check-layers format
+.PHONY: all clean test test-bins unit fuzz fuzz-build bench bench-cluster demo deps asan check-layers format
 all: $(BUILD)/servetune
 
 $(BUILD)/%.o: %.c
@@ -90,7 +90,7 @@ FUZZ_OBJ := $(patsubst %.c,build-fuzz/%.o,$(LIB_SRC)) build-fuzz/gen/prices_data
 FUZZ_CFLAGS := $(CSTD) -g -O1 -Isrc $(PKG_CFLAGS) -fsanitize=fuzzer-no-link,address,undefined
 build-fuzz/%.o: %.c
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -c $< -o $@
+	clang $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
 build-fuzz/gen/prices_data.c: data/gpu-prices.csv scripts/embed
 	@mkdir -p $(dir $@)
 	./scripts/embed st_prices_default_csv $< > $@.tmp && mv $@.tmp $@
@@ -114,9 +114,16 @@ fuzz-smoke: fuzz-build
 bench: $(BUILD)/servetune $(BENCH_BIN)
 	./bench/run.sh
 	./$(BUILD)/bench/calibrate
+	./$(BUILD)/bench/fidelity
 	./bench/emulator_figures.sh $(BUILD)
+	BUILD=$(BUILD) ./bench/trace_read.sh
+
+# An audit through a one-node Slurm cluster vs serially, and the merge of its shards
+# (docs/cluster.md; needs root, Slurm and munge). Not part of `make bench`: minutes long.
+bench-cluster: $(BUILD)/servetune $(BENCH_BIN)
+	./bench/cluster_figures.sh
 
 clean:
 	rm -rf build build-asan build-fuzz
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) build-fuzz -name '*.d' 2>/dev/null)

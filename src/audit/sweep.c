@@ -19,6 +19,7 @@
 #include "engine/process.h"
 #include "load/arrival.h"
 #include "load/runner.h"
+#include "load/trace.h"
 #include "load/workload.h"
 
 /* What a run key is hashed from (spec facts, flags, rate). */
@@ -137,18 +138,13 @@ static int make_workload(sweep *S, uint64_t seed, uint32_t n, st_workload *w, ch
     const st_spec *s = S->spec;
     memset(w, 0, sizeof *w);
     if (s->workload.kind == ST_WL_TRACE) {
-        st_workload all;
-        if (st_workload_trace_load(s->workload.trace, &all, err, errlen))
-            return -1;
-        if (all.n >= n) {
-            for (uint32_t i = n; i < all.n; i++) {
-                free(all.items[i].input_ids);
-                free(all.items[i].input_text);
-            }
-            all.n = n;
-        }
-        *w = all;
-        return 0;
+        /* the trace's first n requests (read as a stream: a large log is not loaded whole),
+         * sessions flattened on their recorded times */
+        st_trace_load_opts o;
+        st_trace_load_opts_default(&o);
+        o.sessions = ST_TRACE_SESSIONS_FLAT;
+        o.read.max_rows = n;
+        return st_trace_load(s->workload.trace, &o, w, NULL, NULL, err, errlen);
     }
     st_synth_params p = { .input_len = s->workload.input_tokens,
                           .output_len = s->workload.output_tokens,
@@ -479,7 +475,7 @@ static int run_config(sweep *S, int ci)
             say(S, "[%d/%d %s] %s", ci + 1, s->n_configs, c->name,
                 S->x->prediction ? "building the engine model" : "starting the engine");
             int es = S->x->ops->start_config(S->x, c, &row);
-            if (es == 1) {
+            if (es == 1 || (es < 0 && *S->o->stop)) {
                 status = 1;
                 break;
             }
@@ -504,6 +500,14 @@ static int run_config(sweep *S, int ci)
         uint32_t errors = 0;
         int r = run_rate(S, c, &row, nx.rate, &run, &out, &errors);
         double took = st_ns_to_s(st_now() - t0);
+        if (r == 0 && out.engine_failed && *S->o->stop) {
+            /* stopped together with its engine (the end of a Slurm job signals all its processes):
+             * an interruption, not a failure of the configuration */
+            st_exec_out_free(&out);
+            free(run.verdict);
+            free(run.why);
+            r = 1;
+        }
         if (r == 1) {
             status = 1;
             break;
@@ -735,6 +739,8 @@ int st_sweep_run(const st_spec *spec, st_store *store, const st_sweep_opts *o, s
     }
     int rc = 0;
     for (int i = 0; i < spec->n_configs; i++) {
+        if (o->only && strcmp(spec->configs[i].name, o->only))
+            continue;
         int r = run_config(&S, i);
         if (r < 0) {
             snprintf(err, errlen, "results database: %s", st_store_errmsg(store));

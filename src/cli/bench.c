@@ -1,26 +1,38 @@
-/* servetune bench: drive a running endpoint with an open-loop load and measure it. */
+/* servetune bench: drive a running endpoint with an open-loop load and measure it.
+ *
+ * The steps have names: the options (servetune's own, and `vllm bench serve`'s for the random
+ * dataset, docs/bench.md), the target, the workload (synthetic, multi-turn sessions, or a
+ * trace of any format), exact prompt lengths through the server's /tokenize, the schedule,
+ * the run (with the session hook when turns depend on each other), and the outputs. */
 #include <jansson.h>
 #include <math.h>
 #include <signal.h>
-#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
 #include "core/opts.h"
+#include "core/parse.h"
 #include "load/api.h"
 #include "load/arrival.h"
 #include "load/output.h"
 #include "load/runner.h"
+#include "load/session.h"
 #include "load/stats.h"
+#include "load/tokenize.h"
+#include "load/trace.h"
 #include "load/workload.h"
 #include "net/http1.h"
 #include "net/url.h"
 
 /* The model list a server answers (GET /v1/models). */
 #define MODELS_BODY_MAX ((size_t)4 << 20)
+/* vLLM bench serve's default number of prompts (when its names are used). */
+#define VLLM_NUM_PROMPTS 1000
+#define URL_MAX 4096
 
 /* The only global: what the signal handler sets. */
 static volatile sig_atomic_t bench_stop;
@@ -47,11 +59,11 @@ static void on_progress(void *arg, const st_runner_progress *p)
     pc->shown = 1;
 }
 
-/* GET <base>/v1/models and take the first id. */
+/* GET <base>/v1/models: the first id, and its max_model_len when the server says (vLLM does). */
 static int default_model(const char *url, const char *key, const char *const *hdrs, int nh, int insecure,
-                         double timeout, char **out, char *err, size_t errlen)
+                         double timeout, char **out, uint32_t *max_model_len, char *err, size_t errlen)
 {
-    char murl[4096];
+    char murl[URL_MAX];
     size_t ul = strlen(url);
     while (ul > 0 && url[ul - 1] == '/')
         ul--;
@@ -66,9 +78,15 @@ static int default_model(const char *url, const char *key, const char *const *hd
     if (rc == 0) {
         json_error_t je;
         json_t *root = json_loadb(body.data ? body.data : "", body.len, 0, &je);
-        json_t *id = root ? json_object_get(json_array_get(json_object_get(root, "data"), 0), "id") : NULL;
+        json_t *m0 = root ? json_array_get(json_object_get(root, "data"), 0) : NULL;
+        json_t *id = json_object_get(m0, "id");
+        json_t *mml = json_object_get(m0, "max_model_len");
         if (json_is_string(id)) {
-            *out = strdup(json_string_value(id));
+            if (out)
+                *out = strdup(json_string_value(id));
+            if (max_model_len && json_is_integer(mml) && json_integer_value(mml) > 0 &&
+                json_integer_value(mml) <= UINT32_MAX)
+                *max_model_len = (uint32_t)json_integer_value(mml);
         } else {
             snprintf(err, errlen, "GET %.200s: no data[0].id in the answer", murl);
             rc = -1;
@@ -79,223 +97,657 @@ static int default_model(const char *url, const char *key, const char *const *hd
     return rc;
 }
 
-int cmd_bench(int argc, char **argv)
+/* ---- options ---------------------------------------------------------------------------- */
+
+typedef struct bench_args {
+    const char *url, *api_name, *model, *key_env, *trace, *arrival_name, *json_path, *csv_path, *ca_file;
+    st_strlist headers;
+    long input_tokens, output_tokens, prefix_tokens, num_requests, warmup, max_conc, seed;
+    double range_ratio, rate, trace_rate, burstiness, timeout, max_lag_ms, spin_us;
+    double slo_ttft, slo_tpot, slo_e2e, slo_ttfat;
+    int insecure, quiet, no_stream;
+    /* traces */
+    st_cli_trace tr;
+    const char *trace_sessions;
+    double think_time;
+    /* synthetic sessions */
+    long sessions, turn_input;
+    const char *turns;
+    int think_exp;
+    /* exact prompt lengths */
+    const char *exact;
+    /* vllm bench serve's names */
+    const char *base_url, *host, *endpoint, *backend, *dataset_name, *result_filename, *result_dir, *tokenizer;
+    long port, random_input, random_output, random_prefix, num_prompts, num_warmups;
+    double random_range, request_rate;
+    int ignore_eos, save_result, disable_tqdm;
+    st_strlist goodput;
+} bench_args;
+
+static void args_defaults(bench_args *a)
 {
-    const char *url = NULL, *api_name = "completions", *model = NULL, *key_env = NULL, *trace = NULL;
-    const char *arrival_name = "poisson", *json_path = NULL, *csv_path = NULL, *ca_file = NULL;
-    st_strlist headers = { 0 };
-    long input_tokens = 1024, output_tokens = 128, prefix_tokens = 0, num_requests = 100, warmup = 0, max_conc = 0;
-    double range_ratio = 0, rate = NAN, trace_rate = 0, burstiness = 1, timeout = 300, max_lag_ms = 10;
-    double slo_ttft = 0, slo_tpot = 0, slo_e2e = 0;
-    long seed = 0;
-    int insecure = 0, quiet = 0, no_stream = 0;
-    double spin_us = 0;
-    const st_opt opts[] = {
-        { "url", 0, ST_OPT_STR, &url, "URL", "server base URL, http:// or https:// (required)", 0, 0, 0 },
-        { "api", 0, ST_OPT_STR, &api_name, "API",
+    memset(a, 0, sizeof *a);
+    a->api_name = "completions";
+    a->arrival_name = NULL; /* poisson, or gamma when --burstiness is given */
+    a->input_tokens = a->output_tokens = a->prefix_tokens = a->num_requests = -1;
+    a->warmup = 0;
+    a->rate = NAN;
+    a->burstiness = 1;
+    a->timeout = 300;
+    a->max_lag_ms = 10;
+    a->range_ratio = -1;
+    a->think_time = NAN;
+    a->turn_input = 64;
+    a->exact = "auto";
+    a->port = -1;
+    a->random_input = a->random_output = a->random_prefix = a->num_prompts = a->num_warmups = -1;
+    a->random_range = -1;
+    a->request_rate = NAN;
+}
+
+#define BENCH_OPTS_MAX 96
+
+static int build_table(bench_args *a, st_opt *opts)
+{
+    int n = 0;
+    const st_opt t[] = {
+        { "url", 0, ST_OPT_STR, &a->url, "URL", "server base URL, http:// or https:// (required)", 0, 0, 0 },
+        { "api", 0, ST_OPT_STR, &a->api_name, "API",
           "completions|chat|tgi|llamacpp|sglang|raw (default completions); raw = plain GET of the URL", 0, 0, 0 },
-        { "model", 0, ST_OPT_STR, &model, "NAME", "model name (default: the first id of GET /v1/models)", 0, 0, 0 },
-        { "api-key-env", 0, ST_OPT_STR, &key_env, "VAR",
+        { "model", 0, ST_OPT_STR, &a->model, "NAME", "model name (default: the first id of GET /v1/models)", 0, 0, 0 },
+        { "api-key-env", 0, ST_OPT_STR, &a->key_env, "VAR",
           "read the API key from this environment variable (never printed or written)", 0, 0, 0 },
-        { "header", 'H', ST_OPT_LIST, &headers, "'N: V'", "extra request header (repeatable)", 0, 0, 0 },
-        { "input-tokens", 0, ST_OPT_LONG, &input_tokens, "N",
+        { "header", 'H', ST_OPT_LIST, &a->headers, "'N: V'", "extra request header (repeatable)", 0, 0, 0 },
+        { "input-tokens", 0, ST_OPT_LONG, &a->input_tokens, "N",
           "synthetic prompt length, shared prefix included (default 1024)", 1, 2097152, 0 },
-        { "output-tokens", 0, ST_OPT_LONG, &output_tokens, "N", "synthetic output length (default 128)", 1, 2097152,
+        { "output-tokens", 0, ST_OPT_LONG, &a->output_tokens, "N", "synthetic output length (default 128)", 1, 2097152,
           0 },
-        { "range-ratio", 0, ST_OPT_DOUBLE, &range_ratio, "R", "lengths uniform in [L(1-R), L(1+R)] (default 0)", 0,
+        { "range-ratio", 0, ST_OPT_DOUBLE, &a->range_ratio, "R", "lengths uniform in [L(1-R), L(1+R)] (default 0)", 0,
           0.999999, 0 },
-        { "prefix-tokens", 0, ST_OPT_LONG, &prefix_tokens, "N",
-          "shared prefix length common to every request (default 0)", 0, 2097152, 0 },
-        { "num-requests", 'n', ST_OPT_LONG, &num_requests, "N", "measured requests (default 100; warm-ups come on top)",
-          1, 10000000, 0 },
-        { "seed", 0, ST_OPT_LONG, &seed, "N", "seed for the workload and the arrivals (default 0)", 0, 9.2e18, 0 },
-        { "trace", 0, ST_OPT_STR, &trace, "FILE",
-          "JSONL trace instead of the synthetic workload (docs/trace-format.md)", 0, 0, 0 },
-        { "trace-rate", 0, ST_OPT_RATE, &trace_rate, "R", "re-time the trace to R req/s keeping its burstiness", 0, 0,
+        { "prefix-tokens", 0, ST_OPT_LONG, &a->prefix_tokens, "N",
+          "shared prefix common to every request, counted in --input-tokens (default 0)", 0, 2097152, 0 },
+        { "num-requests", 'n', ST_OPT_LONG, &a->num_requests, "N",
+          "measured requests (default 100; warm-ups come on top; with --trace: read at most N)", 1, 10000000, 0 },
+        { "seed", 0, ST_OPT_LONG, &a->seed, "N", "seed for the workload and the arrivals (default 0)", 0, 9.2e18, 0 },
+        { "trace", 0, ST_OPT_STR, &a->trace, "FILE",
+          "a trace or production log instead of the synthetic workload: servetune JSONL, Mooncake, Azure, BurstGPT, "
+          "LiteLLM, CSV (docs/trace-format.md)",
+          0, 0, 0 },
+        { "trace-rate", 0, ST_OPT_RATE, &a->trace_rate, "R", "re-time the trace to R req/s keeping its burstiness", 0,
+          0, 0 },
+        { "trace-max-context", 0, ST_OPT_LONG, &a->tr.max_context, "N",
+          "skip and count trace requests whose prompt + output exceed N (default: the server's max_model_len)", 1, 1e9,
           0 },
-        { "rate", 'r', ST_OPT_RATE, &rate, "R",
-          "arrival rate in req/s or inf (default inf; with --trace: replaces its times)", 0, 0, 0 },
-        { "arrival", 0, ST_OPT_STR, &arrival_name, "KIND", "poisson|constant|gamma (default poisson)", 0, 0, 0 },
-        { "burstiness", 0, ST_OPT_DOUBLE, &burstiness, "B", "gamma shape: <1 burstier, >1 smoother (default 1)", 1e-6,
-          1e6, 0 },
-        { "max-concurrency", 0, ST_OPT_LONG, &max_conc, "N",
+        { "trace-sessions", 0, ST_OPT_STR, &a->trace_sessions, "MODE",
+          "replay|flat|off: a trace's sessions as conversations with the real answers (default), flattened on their "
+          "recorded times, or ignored",
+          0, 0, 0 },
+        { "sessions", 0, ST_OPT_LONG, &a->sessions, "N",
+          "synthetic multi-turn sessions: N conversations (first prompt --input-tokens, --output-tokens a turn)", 1,
+          1000000, 0 },
+        { "turns", 0, ST_OPT_STR, &a->turns, "N|MIN-MAX", "turns per session (default 4)", 0, 0, 0 },
+        { "turn-input-tokens", 0, ST_OPT_LONG, &a->turn_input, "N", "new user tokens in each later turn (default 64)",
+          1, 2097152, 0 },
+        { "think-time", 0, ST_OPT_DURATION, &a->think_time, "T",
+          "pause between a turn's end and the next turn (sessions: default 0; traces: replaces the recorded one)", 0, 0,
+          0 },
+        { "think-exp", 0, ST_OPT_FLAG, &a->think_exp, NULL, "exponential think times with mean --think-time", 0, 0, 0 },
+        { "rate", 'r', ST_OPT_RATE, &a->rate, "R",
+          "arrival rate in req/s (sessions: sessions/s) or inf (default inf; with --trace: replaces its times)", 0, 0,
+          0 },
+        { "arrival", 0, ST_OPT_STR, &a->arrival_name, "KIND",
+          "poisson|constant|gamma (default poisson; gamma when --burstiness is given)", 0, 0, 0 },
+        { "burstiness", 0, ST_OPT_DOUBLE, &a->burstiness, "B",
+          "gamma shape: <1 burstier, >1 smoother, 1 Poisson (as vLLM's --burstiness)", 1e-6, 1e6, 0 },
+        { "max-concurrency", 0, ST_OPT_LONG, &a->max_conc, "N",
           "at most N requests in flight; waiting counts in TTFT (default unbounded)", 0, 10000000, 0 },
-        { "warmup", 0, ST_OPT_LONG, &warmup, "N",
+        { "warmup", 0, ST_OPT_LONG, &a->warmup, "N",
           "warm-up requests sent first and excluded from the figures (default 0)", 0, 10000000, 0 },
-        { "timeout", 0, ST_OPT_DURATION, &timeout, "T", "per-request timeout, e.g. 30, 500ms, 2m (default 300)", 0, 0,
-          0 },
-        { "slo-ttft", 0, ST_OPT_DOUBLE, &slo_ttft, "MS", "goodput term: TTFT at most MS", 0, 1e9, 0 },
-        { "slo-tpot", 0, ST_OPT_DOUBLE, &slo_tpot, "MS", "goodput term: TPOT at most MS", 0, 1e9, 0 },
-        { "slo-e2e", 0, ST_OPT_DOUBLE, &slo_e2e, "MS", "goodput term: end-to-end latency at most MS", 0, 1e9, 0 },
-        { "max-lag", 0, ST_OPT_DOUBLE, &max_lag_ms, "MS",
+        { "timeout", 0, ST_OPT_DURATION, &a->timeout, "T", "per-request timeout, e.g. 30, 500ms, 2m (default 300)", 0,
+          0, 0 },
+        { "slo-ttft", 0, ST_OPT_DOUBLE, &a->slo_ttft, "MS", "goodput term: TTFT at most MS", 0, 1e9, 0 },
+        { "slo-tpot", 0, ST_OPT_DOUBLE, &a->slo_tpot, "MS", "goodput term: TPOT at most MS", 0, 1e9, 0 },
+        { "slo-e2e", 0, ST_OPT_DOUBLE, &a->slo_e2e, "MS", "goodput term: end-to-end latency at most MS", 0, 1e9, 0 },
+        { "slo-ttfat", 0, ST_OPT_DOUBLE, &a->slo_ttfat, "MS",
+          "goodput term: time to first ANSWER token at most MS (reasoning models)", 0, 1e9, 0 },
+        { "exact-prompts", 0, ST_OPT_STR, &a->exact, "auto|on|off",
+          "text APIs (chat, tgi): fit each prompt to its exact token count with the server's /tokenize (auto: when "
+          "the server has one)",
+          0, 0, 0 },
+        { "max-lag", 0, ST_OPT_DOUBLE, &a->max_lag_ms, "MS",
           "self-check threshold for dispatch lag / loop delay p99 (default 10)", 1e-3, 1e6, 0 },
-        { "spin-us", 0, ST_OPT_DOUBLE, &spin_us, "US",
+        { "spin-us", 0, ST_OPT_DOUBLE, &a->spin_us, "US",
           "busy-poll this long before each timer (send times, the 5 ms self-check probe): sub-10us send precision; "
           "5000 or more never sleeps, so read timestamps exclude an idle CPU's wake-up (default 0: sleep in "
           "epoll_pwait2)",
           0, 1e6, 0 },
-        { "no-stream", 0, ST_OPT_FLAG, &no_stream, NULL, "non-streaming requests (TTFT = E2E)", 0, 0, 0 },
-        { "json", 0, ST_OPT_STR, &json_path, "FILE", "write the results as JSON (docs/bench-json.md)", 0, 0, 0 },
-        { "csv", 0, ST_OPT_STR, &csv_path, "FILE", "write one CSV row per request", 0, 0, 0 },
-        { "insecure", 0, ST_OPT_FLAG, &insecure, NULL, "do not verify the TLS certificate", 0, 0, 0 },
-        { "ca-file", 0, ST_OPT_STR, &ca_file, "FILE", "extra CA certificates (PEM) for https", 0, 0, 0 },
-        { "quiet", 'q', ST_OPT_FLAG, &quiet, NULL, "no progress line and no table", 0, 0, 0 },
-        { 0 },
+        { "no-stream", 0, ST_OPT_FLAG, &a->no_stream, NULL, "non-streaming requests (TTFT = E2E)", 0, 0, 0 },
+        { "json", 0, ST_OPT_STR, &a->json_path, "FILE", "write the results as JSON (docs/bench-json.md)", 0, 0, 0 },
+        { "csv", 0, ST_OPT_STR, &a->csv_path, "FILE", "write one CSV row per request", 0, 0, 0 },
+        { "insecure", 0, ST_OPT_FLAG, &a->insecure, NULL, "do not verify the TLS certificate", 0, 0, 0 },
+        { "ca-file", 0, ST_OPT_STR, &a->ca_file, "FILE", "extra CA certificates (PEM) for https", 0, 0, 0 },
+        { "quiet", 'q', ST_OPT_FLAG, &a->quiet, NULL, "no progress line and no table", 0, 0, 0 },
+        /* vllm bench serve's names (docs/bench.md, "vllm bench serve's flags") */
+        { "base-url", 0, ST_OPT_STR, &a->base_url, "URL", "vLLM name: the server's base URL (= --url)", 0, 0, 0 },
+        { "host", 0, ST_OPT_STR, &a->host, "HOST", "vLLM name: server host (with --port; default 127.0.0.1)", 0, 0, 0 },
+        { "port", 0, ST_OPT_LONG, &a->port, "PORT", "vLLM name: server port (default 8000)", 1, 65535, 0 },
+        { "endpoint", 0, ST_OPT_STR, &a->endpoint, "PATH",
+          "vLLM name: /v1/completions or /v1/chat/completions (sets --api)", 0, 0, 0 },
+        { "backend", 0, ST_OPT_STR, &a->backend, "B", "vLLM name: vllm|openai (completions), openai-chat (chat)", 0, 0,
+          0 },
+        { "dataset-name", 0, ST_OPT_STR, &a->dataset_name, "NAME", "vLLM name: random only (traces: --trace)", 0, 0,
+          0 },
+        { "random-input-len", 0, ST_OPT_LONG, &a->random_input, "N",
+          "vLLM name and meaning: input length WITHOUT the prefix (default 1024)", 0, 2097152, 0 },
+        { "random-output-len", 0, ST_OPT_LONG, &a->random_output, "N", "vLLM name: output length (default 128)", 1,
+          2097152, 0 },
+        { "random-prefix-len", 0, ST_OPT_LONG, &a->random_prefix, "N",
+          "vLLM name and meaning: a shared prefix ON TOP of the input length (default 0)", 0, 2097152, 0 },
+        { "random-range-ratio", 0, ST_OPT_DOUBLE, &a->random_range, "R",
+          "vLLM name and meaning: lengths in [floor(L(1-R)), ceil(L(1+R))] (default 0)", 0, 0.999999, 0 },
+        { "num-prompts", 0, ST_OPT_LONG, &a->num_prompts, "N", "vLLM name: number of requests (default 1000)", 1,
+          10000000, 0 },
+        { "request-rate", 0, ST_OPT_RATE, &a->request_rate, "R", "vLLM name: = --rate", 0, 0, 0 },
+        { "num-warmups", 0, ST_OPT_LONG, &a->num_warmups, "N", "vLLM name: = --warmup", 0, 10000000, 0 },
+        { "goodput", 0, ST_OPT_LIST, &a->goodput, "K:MS",
+          "vLLM name: ttft:MS, tpot:MS, e2el:MS (repeatable, or several after one --goodput)", 0, 0, 0 },
+        { "ignore-eos", 0, ST_OPT_FLAG, &a->ignore_eos, NULL, "vLLM name: accepted (servetune always forces lengths)",
+          0, 0, 0 },
+        { "save-result", 0, ST_OPT_FLAG, &a->save_result, NULL,
+          "vLLM name: write the JSON (servetune's schema) to --result-filename", 0, 0, 0 },
+        { "result-filename", 0, ST_OPT_STR, &a->result_filename, "FILE", "vLLM name: the --save-result file", 0, 0, 0 },
+        { "result-dir", 0, ST_OPT_STR, &a->result_dir, "DIR", "vLLM name: folder of --result-filename", 0, 0, 0 },
+        { "disable-tqdm", 0, ST_OPT_FLAG, &a->disable_tqdm, NULL, "vLLM name: no progress line", 0, 0, 0 },
+        { "tokenizer", 0, ST_OPT_STR, &a->tokenizer, "NAME",
+          "vLLM name: accepted; servetune counts with the server's /tokenize (--exact-prompts)", 0, 0, 0 },
     };
-    st_opts_result pr;
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        opts[n++] = t[i];
+    st_cli_trace_opts(&a->tr, opts, &n);
+    opts[n] = (st_opt){ 0 };
+    return n;
+}
+
+/* The vLLM names become servetune's settings. 0, or -1 with the reason in err. */
+static int map_vllm_names(bench_args *a, int npos, char **pos, char *url_buf, size_t url_cap, int *vllm_dataset,
+                          char *err, size_t errlen)
+{
+    *vllm_dataset = a->random_input >= 0 || a->random_output >= 0 || a->random_prefix >= 0 || a->random_range >= 0;
+    if (*vllm_dataset &&
+        (a->input_tokens >= 0 || a->output_tokens >= 0 || a->prefix_tokens >= 0 || a->range_ratio >= 0)) {
+        snprintf(err, errlen,
+                 "--random-* (vLLM's meaning: the prefix on top of the input) and --input-tokens / --output-tokens / "
+                 "--prefix-tokens / --range-ratio (servetune's: the prefix inside it) do not mix");
+        return -1;
+    }
+    if (a->dataset_name && strcmp(a->dataset_name, "random")) {
+        snprintf(err, errlen, "--dataset-name %.40s: only random is mapped (give a trace with --trace)",
+                 a->dataset_name);
+        return -1;
+    }
+    if (*vllm_dataset) {
+        a->input_tokens = a->random_input >= 0 ? a->random_input : 1024;
+        a->output_tokens = a->random_output >= 0 ? a->random_output : 128;
+        a->prefix_tokens = a->random_prefix >= 0 ? a->random_prefix : 0;
+        a->range_ratio = a->random_range >= 0 ? a->random_range : 0;
+    }
+    if (a->num_prompts >= 0) {
+        if (a->num_requests >= 0) {
+            snprintf(err, errlen, "give --num-requests or --num-prompts, not both");
+            return -1;
+        }
+        a->num_requests = a->num_prompts;
+    } else if (a->num_requests < 0 && *vllm_dataset) {
+        a->num_requests = VLLM_NUM_PROMPTS;
+    }
+    if (!isnan(a->request_rate)) {
+        if (!isnan(a->rate)) {
+            snprintf(err, errlen, "give --rate or --request-rate, not both");
+            return -1;
+        }
+        a->rate = a->request_rate;
+    }
+    if (a->num_warmups >= 0)
+        a->warmup = a->num_warmups;
+    /* target */
+    if (a->base_url || a->host || a->port >= 0) {
+        if (a->url) {
+            snprintf(err, errlen, "give --url, or vLLM's --base-url / --host / --port, not both");
+            return -1;
+        }
+        if (a->base_url)
+            snprintf(url_buf, url_cap, "%s", a->base_url);
+        else
+            snprintf(url_buf, url_cap, "http://%s:%ld", a->host ? a->host : "127.0.0.1", a->port >= 0 ? a->port : 8000);
+        a->url = url_buf;
+    }
+    if (a->backend) {
+        if (!strcmp(a->backend, "openai-chat"))
+            a->api_name = "chat";
+        else if (!strcmp(a->backend, "vllm") || !strcmp(a->backend, "openai"))
+            a->api_name = "completions";
+        else if (!strcmp(a->backend, "tgi") || !strcmp(a->backend, "sglang"))
+            a->api_name = a->backend;
+        else {
+            snprintf(err, errlen, "--backend %.40s: expected vllm, openai, openai-chat, tgi or sglang", a->backend);
+            return -1;
+        }
+    }
+    if (a->endpoint) {
+        if (!strcmp(a->endpoint, "/v1/chat/completions"))
+            a->api_name = "chat";
+        else if (!strcmp(a->endpoint, "/v1/completions"))
+            a->api_name = a->backend && !strcmp(a->backend, "openai-chat") ? "chat" : "completions";
+        else {
+            snprintf(err, errlen, "--endpoint %.60s: expected /v1/completions or /v1/chat/completions", a->endpoint);
+            return -1;
+        }
+    }
+    /* --goodput ttft:500 tpot:50 e2el:3000 (vLLM takes several values after one flag) */
+    st_strlist gp = a->goodput;
+    for (int i = 0; i < npos && gp.n < ST_STRLIST_MAX; i++)
+        if (a->goodput.n && strchr(pos[i], ':'))
+            gp.v[gp.n++] = pos[i];
+    for (int i = 0; i < gp.n; i++) {
+        const char *c = strchr(gp.v[i], ':');
+        double v;
+        char k[16];
+        if (!c || (size_t)(c - gp.v[i]) >= sizeof k || st_parse_double(c + 1, &v) < 0 || v <= 0) {
+            snprintf(err, errlen, "--goodput: expected KEY:MS (ttft, tpot, e2el), got '%.40s'", gp.v[i]);
+            return -1;
+        }
+        memcpy(k, gp.v[i], (size_t)(c - gp.v[i]));
+        k[c - gp.v[i]] = '\0';
+        if (!strcmp(k, "ttft"))
+            a->slo_ttft = v;
+        else if (!strcmp(k, "tpot"))
+            a->slo_tpot = v;
+        else if (!strcmp(k, "e2el"))
+            a->slo_e2e = v;
+        else {
+            snprintf(err, errlen, "--goodput: unknown key '%.16s' (ttft, tpot, e2el)", k);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ---- the workload ------------------------------------------------------------------------ */
+
+typedef struct bench_work {
+    st_workload work;
+    st_trace_counts counts;
+    st_trace_format fmt;
+    int is_trace, has_counts;
+    uint32_t turns_min, turns_max;
+    st_trace_sessions smode;
+} bench_work;
+
+static int parse_turns(const char *s, uint32_t *lo, uint32_t *hi)
+{
+    long a, b;
+    char tmp[64];
+    snprintf(tmp, sizeof tmp, "%s", s);
+    char *dash = strchr(tmp, '-');
+    if (dash)
+        *dash = '\0';
+    if (st_parse_long(tmp, &a) < 0 || (dash && st_parse_long(dash + 1, &b) < 0))
+        return -1;
+    if (!dash)
+        b = a;
+    if (a < 1 || b < a || b > 1000)
+        return -1;
+    *lo = (uint32_t)a;
+    *hi = (uint32_t)b;
+    return 0;
+}
+
+static int build_workload(bench_args *a, int api, int vllm_dataset, int n_given, uint32_t server_mml, bench_work *bw,
+                          char *err, size_t errlen)
+{
+    memset(bw, 0, sizeof *bw);
+    uint32_t nwarm = (uint32_t)a->warmup;
+    if (api == ST_RUNNER_API_RAW) {
+        bw->work.n = (uint32_t)(a->num_requests + a->warmup);
+        return 0;
+    }
+    if (a->trace) {
+        st_trace_load_opts lo;
+        st_trace_load_opts_default(&lo);
+        if (st_cli_trace_resolve(&a->tr, (uint64_t)a->seed, &lo.read, err, errlen) < 0)
+            return -1;
+        if (!a->tr.max_context && server_mml)
+            lo.read.max_context = server_mml; /* longer than the model's context: counted, not sent */
+        if (n_given)
+            lo.read.max_rows = (uint64_t)a->num_requests + nwarm; /* -n: the first N kept requests */
+        if (a->trace_sessions && st_trace_sessions_from_name(a->trace_sessions, &lo.sessions) < 0) {
+            snprintf(err, errlen, "--trace-sessions: expected replay, flat or off");
+            return -1;
+        }
+        lo.think_s = a->think_time;
+        if (st_trace_load(a->trace, &lo, &bw->work, &bw->counts, &bw->fmt, err, errlen) < 0)
+            return -2;
+        bw->is_trace = bw->has_counts = 1;
+        bw->smode = lo.sessions;
+        return 0;
+    }
+    if (a->sessions > 0) {
+        uint32_t lo = 4, hi = 4;
+        if (a->turns && parse_turns(a->turns, &lo, &hi) < 0) {
+            snprintf(err, errlen, "--turns: expected N or MIN-MAX within 1..1000");
+            return -1;
+        }
+        st_session_params sp = { .sessions = (uint32_t)a->sessions,
+                                 .turns_min = lo,
+                                 .turns_max = hi,
+                                 .first_input = (uint32_t)a->input_tokens,
+                                 .user_input = (uint32_t)a->turn_input,
+                                 .output_len = (uint32_t)a->output_tokens,
+                                 .prefix_len = (uint32_t)a->prefix_tokens,
+                                 .range_ratio = a->range_ratio,
+                                 .think_s = isnan(a->think_time) ? 0 : a->think_time,
+                                 .think_exp = a->think_exp,
+                                 .seed = (uint64_t)a->seed };
+        if (st_workload_sessions(&sp, &bw->work, err, errlen) < 0)
+            return -1;
+        bw->turns_min = lo;
+        bw->turns_max = hi;
+        return 0;
+    }
+    st_synth_params sp = { .input_len = (uint32_t)a->input_tokens,
+                           .output_len = (uint32_t)a->output_tokens,
+                           .range_ratio = a->range_ratio,
+                           .prefix_len = (uint32_t)a->prefix_tokens,
+                           .num_requests = (uint32_t)(a->num_requests + a->warmup),
+                           .seed = (uint64_t)a->seed,
+                           .vllm_semantics = vllm_dataset };
+    return st_workload_synthetic(&sp, &bw->work, err, errlen);
+}
+
+/* Exact prompt lengths for text-only APIs (load/tokenize.h). Returns the line for the
+ * report (static text or a note), and the numbers fitted. */
+static const char *fit_prompts(bench_args *a, int api, const char *model, const char *key, bench_work *bw,
+                               uint32_t *fitted, uint32_t *exact, char *note, size_t notelen)
+{
+    *fitted = *exact = 0;
+    int text_api = api == ST_API_CHAT || api == ST_API_TGI;
+    if (!strcmp(a->exact, "off"))
+        return "off";
+    if (!text_api) {
+        if (!strcmp(a->exact, "on")) {
+            snprintf(note, notelen, "not needed: the %s API takes token ids", st_api_name((st_api_kind)api));
+            return note;
+        }
+        return NULL;
+    }
+    if (bw->work.n_sessions) {
+        snprintf(note, notelen, "not applied: session turns carry the conversation's real text");
+        return note;
+    }
     char err[512];
+    st_tokenizer *t =
+        st_tokenizer_new(a->url, (st_api_kind)api, model, key, a->insecure, a->ca_file, 30, err, sizeof err);
+    if (!t) {
+        snprintf(note, notelen, "off (%s)", err);
+        return note;
+    }
+    st_workload *w = &bw->work;
+    for (uint32_t i = 0; i < w->n && !bench_stop; i++) {
+        st_work_item *it = &w->items[i];
+        /* a session's turns and a trace's own text are sent as they are */
+        if (it->session || !it->input_ids)
+            continue;
+        uint32_t measured;
+        uint32_t keep = it->prefix_len;
+        int rc = st_prompt_fit(it, it->input_len, keep, st_tokenizer_count, t, &measured, err, sizeof err);
+        if (rc < 0) {
+            if (st_tokenizer_missing(t))
+                snprintf(note, notelen,
+                         "off: the server has no /tokenize (prompt lengths estimated as one token a "
+                         "word)");
+            else
+                snprintf(note, notelen, "stopped after %u prompts: %.300s", *fitted, err);
+            st_tokenizer_free(t);
+            return note;
+        }
+        (*fitted)++;
+        *exact += rc == 0;
+    }
+    snprintf(note, notelen, "on (%u /tokenize calls)", st_tokenizer_calls(t));
+    st_tokenizer_free(t);
+    return note;
+}
+
+/* ---- the command ----------------------------------------------------------------------- */
+
+int cmd_bench(int argc, char **argv)
+{
+    bench_args A;
+    args_defaults(&A);
+    st_opt opts[BENCH_OPTS_MAX];
+    build_table(&A, opts);
+    st_opts_result pr;
+    char err[1024], url_buf[URL_MAX], result_path[URL_MAX];
     if (st_opts_parse(opts, argc - 1, argv + 1, 0, &pr, err, sizeof err) < 0) {
         st_opts_result_free(&pr);
         return st_cli_usage_error("bench", err);
     }
     if (pr.help) {
-        printf("usage: servetune bench --url URL [OPTIONS]\n\n"
-               "Drive a running LLM endpoint with an open-loop streaming load and measure TTFT, TPOT,\n"
-               "ITL and throughput (docs/bench.md). Exit status: 0 ok, 1 some requests failed,\n"
-               "2 usage, 3 client-limited (the tool could not keep the schedule), 4 interrupted.\n\nOptions:\n");
+        printf(
+            "usage: servetune bench --url URL [OPTIONS]\n\n"
+            "Drive a running LLM endpoint with an open-loop streaming load and measure TTFT, TPOT,\n"
+            "ITL and throughput (docs/bench.md). Workloads: synthetic (vLLM's random-dataset shape),\n"
+            "multi-turn sessions, or a trace / production log (docs/trace-format.md). `vllm bench\n"
+            "serve`'s flag names for the random dataset work as well, with their meaning.\n"
+            "Exit status: 0 ok, 1 some requests failed, 2 usage, 3 client-limited (the tool could not\n"
+            "keep the schedule), 4 interrupted.\n\n"
+            "Examples:\n"
+            "  servetune bench --url http://127.0.0.1:8000 --rate 4 -n 200 --input-tokens 3000 --prefix-tokens 2000\n"
+            "  servetune bench --base-url http://127.0.0.1:8000 --random-input-len 1000 --random-prefix-len 2000 \\\n"
+            "      --random-range-ratio 0.5 --num-prompts 200 --request-rate 4 --goodput ttft:1500 tpot:50\n"
+            "  servetune bench --url http://127.0.0.1:8000 --api chat --sessions 50 --turns 3-8 --think-time 5 --rate "
+            "1\n"
+            "  servetune bench --url http://127.0.0.1:8000 --trace mooncake_trace.jsonl --trace-window 0:10m\n\n"
+            "Options:\n");
         st_opts_usage(stdout, opts);
         st_opts_result_free(&pr);
         return ST_EXIT_OK;
     }
-    int npos = pr.npos;
+    int vllm_dataset = 0;
+    int rcm = map_vllm_names(&A, pr.npos, pr.pos, url_buf, sizeof url_buf, &vllm_dataset, err, sizeof err);
+    int stray = 0;
+    for (int i = 0; i < pr.npos; i++)
+        if (!(A.goodput.n && strchr(pr.pos[i], ':')))
+            stray = 1;
     st_opts_result_free(&pr);
-    if (npos > 0)
+    if (rcm < 0)
+        return st_cli_usage_error("bench", err);
+    if (stray)
         return st_cli_usage_error("bench", "unexpected positional argument");
-    if (!url)
+    if (A.input_tokens < 0)
+        A.input_tokens = 1024;
+    if (A.output_tokens < 0)
+        A.output_tokens = 128;
+    if (A.prefix_tokens < 0)
+        A.prefix_tokens = 0;
+    if (A.range_ratio < 0)
+        A.range_ratio = 0;
+    int n_given = A.num_requests >= 0;
+    if (A.num_requests < 0)
+        A.num_requests = 100;
+    if (!A.url)
         return st_cli_usage_error("bench", "--url is required");
+    const char *json_path = A.json_path;
+    if (A.save_result || A.result_filename) {
+        const char *fname = A.result_filename ? A.result_filename : "servetune-bench.json";
+        if (A.result_dir)
+            snprintf(result_path, sizeof result_path, "%s/%s", A.result_dir, fname);
+        else
+            snprintf(result_path, sizeof result_path, "%s", fname);
+        if (json_path)
+            return st_cli_usage_error("bench", "give --json or --save-result / --result-filename, not both");
+        json_path = result_path;
+    }
     int api;
     st_api_kind k;
-    if (!strcmp(api_name, "raw"))
+    if (!strcmp(A.api_name, "raw"))
         api = ST_RUNNER_API_RAW;
-    else if (st_api_from_name(api_name, &k) == 0)
+    else if (st_api_from_name(A.api_name, &k) == 0)
         api = (int)k;
     else
         return st_cli_usage_error("bench", "--api: expected completions, chat, tgi, llamacpp, sglang or raw");
-    int rate_given = !isnan(rate);
+    if (!A.arrival_name)
+        A.arrival_name = A.burstiness != 1 ? "gamma" : "poisson";
+    int rate_given = !isnan(A.rate);
     if (!rate_given)
-        rate = INFINITY;
-    st_arrival arr = { ST_ARR_POISSON, rate, burstiness, (uint64_t)seed };
-    if (st_arrival_kind_from_name(arrival_name, &arr.kind) < 0 || arr.kind == ST_ARR_INF)
+        A.rate = INFINITY;
+    st_arrival arr = { ST_ARR_POISSON, A.rate, A.burstiness, (uint64_t)A.seed };
+    if (st_arrival_kind_from_name(A.arrival_name, &arr.kind) < 0 || arr.kind == ST_ARR_INF)
         return st_cli_usage_error("bench",
                                   "--arrival: expected poisson, constant or gamma (use --rate inf for all at once)");
-    if (isinf(rate))
+    if (isinf(A.rate))
         arr.kind = ST_ARR_INF;
-    if (prefix_tokens > input_tokens)
-        return st_cli_usage_error("bench", "--prefix-tokens must not exceed --input-tokens");
-    if (trace_rate > 0 && !trace)
+    if (!vllm_dataset && A.prefix_tokens > A.input_tokens)
+        return st_cli_usage_error("bench", "--prefix-tokens must not exceed --input-tokens (it is counted in it)");
+    if (A.trace_rate > 0 && !A.trace)
         return st_cli_usage_error("bench", "--trace-rate needs --trace");
-    for (int i = 0; i < headers.n; i++)
-        if (!st_http_header_line_valid(headers.v[i]))
+    if (A.sessions && A.trace)
+        return st_cli_usage_error("bench", "--sessions makes synthetic sessions; a trace brings its own (--trace)");
+    if ((A.turns || A.think_exp) && !A.sessions)
+        return st_cli_usage_error("bench", "--turns and --think-exp need --sessions");
+    if (strcmp(A.exact, "auto") && strcmp(A.exact, "on") && strcmp(A.exact, "off"))
+        return st_cli_usage_error("bench", "--exact-prompts: expected auto, on or off");
+    for (int i = 0; i < A.headers.n; i++)
+        if (!st_http_header_line_valid(A.headers.v[i]))
             return st_cli_usage_error("bench", "--header: expected 'Name: value' (a token name, no line breaks)");
     const char *key = NULL;
-    if (key_env) {
-        key = getenv(key_env);
+    if (A.key_env) {
+        key = getenv(A.key_env);
         if (!key || !*key) {
             char m[200];
-            snprintf(m, sizeof m, "--api-key-env: the environment variable %.100s is not set", key_env);
+            snprintf(m, sizeof m, "--api-key-env: the environment variable %.100s is not set", A.key_env);
             return st_cli_usage_error("bench", m);
         }
     }
     st_url chk;
-    if (st_url_parse(url, &chk, err, sizeof err) < 0)
+    if (st_url_parse(A.url, &chk, err, sizeof err) < 0)
         return st_cli_usage_error("bench", err);
 
+    /* the model, and its context from /v1/models */
     char *model_owned = NULL;
-    if (!model && (api == ST_API_COMPLETIONS || api == ST_API_CHAT)) {
-        if (default_model(url, key, headers.v, headers.n, insecure, timeout < 30 ? timeout : 30, &model_owned, err,
-                          sizeof err) < 0) {
+    const char *model = A.model;
+    uint32_t server_mml = 0;
+    if ((api == ST_API_COMPLETIONS || api == ST_API_CHAT) && (!model || A.trace)) {
+        if (default_model(A.url, key, A.headers.v, A.headers.n, A.insecure, A.timeout < 30 ? A.timeout : 30,
+                          model ? NULL : &model_owned, &server_mml, err, sizeof err) < 0 &&
+            !model) {
             fprintf(stderr, "servetune bench: cannot find the model (give --model): %s\n", err);
             return ST_EXIT_FAIL;
         }
-        model = model_owned;
+        if (!model)
+            model = model_owned;
     }
 
-    /* workload and schedule */
-    st_workload work = { NULL, 0 };
-    uint32_t nwarm = (uint32_t)warmup;
-    int use_trace_times = 0;
-    if (api == ST_RUNNER_API_RAW) {
-        work.n = (uint32_t)(num_requests + warmup);
-    } else if (trace) {
-        if (st_workload_trace_load(trace, &work, err, sizeof err) < 0) {
+    /* the workload */
+    bench_work bw;
+    int wrc = build_workload(&A, api, vllm_dataset, n_given, server_mml, &bw, err, sizeof err);
+    if (wrc < 0) {
+        free(model_owned);
+        if (wrc == -2) {
             fprintf(stderr, "servetune bench: %s\n", err);
-            free(model_owned);
             return ST_EXIT_USAGE;
         }
-        if (nwarm >= work.n) {
-            st_workload_free(&work);
-            free(model_owned);
-            return st_cli_usage_error("bench", "--warmup must be smaller than the number of trace requests");
-        }
-        /* the trace's own times (re-timed with --trace-rate) unless --rate was given */
-        int has_times = work.items[0].arrival >= 0;
-        if (trace_rate > 0 && !has_times) {
-            st_workload_free(&work);
-            free(model_owned);
-            return st_cli_usage_error("bench", "--trace-rate: the trace has no timestamps to re-time (use --rate)");
-        }
-        if (trace_rate > 0 && rate_given) {
-            st_workload_free(&work);
-            free(model_owned);
-            return st_cli_usage_error("bench", "--trace-rate and --rate exclude each other");
-        }
-        use_trace_times = has_times && !rate_given;
-    } else {
-        st_synth_params sp = { (uint32_t)input_tokens,
-                               (uint32_t)output_tokens,
-                               range_ratio,
-                               (uint32_t)prefix_tokens,
-                               (uint32_t)(num_requests + warmup),
-                               (uint64_t)seed,
-                               0 };
-        if (st_workload_synthetic(&sp, &work, err, sizeof err) < 0) {
-            free(model_owned);
-            return st_cli_usage_error("bench", err);
-        }
+        return st_cli_usage_error("bench", err);
     }
-    st_ns *sched = calloc(work.n, sizeof *sched);
+    st_workload *work = &bw.work;
+    uint32_t nwarm = (uint32_t)A.warmup;
+    uint32_t n_static = work->n - work->n_dependent;
+    int use_trace_times = 0;
+    const char *fail = NULL;
+    if (work->n_dependent && nwarm)
+        fail = "--warmup does not combine with sessions (their later turns depend on the earlier ones)";
+    else if (bw.is_trace) {
+        if (nwarm >= n_static)
+            fail = "--warmup must be smaller than the number of trace requests";
+        int has_times = work->items[0].arrival >= 0;
+        if (!fail && A.trace_rate > 0 && !has_times)
+            fail = "--trace-rate: the trace has no timestamps to re-time (use --rate)";
+        if (!fail && A.trace_rate > 0 && rate_given)
+            fail = "--trace-rate and --rate exclude each other";
+        use_trace_times = has_times && !rate_given;
+    }
+    if (fail) {
+        if (!work->items)
+            work->n = 0;
+        st_workload_free(work);
+        free(model_owned);
+        return st_cli_usage_error("bench", fail);
+    }
+    if (bw.has_counts && !A.quiet) {
+        char d[600];
+        st_trace_counts_describe(&bw.counts, d, sizeof d);
+        fprintf(stderr, "servetune bench: %s (%s): %s\n", A.trace, st_trace_format_name(bw.fmt), d);
+        for (uint32_t i = 0; i < bw.counts.n_bad_first; i++)
+            fprintf(stderr, "  skipped %s\n", bw.counts.bad_first[i]);
+    }
+
+    /* exact prompt lengths */
+    char fit_note[600] = "";
+    uint32_t fitted = 0, fitted_exact = 0;
+    const char *exact_line = api == ST_RUNNER_API_RAW ? NULL
+                                                      : fit_prompts(&A, api, model, key, &bw, &fitted, &fitted_exact,
+                                                                    fit_note, sizeof fit_note);
+
+    /* the schedule of the scheduled items (a session's later turns are released by the hook) */
+    st_ns *sched = calloc(work->n ? work->n : 1, sizeof *sched);
     if (!sched) {
-        if (!work.items)
-            work.n = 0;
-        st_workload_free(&work);
+        if (!work->items)
+            work->n = 0;
+        st_workload_free(work);
         free(model_owned);
         fprintf(stderr, "servetune bench: out of memory\n");
         return ST_EXIT_FAIL;
     }
     if (use_trace_times) {
-        for (uint32_t i = 0; i < work.n; i++)
-            sched[i] = work.items[i].arrival;
-        if (trace_rate > 0 && st_arrival_retime(sched, work.n, trace_rate) < 0) {
+        for (uint32_t i = 0; i < n_static; i++)
+            sched[i] = work->items[i].arrival;
+        if (A.trace_rate > 0 && st_arrival_retime(sched, n_static, A.trace_rate) < 0) {
             free(sched);
-            st_workload_free(&work);
+            st_workload_free(work);
             free(model_owned);
             return st_cli_usage_error("bench", "--trace-rate: the trace cannot be re-timed (no time span)");
         }
-    } else if (st_arrival_schedule(&arr, work.n, sched) < 0) {
+    } else if (st_arrival_schedule(&arr, n_static, sched) < 0) {
         free(sched);
-        st_workload_free(&work);
+        if (!work->items)
+            work->n = 0;
+        st_workload_free(work);
         free(model_owned);
         return st_cli_usage_error("bench", "bad arrival parameters");
     }
 
     st_runner_config rc = { 0 };
-    rc.url = url;
+    rc.url = A.url;
     rc.api = api;
-    rc.stream = !no_stream;
+    rc.stream = !A.no_stream;
     rc.model = model;
     rc.api_key = key;
-    rc.headers = headers.v;
-    rc.nheaders = headers.n;
-    rc.work = &work;
+    rc.headers = A.headers.v;
+    rc.nheaders = A.headers.n;
+    rc.work = work;
     rc.schedule = sched;
     rc.warmup = nwarm;
-    rc.max_concurrency = (uint32_t)max_conc;
-    rc.timeout_s = timeout;
-    rc.insecure = insecure;
-    rc.ca_file = ca_file;
-    rc.max_lag_ms = max_lag_ms;
-    rc.spin_ns = spin_us > 0 ? (st_ns)(spin_us * 1e3) : 0;
-    progress_ctx pc = { !quiet && isatty(STDERR_FILENO), 0 };
+    rc.max_concurrency = (uint32_t)A.max_conc;
+    rc.timeout_s = A.timeout;
+    rc.insecure = A.insecure;
+    rc.ca_file = A.ca_file;
+    rc.max_lag_ms = A.max_lag_ms;
+    rc.spin_ns = A.spin_us > 0 ? (st_ns)(A.spin_us * 1e3) : 0;
+    if (work->n_dependent) {
+        rc.on_end = st_session_on_end;
+        rc.on_end_arg = work;
+    }
+    progress_ctx pc = { !A.quiet && !A.disable_tqdm && isatty(STDERR_FILENO), 0 };
     rc.progress = on_progress;
     rc.progress_arg = &pc;
     rc.stop = &bench_stop;
@@ -318,38 +770,59 @@ int cmd_bench(int argc, char **argv)
     if (run_rc < 0) {
         fprintf(stderr, "servetune bench: %s\n", err);
         free(sched);
-        if (!work.items)
-            work.n = 0;
-        st_workload_free(&work);
+        if (!work->items)
+            work->n = 0;
+        st_workload_free(work);
         free(model_owned);
         return ST_EXIT_FAIL;
     }
-    st_summary_opts so = { { slo_ttft / 1e3, slo_tpot / 1e3, slo_e2e / 1e3 }, 0 };
+    st_summary_opts so = { { A.slo_ttft / 1e3, A.slo_tpot / 1e3, A.slo_e2e / 1e3, A.slo_ttfat / 1e3 }, 0 };
     st_summary sum;
     st_summary_compute(res.records, res.n, &so, &sum);
+    st_turn_row turns[ST_TURN_ROWS];
+    int n_turns = st_turn_rows(res.records, res.n, turns);
 
     st_bench_info info;
     memset(&info, 0, sizeof info);
-    info.url = url;
-    info.api = api_name;
+    info.url = A.url;
+    info.api = A.api_name;
     info.model = model;
-    info.stream = !no_stream && api != ST_RUNNER_API_RAW;
-    info.workload = api == ST_RUNNER_API_RAW ? "raw" : trace ? "trace" : "synthetic";
-    info.trace_path = trace;
-    if (!trace) {
-        info.input_len = (uint32_t)input_tokens;
-        info.output_len = (uint32_t)output_tokens;
-        info.prefix_len = (uint32_t)prefix_tokens;
-        info.range_ratio = range_ratio;
+    info.stream = !A.no_stream && api != ST_RUNNER_API_RAW;
+    info.workload = api == ST_RUNNER_API_RAW ? "raw" : A.trace ? "trace" : A.sessions ? "sessions" : "synthetic";
+    info.trace_path = A.trace;
+    if (bw.is_trace) {
+        info.trace_format = st_trace_format_name(bw.fmt);
+        info.trace_counts = &bw.counts;
+        static const char *const sm[] = { "replay", "flat", "off" };
+        info.trace_sessions = work->n_sessions ? sm[bw.smode] : NULL;
     }
-    info.seed = (uint64_t)seed;
-    info.num_requests = work.n - nwarm;
+    if (!A.trace) {
+        info.input_len = (uint32_t)A.input_tokens;
+        info.output_len = (uint32_t)A.output_tokens;
+        info.prefix_len = (uint32_t)A.prefix_tokens;
+        info.range_ratio = A.range_ratio;
+        info.vllm_semantics = vllm_dataset;
+    }
+    info.sessions = work->n_sessions;
+    if (A.sessions) {
+        info.turns_min = bw.turns_min;
+        info.turns_max = bw.turns_max;
+        info.turn_input = (uint32_t)A.turn_input;
+        info.think_s = isnan(A.think_time) ? 0 : A.think_time;
+    }
+    info.turns = n_turns > 0 ? turns : NULL;
+    info.n_turns = n_turns > 0 ? n_turns : 0;
+    info.exact_prompts = exact_line;
+    info.fitted = fitted;
+    info.fitted_exact = fitted_exact;
+    info.seed = (uint64_t)A.seed;
+    info.num_requests = work->n - nwarm;
     info.warmup = nwarm;
-    info.arrival = use_trace_times ? "trace" : isinf(rate) ? "inf" : arrival_name;
-    info.rate = use_trace_times ? (trace_rate > 0 ? trace_rate : NAN) : rate;
-    info.burstiness = burstiness;
-    info.max_concurrency = (uint32_t)max_conc;
-    info.timeout_s = timeout;
+    info.arrival = use_trace_times ? "trace" : isinf(A.rate) ? "inf" : A.arrival_name;
+    info.rate = use_trace_times ? (A.trace_rate > 0 ? A.trace_rate : NAN) : A.rate;
+    info.burstiness = A.burstiness;
+    info.max_concurrency = (uint32_t)A.max_conc;
+    info.timeout_s = A.timeout;
     info.opts = so;
     info.max_lag_ms = res.max_lag_ms;
     info.dispatch_lag = &res.dispatch_lag;
@@ -373,16 +846,16 @@ int cmd_bench(int argc, char **argv)
         if (f)
             fclose(f);
     }
-    if (csv_path) {
-        FILE *f = fopen(csv_path, "w");
+    if (A.csv_path) {
+        FILE *f = fopen(A.csv_path, "w");
         if (!f || st_output_csv(f, res.records, res.n) < 0) {
-            fprintf(stderr, "servetune bench: cannot write %s\n", csv_path);
+            fprintf(stderr, "servetune bench: cannot write %s\n", A.csv_path);
             status = ST_EXIT_FAIL;
         }
         if (f)
             fclose(f);
     }
-    if (!quiet) {
+    if (!A.quiet) {
         st_output_table(stdout, &info, &sum);
         if (!res.client_limited && strncmp(res.limited_reason, "ok", 2) != 0)
             printf("%-30s%s\n", "Self-check note:", res.limited_reason);
@@ -395,9 +868,9 @@ int cmd_bench(int argc, char **argv)
         status = ST_EXIT_INTERRUPTED;
     st_run_result_free(&res);
     free(sched);
-    if (!work.items)
-        work.n = 0; /* raw mode: a count without items */
-    st_workload_free(&work);
+    if (!work->items)
+        work->n = 0; /* raw mode: a count without items */
+    st_workload_free(work);
     free(model_owned);
     return status;
 }

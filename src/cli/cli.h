@@ -27,12 +27,83 @@ int st_cli_usage_error(const char *cmd, const char *reason);
  * ("file:line: what is wrong") to stderr. */
 struct st_spec;
 int st_cli_load_spec(const char *path, struct st_spec *spec);
+/* A trace workload's statistics and advice into the results database (meta "traffic") for the
+ * report's "Your traffic" section; a failure is a warning on stderr, never fatal. */
+struct st_store;
+void st_cli_store_traffic(struct st_store *store, const struct st_spec *spec);
+
+/* The trace options servetune bench and servetune trace stats share (docs/trace-format.md). */
+#include <stdint.h>
+
+#include "core/opts.h"
+#include "load/trace.h"
+typedef struct st_cli_trace {
+    const char *format, *window, *model, *columns;
+    double sample;
+    long block_size, max_bad, max_context;
+    st_trace_colmap colmap;
+} st_cli_trace;
+#define ST_CLI_TRACE_OPTS 7
+/* Appends the ST_CLI_TRACE_OPTS option entries for t to opts[*n...]. */
+void st_cli_trace_opts(st_cli_trace *t, st_opt *opts, int *n);
+/* Fills o from what was given (format, window, model, sample with seed, ...). 0 or -1 with err. */
+int st_cli_trace_resolve(st_cli_trace *t, uint64_t seed, st_trace_opts *o, char *err, size_t errlen);
+
+/* Loads a calibration file (emu/calib.h) for predict/audit; with a spec, checks it against
+ * every configuration: those it does not match are named on stderr (they run on the model's
+ * defaults), and a file that matches none is refused. 0, or -1 after printing why. */
+struct st_emu_calib;
+int st_cli_load_calibration(const char *path, const struct st_spec *spec, struct st_emu_calib *out);
+
+/* A measured audit's prediction first (report/predvs.h): servetune predict of the same spec into
+ * AUDIT_DIR/prediction (calibrated when calib is not NULL), its summary stored in the audit's
+ * database for the report's "Predicted vs measured". Nothing when the engine cannot be
+ * modelled or the summary is already stored (--resume). 0, or -1 after printing why (the audit
+ * goes on without the comparison). */
+struct st_store;
+int st_cli_predict_first(const struct st_spec *spec, const char *spec_path, const char *audit_dir,
+                         struct st_store *audit_store, const char *calib_path, const struct st_emu_calib *calib,
+                         int quiet);
+
+/* servetune audit across machines (src/cli/audit_cluster.c, docs/cluster.md). */
+#include <signal.h>
+
+#include "core/opts.h"
+#define ST_SPEC_MAX_CONFIGS_CLI 1024 /* configurations --only can pick from */
+typedef struct st_cluster_cli {
+    const char *only;        /* --only NAME[,NAME] */
+    long only_index;         /* --only-index N, -1 when absent */
+    const char *expect_hash; /* --expect-spec-hash: refuse a spec whose text changed */
+    int dry_run, wait;
+    const char *partition, *account, *time, *gpu_request;
+    long gpus_per_task, max_concurrent;
+    st_strlist sbatch_args;
+    const char *k8s_manifest, *k8s_image, *k8s_namespace, *k8s_pvc;
+} st_cluster_cli;
+struct st_spec;
+/* --only/--only-index: each configuration named into DIR/shards/NAME.sqlite. */
+int st_cli_audit_shards(const struct st_spec *spec, const char *spec_path, const char *out_dir, const st_cluster_cli *c,
+                        int resume, int quiet, volatile sig_atomic_t *stop, volatile sig_atomic_t *sig);
+/* --slurm: the job array and the merge job (--dry-run, --wait, --resume). */
+int st_cli_audit_slurm(const struct st_spec *spec, const char *spec_path, const char *out_dir, const st_cluster_cli *c,
+                       int resume, volatile sig_atomic_t *stop);
+/* --k8s-manifest FILE. */
+int st_cli_audit_k8s(const struct st_spec *spec, const char *spec_path, const st_cluster_cli *c);
+/* --status DIR. */
+int st_cli_audit_status(const char *dir);
+/* Merges DIR/shards into DIR/results.sqlite and writes the reports (--merge, servetune report).
+ * 0 written; 1 the merge was refused or failed, or (strict) the audit is partial or a
+ * configuration failed. */
+int st_cli_merge_report(const char *dir, const char *expect_hash, int quiet, int strict);
 
 int cmd_version(int argc, char **argv);
+int cmd_trace(int argc, char **argv);
+int cmd_calibrate(int argc, char **argv);
 int cmd_audit(int argc, char **argv);
 int cmd_predict(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_emulate(int argc, char **argv);
+int cmd_gguf(int argc, char **argv);
 
 #endif

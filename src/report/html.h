@@ -116,6 +116,11 @@ typedef struct st_html_report {
 
     const st_html_kv *setup;
     uint32_t n_setup;
+    /* "Your traffic" (a trace workload): figures and advice; n_traffic 0 leaves it out */
+    const st_html_kv *traffic;
+    uint32_t n_traffic;
+    const char *const *traffic_advice;
+    uint32_t n_traffic_advice;
 
     const st_html_config *configs; /* spec order; their index picks the chart colour */
     uint32_t n_configs;
@@ -131,6 +136,14 @@ typedef struct st_html_report {
     uint32_t n_notes;
 
     const char *generator; /* e.g. "servetune 0.1.0"; may be NULL */
+
+    /* An optional table after the results (the audit's "Predicted vs measured"): its title, an
+     * introductory paragraph, column heads (extra_cols) and extra_rows rows of cells, row-major
+     * (plain text). extra_rows 0: none. */
+    const char *extra_title, *extra_intro;
+    const char *const *extra_head;
+    const char *const *extra_cells;
+    uint32_t extra_cols, extra_rows;
 } st_html_report;
 
 /* Appends the whole document to out. 0, or -1 with a reason in err (e.g. the buffer's

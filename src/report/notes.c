@@ -446,6 +446,9 @@ static const char *flag_value(const st_strv *f, const char *name, int *present)
     return val;
 }
 
+/* llama-server's slots when -np is not given (-1 = auto = 4, tools/server/server.cpp). */
+#define LLAMACPP_DEFAULT_SLOTS 4
+
 static int is_vllm_like(const st_report *r)
 {
     return r->spec.engine.kind == ST_ENGINE_VLLM || r->spec.engine.kind == ST_ENGINE_EMULATOR;
@@ -1070,6 +1073,58 @@ static uint32_t default_max_num_seqs(const st_report *r, const st_strv *flags)
     return 256;
 }
 
+/* The server's own timings against the client's, at the lowest and the highest measured rate
+ * where the engine reported them (llama.cpp's `timings`). */
+static void server_timings_note(ctx *x, const st_rep_cfg *c)
+{
+    int lo = -1, hi = -1;
+    for (int j = 0; j < c->n_runs; j++) {
+        if (!measured(&c->runs[j]) || !c->server || c->server[j].srv_n < 1 || isnan(c->server[j].ttft_gap_p50_ms))
+            continue;
+        if (lo < 0 || c->runs[j].rate < c->runs[lo].rate)
+            lo = j;
+        if (hi < 0 || c->runs[j].rate > c->runs[hi].rate)
+            hi = j;
+    }
+    if (lo < 0)
+        return;
+    st_buf *b = &x->b;
+    const st_rep_server *a = &c->server[lo], *z = &c->server[hi];
+    st_buf_puts(b, "the engine reported its own prompt and generation time for each request: the client's TTFT "
+                   "exceeded the server's prompt time by ");
+    num(b, a->ttft_gap_p50_ms);
+    st_buf_puts(b, " ms at p50 (p99 ");
+    num(b, a->ttft_gap_p99_ms);
+    st_buf_puts(b, " ms) at ");
+    rate_s(b, c->runs[lo].rate);
+    st_buf_puts(b, " req/s");
+    if (hi != lo) {
+        st_buf_puts(b, " and by ");
+        num(b, z->ttft_gap_p50_ms);
+        st_buf_puts(b, " ms (p99 ");
+        num(b, z->ttft_gap_p99_ms);
+        st_buf_puts(b, " ms) at ");
+        rate_s(b, c->runs[hi].rate);
+        st_buf_puts(b, " req/s");
+    }
+    st_buf_puts(b, "; TPOT exceeded the server's time per step by ");
+    num(b, a->tpot_gap_p50_ms);
+    st_buf_puts(b, " ms at p50. With no queue the TTFT difference is the HTTP path and the client; under load it "
+                   "also holds the wait for a free slot (per run: the evidence table).");
+    st_note *n = add(x, ST_NOTE_INFO, "server_timings", c->name);
+    add_rate(n, c->runs[lo].rate);
+    if (hi != lo)
+        add_rate(n, c->runs[hi].rate);
+    add_ev(n, "requests", a->srv_n);
+    add_ev(n, "ttft_minus_prompt_p50_ms", a->ttft_gap_p50_ms);
+    add_ev(n, "ttft_minus_prompt_p99_ms", a->ttft_gap_p99_ms);
+    add_ev(n, "tpot_minus_server_tpot_p50_ms", a->tpot_gap_p50_ms);
+    if (hi != lo) {
+        add_ev(n, "high_rate_ttft_minus_prompt_p50_ms", z->ttft_gap_p50_ms);
+        add_ev(n, "high_rate_ttft_minus_prompt_p99_ms", z->ttft_gap_p99_ms);
+    }
+}
+
 static void diagnosis(ctx *x, const st_rep_cfg *c)
 {
     const st_report *r = x->r;
@@ -1082,7 +1137,13 @@ static void diagnosis(ctx *x, const st_rep_cfg *c)
         return;
     }
     int vl = is_vllm_like(r);
-    diag_rates kv = { .n = 0 }, el = { .n = 0 }, pc = { .n = 0 }, tt = { .n = 0 }, tk = { .n = 0 };
+    int llama = r->spec.engine.kind == ST_ENGINE_LLAMACPP;
+    diag_rates kv = { .n = 0 }, el = { .n = 0 }, pc = { .n = 0 }, tt = { .n = 0 }, tk = { .n = 0 }, sl = { .n = 0 };
+    /* llama-server's slots: -np / --parallel, else its default (auto: 4; tools/server/server.cpp) */
+    const char *np = flag_value(&flags, "-np", NULL);
+    if (!np)
+        np = flag_value(&flags, "--parallel", NULL);
+    double slots = np && atof(np) > 0 ? atof(np) : LLAMACPP_DEFAULT_SLOTS;
     /* prefix caching: expected hit rate of the synthetic workload */
     int pc_off = 0;
     for (int i = 0; i < flags.n; i++) { /* the last of the two wins */
@@ -1136,6 +1197,10 @@ static void diagnosis(ctx *x, const st_rep_cfg *c)
             dr_add(&tt, c, j);
         if (d->tokens_checked && d->tokens_short + d->tokens_long)
             dr_add(&tk, c, j);
+        /* llama-server: requests deferred (waiting for a slot) in most scrapes, with every slot busy */
+        if (llama && d->rw_scrapes >= 2 && 2 * d->wait_scrapes >= d->rw_scrapes && d->wait_scrapes >= 2 &&
+            d->running_max_waiting >= slots)
+            dr_add(&sl, c, j);
     }
     if (kv.n) {
         const st_notes_run *d = &c->digest[kv.first];
@@ -1272,6 +1337,30 @@ static void diagnosis(ctx *x, const st_rep_cfg *c)
         add_ev(n, "mean_delivered", d->tokens_got_mismatched / mis);
         add_ev(n, "mean_requested", d->tokens_asked_mismatched / mis);
     }
+    if (sl.n) {
+        const st_notes_run *d = &c->digest[sl.first];
+        st_buf_puts(b, "at ");
+        dr_text(b, &sl);
+        st_buf_printf(b, " req/s every slot was busy while requests were deferred (in %u of %u scrapes at ",
+                      d->wait_scrapes, d->rw_scrapes);
+        rate_s(b, c->runs[sl.first].rate);
+        st_buf_printf(b, " req/s, %.0f processing, up to %.0f deferred): requests waited for one of the %.0f slots (",
+                      d->running_max_waiting, d->waiting_max, slots);
+        if (np)
+            st_buf_printf(b, "-np %s", np);
+        else
+            st_buf_puts(b, "llama-server's default");
+        st_buf_puts(b, "), and that wait is part of their TTFT. More slots run more requests at once, each with its "
+                       "share of the context (-c / -np), at the cost of a longer step on the same CPU.");
+        st_note *n = add(x, ST_NOTE_INFO, "slots_full", c->name);
+        for (int k = 0; k < sl.n; k++)
+            add_rate(n, sl.rates[k]);
+        add_ev(n, "rate", c->runs[sl.first].rate);
+        add_ev(n, "slots", slots);
+        add_ev(n, "processing_max_while_deferred", d->running_max_waiting);
+        add_ev(n, "deferred_max", d->waiting_max);
+    }
+    server_timings_note(x, c);
     st_strv_free(&flags);
 }
 
