@@ -410,50 +410,49 @@ static int run_burst(sweep *S, const st_spec_config *c, st_config_row *crow, dou
 {
     const st_spec *s = S->spec;
     char err[512];
-    uint32_t n = s->workload.requests_per_rate;
-    uint64_t seed = rate_seed(s->workload.seed, rate);
     st_workload w;
     st_ns *sched;
     memset(out, 0, sizeof *out);
-    if (build_run(S, rate, seed, n, &w, &sched, row))
-        return -1;
-    n = w.n;
-    rate_ctx R = { .S = S, .slo = &s->slo, .planned = n, .time_scale = S->x->time_scale, .cfg_name = c->name };
-    st_exec_rate in = { .c = c,
-                        .w = &w,
-                        .sched = sched,
-                        .warmup = 0,
-                        .timeout_s = s->timeouts.request_s,
-                        .tick = on_tick,
-                        .tick_arg = &R };
-    row->started = st_wall_ns();
-    int rr = S->x->ops->run_rate(S->x, &in, crow, out, err, sizeof err);
-    row->ended = st_wall_ns();
-    free(sched);
-    st_workload_free(&w);
-    if (rr < 0) {
-        row->why = strdup(err);
-        return -1;
+    int rc = build_run(S, rate, rate_seed(s->workload.seed, rate), s->workload.requests_per_rate, &w, &sched, row);
+    if (rc == 0) {
+        uint32_t n = w.n;
+        rate_ctx R = { .S = S, .slo = &s->slo, .planned = n, .time_scale = S->x->time_scale, .cfg_name = c->name };
+        st_exec_rate in = { .c = c,
+                            .w = &w,
+                            .sched = sched,
+                            .warmup = 0,
+                            .timeout_s = s->timeouts.request_s,
+                            .tick = on_tick,
+                            .tick_arg = &R };
+        row->started = st_wall_ns();
+        int rr = S->x->ops->run_rate(S->x, &in, crow, out, err, sizeof err);
+        row->ended = st_wall_ns();
+        free(sched);
+        st_workload_free(&w);
+        if (rr < 0) {
+            row->why = strdup(err);
+            rc = -1;
+        } else if (rr == 1 || R.interrupted) {
+            st_exec_out_free(out);
+            rc = 1;
+        } else {
+            st_rate_figures f;
+            st_audit_figures(&s->slo, out->records, out->n, n, row, &f);
+            f.stopped_early = out->stopped && R.early_stopped;
+            if (f.stopped_early)
+                st_audit_lower_bounds(&s->slo, out->records, out->n, f.value_ms, &f.due);
+            st_verdict_info v;
+            st_capacity_verdict(&s->slo, &f, &v);
+            row->verdict = strdup(st_verdict_name(v.verdict));
+            row->why = strdup(v.why);
+            row->worst_ratio = v.worst_ratio;
+            row->stopped_early = f.stopped_early;
+            row->client_limited = out->client_limited;
+            for (int i = 0; i < row->n_terms; i++)
+                row->term_ms[i] = f.value_ms[i];
+        }
     }
-    if (rr == 1 || R.interrupted) {
-        st_exec_out_free(out);
-        return 1;
-    }
-    st_rate_figures f;
-    st_audit_figures(&s->slo, out->records, out->n, n, row, &f);
-    f.stopped_early = out->stopped && R.early_stopped;
-    if (f.stopped_early)
-        st_audit_lower_bounds(&s->slo, out->records, out->n, f.value_ms, &f.due);
-    st_verdict_info v;
-    st_capacity_verdict(&s->slo, &f, &v);
-    row->verdict = strdup(st_verdict_name(v.verdict));
-    row->why = strdup(v.why);
-    row->worst_ratio = v.worst_ratio;
-    row->stopped_early = f.stopped_early;
-    row->client_limited = out->client_limited;
-    for (int i = 0; i < row->n_terms; i++)
-        row->term_ms[i] = f.value_ms[i];
-    return 0;
+    return rc;
 }
 
 /* How many requests a sustained run schedules: enough for max_duration, or (once a median E2E is
@@ -555,20 +554,12 @@ static uint32_t max_in_flight(void)
     return (uint32_t)lim;
 }
 
-/* Runs one sustained rate (or concurrency) as the controller (audit/sustain.h) decides. Returns as
- * run_burst; res gets the verdict. */
-static int run_sustained(sweep *S, cfgrun *cr, const st_next *nx, uint32_t planned, st_run_row *row, st_exec_out *out,
-                         st_sustain_result *res)
+/* Drives the run of workload w on schedule sched under the controller and judges it. */
+static int sustained_exec(sweep *S, cfgrun *cr, const st_next *nx, const st_workload *w, const st_ns *sched,
+                          st_run_row *row, st_exec_out *out, st_sustain_result *res)
 {
     const st_spec *s = S->spec;
-    const st_spec_config *c = cr->c;
     char err[512];
-    uint64_t seed = replicate_seed(s->workload.seed, nx->rate, nx->replicate);
-    st_workload w;
-    st_ns *sched;
-    memset(out, 0, sizeof *out);
-    if (build_run(S, nx->rate, seed, planned, &w, &sched, row))
-        return -1;
     st_sustain_params sp = { .slo = &s->slo,
                              .offered_rps = s->closed_loop ? 0 : nx->rate,
                              .concurrency = s->closed_loop ? (uint32_t)nx->rate : 0,
@@ -577,16 +568,16 @@ static int run_sustained(sweep *S, cfgrun *cr, const st_next *nx, uint32_t plann
                              .min_window_requests = s->search.min_window_requests,
                              .warmup_e2e = s->search.warmup_e2e,
                              .confidence = s->search.confidence,
-                             .planned = w.n,
+                             .planned = w->n,
                              .early_stop = s->search.early_stop,
                              .max_in_flight = max_in_flight() };
     st_sustain ctl;
     st_sustain_init(&ctl, &sp);
     rate_ctx R = {
-        .S = S, .slo = &s->slo, .planned = w.n, .time_scale = S->x->time_scale, .cfg_name = c->name, .ctl = &ctl
+        .S = S, .slo = &s->slo, .planned = w->n, .time_scale = S->x->time_scale, .cfg_name = cr->c->name, .ctl = &ctl
     };
-    st_exec_rate in = { .c = c,
-                        .w = &w,
+    st_exec_rate in = { .c = cr->c,
+                        .w = w,
                         .sched = sched,
                         .warmup = 0,
                         .timeout_s = s->timeouts.request_s,
@@ -597,8 +588,6 @@ static int run_sustained(sweep *S, cfgrun *cr, const st_next *nx, uint32_t plann
     row->started = st_wall_ns();
     int rr = S->x->ops->run_rate(S->x, &in, &cr->row, out, err, sizeof err);
     row->ended = st_wall_ns();
-    free(sched);
-    st_workload_free(&w);
     int rc = 0;
     if (rr < 0) {
         row->why = strdup(err);
@@ -612,6 +601,24 @@ static int run_sustained(sweep *S, cfgrun *cr, const st_next *nx, uint32_t plann
         rc = -1;
     } else {
         sustained_row(s, &ctl, res, out, row);
+    }
+    return rc;
+}
+
+/* Runs one sustained rate (or concurrency) as the controller (audit/sustain.h) decides. Returns as
+ * run_burst; res gets the verdict. */
+static int run_sustained(sweep *S, cfgrun *cr, const st_next *nx, uint32_t planned, st_run_row *row, st_exec_out *out,
+                         st_sustain_result *res)
+{
+    st_workload w;
+    st_ns *sched;
+    memset(out, 0, sizeof *out);
+    uint64_t seed = replicate_seed(S->spec->workload.seed, nx->rate, nx->replicate);
+    int rc = build_run(S, nx->rate, seed, planned, &w, &sched, row) ? -1 : 0;
+    if (rc == 0) {
+        rc = sustained_exec(S, cr, nx, &w, sched, row, out, res);
+        free(sched);
+        st_workload_free(&w);
     }
     return rc;
 }
