@@ -15,7 +15,7 @@
 #include "core/buf.h"
 #include "engine/adapter.h"
 #include "load/api.h"
-#include "engine/metrics.h"
+#include "core/util.h"
 #include "engine/metrics.h"
 #include "engine/probe.h"
 #include "engine/process.h"
@@ -325,7 +325,8 @@ typedef struct scraper {
     st_ns t0;
     pthread_mutex_t mu;
     st_metrics_sample *s;
-    uint32_t n, cap;
+    uint32_t n;
+    size_t cap;
     int failures, ok;
 } scraper;
 
@@ -347,14 +348,8 @@ static void *scrape_main(void *arg)
             pthread_mutex_lock(&sc->mu);
             sc->ok++;
             for (int i = 0; i < ng; i++) {
-                if (sc->n == sc->cap) {
-                    uint32_t nc = sc->cap ? sc->cap * 2 : 256;
-                    st_metrics_sample *ns = realloc(sc->s, sizeof *ns * nc);
-                    if (!ns)
-                        break;
-                    sc->s = ns;
-                    sc->cap = nc;
-                }
+                if (st_grow((void **)&sc->s, &sc->cap, (size_t)sc->n + 1, sizeof *sc->s, 256))
+                    break;
                 got[i].t = ts;
                 sc->s[sc->n++] = got[i];
             }

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/util.h"
+
 struct st_store {
     sqlite3 *db;
 };
@@ -103,21 +105,6 @@ void st_store_close(st_store *s)
 static int exec(st_store *s, const char *sql)
 {
     return sqlite3_exec(s->db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
-}
-
-/* Makes room for element n of the array *arr (elem bytes each, *cap allocated, first the
- * initial capacity). 0, or -1 when out of memory (the array is left as it was). */
-static int grow(void **arr, size_t elem, size_t n, size_t *cap, size_t first)
-{
-    if (n < *cap)
-        return 0;
-    size_t c = *cap ? *cap * 2 : first;
-    void *p = realloc(*arr, elem * c);
-    if (!p)
-        return -1;
-    *arr = p;
-    *cap = c;
-    return 0;
 }
 
 static char *col_str(sqlite3_stmt *st, int i)
@@ -364,7 +351,7 @@ int st_store_configs_get(st_store *s, st_config_row **out, int *n)
     int rc;
     size_t cap = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (grow((void **)out, sizeof **out, (size_t)*n, &cap, 8)) {
+        if (st_grow((void **)out, &cap, (size_t)*n + 1, sizeof **out, 8)) {
             rc = SQLITE_NOMEM;
             break;
         }
@@ -641,7 +628,7 @@ int st_store_runs_get(st_store *s, const char *config, st_run_row **out, int *n)
     int rc;
     size_t cap = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (grow((void **)out, sizeof **out, (size_t)*n, &cap, 16)) {
+        if (st_grow((void **)out, &cap, (size_t)*n + 1, sizeof **out, 16)) {
             rc = SQLITE_NOMEM;
             break;
         }
@@ -673,7 +660,7 @@ int st_store_records_get(st_store *s, int64_t run_id, st_record **out, uint32_t 
     int rc;
     size_t cap = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (grow((void **)out, sizeof **out, (size_t)*n, &cap, 64)) {
+        if (st_grow((void **)out, &cap, (size_t)*n + 1, sizeof **out, 64)) {
             rc = SQLITE_NOMEM;
             break;
         }
@@ -732,7 +719,7 @@ int st_store_samples_get(st_store *s, int64_t run_id, st_metrics_sample **out, u
     int rc;
     size_t cap = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (grow((void **)out, sizeof **out, (size_t)*n, &cap, 64)) {
+        if (st_grow((void **)out, &cap, (size_t)*n + 1, sizeof **out, 64)) {
             rc = SQLITE_NOMEM;
             break;
         }

@@ -11,10 +11,10 @@
 #include "core/parse.h"
 #include "emu/catalog.h"
 #include "emu/config.h"
+#include "emu/consts.h"
 #include "emu/flags.h"
 #include "engine/emulator.h"
 
-#define EMU_GIB_F 1073741824.0
 
 static void usage(FILE *f, const st_opt *opts)
 {
@@ -98,7 +98,7 @@ int cmd_emulate(int argc, char **argv)
     st_emu_config probe = c;
     if (st_emu_memory_plan(&probe, &mem, err, sizeof err) < 0) {
         if (mem.weight_bytes > 0)
-            st_logf(&lg, ST_LOG_INFO, "Model loading took %.4f GiB", mem.weight_bytes / EMU_GIB_F);
+            st_logf(&lg, ST_LOG_INFO, "Model loading took %.4f GiB", mem.weight_bytes / EMU_GIB);
         st_logf(&lg, ST_LOG_ERROR, "EngineCore failed to start.");
         fprintf(stderr, "%s\n", err);
         fprintf(stderr,
@@ -107,13 +107,13 @@ int cmd_emulate(int argc, char **argv)
         goto done;
     }
     c = probe;
-    st_logf(&lg, ST_LOG_INFO, "Model loading took %.4f GiB", mem.weight_bytes / EMU_GIB_F);
+    st_logf(&lg, ST_LOG_INFO, "Model loading took %.4f GiB", mem.weight_bytes / EMU_GIB);
     st_logf(&lg, ST_LOG_INFO,
             "Memory profiling: total GPU memory %.2f GiB; requested %.2f GiB (util %.2f); model weights %.2f GiB; "
             "non_torch_memory %.2f GiB; PyTorch activation peak memory %.2f GiB; the rest of the memory reserved "
             "for KV Cache is %.2f GiB.",
-            mem.total_bytes / EMU_GIB_F, mem.requested_bytes / EMU_GIB_F, util, mem.weight_bytes / EMU_GIB_F,
-            mem.non_torch_bytes / EMU_GIB_F, mem.activation_bytes / EMU_GIB_F, mem.kv_bytes / EMU_GIB_F);
+            mem.total_bytes / EMU_GIB, mem.requested_bytes / EMU_GIB, util, mem.weight_bytes / EMU_GIB,
+            mem.non_torch_bytes / EMU_GIB, mem.activation_bytes / EMU_GIB, mem.kv_bytes / EMU_GIB);
     char l1[128], l2[128];
     st_emu_memory_log_lines(&mem, l1, sizeof l1, l2, sizeof l2);
     st_logf(&lg, ST_LOG_INFO, "%s", l1);

@@ -10,23 +10,13 @@
 #include <string.h>
 
 #include "core/rng.h"
+#include "core/util.h"
 
 /* Seeds of the id streams of trace requests given as token counts: fixed, so a trace
  * always expands to the same ids. */
 #define TRACE_UNIQUE_SEED 0x7472616365756e71ULL /* "traceunq" */
 #define TRACE_PREFIX_SEED 0x7472616365707266ULL /* "traceprf" */
 #define TRACE_FILE_MAX ((size_t)1 << 30)
-
-static void errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void errf(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 void st_work_item_free(st_work_item *it)
 {
@@ -64,19 +54,19 @@ int st_workload_synthetic(const st_synth_params *p, st_workload *out, char *err,
     uint32_t vocab = p->vocab_size ? p->vocab_size : ST_WORKLOAD_VOCAB_DEFAULT;
     double r = p->range_ratio;
     if (p->num_requests == 0 || p->num_requests > ST_WORKLOAD_MAX_REQUESTS) {
-        errf(err, errlen, "number of requests must be in 1..%u", ST_WORKLOAD_MAX_REQUESTS);
+        st_errf(err, errlen, "number of requests must be in 1..%u", ST_WORKLOAD_MAX_REQUESTS);
         return -1;
     }
     if (!(r >= 0 && r < 1)) {
-        errf(err, errlen, "range ratio must be in [0, 1), got %g", r);
+        st_errf(err, errlen, "range ratio must be in [0, 1), got %g", r);
         return -1;
     }
     if (p->input_len == 0 || p->output_len == 0) {
-        errf(err, errlen, "input and output lengths must be at least 1 token");
+        st_errf(err, errlen, "input and output lengths must be at least 1 token");
         return -1;
     }
     if (vocab <= ST_WORKLOAD_VOCAB_LO) {
-        errf(err, errlen, "vocabulary size must exceed %u, got %u", ST_WORKLOAD_VOCAB_LO, vocab);
+        st_errf(err, errlen, "vocabulary size must exceed %u, got %u", ST_WORKLOAD_VOCAB_LO, vocab);
         return -1;
     }
     uint32_t in_lo = (uint32_t)floor(p->input_len * (1 - r));
@@ -88,14 +78,14 @@ int st_workload_synthetic(const st_synth_params *p, st_workload *out, char *err,
     if (out_lo < 1)
         out_lo = 1;
     if (in_hi > ST_WORKLOAD_MAX_TOKENS || out_hi > ST_WORKLOAD_MAX_TOKENS) {
-        errf(err, errlen, "lengths above %u tokens are not supported", ST_WORKLOAD_MAX_TOKENS);
+        st_errf(err, errlen, "lengths above %u tokens are not supported", ST_WORKLOAD_MAX_TOKENS);
         return -1;
     }
     if (p->prefix_len > in_lo) {
-        errf(err, errlen,
-             "shared prefix (%u tokens) is longer than the shortest prompt (%u tokens); the input "
-             "length includes the prefix",
-             p->prefix_len, in_lo);
+        st_errf(err, errlen,
+                "shared prefix (%u tokens) is longer than the shortest prompt (%u tokens); the input "
+                "length includes the prefix",
+                p->prefix_len, in_lo);
         return -1;
     }
     st_work_item *items = calloc(p->num_requests, sizeof *items);
@@ -103,7 +93,7 @@ int st_workload_synthetic(const st_synth_params *p, st_workload *out, char *err,
     if (!items || (p->prefix_len && !prefix)) {
         free(items);
         free(prefix);
-        errf(err, errlen, "out of memory");
+        st_errf(err, errlen, "out of memory");
         return -1;
     }
     st_rng rng;
@@ -126,7 +116,7 @@ int st_workload_synthetic(const st_synth_params *p, st_workload *out, char *err,
         if (!it->input_ids) {
             st_workload_free(out);
             free(prefix);
-            errf(err, errlen, "out of memory");
+            st_errf(err, errlen, "out of memory");
             return -1;
         }
         if (p->prefix_len)
@@ -198,12 +188,12 @@ int st_workload_text(const st_work_item *it, st_buf *out)
 static int get_count(json_t *v, const char *name, uint32_t lo, uint32_t *out, char *err, size_t errlen)
 {
     if (!json_is_integer(v)) {
-        errf(err, errlen, "%s must be an integer", name);
+        st_errf(err, errlen, "%s must be an integer", name);
         return -1;
     }
     json_int_t x = json_integer_value(v);
     if (x < (json_int_t)lo || x > (json_int_t)ST_WORKLOAD_MAX_TOKENS) {
-        errf(err, errlen, "%s must be in %u..%u, got %lld", name, lo, ST_WORKLOAD_MAX_TOKENS, (long long)x);
+        st_errf(err, errlen, "%s must be in %u..%u, got %lld", name, lo, ST_WORKLOAD_MAX_TOKENS, (long long)x);
         return -1;
     }
     *out = (uint32_t)x;
@@ -239,12 +229,12 @@ int st_trace_parse_line(const char *line, size_t len, uint32_t index, st_work_it
     json_error_t jerr;
     json_t *root = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {
-        errf(err, errlen, "invalid JSON at column %d: %s", jerr.column, jerr.text);
+        st_errf(err, errlen, "invalid JSON at column %d: %s", jerr.column, jerr.text);
         return -1;
     }
     int rc = -1;
     if (!json_is_object(root)) {
-        errf(err, errlen, "expected a JSON object");
+        st_errf(err, errlen, "expected a JSON object");
         goto out;
     }
     json_t *ts = NULL, *in_tok = NULL, *in_ids = NULL, *text = NULL, *out_tok = NULL, *pg = NULL, *pl = NULL;
@@ -267,33 +257,33 @@ int st_trace_parse_line(const char *line, size_t len, uint32_t index, st_work_it
         else if (strcmp(key, "prefix_len") == 0)
             pl = val;
         else {
-            errf(err, errlen,
-                 "unknown key \"%.64s\" (expected timestamp, input_tokens, input_ids, text, "
-                 "output_tokens, prefix_group, prefix_len)",
-                 key);
+            st_errf(err, errlen,
+                    "unknown key \"%.64s\" (expected timestamp, input_tokens, input_ids, text, "
+                    "output_tokens, prefix_group, prefix_len)",
+                    key);
             goto out;
         }
     }
     if (ts) {
         if (!json_is_number(ts) || !isfinite(json_number_value(ts)) || json_number_value(ts) < 0) {
-            errf(err, errlen, "timestamp must be a non-negative number of seconds");
+            st_errf(err, errlen, "timestamp must be a non-negative number of seconds");
             goto out;
         }
         *has_ts = 1;
         *ts_s = json_number_value(ts);
     }
     if (!out_tok) {
-        errf(err, errlen, "output_tokens is required");
+        st_errf(err, errlen, "output_tokens is required");
         goto out;
     }
     if (get_count(out_tok, "output_tokens", 1, &it->output_len, err, errlen) < 0)
         goto out;
     if (in_ids && text) {
-        errf(err, errlen, "give either input_ids or text, not both");
+        st_errf(err, errlen, "give either input_ids or text, not both");
         goto out;
     }
     if (!in_ids && !text && !in_tok) {
-        errf(err, errlen, "the input is missing: give input_tokens, input_ids or text");
+        st_errf(err, errlen, "the input is missing: give input_tokens, input_ids or text");
         goto out;
     }
     uint32_t count = 0;
@@ -301,7 +291,7 @@ int st_trace_parse_line(const char *line, size_t len, uint32_t index, st_work_it
         goto out;
     if (pg) {
         if (!json_is_integer(pg) || json_integer_value(pg) < 0 || json_integer_value(pg) > (json_int_t)UINT32_MAX) {
-            errf(err, errlen, "prefix_group must be a non-negative integer");
+            st_errf(err, errlen, "prefix_group must be a non-negative integer");
             goto out;
         }
         it->prefix_group = (uint32_t)json_integer_value(pg);
@@ -309,32 +299,32 @@ int st_trace_parse_line(const char *line, size_t len, uint32_t index, st_work_it
     if (pl && get_count(pl, "prefix_len", 0, &it->prefix_len, err, errlen) < 0)
         goto out;
     if (pl && !pg) {
-        errf(err, errlen, "prefix_len needs a prefix_group");
+        st_errf(err, errlen, "prefix_len needs a prefix_group");
         goto out;
     }
     if (in_ids) {
         if (!json_is_array(in_ids) || json_array_size(in_ids) == 0) {
-            errf(err, errlen, "input_ids must be a non-empty array of token ids");
+            st_errf(err, errlen, "input_ids must be a non-empty array of token ids");
             goto out;
         }
         size_t n = json_array_size(in_ids);
         if (n > ST_WORKLOAD_MAX_TOKENS) {
-            errf(err, errlen, "input_ids has %zu ids, more than %u", n, ST_WORKLOAD_MAX_TOKENS);
+            st_errf(err, errlen, "input_ids has %zu ids, more than %u", n, ST_WORKLOAD_MAX_TOKENS);
             goto out;
         }
         if (in_tok && count != n) {
-            errf(err, errlen, "input_tokens (%u) differs from the number of input_ids (%zu)", count, n);
+            st_errf(err, errlen, "input_tokens (%u) differs from the number of input_ids (%zu)", count, n);
             goto out;
         }
         it->input_ids = malloc(n * sizeof *it->input_ids);
         if (!it->input_ids) {
-            errf(err, errlen, "out of memory");
+            st_errf(err, errlen, "out of memory");
             goto out;
         }
         for (size_t k = 0; k < n; k++) {
             json_t *x = json_array_get(in_ids, k);
             if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > (json_int_t)UINT32_MAX) {
-                errf(err, errlen, "input_ids[%zu] is not a token id (a non-negative integer)", k);
+                st_errf(err, errlen, "input_ids[%zu] is not a token id (a non-negative integer)", k);
                 goto out;
             }
             it->input_ids[k] = (uint32_t)json_integer_value(x);
@@ -342,16 +332,16 @@ int st_trace_parse_line(const char *line, size_t len, uint32_t index, st_work_it
         it->input_len = (uint32_t)n;
     } else if (text) {
         if (!json_is_string(text) || json_string_length(text) == 0) {
-            errf(err, errlen, "text must be a non-empty string");
+            st_errf(err, errlen, "text must be a non-empty string");
             goto out;
         }
         if (strlen(json_string_value(text)) != json_string_length(text)) {
-            errf(err, errlen, "text must not contain NUL characters");
+            st_errf(err, errlen, "text must not contain NUL characters");
             goto out;
         }
         it->input_text = strdup(json_string_value(text));
         if (!it->input_text) {
-            errf(err, errlen, "out of memory");
+            st_errf(err, errlen, "out of memory");
             goto out;
         }
         it->input_len = in_tok ? count : count_words(it->input_text);
@@ -360,13 +350,13 @@ int st_trace_parse_line(const char *line, size_t len, uint32_t index, st_work_it
     } else {
         /* A token count: ids are generated, the group's prefix first. */
         if (it->prefix_len > count) {
-            errf(err, errlen, "prefix_len (%u) exceeds input_tokens (%u)", it->prefix_len, count);
+            st_errf(err, errlen, "prefix_len (%u) exceeds input_tokens (%u)", it->prefix_len, count);
             goto out;
         }
         it->input_len = count;
         it->input_ids = malloc((size_t)count * sizeof *it->input_ids);
         if (!it->input_ids) {
-            errf(err, errlen, "out of memory");
+            st_errf(err, errlen, "out of memory");
             goto out;
         }
         st_rng r;
@@ -376,7 +366,7 @@ int st_trace_parse_line(const char *line, size_t len, uint32_t index, st_work_it
         fill_ids(&r, it->input_ids + it->prefix_len, count - it->prefix_len, ST_WORKLOAD_VOCAB_DEFAULT);
     }
     if (it->prefix_len > it->input_len) {
-        errf(err, errlen, "prefix_len (%u) exceeds the input length (%u)", it->prefix_len, it->input_len);
+        st_errf(err, errlen, "prefix_len (%u) exceeds the input length (%u)", it->prefix_len, it->input_len);
         goto out;
     }
     rc = 0;
@@ -403,11 +393,11 @@ int st_workload_trace_parse(const char *data, size_t len, const char *name, st_w
         pos += n + (nl ? 1 : 0);
         lineno++;
         if (n > ST_TRACE_LINE_MAX) {
-            errf(err, errlen, "%s:%u: line is longer than %u bytes", name, lineno, ST_TRACE_LINE_MAX);
+            st_errf(err, errlen, "%s:%u: line is longer than %u bytes", name, lineno, ST_TRACE_LINE_MAX);
             goto fail;
         }
         if (memchr(line, '\0', n)) {
-            errf(err, errlen, "%s:%u: NUL byte in line", name, lineno);
+            st_errf(err, errlen, "%s:%u: NUL byte in line", name, lineno);
             goto fail;
         }
         st_work_item it;
@@ -417,23 +407,23 @@ int st_workload_trace_parse(const char *data, size_t len, const char *name, st_w
         if (rc == 1)
             continue;
         if (rc < 0) {
-            errf(err, errlen, "%s:%u: %s", name, lineno, why);
+            st_errf(err, errlen, "%s:%u: %s", name, lineno, why);
             goto fail;
         }
         if (ts_mode < 0) {
             ts_mode = has_ts;
             first_ts = prev_ts = ts;
         } else if (ts_mode != has_ts) {
-            errf(err, errlen, "%s:%u: %s", name, lineno,
-                 has_ts ? "timestamp given, but earlier requests have none (all or none must have one)"
-                        : "timestamp missing, but earlier requests have one (all or none must have one)");
+            st_errf(err, errlen, "%s:%u: %s", name, lineno,
+                    has_ts ? "timestamp given, but earlier requests have none (all or none must have one)"
+                           : "timestamp missing, but earlier requests have one (all or none must have one)");
             st_work_item_free(&it);
             goto fail;
         } else if (has_ts && ts < prev_ts) {
-            errf(err, errlen,
-                 "%s:%u: timestamp %.9g is earlier than the previous request's %.9g "
-                 "(the trace must be sorted by time)",
-                 name, lineno, ts, prev_ts);
+            st_errf(err, errlen,
+                    "%s:%u: timestamp %.9g is earlier than the previous request's %.9g "
+                    "(the trace must be sorted by time)",
+                    name, lineno, ts, prev_ts);
             st_work_item_free(&it);
             goto fail;
         }
@@ -441,7 +431,7 @@ int st_workload_trace_parse(const char *data, size_t len, const char *name, st_w
             prev_ts = ts;
             double rel = ts - first_ts;
             if (rel > 1e9) {
-                errf(err, errlen, "%s:%u: timestamp too far from the first one", name, lineno);
+                st_errf(err, errlen, "%s:%u: timestamp too far from the first one", name, lineno);
                 st_work_item_free(&it);
                 goto fail;
             }
@@ -449,7 +439,7 @@ int st_workload_trace_parse(const char *data, size_t len, const char *name, st_w
         }
         if (out->n == cap) {
             if (cap >= ST_WORKLOAD_MAX_REQUESTS) {
-                errf(err, errlen, "%s:%u: more than %u requests", name, lineno, ST_WORKLOAD_MAX_REQUESTS);
+                st_errf(err, errlen, "%s:%u: more than %u requests", name, lineno, ST_WORKLOAD_MAX_REQUESTS);
                 st_work_item_free(&it);
                 goto fail;
             }
@@ -458,7 +448,7 @@ int st_workload_trace_parse(const char *data, size_t len, const char *name, st_w
                 nc = ST_WORKLOAD_MAX_REQUESTS;
             st_work_item *p = realloc(out->items, (size_t)nc * sizeof *p);
             if (!p) {
-                errf(err, errlen, "%s:%u: out of memory", name, lineno);
+                st_errf(err, errlen, "%s:%u: out of memory", name, lineno);
                 st_work_item_free(&it);
                 goto fail;
             }
@@ -468,7 +458,7 @@ int st_workload_trace_parse(const char *data, size_t len, const char *name, st_w
         out->items[out->n++] = it;
     }
     if (out->n == 0) {
-        errf(err, errlen, "%s: the trace holds no requests", name);
+        st_errf(err, errlen, "%s: the trace holds no requests", name);
         goto fail;
     }
     return 0;

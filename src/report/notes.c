@@ -2,12 +2,14 @@
 #include "report/notes.h"
 
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/version.h"
+#include "core/util.h"
 #include "load/stats.h"
 #include "report/format.h"
 #include "report/report.h"
@@ -37,17 +39,11 @@ void st_notes_free(st_notes *ns)
 
 /* ---- digest ------------------------------------------------------------------------------ */
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y ? 1 : 0;
-}
-
 static double pct_of(double *v, uint32_t n, double p)
 {
     if (!n)
         return NAN;
-    qsort(v, n, sizeof *v, cmp_double);
+    qsort(v, n, sizeof *v, st_cmp_double);
     return st_percentile_sorted(v, n, p);
 }
 
@@ -322,16 +318,11 @@ static st_note *add(ctx *x, st_note_sev sev, const char *kind, const char *confi
     st_note *n = NULL;
     if (st_buf_error(&x->b))
         x->oom = 1; /* a note's text past ST_NOTE_TEXT_MAX: the notes fail, never a cut note */
-    if (!x->oom && x->out->n == x->out->cap) {
-        int nc = x->out->cap ? x->out->cap * 2 : 16;
-        st_note *nv = realloc(x->out->v, sizeof *nv * (size_t)nc);
-        if (nv) {
-            x->out->v = nv;
-            x->out->cap = nc;
-        } else {
-            x->oom = 1;
-        }
-    }
+    size_t cap = (size_t)x->out->cap;
+    if (!x->oom && (st_grow((void **)&x->out->v, &cap, (size_t)x->out->n + 1, sizeof *x->out->v, 16) || cap > INT_MAX))
+        x->oom = 1;
+    if (!x->oom)
+        x->out->cap = (int)cap;
     if (!x->oom) {
         n = &x->out->v[x->out->n];
         memset(n, 0, sizeof *n);
@@ -575,7 +566,7 @@ static void capacity_notes(ctx *x, const st_rep_cfg *c)
         for (int j = 0; j < c->n_runs && np < ST_NOTE_RATES_MAX; j++)
             if (in_cap(r, &c->runs[j]) && verdict_is(&c->runs[j], "pass") && c->runs[j].rate > f->rate)
                 passed[np++] = c->runs[j].rate;
-        qsort(passed, (size_t)np, sizeof *passed, cmp_double);
+        qsort(passed, (size_t)np, sizeof *passed, st_cmp_double);
         st_buf_puts(b, "its first measured rate, ");
         rate_s(b, f->rate);
         st_buf_puts(b, " req/s, failed");
@@ -605,7 +596,7 @@ static void capacity_notes(ctx *x, const st_rep_cfg *c)
         low[nl++] = w->rate;
     }
     if (nl) {
-        qsort(low, (size_t)nl, sizeof *low, cmp_double);
+        qsort(low, (size_t)nl, sizeof *low, st_cmp_double);
         st_buf_puts(b, "verdicts are not monotonic across rates: ");
         rates_text(b, low, nl);
         st_buf_printf(b, " req/s failed while %s ", nl > 1 ? "they are below" : "it is below");
@@ -700,7 +691,7 @@ static double others_tpot(const st_report *r, int self, double rate, int *n_out,
     *max_out = NAN;
     if (!n)
         return NAN;
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    qsort(v, (size_t)n, sizeof *v, st_cmp_double);
     *max_out = v[n - 1];
     return st_percentile_sorted(v, (uint32_t)n, 50);
 }
@@ -1006,7 +997,7 @@ static void run_notes(ctx *x, const st_rep_cfg *c)
         }
         if (!nr)
             continue;
-        qsort(rates, (size_t)nr, sizeof *rates, cmp_double);
+        qsort(rates, (size_t)nr, sizeof *rates, st_cmp_double);
         st_note *n;
         if (kind == 0) {
             st_buf_puts(b, "the load generator lagged its schedule at ");
@@ -1052,7 +1043,7 @@ static void dr_add(diag_rates *d, const st_rep_cfg *c, int j)
 
 static void dr_text(st_buf *b, diag_rates *d)
 {
-    qsort(d->rates, (size_t)d->n, sizeof *d->rates, cmp_double);
+    qsort(d->rates, (size_t)d->n, sizeof *d->rates, st_cmp_double);
     rates_text(b, d->rates, d->n);
 }
 

@@ -7,6 +7,7 @@
 #include "core/file.h"
 #include "core/opts.h"
 #include "core/parse.h"
+#include "core/util.h"
 
 static void buf_respects_max(void **state)
 {
@@ -186,6 +187,35 @@ static void read_file_bounded(void **state)
     assert_non_null(strstr(err, path));
 }
 
+/* st_grow doubles from its first size and refuses a size that would overflow; st_cmp_double is
+ * a total order with NaN last. */
+static void util_grow_and_order(void **state)
+{
+    (void)state;
+    int *a = NULL;
+    size_t cap = 0;
+    assert_int_equal(st_grow((void **)&a, &cap, 1, sizeof *a, 4), 0);
+    assert_int_equal(cap, 4);
+    assert_int_equal(st_grow((void **)&a, &cap, 4, sizeof *a, 4), 0);
+    assert_int_equal(cap, 4);
+    assert_int_equal(st_grow((void **)&a, &cap, 9, sizeof *a, 4), 0);
+    assert_int_equal(cap, 16);
+    for (int i = 0; i < 16; i++)
+        a[i] = i;
+    assert_int_equal(st_grow((void **)&a, &cap, (size_t)-1 / 2, sizeof *a, 4), -1);
+    assert_int_equal(cap, 16);
+    assert_int_equal(a[15], 15);
+    free(a);
+    double v[] = { 3, NAN, -1, 2, NAN, 0 };
+    qsort(v, 6, sizeof *v, st_cmp_double);
+    assert_true(v[0] == -1 && v[1] == 0 && v[2] == 2 && v[3] == 3);
+    assert_true(isnan(v[4]) && isnan(v[5]));
+    char err[8];
+    st_errf(err, sizeof err, "%s", "truncated here");
+    assert_string_equal(err, "truncat");
+    st_errf(NULL, 0, "%d", 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -196,6 +226,7 @@ int main(void)
         cmocka_unit_test(opts_table),
         cmocka_unit_test(virtual_clock),
         cmocka_unit_test(read_file_bounded),
+        cmocka_unit_test(util_grow_and_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
