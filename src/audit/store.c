@@ -13,6 +13,7 @@
 
 struct st_store {
     sqlite3 *db;
+    const st_secrets *secrets; /* removed from every text written (st_store_set_secrets) */
 };
 
 static const char *SCHEMA =
@@ -134,6 +135,25 @@ static void bind_str(sqlite3_stmt *st, int i, const char *v)
         sqlite3_bind_null(st, i);
 }
 
+/* Text that may hold what a server or an engine said: bound with the secrets removed. */
+static void bind_text(const st_store *s, sqlite3_stmt *st, int i, const char *v)
+{
+    if (!v || !s->secrets || !s->secrets->n) {
+        bind_str(st, i, v);
+        return;
+    }
+    char *c = strdup(v);
+    if (!c) {
+        sqlite3_bind_null(st, i); /* never the text in clear */
+        return;
+    }
+    st_secrets_redact(s->secrets, c);
+    bind_str(st, i, c);
+    free(c);
+}
+
+void st_store_set_secrets(st_store *s, const st_secrets *secrets) { s->secrets = secrets; }
+
 /* A rate is stored as REAL; inf as the text 'inf' (SQLite would store it but JSON and CSV
  * exports of the database are clearer this way). */
 static void bind_rate(sqlite3_stmt *st, int i, double r)
@@ -206,7 +226,7 @@ int st_store_meta_put(st_store *s, const char *key, const char *value)
     if (sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", -1, &st, NULL) != SQLITE_OK)
         return -1;
     bind_str(st, 1, key);
-    bind_str(st, 2, value);
+    bind_text(s, st, 2, value);
     int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
     sqlite3_finalize(st);
     return rc;
@@ -288,7 +308,7 @@ int st_store_audit_finish(st_store *s, int partial, const char *note)
         return -1;
     sqlite3_bind_int64(st, 1, st_wall_ns());
     sqlite3_bind_int(st, 2, partial);
-    bind_str(st, 3, note);
+    bind_text(s, st, 3, note);
     int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
     sqlite3_finalize(st);
     return rc;
@@ -329,10 +349,10 @@ int st_store_config_put(st_store *s, const st_config_row *c)
     sqlite3_bind_int64(st, 4, c->started);
     bind_dbl(st, 5, c->startup_s);
     bind_str(st, 6, c->failure_class);
-    bind_str(st, 7, c->failure_detail);
-    bind_str(st, 8, c->log_tail);
-    bind_str(st, 9, c->argv);
-    bind_str(st, 10, c->facts);
+    bind_text(s, st, 7, c->failure_detail);
+    bind_text(s, st, 8, c->log_tail);
+    bind_text(s, st, 9, c->argv);
+    bind_text(s, st, 10, c->facts);
     int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
     sqlite3_finalize(st);
     return rc;
@@ -497,7 +517,7 @@ int st_store_run_put(st_store *s, st_run_row *r, const st_record *recs, uint32_t
     sqlite3_bind_int(st, c++, r->grid);
     bind_str(st, c++, r->run_key);
     bind_str(st, c++, r->verdict ? r->verdict : "error");
-    bind_str(st, c++, r->why);
+    bind_text(s, st, c++, r->why);
     sqlite3_bind_int(st, c++, r->stopped_early);
     sqlite3_bind_int64(st, c++, r->planned);
     sqlite3_bind_int64(st, c++, r->sent);
@@ -516,7 +536,7 @@ int st_store_run_put(st_store *s, st_run_row *r, const st_record *recs, uint32_t
     terms_to_text(r, terms, sizeof terms);
     bind_str(st, c++, terms);
     sqlite3_bind_int(st, c++, r->client_limited);
-    bind_str(st, c++, r->summary_json);
+    bind_text(s, st, c++, r->summary_json);
     sqlite3_bind_int64(st, c++, r->started);
     sqlite3_bind_int64(st, c++, r->ended);
     if (sqlite3_step(st) != SQLITE_DONE)
@@ -559,7 +579,7 @@ int st_store_run_put(st_store *s, st_run_row *r, const st_record *recs, uint32_t
         } else {
             sqlite3_bind_null(rq, k++);
         }
-        bind_str(rq, k++, x->error);
+        bind_text(s, rq, k++, x->error);
         if (sqlite3_step(rq) != SQLITE_DONE)
             goto fail;
     }

@@ -59,6 +59,10 @@ int cmd_emulate(int argc, char **argv)
     const char *model = A.model, *host = A.host, *served = A.served, *kv_dtype = A.kv_dtype;
     if (!A.gpu)
         A.gpu = getenv("SERVETUNE_EMULATE_GPU"); /* for a forwarding `vllm` script that cannot add flags */
+    if (!A.api_key || !*A.api_key)
+        A.api_key = getenv("VLLM_API_KEY"); /* as vLLM: the key off the command line */
+    if (A.api_key && !*A.api_key)
+        A.api_key = NULL;
     if (A.gpu && *A.gpu)
         for (int i = 0; i < r.nunknown; i++)
             if (r.unknown[i][0] == '-')

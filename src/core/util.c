@@ -44,3 +44,15 @@ void st_errf(char *err, size_t errlen, const char *fmt, ...)
     vsnprintf(err, errlen, fmt, ap);
     va_end(ap);
 }
+
+void st_text_sanitize(char *s, int keep_newlines)
+{
+    for (unsigned char *p = (unsigned char *)s; p && *p; p++) {
+        if (*p == '\n' && keep_newlines)
+            continue;
+        if (*p < 0x20 || *p == 0x7f)
+            *p = ' ';
+        else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) /* U+0080..U+009F: C1 (CSI is U+009B) */
+            p[0] = p[1] = ' ';
+    }
+}

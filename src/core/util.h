@@ -12,6 +12,11 @@ int st_grow(void **arr, size_t *cap, size_t need, size_t elem, size_t first);
 /* qsort comparator of doubles, ascending; NaN sorts after every number (a total order). */
 int st_cmp_double(const void *a, const void *b);
 
+/* Makes text from elsewhere (a server's answer, an engine's log) safe for a terminal and a report:
+ * every C0 control character (escape included), DEL and UTF-8-encoded C1 control is replaced by a
+ * space, in place (newlines too unless keep_newlines). The length does not change. */
+void st_text_sanitize(char *s, int keep_newlines);
+
 /* vsnprintf into err (nothing when err is NULL or errlen 0). */
 void st_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 

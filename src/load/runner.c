@@ -204,6 +204,7 @@ static void finish_request(rconn *c, st_req_status st, const char *msg)
         rec->cached_tokens = c->usage_cached;
     } else {
         st_record_set_error(rec, st, msg, msg ? strlen(msg) : 0);
+        st_secrets_redact(r->cfg->secrets, rec->error);
         rec->output_tokens = c->counted;
     }
     st_timer_disarm(r->l, &c->timeout);
@@ -763,6 +764,7 @@ static void fail_unstarted(runner *r, uint32_t i, st_req_status st, const char *
     st_record *rec = &r->rec[i];
     rec->end = rel_now(r);
     st_record_set_error(rec, st, msg, strlen(msg));
+    st_secrets_redact(r->cfg->secrets, rec->error);
     r->finished++;
     r->failed++;
     if (i < r->w && ++r->finished_warm == r->w)
@@ -1195,8 +1197,13 @@ int st_runner_fetch(const char *url, const char *api_key, const char *const *hea
     cfg.insecure = insecure;
     cfg.spin_ns = -1;
     cfg.raw_body = body;
+    st_secrets key = { 0 };
+    st_secrets_add(&key, api_key); /* a key too short to redact is the caller's to refuse */
+    cfg.secrets = &key;
     st_run_result res;
-    if (st_runner_run(&cfg, &res, err, errlen) < 0)
+    int run = st_runner_run(&cfg, &res, err, errlen);
+    st_secrets_free(&key);
+    if (run < 0)
         return -1;
     st_record *rec = &res.records[0];
     *status = rec->http_status ? rec->http_status : (rec->status == ST_REQ_OK ? 200 : 0);

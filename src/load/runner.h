@@ -46,6 +46,7 @@
 
 #include "core/buf.h"
 #include "core/clock.h"
+#include "core/secret.h"
 #include "load/api.h"
 #include "load/record.h"
 #include "load/stats.h"
@@ -92,6 +93,7 @@ typedef struct st_runner_config {
     void *tick_arg;
     volatile sig_atomic_t *stop; /* nonzero: stop now (in-flight and unsent requests: aborted) */
     st_buf *raw_body;            /* raw mode: receives the body of the last successful response */
+    const st_secrets *secrets;   /* removed from every error text recorded (a server may echo the key) */
 } st_runner_config;
 
 typedef struct st_run_result {

@@ -225,12 +225,13 @@ static void ports(void **state)
 static void redact_and_expand(void **state)
 {
     (void)state;
+    st_secrets sec = { 0 };
+    assert_int_equal(st_secrets_add(&sec, "sk-secret"), 0);
+    assert_int_equal(st_secrets_add(&sec, "*"), -1); /* too short to tell from text */
     char t[] = "args: {'api_key': 'sk-secret'} and sk-secret again";
-    st_redact(t, "sk-secret");
+    st_secrets_redact(&sec, t);
     assert_string_equal(t, "args: {'api_key': '***'} and *** again");
-    char s2[] = "a*b";
-    st_redact(s2, "*"); /* must terminate */
-    assert_string_equal(s2, "a*b");
+    st_secrets_free(&sec);
     char out[64], err[128];
     setenv("ST_T_A", "xyz", 1);
     assert_int_equal(st_env_expand("pre-${ST_T_A}-post", out, sizeof out, err, sizeof err), 0);
