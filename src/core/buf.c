@@ -164,6 +164,30 @@ int st_buf_json_strn(st_buf *b, const char *s, size_t n)
 
 int st_buf_json_str(st_buf *b, const char *s) { return st_buf_json_strn(b, s ? s : "", s ? strlen(s) : 0); }
 
+int st_buf_shell_quote(st_buf *b, const char *s)
+{
+    static const char safe[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-";
+    if (!s)
+        s = "";
+    if (*s && strspn(s, safe) == strlen(s))
+        return st_buf_puts(b, s);
+    size_t start = b->len;
+    if (st_buf_append(b, "'", 1) < 0)
+        return -1;
+    for (const char *p = s; *p; p++) {
+        const char *q = strchr(p, '\'');
+        size_t n = q ? (size_t)(q - p) : strlen(p);
+        if (st_buf_append(b, p, n) < 0 || (q && st_buf_puts(b, "'\\''") < 0))
+            return roll_back(b, start);
+        if (!q)
+            break;
+        p = q;
+    }
+    if (st_buf_append(b, "'", 1) < 0)
+        return roll_back(b, start);
+    return 0;
+}
+
 int st_buf_html(st_buf *b, const char *s)
 {
     size_t start = b->len;

@@ -55,6 +55,10 @@ void st_buf_consume(st_buf *b, size_t n);
 /* Appends s as a JSON string literal (with quotes), escaping as RFC 8259 requires. */
 int st_buf_json_str(st_buf *b, const char *s);
 int st_buf_json_strn(st_buf *b, const char *s, size_t n);
+/* Appends s as one POSIX shell word: as it is when it is non-empty and only has characters no
+ * shell treats specially ([A-Za-z0-9_@%+=:,./-]), else in single quotes with each ' written
+ * as '\''. Whatever s holds (spaces, $, `, ;, newlines), sh reads back exactly s. */
+int st_buf_shell_quote(st_buf *b, const char *s);
 /* Appends s with &, <, >, ", ' escaped for HTML text and attribute values. */
 int st_buf_html(st_buf *b, const char *s);
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/buf.h"
 #include "core/parse.h"
 
 static const char *engine_names[ST_ENGINE__COUNT] = {
@@ -286,15 +287,25 @@ fail:
 
 void st_launch_cmdline(const st_launch *l, char *out, size_t n)
 {
-    size_t off = 0;
-    out[0] = '\0';
-    for (int i = 0; i < l->env_key.n && off + 1 < n; i++)
-        off += (size_t)snprintf(out + off, n - off, "%s='%s' ", l->env_key.v[i], l->env_val.v[i]);
-    for (int i = 0; i < l->argv.n && off + 1 < n; i++) {
-        const char *t = l->argv.v[i];
-        int quote = !*t || strpbrk(t, " \t\"'\\$`") != NULL;
-        off += (size_t)snprintf(out + off, n - off, quote ? "%s'%s'" : "%s%s", i ? " " : "", t);
+    st_buf b;
+    st_buf_init(&b, ST_LAUNCH_CMDLINE_MAX);
+    for (int i = 0; i < l->env_key.n; i++) {
+        st_buf_printf(&b, "%s=", l->env_key.v[i]);
+        st_buf_shell_quote(&b, l->env_val.v[i]);
+        st_buf_puts(&b, " ");
     }
+    for (int i = 0; i < l->argv.n; i++) {
+        if (i)
+            st_buf_puts(&b, " ");
+        st_buf_shell_quote(&b, l->argv.v[i]);
+    }
+    /* a command line longer than the log line keeps its start and says it was cut */
+    const char *text = b.data ? b.data : "";
+    if (st_buf_error(&b) || b.len >= n)
+        snprintf(out, n, "%.*s ...", n > 5 ? (int)(n - 5) : 0, text);
+    else
+        snprintf(out, n, "%s", text);
+    st_buf_free(&b);
 }
 
 int st_adapter_models_lists(const char *body, size_t len, const char *model, char *names, size_t names_len)

@@ -72,8 +72,10 @@ void st_launch_free(st_launch *l);
 /* The environment variable engine kind k reads flag (e.g. "--api-key") from, or NULL when it has
  * none (then a ${VAR} value for that flag cannot be kept off the command line and is refused). */
 const char *st_adapter_secret_env(st_engine_kind k, const char *flag);
-/* The environment for the secret flags (NAME='${VAR}' ...) then the argv, joined with spaces
- * (quoted where needed), for logs and reports: references, never values. */
+/* The environment for the secret flags (NAME='${VAR}' ...) then the argv, as one POSIX shell
+ * command line (each word quoted where needed, st_buf_shell_quote), for logs and reports:
+ * references, never values; one longer than n bytes ends in " ..." (never cut silently). */
+#define ST_LAUNCH_CMDLINE_MAX ((size_t)1 << 16)
 void st_launch_cmdline(const st_launch *l, char *out, size_t n);
 
 /* The value of option `name` in a flag list (--name V or --name=V), or NULL. */

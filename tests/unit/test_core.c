@@ -1,5 +1,6 @@
 #include "harness.h"
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/buf.h"
@@ -57,6 +58,63 @@ static void buf_error_is_sticky(void **state)
     assert_int_equal(b.len, 0);
     st_buf_fail(&b, ST_BUF_NO_MEM);
     assert_int_equal(st_buf_error(&b), ST_BUF_TOO_BIG); /* the first error is the one kept */
+    st_buf_free(&b);
+}
+
+/* What sh reads back from "printf %s WORD". */
+static void sh_read_back(const char *word, char *out, size_t cap)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "printf %%s %s", word);
+    int fd[2];
+    assert_int_equal(pipe(fd), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        close(fd[0]);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    close(fd[1]);
+    size_t n = 0;
+    ssize_t k;
+    while (n + 1 < cap && (k = read(fd[0], out + n, cap - 1 - n)) > 0)
+        n += (size_t)k;
+    out[n] = '\0';
+    close(fd[0]);
+    int st;
+    waitpid(pid, &st, 0);
+}
+
+static void buf_shell_quote_round_trips(void **state)
+{
+    (void)state;
+    const char *words[] = { "plain", "--max-num-seqs=256",
+                            "",      "two words",
+                            "it's",  "'",
+                            "''",    "$HOME",
+                            "`id`",  "a;b|c&d",
+                            "x\ny",  "\\back",
+                            "*?[]",  "~user",
+                            "#hash", "tab\there",
+                            "\"dq\"" };
+    for (size_t i = 0; i < sizeof words / sizeof *words; i++) {
+        st_buf b;
+        st_buf_init(&b, 1024);
+        assert_int_equal(st_buf_shell_quote(&b, words[i]), 0);
+        char back[1024];
+        sh_read_back(b.data, back, sizeof back);
+        if (strcmp(back, words[i]))
+            fail_msg("quoted as [%s], sh read back [%s], want [%s]", b.data, back, words[i]);
+        st_buf_free(&b);
+    }
+    st_buf b;
+    st_buf_init(&b, 64);
+    st_buf_shell_quote(&b, "safe-word_1.2/x");
+    assert_string_equal(b.data, "safe-word_1.2/x"); /* nothing to quote */
+    st_buf_reset(&b);
+    st_buf_shell_quote(&b, "it's");
+    assert_string_equal(b.data, "'it'\\''s'");
     st_buf_free(&b);
 }
 
@@ -224,6 +282,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(buf_respects_max),
         cmocka_unit_test(buf_error_is_sticky),
+        cmocka_unit_test(buf_shell_quote_round_trips),
         cmocka_unit_test(buf_json_and_html_escape),
         cmocka_unit_test(parse_strict_numbers),
         cmocka_unit_test(opts_table),
