@@ -125,6 +125,8 @@ int cmd_emulate(int argc, char **argv)
     st_logf(&lg, ST_LOG_INFO, "max_num_seqs=%u, max_num_batched_tokens=%u, max_model_len=%u, num_gpu_blocks=%u",
             mem.max_num_seqs, mem.max_num_batched_tokens, mem.max_model_len, mem.num_blocks);
     st_emulator_opts eo = { .host = host,
+                            .keep_alive_s = A.keep_alive_s,
+                            .header_timeout_s = A.header_timeout_s,
                             .port = (uint16_t)A.port,
                             .served_model_name = served ? served : model,
                             .api_key = A.api_key,

@@ -8,6 +8,7 @@
 #include "core/file.h"
 #include "core/opts.h"
 #include "core/parse.h"
+#include "core/secret.h"
 #include "core/util.h"
 
 static void buf_respects_max(void **state)
@@ -277,6 +278,67 @@ static void util_grow_and_order(void **state)
     st_errf(NULL, 0, "%d", 1);
 }
 
+/* Redaction: every occurrence, the longest secret first, NULs in the data, a secret's start held
+ * back at the end of a chunk; the stream passes text on redacted even when the secret is cut
+ * between two writes; names that look like credentials. */
+static void secrets_are_redacted(void **state)
+{
+    (void)state;
+    st_secrets s = { 0 };
+    assert_int_equal(st_secrets_add(&s, "abcd"), 0);
+    assert_int_equal(st_secrets_add(&s, "xxabcdyy"), 0);
+    assert_int_equal(st_secrets_add(&s, "abcd"), 0); /* once */
+    assert_int_equal(s.n, 2);
+    assert_int_equal(st_secrets_add(&s, "abc"), -1); /* too short to tell from text */
+    assert_int_equal(st_secrets_add(&s, NULL), 0);
+    char t[] = "k=xxabcdyy and abcd, abcdabcd";
+    st_secrets_redact(&s, t);
+    assert_string_equal(t, "k=*** and ***, ******");
+    char bin[] = { 'a', 'b', 'c', 'd', '\0', 'a', 'b', 'c', 'd', '!' };
+    size_t n = st_secrets_redact_n(&s, bin, sizeof bin);
+    assert_int_equal(n, 8);
+    assert_memory_equal(bin, "***\0***!", 8);
+    assert_int_equal(st_secrets_partial_tail(&s, "line xxab", 9), 4);
+    assert_int_equal(st_secrets_partial_tail(&s, "line\n", 5), 0);
+    char path[] = "/tmp/st_core_secret_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *under = fdopen(fd, "w+");
+    FILE *f = st_secrets_stream(under, &s);
+    assert_non_null(f);
+    fputs("key: xxab", f);
+    fflush(f);
+    fputs("cdyy done\n", f);
+    fclose(f);
+    fflush(under);
+    rewind(under);
+    char got[64] = "";
+    assert_non_null(fgets(got, sizeof got, under));
+    assert_string_equal(got, "key: *** done\n");
+    fclose(under);
+    unlink(path);
+    st_secrets c;
+    assert_int_equal(st_secrets_copy(&c, &s), 0);
+    assert_int_equal(c.n, 2);
+    st_secrets_free(&c);
+    st_secrets_free(&s);
+    assert_true(st_secret_name("HF_TOKEN") && st_secret_name("--api-key") && st_secret_name("Authorization"));
+    assert_false(st_secret_name("--max-num-batched-tokens") || st_secret_name("MONKEY"));
+}
+
+/* Text from a server or an engine loses its control characters: no escape sequence reaches a
+ * terminal (ESC, and CSI as the UTF-8-encoded C1 control U+009B). */
+static void text_is_sanitized(void **state)
+{
+    (void)state;
+    char t[] = "ok\x1b[2J\x1b]0;pwned\x07 \xc2\x9b"
+               "31m caf\xc3\xa9\nnext\x7f";
+    st_text_sanitize(t, 1);
+    assert_string_equal(t, "ok [2J ]0;pwned    31m caf\xc3\xa9\nnext ");
+    st_text_sanitize(t, 0);
+    assert_null(strchr(t, '\n'));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -289,6 +351,8 @@ int main(void)
         cmocka_unit_test(virtual_clock),
         cmocka_unit_test(read_file_bounded),
         cmocka_unit_test(util_grow_and_order),
+        cmocka_unit_test(secrets_are_redacted),
+        cmocka_unit_test(text_is_sanitized),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
