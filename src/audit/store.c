@@ -11,8 +11,11 @@
 
 #include "core/util.h"
 
+#define STORE_ERR_MAX 256
+
 struct st_store {
     sqlite3 *db;
+    char err[STORE_ERR_MAX];   /* the message of the last failed write, kept past its ROLLBACK */
     const st_secrets *secrets; /* removed from every text written (st_store_set_secrets) */
 };
 
@@ -56,7 +59,12 @@ void st_store_hash(const void *data, size_t len, char out[65])
     out[64] = '\0';
 }
 
-const char *st_store_errmsg(const st_store *s) { return s && s->db ? sqlite3_errmsg(s->db) : "no database"; }
+const char *st_store_errmsg(const st_store *s)
+{
+    if (!s || !s->db)
+        return "no database";
+    return s->err[0] ? s->err : sqlite3_errmsg(s->db);
+}
 
 int st_store_open(const char *dir, st_store **out, char *err, size_t errlen)
 {
@@ -102,6 +110,20 @@ void st_store_close(st_store *s)
 }
 
 /* ---- small helpers ---- */
+
+/* Keeps the last error's message with the system's reason ("disk I/O error (No space left on
+ * device)"), before a ROLLBACK replaces SQLite's with "not an error". */
+static void keep_err(st_store *s)
+{
+    int e = errno; /* the failed write's, when SQLite's own record of it is gone */
+    int se = sqlite3_system_errno(s->db), code = sqlite3_errcode(s->db) & 0xff;
+    if (!se && (code == SQLITE_IOERR || code == SQLITE_FULL))
+        se = e;
+    if (se)
+        snprintf(s->err, sizeof s->err, "%s (%s)", sqlite3_errmsg(s->db), strerror(se));
+    else
+        snprintf(s->err, sizeof s->err, "%s", sqlite3_errmsg(s->db));
+}
 
 static int exec(st_store *s, const char *sql)
 {
@@ -354,6 +376,8 @@ int st_store_config_put(st_store *s, const st_config_row *c)
     bind_text(s, st, 9, c->argv);
     bind_text(s, st, 10, c->facts);
     int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
+    if (rc)
+        keep_err(s);
     sqlite3_finalize(st);
     return rc;
 }
@@ -491,8 +515,11 @@ int st_store_run_put(st_store *s, st_run_row *r, const st_record *recs, uint32_t
 {
     sqlite3_stmt *st = NULL, *rq = NULL, *ms = NULL;
     uint8_t *blob = NULL;
-    if (exec(s, "BEGIN IMMEDIATE"))
+    s->err[0] = '\0';
+    if (exec(s, "BEGIN IMMEDIATE")) {
+        keep_err(s);
         return -1;
+    }
     /* Replacing a run removes its records and samples with it (ON DELETE CASCADE). */
     if (sqlite3_prepare_v2(s->db, "DELETE FROM runs WHERE run_key = ?", -1, &st, NULL) != SQLITE_OK)
         goto fail;
@@ -601,8 +628,14 @@ int st_store_run_put(st_store *s, st_run_row *r, const st_record *recs, uint32_t
     sqlite3_finalize(rq);
     sqlite3_finalize(ms);
     free(blob);
-    return exec(s, "COMMIT");
+    if (exec(s, "COMMIT") == 0)
+        return 0;
+    keep_err(s);
+    exec(s, "ROLLBACK");
+    return -1;
 fail:
+    /* the reason (e.g. "database or disk is full"), before ROLLBACK replaces it with "not an error" */
+    keep_err(s);
     sqlite3_finalize(st);
     sqlite3_finalize(rq);
     sqlite3_finalize(ms);

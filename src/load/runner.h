@@ -67,6 +67,11 @@ typedef struct st_runner_progress {
 
 typedef void (*st_runner_cb)(void *arg, const st_runner_progress *p);
 
+/* A request may bring at most output_requested x ST_RUNNER_EVENTS_PER_TOKEN +
+ * ST_RUNNER_EVENTS_SLACK token events; more fail it (too_large). */
+#define ST_RUNNER_EVENTS_PER_TOKEN 2u
+#define ST_RUNNER_EVENTS_SLACK 16u
+
 typedef struct st_runner_config {
     const char *url;            /* base URL (http or https); the API path is appended */
     int api;                    /* st_api_kind, or ST_RUNNER_API_RAW */

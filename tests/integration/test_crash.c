@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
@@ -423,6 +424,53 @@ static void every_request_failed_exits_1(void **state)
     assert_true(wait_no_engine(10));
 }
 
+/* The database cannot grow (a file size limit stands in for a full disk): the audit stops with the
+ * system's reason, not SQLite's "not an error" left by the rollback. */
+static void full_disk_is_named(void **state)
+{
+    (void)state;
+    char spec[512], out[512], logp[600];
+    snprintf(spec, sizeof spec, "%s/spec.yaml", tmp);
+    snprintf(out, sizeof out, "%s/out", tmp);
+    snprintf(logp, sizeof logp, "%s/servetune.out", tmp);
+    FILE *f = fopen(spec, "w");
+    assert_non_null(f);
+    fprintf(f,
+            "engine: {kind: emulator, model: Qwen/Qwen3-8B, flags: [--gpu, H100, --time-scale, '20', "
+            "--max-model-len, '4096', --seed, '%d']}\n"
+            "hardware: {gpu: H100, price_per_gpu_hour: 2.0}\npeak_rate: 10\n"
+            "workload: {input_tokens: 256, output_tokens: 16, requests_per_rate: 200, seed: 3}\n"
+            "rates: [20, 40]\nwarmup_requests: 2\nslo: {ttft_p95_ms: 20000, tpot_p95_ms: 2000}\n",
+            (int)getpid());
+    fclose(f);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        struct rlimit rl = { 200 * 1024, 200 * 1024 };
+        setrlimit(RLIMIT_FSIZE, &rl);
+        signal(SIGXFSZ, SIG_IGN); /* a write past the limit fails with EFBIG instead */
+        execl(st_test_bin(), st_test_bin(), "audit", spec, "-o", out, "-q", (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    st_ns dl = st_now() + st_s_to_ns(120);
+    while (waitpid(pid, &st, WNOHANG) != pid) {
+        if (st_now() > dl) {
+            kill(pid, SIGKILL);
+            waitpid(pid, NULL, 0);
+            fail_msg("the audit did not finish");
+        }
+        nanosleep(&(struct timespec){ 0, 20000000 }, NULL);
+    }
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+    assert_true(file_has(logp, "results database: disk I/O error (File too large)"));
+    assert_false(file_has(logp, "not an error"));
+    assert_true(wait_no_engine(10));
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
@@ -433,6 +481,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(crash_before_done_mark_keeps_facts, setup, teardown),
         cmocka_unit_test_setup_teardown(refused_resume_changes_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(every_request_failed_exits_1, setup, teardown),
+        cmocka_unit_test_setup_teardown(full_disk_is_named, setup, teardown),
     };
     return cmocka_run_group_tests(t, NULL, NULL);
 }
