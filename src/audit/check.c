@@ -52,6 +52,16 @@ static int check_workload(const st_spec *s, uint32_t *n_run, char *err, size_t e
     return 0;
 }
 
+/* "spec.yaml:LINE: configurations[NAME]: ", or "spec.yaml: engine.flags: " for the implicit
+ * baseline (no configurations list). */
+static void where(const st_spec *s, const st_spec_config *c, char *err, size_t errlen)
+{
+    if (c->line)
+        snprintf(err, errlen, "%s:%d: configurations[%s]: ", s->path, c->line, c->name);
+    else
+        snprintf(err, errlen, "%s: engine.flags: ", s->path);
+}
+
 /* The emulator's own parser on what the adapter would start ("serve MODEL FLAGS..."), with the
  * GPU from --gpu or SERVETUNE_EMULATE_GPU (spec, configuration or servetune's environment). */
 static int check_emulator_flags(const st_spec *s, const st_spec_config *c, const st_launch *l, char *err, size_t errlen)
@@ -95,8 +105,9 @@ static int check_emulator_flags(const st_spec *s, const st_spec_config *c, const
     st_opts_result_free(&r);
     free(argv);
     if (rc) {
-        snprintf(err, errlen, "%s:%d: configurations[%s]: the emulator refuses its flags: %s", s->path, c->line,
-                 c->name, e);
+        where(s, c, err, errlen);
+        size_t k = strlen(err);
+        snprintf(err + k, errlen - k, "the emulator refuses its flags: %s", e);
         return -1;
     }
     return 0;
@@ -118,7 +129,9 @@ static int check_launches(const st_spec *s, char *err, size_t errlen)
         char e[600];
         /* any port and program path: the launch is built, never started */
         if (st_spec_launch(s, c, 8000, "servetune", &l, e, sizeof e)) {
-            snprintf(err, errlen, "%s:%d: configurations[%s]: %s", s->path, c->line ? c->line : 1, c->name, e);
+            where(s, c, err, errlen);
+            size_t k = strlen(err);
+            snprintf(err + k, errlen - k, "%s", e);
             return -1;
         }
         int rc = s->engine.kind == ST_ENGINE_EMULATOR ? check_emulator_flags(s, c, &l, err, errlen) : 0;

@@ -20,6 +20,9 @@ int st_cost_compute(const st_cost_in *in, st_cost *out)
     double c = ceil(r);
     if (c - r > 1 - 1e-9)
         c -= 1;
+    /* a peak far beyond any capacity: the count saturates instead of overflowing a long */
+    if (!(c <= ST_COST_MAX_REPLICAS))
+        c = ST_COST_MAX_REPLICAS;
     out->replicas = in->peak_rps > 0 ? (long)c : 0;
     if (out->replicas < 1 && in->peak_rps > 0)
         out->replicas = 1;

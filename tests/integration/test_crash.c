@@ -471,6 +471,31 @@ static void full_disk_is_named(void **state)
     assert_true(wait_no_engine(10));
 }
 
+/* One validation path: --check, audit and predict refuse the same spec with the same reason,
+ * before anything is created or started. */
+static void check_audit_and_predict_agree(void **state)
+{
+    (void)state;
+    char spec[512], out[512], logp[600];
+    snprintf(spec, sizeof spec, "%s/spec.yaml", tmp);
+    snprintf(out, sizeof out, "%s/out", tmp);
+    snprintf(logp, sizeof logp, "%s/servetune.out", tmp);
+    write_spec(spec, "emulator", "", ", --max-num-seqs, lots", "2", "");
+    const char *runs[][8] = {
+        { "audit", "--check", spec, NULL },
+        { "audit", spec, "-o", out, NULL },
+        { "predict", spec, "-o", out, NULL },
+    };
+    for (int i = 0; i < 3; i++) {
+        unlink(logp);
+        assert_int_equal(run_servetune(runs[i], 30), 2);
+        assert_true(file_has(logp, "spec.yaml: engine.flags: the emulator refuses its flags: --max-num-seqs: "
+                                   "expected an integer, got 'lots'"));
+        struct stat sb;
+        assert_int_not_equal(stat(out, &sb), 0); /* nothing created */
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
@@ -482,6 +507,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(refused_resume_changes_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(every_request_failed_exits_1, setup, teardown),
         cmocka_unit_test_setup_teardown(full_disk_is_named, setup, teardown),
+        cmocka_unit_test_setup_teardown(check_audit_and_predict_agree, setup, teardown),
     };
     return cmocka_run_group_tests(t, NULL, NULL);
 }
