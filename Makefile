@@ -33,7 +33,7 @@ BENCH_SRC := $(wildcard bench/*.c)
 BENCH_BIN := $(patsubst %.c,$(BUILD)/%,$(BENCH_SRC))
 FUZZ_SRC  := $(wildcard tests/fuzz/fuzz_*.c)
 
-.PHONY: all clean test test-bins unit fuzz fuzz-build bench demo deps asan check-layers format
+.PHONY: all clean test test-bins unit fuzz fuzz-build bench bench-cluster demo deps asan check-layers format
 all: $(BUILD)/servetune
 
 $(BUILD)/%.o: %.c
@@ -102,6 +102,11 @@ bench: $(BUILD)/servetune $(BENCH_BIN)
 	./bench/run.sh
 	./$(BUILD)/bench/calibrate
 	./bench/emulator_figures.sh $(BUILD)
+
+# An audit through a one-node Slurm cluster vs serially, and the merge of its shards
+# (docs/cluster.md; needs root, Slurm and munge). Not part of `make bench`: minutes long.
+bench-cluster: $(BUILD)/servetune $(BENCH_BIN)
+	./bench/cluster_figures.sh
 
 clean:
 	rm -rf build build-asan build-fuzz

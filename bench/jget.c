@@ -1,11 +1,13 @@
 /* Reads figures out of a `servetune bench --json` file for bench/run.sh (so the script needs
  * neither jq nor python):
- *   jget FILE a.b.c        prints the value at that path (numbers as %.6g, strings raw)
+ *   jget FILE a.b.c        prints the value at that path (numbers as %.6g, strings raw; a number
+ *                          indexes an array: configurations.0.name)
  *   jget FILE --first-tokens   prints "id first_token_ns" for every ok record
  *   jget FILE --overlap-events prints "events seconds events_per_s" for the window in which
  *                              every stream was open (last first token to first end) */
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int main(int argc, char **argv)
@@ -70,8 +72,9 @@ int main(int argc, char **argv)
     json_t *v = root;
     char path[512];
     snprintf(path, sizeof path, "%s", argv[2]);
+    /* a number indexes an array: configurations.0.name */
     for (char *k = strtok(path, "."); k && v; k = strtok(NULL, "."))
-        v = json_object_get(v, k);
+        v = json_is_array(v) ? json_array_get(v, strtoul(k, NULL, 10)) : json_object_get(v, k);
     if (json_is_integer(v))
         printf("%lld\n", (long long)json_integer_value(v));
     else if (json_is_number(v))

@@ -58,6 +58,14 @@ void st_spec_free(st_spec *s)
         free(c->reason);
     }
     free(s->configs);
+    free(s->cluster.slurm.partition);
+    free(s->cluster.slurm.account);
+    free(s->cluster.slurm.time);
+    st_strv_free(&s->cluster.slurm.sbatch_args);
+    free(s->cluster.kubernetes.image);
+    free(s->cluster.kubernetes.ns);
+    free(s->cluster.kubernetes.volume_claim);
+    free(s->cluster.kubernetes.gpu_resource);
     memset(s, 0, sizeof *s);
 }
 
@@ -712,6 +720,139 @@ static int parse_timeouts(pctx *p, yaml_node_t *n, st_spec *s)
     return 0;
 }
 
+static const char *gpu_request_names[] = { "gres", "gpus", "none" };
+
+const char *st_gpu_request_name(st_gpu_request g)
+{
+    return (g >= ST_GPU_GRES && g <= ST_GPU_NONE) ? gpu_request_names[g] : "unknown";
+}
+
+int st_gpu_request_from_name(const char *name, st_gpu_request *out)
+{
+    for (int i = 0; name && i <= ST_GPU_NONE; i++)
+        if (!strcmp(name, gpu_request_names[i])) {
+            *out = (st_gpu_request)i;
+            return 0;
+        }
+    return -1;
+}
+
+/* A word for a Slurm or Kubernetes field: printable ASCII without spaces, quotes or backslashes
+ * (the value travels in an argument vector, but names with such bytes are mistakes). */
+static int get_word(pctx *p, yaml_node_t *n, const char *what, char **out)
+{
+    if (get_str(p, n, what, out))
+        return -1;
+    for (const char *c = *out; *c; c++)
+        if (*c <= ' ' || *c >= 127 || strchr("'\"\\`$", *c))
+            return failf(p, n, "%s: '%s' is not a name (no spaces, quotes, $ or control characters)", what, *out);
+    return 0;
+}
+
+static int get_count(pctx *p, yaml_node_t *n, const char *what, int *out, uint32_t lo, uint32_t hi)
+{
+    uint32_t v;
+    if (get_u32(p, n, what, &v, lo))
+        return -1;
+    if (v > hi)
+        return failf(p, n, "%s: at most %u", what, hi);
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_slurm(pctx *p, yaml_node_t *n, st_spec *s)
+{
+    keydef k[] = { { "partition", 0, 0 },     { "account", 0, 0 },     { "time", 0, 0 },
+                   { "gpus_per_task", 0, 0 }, { "gpu_request", 0, 0 }, { "max_concurrent", 0, 0 },
+                   { "sbatch_args", 0, 0 } };
+    int nk = (int)(sizeof k / sizeof *k);
+    if (read_map(p, n, "cluster.slurm", k, nk))
+        return -1;
+    yaml_node_t *v;
+    if ((v = kv(k, nk, "partition")) && get_word(p, v, "cluster.slurm.partition", &s->cluster.slurm.partition))
+        return -1;
+    if ((v = kv(k, nk, "account")) && get_word(p, v, "cluster.slurm.account", &s->cluster.slurm.account))
+        return -1;
+    if ((v = kv(k, nk, "time"))) {
+        if (get_word(p, v, "cluster.slurm.time", &s->cluster.slurm.time))
+            return -1;
+        if (strspn(s->cluster.slurm.time, "0123456789:-") != strlen(s->cluster.slurm.time))
+            return failf(p, v, "cluster.slurm.time: a Slurm time limit such as 90, 2:00:00 or 1-12:00:00");
+    }
+    if ((v = kv(k, nk, "gpus_per_task")) &&
+        get_count(p, v, "cluster.slurm.gpus_per_task", &s->cluster.slurm.gpus_per_task, 1, 1024))
+        return -1;
+    if ((v = kv(k, nk, "gpu_request")) && st_gpu_request_from_name(scalar(v), &s->cluster.slurm.gpu_request))
+        return failf(p, v, "cluster.slurm.gpu_request: expected gres, gpus or none");
+    if ((v = kv(k, nk, "max_concurrent")) &&
+        get_count(p, v, "cluster.slurm.max_concurrent", &s->cluster.slurm.max_concurrent, 1, 100000))
+        return -1;
+    if ((v = kv(k, nk, "sbatch_args")) &&
+        (get_strlist(p, v, "cluster.slurm.sbatch_args", &s->cluster.slurm.sbatch_args) ||
+         check_flag_secrets(p, v, "cluster.slurm.sbatch_args", &s->cluster.slurm.sbatch_args)))
+        return -1;
+    return 0;
+}
+
+/* A Kubernetes name: lower-case letters, digits, '-' and '.', starting and ending with a letter or
+ * digit, at most max characters (RFC 1123). */
+static int k8s_name_ok(const char *v, size_t max)
+{
+    size_t n = strlen(v);
+    if (!n || n > max || !isalnum((unsigned char)v[0]) || !isalnum((unsigned char)v[n - 1]))
+        return 0;
+    for (const char *c = v; *c; c++)
+        if (!(islower((unsigned char)*c) || isdigit((unsigned char)*c) || *c == '-' || *c == '.'))
+            return 0;
+    return 1;
+}
+
+static int parse_kubernetes(pctx *p, yaml_node_t *n, st_spec *s)
+{
+    keydef k[] = { { "image", 0, 0 },
+                   { "namespace", 0, 0 },
+                   { "volume_claim", 0, 0 },
+                   { "gpu_resource", 0, 0 },
+                   { "parallelism", 0, 0 } };
+    int nk = (int)(sizeof k / sizeof *k);
+    if (read_map(p, n, "cluster.kubernetes", k, nk))
+        return -1;
+    yaml_node_t *v;
+    if ((v = kv(k, nk, "image")) && get_word(p, v, "cluster.kubernetes.image", &s->cluster.kubernetes.image))
+        return -1;
+    if ((v = kv(k, nk, "namespace"))) {
+        if (get_word(p, v, "cluster.kubernetes.namespace", &s->cluster.kubernetes.ns))
+            return -1;
+        if (!k8s_name_ok(s->cluster.kubernetes.ns, 63) || strchr(s->cluster.kubernetes.ns, '.'))
+            return failf(p, v, "cluster.kubernetes.namespace: lower-case letters, digits and '-' (at most 63)");
+    }
+    if ((v = kv(k, nk, "volume_claim"))) {
+        if (get_word(p, v, "cluster.kubernetes.volume_claim", &s->cluster.kubernetes.volume_claim))
+            return -1;
+        if (!k8s_name_ok(s->cluster.kubernetes.volume_claim, 253))
+            return failf(p, v, "cluster.kubernetes.volume_claim: lower-case letters, digits, '-' and '.'");
+    }
+    if ((v = kv(k, nk, "gpu_resource")) &&
+        get_word(p, v, "cluster.kubernetes.gpu_resource", &s->cluster.kubernetes.gpu_resource))
+        return -1;
+    if ((v = kv(k, nk, "parallelism")) &&
+        get_count(p, v, "cluster.kubernetes.parallelism", &s->cluster.kubernetes.parallelism, 1, 100000))
+        return -1;
+    return 0;
+}
+
+static int parse_cluster(pctx *p, yaml_node_t *n, st_spec *s)
+{
+    keydef k[] = { { "slurm", 0, 0 }, { "kubernetes", 0, 0 } };
+    if (read_map(p, n, "cluster", k, 2))
+        return -1;
+    if (k[0].val && parse_slurm(p, k[0].val, s))
+        return -1;
+    if (k[1].val && parse_kubernetes(p, k[1].val, s))
+        return -1;
+    return 0;
+}
+
 static void set_defaults(st_spec *s)
 {
     s->search.mode = ST_SEARCH_GRID;
@@ -729,7 +870,7 @@ static int parse_root(pctx *p, yaml_node_t *root, st_spec *s)
 {
     keydef k[] = { { "engine", 0, 0 }, { "hardware", 0, 0 },        { "peak_rate", 0, 0 }, { "workload", 0, 0 },
                    { "rates", 0, 0 },  { "warmup_requests", 0, 0 }, { "slo", 0, 0 },       { "configurations", 0, 0 },
-                   { "search", 0, 0 }, { "timeouts", 0, 0 } };
+                   { "search", 0, 0 }, { "timeouts", 0, 0 },        { "cluster", 0, 0 } };
     int nk = (int)(sizeof k / sizeof *k);
     if (!root)
         return failf(p, NULL, "the spec is empty");
@@ -778,6 +919,8 @@ static int parse_root(pctx *p, yaml_node_t *root, st_spec *s)
     if ((v = kv(k, nk, "search")) && parse_search(p, v, s))
         return -1;
     if ((v = kv(k, nk, "timeouts")) && parse_timeouts(p, v, s))
+        return -1;
+    if ((v = kv(k, nk, "cluster")) && parse_cluster(p, v, s))
         return -1;
     return 0;
 }

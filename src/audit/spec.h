@@ -53,6 +53,13 @@ typedef struct st_spec_config {
 /* At most this many rates in the grid (refine adds at most ST_REFINE_MAX_RUNS more). */
 #define ST_SPEC_MAX_RATES 48
 
+/* How a cluster job asks for its GPUs: --gres=gpu:N (Slurm) / a resource limit (Kubernetes),
+ * --gpus=N, or not at all (an emulator audit on CPU nodes). */
+typedef enum st_gpu_request { ST_GPU_GRES = 0, ST_GPU_GPUS, ST_GPU_NONE } st_gpu_request;
+/* "gres", "gpus", "none"; st_gpu_request_from_name: 0, or -1 for another name. */
+const char *st_gpu_request_name(st_gpu_request g);
+int st_gpu_request_from_name(const char *name, st_gpu_request *out);
+
 typedef enum st_search_mode { ST_SEARCH_GRID = 0, ST_SEARCH_REFINE } st_search_mode;
 typedef enum st_workload_kind { ST_WL_SYNTHETIC = 0, ST_WL_TRACE } st_workload_kind;
 
@@ -114,6 +121,25 @@ typedef struct st_spec {
         double request_s;
         double stop_grace_s;
     } timeouts;
+
+    /* Where the configurations run when the audit is spread over a cluster (docs/cluster.md);
+     * the command line overrides each key. Nothing here changes a run or its run key. */
+    struct {
+        struct {
+            char *partition, *account, *time; /* sbatch --partition/--account/--time, or NULL */
+            int gpus_per_task;                /* 0: hardware.gpus_per_replica */
+            st_gpu_request gpu_request;       /* how the GPUs are asked for */
+            int max_concurrent;               /* array tasks running at once (0: as Slurm allows) */
+            st_strv sbatch_args;              /* more sbatch arguments, one word each */
+        } slurm;
+        struct {
+            char *image;        /* container image holding servetune (and the engine) */
+            char *ns;           /* namespace, or NULL */
+            char *volume_claim; /* the PersistentVolumeClaim that holds the output folder */
+            char *gpu_resource; /* extended resource name, default nvidia.com/gpu */
+            int parallelism;    /* pods at once (0: one per configuration) */
+        } kubernetes;
+    } cluster;
 } st_spec;
 
 /* The largest spec file accepted, and its deepest nesting of lists and mappings. */

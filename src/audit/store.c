@@ -20,7 +20,6 @@ struct st_store {
 };
 
 static const char *SCHEMA =
-    "PRAGMA journal_mode=WAL;"
     "PRAGMA synchronous=FULL;"
     "PRAGMA foreign_keys=ON;"
     "CREATE TABLE IF NOT EXISTS audit("
@@ -78,20 +77,35 @@ int st_store_open(const char *dir, st_store **out, char *err, size_t errlen)
         snprintf(err, errlen, "%s: path too long", dir);
         return -1;
     }
+    return st_store_open_file(path, 0, out, err, errlen);
+}
+
+int st_store_open_file(const char *path, int flags, st_store **out, char *err, size_t errlen)
+{
+    *out = NULL;
     st_store *s = calloc(1, sizeof *s);
     if (!s) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, NULL) !=
-        SQLITE_OK) {
+    int ro = (flags & ST_STORE_READONLY) != 0;
+    int oflags = ro ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+    if (sqlite3_open_v2(path, &s->db, oflags | SQLITE_OPEN_FULLMUTEX, NULL) != SQLITE_OK) {
         snprintf(err, errlen, "%s: %s", path, s->db ? sqlite3_errmsg(s->db) : "cannot open");
         st_store_close(s);
         return -1;
     }
     sqlite3_busy_timeout(s->db, 5000);
+    if (ro) {
+        *out = s;
+        return 0;
+    }
+    /* A shard lives on a filesystem that other hosts share: WAL's shared-memory index cannot be
+     * shared between hosts, a rollback journal can. */
+    const char *journal = (flags & ST_STORE_ROLLBACK) ? "PRAGMA journal_mode=DELETE;" : "PRAGMA journal_mode=WAL;";
     char *e = NULL;
-    if (sqlite3_exec(s->db, SCHEMA, NULL, NULL, &e) != SQLITE_OK) {
+    if (sqlite3_exec(s->db, journal, NULL, NULL, &e) != SQLITE_OK ||
+        sqlite3_exec(s->db, SCHEMA, NULL, NULL, &e) != SQLITE_OK) {
         snprintf(err, errlen, "%s: %s", path, e ? e : "schema");
         sqlite3_free(e);
         st_store_close(s);
@@ -796,4 +810,155 @@ void st_store_samples_free(st_metrics_sample *m, uint32_t n)
     for (uint32_t i = 0; i < n; i++)
         free((char *)m[i].name);
     free(m);
+}
+
+/* ---- merging shards ---- */
+
+/* The tables a shard contributes, with the column that holds a run id (renumbered), if any. */
+static const struct {
+    const char *table;
+    const char *run_col;
+} MERGE_TABLES[] = {
+    { "configs", NULL }, { "runs", "id" }, { "requests", "run_id" }, { "metrics", "run_id" }, { "meta", NULL },
+};
+
+#define MERGE_SQL_MAX 4096
+
+/* The columns of schema.table, comma-joined in order; each prefixed by prefix (e.g. "r."),
+ * skip left out. 0, or -1 (no such table, or too many columns for out). */
+static int table_cols(st_store *s, const char *schema, const char *table, const char *skip, const char *prefix,
+                      char *out, size_t n)
+{
+    char sql[256];
+    snprintf(sql, sizeof sql, "PRAGMA %s.table_info(%s)", schema, table);
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
+        return -1;
+    size_t off = 0;
+    int cols = 0, rc = 0;
+    out[0] = '\0';
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *name = (const char *)sqlite3_column_text(st, 1);
+        if (!name || (skip && !strcmp(name, skip)))
+            continue;
+        int w = snprintf(out + off, n - off, "%s%s%s", cols ? ", " : "", prefix, name);
+        if (w < 0 || (size_t)w >= n - off) {
+            rc = -1;
+            break;
+        }
+        off += (size_t)w;
+        cols++;
+    }
+    sqlite3_finalize(st);
+    return rc == 0 && cols > 0 ? 0 : -1;
+}
+
+static int exec_sql(st_store *s, const char *sql, const char *path, char *err, size_t errlen)
+{
+    char *e = NULL;
+    if (sqlite3_exec(s->db, sql, NULL, NULL, &e) == SQLITE_OK)
+        return 0;
+    snprintf(err, errlen, "%s: %s", path, e ? e : sqlite3_errmsg(s->db));
+    sqlite3_free(e);
+    return -1;
+}
+
+int st_store_merge_shard(st_store *s, const char *path, char *err, size_t errlen)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->db, "ATTACH DATABASE ? AS shard", -1, &st, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "%s: %s", path, sqlite3_errmsg(s->db));
+        return -1;
+    }
+    bind_str(st, 1, path);
+    int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
+    sqlite3_finalize(st);
+    if (rc) {
+        snprintf(err, errlen, "%s: %s", path, sqlite3_errmsg(s->db));
+        return -1;
+    }
+    char mine[MERGE_SQL_MAX / 2], theirs[MERGE_SQL_MAX / 2], rest[MERGE_SQL_MAX / 2], sql[MERGE_SQL_MAX + 512];
+    size_t nt = sizeof MERGE_TABLES / sizeof *MERGE_TABLES;
+    /* Same tables with the same columns in the same order: a shard of another version of the
+     * schema is refused rather than half copied. */
+    for (size_t i = 0; i < nt && rc == 0; i++) {
+        if (table_cols(s, "main", MERGE_TABLES[i].table, NULL, "", mine, sizeof mine) ||
+            table_cols(s, "shard", MERGE_TABLES[i].table, NULL, "", theirs, sizeof theirs) || strcmp(mine, theirs)) {
+            snprintf(err, errlen, "%s: table %s differs from this servetune's (written by another version?)", path,
+                     MERGE_TABLES[i].table);
+            rc = -1;
+        }
+    }
+    if (rc == 0 && exec_sql(s, "BEGIN IMMEDIATE", path, err, errlen))
+        rc = -1;
+    int in_tx = rc == 0;
+    /* Run ids continue after the runs already merged, in the shard's run order: a shard merged
+     * alone, or shards merged in the spec's configuration order, number their runs as a
+     * single-machine audit does. */
+    long long base = 0;
+    if (rc == 0 &&
+        sqlite3_prepare_v2(s->db, "SELECT coalesce(max(id), 0) FROM main.runs", -1, &st, NULL) == SQLITE_OK) {
+        if (sqlite3_step(st) == SQLITE_ROW)
+            base = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+    }
+    if (rc == 0) {
+        snprintf(sql, sizeof sql,
+                 "DROP TABLE IF EXISTS temp.st_idmap; CREATE TEMP TABLE st_idmap AS SELECT id AS old, %lld + "
+                 "row_number() OVER (ORDER BY seq, id) AS new FROM shard.runs",
+                 base);
+        rc = exec_sql(s, sql, path, err, errlen);
+    }
+    for (size_t i = 0; i < nt && rc == 0; i++) {
+        const char *t = MERGE_TABLES[i].table, *rcol = MERGE_TABLES[i].run_col;
+        if (table_cols(s, "main", t, rcol, "x.", rest, sizeof rest) ||
+            table_cols(s, "main", t, rcol, "", mine, sizeof mine)) {
+            snprintf(err, errlen, "%s: table %s: too many columns", path, t);
+            rc = -1;
+            break;
+        }
+        if (!rcol)
+            snprintf(sql, sizeof sql, "INSERT %sINTO main.%s(%s) SELECT %s FROM shard.%s x ORDER BY x.rowid",
+                     !strcmp(t, "meta") ? "OR IGNORE " : "", t, mine, rest, t);
+        else
+            snprintf(sql, sizeof sql,
+                     "INSERT INTO main.%s(%s, %s) SELECT m.new, %s FROM shard.%s x JOIN temp.st_idmap m ON m.old = "
+                     "x.%s ORDER BY x.rowid",
+                     t, rcol, mine, rest, t, rcol);
+        rc = exec_sql(s, sql, path, err, errlen);
+    }
+    if (rc == 0)
+        rc = exec_sql(s, "DROP TABLE temp.st_idmap", path, err, errlen);
+    if (in_tx) {
+        if (rc == 0)
+            rc = exec_sql(s, "COMMIT", path, err, errlen);
+        if (rc)
+            exec(s, "ROLLBACK");
+    }
+    exec(s, "DETACH DATABASE shard");
+    return rc;
+}
+
+int st_store_audit_put(st_store *s, const st_audit_row *a)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->db,
+                           "INSERT OR REPLACE INTO audit(id, spec_hash, spec_path, spec_text, version, started, "
+                           "finished, partial, note) VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?)",
+                           -1, &st, NULL) != SQLITE_OK)
+        return -1;
+    bind_str(st, 1, a->spec_hash);
+    bind_str(st, 2, a->spec_path);
+    bind_str(st, 3, a->spec_text ? a->spec_text : "");
+    bind_str(st, 4, a->version);
+    sqlite3_bind_int64(st, 5, a->started);
+    if (a->finished)
+        sqlite3_bind_int64(st, 6, a->finished);
+    else
+        sqlite3_bind_null(st, 6);
+    sqlite3_bind_int(st, 7, a->partial);
+    bind_str(st, 8, a->note);
+    int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
+    sqlite3_finalize(st);
+    return rc;
 }

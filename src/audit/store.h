@@ -25,6 +25,13 @@ typedef struct st_store st_store;
 
 /* Opens (creating when needed) DIR/results.sqlite; DIR is created if missing. */
 int st_store_open(const char *dir, st_store **out, char *err, size_t errlen);
+
+/* st_store_open_file flags. */
+#define ST_STORE_ROLLBACK 1 /* a rollback journal instead of WAL (a shard on a shared filesystem) */
+#define ST_STORE_READONLY 2 /* open an existing database read-only; the schema is not created */
+/* Opens the database file at path (its folder must exist); created with the schema unless
+ * ST_STORE_READONLY. */
+int st_store_open_file(const char *path, int flags, st_store **out, char *err, size_t errlen);
 void st_store_close(st_store *s);
 /* Every text the store writes from now on (errors, failure details, log tails, command lines,
  * engine facts, notes) has these secrets removed first. secrets must outlive the store (NULL:
@@ -55,6 +62,8 @@ void st_audit_row_free(st_audit_row *a);
  * error; with resume the stored spec hash must match. Sets partial = 1. */
 int st_store_audit_begin(st_store *s, const char *spec_path, const char *spec_text, size_t spec_len,
                          const char *version, int resume, char *err, size_t errlen);
+/* Writes the audit row as given (a merge of shards: audit/shard.h). */
+int st_store_audit_put(st_store *s, const st_audit_row *a);
 /* Marks the audit finished (partial 0 or 1, with an optional note). */
 int st_store_audit_finish(st_store *s, int partial, const char *note);
 /* 1 with *out filled, 0 when the store holds no audit, -1 on error. */
@@ -128,5 +137,12 @@ int st_store_records_get(st_store *s, int64_t run_id, st_record **out, uint32_t 
 /* A run's metric samples (names owned by the array; free with st_store_samples_free). */
 int st_store_samples_get(st_store *s, int64_t run_id, st_metrics_sample **out, uint32_t *n);
 void st_store_samples_free(st_metrics_sample *m, uint32_t n);
+
+/* Copies the shard database at path (a store of the same schema, audit/shard.h) into s in one
+ * transaction: its configuration rows, its runs with their requests and metric samples, and
+ * its meta keys that s lacks (not its audit row). Runs are renumbered to follow s's runs, in the
+ * shard's seq order. A shard whose tables differ from s's, or that holds a configuration or a
+ * run key s already has, is refused whole: -1 with "PATH: reason" in err, s unchanged. */
+int st_store_merge_shard(st_store *s, const char *path, char *err, size_t errlen);
 
 #endif

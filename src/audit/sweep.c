@@ -493,7 +493,7 @@ static int run_config(sweep *S, int ci)
             say(S, "[%d/%d %s] %s", ci + 1, s->n_configs, c->name,
                 S->x->prediction ? "building the engine model" : "starting the engine");
             int es = S->x->ops->start_config(S->x, c, &row);
-            if (es == 1) {
+            if (es == 1 || (es < 0 && *S->o->stop)) {
                 status = 1;
                 break;
             }
@@ -518,6 +518,14 @@ static int run_config(sweep *S, int ci)
         uint32_t errors = 0;
         int r = run_rate(S, c, &row, nx.rate, &run, &out, &errors);
         double took = st_ns_to_s(st_now() - t0);
+        if (r == 0 && out.engine_failed && *S->o->stop) {
+            /* stopped together with its engine (the end of a Slurm job signals all its processes):
+             * an interruption, not a failure of the configuration */
+            st_exec_out_free(&out);
+            free(run.verdict);
+            free(run.why);
+            r = 1;
+        }
         if (r == 1) {
             status = 1;
             break;
@@ -749,6 +757,8 @@ int st_sweep_run(const st_spec *spec, st_store *store, const st_sweep_opts *o, s
     }
     int rc = 0;
     for (int i = 0; i < spec->n_configs; i++) {
+        if (o->only && strcmp(spec->configs[i].name, o->only))
+            continue;
         int r = run_config(&S, i);
         if (r < 0) {
             snprintf(err, errlen, "results database: %s", st_store_errmsg(store));

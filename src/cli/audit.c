@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "audit/shard.h"
 #include "audit/spec.h"
 #include "audit/store.h"
 #include "audit/sweep.h"
@@ -17,7 +18,12 @@
 static void help(const st_opt *opts)
 {
     printf("usage: servetune audit SPEC -o DIR [--resume] [--quiet]\n"
-           "       servetune audit --check SPEC\n\n"
+           "       servetune audit --check SPEC\n"
+           "       servetune audit SPEC -o DIR --only NAME[,NAME]       (one machine's share: DIR/shards/NAME.sqlite)\n"
+           "       servetune audit SPEC -o DIR --slurm [--partition P] [--account A] [--time T] [--sbatch-arg ARG]...\n"
+           "                                      [--dry-run] [--wait] [--resume]\n"
+           "       servetune audit SPEC --k8s-manifest FILE [--k8s-image IMAGE] [--k8s-pvc CLAIM]\n"
+           "       servetune audit --merge DIR | --status DIR\n\n"
            "Runs every configuration of the audit spec on its engine: starts the engine, warms it up, drives it\n"
            "at each rate with an open-loop streaming load, finds the highest rate that meets the SLO, prices it,\n"
            "and writes DIR/report.html, DIR/report.md, DIR/report.json and DIR/results.csv. Every finished rate\n"
@@ -28,15 +34,27 @@ static void help(const st_opt *opts)
            "  servetune audit --check examples/qwen3-8b-h100.yaml\n"
            "  servetune audit examples/qwen3-8b-h100.yaml -o audit-out\n"
            "  servetune audit examples/qwen3-8b-h100.yaml -o audit-out --resume   # after an interruption\n"
-           "  servetune report audit-out                                         # re-render the reports\n\n"
+           "  servetune report audit-out                                         # re-render the reports\n"
+           "  servetune audit spec.yaml -o /shared/out --slurm --partition gpu --time 4:00:00 --wait\n"
+           "  servetune audit --status /shared/out\n"
+           "  servetune audit spec.yaml -o out --only baseline,fp8-kv   # by hand: then copy out/shards/, servetune "
+           "report out\n\n"
+           "Across machines (docs/cluster.md): --only runs the configurations named into their own shards,\n"
+           "DIR/shards/NAME.sqlite, and writes no report; --merge (or servetune report DIR) merges the shards into\n"
+           "DIR/results.sqlite and writes the reports as a single-machine audit would; shards of another spec text\n"
+           "are refused. --slurm submits one job array (one task per configuration, each asking for\n"
+           "gpus_per_replica GPUs) and a merge job that runs after it; the batch scripts are kept in DIR/cluster/.\n\n"
            "--check runs every check a run makes before it starts (the same function): a spec it accepts runs.\n"
-           "One servetune at a time may use DIR (it is locked); --resume first stops any engine an earlier,\n"
-           "killed audit of DIR left running. Secrets (the API key, every ${VAR} value) are removed from\n"
-           "everything written: database, reports, engine logs, this output (docs/audit-spec.md, Secrets).\n\n"
+           "One servetune at a time may run an audit in DIR (it is locked; --only runs of different\n"
+           "configurations share it); --resume first stops any engine an earlier, killed audit of DIR left\n"
+           "running. Secrets (the API key, every ${VAR} value) are removed from everything written: database,\n"
+           "reports, engine logs, this output (docs/audit-spec.md, Secrets).\n\n"
            "Exit codes: 0 done; 1 done but a configuration failed (did not start, crashed, hung, or every one\n"
            "of its requests failed) or a run broke; 2 bad arguments, an invalid spec, or DIR refused (in use,\n"
            "another spec, a prediction): nothing in DIR was changed; 4 interrupted (SIGINT/SIGTERM): what\n"
-           "finished is kept and the report says it is partial.\n"
+           "finished is kept and the report says it is partial. --merge exits as an audit would; --slurm exits\n"
+           "0 once submitted (with --wait: as the audit, 4 when interrupted and its jobs cancelled); --status\n"
+           "exits 0.\n"
            "The spec format: docs/audit-spec.md.\n");
 }
 
@@ -66,7 +84,9 @@ static void print_check(const st_spec *spec, const char *spec_path)
 int cmd_audit(int argc, char **argv)
 {
     const char *out_dir = NULL;
-    int check = 0, resume = 0, quiet = 0;
+    int check = 0, resume = 0, quiet = 0, slurm = 0;
+    const char *merge_dir = NULL, *status_dir = NULL;
+    st_cluster_cli cl = { .only_index = -1 };
     const st_opt opts[] = {
         { "output", 'o', ST_OPT_STR, &out_dir, "DIR", "output folder (created; holds the database, logs and reports)",
           0, 0, 0 },
@@ -75,6 +95,50 @@ int cmd_audit(int argc, char **argv)
         { "resume", 0, ST_OPT_FLAG, &resume, NULL,
           "continue an interrupted audit in DIR without repeating finished runs", 0, 0, 0 },
         { "quiet", 'q', ST_OPT_FLAG, &quiet, NULL, "no progress output, only the final lines", 0, 0, 0 },
+        { "only", 0, ST_OPT_STR, &cl.only, "NAME[,NAME]",
+          "run only these configurations, each into DIR/shards/NAME.sqlite (no report: see --merge)", 0, 0, 0 },
+        { "only-index", 0, ST_OPT_LONG, &cl.only_index, "N",
+          "run only configuration N (0 = the first of the spec) into its shard (Slurm/Kubernetes index)", 0, 100000,
+          0 },
+        { "merge", 0, ST_OPT_STR, &merge_dir, "DIR",
+          "merge DIR/shards/*.sqlite into DIR/results.sqlite and write the reports (as servetune report DIR)", 0, 0,
+          0 },
+        { "status", 0, ST_OPT_STR, &status_dir, "DIR",
+          "how far a distributed audit in DIR is: each configuration's shard, and its Slurm task when submitted", 0, 0,
+          0 },
+        { "expect-spec-hash", 0, ST_OPT_STR, &cl.expect_hash, "SHA256",
+          "refuse to run (or merge) unless the spec text has this SHA-256 (the generated job scripts pass it)", 0, 0,
+          0 },
+        { "slurm", 0, ST_OPT_FLAG, &slurm, NULL,
+          "submit a Slurm job array (one task per configuration) and a merge job; with --resume only what is missing",
+          0, 0, 0 },
+        { "partition", 0, ST_OPT_STR, &cl.partition, "P", "sbatch --partition (default: cluster.slurm.partition)", 0, 0,
+          0 },
+        { "account", 0, ST_OPT_STR, &cl.account, "A", "sbatch --account (default: cluster.slurm.account)", 0, 0, 0 },
+        { "time", 0, ST_OPT_STR, &cl.time, "T", "sbatch --time per task, e.g. 4:00:00 (default: cluster.slurm.time)", 0,
+          0, 0 },
+        { "gpus-per-task", 0, ST_OPT_LONG, &cl.gpus_per_task, "N",
+          "GPUs each task asks for (default: cluster.slurm.gpus_per_task, else hardware.gpus_per_replica)", 1, 1024,
+          0 },
+        { "gpu-request", 0, ST_OPT_STR, &cl.gpu_request, "KIND",
+          "how GPUs are asked for: gres (--gres=gpu:N, default), gpus (--gpus=N) or none", 0, 0, 0 },
+        { "max-concurrent", 0, ST_OPT_LONG, &cl.max_concurrent, "N", "array tasks running at once (--array=...%N)", 1,
+          100000, 0 },
+        { "sbatch-arg", 0, ST_OPT_LIST, &cl.sbatch_args, "ARG",
+          "one more sbatch argument for both jobs, e.g. --sbatch-arg=--qos=high (repeatable)", 0, 0, 0 },
+        { "dry-run", 0, ST_OPT_FLAG, &cl.dry_run, NULL,
+          "with --slurm: write the batch scripts and DIR/cluster/submit.sh, submit nothing", 0, 0, 0 },
+        { "wait", 0, ST_OPT_FLAG, &cl.wait, NULL,
+          "with --slurm: follow the jobs until the merge ends (SIGINT cancels them with scancel)", 0, 0, 0 },
+        { "k8s-manifest", 0, ST_OPT_STR, &cl.k8s_manifest, "FILE",
+          "write a Kubernetes ConfigMap + Indexed Job (one index per configuration) to FILE", 0, 0, 0 },
+        { "k8s-image", 0, ST_OPT_STR, &cl.k8s_image, "IMAGE", "the pods' image (default: cluster.kubernetes.image)", 0,
+          0, 0 },
+        { "k8s-namespace", 0, ST_OPT_STR, &cl.k8s_namespace, "NS", "namespace (default: cluster.kubernetes.namespace)",
+          0, 0, 0 },
+        { "k8s-pvc", 0, ST_OPT_STR, &cl.k8s_pvc, "CLAIM",
+          "the PersistentVolumeClaim mounted as the output folder (default: cluster.kubernetes.volume_claim)", 0, 0,
+          0 },
         { NULL, 0, 0, NULL, NULL, NULL, 0, 0, 0 },
     };
     st_opts_result res;
@@ -82,6 +146,8 @@ int cmd_audit(int argc, char **argv)
     st_cli_run_init(&r, "audit");
     char err[1024] = "";
     int rc = ST_EXIT_OK;
+    const char *conflict = NULL;
+    int only = 0;
     if (st_opts_parse(opts, argc - 1, argv + 1, 0, &res, err, sizeof err)) {
         rc = st_cli_usage_error("audit", err);
         goto out;
@@ -90,8 +156,28 @@ int cmd_audit(int argc, char **argv)
         help(opts);
         goto out;
     }
+    if (merge_dir || status_dir) {
+        if (res.npos || (merge_dir && status_dir) || slurm || check || out_dir)
+            rc = st_cli_usage_error("audit", "--merge DIR and --status DIR take no SPEC and no other mode");
+        else
+            rc = merge_dir ? st_cli_merge_report(merge_dir, cl.expect_hash, quiet, 1) : st_cli_audit_status(status_dir);
+        goto out;
+    }
     if (res.npos != 1) {
         rc = st_cli_usage_error("audit", "expected one SPEC file");
+        goto out;
+    }
+    only = cl.only || cl.only_index >= 0;
+    if (slurm && only)
+        conflict = "--slurm runs every configuration (each task runs its own --only)";
+    else if ((cl.dry_run || cl.wait) && !slurm)
+        conflict = "--dry-run and --wait go with --slurm";
+    else if (cl.k8s_manifest && (slurm || only))
+        conflict = "--k8s-manifest writes a manifest; it runs nothing";
+    else if (cl.expect_hash && !only)
+        conflict = "--expect-spec-hash goes with --only, --only-index or --merge";
+    if (conflict) {
+        rc = st_cli_usage_error("audit", conflict);
         goto out;
     }
     if ((rc = st_cli_run_spec(&r, res.pos[0])) != ST_EXIT_OK)
@@ -100,14 +186,33 @@ int cmd_audit(int argc, char **argv)
         print_check(&r.spec, r.spec_path);
         goto out;
     }
+    if (cl.k8s_manifest) {
+        rc = st_cli_audit_k8s(&r.spec, r.spec_path, &cl);
+        goto out;
+    }
     if (!out_dir) {
         rc = st_cli_usage_error("audit", "-o DIR is required");
+        goto out;
+    }
+    if (slurm || only) {
+        volatile sig_atomic_t *sig;
+        volatile sig_atomic_t *stop = st_cli_catch_signals(&sig);
+        rc = slurm ? st_cli_audit_slurm(&r.spec, r.spec_path, out_dir, &cl, resume, stop)
+                   : st_cli_audit_shards(&r.spec, r.spec_path, out_dir, &cl, resume, quiet, stop, sig);
+        goto out;
+    }
+    if (st_shard_any(out_dir)) {
+        fprintf(stderr,
+                "servetune audit: %s holds shards of a distributed audit: run configurations with --only or "
+                "--slurm --resume, merge with servetune report %s\n",
+                out_dir, out_dir);
+        rc = ST_EXIT_USAGE;
         goto out;
     }
     if ((rc = st_cli_run_open(&r, out_dir, resume, 0)) != ST_EXIT_OK)
         goto out;
     stop_stale_engines(&r);
-    volatile sig_atomic_t *stop = st_cli_catch_signals();
+    volatile sig_atomic_t *stop = st_cli_catch_signals(NULL);
     char self[4096];
     ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
     self[sl > 0 ? sl : 0] = '\0';

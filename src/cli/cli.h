@@ -28,9 +28,10 @@ typedef struct st_cmd {
 /* Prints "servetune NAME: reason" and the usage hint to stderr; returns ST_EXIT_USAGE. */
 int st_cli_usage_error(const char *cmd, const char *reason);
 
-/* SIGINT and SIGTERM set the returned flag (the only global state, cli/common.c); which one came
- * is st_cli_signal_name()'s "SIGINT" or "SIGTERM". */
-volatile sig_atomic_t *st_cli_catch_signals(void);
+/* SIGINT and SIGTERM set the returned flag (the only global state, cli/common.c); *which (when
+ * not NULL) gets the flag holding the signal's number; st_cli_signal_name() says "SIGINT" or
+ * "SIGTERM". */
+volatile sig_atomic_t *st_cli_catch_signals(volatile sig_atomic_t **which);
 const char *st_cli_signal_name(void);
 
 /* The start and the end audit and predict share. Use:
@@ -62,6 +63,37 @@ int st_cli_run_open(st_cli_run *r, const char *out_dir, int resume, int predicti
  * the reports failed, a configuration failed, or every request of a configuration failed; else 0. */
 int st_cli_run_finish(st_cli_run *r, const st_sweep_result *sr, int sweep_failed, const char *what);
 void st_cli_run_close(st_cli_run *r);
+
+/* servetune audit across machines (src/cli/audit_cluster.c, docs/cluster.md). */
+#include <signal.h>
+
+#include "core/opts.h"
+#define ST_SPEC_MAX_CONFIGS_CLI 1024 /* configurations --only can pick from */
+typedef struct st_cluster_cli {
+    const char *only;        /* --only NAME[,NAME] */
+    long only_index;         /* --only-index N, -1 when absent */
+    const char *expect_hash; /* --expect-spec-hash: refuse a spec whose text changed */
+    int dry_run, wait;
+    const char *partition, *account, *time, *gpu_request;
+    long gpus_per_task, max_concurrent;
+    st_strlist sbatch_args;
+    const char *k8s_manifest, *k8s_image, *k8s_namespace, *k8s_pvc;
+} st_cluster_cli;
+struct st_spec;
+/* --only/--only-index: each configuration named into DIR/shards/NAME.sqlite. */
+int st_cli_audit_shards(const struct st_spec *spec, const char *spec_path, const char *out_dir, const st_cluster_cli *c,
+                        int resume, int quiet, volatile sig_atomic_t *stop, volatile sig_atomic_t *sig);
+/* --slurm: the job array and the merge job (--dry-run, --wait, --resume). */
+int st_cli_audit_slurm(const struct st_spec *spec, const char *spec_path, const char *out_dir, const st_cluster_cli *c,
+                       int resume, volatile sig_atomic_t *stop);
+/* --k8s-manifest FILE. */
+int st_cli_audit_k8s(const struct st_spec *spec, const char *spec_path, const st_cluster_cli *c);
+/* --status DIR. */
+int st_cli_audit_status(const char *dir);
+/* Merges DIR/shards into DIR/results.sqlite and writes the reports (--merge, servetune report).
+ * 0 written; 1 the merge was refused or failed, or (strict) the audit is partial or a
+ * configuration failed. */
+int st_cli_merge_report(const char *dir, const char *expect_hash, int quiet, int strict);
 
 int cmd_version(int argc, char **argv);
 int cmd_audit(int argc, char **argv);

@@ -35,8 +35,10 @@ static void on_signal(int sig)
     cli_signal = sig;
 }
 
-volatile sig_atomic_t *st_cli_catch_signals(void)
+volatile sig_atomic_t *st_cli_catch_signals(volatile sig_atomic_t **which)
 {
+    if (which)
+        *which = &cli_signal;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -106,7 +108,7 @@ int st_cli_run_open(st_cli_run *r, const char *out_dir, int resume, int predicti
         return ST_EXIT_USAGE;
     }
     /* one servetune per folder; what it holds is checked before anything in it changes */
-    if (st_dir_lock(out_dir, &r->lock_fd, err, sizeof err)) {
+    if (st_dir_lock(out_dir, 0, &r->lock_fd, err, sizeof err)) {
         fprintf(stderr, "servetune %s: %s\n", r->cmd, err);
         return ST_EXIT_USAGE;
     }

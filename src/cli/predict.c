@@ -154,7 +154,7 @@ int cmd_predict(int argc, char **argv)
     }
     /* the runs are recomputed in seconds: no fsync per run */
     st_store_set_durable(r.store, 0);
-    volatile sig_atomic_t *stop = st_cli_catch_signals();
+    volatile sig_atomic_t *stop = st_cli_catch_signals(NULL);
     char logdir[4200];
     snprintf(logdir, sizeof logdir, "%s/logs", out_dir);
     st_executor *x = NULL;

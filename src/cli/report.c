@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "audit/shard.h"
 #include "audit/store.h"
 #include "cli/cli.h"
 #include "core/opts.h"
@@ -22,7 +23,9 @@ int cmd_report(int argc, char **argv)
         printf(
             "usage: servetune report DIR\n\n"
             "Re-renders DIR/report.html, DIR/report.md, DIR/report.json and DIR/results.csv from DIR/results.sqlite\n"
-            "(written by servetune audit). Nothing is measured again.\n\nOptions:\n");
+            "(written by servetune audit). Nothing is measured again. When DIR/shards/ holds the shards of an audit\n"
+            "run across machines (servetune audit --only, --slurm), they are first merged into DIR/results.sqlite\n"
+            "(shards of different spec texts are refused; docs/cluster.md).\n\nOptions:\n");
         st_opts_usage(stdout, opts);
         printf("\nExample:\n  servetune report audit-out\n\nExit codes: 0 written; 1 the database could not be read or "
                "the "
@@ -35,6 +38,12 @@ int cmd_report(int argc, char **argv)
         return st_cli_usage_error("report", "expected one DIR (an audit's output folder)");
     }
     const char *dir = res.pos[0];
+    /* a distributed audit: the shards are merged first (audit/shard.h) */
+    if (st_shard_any(dir)) {
+        int mrc = st_cli_merge_report(dir, NULL, quiet, 0);
+        st_opts_result_free(&res);
+        return mrc;
+    }
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, ST_STORE_FILE);
     FILE *f = fopen(path, "rb");
