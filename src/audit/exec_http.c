@@ -67,7 +67,7 @@ void st_exec_fill_failure(st_config_row *row, st_fail_class c, const char *detai
     st_secrets_redact(secrets, d);
     row->failure_detail = strdup(d);
     row->log_tail = NULL;
-    if (log_path && st_log_tail(log_path, LOG_TAIL_BYTES, LOG_TAIL_LINES, &row->log_tail) == 0)
+    if (log_path && st_proc_log_tail(log_path, LOG_TAIL_BYTES, LOG_TAIL_LINES, &row->log_tail) == 0)
         st_secrets_redact(secrets, row->log_tail);
     free(row->status);
     row->status = strdup("failed");
@@ -84,7 +84,7 @@ static char *engine_facts(engine *E)
     st_buf_init(&body, SMALL_BODY_MAX);
     int status;
     char err[256];
-    if (st_http_get(E->l.host, E->l.port, "/version", E->api_key, 2, &status, &body, err, sizeof err) == 0 &&
+    if (st_probe_get(E->l.host, E->l.port, "/version", E->api_key, 2, &status, &body, err, sizeof err) == 0 &&
         status == 200 && body.data) {
         json_t *root = json_loadb(body.data, body.len, 0, NULL);
         const char *ver = json_string_value(json_object_get(root, "version"));
@@ -97,7 +97,7 @@ static char *engine_facts(engine *E)
     }
     st_buf_free(&body);
     char *tail = NULL;
-    if (E->started && st_log_tail(E->log_path, 1 << 20, 100000, &tail) == 0) {
+    if (E->started && st_proc_log_tail(E->log_path, 1 << 20, 100000, &tail) == 0) {
         static const char *keys[] = { "GPU KV cache size", "Maximum concurrency" };
         static const char *names[] = { "kv_cache_line", "max_concurrency_line" };
         for (int k = 0; k < 2; k++) {
@@ -198,8 +198,8 @@ static int engine_start(sweep *S, const st_spec_config *c, engine *E, st_config_
     E->api_key = s->engine.api_key_env ? getenv(s->engine.api_key_env) : NULL;
     int port = 0;
     if (s->engine.kind != ST_ENGINE_ENDPOINT) {
-        port = s->engine.port ? s->engine.port : st_port_pick();
-        if (port <= 0 || !st_port_free(port)) {
+        port = s->engine.port ? s->engine.port : st_proc_port_pick();
+        if (port <= 0 || !st_proc_port_free(port)) {
             snprintf(err, sizeof err, "port %d on 127.0.0.1 is already in use; servetune never shares a port", port);
             st_exec_fill_failure(row, ST_FAIL_PORT_TAKEN, err, NULL, NULL);
             return -1;
@@ -225,7 +225,7 @@ static int engine_start(sweep *S, const st_spec_config *c, engine *E, st_config_
             return 1;
         if (E->started && !st_proc_alive(&E->proc)) {
             char *tail = NULL;
-            st_log_tail(E->log_path, LOG_TAIL_BYTES, LOG_TAIL_LINES, &tail);
+            st_proc_log_tail(E->log_path, LOG_TAIL_BYTES, LOG_TAIL_LINES, &tail);
             st_fail_class fc = st_proc_classify(tail, 1, E->proc.wstatus, 0, detail, sizeof detail);
             free(tail);
             st_exec_fill_failure(row, fc, detail, E->log_path, sec);
@@ -296,7 +296,7 @@ static void *scrape_main(void *arg)
         st_ns t = st_now();
         int status;
         char err[256];
-        if (st_http_get(sc->E->l.host, sc->E->l.port, "/metrics", NULL, 2, &status, &body, err, sizeof err) == 0 &&
+        if (st_probe_get(sc->E->l.host, sc->E->l.port, "/metrics", NULL, 2, &status, &body, err, sizeof err) == 0 &&
             status == 200) {
             st_metrics_sample got[ST_METRICS_SCRAPE_MAX];
             int ng = st_metrics_scrape(sc->E->l.metrics_dialect, body.data ? body.data : "", body.len, got,
@@ -341,7 +341,7 @@ static double wait_idle(sweep *S, const engine *E, double max_s)
         int status;
         char err[256];
         st_engine_metrics m;
-        if (st_http_get(E->l.host, E->l.port, "/metrics", NULL, 2, &status, &body, err, sizeof err) == 0 &&
+        if (st_probe_get(E->l.host, E->l.port, "/metrics", NULL, 2, &status, &body, err, sizeof err) == 0 &&
             status == 200 && st_metrics_read(E->l.metrics_dialect, body.data ? body.data : "", body.len, &m) == 0 &&
             (m.found & (1u << ST_MET_RUNNING))) {
             double busy = m.v[ST_MET_RUNNING] + ((m.found & (1u << ST_MET_WAITING)) ? m.v[ST_MET_WAITING] : 0);
@@ -488,14 +488,14 @@ static int http_run_rate(st_executor *x, const st_exec_rate *in, st_config_row *
         char e2[256] = "";
         hung = 1;
         for (int tries = 0; tries < 2 && hung; tries++)
-            hung = st_http_get(E->l.host, E->l.port, E->l.health_path, NULL, 5, &hs, &body, e2, sizeof e2) != 0;
+            hung = st_probe_get(E->l.host, E->l.port, E->l.health_path, NULL, 5, &hs, &body, e2, sizeof e2) != 0;
         if (hung)
             snprintf(detail, sizeof detail, "/health did not answer after the run (%s)", e2);
         st_buf_free(&body);
     }
     if (died) {
         char *tail = NULL;
-        st_log_tail(E->log_path, LOG_TAIL_BYTES, LOG_TAIL_LINES, &tail);
+        st_proc_log_tail(E->log_path, LOG_TAIL_BYTES, LOG_TAIL_LINES, &tail);
         st_fail_class fc = st_proc_classify(tail, 1, E->proc.wstatus, 0, detail, sizeof detail);
         free(tail);
         st_exec_fill_failure(row, fc == ST_FAIL_NONE ? ST_FAIL_CRASH : fc, detail, E->log_path, &H->secrets);

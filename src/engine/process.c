@@ -28,7 +28,7 @@ extern char **environ;
 /* How long the log writer waits for the rest of an engine's output once it exited. */
 #define PUMP_EXIT_WAIT_S 2.0
 
-int st_env_expand(const char *in, char *out, size_t outlen, char *err, size_t errlen)
+int st_proc_env_expand(const char *in, char *out, size_t outlen, char *err, size_t errlen)
 {
     size_t o = 0;
     for (const char *p = in; *p;) {
@@ -95,7 +95,7 @@ static char **build_env(const st_proc_opts *o, char *err, size_t errlen)
     }
     for (int j = 0; j < o->n_env; j++) {
         char val[ENV_VALUE_MAX];
-        if (st_env_expand(o->env_val[j], val, sizeof val, err, errlen))
+        if (st_proc_env_expand(o->env_val[j], val, sizeof val, err, errlen))
             goto fail;
         size_t l = strlen(o->env_key[j]) + strlen(val) + 2;
         if (!(env[k] = malloc(l)))
@@ -440,7 +440,7 @@ void st_proc_describe(const st_proc *p, char *out, size_t n)
         snprintf(out, n, "ended (status 0x%x)", p->wstatus);
 }
 
-int st_log_tail(const char *path, size_t max_bytes, int max_lines, char **out)
+int st_proc_log_tail(const char *path, size_t max_bytes, int max_lines, char **out)
 {
     *out = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -597,7 +597,7 @@ st_fail_class st_proc_classify(const char *log_tail, int exited, int wstatus, in
     return ST_FAIL_NONE;
 }
 
-int st_port_free(int port)
+int st_proc_port_free(int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
@@ -614,7 +614,7 @@ int st_port_free(int port)
     return ok;
 }
 
-int st_port_pick(void)
+int st_proc_port_pick(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)

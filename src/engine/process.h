@@ -57,11 +57,11 @@ int st_proc_stop(st_proc *p, double grace_s);
 void st_proc_describe(const st_proc *p, char *out, size_t n);
 
 /* Expands ${VAR} references from the environment. 0, or -1 naming the unset variable in err. */
-int st_env_expand(const char *in, char *out, size_t outlen, char *err, size_t errlen);
+int st_proc_env_expand(const char *in, char *out, size_t outlen, char *err, size_t errlen);
 
 /* The last max_lines lines (at most max_bytes) of a file; *out is malloc'd ("" when empty).
  * 0, or -1 when the file cannot be read. */
-int st_log_tail(const char *path, size_t max_bytes, int max_lines, char **out);
+int st_proc_log_tail(const char *path, size_t max_bytes, int max_lines, char **out);
 
 typedef enum st_fail_class {
     ST_FAIL_NONE = 0,
@@ -88,9 +88,9 @@ st_fail_class st_proc_classify(const char *log_tail, int exited, int wstatus, in
 /* 1 when a TCP listener could bind 127.0.0.1:port now, 0 when it is taken (or not allowed). The
  * probe binds with SO_REUSEADDR, as engines' servers do: a connection of an earlier engine left in
  * TIME_WAIT does not make the port taken, a listener does. */
-int st_port_free(int port);
+int st_proc_port_free(int port);
 /* A port the kernel considers free right now (bind to port 0). -1 on failure. */
-int st_port_pick(void);
+int st_proc_port_pick(void);
 
 /* The tag of the engines of an audit whose logs go to dir: "st-" and 16 hex digits of a hash of
  * dir's real path (the same folder always gives the same tag). -1 when dir does not exist. */

@@ -251,7 +251,7 @@ static int listen_on(int port)
 static void fixed_port_serves_every_config_and_resume_retries(void **state)
 {
     (void)state;
-    int port = st_port_pick();
+    int port = st_proc_port_pick();
     assert_true(port > 0);
     char spec[512], out[512], eng[64];
     snprintf(spec, sizeof spec, "%s/spec.yaml", tmp);

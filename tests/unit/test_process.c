@@ -90,7 +90,7 @@ static void start_capture_and_classify(void **state)
     assert_true(WIFEXITED(p.wstatus));
     assert_int_equal(WEXITSTATUS(p.wstatus), 3);
     char *tail;
-    assert_int_equal(st_log_tail(logpath, 4096, 10, &tail), 0);
+    assert_int_equal(st_proc_log_tail(logpath, 4096, 10, &tail), 0);
     assert_non_null(strstr(tail, "hello from stdout"));
     char want[512];
     snprintf(want, sizeof want, "var=%s-x", getenv("HOME"));
@@ -100,7 +100,7 @@ static void start_capture_and_classify(void **state)
     assert_non_null(strstr(detail, "CUDA out of memory"));
     free(tail);
     /* last 1 line only */
-    assert_int_equal(st_log_tail(logpath, 4096, 1, &tail), 0);
+    assert_int_equal(st_proc_log_tail(logpath, 4096, 1, &tail), 0);
     assert_null(strstr(tail, "hello"));
     assert_non_null(strstr(tail, "OutOfMemoryError"));
     free(tail);
@@ -143,7 +143,7 @@ static void stop_escalates_to_sigkill_and_reaps_grandchildren(void **state)
     assert_int_equal(kill(-p.pid, 0), -1);
     assert_int_equal(errno, ESRCH);
     char *tail;
-    assert_int_equal(st_log_tail(logpath, 4096, 5, &tail), 0);
+    assert_int_equal(st_proc_log_tail(logpath, 4096, 5, &tail), 0);
     int gc = 0;
     assert_int_equal(sscanf(tail, "grandchild %d", &gc), 1);
     assert_int_equal(kill(gc, 0), -1); /* gone, and reaped (no zombie) */
@@ -218,7 +218,7 @@ static void classify_table(void **state)
 static void ports(void **state)
 {
     (void)state;
-    int port = st_port_pick();
+    int port = st_proc_port_pick();
     assert_true(port > 0);
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     int one = 1;
@@ -228,13 +228,13 @@ static void ports(void **state)
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
     assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
     assert_int_equal(listen(fd, 4), 0);
-    assert_int_equal(st_port_free(port), 0);
+    assert_int_equal(st_proc_port_free(port), 0);
     close(fd);
-    assert_int_equal(st_port_free(port), 1);
+    assert_int_equal(st_proc_port_free(port), 1);
 
     /* an earlier engine's connection left in TIME_WAIT on the port (the server closed first, as an
      * engine that stops does) does not make it taken: engines bind with SO_REUSEADDR too */
-    port = st_port_pick();
+    port = st_proc_port_pick();
     fd = socket(AF_INET, SOCK_STREAM, 0);
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     a.sin_port = htons((uint16_t)port);
@@ -249,7 +249,7 @@ static void ports(void **state)
     assert_int_equal(recv(c, b, sizeof b, 0), 0);
     close(c);
     close(fd);
-    assert_int_equal(st_port_free(port), 1);
+    assert_int_equal(st_proc_port_free(port), 1);
 }
 
 static void redact_and_expand(void **state)
@@ -264,9 +264,9 @@ static void redact_and_expand(void **state)
     st_secrets_free(&sec);
     char out[64], err[128];
     setenv("ST_T_A", "xyz", 1);
-    assert_int_equal(st_env_expand("pre-${ST_T_A}-post", out, sizeof out, err, sizeof err), 0);
+    assert_int_equal(st_proc_env_expand("pre-${ST_T_A}-post", out, sizeof out, err, sizeof err), 0);
     assert_string_equal(out, "pre-xyz-post");
-    assert_int_equal(st_env_expand("${ST_T_A", out, sizeof out, err, sizeof err), -1);
+    assert_int_equal(st_proc_env_expand("${ST_T_A", out, sizeof out, err, sizeof err), -1);
 }
 
 /* With redact, the engine's output reaches the log with the secret already removed, while the
@@ -290,7 +290,7 @@ static void log_is_redacted_as_written(void **state)
     while (!seen && st_now() < dl) {
         free(tail);
         tail = NULL;
-        if (st_log_tail(logpath, 4096, 10, &tail) == 0) {
+        if (st_proc_log_tail(logpath, 4096, 10, &tail) == 0) {
             assert_null(strstr(tail, "sk-se")); /* not even the first half */
             seen = strstr(tail, "starting with key *** and more") != NULL;
         }
