@@ -45,16 +45,16 @@ int cmd_emulate(int argc, char **argv)
     st_emu_args_table(&A, opts);
     st_opts_result r;
     char err[2048];
+    int rc = ST_EXIT_USAGE;
     if (st_emu_args_parse(&A, opts, argc - 1, argv + 1, &r, err, sizeof err) < 0) {
-        st_opts_result_free(&r);
-        return bad(err);
+        rc = bad(err);
+        goto done;
     }
     if (r.help) {
         usage(stdout, opts);
-        st_opts_result_free(&r);
-        return ST_EXIT_OK;
+        rc = ST_EXIT_OK;
+        goto done;
     }
-    int rc = ST_EXIT_USAGE;
     st_log lg = { .level = A.quiet ? ST_LOG_WARN : ST_LOG_INFO, .out = stderr, .prefix = "[servetune emulate]" };
     const char *model = A.model, *host = A.host, *served = A.served, *kv_dtype = A.kv_dtype;
     if (!A.gpu)
