@@ -47,15 +47,7 @@ static void headline(const char *dir)
     char err[512];
     if (st_store_open(dir, &s, err, sizeof err))
         return;
-    st_report r;
-    if (st_report_load(s, &r, err, sizeof err) == 0) {
-        st_buf hl;
-        st_buf_init(&hl, ST_REPORT_HEADLINE_MAX);
-        st_report_headline(&r, &hl);
-        printf("%s\n", hl.data ? hl.data : "");
-        st_buf_free(&hl);
-        st_report_free(&r);
-    }
+    st_cli_print_headline(s);
     st_store_close(s);
 }
 

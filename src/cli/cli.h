@@ -63,6 +63,9 @@ int st_cli_run_open(st_cli_run *r, const char *out_dir, int resume, int predicti
  * the reports failed, a configuration failed, or every request of a configuration failed; else 0. */
 int st_cli_run_finish(st_cli_run *r, const st_sweep_result *sr, int sweep_failed, const char *what);
 void st_cli_run_close(st_cli_run *r);
+/* The report's headline (the answer in one paragraph), for the terminal; nothing when the store
+ * cannot be read into a report. */
+void st_cli_print_headline(st_store *s);
 
 /* servetune audit across machines (src/cli/audit_cluster.c, docs/cluster.md). */
 #include <signal.h>

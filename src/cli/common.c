@@ -153,6 +153,20 @@ int st_cli_run_open(st_cli_run *r, const char *out_dir, int resume, int predicti
     return ST_EXIT_OK;
 }
 
+void st_cli_print_headline(st_store *s)
+{
+    st_report rep;
+    char err[512];
+    if (st_report_load(s, &rep, err, sizeof err))
+        return;
+    st_buf hl;
+    st_buf_init(&hl, ST_REPORT_HEADLINE_MAX);
+    st_report_headline(&rep, &hl);
+    printf("%s\n", hl.data ? hl.data : "");
+    st_buf_free(&hl);
+    st_report_free(&rep);
+}
+
 /* Configurations in which requests were sent and every one failed: the audit measured nothing
  * there (a wrong key, a wrong model name, a proxy answering errors), which is a failure even
  * though the engine ran. Prints one line for each; returns their count. */
@@ -196,16 +210,7 @@ int st_cli_run_finish(st_cli_run *r, const st_sweep_result *sr, int sweep_failed
         fprintf(stderr, "servetune %s: report: %s\n", r->cmd, err);
         rc = ST_EXIT_FAIL;
     } else {
-        /* the headline, for the terminal */
-        st_report rep;
-        if (st_report_load(r->store, &rep, err, sizeof err) == 0) {
-            st_buf hl;
-            st_buf_init(&hl, ST_REPORT_HEADLINE_MAX);
-            st_report_headline(&rep, &hl);
-            printf("%s\n", hl.data ? hl.data : "");
-            st_buf_free(&hl);
-            st_report_free(&rep);
-        }
+        st_cli_print_headline(r->store);
         printf("%s: %s/report.html (also report.md, report.json, results.csv; database results.sqlite)\n", what,
                r->out_dir);
     }

@@ -61,37 +61,6 @@ static const char *fake_vllm(void)
     return bin;
 }
 
-/* servetune started in the background (output appended to tmp/servetune.out), PATH prefixed. */
-static pid_t spawn_servetune(const char *const *args, const char *path_prefix)
-{
-    char *argv[32];
-    int n = 0;
-    argv[n++] = (char *)st_test_bin();
-    for (; *args && n < 31; args++)
-        argv[n++] = (char *)*args;
-    argv[n] = NULL;
-    char pathvar[4096];
-    char *env[512];
-    int k = 0;
-    snprintf(pathvar, sizeof pathvar, "PATH=%s:%s", path_prefix ? path_prefix : "/usr/bin",
-             getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
-    env[k++] = pathvar;
-    for (char **e = environ; *e && k < 510; e++)
-        if (strncmp(*e, "PATH=", 5))
-            env[k++] = *e;
-    env[k] = NULL;
-    char logp[512];
-    snprintf(logp, sizeof logp, "%s/servetune.out", tmp);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, logp, O_WRONLY | O_CREAT | O_APPEND, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    pid_t pid;
-    assert_int_equal(posix_spawn(&pid, argv[0], &fa, NULL, argv, env), 0);
-    posix_spawn_file_actions_destroy(&fa);
-    return pid;
-}
-
 static int count_runs(const char *out)
 {
     char db[600];
@@ -169,7 +138,7 @@ static void kill9_leaves_no_engine_and_no_secret(void **state)
     write_spec(spec, "vllm", "  api_key_env: ST_CRASH_TEST_KEY\n", ", --api-key, '${ST_CRASH_TEST_KEY}'", "1, 2, 4",
                "");
     const char *args[] = { "audit", spec, "-o", out, "--quiet", NULL };
-    pid_t pid = spawn_servetune(args, bin);
+    pid_t pid = st_it_spawn(args, bin);
     wait_runs(out, 1, 120, pid);
     assert_true(engines_running());
     snprintf(logs, sizeof logs, "%s/logs", out);
@@ -293,7 +262,7 @@ static void second_servetune_on_one_folder_is_refused(void **state)
     snprintf(out, sizeof out, "%s/out", tmp);
     write_spec(spec, "emulator", "", "", "1, 2, 4", "");
     const char *args[] = { "audit", spec, "-o", out, "--quiet", NULL };
-    pid_t pid = spawn_servetune(args, NULL);
+    pid_t pid = st_it_spawn(args, NULL);
     wait_runs(out, 1, 120, pid);
     const char *res[] = { "audit", spec, "-o", out, "--quiet", "--resume", NULL };
     assert_int_equal(run_servetune(res, 30), 2);
