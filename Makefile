@@ -82,7 +82,7 @@ FUZZ_OBJ := $(patsubst %.c,build-fuzz/%.o,$(LIB_SRC))
 FUZZ_CFLAGS := $(CSTD) -g -O1 -Isrc $(PKG_CFLAGS) -fsanitize=fuzzer-no-link,address,undefined
 build-fuzz/%.o: %.c
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -c $< -o $@
+	clang $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
 build-fuzz/libservetune.a: $(FUZZ_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
@@ -102,6 +102,7 @@ bench: $(BUILD)/servetune $(BENCH_BIN)
 	./bench/run.sh
 	./$(BUILD)/bench/calibrate
 	./bench/emulator_figures.sh $(BUILD)
+	BUILD=$(BUILD) ./bench/trace_read.sh
 
 # An audit through a one-node Slurm cluster vs serially, and the merge of its shards
 # (docs/cluster.md; needs root, Slurm and munge). Not part of `make bench`: minutes long.
@@ -111,4 +112,4 @@ bench-cluster: $(BUILD)/servetune $(BENCH_BIN)
 clean:
 	rm -rf build build-asan build-fuzz
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) build-fuzz -name '*.d' 2>/dev/null)

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "emu/flags.h"
+#include "load/trace.h"
 #include "load/workload.h"
 #include "net/url.h"
 
@@ -17,21 +18,28 @@ static int check_workload(const st_spec *s, uint32_t *n_run, char *err, size_t e
     st_workload w;
     *n_run = s->workload.requests_per_rate;
     if (s->workload.kind == ST_WL_TRACE) {
-        if (st_workload_trace_load(s->workload.trace, &w, e, sizeof e)) {
+        /* every row read as the sweep reads them (a malformed one is an error now, not mid-audit) */
+        st_trace_counts c;
+        if (st_trace_read_file(s->workload.trace, NULL, NULL, NULL, &c, NULL, e, sizeof e)) {
             snprintf(err, errlen, "%s: workload.trace: %s", s->path, e);
             return -1;
         }
-        uint32_t n = w.n;
-        st_workload_free(&w);
+        if (!c.kept) {
+            char d[400];
+            st_trace_counts_describe(&c, d, sizeof d);
+            snprintf(err, errlen, "%s: workload.trace: %s holds no requests (%s)", s->path, s->workload.trace, d);
+            return -1;
+        }
+        uint64_t n = c.kept;
         if (s->warmup_requests > n) {
             snprintf(err, errlen,
-                     "%s: warmup_requests: %u is more than the trace's %u requests (the warm-up replays the "
+                     "%s: warmup_requests: %u is more than the trace's %llu requests (the warm-up replays the "
                      "trace's first requests)",
-                     s->path, s->warmup_requests, n);
+                     s->path, s->warmup_requests, (unsigned long long)n);
             return -1;
         }
         if (n < *n_run)
-            *n_run = n;
+            *n_run = (uint32_t)n;
         return 0;
     }
     st_synth_params p = { .input_len = s->workload.input_tokens,

@@ -5,24 +5,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/shquote.h"
 
 /* ---- shell ---- */
-
-/* A word as it is when it needs no quoting, else single-quoted. */
-static int sh_word(st_buf *b, const char *s)
-{
-    if (st_sh_plain(s))
-        return st_buf_puts(b, s);
-    return st_buf_sh_quote(b, s);
-}
 
 int st_buf_sh_argv(st_buf *b, const st_strv *argv)
 {
     for (int i = 0; i < argv->n; i++) {
         if (i)
             st_buf_puts(b, " ");
-        sh_word(b, argv->v[i]);
+        st_buf_shell_quote(b, argv->v[i]);
     }
     return st_buf_error(b) ? -1 : 0;
 }
@@ -87,20 +78,20 @@ int st_slurm_task_script(const st_slurm_plan *p, st_buf *b)
     st_buf_puts(b, "set -u\n# array index -> configuration\ncase \"${SLURM_ARRAY_TASK_ID:-}\" in\n");
     for (int i = 0; i < p->n_configs; i++) {
         st_buf_printf(b, "  %d) config=", i);
-        st_buf_sh_quote(b, p->configs[i]);
+        st_buf_shell_quote(b, p->configs[i]);
         st_buf_puts(b, " ;;\n");
     }
     st_buf_puts(b, "  *) echo \"servetune: no configuration at array index ${SLURM_ARRAY_TASK_ID:-(unset)}\" >&2; "
                    "exit 2 ;;\nesac\n");
     st_buf_puts(b, "# the configuration's shard: DIR/shards/NAME.sqlite (continued, not repeated, when the task\n"
                    "# runs again after a requeue)\nexec ");
-    st_buf_sh_quote(b, p->servetune);
+    st_buf_shell_quote(b, p->servetune);
     st_buf_puts(b, " audit --only=\"$config\" --resume --expect-spec-hash=");
-    st_buf_sh_quote(b, p->spec_hash);
+    st_buf_shell_quote(b, p->spec_hash);
     st_buf_puts(b, " --output=");
-    st_buf_sh_quote(b, p->out_dir);
+    st_buf_shell_quote(b, p->out_dir);
     st_buf_puts(b, " -- ");
-    st_buf_sh_quote(b, p->spec_path);
+    st_buf_shell_quote(b, p->spec_path);
     st_buf_puts(b, "\n");
     return st_buf_error(b) ? -1 : 0;
 }
@@ -109,11 +100,11 @@ int st_slurm_merge_script(const st_slurm_plan *p, st_buf *b)
 {
     header(b, p, "servetune audit: merges the configurations' shards into results.sqlite and writes the reports.");
     st_buf_puts(b, "set -u\nexec ");
-    st_buf_sh_quote(b, p->servetune);
+    st_buf_shell_quote(b, p->servetune);
     st_buf_puts(b, " audit --expect-spec-hash=");
-    st_buf_sh_quote(b, p->spec_hash);
+    st_buf_shell_quote(b, p->spec_hash);
     st_buf_puts(b, " --merge=");
-    st_buf_sh_quote(b, p->out_dir);
+    st_buf_shell_quote(b, p->out_dir);
     st_buf_puts(b, "\n");
     return st_buf_error(b) ? -1 : 0;
 }
@@ -246,7 +237,7 @@ int st_slurm_submit_script(const st_strv *array_argv, const st_strv *merge_argv,
         st_buf_puts(b, "sbatch --dependency=afterany:\"$array\"");
         for (int i = 1; i < merge_argv->n; i++) {
             st_buf_puts(b, " ");
-            sh_word(b, merge_argv->v[i]);
+            st_buf_shell_quote(b, merge_argv->v[i]);
         }
         st_buf_puts(b, "\n");
     } else {
@@ -292,7 +283,7 @@ int st_k8s_manifest(const st_k8s_plan *p, st_buf *b)
         p->version ? p->version : "?", p->name);
     st_buf_puts(b, "# index -> configuration:\n");
     for (int i = 0; i < p->n_configs; i++)
-        st_buf_printf(b, "#   %d %s\n", i, st_sh_plain(p->configs[i]) ? p->configs[i] : "(see the spec)");
+        st_buf_printf(b, "#   %d %s\n", i, st_shell_plain(p->configs[i]) ? p->configs[i] : "(see the spec)");
     st_buf_puts(b, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ");
     yq(b, cm);
     if (p->ns) {
@@ -327,14 +318,10 @@ int st_k8s_manifest(const st_k8s_plan *p, st_buf *b)
     snprintf(spec_in_pod, sizeof spec_in_pod, "%s/spec.yaml", ST_K8S_SPEC_DIR);
     char hash_arg[100];
     snprintf(hash_arg, sizeof hash_arg, "--expect-spec-hash=%s", p->spec_hash);
-    const char *cmd[] = { "servetune",
-                          "audit",
-                          "--output=" ST_K8S_OUT,
-                          "--only-index=$(SERVETUNE_INDEX)",
-                          "--resume",
-                          hash_arg,
-                          "--",
-                          spec_in_pod };
+    const char *cmd[] = {
+        "servetune", "audit",    "--output=" ST_K8S_OUT, "--only-index=$(SERVETUNE_INDEX)", "--resume", hash_arg,
+        "--",        spec_in_pod
+    };
     for (size_t i = 0; i < sizeof cmd / sizeof *cmd; i++) {
         st_buf_puts(b, "            - ");
         yq(b, cmd[i]);

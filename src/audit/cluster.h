@@ -6,7 +6,7 @@
  * shard (audit/shard.h); then one job that depends on the array (afterany: it runs however the
  * tasks ended) and merges the shards and writes the reports. The sbatch options are arguments of
  * the sbatch argument vector (never #SBATCH lines, which sbatch would tokenise itself); the batch
- * scripts hold the servetune command lines, every word single-quoted (core/shquote.h). Job output
+ * scripts hold the servetune command lines, every word single-quoted (core/buf.h st_buf_shell_quote). Job output
  * goes to DIR/cluster/logs/, DIR's '%' doubled in the --output pattern (st_slurm_dir_ok refuses
  * what Slurm cannot carry there: a backslash, a control character).
  *

@@ -73,7 +73,9 @@ void st_exec_fill_failure(st_config_row *row, st_fail_class c, const char *detai
     row->status = strdup("failed");
 }
 
-/* Facts the engine states about itself: its version (GET /version) and vLLM's KV cache line. */
+/* Facts the engine states about itself: its version (GET /version; llama-server has none and
+ * gives its build in GET /props, build_info) and its KV cache and concurrency lines (vLLM's,
+ * llama-server's "n_slots = 4, n_ctx_slot = 512"). */
 static char *engine_facts(engine *E)
 {
     st_buf b;
@@ -84,10 +86,12 @@ static char *engine_facts(engine *E)
     st_buf_init(&body, SMALL_BODY_MAX);
     int status;
     char err[256];
-    if (st_probe_get(E->l.host, E->l.port, "/version", E->api_key, 2, &status, &body, err, sizeof err) == 0 &&
+    int llama = !strcmp(E->l.metrics_dialect, "llamacpp");
+    if (st_probe_get(E->l.host, E->l.port, llama ? "/props" : "/version", E->api_key, 2, &status, &body, err,
+                     sizeof err) == 0 &&
         status == 200 && body.data) {
         json_t *root = json_loadb(body.data, body.len, 0, NULL);
-        const char *ver = json_string_value(json_object_get(root, "version"));
+        const char *ver = json_string_value(json_object_get(root, llama ? "build_info" : "version"));
         if (ver && strlen(ver) < 80) {
             st_buf_puts(&b, "\"engine_version\":");
             st_buf_json_str(&b, ver);
@@ -98,9 +102,9 @@ static char *engine_facts(engine *E)
     st_buf_free(&body);
     char *tail = NULL;
     if (E->started && st_proc_log_tail(E->log_path, 1 << 20, 100000, &tail) == 0) {
-        static const char *keys[] = { "GPU KV cache size", "Maximum concurrency" };
-        static const char *names[] = { "kv_cache_line", "max_concurrency_line" };
-        for (int k = 0; k < 2; k++) {
+        static const char *keys[] = { "GPU KV cache size", "Maximum concurrency", "n_slots =" };
+        static const char *names[] = { "kv_cache_line", "max_concurrency_line", "max_concurrency_line" };
+        for (int k = 0; k < 3; k++) {
             const char *h = strstr(tail, keys[k]);
             if (!h)
                 continue;

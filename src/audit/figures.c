@@ -64,10 +64,11 @@ int st_audit_figures(const st_audit_slo *slo, const st_record *recs, uint32_t n,
     row->lag_p99_ms = s.lag.p99 * 1e3;
     row->n_terms = slo->n < ST_STORE_TERMS ? slo->n : ST_STORE_TERMS;
     for (int i = 0; i < slo->n && i < ST_SLO_MAX_TERMS; i++) {
-        const st_dist *d = slo->terms[i].metric == ST_SLO_TTFT   ? &s.ttft
-                           : slo->terms[i].metric == ST_SLO_TPOT ? &s.tpot
-                           : slo->terms[i].metric == ST_SLO_ITL  ? &s.itl
-                                                                 : &s.e2e;
+        const st_dist *d = slo->terms[i].metric == ST_SLO_TTFT    ? &s.ttft
+                           : slo->terms[i].metric == ST_SLO_TPOT  ? &s.tpot
+                           : slo->terms[i].metric == ST_SLO_ITL   ? &s.itl
+                           : slo->terms[i].metric == ST_SLO_TTFAT ? &s.ttfat
+                                                                  : &s.e2e;
         f->value_ms[i] = pick(d, slo->terms[i].pct) * 1e3;
         if (i < ST_STORE_TERMS)
             row->term_ms[i] = f->value_ms[i];
@@ -94,6 +95,7 @@ void st_audit_scale_records(st_record *recs, uint32_t n, double k)
         scale(&r->sent, k);
         scale(&r->first_byte, k);
         scale(&r->first_token, k);
+        scale(&r->first_answer, k);
         scale(&r->end, k);
         for (uint32_t e = 0; e < r->n_events; e++)
             scale(&r->events[e], k);
@@ -122,6 +124,11 @@ void st_audit_breaches(const st_audit_slo *slo, const st_record *recs, uint32_t 
             case ST_SLO_TTFT:
                 v = r->first_token >= 0 ? (double)(r->first_token - r->scheduled) : (double)(now - r->scheduled);
                 if (r->first_token < 0 && ended)
+                    v = NAN;
+                break;
+            case ST_SLO_TTFAT:
+                v = r->first_answer >= 0 ? (double)(r->first_answer - r->scheduled) : (double)(now - r->scheduled);
+                if (r->first_answer < 0 && ended)
                     v = NAN;
                 break;
             case ST_SLO_E2E: v = ended ? (double)(r->end - r->scheduled) : (double)(now - r->scheduled); break;
@@ -168,6 +175,7 @@ int st_audit_lower_bounds(const st_audit_slo *slo, const st_record *recs, uint32
             double x = NAN;
             switch (slo->terms[t].metric) {
             case ST_SLO_TTFT: x = (double)((r->first_token >= 0 ? r->first_token : end) - r->scheduled); break;
+            case ST_SLO_TTFAT: x = (double)((r->first_answer >= 0 ? r->first_answer : end) - r->scheduled); break;
             case ST_SLO_E2E: x = (double)(end - r->scheduled); break;
             case ST_SLO_TPOT:
                 if (r->first_token >= 0 && r->status == ST_REQ_OK && r->output_tokens > 1)

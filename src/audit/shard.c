@@ -417,7 +417,12 @@ int st_shard_merge(const char *dir, const char *expect_hash, st_merge_result *re
     merged_audit(v, n, &spec, res, &a, &note);
     char count[16];
     snprintf(count, sizeof count, "%d", n);
-    if (st_store_audit_put(out, &a) || st_store_meta_put(out, ST_SHARD_META_KEY, count)) {
+    /* the trace's statistics are the same in every shard (meta "traffic"): the first one's */
+    const char *traffic = NULL;
+    for (int i = 0; i < n && !traffic; i++)
+        traffic = v[i].audit.traffic;
+    if (st_store_audit_put(out, &a) || st_store_meta_put(out, ST_SHARD_META_KEY, count) ||
+        (traffic && st_store_meta_put(out, "traffic", traffic))) {
         snprintf(err, errlen, "%s: %s", tmp, st_store_errmsg(out));
         goto done;
     }

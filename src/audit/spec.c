@@ -16,7 +16,7 @@
 
 #define SPEC_MAX_LIST 256
 
-static const char *metric_names[ST_SLO__COUNT] = { "ttft", "tpot", "itl", "e2e" };
+static const char *metric_names[ST_SLO__COUNT] = { "ttft", "tpot", "itl", "e2e", "ttfat" };
 
 const char *st_slo_metric_name(st_slo_metric m) { return (m >= 0 && m < ST_SLO__COUNT) ? metric_names[m] : "unknown"; }
 
@@ -549,7 +549,7 @@ static int parse_slo(pctx *p, yaml_node_t *n, st_spec *s)
         st_slo_term t;
         if (!ks || parse_slo_key(ks, &t))
             return failf(p, k,
-                         "slo: unknown key '%s' (expected METRIC_pPCT_ms with METRIC ttft, tpot, itl or e2e and "
+                         "slo: unknown key '%s' (expected METRIC_pPCT_ms with METRIC ttft, tpot, itl, e2e or ttfat and "
                          "PCT 50, 90, 95 or 99, e.g. e2e_p99_ms)",
                          ks ? ks : "?");
         double ms;

@@ -23,8 +23,16 @@ typedef struct st_envv {
 } st_envv;
 
 /* SLO metrics. */
-typedef enum st_slo_metric { ST_SLO_TTFT = 0, ST_SLO_TPOT, ST_SLO_ITL, ST_SLO_E2E, ST_SLO__COUNT } st_slo_metric;
-const char *st_slo_metric_name(st_slo_metric m); /* "ttft", "tpot", "itl", "e2e" */
+/* TTFAT: time to the first ANSWER token (reasoning models: reasoning tokens excluded). */
+typedef enum st_slo_metric {
+    ST_SLO_TTFT = 0,
+    ST_SLO_TPOT,
+    ST_SLO_ITL,
+    ST_SLO_E2E,
+    ST_SLO_TTFAT,
+    ST_SLO__COUNT
+} st_slo_metric;
+const char *st_slo_metric_name(st_slo_metric m); /* "ttft", "tpot", "itl", "e2e", "ttfat" */
 
 /* One SLO term: percentile `pct` (50, 90, 95, 99) of `metric` must be <= max_ms. */
 typedef struct st_slo_term {

@@ -41,7 +41,8 @@ static const char *SCHEMA =
     " status TEXT, http_status INTEGER, scheduled INTEGER, sent INTEGER, first_byte INTEGER,"
     " first_token INTEGER, end_t INTEGER, input_tokens INTEGER, output_requested INTEGER,"
     " output_tokens INTEGER, cached_tokens INTEGER, usage_reported INTEGER,"
-    " events BLOB, error TEXT, PRIMARY KEY (run_id, id));"
+    " events BLOB, error TEXT, srv_prompt INTEGER, srv_gen INTEGER, srv_gen_n INTEGER,"
+    " PRIMARY KEY (run_id, id));"
     "CREATE TABLE IF NOT EXISTS metrics("
     " run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, t REAL NOT NULL, name TEXT NOT NULL,"
     " value REAL);"
@@ -63,6 +64,29 @@ const char *st_store_errmsg(const st_store *s)
     if (!s || !s->db)
         return "no database";
     return s->err[0] ? s->err : sqlite3_errmsg(s->db);
+}
+
+/* The requests' server timings (srv_prompt, srv_gen, srv_gen_n) came after the first results
+ * databases: a database without them gets them (NULL: not reported), so that --resume and
+ * `servetune report` keep working on it. 0, or -1 with the SQLite message in *e. */
+static int add_server_timings(st_store *s, char **e)
+{
+    sqlite3_stmt *st;
+    int have = 0;
+    if (sqlite3_prepare_v2(s->db, "SELECT 1 FROM pragma_table_info('requests') WHERE name = 'srv_prompt'", -1, &st,
+                           NULL) != SQLITE_OK)
+        return -1;
+    have = sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    if (have)
+        return 0;
+    return sqlite3_exec(s->db,
+                        "ALTER TABLE requests ADD COLUMN srv_prompt INTEGER;"
+                        "ALTER TABLE requests ADD COLUMN srv_gen INTEGER;"
+                        "ALTER TABLE requests ADD COLUMN srv_gen_n INTEGER;",
+                        NULL, NULL, e) == SQLITE_OK
+               ? 0
+               : -1;
 }
 
 int st_store_open(const char *dir, st_store **out, char *err, size_t errlen)
@@ -105,7 +129,7 @@ int st_store_open_file(const char *path, int flags, st_store **out, char *err, s
     const char *journal = (flags & ST_STORE_ROLLBACK) ? "PRAGMA journal_mode=DELETE;" : "PRAGMA journal_mode=WAL;";
     char *e = NULL;
     if (sqlite3_exec(s->db, journal, NULL, NULL, &e) != SQLITE_OK ||
-        sqlite3_exec(s->db, SCHEMA, NULL, NULL, &e) != SQLITE_OK) {
+        sqlite3_exec(s->db, SCHEMA, NULL, NULL, &e) != SQLITE_OK || add_server_timings(s, &e)) {
         snprintf(err, errlen, "%s: %s", path, e ? e : "schema");
         sqlite3_free(e);
         st_store_close(s);
@@ -217,6 +241,7 @@ void st_audit_row_free(st_audit_row *a)
     free(a->note);
     free(a->suggested_rates);
     free(a->model_note);
+    free(a->traffic);
     memset(a, 0, sizeof *a);
 }
 
@@ -252,6 +277,7 @@ int st_store_audit_get(st_store *s, st_audit_row *out)
         free(p);
         st_store_meta_get(s, "suggested_rates", &out->suggested_rates);
         st_store_meta_get(s, "model_note", &out->model_note);
+        st_store_meta_get(s, "traffic", &out->traffic);
     }
     return rc;
 }
@@ -587,7 +613,8 @@ int st_store_run_put(st_store *s, st_run_row *r, const st_record *recs, uint32_t
     if (sqlite3_prepare_v2(s->db,
                            "INSERT INTO requests(run_id, id, warmup, status, http_status, scheduled, sent, first_byte,"
                            " first_token, end_t, input_tokens, output_requested, output_tokens, cached_tokens,"
-                           " usage_reported, events, error) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                           " usage_reported, events, error, srv_prompt, srv_gen, srv_gen_n)"
+                           " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                            -1, &rq, NULL) != SQLITE_OK)
         goto fail;
     for (uint32_t i = 0; i < n_recs; i++) {
@@ -621,6 +648,11 @@ int st_store_run_put(st_store *s, st_run_row *r, const st_record *recs, uint32_t
             sqlite3_bind_null(rq, k++);
         }
         bind_text(s, rq, k++, x->error);
+        if (x->srv_prompt >= 0) {
+            sqlite3_bind_int64(rq, k++, x->srv_prompt);
+            sqlite3_bind_int64(rq, k++, x->srv_gen);
+            sqlite3_bind_int64(rq, k++, x->srv_gen_n);
+        }
         if (sqlite3_step(rq) != SQLITE_DONE)
             goto fail;
     }
@@ -719,8 +751,8 @@ int st_store_records_get(st_store *s, int64_t run_id, st_record **out, uint32_t 
     if (sqlite3_prepare_v2(
             s->db,
             "SELECT id, warmup, status, http_status, scheduled, sent, first_byte, first_token, end_t,"
-            " input_tokens, output_requested, output_tokens, cached_tokens, usage_reported, events, error"
-            " FROM requests WHERE run_id = ? ORDER BY id",
+            " input_tokens, output_requested, output_tokens, cached_tokens, usage_reported, events, error,"
+            " srv_prompt, srv_gen, srv_gen_n FROM requests WHERE run_id = ? ORDER BY id",
             -1, &st, NULL) != SQLITE_OK)
         return -1;
     sqlite3_bind_int64(st, 1, run_id);
@@ -761,6 +793,11 @@ int st_store_records_get(st_store *s, int64_t run_id, st_record **out, uint32_t 
         const char *e = (const char *)sqlite3_column_text(st, 15);
         if (e)
             st_record_set_error(x, x->status, e, strlen(e));
+        if (sqlite3_column_type(st, 16) != SQLITE_NULL) {
+            x->srv_prompt = sqlite3_column_int64(st, 16);
+            x->srv_gen = sqlite3_column_int64(st, 17);
+            x->srv_gen_n = (uint32_t)sqlite3_column_int64(st, 18);
+        }
     }
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE) {

@@ -19,6 +19,7 @@
 #include "engine/process.h"
 #include "load/arrival.h"
 #include "load/runner.h"
+#include "load/trace.h"
 #include "load/workload.h"
 
 /* What a run key is hashed from (spec facts, flags, rate). */
@@ -137,18 +138,13 @@ static int make_workload(sweep *S, uint64_t seed, uint32_t n, st_workload *w, ch
     const st_spec *s = S->spec;
     memset(w, 0, sizeof *w);
     if (s->workload.kind == ST_WL_TRACE) {
-        st_workload all;
-        if (st_workload_trace_load(s->workload.trace, &all, err, errlen))
-            return -1;
-        if (all.n >= n) {
-            for (uint32_t i = n; i < all.n; i++) {
-                free(all.items[i].input_ids);
-                free(all.items[i].input_text);
-            }
-            all.n = n;
-        }
-        *w = all;
-        return 0;
+        /* the trace's first n requests (read as a stream: a large log is not loaded whole),
+         * sessions flattened on their recorded times */
+        st_trace_load_opts o;
+        st_trace_load_opts_default(&o);
+        o.sessions = ST_TRACE_SESSIONS_FLAT;
+        o.read.max_rows = n;
+        return st_trace_load(s->workload.trace, &o, w, NULL, NULL, err, errlen);
     }
     st_synth_params p = { .input_len = s->workload.input_tokens,
                           .output_len = s->workload.output_tokens,

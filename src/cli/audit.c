@@ -212,6 +212,7 @@ int cmd_audit(int argc, char **argv)
     if ((rc = st_cli_run_open(&r, out_dir, resume, 0)) != ST_EXIT_OK)
         goto out;
     stop_stale_engines(&r);
+    st_cli_store_traffic(r.store, &r.spec);
     volatile sig_atomic_t *stop = st_cli_catch_signals(NULL);
     char self[4096];
     ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);

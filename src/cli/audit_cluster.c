@@ -216,6 +216,7 @@ int st_cli_audit_shards(const st_spec *spec, const char *spec_path, const char *
             break;
         }
         st_store_set_secrets(store, &secrets);
+        st_cli_store_traffic(store, spec);
         st_sweep_opts so = { .out_dir = out_dir,
                              .resume = resume,
                              .quiet = quiet,

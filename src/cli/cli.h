@@ -66,6 +66,27 @@ void st_cli_run_close(st_cli_run *r);
 /* The report's headline (the answer in one paragraph), for the terminal; nothing when the store
  * cannot be read into a report. */
 void st_cli_print_headline(st_store *s);
+/* A trace workload's statistics and advice into the results database (meta "traffic") for the
+ * report's "Your traffic" section; a failure is a warning on stderr, never fatal. */
+struct st_store;
+void st_cli_store_traffic(struct st_store *store, const struct st_spec *spec);
+
+/* The trace options servetune bench and servetune trace stats share (docs/trace-format.md). */
+#include <stdint.h>
+
+#include "core/opts.h"
+#include "load/trace.h"
+typedef struct st_cli_trace {
+    const char *format, *window, *model, *columns;
+    double sample;
+    long block_size, max_bad, max_context;
+    st_trace_colmap colmap;
+} st_cli_trace;
+#define ST_CLI_TRACE_OPTS 7
+/* Appends the ST_CLI_TRACE_OPTS option entries for t to opts[*n...]. */
+void st_cli_trace_opts(st_cli_trace *t, st_opt *opts, int *n);
+/* Fills o from what was given (format, window, model, sample with seed, ...). 0 or -1 with err. */
+int st_cli_trace_resolve(st_cli_trace *t, uint64_t seed, st_trace_opts *o, char *err, size_t errlen);
 
 /* servetune audit across machines (src/cli/audit_cluster.c, docs/cluster.md). */
 #include <signal.h>
@@ -99,10 +120,12 @@ int st_cli_audit_status(const char *dir);
 int st_cli_merge_report(const char *dir, const char *expect_hash, int quiet, int strict);
 
 int cmd_version(int argc, char **argv);
+int cmd_trace(int argc, char **argv);
 int cmd_audit(int argc, char **argv);
 int cmd_predict(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_emulate(int argc, char **argv);
+int cmd_gguf(int argc, char **argv);
 
 #endif

@@ -8,13 +8,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <stdlib.h>
+
 #include "audit/check.h"
 #include "audit/spec.h"
 #include "audit/store.h"
+#include "audit/traffic.h"
 #include "cli/cli.h"
 #include "core/file.h"
 #include "core/version.h"
 #include "engine/process.h"
+#include "load/trace.h"
+#include "load/workload.h"
 #include "report/report.h"
 
 int st_cli_usage_error(const char *cmd, const char *reason)
@@ -235,4 +240,16 @@ void st_cli_run_close(st_cli_run *r)
     if (r->lock_fd >= 0)
         close(r->lock_fd);
     r->lock_fd = -1;
+}
+
+void st_cli_store_traffic(struct st_store *store, const struct st_spec *spec)
+{
+    if (spec->workload.kind != ST_WL_TRACE)
+        return;
+    char *json = NULL, err[1024];
+    if (st_audit_traffic_json(spec, &json, err, sizeof err) < 0)
+        fprintf(stderr, "servetune: the trace's statistics are left out of the report: %s\n", err);
+    else if (st_store_meta_put(store, "traffic", json) < 0)
+        fprintf(stderr, "servetune: the trace's statistics are left out of the report: %s\n", st_store_errmsg(store));
+    free(json);
 }

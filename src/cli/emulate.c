@@ -140,7 +140,9 @@ int cmd_emulate(int argc, char **argv)
                             .fault_hang_after = A.hang_after,
                             .fault_500_rate = A.f500,
                             .fault_midstream_rate = A.fmid,
-                            .print_jitter = A.jitter };
+                            .print_jitter = A.jitter,
+                            .reasoning_share = A.reasoning_share,
+                            .prompt_tokens_details = A.prompt_details };
     if (st_emulator_run(&c, &eo, &lg, err, sizeof err) < 0) {
         st_logf(&lg, ST_LOG_ERROR, "%s", err);
         rc = ST_EXIT_FAIL;

@@ -10,6 +10,8 @@ static const st_cmd commands[] = {
     { "predict", cmd_predict, "the audit of a spec on the engine model in virtual time, in seconds (a prediction)" },
     { "bench", cmd_bench, "drive a running endpoint with an open-loop load and measure it" },
     { "report", cmd_report, "re-render an audit's reports from its results database" },
+    { "trace", cmd_trace, "read a trace or a production log: trace stats FILE (rates, lengths, prefixes, advice)" },
+    { "gguf", cmd_gguf, "write a GGUF model of a real architecture with random weights (for llama.cpp)" },
     { "version", cmd_version, "print the version" },
     { "emulate", cmd_emulate, "run the vLLM-compatible engine emulator (emulate serve MODEL --gpu NAME)" },
     { NULL, NULL, NULL },

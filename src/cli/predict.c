@@ -145,6 +145,7 @@ int cmd_predict(int argc, char **argv)
     }
     if ((rc = st_cli_run_open(&r, out_dir, 0, 1)) != ST_EXIT_OK)
         goto out;
+    st_cli_store_traffic(r.store, &r.spec);
     char note[700];
     model_note(&r.spec, note, sizeof note);
     if (st_store_meta_put(r.store, "prediction", "1") || st_store_meta_put(r.store, "model_note", note)) {

@@ -164,12 +164,17 @@ int st_buf_json_strn(st_buf *b, const char *s, size_t n)
 
 int st_buf_json_str(st_buf *b, const char *s) { return st_buf_json_strn(b, s ? s : "", s ? strlen(s) : 0); }
 
-int st_buf_shell_quote(st_buf *b, const char *s)
+int st_shell_plain(const char *s)
 {
     static const char safe[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-";
+    return s && *s && strspn(s, safe) == strlen(s);
+}
+
+int st_buf_shell_quote(st_buf *b, const char *s)
+{
     if (!s)
         s = "";
-    if (*s && strspn(s, safe) == strlen(s))
+    if (st_shell_plain(s))
         return st_buf_puts(b, s);
     size_t start = b->len;
     if (st_buf_append(b, "'", 1) < 0)

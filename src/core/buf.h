@@ -59,6 +59,8 @@ int st_buf_json_strn(st_buf *b, const char *s, size_t n);
  * shell treats specially ([A-Za-z0-9_@%+=:,./-]), else in single quotes with each ' written
  * as '\''. Whatever s holds (spaces, $, `, ;, newlines), sh reads back exactly s. */
 int st_buf_shell_quote(st_buf *b, const char *s);
+/* Whether s is such a word already: not empty, and only [A-Za-z0-9_@%+=:,./-]. */
+int st_shell_plain(const char *s);
 /* Appends s with &, <, >, ", ' escaped for HTML text and attribute values. */
 int st_buf_html(st_buf *b, const char *s);
 

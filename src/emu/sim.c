@@ -221,6 +221,7 @@ int st_emu_session_run(st_emu_session *S, const st_emu_sim_item *items, uint32_t
             st_record *r = ev->user;
             if (ev->first) {
                 r->first_token = r->first_byte = end;
+                r->first_answer = end; /* the model has no reasoning: the first token is the answer's */
                 r->http_status = 200;
                 r->cached_tokens = ev->cached_tokens;
             }

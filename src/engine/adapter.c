@@ -144,7 +144,24 @@ int st_adapter_launch(const st_engine_desc *d, int port, const char *self_exe, s
     const st_strv *fl = d->flags ? d->flags : &none;
     const st_strv *cmd = d->command ? d->command : &none;
     const char *model = d->model;
-    const char *served = st_flag_value(fl, "--served-model-name");
+    /* the name the server lists: vLLM-like engines take --served-model-name; llama-server
+     * lists its --alias / -a (comma-separated: the first is the id), else the model's path */
+    char alias[512] = "";
+    const char *served = NULL;
+    int add_alias = 0;
+    if (d->kind == ST_ENGINE_LLAMACPP) {
+        served = st_flag_value(fl, "--alias");
+        if (!served)
+            served = st_flag_value(fl, "-a");
+        if (served) {
+            snprintf(alias, sizeof alias, "%.*s", (int)strcspn(served, ","), served);
+            served = alias;
+        } else {
+            add_alias = 1;
+        }
+    } else {
+        served = st_flag_value(fl, "--served-model-name");
+    }
     if (!served)
         served = d->served_name;
     out->expected_model = strdup(served ? served : model);
@@ -219,8 +236,11 @@ int st_adapter_launch(const st_engine_desc *d, int port, const char *self_exe, s
     case ST_ENGINE_LLAMACPP:
         if (!have_cmd)
             rc = rc || push_all(a, (const char *[]){ "llama-server", NULL });
-        rc = rc || push_all(a, (const char *[]){ "-m", model, NULL }) || push_flags(out, d->kind, fl, err, errlen) ||
-             push_all(a, (const char *[]){ "--host", "127.0.0.1", "--port", portbuf, NULL });
+        rc = rc || push_all(a, (const char *[]){ "-m", model, NULL }) || push_flags(out, d->kind, fl, err, errlen);
+        /* without an alias llama-server lists the model's path: name it what the spec expects */
+        if (add_alias && out->expected_model)
+            rc = rc || push_all(a, (const char *[]){ "--alias", out->expected_model, NULL });
+        rc = rc || push_all(a, (const char *[]){ "--host", "127.0.0.1", "--port", portbuf, NULL });
         if (!rc) {
             int has = 0;
             for (int i = 0; i < fl->n; i++)

@@ -7,7 +7,9 @@
  *   emulator  [/proc/self/exe emulate serve] MODEL FLAGS --host 127.0.0.1 --port P
  *   sglang    [python3 -m sglang.launch_server] --model-path MODEL FLAGS --host .. --port P --enable-metrics
  *   tgi       [text-generation-launcher] --model-id MODEL FLAGS --hostname .. --port P
- *   llamacpp  [llama-server] -m MODEL FLAGS --host .. --port P --metrics
+ *   llamacpp  [llama-server] -m MODEL FLAGS [--alias NAME] --host .. --port P --metrics
+ *             (--alias when the flags have no --alias/-a: NAME is served_name or MODEL, so that
+ *             /v1/models lists what the spec expects instead of the file's path)
  *   endpoint  nothing started; the spec's url
  * The bracketed part is the default command; the spec's engine.command replaces it. --host and
  * --port in the flags are dropped (servetune chooses them).

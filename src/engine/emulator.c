@@ -147,9 +147,12 @@ struct stream_t {
     api_t api;
     int streaming, include_usage, continuous;
     uint32_t prompt_tokens, max_tokens, n_out;
+    uint32_t n_reason;  /* the first n_reason output tokens are reasoning */
+    uint32_t cached;    /* prompt tokens the prefix cache served */
     uint32_t fail_at;   /* mid-stream failure before this output token (0: none) */
     st_ns last_token_e; /* emulated time of the previous token (ITL) */
     st_buf text;        /* non-streaming: accumulated output */
+    st_buf rtext;       /* non-streaming chat: accumulated reasoning */
     char rid[48];
     long created;
     char head[320]; /* the chunk prefix {"id":..,"object":..,"created":..,"model":.. */
@@ -264,6 +267,7 @@ static void respond_whole(st_server_resp *r, const st_buf *b)
 static void stream_free(stream_t *s)
 {
     st_buf_free(&s->text);
+    st_buf_free(&s->rtext);
     free(s);
 }
 
@@ -290,11 +294,22 @@ static void on_cancel(void *arg, st_server_resp *resp)
     stream_release(em, s);
 }
 
+/* vLLM reports prompt_tokens_details only with --enable-prompt-tokens-details. */
+static void prompt_details(st_buf *b, const stream_t *s)
+{
+    if (s->em->o->prompt_tokens_details)
+        st_buf_printf(b, ",\"prompt_tokens_details\":{\"cached_tokens\":%u}", s->cached);
+}
+
 static void usage_json(st_buf *b, const stream_t *s)
 {
-    st_buf_printf(b,
-                  "{\"prompt_tokens\":%u,\"total_tokens\":%u,\"completion_tokens\":%u,\"prompt_tokens_details\":null}",
-                  s->prompt_tokens, s->prompt_tokens + s->n_out, s->n_out);
+    st_buf_printf(b, "{\"prompt_tokens\":%u,\"total_tokens\":%u,\"completion_tokens\":%u", s->prompt_tokens,
+                  s->prompt_tokens + s->n_out, s->n_out);
+    if (s->em->o->prompt_tokens_details)
+        prompt_details(b, s);
+    else
+        st_buf_puts(b, ",\"prompt_tokens_details\":null");
+    st_buf_puts(b, "}");
 }
 
 static void chunk_head_init(stream_t *s)
@@ -332,6 +347,10 @@ static int deliver(st_emulator *em, stream_t *s, const st_emu_event *ev, st_ns e
     char word[8];
     st_emutok_word(ev->token, word);
     s->n_out = ev->n_out;
+    if (ev->first)
+        s->cached = ev->cached_tokens;
+    int reasoning = ev->n_out <= s->n_reason; /* this token is reasoning */
+    int first_answer = ev->n_out == s->n_reason + 1 && s->n_reason > 0;
     double t_s = end_e / 1e9;
     if (ev->first) {
         hist_obs(&em->h_ttft, (end_e - ev->arrival) / 1e9);
@@ -356,9 +375,16 @@ static int deliver(st_emulator *em, stream_t *s, const st_emu_event *ev, st_ns e
     }
     const char *reason = ev->finish == ST_EMU_FINISH_STOP ? "stop" : "length";
     if (!s->streaming) {
-        if (st_buf_printf(&s->text, " %s", word) < 0) {
-            /* over the response limit: treat as an error */
-        }
+        /* a token that does not fit the response limit leaves the body short (never cut mid-word) */
+        if (reasoning && s->api == API_CHAT)
+            (void)st_buf_printf(&s->rtext, " %s", word);
+        else
+            (void)st_buf_printf(&s->text, "%s %s",
+                                s->api == API_CHAT            ? ""
+                                : reasoning && ev->n_out == 1 ? "<think>"
+                                : first_answer                ? "</think>"
+                                                              : "",
+                                word);
         if (!finished)
             return 0;
         st_buf b;
@@ -367,8 +393,12 @@ static int deliver(st_emulator *em, stream_t *s, const st_emu_event *ev, st_ns e
             st_buf_printf(&b, "{\"id\":\"%s\",\"object\":\"chat.completion\",\"created\":%ld,\"model\":", s->rid,
                           s->created);
             st_buf_json_str(&b, em->model_id);
-            st_buf_puts(&b, ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"reasoning_content\":null,"
-                            "\"content\":");
+            st_buf_puts(&b, ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"reasoning_content\":");
+            if (s->rtext.len)
+                st_buf_json_strn(&b, s->rtext.data, s->rtext.len);
+            else
+                st_buf_puts(&b, "null");
+            st_buf_puts(&b, ",\"content\":");
             st_buf_json_strn(&b, s->text.data ? s->text.data : "", s->text.len);
             st_buf_printf(
                 &b, ",\"tool_calls\":[]},\"logprobs\":null,\"finish_reason\":\"%s\",\"stop_reason\":null}],\"usage\":",
@@ -409,8 +439,10 @@ static int deliver(st_emulator *em, stream_t *s, const st_emu_event *ev, st_ns e
                         "null,\"finish_reason\":null}]");
         if (s->continuous) {
             st_buf_puts(&b, ",\"usage\":");
-            st_buf_printf(&b, "{\"prompt_tokens\":%u,\"total_tokens\":%u,\"completion_tokens\":0}", s->prompt_tokens,
+            st_buf_printf(&b, "{\"prompt_tokens\":%u,\"total_tokens\":%u,\"completion_tokens\":0", s->prompt_tokens,
                           s->prompt_tokens);
+            prompt_details(&b, s);
+            st_buf_puts(&b, "}");
         }
         st_buf_puts(&b, "}");
         st_server_sse_send(s->resp, b.data, b.len);
@@ -418,11 +450,14 @@ static int deliver(st_emulator *em, stream_t *s, const st_emu_event *ev, st_ns e
     }
     chunk_head(&b, s);
     if (s->api == API_CHAT) {
-        st_buf_puts(&b, ",\"choices\":[{\"index\":0,\"delta\":{\"content\":\" ");
+        st_buf_puts(&b, reasoning ? ",\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\" "
+                                  : ",\"choices\":[{\"index\":0,\"delta\":{\"content\":\" ");
         st_buf_puts(&b, word);
         st_buf_puts(&b, "\"},\"logprobs\":null,\"finish_reason\":");
     } else {
-        st_buf_puts(&b, ",\"choices\":[{\"index\":0,\"text\":\" ");
+        /* a reasoning model served without a reasoning parser: the span is in the text */
+        st_buf_puts(&b, ",\"choices\":[{\"index\":0,\"text\":\"");
+        st_buf_puts(&b, reasoning && ev->n_out == 1 ? "<think> " : first_answer ? "</think> " : " ");
         st_buf_puts(&b, word);
         st_buf_puts(&b, "\",\"logprobs\":null,\"finish_reason\":");
     }
@@ -431,8 +466,10 @@ static int deliver(st_emulator *em, stream_t *s, const st_emu_event *ev, st_ns e
     else
         st_buf_puts(&b, "null,\"stop_reason\":null}]");
     if (s->continuous) {
-        st_buf_printf(&b, ",\"usage\":{\"prompt_tokens\":%u,\"total_tokens\":%u,\"completion_tokens\":%u}",
+        st_buf_printf(&b, ",\"usage\":{\"prompt_tokens\":%u,\"total_tokens\":%u,\"completion_tokens\":%u",
                       s->prompt_tokens, s->prompt_tokens + s->n_out, s->n_out);
+        prompt_details(&b, s);
+        st_buf_puts(&b, "}");
     }
     st_buf_puts(&b, "}");
     int wr = st_server_sse_send(s->resp, b.data, b.len);
@@ -453,9 +490,10 @@ static int deliver(st_emulator *em, stream_t *s, const st_emu_event *ev, st_ns e
             st_buf_reset(&b);
             chunk_head(&b, s);
             st_buf_puts(&b, ",\"choices\":[],\"usage\":");
-            st_buf_printf(&b, "{\"prompt_tokens\":%u,\"total_tokens\":%u,\"completion_tokens\":%u}", s->prompt_tokens,
+            st_buf_printf(&b, "{\"prompt_tokens\":%u,\"total_tokens\":%u,\"completion_tokens\":%u", s->prompt_tokens,
                           s->prompt_tokens + s->n_out, s->n_out);
-            st_buf_puts(&b, "}");
+            prompt_details(&b, s);
+            st_buf_puts(&b, "}}");
             st_server_sse_send(s->resp, b.data, b.len);
         }
         st_server_sse_send(s->resp, "[DONE]", 6);
@@ -592,7 +630,7 @@ static int64_t chat_ids(st_emulator *em, json_t *msgs, uint32_t **out, char *err
         return -1;
     }
     uint32_t vocab = em->cfg.model.vocab;
-    size_t total = 3;
+    size_t total = 4;
     for (size_t i = 0; i < json_array_size(msgs); i++) {
         json_t *c = json_object_get(json_array_get(msgs, i), "content");
         if (json_is_string(c))
@@ -620,7 +658,10 @@ static int64_t chat_ids(st_emulator *em, json_t *msgs, uint32_t **out, char *err
         if (json_is_string(c))
             n += st_emutok_encode(json_string_value(c), json_string_length(c), vocab, *out + n, (uint32_t)(total - n));
     }
+    /* the generation prompt opens the assistant's turn (as chat templates do), so a next turn
+     * that carries this answer as an assistant message repeats the same tokens */
     (*out)[n++] = 151644 % vocab;
+    (*out)[n++] = word_id("assistant", 9, vocab);
     return (int64_t)n;
 }
 
@@ -712,6 +753,7 @@ static void handle_generate(st_emulator *em, const st_http_parser *req, st_serve
     new_rid(em, s->rid, sizeof s->rid, api == API_CHAT ? "chatcmpl-" : "cmpl-");
     chunk_head_init(s);
     st_buf_init(&s->text, RESP_MAX);
+    st_buf_init(&s->rtext, RESP_MAX);
     st_emu_req_params p = { .id = s->id,
                             .ids = ids,
                             .n_ids = (uint32_t)n,
@@ -729,6 +771,7 @@ static void handle_generate(st_emulator *em, const st_http_parser *req, st_serve
         return;
     }
     s->max_tokens = p.max_tokens ? p.max_tokens : em->cfg.max_model_len - (uint32_t)n;
+    s->n_reason = (uint32_t)floor(em->o->reasoning_share * s->max_tokens);
     if (em->o->fault_midstream_rate > 0 && streaming && s->max_tokens >= 2 &&
         rng_uniform(em) < em->o->fault_midstream_rate)
         s->fail_at = s->max_tokens / 2;

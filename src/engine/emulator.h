@@ -29,6 +29,11 @@ typedef struct st_emulator_opts {
     double fault_500_rate;       /* fraction of generation requests answered 500 */
     double fault_midstream_rate; /* fraction of streams that fail half-way */
     int print_jitter;            /* print token emission jitter percentiles at exit */
+    /* A reasoning model: the first floor(share x max_tokens) output tokens of each request are
+     * reasoning (chat: delta.reasoning_content, message.reasoning_content; completions: text
+     * inside <think> ... </think>). 0: none. */
+    double reasoning_share;
+    int prompt_tokens_details; /* --enable-prompt-tokens-details: usage reports cached_tokens */
 } st_emulator_opts;
 
 /* Runs the server until SIGINT/SIGTERM. The engine config must be resolved

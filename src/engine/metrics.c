@@ -56,11 +56,21 @@ static const char *const *const tgi_names[ST_MET__COUNT] = {
     [ST_MET_PROMPT_TOKENS] = L("tgi_request_input_length_sum"),         /* assumed */
     [ST_MET_GENERATION_TOKENS] = L("tgi_request_generated_tokens_sum"), /* assumed */
 };
+/* llama-server --metrics (tools/server/server-context.cpp; checked against the server that
+ * scripts/install-llamacpp builds): requests_processing (slots busy), requests_deferred
+ * (requests waiting for a free slot), tokens_predicted_total, prompt_tokens_total (prompt tokens
+ * evaluated, cached ones excluded) and prompt_tokens_cached_total (reused from a slot's cache).
+ * kv_cache_usage_ratio is from older servers (this one has no KV usage gauge). The generic
+ * prompt_tokens and prefix_queries count every prompt token, as vLLM's do: evaluated + cached
+ * (st_metrics_read adds them up). */
+#define LLAMACPP_PROMPT "llamacpp:prompt_tokens_total"
+#define LLAMACPP_CACHED "llamacpp:prompt_tokens_cached_total"
 static const char *const *const llamacpp_names[ST_MET__COUNT] = {
     [ST_MET_KV_USAGE] = L("llamacpp:kv_cache_usage_ratio"),
     [ST_MET_RUNNING] = L("llamacpp:requests_processing"),
     [ST_MET_WAITING] = L("llamacpp:requests_deferred"),
-    [ST_MET_PROMPT_TOKENS] = L("llamacpp:prompt_tokens_total"),
+    [ST_MET_PREFIX_HITS] = L(LLAMACPP_CACHED),
+    [ST_MET_PROMPT_TOKENS] = L(LLAMACPP_PROMPT),
     [ST_MET_GENERATION_TOKENS] = L("llamacpp:tokens_predicted_total"),
 };
 
@@ -107,6 +117,13 @@ int st_metrics_read(const char *engine, const char *text, size_t len, st_engine_
                 break;
             }
         }
+    }
+    if (t == llamacpp_names && (out->found & (1u << ST_MET_PROMPT_TOKENS)) &&
+        (out->found & (1u << ST_MET_PREFIX_HITS))) {
+        /* evaluated + cached = every prompt token; the cached ones are the prefix hits */
+        out->v[ST_MET_PROMPT_TOKENS] += out->v[ST_MET_PREFIX_HITS];
+        out->v[ST_MET_PREFIX_QUERIES] = out->v[ST_MET_PROMPT_TOKENS];
+        out->found |= 1u << ST_MET_PREFIX_QUERIES;
     }
     return 0;
 }

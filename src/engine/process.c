@@ -502,6 +502,7 @@ static const char *fail_names[ST_FAIL__COUNT] = {
     [ST_FAIL_TIMEOUT] = "timeout",
     [ST_FAIL_HANG] = "hang",
     [ST_FAIL_WRONG_SERVER] = "wrong_server",
+    [ST_FAIL_BAD_MODEL] = "bad_model",
 };
 static const char *fail_texts[ST_FAIL__COUNT] = {
     [ST_FAIL_NONE] = "no failure",
@@ -513,6 +514,7 @@ static const char *fail_texts[ST_FAIL__COUNT] = {
     [ST_FAIL_TIMEOUT] = "the engine was not ready before the startup timeout",
     [ST_FAIL_HANG] = "the engine stopped answering",
     [ST_FAIL_WRONG_SERVER] = "a different server answers on the port",
+    [ST_FAIL_BAD_MODEL] = "the model could not be loaded (missing, corrupt or unsupported file)",
 };
 
 const char *st_fail_class_name(st_fail_class c) { return (c >= 0 && c < ST_FAIL__COUNT) ? fail_names[c] : "unknown"; }
@@ -556,7 +558,21 @@ st_fail_class st_proc_classify(const char *log_tail, int exited, int wstatus, in
         { "out of memory", ST_FAIL_OOM },
         { "insufficient memory", ST_FAIL_OOM },
         { "does not fit", ST_FAIL_OOM },
+        /* llama.cpp: the KV cache or the weights could not be allocated */
+        { "failed to allocate buffer", ST_FAIL_OOM },
         { "Address already in use", ST_FAIL_PORT_TAKEN },
+        { "couldn't bind HTTP server socket", ST_FAIL_PORT_TAKEN }, /* llama-server */
+        /* llama.cpp: "llama_model_load: error loading model: tensor 'x' data is not within the
+         * file bounds, model is corrupted or incomplete", then "failed to load model" */
+        { "error loading model", ST_FAIL_BAD_MODEL },
+        { "failed to load model", ST_FAIL_BAD_MODEL },
+        /* the same for engines that load through transformers / huggingface_hub (vLLM, SGLang,
+         * TGI): "OSError: x is not a local folder and is not a valid model identifier listed on
+         * 'https://huggingface.co/models'", huggingface_hub's RepositoryNotFoundError */
+        { "is not a valid model identifier", ST_FAIL_BAD_MODEL },
+        { "RepositoryNotFoundError", ST_FAIL_BAD_MODEL },
+        { "error: invalid argument", ST_FAIL_BAD_FLAG },       /* llama-server: unknown option */
+        { "Error while handling argument", ST_FAIL_BAD_FLAG }, /* llama-server: bad option value */
         { "unrecognized arguments", ST_FAIL_BAD_FLAG },
         { "invalid choice", ST_FAIL_BAD_FLAG },
         { "error: argument", ST_FAIL_BAD_FLAG },

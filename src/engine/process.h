@@ -73,6 +73,7 @@ typedef enum st_fail_class {
     ST_FAIL_TIMEOUT,      /* still not ready at the startup timeout */
     ST_FAIL_HANG,         /* stopped answering while running */
     ST_FAIL_WRONG_SERVER, /* something else answers on the port */
+    ST_FAIL_BAD_MODEL,    /* the model file could not be loaded (missing, corrupt, unsupported) */
     ST_FAIL__COUNT
 } st_fail_class;
 const char *st_fail_class_name(st_fail_class c); /* "oom", "bad_flag", "port_taken", ... */

@@ -1,5 +1,6 @@
 #include "load/api.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/json.h"
@@ -78,7 +79,8 @@ static int put_ids(st_buf *b, const uint32_t *ids, uint32_t n)
 
 /* The prompt as a JSON string. Derived words are plain ASCII letters, so they need no
  * escaping and are appended between quotes directly. */
-static int put_text(st_buf *b, const st_work_item *it)
+/* The item's own text (without a session's history). */
+static int put_own_text(st_buf *b, const st_work_item *it)
 {
     if (it->input_text)
         return st_buf_json_str(b, it->input_text);
@@ -89,11 +91,42 @@ static int put_text(st_buf *b, const st_work_item *it)
     return st_buf_append(b, "\"", 1);
 }
 
+/* The whole prompt as text: a session turn's history, then its own text. */
+static int put_text(st_buf *b, const st_work_item *it)
+{
+    if (!it->n_history)
+        return put_own_text(b, it);
+    st_buf t;
+    st_buf_init(&t, b->max);
+    int rc = st_workload_prompt_text(it, &t) < 0 ? -1 : st_buf_json_strn(b, t.data ? t.data : "", t.len);
+    st_buf_free(&t);
+    return rc;
+}
+
+/* Session turns go as text: their history is text the server returned. */
+static int as_ids(const st_work_item *it) { return it->input_ids && !it->session; }
+
 static int put_prompt(st_buf *b, const st_work_item *it)
 {
-    if (it->input_ids)
+    if (as_ids(it))
         return put_ids(b, it->input_ids, it->input_len);
     return put_text(b, it);
+}
+
+/* Chat messages: a session's history as alternating user / assistant turns, then the user's
+ * new text. */
+static int put_messages(st_buf *b, const st_work_item *it)
+{
+    int rc = st_buf_puts(b, "\"messages\":[");
+    for (uint32_t k = 0; k < it->n_history; k++) {
+        rc |= st_buf_printf(b, "{\"role\":\"%s\",\"content\":", k % 2 ? "assistant" : "user");
+        rc |= st_buf_json_str(b, it->history[k] ? it->history[k] : "");
+        rc |= st_buf_puts(b, "},");
+    }
+    rc |= st_buf_puts(b, "{\"role\":\"user\",\"content\":");
+    rc |= put_own_text(b, it);
+    rc |= st_buf_puts(b, "}]");
+    return rc ? -1 : 0;
 }
 
 static int put_model(st_buf *b, const char *model)
@@ -126,10 +159,9 @@ int st_api_build_body(st_api_kind k, const char *model, const st_work_item *it, 
     case ST_API_CHAT:
         rc |= st_buf_append(out, "{", 1);
         rc |= put_model(out, model);
-        rc |= st_buf_puts(out, "\"messages\":[{\"role\":\"user\",\"content\":");
-        rc |= put_text(out, it);
+        rc |= put_messages(out, it);
         rc |= st_buf_printf(out,
-                            "}],\"max_completion_tokens\":%u,\"max_tokens\":%u,\"min_tokens\":%u,"
+                            ",\"max_completion_tokens\":%u,\"max_tokens\":%u,\"min_tokens\":%u,"
                             "\"ignore_eos\":true,\"stream\":%s",
                             n, n, n, tf);
         if (stream)
@@ -148,7 +180,7 @@ int st_api_build_body(st_api_kind k, const char *model, const st_work_item *it, 
         break;
     case ST_API_SGLANG:
         rc |= st_buf_append(out, "{", 1);
-        if (it->input_ids) {
+        if (as_ids(it)) {
             rc |= st_buf_puts(out, "\"input_ids\":");
             rc |= put_ids(out, it->input_ids, it->input_len);
         } else {
@@ -172,8 +204,113 @@ void st_api_event_reset(st_api_event *ev) { memset(ev, 0, sizeof *ev); }
 static void begin_event(st_api_event *ev)
 {
     uint32_t cum = ev->cum_tokens;
+    int think = ev->in_think;
     memset(ev, 0, sizeof *ev);
     ev->cum_tokens = cum;
+    ev->in_think = think;
+}
+
+/* ---- <think> spans ---- */
+
+enum { VIS_ANSWER = 1, VIS_REASON = 2, VIS_TAG = 4 }; /* VIS_TAG: a <think> or </think> tag */
+
+/* 1 when an escaped JSON string body has a character other than blanks (and \n \t \r). */
+static int has_visible(const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char c = p[i];
+        if (c == ' ')
+            continue;
+        if (c == '\\' && i + 1 < n && (p[i + 1] == 'n' || p[i + 1] == 't' || p[i + 1] == 'r')) {
+            i++;
+            continue;
+        }
+        return 1;
+    }
+    return 0;
+}
+
+/* Walks text (unescaped) through <think> spans: returns VIS_ANSWER when a visible character
+ * sits outside a span, VIS_REASON when one sits inside, and leaves *in_think at the end
+ * state. When out is set, the text outside the spans is appended to it. */
+static int think_walk(const char *t, size_t n, int *in_think, st_buf *out)
+{
+    int flags = 0;
+    size_t i = 0, run = 0;
+    while (i < n) {
+        if (t[i] == '<') {
+            if (!*in_think && n - i >= 7 && !memcmp(t + i, "<think>", 7)) {
+                if (out && i > run)
+                    st_buf_append(out, t + run, i - run);
+                *in_think = 1;
+                flags |= VIS_TAG;
+                i += 7;
+                run = i;
+                continue;
+            }
+            if (*in_think && n - i >= 8 && !memcmp(t + i, "</think>", 8)) {
+                *in_think = 0;
+                flags |= VIS_TAG;
+                i += 8;
+                run = i;
+                continue;
+            }
+        }
+        char c = t[i];
+        if (c != ' ' && c != '\n' && c != '\t' && c != '\r')
+            flags |= *in_think ? VIS_REASON : VIS_ANSWER;
+        i++;
+    }
+    if (out && !*in_think && n > run)
+        st_buf_append(out, t + run, n - run);
+    return flags;
+}
+
+/* Classifies a text field of an event. */
+static int think_scan(const st_json_val *v, int *in_think)
+{
+    if (v->type != ST_JSON_STRING || v->len < 2)
+        return 0;
+    const char *p = v->p + 1;
+    size_t n = v->len - 2;
+    if (!memchr(p, '<', n) && !memmem(p, n, "\\u003c", 6) && !memmem(p, n, "\\u003C", 6))
+        return has_visible(p, n) ? (*in_think ? VIS_REASON : VIS_ANSWER) : 0;
+    char buf[8192];
+    size_t len = 0;
+    if (st_json_str(v, buf, sizeof buf, &len) < 0)
+        return 0;
+    return think_walk(buf, len, in_think, NULL);
+}
+
+int st_api_append_text(const st_json_val *v, int strip_think, int *in_think, st_buf *out)
+{
+    if (v->type != ST_JSON_STRING)
+        return 0;
+    size_t cap = v->len + 1, len = 0;
+    char small[4096];
+    char *buf = cap <= sizeof small ? small : malloc(cap);
+    if (!buf)
+        return -1;
+    int rc = st_json_str(v, buf, cap, &len) < 0 ? -1 : 0;
+    if (rc == 0) {
+        if (strip_think)
+            think_walk(buf, len, in_think, out);
+        else
+            st_buf_append(out, buf, len);
+    }
+    if (buf != small)
+        free(buf);
+    return rc || st_buf_error(out) ? -1 : 0;
+}
+
+/* An event's answer text: counts its tokens as answer or reasoning. */
+static void classify(st_api_event *ev, const st_json_val *text, uint32_t ntok)
+{
+    int f = think_scan(text, &ev->in_think);
+    if (f & VIS_ANSWER)
+        ev->answer_visible = 1;
+    else if ((f & (VIS_REASON | VIS_TAG)) || ev->in_think)
+        ev->reasoning += ntok;
 }
 
 static void set_err(st_api_event *ev, const char *msg) { st_strlcpy(ev->error, msg, sizeof ev->error); }
@@ -206,8 +343,8 @@ static const char *const root_keys[F__COUNT] = {
 
 /* The fields each API reads (fewer keys to compare per member on the hot path). */
 static const signed char api_fields[5][9] = {
-    [ST_API_COMPLETIONS] = { F_ERROR, F_OBJECT, F_MESSAGE, F_CHOICES, F_USAGE, -1 },
-    [ST_API_CHAT] = { F_ERROR, F_OBJECT, F_MESSAGE, F_CHOICES, F_USAGE, -1 },
+    [ST_API_COMPLETIONS] = { F_ERROR, F_OBJECT, F_MESSAGE, F_CHOICES, F_USAGE, F_TIMINGS, -1 },
+    [ST_API_CHAT] = { F_ERROR, F_OBJECT, F_MESSAGE, F_CHOICES, F_USAGE, F_TIMINGS, -1 },
     [ST_API_TGI] = { F_ERROR, F_OBJECT, F_MESSAGE, F_ERROR_TYPE, F_TOKEN, F_GENERATED_TEXT, F_DETAILS, -1 },
     [ST_API_LLAMACPP] = { F_ERROR, F_OBJECT, F_MESSAGE, F_CONTENT, F_STOP, F_TOKENS_PREDICTED, F_TOKENS_EVALUATED,
                           F_TIMINGS, -1 },
@@ -287,14 +424,16 @@ static void read_openai_usage(const st_json_val *u, st_api_event *ev)
 {
     if (u->type != ST_JSON_OBJECT)
         return;
-    static const char *const keys[] = { "prompt_tokens", "completion_tokens", "prompt_tokens_details" };
-    st_json_val v[3];
-    if (st_json_obj_fields(u, keys, 3, v) < 0)
+    static const char *const keys[] = { "prompt_tokens", "completion_tokens", "prompt_tokens_details",
+                                        "completion_tokens_details" };
+    st_json_val v[4];
+    if (st_json_obj_fields(u, keys, 4, v) < 0)
         return;
     ev->has_usage = 1;
     (void)st_json_u32(&v[0], &ev->usage_prompt);
     (void)st_json_u32(&v[1], &ev->usage_completion);
     (void)st_json_get_u32(&v[2], "cached_tokens", &ev->usage_cached);
+    (void)st_json_get_u32(&v[3], "reasoning_tokens", &ev->usage_reasoning);
 }
 
 /* OpenAI completions / chat choices; msgkey is "delta" (chat stream) or "message". */
@@ -311,16 +450,34 @@ static void read_choices(const st_json_val *choices, int chat, const char *msgke
             continue;
         if (!chat) {
             long nid = v[2].type == ST_JSON_ARRAY ? st_json_count(&v[2]) : 0;
-            if (nid > 0)
-                ev->tokens += (uint32_t)nid;
-            else if (st_json_str_nonempty(&v[1]))
-                ev->tokens += 1;
+            uint32_t nt = nid > 0 ? (uint32_t)nid : st_json_str_nonempty(&v[1]) ? 1 : 0;
+            ev->tokens += nt;
+            if (nt) {
+                if (ev->content.type == ST_JSON_ABSENT)
+                    ev->content = v[1];
+                classify(ev, &v[1], nt);
+            }
         } else if (v[1].type == ST_JSON_OBJECT) {
             static const char *const dkeys[] = { "content", "reasoning_content", "reasoning" };
             st_json_val d[3];
-            if (st_json_obj_fields(&v[1], dkeys, 3, d) == 0 &&
-                (st_json_str_nonempty(&d[0]) || st_json_str_nonempty(&d[1]) || st_json_str_nonempty(&d[2])))
-                ev->tokens += 1;
+            if (st_json_obj_fields(&v[1], dkeys, 3, d) == 0) {
+                int has_c = st_json_str_nonempty(&d[0]);
+                int has_r = st_json_str_nonempty(&d[1]) || st_json_str_nonempty(&d[2]);
+                if (has_c || has_r) {
+                    ev->tokens += 1;
+                    if (has_c) {
+                        if (ev->content.type == ST_JSON_ABSENT)
+                            ev->content = d[0];
+                        int f = think_scan(&d[0], &ev->in_think);
+                        if (f & VIS_ANSWER)
+                            ev->answer_visible = 1;
+                        else if (has_r || (f & (VIS_REASON | VIS_TAG)) || ev->in_think)
+                            ev->reasoning += 1;
+                    } else {
+                        ev->reasoning += 1;
+                    }
+                }
+            }
         }
         if (!st_json_is_nothing(&v[0]))
             ev->finished = 1;
@@ -335,8 +492,14 @@ static void read_tgi(const st_json_val *f, st_api_event *ev)
         int special = 0;
         if (st_json_obj_get(tok, "special", 7, &sp) == 0)
             (void)st_json_bool(&sp, &special);
-        if (!special)
+        if (!special) {
             ev->tokens = 1;
+            st_json_val tx;
+            if (st_json_obj_get(tok, "text", 4, &tx) == 0) {
+                ev->content = tx;
+                classify(ev, &tx, 1);
+            }
+        }
     }
     if (!st_json_is_nothing(&f[F_GENERATED_TEXT]))
         ev->finished = 1;
@@ -347,10 +510,31 @@ static void read_tgi(const st_json_val *f, st_api_event *ev)
     }
 }
 
+/* llama.cpp's `timings` {prompt_ms, predicted_ms, predicted_n, ...}: all three or nothing. */
+static void read_timings(const st_json_val *t, st_api_event *ev)
+{
+    if (t->type != ST_JSON_OBJECT)
+        return;
+    static const char *const keys[] = { "prompt_ms", "predicted_ms", "predicted_n" };
+    st_json_val v[3];
+    double pm, gm;
+    uint32_t gn;
+    if (st_json_obj_fields(t, keys, 3, v) < 0 || st_json_num(&v[0], &pm) || st_json_num(&v[1], &gm) ||
+        st_json_u32(&v[2], &gn) || !(pm >= 0) || !(gm >= 0))
+        return;
+    ev->has_timings = 1;
+    ev->srv_prompt_ms = pm;
+    ev->srv_gen_ms = gm;
+    ev->srv_gen_n = gn;
+}
+
 static void read_llamacpp(const st_json_val *f, st_api_event *ev)
 {
-    if (st_json_str_nonempty(&f[F_CONTENT]))
+    if (st_json_str_nonempty(&f[F_CONTENT])) {
         ev->tokens = 1;
+        ev->content = f[F_CONTENT];
+        classify(ev, &f[F_CONTENT], 1);
+    }
     int stop = 0;
     (void)st_json_bool(&f[F_STOP], &stop);
     if (!stop)
@@ -409,6 +593,10 @@ static int read_sglang(const st_json_val *f, st_api_event *ev, int streaming)
         }
     }
     int text = st_json_str_nonempty(&f[F_TEXT]);
+    if (text) {
+        ev->content = f[F_TEXT]; /* cumulative: the whole answer so far */
+        ev->content_cumulative = 1;
+    }
     if (!streaming)
         ev->tokens = have_ct ? ct : (uint32_t)text;
     else if (have_ct)
@@ -471,6 +659,7 @@ static int parse_common(st_api_kind k, const char *data, size_t len, st_api_even
     case ST_API_CHAT:
         read_choices(&f[F_CHOICES], k == ST_API_CHAT, streaming ? "delta" : "message", ev);
         read_openai_usage(&f[F_USAGE], ev);
+        read_timings(&f[F_TIMINGS], ev);
         if (!streaming) {
             if (ev->has_usage)
                 ev->tokens = ev->usage_completion;
@@ -485,6 +674,7 @@ static int parse_common(st_api_kind k, const char *data, size_t len, st_api_even
         break;
     case ST_API_LLAMACPP:
         read_llamacpp(f, ev);
+        read_timings(&f[F_TIMINGS], ev);
         if (!streaming && ev->has_usage)
             ev->tokens = ev->usage_completion;
         break;
@@ -493,6 +683,11 @@ static int parse_common(st_api_kind k, const char *data, size_t len, st_api_even
             return 0;
         break;
     default: set_err(ev, "unknown API"); return -1;
+    }
+    if (!streaming) {
+        /* one body: the reasoning share is what the server's usage says */
+        ev->reasoning = ev->usage_reasoning < ev->tokens ? ev->usage_reasoning : ev->tokens;
+        ev->answer_visible = ev->tokens > ev->reasoning;
     }
     return 0;
 }

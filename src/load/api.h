@@ -16,8 +16,8 @@
  *
  * What counts as a token event (ev.tokens > 0):
  *   completions  a choice with non-empty text (1) or non-empty token_ids (their number)
- *   chat         a choice whose delta has non-empty content or reasoning_content (1); the
- *                first role-only chunk and the usage-only chunk carry 0
+ *   chat         a choice whose delta has non-empty content, reasoning_content or reasoning
+ *                (1); the first role-only chunk and the usage-only chunk carry 0
  *   tgi          a `token` object whose `special` is not true (1)
  *   llamacpp     non-empty `content` (1); `stop: true` marks the end (finished) and carries
  *                a token only if its content is non-empty
@@ -33,14 +33,32 @@
  * Errors (is_error, message in error): `{"error":{"message":...}}`, flat
  * `{"object":"error","message":...}`, TGI `{"error":"...","error_type":...}`, and SGLang's
  * finish_reason {type:"abort"}.
+ * Server timings (has_timings): llama.cpp's `timings` object {prompt_ms, predicted_ms,
+ * predicted_n, ...} on the final chunk of /v1/completions and /v1/chat/completions and on the
+ * stop event of /completion; the other engines send none.
  * End of stream: OpenAI and SGLang end with `data: [DONE]` (done = 1); TGI and llama.cpp
- * just end the body after the final event (finished = 1): see st_api_sends_done(). */
+ * just end the body after the final event (finished = 1): see st_api_sends_done().
+ *
+ * Reasoning models: of an event's tokens, ev.reasoning are reasoning tokens: a chat delta's
+ * reasoning_content or reasoning (vLLM and SGLang with a reasoning parser, older and newer
+ * name), or text inside a <think> ... </think> span (a model served without a reasoning
+ * parser; completions, chat content, TGI and llama.cpp text; the span may cross events:
+ * ev.in_think carries it). ev.answer_visible marks an event whose answer text (outside any
+ * span) has a visible character: the first one is the first ANSWER token (TTFAT). SGLang's
+ * native stream (cumulative text) is not scanned for spans. usage_reasoning is OpenAI's
+ * usage.completion_tokens_details.reasoning_tokens when the server reports it.
+ *
+ * ev.content is the answer text the event carries (a view of the JSON string, escaped, quotes
+ * included; ST_JSON_ABSENT when none): chat delta.content, completions text, TGI token.text,
+ * llama.cpp content, SGLang's cumulative text (content_cumulative). Multi-turn sessions keep
+ * it as the conversation's history. */
 #ifndef ST_API_H
 #define ST_API_H
 #include <stddef.h>
 #include <stdint.h>
 
 #include "core/buf.h"
+#include "core/json.h"
 #include "load/workload.h"
 
 typedef enum { ST_API_COMPLETIONS, ST_API_CHAT, ST_API_TGI, ST_API_LLAMACPP, ST_API_SGLANG } st_api_kind;
@@ -67,14 +85,25 @@ typedef struct st_api_event {
     int finished;    /* a finish_reason / final event was seen */
     int done;        /* the terminal marker ("[DONE]") */
     int has_usage;
-    uint32_t usage_prompt, usage_completion, usage_cached;
+    uint32_t usage_prompt, usage_completion, usage_cached, usage_reasoning;
+    uint32_t reasoning;     /* of tokens, the reasoning ones */
+    int answer_visible;     /* the event carries visible answer text */
+    st_json_val content;    /* the answer text (escaped JSON string view), or ST_JSON_ABSENT */
+    int content_cumulative; /* SGLang: content is the whole answer so far, not this event's part */
     int is_error;
     char error[256];
+    /* The server's timings of the request (llama.cpp adds `timings` to its last event or
+     * response on every API: prompt_ms, predicted_ms, predicted_n), when present. */
+    int has_timings;
+    double srv_prompt_ms, srv_gen_ms;
+    uint32_t srv_gen_n;
     /* Carried across the events of one stream: the running total of tokens counted so far
      * (the sum of tokens). st_api_parse_event resets every other field and keeps this one,
      * so keep one st_api_event per request and zero it (st_api_event_reset) before the
-     * first event. SGLang needs it to turn cumulative counts into per-event ones. */
+     * first event. SGLang needs it to turn cumulative counts into per-event ones. in_think is
+     * carried the same way (inside a <think> span). */
     uint32_t cum_tokens;
+    int in_think;
 } st_api_event;
 
 /* Zeroes everything, cum_tokens included: call once per request. */
@@ -86,6 +115,9 @@ int st_api_parse_event(st_api_kind k, const char *data, size_t len, st_api_event
  * count from usage when reported, else 1 when any text came back; finished and done are set
  * for a well-formed success body. 0 or -1 malformed. */
 int st_api_parse_response(st_api_kind k, const char *body, size_t len, st_api_event *ev);
+/* Appends the unescaped text of a JSON string view (ev->content) to out, without the parts
+ * inside <think> spans when strip_think (in_think: the state at its start, updated). 0 or -1. */
+int st_api_append_text(const st_json_val *v, int strip_think, int *in_think, st_buf *out);
 /* Extracts a readable message from an error body (non-2xx): the error.message / message /
  * error string when the body is JSON of a known shape, else the body's first bytes
  * (control characters replaced). Always NUL-terminates msg. */

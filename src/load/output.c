@@ -84,6 +84,12 @@ json_t *st_output_summary_json(const st_summary *s)
     set(tok, "output", json_integer((json_int_t)s->output_tokens));
     set(tok, "cached", json_integer((json_int_t)s->cached_tokens));
     set(tok, "short_outputs", json_integer(s->output_requested_short));
+    set(tok, "reasoning", json_integer((json_int_t)s->reasoning_tokens));
+    json_t *pr = json_object();
+    set(pr, "requests", json_integer(s->prompt_reported_n));
+    set(pr, "requested", json_integer((json_int_t)s->prompt_requested));
+    set(pr, "server_counted", json_integer((json_int_t)s->prompt_reported));
+    set(tok, "prompt_measured", pr);
     set(o, "tokens", tok);
     json_t *thr = json_object();
     set(thr, "requests_per_s", num(s->request_throughput));
@@ -92,6 +98,7 @@ json_t *st_output_summary_json(const st_summary *s)
     set(thr, "total_tokens_per_s", num(s->total_token_throughput));
     set(o, "throughput", thr);
     set(o, "latency_ms", latency_json(&s->ttft, &s->tpot, &s->itl, &s->e2e, &s->lag));
+    set(json_object_get(o, "latency_ms"), "ttfat", st_output_dist_json(&s->ttfat, 1e3));
     set(o, "good", json_integer(s->good));
     set(o, "goodput_rps", num(s->goodput));
     set(o, "slo_set", json_boolean(s->slo_set));
@@ -115,6 +122,17 @@ json_t *st_output_summary_json(const st_summary *s)
     set(st, "goodput_rps", num(w->goodput));
     set(st, "latency_ms", latency_json(&w->ttft, &w->tpot, &w->itl, &w->e2e, &w->lag));
     set(o, "steady_state", st);
+    if (s->srv_prompt.n || s->srv_tpot.n) {
+        json_t *sv = json_object();
+        set(sv, "requests", json_integer(s->srv_prompt.n));
+        set(sv, "prompt", st_output_dist_json(&s->srv_prompt, 1e3));
+        set(sv, "tpot", st_output_dist_json(&s->srv_tpot, 1e3));
+        set(sv, "ttft_minus_prompt", st_output_dist_json(&s->srv_ttft_gap, 1e3));
+        set(sv, "tpot_minus_server_tpot", st_output_dist_json(&s->srv_tpot_gap, 1e3));
+        set(o, "server_timings_ms", sv);
+    } else {
+        set(o, "server_timings_ms", json_null());
+    }
     return o;
 }
 
@@ -144,6 +162,17 @@ static json_t *record_json(const st_record *r, int with_events)
     set(o, "output_tokens", json_integer(r->output_tokens));
     set(o, "cached_tokens", json_integer(r->cached_tokens));
     set(o, "usage_reported", json_boolean(r->usage_reported));
+    set(o, "server_prompt_ms", r->srv_prompt >= 0 ? json_real(st_ns_to_ms(r->srv_prompt)) : json_null());
+    set(o, "server_gen_ms", r->srv_gen >= 0 ? json_real(st_ns_to_ms(r->srv_gen)) : json_null());
+    set(o, "server_gen_tokens", r->srv_gen >= 0 ? json_integer(r->srv_gen_n) : json_null());
+    set(o, "first_answer_ns", ns_or_null(r->first_answer));
+    set(o, "ttfat_ms", num(ms(st_record_ttfat(r))));
+    set(o, "reasoning_tokens", json_integer(r->reasoning_tokens));
+    set(o, "prompt_reported", r->prompt_reported ? json_integer(r->prompt_reported) : json_null());
+    if (r->session) {
+        set(o, "session", json_integer(r->session));
+        set(o, "turn", json_integer(r->turn + 1));
+    }
     if (!with_events)
         return o;
     json_t *ev = json_array();
@@ -168,11 +197,41 @@ json_t *st_output_config_json(const st_bench_info *in)
     set(w, "kind", str_or_null(in->workload));
     if (in->trace_path)
         set(w, "trace_path", json_string(in->trace_path));
+    if (in->trace_format)
+        set(w, "trace_format", json_string(in->trace_format));
+    if (in->trace_sessions)
+        set(w, "trace_sessions", json_string(in->trace_sessions));
+    if (in->trace_counts) {
+        const st_trace_counts *c = in->trace_counts;
+        json_t *k = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:b}", "rows", (json_int_t)c->rows, "kept",
+                              (json_int_t)c->kept, "failed", (json_int_t)c->failed, "window", (json_int_t)c->window,
+                              "model", (json_int_t)c->model, "sampled_out", (json_int_t)c->sampled_out, "empty",
+                              (json_int_t)c->empty, "too_long", (json_int_t)c->too_long, "bad", (json_int_t)c->bad,
+                              "unsorted", (json_int_t)c->unsorted, "stopped", c->stopped);
+        if (k)
+            set(k, "orphaned", json_integer((json_int_t)c->orphaned));
+        set(w, "trace_counts", k ? k : json_null());
+    }
     if (!in->workload || strcmp(in->workload, "trace") != 0) {
         set(w, "input_len", json_integer(in->input_len));
         set(w, "output_len", json_integer(in->output_len));
         set(w, "range_ratio", num(in->range_ratio));
         set(w, "prefix_len", json_integer(in->prefix_len));
+        set(w, "semantics", json_string(in->vllm_semantics ? "vllm" : "servetune"));
+    }
+    if (in->sessions) {
+        set(w, "sessions", json_integer(in->sessions));
+        if (in->turns_max) {
+            set(w, "turns_min", json_integer(in->turns_min));
+            set(w, "turns_max", json_integer(in->turns_max));
+            set(w, "turn_input", json_integer(in->turn_input));
+            set(w, "think_s", num(in->think_s));
+        }
+    }
+    set(w, "exact_prompts", str_or_null(in->exact_prompts));
+    if (in->fitted) {
+        set(w, "prompts_fitted", json_integer(in->fitted));
+        set(w, "prompts_exact", json_integer(in->fitted_exact));
     }
     set(w, "seed", json_integer((json_int_t)in->seed));
     set(w, "num_requests", json_integer(in->num_requests));
@@ -190,6 +249,7 @@ json_t *st_output_config_json(const st_bench_info *in)
     set(slo, "ttft_ms", sl->ttft_s > 0 ? num(ms(sl->ttft_s)) : json_null());
     set(slo, "tpot_ms", sl->tpot_s > 0 ? num(ms(sl->tpot_s)) : json_null());
     set(slo, "e2e_ms", sl->e2e_s > 0 ? num(ms(sl->e2e_s)) : json_null());
+    set(slo, "ttfat_ms", sl->ttfat_s > 0 ? num(ms(sl->ttfat_s)) : json_null());
     set(o, "slo", slo);
     return o;
 }
@@ -232,6 +292,28 @@ json_t *st_output_json(const st_bench_info *in, const st_summary *s, const st_re
     set(sc, "max_in_flight", json_integer(in->max_in_flight));
     set(o, "self_check", sc);
     set(o, "summary", st_output_summary_json(s));
+    if (in->turns && in->n_turns > 0) {
+        json_t *ta = json_array();
+        for (int t = 0; ta && t < in->n_turns; t++) {
+            const st_turn_row *row = &in->turns[t];
+            json_t *x = json_object();
+            set(x, "turn", json_integer(row->turn));
+            set(x, "and_later", json_boolean(t == ST_TURN_ROWS - 1));
+            set(x, "requests", json_integer(row->requests));
+            set(x, "completed", json_integer(row->completed));
+            set(x, "ttft_ms", st_output_dist_json(&row->ttft, 1e3));
+            if (row->ttfat.n)
+                set(x, "ttfat_ms", st_output_dist_json(&row->ttfat, 1e3));
+            set(x, "prompt_tokens", json_integer((json_int_t)row->prompt_tokens));
+            set(x, "cached_tokens", json_integer((json_int_t)row->cached_tokens));
+            set(x, "cached_share",
+                row->prompt_tokens && row->cached_reported
+                    ? num((double)row->cached_tokens / (double)row->prompt_tokens)
+                    : json_null());
+            json_array_append_new(ta, x);
+        }
+        set(o, "turns", ta);
+    }
     json_t *ra = json_array();
     for (uint32_t i = 0; ra && recs && i < n; i++)
         json_array_append_new(ra, st_output_record_json(&recs[i]));
@@ -305,7 +387,8 @@ int st_output_csv(FILE *f, const st_record *recs, uint32_t n)
 {
     fputs("id,warmup,status,http_status,scheduled_ms,sent_ms,first_byte_ms,first_token_ms,end_ms,"
           "ttft_ms,tpot_ms,e2e_ms,lag_ms,input_tokens,output_requested,output_tokens,cached_tokens,"
-          "usage_reported,n_events,error\n",
+          "usage_reported,n_events,error,server_prompt_ms,server_gen_ms,server_gen_tokens,ttfat_ms,reasoning_tokens,"
+          "prompt_reported,session,turn\n",
           f);
     st_buf b;
     st_buf_init(&b, CSV_ROW_MAX);
@@ -327,7 +410,22 @@ int st_output_csv(FILE *f, const st_record *recs, uint32_t n)
         st_buf_printf(&b, "%u,%u,%u,%u,%d,%u,", r->input_tokens, r->output_requested, r->output_tokens,
                       r->cached_tokens, r->usage_reported ? 1 : 0, r->n_events);
         st_csv_put_text(&b, r->error); /* server text: quoted, and never a formula */
-        st_buf_puts(&b, "\n");
+        st_buf_puts(&b, ",");
+        csv_ns_ms(&b, r->srv_prompt);
+        st_buf_puts(&b, ",");
+        csv_ns_ms(&b, r->srv_gen);
+        st_buf_puts(&b, ",");
+        if (r->srv_gen >= 0)
+            st_buf_printf(&b, "%u", r->srv_gen_n);
+        st_buf_puts(&b, ",");
+        csv_num(&b, ms(st_record_ttfat(r)));
+        st_buf_printf(&b, ",%u,", r->reasoning_tokens);
+        if (r->prompt_reported)
+            st_buf_printf(&b, "%u", r->prompt_reported);
+        if (r->session)
+            st_buf_printf(&b, ",%u,%u\n", r->session, r->turn + 1);
+        else
+            st_buf_puts(&b, ",,\n");
         if (st_buf_error(&b) || fwrite(b.data, 1, b.len, f) != b.len)
             rc = -1;
     }
@@ -394,9 +492,29 @@ void st_output_table(FILE *f, const st_bench_info *in, const st_summary *s)
     if (in->url)
         fprintf(f, "%-30s%s (%s%s%s)\n", "Target:", in->url, in->api ? in->api : "?", in->model ? ", model " : "",
                 in->model ? in->model : "");
-    if (in->workload && strcmp(in->workload, "trace") == 0)
-        fprintf(f, "%-30strace %s, %u requests\n", "Workload:", in->trace_path ? in->trace_path : "?",
-                in->num_requests);
+    if (in->workload && strcmp(in->workload, "trace") == 0) {
+        fprintf(f, "%-30strace %s (%s), %u requests", "Workload:", in->trace_path ? in->trace_path : "?",
+                in->trace_format ? in->trace_format : "?", in->num_requests);
+        if (in->sessions)
+            fprintf(f, " in %u sessions (%s)", in->sessions, in->trace_sessions ? in->trace_sessions : "replay");
+        fputc('\n', f);
+        if (in->trace_counts) {
+            char d[600];
+            st_trace_counts_describe(in->trace_counts, d, sizeof d);
+            fprintf(f, "%-30s%s\n", "Trace read:", d);
+        }
+    } else if (in->workload && strcmp(in->workload, "sessions") == 0)
+        fprintf(f,
+                "%-30s%u sessions of %u-%u turns, %u requests; first prompt %u, then %u new tokens a turn, output "
+                "%u tokens, think %.3g s, seed %llu\n",
+                "Workload:", in->sessions, in->turns_min, in->turns_max, in->num_requests, in->input_len,
+                in->turn_input, in->output_len, in->think_s, (unsigned long long)in->seed);
+    else if (in->workload && in->vllm_semantics)
+        fprintf(f,
+                "%-30ssynthetic (vLLM random), %u requests, input %u + prefix %u, output %u tokens (range "
+                "±%.0f%%), seed %llu\n",
+                "Workload:", in->num_requests, in->input_len, in->prefix_len, in->output_len, in->range_ratio * 100,
+                (unsigned long long)in->seed);
     else if (in->workload)
         fprintf(
             f, "%-30ssynthetic, %u requests, input %u, output %u tokens (range ±%.0f%%), shared prefix %u, seed %llu\n",
@@ -412,6 +530,8 @@ void st_output_table(FILE *f, const st_bench_info *in, const st_summary *s)
             fprintf(f, " (burstiness %.3g)", in->burstiness);
         if (in->max_concurrency)
             fprintf(f, ", max concurrency %u", in->max_concurrency);
+        if (in->sessions && (!in->trace_sessions || !strcmp(in->trace_sessions, "replay")))
+            fputs(" (first turns; a later turn follows the previous one's end + think time)", f);
         fputc('\n', f);
     }
     fprintf(f, "%-30s%u completed, %u failed", "Requests:", s->completed, s->failed);
@@ -443,6 +563,20 @@ void st_output_table(FILE *f, const st_bench_info *in, const st_summary *s)
     if (s->cached_tokens)
         fprintf(f, "%-30s%llu of %llu prompt tokens\n",
                 "Cached (server-reported):", (unsigned long long)s->cached_tokens, (unsigned long long)s->input_tokens);
+    if (s->prompt_reported_n)
+        fprintf(f, "%-30s%llu tokens counted by the server for %llu requested (%u requests; mean %.1f per request)\n",
+                "Input tokens (measured):", (unsigned long long)s->prompt_reported,
+                (unsigned long long)s->prompt_requested, s->prompt_reported_n,
+                (double)s->prompt_reported / s->prompt_reported_n);
+    if (in->exact_prompts && in->fitted)
+        fprintf(f, "%-30s%u prompts fitted with the server's /tokenize, %u to the exact length\n",
+                "Exact prompt lengths:", in->fitted, in->fitted_exact);
+    else if (in->exact_prompts && strcmp(in->exact_prompts, "off"))
+        fprintf(f, "%-30s%s\n", "Exact prompt lengths:", in->exact_prompts);
+    if (s->reasoning_tokens)
+        fprintf(f, "%-30s%llu of %llu output tokens (%.1f%%)\n",
+                "Reasoning tokens:", (unsigned long long)s->reasoning_tokens, (unsigned long long)s->output_tokens,
+                s->output_tokens ? 100.0 * (double)s->reasoning_tokens / (double)s->output_tokens : 0.0);
     if (s->slo_set) {
         char slo[128];
         int k = 0;
@@ -453,13 +587,39 @@ void st_output_table(FILE *f, const st_bench_info *in, const st_summary *s)
         if (sl->tpot_s > 0 && k < (int)sizeof slo)
             k += snprintf(slo + k, sizeof slo - (size_t)k, " TPOT<=%.0fms", sl->tpot_s * 1e3);
         if (sl->e2e_s > 0 && k < (int)sizeof slo)
-            snprintf(slo + k, sizeof slo - (size_t)k, " E2E<=%.0fms", sl->e2e_s * 1e3);
+            k += snprintf(slo + k, sizeof slo - (size_t)k, " E2E<=%.0fms", sl->e2e_s * 1e3);
+        if (sl->ttfat_s > 0 && k < (int)sizeof slo)
+            snprintf(slo + k, sizeof slo - (size_t)k, " TTFAT<=%.0fms", sl->ttfat_s * 1e3);
         fprintf(f, "%-30s", "Goodput:");
         figw(f, s->goodput, 3, 0);
         fprintf(f, " req/s (%u of %u requests meet%s)\n", s->good, s->measured, slo);
     }
     fputs("Whole run:\n", f);
     dist_block(f, &s->ttft, &s->tpot, &s->itl, &s->e2e, &s->lag);
+    if (s->reasoning_tokens && s->ttfat.n)
+        dist_row(f, "TTFAT", &s->ttfat);
+    if (in->turns && in->n_turns > 0) {
+        fputs("Per turn (sessions):\n", f);
+        fprintf(f, "  %-12s%10s%10s%10s%10s%12s%9s\n", "turn", "TTFT p50", "p95", "p99", "TTFAT p50", "cached", "n");
+        int any_cached = 0;
+        for (int t = 0; t < in->n_turns; t++)
+            any_cached |= in->turns[t].cached_reported;
+        for (int t = 0; t < in->n_turns; t++) {
+            const st_turn_row *row = &in->turns[t];
+            char tn[16];
+            snprintf(tn, sizeof tn, "%u%s", row->turn, t == ST_TURN_ROWS - 1 ? "+" : "");
+            fprintf(f, "  %-12s", tn);
+            fig(f, row->ttft.p50 * 1e3, 2);
+            fig(f, row->ttft.p95 * 1e3, 2);
+            fig(f, row->ttft.p99 * 1e3, 2);
+            fig(f, row->ttfat.n ? row->ttfat.p50 * 1e3 : NAN, 2);
+            if (row->prompt_tokens && any_cached)
+                fprintf(f, "%11.1f%%", 100.0 * (double)row->cached_tokens / (double)row->prompt_tokens);
+            else
+                fprintf(f, "%12s", "-");
+            fprintf(f, "%9u\n", row->requests);
+        }
+    }
     const st_window *w = &s->steady;
     if (w->valid) {
         fprintf(f, "Steady state (%.2f s to %.2f s: first to last arrival, drain excluded):\n", w->start_s, w->end_s);
@@ -477,6 +637,23 @@ void st_output_table(FILE *f, const st_bench_info *in, const st_summary *s)
         dist_block(f, &w->ttft, &w->tpot, &w->itl, &w->e2e, NULL);
     } else {
         fputs("Steady state: none (all requests arrived at once, or fewer than two)\n", f);
+    }
+    if (s->srv_prompt.n) {
+        fprintf(f, "Server-reported timings (%u requests; the server's own prompt and generation times):\n",
+                s->srv_prompt.n);
+        fprintf(f, "  %-28s", "server prompt p50 / p99:");
+        figw(f, s->srv_prompt.p50 * 1e3, 3, 0);
+        fputs(" / ", f);
+        figw(f, s->srv_prompt.p99 * 1e3, 3, 0);
+        fprintf(f, " ms\n  %-28s", "TTFT - prompt p50 / p99:");
+        figw(f, s->srv_ttft_gap.p50 * 1e3, 3, 0);
+        fputs(" / ", f);
+        figw(f, s->srv_ttft_gap.p99 * 1e3, 3, 0);
+        fprintf(f, " ms (queue + HTTP + client)\n  %-28s", "TPOT - server's p50 / p99:");
+        figw(f, s->srv_tpot_gap.p50 * 1e3, 3, 0);
+        fputs(" / ", f);
+        figw(f, s->srv_tpot_gap.p99 * 1e3, 3, 0);
+        fputs(" ms\n", f);
     }
     int limited = st_output_client_limited(in, s);
     fprintf(f, "%-30s", "Client self-check:");

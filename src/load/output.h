@@ -12,7 +12,9 @@
 #include <stdio.h>
 
 #include "load/record.h"
+#include "load/session.h"
 #include "load/stats.h"
+#include "load/trace.h"
 
 #define ST_BENCH_SCHEMA "servetune.bench/1"
 
@@ -20,9 +22,21 @@ typedef struct st_bench_info {
     /* Target (never an API key; a URL with credentials must be stripped by the caller). */
     const char *url, *api, *model;
     int stream;
-    /* Workload: "synthetic" or "trace". */
+    /* Workload: "synthetic", "sessions" or "trace". */
     const char *workload;
-    const char *trace_path;         /* trace only */
+    const char *trace_path;              /* trace only */
+    const char *trace_format;            /* trace only: the format read */
+    const st_trace_counts *trace_counts; /* trace only: what was read and skipped (may be NULL) */
+    const char *trace_sessions;          /* trace only: "replay", "flat" or "off" */
+    int vllm_semantics;                  /* synthetic: vLLM's random dataset (prefix on top of input_len) */
+    uint32_t sessions;                   /* conversations (synthetic sessions, or a trace's) */
+    uint32_t turns_min, turns_max;       /* synthetic sessions */
+    uint32_t turn_input;                 /* synthetic sessions: new tokens in each later turn */
+    double think_s;                      /* synthetic sessions: mean think time */
+    const st_turn_row *turns;            /* per-turn figures (may be NULL) */
+    int n_turns;
+    const char *exact_prompts;      /* "off", or how prompts were fitted with /tokenize */
+    uint32_t fitted, fitted_exact;  /* prompts fitted with /tokenize, and how many to the exact length */
     uint32_t input_len, output_len; /* synthetic only */
     double range_ratio;
     uint32_t prefix_len;

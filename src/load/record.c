@@ -18,6 +18,7 @@ static const char *status_names[ST_REQ__COUNT] = {
     [ST_REQ_RESET] = "reset",
     [ST_REQ_INCOMPLETE] = "incomplete",
     [ST_REQ_ABORTED] = "aborted",
+    [ST_REQ_SKIPPED] = "skipped",
 };
 
 const char *st_req_status_name(st_req_status s) { return (s >= 0 && s < ST_REQ__COUNT) ? status_names[s] : "unknown"; }
@@ -26,7 +27,8 @@ void st_record_init(st_record *r, uint32_t id)
 {
     memset(r, 0, sizeof *r);
     r->id = id;
-    r->sent = r->first_byte = r->first_token = r->end = -1;
+    r->sent = r->first_byte = r->first_token = r->first_answer = r->end = -1;
+    r->srv_prompt = r->srv_gen = -1;
 }
 
 double st_record_ttft(const st_record *r)
@@ -34,6 +36,13 @@ double st_record_ttft(const st_record *r)
     if (r->first_token < 0)
         return NAN;
     return st_ns_to_s(r->first_token - r->scheduled);
+}
+
+double st_record_ttfat(const st_record *r)
+{
+    if (r->first_answer < 0)
+        return NAN;
+    return st_ns_to_s(r->first_answer - r->scheduled);
 }
 
 double st_record_tpot(const st_record *r)
@@ -56,6 +65,22 @@ double st_record_lag(const st_record *r)
         return NAN;
     return st_ns_to_s(r->sent - r->scheduled);
 }
+
+double st_record_srv_ttft_gap(const st_record *r)
+{
+    if (r->srv_prompt < 0)
+        return NAN;
+    return st_record_ttft(r) - st_ns_to_s(r->srv_prompt);
+}
+
+double st_record_srv_tpot(const st_record *r)
+{
+    if (r->srv_gen < 0 || r->srv_gen_n < 2)
+        return NAN;
+    return st_ns_to_s(r->srv_gen) / (double)(r->srv_gen_n - 1);
+}
+
+double st_record_srv_tpot_gap(const st_record *r) { return st_record_tpot(r) - st_record_srv_tpot(r); }
 
 int st_record_add_event(st_record *r, st_ns t)
 {

@@ -25,6 +25,7 @@ typedef enum st_req_status {
     ST_REQ_RESET,        /* connection closed or reset before the response completed */
     ST_REQ_INCOMPLETE,   /* the stream ended without a finish (e.g. no [DONE]) */
     ST_REQ_ABORTED,      /* not completed because the run was stopped (signal, early stop) */
+    ST_REQ_SKIPPED,      /* a session's later turn not sent because an earlier turn failed */
     ST_REQ__COUNT
 } st_req_status;
 
@@ -37,17 +38,29 @@ typedef struct st_record {
     st_req_status status;
     int http_status; /* 0 when no response was received */
 
-    st_ns scheduled;   /* intended send time (open loop: from the arrival process) */
-    st_ns sent;        /* when the request's first byte was written (-1: never sent) */
-    st_ns first_byte;  /* first response byte (-1 if none) */
-    st_ns first_token; /* first event that carried output tokens (-1 if none) */
-    st_ns end;         /* response complete or failure detected */
+    st_ns scheduled;    /* intended send time (open loop: from the arrival process) */
+    st_ns sent;         /* when the request's first byte was written (-1: never sent) */
+    st_ns first_byte;   /* first response byte (-1 if none) */
+    st_ns first_token;  /* first event that carried output tokens (-1 if none) */
+    st_ns first_answer; /* first event with visible answer text, reasoning excluded (-1 if none) */
+    st_ns end;          /* response complete or failure detected */
 
     uint32_t input_tokens;     /* prompt length sent (requested) */
     uint32_t output_requested; /* max_tokens asked for */
     uint32_t output_tokens;    /* delivered: server usage when reported, else counted */
     uint32_t cached_tokens;    /* prompt tokens the server reported as cached (0 if unknown) */
     uint8_t usage_reported;    /* output_tokens came from the server's usage report */
+    uint32_t reasoning_tokens; /* of output_tokens, reasoning (reasoning_content, <think> spans) */
+    uint32_t prompt_reported;  /* prompt tokens the server counted (usage), 0 when not reported */
+    uint32_t session, turn;    /* the work item's session (1-based, 0: none) and turn */
+
+    /* The server's own account of the request, when its response carries one (llama.cpp's
+     * `timings`): prompt time, from the slot taking the request to its first token, and
+     * generation time, from the first token to the last, covering srv_gen_n tokens. -1 (and
+     * srv_gen_n 0) when not reported. Kept beside the client's TTFT and TPOT: the difference is
+     * what the server's queue, the HTTP path and the client add. */
+    st_ns srv_prompt, srv_gen;
+    uint32_t srv_gen_n;
 
     /* Time of every token event (relative to t0), n_events of them; owned by the record
      * (malloc'd). One event may carry more than one token. ITL = consecutive differences. */
@@ -61,10 +74,17 @@ typedef struct st_record {
 #define ST_RECORD_ERROR_MAX 512
 
 /* Derived per-request figures (in seconds); NAN when undefined for that record. */
-double st_record_ttft(const st_record *r); /* first_token - scheduled */
-double st_record_tpot(const st_record *r); /* (end - first_token) / (output_tokens - 1) */
-double st_record_e2e(const st_record *r);  /* end - scheduled */
-double st_record_lag(const st_record *r);  /* sent - scheduled (client lag) */
+double st_record_ttft(const st_record *r);  /* first_token - scheduled */
+double st_record_ttfat(const st_record *r); /* first_answer - scheduled (time to first answer token) */
+double st_record_tpot(const st_record *r);  /* (end - first_token) / (output_tokens - 1) */
+double st_record_e2e(const st_record *r);   /* end - scheduled */
+double st_record_lag(const st_record *r);   /* sent - scheduled (client lag) */
+/* The server-reported figures against the client's (seconds; NAN when either is missing):
+ * TTFT minus the server's prompt time, and TPOT minus the server's generation time per step
+ * (srv_gen / (srv_gen_n - 1), the same definition as the client's TPOT). */
+double st_record_srv_ttft_gap(const st_record *r);
+double st_record_srv_tpot(const st_record *r);
+double st_record_srv_tpot_gap(const st_record *r);
 
 /* Appends an event time; -1 when out of memory. */
 int st_record_add_event(st_record *r, st_ns t);

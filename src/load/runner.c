@@ -43,7 +43,7 @@ enum { M_SSE = 0, M_BODY = 1 };
 #define DRAIN_NS (50 * ST_NS_PER_MS)
 
 typedef struct rconn rconn;
-typedef struct runner runner;
+typedef struct st_runner_ctl runner;
 
 struct rconn {
     runner *r;
@@ -68,6 +68,9 @@ struct rconn {
     rconn *prev_all, *next_all;
     uint8_t in_idle;
     uint32_t pend_slot; /* 1 + index of this connection's read waiting in the arena, 0: none */
+    uint8_t capture;    /* keep the answer text (the item has a next turn) */
+    int answer_think;   /* inside a <think> span of the answer */
+    st_buf answer;
 };
 
 typedef struct pend_read {
@@ -77,7 +80,10 @@ typedef struct pend_read {
     int err; /* 0 data, -1 EOF, else errno */
 } pend_read;
 
-struct runner {
+/* The answer text kept for a session's next turn. */
+#define RUN_ANSWER_MAX ((size_t)4 << 20)
+
+struct st_runner_ctl {
     const st_runner_config *cfg;
     st_run_result *res;
     st_loop *l;
@@ -116,6 +122,13 @@ struct runner {
     uint32_t npend;
     int stopping;
     int same_times; /* every scheduled time equal (rate inf): no schedule to keep */
+    /* sessions: items [n_static, n) are started by the end hook, through a heap of release
+     * times and a queue of released items due now */
+    uint32_t n_static;
+    uint32_t *rel_idx, nrel;
+    st_ns *rel_at;
+    uint32_t *readyq, ready_head, ready_n;
+    st_timer releaset;
 };
 
 static void pump(runner *r);
@@ -169,7 +182,7 @@ static void arm_pump(runner *r)
 
 static void arm_arrival(runner *r)
 {
-    if (r->stopping || r->arrived >= r->n || (r->arrived >= r->w && !r->warm_done))
+    if (r->stopping || r->arrived >= r->n_static || (r->arrived >= r->w && !r->warm_done))
         return;
     st_timer_arm(r->l, &r->arrival, r->t0 + r->rec[r->arrived].scheduled);
 }
@@ -179,9 +192,17 @@ static void warmups_finished(runner *r)
     r->warm_done = 1;
     st_ns base = rel_now(r);
     const st_ns *s = r->cfg->schedule;
-    for (uint32_t i = r->w; i < r->n; i++)
+    for (uint32_t i = r->w; i < r->n_static; i++)
         r->rec[i].scheduled = base + (s[i] - s[r->w]);
     arm_arrival(r);
+}
+
+/* The server's timings of the request (llama.cpp), kept beside the client's times. */
+static void keep_timings(st_record *rec, const st_api_event *ev)
+{
+    rec->srv_prompt = (st_ns)(ev->srv_prompt_ms * 1e6);
+    rec->srv_gen = (st_ns)(ev->srv_gen_ms * 1e6);
+    rec->srv_gen_n = ev->srv_gen_n;
 }
 
 /* Ends request c->idx with a status (the connection is left as it is). */
@@ -202,6 +223,10 @@ static void finish_request(rconn *c, st_req_status st, const char *msg)
             rec->output_tokens = c->counted;
         }
         rec->cached_tokens = c->usage_cached;
+        if (c->usage_seen)
+            rec->prompt_reported = c->usage_prompt;
+        if (c->usage_seen && c->ev.usage_reasoning && c->ev.usage_reasoning <= rec->output_tokens)
+            rec->reasoning_tokens = c->ev.usage_reasoning;
     } else {
         st_record_set_error(rec, st, msg, msg ? strlen(msg) : 0);
         st_secrets_redact(r->cfg->secrets, rec->error);
@@ -217,6 +242,9 @@ static void finish_request(rconn *c, st_req_status st, const char *msg)
         r->failed++;
     if (i < r->w && ++r->finished_warm == r->w)
         warmups_finished(r);
+    if (r->cfg->on_end)
+        r->cfg->on_end(r->cfg->on_end_arg, r, i, rec, c->capture == 1 ? (c->answer.data ? c->answer.data : "") : NULL,
+                       c->capture == 1 ? c->answer.len : 0);
     arm_pump(r);
 }
 
@@ -265,6 +293,7 @@ static void close_conn(rconn *c)
     arm_pump(r); /* a slot in a bounded pool may have opened */
     st_buf_free(&c->out);
     st_buf_free(&c->body);
+    st_buf_free(&c->answer);
     st_http_parser_free(&c->hp);
     st_sse_free(&c->sse);
     free(c);
@@ -320,8 +349,17 @@ static int on_event(void *arg, const st_sse_event *e)
         }
         if (rec->first_token < 0)
             rec->first_token = r->now_read;
+        if (c->ev.answer_visible && rec->first_answer < 0)
+            rec->first_answer = r->now_read;
+        rec->reasoning_tokens += c->ev.reasoning;
         c->counted += c->ev.tokens;
         r->tokens += c->ev.tokens;
+        if (c->capture && c->ev.content_cumulative) {
+            st_buf_reset(&c->answer);
+            c->answer_think = 0;
+        }
+        if (c->capture && st_api_append_text(&c->ev.content, 1, &c->answer_think, &c->answer) < 0)
+            c->capture = 2; /* over RUN_ANSWER_MAX: the session cannot go on with this answer */
     }
     if (c->ev.has_usage) {
         c->usage_seen = 1;
@@ -329,6 +367,8 @@ static int on_event(void *arg, const st_sse_event *e)
         c->usage_completion = c->ev.usage_completion;
         c->usage_cached = c->ev.usage_cached;
     }
+    if (c->ev.has_timings)
+        keep_timings(rec, &c->ev);
     if (c->ev.finished)
         c->finished_seen = 1;
     if (c->ev.done) {
@@ -435,6 +475,11 @@ static void message_end(rconn *c)
                 /* non-streaming: the whole answer is one event at the end */
                 st_record_add_event(rec, r->now_read);
                 rec->first_token = r->now_read;
+                if (c->ev.answer_visible)
+                    rec->first_answer = r->now_read;
+                rec->reasoning_tokens = c->ev.reasoning;
+                if (c->capture && st_api_append_text(&c->ev.content, 1, &c->answer_think, &c->answer) < 0)
+                    c->capture = 2;
                 c->counted = c->ev.tokens;
                 r->tokens += c->ev.tokens;
                 if (c->ev.has_usage) {
@@ -442,6 +487,8 @@ static void message_end(rconn *c)
                     c->usage_completion = c->ev.usage_completion;
                     c->usage_cached = c->ev.usage_cached;
                 }
+                if (c->ev.has_timings)
+                    keep_timings(rec, &c->ev);
                 finish_request(c, ST_REQ_OK, NULL);
             }
         }
@@ -760,6 +807,7 @@ static rconn *new_conn(runner *r, char *err, size_t errlen)
     c->state = C_CONNECTING;
     st_buf_init(&c->out, RUN_OUT_MAX);
     st_buf_init(&c->body, r->cfg->max_body ? r->cfg->max_body : RUN_BODY_DEFAULT_MAX);
+    st_buf_init(&c->answer, RUN_ANSWER_MAX);
     st_http_limits lim = { 64 * 1024, 100, 0 };
     st_http_parser_init(&c->hp, ST_HTTP_RESPONSE, &lim, &resp_cbs, c);
     st_sse_init(&c->sse, r->cfg->max_event ? r->cfg->max_event : 1u << 20);
@@ -809,6 +857,8 @@ static void start_request(runner *r, uint32_t i)
     int raw = cfg->api == ST_RUNNER_API_RAW;
     if (!raw) {
         const st_work_item *it = &cfg->work->items[i];
+        if (it->n_history)
+            rec->input_tokens = it->input_len + st_workload_history_tokens(it);
         if (st_api_build_body((st_api_kind)cfg->api, cfg->model, it, cfg->stream, &r->scratch) < 0) {
             fail_unstarted(r, i, ST_REQ_TOO_LARGE, "the request body could not be built (too large or no input)");
             return;
@@ -829,6 +879,9 @@ static void start_request(runner *r, uint32_t i)
     c->idx = i;
     c->got_bytes = c->done_seen = c->finished_seen = c->must_close = c->usage_seen = 0;
     c->usage_prompt = c->usage_completion = c->usage_cached = c->counted = 0;
+    c->capture = !raw && cfg->on_end && cfg->work->items[i].next;
+    c->answer_think = 0;
+    st_buf_reset(&c->answer);
     st_api_event_reset(&c->ev);
     st_buf_reset(&c->body);
     st_sse_reset(&c->sse);
@@ -870,13 +923,117 @@ static void start_request(runner *r, uint32_t i)
         conn_write(c);
 }
 
-/* Starts what may start now: retries first, then arrived requests, within max_concurrency. */
+/* ---- sessions: dependent items released by the end hook ---- */
+
+static uint32_t ready_pop(runner *r)
+{
+    uint32_t i = r->readyq[r->ready_head];
+    r->ready_head = (r->ready_head + 1) % r->n;
+    r->ready_n--;
+    return i;
+}
+
+static void ready_push(runner *r, uint32_t i)
+{
+    r->readyq[(r->ready_head + r->ready_n) % r->n] = i;
+    r->ready_n++;
+}
+
+/* A min-heap of (release time, item). */
+static void heap_push(runner *r, st_ns at, uint32_t i)
+{
+    uint32_t k = r->nrel++;
+    while (k > 0) {
+        uint32_t p = (k - 1) / 2;
+        if (r->rel_at[p] <= at)
+            break;
+        r->rel_at[k] = r->rel_at[p];
+        r->rel_idx[k] = r->rel_idx[p];
+        k = p;
+    }
+    r->rel_at[k] = at;
+    r->rel_idx[k] = i;
+}
+
+static void heap_pop(runner *r)
+{
+    st_ns at = r->rel_at[--r->nrel];
+    uint32_t idx = r->rel_idx[r->nrel], k = 0;
+    for (;;) {
+        uint32_t c = 2 * k + 1;
+        if (c >= r->nrel)
+            break;
+        if (c + 1 < r->nrel && r->rel_at[c + 1] < r->rel_at[c])
+            c++;
+        if (r->rel_at[c] >= at)
+            break;
+        r->rel_at[k] = r->rel_at[c];
+        r->rel_idx[k] = r->rel_idx[c];
+        k = c;
+    }
+    r->rel_at[k] = at;
+    r->rel_idx[k] = idx;
+}
+
+static void on_release(st_loop *l, void *arg)
+{
+    runner *r = arg;
+    r->now_read = -1;
+    st_ns now = rel_now(r);
+    uint32_t maxc = r->cfg->max_concurrency;
+    while (r->nrel && r->rel_at[0] <= now) {
+        uint32_t i = r->rel_idx[0];
+        heap_pop(r);
+        if (r->stopping)
+            continue;
+        /* a slot is free: start it now, and its lateness is the client's own lag */
+        if (!r->nretry && !r->ready_n && (maxc == 0 || r->in_flight < maxc) &&
+            !(maxc && !r->idle && r->nconns >= maxc)) {
+            r->dlag[i] = st_ns_to_s(rel_now(r) - r->rec[i].scheduled);
+            start_request(r, i);
+        } else {
+            ready_push(r, i);
+        }
+    }
+    pump(r);
+    if (r->nrel)
+        st_timer_arm(l, &r->releaset, r->t0 + r->rel_at[0]);
+}
+
+void st_runner_release(st_runner_ctl *r, uint32_t i, st_ns delay)
+{
+    if (i < r->n_static || i >= r->n || r->rec[i].scheduled >= 0 || r->stopping)
+        return;
+    st_ns at = rel_now(r) + (delay > 0 ? delay : 0);
+    r->rec[i].scheduled = at;
+    heap_push(r, at, i);
+    if (r->rel_at[0] == at || !st_timer_armed(&r->releaset)) {
+        st_timer_disarm(r->l, &r->releaset);
+        st_timer_arm(r->l, &r->releaset, r->t0 + r->rel_at[0]);
+    }
+}
+
+void st_runner_skip(st_runner_ctl *r, uint32_t i, const char *why)
+{
+    if (i < r->n_static || i >= r->n || r->rec[i].scheduled >= 0 || r->rec[i].end >= 0)
+        return;
+    st_record *rec = &r->rec[i];
+    rec->scheduled = rec->end = rel_now(r);
+    st_record_set_error(rec, ST_REQ_SKIPPED, why, why ? strlen(why) : 0);
+    r->finished++;
+    r->failed++;
+    if (r->cfg->on_end)
+        r->cfg->on_end(r->cfg->on_end_arg, r, i, rec, NULL, 0);
+}
+
+/* Starts what may start now: retries first, then released session turns, then arrived
+ * requests, within max_concurrency. */
 static void pump(runner *r)
 {
     uint32_t maxc = r->cfg->max_concurrency;
     int guard = 0;
     while (!r->stopping && (maxc == 0 || r->in_flight < maxc) && guard++ < 1000000) {
-        if (!r->nretry && r->next_start >= r->arrived)
+        if (!r->nretry && !r->ready_n && r->next_start >= r->arrived)
             break;
         /* bounded: do not open a connection beyond max_concurrency while one is finishing
          * its previous message (it becomes idle, or closes, and pumps again) */
@@ -887,6 +1044,10 @@ static void pump(runner *r)
             memmove(r->retryq, r->retryq + 1, (r->nretry - 1) * sizeof *r->retryq);
             r->nretry--;
             start_request(r, i);
+            continue;
+        }
+        if (r->ready_n) {
+            start_request(r, ready_pop(r));
             continue;
         }
         start_request(r, r->next_start++);
@@ -906,7 +1067,7 @@ static void on_arrival(st_loop *l, void *arg)
     r->now_read = -1;
     st_ns now = rel_now(r);
     uint32_t first_new = r->arrived;
-    while (r->arrived < r->n && (r->arrived < r->w || r->warm_done) && r->rec[r->arrived].scheduled <= now)
+    while (r->arrived < r->n_static && (r->arrived < r->w || r->warm_done) && r->rec[r->arrived].scheduled <= now)
         r->arrived++;
     uint32_t maxc = r->cfg->max_concurrency;
     /* requests that arrive now and find a free slot: their dispatch lag is client lag */
@@ -931,7 +1092,7 @@ static void fill_progress(runner *r, st_runner_progress *p)
     p->completed = r->completed;
     p->failed = r->failed;
     p->in_flight = r->in_flight;
-    p->waiting = r->arrived - r->next_start + r->nretry;
+    p->waiting = r->arrived - r->next_start + r->nretry + r->ready_n;
     p->output_tokens = r->tokens;
     p->connections = r->nconns;
 }
@@ -995,6 +1156,7 @@ static void runner_cleanup(runner *r)
         st_timer_disarm(r->l, &r->probe);
         st_timer_disarm(r->l, &r->tick);
         st_timer_disarm(r->l, &r->pumpt);
+        st_timer_disarm(r->l, &r->releaset);
         st_loop_free(r->l);
     }
     st_tls_ctx_free(r->tls);
@@ -1009,6 +1171,9 @@ static void runner_cleanup(runner *r)
     free(r->retryq);
     free(r->retried);
     free(r->dlag);
+    free(r->rel_idx);
+    free(r->rel_at);
+    free(r->readyq);
     free(r->ldelay);
     free(r->arena);
     free(r->pend);
@@ -1036,6 +1201,18 @@ int st_runner_run(const st_runner_config *cfg, st_run_result *out, char *err, si
     r->cfg = cfg;
     r->res = out;
     r->n = n;
+    r->n_static = n;
+    if (cfg->api != ST_RUNNER_API_RAW && cfg->work->n_dependent) {
+        if (cfg->work->n_dependent >= n || !cfg->on_end || cfg->warmup) {
+            snprintf(err, errlen, "%s",
+                     cfg->work->n_dependent >= n ? "every request depends on another"
+                     : !cfg->on_end              ? "the workload has session turns but no session hook"
+                                                 : "warm-up requests and sessions do not combine");
+            free(r);
+            return -1;
+        }
+        r->n_static = n - cfg->work->n_dependent;
+    }
     r->w = cfg->warmup < n ? cfg->warmup : n;
     r->now_read = -1;
     if (st_url_parse(cfg->url, &r->url, err, errlen) < 0) {
@@ -1062,10 +1239,14 @@ int st_runner_run(const st_runner_config *cfg, st_run_result *out, char *err, si
     r->retryq = calloc(n, sizeof *r->retryq);
     r->retried = calloc(n, 1);
     r->dlag = malloc(n * sizeof *r->dlag);
+    r->rel_idx = malloc(n * sizeof *r->rel_idx);
+    r->rel_at = malloc(n * sizeof *r->rel_at);
+    r->readyq = malloc(n * sizeof *r->readyq);
     r->arena = malloc(ARENA_BYTES);
     r->pend = malloc(PEND_MAX * sizeof *r->pend);
     r->l = st_loop_new();
-    if (!r->hdrs || !r->rec || !r->retryq || !r->retried || !r->dlag || !r->arena || !r->pend || !r->l) {
+    if (!r->hdrs || !r->rec || !r->retryq || !r->retried || !r->dlag || !r->arena || !r->pend || !r->l || !r->rel_idx ||
+        !r->rel_at || !r->readyq) {
         free(r->rec);
         snprintf(err, errlen, "out of memory");
         runner_cleanup(r);
@@ -1105,20 +1286,22 @@ int st_runner_run(const st_runner_config *cfg, st_run_result *out, char *err, si
     for (uint32_t i = 0; i < n; i++) {
         st_record_init(&r->rec[i], i);
         r->rec[i].warmup = i < r->w;
-        r->rec[i].scheduled = cfg->schedule[i];
+        r->rec[i].scheduled = i < r->n_static ? cfg->schedule[i] : -1; /* dependent: set when released */
         if (cfg->api != ST_RUNNER_API_RAW) {
             r->rec[i].input_tokens = cfg->work->items[i].input_len;
             r->rec[i].output_requested = cfg->work->items[i].output_len;
+            r->rec[i].session = cfg->work->items[i].session;
+            r->rec[i].turn = cfg->work->items[i].turn;
         }
         r->dlag[i] = NAN;
-        if (i > 0 && cfg->schedule[i] < cfg->schedule[i - 1]) {
+        if (i > 0 && i < r->n_static && cfg->schedule[i] < cfg->schedule[i - 1]) {
             snprintf(err, errlen, "the schedule decreases at request %u", i);
             free(r->rec);
             runner_cleanup(r);
             return -1;
         }
     }
-    r->same_times = cfg->schedule[n - 1] == cfg->schedule[r->w < n ? r->w : 0];
+    r->same_times = cfg->schedule[r->n_static - 1] == cfg->schedule[r->w < r->n_static ? r->w : 0];
     resolve(r); /* a failure makes every request fail with the reason; the run goes on */
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
     st_loop_set_spin(r->l, cfg->spin_ns > 0 ? cfg->spin_ns : 0);
@@ -1126,6 +1309,7 @@ int st_runner_run(const st_runner_config *cfg, st_run_result *out, char *err, si
     st_timer_init(&r->probe, on_probe, r);
     st_timer_init(&r->tick, on_tick, r);
     st_timer_init(&r->pumpt, on_pump, r);
+    st_timer_init(&r->releaset, on_release, r);
     st_loop_set_batch_hook(r->l, on_batch, r);
     r->warm_done = r->w == 0;
     out->t0_wall = st_wall_ns();
@@ -1154,8 +1338,10 @@ int st_runner_run(const st_runner_config *cfg, st_run_result *out, char *err, si
             finish_request(c, ST_REQ_ABORTED, "the run was stopped before this request completed");
     for (uint32_t i = 0; i < n; i++)
         if (r->rec[i].end < 0 && r->rec[i].status == ST_REQ_OK && !r->rec[i].error) {
-            /* never started, or waiting for a slot or a retry */
+            /* never started, or waiting for a slot or a retry (or a session turn never released) */
             r->rec[i].sent = -1;
+            if (r->rec[i].scheduled < 0)
+                r->rec[i].scheduled = rel_now(r);
             st_record_set_error(&r->rec[i], ST_REQ_ABORTED, "the run was stopped before this request was sent", 49);
         }
     out->duration = rel_now(r);
@@ -1213,7 +1399,7 @@ void st_run_result_free(st_run_result *r)
 int st_runner_fetch(const char *url, const char *api_key, const char *const *headers, int nheaders, int insecure,
                     double timeout_s, st_buf *body, int *status, char *err, size_t errlen)
 {
-    st_workload w = { NULL, 1 };
+    st_workload w = { .items = NULL, .n = 1 };
     st_ns sched[1] = { 0 };
     st_runner_config cfg = { 0 };
     cfg.url = url;

@@ -33,6 +33,10 @@
  * before any response byte is retried once on a new connection (the server may close idle
  * connections at any time).
  *
+ * Reasoning models: the record's first_answer is the first event with visible answer text
+ * (load/api.h), reasoning_tokens the tokens of reasoning events; prompt_reported the server's
+ * own count of the prompt.
+ *
  * Every request carries "X-Servetune-Id: <work item index>" so that a server can log its own
  * times per request (bench/stream_server does, for the timing-truth benchmark).
  *
@@ -72,6 +76,19 @@ typedef void (*st_runner_cb)(void *arg, const st_runner_progress *p);
 #define ST_RUNNER_EVENTS_PER_TOKEN 2u
 #define ST_RUNNER_EVENTS_SLACK 16u
 
+/* Multi-turn sessions (load/session.h): the work's last work->n_dependent items are not on the
+ * schedule; the end hook, called when any request ends (any status), starts them with
+ * st_runner_release (or ends them unsent with st_runner_skip). For an item with a next turn
+ * (st_work_item.next) the hook gets the answer text the server streamed (reasoning and
+ * <think> spans left out), else answer is NULL. */
+typedef struct st_runner_ctl st_runner_ctl;
+typedef void (*st_runner_end_cb)(void *arg, st_runner_ctl *r, uint32_t i, const st_record *rec, const char *answer,
+                                 size_t answer_len);
+/* Schedules dependent item i delay ns from now (its scheduled time; TTFT counts from it). */
+void st_runner_release(st_runner_ctl *r, uint32_t i, st_ns delay);
+/* Ends dependent item i without sending it (status skipped, reason why). */
+void st_runner_skip(st_runner_ctl *r, uint32_t i, const char *why);
+
 typedef struct st_runner_config {
     const char *url;            /* base URL (http or https); the API path is appended */
     int api;                    /* st_api_kind, or ST_RUNNER_API_RAW */
@@ -81,7 +98,8 @@ typedef struct st_runner_config {
     const char *const *headers; /* extra "Name: value" lines */
     int nheaders;
     const st_workload *work;  /* work->n requests (raw mode: only n is used) */
-    const st_ns *schedule;    /* work->n nondecreasing offsets from t0 (ns) */
+    const st_ns *schedule;    /* work->n offsets from t0 (ns), nondecreasing over the scheduled items (the
+                                 dependent ones, if any, are ignored) */
     uint32_t warmup;          /* the first `warmup` items are warm-up requests */
     uint32_t max_concurrency; /* 0: unbounded */
     double timeout_s;         /* per request, from its start (0: 300 s) */
@@ -97,8 +115,10 @@ typedef struct st_runner_config {
     st_runner_cb tick; /* called about once per second (for the audit), may be NULL */
     void *tick_arg;
     volatile sig_atomic_t *stop; /* nonzero: stop now (in-flight and unsent requests: aborted) */
-    st_buf *raw_body;            /* raw mode: receives the body of the last successful response */
-    const st_secrets *secrets;   /* removed from every error text recorded (a server may echo the key) */
+    st_runner_end_cb on_end;     /* sessions: see st_runner_end_cb (may be NULL) */
+    void *on_end_arg;
+    st_buf *raw_body;          /* raw mode: receives the body of the last successful response */
+    const st_secrets *secrets; /* removed from every error text recorded (a server may echo the key) */
 } st_runner_config;
 
 typedef struct st_run_result {

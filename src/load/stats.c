@@ -67,6 +67,11 @@ int st_slo_met(const st_record *r, const st_slo *slo)
         if (!isnan(v) && v > slo->tpot_s)
             return 0;
     }
+    if (term_set(slo->ttfat_s)) {
+        double v = st_record_ttfat(r);
+        if (isnan(v) || v > slo->ttfat_s)
+            return 0;
+    }
     if (term_set(slo->e2e_s)) {
         double v = st_record_e2e(r);
         if (isnan(v) || v > slo->e2e_s)
@@ -88,6 +93,8 @@ static double rate_over(uint32_t n, st_ns lo, st_ns hi)
 
 static double per_s(double x, double dur) { return dur > 0 ? x / dur : NAN; }
 
+static double srv_prompt_s(const st_record *r) { return r->srv_prompt >= 0 ? st_ns_to_s(r->srv_prompt) : NAN; }
+
 int st_summary_compute(const st_record *recs, uint32_t n, const st_summary_opts *opts, st_summary *s)
 {
     static const st_summary_opts none;
@@ -96,7 +103,7 @@ int st_summary_compute(const st_record *recs, uint32_t n, const st_summary_opts 
     memset(s, 0, sizeof *s);
     s->total = n;
     const st_slo *slo = &opts->slo;
-    s->slo_set = term_set(slo->ttft_s) || term_set(slo->tpot_s) || term_set(slo->e2e_s);
+    s->slo_set = term_set(slo->ttft_s) || term_set(slo->tpot_s) || term_set(slo->e2e_s) || term_set(slo->ttfat_s);
 
     st_ns sched_lo = INT64_MAX, sched_hi = INT64_MIN, sent_lo = INT64_MAX, sent_hi = INT64_MIN;
     st_ns end_hi = INT64_MIN;
@@ -132,6 +139,12 @@ int st_summary_compute(const st_record *recs, uint32_t n, const st_summary_opts 
                 s->output_requested_short++;
             if (r->n_events > 1)
                 itl_n += r->n_events - 1;
+            s->reasoning_tokens += r->reasoning_tokens;
+            if (r->prompt_reported) {
+                s->prompt_reported += r->prompt_reported;
+                s->prompt_requested += r->input_tokens;
+                s->prompt_reported_n++;
+            }
             if (st_slo_met(r, slo))
                 s->good++;
         }
@@ -185,6 +198,10 @@ int st_summary_compute(const st_record *recs, uint32_t n, const st_summary_opts 
         st_dist_compute(vals, k, d_tpot);
         COLLECT(st_record_e2e(r));
         st_dist_compute(vals, k, d_e2e);
+        if (!win) {
+            COLLECT(st_record_ttfat(r)); /* NAN (no answer token) is left out */
+            st_dist_compute(vals, k, &s->ttfat);
+        }
 #undef COLLECT
         k = 0;
         for (uint32_t i = 0; i < n; i++) {
@@ -206,6 +223,18 @@ int st_summary_compute(const st_record *recs, uint32_t n, const st_summary_opts 
             }
         }
         st_dist_compute(itl, q > UINT32_MAX ? UINT32_MAX : (uint32_t)q, d_itl);
+    }
+
+    /* server-reported timings: the figures are NAN for requests without them (skipped) */
+    double (*const srv_fn[4])(const st_record *) = { srv_prompt_s, st_record_srv_tpot, st_record_srv_ttft_gap,
+                                                     st_record_srv_tpot_gap };
+    st_dist *srv_d[4] = { &s->srv_prompt, &s->srv_tpot, &s->srv_ttft_gap, &s->srv_tpot_gap };
+    for (int f = 0; f < 4; f++) {
+        uint32_t k = 0;
+        for (uint32_t i = 0; i < n; i++)
+            if (!recs[i].warmup && recs[i].status == ST_REQ_OK)
+                vals[k++] = srv_fn[f](&recs[i]);
+        st_dist_compute(vals, k, srv_d[f]);
     }
 
     if (w->valid) {

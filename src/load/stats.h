@@ -28,6 +28,8 @@ void st_dist_compute(double *vals, uint32_t n, st_dist *out);
 /* Optional per-request SLO terms for goodput, in seconds; 0 (or NAN) = term not set. */
 typedef struct st_slo {
     double ttft_s, tpot_s, e2e_s;
+    double ttfat_s; /* time to first answer token (reasoning models): a request with no answer
+                       token does not meet it */
 } st_slo;
 
 /* 1 when r completed (ST_REQ_OK) and meets every set term. A request with fewer than two
@@ -75,11 +77,24 @@ typedef struct st_summary {
      * between consecutive token events of a completed request. */
     st_dist ttft, tpot, itl, e2e, lag;
 
+    /* Reasoning models and the server's own counts (whole run, completed requests): time to
+     * first ANSWER token, reasoning tokens, the prompt tokens the server counted (of the
+     * prompt_reported_n requests that reported them) against the input_tokens requested. */
+    st_dist ttfat;
+    uint64_t reasoning_tokens, prompt_reported, prompt_requested;
+    uint32_t prompt_reported_n;
+
     uint32_t good;  /* completed and meeting the SLO terms */
     double goodput; /* good / duration_s */
     int slo_set;    /* at least one SLO term given */
 
     int client_limited; /* opts.max_lag_p99_s set and exceeded */
+
+    /* The server's own timings (llama.cpp's `timings`, st_record srv_*), over the completed
+     * requests that carry them (n = 0 when none did): its prompt time and generation time per
+     * step, and the client's TTFT and TPOT minus them (what the server's queue, the HTTP path
+     * and the client add). Whole run. */
+    st_dist srv_prompt, srv_tpot, srv_ttft_gap, srv_tpot_gap;
 
     /* Steady state: from the first measured request's scheduled time to the last measured
      * request's scheduled time (the last arrival), so the drain after the last arrival is

@@ -1,5 +1,4 @@
 #include "load/workload.h"
-#include "core/file.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -16,7 +15,6 @@
  * always expands to the same ids. */
 #define TRACE_UNIQUE_SEED 0x7472616365756e71ULL /* "traceunq" */
 #define TRACE_PREFIX_SEED 0x7472616365707266ULL /* "traceprf" */
-#define TRACE_FILE_MAX ((size_t)1 << 30)
 
 void st_work_item_free(st_work_item *it)
 {
@@ -26,6 +24,11 @@ void st_work_item_free(st_work_item *it)
     free(it->input_text);
     it->input_ids = NULL;
     it->input_text = NULL;
+    for (uint32_t i = 0; i < it->n_history; i++)
+        free(it->history[i]);
+    free(it->history);
+    it->history = NULL;
+    it->n_history = 0;
 }
 
 void st_workload_free(st_workload *w)
@@ -37,6 +40,8 @@ void st_workload_free(st_workload *w)
     free(w->items);
     w->items = NULL;
     w->n = 0;
+    w->n_dependent = 0;
+    w->n_sessions = 0;
 }
 
 static void fill_ids(st_rng *r, uint32_t *ids, uint32_t n, uint32_t hi_excl)
@@ -45,12 +50,18 @@ static void fill_ids(st_rng *r, uint32_t *ids, uint32_t n, uint32_t hi_excl)
         ids[i] = st_rng_range(r, ST_WORKLOAD_VOCAB_LO, hi_excl - 1);
 }
 
+void st_workload_fill_ids(uint64_t seed, uint32_t *ids, uint32_t n)
+{
+    st_rng r;
+    st_rng_seed(&r, seed);
+    fill_ids(&r, ids, n, ST_WORKLOAD_VOCAB_DEFAULT);
+}
+
 /* ---- synthetic ---------------------------------------------------------------------- */
 
 int st_workload_synthetic(const st_synth_params *p, st_workload *out, char *err, size_t errlen)
 {
-    out->items = NULL;
-    out->n = 0;
+    memset(out, 0, sizeof *out);
     uint32_t vocab = p->vocab_size ? p->vocab_size : ST_WORKLOAD_VOCAB_DEFAULT;
     double r = p->range_ratio;
     if (p->num_requests == 0 || p->num_requests > ST_WORKLOAD_MAX_REQUESTS) {
@@ -73,18 +84,34 @@ int st_workload_synthetic(const st_synth_params *p, st_workload *out, char *err,
     uint32_t in_hi = (uint32_t)floor(p->input_len * (1 + r));
     uint32_t out_lo = (uint32_t)floor(p->output_len * (1 - r));
     uint32_t out_hi = (uint32_t)floor(p->output_len * (1 + r));
-    if (in_lo < 1)
+    if (p->vllm_semantics) {
+        /* vLLM's RandomDataset: floor below, ceil above, the prefix on top of the drawn length */
+        in_hi = (uint32_t)ceil(p->input_len * (1 + r));
+        out_hi = (uint32_t)ceil(p->output_len * (1 + r));
+        if ((uint64_t)in_hi + p->prefix_len > ST_WORKLOAD_MAX_TOKENS) {
+            st_errf(err, errlen, "lengths above %u tokens are not supported", ST_WORKLOAD_MAX_TOKENS);
+            return -1;
+        }
+        if ((uint64_t)in_lo + p->prefix_len < 1) {
+            st_errf(err, errlen, "the shortest prompt would be empty: raise the input length or the prefix");
+            return -1;
+        }
+    }
+    if (in_lo < 1 && !p->vllm_semantics)
         in_lo = 1;
     if (out_lo < 1)
         out_lo = 1;
+    if (out_hi < 1)
+        out_hi = 1;
     if (in_hi > ST_WORKLOAD_MAX_TOKENS || out_hi > ST_WORKLOAD_MAX_TOKENS) {
         st_errf(err, errlen, "lengths above %u tokens are not supported", ST_WORKLOAD_MAX_TOKENS);
         return -1;
     }
-    if (p->prefix_len > in_lo) {
+    if (!p->vllm_semantics && p->prefix_len > in_lo) {
         st_errf(err, errlen,
                 "shared prefix (%u tokens) is longer than the shortest prompt (%u tokens); the input "
-                "length includes the prefix",
+                "length includes the prefix (vLLM's --random-prefix-len comes on top of the input length: use "
+                "--random-input-len / --random-prefix-len for that meaning)",
                 p->prefix_len, in_lo);
         return -1;
     }
@@ -102,7 +129,7 @@ int st_workload_synthetic(const st_synth_params *p, st_workload *out, char *err,
     for (uint32_t i = 0; i < p->num_requests; i++) {
         items[i].id = i;
         items[i].arrival = -1;
-        items[i].input_len = st_rng_range(&rng, in_lo, in_hi);
+        items[i].input_len = st_rng_range(&rng, in_lo, in_hi) + (p->vllm_semantics ? p->prefix_len : 0);
         items[i].output_len = st_rng_range(&rng, out_lo, out_hi);
         items[i].prefix_group = 0;
         items[i].prefix_len = p->prefix_len;
@@ -216,11 +243,20 @@ static uint32_t count_words(const char *s)
 int st_trace_parse_line(const char *line, size_t len, uint32_t index, st_work_item *it, int *has_ts, double *ts_s,
                         char *err, size_t errlen)
 {
+    st_trace_native x;
+    int rc = st_trace_parse_native(line, len, index, it, &x, err, errlen);
+    *has_ts = rc == 0 && x.has_ts;
+    *ts_s = rc == 0 ? x.ts_s : 0;
+    return rc;
+}
+
+int st_trace_parse_native(const char *line, size_t len, uint32_t index, st_work_item *it, st_trace_native *x, char *err,
+                          size_t errlen)
+{
     memset(it, 0, sizeof *it);
+    memset(x, 0, sizeof *x);
     it->id = index;
     it->arrival = -1;
-    *has_ts = 0;
-    *ts_s = 0;
     size_t i = 0;
     while (i < len && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r' || line[i] == '\n'))
         i++;
@@ -238,6 +274,7 @@ int st_trace_parse_line(const char *line, size_t len, uint32_t index, st_work_it
         goto out;
     }
     json_t *ts = NULL, *in_tok = NULL, *in_ids = NULL, *text = NULL, *out_tok = NULL, *pg = NULL, *pl = NULL;
+    json_t *sess = NULL, *turn = NULL, *think = NULL, *model = NULL;
     const char *key;
     json_t *val;
     json_object_foreach(root, key, val)
@@ -256,10 +293,18 @@ int st_trace_parse_line(const char *line, size_t len, uint32_t index, st_work_it
             pg = val;
         else if (strcmp(key, "prefix_len") == 0)
             pl = val;
+        else if (strcmp(key, "session") == 0)
+            sess = val;
+        else if (strcmp(key, "turn") == 0)
+            turn = val;
+        else if (strcmp(key, "think_time") == 0)
+            think = val;
+        else if (strcmp(key, "model") == 0)
+            model = val;
         else {
             st_errf(err, errlen,
                     "unknown key \"%.64s\" (expected timestamp, input_tokens, input_ids, text, "
-                    "output_tokens, prefix_group, prefix_len)",
+                    "output_tokens, prefix_group, prefix_len, session, turn, think_time, model)",
                     key);
             goto out;
         }
@@ -269,8 +314,53 @@ int st_trace_parse_line(const char *line, size_t len, uint32_t index, st_work_it
             st_errf(err, errlen, "timestamp must be a non-negative number of seconds");
             goto out;
         }
-        *has_ts = 1;
-        *ts_s = json_number_value(ts);
+        x->has_ts = 1;
+        x->ts_s = json_number_value(ts);
+    }
+    if (sess) {
+        if (json_is_string(sess) && json_string_length(sess) > 0 && json_string_length(sess) < sizeof x->session &&
+            strlen(json_string_value(sess)) == json_string_length(sess)) {
+            snprintf(x->session, sizeof x->session, "%s", json_string_value(sess));
+        } else if (json_is_integer(sess) && json_integer_value(sess) >= 0) {
+            snprintf(x->session, sizeof x->session, "%lld", (long long)json_integer_value(sess));
+        } else {
+            st_errf(err, errlen, "session must be a non-empty string (at most %zu bytes) or a non-negative integer",
+                    sizeof x->session - 1);
+            goto out;
+        }
+    }
+    if (turn) {
+        if (!sess) {
+            st_errf(err, errlen, "turn needs a session");
+            goto out;
+        }
+        if (!json_is_integer(turn) || json_integer_value(turn) < 0 || json_integer_value(turn) > 1000000) {
+            st_errf(err, errlen, "turn must be an integer in 0..1000000");
+            goto out;
+        }
+        x->has_turn = 1;
+        x->turn = (uint32_t)json_integer_value(turn);
+    }
+    if (think) {
+        if (!sess) {
+            st_errf(err, errlen, "think_time needs a session");
+            goto out;
+        }
+        if (!json_is_number(think) || !isfinite(json_number_value(think)) || json_number_value(think) < 0 ||
+            json_number_value(think) > 86400) {
+            st_errf(err, errlen, "think_time must be a number of seconds in 0..86400");
+            goto out;
+        }
+        x->has_think = 1;
+        x->think_s = json_number_value(think);
+    }
+    if (model) {
+        if (!json_is_string(model) || json_string_length(model) >= sizeof x->model ||
+            strlen(json_string_value(model)) != json_string_length(model)) {
+            st_errf(err, errlen, "model must be a string (at most %zu bytes)", sizeof x->model - 1);
+            goto out;
+        }
+        snprintf(x->model, sizeof x->model, "%s", json_string_value(model));
     }
     if (!out_tok) {
         st_errf(err, errlen, "output_tokens is required");
@@ -295,6 +385,7 @@ int st_trace_parse_line(const char *line, size_t len, uint32_t index, st_work_it
             goto out;
         }
         it->prefix_group = (uint32_t)json_integer_value(pg);
+        x->has_prefix_group = 1;
     }
     if (pl && get_count(pl, "prefix_len", 0, &it->prefix_len, err, errlen) < 0)
         goto out;
@@ -322,12 +413,12 @@ int st_trace_parse_line(const char *line, size_t len, uint32_t index, st_work_it
             goto out;
         }
         for (size_t k = 0; k < n; k++) {
-            json_t *x = json_array_get(in_ids, k);
-            if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > (json_int_t)UINT32_MAX) {
+            json_t *el = json_array_get(in_ids, k);
+            if (!json_is_integer(el) || json_integer_value(el) < 0 || json_integer_value(el) > (json_int_t)UINT32_MAX) {
                 st_errf(err, errlen, "input_ids[%zu] is not a token id (a non-negative integer)", k);
                 goto out;
             }
-            it->input_ids[k] = (uint32_t)json_integer_value(x);
+            it->input_ids[k] = (uint32_t)json_integer_value(el);
         }
         it->input_len = (uint32_t)n;
     } else if (text) {
@@ -377,105 +468,164 @@ out:
     return rc;
 }
 
-int st_workload_trace_parse(const char *data, size_t len, const char *name, st_workload *out, char *err, size_t errlen)
+
+int st_workload_prompt_text(const st_work_item *it, st_buf *out)
 {
-    out->items = NULL;
-    out->n = 0;
-    uint32_t cap = 0, lineno = 0;
-    int ts_mode = -1; /* -1 unknown, 0 none, 1 all */
-    double first_ts = 0, prev_ts = 0;
-    char why[384];
-    size_t pos = 0;
-    while (pos < len) {
-        const char *line = data + pos;
-        const char *nl = memchr(line, '\n', len - pos);
-        size_t n = nl ? (size_t)(nl - line) : len - pos;
-        pos += n + (nl ? 1 : 0);
-        lineno++;
-        if (n > ST_TRACE_LINE_MAX) {
-            st_errf(err, errlen, "%s:%u: line is longer than %u bytes", name, lineno, ST_TRACE_LINE_MAX);
-            goto fail;
-        }
-        if (memchr(line, '\0', n)) {
-            st_errf(err, errlen, "%s:%u: NUL byte in line", name, lineno);
-            goto fail;
-        }
-        st_work_item it;
-        int has_ts;
-        double ts;
-        int rc = st_trace_parse_line(line, n, out->n, &it, &has_ts, &ts, why, sizeof why);
-        if (rc == 1)
-            continue;
-        if (rc < 0) {
-            st_errf(err, errlen, "%s:%u: %s", name, lineno, why);
-            goto fail;
-        }
-        if (ts_mode < 0) {
-            ts_mode = has_ts;
-            first_ts = prev_ts = ts;
-        } else if (ts_mode != has_ts) {
-            st_errf(err, errlen, "%s:%u: %s", name, lineno,
-                    has_ts ? "timestamp given, but earlier requests have none (all or none must have one)"
-                           : "timestamp missing, but earlier requests have one (all or none must have one)");
-            st_work_item_free(&it);
-            goto fail;
-        } else if (has_ts && ts < prev_ts) {
-            st_errf(err, errlen,
-                    "%s:%u: timestamp %.9g is earlier than the previous request's %.9g "
-                    "(the trace must be sorted by time)",
-                    name, lineno, ts, prev_ts);
-            st_work_item_free(&it);
-            goto fail;
-        }
-        if (has_ts) {
-            prev_ts = ts;
-            double rel = ts - first_ts;
-            if (rel > 1e9) {
-                st_errf(err, errlen, "%s:%u: timestamp too far from the first one", name, lineno);
-                st_work_item_free(&it);
-                goto fail;
-            }
-            it.arrival = (st_ns)llround(rel * 1e9);
-        }
-        if (out->n == cap) {
-            if (cap >= ST_WORKLOAD_MAX_REQUESTS) {
-                st_errf(err, errlen, "%s:%u: more than %u requests", name, lineno, ST_WORKLOAD_MAX_REQUESTS);
-                st_work_item_free(&it);
-                goto fail;
-            }
-            uint32_t nc = cap ? cap * 2 : 64;
-            if (nc > ST_WORKLOAD_MAX_REQUESTS)
-                nc = ST_WORKLOAD_MAX_REQUESTS;
-            st_work_item *p = realloc(out->items, (size_t)nc * sizeof *p);
-            if (!p) {
-                st_errf(err, errlen, "%s:%u: out of memory", name, lineno);
-                st_work_item_free(&it);
-                goto fail;
-            }
-            out->items = p;
-            cap = nc;
-        }
-        out->items[out->n++] = it;
+    if (!it || !out)
+        return -1;
+    for (uint32_t i = 0; i < it->n_history; i++) {
+        if (i && st_buf_append(out, " ", 1) < 0)
+            return -1;
+        if (it->history[i] && st_buf_puts(out, it->history[i]) < 0)
+            return -1;
     }
-    if (out->n == 0) {
-        st_errf(err, errlen, "%s: the trace holds no requests", name);
-        goto fail;
-    }
-    return 0;
-fail:
-    st_workload_free(out);
-    return -1;
+    if (it->n_history && st_buf_append(out, " ", 1) < 0)
+        return -1;
+    return st_workload_text(it, out);
 }
 
-int st_workload_trace_load(const char *path, st_workload *out, char *err, size_t errlen)
+uint32_t st_workload_history_tokens(const st_work_item *it)
 {
-    out->items = NULL;
-    out->n = 0;
-    size_t len;
-    char *data = st_read_file(path, TRACE_FILE_MAX, &len, err, errlen);
-    if (!data)
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < it->n_history; i++)
+        if (it->history[i])
+            n += count_words(it->history[i]);
+    return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+}
+
+/* ---- synthetic sessions ---------------------------------------------------------------- */
+
+#define SESSIONS_MAX 1000000u
+#define SESSION_TURNS_MAX 1000u
+
+static void range_bounds(uint32_t v, double r, uint32_t *lo, uint32_t *hi)
+{
+    *lo = (uint32_t)floor(v * (1 - r));
+    *hi = (uint32_t)floor(v * (1 + r));
+    if (*lo < 1)
+        *lo = 1;
+    if (*hi < *lo)
+        *hi = *lo;
+}
+
+int st_workload_sessions(const st_session_params *p, st_workload *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (p->sessions == 0 || p->sessions > SESSIONS_MAX) {
+        st_errf(err, errlen, "the number of sessions must be in 1..%u", SESSIONS_MAX);
         return -1;
-    int rc = st_workload_trace_parse(data, len, path, out, err, errlen);
-    free(data);
-    return rc;
+    }
+    if (p->turns_min < 1 || p->turns_max < p->turns_min || p->turns_max > SESSION_TURNS_MAX) {
+        st_errf(err, errlen, "turns per session must be a range within 1..%u", SESSION_TURNS_MAX);
+        return -1;
+    }
+    if (!(p->range_ratio >= 0 && p->range_ratio < 1)) {
+        st_errf(err, errlen, "range ratio must be in [0, 1), got %g", p->range_ratio);
+        return -1;
+    }
+    if (p->first_input == 0 || p->user_input == 0 || p->output_len == 0) {
+        st_errf(err, errlen, "input and output lengths must be at least 1 token");
+        return -1;
+    }
+    if (!(p->think_s >= 0 && p->think_s <= 86400)) {
+        st_errf(err, errlen, "think time must be in 0..86400 s");
+        return -1;
+    }
+    uint32_t f_lo, f_hi, u_lo, u_hi, o_lo, o_hi;
+    range_bounds(p->first_input, p->range_ratio, &f_lo, &f_hi);
+    range_bounds(p->user_input, p->range_ratio, &u_lo, &u_hi);
+    range_bounds(p->output_len, p->range_ratio, &o_lo, &o_hi);
+    if (f_hi > ST_WORKLOAD_MAX_TOKENS || u_hi > ST_WORKLOAD_MAX_TOKENS || o_hi > ST_WORKLOAD_MAX_TOKENS) {
+        st_errf(err, errlen, "lengths above %u tokens are not supported", ST_WORKLOAD_MAX_TOKENS);
+        return -1;
+    }
+    if (p->prefix_len > f_lo) {
+        st_errf(err, errlen, "shared prefix (%u tokens) is longer than the shortest first prompt (%u tokens)",
+                p->prefix_len, f_lo);
+        return -1;
+    }
+    /* the longest conversation must fit the largest prompt servetune sends */
+    uint64_t longest = (uint64_t)f_hi + (uint64_t)(p->turns_max - 1) * ((uint64_t)o_hi + u_hi);
+    if (longest > ST_WORKLOAD_MAX_TOKENS) {
+        st_errf(err, errlen, "a %u-turn conversation grows to %llu tokens, more than %u", p->turns_max,
+                (unsigned long long)longest, ST_WORKLOAD_MAX_TOKENS);
+        return -1;
+    }
+    st_rng rng;
+    st_rng_seed(&rng, p->seed ^ 0x73657373696f6e73ULL);
+    uint32_t *turns = malloc((size_t)p->sessions * sizeof *turns);
+    if (!turns) {
+        st_errf(err, errlen, "out of memory");
+        return -1;
+    }
+    uint64_t total = 0;
+    for (uint32_t s = 0; s < p->sessions; s++) {
+        turns[s] = st_rng_range(&rng, p->turns_min, p->turns_max);
+        total += turns[s];
+    }
+    if (total > ST_WORKLOAD_MAX_REQUESTS) {
+        free(turns);
+        st_errf(err, errlen, "%llu turns in all, more than %u requests", (unsigned long long)total,
+                ST_WORKLOAD_MAX_REQUESTS);
+        return -1;
+    }
+    st_work_item *items = calloc(total, sizeof *items);
+    uint32_t *prefix = p->prefix_len ? malloc((size_t)p->prefix_len * sizeof *prefix) : NULL;
+    if (!items || (p->prefix_len && !prefix)) {
+        free(items);
+        free(prefix);
+        free(turns);
+        st_errf(err, errlen, "out of memory");
+        return -1;
+    }
+    fill_ids(&rng, prefix, p->prefix_len, ST_WORKLOAD_VOCAB_DEFAULT);
+    out->items = items;
+    out->n = (uint32_t)total;
+    out->n_dependent = (uint32_t)total - p->sessions;
+    out->n_sessions = p->sessions;
+    uint32_t dep = p->sessions; /* next free dependent slot */
+    int rc = 0;
+    for (uint32_t s = 0; s < p->sessions && rc == 0; s++) {
+        uint32_t prev = s;
+        for (uint32_t t = 0; t < turns[s]; t++) {
+            uint32_t idx = t == 0 ? s : dep++;
+            st_work_item *it = &items[idx];
+            it->id = idx;
+            it->arrival = -1;
+            it->session = s + 1;
+            it->turn = t;
+            it->output_len = st_rng_range(&rng, o_lo, o_hi);
+            if (t == 0) {
+                it->input_len = st_rng_range(&rng, f_lo, f_hi);
+                it->prefix_len = p->prefix_len;
+            } else {
+                it->input_len = st_rng_range(&rng, u_lo, u_hi);
+                double th = p->think_exp ? st_rng_exp(&rng, p->think_s > 0 ? 1.0 / p->think_s : 0) : p->think_s;
+                if (!isfinite(th))
+                    th = 0;
+                it->think = (st_ns)llround(th * 1e9);
+                items[prev].next = idx;
+            }
+            it->input_ids = malloc((size_t)it->input_len * sizeof *it->input_ids);
+            if (!it->input_ids) {
+                rc = -1;
+                break;
+            }
+            uint32_t k = 0;
+            if (t == 0 && p->prefix_len) {
+                memcpy(it->input_ids, prefix, (size_t)p->prefix_len * sizeof *prefix);
+                k = p->prefix_len;
+            }
+            fill_ids(&rng, it->input_ids + k, it->input_len - k, ST_WORKLOAD_VOCAB_DEFAULT);
+            prev = idx;
+        }
+    }
+    free(prefix);
+    free(turns);
+    if (rc) {
+        st_workload_free(out);
+        st_errf(err, errlen, "out of memory");
+        return -1;
+    }
+    return 0;
 }

@@ -1,9 +1,15 @@
 /* Workloads: the list of requests a run sends, either synthetic (the shape of vLLM's
- * random dataset) or loaded from a JSONL trace (docs/trace-format.md). Pure apart from
- * st_workload_trace_load, which reads the file.
+ * random dataset, or multi-turn sessions) or loaded from a trace (load/trace.h,
+ * docs/trace-format.md). Pure apart from st_workload_trace_load, which reads the file.
  *
- * Ownership: st_workload owns items, and each item owns its input_ids and input_text
- * (malloc'd); st_workload_free releases all of it. */
+ * Sessions (multi-turn conversations): the first turn of every session (and every request
+ * outside a session) is on the arrival schedule; the later turns are DEPENDENT: they are the
+ * last n_dependent items, and each is sent when the turn before it ended plus its think time,
+ * with the conversation so far (the earlier prompts and the answers the server actually
+ * returned) in front of its new text (load/session.h does this at run time).
+ *
+ * Ownership: st_workload owns items, and each item owns its input_ids, input_text and
+ * history (malloc'd); st_workload_free releases all of it. */
 #ifndef ST_WORKLOAD_H
 #define ST_WORKLOAD_H
 #include <stddef.h>
@@ -20,11 +26,23 @@ typedef struct st_work_item {
     char *input_text;    /* text prompt or NULL; st_workload_text() derives text from ids */
     uint32_t output_len;
     uint32_t prefix_group, prefix_len; /* requests of one group share prefix_len leading tokens */
+    /* Sessions: session is 1 + the session's index (0: not in a session); turn counts from 0;
+     * next is the index of the session's next turn (0: none; turn 0 is never dependent, so
+     * index 0 is never a next turn); think is the pause between the end of the previous
+     * turn and this one. For turns after the first, input_ids / input_text hold only the
+     * user's new text, and history (n_history texts alternating user and assistant, oldest
+     * first) is filled when the previous turn ends. Session turns are sent as text. */
+    uint32_t session, turn, next;
+    st_ns think;
+    char **history;
+    uint32_t n_history;
 } st_work_item;
 
 typedef struct st_workload {
     st_work_item *items;
     uint32_t n;
+    uint32_t n_dependent; /* the last n_dependent items are later turns of sessions (not scheduled) */
+    uint32_t n_sessions;
 } st_workload;
 
 /* Synthetic workload (vLLM random-dataset shape).
@@ -53,14 +71,38 @@ typedef struct st_synth_params {
     uint32_t num_requests;
     uint64_t seed;
     uint32_t vocab_size; /* ids drawn in [ST_WORKLOAD_VOCAB_LO, vocab_size) */
+    /* vLLM's random dataset (`vllm bench serve --dataset-name random`): the shared prefix
+     * comes ON TOP of input_len (a prompt is prefix_len + a length drawn from
+     * [floor(L(1-r)), ceil(L(1+r))]), outputs from [max(1, floor(O(1-r))), max(1, ceil(O(1+r)))]. */
+    int vllm_semantics;
 } st_synth_params;
 
 int st_workload_synthetic(const st_synth_params *p, st_workload *out, char *err, size_t errlen);
 
-/* Loads a JSONL trace (format in docs/trace-format.md). Errors are "path:line: reason".
- * Lines are limited to ST_TRACE_LINE_MAX bytes. Arrival times are relative to the first
- * request's timestamp (so the replay starts at once), or -1 for every item when the trace
- * has no timestamps. */
+/* Synthetic multi-turn sessions: sessions conversations, each of turns turns (uniform in
+ * [turns_min, turns_max]). Turn 0's prompt is first_input tokens (prefix_len of them shared
+ * by every session, as a system prompt); each later turn adds user_input new tokens to the
+ * conversation so far (the history grows by the previous prompt's answer and this text);
+ * every turn asks for output_len tokens; think_s seconds pass between a turn's end and the
+ * next turn (exponential with that mean when think_exp, else constant). Lengths spread with
+ * range_ratio as the synthetic workload's. The first turns go on the arrival schedule; the
+ * later turns are dependent items (st_workload.n_dependent). */
+typedef struct st_session_params {
+    uint32_t sessions;
+    uint32_t turns_min, turns_max;
+    uint32_t first_input, user_input, output_len, prefix_len;
+    double range_ratio;
+    double think_s;
+    int think_exp;
+    uint64_t seed;
+} st_session_params;
+int st_workload_sessions(const st_session_params *p, st_workload *out, char *err, size_t errlen);
+
+/* Loads a trace of any format load/trace.h reads (docs/trace-format.md), with the default
+ * options and sessions flattened (every item on the schedule: see st_trace_load for the
+ * options and for replayed sessions). Errors are "path:line: reason". Lines are limited to
+ * ST_TRACE_LINE_MAX bytes. Arrival times are relative to the first request's timestamp (so
+ * the replay starts at once), or -1 for every item when the trace has no timestamps. */
 #define ST_TRACE_LINE_MAX (4u << 20)
 int st_workload_trace_load(const char *path, st_workload *out, char *err, size_t errlen);
 /* The same from a buffer in memory (name is used in error messages). */
@@ -71,7 +113,24 @@ int st_workload_trace_parse(const char *data, size_t len, const char *name, st_w
  * On success the caller owns it->input_ids / it->input_text (free with st_work_item_free). */
 int st_trace_parse_line(const char *line, size_t len, uint32_t index, st_work_item *it, int *has_ts, double *ts_s,
                         char *err, size_t errlen);
+/* The same with the session and filter keys (session, turn, think_time, model). */
+typedef struct st_trace_native {
+    int has_ts;
+    double ts_s;
+    char session[256]; /* "" when none (an integer session is written in decimal) */
+    int has_turn;
+    uint32_t turn;
+    int has_think;
+    double think_s;
+    char model[256]; /* "" when none */
+    int has_prefix_group;
+} st_trace_native;
+int st_trace_parse_native(const char *line, size_t len, uint32_t index, st_work_item *it, st_trace_native *x, char *err,
+                          size_t errlen);
 void st_work_item_free(st_work_item *it);
+/* Deterministic ids for generated prompts (traces given as token counts): n ids of the
+ * stream seeded by seed, uniform in [ST_WORKLOAD_VOCAB_LO, ST_WORKLOAD_VOCAB_DEFAULT). */
+void st_workload_fill_ids(uint64_t seed, uint32_t *ids, uint32_t n);
 
 /* Deterministic text for text-only APIs (TGI, chat): the item's input_text when it has
  * one, else one word per token id (from a fixed list of 256 common English words, id modulo 256, joined
@@ -79,6 +138,12 @@ void st_work_item_free(st_work_item *it);
  * text for identical leading ids (a shared prefix stays shared). Appends to out; 0 or -1
  * (out's maximum reached or the item has neither ids nor text). */
 int st_workload_text(const st_work_item *it, st_buf *out);
+/* The whole prompt of a session turn as one text: its history, then its own text, joined by
+ * single spaces (so the previous turn's prompt is a prefix of this one's). Outside a session,
+ * st_workload_text. 0 or -1. */
+int st_workload_prompt_text(const st_work_item *it, st_buf *out);
+/* Whitespace-separated words in the item's history (its length in tokens, about). */
+uint32_t st_workload_history_tokens(const st_work_item *it);
 
 void st_workload_free(st_workload *w);
 

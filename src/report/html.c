@@ -968,6 +968,28 @@ int st_html_render(const st_html_report *r, st_buf *out, char *err, size_t errle
     }
     st_buf_printf(h, "</tbody></table>\n</section>\n");
 
+    if (r->n_traffic) {
+        st_buf_printf(h, "<section id=\"traffic\">\n<h2>Your traffic</h2>\n<table class=\"kv\"><tbody>\n");
+        for (uint32_t i = 0; i < r->n_traffic; i++) {
+            st_buf_printf(h, "<tr><th scope=\"row\">");
+            hs(h, r->traffic[i].key);
+            st_buf_printf(h, "</th><td>");
+            hs(h, r->traffic[i].value);
+            st_buf_printf(h, "</td></tr>\n");
+        }
+        st_buf_printf(h, "</tbody></table>\n");
+        if (r->n_traffic_advice) {
+            st_buf_printf(h, "<ul>\n");
+            for (uint32_t i = 0; i < r->n_traffic_advice; i++) {
+                st_buf_printf(h, "<li>");
+                hs(h, r->traffic_advice[i]);
+                st_buf_printf(h, "</li>\n");
+            }
+            st_buf_printf(h, "</ul>\n");
+        }
+        st_buf_printf(h, "</section>\n");
+    }
+
     st_buf_printf(h, "<section id=\"results\">\n<h2>Results, cheapest first</h2>\n");
     if (n)
         results_table(h, r, o);

@@ -116,6 +116,11 @@ typedef struct st_html_report {
 
     const st_html_kv *setup;
     uint32_t n_setup;
+    /* "Your traffic" (a trace workload): figures and advice; n_traffic 0 leaves it out */
+    const st_html_kv *traffic;
+    uint32_t n_traffic;
+    const char *const *traffic_advice;
+    uint32_t n_traffic_advice;
 
     const st_html_config *configs; /* spec order; their index picks the chart colour */
     uint32_t n_configs;

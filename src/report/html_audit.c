@@ -476,6 +476,17 @@ int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *op
     if (a.oom)
         goto oom;
 
+    /* "Your traffic" */
+    st_html_kv *tkv = a_calloc(&a, ST_REP_TRAFFIC_ROWS, sizeof *tkv);
+    const char **tadv = a_calloc(&a, ST_REP_TRAFFIC_ADVICE, sizeof *tadv);
+    if (a.oom)
+        goto oom;
+    for (int i = 0; r->traffic.present && i < r->traffic.n_rows; i++)
+        tkv[h.n_traffic++] = (st_html_kv){ r->traffic.key[i], r->traffic.value[i] };
+    for (int i = 0; r->traffic.present && i < r->traffic.n_advice; i++)
+        tadv[h.n_traffic_advice++] = r->traffic.advice[i];
+    h.traffic = tkv;
+    h.traffic_advice = tadv;
     int rc = st_html_render(&h, out, err, errlen);
     free(ev);
     st_buf_free(&tb);

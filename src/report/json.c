@@ -166,6 +166,19 @@ static json_t *run_json(const st_run_row *w, const st_rep_server *sv)
     json_object_set_new(srv, "preemptions", num(sv->preemptions));
     json_object_set_new(srv, "prefix_hit_rate", num(sv->prefix_hit_rate));
     json_object_set_new(o, "server", srv);
+    if (sv->srv_n) {
+        json_t *tm = json_object();
+        json_object_set_new(tm, "requests", json_integer(sv->srv_n));
+        json_object_set_new(tm, "server_prompt_p50_ms", num(sv->srv_prompt_p50_ms));
+        json_object_set_new(tm, "server_prompt_p99_ms", num(sv->srv_prompt_p99_ms));
+        json_object_set_new(tm, "ttft_minus_prompt_p50_ms", num(sv->ttft_gap_p50_ms));
+        json_object_set_new(tm, "ttft_minus_prompt_p99_ms", num(sv->ttft_gap_p99_ms));
+        json_object_set_new(tm, "tpot_minus_server_tpot_p50_ms", num(sv->tpot_gap_p50_ms));
+        json_object_set_new(tm, "tpot_minus_server_tpot_p99_ms", num(sv->tpot_gap_p99_ms));
+        json_object_set_new(o, "server_timings", tm);
+    } else {
+        json_object_set_new(o, "server_timings", json_null());
+    }
     json_t *summary = w->summary_json ? json_loads(w->summary_json, 0, NULL) : NULL;
     json_object_set_new(o, "summary", summary ? summary : json_null());
     return o;
@@ -269,6 +282,7 @@ int st_report_json(const st_report *r, st_buf *out)
         json_array_append_new(ord, json_string(r->cfg[r->order[i]].name));
     json_object_set_new(root, "order", ord);
     json_object_set_new(root, "notes", notes_json(&r->notes));
+    json_object_set_new(root, "traffic", r->traffic.json ? json_incref(r->traffic.json) : json_null());
     char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
     json_decref(root);
     if (!text)

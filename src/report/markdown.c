@@ -305,6 +305,37 @@ static void changes_section(const st_report *r, st_buf *b)
     st_buf_puts(b, "\n");
 }
 
+/* The server's own timings against the client's, per run, when the engine reported them. */
+static void timings_table(const st_rep_cfg *c, st_buf *b)
+{
+    int any = 0;
+    for (int j = 0; j < c->n_runs; j++)
+        any |= c->server[j].srv_n > 0;
+    if (!any)
+        return;
+    st_buf_puts(b, "Server-reported timings (each response's `timings`: the server's prompt time, from a slot "
+                   "taking the request to its first token, and its generation time per step) against the client's "
+                   "figures. TTFT minus the prompt time is the wait for a slot, the HTTP path and the client; TPOT "
+                   "minus the server's is what the stream adds between tokens.\n\n"
+                   "| Offered (req/s) | Requests | Server prompt p50 / p99 (ms) | TTFT - prompt p50 / p99 (ms) | "
+                   "TPOT - server TPOT p50 / p99 (ms) |\n|---:|---:|---:|---:|---:|\n");
+    for (int j = 0; j < c->n_runs; j++) {
+        const st_rep_server *sv = &c->server[j];
+        if (!sv->srv_n)
+            continue;
+        char ra[32], a[32], bb[32], g1[32], g2[32], t1[32], t2[32];
+        st_fmt_rate(ra, sizeof ra, c->runs[j].rate);
+        st_fmt_num(a, sizeof a, sv->srv_prompt_p50_ms);
+        st_fmt_num(bb, sizeof bb, sv->srv_prompt_p99_ms);
+        st_fmt_num(g1, sizeof g1, sv->ttft_gap_p50_ms);
+        st_fmt_num(g2, sizeof g2, sv->ttft_gap_p99_ms);
+        st_fmt_num(t1, sizeof t1, sv->tpot_gap_p50_ms);
+        st_fmt_num(t2, sizeof t2, sv->tpot_gap_p99_ms);
+        st_buf_printf(b, "| %s | %u | %s / %s | %s / %s | %s / %s |\n", ra, sv->srv_n, a, bb, g1, g2, t1, t2);
+    }
+    st_buf_puts(b, "\n");
+}
+
 static void evidence_section(const st_report *r, st_buf *b)
 {
     st_buf_puts(b, "## Evidence per rate\n\nEvery figure below is computed from the per-request records in "
@@ -370,6 +401,7 @@ static void evidence_section(const st_report *r, st_buf *b)
             if (measured && !any_samples)
                 st_buf_puts(b, "No /metrics samples: the engine's /metrics endpoint did not answer or exposed none of "
                                "the metrics servetune knows for it (noted, not fatal).\n\n");
+            timings_table(c, b);
         }
         if (c->row && c->row->failure_class) {
             st_buf_printf(b, "The engine failed: **%s**", c->row->failure_class);
@@ -488,6 +520,7 @@ int st_report_markdown(const st_report *r, st_buf *b)
     st_buf_free(&hl);
     st_buf_puts(b, "\n\n");
     setup_section(r, b);
+    st_rep_traffic_markdown(&r->traffic, b);
     results_section(r, b);
     changes_section(r, b);
     evidence_section(r, b);

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "load/stats.h"
 #include "report/report.h"
 
 const char *st_rep_status_name(st_rep_status s)
@@ -54,6 +55,38 @@ static void server_figures(const st_metrics_sample *m, uint32_t n, st_rep_server
         out->prefix_hit_rate = (h1 - h0) / (q1 - q0);
 }
 
+/* The server-reported timings of a run's completed requests against the client's. */
+static void server_timings(const st_record *recs, uint32_t n, st_rep_server *out)
+{
+    out->srv_n = 0;
+    out->srv_prompt_p50_ms = out->srv_prompt_p99_ms = out->ttft_gap_p50_ms = out->ttft_gap_p99_ms = NAN;
+    out->tpot_gap_p50_ms = out->tpot_gap_p99_ms = NAN;
+    double *v = malloc((n ? n : 1) * sizeof *v);
+    if (!v)
+        return;
+    st_dist d[3];
+    for (int f = 0; f < 3; f++) {
+        uint32_t k = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            const st_record *r = &recs[i];
+            if (r->warmup || r->status != ST_REQ_OK || r->srv_prompt < 0)
+                continue;
+            v[k++] = f == 0   ? st_ns_to_s(r->srv_prompt)
+                     : f == 1 ? st_record_srv_ttft_gap(r)
+                              : st_record_srv_tpot_gap(r);
+        }
+        st_dist_compute(v, k, &d[f]);
+    }
+    free(v);
+    out->srv_n = d[0].n;
+    out->srv_prompt_p50_ms = d[0].p50 * 1e3;
+    out->srv_prompt_p99_ms = d[0].p99 * 1e3;
+    out->ttft_gap_p50_ms = d[1].p50 * 1e3;
+    out->ttft_gap_p99_ms = d[1].p99 * 1e3;
+    out->tpot_gap_p50_ms = d[2].p50 * 1e3;
+    out->tpot_gap_p99_ms = d[2].p99 * 1e3;
+}
+
 /* One run's server figures and notes digest, from its stored samples and records. */
 static void run_figures(st_store *s, int64_t run_id, st_rep_server *sv, st_notes_run *dg)
 {
@@ -70,6 +103,7 @@ static void run_figures(st_store *s, int64_t run_id, st_rep_server *sv, st_notes
         nr = 0;
     }
     server_figures(m, nm, sv);
+    server_timings(recs, nr, sv);
     st_notes_run_digest(recs, nr, m, nm, dg);
     if (m)
         st_store_samples_free(m, nm);
@@ -88,6 +122,7 @@ void st_report_free(st_report *r)
         free(r->cfg[i].digest);
     }
     st_notes_free(&r->notes);
+    st_rep_traffic_free(&r->traffic);
     free(r->cfg);
     free(r->order);
     st_run_rows_free(r->runs, r->n_runs);
@@ -131,6 +166,7 @@ int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
         st_report_free(out);
         return -1;
     }
+    (void)st_rep_traffic_load(out->audit.traffic, &out->traffic); /* unreadable: the section is left out */
     out->refine = out->spec.search.mode == ST_SEARCH_REFINE;
     out->n_cfg = out->spec.n_configs;
     out->cfg = calloc((size_t)out->n_cfg, sizeof *out->cfg);

@@ -437,6 +437,9 @@ static const char *flag_value(const st_strv *f, const char *name, int *present)
     return val;
 }
 
+/* llama-server's slots when -np is not given (-1 = auto = 4, tools/server/server.cpp). */
+#define LLAMACPP_DEFAULT_SLOTS 4
+
 static int is_vllm_like(const st_report *r)
 {
     return r->spec.engine.kind == ST_ENGINE_VLLM || r->spec.engine.kind == ST_ENGINE_EMULATOR;
@@ -1061,6 +1064,58 @@ static uint32_t default_max_num_seqs(const st_report *r, const st_strv *flags)
     return 256;
 }
 
+/* The server's own timings against the client's, at the lowest and the highest measured rate
+ * where the engine reported them (llama.cpp's `timings`). */
+static void server_timings_note(ctx *x, const st_rep_cfg *c)
+{
+    int lo = -1, hi = -1;
+    for (int j = 0; j < c->n_runs; j++) {
+        if (!measured(&c->runs[j]) || !c->server || c->server[j].srv_n < 1 || isnan(c->server[j].ttft_gap_p50_ms))
+            continue;
+        if (lo < 0 || c->runs[j].rate < c->runs[lo].rate)
+            lo = j;
+        if (hi < 0 || c->runs[j].rate > c->runs[hi].rate)
+            hi = j;
+    }
+    if (lo < 0)
+        return;
+    st_buf *b = &x->b;
+    const st_rep_server *a = &c->server[lo], *z = &c->server[hi];
+    st_buf_puts(b, "the engine reported its own prompt and generation time for each request: the client's TTFT "
+                   "exceeded the server's prompt time by ");
+    num(b, a->ttft_gap_p50_ms);
+    st_buf_puts(b, " ms at p50 (p99 ");
+    num(b, a->ttft_gap_p99_ms);
+    st_buf_puts(b, " ms) at ");
+    rate_s(b, c->runs[lo].rate);
+    st_buf_puts(b, " req/s");
+    if (hi != lo) {
+        st_buf_puts(b, " and by ");
+        num(b, z->ttft_gap_p50_ms);
+        st_buf_puts(b, " ms (p99 ");
+        num(b, z->ttft_gap_p99_ms);
+        st_buf_puts(b, " ms) at ");
+        rate_s(b, c->runs[hi].rate);
+        st_buf_puts(b, " req/s");
+    }
+    st_buf_puts(b, "; TPOT exceeded the server's time per step by ");
+    num(b, a->tpot_gap_p50_ms);
+    st_buf_puts(b, " ms at p50. With no queue the TTFT difference is the HTTP path and the client; under load it "
+                   "also holds the wait for a free slot (per run: the evidence table).");
+    st_note *n = add(x, ST_NOTE_INFO, "server_timings", c->name);
+    add_rate(n, c->runs[lo].rate);
+    if (hi != lo)
+        add_rate(n, c->runs[hi].rate);
+    add_ev(n, "requests", a->srv_n);
+    add_ev(n, "ttft_minus_prompt_p50_ms", a->ttft_gap_p50_ms);
+    add_ev(n, "ttft_minus_prompt_p99_ms", a->ttft_gap_p99_ms);
+    add_ev(n, "tpot_minus_server_tpot_p50_ms", a->tpot_gap_p50_ms);
+    if (hi != lo) {
+        add_ev(n, "high_rate_ttft_minus_prompt_p50_ms", z->ttft_gap_p50_ms);
+        add_ev(n, "high_rate_ttft_minus_prompt_p99_ms", z->ttft_gap_p99_ms);
+    }
+}
+
 /* What the diagnosis of one configuration knows before looking at its runs, and the rates each
  * finding concerns. */
 typedef struct diag {
@@ -1072,7 +1127,10 @@ typedef struct diag {
     const char *mns;    /* --max-num-seqs as given, or NULL */
     double max_seqs;    /* --max-num-seqs or vLLM's default for the GPU */
     int kv_fp8;         /* the KV cache is fp8 already */
-    diag_rates kv, el, pc, tt, tk;
+    int llama;          /* llama-server: its slots (-np) bound what runs at once */
+    const char *np;     /* -np / --parallel as given, or NULL */
+    double slots;       /* -np, or llama-server's default */
+    diag_rates kv, el, pc, tt, tk, sl;
 } diag;
 
 /* The flags and expectations of configuration c. 0, or -1 when out of memory. */
@@ -1082,6 +1140,12 @@ static int diag_setup(const st_report *r, const st_rep_cfg *c, diag *D)
     if (st_spec_config_flags(&r->spec, c->spec, &D->flags))
         return -1;
     D->vl = is_vllm_like(r);
+    D->llama = r->spec.engine.kind == ST_ENGINE_LLAMACPP;
+    /* llama-server's slots: -np / --parallel, else its default (auto: 4; tools/server/server.cpp) */
+    D->np = flag_value(&D->flags, "-np", NULL);
+    if (!D->np)
+        D->np = flag_value(&D->flags, "--parallel", NULL);
+    D->slots = D->np && atof(D->np) > 0 ? atof(D->np) : LLAMACPP_DEFAULT_SLOTS;
     /* prefix caching: expected hit rate of the synthetic workload */
     D->pc_off = 0;
     for (int i = 0; i < D->flags.n; i++) { /* the last of the two wins */
@@ -1140,6 +1204,10 @@ static void diag_classify(const st_rep_cfg *c, diag *D)
             dr_add(&D->tt, c, j);
         if (d->tokens_checked && d->tokens_short + d->tokens_long)
             dr_add(&D->tk, c, j);
+        /* llama-server: requests deferred (waiting for a slot) in most scrapes, with every slot busy */
+        if (D->llama && d->rw_scrapes >= 2 && 2 * d->wait_scrapes >= d->rw_scrapes && d->wait_scrapes >= 2 &&
+            d->running_max_waiting >= D->slots)
+            dr_add(&D->sl, c, j);
     }
 }
 
@@ -1298,6 +1366,33 @@ static void note_token_counts(ctx *x, const st_rep_cfg *c, diag *D)
     add_ev(n, "mean_requested", d->tokens_asked_mismatched / mis);
 }
 
+/* Every slot of llama-server busy while requests were deferred (slots_full). */
+static void note_slots_full(ctx *x, const st_rep_cfg *c, diag *D)
+{
+    st_buf *b = &x->b;
+    const st_notes_run *d = &c->digest[D->sl.first];
+    st_buf_puts(b, "at ");
+    dr_text(b, &D->sl);
+    st_buf_printf(b, " req/s every slot was busy while requests were deferred (in %u of %u scrapes at ",
+                  d->wait_scrapes, d->rw_scrapes);
+    rate_s(b, c->runs[D->sl.first].rate);
+    st_buf_printf(b, " req/s, %.0f processing, up to %.0f deferred): requests waited for one of the %.0f slots (",
+                  d->running_max_waiting, d->waiting_max, D->slots);
+    if (D->np)
+        st_buf_printf(b, "-np %s", D->np);
+    else
+        st_buf_puts(b, "llama-server's default");
+    st_buf_puts(b, "), and that wait is part of their TTFT. More slots run more requests at once, each with its "
+                   "share of the context (-c / -np), at the cost of a longer step on the same CPU.");
+    st_note *n = add(x, ST_NOTE_INFO, "slots_full", c->name);
+    for (int k = 0; k < D->sl.n; k++)
+        add_rate(n, D->sl.rates[k]);
+    add_ev(n, "rate", c->runs[D->sl.first].rate);
+    add_ev(n, "slots", D->slots);
+    add_ev(n, "processing_max_while_deferred", d->running_max_waiting);
+    add_ev(n, "deferred_max", d->waiting_max);
+}
+
 static void diagnosis(ctx *x, const st_rep_cfg *c)
 {
     if (!c->digest)
@@ -1318,6 +1413,9 @@ static void diagnosis(ctx *x, const st_rep_cfg *c)
         note_ttft_disagrees(x, c, &D);
     if (D.tk.n)
         note_token_counts(x, c, &D);
+    if (D.sl.n)
+        note_slots_full(x, c, &D);
+    server_timings_note(x, c);
     st_strv_free(&D.flags);
 }
 

@@ -18,6 +18,7 @@
 #include "audit/store.h"
 #include "core/buf.h"
 #include "report/notes.h"
+#include "report/traffic.h"
 
 /* The largest markdown, JSON or CSV report written (a bigger one is an error, never a cut file). */
 #define ST_REPORT_MAX_BYTES ((size_t)64 << 20)
@@ -39,6 +40,12 @@ typedef struct st_rep_server {
     double running_max, waiting_max;
     double preemptions;     /* counter increase over the run */
     double prefix_hit_rate; /* prefix_hits / prefix_queries increase over the run */
+    /* The server's own timings of each request (llama.cpp's `timings`, from the stored records)
+     * against the client's: srv_n completed requests carried them (0: none; the rest NAN). */
+    uint32_t srv_n;
+    double srv_prompt_p50_ms, srv_prompt_p99_ms;
+    double ttft_gap_p50_ms, ttft_gap_p99_ms; /* client TTFT - server prompt time */
+    double tpot_gap_p50_ms, tpot_gap_p99_ms; /* client TPOT - server generation time per step */
 } st_rep_server;
 
 typedef struct st_rep_cfg {
@@ -70,10 +77,11 @@ typedef struct st_report {
     int n_runs;
     st_rep_cfg *cfg; /* in spec order; cfg[0] is the baseline */
     int n_cfg;
-    int *order;     /* cheapest first */
-    int pick;       /* headline pick (index in cfg), -1 when nothing passed */
-    int refine;     /* the spec asked for refine */
-    st_notes notes; /* the notes and diagnosis every renderer shows (report/notes.h) */
+    int *order;             /* cheapest first */
+    int pick;               /* headline pick (index in cfg), -1 when nothing passed */
+    int refine;             /* the spec asked for refine */
+    st_notes notes;         /* the notes and diagnosis every renderer shows (report/notes.h) */
+    st_rep_traffic traffic; /* "Your traffic" when the workload is a trace (report/traffic.h) */
 } st_report;
 
 int st_report_load(st_store *s, st_report *out, char *err, size_t errlen);

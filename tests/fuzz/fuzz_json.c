@@ -9,6 +9,7 @@
 
 #include "core/json.h"
 #include "load/api.h"
+#include "load/tokenize.h"
 
 static void walk(const st_json_val *v, int depth)
 {
@@ -126,10 +127,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         (void)st_api_parse_event((st_api_kind)k, p, size, &ev);
         if (memchr(ev.error, '\0', sizeof ev.error) == NULL)
             abort();
+        if (ev.reasoning > ev.tokens)
+            abort();
+        /* the answer text a session keeps, <think> spans left out */
+        st_buf ans;
+        st_buf_init(&ans, 1 << 16);
+        int think = 0;
+        (void)st_api_append_text(&ev.content, 1, &think, &ans);
+        st_buf_free(&ans);
         (void)st_api_parse_response((st_api_kind)k, p, size, &ev);
     }
     char msg[128];
     st_api_error_message(p, size, msg, sizeof msg);
+    uint32_t count;
+    (void)st_tokenize_parse(p, size, &count);
     free(p);
     return 0;
 }

@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "audit/cluster.h"
+#include "core/buf.h"
 #include "audit/slurm.h"
-#include "core/shquote.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -30,7 +30,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     st_buf b;
     st_buf_init(&b, 8 * size + 16);
-    if (st_buf_sh_quote(&b, text) == 0) {
+    if (st_buf_shell_quote(&b, text) == 0 && st_shell_plain(text)) {
+        if (strcmp(b.data, text)) /* a plain word goes out as it is */
+            abort();
+    } else if (st_buf_error(&b) == ST_BUF_OK) {
         /* outside the quotes only the escaped-quote sequence '\'' may appear */
         int in = 0;
         for (size_t i = 0; i < b.len; i++) {

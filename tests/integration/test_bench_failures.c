@@ -25,7 +25,7 @@ static int bench_api = ST_API_COMPLETIONS;
 static int run_bench_ex(const char *url, uint32_t n, double rate, uint32_t maxc, double timeout_s, size_t max_event,
                         uint32_t warmup, int stream, run_ctx *rc)
 {
-    st_synth_params sp = { 32, 4, 0, 0, n, 1, 0 };
+    st_synth_params sp = { .input_len = 32, .output_len = 4, .num_requests = n, .seed = 1 };
     char err[256];
     assert_int_equal(st_workload_synthetic(&sp, &rc->w, err, sizeof err), 0);
     rc->sched = calloc(n, sizeof *rc->sched);
@@ -339,7 +339,7 @@ static void stop_flag_aborts_the_rest(void **state)
     mock_run(m);
     char url[128];
     snprintf(url, sizeof url, "http://127.0.0.1:%u/stall", mock_port(m));
-    st_synth_params sp = { 16, 4, 0, 0, 10, 1, 0 };
+    st_synth_params sp = { .input_len = 16, .output_len = 4, .num_requests = 10, .seed = 1 };
     st_workload w;
     char err[256];
     assert_int_equal(st_workload_synthetic(&sp, &w, err, sizeof err), 0);

@@ -89,7 +89,7 @@ static int fetch(int insecure, const char *ca, char *err, size_t errlen)
 {
     char url[64];
     snprintf(url, sizeof url, "https://127.0.0.1:%u/", port);
-    st_workload w = { NULL, 1 };
+    st_workload w = { .items = NULL, .n = 1 };
     st_ns sched[1] = { 0 };
     st_runner_config cfg = { 0 };
     cfg.url = url;

@@ -275,7 +275,7 @@ static void dry_run_writes_scripts_and_submits_nothing(void **state)
     assert_true(file_has(so, "--gres=gpu:1"));
     assert_true(file_has(so, "'--comment=it'\\''s $(x)'"));
     snprintf(p, sizeof p, "%s/cluster/tasks.sbatch", out);
-    assert_true(file_has(p, "  2) config='batched-8k' ;;"));
+    assert_true(file_has(p, "  2) config=batched-8k ;;"));
 
     /* a folder Slurm cannot carry is refused before anything is written */
     char bad[600];

@@ -91,11 +91,42 @@ static void other_engines(void **state)
     st_spec_free(&s);
     load(&s, "llamacpp", "");
     assert_int_equal(st_spec_launch(&s, &s.configs[0], 3001, NULL, &l, err, sizeof err), 0);
-    assert_string_equal(l.argv.v[0], "llama-server");
-    assert_string_equal(l.argv.v[l.argv.n - 1], "--metrics");
+    argv_equals(&l, (const char *[]){ "llama-server", "-m", "Qwen/Qwen3-8B", "--max-num-seqs", "64", "--time-scale",
+                                      "20", "--alias", "Qwen/Qwen3-8B", "--host", "127.0.0.1", "--port", "3001",
+                                      "--metrics", NULL });
     assert_string_equal(l.metrics_dialect, "llamacpp");
+    assert_string_equal(l.expected_model, "Qwen/Qwen3-8B");
+    st_launch_free(&l);
+    /* llama-server knows --alias, not --served-model-name: that flag names nothing here */
+    assert_int_equal(st_spec_launch(&s, &s.configs[1], 3001, NULL, &l, err, sizeof err), 0);
+    assert_string_equal(l.expected_model, "Qwen/Qwen3-8B-FP8");
     st_launch_free(&l);
     st_spec_free(&s);
+    /* served_model_name becomes the alias; an --alias / -a flag wins (its first name is the id) */
+    load(&s, "llamacpp", "  served_model_name: small\n");
+    assert_int_equal(st_spec_launch(&s, &s.configs[0], 3001, NULL, &l, err, sizeof err), 0);
+    assert_string_equal(l.expected_model, "small");
+    assert_string_equal(l.argv.v[l.argv.n - 6], "small");
+    st_launch_free(&l);
+    st_spec_free(&s);
+    static const char *const aliases[] = { "  flags: [-a, 'x1,x2']\n", "  flags: [--alias=x1]\n" };
+    for (int i = 0; i < 2; i++) {
+        char t[1024];
+        snprintf(t, sizeof t,
+                 "engine:\n  kind: llamacpp\n  model: /m/x.gguf\n%s"
+                 "hardware: {gpu: cpu, price_per_gpu_hour: 0.1}\npeak_rate: 1\n"
+                 "workload: {input_tokens: 10, output_tokens: 10}\nrates: [1]\nslo: {ttft_p95_ms: 1, tpot_p95_ms: 1}\n",
+                 aliases[i]);
+        assert_int_equal(st_spec_parse("t.yaml", t, strlen(t), &s, err, sizeof err), 0);
+        assert_int_equal(st_spec_launch(&s, &s.configs[0], 3001, NULL, &l, err, sizeof err), 0);
+        assert_string_equal(l.expected_model, "x1");
+        int n_alias = 0;
+        for (int k = 0; k < l.argv.n; k++)
+            n_alias += !strncmp(l.argv.v[k], "--alias", 7);
+        assert_int_equal(n_alias, i); /* none added beside the flag's own */
+        st_launch_free(&l);
+        st_spec_free(&s);
+    }
     load(&s, "sglang", "");
     assert_int_equal(st_spec_launch(&s, &s.configs[0], 3002, NULL, &l, err, sizeof err), 0);
     assert_string_equal(l.argv.v[3], "--model-path");

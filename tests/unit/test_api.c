@@ -323,6 +323,72 @@ static void api_llamacpp_stream(void **state)
                                             "context size\",\"type\":\"exceed_context_size_error\"}}"),
                      0);
     assert_true(ev.is_error);
+    assert_false(ev.has_timings);
+}
+
+/* llama-server's timings on each API (payloads captured from the server scripts/install-llamacpp
+ * builds): kept as the server's own account of the request. */
+static void api_server_timings(void **state)
+{
+    (void)state;
+    st_api_event_reset(&ev);
+    /* the last chunk of a streamed chat: usage and timings, no choices */
+    assert_int_equal(
+        parse(ST_API_CHAT,
+              "{\"choices\":[],\"created\":1796025202,\"id\":\"chatcmpl-l2z9\",\"model\":\"llama30\","
+              "\"system_fingerprint\":\"b1-de3ff81\",\"object\":\"chat.completion.chunk\",\"usage\":{"
+              "\"completion_tokens\":4,\"prompt_tokens\":29,\"total_tokens\":33,\"prompt_tokens_details\":{"
+              "\"cached_tokens\":0}},\"timings\":{\"cache_n\":0,\"prompt_n\":29,\"prompt_ms\":3.707,"
+              "\"prompt_per_token_ms\":0.12782758620689655,\"prompt_per_second\":7823.0374966280015,\"predicted_n\":4,"
+              "\"predicted_ms\":2.796,\"predicted_per_token_ms\":0.9319999999999999,"
+              "\"predicted_per_second\":1072.961373390558}}"),
+        0);
+    assert_true(ev.has_usage);
+    assert_int_equal(ev.usage_completion, 4);
+    assert_true(ev.has_timings);
+    assert_near(ev.srv_prompt_ms, 3.707, 1e-9);
+    assert_near(ev.srv_gen_ms, 2.796, 1e-9);
+    assert_int_equal(ev.srv_gen_n, 4);
+    /* a token chunk carries none, and the flag does not linger from the previous event */
+    assert_int_equal(parse(ST_API_CHAT, "{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"},"
+                                        "\"finish_reason\":null}]}"),
+                     0);
+    assert_false(ev.has_timings);
+    /* a non-streamed completion */
+    const char *body = "{\"choices\":[{\"text\":\" June\",\"index\":0,\"logprobs\":null,\"finish_reason\":\"length\"}],"
+                       "\"created\":1796025201,\"model\":\"llama30\",\"object\":\"text_completion\",\"usage\":{"
+                       "\"completion_tokens\":16,\"prompt_tokens\":6,\"total_tokens\":22,\"prompt_tokens_details\":{"
+                       "\"cached_tokens\":0}},\"id\":\"chatcmpl-HBRp\",\"timings\":{\"cache_n\":0,\"prompt_n\":6,"
+                       "\"prompt_ms\":1.913,\"prompt_per_token_ms\":0.31883333333333336,\"prompt_per_second\":3136.43,"
+                       "\"predicted_n\":16,\"predicted_ms\":13.868,\"predicted_per_token_ms\":0.9245333333333333,"
+                       "\"predicted_per_second\":1081.626766657052}}";
+    assert_int_equal(st_api_parse_response(ST_API_COMPLETIONS, body, strlen(body), &ev), 0);
+    assert_int_equal(ev.tokens, 16);
+    assert_true(ev.has_timings);
+    assert_near(ev.srv_prompt_ms, 1.913, 1e-9);
+    assert_near(ev.srv_gen_ms, 13.868, 1e-9);
+    assert_int_equal(ev.srv_gen_n, 16);
+    /* /completion's stop event */
+    assert_int_equal(parse(ST_API_LLAMACPP, "{\"content\":\"\",\"stop\":true,\"tokens_predicted\":8,\"timings\":{"
+                                            "\"cache_n\":2,\"prompt_n\":30,\"prompt_ms\":12.5,\"predicted_n\":8,"
+                                            "\"predicted_ms\":9.1}}"),
+                     0);
+    assert_true(ev.has_timings);
+    assert_near(ev.srv_prompt_ms, 12.5, 1e-12);
+    assert_int_equal(ev.srv_gen_n, 8);
+    /* incomplete or negative timings are not kept */
+    assert_int_equal(parse(ST_API_LLAMACPP, "{\"content\":\"\",\"stop\":true,\"timings\":{\"prompt_n\":30,"
+                                            "\"predicted_n\":8}}"),
+                     0);
+    assert_false(ev.has_timings);
+    assert_int_equal(parse(ST_API_COMPLETIONS, "{\"choices\":[],\"timings\":{\"prompt_ms\":-1,\"predicted_ms\":2,"
+                                               "\"predicted_n\":3}}"),
+                     0);
+    assert_false(ev.has_timings);
+    /* vLLM sends none */
+    assert_int_equal(
+        parse(ST_API_COMPLETIONS, "{\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":4}}"), 0);
+    assert_false(ev.has_timings);
 }
 
 static void api_sglang_stream(void **state)
@@ -397,6 +463,117 @@ static void api_responses(void **state)
     assert_int_equal(st_api_parse_response(ST_API_CHAT, "<html>", 6, &ev), -1);
 }
 
+
+/* Reasoning models: reasoning_content / reasoning deltas and <think> spans are reasoning
+ * tokens; the first event with visible answer text is the first answer token. */
+static void api_reasoning(void **state)
+{
+    (void)state;
+    st_api_event_reset(&ev);
+    assert_int_equal(
+        parse(ST_API_CHAT, "{\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}"), 0);
+    assert_int_equal(ev.tokens, 0);
+    assert_int_equal(parse(ST_API_CHAT, "{\"choices\":[{\"delta\":{\"reasoning_content\":\" hmm\"}}]}"), 0);
+    assert_int_equal(ev.tokens, 1);
+    assert_int_equal(ev.reasoning, 1);
+    assert_false(ev.answer_visible);
+    /* vLLM's newer name */
+    assert_int_equal(parse(ST_API_CHAT, "{\"choices\":[{\"delta\":{\"reasoning\":\" so\",\"content\":null}}]}"), 0);
+    assert_int_equal(ev.reasoning, 1);
+    assert_int_equal(parse(ST_API_CHAT, "{\"choices\":[{\"delta\":{\"content\":\"\\n\\n\"}}]}"), 0);
+    assert_int_equal(ev.tokens, 1);
+    assert_int_equal(ev.reasoning, 0);
+    assert_false(ev.answer_visible); /* blank: not yet the answer */
+    assert_int_equal(parse(ST_API_CHAT, "{\"choices\":[{\"delta\":{\"content\":\" Paris\"}}]}"), 0);
+    assert_true(ev.answer_visible);
+    assert_int_equal(ev.content.type, ST_JSON_STRING);
+    /* a model without a reasoning parser: the span is in the content, across events */
+    st_api_event_reset(&ev);
+    assert_int_equal(parse(ST_API_CHAT, "{\"choices\":[{\"delta\":{\"content\":\"<think>\"}}]}"), 0);
+    assert_int_equal(ev.reasoning, 1);
+    assert_true(ev.in_think);
+    assert_int_equal(parse(ST_API_CHAT, "{\"choices\":[{\"delta\":{\"content\":\" let me see\"}}]}"), 0);
+    assert_int_equal(ev.reasoning, 1);
+    assert_false(ev.answer_visible);
+    assert_int_equal(parse(ST_API_CHAT, "{\"choices\":[{\"delta\":{\"content\":\"\\u003c/think\\u003e\\n\"}}]}"), 0);
+    assert_false(ev.in_think);
+    assert_int_equal(ev.reasoning, 1);
+    assert_int_equal(parse(ST_API_CHAT, "{\"choices\":[{\"delta\":{\"content\":\"42\"}}]}"), 0);
+    assert_true(ev.answer_visible);
+    assert_int_equal(ev.reasoning, 0);
+    /* completions: one event closing the span and starting the answer is an answer token */
+    st_api_event_reset(&ev);
+    assert_int_equal(parse(ST_API_COMPLETIONS, "{\"choices\":[{\"text\":\"<think> a\"}]}"), 0);
+    assert_int_equal(ev.reasoning, 1);
+    assert_int_equal(parse(ST_API_COMPLETIONS, "{\"choices\":[{\"text\":\"</think> b\"}]}"), 0);
+    assert_int_equal(ev.reasoning, 0);
+    assert_true(ev.answer_visible);
+    /* llama.cpp and TGI texts */
+    st_api_event_reset(&ev);
+    assert_int_equal(parse(ST_API_LLAMACPP, "{\"content\":\"<think>x\",\"stop\":false}"), 0);
+    assert_int_equal(ev.reasoning, 1);
+    st_api_event_reset(&ev);
+    assert_int_equal(parse(ST_API_TGI, "{\"token\":{\"id\":1,\"text\":\" y\",\"special\":false}}"), 0);
+    assert_true(ev.answer_visible);
+    /* SGLang's text is cumulative: the whole answer so far */
+    st_api_event_reset(&ev);
+    assert_int_equal(parse(ST_API_SGLANG, "{\"text\":\"a b\",\"meta_info\":{\"completion_tokens\":2}}"), 0);
+    assert_true(ev.content_cumulative);
+    assert_int_equal(ev.content.type, ST_JSON_STRING);
+    /* usage with reasoning tokens (OpenAI's completion_tokens_details) */
+    st_api_event_reset(&ev);
+    assert_int_equal(parse(ST_API_CHAT, "{\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":9,"
+                                        "\"completion_tokens_details\":{\"reasoning_tokens\":4}}}"),
+                     0);
+    assert_int_equal(ev.usage_reasoning, 4);
+    /* the answer text kept for a session: spans left out */
+    st_buf b;
+    st_buf_init(&b, 1 << 10);
+    int think = 0;
+    st_json_val v = { ST_JSON_STRING, "\"a <think>b</think> c\"", 22 };
+    assert_int_equal(st_api_append_text(&v, 1, &think, &b), 0);
+    assert_string_equal(b.data, "a  c");
+    st_buf_reset(&b);
+    st_json_val w = { ST_JSON_STRING, "\"x\\ny\"", 6 };
+    assert_int_equal(st_api_append_text(&w, 0, &think, &b), 0);
+    assert_string_equal(b.data, "x\ny");
+    st_buf_free(&b);
+}
+
+/* A session's later turn: its history in the body, as chat messages or one text. */
+static void api_session_bodies(void **state)
+{
+    (void)state;
+    uint32_t ids[3] = { 1000, 1001, 1002 };
+    char *hist[2] = { "the of and", " x\"y" };
+    st_work_item it = { 0 };
+    it.input_ids = ids;
+    it.input_len = 3;
+    it.output_len = 5;
+    it.session = 1;
+    it.turn = 1;
+    it.history = hist;
+    it.n_history = 2;
+    json_t *j = body_json(ST_API_CHAT, &it, 1);
+    json_t *m = json_object_get(j, "messages");
+    assert_int_equal(json_array_size(m), 3);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(m, 0), "role")), "user");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(m, 1), "role")), "assistant");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(m, 1), "content")), " x\"y");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(m, 2), "role")), "user");
+    json_decref(j);
+    /* completions: session turns go as text, the history first (the previous prompt is a prefix) */
+    j = body_json(ST_API_COMPLETIONS, &it, 1);
+    const char *p = json_string_value(json_object_get(j, "prompt"));
+    assert_non_null(p);
+    assert_int_equal(strncmp(p, "the of and  x\"y ", 16), 0);
+    json_decref(j);
+    j = body_json(ST_API_SGLANG, &it, 1);
+    assert_null(json_object_get(j, "input_ids"));
+    assert_non_null(json_object_get(j, "text"));
+    json_decref(j);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
@@ -407,8 +584,11 @@ int main(void)
         cmocka_unit_test(api_errors),
         cmocka_unit_test(api_tgi_stream),
         cmocka_unit_test(api_llamacpp_stream),
+        cmocka_unit_test(api_server_timings),
         cmocka_unit_test(api_sglang_stream),
         cmocka_unit_test(api_responses),
+        cmocka_unit_test(api_reasoning),
+        cmocka_unit_test(api_session_bodies),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }

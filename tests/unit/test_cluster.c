@@ -1,4 +1,4 @@
-/* What an audit across a cluster is submitted as (audit/cluster.h, core/shquote.h, audit/slurm.h's
+/* What an audit across a cluster is submitted as (audit/cluster.h, core/buf.h, audit/slurm.h's
  * parsers, the spec's cluster block): shell words that sh reads back byte for byte whatever they
  * hold; batch scripts that, run by bash as Slurm would, start servetune with exactly the intended
  * argument vector (hostile paths and names); the submit script run against a recording `sbatch`;
@@ -14,7 +14,6 @@
 #include "audit/slurm.h"
 #include "audit/spec.h"
 #include "core/file.h"
-#include "core/shquote.h"
 
 static char tmp[256];
 
@@ -74,9 +73,9 @@ static void sh_quote_round_trips_through_sh(void **state)
         st_buf cmd, out;
         st_buf_init(&cmd, 4096);
         st_buf_puts(&cmd, "printf '%s|' ");
-        st_buf_sh_quote(&cmd, HOSTILE[i]);
+        st_buf_shell_quote(&cmd, HOSTILE[i]);
         st_buf_puts(&cmd, " ");
-        st_buf_sh_quote(&cmd, HOSTILE[i]);
+        st_buf_shell_quote(&cmd, HOSTILE[i]);
         assert_int_equal(st_buf_error(&cmd), ST_BUF_OK);
         const char *shells[] = { "/bin/sh", "/bin/bash" };
         for (int k = 0; k < 2; k++) {
@@ -91,10 +90,10 @@ static void sh_quote_round_trips_through_sh(void **state)
         st_buf_free(&cmd);
     }
     assert_int_equal(access("/tmp/st_cluster_pwned", F_OK), -1);
-    assert_true(st_sh_plain("--partition=gpu"));
-    assert_false(st_sh_plain("a b"));
-    assert_false(st_sh_plain(""));
-    assert_false(st_sh_plain("$x"));
+    assert_true(st_shell_plain("--partition=gpu"));
+    assert_false(st_shell_plain("a b"));
+    assert_false(st_shell_plain(""));
+    assert_false(st_shell_plain("$x"));
 }
 
 /* A folder whose name is as hostile as a path gets (no NUL, no '/', no backslash). */
@@ -197,9 +196,7 @@ static void task_script_starts_servetune_with_exact_arguments(void **state)
         snprintf(only, sizeof only, "--only=%s", CONFIGS[idx]);
         char outarg[800];
         snprintf(outarg, sizeof outarg, "--output=%s", out);
-        const char *want[] = {
-            "audit", only, "--resume", "--expect-spec-hash=0123abcd", outarg, "--", spec
-        };
+        const char *want[] = { "audit", only, "--resume", "--expect-spec-hash=0123abcd", outarg, "--", spec };
         assert_int_equal(n, 7);
         for (int k = 0; k < 7; k++)
             assert_string_equal(w[k], want[k]);

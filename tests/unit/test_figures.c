@@ -74,6 +74,42 @@ static void figures_from_records(void **state)
         st_record_free(&r[i]);
 }
 
+
+/* A reasoning model: the SLO may name the time to the first ANSWER token. */
+static void ttfat_term(void **state)
+{
+    (void)state;
+    st_record r[10];
+    make(r, 10);
+    for (int i = 0; i < 10; i++) {
+        r[i].first_answer = r[i].events[6]; /* 6 reasoning tokens, then the answer */
+        r[i].reasoning_tokens = 6;
+    }
+    st_audit_slo s = slo();
+    s.terms[s.n++] = (st_slo_term){ ST_SLO_TTFAT, 95, 300 };
+    st_run_row row = { 0 };
+    st_rate_figures f;
+    assert_int_equal(st_audit_figures(&s, r, 10, 10, &row, &f), 0);
+    assert_near(f.value_ms[0], 200, 1e-6);
+    assert_near(f.value_ms[2], 200 + 6 * 20, 1e-6);
+    st_verdict_info v;
+    st_capacity_verdict(&s, &f, &v);
+    assert_int_equal(v.verdict, ST_VERDICT_FAIL); /* 320 ms > 300 ms */
+    /* the early-stop count and the lower bound see it too */
+    uint32_t br[ST_SLO_MAX_TERMS], failed;
+    st_audit_breaches(&s, r, 10, 10000 * MS, 1, br, &failed);
+    assert_int_equal(br[2], 10);
+    double lb[ST_SLO_MAX_TERMS];
+    uint32_t due;
+    assert_int_equal(st_audit_lower_bounds(&s, r, 10, lb, &due), 0);
+    assert_near(lb[2], 320, 1e-6);
+    st_audit_scale_records(r, 10, 2);
+    assert_int_equal(r[1].first_answer, (100 + 200 + 120) * MS * 2);
+    for (int i = 0; i < 10; i++)
+        st_record_free(&r[i]);
+    assert_string_equal(st_slo_metric_name(ST_SLO_TTFAT), "ttfat");
+}
+
 static void breaches_and_lower_bounds(void **state)
 {
     (void)state;
@@ -156,6 +192,7 @@ int main(void)
 {
     const struct CMUnitTest t[] = {
         cmocka_unit_test(figures_from_records),
+        cmocka_unit_test(ttfat_term),
         cmocka_unit_test(breaches_and_lower_bounds),
         cmocka_unit_test(run_key_depends_on_what_defines_a_run),
     };

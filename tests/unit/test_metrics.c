@@ -175,6 +175,30 @@ static void engine_mapping(void **state)
     assert_near(m.v[ST_MET_WAITING], 5, 0);
     assert_near(m.v[ST_MET_GENERATION_TOKENS], 77, 0);
     assert_near(m.v[ST_MET_KV_USAGE], 0.3, 1e-12);
+    /* a scrape of the llama-server that scripts/install-llamacpp builds (HELP/TYPE lines kept
+     * for two of them), after 35 prompt tokens evaluated, 6 reused from a slot and 20 predicted */
+    const char *real =
+        "# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed, excluding cached tokens\n"
+        "# TYPE llamacpp:prompt_tokens_total counter\n"
+        "llamacpp:prompt_tokens_total 35\n"
+        "# HELP llamacpp:prompt_tokens_cached_total Number of prompt tokens reused from the cache\n"
+        "# TYPE llamacpp:prompt_tokens_cached_total counter\n"
+        "llamacpp:prompt_tokens_cached_total 6\n"
+        "llamacpp:prompt_seconds_total 0.005115\nllamacpp:tokens_predicted_total 20\n"
+        "llamacpp:tokens_predicted_seconds_total 0.016664\nllamacpp:n_decode_total 20\n"
+        "llamacpp:n_tokens_max 32\nllamacpp:prompt_tokens_seconds 6842.62\n"
+        "llamacpp:predicted_tokens_seconds 1080.17\nllamacpp:requests_processing 4\n"
+        "llamacpp:requests_deferred 3\nllamacpp:n_busy_slots_per_decode 4\n";
+    assert_int_equal(st_metrics_read("llamacpp", real, strlen(real), &m), 0);
+    assert_near(m.v[ST_MET_RUNNING], 4, 0);
+    assert_near(m.v[ST_MET_WAITING], 3, 0);
+    assert_near(m.v[ST_MET_GENERATION_TOKENS], 20, 0);
+    assert_near(m.v[ST_MET_PROMPT_TOKENS], 41, 0); /* every prompt token, as vLLM counts them */
+    assert_near(m.v[ST_MET_PREFIX_HITS], 6, 0);
+    assert_near(m.v[ST_MET_PREFIX_QUERIES], 41, 0);
+    assert_false(m.found & (1u << ST_MET_KV_USAGE)); /* this server has no KV usage gauge */
+    assert_true(isnan(m.v[ST_MET_KV_USAGE]));
+    assert_false(m.found & (1u << ST_MET_PREEMPTIONS));
     assert_null(st_metrics_engine_names("tgi", ST_MET_KV_USAGE));
     assert_non_null(st_metrics_engine_names("tgi", ST_MET_WAITING));
     assert_string_equal(st_metrics_engine_names("vllm", ST_MET_KV_USAGE)[1], "vllm:gpu_cache_usage_perc");

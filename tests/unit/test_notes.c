@@ -608,6 +608,82 @@ static void limit_elsewhere(void **state)
     st_notes_free(&ns);
 }
 
+/* llama-server: deferred requests with every slot busy (llamacpp:requests_processing and
+ * requests_deferred are the generic running and waiting). */
+static void llamacpp_slots_full(void **state)
+{
+    (void)state;
+    static samples s;
+    static fx f;
+    const double run[4] = { 4, 4, 4, 3 }, wait[4] = { 2, 5, 7, 3 };
+    s.n = 0;
+    gauge_scrapes(&s, 4, NULL, run, wait, NULL);
+    one_cfg(&f, "-np", "4");
+    f.r.spec.engine.kind = ST_ENGINE_LLAMACPP;
+    st_notes_run_digest(NULL, 0, s.v, s.n, &f.dg[0][1]);
+    st_notes ns;
+    build(&f, &ns);
+    const st_note *x = find(&ns, "slots_full", "baseline");
+    assert_string_equal(x->text, "at 16 req/s every slot was busy while requests were deferred (in 4 of 4 scrapes at "
+                                 "16 req/s, 4 processing, up to 7 deferred): requests waited for one of the 4 slots "
+                                 "(-np 4), and that wait is part of their TTFT. More slots run more requests at once, "
+                                 "each with its share of the context (-c / -np), at the cost of a longer step on the "
+                                 "same CPU.");
+    assert_near(ev(x, "slots"), 4, 0);
+    assert_int_equal(count_kind(&ns, "limit_elsewhere", NULL), 0); /* vLLM's reading does not apply */
+    st_notes_free(&ns);
+    /* the default is 4 slots (auto) */
+    one_cfg(&f, NULL, NULL);
+    f.r.spec.engine.kind = ST_ENGINE_LLAMACPP;
+    st_notes_run_digest(NULL, 0, s.v, s.n, &f.dg[0][1]);
+    build(&f, &ns);
+    has_text(find(&ns, "slots_full", "baseline"), "one of the 4 slots (llama-server's default)");
+    st_notes_free(&ns);
+    /* 8 slots and at most 4 busy: not full */
+    one_cfg(&f, "--parallel", "8");
+    f.r.spec.engine.kind = ST_ENGINE_LLAMACPP;
+    st_notes_run_digest(NULL, 0, s.v, s.n, &f.dg[0][1]);
+    build(&f, &ns);
+    assert_int_equal(count_kind(&ns, "slots_full", NULL), 0);
+    st_notes_free(&ns);
+    /* vLLM never gets it */
+    one_cfg(&f, "-np", "4");
+    st_notes_run_digest(NULL, 0, s.v, s.n, &f.dg[0][1]);
+    build(&f, &ns);
+    assert_int_equal(count_kind(&ns, "slots_full", NULL), 0);
+    st_notes_free(&ns);
+}
+
+/* The server's own timings against the client's, at the lowest and highest rates. */
+static void server_timings_against_client(void **state)
+{
+    (void)state;
+    static fx f;
+    one_cfg(&f, NULL, NULL);
+    st_notes ns;
+    build(&f, &ns);
+    assert_int_equal(count_kind(&ns, "server_timings", NULL), 0); /* none reported */
+    st_notes_free(&ns);
+    one_cfg(&f, NULL, NULL);
+    fx_run(&f, 0, 20, "fail", 2500, 40, 12);
+    for (int j = 0; j < 3; j++)
+        f.sv[0][j] = (st_rep_server){
+            .srv_n = 200, .ttft_gap_p50_ms = 1.5 + 100 * j, .ttft_gap_p99_ms = 4 + 300 * j, .tpot_gap_p50_ms = 0.02
+        };
+    fx_finish(&f);
+    assert_int_equal(st_notes_build(&f.r, &ns), 0);
+    const st_note *x = find(&ns, "server_timings", "baseline");
+    assert_string_equal(x->text, "the engine reported its own prompt and generation time for each request: the "
+                                 "client's TTFT exceeded the server's prompt time by 1.50 ms at p50 (p99 4.00 ms) at "
+                                 "12 req/s and by 202 ms (p99 604 ms) at 20 req/s; TPOT exceeded the server's time "
+                                 "per step by 0.02 ms at p50. With no queue the TTFT difference is the HTTP path "
+                                 "and the client; under load it also holds the wait for a free slot (per run: the "
+                                 "evidence table).");
+    assert_int_equal(x->n_rates, 2);
+    assert_near(ev(x, "high_rate_ttft_minus_prompt_p99_ms"), 604, 0);
+    st_notes_free(&ns);
+}
+
 static void prefix_digest(samples *s, double hits, double queries)
 {
     s->n = 0;
@@ -879,6 +955,8 @@ int main(void)
         cmocka_unit_test(digest_of_gauges),
         cmocka_unit_test(kv_cache_limit),
         cmocka_unit_test(limit_elsewhere),
+        cmocka_unit_test(llamacpp_slots_full),
+        cmocka_unit_test(server_timings_against_client),
         cmocka_unit_test(prefix_cache_hit_rate),
         cmocka_unit_test(scrape_interval),
         cmocka_unit_test(engine_ttft_against_client),

@@ -123,7 +123,8 @@ static void json_round_trip(void **state)
     assert_true(json_is_true(json_object_get(r1, "usage_reported")));
     json_t *r2 = json_array_get(records, 2);
     assert_string_equal(json_string_value(json_object_get(r2, "status")), "http_status");
-    assert_string_equal(json_string_value(json_object_get(r2, "error")), "bad \"request\",\nsecond line");
+    /* the server's line break is a space: no control character reaches a file or a terminal */
+    assert_string_equal(json_string_value(json_object_get(r2, "error")), "bad \"request\", second line");
     assert_true(json_is_null(json_object_get(r2, "first_token_ns")));
     assert_true(json_is_null(json_object_get(r2, "ttft_ms")));
     assert_true(json_is_true(json_object_get(json_array_get(records, 0), "warmup")));
@@ -218,10 +219,58 @@ static void csv_rows(void **state)
     }
     assert_int_equal(lines, 4);
     assert_non_null(strstr(buf, "\n1,0,ok,200,10.000000,11.000000,50.000000,60.000000,260.000000,50.000000,100.000000,"
-                                "250.000000,1.000000,100,3,3,64,1,3,\n"));
+                                "250.000000,1.000000,100,3,3,64,1,3,,,,,,0,,,\n")); /* no server timings */
     assert_non_null(strstr(buf, "\"bad \"\"request\"\", second line\""));
     assert_non_null(strstr(buf, "2,0,http_status,400,1010.000000,1012.000000,,,1100.000000,,,"));
     free(buf);
+}
+
+/* The server's own timings (llama.cpp) in every output: per record, in the summary, the table. */
+static void server_timings_out(void **state)
+{
+    (void)state;
+    recs[1].srv_prompt = MS(40), recs[1].srv_gen = MS(150), recs[1].srv_gen_n = 3;
+    st_bench_info in = make_info();
+    st_summary s;
+    assert_int_equal(st_summary_compute(recs, 3, &in.opts, &s), 0);
+    char *text = capture_json(&in, &s);
+    json_t *j = json_loads(text, 0, NULL);
+    assert_non_null(j);
+    json_t *sv = json_object_get(json_object_get(j, "summary"), "server_timings_ms");
+    assert_int_equal(json_integer_value(json_object_get(sv, "requests")), 1);
+    /* TTFT 50 ms from the scheduled time, prompt 40 ms; TPOT 100 ms, the server's 75 ms */
+    assert_near(json_real_value(json_object_get(json_object_get(sv, "ttft_minus_prompt"), "p50")), 10, 1e-9);
+    assert_near(json_real_value(json_object_get(json_object_get(sv, "tpot_minus_server_tpot"), "p50")), 25, 1e-9);
+    assert_near(json_real_value(json_object_get(json_object_get(sv, "prompt"), "max")), 40, 1e-9);
+    json_t *r1 = json_array_get(json_object_get(j, "records"), 1);
+    assert_near(json_real_value(json_object_get(r1, "server_prompt_ms")), 40, 1e-9);
+    assert_near(json_real_value(json_object_get(r1, "server_gen_ms")), 150, 1e-9);
+    assert_int_equal(json_integer_value(json_object_get(r1, "server_gen_tokens")), 3);
+    assert_true(json_is_null(json_object_get(json_array_get(json_object_get(j, "records"), 2), "server_prompt_ms")));
+    json_decref(j);
+    free(text);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_int_equal(st_output_csv(f, recs, 3), 0);
+    fclose(f);
+    assert_non_null(strstr(buf, ",server_prompt_ms,server_gen_ms,server_gen_tokens,"));
+    assert_non_null(strstr(buf, ",64,1,3,,40.000000,150.000000,3,,0,,,\n"));
+    free(buf);
+    f = open_memstream(&buf, &len);
+    st_output_table(f, &in, &s);
+    fclose(f);
+    assert_non_null(strstr(buf, "Server-reported timings (1 requests"));
+    assert_non_null(strstr(buf, "TTFT - prompt p50 / p99:    10.000 / 10.000 ms"));
+    free(buf);
+    /* without timings the summary says null */
+    recs[1].srv_prompt = recs[1].srv_gen = -1;
+    assert_int_equal(st_summary_compute(recs, 3, &in.opts, &s), 0);
+    text = capture_json(&in, &s);
+    j = json_loads(text, 0, NULL);
+    assert_true(json_is_null(json_object_get(json_object_get(j, "summary"), "server_timings_ms")));
+    json_decref(j);
+    free(text);
 }
 
 static void table_text(void **state)
@@ -257,6 +306,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(json_inf_rate_and_limited, setup, teardown),
         cmocka_unit_test_setup_teardown(streamed_equals_tree, setup, teardown),
         cmocka_unit_test_setup_teardown(csv_rows, setup, teardown),
+        cmocka_unit_test_setup_teardown(server_timings_out, setup, teardown),
         cmocka_unit_test_setup_teardown(table_text, setup, teardown),
     };
     return cmocka_run_group_tests(t, 0, 0);

@@ -204,6 +204,24 @@ static void classify_table(void **state)
         { "loading\n", 0, 0, 1, ST_FAIL_TIMEOUT, "startup timeout" },
         { "", 1, 127 << 8, 0, ST_FAIL_EXEC, "127" },
         { "loading\n", 0, 0, 0, ST_FAIL_NONE, "" },
+        { "OSError: Qwen/Qwen3-8X is not a local folder and is not a valid model identifier listed on "
+          "'https://huggingface.co/models'\n",
+          1, exit1, 0, ST_FAIL_BAD_MODEL, "Qwen3-8X" },
+        /* llama-server's own lines (llama.cpp of node-llama-cpp 3.22.1) */
+        { "0.00.011.456 E llama_model_load: error loading model: tensor 'token_embd.weight' data is not within the "
+          "file bounds, model is corrupted or incomplete\n0.00.011.472 E llama_model_load_from_file_impl: failed to "
+          "load model\n0.00.011.829 E srv  llama_server: exiting due to model loading error\n",
+          1, exit1, 0, ST_FAIL_BAD_MODEL, "not within the file bounds" },
+        { "0.00.003.854 E srv         start: couldn't bind HTTP server socket, hostname: 127.0.0.1, port: 18081\n"
+          "0.00.003.893 E srv  llama_server: exiting due to HTTP server error\n",
+          1, exit1, 0, ST_FAIL_PORT_TAKEN, "port: 18081" },
+        { "error: invalid argument: --bogus-flag\n", 1, exit1, 0, ST_FAIL_BAD_FLAG, "--bogus-flag" },
+        { "Error while handling argument \"-ctk\": Unsupported cache type: q9_9\n\nusage:\n", 1, exit1, 0,
+          ST_FAIL_BAD_FLAG, "q9_9" },
+        { "E llama_init_from_model: failed to initialize the context: failed to allocate buffer for kv cache\n"
+          "E srv    load_model: failed to create_context with model 'm.gguf'\n"
+          "E srv  llama_server: exiting due to model loading error\n",
+          1, exit1, 0, ST_FAIL_OOM, "kv cache" },
     };
     for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
         st_fail_class got = st_proc_classify(c[i].log, c[i].exited, c[i].ws, c[i].to, d, sizeof d);
@@ -213,6 +231,7 @@ static void classify_table(void **state)
             fail_msg("case %zu: detail '%s' lacks '%s'", i, d, c[i].detail);
     }
     assert_string_equal(st_fail_class_name(ST_FAIL_OOM), "oom");
+    assert_string_equal(st_fail_class_name(ST_FAIL_BAD_MODEL), "bad_model");
 }
 
 static void ports(void **state)

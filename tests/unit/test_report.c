@@ -219,6 +219,77 @@ static void files_written_and_escaped(void **state)
     rm_dir(NULL);
 }
 
+/* A run whose requests carry the server's own timings (llama.cpp) shows them beside the client's
+ * figures in report.json and report.md. */
+static void server_timings_in_reports(void **state)
+{
+    (void)state;
+    st_store *s = make_store(0);
+    st_record recs[4];
+    for (uint32_t i = 0; i < 4; i++) {
+        st_record_init(&recs[i], i);
+        recs[i].scheduled = (st_ns)i * 1000000000;
+        recs[i].sent = recs[i].scheduled + 100000;
+        recs[i].first_token = recs[i].scheduled + (st_ns)(50 + 10 * i) * 1000000; /* TTFT 50..80 ms */
+        recs[i].end = recs[i].first_token + 90 * 1000000;                         /* TPOT 30 ms */
+        recs[i].output_tokens = recs[i].output_requested = 4;
+        recs[i].srv_prompt = 40 * 1000000; /* the server: 40 ms of prompt, 3 steps of 29 ms */
+        recs[i].srv_gen = 87 * 1000000;
+        recs[i].srv_gen_n = 4;
+    }
+    recs[3].srv_prompt = recs[3].srv_gen = -1; /* one request without timings */
+    st_run_row r = { .config = "baseline", .seq = 9, .rate = 1, .grid = 1, .verdict = "pass", .planned = 4 };
+    st_store_hash("timed", 5, r.run_key);
+    assert_int_equal(st_store_run_put(s, &r, recs, 4, NULL, 0), 0);
+    for (int i = 0; i < 4; i++)
+        st_record_free(&recs[i]);
+    st_report rep;
+    char err[256] = "";
+    assert_int_equal(st_report_load(s, &rep, err, sizeof err), 0);
+    const st_rep_cfg *c = &rep.cfg[0];
+    const st_rep_server *sv = NULL;
+    for (int j = 0; j < c->n_runs; j++)
+        if (c->runs[j].seq == 9)
+            sv = &c->server[j];
+    assert_non_null(sv);
+    assert_int_equal(sv->srv_n, 3);
+    assert_near(sv->srv_prompt_p50_ms, 40, 1e-9);
+    assert_near(sv->ttft_gap_p50_ms, 20, 1e-6); /* TTFT 50, 60, 70 minus 40 */
+    assert_near(sv->tpot_gap_p50_ms, 1, 1e-6);  /* 30 - 29 */
+    assert_int_equal(c->server[0].srv_n, 0);    /* runs without records have none */
+    st_report_free(&rep);
+    if (st_report_write_all(s, dir, err, sizeof err))
+        fail_msg("%s", err);
+    char p[512];
+    size_t len;
+    snprintf(p, sizeof p, "%s/report.md", dir);
+    char *md = slurp(p, &len);
+    const char *tt = strstr(md, "Server-reported timings");
+    assert_non_null(tt);
+    if (!strstr(tt, "| 1 | 3 | 40.0 / 40.0 | 20.0 / 29.8 | 1.00 / 1.00 |"))
+        fail_msg("report.md's timings table:\n%.900s", tt);
+    snprintf(p, sizeof p, "%s/report.json", dir);
+    char *js = slurp(p, &len);
+    json_t *root = json_loadb(js, len, 0, NULL);
+    assert_non_null(root);
+    json_t *runs = json_object_get(json_array_get(json_object_get(root, "configurations"), 0), "runs");
+    int found = 0;
+    for (size_t i = 0; i < json_array_size(runs); i++) {
+        json_t *tm = json_object_get(json_array_get(runs, i), "server_timings");
+        if (json_is_object(tm)) {
+            found++;
+            assert_int_equal(json_integer_value(json_object_get(tm, "requests")), 3);
+            assert_near(json_real_value(json_object_get(tm, "ttft_minus_prompt_p50_ms")), 20, 1e-6);
+        } else {
+            assert_true(json_is_null(tm));
+        }
+    }
+    assert_int_equal(found, 1);
+    json_decref(root);
+    st_store_close(s);
+    rm_dir(NULL);
+}
+
 /* Every renderer, given less room than its whole output, fails: a report is never silently
  * missing a piece (core/buf.h's sticky error). The whole output fits exactly its own length. */
 static void too_small_buffer_fails_loudly(void **state)
@@ -335,6 +406,7 @@ int main(void)
     const struct CMUnitTest t[] = {
         cmocka_unit_test_teardown(model_costs_and_order, rm_dir),
         cmocka_unit_test(files_written_and_escaped),
+        cmocka_unit_test(server_timings_in_reports),
         cmocka_unit_test(too_small_buffer_fails_loudly),
         cmocka_unit_test(planted_symlink_not_followed),
         cmocka_unit_test(nothing_passed_headline),

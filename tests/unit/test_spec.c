@@ -148,14 +148,18 @@ static void secret_reference_and_extra_slo_terms_accepted(void **state)
         fail_msg("%s", err);
     assert_string_equal(s.configs[0].env.val[0], "${HF_TOKEN}");
     st_spec_free(&s);
-    const char *t = "engine: {kind: endpoint, model: m, url: 'http://127.0.0.1:9', api_key_env: MY_KEY}\n"
-                    "hardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
-                    "workload: {input_tokens: 10, output_tokens: 2}\nrates: [1]\n"
-                    "slo: {tpot_p95_ms: 40, ttft_p95_ms: 900, e2e_p99_ms: 20000, itl_p99_ms: 200}\n";
+    const char *t =
+        "engine: {kind: endpoint, model: m, url: 'http://127.0.0.1:9', api_key_env: MY_KEY}\n"
+        "hardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
+        "workload: {input_tokens: 10, output_tokens: 2}\nrates: [1]\n"
+        "slo: {tpot_p95_ms: 40, ttft_p95_ms: 900, e2e_p99_ms: 20000, itl_p99_ms: 200, ttfat_p90_ms: 4000}\n";
     rc = st_spec_parse("t.yaml", t, strlen(t), &s, err, sizeof err);
     if (rc)
         fail_msg("%s", err);
-    assert_int_equal(s.slo.n, 4);
+    assert_int_equal(s.slo.n, 5);
+    assert_int_equal(s.slo.terms[4].metric, ST_SLO_TTFAT);
+    assert_near(s.slo.terms[4].pct, 90, 0);
+    assert_near(s.slo.terms[4].max_ms, 4000, 0);
     assert_near(s.slo.terms[0].max_ms, 900, 0);
     assert_near(s.slo.terms[1].max_ms, 40, 0);
     assert_int_equal(s.slo.terms[2].metric, ST_SLO_E2E);

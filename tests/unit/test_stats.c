@@ -146,6 +146,38 @@ static void summary_whole_run(void **state)
     assert_int_equal(s.good, 1);
     assert_near(s.goodput, 1 / 3.999, 1e-12);
     assert_false(s.client_limited);
+    assert_int_equal(s.srv_prompt.n, 0); /* no server timings reported */
+    assert_true(isnan(s.srv_ttft_gap.p50));
+}
+
+/* Server-reported timings (llama.cpp) against the client's figures. */
+static void summary_server_timings(void **state)
+{
+    (void)state;
+    /* r1: TTFT 100 ms, TPOT 100 ms (5 tokens over 400 ms); the server: prompt 60 ms, 4 steps in 380 ms */
+    recs[1].srv_prompt = MS(60), recs[1].srv_gen = MS(380), recs[1].srv_gen_n = 5;
+    /* r2: TTFT 300 ms, TPOT 200 ms; the server: prompt 100 ms, 2 steps in 390 ms */
+    recs[2].srv_prompt = MS(100), recs[2].srv_gen = MS(390), recs[2].srv_gen_n = 3;
+    /* r3 failed: its timings do not count; r0 is a warm-up */
+    recs[3].srv_prompt = MS(5), recs[3].srv_gen = MS(5), recs[3].srv_gen_n = 2;
+    recs[0].srv_prompt = MS(1), recs[0].srv_gen = MS(1), recs[0].srv_gen_n = 2;
+    assert_near(st_record_srv_ttft_gap(&recs[1]), 0.04, 1e-12);
+    assert_near(st_record_srv_tpot(&recs[1]), 0.095, 1e-12);
+    assert_near(st_record_srv_tpot_gap(&recs[1]), 0.005, 1e-12);
+    assert_true(isnan(st_record_srv_ttft_gap(&recs[4])));
+    st_summary s;
+    assert_int_equal(st_summary_compute(recs, 5, NULL, &s), 0);
+    assert_int_equal(s.srv_prompt.n, 2);
+    assert_near(s.srv_prompt.p50, 0.08, 1e-12);
+    assert_int_equal(s.srv_ttft_gap.n, 2);
+    assert_near(s.srv_ttft_gap.min, 0.04, 1e-12);
+    assert_near(s.srv_ttft_gap.max, 0.2, 1e-12);
+    assert_near(s.srv_tpot.max, 0.195, 1e-12);
+    assert_near(s.srv_tpot_gap.p50, 0.005, 1e-12);
+    /* a server that counts one token: no per-step time */
+    recs[2].srv_gen_n = 1;
+    assert_true(isnan(st_record_srv_tpot(&recs[2])));
+    assert_true(isnan(st_record_srv_tpot_gap(&recs[2])));
 }
 
 static void summary_steady_window(void **state)
@@ -233,6 +265,7 @@ int main(void)
         cmocka_unit_test(percentiles_hand_computed),
         cmocka_unit_test(dist_unsorted_with_nans),
         cmocka_unit_test_setup_teardown(summary_whole_run, setup_records, teardown_records),
+        cmocka_unit_test_setup_teardown(summary_server_timings, setup_records, teardown_records),
         cmocka_unit_test_setup_teardown(summary_steady_window, setup_records, teardown_records),
         cmocka_unit_test_setup_teardown(summary_options_and_edges, setup_records, teardown_records),
     };

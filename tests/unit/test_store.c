@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
 #include "audit/store.h"
 
 static char dir[256];
@@ -93,6 +95,9 @@ static void runs_records_samples_round_trip(void **state)
         for (int e = 0; e < 3; e++)
             st_record_add_event(&recs[i], 50000 + i + e * 20000);
     }
+    recs[1].srv_prompt = 12345678; /* the server's timings (llama.cpp), ns */
+    recs[1].srv_gen = 98765432;
+    recs[1].srv_gen_n = 3;
     recs[2].status = ST_REQ_TIMEOUT;
     recs[2].end = 1LL << 40;
     st_record_set_error(&recs[2], ST_REQ_TIMEOUT, "timed out", 9);
@@ -139,6 +144,11 @@ static void runs_records_samples_round_trip(void **state)
     assert_int_equal(back[2].end, 1LL << 40);
     assert_string_equal(back[2].error, "timed out");
     assert_int_equal(back[0].sent, 5);
+    assert_int_equal(back[1].srv_prompt, 12345678);
+    assert_int_equal(back[1].srv_gen, 98765432);
+    assert_int_equal(back[1].srv_gen_n, 3);
+    assert_int_equal(back[0].srv_prompt, -1); /* not reported */
+    assert_int_equal(back[0].srv_gen, -1);
     for (uint32_t i = 0; i < nb; i++)
         st_record_free(&back[i]);
     free(back);
@@ -195,6 +205,56 @@ static void runs_records_samples_round_trip(void **state)
     st_store_close(s);
 }
 
+/* A database written before the requests had server timings gets the columns on open, keeps
+ * its rows, and takes new ones. */
+static void old_database_gets_timing_columns(void **state)
+{
+    (void)state;
+    char path[512];
+    snprintf(path, sizeof path, "%s/results.sqlite", dir);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(
+        sqlite3_exec(db,
+                     "CREATE TABLE runs(id INTEGER PRIMARY KEY, config TEXT NOT NULL, seq INTEGER NOT NULL,"
+                     " rate REAL, grid INTEGER NOT NULL, run_key TEXT NOT NULL UNIQUE, verdict TEXT NOT NULL,"
+                     " why TEXT, stopped_early INTEGER NOT NULL, planned INTEGER, sent INTEGER,"
+                     " completed INTEGER, failed INTEGER, duration_s REAL, delivered_rps REAL,"
+                     " output_tps REAL, sustained_rps REAL, offered_rps_achieved REAL, worst_ratio REAL,"
+                     " ttft_p50_ms REAL, ttft_p95_ms REAL, ttft_p99_ms REAL, tpot_p50_ms REAL,"
+                     " tpot_p95_ms REAL, tpot_p99_ms REAL, itl_p95_ms REAL, e2e_p95_ms REAL,"
+                     " lag_p99_ms REAL, terms TEXT, client_limited INTEGER, summary TEXT, started INTEGER,"
+                     " ended INTEGER);"
+                     "INSERT INTO runs(id, config, seq, grid, run_key, verdict, stopped_early)"
+                     " VALUES (1, 'base', 0, 1, 'k', 'pass', 0);"
+                     "CREATE TABLE requests(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
+                     " id INTEGER NOT NULL, warmup INTEGER, status TEXT, http_status INTEGER,"
+                     " scheduled INTEGER, sent INTEGER, first_byte INTEGER, first_token INTEGER,"
+                     " end_t INTEGER, input_tokens INTEGER, output_requested INTEGER,"
+                     " output_tokens INTEGER, cached_tokens INTEGER, usage_reported INTEGER, events BLOB,"
+                     " error TEXT, PRIMARY KEY (run_id, id));"
+                     "INSERT INTO requests(run_id, id, status, scheduled, sent, first_token, end_t)"
+                     " VALUES (1, 0, 'ok', 0, 5, 100, 200);",
+                     NULL, NULL, NULL),
+        SQLITE_OK);
+    sqlite3_close(db);
+    st_store *s;
+    char err[256];
+    assert_int_equal(st_store_open(dir, &s, err, sizeof err), 0);
+    st_record *back;
+    uint32_t nb;
+    assert_int_equal(st_store_records_get(s, 1, &back, &nb), 0);
+    assert_int_equal(nb, 1);
+    assert_int_equal(back[0].first_token, 100);
+    assert_int_equal(back[0].srv_prompt, -1);
+    st_record_free(&back[0]);
+    free(back);
+    st_store_close(s);
+    /* a second open finds the columns there */
+    assert_int_equal(st_store_open(dir, &s, err, sizeof err), 0);
+    st_store_close(s);
+}
+
 static void open_fails_cleanly(void **state)
 {
     (void)state;
@@ -211,6 +271,7 @@ int main(void)
         cmocka_unit_test(hash_is_sha256),
         cmocka_unit_test_setup_teardown(audit_begin_resume_rules, setup, teardown),
         cmocka_unit_test_setup_teardown(runs_records_samples_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(old_database_gets_timing_columns, setup, teardown),
         cmocka_unit_test(open_fails_cleanly),
     };
     return cmocka_run_group_tests(t, 0, 0);

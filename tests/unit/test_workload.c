@@ -257,6 +257,85 @@ static void trace_load_file(void **state)
     assert_non_null(strstr(err, path));
 }
 
+
+static void vllm_random_semantics(void **state)
+{
+    (void)state;
+    /* vllm bench serve --random-input-len 1000 --random-prefix-len 2000 --random-range-ratio 0.5:
+     * prompts are 2000 + [500, 1500] tokens, outputs [max(1, floor(O/2)), ceil(1.5 O)] */
+    st_synth_params p = { .input_len = 1000,
+                          .output_len = 3,
+                          .range_ratio = 0.5,
+                          .prefix_len = 2000,
+                          .num_requests = 400,
+                          .seed = 9,
+                          .vllm_semantics = 1 };
+    st_workload w;
+    char err[300];
+    assert_int_equal(st_workload_synthetic(&p, &w, err, sizeof err), 0);
+    uint32_t lo = UINT32_MAX, hi = 0, olo = UINT32_MAX, ohi = 0;
+    for (uint32_t i = 0; i < w.n; i++) {
+        lo = w.items[i].input_len < lo ? w.items[i].input_len : lo;
+        hi = w.items[i].input_len > hi ? w.items[i].input_len : hi;
+        olo = w.items[i].output_len < olo ? w.items[i].output_len : olo;
+        ohi = w.items[i].output_len > ohi ? w.items[i].output_len : ohi;
+        assert_memory_equal(w.items[i].input_ids, w.items[0].input_ids, 2000 * sizeof(uint32_t));
+    }
+    assert_true(lo >= 2500 && hi <= 3500 && lo < 2550 && hi > 3450);
+    assert_true(olo == 1 && ohi == 5); /* floor(1.5) = 1, ceil(4.5) = 5 */
+    st_workload_free(&w);
+    /* servetune's meaning refuses a prefix longer than the shortest prompt, and says why */
+    p.vllm_semantics = 0;
+    assert_int_equal(st_workload_synthetic(&p, &w, err, sizeof err), -1);
+    assert_non_null(strstr(err, "--random-input-len"));
+}
+
+static void synthetic_sessions(void **state)
+{
+    (void)state;
+    st_session_params p = { .sessions = 20,
+                            .turns_min = 2,
+                            .turns_max = 5,
+                            .first_input = 300,
+                            .user_input = 40,
+                            .output_len = 30,
+                            .prefix_len = 100,
+                            .think_s = 1.5,
+                            .seed = 4 };
+    st_workload w;
+    char err[300];
+    assert_int_equal(st_workload_sessions(&p, &w, err, sizeof err), 0);
+    assert_int_equal(w.n_sessions, 20);
+    assert_int_equal(w.n - w.n_dependent, 20);
+    uint32_t seen = 0;
+    for (uint32_t s = 0; s < 20; s++) {
+        /* the first turns are scheduled, the later ones follow their chain */
+        st_work_item *it = &w.items[s];
+        assert_int_equal(it->session, s + 1);
+        assert_int_equal(it->turn, 0);
+        assert_int_equal(it->input_len, 300);
+        assert_int_equal(it->prefix_len, 100);
+        assert_memory_equal(it->input_ids, w.items[0].input_ids, 100 * sizeof(uint32_t));
+        uint32_t turns = 1;
+        while (it->next) {
+            assert_true(it->next >= 20);
+            st_work_item *nx = &w.items[it->next];
+            assert_int_equal(nx->session, s + 1);
+            assert_int_equal(nx->turn, turns);
+            assert_int_equal(nx->input_len, 40);
+            assert_true(nx->think == 1500 * ST_NS_PER_MS);
+            it = nx;
+            turns++;
+        }
+        assert_true(turns >= 2 && turns <= 5);
+        seen += turns;
+    }
+    assert_int_equal(seen, w.n);
+    st_workload_free(&w);
+    p.turns_max = 1;
+    assert_int_equal(st_workload_sessions(&p, &w, err, sizeof err), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
@@ -267,6 +346,8 @@ int main(void)
         cmocka_unit_test(trace_parse_good),
         cmocka_unit_test(trace_parse_errors),
         cmocka_unit_test(trace_load_file),
+        cmocka_unit_test(vllm_random_semantics),
+        cmocka_unit_test(synthetic_sessions),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }

@@ -1,0 +1,102 @@
+/* The client's traffic in an audit (audit/traffic.h). */
+#include "audit/traffic.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/strv.h"
+#include "emu/flags.h"
+
+int st_traffic_engine_model(int argc, char **argv, const char *gpu, st_traffic_engine *e, char *what, size_t whatlen,
+                            char *err, size_t errlen)
+{
+    memset(e, 0, sizeof *e);
+    st_emu_args A;
+    st_emu_args_defaults(&A);
+    st_opt opts[ST_EMU_ARGS_TABLE_MAX];
+    st_emu_args_table(&A, opts);
+    st_opts_result r;
+    int rc = st_emu_args_parse(&A, opts, argc, argv, &r, err, errlen);
+    st_opts_result_free(&r);
+    if (rc)
+        return -1;
+    if (!A.gpu || !*A.gpu)
+        A.gpu = gpu;
+    if (!A.gpu || !*A.gpu) {
+        snprintf(err, errlen, "no GPU given (--gpu)");
+        return -1;
+    }
+    st_emu_config cfg;
+    if (st_emu_args_config(&A, &cfg, err, errlen))
+        return -1;
+    st_emu_memory mem;
+    if (st_emu_memory_plan(&cfg, &mem, err, errlen) < 0)
+        return -1;
+    e->kv_tokens = mem.kv_tokens;
+    e->max_model_len = mem.max_model_len;
+    if (what && whatlen) {
+        snprintf(what, whatlen, "%s on %s%s per the engine model", A.model ? A.model : "the model", cfg.gpu.name,
+                 cfg.tp > 1 ? " (tensor parallel)" : "");
+        e->what = what;
+    }
+    return 0;
+}
+
+int st_audit_traffic_json(const st_spec *s, char **json, char *err, size_t errlen)
+{
+    *json = NULL;
+    if (s->workload.kind != ST_WL_TRACE || !s->workload.trace) {
+        snprintf(err, errlen, "the workload is not a trace");
+        return -1;
+    }
+    st_trace_stats *ts = st_trace_stats_new();
+    if (!ts) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    st_trace_opts o;
+    memset(&o, 0, sizeof o);
+    st_trace_counts c;
+    st_trace_format fmt;
+    if (st_trace_read_file(s->workload.trace, &o, st_trace_stats_row_cb, ts, &c, &fmt, err, errlen) < 0) {
+        st_trace_stats_free(ts);
+        return -1;
+    }
+    st_traffic t;
+    st_trace_stats_result(ts, &t);
+    /* the baseline's KV cache, from the engine model ("serve MODEL FLAGS") */
+    st_traffic_engine e;
+    memset(&e, 0, sizeof e);
+    char what[300] = "", kerr[512];
+    st_strv flags = { 0 };
+    const st_spec_config *base = s->n_configs > 0 ? &s->configs[0] : NULL;
+    if (base && st_spec_config_flags(s, base, &flags) == 0) {
+        char **argv = calloc((size_t)flags.n + 3, sizeof *argv);
+        if (argv) {
+            int argc = 0;
+            argv[argc++] = "serve";
+            argv[argc++] = (char *)st_spec_config_model(s, base);
+            for (int i = 0; i < flags.n; i++)
+                argv[argc++] = flags.v[i];
+            if (st_traffic_engine_model(argc, argv, s->hardware.gpu, &e, what, sizeof what, kerr, sizeof kerr) < 0)
+                memset(&e, 0, sizeof e);
+            free(argv);
+        }
+    }
+    st_strv_free(&flags);
+    st_traffic_advice a;
+    st_traffic_advise(ts, &t, &e, &a);
+    json_t *j = st_traffic_json(&t, &a, &c, fmt, s->workload.trace);
+    st_trace_stats_free(ts);
+    if (j && e.kv_tokens)
+        json_object_set_new(json_object_get(j, "advice"), "engine", json_string(what));
+    *json = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!*json) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,23 @@
+/* The client's traffic in an audit: the trace's statistics and the advice they imply
+ * (load/trace_stats.h), with the KV cache of the configuration from the engine model. The
+ * audit stores the result (JSON, schema servetune.traffic/1) for the report's "Your traffic"
+ * section; `servetune trace stats` prints the same. */
+#ifndef ST_AUDIT_TRAFFIC_H
+#define ST_AUDIT_TRAFFIC_H
+#include <stddef.h>
+
+#include "audit/spec.h"
+#include "load/trace_stats.h"
+
+/* The KV cache and max_model_len the engine model gives `vllm serve` with argv ("serve" MODEL
+ * FLAGS...; gpu when --gpu is not among the flags). what gets "MODEL on GPU". 0, or -1 with the
+ * reason (the configuration would not start, unknown model or GPU). */
+int st_traffic_engine_model(int argc, char **argv, const char *gpu, st_traffic_engine *e, char *what, size_t whatlen,
+                            char *err, size_t errlen);
+
+/* Reads the spec's trace and returns the traffic JSON (malloc'd string) for the baseline
+ * configuration. 0, or -1 with err (the trace cannot be read). A baseline the engine model
+ * does not know leaves the KV figures out. */
+int st_audit_traffic_json(const st_spec *s, char **json, char *err, size_t errlen);
+
+#endif
