@@ -21,6 +21,7 @@
 #include "engine/process.h"
 
 #define KEY "sk-crash-test-5b2e91d4c7"
+#define HF "hf_crashtest_93ac1e"
 
 /* An emulator audit, small and fast; `engine_extra` goes into the engine mapping, `flags_extra`
  * after the flags, `configs` is the configurations list. */
@@ -54,7 +55,9 @@ static const char *fake_vllm(void)
     snprintf(vllm, sizeof vllm, "%s/vllm", bin);
     FILE *f = fopen(vllm, "w");
     assert_non_null(f);
-    fprintf(f, "#!/bin/sh\necho \"args: $*\"\necho \"env: VLLM_API_KEY=$VLLM_API_KEY\"\nexec '%s' emulate \"$@\"\n",
+    fprintf(f,
+            "#!/bin/sh\necho \"args: $*\"\necho \"env: VLLM_API_KEY=$VLLM_API_KEY\"\necho \"hf: $HF_TOKEN\"\n"
+            "exec '%s' emulate \"$@\"\n",
             st_test_bin());
     fclose(f);
     chmod(vllm, 0755);
@@ -131,12 +134,13 @@ static void kill9_leaves_no_engine_and_no_secret(void **state)
 {
     (void)state;
     setenv("ST_CRASH_TEST_KEY", KEY, 1);
+    setenv("ST_CRASH_TEST_HF", HF, 1);
     char spec[512], out[512], logs[600], tag[64];
     snprintf(spec, sizeof spec, "%s/spec.yaml", tmp);
     snprintf(out, sizeof out, "%s/out", tmp);
     const char *bin = fake_vllm();
-    write_spec(spec, "vllm", "  api_key_env: ST_CRASH_TEST_KEY\n", ", --api-key, '${ST_CRASH_TEST_KEY}'", "1, 2, 4",
-               "");
+    write_spec(spec, "vllm", "  api_key_env: ST_CRASH_TEST_KEY\n  env: {HF_TOKEN: '${ST_CRASH_TEST_HF}'}\n",
+               ", --api-key, '${ST_CRASH_TEST_KEY}'", "1, 2, 4", "");
     const char *args[] = { "audit", spec, "-o", out, "--quiet", NULL };
     pid_t pid = st_it_spawn(args, bin);
     wait_runs(out, 1, 120, pid);
@@ -151,13 +155,17 @@ static void kill9_leaves_no_engine_and_no_secret(void **state)
     char log[700];
     snprintf(log, sizeof log, "%s/baseline.log", logs);
     assert_true(file_has(log, "env: VLLM_API_KEY=***")); /* the engine printed it; it was redacted as written */
+    assert_true(file_has(log, "hf: ***"));               /* a value from env: as well */
     assert_false(out_has(out, KEY));
+    assert_false(out_has(out, HF));
     /* the audit resumes and finishes */
     const char *res[] = { "audit", spec, "-o", out, "--quiet", "--resume", NULL };
     assert_int_equal(st_it_run(res, bin, 120, 0, NULL), 0);
     assert_false(out_has(out, KEY));
+    assert_false(out_has(out, HF));
     assert_true(wait_no_engine(10));
     unsetenv("ST_CRASH_TEST_KEY");
+    unsetenv("ST_CRASH_TEST_HF");
 }
 
 /* An engine an earlier audit of the folder left running (here a process of ours carrying the
