@@ -101,6 +101,7 @@ fuzz-smoke: fuzz-build
 bench: $(BUILD)/servetune $(BENCH_BIN)
 	./bench/run.sh
 	./$(BUILD)/bench/calibrate
+	./$(BUILD)/bench/fidelity
 	./bench/emulator_figures.sh $(BUILD)
 	BUILD=$(BUILD) ./bench/trace_read.sh
 

@@ -1,7 +1,7 @@
-/* Calibration and speed figures of the engine model:
+/* Reference and speed figures of the engine model:
  *  1. RTX 4090 + Llama-3-8B AWQ, 32 requests kept in flight, 256 in / 512 out, vs the
- *     published ~3,500 generated tok/s and ~120 ms TTFT (docs/reference/calibration-rtx4090-llama3-8b-awq.md), each
- *     within +-25 %: exit status 1 when either is outside.
+ *     published ~3,500 generated tok/s and ~120 ms TTFT (docs/reference/calibration-rtx4090-llama3-8b-awq.md):
+ *     printed with the +-25 % band, information only (the fidelity benchmark is the gate).
  *  2. The Qwen3-8B bf16 decode-step floor on H100 (weights / bandwidth, ~4.9 ms).
  *  3. Virtual-time speed: 200 requests of 3,000-token prompts (2,000 shared) and 300-token
  *     outputs on Qwen3-8B / H100, simulated time / wall time on one core (>= 1000x).
@@ -109,15 +109,22 @@ static void decode_floor(void)
            st_emu_weight_read_floor_s(&c) * 1e3, st_emu_step_seconds(&c, &b, NULL) * 1e3);
 }
 
-static void virtual_speed(void)
+/* Virtual-time speed with a shared prefix (prefix-cache lookups and hits on every request). */
+static void virtual_speed_n(uint32_t N)
 {
     st_emu_config c;
     if (setup(&c, "H100", "Qwen/Qwen3-8B") < 0)
         return;
-    const uint32_t N = 200, IN = 3000, SHARED = 2000, OUT = 300;
+    const uint32_t IN = 3000, SHARED = 2000, OUT = 300;
     uint32_t *ids = malloc((size_t)N * IN * sizeof *ids);
     st_emu_sim_item *it = calloc(N, sizeof *it);
     st_record *rec = calloc(N, sizeof *rec);
+    if (!ids || !it || !rec) {
+        free(ids);
+        free(it);
+        free(rec);
+        return;
+    }
     for (uint32_t i = 0; i < N; i++) {
         for (uint32_t k = 0; k < IN; k++)
             ids[(size_t)i * IN + k] =
@@ -135,10 +142,10 @@ static void virtual_speed(void)
     if (rc < 0)
         fprintf(stderr, "speed run failed: %s\n", err);
     else
-        printf("virtual time Qwen3-8B/H100, 200 x (3000 in, 2000 shared, 300 out) at 4 req/s: "
-               "%.1f s simulated in %.2f ms wall = %.0fx real time (%llu steps, prefix hit %.1f %%)\n",
-               s.duration / 1e9, wall / 1e6, (double)s.duration / (double)wall, (unsigned long long)s.steps,
-               100.0 * s.prefix_hits / (s.prefix_queries ? s.prefix_queries : 1));
+        printf("virtual time Qwen3-8B/H100, %u x (3000 in, 2000 shared, 300 out) at 4 req/s: %.1f s simulated in "
+               "%.1f ms wall = %.0fx real time, %.0f requests/s simulated (%llu steps, prefix hit %.1f %%)\n",
+               N, s.duration / 1e9, wall / 1e6, (double)s.duration / (double)wall, N / (wall / 1e9),
+               (unsigned long long)s.steps, 100.0 * s.prefix_hits / (s.prefix_queries ? s.prefix_queries : 1));
     for (uint32_t i = 0; i < N; i++)
         st_record_free(&rec[i]);
     free(rec);
@@ -146,10 +153,54 @@ static void virtual_speed(void)
     free(ids);
 }
 
+/* The model's cost per simulated request against the run's length: 512-token prompts, 128-token
+ * outputs at 4 req/s (the simulated time grows with the count), 200 to 100,000 requests. */
+static void scaling(void)
+{
+    st_emu_config c;
+    if (setup(&c, "H100", "Qwen/Qwen3-8B") < 0)
+        return;
+    static const uint32_t counts[] = { 200, 2000, 20000, 100000 };
+    for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
+        uint32_t N = counts[k];
+        st_emu_sim_item *it = calloc(N, sizeof *it);
+        st_record *rec = calloc(N, sizeof *rec);
+        if (!it || !rec) {
+            free(it);
+            free(rec);
+            return;
+        }
+        for (uint32_t i = 0; i < N; i++)
+            it[i] = (st_emu_sim_item){ .arrival = (st_ns)i * 250 * ST_NS_PER_MS, .input_len = 512, .output_len = 128 };
+        char err[512];
+        st_emu_sim_stats s;
+        st_ns t0 = st_now();
+        int rc = st_emu_sim_run(&c, it, N, rec, &s, err, sizeof err);
+        st_ns wall = st_now() - t0;
+        if (rc == 0)
+            printf("scaling Qwen3-8B/H100, %6u x (512 in, 128 out) at 4 req/s: %8.1f s simulated in %7.1f ms wall: "
+                   "%.0f requests/s simulated, %.2f us per step\n",
+                   N, s.duration / 1e9, wall / 1e6, N / (wall / 1e9), wall / 1e3 / (double)(s.steps ? s.steps : 1));
+        for (uint32_t i = 0; i < N; i++)
+            st_record_free(&rec[i]);
+        free(rec);
+        free(it);
+    }
+}
+
+static void virtual_speed(void)
+{
+    virtual_speed_n(200);
+    scaling();
+}
+
 int main(void)
 {
+    /* information only: the fidelity benchmark (bench/fidelity.c, docs/fidelity.md) measures the
+     * model against 53 published points with full setups; this blog figure has none of its
+     * setup but the sizes, and the model's constants are no longer tuned to it */
     int rc = calibration_point(0.0, 0);
-    rc |= calibration_point(0.5, 1);
+    rc |= calibration_point(0.5, 0);
     calibration_point(0.1, 0);
     calibration_point(0.25, 0);
     decode_floor();

@@ -14,6 +14,7 @@
 #include "audit/executor.h"
 #include "core/buf.h"
 #include "core/util.h"
+#include "emu/calib.h"
 #include "emu/consts.h"
 #include "emu/flags.h"
 #include "emu/sim.h"
@@ -29,7 +30,10 @@ typedef struct model_exec {
     const st_spec *spec;
     char logdir[4096];
     int have_logdir;
-    st_emu_session *sess; /* the current configuration's engine, NULL when none */
+    st_emu_session *sess;          /* the current configuration's engine, NULL when none */
+    const st_emu_calib *calib;     /* --calibration, or NULL */
+    int calib_applied;             /* to the current configuration */
+    int calib_extrapolation_noted; /* the current configuration's log says so once */
 } model_exec;
 
 int st_exec_model_supported(const st_spec *spec, char *why, size_t whylen)
@@ -83,65 +87,83 @@ static const char *env_of(const st_spec *s, const st_spec_config *c, const char 
     return NULL;
 }
 
+int st_exec_model_config(const st_spec *s, const st_spec_config *c, st_emu_config *cfg, char *cmd, size_t cmdlen,
+                         st_strv *unknown, char *err, size_t errlen)
+{
+    st_strv flags = { 0 };
+    if (st_spec_config_flags(s, c, &flags)) {
+        snprintf(err, errlen, "out of memory");
+        return ST_EMU_ARGS_USAGE;
+    }
+    const char *model = st_spec_config_model(s, c);
+    /* "serve MODEL FLAGS": what the adapter hands vLLM or the emulator, without host and port */
+    int argc = 0;
+    char **argv = calloc((size_t)flags.n + 3, sizeof *argv);
+    if (!argv) {
+        st_strv_free(&flags);
+        snprintf(err, errlen, "out of memory");
+        return ST_EMU_ARGS_USAGE;
+    }
+    st_buf b;
+    st_buf_init(&b, CMD_MAX);
+    argv[argc++] = "serve";
+    argv[argc++] = (char *)model;
+    st_buf_printf(&b, "engine model of: vllm serve %s", model);
+    for (int i = 0; i < flags.n; i++) {
+        argv[argc++] = flags.v[i];
+        st_buf_printf(&b, " %s", flags.v[i]);
+    }
+    if (cmd && cmdlen)
+        snprintf(cmd, cmdlen, "%s", b.data ? b.data : "");
+    st_buf_free(&b);
+    st_emu_args A;
+    st_emu_args_defaults(&A);
+    st_opt opts[ST_EMU_ARGS_TABLE_MAX];
+    st_emu_args_table(&A, opts);
+    st_opts_result r;
+    int rc = st_emu_args_parse(&A, opts, argc, argv, &r, err, errlen);
+    if (rc == 0) {
+        if (!A.gpu || !*A.gpu)
+            A.gpu = env_of(s, c, "SERVETUNE_EMULATE_GPU");
+        if (!A.gpu || !*A.gpu)
+            A.gpu = s->hardware.gpu;
+        rc = st_emu_args_config(&A, cfg, err, errlen);
+    }
+    for (int i = 0; rc == 0 && unknown && i < r.nunknown; i++)
+        if (r.unknown[i][0] == '-' && st_strv_push(unknown, r.unknown[i]) < 0)
+            rc = ST_EMU_ARGS_USAGE;
+    st_opts_result_free(&r);
+    free(argv);
+    st_strv_free(&flags);
+    return rc;
+}
+
 static int model_start(st_executor *x, const st_spec_config *c, st_config_row *row)
 {
     model_exec *M = x->impl;
     const st_spec *s = M->spec;
     st_emu_session_free(M->sess);
     M->sess = NULL;
+    M->calib_extrapolation_noted = 0;
     x->time_scale = 1; /* virtual time: the emulator's --time-scale does not apply */
-    st_strv flags = { 0 };
-    if (st_spec_config_flags(s, c, &flags)) {
-        st_exec_fill_failure(row, ST_FAIL_EXEC, "out of memory", NULL, NULL);
-        return -1;
-    }
-    const char *model = st_spec_config_model(s, c);
-    /* "serve MODEL FLAGS": what the adapter hands vLLM or the emulator, without host and port */
-    int argc = 0;
-    char **argv = calloc((size_t)flags.n + 3, sizeof *argv);
-    st_buf cmd;
-    st_buf_init(&cmd, CMD_MAX);
-    if (!argv) {
-        st_strv_free(&flags);
-        st_exec_fill_failure(row, ST_FAIL_EXEC, "out of memory", NULL, NULL);
-        return -1;
-    }
-    argv[argc++] = "serve";
-    argv[argc++] = (char *)model;
-    st_buf_printf(&cmd, "engine model of: vllm serve %s", model);
-    for (int i = 0; i < flags.n; i++) {
-        argv[argc++] = flags.v[i];
-        st_buf_printf(&cmd, " %s", flags.v[i]);
-    }
-    free(row->argv);
-    row->argv = strdup(cmd.data ? cmd.data : "");
-    st_buf_free(&cmd);
-    st_emu_args A;
-    st_emu_args_defaults(&A);
-    st_opt opts[ST_EMU_ARGS_TABLE_MAX];
-    st_emu_args_table(&A, opts);
-    st_opts_result r;
     char err[2048] = "", log[4096];
-    int rc = st_emu_args_parse(&A, opts, argc, argv, &r, err, sizeof err);
+    char *cmd = malloc(CMD_MAX);
+    st_strv unknown = { 0 };
     st_emu_config cfg;
-    if (rc == 0) {
-        if (!A.gpu || !*A.gpu)
-            A.gpu = env_of(s, c, "SERVETUNE_EMULATE_GPU");
-        if (!A.gpu || !*A.gpu)
-            A.gpu = s->hardware.gpu;
-        rc = st_emu_args_config(&A, &cfg, err, sizeof err);
-    }
-    snprintf(log, sizeof log, "--- servetune predict: %s\n", row->argv);
+    int rc = cmd ? st_exec_model_config(s, c, &cfg, cmd, CMD_MAX, &unknown, err, sizeof err) : ST_EMU_ARGS_USAGE;
+    if (!cmd)
+        snprintf(err, sizeof err, "out of memory");
+    free(row->argv);
+    row->argv = strdup(cmd ? cmd : "");
+    free(cmd);
+    snprintf(log, sizeof log, "--- servetune predict: %s\n", row->argv ? row->argv : "");
     log_lines(M, c->name, log);
-    for (int i = 0; rc == 0 && i < r.nunknown; i++)
-        if (r.unknown[i][0] == '-') {
-            snprintf(log, sizeof log, "WARNING ignoring vLLM flag %s (no effect on the engine model's timing)\n",
-                     r.unknown[i]);
-            log_lines(M, c->name, log);
-        }
-    st_opts_result_free(&r);
-    free(argv);
-    st_strv_free(&flags);
+    for (int i = 0; rc == 0 && i < unknown.n; i++) {
+        snprintf(log, sizeof log, "WARNING ignoring vLLM flag %s (no effect on the engine model's timing)\n",
+                 unknown.v[i]);
+        log_lines(M, c->name, log);
+    }
+    st_strv_free(&unknown);
     if (rc == ST_EMU_ARGS_USAGE) {
         snprintf(log, sizeof log, "vllm serve: error: %s\n", err);
         refuse(M, c, row, log, 2);
@@ -151,6 +173,18 @@ static int model_start(st_executor *x, const st_spec_config *c, st_config_row *r
         snprintf(log, sizeof log, "ERROR %s\n", err);
         refuse(M, c, row, log, 1);
         return -1;
+    }
+    M->calib_applied = 0;
+    if (M->calib) {
+        char why[512], note[512];
+        if (st_calib_check(M->calib, &cfg, why, sizeof why, note, sizeof note) == 0) {
+            st_calib_apply(M->calib, &cfg);
+            M->calib_applied = 1;
+            snprintf(log, sizeof log, "INFO engine model calibrated (--calibration)%s%s\n", note[0] ? ": " : "", note);
+        } else {
+            snprintf(log, sizeof log, "WARNING calibration not applied: %s; the model's defaults are used\n", why);
+        }
+        log_lines(M, c->name, log);
     }
     st_emu_memory mem;
     memset(&mem, 0, sizeof mem);
@@ -228,29 +262,38 @@ static void sample(model_tick *T, st_ns now, const st_emu_stats *es)
     push_sample(T, t, ST_MET_GENERATION_TOKENS, (double)es->generation_tokens);
 }
 
-static int model_on_tick(void *arg, st_ns now, const st_emu_stats *es, const st_record *recs, uint32_t n)
+static int model_on_tick(void *arg, st_ns now, const st_emu_stats *es, const st_emu_run_progress *ep,
+                         const st_record *recs, uint32_t n)
 {
     model_tick *T = arg;
     if (!T->in->warmup)
         sample(T, now, es);
     if (!T->in->tick)
         return 0;
-    st_runner_progress p = { .elapsed = now, .total = n, .records = recs };
-    for (uint32_t i = 0; i < n; i++) {
-        const st_record *r = &recs[i];
-        if (r->scheduled <= now)
-            p.arrived++;
-        if (r->sent >= 0)
-            p.sent++;
-        if (r->end >= 0 && r->status == ST_REQ_OK)
-            p.completed++;
-        else if (r->end >= 0 || r->status != ST_REQ_OK)
-            p.failed++;
-        else if (r->sent >= 0)
-            p.in_flight++;
-        p.output_tokens += r->n_events;
-    }
+    st_runner_progress p = { .elapsed = now,
+                             .total = n,
+                             .arrived = ep->arrived,
+                             .sent = ep->sent,
+                             .completed = ep->completed,
+                             .failed = ep->failed,
+                             .in_flight = ep->in_flight,
+                             .output_tokens = ep->output_tokens,
+                             .records = recs };
     return T->in->tick(T->in->tick_arg, &p);
+}
+
+/* The offered rate of a run: (n - 1) / the span of its arrivals; INFINITY for all at once. */
+static double offered_rate(const st_exec_rate *in)
+{
+    uint32_t n = in->w->n;
+    if (n < 2 || !in->sched)
+        return 0;
+    st_ns lo = in->sched[0], hi = in->sched[0];
+    for (uint32_t i = 1; i < n; i++) {
+        lo = in->sched[i] < lo ? in->sched[i] : lo;
+        hi = in->sched[i] > hi ? in->sched[i] : hi;
+    }
+    return hi > lo ? (n - 1) / ((hi - lo) / 1e9) : INFINITY;
 }
 
 static int model_run_rate(st_executor *x, const st_exec_rate *in, st_config_row *row, st_exec_out *out, char *err,
@@ -261,6 +304,15 @@ static int model_run_rate(st_executor *x, const st_exec_rate *in, st_config_row 
     if (!M->sess) {
         snprintf(err, errlen, "no engine model (the configuration did not start)");
         return -1;
+    }
+    if (M->calib && M->calib_applied && !in->warmup && !M->calib_extrapolation_noted) {
+        char why[300], log[400];
+        if (st_calib_extrapolates(M->calib, offered_rate(in), 0, ST_CALIB_SLACK, why, sizeof why)) {
+            snprintf(log, sizeof log, "WARNING %s\n", why);
+            log_lines(M, row->name ? row->name : "model", log);
+            fprintf(stderr, "servetune: %s: %s\n", row->name ? row->name : "configuration", why);
+            M->calib_extrapolation_noted = 1;
+        }
     }
     uint32_t n = in->w->n;
     st_emu_sim_item *items = calloc(n ? n : 1, sizeof *items);
@@ -273,6 +325,9 @@ static int model_run_rate(st_executor *x, const st_exec_rate *in, st_config_row 
         return -1;
     }
     st_emu_sim_items_from_workload(in->w, in->sched, items);
+    int chat = M->spec->engine.api && !strcmp(M->spec->engine.api, "chat");
+    for (uint32_t i = 0; i < n; i++)
+        items[i].chat = chat;
     model_tick T = { .in = in, .out = out };
     if (!in->warmup) {
         st_emu_stats es;
@@ -296,7 +351,6 @@ static int model_run_rate(st_executor *x, const st_exec_rate *in, st_config_row 
         return -1;
     }
     out->stopped = stopped;
-    (void)row;
     return 0;
 }
 
@@ -305,6 +359,12 @@ static void model_free(st_executor *x)
     model_stop(x);
     free(x->impl);
     free(x);
+}
+
+void st_exec_model_set_calibration(st_executor *x, const st_emu_calib *calib)
+{
+    model_exec *M = x->impl;
+    M->calib = calib;
 }
 
 static const st_executor_ops model_ops = { "model", model_start, model_run_rate, model_stop, model_free };

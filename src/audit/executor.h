@@ -89,6 +89,22 @@ int st_exec_http_new(const st_spec *spec, const char *logdir, const char *self_e
 int st_exec_model_new(const st_spec *spec, const char *logdir, st_executor **out, char *err, size_t errlen);
 /* 1 when the engine model can stand for the spec's engine (vllm, emulator); 0 with the reason. */
 int st_exec_model_supported(const st_spec *spec, char *why, size_t whylen);
+/* Runs the model executor with a calibration (emu/calib.h; NULL: none; kept by reference):
+ * applied to each configuration it matches, the others run on the model's defaults with a
+ * warning in their log; a rate beyond the calibrated range by more than ST_CALIB_SLACK is
+ * noted on stderr and in the log. */
+struct st_emu_calib;
+void st_exec_model_set_calibration(st_executor *x, const struct st_emu_calib *calib);
+#define ST_CALIB_SLACK 1.5
+/* The engine model's configuration of one spec configuration: its vLLM flags through the
+ * emulator's own parser (emu/flags.h); the GPU from --gpu, SERVETUNE_EMULATE_GPU in the
+ * configuration's or the spec's env, else hardware.gpu. cmd (may be NULL) gets the command
+ * line shown for it; unknown (may be NULL) the flags the model ignores. 0, or
+ * ST_EMU_ARGS_USAGE / ST_EMU_ARGS_STARTUP (emu/flags.h) with err. */
+struct st_emu_config;
+struct st_strv;
+int st_exec_model_config(const st_spec *s, const st_spec_config *c, struct st_emu_config *cfg, char *cmd, size_t cmdlen,
+                         struct st_strv *unknown, char *err, size_t errlen);
 void st_executor_free(st_executor *x);
 
 /* Marks row failed with class c: status "failed", failure_class, failure_detail = the class's

@@ -12,6 +12,7 @@
 #include "audit/store.h"
 #include "audit/sweep.h"
 #include "cli/cli.h"
+#include "emu/calib.h"
 #include "core/opts.h"
 #include "engine/process.h"
 
@@ -83,8 +84,8 @@ static void print_check(const st_spec *spec, const char *spec_path)
 
 int cmd_audit(int argc, char **argv)
 {
-    const char *out_dir = NULL;
-    int check = 0, resume = 0, quiet = 0, slurm = 0;
+    const char *out_dir = NULL, *calib_path = NULL;
+    int check = 0, resume = 0, quiet = 0, slurm = 0, no_prediction = 0;
     const char *merge_dir = NULL, *status_dir = NULL;
     st_cluster_cli cl = { .only_index = -1 };
     const st_opt opts[] = {
@@ -95,6 +96,10 @@ int cmd_audit(int argc, char **argv)
         { "resume", 0, ST_OPT_FLAG, &resume, NULL,
           "continue an interrupted audit in DIR without repeating finished runs", 0, 0, 0 },
         { "quiet", 'q', ST_OPT_FLAG, &quiet, NULL, "no progress output, only the final lines", 0, 0, 0 },
+        { "calibration", 0, ST_OPT_STR, &calib_path, "FILE",
+          "calibrates the prediction made before the measurement (servetune calibrate)", 0, 0, 0 },
+        { "no-prediction", 0, ST_OPT_FLAG, &no_prediction, NULL,
+          "skip the engine-model prediction made first (and its comparison in the report)", 0, 0, 0 },
         { "only", 0, ST_OPT_STR, &cl.only, "NAME[,NAME]",
           "run only these configurations, each into DIR/shards/NAME.sqlite (no report: see --merge)", 0, 0, 0 },
         { "only-index", 0, ST_OPT_LONG, &cl.only_index, "N",
@@ -213,6 +218,10 @@ int cmd_audit(int argc, char **argv)
         goto out;
     stop_stale_engines(&r);
     st_cli_store_traffic(r.store, &r.spec);
+    /* the prediction first (seconds), compared with the measurement in the report */
+    st_emu_calib calib;
+    if (!no_prediction && (!calib_path || st_cli_load_calibration(calib_path, &r.spec, &calib) == 0))
+        st_cli_predict_first(&r.spec, r.spec_path, out_dir, r.store, calib_path, calib_path ? &calib : NULL, quiet);
     volatile sig_atomic_t *stop = st_cli_catch_signals(NULL);
     char self[4096];
     ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);

@@ -88,6 +88,22 @@ void st_cli_trace_opts(st_cli_trace *t, st_opt *opts, int *n);
 /* Fills o from what was given (format, window, model, sample with seed, ...). 0 or -1 with err. */
 int st_cli_trace_resolve(st_cli_trace *t, uint64_t seed, st_trace_opts *o, char *err, size_t errlen);
 
+/* Loads a calibration file (emu/calib.h) for predict/audit; with a spec, checks it against
+ * every configuration: those it does not match are named on stderr (they run on the model's
+ * defaults), and a file that matches none is refused. 0, or -1 after printing why. */
+struct st_emu_calib;
+int st_cli_load_calibration(const char *path, const struct st_spec *spec, struct st_emu_calib *out);
+
+/* A measured audit's prediction first (report/predvs.h): servetune predict of the same spec into
+ * AUDIT_DIR/prediction (calibrated when calib is not NULL), its summary stored in the audit's
+ * database for the report's "Predicted vs measured". Nothing when the engine cannot be
+ * modelled or the summary is already stored (--resume). 0, or -1 after printing why (the audit
+ * goes on without the comparison). */
+struct st_store;
+int st_cli_predict_first(const struct st_spec *spec, const char *spec_path, const char *audit_dir,
+                         struct st_store *audit_store, const char *calib_path, const struct st_emu_calib *calib,
+                         int quiet);
+
 /* servetune audit across machines (src/cli/audit_cluster.c, docs/cluster.md). */
 #include <signal.h>
 
@@ -121,6 +137,7 @@ int st_cli_merge_report(const char *dir, const char *expect_hash, int quiet, int
 
 int cmd_version(int argc, char **argv);
 int cmd_trace(int argc, char **argv);
+int cmd_calibrate(int argc, char **argv);
 int cmd_audit(int argc, char **argv);
 int cmd_predict(int argc, char **argv);
 int cmd_report(int argc, char **argv);

@@ -11,12 +11,14 @@
 #include <stdlib.h>
 
 #include "audit/check.h"
+#include "audit/executor.h"
 #include "audit/spec.h"
 #include "audit/store.h"
 #include "audit/traffic.h"
 #include "cli/cli.h"
 #include "core/file.h"
 #include "core/version.h"
+#include "emu/calib.h"
 #include "engine/process.h"
 #include "load/trace.h"
 #include "load/workload.h"
@@ -252,4 +254,40 @@ void st_cli_store_traffic(struct st_store *store, const struct st_spec *spec)
     else if (st_store_meta_put(store, "traffic", json) < 0)
         fprintf(stderr, "servetune: the trace's statistics are left out of the report: %s\n", st_store_errmsg(store));
     free(json);
+}
+
+int st_cli_load_calibration(const char *path, const struct st_spec *spec, struct st_emu_calib *out)
+{
+    char err[1024];
+    if (st_calib_load_file(path, out, err, sizeof err)) {
+        fprintf(stderr, "servetune: --calibration %s\n", err);
+        return -1;
+    }
+    if (!spec)
+        return 0;
+    int matched = 0;
+    char why[4][512];
+    int nwhy = 0;
+    for (int i = 0; i < spec->n_configs; i++) {
+        st_emu_config cfg;
+        char r[512];
+        if (st_exec_model_config(spec, &spec->configs[i], &cfg, NULL, 0, NULL, err, sizeof err))
+            continue; /* refused later with its own message */
+        if (st_calib_check(out, &cfg, r, sizeof r, NULL, 0) == 0)
+            matched++;
+        else {
+            if (nwhy < 4)
+                snprintf(why[nwhy++], sizeof why[0], "%s", r);
+            fprintf(stderr,
+                    "servetune: --calibration %s does not apply to configuration %s (%s): it runs on the "
+                    "model's defaults\n",
+                    path, spec->configs[i].name, r);
+        }
+    }
+    if (!matched) {
+        fprintf(stderr, "servetune: --calibration %s is refused: it matches no configuration of the spec (%s)\n", path,
+                nwhy ? why[0] : "no configuration could be modelled");
+        return -1;
+    }
+    return 0;
 }

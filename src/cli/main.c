@@ -9,6 +9,7 @@ static const st_cmd commands[] = {
     { "audit", cmd_audit, "run every configuration of an audit spec, find capacity at the SLO, price it" },
     { "predict", cmd_predict, "the audit of a spec on the engine model in virtual time, in seconds (a prediction)" },
     { "bench", cmd_bench, "drive a running endpoint with an open-loop load and measure it" },
+    { "calibrate", cmd_calibrate, "fit the engine model's constants to your own measurements (a calibration file)" },
     { "report", cmd_report, "re-render an audit's reports from its results database" },
     { "trace", cmd_trace, "read a trace or a production log: trace stats FILE (rates, lengths, prefixes, advice)" },
     { "gguf", cmd_gguf, "write a GGUF model of a real architecture with random weights (for llama.cpp)" },

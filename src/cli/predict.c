@@ -16,10 +16,15 @@
 #include "audit/sweep.h"
 #include "cli/cli.h"
 #include "core/opts.h"
+#include "core/file.h"
+#include "core/version.h"
+#include "emu/calib.h"
+#include "report/predvs.h"
+#include "report/report.h"
 
 static void help(const st_opt *opts)
 {
-    printf("usage: servetune predict SPEC [-o DIR] [--suggest-rates] [--quiet]\n\n"
+    printf("usage: servetune predict SPEC [-o DIR] [--suggest-rates] [--calibration FILE] [--quiet]\n\n"
            "Runs the audit of SPEC on servetune's engine model (vLLM V1's scheduler, paged KV cache with prefix\n"
            "caching, and the GPU's step time) in virtual time: no server is started, nothing is measured, and it\n"
            "takes seconds. Same configurations, workloads, rates, warm-up, early stop, capacity search, prices\n"
@@ -28,16 +33,46 @@ static void help(const st_opt *opts)
            "GPUs and to choose the rates worth measuring.\n\n"
            "Options:\n");
     st_opts_usage(stdout, opts);
-    printf("\nExamples:\n"
-           "  servetune predict examples/qwen3-8b-h100.yaml -o predict-out\n"
-           "  servetune predict examples/qwen3-8b-h100.yaml --suggest-rates   # a rates: line for the real audit\n"
-           "  servetune report predict-out                                     # re-render (still a prediction)\n\n"
-           "Engines: kinds vllm and emulator are modelled (their vLLM flags through the emulator's parser;\n"
-           "the GPU from --gpu, SERVETUNE_EMULATE_GPU in the spec's env, or hardware.gpu; --time-scale is\n"
-           "ignored). Other kinds are refused: the model knows vLLM's flags and scheduler only.\n"
-           "Exit codes: 0 done; 1 done but a configuration was refused (does not fit, bad flag) or the reports\n"
-           "could not be written; 2 bad arguments, an invalid spec or an engine the model cannot stand for;\n"
-           "4 interrupted. More: docs/predict.md.\n");
+    printf(
+        "\nExamples:\n"
+        "  servetune predict examples/qwen3-8b-h100.yaml -o predict-out\n"
+        "  servetune predict examples/qwen3-8b-h100.yaml --suggest-rates   # a rates: line for the real audit\n"
+        "  servetune report predict-out                                     # re-render (still a prediction)\n"
+        "  servetune predict my.yaml --calibration calib.json               # with constants fitted to your audit\n\n"
+        "Engines: kinds vllm and emulator are modelled (their vLLM flags through the emulator's parser;\n"
+        "the GPU from --gpu, SERVETUNE_EMULATE_GPU in the spec's env, or hardware.gpu; --time-scale is\n"
+        "ignored). Other kinds are refused: the model knows vLLM's flags and scheduler only.\n"
+        "Exit codes: 0 done; 1 done but a configuration was refused (does not fit, bad flag) or the reports\n"
+        "could not be written; 2 bad arguments, an invalid spec or an engine the model cannot stand for;\n"
+        "4 interrupted. More: docs/predict.md.\n");
+}
+
+/* An earlier prediction in DIR is replaced (it is recomputed in seconds); a measured audit never. */
+static int clear_old_prediction(const char *dir, char *err, size_t errlen)
+{
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s", dir, ST_STORE_FILE);
+    if (access(path, F_OK))
+        return 0;
+    st_store *s;
+    if (st_store_open(dir, &s, err, errlen))
+        return -1;
+    st_audit_row a;
+    int have = st_store_audit_get(s, &a);
+    int pred = have == 1 && a.prediction;
+    if (have == 1)
+        st_audit_row_free(&a);
+    st_store_close(s);
+    if (have == 1 && !pred) {
+        snprintf(err, errlen, "%.900s holds a measured audit; a prediction never replaces one (use another -o)", dir);
+        return -1;
+    }
+    static const char *suffix[] = { "", "-wal", "-shm" };
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s%s", dir, ST_STORE_FILE, suffix[i]);
+        unlink(path);
+    }
+    return 0;
 }
 
 static void model_note(const st_spec *spec, char *out, size_t n)
@@ -57,7 +92,8 @@ static void model_note(const st_spec *spec, char *out, size_t n)
 }
 
 /* --suggest-rates: each configuration's capacity by bisection on the model, then the grid. */
-static int suggest(const st_spec *spec, st_store *store, int quiet, char *line, size_t linelen)
+static int suggest(const st_spec *spec, st_store *store, const st_emu_calib *calib, int quiet, char *line,
+                   size_t linelen)
 {
     double caps[256];
     int nc = 0;
@@ -69,6 +105,7 @@ static int suggest(const st_spec *spec, st_store *store, int quiet, char *line, 
         st_executor *x;
         if (st_exec_model_new(spec, NULL, &x, err, sizeof err))
             return -1;
+        st_exec_model_set_calibration(x, calib);
         st_sweep_bisect_result b;
         int rc = st_sweep_bisect(spec, x, i, 0.02, &b, err, sizeof err);
         st_executor_free(x);
@@ -107,13 +144,80 @@ static int suggest(const st_spec *spec, st_store *store, int quiet, char *line, 
     return 0;
 }
 
+int st_cli_predict_first(const st_spec *spec, const char *spec_path, const char *audit_dir, st_store *audit_store,
+                         const char *calib_path, const st_emu_calib *calib, int quiet)
+{
+    char err[1024] = "", dir[4200];
+    char *have = NULL;
+    if (st_store_meta_get(audit_store, ST_PREDVS_META, &have) == 1) {
+        free(have); /* --resume: the prediction was made when the audit began */
+        return 0;
+    }
+    if (!st_exec_model_supported(spec, err, sizeof err))
+        return 0; /* an engine the model cannot stand for: no prediction, nothing to compare */
+    snprintf(dir, sizeof dir, "%s/prediction", audit_dir);
+    size_t tlen = 0;
+    char *text = st_read_file(spec_path, ST_SPEC_MAX_BYTES, &tlen, err, sizeof err);
+    st_store *store = NULL;
+    char note[700];
+    model_note(spec, note, sizeof note);
+    if (!text || clear_old_prediction(dir, err, sizeof err) || st_store_open(dir, &store, err, sizeof err) ||
+        st_store_audit_begin(store, spec_path, text, tlen, ST_VERSION, 0, err, sizeof err) ||
+        st_store_meta_put(store, "prediction", "1") || st_store_meta_put(store, "model_note", note)) {
+        fprintf(stderr, "servetune audit: the prediction before the measurement failed: %s\n", err);
+        free(text);
+        st_store_close(store);
+        return -1;
+    }
+    free(text);
+    st_store_set_durable(store, 0);
+    char logdir[4300];
+    snprintf(logdir, sizeof logdir, "%s/logs", dir);
+    st_executor *x = NULL;
+    st_sweep_result sr;
+    memset(&sr, 0, sizeof sr);
+    int srun = -1;
+    if (st_exec_model_new(spec, logdir, &x, err, sizeof err) == 0) {
+        st_exec_model_set_calibration(x, calib);
+        st_sweep_opts so = {
+            .out_dir = dir, .quiet = 1, .tty = 0, .out = stderr, .stop = st_cli_catch_signals(NULL), .executor = x
+        };
+        srun = st_sweep_run(spec, store, &so, &sr, err, sizeof err);
+        st_executor_free(x);
+    }
+    st_store_audit_finish(store, srun != 0, srun ? "stopped by an error" : NULL);
+    int rc = -1;
+    st_buf sum;
+    st_buf_init(&sum, ST_REPORT_MAX_BYTES);
+    char rerr[512] = "";
+    if (srun == 0 && st_report_write_all(store, dir, rerr, sizeof rerr) == 0 &&
+        st_predvs_summarise(store, calib_path, &sum, rerr, sizeof rerr) == 0 && sum.data &&
+        st_store_meta_put(audit_store, ST_PREDVS_META, sum.data) == 0)
+        rc = 0;
+    if (rc)
+        fprintf(stderr, "servetune audit: the prediction before the measurement failed: %s\n",
+                srun      ? err
+                : rerr[0] ? rerr
+                          : st_store_errmsg(audit_store));
+    else if (!quiet)
+        fprintf(stderr,
+                "servetune audit: predicted first on the engine model (%s/report.md); the report compares it "
+                "with the measurement\n",
+                dir);
+    st_buf_free(&sum);
+    st_store_close(store);
+    return rc;
+}
+
 int cmd_predict(int argc, char **argv)
 {
-    const char *out_dir = "predict-out";
+    const char *out_dir = "predict-out", *calib_path = NULL;
     int quiet = 0, suggest_rates = 0;
     const st_opt opts[] = {
         { "output", 'o', ST_OPT_STR, &out_dir, "DIR",
           "output folder (predict-out); an earlier prediction there is replaced", 0, 0, 0 },
+        { "calibration", 0, ST_OPT_STR, &calib_path, "FILE",
+          "engine-model constants from `servetune calibrate` (applied to the configurations it matches)", 0, 0, 0 },
         { "suggest-rates", 0, ST_OPT_FLAG, &suggest_rates, NULL,
           "find each configuration's capacity by bisection and suggest a rates: list", 0, 0, 0 },
         { "quiet", 'q', ST_OPT_FLAG, &quiet, NULL, "no progress output, only the final lines", 0, 0, 0 },
@@ -143,6 +247,11 @@ int cmd_predict(int argc, char **argv)
         rc = ST_EXIT_USAGE;
         goto out;
     }
+    st_emu_calib calib;
+    if (calib_path && st_cli_load_calibration(calib_path, &r.spec, &calib)) {
+        rc = ST_EXIT_USAGE;
+        goto out;
+    }
     if ((rc = st_cli_run_open(&r, out_dir, 0, 1)) != ST_EXIT_OK)
         goto out;
     st_cli_store_traffic(r.store, &r.spec);
@@ -163,6 +272,7 @@ int cmd_predict(int argc, char **argv)
     memset(&sr, 0, sizeof sr);
     int srun = -1;
     if (st_exec_model_new(&r.spec, logdir, &x, err, sizeof err) == 0) {
+        st_exec_model_set_calibration(x, calib_path ? &calib : NULL);
         st_sweep_opts so = {
             .out_dir = out_dir, .quiet = quiet, .tty = isatty(STDERR_FILENO), .out = r.out, .stop = stop, .executor = x
         };
@@ -176,7 +286,7 @@ int cmd_predict(int argc, char **argv)
         fprintf(r.out, "servetune predict: %s\n", err);
     char line[1024] = "";
     if (suggest_rates && !sr.interrupted && !srun)
-        suggest(&r.spec, r.store, quiet, line, sizeof line);
+        suggest(&r.spec, r.store, calib_path ? &calib : NULL, quiet, line, sizeof line);
     rc = st_cli_run_finish(&r, &sr, srun != 0, "Prediction");
 out:
     st_cli_run_close(&r);

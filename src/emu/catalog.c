@@ -40,19 +40,32 @@ const char *st_emu_dtype_name(st_emu_dtype d)
 /* ---------------------------------------------------------------------------------------
  * GPUs. mem_bytes is what CUDA reports as total memory (vLLM's "Total GPU memory"), which
  * is below the marketed size: H100 80GB reports 79.19 GiB in vLLM's memory-profiling log
- * (reference doc §2: 0.90 x 79.19 = 71.27 = 14.99 + 4.76 + 0.13 + 51.38). The others apply
- * the same reservation to nvidia-smi's total. FLOP/s and bandwidth: reference doc §5 (dense).
- * link_bw: NVLink per direction (H100/H200 450 GB/s, A100 300 GB/s), PCIe 4.0 x16 ~25 GB/s
- * effective for L40S / RTX 4090. */
+ * (reference doc §2: 0.90 x 79.19 = 71.27 = 14.99 + 4.76 + 0.13 + 51.38; llm-d's logs say
+ * 79.18). The others apply the same reservation (0.46 GiB below nvidia-smi's total).
+ * FLOP/s and bandwidth: reference doc §5 (dense); A100 PCIe 1.935 TB/s and H100 NVL 3.9 TB/s,
+ * 94 GB (NVIDIA datasheets, bench/fidelity/catalog-facts.md; the NVL's dense 835 / 1671
+ * TFLOP/s are half the datasheet's sparse figures, marked unverified there).
+ * link_bw: NVLink per direction (H100/H200 450 GB/s, A100 SXM 300 GB/s), PCIe 4.0 x16
+ * ~25 GB/s effective for L40S / RTX 4090 / A100 PCIe; H100 NVL pairs: NVLink bridge 600 GB/s
+ * bidirectional (300 per direction).
+ * gemm_eff / bw_eff: FITTED per GPU on the fidelity data's fit split where it has points for
+ * that GPU (H100 SXM, H200, A100 SXM, A100 PCIe: docs/fidelity.md); the others keep the
+ * defaults (EMU_GEMM_EFF_DEFAULT / EMU_BW_EFF_DEFAULT): the L40S and the RTX 4090 have fewer
+ * than 3 fit points (the RTX 4090's former 0.90 was tuned to one blog figure); the H100 NVL
+ * takes the H100 SXM's (same silicon, one point).
+ * Entries are tried in order and every key of an entry must be in the name, so the specific
+ * forms (A100 PCIe, H100 NVL) come before the generic ones. */
 static const struct {
-    const char *keys[5]; /* normalised (lower case, alphanumerics only) substrings */
+    const char *keys[4]; /* normalised (lower case, alphanumerics only) substrings, all required */
     st_emu_gpu g;
 } gpus[] = {
-    { { "h100", NULL }, { "H100 SXM 80GB", 79.19 * GIB, 989e12, 1979e12, 3.35e12, 450e9, 1, 0.70 } },
-    { { "h200", NULL }, { "H200 141GB", 139.8 * GIB, 989e12, 1979e12, 4.8e12, 450e9, 1, 0.70 } },
-    { { "a100", NULL }, { "A100 80GB SXM", 79.15 * GIB, 312e12, 0, 2.039e12, 300e9, 0, 0.75 } },
-    { { "l40s", NULL }, { "L40S", 44.39 * GIB, 362e12, 733e12, 0.864e12, 25e9, 0, 0.70 } },
-    { { "4090", NULL }, { "RTX 4090", 23.64 * GIB, 165e12, 330e12, 1.008e12, 25e9, 0, 0.90 } },
+    { { "h100", "nvl", NULL }, { "H100 NVL 94GB", 93.12 * GIB, 835e12, 1671e12, 3.9e12, 300e9, 1, 0.50, 0.91 } },
+    { { "h100", NULL }, { "H100 SXM 80GB", 79.19 * GIB, 989e12, 1979e12, 3.35e12, 450e9, 1, 0.50, 0.91 } },
+    { { "h200", NULL }, { "H200 141GB", 139.8 * GIB, 989e12, 1979e12, 4.8e12, 450e9, 1, 0.88, 0.89 } },
+    { { "a100", "pcie", NULL }, { "A100 80GB PCIe", 79.15 * GIB, 312e12, 0, 1.935e12, 25e9, 0, 0.90, 0.79 } },
+    { { "a100", NULL }, { "A100 80GB SXM", 79.15 * GIB, 312e12, 0, 2.039e12, 300e9, 0, 0.52, 0.92 } },
+    { { "l40s", NULL }, { "L40S", 44.39 * GIB, 362e12, 733e12, 0.864e12, 25e9, 0, 0.70, 0.80 } },
+    { { "4090", NULL }, { "RTX 4090", 23.64 * GIB, 165e12, 330e12, 1.008e12, 25e9, 0, 0.70, 0.80 } },
 };
 
 static void normalise(const char *in, char *out, size_t outlen, int keep_punct)
@@ -73,14 +86,18 @@ int st_emu_gpu_find(const char *name, st_emu_gpu *out, char *err, size_t errlen)
     char n[128];
     normalise(name ? name : "", n, sizeof n, 0);
     if (n[0]) {
-        for (size_t i = 0; i < sizeof gpus / sizeof gpus[0]; i++)
-            for (int k = 0; gpus[i].keys[k]; k++)
-                if (strstr(n, gpus[i].keys[k])) {
-                    *out = gpus[i].g;
-                    return 0;
-                }
+        for (size_t i = 0; i < sizeof gpus / sizeof gpus[0]; i++) {
+            int all = 1;
+            for (int k = 0; gpus[i].keys[k] && all; k++)
+                all = strstr(n, gpus[i].keys[k]) != NULL;
+            if (all) {
+                *out = gpus[i].g;
+                return 0;
+            }
+        }
     }
-    snprintf(err, errlen, "unknown GPU '%s' (known: H100, H200, A100, L40S, RTX4090; or a file)", name ? name : "");
+    snprintf(err, errlen, "unknown GPU '%s' (known: H100, H100-NVL, H200, A100, A100-PCIe, L40S, RTX4090; or a file)",
+             name ? name : "");
     return -1;
 }
 
@@ -114,6 +131,12 @@ static int gpu_set(st_emu_gpu *g, const char *key, const char *val, unsigned *se
             return -1;
         }
         g->gemm_eff = d;
+    } else if (!strcmp(key, "bw_eff")) {
+        if (d <= 0 || d > 1) {
+            snprintf(err, errlen, "GPU file: bw_eff must be in (0, 1]");
+            return -1;
+        }
+        g->bw_eff = d;
     } else if (!strcmp(key, "link_gbs")) {
         g->link_bw = d * 1e9;
     } else {
@@ -125,7 +148,7 @@ static int gpu_set(st_emu_gpu *g, const char *key, const char *val, unsigned *se
 
 int st_emu_gpu_parse(const char *text, size_t len, st_emu_gpu *out, char *err, size_t errlen)
 {
-    st_emu_gpu g = { .link_bw = 25e9, .gemm_eff = EMU_GEMM_EFF_DEFAULT };
+    st_emu_gpu g = { .link_bw = 25e9, .gemm_eff = EMU_GEMM_EFF_DEFAULT, .bw_eff = EMU_BW_EFF_DEFAULT };
     unsigned seen = 0;
     size_t i = 0;
     while (i < len && isspace((unsigned char)text[i]))
@@ -203,23 +226,33 @@ int st_emu_gpu_parse(const char *text, size_t len, st_emu_gpu *out, char *err, s
         snprintf(err, errlen, "GPU file: memory, FLOP/s and bandwidth must be positive");
         return -1;
     }
-    g.large_class = g.mem_bytes >= 70 * GIB;
+    /* vLLM's large default class: >= 70 GiB and not an A100 */
+    char lname[128];
+    normalise(g.name, lname, sizeof lname, 0);
+    g.large_class = g.mem_bytes >= 70 * GIB && !strstr(lname, "a100");
     *out = g;
     return 0;
 }
 
 /* ---------------------------------------------------------------------------------------
- * Models: shapes from each model's config.json (reference doc §4). */
+ * Models: shapes from each model's config.json (reference doc §4; Qwen3-14B, Qwen3-0.6B,
+ * Qwen2.5-7B-Instruct and GLM-4.5-Air: bench/fidelity/catalog-facts.md, with its sources). */
 typedef struct model_entry {
     const char *keys[5]; /* lower-case substrings of the HF id's last component */
     uint32_t layers, hidden, intermediate, heads, kv_heads, head_dim, vocab, max_position;
+    int tied;
+    /* MoE: experts, per token, expert intermediate, shared-expert intermediate, dense layers */
+    uint32_t experts, experts_per_tok, moe_intermediate, shared_intermediate, dense_layers;
 } model_entry;
 
 static const model_entry models[] = {
-    { { "qwen3-8b", NULL }, 36, 4096, 12288, 32, 8, 128, 151936, 40960 },
-    { { "qwen3-32b", NULL }, 64, 5120, 25600, 64, 8, 128, 151936, 40960 },
-    { { "llama-3.1-8b", "llama3.1-8b", NULL }, 32, 4096, 14336, 32, 8, 128, 128256, 131072 },
-    { { "llama-3-8b", "llama3-8b", NULL }, 32, 4096, 14336, 32, 8, 128, 128256, 8192 },
+    { { "qwen3-0.6b", NULL }, 28, 1024, 3072, 16, 8, 128, 151936, 40960, 1, 0, 0, 0, 0, 0 },
+    { { "qwen3-8b", NULL }, 36, 4096, 12288, 32, 8, 128, 151936, 40960, 0, 0, 0, 0, 0, 0 },
+    { { "qwen3-14b", NULL }, 40, 5120, 17408, 40, 8, 128, 151936, 40960, 0, 0, 0, 0, 0, 0 },
+    { { "qwen3-32b", NULL }, 64, 5120, 25600, 64, 8, 128, 151936, 40960, 0, 0, 0, 0, 0, 0 },
+    { { "qwen2.5-7b", NULL }, 28, 3584, 18944, 28, 4, 128, 152064, 32768, 0, 0, 0, 0, 0, 0 },
+    { { "llama-3.1-8b", "llama3.1-8b", NULL }, 32, 4096, 14336, 32, 8, 128, 128256, 131072, 0, 0, 0, 0, 0, 0 },
+    { { "llama-3-8b", "llama3-8b", NULL }, 32, 4096, 14336, 32, 8, 128, 128256, 8192, 0, 0, 0, 0, 0, 0 },
     { { "llama-3.1-70b", "llama3.1-70b", "llama-3.3-70b", "llama3.3-70b", NULL },
       80,
       8192,
@@ -228,8 +261,17 @@ static const model_entry models[] = {
       8,
       128,
       128256,
-      131072 },
-    { { "llama-3-70b", "llama3-70b", NULL }, 80, 8192, 28672, 64, 8, 128, 128256, 8192 },
+      131072,
+      0,
+      0,
+      0,
+      0,
+      0,
+      0 },
+    { { "llama-3-70b", "llama3-70b", NULL }, 80, 8192, 28672, 64, 8, 128, 128256, 8192, 0, 0, 0, 0, 0, 0 },
+    /* GLM-4.5-Air: 46 layers, the first with a dense MLP of 10944, the other 45 with 128
+     * experts of 1408 (top 8) and one shared expert of 1408; 96 query heads of 128. */
+    { { "glm-4.5-air", NULL }, 46, 4096, 10944, 96, 8, 128, 151552, 131072, 0, 128, 8, 1408, 1408, 1 },
 };
 
 void st_emu_model_count_params(st_emu_model *m)
@@ -237,20 +279,23 @@ void st_emu_model_count_params(st_emu_model *m)
     double h = m->hidden, qd = (double)m->heads * m->head_dim, kvd = (double)m->kv_heads * m->head_dim;
     double attn = h * qd + 2 * h * kvd + qd * h;
     double norms = 2 * h + 2.0 * m->head_dim;
-    double mlp_total, mlp_active;
-    if (m->experts > 0) {
+    double dense_mlp = 3 * h * m->intermediate;
+    double mlp_total = 0, mlp_active = 0;
+    uint32_t dense = m->experts > 0 ? (m->dense_layers < m->layers ? m->dense_layers : m->layers) : m->layers;
+    uint32_t moe = m->layers - dense;
+    if (moe > 0) {
         double per = 3 * h * m->moe_intermediate;
         double shared = 3 * h * m->shared_intermediate;
         double router = h * m->experts;
-        mlp_total = per * m->experts + shared + router;
-        mlp_active = per * m->experts_per_tok + shared + router;
-    } else {
-        mlp_total = mlp_active = 3 * h * m->intermediate;
+        mlp_total = moe * (per * m->experts + shared + router);
+        mlp_active = moe * (per * m->experts_per_tok + shared + router);
     }
+    mlp_total += dense * dense_mlp;
+    mlp_active += dense * dense_mlp;
     double embed = (double)m->vocab * h;
     double head = m->tied_embeddings ? 0 : embed;
-    m->params = m->layers * (attn + mlp_total + norms) + embed + head + h;
-    m->active_params = m->layers * (attn + mlp_active + norms) + embed + head + h;
+    m->params = m->layers * (attn + norms) + mlp_total + embed + head + h;
+    m->active_params = m->layers * (attn + norms) + mlp_active + embed + head + h;
 }
 
 static st_emu_dtype dtype_from_name(const char *lower)
@@ -288,6 +333,12 @@ int st_emu_model_find(const char *name, st_emu_model *out, char *err, size_t err
             m.head_dim = e->head_dim;
             m.vocab = e->vocab;
             m.max_position = e->max_position;
+            m.tied_embeddings = e->tied;
+            m.experts = e->experts;
+            m.experts_per_tok = e->experts_per_tok;
+            m.moe_intermediate = e->moe_intermediate;
+            m.shared_intermediate = e->shared_intermediate;
+            m.dense_layers = e->dense_layers;
             m.weight_dtype = dtype_from_name(n);
             st_emu_model_count_params(&m);
             *out = m;
@@ -295,8 +346,9 @@ int st_emu_model_find(const char *name, st_emu_model *out, char *err, size_t err
         }
     }
     snprintf(err, errlen,
-             "unknown model '%s' (built in: Qwen3-8B, Qwen3-32B, Llama-3-8B, Llama-3-70B and "
-             "their -FP8/-AWQ/-GPTQ variants; otherwise give a directory with config.json)",
+             "unknown model '%s' (built in: Qwen3-0.6B/8B/14B/32B, Qwen2.5-7B, Llama-3(.1)-8B, "
+             "Llama-3(.1/.3)-70B, GLM-4.5-Air and their -FP8/-AWQ/-GPTQ variants; otherwise give a "
+             "directory with config.json)",
              name ? name : "");
     return -1;
 }
@@ -348,6 +400,10 @@ int st_emu_model_parse_config(const char *json, size_t len, const char *name, st
         m.experts_per_tok = jget_u32(c, "num_experts_per_tok", 2);
         m.moe_intermediate = jget_u32(c, "moe_intermediate_size", m.intermediate);
         m.shared_intermediate = jget_u32(c, "shared_expert_intermediate_size", 0);
+        /* DeepSeek-style configs: n_shared_experts x moe_intermediate_size */
+        if (!m.shared_intermediate && jget_u32(c, "n_shared_experts", 0))
+            m.shared_intermediate = jget_u32(c, "n_shared_experts", 0) * m.moe_intermediate;
+        m.dense_layers = jget_u32(c, "first_k_dense_replace", 0);
         if (m.experts_per_tok > m.experts)
             m.experts_per_tok = m.experts;
     }

@@ -28,6 +28,7 @@ typedef struct st_emu_gpu {
     double link_bw;    /* bytes/s per GPU for tensor-parallel all-reduce (NVLink or PCIe) */
     int large_class;   /* vLLM's default class: >= 70 GiB and not an A100 */
     double gemm_eff;   /* fraction of the dense peak that large GEMMs reach on this GPU */
+    double bw_eff;     /* fraction of the peak bandwidth that weight and KV reads reach */
 } st_emu_gpu;
 
 typedef struct st_emu_model {
@@ -37,17 +38,19 @@ typedef struct st_emu_model {
     int tied_embeddings;
     /* Mixture of experts (0 experts = dense). */
     uint32_t experts, experts_per_tok, moe_intermediate, shared_intermediate;
+    uint32_t dense_layers;     /* MoE models: leading layers with a dense MLP (first_k_dense_replace) */
     double params;             /* total parameters (computed from the shape) */
     double active_params;      /* parameters used per token (dense: = params) */
     st_emu_dtype weight_dtype; /* from the name (-FP8, -AWQ, -GPTQ) or quantization_config */
 } st_emu_model;
 
-/* Looks a GPU up by a loose name ("H100", "h100-sxm", "H200", "A100", "a100-80gb", "L40S",
- * "RTX4090", "4090"). 0, or -1 with the known names in err. */
+/* Looks a GPU up by a loose name ("H100", "h100-sxm", "H100 NVL", "H200", "A100", "a100-80gb",
+ * "A100 80GB PCIe", "L40S", "RTX4090", "4090"). 0, or -1 with the known names in err. */
 int st_emu_gpu_find(const char *name, st_emu_gpu *out, char *err, size_t errlen);
 /* Parses a custom GPU from text: either JSON {"name":..,"memory_gib":..,"bf16_tflops":..,
- * "fp8_tflops":..,"bandwidth_tbs":..,"link_gbs":..} or key=value lines with the same keys
- * ('#' comments). name, memory_gib, bf16_tflops and bandwidth_tbs are required. */
+ * "fp8_tflops":..,"bandwidth_tbs":..,"link_gbs":..,"gemm_eff":..,"bw_eff":..} or key=value
+ * lines with the same keys ('#' comments). name, memory_gib, bf16_tflops and bandwidth_tbs
+ * are required. */
 int st_emu_gpu_parse(const char *text, size_t len, st_emu_gpu *out, char *err, size_t errlen);
 /* Reads FILE and calls st_emu_gpu_parse (the only I/O of the GPU catalog). */
 int st_emu_gpu_load_file(const char *path, st_emu_gpu *out, char *err, size_t errlen);

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include "core/file.h"
+#include "emu/calib.h"
 #include "emu/catalog.h"
 
 #define CATALOG_FILE_MAX (1 << 20)
@@ -38,6 +39,20 @@ int st_emu_model_load_file(const char *path, st_emu_model *out, char *err, size_
     if (!b)
         return -1;
     int rc = st_emu_model_parse_config(b, n, path, out, err, errlen);
+    free(b);
+    return rc;
+}
+
+int st_calib_load_file(const char *path, st_emu_calib *out, char *err, size_t errlen)
+{
+    size_t n;
+    char *b = read_small(path, &n, err, errlen);
+    if (!b)
+        return -1;
+    char e2[512];
+    int rc = st_calib_parse(b, n, out, e2, sizeof e2);
+    if (rc < 0)
+        snprintf(err, errlen, "%s: %s", path, e2);
     free(b);
     return rc;
 }

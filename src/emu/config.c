@@ -6,6 +6,54 @@
 
 #include "emu/consts.h"
 
+void st_emu_tuning_defaults(st_emu_tuning *t, const st_emu_gpu *gpu)
+{
+    memset(t, 0, sizeof *t);
+    t->gemm_eff = gpu->gemm_eff > 0 ? gpu->gemm_eff : EMU_GEMM_EFF_DEFAULT;
+    t->bw_eff = gpu->bw_eff > 0 ? gpu->bw_eff : EMU_BW_EFF_DEFAULT;
+    t->attn_eff = EMU_MFU_ATTN;
+    t->kv_bw_rel = EMU_KV_BW_REL;
+    t->fp8_gemm_rel = EMU_FP8_GEMM_REL;
+    t->fp8_bw_rel = EMU_FP8_BW_REL;
+    t->marlin_bw_rel = EMU_MARLIN_BW_REL;
+    t->moe_gemm_rel = EMU_MOE_GEMM_REL;
+    t->step_gpu_s = EMU_STEP_GPU_S;
+    t->step_cpu_s = EMU_STEP_CPU_S;
+    t->seq_cpu_s = EMU_PER_SEQ_OVERHEAD_S;
+    t->layer_graph_s = EMU_LAYER_OVERHEAD_GRAPH_S;
+    t->layer_eager_s = EMU_LAYER_OVERHEAD_EAGER_S;
+    t->fe_latency_s = EMU_FE_LATENCY_S;
+    t->fe_req_cpu_s = EMU_FE_REQ_CPU_S;
+    t->fe_token_cpu_s = EMU_FE_TOKEN_CPU_S;
+    t->fe_chat_factor = EMU_FE_CHAT_FACTOR;
+}
+
+uint32_t st_emu_parse_vllm_version(const char *s)
+{
+    if (!s)
+        return 0;
+    if (*s == 'v' || *s == 'V')
+        s++;
+    unsigned a = 0, b = 0, c = 0;
+    int n = 0;
+    if (sscanf(s, "%u.%u%n", &a, &b, &n) < 2)
+        return 0;
+    if (s[n] == '.' && sscanf(s + n + 1, "%u", &c) != 1)
+        return 0;
+    if (a > 99 || b > 99 || c > 99)
+        return 0;
+    uint32_t v = a * 10000 + b * 100 + c;
+    return v ? v : 0;
+}
+
+int st_emu_async_scheduling(const st_emu_config *c)
+{
+    if (c->async_scheduling >= 0)
+        return c->async_scheduling != 0;
+    uint32_t v = c->vllm_version ? c->vllm_version : EMU_VLLM_DEFAULT_VERSION;
+    return v >= EMU_VLLM_ASYNC_SCHED_VERSION;
+}
+
 void st_emu_config_init(st_emu_config *c, const st_emu_gpu *gpu, const st_emu_model *model)
 {
     memset(c, 0, sizeof *c);
@@ -18,6 +66,9 @@ void st_emu_config_init(st_emu_config *c, const st_emu_gpu *gpu, const st_emu_mo
     c->weight_dtype = model->weight_dtype;
     c->enable_prefix_caching = 1;
     c->decode_slowdown = 1.0;
+    c->vllm_version = EMU_VLLM_DEFAULT_VERSION;
+    c->async_scheduling = -1;
+    st_emu_tuning_defaults(&c->tune, gpu);
 }
 
 static void commas(uint64_t v, char *out, size_t len)
@@ -97,17 +148,31 @@ int st_emu_memory_plan(st_emu_config *c, st_emu_memory *mem, char *err, size_t e
     mem->requested_bytes = c->gpu.mem_bytes * c->gpu_memory_utilization;
     mem->weight_bytes = st_emu_model_weight_bytes(m, c->weight_dtype) / tp;
     double seqs = c->max_num_seqs < c->max_num_batched_tokens ? c->max_num_seqs : c->max_num_batched_tokens;
-    mem->activation_bytes = (double)c->max_num_batched_tokens * m->hidden * EMU_ACT_BYTES_PER_TOKEN_HIDDEN +
-                            seqs * m->vocab * EMU_ACT_BYTES_PER_SEQ_VOCAB;
+    uint32_t ver = c->vllm_version ? c->vllm_version : EMU_VLLM_DEFAULT_VERSION;
+    double per_logit =
+        ver >= EMU_VLLM_LIGHT_SAMPLER_VERSION ? EMU_ACT_BYTES_PER_SEQ_VOCAB_LIGHT : EMU_ACT_BYTES_PER_SEQ_VOCAB;
+    /* not divided by TP: every rank runs the profiling pass over the whole token budget and
+     * the gathered logits */
+    mem->activation_bytes =
+        (double)c->max_num_batched_tokens * m->hidden * EMU_ACT_BYTES_PER_TOKEN_HIDDEN + seqs * m->vocab * per_logit;
     mem->non_torch_bytes = EMU_NON_TORCH_BYTES + (c->tp > 1 ? EMU_NON_TORCH_TP_BYTES : 0);
 
     if (mem->weight_bytes > mem->total_bytes) {
+        /* Loading stops at the first weight tensor that does not fit: torch names that one
+         * allocation, in GiB: here the largest tensor of the model (gate_up or the vocabulary
+         * matrix), with the memory filled by tensors of that size before it. */
+        double wb = st_emu_dtype_bytes(c->weight_dtype);
+        double gate_up =
+            2.0 * m->hidden * (double)(m->experts ? m->moe_intermediate * m->experts : m->intermediate) * wb / tp;
+        double vocab = (double)m->vocab * m->hidden * 2.0 / tp;
+        double tensor = gate_up > vocab ? gate_up : vocab;
+        double free_b = tensor > 0 ? fmod(mem->total_bytes, tensor) : 0, in_use = mem->total_bytes - free_b;
         mem->refusal = ST_EMU_START_WEIGHTS_OOM;
         snprintf(err, errlen,
                  "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate %.2f GiB. GPU 0 "
-                 "has a total capacity of %.2f GiB of which 0 bytes is free. Including non-PyTorch "
+                 "has a total capacity of %.2f GiB of which %.2f GiB is free. Including non-PyTorch "
                  "memory, this process has %.2f GiB memory in use.",
-                 (mem->weight_bytes - mem->total_bytes) + 1.0, mem->total_bytes / GiB, mem->total_bytes / GiB);
+                 tensor / GiB, mem->total_bytes / GiB, (mem->total_bytes - in_use) / GiB, in_use / GiB);
         return -1;
     }
     mem->kv_bytes = mem->requested_bytes - mem->weight_bytes - mem->activation_bytes - mem->non_torch_bytes;

@@ -8,6 +8,28 @@
 
 #include "emu/catalog.h"
 
+/* The model's free constants for one deployment: defaults from consts.h and the GPU catalog
+ * (st_emu_config_init), overridden by a calibration file (emu/calib.h). Seconds, fractions. */
+typedef struct st_emu_tuning {
+    double gemm_eff;       /* fraction of the dense 16-bit peak large GEMMs reach (catalog) */
+    double bw_eff;         /* fraction of peak bandwidth weight and KV reads reach (catalog) */
+    double attn_eff;       /* attention kernels' fraction of the 16-bit peak */
+    double kv_bw_rel;      /* paged KV-cache read efficiency relative to bw_eff */
+    double fp8_gemm_rel;   /* fp8 W8A8 GEMM efficiency relative to gemm_eff */
+    double fp8_bw_rel;     /* fp8 weight-read efficiency relative to bw_eff */
+    double moe_gemm_rel;   /* fused-MoE expert GEMM efficiency relative to gemm_eff */
+    double marlin_bw_rel;  /* weight-only (Marlin: 4-bit, fp8 without fp8 cores) read efficiency, rel. bw_eff */
+    double step_gpu_s;     /* GPU-side fixed cost of a step */
+    double step_cpu_s;     /* engine-core CPU per step */
+    double seq_cpu_s;      /* engine-core CPU per scheduled sequence per step */
+    double layer_graph_s;  /* per layer under CUDA graphs */
+    double layer_eager_s;  /* per layer, eager (CPU launches) */
+    double fe_latency_s;   /* API server: fixed latency of a request (in and first token out) */
+    double fe_req_cpu_s;   /* API server CPU per request */
+    double fe_token_cpu_s; /* API server CPU per streamed token */
+    double fe_chat_factor; /* the three front-end costs of a chat-completions request, relative */
+} st_emu_tuning;
+
 typedef struct st_emu_config {
     st_emu_gpu gpu;
     st_emu_model model;
@@ -22,7 +44,18 @@ typedef struct st_emu_config {
     int enable_prefix_caching;       /* 1 */
     int enforce_eager;               /* 0: CUDA graphs up to min(2 x max_num_seqs, 512) tokens */
     double decode_slowdown;          /* fault injection: decode work x this factor (1.0) */
+    uint32_t vllm_version;           /* major*10000 + minor*100 + patch (EMU_VLLM_DEFAULT_VERSION) */
+    int async_scheduling;            /* -1: the version's default; 0 / 1: --[no-]async-scheduling */
+    int no_frontend;                 /* 1: no API-server model (the emulator's --no-model) */
+    st_emu_tuning tune;              /* free constants (defaults, or a calibration file) */
 } st_emu_config;
+
+/* Parses "0.11.0" / "v0.8.5.post1" into the packed form; 0 when malformed. */
+uint32_t st_emu_parse_vllm_version(const char *s);
+/* Whether this configuration runs with async scheduling (flag, else the version's default). */
+int st_emu_async_scheduling(const st_emu_config *c);
+/* The tuning defaults for a GPU (consts.h and the GPU's catalog efficiencies). */
+void st_emu_tuning_defaults(st_emu_tuning *t, const st_emu_gpu *gpu);
 
 /* Fills the defaults for a GPU and a model (weight dtype from the model). */
 void st_emu_config_init(st_emu_config *c, const st_emu_gpu *gpu, const st_emu_model *model);

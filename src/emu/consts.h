@@ -1,67 +1,169 @@
 /* Every constant of the engine model, in one place, with its source. docs/engine-model.md
- * repeats this table; change both together. GPU and model figures live in catalog.c. */
+ * repeats this table; change both together. GPU and model figures live in catalog.c (per-GPU
+ * efficiencies there too). Constants marked FITTED were fitted on the fit split of the
+ * fidelity data set (bench/fidelity/measurements.json, `make fidelity-fit`, docs/fidelity.md)
+ * and never on its test split; a calibration file (emu/calib.h) can override the ones held in
+ * st_emu_tuning for one GPU/model. */
 #ifndef ST_EMU_CONSTS_H
 #define ST_EMU_CONSTS_H
 
 #define EMU_GIB 1073741824.0
 
+/* ---- vLLM versions whose behaviour the model distinguishes --------------------------- */
+/* Packed as major * 10000 + minor * 100 + patch. The default is the version the emulator
+ * reports on /version (0.10.1). */
+#define EMU_VLLM_DEFAULT_VERSION 1001
+/* Async scheduling (the scheduler prepares step N+1 while step N runs on the GPU) is on by
+ * default from vLLM 0.14.0 (vllm-project/vllm#27614; deepjavalibrary/djl#3833 "Async
+ * scheduling is now enabled by default in v0.14"; the H200 point of the fidelity data, vLLM
+ * 0.14.1, logs it as the runtime default). */
+#define EMU_VLLM_ASYNC_SCHED_VERSION 1400
+/* The profiling run's sampler: vLLM's V1 GPU model runner samples the dummy batch with top-k
+ * and top-p set (vllm/v1/worker/gpu_model_runner.py, _dummy_sampler_run: top_k = vocab - 1,
+ * top_p = 0.9), which sorts the fp32 logits; the newer runner skips top-k/top-p while
+ * profiling (vllm/v1/worker/gpu/model_runner.py: "the sampler may skip top_k, top_p, and
+ * logprobs"). Measured: the heavy form in 0.14.1 (H200 point) and every llm-d H100 log, the
+ * light one in 0.19.0 (A100 PCIe points). The switch is placed at 0.15.0: not pinned down
+ * between those two releases. */
+#define EMU_VLLM_LIGHT_SAMPLER_VERSION 1500
+
 /* ---- Memory (vLLM V1 memory profiling; reference doc §2) ---------------------------- */
 /* Default --gpu-memory-utilization (vLLM 0.8-0.11; the newest source says 0.92). */
 #define EMU_DEFAULT_GPU_UTIL 0.90
-/* "non_torch_memory" in vLLM's profiling log on H100 / Llama-3.1-8B: 0.13 GiB. */
+/* "non_torch_memory" in vLLM's profiling log on one H100: 0.13 GiB (llm-d/llm-d-benchmark
+ * config_explorer/empirical-vllm-memory-results.md: Llama-3.1-8B, Qwen3-0.6B, gpt-oss-20b;
+ * 0.14 for Qwen3-32B). */
 #define EMU_NON_TORCH_BYTES (0.13 * EMU_GIB)
-/* Extra non-torch memory per GPU with tensor parallelism (NCCL buffers, custom all-reduce):
- * an estimate, not measured here. */
-#define EMU_NON_TORCH_TP_BYTES (0.40 * EMU_GIB)
-/* Peak activation of the profiling forward pass = max_num_batched_tokens x hidden x A
- * + min(max_num_seqs, max_num_batched_tokens) x vocab x B. A and B are fitted to the two
- * measured H100 points of the reference doc (Llama-3.1-8B: 4.76 GiB; Qwen3-32B at
- * max-model-len 16000: 71.27 - 61.03 - 0.13 - 4.45 = 5.66 GiB), both at 8192 tokens /
- * 1024 seqs. A = 10 bytes (about five bf16 copies of the hidden state per token), B = 36
- * bytes (about nine fp32 copies of the logits per sampled sequence in the sampler's
- * dummy run). Reproduces 4.72 and 5.61 GiB. */
-#define EMU_ACT_BYTES_PER_TOKEN_HIDDEN 10.0
-#define EMU_ACT_BYTES_PER_SEQ_VOCAB 36.0
+/* With tensor parallelism each GPU adds NCCL and custom all-reduce buffers: the same source
+ * logs 0.55 GiB per GPU for Llama-3.3-70B-FP8 at TP=2 against 0.13-0.14 at TP=1: +0.42. */
+#define EMU_NON_TORCH_TP_BYTES (0.42 * EMU_GIB)
+/* Peak activation of the profiling run, per GPU and NOT divided by TP (the same source logs
+ * 4.84 GiB for Llama-3.3-70B at TP=1 and at TP=2):
+ *   max_num_batched_tokens x hidden x A  +  min(max_num_seqs, max_num_batched_tokens) x vocab x B
+ * The second term is the dummy sampler run over max_num_seqs rows of fp32 logits. A and B are
+ * a least-squares fit to the five H100 logs of the llm-d source (all at 8192 tokens / 1024
+ * seqs: Llama-3.1-8B 4.76 GiB, Llama-3.3-70B 4.84, Qwen3-0.6B 5.56, Qwen3-32B 5.64,
+ * gpt-oss-20b 7.38; residuals under 0.01 GiB): A = 2.69 bytes, B = 38.2 bytes (fp32 logits,
+ * their sort values and int64 indices, and the sampler's temporaries: about 9.5 fp32 copies).
+ * It also reproduces the H200 point (Llama-3.1-70B FP8, vLLM 0.14.1: 125.82 - 67.7 - 53.15 =
+ * 4.97 GiB = 4.84 + 0.13). */
+#define EMU_ACT_BYTES_PER_TOKEN_HIDDEN 2.69
+#define EMU_ACT_BYTES_PER_SEQ_VOCAB 38.2
+/* The light profiling sampler (EMU_VLLM_LIGHT_SAMPLER_VERSION and later): the A100 PCIe points
+ * (vLLM 0.19.0, Qwen3-32B bf16, 2048 tokens / 256 seqs, utilisation 0.90) log 61.03 GiB of
+ * weights and 9.57 GiB of KV: 71.24 - 61.03 - 9.57 - 0.13 non-torch - 0.03 (A term) = 0.48 GiB
+ * over 256 x 151936 logits = 13.2 bytes (about three fp32 copies). */
+#define EMU_ACT_BYTES_PER_SEQ_VOCAB_LIGHT 13.2
 
 /* ---- Step time (roofline; reference doc §6) ------------------------------------------ */
-/* Fraction of peak FLOP/s that large dense GEMMs reach is per GPU (st_emu_gpu.gemm_eff in
- * catalog.c: H100/H200/L40S 0.70, A100 0.75 - typical achieved cuBLAS fractions; RTX 4090
- * 0.90, calibrated on the published RTX 4090 point, since GeForce boards run well above the
- * spec sheet's boost clock). Custom GPU files default to this: */
+/* Per-GPU efficiencies live in the GPU catalog (st_emu_gpu.gemm_eff, .bw_eff). Custom GPU
+ * files without them get these: */
 #define EMU_GEMM_EFF_DEFAULT 0.70
-/* GEMM efficiency falls at small token counts: eff = gemm_eff x T / (T + EMU_GEMM_HALF_TOKENS). */
+#define EMU_BW_EFF_DEFAULT 0.80
+/* GEMM efficiency falls at small token counts: eff = gemm_eff x T / (T + EMU_GEMM_HALF_TOKENS)
+ * (a GEMM with T rows cannot fill the tensor cores' tiles; 32 rows = half of a 64-row tile
+ * wave). */
 #define EMU_GEMM_HALF_TOKENS 32.0
-/* Attention kernels (FlashAttention) reach this fraction of the 16-bit peak. */
-#define EMU_MFU_ATTN 0.50
+/* Attention kernels (FlashAttention 2/3) reach this fraction of the 16-bit peak at prefill
+ * (FlashAttention-2 paper: 50-73 % of A100 peak in the forward pass; FA3 on H100 ~ 0.6-0.75
+ * of bf16 peak). FITTED within that band. */
+#define EMU_MFU_ATTN 0.76
 /* 4-bit weight-only GEMMs (AWQ/GPTQ Marlin) and fp8 weight-only (GPUs without fp8 tensor
- * cores) dequantise in the kernel: their compute efficiency relative to a 16-bit GEMM. */
+ * cores) dequantise in the kernel: their compute efficiency relative to a 16-bit GEMM at
+ * decode batch sizes (Marlin's README: near-ideal up to batch 16-32). */
 #define EMU_WEIGHT_ONLY_QUANT_EFF 0.90
-/* 4-bit Marlin-style kernels keep that efficiency only at small token counts (decode), where
- * dequantisation hides behind the weight reads; at prefill sizes the dequantisation work is
- * paid per tile and the kernel falls behind a 16-bit GEMM. Efficiency relative to 16-bit:
+/* 4-bit Marlin-style kernels keep that efficiency only at small token counts (decode); at
+ * prefill sizes the dequantisation is paid per tile and the kernel falls behind a 16-bit GEMM:
  *   q(T) = LARGE + (EMU_WEIGHT_ONLY_QUANT_EFF - LARGE) / (1 + (T / TOKENS)^2)
- * (0.90 at decode batch sizes, 0.77 at 256 tokens, 0.49 at 2048). LARGE and TOKENS are
- * calibrated on the published RTX 4090 / Llama-3-8B AWQ point (docs/reference/calibration-rtx4090-llama3-8b-awq.md): with them
- * the emulated run lands at -21 % throughput and -18 % TTFT; without (q = 0.90 flat) the TTFT
- * was -47 %, outside the +-25 % band. */
+ * LARGE and TOKENS were calibrated on the published RTX 4090 / Llama-3-8B AWQ point
+ * (docs/reference/calibration-rtx4090-llama3-8b-awq.md) and checked on the fidelity data's
+ * AWQ points on A100 (docs/fidelity.md). */
 #ifndef EMU_INT4_EFF_LARGE
 #define EMU_INT4_EFF_LARGE 0.45
 #endif
 #ifndef EMU_INT4_EFF_TOKENS
 #define EMU_INT4_EFF_TOKENS 384.0
 #endif
-/* Fraction of peak memory bandwidth reached by weight and KV reads (reference: ~0.7-0.85). */
-#define EMU_BW_EFF 0.80
-/* Fixed cost of one engine step: scheduling, input preparation, sampling launch (~0.5 ms). */
-#define EMU_STEP_OVERHEAD_S 0.0005
-/* Per-layer launch overhead: captured CUDA graph vs eager execution. */
+/* Weight-only kernels (Marlin: AWQ/GPTQ 4-bit, and fp8 weights on GPUs without fp8 tensor cores):
+ * their weight reads do not reach a 16-bit GEMV's bandwidth: the packed 4-bit tiles and the
+ * per-group scales are read in a layout tuned for the dequantisation (Marlin README: "close to
+ * ideal" 3.9x speedup over fp16 at batch 1-16 on an A10, i.e. ~0.97 of the bandwidth ideal,
+ * lower on GPUs with more bandwidth per SM). FITTED on the fit split's AWQ points. */
+#define EMU_MARLIN_BW_REL 0.80
+/* FP8 W8A8 on fp8 tensor cores (CUTLASS scaled_mm): the fp8 dense peak is twice bf16's but
+ * the kernels reach a lower fraction of it (vllm-project/vllm#4118: "even removing activation
+ * quantization, the speedup isn't obvious"; measured fp8/bf16 GEMM speed-ups on H100 are
+ * 1.3-1.6x, not 2x). The fp8 GEMM efficiency relative to the GPU's bf16 gemm_eff: FITTED. */
+#define EMU_FP8_GEMM_REL 0.97
+/* fp8 weight reads: the fp8 GEMMs at decode sizes do not stream weights as well as the bf16
+ * GEMV path (vLLM's fp8 decode speed-up on H100 is ~1.3-1.6x where half the bytes would give
+ * 2x). Bandwidth efficiency relative to bf16: FITTED. */
+#define EMU_FP8_BW_REL 0.89
+/* Dynamic activation quantisation (vllm-project/vllm#4118: TTFT 28.8 -> 38.8 ms and ITL 8.5 ->
+ * 10.2 ms on Llama-7B from it; vllm-project/vllm-omni#5257: the dynamic quant pass costs
+ * 20-90 % of the GEMM it feeds at 4-8k tokens): before each of the 4 linear inputs of a layer
+ * (qkv, o, gate_up, down) the bf16 activations are read, reduced for a per-token scale and
+ * written in fp8: 2 + 1 bytes per element read and written, plus one kernel per input.
+ * Bytes per token per layer = (3 x hidden + intermediate) x EMU_FP8_QUANT_BYTES. */
+#define EMU_FP8_QUANT_BYTES 3.0
+#define EMU_FP8_QUANT_KERNELS_PER_LAYER 4.0
+/* Paged KV-cache reads (decode attention over 16-token blocks scattered in memory) stream
+ * less well than weight reads: measured on H100 (mikamirai.com/blog/gpu-memory-bandwidth,
+ * Nsight Compute on a 70B serving workload): weight loads 2.6-2.8 TB/s (78-84 % of peak),
+ * KV-cache reads 1.4 TB/s (42 %), i.e. ~0.5-0.55 of the weights' efficiency. FITTED within
+ * [0.35, 1]. */
+#define EMU_KV_BW_REL 0.37
+/* Mixture-of-experts layers run vLLM's fused MoE kernel (Triton, grouped by expert): each
+ * expert sees only the tokens routed to it, so its GEMMs are small and reach a lower fraction
+ * of the peak than a dense GEMM over the whole batch. Efficiency relative to gemm_eff:
+ * FITTED on the fit split's GLM-4.5-Air points. */
+#define EMU_MOE_GEMM_REL 0.20
+/* Fraction of peak memory bandwidth reached by weight and KV reads: per GPU in the catalog. */
+/* Fixed GPU-side cost of one step with CUDA graphs: a graph launch, the sampler, the
+ * host-device copies of inputs and sampled ids (~0.3-0.5 ms; reference doc §6 "~0.5 ms per
+ * step overhead"). */
+#define EMU_STEP_GPU_S 0.0003
+/* Engine-core CPU per step (scheduler, input preparation, output processing): FITTED. */
+#define EMU_STEP_CPU_S 0.0028
+/* Engine-core CPU per scheduled sequence per step (scheduler bookkeeping, block-table and
+ * input rows, update_from_output, detokenisation offload): FITTED. At 256 running sequences
+ * 12 us each is 3 ms per step, the CPU-bound regime small models reach. */
+#define EMU_PER_SEQ_OVERHEAD_S 0.000048
+/* Per-layer cost: kernel gaps under a captured CUDA graph; with eager execution (batches over
+ * the largest captured size, or --enforce-eager) each of a layer's ~12 kernels is launched
+ * from Python (PyTorch dispatch + cudaLaunchKernel, ~4-8 us each) and the GPU waits on the
+ * launches of the short ones: about 60 us per layer. FITTED (eager) on the fit split's
+ * --enforce-eager points (A100 PCIe, Qwen3-32B). */
 #define EMU_LAYER_OVERHEAD_GRAPH_S 0.000004
-#define EMU_LAYER_OVERHEAD_EAGER_S 0.000030
-/* CPU cost per scheduled sequence per step (output processing, detokenisation). */
-#define EMU_PER_SEQ_OVERHEAD_S 0.000004
+#define EMU_LAYER_OVERHEAD_EAGER_S 0.000021
 /* Tensor parallel: two all-reduces per layer, each a fixed latency plus a ring transfer. */
 #define EMU_ALLREDUCE_LATENCY_S 0.000008
 /* Largest batch (tokens) run under CUDA graphs: min(2 x max_num_seqs, 512). */
 #define EMU_CUDA_GRAPH_MAX 512
+/* With async scheduling the CPU work of a step overlaps the GPU work of the previous one; what
+ * remains serial is the hand-off (ids of the sampled tokens back to the scheduler): */
+#define EMU_ASYNC_SYNC_S 0.0001
+
+/* ---- Front end (the API server process: HTTP, tokenisation, detokenisation, SSE) ------- */
+/* Fixed latency a request spends outside the engine core: HTTP parsing, chat template and
+ * tokenisation, the hand-off to the engine core (ZMQ), and the first token's way back
+ * (detokenisation, SSE write). vllm-project/vllm issue 10: a 128-token prompt at concurrency 1
+ * gets its first token in ~14 ms on an H100 where the forward pass takes ~6 ms.
+ * FITTED (it also absorbs each source's client/network path). */
+#define EMU_FE_LATENCY_S 0.0146
+/* The API server is one Python process (asyncio): each request costs it CPU once (parsing,
+ * tokenisation, scheduling the stream) and each streamed token again (incremental
+ * detokenisation, one SSE chunk: JSON encoding and a socket write). When the offered work
+ * exceeds one core, requests queue before reaching the engine: the front-end ceiling a tiny
+ * model hits (~100 req/s for Qwen3-0.6B on an H100 in the fidelity data). FITTED. */
+/* A /v1/chat/completions request costs the API server more than a /v1/completions one: the chat
+ * template is rendered (Jinja) before tokenisation, and every streamed chunk is a
+ * ChatCompletionStreamResponse with a delta message that goes through the chat serving path's
+ * parser hooks. The three front-end costs above are multiplied by this for chat requests.
+ * FITTED (the fit split has both endpoints: gpustack's and the Qwen3-32B A100 points are chat,
+ * kvcached's, the Qwen2.5-7B and the H200 points completions). */
+#define EMU_FE_CHAT_FACTOR 2.09
+#define EMU_FE_REQ_CPU_S 0.0026
+#define EMU_FE_TOKEN_CPU_S 0.000078
 
 #endif

@@ -25,7 +25,8 @@ typedef struct emu_req {
     int admitted_once;
     uint64_t admit_seq;
     st_ns arrival, first_scheduled, first_token;
-    uint32_t waiting_pos; /* unused marker */
+    st_ns ready;      /* when the API server has handed it to the engine core (front-end model) */
+    double fe_factor; /* its API-server costs relative to a completions request */
 } emu_req;
 
 struct st_emu_engine {
@@ -44,11 +45,13 @@ struct st_emu_engine {
     uint32_t *sched_new;
     uint32_t cap_sched, cap_sched_new;
     st_emu_event *events;
-    uint32_t cap_events;
+    double *sched_fe; /* per event: its request's front-end factor */
+    uint32_t cap_events, cap_sched_fe;
     uint64_t *admitted, *preempted;
     uint32_t cap_admitted, cap_preempted;
     uint32_t *scratch_blocks;
     uint32_t cap_scratch;
+    st_ns fe_free; /* the API server's work queue is busy until then (engine time) */
     st_emu_stats st;
 };
 
@@ -124,6 +127,7 @@ void st_emu_engine_free(st_emu_engine *e)
     free(e->sched);
     free(e->sched_new);
     free(e->events);
+    free(e->sched_fe);
     free(e->admitted);
     free(e->preempted);
     free(e->scratch_blocks);
@@ -189,6 +193,15 @@ static void wq_pop_front(st_emu_engine *e)
 
 int st_emu_has_work(const st_emu_engine *e) { return e->wq_len > 0 || e->n_run > 0; }
 
+st_ns st_emu_next_ready(const st_emu_engine *e)
+{
+    if (e->n_run > 0)
+        return e->clock.now(e->clock.ctx);
+    if (e->wq_len == 0)
+        return -1;
+    return e->wq[e->wq_head]->ready;
+}
+
 static int find_live(const st_emu_engine *e, uint64_t id, int *in_wait, uint32_t *idx)
 {
     for (uint32_t i = 0; i < e->n_run; i++)
@@ -252,6 +265,16 @@ int st_emu_add_request(st_emu_engine *e, const st_emu_req_params *p, char *err, 
     r->n_tokens = p->n_ids;
     r->arrival = p->arrival >= 0 ? p->arrival : e->clock.now(e->clock.ctx);
     r->first_scheduled = r->first_token = -1;
+    r->ready = r->arrival;
+    if (!e->cfg.no_frontend) {
+        /* The API server handles requests in order on one core: this one's parsing and
+         * tokenisation start when it is free, then the fixed latency to the engine core. */
+        const st_emu_tuning *t = &e->cfg.tune;
+        r->fe_factor = p->chat && t->fe_chat_factor > 0 ? t->fe_chat_factor : 1.0;
+        st_ns start = e->fe_free > r->arrival ? e->fe_free : r->arrival;
+        e->fe_free = start + (st_ns)(t->fe_req_cpu_s * r->fe_factor * 1e9);
+        r->ready = e->fe_free + (st_ns)(t->fe_latency_s * r->fe_factor * 1e9);
+    }
     if (wq_push_back(e, r) < 0)
         goto nomem;
     return ST_EMU_ADD_OK;
@@ -377,7 +400,8 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
     uint32_t live = e->n_run + e->wq_len;
     if (grow((void **)&e->sched, &e->cap_sched, live, sizeof *e->sched) < 0 ||
         grow((void **)&e->sched_new, &e->cap_sched_new, live, sizeof *e->sched_new) < 0 ||
-        grow((void **)&e->events, &e->cap_events, live, sizeof *e->events) < 0)
+        grow((void **)&e->events, &e->cap_events, live, sizeof *e->events) < 0 ||
+        grow((void **)&e->sched_fe, &e->cap_sched_fe, live, sizeof *e->sched_fe) < 0)
         return -1;
     /* the waiting deque must take every running request back, the running list every
      * waiting one, without allocating in the middle of a step */
@@ -417,6 +441,8 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
     /* 2. waiting requests, only when nothing was preempted this step */
     while (n_pre == 0 && e->wq_len > 0 && budget > 0 && e->n_run < e->mem.max_num_seqs) {
         emu_req *r = wq_front(e);
+        if (r->ready > now)
+            break; /* still in the API server: FIFO, so the ones behind it are too */
         uint32_t n_hits = 0, bs = e->cfg.block_size;
         if (e->cfg.enable_prefix_caching) {
             /* the last token is always recomputed: at most (n_tokens - 1) / bs full blocks */
@@ -454,6 +480,9 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
         e->sched_new[n_sched++] = num_new;
         budget -= num_new;
     }
+
+    if (n_sched == 0)
+        return 1; /* nothing schedulable yet (the waiting head is still in the API server) */
 
     /* 3. step time */
     st_emu_batch b = { 0 };
@@ -496,6 +525,7 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
             r->tokens[r->n_tokens++] = tok;
         r->n_out++;
         e->st.generation_tokens++;
+        e->sched_fe[n_ev] = r->fe_factor > 0 ? r->fe_factor : 1.0;
         st_emu_event *ev = &e->events[n_ev++];
         memset(ev, 0, sizeof *ev);
         ev->id = r->id;
@@ -528,6 +558,20 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
         }
     }
     e->n_run = w;
+    /* The API server detokenises and streams every token, one after another on its queue: a
+     * token reaches its client when the server has handled it (the step's end while it keeps up). */
+    if (!e->cfg.no_frontend && n_ev) {
+        st_ns start = e->fe_free > end ? e->fe_free : end;
+        double per = e->cfg.tune.fe_token_cpu_s * 1e9, done = 0;
+        for (uint32_t i = 0; i < n_ev; i++) {
+            done += per * e->sched_fe[i];
+            e->events[i].due = start + (st_ns)done;
+        }
+        e->fe_free = start + (st_ns)done;
+    } else {
+        for (uint32_t i = 0; i < n_ev; i++)
+            e->events[i].due = end;
+    }
     res->events = e->events;
     res->n_events = n_ev;
     res->admitted = e->admitted;

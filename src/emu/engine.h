@@ -32,6 +32,7 @@ typedef struct st_emu_req_params {
     uint32_t min_tokens; /* accepted; the model always generates max_tokens (ignore_eos) */
     int ignore_eos;
     st_ns arrival; /* engine time; -1: clock.now() */
+    int chat;      /* a /v1/chat/completions request (its API-server costs: fe_chat_factor) */
     void *user;    /* returned in events */
 } st_emu_req_params;
 
@@ -59,6 +60,8 @@ typedef struct st_emu_event {
     st_emu_finish finish;                        /* set on the last token */
     uint32_t prompt_tokens, cached_tokens;       /* prompt length; prefix-cache hit (first admission) */
     st_ns arrival, first_scheduled, first_token; /* engine times (first_token: this step's end if first) */
+    st_ns due; /* engine time the client receives it: the step's end, later when the API-server model
+                  (st_emu_tuning.fe_token_cpu_s) is behind with streaming */
 } st_emu_event;
 
 typedef struct st_emu_step_result {
@@ -73,10 +76,15 @@ typedef struct st_emu_step_result {
     double compute_s, memory_s; /* roofline parts of the duration */
 } st_emu_step_result;
 
-/* Runs one step. 0 when a step ran; 1 when there is nothing to schedule (idle; res->duration
- * = 0); -1 on internal error. */
+/* Runs one step. 0 when a step ran; 1 when there is nothing to schedule (idle, or every
+ * waiting request still in the API server: see st_emu_next_ready; res->duration = 0); -1 on
+ * internal error. */
 int st_emu_step(st_emu_engine *e, st_emu_step_result *res);
 int st_emu_has_work(const st_emu_engine *e);
+/* When the next step can schedule something: now when requests are running, the time the
+ * oldest waiting request leaves the API server model (st_emu_tuning.fe_*) when none is, -1
+ * with no work. A driver whose st_emu_step returned 1 with work left waits until then. */
+st_ns st_emu_next_ready(const st_emu_engine *e);
 
 /* Deterministic output token: the n-th output token of request id (shared with the server's
  * detokenizer so texts are reproducible). */

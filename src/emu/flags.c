@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "emu/calib.h"
 #include "emu/catalog.h"
 
 void st_emu_args_defaults(st_emu_args *a)
@@ -57,6 +58,13 @@ void st_emu_args_table(st_emu_args *a, st_opt *o)
           0 },
         { "seed", 0, ST_OPT_LONG, &a->seed, "N", "random seed (faults, ids)", 0, 0, 0 },
         { "enforce-eager", 0, ST_OPT_FLAG, &a->eager, NULL, "no CUDA graphs (slower small steps)", 0, 0, 0 },
+        { "async-scheduling", 0, ST_OPT_FLAG, &a->async_on, NULL,
+          "overlap scheduling with the GPU step (default from vLLM 0.14)", 0, 0, 0 },
+        { "no-async-scheduling", 0, ST_OPT_FLAG, &a->async_off, NULL, "no async scheduling", 0, 0, 0 },
+        { "calibration", 0, ST_OPT_STR, &a->calibration, "FILE",
+          "engine-model constants from `servetune calibrate` (must match GPU, model, weights)", 0, 0, 0 },
+        { "vllm-version", 0, ST_OPT_STR, &a->vllm_version, "X.Y.Z",
+          "the vLLM version whose behaviour to model (0.10.1)", 0, 0, 0 },
         { "gpu", 0, ST_OPT_STR, &a->gpu, "NAME|FILE", "H100, H200, A100, L40S, RTX4090, or a GPU file (required)", 0, 0,
           0 },
         { "time-scale", 0, ST_OPT_DOUBLE, &a->time_scale, "K", "emulated seconds per wall second (1)", 0, 0, 0 },
@@ -223,5 +231,30 @@ int st_emu_args_config(const st_emu_args *a, st_emu_config *c, char *err, size_t
     c->enable_prefix_caching = !a->prefix_off;
     c->enforce_eager = a->eager;
     c->decode_slowdown = a->slowdown;
+    if (a->async_on && a->async_off) {
+        snprintf(err, errlen, "--async-scheduling and --no-async-scheduling are exclusive");
+        return ST_EMU_ARGS_USAGE;
+    }
+    if (a->async_on || a->async_off)
+        c->async_scheduling = a->async_on ? 1 : 0;
+    if (a->vllm_version) {
+        uint32_t v = st_emu_parse_vllm_version(a->vllm_version);
+        if (!v) {
+            snprintf(err, errlen, "--vllm-version: expected X.Y or X.Y.Z, got '%s'", a->vllm_version);
+            return ST_EMU_ARGS_USAGE;
+        }
+        c->vllm_version = v;
+    }
+    if (a->calibration) {
+        st_emu_calib cal;
+        char why[512];
+        if (st_calib_load_file(a->calibration, &cal, err, errlen) < 0)
+            return ST_EMU_ARGS_USAGE;
+        if (st_calib_check(&cal, c, why, sizeof why, NULL, 0) < 0) {
+            snprintf(err, errlen, "--calibration %s is refused: %s", a->calibration, why);
+            return ST_EMU_ARGS_USAGE;
+        }
+        st_calib_apply(&cal, c);
+    }
     return 0;
 }

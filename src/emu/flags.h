@@ -20,10 +20,10 @@ typedef struct st_emu_args {
     double time_scale, startup_delay, f500, fmid, reasoning_share, keep_alive_s, header_timeout_s;
     int no_model, fail_start, jitter, quiet, prompt_details;
     /* engine */
-    const char *model, *gpu, *kv_dtype, *quant, *dtype;
+    const char *model, *gpu, *kv_dtype, *quant, *dtype, *calibration, *vllm_version;
     long max_model_len, max_num_seqs, max_batched, tp, block_size;
     double util, slowdown;
-    int prefix_on, prefix_off, eager;
+    int prefix_on, prefix_off, eager, async_on, async_off;
 } st_emu_args;
 
 #define ST_EMU_ARGS_TABLE_MAX 40

@@ -26,8 +26,12 @@ struct st_emu_session {
     uint32_t *idbuf;
     uint32_t idcap;
     uint64_t id_base;
-    arr_ev *order;
+    arr_ev *order; /* send order of the current run */
     uint32_t order_cap;
+    uint32_t *fifo; /* in-flight requests in send order (timeouts, stop) */
+    uint32_t fifo_cap;
+    st_ns *slots; /* with a cap on requests in flight: when each slot (is / will be) free, FIFO */
+    uint32_t slots_cap;
 };
 
 int st_emu_session_new(const st_emu_config *cfg, st_emu_session **out, st_emu_memory *mem_out, char *err, size_t errlen)
@@ -53,6 +57,8 @@ void st_emu_session_free(st_emu_session *s)
     st_emu_engine_free(s->e);
     free(s->idbuf);
     free(s->order);
+    free(s->fifo);
+    free(s->slots);
     free(s);
 }
 
@@ -62,206 +68,408 @@ static const char STOPPED_RUNNING[] = "the run was stopped before this request c
 static const char STOPPED_UNSENT[] = "the run was stopped before this request was sent";
 static const char TIMED_OUT[] = "no completion within the request timeout";
 
+/* ---- one run: its state and the pieces of the loop ------------------------------------ */
+
+typedef struct run {
+    st_emu_session *S;
+    st_emu_engine *e;
+    const st_emu_sim_item *items;
+    uint32_t n;
+    const st_emu_run_opts *o;
+    st_record *rec;
+    st_emu_sim_stats s;
+    st_emu_stats es0;
+    st_ns t0;      /* the clock at the run's start (absolute) */
+    uint64_t base; /* engine ids: base + item index */
+    uint32_t vocab;
+    uint32_t cap;     /* requests in flight at most: clients (closed loop) or max_concurrency; 0 none */
+    int closed;       /* closed loop: each client sends its next item when its request ends */
+    uint32_t next;    /* next position in the send order */
+    uint32_t arrived; /* open loop: positions of the send order whose arrival has come */
+    /* with a cap: the slot-free times in order (a ring of cap + n entries: cap at 0, then each
+     * request's end as its client sees it); a request goes out at max(arrival, free slot) */
+    uint32_t slot_head, slot_tail;
+    uint32_t fifo_head, fifo_tail;
+    st_ns next_tick; /* run time */
+    st_ns last_due;  /* the latest token delivery so far (absolute; the run ends after it) */
+    st_emu_run_progress p;
+    char *err;
+    size_t errlen;
+} run;
+
+static st_ns run_now(const run *R) { return R->S->vc.t - R->t0; }
+
+/* The latest due time of a step's events (absolute), or -1. */
+static st_ns ev_last_due(const st_emu_step_result *res)
+{
+    st_ns d = -1;
+    for (uint32_t k = 0; k < res->n_events; k++)
+        if (res->events[k].due > d)
+            d = res->events[k].due;
+    return d;
+}
+
+/* A request left the client's flight (finished, failed, rejected, timed out) at run time `at`:
+ * with a cap, its slot is free again then. Completions are handled in time order, so the ring
+ * stays sorted. */
+static void slot_freed(run *R, st_ns at)
+{
+    R->p.in_flight--;
+    if (R->cap)
+        R->S->slots[R->slot_tail++] = at;
+}
+
+static int run_prepare(run *R)
+{
+    st_emu_session *S = R->S;
+    uint32_t n = R->n;
+    for (uint32_t i = 0; i < n; i++) {
+        st_record_init(&R->rec[i], i);
+        R->rec[i].warmup = i < R->o->warmup;
+    }
+    if (n > S->order_cap) {
+        arr_ev *no = realloc(S->order, (size_t)n * sizeof *no);
+        if (!no)
+            return -1;
+        S->order = no;
+        S->order_cap = n;
+    }
+    if (n > S->fifo_cap) {
+        uint32_t *nf = realloc(S->fifo, (size_t)n * sizeof *nf);
+        if (!nf)
+            return -1;
+        S->fifo = nf;
+        S->fifo_cap = n;
+    }
+    if (R->cap && (size_t)R->cap + n > S->slots_cap) {
+        st_ns *ns = realloc(S->slots, ((size_t)R->cap + n) * sizeof *ns);
+        if (!ns)
+            return -1;
+        S->slots = ns;
+        S->slots_cap = R->cap + n;
+    }
+    for (uint32_t k = 0; k < R->cap; k++)
+        S->slots[R->slot_tail++] = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const st_emu_sim_item *it = &R->items[i];
+        /* closed loop: items go out in their order, whatever their arrival */
+        S->order[i] = (arr_ev){ R->closed ? 0 : (it->arrival < 0 ? 0 : it->arrival), i };
+        R->rec[i].scheduled = R->closed ? -1 : S->order[i].t;
+        R->rec[i].input_tokens = it->input_len;
+        R->rec[i].output_requested = it->output_len;
+    }
+    if (!R->closed)
+        qsort(S->order, n, sizeof *S->order, cmp_arr);
+    R->p.total = n;
+    return 0;
+}
+
+/* Prompt ids of item i: its own, or unique deterministic ids. */
+static const uint32_t *item_ids(run *R, uint32_t i)
+{
+    const st_emu_sim_item *it = &R->items[i];
+    if (it->input_ids)
+        return it->input_ids;
+    st_emu_session *S = R->S;
+    if (it->input_len > S->idcap) {
+        uint32_t *nb = realloc(S->idbuf, (size_t)it->input_len * sizeof *nb);
+        if (!nb)
+            return NULL;
+        S->idbuf = nb;
+        S->idcap = it->input_len;
+    }
+    for (uint32_t k = 0; k < it->input_len; k++)
+        S->idbuf[k] = st_emu_output_token(0x5eed0000ULL + i, k, R->vocab);
+    return S->idbuf;
+}
+
+/* Sends item i at run time `sent`. 0, or -1 (out of memory: err set). */
+static int send_item(run *R, uint32_t i, st_ns sent)
+{
+    const st_emu_sim_item *it = &R->items[i];
+    st_record *r = &R->rec[i];
+    r->sent = sent;
+    if (R->closed)
+        r->scheduled = sent; /* a closed-loop client sends when it is ready: no schedule to lag */
+    R->p.sent++;
+    R->p.in_flight++;
+    R->S->fifo[R->fifo_tail++] = i;
+    const uint32_t *ids = item_ids(R, i);
+    if (!ids) {
+        snprintf(R->err, R->errlen, "out of memory");
+        return -1;
+    }
+    st_emu_req_params p = { .id = R->base + i,
+                            .ids = ids,
+                            .n_ids = it->input_len,
+                            .max_tokens = it->output_len,
+                            .ignore_eos = 1,
+                            .chat = it->chat,
+                            .arrival = R->t0 + sent,
+                            .user = r };
+    char why[512];
+    int a = st_emu_add_request(R->e, &p, why, sizeof why);
+    if (a == ST_EMU_ADD_NOMEM) {
+        snprintf(R->err, R->errlen, "out of memory");
+        return -1;
+    }
+    if (a != ST_EMU_ADD_OK) {
+        r->http_status = 400;
+        r->first_byte = r->end = sent;
+        st_record_set_error(r, ST_REQ_HTTP_STATUS, why, strlen(why));
+        R->s.rejected++;
+        R->p.failed++;
+        slot_freed(R, sent);
+    }
+    return 0;
+}
+
+/* Sends everything due at run time `now`: open loop, the arrivals up to now; with a cap, each
+ * once a slot is free (at max(arrival, the slot's free time)); closed loop, the next item in
+ * order whenever a client's slot is free. */
+static int send_due(run *R, st_ns now)
+{
+    const arr_ev *order = R->S->order;
+    if (!R->closed)
+        while (R->arrived < R->n && order[R->arrived].t <= now)
+            R->arrived++;
+    while (R->next < R->n) {
+        st_ns at = R->closed ? 0 : order[R->next].t;
+        if (R->cap) {
+            if (R->slot_head == R->slot_tail)
+                break; /* every slot taken */
+            st_ns free_at = R->S->slots[R->slot_head];
+            at = at > free_at ? at : free_at;
+        }
+        if (at > now)
+            break;
+        if (R->cap)
+            R->slot_head++;
+        if (send_item(R, order[R->next++].i, at) < 0)
+            return -1;
+    }
+    if (R->closed)
+        R->arrived = R->next;
+    R->p.arrived = R->arrived;
+    return 0;
+}
+
+/* Aborts in-flight requests sent more than the timeout before `at` (oldest first). */
+static void expire(run *R, st_ns at)
+{
+    st_emu_session *S = R->S;
+    while (R->fifo_head < R->fifo_tail) {
+        uint32_t i = S->fifo[R->fifo_head];
+        st_record *r = &R->rec[i];
+        if (r->end >= 0 || r->status != ST_REQ_OK) {
+            R->fifo_head++; /* already over */
+            continue;
+        }
+        if (R->o->timeout <= 0 || at - r->sent <= R->o->timeout)
+            break;
+        R->fifo_head++;
+        st_emu_abort(R->e, R->base + i);
+        r->end = at;
+        st_record_set_error(r, ST_REQ_TIMEOUT, TIMED_OUT, sizeof TIMED_OUT - 1);
+        R->p.failed++;
+        slot_freed(R, at);
+    }
+}
+
+/* The ticks due by `now`. Returns 1 when on_tick asked to stop. */
+static int run_ticks(run *R, st_ns now)
+{
+    const st_emu_run_opts *o = R->o;
+    while (R->next_tick <= now) {
+        st_ns t = R->next_tick;
+        R->next_tick += o->tick;
+        expire(R, t);
+        if (o->on_tick) {
+            st_emu_stats es;
+            st_emu_get_stats(R->e, &es);
+            R->p.elapsed = t;
+            if (o->on_tick(o->arg, t, &es, &R->p, R->rec, R->n))
+                return 1;
+        }
+    }
+    return 0;
+}
+
+/* Stops the run at `now`: requests in flight are aborted, the unsent ones marked. */
+static void run_stop(run *R, st_ns now)
+{
+    st_emu_session *S = R->S;
+    for (uint32_t k = R->fifo_head; k < R->fifo_tail; k++) {
+        uint32_t i = S->fifo[k];
+        st_record *r = &R->rec[i];
+        if (r->end >= 0 || r->status != ST_REQ_OK)
+            continue;
+        st_emu_abort(R->e, R->base + i);
+        r->end = now;
+        st_record_set_error(r, ST_REQ_ABORTED, STOPPED_RUNNING, sizeof STOPPED_RUNNING - 1);
+    }
+    for (uint32_t k = R->next; k < R->n; k++)
+        st_record_set_error(&R->rec[S->order[k].i], ST_REQ_ABORTED, STOPPED_UNSENT, sizeof STOPPED_UNSENT - 1);
+}
+
+/* Records a step's token events at the times the clients receive them (the step's end, or
+ * later when the API-server model is behind). 0, or -1. */
+static int run_step(run *R, const st_emu_step_result *res)
+{
+    st_ns end_abs = res->start + res->duration;
+    R->s.busy_s += res->duration / 1e9;
+    for (uint32_t k = 0; k < res->n_events; k++) {
+        const st_emu_event *ev = &res->events[k];
+        st_record *r = ev->user;
+        st_ns at = ev->due - R->t0;
+        if (ev->first) {
+            r->first_token = r->first_byte = at;
+            r->first_answer = at; /* the model has no reasoning: the first token is the answer's */
+            r->http_status = 200;
+            r->cached_tokens = ev->cached_tokens;
+        }
+        if (st_record_add_event(r, at) < 0) {
+            snprintf(R->err, R->errlen, "out of memory");
+            return -1;
+        }
+        r->output_tokens = ev->n_out;
+        R->p.output_tokens++;
+        if (ev->finish) {
+            r->end = at;
+            r->usage_reported = 1;
+            r->status = ST_REQ_OK;
+            R->s.completed++;
+            R->p.completed++;
+            slot_freed(R, at);
+        }
+    }
+    st_emu_stats es;
+    st_emu_get_stats(R->e, &es);
+    if (es.running > R->s.max_running)
+        R->s.max_running = es.running;
+    if (es.waiting > R->s.max_waiting)
+        R->s.max_waiting = es.waiting;
+    if (es.kv_usage > R->s.max_kv_usage)
+        R->s.max_kv_usage = es.kv_usage;
+    if (end_abs > R->S->vc.t)
+        R->S->vc.t = end_abs;
+    if (R->last_due < 0 || ev_last_due(res) > R->last_due)
+        R->last_due = ev_last_due(res);
+    return 0;
+}
+
+/* When nothing can run now: the next instant something happens (an arrival, a request leaving
+ * the API server model, a tick), or -1 when the run is over. */
+static st_ns idle_until(run *R, st_ns now)
+{
+    st_ns t = -1;
+    if (st_emu_has_work(R->e)) {
+        st_ns ready = st_emu_next_ready(R->e);
+        if (ready >= 0)
+            t = ready - R->t0;
+    }
+    if (R->next < R->n) {
+        st_ns a = R->closed ? 0 : R->S->order[R->next].t;
+        int can = 1;
+        if (R->cap) {
+            can = R->slot_head < R->slot_tail;
+            if (can && R->S->slots[R->slot_head] > a)
+                a = R->S->slots[R->slot_head];
+        }
+        if (can && (t < 0 || a < t))
+            t = a;
+    }
+    if (t < 0)
+        return -1;
+    if (t <= now)
+        t = now + 1; /* guard: never stand still */
+    if (R->next_tick < t)
+        t = R->next_tick;
+    return t;
+}
+
+static void run_finish_stats(run *R)
+{
+    st_emu_stats es;
+    st_emu_get_stats(R->e, &es);
+    /* the run lasts until its last token reached its client */
+    if (R->last_due > R->S->vc.t)
+        R->S->vc.t = R->last_due;
+    R->s.duration = R->S->vc.t - R->t0;
+    R->s.steps = es.steps - R->es0.steps;
+    R->s.preemptions = es.preemptions - R->es0.preemptions;
+    R->s.prefix_queries = es.prefix_queries - R->es0.prefix_queries;
+    R->s.prefix_hits = es.prefix_hits - R->es0.prefix_hits;
+    R->s.generated_tokens = es.generation_tokens - R->es0.generation_tokens;
+    R->s.prompt_tokens = es.prompt_tokens - R->es0.prompt_tokens;
+}
+
 int st_emu_session_run(st_emu_session *S, const st_emu_sim_item *items, uint32_t n, const st_emu_run_opts *o,
                        st_record *records, st_emu_sim_stats *stats, int *stopped, char *err, size_t errlen)
 {
     static const st_emu_run_opts none = { 0 };
     if (!o)
         o = &none;
-    uint32_t max_concurrency = o->max_concurrency;
-    uint32_t in_flight = 0;
-    st_ns full_until = -1; /* last time a slot freed while every slot was taken (run time) */
-    st_emu_sim_stats s = { 0 };
-    st_emu_engine *e = S->e;
-    st_vclock *vc = &S->vc;
-    const st_ns t0 = vc->t;
-    const uint64_t base = S->id_base;
-    S->id_base += (uint64_t)n + 1;
     if (stopped)
         *stopped = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        st_record_init(&records[i], i);
-        records[i].warmup = i < o->warmup;
+    run R = { .S = S, .e = S->e, .items = items, .n = n, .o = o, .rec = records, .err = err, .errlen = errlen };
+    R.closed = o->clients > 0;
+    R.cap = R.closed ? o->clients : o->max_concurrency;
+    R.last_due = -1;
+    R.t0 = S->vc.t;
+    R.base = S->id_base;
+    S->id_base += (uint64_t)n + 1;
+    R.vocab = st_emu_engine_config(S->e)->model.vocab;
+    R.next_tick = o->tick > 0 ? o->tick : INT64_MAX;
+    st_emu_get_stats(S->e, &R.es0);
+    int rc = 0;
+    if (run_prepare(&R) < 0) {
+        snprintf(err, errlen, "out of memory");
+        rc = -1;
+        goto out;
     }
-    if (n > S->order_cap) {
-        arr_ev *no = realloc(S->order, (size_t)n * sizeof *no);
-        if (!no) {
-            snprintf(err, errlen, "out of memory");
-            return -1;
-        }
-        S->order = no;
-        S->order_cap = n;
-    }
-    arr_ev *order = S->order;
-    for (uint32_t i = 0; i < n; i++) {
-        order[i] = (arr_ev){ items[i].arrival < 0 ? 0 : items[i].arrival, i };
-        records[i].scheduled = order[i].t;
-        records[i].input_tokens = items[i].input_len;
-        records[i].output_requested = items[i].output_len;
-    }
-    qsort(order, n, sizeof *order, cmp_arr);
-    st_emu_stats es0;
-    st_emu_get_stats(e, &es0);
-    uint32_t vocab = st_emu_engine_config(e)->model.vocab;
-    uint32_t next = 0;
-    st_ns next_tick = o->tick > 0 ? o->tick : INT64_MAX; /* run time */
-    int rc = 0, stop = 0;
     for (;;) {
-        st_ns now = vc->t - t0;
-        /* admit every arrival up to now */
-        while (next < n && order[next].t <= now && (!max_concurrency || in_flight < max_concurrency)) {
-            uint32_t i = order[next++].i;
-            const st_emu_sim_item *it = &items[i];
-            st_record *r = &records[i];
-            r->sent = (max_concurrency && r->scheduled <= full_until) ? full_until : r->scheduled;
-            in_flight++;
-            const uint32_t *ids = it->input_ids;
-            if (!ids) {
-                if (it->input_len > S->idcap) {
-                    uint32_t *nb = realloc(S->idbuf, (size_t)it->input_len * sizeof *nb);
-                    if (!nb) {
-                        snprintf(err, errlen, "out of memory");
-                        rc = -1;
-                        goto out;
-                    }
-                    S->idbuf = nb;
-                    S->idcap = it->input_len;
-                }
-                for (uint32_t k = 0; k < it->input_len; k++)
-                    S->idbuf[k] = st_emu_output_token(0x5eed0000ULL + i, k, vocab);
-                ids = S->idbuf;
-            }
-            st_emu_req_params p = { .id = base + i,
-                                    .ids = ids,
-                                    .n_ids = it->input_len,
-                                    .max_tokens = it->output_len,
-                                    .ignore_eos = 1,
-                                    .arrival = t0 + r->sent,
-                                    .user = r };
-            char why[512];
-            int a = st_emu_add_request(e, &p, why, sizeof why);
-            if (a == ST_EMU_ADD_NOMEM) {
-                snprintf(err, errlen, "out of memory");
-                rc = -1;
-                goto out;
-            }
-            if (a != ST_EMU_ADD_OK) {
-                r->http_status = 400;
-                r->first_byte = r->end = r->scheduled;
-                st_record_set_error(r, ST_REQ_HTTP_STATUS, why, strlen(why));
-                s.rejected++;
-                if (max_concurrency && in_flight-- == max_concurrency)
-                    full_until = now;
-            }
+        st_ns now = run_now(&R);
+        if (send_due(&R, now) < 0) {
+            rc = -1;
+            break;
         }
-        /* ticks due by now (the records reflect the engine at vc->t, at most one step later) */
-        while (next_tick <= now && !stop) {
-            if (o->timeout > 0)
-                for (uint32_t i = 0; i < n; i++) {
-                    st_record *r = &records[i];
-                    if (r->sent >= 0 && r->end < 0 && r->status == ST_REQ_OK && next_tick - r->sent > o->timeout) {
-                        st_emu_abort(e, base + i);
-                        r->end = next_tick;
-                        st_record_set_error(r, ST_REQ_TIMEOUT, TIMED_OUT, sizeof TIMED_OUT - 1);
-                        if (max_concurrency && in_flight-- == max_concurrency)
-                            full_until = next_tick;
-                    }
-                }
-            if (o->on_tick) {
-                st_emu_stats es;
-                st_emu_get_stats(e, &es);
-                stop = o->on_tick(o->arg, next_tick, &es, records, n) != 0;
-            }
-            next_tick += o->tick;
-        }
-        if (stop) {
-            for (uint32_t i = 0; i < n; i++) {
-                st_record *r = &records[i];
-                if (r->end >= 0 || r->status != ST_REQ_OK)
-                    continue;
-                if (r->sent >= 0) {
-                    st_emu_abort(e, base + i);
-                    r->end = now;
-                    st_record_set_error(r, ST_REQ_ABORTED, STOPPED_RUNNING, sizeof STOPPED_RUNNING - 1);
-                } else {
-                    st_record_set_error(r, ST_REQ_ABORTED, STOPPED_UNSENT, sizeof STOPPED_UNSENT - 1);
-                }
-            }
+        /* ticks due by now (the records reflect the engine at the clock, at most one step on) */
+        if (run_ticks(&R, now)) {
+            run_stop(&R, now);
             if (stopped)
                 *stopped = 1;
             break;
         }
-        if (!st_emu_has_work(e)) {
-            if (next >= n)
-                break;
-            st_ns target = order[next].t;
-            if (target > now) {
-                /* idle until the next arrival; ticks in between still happen */
-                if (next_tick < target)
-                    target = next_tick;
-                vc->t = t0 + target;
-            } else if (max_concurrency && in_flight >= max_concurrency) {
-                snprintf(err, errlen, "internal error: no work but every slot taken");
-                rc = -1;
-                goto out;
-            }
-            continue;
-        }
         st_emu_step_result res;
-        int sr = st_emu_step(e, &res);
+        int sr = st_emu_has_work(R.e) ? st_emu_step(R.e, &res) : 1;
         if (sr < 0) {
             snprintf(err, errlen, "engine step failed (out of memory)");
             rc = -1;
-            goto out;
+            break;
         }
-        st_ns end_abs = res.start + res.duration, end = end_abs - t0;
-        s.busy_s += res.duration / 1e9;
-        for (uint32_t k = 0; k < res.n_events; k++) {
-            const st_emu_event *ev = &res.events[k];
-            st_record *r = ev->user;
-            if (ev->first) {
-                r->first_token = r->first_byte = end;
-                r->first_answer = end; /* the model has no reasoning: the first token is the answer's */
-                r->http_status = 200;
-                r->cached_tokens = ev->cached_tokens;
-            }
-            if (st_record_add_event(r, end) < 0) {
-                snprintf(err, errlen, "out of memory");
+        if (sr == 0) {
+            if (run_step(&R, &res) < 0) {
                 rc = -1;
-                goto out;
+                break;
             }
-            r->output_tokens = ev->n_out;
-            if (ev->finish) {
-                r->end = end;
-                r->usage_reported = 1;
-                r->status = ST_REQ_OK;
-                s.completed++;
-                if (max_concurrency && in_flight-- == max_concurrency)
-                    full_until = end;
-            }
+            continue;
         }
-        st_emu_stats es;
-        st_emu_get_stats(e, &es);
-        if (es.running > s.max_running)
-            s.max_running = es.running;
-        if (es.waiting > s.max_waiting)
-            s.max_waiting = es.waiting;
-        if (es.kv_usage > s.max_kv_usage)
-            s.max_kv_usage = es.kv_usage;
-        vc->t = end_abs > vc->t ? end_abs : vc->t;
+        st_ns t = idle_until(&R, now);
+        if (t < 0) {
+            if (R.next < n) {
+                snprintf(err, errlen, "internal error: no work but every slot taken");
+                rc = -1;
+            }
+            break;
+        }
+        S->vc.t = R.t0 + t; /* idle until then; ticks in between still happen */
     }
-    s.duration = vc->t - t0;
-    st_emu_stats es;
-    st_emu_get_stats(e, &es);
-    s.steps = es.steps - es0.steps;
-    s.preemptions = es.preemptions - es0.preemptions;
-    s.prefix_queries = es.prefix_queries - es0.prefix_queries;
-    s.prefix_hits = es.prefix_hits - es0.prefix_hits;
-    s.generated_tokens = es.generation_tokens - es0.generation_tokens;
-    s.prompt_tokens = es.prompt_tokens - es0.prompt_tokens;
+    if (rc == 0)
+        run_finish_stats(&R);
 out:
     if (stats)
-        *stats = s;
+        *stats = R.s;
     return rc;
 }
 
@@ -271,8 +479,8 @@ int st_emu_sim_run(const st_emu_config *cfg, const st_emu_sim_item *items, uint3
     return st_emu_sim_run_limited(cfg, items, n, 0, records, stats, err, errlen);
 }
 
-int st_emu_sim_run_limited(const st_emu_config *cfg, const st_emu_sim_item *items, uint32_t n, uint32_t max_concurrency,
-                           st_record *records, st_emu_sim_stats *stats, char *err, size_t errlen)
+static int sim_once(const st_emu_config *cfg, const st_emu_sim_item *items, uint32_t n, const st_emu_run_opts *o,
+                    st_record *records, st_emu_sim_stats *stats, char *err, size_t errlen)
 {
     for (uint32_t i = 0; i < n; i++)
         st_record_init(&records[i], i);
@@ -281,10 +489,27 @@ int st_emu_sim_run_limited(const st_emu_config *cfg, const st_emu_sim_item *item
     st_emu_session *S;
     if (st_emu_session_new(cfg, &S, NULL, err, errlen) < 0)
         return -1;
-    st_emu_run_opts o = { .max_concurrency = max_concurrency };
-    int rc = st_emu_session_run(S, items, n, &o, records, stats, NULL, err, errlen);
+    int rc = st_emu_session_run(S, items, n, o, records, stats, NULL, err, errlen);
     st_emu_session_free(S);
     return rc;
+}
+
+int st_emu_sim_run_limited(const st_emu_config *cfg, const st_emu_sim_item *items, uint32_t n, uint32_t max_concurrency,
+                           st_record *records, st_emu_sim_stats *stats, char *err, size_t errlen)
+{
+    st_emu_run_opts o = { .max_concurrency = max_concurrency };
+    return sim_once(cfg, items, n, &o, records, stats, err, errlen);
+}
+
+int st_emu_sim_run_closed(const st_emu_config *cfg, const st_emu_sim_item *items, uint32_t n, uint32_t clients,
+                          st_record *records, st_emu_sim_stats *stats, char *err, size_t errlen)
+{
+    if (clients == 0) {
+        snprintf(err, errlen, "a closed loop needs at least one client");
+        return -1;
+    }
+    st_emu_run_opts o = { .clients = clients };
+    return sim_once(cfg, items, n, &o, records, stats, err, errlen);
 }
 
 void st_emu_sim_items_from_workload(const struct st_workload *w, const st_ns *sched, st_emu_sim_item *items_out)

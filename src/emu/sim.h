@@ -18,6 +18,7 @@ typedef struct st_emu_sim_item {
     const uint32_t *input_ids; /* input_len ids, or NULL: unique deterministic ids */
     uint32_t input_len;
     uint32_t output_len; /* max_tokens (ignore_eos) */
+    int chat;            /* sent to /v1/chat/completions (the API-server model's chat costs) */
 } st_emu_sim_item;
 
 typedef struct st_emu_sim_stats {
@@ -42,6 +43,12 @@ int st_emu_sim_run(const st_emu_config *cfg, const st_emu_sim_item *items, uint3
  * `sent` is when it went out (scheduled stays the arrival). 0 = no limit. */
 int st_emu_sim_run_limited(const st_emu_config *cfg, const st_emu_sim_item *items, uint32_t n, uint32_t max_concurrency,
                            st_record *records, st_emu_sim_stats *stats, char *err, size_t errlen);
+/* Closed loop (concurrency-driven, like AIPerf's or `vllm bench serve --max-concurrency N
+ * --request-rate inf`): `clients` clients each send their next item (in item order; the
+ * items' arrivals are ignored) the moment their previous request ends. Records: scheduled =
+ * sent = when the client sent it. clients >= 1. */
+int st_emu_sim_run_closed(const st_emu_config *cfg, const st_emu_sim_item *items, uint32_t n, uint32_t clients,
+                          st_record *records, st_emu_sim_stats *stats, char *err, size_t errlen);
 
 /* Builds sim items from a load/workload.h workload and its arrival schedule (sched[i] ns
  * from the start, e.g. from st_arrival_schedule; NULL: each item's own arrival, -1 -> 0).
@@ -56,18 +63,32 @@ void st_emu_sim_items_from_workload(const struct st_workload *w, const st_ns *sc
  * st_emu_session_run is called). Used by `servetune predict` (audit/exec_model.c). */
 typedef struct st_emu_session st_emu_session;
 
-/* Per-run options. */
+/* A run's counts so far, kept as the run goes (a tick costs O(1), not O(requests)). */
+typedef struct st_emu_run_progress {
+    st_ns elapsed;  /* run time of this tick */
+    uint32_t total; /* items in the run */
+    uint32_t arrived, sent, completed, failed, in_flight;
+    uint64_t output_tokens; /* token events so far */
+} st_emu_run_progress;
+
+/* Per-run options. Load: open loop (items arrive at their arrival times, optionally capped at
+ * max_concurrency in flight) or, with clients > 0, closed loop (each of `clients` clients sends
+ * its next item when its previous request ended; arrivals ignored; a record's scheduled = sent,
+ * -1 until it is sent). */
 typedef struct st_emu_run_opts {
-    uint32_t max_concurrency; /* 0: none */
+    uint32_t max_concurrency; /* open loop: 0 = no cap */
+    uint32_t clients;         /* > 0: closed loop with this many clients (max_concurrency unused) */
     uint32_t warmup;          /* records of items [0, warmup) are marked warm-up */
     st_ns timeout;            /* > 0: a request not finished this long after it was sent is
                                   aborted in the engine and recorded as ST_REQ_TIMEOUT (checked
                                   at each tick) */
     st_ns tick;               /* > 0: call on_tick every `tick` of run time (also while idle) */
-    /* now: run time (ns); recs: the run's records so far (n of them; requests not yet sent
-     * have sent == -1). Return nonzero to stop the run now: requests in flight are aborted
-     * (ST_REQ_ABORTED, end = now), requests not yet sent get sent = -1 and ST_REQ_ABORTED. */
-    int (*on_tick)(void *arg, st_ns now, const st_emu_stats *es, const st_record *recs, uint32_t n);
+    /* now: run time (ns); p: the counts so far; recs: the run's records so far (n of them;
+     * requests not yet sent have sent == -1). Return nonzero to stop the run now: requests in
+     * flight are aborted (ST_REQ_ABORTED, end = now), requests not yet sent get sent = -1 and
+     * ST_REQ_ABORTED. */
+    int (*on_tick)(void *arg, st_ns now, const st_emu_stats *es, const st_emu_run_progress *p, const st_record *recs,
+                   uint32_t n);
     void *arg;
 } st_emu_run_opts;
 

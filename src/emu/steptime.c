@@ -5,6 +5,10 @@
 
 #include "emu/consts.h"
 
+/* Kernels per transformer layer (norms, qkv, rope, attention, o, norm, gate_up, act, down, and
+ * the residual adds): the per-layer overheads are spread over them, fp8 adds its quant kernels. */
+#define EMU_KERNELS_PER_LAYER 12.0
+
 static int is_int4(st_emu_dtype d) { return d == ST_EMU_INT4_AWQ || d == ST_EMU_INT4_GPTQ; }
 
 double st_emu_weight_read_floor_s(const st_emu_config *c)
@@ -12,9 +16,55 @@ double st_emu_weight_read_floor_s(const st_emu_config *c)
     return st_emu_model_weight_bytes(&c->model, c->weight_dtype) / c->tp / c->gpu.mem_bw;
 }
 
+/* How the weights are multiplied: the tensor peak used, the efficiency relative to a 16-bit
+ * GEMM at T tokens, the weight-read efficiency relative to bw_eff, and the activation-quant
+ * bytes per token per layer and extra kernels per layer (fp8 W8A8). */
+typedef struct lin_kind {
+    double peak, qeff, wrel, quant_bytes, quant_kernels;
+} lin_kind;
+
+static lin_kind linear_kind(const st_emu_config *c, double T)
+{
+    const st_emu_tuning *t = &c->tune;
+    const st_emu_model *m = &c->model;
+    lin_kind k = { c->gpu.bf16_flops, 1.0, 1.0, 0, 0 };
+    if (c->weight_dtype == ST_EMU_FP8) {
+        if (c->gpu.fp8_flops > 0) {
+            /* W8A8 on fp8 tensor cores, activations quantised per token before each linear */
+            k.peak = c->gpu.fp8_flops;
+            k.qeff = t->fp8_gemm_rel;
+            k.wrel = t->fp8_bw_rel;
+            k.quant_bytes = (3.0 * m->hidden + (double)m->intermediate) * EMU_FP8_QUANT_BYTES;
+            k.quant_kernels = EMU_FP8_QUANT_KERNELS_PER_LAYER;
+        } else {
+            /* weight-only fp8 (Marlin W8A16) on GPUs without fp8 tensor cores */
+            k.qeff = EMU_WEIGHT_ONLY_QUANT_EFF;
+            k.wrel = t->marlin_bw_rel;
+        }
+    } else if (is_int4(c->weight_dtype)) {
+        double x = T / EMU_INT4_EFF_TOKENS;
+        k.qeff = EMU_INT4_EFF_LARGE + (EMU_WEIGHT_ONLY_QUANT_EFF - EMU_INT4_EFF_LARGE) / (1.0 + x * x);
+        k.wrel = t->marlin_bw_rel;
+    }
+    return k;
+}
+
+/* Fraction of an MoE model's expert weights a batch of T tokens touches: each token picks k
+ * of E experts, so an expert is untouched with probability (1 - k/E)^T. */
+static double experts_touched(const st_emu_model *m, double T)
+{
+    if (m->experts == 0 || T <= 0)
+        return T > 0 ? 1.0 : 0.0;
+    double p = (double)m->experts_per_tok / m->experts;
+    if (p >= 1)
+        return 1.0;
+    return 1.0 - pow(1.0 - p, T);
+}
+
 double st_emu_step_seconds(const st_emu_config *c, const st_emu_batch *b, st_emu_step_breakdown *bd)
 {
     const st_emu_model *m = &c->model;
+    const st_emu_tuning *tu = &c->tune;
     double tp = c->tp ? c->tp : 1;
     double T = b->tokens;
     double embed = (double)m->vocab * m->hidden;
@@ -26,65 +76,74 @@ double st_emu_step_seconds(const st_emu_config *c, const st_emu_batch *b, st_emu
      * for the rows that are sampled; attention: QK^T and PV, 4 x heads x head_dim per
      * (query, key) pair per layer. */
     double lin_active = m->active_params - embed - untied_head - norms;
+    double moe_active = 0; /* the routed experts' share (fused MoE kernel) */
+    if (m->experts > 0) {
+        uint32_t dense = m->dense_layers < m->layers ? m->dense_layers : m->layers;
+        moe_active = (double)(m->layers - dense) * 3.0 * m->hidden * m->moe_intermediate * m->experts_per_tok;
+    }
     double lin_flops = 2.0 * lin_active * T + 2.0 * head * b->sampled;
     double attn_flops = 4.0 * m->layers * (double)m->heads * m->head_dim * b->attn_pairs;
 
+    lin_kind k = linear_kind(c, T);
     double peak16 = c->gpu.bf16_flops;
-    double peak_lin = peak16, qeff = 1.0;
-    if (c->weight_dtype == ST_EMU_FP8) {
-        if (c->gpu.fp8_flops > 0)
-            peak_lin = c->gpu.fp8_flops; /* W8A8 on fp8 tensor cores */
-        else
-            qeff = EMU_WEIGHT_ONLY_QUANT_EFF; /* weight-only fp8 (Marlin) on A100 */
-    } else if (is_int4(c->weight_dtype)) {
-        {
-            double x = T / EMU_INT4_EFF_TOKENS;
-            qeff = EMU_INT4_EFF_LARGE + (EMU_WEIGHT_ONLY_QUANT_EFF - EMU_INT4_EFF_LARGE) / (1.0 + x * x);
-        }
-    }
-    double gemm_eff = c->gpu.gemm_eff * T / (T + EMU_GEMM_HALF_TOKENS) * qeff;
+    double gemm_eff = tu->gemm_eff * T / (T + EMU_GEMM_HALF_TOKENS) * k.qeff;
     double compute = 0;
-    if (T > 0)
-        compute = lin_flops / tp / (peak_lin * gemm_eff) + attn_flops / tp / (peak16 * EMU_MFU_ATTN);
+    if (T > 0) {
+        double moe_flops = 2.0 * moe_active * T;
+        compute = (lin_flops - moe_flops) / tp / (k.peak * gemm_eff) +
+                  moe_flops / tp / (k.peak * gemm_eff * tu->moe_gemm_rel) + attn_flops / tp / (peak16 * tu->attn_eff);
+    }
 
-    /* Bytes: weights read once per step (all but the input embedding table) (MoE: only the experts the batch touches), KV read
-     * for the cached context, KV written for every new token. */
+    /* Bytes: weights read once per step (all but the input embedding table; MoE: only the
+     * experts the batch touches), KV read for the cached context, KV written for every new
+     * token, and fp8's activation-quantisation passes. */
     double wbytes = st_emu_model_weight_bytes(m, c->weight_dtype);
     wbytes -= untied_head * 2.0; /* the input embedding is only gathered (a few rows), not streamed */
     if (m->experts > 0) {
-        double frac = (double)m->experts_per_tok * T / m->experts;
-        if (frac > 1)
-            frac = 1;
-        double expert_params = m->layers * 3.0 * m->hidden * m->moe_intermediate * m->experts;
+        uint32_t dense = m->dense_layers < m->layers ? m->dense_layers : m->layers;
+        double expert_params = (double)(m->layers - dense) * 3.0 * m->hidden * m->moe_intermediate * m->experts;
         double per_param = wbytes / m->params;
-        wbytes -= expert_params * per_param * (1 - frac);
+        wbytes -= expert_params * per_param * (1 - experts_touched(m, T));
     }
     double kv_share = m->kv_heads >= c->tp ? 1.0 / tp : 1.0 / m->kv_heads;
     double kvtok = st_emu_model_kv_bytes_per_token(m, c->kv_dtype) * kv_share;
-    double bytes = wbytes / tp + kvtok * (b->kv_read_tokens + T);
-    double memory = bytes / (c->gpu.mem_bw * EMU_BW_EFF);
+    double kv_bytes = kvtok * (b->kv_read_tokens + T);
+    double quant_bytes = T * m->layers * k.quant_bytes / tp;
+    double bw = c->gpu.mem_bw * tu->bw_eff;
+    double bytes = wbytes / tp + kv_bytes + quant_bytes;
+    double memory =
+        wbytes / tp / (bw * k.wrel) + kvtok * b->kv_read_tokens / (bw * tu->kv_bw_rel) + (kvtok * T + quant_bytes) / bw;
 
-    /* Overheads. CUDA graphs cover batches up to min(2 x max_num_seqs, 512) tokens. */
+    double work = compute > memory ? compute : memory;
+    /* Fault injection: a slow decode kernel path stretches the decode share of the work. */
+    if (c->decode_slowdown > 0 && c->decode_slowdown != 1.0 && T > 0)
+        work *= 1.0 + (c->decode_slowdown - 1.0) * (double)b->decode_tokens / T;
+
+    /* Per-layer costs. CUDA graphs cover batches up to min(2 x max_num_seqs, 512) tokens:
+     * there the kernels follow each other with small gaps; beyond (or with --enforce-eager)
+     * each kernel is launched from Python (dispatch, launch, and the GPU waiting between
+     * kernels it ran through faster than they were launched). */
     uint32_t graph_max = 2 * c->max_num_seqs < EMU_CUDA_GRAPH_MAX ? 2 * c->max_num_seqs : EMU_CUDA_GRAPH_MAX;
     int eager = c->enforce_eager || b->tokens > graph_max;
-    double overhead = EMU_STEP_OVERHEAD_S + b->seqs * EMU_PER_SEQ_OVERHEAD_S +
-                      m->layers * (eager ? EMU_LAYER_OVERHEAD_EAGER_S : EMU_LAYER_OVERHEAD_GRAPH_S);
+    double kfac = (EMU_KERNELS_PER_LAYER + k.quant_kernels) / EMU_KERNELS_PER_LAYER;
+    double gaps = m->layers * (eager ? tu->layer_eager_s : tu->layer_graph_s) * kfac;
     double allreduce = 0;
     if (c->tp > 1) {
         double msg = T * m->hidden * 2.0; /* bf16 activations */
         double per = EMU_ALLREDUCE_LATENCY_S + 2.0 * (tp - 1) / tp * msg / c->gpu.link_bw;
         allreduce = 2.0 * m->layers * per;
     }
-    double work = compute > memory ? compute : memory;
-    /* Fault injection: a slow decode kernel path stretches the decode share of the work. */
-    if (c->decode_slowdown > 0 && c->decode_slowdown != 1.0 && T > 0)
-        work *= 1.0 + (c->decode_slowdown - 1.0) * (double)b->decode_tokens / T;
-    double total = work + overhead + allreduce;
+    double gpu = work + gaps + tu->step_gpu_s + allreduce;
+    /* The engine core's CPU work for the step (scheduling, inputs, outputs): serial with the
+     * GPU, or hidden behind the previous step's GPU work with async scheduling. */
+    double cpu = tu->step_cpu_s + b->seqs * tu->seq_cpu_s;
+    double total = st_emu_async_scheduling(c) ? (gpu > cpu ? gpu : cpu) + EMU_ASYNC_SYNC_S : gpu + cpu;
     if (bd) {
         bd->compute_s = compute;
         bd->memory_s = memory;
-        bd->overhead_s = overhead;
+        bd->overhead_s = total - work - allreduce;
         bd->allreduce_s = allreduce;
+        bd->cpu_s = cpu;
         bd->total_s = total;
         bd->flops = lin_flops + attn_flops;
         bd->bytes = bytes;

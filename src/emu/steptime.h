@@ -16,7 +16,7 @@ typedef struct st_emu_batch {
 } st_emu_batch;
 
 typedef struct st_emu_step_breakdown {
-    double compute_s, memory_s, overhead_s, allreduce_s, total_s;
+    double compute_s, memory_s, overhead_s, allreduce_s, cpu_s, total_s;
     double flops, bytes;
     int eager;
 } st_emu_step_breakdown;

@@ -516,6 +516,12 @@ static void start_step(st_emulator *em, st_ns start_e)
     em->override_e = start_e;
     int rc = st_emu_step(em->eng, &em->res);
     em->override_e = -1;
+    if (rc == 1 && st_emu_has_work(em->eng)) {
+        /* every waiting request is still in the API server model: wake when the first leaves */
+        st_ns ready = st_emu_next_ready(em->eng);
+        st_timer_arm(em->loop, &em->step_timer, wall_of(em, ready > start_e ? ready : start_e));
+        return;
+    }
     if (rc != 0)
         return;
     if (em->o->no_model)
@@ -760,6 +766,7 @@ static void handle_generate(st_emulator *em, const st_http_parser *req, st_serve
                             .max_tokens = (uint32_t)max_tokens,
                             .min_tokens = mn ? (uint32_t)json_integer_value(mn) : 0,
                             .ignore_eos = json_is_true(json_object_get(root, "ignore_eos")),
+                            .chat = api == API_CHAT,
                             .arrival = -1,
                             .user = s };
     json_decref(root);
@@ -1115,6 +1122,8 @@ int st_emulator_run(const st_emu_config *cfg, const st_emulator_opts *o, const s
         return -1;
     }
     em->cfg = *cfg;
+    if (o->no_model)
+        em->cfg.no_frontend = 1; /* the server itself is what is measured */
     em->o = o;
     em->log = log;
     em->K = o->time_scale > 0 ? o->time_scale : 1.0;

@@ -1001,6 +1001,34 @@ int st_html_render(const st_html_report *r, st_buf *out, char *err, size_t errle
     dist_charts(h, r);
     st_buf_printf(h, "</section>\n");
 
+    if (r->extra_rows && r->extra_cols && r->extra_head && r->extra_cells) {
+        st_buf_printf(h, "<section id=\"extra\">\n<h2>");
+        hs(h, r->extra_title ? r->extra_title : "");
+        st_buf_printf(h, "</h2>\n");
+        if (r->extra_intro) {
+            st_buf_printf(h, "<p>");
+            hs(h, r->extra_intro);
+            st_buf_printf(h, "</p>\n");
+        }
+        st_buf_printf(h, "<table><thead><tr>");
+        for (uint32_t c = 0; c < r->extra_cols; c++) {
+            st_buf_printf(h, "<th>");
+            hs(h, r->extra_head[c]);
+            st_buf_printf(h, "</th>");
+        }
+        st_buf_printf(h, "</tr></thead><tbody>\n");
+        for (uint32_t i = 0; i < r->extra_rows; i++) {
+            st_buf_printf(h, "<tr>");
+            for (uint32_t c = 0; c < r->extra_cols; c++) {
+                st_buf_printf(h, c ? "<td class=\"num\">" : "<td>");
+                hs(h, r->extra_cells[(size_t)i * r->extra_cols + c]);
+                st_buf_printf(h, "</td>");
+            }
+            st_buf_printf(h, "</tr>\n");
+        }
+        st_buf_printf(h, "</tbody></table>\n</section>\n");
+    }
+
     st_buf_printf(h, "<section id=\"changes\">\n<h2>What each configuration changes</h2>\n");
     changes_table(h, r);
     st_buf_printf(h, "</section>\n");

@@ -136,6 +136,14 @@ typedef struct st_html_report {
     uint32_t n_notes;
 
     const char *generator; /* e.g. "servetune 0.1.0"; may be NULL */
+
+    /* An optional table after the results (the audit's "Predicted vs measured"): its title, an
+     * introductory paragraph, column heads (extra_cols) and extra_rows rows of cells, row-major
+     * (plain text). extra_rows 0: none. */
+    const char *extra_title, *extra_intro;
+    const char *const *extra_head;
+    const char *const *extra_cells;
+    uint32_t extra_cols, extra_rows;
 } st_html_report;
 
 /* Appends the whole document to out. 0, or -1 with a reason in err (e.g. the buffer's

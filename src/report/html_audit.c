@@ -473,6 +473,36 @@ int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *op
     h.n_method = nm;
     st_buf_printf(&tb, "servetune %s", r->audit.version ? r->audit.version : ST_VERSION);
     h.generator = a_take(&a, &tb);
+    /* predicted vs measured (report/predvs.h): one row per configuration the prediction has */
+    static const char *const pv_head[10] = { "configuration", "capacity predicted", "measured",
+                                             "error",         "TTFT p95 predicted", "measured",
+                                             "error",         "TPOT p95 predicted", "measured",
+                                             "error" };
+    const char **pv =
+        r->predvs.present && !r->audit.prediction ? a_calloc(&a, (size_t)r->n_cfg * 10, sizeof *pv) : NULL;
+    uint32_t pv_rows = 0;
+    for (int i = 0; pv && i < r->n_cfg; i++) {
+        char cells[9][32];
+        if (st_predvs_cells(r, i, cells) < 0)
+            continue;
+        pv[pv_rows * 10] = r->cfg[i].name;
+        for (int k = 0; k < 9; k++) {
+            st_buf_reset(&tb);
+            st_buf_puts(&tb, cells[k]);
+            pv[pv_rows * 10 + 1 + k] = a_take(&a, &tb);
+        }
+        pv_rows++;
+    }
+    if (pv_rows) {
+        h.extra_title = "Predicted vs measured";
+        h.extra_intro = "Before measuring, the audit ran servetune predict on the same spec (the engine model, "
+                        "virtual time; details in prediction/). Capacity as each side found it; TTFT and TPOT "
+                        "(p95) at the measured capacity's rate on both sides. Error = predicted / measured - 1.";
+        h.extra_head = pv_head;
+        h.extra_cells = pv;
+        h.extra_cols = 10;
+        h.extra_rows = pv_rows;
+    }
     if (a.oom)
         goto oom;
 

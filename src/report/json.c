@@ -221,6 +221,7 @@ int st_report_json(const st_report *r, st_buf *out)
     json_object_set_new(root, "started", iso(r->audit.started));
     json_object_set_new(root, "finished", iso(r->audit.finished));
     json_object_set_new(root, "spec", spec_json(r));
+    json_object_set_new(root, "predicted_vs_measured", st_predvs_json(r));
     st_buf hl;
     st_buf_init(&hl, ST_REPORT_HEADLINE_MAX);
     st_report_headline(r, &hl);

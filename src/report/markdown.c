@@ -522,6 +522,7 @@ int st_report_markdown(const st_report *r, st_buf *b)
     setup_section(r, b);
     st_rep_traffic_markdown(&r->traffic, b);
     results_section(r, b);
+    st_predvs_markdown(r, b);
     changes_section(r, b);
     evidence_section(r, b);
     notes_section(r, b);

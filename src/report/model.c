@@ -123,6 +123,7 @@ void st_report_free(st_report *r)
     }
     st_notes_free(&r->notes);
     st_rep_traffic_free(&r->traffic);
+    st_predvs_free(&r->predvs);
     free(r->cfg);
     free(r->order);
     st_run_rows_free(r->runs, r->n_runs);
@@ -167,6 +168,10 @@ int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
         return -1;
     }
     (void)st_rep_traffic_load(out->audit.traffic, &out->traffic); /* unreadable: the section is left out */
+    char *pv = NULL;
+    if (st_store_meta_get(s, ST_PREDVS_META, &pv) == 1)
+        st_predvs_parse(pv, &out->predvs); /* a malformed summary is simply not shown */
+    free(pv);
     out->refine = out->spec.search.mode == ST_SEARCH_REFINE;
     out->n_cfg = out->spec.n_configs;
     out->cfg = calloc((size_t)out->n_cfg, sizeof *out->cfg);

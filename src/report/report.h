@@ -18,6 +18,7 @@
 #include "audit/store.h"
 #include "core/buf.h"
 #include "report/notes.h"
+#include "report/predvs.h"
 #include "report/traffic.h"
 
 /* The largest markdown, JSON or CSV report written (a bigger one is an error, never a cut file). */
@@ -82,6 +83,7 @@ typedef struct st_report {
     int refine;             /* the spec asked for refine */
     st_notes notes;         /* the notes and diagnosis every renderer shows (report/notes.h) */
     st_rep_traffic traffic; /* "Your traffic" when the workload is a trace (report/traffic.h) */
+    st_predvs predvs;       /* the prediction run before a measured audit (report/predvs.h) */
 } st_report;
 
 int st_report_load(st_store *s, st_report *out, char *err, size_t errlen);

@@ -209,10 +209,11 @@ static void decode_slowdown_and_time_scale(void **state)
         tpot[k] = gt_tpot(gt[k], 200);
         unlink(gt[k]);
     }
-    /* the model's batch-1 decode step on H100 is ~6.4 ms (emulated) */
-    assert_true(tpot[0] > 0.0049 && tpot[0] < 0.009);
-    assert_true(tpot[1] > 3.0 * tpot[0]);
-    /* time scale: 200 x ~6.4 ms = ~1.3 emulated s in ~0.13 wall s at K = 10 */
+    /* the model's batch-1 decode step on H100 is ~8.7 ms (emulated): 5.8 ms of GPU work (x 4 with
+     * the fault) and ~2.9 ms of engine-core CPU (not slowed) */
+    assert_true(tpot[0] > 0.0049 && tpot[0] < 0.011);
+    assert_true(tpot[1] > 2.5 * tpot[0]);
+    /* time scale: 200 x ~8.7 ms = ~1.7 emulated s in ~0.17 wall s at K = 10 */
     double emulated0 = tpot[0] * 199;
     assert_true(wall[0] < emulated0 / 10 * 2 + 0.1);
     assert_true(wall[0] > emulated0 / 10 * 0.8);

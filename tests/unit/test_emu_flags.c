@@ -110,11 +110,13 @@ static void larger_batched_tokens_lower_ttft_higher_tpot(void **state)
     b = a;
     b.max_num_batched_tokens = 16384;
     run_out ra, rb;
-    /* under load: a 3000-token prompt every 125 ms (8 req/s) */
-    run(&a, 200, 3000, 0, 300, 125, &ra);
-    run(&b, 200, 3000, 0, 300, 125, &rb);
+    /* under load, below capacity: a 3000-token prompt every 250 ms (4 req/s). A prompt prefills in
+     * one step instead of two (one step's fixed costs less: the difference is small, the prefill's
+     * compute is the same), and every decode shares its step with a whole prompt (TPOT up). */
+    run(&a, 200, 3000, 0, 300, 250, &ra);
+    run(&b, 200, 3000, 0, 300, 250, &rb);
     assert_true(rb.ttft < ra.ttft);
-    assert_true(rb.tpot > ra.tpot);
+    assert_true(rb.tpot > ra.tpot * 1.1);
 }
 
 static void decode_step_never_below_weight_floor(void **state)
@@ -160,7 +162,9 @@ static void step_time_shape(void **state)
     double t1 = st_emu_step_seconds(&c, &d1, &bd);
     assert_true(bd.memory_s > bd.compute_s); /* decode: memory bound */
     double t64 = st_emu_step_seconds(&c, &d64, NULL);
-    assert_true(t64 > t1 && t64 < 2 * t1); /* batching is nearly free while memory bound */
+    /* batching is cheap while memory bound: 64 sequences cost a few steps, not 64 (the KV reads
+     * and the per-sequence CPU grow with the batch, the weight reads do not) */
+    assert_true(t64 > t1 && t64 < 4 * t1);
     double tp = st_emu_step_seconds(&c, &p8k, &bd);
     assert_true(bd.compute_s > bd.memory_s); /* prefill: compute bound */
     assert_true(bd.eager);                   /* 8192 tokens > CUDA graph sizes */
@@ -201,9 +205,9 @@ static void sim_rejects_and_is_deterministic(void **state)
     st_emu_config c;
     setup(&c, "H100", "meta-llama/Meta-Llama-3-8B");
     st_emu_sim_item it[3] = {
-        { 0, NULL, 100, 10 },
-        { 1000, NULL, 8000, 500 },
-        { 2000, NULL, 100, 10 },
+        { 0, NULL, 100, 10, 0 },
+        { 1000, NULL, 8000, 500, 0 },
+        { 2000, NULL, 100, 10, 0 },
     };
     st_record rec[3];
     st_emu_sim_stats s;

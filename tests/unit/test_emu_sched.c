@@ -19,6 +19,7 @@ static void small_engine_cfg(st_emu_config *c, uint32_t blocks, uint32_t seqs, u
     assert_int_equal(st_emu_gpu_find("RTX4090", &g, err, sizeof err), 0);
     assert_int_equal(st_emu_model_find("meta-llama/Meta-Llama-3-8B", &m, err, sizeof err), 0);
     st_emu_config_init(c, &g, &m);
+    c->no_frontend = 1; /* the scheduler alone: requests reach it when added */
     c->max_model_len = 2048;
     c->max_num_seqs = seqs;
     c->max_num_batched_tokens = budget;

@@ -46,7 +46,7 @@ static const char *SPEC =
     "peak_rate: 10\n"
     "workload: {input_tokens: 512, output_tokens: 32, requests_per_rate: 40, seed: 3}\n"
     "rates: [2, 8, 32, 128]\nwarmup_requests: 2\n"
-    "slo: {ttft_p95_ms: 2500, tpot_p95_ms: 11}\n"
+    "slo: {ttft_p95_ms: 2500, tpot_p95_ms: 20}\n"
     "configurations:\n"
     "  - name: baseline\n"
     "  - name: seqs-2\n    add_flags: [--max-num-seqs, '2']\n"

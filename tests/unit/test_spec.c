@@ -37,8 +37,8 @@ static void example_spec_loads(void **state)
     assert_int_equal(s.workload.input_tokens, 3000);
     assert_int_equal(s.workload.output_tokens, 300);
     assert_int_equal(s.workload.shared_prefix, 2000);
-    assert_int_equal(s.n_rates, 7);
-    assert_true(isinf(s.rates[6]));
+    assert_int_equal(s.n_rates, 8);
+    assert_true(isinf(s.rates[7]));
     assert_int_equal(s.n_configs, 6);
     assert_string_equal(s.configs[0].name, "baseline");
     assert_string_equal(s.configs[4].model, "Qwen/Qwen3-8B-FP8");

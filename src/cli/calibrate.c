@@ -1,0 +1,199 @@
+/* servetune calibrate DIR... [--bench-json FILE --engine "MODEL FLAGS"] -o calib.json: the engine
+ * model's free constants fitted to one deployment's measurements (audit/calibrate.h). The file it
+ * writes is what predict, emulate and audit take with --calibration. docs/calibrate.md. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "audit/calibrate.h"
+#include "cli/cli.h"
+#include "core/file.h"
+#include "core/opts.h"
+#include "emu/flags.h"
+
+#define CALIB_INPUT_MAX ((size_t)256 << 20)
+#define CALIB_OUT_MAX ((size_t)4 << 20)
+#define ENGINE_WORDS_MAX 64
+
+static void help(const st_opt *opts)
+{
+    printf("usage: servetune calibrate DIR... [--bench-json FILE --engine \"MODEL FLAGS\"] -o FILE\n\n"
+           "Fits the engine model's free constants (GPU efficiencies, engine and API-server overheads) to\n"
+           "measurements of one deployment: audit directories (their results.sqlite) and/or `servetune bench\n"
+           "--json` runs together with the engine's vLLM flags. Every measured run is replayed on the model with\n"
+           "its own requests and arrival times; the constants the runs can identify are fitted to the measured\n"
+           "throughput, TTFT p50/p95 and TPOT p50/p95, the others stay at their defaults (the output says why).\n"
+           "Prints each run's measured and predicted figures, and writes FILE for --calibration of predict,\n"
+           "emulate and audit. One GPU, model and weight quantisation per file.\n\n"
+           "Options:\n");
+    st_opts_usage(stdout, opts);
+    printf("\nExamples:\n"
+           "  servetune calibrate audit-out -o calib.json\n"
+           "  servetune calibrate audit-out --config baseline --max-rate 16 -o calib.json   # lower rates only\n"
+           "  servetune calibrate --bench-json run1.json --bench-json run2.json \\\n"
+           "      --engine \"Qwen/Qwen3-8B --max-num-seqs 256 --gpu H100\" -o calib.json\n"
+           "  servetune predict my.yaml --calibration calib.json\n\n"
+           "Exit codes: 0 written; 1 no usable runs or the fit failed; 2 bad arguments, unreadable input, or\n"
+           "runs of different deployments. More: docs/calibrate.md.\n");
+}
+
+/* The bench runs' engine: "MODEL [vLLM flags] --gpu NAME" through the emulator's parser. */
+static int engine_config(const char *spec, st_emu_config *cfg, char *err, size_t errlen)
+{
+    char *copy = strdup(spec);
+    char *argv[ENGINE_WORDS_MAX + 2];
+    int argc = 0;
+    if (!copy) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    argv[argc++] = "serve";
+    for (char *save = NULL, *w = strtok_r(copy, " \t", &save); w; w = strtok_r(NULL, " \t", &save)) {
+        if (argc >= ENGINE_WORDS_MAX) {
+            snprintf(err, errlen, "--engine: more than %d words", ENGINE_WORDS_MAX);
+            free(copy);
+            return -1;
+        }
+        if (!strcmp(w, "vllm") && argc == 1)
+            continue; /* "vllm serve MODEL ..." is accepted too */
+        if (!strcmp(w, "serve") && argc == 1)
+            continue;
+        argv[argc++] = w;
+    }
+    st_emu_args A;
+    st_emu_args_defaults(&A);
+    st_opt opts[ST_EMU_ARGS_TABLE_MAX];
+    st_emu_args_table(&A, opts);
+    st_opts_result r;
+    int rc = st_emu_args_parse(&A, opts, argc, argv, &r, err, errlen);
+    if (rc == 0)
+        rc = st_emu_args_config(&A, cfg, err, errlen);
+    if (rc == 0)
+        st_emu_tuning_defaults(&cfg->tune, &cfg->gpu); /* the fit starts from the defaults */
+    st_opts_result_free(&r);
+    free(copy);
+    return rc ? -1 : 0;
+}
+
+int cmd_calibrate(int argc, char **argv)
+{
+    const char *out = NULL, *config = NULL, *engine = NULL;
+    st_strlist bench = { 0 };
+    double max_rate = 0, time_scale = 1;
+    int quiet = 0, allow_prediction = 0;
+    const st_opt opts[] = {
+        { "output", 'o', ST_OPT_STR, &out, "FILE", "the calibration file to write (required)", 0, 0, 0 },
+        { "bench-json", 0, ST_OPT_LIST, &bench, "FILE", "a `servetune bench --json` run (repeatable; needs --engine)",
+          0, 0, 0 },
+        { "engine", 0, ST_OPT_STR, &engine, "\"MODEL FLAGS\"",
+          "the engine the bench runs measured: model, vLLM flags and --gpu NAME", 0, 0, 0 },
+        { "time-scale", 0, ST_OPT_DOUBLE, &time_scale, "K",
+          "the bench runs measured servetune's emulator at --time-scale K (their times x K; default 1)", 0, 0, 0 },
+        { "config", 0, ST_OPT_STR, &config, "NAME", "only this configuration of the audits (default: all)", 0, 0, 0 },
+        { "max-rate", 0, ST_OPT_DOUBLE, &max_rate, "R", "only runs at offered rates up to R req/s (default: all)", 0, 0,
+          0 },
+        { "allow-prediction", 0, ST_OPT_FLAG, &allow_prediction, NULL,
+          "accept a prediction's directory as input (tests of calibrate itself)", 0, 0, 0 },
+        { "quiet", 'q', ST_OPT_FLAG, &quiet, NULL, "print only the final line", 0, 0, 0 },
+        { NULL, 0, 0, NULL, NULL, NULL, 0, 0, 0 },
+    };
+    st_opts_result res;
+    char err[2048] = "";
+    if (st_opts_parse(opts, argc - 1, argv + 1, 0, &res, err, sizeof err))
+        return st_cli_usage_error("calibrate", err);
+    if (res.help) {
+        help(opts);
+        st_opts_result_free(&res);
+        return ST_EXIT_OK;
+    }
+    int rc = ST_EXIT_USAGE;
+    st_calib_set set;
+    st_calib_set_init(&set);
+    st_buf b;
+    st_buf_init(&b, CALIB_OUT_MAX);
+    if (!out) {
+        st_opts_result_free(&res);
+        return st_cli_usage_error("calibrate", "-o FILE is required");
+    }
+    if (res.npos == 0 && bench.n == 0) {
+        st_opts_result_free(&res);
+        return st_cli_usage_error("calibrate", "give at least one audit DIR or --bench-json FILE");
+    }
+    if (!(time_scale > 0)) {
+        st_opts_result_free(&res);
+        return st_cli_usage_error("calibrate", "--time-scale must be > 0");
+    }
+    if (bench.n > 0 && !engine) {
+        st_opts_result_free(&res);
+        return st_cli_usage_error("calibrate", "--bench-json needs --engine \"MODEL FLAGS --gpu NAME\"");
+    }
+    for (int i = 0; i < res.npos; i++) {
+        int k = st_calib_add_audit(&set, res.pos[i], config, max_rate, allow_prediction, err, sizeof err);
+        if (k < 0) {
+            fprintf(stderr, "servetune calibrate: %s\n", err);
+            goto out;
+        }
+        if (!quiet)
+            fprintf(stderr, "servetune calibrate: %s: %d measured run%s\n", res.pos[i], k, k == 1 ? "" : "s");
+    }
+    if (bench.n > 0) {
+        st_emu_config cfg;
+        if (engine_config(engine, &cfg, err, sizeof err) < 0) {
+            fprintf(stderr, "servetune calibrate: --engine: %s\n", err);
+            goto out;
+        }
+        for (int i = 0; i < bench.n; i++) {
+            size_t len;
+            char *text = st_read_file(bench.v[i], CALIB_INPUT_MAX, &len, err, sizeof err);
+            if (!text || st_calib_add_bench_json(&set, bench.v[i], text, len, &cfg, time_scale, err, sizeof err) < 0) {
+                fprintf(stderr, "servetune calibrate: %s\n", err);
+                free(text);
+                goto out;
+            }
+            free(text);
+        }
+    }
+    st_emu_calib cal;
+    st_calib_report rep;
+    if (st_calib_fit(&set, &cal, &rep, err, sizeof err) < 0) {
+        fprintf(stderr, "servetune calibrate: %s\n", err);
+        rc = strstr(err, "different deployments") ? ST_EXIT_USAGE : ST_EXIT_FAIL;
+        goto out;
+    }
+    st_buf extra;
+    st_buf_init(&extra, CALIB_OUT_MAX);
+    st_calib_report_json(&set, &rep, &extra);
+    st_calib_write(&cal, extra.data, &b);
+    int bad = st_buf_error(&extra) || st_buf_error(&b);
+    st_buf_free(&extra);
+    if (bad || st_write_file_atomic(out, b.data, b.len, err, sizeof err) < 0) {
+        fprintf(stderr, "servetune calibrate: %s: %s\n", out, bad ? "the calibration is too large to write" : err);
+        rc = ST_EXIT_FAIL;
+        goto out;
+    }
+    if (!quiet) {
+        st_buf t;
+        st_buf_init(&t, CALIB_OUT_MAX);
+        st_calib_report_text(&set, &rep, &t);
+        printf("%s", t.data ? t.data : "");
+        st_buf_free(&t);
+        printf("Fitted (%s, %s, %s weights):\n", cal.gpu, cal.model, st_emu_dtype_name(cal.weights));
+        int i = 0;
+        for (const st_calib_knob *k = st_calib_knobs(); k->name; k++, i++)
+            if (cal.set[i])
+                printf("  %-16s %-10.4g %s\n", k->name, cal.value[i], k->what);
+        for (uint32_t j = 0; j < rep.n_skipped; j++)
+            printf("  %-16s default    %s\n", rep.skipped[j].name, rep.skipped[j].why);
+        if (cal.range.rate_max > 0)
+            printf("Measured up to %.4g req/s: predictions beyond %.4g req/s are flagged as extrapolations.\n",
+                   cal.range.rate_max, cal.range.rate_max * 1.5);
+    }
+    printf("Calibration: %s (%u runs, median |error| %.1f %% after the fit)\n", out, set.n, 100 * rep.median_abs_err);
+    rc = ST_EXIT_OK;
+out:
+    st_buf_free(&b);
+    st_calib_set_free(&set);
+    st_opts_result_free(&res);
+    return rc;
+}

@@ -1,0 +1,112 @@
+/* The fidelity benchmark's library half: published real-hardware vLLM measurements
+ * (bench/fidelity/measurements.json, schema in bench/fidelity/README.md) turned into engine-model
+ * runs with the point's exact setup and load, and the predicted figures compared with the
+ * published ones. Pure: the caller reads the file; nothing here does I/O.
+ *
+ * Use: st_fid_parse(text) -> points; for each, st_fid_config() (the engine configuration:
+ * GPU, model, dtypes, flags, vLLM version) and st_fid_predict() (the workload and load the
+ * point describes, simulated in virtual time, summarised like `vllm bench serve`); then
+ * st_fid_compare() for the predicted/published ratios and st_fid_summarise() for the median
+ * and worst errors of a split. docs/fidelity.md describes the method and its assumptions. */
+#ifndef ST_EMU_FIDELITY_H
+#define ST_EMU_FIDELITY_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "emu/config.h"
+
+#define ST_FID_ID_MAX 128
+#define ST_FID_NAME_MAX 160
+
+/* A distribution as published (NAN: not published). */
+typedef struct st_fid_dist {
+    double mean, p50, p95, p99;
+} st_fid_dist;
+
+typedef enum { ST_FID_FIT = 0, ST_FID_TEST = 1 } st_fid_split;
+typedef enum { ST_FID_RATE = 0, ST_FID_CONCURRENCY = 1 } st_fid_mode;
+typedef enum { ST_FID_RANDOM = 0, ST_FID_SHAREGPT = 1 } st_fid_dataset;
+
+typedef struct st_fid_point {
+    char id[ST_FID_ID_MAX];
+    st_fid_split split;
+    /* setup */
+    char gpu[ST_FID_NAME_MAX], model[ST_FID_NAME_MAX], weights[ST_FID_NAME_MAX], kv_dtype[32];
+    uint32_t tp, vllm_version;
+    uint32_t max_num_seqs, max_num_batched_tokens, max_model_len; /* 0: vLLM's default */
+    double gpu_memory_utilization;                                /* 0: default */
+    int prefix_caching;                                           /* -1: default (on) */
+    int enforce_eager;
+    /* load */
+    st_fid_mode mode;
+    double rate;              /* req/s (INFINITY: all at once); mode rate */
+    uint32_t clients;         /* mode concurrency: closed-loop clients */
+    uint32_t max_concurrency; /* mode rate: cap on requests in flight (0: none) */
+    uint32_t num_prompts;
+    st_fid_dataset dataset;
+    uint32_t input_len, output_len; /* random dataset */
+    double range_ratio;
+    int chat;                         /* chat endpoint: the server adds the chat template's tokens to every prompt */
+    double total_input, total_output; /* published totals (NAN: not published) */
+    uint64_t seed;
+    /* published figures */
+    double req_s, out_tok_s, total_tok_s;
+    st_fid_dist ttft_ms, tpot_ms, itl_ms;
+    double kv_tokens; /* published "GPU KV cache size" in tokens (NAN: not published) */
+} st_fid_point;
+
+/* Parses the data set (a JSON array of points). *out is malloc'ed (free()). 0, or -1 with err. */
+int st_fid_parse(const char *json, size_t len, st_fid_point **out, uint32_t *n, char *err, size_t errlen);
+
+/* The engine configuration of a point (with the model's default tuning). 0, or -1 with err
+ * (GPU or model not in the catalog). */
+int st_fid_config(const st_fid_point *p, st_emu_config *cfg, char *err, size_t errlen);
+
+/* Predicted figures, in the units the data set uses. */
+typedef struct st_fid_figures {
+    int refused; /* the engine model refused to start (err says why) */
+    double req_s, out_tok_s, total_tok_s;
+    st_fid_dist ttft_ms, tpot_ms, itl_ms;
+    double kv_tokens;
+    double duration_s;
+    uint32_t completed, preemptions;
+} st_fid_figures;
+
+/* Runs the point's workload and load on cfg (st_fid_config's, possibly re-tuned) in virtual
+ * time. 0 (a refusal is 0 with out->refused and the reason in err), or -1 with err. */
+int st_fid_predict(const st_fid_point *p, const st_emu_config *cfg, st_fid_figures *out, char *err, size_t errlen);
+
+/* The compared metrics. */
+enum {
+    ST_FID_M_THROUGHPUT = 0, /* output tok/s, else req/s, else total tok/s (what is published) */
+    ST_FID_M_TTFT_P50,       /* p50, else mean */
+    ST_FID_M_TTFT_TAIL,      /* p95, else p99 */
+    ST_FID_M_TPOT,           /* p50, else mean */
+    ST_FID_M_COUNT
+};
+const char *st_fid_metric_name(int m);
+
+/* predicted / published per metric (NAN where not published or not predicted), and which
+ * published figure each used ("out_tok_s", "p99", ...). */
+typedef struct st_fid_ratios {
+    double r[ST_FID_M_COUNT];
+    const char *which[ST_FID_M_COUNT];
+} st_fid_ratios;
+void st_fid_compare(const st_fid_point *p, const st_fid_figures *f, st_fid_ratios *out);
+
+/* Median and worst absolute error (|ratio - 1|) of one metric over the points of one split
+ * (NAN ratios skipped). worst_index: the point (-1 when n == 0). */
+typedef struct st_fid_stat {
+    uint32_t n;
+    double median_abs, worst_abs;
+    int worst_index;
+} st_fid_stat;
+void st_fid_summarise(const st_fid_point *pts, const st_fid_ratios *ratios, uint32_t n, st_fid_split split, int metric,
+                      st_fid_stat *out);
+
+/* The loss the fit minimises for one point: sum over published metrics of log(ratio)^2
+ * (refusals cost ST_FID_REFUSED_LOSS). */
+#define ST_FID_REFUSED_LOSS 25.0
+double st_fid_loss(const st_fid_ratios *r, int refused);
+
+#endif
