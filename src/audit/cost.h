@@ -28,6 +28,10 @@ typedef struct st_cost {
     double replica_hour_usd; /* price x GPUs per replica */
 } st_cost;
 
+/* Replicas that carry rps at capacity each: ceil(rps / capacity), where a ratio that is an
+ * integer up to rounding (40 / 8.000000000001) adds no replica; 0 when rps <= 0. */
+long st_cost_replicas(double rps, double capacity);
+
 /* 0, or -1 (out->valid = 0) when capacity or output tok/s is not positive. */
 int st_cost_compute(const st_cost_in *in, st_cost *out);
 

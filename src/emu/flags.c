@@ -95,6 +95,40 @@ void st_emu_args_table(st_emu_args *a, st_opt *o)
     memcpy(o, t, sizeof t);
 }
 
+/* The emulator's own flags (in the table above, not in vLLM's `serve`), and which are switches. */
+static const char *const emu_only[] = {
+    "gpu", "time-scale", "no-model", "ground-truth", "print-jitter", "quiet", NULL
+};
+static const char *const emu_switches[] = { "no-model", "print-jitter", "quiet", "fault-startup-fail", NULL };
+
+static int flag_is(const char *flag, const char *name)
+{
+    if (strncmp(flag, "--", 2))
+        return 0;
+    size_t n = strlen(name);
+    return !strncmp(flag + 2, name, n) && (flag[2 + n] == '\0' || flag[2 + n] == '=');
+}
+
+int st_emu_flag_emulator_only(const char *flag)
+{
+    if (!strncmp(flag, "--fault-", 8))
+        return 1;
+    for (int i = 0; emu_only[i]; i++)
+        if (flag_is(flag, emu_only[i]))
+            return 1;
+    return 0;
+}
+
+int st_emu_flag_takes_value(const char *flag)
+{
+    if (strchr(flag, '='))
+        return 0; /* the value is in the word */
+    for (int i = 0; emu_switches[i]; i++)
+        if (flag_is(flag, emu_switches[i]))
+            return 0;
+    return 1;
+}
+
 int st_emu_args_parse(st_emu_args *a, const st_opt *opts, int argc, char **argv, st_opts_result *r, char *err,
                       size_t errlen)
 {

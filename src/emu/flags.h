@@ -32,6 +32,13 @@ void st_emu_args_defaults(st_emu_args *a);
 /* Fills opts (at least ST_EMU_ARGS_TABLE_MAX entries, terminated) with targets in a. */
 void st_emu_args_table(st_emu_args *a, st_opt *opts);
 
+/* 1 when flag (a word such as "--time-scale" or "--time-scale=5") is one of the emulator's own
+ * flags that vLLM does not have (--gpu, --time-scale, --no-model, --ground-truth, --print-jitter,
+ * --quiet, --fault-*): they are dropped from anything meant for a real vLLM. Such a flag takes
+ * a value unless it is one of the switches (st_emu_flag_takes_value). */
+int st_emu_flag_emulator_only(const char *flag);
+int st_emu_flag_takes_value(const char *flag);
+
 /* Outcome classes, as vLLM shows them. */
 enum {
     ST_EMU_ARGS_OK = 0,
