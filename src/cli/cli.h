@@ -63,6 +63,9 @@ int st_cli_run_open(st_cli_run *r, const char *out_dir, int resume, int predicti
  * the reports failed, a configuration failed, or every request of a configuration failed; else 0. */
 int st_cli_run_finish(st_cli_run *r, const st_sweep_result *sr, int sweep_failed, const char *what);
 void st_cli_run_close(st_cli_run *r);
+/* Removes an earlier prediction's database from dir (it is recomputed in seconds); a measured
+ * audit there is never replaced. 0 (also when there is none), or -1 with err. */
+int st_cli_clear_prediction(const char *dir, char *err, size_t errlen);
 /* The report's headline (the answer in one paragraph), for the terminal; nothing when the store
  * cannot be read into a report. */
 void st_cli_print_headline(st_store *s);

@@ -106,6 +106,25 @@ static int dir_holds(const char *dir, char *err, size_t errlen)
     return have == 1 ? pred : -1;
 }
 
+int st_cli_clear_prediction(const char *dir, char *err, size_t errlen)
+{
+    int holds = dir_holds(dir, err, errlen);
+    if (holds == -2)
+        return -1;
+    if (holds == 0) {
+        snprintf(err, errlen, "%.900s holds a measured audit; a prediction never replaces one (use another -o)", dir);
+        return -1;
+    }
+    /* an earlier prediction is replaced: it is recomputed in seconds */
+    static const char *suffix[] = { "", "-wal", "-shm" };
+    for (int i = 0; holds == 1 && i < 3; i++) {
+        char path[4400];
+        snprintf(path, sizeof path, "%.4000s/%s%s", dir, ST_STORE_FILE, suffix[i]);
+        unlink(path);
+    }
+    return 0;
+}
+
 int st_cli_run_open(st_cli_run *r, const char *out_dir, int resume, int prediction)
 {
     char err[1024] = "";
@@ -134,14 +153,9 @@ int st_cli_run_open(st_cli_run *r, const char *out_dir, int resume, int predicti
                 r->cmd, out_dir);
         return ST_EXIT_USAGE;
     }
-    if (holds == 1 && prediction) {
-        /* an earlier prediction is replaced: it is recomputed in seconds */
-        static const char *suffix[] = { "", "-wal", "-shm" };
-        for (int i = 0; i < 3; i++) {
-            char path[4200];
-            snprintf(path, sizeof path, "%s/%s%s", out_dir, ST_STORE_FILE, suffix[i]);
-            unlink(path);
-        }
+    if (holds == 1 && prediction && st_cli_clear_prediction(out_dir, err, sizeof err)) {
+        fprintf(stderr, "servetune %s: %s\n", r->cmd, err);
+        return ST_EXIT_USAGE;
     }
     size_t tlen = 0;
     char *text = st_read_file(r->spec_path, ST_SPEC_MAX_BYTES, &tlen, err, sizeof err);

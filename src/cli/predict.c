@@ -47,34 +47,6 @@ static void help(const st_opt *opts)
         "4 interrupted. More: docs/predict.md.\n");
 }
 
-/* An earlier prediction in DIR is replaced (it is recomputed in seconds); a measured audit never. */
-static int clear_old_prediction(const char *dir, char *err, size_t errlen)
-{
-    char path[4400];
-    snprintf(path, sizeof path, "%s/%s", dir, ST_STORE_FILE);
-    if (access(path, F_OK))
-        return 0;
-    st_store *s;
-    if (st_store_open(dir, &s, err, errlen))
-        return -1;
-    st_audit_row a;
-    int have = st_store_audit_get(s, &a);
-    int pred = have == 1 && a.prediction;
-    if (have == 1)
-        st_audit_row_free(&a);
-    st_store_close(s);
-    if (have == 1 && !pred) {
-        snprintf(err, errlen, "%.900s holds a measured audit; a prediction never replaces one (use another -o)", dir);
-        return -1;
-    }
-    static const char *suffix[] = { "", "-wal", "-shm" };
-    for (int i = 0; i < 3; i++) {
-        snprintf(path, sizeof path, "%s/%s%s", dir, ST_STORE_FILE, suffix[i]);
-        unlink(path);
-    }
-    return 0;
-}
-
 static void model_note(const st_spec *spec, char *out, size_t n)
 {
     st_strv flags = { 0 };
@@ -161,7 +133,7 @@ int st_cli_predict_first(const st_spec *spec, const char *spec_path, const char 
     st_store *store = NULL;
     char note[700];
     model_note(spec, note, sizeof note);
-    if (!text || clear_old_prediction(dir, err, sizeof err) || st_store_open(dir, &store, err, sizeof err) ||
+    if (!text || st_cli_clear_prediction(dir, err, sizeof err) || st_store_open(dir, &store, err, sizeof err) ||
         st_store_audit_begin(store, spec_path, text, tlen, ST_VERSION, 0, err, sizeof err) ||
         st_store_meta_put(store, "prediction", "1") || st_store_meta_put(store, "model_note", note)) {
         fprintf(stderr, "servetune audit: the prediction before the measurement failed: %s\n", err);
