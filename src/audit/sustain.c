@@ -1,5 +1,7 @@
 #include "audit/sustain.h"
 
+#include "core/util.h"
+
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -57,12 +59,6 @@ static double ended_at(const view *v, const st_record *r)
     return e <= v->now ? e : NAN;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 typedef struct pair {
     double x, y;
 } pair;
@@ -77,7 +73,7 @@ static double median(double *v, uint32_t n)
 {
     if (!n)
         return NAN;
-    qsort(v, n, sizeof *v, cmp_double);
+    qsort(v, n, sizeof *v, st_cmp_double);
     return st_percentile_sorted(v, n, 50);
 }
 

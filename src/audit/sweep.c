@@ -933,38 +933,58 @@ static int step(sweep *S, cfgrun *cr, const st_next *nx)
     return status;
 }
 
-/* --resume: a configuration that finished (or failed to start) is kept as it is. 1 kept. */
-static int config_kept(sweep *S, int ci)
+/* --resume: a configuration that finished (or failed to start) is kept as it is (1), except one
+ * that found its port taken (a passing condition: it is tried again). One that was still running
+ * keeps what its row knew (command line, startup time, engine facts) in *prior until its engine
+ * starts again: its runs may all be in the store already. */
+static int config_kept(sweep *S, int ci, st_config_row *prior)
 {
     const st_spec_config *c = &S->spec->configs[ci];
     st_config_row *rows;
     int nr, kept = 0;
+    memset(prior, 0, sizeof *prior);
     if (!S->o->resume || !S->store || st_store_configs_get(S->store, &rows, &nr))
         return 0;
-    for (int i = 0; i < nr && !kept; i++)
-        if (!strcmp(rows[i].name, c->name) && rows[i].status &&
-            (!strcmp(rows[i].status, "done") || !strcmp(rows[i].status, "failed"))) {
+    for (int i = 0; i < nr && !kept; i++) {
+        if (strcmp(rows[i].name, c->name) || !rows[i].status)
+            continue;
+        int retry = rows[i].failure_class && !strcmp(rows[i].failure_class, "port_taken");
+        if (!retry && (!strcmp(rows[i].status, "done") || !strcmp(rows[i].status, "failed"))) {
             say(S, "[%d/%d %s] already %s (kept from the previous run)", ci + 1, S->spec->n_configs, c->name,
                 rows[i].status);
             if (!strcmp(rows[i].status, "failed"))
                 S->res->configs_failed++;
             kept = 1;
+        } else if (!retry) {
+            st_config_row_free(prior);
+            *prior = rows[i];
+            memset(&rows[i], 0, sizeof rows[i]);
         }
+    }
     st_config_rows_free(rows, nr);
+    if (kept)
+        st_config_row_free(prior);
     return kept;
 }
 
-/* The configuration's row, marked running. 0, or -1 store error. */
-static int config_begin(sweep *S, cfgrun *cr, int ci)
+/* The configuration's row, marked running; it takes over *prior's facts (zeroed, or what a
+ * resumed row knew). 0, or -1 store error. */
+static int config_begin(sweep *S, cfgrun *cr, int ci, st_config_row *prior)
 {
     memset(cr, 0, sizeof *cr);
     cr->ci = ci;
     cr->c = &S->spec->configs[ci];
+    cr->row = *prior;
+    memset(prior, 0, sizeof *prior);
+    if (!cr->row.name)
+        cr->row.startup_s = NAN;
+    free(cr->row.name);
+    free(cr->row.status);
     cr->row.name = strdup(cr->c->name);
     cr->row.idx = ci;
     cr->row.status = strdup("running");
-    cr->row.started = st_wall_ns();
-    cr->row.startup_s = NAN;
+    if (!cr->row.started)
+        cr->row.started = st_wall_ns();
     S->ci = ci;
     S->rates_planned = S->spec->n_rates;
     S->rate_no = 0;
@@ -1034,13 +1054,15 @@ static double start_of(sweep *S, int ci)
 static int run_config(sweep *S, int ci)
 {
     cfgrun *cr = NULL;
+    st_config_row prior;
     int status = 0;
-    if (!config_kept(S, ci)) {
+    if (!config_kept(S, ci, &prior)) {
         cr = malloc(sizeof *cr);
-        if (!cr || config_begin(S, cr, ci)) {
+        if (!cr || config_begin(S, cr, ci, &prior)) {
             status = -1;
             if (cr)
                 st_config_row_free(&cr->row);
+            st_config_row_free(&prior);
         } else {
             cr->forecast = start_of(S, ci);
             status = config_end(S, cr, search(S, cr));
@@ -1091,7 +1113,8 @@ static int search_in_memory(const st_spec *spec, st_executor *x, int ci, volatil
     if (!cr) {
         snprintf(err, errlen, "out of memory");
     } else {
-        config_begin(&S, cr, ci);
+        st_config_row none = { 0 };
+        config_begin(&S, cr, ci, &none);
         int status = search(&S, cr);
         *failed_start = cr->engine_failed && !cr->engine_up;
         if (cr->engine_failed)

@@ -4,11 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+#include "core/util.h"
 
 double st_percentile_sorted(const double *sorted, uint32_t n, double p)
 {
@@ -106,7 +102,7 @@ void st_dist_compute(double *vals, uint32_t n, st_dist *out)
     out->min = mn;
     out->max = mx;
     if (m < DIST_SELECT_MIN) {
-        qsort(vals, m, sizeof *vals, cmp_double);
+        qsort(vals, m, sizeof *vals, st_cmp_double);
         out->p50 = st_percentile_sorted(vals, m, 50);
         out->p90 = st_percentile_sorted(vals, m, 90);
         out->p95 = st_percentile_sorted(vals, m, 95);

@@ -1,5 +1,7 @@
 #include "load/steady.h"
 
+#include "core/util.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -298,12 +300,6 @@ double st_exceed_lower(const st_exceed *e, double conf)
     return e->frac - st_t_quantile(conf, e->dof > 0 ? e->dof : 1) * e->se;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 int st_percentile_ci(const double *v, uint32_t n, double pct, uint32_t batches, double conf, st_pct_ci *out)
 {
     memset(out, 0, sizeof *out);
@@ -316,7 +312,7 @@ int st_percentile_ci(const double *v, uint32_t n, double pct, uint32_t batches, 
     int rc = -1;
     if (s && ind) {
         memcpy(s, v, sizeof *s * n);
-        qsort(s, n, sizeof *s, cmp_double);
+        qsort(s, n, sizeof *s, st_cmp_double);
         out->value = st_percentile_sorted(s, n, pct);
         uint32_t k = 0;
         for (uint32_t i = 0; i < n; i++) {
@@ -394,9 +390,9 @@ int st_inflight_at(const st_record *r, uint32_t n, int arrival_is_sent, const do
         for (uint32_t i = 1; i < ne && se; i++)
             se = e[i - 1] <= e[i];
         if (!sa)
-            qsort(a, na, sizeof *a, cmp_double);
+            qsort(a, na, sizeof *a, st_cmp_double);
         if (!se)
-            qsort(e, ne, sizeof *e, cmp_double);
+            qsort(e, ne, sizeof *e, st_cmp_double);
         uint32_t ia = 0, ie = 0;
         for (uint32_t j = 0; j < m; j++) {
             while (ia < na && a[ia] <= t[j])
