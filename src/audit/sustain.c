@@ -540,6 +540,38 @@ static int fits(const st_sustain *s, const view *v, const census *c, double *end
     return !(*end > s->p.max_duration_s);
 }
 
+/* Failed requests that decide the run: one that arrived in the window (it fails the run), or
+ * before the window at least ST_SUSTAIN_RAMP_N failures outnumbering the completions. 1 with why. */
+static int failing_now(const st_sustain *s, const view *v, const census *c, char *why, size_t n)
+{
+    if (!c->failed)
+        return 0;
+    uint32_t in_window = 0;
+    const st_record *first = NULL;
+    for (uint32_t i = 0; i < v->n; i++) {
+        const st_record *r = &v->r[i];
+        double a = arrival(v, r);
+        if (isnan(a) || isnan(ended_at(v, r)) || r->status == ST_REQ_OK || r->status == ST_REQ_ABORTED)
+            continue;
+        if (!first)
+            first = r;
+        in_window += !isnan(s->warm_end_s) && a >= s->warm_end_s;
+    }
+    const char *what = first ? st_req_status_name(first->status) : "failed";
+    const char *detail = first && first->error ? first->error : "";
+    if (in_window) {
+        snprintf(why, n, "requests fail: %u of the window's arrivals failed (the first: %s%s%.160s)", in_window, what,
+                 *detail ? ", " : "", detail);
+        return 1;
+    }
+    if (c->failed >= ST_SUSTAIN_RAMP_N && c->failed > c->completed) {
+        snprintf(why, n, "requests fail: %u of the %u requests that ended failed (the first: %s%s%.160s)", c->failed,
+                 c->failed + c->completed, what, *detail ? ", " : "", detail);
+        return 1;
+    }
+    return 0;
+}
+
 int st_sustain_step(st_sustain *s, const st_record *recs, uint32_t n, st_ns now, double time_scale,
                     const st_metrics_sample *samples, uint32_t n_samples)
 {
@@ -605,6 +637,11 @@ int st_sustain_step(st_sustain *s, const st_record *recs, uint32_t n, st_ns now,
             s->window_end_s = v.now;
             s->phase = ST_SUS_COOL;
         }
+    }
+    if (s->p.early_stop && failing_now(s, &v, &c, why, sizeof why)) {
+        s->failing = 1;
+        stop_with(s, v.now, why);
+        return 1;
     }
     if (test_now && s->phase >= ST_SUS_WARM && s->phase < ST_SUS_DONE && s->p.early_stop &&
         slo_missed_now(s, &v, B, c.e2e_recent, why, sizeof why) >= 0) {
@@ -834,7 +871,7 @@ int st_sustain_finish(const st_sustain *s, const st_record *recs, uint32_t n, co
     char sent[200];
     /* flow balance (Little's law): the window's delivered rate must reach the offered one within
      * its interval and the growth margin */
-    int short_flow = !v.closed && !s->undecided && !s->slo_missed && isfinite(out->delivered_hi) &&
+    int short_flow = !v.closed && !s->undecided && !s->slo_missed && !s->failing && isfinite(out->delivered_hi) &&
                      out->delivered_hi < out->offered_rps * (1 - ST_SUSTAIN_GROWTH_MARGIN);
     if (short_flow && !s->oversaturated) {
         out->verdict = ST_VERDICT_OVERSAT;
@@ -845,7 +882,8 @@ int st_sustain_finish(const st_sustain *s, const st_record *recs, uint32_t n, co
                  "requests in flight grow by %.3g/s",
                  out->delivered_rps, out->delivered_lo, out->delivered_hi, out->offered_rps,
                  out->offered_rps - out->delivered_rps);
-    } else if (s->oversaturated || (!s->undecided && !s->slo_missed && (g.g_inflight || g.g_ttft || g.g_waiting))) {
+    } else if (s->oversaturated ||
+               (!s->undecided && !s->slo_missed && !s->failing && (g.g_inflight || g.g_ttft || g.g_waiting))) {
         out->verdict = ST_VERDICT_OVERSAT;
         out->confident = 1;
         out->worst_ratio = INFINITY;
@@ -853,6 +891,11 @@ int st_sustain_finish(const st_sustain *s, const st_record *recs, uint32_t n, co
             snprintf(out->why, sizeof out->why, "%s", s->why);
         else
             describe_growth(&g, s->p.offered_rps, c.done_recent_rate, out->why, sizeof out->why);
+    } else if (s->failing) {
+        out->verdict = ST_VERDICT_FAIL;
+        out->confident = 1;
+        out->worst_ratio = INFINITY;
+        snprintf(out->why, sizeof out->why, "%s (stopped early)", s->why);
     } else if (s->slo_missed) {
         out->verdict = ST_VERDICT_FAIL;
         out->confident = 1;

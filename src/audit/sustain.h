@@ -22,7 +22,10 @@
  * TTFT: seconds per second). Growth found at ST_SUSTAIN_PERSIST evaluations in a row stops the
  * run as over-saturated (early, it costs money), as does growth at the final evaluation.
  * An SLO term whose fraction of breaches among the window's arrivals is above what its
- * percentile allows with confidence (lower bound) stops the run as SLO missed.
+ * percentile allows with confidence (lower bound) stops the run as SLO missed, as do failed
+ * requests: one that arrived in the window (a failed request fails the run), or, before the
+ * window, at least ST_SUSTAIN_RAMP_N failures that outnumber the completions (an engine that
+ * answers errors never fills, and would otherwise run to max_duration).
  * A run that reaches max_duration, or its last scheduled arrival, before its window is measured
  * is undecided (never a pass). Closed loop (a concurrency): no growth tests (the client bounds
  * what is in flight); arrivals are send times. */
@@ -99,6 +102,7 @@ typedef struct st_sustain {
     double e2e_recent;   /* the median E2E of the latest completions at that evaluation */
     int oversaturated;   /* decided online */
     int slo_missed;      /* decided online (confident) */
+    int failing;         /* requests fail: one in the window, or most of those that ended before it */
     int undecided;       /* stopped at a bound */
     char why[320];       /* the reason of an online stop */
 } st_sustain;

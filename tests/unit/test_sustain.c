@@ -228,13 +228,46 @@ static void bound_hit_is_undecided(void **state)
     free(s);
 }
 
+/* Failed requests: an engine that answers errors to every request is called at once (a fail, with
+ * the error), not run to max_duration; one failure in the window fails a run that would pass. */
+static void failing_requests_stop_the_run(void **state)
+{
+    (void)state;
+    synth *s = calloc(1, sizeof *s);
+    st_audit_slo slo = slo_of(1000);
+    make_run(s, 5, 10, 3000, 16);
+    for (uint32_t i = 0; i < s->n; i++)
+        st_record_set_error(&s->rec[i], ST_REQ_HTTP_STATUS, "internal error", 14);
+    st_sustain_params p = params(&slo, 5, s->n);
+    st_sustain c;
+    st_sustain_init(&c, &p);
+    st_sustain_result r;
+    double stop = drive(s, &c, &r);
+    assert_int_equal(r.verdict, ST_VERDICT_FAIL);
+    assert_true(r.confident);
+    assert_non_null(strstr(r.why, "requests fail"));
+    assert_non_null(strstr(r.why, "internal error"));
+    assert_true(stop < 10);
+    free_run(s);
+    /* one failure late in the run: the window holds it, the run fails */
+    make_run(s, 5, 10, 3000, 17);
+    for (uint32_t i = 150; i < 300; i += 100)
+        st_record_set_error(&s->rec[i], ST_REQ_TIMEOUT, "timed out", 9);
+    p = params(&slo, 5, s->n);
+    st_sustain_init(&c, &p);
+    drive(s, &c, &r);
+    assert_int_equal(r.verdict, ST_VERDICT_FAIL);
+    assert_non_null(strstr(r.why, "window"));
+    free_run(s);
+    free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
-        cmocka_unit_test(steady_queue_is_sustained),
-        cmocka_unit_test(growing_queue_is_oversaturated),
-        cmocka_unit_test(missed_slo_is_called),
-        cmocka_unit_test(bound_hit_is_undecided),
+        cmocka_unit_test(steady_queue_is_sustained),     cmocka_unit_test(growing_queue_is_oversaturated),
+        cmocka_unit_test(missed_slo_is_called),          cmocka_unit_test(bound_hit_is_undecided),
+        cmocka_unit_test(failing_requests_stop_the_run),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }
