@@ -738,6 +738,30 @@ void st_sustained_next(const st_sustained_params *p, const st_rate_result *r, in
              q[lo].sure ? "" : "; the pass is not confident", q[hi].sure ? "" : "; the failure is not confident");
 }
 
+/* When the fit names no term (an end of the bracket without margins: stopped early, undecided),
+ * what failed at the lowest failing rate above the pass: the term furthest above its limit there,
+ * or over-saturation. */
+static void binding_above(const st_sustained_params *p, const st_rate_result *r, int n, const pool *q, int np, int lo,
+                          st_capacity *out)
+{
+    for (int k = lo + 1; k < np && out->binding < 0 && !out->binding_oversat; k++) {
+        if (q[k].verdict == ST_VERDICT_OVERSAT) {
+            out->binding_oversat = 1;
+            break;
+        }
+        if (q[k].verdict != ST_VERDICT_FAIL || !p->slo)
+            continue;
+        double worst = 1;
+        for (int i = 0; i < n; i++)
+            if (same_rate(r[i].rate, q[k].rate) && r[i].verdict == ST_VERDICT_FAIL)
+                for (int t = 0; t < p->slo->n && t < r[i].n_terms; t++)
+                    if (r[i].value_ms[t] / p->slo->terms[t].max_ms > worst) {
+                        worst = r[i].value_ms[t] / p->slo->terms[t].max_ms;
+                        out->binding = t;
+                    }
+    }
+}
+
 void st_capacity_sustained(const st_sustained_params *p, const st_rate_result *r, int n, st_capacity *out)
 {
     memset(out, 0, sizeof *out);
@@ -788,6 +812,8 @@ void st_capacity_sustained(const st_sustained_params *p, const st_rate_result *r
     fit f;
     fit_boundary(p, q, np, lo, hi, &f);
     out->binding = f.binding;
+    if (f.binding < 0)
+        binding_above(p, r, n, q, np, lo, out);
     out->cliff = f.cliff;
     out->estimate = f.root;
     /* a call that is not confident leaves that side open up to the next rate tried (none: open) */

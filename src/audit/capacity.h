@@ -136,6 +136,7 @@ typedef struct st_capacity {
     double ci_lo, ci_hi;       /* the capacity's interval (offered req/s, or concurrency) */
     double estimate;           /* where the binding term's margin crosses zero (NAN: at a cliff) */
     int binding;               /* the SLO term that binds (-1: over-saturation or none) */
+    int binding_oversat;       /* binding < 0: the lowest failure above the pass is over-saturation */
     int cliff;                 /* the boundary is a cliff (bisection), not smooth (interpolation) */
     int within_tolerance;      /* (fail - pass) / pass <= tolerance */
     double max_throughput_rps; /* the most an over-saturated run delivered (NAN: none was) */

@@ -320,6 +320,8 @@ void st_report_binding(const st_report *r, const st_rep_cfg *c, char *out, size_
     const st_capacity *k = c->cap;
     if (k->binding >= 0)
         st_report_term_name(&r->spec, k->binding, out, n);
+    else if (k->binding_oversat)
+        snprintf(out, n, "over-saturation");
     else if (k->fail_index >= 0 && k->fail_index < c->n_runs && c->rr[k->fail_index].verdict == ST_VERDICT_OVERSAT)
         snprintf(out, n, "over-saturation");
     else if (k->fail_index >= 0 && k->fail_index < c->n_runs && c->has_sus[k->fail_index] &&
