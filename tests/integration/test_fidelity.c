@@ -55,7 +55,7 @@ static void figures_do_not_get_worse(void **state)
         st_fid_figures f;
         if (st_fid_config(&pts[i], &c, err, sizeof err) < 0)
             fail_msg("point %s: %s", pts[i].id, err);
-        if (st_fid_predict(&pts[i], &c, &f, err, sizeof err) < 0)
+        if (st_fid_predict_in(pts, n, i, &c, &f, err, sizeof err) < 0)
             fail_msg("point %s: %s", pts[i].id, err);
         if (f.refused)
             fail_msg("point %s: the model refuses a configuration real vLLM served: %s", pts[i].id, err);
