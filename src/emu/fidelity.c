@@ -769,11 +769,13 @@ double st_fid_loss(const st_fid_ratios *r, int refused)
 {
     if (refused)
         return ST_FID_REFUSED_LOSS;
+    /* pseudo-Huber on log(ratio): quadratic within ST_FID_LOSS_SCALE, linear beyond */
+    const double d = ST_FID_LOSS_SCALE;
     double l = 0;
     for (int m = 0; m < ST_FID_M_COUNT; m++)
         if (isfinite(r->r[m]) && r->r[m] > 0) {
-            double x = log(r->r[m]);
-            l += x * x;
+            double x = log(r->r[m]) / d;
+            l += d * d * (sqrt(1 + x * x) - 1);
         }
     return l;
 }

@@ -121,8 +121,13 @@ typedef struct st_fid_stat {
 void st_fid_summarise(const st_fid_point *pts, const st_fid_ratios *ratios, uint32_t n, st_fid_split split, int metric,
                       st_fid_stat *out);
 
-/* The loss the fit minimises for one point: sum over published metrics of log(ratio)^2
- * (refusals cost ST_FID_REFUSED_LOSS). */
+/* The loss the fit minimises for one point: the sum over published metrics of a pseudo-Huber
+ * loss of log(ratio), d^2 (sqrt(1 + (log(ratio) / d)^2) - 1) with d = ST_FID_LOSS_SCALE:
+ * quadratic for errors within ~10 % (the targets' scale), linear beyond. The targets are
+ * medians of absolute errors, and a point a source's own circumstances put 2-5x off (effects
+ * no configuration describes, docs/fidelity.md) must not drag every constant towards it, as a
+ * squared loss lets it. Refusals cost ST_FID_REFUSED_LOSS. */
+#define ST_FID_LOSS_SCALE 0.1
 #define ST_FID_REFUSED_LOSS 25.0
 double st_fid_loss(const st_fid_ratios *r, int refused);
 
