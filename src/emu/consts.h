@@ -67,7 +67,7 @@
 /* Attention kernels (FlashAttention 2/3) reach this fraction of the 16-bit peak at prefill
  * (FlashAttention-2 paper: 50-73 % of A100 peak in the forward pass; FA3 on H100 ~ 0.6-0.75
  * of bf16 peak). FITTED within that band. */
-#define EMU_MFU_ATTN 0.739
+#define EMU_MFU_ATTN 0.761
 /* 4-bit weight-only GEMMs (AWQ/GPTQ Marlin) and fp8 weight-only (GPUs without fp8 tensor
  * cores) dequantise in the kernel: their compute efficiency relative to a 16-bit GEMM at
  * decode batch sizes (Marlin's README: near-ideal up to batch 16-32). */
@@ -89,16 +89,16 @@
  * per-group scales are read in a layout tuned for the dequantisation (Marlin README: "close to
  * ideal" 3.9x speedup over fp16 at batch 1-16 on an A10, i.e. ~0.97 of the bandwidth ideal,
  * lower on GPUs with more bandwidth per SM). FITTED on the fit split's AWQ points. */
-#define EMU_MARLIN_BW_REL 0.832
+#define EMU_MARLIN_BW_REL 0.938
 /* FP8 W8A8 on fp8 tensor cores (CUTLASS scaled_mm): the fp8 dense peak is twice bf16's but
  * the kernels reach a lower fraction of it (vllm-project/vllm#4118: "even removing activation
  * quantization, the speedup isn't obvious"; measured fp8/bf16 GEMM speed-ups on H100 are
  * 1.3-1.6x, not 2x). The fp8 GEMM efficiency relative to the GPU's bf16 gemm_eff: FITTED. */
-#define EMU_FP8_GEMM_REL 0.548
+#define EMU_FP8_GEMM_REL 0.562
 /* fp8 weight reads: the fp8 GEMMs at decode sizes do not stream weights as well as the bf16
  * GEMV path (vLLM's fp8 decode speed-up on H100 is ~1.3-1.6x where half the bytes would give
  * 2x). Bandwidth efficiency relative to bf16: FITTED. */
-#define EMU_FP8_BW_REL 0.957
+#define EMU_FP8_BW_REL 0.959
 /* Dynamic activation quantisation (vllm-project/vllm#4118: TTFT 28.8 -> 38.8 ms and ITL 8.5 ->
  * 10.2 ms on Llama-7B from it; vllm-project/vllm-omni#5257: the dynamic quant pass costs
  * 20-90 % of the GEMM it feeds at 4-8k tokens): before each of the 4 linear inputs of a layer
@@ -124,7 +124,7 @@
  * step overhead"). */
 #define EMU_STEP_GPU_S 0.0003
 /* Engine-core CPU per step (scheduler, input preparation, output processing): FITTED. */
-#define EMU_STEP_CPU_S 0.00173
+#define EMU_STEP_CPU_S 0.00177
 /* Engine-core CPU per scheduled sequence per step (scheduler bookkeeping, block-table and
  * input rows, update_from_output, detokenisation offload): FITTED. At 256 running sequences
  * 12 us each is 3 ms per step, the CPU-bound regime small models reach. */
@@ -135,7 +135,7 @@
  * launches of the short ones: about 60 us per layer. FITTED (eager) on the fit split's
  * --enforce-eager points (A100 PCIe, Qwen3-32B). */
 #define EMU_LAYER_OVERHEAD_GRAPH_S 0.000004
-#define EMU_LAYER_OVERHEAD_EAGER_S 0.000227
+#define EMU_LAYER_OVERHEAD_EAGER_S 0.000228
 /* Tensor parallel: two all-reduces per layer, each a fixed latency plus a ring transfer. */
 #define EMU_ALLREDUCE_LATENCY_S 0.000008
 /* Largest batch (tokens) run under CUDA graphs: min(2 x max_num_seqs, 512). */
@@ -162,8 +162,8 @@
  * parser hooks. The three front-end costs above are multiplied by this for chat requests.
  * FITTED (the fit split has both endpoints: gpustack's and the Qwen3-32B A100 points are chat,
  * kvcached's, the Qwen2.5-7B and the H200 points completions). */
-#define EMU_FE_CHAT_FACTOR 1.2
-#define EMU_FE_REQ_CPU_S 0.00326
+#define EMU_FE_CHAT_FACTOR 1.22
+#define EMU_FE_REQ_CPU_S 0.00311
 #define EMU_FE_TOKEN_CPU_S 0.0000799
 
 #endif
