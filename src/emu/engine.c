@@ -50,7 +50,7 @@ struct st_emu_engine {
     uint32_t cap_admitted, cap_preempted;
     uint32_t *scratch_blocks;
     uint32_t cap_scratch;
-    st_ns fe_free; /* the API server's work queue is busy until then (engine time) */
+    st_ns fe_free;              /* the API server's work queue is busy until then (engine time) */
     st_ns last_start, last_end; /* the previous step's start and end (-1 before the first) */
     st_emu_stats st;
 };
