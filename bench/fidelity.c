@@ -152,7 +152,7 @@ static void print_summary(const st_fid_point *pts, const point_run *pr, uint32_t
 
 /* ---- fitting ----------------------------------------------------------------------------- */
 
-typedef enum { SCOPE_ALL, SCOPE_GPU, SCOPE_FP8, SCOPE_MARLIN, SCOPE_EAGER, SCOPE_MOE } scope;
+typedef enum { SCOPE_ALL, SCOPE_GPU, SCOPE_FP8, SCOPE_MARLIN, SCOPE_INT4, SCOPE_EAGER, SCOPE_MOE } scope;
 
 typedef struct fparam {
     st_fit_param p;
@@ -179,6 +179,7 @@ static int affects(const fparam *f, const point_run *pr)
     case SCOPE_MARLIN:
         return pr->cfg.weight_dtype == ST_EMU_INT4_AWQ || pr->cfg.weight_dtype == ST_EMU_INT4_GPTQ ||
                (pr->cfg.weight_dtype == ST_EMU_FP8 && pr->cfg.gpu.fp8_flops <= 0);
+    case SCOPE_INT4: return pr->cfg.weight_dtype == ST_EMU_INT4_AWQ || pr->cfg.weight_dtype == ST_EMU_INT4_GPTQ;
     case SCOPE_EAGER: return 1; /* prefill steps beyond the graph sizes run eagerly everywhere */
     case SCOPE_MOE: return pr->cfg.model.experts > 0;
     }
@@ -248,6 +249,7 @@ static int do_fit(const st_fid_point *pts, point_run *pr, uint32_t n, int sweeps
     ADD("fp8_bw_rel", fp8_bw_rel, 0.6, 1.0, 0, SCOPE_FP8, "");
     ADD("marlin_bw_rel", marlin_bw_rel, 0.6, 1.0, 0, SCOPE_MARLIN, "");
     ADD("moe_gemm_rel", moe_gemm_rel, 0.2, 1.0, 0, SCOPE_MOE, "");
+    ADD("int4_gemm_rel", int4_gemm_rel, 0.45, 1.0, 0, SCOPE_INT4, "");
     /* per-GPU efficiencies for the GPUs with at least FIT_MIN_GPU_POINTS fit points (fewer
      * would tune a GPU to one figure): GEMMs reach 0.5-0.9 of the dense peak in published
      * cuBLAS measurements, weight streaming 0.65-0.92 of the bandwidth */
