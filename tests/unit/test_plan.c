@@ -1,0 +1,181 @@
+/* audit/plan: the branch-and-bound search against engines whose answers are known. */
+#include "harness.h"
+
+#include <stdio.h>
+
+#include "audit/plan.h"
+
+/* A fake engine: capacity per GPU, a max throughput bound twice the capacity, and GPUs that do
+ * not fit (memory) named. Counts the exact evaluations. */
+typedef struct fake {
+    int evaluations;
+} fake;
+
+static double cap_of(const st_plan_candidate *c)
+{
+    double base = !strcmp(c->gpu, "H100") ? 10 : !strcmp(c->gpu, "A100") ? 5 : !strcmp(c->gpu, "L40S") ? 3 : 1;
+    base *= c->tp;
+    if (!strcmp(c->weights, "fp8"))
+        base *= 1.5;
+    if (c->max_num_seqs == 64)
+        base *= 0.5;
+    return base;
+}
+
+static int fake_screen(void *arg, st_plan_candidate *c, char *why, size_t n)
+{
+    (void)arg;
+    if (!strcmp(c->gpu, "RTX4090") && c->tp == 1) {
+        snprintf(why, n, "the weights (16.4 GiB) and the activations leave no room for the KV cache");
+        return -1;
+    }
+    c->bound_rps = 2 * cap_of(c);
+    return 0;
+}
+
+static int fake_eval(void *arg, st_plan_candidate *c, char *why, size_t n)
+{
+    fake *f = arg;
+    f->evaluations++;
+    if (!strcmp(c->gpu, "L4")) { /* fits but never meets the SLO */
+        c->capacity_rps = 0;
+        c->output_tps = 0;
+        snprintf(why, n, "p95 TTFT above the SLO at the lowest rate");
+        return 0;
+    }
+    c->capacity_rps = cap_of(c);
+    c->output_tps = c->capacity_rps * 300;
+    c->ttft_p95_ms = 1000.0 / c->capacity_rps;
+    c->tpot_p95_ms = 20;
+    return 0;
+}
+
+typedef struct price {
+    const char *gpu;
+    double usd;
+} price;
+
+/* Every GPU x TP x weights x max_num_seqs, priced from p. */
+static int grid(st_plan_candidate *c, const price *p, int np)
+{
+    static const char *w[] = { "bf16", "fp8" };
+    static const int tps[] = { 1, 2 };
+    static const long seqs[] = { 64, 256 };
+    int n = 0;
+    for (int g = 0; g < np; g++)
+        for (int t = 0; t < 2; t++)
+            for (int k = 0; k < 2; k++)
+                for (int s = 0; s < 2; s++) {
+                    memset(&c[n], 0, sizeof c[n]);
+                    c[n].gpu = p[g].gpu;
+                    c[n].tp = tps[t];
+                    c[n].weights = w[k];
+                    c[n].model = "m";
+                    c[n].kv_dtype = "auto";
+                    c[n].max_num_seqs = seqs[s];
+                    c[n].price_per_gpu_hour = p[g].usd;
+                    n++;
+                }
+    return n;
+}
+
+static void cheapest_found_with_few_evaluations(void **state)
+{
+    (void)state;
+    price p[] = { { "H100", 2.5 }, { "A100", 1.4 }, { "L40S", 0.8 }, { "RTX4090", 0.34 }, { "L4", 0.44 } };
+    st_plan_candidate c[64];
+    int n = grid(c, p, 5);
+    fake f = { 0 };
+    st_plan_ops ops = { fake_screen, fake_eval, &f };
+    st_plan_stats st;
+    int best = st_plan_search(c, n, 3, 300, &ops, &st);
+    assert_true(best >= 0);
+    /* $/1M = price x tp / (cap x 300 x 3600) x 1e6; cap scales with tp, so per GPU:
+     * H100 fp8: 2.5 / 15 = 0.167, A100 fp8: 1.4 / 7.5 = 0.187, L40S fp8: 0.8 / 4.5 = 0.178,
+     * RTX4090 (tp 2 only) fp8: 0.34 / 1.5 = 0.227: the H100 with fp8 and 256 sequences wins (either TP; ties go to
+     * the higher capacity: tp 2). */
+    assert_string_equal(c[best].gpu, "H100");
+    assert_string_equal(c[best].weights, "fp8");
+    assert_int_equal(c[best].max_num_seqs, 256);
+    assert_int_equal(c[best].tp, 2);
+    assert_near(c[best].usd_per_1m, 2.5 * 2 / (30.0 * 300 * 3600) * 1e6, 1e-9);
+    assert_int_equal(c[best].rank, 1);
+    assert_int_equal(st.candidates, n);
+    assert_int_equal(st.refused, 4); /* RTX4090 at tp 1: 2 weights x 2 limits */
+    /* the bounds prune: fewer exact evaluations than candidates that fit */
+    assert_true(st.evaluated < st.screened);
+    assert_int_equal(st.evaluated, f.evaluations);
+    assert_int_equal(st.pruned + st.evaluated, st.screened);
+    for (int i = 0; i < n; i++) {
+        if (c[i].state == ST_PLAN_REFUSED)
+            assert_non_null(strstr(c[i].why, "no room for the KV cache"));
+        /* nothing pruned could have beaten the third best */
+        if (c[i].state == ST_PLAN_PRUNED) {
+            int order[64];
+            int m = st_plan_order(c, n, order, 64);
+            assert_true(m >= 3);
+            assert_true(c[i].lb_usd_per_1m >= c[order[2]].usd_per_1m);
+        }
+    }
+}
+
+/* A price list where one GPU is (nearly) free: the plan picks it, whatever its speed. */
+static void free_gpu_is_picked(void **state)
+{
+    (void)state;
+    price p[] = { { "H100", 2.5 }, { "A100", 1.4 }, { "L40S", 1e-6 } };
+    st_plan_candidate c[64];
+    int n = grid(c, p, 3);
+    fake f = { 0 };
+    st_plan_ops ops = { fake_screen, fake_eval, &f };
+    st_plan_stats st;
+    int best = st_plan_search(c, n, 1, 300, &ops, &st);
+    assert_true(best >= 0);
+    assert_string_equal(c[best].gpu, "L40S");
+    /* with k = 1 the search stops once the free GPU is measured: every other bound is higher */
+    assert_true(f.evaluations <= 4);
+}
+
+static void frontiers_and_none_passed(void **state)
+{
+    (void)state;
+    price p[] = { { "L4", 0.44 }, { "A100", 1.4 } };
+    st_plan_candidate c[64];
+    int n = grid(c, p, 2);
+    fake f = { 0 };
+    st_plan_ops ops = { fake_screen, fake_eval, &f };
+    st_plan_stats st;
+    int best = st_plan_search(c, n, 100, 300, &ops, &st); /* k past n: everything evaluated */
+    assert_int_equal(st.evaluated, st.screened);
+    assert_int_equal(st.pruned, 0);
+    assert_string_equal(c[best].gpu, "A100");
+    int none = 0, on_cost_quality = 0;
+    for (int i = 0; i < n; i++) {
+        if (!strcmp(c[i].gpu, "L4")) {
+            assert_int_equal(c[i].state, ST_PLAN_NONE_PASSED);
+            assert_non_null(strstr(c[i].why, "TTFT"));
+            assert_int_equal(c[i].rank, 0);
+            none++;
+        }
+        if (c[i].on_frontier & 2)
+            on_cost_quality++;
+    }
+    assert_int_equal(none, 8);
+    /* cost vs quality: the cheapest fp8 and the cheapest bf16 are on the frontier, each at tp 1
+     * and tp 2 (same cost per token: capacity scales with the GPUs; a tie dominates nothing) */
+    assert_int_equal(on_cost_quality, 4);
+    assert_true(c[best].on_frontier & 1);
+    assert_int_equal(st_plan_quality_risk("bf16"), 0);
+    assert_int_equal(st_plan_quality_risk("fp8"), 1);
+    assert_int_equal(st_plan_quality_risk("awq"), 3);
+}
+
+int main(void)
+{
+    const struct CMUnitTest t[] = {
+        cmocka_unit_test(cheapest_found_with_few_evaluations),
+        cmocka_unit_test(free_gpu_is_picked),
+        cmocka_unit_test(frontiers_and_none_passed),
+    };
+    return cmocka_run_group_tests(t, 0, 0);
+}
