@@ -14,8 +14,9 @@ long st_cost_replicas(double rps, double capacity)
     double c = ceil(r);
     if (c - r > 1 - 1e-9)
         c -= 1;
-    if (!(c < (double)LONG_MAX))
-        return LONG_MAX;
+    /* a rate far beyond any capacity: the count saturates instead of overflowing a long */
+    if (!(c < ST_COST_MAX_REPLICAS))
+        return (long)ST_COST_MAX_REPLICAS;
     return c < 1 ? 1 : (long)c;
 }
 

@@ -8,6 +8,9 @@
 #define ST_AUDIT_COST_H
 
 #define ST_COST_HOURS_PER_MONTH 730.0
+/* The most replicas a peak is priced at: a larger need (a peak absurdly beyond the capacity) is
+ * reported as this many, never as an overflowed count. */
+#define ST_COST_MAX_REPLICAS 1e12
 
 typedef struct st_cost_in {
     double capacity_rps;       /* delivered req/s at the highest passing rate; <= 0 or NAN: none passed */

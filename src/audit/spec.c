@@ -12,6 +12,7 @@
 #include <yaml.h>
 
 #include "core/parse.h"
+#include "core/secret.h"
 
 #define SPEC_MAX_LIST 256
 
@@ -218,29 +219,10 @@ static int get_strlist(pctx *p, yaml_node_t *n, const char *what, st_strv *out)
     return 0;
 }
 
-/* A secret must be referenced by name: a variable whose name looks like a credential may only
- * hold a ${VAR} reference, so the spec (which is stored with the results) never holds one. */
-static int looks_secret(const char *name)
-{
-    /* Word by word (separated by _ or -), so HF_TOKEN and --api-key match but
-     * --max-num-batched-tokens does not. */
-    static const char *words[] = {
-        "KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS", "APIKEY"
-    };
-    const char *p = name;
-    while (*p) {
-        while (*p == '_' || *p == '-')
-            p++;
-        const char *w = p;
-        while (*p && *p != '_' && *p != '-')
-            p++;
-        size_t wl = (size_t)(p - w);
-        for (size_t k = 0; k < sizeof words / sizeof *words; k++)
-            if (wl == strlen(words[k]) && !strncasecmp(w, words[k], wl))
-                return 1;
-    }
-    return 0;
-}
+/* A secret must be referenced by name: a variable whose name looks like a credential
+ * (st_secret_name) may only hold a ${VAR} reference, so the spec (which is stored with the
+ * results) never holds one. */
+static int looks_secret(const char *name) { return st_secret_name(name); }
 
 static int is_pure_ref(const char *v)
 {
@@ -300,7 +282,8 @@ static int get_env(pctx *p, yaml_node_t *n, const char *what, st_envv *out)
 }
 
 /* A flag whose name looks like a credential (--api-key, --hf-token...) may only take a ${VAR}
- * reference as its value: the flags are stored with the results and shown in reports. */
+ * reference as its value: the flags are stored with the results and shown in reports. Its value
+ * is the next token whatever it starts with (a key may begin with '-'). */
 static int check_flag_secrets(pctx *p, yaml_node_t *n, const char *what, const st_strv *v)
 {
     for (int i = 0; i < v->n; i++) {
@@ -314,12 +297,9 @@ static int check_flag_secrets(pctx *p, yaml_node_t *n, const char *what, const s
             continue;
         memcpy(name, t, nl);
         name[nl] = '\0';
-        for (char *q = name; *q; q++)
-            if (*q == '-')
-                *q = '_';
         if (!looks_secret(name))
             continue;
-        const char *val = eq ? eq + 1 : (i + 1 < v->n && v->v[i + 1][0] != '-' ? v->v[i + 1] : NULL);
+        const char *val = eq ? eq + 1 : (i + 1 < v->n ? v->v[i + 1] : NULL);
         if (val && !is_pure_ref(val))
             return failf(p, n,
                          "%s: %.*s looks like a secret: give it as a reference such as ${MY_KEY} (expanded from the "
@@ -354,7 +334,8 @@ static int parse_engine(pctx *p, yaml_node_t *n, st_spec *s)
     if ((v = kv(k, nk, "command"))) {
         if (s->engine.kind == ST_ENGINE_ENDPOINT)
             return failf(p, v, "engine.command: an endpoint is already running; nothing is started");
-        if (get_strlist(p, v, "engine.command", &s->engine.command))
+        if (get_strlist(p, v, "engine.command", &s->engine.command) ||
+            check_flag_secrets(p, v, "engine.command", &s->engine.command))
             return -1;
         if (s->engine.command.n == 0)
             return failf(p, v, "engine.command: must not be empty (leave it out for the default)");
@@ -477,8 +458,8 @@ static int parse_workload(pctx *p, yaml_node_t *n, st_spec *s)
     if ((v = kv(k, nk, "requests_per_rate"))) {
         if (get_u32(p, v, "workload.requests_per_rate", &s->workload.requests_per_rate, 1))
             return -1;
-        if (s->workload.requests_per_rate > 1000000)
-            return failf(p, v, "workload.requests_per_rate: at most 1000000");
+        if (s->workload.requests_per_rate > ST_SPEC_MAX_REQUESTS)
+            return failf(p, v, "workload.requests_per_rate: at most %u", ST_SPEC_MAX_REQUESTS);
     }
     if ((v = kv(k, nk, "seed"))) {
         const char *ss = scalar(v);
@@ -908,14 +889,20 @@ static int parse_root(pctx *p, yaml_node_t *root, st_spec *s)
     REQUIRE("peak_rate");
     if (get_double(p, v, "peak_rate", &s->peak_rate, 0, 1))
         return -1;
+    if (s->peak_rate > ST_SPEC_MAX_PEAK_RATE)
+        return failf(p, v, "peak_rate: at most %g req/s", ST_SPEC_MAX_PEAK_RATE);
     REQUIRE("workload");
     if (parse_workload(p, v, s))
         return -1;
     REQUIRE("rates");
     if (parse_rates(p, v, s))
         return -1;
-    if ((v = kv(k, nk, "warmup_requests")) && get_u32(p, v, "warmup_requests", &s->warmup_requests, 0))
-        return -1;
+    if ((v = kv(k, nk, "warmup_requests"))) {
+        if (get_u32(p, v, "warmup_requests", &s->warmup_requests, 0))
+            return -1;
+        if (s->warmup_requests > ST_SPEC_MAX_REQUESTS)
+            return failf(p, v, "warmup_requests: at most %u", ST_SPEC_MAX_REQUESTS);
+    }
     REQUIRE("slo");
     if (parse_slo(p, v, s))
         return -1;
@@ -938,6 +925,45 @@ static int parse_root(pctx *p, yaml_node_t *root, st_spec *s)
     return 0;
 }
 
+/* A first pass over the YAML events, before the document is built: nesting deeper than
+ * ST_SPEC_MAX_DEPTH is refused as soon as it is seen (libyaml's scanner takes time proportional to
+ * the depth for each token, so a deeply nested file would take quadratic time, and its loader
+ * recurses), and so is a NUL inside a string (it would cut the string short silently). Syntax
+ * errors are left to the loader, which names them. */
+static int prescan(const char *name, const char *text, size_t len, char *err, size_t errlen)
+{
+    yaml_parser_t ps;
+    if (!yaml_parser_initialize(&ps)) {
+        snprintf(err, errlen, "%s: out of memory", name);
+        return -1;
+    }
+    yaml_parser_set_input_string(&ps, (const unsigned char *)text, len);
+    int depth = 0, rc = 0;
+    for (;;) {
+        yaml_event_t ev;
+        if (!yaml_parser_parse(&ps, &ev))
+            break;
+        yaml_event_type_t t = ev.type;
+        if (t == YAML_SEQUENCE_START_EVENT || t == YAML_MAPPING_START_EVENT) {
+            if (++depth > ST_SPEC_MAX_DEPTH) {
+                snprintf(err, errlen, "%s:%zu: nested deeper than %d levels", name, ev.start_mark.line + 1,
+                         ST_SPEC_MAX_DEPTH);
+                rc = -1;
+            }
+        } else if (t == YAML_SEQUENCE_END_EVENT || t == YAML_MAPPING_END_EVENT) {
+            depth--;
+        } else if (t == YAML_SCALAR_EVENT && memchr(ev.data.scalar.value, '\0', ev.data.scalar.length)) {
+            snprintf(err, errlen, "%s:%zu: a NUL character inside a string", name, ev.start_mark.line + 1);
+            rc = -1;
+        }
+        yaml_event_delete(&ev);
+        if (rc || t == YAML_STREAM_END_EVENT)
+            break;
+    }
+    yaml_parser_delete(&ps);
+    return rc;
+}
+
 int st_spec_parse(const char *name, const char *text, size_t len, st_spec *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
@@ -947,6 +973,8 @@ int st_spec_parse(const char *name, const char *text, size_t len, st_spec *out, 
         snprintf(err, errlen, "%s: larger than %u bytes", name, (unsigned)ST_SPEC_MAX_BYTES);
         return -1;
     }
+    if (prescan(name, text, len, err, errlen))
+        return -1;
     yaml_parser_t parser;
     yaml_document_t doc;
     if (!yaml_parser_initialize(&parser)) {
@@ -1100,4 +1128,104 @@ int st_spec_launch(const st_spec *s, const st_spec_config *c, int port, const ch
     int rc = st_adapter_launch(&d, port, self_exe, out, err, errlen);
     st_strv_free(&flags);
     return rc;
+}
+
+/* ---- secrets ---- */
+
+/* Adds the value of every ${NAME} in text to out. 0, or -1 with err naming where. */
+static int ref_secrets(const char *text, const char *where, st_secrets *out, char *err, size_t errlen)
+{
+    for (const char *q = text; (q = strstr(q, "${"));) {
+        const char *end = strchr(q + 2, '}');
+        if (!end) {
+            snprintf(err, errlen, "%s: '%.60s': unterminated ${", where, text);
+            return -1;
+        }
+        char name[256];
+        size_t nl = (size_t)(end - q - 2);
+        if (!nl || nl >= sizeof name) {
+            snprintf(err, errlen, "%s: '%.60s': bad ${NAME}", where, text);
+            return -1;
+        }
+        memcpy(name, q + 2, nl);
+        name[nl] = '\0';
+        const char *val = getenv(name);
+        if (!val) {
+            snprintf(err, errlen, "%s: the environment variable %s is not set", where, name);
+            return -1;
+        }
+        if (*val && strlen(val) < ST_SECRET_MIN_LEN) {
+            snprintf(err, errlen,
+                     "%s: ${%s} expands to fewer than %d characters: a ${VAR} is a secret, and one that short cannot "
+                     "be told apart from ordinary text; write the value itself",
+                     where, name, ST_SECRET_MIN_LEN);
+            return -1;
+        }
+        if (st_secrets_add(out, val)) {
+            snprintf(err, errlen, "%s: more than %d secrets", where, ST_SECRETS_MAX);
+            return -1;
+        }
+        q = end + 1;
+    }
+    return 0;
+}
+
+static int strv_secrets(const st_strv *v, const char *where, st_secrets *out, char *err, size_t errlen)
+{
+    for (int i = 0; i < v->n; i++)
+        if (ref_secrets(v->v[i], where, out, err, errlen))
+            return -1;
+    return 0;
+}
+
+static int env_secrets(const st_envv *e, const char *where, st_secrets *out, char *err, size_t errlen)
+{
+    for (int i = 0; i < e->n; i++) {
+        char w[200];
+        snprintf(w, sizeof w, "%s.%s", where, e->key[i]);
+        if (ref_secrets(e->val[i], w, out, err, errlen))
+            return -1;
+    }
+    return 0;
+}
+
+int st_spec_secrets(const st_spec *s, st_secrets *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (s->engine.api_key_env) {
+        const char *key = getenv(s->engine.api_key_env);
+        if (!key || !*key) {
+            snprintf(err, errlen, "%s: engine.api_key_env: the environment variable %s is not set", s->path,
+                     s->engine.api_key_env);
+            goto fail;
+        }
+        if (strlen(key) < ST_SECRET_MIN_LEN || st_secrets_add(out, key)) {
+            snprintf(err, errlen, "%s: engine.api_key_env: the key in %s is shorter than %d characters", s->path,
+                     s->engine.api_key_env, ST_SECRET_MIN_LEN);
+            goto fail;
+        }
+    }
+    char where[200];
+    snprintf(where, sizeof where, "%s: engine.command", s->path);
+    if (strv_secrets(&s->engine.command, where, out, err, errlen))
+        goto fail;
+    snprintf(where, sizeof where, "%s: engine.flags", s->path);
+    if (strv_secrets(&s->engine.flags, where, out, err, errlen))
+        goto fail;
+    snprintf(where, sizeof where, "%s: engine.env", s->path);
+    if (env_secrets(&s->engine.env, where, out, err, errlen))
+        goto fail;
+    for (int i = 0; i < s->n_configs; i++) {
+        const st_spec_config *c = &s->configs[i];
+        snprintf(where, sizeof where, "%s: configurations[%s].add_flags", s->path, c->name);
+        if (strv_secrets(&c->add_flags, where, out, err, errlen))
+            goto fail;
+        snprintf(where, sizeof where, "%s: configurations[%s].env", s->path, c->name);
+        if (env_secrets(&c->env, where, out, err, errlen))
+            goto fail;
+    }
+    return 0;
+fail:
+    st_secrets_free(out);
+    return -1;
 }

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/secret.h"
 #include "core/strv.h"
 #include "engine/adapter.h"
 
@@ -149,10 +150,15 @@ typedef struct st_spec {
     } cluster;
 } st_spec;
 
-/* Loads and validates a spec file. 0, or -1 with "file:line: what is wrong" in err. */
-/* The largest spec file accepted. */
+/* The largest spec file accepted, and its deepest nesting of lists and mappings. */
 #define ST_SPEC_MAX_BYTES (1u << 20)
+#define ST_SPEC_MAX_DEPTH 64
+/* The most requests in a rate run or a warm-up, and the highest peak (req/s) a spec may state. */
+#define ST_SPEC_MAX_REQUESTS 1000000u
+#define ST_SPEC_MAX_PEAK_RATE 1e9
 
+/* Loads and validates a spec file's syntax and values (st_spec_check, audit/check.h, checks the
+ * rest before anything runs). 0, or -1 with "file:line: what is wrong" in err. */
 int st_spec_load(const char *path, st_spec *out, char *err, size_t errlen);
 /* Same from a string (name is used in messages and for resolving relative paths). */
 int st_spec_parse(const char *name, const char *text, size_t len, st_spec *out, char *err, size_t errlen);
@@ -168,6 +174,11 @@ const char *st_spec_config_model(const st_spec *s, const st_spec_config *c);
  * spec's engine block. 0, or -1 with err. */
 int st_spec_launch(const st_spec *s, const st_spec_config *c, int port, const char *self_exe, st_launch *out, char *err,
                    size_t errlen);
+/* The secrets of a spec, from this process's environment: the API key (engine.api_key_env) and
+ * the value of every ${VAR} the spec references (engine command, flags and env; each
+ * configuration's add_flags and env). 0, or -1 with err when a variable is unset or its value
+ * too short to be redacted (out is left empty). Free with st_secrets_free. */
+int st_spec_secrets(const st_spec *s, st_secrets *out, char *err, size_t errlen);
 /* Finds a configuration by name; NULL when none. */
 const st_spec_config *st_spec_find_config(const st_spec *s, const char *name);
 

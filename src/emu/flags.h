@@ -17,7 +17,7 @@ typedef struct st_emu_args {
     /* server (the emulator's HTTP side; predict ignores them) */
     const char *host, *served, *api_key, *ground_truth;
     long port, seed, crash_after, hang_after;
-    double time_scale, startup_delay, f500, fmid, reasoning_share;
+    double time_scale, startup_delay, f500, fmid, reasoning_share, keep_alive_s, header_timeout_s;
     int no_model, fail_start, jitter, quiet, prompt_details;
     /* engine */
     const char *model, *gpu, *kv_dtype, *quant, *dtype, *calibration, *vllm_version;

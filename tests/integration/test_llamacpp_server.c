@@ -256,7 +256,7 @@ static void failed_starts_classified(void **state)
         usleep(10000);
     assert_false(st_proc_alive(&p));
     char *tail = NULL;
-    assert_int_equal(st_log_tail(logp, 1 << 16, 30, &tail), 0);
+    assert_int_equal(st_proc_log_tail(logp, 1 << 16, 30, &tail), 0);
     assert_int_equal(st_proc_classify(tail, 1, p.wstatus, 0, detail, sizeof detail), ST_FAIL_PORT_TAKEN);
     assert_non_null(strstr(detail, port));
     free(tail);
@@ -280,7 +280,7 @@ static void failed_starts_classified(void **state)
     while (st_proc_alive(&s.p) && st_now() < deadline)
         usleep(10000);
     assert_false(st_proc_alive(&s.p));
-    assert_int_equal(st_log_tail(s.log, 1 << 16, 30, &tail), 0);
+    assert_int_equal(st_proc_log_tail(s.log, 1 << 16, 30, &tail), 0);
     assert_int_equal(st_proc_classify(tail, 1, s.p.wstatus, 0, detail, sizeof detail), ST_FAIL_BAD_MODEL);
     assert_non_null(strstr(detail, "not within the file bounds"));
     free(tail);
