@@ -4,6 +4,9 @@
 #include <stdio.h>
 
 #include "audit/plan.h"
+#include "audit/plan_spec.h"
+#include "audit/spec.h"
+#include "core/file.h"
 
 /* A fake engine: capacity per GPU, a max throughput bound twice the capacity, and GPUs that do
  * not fit (memory) named. Counts the exact evaluations. */
@@ -170,12 +173,95 @@ static void frontiers_and_none_passed(void **state)
     assert_int_equal(st_plan_quality_risk("awq"), 3);
 }
 
+/* A candidate's spec is the user's with engine, hardware and configurations replaced: it parses,
+ * runs vLLM with the candidate's flags, and keeps the workload, SLO and search as written. */
+static void candidate_spec_round_trips(void **state)
+{
+    (void)state;
+    size_t len;
+    char err[512];
+    char *text = st_read_file("examples/qwen3-8b-h100.yaml", 1 << 20, &len, err, sizeof err);
+    assert_non_null(text);
+    st_spec base;
+    assert_int_equal(st_spec_parse("examples/qwen3-8b-h100.yaml", text, len, &base, err, sizeof err), 0);
+    st_plan_candidate a = { .gpu = "H200",
+                            .tp = 2,
+                            .weights = "fp8",
+                            .model = "Qwen/Qwen3-8B-FP8",
+                            .kv_dtype = "fp8",
+                            .max_num_seqs = 256,
+                            .max_batched = 8192,
+                            .max_model_len = 4096,
+                            .price_per_gpu_hour = 3.59,
+                            .state = ST_PLAN_OK,
+                            .rank = 1,
+                            .usd_per_1m = 0.05,
+                            .capacity_rps = 40 };
+    st_plan_candidate b = a;
+    b.weights = "bf16";
+    b.model = "Qwen/Qwen3-8B";
+    b.kv_dtype = "auto";
+    b.max_num_seqs = 128;
+    b.rank = 2;
+    const st_plan_candidate *cs[] = { &a, &b };
+    st_buf out;
+    st_buf_init(&out, 1 << 20);
+    if (st_plan_spec_write("examples/qwen3-8b-h100.yaml", text, len, cs, 2, "# planned\n", &out, err, sizeof err))
+        fail_msg("%s", err);
+    assert_int_equal(strncmp(out.data, "# planned\n", 10), 0);
+    st_spec s;
+    if (st_spec_parse("planned.yaml", out.data, out.len, &s, err, sizeof err))
+        fail_msg("%s\n%s", err, out.data);
+    assert_int_equal(s.engine.kind, ST_ENGINE_VLLM);
+    assert_string_equal(s.engine.model, "Qwen/Qwen3-8B-FP8");
+    /* the baseline keeps the user's other flags, less the emulator's and the plan's own */
+    for (int i = 0; i < s.engine.flags.n; i++) {
+        assert_true(strcmp(s.engine.flags.v[i], "--gpu") && strcmp(s.engine.flags.v[i], "--time-scale"));
+        assert_true(strcmp(s.engine.flags.v[i], "--max-model-len") &&
+                    strcmp(s.engine.flags.v[i], "--max-num-batched-tokens"));
+    }
+    assert_string_equal(s.hardware.gpu, "H200");
+    assert_int_equal(s.hardware.gpus_per_replica, 2);
+    assert_near(s.hardware.price_per_gpu_hour, 3.59, 0);
+    assert_int_equal(s.n_configs, 2);
+    char name[128];
+    st_plan_config_name(&a, name, sizeof name);
+    assert_string_equal(name, "h200-tp2-fp8-kvfp8-seqs256-bt8192-len4096");
+    assert_string_equal(s.configs[0].name, name);
+    assert_string_equal(s.configs[1].model, "Qwen/Qwen3-8B");
+    st_strv f = { 0 };
+    assert_int_equal(st_spec_config_flags(&s, &s.configs[0], &f), 0);
+    const char *want[] = { "--tensor-parallel-size",   "2",    "--kv-cache-dtype", "fp8", "--max-num-seqs", "256",
+                           "--max-num-batched-tokens", "8192", "--max-model-len",  "4096" };
+    assert_int_equal(f.n, 10);
+    for (int i = 0; i < 10; i++)
+        assert_string_equal(f.v[i], want[i]);
+    st_strv_free(&f);
+    assert_non_null(strstr(s.configs[0].reason, "planned #1"));
+    /* the rest as the user wrote it */
+    assert_int_equal(s.workload.input_tokens, base.workload.input_tokens);
+    assert_int_equal(s.workload.shared_prefix, base.workload.shared_prefix);
+    assert_int_equal(s.slo.n, base.slo.n);
+    assert_near(s.slo.terms[0].max_ms, base.slo.terms[0].max_ms, 0);
+    assert_near(s.peak_rate, base.peak_rate, 0);
+    assert_int_equal(s.n_rates, base.n_rates);
+    st_spec_free(&s);
+    /* candidates of two machines are two specs */
+    b.gpu = "H100";
+    st_buf_reset(&out);
+    assert_int_equal(st_plan_spec_write("x", text, len, cs, 2, NULL, &out, err, sizeof err), -1);
+    st_buf_free(&out);
+    st_spec_free(&base);
+    free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
         cmocka_unit_test(cheapest_found_with_few_evaluations),
         cmocka_unit_test(free_gpu_is_picked),
         cmocka_unit_test(frontiers_and_none_passed),
+        cmocka_unit_test(candidate_spec_round_trips),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }
