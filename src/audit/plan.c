@@ -1,6 +1,9 @@
 #include "audit/plan.h"
 
+#include "emu/catalog.h"
+
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,7 +119,141 @@ static void frontiers(st_plan_candidate *c, int n)
     }
 }
 
-int st_plan_search(st_plan_candidate *c, int n, int top_k, double out_tokens, const st_plan_ops *ops,
+/* Screens, shared by the worker threads: each takes the next candidate. */
+typedef struct screen_pool {
+    st_plan_candidate *c;
+    int n;
+    const st_plan_ops *ops;
+    pthread_mutex_t mu;
+    int next;
+} screen_pool;
+
+static void screen_one(const st_plan_ops *ops, st_plan_candidate *x)
+{
+    x->rank = 0;
+    x->on_frontier = 0;
+    x->same = 0;
+    x->capacity_rps = x->output_tps = x->ttft_p95_ms = x->tpot_p95_ms = NAN;
+    x->usd_per_1m = x->lb_usd_per_1m = NAN;
+    x->bound_rps = 0;
+    x->why[0] = '\0';
+    x->state = ops->screen(ops->arg, x, x->why, sizeof x->why) || !(x->bound_rps > 0) ? ST_PLAN_REFUSED : ST_PLAN_PRUNED;
+    if (x->state == ST_PLAN_REFUSED && !x->why[0])
+        snprintf(x->why, sizeof x->why, "no request completes on it");
+}
+
+static void *screen_worker(void *arg)
+{
+    screen_pool *p = arg;
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        int i = p->next < p->n ? p->next++ : -1;
+        pthread_mutex_unlock(&p->mu);
+        if (i < 0)
+            return NULL;
+        screen_one(p->ops, &p->c[i]);
+    }
+}
+
+static void screen_all(st_plan_candidate *c, int n, const st_plan_ops *ops, int threads)
+{
+    screen_pool p = { .c = c, .n = n, .ops = ops, .next = 0 };
+    pthread_t th[16];
+    int started = 0;
+    if (threads > 16)
+        threads = 16;
+    pthread_mutex_init(&p.mu, NULL);
+    for (int t = 1; t < threads; t++)
+        if (pthread_create(&th[started], NULL, screen_worker, &p) == 0)
+            started++;
+    screen_worker(&p); /* this thread works too; alone when no thread started */
+    for (int t = 0; t < started; t++)
+        pthread_join(th[t], NULL);
+    pthread_mutex_destroy(&p.mu);
+}
+
+/* An evaluated candidate with the same nonzero `same` as x (its results stand for x's). */
+static const st_plan_candidate *evaluated_twin(const st_plan_candidate *c, const int *done, int ndone,
+                                               const st_plan_candidate *x)
+{
+    if (!x->same)
+        return NULL;
+    for (int d = 0; d < ndone; d++)
+        if (c[done[d]].same == x->same && c[done[d]].state != ST_PLAN_PRUNED && c[done[d]].state != ST_PLAN_REFUSED)
+            return &c[done[d]];
+    return NULL;
+}
+
+/* A binary min-heap of candidate indexes by their current cost bound (ties: candidate order). */
+typedef struct heap {
+    key *v;
+    int n;
+} heap;
+
+static void heap_push(heap *h, key k)
+{
+    int i = h->n++;
+    h->v[i] = k;
+    while (i > 0 && by_key(&h->v[i], &h->v[(i - 1) / 2]) < 0) {
+        key t = h->v[i];
+        h->v[i] = h->v[(i - 1) / 2];
+        h->v[(i - 1) / 2] = t;
+        i = (i - 1) / 2;
+    }
+}
+
+static key heap_pop(heap *h)
+{
+    key top = h->v[0];
+    h->v[0] = h->v[--h->n];
+    for (int i = 0;;) {
+        int l = 2 * i + 1, r = l + 1, m = i;
+        if (l < h->n && by_key(&h->v[l], &h->v[m]) < 0)
+            m = l;
+        if (r < h->n && by_key(&h->v[r], &h->v[m]) < 0)
+            m = r;
+        if (m == i)
+            break;
+        key t = h->v[i];
+        h->v[i] = h->v[m];
+        h->v[m] = t;
+        i = m;
+    }
+    return top;
+}
+
+/* The exact evaluation of x (or its twin's results). */
+static void evaluate_one(st_plan_candidate *c, const int *done, int ndone, st_plan_candidate *x,
+                         const st_plan_ops *ops, st_plan_stats *stats)
+{
+    const st_plan_candidate *twin = evaluated_twin(c, done, ndone, x);
+    if (twin) {
+        x->capacity_rps = twin->capacity_rps;
+        x->output_tps = twin->output_tps;
+        x->ttft_p95_ms = twin->ttft_p95_ms;
+        x->tpot_p95_ms = twin->tpot_p95_ms;
+        snprintf(x->why, sizeof x->why, "%s", twin->why);
+        stats->shared++;
+    } else {
+        stats->evaluated++;
+        if (ops->evaluate(ops->arg, x, x->why, sizeof x->why)) {
+            x->state = ST_PLAN_REFUSED;
+            stats->refused++;
+            return;
+        }
+    }
+    if (!(x->capacity_rps > 0) || !(x->output_tps > 0)) {
+        x->state = ST_PLAN_NONE_PASSED;
+        if (!x->why[0])
+            snprintf(x->why, sizeof x->why, "met the SLO at no rate");
+        return;
+    }
+    x->state = ST_PLAN_OK;
+    x->usd_per_1m = cost_per_1m(x, x->output_tps);
+    stats->passed++;
+}
+
+int st_plan_search(st_plan_candidate *c, int n, int top_k, double out_tokens, const st_plan_ops *ops, int threads,
                    st_plan_stats *stats)
 {
     memset(stats, 0, sizeof *stats);
@@ -125,53 +262,48 @@ int st_plan_search(st_plan_candidate *c, int n, int top_k, double out_tokens, co
         top_k = 1;
     int *order = malloc(sizeof *order * (size_t)(n > 0 ? n : 1));
     int *done = malloc(sizeof *done * (size_t)(n > 0 ? n : 1));
-    key *bounds = malloc(sizeof *bounds * (size_t)(n > 0 ? n : 1));
+    char *refined = calloc((size_t)(n > 0 ? n : 1), 1);
+    heap h = { malloc(sizeof *h.v * (size_t)(n > 0 ? n : 1)), 0 };
     int best = -1;
-    if (!order || !done || !bounds)
+    if (!order || !done || !refined || !h.v)
         goto out;
-    int nf = 0, ndone = 0;
+    int ndone = 0;
+    screen_all(c, n, ops, threads < 1 ? 1 : threads);
     for (int i = 0; i < n; i++) {
         st_plan_candidate *x = &c[i];
-        x->rank = 0;
-        x->on_frontier = 0;
-        x->capacity_rps = x->output_tps = x->ttft_p95_ms = x->tpot_p95_ms = NAN;
-        x->usd_per_1m = x->lb_usd_per_1m = NAN;
-        x->bound_rps = 0;
-        x->why[0] = '\0';
-        if (ops->screen(ops->arg, x, x->why, sizeof x->why) || !(x->bound_rps > 0)) {
-            x->state = ST_PLAN_REFUSED;
-            if (!x->why[0])
-                snprintf(x->why, sizeof x->why, "no request completes on it");
+        if (x->state == ST_PLAN_REFUSED) {
             stats->refused++;
             continue;
         }
         stats->screened++;
         x->lb_usd_per_1m = cost_per_1m(x, x->bound_rps * out_tokens);
-        x->state = ST_PLAN_PRUNED;
-        bounds[nf++] = (key){ x->lb_usd_per_1m, 0, 0, i };
+        refined[i] = !ops->refine;
+        heap_push(&h, (key){ x->lb_usd_per_1m, 0, 0, i });
     }
-    qsort(bounds, (size_t)nf, sizeof *bounds, by_key); /* lowest cost bound first */
-    for (int k = 0; k < nf; k++) {
-        st_plan_candidate *x = &c[bounds[k].idx];
-        /* the k-th best found already costs no more than this one can: stop */
+    /* lowest bound first: a coarse bound is refined and the candidate goes back in its place;
+     * a refined one is evaluated; stop when the k-th best found costs no more than the lowest
+     * bound left */
+    while (h.n > 0) {
+        key k = heap_pop(&h);
+        st_plan_candidate *x = &c[k.idx];
         if (kth_cost(c, done, ndone, top_k) <= x->lb_usd_per_1m)
             break;
-        stats->evaluated++;
-        done[ndone++] = bounds[k].idx;
-        if (ops->evaluate(ops->arg, x, x->why, sizeof x->why)) {
-            x->state = ST_PLAN_REFUSED;
-            stats->refused++;
+        if (!refined[k.idx]) {
+            refined[k.idx] = 1;
+            stats->refined++;
+            if (ops->refine(ops->arg, x, x->why, sizeof x->why) || !(x->bound_rps > 0)) {
+                x->state = ST_PLAN_REFUSED;
+                if (!x->why[0])
+                    snprintf(x->why, sizeof x->why, "no request completes on it");
+                stats->refused++;
+                continue;
+            }
+            x->lb_usd_per_1m = cost_per_1m(x, x->bound_rps * out_tokens);
+            heap_push(&h, (key){ x->lb_usd_per_1m, 0, 0, k.idx });
             continue;
         }
-        if (!(x->capacity_rps > 0) || !(x->output_tps > 0)) {
-            x->state = ST_PLAN_NONE_PASSED;
-            if (!x->why[0])
-                snprintf(x->why, sizeof x->why, "met the SLO at no rate");
-            continue;
-        }
-        x->state = ST_PLAN_OK;
-        x->usd_per_1m = cost_per_1m(x, x->output_tps);
-        stats->passed++;
+        done[ndone++] = k.idx;
+        evaluate_one(c, done, ndone - 1, x, ops, stats);
     }
     for (int i = 0; i < n; i++)
         stats->pruned += c[i].state == ST_PLAN_PRUNED;
@@ -183,6 +315,143 @@ int st_plan_search(st_plan_candidate *c, int n, int top_k, double out_tokens, co
 out:
     free(order);
     free(done);
-    free(bounds);
+    free(refined);
+    free(h.v);
     return best;
+}
+
+/* ---- the search space ------------------------------------------------------------------------ */
+
+#define PLAN_GPUS_MAX 64
+
+static const int default_tp[] = { 1, 2, 4, 8 };
+static const long default_seqs[] = { 64, 128, 256, 512 };
+static const long default_batched[] = { 2048, 8192 };
+static const char *const default_kv[] = { "auto", "fp8" };
+
+int st_plan_enumerate(const st_spec *s, const st_prices *p, const char *provider, long len_auto,
+                      st_plan_candidate **out, int *n, char *err, size_t errlen)
+{
+    *out = NULL;
+    *n = 0;
+    const char *gpus[PLAN_GPUS_MAX];
+    int ng = 0;
+    const char *want = provider && *provider ? provider : NULL;
+    st_emu_gpu g;
+    char why[300];
+    if (s->plan.gpus.n) {
+        for (int i = 0; i < s->plan.gpus.n && ng < PLAN_GPUS_MAX; i++) {
+            const char *k = s->plan.gpus.v[i];
+            if (st_emu_gpu_find(k, &g, why, sizeof why)) {
+                snprintf(err, errlen, "plan.gpus: %s", why);
+                return -1;
+            }
+            if (!st_prices_pick(p, k, ST_PRICE_ON_DEMAND, want)) {
+                snprintf(err, errlen, "plan.gpus: no on-demand price for %s%s%s in %s (add one with --prices FILE)", k,
+                         want ? " from " : "", want ? want : "", p->origin);
+                return -1;
+            }
+            gpus[ng++] = k;
+        }
+    } else {
+        const char *keys[PLAN_GPUS_MAX];
+        int nk = st_emu_gpu_keys(keys, PLAN_GPUS_MAX);
+        for (int i = 0; i < nk; i++)
+            if (st_prices_pick(p, keys[i], ST_PRICE_ON_DEMAND, want))
+                gpus[ng++] = keys[i];
+        if (!ng) {
+            snprintf(err, errlen, "plan: no GPU of the engine model has an on-demand price%s%s in %s", want ? " from " : "",
+                     want ? want : "", p->origin);
+            return -1;
+        }
+    }
+    const int *tp = s->plan.n_tp ? s->plan.tp : default_tp;
+    int ntp = s->plan.n_tp ? s->plan.n_tp : (int)(sizeof default_tp / sizeof *default_tp);
+    const long *seqs = s->plan.n_seqs ? s->plan.max_num_seqs : default_seqs;
+    int nseqs = s->plan.n_seqs ? s->plan.n_seqs : (int)(sizeof default_seqs / sizeof *default_seqs);
+    const long *bt = s->plan.n_batched ? s->plan.max_batched : default_batched;
+    int nbt = s->plan.n_batched ? s->plan.n_batched : (int)(sizeof default_batched / sizeof *default_batched);
+    const char *const *kv = s->plan.kv_dtypes.n ? (const char *const *)s->plan.kv_dtypes.v : default_kv;
+    int nkv = s->plan.kv_dtypes.n ? s->plan.kv_dtypes.n : (int)(sizeof default_kv / sizeof *default_kv);
+    const char *bf16[] = { "bf16" };
+    const char *base_model[] = { st_spec_config_model(s, &s->configs[0]) };
+    const char *const *wf = s->plan.n_weights ? (const char *const *)s->plan.weights : bf16;
+    const char *const *ck = s->plan.n_weights ? (const char *const *)s->plan.checkpoints : base_model;
+    int nw = s->plan.n_weights ? s->plan.n_weights : 1;
+    long len = s->plan.max_model_len > 0 ? s->plan.max_model_len : len_auto;
+    double total = (double)ng * ntp * nw * nkv * nseqs * nbt;
+    if (total > ST_PLAN_MAX_CANDIDATES) {
+        snprintf(err, errlen, "plan: %.0f candidates (%d GPUs x %d x %d x %d x %d x %d) is more than %d: narrow a list",
+                 total, ng, ntp, nw, nkv, nseqs, nbt, ST_PLAN_MAX_CANDIDATES);
+        return -1;
+    }
+    st_plan_candidate *c = calloc((size_t)total > 0 ? (size_t)total : 1, sizeof *c);
+    if (!c) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    int k = 0;
+    for (int a = 0; a < ng; a++) {
+        const st_price *pr = st_prices_pick(p, gpus[a], ST_PRICE_ON_DEMAND, want);
+        for (int b = 0; b < ntp; b++)
+            for (int w = 0; w < nw; w++)
+                for (int v = 0; v < nkv; v++)
+                    for (int q = 0; q < nseqs; q++)
+                        for (int t = 0; t < nbt; t++) {
+                            st_plan_candidate *x = &c[k++];
+                            x->gpu = gpus[a];
+                            x->tp = tp[b];
+                            x->weights = wf[w];
+                            x->model = ck[w];
+                            x->kv_dtype = kv[v];
+                            x->max_num_seqs = seqs[q];
+                            x->max_batched = bt[t];
+                            x->max_model_len = len;
+                            x->price_per_gpu_hour = pr->usd_per_gpu_hour;
+                            x->provider = pr->provider;
+                        }
+    }
+    *out = c;
+    *n = k;
+    return 0;
+}
+
+/* The value of --name V or --name=V in flags, as a number (0 when absent or not a number). */
+static long flag_long(const st_strv *f, const char *name)
+{
+    const char *v = NULL;
+    size_t nl = strlen(name);
+    for (int i = 0; i < f->n && !v; i++) {
+        if (strncmp(f->v[i], name, nl))
+            continue;
+        if (f->v[i][nl] == '=')
+            v = f->v[i] + nl + 1;
+        else if (!f->v[i][nl] && i + 1 < f->n)
+            v = f->v[i + 1];
+    }
+    return v ? strtol(v, NULL, 10) : 0;
+}
+
+void st_plan_baseline(const st_spec *s, st_plan_candidate *out)
+{
+    memset(out, 0, sizeof *out);
+    st_strv f = { 0 };
+    (void)st_spec_config_flags(s, &s->configs[0], &f);
+    out->gpu = s->hardware.gpu;
+    out->tp = s->hardware.gpus_per_replica;
+    out->model = st_spec_config_model(s, &s->configs[0]);
+    out->weights = strcasestr(out->model, "fp8") ? "fp8"
+                   : strcasestr(out->model, "awq") ? "awq"
+                   : strcasestr(out->model, "gptq") ? "gptq"
+                                                   : "bf16";
+    out->kv_dtype = "auto";
+    for (int i = 0; i + 1 < f.n; i++)
+        if (!strcmp(f.v[i], "--kv-cache-dtype") && !strcmp(f.v[i + 1], "fp8"))
+            out->kv_dtype = "fp8";
+    out->max_num_seqs = flag_long(&f, "--max-num-seqs");
+    out->max_batched = flag_long(&f, "--max-num-batched-tokens");
+    out->max_model_len = flag_long(&f, "--max-model-len");
+    out->price_per_gpu_hour = s->hardware.price_per_gpu_hour;
+    out->provider = "the spec";
+    st_strv_free(&f);
 }

@@ -6,13 +6,15 @@
  *
  * Branch and bound on cost:
  *   1. screen every candidate: does it fit (the memory plan), and an upper bound on any rate
- *      it can sustain (its maximum throughput, saturated). No sustained rate is above it, so
- *      price x GPUs / (bound x output tokens per request x 3600) x 1e6 is a lower bound on the
- *      candidate's $ per 1M output tokens;
- *   2. evaluate exactly (the sustained search at the SLO) in order of that lower bound, and stop
- *      when the top_k best costs found are all at or below the next candidate's lower bound:
- *      nothing left can enter the top k. Candidates not evaluated are reported as "pruned"
- *      with their bound.
+ *      it can sustain. No sustained rate is above it, so price x GPUs / (bound x output tokens
+ *      per request x 3600) x 1e6 is a lower bound on the candidate's $ per 1M output tokens;
+ *   2. take the candidates in order of that lower bound (a heap): a candidate with the screen's
+ *      coarse bound gets a tighter one (refine) and goes back in its new place; one with a tight
+ *      bound is evaluated exactly (the sustained search at the SLO). Stop when the top_k best
+ *      costs found are all at or below the lowest bound left: nothing left can enter the top k.
+ *      Candidates not evaluated are reported as "pruned" with their bound. A candidate whose screen says it behaves as one already evaluated (same)
+ *      takes that one's results without an evaluation of its own.
+ * Screens run on `threads` threads; evaluations in order, one at a time.
  * The frontiers are over the evaluated candidates that met the SLO: $ per 1M output tokens
  * against p95 TTFT at capacity, and against the weight format's quality risk (bf16 0, fp8 1,
  * 8-bit integer 2, 4-bit 3). */
@@ -20,6 +22,9 @@
 #define ST_AUDIT_PLAN_H
 #include <stddef.h>
 #include <stdint.h>
+
+#include "audit/prices.h"
+#include "audit/spec.h"
 
 #define ST_PLAN_MAX_CANDIDATES 20000
 #define ST_PLAN_WHY_MAX 240
@@ -51,6 +56,8 @@ typedef struct st_plan_candidate {
     double output_tps;         /* output tokens/s at capacity */
     double ttft_p95_ms, tpot_p95_ms;
     double usd_per_1m;
+    uint64_t same;   /* screen: candidates with the same nonzero value behave the same on the engine
+                        (e.g. a --max-num-seqs their batch never reaches): one is evaluated for all */
     int rank;        /* 1 = cheapest evaluated; 0 when not OK */
     int on_frontier; /* bit 0: $ vs p95 TTFT, bit 1: $ vs quality risk */
 } st_plan_candidate;
@@ -59,8 +66,12 @@ typedef struct st_plan_candidate {
 int st_plan_quality_risk(const char *weights);
 
 typedef struct st_plan_ops {
-    /* Fills c->bound_rps (> 0) when c fits, else returns -1 with the reason (which limit). */
+    /* Fills c->bound_rps (> 0) when c fits, else returns -1 with the reason (which limit). Cheap:
+     * called for every candidate, from several threads at once (one candidate each). */
     int (*screen)(void *arg, st_plan_candidate *c, char *why, size_t whylen);
+    /* A tighter bound (c->bound_rps lowered, never raised) and c->same, for the candidates the
+     * screen's bound leaves in the race; NULL: the screen's bound is final. -1: refused (why). */
+    int (*refine)(void *arg, st_plan_candidate *c, char *why, size_t whylen);
     /* The sustained search: fills capacity_rps, output_tps, ttft_p95_ms, tpot_p95_ms (capacity 0:
      * met the SLO at no rate, why says how). 0, or -1 with why when it could not run. */
     int (*evaluate)(void *arg, st_plan_candidate *c, char *why, size_t whylen);
@@ -69,16 +80,37 @@ typedef struct st_plan_ops {
 
 typedef struct st_plan_stats {
     int candidates, refused, screened, evaluated, pruned, passed;
+    int refined; /* tighter bounds computed */
+    int shared;  /* results taken from an equivalent candidate's evaluation (same) */
 } st_plan_stats;
 
 /* Searches c[0..n): every candidate ends in one of the states above, the OK ones with usd_per_1m
  * and rank, the frontiers marked. out_tokens: mean output tokens per request (for the bound).
  * top_k >= 1. Returns the index of the cheapest OK candidate, or -1 when none met the SLO. */
-int st_plan_search(st_plan_candidate *c, int n, int top_k, double out_tokens, const st_plan_ops *ops,
+int st_plan_search(st_plan_candidate *c, int n, int top_k, double out_tokens, const st_plan_ops *ops, int threads,
                    st_plan_stats *stats);
 
 /* Indexes of the OK candidates cheapest first (ties: higher capacity, then lower p95 TTFT, then
  * order), at most max. Returns how many. */
 int st_plan_order(const st_plan_candidate *c, int n, int *idx, int max);
+
+/* The search space of a spec's plan block, defaults where it is silent (docs/plan.md):
+ *   gpus            plan.gpus, else every GPU of the engine model's catalog with a price of the
+ *                   kind asked (on-demand) in p from provider (NULL: any)
+ *   gpus_per_replica plan.gpus_per_replica, else 1, 2, 4, 8
+ *   weights         plan.checkpoints, else bf16 = the baseline's model
+ *   kv_cache_dtype  plan.kv_cache_dtype, else auto and fp8
+ *   max_num_seqs    plan.max_num_seqs, else 64, 128, 256, 512
+ *   max_num_batched_tokens  plan.max_num_batched_tokens, else 2048, 8192
+ *   max_model_len   plan.max_model_len, else len_auto (the caller's: the workload's p99)
+ * *out (malloc'd, strings point into s and p) gets every combination. 0, or -1 with err: a GPU
+ * named that has no price (which list, which provider), a GPU the engine model does not know,
+ * no GPU at all, or more than ST_PLAN_MAX_CANDIDATES combinations. */
+int st_plan_enumerate(const st_spec *s, const st_prices *p, const char *provider, long len_auto,
+                      st_plan_candidate **out, int *n, char *err, size_t errlen);
+
+/* The spec's own baseline as a candidate (its GPU, GPUs per replica, price, model and flags): the
+ * "current setup" every candidate is compared with. Strings point into s. */
+void st_plan_baseline(const st_spec *s, st_plan_candidate *out);
 
 #endif

@@ -23,15 +23,17 @@
 #define ST_PLAN_BOUND_MIN 200
 #define ST_PLAN_BOUND_MAX 6000
 
-typedef struct st_plan_model {
-    const char *base_name; /* the user's spec: its name and text (candidates' specs are made from it) */
-    const char *base_text;
-    size_t base_len;
-    const st_spec *base;
-    double tolerance; /* of the capacity search (the spec's search.tolerance) */
-} st_plan_model;
+typedef struct st_plan_model st_plan_model;
 
-/* st_plan_ops backed by the engine model; arg is an st_plan_model. */
+/* The evaluator for the user's spec (name and text: the candidates' specs are made from it).
+ * tolerance: of the capacity search. 0, or -1 with err (the spec's workload cannot be built). */
+int st_plan_model_new(const char *base_name, const char *base_text, size_t base_len, const st_spec *base,
+                      double tolerance, st_plan_model **out, char *err, size_t errlen);
+void st_plan_model_free(st_plan_model *m);
+/* st_plan_ops backed by m (screens may run on several threads at once). */
 void st_plan_model_ops(st_plan_model *m, st_plan_ops *ops);
+/* Saturation runs done, and those a memo answered (candidates that differ only in a limit the
+ * run never reached share one). */
+void st_plan_model_counts(const st_plan_model *m, int *runs, int *memo_hits);
 
 #endif

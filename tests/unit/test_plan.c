@@ -89,9 +89,9 @@ static void cheapest_found_with_few_evaluations(void **state)
     st_plan_candidate c[64];
     int n = grid(c, p, 5);
     fake f = { 0 };
-    st_plan_ops ops = { fake_screen, fake_eval, &f };
+    st_plan_ops ops = { fake_screen, NULL, fake_eval, &f };
     st_plan_stats st;
-    int best = st_plan_search(c, n, 3, 300, &ops, &st);
+    int best = st_plan_search(c, n, 3, 300, &ops, 2, &st);
     assert_true(best >= 0);
     /* $/1M = price x tp / (cap x 300 x 3600) x 1e6; cap scales with tp, so per GPU:
      * H100 fp8: 2.5 / 15 = 0.167, A100 fp8: 1.4 / 7.5 = 0.187, L40S fp8: 0.8 / 4.5 = 0.178,
@@ -130,9 +130,9 @@ static void free_gpu_is_picked(void **state)
     st_plan_candidate c[64];
     int n = grid(c, p, 3);
     fake f = { 0 };
-    st_plan_ops ops = { fake_screen, fake_eval, &f };
+    st_plan_ops ops = { fake_screen, NULL, fake_eval, &f };
     st_plan_stats st;
-    int best = st_plan_search(c, n, 1, 300, &ops, &st);
+    int best = st_plan_search(c, n, 1, 300, &ops, 1, &st);
     assert_true(best >= 0);
     assert_string_equal(c[best].gpu, "L40S");
     /* with k = 1 the search stops once the free GPU is measured: every other bound is higher */
@@ -146,9 +146,9 @@ static void frontiers_and_none_passed(void **state)
     st_plan_candidate c[64];
     int n = grid(c, p, 2);
     fake f = { 0 };
-    st_plan_ops ops = { fake_screen, fake_eval, &f };
+    st_plan_ops ops = { fake_screen, NULL, fake_eval, &f };
     st_plan_stats st;
-    int best = st_plan_search(c, n, 100, 300, &ops, &st); /* k past n: everything evaluated */
+    int best = st_plan_search(c, n, 100, 300, &ops, 2, &st); /* k past n: everything evaluated */
     assert_int_equal(st.evaluated, st.screened);
     assert_int_equal(st.pruned, 0);
     assert_string_equal(c[best].gpu, "A100");
