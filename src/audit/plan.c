@@ -232,7 +232,7 @@ static void evaluate_one(st_plan_candidate *c, const int *done, int ndone, st_pl
         x->output_tps = twin->output_tps;
         x->ttft_p95_ms = twin->ttft_p95_ms;
         x->tpot_p95_ms = twin->tpot_p95_ms;
-        snprintf(x->why, sizeof x->why, "%s", twin->why);
+        memcpy(x->why, twin->why, sizeof x->why);
         stats->shared++;
     } else {
         stats->evaluated++;
