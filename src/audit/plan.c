@@ -137,7 +137,8 @@ static void screen_one(const st_plan_ops *ops, st_plan_candidate *x)
     x->usd_per_1m = x->lb_usd_per_1m = NAN;
     x->bound_rps = 0;
     x->why[0] = '\0';
-    x->state = ops->screen(ops->arg, x, x->why, sizeof x->why) || !(x->bound_rps > 0) ? ST_PLAN_REFUSED : ST_PLAN_PRUNED;
+    x->state =
+        ops->screen(ops->arg, x, x->why, sizeof x->why) || !(x->bound_rps > 0) ? ST_PLAN_REFUSED : ST_PLAN_PRUNED;
     if (x->state == ST_PLAN_REFUSED && !x->why[0])
         snprintf(x->why, sizeof x->why, "no request completes on it");
 }
@@ -223,8 +224,8 @@ static key heap_pop(heap *h)
 }
 
 /* The exact evaluation of x (or its twin's results). */
-static void evaluate_one(st_plan_candidate *c, const int *done, int ndone, st_plan_candidate *x,
-                         const st_plan_ops *ops, st_plan_stats *stats)
+static void evaluate_one(st_plan_candidate *c, const int *done, int ndone, st_plan_candidate *x, const st_plan_ops *ops,
+                         st_plan_stats *stats)
 {
     const st_plan_candidate *twin = evaluated_twin(c, done, ndone, x);
     if (twin) {
@@ -360,8 +361,8 @@ int st_plan_enumerate(const st_spec *s, const st_prices *p, const char *provider
             if (st_prices_pick(p, keys[i], ST_PRICE_ON_DEMAND, want))
                 gpus[ng++] = keys[i];
         if (!ng) {
-            snprintf(err, errlen, "plan: no GPU of the engine model has an on-demand price%s%s in %s", want ? " from " : "",
-                     want ? want : "", p->origin);
+            snprintf(err, errlen, "plan: no GPU of the engine model has an on-demand price%s%s in %s",
+                     want ? " from " : "", want ? want : "", p->origin);
             return -1;
         }
     }
@@ -440,10 +441,10 @@ void st_plan_baseline(const st_spec *s, st_plan_candidate *out)
     out->gpu = s->hardware.gpu;
     out->tp = s->hardware.gpus_per_replica;
     out->model = st_spec_config_model(s, &s->configs[0]);
-    out->weights = strcasestr(out->model, "fp8") ? "fp8"
-                   : strcasestr(out->model, "awq") ? "awq"
+    out->weights = strcasestr(out->model, "fp8")    ? "fp8"
+                   : strcasestr(out->model, "awq")  ? "awq"
                    : strcasestr(out->model, "gptq") ? "gptq"
-                                                   : "bf16";
+                                                    : "bf16";
     out->kv_dtype = "auto";
     for (int i = 0; i + 1 < f.n; i++)
         if (!strcmp(f.v[i], "--kv-cache-dtype") && !strcmp(f.v[i + 1], "fp8"))

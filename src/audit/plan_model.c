@@ -80,8 +80,8 @@ static int cmp_ns(const void *a, const void *b)
 
 /* Completions per second in the middle half of a closed-loop run that keeps `clients` requests
  * in flight (the engine's maximum throughput on this workload). */
-static double saturated_rps(const st_plan_model *m, const st_emu_config *cfg, uint32_t clients,
-                            uint32_t *max_running, char *why, size_t n)
+static double saturated_rps(const st_plan_model *m, const st_emu_config *cfg, uint32_t clients, uint32_t *max_running,
+                            char *why, size_t n)
 {
     uint32_t reqs = clients * ST_PLAN_BOUND_PER_CLIENT;
     reqs = reqs < ST_PLAN_BOUND_MIN ? ST_PLAN_BOUND_MIN : reqs > ST_PLAN_BOUND_MAX ? ST_PLAN_BOUND_MAX : reqs;
@@ -132,8 +132,8 @@ static double saturated_memo(st_plan_model *m, const st_emu_config *cfg, const s
                              const st_emu_memory *mem, uint32_t clients, uint32_t *running, char *why, size_t n)
 {
     char k[512];
-    snprintf(k, sizeof k, "%s|%d|%s|%s|%u|%u|%u|%u", c->gpu, c->tp, c->model, c->kv_dtype, clients,
-             mem->max_num_seqs, mem->max_num_batched_tokens, mem->max_model_len);
+    snprintf(k, sizeof k, "%s|%d|%s|%s|%u|%u|%u|%u", c->gpu, c->tp, c->model, c->kv_dtype, clients, mem->max_num_seqs,
+             mem->max_num_batched_tokens, mem->max_model_len);
     uint64_t key = fnv(k);
     pthread_mutex_lock(&m->mu);
     for (int i = 0; i < m->n_memo; i++)

@@ -34,19 +34,21 @@
 
 static void help(const st_opt *opts)
 {
-    printf("usage: servetune plan SPEC [-o DIR] [--write-spec FILE] [--top K] [--prices FILE] [--provider NAME]\n\n"
-           "Finds, on servetune's engine model, the cheapest way to serve the spec's workload within its SLO: every\n"
-           "combination of GPU x GPUs per replica x weight format x KV cache dtype x --max-num-seqs x\n"
-           "--max-num-batched-tokens (the spec's plan: block, or the defaults in docs/plan.md), each priced per GPU-hour\n"
-           "from a dated price list, each capacity the sustained rate within the SLO that `servetune predict` finds.\n"
-           "Prints the answer and the best candidates; writes DIR/plan.md and DIR/plan.json; with --write-spec, the top\n"
-           "K candidates as an audit spec to measure on the hardware. With a traffic: block, the cost of a day as\n"
-           "dedicated replicas (peak-sized or autoscaled) and as serverless workers.\n\n"
-           "Options:\n");
+    printf(
+        "usage: servetune plan SPEC [-o DIR] [--write-spec FILE] [--top K] [--prices FILE] [--provider NAME]\n\n"
+        "Finds, on servetune's engine model, the cheapest way to serve the spec's workload within its SLO: every\n"
+        "combination of GPU x GPUs per replica x weight format x KV cache dtype x --max-num-seqs x\n"
+        "--max-num-batched-tokens (the spec's plan: block, or the defaults in docs/plan.md), each priced per GPU-hour\n"
+        "from a dated price list, each capacity the sustained rate within the SLO that `servetune predict` finds.\n"
+        "Prints the answer and the best candidates; writes DIR/plan.md and DIR/plan.json; with --write-spec, the top\n"
+        "K candidates as an audit spec to measure on the hardware. With a traffic: block, the cost of a day as\n"
+        "dedicated replicas (peak-sized or autoscaled) and as serverless workers.\n\n"
+        "Options:\n");
     st_opts_usage(stdout, opts);
     printf("\nExamples:\n"
            "  servetune plan examples/plan-qwen3-8b.yaml\n"
-           "  servetune plan examples/plan-qwen3-8b.yaml --write-spec measure.yaml   # then: servetune audit measure.yaml\n"
+           "  servetune plan examples/plan-qwen3-8b.yaml --write-spec measure.yaml   # then: servetune audit "
+           "measure.yaml\n"
            "  servetune plan my.yaml --prices my-prices.csv --provider mycloud\n\n"
            "Exit codes: 0 a plan (even when no candidate met the SLO: the plan says why); 2 bad arguments, an\n"
            "invalid spec or price list, a GPU without a price, an engine the model cannot stand for; 1 the\n"
@@ -226,8 +228,8 @@ int cmd_plan(int argc, char **argv)
         { "write-spec", 0, ST_OPT_STR, &write_spec, "FILE",
           "write the top candidates as an audit spec (one per machine: FILE, FILE-2, ...)", 0, 0, 0 },
         { "top", 0, ST_OPT_LONG, &top, "K", "candidates kept exactly and written (default: plan.top, 3)", 1, 64, 0 },
-        { "prices", 0, ST_OPT_STR, &prices_path, "FILE", "your price list (CSV, docs/prices.md); default: plan.prices, else built in",
-          0, 0, 0 },
+        { "prices", 0, ST_OPT_STR, &prices_path, "FILE",
+          "your price list (CSV, docs/prices.md); default: plan.prices, else built in", 0, 0, 0 },
         { "provider", 0, ST_OPT_STR, &provider, "NAME", "whose prices (default: plan.provider, else the lowest)", 0, 0,
           0 },
         { "quiet", 'q', ST_OPT_FLAG, &quiet, NULL, "print only where the outputs went", 0, 0, 0 },

@@ -72,8 +72,8 @@ static void answer(const st_plan_result *r, st_buf *b)
     slo_words(r->spec, b);
     st_buf_printf(b, ") is **%s**: ", name);
     limits(w, b);
-    st_buf_printf(b, ", at $%.4g per GPU-hour (%s). It sustains %.3g requests/s (%.0f output tokens/s) at ", w->price_per_gpu_hour,
-                  w->provider ? w->provider : "price list", w->capacity_rps, w->output_tps);
+    st_buf_printf(b, ", at $%.4g per GPU-hour (%s). It sustains %.3g requests/s (%.0f output tokens/s) at ",
+                  w->price_per_gpu_hour, w->provider ? w->provider : "price list", w->capacity_rps, w->output_tps);
     money(b, w->usd_per_1m);
     st_buf_printf(b, " per 1M output tokens; at the stated peak of %.3g requests/s that is %ld replica%s, about ",
                   r->spec->peak_rate, k.replicas, k.replicas == 1 ? "" : "s");
@@ -88,7 +88,8 @@ static void answer(const st_plan_result *r, st_buf *b)
         money(b, c->usd_per_1m);
         st_buf_printf(b, " per 1M output tokens (%ld replicas, ", kb.replicas);
         money(b, kb.monthly_usd);
-        st_buf_printf(b, " a month): the plan's pick costs %+.0f %% per token.", (w->usd_per_1m / c->usd_per_1m - 1) * 100);
+        st_buf_printf(b, " a month): the plan's pick costs %+.0f %% per token.",
+                      (w->usd_per_1m / c->usd_per_1m - 1) * 100);
     } else if (r->baseline.state != ST_PLAN_REFUSED) {
         st_buf_printf(b, " The current setup met the SLO at no rate on the model (%s).", r->baseline.why);
     } else {
@@ -114,14 +115,15 @@ static void table(const st_plan_result *r, st_buf *b)
     }
     int m = st_plan_order(r->c, r->n, idx, ST_PLAN_REPORT_ROWS);
     if (m) {
-        st_buf_puts(b, "| # | GPU x per replica | weights | KV | max seqs | batched tokens | max len | $/GPU-h | capacity "
-                       "(req/s) | output tok/s | $ per 1M output tok | replicas at peak | monthly | frontier |\n"
-                       "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+        st_buf_puts(b,
+                    "| # | GPU x per replica | weights | KV | max seqs | batched tokens | max len | $/GPU-h | capacity "
+                    "(req/s) | output tok/s | $ per 1M output tok | replicas at peak | monthly | frontier |\n"
+                    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
         for (int i = 0; i < m; i++) {
             const st_plan_candidate *c = &r->c[idx[i]];
             st_cost k = cost_of(r, c);
-            st_buf_printf(b, "| %d | %s x%d | %s | %s | %ld | %ld | %ld | %.4g | %.3g | %.0f | ", c->rank, c->gpu, c->tp,
-                          c->weights, c->kv_dtype, c->max_num_seqs, c->max_batched, c->max_model_len,
+            st_buf_printf(b, "| %d | %s x%d | %s | %s | %ld | %ld | %ld | %.4g | %.3g | %.0f | ", c->rank, c->gpu,
+                          c->tp, c->weights, c->kv_dtype, c->max_num_seqs, c->max_batched, c->max_model_len,
                           c->price_per_gpu_hour, c->capacity_rps, c->output_tps);
             money(b, c->usd_per_1m);
             st_buf_printf(b, " | %ld | ", k.replicas);
@@ -135,11 +137,12 @@ static void table(const st_plan_result *r, st_buf *b)
 
 static void frontier(const st_plan_result *r, st_buf *b)
 {
-    st_buf_puts(b, "## Frontiers\n\nNo other evaluated candidate is at least as cheap and at least as good on the "
-                   "other axis. Quality risk ranks the weight format (bf16 0, fp8 1, int8 2, 4-bit 3); it is not a "
-                   "measurement of output quality: check that on your own prompts before switching.\n\n"
-                   "| candidate | $ per 1M output tok | p95 TTFT (ms) at capacity | quality risk | on the frontier of |\n"
-                   "|---|---|---|---|---|\n");
+    st_buf_puts(b,
+                "## Frontiers\n\nNo other evaluated candidate is at least as cheap and at least as good on the "
+                "other axis. Quality risk ranks the weight format (bf16 0, fp8 1, int8 2, 4-bit 3); it is not a "
+                "measurement of output quality: check that on your own prompts before switching.\n\n"
+                "| candidate | $ per 1M output tok | p95 TTFT (ms) at capacity | quality risk | on the frontier of |\n"
+                "|---|---|---|---|---|\n");
     int *idx = malloc(sizeof *idx * (size_t)(r->n > 0 ? r->n : 1));
     if (!idx) {
         st_buf_fail(b, ST_BUF_NO_MEM);
@@ -158,8 +161,9 @@ static void frontier(const st_plan_result *r, st_buf *b)
             st_buf_printf(b, " | %.0f", c->ttft_p95_ms);
         else
             st_buf_puts(b, " | -");
-        st_buf_printf(b, " | %d | %s%s%s |\n", st_plan_quality_risk(c->weights), c->on_frontier & 1 ? "cost vs TTFT" : "",
-                      c->on_frontier == 3 ? ", " : "", c->on_frontier & 2 ? "cost vs quality" : "");
+        st_buf_printf(b, " | %d | %s%s%s |\n", st_plan_quality_risk(c->weights),
+                      c->on_frontier & 1 ? "cost vs TTFT" : "", c->on_frontier == 3 ? ", " : "",
+                      c->on_frontier & 2 ? "cost vs quality" : "");
     }
     st_buf_puts(b, "\n");
     free(idx);
@@ -239,19 +243,22 @@ static void traffic(const st_plan_result *r, st_buf *b)
         peak = s->traffic.hourly_rps[h] > peak ? s->traffic.hourly_rps[h] : peak;
         sum += s->traffic.hourly_rps[h];
     }
-    st_buf_printf(b,
-                  "## A traffic day\n\nThe spec's day: %.3g requests/s at its peak hour, %.3g on average, %.0f requests "
-                  "in all. Dedicated replicas sized for the peak, autoscaled hour by hour (a replica starts %.0f s "
-                  "before its hour, at least %d always on), or serverless workers billed per second",
-                  peak, sum / 24, sum * 3600, s->traffic.scale_up_delay_s, s->traffic.min_replicas);
+    st_buf_printf(
+        b,
+        "## A traffic day\n\nThe spec's day: %.3g requests/s at its peak hour, %.3g on average, %.0f requests "
+        "in all. Dedicated replicas sized for the peak, autoscaled hour by hour (a replica starts %.0f s "
+        "before its hour, at least %d always on), or serverless workers billed per second",
+        peak, sum / 24, sum * 3600, s->traffic.scale_up_delay_s, s->traffic.min_replicas);
     if (r->serverless_price_per_gpu_s > 0)
-        st_buf_printf(b, " ($%.6g per GPU-second, %s; idle timeout %.0f s, cold start %.0f s)", r->serverless_price_per_gpu_s,
-                      r->serverless_from ? r->serverless_from : "", s->traffic.idle_timeout_s, s->traffic.cold_start_s);
+        st_buf_printf(b, " ($%.6g per GPU-second, %s; idle timeout %.0f s, cold start %.0f s)",
+                      r->serverless_price_per_gpu_s, r->serverless_from ? r->serverless_from : "",
+                      s->traffic.idle_timeout_s, s->traffic.cold_start_s);
     else
         st_buf_puts(b, " (no serverless price for this GPU: not priced)");
-    st_buf_puts(b, ". The cost of one day:\n\n| setup | replicas at peak | peak-sized | autoscaled | serverless | cheapest | "
-                   "utilization of the peak-sized fleet | serverless wins below | requests meeting a cold start |\n"
-                   "|---|---|---|---|---|---|---|---|---|\n");
+    st_buf_puts(
+        b, ". The cost of one day:\n\n| setup | replicas at peak | peak-sized | autoscaled | serverless | cheapest | "
+           "utilization of the peak-sized fleet | serverless wins below | requests meeting a cold start |\n"
+           "|---|---|---|---|---|---|---|---|---|\n");
     if (r->day_ok)
         day_row(b, "the plan's pick", &r->day);
     if (r->day_base_ok)
@@ -264,7 +271,8 @@ int st_plan_report_markdown(const st_plan_result *r, st_buf *b)
 {
     const st_spec *s = r->spec;
     st_buf_printf(b, "# Plan for %s\n\n", st_spec_config_model(s, &s->configs[0]));
-    st_buf_puts(b, "> **Prediction.** Every figure here comes from servetune's engine model, not from a measurement.\n\n");
+    st_buf_puts(b,
+                "> **Prediction.** Every figure here comes from servetune's engine model, not from a measurement.\n\n");
     answer(r, b);
     table(r, b);
     frontier(r, b);
@@ -281,36 +289,36 @@ int st_plan_report_markdown(const st_plan_result *r, st_buf *b)
         st_buf_puts(b, "`servetune plan SPEC --write-spec FILE` writes the top candidates as an audit spec to measure "
                        "them on the hardware.\n\n");
     }
-    st_buf_printf(b,
-                  "## Method and limits\n\n"
-                  "- The workload, SLO and search are the spec's (`%s`); each candidate runs as the audit spec that "
-                  "would measure it, through `servetune predict`'s sustained search on the engine model (docs/predict.md; "
-                  "its measured error against published vLLM figures is in docs/fidelity.md).\n"
-                  "- --max-model-len: %ld",
-                  r->spec_path, r->len_auto);
+    st_buf_printf(
+        b,
+        "## Method and limits\n\n"
+        "- The workload, SLO and search are the spec's (`%s`); each candidate runs as the audit spec that "
+        "would measure it, through `servetune predict`'s sustained search on the engine model (docs/predict.md; "
+        "its measured error against published vLLM figures is in docs/fidelity.md).\n"
+        "- --max-model-len: %ld",
+        r->spec_path, r->len_auto);
     if (s->plan.max_model_len > 0)
         st_buf_puts(b, " (the spec's plan.max_model_len)");
     else
-        st_buf_printf(b, " from the workload (the p99 of input + output tokens, rounded up; %.1f %% of the requests "
-                         "are longer and would be refused)",
+        st_buf_printf(b,
+                      " from the workload (the p99 of input + output tokens, rounded up; %.1f %% of the requests "
+                      "are longer and would be refused)",
                       100 * r->len_reject_share);
-    st_buf_printf(b,
-                  ".\n- Prices: %s, %s on-demand price per GPU-hour; every figure's source and date is in "
-                  "docs/prices.md. Prices move: pass your own with --prices.\n"
-                  "- The search prunes with a bound: a candidate's maximum throughput on the model (its batch kept "
-                  "full), times %.2f, gives the lowest cost it could reach; candidates whose bound cannot enter the top "
-                  "%d are not evaluated (plan.json lists them with their bound).\n"
-                  "- Not modelled: output quality under quantization, multi-node tensor parallelism, engines other "
-                  "than vLLM.\n",
-                  r->prices ? r->prices->origin : "the built-in list", r->provider && *r->provider ? r->provider : "the lowest",
-                  1.25, s->plan.top > 0 ? s->plan.top : 3);
+    st_buf_printf(
+        b,
+        ".\n- Prices: %s, %s on-demand price per GPU-hour; every figure's source and date is in "
+        "docs/prices.md. Prices move: pass your own with --prices.\n"
+        "- The search prunes with a bound: a candidate's maximum throughput on the model (its batch kept "
+        "full), times %.2f, gives the lowest cost it could reach; candidates whose bound cannot enter the top "
+        "%d are not evaluated (plan.json lists them with their bound).\n"
+        "- Not modelled: output quality under quantization, multi-node tensor parallelism, engines other "
+        "than vLLM.\n",
+        r->prices ? r->prices->origin : "the built-in list", r->provider && *r->provider ? r->provider : "the lowest",
+        1.25, s->plan.top > 0 ? s->plan.top : 3);
     return st_buf_error(b) ? -1 : 0;
 }
 
-static json_t *num_or_null(double v)
-{
-    return isfinite(v) ? json_real(v) : json_null();
-}
+static json_t *num_or_null(double v) { return isfinite(v) ? json_real(v) : json_null(); }
 
 static json_t *cand_json(const st_plan_result *r, const st_plan_candidate *c)
 {
@@ -396,7 +404,8 @@ int st_plan_report_json(const st_plan_result *r, st_buf *out)
             json_object_set_new(d, "best", day_json(&r->day));
         if (r->day_base_ok)
             json_object_set_new(d, "baseline", day_json(&r->day_base));
-        json_object_set_new(d, "serverless_price_per_gpu_s", num_or_null(r->serverless_price_per_gpu_s > 0 ? r->serverless_price_per_gpu_s : NAN));
+        json_object_set_new(d, "serverless_price_per_gpu_s",
+                            num_or_null(r->serverless_price_per_gpu_s > 0 ? r->serverless_price_per_gpu_s : NAN));
         json_object_set_new(root, "traffic_day", d);
     }
     json_t *w = json_array();

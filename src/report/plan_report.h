@@ -21,14 +21,14 @@ typedef struct st_plan_result {
     const char *provider;
     st_plan_candidate *c; /* the candidates, searched */
     int n;
-    int best;                       /* index of the cheapest, -1 when none met the SLO */
-    st_plan_candidate baseline;     /* the spec's own setup, evaluated the same way */
-    int baseline_ok;                /* it met the SLO */
+    int best;                   /* index of the cheapest, -1 when none met the SLO */
+    st_plan_candidate baseline; /* the spec's own setup, evaluated the same way */
+    int baseline_ok;            /* it met the SLO */
     st_plan_stats stats;
-    double seconds;                 /* the search's wall time */
-    long len_auto;                  /* max_model_len from the workload */
-    double len_reject_share;        /* requests longer than it (0..1) */
-    const char *written[16];        /* the audit specs written (paths), NULL-terminated */
+    double seconds;          /* the search's wall time */
+    long len_auto;           /* max_model_len from the workload */
+    double len_reject_share; /* requests longer than it (0..1) */
+    const char *written[16]; /* the audit specs written (paths), NULL-terminated */
     /* the traffic day (when spec->traffic.set), for the best and the baseline */
     int day_ok, day_base_ok;
     st_day_cost day, day_base;

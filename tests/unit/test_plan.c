@@ -4,6 +4,8 @@
 #include <stdio.h>
 
 #include "audit/plan.h"
+#include "audit/plan_model.h"
+#include "audit/prices.h"
 #include "audit/plan_spec.h"
 #include "audit/spec.h"
 #include "core/file.h"
@@ -255,13 +257,63 @@ static void candidate_spec_round_trips(void **state)
     free(text);
 }
 
+/* On the engine model, the pruned search keeps the top candidates an exhaustive one finds. */
+static void pruned_search_matches_exhaustive(void **state)
+{
+    (void)state;
+    const char *text =
+        "engine: {kind: vllm, model: Qwen/Qwen3-8B, flags: [--max-model-len, \"8192\"]}\n"
+        "hardware: {gpu: H100, gpus_per_replica: 1, price_per_gpu_hour: 2.49}\npeak_rate: 20\n"
+        "workload: {input_tokens: 1000, output_tokens: 200, shared_prefix: 500, requests_per_rate: 100}\n"
+        "rates: [2, 4, 8]\nslo: {ttft_p95_ms: 1000, tpot_p95_ms: 40}\nsearch: {mode: grid}\n"
+        "plan: {gpus: [H100, A100, L40S], gpus_per_replica: [1, 2], kv_cache_dtype: [auto, fp8], "
+        "max_num_seqs: [64, 256], max_num_batched_tokens: [2048]}\n";
+    st_spec s;
+    char err[1024];
+    if (st_spec_parse("p.yaml", text, strlen(text), &s, err, sizeof err))
+        fail_msg("%s", err);
+    st_prices p;
+    assert_int_equal(st_prices_builtin(&p, err, sizeof err), 0);
+    st_plan_candidate *a, *b;
+    int na, nb;
+    assert_int_equal(st_plan_enumerate(&s, &p, NULL, 1536, &a, &na, err, sizeof err), 0);
+    assert_int_equal(st_plan_enumerate(&s, &p, NULL, 1536, &b, &nb, err, sizeof err), 0);
+    assert_int_equal(na, 24);
+    st_plan_model *m;
+    if (st_plan_model_new("p.yaml", text, strlen(text), &s, 0.05, &m, err, sizeof err))
+        fail_msg("%s", err);
+    st_plan_ops ops;
+    st_plan_model_ops(m, &ops);
+    st_plan_stats sa, sb;
+    int ba = st_plan_search(a, na, 3, 200, &ops, 2, &sa);
+    int bb = st_plan_search(b, nb, nb, 200, &ops, 2, &sb); /* k = every candidate: nothing pruned */
+    assert_int_equal(sb.pruned, 0);
+    assert_true(sa.evaluated + sa.shared < sb.evaluated + sb.shared);
+    assert_true(ba >= 0 && bb >= 0);
+    int oa[3], ob[3];
+    assert_int_equal(st_plan_order(a, na, oa, 3), 3);
+    assert_int_equal(st_plan_order(b, nb, ob, 3), 3);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(oa[i], ob[i]);
+        assert_near(a[oa[i]].usd_per_1m, b[ob[i]].usd_per_1m, 1e-12);
+    }
+    /* no pruned candidate was cheaper than the third best */
+    for (int i = 0; i < na; i++)
+        if (a[i].state == ST_PLAN_PRUNED && b[i].state == ST_PLAN_OK)
+            assert_true(b[i].usd_per_1m >= a[oa[2]].usd_per_1m);
+    st_plan_model_free(m);
+    free(a);
+    free(b);
+    st_prices_free(&p);
+    st_spec_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
-        cmocka_unit_test(cheapest_found_with_few_evaluations),
-        cmocka_unit_test(free_gpu_is_picked),
-        cmocka_unit_test(frontiers_and_none_passed),
-        cmocka_unit_test(candidate_spec_round_trips),
+        cmocka_unit_test(cheapest_found_with_few_evaluations), cmocka_unit_test(free_gpu_is_picked),
+        cmocka_unit_test(frontiers_and_none_passed),           cmocka_unit_test(candidate_spec_round_trips),
+        cmocka_unit_test(pruned_search_matches_exhaustive),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }
