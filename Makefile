@@ -24,7 +24,9 @@ CFLAGS_ALL = $(CSTD) $(WARN) $(OPT) -Isrc $(PKG_CFLAGS) $(CFLAGS)
 LDFLAGS_ALL = $(LDSAN) $(LDFLAGS)
 
 LIB_SRC   := $(filter-out src/cli/main.c,$(wildcard src/*/*.c))
-LIB_OBJ   := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRC))
+# Data files built into the binary (scripts/embed): the price list.
+DATA_OBJ  := $(BUILD)/gen/prices_data.o
+LIB_OBJ   := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRC)) $(DATA_OBJ)
 MAIN_OBJ  := $(BUILD)/src/cli/main.o
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 INTEG_SRC := $(wildcard tests/integration/test_*.c)
@@ -39,6 +41,12 @@ all: $(BUILD)/servetune
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
+
+$(BUILD)/gen/prices_data.c: data/gpu-prices.csv scripts/embed
+	@mkdir -p $(dir $@)
+	./scripts/embed st_prices_default_csv $< > $@.tmp && mv $@.tmp $@
+$(BUILD)/gen/%.o: $(BUILD)/gen/%.c
+	$(CC) $(CFLAGS_ALL) -c $< -o $@
 
 $(BUILD)/libservetune.a: $(LIB_OBJ)
 	@rm -f $@
@@ -78,11 +86,16 @@ asan:
 
 # Fuzz targets: libFuzzer via clang. fuzz-smoke runs each briefly (used by `make test`).
 FUZZ_BIN := $(patsubst tests/fuzz/%.c,build-fuzz/%,$(FUZZ_SRC))
-FUZZ_OBJ := $(patsubst %.c,build-fuzz/%.o,$(LIB_SRC))
+FUZZ_OBJ := $(patsubst %.c,build-fuzz/%.o,$(LIB_SRC)) build-fuzz/gen/prices_data.o
 FUZZ_CFLAGS := $(CSTD) -g -O1 -Isrc $(PKG_CFLAGS) -fsanitize=fuzzer-no-link,address,undefined
 build-fuzz/%.o: %.c
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
+build-fuzz/gen/prices_data.c: data/gpu-prices.csv scripts/embed
+	@mkdir -p $(dir $@)
+	./scripts/embed st_prices_default_csv $< > $@.tmp && mv $@.tmp $@
+build-fuzz/gen/%.o: build-fuzz/gen/%.c
+	clang $(FUZZ_CFLAGS) -c $< -o $@
 build-fuzz/libservetune.a: $(FUZZ_OBJ)
 	@rm -f $@
 	ar rcs $@ $^

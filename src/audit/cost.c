@@ -1,7 +1,24 @@
 #include "audit/cost.h"
 
+#include <limits.h>
 #include <math.h>
 #include <string.h>
+
+long st_cost_replicas(double rps, double capacity)
+{
+    if (!(rps > 0) || !(capacity > 0))
+        return 0;
+    double r = rps / capacity;
+    /* ceil of a ratio that is an integer up to rounding must not add a replica: compare with a
+     * relative tolerance of 1e-9. */
+    double c = ceil(r);
+    if (c - r > 1 - 1e-9)
+        c -= 1;
+    /* a rate far beyond any capacity: the count saturates instead of overflowing a long */
+    if (!(c < ST_COST_MAX_REPLICAS))
+        return (long)ST_COST_MAX_REPLICAS;
+    return c < 1 ? 1 : (long)c;
+}
 
 int st_cost_compute(const st_cost_in *in, st_cost *out)
 {
@@ -14,15 +31,7 @@ int st_cost_compute(const st_cost_in *in, st_cost *out)
         return -1;
     out->valid = 1;
     out->usd_per_1m = in->price_per_gpu_hour * in->gpus_per_replica / (in->output_tps * 3600.0) * 1e6;
-    double r = in->peak_rps / in->capacity_rps;
-    /* ceil of a ratio that is an integer up to rounding (e.g. 40 / 8.000000000001) must not
-     * add a replica: compare with a relative tolerance of 1e-9. */
-    double c = ceil(r);
-    if (c - r > 1 - 1e-9)
-        c -= 1;
-    out->replicas = in->peak_rps > 0 ? (long)c : 0;
-    if (out->replicas < 1 && in->peak_rps > 0)
-        out->replicas = 1;
+    out->replicas = st_cost_replicas(in->peak_rps, in->capacity_rps);
     out->monthly_usd = (double)out->replicas * in->gpus_per_replica * in->price_per_gpu_hour * ST_COST_HOURS_PER_MONTH;
     return 0;
 }

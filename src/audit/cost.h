@@ -8,6 +8,9 @@
 #define ST_AUDIT_COST_H
 
 #define ST_COST_HOURS_PER_MONTH 730.0
+/* The most replicas a peak is priced at: a larger need (a peak absurdly beyond the capacity) is
+ * reported as this many, never as an overflowed count. */
+#define ST_COST_MAX_REPLICAS 1e12
 
 typedef struct st_cost_in {
     double capacity_rps;       /* delivered req/s at the highest passing rate; <= 0 or NAN: none passed */
@@ -24,6 +27,10 @@ typedef struct st_cost {
     double monthly_usd;      /* replicas x GPUs x price x 730 */
     double replica_hour_usd; /* price x GPUs per replica */
 } st_cost;
+
+/* Replicas that carry rps at capacity each: ceil(rps / capacity), where a ratio that is an
+ * integer up to rounding (40 / 8.000000000001) adds no replica; 0 when rps <= 0. */
+long st_cost_replicas(double rps, double capacity);
 
 /* 0, or -1 (out->valid = 0) when capacity or output tok/s is not positive. */
 int st_cost_compute(const st_cost_in *in, st_cost *out);

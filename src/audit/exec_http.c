@@ -15,7 +15,8 @@
 #include "core/buf.h"
 #include "engine/adapter.h"
 #include "load/api.h"
-#include "engine/metrics.h"
+#include "core/secret.h"
+#include "core/util.h"
 #include "engine/metrics.h"
 #include "engine/probe.h"
 #include "engine/process.h"
@@ -37,15 +38,15 @@ typedef struct engine {
     char log_path[4200];
     char cmdline[8192];
     const char *api_key;
-    char *secrets[8]; /* values expanded from ${VAR} in the flags: redacted from log tails */
-    int nsecrets;
-    int stopped; /* the process was started and has been stopped */
 } engine;
 
-/* The executor's state: the spec, where logs go, and the engine of the current configuration. */
+/* The executor's state: the spec, its secrets, where logs go, and the engine of the current
+ * configuration. */
 typedef struct http_exec {
     const st_spec *spec;
+    st_secrets secrets; /* the API key and every ${VAR} value (st_spec_secrets) */
     char logdir[4096];
+    char tag[64]; /* marks the engines of this audit (st_proc_dir_tag) */
     const char *self_exe;
     volatile sig_atomic_t *stop;
     engine E;
@@ -53,17 +54,8 @@ typedef struct http_exec {
 } http_exec;
 typedef http_exec sweep;
 
-/* Removes the flag secrets of E from what a failed configuration keeps. */
-static void redact_row(st_config_row *row, const engine *E)
-{
-    for (int i = 0; i < E->nsecrets; i++) {
-        st_redact(row->failure_detail, E->secrets[i]);
-        st_redact(row->log_tail, E->secrets[i]);
-    }
-}
-
 void st_exec_fill_failure(st_config_row *row, st_fail_class c, const char *detail, const char *log_path,
-                          const char *secret)
+                          const st_secrets *secrets)
 {
     free(row->failure_class);
     free(row->failure_detail);
@@ -71,11 +63,12 @@ void st_exec_fill_failure(st_config_row *row, st_fail_class c, const char *detai
     row->failure_class = strdup(st_fail_class_name(c));
     char d[600];
     snprintf(d, sizeof d, "%s%s%s", st_fail_class_text(c), detail && *detail ? ": " : "", detail ? detail : "");
-    st_redact(d, secret);
+    st_text_sanitize(d, 0); /* a probe's detail quotes the server */
+    st_secrets_redact(secrets, d);
     row->failure_detail = strdup(d);
     row->log_tail = NULL;
-    if (log_path && st_log_tail(log_path, LOG_TAIL_BYTES, LOG_TAIL_LINES, &row->log_tail) == 0)
-        st_redact(row->log_tail, secret);
+    if (log_path && st_proc_log_tail(log_path, LOG_TAIL_BYTES, LOG_TAIL_LINES, &row->log_tail) == 0)
+        st_secrets_redact(secrets, row->log_tail);
     free(row->status);
     row->status = strdup("failed");
 }
@@ -94,8 +87,8 @@ static char *engine_facts(engine *E)
     int status;
     char err[256];
     int llama = !strcmp(E->l.metrics_dialect, "llamacpp");
-    if (st_http_get(E->l.host, E->l.port, llama ? "/props" : "/version", E->api_key, 2, &status, &body, err,
-                    sizeof err) == 0 &&
+    if (st_probe_get(E->l.host, E->l.port, llama ? "/props" : "/version", E->api_key, 2, &status, &body, err,
+                     sizeof err) == 0 &&
         status == 200 && body.data) {
         json_t *root = json_loadb(body.data, body.len, 0, NULL);
         const char *ver = json_string_value(json_object_get(root, llama ? "build_info" : "version"));
@@ -108,7 +101,7 @@ static char *engine_facts(engine *E)
     }
     st_buf_free(&body);
     char *tail = NULL;
-    if (E->started && st_log_tail(E->log_path, 1 << 20, 100000, &tail) == 0) {
+    if (E->started && st_proc_log_tail(E->log_path, 1 << 20, 100000, &tail) == 0) {
         static const char *keys[] = { "GPU KV cache size", "Maximum concurrency", "n_slots =" };
         static const char *names[] = { "kv_cache_line", "max_concurrency_line", "max_concurrency_line" };
         for (int k = 0; k < 3; k++) {
@@ -136,6 +129,69 @@ static void sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
+/* The engine's environment: the spec's, then the configuration's (which wins), then what the
+ * launch gives its secret flags through (st_adapter_secret_env). */
+#define ENGINE_ENV_MAX 512
+static int engine_env(const st_spec *s, const st_spec_config *c, const st_launch *l, const char **keys,
+                      const char **vals)
+{
+    int ne = 0;
+    for (int i = 0; i < s->engine.env.n && ne < ENGINE_ENV_MAX; i++) {
+        int over = 0;
+        for (int j = 0; j < c->env.n; j++)
+            over |= !strcmp(c->env.key[j], s->engine.env.key[i]);
+        if (!over) {
+            keys[ne] = s->engine.env.key[i];
+            vals[ne++] = s->engine.env.val[i];
+        }
+    }
+    for (int j = 0; j < c->env.n && ne < ENGINE_ENV_MAX; j++) {
+        keys[ne] = c->env.key[j];
+        vals[ne++] = c->env.val[j];
+    }
+    for (int j = 0; j < l->env_key.n && ne < ENGINE_ENV_MAX; j++) {
+        keys[ne] = l->env_key.v[j];
+        vals[ne++] = l->env_val.v[j];
+    }
+    return ne;
+}
+
+/* Starts the engine process (not for an endpoint). 0, or -1 with the row filled. */
+static int engine_spawn(sweep *S, const st_spec_config *c, engine *E, st_config_row *row)
+{
+    const char *keys[ENGINE_ENV_MAX], *vals[ENGINE_ENV_MAX];
+    int ne = engine_env(S->spec, c, &E->l, keys, vals);
+    FILE *lf = fopen(E->log_path, "a");
+    if (lf) {
+        fprintf(lf, "--- servetune: starting %s\n", E->cmdline);
+        fclose(lf);
+    }
+    /* argv NULL-terminated; its strings stay E->l's (no secret is ever in it: adapter.h) */
+    char **argv = calloc((size_t)E->l.argv.n + 1, sizeof(char *));
+    if (!argv) {
+        st_exec_fill_failure(row, ST_FAIL_EXEC, "out of memory", NULL, NULL);
+        return -1;
+    }
+    for (int i = 0; i < E->l.argv.n; i++)
+        argv[i] = E->l.argv.v[i];
+    st_proc_opts po = { .argv = argv,
+                        .env_key = keys,
+                        .env_val = vals,
+                        .n_env = ne,
+                        .log_path = E->log_path,
+                        .redact = &S->secrets,
+                        .tag = S->tag[0] ? S->tag : NULL };
+    char err[512] = "";
+    int rc = st_proc_start(&E->proc, &po, err, sizeof err);
+    free(argv);
+    if (rc) {
+        st_exec_fill_failure(row, ST_FAIL_EXEC, err, E->log_path, &S->secrets);
+        return -1;
+    }
+    E->started = 1;
+    return 0;
+}
+
 /* Starts (or, for an endpoint, connects to) the engine and waits until it is ready and ours.
  * 0 ready; -1 failed (row filled); 1 interrupted. */
 static int engine_start(sweep *S, const st_spec_config *c, engine *E, st_config_row *row)
@@ -146,8 +202,8 @@ static int engine_start(sweep *S, const st_spec_config *c, engine *E, st_config_
     E->api_key = s->engine.api_key_env ? getenv(s->engine.api_key_env) : NULL;
     int port = 0;
     if (s->engine.kind != ST_ENGINE_ENDPOINT) {
-        port = s->engine.port ? s->engine.port : st_port_pick();
-        if (port <= 0 || !st_port_free(port)) {
+        port = s->engine.port ? s->engine.port : st_proc_port_pick();
+        if (port <= 0 || !st_proc_port_free(port)) {
             snprintf(err, sizeof err, "port %d on 127.0.0.1 is already in use; servetune never shares a port", port);
             st_exec_fill_failure(row, ST_FAIL_PORT_TAKEN, err, NULL, NULL);
             return -1;
@@ -163,99 +219,33 @@ static int engine_start(sweep *S, const st_spec_config *c, engine *E, st_config_
     free(row->argv);
     row->argv = strdup(s->engine.kind == ST_ENGINE_ENDPOINT ? s->engine.url : E->cmdline);
     st_ns t0 = st_now();
-    if (s->engine.kind != ST_ENGINE_ENDPOINT) {
-        /* Environment: the spec's, then the configuration's (which wins). */
-        const char *keys[512], *vals[512];
-        int ne = 0;
-        for (int i = 0; i < s->engine.env.n && ne < 512; i++) {
-            int over = 0;
-            for (int j = 0; j < c->env.n; j++)
-                over |= !strcmp(c->env.key[j], s->engine.env.key[i]);
-            if (!over) {
-                keys[ne] = s->engine.env.key[i];
-                vals[ne++] = s->engine.env.val[i];
-            }
-        }
-        for (int j = 0; j < c->env.n && ne < 512; j++) {
-            keys[ne] = c->env.key[j];
-            vals[ne++] = c->env.val[j];
-        }
-        FILE *lf = fopen(E->log_path, "a");
-        if (lf) {
-            fprintf(lf, "--- servetune: starting %s\n", E->cmdline);
-            fclose(lf);
-        }
-        st_proc_opts po = {
-            .argv = E->l.argv.v, .env_key = keys, .env_val = vals, .n_env = ne, .log_path = E->log_path
-        };
-        /* argv (NULL-terminated), with ${VAR} in the flags expanded now: the stored command line
-         * keeps the reference, never the value. */
-        char **argv = calloc((size_t)E->l.argv.n + 1, sizeof(char *));
-        if (!argv) {
-            st_exec_fill_failure(row, ST_FAIL_EXEC, "out of memory", NULL, NULL);
-            return -1;
-        }
-        int rc = 0;
-        for (int i = 0; i < E->l.argv.n && !rc; i++) {
-            const char *t = E->l.argv.v[i];
-            if (!strstr(t, "${")) {
-                argv[i] = strdup(t);
-                continue;
-            }
-            char val[8192];
-            if (st_env_expand(t, val, sizeof val, err, sizeof err)) {
-                rc = -1;
-                break;
-            }
-            argv[i] = strdup(val);
-            if (E->nsecrets < 8 && val[0])
-                E->secrets[E->nsecrets++] = strdup(val);
-        }
-        if (!rc) {
-            po.argv = argv;
-            rc = st_proc_start(&E->proc, &po, err, sizeof err);
-        } else {
-            char d[400];
-            snprintf(d, sizeof d, "the flags: %.380s", err);
-            snprintf(err, sizeof err, "%s", d);
-        }
-        for (int i = 0; i < E->l.argv.n; i++)
-            free(argv[i]);
-        free(argv);
-        if (rc) {
-            st_exec_fill_failure(row, ST_FAIL_EXEC, err, E->log_path, E->api_key);
-            redact_row(row, E);
-            return -1;
-        }
-        E->started = 1;
-    }
+    if (s->engine.kind != ST_ENGINE_ENDPOINT && engine_spawn(S, c, E, row))
+        return -1;
     char detail[600] = "";
     int waited_ms = 0;
+    const st_secrets *sec = &S->secrets;
     for (;;) {
         if (*S->stop)
             return 1;
         if (E->started && !st_proc_alive(&E->proc)) {
             char *tail = NULL;
-            st_log_tail(E->log_path, LOG_TAIL_BYTES, LOG_TAIL_LINES, &tail);
+            st_proc_log_tail(E->log_path, LOG_TAIL_BYTES, LOG_TAIL_LINES, &tail);
             st_fail_class fc = st_proc_classify(tail, 1, E->proc.wstatus, 0, detail, sizeof detail);
             free(tail);
-            st_exec_fill_failure(row, fc, detail, E->log_path, E->api_key);
-            redact_row(row, E);
+            st_exec_fill_failure(row, fc, detail, E->log_path, sec);
             return -1;
         }
         st_probe_result pr = st_adapter_probe(&E->l, 2.0, detail, sizeof detail);
         if (pr == ST_PROBE_READY)
             break;
         if (pr == ST_PROBE_WRONG_SERVER) {
-            st_exec_fill_failure(row, ST_FAIL_WRONG_SERVER, detail, E->started ? E->log_path : NULL, E->api_key);
-            redact_row(row, E);
+            st_exec_fill_failure(row, ST_FAIL_WRONG_SERVER, detail, E->started ? E->log_path : NULL, sec);
             return -1;
         }
         if (st_ns_to_s(st_now() - t0) > s->timeouts.startup_s) {
             char d2[700];
             snprintf(d2, sizeof d2, "not ready after %.0f s (last probe: %s)", s->timeouts.startup_s, detail);
-            st_exec_fill_failure(row, ST_FAIL_TIMEOUT, d2, E->started ? E->log_path : NULL, E->api_key);
-            redact_row(row, E);
+            st_exec_fill_failure(row, ST_FAIL_TIMEOUT, d2, E->started ? E->log_path : NULL, sec);
             return -1;
         }
         /* Probe often at first (the emulator starts in milliseconds), then every 250 ms. */
@@ -266,35 +256,8 @@ static int engine_start(sweep *S, const st_spec_config *c, engine *E, st_config_
     row->startup_s = st_ns_to_s(st_now() - t0);
     free(row->facts);
     row->facts = engine_facts(E);
+    st_secrets_redact(sec, row->facts);
     return 0;
-}
-
-/* The engine may print its own arguments (vLLM logs its non-default args, the API key
- * included): once it has stopped, its log is rewritten with every secret replaced by ***. */
-static void redact_log(const engine *E)
-{
-    if (!E->nsecrets && !(E->api_key && *E->api_key))
-        return;
-    FILE *f = fopen(E->log_path, "rb");
-    if (!f)
-        return;
-    size_t cap = 64u << 20;
-    char *buf = malloc(cap + 1);
-    size_t n = buf ? fread(buf, 1, cap, f) : 0;
-    fclose(f);
-    if (!buf)
-        return;
-    buf[n] = '\0';
-    /* bytes after a NUL (binary junk) are dropped with it */
-    for (int i = 0; i < E->nsecrets; i++)
-        st_redact(buf, E->secrets[i]);
-    st_redact(buf, E->api_key);
-    f = fopen(E->log_path, "wb");
-    if (f) {
-        fwrite(buf, 1, strlen(buf), f);
-        fclose(f);
-    }
-    free(buf);
 }
 
 static void engine_stop(sweep *S, engine *E)
@@ -309,13 +272,7 @@ static void engine_stop(sweep *S, engine *E)
             fclose(lf);
         }
         E->started = 0;
-        E->stopped = 1;
     }
-    if (E->stopped)
-        redact_log(E);
-    for (int i = 0; i < E->nsecrets; i++)
-        free(E->secrets[i]);
-    E->nsecrets = 0;
     st_launch_free(&E->l);
 }
 
@@ -329,7 +286,8 @@ typedef struct scraper {
     st_ns t0;
     pthread_mutex_t mu;
     st_metrics_sample *s;
-    uint32_t n, cap;
+    uint32_t n;
+    size_t cap;
     int failures, ok;
 } scraper;
 
@@ -342,7 +300,7 @@ static void *scrape_main(void *arg)
         st_ns t = st_now();
         int status;
         char err[256];
-        if (st_http_get(sc->E->l.host, sc->E->l.port, "/metrics", NULL, 2, &status, &body, err, sizeof err) == 0 &&
+        if (st_probe_get(sc->E->l.host, sc->E->l.port, "/metrics", NULL, 2, &status, &body, err, sizeof err) == 0 &&
             status == 200) {
             st_metrics_sample got[ST_METRICS_SCRAPE_MAX];
             int ng = st_metrics_scrape(sc->E->l.metrics_dialect, body.data ? body.data : "", body.len, got,
@@ -351,14 +309,8 @@ static void *scrape_main(void *arg)
             pthread_mutex_lock(&sc->mu);
             sc->ok++;
             for (int i = 0; i < ng; i++) {
-                if (sc->n == sc->cap) {
-                    uint32_t nc = sc->cap ? sc->cap * 2 : 256;
-                    st_metrics_sample *ns = realloc(sc->s, sizeof *ns * nc);
-                    if (!ns)
-                        break;
-                    sc->s = ns;
-                    sc->cap = nc;
-                }
+                if (st_grow((void **)&sc->s, &sc->cap, (size_t)sc->n + 1, sizeof *sc->s, 256))
+                    break;
                 got[i].t = ts;
                 sc->s[sc->n++] = got[i];
             }
@@ -393,7 +345,7 @@ static double wait_idle(sweep *S, const engine *E, double max_s)
         int status;
         char err[256];
         st_engine_metrics m;
-        if (st_http_get(E->l.host, E->l.port, "/metrics", NULL, 2, &status, &body, err, sizeof err) == 0 &&
+        if (st_probe_get(E->l.host, E->l.port, "/metrics", NULL, 2, &status, &body, err, sizeof err) == 0 &&
             status == 200 && st_metrics_read(E->l.metrics_dialect, body.data ? body.data : "", body.len, &m) == 0 &&
             (m.found & (1u << ST_MET_RUNNING))) {
             double busy = m.v[ST_MET_RUNNING] + ((m.found & (1u << ST_MET_WAITING)) ? m.v[ST_MET_WAITING] : 0);
@@ -473,6 +425,7 @@ static int http_run_rate(st_executor *x, const st_exec_rate *in, st_config_row *
                             .stream = 1,
                             .model = E->l.expected_model,
                             .api_key = E->api_key,
+                            .secrets = &H->secrets,
                             .work = in->w,
                             .schedule = sched,
                             .warmup = in->warmup,
@@ -539,22 +492,20 @@ static int http_run_rate(st_executor *x, const st_exec_rate *in, st_config_row *
         char e2[256] = "";
         hung = 1;
         for (int tries = 0; tries < 2 && hung; tries++)
-            hung = st_http_get(E->l.host, E->l.port, E->l.health_path, NULL, 5, &hs, &body, e2, sizeof e2) != 0;
+            hung = st_probe_get(E->l.host, E->l.port, E->l.health_path, NULL, 5, &hs, &body, e2, sizeof e2) != 0;
         if (hung)
             snprintf(detail, sizeof detail, "/health did not answer after the run (%s)", e2);
         st_buf_free(&body);
     }
     if (died) {
         char *tail = NULL;
-        st_log_tail(E->log_path, LOG_TAIL_BYTES, LOG_TAIL_LINES, &tail);
+        st_proc_log_tail(E->log_path, LOG_TAIL_BYTES, LOG_TAIL_LINES, &tail);
         st_fail_class fc = st_proc_classify(tail, 1, E->proc.wstatus, 0, detail, sizeof detail);
         free(tail);
-        st_exec_fill_failure(row, fc == ST_FAIL_NONE ? ST_FAIL_CRASH : fc, detail, E->log_path, E->api_key);
-        redact_row(row, E);
+        st_exec_fill_failure(row, fc == ST_FAIL_NONE ? ST_FAIL_CRASH : fc, detail, E->log_path, &H->secrets);
         out->engine_failed = 1;
     } else if (hung) {
-        st_exec_fill_failure(row, ST_FAIL_HANG, detail, E->log_path, E->api_key);
-        redact_row(row, E);
+        st_exec_fill_failure(row, ST_FAIL_HANG, detail, E->log_path, &H->secrets);
         out->engine_failed = 1;
     }
     return 0;
@@ -563,7 +514,9 @@ static int http_run_rate(st_executor *x, const st_exec_rate *in, st_config_row *
 static void http_free(st_executor *x)
 {
     http_stop(x);
-    free(x->impl);
+    http_exec *H = x->impl;
+    st_secrets_free(&H->secrets);
+    free(H);
     free(x);
 }
 
@@ -582,7 +535,14 @@ int st_exec_http_new(const st_spec *spec, const char *logdir, const char *self_e
         return -1;
     }
     H->spec = spec;
+    if (st_spec_secrets(spec, &H->secrets, err, errlen)) {
+        free(x);
+        free(H);
+        return -1;
+    }
     snprintf(H->logdir, sizeof H->logdir, "%s", logdir);
+    if (st_proc_dir_tag(logdir, H->tag, sizeof H->tag))
+        H->tag[0] = '\0';
     H->self_exe = self_exe;
     H->stop = stop;
     x->ops = &http_ops;

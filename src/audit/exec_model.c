@@ -13,7 +13,9 @@
 
 #include "audit/executor.h"
 #include "core/buf.h"
+#include "core/util.h"
 #include "emu/calib.h"
+#include "emu/consts.h"
 #include "emu/flags.h"
 #include "emu/sim.h"
 #include "engine/metrics.h"
@@ -22,7 +24,6 @@
 #define CMD_MAX ((size_t)1 << 16)
 #define FACTS_MAX 4096
 
-#define GIB 1073741824.0
 #define MODEL_TICK_NS ST_NS_PER_S
 
 typedef struct model_exec {
@@ -203,9 +204,10 @@ static int model_start(st_executor *x, const st_spec_config *c, st_config_row *r
              "model weights %.2f GiB; non_torch_memory %.2f GiB; PyTorch activation peak memory %.2f GiB; the rest "
              "of the memory reserved for KV Cache is %.2f GiB.\nINFO %s\nINFO %s\nINFO max_num_seqs=%u, "
              "max_num_batched_tokens=%u, max_model_len=%u, num_gpu_blocks=%u\n",
-             mem.weight_bytes / GIB, mem.total_bytes / GIB, mem.requested_bytes / GIB, mem.weight_bytes / GIB,
-             mem.non_torch_bytes / GIB, mem.activation_bytes / GIB, mem.kv_bytes / GIB, l1, l2, mem.max_num_seqs,
-             mem.max_num_batched_tokens, mem.max_model_len, mem.num_blocks);
+             mem.weight_bytes / EMU_GIB, mem.total_bytes / EMU_GIB, mem.requested_bytes / EMU_GIB,
+             mem.weight_bytes / EMU_GIB, mem.non_torch_bytes / EMU_GIB, mem.activation_bytes / EMU_GIB,
+             mem.kv_bytes / EMU_GIB, l1, l2, mem.max_num_seqs, mem.max_num_batched_tokens, mem.max_model_len,
+             mem.num_blocks);
     log_lines(M, c->name, log);
     st_buf f;
     st_buf_init(&f, FACTS_MAX);
@@ -233,22 +235,16 @@ static void model_stop(st_executor *x)
 typedef struct model_tick {
     const st_exec_rate *in;
     st_exec_out *out;
-    uint32_t cap;
+    size_t cap;
     int oom;
 } model_tick;
 
 static void push_sample(model_tick *T, double t, st_metric m, double v)
 {
     st_exec_out *o = T->out;
-    if (o->n_samples == T->cap) {
-        uint32_t nc = T->cap ? T->cap * 2 : 512;
-        st_metrics_sample *ns = realloc(o->samples, sizeof *ns * nc);
-        if (!ns) {
-            T->oom = 1;
-            return;
-        }
-        o->samples = ns;
-        T->cap = nc;
+    if (st_grow((void **)&o->samples, &T->cap, (size_t)o->n_samples + 1, sizeof *o->samples, 512)) {
+        T->oom = 1;
+        return;
     }
     o->samples[o->n_samples++] = (st_metrics_sample){ .t = t, .name = st_metrics_name(m), .value = v };
 }

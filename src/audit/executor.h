@@ -77,8 +77,10 @@ struct st_executor {
     void *impl;
 };
 
-/* The HTTP executor. logdir: where engine logs go; self_exe: the servetune binary (emulator);
- * stop: the audit's interruption flag. */
+/* The HTTP executor. logdir: where engine logs go (its real path tags the engines:
+ * st_proc_dir_tag); self_exe: the servetune binary (emulator); stop: the audit's interruption
+ * flag. The spec's secrets (st_spec_secrets) are read from the environment here: -1 with err when
+ * one is missing. */
 int st_exec_http_new(const st_spec *spec, const char *logdir, const char *self_exe, volatile sig_atomic_t *stop,
                      st_executor **out, char *err, size_t errlen);
 /* The engine-model executor (servetune predict). logdir (may be NULL): a per-configuration log
@@ -106,9 +108,10 @@ int st_exec_model_config(const st_spec *s, const st_spec_config *c, struct st_em
 void st_executor_free(st_executor *x);
 
 /* Marks row failed with class c: status "failed", failure_class, failure_detail = the class's
- * text + ": " + detail (secret redacted), log_tail from log_path (when given, redacted). */
+ * text + ": " + detail (control characters and secrets removed), log_tail from log_path (when
+ * given, secrets removed). secrets may be NULL. */
 void st_exec_fill_failure(st_config_row *row, st_fail_class c, const char *detail, const char *log_path,
-                          const char *secret);
+                          const st_secrets *secrets);
 /* Frees out's records and samples. */
 void st_exec_out_free(st_exec_out *out);
 

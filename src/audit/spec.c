@@ -12,6 +12,7 @@
 #include <yaml.h>
 
 #include "core/parse.h"
+#include "core/secret.h"
 
 #define SPEC_MAX_LIST 256
 
@@ -65,6 +66,15 @@ void st_spec_free(st_spec *s)
     free(s->cluster.kubernetes.ns);
     free(s->cluster.kubernetes.volume_claim);
     free(s->cluster.kubernetes.gpu_resource);
+    st_strv_free(&s->plan.gpus);
+    for (int i = 0; i < s->plan.n_weights; i++) {
+        free(s->plan.weights[i]);
+        free(s->plan.checkpoints[i]);
+    }
+    st_strv_free(&s->plan.kv_dtypes);
+    free(s->plan.prices);
+    free(s->plan.provider);
+    free(s->traffic.serverless_provider);
     memset(s, 0, sizeof *s);
 }
 
@@ -218,29 +228,10 @@ static int get_strlist(pctx *p, yaml_node_t *n, const char *what, st_strv *out)
     return 0;
 }
 
-/* A secret must be referenced by name: a variable whose name looks like a credential may only
- * hold a ${VAR} reference, so the spec (which is stored with the results) never holds one. */
-static int looks_secret(const char *name)
-{
-    /* Word by word (separated by _ or -), so HF_TOKEN and --api-key match but
-     * --max-num-batched-tokens does not. */
-    static const char *words[] = {
-        "KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS", "APIKEY"
-    };
-    const char *p = name;
-    while (*p) {
-        while (*p == '_' || *p == '-')
-            p++;
-        const char *w = p;
-        while (*p && *p != '_' && *p != '-')
-            p++;
-        size_t wl = (size_t)(p - w);
-        for (size_t k = 0; k < sizeof words / sizeof *words; k++)
-            if (wl == strlen(words[k]) && !strncasecmp(w, words[k], wl))
-                return 1;
-    }
-    return 0;
-}
+/* A secret must be referenced by name: a variable whose name looks like a credential
+ * (st_secret_name) may only hold a ${VAR} reference, so the spec (which is stored with the
+ * results) never holds one. */
+static int looks_secret(const char *name) { return st_secret_name(name); }
 
 static int is_pure_ref(const char *v)
 {
@@ -300,7 +291,8 @@ static int get_env(pctx *p, yaml_node_t *n, const char *what, st_envv *out)
 }
 
 /* A flag whose name looks like a credential (--api-key, --hf-token...) may only take a ${VAR}
- * reference as its value: the flags are stored with the results and shown in reports. */
+ * reference as its value: the flags are stored with the results and shown in reports. Its value
+ * is the next token whatever it starts with (a key may begin with '-'). */
 static int check_flag_secrets(pctx *p, yaml_node_t *n, const char *what, const st_strv *v)
 {
     for (int i = 0; i < v->n; i++) {
@@ -314,12 +306,9 @@ static int check_flag_secrets(pctx *p, yaml_node_t *n, const char *what, const s
             continue;
         memcpy(name, t, nl);
         name[nl] = '\0';
-        for (char *q = name; *q; q++)
-            if (*q == '-')
-                *q = '_';
         if (!looks_secret(name))
             continue;
-        const char *val = eq ? eq + 1 : (i + 1 < v->n && v->v[i + 1][0] != '-' ? v->v[i + 1] : NULL);
+        const char *val = eq ? eq + 1 : (i + 1 < v->n ? v->v[i + 1] : NULL);
         if (val && !is_pure_ref(val))
             return failf(p, n,
                          "%s: %.*s looks like a secret: give it as a reference such as ${MY_KEY} (expanded from the "
@@ -354,7 +343,8 @@ static int parse_engine(pctx *p, yaml_node_t *n, st_spec *s)
     if ((v = kv(k, nk, "command"))) {
         if (s->engine.kind == ST_ENGINE_ENDPOINT)
             return failf(p, v, "engine.command: an endpoint is already running; nothing is started");
-        if (get_strlist(p, v, "engine.command", &s->engine.command))
+        if (get_strlist(p, v, "engine.command", &s->engine.command) ||
+            check_flag_secrets(p, v, "engine.command", &s->engine.command))
             return -1;
         if (s->engine.command.n == 0)
             return failf(p, v, "engine.command: must not be empty (leave it out for the default)");
@@ -477,8 +467,8 @@ static int parse_workload(pctx *p, yaml_node_t *n, st_spec *s)
     if ((v = kv(k, nk, "requests_per_rate"))) {
         if (get_u32(p, v, "workload.requests_per_rate", &s->workload.requests_per_rate, 1))
             return -1;
-        if (s->workload.requests_per_rate > 1000000)
-            return failf(p, v, "workload.requests_per_rate: at most 1000000");
+        if (s->workload.requests_per_rate > ST_SPEC_MAX_REQUESTS)
+            return failf(p, v, "workload.requests_per_rate: at most %u", ST_SPEC_MAX_REQUESTS);
     }
     if ((v = kv(k, nk, "seed"))) {
         const char *ss = scalar(v);
@@ -885,11 +875,182 @@ static void set_defaults(st_spec *s)
     s->warmup_requests = 10;
 }
 
+/* A list of whole numbers (at most ST_PLAN_LIST_MAX, each in [lo, hi]). */
+static int get_longs(pctx *p, yaml_node_t *n, const char *what, long *out, int *count, long lo, long hi)
+{
+    if (!n || n->type != YAML_SEQUENCE_NODE)
+        return failf(p, n, "%s: expected a list of whole numbers", what);
+    *count = 0;
+    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
+        yaml_node_t *e = node(p, *it);
+        const char *t = scalar(e);
+        long l;
+        if (!t || st_parse_long(t, &l) || l < lo || l > hi)
+            return failf(p, e, "%s: expected whole numbers from %ld to %ld, got '%s'", what, lo, hi,
+                         t ? t : "(not a scalar)");
+        if (*count == ST_PLAN_LIST_MAX)
+            return failf(p, e, "%s: at most %d values", what, ST_PLAN_LIST_MAX);
+        out[(*count)++] = l;
+    }
+    if (!*count)
+        return failf(p, n, "%s: an empty list (leave the key out for the default)", what);
+    return 0;
+}
+
+static int get_duration(pctx *p, yaml_node_t *n, const char *what, double *out)
+{
+    const char *t = scalar(n);
+    double d;
+    if (!t || st_parse_duration_s(t, &d) || !(d >= 0) || !isfinite(d))
+        return failf(p, n, "%s: expected a duration such as 600, 30s, 500ms or 10m", what);
+    *out = d;
+    return 0;
+}
+
+static const char *const weight_formats[] = { "bf16", "fp16", "fp8", "int8", "awq", "gptq", NULL };
+
+static int parse_plan(pctx *p, yaml_node_t *n, st_spec *s)
+{
+    keydef k[] = { { "gpus", 0, 0 },          { "gpus_per_replica", 0, 0 },
+                   { "checkpoints", 0, 0 },   { "kv_cache_dtype", 0, 0 },
+                   { "max_num_seqs", 0, 0 },  { "max_num_batched_tokens", 0, 0 },
+                   { "max_model_len", 0, 0 }, { "prices", 0, 0 },
+                   { "provider", 0, 0 },      { "top", 0, 0 } };
+    int nk = (int)(sizeof k / sizeof *k);
+    if (read_map(p, n, "plan", k, nk))
+        return -1;
+    s->plan.set = 1;
+    s->plan.top = 3;
+    yaml_node_t *v;
+    if ((v = kv(k, nk, "gpus")) && get_strlist(p, v, "plan.gpus", &s->plan.gpus))
+        return -1;
+    long tps[ST_PLAN_LIST_MAX];
+    if ((v = kv(k, nk, "gpus_per_replica"))) {
+        if (get_longs(p, v, "plan.gpus_per_replica", tps, &s->plan.n_tp, 1, 64))
+            return -1;
+        for (int i = 0; i < s->plan.n_tp; i++)
+            s->plan.tp[i] = (int)tps[i];
+    }
+    if ((v = kv(k, nk, "checkpoints"))) {
+        if (v->type != YAML_MAPPING_NODE || v->data.mapping.pairs.top == v->data.mapping.pairs.start)
+            return failf(p, v,
+                         "plan.checkpoints: a mapping of weight format to checkpoint, e.g. {bf16: Qwen/Qwen3-8B, "
+                         "fp8: Qwen/Qwen3-8B-FP8}");
+        for (yaml_node_pair_t *pr = v->data.mapping.pairs.start; pr < v->data.mapping.pairs.top; pr++) {
+            yaml_node_t *key = node(p, pr->key), *val = node(p, pr->value);
+            const char *w = scalar(key);
+            int known = 0;
+            for (int i = 0; w && weight_formats[i]; i++)
+                known |= !strcmp(w, weight_formats[i]);
+            if (!known)
+                return failf(p, key, "plan.checkpoints: '%s' is not a weight format (bf16, fp16, fp8, int8, awq, gptq)",
+                             w ? w : "(not a scalar)");
+            if (s->plan.n_weights == ST_PLAN_LIST_MAX)
+                return failf(p, key, "plan.checkpoints: at most %d", ST_PLAN_LIST_MAX);
+            for (int i = 0; i < s->plan.n_weights; i++)
+                if (!strcmp(s->plan.weights[i], w))
+                    return failf(p, key, "plan.checkpoints: %s is given twice", w);
+            int i = s->plan.n_weights++;
+            s->plan.weights[i] = strdup(w);
+            if (!s->plan.weights[i] || get_str(p, val, "plan.checkpoints", &s->plan.checkpoints[i]))
+                return s->plan.weights[i] ? -1 : failf(p, key, "out of memory");
+        }
+    }
+    if ((v = kv(k, nk, "kv_cache_dtype"))) {
+        if (get_strlist(p, v, "plan.kv_cache_dtype", &s->plan.kv_dtypes))
+            return -1;
+        for (int i = 0; i < s->plan.kv_dtypes.n; i++) {
+            const char *d = s->plan.kv_dtypes.v[i];
+            if (strcmp(d, "auto") && strcmp(d, "fp8") && strcmp(d, "fp8_e4m3") && strcmp(d, "fp8_e5m2") &&
+                strcmp(d, "bfloat16"))
+                return failf(p, v, "plan.kv_cache_dtype: '%s' is not one of auto, bfloat16, fp8, fp8_e4m3, fp8_e5m2",
+                             d);
+        }
+    }
+    if ((v = kv(k, nk, "max_num_seqs")) &&
+        get_longs(p, v, "plan.max_num_seqs", s->plan.max_num_seqs, &s->plan.n_seqs, 1, 100000))
+        return -1;
+    if ((v = kv(k, nk, "max_num_batched_tokens")) &&
+        get_longs(p, v, "plan.max_num_batched_tokens", s->plan.max_batched, &s->plan.n_batched, 16, 10000000))
+        return -1;
+    if ((v = kv(k, nk, "max_model_len"))) {
+        const char *t = scalar(v);
+        if (!t || strcmp(t, "auto")) {
+            uint32_t m;
+            if (get_u32(p, v, "plan.max_model_len", &m, 16))
+                return -1;
+            s->plan.max_model_len = m;
+        }
+    }
+    if ((v = kv(k, nk, "prices")) && get_str(p, v, "plan.prices", &s->plan.prices))
+        return -1;
+    if ((v = kv(k, nk, "provider")) && get_str(p, v, "plan.provider", &s->plan.provider))
+        return -1;
+    if ((v = kv(k, nk, "top")) && get_count(p, v, "plan.top", &s->plan.top, 1, 64))
+        return -1;
+    return 0;
+}
+
+static int parse_traffic(pctx *p, yaml_node_t *n, st_spec *s)
+{
+    keydef k[] = {
+        { "hourly_rps", 0, 0 }, { "scale_up_delay", 0, 0 }, { "min_replicas", 0, 0 }, { "serverless", 0, 0 }
+    };
+    int nk = (int)(sizeof k / sizeof *k);
+    if (read_map(p, n, "traffic", k, nk))
+        return -1;
+    s->traffic.set = 1;
+    s->traffic.scale_up_delay_s = 600;
+    s->traffic.idle_timeout_s = 5;
+    s->traffic.cold_start_s = 60;
+    yaml_node_t *v = kv(k, nk, "hourly_rps");
+    if (!v)
+        return failf(p, n, "traffic.hourly_rps: required (24 request rates, hour 0 to 23)");
+    if (v->type != YAML_SEQUENCE_NODE || v->data.sequence.items.top - v->data.sequence.items.start != 24)
+        return failf(p, v,
+                     "traffic.hourly_rps: a list of exactly 24 request rates (req/s), hour 0 to 23; write 0 "
+                     "for an hour without traffic");
+    int h = 0;
+    for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++, h++) {
+        char what[40];
+        snprintf(what, sizeof what, "traffic.hourly_rps[%d]", h);
+        if (get_double(p, node(p, *it), what, &s->traffic.hourly_rps[h], 0, 0))
+            return -1;
+    }
+    if ((v = kv(k, nk, "scale_up_delay")) && get_duration(p, v, "traffic.scale_up_delay", &s->traffic.scale_up_delay_s))
+        return -1;
+    if ((v = kv(k, nk, "min_replicas")) && get_count(p, v, "traffic.min_replicas", &s->traffic.min_replicas, 0, 100000))
+        return -1;
+    if ((v = kv(k, nk, "serverless"))) {
+        keydef sk[] = {
+            { "idle_timeout", 0, 0 }, { "cold_start", 0, 0 }, { "provider", 0, 0 }, { "price_per_gpu_second", 0, 0 }
+        };
+        int nsk = (int)(sizeof sk / sizeof *sk);
+        if (read_map(p, v, "traffic.serverless", sk, nsk))
+            return -1;
+        yaml_node_t *w;
+        if ((w = kv(sk, nsk, "idle_timeout")) &&
+            get_duration(p, w, "traffic.serverless.idle_timeout", &s->traffic.idle_timeout_s))
+            return -1;
+        if ((w = kv(sk, nsk, "cold_start")) &&
+            get_duration(p, w, "traffic.serverless.cold_start", &s->traffic.cold_start_s))
+            return -1;
+        if ((w = kv(sk, nsk, "provider")) &&
+            get_str(p, w, "traffic.serverless.provider", &s->traffic.serverless_provider))
+            return -1;
+        if ((w = kv(sk, nsk, "price_per_gpu_second")) &&
+            get_double(p, w, "traffic.serverless.price_per_gpu_second", &s->traffic.serverless_price_per_gpu_s, 0, 1))
+            return -1;
+    }
+    return 0;
+}
+
 static int parse_root(pctx *p, yaml_node_t *root, st_spec *s)
 {
     keydef k[] = { { "engine", 0, 0 }, { "hardware", 0, 0 },        { "peak_rate", 0, 0 }, { "workload", 0, 0 },
                    { "rates", 0, 0 },  { "warmup_requests", 0, 0 }, { "slo", 0, 0 },       { "configurations", 0, 0 },
-                   { "search", 0, 0 }, { "timeouts", 0, 0 },        { "cluster", 0, 0 } };
+                   { "search", 0, 0 }, { "timeouts", 0, 0 },        { "cluster", 0, 0 },   { "plan", 0, 0 },
+                   { "traffic", 0, 0 } };
     int nk = (int)(sizeof k / sizeof *k);
     if (!root)
         return failf(p, NULL, "the spec is empty");
@@ -908,14 +1069,20 @@ static int parse_root(pctx *p, yaml_node_t *root, st_spec *s)
     REQUIRE("peak_rate");
     if (get_double(p, v, "peak_rate", &s->peak_rate, 0, 1))
         return -1;
+    if (s->peak_rate > ST_SPEC_MAX_PEAK_RATE)
+        return failf(p, v, "peak_rate: at most %g req/s", ST_SPEC_MAX_PEAK_RATE);
     REQUIRE("workload");
     if (parse_workload(p, v, s))
         return -1;
     REQUIRE("rates");
     if (parse_rates(p, v, s))
         return -1;
-    if ((v = kv(k, nk, "warmup_requests")) && get_u32(p, v, "warmup_requests", &s->warmup_requests, 0))
-        return -1;
+    if ((v = kv(k, nk, "warmup_requests"))) {
+        if (get_u32(p, v, "warmup_requests", &s->warmup_requests, 0))
+            return -1;
+        if (s->warmup_requests > ST_SPEC_MAX_REQUESTS)
+            return failf(p, v, "warmup_requests: at most %u", ST_SPEC_MAX_REQUESTS);
+    }
     REQUIRE("slo");
     if (parse_slo(p, v, s))
         return -1;
@@ -935,7 +1102,68 @@ static int parse_root(pctx *p, yaml_node_t *root, st_spec *s)
         return -1;
     if ((v = kv(k, nk, "cluster")) && parse_cluster(p, v, s))
         return -1;
+    if ((v = kv(k, nk, "plan")) && parse_plan(p, v, s))
+        return -1;
+    if ((v = kv(k, nk, "traffic")) && parse_traffic(p, v, s))
+        return -1;
     return 0;
+}
+
+/* A first pass over the YAML events, before the document is built: nesting deeper than
+ * ST_SPEC_MAX_DEPTH is refused as soon as it is seen (libyaml's scanner takes time proportional to
+ * the depth for each token, so a deeply nested file would take quadratic time, and its loader
+ * recurses), and so is a NUL inside a string (it would cut the string short silently). Syntax
+ * errors are left to the loader, which names them. */
+static int prescan(const char *name, const char *text, size_t len, char *err, size_t errlen)
+{
+    yaml_parser_t ps;
+    if (!yaml_parser_initialize(&ps)) {
+        snprintf(err, errlen, "%s: out of memory", name);
+        return -1;
+    }
+    yaml_parser_set_input_string(&ps, (const unsigned char *)text, len);
+    int depth = 0, rc = 0;
+    for (;;) {
+        yaml_event_t ev;
+        if (!yaml_parser_parse(&ps, &ev))
+            break;
+        yaml_event_type_t t = ev.type;
+        if (t == YAML_SEQUENCE_START_EVENT || t == YAML_MAPPING_START_EVENT) {
+            if (++depth > ST_SPEC_MAX_DEPTH) {
+                snprintf(err, errlen, "%s:%zu: nested deeper than %d levels", name, ev.start_mark.line + 1,
+                         ST_SPEC_MAX_DEPTH);
+                rc = -1;
+            }
+        } else if (t == YAML_SEQUENCE_END_EVENT || t == YAML_MAPPING_END_EVENT) {
+            depth--;
+        } else if (t == YAML_SCALAR_EVENT && memchr(ev.data.scalar.value, '\0', ev.data.scalar.length)) {
+            snprintf(err, errlen, "%s:%zu: a NUL character inside a string", name, ev.start_mark.line + 1);
+            rc = -1;
+        }
+        yaml_event_delete(&ev);
+        if (rc || t == YAML_STREAM_END_EVENT)
+            break;
+    }
+    yaml_parser_delete(&ps);
+    return rc;
+}
+
+/* A relative path in a spec named NAME is relative to NAME's folder. */
+static void resolve_beside(const char *name, char **path)
+{
+    if (!*path || (*path)[0] == '/')
+        return;
+    const char *slash = strrchr(name, '/');
+    if (!slash)
+        return;
+    size_t dl = (size_t)(slash - name) + 1, tl = strlen(*path);
+    char *full = malloc(dl + tl + 1);
+    if (!full)
+        return;
+    memcpy(full, name, dl);
+    memcpy(full + dl, *path, tl + 1);
+    free(*path);
+    *path = full;
 }
 
 int st_spec_parse(const char *name, const char *text, size_t len, st_spec *out, char *err, size_t errlen)
@@ -947,6 +1175,8 @@ int st_spec_parse(const char *name, const char *text, size_t len, st_spec *out, 
         snprintf(err, errlen, "%s: larger than %u bytes", name, (unsigned)ST_SPEC_MAX_BYTES);
         return -1;
     }
+    if (prescan(name, text, len, err, errlen))
+        return -1;
     yaml_parser_t parser;
     yaml_document_t doc;
     if (!yaml_parser_initialize(&parser)) {
@@ -983,20 +1213,9 @@ int st_spec_parse(const char *name, const char *text, size_t len, st_spec *out, 
         set_defaults(out);
         return -1;
     }
-    /* A trace path is relative to the spec's folder. */
-    if (out->workload.trace && out->workload.trace[0] != '/') {
-        const char *slash = strrchr(name, '/');
-        if (slash) {
-            size_t dl = (size_t)(slash - name) + 1, tl = strlen(out->workload.trace);
-            char *full = malloc(dl + tl + 1);
-            if (full) {
-                memcpy(full, name, dl);
-                memcpy(full + dl, out->workload.trace, tl + 1);
-                free(out->workload.trace);
-                out->workload.trace = full;
-            }
-        }
-    }
+    /* A trace path (and a price list) is relative to the spec's folder. */
+    resolve_beside(name, &out->workload.trace);
+    resolve_beside(name, &out->plan.prices);
     return 0;
 }
 
@@ -1100,4 +1319,104 @@ int st_spec_launch(const st_spec *s, const st_spec_config *c, int port, const ch
     int rc = st_adapter_launch(&d, port, self_exe, out, err, errlen);
     st_strv_free(&flags);
     return rc;
+}
+
+/* ---- secrets ---- */
+
+/* Adds the value of every ${NAME} in text to out. 0, or -1 with err naming where. */
+static int ref_secrets(const char *text, const char *where, st_secrets *out, char *err, size_t errlen)
+{
+    for (const char *q = text; (q = strstr(q, "${"));) {
+        const char *end = strchr(q + 2, '}');
+        if (!end) {
+            snprintf(err, errlen, "%s: '%.60s': unterminated ${", where, text);
+            return -1;
+        }
+        char name[256];
+        size_t nl = (size_t)(end - q - 2);
+        if (!nl || nl >= sizeof name) {
+            snprintf(err, errlen, "%s: '%.60s': bad ${NAME}", where, text);
+            return -1;
+        }
+        memcpy(name, q + 2, nl);
+        name[nl] = '\0';
+        const char *val = getenv(name);
+        if (!val) {
+            snprintf(err, errlen, "%s: the environment variable %s is not set", where, name);
+            return -1;
+        }
+        if (*val && strlen(val) < ST_SECRET_MIN_LEN) {
+            snprintf(err, errlen,
+                     "%s: ${%s} expands to fewer than %d characters: a ${VAR} is a secret, and one that short cannot "
+                     "be told apart from ordinary text; write the value itself",
+                     where, name, ST_SECRET_MIN_LEN);
+            return -1;
+        }
+        if (st_secrets_add(out, val)) {
+            snprintf(err, errlen, "%s: more than %d secrets", where, ST_SECRETS_MAX);
+            return -1;
+        }
+        q = end + 1;
+    }
+    return 0;
+}
+
+static int strv_secrets(const st_strv *v, const char *where, st_secrets *out, char *err, size_t errlen)
+{
+    for (int i = 0; i < v->n; i++)
+        if (ref_secrets(v->v[i], where, out, err, errlen))
+            return -1;
+    return 0;
+}
+
+static int env_secrets(const st_envv *e, const char *where, st_secrets *out, char *err, size_t errlen)
+{
+    for (int i = 0; i < e->n; i++) {
+        char w[200];
+        snprintf(w, sizeof w, "%s.%s", where, e->key[i]);
+        if (ref_secrets(e->val[i], w, out, err, errlen))
+            return -1;
+    }
+    return 0;
+}
+
+int st_spec_secrets(const st_spec *s, st_secrets *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (s->engine.api_key_env) {
+        const char *key = getenv(s->engine.api_key_env);
+        if (!key || !*key) {
+            snprintf(err, errlen, "%s: engine.api_key_env: the environment variable %s is not set", s->path,
+                     s->engine.api_key_env);
+            goto fail;
+        }
+        if (strlen(key) < ST_SECRET_MIN_LEN || st_secrets_add(out, key)) {
+            snprintf(err, errlen, "%s: engine.api_key_env: the key in %s is shorter than %d characters", s->path,
+                     s->engine.api_key_env, ST_SECRET_MIN_LEN);
+            goto fail;
+        }
+    }
+    char where[200];
+    snprintf(where, sizeof where, "%s: engine.command", s->path);
+    if (strv_secrets(&s->engine.command, where, out, err, errlen))
+        goto fail;
+    snprintf(where, sizeof where, "%s: engine.flags", s->path);
+    if (strv_secrets(&s->engine.flags, where, out, err, errlen))
+        goto fail;
+    snprintf(where, sizeof where, "%s: engine.env", s->path);
+    if (env_secrets(&s->engine.env, where, out, err, errlen))
+        goto fail;
+    for (int i = 0; i < s->n_configs; i++) {
+        const st_spec_config *c = &s->configs[i];
+        snprintf(where, sizeof where, "%s: configurations[%s].add_flags", s->path, c->name);
+        if (strv_secrets(&c->add_flags, where, out, err, errlen))
+            goto fail;
+        snprintf(where, sizeof where, "%s: configurations[%s].env", s->path, c->name);
+        if (env_secrets(&c->env, where, out, err, errlen))
+            goto fail;
+    }
+    return 0;
+fail:
+    st_secrets_free(out);
+    return -1;
 }

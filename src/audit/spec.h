@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/secret.h"
 #include "core/strv.h"
 #include "engine/adapter.h"
 
@@ -69,6 +70,9 @@ int st_gpu_request_from_name(const char *name, st_gpu_request *out);
 
 typedef enum st_search_mode { ST_SEARCH_GRID = 0, ST_SEARCH_REFINE } st_search_mode;
 typedef enum st_workload_kind { ST_WL_SYNTHETIC = 0, ST_WL_TRACE } st_workload_kind;
+
+/* At most this many values in each list of the plan block. */
+#define ST_PLAN_LIST_MAX 16
 
 typedef struct st_spec {
     char *path;
@@ -147,12 +151,48 @@ typedef struct st_spec {
             int parallelism;    /* pods at once (0: one per configuration) */
         } kubernetes;
     } cluster;
+
+    /* servetune plan's search space (the audit ignores it; docs/plan.md). Lists left empty take
+     * the defaults named there. */
+    struct {
+        int set;      /* the spec has a plan block */
+        st_strv gpus; /* GPU keys; empty: every GPU the engine model knows that has a price */
+        int tp[ST_PLAN_LIST_MAX], n_tp;
+        char *weights[ST_PLAN_LIST_MAX];     /* weight formats: bf16, fp8, int8, awq, gptq */
+        char *checkpoints[ST_PLAN_LIST_MAX]; /* the checkpoint of each format */
+        int n_weights;                       /* 0: bf16 = engine.model */
+        st_strv kv_dtypes;                   /* empty: auto, fp8 */
+        long max_num_seqs[ST_PLAN_LIST_MAX], max_batched[ST_PLAN_LIST_MAX];
+        int n_seqs, n_batched;
+        long max_model_len; /* 0: from the workload (its longest input + output, or a trace's p99) */
+        char *prices;       /* a price list file (resolved against the spec's folder); NULL: built in */
+        char *provider;     /* whose price; NULL: the lowest on-demand */
+        int top;            /* candidates written as an audit spec (default 3) */
+    } plan;
+
+    /* A traffic day (plan, and the audit report when given): the rate hour by hour, how a fleet
+     * scales and what serverless costs (audit/day.h). */
+    struct {
+        int set;
+        double hourly_rps[24];
+        double scale_up_delay_s;           /* default 600 */
+        int min_replicas;                  /* default 0 */
+        double idle_timeout_s;             /* serverless: default 5 (RunPod's default) */
+        double cold_start_s;               /* serverless: default 60 */
+        char *serverless_provider;         /* whose serverless price; NULL: the lowest listed */
+        double serverless_price_per_gpu_s; /* > 0: this price instead of the list's */
+    } traffic;
 } st_spec;
 
-/* Loads and validates a spec file. 0, or -1 with "file:line: what is wrong" in err. */
-/* The largest spec file accepted. */
+/* The largest spec file accepted, and its deepest nesting of lists and mappings. */
 #define ST_SPEC_MAX_BYTES (1u << 20)
+#define ST_SPEC_MAX_DEPTH 64
+/* The most requests in a rate run or a warm-up, and the highest peak (req/s) a spec may state. */
+#define ST_SPEC_MAX_REQUESTS 1000000u
+#define ST_SPEC_MAX_PEAK_RATE 1e9
 
+/* Loads and validates a spec file's syntax and values (st_spec_check, audit/check.h, checks the
+ * rest before anything runs). 0, or -1 with "file:line: what is wrong" in err. */
 int st_spec_load(const char *path, st_spec *out, char *err, size_t errlen);
 /* Same from a string (name is used in messages and for resolving relative paths). */
 int st_spec_parse(const char *name, const char *text, size_t len, st_spec *out, char *err, size_t errlen);
@@ -168,6 +208,11 @@ const char *st_spec_config_model(const st_spec *s, const st_spec_config *c);
  * spec's engine block. 0, or -1 with err. */
 int st_spec_launch(const st_spec *s, const st_spec_config *c, int port, const char *self_exe, st_launch *out, char *err,
                    size_t errlen);
+/* The secrets of a spec, from this process's environment: the API key (engine.api_key_env) and
+ * the value of every ${VAR} the spec references (engine command, flags and env; each
+ * configuration's add_flags and env). 0, or -1 with err when a variable is unset or its value
+ * too short to be redacted (out is left empty). Free with st_secrets_free. */
+int st_spec_secrets(const st_spec *s, st_secrets *out, char *err, size_t errlen);
 /* Finds a configuration by name; NULL when none. */
 const st_spec_config *st_spec_find_config(const st_spec *s, const char *name);
 

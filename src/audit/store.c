@@ -9,8 +9,14 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/util.h"
+
+#define STORE_ERR_MAX 256
+
 struct st_store {
     sqlite3 *db;
+    char err[STORE_ERR_MAX];   /* the message of the last failed write, kept past its ROLLBACK */
+    const st_secrets *secrets; /* removed from every text written (st_store_set_secrets) */
 };
 
 static const char *SCHEMA =
@@ -53,7 +59,12 @@ void st_store_hash(const void *data, size_t len, char out[65])
     out[64] = '\0';
 }
 
-const char *st_store_errmsg(const st_store *s) { return s && s->db ? sqlite3_errmsg(s->db) : "no database"; }
+const char *st_store_errmsg(const st_store *s)
+{
+    if (!s || !s->db)
+        return "no database";
+    return s->err[0] ? s->err : sqlite3_errmsg(s->db);
+}
 
 /* The requests' server timings (srv_prompt, srv_gen, srv_gen_n) came after the first results
  * databases: a database without them gets them (NULL: not reported), so that --resume and
@@ -138,24 +149,23 @@ void st_store_close(st_store *s)
 
 /* ---- small helpers ---- */
 
+/* Keeps the last error's message with the system's reason ("disk I/O error (No space left on
+ * device)"), before a ROLLBACK replaces SQLite's with "not an error". */
+static void keep_err(st_store *s)
+{
+    int e = errno; /* the failed write's, when SQLite's own record of it is gone */
+    int se = sqlite3_system_errno(s->db), code = sqlite3_errcode(s->db) & 0xff;
+    if (!se && (code == SQLITE_IOERR || code == SQLITE_FULL))
+        se = e;
+    if (se)
+        snprintf(s->err, sizeof s->err, "%s (%s)", sqlite3_errmsg(s->db), strerror(se));
+    else
+        snprintf(s->err, sizeof s->err, "%s", sqlite3_errmsg(s->db));
+}
+
 static int exec(st_store *s, const char *sql)
 {
     return sqlite3_exec(s->db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
-}
-
-/* Makes room for element n of the array *arr (elem bytes each, *cap allocated, first the
- * initial capacity). 0, or -1 when out of memory (the array is left as it was). */
-static int grow(void **arr, size_t elem, size_t n, size_t *cap, size_t first)
-{
-    if (n < *cap)
-        return 0;
-    size_t c = *cap ? *cap * 2 : first;
-    void *p = realloc(*arr, elem * c);
-    if (!p)
-        return -1;
-    *arr = p;
-    *cap = c;
-    return 0;
 }
 
 static char *col_str(sqlite3_stmt *st, int i)
@@ -184,6 +194,25 @@ static void bind_str(sqlite3_stmt *st, int i, const char *v)
     else
         sqlite3_bind_null(st, i);
 }
+
+/* Text that may hold what a server or an engine said: bound with the secrets removed. */
+static void bind_text(const st_store *s, sqlite3_stmt *st, int i, const char *v)
+{
+    if (!v || !s->secrets || !s->secrets->n) {
+        bind_str(st, i, v);
+        return;
+    }
+    char *c = strdup(v);
+    if (!c) {
+        sqlite3_bind_null(st, i); /* never the text in clear */
+        return;
+    }
+    st_secrets_redact(s->secrets, c);
+    bind_str(st, i, c);
+    free(c);
+}
+
+void st_store_set_secrets(st_store *s, const st_secrets *secrets) { s->secrets = secrets; }
 
 /* A rate is stored as REAL; inf as the text 'inf' (SQLite would store it but JSON and CSV
  * exports of the database are clearer this way). */
@@ -259,7 +288,7 @@ int st_store_meta_put(st_store *s, const char *key, const char *value)
     if (sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", -1, &st, NULL) != SQLITE_OK)
         return -1;
     bind_str(st, 1, key);
-    bind_str(st, 2, value);
+    bind_text(s, st, 2, value);
     int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
     sqlite3_finalize(st);
     return rc;
@@ -341,7 +370,7 @@ int st_store_audit_finish(st_store *s, int partial, const char *note)
         return -1;
     sqlite3_bind_int64(st, 1, st_wall_ns());
     sqlite3_bind_int(st, 2, partial);
-    bind_str(st, 3, note);
+    bind_text(s, st, 3, note);
     int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
     sqlite3_finalize(st);
     return rc;
@@ -382,11 +411,13 @@ int st_store_config_put(st_store *s, const st_config_row *c)
     sqlite3_bind_int64(st, 4, c->started);
     bind_dbl(st, 5, c->startup_s);
     bind_str(st, 6, c->failure_class);
-    bind_str(st, 7, c->failure_detail);
-    bind_str(st, 8, c->log_tail);
-    bind_str(st, 9, c->argv);
-    bind_str(st, 10, c->facts);
+    bind_text(s, st, 7, c->failure_detail);
+    bind_text(s, st, 8, c->log_tail);
+    bind_text(s, st, 9, c->argv);
+    bind_text(s, st, 10, c->facts);
     int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
+    if (rc)
+        keep_err(s);
     sqlite3_finalize(st);
     return rc;
 }
@@ -404,7 +435,7 @@ int st_store_configs_get(st_store *s, st_config_row **out, int *n)
     int rc;
     size_t cap = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (grow((void **)out, sizeof **out, (size_t)*n, &cap, 8)) {
+        if (st_grow((void **)out, &cap, (size_t)*n + 1, sizeof **out, 8)) {
             rc = SQLITE_NOMEM;
             break;
         }
@@ -524,8 +555,11 @@ int st_store_run_put(st_store *s, st_run_row *r, const st_record *recs, uint32_t
 {
     sqlite3_stmt *st = NULL, *rq = NULL, *ms = NULL;
     uint8_t *blob = NULL;
-    if (exec(s, "BEGIN IMMEDIATE"))
+    s->err[0] = '\0';
+    if (exec(s, "BEGIN IMMEDIATE")) {
+        keep_err(s);
         return -1;
+    }
     /* Replacing a run removes its records and samples with it (ON DELETE CASCADE). */
     if (sqlite3_prepare_v2(s->db, "DELETE FROM runs WHERE run_key = ?", -1, &st, NULL) != SQLITE_OK)
         goto fail;
@@ -550,7 +584,7 @@ int st_store_run_put(st_store *s, st_run_row *r, const st_record *recs, uint32_t
     sqlite3_bind_int(st, c++, r->grid);
     bind_str(st, c++, r->run_key);
     bind_str(st, c++, r->verdict ? r->verdict : "error");
-    bind_str(st, c++, r->why);
+    bind_text(s, st, c++, r->why);
     sqlite3_bind_int(st, c++, r->stopped_early);
     sqlite3_bind_int64(st, c++, r->planned);
     sqlite3_bind_int64(st, c++, r->sent);
@@ -569,7 +603,7 @@ int st_store_run_put(st_store *s, st_run_row *r, const st_record *recs, uint32_t
     terms_to_text(r, terms, sizeof terms);
     bind_str(st, c++, terms);
     sqlite3_bind_int(st, c++, r->client_limited);
-    bind_str(st, c++, r->summary_json);
+    bind_text(s, st, c++, r->summary_json);
     sqlite3_bind_int64(st, c++, r->started);
     sqlite3_bind_int64(st, c++, r->ended);
     if (sqlite3_step(st) != SQLITE_DONE)
@@ -613,7 +647,7 @@ int st_store_run_put(st_store *s, st_run_row *r, const st_record *recs, uint32_t
         } else {
             sqlite3_bind_null(rq, k++);
         }
-        bind_str(rq, k++, x->error);
+        bind_text(s, rq, k++, x->error);
         if (x->srv_prompt >= 0) {
             sqlite3_bind_int64(rq, k++, x->srv_prompt);
             sqlite3_bind_int64(rq, k++, x->srv_gen);
@@ -640,8 +674,14 @@ int st_store_run_put(st_store *s, st_run_row *r, const st_record *recs, uint32_t
     sqlite3_finalize(rq);
     sqlite3_finalize(ms);
     free(blob);
-    return exec(s, "COMMIT");
+    if (exec(s, "COMMIT") == 0)
+        return 0;
+    keep_err(s);
+    exec(s, "ROLLBACK");
+    return -1;
 fail:
+    /* the reason (e.g. "database or disk is full"), before ROLLBACK replaces it with "not an error" */
+    keep_err(s);
     sqlite3_finalize(st);
     sqlite3_finalize(rq);
     sqlite3_finalize(ms);
@@ -687,7 +727,7 @@ int st_store_runs_get(st_store *s, const char *config, st_run_row **out, int *n)
     int rc;
     size_t cap = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (grow((void **)out, sizeof **out, (size_t)*n, &cap, 16)) {
+        if (st_grow((void **)out, &cap, (size_t)*n + 1, sizeof **out, 16)) {
             rc = SQLITE_NOMEM;
             break;
         }
@@ -719,7 +759,7 @@ int st_store_records_get(st_store *s, int64_t run_id, st_record **out, uint32_t 
     int rc;
     size_t cap = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (grow((void **)out, sizeof **out, (size_t)*n, &cap, 64)) {
+        if (st_grow((void **)out, &cap, (size_t)*n + 1, sizeof **out, 64)) {
             rc = SQLITE_NOMEM;
             break;
         }
@@ -783,7 +823,7 @@ int st_store_samples_get(st_store *s, int64_t run_id, st_metrics_sample **out, u
     int rc;
     size_t cap = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (grow((void **)out, sizeof **out, (size_t)*n, &cap, 64)) {
+        if (st_grow((void **)out, &cap, (size_t)*n + 1, sizeof **out, 64)) {
             rc = SQLITE_NOMEM;
             break;
         }

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "core/clock.h"
+#include "core/secret.h"
 #include "engine/metrics.h"
 #include "load/record.h"
 
@@ -32,6 +33,10 @@ int st_store_open(const char *dir, st_store **out, char *err, size_t errlen);
  * ST_STORE_READONLY. */
 int st_store_open_file(const char *path, int flags, st_store **out, char *err, size_t errlen);
 void st_store_close(st_store *s);
+/* Every text the store writes from now on (errors, failure details, log tails, command lines,
+ * engine facts, notes) has these secrets removed first. secrets must outlive the store (NULL:
+ * none). */
+void st_store_set_secrets(st_store *s, const st_secrets *secrets);
 /* The last SQLite error message of this store. */
 const char *st_store_errmsg(const st_store *s);
 

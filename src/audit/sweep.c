@@ -378,14 +378,20 @@ static int run_config(sweep *S, int ci)
     const st_spec_config *c = &s->configs[ci];
     S->ci = ci;
     st_config_row row = { 0 };
-    /* --resume: a configuration that finished (or failed to start) is kept as it is. */
+    row.startup_s = NAN;
+    /* --resume: a configuration that finished (or failed to start) is kept as it is, except one
+     * that found its port taken (a passing condition: it is tried again). One that was still
+     * running keeps what its row knew (command line, startup time, engine facts) until its engine
+     * starts again: its runs may all be in the store already. */
     if (S->o->resume) {
         st_config_row *rows;
         int nr;
         if (st_store_configs_get(S->store, &rows, &nr) == 0) {
-            for (int i = 0; i < nr; i++)
-                if (!strcmp(rows[i].name, c->name) && rows[i].status &&
-                    (!strcmp(rows[i].status, "done") || !strcmp(rows[i].status, "failed"))) {
+            for (int i = 0; i < nr; i++) {
+                if (strcmp(rows[i].name, c->name) || !rows[i].status)
+                    continue;
+                int retry = rows[i].failure_class && !strcmp(rows[i].failure_class, "port_taken");
+                if (!retry && (!strcmp(rows[i].status, "done") || !strcmp(rows[i].status, "failed"))) {
                     say(S, "[%d/%d %s] already %s (kept from the previous run)", ci + 1, s->n_configs, c->name,
                         rows[i].status);
                     if (!strcmp(rows[i].status, "failed"))
@@ -393,14 +399,22 @@ static int run_config(sweep *S, int ci)
                     st_config_rows_free(rows, nr);
                     return 0;
                 }
+                if (!retry) {
+                    row = rows[i];
+                    memset(&rows[i], 0, sizeof rows[i]);
+                    free(row.status);
+                    row.status = NULL;
+                }
+            }
             st_config_rows_free(rows, nr);
         }
     }
+    free(row.name);
     row.name = strdup(c->name);
     row.idx = ci;
     row.status = strdup("running");
-    row.started = st_wall_ns();
-    row.startup_s = NAN;
+    if (!row.started)
+        row.started = st_wall_ns();
     if (st_store_config_put(S->store, &row)) {
         st_config_row_free(&row);
         return -1;

@@ -13,20 +13,8 @@
 #include "audit/sweep.h"
 #include "cli/cli.h"
 #include "emu/calib.h"
-#include "core/file.h"
 #include "core/opts.h"
-#include "core/version.h"
-#include "report/report.h"
-
-/* The only global: what the signal handler sets. */
-static volatile sig_atomic_t audit_stop;
-static volatile sig_atomic_t audit_signal;
-
-static void on_signal(int sig)
-{
-    audit_stop = 1;
-    audit_signal = sig;
-}
+#include "engine/process.h"
 
 static void help(const st_opt *opts)
 {
@@ -57,11 +45,41 @@ static void help(const st_opt *opts)
            "DIR/results.sqlite and writes the reports as a single-machine audit would; shards of another spec text\n"
            "are refused. --slurm submits one job array (one task per configuration, each asking for\n"
            "gpus_per_replica GPUs) and a merge job that runs after it; the batch scripts are kept in DIR/cluster/.\n\n"
-           "Exit codes: 0 done; 1 done but a configuration failed (did not start, crashed, hung) or a run\n"
-           "broke; 2 bad arguments or an invalid spec; 4 interrupted (SIGINT/SIGTERM): what finished is kept\n"
-           "and the report says it is partial. --merge exits as an audit would; --slurm exits 0 once submitted\n"
-           "(with --wait: as the audit, 4 when interrupted and its jobs cancelled); --status exits 0.\n"
+           "--check runs every check a run makes before it starts (the same function): a spec it accepts runs.\n"
+           "One servetune at a time may run an audit in DIR (it is locked; --only runs of different\n"
+           "configurations share it); --resume first stops any engine an earlier, killed audit of DIR left\n"
+           "running. Secrets (the API key, every ${VAR} value) are removed from everything written: database,\n"
+           "reports, engine logs, this output (docs/audit-spec.md, Secrets).\n\n"
+           "Exit codes: 0 done; 1 done but a configuration failed (did not start, crashed, hung, or every one\n"
+           "of its requests failed) or a run broke; 2 bad arguments, an invalid spec, or DIR refused (in use,\n"
+           "another spec, a prediction): nothing in DIR was changed; 4 interrupted (SIGINT/SIGTERM): what\n"
+           "finished is kept and the report says it is partial. --merge exits as an audit would; --slurm exits\n"
+           "0 once submitted (with --wait: as the audit, 4 when interrupted and its jobs cancelled); --status\n"
+           "exits 0.\n"
            "The spec format: docs/audit-spec.md.\n");
+}
+
+/* Engines an earlier audit of this folder left running (servetune was killed before it could
+ * stop them: process.h explains how they are found). */
+static void stop_stale_engines(st_cli_run *r)
+{
+    char logdir[4200], tag[64];
+    snprintf(logdir, sizeof logdir, "%s/logs", r->out_dir);
+    if (st_proc_dir_tag(logdir, tag, sizeof tag))
+        return; /* no logs folder: no engine was ever started here */
+    int n = st_proc_kill_tagged(tag, r->spec.timeouts.stop_grace_s);
+    if (n > 0)
+        fprintf(r->out, "servetune audit: stopped %d engine process%s left running by an earlier audit of %s\n", n,
+                n == 1 ? "" : "es", r->out_dir);
+}
+
+static void print_check(const st_spec *spec, const char *spec_path)
+{
+    int planned = spec->n_configs * spec->n_rates;
+    printf("%s: OK: %s engine, model %s, %d configuration%s x %d rate%s (%d rate runs of %u requests at most)\n",
+           spec_path, st_engine_kind_name(spec->engine.kind), spec->engine.model, spec->n_configs,
+           spec->n_configs == 1 ? "" : "s", spec->n_rates, spec->n_rates == 1 ? "" : "s", planned,
+           spec->workload.requests_per_rate);
 }
 
 int cmd_audit(int argc, char **argv)
@@ -73,7 +91,8 @@ int cmd_audit(int argc, char **argv)
     const st_opt opts[] = {
         { "output", 'o', ST_OPT_STR, &out_dir, "DIR", "output folder (created; holds the database, logs and reports)",
           0, 0, 0 },
-        { "check", 0, ST_OPT_FLAG, &check, NULL, "validate the spec and exit (nothing is started)", 0, 0, 0 },
+        { "check", 0, ST_OPT_FLAG, &check, NULL, "validate the spec as a run would (nothing is started) and exit", 0, 0,
+          0 },
         { "resume", 0, ST_OPT_FLAG, &resume, NULL,
           "continue an interrupted audit in DIR without repeating finished runs", 0, 0, 0 },
         { "quiet", 'q', ST_OPT_FLAG, &quiet, NULL, "no progress output, only the final lines", 0, 0, 0 },
@@ -128,27 +147,32 @@ int cmd_audit(int argc, char **argv)
         { NULL, 0, 0, NULL, NULL, NULL, 0, 0, 0 },
     };
     st_opts_result res;
+    st_cli_run r;
+    st_cli_run_init(&r, "audit");
     char err[1024] = "";
-    if (st_opts_parse(opts, argc - 1, argv + 1, 0, &res, err, sizeof err))
-        return st_cli_usage_error("audit", err);
+    int rc = ST_EXIT_OK;
+    const char *conflict = NULL;
+    int only = 0;
+    if (st_opts_parse(opts, argc - 1, argv + 1, 0, &res, err, sizeof err)) {
+        rc = st_cli_usage_error("audit", err);
+        goto out;
+    }
     if (res.help) {
         help(opts);
-        st_opts_result_free(&res);
-        return ST_EXIT_OK;
+        goto out;
     }
     if (merge_dir || status_dir) {
-        int npos = res.npos;
-        st_opts_result_free(&res);
-        if (npos || (merge_dir && status_dir) || slurm || check || out_dir)
-            return st_cli_usage_error("audit", "--merge DIR and --status DIR take no SPEC and no other mode");
-        return merge_dir ? st_cli_merge_report(merge_dir, cl.expect_hash, quiet, 1) : st_cli_audit_status(status_dir);
+        if (res.npos || (merge_dir && status_dir) || slurm || check || out_dir)
+            rc = st_cli_usage_error("audit", "--merge DIR and --status DIR take no SPEC and no other mode");
+        else
+            rc = merge_dir ? st_cli_merge_report(merge_dir, cl.expect_hash, quiet, 1) : st_cli_audit_status(status_dir);
+        goto out;
     }
     if (res.npos != 1) {
-        st_opts_result_free(&res);
-        return st_cli_usage_error("audit", "expected one SPEC file");
+        rc = st_cli_usage_error("audit", "expected one SPEC file");
+        goto out;
     }
-    const char *conflict = NULL;
-    int only = cl.only || cl.only_index >= 0;
+    only = cl.only || cl.only_index >= 0;
     if (slurm && only)
         conflict = "--slurm runs every configuration (each task runs its own --only)";
     else if ((cl.dry_run || cl.wait) && !slurm)
@@ -158,101 +182,47 @@ int cmd_audit(int argc, char **argv)
     else if (cl.expect_hash && !only)
         conflict = "--expect-spec-hash goes with --only, --only-index or --merge";
     if (conflict) {
-        st_opts_result_free(&res);
-        return st_cli_usage_error("audit", conflict);
+        rc = st_cli_usage_error("audit", conflict);
+        goto out;
     }
-    const char *spec_path = res.pos[0];
-    st_spec spec;
-    if (st_cli_load_spec(spec_path, &spec)) {
-        st_opts_result_free(&res);
-        return ST_EXIT_USAGE;
-    }
+    if ((rc = st_cli_run_spec(&r, res.pos[0])) != ST_EXIT_OK)
+        goto out;
     if (check) {
-        int planned = spec.n_configs * spec.n_rates;
-        printf("%s: OK: %s engine, model %s, %d configuration%s x %d rate%s (%d rate runs of %u requests at most)\n",
-               spec_path, st_engine_kind_name(spec.engine.kind), spec.engine.model, spec.n_configs,
-               spec.n_configs == 1 ? "" : "s", spec.n_rates, spec.n_rates == 1 ? "" : "s", planned,
-               spec.workload.requests_per_rate);
-        st_spec_free(&spec);
-        st_opts_result_free(&res);
-        return ST_EXIT_OK;
+        print_check(&r.spec, r.spec_path);
+        goto out;
     }
     if (cl.k8s_manifest) {
-        int krc = st_cli_audit_k8s(&spec, spec_path, &cl);
-        st_spec_free(&spec);
-        st_opts_result_free(&res);
-        return krc;
+        rc = st_cli_audit_k8s(&r.spec, r.spec_path, &cl);
+        goto out;
     }
     if (!out_dir) {
-        st_spec_free(&spec);
-        st_opts_result_free(&res);
-        return st_cli_usage_error("audit", "-o DIR is required");
+        rc = st_cli_usage_error("audit", "-o DIR is required");
+        goto out;
     }
     if (slurm || only) {
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_signal;
-        sigemptyset(&sa.sa_mask);
-        sigaction(SIGINT, &sa, NULL);
-        sigaction(SIGTERM, &sa, NULL);
-        int crc = slurm
-                      ? st_cli_audit_slurm(&spec, spec_path, out_dir, &cl, resume, &audit_stop)
-                      : st_cli_audit_shards(&spec, spec_path, out_dir, &cl, resume, quiet, &audit_stop, &audit_signal);
-        st_spec_free(&spec);
-        st_opts_result_free(&res);
-        return crc;
+        volatile sig_atomic_t *sig;
+        volatile sig_atomic_t *stop = st_cli_catch_signals(&sig);
+        rc = slurm ? st_cli_audit_slurm(&r.spec, r.spec_path, out_dir, &cl, resume, stop)
+                   : st_cli_audit_shards(&r.spec, r.spec_path, out_dir, &cl, resume, quiet, stop, sig);
+        goto out;
     }
     if (st_shard_any(out_dir)) {
         fprintf(stderr,
                 "servetune audit: %s holds shards of a distributed audit: run configurations with --only or "
                 "--slurm --resume, merge with servetune report %s\n",
                 out_dir, out_dir);
-        st_spec_free(&spec);
-        st_opts_result_free(&res);
-        return ST_EXIT_USAGE;
+        rc = ST_EXIT_USAGE;
+        goto out;
     }
-    int rc = ST_EXIT_OK;
-    size_t tlen = 0;
-    char *text = st_read_file(spec_path, ST_SPEC_MAX_BYTES, &tlen, err, sizeof err);
-    st_store *store = NULL;
-    if (!text || st_store_open(out_dir, &store, err, sizeof err) ||
-        st_store_audit_begin(store, spec_path, text, tlen, ST_VERSION, resume, err, sizeof err)) {
-        fprintf(stderr, "servetune audit: %s\n", err);
-        free(text);
-        st_store_close(store);
-        st_spec_free(&spec);
-        st_opts_result_free(&res);
-        return ST_EXIT_USAGE;
-    }
-    free(text);
-    st_audit_row prev;
-    if (st_store_audit_get(store, &prev) == 1) {
-        int pred = prev.prediction;
-        st_audit_row_free(&prev);
-        if (pred) {
-            fprintf(stderr,
-                    "servetune audit: %s holds a prediction (servetune predict); a measured audit needs another -o\n",
-                    out_dir);
-            st_store_close(store);
-            st_spec_free(&spec);
-            st_opts_result_free(&res);
-            return ST_EXIT_USAGE;
-        }
-    }
-
-    st_cli_store_traffic(store, &spec);
+    if ((rc = st_cli_run_open(&r, out_dir, resume, 0)) != ST_EXIT_OK)
+        goto out;
+    stop_stale_engines(&r);
+    st_cli_store_traffic(r.store, &r.spec);
     /* the prediction first (seconds), compared with the measurement in the report */
     st_emu_calib calib;
-    if (!no_prediction && (!calib_path || st_cli_load_calibration(calib_path, &spec, &calib) == 0))
-        st_cli_predict_first(&spec, spec_path, out_dir, store, calib_path, calib_path ? &calib : NULL, quiet);
-
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-
+    if (!no_prediction && (!calib_path || st_cli_load_calibration(calib_path, &r.spec, &calib) == 0))
+        st_cli_predict_first(&r.spec, r.spec_path, out_dir, r.store, calib_path, calib_path ? &calib : NULL, quiet);
+    volatile sig_atomic_t *stop = st_cli_catch_signals(NULL);
     char self[4096];
     ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
     self[sl > 0 ? sl : 0] = '\0';
@@ -260,48 +230,19 @@ int cmd_audit(int argc, char **argv)
                          .resume = resume,
                          .quiet = quiet,
                          .tty = isatty(STDERR_FILENO),
-                         .out = stderr,
+                         .out = r.out,
                          .self_exe = sl > 0 ? self : NULL,
-                         .stop = &audit_stop };
+                         .stop = stop };
     st_sweep_result sr;
     if (!quiet)
-        fprintf(stderr, "servetune audit: %d configuration%s of %s, results in %s\n", spec.n_configs,
-                spec.n_configs == 1 ? "" : "s", spec_path, out_dir);
-    int srun = st_sweep_run(&spec, store, &so, &sr, err, sizeof err);
-    if (srun) {
-        fprintf(stderr, "servetune audit: %s\n", err);
-        rc = ST_EXIT_FAIL;
-    }
-    int partial = sr.interrupted || srun != 0;
-    char note[128] = "";
-    if (sr.interrupted)
-        snprintf(note, sizeof note, "interrupted by %s", audit_signal == SIGTERM ? "SIGTERM" : "SIGINT");
-    else if (srun)
-        snprintf(note, sizeof note, "stopped by an error");
-    st_store_audit_finish(store, partial, note[0] ? note : NULL);
-    char rerr[512] = "";
-    if (st_report_write_all(store, out_dir, rerr, sizeof rerr)) {
-        fprintf(stderr, "servetune audit: report: %s\n", rerr);
-        rc = ST_EXIT_FAIL;
-    } else {
-        /* the headline, for the terminal */
-        st_report r;
-        if (st_report_load(store, &r, rerr, sizeof rerr) == 0) {
-            st_buf hl;
-            st_buf_init(&hl, ST_REPORT_HEADLINE_MAX);
-            st_report_headline(&r, &hl);
-            printf("%s\n", hl.data ? hl.data : "");
-            st_buf_free(&hl);
-            st_report_free(&r);
-        }
-        printf("Report: %s/report.html (also report.md, report.json, results.csv; database results.sqlite)\n", out_dir);
-    }
-    st_store_close(store);
-    st_spec_free(&spec);
+        fprintf(r.out, "servetune audit: %d configuration%s of %s, results in %s\n", r.spec.n_configs,
+                r.spec.n_configs == 1 ? "" : "s", r.spec_path, out_dir);
+    int srun = st_sweep_run(&r.spec, r.store, &so, &sr, err, sizeof err);
+    if (srun)
+        fprintf(r.out, "servetune audit: %s\n", err);
+    rc = st_cli_run_finish(&r, &sr, srun != 0, "Report");
+out:
+    st_cli_run_close(&r);
     st_opts_result_free(&res);
-    if (sr.interrupted)
-        return ST_EXIT_INTERRUPTED;
-    if (rc == ST_EXIT_OK && sr.configs_failed > 0)
-        rc = ST_EXIT_FAIL;
     return rc;
 }

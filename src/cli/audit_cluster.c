@@ -47,15 +47,7 @@ static void headline(const char *dir)
     char err[512];
     if (st_store_open(dir, &s, err, sizeof err))
         return;
-    st_report r;
-    if (st_report_load(s, &r, err, sizeof err) == 0) {
-        st_buf hl;
-        st_buf_init(&hl, ST_REPORT_HEADLINE_MAX);
-        st_report_headline(&r, &hl);
-        printf("%s\n", hl.data ? hl.data : "");
-        st_buf_free(&hl);
-        st_report_free(&r);
-    }
+    st_cli_print_headline(s);
     st_store_close(s);
 }
 
@@ -194,6 +186,17 @@ int st_cli_audit_shards(const st_spec *spec, const char *spec_path, const char *
         free(text);
         return ST_EXIT_FAIL;
     }
+    /* shard runs share DIR with each other, never with a single-machine audit (cli/common.c) */
+    int lock_fd = -1;
+    st_secrets secrets;
+    if (st_dir_lock(out_dir, 1, &lock_fd, err, sizeof err) || st_spec_secrets(spec, &secrets, err, sizeof err)) {
+        fprintf(stderr, "servetune audit: %s\n", err);
+        if (lock_fd >= 0)
+            close(lock_fd);
+        free(text);
+        return ST_EXIT_USAGE;
+    }
+    FILE *out = st_secrets_stream(stderr, &secrets);
     char self[PATH_MAX];
     ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
     self[sl > 0 ? sl : 0] = '\0';
@@ -212,12 +215,13 @@ int st_cli_audit_shards(const st_spec *spec, const char *spec_path, const char *
             rc = ST_EXIT_USAGE;
             break;
         }
+        st_store_set_secrets(store, &secrets);
         st_cli_store_traffic(store, spec);
         st_sweep_opts so = { .out_dir = out_dir,
                              .resume = resume,
                              .quiet = quiet,
                              .tty = isatty(STDERR_FILENO),
-                             .out = stderr,
+                             .out = out ? out : stderr,
                              .self_exe = sl > 0 ? self : NULL,
                              .stop = stop,
                              .only = name };
@@ -244,6 +248,11 @@ int st_cli_audit_shards(const st_spec *spec, const char *spec_path, const char *
                sr.runs_measured, sr.runs_measured == 1 ? "" : "s", sr.runs_reused, path);
     }
     free(text);
+    if (out)
+        fclose(out);
+    st_secrets_free(&secrets);
+    if (lock_fd >= 0)
+        close(lock_fd);
     if (interrupted)
         return ST_EXIT_INTERRUPTED;
     if (rc != ST_EXIT_USAGE)

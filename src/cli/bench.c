@@ -3,10 +3,15 @@
  * The steps have names: the options (servetune's own, and `vllm bench serve`'s for the random
  * dataset, docs/bench.md), the target, the workload (synthetic, multi-turn sessions, or a
  * trace of any format), exact prompt lengths through the server's /tokenize, the schedule,
- * the run (with the session hook when turns depend on each other), and the outputs. */
+ * the run (with the session hook when turns depend on each other), and the outputs. cmd_bench
+ * calls them in turn on one bench struct that owns everything, freed at its one exit. What the
+ * server says is never trusted: the API key and credential-like headers are redacted from every
+ * error, file and line printed, and control characters never reach the terminal. */
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +21,8 @@
 #include "cli/cli.h"
 #include "core/opts.h"
 #include "core/parse.h"
+#include "core/secret.h"
+#include "core/util.h"
 #include "load/api.h"
 #include "load/arrival.h"
 #include "load/output.h"
@@ -82,8 +89,8 @@ static int default_model(const char *url, const char *key, const char *const *hd
         json_t *id = json_object_get(m0, "id");
         json_t *mml = json_object_get(m0, "max_model_len");
         if (json_is_string(id)) {
-            if (out)
-                *out = strdup(json_string_value(id));
+            if (out && (*out = strdup(json_string_value(id))))
+                st_text_sanitize(*out, 0); /* it is printed: no escape sequence from the server */
             if (max_model_len && json_is_integer(mml) && json_integer_value(mml) > 0 &&
                 json_integer_value(mml) <= UINT32_MAX)
                 *max_model_len = (uint32_t)json_integer_value(mml);
@@ -157,7 +164,8 @@ static int build_table(bench_args *a, st_opt *opts)
         { "model", 0, ST_OPT_STR, &a->model, "NAME", "model name (default: the first id of GET /v1/models)", 0, 0, 0 },
         { "api-key-env", 0, ST_OPT_STR, &a->key_env, "VAR",
           "read the API key from this environment variable (never printed or written)", 0, 0, 0 },
-        { "header", 'H', ST_OPT_LIST, &a->headers, "'N: V'", "extra request header (repeatable)", 0, 0, 0 },
+        { "header", 'H', ST_OPT_LIST, &a->headers, "'N: V'",
+          "extra request header (repeatable; a credential-like one's value is never printed or written)", 0, 0, 0 },
         { "input-tokens", 0, ST_OPT_LONG, &a->input_tokens, "N",
           "synthetic prompt length, shared prefix included (default 1024)", 1, 2097152, 0 },
         { "output-tokens", 0, ST_OPT_LONG, &a->output_tokens, "N", "synthetic output length (default 128)", 1, 2097152,
@@ -520,234 +528,289 @@ static const char *fit_prompts(bench_args *a, int api, const char *model, const 
 
 /* ---- the command ----------------------------------------------------------------------- */
 
-int cmd_bench(int argc, char **argv)
-{
+/* Everything one bench owns (bench_free frees it). */
+typedef struct bench {
     bench_args A;
-    args_defaults(&A);
-    st_opt opts[BENCH_OPTS_MAX];
-    build_table(&A, opts);
-    st_opts_result pr;
-    char err[1024], url_buf[URL_MAX], result_path[URL_MAX];
-    if (st_opts_parse(opts, argc - 1, argv + 1, 0, &pr, err, sizeof err) < 0) {
-        st_opts_result_free(&pr);
-        return st_cli_usage_error("bench", err);
+    char url_buf[URL_MAX], result_path[URL_MAX];
+    const char *json_path;
+    int vllm_dataset, n_given;
+    int api;            /* st_api_kind or ST_RUNNER_API_RAW */
+    int rate_given;     /* --rate was given (else inf, or the trace's times) */
+    st_arrival arr;     /* when the trace's own times are not used */
+    const char *key;    /* the API key (from --api-key-env), or NULL */
+    st_secrets secrets; /* the key and credential-like header values: never printed or written */
+    const char *model;
+    char *model_owned;   /* the model GET /v1/models named */
+    uint32_t server_mml; /* the server's max_model_len (0: unknown) */
+    bench_work bw;
+    int have_work;
+    uint32_t nwarm, n_static;
+    int use_trace_times;
+    const char *exact_line;
+    char fit_note[600];
+    uint32_t fitted, fitted_exact;
+    st_ns *sched;
+    st_run_result res;
+    int have_res;
+} bench;
+
+/* "servetune bench: MSG" with every secret removed (a server may have echoed one). */
+static void bench_error(const bench *B, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void bench_error(const bench *B, const char *fmt, ...)
+{
+    char m[1200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m, sizeof m, fmt, ap);
+    va_end(ap);
+    st_secrets_redact(&B->secrets, m);
+    fprintf(stderr, "servetune bench: %s\n", m);
+}
+
+static void bench_help(const st_opt *opts)
+{
+    printf(
+        "usage: servetune bench --url URL [OPTIONS]\n\n"
+        "Drive a running LLM endpoint with an open-loop streaming load and measure TTFT, TPOT,\n"
+        "ITL and throughput (docs/bench.md). Workloads: synthetic (vLLM's random-dataset shape),\n"
+        "multi-turn sessions, or a trace / production log (docs/trace-format.md). `vllm bench\n"
+        "serve`'s flag names for the random dataset work as well, with their meaning. The API key\n"
+        "and credential-like headers never appear in the output, the JSON or the CSV, even when the\n"
+        "server echoes them.\n"
+        "Exit status: 0 ok, 1 some requests failed or a file could not be written, 2 usage,\n"
+        "3 client-limited (the tool could not keep the schedule), 4 interrupted.\n\n"
+        "Examples:\n"
+        "  servetune bench --url http://127.0.0.1:8000 --rate 4 -n 200 --input-tokens 3000 --prefix-tokens 2000\n"
+        "  servetune bench --base-url http://127.0.0.1:8000 --random-input-len 1000 --random-prefix-len 2000 \\\n"
+        "      --random-range-ratio 0.5 --num-prompts 200 --request-rate 4 --goodput ttft:1500 tpot:50\n"
+        "  servetune bench --url http://127.0.0.1:8000 --api chat --sessions 50 --turns 3-8 --think-time 5 --rate 1\n"
+        "  servetune bench --url http://127.0.0.1:8000 --trace mooncake_trace.jsonl --trace-window 0:10m\n\n"
+        "Options:\n");
+    st_opts_usage(stdout, opts);
+}
+
+/* The key and the values of credential-like headers ("Authorization: Bearer KEY": the whole value
+ * and its last word), kept out of every output. */
+static void collect_secrets(bench *B)
+{
+    const bench_args *a = &B->A;
+    for (int i = 0; i < a->headers.n; i++) {
+        const char *h = a->headers.v[i];
+        char name[128];
+        size_t nl = strcspn(h, ":");
+        snprintf(name, sizeof name, "%.*s", (int)(nl < sizeof name ? nl : sizeof name - 1), h);
+        const char *v = h[nl] ? h + nl + 1 : "";
+        while (*v == ' ' || *v == '\t')
+            v++;
+        if (!st_secret_name(name) || !*v)
+            continue;
+        st_secrets_add(&B->secrets, v);
+        const char *last = strrchr(v, ' ');
+        if (last)
+            st_secrets_add(&B->secrets, last + 1);
     }
-    if (pr.help) {
-        printf(
-            "usage: servetune bench --url URL [OPTIONS]\n\n"
-            "Drive a running LLM endpoint with an open-loop streaming load and measure TTFT, TPOT,\n"
-            "ITL and throughput (docs/bench.md). Workloads: synthetic (vLLM's random-dataset shape),\n"
-            "multi-turn sessions, or a trace / production log (docs/trace-format.md). `vllm bench\n"
-            "serve`'s flag names for the random dataset work as well, with their meaning.\n"
-            "Exit status: 0 ok, 1 some requests failed, 2 usage, 3 client-limited (the tool could not\n"
-            "keep the schedule), 4 interrupted.\n\n"
-            "Examples:\n"
-            "  servetune bench --url http://127.0.0.1:8000 --rate 4 -n 200 --input-tokens 3000 --prefix-tokens 2000\n"
-            "  servetune bench --base-url http://127.0.0.1:8000 --random-input-len 1000 --random-prefix-len 2000 \\\n"
-            "      --random-range-ratio 0.5 --num-prompts 200 --request-rate 4 --goodput ttft:1500 tpot:50\n"
-            "  servetune bench --url http://127.0.0.1:8000 --api chat --sessions 50 --turns 3-8 --think-time 5 --rate "
-            "1\n"
-            "  servetune bench --url http://127.0.0.1:8000 --trace mooncake_trace.jsonl --trace-window 0:10m\n\n"
-            "Options:\n");
-        st_opts_usage(stdout, opts);
-        st_opts_result_free(&pr);
-        return ST_EXIT_OK;
-    }
-    int vllm_dataset = 0;
-    int rcm = map_vllm_names(&A, pr.npos, pr.pos, url_buf, sizeof url_buf, &vllm_dataset, err, sizeof err);
-    int stray = 0;
-    for (int i = 0; i < pr.npos; i++)
-        if (!(A.goodput.n && strchr(pr.pos[i], ':')))
-            stray = 1;
-    st_opts_result_free(&pr);
+}
+
+/* The options into a plan: vLLM's names mapped, defaults, API, arrivals, the key and the
+ * secrets, the result file. ST_EXIT_OK, or the usage error (printed). */
+static int plan(bench *B, const st_opts_result *pr)
+{
+    bench_args *a = &B->A;
+    char err[1024];
+    int rcm = map_vllm_names(a, pr->npos, pr->pos, B->url_buf, sizeof B->url_buf, &B->vllm_dataset, err, sizeof err);
     if (rcm < 0)
         return st_cli_usage_error("bench", err);
-    if (stray)
-        return st_cli_usage_error("bench", "unexpected positional argument");
-    if (A.input_tokens < 0)
-        A.input_tokens = 1024;
-    if (A.output_tokens < 0)
-        A.output_tokens = 128;
-    if (A.prefix_tokens < 0)
-        A.prefix_tokens = 0;
-    if (A.range_ratio < 0)
-        A.range_ratio = 0;
-    int n_given = A.num_requests >= 0;
-    if (A.num_requests < 0)
-        A.num_requests = 100;
-    if (!A.url)
+    for (int i = 0; i < pr->npos; i++)
+        if (!(a->goodput.n && strchr(pr->pos[i], ':')))
+            return st_cli_usage_error("bench", "unexpected positional argument");
+    if (a->input_tokens < 0)
+        a->input_tokens = 1024;
+    if (a->output_tokens < 0)
+        a->output_tokens = 128;
+    if (a->prefix_tokens < 0)
+        a->prefix_tokens = 0;
+    if (a->range_ratio < 0)
+        a->range_ratio = 0;
+    B->n_given = a->num_requests >= 0;
+    if (a->num_requests < 0)
+        a->num_requests = 100;
+    if (!a->url)
         return st_cli_usage_error("bench", "--url is required");
-    const char *json_path = A.json_path;
-    if (A.save_result || A.result_filename) {
-        const char *fname = A.result_filename ? A.result_filename : "servetune-bench.json";
-        if (A.result_dir)
-            snprintf(result_path, sizeof result_path, "%s/%s", A.result_dir, fname);
+    B->json_path = a->json_path;
+    if (a->save_result || a->result_filename) {
+        const char *fname = a->result_filename ? a->result_filename : "servetune-bench.json";
+        if (a->result_dir)
+            snprintf(B->result_path, sizeof B->result_path, "%s/%s", a->result_dir, fname);
         else
-            snprintf(result_path, sizeof result_path, "%s", fname);
-        if (json_path)
+            snprintf(B->result_path, sizeof B->result_path, "%s", fname);
+        if (B->json_path)
             return st_cli_usage_error("bench", "give --json or --save-result / --result-filename, not both");
-        json_path = result_path;
+        B->json_path = B->result_path;
     }
-    int api;
     st_api_kind k;
-    if (!strcmp(A.api_name, "raw"))
-        api = ST_RUNNER_API_RAW;
-    else if (st_api_from_name(A.api_name, &k) == 0)
-        api = (int)k;
+    if (!strcmp(a->api_name, "raw"))
+        B->api = ST_RUNNER_API_RAW;
+    else if (st_api_from_name(a->api_name, &k) == 0)
+        B->api = (int)k;
     else
         return st_cli_usage_error("bench", "--api: expected completions, chat, tgi, llamacpp, sglang or raw");
-    if (!A.arrival_name)
-        A.arrival_name = A.burstiness != 1 ? "gamma" : "poisson";
-    int rate_given = !isnan(A.rate);
-    if (!rate_given)
-        A.rate = INFINITY;
-    st_arrival arr = { ST_ARR_POISSON, A.rate, A.burstiness, (uint64_t)A.seed };
-    if (st_arrival_kind_from_name(A.arrival_name, &arr.kind) < 0 || arr.kind == ST_ARR_INF)
+    if (!a->arrival_name)
+        a->arrival_name = a->burstiness != 1 ? "gamma" : "poisson";
+    B->rate_given = !isnan(a->rate);
+    if (!B->rate_given)
+        a->rate = INFINITY;
+    B->arr = (st_arrival){ ST_ARR_POISSON, a->rate, a->burstiness, (uint64_t)a->seed };
+    if (st_arrival_kind_from_name(a->arrival_name, &B->arr.kind) < 0 || B->arr.kind == ST_ARR_INF)
         return st_cli_usage_error("bench",
                                   "--arrival: expected poisson, constant or gamma (use --rate inf for all at once)");
-    if (isinf(A.rate))
-        arr.kind = ST_ARR_INF;
-    if (!vllm_dataset && A.prefix_tokens > A.input_tokens)
+    if (isinf(a->rate))
+        B->arr.kind = ST_ARR_INF;
+    if (!B->vllm_dataset && a->prefix_tokens > a->input_tokens)
         return st_cli_usage_error("bench", "--prefix-tokens must not exceed --input-tokens (it is counted in it)");
-    if (A.trace_rate > 0 && !A.trace)
+    if (a->trace_rate > 0 && !a->trace)
         return st_cli_usage_error("bench", "--trace-rate needs --trace");
-    if (A.sessions && A.trace)
+    if (a->sessions && a->trace)
         return st_cli_usage_error("bench", "--sessions makes synthetic sessions; a trace brings its own (--trace)");
-    if ((A.turns || A.think_exp) && !A.sessions)
+    if ((a->turns || a->think_exp) && !a->sessions)
         return st_cli_usage_error("bench", "--turns and --think-exp need --sessions");
-    if (strcmp(A.exact, "auto") && strcmp(A.exact, "on") && strcmp(A.exact, "off"))
+    if (strcmp(a->exact, "auto") && strcmp(a->exact, "on") && strcmp(a->exact, "off"))
         return st_cli_usage_error("bench", "--exact-prompts: expected auto, on or off");
-    for (int i = 0; i < A.headers.n; i++)
-        if (!st_http_header_line_valid(A.headers.v[i]))
+    for (int i = 0; i < a->headers.n; i++)
+        if (!st_http_header_line_valid(a->headers.v[i]))
             return st_cli_usage_error("bench", "--header: expected 'Name: value' (a token name, no line breaks)");
-    const char *key = NULL;
-    if (A.key_env) {
-        key = getenv(A.key_env);
-        if (!key || !*key) {
+    collect_secrets(B);
+    if (a->key_env) {
+        B->key = getenv(a->key_env);
+        if (!B->key || !*B->key) {
             char m[200];
-            snprintf(m, sizeof m, "--api-key-env: the environment variable %.100s is not set", A.key_env);
+            snprintf(m, sizeof m, "--api-key-env: the environment variable %.100s is not set", a->key_env);
+            return st_cli_usage_error("bench", m);
+        }
+        if (st_secrets_add(&B->secrets, B->key)) {
+            char m[200];
+            snprintf(m, sizeof m, "--api-key-env: the key in %.100s is shorter than %d characters", a->key_env,
+                     ST_SECRET_MIN_LEN);
             return st_cli_usage_error("bench", m);
         }
     }
     st_url chk;
-    if (st_url_parse(A.url, &chk, err, sizeof err) < 0)
+    if (st_url_parse(a->url, &chk, err, sizeof err) < 0)
         return st_cli_usage_error("bench", err);
+    return ST_EXIT_OK;
+}
 
-    /* the model, and its context from /v1/models */
-    char *model_owned = NULL;
-    const char *model = A.model;
-    uint32_t server_mml = 0;
-    if ((api == ST_API_COMPLETIONS || api == ST_API_CHAT) && (!model || A.trace)) {
-        if (default_model(A.url, key, A.headers.v, A.headers.n, A.insecure, A.timeout < 30 ? A.timeout : 30,
-                          model ? NULL : &model_owned, &server_mml, err, sizeof err) < 0 &&
-            !model) {
-            fprintf(stderr, "servetune bench: cannot find the model (give --model): %s\n", err);
-            return ST_EXIT_FAIL;
-        }
-        if (!model)
-            model = model_owned;
+/* The model, and its context from /v1/models (also when a trace needs the context). */
+static int find_model(bench *B)
+{
+    bench_args *a = &B->A;
+    B->model = a->model;
+    if (!(B->api == ST_API_COMPLETIONS || B->api == ST_API_CHAT) || (B->model && !a->trace))
+        return ST_EXIT_OK;
+    char err[1024];
+    if (default_model(a->url, B->key, a->headers.v, a->headers.n, a->insecure, a->timeout < 30 ? a->timeout : 30,
+                      B->model ? NULL : &B->model_owned, &B->server_mml, err, sizeof err) < 0 &&
+        !B->model) {
+        bench_error(B, "cannot find the model (give --model): %s", err);
+        return ST_EXIT_FAIL;
     }
+    if (!B->model)
+        B->model = B->model_owned;
+    return ST_EXIT_OK;
+}
 
-    /* the workload */
-    bench_work bw;
-    int wrc = build_workload(&A, api, vllm_dataset, n_given, server_mml, &bw, err, sizeof err);
+/* The requests (synthetic, sessions or a trace), checked against the warm-up and the trace's
+ * times, then fitted to exact prompt lengths. */
+static int prepare_workload(bench *B)
+{
+    bench_args *a = &B->A;
+    char err[1024];
+    int wrc = build_workload(a, B->api, B->vllm_dataset, B->n_given, B->server_mml, &B->bw, err, sizeof err);
     if (wrc < 0) {
-        free(model_owned);
-        if (wrc == -2) {
-            fprintf(stderr, "servetune bench: %s\n", err);
-            return ST_EXIT_USAGE;
-        }
-        return st_cli_usage_error("bench", err);
+        if (wrc == -1)
+            return st_cli_usage_error("bench", err);
+        fprintf(stderr, "servetune bench: %s\n", err);
+        return ST_EXIT_USAGE;
     }
-    st_workload *work = &bw.work;
-    uint32_t nwarm = (uint32_t)A.warmup;
-    uint32_t n_static = work->n - work->n_dependent;
-    int use_trace_times = 0;
+    B->have_work = 1;
+    st_workload *work = &B->bw.work;
+    B->nwarm = (uint32_t)a->warmup;
+    B->n_static = work->n - work->n_dependent;
     const char *fail = NULL;
-    if (work->n_dependent && nwarm)
+    if (work->n_dependent && B->nwarm)
         fail = "--warmup does not combine with sessions (their later turns depend on the earlier ones)";
-    else if (bw.is_trace) {
-        if (nwarm >= n_static)
+    else if (B->bw.is_trace) {
+        if (B->nwarm >= B->n_static)
             fail = "--warmup must be smaller than the number of trace requests";
         int has_times = work->items[0].arrival >= 0;
-        if (!fail && A.trace_rate > 0 && !has_times)
+        if (!fail && a->trace_rate > 0 && !has_times)
             fail = "--trace-rate: the trace has no timestamps to re-time (use --rate)";
-        if (!fail && A.trace_rate > 0 && rate_given)
+        if (!fail && a->trace_rate > 0 && B->rate_given)
             fail = "--trace-rate and --rate exclude each other";
-        use_trace_times = has_times && !rate_given;
+        B->use_trace_times = has_times && !B->rate_given;
     }
-    if (fail) {
-        if (!work->items)
-            work->n = 0;
-        st_workload_free(work);
-        free(model_owned);
+    if (fail)
         return st_cli_usage_error("bench", fail);
-    }
-    if (bw.has_counts && !A.quiet) {
+    if (B->bw.has_counts && !a->quiet) {
         char d[600];
-        st_trace_counts_describe(&bw.counts, d, sizeof d);
-        fprintf(stderr, "servetune bench: %s (%s): %s\n", A.trace, st_trace_format_name(bw.fmt), d);
-        for (uint32_t i = 0; i < bw.counts.n_bad_first; i++)
-            fprintf(stderr, "  skipped %s\n", bw.counts.bad_first[i]);
+        st_trace_counts_describe(&B->bw.counts, d, sizeof d);
+        fprintf(stderr, "servetune bench: %s (%s): %s\n", a->trace, st_trace_format_name(B->bw.fmt), d);
+        for (uint32_t i = 0; i < B->bw.counts.n_bad_first; i++)
+            fprintf(stderr, "  skipped %s\n", B->bw.counts.bad_first[i]);
     }
+    B->exact_line = B->api == ST_RUNNER_API_RAW ? NULL
+                                                : fit_prompts(a, B->api, B->model, B->key, &B->bw, &B->fitted,
+                                                              &B->fitted_exact, B->fit_note, sizeof B->fit_note);
+    return ST_EXIT_OK;
+}
 
-    /* exact prompt lengths */
-    char fit_note[600] = "";
-    uint32_t fitted = 0, fitted_exact = 0;
-    const char *exact_line = api == ST_RUNNER_API_RAW ? NULL
-                                                      : fit_prompts(&A, api, model, key, &bw, &fitted, &fitted_exact,
-                                                                    fit_note, sizeof fit_note);
-
-    /* the schedule of the scheduled items (a session's later turns are released by the hook) */
-    st_ns *sched = calloc(work->n ? work->n : 1, sizeof *sched);
-    if (!sched) {
-        if (!work->items)
-            work->n = 0;
-        st_workload_free(work);
-        free(model_owned);
+/* The send times of the scheduled items (a session's later turns are released by the hook). */
+static int make_schedule(bench *B)
+{
+    st_workload *work = &B->bw.work;
+    B->sched = calloc(work->n ? work->n : 1, sizeof *B->sched);
+    if (!B->sched) {
         fprintf(stderr, "servetune bench: out of memory\n");
         return ST_EXIT_FAIL;
     }
-    if (use_trace_times) {
-        for (uint32_t i = 0; i < n_static; i++)
-            sched[i] = work->items[i].arrival;
-        if (A.trace_rate > 0 && st_arrival_retime(sched, n_static, A.trace_rate) < 0) {
-            free(sched);
-            st_workload_free(work);
-            free(model_owned);
+    if (B->use_trace_times) {
+        for (uint32_t i = 0; i < B->n_static; i++)
+            B->sched[i] = work->items[i].arrival;
+        if (B->A.trace_rate > 0 && st_arrival_retime(B->sched, B->n_static, B->A.trace_rate) < 0)
             return st_cli_usage_error("bench", "--trace-rate: the trace cannot be re-timed (no time span)");
-        }
-    } else if (st_arrival_schedule(&arr, n_static, sched) < 0) {
-        free(sched);
-        if (!work->items)
-            work->n = 0;
-        st_workload_free(work);
-        free(model_owned);
+    } else if (st_arrival_schedule(&B->arr, B->n_static, B->sched) < 0) {
         return st_cli_usage_error("bench", "bad arrival parameters");
     }
+    return ST_EXIT_OK;
+}
 
+/* Runs the schedule (signals stop it; descriptors raised to the hard limit). */
+static int run(bench *B)
+{
+    bench_args *a = &B->A;
+    st_workload *work = &B->bw.work;
     st_runner_config rc = { 0 };
-    rc.url = A.url;
-    rc.api = api;
-    rc.stream = !A.no_stream;
-    rc.model = model;
-    rc.api_key = key;
-    rc.headers = A.headers.v;
-    rc.nheaders = A.headers.n;
+    rc.url = a->url;
+    rc.api = B->api;
+    rc.stream = !a->no_stream;
+    rc.model = B->model;
+    rc.api_key = B->key;
+    rc.secrets = &B->secrets;
+    rc.headers = a->headers.v;
+    rc.nheaders = a->headers.n;
     rc.work = work;
-    rc.schedule = sched;
-    rc.warmup = nwarm;
-    rc.max_concurrency = (uint32_t)A.max_conc;
-    rc.timeout_s = A.timeout;
-    rc.insecure = A.insecure;
-    rc.ca_file = A.ca_file;
-    rc.max_lag_ms = A.max_lag_ms;
-    rc.spin_ns = A.spin_us > 0 ? (st_ns)(A.spin_us * 1e3) : 0;
+    rc.schedule = B->sched;
+    rc.warmup = B->nwarm;
+    rc.max_concurrency = (uint32_t)a->max_conc;
+    rc.timeout_s = a->timeout;
+    rc.insecure = a->insecure;
+    rc.ca_file = a->ca_file;
+    rc.max_lag_ms = a->max_lag_ms;
+    rc.spin_ns = a->spin_us > 0 ? (st_ns)(a->spin_us * 1e3) : 0;
     if (work->n_dependent) {
         rc.on_end = st_session_on_end;
         rc.on_end_arg = work;
     }
-    progress_ctx pc = { !A.quiet && !A.disable_tqdm && isatty(STDERR_FILENO), 0 };
+    progress_ctx pc = { !a->quiet && !a->disable_tqdm && isatty(STDERR_FILENO), 0 };
     rc.progress = on_progress;
     rc.progress_arg = &pc;
     rc.stop = &bench_stop;
@@ -756,121 +819,177 @@ int cmd_bench(int argc, char **argv)
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-
     /* one descriptor per open stream: take what the hard limit allows */
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
         rl.rlim_cur = rl.rlim_max;
         setrlimit(RLIMIT_NOFILE, &rl);
     }
-    st_run_result res;
-    int run_rc = st_runner_run(&rc, &res, err, sizeof err);
+    char err[1024];
+    int r = st_runner_run(&rc, &B->res, err, sizeof err);
     if (pc.shown)
         fputc('\n', stderr);
-    if (run_rc < 0) {
-        fprintf(stderr, "servetune bench: %s\n", err);
-        free(sched);
-        if (!work->items)
-            work->n = 0;
-        st_workload_free(work);
-        free(model_owned);
+    if (r < 0) {
+        bench_error(B, "%s", err);
         return ST_EXIT_FAIL;
     }
-    st_summary_opts so = { { A.slo_ttft / 1e3, A.slo_tpot / 1e3, A.slo_e2e / 1e3, A.slo_ttfat / 1e3 }, 0 };
-    st_summary sum;
-    st_summary_compute(res.records, res.n, &so, &sum);
-    st_turn_row turns[ST_TURN_ROWS];
-    int n_turns = st_turn_rows(res.records, res.n, turns);
+    B->have_res = 1;
+    return ST_EXIT_OK;
+}
 
-    st_bench_info info;
-    memset(&info, 0, sizeof info);
-    info.url = A.url;
-    info.api = A.api_name;
-    info.model = model;
-    info.stream = !A.no_stream && api != ST_RUNNER_API_RAW;
-    info.workload = api == ST_RUNNER_API_RAW ? "raw" : A.trace ? "trace" : A.sessions ? "sessions" : "synthetic";
-    info.trace_path = A.trace;
-    if (bw.is_trace) {
-        info.trace_format = st_trace_format_name(bw.fmt);
-        info.trace_counts = &bw.counts;
+static void fill_info(const bench *B, const st_summary_opts *so, st_turn_row *turns, int n_turns, st_bench_info *info)
+{
+    const bench_args *a = &B->A;
+    const st_workload *work = &B->bw.work;
+    const st_run_result *res = &B->res;
+    memset(info, 0, sizeof *info);
+    info->url = a->url;
+    info->api = a->api_name;
+    info->model = B->model;
+    info->stream = !a->no_stream && B->api != ST_RUNNER_API_RAW;
+    info->workload = B->api == ST_RUNNER_API_RAW ? "raw" : a->trace ? "trace" : a->sessions ? "sessions" : "synthetic";
+    info->trace_path = a->trace;
+    if (B->bw.is_trace) {
+        info->trace_format = st_trace_format_name(B->bw.fmt);
+        info->trace_counts = &B->bw.counts;
         static const char *const sm[] = { "replay", "flat", "off" };
-        info.trace_sessions = work->n_sessions ? sm[bw.smode] : NULL;
+        info->trace_sessions = work->n_sessions ? sm[B->bw.smode] : NULL;
     }
-    if (!A.trace) {
-        info.input_len = (uint32_t)A.input_tokens;
-        info.output_len = (uint32_t)A.output_tokens;
-        info.prefix_len = (uint32_t)A.prefix_tokens;
-        info.range_ratio = A.range_ratio;
-        info.vllm_semantics = vllm_dataset;
+    if (!a->trace) {
+        info->input_len = (uint32_t)a->input_tokens;
+        info->output_len = (uint32_t)a->output_tokens;
+        info->prefix_len = (uint32_t)a->prefix_tokens;
+        info->range_ratio = a->range_ratio;
+        info->vllm_semantics = B->vllm_dataset;
     }
-    info.sessions = work->n_sessions;
-    if (A.sessions) {
-        info.turns_min = bw.turns_min;
-        info.turns_max = bw.turns_max;
-        info.turn_input = (uint32_t)A.turn_input;
-        info.think_s = isnan(A.think_time) ? 0 : A.think_time;
+    info->sessions = work->n_sessions;
+    if (a->sessions) {
+        info->turns_min = B->bw.turns_min;
+        info->turns_max = B->bw.turns_max;
+        info->turn_input = (uint32_t)a->turn_input;
+        info->think_s = isnan(a->think_time) ? 0 : a->think_time;
     }
-    info.turns = n_turns > 0 ? turns : NULL;
-    info.n_turns = n_turns > 0 ? n_turns : 0;
-    info.exact_prompts = exact_line;
-    info.fitted = fitted;
-    info.fitted_exact = fitted_exact;
-    info.seed = (uint64_t)A.seed;
-    info.num_requests = work->n - nwarm;
-    info.warmup = nwarm;
-    info.arrival = use_trace_times ? "trace" : isinf(A.rate) ? "inf" : A.arrival_name;
-    info.rate = use_trace_times ? (A.trace_rate > 0 ? A.trace_rate : NAN) : A.rate;
-    info.burstiness = A.burstiness;
-    info.max_concurrency = (uint32_t)A.max_conc;
-    info.timeout_s = A.timeout;
-    info.opts = so;
-    info.max_lag_ms = res.max_lag_ms;
-    info.dispatch_lag = &res.dispatch_lag;
-    info.loop_delay = &res.loop_delay;
-    info.client_limited = res.client_limited; /* the runner's self-check (docs/bench.md) */
-    info.limited_reason = res.client_limited ? res.limited_reason : NULL;
-    info.interrupted = res.interrupted;
-    info.connections_opened = res.connections_opened;
-    info.retries = res.retries;
-    info.max_in_flight = res.max_in_flight;
-    info.started_wall_ns = res.t0_wall;
-    info.t0_mono_ns = res.t0_mono;
+    info->turns = n_turns > 0 ? turns : NULL;
+    info->n_turns = n_turns > 0 ? n_turns : 0;
+    info->exact_prompts = B->exact_line;
+    info->fitted = B->fitted;
+    info->fitted_exact = B->fitted_exact;
+    info->seed = (uint64_t)a->seed;
+    info->num_requests = work->n - B->nwarm;
+    info->warmup = B->nwarm;
+    info->arrival = B->use_trace_times ? "trace" : isinf(a->rate) ? "inf" : a->arrival_name;
+    info->rate = B->use_trace_times ? (a->trace_rate > 0 ? a->trace_rate : NAN) : a->rate;
+    info->burstiness = a->burstiness;
+    info->max_concurrency = (uint32_t)a->max_conc;
+    info->timeout_s = a->timeout;
+    info->opts = *so;
+    info->max_lag_ms = res->max_lag_ms;
+    info->dispatch_lag = &res->dispatch_lag;
+    info->loop_delay = &res->loop_delay;
+    info->client_limited = res->client_limited; /* the runner's self-check (docs/bench.md) */
+    info->limited_reason = res->client_limited ? res->limited_reason : NULL;
+    info->interrupted = res->interrupted;
+    info->connections_opened = res->connections_opened;
+    info->retries = res->retries;
+    info->max_in_flight = res->max_in_flight;
+    info->started_wall_ns = res->t0_wall;
+    info->t0_mono_ns = res->t0_mono;
+}
 
+/* Writes one result file (JSON when csv is 0); says why it could not, in the system's words ("No
+ * space left on device", never a bare "cannot write"). 0 or -1. */
+static int write_file(const char *path, int csv, const bench *B, const st_bench_info *info, const st_summary *sum)
+{
+    errno = 0;
+    FILE *f = fopen(path, "w");
+    int e = f ? 0 : errno;
+    if (f) {
+        int rc = csv ? st_output_csv(f, B->res.records, B->res.n)
+                     : st_output_json_write(f, info, sum, B->res.records, B->res.n);
+        if (rc < 0 || fflush(f) != 0 || ferror(f))
+            e = errno ? errno : EIO;
+        if (fclose(f) != 0 && !e)
+            e = errno ? errno : EIO;
+    }
+    if (!e)
+        return 0;
+    fprintf(stderr, "servetune bench: cannot write %s: %s\n", path, strerror(e));
+    return -1;
+}
+
+/* The table, the JSON and the CSV; the exit status the run earned. */
+static int write_results(bench *B)
+{
+    bench_args *a = &B->A;
+    st_summary_opts so = { { a->slo_ttft / 1e3, a->slo_tpot / 1e3, a->slo_e2e / 1e3, a->slo_ttfat / 1e3 }, 0 };
+    st_summary sum;
+    st_summary_compute(B->res.records, B->res.n, &so, &sum);
+    st_turn_row turns[ST_TURN_ROWS];
+    int n_turns = st_turn_rows(B->res.records, B->res.n, turns);
+    st_bench_info info;
+    fill_info(B, &so, turns, n_turns, &info);
     int status = ST_EXIT_OK;
-    if (json_path) {
-        FILE *f = fopen(json_path, "w");
-        if (!f || st_output_json_write(f, &info, &sum, res.records, res.n) < 0) {
-            fprintf(stderr, "servetune bench: cannot write %s\n", json_path);
-            status = ST_EXIT_FAIL;
-        }
-        if (f)
-            fclose(f);
-    }
-    if (A.csv_path) {
-        FILE *f = fopen(A.csv_path, "w");
-        if (!f || st_output_csv(f, res.records, res.n) < 0) {
-            fprintf(stderr, "servetune bench: cannot write %s\n", A.csv_path);
-            status = ST_EXIT_FAIL;
-        }
-        if (f)
-            fclose(f);
-    }
-    if (!A.quiet) {
+    if (B->json_path && write_file(B->json_path, 0, B, &info, &sum))
+        status = ST_EXIT_FAIL;
+    if (a->csv_path && write_file(a->csv_path, 1, B, &info, &sum))
+        status = ST_EXIT_FAIL;
+    if (!a->quiet) {
         st_output_table(stdout, &info, &sum);
-        if (!res.client_limited && strncmp(res.limited_reason, "ok", 2) != 0)
-            printf("%-30s%s\n", "Self-check note:", res.limited_reason);
+        if (!B->res.client_limited && strncmp(B->res.limited_reason, "ok", 2) != 0)
+            printf("%-30s%s\n", "Self-check note:", B->res.limited_reason);
     }
     if (sum.failed > 0)
         status = ST_EXIT_FAIL;
     if (st_output_client_limited(&info, &sum))
         status = ST_EXIT_CLIENT_LIMITED;
-    if (res.interrupted)
+    if (B->res.interrupted)
         status = ST_EXIT_INTERRUPTED;
-    st_run_result_free(&res);
-    free(sched);
-    if (!work->items)
-        work->n = 0; /* raw mode: a count without items */
-    st_workload_free(work);
-    free(model_owned);
     return status;
+}
+
+static void bench_free(bench *B)
+{
+    if (B->have_res)
+        st_run_result_free(&B->res);
+    free(B->sched);
+    if (B->have_work) {
+        if (!B->bw.work.items)
+            B->bw.work.n = 0; /* raw mode: a count without items */
+        st_workload_free(&B->bw.work);
+    }
+    free(B->model_owned);
+    st_secrets_free(&B->secrets);
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    bench *B = calloc(1, sizeof *B);
+    if (!B) {
+        fprintf(stderr, "servetune bench: out of memory\n");
+        return ST_EXIT_FAIL;
+    }
+    args_defaults(&B->A);
+    st_opt opts[BENCH_OPTS_MAX];
+    build_table(&B->A, opts);
+    st_opts_result pr;
+    char err[1024];
+    int rc = ST_EXIT_OK;
+    if (st_opts_parse(opts, argc - 1, argv + 1, 0, &pr, err, sizeof err) < 0) {
+        rc = st_cli_usage_error("bench", err);
+        goto out;
+    }
+    if (pr.help) {
+        bench_help(opts);
+        goto out;
+    }
+    if ((rc = plan(B, &pr)) != ST_EXIT_OK || (rc = find_model(B)) != ST_EXIT_OK ||
+        (rc = prepare_workload(B)) != ST_EXIT_OK || (rc = make_schedule(B)) != ST_EXIT_OK ||
+        (rc = run(B)) != ST_EXIT_OK)
+        goto out;
+    rc = write_results(B);
+out:
+    bench_free(B);
+    free(B);
+    st_opts_result_free(&pr);
+    return rc;
 }

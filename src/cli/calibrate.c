@@ -100,33 +100,32 @@ int cmd_calibrate(int argc, char **argv)
     };
     st_opts_result res;
     char err[2048] = "";
-    if (st_opts_parse(opts, argc - 1, argv + 1, 0, &res, err, sizeof err))
-        return st_cli_usage_error("calibrate", err);
-    if (res.help) {
-        help(opts);
-        st_opts_result_free(&res);
-        return ST_EXIT_OK;
-    }
     int rc = ST_EXIT_USAGE;
     st_calib_set set;
     st_calib_set_init(&set);
     st_buf b;
     st_buf_init(&b, CALIB_OUT_MAX);
-    if (!out) {
-        st_opts_result_free(&res);
-        return st_cli_usage_error("calibrate", "-o FILE is required");
+    const char *usage = NULL;
+    if (st_opts_parse(opts, argc - 1, argv + 1, 0, &res, err, sizeof err)) {
+        rc = st_cli_usage_error("calibrate", err);
+        goto out;
     }
-    if (res.npos == 0 && bench.n == 0) {
-        st_opts_result_free(&res);
-        return st_cli_usage_error("calibrate", "give at least one audit DIR or --bench-json FILE");
+    if (res.help) {
+        help(opts);
+        rc = ST_EXIT_OK;
+        goto out;
     }
-    if (!(time_scale > 0)) {
-        st_opts_result_free(&res);
-        return st_cli_usage_error("calibrate", "--time-scale must be > 0");
-    }
-    if (bench.n > 0 && !engine) {
-        st_opts_result_free(&res);
-        return st_cli_usage_error("calibrate", "--bench-json needs --engine \"MODEL FLAGS --gpu NAME\"");
+    if (!out)
+        usage = "-o FILE is required";
+    else if (res.npos == 0 && bench.n == 0)
+        usage = "give at least one audit DIR or --bench-json FILE";
+    else if (!(time_scale > 0))
+        usage = "--time-scale must be > 0";
+    else if (bench.n > 0 && !engine)
+        usage = "--bench-json needs --engine \"MODEL FLAGS --gpu NAME\"";
+    if (usage) {
+        rc = st_cli_usage_error("calibrate", usage);
+        goto out;
     }
     for (int i = 0; i < res.npos; i++) {
         int k = st_calib_add_audit(&set, res.pos[i], config, max_rate, allow_prediction, err, sizeof err);

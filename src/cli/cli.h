@@ -3,6 +3,12 @@
  * process exit status; see docs/exit-codes.md. */
 #ifndef ST_CLI_H
 #define ST_CLI_H
+#include <signal.h>
+#include <stdio.h>
+
+#include "audit/spec.h"
+#include "audit/store.h"
+#include "audit/sweep.h"
 
 /* Exit codes shared by every subcommand. */
 enum {
@@ -22,11 +28,47 @@ typedef struct st_cmd {
 /* Prints "servetune NAME: reason" and the usage hint to stderr; returns ST_EXIT_USAGE. */
 int st_cli_usage_error(const char *cmd, const char *reason);
 
-/* Loads and validates an audit spec for audit and predict, its trace included (an unreadable
- * trace is a spec error found before anything starts). 0, or -1 after printing the reason
- * ("file:line: what is wrong") to stderr. */
-struct st_spec;
-int st_cli_load_spec(const char *path, struct st_spec *spec);
+/* SIGINT and SIGTERM set the returned flag (the only global state, cli/common.c); *which (when
+ * not NULL) gets the flag holding the signal's number; st_cli_signal_name() says "SIGINT" or
+ * "SIGTERM". */
+volatile sig_atomic_t *st_cli_catch_signals(volatile sig_atomic_t **which);
+const char *st_cli_signal_name(void);
+
+/* The start and the end audit and predict share. Use:
+ *   st_cli_run r; st_cli_run_init(&r, "audit");
+ *   rc = st_cli_run_spec(&r, path);          // load + st_spec_check (the one validation path) + secrets
+ *   rc = st_cli_run_open(&r, dir, resume, 0); // lock DIR, check what it holds, begin in the store
+ *   ... st_sweep_run(&r.spec, r.store, ...) with progress on r.out ...
+ *   rc = st_cli_run_finish(&r, &sr, failed, "Report");
+ *   st_cli_run_close(&r);                     // always, whatever came before
+ * Each step returns an exit status (ST_EXIT_OK to go on) after printing its reason. */
+typedef struct st_cli_run {
+    const char *cmd; /* "audit", "predict" */
+    const char *spec_path, *out_dir;
+    st_spec spec;
+    int have_spec;
+    st_secrets secrets; /* the spec's (st_spec_secrets): kept out of the store, reports and stderr */
+    int lock_fd;        /* the lock on out_dir (st_dir_lock), -1 when not held */
+    st_store *store;
+    FILE *out; /* progress: stderr with the secrets removed */
+} st_cli_run;
+void st_cli_run_init(st_cli_run *r, const char *cmd);
+int st_cli_run_spec(st_cli_run *r, const char *spec_path);
+/* Creates and locks out_dir, then refuses before changing anything when it holds the other kind
+ * (a prediction for an audit, a measured audit for a prediction) or, without resume, an audit, or
+ * with resume another spec's; a prediction there is replaced by a new one. Begins the audit. */
+int st_cli_run_open(st_cli_run *r, const char *out_dir, int resume, int prediction);
+/* Marks the audit finished (partial when interrupted or failed), writes the reports, prints the
+ * headline and "WHAT: DIR/report.html ...". The exit status: 4 interrupted; 1 when the sweep or
+ * the reports failed, a configuration failed, or every request of a configuration failed; else 0. */
+int st_cli_run_finish(st_cli_run *r, const st_sweep_result *sr, int sweep_failed, const char *what);
+void st_cli_run_close(st_cli_run *r);
+/* Removes an earlier prediction's database from dir (it is recomputed in seconds); a measured
+ * audit there is never replaced. 0 (also when there is none), or -1 with err. */
+int st_cli_clear_prediction(const char *dir, char *err, size_t errlen);
+/* The report's headline (the answer in one paragraph), for the terminal; nothing when the store
+ * cannot be read into a report. */
+void st_cli_print_headline(st_store *s);
 /* A trace workload's statistics and advice into the results database (meta "traffic") for the
  * report's "Your traffic" section; a failure is a warning on stderr, never fatal. */
 struct st_store;
@@ -98,6 +140,7 @@ int st_cli_merge_report(const char *dir, const char *expect_hash, int quiet, int
 
 int cmd_version(int argc, char **argv);
 int cmd_trace(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
 int cmd_audit(int argc, char **argv);
 int cmd_predict(int argc, char **argv);

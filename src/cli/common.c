@@ -1,16 +1,28 @@
-/* What several subcommands share. */
+/* What several subcommands share: the usage error, and the start and end of audit and predict
+ * (cli/cli.h). */
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <stdlib.h>
 
+#include "audit/check.h"
 #include "audit/executor.h"
 #include "audit/spec.h"
 #include "audit/store.h"
 #include "audit/traffic.h"
 #include "cli/cli.h"
+#include "core/file.h"
+#include "core/version.h"
 #include "emu/calib.h"
+#include "engine/process.h"
 #include "load/trace.h"
 #include "load/workload.h"
+#include "report/report.h"
 
 int st_cli_usage_error(const char *cmd, const char *reason)
 {
@@ -19,30 +31,231 @@ int st_cli_usage_error(const char *cmd, const char *reason)
     return ST_EXIT_USAGE;
 }
 
-int st_cli_load_spec(const char *path, struct st_spec *spec)
+/* ---- signals: the only globals, what the handler sets ---- */
+
+static volatile sig_atomic_t cli_stop;
+static volatile sig_atomic_t cli_signal;
+
+static void on_signal(int sig)
+{
+    cli_stop = 1;
+    cli_signal = sig;
+}
+
+volatile sig_atomic_t *st_cli_catch_signals(volatile sig_atomic_t **which)
+{
+    if (which)
+        *which = &cli_signal;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    return &cli_stop;
+}
+
+const char *st_cli_signal_name(void) { return cli_signal == SIGTERM ? "SIGTERM" : "SIGINT"; }
+
+/* ---- audit and predict ---- */
+
+void st_cli_run_init(st_cli_run *r, const char *cmd)
+{
+    memset(r, 0, sizeof *r);
+    r->cmd = cmd;
+    r->lock_fd = -1;
+    r->out = stderr;
+}
+
+int st_cli_run_spec(st_cli_run *r, const char *spec_path)
 {
     char err[1024] = "";
-    if (st_spec_load(path, spec, err, sizeof err)) {
+    r->spec_path = spec_path;
+    if (st_spec_load(spec_path, &r->spec, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
+        return ST_EXIT_USAGE;
+    }
+    r->have_spec = 1;
+    if (st_spec_check(&r->spec, err, sizeof err) || st_spec_secrets(&r->spec, &r->secrets, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return ST_EXIT_USAGE;
+    }
+    return ST_EXIT_OK;
+}
+
+/* What DIR/results.sqlite holds: -1 none, 0 a measured audit, 1 a prediction; -2 unreadable. */
+static int dir_holds(const char *dir, char *err, size_t errlen)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, ST_STORE_FILE);
+    if (access(path, F_OK))
+        return -1;
+    st_store *s;
+    if (st_store_open(dir, &s, err, errlen))
+        return -2;
+    st_audit_row a;
+    int have = st_store_audit_get(s, &a);
+    int pred = have == 1 && a.prediction;
+    if (have == 1)
+        st_audit_row_free(&a);
+    st_store_close(s);
+    if (have < 0) {
+        snprintf(err, errlen, "%s: cannot read %s", dir, ST_STORE_FILE);
+        return -2;
+    }
+    return have == 1 ? pred : -1;
+}
+
+int st_cli_clear_prediction(const char *dir, char *err, size_t errlen)
+{
+    int holds = dir_holds(dir, err, errlen);
+    if (holds == -2)
+        return -1;
+    if (holds == 0) {
+        snprintf(err, errlen, "%.900s holds a measured audit; a prediction never replaces one (use another -o)", dir);
         return -1;
     }
-    if (spec->workload.kind == ST_WL_TRACE) {
-        /* every row is read (a malformed one is an error now, not mid-audit), none is kept */
-        st_trace_counts c;
-        if (st_trace_read_file(spec->workload.trace, NULL, NULL, NULL, &c, NULL, err, sizeof err)) {
-            fprintf(stderr, "%s: workload.trace: %s\n", path, err);
-            st_spec_free(spec);
-            return -1;
-        }
-        if (!c.kept) {
-            char d[400];
-            st_trace_counts_describe(&c, d, sizeof d);
-            fprintf(stderr, "%s: workload.trace: %s holds no requests (%s)\n", path, spec->workload.trace, d);
-            st_spec_free(spec);
-            return -1;
-        }
+    /* an earlier prediction is replaced: it is recomputed in seconds */
+    static const char *suffix[] = { "", "-wal", "-shm" };
+    for (int i = 0; holds == 1 && i < 3; i++) {
+        char path[4400];
+        snprintf(path, sizeof path, "%.4000s/%s%s", dir, ST_STORE_FILE, suffix[i]);
+        unlink(path);
     }
     return 0;
+}
+
+int st_cli_run_open(st_cli_run *r, const char *out_dir, int resume, int prediction)
+{
+    char err[1024] = "";
+    r->out_dir = out_dir;
+    if (mkdir(out_dir, 0755) && errno != EEXIST) {
+        fprintf(stderr, "servetune %s: %s: %s\n", r->cmd, out_dir, strerror(errno));
+        return ST_EXIT_USAGE;
+    }
+    /* one servetune per folder; what it holds is checked before anything in it changes */
+    if (st_dir_lock(out_dir, 0, &r->lock_fd, err, sizeof err)) {
+        fprintf(stderr, "servetune %s: %s\n", r->cmd, err);
+        return ST_EXIT_USAGE;
+    }
+    int holds = dir_holds(out_dir, err, sizeof err);
+    if (holds == -2) {
+        fprintf(stderr, "servetune %s: %s\n", r->cmd, err);
+        return ST_EXIT_USAGE;
+    }
+    if (holds == 1 && !prediction) {
+        fprintf(stderr, "servetune %s: %s holds a prediction (servetune predict); a measured audit needs another -o\n",
+                r->cmd, out_dir);
+        return ST_EXIT_USAGE;
+    }
+    if (holds == 0 && prediction) {
+        fprintf(stderr, "servetune %s: %s holds a measured audit; a prediction never replaces one (use another -o)\n",
+                r->cmd, out_dir);
+        return ST_EXIT_USAGE;
+    }
+    if (holds == 1 && prediction && st_cli_clear_prediction(out_dir, err, sizeof err)) {
+        fprintf(stderr, "servetune %s: %s\n", r->cmd, err);
+        return ST_EXIT_USAGE;
+    }
+    size_t tlen = 0;
+    char *text = st_read_file(r->spec_path, ST_SPEC_MAX_BYTES, &tlen, err, sizeof err);
+    int rc = !text || st_store_open(out_dir, &r->store, err, sizeof err) ||
+             st_store_audit_begin(r->store, r->spec_path, text, tlen, ST_VERSION, resume, err, sizeof err);
+    free(text);
+    if (rc) {
+        fprintf(stderr, "servetune %s: %s\n", r->cmd, err);
+        return ST_EXIT_USAGE;
+    }
+    st_store_set_secrets(r->store, &r->secrets);
+    /* progress lines quote engines and servers: no secret reaches the terminal either */
+    FILE *f = st_secrets_stream(stderr, &r->secrets);
+    if (f)
+        r->out = f;
+    return ST_EXIT_OK;
+}
+
+void st_cli_print_headline(st_store *s)
+{
+    st_report rep;
+    char err[512];
+    if (st_report_load(s, &rep, err, sizeof err))
+        return;
+    st_buf hl;
+    st_buf_init(&hl, ST_REPORT_HEADLINE_MAX);
+    st_report_headline(&rep, &hl);
+    printf("%s\n", hl.data ? hl.data : "");
+    st_buf_free(&hl);
+    st_report_free(&rep);
+}
+
+/* Configurations in which requests were sent and every one failed: the audit measured nothing
+ * there (a wrong key, a wrong model name, a proxy answering errors), which is a failure even
+ * though the engine ran. Prints one line for each; returns their count. */
+static int all_failed_configs(st_cli_run *r)
+{
+    st_run_row *runs = NULL;
+    int n = 0, bad = 0;
+    if (st_store_runs_get(r->store, NULL, &runs, &n))
+        return 0;
+    for (int i = 0; i < n;) {
+        int j = i;
+        uint32_t sent = 0, completed = 0;
+        for (; j < n && !strcmp(runs[j].config, runs[i].config); j++) {
+            sent += runs[j].sent;
+            completed += runs[j].completed;
+        }
+        if (sent > 0 && completed == 0) {
+            fprintf(r->out, "servetune %s: %s: every one of its %u requests failed (the report's runs say why)\n",
+                    r->cmd, runs[i].config, sent);
+            bad++;
+        }
+        i = j;
+    }
+    st_run_rows_free(runs, n);
+    return bad;
+}
+
+int st_cli_run_finish(st_cli_run *r, const st_sweep_result *sr, int sweep_failed, const char *what)
+{
+    int rc = sweep_failed ? ST_EXIT_FAIL : ST_EXIT_OK;
+    char note[128] = "";
+    if (sr->interrupted)
+        snprintf(note, sizeof note, "interrupted by %s", st_cli_signal_name());
+    else if (sweep_failed)
+        snprintf(note, sizeof note, "stopped by an error");
+    st_store_audit_finish(r->store, sr->interrupted || sweep_failed, note[0] ? note : NULL);
+    int all_failed = all_failed_configs(r);
+    fflush(r->out);
+    char err[512] = "";
+    if (st_report_write_all(r->store, r->out_dir, err, sizeof err)) {
+        fprintf(stderr, "servetune %s: report: %s\n", r->cmd, err);
+        rc = ST_EXIT_FAIL;
+    } else {
+        st_cli_print_headline(r->store);
+        printf("%s: %s/report.html (also report.md, report.json, results.csv; database results.sqlite)\n", what,
+               r->out_dir);
+    }
+    if (sr->interrupted)
+        return ST_EXIT_INTERRUPTED;
+    if (rc == ST_EXIT_OK && (sr->configs_failed > 0 || all_failed > 0))
+        rc = ST_EXIT_FAIL;
+    return rc;
+}
+
+void st_cli_run_close(st_cli_run *r)
+{
+    if (r->out && r->out != stderr)
+        fclose(r->out);
+    r->out = stderr;
+    st_store_close(r->store);
+    r->store = NULL;
+    if (r->have_spec)
+        st_spec_free(&r->spec);
+    r->have_spec = 0;
+    st_secrets_free(&r->secrets);
+    if (r->lock_fd >= 0)
+        close(r->lock_fd);
+    r->lock_fd = -1;
 }
 
 void st_cli_store_traffic(struct st_store *store, const struct st_spec *spec)

@@ -11,10 +11,10 @@
 #include "core/parse.h"
 #include "emu/catalog.h"
 #include "emu/config.h"
+#include "emu/consts.h"
 #include "emu/flags.h"
 #include "engine/emulator.h"
 
-#define EMU_GIB_F 1073741824.0
 
 static void usage(FILE *f, const st_opt *opts)
 {
@@ -45,20 +45,24 @@ int cmd_emulate(int argc, char **argv)
     st_emu_args_table(&A, opts);
     st_opts_result r;
     char err[2048];
+    int rc = ST_EXIT_USAGE;
     if (st_emu_args_parse(&A, opts, argc - 1, argv + 1, &r, err, sizeof err) < 0) {
-        st_opts_result_free(&r);
-        return bad(err);
+        rc = bad(err);
+        goto done;
     }
     if (r.help) {
         usage(stdout, opts);
-        st_opts_result_free(&r);
-        return ST_EXIT_OK;
+        rc = ST_EXIT_OK;
+        goto done;
     }
-    int rc = ST_EXIT_USAGE;
     st_log lg = { .level = A.quiet ? ST_LOG_WARN : ST_LOG_INFO, .out = stderr, .prefix = "[servetune emulate]" };
     const char *model = A.model, *host = A.host, *served = A.served, *kv_dtype = A.kv_dtype;
     if (!A.gpu)
         A.gpu = getenv("SERVETUNE_EMULATE_GPU"); /* for a forwarding `vllm` script that cannot add flags */
+    if (!A.api_key || !*A.api_key)
+        A.api_key = getenv("VLLM_API_KEY"); /* as vLLM: the key off the command line */
+    if (A.api_key && !*A.api_key)
+        A.api_key = NULL;
     if (A.gpu && *A.gpu)
         for (int i = 0; i < r.nunknown; i++)
             if (r.unknown[i][0] == '-')
@@ -98,7 +102,7 @@ int cmd_emulate(int argc, char **argv)
     st_emu_config probe = c;
     if (st_emu_memory_plan(&probe, &mem, err, sizeof err) < 0) {
         if (mem.weight_bytes > 0)
-            st_logf(&lg, ST_LOG_INFO, "Model loading took %.4f GiB", mem.weight_bytes / EMU_GIB_F);
+            st_logf(&lg, ST_LOG_INFO, "Model loading took %.4f GiB", mem.weight_bytes / EMU_GIB);
         st_logf(&lg, ST_LOG_ERROR, "EngineCore failed to start.");
         fprintf(stderr, "%s\n", err);
         fprintf(stderr,
@@ -107,13 +111,13 @@ int cmd_emulate(int argc, char **argv)
         goto done;
     }
     c = probe;
-    st_logf(&lg, ST_LOG_INFO, "Model loading took %.4f GiB", mem.weight_bytes / EMU_GIB_F);
+    st_logf(&lg, ST_LOG_INFO, "Model loading took %.4f GiB", mem.weight_bytes / EMU_GIB);
     st_logf(&lg, ST_LOG_INFO,
             "Memory profiling: total GPU memory %.2f GiB; requested %.2f GiB (util %.2f); model weights %.2f GiB; "
             "non_torch_memory %.2f GiB; PyTorch activation peak memory %.2f GiB; the rest of the memory reserved "
             "for KV Cache is %.2f GiB.",
-            mem.total_bytes / EMU_GIB_F, mem.requested_bytes / EMU_GIB_F, util, mem.weight_bytes / EMU_GIB_F,
-            mem.non_torch_bytes / EMU_GIB_F, mem.activation_bytes / EMU_GIB_F, mem.kv_bytes / EMU_GIB_F);
+            mem.total_bytes / EMU_GIB, mem.requested_bytes / EMU_GIB, util, mem.weight_bytes / EMU_GIB,
+            mem.non_torch_bytes / EMU_GIB, mem.activation_bytes / EMU_GIB, mem.kv_bytes / EMU_GIB);
     char l1[128], l2[128];
     st_emu_memory_log_lines(&mem, l1, sizeof l1, l2, sizeof l2);
     st_logf(&lg, ST_LOG_INFO, "%s", l1);
@@ -121,6 +125,8 @@ int cmd_emulate(int argc, char **argv)
     st_logf(&lg, ST_LOG_INFO, "max_num_seqs=%u, max_num_batched_tokens=%u, max_model_len=%u, num_gpu_blocks=%u",
             mem.max_num_seqs, mem.max_num_batched_tokens, mem.max_model_len, mem.num_blocks);
     st_emulator_opts eo = { .host = host,
+                            .keep_alive_s = A.keep_alive_s,
+                            .header_timeout_s = A.header_timeout_s,
                             .port = (uint16_t)A.port,
                             .served_model_name = served ? served : model,
                             .api_key = A.api_key,

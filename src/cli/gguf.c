@@ -171,29 +171,42 @@ int cmd_gguf(int argc, char **argv)
     };
     st_opts_result res;
     char err[1024] = "";
-    if (st_opts_parse(opts, argc - 1, argv + 1, 0, &res, err, sizeof err))
-        return st_cli_usage_error("gguf", err);
-    int npos = res.npos, want_help = res.help;
-    st_opts_result_free(&res);
-    if (want_help) {
-        help(opts);
-        return ST_EXIT_OK;
+    int rc = ST_EXIT_OK;
+    char *vbytes = NULL;
+    int have_vocab = 0, have_g = 0;
+    st_gguf vocab, g;
+    char tmp[4200] = "";
+    if (st_opts_parse(opts, argc - 1, argv + 1, 0, &res, err, sizeof err)) {
+        rc = st_cli_usage_error("gguf", err);
+        goto out;
     }
-    if (npos)
-        return st_cli_usage_error("gguf", "unexpected argument (options only)");
+    if (res.help) {
+        help(opts);
+        goto out;
+    }
+    if (res.npos) {
+        rc = st_cli_usage_error("gguf", "unexpected argument (options only)");
+        goto out;
+    }
     if (list) {
         char presets[2048];
         st_mg_presets(presets, sizeof presets);
         fputs(presets, stdout);
-        return ST_EXIT_OK;
+        goto out;
     }
-    if (show_path)
-        return show(show_path);
-    if (!arch || !size || !vocab_path || !out)
-        return st_cli_usage_error("gguf", "--arch, --size, --vocab and -o are required");
+    if (show_path) {
+        rc = show(show_path);
+        goto out;
+    }
+    if (!arch || !size || !vocab_path || !out) {
+        rc = st_cli_usage_error("gguf", "--arch, --size, --vocab and -o are required");
+        goto out;
+    }
     st_mg_shape s;
-    if (st_mg_preset(arch, size, &s, err, sizeof err))
-        return st_cli_usage_error("gguf", err);
+    if (st_mg_preset(arch, size, &s, err, sizeof err)) {
+        rc = st_cli_usage_error("gguf", err);
+        goto out;
+    }
     if (n_embd > 0)
         s.n_embd = (uint32_t)n_embd;
     if (n_layer > 0)
@@ -212,65 +225,66 @@ int cmd_gguf(int argc, char **argv)
         s.norm_eps = norm_eps;
     if (tied >= 0)
         s.tied = (int)tied;
-    if (st_mg_check(&s, err, sizeof err))
-        return st_cli_usage_error("gguf", err);
+    if (st_mg_check(&s, err, sizeof err)) {
+        rc = st_cli_usage_error("gguf", err);
+        goto out;
+    }
     uint32_t wtype;
     if (!strcmp(type, "f16"))
         wtype = ST_GGML_F16;
     else if (!strcmp(type, "f32"))
         wtype = ST_GGML_F32;
-    else
-        return st_cli_usage_error("gguf", "--type must be f16 or f32");
+    else {
+        rc = st_cli_usage_error("gguf", "--type must be f16 or f32");
+        goto out;
+    }
 
     st_ns t0 = st_now();
     size_t vlen;
-    char *vbytes = st_read_file(vocab_path, VOCAB_MAX_BYTES, &vlen, err, sizeof err);
-    st_gguf vocab;
+    vbytes = st_read_file(vocab_path, VOCAB_MAX_BYTES, &vlen, err, sizeof err);
     if (!vbytes || st_gguf_parse(vbytes, vlen, vlen, &vocab, err, sizeof err)) {
         fprintf(stderr, "servetune gguf: %s%s%s\n", vbytes ? vocab_path : "", vbytes ? ": " : "", err);
-        free(vbytes);
-        return ST_EXIT_FAIL;
+        rc = ST_EXIT_FAIL;
+        goto out;
     }
-    free(vbytes);
+    have_vocab = 1;
     char gname[256];
     if (!name) {
         snprintf(gname, sizeof gname, "servetune random %s %s seed %ld", arch, size, seed);
         name = gname;
     }
-    st_gguf g;
     uint64_t n_vocab = 0;
-    int rc = st_mg_build(&s, &vocab, wtype, name, &g, &n_vocab, err, sizeof err);
-    st_gguf_free(&vocab);
-    if (rc) {
+    if (st_mg_build(&s, &vocab, wtype, name, &g, &n_vocab, err, sizeof err)) {
         fprintf(stderr, "servetune gguf: %s: %s\n", vocab_path, err);
-        return ST_EXIT_FAIL;
+        rc = ST_EXIT_FAIL;
+        goto out;
     }
-    char tmp[4200];
+    have_g = 1;
     snprintf(tmp, sizeof tmp, "%s.tmp", out);
     FILE *f = fopen(tmp, "wb");
     if (!f) {
         fprintf(stderr, "servetune gguf: %s: %s\n", tmp, strerror(errno));
-        st_gguf_free(&g);
-        return ST_EXIT_FAIL;
+        rc = ST_EXIT_FAIL;
+        goto out;
     }
     st_mg_filler fill;
     st_mg_filler_init(&fill, &g, (uint64_t)seed);
-    rc = st_gguf_write(&g, st_mg_fill, &fill, sink_file, f, err, sizeof err);
+    int wrc = st_gguf_write(&g, st_mg_fill, &fill, sink_file, f, err, sizeof err);
     long fbytes = ftell(f);
-    if (fclose(f) && !rc) {
+    if (fclose(f) && !wrc) {
         snprintf(err, sizeof err, "closing: %s", strerror(errno));
-        rc = -1;
+        wrc = -1;
     }
-    if (!rc && rename(tmp, out)) {
+    if (!wrc && rename(tmp, out)) {
         snprintf(err, sizeof err, "renaming to %s: %s", out, strerror(errno));
-        rc = -1;
+        wrc = -1;
     }
     uint64_t n_t = g.n_t;
-    st_gguf_free(&g);
-    if (rc) {
+    if (wrc) {
         unlink(tmp);
         fprintf(stderr, "servetune gguf: %s: %s\n", tmp, err);
-        return ST_EXIT_FAIL;
+        rc = ST_EXIT_FAIL;
+        goto out;
     }
     if (!quiet)
         printf("%s: %s %s, %.1fM parameters (n_embd %" PRIu32 ", n_layer %" PRIu32 ", n_head %" PRIu32 "/%" PRIu32
@@ -278,5 +292,12 @@ int cmd_gguf(int argc, char **argv)
                " tensors %s, %.1f MB, seed %ld, %.2f s\n",
                out, arch, size, (double)st_mg_params(&s, n_vocab) / 1e6, s.n_embd, s.n_layer, s.n_head, s.n_head_kv,
                s.n_ff, s.n_ctx, n_vocab, n_t, type, (double)fbytes / 1e6, seed, st_ns_to_s(st_now() - t0));
-    return ST_EXIT_OK;
+out:
+    free(vbytes);
+    if (have_vocab)
+        st_gguf_free(&vocab);
+    if (have_g)
+        st_gguf_free(&g);
+    st_opts_result_free(&res);
+    return rc;
 }

@@ -15,20 +15,12 @@
 #include "audit/suggest.h"
 #include "audit/sweep.h"
 #include "cli/cli.h"
-#include "core/file.h"
 #include "core/opts.h"
+#include "core/file.h"
 #include "core/version.h"
 #include "emu/calib.h"
 #include "report/predvs.h"
 #include "report/report.h"
-
-static volatile sig_atomic_t predict_stop;
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    predict_stop = 1;
-}
 
 static void help(const st_opt *opts)
 {
@@ -53,34 +45,6 @@ static void help(const st_opt *opts)
         "Exit codes: 0 done; 1 done but a configuration was refused (does not fit, bad flag) or the reports\n"
         "could not be written; 2 bad arguments, an invalid spec or an engine the model cannot stand for;\n"
         "4 interrupted. More: docs/predict.md.\n");
-}
-
-/* An earlier prediction in DIR is replaced (it is recomputed in seconds); a measured audit never. */
-static int clear_old_prediction(const char *dir, char *err, size_t errlen)
-{
-    char path[4200];
-    snprintf(path, sizeof path, "%s/%s", dir, ST_STORE_FILE);
-    if (access(path, F_OK))
-        return 0;
-    st_store *s;
-    if (st_store_open(dir, &s, err, errlen))
-        return -1;
-    st_audit_row a;
-    int have = st_store_audit_get(s, &a);
-    int pred = have == 1 && a.prediction;
-    if (have == 1)
-        st_audit_row_free(&a);
-    st_store_close(s);
-    if (have == 1 && !pred) {
-        snprintf(err, errlen, "%s holds a measured audit; a prediction never replaces one (use another -o)", dir);
-        return -1;
-    }
-    static const char *suffix[] = { "", "-wal", "-shm" };
-    for (int i = 0; i < 3; i++) {
-        snprintf(path, sizeof path, "%s/%s%s", dir, ST_STORE_FILE, suffix[i]);
-        unlink(path);
-    }
-    return 0;
 }
 
 static void model_note(const st_spec *spec, char *out, size_t n)
@@ -169,7 +133,7 @@ int st_cli_predict_first(const st_spec *spec, const char *spec_path, const char 
     st_store *store = NULL;
     char note[700];
     model_note(spec, note, sizeof note);
-    if (!text || clear_old_prediction(dir, err, sizeof err) || st_store_open(dir, &store, err, sizeof err) ||
+    if (!text || st_cli_clear_prediction(dir, err, sizeof err) || st_store_open(dir, &store, err, sizeof err) ||
         st_store_audit_begin(store, spec_path, text, tlen, ST_VERSION, 0, err, sizeof err) ||
         st_store_meta_put(store, "prediction", "1") || st_store_meta_put(store, "model_note", note)) {
         fprintf(stderr, "servetune audit: the prediction before the measurement failed: %s\n", err);
@@ -188,7 +152,7 @@ int st_cli_predict_first(const st_spec *spec, const char *spec_path, const char 
     if (st_exec_model_new(spec, logdir, &x, err, sizeof err) == 0) {
         st_exec_model_set_calibration(x, calib);
         st_sweep_opts so = {
-            .out_dir = dir, .quiet = 1, .tty = 0, .out = stderr, .stop = &predict_stop, .executor = x
+            .out_dir = dir, .quiet = 1, .tty = 0, .out = stderr, .stop = st_cli_catch_signals(NULL), .executor = x
         };
         srun = st_sweep_run(spec, store, &so, &sr, err, sizeof err);
         st_executor_free(x);
@@ -232,116 +196,72 @@ int cmd_predict(int argc, char **argv)
         { NULL, 0, 0, NULL, NULL, NULL, 0, 0, 0 },
     };
     st_opts_result res;
+    st_cli_run r;
+    st_cli_run_init(&r, "predict");
     char err[1024] = "";
-    if (st_opts_parse(opts, argc - 1, argv + 1, 0, &res, err, sizeof err))
-        return st_cli_usage_error("predict", err);
+    int rc = ST_EXIT_OK;
+    if (st_opts_parse(opts, argc - 1, argv + 1, 0, &res, err, sizeof err)) {
+        rc = st_cli_usage_error("predict", err);
+        goto out;
+    }
     if (res.help) {
         help(opts);
-        st_opts_result_free(&res);
-        return ST_EXIT_OK;
+        goto out;
     }
     if (res.npos != 1) {
-        st_opts_result_free(&res);
-        return st_cli_usage_error("predict", "expected one SPEC file");
+        rc = st_cli_usage_error("predict", "expected one SPEC file");
+        goto out;
     }
-    const char *spec_path = res.pos[0];
-    st_spec spec;
-    if (st_cli_load_spec(spec_path, &spec)) {
-        st_opts_result_free(&res);
-        return ST_EXIT_USAGE;
-    }
-    if (!st_exec_model_supported(&spec, err, sizeof err)) {
+    if ((rc = st_cli_run_spec(&r, res.pos[0])) != ST_EXIT_OK)
+        goto out;
+    if (!st_exec_model_supported(&r.spec, err, sizeof err)) {
         fprintf(stderr, "servetune predict: %s\n", err);
-        st_spec_free(&spec);
-        st_opts_result_free(&res);
-        return ST_EXIT_USAGE;
+        rc = ST_EXIT_USAGE;
+        goto out;
     }
     st_emu_calib calib;
-    if (calib_path && st_cli_load_calibration(calib_path, &spec, &calib)) {
-        st_spec_free(&spec);
-        st_opts_result_free(&res);
-        return ST_EXIT_USAGE;
+    if (calib_path && st_cli_load_calibration(calib_path, &r.spec, &calib)) {
+        rc = ST_EXIT_USAGE;
+        goto out;
     }
-    size_t tlen = 0;
-    char *text = st_read_file(spec_path, ST_SPEC_MAX_BYTES, &tlen, err, sizeof err);
-    st_store *store = NULL;
+    if ((rc = st_cli_run_open(&r, out_dir, 0, 1)) != ST_EXIT_OK)
+        goto out;
+    st_cli_store_traffic(r.store, &r.spec);
     char note[700];
-    model_note(&spec, note, sizeof note);
-    if (!text || clear_old_prediction(out_dir, err, sizeof err) || st_store_open(out_dir, &store, err, sizeof err) ||
-        st_store_audit_begin(store, spec_path, text, tlen, ST_VERSION, 0, err, sizeof err) ||
-        st_store_meta_put(store, "prediction", "1") || st_store_meta_put(store, "model_note", note)) {
-        if (store && !err[0])
-            snprintf(err, sizeof err, "results database: %s", st_store_errmsg(store));
-        fprintf(stderr, "servetune predict: %s\n", err);
-        free(text);
-        st_store_close(store);
-        st_spec_free(&spec);
-        st_opts_result_free(&res);
-        return ST_EXIT_USAGE;
+    model_note(&r.spec, note, sizeof note);
+    if (st_store_meta_put(r.store, "prediction", "1") || st_store_meta_put(r.store, "model_note", note)) {
+        fprintf(stderr, "servetune predict: results database: %s\n", st_store_errmsg(r.store));
+        rc = ST_EXIT_FAIL;
+        goto out;
     }
-    free(text);
-    st_cli_store_traffic(store, &spec);
     /* the runs are recomputed in seconds: no fsync per run */
-    st_store_set_durable(store, 0);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-
+    st_store_set_durable(r.store, 0);
+    volatile sig_atomic_t *stop = st_cli_catch_signals(NULL);
     char logdir[4200];
     snprintf(logdir, sizeof logdir, "%s/logs", out_dir);
     st_executor *x = NULL;
     st_sweep_result sr;
     memset(&sr, 0, sizeof sr);
-    int rc = ST_EXIT_OK, srun = -1;
-    if (st_exec_model_new(&spec, logdir, &x, err, sizeof err) == 0) {
+    int srun = -1;
+    if (st_exec_model_new(&r.spec, logdir, &x, err, sizeof err) == 0) {
         st_exec_model_set_calibration(x, calib_path ? &calib : NULL);
-        st_sweep_opts so = { .out_dir = out_dir,
-                             .quiet = quiet,
-                             .tty = isatty(STDERR_FILENO),
-                             .out = stderr,
-                             .stop = &predict_stop,
-                             .executor = x };
+        st_sweep_opts so = {
+            .out_dir = out_dir, .quiet = quiet, .tty = isatty(STDERR_FILENO), .out = r.out, .stop = stop, .executor = x
+        };
         if (!quiet)
-            fprintf(stderr, "servetune predict: %d configuration%s of %s on the engine model, results in %s\n",
-                    spec.n_configs, spec.n_configs == 1 ? "" : "s", spec_path, out_dir);
-        srun = st_sweep_run(&spec, store, &so, &sr, err, sizeof err);
+            fprintf(r.out, "servetune predict: %d configuration%s of %s on the engine model, results in %s\n",
+                    r.spec.n_configs, r.spec.n_configs == 1 ? "" : "s", r.spec_path, out_dir);
+        srun = st_sweep_run(&r.spec, r.store, &so, &sr, err, sizeof err);
         st_executor_free(x);
     }
-    if (srun) {
-        fprintf(stderr, "servetune predict: %s\n", err);
-        rc = ST_EXIT_FAIL;
-    }
+    if (srun)
+        fprintf(r.out, "servetune predict: %s\n", err);
     char line[1024] = "";
     if (suggest_rates && !sr.interrupted && !srun)
-        suggest(&spec, store, calib_path ? &calib : NULL, quiet, line, sizeof line);
-    int partial = sr.interrupted || srun != 0;
-    st_store_audit_finish(store, partial, sr.interrupted ? "interrupted" : srun ? "stopped by an error" : NULL);
-    char rerr[512] = "";
-    if (st_report_write_all(store, out_dir, rerr, sizeof rerr)) {
-        fprintf(stderr, "servetune predict: report: %s\n", rerr);
-        rc = ST_EXIT_FAIL;
-    } else {
-        st_report r;
-        if (st_report_load(store, &r, rerr, sizeof rerr) == 0) {
-            st_buf hl;
-            st_buf_init(&hl, ST_REPORT_HEADLINE_MAX);
-            st_report_headline(&r, &hl);
-            printf("%s\n", hl.data ? hl.data : "");
-            st_buf_free(&hl);
-            st_report_free(&r);
-        }
-        printf("Prediction: %s/report.md (also report.html, report.json, results.csv; database results.sqlite)\n",
-               out_dir);
-    }
-    st_store_close(store);
-    st_spec_free(&spec);
+        suggest(&r.spec, r.store, calib_path ? &calib : NULL, quiet, line, sizeof line);
+    rc = st_cli_run_finish(&r, &sr, srun != 0, "Prediction");
+out:
+    st_cli_run_close(&r);
     st_opts_result_free(&res);
-    if (sr.interrupted)
-        return ST_EXIT_INTERRUPTED;
-    if (rc == ST_EXIT_OK && sr.configs_failed > 0)
-        rc = ST_EXIT_FAIL;
     return rc;
 }

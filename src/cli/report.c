@@ -1,6 +1,7 @@
 /* servetune report DIR: re-render an audit's reports from its results database alone. */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "audit/shard.h"
 #include "audit/store.h"
@@ -17,8 +18,12 @@ int cmd_report(int argc, char **argv)
     };
     st_opts_result res;
     char err[1024] = "";
-    if (st_opts_parse(opts, argc - 1, argv + 1, 0, &res, err, sizeof err))
-        return st_cli_usage_error("report", err);
+    int rc = ST_EXIT_OK;
+    st_store *s = NULL;
+    if (st_opts_parse(opts, argc - 1, argv + 1, 0, &res, err, sizeof err)) {
+        rc = st_cli_usage_error("report", err);
+        goto out;
+    }
     if (res.help) {
         printf(
             "usage: servetune report DIR\n\n"
@@ -28,39 +33,33 @@ int cmd_report(int argc, char **argv)
             "(shards of different spec texts are refused; docs/cluster.md).\n\nOptions:\n");
         st_opts_usage(stdout, opts);
         printf("\nExample:\n  servetune report audit-out\n\nExit codes: 0 written; 1 the database could not be read or "
-               "the "
-               "files written; 2 bad arguments.\n");
-        st_opts_result_free(&res);
-        return ST_EXIT_OK;
+               "the files written; 2 bad arguments.\n");
+        goto out;
     }
     if (res.npos != 1) {
-        st_opts_result_free(&res);
-        return st_cli_usage_error("report", "expected one DIR (an audit's output folder)");
+        rc = st_cli_usage_error("report", "expected one DIR (an audit's output folder)");
+        goto out;
     }
     const char *dir = res.pos[0];
     /* a distributed audit: the shards are merged first (audit/shard.h) */
     if (st_shard_any(dir)) {
-        int mrc = st_cli_merge_report(dir, NULL, quiet, 0);
-        st_opts_result_free(&res);
-        return mrc;
+        rc = st_cli_merge_report(dir, NULL, quiet, 0);
+        goto out;
     }
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, ST_STORE_FILE);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    if (access(path, R_OK)) {
         fprintf(stderr, "servetune report: %s: no results database (is it an audit's output folder?)\n", dir);
-        st_opts_result_free(&res);
-        return ST_EXIT_FAIL;
+        rc = ST_EXIT_FAIL;
+        goto out;
     }
-    fclose(f);
-    st_store *s;
-    int rc = ST_EXIT_OK;
     if (st_store_open(dir, &s, err, sizeof err) || st_report_write_all(s, dir, err, sizeof err)) {
         fprintf(stderr, "servetune report: %s\n", err);
         rc = ST_EXIT_FAIL;
     } else if (!quiet) {
         printf("Report: %s/report.html (also report.md, report.json, results.csv)\n", dir);
     }
+out:
     st_store_close(s);
     st_opts_result_free(&res);
     return rc;

@@ -154,9 +154,11 @@ static int trace_stats(int argc, char **argv)
         opts[n++] = more[i];
     st_opts_result pr;
     char err[1024];
+    int status = ST_EXIT_OK;
+    st_trace_stats *ts = NULL;
     if (st_opts_parse(opts, argc - 1, argv + 1, 1, &pr, err, sizeof err) < 0) {
-        st_opts_result_free(&pr);
-        return st_cli_usage_error("trace stats", err);
+        status = st_cli_usage_error("trace stats", err);
+        goto out;
     }
     if (pr.help) {
         printf("usage: servetune trace stats FILE [OPTIONS] [--model MODEL --gpu GPU [vLLM flags]]\n\n"
@@ -171,28 +173,27 @@ static int trace_stats(int argc, char **argv)
                "  servetune trace stats spend_logs.json --trace-model qwen3-8b --model Qwen/Qwen3-8B --gpu H100\n\n"
                "Options:\n");
         st_opts_usage(stdout, opts);
-        st_opts_result_free(&pr);
-        return ST_EXIT_OK;
+        goto out;
     }
     if (pr.npos != 1) {
-        st_opts_result_free(&pr);
-        return st_cli_usage_error("trace stats", "expected one trace FILE");
+        status = st_cli_usage_error("trace stats", "expected one trace FILE");
+        goto out;
     }
     const char *path = pr.pos[0];
     if (pr.nunknown && !model) {
         char m[200];
         snprintf(m, sizeof m, "unknown option %.100s", pr.unknown[0]);
-        st_opts_result_free(&pr);
-        return st_cli_usage_error("trace stats", m);
+        status = st_cli_usage_error("trace stats", m);
+        goto out;
     }
     if ((model != NULL) != (gpu != NULL)) {
-        st_opts_result_free(&pr);
-        return st_cli_usage_error("trace stats", "--model and --gpu go together");
+        status = st_cli_usage_error("trace stats", "--model and --gpu go together");
+        goto out;
     }
     st_trace_opts o;
     if (st_cli_trace_resolve(&T, (uint64_t)seed, &o, err, sizeof err) < 0) {
-        st_opts_result_free(&pr);
-        return st_cli_usage_error("trace stats", err);
+        status = st_cli_usage_error("trace stats", err);
+        goto out;
     }
     st_traffic_engine e;
     memset(&e, 0, sizeof e);
@@ -201,8 +202,8 @@ static int trace_stats(int argc, char **argv)
         char **av = calloc((size_t)pr.nunknown + 5, sizeof *av);
         int ac = 0;
         if (!av) {
-            st_opts_result_free(&pr);
-            return ST_EXIT_FAIL;
+            status = ST_EXIT_FAIL;
+            goto out;
         }
         av[ac++] = "serve";
         av[ac++] = (char *)model;
@@ -214,29 +215,27 @@ static int trace_stats(int argc, char **argv)
         free(av);
         if (rc < 0) {
             fprintf(stderr, "servetune trace stats: the engine model of %s on %s: %s\n", model, gpu, err);
-            st_opts_result_free(&pr);
-            return ST_EXIT_USAGE;
+            status = ST_EXIT_USAGE;
+            goto out;
         }
     }
     if (kv_tokens > 0)
         e.kv_tokens = (uint64_t)kv_tokens;
     if (max_model_len > 0)
         e.max_model_len = (uint32_t)max_model_len;
-    st_trace_stats *ts = st_trace_stats_new();
+    ts = st_trace_stats_new();
     st_trace_counts c;
     st_trace_format fmt;
     int rc = ts ? st_trace_read_file(path, &o, st_trace_stats_row_cb, ts, &c, &fmt, err, sizeof err) : -1;
     if (rc < 0) {
         fprintf(stderr, "servetune trace stats: %s\n", ts ? err : "out of memory");
-        st_trace_stats_free(ts);
-        st_opts_result_free(&pr);
-        return ST_EXIT_FAIL;
+        status = ST_EXIT_FAIL;
+        goto out;
     }
     st_traffic t;
     st_trace_stats_result(ts, &t);
     st_traffic_advice a;
     st_traffic_advise(ts, &t, &e, &a);
-    int status = ST_EXIT_OK;
     if (!t.requests) {
         char d[400];
         st_trace_counts_describe(&c, d, sizeof d);
@@ -257,6 +256,7 @@ static int trace_stats(int argc, char **argv)
         }
         free(s);
     }
+out:
     st_trace_stats_free(ts);
     st_opts_result_free(&pr);
     return status;

@@ -118,3 +118,18 @@ int st_csv_find(const st_csv *c, const char *name)
             return i;
     return -1;
 }
+
+int st_csv_put_text(st_buf *b, const char *s)
+{
+    if (!s)
+        return 0;
+    int q = strpbrk(s, ",\"\r\n") != NULL;
+    int rc = q ? st_buf_puts(b, "\"") : 0;
+    if (*s && strchr("=+-@\t\r", *s))
+        rc |= st_buf_puts(b, "'");
+    for (const char *p = s; *p; p++)
+        rc |= *p == '"' ? st_buf_puts(b, "\"\"") : st_buf_append(b, p, 1);
+    if (q)
+        rc |= st_buf_puts(b, "\"");
+    return rc ? -1 : 0;
+}

@@ -34,4 +34,10 @@ int st_csv_next(st_csv *c, char *err, size_t errlen);
 /* The index of the field equal to name in the last record (e.g. the header), or -1. */
 int st_csv_find(const st_csv *c, const char *name);
 
+/* Appends s as one CSV text field: in double quotes (quotes doubled) when it holds a comma, a
+ * quote or a line break (RFC 4180); one a spreadsheet would take for a formula (starting with =,
+ * +, -, @, a tab or a carriage return) gets a leading ' so it is shown, never evaluated. NULL
+ * appends nothing (an empty field). Returns st_buf_append's result. */
+int st_csv_put_text(st_buf *b, const char *s);
+
 #endif

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 char *st_read_file(const char *path, size_t max, size_t *len, char *err, size_t errlen)
@@ -108,6 +110,37 @@ int st_write_file_atomic(const char *path, const void *data, size_t len, char *e
     if (e) {
         snprintf(err, errlen, "%s: %s", path, strerror(e));
         unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+int st_dir_lock(const char *dir, int shared, int *fd, char *err, size_t errlen)
+{
+    *fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (*fd < 0) {
+        snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+        return -1;
+    }
+    if (flock(*fd, (shared ? LOCK_SH : LOCK_EX) | LOCK_NB) == 0)
+        return 0;
+    int e = errno;
+    close(*fd);
+    *fd = -1;
+    if (e == EWOULDBLOCK) {
+        snprintf(err, errlen, "%s is in use by another servetune (an audit or prediction is running there)", dir);
+        return -1;
+    }
+    if (e == ENOLCK || e == EOPNOTSUPP || e == ENOSYS || e == EINVAL || e == EBADF)
+        return 0; /* no flock on this file system: nothing to hold */
+    snprintf(err, errlen, "%s: cannot lock: %s", dir, strerror(e));
+    return -1;
+}
+
+int st_mkdir(const char *path, char *err, size_t errlen)
+{
+    if (mkdir(path, 0755) && errno != EEXIST) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
         return -1;
     }
     return 0;

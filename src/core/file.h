@@ -15,4 +15,16 @@ char *st_read_file(const char *path, size_t max, size_t *len, char *err, size_t 
  * failure path is left as it was and the temporary file is removed. */
 int st_write_file_atomic(const char *path, const void *data, size_t len, char *err, size_t errlen);
 
+/* Locks the folder dir against another process (flock on the folder itself, without waiting;
+ * nothing is written into it): exclusive, or shared (holders of shared locks exclude only an
+ * exclusive one). 0 with *fd holding the lock (closing it, or the process ending however it ends,
+ * releases it); -1 with err when dir cannot be opened or "DIR is in use by another servetune" when
+ * another process holds a conflicting lock. A file system without flock (some network ones) gives
+ * 0 with *fd -1: no lock, nothing refused. */
+int st_dir_lock(const char *dir, int shared, int *fd, char *err, size_t errlen);
+
+/* Makes the folder path (its parent must exist); one that exists already is fine. 0, or -1 with
+ * "PATH: reason" in err. */
+int st_mkdir(const char *path, char *err, size_t errlen);
+
 #endif

@@ -78,8 +78,8 @@ static int set_value(const st_opt *o, const char *v, char *err, size_t errlen)
     return -1;
 }
 
-int st_opts_parse(const st_opt *opts, int argc, char **argv, int allow_unknown, st_opts_result *res, char *err,
-                  size_t errlen)
+static int parse(const st_opt *opts, int argc, char **argv, int allow_unknown, st_opts_result *res, char *err,
+                 size_t errlen)
 {
     memset(res, 0, sizeof *res);
     res->pos = calloc((size_t)argc + 1, sizeof *res->pos);
@@ -145,6 +145,15 @@ int st_opts_parse(const st_opt *opts, int argc, char **argv, int allow_unknown, 
             return -1;
     }
     return 0;
+}
+
+int st_opts_parse(const st_opt *opts, int argc, char **argv, int allow_unknown, st_opts_result *res, char *err,
+                  size_t errlen)
+{
+    int rc = parse(opts, argc, argv, allow_unknown, res, err, errlen);
+    if (rc < 0)
+        st_opts_result_free(res); /* nothing for the caller to free on failure */
+    return rc;
 }
 
 void st_opts_result_free(st_opts_result *res)

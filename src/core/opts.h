@@ -48,7 +48,8 @@ typedef struct st_opts_result {
 /* Parses argv[0..argc) (argv[0] is NOT skipped: pass argv+1 for a subcommand's own
  * arguments). With allow_unknown, an unknown --option is collected in result.unknown;
  * when the next word does not start with "-" it is taken as that option's value and
- * collected with it as a separate element. Returns 0, or -1 with a one-line reason in err. */
+ * collected with it as a separate element. Returns 0, or -1 with a one-line reason in err; on
+ * failure res is already freed (and zeroed, so st_opts_result_free on it is harmless). */
 int st_opts_parse(const st_opt *opts, int argc, char **argv, int allow_unknown, st_opts_result *res, char *err,
                   size_t errlen);
 void st_opts_result_free(st_opts_result *res);

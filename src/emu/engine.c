@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/util.h"
 #include "emu/blocks.h"
 #include "emu/steptime.h"
 
@@ -66,18 +67,13 @@ uint32_t st_emu_output_token(uint64_t id, uint32_t n, uint32_t vocab)
     return lo + (uint32_t)(x % (vocab - lo));
 }
 
+/* st_grow for the engine's uint32_t capacities. */
 static int grow(void **p, uint32_t *cap, uint32_t need, size_t elem)
 {
-    if (need <= *cap)
-        return 0;
-    uint32_t c = *cap ? *cap : 16;
-    while (c < need)
-        c *= 2;
-    void *n = realloc(*p, (size_t)c * elem);
-    if (!n)
+    size_t c = *cap;
+    if (st_grow(p, &c, need, elem, 16) || c > UINT32_MAX)
         return -1;
-    *p = n;
-    *cap = c;
+    *cap = (uint32_t)c;
     return 0;
 }
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/rng.h"
+#include "core/util.h"
 #include "emu/catalog.h"
 #include "emu/sim.h"
 #include "load/record.h"
@@ -731,12 +732,6 @@ void st_fid_compare(const st_fid_point *p, const st_fid_figures *f, st_fid_ratio
     }
 }
 
-static int cmp_dbl(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 void st_fid_summarise(const st_fid_point *pts, const st_fid_ratios *ratios, uint32_t n, st_fid_split split, int metric,
                       st_fid_stat *out)
 {
@@ -759,7 +754,7 @@ void st_fid_summarise(const st_fid_point *pts, const st_fid_ratios *ratios, uint
     }
     out->n = k;
     if (k) {
-        qsort(v, k, sizeof *v, cmp_dbl);
+        qsort(v, k, sizeof *v, st_cmp_double);
         out->median_abs = k % 2 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2;
     }
     free(v);

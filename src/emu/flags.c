@@ -12,7 +12,7 @@
 void st_emu_args_defaults(st_emu_args *a)
 {
     memset(a, 0, sizeof *a);
-    a->host = "0.0.0.0";
+    a->host = "127.0.0.1"; /* vLLM listens on every interface; a benchmark tool only on loopback */
     a->kv_dtype = "auto";
     a->dtype = "auto";
     a->port = 8000;
@@ -21,17 +21,24 @@ void st_emu_args_defaults(st_emu_args *a)
     a->util = 0.90;
     a->time_scale = 1.0;
     a->slowdown = 1.0;
+    a->keep_alive_s = 5;      /* vLLM's --timeout-keep-alive (uvicorn's default) */
+    a->header_timeout_s = 10; /* a request must arrive within this long of its first byte */
 }
 
 void st_emu_args_table(st_emu_args *a, st_opt *o)
 {
     const st_opt t[] = {
-        { "host", 0, ST_OPT_STR, &a->host, "HOST", "address to listen on (0.0.0.0)", 0, 0, 0 },
+        { "host", 0, ST_OPT_STR, &a->host, "HOST", "address to listen on (127.0.0.1; 0.0.0.0: every interface)", 0, 0,
+          0 },
         { "port", 0, ST_OPT_LONG, &a->port, "PORT", "port (8000; 0 = any free port)", 0, 65535, 0 },
         { "model", 0, ST_OPT_STR, &a->model, "MODEL", "the model (instead of the positional MODEL)", 0, 0, 0 },
         { "served-model-name", 0, ST_OPT_STR, &a->served, "NAME", "model id in the API (MODEL)", 0, 0, 0 },
-        { "api-key", 0, ST_OPT_STR, &a->api_key, "KEY", "require 'Authorization: Bearer KEY' on /v1 endpoints", 0, 0,
-          0 },
+        { "timeout-keep-alive", 0, ST_OPT_DURATION, &a->keep_alive_s, "T",
+          "close a keep-alive connection idle this long (5)", 0, 0, 0 },
+        { "header-timeout", 0, ST_OPT_DURATION, &a->header_timeout_s, "T",
+          "close a connection whose request has not arrived whole this long after its first byte (10)", 0, 0, 0 },
+        { "api-key", 0, ST_OPT_STR, &a->api_key, "KEY",
+          "require 'Authorization: Bearer KEY' on /v1 endpoints (else VLLM_API_KEY)", 0, 0, 0 },
         { "max-model-len", 0, ST_OPT_LONG, &a->max_model_len, "N", "context length (the model's)", 1, 10000000, 0 },
         { "gpu-memory-utilization", 0, ST_OPT_DOUBLE, &a->util, "F", "fraction of GPU memory for vLLM (0.90)", 0, 0,
           0 },
@@ -86,6 +93,40 @@ void st_emu_args_table(st_emu_args *a, st_opt *o)
         { 0 },
     };
     memcpy(o, t, sizeof t);
+}
+
+/* The emulator's own flags (in the table above, not in vLLM's `serve`), and which are switches. */
+static const char *const emu_only[] = {
+    "gpu", "time-scale", "no-model", "ground-truth", "print-jitter", "quiet", NULL
+};
+static const char *const emu_switches[] = { "no-model", "print-jitter", "quiet", "fault-startup-fail", NULL };
+
+static int flag_is(const char *flag, const char *name)
+{
+    if (strncmp(flag, "--", 2))
+        return 0;
+    size_t n = strlen(name);
+    return !strncmp(flag + 2, name, n) && (flag[2 + n] == '\0' || flag[2 + n] == '=');
+}
+
+int st_emu_flag_emulator_only(const char *flag)
+{
+    if (!strncmp(flag, "--fault-", 8))
+        return 1;
+    for (int i = 0; emu_only[i]; i++)
+        if (flag_is(flag, emu_only[i]))
+            return 1;
+    return 0;
+}
+
+int st_emu_flag_takes_value(const char *flag)
+{
+    if (strchr(flag, '='))
+        return 0; /* the value is in the word */
+    for (int i = 0; emu_switches[i]; i++)
+        if (flag_is(flag, emu_switches[i]))
+            return 0;
+    return 1;
 }
 
 int st_emu_args_parse(st_emu_args *a, const st_opt *opts, int argc, char **argv, st_opts_result *r, char *err,

@@ -17,7 +17,7 @@ typedef struct st_emu_args {
     /* server (the emulator's HTTP side; predict ignores them) */
     const char *host, *served, *api_key, *ground_truth;
     long port, seed, crash_after, hang_after;
-    double time_scale, startup_delay, f500, fmid, reasoning_share;
+    double time_scale, startup_delay, f500, fmid, reasoning_share, keep_alive_s, header_timeout_s;
     int no_model, fail_start, jitter, quiet, prompt_details;
     /* engine */
     const char *model, *gpu, *kv_dtype, *quant, *dtype, *calibration, *vllm_version;
@@ -31,6 +31,13 @@ typedef struct st_emu_args {
 void st_emu_args_defaults(st_emu_args *a);
 /* Fills opts (at least ST_EMU_ARGS_TABLE_MAX entries, terminated) with targets in a. */
 void st_emu_args_table(st_emu_args *a, st_opt *opts);
+
+/* 1 when flag (a word such as "--time-scale" or "--time-scale=5") is one of the emulator's own
+ * flags that vLLM does not have (--gpu, --time-scale, --no-model, --ground-truth, --print-jitter,
+ * --quiet, --fault-*): they are dropped from anything meant for a real vLLM. Such a flag takes
+ * a value unless it is one of the switches (st_emu_flag_takes_value). */
+int st_emu_flag_emulator_only(const char *flag);
+int st_emu_flag_takes_value(const char *flag);
 
 /* Outcome classes, as vLLM shows them. */
 enum {

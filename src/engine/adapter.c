@@ -33,6 +33,8 @@ int st_engine_kind_from_name(const char *s, st_engine_kind *out)
 void st_launch_free(st_launch *l)
 {
     st_strv_free(&l->argv);
+    st_strv_free(&l->env_key);
+    st_strv_free(&l->env_val);
     free(l->expected_model);
     free(l->base_url);
     free(l->host);
@@ -62,10 +64,31 @@ static int push_all(st_strv *v, const char *const *a)
     return 0;
 }
 
-/* Copies flags without --host/--port (and their values). */
-static int push_flags(st_strv *v, const st_strv *flags)
+const char *st_adapter_secret_env(st_engine_kind k, const char *flag)
+{
+    /* the engines' own names: vLLM's envs.VLLM_API_KEY (the emulator reads it too), TGI's
+     * clap `env` (API_KEY), llama.cpp's LLAMA_API_KEY */
+    static const struct {
+        st_engine_kind kind;
+        const char *flag, *env;
+    } map[] = {
+        { ST_ENGINE_VLLM, "--api-key", "VLLM_API_KEY" },
+        { ST_ENGINE_EMULATOR, "--api-key", "VLLM_API_KEY" },
+        { ST_ENGINE_TGI, "--api-key", "API_KEY" },
+        { ST_ENGINE_LLAMACPP, "--api-key", "LLAMA_API_KEY" },
+    };
+    for (size_t i = 0; flag && i < sizeof map / sizeof *map; i++)
+        if (map[i].kind == k && !strcmp(map[i].flag, flag))
+            return map[i].env;
+    return NULL;
+}
+
+/* Copies flags without --host/--port (and their values); a flag whose value is a ${VAR} reference
+ * goes to the environment instead (st_adapter_secret_env). 0, or -1 with err. */
+static int push_flags(st_launch *out, st_engine_kind kind, const st_strv *flags, char *err, size_t errlen)
 {
     static const char *drop[] = { "--host", "--port", "--hostname" };
+    st_strv *v = &out->argv;
     for (int i = 0; i < flags->n; i++) {
         const char *t = flags->v[i];
         int skip = 0;
@@ -79,16 +102,44 @@ static int push_flags(st_strv *v, const st_strv *flags)
             i += skip - 1;
             continue;
         }
-        if (st_strv_push(v, t))
+        const char *eq = t[0] == '-' ? strchr(t, '=') : NULL;
+        const char *val = eq ? eq + 1 : (t[0] == '-' && i + 1 < flags->n ? flags->v[i + 1] : NULL);
+        if (val && strstr(val, "${")) {
+            char name[128];
+            size_t nl = eq ? (size_t)(eq - t) : strlen(t);
+            snprintf(name, sizeof name, "%.*s", (int)(nl < sizeof name ? nl : sizeof name - 1), t);
+            const char *env = st_adapter_secret_env(kind, name);
+            if (!env) {
+                snprintf(err, errlen,
+                         "%s: a ${VAR} value would be visible in the engine's command line; give it through the "
+                         "engine's environment (engine.env) instead",
+                         name);
+                return -1;
+            }
+            if (st_strv_push(&out->env_key, env) || st_strv_push(&out->env_val, val))
+                goto oom;
+            i += eq ? 0 : 1;
+            continue;
+        }
+        if (strstr(t, "${")) {
+            snprintf(err, errlen, "'%.100s': a ${VAR} would be visible in the engine's command line", t);
             return -1;
+        }
+        if (st_strv_push(v, t))
+            goto oom;
     }
     return 0;
+oom:
+    snprintf(err, errlen, "out of memory");
+    return -1;
 }
 
 int st_adapter_launch(const st_engine_desc *d, int port, const char *self_exe, st_launch *out, char *err, size_t errlen)
 {
     static const st_strv none = { 0 };
     memset(out, 0, sizeof *out);
+    if (errlen)
+        err[0] = '\0';
     out->time_scale = 1;
     const st_strv *fl = d->flags ? d->flags : &none;
     const st_strv *cmd = d->command ? d->command : &none;
@@ -133,8 +184,13 @@ int st_adapter_launch(const st_engine_desc *d, int port, const char *self_exe, s
     int have_cmd = cmd->n > 0;
     int rc = 0;
     if (have_cmd && d->kind != ST_ENGINE_ENDPOINT)
-        for (int i = 0; i < cmd->n && !rc; i++)
+        for (int i = 0; i < cmd->n && !rc; i++) {
+            if (strstr(cmd->v[i], "${")) {
+                snprintf(err, errlen, "engine.command: a ${VAR} would be visible in the engine's command line");
+                goto fail;
+            }
             rc = st_strv_push(a, cmd->v[i]);
+        }
     switch (d->kind) {
     case ST_ENGINE_VLLM:
     case ST_ENGINE_EMULATOR:
@@ -149,13 +205,14 @@ int st_adapter_launch(const st_engine_desc *d, int port, const char *self_exe, s
                 rc = rc || push_all(a, (const char *[]){ self_exe, "emulate", "serve", NULL });
             }
         }
-        rc = rc || st_strv_push(a, model) || push_flags(a, fl) ||
+        rc = rc || st_strv_push(a, model) || push_flags(out, d->kind, fl, err, errlen) ||
              push_all(a, (const char *[]){ "--host", "127.0.0.1", "--port", portbuf, NULL });
         break;
     case ST_ENGINE_SGLANG:
         if (!have_cmd)
             rc = rc || push_all(a, (const char *[]){ "python3", "-m", "sglang.launch_server", NULL });
-        rc = rc || push_all(a, (const char *[]){ "--model-path", model, NULL }) || push_flags(a, fl) ||
+        rc = rc || push_all(a, (const char *[]){ "--model-path", model, NULL }) ||
+             push_flags(out, d->kind, fl, err, errlen) ||
              push_all(a, (const char *[]){ "--host", "127.0.0.1", "--port", portbuf, NULL });
         if (!rc && !st_flag_value(fl, "--enable-metrics")) {
             int has = 0;
@@ -169,7 +226,8 @@ int st_adapter_launch(const st_engine_desc *d, int port, const char *self_exe, s
     case ST_ENGINE_TGI:
         if (!have_cmd)
             rc = rc || push_all(a, (const char *[]){ "text-generation-launcher", NULL });
-        rc = rc || push_all(a, (const char *[]){ "--model-id", model, NULL }) || push_flags(a, fl) ||
+        rc = rc || push_all(a, (const char *[]){ "--model-id", model, NULL }) ||
+             push_flags(out, d->kind, fl, err, errlen) ||
              push_all(a, (const char *[]){ "--hostname", "127.0.0.1", "--port", portbuf, NULL });
         out->models_path = "/info";
         out->metrics_dialect = "tgi";
@@ -178,7 +236,7 @@ int st_adapter_launch(const st_engine_desc *d, int port, const char *self_exe, s
     case ST_ENGINE_LLAMACPP:
         if (!have_cmd)
             rc = rc || push_all(a, (const char *[]){ "llama-server", NULL });
-        rc = rc || push_all(a, (const char *[]){ "-m", model, NULL }) || push_flags(a, fl);
+        rc = rc || push_all(a, (const char *[]){ "-m", model, NULL }) || push_flags(out, d->kind, fl, err, errlen);
         /* without an alias llama-server lists the model's path: name it what the spec expects */
         if (add_alias && out->expected_model)
             rc = rc || push_all(a, (const char *[]){ "--alias", out->expected_model, NULL });
@@ -196,7 +254,8 @@ int st_adapter_launch(const st_engine_desc *d, int port, const char *self_exe, s
     default: break;
     }
     if (rc) {
-        snprintf(err, errlen, "out of memory");
+        if (!err[0])
+            snprintf(err, errlen, "out of memory");
         goto fail;
     }
     if (d->kind == ST_ENGINE_ENDPOINT) {
@@ -250,6 +309,11 @@ void st_launch_cmdline(const st_launch *l, char *out, size_t n)
 {
     st_buf b;
     st_buf_init(&b, ST_LAUNCH_CMDLINE_MAX);
+    for (int i = 0; i < l->env_key.n; i++) {
+        st_buf_printf(&b, "%s=", l->env_key.v[i]);
+        st_buf_shell_quote(&b, l->env_val.v[i]);
+        st_buf_puts(&b, " ");
+    }
     for (int i = 0; i < l->argv.n; i++) {
         if (i)
             st_buf_puts(&b, " ");

@@ -12,7 +12,12 @@
  *             /v1/models lists what the spec expects instead of the file's path)
  *   endpoint  nothing started; the spec's url
  * The bracketed part is the default command; the spec's engine.command replaces it. --host and
- * --port in the flags are dropped (servetune chooses them). */
+ * --port in the flags are dropped (servetune chooses them).
+ *
+ * Secrets never reach the command line (which any user can read in /proc): a flag whose value is a
+ * ${VAR} reference is given to the engine through the environment variable it reads that flag
+ * from (st_adapter_secret_env: vLLM's --api-key through VLLM_API_KEY, ...); a ${VAR} anywhere
+ * else in the argument vector is refused. */
 #ifndef ST_ENGINE_ADAPTER_H
 #define ST_ENGINE_ADAPTER_H
 #include <stddef.h>
@@ -57,6 +62,8 @@ typedef struct st_launch {
     const char *metrics_dialect; /* "vllm", "sglang", "tgi", "llamacpp" */
     double time_scale;           /* the emulator's --time-scale (emulated s per wall s), else 1 */
     const char *api_key;         /* from the spec's api_key_env at launch time (not owned; never logged) */
+    st_strv env_key, env_val;    /* environment for the secret flags (values: the ${VAR} references, expanded
+                                    when the engine starts) */
 } st_launch;
 
 /* Builds the launch of an engine on port (ignored for an endpoint). self_exe: path of the
@@ -64,8 +71,12 @@ typedef struct st_launch {
 int st_adapter_launch(const st_engine_desc *d, int port, const char *self_exe, st_launch *out, char *err,
                       size_t errlen);
 void st_launch_free(st_launch *l);
-/* The argv as one POSIX shell command line (each word quoted where needed, st_buf_shell_quote),
- * for logs and reports; one longer than n bytes ends in " ..." (never cut silently). */
+/* The environment variable engine kind k reads flag (e.g. "--api-key") from, or NULL when it has
+ * none (then a ${VAR} value for that flag cannot be kept off the command line and is refused). */
+const char *st_adapter_secret_env(st_engine_kind k, const char *flag);
+/* The environment for the secret flags (NAME='${VAR}' ...) then the argv, as one POSIX shell
+ * command line (each word quoted where needed, st_buf_shell_quote), for logs and reports:
+ * references, never values; one longer than n bytes ends in " ..." (never cut silently). */
 #define ST_LAUNCH_CMDLINE_MAX ((size_t)1 << 16)
 void st_launch_cmdline(const st_launch *l, char *out, size_t n);
 

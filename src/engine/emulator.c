@@ -31,6 +31,8 @@
 
 #define EMU_VERSION "0.10.1+servetune.emulator"
 #define RESP_MAX (64u << 20)
+/* Room for a response's head beside its body in the server's output buffer. */
+#define RESP_HEAD_MAX (64u << 10)
 
 /* ---------------------------------------------------------------------------------------
  * Tokenizer */
@@ -247,6 +249,19 @@ static void respond_error(st_server_resp *r, int status, const char *msg, const 
     st_buf_printf(&b, ",\"code\":%d}}", status);
     st_server_respond(r, status, "application/json", NULL, b.data, b.len);
     st_buf_free(&b);
+}
+
+/* A 200 with b's JSON when it is whole; an error answer when it did not fit (never a connection
+ * closed without an answer). The server's max_out is RESP_MAX and more: a whole b always fits. */
+static void respond_whole(st_server_resp *r, const st_buf *b)
+{
+    if (st_buf_error(b)) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "The answer would exceed %u bytes; send a shorter input.", RESP_MAX);
+        respond_error(r, 400, msg, NULL);
+        return;
+    }
+    st_server_respond(r, 200, "application/json", NULL, b->data, b->len);
 }
 
 static void stream_free(stream_t *s)
@@ -819,7 +834,7 @@ static void handle_tokenize(st_emulator *em, const st_http_parser *req, st_serve
     for (int64_t i = 0; i < n; i++)
         st_buf_printf(&b, i ? ",%u" : "%u", ids[i]);
     st_buf_puts(&b, "],\"token_strs\":null}");
-    st_server_respond(resp, 200, "application/json", NULL, b.data, b.len);
+    respond_whole(resp, &b);
     st_buf_free(&b);
     free(ids);
 }
@@ -854,7 +869,9 @@ static void handle_detokenize(st_emulator *em, const st_http_parser *req, st_ser
     st_buf_puts(&b, "{\"prompt\":");
     st_buf_json_strn(&b, text.data ? text.data : "", text.len);
     st_buf_puts(&b, "}");
-    st_server_respond(resp, 200, "application/json", NULL, b.data, b.len);
+    if (st_buf_error(&text))
+        st_buf_fail(&b, st_buf_error(&text));
+    respond_whole(resp, &b);
     st_buf_free(&b);
     st_buf_free(&text);
     json_decref(root);
@@ -1151,7 +1168,10 @@ int st_emulator_run(const st_emu_config *cfg, const st_emulator_opts *o, const s
                             .handler = handler,
                             .arg = em,
                             .max_conns = 20000,
-                            .backlog = 4096 };
+                            .backlog = 4096,
+                            .max_out = RESP_MAX + RESP_HEAD_MAX,
+                            .idle_timeout_s = o->keep_alive_s,
+                            .header_timeout_s = o->header_timeout_s };
     em->srv = st_server_new(em->loop, &sc, err, errlen);
     if (!em->srv)
         goto out;

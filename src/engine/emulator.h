@@ -12,6 +12,8 @@
 
 typedef struct st_emulator_opts {
     const char *host;              /* "127.0.0.1" when NULL (vLLM's default is 0.0.0.0) */
+    double keep_alive_s;           /* idle keep-alive connections are closed after this (0: never) */
+    double header_timeout_s;       /* a request must arrive within this of its first byte (0: no limit) */
     uint16_t port;                 /* 0: ephemeral (printed in the log) */
     const char *served_model_name; /* id in /v1/models and responses */
     const char *api_key;           /* NULL: no auth; never logged */

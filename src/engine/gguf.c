@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/buf.h"
+#include "core/util.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "gguf.c reads and writes GGUF's little-endian numbers with memcpy: little-endian hosts only"
@@ -75,17 +76,6 @@ int st_ggml_type_info(uint32_t type, const char **name, uint32_t *blck, uint32_t
     if (size)
         *size = ggml_types[type].size;
     return 0;
-}
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
 }
 
 /* ---- the description ------------------------------------------------------------------- */
@@ -358,21 +348,21 @@ static int tensor_check(st_gguf_tensor *t, char *err, size_t errlen)
     const char *tn;
     uint32_t blck, size;
     if (st_ggml_type_info(t->type, &tn, &blck, &size)) {
-        seterr(err, errlen, "tensor '%s': unknown ggml type %" PRIu32, t->name, t->type);
+        st_errf(err, errlen, "tensor '%s': unknown ggml type %" PRIu32, t->name, t->type);
         return -1;
     }
     if (t->n_dims > ST_GGUF_MAX_DIMS) {
-        seterr(err, errlen, "tensor '%s': %" PRIu32 " dimensions (at most %d)", t->name, t->n_dims, ST_GGUF_MAX_DIMS);
+        st_errf(err, errlen, "tensor '%s': %" PRIu32 " dimensions (at most %d)", t->name, t->n_dims, ST_GGUF_MAX_DIMS);
         return -1;
     }
     uint64_t elems = 1;
     for (uint32_t d = 0; d < t->n_dims; d++) {
         if (t->ne[d] > (uint64_t)INT64_MAX) {
-            seterr(err, errlen, "tensor '%s': dimension %" PRIu32 " is negative", t->name, d);
+            st_errf(err, errlen, "tensor '%s': dimension %" PRIu32 " is negative", t->name, d);
             return -1;
         }
         if (t->ne[d] && elems > (uint64_t)INT64_MAX / t->ne[d]) {
-            seterr(err, errlen, "tensor '%s': element count overflows", t->name);
+            st_errf(err, errlen, "tensor '%s': element count overflows", t->name);
             return -1;
         }
         elems *= t->ne[d];
@@ -380,13 +370,14 @@ static int tensor_check(st_gguf_tensor *t, char *err, size_t errlen)
     for (uint32_t d = t->n_dims; d < ST_GGUF_MAX_DIMS; d++)
         t->ne[d] = 1;
     if (t->ne[0] % blck) {
-        seterr(err, errlen, "tensor '%s': row of %" PRIu64 " elements is not a whole number of %s blocks (%" PRIu32 ")",
-               t->name, t->ne[0], tn, blck);
+        st_errf(err, errlen,
+                "tensor '%s': row of %" PRIu64 " elements is not a whole number of %s blocks (%" PRIu32 ")", t->name,
+                t->ne[0], tn, blck);
         return -1;
     }
     uint64_t blocks = elems / blck;
     if (blocks > (uint64_t)INT64_MAX / size) {
-        seterr(err, errlen, "tensor '%s': byte size overflows", t->name);
+        st_errf(err, errlen, "tensor '%s': byte size overflows", t->name);
         return -1;
     }
     t->nbytes = blocks * size;
@@ -415,25 +406,25 @@ int st_gguf_add_tensor(st_gguf *g, const char *name, uint32_t type, uint32_t n_d
 {
     size_t nl = strlen(name);
     if (!nl || nl > ST_GGUF_MAX_NAME) {
-        seterr(err, errlen, "tensor name '%s': 1 to %d bytes expected", name, ST_GGUF_MAX_NAME);
+        st_errf(err, errlen, "tensor name '%s': 1 to %d bytes expected", name, ST_GGUF_MAX_NAME);
         return -1;
     }
     if (st_gguf_tensor_find(g, name)) {
-        seterr(err, errlen, "tensor '%s' is already there", name);
+        st_errf(err, errlen, "tensor '%s' is already there", name);
         return -1;
     }
     if (n_dims < 1 || n_dims > ST_GGUF_MAX_DIMS) {
-        seterr(err, errlen, "tensor '%s': %" PRIu32 " dimensions (1 to %d)", name, n_dims, ST_GGUF_MAX_DIMS);
+        st_errf(err, errlen, "tensor '%s': %" PRIu32 " dimensions (1 to %d)", name, n_dims, ST_GGUF_MAX_DIMS);
         return -1;
     }
     for (uint32_t d = 0; d < n_dims; d++)
         if (!ne[d]) {
-            seterr(err, errlen, "tensor '%s': dimension %" PRIu32 " is 0", name, d);
+            st_errf(err, errlen, "tensor '%s': dimension %" PRIu32 " is 0", name, d);
             return -1;
         }
     st_gguf_tensor *t = tensor_push(g);
     if (!t) {
-        seterr(err, errlen, "tensor '%s': out of memory or too many tensors", name);
+        st_errf(err, errlen, "tensor '%s': out of memory or too many tensors", name);
         return -1;
     }
     memcpy(t->name, name, nl + 1);
@@ -444,7 +435,7 @@ int st_gguf_add_tensor(st_gguf *g, const char *name, uint32_t type, uint32_t n_d
         return -1;
     uint64_t padded = pad_to(t->nbytes, g->alignment);
     if (padded < t->nbytes || g->data_size > UINT64_MAX - padded) {
-        seterr(err, errlen, "tensor '%s': data section size overflows", name);
+        st_errf(err, errlen, "tensor '%s': data section size overflows", name);
         return -1;
     }
     t->offset = g->data_size;
@@ -468,10 +459,10 @@ static int need(rd *r, uint64_t n, const char *what)
     if (n <= r->len - r->pos)
         return 0;
     if (r->len < r->file_size)
-        seterr(r->err, r->errlen, "byte %zu: reading %s: the header goes past the first %zu bytes read", r->pos, what,
-               r->len);
+        st_errf(r->err, r->errlen, "byte %zu: reading %s: the header goes past the first %zu bytes read", r->pos, what,
+                r->len);
     else
-        seterr(r->err, r->errlen, "byte %zu: reading %s: the file ends (%zu bytes)", r->pos, what, r->len);
+        st_errf(r->err, r->errlen, "byte %zu: reading %s: the file ends (%zu bytes)", r->pos, what, r->len);
     return -1;
 }
 
@@ -514,7 +505,7 @@ static int rd_value(rd *r, st_gguf_type type, st_gguf_value *v, const char *key)
             return -1;
         v->str = malloc((size_t)n + 1);
         if (!v->str) {
-            seterr(r->err, r->errlen, "byte %zu: key '%s': out of memory", at, key);
+            st_errf(r->err, r->errlen, "byte %zu: key '%s': out of memory", at, key);
             return -1;
         }
         memcpy(v->str, s, (size_t)n);
@@ -528,8 +519,8 @@ static int rd_value(rd *r, st_gguf_type type, st_gguf_value *v, const char *key)
         if (rd_u32(r, &et, "an array's element type") || rd_u64(r, &n, "an array's length"))
             return -1;
         if (et >= ST_GGUF_NTYPES || et == ST_GGUF_ARR) {
-            seterr(r->err, r->errlen, "byte %zu: key '%s': array of %s (type %" PRIu32 ") is not allowed", at, key,
-                   type_name(et), et);
+            st_errf(r->err, r->errlen, "byte %zu: key '%s': array of %s (type %" PRIu32 ") is not allowed", at, key,
+                    type_name(et), et);
             return -1;
         }
         size_t start = r->pos;
@@ -551,22 +542,22 @@ static int rd_value(rd *r, st_gguf_type type, st_gguf_value *v, const char *key)
         v->raw_len = r->pos - start;
         v->raw = malloc(v->raw_len ? v->raw_len : 1);
         if (!v->raw) {
-            seterr(r->err, r->errlen, "byte %zu: key '%s': out of memory", at, key);
+            st_errf(r->err, r->errlen, "byte %zu: key '%s': out of memory", at, key);
             return -1;
         }
         memcpy(v->raw, r->p + start, v->raw_len);
         if (et == ST_GGUF_BOOL)
             for (size_t k = 0; k < v->raw_len; k++)
                 if (v->raw[k] > 1) {
-                    seterr(r->err, r->errlen, "byte %zu: key '%s': bool element %u (0 or 1 expected)", start + k, key,
-                           v->raw[k]);
+                    st_errf(r->err, r->errlen, "byte %zu: key '%s': bool element %u (0 or 1 expected)", start + k, key,
+                            v->raw[k]);
                     return -1;
                 }
         return 0;
     }
     size_t es = fixed_size(type);
     if (!es) {
-        seterr(r->err, r->errlen, "byte %zu: key '%s': unknown value type %u", at - 4, key, (unsigned)type);
+        st_errf(r->err, r->errlen, "byte %zu: key '%s': unknown value type %u", at - 4, key, (unsigned)type);
         return -1;
     }
     if (need(r, es, "a value"))
@@ -586,7 +577,7 @@ static int rd_value(rd *r, st_gguf_type type, st_gguf_value *v, const char *key)
         break;
     case ST_GGUF_BOOL:
         if (q[0] > 1) {
-            seterr(r->err, r->errlen, "byte %zu: key '%s': bool value %u (0 or 1 expected)", at, key, q[0]);
+            st_errf(r->err, r->errlen, "byte %zu: key '%s': bool value %u (0 or 1 expected)", at, key, q[0]);
             return -1;
         }
         v->u = q[0];
@@ -630,8 +621,8 @@ static int parse(rd *r, st_gguf *g)
     if (need(r, 4, "the magic"))
         return -1;
     if (memcmp(r->p, GGUF_MAGIC, 4)) {
-        seterr(r->err, r->errlen, "byte 0: not a GGUF file (magic %02x %02x %02x %02x, \"GGUF\" expected)", r->p[0],
-               r->p[1], r->p[2], r->p[3]);
+        st_errf(r->err, r->errlen, "byte 0: not a GGUF file (magic %02x %02x %02x %02x, \"GGUF\" expected)", r->p[0],
+                r->p[1], r->p[2], r->p[3]);
         return -1;
     }
     r->pos = 4;
@@ -639,17 +630,17 @@ static int parse(rd *r, st_gguf *g)
     if (rd_u32(r, &g->version, "the version"))
         return -1;
     if (g->version != 2 && g->version != 3) {
-        seterr(r->err, r->errlen, "byte 4: GGUF version %" PRIu32 " (2 or 3 supported)", g->version);
+        st_errf(r->err, r->errlen, "byte 4: GGUF version %" PRIu32 " (2 or 3 supported)", g->version);
         return -1;
     }
     if (rd_u64(r, &n_t, "the tensor count") || rd_u64(r, &n_kv, "the metadata count"))
         return -1;
     if (n_t > ST_GGUF_MAX_TENSORS) {
-        seterr(r->err, r->errlen, "byte 8: %" PRIu64 " tensors (at most %u)", n_t, ST_GGUF_MAX_TENSORS);
+        st_errf(r->err, r->errlen, "byte 8: %" PRIu64 " tensors (at most %u)", n_t, ST_GGUF_MAX_TENSORS);
         return -1;
     }
     if (n_kv > ST_GGUF_MAX_KV) {
-        seterr(r->err, r->errlen, "byte 16: %" PRIu64 " metadata entries (at most %u)", n_kv, ST_GGUF_MAX_KV);
+        st_errf(r->err, r->errlen, "byte 16: %" PRIu64 " metadata entries (at most %u)", n_kv, ST_GGUF_MAX_KV);
         return -1;
     }
     char what[96];
@@ -661,20 +652,20 @@ static int parse(rd *r, st_gguf *g)
         if (rd_str(r, &k, &kl, what))
             return -1;
         if (!kl || kl > ST_GGUF_MAX_KEY || memchr(k, 0, (size_t)kl)) {
-            seterr(r->err, r->errlen,
-                   "byte %zu: metadata entry %" PRIu64 ": key is empty, longer than %d bytes or holds a NUL", at, i,
-                   ST_GGUF_MAX_KEY);
+            st_errf(r->err, r->errlen,
+                    "byte %zu: metadata entry %" PRIu64 ": key is empty, longer than %d bytes or holds a NUL", at, i,
+                    ST_GGUF_MAX_KEY);
             return -1;
         }
         char *key = malloc((size_t)kl + 1);
         if (!key) {
-            seterr(r->err, r->errlen, "byte %zu: out of memory", at);
+            st_errf(r->err, r->errlen, "byte %zu: out of memory", at);
             return -1;
         }
         memcpy(key, k, (size_t)kl);
         key[kl] = '\0';
         if (st_gguf_find(g, key)) {
-            seterr(r->err, r->errlen, "byte %zu: duplicate key '%s'", at, key);
+            st_errf(r->err, r->errlen, "byte %zu: duplicate key '%s'", at, key);
             free(key);
             return -1;
         }
@@ -685,7 +676,7 @@ static int parse(rd *r, st_gguf *g)
             return -1;
         }
         if (type >= ST_GGUF_NTYPES) {
-            seterr(r->err, r->errlen, "byte %zu: key '%s': unknown value type %" PRIu32, r->pos - 4, key, type);
+            st_errf(r->err, r->errlen, "byte %zu: key '%s': unknown value type %" PRIu32, r->pos - 4, key, type);
             free(key);
             return -1;
         }
@@ -700,7 +691,7 @@ static int parse(rd *r, st_gguf *g)
         free(key);
         if (!slot) {
             value_free(&v);
-            seterr(r->err, r->errlen, "byte %zu: out of memory", at);
+            st_errf(r->err, r->errlen, "byte %zu: out of memory", at);
             return -1;
         }
         *slot = v;
@@ -708,8 +699,8 @@ static int parse(rd *r, st_gguf *g)
     const st_gguf_kv *al = st_gguf_find(g, KEY_ALIGNMENT);
     if (al) {
         if (al->v.type != ST_GGUF_U32 || !al->v.u || (al->v.u & (al->v.u - 1))) {
-            seterr(r->err, r->errlen, "%s must be a u32 power of two (is %s %" PRIu64 ")", KEY_ALIGNMENT,
-                   type_name(al->v.type), al->v.u);
+            st_errf(r->err, r->errlen, "%s must be a u32 power of two (is %s %" PRIu64 ")", KEY_ALIGNMENT,
+                    type_name(al->v.type), al->v.u);
             return -1;
         }
         g->alignment = (uint32_t)al->v.u;
@@ -723,28 +714,28 @@ static int parse(rd *r, st_gguf *g)
         if (rd_str(r, &nm, &nl, what))
             return -1;
         if (!nl || nl > ST_GGUF_MAX_NAME || memchr(nm, 0, (size_t)nl)) {
-            seterr(r->err, r->errlen,
-                   "byte %zu: tensor %" PRIu64 ": name is empty, longer than %d bytes or holds a NUL", at, i,
-                   ST_GGUF_MAX_NAME);
+            st_errf(r->err, r->errlen,
+                    "byte %zu: tensor %" PRIu64 ": name is empty, longer than %d bytes or holds a NUL", at, i,
+                    ST_GGUF_MAX_NAME);
             return -1;
         }
         st_gguf_tensor *t = tensor_push(g);
         if (!t) {
-            seterr(r->err, r->errlen, "byte %zu: out of memory", at);
+            st_errf(r->err, r->errlen, "byte %zu: out of memory", at);
             return -1;
         }
         memcpy(t->name, nm, (size_t)nl);
         t->name[nl] = '\0';
         if (st_gguf_tensor_find(g, t->name)) {
-            seterr(r->err, r->errlen, "byte %zu: duplicate tensor name '%s'", at, t->name);
+            st_errf(r->err, r->errlen, "byte %zu: duplicate tensor name '%s'", at, t->name);
             return -1;
         }
         snprintf(what, sizeof what, "the shape of tensor '%s'", t->name);
         if (rd_u32(r, &t->n_dims, what))
             return -1;
         if (t->n_dims > ST_GGUF_MAX_DIMS) {
-            seterr(r->err, r->errlen, "byte %zu: tensor '%s': %" PRIu32 " dimensions (at most %d)", r->pos - 4, t->name,
-                   t->n_dims, ST_GGUF_MAX_DIMS);
+            st_errf(r->err, r->errlen, "byte %zu: tensor '%s': %" PRIu32 " dimensions (at most %d)", r->pos - 4,
+                    t->name, t->n_dims, ST_GGUF_MAX_DIMS);
             return -1;
         }
         for (uint32_t d = 0; d < t->n_dims; d++)
@@ -755,19 +746,19 @@ static int parse(rd *r, st_gguf *g)
             return -1;
         char why[256];
         if (tensor_check(t, why, sizeof why)) {
-            seterr(r->err, r->errlen, "byte %zu: %s", at, why);
+            st_errf(r->err, r->errlen, "byte %zu: %s", at, why);
             return -1;
         }
         if (t->offset != expect) {
-            seterr(r->err, r->errlen,
-                   "byte %zu: tensor '%s' at offset %" PRIu64 ", %" PRIu64 " expected (consecutive, aligned to %" PRIu32
-                   ")",
-                   at, t->name, t->offset, expect, g->alignment);
+            st_errf(r->err, r->errlen,
+                    "byte %zu: tensor '%s' at offset %" PRIu64 ", %" PRIu64
+                    " expected (consecutive, aligned to %" PRIu32 ")",
+                    at, t->name, t->offset, expect, g->alignment);
             return -1;
         }
         uint64_t padded = pad_to(t->nbytes, g->alignment);
         if (padded < t->nbytes || expect > UINT64_MAX - padded) {
-            seterr(r->err, r->errlen, "byte %zu: tensor '%s': data section size overflows", at, t->name);
+            st_errf(r->err, r->errlen, "byte %zu: tensor '%s': data section size overflows", at, t->name);
             return -1;
         }
         expect += padded;
@@ -779,9 +770,9 @@ static int parse(rd *r, st_gguf *g)
         const st_gguf_tensor *t = &g->t[i];
         if (g->data_offset > r->file_size || t->offset > r->file_size - g->data_offset ||
             t->nbytes > r->file_size - g->data_offset - t->offset) {
-            seterr(r->err, r->errlen,
-                   "tensor '%s': data [%" PRIu64 ", +%" PRIu64 ") past the end of the file (%" PRIu64 " bytes)",
-                   t->name, g->data_offset + t->offset, t->nbytes, r->file_size);
+            st_errf(r->err, r->errlen,
+                    "tensor '%s': data [%" PRIu64 ", +%" PRIu64 ") past the end of the file (%" PRIu64 " bytes)",
+                    t->name, g->data_offset + t->offset, t->nbytes, r->file_size);
             return -1;
         }
     }
@@ -874,16 +865,16 @@ int st_gguf_header(const st_gguf *g, unsigned char **out, size_t *len, char *err
     const st_gguf_kv *al = st_gguf_find(g, KEY_ALIGNMENT);
     uint64_t a = al && al->v.type == ST_GGUF_U32 ? al->v.u : ST_GGUF_DEFAULT_ALIGNMENT;
     if (a != g->alignment || !a || (a & (a - 1))) {
-        seterr(err, errlen, "alignment %" PRIu32 " does not match %s or is not a power of two", g->alignment,
-               KEY_ALIGNMENT);
+        st_errf(err, errlen, "alignment %" PRIu32 " does not match %s or is not a power of two", g->alignment,
+                KEY_ALIGNMENT);
         return -1;
     }
     uint64_t expect = 0;
     for (size_t i = 0; i < g->n_t; i++) {
         if (g->t[i].offset != expect) {
-            seterr(err, errlen,
-                   "tensor '%s' at offset %" PRIu64 ", %" PRIu64 " expected (alignment changed after it was added?)",
-                   g->t[i].name, g->t[i].offset, expect);
+            st_errf(err, errlen,
+                    "tensor '%s' at offset %" PRIu64 ", %" PRIu64 " expected (alignment changed after it was added?)",
+                    g->t[i].name, g->t[i].offset, expect);
             return -1;
         }
         expect += pad_to(g->t[i].nbytes, a);
@@ -919,7 +910,7 @@ int st_gguf_header(const st_gguf *g, unsigned char **out, size_t *len, char *err
     }
     if (w.fail) {
         st_buf_free(&w.b);
-        seterr(err, errlen, "the header is larger than %zu bytes or memory ran out", (size_t)ST_GGUF_MAX_HEADER);
+        st_errf(err, errlen, "the header is larger than %zu bytes or memory ran out", (size_t)ST_GGUF_MAX_HEADER);
         return -1;
     }
     *out = (unsigned char *)w.b.data;
@@ -937,12 +928,12 @@ int st_gguf_write(const st_gguf *g, st_gguf_fill fill, void *fill_ctx, st_gguf_s
     int rc = sink(sink_ctx, hdr, hlen);
     free(hdr);
     if (rc) {
-        seterr(err, errlen, "writing the header failed");
+        st_errf(err, errlen, "writing the header failed");
         return -1;
     }
     unsigned char *buf = malloc(WRITE_CHUNK);
     if (!buf) {
-        seterr(err, errlen, "out of memory");
+        st_errf(err, errlen, "out of memory");
         return -1;
     }
     for (size_t i = 0; i < g->n_t; i++) {
@@ -953,13 +944,13 @@ int st_gguf_write(const st_gguf *g, st_gguf_fill fill, void *fill_ctx, st_gguf_s
         for (uint64_t off = 0; off < t->nbytes;) {
             size_t n = t->nbytes - off < chunk ? (size_t)(t->nbytes - off) : chunk;
             if (fill(fill_ctx, i, off, buf, n)) {
-                seterr(err, errlen, "tensor '%s': filling bytes %" PRIu64 "..%" PRIu64 " failed", t->name, off,
-                       off + n);
+                st_errf(err, errlen, "tensor '%s': filling bytes %" PRIu64 "..%" PRIu64 " failed", t->name, off,
+                        off + n);
                 free(buf);
                 return -1;
             }
             if (sink(sink_ctx, buf, n)) {
-                seterr(err, errlen, "tensor '%s': writing failed", t->name);
+                st_errf(err, errlen, "tensor '%s': writing failed", t->name);
                 free(buf);
                 return -1;
             }
@@ -970,7 +961,7 @@ int st_gguf_write(const st_gguf *g, st_gguf_fill fill, void *fill_ctx, st_gguf_s
         while (padn) {
             size_t k = padn < WRITE_CHUNK ? (size_t)padn : WRITE_CHUNK;
             if (sink(sink_ctx, buf, k)) {
-                seterr(err, errlen, "tensor '%s': writing its padding failed", t->name);
+                st_errf(err, errlen, "tensor '%s': writing its padding failed", t->name);
                 free(buf);
                 return -1;
             }

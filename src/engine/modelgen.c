@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/util.h"
+
 /* Weights: uniform on [-a, a] with a = 0.02 * sqrt(3), i.e. standard deviation 0.02 (GPT-2's
  * initialisation, Radford et al. 2019); RMS-norm weights are 1 (an identity scale). */
 #define WEIGHT_STD 0.02
@@ -32,17 +34,6 @@ static const struct {
     { "qwen2", "0.5B", "Qwen2-0.5B's shape", { ST_MG_QWEN2, 896, 24, 14, 2, 4864, 32768, 1e6, 1e-6, 1, 1 } },
 };
 #define N_PRESETS (sizeof presets / sizeof presets[0])
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 const char *st_mg_arch_name(st_mg_arch a) { return a == ST_MG_QWEN2 ? "qwen2" : "llama"; }
 
@@ -71,9 +62,9 @@ int st_mg_preset(const char *arch, const char *size, st_mg_shape *out, char *err
     }
     st_mg_arch a;
     if (st_mg_arch_parse(arch, &a))
-        seterr(err, errlen, "unknown architecture '%s' (llama, qwen2)", arch);
+        st_errf(err, errlen, "unknown architecture '%s' (llama, qwen2)", arch);
     else
-        seterr(err, errlen, "no %s preset named '%s' (%s)", arch, size, known);
+        st_errf(err, errlen, "no %s preset named '%s' (%s)", arch, size, known);
     return -1;
 }
 
@@ -95,7 +86,7 @@ int st_mg_check(const st_mg_shape *s, char *err, size_t errlen)
 {
 #define RANGE(f, lo, hi)                                                                                               \
     if (s->f < (lo) || s->f > (hi)) {                                                                                  \
-        seterr(err, errlen, #f " %" PRIu32 " out of range [%u, %u]", s->f, (unsigned)(lo), (unsigned)(hi));            \
+        st_errf(err, errlen, #f " %" PRIu32 " out of range [%u, %u]", s->f, (unsigned)(lo), (unsigned)(hi));           \
         return -1;                                                                                                     \
     }
     RANGE(n_embd, ROW_BLOCK, ST_MG_MAX_EMBD);
@@ -106,22 +97,22 @@ int st_mg_check(const st_mg_shape *s, char *err, size_t errlen)
     RANGE(n_ctx, 16, ST_MG_MAX_CTX);
 #undef RANGE
     if (s->n_embd % s->n_head || (s->n_embd / s->n_head) % 2) {
-        seterr(err, errlen, "n_embd %" PRIu32 " must be n_head (%" PRIu32 ") times an even head size", s->n_embd,
-               s->n_head);
+        st_errf(err, errlen, "n_embd %" PRIu32 " must be n_head (%" PRIu32 ") times an even head size", s->n_embd,
+                s->n_head);
         return -1;
     }
     if (s->n_head % s->n_head_kv) {
-        seterr(err, errlen, "n_head %" PRIu32 " must be a multiple of n_head_kv %" PRIu32, s->n_head, s->n_head_kv);
+        st_errf(err, errlen, "n_head %" PRIu32 " must be a multiple of n_head_kv %" PRIu32, s->n_head, s->n_head_kv);
         return -1;
     }
     if (s->n_embd % ROW_BLOCK || s->n_ff % ROW_BLOCK) {
-        seterr(err, errlen,
-               "n_embd %" PRIu32 " and n_ff %" PRIu32 " must be multiples of %u (whole q4_0/q8_0 blocks per row)",
-               s->n_embd, s->n_ff, ROW_BLOCK);
+        st_errf(err, errlen,
+                "n_embd %" PRIu32 " and n_ff %" PRIu32 " must be multiples of %u (whole q4_0/q8_0 blocks per row)",
+                s->n_embd, s->n_ff, ROW_BLOCK);
         return -1;
     }
     if (!(s->rope_base > 0) || !isfinite(s->rope_base) || !(s->norm_eps > 0) || !(s->norm_eps < 1)) {
-        seterr(err, errlen, "rope base must be > 0 and norm eps in (0, 1)");
+        st_errf(err, errlen, "rope base must be > 0 and norm eps in (0, 1)");
         return -1;
     }
     return 0;
@@ -204,20 +195,20 @@ int st_mg_build(const st_mg_shape *s, const st_gguf *vocab, uint32_t wtype, cons
     if (st_mg_check(s, err, errlen))
         return -1;
     if (wtype != ST_GGML_F16 && wtype != ST_GGML_F32) {
-        seterr(err, errlen, "weight type must be f16 or f32");
+        st_errf(err, errlen, "weight type must be f16 or f32");
         return -1;
     }
     const st_gguf_kv *tok = st_gguf_find(vocab, "tokenizer.ggml.tokens");
     if (!tok || tok->v.type != ST_GGUF_ARR || tok->v.elem != ST_GGUF_STR || !tok->v.n) {
-        seterr(err, errlen, "the vocabulary file has no tokenizer.ggml.tokens (an array of strings)");
+        st_errf(err, errlen, "the vocabulary file has no tokenizer.ggml.tokens (an array of strings)");
         return -1;
     }
     if (!st_gguf_get_str(vocab, "tokenizer.ggml.model")) {
-        seterr(err, errlen, "the vocabulary file has no tokenizer.ggml.model");
+        st_errf(err, errlen, "the vocabulary file has no tokenizer.ggml.model");
         return -1;
     }
     if (tok->v.n > UINT32_MAX) {
-        seterr(err, errlen, "vocabulary of %" PRIu64 " tokens is too large", tok->v.n);
+        st_errf(err, errlen, "vocabulary of %" PRIu64 " tokens is too large", tok->v.n);
         return -1;
     }
     *n_vocab = tok->v.n;
@@ -246,7 +237,7 @@ int st_mg_build(const st_mg_shape *s, const st_gguf *vocab, uint32_t wtype, cons
         if (!strncmp(vocab->kv[i].key, "tokenizer.", 10))
             rc |= st_gguf_set_value(out, vocab->kv[i].key, &vocab->kv[i].v);
     if (rc) {
-        seterr(err, errlen, "out of memory building the metadata");
+        st_errf(err, errlen, "out of memory building the metadata");
         st_gguf_free(out);
         return -1;
     }

@@ -67,8 +67,8 @@ static int connect_to(const char *host, int port, st_ns deadline, char *err, siz
     return fd;
 }
 
-int st_http_get(const char *host, int port, const char *path, const char *auth, double timeout_s, int *status,
-                st_buf *body, char *err, size_t errlen)
+int st_probe_get(const char *host, int port, const char *path, const char *auth, double timeout_s, int *status,
+                 st_buf *body, char *err, size_t errlen)
 {
     *status = 0;
     st_ns deadline = st_now() + st_s_to_ns(timeout_s);
@@ -164,7 +164,7 @@ st_probe_result st_adapter_probe(const st_launch *l, double timeout_s, char *det
     int status;
     char err[256];
     st_probe_result res = ST_PROBE_NOT_YET;
-    if (st_http_get(l->host, l->port, l->health_path, NULL, timeout_s, &status, &body, err, sizeof err)) {
+    if (st_probe_get(l->host, l->port, l->health_path, NULL, timeout_s, &status, &body, err, sizeof err)) {
         snprintf(detail, detail_len, "GET %s: %s", l->health_path, err);
         goto out;
     }
@@ -174,7 +174,7 @@ st_probe_result st_adapter_probe(const st_launch *l, double timeout_s, char *det
         res = status == 404 ? ST_PROBE_WRONG_SERVER : ST_PROBE_NOT_YET;
         goto out;
     }
-    if (st_http_get(l->host, l->port, l->models_path, l->api_key, timeout_s, &status, &body, err, sizeof err)) {
+    if (st_probe_get(l->host, l->port, l->models_path, l->api_key, timeout_s, &status, &body, err, sizeof err)) {
         snprintf(detail, detail_len, "GET %s: %s", l->models_path, err);
         goto out;
     }

@@ -10,7 +10,7 @@
 /* GET http://host:port/path. 0 with *status and body (bounded by body->max) filled, or -1 with
  * err ("connection refused", "timed out", "malformed response"...). The whole exchange is
  * bounded by timeout_s. auth: a bearer token or NULL (never logged). */
-int st_http_get(const char *host, int port, const char *path, const char *auth, double timeout_s, int *status,
-                st_buf *body, char *err, size_t errlen);
+int st_probe_get(const char *host, int port, const char *path, const char *auth, double timeout_s, int *status,
+                 st_buf *body, char *err, size_t errlen);
 
 #endif

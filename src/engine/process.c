@@ -1,11 +1,16 @@
 #include "engine/process.h"
 
 #include <ctype.h>
+#include <dirent.h>
+#include <limits.h>
+#include <stdint.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,8 +25,10 @@
 extern char **environ;
 
 #define ENV_VALUE_MAX 8192
+/* How long the log writer waits for the rest of an engine's output once it exited. */
+#define PUMP_EXIT_WAIT_S 2.0
 
-int st_env_expand(const char *in, char *out, size_t outlen, char *err, size_t errlen)
+int st_proc_env_expand(const char *in, char *out, size_t outlen, char *err, size_t errlen)
 {
     size_t o = 0;
     for (const char *p = in; *p;) {
@@ -64,20 +71,20 @@ int st_env_expand(const char *in, char *out, size_t outlen, char *err, size_t er
     return 0;
 }
 
-/* environ with the additions applied (same name: replaced). Strings are malloc'd. */
+/* environ with the additions applied (same name: replaced) and the tag. Strings are malloc'd. */
 static char **build_env(const st_proc_opts *o, char *err, size_t errlen)
 {
     size_t n = 0;
     while (environ && environ[n])
         n++;
-    char **env = calloc(n + (size_t)o->n_env + 1, sizeof(char *));
+    char **env = calloc(n + (size_t)o->n_env + 2, sizeof(char *));
     if (!env) {
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    size_t k = 0;
+    size_t k = 0, tl = strlen(ST_ENGINE_TAG_VAR);
     for (size_t i = 0; i < n; i++) {
-        int overridden = 0;
+        int overridden = o->tag && !strncmp(environ[i], ST_ENGINE_TAG_VAR, tl) && environ[i][tl] == '=';
         for (int j = 0; j < o->n_env; j++) {
             size_t kl = strlen(o->env_key[j]);
             if (!strncmp(environ[i], o->env_key[j], kl) && environ[i][kl] == '=')
@@ -88,12 +95,18 @@ static char **build_env(const st_proc_opts *o, char *err, size_t errlen)
     }
     for (int j = 0; j < o->n_env; j++) {
         char val[ENV_VALUE_MAX];
-        if (st_env_expand(o->env_val[j], val, sizeof val, err, errlen))
+        if (st_proc_env_expand(o->env_val[j], val, sizeof val, err, errlen))
             goto fail;
         size_t l = strlen(o->env_key[j]) + strlen(val) + 2;
         if (!(env[k] = malloc(l)))
             goto oom;
         snprintf(env[k++], l, "%s=%s", o->env_key[j], val);
+    }
+    if (o->tag) {
+        size_t l = tl + strlen(o->tag) + 2;
+        if (!(env[k] = malloc(l)))
+            goto oom;
+        snprintf(env[k++], l, "%s=%s", ST_ENGINE_TAG_VAR, o->tag);
     }
     env[k] = NULL;
     return env;
@@ -106,6 +119,144 @@ fail:
     return NULL;
 }
 
+/* The program's path: argv0 itself when it names a path, else the first executable match on
+ * PATH (looked up here, before fork, so the child only calls execve). */
+static int find_program(const char *argv0, char *out, size_t n)
+{
+    if (strchr(argv0, '/')) {
+        snprintf(out, n, "%s", argv0);
+        return 0;
+    }
+    const char *path = getenv("PATH");
+    if (!path || !*path)
+        path = "/usr/local/bin:/usr/bin:/bin";
+    for (const char *p = path; *p;) {
+        size_t l = strcspn(p, ":");
+        if ((size_t)snprintf(out, n, "%.*s%s%s", (int)l, p, l ? "/" : "", argv0) < n && access(out, X_OK) == 0)
+            return 0;
+        p += l;
+        if (*p == ':')
+            p++;
+    }
+    errno = ENOENT;
+    return -1;
+}
+
+/* ---- the redacting log writer ---- */
+
+#define PUMP_CHUNK 65536
+#define PUMP_POLL_MS 100
+
+struct st_proc_pump {
+    pthread_t th;
+    int rfd, logfd;
+    st_secrets secrets;
+    atomic_llong stop_at; /* st_ns after which the pump stops waiting for EOF (0: wait) */
+    char buf[PUMP_CHUNK];
+    size_t held;
+};
+
+static void pump_write(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return; /* the log is not writable any more: the output is lost, never written in clear */
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+/* Redacts what is buffered and writes it out, keeping back a possible secret's start unless all. */
+static void pump_flush(struct st_proc_pump *u, int all)
+{
+    u->held = st_secrets_redact_n(&u->secrets, u->buf, u->held);
+    size_t keep = all ? 0 : st_secrets_partial_tail(&u->secrets, u->buf, u->held);
+    if (keep > PUMP_CHUNK / 2)
+        keep = 0; /* a "secret" that long is not one: never stall the engine's output */
+    pump_write(u->logfd, u->buf, u->held - keep);
+    memmove(u->buf, u->buf + u->held - keep, keep);
+    u->held = keep;
+}
+
+static void *pump_main(void *arg)
+{
+    struct st_proc_pump *u = arg;
+    for (;;) {
+        long long stop = atomic_load(&u->stop_at);
+        struct pollfd pf = { .fd = u->rfd, .events = POLLIN };
+        int pr = poll(&pf, 1, stop ? 0 : PUMP_POLL_MS);
+        if (pr < 0 && errno != EINTR)
+            break;
+        if (pr > 0) {
+            ssize_t n = read(u->rfd, u->buf + u->held, PUMP_CHUNK - u->held);
+            if (n == 0)
+                break; /* every writer closed: the engine and its children are gone */
+            if (n < 0 && errno != EINTR && errno != EAGAIN)
+                break;
+            if (n > 0) {
+                u->held += (size_t)n;
+                pump_flush(u, 0);
+                continue;
+            }
+        }
+        if (stop && st_now() >= stop)
+            break;
+    }
+    pump_flush(u, 1);
+    return NULL;
+}
+
+/* Waits at most wait_s for the engine's output to end, then stops the writer and frees it. */
+static void pump_finish(st_proc *p, double wait_s)
+{
+    struct st_proc_pump *u = p->pump;
+    if (!u)
+        return;
+    st_ns at = st_now() + st_s_to_ns(wait_s);
+    atomic_store(&u->stop_at, at > 0 ? at : 1);
+    pthread_join(u->th, NULL);
+    close(u->rfd);
+    close(u->logfd);
+    st_secrets_free(&u->secrets);
+    free(u);
+    p->pump = NULL;
+}
+
+static void child_exec(const char *path, char *const *argv, char **env, int outfd, int errpipe, pid_t parent)
+{
+    /* Only async-signal-safe calls from here to execve: the parent may have other threads. */
+    setpgid(0, 0);
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    for (int sig = 1; sig < NSIG; sig++)
+        if (sig != SIGKILL && sig != SIGSTOP)
+            sigaction(sig, &dfl, NULL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    /* SIGTERM when servetune dies; a parent already gone before this line is caught by getppid */
+    prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0);
+    if (getppid() != parent)
+        _exit(127);
+    int nullfd = open("/dev/null", O_RDWR);
+    if (nullfd >= 0)
+        dup2(nullfd, 0);
+    int o = outfd >= 0 ? outfd : nullfd;
+    if (o >= 0) {
+        dup2(o, 1);
+        dup2(o, 2);
+    }
+    execve(path, argv, env);
+    int e = errno;
+    ssize_t w = write(errpipe, &e, sizeof e);
+    (void)w;
+    _exit(127);
+}
+
 int st_proc_start(st_proc *p, const st_proc_opts *o, char *err, size_t errlen)
 {
     memset(p, 0, sizeof *p);
@@ -116,53 +267,91 @@ int st_proc_start(st_proc *p, const st_proc_opts *o, char *err, size_t errlen)
     /* Orphans of the engine (its workers, when it dies first) become our children, so
      * st_proc_stop can reap them instead of leaving zombies or strays. */
     prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    char path[4096];
+    if (find_program(o->argv[0], path, sizeof path)) {
+        snprintf(err, errlen, "cannot start '%s': %s", o->argv[0], strerror(errno));
+        return -1;
+    }
     char **env = build_env(o, err, errlen);
     if (!env)
         return -1;
-    int rc = -1;
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t at;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawnattr_init(&at);
-    int logfd = -1;
+    int rc = -1, logfd = -1, outfd = -1, errp[2] = { -1, -1 }, outp[2] = { -1, -1 };
+    struct st_proc_pump *u = NULL;
     if (o->log_path) {
         logfd = open(o->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
         if (logfd < 0) {
             snprintf(err, errlen, "%s: %s", o->log_path, strerror(errno));
             goto out;
         }
-        posix_spawn_file_actions_adddup2(&fa, logfd, 1);
-        posix_spawn_file_actions_adddup2(&fa, logfd, 2);
-    } else {
-        posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-        posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+        outfd = logfd;
+        if (o->redact && o->redact->n) {
+            u = calloc(1, sizeof *u);
+            if (!u || pipe2(outp, O_CLOEXEC) || st_secrets_copy(&u->secrets, o->redact)) {
+                snprintf(err, errlen, "cannot set up the engine's log: %s", u ? strerror(errno) : "out of memory");
+                goto out;
+            }
+            outfd = outp[1];
+        }
     }
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    /* Own process group (so the group can be signalled as a whole), default signal handling
-     * and an empty mask whatever the audit has blocked. */
-    sigset_t none, all;
-    sigemptyset(&none);
-    sigfillset(&all);
-    sigdelset(&all, SIGKILL);
-    sigdelset(&all, SIGSTOP);
-    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    posix_spawnattr_setpgroup(&at, 0);
-    posix_spawnattr_setsigmask(&at, &none);
-    posix_spawnattr_setsigdefault(&at, &all);
-    pid_t pid;
-    int e = posix_spawnp(&pid, o->argv[0], &fa, &at, o->argv, env);
-    if (e) {
+    if (pipe2(errp, O_CLOEXEC)) {
+        snprintf(err, errlen, "pipe: %s", strerror(errno));
+        goto out;
+    }
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(err, errlen, "cannot start '%s': %s", o->argv[0], strerror(errno));
+        goto out;
+    }
+    if (pid == 0)
+        child_exec(path, o->argv, env, outfd, errp[1], parent);
+    /* the group exists before anything is signalled (the child also calls setpgid) */
+    setpgid(pid, pid);
+    close(errp[1]);
+    errp[1] = -1;
+    int e = 0;
+    ssize_t got;
+    while ((got = read(errp[0], &e, sizeof e)) < 0 && errno == EINTR)
+        ;
+    if (got == (ssize_t)sizeof e) {
+        int st;
+        waitpid(pid, &st, 0);
         snprintf(err, errlen, "cannot start '%s': %s", o->argv[0], strerror(e));
         goto out;
     }
     p->pid = pid;
     p->started = st_now();
+    if (u) {
+        close(outp[1]);
+        outp[1] = -1;
+        u->rfd = outp[0];
+        u->logfd = logfd;
+        outp[0] = logfd = -1;
+        if (pthread_create(&u->th, NULL, pump_main, u)) {
+            /* no writer: the engine's output is dropped rather than written in clear */
+            close(u->rfd);
+            close(u->logfd);
+            st_secrets_free(&u->secrets);
+            free(u);
+        } else {
+            p->pump = u;
+        }
+        u = NULL;
+    }
     rc = 0;
 out:
+    for (int i = 0; i < 2; i++) {
+        if (errp[i] >= 0)
+            close(errp[i]);
+        if (outp[i] >= 0)
+            close(outp[i]);
+    }
     if (logfd >= 0)
         close(logfd);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&at);
+    if (u) {
+        st_secrets_free(&u->secrets);
+        free(u);
+    }
     for (char **q = env; *q; q++)
         free(*q);
     free(env);
@@ -178,13 +367,14 @@ int st_proc_alive(st_proc *p)
     if (r == p->pid) {
         p->exited = 1;
         p->wstatus = st;
-        return 0;
-    }
-    if (r < 0 && errno == ECHILD) {
+    } else if (r < 0 && errno == ECHILD) {
         p->exited = 1;
-        return 0;
+    } else {
+        return 1;
     }
-    return 1;
+    /* its last words (why it failed) must be in the log before anyone reads it */
+    pump_finish(p, PUMP_EXIT_WAIT_S);
+    return 0;
 }
 
 /* Reaps whatever of the group has exited; 1 when no member of the group is left. */
@@ -218,7 +408,7 @@ static int wait_group(st_proc *p, double secs)
     }
 }
 
-int st_proc_stop(st_proc *p, double grace_s)
+static int stop_group(st_proc *p, double grace_s)
 {
     if (p->pid <= 0)
         return 0;
@@ -229,6 +419,13 @@ int st_proc_stop(st_proc *p, double grace_s)
         return 0;
     kill(-p->pid, SIGKILL);
     return wait_group(p, 5.0) ? 0 : -1;
+}
+
+int st_proc_stop(st_proc *p, double grace_s)
+{
+    int rc = stop_group(p, grace_s);
+    pump_finish(p, PUMP_EXIT_WAIT_S);
+    return rc;
 }
 
 void st_proc_describe(const st_proc *p, char *out, size_t n)
@@ -243,7 +440,7 @@ void st_proc_describe(const st_proc *p, char *out, size_t n)
         snprintf(out, n, "ended (status 0x%x)", p->wstatus);
 }
 
-int st_log_tail(const char *path, size_t max_bytes, int max_lines, char **out)
+int st_proc_log_tail(const char *path, size_t max_bytes, int max_lines, char **out)
 {
     *out = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -293,20 +490,6 @@ int st_log_tail(const char *path, size_t max_bytes, int max_lines, char **out)
     *out = strdup(from);
     free(buf);
     return *out ? 0 : -1;
-}
-
-void st_redact(char *text, const char *secret)
-{
-    if (!text || !secret || !*secret)
-        return;
-    size_t sl = strlen(secret), rl = sl >= 3 ? 3 : sl;
-    char *p, *from = text;
-    while ((p = strstr(from, secret))) {
-        size_t rest = strlen(p + sl);
-        memcpy(p, "***", rl);
-        memmove(p + rl, p + sl, rest + 1);
-        from = p + rl;
-    }
 }
 
 static const char *fail_names[ST_FAIL__COUNT] = {
@@ -430,13 +613,15 @@ st_fail_class st_proc_classify(const char *log_tail, int exited, int wstatus, in
     return ST_FAIL_NONE;
 }
 
-int st_port_free(int port)
+int st_proc_port_free(int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return 0;
-    /* No SO_REUSEADDR: a listener (or a socket in TIME_WAIT the engine could not reuse either)
-     * counts as taken. */
+    /* SO_REUSEADDR, as the engines' servers (uvicorn, axum, llama.cpp's httplib, ours) bind: a
+     * listener counts as taken, an earlier engine's connection left in TIME_WAIT does not. */
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     struct sockaddr_in a = { .sin_family = AF_INET,
                              .sin_port = htons((uint16_t)port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
@@ -445,7 +630,7 @@ int st_port_free(int port)
     return ok;
 }
 
-int st_port_pick(void)
+int st_proc_port_pick(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
@@ -457,4 +642,118 @@ int st_port_pick(void)
         port = ntohs(a.sin_port);
     close(fd);
     return port;
+}
+
+/* ---- engines left behind ---- */
+
+int st_proc_dir_tag(const char *dir, char *out, size_t n)
+{
+    char real[PATH_MAX];
+    if (!realpath(dir, real))
+        return -1;
+    uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a */
+    for (const char *q = real; *q; q++)
+        h = (h ^ (unsigned char)*q) * 0x100000001b3ULL;
+    snprintf(out, n, "st-%016llx", (unsigned long long)h);
+    return 0;
+}
+
+/* Whether process pid (of this user) carries the tag; zombies do not count. */
+static int has_tag(pid_t pid, const char *tag)
+{
+    char path[64], want[256];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char line[512];
+    size_t n = fread(line, 1, sizeof line - 1, f);
+    fclose(f);
+    line[n] = '\0';
+    const char *rp = strrchr(line, ')');
+    if (!rp || rp[1] != ' ' || rp[2] == 'Z' || rp[2] == 'X')
+        return 0;
+    int wl = snprintf(want, sizeof want, "%s=%s", ST_ENGINE_TAG_VAR, tag);
+    snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0; /* another user's, or gone */
+    /* entries are NUL-separated; look for the whole entry */
+    static const size_t cap = 1 << 20;
+    char *buf = malloc(cap + 1);
+    ssize_t got = 0, r;
+    while (buf && (size_t)got < cap && (r = read(fd, buf + got, cap - (size_t)got)) > 0)
+        got += r;
+    close(fd);
+    int found = 0;
+    for (ssize_t i = 0; buf && i < got;) {
+        size_t el = strnlen(buf + i, (size_t)(got - i));
+        if (el == (size_t)wl && !memcmp(buf + i, want, el))
+            found = 1;
+        i += (ssize_t)el + 1;
+    }
+    free(buf);
+    return found;
+}
+
+/* Up to max pids of tagged processes. */
+static int find_tagged(const char *tag, pid_t *pids, int max)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return 0;
+    int n = 0;
+    pid_t self = getpid();
+    struct dirent *e;
+    while ((e = readdir(d)) && n < max) {
+        char *end;
+        long v = strtol(e->d_name, &end, 10);
+        if (*end || v <= 0 || (pid_t)v == self)
+            continue;
+        if (has_tag((pid_t)v, tag))
+            pids[n++] = (pid_t)v;
+    }
+    closedir(d);
+    return n;
+}
+
+#define TAGGED_MAX 4096
+
+int st_proc_count_tagged(const char *tag)
+{
+    pid_t *v = malloc(sizeof *v * TAGGED_MAX);
+    if (!v)
+        return 0;
+    int n = find_tagged(tag, v, TAGGED_MAX);
+    free(v);
+    return n;
+}
+
+int st_proc_kill_tagged(const char *tag, double grace_s)
+{
+    pid_t *v = malloc(sizeof *v * TAGGED_MAX);
+    if (!v)
+        return 0;
+    int n = find_tagged(tag, v, TAGGED_MAX);
+    for (int i = 0; i < n; i++)
+        kill(v[i], SIGTERM);
+    st_ns deadline = st_now() + st_s_to_ns(grace_s);
+    int left = n;
+    while (left > 0) {
+        left = 0; /* a zombie no longer counts (has_tag) */
+        for (int i = 0; i < n; i++)
+            if (v[i] > 0 && has_tag(v[i], tag))
+                left++;
+            else
+                v[i] = 0;
+        if (!left || st_now() >= deadline)
+            break;
+        struct timespec ts = { 0, 20 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+    }
+    for (int i = 0; i < n; i++)
+        if (v[i] > 0)
+            kill(v[i], SIGKILL);
+    free(v);
+    return n;
 }

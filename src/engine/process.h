@@ -1,7 +1,17 @@
-/* Engine process lifecycle: start an argument vector (posix_spawnp, never a shell) in its own
+/* Engine process lifecycle: start an argument vector (fork + execve, never a shell) in its own
  * process group with stdout/stderr appended to a log file, check it is alive, stop it
  * (SIGTERM to the group, SIGKILL after a grace period, reap everything: nothing is left
  * running), read the log's tail and classify why a start failed.
+ *
+ * Crash safety: the engine gets SIGTERM when the process that started it dies, even by
+ * SIGKILL (prctl PR_SET_PDEATHSIG, set in the child before exec), so it shuts down with its own
+ * workers instead of holding the port and the GPU. It and everything it starts carry
+ * SERVETUNE_ENGINE_TAG=<tag> in their environment, so a later servetune can find and stop
+ * whatever an earlier one left behind (st_proc_kill_tagged).
+ *
+ * Secrets: with o->redact, the engine's output goes through a pipe to a thread that removes
+ * every secret before it reaches the log file, as it is written (an engine that prints its
+ * arguments or environment never leaves a secret on disk, even when servetune is killed).
  *
  * st_proc_start makes the calling process a child subreaper (prctl PR_SET_CHILD_SUBREAPER) so
  * that an engine's own children, orphaned when the engine dies, are reaped here too. */
@@ -11,12 +21,18 @@
 #include <sys/types.h>
 
 #include "core/clock.h"
+#include "core/secret.h"
 
+/* The environment variable that marks an engine and its descendants. */
+#define ST_ENGINE_TAG_VAR "SERVETUNE_ENGINE_TAG"
+
+struct st_proc_pump;
 typedef struct st_proc {
-    pid_t pid;     /* also the process group id; 0 when not started */
-    int exited;    /* the leader was reaped */
-    int wstatus;   /* its wait status when exited */
-    st_ns started; /* st_now() at spawn */
+    pid_t pid;                 /* also the process group id; 0 when not started */
+    int exited;                /* the leader was reaped */
+    int wstatus;               /* its wait status when exited */
+    st_ns started;             /* st_now() at spawn */
+    struct st_proc_pump *pump; /* the redacting log writer (o->redact), or NULL */
 } st_proc;
 
 typedef struct st_proc_opts {
@@ -24,12 +40,15 @@ typedef struct st_proc_opts {
     const char *const *env_key; /* additions / overrides of the environment */
     const char *const *env_val; /* values; ${VAR} is expanded from this process's environment */
     int n_env;
-    const char *log_path; /* stdout and stderr are appended here; NULL: /dev/null */
+    const char *log_path;     /* stdout and stderr are appended here; NULL: /dev/null */
+    const st_secrets *redact; /* removed from the output before it reaches the log (copied); NULL: none */
+    const char *tag;          /* ST_ENGINE_TAG_VAR's value for the engine and its descendants, or NULL */
 } st_proc_opts;
 
 /* 0, or -1 with the reason in err (program not found, log not writable, ${VAR} unset...). */
 int st_proc_start(st_proc *p, const st_proc_opts *o, char *err, size_t errlen);
-/* 1 while the leader runs; 0 once it exited (reaped, status in p->wstatus). */
+/* 1 while the leader runs; 0 once it exited (reaped, status in p->wstatus; its last output is
+ * in the log by then). */
 int st_proc_alive(st_proc *p);
 /* SIGTERM to the group, SIGKILL after grace_s, reaps every member. 0 when nothing of the group is
  * left, -1 if something survived SIGKILL for 5 s (should not happen). Safe to call twice. */
@@ -38,13 +57,11 @@ int st_proc_stop(st_proc *p, double grace_s);
 void st_proc_describe(const st_proc *p, char *out, size_t n);
 
 /* Expands ${VAR} references from the environment. 0, or -1 naming the unset variable in err. */
-int st_env_expand(const char *in, char *out, size_t outlen, char *err, size_t errlen);
+int st_proc_env_expand(const char *in, char *out, size_t outlen, char *err, size_t errlen);
 
 /* The last max_lines lines (at most max_bytes) of a file; *out is malloc'd ("" when empty).
  * 0, or -1 when the file cannot be read. */
-int st_log_tail(const char *path, size_t max_bytes, int max_lines, char **out);
-/* Replaces every occurrence of secret (when non-empty) in text by "***", in place. */
-void st_redact(char *text, const char *secret);
+int st_proc_log_tail(const char *path, size_t max_bytes, int max_lines, char **out);
 
 typedef enum st_fail_class {
     ST_FAIL_NONE = 0,
@@ -69,9 +86,20 @@ const char *st_fail_class_text(st_fail_class c);
 st_fail_class st_proc_classify(const char *log_tail, int exited, int wstatus, int timed_out, char *detail,
                                size_t detail_len);
 
-/* 1 when a TCP listener could bind 127.0.0.1:port now, 0 when it is taken (or not allowed). */
-int st_port_free(int port);
+/* 1 when a TCP listener could bind 127.0.0.1:port now, 0 when it is taken (or not allowed). The
+ * probe binds with SO_REUSEADDR, as engines' servers do: a connection of an earlier engine left in
+ * TIME_WAIT does not make the port taken, a listener does. */
+int st_proc_port_free(int port);
 /* A port the kernel considers free right now (bind to port 0). -1 on failure. */
-int st_port_pick(void);
+int st_proc_port_pick(void);
+
+/* The tag of the engines of an audit whose logs go to dir: "st-" and 16 hex digits of a hash of
+ * dir's real path (the same folder always gives the same tag). -1 when dir does not exist. */
+int st_proc_dir_tag(const char *dir, char *out, size_t n);
+/* Stops every process of this user whose environment holds ST_ENGINE_TAG_VAR=tag (this process
+ * excepted): SIGTERM, then SIGKILL to what is left after grace_s. Returns how many it found. */
+int st_proc_kill_tagged(const char *tag, double grace_s);
+/* How many processes of this user carry the tag (zombies excepted). */
+int st_proc_count_tagged(const char *tag);
 
 #endif

@@ -6,16 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void errf(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
+#include "core/util.h"
 
 static int is_name_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':'; }
 
@@ -105,7 +96,7 @@ int st_prom_next(st_prom_iter *it, st_prom_sample *s, char *err, size_t errlen)
         if (eol > line && eol[-1] == '\r')
             eol--;
         if ((size_t)(eol - line) > ST_PROM_LINE_MAX) {
-            errf(err, errlen, "line %u: longer than %d bytes", it->line, ST_PROM_LINE_MAX);
+            st_errf(err, errlen, "line %u: longer than %d bytes", it->line, ST_PROM_LINE_MAX);
             return -1;
         }
         const char *p = blanks(line, eol);
@@ -113,7 +104,7 @@ int st_prom_next(st_prom_iter *it, st_prom_sample *s, char *err, size_t errlen)
             continue;
         s->line = it->line;
         if (!is_name_start(*p)) {
-            errf(err, errlen, "line %u: expected a metric name", it->line);
+            st_errf(err, errlen, "line %u: expected a metric name", it->line);
             return -1;
         }
         s->name = p;
@@ -124,7 +115,7 @@ int st_prom_next(st_prom_iter *it, st_prom_sample *s, char *err, size_t errlen)
         if (p < eol && *p == '{') {
             const char *close = scan_labels(p + 1, eol);
             if (!close) {
-                errf(err, errlen, "line %u: malformed label set", it->line);
+                st_errf(err, errlen, "line %u: malformed label set", it->line);
                 return -1;
             }
             s->labels = p + 1;
@@ -138,7 +129,7 @@ int st_prom_next(st_prom_iter *it, st_prom_sample *s, char *err, size_t errlen)
         while (p < eol && *p != ' ' && *p != '\t')
             p++;
         if (parse_value(v, (size_t)(p - v), &s->value) < 0) {
-            errf(err, errlen, "line %u: malformed value", it->line);
+            st_errf(err, errlen, "line %u: malformed value", it->line);
             return -1;
         }
         p = blanks(p, eol);
@@ -150,14 +141,14 @@ int st_prom_next(st_prom_iter *it, st_prom_sample *s, char *err, size_t errlen)
             size_t n = (size_t)(p - t);
             char *e = NULL;
             if (n >= sizeof tmp) {
-                errf(err, errlen, "line %u: malformed timestamp", it->line);
+                st_errf(err, errlen, "line %u: malformed timestamp", it->line);
                 return -1;
             }
             memcpy(tmp, t, n);
             tmp[n] = '\0';
             long long ts = strtoll(tmp, &e, 10);
             if (e != tmp + n || blanks(p, eol) != eol) {
-                errf(err, errlen, "line %u: malformed timestamp", it->line);
+                st_errf(err, errlen, "line %u: malformed timestamp", it->line);
                 return -1;
             }
             s->has_timestamp = 1;

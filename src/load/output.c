@@ -5,7 +5,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/buf.h"
+#include "core/csv.h"
 #include "core/version.h"
+
+/* One CSV row (the error text is at most ST_RECORD_ERROR_MAX bytes). */
+#define CSV_ROW_MAX 4096
 
 /* ---- JSON ------------------------------------------------------------------------ */
 
@@ -366,32 +371,16 @@ int st_output_json_write(FILE *f, const st_bench_info *info, const st_summary *s
 
 /* ---- CSV ---------------------------------------------------------------------------- */
 
-static void csv_num(FILE *f, double x)
+static void csv_num(st_buf *b, double x)
 {
     if (!isnan(x) && !isinf(x))
-        fprintf(f, "%.6f", x);
+        st_buf_printf(b, "%.6f", x);
 }
 
-static void csv_ns_ms(FILE *f, st_ns t)
+static void csv_ns_ms(st_buf *b, st_ns t)
 {
     if (t >= 0)
-        fprintf(f, "%.6f", st_ns_to_ms(t));
-}
-
-static void csv_str(FILE *f, const char *s)
-{
-    if (!s)
-        return;
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"')
-            fputs("\"\"", f);
-        else if (*s == '\n' || *s == '\r')
-            fputc(' ', f);
-        else
-            fputc(*s, f);
-    }
-    fputc('"', f);
+        st_buf_printf(b, "%.6f", st_ns_to_ms(t));
 }
 
 int st_output_csv(FILE *f, const st_record *recs, uint32_t n)
@@ -401,47 +390,47 @@ int st_output_csv(FILE *f, const st_record *recs, uint32_t n)
           "usage_reported,n_events,error,server_prompt_ms,server_gen_ms,server_gen_tokens,ttfat_ms,reasoning_tokens,"
           "prompt_reported,session,turn\n",
           f);
-    for (uint32_t i = 0; i < n; i++) {
+    st_buf b;
+    st_buf_init(&b, CSV_ROW_MAX);
+    int rc = 0;
+    for (uint32_t i = 0; i < n && !rc; i++) {
         const st_record *r = &recs[i];
-        fprintf(f, "%u,%d,%s,%d,", r->id, r->warmup ? 1 : 0, st_req_status_name(r->status), r->http_status);
-        csv_ns_ms(f, r->scheduled);
-        fputc(',', f);
-        csv_ns_ms(f, r->sent);
-        fputc(',', f);
-        csv_ns_ms(f, r->first_byte);
-        fputc(',', f);
-        csv_ns_ms(f, r->first_token);
-        fputc(',', f);
-        csv_ns_ms(f, r->end);
-        fputc(',', f);
-        csv_num(f, ms(st_record_ttft(r)));
-        fputc(',', f);
-        csv_num(f, ms(st_record_tpot(r)));
-        fputc(',', f);
-        csv_num(f, ms(st_record_e2e(r)));
-        fputc(',', f);
-        csv_num(f, ms(st_record_lag(r)));
-        fprintf(f, ",%u,%u,%u,%u,%d,%u,", r->input_tokens, r->output_requested, r->output_tokens, r->cached_tokens,
-                r->usage_reported ? 1 : 0, r->n_events);
-        csv_str(f, r->error);
-        fputc(',', f);
-        csv_ns_ms(f, r->srv_prompt);
-        fputc(',', f);
-        csv_ns_ms(f, r->srv_gen);
-        fputc(',', f);
+        st_buf_reset(&b);
+        st_buf_printf(&b, "%u,%d,%s,%d,", r->id, r->warmup ? 1 : 0, st_req_status_name(r->status), r->http_status);
+        const st_ns t[] = { r->scheduled, r->sent, r->first_byte, r->first_token, r->end };
+        for (size_t k = 0; k < sizeof t / sizeof *t; k++) {
+            csv_ns_ms(&b, t[k]);
+            st_buf_puts(&b, ",");
+        }
+        const double d[] = { st_record_ttft(r), st_record_tpot(r), st_record_e2e(r), st_record_lag(r) };
+        for (size_t k = 0; k < sizeof d / sizeof *d; k++) {
+            csv_num(&b, ms(d[k]));
+            st_buf_puts(&b, ",");
+        }
+        st_buf_printf(&b, "%u,%u,%u,%u,%d,%u,", r->input_tokens, r->output_requested, r->output_tokens,
+                      r->cached_tokens, r->usage_reported ? 1 : 0, r->n_events);
+        st_csv_put_text(&b, r->error); /* server text: quoted, and never a formula */
+        st_buf_puts(&b, ",");
+        csv_ns_ms(&b, r->srv_prompt);
+        st_buf_puts(&b, ",");
+        csv_ns_ms(&b, r->srv_gen);
+        st_buf_puts(&b, ",");
         if (r->srv_gen >= 0)
-            fprintf(f, "%u", r->srv_gen_n);
-        fputc(',', f);
-        csv_num(f, ms(st_record_ttfat(r)));
-        fprintf(f, ",%u,", r->reasoning_tokens);
+            st_buf_printf(&b, "%u", r->srv_gen_n);
+        st_buf_puts(&b, ",");
+        csv_num(&b, ms(st_record_ttfat(r)));
+        st_buf_printf(&b, ",%u,", r->reasoning_tokens);
         if (r->prompt_reported)
-            fprintf(f, "%u", r->prompt_reported);
+            st_buf_printf(&b, "%u", r->prompt_reported);
         if (r->session)
-            fprintf(f, ",%u,%u\n", r->session, r->turn + 1);
+            st_buf_printf(&b, ",%u,%u\n", r->session, r->turn + 1);
         else
-            fputs(",,\n", f);
+            st_buf_puts(&b, ",,\n");
+        if (st_buf_error(&b) || fwrite(b.data, 1, b.len, f) != b.len)
+            rc = -1;
     }
-    return ferror(f) ? -1 : 0;
+    st_buf_free(&b);
+    return rc || ferror(f) ? -1 : 0;
 }
 
 /* ---- table ---------------------------------------------------------------------------- */

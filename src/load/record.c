@@ -1,5 +1,7 @@
 #include "load/record.h"
 
+#include "core/util.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,6 +112,8 @@ void st_record_set_error(st_record *r, st_req_status st, const char *msg, size_t
     if (cut)
         memcpy(r->error + n, "...", 3), n += 3;
     r->error[n] = '\0';
+    /* server text: no escape sequences reach a terminal, no control characters a report */
+    st_text_sanitize(r->error, 0);
 }
 
 void st_record_free(st_record *r)

@@ -88,7 +88,8 @@ double st_record_srv_tpot_gap(const st_record *r);
 
 /* Appends an event time; -1 when out of memory. */
 int st_record_add_event(st_record *r, st_ns t);
-/* Sets error to a copy of msg truncated to ST_RECORD_ERROR_MAX (with "..." when cut). */
+/* Sets error to a copy of msg truncated to ST_RECORD_ERROR_MAX (with "..." when cut), control
+ * characters replaced by spaces (st_text_sanitize: the text often comes from the server). */
 void st_record_set_error(st_record *r, st_req_status st, const char *msg, size_t len);
 /* Frees events and error; the record can be reused after st_record_init. */
 void st_record_free(st_record *r);

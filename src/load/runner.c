@@ -229,6 +229,7 @@ static void finish_request(rconn *c, st_req_status st, const char *msg)
             rec->reasoning_tokens = c->ev.usage_reasoning;
     } else {
         st_record_set_error(rec, st, msg, msg ? strlen(msg) : 0);
+        st_secrets_redact(r->cfg->secrets, rec->error);
         rec->output_tokens = c->counted;
     }
     st_timer_disarm(r->l, &c->timeout);
@@ -306,6 +307,17 @@ static void req_fail_cb(rconn *c, st_req_status st, const char *msg)
     c->must_close = 1;
 }
 
+/* The most token events a request may bring: what it asked for, twice over and a few more (a
+ * server may split a token's text across events), never the millions a hostile server could
+ * stream. Without a requested count, the workload's limit. */
+static uint32_t max_events(const st_record *rec)
+{
+    if (!rec->output_requested)
+        return ST_WORKLOAD_MAX_TOKENS;
+    uint64_t m = (uint64_t)rec->output_requested * ST_RUNNER_EVENTS_PER_TOKEN + ST_RUNNER_EVENTS_SLACK;
+    return m < ST_WORKLOAD_MAX_TOKENS ? (uint32_t)m : ST_WORKLOAD_MAX_TOKENS;
+}
+
 static int on_event(void *arg, const st_sse_event *e)
 {
     rconn *c = arg;
@@ -324,8 +336,11 @@ static int on_event(void *arg, const st_sse_event *e)
     }
     st_record *rec = &r->rec[c->idx];
     if (c->ev.tokens > 0) {
-        if (rec->n_events >= ST_WORKLOAD_MAX_TOKENS) {
-            req_fail_cb(c, ST_REQ_TOO_LARGE, "more token events than any request may ask for");
+        if (rec->n_events >= max_events(rec)) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "more than %u token events for a request of %u output tokens", max_events(rec),
+                     rec->output_requested);
+            req_fail_cb(c, ST_REQ_TOO_LARGE, msg);
             return 2;
         }
         if (st_record_add_event(rec, r->now_read) < 0) {
@@ -373,6 +388,17 @@ static int on_head(void *arg, st_http_parser *p)
     c->ok2xx = p->status >= 200 && p->status < 300;
     c->r->rec[c->idx].http_status = p->status;
     c->mode = M_BODY;
+    /* compressed bytes would be read as a broken stream: say what came instead */
+    const char *ce = st_http_header(p, "content-encoding");
+    if (c->ok2xx && ce && *ce && strcasecmp(ce, "identity")) {
+        char msg[200];
+        snprintf(msg, sizeof msg,
+                 "the server answered with Content-Encoding: %.60s; servetune reads uncompressed responses only "
+                 "(it asks for them: Accept-Encoding: identity)",
+                 ce);
+        req_fail_cb(c, ST_REQ_MALFORMED, msg);
+        return 1;
+    }
     if (c->ok2xx && c->r->cfg->stream && c->r->cfg->api != ST_RUNNER_API_RAW) {
         const char *ct = st_http_header(p, "content-type");
         /* a server may answer a stream request with one JSON body: read it as such */
@@ -811,6 +837,7 @@ static void fail_unstarted(runner *r, uint32_t i, st_req_status st, const char *
     st_record *rec = &r->rec[i];
     rec->end = rel_now(r);
     st_record_set_error(rec, st, msg, strlen(msg));
+    st_secrets_redact(r->cfg->secrets, rec->error);
     r->finished++;
     r->failed++;
     if (i < r->w && ++r->finished_warm == r->w)
@@ -1207,7 +1234,7 @@ int st_runner_run(const st_runner_config *cfg, st_run_result *out, char *err, si
             return -1;
         }
     }
-    r->hdrs = calloc((size_t)cfg->nheaders + 3, sizeof *r->hdrs);
+    r->hdrs = calloc((size_t)cfg->nheaders + 4, sizeof *r->hdrs);
     r->rec = calloc(n, sizeof *r->rec);
     r->retryq = calloc(n, sizeof *r->retryq);
     r->retried = calloc(n, 1);
@@ -1226,6 +1253,11 @@ int st_runner_run(const st_runner_config *cfg, st_run_result *out, char *err, si
         return -1;
     }
     r->hdrs[r->nhdrs++] = "User-Agent: servetune";
+    int own_encoding = 0;
+    for (int i = 0; i < cfg->nheaders; i++)
+        own_encoding |= !strncasecmp(cfg->headers[i], "Accept-Encoding:", 16);
+    if (!own_encoding)
+        r->hdrs[r->nhdrs++] = "Accept-Encoding: identity";
     if (cfg->api_key && *cfg->api_key) {
         size_t kl = strlen(cfg->api_key);
         r->auth = malloc(kl + 32);
@@ -1381,8 +1413,13 @@ int st_runner_fetch(const char *url, const char *api_key, const char *const *hea
     cfg.insecure = insecure;
     cfg.spin_ns = -1;
     cfg.raw_body = body;
+    st_secrets key = { 0 };
+    st_secrets_add(&key, api_key); /* a key too short to redact is the caller's to refuse */
+    cfg.secrets = &key;
     st_run_result res;
-    if (st_runner_run(&cfg, &res, err, errlen) < 0)
+    int run = st_runner_run(&cfg, &res, err, errlen);
+    st_secrets_free(&key);
+    if (run < 0)
         return -1;
     st_record *rec = &res.records[0];
     *status = rec->http_status ? rec->http_status : (rec->status == ST_REQ_OK ? 200 : 0);

@@ -50,6 +50,7 @@
 
 #include "core/buf.h"
 #include "core/clock.h"
+#include "core/secret.h"
 #include "load/api.h"
 #include "load/record.h"
 #include "load/stats.h"
@@ -69,6 +70,11 @@ typedef struct st_runner_progress {
 } st_runner_progress;
 
 typedef void (*st_runner_cb)(void *arg, const st_runner_progress *p);
+
+/* A request may bring at most output_requested x ST_RUNNER_EVENTS_PER_TOKEN +
+ * ST_RUNNER_EVENTS_SLACK token events; more fail it (too_large). */
+#define ST_RUNNER_EVENTS_PER_TOKEN 2u
+#define ST_RUNNER_EVENTS_SLACK 16u
 
 /* Multi-turn sessions (load/session.h): the work's last work->n_dependent items are not on the
  * schedule; the end hook, called when any request ends (any status), starts them with
@@ -111,7 +117,8 @@ typedef struct st_runner_config {
     volatile sig_atomic_t *stop; /* nonzero: stop now (in-flight and unsent requests: aborted) */
     st_runner_end_cb on_end;     /* sessions: see st_runner_end_cb (may be NULL) */
     void *on_end_arg;
-    st_buf *raw_body; /* raw mode: receives the body of the last successful response */
+    st_buf *raw_body;          /* raw mode: receives the body of the last successful response */
+    const st_secrets *secrets; /* removed from every error text recorded (a server may echo the key) */
 } st_runner_config;
 
 typedef struct st_run_result {

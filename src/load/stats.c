@@ -4,11 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+#include "core/util.h"
 
 double st_percentile_sorted(const double *sorted, uint32_t n, double p)
 {
@@ -40,7 +36,7 @@ void st_dist_compute(double *vals, uint32_t n, st_dist *out)
         out->mean = out->min = out->p50 = out->p90 = out->p95 = out->p99 = out->max = NAN;
         return;
     }
-    qsort(vals, m, sizeof *vals, cmp_double);
+    qsort(vals, m, sizeof *vals, st_cmp_double);
     double sum = 0;
     for (uint32_t i = 0; i < m; i++)
         sum += vals[i];

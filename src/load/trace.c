@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/buf.h"
+#include "core/util.h"
 #include "core/csv.h"
 #include "core/json.h"
 
@@ -36,17 +37,6 @@ int st_trace_format_from_name(const char *name, st_trace_format *out)
     return -1;
 }
 
-static void errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void errf(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 /* ---- small parsers ---------------------------------------------------------------- */
 
 static int is_sp(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
@@ -64,11 +54,11 @@ static int parse_count(const char *p, size_t n, const char *what, uint32_t *out,
 {
     trim(&p, &n);
     if (n == 0) {
-        errf(err, errlen, "%s is empty", what);
+        st_errf(err, errlen, "%s is empty", what);
         return -1;
     }
     if (p[0] == '-') {
-        errf(err, errlen, "%s is negative (%.*s)", what, (int)(n > 40 ? 40 : n), p);
+        st_errf(err, errlen, "%s is negative (%.*s)", what, (int)(n > 40 ? 40 : n), p);
         return -1;
     }
     uint64_t v = 0;
@@ -86,12 +76,12 @@ static int parse_count(const char *p, size_t n, const char *what, uint32_t *out,
             i = n;
     }
     if (i == 0 || i != n) {
-        errf(err, errlen, "%s is not a token count: \"%.*s\"", what, (int)(n > 40 ? 40 : n), p);
+        st_errf(err, errlen, "%s is not a token count: \"%.*s\"", what, (int)(n > 40 ? 40 : n), p);
         return -1;
     }
     if (v > ST_WORKLOAD_MAX_TOKENS) {
-        errf(err, errlen, "%s %llu is above the largest supported length (%u tokens)", what, (unsigned long long)v,
-             ST_WORKLOAD_MAX_TOKENS);
+        st_errf(err, errlen, "%s %llu is above the largest supported length (%u tokens)", what, (unsigned long long)v,
+                ST_WORKLOAD_MAX_TOKENS);
         return -1;
     }
     *out = (uint32_t)v;
@@ -284,7 +274,7 @@ int st_trace_colmap_parse(const char *spec, st_trace_colmap *out, char *err, siz
         size_t n = comma ? (size_t)(comma - p) : strlen(p);
         const char *eq = memchr(p, '=', n);
         if (!eq || eq == p || eq == p + n - 1) {
-            errf(err, errlen, "--trace-columns: expected field=Column, got \"%.*s\"", (int)(n > 60 ? 60 : n), p);
+            st_errf(err, errlen, "--trace-columns: expected field=Column, got \"%.*s\"", (int)(n > 60 ? 60 : n), p);
             return -1;
         }
         size_t fl = (size_t)(eq - p), cl = n - fl - 1;
@@ -293,14 +283,14 @@ int st_trace_colmap_parse(const char *spec, st_trace_colmap *out, char *err, siz
             if (strlen(col_field_names[f]) == fl && !strncmp(col_field_names[f], p, fl))
                 known = 1;
         if (!known) {
-            errf(err, errlen,
-                 "--trace-columns: unknown field \"%.*s\" (fields: timestamp, timestamp_ms, end_time, input_tokens, "
-                 "output_tokens, model, session_id, turn, status, ignore)",
-                 (int)(fl > 40 ? 40 : fl), p);
+            st_errf(err, errlen,
+                    "--trace-columns: unknown field \"%.*s\" (fields: timestamp, timestamp_ms, end_time, input_tokens, "
+                    "output_tokens, model, session_id, turn, status, ignore)",
+                    (int)(fl > 40 ? 40 : fl), p);
             return -1;
         }
         if (out->n >= ST_TRACE_COLUMN_MAP_MAX || fl >= sizeof out->field[0] || cl >= sizeof out->column[0]) {
-            errf(err, errlen, "--trace-columns: too many or too long entries");
+            st_errf(err, errlen, "--trace-columns: too many or too long entries");
             return -1;
         }
         memcpy(out->field[out->n], p, fl);
@@ -508,9 +498,9 @@ static int bad_row(st_trace_reader *r, uint64_t line, const char *why, char *err
     snprintf(msg, sizeof msg, "%s:%llu: %s", r->name, (unsigned long long)line, why);
     if (r->c.bad >= r->o.max_bad) {
         if (r->o.max_bad)
-            errf(err, errlen, "%s (more than --trace-max-bad %u malformed rows)", msg, r->o.max_bad);
+            st_errf(err, errlen, "%s (more than --trace-max-bad %u malformed rows)", msg, r->o.max_bad);
         else
-            errf(err, errlen, "%s", msg);
+            st_errf(err, errlen, "%s", msg);
         return -1;
     }
     r->c.bad++;
@@ -570,8 +560,8 @@ static int emit(st_trace_reader *r, uint64_t line, raw_row *w, char *err, size_t
         skey = fnv64(w->session_id, w->session_len);
         se = sess_get(r, skey, &created);
         if (!se) {
-            errf(err, errlen, "%s:%llu: more than %u sessions (or out of memory)", r->name, (unsigned long long)line,
-                 ST_TRACE_SESSIONS_MAX);
+            st_errf(err, errlen, "%s:%llu: more than %u sessions (or out of memory)", r->name, (unsigned long long)line,
+                    ST_TRACE_SESSIONS_MAX);
             return -1;
         }
         if (!created) {
@@ -698,7 +688,7 @@ static int emit(st_trace_reader *r, uint64_t line, raw_row *w, char *err, size_t
     r->c.kept++;
     int rc = r->cb ? r->cb(r->arg, &row, why, sizeof why) : 0;
     if (rc < 0) {
-        errf(err, errlen, "%s:%llu: %s", r->name, (unsigned long long)line, why);
+        st_errf(err, errlen, "%s:%llu: %s", r->name, (unsigned long long)line, why);
         return -1;
     }
     if (rc > 0 || (r->o.max_rows && r->c.kept >= r->o.max_rows)) {
@@ -823,7 +813,7 @@ static int row_mooncake(st_trace_reader *r, const st_json_val *obj, uint64_t lin
             if (nh >= ST_TRACE_HASH_IDS_MAX)
                 return bad_row(r, line, "hash_ids is too long", err, errlen);
             if (hash_reserve(r, nh + 1) < 0) {
-                errf(err, errlen, "%s:%llu: out of memory", r->name, (unsigned long long)line);
+                st_errf(err, errlen, "%s:%llu: out of memory", r->name, (unsigned long long)line);
                 return -1;
             }
             r->hash[nh++] = id;
@@ -967,7 +957,7 @@ static int csv_header(st_trace_reader *r, const char *p, size_t n, char *err, si
     char why[300];
     int nf = csv_split(r, p, n, why, sizeof why);
     if (nf < 0) {
-        errf(err, errlen, "%s:%llu: %s", r->name, (unsigned long long)r->lineno, why);
+        st_errf(err, errlen, "%s:%llu: %s", r->name, (unsigned long long)r->lineno, why);
         return -1;
     }
     if (r->fmt == ST_TRACE_AUTO) {
@@ -995,8 +985,8 @@ static int csv_header(st_trace_reader *r, const char *p, size_t n, char *err, si
                     r->col[i] = f[k];
         for (int i = 0; i < nf; i++)
             if (r->col[i] == COL_NONE) {
-                errf(err, errlen, "%s:%llu: unknown column \"%s\" in an Azure trace (expected %s,%s,%s)", r->name,
-                     (unsigned long long)r->lineno, r->colname[i], azure_cols[0], azure_cols[1], azure_cols[2]);
+                st_errf(err, errlen, "%s:%llu: unknown column \"%s\" in an Azure trace (expected %s,%s,%s)", r->name,
+                        (unsigned long long)r->lineno, r->colname[i], azure_cols[0], azure_cols[1], azure_cols[2]);
                 return -1;
             }
     } else if (r->fmt == ST_TRACE_BURSTGPT) {
@@ -1011,10 +1001,10 @@ static int csv_header(st_trace_reader *r, const char *p, size_t n, char *err, si
             if (!strcasecmp(r->colname[i], "Elapsed time"))
                 r->col[i] = COL_IGNORE;
             if (r->col[i] == COL_NONE) {
-                errf(err, errlen,
-                     "%s:%llu: unknown column \"%s\" in a BurstGPT trace (expected Timestamp, Model, Request "
-                     "tokens, Response tokens, Total tokens, Log Type; Session ID and Elapsed time are optional)",
-                     r->name, (unsigned long long)r->lineno, r->colname[i]);
+                st_errf(err, errlen,
+                        "%s:%llu: unknown column \"%s\" in a BurstGPT trace (expected Timestamp, Model, Request "
+                        "tokens, Response tokens, Total tokens, Log Type; Session ID and Elapsed time are optional)",
+                        r->name, (unsigned long long)r->lineno, r->colname[i]);
                 return -1;
             }
         }
@@ -1034,11 +1024,11 @@ static int csv_header(st_trace_reader *r, const char *p, size_t n, char *err, si
                         r->col[i] = col_aliases[k].field;
             }
             if (r->col[i] == COL_NONE) {
-                errf(err, errlen,
-                     "%s:%llu: unknown column \"%s\" (known: timestamp, timestamp_ms, end_time, input_tokens, "
-                     "output_tokens, model, session_id, turn, status and their usual aliases; name it with "
-                     "--trace-columns input_tokens=%s, or skip it with --trace-columns ignore=%s)",
-                     r->name, (unsigned long long)r->lineno, r->colname[i], r->colname[i], r->colname[i]);
+                st_errf(err, errlen,
+                        "%s:%llu: unknown column \"%s\" (known: timestamp, timestamp_ms, end_time, input_tokens, "
+                        "output_tokens, model, session_id, turn, status and their usual aliases; name it with "
+                        "--trace-columns input_tokens=%s, or skip it with --trace-columns ignore=%s)",
+                        r->name, (unsigned long long)r->lineno, r->colname[i], r->colname[i], r->colname[i]);
                 return -1;
             }
         }
@@ -1047,16 +1037,16 @@ static int csv_header(st_trace_reader *r, const char *p, size_t n, char *err, si
     for (int i = 0; i < nf; i++) {
         for (int j = 0; j < i; j++)
             if (r->col[i] == r->col[j] && r->col[i] != COL_IGNORE) {
-                errf(err, errlen, "%s:%llu: columns \"%s\" and \"%s\" both give %s", r->name,
-                     (unsigned long long)r->lineno, r->colname[j], r->colname[i], col_field_names[r->col[i]]);
+                st_errf(err, errlen, "%s:%llu: columns \"%s\" and \"%s\" both give %s", r->name,
+                        (unsigned long long)r->lineno, r->colname[j], r->colname[i], col_field_names[r->col[i]]);
                 return -1;
             }
         have_in |= r->col[i] == COL_INPUT;
         have_out |= r->col[i] == COL_OUTPUT;
     }
     if (!have_in || !have_out) {
-        errf(err, errlen, "%s:%llu: the header names no %s column", r->name, (unsigned long long)r->lineno,
-             !have_in ? "input_tokens" : "output_tokens");
+        st_errf(err, errlen, "%s:%llu: the header names no %s column", r->name, (unsigned long long)r->lineno,
+                !have_in ? "input_tokens" : "output_tokens");
         return -1;
     }
     r->have_header = 1;
@@ -1245,8 +1235,8 @@ static int handle_line(st_trace_reader *r, const char *p, size_t n, char *err, s
         if (r->fmt == ST_TRACE_AUTO || r->fmt == ST_TRACE_AZURE || r->fmt == ST_TRACE_BURSTGPT ||
             r->fmt == ST_TRACE_CSV) {
             if (r->fmt != ST_TRACE_AUTO && json) {
-                errf(err, errlen, "%s:%llu: a %s trace is CSV, this line is JSON", r->name, (unsigned long long)line,
-                     st_trace_format_name(r->fmt));
+                st_errf(err, errlen, "%s:%llu: a %s trace is CSV, this line is JSON", r->name, (unsigned long long)line,
+                        st_trace_format_name(r->fmt));
                 return -1;
             }
             return csv_header(r, q, m, err, errlen);
@@ -1271,8 +1261,8 @@ static int doc_feed(st_trace_reader *r, const char *d, size_t n, char *err, size
         char c = d[i];
         if (r->jdone) {
             if (!is_sp(c)) {
-                errf(err, errlen, "%s:%llu: text after the end of the JSON document", r->name,
-                     (unsigned long long)r->lineno);
+                st_errf(err, errlen, "%s:%llu: text after the end of the JSON document", r->name,
+                        (unsigned long long)r->lineno);
                 return -1;
             }
             if (c == '\n')
@@ -1280,8 +1270,8 @@ static int doc_feed(st_trace_reader *r, const char *d, size_t n, char *err, size
             continue;
         }
         if (r->jin_elem && st_buf_append(&r->elem, &c, 1) < 0) {
-            errf(err, errlen, "%s:%llu: a row is longer than %u bytes", r->name, (unsigned long long)r->elem_line,
-                 ST_TRACE_LINE_MAX);
+            st_errf(err, errlen, "%s:%llu: a row is longer than %u bytes", r->name, (unsigned long long)r->elem_line,
+                    ST_TRACE_LINE_MAX);
             return -1;
         }
         if (c == '\n')
@@ -1304,7 +1294,7 @@ static int doc_feed(st_trace_reader *r, const char *d, size_t n, char *err, size
                 r->jarr_depth = r->jdepth + 1;
             else if (r->jdepth == r->jarr_depth && !r->jin_elem) {
                 if (c != '{') {
-                    errf(err, errlen, "%s:%llu: expected a JSON object", r->name, (unsigned long long)r->lineno);
+                    st_errf(err, errlen, "%s:%llu: expected a JSON object", r->name, (unsigned long long)r->lineno);
                     return -1;
                 }
                 r->jin_elem = 1;
@@ -1313,14 +1303,14 @@ static int doc_feed(st_trace_reader *r, const char *d, size_t n, char *err, size
                 st_buf_append(&r->elem, &c, 1);
             }
             if (++r->jdepth > ST_JSON_MAX_DEPTH) {
-                errf(err, errlen, "%s:%llu: JSON nested too deep", r->name, (unsigned long long)r->lineno);
+                st_errf(err, errlen, "%s:%llu: JSON nested too deep", r->name, (unsigned long long)r->lineno);
                 return -1;
             }
             continue;
         }
         if (c == '}' || c == ']') {
             if (r->jdepth == 0) {
-                errf(err, errlen, "%s:%llu: unbalanced JSON", r->name, (unsigned long long)r->lineno);
+                st_errf(err, errlen, "%s:%llu: unbalanced JSON", r->name, (unsigned long long)r->lineno);
                 return -1;
             }
             r->jdepth--;
@@ -1337,7 +1327,7 @@ static int doc_feed(st_trace_reader *r, const char *d, size_t n, char *err, size
             continue;
         }
         if (!r->jin_elem && r->jdepth == r->jarr_depth && !is_sp(c) && c != ',') {
-            errf(err, errlen, "%s:%llu: expected a JSON object", r->name, (unsigned long long)r->lineno);
+            st_errf(err, errlen, "%s:%llu: expected a JSON object", r->name, (unsigned long long)r->lineno);
             return -1;
         }
     }
@@ -1454,7 +1444,7 @@ int st_trace_reader_finish(st_trace_reader *r, char *err, size_t errlen)
     }
     if (r->doc_mode) {
         if (!r->jdone && r->jdepth > 0) {
-            errf(err, errlen, "%s:%llu: the JSON document ends early", r->name, (unsigned long long)r->lineno);
+            st_errf(err, errlen, "%s:%llu: the JSON document ends early", r->name, (unsigned long long)r->lineno);
             r->failed = 1;
             return -1;
         }
@@ -1471,7 +1461,7 @@ int st_trace_read_buffer(const char *data, size_t len, const char *name, const s
 {
     st_trace_reader *r = st_trace_reader_new(o, name, cb, arg);
     if (!r) {
-        errf(err, errlen, "%s: out of memory", name);
+        st_errf(err, errlen, "%s: out of memory", name);
         return -1;
     }
     int rc = st_trace_reader_feed(r, data, len, err, errlen);
@@ -1490,7 +1480,7 @@ int st_trace_read_file(const char *path, const st_trace_opts *o, st_trace_row_cb
 {
     int fd = strcmp(path, "-") ? open(path, O_RDONLY | O_CLOEXEC) : 0;
     if (fd < 0) {
-        errf(err, errlen, "%s: %s", path, strerror(errno));
+        st_errf(err, errlen, "%s: %s", path, strerror(errno));
         return -1;
     }
     st_trace_reader *r = st_trace_reader_new(o, path, cb, arg);
@@ -1500,7 +1490,7 @@ int st_trace_read_file(const char *path, const st_trace_opts *o, st_trace_row_cb
         free(buf);
         if (fd > 0)
             close(fd);
-        errf(err, errlen, "%s: out of memory", path);
+        st_errf(err, errlen, "%s: out of memory", path);
         return -1;
     }
     int rc = 0;
@@ -1509,7 +1499,7 @@ int st_trace_read_file(const char *path, const st_trace_opts *o, st_trace_row_cb
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
-            errf(err, errlen, "%s: %s", path, strerror(errno));
+            st_errf(err, errlen, "%s: %s", path, strerror(errno));
             rc = -1;
             break;
         }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/buf.h"
+#include "core/util.h"
 
 /* Seeds of the id streams (fixed, so one trace always expands to the same prompts). The
  * unique stream is the one the servetune format has always used for a request's own tokens. */
@@ -16,17 +17,6 @@
 #define TRACE_BLOCK_SEED 0x7472616365626c6bULL  /* "traceblk": one stream per Mooncake hash id */
 #define TRACE_ANSWER_SEED 0x7472616365616e73ULL /* "traceans": stand-in answers of flattened sessions */
 #define TRACE_NEW_SEED 0x747261636565776eULL    /* "traceewn": the new text of a later turn */
-
-static void errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void errf(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 static uint64_t mix64(uint64_t z)
 {
@@ -133,7 +123,7 @@ static int on_row(void *arg, const st_trace_row *row, char *err, size_t errlen)
     loader *L = arg;
     const st_trace_load_opts *o = L->o;
     if (L->n >= ST_WORKLOAD_MAX_REQUESTS) {
-        errf(err, errlen, "more than %u requests", ST_WORKLOAD_MAX_REQUESTS);
+        st_errf(err, errlen, "more than %u requests", ST_WORKLOAD_MAX_REQUESTS);
         return -1;
     }
     if (L->n == L->cap) {
@@ -142,13 +132,13 @@ static int on_row(void *arg, const st_trace_row *row, char *err, size_t errlen)
             nc = ST_WORKLOAD_MAX_REQUESTS;
         st_work_item *p = realloc(L->items, (size_t)nc * sizeof *p);
         if (!p) {
-            errf(err, errlen, "out of memory");
+            st_errf(err, errlen, "out of memory");
             return -1;
         }
         L->items = p;
         double *t = realloc(L->t, (size_t)nc * sizeof *t);
         if (!t) {
-            errf(err, errlen, "out of memory");
+            st_errf(err, errlen, "out of memory");
             return -1;
         }
         L->t = t;
@@ -168,7 +158,7 @@ static int on_row(void *arg, const st_trace_row *row, char *err, size_t errlen)
         int created;
         se = smap_get(L, row->session, &created);
         if (!se) {
-            errf(err, errlen, "out of memory");
+            st_errf(err, errlen, "out of memory");
             return -1;
         }
         if (created) {
@@ -185,7 +175,7 @@ static int on_row(void *arg, const st_trace_row *row, char *err, size_t errlen)
         uint32_t newl = nat ? nat->input_len : row->new_len;
         uint64_t full = (uint64_t)prev->input_len + prev->output_len + newl;
         if (full > ST_WORKLOAD_MAX_TOKENS) {
-            errf(err, errlen, "the session's prompt grows past %u tokens", ST_WORKLOAD_MAX_TOKENS);
+            st_errf(err, errlen, "the session's prompt grows past %u tokens", ST_WORKLOAD_MAX_TOKENS);
             return -1;
         }
         if (prev->input_text || (nat && nat->input_text)) {
@@ -205,14 +195,14 @@ static int on_row(void *arg, const st_trace_row *row, char *err, size_t errlen)
             free(ans.input_ids);
             if (st_buf_error(&b) || !ans.input_ids || !nat) {
                 st_buf_free(&b);
-                errf(err, errlen, "cannot build the session's prompt (out of memory or too long)");
+                st_errf(err, errlen, "cannot build the session's prompt (out of memory or too long)");
                 return -1;
             }
             it->input_text = b.data; /* owned now */
         } else {
             it->input_ids = malloc(full * sizeof *it->input_ids);
             if (!it->input_ids) {
-                errf(err, errlen, "out of memory");
+                st_errf(err, errlen, "out of memory");
                 return -1;
             }
             memcpy(it->input_ids, prev->input_ids, (size_t)prev->input_len * sizeof *it->input_ids);
@@ -242,7 +232,7 @@ static int on_row(void *arg, const st_trace_row *row, char *err, size_t errlen)
             it->input_len = later ? row->new_len : row->input_len;
             it->input_ids = malloc((size_t)(it->input_len ? it->input_len : 1) * sizeof *it->input_ids);
             if (!it->input_ids) {
-                errf(err, errlen, "out of memory");
+                st_errf(err, errlen, "out of memory");
                 return -1;
             }
             own_ids(row, it->input_len, idx, later, it->input_ids);
@@ -258,10 +248,10 @@ static int on_row(void *arg, const st_trace_row *row, char *err, size_t errlen)
     L->tokens += it->input_len;
     L->n++;
     if (L->tokens > ST_TRACE_LOAD_TOKENS_MAX) {
-        errf(err, errlen,
-             "the kept requests hold more than %llu prompt tokens; replay a part of the trace (--trace-window, "
-             "--trace-sample, --num-requests)",
-             (unsigned long long)ST_TRACE_LOAD_TOKENS_MAX);
+        st_errf(err, errlen,
+                "the kept requests hold more than %llu prompt tokens; replay a part of the trace (--trace-window, "
+                "--trace-sample, --num-requests)",
+                (unsigned long long)ST_TRACE_LOAD_TOKENS_MAX);
         return -1;
     }
     return 0;
@@ -289,7 +279,7 @@ static int finish(loader *L, st_workload *out, char *err, size_t errlen)
         free(perm);
         free(inv);
         free(items);
-        errf(err, errlen, "out of memory");
+        st_errf(err, errlen, "out of memory");
         return -1;
     }
     int replay = L->o->sessions == ST_TRACE_SESSIONS_REPLAY;
@@ -355,7 +345,7 @@ static int load_common(const char *path, const char *data, size_t len, const st_
     if (rc == 0 && L.n == 0) {
         char d[400];
         st_trace_counts_describe(&c, d, sizeof d);
-        errf(err, errlen, "%s: the trace holds no requests (%s)", path, d);
+        st_errf(err, errlen, "%s: the trace holds no requests (%s)", path, d);
         rc = -1;
     }
     if (rc == 0)

@@ -9,22 +9,12 @@
 #include <string.h>
 
 #include "core/rng.h"
+#include "core/util.h"
 
 /* Seeds of the id streams of trace requests given as token counts: fixed, so a trace
  * always expands to the same ids. */
 #define TRACE_UNIQUE_SEED 0x7472616365756e71ULL /* "traceunq" */
 #define TRACE_PREFIX_SEED 0x7472616365707266ULL /* "traceprf" */
-
-static void errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void errf(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 void st_work_item_free(st_work_item *it)
 {
@@ -75,19 +65,19 @@ int st_workload_synthetic(const st_synth_params *p, st_workload *out, char *err,
     uint32_t vocab = p->vocab_size ? p->vocab_size : ST_WORKLOAD_VOCAB_DEFAULT;
     double r = p->range_ratio;
     if (p->num_requests == 0 || p->num_requests > ST_WORKLOAD_MAX_REQUESTS) {
-        errf(err, errlen, "number of requests must be in 1..%u", ST_WORKLOAD_MAX_REQUESTS);
+        st_errf(err, errlen, "number of requests must be in 1..%u", ST_WORKLOAD_MAX_REQUESTS);
         return -1;
     }
     if (!(r >= 0 && r < 1)) {
-        errf(err, errlen, "range ratio must be in [0, 1), got %g", r);
+        st_errf(err, errlen, "range ratio must be in [0, 1), got %g", r);
         return -1;
     }
     if (p->input_len == 0 || p->output_len == 0) {
-        errf(err, errlen, "input and output lengths must be at least 1 token");
+        st_errf(err, errlen, "input and output lengths must be at least 1 token");
         return -1;
     }
     if (vocab <= ST_WORKLOAD_VOCAB_LO) {
-        errf(err, errlen, "vocabulary size must exceed %u, got %u", ST_WORKLOAD_VOCAB_LO, vocab);
+        st_errf(err, errlen, "vocabulary size must exceed %u, got %u", ST_WORKLOAD_VOCAB_LO, vocab);
         return -1;
     }
     uint32_t in_lo = (uint32_t)floor(p->input_len * (1 - r));
@@ -99,11 +89,11 @@ int st_workload_synthetic(const st_synth_params *p, st_workload *out, char *err,
         in_hi = (uint32_t)ceil(p->input_len * (1 + r));
         out_hi = (uint32_t)ceil(p->output_len * (1 + r));
         if ((uint64_t)in_hi + p->prefix_len > ST_WORKLOAD_MAX_TOKENS) {
-            errf(err, errlen, "lengths above %u tokens are not supported", ST_WORKLOAD_MAX_TOKENS);
+            st_errf(err, errlen, "lengths above %u tokens are not supported", ST_WORKLOAD_MAX_TOKENS);
             return -1;
         }
         if ((uint64_t)in_lo + p->prefix_len < 1) {
-            errf(err, errlen, "the shortest prompt would be empty: raise the input length or the prefix");
+            st_errf(err, errlen, "the shortest prompt would be empty: raise the input length or the prefix");
             return -1;
         }
     }
@@ -114,15 +104,15 @@ int st_workload_synthetic(const st_synth_params *p, st_workload *out, char *err,
     if (out_hi < 1)
         out_hi = 1;
     if (in_hi > ST_WORKLOAD_MAX_TOKENS || out_hi > ST_WORKLOAD_MAX_TOKENS) {
-        errf(err, errlen, "lengths above %u tokens are not supported", ST_WORKLOAD_MAX_TOKENS);
+        st_errf(err, errlen, "lengths above %u tokens are not supported", ST_WORKLOAD_MAX_TOKENS);
         return -1;
     }
     if (!p->vllm_semantics && p->prefix_len > in_lo) {
-        errf(err, errlen,
-             "shared prefix (%u tokens) is longer than the shortest prompt (%u tokens); the input "
-             "length includes the prefix (vLLM's --random-prefix-len comes on top of the input length: use "
-             "--random-input-len / --random-prefix-len for that meaning)",
-             p->prefix_len, in_lo);
+        st_errf(err, errlen,
+                "shared prefix (%u tokens) is longer than the shortest prompt (%u tokens); the input "
+                "length includes the prefix (vLLM's --random-prefix-len comes on top of the input length: use "
+                "--random-input-len / --random-prefix-len for that meaning)",
+                p->prefix_len, in_lo);
         return -1;
     }
     st_work_item *items = calloc(p->num_requests, sizeof *items);
@@ -130,7 +120,7 @@ int st_workload_synthetic(const st_synth_params *p, st_workload *out, char *err,
     if (!items || (p->prefix_len && !prefix)) {
         free(items);
         free(prefix);
-        errf(err, errlen, "out of memory");
+        st_errf(err, errlen, "out of memory");
         return -1;
     }
     st_rng rng;
@@ -153,7 +143,7 @@ int st_workload_synthetic(const st_synth_params *p, st_workload *out, char *err,
         if (!it->input_ids) {
             st_workload_free(out);
             free(prefix);
-            errf(err, errlen, "out of memory");
+            st_errf(err, errlen, "out of memory");
             return -1;
         }
         if (p->prefix_len)
@@ -225,12 +215,12 @@ int st_workload_text(const st_work_item *it, st_buf *out)
 static int get_count(json_t *v, const char *name, uint32_t lo, uint32_t *out, char *err, size_t errlen)
 {
     if (!json_is_integer(v)) {
-        errf(err, errlen, "%s must be an integer", name);
+        st_errf(err, errlen, "%s must be an integer", name);
         return -1;
     }
     json_int_t x = json_integer_value(v);
     if (x < (json_int_t)lo || x > (json_int_t)ST_WORKLOAD_MAX_TOKENS) {
-        errf(err, errlen, "%s must be in %u..%u, got %lld", name, lo, ST_WORKLOAD_MAX_TOKENS, (long long)x);
+        st_errf(err, errlen, "%s must be in %u..%u, got %lld", name, lo, ST_WORKLOAD_MAX_TOKENS, (long long)x);
         return -1;
     }
     *out = (uint32_t)x;
@@ -275,12 +265,12 @@ int st_trace_parse_native(const char *line, size_t len, uint32_t index, st_work_
     json_error_t jerr;
     json_t *root = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {
-        errf(err, errlen, "invalid JSON at column %d: %s", jerr.column, jerr.text);
+        st_errf(err, errlen, "invalid JSON at column %d: %s", jerr.column, jerr.text);
         return -1;
     }
     int rc = -1;
     if (!json_is_object(root)) {
-        errf(err, errlen, "expected a JSON object");
+        st_errf(err, errlen, "expected a JSON object");
         goto out;
     }
     json_t *ts = NULL, *in_tok = NULL, *in_ids = NULL, *text = NULL, *out_tok = NULL, *pg = NULL, *pl = NULL;
@@ -312,16 +302,16 @@ int st_trace_parse_native(const char *line, size_t len, uint32_t index, st_work_
         else if (strcmp(key, "model") == 0)
             model = val;
         else {
-            errf(err, errlen,
-                 "unknown key \"%.64s\" (expected timestamp, input_tokens, input_ids, text, "
-                 "output_tokens, prefix_group, prefix_len, session, turn, think_time, model)",
-                 key);
+            st_errf(err, errlen,
+                    "unknown key \"%.64s\" (expected timestamp, input_tokens, input_ids, text, "
+                    "output_tokens, prefix_group, prefix_len, session, turn, think_time, model)",
+                    key);
             goto out;
         }
     }
     if (ts) {
         if (!json_is_number(ts) || !isfinite(json_number_value(ts)) || json_number_value(ts) < 0) {
-            errf(err, errlen, "timestamp must be a non-negative number of seconds");
+            st_errf(err, errlen, "timestamp must be a non-negative number of seconds");
             goto out;
         }
         x->has_ts = 1;
@@ -334,18 +324,18 @@ int st_trace_parse_native(const char *line, size_t len, uint32_t index, st_work_
         } else if (json_is_integer(sess) && json_integer_value(sess) >= 0) {
             snprintf(x->session, sizeof x->session, "%lld", (long long)json_integer_value(sess));
         } else {
-            errf(err, errlen, "session must be a non-empty string (at most %zu bytes) or a non-negative integer",
-                 sizeof x->session - 1);
+            st_errf(err, errlen, "session must be a non-empty string (at most %zu bytes) or a non-negative integer",
+                    sizeof x->session - 1);
             goto out;
         }
     }
     if (turn) {
         if (!sess) {
-            errf(err, errlen, "turn needs a session");
+            st_errf(err, errlen, "turn needs a session");
             goto out;
         }
         if (!json_is_integer(turn) || json_integer_value(turn) < 0 || json_integer_value(turn) > 1000000) {
-            errf(err, errlen, "turn must be an integer in 0..1000000");
+            st_errf(err, errlen, "turn must be an integer in 0..1000000");
             goto out;
         }
         x->has_turn = 1;
@@ -353,12 +343,12 @@ int st_trace_parse_native(const char *line, size_t len, uint32_t index, st_work_
     }
     if (think) {
         if (!sess) {
-            errf(err, errlen, "think_time needs a session");
+            st_errf(err, errlen, "think_time needs a session");
             goto out;
         }
         if (!json_is_number(think) || !isfinite(json_number_value(think)) || json_number_value(think) < 0 ||
             json_number_value(think) > 86400) {
-            errf(err, errlen, "think_time must be a number of seconds in 0..86400");
+            st_errf(err, errlen, "think_time must be a number of seconds in 0..86400");
             goto out;
         }
         x->has_think = 1;
@@ -367,23 +357,23 @@ int st_trace_parse_native(const char *line, size_t len, uint32_t index, st_work_
     if (model) {
         if (!json_is_string(model) || json_string_length(model) >= sizeof x->model ||
             strlen(json_string_value(model)) != json_string_length(model)) {
-            errf(err, errlen, "model must be a string (at most %zu bytes)", sizeof x->model - 1);
+            st_errf(err, errlen, "model must be a string (at most %zu bytes)", sizeof x->model - 1);
             goto out;
         }
         snprintf(x->model, sizeof x->model, "%s", json_string_value(model));
     }
     if (!out_tok) {
-        errf(err, errlen, "output_tokens is required");
+        st_errf(err, errlen, "output_tokens is required");
         goto out;
     }
     if (get_count(out_tok, "output_tokens", 1, &it->output_len, err, errlen) < 0)
         goto out;
     if (in_ids && text) {
-        errf(err, errlen, "give either input_ids or text, not both");
+        st_errf(err, errlen, "give either input_ids or text, not both");
         goto out;
     }
     if (!in_ids && !text && !in_tok) {
-        errf(err, errlen, "the input is missing: give input_tokens, input_ids or text");
+        st_errf(err, errlen, "the input is missing: give input_tokens, input_ids or text");
         goto out;
     }
     uint32_t count = 0;
@@ -391,7 +381,7 @@ int st_trace_parse_native(const char *line, size_t len, uint32_t index, st_work_
         goto out;
     if (pg) {
         if (!json_is_integer(pg) || json_integer_value(pg) < 0 || json_integer_value(pg) > (json_int_t)UINT32_MAX) {
-            errf(err, errlen, "prefix_group must be a non-negative integer");
+            st_errf(err, errlen, "prefix_group must be a non-negative integer");
             goto out;
         }
         it->prefix_group = (uint32_t)json_integer_value(pg);
@@ -400,32 +390,32 @@ int st_trace_parse_native(const char *line, size_t len, uint32_t index, st_work_
     if (pl && get_count(pl, "prefix_len", 0, &it->prefix_len, err, errlen) < 0)
         goto out;
     if (pl && !pg) {
-        errf(err, errlen, "prefix_len needs a prefix_group");
+        st_errf(err, errlen, "prefix_len needs a prefix_group");
         goto out;
     }
     if (in_ids) {
         if (!json_is_array(in_ids) || json_array_size(in_ids) == 0) {
-            errf(err, errlen, "input_ids must be a non-empty array of token ids");
+            st_errf(err, errlen, "input_ids must be a non-empty array of token ids");
             goto out;
         }
         size_t n = json_array_size(in_ids);
         if (n > ST_WORKLOAD_MAX_TOKENS) {
-            errf(err, errlen, "input_ids has %zu ids, more than %u", n, ST_WORKLOAD_MAX_TOKENS);
+            st_errf(err, errlen, "input_ids has %zu ids, more than %u", n, ST_WORKLOAD_MAX_TOKENS);
             goto out;
         }
         if (in_tok && count != n) {
-            errf(err, errlen, "input_tokens (%u) differs from the number of input_ids (%zu)", count, n);
+            st_errf(err, errlen, "input_tokens (%u) differs from the number of input_ids (%zu)", count, n);
             goto out;
         }
         it->input_ids = malloc(n * sizeof *it->input_ids);
         if (!it->input_ids) {
-            errf(err, errlen, "out of memory");
+            st_errf(err, errlen, "out of memory");
             goto out;
         }
         for (size_t k = 0; k < n; k++) {
             json_t *el = json_array_get(in_ids, k);
             if (!json_is_integer(el) || json_integer_value(el) < 0 || json_integer_value(el) > (json_int_t)UINT32_MAX) {
-                errf(err, errlen, "input_ids[%zu] is not a token id (a non-negative integer)", k);
+                st_errf(err, errlen, "input_ids[%zu] is not a token id (a non-negative integer)", k);
                 goto out;
             }
             it->input_ids[k] = (uint32_t)json_integer_value(el);
@@ -433,16 +423,16 @@ int st_trace_parse_native(const char *line, size_t len, uint32_t index, st_work_
         it->input_len = (uint32_t)n;
     } else if (text) {
         if (!json_is_string(text) || json_string_length(text) == 0) {
-            errf(err, errlen, "text must be a non-empty string");
+            st_errf(err, errlen, "text must be a non-empty string");
             goto out;
         }
         if (strlen(json_string_value(text)) != json_string_length(text)) {
-            errf(err, errlen, "text must not contain NUL characters");
+            st_errf(err, errlen, "text must not contain NUL characters");
             goto out;
         }
         it->input_text = strdup(json_string_value(text));
         if (!it->input_text) {
-            errf(err, errlen, "out of memory");
+            st_errf(err, errlen, "out of memory");
             goto out;
         }
         it->input_len = in_tok ? count : count_words(it->input_text);
@@ -451,13 +441,13 @@ int st_trace_parse_native(const char *line, size_t len, uint32_t index, st_work_
     } else {
         /* A token count: ids are generated, the group's prefix first. */
         if (it->prefix_len > count) {
-            errf(err, errlen, "prefix_len (%u) exceeds input_tokens (%u)", it->prefix_len, count);
+            st_errf(err, errlen, "prefix_len (%u) exceeds input_tokens (%u)", it->prefix_len, count);
             goto out;
         }
         it->input_len = count;
         it->input_ids = malloc((size_t)count * sizeof *it->input_ids);
         if (!it->input_ids) {
-            errf(err, errlen, "out of memory");
+            st_errf(err, errlen, "out of memory");
             goto out;
         }
         st_rng r;
@@ -467,7 +457,7 @@ int st_trace_parse_native(const char *line, size_t len, uint32_t index, st_work_
         fill_ids(&r, it->input_ids + it->prefix_len, count - it->prefix_len, ST_WORKLOAD_VOCAB_DEFAULT);
     }
     if (it->prefix_len > it->input_len) {
-        errf(err, errlen, "prefix_len (%u) exceeds the input length (%u)", it->prefix_len, it->input_len);
+        st_errf(err, errlen, "prefix_len (%u) exceeds the input length (%u)", it->prefix_len, it->input_len);
         goto out;
     }
     rc = 0;
@@ -522,23 +512,23 @@ int st_workload_sessions(const st_session_params *p, st_workload *out, char *err
 {
     memset(out, 0, sizeof *out);
     if (p->sessions == 0 || p->sessions > SESSIONS_MAX) {
-        errf(err, errlen, "the number of sessions must be in 1..%u", SESSIONS_MAX);
+        st_errf(err, errlen, "the number of sessions must be in 1..%u", SESSIONS_MAX);
         return -1;
     }
     if (p->turns_min < 1 || p->turns_max < p->turns_min || p->turns_max > SESSION_TURNS_MAX) {
-        errf(err, errlen, "turns per session must be a range within 1..%u", SESSION_TURNS_MAX);
+        st_errf(err, errlen, "turns per session must be a range within 1..%u", SESSION_TURNS_MAX);
         return -1;
     }
     if (!(p->range_ratio >= 0 && p->range_ratio < 1)) {
-        errf(err, errlen, "range ratio must be in [0, 1), got %g", p->range_ratio);
+        st_errf(err, errlen, "range ratio must be in [0, 1), got %g", p->range_ratio);
         return -1;
     }
     if (p->first_input == 0 || p->user_input == 0 || p->output_len == 0) {
-        errf(err, errlen, "input and output lengths must be at least 1 token");
+        st_errf(err, errlen, "input and output lengths must be at least 1 token");
         return -1;
     }
     if (!(p->think_s >= 0 && p->think_s <= 86400)) {
-        errf(err, errlen, "think time must be in 0..86400 s");
+        st_errf(err, errlen, "think time must be in 0..86400 s");
         return -1;
     }
     uint32_t f_lo, f_hi, u_lo, u_hi, o_lo, o_hi;
@@ -546,26 +536,26 @@ int st_workload_sessions(const st_session_params *p, st_workload *out, char *err
     range_bounds(p->user_input, p->range_ratio, &u_lo, &u_hi);
     range_bounds(p->output_len, p->range_ratio, &o_lo, &o_hi);
     if (f_hi > ST_WORKLOAD_MAX_TOKENS || u_hi > ST_WORKLOAD_MAX_TOKENS || o_hi > ST_WORKLOAD_MAX_TOKENS) {
-        errf(err, errlen, "lengths above %u tokens are not supported", ST_WORKLOAD_MAX_TOKENS);
+        st_errf(err, errlen, "lengths above %u tokens are not supported", ST_WORKLOAD_MAX_TOKENS);
         return -1;
     }
     if (p->prefix_len > f_lo) {
-        errf(err, errlen, "shared prefix (%u tokens) is longer than the shortest first prompt (%u tokens)",
-             p->prefix_len, f_lo);
+        st_errf(err, errlen, "shared prefix (%u tokens) is longer than the shortest first prompt (%u tokens)",
+                p->prefix_len, f_lo);
         return -1;
     }
     /* the longest conversation must fit the largest prompt servetune sends */
     uint64_t longest = (uint64_t)f_hi + (uint64_t)(p->turns_max - 1) * ((uint64_t)o_hi + u_hi);
     if (longest > ST_WORKLOAD_MAX_TOKENS) {
-        errf(err, errlen, "a %u-turn conversation grows to %llu tokens, more than %u", p->turns_max,
-             (unsigned long long)longest, ST_WORKLOAD_MAX_TOKENS);
+        st_errf(err, errlen, "a %u-turn conversation grows to %llu tokens, more than %u", p->turns_max,
+                (unsigned long long)longest, ST_WORKLOAD_MAX_TOKENS);
         return -1;
     }
     st_rng rng;
     st_rng_seed(&rng, p->seed ^ 0x73657373696f6e73ULL);
     uint32_t *turns = malloc((size_t)p->sessions * sizeof *turns);
     if (!turns) {
-        errf(err, errlen, "out of memory");
+        st_errf(err, errlen, "out of memory");
         return -1;
     }
     uint64_t total = 0;
@@ -575,8 +565,8 @@ int st_workload_sessions(const st_session_params *p, st_workload *out, char *err
     }
     if (total > ST_WORKLOAD_MAX_REQUESTS) {
         free(turns);
-        errf(err, errlen, "%llu turns in all, more than %u requests", (unsigned long long)total,
-             ST_WORKLOAD_MAX_REQUESTS);
+        st_errf(err, errlen, "%llu turns in all, more than %u requests", (unsigned long long)total,
+                ST_WORKLOAD_MAX_REQUESTS);
         return -1;
     }
     st_work_item *items = calloc(total, sizeof *items);
@@ -585,7 +575,7 @@ int st_workload_sessions(const st_session_params *p, st_workload *out, char *err
         free(items);
         free(prefix);
         free(turns);
-        errf(err, errlen, "out of memory");
+        st_errf(err, errlen, "out of memory");
         return -1;
     }
     fill_ids(&rng, prefix, p->prefix_len, ST_WORKLOAD_VOCAB_DEFAULT);
@@ -634,7 +624,7 @@ int st_workload_sessions(const st_session_params *p, st_workload *out, char *err
     free(turns);
     if (rc) {
         st_workload_free(out);
-        errf(err, errlen, "out of memory");
+        st_errf(err, errlen, "out of memory");
         return -1;
     }
     return 0;

@@ -33,8 +33,9 @@ struct srv_conn {
     size_t out_off;
     st_server_resp resp;
     uint8_t dead, close_after, queued, paused;
+    uint8_t arriving; /* a request's first byte came and the request is not complete yet */
     uint32_t mask;
-    st_timer idle;
+    st_timer idle; /* the idle timeout, or the deadline of the request arriving */
     srv_conn *prev, *next;
     srv_conn *qnext;
 };
@@ -165,11 +166,29 @@ static int out_write(srv_conn *c, const void *d, size_t n)
 
 static void process_input(srv_conn *c);
 
+/* Between requests: the idle timeout, from now. */
 static void idle_arm(srv_conn *c)
 {
     double t = c->s->cfg.idle_timeout_s;
+    c->arriving = 0;
     if (t > 0 && !c->dead)
         st_timer_arm(c->s->l, &c->idle, st_now() + (st_ns)(t * 1e9));
+}
+
+/* Bytes of a request came. With a header timeout the whole request must arrive within it of its
+ * first byte, however slowly it trickles (slowloris); without one, each byte restarts the idle
+ * timeout. */
+static void request_bytes(srv_conn *c)
+{
+    double h = c->s->cfg.header_timeout_s;
+    if (h <= 0) {
+        idle_arm(c);
+        return;
+    }
+    if (c->arriving || c->dead)
+        return;
+    c->arriving = 1;
+    st_timer_arm(c->s->l, &c->idle, st_now() + (st_ns)(h * 1e9));
 }
 
 static void on_idle(st_loop *l, void *arg)
@@ -231,6 +250,7 @@ static void process_input(srv_conn *c)
         r->keep_alive = c->req.keep_alive;
         r->head_req = !strcmp(c->req.method, "HEAD");
         st_timer_disarm(s->l, &c->idle);
+        c->arriving = 0;
         s->cfg.handler(s->cfg.arg, &c->req, r);
     }
     if (c->in_off == c->in.len) {
@@ -265,7 +285,7 @@ static void on_conn(st_loop *l, int fd, uint32_t ev, void *arg)
             ssize_t n = recv(fd, c->in.data + c->in.len, READ_CHUNK, 0);
             if (n > 0) {
                 if (!c->resp.active)
-                    idle_arm(c); /* a request is arriving: its rest must come within the timeout too */
+                    request_bytes(c); /* a request is arriving: its rest must come within the timeout too */
                 c->in.len += (size_t)n;
                 c->in.data[c->in.len] = '\0';
                 if ((size_t)n < READ_CHUNK)

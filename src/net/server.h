@@ -48,8 +48,10 @@
  * requests are answered in order (the next is parsed after the previous response is
  * finished). Bad requests get 400/413/431 and the connection is closed. Connections over
  * cfg.max_conns are accepted and closed at once. All sockets use TCP_NODELAY. With
- * cfg.idle_timeout_s, a connection with no request in progress (idle between requests, or
- * sending a request too slowly) is closed after that long; a long stream is never cut.
+ * cfg.idle_timeout_s, a connection with no request in progress (idle between requests) is closed
+ * after that long; with cfg.header_timeout_s, a request must arrive whole (head and body) within
+ * that long of its first byte, however it trickles in (slowloris), else the connection is closed
+ * (without it, each byte restarts the idle timeout). A long stream is never cut.
  * --------------------------------------------------------------------------------------- */
 #ifndef ST_SERVER_H
 #define ST_SERVER_H
@@ -70,12 +72,14 @@ typedef struct st_server_config {
     uint16_t port;    /* 0: an ephemeral port */
     st_server_handler handler;
     void *arg;
-    st_http_limits limits; /* request limits (0 fields: 64 KiB head, 100 headers, 8 MiB body) */
-    size_t max_out;        /* per-connection buffered output limit (0: 8 MiB) */
-    uint32_t max_conns;    /* open connections (0: 20000) */
-    int backlog;           /* listen backlog (0: 4096) */
-    double idle_timeout_s; /* close a connection that has no request in progress and has not
-                                completed one for this long, e.g. 5 like uvicorn (0: never) */
+    st_http_limits limits;   /* request limits (0 fields: 64 KiB head, 100 headers, 8 MiB body) */
+    size_t max_out;          /* per-connection buffered output limit (0: 8 MiB) */
+    uint32_t max_conns;      /* open connections (0: 20000) */
+    int backlog;             /* listen backlog (0: 4096) */
+    double idle_timeout_s;   /* close a connection that has no request in progress and has not
+                                  completed one for this long, e.g. 5 like uvicorn (0: never) */
+    double header_timeout_s; /* a request must arrive whole within this long of its first byte
+                                (0: no limit but the idle timeout) */
 } st_server_config;
 
 st_server *st_server_new(st_loop *l, const st_server_config *cfg, char *err, size_t errlen);

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/csv.h"
 #include "report/report.h"
 
 static void cell_num(st_buf *b, double v)
@@ -14,23 +15,12 @@ static void cell_num(st_buf *b, double v)
         st_buf_puts(b, ",");
 }
 
-/* RFC 4180 field: quoted when it holds a comma, quote or newline. A leading = + - @ is
- * prefixed with ' so spreadsheets do not evaluate it. */
+/* A text cell after a comma (core/csv.h: quoted, formulas neutralised). */
 static void cell_str(st_buf *b, const char *s, int first)
 {
     if (!first)
         st_buf_puts(b, ",");
-    if (!s)
-        return;
-    int q = strpbrk(s, ",\"\r\n") != NULL;
-    if (q)
-        st_buf_puts(b, "\"");
-    if (strchr("=+-@", s[0]) && s[0])
-        st_buf_puts(b, "'");
-    for (const char *p = s; *p; p++)
-        st_buf_append(b, *p == '"' ? "\"\"" : p, *p == '"' ? 2 : 1);
-    if (q)
-        st_buf_puts(b, "\"");
+    st_csv_put_text(b, s);
 }
 
 int st_report_csv(const st_report *r, st_buf *b)

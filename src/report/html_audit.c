@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/util.h"
 #include "core/version.h"
 #include "engine/metrics.h"
 #include "report/format.h"
@@ -28,15 +29,9 @@ typedef struct arena {
 
 static void *a_calloc(arena *a, size_t n, size_t sz)
 {
-    if (a->n == a->cap) {
-        size_t nc = a->cap ? a->cap * 2 : 64;
-        void **np = realloc(a->p, nc * sizeof *np);
-        if (!np) {
-            a->oom = 1;
-            return NULL;
-        }
-        a->p = np;
-        a->cap = nc;
+    if (st_grow((void **)&a->p, &a->cap, a->n + 1, sizeof *a->p, 64)) {
+        a->oom = 1;
+        return NULL;
     }
     void *m = calloc(n ? n : 1, sz ? sz : 1);
     if (!m) {

@@ -2,12 +2,14 @@
 #include "report/notes.h"
 
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/version.h"
+#include "core/util.h"
 #include "load/stats.h"
 #include "report/format.h"
 #include "report/report.h"
@@ -37,17 +39,11 @@ void st_notes_free(st_notes *ns)
 
 /* ---- digest ------------------------------------------------------------------------------ */
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y ? 1 : 0;
-}
-
 static double pct_of(double *v, uint32_t n, double p)
 {
     if (!n)
         return NAN;
-    qsort(v, n, sizeof *v, cmp_double);
+    qsort(v, n, sizeof *v, st_cmp_double);
     return st_percentile_sorted(v, n, p);
 }
 
@@ -322,16 +318,11 @@ static st_note *add(ctx *x, st_note_sev sev, const char *kind, const char *confi
     st_note *n = NULL;
     if (st_buf_error(&x->b))
         x->oom = 1; /* a note's text past ST_NOTE_TEXT_MAX: the notes fail, never a cut note */
-    if (!x->oom && x->out->n == x->out->cap) {
-        int nc = x->out->cap ? x->out->cap * 2 : 16;
-        st_note *nv = realloc(x->out->v, sizeof *nv * (size_t)nc);
-        if (nv) {
-            x->out->v = nv;
-            x->out->cap = nc;
-        } else {
-            x->oom = 1;
-        }
-    }
+    size_t cap = (size_t)x->out->cap;
+    if (!x->oom && (st_grow((void **)&x->out->v, &cap, (size_t)x->out->n + 1, sizeof *x->out->v, 16) || cap > INT_MAX))
+        x->oom = 1;
+    if (!x->oom)
+        x->out->cap = (int)cap;
     if (!x->oom) {
         n = &x->out->v[x->out->n];
         memset(n, 0, sizeof *n);
@@ -578,7 +569,7 @@ static void capacity_notes(ctx *x, const st_rep_cfg *c)
         for (int j = 0; j < c->n_runs && np < ST_NOTE_RATES_MAX; j++)
             if (in_cap(r, &c->runs[j]) && verdict_is(&c->runs[j], "pass") && c->runs[j].rate > f->rate)
                 passed[np++] = c->runs[j].rate;
-        qsort(passed, (size_t)np, sizeof *passed, cmp_double);
+        qsort(passed, (size_t)np, sizeof *passed, st_cmp_double);
         st_buf_puts(b, "its first measured rate, ");
         rate_s(b, f->rate);
         st_buf_puts(b, " req/s, failed");
@@ -608,7 +599,7 @@ static void capacity_notes(ctx *x, const st_rep_cfg *c)
         low[nl++] = w->rate;
     }
     if (nl) {
-        qsort(low, (size_t)nl, sizeof *low, cmp_double);
+        qsort(low, (size_t)nl, sizeof *low, st_cmp_double);
         st_buf_puts(b, "verdicts are not monotonic across rates: ");
         rates_text(b, low, nl);
         st_buf_printf(b, " req/s failed while %s ", nl > 1 ? "they are below" : "it is below");
@@ -703,7 +694,7 @@ static double others_tpot(const st_report *r, int self, double rate, int *n_out,
     *max_out = NAN;
     if (!n)
         return NAN;
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    qsort(v, (size_t)n, sizeof *v, st_cmp_double);
     *max_out = v[n - 1];
     return st_percentile_sorted(v, (uint32_t)n, 50);
 }
@@ -1009,7 +1000,7 @@ static void run_notes(ctx *x, const st_rep_cfg *c)
         }
         if (!nr)
             continue;
-        qsort(rates, (size_t)nr, sizeof *rates, cmp_double);
+        qsort(rates, (size_t)nr, sizeof *rates, st_cmp_double);
         st_note *n;
         if (kind == 0) {
             st_buf_puts(b, "the load generator lagged its schedule at ");
@@ -1055,7 +1046,7 @@ static void dr_add(diag_rates *d, const st_rep_cfg *c, int j)
 
 static void dr_text(st_buf *b, diag_rates *d)
 {
-    qsort(d->rates, (size_t)d->n, sizeof *d->rates, cmp_double);
+    qsort(d->rates, (size_t)d->n, sizeof *d->rates, st_cmp_double);
     rates_text(b, d->rates, d->n);
 }
 
@@ -1125,50 +1116,66 @@ static void server_timings_note(ctx *x, const st_rep_cfg *c)
     }
 }
 
-static void diagnosis(ctx *x, const st_rep_cfg *c)
+/* What the diagnosis of one configuration knows before looking at its runs, and the rates each
+ * finding concerns. */
+typedef struct diag {
+    st_strv flags;      /* the configuration's flags */
+    int vl;             /* vLLM or its emulator: vLLM's flags and defaults apply */
+    int pc_off;         /* prefix caching turned off */
+    double expect;      /* expected prefix-cache hit rate of the synthetic workload (NAN: unknown) */
+    double ttft_margin; /* ms: a client/engine TTFT gap that matters against the SLO */
+    const char *mns;    /* --max-num-seqs as given, or NULL */
+    double max_seqs;    /* --max-num-seqs or vLLM's default for the GPU */
+    int kv_fp8;         /* the KV cache is fp8 already */
+    int llama;          /* llama-server: its slots (-np) bound what runs at once */
+    const char *np;     /* -np / --parallel as given, or NULL */
+    double slots;       /* -np, or llama-server's default */
+    diag_rates kv, el, pc, tt, tk, sl;
+} diag;
+
+/* The flags and expectations of configuration c. 0, or -1 when out of memory. */
+static int diag_setup(const st_report *r, const st_rep_cfg *c, diag *D)
 {
-    const st_report *r = x->r;
-    if (!c->digest)
-        return;
-    st_buf *b = &x->b;
-    st_strv flags;
-    if (st_spec_config_flags(&r->spec, c->spec, &flags)) {
-        x->oom = 1;
-        return;
-    }
-    int vl = is_vllm_like(r);
-    int llama = r->spec.engine.kind == ST_ENGINE_LLAMACPP;
-    diag_rates kv = { .n = 0 }, el = { .n = 0 }, pc = { .n = 0 }, tt = { .n = 0 }, tk = { .n = 0 }, sl = { .n = 0 };
+    memset(D, 0, sizeof *D);
+    if (st_spec_config_flags(&r->spec, c->spec, &D->flags))
+        return -1;
+    D->vl = is_vllm_like(r);
+    D->llama = r->spec.engine.kind == ST_ENGINE_LLAMACPP;
     /* llama-server's slots: -np / --parallel, else its default (auto: 4; tools/server/server.cpp) */
-    const char *np = flag_value(&flags, "-np", NULL);
-    if (!np)
-        np = flag_value(&flags, "--parallel", NULL);
-    double slots = np && atof(np) > 0 ? atof(np) : LLAMACPP_DEFAULT_SLOTS;
+    D->np = flag_value(&D->flags, "-np", NULL);
+    if (!D->np)
+        D->np = flag_value(&D->flags, "--parallel", NULL);
+    D->slots = D->np && atof(D->np) > 0 ? atof(D->np) : LLAMACPP_DEFAULT_SLOTS;
     /* prefix caching: expected hit rate of the synthetic workload */
-    int pc_off = 0;
-    for (int i = 0; i < flags.n; i++) { /* the last of the two wins */
-        if (!strcmp(flags.v[i], "--no-enable-prefix-caching"))
-            pc_off = 1;
-        else if (!strcmp(flags.v[i], "--enable-prefix-caching"))
-            pc_off = 0;
+    D->pc_off = 0;
+    for (int i = 0; i < D->flags.n; i++) { /* the last of the two wins */
+        if (!strcmp(D->flags.v[i], "--no-enable-prefix-caching"))
+            D->pc_off = 1;
+        else if (!strcmp(D->flags.v[i], "--enable-prefix-caching"))
+            D->pc_off = 0;
     }
-    const char *bs = flag_value(&flags, "--block-size", NULL);
+    const char *bs = flag_value(&D->flags, "--block-size", NULL);
     double block = bs ? atof(bs) : 16;
     if (!(block >= 1))
         block = 16;
     const st_spec *s = &r->spec;
-    double expect = NAN;
+    D->expect = NAN;
     int synth = s->workload.kind == ST_WL_SYNTHETIC && s->workload.input_tokens > 0;
-    if (synth && vl)
-        expect = pc_off ? 0 : floor(s->workload.shared_prefix / block) * block / s->workload.input_tokens;
-    double ttft_margin = 0.1 * s->slo.terms[0].max_ms; /* terms[0] is p95 TTFT */
-    if (!(ttft_margin > 5))
-        ttft_margin = 5;
-    const char *mns = flag_value(&flags, "--max-num-seqs", NULL);
-    double max_seqs = mns ? atof(mns) : default_max_num_seqs(r, &flags);
-    const char *kvd = flag_value(&flags, "--kv-cache-dtype", NULL);
-    int kv_fp8 = kvd && !strncmp(kvd, "fp8", 3);
+    if (synth && D->vl)
+        D->expect = D->pc_off ? 0 : floor(s->workload.shared_prefix / block) * block / s->workload.input_tokens;
+    D->ttft_margin = 0.1 * s->slo.terms[0].max_ms; /* terms[0] is p95 TTFT */
+    if (!(D->ttft_margin > 5))
+        D->ttft_margin = 5;
+    D->mns = flag_value(&D->flags, "--max-num-seqs", NULL);
+    D->max_seqs = D->mns ? atof(D->mns) : default_max_num_seqs(r, &D->flags);
+    const char *kvd = flag_value(&D->flags, "--kv-cache-dtype", NULL);
+    D->kv_fp8 = kvd && !strncmp(kvd, "fp8", 3);
+    return 0;
+}
 
+/* Which runs show which finding (into D's rate lists). */
+static void diag_classify(const st_rep_cfg *c, diag *D)
+{
     for (int j = 0; j < c->n_runs; j++) {
         const st_run_row *w = &c->runs[j];
         const st_notes_run *d = &c->digest[j];
@@ -1177,191 +1184,239 @@ static void diagnosis(ctx *x, const st_rep_cfg *c)
         /* KV cache the limit: high usage in at least half the scrapes (two at least), and
          * preemptions rising */
         if (d->kv_scrapes >= 2 && 2 * d->kv_high >= d->kv_scrapes && d->kv_high >= 2 && d->preempt_delta > 0)
-            dr_add(&kv, c, j);
+            dr_add(&D->kv, c, j);
         /* requests wait while running stays well below max-num-seqs and the cache is not full */
-        else if (vl && d->rw_scrapes >= 2 && 2 * d->wait_scrapes >= d->rw_scrapes && d->wait_scrapes >= 2 &&
-                 d->running_max_waiting < 0.5 * max_seqs && !(d->kv_max_waiting >= ST_NOTES_KV_HIGH))
-            dr_add(&el, c, j);
-        if (isfinite(expect) && d->prefix_queries > 0 && isfinite(d->prefix_hits)) {
+        else if (D->vl && d->rw_scrapes >= 2 && 2 * d->wait_scrapes >= d->rw_scrapes && d->wait_scrapes >= 2 &&
+                 d->running_max_waiting < 0.5 * D->max_seqs && !(d->kv_max_waiting >= ST_NOTES_KV_HIGH))
+            dr_add(&D->el, c, j);
+        if (isfinite(D->expect) && d->prefix_queries > 0 && isfinite(d->prefix_hits)) {
             double got = d->prefix_hits / d->prefix_queries;
-            double tol = 0.25 * expect > 0.1 ? 0.25 * expect : 0.1;
-            if (fabs(got - expect) > tol && !(got > expect && d->preempt_delta > 0 && !pc_off))
-                dr_add(&pc, c, j);
+            double tol = 0.25 * D->expect > 0.1 ? 0.25 * D->expect : 0.1;
+            if (fabs(got - D->expect) > tol && !(got > D->expect && d->preempt_delta > 0 && !D->pc_off))
+                dr_add(&D->pc, c, j);
         }
         /* the client's p95 outside the engine's p95 bucket, by a margin that matters against the
          * TTFT SLO (a tenth of it, 5 ms at least); not after an early stop, whose aborted
          * requests the two sides count differently */
         if (!w->stopped_early && d->has_ttft_hist && d->client_n >= 20 && d->ttft_delta.total >= 20 &&
             (d->client_ttft_p95_ms > d->engine_p95_hi_ms || d->client_ttft_p95_ms < d->engine_p95_lo_ms) &&
-            fabs(d->client_ttft_p95_ms - d->engine_ttft_p95_ms) > ttft_margin)
-            dr_add(&tt, c, j);
+            fabs(d->client_ttft_p95_ms - d->engine_ttft_p95_ms) > D->ttft_margin)
+            dr_add(&D->tt, c, j);
         if (d->tokens_checked && d->tokens_short + d->tokens_long)
-            dr_add(&tk, c, j);
+            dr_add(&D->tk, c, j);
         /* llama-server: requests deferred (waiting for a slot) in most scrapes, with every slot busy */
-        if (llama && d->rw_scrapes >= 2 && 2 * d->wait_scrapes >= d->rw_scrapes && d->wait_scrapes >= 2 &&
-            d->running_max_waiting >= slots)
-            dr_add(&sl, c, j);
+        if (D->llama && d->rw_scrapes >= 2 && 2 * d->wait_scrapes >= d->rw_scrapes && d->wait_scrapes >= 2 &&
+            d->running_max_waiting >= D->slots)
+            dr_add(&D->sl, c, j);
     }
-    if (kv.n) {
-        const st_notes_run *d = &c->digest[kv.first];
-        st_buf_puts(b, "at ");
-        dr_text(b, &kv);
-        st_buf_printf(b, " req/s the KV cache usage stayed at or above %.1f (in %u of %u scrapes at ", ST_NOTES_KV_HIGH,
-                      d->kv_high, d->kv_scrapes);
-        rate_s(b, c->runs[kv.first].rate);
-        st_buf_puts(b, " req/s, max ");
-        st_buf_printf(b, "%.2f", d->kv_max);
-        st_buf_printf(b, ") while preemptions climbed (+%.0f): the KV cache is the limit: ", d->preempt_delta);
-        if (!vl)
-            st_buf_puts(b,
-                        "reduce the context length or the number of concurrent sequences, or quantize the KV cache.");
-        else if (kv_fp8)
-            st_buf_puts(b, "reduce --max-model-len or --max-num-seqs (the KV cache is already fp8).");
-        else
-            st_buf_puts(b, "reduce --max-model-len or --max-num-seqs, or use an fp8 KV cache (--kv-cache-dtype fp8).");
-        st_note *n = add(x, ST_NOTE_WARN, "kv_cache_limit", c->name);
-        for (int k = 0; k < kv.n; k++)
-            add_rate(n, kv.rates[k]);
-        add_ev(n, "rate", c->runs[kv.first].rate);
-        add_ev(n, "kv_usage_max", d->kv_max);
-        add_ev(n, "kv_high_fraction", (double)d->kv_high / d->kv_scrapes);
-        add_ev(n, "preemptions", d->preempt_delta);
+}
+
+/* The KV cache is the limit: high usage and preemptions (kind kv_cache_limit). */
+static void note_kv_limit(ctx *x, const st_rep_cfg *c, diag *D)
+{
+    st_buf *b = &x->b;
+    const st_notes_run *d = &c->digest[D->kv.first];
+    st_buf_puts(b, "at ");
+    dr_text(b, &D->kv);
+    st_buf_printf(b, " req/s the KV cache usage stayed at or above %.1f (in %u of %u scrapes at ", ST_NOTES_KV_HIGH,
+                  d->kv_high, d->kv_scrapes);
+    rate_s(b, c->runs[D->kv.first].rate);
+    st_buf_puts(b, " req/s, max ");
+    st_buf_printf(b, "%.2f", d->kv_max);
+    st_buf_printf(b, ") while preemptions climbed (+%.0f): the KV cache is the limit: ", d->preempt_delta);
+    if (!D->vl)
+        st_buf_puts(b, "reduce the context length or the number of concurrent sequences, or quantize the KV cache.");
+    else if (D->kv_fp8)
+        st_buf_puts(b, "reduce --max-model-len or --max-num-seqs (the KV cache is already fp8).");
+    else
+        st_buf_puts(b, "reduce --max-model-len or --max-num-seqs, or use an fp8 KV cache (--kv-cache-dtype fp8).");
+    st_note *n = add(x, ST_NOTE_WARN, "kv_cache_limit", c->name);
+    for (int k = 0; k < D->kv.n; k++)
+        add_rate(n, D->kv.rates[k]);
+    add_ev(n, "rate", c->runs[D->kv.first].rate);
+    add_ev(n, "kv_usage_max", d->kv_max);
+    add_ev(n, "kv_high_fraction", (double)d->kv_high / d->kv_scrapes);
+    add_ev(n, "preemptions", d->preempt_delta);
+}
+
+/* Requests waited with room in the batch and the cache: the limit is elsewhere (limit_elsewhere). */
+static void note_limit_elsewhere(ctx *x, const st_rep_cfg *c, diag *D)
+{
+    st_buf *b = &x->b;
+    const st_notes_run *d = &c->digest[D->el.first];
+    const char *mbt = flag_value(&D->flags, "--max-num-batched-tokens", NULL);
+    st_buf_puts(b, "at ");
+    dr_text(b, &D->el);
+    st_buf_printf(b, " req/s requests waited (in %u of %u scrapes at ", d->wait_scrapes, d->rw_scrapes);
+    rate_s(b, c->runs[D->el.first].rate);
+    st_buf_printf(b, " req/s, up to %.0f waiting) while at most %.0f ran, well below --max-num-seqs %.0f%s",
+                  d->waiting_max, d->running_max_waiting, D->max_seqs, D->mns ? "" : " (the default)");
+    if (isfinite(d->kv_max_waiting))
+        st_buf_printf(b, ", with the KV cache at most %.2f full", d->kv_max_waiting);
+    st_buf_puts(b, ": the limit is elsewhere (the token budget per step");
+    if (mbt)
+        st_buf_printf(b, ", --max-num-batched-tokens %s", mbt);
+    st_buf_puts(b, ", or compute).");
+    st_note *n = add(x, ST_NOTE_INFO, "limit_elsewhere", c->name);
+    for (int k = 0; k < D->el.n; k++)
+        add_rate(n, D->el.rates[k]);
+    add_ev(n, "rate", c->runs[D->el.first].rate);
+    add_ev(n, "running_max_while_waiting", d->running_max_waiting);
+    add_ev(n, "waiting_max", d->waiting_max);
+    add_ev(n, "max_num_seqs", D->max_seqs);
+    add_ev(n, "kv_usage_max_while_waiting", d->kv_max_waiting);
+}
+
+/* The prefix-cache hit rate is off what the workload's shared prefix implies
+ * (prefix_cache_hit_rate). */
+static void note_prefix_hits(ctx *x, const st_rep_cfg *c, diag *D)
+{
+    st_buf *b = &x->b;
+    const st_notes_run *d = &c->digest[D->pc.first];
+    double got = d->prefix_hits / d->prefix_queries;
+    st_buf_puts(b, "at ");
+    dr_text(b, &D->pc);
+    st_buf_printf(b, " req/s the prefix-cache hit rate was %.2f (at ", got);
+    rate_s(b, c->runs[D->pc.first].rate);
+    st_buf_puts(b, " req/s)");
+    if (D->pc_off)
+        st_buf_puts(b, " with prefix caching off (--no-enable-prefix-caching), where it should be 0: the flag did "
+                       "not take effect.");
+    else {
+        st_buf_printf(b, " against about %.2f expected from the shared prefix (", D->expect);
+        num(b, x->r->spec.workload.shared_prefix);
+        st_buf_puts(b, " of ");
+        num(b, x->r->spec.workload.input_tokens);
+        st_buf_puts(b, " input tokens): ");
+        st_buf_puts(b, got < D->expect ? "cached prefix blocks were evicted before reuse (KV cache pressure) or the "
+                                         "prompts do not share their first tokens."
+                                       : "the prompts share more than the stated prefix (check the workload).");
     }
-    if (el.n) {
-        const st_notes_run *d = &c->digest[el.first];
-        const char *mbt = flag_value(&flags, "--max-num-batched-tokens", NULL);
-        st_buf_puts(b, "at ");
-        dr_text(b, &el);
-        st_buf_printf(b, " req/s requests waited (in %u of %u scrapes at ", d->wait_scrapes, d->rw_scrapes);
-        rate_s(b, c->runs[el.first].rate);
-        st_buf_printf(b, " req/s, up to %.0f waiting) while at most %.0f ran, well below --max-num-seqs %.0f%s",
-                      d->waiting_max, d->running_max_waiting, max_seqs, mns ? "" : " (the default)");
-        if (isfinite(d->kv_max_waiting))
-            st_buf_printf(b, ", with the KV cache at most %.2f full", d->kv_max_waiting);
-        st_buf_puts(b, ": the limit is elsewhere (the token budget per step");
-        if (mbt)
-            st_buf_printf(b, ", --max-num-batched-tokens %s", mbt);
-        st_buf_puts(b, ", or compute).");
-        st_note *n = add(x, ST_NOTE_INFO, "limit_elsewhere", c->name);
-        for (int k = 0; k < el.n; k++)
-            add_rate(n, el.rates[k]);
-        add_ev(n, "rate", c->runs[el.first].rate);
-        add_ev(n, "running_max_while_waiting", d->running_max_waiting);
-        add_ev(n, "waiting_max", d->waiting_max);
-        add_ev(n, "max_num_seqs", max_seqs);
-        add_ev(n, "kv_usage_max_while_waiting", d->kv_max_waiting);
+    st_note *n = add(x, ST_NOTE_WARN, "prefix_cache_hit_rate", c->name);
+    for (int k = 0; k < D->pc.n; k++)
+        add_rate(n, D->pc.rates[k]);
+    add_ev(n, "rate", c->runs[D->pc.first].rate);
+    add_ev(n, "hit_rate", got);
+    add_ev(n, "expected", D->expect);
+    add_ev(n, "prefix_queries", d->prefix_queries);
+}
+
+/* The engine's TTFT histogram and the client's measurement disagree (engine_ttft_disagrees). */
+static void note_ttft_disagrees(ctx *x, const st_rep_cfg *c, diag *D)
+{
+    st_buf *b = &x->b;
+    const st_notes_run *d = &c->digest[D->tt.first];
+    int client_higher = d->client_ttft_p95_ms > d->engine_ttft_p95_ms;
+    st_buf_puts(b, "at ");
+    dr_text(b, &D->tt);
+    st_buf_puts(b, " req/s the engine's own TTFT histogram disagrees with the client's measurement: at ");
+    rate_s(b, c->runs[D->tt.first].rate);
+    st_buf_puts(b, " req/s the engine puts p95 TTFT near ");
+    num(b, d->engine_ttft_p95_ms);
+    st_buf_puts(b, " ms, the client measured ");
+    num(b, d->client_ttft_p95_ms);
+    st_buf_puts(b, " ms from each request's send (");
+    num(b, d->client_sched_ttft_p95_ms);
+    st_buf_puts(b, " ms from its scheduled time). ");
+    if (client_higher)
+        st_buf_puts(b, "The client's is higher, beyond its own send lag: time goes between the client and the "
+                       "engine's scheduler (network, HTTP server, tokenization, a proxy).");
+    else
+        st_buf_puts(b, "The engine's is higher, which no client delay explains: its histogram counts other "
+                       "requests or its clock is off.");
+    st_note *n = add(x, ST_NOTE_WARN, "engine_ttft_disagrees", c->name);
+    for (int k = 0; k < D->tt.n; k++)
+        add_rate(n, D->tt.rates[k]);
+    add_ev(n, "rate", c->runs[D->tt.first].rate);
+    add_ev(n, "engine_ttft_p95_ms", d->engine_ttft_p95_ms);
+    add_ev(n, "client_ttft_p95_ms", d->client_ttft_p95_ms);
+    add_ev(n, "client_sched_ttft_p95_ms", d->client_sched_ttft_p95_ms);
+    add_ev(n, "engine_p95_bucket_lo_ms", d->engine_p95_lo_ms);
+    add_ev(n, "engine_p95_bucket_hi_ms", d->engine_p95_hi_ms);
+    add_ev(n, "cdf_gap", d->cdf_gap);
+    add_ev(n, "engine_count", d->ttft_delta.total);
+    add_ev(n, "client_count", d->client_n);
+}
+
+/* Output token counts differ from what was asked (token_count_mismatch). */
+static void note_token_counts(ctx *x, const st_rep_cfg *c, diag *D)
+{
+    st_buf *b = &x->b;
+    const st_notes_run *d = &c->digest[D->tk.first];
+    uint32_t mis = d->tokens_short + d->tokens_long;
+    st_buf_puts(b, "at ");
+    dr_text(b, &D->tk);
+    st_buf_printf(b, " req/s the output token counts differ from what was requested: at ");
+    rate_s(b, c->runs[D->tk.first].rate);
+    st_buf_printf(b,
+                  " req/s %u of %u completed requests (%u fewer, %u more), %.0f tokens on average against "
+                  "%.0f asked (counts %s). TPOT and output throughput use the delivered counts.",
+                  mis, d->tokens_checked, d->tokens_short, d->tokens_long, d->tokens_got_mismatched / mis,
+                  d->tokens_asked_mismatched / mis,
+                  d->tokens_usage == d->tokens_checked ? "from the server's usage"
+                  : d->tokens_usage                    ? "partly from usage, partly counted"
+                                                       : "counted from the stream: no usage reported");
+    st_note *n = add(x, ST_NOTE_WARN, "token_count_mismatch", c->name);
+    for (int k = 0; k < D->tk.n; k++)
+        add_rate(n, D->tk.rates[k]);
+    add_ev(n, "rate", c->runs[D->tk.first].rate);
+    add_ev(n, "mismatched", mis);
+    add_ev(n, "checked", d->tokens_checked);
+    add_ev(n, "mean_delivered", d->tokens_got_mismatched / mis);
+    add_ev(n, "mean_requested", d->tokens_asked_mismatched / mis);
+}
+
+/* Every slot of llama-server busy while requests were deferred (slots_full). */
+static void note_slots_full(ctx *x, const st_rep_cfg *c, diag *D)
+{
+    st_buf *b = &x->b;
+    const st_notes_run *d = &c->digest[D->sl.first];
+    st_buf_puts(b, "at ");
+    dr_text(b, &D->sl);
+    st_buf_printf(b, " req/s every slot was busy while requests were deferred (in %u of %u scrapes at ",
+                  d->wait_scrapes, d->rw_scrapes);
+    rate_s(b, c->runs[D->sl.first].rate);
+    st_buf_printf(b, " req/s, %.0f processing, up to %.0f deferred): requests waited for one of the %.0f slots (",
+                  d->running_max_waiting, d->waiting_max, D->slots);
+    if (D->np)
+        st_buf_printf(b, "-np %s", D->np);
+    else
+        st_buf_puts(b, "llama-server's default");
+    st_buf_puts(b, "), and that wait is part of their TTFT. More slots run more requests at once, each with its "
+                   "share of the context (-c / -np), at the cost of a longer step on the same CPU.");
+    st_note *n = add(x, ST_NOTE_INFO, "slots_full", c->name);
+    for (int k = 0; k < D->sl.n; k++)
+        add_rate(n, D->sl.rates[k]);
+    add_ev(n, "rate", c->runs[D->sl.first].rate);
+    add_ev(n, "slots", D->slots);
+    add_ev(n, "processing_max_while_deferred", d->running_max_waiting);
+    add_ev(n, "deferred_max", d->waiting_max);
+}
+
+static void diagnosis(ctx *x, const st_rep_cfg *c)
+{
+    if (!c->digest)
+        return;
+    diag D;
+    if (diag_setup(x->r, c, &D)) {
+        x->oom = 1;
+        return;
     }
-    if (pc.n) {
-        const st_notes_run *d = &c->digest[pc.first];
-        double got = d->prefix_hits / d->prefix_queries;
-        st_buf_puts(b, "at ");
-        dr_text(b, &pc);
-        st_buf_printf(b, " req/s the prefix-cache hit rate was %.2f (at ", got);
-        rate_s(b, c->runs[pc.first].rate);
-        st_buf_puts(b, " req/s)");
-        if (pc_off)
-            st_buf_puts(b, " with prefix caching off (--no-enable-prefix-caching), where it should be 0: the flag did "
-                           "not take effect.");
-        else {
-            st_buf_printf(b, " against about %.2f expected from the shared prefix (", expect);
-            num(b, s->workload.shared_prefix);
-            st_buf_puts(b, " of ");
-            num(b, s->workload.input_tokens);
-            st_buf_puts(b, " input tokens): ");
-            st_buf_puts(b, got < expect ? "cached prefix blocks were evicted before reuse (KV cache pressure) or the "
-                                          "prompts do not share their first tokens."
-                                        : "the prompts share more than the stated prefix (check the workload).");
-        }
-        st_note *n = add(x, ST_NOTE_WARN, "prefix_cache_hit_rate", c->name);
-        for (int k = 0; k < pc.n; k++)
-            add_rate(n, pc.rates[k]);
-        add_ev(n, "rate", c->runs[pc.first].rate);
-        add_ev(n, "hit_rate", got);
-        add_ev(n, "expected", expect);
-        add_ev(n, "prefix_queries", d->prefix_queries);
-    }
-    if (tt.n) {
-        const st_notes_run *d = &c->digest[tt.first];
-        int client_higher = d->client_ttft_p95_ms > d->engine_ttft_p95_ms;
-        st_buf_puts(b, "at ");
-        dr_text(b, &tt);
-        st_buf_puts(b, " req/s the engine's own TTFT histogram disagrees with the client's measurement: at ");
-        rate_s(b, c->runs[tt.first].rate);
-        st_buf_puts(b, " req/s the engine puts p95 TTFT near ");
-        num(b, d->engine_ttft_p95_ms);
-        st_buf_puts(b, " ms, the client measured ");
-        num(b, d->client_ttft_p95_ms);
-        st_buf_puts(b, " ms from each request's send (");
-        num(b, d->client_sched_ttft_p95_ms);
-        st_buf_puts(b, " ms from its scheduled time). ");
-        if (client_higher)
-            st_buf_puts(b, "The client's is higher, beyond its own send lag: time goes between the client and the "
-                           "engine's scheduler (network, HTTP server, tokenization, a proxy).");
-        else
-            st_buf_puts(b, "The engine's is higher, which no client delay explains: its histogram counts other "
-                           "requests or its clock is off.");
-        st_note *n = add(x, ST_NOTE_WARN, "engine_ttft_disagrees", c->name);
-        for (int k = 0; k < tt.n; k++)
-            add_rate(n, tt.rates[k]);
-        add_ev(n, "rate", c->runs[tt.first].rate);
-        add_ev(n, "engine_ttft_p95_ms", d->engine_ttft_p95_ms);
-        add_ev(n, "client_ttft_p95_ms", d->client_ttft_p95_ms);
-        add_ev(n, "client_sched_ttft_p95_ms", d->client_sched_ttft_p95_ms);
-        add_ev(n, "engine_p95_bucket_lo_ms", d->engine_p95_lo_ms);
-        add_ev(n, "engine_p95_bucket_hi_ms", d->engine_p95_hi_ms);
-        add_ev(n, "cdf_gap", d->cdf_gap);
-        add_ev(n, "engine_count", d->ttft_delta.total);
-        add_ev(n, "client_count", d->client_n);
-    }
-    if (tk.n) {
-        const st_notes_run *d = &c->digest[tk.first];
-        uint32_t mis = d->tokens_short + d->tokens_long;
-        st_buf_puts(b, "at ");
-        dr_text(b, &tk);
-        st_buf_printf(b, " req/s the output token counts differ from what was requested: at ");
-        rate_s(b, c->runs[tk.first].rate);
-        st_buf_printf(b,
-                      " req/s %u of %u completed requests (%u fewer, %u more), %.0f tokens on average against "
-                      "%.0f asked (counts %s). TPOT and output throughput use the delivered counts.",
-                      mis, d->tokens_checked, d->tokens_short, d->tokens_long, d->tokens_got_mismatched / mis,
-                      d->tokens_asked_mismatched / mis,
-                      d->tokens_usage == d->tokens_checked ? "from the server's usage"
-                      : d->tokens_usage                    ? "partly from usage, partly counted"
-                                                           : "counted from the stream: no usage reported");
-        st_note *n = add(x, ST_NOTE_WARN, "token_count_mismatch", c->name);
-        for (int k = 0; k < tk.n; k++)
-            add_rate(n, tk.rates[k]);
-        add_ev(n, "rate", c->runs[tk.first].rate);
-        add_ev(n, "mismatched", mis);
-        add_ev(n, "checked", d->tokens_checked);
-        add_ev(n, "mean_delivered", d->tokens_got_mismatched / mis);
-        add_ev(n, "mean_requested", d->tokens_asked_mismatched / mis);
-    }
-    if (sl.n) {
-        const st_notes_run *d = &c->digest[sl.first];
-        st_buf_puts(b, "at ");
-        dr_text(b, &sl);
-        st_buf_printf(b, " req/s every slot was busy while requests were deferred (in %u of %u scrapes at ",
-                      d->wait_scrapes, d->rw_scrapes);
-        rate_s(b, c->runs[sl.first].rate);
-        st_buf_printf(b, " req/s, %.0f processing, up to %.0f deferred): requests waited for one of the %.0f slots (",
-                      d->running_max_waiting, d->waiting_max, slots);
-        if (np)
-            st_buf_printf(b, "-np %s", np);
-        else
-            st_buf_puts(b, "llama-server's default");
-        st_buf_puts(b, "), and that wait is part of their TTFT. More slots run more requests at once, each with its "
-                       "share of the context (-c / -np), at the cost of a longer step on the same CPU.");
-        st_note *n = add(x, ST_NOTE_INFO, "slots_full", c->name);
-        for (int k = 0; k < sl.n; k++)
-            add_rate(n, sl.rates[k]);
-        add_ev(n, "rate", c->runs[sl.first].rate);
-        add_ev(n, "slots", slots);
-        add_ev(n, "processing_max_while_deferred", d->running_max_waiting);
-        add_ev(n, "deferred_max", d->waiting_max);
-    }
+    diag_classify(c, &D);
+    if (D.kv.n)
+        note_kv_limit(x, c, &D);
+    if (D.el.n)
+        note_limit_elsewhere(x, c, &D);
+    if (D.pc.n)
+        note_prefix_hits(x, c, &D);
+    if (D.tt.n)
+        note_ttft_disagrees(x, c, &D);
+    if (D.tk.n)
+        note_token_counts(x, c, &D);
+    if (D.sl.n)
+        note_slots_full(x, c, &D);
     server_timings_note(x, c);
-    st_strv_free(&flags);
+    st_strv_free(&D.flags);
 }
 
 /* ---- run environment --------------------------------------------------------------------- */

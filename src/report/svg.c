@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/util.h"
+
 /* Okabe-Ito based, colour-blind safe, readable on white and in grey-scale print. */
 static const char *const palette[ST_SVG_PALETTE] = {
     "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#882255", "#56B4E9", "#332288", "#117733", "#6B7280",
@@ -841,12 +843,6 @@ int st_svg_bars(st_buf *b, const st_svg_bar_chart *c)
 
 /* ---- distributions --------------------------------------------------------------------- */
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* Sorted copy of the finite samples; *n_out their count. NULL with *n_out 0 when none. */
 static double *sorted_finite(const double *v, uint32_t n, uint32_t *n_out)
 {
@@ -860,7 +856,7 @@ static double *sorted_finite(const double *v, uint32_t n, uint32_t *n_out)
     for (uint32_t i = 0; i < n; i++)
         if (isfinite(v[i]))
             s[k++] = v[i];
-    qsort(s, k, sizeof *s, cmp_double);
+    qsort(s, k, sizeof *s, st_cmp_double);
     *n_out = k;
     return s;
 }

@@ -1,7 +1,9 @@
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/file.h"
+#include "report/deploy.h"
 
 #include "report/html_audit.h"
 #include "report/report.h"
@@ -15,6 +17,36 @@ static int write_file(const char *dir, const char *name, const st_buf *b, char *
         return -1;
     }
     return st_write_file_atomic(path, b->data ? b->data : "", b->len, err, errlen);
+}
+
+/* DIR/deploy.md and DIR/deploy-k8s.yaml for the headline pick, sized at its replicas at peak;
+ * nothing when nothing passed or the engine is an endpoint (an older deploy.md is removed, so
+ * a re-rendered report never shows the deploy snippets of an earlier pick). */
+static int write_deploy(const st_report *r, const char *dir, st_buf *b, char *err, size_t errlen)
+{
+    char path[4096];
+    const char *names[] = { "deploy.md", "deploy-k8s.yaml" };
+    if (r->pick < 0 || !st_deploy_supported(&r->spec)) {
+        for (int i = 0; i < 2; i++) {
+            snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+            (void)unlink(path);
+        }
+        return 0;
+    }
+    const st_rep_cfg *c = &r->cfg[r->pick];
+    st_deploy_opts o = { .replicas = c->cost.replicas };
+    st_buf_reset(b);
+    st_buf_printf(b,
+                  "# Deploying %s\n\nThe configuration the audit picked (the cheapest per output token within the "
+                  "SLO), as snippets to run it. Sized for the stated peak: %ld replica%s. Check the image tag "
+                  "against the engine version you audited.\n\n",
+                  c->name, c->cost.replicas, c->cost.replicas == 1 ? "" : "s");
+    if (st_deploy_markdown(&r->spec, c->spec, &o, b) || write_file(dir, names[0], b, err, errlen))
+        return -1;
+    st_buf_reset(b);
+    if (st_deploy_k8s(&r->spec, c->spec, &o, b) || write_file(dir, names[1], b, err, errlen))
+        return -1;
+    return 0;
 }
 
 int st_report_write_all(st_store *s, const char *dir, char *err, size_t errlen)
@@ -36,6 +68,8 @@ int st_report_write_all(st_store *s, const char *dir, char *err, size_t errlen)
         rc = -1;
     st_buf_reset(&b);
     if (!rc && (st_report_html(&r, s, &hopts, &b, err, errlen) || write_file(dir, "report.html", &b, err, errlen)))
+        rc = -1;
+    if (!rc && write_deploy(&r, dir, &b, err, errlen))
         rc = -1;
     if (rc && !err[0]) {
         char why[96];

@@ -43,12 +43,9 @@ static int teardown(void **state)
     return 0;
 }
 
-/* Runs servetune with args (NULL-terminated), at most limit_s (then SIGKILL and the test
- * fails). path_prefix, when set, goes in front of PATH. With sigint_after_runs > 0 and db,
- * SIGINT is sent once the database holds that many rate runs. Returns the exit status; on a
- * non-zero one the end of servetune's output is printed for the test log. */
-static inline int st_it_run(const char *const *args, const char *path_prefix, double limit_s, int sigint_after_runs,
-                            const char *db)
+/* Starts servetune with args (NULL-terminated) in the background, its output appended to
+ * tmp/servetune.out; path_prefix, when set, goes in front of PATH. Returns its pid. */
+static inline pid_t st_it_spawn(const char *const *args, const char *path_prefix)
 {
     char *argv[32];
     int n = 0;
@@ -79,6 +76,19 @@ static inline int st_it_run(const char *const *args, const char *path_prefix, do
     int e = posix_spawn(&pid, argv[0], &fa, NULL, argv, env);
     posix_spawn_file_actions_destroy(&fa);
     assert_int_equal(e, 0);
+    return pid;
+}
+
+/* Runs servetune with args (NULL-terminated), at most limit_s (then SIGKILL and the test
+ * fails). path_prefix, when set, goes in front of PATH. With sigint_after_runs > 0 and db,
+ * SIGINT is sent once the database holds that many rate runs. Returns the exit status; on a
+ * non-zero one the end of servetune's output is printed for the test log. */
+static inline int st_it_run(const char *const *args, const char *path_prefix, double limit_s, int sigint_after_runs,
+                            const char *db)
+{
+    char logp[512];
+    snprintf(logp, sizeof logp, "%s/servetune.out", tmp);
+    pid_t pid = st_it_spawn(args, path_prefix);
     st_ns deadline = st_now() + st_s_to_ns(limit_s);
     int st = 0, sent = 0;
     for (;;) {

@@ -192,7 +192,7 @@ static inline const char *llama_log_tail(const llama_srv *s)
     static char buf[4096];
     char *t = NULL;
     buf[0] = '\0';
-    if (st_log_tail(s->log, sizeof buf - 1, 30, &t) == 0) {
+    if (st_proc_log_tail(s->log, sizeof buf - 1, 30, &t) == 0) {
         snprintf(buf, sizeof buf, "%s", t);
         free(t);
     }

@@ -37,11 +37,14 @@ enum {
     M_CLOSELATER,
     M_NOTERM,
     M_TGI,
+    M_ECHOKEY, /* a stream error event quoting the Authorization header, a formula and escapes */
+    M_GZIP,    /* Content-Encoding: gzip */
+    M_FLOOD,   /* token events without end */
     M_COUNT
 };
-static const char *mock_modes[M_COUNT] = { "ok",    "status500",  "errorevent", "malformed",  "oversized",
-                                           "stall", "reset",      "close",      "incomplete", "badhttp",
-                                           "slow",  "closelater", "noterm",     "tgi" };
+static const char *mock_modes[M_COUNT] = { "ok",     "status500", "errorevent", "malformed", "oversized", "stall",
+                                           "reset",  "close",     "incomplete", "badhttp",   "slow",      "closelater",
+                                           "noterm", "tgi",       "echokey",    "gzip",      "flood" };
 
 struct mock {
     st_loop *l;
@@ -55,6 +58,7 @@ struct mock {
     int tokens;          /* tokens per ok stream */
     int slow_ms;         /* delay before the first token in mode slow */
     char last_auth[256]; /* Authorization header of the last request */
+    char echo[512];      /* mode echokey: the request's Authorization and X-Api-Key, echoed */
     pthread_mutex_t mu;
 };
 
@@ -72,6 +76,7 @@ static void mock_cancel(void *arg, st_server_resp *r)
 }
 
 static void mock_send(st_server_resp *r, const char *s) { st_server_sse_send(r, s, strlen(s)); }
+static int mock_send_ok(st_server_resp *r, const char *s) { return st_server_sse_send(r, s, strlen(s)); }
 
 static void mock_tick(st_loop *l, void *arg)
 {
@@ -84,6 +89,29 @@ static void mock_tick(st_loop *l, void *arg)
          * racing with the client's next request) */
         st_server_resp_abort(r, 0);
         mock_stream_free(s);
+        return;
+    case M_ECHOKEY: {
+        char msg[700];
+        pthread_mutex_lock(&s->m->mu);
+        snprintf(msg, sizeof msg,
+                 "{\"error\":{\"message\":\"=cmd|' /C calc'!A0 rejected %s \\u001b]0;pwned\\u0007\\u001b[31mred\"}}",
+                 s->m->echo);
+        pthread_mutex_unlock(&s->m->mu);
+        mock_send(r, msg);
+        st_server_stream_end(r);
+        mock_stream_free(s);
+        return;
+    }
+    case M_FLOOD:
+        for (int i = 0; i < 1000; i++)
+            if (mock_send_ok(r, "{\"choices\":[{\"index\":0,\"text\":\" t\",\"finish_reason\":null}]}"))
+                break;
+        if (++s->sent >= 200) { /* 200000 events at most: the client must have given up long before */
+            st_server_stream_end(r);
+            mock_stream_free(s);
+            return;
+        }
+        st_timer_arm(l, &s->t, st_now() + ST_NS_PER_MS);
         return;
     case M_ERREVENT:
         if (s->sent == 0) {
@@ -175,8 +203,10 @@ static void mock_handler(void *arg, const st_http_parser *req, st_server_resp *r
     mock *m = arg;
     int k = atomic_fetch_add(&m->requests, 1);
     const char *auth = st_http_header(req, "authorization");
+    const char *xkey = st_http_header(req, "x-api-key");
     pthread_mutex_lock(&m->mu);
     snprintf(m->last_auth, sizeof m->last_auth, "%s", auth ? auth : "");
+    snprintf(m->echo, sizeof m->echo, "[%s] [%s]", auth ? auth : "", xkey ? xkey : "");
     pthread_mutex_unlock(&m->mu);
     const char *t = req->target + 1;
     size_t sl = strcspn(t, "/");
@@ -226,6 +256,14 @@ static void mock_handler(void *arg, const st_http_parser *req, st_server_resp *r
     if (mode == M_BADHTTP) {
         st_server_resp_raw(resp, "HELLO THERE\r\n\r\n", 15);
         st_server_resp_abort(resp, 0);
+        return;
+    }
+    if (mode == M_GZIP) {
+        /* gzip's magic bytes and some more: not an event stream to a client that reads identity */
+        static const char gz[] = "\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03\x4b\x49\x2c\x49\xb4\x52";
+        st_server_stream_start(resp, 200, "text/event-stream", "Content-Encoding: gzip\r\n");
+        st_server_stream_write(resp, gz, sizeof gz - 1);
+        st_server_stream_end(resp);
         return;
     }
     mstream *s = calloc(1, sizeof *s);

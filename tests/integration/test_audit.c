@@ -84,7 +84,7 @@ static void end_to_end_with_a_config_that_cannot_start(void **state)
                "configurations:\n"
                "  - name: baseline\n    reason: as deployed\n"
                "  - name: fp8-kv\n    add_flags: [--kv-cache-dtype, fp8]\n    reason: more KV blocks\n"
-               "  - name: broken\n    add_flags: [--max-num-seqs, lots]\n    reason: a typo in a flag\n"
+               "  - name: broken\n    add_flags: [--max-model-len, '999999']\n    reason: longer than the model\n"
                "  - name: too-long\n    add_flags: [--gpu-memory-utilization, '0.3', --max-model-len, '40960']\n    "
                "reason: does not fit\n",
                "");
@@ -145,7 +145,7 @@ static void end_to_end_with_a_config_that_cannot_start(void **state)
     assert_true(file_has(md, "## Results, cheapest first"));
     assert_true(file_has(md, "did not start: bad\\_flag"));
     snprintf(md, sizeof md, "%s/logs/broken.log", out);
-    assert_true(file_has(md, "--max-num-seqs"));
+    assert_true(file_has(md, "max_model_len (999999)"));
 
     /* servetune report re-renders the same report from the database */
     char json1[600], before[1 << 16];
@@ -336,7 +336,8 @@ static void api_key_is_never_written(void **state)
     snprintf(vllm, sizeof vllm, "%s/vllm", bin);
     FILE *f = fopen(vllm, "w");
     assert_non_null(f);
-    fprintf(f, "#!/bin/sh\necho \"args: $*\"\nexec '%s' emulate \"$@\"\n", st_test_bin());
+    fprintf(f, "#!/bin/sh\necho \"args: $*\"\necho \"env: VLLM_API_KEY=$VLLM_API_KEY\"\nexec '%s' emulate \"$@\"\n",
+            st_test_bin());
     fclose(f);
     chmod(vllm, 0755);
     write_spec(spec, "vllm", "  api_key_env: ST_AUDIT_TEST_KEY\n", ", --api-key, '${ST_AUDIT_TEST_KEY}'", "2", "", "");
@@ -346,7 +347,9 @@ static void api_key_is_never_written(void **state)
     json_t *j = load_json(out);
     assert_string_equal(status_of(j, "baseline"), "ok"); /* so the key was used: the engine requires it */
     const char *cmd = json_string_value(json_object_get(config_named(j, "baseline"), "command"));
-    assert_non_null(strstr(cmd, "${ST_AUDIT_TEST_KEY}"));
+    /* the key went through the environment vLLM reads it from, never the command line (/proc) */
+    assert_non_null(strstr(cmd, "VLLM_API_KEY='${ST_AUDIT_TEST_KEY}'"));
+    assert_null(strstr(cmd, "--api-key"));
     json_decref(j);
     char grep[1024];
     snprintf(grep, sizeof grep, "grep -rqa -- '%s' '%s'", key, out);
@@ -355,8 +358,9 @@ static void api_key_is_never_written(void **state)
     snprintf(log, sizeof log, "%s/servetune.out", tmp);
     assert_false(file_has(log, key));
     snprintf(log, sizeof log, "%s/logs/baseline.log", out);
-    assert_true(file_has(log, "args: serve Qwen/Qwen3-8B")); /* the engine did print its arguments... */
-    assert_true(file_has(log, "--api-key ***"));             /* ...and the key was redacted */
+    assert_true(file_has(log, "args: serve Qwen/Qwen3-8B")); /* the engine printed its arguments... */
+    assert_false(file_has(log, "--api-key"));                /* ...without the key... */
+    assert_true(file_has(log, "env: VLLM_API_KEY=***"));     /* ...and its environment, redacted */
 }
 
 /* A trace workload (relative to the spec's folder), retimed to each rate. */

@@ -209,12 +209,137 @@ static void sigint_keeps_partial_results(void **state)
     mock_stop(m);
 }
 
+#define SECRET2 "xk-HEADER-91c44e0a2f"
+
+/* bench against the mock in mode `mode`, --json and --csv into a temporary folder; returns the
+ * exit status and fills the three outputs (malloc'd). */
+static int bench_mode(mock *m, const char *mode, const char *const *extra, char **o, char **j, char **c)
+{
+    char url[128], dir[] = "/tmp/st-bench-h-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char out[256], js[256], csv[256];
+    snprintf(out, sizeof out, "%s/out.txt", dir);
+    snprintf(js, sizeof js, "%s/r.json", dir);
+    snprintf(csv, sizeof csv, "%s/r.csv", dir);
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/%s", mock_port(m), mode);
+    char *argv[40] = { "servetune", "bench", "--url", url, "--model", "x", "--json", js, "--csv", csv, NULL };
+    int n = 10;
+    for (int i = 0; extra && extra[i] && n < 38; i++)
+        argv[n++] = (char *)extra[i];
+    argv[n] = NULL;
+    int rc = run_cli(argv, out);
+    *o = slurp(out);
+    *j = slurp(js);
+    *c = slurp(csv);
+    unlink(out);
+    unlink(js);
+    unlink(csv);
+    rmdir(dir);
+    return rc;
+}
+
+/* A server that echoes the credentials in an error, with a spreadsheet formula and terminal
+ * escapes: the key and a credential header never reach stdout, stderr, JSON or CSV; no escape
+ * byte reaches any of them; the CSV field cannot be evaluated. */
+static void hostile_error_text_is_contained(void **state)
+{
+    (void)state;
+    mock *m = mock_start();
+    mock_run(m);
+    char *o, *j, *c;
+    const char *extra[] = { "--api-key-env", "ST_TEST_KEY", "-H", "X-Api-Key: " SECRET2, "--num-requests", "3", NULL };
+    assert_int_equal(bench_mode(m, "echokey", extra, &o, &j, &c), 1);
+    assert_non_null(o);
+    assert_non_null(j);
+    assert_non_null(c);
+    assert_non_null(strstr(m->echo, SECRET)); /* the server did echo them... */
+    assert_non_null(strstr(m->echo, SECRET2));
+    const char *outs[] = { o, j, c };
+    for (int i = 0; i < 3; i++) {
+        assert_null(strstr(outs[i], SECRET)); /* ...and no output holds them */
+        assert_null(strstr(outs[i], SECRET2));
+        assert_null(strchr(outs[i], '\x1b'));
+        assert_null(strchr(outs[i], '\x07'));
+    }
+    assert_non_null(strstr(j, "rejected [Bearer ***] [***]"));
+    assert_non_null(strstr(c, ",'=cmd|")); /* shown as text in a spreadsheet */
+    assert_null(strstr(c, ",=cmd"));
+    free(o);
+    free(j);
+    free(c);
+    mock_stop(m);
+}
+
+/* A compressed answer is named as such, not reported as an incomplete stream. */
+static void gzip_stream_is_refused_clearly(void **state)
+{
+    (void)state;
+    mock *m = mock_start();
+    mock_run(m);
+    char *o, *j, *c;
+    const char *extra[] = { "--num-requests", "2", NULL };
+    assert_int_equal(bench_mode(m, "gzip", extra, &o, &j, &c), 1);
+    assert_non_null(strstr(j, "Content-Encoding: gzip"));
+    assert_null(strstr(j, "\"incomplete\""));
+    free(o);
+    free(j);
+    free(c);
+    mock_stop(m);
+}
+
+/* A server that streams token events without end for a 16-token request: the request fails after
+ * 2 x 16 + 16 events instead of recording hundreds of thousands. */
+static void token_flood_is_bounded(void **state)
+{
+    (void)state;
+    mock *m = mock_start();
+    mock_run(m);
+    char *o, *j, *c;
+    const char *extra[] = { "--num-requests", "1", "--output-tokens", "16", NULL };
+    assert_int_equal(bench_mode(m, "flood", extra, &o, &j, &c), 1);
+    assert_non_null(strstr(j, "more than 48 token events for a request of 16 output tokens"));
+    json_t *root = json_loads(j, 0, NULL);
+    assert_non_null(root);
+    json_t *ev = json_object_get(json_array_get(json_object_get(root, "records"), 0), "event_times_ns");
+    assert_true(json_array_size(ev) <= 48);
+    json_decref(root);
+    free(o);
+    free(j);
+    free(c);
+    mock_stop(m);
+}
+
+/* A file that cannot be written says why, in the system's words. */
+static void disk_full_is_named(void **state)
+{
+    (void)state;
+    mock *m = mock_start();
+    mock_run(m);
+    char url[128], out[] = "/tmp/st-bench-full-XXXXXX";
+    int fd = mkstemp(out);
+    close(fd);
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/ok", mock_port(m));
+    char *argv[] = { "servetune", "bench", "--url",  url,         "--model", "x",         "--num-requests",
+                     "2",         "-q",    "--json", "/dev/full", "--csv",   "/dev/full", NULL };
+    assert_int_equal(run_cli(argv, out), 1);
+    char *o = slurp(out);
+    assert_non_null(strstr(o, "cannot write /dev/full: No space left on device"));
+    assert_null(strstr(o, "Success"));
+    free(o);
+    unlink(out);
+    mock_stop(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
         cmocka_unit_test(no_key_leak_and_json_schema),
         cmocka_unit_test(failures_exit_1_and_usage_exit_2),
         cmocka_unit_test(sigint_keeps_partial_results),
+        cmocka_unit_test(hostile_error_text_is_contained),
+        cmocka_unit_test(gzip_stream_is_refused_clearly),
+        cmocka_unit_test(token_flood_is_bounded),
+        cmocka_unit_test(disk_full_is_named),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }

@@ -31,7 +31,7 @@ static void write_spec(const char *path, const char *rates, double peak)
             "configurations:\n"
             "  - name: baseline\n"
             "  - name: fp8-kv\n    add_flags: [--kv-cache-dtype, fp8]\n"
-            "  - name: broken\n    add_flags: [--max-num-seqs, lots]\n",
+            "  - name: broken\n    add_flags: [--max-model-len, '999999']\n",
             (int)getpid(), peak, rates);
     fclose(f);
 }

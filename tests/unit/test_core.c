@@ -8,6 +8,8 @@
 #include "core/file.h"
 #include "core/opts.h"
 #include "core/parse.h"
+#include "core/secret.h"
+#include "core/util.h"
 
 static void buf_respects_max(void **state)
 {
@@ -195,10 +197,13 @@ static void opts_table(void **state)
     char *bad[] = { "-n", "1000" };
     assert_int_equal(st_opts_parse(opts, 2, bad, 0, &r, err, sizeof err), -1);
     assert_non_null(strstr(err, "out of range"));
+    /* a failed parse leaves nothing to free (and freeing again is harmless) */
+    assert_null(r.pos);
+    assert_null(r.unknown);
     st_opts_result_free(&r);
     char *unk[] = { "--weird", "v", "--num", "3" };
     assert_int_equal(st_opts_parse(opts, 4, unk, 0, &r, err, sizeof err), -1);
-    st_opts_result_free(&r);
+    assert_null(r.pos);
     assert_int_equal(st_opts_parse(opts, 4, unk, 1, &r, err, sizeof err), 0);
     assert_int_equal(r.nunknown, 2);
     assert_int_equal(n, 3);
@@ -244,6 +249,96 @@ static void read_file_bounded(void **state)
     assert_non_null(strstr(err, path));
 }
 
+/* st_grow doubles from its first size and refuses a size that would overflow; st_cmp_double is
+ * a total order with NaN last. */
+static void util_grow_and_order(void **state)
+{
+    (void)state;
+    int *a = NULL;
+    size_t cap = 0;
+    assert_int_equal(st_grow((void **)&a, &cap, 1, sizeof *a, 4), 0);
+    assert_int_equal(cap, 4);
+    assert_int_equal(st_grow((void **)&a, &cap, 4, sizeof *a, 4), 0);
+    assert_int_equal(cap, 4);
+    assert_int_equal(st_grow((void **)&a, &cap, 9, sizeof *a, 4), 0);
+    assert_int_equal(cap, 16);
+    for (int i = 0; i < 16; i++)
+        a[i] = i;
+    assert_int_equal(st_grow((void **)&a, &cap, (size_t)-1 / 2, sizeof *a, 4), -1);
+    assert_int_equal(cap, 16);
+    assert_int_equal(a[15], 15);
+    free(a);
+    double v[] = { 3, NAN, -1, 2, NAN, 0 };
+    qsort(v, 6, sizeof *v, st_cmp_double);
+    assert_true(v[0] == -1 && v[1] == 0 && v[2] == 2 && v[3] == 3);
+    assert_true(isnan(v[4]) && isnan(v[5]));
+    char err[8];
+    st_errf(err, sizeof err, "%s", "truncated here");
+    assert_string_equal(err, "truncat");
+    st_errf(NULL, 0, "%d", 1);
+}
+
+/* Redaction: every occurrence, the longest secret first, NULs in the data, a secret's start held
+ * back at the end of a chunk; the stream passes text on redacted even when the secret is cut
+ * between two writes; names that look like credentials. */
+static void secrets_are_redacted(void **state)
+{
+    (void)state;
+    st_secrets s = { 0 };
+    assert_int_equal(st_secrets_add(&s, "abcd"), 0);
+    assert_int_equal(st_secrets_add(&s, "xxabcdyy"), 0);
+    assert_int_equal(st_secrets_add(&s, "abcd"), 0); /* once */
+    assert_int_equal(s.n, 2);
+    assert_int_equal(st_secrets_add(&s, "abc"), -1); /* too short to tell from text */
+    assert_int_equal(st_secrets_add(&s, NULL), 0);
+    char t[] = "k=xxabcdyy and abcd, abcdabcd";
+    st_secrets_redact(&s, t);
+    assert_string_equal(t, "k=*** and ***, ******");
+    char bin[] = { 'a', 'b', 'c', 'd', '\0', 'a', 'b', 'c', 'd', '!' };
+    size_t n = st_secrets_redact_n(&s, bin, sizeof bin);
+    assert_int_equal(n, 8);
+    assert_memory_equal(bin, "***\0***!", 8);
+    assert_int_equal(st_secrets_partial_tail(&s, "line xxab", 9), 4);
+    assert_int_equal(st_secrets_partial_tail(&s, "line\n", 5), 0);
+    char path[] = "/tmp/st_core_secret_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *under = fdopen(fd, "w+");
+    FILE *f = st_secrets_stream(under, &s);
+    assert_non_null(f);
+    fputs("key: xxab", f);
+    fflush(f);
+    fputs("cdyy done\n", f);
+    fclose(f);
+    fflush(under);
+    rewind(under);
+    char got[64] = "";
+    assert_non_null(fgets(got, sizeof got, under));
+    assert_string_equal(got, "key: *** done\n");
+    fclose(under);
+    unlink(path);
+    st_secrets c;
+    assert_int_equal(st_secrets_copy(&c, &s), 0);
+    assert_int_equal(c.n, 2);
+    st_secrets_free(&c);
+    st_secrets_free(&s);
+    assert_true(st_secret_name("HF_TOKEN") && st_secret_name("--api-key") && st_secret_name("Authorization"));
+    assert_false(st_secret_name("--max-num-batched-tokens") || st_secret_name("MONKEY"));
+}
+
+/* Text from a server or an engine loses its control characters: no escape sequence reaches a
+ * terminal (ESC, and CSI as the UTF-8-encoded C1 control U+009B). */
+static void text_is_sanitized(void **state)
+{
+    (void)state;
+    char t[] = "ok\x1b[2J\x1b]0;pwned\x07 \xc2\x9b"
+               "31m caf\xc3\xa9\nnext\x7f";
+    st_text_sanitize(t, 1);
+    assert_string_equal(t, "ok [2J ]0;pwned    31m caf\xc3\xa9\nnext ");
+    st_text_sanitize(t, 0);
+    assert_null(strchr(t, '\n'));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -255,6 +350,9 @@ int main(void)
         cmocka_unit_test(opts_table),
         cmocka_unit_test(virtual_clock),
         cmocka_unit_test(read_file_bounded),
+        cmocka_unit_test(util_grow_and_order),
+        cmocka_unit_test(secrets_are_redacted),
+        cmocka_unit_test(text_is_sanitized),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

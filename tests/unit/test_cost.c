@@ -83,12 +83,27 @@ static void pick_is_cheapest_that_passed(void **state)
     assert_int_equal(st_cost_pick(none, 2), -1);
 }
 
+/* A peak far beyond the capacity saturates the replica count (a long cannot hold 1e300 / 0.01):
+ * positive, the documented maximum, and a finite monthly cost. */
+static void huge_peak_saturates(void **state)
+{
+    (void)state;
+    st_cost_in in = {
+        .capacity_rps = 0.01, .output_tps = 1, .price_per_gpu_hour = 2, .gpus_per_replica = 1, .peak_rps = 1e300
+    };
+    st_cost c;
+    assert_int_equal(st_cost_compute(&in, &c), 0);
+    assert_true(c.replicas > 0);
+    assert_true(c.replicas == (long)ST_COST_MAX_REPLICAS);
+    assert_true(isfinite(c.monthly_usd) && c.monthly_usd > 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
         cmocka_unit_test(one_gpu_hand_computed),        cmocka_unit_test(two_gpus_exact_ratio),
         cmocka_unit_test(nothing_passed_is_invalid),    cmocka_unit_test(relative_change),
-        cmocka_unit_test(pick_is_cheapest_that_passed),
+        cmocka_unit_test(pick_is_cheapest_that_passed), cmocka_unit_test(huge_peak_saturates),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }

@@ -5,8 +5,8 @@
 
 #include "emu/catalog.h"
 #include "emu/config.h"
+#include "emu/consts.h"
 
-#define GIB 1073741824.0
 
 static void setup(st_emu_config *c, const char *gpu, const char *model)
 {
@@ -36,7 +36,7 @@ static void model_shapes_match_table(void **state)
         assert_int_equal(st_emu_model_find(t[i].name, &m, err, sizeof err), 0);
         assert_near(m.params / t[i].params, 1.0, 0.005);
         assert_near(st_emu_model_kv_bytes_per_token(&m, ST_EMU_BF16) / 1024, t[i].kv_kib, 0.01);
-        assert_near(st_emu_model_weight_bytes(&m, ST_EMU_BF16) / GIB, t[i].wgib, 0.1);
+        assert_near(st_emu_model_weight_bytes(&m, ST_EMU_BF16) / EMU_GIB, t[i].wgib, 0.1);
         assert_int_equal(m.weight_dtype, ST_EMU_BF16);
     }
 }
@@ -88,7 +88,7 @@ static void gpus_and_custom_file(void **state)
         "# my card\nname = MI300X\nmemory_gib=191.5\nbf16_tflops = 1307\nfp8_tflops=2615\nbandwidth_tbs=5.3\n";
     assert_int_equal(st_emu_gpu_parse(kv, strlen(kv), &g, err, sizeof err), 0);
     assert_string_equal(g.name, "MI300X");
-    assert_near(g.mem_bytes / GIB, 191.5, 1e-9);
+    assert_near(g.mem_bytes / EMU_GIB, 191.5, 1e-9);
     assert_int_equal(g.large_class, 1);
     const char *js = "{\"name\":\"X\",\"memory_gib\":16,\"bf16_tflops\":100,\"bandwidth_tbs\":0.5,\"gemm_eff\":0.6}";
     assert_int_equal(st_emu_gpu_parse(js, strlen(js), &g, err, sizeof err), 0);
@@ -139,9 +139,9 @@ static void kv_size_h100_llama31_8b(void **state)
     char err[512];
     assert_int_equal(st_emu_memory_plan(&c, &mem, err, sizeof err), 0);
     /* measured: weights 14.99 GiB, activation 4.76, non-torch 0.13, KV 51.38 GiB */
-    assert_near(mem.weight_bytes / GIB, 14.99, 0.1);
-    assert_near(mem.activation_bytes / GIB, 4.76, 0.15);
-    assert_near(mem.kv_bytes / GIB / 51.38, 1.0, 0.02);
+    assert_near(mem.weight_bytes / EMU_GIB, 14.99, 0.1);
+    assert_near(mem.activation_bytes / EMU_GIB, 4.76, 0.15);
+    assert_near(mem.kv_bytes / EMU_GIB / 51.38, 1.0, 0.02);
     assert_int_equal(mem.max_num_batched_tokens, 8192);
     assert_int_equal(mem.max_num_seqs, 1024);
     assert_int_equal(mem.max_model_len, 131072);
@@ -161,8 +161,8 @@ static void kv_size_qwen3_32b_and_refusal(void **state)
     st_emu_memory mem;
     char err[1024];
     assert_int_equal(st_emu_memory_plan(&c, &mem, err, sizeof err), 0);
-    assert_near(mem.weight_bytes / GIB, 61.03, 0.1);
-    assert_near(mem.kv_bytes / GIB / 4.45, 1.0, 0.03);
+    assert_near(mem.weight_bytes / EMU_GIB, 61.03, 0.1);
+    assert_near(mem.kv_bytes / EMU_GIB / 4.45, 1.0, 0.03);
     setup(&c, "H100", "Qwen/Qwen3-32B");
     c.max_model_len = 32000;
     assert_int_equal(st_emu_memory_plan(&c, &mem, err, sizeof err), -1);
@@ -231,7 +231,7 @@ static void flags_move_memory(void **state)
     setup(&c, "H100", "Qwen/Qwen3-32B");
     c.tp = 2;
     assert_int_equal(st_emu_memory_plan(&c, &b, err, sizeof err), 0);
-    assert_near(b.weight_bytes / GIB, 61.03 / 2, 0.1);
+    assert_near(b.weight_bytes / EMU_GIB, 61.03 / 2, 0.1);
     assert_true(b.kv_tokens > 200000);
     /* the A100 is in the small default class despite 80 GB */
     setup(&c, "A100", "Qwen/Qwen3-8B");
@@ -240,13 +240,39 @@ static void flags_move_memory(void **state)
     assert_int_equal(b.max_num_seqs, 256);
 }
 
+/* Every canonical key is found; a form the catalog lacks is refused, never taken for another. */
+static void gpu_keys_and_missing_forms(void **state)
+{
+    (void)state;
+    const char *keys[16];
+    int n = st_emu_gpu_keys(keys, 16);
+    assert_true(n >= 7);
+    st_emu_gpu g;
+    char err[300];
+    for (int i = 0; i < n; i++)
+        assert_int_equal(st_emu_gpu_find(keys[i], &g, err, sizeof err), 0);
+    assert_int_equal(st_emu_gpu_find("A100-PCIe", &g, err, sizeof err), 0);
+    assert_non_null(strstr(g.name, "PCIe"));
+    assert_int_equal(st_emu_gpu_find("H100-NVL", &g, err, sizeof err), 0);
+    assert_non_null(strstr(g.name, "NVL"));
+    assert_int_equal(st_emu_gpu_find("A100-40GB", &g, err, sizeof err), -1);
+    assert_int_equal(st_emu_gpu_find("A100 PCIe 40GB", &g, err, sizeof err), -1);
+    assert_int_equal(st_emu_gpu_find("H100 PCIe", &g, err, sizeof err), -1);
+    assert_int_equal(st_emu_gpu_find("H100 SXM", &g, err, sizeof err), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
-        cmocka_unit_test(model_shapes_match_table), cmocka_unit_test(names_pick_dtype),
-        cmocka_unit_test(gpus_and_custom_file),     cmocka_unit_test(hf_config_json),
-        cmocka_unit_test(kv_size_h100_llama31_8b),  cmocka_unit_test(kv_size_qwen3_32b_and_refusal),
-        cmocka_unit_test(startup_refusals),         cmocka_unit_test(flags_move_memory),
+        cmocka_unit_test(gpu_keys_and_missing_forms),
+        cmocka_unit_test(model_shapes_match_table),
+        cmocka_unit_test(names_pick_dtype),
+        cmocka_unit_test(gpus_and_custom_file),
+        cmocka_unit_test(hf_config_json),
+        cmocka_unit_test(kv_size_h100_llama31_8b),
+        cmocka_unit_test(kv_size_qwen3_32b_and_refusal),
+        cmocka_unit_test(startup_refusals),
+        cmocka_unit_test(flags_move_memory),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }

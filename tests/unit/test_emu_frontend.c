@@ -11,7 +11,6 @@
 #include "emu/sim.h"
 #include "emu/steptime.h"
 
-#define GIB 1073741824.0
 
 static void setup(st_emu_config *c, const char *gpu, const char *model)
 {
@@ -210,16 +209,16 @@ static void memory_matches_published_logs(void **state)
     c.tp = 2;
     c.max_model_len = 16000;
     assert_int_equal(st_emu_memory_plan(&c, &mem, err, sizeof err), 0);
-    assert_near(mem.activation_bytes / GIB, 4.84, 0.05);
-    assert_near(mem.non_torch_bytes / GIB, 0.55, 0.01);
-    assert_near(mem.kv_bytes / GIB, 32.0, 0.6);
+    assert_near(mem.activation_bytes / EMU_GIB, 4.84, 0.05);
+    assert_near(mem.non_torch_bytes / EMU_GIB, 0.55, 0.01);
+    assert_near(mem.kv_bytes / EMU_GIB, 32.0, 0.6);
     /* Qwen3-0.6B (tied embeddings): 1.12 GiB weights, 5.56 activation, 64.45 GiB KV */
     setup(&c, "H100", "Qwen/Qwen3-0.6B");
     c.max_model_len = 16000;
     assert_int_equal(st_emu_memory_plan(&c, &mem, err, sizeof err), 0);
-    assert_near(mem.weight_bytes / GIB, 1.12, 0.03);
-    assert_near(mem.activation_bytes / GIB, 5.56, 0.05);
-    assert_near(mem.kv_bytes / GIB, 64.45, 0.3);
+    assert_near(mem.weight_bytes / EMU_GIB, 1.12, 0.03);
+    assert_near(mem.activation_bytes / EMU_GIB, 5.56, 0.05);
+    assert_near(mem.kv_bytes / EMU_GIB, 64.45, 0.3);
     /* A100 PCIe, vLLM 0.19 (light profiling sampler): Qwen3-32B at 0.90 and 8192 tokens of
      * context logs 9.57 GiB / 39,200 tokens of KV; with fp8 KV 78,400 */
     setup(&c, "A100 80GB PCIe", "Qwen/Qwen3-32B");

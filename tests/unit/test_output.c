@@ -123,7 +123,8 @@ static void json_round_trip(void **state)
     assert_true(json_is_true(json_object_get(r1, "usage_reported")));
     json_t *r2 = json_array_get(records, 2);
     assert_string_equal(json_string_value(json_object_get(r2, "status")), "http_status");
-    assert_string_equal(json_string_value(json_object_get(r2, "error")), "bad \"request\",\nsecond line");
+    /* the server's line break is a space: no control character reaches a file or a terminal */
+    assert_string_equal(json_string_value(json_object_get(r2, "error")), "bad \"request\", second line");
     assert_true(json_is_null(json_object_get(r2, "first_token_ns")));
     assert_true(json_is_null(json_object_get(r2, "ttft_ms")));
     assert_true(json_is_true(json_object_get(json_array_get(records, 0), "warmup")));

@@ -93,10 +93,10 @@ static void ready_wrong_model_and_refused(void **state)
     st_buf_init(&body, 1 << 16);
     int status;
     char err[256];
-    assert_int_equal(st_http_get("127.0.0.1", port, "/v1/models", NULL, 2, &status, &body, err, sizeof err), 0);
+    assert_int_equal(st_probe_get("127.0.0.1", port, "/v1/models", NULL, 2, &status, &body, err, sizeof err), 0);
     assert_int_equal(status, 200);
     assert_non_null(strstr(body.data, "\"m1\""));
-    assert_int_equal(st_http_get("127.0.0.1", port, "/other", NULL, 2, &status, &body, err, sizeof err), 0);
+    assert_int_equal(st_probe_get("127.0.0.1", port, "/other", NULL, 2, &status, &body, err, sizeof err), 0);
     assert_int_equal(status, 404);
     st_buf_free(&body);
     stop(&s);

@@ -44,6 +44,17 @@ static int helper(int argc, char **argv)
         fflush(stdout);
         return 0;
     }
+    if (!strcmp(mode, "print-secret")) {
+        /* a secret cut in two writes, then the engine keeps running */
+        printf("starting with key sk-se");
+        fflush(stdout);
+        usleep(300000);
+        printf("cret-xyz and more\n");
+        fflush(stdout);
+        for (int i = 0; i < 600; i++)
+            sleep(1);
+        return 0;
+    }
     if (!strcmp(mode, "sleep")) {
         for (int i = 0; i < 600; i++)
             sleep(1);
@@ -79,7 +90,7 @@ static void start_capture_and_classify(void **state)
     assert_true(WIFEXITED(p.wstatus));
     assert_int_equal(WEXITSTATUS(p.wstatus), 3);
     char *tail;
-    assert_int_equal(st_log_tail(logpath, 4096, 10, &tail), 0);
+    assert_int_equal(st_proc_log_tail(logpath, 4096, 10, &tail), 0);
     assert_non_null(strstr(tail, "hello from stdout"));
     char want[512];
     snprintf(want, sizeof want, "var=%s-x", getenv("HOME"));
@@ -89,7 +100,7 @@ static void start_capture_and_classify(void **state)
     assert_non_null(strstr(detail, "CUDA out of memory"));
     free(tail);
     /* last 1 line only */
-    assert_int_equal(st_log_tail(logpath, 4096, 1, &tail), 0);
+    assert_int_equal(st_proc_log_tail(logpath, 4096, 1, &tail), 0);
     assert_null(strstr(tail, "hello"));
     assert_non_null(strstr(tail, "OutOfMemoryError"));
     free(tail);
@@ -132,7 +143,7 @@ static void stop_escalates_to_sigkill_and_reaps_grandchildren(void **state)
     assert_int_equal(kill(-p.pid, 0), -1);
     assert_int_equal(errno, ESRCH);
     char *tail;
-    assert_int_equal(st_log_tail(logpath, 4096, 5, &tail), 0);
+    assert_int_equal(st_proc_log_tail(logpath, 4096, 5, &tail), 0);
     int gc = 0;
     assert_int_equal(sscanf(tail, "grandchild %d", &gc), 1);
     assert_int_equal(kill(gc, 0), -1); /* gone, and reaped (no zombie) */
@@ -226,7 +237,7 @@ static void classify_table(void **state)
 static void ports(void **state)
 {
     (void)state;
-    int port = st_port_pick();
+    int port = st_proc_port_pick();
     assert_true(port > 0);
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     int one = 1;
@@ -236,25 +247,110 @@ static void ports(void **state)
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
     assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
     assert_int_equal(listen(fd, 4), 0);
-    assert_int_equal(st_port_free(port), 0);
+    assert_int_equal(st_proc_port_free(port), 0);
     close(fd);
-    assert_int_equal(st_port_free(port), 1);
+    assert_int_equal(st_proc_port_free(port), 1);
+
+    /* an earlier engine's connection left in TIME_WAIT on the port (the server closed first, as an
+     * engine that stops does) does not make it taken: engines bind with SO_REUSEADDR too */
+    port = st_proc_port_pick();
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    a.sin_port = htons((uint16_t)port);
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(fd, 4), 0);
+    int c = socket(AF_INET, SOCK_STREAM, 0);
+    assert_int_equal(connect(c, (struct sockaddr *)&a, sizeof a), 0);
+    int sv = accept(fd, NULL, NULL);
+    assert_true(sv >= 0);
+    close(sv); /* the server's side closes first: it is the one left in TIME_WAIT */
+    char b[4];
+    assert_int_equal(recv(c, b, sizeof b, 0), 0);
+    close(c);
+    close(fd);
+    assert_int_equal(st_proc_port_free(port), 1);
 }
 
 static void redact_and_expand(void **state)
 {
     (void)state;
+    st_secrets sec = { 0 };
+    assert_int_equal(st_secrets_add(&sec, "sk-secret"), 0);
+    assert_int_equal(st_secrets_add(&sec, "*"), -1); /* too short to tell from text */
     char t[] = "args: {'api_key': 'sk-secret'} and sk-secret again";
-    st_redact(t, "sk-secret");
+    st_secrets_redact(&sec, t);
     assert_string_equal(t, "args: {'api_key': '***'} and *** again");
-    char s2[] = "a*b";
-    st_redact(s2, "*"); /* must terminate */
-    assert_string_equal(s2, "a*b");
+    st_secrets_free(&sec);
     char out[64], err[128];
     setenv("ST_T_A", "xyz", 1);
-    assert_int_equal(st_env_expand("pre-${ST_T_A}-post", out, sizeof out, err, sizeof err), 0);
+    assert_int_equal(st_proc_env_expand("pre-${ST_T_A}-post", out, sizeof out, err, sizeof err), 0);
     assert_string_equal(out, "pre-xyz-post");
-    assert_int_equal(st_env_expand("${ST_T_A", out, sizeof out, err, sizeof err), -1);
+    assert_int_equal(st_proc_env_expand("${ST_T_A", out, sizeof out, err, sizeof err), -1);
+}
+
+/* With redact, the engine's output reaches the log with the secret already removed, while the
+ * engine runs (a secret cut across two writes included): nothing waits for the engine to stop. */
+static void log_is_redacted_as_written(void **state)
+{
+    (void)state;
+    snprintf(logpath, sizeof logpath, "/tmp/st_proc_test_r%d.log", (int)getpid());
+    unlink(logpath);
+    st_secrets sec = { 0 };
+    assert_int_equal(st_secrets_add(&sec, "sk-secret-xyz"), 0);
+    char *argv[] = { self, "--helper", "print-secret", NULL };
+    st_proc_opts o = { .argv = argv, .log_path = logpath, .redact = &sec };
+    st_proc p;
+    char err[256];
+    assert_int_equal(st_proc_start(&p, &o, err, sizeof err), 0);
+    st_secrets_free(&sec); /* copied */
+    st_ns dl = st_now() + st_s_to_ns(10);
+    char *tail = NULL;
+    int seen = 0;
+    while (!seen && st_now() < dl) {
+        free(tail);
+        tail = NULL;
+        if (st_proc_log_tail(logpath, 4096, 10, &tail) == 0) {
+            assert_null(strstr(tail, "sk-se")); /* not even the first half */
+            seen = strstr(tail, "starting with key *** and more") != NULL;
+        }
+        struct timespec ts = { 0, 20000000 };
+        nanosleep(&ts, NULL);
+    }
+    free(tail);
+    assert_true(seen);
+    assert_int_equal(st_proc_alive(&p), 1);
+    assert_int_equal(st_proc_stop(&p, 1), 0);
+    unlink(logpath);
+}
+
+/* The engine and its children carry the tag; st_proc_kill_tagged finds and stops them. */
+static void tagged_processes_are_found_and_stopped(void **state)
+{
+    (void)state;
+    char tag[64];
+    snprintf(tag, sizeof tag, "st-unit-%d", (int)getpid());
+    char *argv[] = { self, "--helper", "sleep", NULL };
+    st_proc_opts o = { .argv = argv, .tag = tag };
+    st_proc p;
+    char err[256];
+    assert_int_equal(st_proc_start(&p, &o, err, sizeof err), 0);
+    st_ns dl = st_now() + st_s_to_ns(5);
+    while (st_proc_count_tagged(tag) < 1 && st_now() < dl) {
+        struct timespec ts = { 0, 10000000 };
+        nanosleep(&ts, NULL);
+    }
+    assert_int_equal(st_proc_count_tagged(tag), 1);
+    assert_int_equal(st_proc_count_tagged("st-nobody"), 0);
+    assert_int_equal(st_proc_kill_tagged(tag, 2), 1);
+    assert_true(wait_exit(&p, 5));
+    assert_true(WIFSIGNALED(p.wstatus) && WTERMSIG(p.wstatus) == SIGTERM);
+    assert_int_equal(st_proc_count_tagged(tag), 0);
+    char d[64];
+    assert_int_equal(st_proc_dir_tag("/tmp", d, sizeof d), 0);
+    char d2[64];
+    assert_int_equal(st_proc_dir_tag("/tmp/../tmp/", d2, sizeof d2), 0);
+    assert_string_equal(d, d2); /* the folder's real path */
+    assert_int_equal(st_proc_dir_tag("/nonexistent/x", d2, sizeof d2), -1);
 }
 
 int main(int argc, char **argv)
@@ -272,6 +368,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(classify_table),
         cmocka_unit_test(ports),
         cmocka_unit_test(redact_and_expand),
+        cmocka_unit_test(log_is_redacted_as_written),
+        cmocka_unit_test(tagged_processes_are_found_and_stopped),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }

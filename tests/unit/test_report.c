@@ -210,6 +210,18 @@ static void files_written_and_escaped(void **state)
         json_string_value(json_object_get(json_object_get(json_array_get(cfgs, 2), "failure"), "class")), "oom");
     json_decref(root);
 
+    /* the pick's deploy snippets, sized at its replicas at peak */
+    snprintf(p, sizeof p, "%s/deploy.md", dir);
+    char *dep = slurp(p, &len);
+    assert_non_null(dep);
+    assert_non_null(strstr(dep, "# Deploying fp8-kv"));
+    assert_non_null(strstr(dep, "Sized for the stated peak: 6 replicas."));
+    assert_non_null(strstr(dep, "--kv-cache-dtype fp8 --host 0.0.0.0 --port 8000"));
+    snprintf(p, sizeof p, "%s/deploy-k8s.yaml", dir);
+    char *k8s = slurp(p, &len);
+    assert_non_null(k8s);
+    assert_non_null(strstr(k8s, "  replicas: 6\n"));
+
     snprintf(p, sizeof p, "%s/results.csv", dir);
     char *csv = slurp(p, &len);
     assert_non_null(strstr(csv, "rank,config,is_baseline"));

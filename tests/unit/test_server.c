@@ -2,6 +2,7 @@
 #include "harness.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -104,13 +105,17 @@ static void *loop_thread(void *arg)
     return NULL;
 }
 
-static srv *srv_start_idle(size_t max_out, double idle_s)
+static srv *srv_start_timeouts(size_t max_out, double idle_s, double header_s)
 {
     srv *s = calloc(1, sizeof *s);
     s->l = st_loop_new();
-    st_server_config cfg = {
-        .host = "127.0.0.1", .port = 0, .handler = handler, .arg = s, .max_out = max_out, .idle_timeout_s = idle_s
-    };
+    st_server_config cfg = { .host = "127.0.0.1",
+                             .port = 0,
+                             .handler = handler,
+                             .arg = s,
+                             .max_out = max_out,
+                             .idle_timeout_s = idle_s,
+                             .header_timeout_s = header_s };
     char err[256];
     s->server = st_server_new(s->l, &cfg, err, sizeof err);
     if (!s->server)
@@ -119,7 +124,9 @@ static srv *srv_start_idle(size_t max_out, double idle_s)
     return s;
 }
 
-static srv *srv_start(size_t max_out) { return srv_start_idle(max_out, 0); }
+static srv *srv_start_idle(size_t max_out, double idle_s) { return srv_start_timeouts(max_out, idle_s, 0); }
+
+static srv *srv_start(size_t max_out) { return srv_start_timeouts(max_out, 0, 0); }
 
 static void srv_stop(srv *s)
 {
@@ -386,12 +393,57 @@ static void idle_timeout_closes_connections(void **state)
     srv_stop(s);
 }
 
+/* Slowloris: a request trickled in a byte every 50 ms keeps restarting an idle timeout, but not
+ * the header timeout, which counts from the request's first byte. A request that arrives in time
+ * is answered. */
+static void header_timeout_cuts_a_trickled_request(void **state)
+{
+    (void)state;
+    srv *s = srv_start_timeouts(0, 0.2, 0.4);
+    int fd = client(st_server_port(s->server));
+    const char *req =
+        "GET /hello HTTP/1.1\r\nX-Pad: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
+    st_ns t0 = st_now();
+    int closed = 0;
+    for (size_t k = 0; req[k] && !closed; k++) {
+        if (send(fd, req + k, 1, MSG_NOSIGNAL) < 0)
+            closed = 1;
+        struct timespec ts = { 0, 50 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+        char b[16];
+        ssize_t n = recv(fd, b, sizeof b, MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK))
+            closed = 1;
+        assert_true(n <= 0); /* never answered */
+    }
+    double took = st_ns_to_s(st_now() - t0);
+    assert_true(closed);
+    assert_true(took >= 0.35 && took < 2);
+    close(fd);
+    /* a whole request within the timeout is served */
+    fd = client(st_server_port(s->server));
+    send_all(fd, "GET /hello HTTP/1.1\r\n\r\n");
+    st_buf carry;
+    st_buf_init(&carry, 1 << 20);
+    st_http_parser p;
+    read_response(fd, &p, &carry);
+    assert_int_equal(p.status, 200);
+    st_http_parser_free(&p);
+    st_buf_free(&carry);
+    close(fd);
+    srv_stop(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
-        cmocka_unit_test(respond_keepalive_and_pipelining), cmocka_unit_test(streaming_sse_two_in_a_row),
-        cmocka_unit_test(sse_send_multiline_framing),       cmocka_unit_test(disconnect_mid_stream_cancels),
-        cmocka_unit_test(bad_request_and_limits),           cmocka_unit_test(idle_timeout_closes_connections),
+        cmocka_unit_test(respond_keepalive_and_pipelining),
+        cmocka_unit_test(streaming_sse_two_in_a_row),
+        cmocka_unit_test(sse_send_multiline_framing),
+        cmocka_unit_test(disconnect_mid_stream_cancels),
+        cmocka_unit_test(bad_request_and_limits),
+        cmocka_unit_test(idle_timeout_closes_connections),
+        cmocka_unit_test(header_timeout_cuts_a_trickled_request),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }

@@ -265,6 +265,62 @@ static void open_fails_cleanly(void **state)
     assert_true(strlen(err) > 0);
 }
 
+/* With secrets set, every text the store writes has them removed: a request's error (a server
+ * that echoed the key), a failure detail and log tail, the command line, the engine facts, a run's
+ * why, a note, a meta value. */
+static void secrets_never_reach_the_database(void **state)
+{
+    (void)state;
+    const char *key = "sk-store-test-4f2a";
+    st_store *s;
+    char err[256];
+    assert_int_equal(st_store_open(dir, &s, err, sizeof err), 0);
+    st_secrets sec = { 0 };
+    assert_int_equal(st_secrets_add(&sec, key), 0);
+    st_store_set_secrets(s, &sec);
+    assert_int_equal(st_store_audit_begin(s, "spec.yaml", "x: 1", 4, "test", 0, err, sizeof err), 0);
+    st_config_row c = { .name = "baseline",
+                        .status = "failed",
+                        .startup_s = NAN,
+                        .failure_class = "crash",
+                        .failure_detail = "crash: bad key sk-store-test-4f2a",
+                        .log_tail = "args: --api-key sk-store-test-4f2a\n",
+                        .argv = "vllm serve m --api-key sk-store-test-4f2a",
+                        .facts = "{\"engine_version\":\"sk-store-test-4f2a\"}" };
+    assert_int_equal(st_store_config_put(s, &c), 0);
+    st_record rec;
+    st_record_init(&rec, 0);
+    const char *echo = "HTTP 401: invalid key Bearer sk-store-test-4f2a";
+    st_record_set_error(&rec, ST_REQ_HTTP_STATUS, echo, strlen(echo));
+    st_run_row r = { .config = "baseline",
+                     .rate = 1,
+                     .grid = 1,
+                     .verdict = "fail",
+                     .why = "key sk-store-test-4f2a refused",
+                     .planned = 1,
+                     .sent = 1,
+                     .failed = 1 };
+    memset(r.run_key, 'a', 64);
+    assert_int_equal(st_store_run_put(s, &r, &rec, 1, NULL, 0), 0);
+    st_record_free(&rec);
+    assert_int_equal(st_store_meta_put(s, "model_note", "with sk-store-test-4f2a"), 0);
+    assert_int_equal(st_store_audit_finish(s, 1, "stopped: sk-store-test-4f2a"), 0);
+    st_store_close(s);
+    st_secrets_free(&sec);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "grep -rqa -- '%s' '%s'", key, dir);
+    assert_int_not_equal(system(cmd), 0);
+    assert_int_equal(st_store_open(dir, &s, err, sizeof err), 0);
+    st_record *back;
+    uint32_t n;
+    assert_int_equal(st_store_records_get(s, r.id, &back, &n), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(back[0].error, "HTTP 401: invalid key Bearer ***");
+    st_record_free(&back[0]);
+    free(back);
+    st_store_close(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
@@ -273,6 +329,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(runs_records_samples_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(old_database_gets_timing_columns, setup, teardown),
         cmocka_unit_test(open_fails_cleanly),
+        cmocka_unit_test_setup_teardown(secrets_never_reach_the_database, setup, teardown),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }

@@ -1,0 +1,171 @@
+#include "audit/check.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "emu/flags.h"
+#include "load/trace.h"
+#include "load/workload.h"
+#include "net/url.h"
+
+/* The synthetic workload through the function the sweep builds it with (one request of the
+ * spec's lengths), or the trace read as the sweep reads it; the warm-up must fit too. */
+static int check_workload(const st_spec *s, uint32_t *n_run, char *err, size_t errlen)
+{
+    char e[512];
+    st_workload w;
+    *n_run = s->workload.requests_per_rate;
+    if (s->workload.kind == ST_WL_TRACE) {
+        /* every row read as the sweep reads them (a malformed one is an error now, not mid-audit) */
+        st_trace_counts c;
+        if (st_trace_read_file(s->workload.trace, NULL, NULL, NULL, &c, NULL, e, sizeof e)) {
+            snprintf(err, errlen, "%s: workload.trace: %s", s->path, e);
+            return -1;
+        }
+        if (!c.kept) {
+            char d[400];
+            st_trace_counts_describe(&c, d, sizeof d);
+            snprintf(err, errlen, "%s: workload.trace: %s holds no requests (%s)", s->path, s->workload.trace, d);
+            return -1;
+        }
+        uint64_t n = c.kept;
+        if (s->warmup_requests > n) {
+            snprintf(err, errlen,
+                     "%s: warmup_requests: %u is more than the trace's %llu requests (the warm-up replays the "
+                     "trace's first requests)",
+                     s->path, s->warmup_requests, (unsigned long long)n);
+            return -1;
+        }
+        if (n < *n_run)
+            *n_run = (uint32_t)n;
+        return 0;
+    }
+    st_synth_params p = { .input_len = s->workload.input_tokens,
+                          .output_len = s->workload.output_tokens,
+                          .range_ratio = s->workload.range_ratio,
+                          .prefix_len = s->workload.shared_prefix,
+                          .num_requests = 1,
+                          .seed = s->workload.seed };
+    if (st_workload_synthetic(&p, &w, e, sizeof e)) {
+        snprintf(err, errlen, "%s: workload: %s", s->path, e);
+        return -1;
+    }
+    st_workload_free(&w);
+    if (s->warmup_requests > ST_WORKLOAD_MAX_REQUESTS) {
+        snprintf(err, errlen, "%s: warmup_requests: at most %u", s->path, ST_WORKLOAD_MAX_REQUESTS);
+        return -1;
+    }
+    return 0;
+}
+
+/* "spec.yaml:LINE: configurations[NAME]: ", or "spec.yaml: engine.flags: " for the implicit
+ * baseline (no configurations list). */
+static void where(const st_spec *s, const st_spec_config *c, char *err, size_t errlen)
+{
+    if (c->line)
+        snprintf(err, errlen, "%s:%d: configurations[%s]: ", s->path, c->line, c->name);
+    else
+        snprintf(err, errlen, "%s: engine.flags: ", s->path);
+}
+
+/* The emulator's own parser on what the adapter would start ("serve MODEL FLAGS..."), with the
+ * GPU from --gpu or SERVETUNE_EMULATE_GPU (spec, configuration or servetune's environment). */
+static int check_emulator_flags(const st_spec *s, const st_spec_config *c, const st_launch *l, char *err, size_t errlen)
+{
+    int skip = s->engine.command.n ? s->engine.command.n : 3; /* [servetune emulate serve] */
+    int argc = 0;
+    char **argv = calloc((size_t)l->argv.n + 1, sizeof *argv);
+    if (!argv) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    argv[argc++] = "serve";
+    for (int i = skip; i < l->argv.n; i++)
+        argv[argc++] = l->argv.v[i];
+    st_emu_args A;
+    st_emu_args_defaults(&A);
+    st_opt opts[ST_EMU_ARGS_TABLE_MAX];
+    st_emu_args_table(&A, opts);
+    st_opts_result r;
+    char e[1024] = "";
+    int rc = st_emu_args_parse(&A, opts, argc, argv, &r, e, sizeof e);
+    if (rc == 0 && (!A.gpu || !*A.gpu)) {
+        for (int i = 0; i < c->env.n; i++)
+            if (!strcmp(c->env.key[i], "SERVETUNE_EMULATE_GPU"))
+                A.gpu = c->env.val[i];
+        for (int i = 0; (!A.gpu || !*A.gpu) && i < s->engine.env.n; i++)
+            if (!strcmp(s->engine.env.key[i], "SERVETUNE_EMULATE_GPU"))
+                A.gpu = s->engine.env.val[i];
+        if (!A.gpu || !*A.gpu)
+            A.gpu = getenv("SERVETUNE_EMULATE_GPU");
+        if (!A.gpu || !*A.gpu) {
+            snprintf(e, sizeof e,
+                     "the emulator needs --gpu NAME (H100, H200, A100, L40S, RTX4090, or a GPU file) in the flags; "
+                     "hardware.gpu only prices the audit");
+            rc = -1;
+        }
+    }
+    st_emu_config cfg;
+    if (rc == 0 && strstr(A.gpu, "${") == NULL)
+        rc = st_emu_args_config(&A, &cfg, e, sizeof e);
+    st_opts_result_free(&r);
+    free(argv);
+    if (rc) {
+        where(s, c, err, errlen);
+        size_t k = strlen(err);
+        snprintf(err + k, errlen - k, "the emulator refuses its flags: %s", e);
+        return -1;
+    }
+    return 0;
+}
+
+static int check_launches(const st_spec *s, char *err, size_t errlen)
+{
+    if (s->engine.kind == ST_ENGINE_ENDPOINT) {
+        st_url u;
+        char e[300];
+        if (st_url_parse(s->engine.url, &u, e, sizeof e)) {
+            snprintf(err, errlen, "%s: engine.url: %s", s->path, e);
+            return -1;
+        }
+    }
+    for (int i = 0; i < s->n_configs; i++) {
+        const st_spec_config *c = &s->configs[i];
+        st_launch l;
+        char e[600];
+        /* any port and program path: the launch is built, never started */
+        if (st_spec_launch(s, c, 8000, "servetune", &l, e, sizeof e)) {
+            where(s, c, err, errlen);
+            size_t k = strlen(err);
+            snprintf(err + k, errlen - k, "%s", e);
+            return -1;
+        }
+        int rc = s->engine.kind == ST_ENGINE_EMULATOR ? check_emulator_flags(s, c, &l, err, errlen) : 0;
+        st_launch_free(&l);
+        if (rc)
+            return -1;
+    }
+    return 0;
+}
+
+int st_spec_check(const st_spec *s, char *err, size_t errlen)
+{
+    uint32_t n_run;
+    if (check_workload(s, &n_run, err, errlen) || check_launches(s, err, errlen))
+        return -1;
+    st_secrets sec;
+    if (st_spec_secrets(s, &sec, err, errlen))
+        return -1;
+    st_secrets_free(&sec);
+    /* rates are increasing: the first is the slowest */
+    if (s->n_rates > 0 && isfinite(s->rates[0]) && n_run / s->rates[0] > ST_CHECK_MAX_RUN_S) {
+        snprintf(err, errlen,
+                 "%s: rates: at %g req/s a run of %u requests would last %.0f hours (at most %.0f): raise the rate "
+                 "or lower workload.requests_per_rate",
+                 s->path, s->rates[0], n_run, n_run / s->rates[0] / 3600, ST_CHECK_MAX_RUN_S / 3600);
+        return -1;
+    }
+    return 0;
+}

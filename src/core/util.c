@@ -1,0 +1,58 @@
+#include "core/util.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+int st_grow(void **arr, size_t *cap, size_t need, size_t elem, size_t first)
+{
+    if (need <= *cap)
+        return 0;
+    size_t c = *cap ? *cap : (first ? first : 16);
+    while (c < need) {
+        if (c > SIZE_MAX / 2)
+            return -1;
+        c *= 2;
+    }
+    if (elem && c > SIZE_MAX / elem)
+        return -1;
+    void *p = realloc(*arr, c * elem);
+    if (!p)
+        return -1;
+    *arr = p;
+    *cap = c;
+    return 0;
+}
+
+int st_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    int nx = isnan(x), ny = isnan(y);
+    if (nx || ny)
+        return nx - ny;
+    return (x > y) - (x < y);
+}
+
+void st_errf(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || !errlen)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+void st_text_sanitize(char *s, int keep_newlines)
+{
+    for (unsigned char *p = (unsigned char *)s; p && *p; p++) {
+        if (*p == '\n' && keep_newlines)
+            continue;
+        if (*p < 0x20 || *p == 0x7f)
+            *p = ' ';
+        else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) /* U+0080..U+009F: C1 (CSI is U+009B) */
+            p[0] = p[1] = ' ';
+    }
+}

@@ -1,0 +1,23 @@
+/* Three small helpers every layer needs once: growing an array by doubling, ordering doubles for
+ * qsort, and writing an error message into a caller's buffer. */
+#ifndef ST_CORE_UTIL_H
+#define ST_CORE_UTIL_H
+#include <stddef.h>
+
+/* Makes room for `need` elements of `elem` bytes in *arr (capacity *cap, counted in elements):
+ * doubles from `first` (16 when 0) until it fits. 0, or -1 when out of memory or the size would
+ * overflow (the array is left as it was). */
+int st_grow(void **arr, size_t *cap, size_t need, size_t elem, size_t first);
+
+/* qsort comparator of doubles, ascending; NaN sorts after every number (a total order). */
+int st_cmp_double(const void *a, const void *b);
+
+/* Makes text from elsewhere (a server's answer, an engine's log) safe for a terminal and a report:
+ * every C0 control character (escape included), DEL and UTF-8-encoded C1 control is replaced by a
+ * space, in place (newlines too unless keep_newlines). The length does not change. */
+void st_text_sanitize(char *s, int keep_newlines);
+
+/* vsnprintf into err (nothing when err is NULL or errlen 0). */
+void st_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+#endif
