@@ -126,17 +126,22 @@
  * host-device copies of inputs and sampled ids (~0.3-0.5 ms; reference doc §6 "~0.5 ms per
  * step overhead"). */
 #define EMU_STEP_GPU_S 0.0003
-/* Engine-core CPU per step (scheduler, input preparation, output processing): FITTED. */
+/* Engine-core CPU per step (scheduler, input preparation, output processing): FITTED. Two
+ * sources bound it independently of the fit: Qwen3-8B at concurrency 1 on an H100 (vLLM 0.11,
+ * no async scheduling) runs 7.22 ms per token against ~5.4 ms of GPU work, and Qwen3-0.6B on an
+ * H100 (0.19, async: the step is the CPU's) 2.0-2.4 ms: both ~1.8 ms. */
 #define EMU_STEP_CPU_S 0.00178
 /* Engine-core CPU per scheduled sequence per step (scheduler bookkeeping, block-table and
  * input rows, update_from_output, detokenisation offload): FITTED. At 256 running sequences
- * 12 us each is 3 ms per step, the CPU-bound regime small models reach. */
+ * 28 us each is 7 ms per step, the CPU-bound regime small models reach. */
 #define EMU_PER_SEQ_OVERHEAD_S 0.0000277
 /* Per-layer cost: kernel gaps under a captured CUDA graph; with eager execution (batches over
  * the largest captured size, or --enforce-eager) each of a layer's ~12 kernels is launched
  * from Python (PyTorch dispatch + cudaLaunchKernel, ~4-8 us each) and the GPU waits on the
- * launches of the short ones: about 60 us per layer. FITTED (eager) on the fit split's
- * --enforce-eager points (A100 PCIe, Qwen3-32B). */
+ * launches of the short ones: about 60 us per layer, more on a slow host CPU. FITTED on the
+ * fit split (its --enforce-eager points, A100 PCIe Qwen3-32B, and every prefill step over the
+ * graph sizes): ~230 us, near the bound, i.e. the eager path costs those points more than the
+ * kernel-launch arithmetic says. */
 #define EMU_LAYER_OVERHEAD_GRAPH_S 0.000004
 #define EMU_LAYER_OVERHEAD_EAGER_S 0.000231
 /* Tensor parallel: two all-reduces per layer, each a fixed latency plus a ring transfer. */
