@@ -151,6 +151,11 @@
 /* With async scheduling the CPU work of a step overlaps the GPU work of the previous one; what
  * remains serial is the hand-off (ids of the sampled tokens back to the scheduler): */
 #define EMU_ASYNC_SYNC_S 0.0001
+/* With async scheduling a busy engine core schedules step N+1 when step N starts
+ * (vllm/v1/engine/core.py, step_with_batch_queue), so a request arriving during step N joins
+ * step N+2. "Busy": the next step starts within this of the previous one's end (exactly at it
+ * in virtual time; the HTTP emulator's timers add a little wall-clock jitter). */
+#define EMU_ASYNC_BUSY_GAP_S 0.001
 
 /* ---- Front end (the API server process: HTTP, tokenisation, detokenisation, SSE) ------- */
 /* Fixed latency a request spends outside the engine core: HTTP parsing, chat template and

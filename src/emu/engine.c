@@ -7,6 +7,7 @@
 
 #include "core/util.h"
 #include "emu/blocks.h"
+#include "emu/consts.h"
 #include "emu/steptime.h"
 
 typedef struct emu_req {
@@ -418,7 +419,8 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
      * requests that had reached the engine core by then can join it; one arriving later waits
      * a step more than without async scheduling. An idle engine schedules at once. */
     st_ns cutoff = now;
-    if (st_emu_async_scheduling(&e->cfg) && e->last_end == now && e->last_start >= 0)
+    if (st_emu_async_scheduling(&e->cfg) && e->last_start >= 0 && now >= e->last_end &&
+        now - e->last_end <= (st_ns)(EMU_ASYNC_BUSY_GAP_S * 1e9))
         cutoff = e->last_start;
 
     /* 1. running requests (decodes and unfinished chunked prefills), in admission order */
