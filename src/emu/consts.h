@@ -1,7 +1,7 @@
 /* Every constant of the engine model, in one place, with its source. docs/engine-model.md
  * repeats this table; change both together. GPU and model figures live in catalog.c (per-GPU
  * efficiencies there too). Constants marked FITTED were fitted on the fit split of the
- * fidelity data set (bench/fidelity/measurements.json, `make fidelity-fit`, docs/fidelity.md)
+ * fidelity data set (bench/fidelity/measurements.json, `build/bench/fidelity --fit --split fit`, docs/fidelity.md)
  * and never on its test split; a calibration file (emu/calib.h) can override the ones held in
  * st_emu_tuning for one GPU/model. */
 #ifndef ST_EMU_CONSTS_H
