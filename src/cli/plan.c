@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "audit/check.h"
+#include "audit/cost.h"
 #include "audit/day.h"
 #include "audit/executor.h"
 #include "audit/plan.h"
@@ -22,6 +23,7 @@
 #include "core/file.h"
 #include "core/opts.h"
 #include "core/util.h"
+#include "report/deploy.h"
 #include "load/trace.h"
 #include "load/workload.h"
 #include "report/plan_report.h"
@@ -189,6 +191,58 @@ static void day_of(const st_plan_result *r, const st_plan_candidate *c, const st
     }
 }
 
+/* DIR/deploy.md and DIR/deploy-k8s.yaml for the plan's pick (report/deploy.h), from the audit spec
+ * that would measure it, sized at its replicas at the stated peak. */
+static int write_deploy(const st_plan_result *r, const char *text, size_t len, const char *dir, char *err,
+                        size_t errlen)
+{
+    if (r->best < 0)
+        return 0;
+    const st_plan_candidate *w = &r->c[r->best];
+    const st_plan_candidate *one[] = { w };
+    st_buf b;
+    st_buf_init(&b, PLAN_OUT_MAX);
+    st_spec s;
+    int have = 0, rc = -1;
+    if (st_plan_spec_write(r->spec_path, text, len, one, 1, NULL, &b, err, errlen) ||
+        st_spec_parse(r->spec_path, b.data, b.len, &s, err, errlen))
+        goto out;
+    have = 1;
+    st_cost_in in = { .capacity_rps = w->capacity_rps,
+                      .output_tps = w->output_tps,
+                      .price_per_gpu_hour = w->price_per_gpu_hour,
+                      .gpus_per_replica = w->tp,
+                      .peak_rps = r->spec->peak_rate };
+    st_cost k;
+    (void)st_cost_compute(&in, &k);
+    st_deploy_opts o = { .replicas = k.replicas };
+    char path[4200];
+    st_buf_reset(&b);
+    st_buf_printf(&b,
+                  "# Deploying the plan's pick\n\n%s x%d, as `servetune plan` predicted it (measure it with the audit "
+                  "spec first). Sized for the stated peak: %ld replica%s.\n\n",
+                  w->gpu, w->tp, k.replicas, k.replicas == 1 ? "" : "s");
+    if (st_deploy_markdown(&s, &s.configs[0], &o, &b))
+        goto out;
+    snprintf(path, sizeof path, "%s/deploy.md", dir);
+    if (st_write_file_atomic(path, b.data, b.len, err, errlen))
+        goto out;
+    st_buf_reset(&b);
+    if (st_deploy_k8s(&s, &s.configs[0], &o, &b))
+        goto out;
+    snprintf(path, sizeof path, "%s/deploy-k8s.yaml", dir);
+    if (st_write_file_atomic(path, b.data, b.len, err, errlen))
+        goto out;
+    rc = 0;
+out:
+    if (rc && !err[0])
+        snprintf(err, errlen, "deploy snippets: too large");
+    if (have)
+        st_spec_free(&s);
+    st_buf_free(&b);
+    return rc;
+}
+
 static int write_outputs(const st_plan_result *r, const char *dir, char *err, size_t errlen)
 {
     char path[4200];
@@ -337,7 +391,7 @@ int cmd_plan(int argc, char **argv)
         rc = ST_EXIT_FAIL;
         goto out;
     }
-    if (write_outputs(&r, out_dir, err, sizeof err)) {
+    if (write_outputs(&r, out_dir, err, sizeof err) || write_deploy(&r, text, text_len, out_dir, err, sizeof err)) {
         fprintf(stderr, "servetune plan: %s\n", err);
         rc = ST_EXIT_FAIL;
         goto out;

@@ -285,10 +285,16 @@ int st_plan_report_markdown(const st_plan_result *r, st_buf *b)
         for (int i = 0; i < 16 && r->written[i]; i++)
             st_buf_printf(b, "    servetune audit %s -o audit-%d\n", r->written[i], i + 1);
         st_buf_puts(b, "\n");
-    } else {
+    }
+    if (r->best >= 0) {
+        st_buf_puts(b,
+                    "deploy.md and deploy-k8s.yaml in the output folder hold the pick as commands to run (vllm serve, "
+                    "docker run, a Kubernetes Deployment and Service, RunPod's variables); use them once the audit "
+                    "confirms it.\n\n");
+    }
+    if (!r->written[0])
         st_buf_puts(b, "`servetune plan SPEC --write-spec FILE` writes the top candidates as an audit spec to measure "
                        "them on the hardware.\n\n");
-    }
     st_buf_printf(
         b,
         "## Method and limits\n\n"

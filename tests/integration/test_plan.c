@@ -63,6 +63,13 @@ static void example_plan_and_its_spec(void **state)
                     json_real_value(json_object_get(base, "usd_per_1m_output_tokens")) + 1e-12);
     assert_true(json_is_object(json_object_get(json_object_get(j, "traffic_day"), "best")));
     json_decref(j);
+    /* the pick as something to run */
+    char dep[700];
+    snprintf(dep, sizeof dep, "%s/deploy.md", out);
+    assert_true(file_has(dep, "# Deploying the plan's pick"));
+    assert_true(file_has(dep, "vllm serve"));
+    snprintf(dep, sizeof dep, "%s/deploy-k8s.yaml", out);
+    assert_true(file_has(dep, "kind: Deployment"));
     /* the written spec is one an audit accepts */
     const char *check[] = { "audit", "--check", spec, NULL };
     assert_int_equal(run_servetune(check, 60), 0);
