@@ -1,13 +1,15 @@
 /* The engine model against published real-hardware vLLM measurements (docs/fidelity.md).
  *
- *   build/bench/fidelity [--data FILE] [--points] [--fit [--sweeps N]]
+ *   build/bench/fidelity [--data FILE] [--summary] [--split fit|test] [--detail] [--fit [--sweeps N]]
  *
  * Runs every point of bench/fidelity/measurements.json through the engine model with the
  * point's exact setup and load, prints the predicted/published ratios for throughput, TTFT
  * p50 and tail (p95, else p99) and TPOT, then the median and worst absolute errors separately
  * for the fit split and the test split. --fit fits the model's free constants on the fit
  * split only (coordinate descent, emu/fit.h) and prints them as they go into consts.h and the
- * GPU catalog; the test split is never looked at while fitting. Exit status 0; 2 on bad input. */
+ * GPU catalog; the test split is never looked at while fitting. --split prints one split only
+ * (work on the model looks at the fit split's residuals only); --detail adds each point's
+ * predicted and published figures. Exit status 0; 2 on bad input. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,8 +32,9 @@ typedef struct point_run {
     double loss;
 } point_run;
 
-static void run_point(const st_fid_point *p, point_run *pr)
+static void run_point(const st_fid_point *pts, uint32_t n, uint32_t i, point_run *pr)
 {
+    const st_fid_point *p = &pts[i];
     char err[512] = "";
     if (!pr->cfg_ok) {
         memset(&pr->r, 0, sizeof pr->r);
@@ -40,7 +43,7 @@ static void run_point(const st_fid_point *p, point_run *pr)
         pr->loss = ST_FID_REFUSED_LOSS;
         return;
     }
-    if (st_fid_predict(p, &pr->cfg, &pr->f, err, sizeof err) < 0) {
+    if (st_fid_predict_in(pts, n, i, &pr->cfg, &pr->f, err, sizeof err) < 0) {
         snprintf(pr->err, sizeof pr->err, "%s", err);
         pr->f.refused = 1;
     } else if (pr->f.refused) {
@@ -60,11 +63,39 @@ static void fmt_ratio(char *out, size_t len, double r)
         snprintf(out, len, "%6s", "-");
 }
 
-static void print_points(const st_fid_point *pts, const point_run *pr, uint32_t n)
+static void fmt_pair(char *out, size_t len, double pred, double pub)
+{
+    if (isfinite(pub))
+        snprintf(out, len, "%.4g/%.4g", pred, pub);
+    else
+        snprintf(out, len, "-");
+}
+
+/* --detail: the predicted and published figures themselves (pred/pub). */
+static void print_detail(const st_fid_point *p, const point_run *pr)
+{
+    const st_fid_figures *f = &pr->f;
+    char a[48], b[48], c[48], d[48], e[48], g[48], h[48];
+    fmt_pair(a, sizeof a, f->out_tok_s, p->out_tok_s);
+    fmt_pair(b, sizeof b, f->req_s, p->req_s);
+    fmt_pair(c, sizeof c, f->ttft_ms.p50, p->ttft_ms.p50);
+    fmt_pair(d, sizeof d, f->ttft_ms.p95, p->ttft_ms.p95);
+    fmt_pair(e, sizeof e, f->ttft_ms.p99, p->ttft_ms.p99);
+    fmt_pair(g, sizeof g, f->tpot_ms.p50, p->tpot_ms.p50);
+    fmt_pair(h, sizeof h, f->tpot_ms.p99, p->tpot_ms.p99);
+    printf("      out_tok_s %s  req_s %s  ttft p50 %s p95 %s p99 %s  tpot p50 %s p99 %s", a, b, c, d, e, g, h);
+    fmt_pair(a, sizeof a, f->ttft_ms.mean, p->ttft_ms.mean);
+    fmt_pair(b, sizeof b, f->tpot_ms.mean, p->tpot_ms.mean);
+    printf("  ttft mean %s  tpot mean %s  preempt %u\n", a, b, f->preemptions);
+}
+
+static void print_points(const st_fid_point *pts, const point_run *pr, uint32_t n, int only_split, int detail)
 {
     printf("%-3s %-54s %-4s %8s %8s %8s %8s  %s\n", "#", "point", "split", "thrpt", "ttft50", "ttft_t", "tpot",
            "(predicted/published; published figure used)");
     for (uint32_t i = 0; i < n; i++) {
+        if (only_split >= 0 && pts[i].split != (st_fid_split)only_split)
+            continue;
         char a[16], b[16], c[16], d[16];
         fmt_ratio(a, sizeof a, pr[i].r.r[ST_FID_M_THROUGHPUT]);
         fmt_ratio(b, sizeof b, pr[i].r.r[ST_FID_M_TTFT_P50]);
@@ -74,10 +105,12 @@ static void print_points(const st_fid_point *pts, const point_run *pr, uint32_t 
                pts[i].split == ST_FID_TEST ? "test" : "fit", a, b, c, d, pr[i].r.which[0] ? pr[i].r.which[0] : "-",
                pr[i].r.which[1] ? pr[i].r.which[1] : "-", pr[i].r.which[2] ? pr[i].r.which[2] : "-",
                pr[i].r.which[3] ? pr[i].r.which[3] : "-", pr[i].err[0] ? "  " : "", pr[i].err);
+        if (detail)
+            print_detail(&pts[i], &pr[i]);
     }
 }
 
-static void print_summary(const st_fid_point *pts, const point_run *pr, uint32_t n)
+static void print_summary(const st_fid_point *pts, const point_run *pr, uint32_t n, int only_split)
 {
     st_fid_ratios *rs = calloc(n ? n : 1, sizeof *rs);
     if (!rs)
@@ -86,6 +119,8 @@ static void print_summary(const st_fid_point *pts, const point_run *pr, uint32_t
         rs[i] = pr[i].r;
     static const char *target[ST_FID_M_COUNT] = { "<= 10 %", "-", "<= 15 %", "<= 10 %" };
     for (int split = 0; split < 2; split++) {
+        if (only_split >= 0 && split != only_split)
+            continue;
         printf("\n%s split:\n", split ? "TEST" : "FIT");
         printf("  %-11s %4s %12s %12s  %-10s %s\n", "metric", "n", "median |err|", "worst |err|", "target",
                "worst point");
@@ -117,7 +152,7 @@ static void print_summary(const st_fid_point *pts, const point_run *pr, uint32_t
 
 /* ---- fitting ----------------------------------------------------------------------------- */
 
-typedef enum { SCOPE_ALL, SCOPE_GPU, SCOPE_FP8, SCOPE_MARLIN, SCOPE_EAGER, SCOPE_MOE } scope;
+typedef enum { SCOPE_ALL, SCOPE_GPU, SCOPE_FP8, SCOPE_MARLIN, SCOPE_INT4, SCOPE_EAGER, SCOPE_MOE } scope;
 
 typedef struct fparam {
     st_fit_param p;
@@ -144,6 +179,7 @@ static int affects(const fparam *f, const point_run *pr)
     case SCOPE_MARLIN:
         return pr->cfg.weight_dtype == ST_EMU_INT4_AWQ || pr->cfg.weight_dtype == ST_EMU_INT4_GPTQ ||
                (pr->cfg.weight_dtype == ST_EMU_FP8 && pr->cfg.gpu.fp8_flops <= 0);
+    case SCOPE_INT4: return pr->cfg.weight_dtype == ST_EMU_INT4_AWQ || pr->cfg.weight_dtype == ST_EMU_INT4_GPTQ;
     case SCOPE_EAGER: return 1; /* prefill steps beyond the graph sizes run eagerly everywhere */
     case SCOPE_MOE: return pr->cfg.model.experts > 0;
     }
@@ -166,7 +202,7 @@ static double objective(void *arg, const double *x, int moved)
             continue;
         if (moved < 0 || affects(&C->fp[moved], &C->pr[i])) {
             apply(C->fp, x, C->k, &C->pr[i]);
-            run_point(&C->pts[i], &C->pr[i]);
+            run_point(C->pts, C->n, i, &C->pr[i]);
         }
         total += C->pr[i].loss;
     }
@@ -213,6 +249,7 @@ static int do_fit(const st_fid_point *pts, point_run *pr, uint32_t n, int sweeps
     ADD("fp8_bw_rel", fp8_bw_rel, 0.6, 1.0, 0, SCOPE_FP8, "");
     ADD("marlin_bw_rel", marlin_bw_rel, 0.6, 1.0, 0, SCOPE_MARLIN, "");
     ADD("moe_gemm_rel", moe_gemm_rel, 0.2, 1.0, 0, SCOPE_MOE, "");
+    ADD("int4_gemm_rel", int4_gemm_rel, 0.45, 1.0, 0, SCOPE_INT4, "");
     /* per-GPU efficiencies for the GPUs with at least FIT_MIN_GPU_POINTS fit points (fewer
      * would tune a GPU to one figure): GEMMs reach 0.5-0.9 of the dense peak in published
      * cuBLAS measurements, weight streaming 0.65-0.92 of the bandwidth */
@@ -253,7 +290,7 @@ static int do_fit(const st_fid_point *pts, point_run *pr, uint32_t n, int sweeps
     for (uint32_t i = 0; i < n; i++)
         if (pr[i].cfg_ok) {
             apply(fp, x, k, &pr[i]);
-            run_point(&pts[i], &pr[i]);
+            run_point(pts, n, i, &pr[i]);
         }
     printf("fit on the fit split: loss %.4f -> %.4f, %d evaluations, %d sweeps, %.0f s\n", res.loss0, res.loss,
            res.evaluations, res.sweeps, (st_now() - t0w) / 1e9);
@@ -265,7 +302,7 @@ static int do_fit(const st_fid_point *pts, point_run *pr, uint32_t n, int sweeps
 int main(int argc, char **argv)
 {
     const char *data = DEFAULT_DATA;
-    int fit = 0, sweeps = 3, points = 1;
+    int fit = 0, sweeps = 3, points = 1, only_split = -1, detail = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--data") && i + 1 < argc)
             data = argv[++i];
@@ -275,8 +312,14 @@ int main(int argc, char **argv)
             sweeps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--summary"))
             points = 0;
+        else if (!strcmp(argv[i], "--detail"))
+            detail = 1;
+        else if (!strcmp(argv[i], "--split") && i + 1 < argc &&
+                 (!strcmp(argv[i + 1], "fit") || !strcmp(argv[i + 1], "test")))
+            only_split = !strcmp(argv[++i], "test") ? ST_FID_TEST : ST_FID_FIT;
         else {
-            fprintf(stderr, "usage: %s [--data FILE] [--summary] [--fit [--sweeps N]]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--data FILE] [--summary] [--split fit|test] [--detail] [--fit [--sweeps N]]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -301,15 +344,15 @@ int main(int argc, char **argv)
     st_ns t0 = st_now();
     for (uint32_t i = 0; i < n; i++) {
         pr[i].cfg_ok = st_fid_config(&pts[i], &pr[i].cfg, pr[i].err, sizeof pr[i].err) == 0;
-        run_point(&pts[i], &pr[i]);
+        run_point(pts, n, i, &pr[i]);
     }
     double wall = (st_now() - t0) / 1e9;
     if (fit && do_fit(pts, pr, n, sweeps) < 0)
         rc = 2;
     printf("engine model vs %u published vLLM measurements (%s)\n", n, data);
     if (points)
-        print_points(pts, pr, n);
-    print_summary(pts, pr, n);
+        print_points(pts, pr, n, only_split, detail);
+    print_summary(pts, pr, n, only_split);
     printf("\n(all %u points simulated in %.2f s wall)\n", n, wall);
     free(pr);
     free(pts);

@@ -448,6 +448,8 @@ static int relevant(const st_calib_knob *k, const st_emu_config *c)
     if (!strcmp(k->name, "marlin_bw_rel"))
         return c->weight_dtype == ST_EMU_INT4_AWQ || c->weight_dtype == ST_EMU_INT4_GPTQ ||
                (c->weight_dtype == ST_EMU_FP8 && c->gpu.fp8_flops <= 0);
+    if (!strcmp(k->name, "int4_gemm_rel"))
+        return c->weight_dtype == ST_EMU_INT4_AWQ || c->weight_dtype == ST_EMU_INT4_GPTQ;
     if (!strcmp(k->name, "moe_gemm_rel"))
         return c->model.experts > 0;
     if (!strcmp(k->name, "step_gpu_s") || !strcmp(k->name, "layer_graph_s"))

@@ -66,6 +66,15 @@ void st_spec_free(st_spec *s)
     free(s->cluster.kubernetes.ns);
     free(s->cluster.kubernetes.volume_claim);
     free(s->cluster.kubernetes.gpu_resource);
+    st_strv_free(&s->plan.gpus);
+    for (int i = 0; i < s->plan.n_weights; i++) {
+        free(s->plan.weights[i]);
+        free(s->plan.checkpoints[i]);
+    }
+    st_strv_free(&s->plan.kv_dtypes);
+    free(s->plan.prices);
+    free(s->plan.provider);
+    free(s->traffic.serverless_provider);
     memset(s, 0, sizeof *s);
 }
 
@@ -698,7 +707,7 @@ const char *st_search_mode_name(st_search_mode m)
     return "?";
 }
 
-static int get_duration(pctx *p, yaml_node_t *v, const char *what, double *out)
+static int get_positive_duration(pctx *p, yaml_node_t *v, const char *what, double *out)
 {
     const char *t = scalar(v);
     double d;
@@ -752,9 +761,10 @@ static int parse_search(pctx *p, yaml_node_t *n, st_spec *s)
         if (s->search.confidence < 0.5 || s->search.confidence > 0.999)
             return failf(p, v, "search.confidence: between 0.5 and 0.999, e.g. 0.95");
     }
-    if ((v = kv(k, nk, "max_duration")) && get_duration(p, v, "search.max_duration", &s->search.max_duration_s))
+    if ((v = kv(k, nk, "max_duration")) &&
+        get_positive_duration(p, v, "search.max_duration", &s->search.max_duration_s))
         return -1;
-    if ((v = kv(k, nk, "min_window")) && get_duration(p, v, "search.min_window", &s->search.min_window_s))
+    if ((v = kv(k, nk, "min_window")) && get_positive_duration(p, v, "search.min_window", &s->search.min_window_s))
         return -1;
     if ((v = kv(k, nk, "min_window_requests"))) {
         if (get_u32(p, v, "search.min_window_requests", &s->search.min_window_requests, 20))
@@ -972,11 +982,182 @@ static void set_defaults(st_spec *s)
     s->warmup_requests = 10;
 }
 
+/* A list of whole numbers (at most ST_PLAN_LIST_MAX, each in [lo, hi]). */
+static int get_longs(pctx *p, yaml_node_t *n, const char *what, long *out, int *count, long lo, long hi)
+{
+    if (!n || n->type != YAML_SEQUENCE_NODE)
+        return failf(p, n, "%s: expected a list of whole numbers", what);
+    *count = 0;
+    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
+        yaml_node_t *e = node(p, *it);
+        const char *t = scalar(e);
+        long l;
+        if (!t || st_parse_long(t, &l) || l < lo || l > hi)
+            return failf(p, e, "%s: expected whole numbers from %ld to %ld, got '%s'", what, lo, hi,
+                         t ? t : "(not a scalar)");
+        if (*count == ST_PLAN_LIST_MAX)
+            return failf(p, e, "%s: at most %d values", what, ST_PLAN_LIST_MAX);
+        out[(*count)++] = l;
+    }
+    if (!*count)
+        return failf(p, n, "%s: an empty list (leave the key out for the default)", what);
+    return 0;
+}
+
+static int get_duration(pctx *p, yaml_node_t *n, const char *what, double *out)
+{
+    const char *t = scalar(n);
+    double d;
+    if (!t || st_parse_duration_s(t, &d) || !(d >= 0) || !isfinite(d))
+        return failf(p, n, "%s: expected a duration such as 600, 30s, 500ms or 10m", what);
+    *out = d;
+    return 0;
+}
+
+static const char *const weight_formats[] = { "bf16", "fp16", "fp8", "int8", "awq", "gptq", NULL };
+
+static int parse_plan(pctx *p, yaml_node_t *n, st_spec *s)
+{
+    keydef k[] = { { "gpus", 0, 0 },          { "gpus_per_replica", 0, 0 },
+                   { "checkpoints", 0, 0 },   { "kv_cache_dtype", 0, 0 },
+                   { "max_num_seqs", 0, 0 },  { "max_num_batched_tokens", 0, 0 },
+                   { "max_model_len", 0, 0 }, { "prices", 0, 0 },
+                   { "provider", 0, 0 },      { "top", 0, 0 } };
+    int nk = (int)(sizeof k / sizeof *k);
+    if (read_map(p, n, "plan", k, nk))
+        return -1;
+    s->plan.set = 1;
+    s->plan.top = 3;
+    yaml_node_t *v;
+    if ((v = kv(k, nk, "gpus")) && get_strlist(p, v, "plan.gpus", &s->plan.gpus))
+        return -1;
+    long tps[ST_PLAN_LIST_MAX];
+    if ((v = kv(k, nk, "gpus_per_replica"))) {
+        if (get_longs(p, v, "plan.gpus_per_replica", tps, &s->plan.n_tp, 1, 64))
+            return -1;
+        for (int i = 0; i < s->plan.n_tp; i++)
+            s->plan.tp[i] = (int)tps[i];
+    }
+    if ((v = kv(k, nk, "checkpoints"))) {
+        if (v->type != YAML_MAPPING_NODE || v->data.mapping.pairs.top == v->data.mapping.pairs.start)
+            return failf(p, v,
+                         "plan.checkpoints: a mapping of weight format to checkpoint, e.g. {bf16: Qwen/Qwen3-8B, "
+                         "fp8: Qwen/Qwen3-8B-FP8}");
+        for (yaml_node_pair_t *pr = v->data.mapping.pairs.start; pr < v->data.mapping.pairs.top; pr++) {
+            yaml_node_t *key = node(p, pr->key), *val = node(p, pr->value);
+            const char *w = scalar(key);
+            int known = 0;
+            for (int i = 0; w && weight_formats[i]; i++)
+                known |= !strcmp(w, weight_formats[i]);
+            if (!known)
+                return failf(p, key, "plan.checkpoints: '%s' is not a weight format (bf16, fp16, fp8, int8, awq, gptq)",
+                             w ? w : "(not a scalar)");
+            if (s->plan.n_weights == ST_PLAN_LIST_MAX)
+                return failf(p, key, "plan.checkpoints: at most %d", ST_PLAN_LIST_MAX);
+            for (int i = 0; i < s->plan.n_weights; i++)
+                if (!strcmp(s->plan.weights[i], w))
+                    return failf(p, key, "plan.checkpoints: %s is given twice", w);
+            int i = s->plan.n_weights++;
+            s->plan.weights[i] = strdup(w);
+            if (!s->plan.weights[i] || get_str(p, val, "plan.checkpoints", &s->plan.checkpoints[i]))
+                return s->plan.weights[i] ? -1 : failf(p, key, "out of memory");
+        }
+    }
+    if ((v = kv(k, nk, "kv_cache_dtype"))) {
+        if (get_strlist(p, v, "plan.kv_cache_dtype", &s->plan.kv_dtypes))
+            return -1;
+        for (int i = 0; i < s->plan.kv_dtypes.n; i++) {
+            const char *d = s->plan.kv_dtypes.v[i];
+            if (strcmp(d, "auto") && strcmp(d, "fp8") && strcmp(d, "fp8_e4m3") && strcmp(d, "fp8_e5m2") &&
+                strcmp(d, "bfloat16"))
+                return failf(p, v, "plan.kv_cache_dtype: '%s' is not one of auto, bfloat16, fp8, fp8_e4m3, fp8_e5m2",
+                             d);
+        }
+    }
+    if ((v = kv(k, nk, "max_num_seqs")) &&
+        get_longs(p, v, "plan.max_num_seqs", s->plan.max_num_seqs, &s->plan.n_seqs, 1, 100000))
+        return -1;
+    if ((v = kv(k, nk, "max_num_batched_tokens")) &&
+        get_longs(p, v, "plan.max_num_batched_tokens", s->plan.max_batched, &s->plan.n_batched, 16, 10000000))
+        return -1;
+    if ((v = kv(k, nk, "max_model_len"))) {
+        const char *t = scalar(v);
+        if (!t || strcmp(t, "auto")) {
+            uint32_t m;
+            if (get_u32(p, v, "plan.max_model_len", &m, 16))
+                return -1;
+            s->plan.max_model_len = m;
+        }
+    }
+    if ((v = kv(k, nk, "prices")) && get_str(p, v, "plan.prices", &s->plan.prices))
+        return -1;
+    if ((v = kv(k, nk, "provider")) && get_str(p, v, "plan.provider", &s->plan.provider))
+        return -1;
+    if ((v = kv(k, nk, "top")) && get_count(p, v, "plan.top", &s->plan.top, 1, 64))
+        return -1;
+    return 0;
+}
+
+static int parse_traffic(pctx *p, yaml_node_t *n, st_spec *s)
+{
+    keydef k[] = {
+        { "hourly_rps", 0, 0 }, { "scale_up_delay", 0, 0 }, { "min_replicas", 0, 0 }, { "serverless", 0, 0 }
+    };
+    int nk = (int)(sizeof k / sizeof *k);
+    if (read_map(p, n, "traffic", k, nk))
+        return -1;
+    s->traffic.set = 1;
+    s->traffic.scale_up_delay_s = 600;
+    s->traffic.idle_timeout_s = 5;
+    s->traffic.cold_start_s = 60;
+    yaml_node_t *v = kv(k, nk, "hourly_rps");
+    if (!v)
+        return failf(p, n, "traffic.hourly_rps: required (24 request rates, hour 0 to 23)");
+    if (v->type != YAML_SEQUENCE_NODE || v->data.sequence.items.top - v->data.sequence.items.start != 24)
+        return failf(p, v,
+                     "traffic.hourly_rps: a list of exactly 24 request rates (req/s), hour 0 to 23; write 0 "
+                     "for an hour without traffic");
+    int h = 0;
+    for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++, h++) {
+        char what[40];
+        snprintf(what, sizeof what, "traffic.hourly_rps[%d]", h);
+        if (get_double(p, node(p, *it), what, &s->traffic.hourly_rps[h], 0, 0))
+            return -1;
+    }
+    if ((v = kv(k, nk, "scale_up_delay")) && get_duration(p, v, "traffic.scale_up_delay", &s->traffic.scale_up_delay_s))
+        return -1;
+    if ((v = kv(k, nk, "min_replicas")) && get_count(p, v, "traffic.min_replicas", &s->traffic.min_replicas, 0, 100000))
+        return -1;
+    if ((v = kv(k, nk, "serverless"))) {
+        keydef sk[] = {
+            { "idle_timeout", 0, 0 }, { "cold_start", 0, 0 }, { "provider", 0, 0 }, { "price_per_gpu_second", 0, 0 }
+        };
+        int nsk = (int)(sizeof sk / sizeof *sk);
+        if (read_map(p, v, "traffic.serverless", sk, nsk))
+            return -1;
+        yaml_node_t *w;
+        if ((w = kv(sk, nsk, "idle_timeout")) &&
+            get_duration(p, w, "traffic.serverless.idle_timeout", &s->traffic.idle_timeout_s))
+            return -1;
+        if ((w = kv(sk, nsk, "cold_start")) &&
+            get_duration(p, w, "traffic.serverless.cold_start", &s->traffic.cold_start_s))
+            return -1;
+        if ((w = kv(sk, nsk, "provider")) &&
+            get_str(p, w, "traffic.serverless.provider", &s->traffic.serverless_provider))
+            return -1;
+        if ((w = kv(sk, nsk, "price_per_gpu_second")) &&
+            get_double(p, w, "traffic.serverless.price_per_gpu_second", &s->traffic.serverless_price_per_gpu_s, 0, 1))
+            return -1;
+    }
+    return 0;
+}
+
 static int parse_root(pctx *p, yaml_node_t *root, st_spec *s)
 {
-    keydef k[] = { { "engine", 0, 0 }, { "hardware", 0, 0 },        { "peak_rate", 0, 0 }, { "workload", 0, 0 },
-                   { "rates", 0, 0 },  { "warmup_requests", 0, 0 }, { "slo", 0, 0 },       { "configurations", 0, 0 },
-                   { "search", 0, 0 }, { "timeouts", 0, 0 },        { "cluster", 0, 0 },   { "concurrency", 0, 0 } };
+    keydef k[] = { { "engine", 0, 0 },  { "hardware", 0, 0 },        { "peak_rate", 0, 0 }, { "workload", 0, 0 },
+                   { "rates", 0, 0 },   { "warmup_requests", 0, 0 }, { "slo", 0, 0 },       { "configurations", 0, 0 },
+                   { "search", 0, 0 },  { "timeouts", 0, 0 },        { "cluster", 0, 0 },   { "plan", 0, 0 },
+                   { "traffic", 0, 0 }, { "concurrency", 0, 0 } };
     int nk = (int)(sizeof k / sizeof *k);
     if (!root)
         return failf(p, NULL, "the spec is empty");
@@ -1036,6 +1217,10 @@ static int parse_root(pctx *p, yaml_node_t *root, st_spec *s)
         return -1;
     if ((v = kv(k, nk, "cluster")) && parse_cluster(p, v, s))
         return -1;
+    if ((v = kv(k, nk, "plan")) && parse_plan(p, v, s))
+        return -1;
+    if ((v = kv(k, nk, "traffic")) && parse_traffic(p, v, s))
+        return -1;
     if (s->closed_loop && s->search.mode != ST_SEARCH_SUSTAINED)
         return failf(p, kv(k, nk, "search"),
                      "search.mode: concurrency levels are measured as sustained closed-loop runs; the burst modes "
@@ -1080,6 +1265,24 @@ static int prescan(const char *name, const char *text, size_t len, char *err, si
     }
     yaml_parser_delete(&ps);
     return rc;
+}
+
+/* A relative path in a spec named NAME is relative to NAME's folder. */
+static void resolve_beside(const char *name, char **path)
+{
+    if (!*path || (*path)[0] == '/')
+        return;
+    const char *slash = strrchr(name, '/');
+    if (!slash)
+        return;
+    size_t dl = (size_t)(slash - name) + 1, tl = strlen(*path);
+    char *full = malloc(dl + tl + 1);
+    if (!full)
+        return;
+    memcpy(full, name, dl);
+    memcpy(full + dl, *path, tl + 1);
+    free(*path);
+    *path = full;
 }
 
 int st_spec_parse(const char *name, const char *text, size_t len, st_spec *out, char *err, size_t errlen)
@@ -1129,20 +1332,9 @@ int st_spec_parse(const char *name, const char *text, size_t len, st_spec *out, 
         set_defaults(out);
         return -1;
     }
-    /* A trace path is relative to the spec's folder. */
-    if (out->workload.trace && out->workload.trace[0] != '/') {
-        const char *slash = strrchr(name, '/');
-        if (slash) {
-            size_t dl = (size_t)(slash - name) + 1, tl = strlen(out->workload.trace);
-            char *full = malloc(dl + tl + 1);
-            if (full) {
-                memcpy(full, name, dl);
-                memcpy(full + dl, out->workload.trace, tl + 1);
-                free(out->workload.trace);
-                out->workload.trace = full;
-            }
-        }
-    }
+    /* A trace path (and a price list) is relative to the spec's folder. */
+    resolve_beside(name, &out->workload.trace);
+    resolve_beside(name, &out->plan.prices);
     return 0;
 }
 

@@ -82,6 +82,9 @@ const char *st_search_mode_name(st_search_mode m);
 typedef enum st_search_start { ST_START_AUTO = 0, ST_START_GRID, ST_START_PREDICT, ST_START_RATE } st_search_start;
 typedef enum st_workload_kind { ST_WL_SYNTHETIC = 0, ST_WL_TRACE } st_workload_kind;
 
+/* At most this many values in each list of the plan block. */
+#define ST_PLAN_LIST_MAX 16
+
 typedef struct st_spec {
     char *path;
 
@@ -171,6 +174,37 @@ typedef struct st_spec {
             int parallelism;    /* pods at once (0: one per configuration) */
         } kubernetes;
     } cluster;
+
+    /* servetune plan's search space (the audit ignores it; docs/plan.md). Lists left empty take
+     * the defaults named there. */
+    struct {
+        int set;      /* the spec has a plan block */
+        st_strv gpus; /* GPU keys; empty: every GPU the engine model knows that has a price */
+        int tp[ST_PLAN_LIST_MAX], n_tp;
+        char *weights[ST_PLAN_LIST_MAX];     /* weight formats: bf16, fp8, int8, awq, gptq */
+        char *checkpoints[ST_PLAN_LIST_MAX]; /* the checkpoint of each format */
+        int n_weights;                       /* 0: bf16 = engine.model */
+        st_strv kv_dtypes;                   /* empty: auto, fp8 */
+        long max_num_seqs[ST_PLAN_LIST_MAX], max_batched[ST_PLAN_LIST_MAX];
+        int n_seqs, n_batched;
+        long max_model_len; /* 0: from the workload (its longest input + output, or a trace's p99) */
+        char *prices;       /* a price list file (resolved against the spec's folder); NULL: built in */
+        char *provider;     /* whose price; NULL: the lowest on-demand */
+        int top;            /* candidates written as an audit spec (default 3) */
+    } plan;
+
+    /* A traffic day (plan, and the audit report when given): the rate hour by hour, how a fleet
+     * scales and what serverless costs (audit/day.h). */
+    struct {
+        int set;
+        double hourly_rps[24];
+        double scale_up_delay_s;           /* default 600 */
+        int min_replicas;                  /* default 0 */
+        double idle_timeout_s;             /* serverless: default 5 (RunPod's default) */
+        double cold_start_s;               /* serverless: default 60 */
+        char *serverless_provider;         /* whose serverless price; NULL: the lowest listed */
+        double serverless_price_per_gpu_s; /* > 0: this price instead of the list's */
+    } traffic;
 } st_spec;
 
 /* The largest spec file accepted, and its deepest nesting of lists and mappings. */

@@ -140,6 +140,7 @@ int st_cli_merge_report(const char *dir, const char *expect_hash, int quiet, int
 
 int cmd_version(int argc, char **argv);
 int cmd_trace(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
 int cmd_audit(int argc, char **argv);
 int cmd_predict(int argc, char **argv);

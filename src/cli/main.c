@@ -7,6 +7,7 @@
 
 static const st_cmd commands[] = {
     { "audit", cmd_audit, "run every configuration of an audit spec, find capacity at the SLO, price it" },
+    { "plan", cmd_plan, "the cheapest GPU, quantization and engine limits for an SLO, on the engine model, priced" },
     { "predict", cmd_predict, "the audit of a spec on the engine model in virtual time, in seconds (a prediction)" },
     { "bench", cmd_bench, "drive a running endpoint with an open-loop load and measure it" },
     { "calibrate", cmd_calibrate, "fit the engine model's constants to your own measurements (a calibration file)" },

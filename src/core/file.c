@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 char *st_read_file(const char *path, size_t max, size_t *len, char *err, size_t errlen)
@@ -134,4 +135,13 @@ int st_dir_lock(const char *dir, int shared, int *fd, char *err, size_t errlen)
         return 0; /* no flock on this file system: nothing to hold */
     snprintf(err, errlen, "%s: cannot lock: %s", dir, strerror(e));
     return -1;
+}
+
+int st_mkdir(const char *path, char *err, size_t errlen)
+{
+    if (mkdir(path, 0755) && errno != EEXIST) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
 }

@@ -23,4 +23,8 @@ int st_write_file_atomic(const char *path, const void *data, size_t len, char *e
  * 0 with *fd -1: no lock, nothing refused. */
 int st_dir_lock(const char *dir, int shared, int *fd, char *err, size_t errlen);
 
+/* Makes the folder path (its parent must exist); one that exists already is fine. 0, or -1 with
+ * "PATH: reason" in err. */
+int st_mkdir(const char *path, char *err, size_t errlen);
+
 #endif

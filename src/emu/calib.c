@@ -25,6 +25,7 @@ static const st_calib_knob knobs[] = {
     KNOB(fp8_bw_rel, 0.6, 1.0, 0, "fp8 weight-read efficiency relative to bw_eff"),
     KNOB(moe_gemm_rel, 0.2, 1.0, 0, "fused-MoE GEMM efficiency relative to gemm_eff"),
     KNOB(marlin_bw_rel, 0.6, 1.0, 0, "weight-only (Marlin) read efficiency relative to bw_eff"),
+    KNOB(int4_gemm_rel, 0.45, 1.0, 0, "4-bit (Marlin) GEMM efficiency at prefill sizes relative to a 16-bit GEMM"),
     KNOB(step_gpu_s, 5e-5, 0.003, 1, "GPU-side fixed cost of a step (s)"),
     KNOB(step_cpu_s, 2e-4, 0.005, 1, "engine-core CPU per step (s)"),
     KNOB(seq_cpu_s, 1e-6, 5e-5, 1, "engine-core CPU per scheduled sequence per step (s)"),

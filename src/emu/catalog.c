@@ -56,16 +56,36 @@ const char *st_emu_dtype_name(st_emu_dtype d)
  * Entries are tried in order and every key of an entry must be in the name, so the specific
  * forms (A100 PCIe, H100 NVL) come before the generic ones. */
 static const struct {
+    const char *key;     /* the canonical name (st_emu_gpu_keys) */
     const char *keys[4]; /* normalised (lower case, alphanumerics only) substrings, all required */
+    const char *excl[3]; /* ... and none of these (another form of the GPU the catalog lacks) */
     st_emu_gpu g;
 } gpus[] = {
-    { { "h100", "nvl", NULL }, { "H100 NVL 94GB", 93.12 * GIB, 835e12, 1671e12, 3.9e12, 300e9, 1, 0.50, 0.91 } },
-    { { "h100", NULL }, { "H100 SXM 80GB", 79.19 * GIB, 989e12, 1979e12, 3.35e12, 450e9, 1, 0.50, 0.91 } },
-    { { "h200", NULL }, { "H200 141GB", 139.8 * GIB, 989e12, 1979e12, 4.8e12, 450e9, 1, 0.88, 0.89 } },
-    { { "a100", "pcie", NULL }, { "A100 80GB PCIe", 79.15 * GIB, 312e12, 0, 1.935e12, 25e9, 0, 0.90, 0.79 } },
-    { { "a100", NULL }, { "A100 80GB SXM", 79.15 * GIB, 312e12, 0, 2.039e12, 300e9, 0, 0.52, 0.92 } },
-    { { "l40s", NULL }, { "L40S", 44.39 * GIB, 362e12, 733e12, 0.864e12, 25e9, 0, 0.70, 0.80 } },
-    { { "4090", NULL }, { "RTX 4090", 23.64 * GIB, 165e12, 330e12, 1.008e12, 25e9, 0, 0.70, 0.80 } },
+    { "H100-NVL",
+      { "h100", "nvl", NULL },
+      { NULL },
+      { "H100 NVL 94GB", 93.12 * GIB, 835e12, 1671e12, 3.9e12, 300e9, 1, 0.5, 0.888 } },
+    { "H100",
+      { "h100", NULL },
+      { "pcie", NULL },
+      { "H100 SXM 80GB", 79.19 * GIB, 989e12, 1979e12, 3.35e12, 450e9, 1, 0.5, 0.888 } },
+    { "H200",
+      { "h200", NULL },
+      { NULL },
+      { "H200 141GB", 139.8 * GIB, 989e12, 1979e12, 4.8e12, 450e9, 1, 0.88, 0.879 } },
+    { "A100-PCIe",
+      { "a100", "pcie", NULL },
+      { "40gb", NULL },
+      { "A100 80GB PCIe", 79.15 * GIB, 312e12, 0, 1.935e12, 25e9, 0, 0.654, 0.791 } },
+    { "A100",
+      { "a100", NULL },
+      { "40gb", NULL },
+      { "A100 80GB SXM", 79.15 * GIB, 312e12, 0, 2.039e12, 300e9, 0, 0.507, 0.92 } },
+    { "L40S", { "l40s", NULL }, { NULL }, { "L40S", 44.39 * GIB, 362e12, 733e12, 0.864e12, 25e9, 0, 0.70, 0.80 } },
+    { "RTX4090",
+      { "4090", NULL },
+      { NULL },
+      { "RTX 4090", 23.64 * GIB, 165e12, 330e12, 1.008e12, 25e9, 0, 0.70, 0.80 } },
 };
 
 static void normalise(const char *in, char *out, size_t outlen, int keep_punct)
@@ -81,6 +101,14 @@ static void normalise(const char *in, char *out, size_t outlen, int keep_punct)
     out[j] = 0;
 }
 
+int st_emu_gpu_keys(const char **out, int max)
+{
+    int n = 0;
+    for (size_t i = 0; i < sizeof gpus / sizeof gpus[0] && n < max; i++)
+        out[n++] = gpus[i].key;
+    return n;
+}
+
 int st_emu_gpu_find(const char *name, st_emu_gpu *out, char *err, size_t errlen)
 {
     char n[128];
@@ -90,6 +118,8 @@ int st_emu_gpu_find(const char *name, st_emu_gpu *out, char *err, size_t errlen)
             int all = 1;
             for (int k = 0; gpus[i].keys[k] && all; k++)
                 all = strstr(n, gpus[i].keys[k]) != NULL;
+            for (int k = 0; gpus[i].excl[k] && all; k++)
+                all = strstr(n, gpus[i].excl[k]) == NULL;
             if (all) {
                 *out = gpus[i].g;
                 return 0;

@@ -47,6 +47,10 @@ typedef struct st_emu_model {
 /* Looks a GPU up by a loose name ("H100", "h100-sxm", "H100 NVL", "H200", "A100", "a100-80gb",
  * "A100 80GB PCIe", "L40S", "RTX4090", "4090"). 0, or -1 with the known names in err. */
 int st_emu_gpu_find(const char *name, st_emu_gpu *out, char *err, size_t errlen);
+/* The catalog's GPUs by canonical name ("H100", "H100-NVL", "H200", "A100", "A100-PCIe", "L40S",
+ * "RTX4090"), each found by st_emu_gpu_find; at most max. A form the catalog lacks (an H100 PCIe,
+ * an A100 40GB) is not taken for another: st_emu_gpu_find refuses it. Returns how many. */
+int st_emu_gpu_keys(const char **out, int max);
 /* Parses a custom GPU from text: either JSON {"name":..,"memory_gib":..,"bf16_tflops":..,
  * "fp8_tflops":..,"bandwidth_tbs":..,"link_gbs":..,"gemm_eff":..,"bw_eff":..} or key=value
  * lines with the same keys ('#' comments). name, memory_gib, bf16_tflops and bandwidth_tbs

@@ -16,6 +16,7 @@ void st_emu_tuning_defaults(st_emu_tuning *t, const st_emu_gpu *gpu)
     t->fp8_gemm_rel = EMU_FP8_GEMM_REL;
     t->fp8_bw_rel = EMU_FP8_BW_REL;
     t->marlin_bw_rel = EMU_MARLIN_BW_REL;
+    t->int4_gemm_rel = EMU_INT4_EFF_LARGE;
     t->moe_gemm_rel = EMU_MOE_GEMM_REL;
     t->step_gpu_s = EMU_STEP_GPU_S;
     t->step_cpu_s = EMU_STEP_CPU_S;

@@ -1,7 +1,7 @@
 /* Every constant of the engine model, in one place, with its source. docs/engine-model.md
  * repeats this table; change both together. GPU and model figures live in catalog.c (per-GPU
  * efficiencies there too). Constants marked FITTED were fitted on the fit split of the
- * fidelity data set (bench/fidelity/measurements.json, `make fidelity-fit`, docs/fidelity.md)
+ * fidelity data set (bench/fidelity/measurements.json, `build/bench/fidelity --fit --split fit`, docs/fidelity.md)
  * and never on its test split; a calibration file (emu/calib.h) can override the ones held in
  * st_emu_tuning for one GPU/model. */
 #ifndef ST_EMU_CONSTS_H
@@ -67,7 +67,7 @@
 /* Attention kernels (FlashAttention 2/3) reach this fraction of the 16-bit peak at prefill
  * (FlashAttention-2 paper: 50-73 % of A100 peak in the forward pass; FA3 on H100 ~ 0.6-0.75
  * of bf16 peak). FITTED within that band. */
-#define EMU_MFU_ATTN 0.76
+#define EMU_MFU_ATTN 0.791
 /* 4-bit weight-only GEMMs (AWQ/GPTQ Marlin) and fp8 weight-only (GPUs without fp8 tensor
  * cores) dequantise in the kernel: their compute efficiency relative to a 16-bit GEMM at
  * decode batch sizes (Marlin's README: near-ideal up to batch 16-32). */
@@ -75,11 +75,14 @@
 /* 4-bit Marlin-style kernels keep that efficiency only at small token counts (decode); at
  * prefill sizes the dequantisation is paid per tile and the kernel falls behind a 16-bit GEMM:
  *   q(T) = LARGE + (EMU_WEIGHT_ONLY_QUANT_EFF - LARGE) / (1 + (T / TOKENS)^2)
- * LARGE and TOKENS were calibrated on the published RTX 4090 / Llama-3-8B AWQ point
- * (docs/reference/calibration-rtx4090-llama3-8b-awq.md) and checked on the fidelity data's
- * AWQ points on A100 (docs/fidelity.md). */
+ * TOKENS was calibrated on the published RTX 4090 / Llama-3-8B AWQ point
+ * (docs/reference/calibration-rtx4090-llama3-8b-awq.md). LARGE (st_emu_tuning.int4_gemm_rel)
+ * is FITTED on the fit split's 4-bit points within [0.45, 1]: a Marlin GEMM does its math in
+ * 16-bit on the tensor cores, so at compute-bound sizes it cannot beat a 16-bit GEMM (the
+ * Marlin paper, IST-DASLab/marlin: the speed-up over FP16 shrinks towards 1x as the batch
+ * grows past ~128 tokens); 0.45 is the single-point calibration it replaced. */
 #ifndef EMU_INT4_EFF_LARGE
-#define EMU_INT4_EFF_LARGE 0.45
+#define EMU_INT4_EFF_LARGE 0.814
 #endif
 #ifndef EMU_INT4_EFF_TOKENS
 #define EMU_INT4_EFF_TOKENS 384.0
@@ -89,16 +92,16 @@
  * per-group scales are read in a layout tuned for the dequantisation (Marlin README: "close to
  * ideal" 3.9x speedup over fp16 at batch 1-16 on an A10, i.e. ~0.97 of the bandwidth ideal,
  * lower on GPUs with more bandwidth per SM). FITTED on the fit split's AWQ points. */
-#define EMU_MARLIN_BW_REL 0.80
+#define EMU_MARLIN_BW_REL 0.984
 /* FP8 W8A8 on fp8 tensor cores (CUTLASS scaled_mm): the fp8 dense peak is twice bf16's but
  * the kernels reach a lower fraction of it (vllm-project/vllm#4118: "even removing activation
  * quantization, the speedup isn't obvious"; measured fp8/bf16 GEMM speed-ups on H100 are
  * 1.3-1.6x, not 2x). The fp8 GEMM efficiency relative to the GPU's bf16 gemm_eff: FITTED. */
-#define EMU_FP8_GEMM_REL 0.97
+#define EMU_FP8_GEMM_REL 0.659
 /* fp8 weight reads: the fp8 GEMMs at decode sizes do not stream weights as well as the bf16
  * GEMV path (vLLM's fp8 decode speed-up on H100 is ~1.3-1.6x where half the bytes would give
  * 2x). Bandwidth efficiency relative to bf16: FITTED. */
-#define EMU_FP8_BW_REL 0.89
+#define EMU_FP8_BW_REL 0.95
 /* Dynamic activation quantisation (vllm-project/vllm#4118: TTFT 28.8 -> 38.8 ms and ITL 8.5 ->
  * 10.2 ms on Llama-7B from it; vllm-project/vllm-omni#5257: the dynamic quant pass costs
  * 20-90 % of the GEMM it feeds at 4-8k tokens): before each of the 4 linear inputs of a layer
@@ -112,30 +115,35 @@
  * Nsight Compute on a 70B serving workload): weight loads 2.6-2.8 TB/s (78-84 % of peak),
  * KV-cache reads 1.4 TB/s (42 %), i.e. ~0.5-0.55 of the weights' efficiency. FITTED within
  * [0.35, 1]. */
-#define EMU_KV_BW_REL 0.37
+#define EMU_KV_BW_REL 0.352
 /* Mixture-of-experts layers run vLLM's fused MoE kernel (Triton, grouped by expert): each
  * expert sees only the tokens routed to it, so its GEMMs are small and reach a lower fraction
  * of the peak than a dense GEMM over the whole batch. Efficiency relative to gemm_eff:
  * FITTED on the fit split's GLM-4.5-Air points. */
-#define EMU_MOE_GEMM_REL 0.20
+#define EMU_MOE_GEMM_REL 0.2
 /* Fraction of peak memory bandwidth reached by weight and KV reads: per GPU in the catalog. */
 /* Fixed GPU-side cost of one step with CUDA graphs: a graph launch, the sampler, the
  * host-device copies of inputs and sampled ids (~0.3-0.5 ms; reference doc §6 "~0.5 ms per
  * step overhead"). */
 #define EMU_STEP_GPU_S 0.0003
-/* Engine-core CPU per step (scheduler, input preparation, output processing): FITTED. */
-#define EMU_STEP_CPU_S 0.0028
+/* Engine-core CPU per step (scheduler, input preparation, output processing): FITTED. Two
+ * sources bound it independently of the fit: Qwen3-8B at concurrency 1 on an H100 (vLLM 0.11,
+ * no async scheduling) runs 7.22 ms per token against ~5.4 ms of GPU work, and Qwen3-0.6B on an
+ * H100 (0.19, async: the step is the CPU's) 2.0-2.4 ms: both ~1.8 ms. */
+#define EMU_STEP_CPU_S 0.00178
 /* Engine-core CPU per scheduled sequence per step (scheduler bookkeeping, block-table and
  * input rows, update_from_output, detokenisation offload): FITTED. At 256 running sequences
- * 12 us each is 3 ms per step, the CPU-bound regime small models reach. */
-#define EMU_PER_SEQ_OVERHEAD_S 0.000048
+ * 28 us each is 7 ms per step, the CPU-bound regime small models reach. */
+#define EMU_PER_SEQ_OVERHEAD_S 0.0000277
 /* Per-layer cost: kernel gaps under a captured CUDA graph; with eager execution (batches over
  * the largest captured size, or --enforce-eager) each of a layer's ~12 kernels is launched
  * from Python (PyTorch dispatch + cudaLaunchKernel, ~4-8 us each) and the GPU waits on the
- * launches of the short ones: about 60 us per layer. FITTED (eager) on the fit split's
- * --enforce-eager points (A100 PCIe, Qwen3-32B). */
+ * launches of the short ones: about 60 us per layer, more on a slow host CPU. FITTED on the
+ * fit split (its --enforce-eager points, A100 PCIe Qwen3-32B, and every prefill step over the
+ * graph sizes): ~230 us, near the bound, i.e. the eager path costs those points more than the
+ * kernel-launch arithmetic says. */
 #define EMU_LAYER_OVERHEAD_GRAPH_S 0.000004
-#define EMU_LAYER_OVERHEAD_EAGER_S 0.000021
+#define EMU_LAYER_OVERHEAD_EAGER_S 0.000231
 /* Tensor parallel: two all-reduces per layer, each a fixed latency plus a ring transfer. */
 #define EMU_ALLREDUCE_LATENCY_S 0.000008
 /* Largest batch (tokens) run under CUDA graphs: min(2 x max_num_seqs, 512). */
@@ -143,6 +151,11 @@
 /* With async scheduling the CPU work of a step overlaps the GPU work of the previous one; what
  * remains serial is the hand-off (ids of the sampled tokens back to the scheduler): */
 #define EMU_ASYNC_SYNC_S 0.0001
+/* With async scheduling a busy engine core schedules step N+1 when step N starts
+ * (vllm/v1/engine/core.py, step_with_batch_queue), so a request arriving during step N joins
+ * step N+2. "Busy": the next step starts within this of the previous one's end (exactly at it
+ * in virtual time; the HTTP emulator's timers add a little wall-clock jitter). */
+#define EMU_ASYNC_BUSY_GAP_S 0.001
 
 /* ---- Front end (the API server process: HTTP, tokenisation, detokenisation, SSE) ------- */
 /* Fixed latency a request spends outside the engine core: HTTP parsing, chat template and
@@ -162,8 +175,8 @@
  * parser hooks. The three front-end costs above are multiplied by this for chat requests.
  * FITTED (the fit split has both endpoints: gpustack's and the Qwen3-32B A100 points are chat,
  * kvcached's, the Qwen2.5-7B and the H200 points completions). */
-#define EMU_FE_CHAT_FACTOR 2.09
-#define EMU_FE_REQ_CPU_S 0.0026
-#define EMU_FE_TOKEN_CPU_S 0.000078
+#define EMU_FE_CHAT_FACTOR 1.83
+#define EMU_FE_REQ_CPU_S 0.00311
+#define EMU_FE_TOKEN_CPU_S 0.0000799
 
 #endif

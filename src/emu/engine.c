@@ -7,6 +7,7 @@
 
 #include "core/util.h"
 #include "emu/blocks.h"
+#include "emu/consts.h"
 #include "emu/steptime.h"
 
 typedef struct emu_req {
@@ -51,7 +52,8 @@ struct st_emu_engine {
     uint32_t cap_admitted, cap_preempted;
     uint32_t *scratch_blocks;
     uint32_t cap_scratch;
-    st_ns fe_free; /* the API server's work queue is busy until then (engine time) */
+    st_ns fe_free;              /* the API server's work queue is busy until then (engine time) */
+    st_ns last_start, last_end; /* the previous step's start and end (-1 before the first) */
     st_emu_stats st;
 };
 
@@ -100,6 +102,7 @@ int st_emu_engine_new(const st_emu_config *cfg, st_clock clock, st_emu_engine **
         return -1;
     }
     e->st.num_blocks = e->mem.num_blocks;
+    e->last_start = e->last_end = -1;
     *out = e;
     return 0;
 }
@@ -410,6 +413,15 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
 
     uint32_t budget = e->mem.max_num_batched_tokens;
     uint32_t n_sched = 0, n_pre = 0, n_adm = 0;
+    /* With async scheduling the engine core schedules step N+1 as soon as step N is handed to
+     * the GPU (vllm/v1/engine/core.py, step_with_batch_queue: the batch queue holds two steps):
+     * while the engine is busy, this step was scheduled when the previous one started, so only
+     * requests that had reached the engine core by then can join it; one arriving later waits
+     * a step more than without async scheduling. An idle engine schedules at once. */
+    st_ns cutoff = now;
+    if (st_emu_async_scheduling(&e->cfg) && e->last_start >= 0 && now >= e->last_end &&
+        now - e->last_end <= (st_ns)(EMU_ASYNC_BUSY_GAP_S * 1e9))
+        cutoff = e->last_start;
 
     /* 1. running requests (decodes and unfinished chunked prefills), in admission order */
     for (uint32_t i = 0; i < e->n_run && budget > 0;) {
@@ -441,8 +453,9 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
     /* 2. waiting requests, only when nothing was preempted this step */
     while (n_pre == 0 && e->wq_len > 0 && budget > 0 && e->n_run < e->mem.max_num_seqs) {
         emu_req *r = wq_front(e);
-        if (r->ready > now)
-            break; /* still in the API server: FIFO, so the ones behind it are too */
+        if (r->ready > cutoff)
+            break; /* still in the API server (or arrived after this step was scheduled): FIFO, so
+                      the ones behind it are too */
         uint32_t n_hits = 0, bs = e->cfg.block_size;
         if (e->cfg.enable_prefix_caching) {
             /* the last token is always recomputed: at most (n_tokens - 1) / bs full blocks */
@@ -505,6 +518,8 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
     if (dur < 1)
         dur = 1;
     st_ns end = now + dur;
+    e->last_start = now;
+    e->last_end = end;
     res->duration = dur;
     res->tokens = b.tokens;
     res->decode_tokens = b.decode_tokens;

@@ -31,6 +31,34 @@
 #define FID_SHAREGPT_MAX_IN 1024
 #define FID_SHAREGPT_MAX_TOTAL 2048
 #define FID_SHAREGPT_MIN 4
+/* vllm bench serve draws every gap up front and rescales them so that the last request goes
+ * out at n / rate from vLLM 0.10.0 (vllm-project/vllm#21108, merged 2025-07-17); the client
+ * is taken to be the server's version. */
+#define FID_VLLM_PRECOMPUTED_DELAYS 1000
+/* Prompt token ids stay above the lowest ids (special tokens in real vocabularies). */
+#define FID_TOKEN_ID_LO 1000u
+#define FID_SHAREGPT_ID_BASE 0x5a7e000000000000ULL
+
+/* Sources that measured several points one after another on one server, as their text says.
+ * Their points of one setup form a sweep, run in ascending load (the order they document),
+ * `rounds` times, after `preruns` unpublished runs of the sweep's first workload; a point whose
+ * id ends in "-r<k>" reports round k, the others the mean of the rounds (docs/fidelity.md,
+ * "Sweeps on one server"). vllm bench serve sends the same prompts for the same seed, and
+ * vLLM's prefix cache (on by default in V1) keeps them from one run to the next. */
+typedef struct fid_procedure {
+    const char *repo, *path;
+    uint32_t rounds, preruns;
+} fid_procedure;
+static const fid_procedure FID_PROCEDURES[] = {
+    /* "Request Rates Swept 0.5, 0.75, ... 3.0"; "Total Input Tokens 62,238 (fixed across all
+     * rates - same sample set)"; "Prefix Caching Enabled"; the 0.5 req/s run (left out of the
+     * data: "a cold-cache artifact from the first benchmark run") ran the prompts first. */
+    { "DO-Solutions/gtc-2026-doks", "dev/vllm/benchmarks/phase0/20260224-185458/report.md", 1, 1 },
+    /* one server per TP; short, long-short, long-long in that order, three rounds, seed 0
+     * ("依次运行短短低、长短中、长长高，并重复三轮"); the long workloads publish the mean of the
+     * three rounds, the short one its third round */
+    { "cssnoeasy/a100-vllm-benchmark-blog", "docs/reports/a100-tp1-vs-tp2-formal-baseline.md", 3, 0 },
+};
 
 /* ---- parsing ----------------------------------------------------------------------------- */
 
@@ -137,6 +165,14 @@ static int parse_point(json_t *p, st_fid_point *o, char *err, size_t errlen)
     o->total_output = jnum(l, "total_output_tokens");
     double seed = jnum(l, "seed");
     o->seed = isfinite(seed) && seed >= 0 ? (uint64_t)seed : 0;
+    double b = jnum(l, "burstiness");
+    o->burstiness = isfinite(b) && b > 0 ? b : 1.0;
+    json_t *src = json_object_get(p, "source");
+    const char *repo = json_string_value(json_object_get(src, "repo"));
+    const char *path = json_string_value(json_object_get(src, "path"));
+    snprintf(o->source, sizeof o->source, "%s/%s", repo ? repo : "", path ? path : "");
+    o->sweep = -1;
+    o->rounds = 1;
     o->req_s = jnum(m, "req_s");
     o->out_tok_s = jnum(m, "out_tok_s");
     o->total_tok_s = jnum(m, "total_tok_s");
@@ -145,6 +181,58 @@ static int parse_point(json_t *p, st_fid_point *o, char *err, size_t errlen)
     jdist(m, "itl_ms", &o->itl_ms);
     o->kv_tokens = jnum(json_object_get(s, "published_memory"), "kv_tokens");
     return 0;
+}
+
+/* The same server setup (everything st_fid_config reads). */
+static int same_setup(const st_fid_point *a, const st_fid_point *b)
+{
+    return !strcmp(a->gpu, b->gpu) && !strcmp(a->model, b->model) && !strcmp(a->weights, b->weights) &&
+           !strcmp(a->kv_dtype, b->kv_dtype) && a->tp == b->tp && a->vllm_version == b->vllm_version &&
+           a->max_num_seqs == b->max_num_seqs && a->max_num_batched_tokens == b->max_num_batched_tokens &&
+           a->max_model_len == b->max_model_len && a->gpu_memory_utilization == b->gpu_memory_utilization &&
+           a->prefix_caching == b->prefix_caching && a->enforce_eager == b->enforce_eager;
+}
+
+/* Load order within a sweep: concurrency, then rate. */
+static double load_key(const st_fid_point *p) { return p->mode == ST_FID_CONCURRENCY ? p->clients : p->rate; }
+
+static void assign_sweeps(st_fid_point *pts, uint32_t n)
+{
+    int next = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (pts[i].sweep >= 0)
+            continue;
+        const fid_procedure *pr = NULL;
+        for (size_t k = 0; k < sizeof FID_PROCEDURES / sizeof *FID_PROCEDURES; k++) {
+            char key[2 * ST_FID_NAME_MAX];
+            snprintf(key, sizeof key, "%s/%s", FID_PROCEDURES[k].repo, FID_PROCEDURES[k].path);
+            if (!strcmp(key, pts[i].source))
+                pr = &FID_PROCEDURES[k];
+        }
+        if (!pr)
+            continue;
+        int id = next++;
+        for (uint32_t j = i; j < n; j++)
+            if (pts[j].sweep < 0 && !strcmp(pts[j].source, pts[i].source) && same_setup(&pts[i], &pts[j]))
+                pts[j].sweep = id;
+        /* run order: ascending load (ties in file order) */
+        for (uint32_t j = 0; j < n; j++) {
+            if (pts[j].sweep != id)
+                continue;
+            uint32_t pos = 0;
+            for (uint32_t m = 0; m < n; m++)
+                if (pts[m].sweep == id &&
+                    (load_key(&pts[m]) < load_key(&pts[j]) || (load_key(&pts[m]) == load_key(&pts[j]) && m < j)))
+                    pos++;
+            pts[j].sweep_pos = pos;
+            pts[j].rounds = pr->rounds;
+            pts[j].preruns = pr->preruns;
+            const char *dash = strrchr(pts[j].id, '-');
+            unsigned rk = 0;
+            char tail;
+            pts[j].round = dash && sscanf(dash, "-r%u%c", &rk, &tail) == 1 && rk >= 1 && rk <= pr->rounds ? rk : 0;
+        }
+    }
 }
 
 int st_fid_parse(const char *json, size_t len, st_fid_point **out, uint32_t *n, char *err, size_t errlen)
@@ -175,6 +263,7 @@ int st_fid_parse(const char *json, size_t len, st_fid_point **out, uint32_t *n, 
             return -1;
         }
     json_decref(root);
+    assign_sweeps(pts, (uint32_t)k);
     *out = pts;
     *n = (uint32_t)k;
     return 0;
@@ -258,10 +347,71 @@ static void sharegpt_lengths(uint32_t n, double mean_in, double mean_out, uint64
     }
 }
 
-/* Fills items (lengths and arrivals) for the point. */
-static void make_items(const st_fid_point *p, st_emu_sim_item *items, uint32_t *in, uint32_t *out)
+/* One point's workload: the items and their prompt token ids. */
+typedef struct fid_work {
+    st_emu_sim_item *items;
+    uint32_t *ids; /* every item's prompt, back to back */
+    uint32_t n;
+} fid_work;
+
+static void work_free(fid_work *w)
 {
+    free(w->items);
+    free(w->ids);
+    memset(w, 0, sizeof *w);
+}
+
+/* The arrival times vllm bench serve gives n requests at `rate` (get_request): gaps drawn from
+ * a gamma distribution of shape `burstiness` and mean 1/rate. Since vLLM 0.10.0
+ * (vllm-project/vllm#21108) the gaps are drawn up front, the first request waits its own gap
+ * and the cumulative delays are rescaled so that the last request goes out at exactly n / rate;
+ * before, the first request went out at once and each later one after a fresh gap. rate inf:
+ * everything at 0. The benchmark's duration starts before the first gap either way. */
+static void arrivals(const st_fid_point *p, st_emu_sim_item *items, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        items[i].arrival = 0;
+    if (p->mode != ST_FID_RATE || !isfinite(p->rate) || n == 0)
+        return;
+    double b = p->burstiness > 0 ? p->burstiness : 1.0;
+    double theta = 1.0 / (p->rate * b);
+    st_rng ar;
+    st_rng_seed(&ar, p->seed ^ 0xa771ULL);
+    int precomputed = p->vllm_version == 0 || p->vllm_version >= FID_VLLM_PRECOMPUTED_DELAYS;
+    double t = 0;
+    double *cum = malloc((size_t)n * sizeof *cum);
+    if (!cum)
+        return;
+    for (uint32_t i = 0; i < n; i++) {
+        if (precomputed || i > 0)
+            t += b == 1.0 ? st_rng_exp(&ar, p->rate) : st_rng_gamma(&ar, b, theta);
+        cum[i] = t;
+    }
+    double scale = precomputed && cum[n - 1] > 0 ? (n / p->rate) / cum[n - 1] : 1.0;
+    for (uint32_t i = 0; i < n; i++)
+        items[i].arrival = (st_ns)(cum[i] * scale * 1e9);
+    free(cum);
+}
+
+/* Builds the point's workload. Prompts are built as vllm bench serve builds them, so that the
+ * same seed gives the same prompts run after run (what a server's prefix cache sees):
+ * - random: request i's prompt is the consecutive token ids offset_i + i + k (k < its length,
+ *   modulo the vocabulary), offset_i drawn from the seed after the lengths (RandomDataset:
+ *   numpy draws nothing for a length range of one value, so with range_ratio 0 the offsets, and
+ *   with them the prompts' beginnings, are the same for every input length);
+ * - sharegpt: conversation j of the seed's shuffle has its own ids (the same for every run
+ *   with that seed);
+ * - chat: the template's tokens around every prompt (its first ones shared by all). */
+static int make_work(const st_fid_point *p, uint32_t vocab, fid_work *w)
+{
+    memset(w, 0, sizeof *w);
     uint32_t n = p->num_prompts;
+    uint32_t *in = calloc(n, sizeof *in), *out = calloc(n, sizeof *out);
+    uint64_t *off = calloc(n, sizeof *off);
+    w->items = calloc(n, sizeof *w->items);
+    if (!in || !out || !off || !w->items)
+        goto fail;
+    w->n = n;
     if (p->dataset == ST_FID_SHAREGPT) {
         double mi = isfinite(p->total_input) ? p->total_input / n : FID_SHAREGPT_IN_MEAN;
         double mo = isfinite(p->total_output) ? p->total_output / n : FID_SHAREGPT_OUT_MEAN;
@@ -279,18 +429,42 @@ static void make_items(const st_fid_point *p, st_emu_sim_item *items, uint32_t *
             in[i] = clamp_len(mi * ui);
             out[i] = clamp_len(mo * uo);
         }
+        for (uint32_t i = 0; i < n; i++)
+            off[i] = st_rng_next(&r) % vocab;
     }
-    st_rng ar;
-    st_rng_seed(&ar, p->seed ^ 0xa771ULL);
-    double t = 0;
+    size_t total = 0;
+    uint32_t tmpl = p->chat ? FID_CHAT_TEMPLATE_TOKENS : 0;
+    for (uint32_t i = 0; i < n; i++)
+        total += (size_t)in[i] + tmpl;
+    w->ids = malloc((total ? total : 1) * sizeof *w->ids);
+    if (!w->ids)
+        goto fail;
+    uint32_t *id = w->ids;
+    uint32_t lo = vocab > FID_TOKEN_ID_LO ? FID_TOKEN_ID_LO : 0;
     for (uint32_t i = 0; i < n; i++) {
-        if (p->mode == ST_FID_RATE && isfinite(p->rate) && i > 0)
-            t += st_rng_exp(&ar, p->rate);
-        uint32_t ilen = in[i] + (p->chat ? FID_CHAT_TEMPLATE_TOKENS : 0);
-        items[i] = (st_emu_sim_item){
-            .arrival = (st_ns)(t * 1e9), .input_ids = NULL, .input_len = ilen, .output_len = out[i], .chat = p->chat
-        };
+        uint32_t len = in[i] + tmpl, k = 0, head = tmpl / 3;
+        for (; k < head; k++)
+            id[k] = lo + k; /* the template's opening, the same for every prompt */
+        for (uint32_t j = 0; j < in[i]; j++, k++)
+            id[k] = p->dataset == ST_FID_SHAREGPT
+                        ? st_emu_output_token(FID_SHAREGPT_ID_BASE ^ (p->seed << 24) ^ i, j, vocab)
+                        : lo + (uint32_t)((off[i] + i + j) % (vocab - lo));
+        for (; k < len; k++)
+            id[k] = lo + FID_CHAT_TEMPLATE_TOKENS + k; /* its closing */
+        w->items[i] = (st_emu_sim_item){ .input_ids = id, .input_len = len, .output_len = out[i], .chat = p->chat };
+        id += len;
     }
+    arrivals(p, w->items, n);
+    free(in);
+    free(out);
+    free(off);
+    return 0;
+fail:
+    free(in);
+    free(out);
+    free(off);
+    work_free(w);
+    return -1;
 }
 
 /* ---- prediction --------------------------------------------------------------------------- */
@@ -305,63 +479,35 @@ static void fill_dist(double *vals, uint32_t n, st_fid_dist *d)
     d->p99 = s.p99;
 }
 
-int st_fid_predict(const st_fid_point *p, const st_emu_config *cfg, st_fid_figures *f, char *err, size_t errlen)
+/* The figures of one run, as vllm bench serve computes them: the duration runs from the
+ * benchmark's start (the run's time 0) to the last end; TTFT from the send; TPOT per request
+ * (e2e - TTFT) / (output tokens - 1), then percentiles over requests. 0, or -1 (memory). */
+static int figures_of(const st_record *rec, uint32_t n, const st_emu_sim_stats *ss, st_fid_figures *f)
 {
-    memset(f, 0, sizeof *f);
-    uint32_t n = p->num_prompts;
-    st_emu_config c = *cfg;
-    st_emu_memory mem;
-    if (st_emu_memory_plan(&c, &mem, err, errlen) < 0) {
-        f->refused = 1;
-        return 0;
-    }
-    f->kv_tokens = (double)mem.kv_tokens;
-    st_emu_sim_item *items = calloc(n, sizeof *items);
-    st_record *rec = calloc(n, sizeof *rec);
-    uint32_t *in = calloc(n, sizeof *in), *out = calloc(n, sizeof *out);
-    double *v = NULL;
-    int rc = -1;
-    if (!items || !rec || !in || !out) {
-        snprintf(err, errlen, "out of memory");
-        goto done;
-    }
-    make_items(p, items, in, out);
-    st_emu_sim_stats ss;
-    if (p->mode == ST_FID_CONCURRENCY)
-        rc = st_emu_sim_run_closed(&c, items, n, p->clients, rec, &ss, err, errlen);
-    else
-        rc = st_emu_sim_run_limited(&c, items, n, p->max_concurrency, rec, &ss, err, errlen);
-    if (rc < 0)
-        goto done;
-    rc = -1;
-    /* like vllm bench serve: the duration runs from the first request sent to the last end */
-    st_ns t0 = -1, t1 = 0;
+    st_ns t1 = 0;
     uint64_t gen = 0, prompt = 0, itl_n = 0;
+    f->completed = 0;
     for (uint32_t i = 0; i < n; i++) {
         const st_record *r = &rec[i];
         if (r->status != ST_REQ_OK)
             continue;
         f->completed++;
-        if (t0 < 0 || r->sent < t0)
-            t0 = r->sent;
         if (r->end > t1)
             t1 = r->end;
         gen += r->output_tokens;
         prompt += r->input_tokens;
         itl_n += r->n_events > 1 ? r->n_events - 1 : 0;
     }
-    f->preemptions = (uint32_t)ss.preemptions;
-    f->duration_s = t0 >= 0 ? (t1 - t0) / 1e9 : 0;
+    f->preemptions = (uint32_t)ss->preemptions;
+    f->duration_s = t1 / 1e9;
     if (f->duration_s > 0) {
         f->req_s = f->completed / f->duration_s;
         f->out_tok_s = gen / f->duration_s;
         f->total_tok_s = (gen + prompt) / f->duration_s;
     }
-    v = malloc(((size_t)n + itl_n + 1) * sizeof *v);
-    if (!v) {
-        snprintf(err, errlen, "out of memory");
-        goto done;
-    }
+    double *v = malloc(((size_t)n + itl_n + 1) * sizeof *v);
+    if (!v)
+        return -1;
     uint32_t k = 0;
     for (uint32_t i = 0; i < n; i++)
         if (rec[i].status == ST_REQ_OK)
@@ -378,15 +524,160 @@ int st_fid_predict(const st_fid_point *p, const st_emu_config *cfg, st_fid_figur
             for (uint32_t e = 1; e < rec[i].n_events; e++)
                 v[m++] = (rec[i].events[e] - rec[i].events[e - 1]) / 1e6;
     fill_dist(v, (uint32_t)m, &f->itl_ms);
+    free(v);
+    return 0;
+}
+
+/* Runs point p's workload on the session (its engine as the earlier runs left it). When f is
+ * not NULL, the run's figures go there. 0, or -1 with err. */
+static int run_point(st_emu_session *S, const st_fid_point *p, uint32_t vocab, st_fid_figures *f, char *err,
+                     size_t errlen)
+{
+    fid_work w;
+    if (make_work(p, vocab, &w) < 0) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    uint32_t n = w.n;
+    st_record *rec = calloc(n ? n : 1, sizeof *rec);
+    int rc = -1;
+    if (!rec) {
+        snprintf(err, errlen, "out of memory");
+        goto done;
+    }
+    st_emu_run_opts o = { 0 };
+    if (p->mode == ST_FID_CONCURRENCY)
+        o.clients = p->clients;
+    else
+        o.max_concurrency = p->max_concurrency;
+    st_emu_sim_stats ss;
+    memset(&ss, 0, sizeof ss);
+    if (st_emu_session_run(S, w.items, n, &o, rec, &ss, NULL, err, errlen) < 0)
+        goto done;
     rc = 0;
+    if (f && figures_of(rec, n, &ss, f) < 0) {
+        snprintf(err, errlen, "out of memory");
+        rc = -1;
+    }
 done:
     for (uint32_t i = 0; rec && i < n; i++)
         st_record_free(&rec[i]);
     free(rec);
-    free(items);
-    free(in);
-    free(out);
-    free(v);
+    work_free(&w);
+    return rc;
+}
+
+/* A fresh engine for cfg; a refusal sets f->refused and returns 1. */
+static int new_session(const st_emu_config *cfg, st_emu_session **S, st_fid_figures *f, char *err, size_t errlen)
+{
+    st_emu_config c = *cfg;
+    st_emu_memory mem;
+    if (st_emu_memory_plan(&c, &mem, err, errlen) < 0) {
+        f->refused = 1;
+        return 1;
+    }
+    f->kv_tokens = (double)mem.kv_tokens;
+    if (st_emu_session_new(&c, S, NULL, err, errlen) < 0) {
+        f->refused = 1;
+        return 1;
+    }
+    return 0;
+}
+
+int st_fid_predict(const st_fid_point *p, const st_emu_config *cfg, st_fid_figures *f, char *err, size_t errlen)
+{
+    memset(f, 0, sizeof *f);
+    st_emu_session *S;
+    int s = new_session(cfg, &S, f, err, errlen);
+    if (s)
+        return s > 0 ? 0 : -1;
+    int rc = run_point(S, p, cfg->model.vocab, f, err, errlen);
+    f->kv_tokens = f->kv_tokens; /* kept from the plan */
+    st_emu_session_free(S);
+    return rc;
+}
+
+static void add_scaled(st_fid_dist *a, const st_fid_dist *b, double w)
+{
+    a->mean += w * b->mean;
+    a->p50 += w * b->p50;
+    a->p95 += w * b->p95;
+    a->p99 += w * b->p99;
+}
+
+int st_fid_predict_in(const st_fid_point *pts, uint32_t n, uint32_t i, const st_emu_config *cfg, st_fid_figures *f,
+                      char *err, size_t errlen)
+{
+    const st_fid_point *p = &pts[i];
+    if (p->sweep < 0)
+        return st_fid_predict(p, cfg, f, err, errlen);
+    memset(f, 0, sizeof *f);
+    /* the sweep's points in run order */
+    uint32_t k = 0, *order = malloc((size_t)n * sizeof *order);
+    if (!order) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (uint32_t pos = 0; k < n; pos++) {
+        uint32_t found = 0;
+        for (uint32_t j = 0; j < n; j++)
+            if (pts[j].sweep == p->sweep && pts[j].sweep_pos == pos) {
+                order[k++] = j;
+                found = 1;
+            }
+        if (!found)
+            break;
+    }
+    st_emu_session *S;
+    int s = new_session(cfg, &S, f, err, errlen);
+    if (s) {
+        free(order);
+        return s > 0 ? 0 : -1;
+    }
+    uint32_t vocab = cfg->model.vocab;
+    double kv = f->kv_tokens;
+    int rc = 0;
+    for (uint32_t r = 0; r < p->preruns && rc == 0 && k > 0; r++)
+        rc = run_point(S, &pts[order[0]], vocab, NULL, err, errlen);
+    uint32_t rounds = p->rounds ? p->rounds : 1, last = p->round ? p->round : rounds, used = 0;
+    for (uint32_t r = 1; r <= last && rc == 0; r++)
+        for (uint32_t q = 0; q < k && rc == 0; q++) {
+            int mine = order[q] == i && (p->round == 0 || p->round == r);
+            st_fid_figures g;
+            memset(&g, 0, sizeof g);
+            rc = run_point(S, &pts[order[q]], vocab, mine ? &g : NULL, err, errlen);
+            if (rc == 0 && mine) {
+                /* the mean of the rounds' figures (or the one round) */
+                used++;
+                f->req_s += g.req_s;
+                f->out_tok_s += g.out_tok_s;
+                f->total_tok_s += g.total_tok_s;
+                add_scaled(&f->ttft_ms, &g.ttft_ms, 1);
+                add_scaled(&f->tpot_ms, &g.tpot_ms, 1);
+                add_scaled(&f->itl_ms, &g.itl_ms, 1);
+                f->duration_s += g.duration_s;
+                f->completed += g.completed;
+                f->preemptions += g.preemptions;
+            }
+            if (order[q] == i && r == last)
+                q = k; /* nothing after the point's last run matters */
+        }
+    if (rc == 0 && used > 1) {
+        double w = 1.0 / used;
+        f->req_s *= w;
+        f->out_tok_s *= w;
+        f->total_tok_s *= w;
+        st_fid_dist z = { 0, 0, 0, 0 }, t = f->ttft_ms, o = f->tpot_ms, l = f->itl_ms;
+        f->ttft_ms = f->tpot_ms = f->itl_ms = z;
+        add_scaled(&f->ttft_ms, &t, w);
+        add_scaled(&f->tpot_ms, &o, w);
+        add_scaled(&f->itl_ms, &l, w);
+        f->duration_s *= w;
+        f->completed = (uint32_t)lround(f->completed * w);
+    }
+    f->kv_tokens = kv;
+    st_emu_session_free(S);
+    free(order);
     return rc;
 }
 
@@ -473,11 +764,13 @@ double st_fid_loss(const st_fid_ratios *r, int refused)
 {
     if (refused)
         return ST_FID_REFUSED_LOSS;
+    /* pseudo-Huber on log(ratio): quadratic within ST_FID_LOSS_SCALE, linear beyond */
+    const double d = ST_FID_LOSS_SCALE;
     double l = 0;
     for (int m = 0; m < ST_FID_M_COUNT; m++)
         if (isfinite(r->r[m]) && r->r[m] > 0) {
-            double x = log(r->r[m]);
-            l += x * x;
+            double x = log(r->r[m]) / d;
+            l += d * d * (sqrt(1 + x * x) - 1);
         }
     return l;
 }

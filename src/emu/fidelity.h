@@ -49,6 +49,16 @@ typedef struct st_fid_point {
     int chat;                         /* chat endpoint: the server adds the chat template's tokens to every prompt */
     double total_input, total_output; /* published totals (NAN: not published) */
     uint64_t seed;
+    double burstiness; /* the gaps' gamma shape (vllm bench serve --burstiness; 1: Poisson) */
+    /* The source's procedure (st_fid_parse fills it from the harness's table of sources that
+     * measured several points one after another on one server, docs/fidelity.md "Sweeps on one
+     * server"): sweep is the index of the point's sweep (-1: a fresh server, the default),
+     * sweep_pos its place in the sweep's run order; the whole sweep ran `rounds` times, after
+     * `preruns` unpublished runs of its first workload; the figures are those of round `round`
+     * (1-based; 0: the mean of every round's figures, as the source averaged them). */
+    int sweep;
+    uint32_t sweep_pos, rounds, round, preruns;
+    char source[2 * ST_FID_NAME_MAX]; /* repo/path of the source file */
     /* published figures */
     double req_s, out_tok_s, total_tok_s;
     st_fid_dist ttft_ms, tpot_ms, itl_ms;
@@ -73,8 +83,15 @@ typedef struct st_fid_figures {
 } st_fid_figures;
 
 /* Runs the point's workload and load on cfg (st_fid_config's, possibly re-tuned) in virtual
- * time. 0 (a refusal is 0 with out->refused and the reason in err), or -1 with err. */
+ * time on a fresh engine. 0 (a refusal is 0 with out->refused and the reason in err), or -1
+ * with err. */
 int st_fid_predict(const st_fid_point *p, const st_emu_config *cfg, st_fid_figures *out, char *err, size_t errlen);
+/* Point i of pts[0..n) as its source measured it: a point of a sweep (p->sweep >= 0) replays
+ * the sweep on one engine in its run order (its prefix cache carries over from run to run, as
+ * the server's did), round after round, and takes its figures from its own run(s); any other
+ * point runs as st_fid_predict. cfg is point i's configuration (a sweep shares one setup). */
+int st_fid_predict_in(const st_fid_point *pts, uint32_t n, uint32_t i, const st_emu_config *cfg, st_fid_figures *out,
+                      char *err, size_t errlen);
 
 /* The compared metrics. */
 enum {
@@ -104,8 +121,13 @@ typedef struct st_fid_stat {
 void st_fid_summarise(const st_fid_point *pts, const st_fid_ratios *ratios, uint32_t n, st_fid_split split, int metric,
                       st_fid_stat *out);
 
-/* The loss the fit minimises for one point: sum over published metrics of log(ratio)^2
- * (refusals cost ST_FID_REFUSED_LOSS). */
+/* The loss the fit minimises for one point: the sum over published metrics of a pseudo-Huber
+ * loss of log(ratio), d^2 (sqrt(1 + (log(ratio) / d)^2) - 1) with d = ST_FID_LOSS_SCALE:
+ * quadratic for errors within ~10 % (the targets' scale), linear beyond. The targets are
+ * medians of absolute errors, and a point a source's own circumstances put 2-5x off (effects
+ * no configuration describes, docs/fidelity.md) must not drag every constant towards it, as a
+ * squared loss lets it. Refusals cost ST_FID_REFUSED_LOSS. */
+#define ST_FID_LOSS_SCALE 0.1
 #define ST_FID_REFUSED_LOSS 25.0
 double st_fid_loss(const st_fid_ratios *r, int refused);
 

@@ -43,7 +43,8 @@ static lin_kind linear_kind(const st_emu_config *c, double T)
         }
     } else if (is_int4(c->weight_dtype)) {
         double x = T / EMU_INT4_EFF_TOKENS;
-        k.qeff = EMU_INT4_EFF_LARGE + (EMU_WEIGHT_ONLY_QUANT_EFF - EMU_INT4_EFF_LARGE) / (1.0 + x * x);
+        double large = t->int4_gemm_rel > 0 ? t->int4_gemm_rel : EMU_INT4_EFF_LARGE;
+        k.qeff = large + (EMU_WEIGHT_ONLY_QUANT_EFF - large) / (1.0 + x * x);
         k.wrel = t->marlin_bw_rel;
     }
     return k;

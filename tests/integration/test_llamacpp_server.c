@@ -333,9 +333,12 @@ static void sigterm(void **state)
     t0 = st_now();
     assert_int_equal(st_proc_stop(&s.p, 1.0), 0);
     double took = st_ns_to_s(st_now() - t0);
-    if (!(took >= 0.9 && took < 8))
+    /* llama-server either finishes its shutdown within the grace (a clean exit) or, holding the
+     * open stream, is killed once the grace is over: never a hang, never a kill before the grace */
+    int clean = WIFEXITED(s.p.wstatus) && WEXITSTATUS(s.p.wstatus) == 0;
+    int killed = WIFSIGNALED(s.p.wstatus) && took >= 0.9;
+    if (!(took < 8 && (clean || killed)))
         fail_msg("stopped after %.3f s, status 0x%x:\n%s", took, s.p.wstatus, llama_log_tail(&s));
-    assert_true(WIFSIGNALED(s.p.wstatus));
     close(fd);
 }
 

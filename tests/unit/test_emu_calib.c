@@ -174,12 +174,67 @@ static void fidelity_points_run(void **state)
     assert_int_equal(st_fid_parse(bad, strlen(bad), &pts, &n, err, sizeof err), -1);
 }
 
+/* Two points of the DO sweep (a source measured on one server, in the harness's table), given
+ * in reverse order, and one point of a fresh server. */
+#define SWEEP_SETUP                                                                                                    \
+    "\"setup\":{\"gpu\":\"H100 SXM "                                                                                   \
+    "80GB\",\"model\":\"Qwen/Qwen3-8B\",\"weights\":\"bf16\",\"kv_cache_dtype\":\"auto\","                             \
+    "\"tensor_parallel_size\":1,\"vllm_version\":\"0.14.1\",\"max_model_len\":8192}"
+#define SWEEP_LOAD(rate)                                                                                               \
+    "\"load\":{\"mode\":\"rate\",\"value\":" rate ",\"num_prompts\":40,\"dataset\":\"random\",\"input_len\":2048,"     \
+    "\"output_len\":32,\"range_ratio\":0.0,\"seed\":0,\"burstiness\":1.0,\"endpoint\":\"/v1/completions\"},"           \
+    "\"measured\":{\"out_tok_s\":100,\"ttft_ms\":{\"p50\":100}}"
+static const char *SWEEP =
+    "[{\"id\":\"s-r2.0\",\"split\":\"fit\",\"source\":{\"repo\":\"DO-Solutions/gtc-2026-doks\",\"path\":"
+    "\"dev/vllm/benchmarks/phase0/20260224-185458/report.md\"}," SWEEP_SETUP "," SWEEP_LOAD(
+        "2.0") "},"
+               "{\"id\":\"s-r1.0\",\"split\":\"fit\",\"source\":{\"repo\":\"DO-Solutions/gtc-2026-doks\",\"path\":"
+               "\"dev/vllm/benchmarks/phase0/20260224-185458/report.md\"}," SWEEP_SETUP
+               "," SWEEP_LOAD("1.0") "},"
+                                     "{\"id\":\"c-r3\",\"split\":\"test\",\"source\":{\"repo\":\"someone/"
+                                     "else\",\"path\":\"x.md\"}," SWEEP_SETUP "," SWEEP_LOAD("1.0") "}]";
+
+static void fidelity_sweeps_replay_the_server(void **state)
+{
+    (void)state;
+    char err[512];
+    st_fid_point *pts;
+    uint32_t n;
+    assert_int_equal(st_fid_parse(SWEEP, strlen(SWEEP), &pts, &n, err, sizeof err), 0);
+    assert_int_equal(n, 3);
+    /* one sweep, run in ascending rate, once, after one unpublished run of its prompts */
+    assert_true(pts[0].sweep >= 0);
+    assert_int_equal(pts[0].sweep, pts[1].sweep);
+    assert_int_equal(pts[1].sweep_pos, 0);
+    assert_int_equal(pts[0].sweep_pos, 1);
+    assert_int_equal(pts[0].rounds, 1);
+    assert_int_equal(pts[0].preruns, 1);
+    assert_int_equal(pts[0].round, 0); /* "-r2.0" is a rate, not a round */
+    assert_int_equal(pts[2].sweep, -1);
+    assert_near(pts[0].burstiness, 1.0, 0);
+    st_emu_config c;
+    assert_int_equal(st_fid_config(&pts[1], &c, err, sizeof err), 0);
+    st_fid_figures cold, warm;
+    assert_int_equal(st_fid_predict_in(pts, n, 2, &c, &cold, err, sizeof err), 0);
+    assert_int_equal(st_fid_predict_in(pts, n, 1, &c, &warm, err, sizeof err), 0);
+    assert_int_equal(cold.completed, 40);
+    assert_int_equal(warm.completed, 40);
+    /* the same seed sent the same 2048-token prompts before: the prefix cache serves them */
+    assert_true(warm.ttft_ms.p50 < 0.6 * cold.ttft_ms.p50);
+    /* vllm bench serve (>= 0.10) sends the last request at n / rate; the duration starts before
+     * the first gap */
+    assert_true(cold.duration_s >= 40 / 1.0);
+    assert_true(cold.duration_s < 40 / 1.0 + 2.0);
+    free(pts);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
         cmocka_unit_test(fit_finds_a_bounded_minimum),
         cmocka_unit_test(calibration_round_trip_and_refusals),
         cmocka_unit_test(fidelity_points_run),
+        cmocka_unit_test(fidelity_sweeps_replay_the_server),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }

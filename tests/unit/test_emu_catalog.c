@@ -240,13 +240,39 @@ static void flags_move_memory(void **state)
     assert_int_equal(b.max_num_seqs, 256);
 }
 
+/* Every canonical key is found; a form the catalog lacks is refused, never taken for another. */
+static void gpu_keys_and_missing_forms(void **state)
+{
+    (void)state;
+    const char *keys[16];
+    int n = st_emu_gpu_keys(keys, 16);
+    assert_true(n >= 7);
+    st_emu_gpu g;
+    char err[300];
+    for (int i = 0; i < n; i++)
+        assert_int_equal(st_emu_gpu_find(keys[i], &g, err, sizeof err), 0);
+    assert_int_equal(st_emu_gpu_find("A100-PCIe", &g, err, sizeof err), 0);
+    assert_non_null(strstr(g.name, "PCIe"));
+    assert_int_equal(st_emu_gpu_find("H100-NVL", &g, err, sizeof err), 0);
+    assert_non_null(strstr(g.name, "NVL"));
+    assert_int_equal(st_emu_gpu_find("A100-40GB", &g, err, sizeof err), -1);
+    assert_int_equal(st_emu_gpu_find("A100 PCIe 40GB", &g, err, sizeof err), -1);
+    assert_int_equal(st_emu_gpu_find("H100 PCIe", &g, err, sizeof err), -1);
+    assert_int_equal(st_emu_gpu_find("H100 SXM", &g, err, sizeof err), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
-        cmocka_unit_test(model_shapes_match_table), cmocka_unit_test(names_pick_dtype),
-        cmocka_unit_test(gpus_and_custom_file),     cmocka_unit_test(hf_config_json),
-        cmocka_unit_test(kv_size_h100_llama31_8b),  cmocka_unit_test(kv_size_qwen3_32b_and_refusal),
-        cmocka_unit_test(startup_refusals),         cmocka_unit_test(flags_move_memory),
+        cmocka_unit_test(gpu_keys_and_missing_forms),
+        cmocka_unit_test(model_shapes_match_table),
+        cmocka_unit_test(names_pick_dtype),
+        cmocka_unit_test(gpus_and_custom_file),
+        cmocka_unit_test(hf_config_json),
+        cmocka_unit_test(kv_size_h100_llama31_8b),
+        cmocka_unit_test(kv_size_qwen3_32b_and_refusal),
+        cmocka_unit_test(startup_refusals),
+        cmocka_unit_test(flags_move_memory),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }

@@ -1,0 +1,458 @@
+#include "audit/plan.h"
+
+#include "emu/catalog.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static const char *const state_names[] = { "refused", "pruned", "none passed", "ok" };
+
+const char *st_plan_state_name(st_plan_state s)
+{
+    return s >= ST_PLAN_REFUSED && s <= ST_PLAN_OK ? state_names[s] : "unknown";
+}
+
+int st_plan_quality_risk(const char *w)
+{
+    if (!w || !strcasecmp(w, "bf16") || !strcasecmp(w, "fp16") || !strcasecmp(w, "auto"))
+        return 0;
+    if (!strcasecmp(w, "fp8"))
+        return 1;
+    if (!strcasecmp(w, "int8") || !strcasecmp(w, "w8a8"))
+        return 2;
+    return 3; /* awq, gptq and other 4-bit formats */
+}
+
+static double cost_per_1m(const st_plan_candidate *c, double output_tps)
+{
+    if (!(output_tps > 0))
+        return INFINITY;
+    return c->price_per_gpu_hour * c->tp / (output_tps * 3600.0) * 1e6;
+}
+
+/* Sort keys copied out of the candidates (qsort has no context argument). */
+typedef struct key {
+    double a, b, c; /* compared in this order: a ascending, b descending, c ascending */
+    int idx;
+} key;
+
+static int by_key(const void *pa, const void *pb)
+{
+    const key *x = pa, *y = pb;
+    if (x->a != y->a)
+        return x->a < y->a ? -1 : 1;
+    if (x->b != y->b)
+        return x->b > y->b ? -1 : 1;
+    if (x->c != y->c)
+        return x->c < y->c ? -1 : 1;
+    return x->idx - y->idx;
+}
+
+int st_plan_order(const st_plan_candidate *c, int n, int *idx, int max)
+{
+    key *k = malloc(sizeof *k * (size_t)(n > 0 ? n : 1));
+    if (!k)
+        return 0;
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (c[i].state == ST_PLAN_OK)
+            k[m++] = (key){ c[i].usd_per_1m, c[i].capacity_rps, c[i].ttft_p95_ms, i };
+    qsort(k, (size_t)m, sizeof *k, by_key);
+    if (m > max)
+        m = max;
+    for (int i = 0; i < m; i++)
+        idx[i] = k[i].idx;
+    free(k);
+    return m;
+}
+
+/* The k-th lowest cost among the evaluated candidates, INFINITY while fewer than k passed. */
+static double kth_cost(const st_plan_candidate *c, const int *done, int ndone, int k)
+{
+    double best[64];
+    int m = 0;
+    if (k > 64)
+        k = 64;
+    for (int d = 0; d < ndone; d++) {
+        const st_plan_candidate *x = &c[done[d]];
+        if (x->state != ST_PLAN_OK)
+            continue;
+        double v = x->usd_per_1m;
+        int j = m < k ? m++ : k;
+        if (j == k && !(v < best[k - 1]))
+            continue;
+        if (j == k)
+            j = k - 1;
+        while (j > 0 && v < best[j - 1]) {
+            best[j] = best[j - 1];
+            j--;
+        }
+        best[j] = v;
+    }
+    return m < k ? INFINITY : best[k - 1];
+}
+
+/* Marks the frontiers: an OK candidate is on one when no other OK candidate is at least as good
+ * on both axes and strictly better on one. */
+static void frontiers(st_plan_candidate *c, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (c[i].state != ST_PLAN_OK)
+            continue;
+        int lat = 1, qual = 1;
+        double qi = st_plan_quality_risk(c[i].weights);
+        for (int j = 0; j < n && (lat || qual); j++) {
+            if (j == i || c[j].state != ST_PLAN_OK)
+                continue;
+            double qj = st_plan_quality_risk(c[j].weights);
+            int cheaper_eq = c[j].usd_per_1m <= c[i].usd_per_1m, cheaper = c[j].usd_per_1m < c[i].usd_per_1m;
+            if (cheaper_eq && c[j].ttft_p95_ms <= c[i].ttft_p95_ms && (cheaper || c[j].ttft_p95_ms < c[i].ttft_p95_ms))
+                lat = 0;
+            if (cheaper_eq && qj <= qi && (cheaper || qj < qi))
+                qual = 0;
+        }
+        c[i].on_frontier = lat | (qual << 1);
+    }
+}
+
+/* Screens, shared by the worker threads: each takes the next candidate. */
+typedef struct screen_pool {
+    st_plan_candidate *c;
+    int n;
+    const st_plan_ops *ops;
+    pthread_mutex_t mu;
+    int next;
+} screen_pool;
+
+static void screen_one(const st_plan_ops *ops, st_plan_candidate *x)
+{
+    x->rank = 0;
+    x->on_frontier = 0;
+    x->same = 0;
+    x->capacity_rps = x->output_tps = x->ttft_p95_ms = x->tpot_p95_ms = NAN;
+    x->usd_per_1m = x->lb_usd_per_1m = NAN;
+    x->bound_rps = 0;
+    x->why[0] = '\0';
+    x->state =
+        ops->screen(ops->arg, x, x->why, sizeof x->why) || !(x->bound_rps > 0) ? ST_PLAN_REFUSED : ST_PLAN_PRUNED;
+    if (x->state == ST_PLAN_REFUSED && !x->why[0])
+        snprintf(x->why, sizeof x->why, "no request completes on it");
+}
+
+static void *screen_worker(void *arg)
+{
+    screen_pool *p = arg;
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        int i = p->next < p->n ? p->next++ : -1;
+        pthread_mutex_unlock(&p->mu);
+        if (i < 0)
+            return NULL;
+        screen_one(p->ops, &p->c[i]);
+    }
+}
+
+static void screen_all(st_plan_candidate *c, int n, const st_plan_ops *ops, int threads)
+{
+    screen_pool p = { .c = c, .n = n, .ops = ops, .next = 0 };
+    pthread_t th[16];
+    int started = 0;
+    if (threads > 16)
+        threads = 16;
+    pthread_mutex_init(&p.mu, NULL);
+    for (int t = 1; t < threads; t++)
+        if (pthread_create(&th[started], NULL, screen_worker, &p) == 0)
+            started++;
+    screen_worker(&p); /* this thread works too; alone when no thread started */
+    for (int t = 0; t < started; t++)
+        pthread_join(th[t], NULL);
+    pthread_mutex_destroy(&p.mu);
+}
+
+/* An evaluated candidate with the same nonzero `same` as x (its results stand for x's). */
+static const st_plan_candidate *evaluated_twin(const st_plan_candidate *c, const int *done, int ndone,
+                                               const st_plan_candidate *x)
+{
+    if (!x->same)
+        return NULL;
+    for (int d = 0; d < ndone; d++)
+        if (c[done[d]].same == x->same && c[done[d]].state != ST_PLAN_PRUNED && c[done[d]].state != ST_PLAN_REFUSED)
+            return &c[done[d]];
+    return NULL;
+}
+
+/* A binary min-heap of candidate indexes by their current cost bound (ties: candidate order). */
+typedef struct heap {
+    key *v;
+    int n;
+} heap;
+
+static void heap_push(heap *h, key k)
+{
+    int i = h->n++;
+    h->v[i] = k;
+    while (i > 0 && by_key(&h->v[i], &h->v[(i - 1) / 2]) < 0) {
+        key t = h->v[i];
+        h->v[i] = h->v[(i - 1) / 2];
+        h->v[(i - 1) / 2] = t;
+        i = (i - 1) / 2;
+    }
+}
+
+static key heap_pop(heap *h)
+{
+    key top = h->v[0];
+    h->v[0] = h->v[--h->n];
+    for (int i = 0;;) {
+        int l = 2 * i + 1, r = l + 1, m = i;
+        if (l < h->n && by_key(&h->v[l], &h->v[m]) < 0)
+            m = l;
+        if (r < h->n && by_key(&h->v[r], &h->v[m]) < 0)
+            m = r;
+        if (m == i)
+            break;
+        key t = h->v[i];
+        h->v[i] = h->v[m];
+        h->v[m] = t;
+        i = m;
+    }
+    return top;
+}
+
+/* The exact evaluation of x (or its twin's results). */
+static void evaluate_one(st_plan_candidate *c, const int *done, int ndone, st_plan_candidate *x, const st_plan_ops *ops,
+                         st_plan_stats *stats)
+{
+    const st_plan_candidate *twin = evaluated_twin(c, done, ndone, x);
+    if (twin) {
+        x->capacity_rps = twin->capacity_rps;
+        x->output_tps = twin->output_tps;
+        x->ttft_p95_ms = twin->ttft_p95_ms;
+        x->tpot_p95_ms = twin->tpot_p95_ms;
+        memcpy(x->why, twin->why, sizeof x->why);
+        stats->shared++;
+    } else {
+        stats->evaluated++;
+        if (ops->evaluate(ops->arg, x, x->why, sizeof x->why)) {
+            x->state = ST_PLAN_REFUSED;
+            stats->refused++;
+            return;
+        }
+    }
+    if (!(x->capacity_rps > 0) || !(x->output_tps > 0)) {
+        x->state = ST_PLAN_NONE_PASSED;
+        if (!x->why[0])
+            snprintf(x->why, sizeof x->why, "met the SLO at no rate");
+        return;
+    }
+    x->state = ST_PLAN_OK;
+    x->usd_per_1m = cost_per_1m(x, x->output_tps);
+    stats->passed++;
+}
+
+int st_plan_search(st_plan_candidate *c, int n, int top_k, double out_tokens, const st_plan_ops *ops, int threads,
+                   st_plan_stats *stats)
+{
+    memset(stats, 0, sizeof *stats);
+    stats->candidates = n;
+    if (top_k < 1)
+        top_k = 1;
+    int *order = malloc(sizeof *order * (size_t)(n > 0 ? n : 1));
+    int *done = malloc(sizeof *done * (size_t)(n > 0 ? n : 1));
+    char *refined = calloc((size_t)(n > 0 ? n : 1), 1);
+    heap h = { malloc(sizeof *h.v * (size_t)(n > 0 ? n : 1)), 0 };
+    int best = -1;
+    if (!order || !done || !refined || !h.v)
+        goto out;
+    int ndone = 0;
+    screen_all(c, n, ops, threads < 1 ? 1 : threads);
+    for (int i = 0; i < n; i++) {
+        st_plan_candidate *x = &c[i];
+        if (x->state == ST_PLAN_REFUSED) {
+            stats->refused++;
+            continue;
+        }
+        stats->screened++;
+        x->lb_usd_per_1m = cost_per_1m(x, x->bound_rps * out_tokens);
+        refined[i] = !ops->refine;
+        heap_push(&h, (key){ x->lb_usd_per_1m, 0, 0, i });
+    }
+    /* lowest bound first: a coarse bound is refined and the candidate goes back in its place;
+     * a refined one is evaluated; stop when the k-th best found costs no more than the lowest
+     * bound left */
+    while (h.n > 0) {
+        key k = heap_pop(&h);
+        st_plan_candidate *x = &c[k.idx];
+        if (kth_cost(c, done, ndone, top_k) <= x->lb_usd_per_1m)
+            break;
+        if (!refined[k.idx]) {
+            refined[k.idx] = 1;
+            stats->refined++;
+            if (ops->refine(ops->arg, x, x->why, sizeof x->why) || !(x->bound_rps > 0)) {
+                x->state = ST_PLAN_REFUSED;
+                if (!x->why[0])
+                    snprintf(x->why, sizeof x->why, "no request completes on it");
+                stats->refused++;
+                continue;
+            }
+            x->lb_usd_per_1m = cost_per_1m(x, x->bound_rps * out_tokens);
+            heap_push(&h, (key){ x->lb_usd_per_1m, 0, 0, k.idx });
+            continue;
+        }
+        done[ndone++] = k.idx;
+        evaluate_one(c, done, ndone - 1, x, ops, stats);
+    }
+    for (int i = 0; i < n; i++)
+        stats->pruned += c[i].state == ST_PLAN_PRUNED;
+    frontiers(c, n);
+    int m = st_plan_order(c, n, order, n);
+    for (int r = 0; r < m; r++)
+        c[order[r]].rank = r + 1;
+    best = m > 0 ? order[0] : -1;
+out:
+    free(order);
+    free(done);
+    free(refined);
+    free(h.v);
+    return best;
+}
+
+/* ---- the search space ------------------------------------------------------------------------ */
+
+#define PLAN_GPUS_MAX 64
+
+static const int default_tp[] = { 1, 2, 4, 8 };
+static const long default_seqs[] = { 64, 128, 256, 512 };
+static const long default_batched[] = { 2048, 8192 };
+static const char *const default_kv[] = { "auto", "fp8" };
+
+int st_plan_enumerate(const st_spec *s, const st_prices *p, const char *provider, long len_auto,
+                      st_plan_candidate **out, int *n, char *err, size_t errlen)
+{
+    *out = NULL;
+    *n = 0;
+    const char *gpus[PLAN_GPUS_MAX];
+    int ng = 0;
+    const char *want = provider && *provider ? provider : NULL;
+    st_emu_gpu g;
+    char why[300];
+    if (s->plan.gpus.n) {
+        for (int i = 0; i < s->plan.gpus.n && ng < PLAN_GPUS_MAX; i++) {
+            const char *k = s->plan.gpus.v[i];
+            if (st_emu_gpu_find(k, &g, why, sizeof why)) {
+                snprintf(err, errlen, "plan.gpus: %s", why);
+                return -1;
+            }
+            if (!st_prices_pick(p, k, ST_PRICE_ON_DEMAND, want)) {
+                snprintf(err, errlen, "plan.gpus: no on-demand price for %s%s%s in %s (add one with --prices FILE)", k,
+                         want ? " from " : "", want ? want : "", p->origin);
+                return -1;
+            }
+            gpus[ng++] = k;
+        }
+    } else {
+        const char *keys[PLAN_GPUS_MAX];
+        int nk = st_emu_gpu_keys(keys, PLAN_GPUS_MAX);
+        for (int i = 0; i < nk; i++)
+            if (st_prices_pick(p, keys[i], ST_PRICE_ON_DEMAND, want))
+                gpus[ng++] = keys[i];
+        if (!ng) {
+            snprintf(err, errlen, "plan: no GPU of the engine model has an on-demand price%s%s in %s",
+                     want ? " from " : "", want ? want : "", p->origin);
+            return -1;
+        }
+    }
+    const int *tp = s->plan.n_tp ? s->plan.tp : default_tp;
+    int ntp = s->plan.n_tp ? s->plan.n_tp : (int)(sizeof default_tp / sizeof *default_tp);
+    const long *seqs = s->plan.n_seqs ? s->plan.max_num_seqs : default_seqs;
+    int nseqs = s->plan.n_seqs ? s->plan.n_seqs : (int)(sizeof default_seqs / sizeof *default_seqs);
+    const long *bt = s->plan.n_batched ? s->plan.max_batched : default_batched;
+    int nbt = s->plan.n_batched ? s->plan.n_batched : (int)(sizeof default_batched / sizeof *default_batched);
+    const char *const *kv = s->plan.kv_dtypes.n ? (const char *const *)s->plan.kv_dtypes.v : default_kv;
+    int nkv = s->plan.kv_dtypes.n ? s->plan.kv_dtypes.n : (int)(sizeof default_kv / sizeof *default_kv);
+    const char *bf16[] = { "bf16" };
+    const char *base_model[] = { st_spec_config_model(s, &s->configs[0]) };
+    const char *const *wf = s->plan.n_weights ? (const char *const *)s->plan.weights : bf16;
+    const char *const *ck = s->plan.n_weights ? (const char *const *)s->plan.checkpoints : base_model;
+    int nw = s->plan.n_weights ? s->plan.n_weights : 1;
+    long len = s->plan.max_model_len > 0 ? s->plan.max_model_len : len_auto;
+    double total = (double)ng * ntp * nw * nkv * nseqs * nbt;
+    if (total > ST_PLAN_MAX_CANDIDATES) {
+        snprintf(err, errlen, "plan: %.0f candidates (%d GPUs x %d x %d x %d x %d x %d) is more than %d: narrow a list",
+                 total, ng, ntp, nw, nkv, nseqs, nbt, ST_PLAN_MAX_CANDIDATES);
+        return -1;
+    }
+    st_plan_candidate *c = calloc((size_t)total > 0 ? (size_t)total : 1, sizeof *c);
+    if (!c) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    int k = 0;
+    for (int a = 0; a < ng; a++) {
+        const st_price *pr = st_prices_pick(p, gpus[a], ST_PRICE_ON_DEMAND, want);
+        for (int b = 0; b < ntp; b++)
+            for (int w = 0; w < nw; w++)
+                for (int v = 0; v < nkv; v++)
+                    for (int q = 0; q < nseqs; q++)
+                        for (int t = 0; t < nbt; t++) {
+                            st_plan_candidate *x = &c[k++];
+                            x->gpu = gpus[a];
+                            x->tp = tp[b];
+                            x->weights = wf[w];
+                            x->model = ck[w];
+                            x->kv_dtype = kv[v];
+                            x->max_num_seqs = seqs[q];
+                            x->max_batched = bt[t];
+                            x->max_model_len = len;
+                            x->price_per_gpu_hour = pr->usd_per_gpu_hour;
+                            x->provider = pr->provider;
+                        }
+    }
+    *out = c;
+    *n = k;
+    return 0;
+}
+
+/* The value of --name V or --name=V in flags, as a number (0 when absent or not a number). */
+static long flag_long(const st_strv *f, const char *name)
+{
+    const char *v = NULL;
+    size_t nl = strlen(name);
+    for (int i = 0; i < f->n && !v; i++) {
+        if (strncmp(f->v[i], name, nl))
+            continue;
+        if (f->v[i][nl] == '=')
+            v = f->v[i] + nl + 1;
+        else if (!f->v[i][nl] && i + 1 < f->n)
+            v = f->v[i + 1];
+    }
+    return v ? strtol(v, NULL, 10) : 0;
+}
+
+void st_plan_baseline(const st_spec *s, st_plan_candidate *out)
+{
+    memset(out, 0, sizeof *out);
+    st_strv f = { 0 };
+    (void)st_spec_config_flags(s, &s->configs[0], &f);
+    out->gpu = s->hardware.gpu;
+    out->tp = s->hardware.gpus_per_replica;
+    out->model = st_spec_config_model(s, &s->configs[0]);
+    out->weights = strcasestr(out->model, "fp8")    ? "fp8"
+                   : strcasestr(out->model, "awq")  ? "awq"
+                   : strcasestr(out->model, "gptq") ? "gptq"
+                                                    : "bf16";
+    out->kv_dtype = "auto";
+    for (int i = 0; i + 1 < f.n; i++)
+        if (!strcmp(f.v[i], "--kv-cache-dtype") && !strcmp(f.v[i + 1], "fp8"))
+            out->kv_dtype = "fp8";
+    out->max_num_seqs = flag_long(&f, "--max-num-seqs");
+    out->max_batched = flag_long(&f, "--max-num-batched-tokens");
+    out->max_model_len = flag_long(&f, "--max-model-len");
+    out->price_per_gpu_hour = s->hardware.price_per_gpu_hour;
+    out->provider = "the spec";
+    st_strv_free(&f);
+}

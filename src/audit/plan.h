@@ -1,0 +1,116 @@
+/* The plan's search: which candidate (GPU x GPUs per replica x weight format x KV cache dtype x
+ * engine limits) serves the traffic within the SLO for the least money, found with as few
+ * exact evaluations as the answer needs. Pure: the engine is behind two callbacks
+ * (st_plan_ops), so the search is tested with engines whose answer is known
+ * (docs/plan.md derives it).
+ *
+ * Branch and bound on cost:
+ *   1. screen every candidate: does it fit (the memory plan), and an upper bound on any rate
+ *      it can sustain. No sustained rate is above it, so price x GPUs / (bound x output tokens
+ *      per request x 3600) x 1e6 is a lower bound on the candidate's $ per 1M output tokens;
+ *   2. take the candidates in order of that lower bound (a heap): a candidate with the screen's
+ *      coarse bound gets a tighter one (refine) and goes back in its new place; one with a tight
+ *      bound is evaluated exactly (the sustained search at the SLO). Stop when the top_k best
+ *      costs found are all at or below the lowest bound left: nothing left can enter the top k.
+ *      Candidates not evaluated are reported as "pruned" with their bound. A candidate whose screen says it behaves as one already evaluated (same)
+ *      takes that one's results without an evaluation of its own.
+ * Screens run on `threads` threads; evaluations in order, one at a time.
+ * The frontiers are over the evaluated candidates that met the SLO: $ per 1M output tokens
+ * against p95 TTFT at capacity, and against the weight format's quality risk (bf16 0, fp8 1,
+ * 8-bit integer 2, 4-bit 3). */
+#ifndef ST_AUDIT_PLAN_H
+#define ST_AUDIT_PLAN_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "audit/prices.h"
+#include "audit/spec.h"
+
+#define ST_PLAN_MAX_CANDIDATES 20000
+#define ST_PLAN_WHY_MAX 240
+
+typedef enum st_plan_state {
+    ST_PLAN_REFUSED = 0, /* does not fit or cannot run: why says which constraint */
+    ST_PLAN_PRUNED,      /* fits; its cost bound cannot reach the top k: not evaluated */
+    ST_PLAN_NONE_PASSED, /* evaluated: met the SLO at no rate */
+    ST_PLAN_OK,          /* evaluated: capacity and cost known */
+} st_plan_state;
+const char *st_plan_state_name(st_plan_state s); /* "refused", "pruned", "none passed", "ok" */
+
+typedef struct st_plan_candidate {
+    /* what it is (strings not owned) */
+    const char *gpu;                               /* the GPU (catalog key) */
+    int tp;                                        /* GPUs per replica */
+    const char *weights;                           /* "bf16", "fp8", "int8", "awq", "gptq" */
+    const char *model;                             /* the checkpoint served */
+    const char *kv_dtype;                          /* "auto", "fp8" */
+    long max_num_seqs, max_batched, max_model_len; /* 0: the engine's default */
+    double price_per_gpu_hour;
+    const char *provider; /* where the price comes from */
+    /* what the search found */
+    st_plan_state state;
+    char why[ST_PLAN_WHY_MAX]; /* refused / none passed: the reason */
+    double bound_rps;          /* screen: no rate above it is sustained */
+    double lb_usd_per_1m;      /* the cost bound from it */
+    double capacity_rps;       /* sustained capacity at the SLO (OK) */
+    double output_tps;         /* output tokens/s at capacity */
+    double ttft_p95_ms, tpot_p95_ms;
+    double usd_per_1m;
+    uint64_t same;   /* screen: candidates with the same nonzero value behave the same on the engine
+                        (e.g. a --max-num-seqs their batch never reaches): one is evaluated for all */
+    int rank;        /* 1 = cheapest evaluated; 0 when not OK */
+    int on_frontier; /* bit 0: $ vs p95 TTFT, bit 1: $ vs quality risk */
+} st_plan_candidate;
+
+/* The quality risk of a weight format: bf16/fp16 0, fp8 1, int8 2, awq/gptq (4-bit) 3. */
+int st_plan_quality_risk(const char *weights);
+
+typedef struct st_plan_ops {
+    /* Fills c->bound_rps (> 0) when c fits, else returns -1 with the reason (which limit). Cheap:
+     * called for every candidate, from several threads at once (one candidate each). */
+    int (*screen)(void *arg, st_plan_candidate *c, char *why, size_t whylen);
+    /* A tighter bound (c->bound_rps lowered, never raised) and c->same, for the candidates the
+     * screen's bound leaves in the race; NULL: the screen's bound is final. -1: refused (why). */
+    int (*refine)(void *arg, st_plan_candidate *c, char *why, size_t whylen);
+    /* The sustained search: fills capacity_rps, output_tps, ttft_p95_ms, tpot_p95_ms (capacity 0:
+     * met the SLO at no rate, why says how). 0, or -1 with why when it could not run. */
+    int (*evaluate)(void *arg, st_plan_candidate *c, char *why, size_t whylen);
+    void *arg;
+} st_plan_ops;
+
+typedef struct st_plan_stats {
+    int candidates, refused, screened, evaluated, pruned, passed;
+    int refined; /* tighter bounds computed */
+    int shared;  /* results taken from an equivalent candidate's evaluation (same) */
+} st_plan_stats;
+
+/* Searches c[0..n): every candidate ends in one of the states above, the OK ones with usd_per_1m
+ * and rank, the frontiers marked. out_tokens: mean output tokens per request (for the bound).
+ * top_k >= 1. Returns the index of the cheapest OK candidate, or -1 when none met the SLO. */
+int st_plan_search(st_plan_candidate *c, int n, int top_k, double out_tokens, const st_plan_ops *ops, int threads,
+                   st_plan_stats *stats);
+
+/* Indexes of the OK candidates cheapest first (ties: higher capacity, then lower p95 TTFT, then
+ * order), at most max. Returns how many. */
+int st_plan_order(const st_plan_candidate *c, int n, int *idx, int max);
+
+/* The search space of a spec's plan block, defaults where it is silent (docs/plan.md):
+ *   gpus            plan.gpus, else every GPU of the engine model's catalog with a price of the
+ *                   kind asked (on-demand) in p from provider (NULL: any)
+ *   gpus_per_replica plan.gpus_per_replica, else 1, 2, 4, 8
+ *   weights         plan.checkpoints, else bf16 = the baseline's model
+ *   kv_cache_dtype  plan.kv_cache_dtype, else auto and fp8
+ *   max_num_seqs    plan.max_num_seqs, else 64, 128, 256, 512
+ *   max_num_batched_tokens  plan.max_num_batched_tokens, else 2048, 8192
+ *   max_model_len   plan.max_model_len, else len_auto (the caller's: the workload's p99)
+ * *out (malloc'd, strings point into s and p) gets every combination. 0, or -1 with err: a GPU
+ * named that has no price (which list, which provider), a GPU the engine model does not know,
+ * no GPU at all, or more than ST_PLAN_MAX_CANDIDATES combinations. */
+int st_plan_enumerate(const st_spec *s, const st_prices *p, const char *provider, long len_auto,
+                      st_plan_candidate **out, int *n, char *err, size_t errlen);
+
+/* The spec's own baseline as a candidate (its GPU, GPUs per replica, price, model and flags): the
+ * "current setup" every candidate is compared with. Strings point into s. */
+void st_plan_baseline(const st_spec *s, st_plan_candidate *out);
+
+#endif

@@ -1,0 +1,39 @@
+/* The plan's candidates on the engine model (st_plan_ops for audit/plan.h): each candidate
+ * becomes the audit spec that would measure it (audit/plan_spec.h), and
+ *   screen    builds its engine configuration from that spec's flags, refuses it with vLLM's own
+ *             message when the memory plan does (weights, KV cache, max model length), and bounds
+ *             its capacity by its maximum throughput: a closed loop that keeps the engine's batch
+ *             full (max_num_seqs clients) on the spec's workload, the completions per second
+ *             in the middle half of that run, times ST_PLAN_BOUND_MARGIN;
+ *   evaluate  runs the sustained search of `servetune predict` on that spec (st_sweep_bisect
+ *             on the engine-model executor): the capacity and the latency at it.
+ * No I/O besides the engine model's virtual time. */
+#ifndef ST_AUDIT_PLAN_MODEL_H
+#define ST_AUDIT_PLAN_MODEL_H
+#include <stddef.h>
+
+#include "audit/plan.h"
+#include "audit/spec.h"
+
+/* The bound's margin over the measured maximum throughput (the closed loop's middle half is a
+ * sample: a bound that is slightly low could prune the best candidate). */
+#define ST_PLAN_BOUND_MARGIN 1.25
+/* Requests per client in the saturation run (at least ST_PLAN_BOUND_MIN in all). */
+#define ST_PLAN_BOUND_PER_CLIENT 3
+#define ST_PLAN_BOUND_MIN 200
+#define ST_PLAN_BOUND_MAX 6000
+
+typedef struct st_plan_model st_plan_model;
+
+/* The evaluator for the user's spec (name and text: the candidates' specs are made from it).
+ * tolerance: of the capacity search. 0, or -1 with err (the spec's workload cannot be built). */
+int st_plan_model_new(const char *base_name, const char *base_text, size_t base_len, const st_spec *base,
+                      double tolerance, st_plan_model **out, char *err, size_t errlen);
+void st_plan_model_free(st_plan_model *m);
+/* st_plan_ops backed by m (screens may run on several threads at once). */
+void st_plan_model_ops(st_plan_model *m, st_plan_ops *ops);
+/* Saturation runs done, and those a memo answered (candidates that differ only in a limit the
+ * run never reached share one). */
+void st_plan_model_counts(const st_plan_model *m, int *runs, int *memo_hits);
+
+#endif

@@ -1,0 +1,422 @@
+/* servetune plan SPEC: the cheapest GPU, GPUs per replica, weight format, KV cache dtype and engine
+ * limits that serve the spec's workload within its SLO, found on the engine model before anything
+ * is rented (audit/plan.h, audit/plan_model.h), priced from a dated price list (audit/prices.h),
+ * with a traffic day (audit/day.h) and the top candidates written as an audit spec to measure
+ * them (audit/plan_spec.h). docs/plan.md. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "audit/check.h"
+#include "audit/cost.h"
+#include "audit/day.h"
+#include "audit/executor.h"
+#include "audit/plan.h"
+#include "audit/plan_model.h"
+#include "audit/plan_spec.h"
+#include "audit/prices.h"
+#include "audit/spec.h"
+#include "cli/cli.h"
+#include "core/clock.h"
+#include "core/file.h"
+#include "core/opts.h"
+#include "core/util.h"
+#include "report/deploy.h"
+#include "load/trace.h"
+#include "load/workload.h"
+#include "report/plan_report.h"
+
+#define PLAN_OUT_MAX ((size_t)64 << 20)
+/* Requests of a trace read for the p99 length. */
+#define PLAN_LEN_SAMPLE 20000u
+/* Audit specs written at most (one per machine among the top candidates). */
+#define PLAN_SPECS_MAX 8
+
+static void help(const st_opt *opts)
+{
+    printf(
+        "usage: servetune plan SPEC [-o DIR] [--write-spec FILE] [--top K] [--prices FILE] [--provider NAME]\n\n"
+        "Finds, on servetune's engine model, the cheapest way to serve the spec's workload within its SLO: every\n"
+        "combination of GPU x GPUs per replica x weight format x KV cache dtype x --max-num-seqs x\n"
+        "--max-num-batched-tokens (the spec's plan: block, or the defaults in docs/plan.md), each priced per GPU-hour\n"
+        "from a dated price list, each capacity the sustained rate within the SLO that `servetune predict` finds.\n"
+        "Prints the answer and the best candidates; writes DIR/plan.md and DIR/plan.json; with --write-spec, the top\n"
+        "K candidates as an audit spec to measure on the hardware. With a traffic: block, the cost of a day as\n"
+        "dedicated replicas (peak-sized or autoscaled) and as serverless workers.\n\n"
+        "Options:\n");
+    st_opts_usage(stdout, opts);
+    printf("\nExamples:\n"
+           "  servetune plan examples/plan-qwen3-8b.yaml\n"
+           "  servetune plan examples/plan-qwen3-8b.yaml --write-spec measure.yaml   # then: servetune audit "
+           "measure.yaml\n"
+           "  servetune plan my.yaml --prices my-prices.csv --provider mycloud\n\n"
+           "Exit codes: 0 a plan (even when no candidate met the SLO: the plan says why); 2 bad arguments, an\n"
+           "invalid spec or price list, a GPU without a price, an engine the model cannot stand for; 1 the\n"
+           "outputs could not be written. Every figure is a PREDICTION. More: docs/plan.md, docs/prices.md.\n");
+}
+
+/* --max-model-len from the workload: the p99 of input + output tokens, rounded up to 256, and the
+ * share of requests longer than that. */
+static int len_auto(const st_spec *s, long *len, double *reject, char *err, size_t errlen)
+{
+    *reject = 0;
+    if (s->workload.kind != ST_WL_TRACE) {
+        double r = s->workload.range_ratio;
+        double longest = ceil(s->workload.input_tokens * (1 + r)) + ceil(s->workload.output_tokens * (1 + r));
+        *len = (long)(ceil(longest / 256) * 256);
+        return 0;
+    }
+    st_trace_load_opts o;
+    st_trace_load_opts_default(&o);
+    o.sessions = ST_TRACE_SESSIONS_FLAT;
+    o.read.max_rows = PLAN_LEN_SAMPLE;
+    st_workload w;
+    if (st_trace_load(s->workload.trace, &o, &w, NULL, NULL, err, errlen))
+        return -1;
+    double *v = malloc(sizeof *v * (w.n ? w.n : 1));
+    if (!v) {
+        st_workload_free(&w);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (uint32_t i = 0; i < w.n; i++)
+        v[i] = (double)w.items[i].input_len + w.items[i].output_len;
+    qsort(v, w.n, sizeof *v, st_cmp_double);
+    double p99 = w.n ? v[(size_t)ceil(0.99 * w.n) - 1] : 256;
+    *len = (long)(ceil(p99 / 256) * 256);
+    uint32_t longer = 0;
+    for (uint32_t i = 0; i < w.n; i++)
+        longer += v[i] > (double)*len;
+    *reject = w.n ? (double)longer / w.n : 0;
+    free(v);
+    st_workload_free(&w);
+    return 0;
+}
+
+/* FILE for the first spec, FILE-2.yaml, FILE-3.yaml ... for the next (before the extension). */
+static void spec_path(const char *base, int i, char *out, size_t n)
+{
+    if (i == 0) {
+        snprintf(out, n, "%s", base);
+        return;
+    }
+    const char *dot = strrchr(base, '.'), *slash = strrchr(base, '/');
+    if (dot && (!slash || dot > slash))
+        snprintf(out, n, "%.*s-%d%s", (int)(dot - base), base, i + 1, dot);
+    else
+        snprintf(out, n, "%s-%d", base, i + 1);
+}
+
+/* The top k, grouped by machine (GPU x GPUs per replica), each group one audit spec. */
+static int write_specs(st_plan_result *r, const char *spec_text, size_t spec_len, const char *file, int k,
+                       char paths[][4200], char *err, size_t errlen)
+{
+    int *idx = malloc(sizeof *idx * (size_t)(r->n > 0 ? r->n : 1));
+    const st_plan_candidate **grp = malloc(sizeof *grp * (size_t)(k > 0 ? k : 1));
+    int rc = -1, nspec = 0, m = idx ? st_plan_order(r->c, r->n, idx, k) : 0;
+    st_buf b;
+    st_buf_init(&b, PLAN_OUT_MAX);
+    if (!idx || !grp) {
+        snprintf(err, errlen, "out of memory");
+        goto out;
+    }
+    int used[ST_PLAN_REPORT_ROWS * 8] = { 0 };
+    for (int i = 0; i < m && nspec < PLAN_SPECS_MAX; i++) {
+        if (used[i])
+            continue;
+        int ng = 0;
+        for (int j = i; j < m; j++) {
+            const st_plan_candidate *a = &r->c[idx[i]], *c = &r->c[idx[j]];
+            if (!used[j] && !strcmp(a->gpu, c->gpu) && a->tp == c->tp) {
+                grp[ng++] = c;
+                used[j] = 1;
+            }
+        }
+        char header[1024];
+        snprintf(header, sizeof header,
+                 "# Written by servetune plan from %s: the plan's candidates on %s x%d, best first (the first is the\n"
+                 "# audit's baseline). Every figure in the reasons below is a PREDICTION of the engine model; this\n"
+                 "# audit measures them. Run: servetune audit THIS_FILE -o DIR (on that hardware).\n",
+                 r->spec_path, grp[0]->gpu, grp[0]->tp);
+        st_buf_reset(&b);
+        if (st_plan_spec_write(r->spec_path, spec_text, spec_len, grp, ng, header, &b, err, errlen))
+            goto out;
+        spec_path(file, nspec, paths[nspec], sizeof paths[nspec]);
+        if (st_write_file_atomic(paths[nspec], b.data, b.len, err, errlen))
+            goto out;
+        r->written[nspec] = paths[nspec];
+        nspec++;
+    }
+    rc = 0;
+out:
+    st_buf_free(&b);
+    free(idx);
+    free(grp);
+    return rc;
+}
+
+/* The traffic day of candidate c (ok stays 0 when it has no capacity). */
+static void day_of(const st_plan_result *r, const st_plan_candidate *c, const st_prices *p, st_day_cost *d, int *ok,
+                   double *sls, const char **from)
+{
+    const st_spec *s = r->spec;
+    *ok = 0;
+    if (!s->traffic.set || c->state != ST_PLAN_OK)
+        return;
+    double price_s = s->traffic.serverless_price_per_gpu_s;
+    *from = "the spec";
+    if (!(price_s > 0)) {
+        const st_price *sp = st_prices_pick(p, c->gpu, ST_PRICE_SERVERLESS, s->traffic.serverless_provider);
+        price_s = sp ? sp->usd_per_gpu_hour / 3600.0 : 0;
+        *from = sp ? sp->provider : NULL;
+    }
+    double out_tok = s->workload.output_tokens > 0 ? s->workload.output_tokens : 1;
+    double service = (isfinite(c->ttft_p95_ms) ? c->ttft_p95_ms / 1e3 : 0) +
+                     (isfinite(c->tpot_p95_ms) ? c->tpot_p95_ms / 1e3 * (out_tok - 1) : 0);
+    st_day_opts o = { .capacity_rps = c->capacity_rps,
+                      .gpus_per_replica = c->tp,
+                      .price_per_gpu_hour = c->price_per_gpu_hour,
+                      .scale_up_delay_s = s->traffic.scale_up_delay_s,
+                      .min_replicas = s->traffic.min_replicas,
+                      .serverless_price_per_gpu_s = price_s,
+                      .idle_timeout_s = s->traffic.idle_timeout_s,
+                      .cold_start_s = s->traffic.cold_start_s,
+                      .service_s = service };
+    char err[200];
+    if (st_day_price(s->traffic.hourly_rps, 24, 3600, &o, NULL, d, err, sizeof err) == 0) {
+        *ok = 1;
+        *sls = price_s;
+    }
+}
+
+/* DIR/deploy.md and DIR/deploy-k8s.yaml for the plan's pick (report/deploy.h), from the audit spec
+ * that would measure it, sized at its replicas at the stated peak. */
+static int write_deploy(const st_plan_result *r, const char *text, size_t len, const char *dir, char *err,
+                        size_t errlen)
+{
+    if (r->best < 0)
+        return 0;
+    const st_plan_candidate *w = &r->c[r->best];
+    const st_plan_candidate *one[] = { w };
+    st_buf b;
+    st_buf_init(&b, PLAN_OUT_MAX);
+    st_spec s;
+    int have = 0, rc = -1;
+    if (st_plan_spec_write(r->spec_path, text, len, one, 1, NULL, &b, err, errlen) ||
+        st_spec_parse(r->spec_path, b.data, b.len, &s, err, errlen))
+        goto out;
+    have = 1;
+    st_cost_in in = { .capacity_rps = w->capacity_rps,
+                      .output_tps = w->output_tps,
+                      .price_per_gpu_hour = w->price_per_gpu_hour,
+                      .gpus_per_replica = w->tp,
+                      .peak_rps = r->spec->peak_rate };
+    st_cost k;
+    (void)st_cost_compute(&in, &k);
+    st_deploy_opts o = { .replicas = k.replicas };
+    char path[4200];
+    st_buf_reset(&b);
+    st_buf_printf(&b,
+                  "# Deploying the plan's pick\n\n%s x%d, as `servetune plan` predicted it (measure it with the audit "
+                  "spec first). Sized for the stated peak: %ld replica%s.\n\n",
+                  w->gpu, w->tp, k.replicas, k.replicas == 1 ? "" : "s");
+    if (st_deploy_markdown(&s, &s.configs[0], &o, &b))
+        goto out;
+    snprintf(path, sizeof path, "%s/deploy.md", dir);
+    if (st_write_file_atomic(path, b.data, b.len, err, errlen))
+        goto out;
+    st_buf_reset(&b);
+    if (st_deploy_k8s(&s, &s.configs[0], &o, &b))
+        goto out;
+    snprintf(path, sizeof path, "%s/deploy-k8s.yaml", dir);
+    if (st_write_file_atomic(path, b.data, b.len, err, errlen))
+        goto out;
+    rc = 0;
+out:
+    if (rc && !err[0])
+        snprintf(err, errlen, "deploy snippets: too large");
+    if (have)
+        st_spec_free(&s);
+    st_buf_free(&b);
+    return rc;
+}
+
+static int write_outputs(const st_plan_result *r, const char *dir, char *err, size_t errlen)
+{
+    char path[4200];
+    st_buf b;
+    st_buf_init(&b, PLAN_OUT_MAX);
+    int rc = -1;
+    if (st_mkdir(dir, err, errlen))
+        goto out;
+    if (st_plan_report_markdown(r, &b)) {
+        snprintf(err, errlen, "plan.md: too large");
+        goto out;
+    }
+    snprintf(path, sizeof path, "%s/plan.md", dir);
+    if (st_write_file_atomic(path, b.data, b.len, err, errlen))
+        goto out;
+    st_buf_reset(&b);
+    if (st_plan_report_json(r, &b)) {
+        snprintf(err, errlen, "plan.json: too large");
+        goto out;
+    }
+    snprintf(path, sizeof path, "%s/plan.json", dir);
+    if (st_write_file_atomic(path, b.data, b.len, err, errlen))
+        goto out;
+    rc = 0;
+out:
+    st_buf_free(&b);
+    return rc;
+}
+
+int cmd_plan(int argc, char **argv)
+{
+    const char *out_dir = "plan-out", *write_spec = NULL, *prices_path = NULL, *provider = NULL;
+    long top = 0;
+    int quiet = 0, rc = ST_EXIT_USAGE;
+    const st_opt opts[] = {
+        { "out", 'o', ST_OPT_STR, &out_dir, "DIR", "where plan.md and plan.json go (default plan-out)", 0, 0, 0 },
+        { "write-spec", 0, ST_OPT_STR, &write_spec, "FILE",
+          "write the top candidates as an audit spec (one per machine: FILE, FILE-2, ...)", 0, 0, 0 },
+        { "top", 0, ST_OPT_LONG, &top, "K", "candidates kept exactly and written (default: plan.top, 3)", 1, 64, 0 },
+        { "prices", 0, ST_OPT_STR, &prices_path, "FILE",
+          "your price list (CSV, docs/prices.md); default: plan.prices, else built in", 0, 0, 0 },
+        { "provider", 0, ST_OPT_STR, &provider, "NAME", "whose prices (default: plan.provider, else the lowest)", 0, 0,
+          0 },
+        { "quiet", 'q', ST_OPT_FLAG, &quiet, NULL, "print only where the outputs went", 0, 0, 0 },
+        { 0 },
+    };
+    st_opts_result res = { 0 };
+    st_spec spec;
+    int have_spec = 0, have_prices = 0;
+    st_prices prices = { 0 };
+    st_plan_candidate *cand = NULL;
+    st_plan_model *model = NULL;
+    char *text = NULL;
+    char err[1024] = "";
+    char paths[PLAN_SPECS_MAX][4200];
+    if (st_opts_parse(opts, argc - 1, argv + 1, 0, &res, err, sizeof err)) {
+        rc = st_cli_usage_error("plan", err);
+        goto out;
+    }
+    if (res.help) {
+        help(opts);
+        rc = ST_EXIT_OK;
+        goto out;
+    }
+    if (res.npos != 1) {
+        rc = st_cli_usage_error("plan", "expected one SPEC");
+        goto out;
+    }
+    const char *spec_file = res.pos[0];
+    size_t text_len;
+    if (!(text = st_read_file(spec_file, ST_SPEC_MAX_BYTES, &text_len, err, sizeof err)) ||
+        st_spec_parse(spec_file, text, text_len, &spec, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        goto out;
+    }
+    have_spec = 1;
+    if (st_spec_check(&spec, err, sizeof err) || !st_exec_model_supported(&spec, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        goto out;
+    }
+    const char *pp = prices_path ? prices_path : spec.plan.prices;
+    if (pp) {
+        size_t plen;
+        char *ptext = st_read_file(pp, ST_PRICES_MAX_BYTES, &plen, err, sizeof err);
+        if (!ptext || st_prices_parse(pp, ptext, plen, &prices, err, sizeof err)) {
+            free(ptext);
+            fprintf(stderr, "servetune plan: %s\n", err);
+            goto out;
+        }
+        free(ptext);
+    } else if (st_prices_builtin(&prices, err, sizeof err)) {
+        fprintf(stderr, "servetune plan: %s\n", err);
+        goto out;
+    }
+    have_prices = 1;
+    const char *prov = provider ? provider : spec.plan.provider;
+    st_plan_result r = { .spec = &spec, .spec_path = spec_file, .prices = &prices, .provider = prov };
+    if (len_auto(&spec, &r.len_auto, &r.len_reject_share, err, sizeof err)) {
+        fprintf(stderr, "servetune plan: %s\n", err);
+        goto out;
+    }
+    if (spec.plan.max_model_len > 0)
+        r.len_auto = spec.plan.max_model_len;
+    if (st_plan_enumerate(&spec, &prices, prov, r.len_auto, &cand, &r.n, err, sizeof err)) {
+        fprintf(stderr, "servetune %s\n", err);
+        goto out;
+    }
+    r.c = cand;
+    int k = top > 0 ? (int)top : spec.plan.set ? spec.plan.top : 3;
+    if (st_plan_model_new(spec_file, text, text_len, &spec, spec.search.tolerance > 0 ? spec.search.tolerance : 0.05,
+                          &model, err, sizeof err)) {
+        fprintf(stderr, "servetune plan: %s\n", err);
+        goto out;
+    }
+    st_plan_ops ops;
+    st_plan_model_ops(model, &ops);
+    if (!quiet)
+        fprintf(stderr, "servetune plan: %d candidates on the engine model (%s)...\n", r.n, prices.origin);
+    st_ns t0 = st_now();
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    r.best = st_plan_search(cand, r.n, k, spec.workload.output_tokens > 0 ? spec.workload.output_tokens : 1, &ops,
+                            cpus > 0 ? (int)cpus : 1, &r.stats);
+    /* the current setup, the same way (never pruned) */
+    st_plan_baseline(&spec, &r.baseline);
+    st_plan_candidate *b = &r.baseline;
+    b->capacity_rps = b->output_tps = b->ttft_p95_ms = b->tpot_p95_ms = b->usd_per_1m = NAN;
+    if (ops.screen(ops.arg, b, b->why, sizeof b->why)) {
+        b->state = ST_PLAN_REFUSED;
+    } else if (ops.evaluate(ops.arg, b, b->why, sizeof b->why)) {
+        b->state = ST_PLAN_REFUSED;
+    } else if (b->capacity_rps > 0 && b->output_tps > 0) {
+        b->state = ST_PLAN_OK;
+        b->usd_per_1m = b->price_per_gpu_hour * b->tp / (b->output_tps * 3600.0) * 1e6;
+        r.baseline_ok = 1;
+    } else {
+        b->state = ST_PLAN_NONE_PASSED;
+    }
+    r.seconds = (double)(st_now() - t0) / 1e9;
+    if (r.best >= 0)
+        day_of(&r, &cand[r.best], &prices, &r.day, &r.day_ok, &r.serverless_price_per_gpu_s, &r.serverless_from);
+    double unused;
+    const char *unused_from;
+    day_of(&r, b, &prices, &r.day_base, &r.day_base_ok, &unused, &unused_from);
+    if (write_spec && r.best >= 0 && write_specs(&r, text, text_len, write_spec, k, paths, err, sizeof err)) {
+        fprintf(stderr, "servetune plan: %s\n", err);
+        rc = ST_EXIT_FAIL;
+        goto out;
+    }
+    if (write_outputs(&r, out_dir, err, sizeof err) || write_deploy(&r, text, text_len, out_dir, err, sizeof err)) {
+        fprintf(stderr, "servetune plan: %s\n", err);
+        rc = ST_EXIT_FAIL;
+        goto out;
+    }
+    if (!quiet) {
+        st_buf md;
+        st_buf_init(&md, PLAN_OUT_MAX);
+        if (st_plan_report_markdown(&r, &md) == 0)
+            fwrite(md.data, 1, md.len, stdout);
+        st_buf_free(&md);
+    }
+    fprintf(stderr, "servetune plan: %d candidates in %.2f s (%.0f candidates/s); %s/plan.md, %s/plan.json", r.n,
+            r.seconds, r.seconds > 0 ? r.n / r.seconds : 0, out_dir, out_dir);
+    for (int i = 0; i < PLAN_SPECS_MAX && r.written[i]; i++)
+        fprintf(stderr, ", %s", r.written[i]);
+    fprintf(stderr, "\n");
+    rc = ST_EXIT_OK;
+out:
+    st_plan_model_free(model);
+    free(cand);
+    if (have_prices)
+        st_prices_free(&prices);
+    if (have_spec)
+        st_spec_free(&spec);
+    free(text);
+    st_opts_result_free(&res);
+    return rc;
+}

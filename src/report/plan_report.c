@@ -1,0 +1,429 @@
+#include "report/plan_report.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "audit/cost.h"
+#include "audit/plan_spec.h"
+
+static void slo_words(const st_spec *s, st_buf *b)
+{
+    for (int i = 0; i < s->slo.n; i++) {
+        const st_slo_term *t = &s->slo.terms[i];
+        char up[16];
+        snprintf(up, sizeof up, "%s", st_slo_metric_name(t->metric));
+        for (char *p = up; *p; p++)
+            *p = (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
+        st_buf_printf(b, "%sp%g %s <= %g ms", i ? ", " : "", t->pct, up, t->max_ms);
+    }
+}
+
+static st_cost cost_of(const st_plan_result *r, const st_plan_candidate *c)
+{
+    st_cost_in in = { .capacity_rps = c->capacity_rps,
+                      .output_tps = c->output_tps,
+                      .price_per_gpu_hour = c->price_per_gpu_hour,
+                      .gpus_per_replica = c->tp,
+                      .peak_rps = r->spec->peak_rate };
+    st_cost out;
+    (void)st_cost_compute(&in, &out);
+    return out;
+}
+
+static void limits(const st_plan_candidate *c, st_buf *b)
+{
+    st_buf_printf(b, "%s x%d, %s weights, KV cache %s", c->gpu, c->tp, c->weights, c->kv_dtype);
+    if (c->max_num_seqs > 0)
+        st_buf_printf(b, ", --max-num-seqs %ld", c->max_num_seqs);
+    if (c->max_batched > 0)
+        st_buf_printf(b, ", --max-num-batched-tokens %ld", c->max_batched);
+    if (c->max_model_len > 0)
+        st_buf_printf(b, ", --max-model-len %ld", c->max_model_len);
+}
+
+static void money(st_buf *b, double v)
+{
+    if (!isfinite(v))
+        st_buf_puts(b, "-");
+    else if (v >= 1000)
+        st_buf_printf(b, "$%.0f", v);
+    else
+        st_buf_printf(b, "$%.3g", v);
+}
+
+static void answer(const st_plan_result *r, st_buf *b)
+{
+    st_buf_puts(b, "## Answer\n\n");
+    if (r->best < 0) {
+        st_buf_printf(b, "No candidate met the SLO (");
+        slo_words(r->spec, b);
+        st_buf_puts(b, ") at any rate on the engine model. The reasons are below; widen the search (more GPUs per "
+                       "replica, fp8 weights) or relax the SLO.\n\n");
+        return;
+    }
+    const st_plan_candidate *w = &r->c[r->best];
+    char name[128];
+    st_plan_config_name(w, name, sizeof name);
+    st_cost k = cost_of(r, w);
+    st_buf_printf(b, "The cheapest way found to serve this workload within the SLO (");
+    slo_words(r->spec, b);
+    st_buf_printf(b, ") is **%s**: ", name);
+    limits(w, b);
+    st_buf_printf(b, ", at $%.4g per GPU-hour (%s). It sustains %.3g requests/s (%.0f output tokens/s) at ",
+                  w->price_per_gpu_hour, w->provider ? w->provider : "price list", w->capacity_rps, w->output_tps);
+    money(b, w->usd_per_1m);
+    st_buf_printf(b, " per 1M output tokens; at the stated peak of %.3g requests/s that is %ld replica%s, about ",
+                  r->spec->peak_rate, k.replicas, k.replicas == 1 ? "" : "s");
+    money(b, k.monthly_usd);
+    st_buf_puts(b, " a month.");
+    if (r->baseline_ok) {
+        const st_plan_candidate *c = &r->baseline;
+        st_cost kb = cost_of(r, c);
+        st_buf_printf(b, " The current setup (");
+        limits(c, b);
+        st_buf_printf(b, ", $%.4g per GPU-hour) sustains %.3g requests/s at ", c->price_per_gpu_hour, c->capacity_rps);
+        money(b, c->usd_per_1m);
+        st_buf_printf(b, " per 1M output tokens (%ld replicas, ", kb.replicas);
+        money(b, kb.monthly_usd);
+        st_buf_printf(b, " a month): the plan's pick costs %+.0f %% per token.",
+                      (w->usd_per_1m / c->usd_per_1m - 1) * 100);
+    } else if (r->baseline.state != ST_PLAN_REFUSED) {
+        st_buf_printf(b, " The current setup met the SLO at no rate on the model (%s).", r->baseline.why);
+    } else {
+        st_buf_printf(b, " The current setup could not be modelled: %s.", r->baseline.why);
+    }
+    st_buf_puts(b, "\n\nThis is a PREDICTION from servetune's engine model, not a measurement: run the audit spec "
+                   "below on the hardware before you commit to it.\n\n");
+}
+
+static void table(const st_plan_result *r, st_buf *b)
+{
+    st_buf_printf(b,
+                  "## Candidates\n\n%d candidates explored in %.2f s (%.0f candidates/s): %d refused (do not fit or "
+                  "cannot run), %d evaluated with the sustained search, %d pruned (their cost bound could not reach "
+                  "the top %d), %d met the SLO.\n\n",
+                  r->stats.candidates, r->seconds, r->seconds > 0 ? r->stats.candidates / r->seconds : 0,
+                  r->stats.refused, r->stats.evaluated, r->stats.pruned, r->spec->plan.top > 0 ? r->spec->plan.top : 3,
+                  r->stats.passed);
+    int *idx = malloc(sizeof *idx * (size_t)(r->n > 0 ? r->n : 1));
+    if (!idx) {
+        st_buf_fail(b, ST_BUF_NO_MEM);
+        return;
+    }
+    int m = st_plan_order(r->c, r->n, idx, ST_PLAN_REPORT_ROWS);
+    if (m) {
+        st_buf_puts(b,
+                    "| # | GPU x per replica | weights | KV | max seqs | batched tokens | max len | $/GPU-h | capacity "
+                    "(req/s) | output tok/s | $ per 1M output tok | replicas at peak | monthly | frontier |\n"
+                    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+        for (int i = 0; i < m; i++) {
+            const st_plan_candidate *c = &r->c[idx[i]];
+            st_cost k = cost_of(r, c);
+            st_buf_printf(b, "| %d | %s x%d | %s | %s | %ld | %ld | %ld | %.4g | %.3g | %.0f | ", c->rank, c->gpu,
+                          c->tp, c->weights, c->kv_dtype, c->max_num_seqs, c->max_batched, c->max_model_len,
+                          c->price_per_gpu_hour, c->capacity_rps, c->output_tps);
+            money(b, c->usd_per_1m);
+            st_buf_printf(b, " | %ld | ", k.replicas);
+            money(b, k.monthly_usd);
+            st_buf_printf(b, " | %s%s |\n", c->on_frontier & 1 ? "latency " : "", c->on_frontier & 2 ? "quality" : "");
+        }
+        st_buf_puts(b, "\n");
+    }
+    free(idx);
+}
+
+static void frontier(const st_plan_result *r, st_buf *b)
+{
+    st_buf_puts(b,
+                "## Frontiers\n\nNo other evaluated candidate is at least as cheap and at least as good on the "
+                "other axis. Quality risk ranks the weight format (bf16 0, fp8 1, int8 2, 4-bit 3); it is not a "
+                "measurement of output quality: check that on your own prompts before switching.\n\n"
+                "| candidate | $ per 1M output tok | p95 TTFT (ms) at capacity | quality risk | on the frontier of |\n"
+                "|---|---|---|---|---|\n");
+    int *idx = malloc(sizeof *idx * (size_t)(r->n > 0 ? r->n : 1));
+    if (!idx) {
+        st_buf_fail(b, ST_BUF_NO_MEM);
+        return;
+    }
+    int m = st_plan_order(r->c, r->n, idx, r->n);
+    for (int i = 0; i < m; i++) {
+        const st_plan_candidate *c = &r->c[idx[i]];
+        if (!c->on_frontier)
+            continue;
+        char name[128];
+        st_plan_config_name(c, name, sizeof name);
+        st_buf_printf(b, "| %s | ", name);
+        money(b, c->usd_per_1m);
+        if (isfinite(c->ttft_p95_ms))
+            st_buf_printf(b, " | %.0f", c->ttft_p95_ms);
+        else
+            st_buf_puts(b, " | -");
+        st_buf_printf(b, " | %d | %s%s%s |\n", st_plan_quality_risk(c->weights),
+                      c->on_frontier & 1 ? "cost vs TTFT" : "", c->on_frontier == 3 ? ", " : "",
+                      c->on_frontier & 2 ? "cost vs quality" : "");
+    }
+    st_buf_puts(b, "\n");
+    free(idx);
+}
+
+/* The refusals, grouped by their reason's first words. */
+static void refusals(const st_plan_result *r, st_buf *b)
+{
+    typedef struct {
+        char why[90];
+        int n;
+        const st_plan_candidate *eg;
+    } grp;
+    grp g[12];
+    int ng = 0, other = 0, none = 0;
+    for (int i = 0; i < r->n; i++) {
+        const st_plan_candidate *c = &r->c[i];
+        if (c->state == ST_PLAN_NONE_PASSED)
+            none++;
+        if (c->state != ST_PLAN_REFUSED)
+            continue;
+        char key[90];
+        snprintf(key, sizeof key, "%.89s", c->why);
+        int j = 0;
+        while (j < ng && strcmp(g[j].why, key))
+            j++;
+        if (j == ng) {
+            if (ng == 12) {
+                other++;
+                continue;
+            }
+            memcpy(g[ng].why, key, sizeof key);
+            g[ng].n = 0;
+            g[ng].eg = c;
+            ng++;
+        }
+        g[j].n++;
+    }
+    if (!ng && !none)
+        return;
+    st_buf_puts(b, "## Why not the others\n\n");
+    for (int j = 0; j < ng; j++) {
+        char name[128];
+        st_plan_config_name(g[j].eg, name, sizeof name);
+        st_buf_printf(b, "- %d refused, e.g. %s: %s\n", g[j].n, name, g[j].eg->why);
+    }
+    if (other)
+        st_buf_printf(b, "- %d refused for other reasons (plan.json lists each)\n", other);
+    if (none)
+        st_buf_printf(b, "- %d fit but met the SLO at no rate\n", none);
+    st_buf_puts(b, "\n");
+}
+
+static void day_row(st_buf *b, const char *who, const st_day_cost *d)
+{
+    st_buf_printf(b, "| %s | %ld | ", who, d->peak_replicas);
+    money(b, d->peak_usd);
+    st_buf_puts(b, " | ");
+    money(b, d->autoscaled_usd);
+    st_buf_puts(b, " | ");
+    money(b, d->serverless_usd);
+    st_buf_printf(b, " | %s | %.0f %% | ", d->cheapest, 100 * d->utilization);
+    if (isfinite(d->break_even_utilization))
+        st_buf_printf(b, "%.0f %%", 100 * d->break_even_utilization);
+    else
+        st_buf_puts(b, "-");
+    st_buf_printf(b, " | %.1f %% |\n", 100 * d->cold_share);
+}
+
+static void traffic(const st_plan_result *r, st_buf *b)
+{
+    if (!r->spec->traffic.set || (!r->day_ok && !r->day_base_ok))
+        return;
+    const st_spec *s = r->spec;
+    double peak = 0, sum = 0;
+    for (int h = 0; h < 24; h++) {
+        peak = s->traffic.hourly_rps[h] > peak ? s->traffic.hourly_rps[h] : peak;
+        sum += s->traffic.hourly_rps[h];
+    }
+    st_buf_printf(
+        b,
+        "## A traffic day\n\nThe spec's day: %.3g requests/s at its peak hour, %.3g on average, %.0f requests "
+        "in all. Dedicated replicas sized for the peak, autoscaled hour by hour (a replica starts %.0f s "
+        "before its hour, at least %d always on), or serverless workers billed per second",
+        peak, sum / 24, sum * 3600, s->traffic.scale_up_delay_s, s->traffic.min_replicas);
+    if (r->serverless_price_per_gpu_s > 0)
+        st_buf_printf(b, " ($%.6g per GPU-second, %s; idle timeout %.0f s, cold start %.0f s)",
+                      r->serverless_price_per_gpu_s, r->serverless_from ? r->serverless_from : "",
+                      s->traffic.idle_timeout_s, s->traffic.cold_start_s);
+    else
+        st_buf_puts(b, " (no serverless price for this GPU: not priced)");
+    st_buf_puts(
+        b, ". The cost of one day:\n\n| setup | replicas at peak | peak-sized | autoscaled | serverless | cheapest | "
+           "utilization of the peak-sized fleet | serverless wins below | requests meeting a cold start |\n"
+           "|---|---|---|---|---|---|---|---|---|\n");
+    if (r->day_ok)
+        day_row(b, "the plan's pick", &r->day);
+    if (r->day_base_ok)
+        day_row(b, "the current setup", &r->day_base);
+    st_buf_puts(b, "\nA request that meets a cold start waits that much longer for its first token; when more than 5 % "
+                   "of requests do, the p95 TTFT of a serverless deployment is the cold start, not the engine's.\n\n");
+}
+
+int st_plan_report_markdown(const st_plan_result *r, st_buf *b)
+{
+    const st_spec *s = r->spec;
+    st_buf_printf(b, "# Plan for %s\n\n", st_spec_config_model(s, &s->configs[0]));
+    st_buf_puts(b,
+                "> **Prediction.** Every figure here comes from servetune's engine model, not from a measurement.\n\n");
+    answer(r, b);
+    table(r, b);
+    frontier(r, b);
+    refusals(r, b);
+    traffic(r, b);
+    st_buf_puts(b, "## Next step\n\n");
+    if (r->written[0]) {
+        st_buf_puts(b, "Measure the top candidates on the hardware with the audit spec");
+        st_buf_puts(b, r->written[1] ? "s (one per machine):\n\n" : ":\n\n");
+        for (int i = 0; i < 16 && r->written[i]; i++)
+            st_buf_printf(b, "    servetune audit %s -o audit-%d\n", r->written[i], i + 1);
+        st_buf_puts(b, "\n");
+    }
+    if (r->best >= 0) {
+        st_buf_puts(b,
+                    "deploy.md and deploy-k8s.yaml in the output folder hold the pick as commands to run (vllm serve, "
+                    "docker run, a Kubernetes Deployment and Service, RunPod's variables); use them once the audit "
+                    "confirms it.\n\n");
+    }
+    if (!r->written[0])
+        st_buf_puts(b, "`servetune plan SPEC --write-spec FILE` writes the top candidates as an audit spec to measure "
+                       "them on the hardware.\n\n");
+    st_buf_printf(
+        b,
+        "## Method and limits\n\n"
+        "- The workload, SLO and search are the spec's (`%s`); each candidate runs as the audit spec that "
+        "would measure it, through `servetune predict`'s sustained search on the engine model (docs/predict.md; "
+        "its measured error against published vLLM figures is in docs/fidelity.md).\n"
+        "- --max-model-len: %ld",
+        r->spec_path, r->len_auto);
+    if (s->plan.max_model_len > 0)
+        st_buf_puts(b, " (the spec's plan.max_model_len)");
+    else
+        st_buf_printf(b,
+                      " from the workload (the p99 of input + output tokens, rounded up; %.1f %% of the requests "
+                      "are longer and would be refused)",
+                      100 * r->len_reject_share);
+    st_buf_printf(
+        b,
+        ".\n- Prices: %s, %s on-demand price per GPU-hour; every figure's source and date is in "
+        "docs/prices.md. Prices move: pass your own with --prices.\n"
+        "- The search prunes with a bound: a candidate's maximum throughput on the model (its batch kept "
+        "full), times %.2f, gives the lowest cost it could reach; candidates whose bound cannot enter the top "
+        "%d are not evaluated (plan.json lists them with their bound).\n"
+        "- Not modelled: output quality under quantization, multi-node tensor parallelism, engines other "
+        "than vLLM.\n",
+        r->prices ? r->prices->origin : "the built-in list", r->provider && *r->provider ? r->provider : "the lowest",
+        1.25, s->plan.top > 0 ? s->plan.top : 3);
+    return st_buf_error(b) ? -1 : 0;
+}
+
+static json_t *num_or_null(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+static json_t *cand_json(const st_plan_result *r, const st_plan_candidate *c)
+{
+    char name[128];
+    st_plan_config_name(c, name, sizeof name);
+    json_t *o = json_object();
+    json_object_set_new(o, "name", json_string(name));
+    json_object_set_new(o, "state", json_string(st_plan_state_name(c->state)));
+    json_object_set_new(o, "gpu", json_string(c->gpu ? c->gpu : ""));
+    json_object_set_new(o, "gpus_per_replica", json_integer(c->tp));
+    json_object_set_new(o, "weights", json_string(c->weights ? c->weights : ""));
+    json_object_set_new(o, "model", json_string(c->model ? c->model : ""));
+    json_object_set_new(o, "kv_cache_dtype", json_string(c->kv_dtype ? c->kv_dtype : ""));
+    json_object_set_new(o, "max_num_seqs", json_integer(c->max_num_seqs));
+    json_object_set_new(o, "max_num_batched_tokens", json_integer(c->max_batched));
+    json_object_set_new(o, "max_model_len", json_integer(c->max_model_len));
+    json_object_set_new(o, "price_per_gpu_hour", json_real(c->price_per_gpu_hour));
+    json_object_set_new(o, "price_from", json_string(c->provider ? c->provider : ""));
+    json_object_set_new(o, "bound_rps", num_or_null(c->bound_rps > 0 ? c->bound_rps : NAN));
+    json_object_set_new(o, "cost_bound_usd_per_1m", num_or_null(c->lb_usd_per_1m));
+    json_object_set_new(o, "capacity_rps", num_or_null(c->state == ST_PLAN_OK ? c->capacity_rps : NAN));
+    json_object_set_new(o, "output_tps", num_or_null(c->state == ST_PLAN_OK ? c->output_tps : NAN));
+    json_object_set_new(o, "ttft_p95_ms", num_or_null(c->ttft_p95_ms));
+    json_object_set_new(o, "tpot_p95_ms", num_or_null(c->tpot_p95_ms));
+    json_object_set_new(o, "usd_per_1m_output_tokens", num_or_null(c->usd_per_1m));
+    if (c->state == ST_PLAN_OK) {
+        st_cost k = cost_of(r, c);
+        json_object_set_new(o, "replicas_at_peak", json_integer(k.replicas));
+        json_object_set_new(o, "monthly_usd", num_or_null(k.monthly_usd));
+    }
+    json_object_set_new(o, "rank", c->rank ? json_integer(c->rank) : json_null());
+    json_object_set_new(o, "frontier_cost_ttft", json_boolean(c->on_frontier & 1));
+    json_object_set_new(o, "frontier_cost_quality", json_boolean(c->on_frontier & 2));
+    json_object_set_new(o, "quality_risk", json_integer(st_plan_quality_risk(c->weights)));
+    json_object_set_new(o, "why", c->why[0] ? json_string(c->why) : json_null());
+    return o;
+}
+
+static json_t *day_json(const st_day_cost *d)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "peak_replicas", json_integer(d->peak_replicas));
+    json_object_set_new(o, "peak_sized_usd", num_or_null(d->peak_usd));
+    json_object_set_new(o, "autoscaled_usd", num_or_null(d->autoscaled_usd));
+    json_object_set_new(o, "serverless_usd", num_or_null(d->serverless_usd));
+    json_object_set_new(o, "cheapest", json_string(d->cheapest ? d->cheapest : ""));
+    json_object_set_new(o, "utilization", num_or_null(d->utilization));
+    json_object_set_new(o, "break_even_utilization", num_or_null(d->break_even_utilization));
+    json_object_set_new(o, "cold_start_share", num_or_null(d->cold_share));
+    return o;
+}
+
+int st_plan_report_json(const st_plan_result *r, st_buf *out)
+{
+    json_t *root = json_object();
+    json_object_set_new(root, "schema", json_integer(1));
+    json_object_set_new(root, "prediction", json_true());
+    json_object_set_new(root, "spec", json_string(r->spec_path ? r->spec_path : ""));
+    json_object_set_new(root, "prices", json_string(r->prices ? r->prices->origin : ""));
+    json_object_set_new(root, "provider", r->provider ? json_string(r->provider) : json_null());
+    json_t *st = json_object();
+    json_object_set_new(st, "candidates", json_integer(r->stats.candidates));
+    json_object_set_new(st, "refused", json_integer(r->stats.refused));
+    json_object_set_new(st, "evaluated", json_integer(r->stats.evaluated));
+    json_object_set_new(st, "pruned", json_integer(r->stats.pruned));
+    json_object_set_new(st, "passed", json_integer(r->stats.passed));
+    json_object_set_new(st, "refined", json_integer(r->stats.refined));
+    json_object_set_new(st, "shared", json_integer(r->stats.shared));
+    json_object_set_new(st, "seconds", json_real(r->seconds));
+    json_object_set_new(st, "candidates_per_s", num_or_null(r->seconds > 0 ? r->stats.candidates / r->seconds : NAN));
+    json_object_set_new(root, "search", st);
+    json_object_set_new(root, "max_model_len_auto", json_integer(r->len_auto));
+    json_object_set_new(root, "max_model_len_reject_share", num_or_null(r->len_reject_share));
+    json_object_set_new(root, "best", r->best >= 0 ? cand_json(r, &r->c[r->best]) : json_null());
+    json_object_set_new(root, "baseline", cand_json(r, &r->baseline));
+    json_t *all = json_array();
+    for (int i = 0; i < r->n; i++)
+        json_array_append_new(all, cand_json(r, &r->c[i]));
+    json_object_set_new(root, "candidates", all);
+    if (r->day_ok || r->day_base_ok) {
+        json_t *d = json_object();
+        if (r->day_ok)
+            json_object_set_new(d, "best", day_json(&r->day));
+        if (r->day_base_ok)
+            json_object_set_new(d, "baseline", day_json(&r->day_base));
+        json_object_set_new(d, "serverless_price_per_gpu_s",
+                            num_or_null(r->serverless_price_per_gpu_s > 0 ? r->serverless_price_per_gpu_s : NAN));
+        json_object_set_new(root, "traffic_day", d);
+    }
+    json_t *w = json_array();
+    for (int i = 0; i < 16 && r->written[i]; i++)
+        json_array_append_new(w, json_string(r->written[i]));
+    json_object_set_new(root, "specs_written", w);
+    char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+    json_decref(root);
+    if (!text)
+        return -1;
+    st_buf_puts(out, text);
+    st_buf_puts(out, "\n");
+    free(text);
+    return st_buf_error(out) ? -1 : 0;
+}

@@ -1,0 +1,42 @@
+/* What `servetune plan` writes: plan.md (the answer first, then the candidates, the frontiers,
+ * the traffic day and the method) and plan.json (every candidate). Pure functions of the plan's
+ * results. docs/plan.md describes both. */
+#ifndef ST_REPORT_PLAN_REPORT_H
+#define ST_REPORT_PLAN_REPORT_H
+#include <stddef.h>
+
+#include "audit/day.h"
+#include "audit/plan.h"
+#include "audit/prices.h"
+#include "audit/spec.h"
+#include "core/buf.h"
+
+/* Rows shown in plan.md's candidate table. */
+#define ST_PLAN_REPORT_ROWS 15
+
+typedef struct st_plan_result {
+    const st_spec *spec;
+    const char *spec_path;
+    const st_prices *prices;
+    const char *provider;
+    st_plan_candidate *c; /* the candidates, searched */
+    int n;
+    int best;                   /* index of the cheapest, -1 when none met the SLO */
+    st_plan_candidate baseline; /* the spec's own setup, evaluated the same way */
+    int baseline_ok;            /* it met the SLO */
+    st_plan_stats stats;
+    double seconds;          /* the search's wall time */
+    long len_auto;           /* max_model_len from the workload */
+    double len_reject_share; /* requests longer than it (0..1) */
+    const char *written[16]; /* the audit specs written (paths), NULL-terminated */
+    /* the traffic day (when spec->traffic.set), for the best and the baseline */
+    int day_ok, day_base_ok;
+    st_day_cost day, day_base;
+    double serverless_price_per_gpu_s; /* the price used (0: none found) */
+    const char *serverless_from;       /* where it came from */
+} st_plan_result;
+
+int st_plan_report_markdown(const st_plan_result *r, st_buf *out);
+int st_plan_report_json(const st_plan_result *r, st_buf *out);
+
+#endif
