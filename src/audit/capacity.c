@@ -662,7 +662,31 @@ void st_sustained_next(const st_sustained_params *p, const st_rate_result *r, in
     /* from a forecast, the first three steps are tolerance-sized (the answer should be near) */
     double first = 1 + 0.8 * p->tolerance;
     if (lo < 0) {
-        /* only failures: go down */
+        /* only failures and undecided runs. Undecided runs below the lowest decided failure are
+         * too slow to fill their window within max_duration (a lower rate needs a longer one):
+         * the rates between the highest of them and that failure are bisected instead */
+        int d = -1, u = -1;
+        for (int k = 0; k < np && d < 0; k++)
+            if (q[k].verdict == ST_VERDICT_FAIL || q[k].verdict == ST_VERDICT_OVERSAT)
+                d = k;
+        for (int k = 0; k < d; k++)
+            if (q[k].verdict == ST_VERDICT_UNDECIDED)
+                u = k;
+        if (u >= 0) {
+            double a = q[u].rate, b = q[d].rate, next = round_rate(p, sqrt(a * b));
+            if (b / a - 1 <= p->tolerance + 1e-9 || pool_at(q, np, next) >= 0 || next <= a || next >= b) {
+                snprintf(out->why, sizeof out->why,
+                         "sustained the SLO at no %srate: %.4g%s did not pass and %.4g%s below it was undecided (its "
+                         "window does not fit within max_duration)",
+                         what, b, unit, a, unit);
+                return;
+            }
+            next_run(
+                out, next, is_grid(p, next), 0,
+                "bisect [%.4g, %.4g]%s: %.4g did not pass, %.4g was undecided (a lower rate needs a longer window)", a,
+                b, unit, b, a);
+            return;
+        }
         double top = q[hi].rate;
         double next = p->forecast > 0 ? NAN : grid_middle(p, q, np, 0, top);
         if (isnan(next))

@@ -161,7 +161,9 @@ void st_capacity_compute(const st_rate_result *r, int n, int grid_only, st_capac
  *   - only passes: the middle of the grid rates above, else x2; from a forecast, x (1 + 0.8
  *     tolerance) for the first three rates, then x1.5; up to ST_SEARCH_MAX_RATE;
  *   - only failures: likewise down (/2; from a forecast / (1 + 0.8 tolerance), then /1.5), never
- *     above what an over-saturated run delivered, down to min_rate;
+ *     above what an over-saturated run delivered, down to min_rate; an undecided rate below the
+ *     lowest failure (its window did not fit within max_duration; lower rates need longer ones)
+ *     is a floor: the rates between it and the failure are bisected, down to the tolerance;
  *   - a bracket wider than the tolerance: for each term, the pooled margins ln(limit / value) of
  *     the runs that were not stopped early are fitted non-increasing in rate (isotonic), and the
  *     bracket's ends interpolated linearly in log rate; the term whose zero comes first binds.

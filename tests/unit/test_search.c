@@ -56,6 +56,9 @@ static st_exceed exceed_of(double value, double limit, uint32_t n)
 
 typedef enum shape { SMOOTH, CLIFF, UNSURE } shape;
 
+/* Rates below this are undecided: their window does not fit within max_duration. */
+static double undecided_below = 0;
+
 /* One run at rate of a server of capacity c. */
 static st_rate_result run_at(const st_audit_slo *slo, shape sh, double c, double rate)
 {
@@ -69,6 +72,11 @@ static st_rate_result run_at(const st_audit_slo *slo, shape sh, double c, double
     r.delivered_rps = r.sustained_rps = rate;
     r.output_tps = rate * 100;
     r.run_delivered_rps = NAN;
+    if (rate < undecided_below) {
+        r.verdict = ST_VERDICT_UNDECIDED;
+        r.n_terms = 0;
+        return r;
+    }
     double ttft = sh == SMOOTH ? slo->terms[0].max_ms * exp(3 * (rate - c) / c) : slo->terms[0].max_ms * 0.3;
     if (sh == UNSURE) /* right at the limit: never a confident call */
         ttft = slo->terms[0].max_ms * (rate <= c ? 0.995 : 1.005);
@@ -234,6 +242,35 @@ static void undecided_end_is_no_pass(void **state)
     assert_true(k.cliff);
 }
 
+/* A capacity (3) just above the rates whose window cannot fit (below 2.5): the search comes down
+ * from the grid, finds 2 undecided, and bisects between it and the failure above instead of going
+ * further down; with nothing decidable below a failure it stops with the reason. */
+static void undecided_floor_is_bisected(void **state)
+{
+    (void)state;
+    st_audit_slo slo = slo2(1000, 50);
+    st_sustained_params p = params(&slo, 0);
+    st_rate_result r[64];
+    undecided_below = 2.5;
+    int n = search(&p, CLIFF, 3, r, 64);
+    st_capacity k;
+    st_capacity_sustained(&p, r, n, &k);
+    print_message("# undecided below 2.5, capacity 3: bracket %.4g-%.4g, %d runs\n", k.pass_rate, k.fail_rate, n);
+    assert_true(k.has_pass && k.pass_rate <= 3 && 3 < k.fail_rate && k.within_tolerance);
+    for (int i = 0; i < n; i++)
+        assert_true(r[i].rate >= 2);
+    /* capacity below the floor: no pass, the search stops between the undecided and the failure */
+    n = search(&p, CLIFF, 2, r, 64);
+    st_next nx;
+    st_sustained_next(&p, r, n, &nx);
+    assert_int_equal(nx.action, ST_NEXT_STOP);
+    assert_non_null(strstr(nx.why, "undecided"));
+    st_capacity_sustained(&p, r, n, &k);
+    assert_false(k.has_pass);
+    assert_true(n <= 6);
+    undecided_below = 0;
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
@@ -242,6 +279,7 @@ int main(void)
         cmocka_unit_test(forecast_saves_runs),
         cmocka_unit_test(bounds_end_the_search),
         cmocka_unit_test(undecided_end_is_no_pass),
+        cmocka_unit_test(undecided_floor_is_bisected),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }
