@@ -386,12 +386,23 @@ typedef struct http_tick {
     const st_exec_rate *in;
     volatile sig_atomic_t run_stop; /* the runner's stop flag */
     int stopped;
+    scraper *sc; /* the samples so far (NULL: none) */
 } http_tick;
 
 static void http_on_tick(void *arg, const st_runner_progress *p)
 {
     http_tick *t = arg;
-    if (!t->stopped && t->in->tick && t->in->tick(t->in->tick_arg, p)) {
+    if (t->stopped || !t->in->tick)
+        return;
+    int stop;
+    if (t->sc) {
+        pthread_mutex_lock(&t->sc->mu);
+        stop = t->in->tick(t->in->tick_arg, p, t->sc->s, t->sc->n);
+        pthread_mutex_unlock(&t->sc->mu);
+    } else {
+        stop = t->in->tick(t->in->tick_arg, p, NULL, 0);
+    }
+    if (stop) {
         t->stopped = 1;
         t->run_stop = 1;
     }
@@ -429,6 +440,7 @@ static int http_run_rate(st_executor *x, const st_exec_rate *in, st_config_row *
                             .work = in->w,
                             .schedule = sched,
                             .warmup = in->warmup,
+                            .max_concurrency = in->max_concurrency,
                             .timeout_s = in->timeout_s / K,
                             .tick = http_on_tick,
                             .tick_arg = &T,
@@ -439,6 +451,7 @@ static int http_run_rate(st_executor *x, const st_exec_rate *in, st_config_row *
         pthread_mutex_init(&sc.mu, NULL);
         sc.t0 = st_now();
         have_scraper = pthread_create(&sc.th, NULL, scrape_main, &sc) == 0;
+        T.sc = have_scraper ? &sc : NULL;
     }
     st_run_result res;
     memset(&res, 0, sizeof res);

@@ -279,7 +279,7 @@ static int model_on_tick(void *arg, st_ns now, const st_emu_stats *es, const st_
                              .in_flight = ep->in_flight,
                              .output_tokens = ep->output_tokens,
                              .records = recs };
-    return T->in->tick(T->in->tick_arg, &p);
+    return T->in->tick(T->in->tick_arg, &p, T->out->samples, T->out->n_samples);
 }
 
 /* The offered rate of a run: (n - 1) / the span of its arrivals; INFINITY for all at once. */
@@ -334,7 +334,11 @@ static int model_run_rate(st_executor *x, const st_exec_rate *in, st_config_row 
         st_emu_session_stats(M->sess, &es);
         sample(&T, 0, &es);
     }
+    /* a closed loop runs on the model's own closed-loop driver (`clients`); a capped open loop
+     * on its concurrency limit */
     st_emu_run_opts o = { .warmup = in->warmup,
+                          .max_concurrency = in->closed_loop ? 0 : in->max_concurrency,
+                          .clients = in->closed_loop ? in->max_concurrency : 0,
                           .timeout = in->timeout_s > 0 ? (st_ns)(in->timeout_s * 1e9) : 0,
                           .tick = MODEL_TICK_NS,
                           .on_tick = model_on_tick,

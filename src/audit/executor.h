@@ -32,13 +32,17 @@ typedef struct st_executor st_executor;
 /* One rate run (or the warm-up). */
 typedef struct st_exec_rate {
     const st_spec_config *c;
-    const st_workload *w; /* the requests */
-    const st_ns *sched;   /* w->n arrival offsets (ns, engine time) */
-    uint32_t warmup;      /* the first `warmup` items are warm-up (not measured) */
-    double timeout_s;     /* per request, engine time */
-    /* Called about once a second of the executor's clock with the run's progress; returns
-     * nonzero to stop the run (early stop or interruption). May be NULL. */
-    int (*tick)(void *arg, const st_runner_progress *p);
+    const st_workload *w;     /* the requests */
+    const st_ns *sched;       /* w->n arrival offsets (ns, engine time) */
+    uint32_t warmup;          /* the first `warmup` items are warm-up (not measured) */
+    double timeout_s;         /* per request, engine time */
+    uint32_t max_concurrency; /* > 0: at most this many requests in flight; 0: open loop */
+    int closed_loop;          /* 1: a closed loop of max_concurrency clients (every item due at once;
+                                 each sent when a previous one ended) */
+    /* Called about once a second of the executor's clock with the run's progress and the metric
+     * samples taken so far (engine seconds since the run's start; may be none); returns nonzero
+     * to stop the run (early stop, a sustained run's end, or interruption). May be NULL. */
+    int (*tick)(void *arg, const st_runner_progress *p, const st_metrics_sample *samples, uint32_t n_samples);
     void *tick_arg;
 } st_exec_rate;
 

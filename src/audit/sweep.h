@@ -47,11 +47,12 @@ typedef struct st_sweep_result {
 int st_sweep_run(const st_spec *spec, st_store *store, const st_sweep_opts *o, st_sweep_result *res, char *err,
                  size_t errlen);
 
-/* The capacity of configuration ci found by bisection on executor x (meant for the engine model,
- * where a run costs milliseconds): the configuration is started and warmed up as in a sweep, then
- * rates are probed with the sweep's workloads, schedules and early stop (nothing is stored):
- * doubling or halving from the spec's first finite rate until a pass/fail bracket is found, then
- * geometric bisection until fail_rate / pass_rate - 1 <= tol. */
+/* The capacity of configuration ci on executor x, nothing stored (meant for the engine model,
+ * where a run costs milliseconds). Sustained spec: the sustained search itself (its tolerance,
+ * not tol). Burst spec: the configuration is started and warmed up as in a sweep, then rates are
+ * probed with the sweep's workloads, schedules and early stop: doubling or halving from the
+ * spec's first finite rate until a pass/fail bracket is found, then geometric bisection until
+ * fail_rate / pass_rate - 1 <= tol. */
 typedef struct st_sweep_bisect_result {
     double pass_rate;    /* highest passing offered rate (0: none found) */
     double fail_rate;    /* lowest failing offered rate above it (INFINITY: none up to 1e5 req/s) */
@@ -63,7 +64,16 @@ typedef struct st_sweep_bisect_result {
 int st_sweep_bisect(const st_spec *spec, struct st_executor *x, int ci, double tol, st_sweep_bisect_result *out,
                     char *err, size_t errlen);
 
-/* The run key: SHA-256 (hex) of everything that defines a rate run of configuration c. */
+/* A sustained spec's bounds (st_spec_check_bounds), and for engines the engine model knows, a
+ * max_duration too short for one unloaded request's warm phase, window and drain on the model.
+ * 0, or -1 with the reason in err. */
+int st_sweep_check_bounds(const st_spec *spec, char *err, size_t errlen);
+
+/* The run key: SHA-256 (hex) of everything that defines a burst run of configuration c at rate. */
 void st_sweep_run_key(const st_spec *spec, const st_spec_config *c, double rate, char out[65]);
+/* The same for a sustained run: its rate (or concurrency), replicate, the requests scheduled,
+ * and the search keys that shape the run (max_duration, window, warm phase, confidence). */
+void st_sweep_run_key_sustained(const st_spec *spec, const st_spec_config *c, double rate, int replicate,
+                                uint32_t planned, char out[65]);
 
 #endif

@@ -72,7 +72,9 @@ static int suggest(const st_spec *spec, st_store *store, const st_emu_calib *cal
     char err[1024];
     line[0] = '\0';
     if (!quiet)
-        fprintf(stderr, "servetune predict: capacities by bisection on the model (within 2 %%):\n");
+        fprintf(stderr, spec->search.mode == ST_SEARCH_SUSTAINED
+                            ? "servetune predict: sustained capacities on the model (the search's own tolerance):\n"
+                            : "servetune predict: capacities by bisection on the model (within 2 %%):\n");
     for (int i = 0; i < spec->n_configs && nc < 256; i++) {
         st_executor *x;
         if (st_exec_model_new(spec, NULL, &x, err, sizeof err))
@@ -92,6 +94,9 @@ static int suggest(const st_spec *spec, st_store *store, const st_emu_calib *cal
         if (!isfinite(b.fail_rate))
             printf("  %-24s passes at every rate up to %.4g req/s (%d runs)\n", spec->configs[i].name, b.pass_rate,
                    b.runs);
+        else if (spec->search.mode == ST_SEARCH_SUSTAINED)
+            printf("  %-24s sustained at %.4g, not at %.4g %s (%d runs)\n", spec->configs[i].name, b.pass_rate,
+                   b.fail_rate, spec->closed_loop ? "concurrent requests" : "req/s", b.runs);
         else
             printf("  %-24s capacity between %.4g and %.4g req/s offered (%.4g req/s delivered; %d runs)\n",
                    spec->configs[i].name, b.pass_rate, b.fail_rate, b.capacity_rps, b.runs);

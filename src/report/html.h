@@ -61,11 +61,23 @@ typedef struct st_html_sample {
 } st_html_sample;
 
 typedef struct st_html_run {
-    double rate; /* offered req/s of this run */
-    int passed;  /* as in st_html_point */
+    double rate;         /* offered req/s of this run (or its concurrency) */
+    int passed;          /* as in st_html_point */
+    const char *verdict; /* the verdict in words ("sustained", "over-saturated"...); NULL: passed/failed */
     const st_html_sample *samples;
     uint32_t n_samples;
 } st_html_run;
+
+/* A run at one end of a sustained search's bracket: requests in flight against time. */
+typedef struct st_html_trace {
+    double rate;
+    const char *label; /* e.g. "16.1 req/s: sustained" */
+    int passed;        /* 1: the pass end, 0: the fail end */
+    const double *t;   /* engine seconds since the run started */
+    const double *inflight;
+    uint32_t n;
+    double window_start_s, window_end_s; /* its measurement window (NAN: none) */
+} st_html_trace;
 
 typedef struct st_html_config {
     const char *name;
@@ -93,6 +105,17 @@ typedef struct st_html_config {
     const char *changes; /* exact flags / model / environment against the baseline */
     const char *reason;  /* one line from the spec */
     const char *command; /* the engine's command line as started, or NULL */
+
+    /* the sustained search (sustained = 1), else a burst test */
+    int sustained;
+    double ci_lo, ci_hi;       /* the capacity's interval (NAN: none) */
+    const char *binding;       /* what binds: "p95 TPOT", "over-saturation", ... (NULL: -) */
+    const char *boundary;      /* "smooth" or "cliff" (NULL: no bracket) */
+    double engine_minutes;     /* engine time of every run */
+    double max_throughput_rps; /* what an over-saturated run delivered (NAN: none was) */
+    int search_runs;
+    const st_html_trace *traces; /* the runs at the bracket's ends */
+    uint32_t n_traces;
 
     /* evidence */
     const st_html_point *points;
@@ -129,6 +152,9 @@ typedef struct st_html_report {
                                    audit's own cheapest-first order; NULL: sorted here */
 
     double slo_ttft_ms, slo_tpot_ms; /* NAN: that term is not set */
+    int sustained;                   /* capacities come from the sustained search (else a burst test) */
+    int concurrency;                 /* the runs are concurrency levels (closed loop), not rates */
+    double confidence;               /* of the sustained intervals */
 
     const char *const *method; /* paragraphs of "method and limits" */
     uint32_t n_method;

@@ -89,11 +89,19 @@ static json_t *spec_json(const st_report *r)
     }
     json_object_set_new(o, "slo", slo);
     json_t *se = json_object();
-    json_object_set_new(se, "mode", json_string(s->search.mode == ST_SEARCH_REFINE ? "refine" : "grid"));
+    json_object_set_new(se, "mode", json_string(st_search_mode_name(s->search.mode)));
     json_object_set_new(se, "tolerance", json_real(s->search.tolerance));
     json_object_set_new(se, "request_budget", json_integer(s->search.request_budget));
     json_object_set_new(se, "early_stop", json_boolean(s->search.early_stop));
     json_object_set_new(se, "skip_margin", json_real(s->search.skip_margin));
+    json_object_set_new(se, "confidence", json_real(s->search.confidence));
+    json_object_set_new(se, "max_duration_s", json_real(s->search.max_duration_s));
+    json_object_set_new(se, "min_window_s", json_real(s->search.min_window_s));
+    json_object_set_new(se, "min_window_requests", json_integer(s->search.min_window_requests));
+    json_object_set_new(se, "warmup_e2e", json_real(s->search.warmup_e2e));
+    json_object_set_new(se, "max_runs", json_integer(s->search.max_runs));
+    json_object_set_new(se, "max_replicates", json_integer(s->search.max_replicates));
+    json_object_set_new(o, "concurrency", json_boolean(s->closed_loop));
     json_object_set_new(o, "search", se);
     return o;
 }
@@ -114,17 +122,44 @@ static json_t *capacity_json(const st_report *r, const st_rep_cfg *c)
     json_object_set_new(o, "refined_rps", num(r->refine ? c->refined.capacity_rps : NAN));
     json_object_set_new(o, "warmup_effect", json_boolean(k->warmup_effect));
     json_object_set_new(o, "non_monotonic", json_boolean(k->non_monotonic));
+    json_object_set_new(
+        o, "method",
+        json_string(r->sustained ? (r->spec.closed_loop ? "sustained-concurrency" : "sustained") : "burst"));
+    if (r->sustained) {
+        char bind[48];
+        st_report_binding(r, c, bind, sizeof bind);
+        json_object_set_new(o, "ci_low", k->has_pass ? num(k->ci_lo) : json_null());
+        json_object_set_new(o, "ci_high", k->has_pass ? rate(k->ci_hi) : json_null());
+        json_object_set_new(o, "confidence", json_real(r->spec.search.confidence));
+        json_object_set_new(o, "estimate", num(k->estimate));
+        json_object_set_new(o, "pass_confident", json_boolean(k->has_pass && k->pass_sure));
+        json_object_set_new(o, "fail_confident", json_boolean(isfinite(k->fail_rate) && k->fail_sure));
+        json_object_set_new(o, "within_tolerance", json_boolean(k->within_tolerance));
+        json_object_set_new(o, "binding", json_string(bind));
+        json_object_set_new(o, "binding_term", k->binding >= 0 ? json_integer(k->binding) : json_null());
+        json_object_set_new(
+            o, "boundary", k->has_pass && k->has_fail_above ? json_string(k->cliff ? "cliff" : "smooth") : json_null());
+        json_object_set_new(o, "max_throughput_rps", num(k->max_throughput_rps));
+        json_object_set_new(o, "runs", json_integer(k->runs));
+        json_object_set_new(o, "requests", json_integer((json_int_t)k->requests));
+        json_object_set_new(o, "engine_seconds", num(k->engine_s));
+    }
     return o;
 }
 
-static json_t *run_json(const st_run_row *w, const st_rep_server *sv)
+static json_t *run_json(const st_report *r, const st_rep_cfg *c, int j)
 {
+    const st_run_row *w = &c->runs[j];
+    const st_rep_server *sv = &c->server[j];
     json_t *o = json_object();
     json_object_set_new(o, "run_id", json_integer(w->id));
     json_object_set_new(o, "run_key", json_string(w->run_key));
     json_object_set_new(o, "rate", rate(w->rate));
     json_object_set_new(o, "grid", json_boolean(w->grid));
+    json_object_set_new(o, "replicate", json_integer(c->rr[j].replicate));
     json_object_set_new(o, "verdict", str(w->verdict));
+    json_object_set_new(o, "verdict_text", json_string(st_report_verdict_words(r, w)));
+    json_object_set_new(o, "confident", json_boolean(c->rr[j].confident));
     json_object_set_new(o, "why", str(w->why));
     json_object_set_new(o, "stopped_early", json_boolean(w->stopped_early));
     json_object_set_new(o, "planned", json_integer(w->planned));
@@ -211,7 +246,7 @@ static json_t *notes_json(const st_notes *ns)
 int st_report_json(const st_report *r, st_buf *out)
 {
     json_t *root = json_object();
-    json_object_set_new(root, "schema", json_string("servetune-audit-report/1"));
+    json_object_set_new(root, "schema", json_string("servetune-audit-report/2"));
     json_object_set_new(root, "servetune_version", str(r->audit.version ? r->audit.version : ST_VERSION));
     json_object_set_new(root, "partial", json_boolean(r->audit.partial));
     json_object_set_new(root, "prediction", json_boolean(r->audit.prediction));
@@ -273,7 +308,7 @@ int st_report_json(const st_report *r, st_buf *out)
         }
         json_t *runs = json_array();
         for (int j = 0; j < c->n_runs; j++)
-            json_array_append_new(runs, run_json(&c->runs[j], &c->server[j]));
+            json_array_append_new(runs, run_json(r, c, j));
         json_object_set_new(o, "runs", runs);
         json_array_append_new(cs, o);
     }

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit/sustain.h"
 #include "load/stats.h"
 #include "report/report.h"
 
@@ -120,6 +121,8 @@ void st_report_free(st_report *r)
         free(r->cfg[i].rr);
         free(r->cfg[i].server);
         free(r->cfg[i].digest);
+        free(r->cfg[i].sus);
+        free(r->cfg[i].has_sus);
     }
     st_notes_free(&r->notes);
     st_rep_traffic_free(&r->traffic);
@@ -173,6 +176,7 @@ int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
         st_predvs_parse(pv, &out->predvs); /* a malformed summary is simply not shown */
     free(pv);
     out->refine = out->spec.search.mode == ST_SEARCH_REFINE;
+    out->sustained = out->spec.search.mode == ST_SEARCH_SUSTAINED;
     out->n_cfg = out->spec.n_configs;
     out->cfg = calloc((size_t)out->n_cfg, sizeof *out->cfg);
     out->order = calloc((size_t)out->n_cfg, sizeof *out->order);
@@ -203,7 +207,9 @@ int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
         c->rr = calloc((size_t)(c->n_runs ? c->n_runs : 1), sizeof *c->rr);
         c->server = calloc((size_t)(c->n_runs ? c->n_runs : 1), sizeof *c->server);
         c->digest = calloc((size_t)(c->n_runs ? c->n_runs : 1), sizeof *c->digest);
-        if (!c->rr || !c->server || !c->digest) {
+        c->sus = calloc((size_t)(c->n_runs ? c->n_runs : 1), sizeof *c->sus);
+        c->has_sus = calloc((size_t)(c->n_runs ? c->n_runs : 1), 1);
+        if (!c->rr || !c->server || !c->digest || !c->sus || !c->has_sus) {
             free(pk);
             snprintf(err, errlen, "out of memory");
             st_report_free(out);
@@ -211,19 +217,23 @@ int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
         }
         for (int j = 0; j < c->n_runs; j++) {
             const st_run_row *rw = &c->runs[j];
-            c->rr[j] = (st_rate_result){ .rate = rw->rate,
-                                         .verdict = st_verdict_from_name(rw->verdict),
-                                         .worst_ratio = rw->worst_ratio,
-                                         .delivered_rps = rw->delivered_rps,
-                                         .output_tps = rw->output_tps,
-                                         .sustained_rps = rw->sustained_rps,
-                                         .requests = rw->sent,
-                                         .grid = rw->grid };
+            st_sustain_row_result(rw, &c->rr[j]);
+            c->has_sus[j] = rw->summary_json && st_sustain_from_json(rw->summary_json, &c->sus[j]) == 0;
+            for (int k = 0; k < j; k++) /* the k-th run at the same rate is its k-th replicate */
+                c->rr[j].replicate += c->runs[k].rate == rw->rate && strcmp(c->runs[k].verdict, "skipped");
             run_figures(s, rw->id, &c->server[j], &c->digest[j]);
         }
-        st_capacity_compute(c->rr, c->n_runs, 1, &c->grid);
-        st_capacity_compute(c->rr, c->n_runs, 0, &c->refined);
-        c->cap = out->refine ? &c->refined : &c->grid;
+        if (out->sustained) {
+            st_sustained_params sp;
+            st_sustained_params_of(&out->spec, 0, &sp);
+            st_capacity_sustained(&sp, c->rr, c->n_runs, &c->refined);
+            c->grid = c->refined;
+            c->cap = &c->refined;
+        } else {
+            st_capacity_compute(c->rr, c->n_runs, 1, &c->grid);
+            st_capacity_compute(c->rr, c->n_runs, 0, &c->refined);
+            c->cap = out->refine ? &c->refined : &c->grid;
+        }
         st_cost_in ci = { .capacity_rps = c->cap->capacity_rps,
                           .output_tps = c->cap->output_tps,
                           .price_per_gpu_hour = out->spec.hardware.price_per_gpu_hour,
@@ -232,8 +242,10 @@ int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
         st_cost_compute(&ci, &c->cost);
         c->ttft_p95_ms = c->tpot_p95_ms = NAN;
         if (c->cap->has_pass) {
-            c->ttft_p95_ms = c->runs[c->cap->pass_index].ttft_p95_ms;
-            c->tpot_p95_ms = c->runs[c->cap->pass_index].tpot_p95_ms;
+            const st_run_row *pr = &c->runs[c->cap->pass_index];
+            /* terms 0 and 1 are always p95 TTFT and p95 TPOT (sustained: over the window) */
+            c->ttft_p95_ms = pr->n_terms > 0 ? pr->term_ms[0] : pr->ttft_p95_ms;
+            c->tpot_p95_ms = pr->n_terms > 1 ? pr->term_ms[1] : pr->tpot_p95_ms;
         }
         int failed = c->row && c->row->status && !strcmp(c->row->status, "failed");
         if (c->cap->has_pass && c->cost.valid) {
@@ -286,4 +298,40 @@ int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
         return -1;
     }
     return 0;
+}
+
+void st_report_term_name(const st_spec *s, int term, char *out, size_t n)
+{
+    if (term < 0 || term >= s->slo.n) {
+        snprintf(out, n, "-");
+        return;
+    }
+    const char *m = st_slo_metric_name(s->slo.terms[term].metric);
+    char up[8];
+    size_t k;
+    for (k = 0; m[k] && k + 1 < sizeof up; k++)
+        up[k] = (char)(m[k] >= 'a' && m[k] <= 'z' ? m[k] - 32 : m[k]);
+    up[k] = '\0';
+    snprintf(out, n, "p%g %s", s->slo.terms[term].pct, up);
+}
+
+void st_report_binding(const st_report *r, const st_rep_cfg *c, char *out, size_t n)
+{
+    const st_capacity *k = c->cap;
+    if (k->binding >= 0)
+        st_report_term_name(&r->spec, k->binding, out, n);
+    else if (k->binding_oversat)
+        snprintf(out, n, "over-saturation");
+    else if (k->fail_index >= 0 && k->fail_index < c->n_runs && c->rr[k->fail_index].verdict == ST_VERDICT_OVERSAT)
+        snprintf(out, n, "over-saturation");
+    else if (k->fail_index >= 0 && k->fail_index < c->n_runs && c->has_sus[k->fail_index] &&
+             c->sus[k->fail_index].binding >= 0)
+        st_report_term_name(&r->spec, c->sus[k->fail_index].binding, out, n);
+    else
+        snprintf(out, n, "-");
+}
+
+const char *st_report_verdict_words(const st_report *r, const st_run_row *w)
+{
+    return st_verdict_words(st_verdict_from_name(w->verdict), r->sustained);
 }

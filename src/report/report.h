@@ -16,6 +16,7 @@
 #include "audit/cost.h"
 #include "audit/spec.h"
 #include "audit/store.h"
+#include "audit/sustain.h"
 #include "core/buf.h"
 #include "report/notes.h"
 #include "report/predvs.h"
@@ -59,6 +60,8 @@ typedef struct st_rep_cfg {
     st_rep_server *server;  /* per run, from the stored /metrics samples */
     st_notes_run *digest;   /* per run, what the notes need from its records and samples
                                    (NULL when not loaded) */
+    st_sustain_result *sus; /* per run, a sustained run's analysis (its summary_json) */
+    unsigned char *has_sus; /* per run, 1 when sus[j] holds one */
     st_capacity grid;       /* from the spec's rates only */
     st_capacity refined;    /* with the rates refine added */
     const st_capacity *cap; /* the one priced: refined when refine ran, else grid */
@@ -80,7 +83,8 @@ typedef struct st_report {
     int n_cfg;
     int *order;             /* cheapest first */
     int pick;               /* headline pick (index in cfg), -1 when nothing passed */
-    int refine;             /* the spec asked for refine */
+    int refine;             /* the spec asked for refine (a burst test) */
+    int sustained;          /* the sustained search (else a burst test) */
     st_notes notes;         /* the notes and diagnosis every renderer shows (report/notes.h) */
     st_rep_traffic traffic; /* "Your traffic" when the workload is a trace (report/traffic.h) */
     st_predvs predvs;       /* the prediction run before a measured audit (report/predvs.h) */
@@ -94,6 +98,14 @@ int st_report_json(const st_report *r, st_buf *out);
 int st_report_csv(const st_report *r, st_buf *out);
 /* The headline paragraph (plain text). */
 int st_report_headline(const st_report *r, st_buf *out);
+
+/* "p95 TTFT" for term i of the spec's SLO (out: at least 24 bytes). */
+void st_report_term_name(const st_spec *s, int term, char *out, size_t n);
+/* What binds a sustained capacity, in words: an SLO term, "over-saturation" (the failing end
+ * over-saturated), or "-". */
+void st_report_binding(const st_report *r, const st_rep_cfg *c, char *out, size_t n);
+/* The verdict of run j in the report's words (audit/capacity.h st_verdict_words). */
+const char *st_report_verdict_words(const st_report *r, const st_run_row *w);
 
 /* Loads the model and writes DIR/report.md, DIR/report.json, DIR/results.csv and
  * DIR/report.html (report/html_audit.h). */

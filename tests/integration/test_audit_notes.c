@@ -49,6 +49,7 @@ static void decode_anomaly_in_reports(void **state)
             "rates: [4, 16]\nwarmup_requests: 2\n"
             "slo: {ttft_p95_ms: 20000, tpot_p95_ms: 2000}\n"
             "timeouts: {startup: 20s, request: 60s, stop_grace: 2s}\n"
+            "search: {mode: burst}\n"
             "configurations:\n"
             "  - name: baseline\n"
             "  - name: fp8-ckpt\n    model: Qwen/Qwen3-8B-FP8\n"

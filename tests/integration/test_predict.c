@@ -49,7 +49,8 @@ static void write_spec(const char *path, const char *extra_configs)
             "configurations:\n"
             "  - name: baseline\n"
             "  - name: seqs-3\n    add_flags: [--max-num-seqs, '3']\n%s"
-            "timeouts: {startup: 8s, request: 60s, stop_grace: 2s}\n",
+            "timeouts: {startup: 8s, request: 60s, stop_grace: 2s}\n"
+            "search: {mode: burst}\n",
             (int)getpid(), extra_configs);
     fclose(f);
 }
