@@ -266,8 +266,8 @@ static int evaluate(void *arg, st_plan_candidate *c, char *why, size_t n)
     }
     c->capacity_rps = r.pass_rate > 0 ? r.capacity_rps : 0;
     c->output_tps = c->capacity_rps * s.workload.output_tokens;
-    c->ttft_p95_ms = NAN;
-    c->tpot_p95_ms = NAN;
+    c->ttft_p95_ms = r.ttft_ms;
+    c->tpot_p95_ms = r.tpot_ms;
     if (!(r.pass_rate > 0))
         snprintf(why, n, "met the SLO at no rate down to %.3g req/s", r.fail_rate);
     rc = 0;

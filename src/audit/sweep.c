@@ -1098,8 +1098,9 @@ static int shared_prefix(sweep *S, char *err, size_t errlen)
 /* The sustained search of configuration ci on executor x in memory (nothing stored, nothing
  * printed): its capacity. 0, or -1 with err. */
 static int search_in_memory(const st_spec *spec, st_executor *x, int ci, volatile sig_atomic_t *stop, st_capacity *cap,
-                            int *failed_start, char *why, size_t whylen, char *err, size_t errlen)
+                            double pass_ms[2], int *failed_start, char *why, size_t whylen, char *err, size_t errlen)
 {
+    pass_ms[0] = pass_ms[1] = NAN;
     st_sweep_opts o = { .quiet = 1, .stop = stop };
     st_sweep_result res;
     memset(&res, 0, sizeof res);
@@ -1122,6 +1123,9 @@ static int search_in_memory(const st_spec *spec, st_executor *x, int ci, volatil
         st_sustained_params p;
         sustained_params(&S, cr, &p);
         st_capacity_sustained(&p, cr->rr, cr->n, cap);
+        if (cap->has_pass && cap->pass_index >= 0 && cap->pass_index < cr->n)
+            for (int i = 0; i < 2 && i < cr->rr[cap->pass_index].n_terms; i++)
+                pass_ms[i] = cr->rr[cap->pass_index].value_ms[i];
         config_end(&S, cr, status);
         if (status == 1)
             snprintf(err, errlen, "interrupted");
@@ -1141,7 +1145,8 @@ static int forecast_capacity(const st_spec *spec, int ci, volatile sig_atomic_t 
         return -1;
     st_capacity cap;
     int failed = 0;
-    int rc = search_in_memory(spec, x, ci, stop, &cap, &failed, why, sizeof why, err, sizeof err);
+    double ms[2];
+    int rc = search_in_memory(spec, x, ci, stop, &cap, ms, &failed, why, sizeof why, err, sizeof err);
     st_executor_free(x);
     if (rc == 0 && cap.has_pass)
         *out = isfinite(cap.estimate) ? cap.estimate : cap.pass_rate;
@@ -1149,8 +1154,8 @@ static int forecast_capacity(const st_spec *spec, int ci, volatile sig_atomic_t 
 }
 
 /* One probe of the bisection: 1 pass, 0 fail, -1 error. */
-static int probe(sweep *S, const st_spec_config *c, st_config_row *crow, double rate, double *delivered, char *err,
-                 size_t errlen)
+static int probe(sweep *S, const st_spec_config *c, st_config_row *crow, double rate, double *delivered,
+                 double term_ms[2], char *err, size_t errlen)
 {
     st_run_row run = { 0 };
     run.rate = rate;
@@ -1164,6 +1169,8 @@ static int probe(sweep *S, const st_spec_config *c, st_config_row *crow, double 
     st_exec_out_free(&out);
     int pass = run.verdict && !strcmp(run.verdict, "pass");
     *delivered = run.delivered_rps;
+    term_ms[0] = run.n_terms > 0 ? run.term_ms[0] : run.ttft_p95_ms;
+    term_ms[1] = run.n_terms > 1 ? run.term_ms[1] : run.tpot_p95_ms;
     free(run.verdict);
     free(run.why);
     return pass;
@@ -1195,8 +1202,8 @@ static int bisect_burst(const st_spec *spec, st_executor *x, int ci, double tol,
             r = spec->rates[i];
             break;
         }
-    double d = NAN, lo = 0, hi = INFINITY, lo_d = NAN;
-    int p = probe(&S, c, &row, r, &d, err, errlen);
+    double d = NAN, lo = 0, hi = INFINITY, lo_d = NAN, t[2] = { NAN, NAN }, lo_t[2] = { NAN, NAN };
+    int p = probe(&S, c, &row, r, &d, t, err, errlen);
     out->runs++;
     if (p < 0) {
         rc = -1;
@@ -1207,6 +1214,7 @@ static int bisect_burst(const st_spec *spec, st_executor *x, int ci, double tol,
         if (p) {
             lo = r;
             lo_d = d;
+            memcpy(lo_t, t, sizeof lo_t);
             if (isfinite(hi))
                 break;
             r *= 2;
@@ -1218,7 +1226,7 @@ static int bisect_burst(const st_spec *spec, st_executor *x, int ci, double tol,
         }
         if (r > 1e5 || r < 1e-4)
             break;
-        p = probe(&S, c, &row, r, &d, err, errlen);
+        p = probe(&S, c, &row, r, &d, t, err, errlen);
         out->runs++;
         if (p < 0) {
             rc = -1;
@@ -1228,7 +1236,7 @@ static int bisect_burst(const st_spec *spec, st_executor *x, int ci, double tol,
     if (lo > 0 && isfinite(hi)) {
         for (int k = 0; k < 30 && hi / lo - 1 > tol; k++) {
             double m = sqrt(lo * hi);
-            p = probe(&S, c, &row, m, &d, err, errlen);
+            p = probe(&S, c, &row, m, &d, t, err, errlen);
             out->runs++;
             if (p < 0) {
                 rc = -1;
@@ -1237,6 +1245,7 @@ static int bisect_burst(const st_spec *spec, st_executor *x, int ci, double tol,
             if (p) {
                 lo = m;
                 lo_d = d;
+                memcpy(lo_t, t, sizeof lo_t);
             } else {
                 hi = m;
             }
@@ -1245,6 +1254,8 @@ static int bisect_burst(const st_spec *spec, st_executor *x, int ci, double tol,
     out->pass_rate = lo;
     out->fail_rate = hi;
     out->capacity_rps = lo > 0 ? lo_d : NAN;
+    out->ttft_ms = lo > 0 ? lo_t[0] : NAN;
+    out->tpot_ms = lo > 0 ? lo_t[1] : NAN;
     if (lo <= 0)
         snprintf(out->why, sizeof out->why, "met the SLO at no rate down to %.3g req/s", hi);
 done:
@@ -1259,13 +1270,16 @@ int st_sweep_bisect(const st_spec *spec, st_executor *x, int ci, double tol, st_
 {
     memset(out, 0, sizeof *out);
     out->fail_rate = INFINITY;
-    out->capacity_rps = NAN;
+    out->capacity_rps = out->ttft_ms = out->tpot_ms = NAN;
     if (spec->search.mode != ST_SEARCH_SUSTAINED)
         return bisect_burst(spec, x, ci, tol, out, err, errlen);
     volatile sig_atomic_t never = 0;
     st_capacity cap;
-    int rc = search_in_memory(spec, x, ci, &never, &cap, &out->failed_start, out->why, sizeof out->why, err, errlen);
+    double ms[2];
+    int rc = search_in_memory(spec, x, ci, &never, &cap, ms, &out->failed_start, out->why, sizeof out->why, err, errlen);
     if (rc == 0) {
+        out->ttft_ms = cap.has_pass ? ms[0] : NAN;
+        out->tpot_ms = cap.has_pass ? ms[1] : NAN;
         out->runs = cap.runs;
         out->pass_rate = cap.has_pass ? cap.pass_rate : 0;
         out->fail_rate = cap.has_fail_above || (!cap.has_pass && isfinite(cap.fail_rate)) ? cap.fail_rate : INFINITY;
