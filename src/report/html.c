@@ -998,6 +998,45 @@ static void method(st_buf *h, const st_html_report *r)
 
 /* ---- document --------------------------------------------------------------------------- */
 
+static void table_section(st_buf *h, const st_html_table *t)
+{
+    if (!t->rows || !t->cols || !t->head || !t->cells)
+        return;
+    st_buf_printf(h, "<section id=\"");
+    hs(h, t->id ? t->id : "extra");
+    st_buf_printf(h, "\">\n<h2>");
+    hs(h, t->title ? t->title : "");
+    st_buf_printf(h, "</h2>\n");
+    if (t->intro) {
+        st_buf_printf(h, "<p>");
+        hs(h, t->intro);
+        st_buf_printf(h, "</p>\n");
+    }
+    st_buf_printf(h, "<table><thead><tr>");
+    for (uint32_t c = 0; c < t->cols; c++) {
+        st_buf_printf(h, "<th>");
+        hs(h, t->head[c]);
+        st_buf_printf(h, "</th>");
+    }
+    st_buf_printf(h, "</tr></thead><tbody>\n");
+    for (uint32_t i = 0; i < t->rows; i++) {
+        st_buf_printf(h, "<tr>");
+        for (uint32_t c = 0; c < t->cols; c++) {
+            st_buf_printf(h, c ? "<td class=\"num\">" : "<td>");
+            hs(h, t->cells[(size_t)i * t->cols + c]);
+            st_buf_printf(h, "</td>");
+        }
+        st_buf_printf(h, "</tr>\n");
+    }
+    st_buf_printf(h, "</tbody></table>\n");
+    if (t->after) {
+        st_buf_printf(h, "<p>");
+        hs(h, t->after);
+        st_buf_printf(h, "</p>\n");
+    }
+    st_buf_printf(h, "</section>\n");
+}
+
 int st_html_render(const st_html_report *r, st_buf *out, char *err, size_t errlen)
 {
     st_buf *h = out;
@@ -1115,33 +1154,8 @@ int st_html_render(const st_html_report *r, st_buf *out, char *err, size_t errle
     dist_charts(h, r);
     st_buf_printf(h, "</section>\n");
 
-    if (r->extra_rows && r->extra_cols && r->extra_head && r->extra_cells) {
-        st_buf_printf(h, "<section id=\"extra\">\n<h2>");
-        hs(h, r->extra_title ? r->extra_title : "");
-        st_buf_printf(h, "</h2>\n");
-        if (r->extra_intro) {
-            st_buf_printf(h, "<p>");
-            hs(h, r->extra_intro);
-            st_buf_printf(h, "</p>\n");
-        }
-        st_buf_printf(h, "<table><thead><tr>");
-        for (uint32_t c = 0; c < r->extra_cols; c++) {
-            st_buf_printf(h, "<th>");
-            hs(h, r->extra_head[c]);
-            st_buf_printf(h, "</th>");
-        }
-        st_buf_printf(h, "</tr></thead><tbody>\n");
-        for (uint32_t i = 0; i < r->extra_rows; i++) {
-            st_buf_printf(h, "<tr>");
-            for (uint32_t c = 0; c < r->extra_cols; c++) {
-                st_buf_printf(h, c ? "<td class=\"num\">" : "<td>");
-                hs(h, r->extra_cells[(size_t)i * r->extra_cols + c]);
-                st_buf_printf(h, "</td>");
-            }
-            st_buf_printf(h, "</tr>\n");
-        }
-        st_buf_printf(h, "</tbody></table>\n</section>\n");
-    }
+    for (uint32_t t = 0; t < r->n_extra; t++)
+        table_section(h, &r->extra[t]);
 
     st_buf_printf(h, "<section id=\"changes\">\n<h2>What each configuration changes</h2>\n");
     changes_table(h, r);

@@ -129,6 +129,17 @@ typedef struct st_html_config {
     uint32_t n_runs;
 } st_html_config;
 
+/* A table of plain-text cells with a title and an introductory paragraph (intro and after may
+ * be NULL): cols heads, rows x cols cells row-major; the first column is text, the others are
+ * figures (right-aligned). rows 0: left out. */
+typedef struct st_html_table {
+    const char *id; /* the section's id (letters, digits, '-') */
+    const char *title, *intro, *after;
+    const char *const *head;
+    const char *const *cells;
+    uint32_t cols, rows;
+} st_html_table;
+
 typedef struct st_html_report {
     const char *title;          /* e.g. "Serving audit: Qwen3-8B on 1x H100" */
     const char *subtitle;       /* e.g. the date and the spec file; may be NULL */
@@ -163,13 +174,9 @@ typedef struct st_html_report {
 
     const char *generator; /* e.g. "servetune 0.1.0"; may be NULL */
 
-    /* An optional table after the results (the audit's "Predicted vs measured"): its title, an
-     * introductory paragraph, column heads (extra_cols) and extra_rows rows of cells, row-major
-     * (plain text). extra_rows 0: none. */
-    const char *extra_title, *extra_intro;
-    const char *const *extra_head;
-    const char *const *extra_cells;
-    uint32_t extra_cols, extra_rows;
+    /* Optional tables after the results (the audit's "A traffic day", "Predicted vs measured"). */
+    const st_html_table *extra;
+    uint32_t n_extra;
 } st_html_report;
 
 /* Appends the whole document to out. 0, or -1 with a reason in err (e.g. the buffer's

@@ -14,6 +14,7 @@
 #include "core/version.h"
 #include "engine/metrics.h"
 #include "load/steady.h"
+#include "report/day.h"
 #include "report/format.h"
 #include "report/html.h"
 
@@ -608,16 +609,51 @@ int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *op
         }
         pv_rows++;
     }
-    if (pv_rows) {
-        h.extra_title = "Predicted vs measured";
-        h.extra_intro = "Before measuring, the audit ran servetune predict on the same spec (the engine model, "
-                        "virtual time; details in prediction/). Capacity as each side found it; TTFT and TPOT "
-                        "(p95) at the measured capacity's rate on both sides. Error = predicted / measured - 1.";
-        h.extra_head = pv_head;
-        h.extra_cells = pv;
-        h.extra_cols = 10;
-        h.extra_rows = pv_rows;
+    st_html_table tables[2];
+    uint32_t nt = 0;
+    /* "A traffic day" (report/day.h): each configuration that met the SLO, cheapest first */
+    if (r->day_present) {
+        const char **dc = a_calloc(&a, (size_t)r->n_cfg * (1 + ST_REP_DAY_CELLS), sizeof *dc);
+        uint32_t rows = 0;
+        for (int k = 0; dc && k < r->n_cfg; k++) {
+            const st_rep_cfg *c = &r->cfg[r->order[k]];
+            if (!c->day_ok)
+                continue;
+            char cells[ST_REP_DAY_CELLS][ST_REP_DAY_CELL_MAX];
+            st_rep_day_cells(&c->day, cells);
+            dc[rows * (1 + ST_REP_DAY_CELLS)] = c->name;
+            for (int j = 0; j < ST_REP_DAY_CELLS; j++) {
+                st_buf_reset(&tb);
+                st_buf_puts(&tb, cells[j]);
+                dc[rows * (1 + ST_REP_DAY_CELLS) + 1 + j] = a_take(&a, &tb);
+            }
+            rows++;
+        }
+        st_buf_reset(&tb);
+        st_rep_day_intro(&tb, &r->spec, r->day_serverless_price_per_gpu_s, r->day_serverless_from);
+        tables[nt++] = (st_html_table){ .id = "day",
+                                        .title = "A traffic day",
+                                        .intro = a_take(&a, &tb),
+                                        .after = st_rep_day_note,
+                                        .head = st_rep_day_head,
+                                        .cells = dc,
+                                        .cols = 1 + ST_REP_DAY_CELLS,
+                                        .rows = rows };
     }
+    if (pv_rows)
+        tables[nt++] = (st_html_table){
+            .id = "predvs",
+            .title = "Predicted vs measured",
+            .intro = "Before measuring, the audit ran servetune predict on the same spec (the engine model, "
+                     "virtual time; details in prediction/). Capacity as each side found it; TTFT and TPOT "
+                     "(p95) at the measured capacity's rate on both sides. Error = predicted / measured - 1.",
+            .head = pv_head,
+            .cells = pv,
+            .cols = 10,
+            .rows = pv_rows
+        };
+    h.extra = tables;
+    h.n_extra = nt;
     if (a.oom)
         goto oom;
 

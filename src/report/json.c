@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "core/version.h"
+#include "report/day.h"
 #include "report/report.h"
 
 static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
@@ -243,6 +244,34 @@ static json_t *notes_json(const st_notes *ns)
     return a;
 }
 
+/* The spec's traffic day priced for each configuration that met the SLO (null: no traffic:). */
+static json_t *day_json(const st_report *r)
+{
+    if (!r->day_present)
+        return json_null();
+    json_t *o = json_object();
+    json_t *h = json_array();
+    for (int i = 0; i < 24; i++)
+        json_array_append_new(h, json_real(r->spec.traffic.hourly_rps[i]));
+    json_object_set_new(o, "hourly_rps", h);
+    json_object_set_new(o, "serverless_price_per_gpu_s",
+                        r->day_serverless_price_per_gpu_s > 0 ? json_real(r->day_serverless_price_per_gpu_s)
+                                                              : json_null());
+    json_object_set_new(o, "serverless_from",
+                        r->day_serverless_from[0] ? json_string(r->day_serverless_from) : json_null());
+    json_t *cs = json_array();
+    for (int k = 0; k < r->n_cfg; k++) {
+        const st_rep_cfg *c = &r->cfg[r->order[k]];
+        if (!c->day_ok)
+            continue;
+        json_t *d = st_rep_day_json(&c->day);
+        json_object_set_new(d, "configuration", json_string(c->name));
+        json_array_append_new(cs, d);
+    }
+    json_object_set_new(o, "configurations", cs);
+    return o;
+}
+
 int st_report_json(const st_report *r, st_buf *out)
 {
     json_t *root = json_object();
@@ -319,6 +348,7 @@ int st_report_json(const st_report *r, st_buf *out)
     json_object_set_new(root, "order", ord);
     json_object_set_new(root, "notes", notes_json(&r->notes));
     json_object_set_new(root, "traffic", r->traffic.json ? json_incref(r->traffic.json) : json_null());
+    json_object_set_new(root, "traffic_day", day_json(r));
     char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
     json_decref(root);
     if (!text)

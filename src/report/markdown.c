@@ -1,8 +1,10 @@
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/version.h"
+#include "report/day.h"
 #include "report/format.h"
 #include "report/report.h"
 
@@ -692,6 +694,30 @@ static void notes_section(const st_report *r, st_buf *b)
     }
 }
 
+/* "A traffic day": each configuration that met the SLO, cheapest first (report/day.h). */
+static void day_section(const st_report *r, st_buf *b)
+{
+    if (!r->day_present)
+        return;
+    const char **who = calloc((size_t)r->n_cfg, sizeof *who);
+    const st_day_cost **d = calloc((size_t)r->n_cfg, sizeof *d);
+    int n = 0;
+    if (!who || !d) {
+        st_buf_fail(b, ST_BUF_NO_MEM);
+    } else {
+        for (int k = 0; k < r->n_cfg; k++) {
+            const st_rep_cfg *c = &r->cfg[r->order[k]];
+            if (!c->day_ok)
+                continue;
+            who[n] = c->name;
+            d[n++] = &c->day;
+        }
+        st_rep_day_markdown(b, &r->spec, r->day_serverless_price_per_gpu_s, r->day_serverless_from, who, d, n);
+    }
+    free(who);
+    free(d);
+}
+
 int st_report_markdown(const st_report *r, st_buf *b)
 {
     st_buf_puts(b, "# Serving audit: ");
@@ -725,6 +751,7 @@ int st_report_markdown(const st_report *r, st_buf *b)
     setup_section(r, b);
     st_rep_traffic_markdown(&r->traffic, b);
     results_section(r, b);
+    day_section(r, b);
     st_predvs_markdown(r, b);
     changes_section(r, b);
     evidence_section(r, b);

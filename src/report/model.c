@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit/prices.h"
 #include "audit/sustain.h"
 #include "load/stats.h"
 #include "report/report.h"
@@ -146,6 +147,39 @@ static int before(const st_report *r, int a, int b)
     if (x->status == ST_REP_OK && x->cost.usd_per_1m != y->cost.usd_per_1m)
         return x->cost.usd_per_1m < y->cost.usd_per_1m;
     return a < b;
+}
+
+/* Each configuration that met the SLO, priced over the spec's traffic day at its capacity, on
+ * the spec's GPU and price; serverless at the built-in list's price for that GPU unless the spec
+ * gives one. */
+static void traffic_day(st_report *out)
+{
+    const st_spec *s = &out->spec;
+    if (!s->traffic.set)
+        return;
+    st_prices list;
+    char err[256];
+    int have_list = st_prices_builtin(&list, err, sizeof err) == 0;
+    for (int i = 0; i < out->n_cfg; i++) {
+        st_rep_cfg *c = &out->cfg[i];
+        if (c->status != ST_REP_OK)
+            continue;
+        st_day_setup u = { .capacity_rps = c->cap->capacity_rps,
+                           .gpus_per_replica = s->hardware.gpus_per_replica,
+                           .price_per_gpu_hour = s->hardware.price_per_gpu_hour,
+                           .gpu_key = s->hardware.gpu,
+                           .ttft_ms = c->ttft_p95_ms,
+                           .tpot_ms = c->tpot_p95_ms };
+        st_day_serverless sl;
+        if (st_day_of_spec(s, have_list ? &list : NULL, &u, &c->day, &sl, err, sizeof err))
+            continue;
+        c->day_ok = 1;
+        out->day_present = 1;
+        out->day_serverless_price_per_gpu_s = sl.price_per_gpu_s;
+        snprintf(out->day_serverless_from, sizeof out->day_serverless_from, "%s", sl.from ? sl.from : "");
+    }
+    if (have_list)
+        st_prices_free(&list);
 }
 
 int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
@@ -292,6 +326,7 @@ int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
             out->order[j] = out->order[j - 1];
             out->order[j - 1] = t;
         }
+    traffic_day(out);
     if (st_notes_build(out, &out->notes)) {
         snprintf(err, errlen, "out of memory building the notes");
         st_report_free(out);

@@ -8,6 +8,7 @@
 
 #include "audit/cost.h"
 #include "audit/plan_spec.h"
+#include "report/day.h"
 
 static void slo_words(const st_spec *s, st_buf *b)
 {
@@ -217,54 +218,20 @@ static void refusals(const st_plan_result *r, st_buf *b)
     st_buf_puts(b, "\n");
 }
 
-static void day_row(st_buf *b, const char *who, const st_day_cost *d)
-{
-    st_buf_printf(b, "| %s | %ld | ", who, d->peak_replicas);
-    money(b, d->peak_usd);
-    st_buf_puts(b, " | ");
-    money(b, d->autoscaled_usd);
-    st_buf_puts(b, " | ");
-    money(b, d->serverless_usd);
-    st_buf_printf(b, " | %s | %.0f %% | ", d->cheapest, 100 * d->utilization);
-    if (isfinite(d->break_even_utilization))
-        st_buf_printf(b, "%.0f %%", 100 * d->break_even_utilization);
-    else
-        st_buf_puts(b, "-");
-    st_buf_printf(b, " | %.1f %% |\n", 100 * d->cold_share);
-}
-
 static void traffic(const st_plan_result *r, st_buf *b)
 {
-    if (!r->spec->traffic.set || (!r->day_ok && !r->day_base_ok))
-        return;
-    const st_spec *s = r->spec;
-    double peak = 0, sum = 0;
-    for (int h = 0; h < 24; h++) {
-        peak = s->traffic.hourly_rps[h] > peak ? s->traffic.hourly_rps[h] : peak;
-        sum += s->traffic.hourly_rps[h];
+    const char *who[2];
+    const st_day_cost *d[2];
+    int n = 0;
+    if (r->day_ok) {
+        who[n] = "the plan's pick";
+        d[n++] = &r->day;
     }
-    st_buf_printf(
-        b,
-        "## A traffic day\n\nThe spec's day: %.3g requests/s at its peak hour, %.3g on average, %.0f requests "
-        "in all. Dedicated replicas sized for the peak, autoscaled hour by hour (a replica starts %.0f s "
-        "before its hour, at least %d always on), or serverless workers billed per second",
-        peak, sum / 24, sum * 3600, s->traffic.scale_up_delay_s, s->traffic.min_replicas);
-    if (r->serverless_price_per_gpu_s > 0)
-        st_buf_printf(b, " ($%.6g per GPU-second, %s; idle timeout %.0f s, cold start %.0f s)",
-                      r->serverless_price_per_gpu_s, r->serverless_from ? r->serverless_from : "",
-                      s->traffic.idle_timeout_s, s->traffic.cold_start_s);
-    else
-        st_buf_puts(b, " (no serverless price for this GPU: not priced)");
-    st_buf_puts(
-        b, ". The cost of one day:\n\n| setup | replicas at peak | peak-sized | autoscaled | serverless | cheapest | "
-           "utilization of the peak-sized fleet | serverless wins below | requests meeting a cold start |\n"
-           "|---|---|---|---|---|---|---|---|---|\n");
-    if (r->day_ok)
-        day_row(b, "the plan's pick", &r->day);
-    if (r->day_base_ok)
-        day_row(b, "the current setup", &r->day_base);
-    st_buf_puts(b, "\nA request that meets a cold start waits that much longer for its first token; when more than 5 % "
-                   "of requests do, the p95 TTFT of a serverless deployment is the cold start, not the engine's.\n\n");
+    if (r->day_base_ok) {
+        who[n] = "the current setup";
+        d[n++] = &r->day_base;
+    }
+    st_rep_day_markdown(b, r->spec, r->serverless_price_per_gpu_s, r->serverless_from, who, d, n);
 }
 
 int st_plan_report_markdown(const st_plan_result *r, st_buf *b)
@@ -363,20 +330,6 @@ static json_t *cand_json(const st_plan_result *r, const st_plan_candidate *c)
     return o;
 }
 
-static json_t *day_json(const st_day_cost *d)
-{
-    json_t *o = json_object();
-    json_object_set_new(o, "peak_replicas", json_integer(d->peak_replicas));
-    json_object_set_new(o, "peak_sized_usd", num_or_null(d->peak_usd));
-    json_object_set_new(o, "autoscaled_usd", num_or_null(d->autoscaled_usd));
-    json_object_set_new(o, "serverless_usd", num_or_null(d->serverless_usd));
-    json_object_set_new(o, "cheapest", json_string(d->cheapest ? d->cheapest : ""));
-    json_object_set_new(o, "utilization", num_or_null(d->utilization));
-    json_object_set_new(o, "break_even_utilization", num_or_null(d->break_even_utilization));
-    json_object_set_new(o, "cold_start_share", num_or_null(d->cold_share));
-    return o;
-}
-
 int st_plan_report_json(const st_plan_result *r, st_buf *out)
 {
     json_t *root = json_object();
@@ -407,9 +360,9 @@ int st_plan_report_json(const st_plan_result *r, st_buf *out)
     if (r->day_ok || r->day_base_ok) {
         json_t *d = json_object();
         if (r->day_ok)
-            json_object_set_new(d, "best", day_json(&r->day));
+            json_object_set_new(d, "best", st_rep_day_json(&r->day));
         if (r->day_base_ok)
-            json_object_set_new(d, "baseline", day_json(&r->day_base));
+            json_object_set_new(d, "baseline", st_rep_day_json(&r->day_base));
         json_object_set_new(d, "serverless_price_per_gpu_s",
                             num_or_null(r->serverless_price_per_gpu_s > 0 ? r->serverless_price_per_gpu_s : NAN));
         json_object_set_new(root, "traffic_day", d);

@@ -14,6 +14,7 @@
 
 #include "audit/capacity.h"
 #include "audit/cost.h"
+#include "audit/day.h"
 #include "audit/spec.h"
 #include "audit/store.h"
 #include "audit/sustain.h"
@@ -68,6 +69,8 @@ typedef struct st_rep_cfg {
     st_cost cost;
     double ttft_p95_ms, tpot_p95_ms;  /* at the capacity rate */
     double cap_vs_base, cost_vs_base; /* relative change vs the baseline; NAN when n/a */
+    int day_ok;                       /* the spec's traffic day priced at its capacity (day) */
+    st_day_cost day;
     st_rep_status status;
     char note[256]; /* why it failed / passed nowhere, in one line */
 } st_rep_cfg;
@@ -88,6 +91,11 @@ typedef struct st_report {
     st_notes notes;         /* the notes and diagnosis every renderer shows (report/notes.h) */
     st_rep_traffic traffic; /* "Your traffic" when the workload is a trace (report/traffic.h) */
     st_predvs predvs;       /* the prediction run before a measured audit (report/predvs.h) */
+    /* "A traffic day" (the spec's traffic: block; report/day.h): each configuration's day in
+     * cfg[i].day; the serverless price used (0: none) and where it came from */
+    int day_present;
+    double day_serverless_price_per_gpu_s;
+    char day_serverless_from[64];
 } st_report;
 
 int st_report_load(st_store *s, st_report *out, char *err, size_t errlen);

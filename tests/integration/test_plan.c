@@ -67,7 +67,8 @@ static void example_plan_and_its_spec(void **state)
     size_t i;
     json_t *c;
     int ok = 0;
-    json_array_foreach (json_object_get(j, "candidates"), i, c) {
+    json_array_foreach(json_object_get(j, "candidates"), i, c)
+    {
         if (strcmp(json_string_value(json_object_get(c, "state")), "ok"))
             continue;
         ok++;
