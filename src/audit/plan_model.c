@@ -14,7 +14,6 @@
 #include "emu/sim.h"
 #include "emu/steptime.h"
 #include "load/record.h"
-#include "load/trace.h"
 #include "load/workload.h"
 
 #define PLAN_SPEC_MAX ((size_t)1 << 20)
@@ -50,26 +49,6 @@ static int candidate_spec(const st_plan_model *m, const st_plan_candidate *c, st
         rc = -1;
     st_buf_free(&b);
     return rc;
-}
-
-/* The spec's workload for n requests (synthetic, or the trace's first n). */
-static int workload(const st_spec *s, uint32_t n, st_workload *w, char *why, size_t whylen)
-{
-    memset(w, 0, sizeof *w);
-    if (s->workload.kind == ST_WL_TRACE) {
-        st_trace_load_opts o;
-        st_trace_load_opts_default(&o);
-        o.sessions = ST_TRACE_SESSIONS_FLAT;
-        o.read.max_rows = n;
-        return st_trace_load(s->workload.trace, &o, w, NULL, NULL, why, whylen);
-    }
-    st_synth_params p = { .input_len = s->workload.input_tokens,
-                          .output_len = s->workload.output_tokens,
-                          .range_ratio = s->workload.range_ratio,
-                          .prefix_len = s->workload.shared_prefix,
-                          .num_requests = n,
-                          .seed = s->workload.seed };
-    return st_workload_synthetic(&p, w, why, whylen);
 }
 
 static int cmp_ns(const void *a, const void *b)
@@ -292,7 +271,7 @@ int st_plan_model_new(const char *base_name, const char *base_text, size_t base_
     m->base = base;
     m->tolerance = tolerance;
     pthread_mutex_init(&m->mu, NULL);
-    if (workload(base, ST_PLAN_BOUND_MAX, &m->w, err, errlen)) {
+    if (st_sweep_workload(base, base->workload.seed, ST_PLAN_BOUND_MAX, &m->w, err, errlen)) {
         st_plan_model_free(m);
         return -1;
     }

@@ -235,13 +235,10 @@ static int cycle_trace(st_workload *w, uint32_t n)
     return rc;
 }
 
-static int make_workload(sweep *S, uint64_t seed, uint32_t n, st_workload *w, char *err, size_t errlen)
+int st_sweep_workload(const st_spec *s, uint64_t seed, uint32_t n, st_workload *w, char *err, size_t errlen)
 {
-    const st_spec *s = S->spec;
     memset(w, 0, sizeof *w);
     if (s->workload.kind == ST_WL_TRACE) {
-        /* the trace's first n requests (read as a stream: a large log is not loaded whole),
-         * sessions flattened on their recorded times */
         st_trace_load_opts o;
         st_trace_load_opts_default(&o);
         o.sessions = ST_TRACE_SESSIONS_FLAT;
@@ -261,7 +258,13 @@ static int make_workload(sweep *S, uint64_t seed, uint32_t n, st_workload *w, ch
                           .prefix_len = s->workload.shared_prefix,
                           .num_requests = n,
                           .seed = seed };
-    if (st_workload_synthetic(&p, w, err, errlen))
+    return st_workload_synthetic(&p, w, err, errlen);
+}
+
+/* The spec's workload with the audit's shared prefix (the same token ids in every run). */
+static int make_workload(sweep *S, uint64_t seed, uint32_t n, st_workload *w, char *err, size_t errlen)
+{
+    if (st_sweep_workload(S->spec, seed, n, w, err, errlen))
         return -1;
     for (uint32_t i = 0; i < w->n && S->base_prefix; i++)
         if (w->items[i].input_ids && w->items[i].input_len >= S->prefix_len)

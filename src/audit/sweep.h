@@ -20,6 +20,7 @@
 
 #include "audit/spec.h"
 #include "audit/store.h"
+#include "load/workload.h"
 
 typedef struct st_sweep_opts {
     const char *out_dir;
@@ -65,6 +66,11 @@ typedef struct st_sweep_bisect_result {
 } st_sweep_bisect_result;
 int st_sweep_bisect(const st_spec *spec, struct st_executor *x, int ci, double tol, st_sweep_bisect_result *out,
                     char *err, size_t errlen);
+
+/* The spec's workload for n requests: synthetic from seed, or the trace's first n requests (read
+ * as a stream, not loaded whole; sessions flattened on their recorded times; for the sustained
+ * search a trace shorter than n is repeated). 0, or -1 with the reason in err. */
+int st_sweep_workload(const st_spec *spec, uint64_t seed, uint32_t n, st_workload *w, char *err, size_t errlen);
 
 /* A sustained spec's bounds (st_spec_check_bounds), and for engines the engine model knows, a
  * max_duration too short for one unloaded request's warm phase, window and drain on the model.
