@@ -998,6 +998,20 @@ static void method(st_buf *h, const st_html_report *r)
 
 /* ---- document --------------------------------------------------------------------------- */
 
+/* A two-column table of keys and values. */
+static void kv_table(st_buf *h, const st_html_kv *kv, uint32_t n)
+{
+    st_buf_printf(h, "<table class=\"kv\"><tbody>\n");
+    for (uint32_t i = 0; i < n; i++) {
+        st_buf_printf(h, "<tr><th scope=\"row\">");
+        hs(h, kv[i].key);
+        st_buf_printf(h, "</th><td>");
+        hs(h, kv[i].value);
+        st_buf_printf(h, "</td></tr>\n");
+    }
+    st_buf_printf(h, "</tbody></table>\n");
+}
+
 static void table_section(st_buf *h, const st_html_table *t)
 {
     if (!t->rows || !t->cols || !t->head || !t->cells)
@@ -1103,26 +1117,13 @@ int st_html_render(const st_html_report *r, st_buf *out, char *err, size_t errle
         cost_charts(h, r, o);
     st_buf_printf(h, "</section>\n");
 
-    st_buf_printf(h, "<section id=\"setup\">\n<h2>Setup</h2>\n<table class=\"kv\"><tbody>\n");
-    for (uint32_t i = 0; i < r->n_setup; i++) {
-        st_buf_printf(h, "<tr><th scope=\"row\">");
-        hs(h, r->setup[i].key);
-        st_buf_printf(h, "</th><td>");
-        hs(h, r->setup[i].value);
-        st_buf_printf(h, "</td></tr>\n");
-    }
-    st_buf_printf(h, "</tbody></table>\n</section>\n");
+    st_buf_printf(h, "<section id=\"setup\">\n<h2>Setup</h2>\n");
+    kv_table(h, r->setup, r->n_setup);
+    st_buf_printf(h, "</section>\n");
 
     if (r->n_traffic) {
-        st_buf_printf(h, "<section id=\"traffic\">\n<h2>Your traffic</h2>\n<table class=\"kv\"><tbody>\n");
-        for (uint32_t i = 0; i < r->n_traffic; i++) {
-            st_buf_printf(h, "<tr><th scope=\"row\">");
-            hs(h, r->traffic[i].key);
-            st_buf_printf(h, "</th><td>");
-            hs(h, r->traffic[i].value);
-            st_buf_printf(h, "</td></tr>\n");
-        }
-        st_buf_printf(h, "</tbody></table>\n");
+        st_buf_printf(h, "<section id=\"traffic\">\n<h2>Your traffic</h2>\n");
+        kv_table(h, r->traffic, r->n_traffic);
         if (r->n_traffic_advice) {
             st_buf_printf(h, "<ul>\n");
             for (uint32_t i = 0; i < r->n_traffic_advice; i++) {
