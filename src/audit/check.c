@@ -43,12 +43,8 @@ static int check_workload(const st_spec *s, uint32_t *n_run, char *err, size_t e
             *n_run = (uint32_t)n;
         return 0;
     }
-    st_synth_params p = { .input_len = s->workload.input_tokens,
-                          .output_len = s->workload.output_tokens,
-                          .range_ratio = s->workload.range_ratio,
-                          .prefix_len = s->workload.shared_prefix,
-                          .num_requests = 1,
-                          .seed = s->workload.seed };
+    st_synth_params p;
+    st_spec_synth(s, 1, s->workload.seed, &p);
     if (st_workload_synthetic(&p, &w, e, sizeof e)) {
         snprintf(err, errlen, "%s: workload: %s", s->path, e);
         return -1;

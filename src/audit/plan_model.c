@@ -145,7 +145,7 @@ static int engine_of(st_plan_model *m, const st_plan_candidate *c, st_emu_config
         goto out;
     /* requests the KV cache holds at once (a shared prefix is cached once: each request holds
      * the rest of its context) */
-    double ctx = (double)s.workload.input_tokens - s.workload.shared_prefix + s.workload.output_tokens;
+    double ctx = st_spec_mean_input(&s) - s.workload.shared_prefix + s.workload.output_tokens;
     double f = ctx > 0 ? floor((double)mem->kv_tokens / ctx) + 1 : mem->max_num_seqs;
     *fit = f < mem->max_num_seqs ? (uint32_t)f : mem->max_num_seqs;
     if (*fit < 1)
@@ -172,10 +172,10 @@ static int screen(void *arg, st_plan_candidate *c, char *why, size_t n)
         return -1;
     const st_spec *s = m->base;
     double out = s->workload.output_tokens > 1 ? s->workload.output_tokens : 1;
-    double in_u = (double)s->workload.input_tokens - s->workload.shared_prefix;
+    double in_u = st_spec_mean_input(s) - s->workload.shared_prefix;
     double prefix = s->workload.shared_prefix;
-    double ctx = (double)s->workload.input_tokens + out / 2; /* a decode's context on average */
-    double per = 1 + in_u / out;                             /* tokens a step per decode */
+    double ctx = st_spec_mean_input(s) + out / 2; /* a decode's context on average */
+    double per = 1 + in_u / out;                  /* tokens a step per decode */
     double b = fit, budget = mem.max_num_batched_tokens;
     if (b * per > budget)
         b = budget / per; /* the token budget, not the KV cache, limits the batch */

@@ -425,7 +425,8 @@ static int parse_workload(pctx *p, yaml_node_t *n, st_spec *s)
 {
     keydef k[] = { { "input_tokens", 0, 0 },  { "output_tokens", 0, 0 },     { "range_ratio", 0, 0 },
                    { "shared_prefix", 0, 0 }, { "requests_per_rate", 0, 0 }, { "seed", 0, 0 },
-                   { "trace", 0, 0 },         { "arrival", 0, 0 },           { "burstiness", 0, 0 } };
+                   { "trace", 0, 0 },         { "arrival", 0, 0 },           { "burstiness", 0, 0 },
+                   { "semantics", 0, 0 } };
     int nk = (int)(sizeof k / sizeof *k);
     if (read_map(p, n, "workload", k, nk))
         return -1;
@@ -436,8 +437,8 @@ static int parse_workload(pctx *p, yaml_node_t *n, st_spec *s)
         s->workload.kind = ST_WL_TRACE;
         if (get_str(p, v, "workload.trace", &s->workload.trace))
             return -1;
-        const char *syn[] = { "input_tokens", "output_tokens", "range_ratio", "shared_prefix" };
-        for (int i = 0; i < 4; i++)
+        const char *syn[] = { "input_tokens", "output_tokens", "range_ratio", "shared_prefix", "semantics" };
+        for (int i = 0; i < 5; i++)
             if ((v = kv(k, nk, syn[i])))
                 return failf(p, v, "workload.%s: a trace gives the token sizes; remove it or the trace", syn[i]);
     } else {
@@ -456,10 +457,18 @@ static int parse_workload(pctx *p, yaml_node_t *n, st_spec *s)
             if (s->workload.range_ratio >= 1)
                 return failf(p, v, "workload.range_ratio: must be in [0, 1), e.g. 0.1 for +-10 %%");
         }
+        if ((v = kv(k, nk, "semantics"))) {
+            const char *m = scalar(v);
+            if (!m || (strcmp(m, "servetune") && strcmp(m, "vllm")))
+                return failf(p, v,
+                             "workload.semantics: expected servetune (the prefix counts within input_tokens) or "
+                             "vllm (on top of it, as vllm bench serve's --random-prefix-len)");
+            s->workload.vllm_semantics = !strcmp(m, "vllm");
+        }
         if ((v = kv(k, nk, "shared_prefix"))) {
             if (get_u32(p, v, "workload.shared_prefix", &s->workload.shared_prefix, 0))
                 return -1;
-            if (s->workload.shared_prefix >= s->workload.input_tokens)
+            if (!s->workload.vllm_semantics && s->workload.shared_prefix >= s->workload.input_tokens)
                 return failf(p, v, "workload.shared_prefix: %u must be smaller than input_tokens (%u)",
                              s->workload.shared_prefix, s->workload.input_tokens);
         }
@@ -1582,4 +1591,20 @@ int st_spec_secrets(const st_spec *s, st_secrets *out, char *err, size_t errlen)
 fail:
     st_secrets_free(out);
     return -1;
+}
+
+void st_spec_synth(const st_spec *s, uint32_t n, uint64_t seed, st_synth_params *p)
+{
+    *p = (st_synth_params){ .input_len = s->workload.input_tokens,
+                            .output_len = s->workload.output_tokens,
+                            .range_ratio = s->workload.range_ratio,
+                            .prefix_len = s->workload.shared_prefix,
+                            .num_requests = n,
+                            .seed = seed,
+                            .vllm_semantics = s->workload.vllm_semantics };
+}
+
+double st_spec_mean_input(const st_spec *s)
+{
+    return (double)s->workload.input_tokens + (s->workload.vllm_semantics ? s->workload.shared_prefix : 0);
 }

@@ -14,6 +14,7 @@
 #include "core/secret.h"
 #include "core/strv.h"
 #include "engine/adapter.h"
+#include "load/workload.h"
 
 /* Environment additions: NAME=value; values may reference ${VAR} (expanded at launch). */
 typedef struct st_envv {
@@ -114,6 +115,8 @@ typedef struct st_spec {
         uint32_t input_tokens, output_tokens;
         double range_ratio;
         uint32_t shared_prefix;
+        int vllm_semantics; /* semantics: vllm: the prefix on top of input_tokens, the spread on
+                               the rest (vllm bench serve's random dataset); st_spec_synth */
         uint32_t requests_per_rate;
         uint64_t seed;
         char *trace;       /* trace file (resolved against the spec's folder) */
@@ -242,5 +245,11 @@ int st_spec_check_bounds(const st_spec *s, char *err, size_t errlen);
 int st_spec_secrets(const st_spec *s, st_secrets *out, char *err, size_t errlen);
 /* Finds a configuration by name; NULL when none. */
 const st_spec_config *st_spec_find_config(const st_spec *s, const char *name);
+
+/* The synthetic workload's parameters for n requests from seed (workload.kind synthetic). */
+void st_spec_synth(const st_spec *s, uint32_t n, uint64_t seed, st_synth_params *p);
+/* A synthetic prompt's mean length in tokens, shared prefix included (input_tokens, plus the
+ * prefix under vLLM's semantics). */
+double st_spec_mean_input(const st_spec *s);
 
 #endif

@@ -126,8 +126,8 @@ static void key_common(st_buf *b, const st_spec *s, const st_spec_config *c, con
         st_buf_printf(b, "cenv=%s=%s\x1f", c->env.key[i], c->env.val[i]);
     st_buf_printf(b, "|url=%s|api=%s|", s->engine.url ? s->engine.url : "", s->engine.api ? s->engine.api : "");
     if (s->workload.kind == ST_WL_SYNTHETIC)
-        st_buf_printf(b, "syn=%u,%u,%.17g,%u", s->workload.input_tokens, s->workload.output_tokens,
-                      s->workload.range_ratio, s->workload.shared_prefix);
+        st_buf_printf(b, "syn=%u,%u,%.17g,%u%s", s->workload.input_tokens, s->workload.output_tokens,
+                      s->workload.range_ratio, s->workload.shared_prefix, s->workload.vllm_semantics ? ",vllm" : "");
     else
         st_buf_printf(b, "trace=%s", s->workload.trace);
     st_strv_free(&flags);
@@ -252,12 +252,8 @@ int st_sweep_workload(const st_spec *s, uint64_t seed, uint32_t n, st_workload *
         }
         return 0;
     }
-    st_synth_params p = { .input_len = s->workload.input_tokens,
-                          .output_len = s->workload.output_tokens,
-                          .range_ratio = s->workload.range_ratio,
-                          .prefix_len = s->workload.shared_prefix,
-                          .num_requests = n,
-                          .seed = seed };
+    st_synth_params p;
+    st_spec_synth(s, n, seed, &p);
     return st_workload_synthetic(&p, w, err, errlen);
 }
 
@@ -1081,12 +1077,8 @@ static int shared_prefix(sweep *S, char *err, size_t errlen)
     const st_spec *spec = S->spec;
     if (spec->workload.kind == ST_WL_SYNTHETIC && spec->workload.shared_prefix) {
         st_workload pw;
-        st_synth_params p = { .input_len = spec->workload.input_tokens,
-                              .output_len = spec->workload.output_tokens,
-                              .range_ratio = spec->workload.range_ratio,
-                              .prefix_len = spec->workload.shared_prefix,
-                              .num_requests = 1,
-                              .seed = spec->workload.seed };
+        st_synth_params p;
+        st_spec_synth(spec, 1, spec->workload.seed, &p);
         if (st_workload_synthetic(&p, &pw, err, errlen))
             return -1;
         S->prefix_len = spec->workload.shared_prefix;

@@ -64,7 +64,8 @@ static int len_auto(const st_spec *s, long *len, double *reject, char *err, size
     *reject = 0;
     if (s->workload.kind != ST_WL_TRACE) {
         double r = s->workload.range_ratio;
-        double longest = ceil(s->workload.input_tokens * (1 + r)) + ceil(s->workload.output_tokens * (1 + r));
+        double prefix = s->workload.vllm_semantics ? s->workload.shared_prefix : 0; /* on top, unspread */
+        double longest = prefix + ceil(s->workload.input_tokens * (1 + r)) + ceil(s->workload.output_tokens * (1 + r));
         *len = (long)(ceil(longest / 256) * 256);
         return 0;
     }

@@ -67,6 +67,7 @@ static json_t *spec_json(const st_report *r)
         json_object_set_new(w, "output_tokens", json_integer(s->workload.output_tokens));
         json_object_set_new(w, "range_ratio", json_real(s->workload.range_ratio));
         json_object_set_new(w, "shared_prefix", json_integer(s->workload.shared_prefix));
+        json_object_set_new(w, "semantics", json_string(s->workload.vllm_semantics ? "vllm" : "servetune"));
     } else {
         json_object_set_new(w, "kind", json_string("trace"));
         json_object_set_new(w, "trace", json_string(s->workload.trace));

@@ -139,6 +139,13 @@ static void validation_errors_name_file_and_line(void **state)
           "tpot_p95_ms: 1}\n",
           1, "t.yaml:4: workload.shared_prefix: 10 must be smaller than input_tokens (10)" },
         { "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
+          "workload: {input_tokens: 10, output_tokens: 1, semantics: guidellm}\nrates: [1]\nslo: {ttft_p95_ms: 1, "
+          "tpot_p95_ms: 1}\n",
+          1, "t.yaml:4: workload.semantics: expected servetune" },
+        { "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
+          "workload: {trace: t.jsonl, semantics: vllm}\nrates: [1]\nslo: {ttft_p95_ms: 1, tpot_p95_ms: 1}\n",
+          1, "t.yaml:4: workload.semantics: a trace gives the token sizes" },
+        { "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
           "workload: {input_tokens: 1, output_tokens: 1}\nconcurrency: [4, 2]\nslo: {ttft_p95_ms: 1, tpot_p95_ms: 1}\n",
           1, "t.yaml:5: concurrency: must be increasing (2 comes after 4)" },
         { "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
@@ -165,6 +172,34 @@ static void validation_errors_name_file_and_line(void **state)
         if (!strstr(err, cases[i].want))
             fail_msg("case %zu: error '%s' does not contain '%s'", i, err, cases[i].want);
     }
+}
+
+/* workload.semantics: vllm: vllm bench serve's random dataset (the prefix on top of the input
+ * length), so a prefix longer than input_tokens is fine; the prompts follow (st_spec_synth). */
+static void vllm_prompt_semantics(void **state)
+{
+    (void)state;
+    const char *t = "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
+                    "workload: {input_tokens: 1000, output_tokens: 10, shared_prefix: 2000, range_ratio: 0.5, "
+                    "semantics: vllm}\nrates: [1]\nslo: {ttft_p95_ms: 1, tpot_p95_ms: 1}\n";
+    st_spec s;
+    char err[512];
+    assert_int_equal(st_spec_parse("t.yaml", t, strlen(t), &s, err, sizeof err), 0);
+    assert_int_equal(s.workload.vllm_semantics, 1);
+    assert_true(st_spec_mean_input(&s) == 3000);
+    st_synth_params p;
+    st_spec_synth(&s, 200, 7, &p);
+    st_workload w;
+    assert_int_equal(st_workload_synthetic(&p, &w, err, sizeof err), 0);
+    for (uint32_t i = 0; i < w.n; i++) /* 2000 + [500, 1500] */
+        assert_true(w.items[i].input_len >= 2500 && w.items[i].input_len <= 3500);
+    st_workload_free(&w);
+    st_spec_free(&s);
+    /* servetune's own: the prefix counts within input_tokens */
+    assert_int_equal(parse_with("", &s, err, sizeof err), 0);
+    assert_int_equal(s.workload.vllm_semantics, 0);
+    assert_true(st_spec_mean_input(&s) == 100);
+    st_spec_free(&s);
 }
 
 static void secret_reference_and_extra_slo_terms_accepted(void **state)
@@ -332,6 +367,7 @@ int main(void)
         cmocka_unit_test(example_spec_loads),
         cmocka_unit_test(defaults_and_implicit_baseline),
         cmocka_unit_test(validation_errors_name_file_and_line),
+        cmocka_unit_test(vllm_prompt_semantics),
         cmocka_unit_test(secret_reference_and_extra_slo_terms_accepted),
         cmocka_unit_test(config_flags_replace_and_remove),
         cmocka_unit_test(concurrency_and_search_keys),
