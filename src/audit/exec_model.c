@@ -34,6 +34,7 @@ typedef struct model_exec {
     const st_emu_calib *calib;     /* --calibration, or NULL */
     int calib_applied;             /* to the current configuration */
     int calib_extrapolation_noted; /* the current configuration's log says so once */
+    double reasoning_share;        /* the current configuration's emulated reasoning (--reasoning-share) */
 } model_exec;
 
 int st_exec_model_supported(const st_spec *spec, char *why, size_t whylen)
@@ -188,6 +189,7 @@ static int model_start(st_executor *x, const st_spec_config *c, st_config_row *r
     }
     st_emu_memory mem;
     memset(&mem, 0, sizeof mem);
+    M->reasoning_share = cfg.reasoning_share;
     if (st_emu_session_new(&cfg, &M->sess, &mem, err, sizeof err)) {
         M->sess = NULL;
         snprintf(log, sizeof log,
@@ -326,8 +328,10 @@ static int model_run_rate(st_executor *x, const st_exec_rate *in, st_config_row 
     }
     st_emu_sim_items_from_workload(in->w, in->sched, items);
     int chat = M->spec->engine.api && !strcmp(M->spec->engine.api, "chat");
-    for (uint32_t i = 0; i < n; i++)
+    for (uint32_t i = 0; i < n; i++) { /* as the emulator's HTTP server: floor(share x max_tokens) */
         items[i].chat = chat;
+        items[i].n_reason = (uint32_t)floor(M->reasoning_share * items[i].output_len);
+    }
     model_tick T = { .in = in, .out = out };
     if (!in->warmup) {
         st_emu_stats es;

@@ -264,6 +264,7 @@ int st_emu_args_config(const st_emu_args *a, st_emu_config *c, char *err, size_t
     c->kv_dtype = kvd;
     c->enable_prefix_caching = !a->prefix_off;
     c->enforce_eager = a->eager;
+    c->reasoning_share = a->reasoning_share;
     c->decode_slowdown = a->slowdown;
     if (a->async_on && a->async_off) {
         snprintf(err, errlen, "--async-scheduling and --no-async-scheduling are exclusive");
