@@ -15,6 +15,7 @@
 #include "core/buf.h"
 #include "engine/adapter.h"
 #include "load/api.h"
+#include "load/tokenize.h"
 #include "core/secret.h"
 #include "core/util.h"
 #include "engine/metrics.h"
@@ -51,6 +52,10 @@ typedef struct http_exec {
     volatile sig_atomic_t *stop;
     engine E;
     int active; /* E holds a launch (started or not) */
+    /* exact prompt lengths for the current configuration (text APIs): its tokenizer, and -1 once
+     * it failed (the lengths then stay estimated) */
+    st_tokenizer *tok;
+    int tok_state;
 } http_exec;
 typedef http_exec sweep;
 
@@ -380,6 +385,63 @@ static void http_stop(st_executor *x)
     if (H->active)
         engine_stop(H, &H->E);
     H->active = 0;
+    st_tokenizer_free(H->tok);
+    H->tok = NULL;
+    H->tok_state = 0;
+}
+
+static void log_line(const engine *E, const char *line)
+{
+    FILE *lf = fopen(E->log_path, "a");
+    if (lf) {
+        fprintf(lf, "--- servetune: %s\n", line);
+        fclose(lf);
+    }
+}
+
+/* Text APIs (chat, TGI) send words, not token ids: each prompt is fitted to its token count with
+ * the engine's own /tokenize, so the lengths the SLO and the report speak of are the engine's. */
+static int http_prepare(st_executor *x, st_workload *w)
+{
+    http_exec *H = x->impl;
+    engine *E = &H->E;
+    st_api_kind api = ST_API_COMPLETIONS;
+    st_api_from_name(E->l.api, &api);
+    if ((api != ST_API_CHAT && api != ST_API_TGI) || H->tok_state < 0 || !H->active)
+        return 0;
+    char err[512], line[700];
+    if (!H->tok) {
+        H->tok = st_tokenizer_new(E->l.base_url, api, E->l.expected_model, E->api_key, 0, NULL, 30, err, sizeof err);
+        if (!H->tok) {
+            H->tok_state = -1;
+            snprintf(line, sizeof line, "exact prompt lengths off (%.500s): lengths estimated", err);
+            log_line(E, line);
+            return 0;
+        }
+    }
+    uint32_t fitted, exact;
+    int rc = st_prompt_fit_work(w, H->tok, H->stop, &fitted, &exact, err, sizeof err);
+    if (rc == 1)
+        return 1;
+    if (rc < 0) {
+        H->tok_state = -1;
+        if (st_tokenizer_missing(H->tok))
+            snprintf(line, sizeof line,
+                     "exact prompt lengths off: the server has no /tokenize (estimated as one "
+                     "token a word)");
+        else
+            snprintf(line, sizeof line, "exact prompt lengths off after %u prompts: %.500s", fitted, err);
+        st_secrets_redact(&H->secrets, line);
+        log_line(E, line);
+        return 0;
+    }
+    if (!H->tok_state) {
+        H->tok_state = 1;
+        snprintf(line, sizeof line, "exact prompt lengths on: %u of %u prompts fitted exactly with /tokenize", exact,
+                 fitted);
+        log_line(E, line);
+    }
+    return 0;
 }
 
 typedef struct http_tick {
@@ -533,7 +595,7 @@ static void http_free(st_executor *x)
     free(x);
 }
 
-static const st_executor_ops http_ops = { "http", http_start, http_run_rate, http_stop, http_free };
+static const st_executor_ops http_ops = { "http", http_start, http_run_rate, http_stop, http_free, http_prepare };
 
 int st_exec_http_new(const st_spec *spec, const char *logdir, const char *self_exe, volatile sig_atomic_t *stop,
                      st_executor **out, char *err, size_t errlen)

@@ -375,7 +375,11 @@ void st_exec_model_set_calibration(st_executor *x, const st_emu_calib *calib)
     M->calib = calib;
 }
 
-static const st_executor_ops model_ops = { "model", model_start, model_run_rate, model_stop, model_free };
+static const st_executor_ops model_ops = { .name = "model",
+                                           .start_config = model_start,
+                                           .run_rate = model_run_rate,
+                                           .stop_config = model_stop,
+                                           .free = model_free };
 
 int st_exec_model_new(const st_spec *spec, const char *logdir, st_executor **out, char *err, size_t errlen)
 {

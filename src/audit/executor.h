@@ -71,6 +71,11 @@ typedef struct st_executor_ops {
     /* Stops the engine of the current configuration (idempotent). */
     void (*stop_config)(st_executor *x);
     void (*free)(st_executor *x);
+    /* May be NULL (nothing to do). Makes a run's requests what the engine will count before the
+     * run: the HTTP executor fits text prompts (chat and TGI APIs) to their exact token counts
+     * with the engine's /tokenize (load/tokenize.h); when the server has none, the lengths stay
+     * estimated, said once in the configuration's log. 0, or 1 when interrupted. */
+    int (*prepare)(st_executor *x, st_workload *w);
 } st_executor_ops;
 
 struct st_executor {

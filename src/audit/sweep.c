@@ -383,8 +383,9 @@ static int on_tick(void *arg, const st_runner_progress *p, const st_metrics_samp
     return stop;
 }
 
-/* Builds a run's requests and arrival schedule (engine time): a closed loop has every request
- * due at once (the concurrency limit sends them as slots free). 0, or -1 with row->why. */
+/* Builds a run's requests (prepared by the executor) and arrival schedule (engine time): a closed
+ * loop has every request due at once (the concurrency limit sends them as slots free). 0, 1 when
+ * interrupted, or -1 with row->why. */
 static int build_run(sweep *S, double rate, uint64_t seed, uint32_t n, st_workload *w, st_ns **sched, st_run_row *row)
 {
     char err[512];
@@ -392,6 +393,10 @@ static int build_run(sweep *S, double rate, uint64_t seed, uint32_t n, st_worklo
     if (make_workload(S, seed, n, w, err, sizeof err)) {
         row->why = strdup(err);
         return -1;
+    }
+    if (S->x->ops->prepare && S->x->ops->prepare(S->x, w)) {
+        st_workload_free(w);
+        return 1;
     }
     double r = S->spec->closed_loop ? INFINITY : rate;
     if (rate_schedule(S->spec, w, r, seed ^ 0xa5a5, sched)) {
@@ -613,7 +618,7 @@ static int run_sustained(sweep *S, cfgrun *cr, const st_next *nx, uint32_t plann
     st_ns *sched;
     memset(out, 0, sizeof *out);
     uint64_t seed = replicate_seed(S->spec->workload.seed, nx->rate, nx->replicate);
-    int rc = build_run(S, nx->rate, seed, planned, &w, &sched, row) ? -1 : 0;
+    int rc = build_run(S, nx->rate, seed, planned, &w, &sched, row);
     if (rc == 0) {
         rc = sustained_exec(S, cr, nx, &w, sched, row, out, res);
         free(sched);
@@ -634,6 +639,10 @@ static int warm_up(sweep *S, const st_spec_config *c, st_config_row *crow)
     st_workload w;
     if (make_workload(S, rate_seed(s->workload.seed, -1.0), n, &w, err, sizeof err))
         return 0;
+    if (S->x->ops->prepare && S->x->ops->prepare(S->x, &w)) {
+        st_workload_free(&w);
+        return 1;
+    }
     double r = s->closed_loop ? 4 : s->rates[0];
     if (!isfinite(r) || r > 4)
         r = 4;

@@ -178,7 +178,9 @@ static int mm1_run(st_executor *x, const st_exec_rate *in, st_config_row *row, s
     return 0;
 }
 
-static const st_executor_ops mm1_ops = { "mm1", mm1_start, mm1_run, mm1_stop, mm1_free };
+static const st_executor_ops mm1_ops = {
+    .name = "mm1", .start_config = mm1_start, .run_rate = mm1_run, .stop_config = mm1_stop, .free = mm1_free
+};
 
 static st_executor *mm1_new(const st_spec *spec, double mu, uint64_t seed)
 {
