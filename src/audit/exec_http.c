@@ -15,6 +15,7 @@
 #include "core/buf.h"
 #include "engine/adapter.h"
 #include "load/api.h"
+#include "load/session.h"
 #include "load/tokenize.h"
 #include "core/secret.h"
 #include "core/util.h"
@@ -410,6 +411,13 @@ static int http_prepare(st_executor *x, st_workload *w)
     if ((api != ST_API_CHAT && api != ST_API_TGI) || H->tok_state < 0 || !H->active)
         return 0;
     char err[512], line[700];
+    if (w->n_sessions) {
+        if (!H->tok_state) {
+            H->tok_state = -1;
+            log_line(E, "exact prompt lengths not applied: session turns carry the conversation's real text");
+        }
+        return 0;
+    }
     if (!H->tok) {
         H->tok = st_tokenizer_new(E->l.base_url, api, E->l.expected_model, E->api_key, 0, NULL, 30, err, sizeof err);
         if (!H->tok) {
@@ -490,6 +498,9 @@ static int http_run_rate(st_executor *x, const st_exec_rate *in, st_config_row *
     }
     for (uint32_t i = 0; i < n; i++)
         sched[i] = (st_ns)((double)in->sched[i] / K);
+    /* sessions: think times in the executor's time too (given back after the run) */
+    for (uint32_t i = n - in->w->n_dependent; i < n && K != 1; i++)
+        in->w->items[i].think = (st_ns)((double)in->w->items[i].think / K);
     http_tick T = { .in = in };
     st_api_kind api = ST_API_COMPLETIONS;
     st_api_from_name(E->l.api, &api);
@@ -506,7 +517,9 @@ static int http_run_rate(st_executor *x, const st_exec_rate *in, st_config_row *
                             .timeout_s = in->timeout_s / K,
                             .tick = http_on_tick,
                             .tick_arg = &T,
-                            .stop = &T.run_stop };
+                            .stop = &T.run_stop,
+                            .on_end = in->w->n_dependent ? st_session_on_end : NULL,
+                            .on_end_arg = in->w };
     scraper sc = { .E = E, .time_scale = K };
     int have_scraper = 0;
     if (!in->warmup) {
@@ -518,6 +531,8 @@ static int http_run_rate(st_executor *x, const st_exec_rate *in, st_config_row *
     st_run_result res;
     memset(&res, 0, sizeof res);
     int rr = st_runner_run(&rc, &res, err, errlen);
+    for (uint32_t i = n - in->w->n_dependent; i < n && K != 1; i++)
+        in->w->items[i].think = (st_ns)((double)in->w->items[i].think * K);
     if (!in->warmup) {
         if (have_scraper) {
             atomic_store(&sc.stop, 1);

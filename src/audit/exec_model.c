@@ -40,6 +40,16 @@ typedef struct model_exec {
 int st_exec_model_supported(const st_spec *spec, char *why, size_t whylen)
 {
     st_engine_kind k = spec->engine.kind;
+    if (spec->workload.sessions.on) {
+        snprintf(why, whylen,
+                 "servetune predict does not model multi-turn sessions (workload.sessions): a later turn's prompt "
+                 "holds the answers the engine returned and is sent when the turn before it ended, which the "
+                 "engine model's open-loop run does not replay. Audit the spec on the engine (or the emulator), or "
+                 "predict a copy with %s",
+                 spec->workload.kind == ST_WL_TRACE ? "`sessions: flat` (the rows on their recorded times)"
+                                                    : "the sessions block removed");
+        return 0;
+    }
     if (k == ST_ENGINE_VLLM || k == ST_ENGINE_EMULATOR)
         return 1;
     snprintf(why, whylen,
@@ -317,6 +327,10 @@ static int model_run_rate(st_executor *x, const st_exec_rate *in, st_config_row 
         }
     }
     uint32_t n = in->w->n;
+    if (in->w->n_dependent) {
+        snprintf(err, errlen, "the engine model does not replay multi-turn sessions");
+        return -1;
+    }
     st_emu_sim_item *items = calloc(n ? n : 1, sizeof *items);
     out->records = calloc(n ? n : 1, sizeof *out->records);
     if (!items || !out->records) {

@@ -130,8 +130,12 @@ int st_cli_predict_first(const st_spec *spec, const char *spec_path, const char 
         free(have); /* --resume: the prediction was made when the audit began */
         return 0;
     }
-    if (!st_exec_model_supported(spec, err, sizeof err))
-        return 0; /* an engine the model cannot stand for: no prediction, nothing to compare */
+    if (!st_exec_model_supported(spec, err, sizeof err)) {
+        /* an engine or a workload the model cannot stand for: no prediction, nothing to compare */
+        if (spec->workload.sessions.on && !quiet)
+            fprintf(stderr, "servetune audit: no prediction before the measurement: %s\n", err);
+        return 0;
+    }
     snprintf(dir, sizeof dir, "%s/prediction", audit_dir);
     size_t tlen = 0;
     char *text = st_read_file(spec_path, ST_SPEC_MAX_BYTES, &tlen, err, sizeof err);
