@@ -99,6 +99,9 @@ static void fmt_dur(char *b, size_t n, double s)
         snprintf(b, n, "%d:%02d:%02d", (int)s / 3600, ((int)s / 60) % 60, (int)s % 60);
 }
 
+/* What an offered rate counts: requests, or with multi-turn sessions, session starts. */
+static const char *rate_unit(const st_spec *s) { return s->workload.sessions.on ? "sessions/s" : "req/s"; }
+
 static void fmt_rate(char *b, size_t n, double r)
 {
     if (isinf(r))
@@ -419,9 +422,9 @@ static void draw_progress(rate_ctx *R, const st_runner_progress *p)
                          (S->rates_planned ? S->rates_planned : 1)) /
             S->spec->n_configs;
         fmt_dur(eta, sizeof eta, done_frac > 0.01 ? elapsed / done_frac - elapsed : NAN);
-        fprintf(S->o->out, "\r\033[K[%d/%d %s] rate %s req/s: %u/%u done, %u in flight | elapsed %s, about %s left",
-                S->ci + 1, S->spec->n_configs, R->cfg_name, rt, p->completed + p->failed, p->total, p->in_flight, el,
-                eta);
+        fprintf(S->o->out, "\r\033[K[%d/%d %s] rate %s %s: %u/%u done, %u in flight | elapsed %s, about %s left",
+                S->ci + 1, S->spec->n_configs, R->cfg_name, rt, rate_unit(S->spec), p->completed + p->failed, p->total,
+                p->in_flight, el, eta);
     }
     fflush(S->o->out);
     S->line_open = 1;
@@ -874,7 +877,7 @@ static int record_skip(sweep *S, cfgrun *cr, const st_next *nx, const char *key)
     push_result(cr, &r, 0, 0);
     char rt[32];
     fmt_rate(rt, sizeof rt, nx->rate);
-    say_cfg(S, cr, "rate %s req/s: %s", rt, nx->why);
+    say_cfg(S, cr, "rate %s %s: %s", rt, rate_unit(S->spec), nx->why);
     return 0;
 }
 
@@ -895,24 +898,36 @@ static void say_run(sweep *S, const cfgrun *cr, const st_next *nx, const st_run_
     snprintf(t2, sizeof t2, "%s%.1f", ge, run->n_terms > 1 ? run->term_ms[1] : run->tpot_p95_ms);
     if (s->search.mode == ST_SEARCH_SUSTAINED) {
         st_verdict v = st_verdict_from_name(run->verdict);
-        say_cfg(S, cr, "%s %s%s%s: %s (%.0f s of engine time, %.1f s): %s", s->closed_loop ? "concurrency" : "rate", rt,
-                s->closed_loop ? "" : " req/s", rep, st_verdict_words(v, 1), run->duration_s, took,
-                run->why ? run->why : "");
+        say_cfg(S, cr, "%s %s%s%s%s: %s (%.0f s of engine time, %.1f s): %s", s->closed_loop ? "concurrency" : "rate",
+                rt, s->closed_loop ? "" : " ", s->closed_loop ? "" : rate_unit(s), rep, st_verdict_words(v, 1),
+                run->duration_s, took, run->why ? run->why : "");
     } else {
         int pass = !strcmp(run->verdict, "pass");
-        say_cfg(S, cr, "rate %s req/s: %s, %u/%u completed, p95 TTFT %s ms, p95 TPOT %s ms, delivered %s (%.1f s)%s%s",
-                rt, run->verdict, run->completed, run->planned, t1, t2, t3, took, pass ? "" : ": ",
+        say_cfg(S, cr, "rate %s %s: %s, %u/%u completed, p95 TTFT %s ms, p95 TPOT %s ms, delivered %s (%.1f s)%s%s", rt,
+                rate_unit(s), run->verdict, run->completed, run->planned, t1, t2, t3, took, pass ? "" : ": ",
                 pass ? "" : run->why);
     }
 }
 
 /* How many leading records a sustained run keeps: up to the last one that was sent (records are in
  * arrival order; the rest were never due before the run stopped). The others are freed with out. */
-static uint32_t due_records(const st_exec_out *out)
+static uint32_t due_records(st_exec_out *out)
 {
-    uint32_t keep = out->n;
+    /* sessions: the first turns lead (in arrival order), the later turns follow; a later turn
+     * never released (its session had not reached it) is no part of the run either: the ones
+     * sent are moved up behind the first turns kept */
+    uint32_t ns = 0;
+    while (ns < out->n && !(out->records[ns].session && out->records[ns].turn > 0))
+        ns++;
+    uint32_t keep = ns;
     while (keep > 0 && out->records[keep - 1].sent < 0)
         keep--;
+    for (uint32_t i = ns; i < out->n; i++)
+        if (out->records[i].sent >= 0) {
+            st_record t = out->records[keep];
+            out->records[keep++] = out->records[i];
+            out->records[i] = t;
+        }
     return keep;
 }
 
@@ -931,7 +946,7 @@ static int measure(sweep *S, cfgrun *cr, const st_next *nx, const char *key, uin
     if (nx->why[0] && !nx->grid && s->search.mode != ST_SEARCH_SUSTAINED) {
         char rt[32];
         fmt_rate(rt, sizeof rt, nx->rate);
-        say_cfg(S, cr, "%s: rate %s req/s", nx->why, rt);
+        say_cfg(S, cr, "%s: rate %s %s", nx->why, rt, rate_unit(s));
     } else if (nx->why[0] && s->search.mode == ST_SEARCH_SUSTAINED) {
         say_cfg(S, cr, "%s", nx->why);
     }
