@@ -1,0 +1,259 @@
+/* Multi-turn sessions in `servetune audit`, end to end on the emulator (servetune as a child
+ * process, the engine on 127.0.0.1):
+ *   - a chat trace replayed as conversations (workload.sessions: replay) hits the engine's
+ *     prefix cache as the trace implies (the engine's own prefix-cache counters, stored in
+ *     results.sqlite), well above the same trace flattened on its recorded times (flat: each
+ *     later turn rebuilt with a stand-in answer, so only the earlier prompts are reused); a later
+ *     turn's prompt is the conversation so far with the real answers (the server's count); the
+ *     report gives the rate in sessions/s and TTFT and the cached share by turn;
+ *   - synthetic sessions on the sustained search: the capacity is reported in sessions/s and as
+ *     the requests/s delivered (about the mean turns per session times the session rate);
+ *   - servetune predict refuses sessions with its reason, and an audit skips its prediction
+ *     with a note. */
+#include "harness.h"
+
+#define ST_IT_TMP_PREFIX "/tmp/st_sessions_it."
+#include "audit_util.h"
+
+#include <math.h>
+
+#include "load/trace_stats.h"
+
+/* 8 sessions of 5 turns: a first prompt of 150 tokens, then 10 new ones a turn, answers of 200
+ * tokens (long answers against short user turns: what a flattened replay cannot reuse). */
+#define SESSIONS 8
+#define TURNS 5
+#define FIRST 150
+#define NEW 10
+#define ANSWER 200
+
+static void write_trace(const char *path)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    for (int t = 0; t < TURNS; t++)
+        for (int s = 0; s < SESSIONS; s++)
+            fprintf(f, "{\"timestamp\": %.3f, \"session\": \"s%d\", \"input_tokens\": %d, \"output_tokens\": %d}\n",
+                    t * 8.0 + s * 0.5, s, t ? NEW : FIRST, ANSWER);
+    fclose(f);
+}
+
+static void write_trace_spec(const char *path, const char *mode)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f,
+            "engine: {kind: emulator, model: Qwen/Qwen3-8B, flags: [--gpu, H100, --time-scale, '20', "
+            "--enable-prompt-tokens-details]}\n"
+            "hardware: {gpu: H100, gpus_per_replica: 1, price_per_gpu_hour: 2.0}\n"
+            "peak_rate: 2\n"
+            "workload: {trace: chat.jsonl, sessions: %s, requests_per_rate: %d}\n"
+            "rates: [1]\nwarmup_requests: 0\n"
+            "slo: {ttft_p95_ms: 5000, tpot_p95_ms: 100}\n"
+            "search: {mode: burst}\n"
+            "timeouts: {startup: 8s, request: 60s, stop_grace: 2s}\n",
+            mode, SESSIONS * TURNS);
+    fclose(f);
+}
+
+/* The engine's prefix-cache hit rate over a run: the increase of its hit and query counters
+ * (docs/metrics.md: prefix_hits, prefix_queries) between the first and the last sample. */
+static double stored_hit_rate(const char *db_path, double *queries)
+{
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(db,
+                                        "SELECT max(value) - min(value) FROM metrics WHERE name = ?1 AND run_id = "
+                                        "(SELECT max(id) FROM runs)",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+    double v[2];
+    const char *names[2] = { "prefix_hits", "prefix_queries" };
+    for (int i = 0; i < 2; i++) {
+        sqlite3_reset(st);
+        sqlite3_bind_text(st, 1, names[i], -1, SQLITE_STATIC);
+        assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+        v[i] = sqlite3_column_double(st, 0);
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    *queries = v[1];
+    assert_true(v[1] > 0);
+    return v[0] / v[1];
+}
+
+static void replay_hits_the_cache_as_the_trace_implies(void **state)
+{
+    (void)state;
+    char trace[400], spec[400], out[400], db[500];
+    snprintf(trace, sizeof trace, "%s/chat.jsonl", tmp);
+    write_trace(trace);
+    /* what the trace implies: an ideal prefix cache's hit rate */
+    st_trace_stats *ts = st_trace_stats_new();
+    char err[300];
+    assert_int_equal(st_trace_read_file(trace, NULL, st_trace_stats_row_cb, ts, NULL, NULL, err, sizeof err), 0);
+    st_traffic tr;
+    st_trace_stats_result(ts, &tr);
+    st_trace_stats_free(ts);
+    assert_int_equal(tr.sessions, SESSIONS);
+
+    double rate[2], queries[2];
+    const char *modes[2] = { "replay", "flat" };
+    for (int m = 0; m < 2; m++) {
+        snprintf(spec, sizeof spec, "%s/%s.yaml", tmp, modes[m]);
+        snprintf(out, sizeof out, "%s/out-%s", tmp, modes[m]);
+        write_trace_spec(spec, modes[m]);
+        const char *args[] = { "audit", spec, "-o", out, "-q", NULL };
+        assert_int_equal(run_servetune(args, 120), 0);
+        snprintf(db, sizeof db, "%s/results.sqlite", out);
+        rate[m] = stored_hit_rate(db, &queries[m]);
+    }
+    print_message("# prefix-cache hit rate (engine counters): replay %.4f (%.0f prompt tokens), flat %.4f (%.0f), "
+                  "the trace implies %.4f\n",
+                  rate[0], queries[0], rate[1], queries[1], tr.ideal_hit_rate);
+    /* replayed: every prompt token of the conversation the server has seen is reused, as the
+     * trace implies (the blocks of 16 tokens round a little off) */
+    assert_near(rate[0], tr.ideal_hit_rate, 0.03);
+    assert_true(queries[0] == (double)tr.prompt_tokens);
+    /* flattened: the stand-in answers are not what the engine generated */
+    assert_true(rate[0] > rate[1] + 0.2);
+
+    /* the stored requests: a later turn's prompt is the conversation so far (the server's count) */
+    snprintf(db, sizeof db, "%s/out-replay/results.sqlite", tmp);
+    sqlite3 *d;
+    assert_int_equal(sqlite3_open_v2(db, &d, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_stmt *st;
+    assert_int_equal(
+        sqlite3_prepare_v2(d,
+                           "SELECT count(*), count(DISTINCT session), sum(prompt_reported = ?1 + turn * ?2) "
+                           "FROM requests WHERE status = 'ok'",
+                           -1, &st, NULL),
+        SQLITE_OK);
+    sqlite3_bind_int(st, 1, FIRST);
+    sqlite3_bind_int(st, 2, ANSWER + NEW);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(st, 0), SESSIONS * TURNS);
+    assert_int_equal(sqlite3_column_int(st, 1), SESSIONS);
+    assert_int_equal(sqlite3_column_int(st, 2), SESSIONS * TURNS);
+    sqlite3_finalize(st);
+    sqlite3_close(d);
+
+    /* the report: sessions/s, TTFT and cached share by turn (rising with the conversation) */
+    snprintf(out, sizeof out, "%s/out-replay", tmp);
+    json_t *j = load_json(out);
+    json_t *ws = json_object_get(json_object_get(json_object_get(j, "spec"), "workload"), "sessions");
+    if (!ws)
+        ws = json_object_get(json_object_get(j, "workload"), "sessions");
+    assert_non_null(ws);
+    assert_string_equal(json_string_value(json_object_get(ws, "rate_unit")), "sessions/s");
+    json_t *cs = json_object_get(json_object_get(config_named(j, "baseline"), "capacity"), "sessions");
+    assert_non_null(cs);
+    assert_near(json_number_value(json_object_get(cs, "sessions_per_s")), 1, 1e-9);
+    assert_near(json_number_value(json_object_get(cs, "requests_per_session")), TURNS, 1e-9);
+    json_t *turns = json_object_get(cs, "turns");
+    assert_int_equal(json_array_size(turns), TURNS);
+    double prev = -1;
+    for (size_t t = 1; t < TURNS; t++) {
+        json_t *row = json_array_get(turns, t);
+        assert_int_equal(json_integer_value(json_object_get(row, "completed")), SESSIONS);
+        double share = json_number_value(json_object_get(row, "cached_share"));
+        print_message("# turn %zu: cached share %.3f, TTFT p50 %.2f ms\n", t + 1, share,
+                      json_number_value(json_object_get(json_object_get(row, "ttft_ms"), "p50")));
+        assert_true(share > prev);
+        prev = share;
+    }
+    assert_true(prev > 0.9);
+    json_decref(j);
+    char md[500];
+    snprintf(md, sizeof md, "%s/report.md", out);
+    assert_true(file_has(md, "## Multi-turn sessions"));
+    assert_true(file_has(md, "| Turn | Requests | Completed | TTFT p50 (ms)"));
+    assert_true(file_has(md, "- **Rates tried**: 1 sessions/s (a burst test"));
+    /* the audit's prediction is skipped with its reason: the engine model does not replay sessions */
+    char log[500];
+    snprintf(log, sizeof log, "%s/servetune.out", tmp);
+    assert_true(file_has(log, "no prediction before the measurement: servetune predict does not model multi-turn"));
+}
+
+static void synthetic_sessions_sustained(void **state)
+{
+    (void)state;
+    char spec[400], out[400];
+    snprintf(spec, sizeof spec, "%s/syn.yaml", tmp);
+    snprintf(out, sizeof out, "%s/out", tmp);
+    FILE *f = fopen(spec, "w");
+    assert_non_null(f);
+    fputs("engine: {kind: emulator, model: Qwen/Qwen3-8B, flags: [--gpu, H100, --time-scale, '20', "
+          "--enable-prompt-tokens-details, --max-num-seqs, '8']}\n"
+          "hardware: {gpu: H100, gpus_per_replica: 1, price_per_gpu_hour: 2.0}\n"
+          "peak_rate: 2\n"
+          "workload:\n  input_tokens: 400\n  output_tokens: 100\n  shared_prefix: 200\n"
+          "  sessions: {turns: 3-5, user_tokens: 30, think_time: 1s}\n"
+          "rates: [2, 8]\nwarmup_requests: 4\n"
+          "slo: {ttft_p95_ms: 1000, tpot_p95_ms: 60}\n"
+          "search: {mode: sustained, max_runs: 3, min_window: 20s, min_window_requests: 100, max_duration: 120s}\n"
+          "timeouts: {startup: 8s, request: 60s, stop_grace: 2s}\n",
+          f);
+    fclose(f);
+    const char *check[] = { "audit", "--check", spec, NULL };
+    assert_int_equal(run_servetune(check, 60), 0);
+    const char *args[] = { "audit", spec, "-o", out, "-q", NULL };
+    assert_int_equal(run_servetune(args, 120), 0);
+    json_t *j = load_json(out);
+    json_t *cap = json_object_get(config_named(j, "baseline"), "capacity");
+    json_t *cs = json_object_get(cap, "sessions");
+    assert_non_null(cs);
+    double sps = json_number_value(json_object_get(cs, "sessions_per_s"));
+    double rps = json_number_value(json_object_get(cap, "rps"));
+    print_message("# capacity: %.3g sessions/s, %.3g requests/s delivered\n", sps, rps);
+    assert_true(sps > 0);
+    /* each session brings 3-5 turns (4 on average); the window sees sessions at every stage */
+    assert_near(json_number_value(json_object_get(cs, "requests_per_session")), 4, 1e-9);
+    assert_true(rps > 2.5 * sps && rps < 5.5 * sps);
+    json_t *turns = json_object_get(cs, "turns");
+    assert_true(json_array_size(turns) >= 3);
+    json_decref(j);
+}
+
+static void predict_refuses_sessions(void **state)
+{
+    (void)state;
+    char spec[400], out[400], log[500];
+    snprintf(spec, sizeof spec, "%s/p.yaml", tmp);
+    snprintf(out, sizeof out, "%s/pred", tmp);
+    snprintf(log, sizeof log, "%s/servetune.out", tmp);
+    FILE *f = fopen(spec, "w");
+    assert_non_null(f);
+    fputs("engine: {kind: emulator, model: Qwen/Qwen3-8B, flags: [--gpu, H100]}\n"
+          "hardware: {gpu: H100, gpus_per_replica: 1, price_per_gpu_hour: 2.0}\npeak_rate: 2\n"
+          "workload: {input_tokens: 400, output_tokens: 100, sessions: {turns: 3}}\n"
+          "rates: [1, 2]\nslo: {ttft_p95_ms: 1000, tpot_p95_ms: 60}\n",
+          f);
+    fclose(f);
+    const char *args[] = { "predict", spec, "-o", out, NULL };
+    assert_int_equal(run_servetune(args, 60), 2);
+    assert_true(file_has(log, "servetune predict does not model multi-turn sessions (workload.sessions)"));
+    /* a spec error names the line */
+    f = fopen(spec, "w");
+    assert_non_null(f);
+    fputs("engine: {kind: emulator, model: Qwen/Qwen3-8B, flags: [--gpu, H100]}\n"
+          "hardware: {gpu: H100, gpus_per_replica: 1, price_per_gpu_hour: 2.0}\npeak_rate: 2\n"
+          "workload: {input_tokens: 400, output_tokens: 100, sessions: {turns: 9-3}}\n"
+          "rates: [1, 2]\nslo: {ttft_p95_ms: 1000, tpot_p95_ms: 60}\n",
+          f);
+    fclose(f);
+    const char *check[] = { "audit", "--check", spec, NULL };
+    assert_int_equal(run_servetune(check, 60), 2);
+    assert_true(file_has(log, "p.yaml:4: workload.sessions.turns: expected N or MIN-MAX"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest t[] = {
+        cmocka_unit_test_setup_teardown(replay_hits_the_cache_as_the_trace_implies, setup, teardown),
+        cmocka_unit_test_setup_teardown(synthetic_sessions_sustained, setup, teardown),
+        cmocka_unit_test_setup_teardown(predict_refuses_sessions, setup, teardown),
+    };
+    return cmocka_run_group_tests(t, NULL, NULL);
+}
