@@ -132,7 +132,7 @@ int st_cli_predict_first(const st_spec *spec, const char *spec_path, const char 
     }
     if (!st_exec_model_supported(spec, err, sizeof err)) {
         /* an engine or a workload the model cannot stand for: no prediction, nothing to compare */
-        if (spec->workload.sessions.on && !quiet)
+        if (spec->workload.sessions.on) /* one line, also under --quiet: the report has no comparison */
             fprintf(stderr, "servetune audit: no prediction before the measurement: %s\n", err);
         return 0;
     }

@@ -170,6 +170,7 @@ static void replay_hits_the_cache_as_the_trace_implies(void **state)
     assert_true(file_has(md, "## Multi-turn sessions"));
     assert_true(file_has(md, "| Turn | Requests | Completed | TTFT p50 (ms)"));
     assert_true(file_has(md, "- **Rates tried**: 1 sessions/s (a burst test"));
+    assert_true(file_has(md, "does not replay sessions: no prediction was made"));
     /* the audit's prediction is skipped with its reason: the engine model does not replay sessions */
     char log[500];
     snprintf(log, sizeof log, "%s/servetune.out", tmp);
