@@ -40,16 +40,6 @@ typedef struct model_exec {
 int st_exec_model_supported(const st_spec *spec, char *why, size_t whylen)
 {
     st_engine_kind k = spec->engine.kind;
-    if (spec->workload.sessions.on) {
-        snprintf(why, whylen,
-                 "servetune predict does not model multi-turn sessions (workload.sessions): a later turn's prompt "
-                 "holds the answers the engine returned and is sent when the turn before it ended, which the "
-                 "engine model's open-loop run does not replay. Audit the spec on the engine (or the emulator), or "
-                 "predict a copy with %s",
-                 spec->workload.kind == ST_WL_TRACE ? "`sessions: flat` (the rows on their recorded times)"
-                                                    : "the sessions block removed");
-        return 0;
-    }
     if (k == ST_ENGINE_VLLM || k == ST_ENGINE_EMULATOR)
         return 1;
     snprintf(why, whylen,
@@ -294,10 +284,11 @@ static int model_on_tick(void *arg, st_ns now, const st_emu_stats *es, const st_
     return T->in->tick(T->in->tick_arg, &p, T->out->samples, T->out->n_samples);
 }
 
-/* The offered rate of a run: (n - 1) / the span of its arrivals; INFINITY for all at once. */
+/* The offered rate of a run: (n - 1) / the span of its arrivals (sessions: of their first turns);
+ * INFINITY for all at once. */
 static double offered_rate(const st_exec_rate *in)
 {
-    uint32_t n = in->w->n;
+    uint32_t n = in->w->n - in->w->n_dependent;
     if (n < 2 || !in->sched)
         return 0;
     st_ns lo = in->sched[0], hi = in->sched[0];
@@ -327,10 +318,6 @@ static int model_run_rate(st_executor *x, const st_exec_rate *in, st_config_row 
         }
     }
     uint32_t n = in->w->n;
-    if (in->w->n_dependent) {
-        snprintf(err, errlen, "the engine model does not replay multi-turn sessions");
-        return -1;
-    }
     st_emu_sim_item *items = calloc(n ? n : 1, sizeof *items);
     out->records = calloc(n ? n : 1, sizeof *out->records);
     if (!items || !out->records) {

@@ -42,7 +42,8 @@ static void help(const st_opt *opts)
         "Engines: kinds vllm and emulator are modelled (their vLLM flags through the emulator's parser;\n"
         "the GPU from --gpu, SERVETUNE_EMULATE_GPU in the spec's env, or hardware.gpu; --time-scale is\n"
         "ignored). Other kinds are refused: the model knows vLLM's flags and scheduler only. Multi-turn\n"
-        "sessions (workload.sessions) are refused: a later turn's prompt holds the engine's own answer.\n"
+        "sessions (workload.sessions) run as in an audit: each later turn after the turn before it, its\n"
+        "prompt holding the tokens the model generated for that turn.\n"
         "Exit codes: 0 done; 1 done but a configuration was refused (does not fit, bad flag) or the reports\n"
         "could not be written; 2 bad arguments, an invalid spec or an engine the model cannot stand for;\n"
         "4 interrupted. More: docs/predict.md.\n");
@@ -131,12 +132,8 @@ int st_cli_predict_first(const st_spec *spec, const char *spec_path, const char 
         free(have); /* --resume: the prediction was made when the audit began */
         return 0;
     }
-    if (!st_exec_model_supported(spec, err, sizeof err)) {
-        /* an engine or a workload the model cannot stand for: no prediction, nothing to compare */
-        if (spec->workload.sessions.on) /* one line, also under --quiet: the report has no comparison */
-            fprintf(stderr, "servetune audit: no prediction before the measurement: %s\n", err);
-        return 0;
-    }
+    if (!st_exec_model_supported(spec, err, sizeof err))
+        return 0; /* an engine the model cannot stand for: no prediction, nothing to compare */
     snprintf(dir, sizeof dir, "%s/prediction", audit_dir);
     size_t tlen = 0;
     char *text = st_read_file(spec_path, ST_SPEC_MAX_BYTES, &tlen, err, sizeof err);

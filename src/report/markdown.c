@@ -273,9 +273,7 @@ static void sessions_section(const st_report *r, st_buf *b)
     st_buf_puts(b, "## Multi-turn sessions\n\nThe offered rates are sessions STARTING per second: a session's "
                    "first turn is on the arrival schedule, its later turns follow its answers. The capacity in the "
                    "tables above is the requests/s the engine delivered at the highest session rate that held the "
-                   "SLO (the cost per output token does not depend on the unit); that session rate is below. "
-                   "The engine model (servetune predict) does not replay sessions: no prediction was made "
-                   "for this audit.\n\n");
+                   "SLO (the cost per output token does not depend on the unit); that session rate is below.\n\n");
     st_buf_puts(b, "| Config | Capacity (sessions/s) | Requests per session | Delivered (req/s) |\n"
                    "|---|---:|---:|---:|\n");
     for (int k = 0; k < r->n_cfg; k++) {
