@@ -928,12 +928,20 @@ int st_sustain_finish(const st_sustain *s, const st_record *recs, uint32_t n, co
             snprintf(out->why, sizeof out->why, "%s: %u requests in the %.3g s window at concurrency %u; %s%s",
                      holds ? "sustained" : "SLO missed", out->window_requests, w1 - w0, s->p.concurrency, sent,
                      out->confident ? "" : " (not confident)");
-        else
+        else {
+            /* delivered above what arrived: the requests in flight fell over the window (a queue
+             * left from the warm phase drained), which the reader should not take for an error */
+            char drain[96] = "";
+            if (out->delivered_lo > out->offered_rps)
+                snprintf(drain, sizeof drain, ", the requests in flight falling by %.2g/s (a queue draining)",
+                         out->delivered_rps - out->offered_rps);
             snprintf(out->why, sizeof out->why,
-                     "%s: delivered %.3g req/s (CI %.3g-%.3g) of %.3g offered over the %.3g s window (%u requests); "
+                     "%s: delivered %.3g req/s (CI %.3g-%.3g) of %.3g offered over the %.3g s window (%u requests%s); "
                      "%s%s",
                      holds ? "sustained" : "SLO missed", out->delivered_rps, out->delivered_lo, out->delivered_hi,
-                     out->offered_rps, w1 - w0, out->window_requests, sent, out->confident ? "" : " (not confident)");
+                     out->offered_rps, w1 - w0, out->window_requests, drain, sent,
+                     out->confident ? "" : " (not confident)");
+        }
     }
     return 0;
 }

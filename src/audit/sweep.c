@@ -1427,6 +1427,46 @@ int st_sweep_bisect(const st_spec *spec, st_executor *x, int ci, double tol, st_
     return rc;
 }
 
+int st_sweep_probe(const st_spec *spec, st_executor *x, int ci, double rate, st_rate_result *out, char *why,
+                   size_t whylen, char *err, size_t errlen)
+{
+    volatile sig_atomic_t never = 0;
+    st_sweep_opts o = { .quiet = 1, .stop = &never };
+    st_sweep_result res;
+    memset(&res, 0, sizeof res);
+    memset(out, 0, sizeof *out);
+    sweep S = { .spec = spec, .o = &o, .x = x, .res = &res, .in_memory = 1 };
+    S.t_start = st_now();
+    if (shared_prefix(&S, err, errlen))
+        return -1;
+    int rc = -1;
+    cfgrun *cr = malloc(sizeof *cr);
+    if (!cr) {
+        snprintf(err, errlen, "out of memory");
+    } else {
+        st_config_row none = { 0 };
+        config_begin(&S, cr, ci, &none);
+        int es = ensure_engine(&S, cr);
+        if (es != 0) {
+            snprintf(why, whylen, "%s", cr->row.failure_detail ? cr->row.failure_detail : "did not start");
+            rc = 1;
+        } else {
+            st_next nx = { .action = ST_NEXT_RUN, .rate = rate };
+            int status = step(&S, cr, &nx);
+            if (status == 0 && cr->n > 0) {
+                *out = cr->rr[cr->n - 1];
+                rc = 0;
+            } else {
+                snprintf(err, errlen, "the run at %g req/s did not complete", rate);
+            }
+        }
+        config_end(&S, cr, 0);
+    }
+    free(cr);
+    free(S.base_prefix);
+    return rc;
+}
+
 int st_sweep_run(const st_spec *spec, st_store *store, const st_sweep_opts *o, st_sweep_result *res, char *err,
                  size_t errlen)
 {

@@ -233,7 +233,8 @@ int cmd_audit(int argc, char **argv)
     st_cli_store_traffic(r.store, &r.spec);
     /* the prediction first (seconds), compared with the measurement in the report */
     st_emu_calib calib;
-    if (!no_prediction && (!calib_path || st_cli_load_calibration(calib_path, &r.spec, &calib) == 0))
+    int predicted = !no_prediction && (!calib_path || st_cli_load_calibration(calib_path, &r.spec, &calib) == 0);
+    if (predicted)
         st_cli_predict_first(&r.spec, r.spec_path, out_dir, r.store, calib_path, calib_path ? &calib : NULL, quiet);
     volatile sig_atomic_t *stop = st_cli_catch_signals(NULL);
     char self[4096];
@@ -253,6 +254,8 @@ int cmd_audit(int argc, char **argv)
     int srun = st_sweep_run(&r.spec, r.store, &so, &sr, err, sizeof err);
     if (srun)
         fprintf(r.out, "servetune audit: %s\n", err);
+    else if (predicted && !sr.interrupted)
+        st_cli_predict_at_measured(&r.spec, r.store, calib_path ? &calib : NULL);
     rc = st_cli_run_finish(&r, &sr, srun != 0, "Report");
 out:
     st_cli_run_close(&r);

@@ -2,6 +2,7 @@
  * virtual time (audit/executor.h, the model executor): no server, no sockets, no child process.
  * Same sweep, store and reports as `servetune audit`, marked as a prediction. docs/predict.md. */
 #include <errno.h>
+#include <jansson.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -185,6 +186,99 @@ int st_cli_predict_first(const st_spec *spec, const char *spec_path, const char 
                 dir);
     st_buf_free(&sum);
     st_store_close(store);
+    return rc;
+}
+
+/* The summary's configuration named name (or NULL). */
+static json_t *summary_config(json_t *root, const char *name)
+{
+    size_t k;
+    json_t *c;
+    json_array_foreach(json_object_get(root, "configs"), k, c)
+    {
+        const char *n = json_string_value(json_object_get(c, "name"));
+        if (n && !strcmp(n, name))
+            return c;
+    }
+    return NULL;
+}
+
+static int summary_has_rate(json_t *cfg, double rate)
+{
+    size_t k;
+    json_t *r;
+    json_array_foreach(json_object_get(cfg, "rates"), k, r)
+    {
+        double v = json_number_value(json_object_get(r, "rate"));
+        if (json_is_number(json_object_get(r, "rate")) && fabs(v - rate) <= 1e-9 * fabs(rate))
+            return 1;
+    }
+    return 0;
+}
+
+static json_t *num_json(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+int st_cli_predict_at_measured(const st_spec *spec, st_store *audit_store, const st_emu_calib *calib)
+{
+    char *text = NULL, err[1024] = "", why[600];
+    if (st_store_meta_get(audit_store, ST_PREDVS_META, &text) != 1)
+        return 0;
+    json_error_t je;
+    json_t *root = json_loads(text, 0, &je);
+    free(text);
+    if (!root)
+        return 0; /* a malformed summary is not shown anyway */
+    st_report rep;
+    st_executor *x = NULL;
+    int rc = -1, added = 0;
+    if (st_report_load(audit_store, &rep, err, sizeof err)) {
+        json_decref(root);
+        fprintf(stderr, "servetune audit: the prediction at the measured rates: %s\n", err);
+        return -1;
+    }
+    if (st_exec_model_new(spec, NULL, &x, err, sizeof err))
+        goto out;
+    st_exec_model_set_calibration(x, calib);
+    for (int i = 0; i < rep.n_cfg && i < spec->n_configs; i++) {
+        const st_rep_cfg *c = &rep.cfg[i];
+        json_t *pc = summary_config(root, c->name);
+        if (c->status != ST_REP_OK || !pc || !isfinite(c->cap->pass_rate) || summary_has_rate(pc, c->cap->pass_rate))
+            continue;
+        st_rate_result r;
+        int pr = st_sweep_probe(spec, x, i, c->cap->pass_rate, &r, why, sizeof why, err, sizeof err);
+        if (pr < 0)
+            goto out;
+        if (pr > 0)
+            continue; /* the model refuses the configuration: the summary says so already */
+        json_t *ro = json_object();
+        json_object_set_new(ro, "rate", json_real(c->cap->pass_rate));
+        json_object_set_new(ro, "verdict", json_string(st_verdict_name(r.verdict)));
+        json_object_set_new(ro, "ttft_p95_ms", num_json(r.n_terms > 0 ? r.value_ms[0] : NAN));
+        json_object_set_new(ro, "tpot_p95_ms", num_json(r.n_terms > 1 ? r.value_ms[1] : NAN));
+        json_object_set_new(ro, "output_tps", num_json(r.output_tps));
+        json_t *rs = json_object_get(pc, "rates");
+        if (!json_is_array(rs) || json_array_size(rs) >= ST_PREDVS_RATES_MAX) {
+            json_decref(ro);
+            continue;
+        }
+        json_array_append_new(rs, ro);
+        added++;
+    }
+    rc = 0;
+    if (added) {
+        char *out = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(17));
+        if (!out || st_store_meta_put(audit_store, ST_PREDVS_META, out)) {
+            snprintf(err, sizeof err, "%s", out ? st_store_errmsg(audit_store) : "out of memory");
+            rc = -1;
+        }
+        free(out);
+    }
+out:
+    if (rc)
+        fprintf(stderr, "servetune audit: the prediction at the measured rates: %s\n", err);
+    st_executor_free(x);
+    st_report_free(&rep);
+    json_decref(root);
     return rc;
 }
 

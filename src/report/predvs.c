@@ -34,8 +34,9 @@ int st_predvs_summarise(st_store *pred, const char *calibration, st_buf *out, ch
             json_t *ro = json_object();
             json_object_set_new(ro, "rate", isinf(w->rate) ? json_string("inf") : json_real(w->rate));
             json_object_set_new(ro, "verdict", json_string(w->verdict ? w->verdict : ""));
-            json_object_set_new(ro, "ttft_p95_ms", num_or_null(w->ttft_p95_ms));
-            json_object_set_new(ro, "tpot_p95_ms", num_or_null(w->tpot_p95_ms));
+            /* terms 0 and 1 are always p95 TTFT and p95 TPOT (a sustained run's: over its window) */
+            json_object_set_new(ro, "ttft_p95_ms", num_or_null(w->n_terms > 0 ? w->term_ms[0] : w->ttft_p95_ms));
+            json_object_set_new(ro, "tpot_p95_ms", num_or_null(w->n_terms > 1 ? w->term_ms[1] : w->tpot_p95_ms));
             json_object_set_new(ro, "output_tps", num_or_null(w->output_tps));
             json_array_append_new(rs, ro);
         }
@@ -178,8 +179,8 @@ int st_predvs_cells(const st_report *r, int i, char cells[9][32])
     cell_err(cells[2], pcap, mcap);
     const st_run_row *w = measured_at_capacity(c);
     const st_predvs_rate *pr = w ? st_predvs_at(p, w->rate) : NULL;
-    double pt = pr ? pr->ttft_p95_ms : NAN, mt = w ? w->ttft_p95_ms : NAN;
-    double pp = pr ? pr->tpot_p95_ms : NAN, mp = w ? w->tpot_p95_ms : NAN;
+    double pt = pr ? pr->ttft_p95_ms : NAN, mt = w ? (w->n_terms > 0 ? w->term_ms[0] : w->ttft_p95_ms) : NAN;
+    double pp = pr ? pr->tpot_p95_ms : NAN, mp = w ? (w->n_terms > 1 ? w->term_ms[1] : w->tpot_p95_ms) : NAN;
     cell_num(cells[3], pt, " ms");
     cell_num(cells[4], mt, " ms");
     cell_err(cells[5], pt, mt);
@@ -238,9 +239,11 @@ json_t *st_predvs_json(const st_report *r)
         json_object_set_new(e, "capacity_rps_measured", num_or_null(mcap));
         json_object_set_new(e, "at_rate", w ? (isinf(w->rate) ? json_string("inf") : json_real(w->rate)) : json_null());
         json_object_set_new(e, "ttft_p95_ms_predicted", num_or_null(pr ? pr->ttft_p95_ms : NAN));
-        json_object_set_new(e, "ttft_p95_ms_measured", num_or_null(w ? w->ttft_p95_ms : NAN));
+        json_object_set_new(e, "ttft_p95_ms_measured",
+                            num_or_null(w ? (w->n_terms > 0 ? w->term_ms[0] : w->ttft_p95_ms) : NAN));
         json_object_set_new(e, "tpot_p95_ms_predicted", num_or_null(pr ? pr->tpot_p95_ms : NAN));
-        json_object_set_new(e, "tpot_p95_ms_measured", num_or_null(w ? w->tpot_p95_ms : NAN));
+        json_object_set_new(e, "tpot_p95_ms_measured",
+                            num_or_null(w ? (w->n_terms > 1 ? w->term_ms[1] : w->tpot_p95_ms) : NAN));
         json_array_append_new(cs, e);
     }
     json_object_set_new(o, "configurations", cs);

@@ -142,6 +142,43 @@ static void test_predict_refuses_other_engines(void **state)
     assert_true(stat(p, &sb) != 0); /* nothing written */
 }
 
+/* A sustained audit: its search tries other rates than the prediction made first, so after the
+ * measurement the engine model runs once at each measured capacity rate and the report compares
+ * TTFT and TPOT at the same offered rate (never "-" for a configuration that passed on both). */
+static void test_sustained_audit_compared_at_its_capacity(void **state)
+{
+    (void)state;
+    char spec[512], dir[512];
+    snprintf(spec, sizeof spec, "%s/sus.yaml", tmp);
+    snprintf(dir, sizeof dir, "%s/sus", tmp);
+    FILE *f = fopen(spec, "w");
+    assert_non_null(f);
+    fprintf(f, "engine: {kind: emulator, model: Qwen/Qwen3-8B, flags: [--gpu, H100, --time-scale, '10']}\n"
+               "hardware: {gpu: H100, gpus_per_replica: 1, price_per_gpu_hour: 2.0}\npeak_rate: 10\n"
+               "workload: {input_tokens: 512, output_tokens: 64}\nrates: [4, 8, 16, 32]\n"
+               "slo: {ttft_p95_ms: 2500, tpot_p95_ms: 20}\n"
+               "search: {max_duration: 60s, min_window: 10s, min_window_requests: 60, max_runs: 4}\n"
+               "timeouts: {startup: 8s, request: 60s, stop_grace: 2s}\n");
+    fclose(f);
+    assert_int_equal(run_servetune((const char *[]){ "audit", spec, "-o", dir, "-q", NULL }, 120), 0);
+    json_t *A = load_json(dir);
+    json_t *pv = json_object_get(A, "predicted_vs_measured");
+    assert_true(json_is_object(pv));
+    json_t *c = json_array_get(json_object_get(pv, "configurations"), 0);
+    assert_non_null(c);
+    double at = json_number_value(json_object_get(c, "at_rate"));
+    assert_true(fabs(at - cap_field(A, "baseline", "pass_rate")) <= 1e-9 * at);
+    double pt = json_number_value(json_object_get(c, "ttft_p95_ms_predicted"));
+    double pp = json_number_value(json_object_get(c, "tpot_p95_ms_predicted"));
+    double mt = json_number_value(json_object_get(c, "ttft_p95_ms_measured"));
+    double mp = json_number_value(json_object_get(c, "tpot_p95_ms_measured"));
+    fprintf(stderr,
+            "# at %.4g req/s: TTFT p95 predicted %.1f measured %.1f ms, TPOT p95 predicted %.2f measured %.2f ms\n", at,
+            pt, mt, pp, mp);
+    assert_true(pt > 0 && mt > 0 && pp > 0 && mp > 0);
+    json_decref(A);
+}
+
 /* A spec with a traffic day: every report prices the day for each configuration that met the
  * SLO, and the figures follow from the capacity (a flat day of 10 req/s, serverless at the spec's
  * price): peak-sized = ceil(10 / capacity) replicas x 24 h x the GPU-hour price. */
@@ -198,6 +235,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_predict_agrees_with_audit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_predict_refuses_other_engines, setup, teardown),
         cmocka_unit_test_setup_teardown(test_predict_prices_a_traffic_day, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sustained_audit_compared_at_its_capacity, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
