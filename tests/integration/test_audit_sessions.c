@@ -257,6 +257,8 @@ static void replay_hits_the_cache_as_the_trace_implies(void **state)
     assert_true(file_has(md, "| Turn | Requests | Completed | TTFT p50 (ms)"));
     assert_true(file_has(md, "- **Rates tried**: 1 sessions/s (a burst test"));
     assert_true(file_has(md, "## Predicted vs measured"));
+    snprintf(md, sizeof md, "%s/report.html", out);
+    assert_true(file_has(md, "TTFT p50 by turn 1: "));
     predict_agrees(out);
 }
 
