@@ -1163,7 +1163,7 @@ static double start_of(sweep *S, int ci)
              (s->search.start == ST_START_PREDICT || s->search.start == ST_START_AUTO) &&
              forecast_capacity(s, ci, S->o->stop, &f) == 0 && f > 0)
         say(S, "[%d/%d %s] the engine model forecasts a capacity of %.4g %s: the search starts there", ci + 1,
-            s->n_configs, s->configs[ci].name, f, s->closed_loop ? "concurrent requests" : "req/s");
+            s->n_configs, s->configs[ci].name, f, s->closed_loop ? "concurrent requests" : rate_unit(s));
     return f;
 }
 
