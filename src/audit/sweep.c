@@ -538,9 +538,11 @@ static uint32_t sustained_planned(const sweep *S, const cfgrun *cr, double rate)
     const st_spec *s = S->spec;
     double dur = s->search.max_duration_s;
     double e = cr->e2e_est;
-    /* sessions: rate is sessions/s, and each brings its turns */
+    /* sessions: rate is sessions/s, and each brings its turns; their warm phase lasts as long as a
+     * whole session (its turns and think times), which one E2E does not tell: the run is sized for
+     * max_duration (it stops once its window is measured) */
     double turns = S->turns >= 1 ? S->turns : 1;
-    if (e > 0) {
+    if (e > 0 && !s->workload.sessions.on) {
         double win = s->search.min_window_s;
         if (2 * e > win)
             win = 2 * e;
