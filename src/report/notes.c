@@ -1313,7 +1313,7 @@ static void note_prefix_hits(ctx *x, const st_rep_cfg *c, diag *D)
         st_buf_printf(b, " against about %.2f expected from the shared prefix (", D->expect);
         num(b, x->r->spec.workload.shared_prefix);
         st_buf_puts(b, " of ");
-        num(b, x->r->spec.workload.input_tokens);
+        num(b, st_spec_mean_input(&x->r->spec));
         st_buf_puts(b, " input tokens): ");
         st_buf_puts(b, got < D->expect ? "cached prefix blocks were evicted before reuse (KV cache pressure) or the "
                                          "prompts do not share their first tokens."
