@@ -146,21 +146,24 @@ static void setup_rows(arena *a, const st_report *r, const char *ev, st_html_kv 
         st_buf_printf(&b, "replayed trace %s, %s after %u warm-up requests",
                       s->workload.trace ? s->workload.trace : "-", per, s->warmup_requests);
     ROW("Workload");
-    for (int i = 0; i < s->n_rates; i++) {
+    char grid[2048] = "", start[2300];
+    size_t off = 0;
+    for (int i = 0; i < s->n_rates && off < sizeof grid; i++) {
         st_fmt_rate(t, sizeof t, s->rates[i]);
-        st_buf_printf(&b, "%s%s", i ? ", " : "", t);
+        off += (size_t)snprintf(grid + off, sizeof grid - off, "%s%s", i ? ", " : "", t);
     }
     if (r->sustained) {
+        st_report_search_start(r, grid, start, sizeof start);
         st_buf_printf(&b,
-                      " %s: where the sustained search starts; tolerance %.0f %%, confidence %.0f %%, at most %u runs "
+                      "sustained (%s); tolerance %.0f %%, confidence %.0f %%, at most %u runs "
                       "per configuration; each run warms up for %g median E2Es, then measures a window of at least "
                       "%g s and %u requests, within %g s",
-                      s->closed_loop ? "concurrent requests" : "req/s", s->search.tolerance * 100,
-                      s->search.confidence * 100, s->search.max_runs, s->search.warmup_e2e, s->search.min_window_s,
-                      s->search.min_window_requests, s->search.max_duration_s);
+                      start, s->search.tolerance * 100, s->search.confidence * 100, s->search.max_runs,
+                      s->search.warmup_e2e, s->search.min_window_s, s->search.min_window_requests,
+                      s->search.max_duration_s);
         ROW("Search");
     } else {
-        st_buf_printf(&b, " req/s (a burst test: %s)", r->refine ? "grid, then refine" : "grid");
+        st_buf_printf(&b, "%s req/s (a burst test: %s)", grid, r->refine ? "grid, then refine" : "grid");
         ROW("Rates tried");
     }
     slo_text(&b, &s->slo);

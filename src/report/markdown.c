@@ -225,13 +225,15 @@ static void setup_section(const st_report *r, st_buf *b)
         off += (size_t)snprintf(grid + off, sizeof grid - off, "%s%s", i ? ", " : "", n1);
     }
     if (r->sustained) {
+        char start[2300];
+        st_report_search_start(r, grid, start, sizeof start);
         st_buf_printf(b,
-                      "- **Search**: sustained (the %s %s %s are where it starts); tolerance %.0f %%, confidence "
+                      "- **Search**: sustained (%s); tolerance %.0f %%, confidence "
                       "%.0f %%, at most %u runs per configuration; each run warms up for %g median E2Es, then "
                       "measures a window of at least %g s and %u requests, within %g s\n",
-                      s->closed_loop ? "concurrency levels" : "rates", grid, s->closed_loop ? "" : "req/s",
-                      s->search.tolerance * 100, s->search.confidence * 100, s->search.max_runs, s->search.warmup_e2e,
-                      s->search.min_window_s, s->search.min_window_requests, s->search.max_duration_s);
+                      start, s->search.tolerance * 100, s->search.confidence * 100, s->search.max_runs,
+                      s->search.warmup_e2e, s->search.min_window_s, s->search.min_window_requests,
+                      s->search.max_duration_s);
     } else {
         st_buf_printf(b, "- **Rates tried**: %s req/s (a burst test: %s)\n", grid,
                       r->refine ? "grid, then refine" : "grid");
