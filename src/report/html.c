@@ -1037,7 +1037,7 @@ static void table_section(st_buf *h, const st_html_table *t)
     for (uint32_t i = 0; i < t->rows; i++) {
         st_buf_printf(h, "<tr>");
         for (uint32_t c = 0; c < t->cols; c++) {
-            st_buf_printf(h, c ? "<td class=\"num\">" : "<td>");
+            st_buf_printf(h, c && !(t->text_cols >> c & 1) ? "<td class=\"num\">" : "<td>");
             hs(h, t->cells[(size_t)i * t->cols + c]);
             st_buf_printf(h, "</td>");
         }
