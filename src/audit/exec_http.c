@@ -408,16 +408,9 @@ static int http_prepare(st_executor *x, st_workload *w)
     engine *E = &H->E;
     st_api_kind api = ST_API_COMPLETIONS;
     st_api_from_name(E->l.api, &api);
-    if ((api != ST_API_CHAT && api != ST_API_TGI) || H->tok_state < 0 || !H->active)
+    if (!st_spec_fits_prompts(H->spec) || (api != ST_API_CHAT && api != ST_API_TGI) || H->tok_state < 0 || !H->active)
         return 0;
     char err[512], line[700];
-    if (w->n_sessions) {
-        if (!H->tok_state) {
-            H->tok_state = -1;
-            log_line(E, "exact prompt lengths not applied: session turns carry the conversation's real text");
-        }
-        return 0;
-    }
     if (!H->tok) {
         H->tok = st_tokenizer_new(E->l.base_url, api, E->l.expected_model, E->api_key, 0, NULL, 30, err, sizeof err);
         if (!H->tok) {
@@ -443,12 +436,11 @@ static int http_prepare(st_executor *x, st_workload *w)
         log_line(E, line);
         return 0;
     }
-    if (!H->tok_state) {
-        H->tok_state = 1;
-        snprintf(line, sizeof line, "exact prompt lengths on: %u of %u prompts fitted exactly with /tokenize", exact,
-                 fitted);
-        log_line(E, line);
-    }
+    H->tok_state = 1;
+    snprintf(line, sizeof line,
+             "exact prompt lengths: %u of %u prompts of the next run fitted exactly with /tokenize (%u calls so far)",
+             exact, fitted, st_tokenizer_calls(H->tok));
+    log_line(E, line);
     return 0;
 }
 

@@ -507,7 +507,7 @@ static int parse_workload(pctx *p, yaml_node_t *n, st_spec *s)
     keydef k[] = { { "input_tokens", 0, 0 },  { "output_tokens", 0, 0 },     { "range_ratio", 0, 0 },
                    { "shared_prefix", 0, 0 }, { "requests_per_rate", 0, 0 }, { "seed", 0, 0 },
                    { "trace", 0, 0 },         { "arrival", 0, 0 },           { "burstiness", 0, 0 },
-                   { "semantics", 0, 0 },     { "sessions", 0, 0 } };
+                   { "semantics", 0, 0 },     { "exact_prompts", 0, 0 },     { "sessions", 0, 0 } };
     int nk = (int)(sizeof k / sizeof *k);
     if (read_map(p, n, "workload", k, nk))
         return -1;
@@ -571,6 +571,14 @@ static int parse_workload(pctx *p, yaml_node_t *n, st_spec *s)
             return failf(p, v, "workload.arrival: expected poisson, constant or gamma");
         if (get_str(p, v, "workload.arrival", &s->workload.arrival))
             return -1;
+    }
+    if ((v = kv(k, nk, "exact_prompts"))) {
+        const char *m = scalar(v);
+        if (!m || (strcmp(m, "auto") && strcmp(m, "off")))
+            return failf(p, v,
+                         "workload.exact_prompts: expected auto (text APIs: each prompt fitted with the engine's "
+                         "/tokenize) or off (lengths estimated, one token a word)");
+        s->workload.exact_prompts_off = !strcmp(m, "off");
     }
     s->workload.burstiness = 1.0;
     if ((v = kv(k, nk, "burstiness"))) {
@@ -1717,4 +1725,12 @@ void st_spec_sessions(const st_spec *s, uint32_t n, uint64_t seed, st_session_pa
 double st_spec_mean_input(const st_spec *s)
 {
     return (double)s->workload.input_tokens + (s->workload.vllm_semantics ? s->workload.shared_prefix : 0);
+}
+
+int st_spec_fits_prompts(const st_spec *s)
+{
+    const char *api = s->engine.api;
+    int text = api ? !strcmp(api, "chat") || !strcmp(api, "tgi") : s->engine.kind == ST_ENGINE_TGI;
+    /* a session's later turns carry the conversation's real text: not fitted */
+    return text && !s->workload.exact_prompts_off && !s->workload.sessions.on;
 }

@@ -115,7 +115,8 @@ typedef struct st_spec {
         uint32_t input_tokens, output_tokens;
         double range_ratio;
         uint32_t shared_prefix;
-        int vllm_semantics; /* semantics: vllm: the prefix on top of input_tokens, the spread on
+        int exact_prompts_off; /* exact_prompts: off (default auto: st_spec_fits_prompts) */
+        int vllm_semantics;    /* semantics: vllm: the prefix on top of input_tokens, the spread on
                                the rest (vllm bench serve's random dataset); st_spec_synth */
         uint32_t requests_per_rate;
         uint64_t seed;
@@ -275,5 +276,10 @@ double st_spec_turns_mean(const st_spec *s);
 /* A synthetic prompt's mean length in tokens, shared prefix included (input_tokens, plus the
  * prefix under vLLM's semantics). */
 double st_spec_mean_input(const st_spec *s);
+
+/* 1 when the audit fits each prompt to its exact token count with the engine's /tokenize
+ * before a run: a text API (chat, or TGI's, the tgi engine's default), exact_prompts not off, and
+ * no multi-turn sessions (their later turns carry the conversation's real text). */
+int st_spec_fits_prompts(const st_spec *s);
 
 #endif

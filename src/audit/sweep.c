@@ -128,7 +128,8 @@ static void key_common(st_buf *b, const st_spec *s, const st_spec_config *c, con
         st_buf_printf(b, "env=%s=%s\x1f", s->engine.env.key[i], s->engine.env.val[i]);
     for (int i = 0; i < c->env.n; i++)
         st_buf_printf(b, "cenv=%s=%s\x1f", c->env.key[i], c->env.val[i]);
-    st_buf_printf(b, "|url=%s|api=%s|", s->engine.url ? s->engine.url : "", s->engine.api ? s->engine.api : "");
+    st_buf_printf(b, "|url=%s|api=%s|%s", s->engine.url ? s->engine.url : "", s->engine.api ? s->engine.api : "",
+                  st_spec_fits_prompts(s) ? "exact|" : "");
     if (s->workload.kind == ST_WL_SYNTHETIC)
         st_buf_printf(b, "syn=%u,%u,%.17g,%u%s", s->workload.input_tokens, s->workload.output_tokens,
                       s->workload.range_ratio, s->workload.shared_prefix, s->workload.vllm_semantics ? ",vllm" : "");
@@ -1164,8 +1165,8 @@ static double start_of(sweep *S, int ci)
     else if (!S->x->prediction && modelable &&
              (s->search.start == ST_START_PREDICT || s->search.start == ST_START_AUTO) &&
              forecast_capacity(s, ci, S->o->stop, &f) == 0 && f > 0)
-        say(S, "[%d/%d %s] the engine model forecasts a capacity of %.4g %s: the search starts there", ci + 1,
-            s->n_configs, s->configs[ci].name, f, s->closed_loop ? "concurrent requests" : rate_unit(s));
+        say(S, "[%d/%d %s] the engine model puts the limit near %.4g %s: the search starts there", ci + 1, s->n_configs,
+            s->configs[ci].name, f, s->closed_loop ? "concurrent requests" : rate_unit(s));
     return f;
 }
 
@@ -1429,11 +1430,11 @@ int st_sweep_bisect(const st_spec *spec, st_executor *x, int ci, double tol, st_
     return rc;
 }
 
-int st_sweep_probe(const st_spec *spec, st_executor *x, int ci, double rate, st_rate_result *out, char *why,
-                   size_t whylen, char *err, size_t errlen)
+int st_sweep_probe(const st_spec *spec, st_executor *x, int ci, double rate, volatile sig_atomic_t *stop,
+                   st_rate_result *out, char *why, size_t whylen, char *err, size_t errlen)
 {
     volatile sig_atomic_t never = 0;
-    st_sweep_opts o = { .quiet = 1, .stop = &never };
+    st_sweep_opts o = { .quiet = 1, .stop = stop ? stop : &never };
     st_sweep_result res;
     memset(&res, 0, sizeof res);
     memset(out, 0, sizeof *out);
@@ -1455,11 +1456,11 @@ int st_sweep_probe(const st_spec *spec, st_executor *x, int ci, double rate, st_
         } else {
             st_next nx = { .action = ST_NEXT_RUN, .rate = rate };
             int status = step(&S, cr, &nx);
-            if (status == 0 && cr->n > 0) {
+            if (status == 0 && cr->n > 0 && !*o.stop) {
                 *out = cr->rr[cr->n - 1];
                 rc = 0;
             } else {
-                snprintf(err, errlen, "the run at %g req/s did not complete", rate);
+                snprintf(err, errlen, "%s", *o.stop ? "interrupted" : "the run did not complete");
             }
         }
         config_end(&S, cr, 0);

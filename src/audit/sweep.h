@@ -72,9 +72,10 @@ int st_sweep_bisect(const st_spec *spec, struct st_executor *x, int ci, double t
  * engine model: the prediction at the rate a measurement found): the configuration is started,
  * warmed up and run as the spec's search would run that rate (a sustained run, or a burst of
  * requests_per_rate). out: the run's result (verdict, SLO terms' values, output tokens/s).
- * 0 ran; 1 the configuration did not start (why says why); -1 with err. */
-int st_sweep_probe(const st_spec *spec, struct st_executor *x, int ci, double rate, st_rate_result *out, char *why,
-                   size_t whylen, char *err, size_t errlen);
+ * stop (may be NULL): the audit's interruption flag. 0 ran; 1 the configuration did not start (why
+ * says why); -1 with err (also when interrupted). */
+int st_sweep_probe(const st_spec *spec, struct st_executor *x, int ci, double rate, volatile sig_atomic_t *stop,
+                   st_rate_result *out, char *why, size_t whylen, char *err, size_t errlen);
 
 /* The spec's workload for n requests: synthetic from seed, or the trace's first n requests (read
  * as a stream, not loaded whole; for the sustained search a trace shorter than n is repeated).

@@ -255,7 +255,7 @@ int cmd_audit(int argc, char **argv)
     if (srun)
         fprintf(r.out, "servetune audit: %s\n", err);
     else if (predicted && !sr.interrupted)
-        st_cli_predict_at_measured(&r.spec, r.store, calib_path ? &calib : NULL);
+        st_cli_predict_at_measured(&r.spec, r.store, calib_path ? &calib : NULL, stop);
     rc = st_cli_run_finish(&r, &sr, srun != 0, "Report");
 out:
     st_cli_run_close(&r);

@@ -4,6 +4,9 @@
 #ifndef ST_CLI_H
 #define ST_CLI_H
 #include <signal.h>
+
+/* The most text of a spec's warnings printed before a run. */
+#define ST_CLI_WARNINGS_MAX ((size_t)1 << 16)
 #include <stdio.h>
 
 #include "audit/spec.h"
@@ -112,7 +115,7 @@ int st_cli_predict_first(const struct st_spec *spec, const char *spec_path, cons
  * rates), added to the stored summary, so that the report compares TTFT and TPOT at the same
  * offered rate. Nothing without a stored prediction. 0, or -1 after printing why. */
 int st_cli_predict_at_measured(const struct st_spec *spec, struct st_store *audit_store,
-                               const struct st_emu_calib *calib);
+                               const struct st_emu_calib *calib, volatile sig_atomic_t *stop);
 
 /* servetune audit across machines (src/cli/audit_cluster.c, docs/cluster.md). */
 #include <signal.h>

@@ -20,6 +20,7 @@
 #include "core/file.h"
 #include "core/version.h"
 #include "emu/calib.h"
+#include "report/format.h"
 #include "report/predvs.h"
 #include "report/report.h"
 
@@ -203,22 +204,22 @@ static json_t *summary_config(json_t *root, const char *name)
     return NULL;
 }
 
-static int summary_has_rate(json_t *cfg, double rate)
+/* The summary's entry of cfg at rate (as st_predvs_at matches it), or NULL. */
+static json_t *summary_rate(json_t *cfg, double rate)
 {
     size_t k;
     json_t *r;
     json_array_foreach(json_object_get(cfg, "rates"), k, r)
     {
-        double v = json_number_value(json_object_get(r, "rate"));
-        if (json_is_number(json_object_get(r, "rate")) && fabs(v - rate) <= 1e-9 * fabs(rate))
-            return 1;
+        json_t *v = json_object_get(r, "rate");
+        if (json_is_number(v) && fabs(json_number_value(v) - rate) <= 1e-9 * fmax(1, fabs(rate)))
+            return r;
     }
-    return 0;
+    return NULL;
 }
 
-static json_t *num_json(double v) { return isfinite(v) ? json_real(v) : json_null(); }
-
-int st_cli_predict_at_measured(const st_spec *spec, st_store *audit_store, const st_emu_calib *calib)
+int st_cli_predict_at_measured(const st_spec *spec, st_store *audit_store, const st_emu_calib *calib,
+                               volatile sig_atomic_t *stop)
 {
     char *text = NULL, err[1024] = "", why[600];
     if (st_store_meta_get(audit_store, ST_PREDVS_META, &text) != 1)
@@ -239,29 +240,33 @@ int st_cli_predict_at_measured(const st_spec *spec, st_store *audit_store, const
     if (st_exec_model_new(spec, NULL, &x, err, sizeof err))
         goto out;
     st_exec_model_set_calibration(x, calib);
-    for (int i = 0; i < rep.n_cfg && i < spec->n_configs; i++) {
+    for (int i = 0; i < rep.n_cfg && i < spec->n_configs && !(stop && *stop); i++) {
         const st_rep_cfg *c = &rep.cfg[i];
         json_t *pc = summary_config(root, c->name);
-        if (c->status != ST_REP_OK || !pc || !isfinite(c->cap->pass_rate) || summary_has_rate(pc, c->cap->pass_rate))
+        if (c->status != ST_REP_OK || !pc || !isfinite(c->cap->pass_rate))
+            continue;
+        /* a rate the prediction ran (not one it skipped) is compared as it is */
+        json_t *have = summary_rate(pc, c->cap->pass_rate);
+        if (have && json_is_number(json_object_get(have, "ttft_p95_ms")) &&
+            json_is_number(json_object_get(have, "tpot_p95_ms")))
+            continue;
+        json_t *rs = json_object_get(pc, "rates");
+        if (!have && (!json_is_array(rs) || json_array_size(rs) >= ST_PREDVS_RATES_MAX))
             continue;
         st_rate_result r;
-        int pr = st_sweep_probe(spec, x, i, c->cap->pass_rate, &r, why, sizeof why, err, sizeof err);
+        int pr = st_sweep_probe(spec, x, i, c->cap->pass_rate, stop, &r, why, sizeof why, err, sizeof err);
         if (pr < 0)
             goto out;
         if (pr > 0)
             continue; /* the model refuses the configuration: the summary says so already */
-        json_t *ro = json_object();
+        json_t *ro = have ? have : json_object();
         json_object_set_new(ro, "rate", json_real(c->cap->pass_rate));
         json_object_set_new(ro, "verdict", json_string(st_verdict_name(r.verdict)));
-        json_object_set_new(ro, "ttft_p95_ms", num_json(r.n_terms > 0 ? r.value_ms[0] : NAN));
-        json_object_set_new(ro, "tpot_p95_ms", num_json(r.n_terms > 1 ? r.value_ms[1] : NAN));
-        json_object_set_new(ro, "output_tps", num_json(r.output_tps));
-        json_t *rs = json_object_get(pc, "rates");
-        if (!json_is_array(rs) || json_array_size(rs) >= ST_PREDVS_RATES_MAX) {
-            json_decref(ro);
-            continue;
-        }
-        json_array_append_new(rs, ro);
+        json_object_set_new(ro, "ttft_p95_ms", st_jnum_or_null(r.n_terms > 0 ? r.value_ms[0] : NAN));
+        json_object_set_new(ro, "tpot_p95_ms", st_jnum_or_null(r.n_terms > 1 ? r.value_ms[1] : NAN));
+        json_object_set_new(ro, "output_tps", st_jnum_or_null(r.output_tps));
+        if (!have)
+            json_array_append_new(rs, ro);
         added++;
     }
     rc = 0;

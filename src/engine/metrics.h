@@ -62,7 +62,8 @@ typedef struct st_metrics_sample {
 
 /* Scraping: turns one /metrics scrape into the audit's generic samples (engine/metrics.h names:
  * kv_usage, running, waiting, preemptions, prefix_hits, prefix_queries, prompt_tokens,
- * generation_tokens, prefix_hit_rate), per engine dialect, plus the engine's own TTFT
+ * generation_tokens, prefix_hit_rate; the emulator's emu_tokens, emu_late_tokens,
+ * emu_dropped_s), per engine dialect, plus the engine's own TTFT
  * histogram when it exposes one (vLLM / the emulator: vllm:time_to_first_token_seconds;
  * SGLang: sglang:time_to_first_token_seconds), stored as plain samples so that the notes
  * (report/notes.h) can take its change over a run:

@@ -3,6 +3,8 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "report/format.h"
+
 const char *const st_rep_day_head[1 + ST_REP_DAY_CELLS] = { "setup",
                                                             "replicas at peak",
                                                             "peak-sized",
@@ -16,16 +18,6 @@ const char *const st_rep_day_head[1 + ST_REP_DAY_CELLS] = { "setup",
 const char *const st_rep_day_note =
     "A request that meets a cold start waits that much longer for its first token; when more than 5 % of "
     "requests do, the p95 TTFT of a serverless deployment is the cold start, not the engine's.";
-
-static void money(char *out, size_t n, double v)
-{
-    if (!isfinite(v))
-        snprintf(out, n, "-");
-    else if (v >= 1000)
-        snprintf(out, n, "$%.0f", v);
-    else
-        snprintf(out, n, "$%.3g", v);
-}
 
 void st_rep_day_intro(st_buf *b, const st_spec *s, double serverless_price_per_gpu_s, const char *serverless_from)
 {
@@ -51,9 +43,9 @@ void st_rep_day_intro(st_buf *b, const st_spec *s, double serverless_price_per_g
 void st_rep_day_cells(const st_day_cost *d, char cells[ST_REP_DAY_CELLS][ST_REP_DAY_CELL_MAX])
 {
     snprintf(cells[0], ST_REP_DAY_CELL_MAX, "%ld", d->peak_replicas);
-    money(cells[1], ST_REP_DAY_CELL_MAX, d->peak_usd);
-    money(cells[2], ST_REP_DAY_CELL_MAX, d->autoscaled_usd);
-    money(cells[3], ST_REP_DAY_CELL_MAX, d->serverless_usd);
+    st_fmt_money(cells[1], ST_REP_DAY_CELL_MAX, d->peak_usd);
+    st_fmt_money(cells[2], ST_REP_DAY_CELL_MAX, d->autoscaled_usd);
+    st_fmt_money(cells[3], ST_REP_DAY_CELL_MAX, d->serverless_usd);
     snprintf(cells[4], ST_REP_DAY_CELL_MAX, "%s", d->cheapest ? d->cheapest : "-");
     snprintf(cells[5], ST_REP_DAY_CELL_MAX, "%.0f %%", 100 * d->utilization);
     if (isfinite(d->break_even_utilization))
@@ -88,18 +80,16 @@ void st_rep_day_markdown(st_buf *b, const st_spec *s, double serverless_price_pe
     st_buf_printf(b, "\n%s\n\n", st_rep_day_note);
 }
 
-static json_t *num_or_null(double v) { return isfinite(v) ? json_real(v) : json_null(); }
-
 json_t *st_rep_day_json(const st_day_cost *d)
 {
     json_t *o = json_object();
     json_object_set_new(o, "peak_replicas", json_integer(d->peak_replicas));
-    json_object_set_new(o, "peak_sized_usd", num_or_null(d->peak_usd));
-    json_object_set_new(o, "autoscaled_usd", num_or_null(d->autoscaled_usd));
-    json_object_set_new(o, "serverless_usd", num_or_null(d->serverless_usd));
+    json_object_set_new(o, "peak_sized_usd", st_jnum_or_null(d->peak_usd));
+    json_object_set_new(o, "autoscaled_usd", st_jnum_or_null(d->autoscaled_usd));
+    json_object_set_new(o, "serverless_usd", st_jnum_or_null(d->serverless_usd));
     json_object_set_new(o, "cheapest", json_string(d->cheapest ? d->cheapest : ""));
-    json_object_set_new(o, "utilization", num_or_null(d->utilization));
-    json_object_set_new(o, "break_even_utilization", num_or_null(d->break_even_utilization));
-    json_object_set_new(o, "cold_start_share", num_or_null(d->cold_share));
+    json_object_set_new(o, "utilization", st_jnum_or_null(d->utilization));
+    json_object_set_new(o, "break_even_utilization", st_jnum_or_null(d->break_even_utilization));
+    json_object_set_new(o, "cold_start_share", st_jnum_or_null(d->cold_share));
     return o;
 }

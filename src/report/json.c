@@ -6,11 +6,11 @@
 #include <time.h>
 
 #include "core/version.h"
+#include "report/format.h"
 #include "report/day.h"
 #include "report/report.h"
 
-static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
-static json_t *rate(double v) { return isinf(v) ? json_string("inf") : num(v); }
+static json_t *rate(double v) { return isinf(v) ? json_string("inf") : st_jnum_or_null(v); }
 static json_t *str(const char *s) { return s ? json_string(s) : json_null(); }
 
 static json_t *iso(long long wall_ns)
@@ -126,8 +126,8 @@ static json_t *spec_json(const st_report *r)
 static json_t *sessions_json(const st_rep_cfg *c)
 {
     json_t *o = json_object();
-    json_object_set_new(o, "sessions_per_s", c->cap->has_pass ? num(c->cap->pass_rate) : json_null());
-    json_object_set_new(o, "requests_per_session", num(c->requests_per_session));
+    json_object_set_new(o, "sessions_per_s", c->cap->has_pass ? st_jnum_or_null(c->cap->pass_rate) : json_null());
+    json_object_set_new(o, "requests_per_session", st_jnum_or_null(c->requests_per_session));
     json_t *a = json_array();
     for (int t = 0; t < c->n_turns; t++) {
         const st_turn_row *w = &c->turns[t];
@@ -139,9 +139,9 @@ static json_t *sessions_json(const st_rep_cfg *c)
         json_object_set_new(x, "requests", json_integer(w->requests));
         json_object_set_new(x, "completed", json_integer(w->completed));
         json_t *tt = json_object();
-        json_object_set_new(tt, "p50", num(w->completed ? w->ttft.p50 * 1e3 : NAN));
-        json_object_set_new(tt, "p95", num(w->completed ? w->ttft.p95 * 1e3 : NAN));
-        json_object_set_new(tt, "p99", num(w->completed ? w->ttft.p99 * 1e3 : NAN));
+        json_object_set_new(tt, "p50", st_jnum_or_null(w->completed ? w->ttft.p50 * 1e3 : NAN));
+        json_object_set_new(tt, "p95", st_jnum_or_null(w->completed ? w->ttft.p95 * 1e3 : NAN));
+        json_object_set_new(tt, "p99", st_jnum_or_null(w->completed ? w->ttft.p99 * 1e3 : NAN));
         json_object_set_new(x, "ttft_ms", tt);
         json_object_set_new(x, "prompt_tokens", json_integer((json_int_t)w->prompt_tokens));
         json_object_set_new(x, "cached_tokens", json_integer((json_int_t)w->cached_tokens));
@@ -159,16 +159,16 @@ static json_t *capacity_json(const st_report *r, const st_rep_cfg *c)
 {
     const st_capacity *k = c->cap;
     json_t *o = json_object();
-    json_object_set_new(o, "rps", num(k->capacity_rps));
+    json_object_set_new(o, "rps", st_jnum_or_null(k->capacity_rps));
     json_object_set_new(o, "pass_rate", k->has_pass ? rate(k->pass_rate) : json_null());
     json_object_set_new(o, "fail_rate", k->has_fail_above ? rate(k->fail_rate) : json_null());
     json_object_set_new(o, "highest_tested_passed", json_boolean(k->has_pass && k->highest_tested_passed));
-    json_object_set_new(o, "output_tps", num(k->output_tps));
-    json_object_set_new(o, "sustained_rps", num(k->sustained_rps));
-    json_object_set_new(o, "ttft_p95_ms", num(c->ttft_p95_ms));
-    json_object_set_new(o, "tpot_p95_ms", num(c->tpot_p95_ms));
-    json_object_set_new(o, "grid_rps", num(c->grid.capacity_rps));
-    json_object_set_new(o, "refined_rps", num(r->refine ? c->refined.capacity_rps : NAN));
+    json_object_set_new(o, "output_tps", st_jnum_or_null(k->output_tps));
+    json_object_set_new(o, "sustained_rps", st_jnum_or_null(k->sustained_rps));
+    json_object_set_new(o, "ttft_p95_ms", st_jnum_or_null(c->ttft_p95_ms));
+    json_object_set_new(o, "tpot_p95_ms", st_jnum_or_null(c->tpot_p95_ms));
+    json_object_set_new(o, "grid_rps", st_jnum_or_null(c->grid.capacity_rps));
+    json_object_set_new(o, "refined_rps", st_jnum_or_null(r->refine ? c->refined.capacity_rps : NAN));
     json_object_set_new(o, "warmup_effect", json_boolean(k->warmup_effect));
     json_object_set_new(o, "non_monotonic", json_boolean(k->non_monotonic));
     json_object_set_new(
@@ -177,21 +177,21 @@ static json_t *capacity_json(const st_report *r, const st_rep_cfg *c)
     if (r->sustained) {
         char bind[48];
         st_report_binding(r, c, bind, sizeof bind);
-        json_object_set_new(o, "ci_low", k->has_pass ? num(k->ci_lo) : json_null());
+        json_object_set_new(o, "ci_low", k->has_pass ? st_jnum_or_null(k->ci_lo) : json_null());
         json_object_set_new(o, "ci_high", k->has_pass ? rate(k->ci_hi) : json_null());
         json_object_set_new(o, "confidence", json_real(r->spec.search.confidence));
-        json_object_set_new(o, "estimate", num(k->estimate));
+        json_object_set_new(o, "estimate", st_jnum_or_null(k->estimate));
         json_object_set_new(o, "pass_confident", json_boolean(k->has_pass && k->pass_sure));
         json_object_set_new(o, "fail_confident", json_boolean(isfinite(k->fail_rate) && k->fail_sure));
         json_object_set_new(o, "within_tolerance", json_boolean(k->within_tolerance));
-        json_object_set_new(o, "binding", json_string(bind));
+        json_object_set_new(o, "binding", strcmp(bind, "-") ? json_string(bind) : json_null());
         json_object_set_new(o, "binding_term", k->binding >= 0 ? json_integer(k->binding) : json_null());
         json_object_set_new(
             o, "boundary", k->has_pass && k->has_fail_above ? json_string(k->cliff ? "cliff" : "smooth") : json_null());
-        json_object_set_new(o, "max_throughput_rps", num(k->max_throughput_rps));
+        json_object_set_new(o, "max_throughput_rps", st_jnum_or_null(k->max_throughput_rps));
         json_object_set_new(o, "runs", json_integer(k->runs));
         json_object_set_new(o, "requests", json_integer((json_int_t)k->requests));
-        json_object_set_new(o, "engine_seconds", num(k->engine_s));
+        json_object_set_new(o, "engine_seconds", st_jnum_or_null(k->engine_s));
     }
     if (r->spec.workload.sessions.on)
         json_object_set_new(o, "sessions", sessions_json(c));
@@ -238,29 +238,29 @@ static json_t *run_json(const st_report *r, const st_rep_cfg *c, int j)
         { "lag_p99_ms", w->lag_p99_ms },
     };
     for (size_t i = 0; i < sizeof f / sizeof *f; i++)
-        json_object_set_new(o, f[i].k, num(f[i].v));
+        json_object_set_new(o, f[i].k, st_jnum_or_null(f[i].v));
     json_t *t = json_array();
     for (int i = 0; i < w->n_terms; i++)
-        json_array_append_new(t, num(w->term_ms[i]));
+        json_array_append_new(t, st_jnum_or_null(w->term_ms[i]));
     json_object_set_new(o, "slo_terms_ms", t);
     json_object_set_new(o, "client_limited", json_boolean(w->client_limited));
     json_t *srv = json_object();
     json_object_set_new(srv, "samples", json_integer(sv->samples));
-    json_object_set_new(srv, "kv_usage_max", num(sv->kv_usage_max));
-    json_object_set_new(srv, "running_max", num(sv->running_max));
-    json_object_set_new(srv, "waiting_max", num(sv->waiting_max));
-    json_object_set_new(srv, "preemptions", num(sv->preemptions));
-    json_object_set_new(srv, "prefix_hit_rate", num(sv->prefix_hit_rate));
+    json_object_set_new(srv, "kv_usage_max", st_jnum_or_null(sv->kv_usage_max));
+    json_object_set_new(srv, "running_max", st_jnum_or_null(sv->running_max));
+    json_object_set_new(srv, "waiting_max", st_jnum_or_null(sv->waiting_max));
+    json_object_set_new(srv, "preemptions", st_jnum_or_null(sv->preemptions));
+    json_object_set_new(srv, "prefix_hit_rate", st_jnum_or_null(sv->prefix_hit_rate));
     json_object_set_new(o, "server", srv);
     if (sv->srv_n) {
         json_t *tm = json_object();
         json_object_set_new(tm, "requests", json_integer(sv->srv_n));
-        json_object_set_new(tm, "server_prompt_p50_ms", num(sv->srv_prompt_p50_ms));
-        json_object_set_new(tm, "server_prompt_p99_ms", num(sv->srv_prompt_p99_ms));
-        json_object_set_new(tm, "ttft_minus_prompt_p50_ms", num(sv->ttft_gap_p50_ms));
-        json_object_set_new(tm, "ttft_minus_prompt_p99_ms", num(sv->ttft_gap_p99_ms));
-        json_object_set_new(tm, "tpot_minus_server_tpot_p50_ms", num(sv->tpot_gap_p50_ms));
-        json_object_set_new(tm, "tpot_minus_server_tpot_p99_ms", num(sv->tpot_gap_p99_ms));
+        json_object_set_new(tm, "server_prompt_p50_ms", st_jnum_or_null(sv->srv_prompt_p50_ms));
+        json_object_set_new(tm, "server_prompt_p99_ms", st_jnum_or_null(sv->srv_prompt_p99_ms));
+        json_object_set_new(tm, "ttft_minus_prompt_p50_ms", st_jnum_or_null(sv->ttft_gap_p50_ms));
+        json_object_set_new(tm, "ttft_minus_prompt_p99_ms", st_jnum_or_null(sv->ttft_gap_p99_ms));
+        json_object_set_new(tm, "tpot_minus_server_tpot_p50_ms", st_jnum_or_null(sv->tpot_gap_p50_ms));
+        json_object_set_new(tm, "tpot_minus_server_tpot_p99_ms", st_jnum_or_null(sv->tpot_gap_p99_ms));
         json_object_set_new(o, "server_timings", tm);
     } else {
         json_object_set_new(o, "server_timings", json_null());
@@ -361,7 +361,7 @@ int st_report_json(const st_report *r, st_buf *out)
         json_object_set_new(ch, "env", envv(&c->spec->env));
         json_object_set_new(o, "changes", ch);
         json_object_set_new(o, "command", c->row ? str(c->row->argv) : json_null());
-        json_object_set_new(o, "startup_s", c->row ? num(c->row->startup_s) : json_null());
+        json_object_set_new(o, "startup_s", c->row ? st_jnum_or_null(c->row->startup_s) : json_null());
         if (c->row && c->row->failure_class) {
             json_t *f = json_object();
             json_object_set_new(f, "class", json_string(c->row->failure_class));
@@ -376,11 +376,11 @@ int st_report_json(const st_report *r, st_buf *out)
         json_object_set_new(o, "capacity", capacity_json(r, c));
         if (c->cost.valid) {
             json_t *k = json_object();
-            json_object_set_new(k, "usd_per_1m_output_tokens", num(c->cost.usd_per_1m));
+            json_object_set_new(k, "usd_per_1m_output_tokens", st_jnum_or_null(c->cost.usd_per_1m));
             json_object_set_new(k, "replicas_at_peak", json_integer(c->cost.replicas));
-            json_object_set_new(k, "monthly_usd", num(c->cost.monthly_usd));
-            json_object_set_new(k, "capacity_vs_baseline", num(c->cap_vs_base));
-            json_object_set_new(k, "cost_vs_baseline", num(c->cost_vs_base));
+            json_object_set_new(k, "monthly_usd", st_jnum_or_null(c->cost.monthly_usd));
+            json_object_set_new(k, "capacity_vs_baseline", st_jnum_or_null(c->cap_vs_base));
+            json_object_set_new(k, "cost_vs_baseline", st_jnum_or_null(c->cost_vs_base));
             json_object_set_new(o, "cost", k);
         } else {
             json_object_set_new(o, "cost", json_null());

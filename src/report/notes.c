@@ -989,7 +989,11 @@ static void run_notes(ctx *x, const st_rep_cfg *c)
         const char *why = NULL;
         for (int j = 0; j < c->n_runs && nr < ST_NOTE_RATES_MAX; j++) {
             const st_run_row *w = &c->runs[j];
-            int hit = kind == 0 ? w->client_limited : kind == 1 ? w->stopped_early : verdict_is(w, "skipped");
+            /* kind 1: stopped once the SLO could no longer be met (an over-saturated run's stop is its
+             * verdict, said in its own words) */
+            int hit = kind == 0   ? w->client_limited
+                      : kind == 1 ? w->stopped_early && !verdict_is(w, "oversaturated")
+                                  : verdict_is(w, "skipped");
             if (!hit)
                 continue;
             rates[nr++] = w->rate;
@@ -1313,7 +1317,7 @@ static void note_prefix_hits(ctx *x, const st_rep_cfg *c, diag *D)
         st_buf_printf(b, " against about %.2f expected from the shared prefix (", D->expect);
         num(b, x->r->spec.workload.shared_prefix);
         st_buf_puts(b, " of ");
-        num(b, x->r->spec.workload.input_tokens);
+        num(b, st_spec_mean_input(&x->r->spec));
         st_buf_puts(b, " input tokens): ");
         st_buf_puts(b, got < D->expect ? "cached prefix blocks were evicted before reuse (KV cache pressure) or the "
                                          "prompts do not share their first tokens."

@@ -1,3 +1,4 @@
+#include "report/format.h"
 #include "report/plan_report.h"
 
 #include <jansson.h>
@@ -47,12 +48,9 @@ static void limits(const st_plan_candidate *c, st_buf *b)
 
 static void money(st_buf *b, double v)
 {
-    if (!isfinite(v))
-        st_buf_puts(b, "-");
-    else if (v >= 1000)
-        st_buf_printf(b, "$%.0f", v);
-    else
-        st_buf_printf(b, "$%.3g", v);
+    char t[32];
+    st_fmt_money(t, sizeof t, v);
+    st_buf_puts(b, t);
 }
 
 static void answer(const st_plan_result *r, st_buf *b)
@@ -291,8 +289,6 @@ int st_plan_report_markdown(const st_plan_result *r, st_buf *b)
     return st_buf_error(b) ? -1 : 0;
 }
 
-static json_t *num_or_null(double v) { return isfinite(v) ? json_real(v) : json_null(); }
-
 static json_t *cand_json(const st_plan_result *r, const st_plan_candidate *c)
 {
     char name[128];
@@ -310,17 +306,17 @@ static json_t *cand_json(const st_plan_result *r, const st_plan_candidate *c)
     json_object_set_new(o, "max_model_len", json_integer(c->max_model_len));
     json_object_set_new(o, "price_per_gpu_hour", json_real(c->price_per_gpu_hour));
     json_object_set_new(o, "price_from", json_string(c->provider ? c->provider : ""));
-    json_object_set_new(o, "bound_rps", num_or_null(c->bound_rps > 0 ? c->bound_rps : NAN));
-    json_object_set_new(o, "cost_bound_usd_per_1m", num_or_null(c->lb_usd_per_1m));
-    json_object_set_new(o, "capacity_rps", num_or_null(c->state == ST_PLAN_OK ? c->capacity_rps : NAN));
-    json_object_set_new(o, "output_tps", num_or_null(c->state == ST_PLAN_OK ? c->output_tps : NAN));
-    json_object_set_new(o, "ttft_p95_ms", num_or_null(c->ttft_p95_ms));
-    json_object_set_new(o, "tpot_p95_ms", num_or_null(c->tpot_p95_ms));
-    json_object_set_new(o, "usd_per_1m_output_tokens", num_or_null(c->usd_per_1m));
+    json_object_set_new(o, "bound_rps", st_jnum_or_null(c->bound_rps > 0 ? c->bound_rps : NAN));
+    json_object_set_new(o, "cost_bound_usd_per_1m", st_jnum_or_null(c->lb_usd_per_1m));
+    json_object_set_new(o, "capacity_rps", st_jnum_or_null(c->state == ST_PLAN_OK ? c->capacity_rps : NAN));
+    json_object_set_new(o, "output_tps", st_jnum_or_null(c->state == ST_PLAN_OK ? c->output_tps : NAN));
+    json_object_set_new(o, "ttft_p95_ms", st_jnum_or_null(c->ttft_p95_ms));
+    json_object_set_new(o, "tpot_p95_ms", st_jnum_or_null(c->tpot_p95_ms));
+    json_object_set_new(o, "usd_per_1m_output_tokens", st_jnum_or_null(c->usd_per_1m));
     if (c->state == ST_PLAN_OK) {
         st_cost k = cost_of(r, c);
         json_object_set_new(o, "replicas_at_peak", json_integer(k.replicas));
-        json_object_set_new(o, "monthly_usd", num_or_null(k.monthly_usd));
+        json_object_set_new(o, "monthly_usd", st_jnum_or_null(k.monthly_usd));
     }
     json_object_set_new(o, "rank", c->rank ? json_integer(c->rank) : json_null());
     json_object_set_new(o, "frontier_cost_ttft", json_boolean(c->on_frontier & 1));
@@ -347,10 +343,11 @@ int st_plan_report_json(const st_plan_result *r, st_buf *out)
     json_object_set_new(st, "refined", json_integer(r->stats.refined));
     json_object_set_new(st, "shared", json_integer(r->stats.shared));
     json_object_set_new(st, "seconds", json_real(r->seconds));
-    json_object_set_new(st, "candidates_per_s", num_or_null(r->seconds > 0 ? r->stats.candidates / r->seconds : NAN));
+    json_object_set_new(st, "candidates_per_s",
+                        st_jnum_or_null(r->seconds > 0 ? r->stats.candidates / r->seconds : NAN));
     json_object_set_new(root, "search", st);
     json_object_set_new(root, "max_model_len_auto", json_integer(r->len_auto));
-    json_object_set_new(root, "max_model_len_reject_share", num_or_null(r->len_reject_share));
+    json_object_set_new(root, "max_model_len_reject_share", st_jnum_or_null(r->len_reject_share));
     json_object_set_new(root, "best", r->best >= 0 ? cand_json(r, &r->c[r->best]) : json_null());
     json_object_set_new(root, "baseline", cand_json(r, &r->baseline));
     json_t *all = json_array();
@@ -364,7 +361,7 @@ int st_plan_report_json(const st_plan_result *r, st_buf *out)
         if (r->day_base_ok)
             json_object_set_new(d, "baseline", st_rep_day_json(&r->day_base));
         json_object_set_new(d, "serverless_price_per_gpu_s",
-                            num_or_null(r->serverless_price_per_gpu_s > 0 ? r->serverless_price_per_gpu_s : NAN));
+                            st_jnum_or_null(r->serverless_price_per_gpu_s > 0 ? r->serverless_price_per_gpu_s : NAN));
         json_object_set_new(root, "traffic_day", d);
     }
     json_t *w = json_array();

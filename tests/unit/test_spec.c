@@ -143,6 +143,10 @@ static void validation_errors_name_file_and_line(void **state)
           "tpot_p95_ms: 1}\n",
           1, "t.yaml:4: workload.semantics: expected servetune" },
         { "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
+          "workload: {input_tokens: 10, output_tokens: 1, exact_prompts: sometimes}\nrates: [1]\nslo: {ttft_p95_ms: 1, "
+          "tpot_p95_ms: 1}\n",
+          1, "t.yaml:4: workload.exact_prompts: expected auto" },
+        { "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
           "workload: {trace: t.jsonl, semantics: vllm}\nrates: [1]\nslo: {ttft_p95_ms: 1, tpot_p95_ms: 1}\n",
           1, "t.yaml:4: workload.semantics: a trace gives the token sizes" },
         { "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
