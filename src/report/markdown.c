@@ -766,6 +766,13 @@ static void notes_section(const st_report *r, st_buf *b)
                        "the client's traffic.\n");
     else
         st_buf_puts(b, "- **Prompts** are the replayed trace, retimed to each rate.\n");
+    if (s->workload.sessions.on)
+        st_buf_puts(b,
+                    "- **Multi-turn sessions**: every offered rate (grid, bracket, the notes' rates) counts sessions "
+                    "starting per second; a later turn is sent when the turn before it ended plus its think time, "
+                    "with the answers the server returned in its prompt. The capacity, replicas and cost use the "
+                    "requests/s the engine delivered at the highest passing session rate (\"Multi-turn "
+                    "sessions\" above).\n");
     st_buf_puts(b, "- **Out of scope**: output quality (an fp8 or quantized checkpoint must be checked for quality "
                    "separately), cold starts, autoscaling, and traffic shapes other than the one tested.\n");
     if (s->engine.kind == ST_ENGINE_EMULATOR)
