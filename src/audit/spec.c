@@ -507,7 +507,8 @@ static int parse_workload(pctx *p, yaml_node_t *n, st_spec *s)
     keydef k[] = { { "input_tokens", 0, 0 },  { "output_tokens", 0, 0 },     { "range_ratio", 0, 0 },
                    { "shared_prefix", 0, 0 }, { "requests_per_rate", 0, 0 }, { "seed", 0, 0 },
                    { "trace", 0, 0 },         { "arrival", 0, 0 },           { "burstiness", 0, 0 },
-                   { "semantics", 0, 0 },     { "exact_prompts", 0, 0 },     { "sessions", 0, 0 } };
+                   { "semantics", 0, 0 },     { "exact_prompts", 0, 0 },     { "sessions", 0, 0 },
+                   { "think_time", 0, 0 } };
     int nk = (int)(sizeof k / sizeof *k);
     if (read_map(p, n, "workload", k, nk))
         return -1;
@@ -587,8 +588,22 @@ static int parse_workload(pctx *p, yaml_node_t *n, st_spec *s)
         if (!s->workload.arrival || strcmp(s->workload.arrival, "gamma"))
             return failf(p, v, "workload.burstiness: only with arrival: gamma");
     }
-    if ((v = kv(k, nk, "sessions")))
-        return parse_sessions(p, v, s);
+    if ((v = kv(k, nk, "sessions")) && parse_sessions(p, v, s))
+        return -1;
+    if ((v = kv(k, nk, "think_time"))) {
+        /* a replayed trace: one think time for every later turn (as bench --think-time) */
+        const char *t = scalar(v);
+        double d;
+        if (s->workload.kind != ST_WL_TRACE || !s->workload.sessions.on)
+            return failf(p, v,
+                         "workload.think_time: only with a trace and sessions: replay (synthetic sessions take "
+                         "sessions.think_time)");
+        if (!t || st_parse_duration_s(t, &d) || !(d >= 0) || d > ST_SPEC_MAX_THINK_S)
+            return failf(p, v, "workload.think_time: expected a duration in 0..%g s such as 0, 5 or 500ms",
+                         ST_SPEC_MAX_THINK_S);
+        s->workload.sessions.think_s = d;
+        s->workload.sessions.think_set = 1;
+    }
     return 0;
 }
 

@@ -134,7 +134,9 @@ typedef struct st_spec {
             int on;                        /* replayed (trace) or generated (synthetic) */
             uint32_t turns_min, turns_max; /* synthetic: turns per session (default 4) */
             uint32_t user_tokens;          /* synthetic: new user tokens in each later turn (default 64) */
-            double think_s;                /* synthetic: pause between a turn's end and the next (default 0) */
+            double think_s;                /* pause between a turn's end and the next (synthetic: default 0; a
+                                              trace: workload.think_time, when think_set) */
+            int think_set;                 /* a trace: think_time replaces the think times it records */
             int think_exp;                 /* synthetic: exponential think times with mean think_s */
         } sessions;
     } workload;

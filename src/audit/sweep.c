@@ -136,7 +136,9 @@ static void key_common(st_buf *b, const st_spec *s, const st_spec_config *c, con
     else
         st_buf_printf(b, "trace=%s", s->workload.trace);
     /* sessions change what a run sends: only specs that use them have this in their key */
-    if (s->workload.sessions.on && s->workload.kind == ST_WL_TRACE)
+    if (s->workload.sessions.on && s->workload.kind == ST_WL_TRACE && s->workload.sessions.think_set)
+        st_buf_printf(b, "|sessions=replay,think=%.17g", s->workload.sessions.think_s);
+    else if (s->workload.sessions.on && s->workload.kind == ST_WL_TRACE)
         st_buf_printf(b, "|sessions=replay");
     else if (s->workload.sessions.on)
         st_buf_printf(b, "|sessions=%u-%u,%u,%.17g,%s", s->workload.sessions.turns_min, s->workload.sessions.turns_max,
@@ -308,6 +310,8 @@ int st_sweep_workload(const st_spec *s, uint64_t seed, uint32_t n, st_workload *
         st_trace_load_opts o;
         st_trace_load_opts_default(&o);
         o.sessions = s->workload.sessions.on ? ST_TRACE_SESSIONS_REPLAY : ST_TRACE_SESSIONS_FLAT;
+        if (s->workload.sessions.think_set)
+            o.think_s = s->workload.sessions.think_s;
         o.read.max_rows = n;
         if (st_trace_load(s->workload.trace, &o, w, NULL, NULL, err, errlen))
             return -1;

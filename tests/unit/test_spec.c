@@ -206,6 +206,13 @@ static void validation_errors_name_file_and_line(void **state)
         { "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
           "workload: {trace: t.jsonl, sessions: replay}\nconcurrency: [1, 2]\nslo: {ttft_p95_ms: 1, tpot_p95_ms: 1}\n",
           1, "t.yaml:5: concurrency: not with multi-turn sessions (workload.sessions)" },
+        { "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
+          "workload: {trace: t.jsonl, think_time: 2}\nrates: [1]\nslo: {ttft_p95_ms: 1, tpot_p95_ms: 1}\n",
+          1, "t.yaml:4: workload.think_time: only with a trace and sessions: replay" },
+        { "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
+          "workload: {trace: t.jsonl, sessions: replay, think_time: soon}\nrates: [1]\n"
+          "slo: {ttft_p95_ms: 1, tpot_p95_ms: 1}\n",
+          1, "t.yaml:4: workload.think_time: expected a duration" },
         { "engine: [1\n", 1, "t.yaml:2: YAML syntax" },
         { "", 1, "t.yaml: the spec is empty" },
         { "engine: {kind: vllm, model: m}\n", 1, "t.yaml:1: 'hardware' is required" },
@@ -238,9 +245,16 @@ static void sessions_keys(void **state)
         snprintf(t, sizeof t, "%sworkload: {trace: t.jsonl%s}\n", head, modes[i]);
         assert_int_equal(st_spec_parse("t.yaml", t, strlen(t), &s, err, sizeof err), 0);
         assert_int_equal(s.workload.sessions.on, i == 2); /* flat unless asked: as before the key */
+        assert_int_equal(s.workload.sessions.think_set, 0);
         assert_true(st_spec_turns_mean(&s) == 1);
         st_spec_free(&s);
     }
+    /* a replayed trace's think time replaced */
+    snprintf(t, sizeof t, "%sworkload: {trace: t.jsonl, sessions: replay, think_time: 1500ms}\n", head);
+    assert_int_equal(st_spec_parse("t.yaml", t, strlen(t), &s, err, sizeof err), 0);
+    assert_int_equal(s.workload.sessions.think_set, 1);
+    assert_near(s.workload.sessions.think_s, 1.5, 1e-12);
+    st_spec_free(&s);
     /* synthetic: the defaults (bench's) */
     snprintf(t, sizeof t, "%sworkload: {input_tokens: 300, output_tokens: 20, shared_prefix: 100, sessions: {}}\n",
              head);

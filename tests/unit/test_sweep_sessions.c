@@ -100,6 +100,20 @@ static void trace_replayed_and_repeated(void **state)
     check_links(&w, 3, 4);
     st_workload_free(&w);
     st_spec_free(&s);
+    /* think_time replaces the think times the trace records (the gap between starts here) */
+    parse("{trace: chat.jsonl, sessions: replay}", "{mode: burst}", &s);
+    assert_int_equal(st_sweep_workload(&s, 1, 100, &w, err, sizeof err), 0);
+    for (uint32_t i = w.n - w.n_dependent; i < w.n; i++)
+        assert_true(w.items[i].think > 0);
+    st_workload_free(&w);
+    st_spec_free(&s);
+    parse("{trace: chat.jsonl, sessions: replay, think_time: 250ms}", "{mode: burst}", &s);
+    assert_int_equal(st_sweep_workload(&s, 1, 100, &w, err, sizeof err), 0);
+    check_links(&w, 3, 4);
+    for (uint32_t i = w.n - w.n_dependent; i < w.n; i++)
+        assert_int_equal(w.items[i].think, 250000000);
+    st_workload_free(&w);
+    st_spec_free(&s);
     /* a sustained run longer than the trace: whole passes, each its own sessions, arrivals on */
     parse("{trace: chat.jsonl, sessions: replay}", "{mode: sustained}", &s);
     assert_int_equal(st_sweep_workload(&s, 1, 30, &w, err, sizeof err), 0);
