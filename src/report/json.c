@@ -79,6 +79,8 @@ static json_t *spec_json(const st_report *r)
         json_t *ss = json_object();
         json_object_set_new(ss, "mode", json_string("replay"));
         json_object_set_new(ss, "rate_unit", json_string("sessions/s"));
+        if (s->workload.kind == ST_WL_TRACE && s->workload.sessions.think_set)
+            json_object_set_new(ss, "think_time_s", json_real(s->workload.sessions.think_s));
         if (s->workload.kind == ST_WL_SYNTHETIC) {
             json_object_set_new(ss, "turns_min", json_integer(s->workload.sessions.turns_min));
             json_object_set_new(ss, "turns_max", json_integer(s->workload.sessions.turns_max));

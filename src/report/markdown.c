@@ -231,12 +231,17 @@ static void setup_section(const st_report *r, st_buf *b)
         st_md_code(b, s->workload.trace);
         st_buf_printf(b, ", %s after %u warm-up requests\n", per, s->warmup_requests);
     }
-    if (s->workload.sessions.on && s->workload.kind == ST_WL_TRACE)
-        st_buf_puts(b, "- **Sessions**: the trace's conversations replayed: a session's first turn on the arrival "
-                       "schedule, each later turn sent when the turn before it ended plus the recorded think time, "
-                       "its prompt the conversation so far with the answers the server returned; rates are "
-                       "sessions starting per second\n");
-    else if (s->workload.sessions.on)
+    if (s->workload.sessions.on && s->workload.kind == ST_WL_TRACE) {
+        char th[64] = "the recorded think time";
+        if (s->workload.sessions.think_set)
+            snprintf(th, sizeof th, "%g s (workload.think_time)", s->workload.sessions.think_s);
+        st_buf_printf(b,
+                      "- **Sessions**: the trace's conversations replayed: a session's first turn on the arrival "
+                      "schedule, each later turn sent when the turn before it ended plus %s, its prompt the "
+                      "conversation so far with the answers the server returned; rates are sessions starting per "
+                      "second\n",
+                      th);
+    } else if (s->workload.sessions.on)
         st_buf_printf(b,
                       "- **Sessions**: multi-turn conversations of %u-%u turns: the first prompt is the input tokens "
                       "above (the shared prefix its system prompt), each later turn adds %u new user tokens to the "
