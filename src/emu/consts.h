@@ -144,6 +144,11 @@
  * kernel-launch arithmetic says. */
 #define EMU_LAYER_OVERHEAD_GRAPH_S 0.000004
 #define EMU_LAYER_OVERHEAD_EAGER_S 0.000231
+/* A torch.compile'd step that no CUDA graph covers (batches beyond the captured sizes) launches
+ * inductor's fused kernels from its generated wrapper: ~6-8 launches per layer at a few us
+ * each, about a third of PyTorch eager's per-layer cost. Only matters when the GPU's work per
+ * layer is shorter (small models, batches just over the graph sizes). */
+#define EMU_LAYER_LAUNCH_COMPILED_S 0.00006
 /* Tensor parallel: two all-reduces per layer, each a fixed latency plus a ring transfer. */
 #define EMU_ALLREDUCE_LATENCY_S 0.000008
 /* Largest batch (tokens) run under CUDA graphs: min(2 x max_num_seqs, 512). */
