@@ -35,6 +35,7 @@
 
 #include "core/clock.h"
 #include "core/file.h"
+#include "emu/calib.h"
 #include "emu/consts.h"
 #include "emu/fidelity.h"
 #include "emu/fit.h"
@@ -51,7 +52,8 @@
 #define FREE_LIST_MAX 1024
 
 /* The constants the model leaves free (fitted); every other one stays at its sourced default.
- * Chosen by cross-validation within the fit split (--cv-select, docs/fidelity.md). */
+ * The set the second round fitted; --cv judges it and --cv-select can reselect it within the
+ * fit split (docs/fidelity.md, "Which constants are free"). */
 #define FREE_DEFAULT                                                                                                   \
     "fe_latency_s,fe_req_cpu_s,fe_token_cpu_s,fe_chat_factor,step_cpu_s,seq_cpu_s,layer_eager_s,attn_eff,kv_bw_rel,"   \
     "fp8_gemm_rel,fp8_bw_rel,marlin_bw_rel,moe_gemm_rel,int4_gemm_rel,gemm_eff@H100,bw_eff@H100,gemm_eff@H200,bw_eff@" \
@@ -87,48 +89,48 @@ typedef struct knob {
 
 #define TUNE(f) offsetof(st_emu_tuning, f)
 
-/* Sourced defaults and bounds (docs/engine-model.md, "The free constants"): what a constant is
- * when the data cannot identify it. Bounds: what the mechanism allows physically or what
- * published microbenchmarks show, so a source's own quirks cannot push a constant outside what
- * the hardware does. */
+/* Sourced defaults (docs/engine-model.md, "The free constants"): what a constant is when the
+ * data cannot identify it. Bounds (filled from emu/calib.h's table, the ones `servetune
+ * calibrate` uses): what the mechanism allows physically or what published microbenchmarks
+ * show, so a source's own quirks cannot push a constant outside what the hardware does. */
 static const knob GLOBAL_KNOBS[] = {
-    { "fe_latency_s", TUNE(fe_latency_s), 0.002, 0.06, 1, SCOPE_ALL, 0.008,
+    { "fe_latency_s", TUNE(fe_latency_s), 0, 0, 0, SCOPE_ALL, 0.008,
       "the first token of a short prompt at concurrency 1 on an H100 ~14 ms, ~6 of them the forward pass (issue 10)",
       "", -1, 0, 0 },
-    { "fe_req_cpu_s", TUNE(fe_req_cpu_s), 0.0005, 0.03, 1, SCOPE_ALL, 0.002,
+    { "fe_req_cpu_s", TUNE(fe_req_cpu_s), 0, 0, 0, SCOPE_ALL, 0.002,
       "one request's parsing, tokenisation and hand-off in one Python process (pre-fit estimate)", "", -1, 0, 0 },
-    { "fe_token_cpu_s", TUNE(fe_token_cpu_s), 5e-6, 8e-5, 1, SCOPE_ALL, 4e-5,
+    { "fe_token_cpu_s", TUNE(fe_token_cpu_s), 0, 0, 0, SCOPE_ALL, 4e-5,
       "half of the bound vLLM's API server sets (11.2k streamed tok/s in one process, vllm-project/vllm#11636)", "", -1,
       0, 0 },
-    { "fe_chat_factor", TUNE(fe_chat_factor), 1.0, 4.0, 0, SCOPE_ALL, 1.0,
-      "no difference between the endpoints (the null)", "", -1, 0, 0 },
-    { "step_cpu_s", TUNE(step_cpu_s), 2e-4, 0.005, 1, SCOPE_ALL, 0.0018,
+    { "fe_chat_factor", TUNE(fe_chat_factor), 0, 0, 0, SCOPE_ALL, 1.0, "no difference between the endpoints (the null)",
+      "", -1, 0, 0 },
+    { "step_cpu_s", TUNE(step_cpu_s), 0, 0, 0, SCOPE_ALL, 0.0018,
       "Qwen3-8B c1 on H100 (vLLM 0.11) 7.22 ms per token vs ~5.4 ms of GPU work; Qwen3-0.6B (0.19, async) 2.0-2.4 ms "
       "steps",
       "", -1, 0, 0 },
-    { "seq_cpu_s", TUNE(seq_cpu_s), 1e-6, 5e-5, 1, SCOPE_ALL, 1.2e-5,
+    { "seq_cpu_s", TUNE(seq_cpu_s), 0, 0, 0, SCOPE_ALL, 1.2e-5,
       "scheduler and input/output bookkeeping per sequence (pre-fit estimate)", "", -1, 0, 0 },
-    { "layer_eager_s", TUNE(layer_eager_s), 1e-5, 2.5e-4, 1, SCOPE_EAGER, 6e-5,
-      "~12 kernels per layer launched from Python at ~5 us each", "", -1, 0, 0 },
-    { "attn_eff", TUNE(attn_eff), 0.3, 0.8, 0, SCOPE_ALL, 0.60,
+    { "layer_eager_s", TUNE(layer_eager_s), 0, 0, 0, SCOPE_EAGER, 2.5e-4,
+      "PyTorch eager: ~15 kernels per layer at ~15 us of dispatch and launch each", "", -1, 0, 0 },
+    { "attn_eff", TUNE(attn_eff), 0, 0, 0, SCOPE_ALL, 0.60,
       "FlashAttention-2 paper 50-73 % of the A100 peak forward; FlashAttention-3 ~75 % on H100", "", -1, 0, 0 },
-    { "kv_bw_rel", TUNE(kv_bw_rel), 0.35, 1.0, 0, SCOPE_ALL, 0.52,
+    { "kv_bw_rel", TUNE(kv_bw_rel), 0, 0, 0, SCOPE_ALL, 0.52,
       "H100 Nsight: paged-KV reads 1.4 TB/s vs weight loads 2.6-2.8 TB/s (mikamirai.com/blog/gpu-memory-bandwidth)", "",
       -1, 0, 0 },
-    { "fp8_gemm_rel", TUNE(fp8_gemm_rel), 0.5, 1.0, 0, SCOPE_FP8, 0.72,
+    { "fp8_gemm_rel", TUNE(fp8_gemm_rel), 0, 0, 0, SCOPE_FP8, 0.72,
       "measured fp8/bf16 GEMM speed-ups on H100 1.3-1.6x of the 2x peak ratio", "", -1, 0, 0 },
-    { "fp8_bw_rel", TUNE(fp8_bw_rel), 0.6, 1.0, 0, SCOPE_FP8, 0.80,
+    { "fp8_bw_rel", TUNE(fp8_bw_rel), 0, 0, 0, SCOPE_FP8, 0.80,
       "fp8 decode speed-ups ~1.6x where half the bytes would give 2x (vllm-project/vllm#4118)", "", -1, 0, 0 },
-    { "marlin_bw_rel", TUNE(marlin_bw_rel), 0.6, 1.0, 0, SCOPE_MARLIN, 0.85,
+    { "marlin_bw_rel", TUNE(marlin_bw_rel), 0, 0, 0, SCOPE_MARLIN, 0.85,
       "Marlin README: 3.9x of the 4x ideal on an A10, less on GPUs with more bandwidth per SM", "", -1, 0, 0 },
-    { "moe_gemm_rel", TUNE(moe_gemm_rel), 0.2, 1.0, 0, SCOPE_MOE, 0.50,
+    { "moe_gemm_rel", TUNE(moe_gemm_rel), 0, 0, 0, SCOPE_MOE, 0.50,
       "fused-MoE kernel: small grouped GEMMs (no published vLLM figure; half a dense GEMM)", "", -1, 0, 0 },
-    { "int4_gemm_rel", TUNE(int4_gemm_rel), 0.45, 1.0, 0, SCOPE_INT4, 0.90,
+    { "int4_gemm_rel", TUNE(int4_gemm_rel), 0, 0, 0, SCOPE_INT4, 0.90,
       "Marlin paper: the speed-up over FP16 falls to ~1x past ~128 tokens (16-bit math)", "", -1, 0, 0 },
-    { "gemm_eff", TUNE(gemm_eff), 0.5, 0.9, 0, SCOPE_ALL, EMU_GEMM_EFF_DEFAULT,
+    { "gemm_eff", TUNE(gemm_eff), 0, 0, 0, SCOPE_ALL, EMU_GEMM_EFF_DEFAULT,
       "published cuBLAS/CUTLASS large-GEMM efficiencies 0.5-0.9 of the dense peak (the catalog's default)", "", -1, 0,
       0 },
-    { "bw_eff", TUNE(bw_eff), 0.65, 0.92, 0, SCOPE_ALL, EMU_BW_EFF_DEFAULT,
+    { "bw_eff", TUNE(bw_eff), 0, 0, 0, SCOPE_ALL, EMU_BW_EFF_DEFAULT,
       "STREAM-like copies 0.84-0.9 of the peak bandwidth, weight streaming a little less (the catalog's default)", "",
       -1, 0, 0 },
 };
@@ -141,11 +143,13 @@ typedef struct model_knobs {
     double lambda;  /* shrinkage weight */
     double set[MAX_KNOBS];
     int is_set[MAX_KNOBS]; /* --set NAME=VALUE: the knob starts (or stays) there */
-    /* warm starts for cross-validation: fold f's fit starts knob i at init[f][i] (searched
-     * within WARM_WIDTH of its range) where warm[i] */
+    /* warm starts for cross-validation: fold f's fit starts knob i at init[f][i] where warm[i]:
+     * WARM_SEARCH searches within WARM_WIDTH of its range around it, WARM_HOLD keeps it there */
     double init[MAX_FOLDS][MAX_KNOBS];
     int warm[MAX_KNOBS];
 } model_knobs;
+#define WARM_SEARCH 1
+#define WARM_HOLD 2
 #define WARM_WIDTH 0.25
 
 static int knob_index(const model_knobs *M, const char *name)
@@ -174,8 +178,18 @@ static const char *gpu_key(const char *name)
 static int build_knobs(const st_fid_point *pts, const point_run *pr, uint32_t n, model_knobs *M)
 {
     memset(M, 0, sizeof *M);
-    for (int i = 0; i < N_GLOBAL_KNOBS; i++)
-        M->k[M->n++] = GLOBAL_KNOBS[i];
+    for (int i = 0; i < N_GLOBAL_KNOBS; i++) {
+        knob *k = &M->k[M->n++];
+        *k = GLOBAL_KNOBS[i];
+        const st_calib_knob *ck = st_calib_knob_find(k->name);
+        if (!ck) {
+            fprintf(stderr, "fidelity: no bounds for %s in emu/calib.c\n", k->name);
+            return -1;
+        }
+        k->lo = ck->lo;
+        k->hi = ck->hi;
+        k->log = ck->log;
+    }
     const char *seen[16];
     int ns = 0;
     for (uint32_t i = 0; i < n; i++) {
@@ -283,7 +297,7 @@ static int affects(const knob *k, const point_run *pr)
         return pr->cfg.weight_dtype == ST_EMU_INT4_AWQ || pr->cfg.weight_dtype == ST_EMU_INT4_GPTQ ||
                (pr->cfg.weight_dtype == ST_EMU_FP8 && pr->cfg.gpu.fp8_flops <= 0);
     case SCOPE_INT4: return pr->cfg.weight_dtype == ST_EMU_INT4_AWQ || pr->cfg.weight_dtype == ST_EMU_INT4_GPTQ;
-    case SCOPE_EAGER: return 1; /* prefill steps beyond the graph sizes run eagerly everywhere */
+    case SCOPE_EAGER: return pr->cfg.enforce_eager; /* steps beyond the graph sizes launch at a fixed cost */
     case SCOPE_MOE: return pr->cfg.model.experts > 0;
     }
     return 1;
@@ -567,7 +581,13 @@ static double fit(harness *H, model_knobs *M, const unsigned char *train, int sw
     for (int i = 0; i < M->n; i++)
         if (M->k[i].free) {
             const knob *k = &M->k[i];
-            p[C.k] = (st_fit_param){ k->name, k->value, k->lo, k->hi, k->log, 0, M->warm[i] ? WARM_WIDTH : 0 };
+            p[C.k] = (st_fit_param){ k->name,
+                                     k->value,
+                                     k->lo,
+                                     k->hi,
+                                     k->log,
+                                     M->warm[i] == WARM_HOLD,
+                                     M->warm[i] == WARM_SEARCH ? WARM_WIDTH : 0 };
             C.map[C.k++] = i;
         }
     for (uint32_t i = 0; i < H->n; i++)
@@ -648,8 +668,9 @@ static void assign_folds(const st_fid_point *pts, const point_run *pr, uint32_t 
 
 typedef struct cv_result {
     double median[ST_FID_M_COUNT];
-    double score;        /* the sum of the four pooled held-out medians: what selection compares */
-    double heldout_loss; /* mean robust loss per held-out point */
+    double score;        /* the mean robust loss per held-out point: what selection compares */
+    double heldout_loss; /* the same */
+    double median_sum;   /* the sum of the four pooled held-out median errors */
     double fold_value[MAX_FOLDS][MAX_KNOBS];
     double fold_train_loss[MAX_FOLDS];
     int fold_n[MAX_FOLDS];
@@ -847,14 +868,14 @@ static int cross_validate(harness *H, model_knobs *M, int K, int sweeps, int job
     double *v = malloc((H->n ? H->n : 1) * sizeof *v);
     if (!v)
         rc = -1;
-    cv->score = 0;
+    cv->median_sum = 0;
     for (int m = 0; m < ST_FID_M_COUNT && v; m++) {
         uint32_t k = 0;
         for (uint32_t i = 0; i < H->n; i++)
             if (fold[i] >= 0 && isfinite(cv->r[i].r[m]))
                 v[k++] = fabs(cv->r[i].r[m] - 1);
         cv->median[m] = median_of(v, k);
-        cv->score += cv->median[m];
+        cv->median_sum += cv->median[m];
     }
     double lsum = 0;
     uint32_t ln = 0;
@@ -864,6 +885,7 @@ static int cross_validate(harness *H, model_knobs *M, int K, int sweeps, int job
             ln++;
         }
     cv->heldout_loss = ln ? lsum / ln : NAN;
+    cv->score = cv->heldout_loss;
     free(v);
     free(fold);
     free(pm);
@@ -893,34 +915,40 @@ static void print_cv(const harness *H, const model_knobs *M, int K, const cv_res
         printf("  held-out ratios (predicted/published, each point predicted by the fit without its fold):\n");
         for (uint32_t i = 0; i < H->n; i++)
             if (H->pts[i].split == ST_FID_FIT) {
-                st_fid_ratios r = cv->r[i];
+                st_fid_ratios r = cv->r[i], w;
+                st_fid_figures one = { 0 };
+                one.req_s = one.out_tok_s = one.total_tok_s = 1;
+                one.ttft_ms = one.tpot_ms = (st_fid_dist){ 1, 1, 1, 1 };
+                st_fid_compare(&H->pts[i], &one, &w); /* which published figure each metric uses */
                 for (int m = 0; m < ST_FID_M_COUNT; m++)
-                    r.which[m] = H->pr[i].r.which[m];
+                    r.which[m] = w.which[m];
                 print_row(&H->pts[i], i, &r, "cv", NULL);
             }
     }
     printf("  CV (pooled held-out) median |err|: throughput %.1f %%, ttft_p50 %.1f %%, ttft_tail %.1f %%, tpot %.1f "
            "%%; sum %.1f %%; held-out loss %.4f per point\n",
-           100 * cv->median[0], 100 * cv->median[1], 100 * cv->median[2], 100 * cv->median[3], 100 * cv->score,
+           100 * cv->median[0], 100 * cv->median[1], 100 * cv->median[2], 100 * cv->median[3], 100 * cv->median_sum,
            cv->heldout_loss);
 }
 
 /* --cv-select: forward selection. From nothing free, each round frees the knob whose freeing
- * lowers the CV score (the sum of the four pooled held-out median errors) the most, and stops
- * when none lowers it by at least CV_MIN_GAIN. The first round tries every knob from its
- * sourced default; later rounds try the CV_KEEP knobs that did best in the round before, each
- * fold's fit warm-started from that fold's fit of the set chosen so far (the new knob from its
- * default). Then the shrinkage weight is chosen from CV_LAMBDAS on the selected set (full fits
- * from the defaults). Every figure is printed as it comes. */
-#define CV_MIN_GAIN 0.005
+ * lowers the CV loss (the fit's robust loss, per held-out point: smooth where the medians the
+ * targets are stated in move in steps) the most, and stops when none lowers it by at least
+ * CV_MIN_GAIN (about 1 %). The first round tries every knob from its
+ * sourced default; later rounds screen the CV_KEEP knobs that did best in the round before,
+ * each fold fitting only the new knob (from its default) with the knobs chosen so far held at
+ * that fold's values; the pick is then refit jointly (warm-started) for its CV score and the
+ * next round's values. Then the shrinkage weight is chosen from CV_LAMBDAS on the selected set
+ * (full fits from the defaults). Every figure is printed as it comes. */
+#define CV_MIN_GAIN 0.0005
 #define CV_KEEP 8
 static const double CV_LAMBDAS[] = { 0, 0.001, 0.003, 0.01, 0.03 };
 
 static void print_cv_line(const char *what, const cv_result *cv, double secs)
 {
-    printf("select: %-34s CV score %.2f %% (tput %.1f ttft50 %.1f tail %.1f tpot %.1f; loss %.4f) %.0f s\n", what,
-           100 * cv->score, 100 * cv->median[0], 100 * cv->median[1], 100 * cv->median[2], 100 * cv->median[3],
-           cv->heldout_loss, secs);
+    printf("select: %-34s CV loss %.4f (medians tput %.1f ttft50 %.1f tail %.1f tpot %.1f, sum %.1f %%) %.0f s\n", what,
+           cv->score, 100 * cv->median[0], 100 * cv->median[1], 100 * cv->median[2], 100 * cv->median[3],
+           100 * cv->median_sum, secs);
     fflush(stdout);
 }
 
@@ -959,17 +987,15 @@ static int cv_select(harness *H, model_knobs *M, int K, int sweeps, int jobs)
             nc = CV_KEEP;
         int pick = -1;
         double pick_score = best;
-        double(*pick_vals)[MAX_KNOBS] = calloc(MAX_FOLDS, sizeof *pick_vals);
-        if (!pick_vals)
-            return -1;
         for (int c = 0; c < nc; c++) {
             int i = cand[c];
             M->k[i].free = 1;
             for (int f = 0; f < K; f++)
                 for (int j = 0; j < M->n; j++)
                     M->init[f][j] = best_vals[f][j];
+            /* screening: the knobs chosen so far stay at their fold's values */
             for (int j = 0; j < M->n; j++)
-                M->warm[j] = M->k[j].free && j != i && round > 1;
+                M->warm[j] = M->k[j].free && j != i && round > 1 ? WARM_HOLD : 0;
             t0 = st_now();
             if (cross_validate(H, M, K, sweeps, jobs, &cv) < 0)
                 return -1;
@@ -980,21 +1006,35 @@ static int cv_select(harness *H, model_knobs *M, int K, int sweeps, int jobs)
             if (cv.score < pick_score - CV_MIN_GAIN) {
                 pick = i;
                 pick_score = cv.score;
-                memcpy(pick_vals, cv.fold_value, MAX_FOLDS * sizeof *pick_vals);
             }
             M->k[i].free = 0;
         }
-        if (pick < 0) {
-            free(pick_vals);
+        if (pick < 0)
+            break;
+        /* the pick, refit jointly with the knobs chosen before (warm): its CV score and the next
+         * round's starting values */
+        M->k[pick].free = 1;
+        for (int f = 0; f < K; f++)
+            for (int j = 0; j < M->n; j++)
+                M->init[f][j] = best_vals[f][j];
+        for (int j = 0; j < M->n; j++)
+            M->warm[j] = M->k[j].free && j != pick && round > 1 ? WARM_SEARCH : 0;
+        t0 = st_now();
+        if (cross_validate(H, M, K, sweeps, jobs, &cv) < 0)
+            return -1;
+        char what[96];
+        snprintf(what, sizeof what, "round %d refit with %s", round, M->k[pick].name);
+        print_cv_line(what, &cv, (st_now() - t0) / 1e9);
+        if (cv.score > best - CV_MIN_GAIN) {
+            /* the joint refit does not keep what the screening found: stop here */
+            M->k[pick].free = 0;
             break;
         }
-        M->k[pick].free = 1;
-        best = pick_score;
-        memcpy(best_vals, pick_vals, MAX_FOLDS * sizeof *best_vals);
-        free(pick_vals);
+        best = cv.score;
+        memcpy(best_vals, cv.fold_value, MAX_FOLDS * sizeof *best_vals);
         char fl[FREE_LIST_MAX];
         free_list(M, fl, sizeof fl);
-        printf("select: round %d frees %s: CV score %.2f %%; free: %s\n", round, M->k[pick].name, 100 * best, fl);
+        printf("select: round %d frees %s: CV loss %.4f; free: %s\n", round, M->k[pick].name, best, fl);
         fflush(stdout);
     }
     memset(M->warm, 0, sizeof M->warm);
@@ -1015,8 +1055,7 @@ static int cv_select(harness *H, model_knobs *M, int K, int sweeps, int jobs)
     M->lambda = best_lambda;
     char fl[FREE_LIST_MAX];
     free_list(M, fl, sizeof fl);
-    printf("select: chosen: lambda %g, free (%d): %s (CV score %.2f %%)\n", best_lambda, knob_count_free(M), fl,
-           100 * best);
+    printf("select: chosen: lambda %g, free (%d): %s (CV loss %.4f)\n", best_lambda, knob_count_free(M), fl, best);
     free(cv.r);
     free(score);
     free(best_vals);
@@ -1108,7 +1147,8 @@ int main(int argc, char **argv)
         pr[i].tree = pr[i].cfg.tune;
     }
     model_knobs M;
-    build_knobs(pts, pr, n, &M);
+    if (build_knobs(pts, pr, n, &M) < 0)
+        return 2;
     /* fits start from the sourced defaults, a what-if run (--set) from the tree's values */
     M.start_tree = start_tree >= 0 ? start_tree : !(fit_mode || cv_mode || select_mode);
     M.lambda = lambda;
