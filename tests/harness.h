@@ -26,4 +26,32 @@ static inline const char *st_test_bin(void)
     const char *b = getenv("SERVETUNE_BIN");
     return b ? b : "build-asan/servetune";
 }
+/* Runs argv (argv[0] a path) with stdout and stderr into out (at most cap - 1 bytes, always
+ * NUL-terminated); returns its exit status (-1 when it did not exit). */
+#include <sys/wait.h>
+#include <unistd.h>
+static inline int st_test_capture(char *const *argv, char *out, size_t cap)
+{
+    int fd[2];
+    if (pipe(fd))
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        dup2(fd[1], 2);
+        close(fd[0]);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    close(fd[1]);
+    size_t n = 0;
+    ssize_t k;
+    while (n + 1 < cap && (k = read(fd[0], out + n, cap - 1 - n)) > 0)
+        n += (size_t)k;
+    out[n] = '\0';
+    close(fd[0]);
+    int st;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
 #endif

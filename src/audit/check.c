@@ -1,4 +1,5 @@
 #include "audit/check.h"
+#include "audit/sweep.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -42,12 +43,8 @@ static int check_workload(const st_spec *s, uint32_t *n_run, char *err, size_t e
             *n_run = (uint32_t)n;
         return 0;
     }
-    st_synth_params p = { .input_len = s->workload.input_tokens,
-                          .output_len = s->workload.output_tokens,
-                          .range_ratio = s->workload.range_ratio,
-                          .prefix_len = s->workload.shared_prefix,
-                          .num_requests = 1,
-                          .seed = s->workload.seed };
+    st_synth_params p;
+    st_spec_synth(s, 1, s->workload.seed, &p);
     if (st_workload_synthetic(&p, &w, e, sizeof e)) {
         snprintf(err, errlen, "%s: workload: %s", s->path, e);
         return -1;
@@ -159,13 +156,16 @@ int st_spec_check(const st_spec *s, char *err, size_t errlen)
     if (st_spec_secrets(s, &sec, err, errlen))
         return -1;
     st_secrets_free(&sec);
-    /* rates are increasing: the first is the slowest */
-    if (s->n_rates > 0 && isfinite(s->rates[0]) && n_run / s->rates[0] > ST_CHECK_MAX_RUN_S) {
+    /* a burst run sends its requests_per_rate (rates are increasing: the first is the slowest); a
+     * sustained run is bounded by search.max_duration, checked below */
+    if (s->search.mode != ST_SEARCH_SUSTAINED && !s->closed_loop && s->n_rates > 0 && isfinite(s->rates[0]) &&
+        n_run / s->rates[0] > ST_CHECK_MAX_RUN_S) {
         snprintf(err, errlen,
                  "%s: rates: at %g req/s a run of %u requests would last %.0f hours (at most %.0f): raise the rate "
                  "or lower workload.requests_per_rate",
                  s->path, s->rates[0], n_run, n_run / s->rates[0] / 3600, ST_CHECK_MAX_RUN_S / 3600);
         return -1;
     }
-    return 0;
+    /* a sustained spec's bounds must leave room for a measured window (audit/sweep.h) */
+    return st_sweep_check_bounds(s, err, errlen);
 }

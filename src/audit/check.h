@@ -10,7 +10,9 @@
  *     the command line, a valid --time-scale...), and for the emulator its flags pass the
  *     emulator's own parser and a GPU is named (--gpu, or SERVETUNE_EMULATE_GPU);
  *   - every ${VAR} is set and long enough to be redacted, the API key too (st_spec_secrets);
- *   - a rate run ends within ST_CHECK_MAX_RUN_S at the lowest rate.
+ *   - a rate run ends within ST_CHECK_MAX_RUN_S at the lowest rate;
+ *   - a sustained spec's bounds leave room for a measured window (audit/sweep.h
+ *     st_sweep_check_bounds).
  * Reads the environment and the trace file; starts nothing. */
 #ifndef ST_AUDIT_CHECK_H
 #define ST_AUDIT_CHECK_H

@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "audit/cost.h"
+#include "audit/prices.h"
+#include "audit/spec.h"
 
 /* Serverless workers up on average in a slot with request rate rps (billed worker-seconds per
  * second), and the share of its requests that meet a cold worker (docs/plan.md). */
@@ -144,4 +146,42 @@ int st_day_from_hours(const int *hours, const double *rates, int n, double rps[2
             return -1;
         }
     return 0;
+}
+
+int st_day_of_spec(const st_spec *s, const st_prices *prices, const st_day_setup *u, st_day_cost *out,
+                   st_day_serverless *sl, char *err, size_t errlen)
+{
+    sl->price_per_gpu_s = 0;
+    sl->from = NULL;
+    if (!s->traffic.set) {
+        snprintf(err, errlen, "the spec gives no traffic day");
+        return -1;
+    }
+    if (!(u->capacity_rps > 0)) {
+        snprintf(err, errlen, "no capacity within the SLO");
+        return -1;
+    }
+    if (s->traffic.serverless_price_per_gpu_s > 0) {
+        sl->price_per_gpu_s = s->traffic.serverless_price_per_gpu_s;
+        sl->from = "the spec";
+    } else if (prices && u->gpu_key) {
+        const st_price *p = st_prices_pick(prices, u->gpu_key, ST_PRICE_SERVERLESS, s->traffic.serverless_provider);
+        if (p) {
+            sl->price_per_gpu_s = p->usd_per_gpu_hour / 3600.0;
+            sl->from = p->provider;
+        }
+    }
+    double out_tok = s->workload.output_tokens > 0 ? s->workload.output_tokens : 1;
+    double service =
+        (isfinite(u->ttft_ms) ? u->ttft_ms / 1e3 : 0) + (isfinite(u->tpot_ms) ? u->tpot_ms / 1e3 * (out_tok - 1) : 0);
+    st_day_opts o = { .capacity_rps = u->capacity_rps,
+                      .gpus_per_replica = u->gpus_per_replica,
+                      .price_per_gpu_hour = u->price_per_gpu_hour,
+                      .scale_up_delay_s = s->traffic.scale_up_delay_s,
+                      .min_replicas = s->traffic.min_replicas,
+                      .serverless_price_per_gpu_s = sl->price_per_gpu_s,
+                      .idle_timeout_s = s->traffic.idle_timeout_s,
+                      .cold_start_s = s->traffic.cold_start_s,
+                      .service_s = service };
+    return st_day_price(s->traffic.hourly_rps, 24, 3600, &o, NULL, out, err, errlen);
 }

@@ -71,4 +71,31 @@ int st_day_price(const double *rps, int n, double slot_s, const st_day_opts *o, 
  * negative rate. */
 int st_day_from_hours(const int *hours, const double *rates, int n, double rps[24], char *err, size_t errlen);
 
+/* ---- The spec's traffic day (spec `traffic:`), for the plan and the audit report ---- */
+struct st_spec;
+struct st_prices;
+
+/* One replica setup to price over the spec's day. */
+typedef struct st_day_setup {
+    double capacity_rps;       /* sustained within the SLO */
+    int gpus_per_replica;      /* >= 1 */
+    double price_per_gpu_hour; /* dedicated */
+    const char *gpu_key;       /* to look up a serverless price in the list (may be NULL) */
+    double ttft_ms, tpot_ms;   /* p95 at capacity (a request's service time; NAN: unknown, 0) */
+} st_day_setup;
+
+/* Where the serverless price came from: the spec's traffic.serverless_price_per_gpu_s, else the
+ * list's serverless price for gpu_key (traffic.serverless_provider's, else the lowest); 0 and
+ * from NULL when neither (serverless then is not priced). */
+typedef struct st_day_serverless {
+    double price_per_gpu_s;
+    const char *from; /* "the spec" or the provider (points into the list) */
+} st_day_serverless;
+
+/* Prices s->traffic's 24 hours for setup u (a request's service time: TTFT + TPOT x (output
+ * tokens - 1), from the spec's workload). prices may be NULL (no list: only the spec's own
+ * serverless price). 0, or -1 with the reason in err (no traffic day, no capacity). */
+int st_day_of_spec(const struct st_spec *s, const struct st_prices *prices, const st_day_setup *u, st_day_cost *out,
+                   st_day_serverless *sl, char *err, size_t errlen);
+
 #endif

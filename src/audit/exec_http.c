@@ -15,6 +15,7 @@
 #include "core/buf.h"
 #include "engine/adapter.h"
 #include "load/api.h"
+#include "load/tokenize.h"
 #include "core/secret.h"
 #include "core/util.h"
 #include "engine/metrics.h"
@@ -51,6 +52,10 @@ typedef struct http_exec {
     volatile sig_atomic_t *stop;
     engine E;
     int active; /* E holds a launch (started or not) */
+    /* exact prompt lengths for the current configuration (text APIs): its tokenizer, and -1 once
+     * it failed (the lengths then stay estimated) */
+    st_tokenizer *tok;
+    int tok_state;
 } http_exec;
 typedef http_exec sweep;
 
@@ -380,18 +385,85 @@ static void http_stop(st_executor *x)
     if (H->active)
         engine_stop(H, &H->E);
     H->active = 0;
+    st_tokenizer_free(H->tok);
+    H->tok = NULL;
+    H->tok_state = 0;
+}
+
+static void log_line(const engine *E, const char *line)
+{
+    FILE *lf = fopen(E->log_path, "a");
+    if (lf) {
+        fprintf(lf, "--- servetune: %s\n", line);
+        fclose(lf);
+    }
+}
+
+/* Text APIs (chat, TGI) send words, not token ids: each prompt is fitted to its token count with
+ * the engine's own /tokenize, so the lengths the SLO and the report speak of are the engine's. */
+static int http_prepare(st_executor *x, st_workload *w)
+{
+    http_exec *H = x->impl;
+    engine *E = &H->E;
+    st_api_kind api = ST_API_COMPLETIONS;
+    st_api_from_name(E->l.api, &api);
+    if (!st_spec_fits_prompts(H->spec) || (api != ST_API_CHAT && api != ST_API_TGI) || H->tok_state < 0 || !H->active)
+        return 0;
+    char err[512], line[700];
+    if (!H->tok) {
+        H->tok = st_tokenizer_new(E->l.base_url, api, E->l.expected_model, E->api_key, 0, NULL, 30, err, sizeof err);
+        if (!H->tok) {
+            H->tok_state = -1;
+            snprintf(line, sizeof line, "exact prompt lengths off (%.500s): lengths estimated", err);
+            log_line(E, line);
+            return 0;
+        }
+    }
+    uint32_t fitted, exact;
+    int rc = st_prompt_fit_work(w, H->tok, H->stop, &fitted, &exact, err, sizeof err);
+    if (rc == 1)
+        return 1;
+    if (rc < 0) {
+        H->tok_state = -1;
+        if (st_tokenizer_missing(H->tok))
+            snprintf(line, sizeof line,
+                     "exact prompt lengths off: the server has no /tokenize (estimated as one "
+                     "token a word)");
+        else
+            snprintf(line, sizeof line, "exact prompt lengths off after %u prompts: %.500s", fitted, err);
+        st_secrets_redact(&H->secrets, line);
+        log_line(E, line);
+        return 0;
+    }
+    H->tok_state = 1;
+    snprintf(line, sizeof line,
+             "exact prompt lengths: %u of %u prompts of the next run fitted exactly with /tokenize (%u calls so far)",
+             exact, fitted, st_tokenizer_calls(H->tok));
+    log_line(E, line);
+    return 0;
 }
 
 typedef struct http_tick {
     const st_exec_rate *in;
     volatile sig_atomic_t run_stop; /* the runner's stop flag */
     int stopped;
+    scraper *sc; /* the samples so far (NULL: none) */
 } http_tick;
 
 static void http_on_tick(void *arg, const st_runner_progress *p)
 {
     http_tick *t = arg;
-    if (!t->stopped && t->in->tick && t->in->tick(t->in->tick_arg, p)) {
+    if (t->stopped || !t->in->tick)
+        return;
+    int stop;
+    if (t->sc) {
+        pthread_mutex_lock(&t->sc->mu);
+        stop = t->in->tick(t->in->tick_arg, p, t->sc->s, t->sc->n);
+        pthread_mutex_unlock(&t->sc->mu);
+    } else {
+        stop = t->in->tick(t->in->tick_arg, p, NULL, 0);
+    }
+    if (stop) {
         t->stopped = 1;
         t->run_stop = 1;
     }
@@ -429,6 +501,7 @@ static int http_run_rate(st_executor *x, const st_exec_rate *in, st_config_row *
                             .work = in->w,
                             .schedule = sched,
                             .warmup = in->warmup,
+                            .max_concurrency = in->max_concurrency,
                             .timeout_s = in->timeout_s / K,
                             .tick = http_on_tick,
                             .tick_arg = &T,
@@ -439,6 +512,7 @@ static int http_run_rate(st_executor *x, const st_exec_rate *in, st_config_row *
         pthread_mutex_init(&sc.mu, NULL);
         sc.t0 = st_now();
         have_scraper = pthread_create(&sc.th, NULL, scrape_main, &sc) == 0;
+        T.sc = have_scraper ? &sc : NULL;
     }
     st_run_result res;
     memset(&res, 0, sizeof res);
@@ -520,7 +594,7 @@ static void http_free(st_executor *x)
     free(x);
 }
 
-static const st_executor_ops http_ops = { "http", http_start, http_run_rate, http_stop, http_free };
+static const st_executor_ops http_ops = { "http", http_start, http_run_rate, http_stop, http_free, http_prepare };
 
 int st_exec_http_new(const st_spec *spec, const char *logdir, const char *self_exe, volatile sig_atomic_t *stop,
                      st_executor **out, char *err, size_t errlen)

@@ -34,6 +34,7 @@ typedef struct model_exec {
     const st_emu_calib *calib;     /* --calibration, or NULL */
     int calib_applied;             /* to the current configuration */
     int calib_extrapolation_noted; /* the current configuration's log says so once */
+    double reasoning_share;        /* the current configuration's emulated reasoning (--reasoning-share) */
 } model_exec;
 
 int st_exec_model_supported(const st_spec *spec, char *why, size_t whylen)
@@ -188,6 +189,7 @@ static int model_start(st_executor *x, const st_spec_config *c, st_config_row *r
     }
     st_emu_memory mem;
     memset(&mem, 0, sizeof mem);
+    M->reasoning_share = cfg.reasoning_share;
     if (st_emu_session_new(&cfg, &M->sess, &mem, err, sizeof err)) {
         M->sess = NULL;
         snprintf(log, sizeof log,
@@ -279,7 +281,7 @@ static int model_on_tick(void *arg, st_ns now, const st_emu_stats *es, const st_
                              .in_flight = ep->in_flight,
                              .output_tokens = ep->output_tokens,
                              .records = recs };
-    return T->in->tick(T->in->tick_arg, &p);
+    return T->in->tick(T->in->tick_arg, &p, T->out->samples, T->out->n_samples);
 }
 
 /* The offered rate of a run: (n - 1) / the span of its arrivals; INFINITY for all at once. */
@@ -326,15 +328,21 @@ static int model_run_rate(st_executor *x, const st_exec_rate *in, st_config_row 
     }
     st_emu_sim_items_from_workload(in->w, in->sched, items);
     int chat = M->spec->engine.api && !strcmp(M->spec->engine.api, "chat");
-    for (uint32_t i = 0; i < n; i++)
+    for (uint32_t i = 0; i < n; i++) { /* as the emulator's HTTP server: floor(share x max_tokens) */
         items[i].chat = chat;
+        items[i].n_reason = (uint32_t)floor(M->reasoning_share * items[i].output_len);
+    }
     model_tick T = { .in = in, .out = out };
     if (!in->warmup) {
         st_emu_stats es;
         st_emu_session_stats(M->sess, &es);
         sample(&T, 0, &es);
     }
+    /* a closed loop runs on the model's own closed-loop driver (`clients`); a capped open loop
+     * on its concurrency limit */
     st_emu_run_opts o = { .warmup = in->warmup,
+                          .max_concurrency = in->closed_loop ? 0 : in->max_concurrency,
+                          .clients = in->closed_loop ? in->max_concurrency : 0,
                           .timeout = in->timeout_s > 0 ? (st_ns)(in->timeout_s * 1e9) : 0,
                           .tick = MODEL_TICK_NS,
                           .on_tick = model_on_tick,
@@ -367,7 +375,11 @@ void st_exec_model_set_calibration(st_executor *x, const st_emu_calib *calib)
     M->calib = calib;
 }
 
-static const st_executor_ops model_ops = { "model", model_start, model_run_rate, model_stop, model_free };
+static const st_executor_ops model_ops = { .name = "model",
+                                           .start_config = model_start,
+                                           .run_rate = model_run_rate,
+                                           .stop_config = model_stop,
+                                           .free = model_free };
 
 int st_exec_model_new(const st_spec *spec, const char *logdir, st_executor **out, char *err, size_t errlen)
 {

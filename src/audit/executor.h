@@ -32,13 +32,17 @@ typedef struct st_executor st_executor;
 /* One rate run (or the warm-up). */
 typedef struct st_exec_rate {
     const st_spec_config *c;
-    const st_workload *w; /* the requests */
-    const st_ns *sched;   /* w->n arrival offsets (ns, engine time) */
-    uint32_t warmup;      /* the first `warmup` items are warm-up (not measured) */
-    double timeout_s;     /* per request, engine time */
-    /* Called about once a second of the executor's clock with the run's progress; returns
-     * nonzero to stop the run (early stop or interruption). May be NULL. */
-    int (*tick)(void *arg, const st_runner_progress *p);
+    const st_workload *w;     /* the requests */
+    const st_ns *sched;       /* w->n arrival offsets (ns, engine time) */
+    uint32_t warmup;          /* the first `warmup` items are warm-up (not measured) */
+    double timeout_s;         /* per request, engine time */
+    uint32_t max_concurrency; /* > 0: at most this many requests in flight; 0: open loop */
+    int closed_loop;          /* 1: a closed loop of max_concurrency clients (every item due at once;
+                                 each sent when a previous one ended) */
+    /* Called about once a second of the executor's clock with the run's progress and the metric
+     * samples taken so far (engine seconds since the run's start; may be none); returns nonzero
+     * to stop the run (early stop, a sustained run's end, or interruption). May be NULL. */
+    int (*tick)(void *arg, const st_runner_progress *p, const st_metrics_sample *samples, uint32_t n_samples);
     void *tick_arg;
 } st_exec_rate;
 
@@ -67,6 +71,11 @@ typedef struct st_executor_ops {
     /* Stops the engine of the current configuration (idempotent). */
     void (*stop_config)(st_executor *x);
     void (*free)(st_executor *x);
+    /* May be NULL (nothing to do). Makes a run's requests what the engine will count before the
+     * run: the HTTP executor fits text prompts (chat and TGI APIs) to their exact token counts
+     * with the engine's /tokenize (load/tokenize.h); when the server has none, the lengths stay
+     * estimated, said once in the configuration's log. 0, or 1 when interrupted. */
+    int (*prepare)(st_executor *x, st_workload *w);
 } st_executor_ops;
 
 struct st_executor {

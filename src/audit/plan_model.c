@@ -14,7 +14,6 @@
 #include "emu/sim.h"
 #include "emu/steptime.h"
 #include "load/record.h"
-#include "load/trace.h"
 #include "load/workload.h"
 
 #define PLAN_SPEC_MAX ((size_t)1 << 20)
@@ -50,26 +49,6 @@ static int candidate_spec(const st_plan_model *m, const st_plan_candidate *c, st
         rc = -1;
     st_buf_free(&b);
     return rc;
-}
-
-/* The spec's workload for n requests (synthetic, or the trace's first n). */
-static int workload(const st_spec *s, uint32_t n, st_workload *w, char *why, size_t whylen)
-{
-    memset(w, 0, sizeof *w);
-    if (s->workload.kind == ST_WL_TRACE) {
-        st_trace_load_opts o;
-        st_trace_load_opts_default(&o);
-        o.sessions = ST_TRACE_SESSIONS_FLAT;
-        o.read.max_rows = n;
-        return st_trace_load(s->workload.trace, &o, w, NULL, NULL, why, whylen);
-    }
-    st_synth_params p = { .input_len = s->workload.input_tokens,
-                          .output_len = s->workload.output_tokens,
-                          .range_ratio = s->workload.range_ratio,
-                          .prefix_len = s->workload.shared_prefix,
-                          .num_requests = n,
-                          .seed = s->workload.seed };
-    return st_workload_synthetic(&p, w, why, whylen);
 }
 
 static int cmp_ns(const void *a, const void *b)
@@ -166,7 +145,7 @@ static int engine_of(st_plan_model *m, const st_plan_candidate *c, st_emu_config
         goto out;
     /* requests the KV cache holds at once (a shared prefix is cached once: each request holds
      * the rest of its context) */
-    double ctx = (double)s.workload.input_tokens - s.workload.shared_prefix + s.workload.output_tokens;
+    double ctx = st_spec_mean_input(&s) - s.workload.shared_prefix + s.workload.output_tokens;
     double f = ctx > 0 ? floor((double)mem->kv_tokens / ctx) + 1 : mem->max_num_seqs;
     *fit = f < mem->max_num_seqs ? (uint32_t)f : mem->max_num_seqs;
     if (*fit < 1)
@@ -193,10 +172,10 @@ static int screen(void *arg, st_plan_candidate *c, char *why, size_t n)
         return -1;
     const st_spec *s = m->base;
     double out = s->workload.output_tokens > 1 ? s->workload.output_tokens : 1;
-    double in_u = (double)s->workload.input_tokens - s->workload.shared_prefix;
+    double in_u = st_spec_mean_input(s) - s->workload.shared_prefix;
     double prefix = s->workload.shared_prefix;
-    double ctx = (double)s->workload.input_tokens + out / 2; /* a decode's context on average */
-    double per = 1 + in_u / out;                             /* tokens a step per decode */
+    double ctx = st_spec_mean_input(s) + out / 2; /* a decode's context on average */
+    double per = 1 + in_u / out;                  /* tokens a step per decode */
     double b = fit, budget = mem.max_num_batched_tokens;
     if (b * per > budget)
         b = budget / per; /* the token budget, not the KV cache, limits the batch */
@@ -266,8 +245,8 @@ static int evaluate(void *arg, st_plan_candidate *c, char *why, size_t n)
     }
     c->capacity_rps = r.pass_rate > 0 ? r.capacity_rps : 0;
     c->output_tps = c->capacity_rps * s.workload.output_tokens;
-    c->ttft_p95_ms = NAN;
-    c->tpot_p95_ms = NAN;
+    c->ttft_p95_ms = r.ttft_ms;
+    c->tpot_p95_ms = r.tpot_ms;
     if (!(r.pass_rate > 0))
         snprintf(why, n, "met the SLO at no rate down to %.3g req/s", r.fail_rate);
     rc = 0;
@@ -292,7 +271,7 @@ int st_plan_model_new(const char *base_name, const char *base_text, size_t base_
     m->base = base;
     m->tolerance = tolerance;
     pthread_mutex_init(&m->mu, NULL);
-    if (workload(base, ST_PLAN_BOUND_MAX, &m->w, err, errlen)) {
+    if (st_sweep_workload(base, base->workload.seed, ST_PLAN_BOUND_MAX, &m->w, err, errlen)) {
         st_plan_model_free(m);
         return -1;
     }

@@ -1,12 +1,12 @@
 #include "audit/plan_spec.h"
 
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <yaml.h>
 
 #include "core/strv.h"
+#include "core/util.h"
 #include "emu/flags.h"
 
 /* The flags the plan sets per candidate: they leave the baseline (with their values). */
@@ -41,17 +41,7 @@ void st_plan_config_name(const st_plan_candidate *c, char *out, size_t n)
         off += snprintf(raw + off, sizeof raw - (size_t)off, "-bt%ld", c->max_batched);
     if (c->max_model_len > 0 && off < (int)sizeof raw)
         snprintf(raw + off, sizeof raw - (size_t)off, "-len%ld", c->max_model_len);
-    size_t j = 0;
-    for (const char *p = raw; *p && j + 1 < n; p++) {
-        unsigned char ch = (unsigned char)*p;
-        char d = isalnum(ch) ? (char)tolower(ch) : '-';
-        if (d == '-' && (j == 0 || out[j - 1] == '-'))
-            continue;
-        out[j++] = d;
-    }
-    while (j > 0 && out[j - 1] == '-')
-        j--;
-    out[j] = '\0';
+    st_slug(raw, out, n, n);
 }
 
 /* ---- building the document ---------------------------------------------------------------- */

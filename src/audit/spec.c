@@ -425,7 +425,8 @@ static int parse_workload(pctx *p, yaml_node_t *n, st_spec *s)
 {
     keydef k[] = { { "input_tokens", 0, 0 },  { "output_tokens", 0, 0 },     { "range_ratio", 0, 0 },
                    { "shared_prefix", 0, 0 }, { "requests_per_rate", 0, 0 }, { "seed", 0, 0 },
-                   { "trace", 0, 0 },         { "arrival", 0, 0 },           { "burstiness", 0, 0 } };
+                   { "trace", 0, 0 },         { "arrival", 0, 0 },           { "burstiness", 0, 0 },
+                   { "semantics", 0, 0 },     { "exact_prompts", 0, 0 } };
     int nk = (int)(sizeof k / sizeof *k);
     if (read_map(p, n, "workload", k, nk))
         return -1;
@@ -436,8 +437,8 @@ static int parse_workload(pctx *p, yaml_node_t *n, st_spec *s)
         s->workload.kind = ST_WL_TRACE;
         if (get_str(p, v, "workload.trace", &s->workload.trace))
             return -1;
-        const char *syn[] = { "input_tokens", "output_tokens", "range_ratio", "shared_prefix" };
-        for (int i = 0; i < 4; i++)
+        const char *syn[] = { "input_tokens", "output_tokens", "range_ratio", "shared_prefix", "semantics" };
+        for (int i = 0; i < 5; i++)
             if ((v = kv(k, nk, syn[i])))
                 return failf(p, v, "workload.%s: a trace gives the token sizes; remove it or the trace", syn[i]);
     } else {
@@ -456,10 +457,18 @@ static int parse_workload(pctx *p, yaml_node_t *n, st_spec *s)
             if (s->workload.range_ratio >= 1)
                 return failf(p, v, "workload.range_ratio: must be in [0, 1), e.g. 0.1 for +-10 %%");
         }
+        if ((v = kv(k, nk, "semantics"))) {
+            const char *m = scalar(v);
+            if (!m || (strcmp(m, "servetune") && strcmp(m, "vllm")))
+                return failf(p, v,
+                             "workload.semantics: expected servetune (the prefix counts within input_tokens) or "
+                             "vllm (on top of it, as vllm bench serve's --random-prefix-len)");
+            s->workload.vllm_semantics = !strcmp(m, "vllm");
+        }
         if ((v = kv(k, nk, "shared_prefix"))) {
             if (get_u32(p, v, "workload.shared_prefix", &s->workload.shared_prefix, 0))
                 return -1;
-            if (s->workload.shared_prefix >= s->workload.input_tokens)
+            if (!s->workload.vllm_semantics && s->workload.shared_prefix >= s->workload.input_tokens)
                 return failf(p, v, "workload.shared_prefix: %u must be smaller than input_tokens (%u)",
                              s->workload.shared_prefix, s->workload.input_tokens);
         }
@@ -481,6 +490,14 @@ static int parse_workload(pctx *p, yaml_node_t *n, st_spec *s)
             return failf(p, v, "workload.arrival: expected poisson, constant or gamma");
         if (get_str(p, v, "workload.arrival", &s->workload.arrival))
             return -1;
+    }
+    if ((v = kv(k, nk, "exact_prompts"))) {
+        const char *m = scalar(v);
+        if (!m || (strcmp(m, "auto") && strcmp(m, "off")))
+            return failf(p, v,
+                         "workload.exact_prompts: expected auto (text APIs: each prompt fitted with the engine's "
+                         "/tokenize) or off (lengths estimated, one token a word)");
+        s->workload.exact_prompts_off = !strcmp(m, "off");
     }
     s->workload.burstiness = 1.0;
     if ((v = kv(k, nk, "burstiness"))) {
@@ -516,6 +533,33 @@ static int parse_rates(pctx *p, yaml_node_t *n, st_spec *s)
         if (s->n_rates > 0 && d < s->rates[s->n_rates - 1])
             return failf(p, e, "rates: must be increasing (%s comes after %g)", r, s->rates[s->n_rates - 1]);
         s->rates[s->n_rates++] = d;
+    }
+    return 0;
+}
+
+static int parse_concurrency(pctx *p, yaml_node_t *n, st_spec *s)
+{
+    if (!n || n->type != YAML_SEQUENCE_NODE)
+        return failf(p, n, "concurrency: expected a list of concurrency levels (requests in flight), e.g. [1, 16, 64]");
+    int count = (int)(n->data.sequence.items.top - n->data.sequence.items.start);
+    if (count == 0)
+        return failf(p, n, "concurrency: the list is empty; give at least one level");
+    if (count > ST_SPEC_MAX_RATES)
+        return failf(p, n, "concurrency: more than %d levels", ST_SPEC_MAX_RATES);
+    s->rates = calloc((size_t)count, sizeof(double));
+    if (!s->rates)
+        return failf(p, n, "out of memory");
+    s->closed_loop = 1;
+    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
+        yaml_node_t *e = node(p, *it);
+        uint32_t c;
+        if (get_u32(p, e, "concurrency", &c, 1))
+            return -1;
+        if (c > ST_SPEC_MAX_CONCURRENCY)
+            return failf(p, e, "concurrency: at most %d", ST_SPEC_MAX_CONCURRENCY);
+        if (s->n_rates > 0 && c <= s->rates[s->n_rates - 1])
+            return failf(p, e, "concurrency: must be increasing (%u comes after %g)", c, s->rates[s->n_rates - 1]);
+        s->rates[s->n_rates++] = c;
     }
     return 0;
 }
@@ -670,25 +714,47 @@ static int parse_configs(pctx *p, yaml_node_t *n, st_spec *s)
     return 0;
 }
 
+const char *st_search_mode_name(st_search_mode m)
+{
+    switch (m) {
+    case ST_SEARCH_GRID: return "burst";
+    case ST_SEARCH_REFINE: return "burst-refine";
+    case ST_SEARCH_SUSTAINED: return "sustained";
+    }
+    return "?";
+}
+
+static int get_positive_duration(pctx *p, yaml_node_t *v, const char *what, double *out)
+{
+    const char *t = scalar(v);
+    double d;
+    if (!t || st_parse_duration_s(t, &d) || !(d > 0) || !isfinite(d))
+        return failf(p, v, "%s: expected a positive duration such as 600, 30s, 500ms or 10m", what);
+    *out = d;
+    return 0;
+}
+
 static int parse_search(pctx *p, yaml_node_t *n, st_spec *s)
 {
-    keydef k[] = { { "mode", 0, 0 },
-                   { "tolerance", 0, 0 },
-                   { "request_budget", 0, 0 },
-                   { "early_stop", 0, 0 },
-                   { "skip_margin", 0, 0 } };
+    keydef k[] = { { "mode", 0, 0 },         { "tolerance", 0, 0 },   { "request_budget", 0, 0 },
+                   { "early_stop", 0, 0 },   { "skip_margin", 0, 0 }, { "confidence", 0, 0 },
+                   { "max_duration", 0, 0 }, { "min_window", 0, 0 },  { "min_window_requests", 0, 0 },
+                   { "warmup_e2e", 0, 0 },   { "max_runs", 0, 0 },    { "max_replicates", 0, 0 },
+                   { "start", 0, 0 } };
     int nk = (int)(sizeof k / sizeof *k);
     if (read_map(p, n, "search", k, nk))
         return -1;
     yaml_node_t *v;
     if ((v = kv(k, nk, "mode"))) {
         const char *m = scalar(v);
-        if (m && !strcmp(m, "grid"))
+        if (m && (!strcmp(m, "grid") || !strcmp(m, "burst")))
             s->search.mode = ST_SEARCH_GRID;
-        else if (m && !strcmp(m, "refine"))
+        else if (m && (!strcmp(m, "refine") || !strcmp(m, "burst-refine")))
             s->search.mode = ST_SEARCH_REFINE;
+        else if (m && !strcmp(m, "sustained"))
+            s->search.mode = ST_SEARCH_SUSTAINED;
         else
-            return failf(p, v, "search.mode: expected grid or refine");
+            return failf(p, v, "search.mode: expected sustained, burst (also: grid) or burst-refine (also: refine)");
     }
     if ((v = kv(k, nk, "tolerance"))) {
         if (get_double(p, v, "search.tolerance", &s->search.tolerance, 0, 1))
@@ -705,6 +771,56 @@ static int parse_search(pctx *p, yaml_node_t *n, st_spec *s)
             return -1;
         if (s->search.skip_margin != 0 && s->search.skip_margin <= 1)
             return failf(p, v, "search.skip_margin: 0 (never skip) or a factor > 1, e.g. 2");
+    }
+    if ((v = kv(k, nk, "confidence"))) {
+        if (get_double(p, v, "search.confidence", &s->search.confidence, 0, 1))
+            return -1;
+        if (s->search.confidence < 0.5 || s->search.confidence > 0.999)
+            return failf(p, v, "search.confidence: between 0.5 and 0.999, e.g. 0.95");
+    }
+    if ((v = kv(k, nk, "max_duration")) &&
+        get_positive_duration(p, v, "search.max_duration", &s->search.max_duration_s))
+        return -1;
+    if ((v = kv(k, nk, "min_window")) && get_positive_duration(p, v, "search.min_window", &s->search.min_window_s))
+        return -1;
+    if ((v = kv(k, nk, "min_window_requests"))) {
+        if (get_u32(p, v, "search.min_window_requests", &s->search.min_window_requests, 20))
+            return -1;
+        if (s->search.min_window_requests > 1000000)
+            return failf(p, v, "search.min_window_requests: at most 1000000");
+    }
+    if ((v = kv(k, nk, "warmup_e2e"))) {
+        if (get_double(p, v, "search.warmup_e2e", &s->search.warmup_e2e, 0, 0))
+            return -1;
+        if (s->search.warmup_e2e > 100)
+            return failf(p, v, "search.warmup_e2e: at most 100 (median E2Es)");
+    }
+    if ((v = kv(k, nk, "max_runs"))) {
+        if (get_u32(p, v, "search.max_runs", &s->search.max_runs, 1))
+            return -1;
+        if (s->search.max_runs > ST_SEARCH_MAX_RUNS)
+            return failf(p, v, "search.max_runs: at most %d", ST_SEARCH_MAX_RUNS);
+    }
+    if ((v = kv(k, nk, "max_replicates"))) {
+        if (get_u32(p, v, "search.max_replicates", &s->search.max_replicates, 1))
+            return -1;
+        if (s->search.max_replicates > 10)
+            return failf(p, v, "search.max_replicates: at most 10");
+    }
+    if ((v = kv(k, nk, "start"))) {
+        const char *t = scalar(v);
+        double d;
+        if (t && !strcmp(t, "grid"))
+            s->search.start = ST_START_GRID;
+        else if (t && !strcmp(t, "predict"))
+            s->search.start = ST_START_PREDICT;
+        else if (t && !strcmp(t, "auto"))
+            s->search.start = ST_START_AUTO;
+        else if (t && !st_parse_double(t, &d) && d > 0 && isfinite(d)) {
+            s->search.start = ST_START_RATE;
+            s->search.start_rate = d;
+        } else
+            return failf(p, v, "search.start: expected auto, grid, predict or a rate (req/s, or a concurrency)");
     }
     return 0;
 }
@@ -864,11 +980,19 @@ static int parse_cluster(pctx *p, yaml_node_t *n, st_spec *s)
 
 static void set_defaults(st_spec *s)
 {
-    s->search.mode = ST_SEARCH_GRID;
+    s->search.mode = ST_SEARCH_SUSTAINED;
     s->search.tolerance = 0.1;
     s->search.request_budget = 0;
     s->search.early_stop = 1;
     s->search.skip_margin = 2.0;
+    s->search.confidence = 0.95;
+    s->search.max_duration_s = 300;
+    s->search.min_window_s = 20;
+    s->search.min_window_requests = 200;
+    s->search.warmup_e2e = 2;
+    s->search.max_runs = 12;
+    s->search.max_replicates = 3;
+    s->search.start = ST_START_AUTO;
     s->timeouts.startup_s = 900;
     s->timeouts.request_s = 300;
     s->timeouts.stop_grace_s = 15;
@@ -1047,10 +1171,10 @@ static int parse_traffic(pctx *p, yaml_node_t *n, st_spec *s)
 
 static int parse_root(pctx *p, yaml_node_t *root, st_spec *s)
 {
-    keydef k[] = { { "engine", 0, 0 }, { "hardware", 0, 0 },        { "peak_rate", 0, 0 }, { "workload", 0, 0 },
-                   { "rates", 0, 0 },  { "warmup_requests", 0, 0 }, { "slo", 0, 0 },       { "configurations", 0, 0 },
-                   { "search", 0, 0 }, { "timeouts", 0, 0 },        { "cluster", 0, 0 },   { "plan", 0, 0 },
-                   { "traffic", 0, 0 } };
+    keydef k[] = { { "engine", 0, 0 },  { "hardware", 0, 0 },        { "peak_rate", 0, 0 }, { "workload", 0, 0 },
+                   { "rates", 0, 0 },   { "warmup_requests", 0, 0 }, { "slo", 0, 0 },       { "configurations", 0, 0 },
+                   { "search", 0, 0 },  { "timeouts", 0, 0 },        { "cluster", 0, 0 },   { "plan", 0, 0 },
+                   { "traffic", 0, 0 }, { "concurrency", 0, 0 } };
     int nk = (int)(sizeof k / sizeof *k);
     if (!root)
         return failf(p, NULL, "the spec is empty");
@@ -1074,9 +1198,17 @@ static int parse_root(pctx *p, yaml_node_t *root, st_spec *s)
     REQUIRE("workload");
     if (parse_workload(p, v, s))
         return -1;
-    REQUIRE("rates");
-    if (parse_rates(p, v, s))
-        return -1;
+    yaml_node_t *conc = kv(k, nk, "concurrency");
+    if (conc && kv(k, nk, "rates"))
+        return failf(p, conc, "concurrency: give either rates (open loop) or concurrency (closed loop), not both");
+    if (conc) {
+        if (parse_concurrency(p, conc, s))
+            return -1;
+    } else {
+        REQUIRE("rates");
+        if (parse_rates(p, v, s))
+            return -1;
+    }
     if ((v = kv(k, nk, "warmup_requests"))) {
         if (get_u32(p, v, "warmup_requests", &s->warmup_requests, 0))
             return -1;
@@ -1106,6 +1238,10 @@ static int parse_root(pctx *p, yaml_node_t *root, st_spec *s)
         return -1;
     if ((v = kv(k, nk, "traffic")) && parse_traffic(p, v, s))
         return -1;
+    if (s->closed_loop && s->search.mode != ST_SEARCH_SUSTAINED)
+        return failf(p, kv(k, nk, "search"),
+                     "search.mode: concurrency levels are measured as sustained closed-loop runs; the burst modes "
+                     "take rates");
     return 0;
 }
 
@@ -1290,6 +1426,50 @@ const char *st_spec_config_model(const st_spec *s, const st_spec_config *c)
     return (c && c->model) ? c->model : s->engine.model;
 }
 
+int st_spec_check_bounds(const st_spec *s, char *err, size_t errlen)
+{
+    if (s->search.mode != ST_SEARCH_SUSTAINED)
+        return 0;
+    const char *f = s->path ? s->path : "spec";
+    double need = s->search.min_window_s;
+    if (s->search.max_duration_s < need) {
+        snprintf(err, errlen,
+                 "%s: search.max_duration (%g s) is shorter than search.min_window (%g s): no run could measure its "
+                 "window, so no rate could be shown to be sustained",
+                 f, s->search.max_duration_s, need);
+        return -1;
+    }
+    if (s->search.request_budget && s->search.request_budget < s->search.min_window_requests) {
+        snprintf(err, errlen,
+                 "%s: search.request_budget (%u requests) is below search.min_window_requests (%u): no run could fill "
+                 "its window",
+                 f, s->search.request_budget, s->search.min_window_requests);
+        return -1;
+    }
+    if (!s->closed_loop) {
+        double low = INFINITY;
+        for (int i = 0; i < s->n_rates; i++)
+            if (isfinite(s->rates[i]) && s->rates[i] < low)
+                low = s->rates[i];
+        if (isfinite(low) && s->search.min_window_requests / low > s->search.max_duration_s) {
+            snprintf(err, errlen,
+                     "%s: at %g req/s (the lowest rate) the %u window requests arrive over %g s, longer than "
+                     "search.max_duration (%g s): raise max_duration, lower min_window_requests, or drop the rate",
+                     f, low, s->search.min_window_requests, s->search.min_window_requests / low,
+                     s->search.max_duration_s);
+            return -1;
+        }
+        if (!isfinite(low)) {
+            snprintf(err, errlen,
+                     "%s: rates: the sustained search needs at least one finite rate (inf sends every "
+                     "request at once: it has no steady state)",
+                     f);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 const st_spec_config *st_spec_find_config(const st_spec *s, const char *name)
 {
     for (int i = 0; i < s->n_configs; i++)
@@ -1419,4 +1599,27 @@ int st_spec_secrets(const st_spec *s, st_secrets *out, char *err, size_t errlen)
 fail:
     st_secrets_free(out);
     return -1;
+}
+
+void st_spec_synth(const st_spec *s, uint32_t n, uint64_t seed, st_synth_params *p)
+{
+    *p = (st_synth_params){ .input_len = s->workload.input_tokens,
+                            .output_len = s->workload.output_tokens,
+                            .range_ratio = s->workload.range_ratio,
+                            .prefix_len = s->workload.shared_prefix,
+                            .num_requests = n,
+                            .seed = seed,
+                            .vllm_semantics = s->workload.vllm_semantics };
+}
+
+double st_spec_mean_input(const st_spec *s)
+{
+    return (double)s->workload.input_tokens + (s->workload.vllm_semantics ? s->workload.shared_prefix : 0);
+}
+
+int st_spec_fits_prompts(const st_spec *s)
+{
+    const char *api = s->engine.api;
+    int text = api ? !strcmp(api, "chat") || !strcmp(api, "tgi") : s->engine.kind == ST_ENGINE_TGI;
+    return text && !s->workload.exact_prompts_off;
 }

@@ -14,6 +14,7 @@
 #include "core/secret.h"
 #include "core/strv.h"
 #include "engine/adapter.h"
+#include "load/workload.h"
 
 /* Environment additions: NAME=value; values may reference ${VAR} (expanded at launch). */
 typedef struct st_envv {
@@ -60,6 +61,9 @@ typedef struct st_spec_config {
 
 /* At most this many rates in the grid (refine adds at most ST_REFINE_MAX_RUNS more). */
 #define ST_SPEC_MAX_RATES 48
+/* The highest concurrency level, and the most runs a sustained search may make per configuration. */
+#define ST_SPEC_MAX_CONCURRENCY 100000
+#define ST_SEARCH_MAX_RUNS 64
 
 /* How a cluster job asks for its GPUs: --gres=gpu:N (Slurm) / a resource limit (Kubernetes),
  * --gpus=N, or not at all (an emulator audit on CPU nodes). */
@@ -68,7 +72,15 @@ typedef enum st_gpu_request { ST_GPU_GRES = 0, ST_GPU_GPUS, ST_GPU_NONE } st_gpu
 const char *st_gpu_request_name(st_gpu_request g);
 int st_gpu_request_from_name(const char *name, st_gpu_request *out);
 
-typedef enum st_search_mode { ST_SEARCH_GRID = 0, ST_SEARCH_REFINE } st_search_mode;
+/* GRID and REFINE are burst tests (a fixed number of requests per rate, the first method);
+ * SUSTAINED (the default) runs each rate until a steady state is measured (audit/sustain.h) and
+ * searches for the capacity (audit/capacity.h). */
+typedef enum st_search_mode { ST_SEARCH_GRID = 0, ST_SEARCH_REFINE, ST_SEARCH_SUSTAINED } st_search_mode;
+/* "burst" (grid), "burst-refine" (refine), "sustained" */
+const char *st_search_mode_name(st_search_mode m);
+/* Where the sustained search starts: the grid's middle, the engine model's forecast (servetune
+ * predict's own search, for engines it models), or a given rate. */
+typedef enum st_search_start { ST_START_AUTO = 0, ST_START_GRID, ST_START_PREDICT, ST_START_RATE } st_search_start;
 typedef enum st_workload_kind { ST_WL_SYNTHETIC = 0, ST_WL_TRACE } st_workload_kind;
 
 /* At most this many values in each list of the plan block. */
@@ -103,6 +115,9 @@ typedef struct st_spec {
         uint32_t input_tokens, output_tokens;
         double range_ratio;
         uint32_t shared_prefix;
+        int exact_prompts_off; /* exact_prompts: off (default auto: st_spec_fits_prompts) */
+        int vllm_semantics;    /* semantics: vllm: the prefix on top of input_tokens, the spread on
+                               the rest (vllm bench serve's random dataset); st_spec_synth */
         uint32_t requests_per_rate;
         uint64_t seed;
         char *trace;       /* trace file (resolved against the spec's folder) */
@@ -110,8 +125,9 @@ typedef struct st_spec {
         double burstiness; /* gamma only */
     } workload;
 
-    double *rates; /* in the order given; INFINITY for inf */
+    double *rates; /* in the order given; INFINITY for inf. With `concurrency:` the levels (integers) */
     int n_rates;
+    int closed_loop; /* the spec gave `concurrency:`: each level is a closed-loop run (max concurrency) */
     uint32_t warmup_requests;
 
     st_audit_slo slo;
@@ -121,10 +137,21 @@ typedef struct st_spec {
 
     struct {
         st_search_mode mode;
-        double tolerance;        /* refine stops when (fail - pass) / pass <= tolerance */
-        uint32_t request_budget; /* requests refine may spend beyond the grid (0: no limit) */
-        int early_stop;          /* stop a rate once its verdict cannot change (default on) */
-        double skip_margin;      /* skip higher rates after a failure by this factor (0: never) */
+        double tolerance;        /* refine / the search stop when (fail - pass) / pass <= tolerance */
+        uint32_t request_budget; /* burst: requests refine may spend beyond the grid; sustained: requests
+                                    per configuration, every run (0: no limit) */
+        int early_stop;          /* stop a run once its verdict is known (default on) */
+        double skip_margin;      /* burst: skip higher rates after a failure by this factor (0: never) */
+        /* sustained */
+        double confidence;            /* of every call and interval (default 0.95) */
+        double max_duration_s;        /* per run, engine time (default 300 s) */
+        double min_window_s;          /* the measurement window lasts at least this (default 20 s) */
+        uint32_t min_window_requests; /* and receives at least this many arrivals (default 200) */
+        double warmup_e2e;            /* warm phase: this many median E2Es (default 2) */
+        uint32_t max_runs;            /* runs per configuration (default 12) */
+        uint32_t max_replicates;      /* runs at one rate (default 3) */
+        st_search_start start;
+        double start_rate; /* ST_START_RATE */
     } search;
 
     struct {
@@ -208,6 +235,10 @@ const char *st_spec_config_model(const st_spec *s, const st_spec_config *c);
  * spec's engine block. 0, or -1 with err. */
 int st_spec_launch(const st_spec *s, const st_spec_config *c, int port, const char *self_exe, st_launch *out, char *err,
                    size_t errlen);
+/* The bounds of a sustained spec that make a steady state impossible whatever the engine does
+ * (the window longer than max_duration, a budget below the window, a rate too low to fill the
+ * window in time). 0, or -1 with the reason in err. */
+int st_spec_check_bounds(const st_spec *s, char *err, size_t errlen);
 /* The secrets of a spec, from this process's environment: the API key (engine.api_key_env) and
  * the value of every ${VAR} the spec references (engine command, flags and env; each
  * configuration's add_flags and env). 0, or -1 with err when a variable is unset or its value
@@ -215,5 +246,15 @@ int st_spec_launch(const st_spec *s, const st_spec_config *c, int port, const ch
 int st_spec_secrets(const st_spec *s, st_secrets *out, char *err, size_t errlen);
 /* Finds a configuration by name; NULL when none. */
 const st_spec_config *st_spec_find_config(const st_spec *s, const char *name);
+
+/* The synthetic workload's parameters for n requests from seed (workload.kind synthetic). */
+void st_spec_synth(const st_spec *s, uint32_t n, uint64_t seed, st_synth_params *p);
+/* A synthetic prompt's mean length in tokens, shared prefix included (input_tokens, plus the
+ * prefix under vLLM's semantics). */
+double st_spec_mean_input(const st_spec *s);
+
+/* 1 when the audit fits each prompt to its exact token count with the engine's /tokenize
+ * before a run: a text API (chat, or TGI's, the tgi engine's default) and exact_prompts not off. */
+int st_spec_fits_prompts(const st_spec *s);
 
 #endif

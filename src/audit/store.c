@@ -42,6 +42,7 @@ static const char *SCHEMA =
     " first_token INTEGER, end_t INTEGER, input_tokens INTEGER, output_requested INTEGER,"
     " output_tokens INTEGER, cached_tokens INTEGER, usage_reported INTEGER,"
     " events BLOB, error TEXT, srv_prompt INTEGER, srv_gen INTEGER, srv_gen_n INTEGER,"
+    " prompt_reported INTEGER, first_answer INTEGER, reasoning_tokens INTEGER,"
     " PRIMARY KEY (run_id, id));"
     "CREATE TABLE IF NOT EXISTS metrics("
     " run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, t REAL NOT NULL, name TEXT NOT NULL,"
@@ -66,27 +67,32 @@ const char *st_store_errmsg(const st_store *s)
     return s->err[0] ? s->err : sqlite3_errmsg(s->db);
 }
 
-/* The requests' server timings (srv_prompt, srv_gen, srv_gen_n) came after the first results
- * databases: a database without them gets them (NULL: not reported), so that --resume and
- * `servetune report` keep working on it. 0, or -1 with the SQLite message in *e. */
-static int add_server_timings(st_store *s, char **e)
+/* Request columns that came after the first results databases: the server's timings
+ * (llama.cpp), the prompt tokens the server counted, the first answer token and the reasoning
+ * tokens (reasoning models). A database without them gets them (NULL: not known), so that
+ * --resume and `servetune report` keep working on it. 0, or -1 with the SQLite message in *e. */
+static int add_later_columns(st_store *s, char **e)
 {
-    sqlite3_stmt *st;
-    int have = 0;
-    if (sqlite3_prepare_v2(s->db, "SELECT 1 FROM pragma_table_info('requests') WHERE name = 'srv_prompt'", -1, &st,
-                           NULL) != SQLITE_OK)
-        return -1;
-    have = sqlite3_step(st) == SQLITE_ROW;
-    sqlite3_finalize(st);
-    if (have)
-        return 0;
-    return sqlite3_exec(s->db,
-                        "ALTER TABLE requests ADD COLUMN srv_prompt INTEGER;"
-                        "ALTER TABLE requests ADD COLUMN srv_gen INTEGER;"
-                        "ALTER TABLE requests ADD COLUMN srv_gen_n INTEGER;",
-                        NULL, NULL, e) == SQLITE_OK
-               ? 0
-               : -1;
+    static const char *const cols[][2] = {
+        { "srv_prompt", "INTEGER" },      { "srv_gen", "INTEGER" },      { "srv_gen_n", "INTEGER" },
+        { "prompt_reported", "INTEGER" }, { "first_answer", "INTEGER" }, { "reasoning_tokens", "INTEGER" },
+    };
+    for (size_t i = 0; i < sizeof cols / sizeof *cols; i++) {
+        sqlite3_stmt *st;
+        if (sqlite3_prepare_v2(s->db, "SELECT 1 FROM pragma_table_info('requests') WHERE name = ?", -1, &st, NULL) !=
+            SQLITE_OK)
+            return -1;
+        sqlite3_bind_text(st, 1, cols[i][0], -1, SQLITE_STATIC);
+        int have = sqlite3_step(st) == SQLITE_ROW;
+        sqlite3_finalize(st);
+        if (have)
+            continue;
+        char sql[160];
+        snprintf(sql, sizeof sql, "ALTER TABLE requests ADD COLUMN %s %s;", cols[i][0], cols[i][1]);
+        if (sqlite3_exec(s->db, sql, NULL, NULL, e) != SQLITE_OK)
+            return -1;
+    }
+    return 0;
 }
 
 int st_store_open(const char *dir, st_store **out, char *err, size_t errlen)
@@ -129,7 +135,7 @@ int st_store_open_file(const char *path, int flags, st_store **out, char *err, s
     const char *journal = (flags & ST_STORE_ROLLBACK) ? "PRAGMA journal_mode=DELETE;" : "PRAGMA journal_mode=WAL;";
     char *e = NULL;
     if (sqlite3_exec(s->db, journal, NULL, NULL, &e) != SQLITE_OK ||
-        sqlite3_exec(s->db, SCHEMA, NULL, NULL, &e) != SQLITE_OK || add_server_timings(s, &e)) {
+        sqlite3_exec(s->db, SCHEMA, NULL, NULL, &e) != SQLITE_OK || add_later_columns(s, &e)) {
         snprintf(err, errlen, "%s: %s", path, e ? e : "schema");
         sqlite3_free(e);
         st_store_close(s);
@@ -613,8 +619,9 @@ int st_store_run_put(st_store *s, st_run_row *r, const st_record *recs, uint32_t
     if (sqlite3_prepare_v2(s->db,
                            "INSERT INTO requests(run_id, id, warmup, status, http_status, scheduled, sent, first_byte,"
                            " first_token, end_t, input_tokens, output_requested, output_tokens, cached_tokens,"
-                           " usage_reported, events, error, srv_prompt, srv_gen, srv_gen_n)"
-                           " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                           " usage_reported, events, error, srv_prompt, srv_gen, srv_gen_n, prompt_reported,"
+                           " first_answer, reasoning_tokens)"
+                           " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                            -1, &rq, NULL) != SQLITE_OK)
         goto fail;
     for (uint32_t i = 0; i < n_recs; i++) {
@@ -649,10 +656,16 @@ int st_store_run_put(st_store *s, st_run_row *r, const st_record *recs, uint32_t
         }
         bind_text(s, rq, k++, x->error);
         if (x->srv_prompt >= 0) {
-            sqlite3_bind_int64(rq, k++, x->srv_prompt);
-            sqlite3_bind_int64(rq, k++, x->srv_gen);
-            sqlite3_bind_int64(rq, k++, x->srv_gen_n);
+            sqlite3_bind_int64(rq, k, x->srv_prompt);
+            sqlite3_bind_int64(rq, k + 1, x->srv_gen);
+            sqlite3_bind_int64(rq, k + 2, x->srv_gen_n);
         }
+        k += 3;
+        if (x->prompt_reported)
+            sqlite3_bind_int64(rq, k, x->prompt_reported);
+        k++;
+        sqlite3_bind_int64(rq, k++, x->first_answer); /* -1: no answer token; NULL only in older databases */
+        sqlite3_bind_int64(rq, k++, x->reasoning_tokens);
         if (sqlite3_step(rq) != SQLITE_DONE)
             goto fail;
     }
@@ -752,7 +765,8 @@ int st_store_records_get(st_store *s, int64_t run_id, st_record **out, uint32_t 
             s->db,
             "SELECT id, warmup, status, http_status, scheduled, sent, first_byte, first_token, end_t,"
             " input_tokens, output_requested, output_tokens, cached_tokens, usage_reported, events, error,"
-            " srv_prompt, srv_gen, srv_gen_n FROM requests WHERE run_id = ? ORDER BY id",
+            " srv_prompt, srv_gen, srv_gen_n, prompt_reported, first_answer, reasoning_tokens"
+            " FROM requests WHERE run_id = ? ORDER BY id",
             -1, &st, NULL) != SQLITE_OK)
         return -1;
     sqlite3_bind_int64(st, 1, run_id);
@@ -798,6 +812,10 @@ int st_store_records_get(st_store *s, int64_t run_id, st_record **out, uint32_t 
             x->srv_gen = sqlite3_column_int64(st, 17);
             x->srv_gen_n = (uint32_t)sqlite3_column_int64(st, 18);
         }
+        x->prompt_reported = (uint32_t)sqlite3_column_int64(st, 19); /* NULL: 0, not reported */
+        /* an older database has no first answer: a request's first token was its answer's */
+        x->first_answer = sqlite3_column_type(st, 20) != SQLITE_NULL ? sqlite3_column_int64(st, 20) : x->first_token;
+        x->reasoning_tokens = (uint32_t)sqlite3_column_int64(st, 21);
     }
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE) {

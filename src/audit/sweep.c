@@ -8,12 +8,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 
 #include "audit/capacity.h"
 #include "audit/executor.h"
 #include "audit/figures.h"
+#include "audit/sustain.h"
 #include "core/buf.h"
 #include "core/version.h"
 #include "engine/process.h"
@@ -26,6 +28,13 @@
 #define RUN_KEY_INPUT_MAX ((size_t)1 << 20)
 
 #define MAX_RUNS_PER_CONFIG 64
+/* The most requests one sustained run schedules (its workload is built before it starts). */
+#define SUSTAIN_RUN_MAX_REQUESTS 60000u
+/* A sustained run is scheduled for this many times the length its phases are expected to take
+ * (from the largest median E2E seen so far in the configuration), within max_duration. */
+#define SUSTAIN_SIZING 2.0
+/* The most requests a sustained run keeps in flight (each holds a connection). */
+#define SUSTAIN_MAX_IN_FLIGHT 8192u
 
 typedef struct sweep {
     const st_spec *spec;
@@ -43,7 +52,22 @@ typedef struct sweep {
     int line_open;   /* a TTY line is drawn and not yet ended */
     st_ns last_draw; /* when the TTY progress line was last drawn */
     st_executor *x;  /* runs the engine (HTTP or the engine model) */
+    int in_memory;   /* a forecast or a bisection: no store, no progress */
 } sweep;
+
+/* One configuration's search: its start row, the runs so far (in the order they were run) and
+ * what sizes the next sustained run. */
+typedef struct cfgrun {
+    int ci;
+    const st_spec_config *c;
+    st_config_row row;
+    st_rate_result rr[MAX_RUNS_PER_CONFIG];
+    int n, seq;
+    int engine_up, engine_failed, done;
+    double forecast; /* the engine model's capacity (0: none) */
+    double e2e_est;  /* the largest median E2E of its sustained runs so far (s; 0: none yet) */
+    uint64_t spent;  /* requests sent by its runs */
+} cfgrun;
 
 /* ---- output ---- */
 
@@ -84,38 +108,69 @@ static void fmt_rate(char *b, size_t n, double r)
 
 /* ---- run key ---- */
 
+/* The facts every run key starts with: engine, command, model, flags, environment, API, workload. */
+static void key_common(st_buf *b, const st_spec *s, const st_spec_config *c, const char *tag)
+{
+    st_strv flags = { 0 };
+    st_spec_config_flags(s, c, &flags);
+    st_buf_printf(b, "%s|%s|%s|", tag, ST_VERSION, st_engine_kind_name(s->engine.kind));
+    for (int i = 0; i < s->engine.command.n; i++)
+        st_buf_printf(b, "cmd=%s\x1f", s->engine.command.v[i]);
+    st_buf_printf(b, "|model=%s|served=%s|", st_spec_config_model(s, c),
+                  s->engine.served_name ? s->engine.served_name : "");
+    for (int i = 0; i < flags.n; i++)
+        st_buf_printf(b, "flag=%s\x1f", flags.v[i]);
+    for (int i = 0; i < s->engine.env.n; i++)
+        st_buf_printf(b, "env=%s=%s\x1f", s->engine.env.key[i], s->engine.env.val[i]);
+    for (int i = 0; i < c->env.n; i++)
+        st_buf_printf(b, "cenv=%s=%s\x1f", c->env.key[i], c->env.val[i]);
+    st_buf_printf(b, "|url=%s|api=%s|%s", s->engine.url ? s->engine.url : "", s->engine.api ? s->engine.api : "",
+                  st_spec_fits_prompts(s) ? "exact|" : "");
+    if (s->workload.kind == ST_WL_SYNTHETIC)
+        st_buf_printf(b, "syn=%u,%u,%.17g,%u%s", s->workload.input_tokens, s->workload.output_tokens,
+                      s->workload.range_ratio, s->workload.shared_prefix, s->workload.vllm_semantics ? ",vllm" : "");
+    else
+        st_buf_printf(b, "trace=%s", s->workload.trace);
+    st_strv_free(&flags);
+}
+
+static void key_slo(st_buf *b, const st_spec *s)
+{
+    for (int i = 0; i < s->slo.n; i++)
+        st_buf_printf(b, "slo=%d,%g,%.17g\x1f", (int)s->slo.terms[i].metric, s->slo.terms[i].pct,
+                      s->slo.terms[i].max_ms);
+}
+
 void st_sweep_run_key(const st_spec *s, const st_spec_config *c, double rate, char out[65])
 {
     st_buf b;
     st_buf_init(&b, RUN_KEY_INPUT_MAX);
-    st_strv flags = { 0 };
-    st_spec_config_flags(s, c, &flags);
-    st_buf_printf(&b, "servetune-run/1|%s|%s|", ST_VERSION, st_engine_kind_name(s->engine.kind));
-    for (int i = 0; i < s->engine.command.n; i++)
-        st_buf_printf(&b, "cmd=%s\x1f", s->engine.command.v[i]);
-    st_buf_printf(&b, "|model=%s|served=%s|", st_spec_config_model(s, c),
-                  s->engine.served_name ? s->engine.served_name : "");
-    for (int i = 0; i < flags.n; i++)
-        st_buf_printf(&b, "flag=%s\x1f", flags.v[i]);
-    for (int i = 0; i < s->engine.env.n; i++)
-        st_buf_printf(&b, "env=%s=%s\x1f", s->engine.env.key[i], s->engine.env.val[i]);
-    for (int i = 0; i < c->env.n; i++)
-        st_buf_printf(&b, "cenv=%s=%s\x1f", c->env.key[i], c->env.val[i]);
-    st_buf_printf(&b, "|url=%s|api=%s|", s->engine.url ? s->engine.url : "", s->engine.api ? s->engine.api : "");
-    if (s->workload.kind == ST_WL_SYNTHETIC)
-        st_buf_printf(&b, "syn=%u,%u,%.17g,%u", s->workload.input_tokens, s->workload.output_tokens,
-                      s->workload.range_ratio, s->workload.shared_prefix);
-    else
-        st_buf_printf(&b, "trace=%s", s->workload.trace);
+    key_common(&b, s, c, "servetune-run/1");
     st_buf_printf(&b, "|n=%u|seed=%llu|arr=%s,%.17g|warm=%u|timeout=%.17g|rate=%.17g|early=%d|",
                   s->workload.requests_per_rate, (unsigned long long)s->workload.seed,
                   s->workload.arrival ? s->workload.arrival : "poisson", s->workload.burstiness, s->warmup_requests,
                   s->timeouts.request_s, rate, s->search.early_stop);
-    for (int i = 0; i < s->slo.n; i++)
-        st_buf_printf(&b, "slo=%d,%g,%.17g\x1f", (int)s->slo.terms[i].metric, s->slo.terms[i].pct,
-                      s->slo.terms[i].max_ms);
+    key_slo(&b, s);
     st_store_hash(b.data ? b.data : "", b.len, out);
-    st_strv_free(&flags);
+    st_buf_free(&b);
+}
+
+void st_sweep_run_key_sustained(const st_spec *s, const st_spec_config *c, double rate, int replicate, uint32_t planned,
+                                char out[65])
+{
+    st_buf b;
+    st_buf_init(&b, RUN_KEY_INPUT_MAX);
+    key_common(&b, s, c, "servetune-run/2|sustained");
+    st_buf_printf(&b,
+                  "|planned=%u|seed=%llu|arr=%s,%.17g|warm=%u|timeout=%.17g|%s=%.17g|rep=%d|early=%d|"
+                  "maxdur=%.17g|win=%.17g,%u|warme2e=%.17g|conf=%.17g|",
+                  planned, (unsigned long long)s->workload.seed, s->workload.arrival ? s->workload.arrival : "poisson",
+                  s->workload.burstiness, s->warmup_requests, s->timeouts.request_s,
+                  s->closed_loop ? "concurrency" : "rate", rate, replicate, s->search.early_stop,
+                  s->search.max_duration_s, s->search.min_window_s, s->search.min_window_requests, s->search.warmup_e2e,
+                  s->search.confidence);
+    key_slo(&b, s);
+    st_store_hash(b.data ? b.data : "", b.len, out);
     st_buf_free(&b);
 }
 
@@ -133,26 +188,80 @@ static uint64_t rate_seed(uint64_t seed, double rate)
     return z ^ (z >> 31);
 }
 
-static int make_workload(sweep *S, uint64_t seed, uint32_t n, st_workload *w, char *err, size_t errlen)
+/* A replicate of a rate gets prompts and arrivals of its own (the first one: the rate's). */
+static uint64_t replicate_seed(uint64_t seed, double rate, int replicate)
 {
-    const st_spec *s = S->spec;
+    uint64_t z = rate_seed(seed, rate);
+    return replicate ? rate_seed(z ^ 0x5eedULL, (double)replicate) : z;
+}
+
+/* A sustained run lasts as long as it needs: a trace shorter than the run is replayed again and
+ * again (its timestamps continue one mean gap after the previous pass). 0, or -1 out of memory. */
+static int cycle_trace(st_workload *w, uint32_t n)
+{
+    uint32_t m = w->n;
+    st_work_item *it = realloc(w->items, sizeof *it * n);
+    if (!it)
+        return -1;
+    w->items = it;
+    int timed = 1;
+    st_ns lo = INT64_MAX, hi = INT64_MIN;
+    for (uint32_t i = 0; i < m; i++) {
+        timed &= it[i].arrival >= 0;
+        lo = it[i].arrival < lo ? it[i].arrival : lo;
+        hi = it[i].arrival > hi ? it[i].arrival : hi;
+    }
+    st_ns pass = m > 1 && hi > lo ? (hi - lo) + (hi - lo) / (m - 1) : ST_NS_PER_S;
+    int rc = 0;
+    for (uint32_t i = m; i < n; i++) {
+        const st_work_item *src = &it[i % m];
+        st_work_item *d = &it[i];
+        *d = *src;
+        d->id = i;
+        d->input_ids = NULL;
+        d->input_text = NULL;
+        if (timed)
+            d->arrival = src->arrival + (st_ns)(i / m) * pass;
+        if (src->input_ids && (d->input_ids = malloc(sizeof(uint32_t) * src->input_len)))
+            memcpy(d->input_ids, src->input_ids, sizeof(uint32_t) * src->input_len);
+        if (src->input_text)
+            d->input_text = strdup(src->input_text);
+        if ((src->input_ids && !d->input_ids) || (src->input_text && !d->input_text)) {
+            w->n = i + 1;
+            rc = -1;
+            break;
+        }
+        w->n = i + 1;
+    }
+    return rc;
+}
+
+int st_sweep_workload(const st_spec *s, uint64_t seed, uint32_t n, st_workload *w, char *err, size_t errlen)
+{
     memset(w, 0, sizeof *w);
     if (s->workload.kind == ST_WL_TRACE) {
-        /* the trace's first n requests (read as a stream: a large log is not loaded whole),
-         * sessions flattened on their recorded times */
         st_trace_load_opts o;
         st_trace_load_opts_default(&o);
         o.sessions = ST_TRACE_SESSIONS_FLAT;
         o.read.max_rows = n;
-        return st_trace_load(s->workload.trace, &o, w, NULL, NULL, err, errlen);
+        if (st_trace_load(s->workload.trace, &o, w, NULL, NULL, err, errlen))
+            return -1;
+        if (s->search.mode == ST_SEARCH_SUSTAINED && w->n > 0 && w->n < n && cycle_trace(w, n)) {
+            st_workload_free(w);
+            snprintf(err, errlen, "out of memory repeating the trace");
+            return -1;
+        }
+        return 0;
     }
-    st_synth_params p = { .input_len = s->workload.input_tokens,
-                          .output_len = s->workload.output_tokens,
-                          .range_ratio = s->workload.range_ratio,
-                          .prefix_len = s->workload.shared_prefix,
-                          .num_requests = n,
-                          .seed = seed };
-    if (st_workload_synthetic(&p, w, err, errlen))
+    st_synth_params p;
+    st_spec_synth(s, n, seed, &p);
+    return st_workload_synthetic(&p, w, err, errlen);
+}
+
+/* The spec's workload with the audit's shared prefix (the same token ids in every run). */
+static int make_workload(sweep *S, uint64_t seed, uint32_t n, st_workload *w, char *err, size_t errlen)
+{
+    if (st_sweep_workload(S->spec, seed, n, w, err, errlen))
         return -1;
     for (uint32_t i = 0; i < w->n && S->base_prefix; i++)
         if (w->items[i].input_ids && w->items[i].input_len >= S->prefix_len)
@@ -201,7 +310,7 @@ static int rate_schedule(const st_spec *s, const st_workload *w, double rate, ui
     return make_schedule(s, rate, seed, n, out);
 }
 
-/* ---- one rate ---- */
+/* ---- one run ---- */
 
 typedef struct rate_ctx {
     sweep *S;
@@ -211,116 +320,316 @@ typedef struct rate_ctx {
     int early_stopped;
     int interrupted;
     const char *cfg_name;
+    st_sustain *ctl; /* a sustained run's controller (NULL: a burst run) */
 } rate_ctx;
 
-/* The executor's tick: interruption, the SLO early stop, the progress line. Nonzero: stop. */
-static int on_tick(void *arg, const st_runner_progress *p)
+/* The TTY progress line (the engine model ticks every emulated second, far faster than a
+ * terminal needs: at most ten lines a second). */
+static void draw_progress(rate_ctx *R, const st_runner_progress *p)
 {
-    rate_ctx *R = arg;
     sweep *S = R->S;
-    if (*S->o->stop) {
-        R->interrupted = 1;
-        return 1;
-    }
-    if (S->spec->search.early_stop && p->records && !R->early_stopped) {
-        uint32_t br[ST_SLO_MAX_TERMS], failed;
-        st_audit_breaches(R->slo, p->records, p->total, p->elapsed, R->time_scale, br, &failed);
-        if (st_capacity_sure_fail(R->slo, R->planned, br, failed)) {
-            R->early_stopped = 1;
-            return 1;
-        }
-    }
     if (S->o->quiet || !S->o->out || !S->o->tty)
-        return 0;
-    /* the engine model ticks every emulated second, far faster than a terminal needs */
+        return;
     st_ns now = st_now();
     if (S->line_open && now - S->last_draw < 100 * ST_NS_PER_MS)
-        return 0;
+        return;
     S->last_draw = now;
     char el[32], eta[32], rt[32];
     double elapsed = st_ns_to_s(now - S->t_start);
     fmt_dur(el, sizeof el, elapsed);
-    /* ETA: this rate's remaining schedule plus the remaining rates of this and later configs at
-     * the pace so far (a rough guide). */
-    double done_frac =
-        (S->ci + (double)(S->rate_no - 1 + (p->total ? (double)(p->completed + p->failed) / p->total : 0)) /
-                     (S->rates_planned ? S->rates_planned : 1)) /
-        S->spec->n_configs;
-    fmt_dur(eta, sizeof eta, done_frac > 0.01 ? elapsed / done_frac - elapsed : NAN);
     fmt_rate(rt, sizeof rt, S->rate);
-    fprintf(S->o->out, "\r\033[K[%d/%d %s] rate %s req/s: %u/%u done, %u in flight | elapsed %s, about %s left",
-            S->ci + 1, S->spec->n_configs, R->cfg_name, rt, p->completed + p->failed, p->total, p->in_flight, el, eta);
+    if (R->ctl) {
+        fprintf(S->o->out, "\r\033[K[%d/%d %s] %s %s: %s phase, %.0f s, %u done, %u in flight | elapsed %s", S->ci + 1,
+                S->spec->n_configs, R->cfg_name, S->spec->closed_loop ? "concurrency" : "rate", rt,
+                st_sus_phase_name(R->ctl->phase), st_ns_to_s(p->elapsed) * R->time_scale, p->completed + p->failed,
+                p->in_flight, el);
+    } else {
+        /* ETA: this rate's remaining schedule plus the remaining rates of this and later configs at
+         * the pace so far (a rough guide). */
+        double done_frac =
+            (S->ci + (double)(S->rate_no - 1 + (p->total ? (double)(p->completed + p->failed) / p->total : 0)) /
+                         (S->rates_planned ? S->rates_planned : 1)) /
+            S->spec->n_configs;
+        fmt_dur(eta, sizeof eta, done_frac > 0.01 ? elapsed / done_frac - elapsed : NAN);
+        fprintf(S->o->out, "\r\033[K[%d/%d %s] rate %s req/s: %u/%u done, %u in flight | elapsed %s, about %s left",
+                S->ci + 1, S->spec->n_configs, R->cfg_name, rt, p->completed + p->failed, p->total, p->in_flight, el,
+                eta);
+    }
     fflush(S->o->out);
     S->line_open = 1;
-    return 0;
 }
 
-/* Runs one rate. Fills run (owned strings) and the records/samples to store; returns 0, 1 when
- * interrupted (nothing to store), -1 on an error that leaves no run (run->why says why). */
-static int run_rate(sweep *S, const st_spec_config *c, st_config_row *crow, double rate, st_run_row *row,
-                    st_exec_out *out, uint32_t *errors_out)
+/* The executor's tick: interruption, the end of a sustained run or a burst run's SLO early stop,
+ * the progress line. Nonzero: stop. */
+static int on_tick(void *arg, const st_runner_progress *p, const st_metrics_sample *samples, uint32_t n_samples)
 {
-    const st_spec *s = S->spec;
+    rate_ctx *R = arg;
+    sweep *S = R->S;
+    int stop = 0;
+    if (*S->o->stop) {
+        R->interrupted = 1;
+        stop = 1;
+    } else if (R->ctl && p->records) {
+        stop = st_sustain_step(R->ctl, p->records, p->total, p->elapsed, R->time_scale, samples, n_samples);
+    } else if (S->spec->search.early_stop && p->records && !R->early_stopped && !R->ctl) {
+        uint32_t br[ST_SLO_MAX_TERMS], failed;
+        st_audit_breaches(R->slo, p->records, p->total, p->elapsed, R->time_scale, br, &failed);
+        if (st_capacity_sure_fail(R->slo, R->planned, br, failed)) {
+            R->early_stopped = 1;
+            stop = 1;
+        }
+    }
+    if (!stop)
+        draw_progress(R, p);
+    return stop;
+}
+
+/* Builds a run's requests (prepared by the executor) and arrival schedule (engine time): a closed
+ * loop has every request due at once (the concurrency limit sends them as slots free). 0, 1 when
+ * interrupted, or -1 with row->why. */
+static int build_run(sweep *S, double rate, uint64_t seed, uint32_t n, st_workload *w, st_ns **sched, st_run_row *row)
+{
     char err[512];
-    uint32_t n = s->workload.requests_per_rate;
-    uint64_t seed = rate_seed(s->workload.seed, rate);
-    st_workload w;
-    memset(out, 0, sizeof *out);
-    if (make_workload(S, seed, n, &w, err, sizeof err)) {
+    *sched = NULL;
+    if (make_workload(S, seed, n, w, err, sizeof err)) {
         row->why = strdup(err);
         return -1;
     }
-    n = w.n;
-    st_ns *sched = NULL;
-    if (rate_schedule(s, &w, rate, seed ^ 0xa5a5, &sched)) {
-        st_workload_free(&w);
+    if (S->x->ops->prepare && S->x->ops->prepare(S->x, w)) {
+        st_workload_free(w);
+        return 1;
+    }
+    double r = S->spec->closed_loop ? INFINITY : rate;
+    if (rate_schedule(S->spec, w, r, seed ^ 0xa5a5, sched)) {
+        st_workload_free(w);
         row->why = strdup("cannot build the arrival schedule");
         return -1;
     }
-    rate_ctx R = { .S = S, .slo = &s->slo, .planned = n, .time_scale = S->x->time_scale, .cfg_name = c->name };
-    st_exec_rate in = { .c = c,
-                        .w = &w,
-                        .sched = sched,
-                        .warmup = 0,
-                        .timeout_s = s->timeouts.request_s,
-                        .tick = on_tick,
-                        .tick_arg = &R };
-    row->started = st_wall_ns();
-    int rr = S->x->ops->run_rate(S->x, &in, crow, out, err, sizeof err);
-    row->ended = st_wall_ns();
-    free(sched);
-    st_workload_free(&w);
-    if (rr < 0) {
-        row->why = strdup(err);
-        return -1;
-    }
-    if (rr == 1 || R.interrupted) {
-        st_exec_out_free(out);
-        return 1;
-    }
-    st_rate_figures f;
-    st_audit_figures(&s->slo, out->records, out->n, n, row, &f);
-    *errors_out = f.errors;
-    f.stopped_early = R.early_stopped;
-    row->stopped_early = R.early_stopped;
-    if (R.early_stopped) {
-        /* The completed requests alone understate the failure: judge the margin on lower bounds
-         * over every request that was due (and keep those in the run's SLO-term figures). */
-        st_audit_lower_bounds(&s->slo, out->records, out->n, f.value_ms, &f.due);
-        for (int i = 0; i < row->n_terms; i++)
-            row->term_ms[i] = f.value_ms[i];
-    }
-    row->client_limited = out->client_limited;
-    st_verdict_info v;
-    st_capacity_verdict(&s->slo, &f, &v);
-    row->verdict = strdup(st_verdict_name(v.verdict));
-    row->why = strdup(v.why);
-    row->worst_ratio = v.worst_ratio;
     return 0;
 }
 
-/* Warm-up: warmup_requests requests at a gentle pace, not measured, not stored. 0, or 1
- * interrupted. */
+/* Runs one burst rate. Fills run (owned strings) and the records/samples to store; returns 0, 1
+ * when interrupted (nothing to store), -1 on an error that leaves no run (run->why says why). */
+static int run_burst(sweep *S, const st_spec_config *c, st_config_row *crow, double rate, st_run_row *row,
+                     st_exec_out *out)
+{
+    const st_spec *s = S->spec;
+    char err[512];
+    st_workload w;
+    st_ns *sched;
+    memset(out, 0, sizeof *out);
+    int rc = build_run(S, rate, rate_seed(s->workload.seed, rate), s->workload.requests_per_rate, &w, &sched, row);
+    if (rc == 0) {
+        uint32_t n = w.n;
+        rate_ctx R = { .S = S, .slo = &s->slo, .planned = n, .time_scale = S->x->time_scale, .cfg_name = c->name };
+        st_exec_rate in = { .c = c,
+                            .w = &w,
+                            .sched = sched,
+                            .warmup = 0,
+                            .timeout_s = s->timeouts.request_s,
+                            .tick = on_tick,
+                            .tick_arg = &R };
+        row->started = st_wall_ns();
+        int rr = S->x->ops->run_rate(S->x, &in, crow, out, err, sizeof err);
+        row->ended = st_wall_ns();
+        free(sched);
+        st_workload_free(&w);
+        if (rr < 0) {
+            row->why = strdup(err);
+            rc = -1;
+        } else if (rr == 1 || R.interrupted) {
+            st_exec_out_free(out);
+            rc = 1;
+        } else {
+            st_rate_figures f;
+            st_audit_figures(&s->slo, out->records, out->n, n, row, &f);
+            f.stopped_early = out->stopped && R.early_stopped;
+            if (f.stopped_early)
+                st_audit_lower_bounds(&s->slo, out->records, out->n, f.value_ms, &f.due);
+            st_verdict_info v;
+            st_capacity_verdict(&s->slo, &f, &v);
+            row->verdict = strdup(st_verdict_name(v.verdict));
+            row->why = strdup(v.why);
+            row->worst_ratio = v.worst_ratio;
+            row->stopped_early = f.stopped_early;
+            row->client_limited = out->client_limited;
+            for (int i = 0; i < row->n_terms; i++)
+                row->term_ms[i] = f.value_ms[i];
+        }
+    }
+    return rc;
+}
+
+/* How many requests a sustained run schedules: enough for max_duration, or (once a median E2E is
+ * known) SUSTAIN_SIZING x the warm phase, the window and the drain; within the budget left. */
+static uint32_t sustained_planned(const sweep *S, const cfgrun *cr, double rate)
+{
+    const st_spec *s = S->spec;
+    double dur = s->search.max_duration_s;
+    double e = cr->e2e_est;
+    if (e > 0) {
+        double win = s->search.min_window_s;
+        if (2 * e > win)
+            win = 2 * e;
+        if (!s->closed_loop && s->search.min_window_requests / rate > win)
+            win = s->search.min_window_requests / rate;
+        double need = SUSTAIN_SIZING * ((s->search.warmup_e2e + 2) * e + win);
+        if (need < dur)
+            dur = need;
+    }
+    double n;
+    if (s->closed_loop) {
+        /* N clients deliver about N / E2E requests a second; the warm phase and the drain take
+         * about (k + 2) N requests, the window its minimum */
+        double need = SUSTAIN_SIZING * ((s->search.warmup_e2e + 2) * rate + s->search.min_window_requests);
+        n = e > 0 ? rate * (dur / e + 2) : rate * 64 + 4.0 * s->search.min_window_requests;
+        if (n < need)
+            n = need;
+    } else {
+        n = ceil(rate * dur) + 1;
+    }
+    if (n > SUSTAIN_RUN_MAX_REQUESTS)
+        n = SUSTAIN_RUN_MAX_REQUESTS;
+    if (s->search.request_budget && cr->spent + n > s->search.request_budget)
+        n = cr->spent < s->search.request_budget ? (double)(s->search.request_budget - cr->spent) : 0;
+    if (n < 2)
+        n = 2;
+    return (uint32_t)n;
+}
+
+/* The window's records (shallow copies; the caller frees the array only). */
+static st_record *window_records(const st_record *recs, uint32_t n, const st_sustain_result *res, int closed,
+                                 uint32_t *nw)
+{
+    *nw = 0;
+    st_record *w = malloc(sizeof *w * (n ? n : 1));
+    if (!w)
+        return NULL;
+    for (uint32_t i = 0; i < n; i++) {
+        st_ns at = closed ? recs[i].sent : recs[i].scheduled;
+        double a = at >= 0 ? st_ns_to_s(at) : NAN;
+        if (!recs[i].warmup && a >= res->window_start_s && a <= res->window_end_s)
+            w[(*nw)++] = recs[i];
+    }
+    return w;
+}
+
+/* A sustained run's row from its verdict: the window's figures when it has a complete window,
+ * else the whole run's; the verdict, its sentence, and the analysis as summary_json. */
+static void sustained_row(const st_spec *s, const st_sustain *ctl, const st_sustain_result *res, const st_exec_out *out,
+                          st_run_row *row)
+{
+    st_rate_figures f;
+    uint32_t nw = 0;
+    st_record *w = NULL;
+    int windowed = isfinite(res->window_start_s) && isfinite(res->window_end_s) && res->window_requests > 0 &&
+                   res->verdict != ST_VERDICT_OVERSAT;
+    if (windowed)
+        w = window_records(out->records, out->n, res, s->closed_loop, &nw);
+    if (w && nw)
+        st_audit_figures(&s->slo, w, nw, nw, row, &f);
+    else
+        st_audit_figures(&s->slo, out->records, out->n, out->n, row, &f);
+    free(w);
+    row->verdict = strdup(st_verdict_name(res->verdict));
+    row->why = strdup(res->why);
+    row->worst_ratio = res->worst_ratio;
+    row->stopped_early = ctl->oversaturated || ctl->slo_missed;
+    row->client_limited = out->client_limited;
+    row->duration_s = res->engine_s;
+    row->delivered_rps = res->delivered_rps;
+    row->output_tps = res->output_tps;
+    row->sustained_rps = res->delivered_rps;
+    if (res->verdict == ST_VERDICT_OVERSAT)
+        row->delivered_rps = res->run_delivered_rps;
+    for (int i = 0; i < row->n_terms && i < res->n_terms; i++)
+        if (windowed)
+            row->term_ms[i] = res->term[i].value_ms;
+    row->summary_json = st_sustain_to_json(ctl, res);
+}
+
+/* The most requests a run keeps in flight: one connection each, within the open-file limit (less a
+ * margin for the rest of the process), at most SUSTAIN_MAX_IN_FLIGHT. */
+static uint32_t max_in_flight(void)
+{
+    struct rlimit rl;
+    uint64_t lim = SUSTAIN_MAX_IN_FLIGHT;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < lim + 256)
+        lim = rl.rlim_cur > 512 ? rl.rlim_cur - 256 : rl.rlim_cur / 2;
+    return (uint32_t)lim;
+}
+
+/* Drives the run of workload w on schedule sched under the controller and judges it. */
+static int sustained_exec(sweep *S, cfgrun *cr, const st_next *nx, const st_workload *w, const st_ns *sched,
+                          st_run_row *row, st_exec_out *out, st_sustain_result *res)
+{
+    const st_spec *s = S->spec;
+    char err[512];
+    st_sustain_params sp = { .slo = &s->slo,
+                             .offered_rps = s->closed_loop ? 0 : nx->rate,
+                             .concurrency = s->closed_loop ? (uint32_t)nx->rate : 0,
+                             .max_duration_s = s->search.max_duration_s,
+                             .min_window_s = s->search.min_window_s,
+                             .min_window_requests = s->search.min_window_requests,
+                             .warmup_e2e = s->search.warmup_e2e,
+                             .confidence = s->search.confidence,
+                             .planned = w->n,
+                             .early_stop = s->search.early_stop,
+                             .max_in_flight = max_in_flight() };
+    st_sustain ctl;
+    st_sustain_init(&ctl, &sp);
+    rate_ctx R = {
+        .S = S, .slo = &s->slo, .planned = w->n, .time_scale = S->x->time_scale, .cfg_name = cr->c->name, .ctl = &ctl
+    };
+    st_exec_rate in = { .c = cr->c,
+                        .w = w,
+                        .sched = sched,
+                        .warmup = 0,
+                        .timeout_s = s->timeouts.request_s,
+                        .max_concurrency = s->closed_loop ? (uint32_t)nx->rate : 0,
+                        .closed_loop = s->closed_loop,
+                        .tick = on_tick,
+                        .tick_arg = &R };
+    row->started = st_wall_ns();
+    int rr = S->x->ops->run_rate(S->x, &in, &cr->row, out, err, sizeof err);
+    row->ended = st_wall_ns();
+    int rc = 0;
+    if (rr < 0) {
+        row->why = strdup(err);
+        rc = -1;
+    } else if (rr == 1 || R.interrupted) {
+        st_exec_out_free(out);
+        rc = 1;
+    } else if (st_sustain_finish(&ctl, out->records, out->n, out->samples, out->n_samples, res)) {
+        st_exec_out_free(out);
+        row->why = strdup("out of memory judging the run");
+        rc = -1;
+    } else {
+        sustained_row(s, &ctl, res, out, row);
+    }
+    return rc;
+}
+
+/* Runs one sustained rate (or concurrency) as the controller (audit/sustain.h) decides. Returns as
+ * run_burst; res gets the verdict. */
+static int run_sustained(sweep *S, cfgrun *cr, const st_next *nx, uint32_t planned, st_run_row *row, st_exec_out *out,
+                         st_sustain_result *res)
+{
+    st_workload w;
+    st_ns *sched;
+    memset(out, 0, sizeof *out);
+    uint64_t seed = replicate_seed(S->spec->workload.seed, nx->rate, nx->replicate);
+    int rc = build_run(S, nx->rate, seed, planned, &w, &sched, row);
+    if (rc == 0) {
+        rc = sustained_exec(S, cr, nx, &w, sched, row, out, res);
+        free(sched);
+        st_workload_free(&w);
+    }
+    return rc;
+}
+
+/* The warm-up requests after a start: a gentle pace, never stored, never early-stopped (the breach
+ * counts ignore warm-up records). 1 when interrupted. */
 static int warm_up(sweep *S, const st_spec_config *c, st_config_row *crow)
 {
     const st_spec *s = S->spec;
@@ -331,7 +640,11 @@ static int warm_up(sweep *S, const st_spec_config *c, st_config_row *crow)
     st_workload w;
     if (make_workload(S, rate_seed(s->workload.seed, -1.0), n, &w, err, sizeof err))
         return 0;
-    double r = s->rates[0];
+    if (S->x->ops->prepare && S->x->ops->prepare(S->x, &w)) {
+        st_workload_free(&w);
+        return 1;
+    }
+    double r = s->closed_loop ? 4 : s->rates[0];
     if (!isfinite(r) || r > 4)
         r = 4;
     st_ns *sched = NULL;
@@ -340,7 +653,6 @@ static int warm_up(sweep *S, const st_spec_config *c, st_config_row *crow)
         return 0;
     }
     rate_ctx R = { .S = S, .slo = &s->slo, .planned = w.n, .time_scale = S->x->time_scale, .cfg_name = "warm-up" };
-    /* warm-up requests are never early-stopped: the breach counts ignore warm-up records */
     st_exec_rate in = { .c = c,
                         .w = &w,
                         .sched = sched,
@@ -361,239 +673,411 @@ static int warm_up(sweep *S, const st_spec_config *c, st_config_row *crow)
 
 static st_rate_result result_of(const st_run_row *w)
 {
-    return (st_rate_result){ .rate = w->rate,
-                             .verdict = st_verdict_from_name(w->verdict),
-                             .worst_ratio = w->worst_ratio,
-                             .delivered_rps = w->delivered_rps,
-                             .output_tps = w->output_tps,
-                             .sustained_rps = w->sustained_rps,
-                             .requests = w->sent,
-                             .grid = w->grid };
+    st_rate_result r;
+    st_sustain_row_result(w, &r);
+    return r;
 }
 
-/* 0 done (possibly failed: row says), 1 interrupted, -1 store error. */
-static int run_config(sweep *S, int ci)
+/* The median E2E a stored sustained run saw (0: none). */
+static double e2e_of(const st_run_row *w)
+{
+    st_sustain_result sr;
+    return w->summary_json && st_sustain_from_json(w->summary_json, &sr) == 0 && sr.e2e_med_s > 0 ? sr.e2e_med_s : 0;
+}
+
+static void push_result(cfgrun *cr, const st_rate_result *r, int replicate, double e2e)
+{
+    cr->rr[cr->n] = *r;
+    cr->rr[cr->n].replicate = replicate;
+    cr->n++;
+    cr->seq++;
+    cr->spent += r->requests;
+    if (e2e > cr->e2e_est)
+        cr->e2e_est = e2e;
+}
+
+/* The sustained search's parameters for a configuration. */
+static void sustained_params(const sweep *S, const cfgrun *cr, st_sustained_params *p)
+{
+    st_sustained_params_of(S->spec, cr->forecast, p);
+}
+
+/* What the search does next for this configuration. */
+static void next_step(sweep *S, cfgrun *cr, st_next *nx)
 {
     const st_spec *s = S->spec;
-    const st_spec_config *c = &s->configs[ci];
-    S->ci = ci;
-    st_config_row row = { 0 };
-    row.startup_s = NAN;
-    /* --resume: a configuration that finished (or failed to start) is kept as it is, except one
-     * that found its port taken (a passing condition: it is tried again). One that was still
-     * running keeps what its row knew (command line, startup time, engine facts) until its engine
-     * starts again: its runs may all be in the store already. */
-    if (S->o->resume) {
-        st_config_row *rows;
-        int nr;
-        if (st_store_configs_get(S->store, &rows, &nr) == 0) {
-            for (int i = 0; i < nr; i++) {
-                if (strcmp(rows[i].name, c->name) || !rows[i].status)
-                    continue;
-                int retry = rows[i].failure_class && !strcmp(rows[i].failure_class, "port_taken");
-                if (!retry && (!strcmp(rows[i].status, "done") || !strcmp(rows[i].status, "failed"))) {
-                    say(S, "[%d/%d %s] already %s (kept from the previous run)", ci + 1, s->n_configs, c->name,
-                        rows[i].status);
-                    if (!strcmp(rows[i].status, "failed"))
-                        S->res->configs_failed++;
-                    st_config_rows_free(rows, nr);
-                    return 0;
-                }
-                if (!retry) {
-                    row = rows[i];
-                    memset(&rows[i], 0, sizeof rows[i]);
-                    free(row.status);
-                    row.status = NULL;
-                }
-            }
-            st_config_rows_free(rows, nr);
-        }
+    if (s->search.mode == ST_SEARCH_SUSTAINED) {
+        st_sustained_params p;
+        sustained_params(S, cr, &p);
+        st_sustained_next(&p, cr->rr, cr->n, nx);
+    } else {
+        st_search_params sp = { s->rates,
+                                s->n_rates,
+                                s->search.mode,
+                                s->search.tolerance,
+                                s->search.request_budget,
+                                s->workload.requests_per_rate,
+                                s->search.skip_margin };
+        st_capacity_next(&sp, cr->rr, cr->n, nx);
     }
-    free(row.name);
-    row.name = strdup(c->name);
-    row.idx = ci;
-    row.status = strdup("running");
-    if (!row.started)
-        row.started = st_wall_ns();
-    if (st_store_config_put(S->store, &row)) {
-        st_config_row_free(&row);
+}
+
+static void say_cfg(sweep *S, const cfgrun *cr, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void say_cfg(sweep *S, const cfgrun *cr, const char *fmt, ...)
+{
+    if (S->in_memory || S->o->quiet || !S->o->out)
+        return;
+    char line[1200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    say(S, "[%d/%d %s] %s", cr->ci + 1, S->spec->n_configs, cr->c->name, line);
+}
+
+/* Starts the engine and warms it up unless it runs. 0 up; 1 interrupted; -1 it did not start. */
+static int ensure_engine(sweep *S, cfgrun *cr)
+{
+    if (cr->engine_up)
+        return 0;
+    say_cfg(S, cr, "%s", S->x->prediction ? "building the engine model" : "starting the engine");
+    int es = S->x->ops->start_config(S->x, cr->c, &cr->row);
+    if (es < 0 && *S->o->stop)
+        es = 1; /* stopped together with the audit (a job's end): an interruption, not a failure */
+    if (es == 0) {
+        cr->engine_up = 1;
+        if (S->store)
+            st_store_config_put(S->store, &cr->row);
+        if (!S->x->prediction)
+            say_cfg(S, cr, "ready after %.1f s", cr->row.startup_s);
+        es = warm_up(S, cr->c, &cr->row);
+    } else if (es < 0) {
+        cr->engine_failed = 1;
+        say_cfg(S, cr, "did not start: %s", cr->row.failure_detail);
+    }
+    return es;
+}
+
+/* A rate the search recorded as skipped (burst), stored without a run. 0, or -1 store error. */
+static int record_skip(sweep *S, cfgrun *cr, const st_next *nx, const char *key)
+{
+    st_run_row run = { 0 };
+    run.config = (char *)cr->c->name;
+    run.seq = cr->seq;
+    run.rate = nx->rate;
+    run.grid = nx->grid;
+    memcpy(run.run_key, key, 65);
+    run.verdict = "skipped";
+    run.why = (char *)nx->why;
+    run.started = run.ended = st_wall_ns();
+    /* NAN figures for a run that did not happen */
+    run.sustained_rps = run.delivered_rps = run.output_tps = NAN;
+    run.duration_s = run.offered_rps_achieved = run.worst_ratio = NAN;
+    run.ttft_p50_ms = run.ttft_p95_ms = run.ttft_p99_ms = run.tpot_p50_ms = run.tpot_p95_ms = run.tpot_p99_ms =
+        run.itl_p95_ms = run.e2e_p95_ms = run.lag_p99_ms = NAN;
+    if (S->store && st_store_run_put(S->store, &run, NULL, 0, NULL, 0))
         return -1;
+    st_rate_result r = result_of(&run);
+    push_result(cr, &r, 0, 0);
+    char rt[32];
+    fmt_rate(rt, sizeof rt, nx->rate);
+    say_cfg(S, cr, "rate %s req/s: %s", rt, nx->why);
+    return 0;
+}
+
+/* The progress line of a finished run. */
+static void say_run(sweep *S, const cfgrun *cr, const st_next *nx, const st_run_row *run, double took)
+{
+    const st_spec *s = S->spec;
+    char rt[32], t1[48], t2[48], t3[32], rep[32] = "";
+    fmt_rate(rt, sizeof rt, nx->rate);
+    if (nx->replicate)
+        snprintf(rep, sizeof rep, " (replicate %d)", nx->replicate + 1);
+    const char *ge = run->stopped_early && s->search.mode != ST_SEARCH_SUSTAINED ? ">= " : "";
+    if (isnan(run->delivered_rps))
+        snprintf(t3, sizeof t3, "none");
+    else
+        snprintf(t3, sizeof t3, "%.3g req/s", run->delivered_rps);
+    snprintf(t1, sizeof t1, "%s%.0f", ge, run->n_terms > 0 ? run->term_ms[0] : run->ttft_p95_ms);
+    snprintf(t2, sizeof t2, "%s%.1f", ge, run->n_terms > 1 ? run->term_ms[1] : run->tpot_p95_ms);
+    if (s->search.mode == ST_SEARCH_SUSTAINED) {
+        st_verdict v = st_verdict_from_name(run->verdict);
+        say_cfg(S, cr, "%s %s%s%s: %s (%.0f s of engine time, %.1f s): %s", s->closed_loop ? "concurrency" : "rate", rt,
+                s->closed_loop ? "" : " req/s", rep, st_verdict_words(v, 1), run->duration_s, took,
+                run->why ? run->why : "");
+    } else {
+        int pass = !strcmp(run->verdict, "pass");
+        say_cfg(S, cr, "rate %s req/s: %s, %u/%u completed, p95 TTFT %s ms, p95 TPOT %s ms, delivered %s (%.1f s)%s%s",
+                rt, run->verdict, run->completed, run->planned, t1, t2, t3, took, pass ? "" : ": ",
+                pass ? "" : run->why);
     }
-    st_rate_result rr[MAX_RUNS_PER_CONFIG];
-    int n = 0, seq = 0, status = 0;
-    int engine_up = 0, engine_failed = 0;
-    st_search_params sp = { s->rates,
-                            s->n_rates,
-                            s->search.mode,
-                            s->search.tolerance,
-                            s->search.request_budget,
-                            s->workload.requests_per_rate,
-                            s->search.skip_margin };
-    S->rates_planned = s->n_rates;
-    S->rate_no = 0;
-    while (n < MAX_RUNS_PER_CONFIG) {
-        st_next nx;
-        st_capacity_next(&sp, rr, n, &nx);
-        if (nx.action == ST_NEXT_STOP) {
-            if (n && s->search.mode == ST_SEARCH_REFINE)
-                say(S, "[%d/%d %s] %s", ci + 1, s->n_configs, c->name, nx.why);
-            break;
-        }
-        S->rate_no++;
-        if (S->rate_no > S->rates_planned)
-            S->rates_planned = S->rate_no;
-        S->rate = nx.rate;
-        char key[65], rt[32];
-        fmt_rate(rt, sizeof rt, nx.rate);
-        st_sweep_run_key(s, c, nx.rate, key);
-        st_run_row found;
-        int have = st_store_run_find(S->store, key, &found);
-        if (have < 0) {
-            status = -1;
-            break;
-        }
-        if (have == 1) {
-            rr[n++] = result_of(&found);
-            S->res->runs_reused++;
-            say(S, "[%d/%d %s] rate %s req/s: %s (kept from the previous run)", ci + 1, s->n_configs, c->name, rt,
-                found.verdict);
-            st_run_row_free(&found);
-            seq++;
-            continue;
-        }
-        st_run_row run = { 0 };
-        run.config = (char *)c->name;
-        run.seq = seq;
-        run.rate = nx.rate;
-        run.grid = nx.grid;
-        memcpy(run.run_key, key, sizeof key);
-        run.sustained_rps = run.delivered_rps = run.output_tps = NAN;
-        if (nx.action == ST_NEXT_SKIP) {
-            run.verdict = "skipped";
-            run.why = nx.why;
-            run.started = run.ended = st_wall_ns();
-            /* NAN figures for a run that did not happen */
-            run.duration_s = run.offered_rps_achieved = run.worst_ratio = NAN;
-            run.ttft_p50_ms = run.ttft_p95_ms = run.ttft_p99_ms = run.tpot_p50_ms = run.tpot_p95_ms = run.tpot_p99_ms =
-                run.itl_p95_ms = run.e2e_p95_ms = run.lag_p99_ms = NAN;
-            if (st_store_run_put(S->store, &run, NULL, 0, NULL, 0)) {
-                status = -1;
-                break;
-            }
-            rr[n++] = result_of(&run);
-            say(S, "[%d/%d %s] rate %s req/s: %s", ci + 1, s->n_configs, c->name, rt, nx.why);
-            seq++;
-            continue;
-        }
-        if (!engine_up) {
-            say(S, "[%d/%d %s] %s", ci + 1, s->n_configs, c->name,
-                S->x->prediction ? "building the engine model" : "starting the engine");
-            int es = S->x->ops->start_config(S->x, c, &row);
-            if (es == 1 || (es < 0 && *S->o->stop)) {
-                status = 1;
-                break;
-            }
-            if (es < 0) {
-                engine_failed = 1;
-                say(S, "[%d/%d %s] did not start: %s", ci + 1, s->n_configs, c->name, row.failure_detail);
-                break;
-            }
-            engine_up = 1;
-            st_store_config_put(S->store, &row);
-            if (!S->x->prediction)
-                say(S, "[%d/%d %s] ready after %.1f s", ci + 1, s->n_configs, c->name, row.startup_s);
-            if (warm_up(S, c, &row)) {
-                status = 1;
-                break;
-            }
-        }
-        if (nx.why[0] && !nx.grid)
-            say(S, "[%d/%d %s] %s: rate %s req/s", ci + 1, s->n_configs, c->name, nx.why, rt);
-        st_exec_out out;
-        st_ns t0 = st_now();
-        uint32_t errors = 0;
-        int r = run_rate(S, c, &row, nx.rate, &run, &out, &errors);
-        double took = st_ns_to_s(st_now() - t0);
-        if (r == 0 && out.engine_failed && *S->o->stop) {
-            /* stopped together with its engine (the end of a Slurm job signals all its processes):
-             * an interruption, not a failure of the configuration */
-            st_exec_out_free(&out);
-            free(run.verdict);
-            free(run.why);
-            r = 1;
-        }
-        if (r == 1) {
-            status = 1;
-            break;
-        }
-        if (r < 0) {
-            /* the run could not start (bad workload...): an error row, and stop this config */
-            st_exec_fill_failure(&row, ST_FAIL_CRASH, run.why, NULL, NULL);
-            engine_failed = 1;
-            free(run.why);
-            break;
-        }
+}
+
+/* How many leading records a sustained run keeps: up to the last one that was sent (records are in
+ * arrival order; the rest were never due before the run stopped). The others are freed with out. */
+static uint32_t due_records(const st_exec_out *out)
+{
+    uint32_t keep = out->n;
+    while (keep > 0 && out->records[keep - 1].sent < 0)
+        keep--;
+    return keep;
+}
+
+/* Runs the rate nx asks for, stores it and adds it to the search. 0 done (the configuration goes
+ * on unless cr->done), 1 interrupted, -1 store error. */
+static int measure(sweep *S, cfgrun *cr, const st_next *nx, const char *key, uint32_t planned)
+{
+    const st_spec *s = S->spec;
+    st_run_row run = { 0 };
+    run.config = (char *)cr->c->name;
+    run.seq = cr->seq;
+    run.rate = nx->rate;
+    run.grid = nx->grid;
+    memcpy(run.run_key, key, 65);
+    run.sustained_rps = run.delivered_rps = run.output_tps = NAN;
+    if (nx->why[0] && !nx->grid && s->search.mode != ST_SEARCH_SUSTAINED) {
+        char rt[32];
+        fmt_rate(rt, sizeof rt, nx->rate);
+        say_cfg(S, cr, "%s: rate %s req/s", nx->why, rt);
+    } else if (nx->why[0] && s->search.mode == ST_SEARCH_SUSTAINED) {
+        say_cfg(S, cr, "%s", nx->why);
+    }
+    st_exec_out out;
+    st_sustain_result res;
+    memset(&res, 0, sizeof res);
+    st_ns t0 = st_now();
+    int sustained = s->search.mode == ST_SEARCH_SUSTAINED;
+    int r = sustained ? run_sustained(S, cr, nx, planned, &run, &out, &res)
+                      : run_burst(S, cr->c, &cr->row, nx->rate, &run, &out);
+    double took = st_ns_to_s(st_now() - t0);
+    int status = 0;
+    if (r == 0 && out.engine_failed && *S->o->stop) {
+        /* stopped together with its engine (the end of a Slurm job signals all its processes):
+         * an interruption, not a failure of the configuration */
+        st_exec_out_free(&out);
+        r = 1;
+    }
+    if (r == 1) {
+        status = 1;
+    } else if (r < 0) {
+        /* the run could not start (bad workload...): an error row, and stop this config */
+        st_exec_fill_failure(&cr->row, ST_FAIL_CRASH, run.why, NULL, NULL);
+        cr->engine_failed = cr->done = 1;
+    } else {
         if (out.idle_wait_s > 2)
-            say(S, "[%d/%d %s] waited %.1f s for the engine to drain the previous run", ci + 1, s->n_configs, c->name,
-                out.idle_wait_s);
+            say_cfg(S, cr, "waited %.1f s for the engine to drain the previous run", out.idle_wait_s);
         if (out.engine_failed) {
             free(run.verdict);
             run.verdict = strdup("error");
             char w2[800];
-            snprintf(w2, sizeof w2, "%s (%s)", row.failure_detail, run.why ? run.why : "");
+            snprintf(w2, sizeof w2, "%s (%s)", cr->row.failure_detail, run.why ? run.why : "");
             free(run.why);
             run.why = strdup(w2);
-            engine_failed = 1;
+            cr->engine_failed = cr->done = 1;
         }
-        int put = st_store_run_put(S->store, &run, out.records, out.n, out.samples, out.n_samples);
+        /* a sustained run's requests that were never due by its stop are no part of it */
+        uint32_t keep = sustained ? due_records(&out) : out.n;
+        int put = S->store ? st_store_run_put(S->store, &run, out.records, keep, out.samples, out.n_samples) : 0;
         st_exec_out_free(&out);
         if (put) {
-            free(run.verdict);
-            free(run.why);
             status = -1;
-            break;
-        }
-        S->res->runs_measured++;
-        rr[n++] = result_of(&run);
-        seq++;
-        char t1[32], t2[32], t3[32];
-        const char *ge = run.stopped_early ? ">= " : "";
-        if (isnan(run.delivered_rps))
-            snprintf(t3, sizeof t3, "none");
-        else
-            snprintf(t3, sizeof t3, "%.3g req/s", run.delivered_rps);
-        snprintf(t1, sizeof t1, "%s%.0f", ge, run.n_terms > 0 ? run.term_ms[0] : run.ttft_p95_ms);
-        snprintf(t2, sizeof t2, "%s%.1f", ge, run.n_terms > 1 ? run.term_ms[1] : run.tpot_p95_ms);
-        say(S,
-            "[%d/%d %s] rate %s req/s: %s, %u/%u completed, p95 TTFT %s ms, p95 TPOT %s ms, delivered %s "
-            "(%.1f s)%s%s",
-            ci + 1, s->n_configs, c->name, rt, run.verdict, run.completed, run.planned, t1, t2, t3, took,
-            strcmp(run.verdict, "pass") ? ": " : "", strcmp(run.verdict, "pass") ? run.why : "");
-        free(run.verdict);
-        free(run.why);
-        if (engine_failed) {
-            say(S, "[%d/%d %s] the engine failed during the run: %s", ci + 1, s->n_configs, c->name,
-                row.failure_detail);
-            break;
-        }
-        if (*S->o->stop) {
-            status = 1;
-            break;
+        } else {
+            if (!S->in_memory)
+                S->res->runs_measured++;
+            st_rate_result rr = result_of(&run);
+            push_result(cr, &rr, nx->replicate, res.e2e_med_s);
+            say_run(S, cr, nx, &run, took);
+            if (cr->engine_failed)
+                say_cfg(S, cr, "the engine failed during the run: %s", cr->row.failure_detail);
+            if (*S->o->stop)
+                status = 1;
         }
     }
+    free(run.verdict);
+    free(run.why);
+    free(run.summary_json);
+    return status;
+}
+
+/* One step of the search: reuse a stored run, record a skip, or run. 0 go on, 1 interrupted,
+ * -1 store error. */
+static int step(sweep *S, cfgrun *cr, const st_next *nx)
+{
+    const st_spec *s = S->spec;
+    char key[65], rt[32];
+    int status = 0;
+    uint32_t planned = 0;
+    fmt_rate(rt, sizeof rt, nx->rate);
+    S->rate_no++;
+    if (S->rate_no > S->rates_planned)
+        S->rates_planned = S->rate_no;
+    S->rate = nx->rate;
+    if (s->search.mode == ST_SEARCH_SUSTAINED) {
+        planned = sustained_planned(S, cr, nx->rate);
+        st_sweep_run_key_sustained(s, cr->c, nx->rate, nx->replicate, planned, key);
+    } else {
+        st_sweep_run_key(s, cr->c, nx->rate, key);
+    }
+    st_run_row found;
+    int have = S->store ? st_store_run_find(S->store, key, &found) : 0;
+    if (have < 0) {
+        status = -1;
+    } else if (have == 1) {
+        st_rate_result r = result_of(&found);
+        push_result(cr, &r, nx->replicate, e2e_of(&found));
+        S->res->runs_reused++;
+        say_cfg(S, cr, "rate %s: %s (kept from the previous run)", rt, found.verdict);
+        st_run_row_free(&found);
+    } else if (nx->action == ST_NEXT_SKIP) {
+        status = record_skip(S, cr, nx, key);
+    } else {
+        int es = ensure_engine(S, cr);
+        if (es == 1)
+            status = 1;
+        else if (es < 0)
+            cr->done = 1;
+        else
+            status = measure(S, cr, nx, key, planned);
+    }
+    return status;
+}
+
+/* --resume: a configuration that finished (or failed to start) is kept as it is (1), except one
+ * that found its port taken (a passing condition: it is tried again). One that was still running
+ * keeps what its row knew (command line, startup time, engine facts) in *prior until its engine
+ * starts again: its runs may all be in the store already. */
+static int config_kept(sweep *S, int ci, st_config_row *prior)
+{
+    const st_spec_config *c = &S->spec->configs[ci];
+    st_config_row *rows;
+    int nr, kept = 0;
+    memset(prior, 0, sizeof *prior);
+    if (!S->o->resume || !S->store || st_store_configs_get(S->store, &rows, &nr))
+        return 0;
+    for (int i = 0; i < nr && !kept; i++) {
+        if (strcmp(rows[i].name, c->name) || !rows[i].status)
+            continue;
+        int retry = rows[i].failure_class && !strcmp(rows[i].failure_class, "port_taken");
+        if (!retry && (!strcmp(rows[i].status, "done") || !strcmp(rows[i].status, "failed"))) {
+            say(S, "[%d/%d %s] already %s (kept from the previous run)", ci + 1, S->spec->n_configs, c->name,
+                rows[i].status);
+            if (!strcmp(rows[i].status, "failed"))
+                S->res->configs_failed++;
+            kept = 1;
+        } else if (!retry) {
+            st_config_row_free(prior);
+            *prior = rows[i];
+            memset(&rows[i], 0, sizeof rows[i]);
+        }
+    }
+    st_config_rows_free(rows, nr);
+    if (kept)
+        st_config_row_free(prior);
+    return kept;
+}
+
+/* The configuration's row, marked running; it takes over *prior's facts (zeroed, or what a
+ * resumed row knew). 0, or -1 store error. */
+static int config_begin(sweep *S, cfgrun *cr, int ci, st_config_row *prior)
+{
+    memset(cr, 0, sizeof *cr);
+    cr->ci = ci;
+    cr->c = &S->spec->configs[ci];
+    cr->row = *prior;
+    memset(prior, 0, sizeof *prior);
+    if (!cr->row.name)
+        cr->row.startup_s = NAN;
+    free(cr->row.name);
+    free(cr->row.status);
+    cr->row.name = strdup(cr->c->name);
+    cr->row.idx = ci;
+    cr->row.status = strdup("running");
+    if (!cr->row.started)
+        cr->row.started = st_wall_ns();
+    S->ci = ci;
+    S->rates_planned = S->spec->n_rates;
+    S->rate_no = 0;
+    return S->store ? st_store_config_put(S->store, &cr->row) : 0;
+}
+
+/* Stops the engine and marks the row. Returns status, or -1 when the row cannot be stored. */
+static int config_end(sweep *S, cfgrun *cr, int status)
+{
     S->x->ops->stop_config(S->x);
     if (status == 1) {
-        free(row.status);
-        row.status = strdup("interrupted");
-    } else if (engine_failed) {
-        S->res->configs_failed++;
+        free(cr->row.status);
+        cr->row.status = strdup("interrupted");
+    } else if (cr->engine_failed) {
+        if (!S->in_memory)
+            S->res->configs_failed++;
     } else if (status == 0) {
-        free(row.status);
-        row.status = strdup("done");
+        free(cr->row.status);
+        cr->row.status = strdup("done");
     }
-    if (st_store_config_put(S->store, &row) && status == 0)
+    if (S->store && st_store_config_put(S->store, &cr->row) && status == 0)
         status = -1;
-    st_config_row_free(&row);
+    st_config_row_free(&cr->row);
+    return status;
+}
+
+/* The search over one configuration until it stops. 0, 1 interrupted, -1 store error. */
+static int search(sweep *S, cfgrun *cr)
+{
+    int status = 0;
+    while (status == 0 && !cr->done && cr->n < MAX_RUNS_PER_CONFIG) {
+        st_next nx;
+        next_step(S, cr, &nx);
+        if (nx.action == ST_NEXT_STOP) {
+            if (cr->n && S->spec->search.mode != ST_SEARCH_GRID)
+                say_cfg(S, cr, "%s", nx.why);
+            break;
+        }
+        status = step(S, cr, &nx);
+    }
+    return status;
+}
+
+static int forecast_capacity(const st_spec *spec, int ci, volatile sig_atomic_t *stop, double *out);
+
+/* Where the sustained search of a configuration starts (audit/capacity.h): 0 from the grid, else
+ * a forecast (the engine model's, or the spec's rate). */
+static double start_of(sweep *S, int ci)
+{
+    const st_spec *s = S->spec;
+    double f = 0;
+    char why[300];
+    int modelable = st_exec_model_supported(s, why, sizeof why);
+    if (s->search.mode != ST_SEARCH_SUSTAINED || S->in_memory)
+        f = 0;
+    else if (s->search.start == ST_START_RATE)
+        f = s->search.start_rate;
+    else if (!S->x->prediction && modelable &&
+             (s->search.start == ST_START_PREDICT || s->search.start == ST_START_AUTO) &&
+             forecast_capacity(s, ci, S->o->stop, &f) == 0 && f > 0)
+        say(S, "[%d/%d %s] the engine model forecasts a capacity of %.4g %s: the search starts there", ci + 1,
+            s->n_configs, s->configs[ci].name, f, s->closed_loop ? "concurrent requests" : "req/s");
+    return f;
+}
+
+/* 0 done (possibly failed: the row says), 1 interrupted, -1 store error. */
+static int run_config(sweep *S, int ci)
+{
+    cfgrun *cr = NULL;
+    st_config_row prior;
+    int status = 0;
+    if (!config_kept(S, ci, &prior)) {
+        cr = malloc(sizeof *cr);
+        if (!cr || config_begin(S, cr, ci, &prior)) {
+            status = -1;
+            if (cr)
+                st_config_row_free(&cr->row);
+            st_config_row_free(&prior);
+        } else {
+            cr->forecast = start_of(S, ci);
+            status = config_end(S, cr, search(S, cr));
+        }
+    }
+    free(cr);
     return status;
 }
 
@@ -603,12 +1087,8 @@ static int shared_prefix(sweep *S, char *err, size_t errlen)
     const st_spec *spec = S->spec;
     if (spec->workload.kind == ST_WL_SYNTHETIC && spec->workload.shared_prefix) {
         st_workload pw;
-        st_synth_params p = { .input_len = spec->workload.input_tokens,
-                              .output_len = spec->workload.output_tokens,
-                              .range_ratio = spec->workload.range_ratio,
-                              .prefix_len = spec->workload.shared_prefix,
-                              .num_requests = 1,
-                              .seed = spec->workload.seed };
+        st_synth_params p;
+        st_spec_synth(spec, 1, spec->workload.seed, &p);
         if (st_workload_synthetic(&p, &pw, err, errlen))
             return -1;
         S->prefix_len = spec->workload.shared_prefix;
@@ -620,15 +1100,72 @@ static int shared_prefix(sweep *S, char *err, size_t errlen)
     return 0;
 }
 
+/* The sustained search of configuration ci on executor x in memory (nothing stored, nothing
+ * printed): its capacity. 0, or -1 with err. */
+static int search_in_memory(const st_spec *spec, st_executor *x, int ci, volatile sig_atomic_t *stop, st_capacity *cap,
+                            double pass_ms[2], int *failed_start, char *why, size_t whylen, char *err, size_t errlen)
+{
+    pass_ms[0] = pass_ms[1] = NAN;
+    st_sweep_opts o = { .quiet = 1, .stop = stop };
+    st_sweep_result res;
+    memset(&res, 0, sizeof res);
+    sweep S = { .spec = spec, .o = &o, .x = x, .res = &res, .in_memory = 1 };
+    S.t_start = st_now();
+    *failed_start = 0;
+    if (shared_prefix(&S, err, errlen))
+        return -1;
+    cfgrun *cr = malloc(sizeof *cr);
+    int rc = -1;
+    if (!cr) {
+        snprintf(err, errlen, "out of memory");
+    } else {
+        st_config_row none = { 0 };
+        config_begin(&S, cr, ci, &none);
+        int status = search(&S, cr);
+        *failed_start = cr->engine_failed && !cr->engine_up;
+        if (cr->engine_failed)
+            snprintf(why, whylen, "%s", cr->row.failure_detail ? cr->row.failure_detail : "did not start");
+        st_sustained_params p;
+        sustained_params(&S, cr, &p);
+        st_capacity_sustained(&p, cr->rr, cr->n, cap);
+        if (cap->has_pass && cap->pass_index >= 0 && cap->pass_index < cr->n)
+            for (int i = 0; i < 2 && i < cr->rr[cap->pass_index].n_terms; i++)
+                pass_ms[i] = cr->rr[cap->pass_index].value_ms[i];
+        config_end(&S, cr, status);
+        if (status == 1)
+            snprintf(err, errlen, "interrupted");
+        rc = status == 1 ? -1 : 0;
+    }
+    free(cr);
+    free(S.base_prefix);
+    return rc;
+}
+
+static int forecast_capacity(const st_spec *spec, int ci, volatile sig_atomic_t *stop, double *out)
+{
+    *out = 0;
+    st_executor *x;
+    char err[600], why[600];
+    if (st_exec_model_new(spec, NULL, &x, err, sizeof err))
+        return -1;
+    st_capacity cap;
+    int failed = 0;
+    double ms[2];
+    int rc = search_in_memory(spec, x, ci, stop, &cap, ms, &failed, why, sizeof why, err, sizeof err);
+    st_executor_free(x);
+    if (rc == 0 && cap.has_pass)
+        *out = isfinite(cap.estimate) ? cap.estimate : cap.pass_rate;
+    return rc;
+}
+
 /* One probe of the bisection: 1 pass, 0 fail, -1 error. */
-static int probe(sweep *S, const st_spec_config *c, st_config_row *crow, double rate, double *delivered, char *err,
-                 size_t errlen)
+static int probe(sweep *S, const st_spec_config *c, st_config_row *crow, double rate, double *delivered,
+                 double term_ms[2], char *err, size_t errlen)
 {
     st_run_row run = { 0 };
     run.rate = rate;
     st_exec_out out;
-    uint32_t errors = 0;
-    int r = run_rate(S, c, crow, rate, &run, &out, &errors);
+    int r = run_burst(S, c, crow, rate, &run, &out);
     if (r) {
         snprintf(err, errlen, "%s", run.why ? run.why : "interrupted");
         free(run.why);
@@ -637,20 +1174,20 @@ static int probe(sweep *S, const st_spec_config *c, st_config_row *crow, double 
     st_exec_out_free(&out);
     int pass = run.verdict && !strcmp(run.verdict, "pass");
     *delivered = run.delivered_rps;
+    term_ms[0] = run.n_terms > 0 ? run.term_ms[0] : run.ttft_p95_ms;
+    term_ms[1] = run.n_terms > 1 ? run.term_ms[1] : run.tpot_p95_ms;
     free(run.verdict);
     free(run.why);
     return pass;
 }
 
-int st_sweep_bisect(const st_spec *spec, st_executor *x, int ci, double tol, st_sweep_bisect_result *out, char *err,
-                    size_t errlen)
+/* Burst mode: doubling or halving to a bracket, then geometric bisection. */
+static int bisect_burst(const st_spec *spec, st_executor *x, int ci, double tol, st_sweep_bisect_result *out, char *err,
+                        size_t errlen)
 {
-    memset(out, 0, sizeof *out);
-    out->fail_rate = INFINITY;
-    out->capacity_rps = NAN;
     volatile sig_atomic_t never = 0; /* the bisection is never interrupted */
     st_sweep_opts o = { .quiet = 1, .stop = &never };
-    sweep S = { .spec = spec, .o = &o, .x = x, .ci = ci };
+    sweep S = { .spec = spec, .o = &o, .x = x, .ci = ci, .in_memory = 1 };
     S.t_start = st_now();
     if (shared_prefix(&S, err, errlen))
         return -1;
@@ -670,8 +1207,8 @@ int st_sweep_bisect(const st_spec *spec, st_executor *x, int ci, double tol, st_
             r = spec->rates[i];
             break;
         }
-    double d = NAN, lo = 0, hi = INFINITY, lo_d = NAN;
-    int p = probe(&S, c, &row, r, &d, err, errlen);
+    double d = NAN, lo = 0, hi = INFINITY, lo_d = NAN, t[2] = { NAN, NAN }, lo_t[2] = { NAN, NAN };
+    int p = probe(&S, c, &row, r, &d, t, err, errlen);
     out->runs++;
     if (p < 0) {
         rc = -1;
@@ -682,6 +1219,7 @@ int st_sweep_bisect(const st_spec *spec, st_executor *x, int ci, double tol, st_
         if (p) {
             lo = r;
             lo_d = d;
+            memcpy(lo_t, t, sizeof lo_t);
             if (isfinite(hi))
                 break;
             r *= 2;
@@ -693,7 +1231,7 @@ int st_sweep_bisect(const st_spec *spec, st_executor *x, int ci, double tol, st_
         }
         if (r > 1e5 || r < 1e-4)
             break;
-        p = probe(&S, c, &row, r, &d, err, errlen);
+        p = probe(&S, c, &row, r, &d, t, err, errlen);
         out->runs++;
         if (p < 0) {
             rc = -1;
@@ -703,7 +1241,7 @@ int st_sweep_bisect(const st_spec *spec, st_executor *x, int ci, double tol, st_
     if (lo > 0 && isfinite(hi)) {
         for (int k = 0; k < 30 && hi / lo - 1 > tol; k++) {
             double m = sqrt(lo * hi);
-            p = probe(&S, c, &row, m, &d, err, errlen);
+            p = probe(&S, c, &row, m, &d, t, err, errlen);
             out->runs++;
             if (p < 0) {
                 rc = -1;
@@ -712,6 +1250,7 @@ int st_sweep_bisect(const st_spec *spec, st_executor *x, int ci, double tol, st_
             if (p) {
                 lo = m;
                 lo_d = d;
+                memcpy(lo_t, t, sizeof lo_t);
             } else {
                 hi = m;
             }
@@ -720,11 +1259,79 @@ int st_sweep_bisect(const st_spec *spec, st_executor *x, int ci, double tol, st_
     out->pass_rate = lo;
     out->fail_rate = hi;
     out->capacity_rps = lo > 0 ? lo_d : NAN;
+    out->ttft_ms = lo > 0 ? lo_t[0] : NAN;
+    out->tpot_ms = lo > 0 ? lo_t[1] : NAN;
     if (lo <= 0)
         snprintf(out->why, sizeof out->why, "met the SLO at no rate down to %.3g req/s", hi);
 done:
     x->ops->stop_config(x);
     st_config_row_free(&row);
+    free(S.base_prefix);
+    return rc;
+}
+
+int st_sweep_bisect(const st_spec *spec, st_executor *x, int ci, double tol, st_sweep_bisect_result *out, char *err,
+                    size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    out->fail_rate = INFINITY;
+    out->capacity_rps = out->ttft_ms = out->tpot_ms = NAN;
+    if (spec->search.mode != ST_SEARCH_SUSTAINED)
+        return bisect_burst(spec, x, ci, tol, out, err, errlen);
+    volatile sig_atomic_t never = 0;
+    st_capacity cap;
+    double ms[2];
+    int rc =
+        search_in_memory(spec, x, ci, &never, &cap, ms, &out->failed_start, out->why, sizeof out->why, err, errlen);
+    if (rc == 0) {
+        out->ttft_ms = cap.has_pass ? ms[0] : NAN;
+        out->tpot_ms = cap.has_pass ? ms[1] : NAN;
+        out->runs = cap.runs;
+        out->pass_rate = cap.has_pass ? cap.pass_rate : 0;
+        out->fail_rate = cap.has_fail_above || (!cap.has_pass && isfinite(cap.fail_rate)) ? cap.fail_rate : INFINITY;
+        out->capacity_rps = cap.has_pass ? cap.capacity_rps : NAN;
+        if (!cap.has_pass && !out->failed_start)
+            snprintf(out->why, sizeof out->why, "sustained the SLO at no rate down to %.3g", cap.fail_rate);
+    }
+    return rc;
+}
+
+int st_sweep_probe(const st_spec *spec, st_executor *x, int ci, double rate, volatile sig_atomic_t *stop,
+                   st_rate_result *out, char *why, size_t whylen, char *err, size_t errlen)
+{
+    volatile sig_atomic_t never = 0;
+    st_sweep_opts o = { .quiet = 1, .stop = stop ? stop : &never };
+    st_sweep_result res;
+    memset(&res, 0, sizeof res);
+    memset(out, 0, sizeof *out);
+    sweep S = { .spec = spec, .o = &o, .x = x, .res = &res, .in_memory = 1 };
+    S.t_start = st_now();
+    if (shared_prefix(&S, err, errlen))
+        return -1;
+    int rc = -1;
+    cfgrun *cr = malloc(sizeof *cr);
+    if (!cr) {
+        snprintf(err, errlen, "out of memory");
+    } else {
+        st_config_row none = { 0 };
+        config_begin(&S, cr, ci, &none);
+        int es = ensure_engine(&S, cr);
+        if (es != 0) {
+            snprintf(why, whylen, "%s", cr->row.failure_detail ? cr->row.failure_detail : "did not start");
+            rc = 1;
+        } else {
+            st_next nx = { .action = ST_NEXT_RUN, .rate = rate };
+            int status = step(&S, cr, &nx);
+            if (status == 0 && cr->n > 0 && !*o.stop) {
+                *out = cr->rr[cr->n - 1];
+                rc = 0;
+            } else {
+                snprintf(err, errlen, "%s", *o.stop ? "interrupted" : "the run did not complete");
+            }
+        }
+        config_end(&S, cr, 0);
+    }
+    free(cr);
     free(S.base_prefix);
     return rc;
 }
@@ -771,6 +1378,71 @@ int st_sweep_run(const st_spec *spec, st_store *store, const st_sweep_opts *o, s
     if (S.line_open && o->out) {
         fputs("\r\033[K", o->out);
         fflush(o->out);
+    }
+    return rc;
+}
+
+/* One request of the workload on the engine model, alone: its E2E (s), or NAN when the
+ * configuration does not start there. */
+static double lone_e2e(const st_spec *spec, st_executor *x, int ci)
+{
+    volatile sig_atomic_t never = 0;
+    st_sweep_opts o = { .quiet = 1, .stop = &never };
+    sweep S = { .spec = spec, .o = &o, .x = x, .ci = ci, .in_memory = 1 };
+    char err[512];
+    double e2e = NAN;
+    st_config_row row = { 0 };
+    row.startup_s = NAN;
+    if (shared_prefix(&S, err, sizeof err) == 0 && x->ops->start_config(x, &spec->configs[ci], &row) == 0) {
+        st_workload w;
+        st_ns *sched;
+        st_run_row run = { 0 };
+        if (build_run(&S, 1, rate_seed(spec->workload.seed, -2.0), 1, &w, &sched, &run) == 0) {
+            st_exec_rate in = {
+                .c = &spec->configs[ci], .w = &w, .sched = sched, .timeout_s = spec->timeouts.request_s
+            };
+            st_exec_out out;
+            if (x->ops->run_rate(x, &in, &row, &out, err, sizeof err) == 0) {
+                if (out.n && out.records[0].status == ST_REQ_OK)
+                    e2e = st_record_e2e(&out.records[0]);
+                st_exec_out_free(&out);
+            }
+            free(sched);
+            st_workload_free(&w);
+        }
+        free(run.why);
+    }
+    x->ops->stop_config(x);
+    st_config_row_free(&row);
+    free(S.base_prefix);
+    return e2e;
+}
+
+int st_sweep_check_bounds(const st_spec *spec, char *err, size_t errlen)
+{
+    char why[400];
+    if (st_spec_check_bounds(spec, err, errlen))
+        return -1;
+    if (spec->search.mode != ST_SEARCH_SUSTAINED || !st_exec_model_supported(spec, why, sizeof why))
+        return 0;
+    int rc = 0;
+    for (int i = 0; i < spec->n_configs && rc == 0; i++) {
+        st_executor *x;
+        if (st_exec_model_new(spec, NULL, &x, why, sizeof why))
+            break;
+        double e = lone_e2e(spec, x, i);
+        st_executor_free(x);
+        double k = spec->search.warmup_e2e, win = spec->search.min_window_s > e ? spec->search.min_window_s : e;
+        double need = k * e + win + e;
+        if (isfinite(e) && spec->search.max_duration_s < need) {
+            snprintf(err, errlen,
+                     "%s: search.max_duration (%g s) is shorter than a sustained run of configuration %s needs on the "
+                     "engine model even unloaded: a request alone takes %.3g s (E2E), so the warm phase (%g x E2E), "
+                     "the window (%.3g s) and its drain need %.3g s",
+                     spec->path ? spec->path : "spec", spec->search.max_duration_s, spec->configs[i].name, e, k, win,
+                     need);
+            rc = -1;
+        }
     }
     return rc;
 }

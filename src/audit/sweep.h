@@ -18,8 +18,10 @@
 #include <signal.h>
 #include <stdio.h>
 
+#include "audit/capacity.h"
 #include "audit/spec.h"
 #include "audit/store.h"
+#include "load/workload.h"
 
 typedef struct st_sweep_opts {
     const char *out_dir;
@@ -47,15 +49,18 @@ typedef struct st_sweep_result {
 int st_sweep_run(const st_spec *spec, st_store *store, const st_sweep_opts *o, st_sweep_result *res, char *err,
                  size_t errlen);
 
-/* The capacity of configuration ci found by bisection on executor x (meant for the engine model,
- * where a run costs milliseconds): the configuration is started and warmed up as in a sweep, then
- * rates are probed with the sweep's workloads, schedules and early stop (nothing is stored):
- * doubling or halving from the spec's first finite rate until a pass/fail bracket is found, then
- * geometric bisection until fail_rate / pass_rate - 1 <= tol. */
+/* The capacity of configuration ci on executor x, nothing stored (meant for the engine model,
+ * where a run costs milliseconds). Sustained spec: the sustained search itself (its tolerance,
+ * not tol). Burst spec: the configuration is started and warmed up as in a sweep, then rates are
+ * probed with the sweep's workloads, schedules and early stop: doubling or halving from the
+ * spec's first finite rate until a pass/fail bracket is found, then geometric bisection until
+ * fail_rate / pass_rate - 1 <= tol. */
 typedef struct st_sweep_bisect_result {
     double pass_rate;    /* highest passing offered rate (0: none found) */
     double fail_rate;    /* lowest failing offered rate above it (INFINITY: none up to 1e5 req/s) */
     double capacity_rps; /* delivered req/s at pass_rate (NAN: none) */
+    double ttft_ms;      /* the SLO's p95 TTFT (terms[0]) measured at pass_rate (NAN: none) */
+    double tpot_ms;      /* the SLO's p95 TPOT (terms[1]) measured at pass_rate (NAN: none) */
     int runs;            /* probes run */
     int failed_start;    /* the configuration did not start (why says why) */
     char why[600];
@@ -63,7 +68,30 @@ typedef struct st_sweep_bisect_result {
 int st_sweep_bisect(const st_spec *spec, struct st_executor *x, int ci, double tol, st_sweep_bisect_result *out,
                     char *err, size_t errlen);
 
-/* The run key: SHA-256 (hex) of everything that defines a rate run of configuration c. */
+/* One run of configuration ci at one offered rate on executor x, nothing stored (meant for the
+ * engine model: the prediction at the rate a measurement found): the configuration is started,
+ * warmed up and run as the spec's search would run that rate (a sustained run, or a burst of
+ * requests_per_rate). out: the run's result (verdict, SLO terms' values, output tokens/s).
+ * stop (may be NULL): the audit's interruption flag. 0 ran; 1 the configuration did not start (why
+ * says why); -1 with err (also when interrupted). */
+int st_sweep_probe(const st_spec *spec, struct st_executor *x, int ci, double rate, volatile sig_atomic_t *stop,
+                   st_rate_result *out, char *why, size_t whylen, char *err, size_t errlen);
+
+/* The spec's workload for n requests: synthetic from seed, or the trace's first n requests (read
+ * as a stream, not loaded whole; sessions flattened on their recorded times; for the sustained
+ * search a trace shorter than n is repeated). 0, or -1 with the reason in err. */
+int st_sweep_workload(const st_spec *spec, uint64_t seed, uint32_t n, st_workload *w, char *err, size_t errlen);
+
+/* A sustained spec's bounds (st_spec_check_bounds), and for engines the engine model knows, a
+ * max_duration too short for one unloaded request's warm phase, window and drain on the model.
+ * 0, or -1 with the reason in err. */
+int st_sweep_check_bounds(const st_spec *spec, char *err, size_t errlen);
+
+/* The run key: SHA-256 (hex) of everything that defines a burst run of configuration c at rate. */
 void st_sweep_run_key(const st_spec *spec, const st_spec_config *c, double rate, char out[65]);
+/* The same for a sustained run: its rate (or concurrency), replicate, the requests scheduled,
+ * and the search keys that shape the run (max_duration, window, warm phase, confidence). */
+void st_sweep_run_key_sustained(const st_spec *spec, const st_spec_config *c, double rate, int replicate,
+                                uint32_t planned, char out[65]);
 
 #endif

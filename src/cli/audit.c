@@ -26,9 +26,12 @@ static void help(const st_opt *opts)
            "       servetune audit SPEC --k8s-manifest FILE [--k8s-image IMAGE] [--k8s-pvc CLAIM]\n"
            "       servetune audit --merge DIR | --status DIR\n\n"
            "Runs every configuration of the audit spec on its engine: starts the engine, warms it up, drives it\n"
-           "at each rate with an open-loop streaming load, finds the highest rate that meets the SLO, prices it,\n"
-           "and writes DIR/report.html, DIR/report.md, DIR/report.json and DIR/results.csv. Every finished rate\n"
-           "run is kept in DIR/results.sqlite the moment it ends; engine logs go to DIR/logs/.\n\n"
+           "with an open-loop streaming load (or a closed loop at the spec's concurrencies), searches for the\n"
+           "highest rate it sustains within the SLO (each run measures a steady-state window; a growing queue is\n"
+           "over-saturated; search.mode: burst is the old fixed-count test), prices it, and writes\n"
+           "DIR/report.html, DIR/report.md, DIR/report.json and DIR/results.csv. Every finished run is kept in\n"
+           "DIR/results.sqlite the moment it ends; engine logs go to DIR/logs/. --check also refuses bounds that\n"
+           "make a steady state impossible (docs/audit-method.md).\n\n"
            "Options:\n");
     st_opts_usage(stdout, opts);
     printf("\nExamples:\n"
@@ -76,10 +79,18 @@ static void stop_stale_engines(st_cli_run *r)
 static void print_check(const st_spec *spec, const char *spec_path)
 {
     int planned = spec->n_configs * spec->n_rates;
-    printf("%s: OK: %s engine, model %s, %d configuration%s x %d rate%s (%d rate runs of %u requests at most)\n",
-           spec_path, st_engine_kind_name(spec->engine.kind), spec->engine.model, spec->n_configs,
-           spec->n_configs == 1 ? "" : "s", spec->n_rates, spec->n_rates == 1 ? "" : "s", planned,
-           spec->workload.requests_per_rate);
+    if (spec->search.mode == ST_SEARCH_SUSTAINED)
+        printf("%s: OK: %s engine, model %s, %d configuration%s; sustained search from %d %s, at most %u runs of "
+               "at most %g s each per configuration\n",
+               spec_path, st_engine_kind_name(spec->engine.kind), spec->engine.model, spec->n_configs,
+               spec->n_configs == 1 ? "" : "s", spec->n_rates, spec->closed_loop ? "concurrency levels" : "rates",
+               spec->search.max_runs, spec->search.max_duration_s);
+    else
+        printf("%s: OK: %s engine, model %s, %d configuration%s x %d rate%s (%d rate runs of %u requests at most; a "
+               "burst test)\n",
+               spec_path, st_engine_kind_name(spec->engine.kind), spec->engine.model, spec->n_configs,
+               spec->n_configs == 1 ? "" : "s", spec->n_rates, spec->n_rates == 1 ? "" : "s", planned,
+               spec->workload.requests_per_rate);
 }
 
 int cmd_audit(int argc, char **argv)
@@ -220,7 +231,8 @@ int cmd_audit(int argc, char **argv)
     st_cli_store_traffic(r.store, &r.spec);
     /* the prediction first (seconds), compared with the measurement in the report */
     st_emu_calib calib;
-    if (!no_prediction && (!calib_path || st_cli_load_calibration(calib_path, &r.spec, &calib) == 0))
+    int predicted = !no_prediction && (!calib_path || st_cli_load_calibration(calib_path, &r.spec, &calib) == 0);
+    if (predicted)
         st_cli_predict_first(&r.spec, r.spec_path, out_dir, r.store, calib_path, calib_path ? &calib : NULL, quiet);
     volatile sig_atomic_t *stop = st_cli_catch_signals(NULL);
     char self[4096];
@@ -240,6 +252,8 @@ int cmd_audit(int argc, char **argv)
     int srun = st_sweep_run(&r.spec, r.store, &so, &sr, err, sizeof err);
     if (srun)
         fprintf(r.out, "servetune audit: %s\n", err);
+    else if (predicted && !sr.interrupted)
+        st_cli_predict_at_measured(&r.spec, r.store, calib_path ? &calib : NULL, stop);
     rc = st_cli_run_finish(&r, &sr, srun != 0, "Report");
 out:
     st_cli_run_close(&r);

@@ -499,27 +499,14 @@ static const char *fit_prompts(bench_args *a, int api, const char *model, const 
         snprintf(note, notelen, "off (%s)", err);
         return note;
     }
-    st_workload *w = &bw->work;
-    for (uint32_t i = 0; i < w->n && !bench_stop; i++) {
-        st_work_item *it = &w->items[i];
-        /* a session's turns and a trace's own text are sent as they are */
-        if (it->session || !it->input_ids)
-            continue;
-        uint32_t measured;
-        uint32_t keep = it->prefix_len;
-        int rc = st_prompt_fit(it, it->input_len, keep, st_tokenizer_count, t, &measured, err, sizeof err);
-        if (rc < 0) {
-            if (st_tokenizer_missing(t))
-                snprintf(note, notelen,
-                         "off: the server has no /tokenize (prompt lengths estimated as one token a "
-                         "word)");
-            else
-                snprintf(note, notelen, "stopped after %u prompts: %.300s", *fitted, err);
-            st_tokenizer_free(t);
-            return note;
-        }
-        (*fitted)++;
-        *exact += rc == 0;
+    int rc = st_prompt_fit_work(&bw->work, t, &bench_stop, fitted, exact, err, sizeof err);
+    if (rc < 0) {
+        if (st_tokenizer_missing(t))
+            snprintf(note, notelen, "off: the server has no /tokenize (prompt lengths estimated as one token a word)");
+        else
+            snprintf(note, notelen, "stopped after %u prompts: %.300s", *fitted, err);
+        st_tokenizer_free(t);
+        return note;
     }
     snprintf(note, notelen, "on (%u /tokenize calls)", st_tokenizer_calls(t));
     st_tokenizer_free(t);

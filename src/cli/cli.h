@@ -107,6 +107,13 @@ int st_cli_predict_first(const struct st_spec *spec, const char *spec_path, cons
                          struct st_store *audit_store, const char *calib_path, const struct st_emu_calib *calib,
                          int quiet);
 
+/* After the measurement: the engine model run at each configuration's measured capacity rate
+ * where the prediction made first did not run that rate (a sustained search tries its own
+ * rates), added to the stored summary, so that the report compares TTFT and TPOT at the same
+ * offered rate. Nothing without a stored prediction. 0, or -1 after printing why. */
+int st_cli_predict_at_measured(const struct st_spec *spec, struct st_store *audit_store,
+                               const struct st_emu_calib *calib, volatile sig_atomic_t *stop);
+
 /* servetune audit across machines (src/cli/audit_cluster.c, docs/cluster.md). */
 #include <signal.h>
 

@@ -140,6 +140,7 @@ int cmd_emulate(int argc, char **argv)
                             .fault_hang_after = A.hang_after,
                             .fault_500_rate = A.f500,
                             .fault_midstream_rate = A.fmid,
+                            .fault_host_stall_s = A.host_stall,
                             .print_jitter = A.jitter,
                             .reasoning_share = A.reasoning_share,
                             .prompt_tokens_details = A.prompt_details };

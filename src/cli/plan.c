@@ -64,7 +64,8 @@ static int len_auto(const st_spec *s, long *len, double *reject, char *err, size
     *reject = 0;
     if (s->workload.kind != ST_WL_TRACE) {
         double r = s->workload.range_ratio;
-        double longest = ceil(s->workload.input_tokens * (1 + r)) + ceil(s->workload.output_tokens * (1 + r));
+        double prefix = s->workload.vllm_semantics ? s->workload.shared_prefix : 0; /* on top, unspread */
+        double longest = prefix + ceil(s->workload.input_tokens * (1 + r)) + ceil(s->workload.output_tokens * (1 + r));
         *len = (long)(ceil(longest / 256) * 256);
         return 0;
     }
@@ -161,33 +162,21 @@ out:
 static void day_of(const st_plan_result *r, const st_plan_candidate *c, const st_prices *p, st_day_cost *d, int *ok,
                    double *sls, const char **from)
 {
-    const st_spec *s = r->spec;
     *ok = 0;
-    if (!s->traffic.set || c->state != ST_PLAN_OK)
+    if (!r->spec->traffic.set || c->state != ST_PLAN_OK)
         return;
-    double price_s = s->traffic.serverless_price_per_gpu_s;
-    *from = "the spec";
-    if (!(price_s > 0)) {
-        const st_price *sp = st_prices_pick(p, c->gpu, ST_PRICE_SERVERLESS, s->traffic.serverless_provider);
-        price_s = sp ? sp->usd_per_gpu_hour / 3600.0 : 0;
-        *from = sp ? sp->provider : NULL;
-    }
-    double out_tok = s->workload.output_tokens > 0 ? s->workload.output_tokens : 1;
-    double service = (isfinite(c->ttft_p95_ms) ? c->ttft_p95_ms / 1e3 : 0) +
-                     (isfinite(c->tpot_p95_ms) ? c->tpot_p95_ms / 1e3 * (out_tok - 1) : 0);
-    st_day_opts o = { .capacity_rps = c->capacity_rps,
-                      .gpus_per_replica = c->tp,
-                      .price_per_gpu_hour = c->price_per_gpu_hour,
-                      .scale_up_delay_s = s->traffic.scale_up_delay_s,
-                      .min_replicas = s->traffic.min_replicas,
-                      .serverless_price_per_gpu_s = price_s,
-                      .idle_timeout_s = s->traffic.idle_timeout_s,
-                      .cold_start_s = s->traffic.cold_start_s,
-                      .service_s = service };
+    st_day_setup u = { .capacity_rps = c->capacity_rps,
+                       .gpus_per_replica = c->tp,
+                       .price_per_gpu_hour = c->price_per_gpu_hour,
+                       .gpu_key = c->gpu,
+                       .ttft_ms = c->ttft_p95_ms,
+                       .tpot_ms = c->tpot_p95_ms };
+    st_day_serverless sl;
     char err[200];
-    if (st_day_price(s->traffic.hourly_rps, 24, 3600, &o, NULL, d, err, sizeof err) == 0) {
+    if (st_day_of_spec(r->spec, p, &u, d, &sl, err, sizeof err) == 0) {
         *ok = 1;
-        *sls = price_s;
+        *sls = sl.price_per_gpu_s;
+        *from = sl.from;
     }
 }
 

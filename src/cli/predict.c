@@ -2,6 +2,7 @@
  * virtual time (audit/executor.h, the model executor): no server, no sockets, no child process.
  * Same sweep, store and reports as `servetune audit`, marked as a prediction. docs/predict.md. */
 #include <errno.h>
+#include <jansson.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@
 #include "core/file.h"
 #include "core/version.h"
 #include "emu/calib.h"
+#include "report/format.h"
 #include "report/predvs.h"
 #include "report/report.h"
 
@@ -72,7 +74,9 @@ static int suggest(const st_spec *spec, st_store *store, const st_emu_calib *cal
     char err[1024];
     line[0] = '\0';
     if (!quiet)
-        fprintf(stderr, "servetune predict: capacities by bisection on the model (within 2 %%):\n");
+        fprintf(stderr, spec->search.mode == ST_SEARCH_SUSTAINED
+                            ? "servetune predict: sustained capacities on the model (the search's own tolerance):\n"
+                            : "servetune predict: capacities by bisection on the model (within 2 %%):\n");
     for (int i = 0; i < spec->n_configs && nc < 256; i++) {
         st_executor *x;
         if (st_exec_model_new(spec, NULL, &x, err, sizeof err))
@@ -92,6 +96,9 @@ static int suggest(const st_spec *spec, st_store *store, const st_emu_calib *cal
         if (!isfinite(b.fail_rate))
             printf("  %-24s passes at every rate up to %.4g req/s (%d runs)\n", spec->configs[i].name, b.pass_rate,
                    b.runs);
+        else if (spec->search.mode == ST_SEARCH_SUSTAINED)
+            printf("  %-24s sustained at %.4g, not at %.4g %s (%d runs)\n", spec->configs[i].name, b.pass_rate,
+                   b.fail_rate, spec->closed_loop ? "concurrent requests" : "req/s", b.runs);
         else
             printf("  %-24s capacity between %.4g and %.4g req/s offered (%.4g req/s delivered; %d runs)\n",
                    spec->configs[i].name, b.pass_rate, b.fail_rate, b.capacity_rps, b.runs);
@@ -178,6 +185,103 @@ int st_cli_predict_first(const st_spec *spec, const char *spec_path, const char 
                 dir);
     st_buf_free(&sum);
     st_store_close(store);
+    return rc;
+}
+
+/* The summary's configuration named name (or NULL). */
+static json_t *summary_config(json_t *root, const char *name)
+{
+    size_t k;
+    json_t *c;
+    json_array_foreach(json_object_get(root, "configs"), k, c)
+    {
+        const char *n = json_string_value(json_object_get(c, "name"));
+        if (n && !strcmp(n, name))
+            return c;
+    }
+    return NULL;
+}
+
+/* The summary's entry of cfg at rate (as st_predvs_at matches it), or NULL. */
+static json_t *summary_rate(json_t *cfg, double rate)
+{
+    size_t k;
+    json_t *r;
+    json_array_foreach(json_object_get(cfg, "rates"), k, r)
+    {
+        json_t *v = json_object_get(r, "rate");
+        if (json_is_number(v) && fabs(json_number_value(v) - rate) <= 1e-9 * fmax(1, fabs(rate)))
+            return r;
+    }
+    return NULL;
+}
+
+int st_cli_predict_at_measured(const st_spec *spec, st_store *audit_store, const st_emu_calib *calib,
+                               volatile sig_atomic_t *stop)
+{
+    char *text = NULL, err[1024] = "", why[600];
+    if (st_store_meta_get(audit_store, ST_PREDVS_META, &text) != 1)
+        return 0;
+    json_error_t je;
+    json_t *root = json_loads(text, 0, &je);
+    free(text);
+    if (!root)
+        return 0; /* a malformed summary is not shown anyway */
+    st_report rep;
+    st_executor *x = NULL;
+    int rc = -1, added = 0;
+    if (st_report_load(audit_store, &rep, err, sizeof err)) {
+        json_decref(root);
+        fprintf(stderr, "servetune audit: the prediction at the measured rates: %s\n", err);
+        return -1;
+    }
+    if (st_exec_model_new(spec, NULL, &x, err, sizeof err))
+        goto out;
+    st_exec_model_set_calibration(x, calib);
+    for (int i = 0; i < rep.n_cfg && i < spec->n_configs && !(stop && *stop); i++) {
+        const st_rep_cfg *c = &rep.cfg[i];
+        json_t *pc = summary_config(root, c->name);
+        if (c->status != ST_REP_OK || !pc || !isfinite(c->cap->pass_rate))
+            continue;
+        /* a rate the prediction ran (not one it skipped) is compared as it is */
+        json_t *have = summary_rate(pc, c->cap->pass_rate);
+        if (have && json_is_number(json_object_get(have, "ttft_p95_ms")) &&
+            json_is_number(json_object_get(have, "tpot_p95_ms")))
+            continue;
+        json_t *rs = json_object_get(pc, "rates");
+        if (!have && (!json_is_array(rs) || json_array_size(rs) >= ST_PREDVS_RATES_MAX))
+            continue;
+        st_rate_result r;
+        int pr = st_sweep_probe(spec, x, i, c->cap->pass_rate, stop, &r, why, sizeof why, err, sizeof err);
+        if (pr < 0)
+            goto out;
+        if (pr > 0)
+            continue; /* the model refuses the configuration: the summary says so already */
+        json_t *ro = have ? have : json_object();
+        json_object_set_new(ro, "rate", json_real(c->cap->pass_rate));
+        json_object_set_new(ro, "verdict", json_string(st_verdict_name(r.verdict)));
+        json_object_set_new(ro, "ttft_p95_ms", st_jnum_or_null(r.n_terms > 0 ? r.value_ms[0] : NAN));
+        json_object_set_new(ro, "tpot_p95_ms", st_jnum_or_null(r.n_terms > 1 ? r.value_ms[1] : NAN));
+        json_object_set_new(ro, "output_tps", st_jnum_or_null(r.output_tps));
+        if (!have)
+            json_array_append_new(rs, ro);
+        added++;
+    }
+    rc = 0;
+    if (added) {
+        char *out = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(17));
+        if (!out || st_store_meta_put(audit_store, ST_PREDVS_META, out)) {
+            snprintf(err, sizeof err, "%s", out ? st_store_errmsg(audit_store) : "out of memory");
+            rc = -1;
+        }
+        free(out);
+    }
+out:
+    if (rc)
+        fprintf(stderr, "servetune audit: the prediction at the measured rates: %s\n", err);
+    st_executor_free(x);
+    st_report_free(&rep);
+    json_decref(root);
     return rc;
 }
 

@@ -1,5 +1,7 @@
 #include "core/util.h"
 
+#include <ctype.h>
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -55,4 +57,21 @@ void st_text_sanitize(char *s, int keep_newlines)
         else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) /* U+0080..U+009F: C1 (CSI is U+009B) */
             p[0] = p[1] = ' ';
     }
+}
+
+void st_slug(const char *s, char *out, size_t n, size_t max)
+{
+    if (!n)
+        return;
+    size_t j = 0, cap = n - 1 < max ? n - 1 : max;
+    for (const char *p = s ? s : ""; *p && j < cap; p++) {
+        unsigned char ch = (unsigned char)*p;
+        char d = isalnum(ch) ? (char)tolower(ch) : '-';
+        if (d == '-' && (j == 0 || out[j - 1] == '-'))
+            continue;
+        out[j++] = d;
+    }
+    while (j > 0 && out[j - 1] == '-')
+        j--;
+    out[j] = '\0';
 }

@@ -17,6 +17,11 @@ int st_cmp_double(const void *a, const void *b);
  * space, in place (newlines too unless keep_newlines). The length does not change. */
 void st_text_sanitize(char *s, int keep_newlines);
 
+/* A name safe in a DNS label, a file name and a shell word: s lower-cased, every run of other
+ * characters one '-', no '-' at either end, at most max bytes (and n - 1); "" when nothing is
+ * left. */
+void st_slug(const char *s, char *out, size_t n, size_t max);
+
 /* vsnprintf into err (nothing when err is NULL or errlen 0). */
 void st_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 

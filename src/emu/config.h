@@ -48,6 +48,7 @@ typedef struct st_emu_config {
     uint32_t vllm_version;           /* major*10000 + minor*100 + patch (EMU_VLLM_DEFAULT_VERSION) */
     int async_scheduling;            /* -1: the version's default; 0 / 1: --[no-]async-scheduling */
     int no_frontend;                 /* 1: no API-server model (the emulator's --no-model) */
+    double reasoning_share;          /* a reasoning model: the first share of each output is reasoning (0) */
     st_emu_tuning tune;              /* free constants (defaults, or a calibration file) */
 } st_emu_config;
 

@@ -90,6 +90,8 @@ void st_emu_args_table(st_emu_args *a, st_opt *o)
           0, 1, 0 },
         { "fault-decode-slowdown", 0, ST_OPT_DOUBLE, &a->slowdown, "F",
           "TEST ONLY: decode work x F (a slow kernel path)", 0, 0, 0 },
+        { "fault-host-stall", 0, ST_OPT_DURATION, &a->host_stall, "D",
+          "TEST ONLY: the process stalls D of wall time before sending each step's tokens (a busy host)", 0, 0, 0 },
         { 0 },
     };
     memcpy(o, t, sizeof t);
@@ -264,6 +266,7 @@ int st_emu_args_config(const st_emu_args *a, st_emu_config *c, char *err, size_t
     c->kv_dtype = kvd;
     c->enable_prefix_caching = !a->prefix_off;
     c->enforce_eager = a->eager;
+    c->reasoning_share = a->reasoning_share;
     c->decode_slowdown = a->slowdown;
     if (a->async_on && a->async_off) {
         snprintf(err, errlen, "--async-scheduling and --no-async-scheduling are exclusive");

@@ -17,7 +17,7 @@ typedef struct st_emu_args {
     /* server (the emulator's HTTP side; predict ignores them) */
     const char *host, *served, *api_key, *ground_truth;
     long port, seed, crash_after, hang_after;
-    double time_scale, startup_delay, f500, fmid, reasoning_share, keep_alive_s, header_timeout_s;
+    double time_scale, startup_delay, f500, fmid, reasoning_share, keep_alive_s, header_timeout_s, host_stall;
     int no_model, fail_start, jitter, quiet, prompt_details;
     /* engine */
     const char *model, *gpu, *kv_dtype, *quant, *dtype, *calibration, *vllm_version;
@@ -26,7 +26,7 @@ typedef struct st_emu_args {
     int prefix_on, prefix_off, eager, async_on, async_off;
 } st_emu_args;
 
-#define ST_EMU_ARGS_TABLE_MAX 40
+#define ST_EMU_ARGS_TABLE_MAX 48
 
 void st_emu_args_defaults(st_emu_args *a);
 /* Fills opts (at least ST_EMU_ARGS_TABLE_MAX entries, terminated) with targets in a. */

@@ -322,12 +322,16 @@ static int run_step(run *R, const st_emu_step_result *res)
         const st_emu_event *ev = &res->events[k];
         st_record *r = ev->user;
         st_ns at = ev->due - R->t0;
+        uint32_t n_reason = R->items[r - R->rec].n_reason;
         if (ev->first) {
             r->first_token = r->first_byte = at;
-            r->first_answer = at; /* the model has no reasoning: the first token is the answer's */
             r->http_status = 200;
             r->cached_tokens = ev->cached_tokens;
         }
+        if (ev->n_out == n_reason + 1) /* the first answer token (the first token without reasoning) */
+            r->first_answer = at;
+        if (ev->n_out <= n_reason)
+            r->reasoning_tokens = ev->n_out;
         if (st_record_add_event(r, at) < 0) {
             snprintf(R->err, R->errlen, "out of memory");
             return -1;

@@ -19,6 +19,8 @@ typedef struct st_emu_sim_item {
     uint32_t input_len;
     uint32_t output_len; /* max_tokens (ignore_eos) */
     int chat;            /* sent to /v1/chat/completions (the API-server model's chat costs) */
+    uint32_t n_reason;   /* a reasoning model: the first n_reason output tokens are reasoning (the
+                            record's first_answer is the token after them; -1 when none follows) */
 } st_emu_sim_item;
 
 typedef struct st_emu_sim_stats {

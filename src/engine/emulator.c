@@ -188,6 +188,11 @@ typedef struct st_emulator {
     uint64_t rng;
     const char *model_id;
     jitter_t jit;
+    /* the process against the model's schedule (servetune:emulator_* on /metrics): tokens sent,
+     * those that reached the socket more than EMU_LATE_TOKEN_S of engine time after their
+     * scheduled time, and engine time dropped when the steps fell too far behind to catch up */
+    uint64_t tok_sent, tok_late;
+    double dropped_s;
     /* metrics */
     hist h_ttft, h_itl, h_e2e, h_queue, h_prefill, h_decode, h_ptok, h_gtok, h_iter;
     uint64_t success_stop, success_length, success_abort;
@@ -196,6 +201,9 @@ typedef struct st_emulator {
 
 /* How far (wall time) the step schedule may fall behind and still catch up. */
 #define EMU_MAX_CATCHUP_NS (50 * ST_NS_PER_MS)
+/* A token sent this much engine time after the model's schedule counts as late (the audit flags
+ * runs where many were: the host, not the modelled engine, set those latencies). */
+#define EMU_LATE_TOKEN_S 0.010
 
 static st_ns emu_now(void *ctx)
 {
@@ -473,6 +481,11 @@ static int deliver(st_emulator *em, stream_t *s, const st_emu_event *ev, st_ns e
     }
     st_buf_puts(&b, "}");
     int wr = st_server_sse_send(s->resp, b.data, b.len);
+    if (wr == 0) {
+        st_ns late_w = st_now() - deadline_wall;
+        em->tok_sent++;
+        em->tok_late += (double)late_w * em->K > EMU_LATE_TOKEN_S * 1e9;
+    }
     if (em->o->print_jitter && wr == 0) {
         st_ns late = st_now() - deadline_wall;
         if (late < 0)
@@ -537,6 +550,10 @@ static void on_step_timer(st_loop *l, void *arg)
     (void)l;
     st_emulator *em = arg;
     st_ns next_start = -1;
+    if (em->step_active && em->o->fault_host_stall_s > 0) { /* a busy host: the process wakes late */
+        struct timespec ts = { (time_t)em->o->fault_host_stall_s, (long)(fmod(em->o->fault_host_stall_s, 1.0) * 1e9) };
+        nanosleep(&ts, NULL);
+    }
     if (em->step_active) {
         st_ns deadline = wall_of(em, em->step_end_e);
         for (uint32_t i = 0; i < em->res.n_events; i++) {
@@ -563,6 +580,8 @@ static void on_step_timer(st_loop *l, void *arg)
          * time, and then the figures are slower than the model: the ground truth shows it. */
         st_ns now_e = emu_now(em);
         int keep = next_start >= 0 && (double)(now_e - next_start) <= (double)EMU_MAX_CATCHUP_NS * em->K;
+        if (!keep && next_start >= 0 && now_e > next_start)
+            em->dropped_s += (double)(now_e - next_start) / 1e9;
         start_step(em, keep ? next_start : now_e);
     }
 }
@@ -935,11 +954,17 @@ static void handle_metrics(st_emulator *em, st_server_resp *resp)
         { "vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.",
           s.prefix_queries },
         { "vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.", s.prefix_hits },
+        { "servetune:emulator_tokens_total", "Tokens the emulator sent.", em->tok_sent },
+        { "servetune:emulator_tokens_late_total",
+          "Tokens sent more than 10 ms of engine time after the model's schedule (the host was busy).", em->tok_late },
     };
     for (size_t i = 0; i < sizeof ctr / sizeof ctr[0]; i++) {
         metric_head(b, ctr[i].name, "counter", ctr[i].help);
         st_buf_printf(b, "%s{%s} %llu\n", ctr[i].name, labels, (unsigned long long)ctr[i].v);
     }
+    metric_head(b, "servetune:emulator_dropped_seconds_total", "counter",
+                "Engine seconds the model lost when the process fell too far behind its schedule to catch up.");
+    st_buf_printf(b, "servetune:emulator_dropped_seconds_total{%s} %.9g\n", labels, em->dropped_s);
     metric_head(b, "vllm:request_success_total", "counter", "Count of successfully processed requests.");
     st_buf_printf(b, "vllm:request_success_total{%s,finished_reason=\"stop\"} %llu\n", labels,
                   (unsigned long long)em->success_stop);

@@ -28,6 +28,7 @@ typedef struct st_emulator_opts {
     long fault_hang_after;       /* stop responding when request N+1 arrives (0: off) */
     double fault_500_rate;       /* fraction of generation requests answered 500 */
     double fault_midstream_rate; /* fraction of streams that fail half-way */
+    double fault_host_stall_s;   /* the process stalls this long (wall) before sending a step's tokens */
     int print_jitter;            /* print token emission jitter percentiles at exit */
     /* A reasoning model: the first floor(share x max_tokens) output tokens of each request are
      * reasoning (chat: delta.reasoning_content, message.reasoning_content; completions: text

@@ -6,8 +6,8 @@
 /* ---- engine names -------------------------------------------------------------------- */
 
 static const char *const met_names[ST_MET__COUNT] = {
-    "kv_usage",       "running",       "waiting",           "preemptions",     "prefix_hits",
-    "prefix_queries", "prompt_tokens", "generation_tokens", "prefix_hit_rate",
+    "kv_usage",      "running",           "waiting",         "preemptions", "prefix_hits",     "prefix_queries",
+    "prompt_tokens", "generation_tokens", "prefix_hit_rate", "emu_tokens",  "emu_late_tokens", "emu_dropped_s",
 };
 
 const char *st_metrics_name(st_metric m) { return ((unsigned)m < ST_MET__COUNT) ? met_names[m] : "unknown"; }
@@ -40,6 +40,10 @@ static const char *const *const vllm_names[ST_MET__COUNT] = {
     [ST_MET_PROMPT_TOKENS] = L("vllm:prompt_tokens_total", "vllm:prompt_tokens"),
     [ST_MET_GENERATION_TOKENS] = L("vllm:generation_tokens_total", "vllm:generation_tokens"),
     [ST_MET_PREFIX_HIT_RATE] = L("vllm:gpu_prefix_cache_hit_rate"), /* V0 only */
+    /* servetune's emulator (engine/emulator.c), absent from vLLM */
+    [ST_MET_EMU_TOKENS] = L("servetune:emulator_tokens_total"),
+    [ST_MET_EMU_LATE] = L("servetune:emulator_tokens_late_total"),
+    [ST_MET_EMU_DROPPED_S] = L("servetune:emulator_dropped_seconds_total"),
 };
 static const char *const *const sglang_names[ST_MET__COUNT] = {
     [ST_MET_KV_USAGE] = L("sglang:token_usage"),

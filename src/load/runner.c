@@ -1151,6 +1151,11 @@ static void runner_cleanup(runner *r)
 {
     while (r->all)
         close_conn(r->all);
+    if (r->rec) { /* the run did not happen: its records are not handed out */
+        for (uint32_t i = 0; i < r->n; i++)
+            st_record_free(&r->rec[i]);
+        free(r->rec);
+    }
     if (r->l) {
         st_timer_disarm(r->l, &r->arrival);
         st_timer_disarm(r->l, &r->probe);
@@ -1181,109 +1186,116 @@ static void runner_cleanup(runner *r)
     free(r);
 }
 
-int st_runner_run(const st_runner_config *cfg, st_run_result *out, char *err, size_t errlen)
+/* Checks the configuration and builds the runner: URL, TLS, headers, buffers. NULL with err. */
+static runner *runner_new(const st_runner_config *cfg, st_run_result *out, char *err, size_t errlen)
 {
-    memset(out, 0, sizeof *out);
     uint32_t n = cfg->work ? cfg->work->n : 0;
     if (n == 0 || !cfg->schedule) {
         snprintf(err, errlen, "nothing to send");
-        return -1;
+        return NULL;
     }
     if (cfg->api != ST_RUNNER_API_RAW && (cfg->api < 0 || cfg->api > ST_API_SGLANG || !cfg->work->items)) {
         snprintf(err, errlen, "bad API kind");
-        return -1;
+        return NULL;
     }
     runner *r = calloc(1, sizeof *r);
     if (!r) {
         snprintf(err, errlen, "out of memory");
-        return -1;
+        return NULL;
     }
     r->cfg = cfg;
     r->res = out;
     r->n = n;
     r->n_static = n;
+    int ok = 1;
     if (cfg->api != ST_RUNNER_API_RAW && cfg->work->n_dependent) {
         if (cfg->work->n_dependent >= n || !cfg->on_end || cfg->warmup) {
             snprintf(err, errlen, "%s",
                      cfg->work->n_dependent >= n ? "every request depends on another"
                      : !cfg->on_end              ? "the workload has session turns but no session hook"
                                                  : "warm-up requests and sessions do not combine");
-            free(r);
-            return -1;
+            ok = 0;
         }
         r->n_static = n - cfg->work->n_dependent;
     }
     r->w = cfg->warmup < n ? cfg->warmup : n;
     r->now_read = -1;
-    if (st_url_parse(cfg->url, &r->url, err, errlen) < 0) {
-        runner_cleanup(r);
-        return -1;
-    }
+    if (ok)
+        ok = st_url_parse(cfg->url, &r->url, err, errlen) == 0;
     const char *api_path = cfg->api == ST_RUNNER_API_RAW ? "" : st_api_path((st_api_kind)cfg->api, cfg->stream);
-    if (cfg->api == ST_RUNNER_API_RAW)
+    if (ok && cfg->api == ST_RUNNER_API_RAW) {
         snprintf(r->path, sizeof r->path, "%s", r->url.path);
-    else if (st_url_join(&r->url, api_path, r->path, sizeof r->path) < 0) {
+    } else if (ok && st_url_join(&r->url, api_path, r->path, sizeof r->path) < 0) {
         snprintf(err, errlen, "URL path too long");
-        runner_cleanup(r);
-        return -1;
+        ok = 0;
     }
-    if (r->url.https) {
+    if (ok && r->url.https) {
         r->tls = st_tls_ctx_new(!cfg->insecure, cfg->ca_file, err, errlen);
-        if (!r->tls) {
-            runner_cleanup(r);
-            return -1;
+        ok = r->tls != NULL;
+    }
+    if (ok) {
+        r->hdrs = calloc((size_t)cfg->nheaders + 4, sizeof *r->hdrs);
+        r->rec = calloc(n, sizeof *r->rec);
+        r->retryq = calloc(n, sizeof *r->retryq);
+        r->retried = calloc(n, 1);
+        r->dlag = malloc(n * sizeof *r->dlag);
+        r->rel_idx = malloc(n * sizeof *r->rel_idx);
+        r->rel_at = malloc(n * sizeof *r->rel_at);
+        r->readyq = malloc(n * sizeof *r->readyq);
+        r->arena = malloc(ARENA_BYTES);
+        r->pend = malloc(PEND_MAX * sizeof *r->pend);
+        r->l = st_loop_new();
+        ok = r->hdrs && r->rec && r->retryq && r->retried && r->dlag && r->arena && r->pend && r->l && r->rel_idx &&
+             r->rel_at && r->readyq;
+        if (!ok)
+            snprintf(err, errlen, "out of memory");
+    }
+    if (ok) {
+        r->hdrs[r->nhdrs++] = "User-Agent: servetune";
+        int own_encoding = 0;
+        for (int i = 0; i < cfg->nheaders; i++)
+            own_encoding |= !strncasecmp(cfg->headers[i], "Accept-Encoding:", 16);
+        if (!own_encoding)
+            r->hdrs[r->nhdrs++] = "Accept-Encoding: identity";
+        if (cfg->api_key && *cfg->api_key) {
+            size_t kl = strlen(cfg->api_key);
+            r->auth = malloc(kl + 32);
+            if (!r->auth || strpbrk(cfg->api_key, "\r\n")) {
+                snprintf(err, errlen, "the API key is not usable in an HTTP header");
+                ok = 0;
+            } else {
+                snprintf(r->auth, kl + 32, "Authorization: Bearer %s", cfg->api_key);
+                r->hdrs[r->nhdrs++] = r->auth;
+            }
         }
     }
-    r->hdrs = calloc((size_t)cfg->nheaders + 4, sizeof *r->hdrs);
-    r->rec = calloc(n, sizeof *r->rec);
-    r->retryq = calloc(n, sizeof *r->retryq);
-    r->retried = calloc(n, 1);
-    r->dlag = malloc(n * sizeof *r->dlag);
-    r->rel_idx = malloc(n * sizeof *r->rel_idx);
-    r->rel_at = malloc(n * sizeof *r->rel_at);
-    r->readyq = malloc(n * sizeof *r->readyq);
-    r->arena = malloc(ARENA_BYTES);
-    r->pend = malloc(PEND_MAX * sizeof *r->pend);
-    r->l = st_loop_new();
-    if (!r->hdrs || !r->rec || !r->retryq || !r->retried || !r->dlag || !r->arena || !r->pend || !r->l || !r->rel_idx ||
-        !r->rel_at || !r->readyq) {
-        free(r->rec);
-        snprintf(err, errlen, "out of memory");
-        runner_cleanup(r);
-        return -1;
-    }
-    r->hdrs[r->nhdrs++] = "User-Agent: servetune";
-    int own_encoding = 0;
-    for (int i = 0; i < cfg->nheaders; i++)
-        own_encoding |= !strncasecmp(cfg->headers[i], "Accept-Encoding:", 16);
-    if (!own_encoding)
-        r->hdrs[r->nhdrs++] = "Accept-Encoding: identity";
-    if (cfg->api_key && *cfg->api_key) {
-        size_t kl = strlen(cfg->api_key);
-        r->auth = malloc(kl + 32);
-        if (!r->auth || strpbrk(cfg->api_key, "\r\n")) {
-            free(r->rec);
-            snprintf(err, errlen, "the API key is not usable in an HTTP header");
-            runner_cleanup(r);
-            return -1;
-        }
-        snprintf(r->auth, kl + 32, "Authorization: Bearer %s", cfg->api_key);
-        r->hdrs[r->nhdrs++] = r->auth;
-    }
-    for (int i = 0; i < cfg->nheaders; i++) {
+    for (int i = 0; ok && i < cfg->nheaders; i++) {
         if (!st_http_header_line_valid(cfg->headers[i])) {
-            free(r->rec);
             snprintf(err, errlen, "bad header '%.60s' (expected 'Name: value')", cfg->headers[i]);
-            runner_cleanup(r);
-            return -1;
+            ok = 0;
+        } else {
+            r->hdrs[r->nhdrs++] = cfg->headers[i];
         }
-        r->hdrs[r->nhdrs++] = cfg->headers[i];
     }
-    memcpy(r->idhdr, "X-Servetune-Id: ", 16);
-    r->hdrs[r->nhdrs++] = r->idhdr; /* X-Servetune-Id: <index>, set per request */
-    st_buf_init(&r->scratch, RUN_OUT_MAX);
-    r->timeout_ns = st_s_to_ns(cfg->timeout_s > 0 ? cfg->timeout_s : 300);
-    for (uint32_t i = 0; i < n; i++) {
+    if (ok) {
+        memcpy(r->idhdr, "X-Servetune-Id: ", 16);
+        r->hdrs[r->nhdrs++] = r->idhdr; /* X-Servetune-Id: <index>, set per request */
+        st_buf_init(&r->scratch, RUN_OUT_MAX);
+        r->timeout_ns = st_s_to_ns(cfg->timeout_s > 0 ? cfg->timeout_s : 300);
+    } else {
+        runner_cleanup(r);
+        r = NULL;
+    }
+    return r;
+}
+
+/* One record per work item, from the schedule (a dependent session turn is scheduled when it is
+ * released). -1 with err when the schedule decreases. */
+static int runner_records(runner *r, char *err, size_t errlen)
+{
+    const st_runner_config *cfg = r->cfg;
+    int rc = 0;
+    for (uint32_t i = 0; i < r->n; i++) {
         st_record_init(&r->rec[i], i);
         r->rec[i].warmup = i < r->w;
         r->rec[i].scheduled = i < r->n_static ? cfg->schedule[i] : -1; /* dependent: set when released */
@@ -1294,14 +1306,20 @@ int st_runner_run(const st_runner_config *cfg, st_run_result *out, char *err, si
             r->rec[i].turn = cfg->work->items[i].turn;
         }
         r->dlag[i] = NAN;
-        if (i > 0 && i < r->n_static && cfg->schedule[i] < cfg->schedule[i - 1]) {
+        if (i > 0 && i < r->n_static && cfg->schedule[i] < cfg->schedule[i - 1] && !rc) {
             snprintf(err, errlen, "the schedule decreases at request %u", i);
-            free(r->rec);
-            runner_cleanup(r);
-            return -1;
+            rc = -1;
         }
     }
     r->same_times = cfg->schedule[r->n_static - 1] == cfg->schedule[r->w < r->n_static ? r->w : 0];
+    return rc;
+}
+
+/* Runs the event loop from t0 until every request has finished or the stop flag is raised. */
+static void runner_loop(runner *r)
+{
+    const st_runner_config *cfg = r->cfg;
+    st_run_result *out = r->res;
     resolve(r); /* a failure makes every request fail with the reason; the run goes on */
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
     st_loop_set_spin(r->l, cfg->spin_ns > 0 ? cfg->spin_ns : 0);
@@ -1315,8 +1333,6 @@ int st_runner_run(const st_runner_config *cfg, st_run_result *out, char *err, si
     out->t0_wall = st_wall_ns();
     r->t0 = st_now();
     out->t0_mono = r->t0;
-    if (r->w == 0)
-        r->warm_done = 1;
     arm_arrival(r);
     st_timer_arm(r->l, &r->probe, r->t0 + PROBE_NS);
     st_timer_arm(r->l, &r->tick, r->t0 + TICK_NS);
@@ -1331,12 +1347,17 @@ int st_runner_run(const st_runner_config *cfg, st_run_result *out, char *err, si
             break;
         }
     }
-    /* whatever is left was stopped */
+}
+
+/* Whatever is left when the run stops (in flight, waiting for a slot, a retry or a session turn,
+ * not yet due) is aborted, and the progress callback sees the end. */
+static void runner_abort_rest(runner *r)
+{
     r->now_read = -1;
     for (rconn *c = r->all; c; c = c->next_all)
         if (c->idx >= 0)
             finish_request(c, ST_REQ_ABORTED, "the run was stopped before this request completed");
-    for (uint32_t i = 0; i < n; i++)
+    for (uint32_t i = 0; i < r->n; i++)
         if (r->rec[i].end < 0 && r->rec[i].status == ST_REQ_OK && !r->rec[i].error) {
             /* never started, or waiting for a slot or a retry (or a session turn never released) */
             r->rec[i].sent = -1;
@@ -1344,24 +1365,30 @@ int st_runner_run(const st_runner_config *cfg, st_run_result *out, char *err, si
                 r->rec[i].scheduled = rel_now(r);
             st_record_set_error(&r->rec[i], ST_REQ_ABORTED, "the run was stopped before this request was sent", 49);
         }
-    out->duration = rel_now(r);
-    if (cfg->progress) {
+    r->res->duration = rel_now(r);
+    if (r->cfg->progress) {
         st_runner_progress p;
         fill_progress(r, &p);
-        cfg->progress(cfg->progress_arg, &p);
+        r->cfg->progress(r->cfg->progress_arg, &p);
     }
-    /* self-check over measured requests */
-    double *lags = malloc(n * sizeof *lags);
+}
+
+/* The client's self-check over the measured requests (docs/bench.md): dispatch lag and event-loop
+ * delay against max_lag_ms. */
+static void runner_self_check(runner *r)
+{
+    st_run_result *out = r->res;
+    double *lags = malloc(r->n * sizeof *lags);
     uint32_t nl = 0;
     if (lags) {
-        for (uint32_t i = r->w; i < n; i++)
+        for (uint32_t i = r->w; i < r->n; i++)
             if (!isnan(r->dlag[i]))
                 lags[nl++] = r->dlag[i];
         st_dist_compute(lags, nl, &out->dispatch_lag);
         free(lags);
     }
     st_dist_compute(r->ldelay, r->nld, &out->loop_delay);
-    out->max_lag_ms = cfg->max_lag_ms > 0 ? cfg->max_lag_ms : 10;
+    out->max_lag_ms = r->cfg->max_lag_ms > 0 ? r->cfg->max_lag_ms : 10;
     double lim = out->max_lag_ms / 1e3;
     if (r->same_times) {
         snprintf(out->limited_reason, sizeof out->limited_reason,
@@ -1378,11 +1405,25 @@ int st_runner_run(const st_runner_config *cfg, st_run_result *out, char *err, si
         snprintf(out->limited_reason, sizeof out->limited_reason,
                  "ok: dispatch lag and event-loop delay p99 within %.3g ms", out->max_lag_ms);
     }
-    out->records = r->rec;
-    out->n = n;
-    r->rec = NULL;
-    runner_cleanup(r);
-    return 0;
+}
+
+int st_runner_run(const st_runner_config *cfg, st_run_result *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    int rc = -1;
+    runner *r = runner_new(cfg, out, err, errlen);
+    if (r && runner_records(r, err, errlen) == 0) {
+        runner_loop(r);
+        runner_abort_rest(r);
+        runner_self_check(r);
+        out->records = r->rec;
+        out->n = r->n;
+        r->rec = NULL;
+        rc = 0;
+    }
+    if (r)
+        runner_cleanup(r);
+    return rc;
 }
 
 void st_run_result_free(st_run_result *r)

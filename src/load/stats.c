@@ -22,6 +22,62 @@ double st_percentile_sorted(const double *sorted, uint32_t n, double p)
     return sorted[i] + (h - lo) * (sorted[i + 1] - sorted[i]);
 }
 
+/* Quickselect: reorders v[lo..hi) so that v[k] holds the value of rank k, smaller or equal
+ * values before it and greater or equal after it. */
+static void select_rank(double *v, uint32_t lo, uint32_t hi, uint32_t k)
+{
+    while (hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        /* the median of three values of the range as the pivot */
+        double a = v[lo], b = v[mid], c = v[hi - 1];
+        double piv = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
+        /* three ways: [lo, lt) < piv, [lt, gt) == piv, [gt, hi) > piv; the middle part holds the
+         * pivot itself, so each pass shrinks the range */
+        uint32_t lt = lo, i = lo, gt = hi;
+        while (i < gt) {
+            double x = v[i];
+            if (x < piv) {
+                v[i++] = v[lt];
+                v[lt++] = x;
+            } else if (x > piv) {
+                v[i] = v[--gt];
+                v[gt] = x;
+            } else {
+                i++;
+            }
+        }
+        if (k < lt)
+            hi = lt;
+        else if (k >= gt)
+            lo = gt;
+        else
+            return;
+    }
+}
+
+/* Above this many values, percentiles come from selection (linear) instead of a full sort. */
+#define DIST_SELECT_MIN 256u
+
+/* The pct-th percentile (type 7) of v[0..m) by selection; *from is the lowest rank still
+ * unordered (percentiles must be asked in increasing order). */
+static double pct_select(double *v, uint32_t m, double pct, uint32_t *from)
+{
+    double h = (double)(m - 1) * pct / 100.0;
+    uint32_t i = (uint32_t)floor(h);
+    if (i >= m - 1) {
+        select_rank(v, *from, m, m - 1);
+        *from = m - 1;
+        return v[m - 1];
+    }
+    select_rank(v, *from, m, i);
+    double next = v[i + 1];
+    for (uint32_t j = i + 2; j < m; j++)
+        if (v[j] < next)
+            next = v[j];
+    *from = i + 1;
+    return v[i] + (h - floor(h)) * (next - v[i]);
+}
+
 void st_dist_compute(double *vals, uint32_t n, st_dist *out)
 {
     uint32_t m = 0;
@@ -36,17 +92,28 @@ void st_dist_compute(double *vals, uint32_t n, st_dist *out)
         out->mean = out->min = out->p50 = out->p90 = out->p95 = out->p99 = out->max = NAN;
         return;
     }
-    qsort(vals, m, sizeof *vals, st_cmp_double);
-    double sum = 0;
-    for (uint32_t i = 0; i < m; i++)
+    double sum = 0, mn = vals[0], mx = vals[0];
+    for (uint32_t i = 0; i < m; i++) {
         sum += vals[i];
+        mn = vals[i] < mn ? vals[i] : mn;
+        mx = vals[i] > mx ? vals[i] : mx;
+    }
     out->mean = sum / m;
-    out->min = vals[0];
-    out->max = vals[m - 1];
-    out->p50 = st_percentile_sorted(vals, m, 50);
-    out->p90 = st_percentile_sorted(vals, m, 90);
-    out->p95 = st_percentile_sorted(vals, m, 95);
-    out->p99 = st_percentile_sorted(vals, m, 99);
+    out->min = mn;
+    out->max = mx;
+    if (m < DIST_SELECT_MIN) {
+        qsort(vals, m, sizeof *vals, st_cmp_double);
+        out->p50 = st_percentile_sorted(vals, m, 50);
+        out->p90 = st_percentile_sorted(vals, m, 90);
+        out->p95 = st_percentile_sorted(vals, m, 95);
+        out->p99 = st_percentile_sorted(vals, m, 99);
+    } else {
+        uint32_t from = 0;
+        out->p50 = pct_select(vals, m, 50, &from);
+        out->p90 = pct_select(vals, m, 90, &from);
+        out->p95 = pct_select(vals, m, 95, &from);
+        out->p99 = pct_select(vals, m, 99, &from);
+    }
 }
 
 static int term_set(double v) { return v > 0 && !isnan(v); }

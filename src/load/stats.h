@@ -21,8 +21,9 @@ typedef struct st_dist {
 
 /* sorted ascending, no NaNs; NAN when n == 0; p clamped to [0, 100]. */
 double st_percentile_sorted(const double *sorted, uint32_t n, double p);
-/* Sorts vals in place (NaNs moved out and skipped) and fills out; with no values, n = 0
- * and every figure is NAN. */
+/* Reorders vals in place (NaNs moved to the end and skipped; sorted when there are few values,
+ * else partitioned by selection, which gives the same percentiles in linear time) and fills out;
+ * with no values, n = 0 and every figure is NAN. */
 void st_dist_compute(double *vals, uint32_t n, st_dist *out);
 
 /* Optional per-request SLO terms for goodput, in seconds; 0 (or NAN) = term not set. */

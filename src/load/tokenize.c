@@ -492,3 +492,23 @@ int st_tokenizer_count(void *arg, const char *text, size_t len, uint32_t *count,
     st_http_parser_free(&p);
     return rc;
 }
+
+int st_prompt_fit_work(st_workload *w, st_tokenizer *t, const volatile sig_atomic_t *stop, uint32_t *fitted,
+                       uint32_t *exact, char *err, size_t errlen)
+{
+    *fitted = *exact = 0;
+    for (uint32_t i = 0; i < w->n; i++) {
+        if (stop && *stop)
+            return 1;
+        st_work_item *it = &w->items[i];
+        if (it->session || !it->input_ids)
+            continue;
+        uint32_t measured;
+        int rc = st_prompt_fit(it, it->input_len, it->prefix_len, st_tokenizer_count, t, &measured, err, errlen);
+        if (rc < 0)
+            return -1;
+        (*fitted)++;
+        *exact += rc == 0;
+    }
+    return 0;
+}

@@ -9,6 +9,7 @@
  * pure: it takes the count as a callback. */
 #ifndef ST_TOKENIZE_H
 #define ST_TOKENIZE_H
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -44,6 +45,14 @@ int st_tokenizer_count(void *arg, const char *text, size_t len, uint32_t *count,
 int st_tokenizer_missing(const st_tokenizer *t);
 /* Requests made so far. */
 uint32_t st_tokenizer_calls(const st_tokenizer *t);
+
+/* Fits every request of w that carries token ids and is no session turn (a turn carries the
+ * conversation's real text, a trace's own text is sent as it is) with st_prompt_fit, its shared
+ * prefix kept. Stops early when *stop becomes nonzero (stop may be NULL). fitted and exact count
+ * the requests fitted and those that came out exact. 0 done; 1 stopped; -1 with err when
+ * counting failed (st_tokenizer_missing(t) says whether the server has no /tokenize). */
+int st_prompt_fit_work(st_workload *w, st_tokenizer *t, const volatile sig_atomic_t *stop, uint32_t *fitted,
+                       uint32_t *exact, char *err, size_t errlen);
 
 /* Parses a /tokenize answer: {"count": N} (vLLM, SGLang), {"tokens": [...]} (llama.cpp),
  * or a JSON array of tokens (TGI). 0 or -1. */

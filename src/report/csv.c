@@ -28,7 +28,8 @@ int st_report_csv(const st_report *r, st_buf *b)
     st_buf_puts(b, "rank,config,is_baseline,is_pick,status,capacity_rps,capacity_vs_baseline,output_tps,"
                    "usd_per_1m_output_tokens,cost_vs_baseline,ttft_p95_ms,tpot_p95_ms,pass_rate,fail_rate,"
                    "highest_tested_passed,grid_capacity_rps,refined_capacity_rps,sustained_rps,replicas_at_peak,"
-                   "monthly_usd,note\n");
+                   "monthly_usd,note,method,capacity_ci_low,capacity_ci_high,binding,boundary,runs,engine_minutes,"
+                   "max_throughput_rps\n");
     for (int k = 0; k < r->n_cfg; k++) {
         int i = r->order[k];
         const st_rep_cfg *c = &r->cfg[i];
@@ -56,6 +57,21 @@ int st_report_csv(const st_report *r, st_buf *b)
             st_buf_puts(b, ",");
         cell_num(b, ok ? c->cost.monthly_usd : NAN);
         cell_str(b, c->note[0] ? c->note : NULL, 0);
+        const st_capacity *cp = c->cap;
+        cell_str(b, r->sustained ? (r->spec.closed_loop ? "sustained-concurrency" : "sustained") : "burst", 0);
+        if (r->sustained) {
+            char bind[48];
+            st_report_binding(r, c, bind, sizeof bind);
+            cell_num(b, cp->has_pass ? cp->ci_lo : NAN);
+            cell_num(b, cp->has_pass ? cp->ci_hi : NAN);
+            cell_str(b, bind, 0);
+            cell_str(b, cp->has_pass && cp->has_fail_above ? (cp->cliff ? "cliff" : "smooth") : NULL, 0);
+            st_buf_printf(b, ",%d", cp->runs);
+            cell_num(b, cp->engine_s / 60);
+            cell_num(b, cp->max_throughput_rps);
+        } else {
+            st_buf_puts(b, ",,,,,,,");
+        }
         st_buf_puts(b, "\n");
     }
     return st_buf_error(b) ? -1 : 0;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/strv.h"
+#include "core/util.h"
 #include "emu/flags.h"
 
 /* The engine the snippets are for: the emulator stands for vLLM. */
@@ -282,18 +283,8 @@ int st_deploy_docker(const st_spec *s, const st_spec_config *c, const st_deploy_
 
 void st_deploy_k8s_name(const char *config, char *out, size_t n)
 {
-    size_t j = 0, cap = n - 1 < 63 ? n - 1 : 63;
-    for (const char *p = config ? config : ""; *p && j < cap; p++) {
-        unsigned char ch = (unsigned char)*p;
-        char d = isalnum(ch) ? (char)tolower(ch) : '-';
-        if (d == '-' && (j == 0 || out[j - 1] == '-'))
-            continue;
-        out[j++] = d;
-    }
-    while (j > 0 && out[j - 1] == '-')
-        j--;
-    out[j] = '\0';
-    if (!j)
+    st_slug(config, out, n, 63);
+    if (!out[0])
         snprintf(out, n, "llm");
 }
 

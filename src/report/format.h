@@ -3,6 +3,8 @@
 #define ST_REPORT_FORMAT_H
 #include <stddef.h>
 
+#include <jansson.h>
+
 #include "core/buf.h"
 
 /* "12.3", "0.85", "1,234"; "-" for NAN. */
@@ -18,6 +20,10 @@ void st_fmt_rate(char *out, size_t n, double r);
 int st_md_text(st_buf *b, const char *s);
 /* Appends s inside `code` (backticks in s replaced by '). */
 int st_md_code(st_buf *b, const char *s);
+/* A JSON number, or null for NAN and infinities. */
+json_t *st_jnum_or_null(double v);
+/* "$0.172", "$359", "$1016"; "-" for NAN (the plan's and the traffic day's tables). */
+void st_fmt_money(char *out, size_t n, double v);
 /* "2026-11-29 14:15 UTC" from wall ns. */
 void st_fmt_date(char *out, size_t n, long long wall_ns);
 

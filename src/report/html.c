@@ -52,7 +52,8 @@ static void ht_lines(st_buf *h, const char *s, size_t max)
 
 /* ---- number formatting ------------------------------------------------------------------ */
 
-#define DASH "\xE2\x80\x94" /* em dash */
+#define DASH "\xE2\x80\x94"  /* em dash */
+#define NDASH "\xE2\x80\x93" /* en dash */
 #define MINUS "\xE2\x88\x92"
 
 void st_html_fmt_change(char *out, size_t outlen, double frac)
@@ -433,9 +434,19 @@ static void results_table(st_buf *h, const st_html_report *r, const ord *o)
         }
         fmt_num(t1, sizeof t1, c->capacity_rps, 2);
         st_buf_printf(h, "<td class=\"num\"><b>%s%s</b>", c->capacity_may_be_higher ? "\xE2\x89\xA5 " : "", t1);
+        if (c->sustained && isfinite(c->ci_lo) && !isnan(c->ci_hi)) {
+            fmt_num(t1, sizeof t1, c->ci_lo, 2);
+            fmt_num(t2, sizeof t2, c->ci_hi, 2);
+            if (isinf(c->ci_hi))
+                st_buf_printf(h, "<span class=\"small\">limit above %s (%.0f %%)</span>", t1, r->confidence * 100);
+            else
+                st_buf_printf(h, "<span class=\"small\">limit %s" NDASH "%s (%.0f %%)</span>", t1, t2,
+                              r->confidence * 100);
+        }
         if (!isnan(c->pass_rate) || !isnan(c->fail_rate)) { /* inf is a tested rate */
             fmt_rate(t1, sizeof t1, c->pass_rate);
-            st_buf_printf(h, "<span class=\"small\">passed at %s", !isnan(c->pass_rate) ? t1 : DASH);
+            st_buf_printf(h, "<span class=\"small\">%s %s", c->sustained ? "sustained at" : "passed at",
+                          !isnan(c->pass_rate) ? t1 : DASH);
             if (!isnan(c->fail_rate)) {
                 fmt_rate(t2, sizeof t2, c->fail_rate);
                 st_buf_printf(h, ", failed at %s", t2);
@@ -480,6 +491,100 @@ static void results_table(st_buf *h, const st_html_report *r, const ord *o)
         st_buf_printf(h, "</tr>\n");
     }
     st_buf_printf(h, "</tbody></table></div>\n");
+}
+
+/* The sustained search behind each capacity (one row per configuration that ran). */
+static void search_table(st_buf *h, const st_html_report *r, const ord *o)
+{
+    const char *u = r->concurrency ? "concurrency" : "req/s";
+    st_buf_printf(h,
+                  "<div class=\"scroll\"><table class=\"results\" id=\"search-table\"><thead><tr><th>Config</th>"
+                  "<th class=\"num\">Bracket (sustained " NDASH " failed, %s)</th><th class=\"num\">Limit interval "
+                  "(%.0f %%)</th><th>Binding term</th><th>Boundary</th><th class=\"num\">Runs</th>"
+                  "<th class=\"num\">Engine-minutes</th><th class=\"num\">Max throughput (req/s)</th></tr></thead>"
+                  "<tbody>\n",
+                  u, r->confidence * 100);
+    for (uint32_t k = 0; k < r->n_configs; k++) {
+        const st_html_config *c = o[k].c;
+        if (!c->search_runs)
+            continue;
+        char a[64], b[64], l[64], hi[64], em[64], mt[64];
+        fmt_num(a, sizeof a, c->pass_rate, 2);
+        fmt_num(b, sizeof b, c->fail_rate, 2);
+        fmt_num(l, sizeof l, c->ci_lo, 2);
+        fmt_num(hi, sizeof hi, c->ci_hi, 2);
+        if (isinf(c->ci_hi))
+            snprintf(hi, sizeof hi, "open");
+        fmt_num(em, sizeof em, c->engine_minutes, 1);
+        fmt_num(mt, sizeof mt, c->max_throughput_rps, 2);
+        st_buf_printf(h, "<tr><td class=\"cfg\">");
+        swatch(h, o[k].idx);
+        ht(h, name_of(c), NAME_MAX_BYTES);
+        st_buf_printf(h, "</td><td class=\"num\">%s " NDASH " %s</td><td class=\"num\">%s " NDASH " %s</td><td>", a, b,
+                      l, hi);
+        hs(h, c->binding ? c->binding : DASH);
+        st_buf_printf(h,
+                      "</td><td>%s</td><td class=\"num\">%d</td><td class=\"num\">%s</td><td class=\"num\">%s"
+                      "</td></tr>\n",
+                      c->boundary ? c->boundary : DASH, c->search_runs, em, mt);
+    }
+    st_buf_printf(h, "</tbody></table></div>\n<p class=\"small\">Capacity is the highest rate the search "
+                     "demonstrated; the limit interval is where the highest sustainable rate lies: where the binding "
+                     "term's percentile interval crosses its limit between the bracket's ends (at a cliff, the "
+                     "bracket itself; a call that is not confident leaves its side open). Max throughput: what the "
+                     "engine delivered while over-saturated, a separate figure never used for sizing.</p>\n");
+}
+
+/* Requests in flight against time for the runs at each bracket's ends: a sustained run levels
+ * off, an over-saturated one keeps climbing. */
+static void trace_charts(st_buf *h, const st_html_report *r)
+{
+    int any = 0;
+    for (uint32_t i = 0; i < r->n_configs; i++)
+        any |= r->configs[i].n_traces > 0;
+    if (!any) {
+        st_buf_printf(h, "<p>No runs to show.</p>\n");
+        return;
+    }
+    st_buf_printf(h, "<div class=\"grid-runs\">\n");
+    for (uint32_t i = 0; i < r->n_configs; i++) {
+        const st_html_config *c = &r->configs[i];
+        if (!c->n_traces || !c->traces)
+            continue;
+        st_svg_series se[4];
+        st_svg_ref refs[4];
+        uint32_t ns = 0, nr = 0;
+        for (uint32_t k = 0; k < c->n_traces && ns < 4; k++) {
+            const st_html_trace *t = &c->traces[k];
+            se[ns++] = (st_svg_series){ .name = t->label,
+                                        .x = t->t,
+                                        .y = t->inflight,
+                                        .n = t->n,
+                                        .color = t->passed ? 2 : 1,
+                                        .dashed = !t->passed,
+                                        .width = 1.8 };
+            if (t->passed && isfinite(t->window_start_s) && nr + 2 <= 4) {
+                refs[nr++] = (st_svg_ref){ t->window_start_s, 1, "window", 2 };
+                if (isfinite(t->window_end_s))
+                    refs[nr++] = (st_svg_ref){ t->window_end_s, 1, "", 2 };
+            }
+        }
+        char title[160];
+        snprintf(title, sizeof title, "%.120s", name_of(c));
+        st_svg_line_chart lc = { .title = title,
+                                 .width = 400,
+                                 .height = 250,
+                                 .x = { "seconds since the run started (engine time)", 0, 0, NAN, 1, 0 },
+                                 .y = { "requests in flight", 0, 0, NAN, 1, 0 },
+                                 .series = se,
+                                 .n_series = ns,
+                                 .refs = refs,
+                                 .n_refs = nr };
+        st_buf_printf(h, "<figure class=\"run\">");
+        (void)st_svg_line(h, &lc);
+        st_buf_printf(h, "</figure>\n");
+    }
+    st_buf_printf(h, "</div>\n");
 }
 
 static int cmp_point_rate(const void *a, const void *b)
@@ -680,8 +785,9 @@ static void run_chart(st_buf *h, const st_html_config *c, const st_html_run *run
     uint32_t n = run->n_samples;
     char title[96], rt[40];
     fmt_rate(rt, sizeof rt, run->rate);
-    snprintf(title, sizeof title, "%s req/s %s %s", rt, DASH,
-             run->passed == 1   ? "passed"
+    snprintf(title, sizeof title, "%s %s %s %.40s", rt, c->sustained && !run->verdict ? "" : "req/s", DASH,
+             run->verdict       ? run->verdict
+             : run->passed == 1 ? "passed"
              : run->passed == 0 ? "failed"
                                 : "no verdict");
     st_buf_printf(h, "<figure class=\"run\">");
@@ -892,6 +998,59 @@ static void method(st_buf *h, const st_html_report *r)
 
 /* ---- document --------------------------------------------------------------------------- */
 
+/* A two-column table of keys and values. */
+static void kv_table(st_buf *h, const st_html_kv *kv, uint32_t n)
+{
+    st_buf_printf(h, "<table class=\"kv\"><tbody>\n");
+    for (uint32_t i = 0; i < n; i++) {
+        st_buf_printf(h, "<tr><th scope=\"row\">");
+        hs(h, kv[i].key);
+        st_buf_printf(h, "</th><td>");
+        hs(h, kv[i].value);
+        st_buf_printf(h, "</td></tr>\n");
+    }
+    st_buf_printf(h, "</tbody></table>\n");
+}
+
+static void table_section(st_buf *h, const st_html_table *t)
+{
+    if (!t->rows || !t->cols || !t->head || !t->cells)
+        return;
+    st_buf_printf(h, "<section id=\"");
+    hs(h, t->id ? t->id : "extra");
+    st_buf_printf(h, "\">\n<h2>");
+    hs(h, t->title ? t->title : "");
+    st_buf_printf(h, "</h2>\n");
+    if (t->intro) {
+        st_buf_printf(h, "<p>");
+        hs(h, t->intro);
+        st_buf_printf(h, "</p>\n");
+    }
+    st_buf_printf(h, "<table><thead><tr>");
+    for (uint32_t c = 0; c < t->cols; c++) {
+        st_buf_printf(h, "<th>");
+        hs(h, t->head[c]);
+        st_buf_printf(h, "</th>");
+    }
+    st_buf_printf(h, "</tr></thead><tbody>\n");
+    for (uint32_t i = 0; i < t->rows; i++) {
+        st_buf_printf(h, "<tr>");
+        for (uint32_t c = 0; c < t->cols; c++) {
+            st_buf_printf(h, c ? "<td class=\"num\">" : "<td>");
+            hs(h, t->cells[(size_t)i * t->cols + c]);
+            st_buf_printf(h, "</td>");
+        }
+        st_buf_printf(h, "</tr>\n");
+    }
+    st_buf_printf(h, "</tbody></table>\n");
+    if (t->after) {
+        st_buf_printf(h, "<p>");
+        hs(h, t->after);
+        st_buf_printf(h, "</p>\n");
+    }
+    st_buf_printf(h, "</section>\n");
+}
+
 int st_html_render(const st_html_report *r, st_buf *out, char *err, size_t errlen)
 {
     st_buf *h = out;
@@ -958,26 +1117,13 @@ int st_html_render(const st_html_report *r, st_buf *out, char *err, size_t errle
         cost_charts(h, r, o);
     st_buf_printf(h, "</section>\n");
 
-    st_buf_printf(h, "<section id=\"setup\">\n<h2>Setup</h2>\n<table class=\"kv\"><tbody>\n");
-    for (uint32_t i = 0; i < r->n_setup; i++) {
-        st_buf_printf(h, "<tr><th scope=\"row\">");
-        hs(h, r->setup[i].key);
-        st_buf_printf(h, "</th><td>");
-        hs(h, r->setup[i].value);
-        st_buf_printf(h, "</td></tr>\n");
-    }
-    st_buf_printf(h, "</tbody></table>\n</section>\n");
+    st_buf_printf(h, "<section id=\"setup\">\n<h2>Setup</h2>\n");
+    kv_table(h, r->setup, r->n_setup);
+    st_buf_printf(h, "</section>\n");
 
     if (r->n_traffic) {
-        st_buf_printf(h, "<section id=\"traffic\">\n<h2>Your traffic</h2>\n<table class=\"kv\"><tbody>\n");
-        for (uint32_t i = 0; i < r->n_traffic; i++) {
-            st_buf_printf(h, "<tr><th scope=\"row\">");
-            hs(h, r->traffic[i].key);
-            st_buf_printf(h, "</th><td>");
-            hs(h, r->traffic[i].value);
-            st_buf_printf(h, "</td></tr>\n");
-        }
-        st_buf_printf(h, "</tbody></table>\n");
+        st_buf_printf(h, "<section id=\"traffic\">\n<h2>Your traffic</h2>\n");
+        kv_table(h, r->traffic, r->n_traffic);
         if (r->n_traffic_advice) {
             st_buf_printf(h, "<ul>\n");
             for (uint32_t i = 0; i < r->n_traffic_advice; i++) {
@@ -995,39 +1141,22 @@ int st_html_render(const st_html_report *r, st_buf *out, char *err, size_t errle
         results_table(h, r, o);
     else
         st_buf_printf(h, "<p>No configuration has results yet.</p>\n");
-    st_buf_printf(h, "<h3>Latency against offered rate</h3>\n");
+    if (r->sustained && n) {
+        st_buf_printf(h, "<h3>The search</h3>\n");
+        search_table(h, r, o);
+        st_buf_printf(h, "<h3>Requests in flight at the bracket's ends</h3>\n<p>The run that sustained the capacity "
+                         "(solid, with its measurement window) and the one above it that did not (dashed): a "
+                         "steady state levels off, a growing queue keeps climbing.</p>\n");
+        trace_charts(h, r);
+    }
+    st_buf_printf(h, "<h3>Latency against %s</h3>\n", r->concurrency ? "concurrency" : "offered rate");
     rate_charts(h, r);
     st_buf_printf(h, "<h3>Latency distribution at the capacity rate</h3>\n");
     dist_charts(h, r);
     st_buf_printf(h, "</section>\n");
 
-    if (r->extra_rows && r->extra_cols && r->extra_head && r->extra_cells) {
-        st_buf_printf(h, "<section id=\"extra\">\n<h2>");
-        hs(h, r->extra_title ? r->extra_title : "");
-        st_buf_printf(h, "</h2>\n");
-        if (r->extra_intro) {
-            st_buf_printf(h, "<p>");
-            hs(h, r->extra_intro);
-            st_buf_printf(h, "</p>\n");
-        }
-        st_buf_printf(h, "<table><thead><tr>");
-        for (uint32_t c = 0; c < r->extra_cols; c++) {
-            st_buf_printf(h, "<th>");
-            hs(h, r->extra_head[c]);
-            st_buf_printf(h, "</th>");
-        }
-        st_buf_printf(h, "</tr></thead><tbody>\n");
-        for (uint32_t i = 0; i < r->extra_rows; i++) {
-            st_buf_printf(h, "<tr>");
-            for (uint32_t c = 0; c < r->extra_cols; c++) {
-                st_buf_printf(h, c ? "<td class=\"num\">" : "<td>");
-                hs(h, r->extra_cells[(size_t)i * r->extra_cols + c]);
-                st_buf_printf(h, "</td>");
-            }
-            st_buf_printf(h, "</tr>\n");
-        }
-        st_buf_printf(h, "</tbody></table>\n</section>\n");
-    }
+    for (uint32_t t = 0; t < r->n_extra; t++)
+        table_section(h, &r->extra[t]);
 
     st_buf_printf(h, "<section id=\"changes\">\n<h2>What each configuration changes</h2>\n");
     changes_table(h, r);

@@ -61,11 +61,23 @@ typedef struct st_html_sample {
 } st_html_sample;
 
 typedef struct st_html_run {
-    double rate; /* offered req/s of this run */
-    int passed;  /* as in st_html_point */
+    double rate;         /* offered req/s of this run (or its concurrency) */
+    int passed;          /* as in st_html_point */
+    const char *verdict; /* the verdict in words ("sustained", "over-saturated"...); NULL: passed/failed */
     const st_html_sample *samples;
     uint32_t n_samples;
 } st_html_run;
+
+/* A run at one end of a sustained search's bracket: requests in flight against time. */
+typedef struct st_html_trace {
+    double rate;
+    const char *label; /* e.g. "16.1 req/s: sustained" */
+    int passed;        /* 1: the pass end, 0: the fail end */
+    const double *t;   /* engine seconds since the run started */
+    const double *inflight;
+    uint32_t n;
+    double window_start_s, window_end_s; /* its measurement window (NAN: none) */
+} st_html_trace;
 
 typedef struct st_html_config {
     const char *name;
@@ -94,6 +106,17 @@ typedef struct st_html_config {
     const char *reason;  /* one line from the spec */
     const char *command; /* the engine's command line as started, or NULL */
 
+    /* the sustained search (sustained = 1), else a burst test */
+    int sustained;
+    double ci_lo, ci_hi;       /* the capacity's interval (NAN: none) */
+    const char *binding;       /* what binds: "p95 TPOT", "over-saturation", ... (NULL: -) */
+    const char *boundary;      /* "smooth" or "cliff" (NULL: no bracket) */
+    double engine_minutes;     /* engine time of every run */
+    double max_throughput_rps; /* what an over-saturated run delivered (NAN: none was) */
+    int search_runs;
+    const st_html_trace *traces; /* the runs at the bracket's ends */
+    uint32_t n_traces;
+
     /* evidence */
     const st_html_point *points;
     uint32_t n_points;
@@ -105,6 +128,17 @@ typedef struct st_html_config {
     const st_html_run *runs;
     uint32_t n_runs;
 } st_html_config;
+
+/* A table of plain-text cells with a title and an introductory paragraph (intro and after may
+ * be NULL): cols heads, rows x cols cells row-major; the first column is text, the others are
+ * figures (right-aligned). rows 0: left out. */
+typedef struct st_html_table {
+    const char *id; /* the section's id (letters, digits, '-') */
+    const char *title, *intro, *after;
+    const char *const *head;
+    const char *const *cells;
+    uint32_t cols, rows;
+} st_html_table;
 
 typedef struct st_html_report {
     const char *title;          /* e.g. "Serving audit: Qwen3-8B on 1x H100" */
@@ -129,6 +163,9 @@ typedef struct st_html_report {
                                    audit's own cheapest-first order; NULL: sorted here */
 
     double slo_ttft_ms, slo_tpot_ms; /* NAN: that term is not set */
+    int sustained;                   /* capacities come from the sustained search (else a burst test) */
+    int concurrency;                 /* the runs are concurrency levels (closed loop), not rates */
+    double confidence;               /* of the sustained intervals */
 
     const char *const *method; /* paragraphs of "method and limits" */
     uint32_t n_method;
@@ -137,13 +174,9 @@ typedef struct st_html_report {
 
     const char *generator; /* e.g. "servetune 0.1.0"; may be NULL */
 
-    /* An optional table after the results (the audit's "Predicted vs measured"): its title, an
-     * introductory paragraph, column heads (extra_cols) and extra_rows rows of cells, row-major
-     * (plain text). extra_rows 0: none. */
-    const char *extra_title, *extra_intro;
-    const char *const *extra_head;
-    const char *const *extra_cells;
-    uint32_t extra_cols, extra_rows;
+    /* Optional tables after the results (the audit's "A traffic day", "Predicted vs measured"). */
+    const st_html_table *extra;
+    uint32_t n_extra;
 } st_html_report;
 
 /* Appends the whole document to out. 0, or -1 with a reason in err (e.g. the buffer's

@@ -13,6 +13,8 @@
 #include "core/util.h"
 #include "core/version.h"
 #include "engine/metrics.h"
+#include "load/steady.h"
+#include "report/day.h"
 #include "report/format.h"
 #include "report/html.h"
 
@@ -123,24 +125,44 @@ static void setup_rows(arena *a, const st_report *r, const char *ev, st_html_kv 
     st_buf_printf(&b, "%s, %d GPU%s per replica at %s per GPU-hour", s->hardware.gpu ? s->hardware.gpu : "GPU",
                   s->hardware.gpus_per_replica, s->hardware.gpus_per_replica == 1 ? "" : "s", t);
     ROW("Hardware");
+    char per[96];
+    if (r->sustained)
+        snprintf(per, sizeof per, "runs as long as a steady state needs");
+    else
+        snprintf(per, sizeof per, "%u requests per rate", s->workload.requests_per_rate);
     if (s->workload.kind == ST_WL_SYNTHETIC)
         st_buf_printf(&b,
-                      "synthetic prompts: %u input and %u output tokens on average (spread "
-                      "+-%.0f %%), a shared prefix of %u tokens; %u requests per rate after %u "
-                      "warm-up requests; %s arrivals",
-                      s->workload.input_tokens, s->workload.output_tokens, s->workload.range_ratio * 100,
-                      s->workload.shared_prefix, s->workload.requests_per_rate, s->warmup_requests,
-                      s->workload.arrival ? s->workload.arrival : "poisson");
+                      "synthetic prompts: %.0f input and %u output tokens on average (spread "
+                      "+-%.0f %%%s), a shared prefix of %u tokens; %s after %u "
+                      "warm-up requests; %s",
+                      st_spec_mean_input(s), s->workload.output_tokens, s->workload.range_ratio * 100,
+                      s->workload.vllm_semantics ? " of the part after the prefix, as vllm bench serve's random dataset"
+                                                 : "",
+                      s->workload.shared_prefix, per, s->warmup_requests,
+                      s->closed_loop        ? "closed loop"
+                      : s->workload.arrival ? s->workload.arrival
+                                            : "poisson arrivals");
     else
-        st_buf_printf(&b, "replayed trace %s, %u requests per rate after %u warm-up requests",
-                      s->workload.trace ? s->workload.trace : "-", s->workload.requests_per_rate, s->warmup_requests);
+        st_buf_printf(&b, "replayed trace %s, %s after %u warm-up requests",
+                      s->workload.trace ? s->workload.trace : "-", per, s->warmup_requests);
     ROW("Workload");
     for (int i = 0; i < s->n_rates; i++) {
         st_fmt_rate(t, sizeof t, s->rates[i]);
         st_buf_printf(&b, "%s%s", i ? ", " : "", t);
     }
-    st_buf_printf(&b, " req/s (%s)", r->refine ? "grid, then refine" : "grid");
-    ROW("Rates tried");
+    if (r->sustained) {
+        st_buf_printf(&b,
+                      " %s: where the sustained search starts; tolerance %.0f %%, confidence %.0f %%, at most %u runs "
+                      "per configuration; each run warms up for %g median E2Es, then measures a window of at least "
+                      "%g s and %u requests, within %g s",
+                      s->closed_loop ? "concurrent requests" : "req/s", s->search.tolerance * 100,
+                      s->search.confidence * 100, s->search.max_runs, s->search.warmup_e2e, s->search.min_window_s,
+                      s->search.min_window_requests, s->search.max_duration_s);
+        ROW("Search");
+    } else {
+        st_buf_printf(&b, " req/s (a burst test: %s)", r->refine ? "grid, then refine" : "grid");
+        ROW("Rates tried");
+    }
     slo_text(&b, &s->slo);
     ROW("SLO");
     st_fmt_num(t, sizeof t, s->peak_rate);
@@ -297,22 +319,79 @@ static void map_notes(const st_report *r, st_html_note *v, uint32_t *n)
     *n = k;
 }
 
-static const char *const method_text[] = {
-    ("Capacity at SLO is the delivered request throughput (completed requests / time from the "
-     "first send to the last completion, drain included) at the highest tested rate that passed. "
-     "A rate passes when every request completed and every SLO term held. The true capacity lies "
-     "between that rate and the next tested one (the bracket under each capacity), as long as each "
-     "run lasts long enough to reach a steady state: a run whose arrivals end before its requests "
-     "do tests a burst rather than a sustained rate, and the notes say where that happened."),
+static const char *const burst_method[] = {
+    ("A burst test: each rate is a fixed run of requests. Capacity at SLO is the delivered request "
+     "throughput (completed requests / time from the first send to the last completion, drain included) "
+     "at the highest tested rate that passed; a rate passes when every request completed and every SLO term "
+     "held. A short run at a rate above what the engine sustains can still pass while its queue drains, so "
+     "this is not a sustained capacity (search mode sustained, the default, measures one)."),
+    ("The sustained figure comes from the steady-state window of the run at capacity (without the "
+     "ramp-up and the drain); a short finite run understates what a server sustains."),
+};
+
+static const char *const sustained_method[] = {
+    ("Capacity at SLO is the highest rate the engine sustained within the SLO: a run passes only when it "
+     "reached a steady state (no significant growth of the requests in flight, of TTFT or of the engine's "
+     "waiting queue; the delivered rate equal to the offered one within its interval) and every SLO term held "
+     "over its measurement window, every request of which completed. Each run warms up for a few median E2Es, "
+     "then measures a window of a minimum length and number of requests; a growing queue ends it early as "
+     "over-saturated, a term missed with confidence as SLO missed, and a run that reaches its bound first is "
+     "undecided (never a pass). Replicas and cost are sized from that rate."),
+    ("The search brackets the capacity, fits each SLO term's margin against the rate (isotonic regression, "
+     "interpolated) or bisects at a cliff, and repeats runs at the bracket's ends until the calls are "
+     "confident, to the spec's tolerance. Percentiles are taken over each window, with intervals from batch "
+     "means."),
+};
+
+static const char *const common_method[] = {
     ("TTFT runs from a request's scheduled send time (open loop: requests are sent on schedule "
      "whatever the server does) to its first token; TPOT = (end - first token) / (output tokens - "
      "1)."),
     ("$ per 1M output tokens = price per GPU-hour x GPUs per replica / (output tok/s at capacity x "
      "3600) x 1,000,000; replicas at peak = ceil(peak / capacity); monthly = replicas x GPUs x "
      "price x 730 h. \"vs current\" is the relative change against the first configuration."),
-    ("The sustained figure comes from the steady-state window of the run at capacity (without the "
-     "ramp-up and the drain); a short finite run understates what a server sustains."),
 };
+
+/* Requests in flight over a run (engine seconds), at ST_HTML_TRACE_POINTS points. */
+#define TRACE_POINTS 160
+
+static void load_trace(arena *a, st_store *s, const st_report *r, const st_rep_cfg *c, int j, int passed,
+                       st_html_trace *out)
+{
+    const st_run_row *w = &c->runs[j];
+    st_record *recs = NULL;
+    uint32_t n = 0;
+    memset(out, 0, sizeof *out);
+    if (!s || st_store_records_get(s, w->id, &recs, &n) != 0 || !n) {
+        free(recs);
+        return;
+    }
+    double *t = a_calloc(a, TRACE_POINTS, sizeof *t), *y = a_calloc(a, TRACE_POINTS, sizeof *y);
+    double end = isfinite(w->duration_s) && w->duration_s > 0 ? w->duration_s : 1;
+    if (t && y) {
+        for (uint32_t i = 0; i < TRACE_POINTS; i++)
+            t[i] = end * (i + 0.5) / TRACE_POINTS;
+        if (st_inflight_at(recs, n, r->spec.closed_loop, t, TRACE_POINTS, y) == 0) {
+            out->t = t;
+            out->inflight = y;
+            out->n = TRACE_POINTS;
+        }
+    }
+    for (uint32_t i = 0; i < n; i++)
+        st_record_free(&recs[i]);
+    free(recs);
+    st_buf b;
+    st_buf_init(&b, PIECE_MAX);
+    char rt[32];
+    st_fmt_num(rt, sizeof rt, w->rate);
+    st_buf_printf(&b, "%s%s: %s", rt, r->spec.closed_loop ? " concurrent" : " req/s", st_report_verdict_words(r, w));
+    out->label = a_take(a, &b);
+    st_buf_free(&b);
+    out->rate = w->rate;
+    out->passed = passed;
+    out->window_start_s = c->has_sus[j] ? c->sus[j].window_start_s : NAN;
+    out->window_end_s = c->has_sus[j] ? c->sus[j].window_end_s : NAN;
+}
 
 int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *opts, st_buf *out, char *err,
                    size_t errlen)
@@ -351,6 +430,9 @@ int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *op
     setup_rows(&a, r, ev, kv, &h.n_setup);
     h.setup = kv;
     h.slo_ttft_ms = h.slo_tpot_ms = NAN;
+    h.sustained = r->sustained;
+    h.concurrency = r->spec.closed_loop;
+    h.confidence = r->spec.search.confidence;
     for (int i = 0; i < r->spec.slo.n; i++) {
         const st_slo_term *t = &r->spec.slo.terms[i];
         if (t->pct == 95 && t->metric == ST_SLO_TTFT)
@@ -382,15 +464,44 @@ int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *op
         hc->grid_rps = hc->refined_rps = hc->sustained_rps = hc->out_tok_s = NAN;
         hc->usd_per_mtok = hc->usd_vs_base = hc->p95_ttft_ms = hc->p95_tpot_ms = NAN;
         hc->replicas = hc->monthly_usd = hc->dist_rate = NAN;
+        hc->ci_lo = hc->ci_hi = hc->max_throughput_rps = hc->engine_minutes = NAN;
+        hc->sustained = r->sustained;
+        if (r->sustained && c->n_runs) {
+            const st_capacity *k = c->cap;
+            char bind[48];
+            st_report_binding(r, c, bind, sizeof bind);
+            st_buf_puts(&tb, bind);
+            hc->binding = a_take(&a, &tb);
+            st_buf_reset(&tb);
+            hc->boundary = k->has_pass && k->has_fail_above ? (k->cliff ? "cliff" : "smooth") : NULL;
+            hc->engine_minutes = k->engine_s / 60;
+            hc->max_throughput_rps = k->max_throughput_rps;
+            hc->search_runs = k->runs;
+            hc->pass_rate = k->has_pass ? k->pass_rate : NAN;
+            hc->fail_rate = isfinite(k->fail_rate) ? k->fail_rate : NAN;
+            st_html_trace *tr = a_calloc(&a, 2, sizeof *tr);
+            if (!tr)
+                goto oom;
+            if (k->pass_index >= 0 && k->pass_index < c->n_runs)
+                load_trace(&a, s, r, c, k->pass_index, 1, &tr[hc->n_traces++]);
+            if (k->fail_index >= 0 && k->fail_index < c->n_runs)
+                load_trace(&a, s, r, c, k->fail_index, 0, &tr[hc->n_traces++]);
+            hc->traces = tr;
+        }
         if (c->status == ST_REP_OK) {
             hc->capacity_rps = c->cap->capacity_rps;
             hc->capacity_vs_base = c->cap_vs_base;
             hc->pass_rate = c->cap->pass_rate;
             hc->fail_rate = c->cap->has_fail_above ? c->cap->fail_rate : NAN;
             hc->capacity_may_be_higher = c->cap->highest_tested_passed;
+            if (r->sustained) {
+                hc->ci_lo = c->cap->ci_lo;
+                hc->ci_hi = c->cap->ci_hi;
+            }
             if (r->refine && c->grid.has_pass && c->grid.capacity_rps != c->cap->capacity_rps)
                 hc->grid_rps = c->grid.capacity_rps;
-            hc->sustained_rps = c->cap->sustained_rps;
+            /* a sustained capacity is itself the sustained rate */
+            hc->sustained_rps = r->sustained ? NAN : c->cap->sustained_rps;
             hc->out_tok_s = c->cap->output_tps;
             hc->usd_per_mtok = c->cost.usd_per_1m;
             hc->usd_vs_base = c->cost_vs_base;
@@ -417,7 +528,7 @@ int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *op
             const st_run_row *w = &c->runs[j];
             if (is_verdict(w, "skipped"))
                 continue;
-            int passed = is_verdict(w, "pass") ? 1 : is_verdict(w, "fail") ? 0 : -1;
+            int passed = is_verdict(w, "pass") ? 1 : is_verdict(w, "fail") || is_verdict(w, "oversaturated") ? 0 : -1;
             /* an early-stopped run is drawn at the lower bounds its verdict used */
             int lb = w->stopped_early && w->n_terms >= 2;
             pts[hc->n_points++] = (st_html_point){ w->rate, lb ? w->term_ms[0] : w->ttft_p95_ms,
@@ -425,6 +536,7 @@ int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *op
             st_html_run *hr = &runs[hc->n_runs++];
             hr->rate = w->rate;
             hr->passed = passed;
+            hr->verdict = st_report_verdict_words(r, w);
             load_samples(&a, s, w, hr);
             if (passed >= 0 && (!dist || w->rate < dist->rate))
                 dist = w; /* the lowest measured rate, when nothing passed */
@@ -445,8 +557,14 @@ int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *op
     map_notes(r, notes, &h.n_notes);
     h.notes = notes;
     uint32_t nm = 0;
-    for (size_t i = 0; i < sizeof method_text / sizeof *method_text; i++)
-        method[nm++] = method_text[i];
+    if (r->sustained)
+        for (size_t i = 0; i < sizeof sustained_method / sizeof *sustained_method; i++)
+            method[nm++] = sustained_method[i];
+    else
+        for (size_t i = 0; i < sizeof burst_method / sizeof *burst_method; i++)
+            method[nm++] = burst_method[i];
+    for (size_t i = 0; i < sizeof common_method / sizeof *common_method; i++)
+        method[nm++] = common_method[i];
     method[nm++] = r->spec.workload.kind == ST_WL_SYNTHETIC
                        ? "Prompts are synthetic (token ids of the stated sizes, a shared prefix as "
                          "stated), not the client's traffic."
@@ -493,16 +611,51 @@ int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *op
         }
         pv_rows++;
     }
-    if (pv_rows) {
-        h.extra_title = "Predicted vs measured";
-        h.extra_intro = "Before measuring, the audit ran servetune predict on the same spec (the engine model, "
-                        "virtual time; details in prediction/). Capacity as each side found it; TTFT and TPOT "
-                        "(p95) at the measured capacity's rate on both sides. Error = predicted / measured - 1.";
-        h.extra_head = pv_head;
-        h.extra_cells = pv;
-        h.extra_cols = 10;
-        h.extra_rows = pv_rows;
+    st_html_table tables[2];
+    uint32_t nt = 0;
+    /* "A traffic day" (report/day.h): each configuration that met the SLO, cheapest first */
+    if (r->day_present) {
+        const char **dc = a_calloc(&a, (size_t)r->n_cfg * (1 + ST_REP_DAY_CELLS), sizeof *dc);
+        uint32_t rows = 0;
+        for (int k = 0; dc && k < r->n_cfg; k++) {
+            const st_rep_cfg *c = &r->cfg[r->order[k]];
+            if (!c->day_ok)
+                continue;
+            char cells[ST_REP_DAY_CELLS][ST_REP_DAY_CELL_MAX];
+            st_rep_day_cells(&c->day, cells);
+            dc[rows * (1 + ST_REP_DAY_CELLS)] = c->name;
+            for (int j = 0; j < ST_REP_DAY_CELLS; j++) {
+                st_buf_reset(&tb);
+                st_buf_puts(&tb, cells[j]);
+                dc[rows * (1 + ST_REP_DAY_CELLS) + 1 + j] = a_take(&a, &tb);
+            }
+            rows++;
+        }
+        st_buf_reset(&tb);
+        st_rep_day_intro(&tb, &r->spec, r->day_serverless_price_per_gpu_s, r->day_serverless_from);
+        tables[nt++] = (st_html_table){ .id = "day",
+                                        .title = "A traffic day",
+                                        .intro = a_take(&a, &tb),
+                                        .after = st_rep_day_note,
+                                        .head = st_rep_day_head,
+                                        .cells = dc,
+                                        .cols = 1 + ST_REP_DAY_CELLS,
+                                        .rows = rows };
     }
+    if (pv_rows)
+        tables[nt++] = (st_html_table){
+            .id = "predvs",
+            .title = "Predicted vs measured",
+            .intro = "Before measuring, the audit ran servetune predict on the same spec (the engine model, "
+                     "virtual time; details in prediction/). Capacity as each side found it; TTFT and TPOT "
+                     "(p95) at the measured capacity's rate on both sides. Error = predicted / measured - 1.",
+            .head = pv_head,
+            .cells = pv,
+            .cols = 10,
+            .rows = pv_rows
+        };
+    h.extra = tables;
+    h.n_extra = nt;
     if (a.oom)
         goto oom;
 

@@ -6,10 +6,11 @@
 #include <time.h>
 
 #include "core/version.h"
+#include "report/format.h"
+#include "report/day.h"
 #include "report/report.h"
 
-static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
-static json_t *rate(double v) { return isinf(v) ? json_string("inf") : num(v); }
+static json_t *rate(double v) { return isinf(v) ? json_string("inf") : st_jnum_or_null(v); }
 static json_t *str(const char *s) { return s ? json_string(s) : json_null(); }
 
 static json_t *iso(long long wall_ns)
@@ -66,6 +67,7 @@ static json_t *spec_json(const st_report *r)
         json_object_set_new(w, "output_tokens", json_integer(s->workload.output_tokens));
         json_object_set_new(w, "range_ratio", json_real(s->workload.range_ratio));
         json_object_set_new(w, "shared_prefix", json_integer(s->workload.shared_prefix));
+        json_object_set_new(w, "semantics", json_string(s->workload.vllm_semantics ? "vllm" : "servetune"));
     } else {
         json_object_set_new(w, "kind", json_string("trace"));
         json_object_set_new(w, "trace", json_string(s->workload.trace));
@@ -89,11 +91,19 @@ static json_t *spec_json(const st_report *r)
     }
     json_object_set_new(o, "slo", slo);
     json_t *se = json_object();
-    json_object_set_new(se, "mode", json_string(s->search.mode == ST_SEARCH_REFINE ? "refine" : "grid"));
+    json_object_set_new(se, "mode", json_string(st_search_mode_name(s->search.mode)));
     json_object_set_new(se, "tolerance", json_real(s->search.tolerance));
     json_object_set_new(se, "request_budget", json_integer(s->search.request_budget));
     json_object_set_new(se, "early_stop", json_boolean(s->search.early_stop));
     json_object_set_new(se, "skip_margin", json_real(s->search.skip_margin));
+    json_object_set_new(se, "confidence", json_real(s->search.confidence));
+    json_object_set_new(se, "max_duration_s", json_real(s->search.max_duration_s));
+    json_object_set_new(se, "min_window_s", json_real(s->search.min_window_s));
+    json_object_set_new(se, "min_window_requests", json_integer(s->search.min_window_requests));
+    json_object_set_new(se, "warmup_e2e", json_real(s->search.warmup_e2e));
+    json_object_set_new(se, "max_runs", json_integer(s->search.max_runs));
+    json_object_set_new(se, "max_replicates", json_integer(s->search.max_replicates));
+    json_object_set_new(o, "concurrency", json_boolean(s->closed_loop));
     json_object_set_new(o, "search", se);
     return o;
 }
@@ -102,29 +112,56 @@ static json_t *capacity_json(const st_report *r, const st_rep_cfg *c)
 {
     const st_capacity *k = c->cap;
     json_t *o = json_object();
-    json_object_set_new(o, "rps", num(k->capacity_rps));
+    json_object_set_new(o, "rps", st_jnum_or_null(k->capacity_rps));
     json_object_set_new(o, "pass_rate", k->has_pass ? rate(k->pass_rate) : json_null());
     json_object_set_new(o, "fail_rate", k->has_fail_above ? rate(k->fail_rate) : json_null());
     json_object_set_new(o, "highest_tested_passed", json_boolean(k->has_pass && k->highest_tested_passed));
-    json_object_set_new(o, "output_tps", num(k->output_tps));
-    json_object_set_new(o, "sustained_rps", num(k->sustained_rps));
-    json_object_set_new(o, "ttft_p95_ms", num(c->ttft_p95_ms));
-    json_object_set_new(o, "tpot_p95_ms", num(c->tpot_p95_ms));
-    json_object_set_new(o, "grid_rps", num(c->grid.capacity_rps));
-    json_object_set_new(o, "refined_rps", num(r->refine ? c->refined.capacity_rps : NAN));
+    json_object_set_new(o, "output_tps", st_jnum_or_null(k->output_tps));
+    json_object_set_new(o, "sustained_rps", st_jnum_or_null(k->sustained_rps));
+    json_object_set_new(o, "ttft_p95_ms", st_jnum_or_null(c->ttft_p95_ms));
+    json_object_set_new(o, "tpot_p95_ms", st_jnum_or_null(c->tpot_p95_ms));
+    json_object_set_new(o, "grid_rps", st_jnum_or_null(c->grid.capacity_rps));
+    json_object_set_new(o, "refined_rps", st_jnum_or_null(r->refine ? c->refined.capacity_rps : NAN));
     json_object_set_new(o, "warmup_effect", json_boolean(k->warmup_effect));
     json_object_set_new(o, "non_monotonic", json_boolean(k->non_monotonic));
+    json_object_set_new(
+        o, "method",
+        json_string(r->sustained ? (r->spec.closed_loop ? "sustained-concurrency" : "sustained") : "burst"));
+    if (r->sustained) {
+        char bind[48];
+        st_report_binding(r, c, bind, sizeof bind);
+        json_object_set_new(o, "ci_low", k->has_pass ? st_jnum_or_null(k->ci_lo) : json_null());
+        json_object_set_new(o, "ci_high", k->has_pass ? rate(k->ci_hi) : json_null());
+        json_object_set_new(o, "confidence", json_real(r->spec.search.confidence));
+        json_object_set_new(o, "estimate", st_jnum_or_null(k->estimate));
+        json_object_set_new(o, "pass_confident", json_boolean(k->has_pass && k->pass_sure));
+        json_object_set_new(o, "fail_confident", json_boolean(isfinite(k->fail_rate) && k->fail_sure));
+        json_object_set_new(o, "within_tolerance", json_boolean(k->within_tolerance));
+        json_object_set_new(o, "binding", json_string(bind));
+        json_object_set_new(o, "binding_term", k->binding >= 0 ? json_integer(k->binding) : json_null());
+        json_object_set_new(
+            o, "boundary", k->has_pass && k->has_fail_above ? json_string(k->cliff ? "cliff" : "smooth") : json_null());
+        json_object_set_new(o, "max_throughput_rps", st_jnum_or_null(k->max_throughput_rps));
+        json_object_set_new(o, "runs", json_integer(k->runs));
+        json_object_set_new(o, "requests", json_integer((json_int_t)k->requests));
+        json_object_set_new(o, "engine_seconds", st_jnum_or_null(k->engine_s));
+    }
     return o;
 }
 
-static json_t *run_json(const st_run_row *w, const st_rep_server *sv)
+static json_t *run_json(const st_report *r, const st_rep_cfg *c, int j)
 {
+    const st_run_row *w = &c->runs[j];
+    const st_rep_server *sv = &c->server[j];
     json_t *o = json_object();
     json_object_set_new(o, "run_id", json_integer(w->id));
     json_object_set_new(o, "run_key", json_string(w->run_key));
     json_object_set_new(o, "rate", rate(w->rate));
     json_object_set_new(o, "grid", json_boolean(w->grid));
+    json_object_set_new(o, "replicate", json_integer(c->rr[j].replicate));
     json_object_set_new(o, "verdict", str(w->verdict));
+    json_object_set_new(o, "verdict_text", json_string(st_report_verdict_words(r, w)));
+    json_object_set_new(o, "confident", json_boolean(c->rr[j].confident));
     json_object_set_new(o, "why", str(w->why));
     json_object_set_new(o, "stopped_early", json_boolean(w->stopped_early));
     json_object_set_new(o, "planned", json_integer(w->planned));
@@ -152,29 +189,29 @@ static json_t *run_json(const st_run_row *w, const st_rep_server *sv)
         { "lag_p99_ms", w->lag_p99_ms },
     };
     for (size_t i = 0; i < sizeof f / sizeof *f; i++)
-        json_object_set_new(o, f[i].k, num(f[i].v));
+        json_object_set_new(o, f[i].k, st_jnum_or_null(f[i].v));
     json_t *t = json_array();
     for (int i = 0; i < w->n_terms; i++)
-        json_array_append_new(t, num(w->term_ms[i]));
+        json_array_append_new(t, st_jnum_or_null(w->term_ms[i]));
     json_object_set_new(o, "slo_terms_ms", t);
     json_object_set_new(o, "client_limited", json_boolean(w->client_limited));
     json_t *srv = json_object();
     json_object_set_new(srv, "samples", json_integer(sv->samples));
-    json_object_set_new(srv, "kv_usage_max", num(sv->kv_usage_max));
-    json_object_set_new(srv, "running_max", num(sv->running_max));
-    json_object_set_new(srv, "waiting_max", num(sv->waiting_max));
-    json_object_set_new(srv, "preemptions", num(sv->preemptions));
-    json_object_set_new(srv, "prefix_hit_rate", num(sv->prefix_hit_rate));
+    json_object_set_new(srv, "kv_usage_max", st_jnum_or_null(sv->kv_usage_max));
+    json_object_set_new(srv, "running_max", st_jnum_or_null(sv->running_max));
+    json_object_set_new(srv, "waiting_max", st_jnum_or_null(sv->waiting_max));
+    json_object_set_new(srv, "preemptions", st_jnum_or_null(sv->preemptions));
+    json_object_set_new(srv, "prefix_hit_rate", st_jnum_or_null(sv->prefix_hit_rate));
     json_object_set_new(o, "server", srv);
     if (sv->srv_n) {
         json_t *tm = json_object();
         json_object_set_new(tm, "requests", json_integer(sv->srv_n));
-        json_object_set_new(tm, "server_prompt_p50_ms", num(sv->srv_prompt_p50_ms));
-        json_object_set_new(tm, "server_prompt_p99_ms", num(sv->srv_prompt_p99_ms));
-        json_object_set_new(tm, "ttft_minus_prompt_p50_ms", num(sv->ttft_gap_p50_ms));
-        json_object_set_new(tm, "ttft_minus_prompt_p99_ms", num(sv->ttft_gap_p99_ms));
-        json_object_set_new(tm, "tpot_minus_server_tpot_p50_ms", num(sv->tpot_gap_p50_ms));
-        json_object_set_new(tm, "tpot_minus_server_tpot_p99_ms", num(sv->tpot_gap_p99_ms));
+        json_object_set_new(tm, "server_prompt_p50_ms", st_jnum_or_null(sv->srv_prompt_p50_ms));
+        json_object_set_new(tm, "server_prompt_p99_ms", st_jnum_or_null(sv->srv_prompt_p99_ms));
+        json_object_set_new(tm, "ttft_minus_prompt_p50_ms", st_jnum_or_null(sv->ttft_gap_p50_ms));
+        json_object_set_new(tm, "ttft_minus_prompt_p99_ms", st_jnum_or_null(sv->ttft_gap_p99_ms));
+        json_object_set_new(tm, "tpot_minus_server_tpot_p50_ms", st_jnum_or_null(sv->tpot_gap_p50_ms));
+        json_object_set_new(tm, "tpot_minus_server_tpot_p99_ms", st_jnum_or_null(sv->tpot_gap_p99_ms));
         json_object_set_new(o, "server_timings", tm);
     } else {
         json_object_set_new(o, "server_timings", json_null());
@@ -208,10 +245,38 @@ static json_t *notes_json(const st_notes *ns)
     return a;
 }
 
+/* The spec's traffic day priced for each configuration that met the SLO (null: no traffic:). */
+static json_t *day_json(const st_report *r)
+{
+    if (!r->day_present)
+        return json_null();
+    json_t *o = json_object();
+    json_t *h = json_array();
+    for (int i = 0; i < 24; i++)
+        json_array_append_new(h, json_real(r->spec.traffic.hourly_rps[i]));
+    json_object_set_new(o, "hourly_rps", h);
+    json_object_set_new(o, "serverless_price_per_gpu_s",
+                        r->day_serverless_price_per_gpu_s > 0 ? json_real(r->day_serverless_price_per_gpu_s)
+                                                              : json_null());
+    json_object_set_new(o, "serverless_from",
+                        r->day_serverless_from[0] ? json_string(r->day_serverless_from) : json_null());
+    json_t *cs = json_array();
+    for (int k = 0; k < r->n_cfg; k++) {
+        const st_rep_cfg *c = &r->cfg[r->order[k]];
+        if (!c->day_ok)
+            continue;
+        json_t *d = st_rep_day_json(&c->day);
+        json_object_set_new(d, "configuration", json_string(c->name));
+        json_array_append_new(cs, d);
+    }
+    json_object_set_new(o, "configurations", cs);
+    return o;
+}
+
 int st_report_json(const st_report *r, st_buf *out)
 {
     json_t *root = json_object();
-    json_object_set_new(root, "schema", json_string("servetune-audit-report/1"));
+    json_object_set_new(root, "schema", json_string("servetune-audit-report/2"));
     json_object_set_new(root, "servetune_version", str(r->audit.version ? r->audit.version : ST_VERSION));
     json_object_set_new(root, "partial", json_boolean(r->audit.partial));
     json_object_set_new(root, "prediction", json_boolean(r->audit.prediction));
@@ -247,7 +312,7 @@ int st_report_json(const st_report *r, st_buf *out)
         json_object_set_new(ch, "env", envv(&c->spec->env));
         json_object_set_new(o, "changes", ch);
         json_object_set_new(o, "command", c->row ? str(c->row->argv) : json_null());
-        json_object_set_new(o, "startup_s", c->row ? num(c->row->startup_s) : json_null());
+        json_object_set_new(o, "startup_s", c->row ? st_jnum_or_null(c->row->startup_s) : json_null());
         if (c->row && c->row->failure_class) {
             json_t *f = json_object();
             json_object_set_new(f, "class", json_string(c->row->failure_class));
@@ -262,18 +327,18 @@ int st_report_json(const st_report *r, st_buf *out)
         json_object_set_new(o, "capacity", capacity_json(r, c));
         if (c->cost.valid) {
             json_t *k = json_object();
-            json_object_set_new(k, "usd_per_1m_output_tokens", num(c->cost.usd_per_1m));
+            json_object_set_new(k, "usd_per_1m_output_tokens", st_jnum_or_null(c->cost.usd_per_1m));
             json_object_set_new(k, "replicas_at_peak", json_integer(c->cost.replicas));
-            json_object_set_new(k, "monthly_usd", num(c->cost.monthly_usd));
-            json_object_set_new(k, "capacity_vs_baseline", num(c->cap_vs_base));
-            json_object_set_new(k, "cost_vs_baseline", num(c->cost_vs_base));
+            json_object_set_new(k, "monthly_usd", st_jnum_or_null(c->cost.monthly_usd));
+            json_object_set_new(k, "capacity_vs_baseline", st_jnum_or_null(c->cap_vs_base));
+            json_object_set_new(k, "cost_vs_baseline", st_jnum_or_null(c->cost_vs_base));
             json_object_set_new(o, "cost", k);
         } else {
             json_object_set_new(o, "cost", json_null());
         }
         json_t *runs = json_array();
         for (int j = 0; j < c->n_runs; j++)
-            json_array_append_new(runs, run_json(&c->runs[j], &c->server[j]));
+            json_array_append_new(runs, run_json(r, c, j));
         json_object_set_new(o, "runs", runs);
         json_array_append_new(cs, o);
     }
@@ -284,6 +349,7 @@ int st_report_json(const st_report *r, st_buf *out)
     json_object_set_new(root, "order", ord);
     json_object_set_new(root, "notes", notes_json(&r->notes));
     json_object_set_new(root, "traffic", r->traffic.json ? json_incref(r->traffic.json) : json_null());
+    json_object_set_new(root, "traffic_day", day_json(r));
     char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
     json_decref(root);
     if (!text)

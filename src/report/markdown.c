@@ -1,8 +1,10 @@
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/version.h"
+#include "report/day.h"
 #include "report/format.h"
 #include "report/report.h"
 
@@ -71,23 +73,41 @@ int st_report_headline(const st_report *r, st_buf *b)
     }
     const st_rep_cfg *p = &r->cfg[r->pick];
     st_fmt_num(a, sizeof a, p->cap->capacity_rps);
+    /* what "serves" means: a sustained rate (with its interval), or a burst test's figure */
+    char how[160] = "";
+    if (r->sustained && r->spec.closed_loop) {
+        snprintf(how, sizeof how, ", sustained at %g concurrent requests,", p->cap->pass_rate);
+    } else if (r->sustained && isfinite(p->cap->ci_lo) && isfinite(p->cap->ci_hi)) {
+        char l[32], h[32];
+        st_fmt_num(l, sizeof l, p->cap->ci_lo);
+        st_fmt_num(h, sizeof h, p->cap->ci_hi);
+        if (isinf(p->cap->ci_hi))
+            snprintf(how, sizeof how, ", a sustained rate (its limit: above %s, %.0f %% confidence),", l,
+                     r->spec.search.confidence * 100);
+        else
+            snprintf(how, sizeof how, ", a sustained rate (its limit lies in %s-%s, %.0f %% confidence),", l, h,
+                     r->spec.search.confidence * 100);
+    } else if (!r->sustained) {
+        snprintf(how, sizeof how, " in a burst test of %u requests per rate (not a sustained rate),",
+                 r->spec.workload.requests_per_rate);
+    }
     st_fmt_usd(y, sizeof y, p->cost.usd_per_1m);
     st_fmt_usd(m1, sizeof m1, p->cost.monthly_usd);
     const char *maybe =
         p->cap->highest_tested_passed ? " (its highest tested rate passed, so capacity may be higher)" : "";
     if (r->pick == 0 && r->n_cfg == 1) {
         st_buf_printf(b,
-                      "The current setup (%s) serves %s requests/s within the SLO (%s)%s at %s per million output "
+                      "The current setup (%s) serves %s requests/s within the SLO (%s)%s%s at %s per million output "
                       "tokens; at the stated peak of %s requests/s that is %ld replica%s, about %s a month.",
-                      p->name, a, slo, maybe, y, pk, p->cost.replicas, p->cost.replicas == 1 ? "" : "s", m1);
+                      p->name, a, slo, how, maybe, y, pk, p->cost.replicas, p->cost.replicas == 1 ? "" : "s", m1);
         return 0;
     }
     if (r->pick == 0) {
         st_buf_printf(b,
                       "None of the %d other configuration%s beats the current setup: %s serves %s requests/s within "
-                      "the SLO (%s)%s at %s per million output tokens; at the stated peak of %s requests/s that is %ld "
-                      "replica%s, about %s a month.",
-                      others, others == 1 ? "" : "s", p->name, a, slo, maybe, y, pk, p->cost.replicas,
+                      "the SLO (%s)%s%s at %s per million output tokens; at the stated peak of %s requests/s that is "
+                      "%ld replica%s, about %s a month.",
+                      others, others == 1 ? "" : "s", p->name, a, slo, how, maybe, y, pk, p->cost.replicas,
                       p->cost.replicas == 1 ? "" : "s", m1);
         return 0;
     }
@@ -98,18 +118,19 @@ int st_report_headline(const st_report *r, st_buf *b)
         st_fmt_usd(m0, sizeof m0, base->cost.monthly_usd);
         st_buf_printf(
             b,
-            "Of the %d configurations tested, the best, %s, serves %s requests/s within the SLO (%s)%s against "
+            "Of the %d configurations tested, the best, %s, serves %s requests/s within the SLO (%s)%s%s against "
             "%s for the current setup (%s), which moves cost per million output tokens from %s to %s (%s); "
             "at the stated peak of %s requests/s that is %ld replica%s instead of %ld, about %s a month "
             "instead of %s.",
-            r->n_cfg, p->name, a, slo, maybe, bb, base->name, x, y, pc, pk, p->cost.replicas,
+            r->n_cfg, p->name, a, slo, how, maybe, bb, base->name, x, y, pc, pk, p->cost.replicas,
             p->cost.replicas == 1 ? "" : "s", base->cost.replicas, m1, m0);
     } else {
         st_buf_printf(b,
-                      "Of the %d configurations tested, the best, %s, serves %s requests/s within the SLO (%s)%s at %s "
-                      "per million output tokens; at the stated peak of %s requests/s that is %ld replica%s, about %s "
-                      "a month.",
-                      r->n_cfg, p->name, a, slo, maybe, y, pk, p->cost.replicas, p->cost.replicas == 1 ? "" : "s", m1);
+                      "Of the %d configurations tested, the best, %s, serves %s requests/s within the SLO (%s)%s%s at "
+                      "%s per million output tokens; at the stated peak of %s requests/s that is %ld replica%s, about "
+                      "%s a month.",
+                      r->n_cfg, p->name, a, slo, how, maybe, y, pk, p->cost.replicas, p->cost.replicas == 1 ? "" : "s",
+                      m1);
     }
     pick_caveats(r, p, b);
     return 0;
@@ -165,31 +186,103 @@ static void setup_section(const st_report *r, st_buf *b)
     st_md_text(b, s->hardware.gpu);
     st_buf_printf(b, ", %d GPU%s per replica at %s per GPU-hour\n", s->hardware.gpus_per_replica,
                   s->hardware.gpus_per_replica == 1 ? "" : "s", n1);
+    char per[96];
+    if (r->sustained)
+        snprintf(per, sizeof per, "runs as long as a steady state needs (below)");
+    else
+        snprintf(per, sizeof per, "%u requests per rate", s->workload.requests_per_rate);
     if (s->workload.kind == ST_WL_SYNTHETIC) {
         st_buf_printf(b,
-                      "- **Workload**: synthetic prompts, %u input tokens and %u output tokens on average "
-                      "(spread +-%.0f %%), a shared prefix of %u tokens; %u requests per rate after %u warm-up "
-                      "requests; %s arrivals, seed %llu\n",
-                      s->workload.input_tokens, s->workload.output_tokens, s->workload.range_ratio * 100,
-                      s->workload.shared_prefix, s->workload.requests_per_rate, s->warmup_requests,
-                      s->workload.arrival ? s->workload.arrival : "poisson", (unsigned long long)s->workload.seed);
+                      "- **Workload**: synthetic prompts, %.0f input tokens and %u output tokens on average "
+                      "(spread +-%.0f %%%s), a shared prefix of %u tokens; %s after %u warm-up "
+                      "requests; %s, seed %llu\n",
+                      st_spec_mean_input(s), s->workload.output_tokens, s->workload.range_ratio * 100,
+                      s->workload.vllm_semantics ? " of the part after the prefix, as vllm bench serve's random dataset"
+                                                 : "",
+                      s->workload.shared_prefix, per, s->warmup_requests,
+                      s->closed_loop ? "closed loop (each request sent when one ends)"
+                      : s->workload.arrival && strcmp(s->workload.arrival, "poisson") ? s->workload.arrival
+                                                                                      : "poisson arrivals",
+                      (unsigned long long)s->workload.seed);
     } else {
         st_buf_puts(b, "- **Workload**: replayed trace ");
         st_md_code(b, s->workload.trace);
-        st_buf_printf(b, ", %u requests per rate after %u warm-up requests\n", s->workload.requests_per_rate,
-                      s->warmup_requests);
+        st_buf_printf(b, ", %s after %u warm-up requests\n", per, s->warmup_requests);
     }
-    st_buf_puts(b, "- **Rates tried**: ");
-    for (int i = 0; i < s->n_rates; i++) {
+    char grid[2048];
+    size_t off = 0;
+    grid[0] = '\0';
+    for (int i = 0; i < s->n_rates && off < sizeof grid; i++) {
         st_fmt_rate(n1, sizeof n1, s->rates[i]);
-        st_buf_printf(b, "%s%s", i ? ", " : "", n1);
+        off += (size_t)snprintf(grid + off, sizeof grid - off, "%s%s", i ? ", " : "", n1);
     }
-    st_buf_printf(b, " req/s (%s search)\n", r->refine ? "grid, then refine" : "grid");
+    if (r->sustained) {
+        st_buf_printf(b,
+                      "- **Search**: sustained (the %s %s %s are where it starts); tolerance %.0f %%, confidence "
+                      "%.0f %%, at most %u runs per configuration; each run warms up for %g median E2Es, then "
+                      "measures a window of at least %g s and %u requests, within %g s\n",
+                      s->closed_loop ? "concurrency levels" : "rates", grid, s->closed_loop ? "" : "req/s",
+                      s->search.tolerance * 100, s->search.confidence * 100, s->search.max_runs, s->search.warmup_e2e,
+                      s->search.min_window_s, s->search.min_window_requests, s->search.max_duration_s);
+    } else {
+        st_buf_printf(b, "- **Rates tried**: %s req/s (a burst test: %s)\n", grid,
+                      r->refine ? "grid, then refine" : "grid");
+    }
     slo_text(s, tmp, sizeof tmp);
     st_fmt_num(n1, sizeof n1, s->peak_rate);
     st_buf_printf(b, "- **SLO**: %s\n- **Stated peak**: %s requests/s\n", tmp, n1);
     st_fmt_date(tmp, sizeof tmp, r->audit.started);
     st_buf_printf(b, "- **Date**: %s, servetune %s\n\n", tmp, r->audit.version ? r->audit.version : ST_VERSION);
+}
+
+/* The sustained search behind each capacity: bracket, interval, what binds, the boundary's kind,
+ * what it cost, and the overloaded engine's throughput. */
+static void search_table(const st_report *r, st_buf *b)
+{
+    const char *u = r->spec.closed_loop ? "concurrency" : "req/s";
+    st_buf_printf(b,
+                  "| Config | Bracket (sustained .. failed, %s) | Limit interval (%.0f %%) | Binding term | Boundary | "
+                  "Runs | Engine-minutes | Max throughput (req/s) | Replicas at peak | Monthly cost |\n"
+                  "|---|---|---|---|---|---:|---:|---:|---:|---:|\n",
+                  u, r->spec.search.confidence * 100);
+    for (int k = 0; k < r->n_cfg; k++) {
+        const st_rep_cfg *c = &r->cfg[r->order[k]];
+        if (!c->n_runs)
+            continue;
+        const st_capacity *cap = c->cap;
+        char p1[32], f1[32], l[32], h[32], bind[48], em[32], mt[32], m[32], rep[32];
+        st_fmt_num(p1, sizeof p1, cap->pass_rate);
+        st_fmt_num(f1, sizeof f1, cap->fail_rate);
+        st_fmt_num(l, sizeof l, cap->ci_lo);
+        st_fmt_num(h, sizeof h, cap->ci_hi);
+        st_report_binding(r, c, bind, sizeof bind);
+        st_fmt_num(em, sizeof em, cap->engine_s / 60);
+        st_fmt_num(mt, sizeof mt, cap->max_throughput_rps);
+        st_fmt_usd(m, sizeof m, c->status == ST_REP_OK ? c->cost.monthly_usd : NAN);
+        if (c->status == ST_REP_OK)
+            snprintf(rep, sizeof rep, "%ld", c->cost.replicas);
+        else
+            snprintf(rep, sizeof rep, "-");
+        if (isinf(cap->ci_hi))
+            snprintf(h, sizeof h, "open");
+        st_buf_puts(b, "| ");
+        st_md_text(b, c->name);
+        st_buf_printf(
+            b, " | %s%s .. %s%s | %s-%s | %s | %s | %d | %s | %s | %s | %s |\n", cap->has_pass ? p1 : "none",
+            cap->has_pass && !cap->pass_sure ? " (not confident)" : "", isfinite(cap->fail_rate) ? f1 : "not found",
+            isfinite(cap->fail_rate) && !cap->fail_sure ? " (not confident)" : "",
+            cap->has_pass && isfinite(cap->ci_lo) ? l : "-", cap->has_pass && !isnan(cap->ci_hi) ? h : "-", bind,
+            !cap->has_pass || !cap->has_fail_above ? "-"
+            : cap->cliff                           ? "cliff"
+                                                   : "smooth",
+            cap->runs, em, mt, rep, m);
+    }
+    st_buf_puts(b, "\nCapacity is the highest rate the search demonstrated (the bracket's lower end); the limit "
+                   "interval is where the highest sustainable rate lies: where the binding term's percentile "
+                   "interval crosses its limit, interpolated between the bracket's ends (at a cliff, the bracket "
+                   "itself; a call that is not confident leaves its side open to the next rate tried). Max "
+                   "throughput: what the engine delivered while over-saturated (a separate figure; never used for "
+                   "sizing).\n\n");
 }
 
 static void results_section(const st_report *r, st_buf *b)
@@ -232,6 +325,10 @@ static void results_section(const st_report *r, st_buf *b)
     for (int k = 0; k < r->n_cfg; k++)
         any_ge |= r->cfg[k].status == ST_REP_OK && r->cfg[k].cap->highest_tested_passed;
     st_buf_puts(b, any_ge ? "\n(>=) the highest tested rate passed: capacity may be higher than measured.\n\n" : "\n");
+    if (r->sustained) {
+        search_table(r, b);
+        return;
+    }
 
     /* The bracket and the other figures behind the table. */
     st_buf_puts(b, "| Config | Bracket (pass .. fail, req/s) | Grid capacity | Refined capacity | Sustained "
@@ -305,6 +402,87 @@ static void changes_section(const st_report *r, st_buf *b)
     st_buf_puts(b, "\n");
 }
 
+/* A sustained run's server figures cell. */
+static void server_cell(const st_rep_server *sv, st_buf *b)
+{
+    if (sv->samples) {
+        char k1[32], k2[32], k3[32], k4[32];
+        st_fmt_num(k1, sizeof k1, sv->kv_usage_max * 100);
+        st_fmt_num(k2, sizeof k2, sv->running_max);
+        st_fmt_num(k3, sizeof k3, sv->waiting_max);
+        st_fmt_num(k4, sizeof k4, sv->preemptions);
+        st_buf_printf(b, "%s %% / %s / %s / %s | ", k1, k2, k3, k4);
+    } else {
+        st_buf_puts(b, "- | ");
+    }
+}
+
+/* "812 (700-950)" for term t of a sustained run, "-" without a figure. */
+static void term_cell(const st_sustain_result *x, int t, st_buf *b)
+{
+    char v[32], l[32], h[32];
+    if (t >= x->n_terms || !isfinite(x->term[t].value_ms)) {
+        st_buf_puts(b, "- | ");
+        return;
+    }
+    st_fmt_num(v, sizeof v, x->term[t].value_ms);
+    st_fmt_num(l, sizeof l, x->term[t].lo_ms);
+    st_fmt_num(h, sizeof h, x->term[t].hi_ms);
+    st_buf_printf(b, "%s (%s-%s) | ", v, l, h);
+}
+
+/* The runs of a sustained search, in the order they ran. */
+static void sustained_runs(const st_report *r, const st_rep_cfg *c, st_buf *b)
+{
+    st_buf_printf(
+        b,
+        "| %s | Verdict | Window (s, requests) | Delivered req/s (CI) | p95 TTFT ms (CI) | p95 TPOT ms (CI) | "
+        "Engine s | Server: KV max / running max / waiting max / preemptions | Why |\n"
+        "|---:|---|---|---|---|---|---:|---|---|\n",
+        r->spec.closed_loop ? "Concurrency" : "Offered (req/s)");
+    for (int j = 0; j < c->n_runs; j++) {
+        const st_run_row *w = &c->runs[j];
+        const st_sustain_result *x = &c->sus[j];
+        char ra[32], d[32], dl[32], dh[32], ws[32], es[32];
+        st_fmt_num(ra, sizeof ra, w->rate);
+        st_buf_printf(
+            b, "| %s%s | %s%s | ", ra, c->rr[j].replicate ? " (replicate)" : "", st_report_verdict_words(r, w),
+            c->has_sus[j] && !x->confident && w->verdict && (!strcmp(w->verdict, "pass") || !strcmp(w->verdict, "fail"))
+                ? " (not confident)"
+                : "");
+        if (!c->has_sus[j]) {
+            st_buf_puts(b, "- | - | - | - | - | ");
+            server_cell(&c->server[j], b);
+            st_md_text(b, w->why ? w->why : "");
+            st_buf_puts(b, " |\n");
+            continue;
+        }
+        if (isfinite(x->window_start_s) && isfinite(x->window_end_s)) {
+            st_fmt_num(ws, sizeof ws, x->window_end_s - x->window_start_s);
+            st_buf_printf(b, "%s s, %u | ", ws, x->window_requests);
+        } else {
+            st_buf_puts(b, "- | ");
+        }
+        st_fmt_num(d, sizeof d, x->verdict == ST_VERDICT_OVERSAT ? x->run_delivered_rps : x->delivered_rps);
+        st_fmt_num(dl, sizeof dl, x->delivered_lo);
+        st_fmt_num(dh, sizeof dh, x->delivered_hi);
+        if (x->verdict == ST_VERDICT_OVERSAT || !isfinite(x->delivered_lo))
+            st_buf_printf(b, "%s | ", d);
+        else
+            st_buf_printf(b, "%s (%s-%s) | ", d, dl, dh);
+        term_cell(x, 0, b);
+        term_cell(x, 1, b);
+        st_fmt_num(es, sizeof es, x->engine_s);
+        st_buf_printf(b, "%s | ", es);
+        server_cell(&c->server[j], b);
+        st_md_text(b, w->why ? w->why : "");
+        if (w->client_limited)
+            st_buf_puts(b, "; the load generator lagged its schedule");
+        st_buf_puts(b, " |\n");
+    }
+    st_buf_puts(b, "\n");
+}
+
 /* The server's own timings against the client's, per run, when the engine reported them. */
 static void timings_table(const st_rep_cfg *c, st_buf *b)
 {
@@ -354,6 +532,8 @@ static void evidence_section(const st_report *r, st_buf *b)
                 st_md_text(b, c->note);
             }
             st_buf_puts(b, ".\n\n");
+        } else if (r->sustained) {
+            sustained_runs(r, c, b);
         } else {
             st_buf_puts(b, "| Offered (req/s) | Verdict | Delivered req/s | Output tok/s | p95 TTFT (ms) | p95 TPOT "
                            "(ms) | Completed | Server: KV max / running max / waiting max / preemptions | Why |\n"
@@ -374,8 +554,8 @@ static void evidence_section(const st_report *r, st_buf *b)
                 snprintf(t1, sizeof t1, "%s%s", lb ? ">= " : "", v1);
                 snprintf(t2, sizeof t2, "%s%s", lb ? ">= " : "", v2);
                 st_buf_printf(b, "| %s%s | %s%s | %s | %s | %s | %s | %u / %u | ", ra, w->grid ? "" : " (refine)",
-                              w->verdict, w->stopped_early ? " (stopped early)" : "", d, o, t1, t2, w->completed,
-                              w->planned);
+                              st_report_verdict_words(r, w), w->stopped_early ? " (stopped early)" : "", d, o, t1, t2,
+                              w->completed, w->planned);
                 const st_rep_server *sv = &c->server[j];
                 if (sv->samples) {
                     char k1[32], k2[32], k3[32], k4[32];
@@ -439,24 +619,51 @@ static void notes_section(const st_report *r, st_buf *b)
             st_buf_puts(b, "\n");
         }
     }
-    st_buf_puts(
-        b, "- **Capacity at SLO** is the delivered request throughput (completed requests / time from the "
-           "first send to the last completion, drain included) at the highest tested rate that passed. A rate "
-           "passes when every request completed and every SLO term held. The true capacity lies between that "
-           "rate and the next tested one (the bracket above), as long as each run lasts long enough to reach a steady "
-           "state: a run whose arrivals end before its requests do tests a burst rather than a sustained rate, "
-           "and the notes say where that happened.\n");
+    if (r->sustained) {
+        st_buf_printf(
+            b,
+            "- **Capacity at SLO** is the highest %s the engine **sustained** within the SLO: a run passes "
+            "only when it reached a steady state (no significant growth of the requests in flight, of TTFT or of "
+            "the engine's waiting queue; the delivered rate equal to the offered one within its interval) and "
+            "every SLO term held over its measurement window, every request of which completed. Each run warms up "
+            "for %g median E2Es, then measures a window of at least %g s and %u requests (and two median E2Es), "
+            "and ends when the window's requests have; a growing queue ends it early as **over-saturated**, a "
+            "term missed with confidence as **SLO missed**, and a run that reaches max_duration (%g s) or its "
+            "budget first is **undecided** (never a pass). The search brackets the capacity, fits each term's "
+            "margin against the rate (isotonic, interpolated) or bisects at a cliff, and repeats runs at the "
+            "bracket's ends until the calls are confident (%.0f %%), to a tolerance of %.0f %%. Replicas and cost "
+            "are sized from that rate.%s\n",
+            s->closed_loop ? "concurrency" : "offered rate", s->search.warmup_e2e, s->search.min_window_s,
+            s->search.min_window_requests, s->search.max_duration_s, s->search.confidence * 100,
+            s->search.tolerance * 100,
+            s->closed_loop ? " With a concurrency (a closed loop: a request is sent when one ends), the capacity in "
+                             "req/s is what the engine delivered at the highest concurrency that held the SLO."
+                           : "");
+        st_buf_puts(b, "- **Percentiles** are taken over the window's requests, with intervals from batch means "
+                       "(the runs' latencies are correlated); the window's figures exclude the warm-up and the "
+                       "requests that arrived after it.\n");
+    } else {
+        st_buf_printf(
+            b,
+            "- **A burst test** (search mode %s): each rate is a fixed run of %u requests. **Capacity at SLO** is "
+            "the delivered request throughput (completed requests / time from the first send to the last "
+            "completion, drain included) at the highest tested rate that passed; a rate passes when every request "
+            "completed and every SLO term held. A short run at a rate above what the engine sustains can still "
+            "pass while its queue drains (the notes say where that happened), so this is not a sustained "
+            "capacity: `search: {mode: sustained}` (the default) measures one.\n",
+            st_search_mode_name(s->search.mode), s->workload.requests_per_rate);
+    }
     st_buf_puts(
         b, "- **TTFT** runs from a request's scheduled send time (open loop: requests are sent on schedule "
            "whatever the server does) to its first token; **TPOT** = (end - first token) / (output tokens - 1).\n");
     st_buf_puts(b, "- **$ per 1M output tokens** = price per GPU-hour x GPUs per replica / (output tok/s at capacity x "
                    "3600) x 1,000,000; **replicas at peak** = ceil(peak / capacity); **monthly** = replicas x GPUs x "
                    "price x 730 h. \"vs current\" is the relative change against the first configuration.\n");
-    st_buf_puts(b, "- The **sustained** figure is the output token rate inside the steady-state window of the run at "
-                   "capacity (from the first to the last arrival, so without the drain), divided by the mean output of "
-                   "a request: a short finite run's delivered throughput includes the ramp-up and the drain and "
-                   "understates what a server sustains. When the arrivals last less than a typical request (median "
-                   "E2E), the run never reached a steady state and no sustained figure is given (\"-\").\n");
+    if (!r->sustained)
+        st_buf_puts(b, "- The **sustained** figure is the output token rate inside the steady-state window of the run "
+                       "at capacity (from the first to the last arrival, so without the drain), divided by the mean "
+                       "output of a request. When the arrivals last less than a typical request (median E2E), the run "
+                       "never reached a steady state and no sustained figure is given (\"-\").\n");
     if (s->workload.kind == ST_WL_SYNTHETIC)
         st_buf_puts(b, "- **Prompts** are synthetic (token ids of the stated sizes, a shared prefix as stated), not "
                        "the client's traffic.\n");
@@ -487,6 +694,30 @@ static void notes_section(const st_report *r, st_buf *b)
         st_md_text(b, n->text);
         st_buf_puts(b, "\n");
     }
+}
+
+/* "A traffic day": each configuration that met the SLO, cheapest first (report/day.h). */
+static void day_section(const st_report *r, st_buf *b)
+{
+    if (!r->day_present)
+        return;
+    const char **who = calloc((size_t)r->n_cfg, sizeof *who);
+    const st_day_cost **d = calloc((size_t)r->n_cfg, sizeof *d);
+    int n = 0;
+    if (!who || !d) {
+        st_buf_fail(b, ST_BUF_NO_MEM);
+    } else {
+        for (int k = 0; k < r->n_cfg; k++) {
+            const st_rep_cfg *c = &r->cfg[r->order[k]];
+            if (!c->day_ok)
+                continue;
+            who[n] = c->name;
+            d[n++] = &c->day;
+        }
+        st_rep_day_markdown(b, &r->spec, r->day_serverless_price_per_gpu_s, r->day_serverless_from, who, d, n);
+    }
+    free(who);
+    free(d);
 }
 
 int st_report_markdown(const st_report *r, st_buf *b)
@@ -522,6 +753,7 @@ int st_report_markdown(const st_report *r, st_buf *b)
     setup_section(r, b);
     st_rep_traffic_markdown(&r->traffic, b);
     results_section(r, b);
+    day_section(r, b);
     st_predvs_markdown(r, b);
     changes_section(r, b);
     evidence_section(r, b);

@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit/prices.h"
+#include "audit/sustain.h"
 #include "load/stats.h"
 #include "report/report.h"
 
@@ -21,7 +23,9 @@ static void server_figures(const st_metrics_sample *m, uint32_t n, st_rep_server
 {
     out->samples = 0;
     out->kv_usage_max = out->running_max = out->waiting_max = out->preemptions = out->prefix_hit_rate = NAN;
+    out->emu_late_share = out->emu_dropped_share = NAN;
     double p0 = NAN, p1 = NAN, h0 = NAN, h1 = NAN, q0 = NAN, q1 = NAN, last_t = -1;
+    double e0 = NAN, e1 = NAN, l0 = NAN, l1 = NAN, d0 = NAN, d1 = NAN, dt0 = NAN, dt1 = NAN;
     for (uint32_t i = 0; i < n; i++) {
         const char *k = m[i].name;
         double v = m[i].value;
@@ -47,8 +51,27 @@ static void server_figures(const st_metrics_sample *m, uint32_t n, st_rep_server
             if (isnan(q0))
                 q0 = v;
             q1 = v;
+        } else if (!strcmp(k, "emu_tokens")) {
+            if (isnan(e0))
+                e0 = v;
+            e1 = v;
+        } else if (!strcmp(k, "emu_late_tokens")) {
+            if (isnan(l0))
+                l0 = v;
+            l1 = v;
+        } else if (!strcmp(k, "emu_dropped_s")) {
+            if (isnan(d0)) {
+                d0 = v;
+                dt0 = m[i].t;
+            }
+            d1 = v;
+            dt1 = m[i].t;
         }
     }
+    if (!isnan(e0) && !isnan(l0) && e1 > e0)
+        out->emu_late_share = (l1 - l0) / (e1 - e0);
+    if (!isnan(d0) && dt1 > dt0)
+        out->emu_dropped_share = (d1 - d0) / (dt1 - dt0);
     if (!isnan(p0))
         out->preemptions = p1 - p0;
     if (!isnan(q0) && q1 > q0)
@@ -120,6 +143,8 @@ void st_report_free(st_report *r)
         free(r->cfg[i].rr);
         free(r->cfg[i].server);
         free(r->cfg[i].digest);
+        free(r->cfg[i].sus);
+        free(r->cfg[i].has_sus);
     }
     st_notes_free(&r->notes);
     st_rep_traffic_free(&r->traffic);
@@ -143,6 +168,39 @@ static int before(const st_report *r, int a, int b)
     if (x->status == ST_REP_OK && x->cost.usd_per_1m != y->cost.usd_per_1m)
         return x->cost.usd_per_1m < y->cost.usd_per_1m;
     return a < b;
+}
+
+/* Each configuration that met the SLO, priced over the spec's traffic day at its capacity, on
+ * the spec's GPU and price; serverless at the built-in list's price for that GPU unless the spec
+ * gives one. */
+static void traffic_day(st_report *out)
+{
+    const st_spec *s = &out->spec;
+    if (!s->traffic.set)
+        return;
+    st_prices list;
+    char err[256];
+    int have_list = st_prices_builtin(&list, err, sizeof err) == 0;
+    for (int i = 0; i < out->n_cfg; i++) {
+        st_rep_cfg *c = &out->cfg[i];
+        if (c->status != ST_REP_OK)
+            continue;
+        st_day_setup u = { .capacity_rps = c->cap->capacity_rps,
+                           .gpus_per_replica = s->hardware.gpus_per_replica,
+                           .price_per_gpu_hour = s->hardware.price_per_gpu_hour,
+                           .gpu_key = s->hardware.gpu,
+                           .ttft_ms = c->ttft_p95_ms,
+                           .tpot_ms = c->tpot_p95_ms };
+        st_day_serverless sl;
+        if (st_day_of_spec(s, have_list ? &list : NULL, &u, &c->day, &sl, err, sizeof err))
+            continue;
+        c->day_ok = 1;
+        out->day_present = 1;
+        out->day_serverless_price_per_gpu_s = sl.price_per_gpu_s;
+        snprintf(out->day_serverless_from, sizeof out->day_serverless_from, "%s", sl.from ? sl.from : "");
+    }
+    if (have_list)
+        st_prices_free(&list);
 }
 
 int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
@@ -173,6 +231,7 @@ int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
         st_predvs_parse(pv, &out->predvs); /* a malformed summary is simply not shown */
     free(pv);
     out->refine = out->spec.search.mode == ST_SEARCH_REFINE;
+    out->sustained = out->spec.search.mode == ST_SEARCH_SUSTAINED;
     out->n_cfg = out->spec.n_configs;
     out->cfg = calloc((size_t)out->n_cfg, sizeof *out->cfg);
     out->order = calloc((size_t)out->n_cfg, sizeof *out->order);
@@ -203,7 +262,9 @@ int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
         c->rr = calloc((size_t)(c->n_runs ? c->n_runs : 1), sizeof *c->rr);
         c->server = calloc((size_t)(c->n_runs ? c->n_runs : 1), sizeof *c->server);
         c->digest = calloc((size_t)(c->n_runs ? c->n_runs : 1), sizeof *c->digest);
-        if (!c->rr || !c->server || !c->digest) {
+        c->sus = calloc((size_t)(c->n_runs ? c->n_runs : 1), sizeof *c->sus);
+        c->has_sus = calloc((size_t)(c->n_runs ? c->n_runs : 1), 1);
+        if (!c->rr || !c->server || !c->digest || !c->sus || !c->has_sus) {
             free(pk);
             snprintf(err, errlen, "out of memory");
             st_report_free(out);
@@ -211,19 +272,23 @@ int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
         }
         for (int j = 0; j < c->n_runs; j++) {
             const st_run_row *rw = &c->runs[j];
-            c->rr[j] = (st_rate_result){ .rate = rw->rate,
-                                         .verdict = st_verdict_from_name(rw->verdict),
-                                         .worst_ratio = rw->worst_ratio,
-                                         .delivered_rps = rw->delivered_rps,
-                                         .output_tps = rw->output_tps,
-                                         .sustained_rps = rw->sustained_rps,
-                                         .requests = rw->sent,
-                                         .grid = rw->grid };
+            st_sustain_row_result(rw, &c->rr[j]);
+            c->has_sus[j] = rw->summary_json && st_sustain_from_json(rw->summary_json, &c->sus[j]) == 0;
+            for (int k = 0; k < j; k++) /* the k-th run at the same rate is its k-th replicate */
+                c->rr[j].replicate += c->runs[k].rate == rw->rate && strcmp(c->runs[k].verdict, "skipped");
             run_figures(s, rw->id, &c->server[j], &c->digest[j]);
         }
-        st_capacity_compute(c->rr, c->n_runs, 1, &c->grid);
-        st_capacity_compute(c->rr, c->n_runs, 0, &c->refined);
-        c->cap = out->refine ? &c->refined : &c->grid;
+        if (out->sustained) {
+            st_sustained_params sp;
+            st_sustained_params_of(&out->spec, 0, &sp);
+            st_capacity_sustained(&sp, c->rr, c->n_runs, &c->refined);
+            c->grid = c->refined;
+            c->cap = &c->refined;
+        } else {
+            st_capacity_compute(c->rr, c->n_runs, 1, &c->grid);
+            st_capacity_compute(c->rr, c->n_runs, 0, &c->refined);
+            c->cap = out->refine ? &c->refined : &c->grid;
+        }
         st_cost_in ci = { .capacity_rps = c->cap->capacity_rps,
                           .output_tps = c->cap->output_tps,
                           .price_per_gpu_hour = out->spec.hardware.price_per_gpu_hour,
@@ -232,8 +297,10 @@ int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
         st_cost_compute(&ci, &c->cost);
         c->ttft_p95_ms = c->tpot_p95_ms = NAN;
         if (c->cap->has_pass) {
-            c->ttft_p95_ms = c->runs[c->cap->pass_index].ttft_p95_ms;
-            c->tpot_p95_ms = c->runs[c->cap->pass_index].tpot_p95_ms;
+            const st_run_row *pr = &c->runs[c->cap->pass_index];
+            /* terms 0 and 1 are always p95 TTFT and p95 TPOT (sustained: over the window) */
+            c->ttft_p95_ms = pr->n_terms > 0 ? pr->term_ms[0] : pr->ttft_p95_ms;
+            c->tpot_p95_ms = pr->n_terms > 1 ? pr->term_ms[1] : pr->tpot_p95_ms;
         }
         int failed = c->row && c->row->status && !strcmp(c->row->status, "failed");
         if (c->cap->has_pass && c->cost.valid) {
@@ -280,10 +347,47 @@ int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
             out->order[j] = out->order[j - 1];
             out->order[j - 1] = t;
         }
+    traffic_day(out);
     if (st_notes_build(out, &out->notes)) {
         snprintf(err, errlen, "out of memory building the notes");
         st_report_free(out);
         return -1;
     }
     return 0;
+}
+
+void st_report_term_name(const st_spec *s, int term, char *out, size_t n)
+{
+    if (term < 0 || term >= s->slo.n) {
+        snprintf(out, n, "-");
+        return;
+    }
+    const char *m = st_slo_metric_name(s->slo.terms[term].metric);
+    char up[8];
+    size_t k;
+    for (k = 0; m[k] && k + 1 < sizeof up; k++)
+        up[k] = (char)(m[k] >= 'a' && m[k] <= 'z' ? m[k] - 32 : m[k]);
+    up[k] = '\0';
+    snprintf(out, n, "p%g %s", s->slo.terms[term].pct, up);
+}
+
+void st_report_binding(const st_report *r, const st_rep_cfg *c, char *out, size_t n)
+{
+    const st_capacity *k = c->cap;
+    if (k->binding >= 0)
+        st_report_term_name(&r->spec, k->binding, out, n);
+    else if (k->binding_oversat)
+        snprintf(out, n, "over-saturation");
+    else if (k->fail_index >= 0 && k->fail_index < c->n_runs && c->rr[k->fail_index].verdict == ST_VERDICT_OVERSAT)
+        snprintf(out, n, "over-saturation");
+    else if (k->fail_index >= 0 && k->fail_index < c->n_runs && c->has_sus[k->fail_index] &&
+             c->sus[k->fail_index].binding >= 0)
+        st_report_term_name(&r->spec, c->sus[k->fail_index].binding, out, n);
+    else
+        snprintf(out, n, "-");
+}
+
+const char *st_report_verdict_words(const st_report *r, const st_run_row *w)
+{
+    return st_verdict_words(st_verdict_from_name(w->verdict), r->sustained);
 }

@@ -1025,6 +1025,33 @@ static void run_notes(ctx *x, const st_rep_cfg *c)
         for (int k = 0; k < nr; k++)
             add_rate(n, rates[k]);
     }
+    /* servetune's emulator could not keep its model's schedule (the host's CPU was short): its
+     * late tokens and lost engine time made latencies the model does not have */
+    double rates[ST_NOTE_RATES_MAX], late = NAN, dropped = NAN;
+    int nr = 0;
+    for (int j = 0; j < c->n_runs && nr < ST_NOTE_RATES_MAX; j++) {
+        const st_rep_server *sv = &c->server[j];
+        if (!(sv->emu_late_share > ST_NOTE_EMU_LATE_SHARE) && !(sv->emu_dropped_share > ST_NOTE_EMU_DROPPED_SHARE))
+            continue;
+        rates[nr++] = c->runs[j].rate;
+        late = maxn(late, sv->emu_late_share);
+        dropped = maxn(dropped, sv->emu_dropped_share);
+    }
+    if (nr) {
+        qsort(rates, (size_t)nr, sizeof *rates, st_cmp_double);
+        st_buf_puts(b, "the emulator could not keep its engine model's schedule at ");
+        rates_text(b, rates, nr);
+        st_buf_printf(b,
+                      " req/s: up to %.0f %% of its tokens went out more than 10 ms (engine time) late and it lost "
+                      "up to %.1f %% of the engine's time; the host's CPU, not the modelled engine, set part of "
+                      "those latencies (lower --time-scale, or run servetune predict, which has no host in the loop).",
+                      100 * (isnan(late) ? 0 : late), 100 * (isnan(dropped) ? 0 : dropped));
+        st_note *n = add(x, ST_NOTE_WARN, "emulator_lagged", c->name);
+        add_ev(n, "late_token_share_max", late);
+        add_ev(n, "dropped_time_share_max", dropped);
+        for (int k = 0; k < nr; k++)
+            add_rate(n, rates[k]);
+    }
 }
 
 /* ---- diagnosis from the engine's metrics ------------------------------------------------- */
@@ -1162,7 +1189,7 @@ static int diag_setup(const st_report *r, const st_rep_cfg *c, diag *D)
     D->expect = NAN;
     int synth = s->workload.kind == ST_WL_SYNTHETIC && s->workload.input_tokens > 0;
     if (synth && D->vl)
-        D->expect = D->pc_off ? 0 : floor(s->workload.shared_prefix / block) * block / s->workload.input_tokens;
+        D->expect = D->pc_off ? 0 : floor(s->workload.shared_prefix / block) * block / st_spec_mean_input(s);
     D->ttft_margin = 0.1 * s->slo.terms[0].max_ms; /* terms[0] is p95 TTFT */
     if (!(D->ttft_margin > 5))
         D->ttft_margin = 5;
@@ -1286,7 +1313,7 @@ static void note_prefix_hits(ctx *x, const st_rep_cfg *c, diag *D)
         st_buf_printf(b, " against about %.2f expected from the shared prefix (", D->expect);
         num(b, x->r->spec.workload.shared_prefix);
         st_buf_puts(b, " of ");
-        num(b, x->r->spec.workload.input_tokens);
+        num(b, st_spec_mean_input(&x->r->spec));
         st_buf_puts(b, " input tokens): ");
         st_buf_puts(b, got < D->expect ? "cached prefix blocks were evicted before reuse (KV cache pressure) or the "
                                          "prompts do not share their first tokens."

@@ -1,3 +1,4 @@
+#include "report/format.h"
 #include "report/plan_report.h"
 
 #include <jansson.h>
@@ -8,6 +9,7 @@
 
 #include "audit/cost.h"
 #include "audit/plan_spec.h"
+#include "report/day.h"
 
 static void slo_words(const st_spec *s, st_buf *b)
 {
@@ -46,12 +48,9 @@ static void limits(const st_plan_candidate *c, st_buf *b)
 
 static void money(st_buf *b, double v)
 {
-    if (!isfinite(v))
-        st_buf_puts(b, "-");
-    else if (v >= 1000)
-        st_buf_printf(b, "$%.0f", v);
-    else
-        st_buf_printf(b, "$%.3g", v);
+    char t[32];
+    st_fmt_money(t, sizeof t, v);
+    st_buf_puts(b, t);
 }
 
 static void answer(const st_plan_result *r, st_buf *b)
@@ -217,54 +216,20 @@ static void refusals(const st_plan_result *r, st_buf *b)
     st_buf_puts(b, "\n");
 }
 
-static void day_row(st_buf *b, const char *who, const st_day_cost *d)
-{
-    st_buf_printf(b, "| %s | %ld | ", who, d->peak_replicas);
-    money(b, d->peak_usd);
-    st_buf_puts(b, " | ");
-    money(b, d->autoscaled_usd);
-    st_buf_puts(b, " | ");
-    money(b, d->serverless_usd);
-    st_buf_printf(b, " | %s | %.0f %% | ", d->cheapest, 100 * d->utilization);
-    if (isfinite(d->break_even_utilization))
-        st_buf_printf(b, "%.0f %%", 100 * d->break_even_utilization);
-    else
-        st_buf_puts(b, "-");
-    st_buf_printf(b, " | %.1f %% |\n", 100 * d->cold_share);
-}
-
 static void traffic(const st_plan_result *r, st_buf *b)
 {
-    if (!r->spec->traffic.set || (!r->day_ok && !r->day_base_ok))
-        return;
-    const st_spec *s = r->spec;
-    double peak = 0, sum = 0;
-    for (int h = 0; h < 24; h++) {
-        peak = s->traffic.hourly_rps[h] > peak ? s->traffic.hourly_rps[h] : peak;
-        sum += s->traffic.hourly_rps[h];
+    const char *who[2];
+    const st_day_cost *d[2];
+    int n = 0;
+    if (r->day_ok) {
+        who[n] = "the plan's pick";
+        d[n++] = &r->day;
     }
-    st_buf_printf(
-        b,
-        "## A traffic day\n\nThe spec's day: %.3g requests/s at its peak hour, %.3g on average, %.0f requests "
-        "in all. Dedicated replicas sized for the peak, autoscaled hour by hour (a replica starts %.0f s "
-        "before its hour, at least %d always on), or serverless workers billed per second",
-        peak, sum / 24, sum * 3600, s->traffic.scale_up_delay_s, s->traffic.min_replicas);
-    if (r->serverless_price_per_gpu_s > 0)
-        st_buf_printf(b, " ($%.6g per GPU-second, %s; idle timeout %.0f s, cold start %.0f s)",
-                      r->serverless_price_per_gpu_s, r->serverless_from ? r->serverless_from : "",
-                      s->traffic.idle_timeout_s, s->traffic.cold_start_s);
-    else
-        st_buf_puts(b, " (no serverless price for this GPU: not priced)");
-    st_buf_puts(
-        b, ". The cost of one day:\n\n| setup | replicas at peak | peak-sized | autoscaled | serverless | cheapest | "
-           "utilization of the peak-sized fleet | serverless wins below | requests meeting a cold start |\n"
-           "|---|---|---|---|---|---|---|---|---|\n");
-    if (r->day_ok)
-        day_row(b, "the plan's pick", &r->day);
-    if (r->day_base_ok)
-        day_row(b, "the current setup", &r->day_base);
-    st_buf_puts(b, "\nA request that meets a cold start waits that much longer for its first token; when more than 5 % "
-                   "of requests do, the p95 TTFT of a serverless deployment is the cold start, not the engine's.\n\n");
+    if (r->day_base_ok) {
+        who[n] = "the current setup";
+        d[n++] = &r->day_base;
+    }
+    st_rep_day_markdown(b, r->spec, r->serverless_price_per_gpu_s, r->serverless_from, who, d, n);
 }
 
 int st_plan_report_markdown(const st_plan_result *r, st_buf *b)
@@ -324,8 +289,6 @@ int st_plan_report_markdown(const st_plan_result *r, st_buf *b)
     return st_buf_error(b) ? -1 : 0;
 }
 
-static json_t *num_or_null(double v) { return isfinite(v) ? json_real(v) : json_null(); }
-
 static json_t *cand_json(const st_plan_result *r, const st_plan_candidate *c)
 {
     char name[128];
@@ -343,37 +306,23 @@ static json_t *cand_json(const st_plan_result *r, const st_plan_candidate *c)
     json_object_set_new(o, "max_model_len", json_integer(c->max_model_len));
     json_object_set_new(o, "price_per_gpu_hour", json_real(c->price_per_gpu_hour));
     json_object_set_new(o, "price_from", json_string(c->provider ? c->provider : ""));
-    json_object_set_new(o, "bound_rps", num_or_null(c->bound_rps > 0 ? c->bound_rps : NAN));
-    json_object_set_new(o, "cost_bound_usd_per_1m", num_or_null(c->lb_usd_per_1m));
-    json_object_set_new(o, "capacity_rps", num_or_null(c->state == ST_PLAN_OK ? c->capacity_rps : NAN));
-    json_object_set_new(o, "output_tps", num_or_null(c->state == ST_PLAN_OK ? c->output_tps : NAN));
-    json_object_set_new(o, "ttft_p95_ms", num_or_null(c->ttft_p95_ms));
-    json_object_set_new(o, "tpot_p95_ms", num_or_null(c->tpot_p95_ms));
-    json_object_set_new(o, "usd_per_1m_output_tokens", num_or_null(c->usd_per_1m));
+    json_object_set_new(o, "bound_rps", st_jnum_or_null(c->bound_rps > 0 ? c->bound_rps : NAN));
+    json_object_set_new(o, "cost_bound_usd_per_1m", st_jnum_or_null(c->lb_usd_per_1m));
+    json_object_set_new(o, "capacity_rps", st_jnum_or_null(c->state == ST_PLAN_OK ? c->capacity_rps : NAN));
+    json_object_set_new(o, "output_tps", st_jnum_or_null(c->state == ST_PLAN_OK ? c->output_tps : NAN));
+    json_object_set_new(o, "ttft_p95_ms", st_jnum_or_null(c->ttft_p95_ms));
+    json_object_set_new(o, "tpot_p95_ms", st_jnum_or_null(c->tpot_p95_ms));
+    json_object_set_new(o, "usd_per_1m_output_tokens", st_jnum_or_null(c->usd_per_1m));
     if (c->state == ST_PLAN_OK) {
         st_cost k = cost_of(r, c);
         json_object_set_new(o, "replicas_at_peak", json_integer(k.replicas));
-        json_object_set_new(o, "monthly_usd", num_or_null(k.monthly_usd));
+        json_object_set_new(o, "monthly_usd", st_jnum_or_null(k.monthly_usd));
     }
     json_object_set_new(o, "rank", c->rank ? json_integer(c->rank) : json_null());
     json_object_set_new(o, "frontier_cost_ttft", json_boolean(c->on_frontier & 1));
     json_object_set_new(o, "frontier_cost_quality", json_boolean(c->on_frontier & 2));
     json_object_set_new(o, "quality_risk", json_integer(st_plan_quality_risk(c->weights)));
     json_object_set_new(o, "why", c->why[0] ? json_string(c->why) : json_null());
-    return o;
-}
-
-static json_t *day_json(const st_day_cost *d)
-{
-    json_t *o = json_object();
-    json_object_set_new(o, "peak_replicas", json_integer(d->peak_replicas));
-    json_object_set_new(o, "peak_sized_usd", num_or_null(d->peak_usd));
-    json_object_set_new(o, "autoscaled_usd", num_or_null(d->autoscaled_usd));
-    json_object_set_new(o, "serverless_usd", num_or_null(d->serverless_usd));
-    json_object_set_new(o, "cheapest", json_string(d->cheapest ? d->cheapest : ""));
-    json_object_set_new(o, "utilization", num_or_null(d->utilization));
-    json_object_set_new(o, "break_even_utilization", num_or_null(d->break_even_utilization));
-    json_object_set_new(o, "cold_start_share", num_or_null(d->cold_share));
     return o;
 }
 
@@ -394,10 +343,11 @@ int st_plan_report_json(const st_plan_result *r, st_buf *out)
     json_object_set_new(st, "refined", json_integer(r->stats.refined));
     json_object_set_new(st, "shared", json_integer(r->stats.shared));
     json_object_set_new(st, "seconds", json_real(r->seconds));
-    json_object_set_new(st, "candidates_per_s", num_or_null(r->seconds > 0 ? r->stats.candidates / r->seconds : NAN));
+    json_object_set_new(st, "candidates_per_s",
+                        st_jnum_or_null(r->seconds > 0 ? r->stats.candidates / r->seconds : NAN));
     json_object_set_new(root, "search", st);
     json_object_set_new(root, "max_model_len_auto", json_integer(r->len_auto));
-    json_object_set_new(root, "max_model_len_reject_share", num_or_null(r->len_reject_share));
+    json_object_set_new(root, "max_model_len_reject_share", st_jnum_or_null(r->len_reject_share));
     json_object_set_new(root, "best", r->best >= 0 ? cand_json(r, &r->c[r->best]) : json_null());
     json_object_set_new(root, "baseline", cand_json(r, &r->baseline));
     json_t *all = json_array();
@@ -407,11 +357,11 @@ int st_plan_report_json(const st_plan_result *r, st_buf *out)
     if (r->day_ok || r->day_base_ok) {
         json_t *d = json_object();
         if (r->day_ok)
-            json_object_set_new(d, "best", day_json(&r->day));
+            json_object_set_new(d, "best", st_rep_day_json(&r->day));
         if (r->day_base_ok)
-            json_object_set_new(d, "baseline", day_json(&r->day_base));
+            json_object_set_new(d, "baseline", st_rep_day_json(&r->day_base));
         json_object_set_new(d, "serverless_price_per_gpu_s",
-                            num_or_null(r->serverless_price_per_gpu_s > 0 ? r->serverless_price_per_gpu_s : NAN));
+                            st_jnum_or_null(r->serverless_price_per_gpu_s > 0 ? r->serverless_price_per_gpu_s : NAN));
         json_object_set_new(root, "traffic_day", d);
     }
     json_t *w = json_array();

@@ -10,8 +10,6 @@
 #include "report/format.h"
 #include "report/report.h"
 
-static json_t *num_or_null(double v) { return isfinite(v) ? json_real(v) : json_null(); }
-
 int st_predvs_summarise(st_store *pred, const char *calibration, st_buf *out, char *err, size_t errlen)
 {
     st_report r;
@@ -26,17 +24,18 @@ int st_predvs_summarise(st_store *pred, const char *calibration, st_buf *out, ch
         json_object_set_new(o, "name", json_string(c->name));
         json_object_set_new(o, "status", json_string(st_rep_status_name(c->status)));
         int ok = c->cap && c->cap->has_pass;
-        json_object_set_new(o, "pass_rate", ok ? num_or_null(c->cap->pass_rate) : json_null());
-        json_object_set_new(o, "capacity_rps", ok ? num_or_null(c->cap->capacity_rps) : json_null());
+        json_object_set_new(o, "pass_rate", ok ? st_jnum_or_null(c->cap->pass_rate) : json_null());
+        json_object_set_new(o, "capacity_rps", ok ? st_jnum_or_null(c->cap->capacity_rps) : json_null());
         json_t *rs = json_array();
         for (int k = 0; k < c->n_runs && k < ST_PREDVS_RATES_MAX; k++) {
             const st_run_row *w = &c->runs[k];
             json_t *ro = json_object();
             json_object_set_new(ro, "rate", isinf(w->rate) ? json_string("inf") : json_real(w->rate));
             json_object_set_new(ro, "verdict", json_string(w->verdict ? w->verdict : ""));
-            json_object_set_new(ro, "ttft_p95_ms", num_or_null(w->ttft_p95_ms));
-            json_object_set_new(ro, "tpot_p95_ms", num_or_null(w->tpot_p95_ms));
-            json_object_set_new(ro, "output_tps", num_or_null(w->output_tps));
+            /* terms 0 and 1 are always p95 TTFT and p95 TPOT (a sustained run's: over its window) */
+            json_object_set_new(ro, "ttft_p95_ms", st_jnum_or_null(w->n_terms > 0 ? w->term_ms[0] : w->ttft_p95_ms));
+            json_object_set_new(ro, "tpot_p95_ms", st_jnum_or_null(w->n_terms > 1 ? w->term_ms[1] : w->tpot_p95_ms));
+            json_object_set_new(ro, "output_tps", st_jnum_or_null(w->output_tps));
             json_array_append_new(rs, ro);
         }
         json_object_set_new(o, "rates", rs);
@@ -178,8 +177,8 @@ int st_predvs_cells(const st_report *r, int i, char cells[9][32])
     cell_err(cells[2], pcap, mcap);
     const st_run_row *w = measured_at_capacity(c);
     const st_predvs_rate *pr = w ? st_predvs_at(p, w->rate) : NULL;
-    double pt = pr ? pr->ttft_p95_ms : NAN, mt = w ? w->ttft_p95_ms : NAN;
-    double pp = pr ? pr->tpot_p95_ms : NAN, mp = w ? w->tpot_p95_ms : NAN;
+    double pt = pr ? pr->ttft_p95_ms : NAN, mt = w ? (w->n_terms > 0 ? w->term_ms[0] : w->ttft_p95_ms) : NAN;
+    double pp = pr ? pr->tpot_p95_ms : NAN, mp = w ? (w->n_terms > 1 ? w->term_ms[1] : w->tpot_p95_ms) : NAN;
     cell_num(cells[3], pt, " ms");
     cell_num(cells[4], mt, " ms");
     cell_err(cells[5], pt, mt);
@@ -234,13 +233,15 @@ json_t *st_predvs_json(const st_report *r)
         json_t *e = json_object();
         json_object_set_new(e, "name", json_string(c->name));
         double mcap = c->cap && c->cap->has_pass ? c->cap->capacity_rps : NAN;
-        json_object_set_new(e, "capacity_rps_predicted", num_or_null(p->capacity_rps));
-        json_object_set_new(e, "capacity_rps_measured", num_or_null(mcap));
+        json_object_set_new(e, "capacity_rps_predicted", st_jnum_or_null(p->capacity_rps));
+        json_object_set_new(e, "capacity_rps_measured", st_jnum_or_null(mcap));
         json_object_set_new(e, "at_rate", w ? (isinf(w->rate) ? json_string("inf") : json_real(w->rate)) : json_null());
-        json_object_set_new(e, "ttft_p95_ms_predicted", num_or_null(pr ? pr->ttft_p95_ms : NAN));
-        json_object_set_new(e, "ttft_p95_ms_measured", num_or_null(w ? w->ttft_p95_ms : NAN));
-        json_object_set_new(e, "tpot_p95_ms_predicted", num_or_null(pr ? pr->tpot_p95_ms : NAN));
-        json_object_set_new(e, "tpot_p95_ms_measured", num_or_null(w ? w->tpot_p95_ms : NAN));
+        json_object_set_new(e, "ttft_p95_ms_predicted", st_jnum_or_null(pr ? pr->ttft_p95_ms : NAN));
+        json_object_set_new(e, "ttft_p95_ms_measured",
+                            st_jnum_or_null(w ? (w->n_terms > 0 ? w->term_ms[0] : w->ttft_p95_ms) : NAN));
+        json_object_set_new(e, "tpot_p95_ms_predicted", st_jnum_or_null(pr ? pr->tpot_p95_ms : NAN));
+        json_object_set_new(e, "tpot_p95_ms_measured",
+                            st_jnum_or_null(w ? (w->n_terms > 1 ? w->term_ms[1] : w->tpot_p95_ms) : NAN));
         json_array_append_new(cs, e);
     }
     json_object_set_new(o, "configurations", cs);

@@ -2,8 +2,9 @@
  * engine model, seconds, DIR/prediction/), stores a summary of the prediction in the results
  * database (meta "predicted", JSON), and every report shows, per configuration, the predicted
  * and the measured capacity, TTFT p95 and TPOT p95 side by side with the error. The figures
- * are compared at the same offered rate (the measured capacity rate), so the error is the
- * model's, not the grid's. Renderers are pure functions of the loaded model.
+ * are compared at the same offered rate (the measured capacity rate; after a sustained
+ * measurement the model runs once more at that rate, st_cli_predict_at_measured), so the error
+ * is the model's, not the grid's. Renderers are pure functions of the loaded model.
  *
  * Summary JSON (meta "predicted"): {"calibration": FILE|null, "configs": [{"name": N, "status":
  * "ok"|..., "pass_rate": R|null, "capacity_rps": X|null, "rates": [{"rate": R, "verdict": V,

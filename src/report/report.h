@@ -14,8 +14,10 @@
 
 #include "audit/capacity.h"
 #include "audit/cost.h"
+#include "audit/day.h"
 #include "audit/spec.h"
 #include "audit/store.h"
+#include "audit/sustain.h"
 #include "core/buf.h"
 #include "report/notes.h"
 #include "report/predvs.h"
@@ -41,6 +43,10 @@ typedef struct st_rep_server {
     double running_max, waiting_max;
     double preemptions;     /* counter increase over the run */
     double prefix_hit_rate; /* prefix_hits / prefix_queries increase over the run */
+    /* servetune's emulator against its model's schedule over the run: the share of tokens sent
+     * more than 10 ms of engine time late, and the share of engine time lost when the process
+     * fell behind (NAN: not an emulator). Either large: the host, not the model, set latencies */
+    double emu_late_share, emu_dropped_share;
     /* The server's own timings of each request (llama.cpp's `timings`, from the stored records)
      * against the client's: srv_n completed requests carried them (0: none; the rest NAN). */
     uint32_t srv_n;
@@ -59,12 +65,16 @@ typedef struct st_rep_cfg {
     st_rep_server *server;  /* per run, from the stored /metrics samples */
     st_notes_run *digest;   /* per run, what the notes need from its records and samples
                                    (NULL when not loaded) */
+    st_sustain_result *sus; /* per run, a sustained run's analysis (its summary_json) */
+    unsigned char *has_sus; /* per run, 1 when sus[j] holds one */
     st_capacity grid;       /* from the spec's rates only */
     st_capacity refined;    /* with the rates refine added */
     const st_capacity *cap; /* the one priced: refined when refine ran, else grid */
     st_cost cost;
     double ttft_p95_ms, tpot_p95_ms;  /* at the capacity rate */
     double cap_vs_base, cost_vs_base; /* relative change vs the baseline; NAN when n/a */
+    int day_ok;                       /* the spec's traffic day priced at its capacity (day) */
+    st_day_cost day;
     st_rep_status status;
     char note[256]; /* why it failed / passed nowhere, in one line */
 } st_rep_cfg;
@@ -80,10 +90,16 @@ typedef struct st_report {
     int n_cfg;
     int *order;             /* cheapest first */
     int pick;               /* headline pick (index in cfg), -1 when nothing passed */
-    int refine;             /* the spec asked for refine */
+    int refine;             /* the spec asked for refine (a burst test) */
+    int sustained;          /* the sustained search (else a burst test) */
     st_notes notes;         /* the notes and diagnosis every renderer shows (report/notes.h) */
     st_rep_traffic traffic; /* "Your traffic" when the workload is a trace (report/traffic.h) */
     st_predvs predvs;       /* the prediction run before a measured audit (report/predvs.h) */
+    /* "A traffic day" (the spec's traffic: block; report/day.h): each configuration's day in
+     * cfg[i].day; the serverless price used (0: none) and where it came from */
+    int day_present;
+    double day_serverless_price_per_gpu_s;
+    char day_serverless_from[64];
 } st_report;
 
 int st_report_load(st_store *s, st_report *out, char *err, size_t errlen);
@@ -94,6 +110,14 @@ int st_report_json(const st_report *r, st_buf *out);
 int st_report_csv(const st_report *r, st_buf *out);
 /* The headline paragraph (plain text). */
 int st_report_headline(const st_report *r, st_buf *out);
+
+/* "p95 TTFT" for term i of the spec's SLO (out: at least 24 bytes). */
+void st_report_term_name(const st_spec *s, int term, char *out, size_t n);
+/* What binds a sustained capacity, in words: an SLO term, "over-saturation" (the failing end
+ * over-saturated), or "-". */
+void st_report_binding(const st_report *r, const st_rep_cfg *c, char *out, size_t n);
+/* The verdict of run j in the report's words (audit/capacity.h st_verdict_words). */
+const char *st_report_verdict_words(const st_report *r, const st_run_row *w);
 
 /* Loads the model and writes DIR/report.md, DIR/report.json, DIR/results.csv and
  * DIR/report.html (report/html_audit.h). */

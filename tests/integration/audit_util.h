@@ -38,7 +38,7 @@ static int teardown(void **state)
     char cmd[600];
     /* the test's own temp folder only */
     snprintf(cmd, sizeof cmd, "rm -rf -- '%s'", tmp);
-    if (strncmp(tmp, ST_IT_TMP_PREFIX, strlen(ST_IT_TMP_PREFIX)) == 0)
+    if (!getenv("ST_IT_KEEP") && strncmp(tmp, ST_IT_TMP_PREFIX, strlen(ST_IT_TMP_PREFIX)) == 0)
         (void)!system(cmd);
     return 0;
 }

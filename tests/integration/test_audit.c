@@ -41,8 +41,9 @@ static void write_spec(const char *path, const char *kind, const char *extra_eng
             "rates: [%s]\nwarmup_requests: 2\n"
             "slo: {ttft_p95_ms: 20000, tpot_p95_ms: 2000}\n"
             "timeouts: {startup: 8s, request: 60s, stop_grace: 2s}\n"
-            "%s%s",
-            kind, extra_engine, (int)getpid(), flags, rates, configs, extra);
+            "%s%s%s",
+            kind, extra_engine, (int)getpid(), flags, rates, strstr(extra, "search:") ? "" : "search: {mode: burst}\n",
+            configs, extra);
     fclose(f);
 }
 
@@ -319,6 +320,61 @@ static void resume_after_interrupt(void **state)
     nothing_left(out);
 }
 
+/* The sustained search end to end on the emulator: runs judged on their windows, an interrupted
+ * audit resumed without repeating a finished run (the run keys cover sustained runs and their
+ * replicates), and a capacity with its interval in every report. */
+static void sustained_audit_resumes(void **state)
+{
+    (void)state;
+    char spec[512], out[512], db[600];
+    snprintf(spec, sizeof spec, "%s/spec.yaml", tmp);
+    snprintf(out, sizeof out, "%s/out", tmp);
+    snprintf(db, sizeof db, "%s/results.sqlite", out);
+    write_spec(spec, "emulator", "", "", "20, 80, 320", "",
+               "search: {mode: sustained, start: grid, min_window: 4s, min_window_requests: 60, max_duration: 40s, "
+               "max_runs: 5, max_replicates: 1, tolerance: 0.5}\n");
+    const char *args[] = { "audit", spec, "-o", out, "--quiet", NULL };
+    int rc = st_it_run(args, NULL, 180, 2, db);
+    assert_int_equal(rc, 4);
+    json_t *j = load_json(out);
+    json_t *kept = json_deep_copy(json_object_get(config_named(j, "baseline"), "runs"));
+    size_t nkept = json_array_size(kept);
+    assert_true(nkept >= 2);
+    json_decref(j);
+    nothing_left(out);
+    const char *rargs[] = { "audit", spec, "-o", out, "--quiet", "--resume", NULL };
+    assert_int_equal(st_it_run(rargs, NULL, 180, 0, NULL), 0);
+    json_t *a = load_json(out);
+    assert_true(json_is_false(json_object_get(a, "partial")));
+    json_t *c = config_named(a, "baseline");
+    json_t *cap = json_object_get(c, "capacity");
+    assert_string_equal(json_string_value(json_object_get(cap, "method")), "sustained");
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(json_object_get(a, "spec"), "search"), "mode")), "sustained");
+    json_t *after = json_object_get(c, "runs");
+    assert_true(json_array_size(after) >= nkept);
+    for (size_t i = 0; i < nkept; i++) {
+        json_t *x = json_array_get(kept, i), *y = json_array_get(after, i);
+        assert_true(json_equal(json_object_get(x, "run_key"), json_object_get(y, "run_key")));
+        assert_true(json_equal(json_object_get(x, "verdict"), json_object_get(y, "verdict")));
+        /* every run keeps its analysis: window, trends, terms with intervals */
+        json_t *sm = json_object_get(y, "summary");
+        assert_true(json_is_object(sm));
+        assert_non_null(json_object_get(sm, "growth"));
+        assert_non_null(json_string_value(json_object_get(y, "verdict_text")));
+    }
+    if (json_is_true(json_object_get(json_object_get(c, "status"), "ok")) ||
+        json_number_value(json_object_get(cap, "rps")) > 0)
+        assert_true(json_number_value(json_object_get(cap, "ci_low")) <=
+                    json_number_value(json_object_get(cap, "ci_high")));
+    json_decref(kept);
+    json_decref(a);
+    char md[600];
+    snprintf(md, sizeof md, "%s/report.md", out);
+    assert_true(file_has(md, "Limit interval"));
+    nothing_left(out);
+}
+
 /* The API key reaches the engine (--api-key from ${VAR}) and the requests, and nothing that
  * servetune writes holds it: database, reports, logs. */
 static void api_key_is_never_written(void **state)
@@ -386,7 +442,7 @@ static void trace_workload(void **state)
             "'4096', --seed, '%d']}\n"
             "hardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 10\n"
             "workload: {trace: trace.jsonl, requests_per_rate: 30}\nrates: [2, 4]\nwarmup_requests: 2\n"
-            "slo: {ttft_p95_ms: 20000, tpot_p95_ms: 2000}\n",
+            "slo: {ttft_p95_ms: 20000, tpot_p95_ms: 2000}\nsearch: {mode: burst}\n",
             (int)getpid());
     fclose(f);
     const char *args[] = { "audit", spec, "-o", out, "--quiet", NULL };
@@ -448,7 +504,7 @@ static void endpoint_is_used_not_managed(void **state)
             "hardware: {gpu: H100, price_per_gpu_hour: 2.0}\npeak_rate: 10\n"
             "workload: {input_tokens: 256, output_tokens: 16, requests_per_rate: 20, seed: 3}\n"
             "rates: [20]\nwarmup_requests: 2\nslo: {ttft_p95_ms: 20000, tpot_p95_ms: 2000}\n"
-            "timeouts: {startup: 10s, request: 30s}\n",
+            "timeouts: {startup: 10s, request: 30s}\nsearch: {mode: burst}\n",
             url);
     fclose(f);
     const char *args[] = { "audit", spec, "-o", out, "--quiet", NULL };
@@ -471,6 +527,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(port_already_taken, setup, teardown),
         cmocka_unit_test_setup_teardown(crash_and_hang_mid_run, setup, teardown),
         cmocka_unit_test_setup_teardown(resume_after_interrupt, setup, teardown),
+        cmocka_unit_test_setup_teardown(sustained_audit_resumes, setup, teardown),
         cmocka_unit_test_setup_teardown(endpoint_is_used_not_managed, setup, teardown),
         cmocka_unit_test_setup_teardown(api_key_is_never_written, setup, teardown),
         cmocka_unit_test_setup_teardown(trace_workload, setup, teardown),

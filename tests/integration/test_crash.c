@@ -39,8 +39,9 @@ static void write_spec(const char *path, const char *kind, const char *engine_ex
             "rates: [%s]\nwarmup_requests: 2\n"
             "slo: {ttft_p95_ms: 20000, tpot_p95_ms: 2000}\n"
             "timeouts: {startup: 8s, request: 60s, stop_grace: 2s}\n"
-            "%s",
-            kind, engine_extra, (int)getpid(), flags_extra, rates, configs);
+            "%s%s",
+            kind, engine_extra, (int)getpid(), flags_extra, rates, configs,
+            strstr(configs, "search:") ? "" : "search: {mode: burst}\n");
     fclose(f);
 }
 
@@ -398,6 +399,21 @@ static void every_request_failed_exits_1(void **state)
     assert_int_equal(run_servetune(args, 120), 1);
     snprintf(p, sizeof p, "%s/servetune.out", tmp);
     assert_true(file_has(p, "baseline: every one of its 24 requests failed"));
+    assert_true(wait_no_engine(10));
+    /* the sustained search: each run stops at once with the engine's error (not at max_duration) */
+    char out2[600];
+    snprintf(out2, sizeof out2, "%s/out2", tmp);
+    write_spec(spec, "emulator", "", ", --fault-500-rate, '1'", "2", "search: {max_runs: 3}\n");
+    const char *args2[] = { "audit", spec, "-o", out2, "--quiet", "--no-prediction", NULL };
+    st_ns t0 = st_now();
+    assert_int_equal(run_servetune(args2, 120), 1);
+    assert_true(st_ns_to_s(st_now() - t0) < 60);
+    assert_true(file_has(p, "every one of its"));
+    json_t *j = load_json(out2);
+    json_t *runs = json_object_get(config_named(j, "baseline"), "runs");
+    assert_true(json_array_size(runs) > 0);
+    assert_non_null(strstr(json_string_value(json_object_get(json_array_get(runs, 0), "why")), "requests fail"));
+    json_decref(j);
     assert_true(wait_no_engine(10));
 }
 

@@ -323,6 +323,11 @@ static void metrics_follow_state_and_pass_promtool(void **state)
         strstr(m, "vllm:cache_config_info{block_size=\"16\",cache_dtype=\"auto\",enable_prefix_caching=\"True\""));
     assert_non_null(strstr(m, "vllm:request_prompt_tokens_bucket{engine=\"0\",model_name=\"qwen8\",le=\"2000.0\"}"));
     assert_null(strstr(m, "le=\"5000.0\"")); /* 1-2-5 series stops at max_model_len */
+    /* the emulator's own keeping of its schedule (an idle host: nothing lost) */
+    double sent = metric(m, "servetune:emulator_tokens_total{"),
+           late = metric(m, "servetune:emulator_tokens_late_total{");
+    assert_true(sent >= 0 && late >= 0 && late <= sent);
+    assert_true(metric(m, "servetune:emulator_dropped_seconds_total{") >= 0);
     /* promtool: must parse; the only lint findings allowed are those vLLM's own names cause */
     if (system("command -v promtool >/dev/null 2>&1") != 0) {
         http_res_free(&r);

@@ -10,27 +10,8 @@
 /* Runs scripts/check-layers [root] with its output in out; returns the exit status. */
 static int check(const char *root, char *out, size_t cap)
 {
-    int fd[2];
-    if (pipe(fd))
-        return -1;
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fd[1], 1);
-        dup2(fd[1], 2);
-        close(fd[0]);
-        execl("scripts/check-layers", "check-layers", root, (char *)NULL);
-        _exit(127);
-    }
-    close(fd[1]);
-    size_t n = 0;
-    ssize_t k;
-    while (n + 1 < cap && (k = read(fd[0], out + n, cap - 1 - n)) > 0)
-        n += (size_t)k;
-    out[n] = '\0';
-    close(fd[0]);
-    int st;
-    waitpid(pid, &st, 0);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    char *argv[] = { "scripts/check-layers", (char *)root, NULL };
+    return st_test_capture(argv, out, cap);
 }
 
 static void put(const char *path, const char *text)

@@ -369,7 +369,8 @@ static void short_audit_with_reports(void **state)
             "slo: {ttft_p95_ms: 20000, tpot_p95_ms: 2000}\n"
             "configurations:\n  - name: baseline\n  - name: slots-2\n    add_flags: [-np, '2']\n"
             "  - name: corrupt\n    model: '%s'\n"
-            "timeouts: {startup: 60s, request: 60s, stop_grace: 5s}\n",
+            "timeouts: {startup: 60s, request: 60s, stop_grace: 5s}\n"
+            "search: {mode: burst}\n",
             bin, m, ALIAS, bad);
     fclose(f);
     const char *args[] = { "audit", spec, "-o", out, "-q", NULL };

@@ -62,6 +62,23 @@ static void example_plan_and_its_spec(void **state)
         assert_true(json_real_value(json_object_get(best, "usd_per_1m_output_tokens")) <=
                     json_real_value(json_object_get(base, "usd_per_1m_output_tokens")) + 1e-12);
     assert_true(json_is_object(json_object_get(json_object_get(j, "traffic_day"), "best")));
+    /* every candidate that met the SLO has its latency at capacity (the cost-vs-TTFT frontier's
+     * axis), within the example's SLO */
+    size_t i;
+    json_t *c;
+    int ok = 0;
+    json_array_foreach(json_object_get(j, "candidates"), i, c)
+    {
+        if (strcmp(json_string_value(json_object_get(c, "state")), "ok"))
+            continue;
+        ok++;
+        double ttft = json_number_value(json_object_get(c, "ttft_p95_ms"));
+        double tpot = json_number_value(json_object_get(c, "tpot_p95_ms"));
+        if (!(ttft > 0 && ttft <= 1500 && tpot > 0 && tpot <= 50))
+            fail_msg("%s: p95 TTFT %g ms, p95 TPOT %g ms at capacity", json_string_value(json_object_get(c, "name")),
+                     ttft, tpot);
+    }
+    assert_true(ok > 0);
     json_decref(j);
     /* the pick as something to run */
     char dep[700];

@@ -49,7 +49,8 @@ static void write_spec(const char *path, const char *extra_configs)
             "configurations:\n"
             "  - name: baseline\n"
             "  - name: seqs-3\n    add_flags: [--max-num-seqs, '3']\n%s"
-            "timeouts: {startup: 8s, request: 60s, stop_grace: 2s}\n",
+            "timeouts: {startup: 8s, request: 60s, stop_grace: 2s}\n"
+            "search: {mode: burst}\n",
             (int)getpid(), extra_configs);
     fclose(f);
 }
@@ -106,6 +107,7 @@ static void test_predict_agrees_with_audit(void **state)
     /* marked as a prediction everywhere, and still after servetune report */
     snprintf(p, sizeof p, "%s/report.md", pdir);
     assert_true(file_has(p, "**PREDICTION.**"));
+    assert_false(file_has(p, "## A traffic day")); /* the spec gives no traffic: block */
     assert_int_equal(run_servetune((const char *[]){ "report", pdir, "-q", NULL }, 30), 0);
     assert_true(file_has(p, "**PREDICTION.**"));
     snprintf(p, sizeof p, "%s/report.html", pdir);
@@ -140,11 +142,101 @@ static void test_predict_refuses_other_engines(void **state)
     assert_true(stat(p, &sb) != 0); /* nothing written */
 }
 
+/* A sustained audit: its search tries other rates than the prediction made first, so after the
+ * measurement the engine model runs once at each measured capacity rate and the report compares
+ * TTFT and TPOT at the same offered rate (never "-" for a configuration that passed on both). */
+static void test_sustained_audit_compared_at_its_capacity(void **state)
+{
+    (void)state;
+    char spec[512], dir[512];
+    snprintf(spec, sizeof spec, "%s/sus.yaml", tmp);
+    snprintf(dir, sizeof dir, "%s/sus", tmp);
+    FILE *f = fopen(spec, "w");
+    assert_non_null(f);
+    /* time scale 4: light on the host (a lagging emulator would move the capacity, not this check) */
+    fprintf(f, "engine: {kind: emulator, model: Qwen/Qwen3-8B, flags: [--gpu, H100, --time-scale, '4']}\n"
+               "hardware: {gpu: H100, gpus_per_replica: 1, price_per_gpu_hour: 2.0}\npeak_rate: 10\n"
+               "workload: {input_tokens: 512, output_tokens: 64}\nrates: [4, 8, 16, 32]\n"
+               "slo: {ttft_p95_ms: 2500, tpot_p95_ms: 30}\n"
+               "search: {max_duration: 40s, min_window: 10s, min_window_requests: 60, max_runs: 6}\n"
+               "timeouts: {startup: 8s, request: 60s, stop_grace: 2s}\n");
+    fclose(f);
+    assert_int_equal(run_servetune((const char *[]){ "audit", spec, "-o", dir, "-q", NULL }, 120), 0);
+    json_t *A = load_json(dir);
+    json_t *pv = json_object_get(A, "predicted_vs_measured");
+    assert_true(json_is_object(pv));
+    json_t *c = json_array_get(json_object_get(pv, "configurations"), 0);
+    assert_non_null(c);
+    double at = json_number_value(json_object_get(c, "at_rate"));
+    assert_true(fabs(at - cap_field(A, "baseline", "pass_rate")) <= 1e-9 * at);
+    double pt = json_number_value(json_object_get(c, "ttft_p95_ms_predicted"));
+    double pp = json_number_value(json_object_get(c, "tpot_p95_ms_predicted"));
+    double mt = json_number_value(json_object_get(c, "ttft_p95_ms_measured"));
+    double mp = json_number_value(json_object_get(c, "tpot_p95_ms_measured"));
+    fprintf(stderr,
+            "# at %.4g req/s: TTFT p95 predicted %.1f measured %.1f ms, TPOT p95 predicted %.2f measured %.2f ms\n", at,
+            pt, mt, pp, mp);
+    assert_true(pt > 0 && mt > 0 && pp > 0 && mp > 0);
+    json_decref(A);
+}
+
+/* A spec with a traffic day: every report prices the day for each configuration that met the
+ * SLO, and the figures follow from the capacity (a flat day of 10 req/s, serverless at the spec's
+ * price): peak-sized = ceil(10 / capacity) replicas x 24 h x the GPU-hour price. */
+static void test_predict_prices_a_traffic_day(void **state)
+{
+    (void)state;
+    char spec[512], dir[512], p[600];
+    snprintf(spec, sizeof spec, "%s/day.yaml", tmp);
+    snprintf(dir, sizeof dir, "%s/day", tmp);
+    FILE *f = fopen(spec, "w");
+    assert_non_null(f);
+    fprintf(f, "engine: {kind: emulator, model: Qwen/Qwen3-8B, flags: [--gpu, H100]}\n"
+               "hardware: {gpu: H100, gpus_per_replica: 1, price_per_gpu_hour: 2.0}\npeak_rate: 10\n"
+               "workload: {input_tokens: 512, output_tokens: 64, requests_per_rate: 60, seed: 3}\n"
+               "rates: [4, 8, 16, 32, 64]\nslo: {ttft_p95_ms: 2500, tpot_p95_ms: 20}\n"
+               "configurations:\n  - name: baseline\n  - name: seqs-8\n    add_flags: [--max-num-seqs, '8']\n"
+               "search: {mode: burst}\n"
+               "traffic:\n  hourly_rps: [10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, "
+               "10, 10, 10, 10, 10]\n  scale_up_delay: 0s\n  serverless: {price_per_gpu_second: 0.001}\n");
+    fclose(f);
+    assert_int_equal(run_servetune((const char *[]){ "predict", spec, "-o", dir, "-q", NULL }, 60), 0);
+    json_t *P = load_json(dir);
+    json_t *day = json_object_get(P, "traffic_day");
+    assert_true(json_is_object(day));
+    assert_true(fabs(json_number_value(json_object_get(day, "serverless_price_per_gpu_s")) - 0.001) < 1e-12);
+    json_t *cs = json_object_get(day, "configurations");
+    assert_int_equal(json_array_size(cs), 2);
+    size_t i;
+    json_t *c;
+    json_array_foreach(cs, i, c)
+    {
+        const char *name = json_string_value(json_object_get(c, "configuration"));
+        double cap = cap_field(P, name, "rps");
+        assert_true(cap > 0);
+        long replicas = (long)ceil(10 / cap - 1e-9);
+        assert_int_equal(json_integer_value(json_object_get(c, "peak_replicas")), replicas);
+        assert_true(fabs(json_number_value(json_object_get(c, "peak_sized_usd")) - replicas * 24 * 2.0) < 1e-6);
+        /* a flat day and no scale-up delay: autoscaling saves nothing, every hour is that fleet */
+        assert_true(fabs(json_number_value(json_object_get(c, "autoscaled_usd")) - replicas * 24 * 2.0) < 1e-6);
+        assert_true(json_number_value(json_object_get(c, "serverless_usd")) > 0);
+    }
+    json_decref(P);
+    snprintf(p, sizeof p, "%s/report.md", dir);
+    assert_true(file_has(p, "## A traffic day"));
+    assert_true(file_has(p, "| seqs-8 |"));
+    snprintf(p, sizeof p, "%s/report.html", dir);
+    assert_true(file_has(p, "<section id=\"day\">"));
+    assert_true(file_has(p, "A traffic day"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_predict_agrees_with_audit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_predict_refuses_other_engines, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_predict_prices_a_traffic_day, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sustained_audit_compared_at_its_capacity, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

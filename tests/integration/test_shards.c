@@ -28,6 +28,7 @@ static void write_spec(const char *path, const char *rates, double peak)
             "rates: [%s]\nwarmup_requests: 2\n"
             "slo: {ttft_p95_ms: 20000, tpot_p95_ms: 2000}\n"
             "timeouts: {startup: 8s, request: 60s, stop_grace: 2s}\n"
+            "search: {mode: burst}\n"
             "configurations:\n"
             "  - name: baseline\n"
             "  - name: fp8-kv\n    add_flags: [--kv-cache-dtype, fp8]\n"

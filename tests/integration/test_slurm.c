@@ -126,6 +126,7 @@ static void write_spec(const char *path, const char *rates, const char *configs)
             "rates: [%s]\nwarmup_requests: 2\n"
             "slo: {ttft_p95_ms: 20000, tpot_p95_ms: 2000}\n"
             "timeouts: {startup: 20s, request: 60s, stop_grace: 2s}\n"
+            "search: {mode: burst}\n"
             "configurations:\n%s",
             (int)getpid(), rates, configs);
     fclose(f);

@@ -5,7 +5,7 @@
  *   - reasoning: with a known reasoning share, the first answer token comes exactly that many
  *     tokens after the first token, and the reasoning tokens are counted apart;
  *   - exact prompt lengths: chat prompts fitted with /tokenize are the length asked for, as the
- *     server counts them (chat template included);
+ *     server counts them (chat template included), in bench and in an audit;
  *   - vllm bench serve's names: --random-* with vLLM's meaning, --goodput, --num-prompts;
  *   - a Mooncake trace replayed: its shared hash blocks hit the engine's prefix cache. */
 #include "harness.h"
@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <jansson.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -441,6 +442,56 @@ static void report_has_your_traffic(void **state)
 }
 
 
+/* An audit on a chat API: every prompt fitted with the engine's /tokenize before each run, so
+ * the lengths the engine counts (usage.prompt_tokens, chat template included) are the ones the
+ * spec asks for; the configuration's log says so. */
+static void audit_exact_prompts_on_chat(void **state)
+{
+    (void)state;
+    char spec[300], out[300], log[300], p[400];
+    snprintf(spec, sizeof spec, "%s/chat.yaml", dir);
+    snprintf(out, sizeof out, "%s/chat", dir);
+    snprintf(log, sizeof log, "%s/chat.log", dir);
+    FILE *f = fopen(spec, "w");
+    assert_non_null(f);
+    fprintf(f, "engine: {kind: emulator, model: Qwen/Qwen3-8B, api: chat, flags: [--gpu, H100, --time-scale, '10']}\n"
+               "hardware: {gpu: H100, gpus_per_replica: 1, price_per_gpu_hour: 2.0}\npeak_rate: 10\n"
+               "workload: {input_tokens: 300, output_tokens: 16, requests_per_rate: 30}\n"
+               "rates: [4]\nwarmup_requests: 2\nslo: {ttft_p95_ms: 2500, tpot_p95_ms: 50}\n"
+               "search: {mode: burst}\ntimeouts: {startup: 8s, request: 60s, stop_grace: 2s}\n");
+    fclose(f);
+    const char *argv[] = { "servetune", "audit", spec, "-o", out, "-q", NULL };
+    int rc = run_cli(argv, log);
+    if (rc != 0)
+        show_log(log);
+    assert_int_equal(rc, 0);
+    snprintf(p, sizeof p, "%s/results.sqlite", out);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open_v2(p, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_stmt *st;
+    assert_int_equal(
+        sqlite3_prepare_v2(db,
+                           "SELECT count(*), min(input_tokens), max(input_tokens), sum(prompt_reported = 300) "
+                           "FROM requests WHERE warmup = 0",
+                           -1, &st, NULL),
+        SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(st, 0), 30);
+    assert_int_equal(sqlite3_column_int(st, 1), 300);
+    assert_int_equal(sqlite3_column_int(st, 2), 300);
+    assert_int_equal(sqlite3_column_int(st, 3), 30); /* as the server counted them (usage) */
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    snprintf(p, sizeof p, "%s/logs/baseline.log", out);
+    f = fopen(p, "r");
+    assert_non_null(f);
+    char buf[1 << 14];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    assert_non_null(strstr(buf, "exact prompt lengths: 30 of 30 prompts of the next run fitted exactly"));
+}
+
 /* servetune trace stats: the figures and advice, the JSON, and the errors a user sees. */
 static void trace_stats_cli(void **state)
 {
@@ -531,6 +582,7 @@ int main(void)
         cmocka_unit_test(sessions_prefix_cache_rises),  cmocka_unit_test(reasoning_time_to_first_answer),
         cmocka_unit_test(exact_prompts_and_vllm_names), cmocka_unit_test(mooncake_trace_hits_the_cache),
         cmocka_unit_test(report_has_your_traffic),      cmocka_unit_test(trace_stats_cli),
+        cmocka_unit_test(audit_exact_prompts_on_chat),
     };
     return cmocka_run_group_tests(t, setup, teardown);
 }

@@ -82,9 +82,12 @@ static void check_refuses_what_a_run_would(void **state)
           "would be visible in the engine's command line" },
         { "a warm-up that could not be built", 0, 0, 0, 0, 0, "warmup_requests: 20000000\n",
           "warmup_requests: at most 1000000" },
-        { "rates so low a run would take years", 0, 0, 0, 0, "0.000001, 1", 0, "would last" },
-        { "a day-long run is the limit", 0, 0, 0, "input_tokens: 100, output_tokens: 10, requests_per_rate: 86",
-          "0.001", 0, NULL },
+        { "rates so low a burst run would take years", 0, 0, 0, 0, "0.000001, 1", "search: {mode: burst}\n",
+          "would last" },
+        { "a day-long burst run is the limit", 0, 0, 0, "input_tokens: 100, output_tokens: 10, requests_per_rate: 86",
+          "0.001", "search: {mode: burst}\n", NULL },
+        { "a sustained window longer than max_duration", 0, 0, 0, 0, "0.001", "search: {max_duration: 300s}\n",
+          "longer than search.max_duration (300 s)" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char err[1024] = "";

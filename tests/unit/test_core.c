@@ -67,24 +67,8 @@ static void sh_read_back(const char *word, char *out, size_t cap)
 {
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "printf %%s %s", word);
-    int fd[2];
-    assert_int_equal(pipe(fd), 0);
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fd[1], 1);
-        close(fd[0]);
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
-    close(fd[1]);
-    size_t n = 0;
-    ssize_t k;
-    while (n + 1 < cap && (k = read(fd[0], out + n, cap - 1 - n)) > 0)
-        n += (size_t)k;
-    out[n] = '\0';
-    close(fd[0]);
-    int st;
-    waitpid(pid, &st, 0);
+    char *argv[] = { "/bin/sh", "-c", cmd, NULL };
+    st_test_capture(argv, out, cap);
 }
 
 static void buf_shell_quote_round_trips(void **state)

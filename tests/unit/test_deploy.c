@@ -209,24 +209,8 @@ static void sh_words(const char *cmdline, char *out, size_t cap)
     char script[8192];
     size_t cl = strcspn(cmdline, "\n"); /* the snippet's final newline */
     snprintf(script, sizeof script, "set -- %.*s; printf '%%s\\n' \"$@\"", (int)cl, cmdline);
-    int fd[2];
-    assert_int_equal(pipe(fd), 0);
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fd[1], 1);
-        close(fd[0]);
-        execl("/bin/sh", "sh", "-c", script, (char *)NULL);
-        _exit(127);
-    }
-    close(fd[1]);
-    size_t n = 0;
-    ssize_t k;
-    while (n + 1 < cap && (k = read(fd[0], out + n, cap - 1 - n)) > 0)
-        n += (size_t)k;
-    out[n] = '\0';
-    close(fd[0]);
-    int st;
-    waitpid(pid, &st, 0);
+    char *argv[] = { "/bin/sh", "-c", script, NULL };
+    st_test_capture(argv, out, cap);
 }
 
 static void hostile_names_and_values(void **state)

@@ -205,9 +205,9 @@ static void sim_rejects_and_is_deterministic(void **state)
     st_emu_config c;
     setup(&c, "H100", "meta-llama/Meta-Llama-3-8B");
     st_emu_sim_item it[3] = {
-        { 0, NULL, 100, 10, 0 },
-        { 1000, NULL, 8000, 500, 0 },
-        { 2000, NULL, 100, 10, 0 },
+        { .arrival = 0, .input_len = 100, .output_len = 10 },
+        { .arrival = 1000, .input_len = 8000, .output_len = 500 },
+        { .arrival = 2000, .input_len = 100, .output_len = 10 },
     };
     st_record rec[3];
     st_emu_sim_stats s;

@@ -292,6 +292,36 @@ static void oom_message_in_gib(void **state)
     assert_near(total, 23.64, 0.01);
 }
 
+/* A reasoning model in virtual time (predict, --reasoning-share): the first answer token is the
+ * (n_reason + 1)-th token, reasoning tokens are counted apart, and an output that is all
+ * reasoning has no first answer; as the emulator's HTTP server does. */
+static void reasoning_in_virtual_time(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    setup(&c, "H100", "Qwen/Qwen3-8B");
+    st_emu_sim_item it[3] = {
+        { .arrival = 0, .input_len = 128, .output_len = 40, .n_reason = 20 },
+        { .arrival = 0, .input_len = 128, .output_len = 40, .n_reason = 0 },
+        { .arrival = 0, .input_len = 128, .output_len = 8, .n_reason = 8 },
+    };
+    st_record rec[3];
+    st_emu_sim_stats s;
+    char err[512];
+    assert_int_equal(st_emu_sim_run(&c, it, 3, rec, &s, err, sizeof err), 0);
+    assert_int_equal(s.completed, 3);
+    assert_int_equal(rec[0].n_events, 40);
+    assert_int_equal(rec[0].first_answer, rec[0].events[20]);
+    assert_true(rec[0].first_answer > rec[0].first_token);
+    assert_int_equal(rec[0].reasoning_tokens, 20);
+    assert_int_equal(rec[1].first_answer, rec[1].first_token);
+    assert_int_equal(rec[1].reasoning_tokens, 0);
+    assert_int_equal(rec[2].first_answer, -1);
+    assert_int_equal(rec[2].reasoning_tokens, 8);
+    for (int i = 0; i < 3; i++)
+        st_record_free(&rec[i]);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
@@ -304,6 +334,7 @@ int main(void)
         cmocka_unit_test(gpus_by_form_factor),
         cmocka_unit_test(moe_model_with_a_dense_first_layer),
         cmocka_unit_test(oom_message_in_gib),
+        cmocka_unit_test(reasoning_in_virtual_time),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }

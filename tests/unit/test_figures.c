@@ -185,6 +185,20 @@ static void run_key_depends_on_what_defines_a_run(void **state)
     s.slo.terms[0].max_ms = 200;
     st_sweep_run_key(&s, &s.configs[0], 1, k2);
     assert_string_not_equal(k1, k2);
+    /* a chat API's prompts fitted with /tokenize are other prompts than estimated ones */
+    free(s.engine.api);
+    s.engine.api = strdup("chat");
+    assert_true(st_spec_fits_prompts(&s));
+    st_sweep_run_key(&s, &s.configs[0], 1, k1);
+    s.workload.exact_prompts_off = 1;
+    assert_false(st_spec_fits_prompts(&s));
+    st_sweep_run_key(&s, &s.configs[0], 1, k2);
+    assert_string_not_equal(k1, k2);
+    /* vLLM's prompt semantics make other prompts */
+    st_sweep_run_key(&s, &s.configs[0], 1, k1);
+    s.workload.vllm_semantics = 1;
+    st_sweep_run_key(&s, &s.configs[0], 1, k2);
+    assert_string_not_equal(k1, k2);
     st_spec_free(&s);
 }
 

@@ -18,6 +18,8 @@
 #include "audit/sweep.h"
 #include "core/buf.h"
 #include "emu/flags.h"
+#include "load/steady.h"
+#include "report/html_audit.h"
 #include "report/report.h"
 
 static char dir[256];
@@ -52,7 +54,8 @@ static const char *SPEC =
     "  - name: seqs-2\n    add_flags: [--max-num-seqs, '2']\n"
     "  - name: no-room\n    add_flags: [--max-model-len, '40960', --gpu-memory-utilization, '0.30']\n"
     "  - name: bad-kv\n    add_flags: [--kv-cache-dtype, fp7]\n"
-    "  - name: weights-oom\n    model: Qwen/Qwen3-32B\n    add_flags: [--gpu, RTX4090]\n";
+    "  - name: weights-oom\n    model: Qwen/Qwen3-32B\n    add_flags: [--gpu, RTX4090]\n"
+    "search: {mode: burst}\n";
 
 static volatile sig_atomic_t never;
 
@@ -253,6 +256,114 @@ static void suggested_rates_bracket_capacity(void **state)
     st_spec_free(&spec);
 }
 
+/* The sustained search on the engine model: every run is judged on its window (sustained, SLO
+ * missed, over-saturated or undecided), the capacity has a bracket within the tolerance (or says why
+ * not) and an interval; a closed loop (`concurrency:`) keeps at most that many requests in flight
+ * and prices the delivered rate at the highest concurrency that holds the SLO. */
+static void sustained_and_closed_loop_on_the_model(void **state)
+{
+    (void)state;
+    static const char *specs[2] = {
+        "engine:\n  kind: vllm\n  model: Qwen/Qwen3-8B\n  flags: [--max-model-len, '4096']\n"
+        "hardware: {gpu: H100, gpus_per_replica: 1, price_per_gpu_hour: 2.0}\npeak_rate: 10\n"
+        "workload: {input_tokens: 512, output_tokens: 32, seed: 3}\n"
+        "rates: [4, 16, 64]\nwarmup_requests: 2\n"
+        "slo: {ttft_p95_ms: 1000, tpot_p95_ms: 11}\n"
+        "search: {min_window: 10s, min_window_requests: 100, max_duration: 120s}\n",
+        "engine:\n  kind: vllm\n  model: Qwen/Qwen3-8B\n  flags: [--max-model-len, '4096']\n"
+        "hardware: {gpu: H100, gpus_per_replica: 1, price_per_gpu_hour: 2.0}\npeak_rate: 10\n"
+        "workload: {input_tokens: 512, output_tokens: 32, seed: 3}\n"
+        "concurrency: [1, 8, 64, 512]\nwarmup_requests: 2\n"
+        "slo: {ttft_p95_ms: 1000, tpot_p95_ms: 11}\n"
+        "search: {min_window: 10s, min_window_requests: 100, max_duration: 120s}\n",
+    };
+    for (int k = 0; k < 2; k++) {
+        char err[1024];
+        st_spec spec;
+        assert_int_equal(st_spec_parse("t.yaml", specs[k], strlen(specs[k]), &spec, err, sizeof err), 0);
+        assert_int_equal(st_spec_check_bounds(&spec, err, sizeof err), 0);
+        char sub[400];
+        snprintf(sub, sizeof sub, "%s/s%d", dir, k);
+        st_store *s;
+        assert_int_equal(st_store_open(sub, &s, err, sizeof err), 0);
+        assert_int_equal(st_store_audit_begin(s, "t.yaml", specs[k], strlen(specs[k]), "t", 0, err, sizeof err), 0);
+        assert_int_equal(st_store_meta_put(s, "prediction", "1"), 0);
+        st_executor *x;
+        assert_int_equal(st_exec_model_new(&spec, NULL, &x, err, sizeof err), 0);
+        st_sweep_opts o = { .out_dir = sub, .quiet = 1, .stop = &never, .executor = x };
+        st_sweep_result res;
+        if (st_sweep_run(&spec, s, &o, &res, err, sizeof err))
+            fail_msg("sweep: %s", err);
+        st_executor_free(x);
+        st_store_audit_finish(s, 0, NULL);
+        assert_true(res.runs_measured >= 2 && res.runs_measured <= (int)spec.search.max_runs);
+        st_report r;
+        assert_int_equal(st_report_load(s, &r, err, sizeof err), 0);
+        assert_true(r.sustained);
+        const st_rep_cfg *c = &r.cfg[0];
+        if (c->status != ST_REP_OK)
+            fail_msg("spec %d: status %s: %s", k, st_rep_status_name(c->status), c->note);
+        assert_true(c->cap->sustained && c->cap->has_pass && c->cap->has_fail_above);
+        assert_true(c->cap->ci_lo <= c->cap->ci_hi);
+        for (int j = 0; j < c->n_runs; j++) {
+            st_verdict v = st_verdict_from_name(c->runs[j].verdict);
+            assert_true(v == ST_VERDICT_PASS || v == ST_VERDICT_FAIL || v == ST_VERDICT_OVERSAT ||
+                        v == ST_VERDICT_UNDECIDED);
+            assert_non_null(c->runs[j].summary_json);
+        }
+        /* the reports say it in words: the method, the verdicts, the search's table and charts */
+        st_buf b;
+        st_buf_init(&b, 1 << 24);
+        assert_int_equal(st_report_markdown(&r, &b), 0);
+        assert_non_null(strstr(b.data, "**Capacity at SLO** is the highest"));
+        assert_non_null(strstr(b.data, "| Binding term | Boundary | Runs | Engine-minutes | Max throughput"));
+        assert_non_null(strstr(b.data, "| sustained"));
+        assert_null(strstr(b.data, "| pass"));
+        st_buf_reset(&b);
+        char herr[256];
+        assert_int_equal(st_report_html(&r, s, NULL, &b, herr, sizeof herr), 0);
+        assert_non_null(strstr(b.data, "id=\"search-table\""));
+        assert_non_null(strstr(b.data, "Requests in flight at the bracket's ends"));
+        assert_non_null(strstr(b.data, "interval"));
+        st_buf_reset(&b);
+        assert_int_equal(st_report_json(&r, &b), 0);
+        assert_non_null(strstr(b.data, k ? "\"method\": \"sustained-concurrency\"" : "\"method\": \"sustained\""));
+        assert_non_null(strstr(b.data, "\"verdict_text\": \"sustained\""));
+        st_buf_reset(&b);
+        assert_int_equal(st_report_csv(&r, &b), 0);
+        assert_non_null(strstr(b.data, ",method,capacity_ci_low,capacity_ci_high,binding,boundary,runs,"));
+        st_buf_free(&b);
+        if (k == 0) {
+            /* open loop: the capacity is the offered rate that was sustained */
+            assert_near(c->cap->capacity_rps, c->cap->pass_rate, 0);
+            assert_true(c->cap->fail_rate / c->cap->pass_rate - 1 <= spec.search.tolerance + 1e-9 ||
+                        c->cap->runs >= (int)spec.search.max_runs);
+        } else {
+            /* closed loop: whole concurrencies; the delivered rate at the highest passing one */
+            assert_near(c->cap->pass_rate, floor(c->cap->pass_rate), 0);
+            assert_true(c->cap->capacity_rps > 0 && c->cap->capacity_rps != c->cap->pass_rate);
+            st_record *recs;
+            uint32_t nr;
+            const st_run_row *pr = &c->runs[c->cap->pass_index];
+            assert_int_equal(st_store_records_get(s, pr->id, &recs, &nr), 0);
+            /* never more requests in flight than the concurrency */
+            double t[200], y[200], mx = 0;
+            for (int i = 0; i < 200; i++)
+                t[i] = pr->duration_s * (i + 0.5) / 200;
+            assert_int_equal(st_inflight_at(recs, nr, 1, t, 200, y), 0);
+            for (int i = 0; i < 200; i++)
+                mx = y[i] > mx ? y[i] : mx;
+            assert_true(mx <= pr->rate && mx >= 1);
+            for (uint32_t i = 0; i < nr; i++)
+                st_record_free(&recs[i]);
+            free(recs);
+        }
+        st_report_free(&r);
+        st_store_close(s);
+        st_spec_free(&spec);
+    }
+}
+
 static void other_engines_are_refused(void **state)
 {
     (void)state;
@@ -321,6 +432,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(refusals_are_failed_configurations, setup, teardown),
         cmocka_unit_test_setup_teardown(prediction_flag_round_trips, setup, teardown),
         cmocka_unit_test(suggested_rates_bracket_capacity),
+        cmocka_unit_test_setup_teardown(sustained_and_closed_loop_on_the_model, setup, teardown),
         cmocka_unit_test(other_engines_are_refused),
         cmocka_unit_test(flag_parser_builds_the_emulators_config),
     };

@@ -37,8 +37,11 @@ static void example_spec_loads(void **state)
     assert_int_equal(s.workload.input_tokens, 3000);
     assert_int_equal(s.workload.output_tokens, 300);
     assert_int_equal(s.workload.shared_prefix, 2000);
-    assert_int_equal(s.n_rates, 8);
-    assert_true(isinf(s.rates[7]));
+    assert_int_equal(s.n_rates, 7);
+    assert_near(s.rates[6], 32, 0);
+    assert_int_equal(s.search.mode, ST_SEARCH_SUSTAINED);
+    char err2[512];
+    assert_int_equal(st_spec_check_bounds(&s, err2, sizeof err2), 0);
     assert_int_equal(s.n_configs, 6);
     assert_string_equal(s.configs[0].name, "baseline");
     assert_string_equal(s.configs[4].model, "Qwen/Qwen3-8B-FP8");
@@ -57,7 +60,17 @@ static void defaults_and_implicit_baseline(void **state)
     assert_int_equal(s.n_configs, 1);
     assert_string_equal(s.configs[0].name, "baseline");
     assert_int_equal(s.workload.requests_per_rate, 200);
-    assert_int_equal(s.search.mode, ST_SEARCH_GRID);
+    /* the sustained search is the default; its bounds */
+    assert_int_equal(s.search.mode, ST_SEARCH_SUSTAINED);
+    assert_near(s.search.confidence, 0.95, 0);
+    assert_near(s.search.max_duration_s, 300, 0);
+    assert_near(s.search.min_window_s, 20, 0);
+    assert_int_equal(s.search.min_window_requests, 200);
+    assert_near(s.search.warmup_e2e, 2, 0);
+    assert_int_equal(s.search.max_runs, 12);
+    assert_int_equal(s.search.max_replicates, 3);
+    assert_int_equal(s.search.start, ST_START_AUTO);
+    assert_false(s.closed_loop);
     assert_int_equal(s.search.early_stop, 1);
     assert_int_equal(s.slo.n, 2);
     assert_int_equal(s.engine.port, 0);
@@ -78,7 +91,14 @@ static void validation_errors_name_file_and_line(void **state)
         { "configurations:\n  - name: a\n  - name: b\n  - name: a\n", 0,
           "t.yaml:13: configurations: duplicate name 'a' (first at line 11)" },
         { "configurations:\n  - name: a\n    colour: red\n", 0, "t.yaml:12: configurations[]: unknown key 'colour'" },
-        { "search: {mode: fast}\n", 0, "t.yaml:10: search.mode: expected grid or refine" },
+        { "search: {mode: fast}\n", 0,
+          "t.yaml:10: search.mode: expected sustained, burst (also: grid) or burst-refine (also: refine)" },
+        { "search: {max_duration: forever}\n", 0, "t.yaml:10: search.max_duration: expected a positive duration" },
+        { "search: {min_window_requests: 5}\n", 0, "t.yaml:10: search.min_window_requests: must be at least 20" },
+        { "search: {confidence: 0.2}\n", 0, "t.yaml:10: search.confidence: between 0.5 and 0.999" },
+        { "search: {start: somewhere}\n", 0, "t.yaml:10: search.start: expected auto, grid, predict or a rate" },
+        { "search: {max_runs: 1000}\n", 0, "t.yaml:10: search.max_runs: at most 64" },
+        { "concurrency: [1, 4]\n", 0, "concurrency: give either rates (open loop) or concurrency (closed loop)" },
         { "slo2: 1\n", 0, "unknown key 'slo2'" },
         { "timeouts: {startup: -3}\n", 0, "t.yaml:10: timeouts.startup: expected a positive duration" },
         { "configurations:\n  - name: x\n    env: {HF_TOKEN: hf_abc}\n", 0,
@@ -118,6 +138,28 @@ static void validation_errors_name_file_and_line(void **state)
           "workload: {input_tokens: 10, output_tokens: 1, shared_prefix: 10}\nrates: [1]\nslo: {ttft_p95_ms: 1, "
           "tpot_p95_ms: 1}\n",
           1, "t.yaml:4: workload.shared_prefix: 10 must be smaller than input_tokens (10)" },
+        { "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
+          "workload: {input_tokens: 10, output_tokens: 1, semantics: guidellm}\nrates: [1]\nslo: {ttft_p95_ms: 1, "
+          "tpot_p95_ms: 1}\n",
+          1, "t.yaml:4: workload.semantics: expected servetune" },
+        { "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
+          "workload: {input_tokens: 10, output_tokens: 1, exact_prompts: sometimes}\nrates: [1]\nslo: {ttft_p95_ms: 1, "
+          "tpot_p95_ms: 1}\n",
+          1, "t.yaml:4: workload.exact_prompts: expected auto" },
+        { "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
+          "workload: {trace: t.jsonl, semantics: vllm}\nrates: [1]\nslo: {ttft_p95_ms: 1, tpot_p95_ms: 1}\n",
+          1, "t.yaml:4: workload.semantics: a trace gives the token sizes" },
+        { "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
+          "workload: {input_tokens: 1, output_tokens: 1}\nconcurrency: [4, 2]\nslo: {ttft_p95_ms: 1, tpot_p95_ms: 1}\n",
+          1, "t.yaml:5: concurrency: must be increasing (2 comes after 4)" },
+        { "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
+          "workload: {input_tokens: 1, output_tokens: 1}\nconcurrency: [1, 2.5]\nslo: {ttft_p95_ms: 1, tpot_p95_ms: "
+          "1}\n",
+          1, "t.yaml:5: concurrency: expected a whole number" },
+        { "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
+          "workload: {input_tokens: 1, output_tokens: 1}\nconcurrency: [1, 2]\nslo: {ttft_p95_ms: 1, tpot_p95_ms: 1}\n"
+          "search: {mode: burst}\n",
+          1, "t.yaml:7: search.mode: concurrency levels are measured as sustained closed-loop runs" },
         { "engine: [1\n", 1, "t.yaml:2: YAML syntax" },
         { "", 1, "t.yaml: the spec is empty" },
         { "engine: {kind: vllm, model: m}\n", 1, "t.yaml:1: 'hardware' is required" },
@@ -134,6 +176,34 @@ static void validation_errors_name_file_and_line(void **state)
         if (!strstr(err, cases[i].want))
             fail_msg("case %zu: error '%s' does not contain '%s'", i, err, cases[i].want);
     }
+}
+
+/* workload.semantics: vllm: vllm bench serve's random dataset (the prefix on top of the input
+ * length), so a prefix longer than input_tokens is fine; the prompts follow (st_spec_synth). */
+static void vllm_prompt_semantics(void **state)
+{
+    (void)state;
+    const char *t = "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
+                    "workload: {input_tokens: 1000, output_tokens: 10, shared_prefix: 2000, range_ratio: 0.5, "
+                    "semantics: vllm}\nrates: [1]\nslo: {ttft_p95_ms: 1, tpot_p95_ms: 1}\n";
+    st_spec s;
+    char err[512];
+    assert_int_equal(st_spec_parse("t.yaml", t, strlen(t), &s, err, sizeof err), 0);
+    assert_int_equal(s.workload.vllm_semantics, 1);
+    assert_true(st_spec_mean_input(&s) == 3000);
+    st_synth_params p;
+    st_spec_synth(&s, 200, 7, &p);
+    st_workload w;
+    assert_int_equal(st_workload_synthetic(&p, &w, err, sizeof err), 0);
+    for (uint32_t i = 0; i < w.n; i++) /* 2000 + [500, 1500] */
+        assert_true(w.items[i].input_len >= 2500 && w.items[i].input_len <= 3500);
+    st_workload_free(&w);
+    st_spec_free(&s);
+    /* servetune's own: the prefix counts within input_tokens */
+    assert_int_equal(parse_with("", &s, err, sizeof err), 0);
+    assert_int_equal(s.workload.vllm_semantics, 0);
+    assert_true(st_spec_mean_input(&s) == 100);
+    st_spec_free(&s);
 }
 
 static void secret_reference_and_extra_slo_terms_accepted(void **state)
@@ -206,6 +276,86 @@ static void config_flags_replace_and_remove(void **state)
     st_spec_free(&s);
 }
 
+/* concurrency: closed-loop levels; the search keys with units. */
+static void concurrency_and_search_keys(void **state)
+{
+    (void)state;
+    st_spec s;
+    char err[512] = "";
+    const char *t = "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
+                    "workload: {input_tokens: 10, output_tokens: 2}\nconcurrency: [1, 16, 64, 256]\n"
+                    "slo: {ttft_p95_ms: 900, tpot_p95_ms: 40}\n"
+                    "search: {max_duration: 2m, min_window: 500ms, min_window_requests: 50, warmup_e2e: 1.5, "
+                    "confidence: 0.9, max_runs: 20, max_replicates: 2, start: 12.5, request_budget: 5000}\n";
+    if (st_spec_parse("t.yaml", t, strlen(t), &s, err, sizeof err))
+        fail_msg("%s", err);
+    assert_true(s.closed_loop);
+    assert_int_equal(s.n_rates, 4);
+    assert_near(s.rates[3], 256, 0);
+    assert_near(s.search.max_duration_s, 120, 0);
+    assert_near(s.search.min_window_s, 0.5, 1e-12);
+    assert_int_equal(s.search.min_window_requests, 50);
+    assert_near(s.search.warmup_e2e, 1.5, 0);
+    assert_near(s.search.confidence, 0.9, 0);
+    assert_int_equal(s.search.max_runs, 20);
+    assert_int_equal(s.search.max_replicates, 2);
+    assert_int_equal(s.search.start, ST_START_RATE);
+    assert_near(s.search.start_rate, 12.5, 0);
+    assert_int_equal(st_spec_check_bounds(&s, err, sizeof err), 0);
+    st_spec_free(&s);
+    /* the burst modes keep their old names */
+    assert_int_equal(parse_with("search: {mode: grid}\n", &s, err, sizeof err), 0);
+    assert_int_equal(s.search.mode, ST_SEARCH_GRID);
+    assert_string_equal(st_search_mode_name(s.search.mode), "burst");
+    st_spec_free(&s);
+    assert_int_equal(parse_with("search: {mode: refine}\n", &s, err, sizeof err), 0);
+    assert_int_equal(s.search.mode, ST_SEARCH_REFINE);
+    st_spec_free(&s);
+}
+
+/* Bounds that make a steady state impossible whatever the engine does are refused with the reason. */
+static void impossible_bounds_refused(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *extra, *want;
+    } cases[] = {
+        { "search: {max_duration: 10s, min_window: 30s}\n",
+          "search.max_duration (10 s) is shorter than search.min_window (30 s)" },
+        { "search: {request_budget: 100}\n",
+          "search.request_budget (100 requests) is below search.min_window_requests" },
+        { "search: {max_duration: 60s}\n",
+          "at 1 req/s (the lowest rate) the 200 window requests arrive over 200 s, longer than search.max_duration" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        st_spec s;
+        char err[512] = "";
+        if (parse_with(cases[i].extra, &s, err, sizeof err))
+            fail_msg("case %zu: %s", i, err);
+        assert_int_equal(st_spec_check_bounds(&s, err, sizeof err), -1);
+        if (!strstr(err, cases[i].want))
+            fail_msg("case %zu: '%s' does not contain '%s'", i, err, cases[i].want);
+        st_spec_free(&s);
+    }
+    /* a burst spec has no such bounds; a sustained one within them passes */
+    st_spec s;
+    char err[512] = "";
+    assert_int_equal(parse_with("search: {mode: burst, max_duration: 10s, min_window: 30s}\n", &s, err, sizeof err), 0);
+    assert_int_equal(st_spec_check_bounds(&s, err, sizeof err), 0);
+    st_spec_free(&s);
+    assert_int_equal(parse_with("", &s, err, sizeof err), 0);
+    assert_int_equal(st_spec_check_bounds(&s, err, sizeof err), 0);
+    st_spec_free(&s);
+    /* inf alone has no steady state */
+    const char *t = "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
+                    "workload: {input_tokens: 10, output_tokens: 2}\nrates: [inf]\n"
+                    "slo: {ttft_p95_ms: 900, tpot_p95_ms: 40}\n";
+    assert_int_equal(st_spec_parse("t.yaml", t, strlen(t), &s, err, sizeof err), 0);
+    assert_int_equal(st_spec_check_bounds(&s, err, sizeof err), -1);
+    assert_non_null(strstr(err, "needs at least one finite rate"));
+    st_spec_free(&s);
+}
+
 static void missing_file_is_an_error(void **state)
 {
     (void)state;
@@ -221,8 +371,11 @@ int main(void)
         cmocka_unit_test(example_spec_loads),
         cmocka_unit_test(defaults_and_implicit_baseline),
         cmocka_unit_test(validation_errors_name_file_and_line),
+        cmocka_unit_test(vllm_prompt_semantics),
         cmocka_unit_test(secret_reference_and_extra_slo_terms_accepted),
         cmocka_unit_test(config_flags_replace_and_remove),
+        cmocka_unit_test(concurrency_and_search_keys),
+        cmocka_unit_test(impossible_bounds_refused),
         cmocka_unit_test(missing_file_is_an_error),
     };
     return cmocka_run_group_tests(t, 0, 0);

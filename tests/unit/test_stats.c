@@ -42,6 +42,42 @@ static void dist_unsorted_with_nans(void **state)
     assert_true(isnan(e.p50) && isnan(e.mean));
 }
 
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Many values: percentiles by selection equal the sorted ones, duplicates and ties included. */
+static void dist_by_selection_equals_sorting(void **state)
+{
+    (void)state;
+    enum { MAXN = 5000 };
+    double *v = malloc(sizeof *v * MAXN), *s = malloc(sizeof *s * MAXN);
+    uint64_t x = 12345;
+    for (int round = 0; round < 60; round++) {
+        uint32_t n = 256 + (uint32_t)(round * 79) % (MAXN - 256);
+        for (uint32_t i = 0; i < n; i++) {
+            x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+            /* few distinct values in some rounds (ties), a wide spread in others */
+            v[i] = round % 3 == 0 ? (double)((x >> 33) % 7) : (double)(x >> 11) / 1e6;
+            s[i] = v[i];
+        }
+        qsort(s, n, sizeof *s, cmp_d);
+        st_dist d;
+        st_dist_compute(v, n, &d);
+        assert_int_equal(d.n, n);
+        assert_near(d.p50, st_percentile_sorted(s, n, 50), 0);
+        assert_near(d.p90, st_percentile_sorted(s, n, 90), 0);
+        assert_near(d.p95, st_percentile_sorted(s, n, 95), 0);
+        assert_near(d.p99, st_percentile_sorted(s, n, 99), 0);
+        assert_near(d.min, s[0], 0);
+        assert_near(d.max, s[n - 1], 0);
+    }
+    free(v);
+    free(s);
+}
+
 /* The hand-built run described in the comments: one warm-up, three completed, one failed. */
 static st_record recs[5];
 
@@ -264,6 +300,7 @@ int main(void)
     const struct CMUnitTest t[] = {
         cmocka_unit_test(percentiles_hand_computed),
         cmocka_unit_test(dist_unsorted_with_nans),
+        cmocka_unit_test(dist_by_selection_equals_sorting),
         cmocka_unit_test_setup_teardown(summary_whole_run, setup_records, teardown_records),
         cmocka_unit_test_setup_teardown(summary_server_timings, setup_records, teardown_records),
         cmocka_unit_test_setup_teardown(summary_steady_window, setup_records, teardown_records),

@@ -98,6 +98,10 @@ static void runs_records_samples_round_trip(void **state)
     recs[1].srv_prompt = 12345678; /* the server's timings (llama.cpp), ns */
     recs[1].srv_gen = 98765432;
     recs[1].srv_gen_n = 3;
+    recs[1].prompt_reported = 104;                      /* as the server counted the prompt (usage) */
+    recs[1].first_answer = recs[1].first_token + 20000; /* a reasoning model's first answer token */
+    recs[1].reasoning_tokens = 1;
+    recs[0].first_answer = -1; /* all reasoning: no answer token */
     recs[2].status = ST_REQ_TIMEOUT;
     recs[2].end = 1LL << 40;
     st_record_set_error(&recs[2], ST_REQ_TIMEOUT, "timed out", 9);
@@ -149,6 +153,11 @@ static void runs_records_samples_round_trip(void **state)
     assert_int_equal(back[1].srv_gen_n, 3);
     assert_int_equal(back[0].srv_prompt, -1); /* not reported */
     assert_int_equal(back[0].srv_gen, -1);
+    assert_int_equal(back[1].prompt_reported, 104);
+    assert_int_equal(back[0].prompt_reported, 0); /* not reported */
+    assert_int_equal(back[1].first_answer, 50001 + 20000);
+    assert_int_equal(back[1].reasoning_tokens, 1);
+    assert_int_equal(back[0].first_answer, -1);
     for (uint32_t i = 0; i < nb; i++)
         st_record_free(&back[i]);
     free(back);
@@ -247,6 +256,8 @@ static void old_database_gets_timing_columns(void **state)
     assert_int_equal(nb, 1);
     assert_int_equal(back[0].first_token, 100);
     assert_int_equal(back[0].srv_prompt, -1);
+    assert_int_equal(back[0].first_answer, 100); /* not stored then: the first token was the answer's */
+    assert_int_equal(back[0].prompt_reported, 0);
     st_record_free(&back[0]);
     free(back);
     st_store_close(s);
