@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit/executor.h"
+#include "core/strv.h"
+#include "emu/config.h"
 #include "emu/flags.h"
 #include "load/trace.h"
 #include "load/workload.h"
@@ -168,4 +171,32 @@ int st_spec_check(const st_spec *s, char *err, size_t errlen)
     }
     /* a sustained spec's bounds must leave room for a measured window (audit/sweep.h) */
     return st_sweep_check_bounds(s, err, errlen);
+}
+
+int st_spec_warnings(const st_spec *s, st_buf *out)
+{
+    char why[256];
+    int n = 0;
+    if (!st_exec_model_supported(s, why, sizeof why))
+        return 0;
+    for (int i = 0; i < s->n_configs; i++) {
+        const st_spec_config *c = &s->configs[i];
+        st_emu_config cfg;
+        st_strv unknown = { 0 };
+        char err[512];
+        if (st_exec_model_config(s, c, &cfg, NULL, 0, &unknown, err, sizeof err) == 0 && unknown.n > 0) {
+            st_buf_printf(out, "configuration '%s': ", c->name);
+            for (int k = 0; k < unknown.n; k++)
+                st_buf_printf(out, "%s%s", k ? ", " : "", unknown.v[k]);
+            st_buf_printf(out,
+                          " %s not a flag the engine model knows: %s no effect on the %s (check the spelling; real "
+                          "vLLM refuses a flag it does not know)\n",
+                          unknown.n == 1 ? "is" : "are", unknown.n == 1 ? "it has" : "they have",
+                          s->engine.kind == ST_ENGINE_EMULATOR ? "emulator's timing or any prediction"
+                                                               : "prediction made before the measurement");
+            n++;
+        }
+        st_strv_free(&unknown);
+    }
+    return n;
 }

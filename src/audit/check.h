@@ -19,11 +19,19 @@
 #include <stddef.h>
 
 #include "audit/spec.h"
+#include "core/buf.h"
 
 /* The longest a rate run may be planned to last (requests / rate), in seconds. */
 #define ST_CHECK_MAX_RUN_S 86400.0
 
 /* 0, or -1 with "spec.yaml: key: what is wrong" in err. */
 int st_spec_check(const st_spec *s, char *err, size_t errlen);
+
+/* What a valid spec may still get wrong, as warnings (one line each, appended to out): for an
+ * engine the engine model stands for (emulator, vllm), each configuration's flags that the model
+ * does not know and so ignores. On the emulator (and in every prediction) such a flag changes
+ * nothing, so a misspelt one (--kv-cache-dtyp) silently measures the baseline again; real vLLM
+ * would refuse it at startup. Returns the number of warnings. */
+int st_spec_warnings(const st_spec *s, st_buf *out);
 
 #endif

@@ -775,15 +775,16 @@ int st_sustain_finish(const st_sustain *s, const st_record *recs, uint32_t n, co
 {
     memset(out, 0, sizeof *out);
     view v = { recs, n, 1e-9, s->p.concurrency > 0, INFINITY };
-    census c;
-    if (take_census(&v, &c, 1))
-        return -1;
     double stop = s->stop_s;
     if (isnan(stop))
         for (uint32_t i = 0; i < n; i++)
             if (recs[i].end >= 0 && T(&v, recs[i].end) > (isnan(stop) ? -1 : stop))
                 stop = T(&v, recs[i].end);
     v.now = isnan(stop) ? 0 : stop;
+    /* the census as of the stop: "the last half of the run" is the half before it */
+    census c;
+    if (take_census(&v, &c, 1))
+        return -1;
     out->ramp_s = s->ramp_s;
     out->window_start_s = s->warm_end_s;
     out->window_end_s = s->window_end_s;

@@ -4,6 +4,9 @@
 #ifndef ST_CLI_H
 #define ST_CLI_H
 #include <signal.h>
+
+/* The most text of a spec's warnings printed before a run. */
+#define ST_CLI_WARNINGS_MAX ((size_t)1 << 16)
 #include <stdio.h>
 
 #include "audit/spec.h"

@@ -80,6 +80,17 @@ int st_cli_run_spec(st_cli_run *r, const char *spec_path)
         fprintf(stderr, "%s\n", err);
         return ST_EXIT_USAGE;
     }
+    st_buf w;
+    st_buf_init(&w, ST_CLI_WARNINGS_MAX);
+    if (st_spec_warnings(&r->spec, &w) && w.data) {
+        for (char *line = w.data, *nl; *line; line = nl + 1) {
+            nl = strchr(line, '\n');
+            if (!nl)
+                break;
+            fprintf(stderr, "%s: warning: %.*s\n", spec_path, (int)(nl - line), line);
+        }
+    }
+    st_buf_free(&w);
     return ST_EXIT_OK;
 }
 

@@ -64,7 +64,7 @@ int st_report_csv(const st_report *r, st_buf *b)
             st_report_binding(r, c, bind, sizeof bind);
             cell_num(b, cp->has_pass ? cp->ci_lo : NAN);
             cell_num(b, cp->has_pass ? cp->ci_hi : NAN);
-            cell_str(b, bind, 0);
+            cell_str(b, strcmp(bind, "-") ? bind : NULL, 0); /* none: an empty field */
             cell_str(b, cp->has_pass && cp->has_fail_above ? (cp->cliff ? "cliff" : "smooth") : NULL, 0);
             st_buf_printf(b, ",%d", cp->runs);
             cell_num(b, cp->engine_s / 60);

@@ -378,8 +378,9 @@ static void cost_charts(st_buf *h, const st_html_report *r, const ord *o)
                             base_ok ? base->usd_per_mtok : NAN,         "current" };
     st_buf_printf(h, "<div class=\"grid2\" id=\"chart-cost\"><figure>");
     (void)st_svg_bars(h, &bc);
-    st_buf_printf(h, "<figcaption>Delivered requests/s at the highest rate that met the SLO. The dashed line "
-                     "is the current setup.</figcaption></figure><figure>");
+    st_buf_printf(h, "<figcaption>Capacity at the SLO as the results table gives it: the highest rate the "
+                     "engine sustained within the SLO (in a burst test, the rate delivered at its highest passing "
+                     "rate). The dashed line is the current setup.</figcaption></figure><figure>");
     (void)st_svg_bars(h, &bu);
     st_buf_printf(h, "<figcaption>GPU price per hour &times; GPUs per replica &divide; output tokens per hour "
                      "at capacity.</figcaption></figure></div>\n");
@@ -1036,7 +1037,7 @@ static void table_section(st_buf *h, const st_html_table *t)
     for (uint32_t i = 0; i < t->rows; i++) {
         st_buf_printf(h, "<tr>");
         for (uint32_t c = 0; c < t->cols; c++) {
-            st_buf_printf(h, c ? "<td class=\"num\">" : "<td>");
+            st_buf_printf(h, c && !(t->text_cols >> c & 1) ? "<td class=\"num\">" : "<td>");
             hs(h, t->cells[(size_t)i * t->cols + c]);
             st_buf_printf(h, "</td>");
         }

@@ -131,13 +131,14 @@ typedef struct st_html_config {
 
 /* A table of plain-text cells with a title and an introductory paragraph (intro and after may
  * be NULL): cols heads, rows x cols cells row-major; the first column is text, the others are
- * figures (right-aligned). rows 0: left out. */
+ * figures (right-aligned) unless text_cols says otherwise. rows 0: left out. */
 typedef struct st_html_table {
     const char *id; /* the section's id (letters, digits, '-') */
     const char *title, *intro, *after;
     const char *const *head;
     const char *const *cells;
     uint32_t cols, rows;
+    uint32_t text_cols; /* bit c set: column c is text too (left-aligned, wrapping) */
 } st_html_table;
 
 typedef struct st_html_report {

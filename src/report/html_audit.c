@@ -146,21 +146,24 @@ static void setup_rows(arena *a, const st_report *r, const char *ev, st_html_kv 
         st_buf_printf(&b, "replayed trace %s, %s after %u warm-up requests",
                       s->workload.trace ? s->workload.trace : "-", per, s->warmup_requests);
     ROW("Workload");
-    for (int i = 0; i < s->n_rates; i++) {
+    char grid[2048] = "", start[2300];
+    size_t off = 0;
+    for (int i = 0; i < s->n_rates && off < sizeof grid; i++) {
         st_fmt_rate(t, sizeof t, s->rates[i]);
-        st_buf_printf(&b, "%s%s", i ? ", " : "", t);
+        off += (size_t)snprintf(grid + off, sizeof grid - off, "%s%s", i ? ", " : "", t);
     }
     if (r->sustained) {
+        st_report_search_start(r, grid, start, sizeof start);
         st_buf_printf(&b,
-                      " %s: where the sustained search starts; tolerance %.0f %%, confidence %.0f %%, at most %u runs "
+                      "sustained (%s); tolerance %.0f %%, confidence %.0f %%, at most %u runs "
                       "per configuration; each run warms up for %g median E2Es, then measures a window of at least "
                       "%g s and %u requests, within %g s",
-                      s->closed_loop ? "concurrent requests" : "req/s", s->search.tolerance * 100,
-                      s->search.confidence * 100, s->search.max_runs, s->search.warmup_e2e, s->search.min_window_s,
-                      s->search.min_window_requests, s->search.max_duration_s);
+                      start, s->search.tolerance * 100, s->search.confidence * 100, s->search.max_runs,
+                      s->search.warmup_e2e, s->search.min_window_s, s->search.min_window_requests,
+                      s->search.max_duration_s);
         ROW("Search");
     } else {
-        st_buf_printf(&b, " req/s (a burst test: %s)", r->refine ? "grid, then refine" : "grid");
+        st_buf_printf(&b, "%s req/s (a burst test: %s)", grid, r->refine ? "grid, then refine" : "grid");
         ROW("Rates tried");
     }
     slo_text(&b, &s->slo);
@@ -611,7 +614,7 @@ int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *op
         }
         pv_rows++;
     }
-    st_html_table tables[2];
+    st_html_table tables[3];
     uint32_t nt = 0;
     /* "A traffic day" (report/day.h): each configuration that met the SLO, cheapest first */
     if (r->day_present) {
@@ -654,6 +657,55 @@ int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *op
             .cols = 10,
             .rows = pv_rows
         };
+    /* every run, as report.md's evidence tables: the verdict and its reason in words */
+    static const char *const ev_head[7] = { "configuration", "offered",  "verdict", "p95 TTFT (ms)",
+                                            "p95 TPOT (ms)", "engine s", "why" };
+    int n_ev = 0;
+    for (int i = 0; i < r->n_cfg; i++)
+        n_ev += r->cfg[i].n_runs;
+    const char **evc = n_ev ? a_calloc(&a, (size_t)n_ev * 7, sizeof *evc) : NULL;
+    uint32_t ev_rows = 0;
+    for (int k = 0; evc && k < r->n_cfg; k++) {
+        const st_rep_cfg *c = &r->cfg[r->order[k]];
+        for (int j = 0; j < c->n_runs; j++) {
+            const st_run_row *w = &c->runs[j];
+            const char **row = &evc[(size_t)ev_rows * 7];
+            char num[48];
+            row[0] = c->name;
+            st_fmt_rate(num, sizeof num, w->rate);
+            st_buf_reset(&tb);
+            st_buf_printf(&tb, "%s%s", num, r->spec.closed_loop ? "" : " req/s");
+            row[1] = a_take(&a, &tb);
+            st_buf_reset(&tb);
+            st_buf_printf(&tb, "%s%s", st_report_verdict_words(r, w), w->client_limited ? " (client lagged)" : "");
+            row[2] = a_take(&a, &tb);
+            for (int t = 0; t < 2; t++) {
+                double v = w->n_terms > t ? w->term_ms[t] : t ? w->tpot_p95_ms : w->ttft_p95_ms;
+                st_fmt_num(num, sizeof num, v);
+                st_buf_reset(&tb);
+                st_buf_puts(&tb, num);
+                row[3 + t] = a_take(&a, &tb);
+            }
+            st_fmt_num(num, sizeof num,
+                       isfinite(c->rr[j].engine_s) && c->rr[j].engine_s > 0 ? c->rr[j].engine_s : w->duration_s);
+            st_buf_reset(&tb);
+            st_buf_puts(&tb, num);
+            row[5] = a_take(&a, &tb);
+            row[6] = w->why ? w->why : "";
+            ev_rows++;
+        }
+    }
+    if (ev_rows)
+        tables[nt++] = (st_html_table){ .id = "evidence",
+                                        .title = "Every run",
+                                        .intro = "Each run's verdict in words, cheapest configuration first, in the "
+                                                 "order the search ran them; the SLO terms over the run (a sustained "
+                                                 "run: over its measured window).",
+                                        .head = ev_head,
+                                        .cells = evc,
+                                        .cols = 7,
+                                        .rows = ev_rows,
+                                        .text_cols = 1u << 2 | 1u << 6 };
     h.extra = tables;
     h.n_extra = nt;
     if (a.oom)

@@ -137,7 +137,7 @@ static json_t *capacity_json(const st_report *r, const st_rep_cfg *c)
         json_object_set_new(o, "pass_confident", json_boolean(k->has_pass && k->pass_sure));
         json_object_set_new(o, "fail_confident", json_boolean(isfinite(k->fail_rate) && k->fail_sure));
         json_object_set_new(o, "within_tolerance", json_boolean(k->within_tolerance));
-        json_object_set_new(o, "binding", json_string(bind));
+        json_object_set_new(o, "binding", strcmp(bind, "-") ? json_string(bind) : json_null());
         json_object_set_new(o, "binding_term", k->binding >= 0 ? json_integer(k->binding) : json_null());
         json_object_set_new(
             o, "boundary", k->has_pass && k->has_fail_above ? json_string(k->cliff ? "cliff" : "smooth") : json_null());

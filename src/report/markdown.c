@@ -52,7 +52,15 @@ int st_report_headline(const st_report *r, st_buf *b)
     char slo[256], a[32], bb[32], x[32], y[32], pc[32], m0[32], m1[32], pk[32];
     slo_text(&r->spec, slo, sizeof slo);
     const st_rep_cfg *base = &r->cfg[0];
-    int others = r->n_cfg - 1;
+    /* configurations measured (or that failed to start): an interrupted audit has not run them all */
+    int tested = 0;
+    for (int i = 0; i < r->n_cfg; i++)
+        tested += r->cfg[i].status != ST_REP_NOT_RUN;
+    int others = tested - (base->status != ST_REP_NOT_RUN);
+    int not_run = r->n_cfg - tested;
+    char untested[96] = "";
+    if (not_run)
+        snprintf(untested, sizeof untested, " (%d more not run yet)", not_run);
     st_fmt_num(pk, sizeof pk, r->spec.peak_rate);
     if (r->audit.prediction)
         st_buf_puts(b, "Prediction (engine model, virtual time; to be confirmed on hardware): ");
@@ -104,10 +112,10 @@ int st_report_headline(const st_report *r, st_buf *b)
     }
     if (r->pick == 0) {
         st_buf_printf(b,
-                      "None of the %d other configuration%s beats the current setup: %s serves %s requests/s within "
-                      "the SLO (%s)%s%s at %s per million output tokens; at the stated peak of %s requests/s that is "
-                      "%ld replica%s, about %s a month.",
-                      others, others == 1 ? "" : "s", p->name, a, slo, how, maybe, y, pk, p->cost.replicas,
+                      "None of the %d other configuration%s tested%s beats the current setup: %s serves %s requests/s "
+                      "within the SLO (%s)%s%s at %s per million output tokens; at the stated peak of %s requests/s "
+                      "that is %ld replica%s, about %s a month.",
+                      others, others == 1 ? "" : "s", untested, p->name, a, slo, how, maybe, y, pk, p->cost.replicas,
                       p->cost.replicas == 1 ? "" : "s", m1);
         return 0;
     }
@@ -118,19 +126,19 @@ int st_report_headline(const st_report *r, st_buf *b)
         st_fmt_usd(m0, sizeof m0, base->cost.monthly_usd);
         st_buf_printf(
             b,
-            "Of the %d configurations tested, the best, %s, serves %s requests/s within the SLO (%s)%s%s against "
+            "Of the %d configurations tested%s, the best, %s, serves %s requests/s within the SLO (%s)%s%s against "
             "%s for the current setup (%s), which moves cost per million output tokens from %s to %s (%s); "
             "at the stated peak of %s requests/s that is %ld replica%s instead of %ld, about %s a month "
             "instead of %s.",
-            r->n_cfg, p->name, a, slo, how, maybe, bb, base->name, x, y, pc, pk, p->cost.replicas,
+            tested, untested, p->name, a, slo, how, maybe, bb, base->name, x, y, pc, pk, p->cost.replicas,
             p->cost.replicas == 1 ? "" : "s", base->cost.replicas, m1, m0);
     } else {
         st_buf_printf(b,
-                      "Of the %d configurations tested, the best, %s, serves %s requests/s within the SLO (%s)%s%s at "
-                      "%s per million output tokens; at the stated peak of %s requests/s that is %ld replica%s, about "
-                      "%s a month.",
-                      r->n_cfg, p->name, a, slo, how, maybe, y, pk, p->cost.replicas, p->cost.replicas == 1 ? "" : "s",
-                      m1);
+                      "Of the %d configurations tested%s, the best, %s, serves %s requests/s within the SLO (%s)%s%s "
+                      "at %s per million output tokens; at the stated peak of %s requests/s that is %ld replica%s, "
+                      "about %s a month.",
+                      tested, untested, p->name, a, slo, how, maybe, y, pk, p->cost.replicas,
+                      p->cost.replicas == 1 ? "" : "s", m1);
     }
     pick_caveats(r, p, b);
     return 0;
@@ -217,13 +225,15 @@ static void setup_section(const st_report *r, st_buf *b)
         off += (size_t)snprintf(grid + off, sizeof grid - off, "%s%s", i ? ", " : "", n1);
     }
     if (r->sustained) {
+        char start[2300];
+        st_report_search_start(r, grid, start, sizeof start);
         st_buf_printf(b,
-                      "- **Search**: sustained (the %s %s %s are where it starts); tolerance %.0f %%, confidence "
+                      "- **Search**: sustained (%s); tolerance %.0f %%, confidence "
                       "%.0f %%, at most %u runs per configuration; each run warms up for %g median E2Es, then "
                       "measures a window of at least %g s and %u requests, within %g s\n",
-                      s->closed_loop ? "concurrency levels" : "rates", grid, s->closed_loop ? "" : "req/s",
-                      s->search.tolerance * 100, s->search.confidence * 100, s->search.max_runs, s->search.warmup_e2e,
-                      s->search.min_window_s, s->search.min_window_requests, s->search.max_duration_s);
+                      start, s->search.tolerance * 100, s->search.confidence * 100, s->search.max_runs,
+                      s->search.warmup_e2e, s->search.min_window_s, s->search.min_window_requests,
+                      s->search.max_duration_s);
     } else {
         st_buf_printf(b, "- **Rates tried**: %s req/s (a burst test: %s)\n", grid,
                       r->refine ? "grid, then refine" : "grid");

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit/executor.h"
 #include "audit/prices.h"
 #include "audit/sustain.h"
 #include "load/stats.h"
@@ -390,4 +391,23 @@ void st_report_binding(const st_report *r, const st_rep_cfg *c, char *out, size_
 const char *st_report_verdict_words(const st_report *r, const st_run_row *w)
 {
     return st_verdict_words(st_verdict_from_name(w->verdict), r->sustained);
+}
+
+void st_report_search_start(const st_report *r, const char *grid, char *out, size_t n)
+{
+    const st_spec *s = &r->spec;
+    char why[256];
+    /* sweep.c start_of: the engine model's forecast in a measured audit of an engine it models */
+    int forecast = !r->audit.prediction && st_exec_model_supported(s, why, sizeof why) &&
+                   (s->search.start == ST_START_AUTO || s->search.start == ST_START_PREDICT);
+    const char *what = s->closed_loop ? "concurrency levels" : "rates", *unit = s->closed_loop ? "" : " req/s";
+    if (s->search.start == ST_START_RATE)
+        snprintf(out, n, "it starts at %g%s", s->search.start_rate, s->closed_loop ? " concurrent requests" : " req/s");
+    else if (forecast)
+        snprintf(
+            out, n,
+            "it starts near the engine model's forecast of each configuration's capacity; the %s %s%s are its grid",
+            what, grid, unit);
+    else
+        snprintf(out, n, "the %s %s%s are where it starts", what, grid, unit);
 }

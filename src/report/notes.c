@@ -989,7 +989,11 @@ static void run_notes(ctx *x, const st_rep_cfg *c)
         const char *why = NULL;
         for (int j = 0; j < c->n_runs && nr < ST_NOTE_RATES_MAX; j++) {
             const st_run_row *w = &c->runs[j];
-            int hit = kind == 0 ? w->client_limited : kind == 1 ? w->stopped_early : verdict_is(w, "skipped");
+            /* kind 1: stopped once the SLO could no longer be met (an over-saturated run's stop is its
+             * verdict, said in its own words) */
+            int hit = kind == 0   ? w->client_limited
+                      : kind == 1 ? w->stopped_early && !verdict_is(w, "oversaturated")
+                                  : verdict_is(w, "skipped");
             if (!hit)
                 continue;
             rates[nr++] = w->rate;

@@ -116,6 +116,9 @@ void st_report_term_name(const st_spec *s, int term, char *out, size_t n);
 /* What binds a sustained capacity, in words: an SLO term, "over-saturation" (the failing end
  * over-saturated), or "-". */
 void st_report_binding(const st_report *r, const st_rep_cfg *c, char *out, size_t n);
+/* Where the sustained search started, in words ("it starts near the engine model's forecast...;
+ * the rates 4, 8 req/s are its grid"); grid: the spec's rates as text. */
+void st_report_search_start(const st_report *r, const char *grid, char *out, size_t n);
 /* The verdict of run j in the report's words (audit/capacity.h st_verdict_words). */
 const char *st_report_verdict_words(const st_report *r, const st_run_row *w);
 

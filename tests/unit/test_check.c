@@ -219,13 +219,35 @@ static void hostile_yaml_is_refused(void **state)
     }
 }
 
+/* A flag the engine model does not know is a warning (a typo would measure the baseline again on
+ * the emulator); the flags it models and those it knows to have no effect are not. */
+static void unknown_flags_are_warned(void **state)
+{
+    (void)state;
+    const char *t = "engine: {kind: emulator, model: Qwen/Qwen3-8B, flags: [--gpu, H100]}\n"
+                    "hardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
+                    "workload: {input_tokens: 10, output_tokens: 5}\nrates: [1]\n"
+                    "slo: {ttft_p95_ms: 100, tpot_p95_ms: 10}\n"
+                    "configurations:\n  - name: baseline\n  - name: fp8-kv\n    add_flags: [--kv-cache-dtype, fp8]\n"
+                    "  - name: typo\n    add_flags: [--kv-cache-dtyp, fp8]\n";
+    st_spec s;
+    char err[512];
+    assert_int_equal(st_spec_parse("t.yaml", t, strlen(t), &s, err, sizeof err), 0);
+    st_buf b;
+    st_buf_init(&b, 1 << 16);
+    assert_int_equal(st_spec_warnings(&s, &b), 1);
+    assert_non_null(strstr(b.data, "configuration 'typo': --kv-cache-dtyp is not a flag the engine model knows"));
+    assert_null(strstr(b.data, "'fp8-kv'"));
+    st_buf_free(&b);
+    st_spec_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
-        cmocka_unit_test(check_refuses_what_a_run_would),
-        cmocka_unit_test(emulator_needs_a_gpu),
-        cmocka_unit_test(trace_shorter_than_the_warmup),
-        cmocka_unit_test(hostile_yaml_is_refused),
+        cmocka_unit_test(check_refuses_what_a_run_would), cmocka_unit_test(emulator_needs_a_gpu),
+        cmocka_unit_test(trace_shorter_than_the_warmup),  cmocka_unit_test(hostile_yaml_is_refused),
+        cmocka_unit_test(unknown_flags_are_warned),
     };
     return cmocka_run_group_tests(t, NULL, NULL);
 }

@@ -187,6 +187,10 @@ static void audit_report_content(void **state)
     assert_true(a < b && b < c && c < d && d < e);
     /* the headline is the audit's own sentence */
     assert_non_null(strstr(h, "the best, fp8-kv, serves 11.8 requests/s within the SLO"));
+    /* every run with its verdict and reason, as report.md's evidence */
+    const char *ev = strstr(h, "<section id=\"evidence\">\n<h2>Every run</h2>");
+    assert_non_null(ev);
+    assert_true(pos(ev, "<td>fp8-kv</td>") < pos(ev, "<td>baseline</td>"));
     /* table in the audit's order: fp8-kv, fp8-all, baseline, none passed, failed, not run */
     const char *t = h + pos(h, "id=\"results-table\"");
     long p1 = pos(t, "fp8-kv<"), p2 = pos(t, "fp8-all<"), p3 = pos(t, "baseline<"), p4 = pos(t, "no-prefix-cache<"),
