@@ -341,18 +341,30 @@ int st_plan_enumerate(const st_spec *s, const st_prices *p, const char *provider
     st_emu_gpu g;
     char why[300];
     if (s->plan.gpus.n) {
+        char missing[400] = "";
+        size_t mo = 0;
+        int nm = 0;
         for (int i = 0; i < s->plan.gpus.n && ng < PLAN_GPUS_MAX; i++) {
             const char *k = s->plan.gpus.v[i];
             if (st_emu_gpu_find(k, &g, why, sizeof why)) {
-                snprintf(err, errlen, "plan.gpus: %s", why);
+                snprintf(err, errlen, "%s: plan.gpus: %s", s->path, why);
                 return -1;
             }
             if (!st_prices_pick(p, k, ST_PRICE_ON_DEMAND, want)) {
-                snprintf(err, errlen, "plan.gpus: no on-demand price for %s%s%s in %s (add one with --prices FILE)", k,
-                         want ? " from " : "", want ? want : "", p->origin);
-                return -1;
+                if (mo < sizeof missing)
+                    mo += (size_t)snprintf(missing + mo, sizeof missing - mo, "%s%s", nm ? ", " : "", k);
+                nm++;
+                continue;
             }
             gpus[ng++] = k;
+        }
+        if (nm) { /* every GPU without a price at once, so one edit fixes them all */
+            snprintf(err, errlen,
+                     "%s: plan.gpus: no on-demand price%s%s for %s in the price list %s: add %s to it, or leave %s "
+                     "out of plan.gpus",
+                     s->path, want ? " from " : "", want ? want : "", missing, p->origin, nm == 1 ? "one" : "them",
+                     nm == 1 ? "it" : "them");
+            return -1;
         }
     } else {
         const char *keys[PLAN_GPUS_MAX];

@@ -335,8 +335,15 @@ int st_store_audit_begin(st_store *s, const char *spec_path, const char *spec_te
         return -1;
     }
     if (have && !resume) {
+        /* --resume only helps when it is this spec's audit */
+        if (strcmp(a.spec_hash, hash))
+            snprintf(err, errlen, "the output folder already holds an audit of another spec (%s): choose another -o",
+                     a.spec_path ? a.spec_path : "?");
+        else
+            snprintf(err, errlen,
+                     "the output folder already holds an audit of this spec; use --resume to continue it, or "
+                     "another -o");
         st_audit_row_free(&a);
-        snprintf(err, errlen, "the output folder already holds an audit; use --resume to continue it, or another -o");
         return -1;
     }
     if (have && strcmp(a.spec_hash, hash)) {

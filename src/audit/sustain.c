@@ -879,7 +879,7 @@ int st_sustain_finish(const st_sustain *s, const st_record *recs, uint32_t n, co
         out->confident = 1;
         out->worst_ratio = INFINITY;
         snprintf(out->why, sizeof out->why,
-                 "over-saturated: in the window the engine delivers %.3g req/s (CI %.3g-%.3g) of the %.3g offered: "
+                 "over-saturated: in the window the engine delivers %.3g req/s (CI %.3g-%.3g) of the %.3g that arrived: "
                  "requests in flight grow by %.3g/s",
                  out->delivered_rps, out->delivered_lo, out->delivered_hi, out->offered_rps,
                  out->offered_rps - out->delivered_rps);
@@ -936,12 +936,14 @@ int st_sustain_finish(const st_sustain *s, const st_record *recs, uint32_t n, co
             if (out->delivered_lo > out->offered_rps)
                 snprintf(drain, sizeof drain, ", the requests in flight falling by %.2g/s (a queue draining)",
                          out->delivered_rps - out->offered_rps);
-            snprintf(out->why, sizeof out->why,
-                     "%s: delivered %.3g req/s (CI %.3g-%.3g) of %.3g offered over the %.3g s window (%u requests%s); "
+            char full[1024]; /* then cut to the stored reason's size, if it must be */
+            snprintf(full, sizeof full,
+                     "%s: delivered %.3g req/s (CI %.3g-%.3g) of %.3g arriving over the %.3g s window (%u requests%s); "
                      "%s%s",
                      holds ? "sustained" : "SLO missed", out->delivered_rps, out->delivered_lo, out->delivered_hi,
                      out->offered_rps, w1 - w0, out->window_requests, drain, sent,
                      out->confident ? "" : " (not confident)");
+            snprintf(out->why, sizeof out->why, "%.*s", (int)sizeof out->why - 1, full);
         }
     }
     return 0;

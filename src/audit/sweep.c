@@ -1054,7 +1054,7 @@ static double start_of(sweep *S, int ci)
     else if (!S->x->prediction && modelable &&
              (s->search.start == ST_START_PREDICT || s->search.start == ST_START_AUTO) &&
              forecast_capacity(s, ci, S->o->stop, &f) == 0 && f > 0)
-        say(S, "[%d/%d %s] the engine model forecasts a capacity of %.4g %s: the search starts there", ci + 1,
+        say(S, "[%d/%d %s] the engine model puts the limit near %.4g %s: the search starts there", ci + 1,
             s->n_configs, s->configs[ci].name, f, s->closed_loop ? "concurrent requests" : "req/s");
     return f;
 }

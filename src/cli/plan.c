@@ -372,9 +372,7 @@ int cmd_plan(int argc, char **argv)
     r.seconds = (double)(st_now() - t0) / 1e9;
     if (r.best >= 0)
         day_of(&r, &cand[r.best], &prices, &r.day, &r.day_ok, &r.serverless_price_per_gpu_s, &r.serverless_from);
-    double unused;
-    const char *unused_from;
-    day_of(&r, b, &prices, &r.day_base, &r.day_base_ok, &unused, &unused_from);
+    day_of(&r, b, &prices, &r.day_base, &r.day_base_ok, &r.base_serverless_price_per_gpu_s, &r.base_serverless_from);
     if (write_spec && r.best >= 0 && write_specs(&r, text, text_len, write_spec, k, paths, err, sizeof err)) {
         fprintf(stderr, "servetune plan: %s\n", err);
         rc = ST_EXIT_FAIL;

@@ -227,9 +227,9 @@ static int trace_stats(int argc, char **argv)
     st_trace_counts c;
     st_trace_format fmt;
     int rc = ts ? st_trace_read_file(path, &o, st_trace_stats_row_cb, ts, &c, &fmt, err, sizeof err) : -1;
-    if (rc < 0) {
+    if (rc < 0) { /* a missing or malformed trace is bad input (docs/exit-codes.md) */
         fprintf(stderr, "servetune trace stats: %s\n", ts ? err : "out of memory");
-        status = ST_EXIT_FAIL;
+        status = ts ? ST_EXIT_USAGE : ST_EXIT_FAIL;
         goto out;
     }
     st_traffic t;

@@ -230,6 +230,17 @@ static void traffic(const st_plan_result *r, st_buf *b)
         d[n++] = &r->day_base;
     }
     st_rep_day_markdown(b, r->spec, r->serverless_price_per_gpu_s, r->serverless_from, who, d, n);
+    /* the current setup's GPU may have another serverless price than the pick's */
+    if (n && r->day_base_ok && r->day_ok && r->base_serverless_price_per_gpu_s != r->serverless_price_per_gpu_s) {
+        if (r->base_serverless_price_per_gpu_s > 0)
+            st_buf_printf(b, "The current setup's GPU (%s) is priced serverless at $%.6g per GPU-second (%s).\n\n",
+                          r->baseline.gpu, r->base_serverless_price_per_gpu_s,
+                          r->base_serverless_from ? r->base_serverless_from : "");
+        else
+            st_buf_printf(
+                b, "The current setup's GPU (%s) has no serverless price: its serverless cost is not priced.\n\n",
+                r->baseline.gpu);
+    }
 }
 
 int st_plan_report_markdown(const st_plan_result *r, st_buf *b)

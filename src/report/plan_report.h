@@ -32,8 +32,10 @@ typedef struct st_plan_result {
     /* the traffic day (when spec->traffic.set), for the best and the baseline */
     int day_ok, day_base_ok;
     st_day_cost day, day_base;
-    double serverless_price_per_gpu_s; /* the price used (0: none found) */
-    const char *serverless_from;       /* where it came from */
+    double serverless_price_per_gpu_s;      /* the price used (0: none found) */
+    const char *serverless_from;            /* where it came from */
+    double base_serverless_price_per_gpu_s; /* the current setup's (its GPU may be another) */
+    const char *base_serverless_from;
 } st_plan_result;
 
 int st_plan_report_markdown(const st_plan_result *r, st_buf *out);

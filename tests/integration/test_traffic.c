@@ -527,12 +527,12 @@ static void trace_stats_cli(void **state)
     double p50 = json_real_value(json_object_get(json_object_get(j, "rate"), "p50_minute_rps"));
     assert_true(p50 >= 117 / 60.0 - 1e-9 && p50 <= 118 / 60.0 + 1e-9);
     json_decref(j);
-    /* a malformed row: file:line: reason, exit 1; skipped and counted with --trace-max-bad */
+    /* a malformed row: file:line: reason, exit 2 (bad input); skipped and counted with --trace-max-bad */
     f = fopen(bad, "w");
     fputs("timestamp,input_tokens,output_tokens\n1,10,5\n2,ten,5\n3,12,5\n", f);
     fclose(f);
     const char *b1[] = { "servetune", "trace", "stats", bad, NULL };
-    assert_int_equal(run_cli(b1, log), 1);
+    assert_int_equal(run_cli(b1, log), 2);
     FILE *l = fopen(log, "r");
     char buf[2048];
     size_t n = fread(buf, 1, sizeof buf - 1, l);
@@ -551,7 +551,7 @@ static void trace_stats_cli(void **state)
     const char *u2[] = { "servetune", "trace", "stats", NULL };
     assert_int_equal(run_cli(u2, log), 2);
     const char *u3[] = { "servetune", "trace", "stats", "/nonexistent/trace.jsonl", NULL };
-    assert_int_equal(run_cli(u3, log), 1);
+    assert_int_equal(run_cli(u3, log), 2);
 }
 
 static int setup(void **state)
