@@ -126,7 +126,7 @@ typedef struct st_sustain_term {
 typedef struct st_sustain_result {
     st_verdict verdict; /* PASS, FAIL (SLO missed), OVERSAT, UNDECIDED */
     int confident;
-    char why[512]; /* the verdict's sentence: up to ~450 bytes with the SLO sentence and a draining queue */
+    char why[400];
     double ramp_s, window_start_s, window_end_s, stop_s, engine_s; /* engine seconds */
     uint32_t window_requests, window_completed, window_errors;
     double offered_rps;   /* arrivals in the window / its length */
