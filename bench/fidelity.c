@@ -1,30 +1,67 @@
 /* The engine model against published real-hardware vLLM measurements (docs/fidelity.md).
  *
- *   build/bench/fidelity [--data FILE] [--summary] [--split fit|test] [--detail] [--fit [--sweeps N]]
+ *   build/bench/fidelity [--data FILE] [--summary] [--split fit|test] [--detail]
+ *                        [--fit | --cv | --cv-select] [--free LIST] [--lambda L] [--folds K]
+ *                        [--start sourced|tree] [--set NAME=VALUE]... [--sweeps N] [--jobs J]
  *
  * Runs every point of bench/fidelity/measurements.json through the engine model with the
  * point's exact setup and load, prints the predicted/published ratios for throughput, TTFT
  * p50 and tail (p95, else p99) and TPOT, then the median and worst absolute errors separately
- * for the fit split and the test split. --fit fits the model's free constants on the fit
- * split only (coordinate descent, emu/fit.h) and prints them as they go into consts.h and the
- * GPU catalog; the test split is never looked at while fitting. --split prints one split only
- * (work on the model looks at the fit split's residuals only); --detail adds each point's
- * predicted and published figures. Exit status 0; 2 on bad input. */
+ * for the fit split and the test split.
+ *
+ * --fit fits the free constants (--free; the model's own set by default) on the fit split only
+ * (coordinate descent, emu/fit.h) from their sourced defaults (--start tree: from the values in
+ * the tree), with a shrinkage penalty of weight --lambda pulling each towards its sourced
+ * default, and prints them as they go into consts.h and the GPU catalog. Constants that are not
+ * free stay where --start puts them. The test split is never looked at while fitting.
+ *
+ * --cv cross-validates that fit WITHIN the fit split: the fit points are dealt into K folds
+ * (per GPU, in file order, every K-th point, as the test split itself was dealt), each fold is
+ * predicted by a fit on the other K-1, and the held-out errors are pooled: the figure that
+ * decides which constants are free (docs/fidelity.md, "Which constants are free").
+ * --cv-select runs that decision: forward selection of free constants by cross-validated
+ * error, then the shrinkage weight (long: see docs/fidelity.md for its time).
+ *
+ * --split prints one split only (work on the model looks at the fit split's residuals only);
+ * --detail adds each point's predicted and published figures. Exit status 0; 2 on bad input. */
+#include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "core/clock.h"
 #include "core/file.h"
+#include "emu/calib.h"
+#include "emu/consts.h"
 #include "emu/fidelity.h"
 #include "emu/fit.h"
 
 #define DATA_MAX (16u << 20)
 #define DEFAULT_DATA "bench/fidelity/measurements.json"
+#define MAX_KNOBS ST_FIT_MAX_PARAMS
+#define MAX_SWEEPS 64
+#define MAX_FOLDS 16
+#define MAX_JOBS 16
+/* A GPU gets its own efficiencies only with at least this many fit points. */
+#define FIT_MIN_GPU_POINTS 3
+#define KNOB_NAME_MAX 48
+#define FREE_LIST_MAX 1024
+
+/* The constants the model leaves free (fitted); every other one stays at its sourced default.
+ * The set the second round fitted; --cv judges it and --cv-select can reselect it within the
+ * fit split (docs/fidelity.md, "Which constants are free"). */
+#define FREE_DEFAULT                                                                                                   \
+    "fe_latency_s,fe_req_cpu_s,fe_token_cpu_s,fe_chat_factor,step_cpu_s,seq_cpu_s,layer_eager_s,attn_eff,kv_bw_rel,"   \
+    "fp8_gemm_rel,fp8_bw_rel,marlin_bw_rel,moe_gemm_rel,int4_gemm_rel,gemm_eff@H100,bw_eff@H100,gemm_eff@H200,bw_eff@" \
+    "H200,gemm_eff@A100,bw_eff@A100,gemm_eff@A100-PCIe,bw_eff@A100-PCIe"
 
 typedef struct point_run {
     st_emu_config cfg;
+    st_emu_tuning tree; /* the tuning in the tree (consts.h and the catalog) */
     int cfg_ok;
     char err[512];
     st_fid_figures f;
@@ -32,18 +69,294 @@ typedef struct point_run {
     double loss;
 } point_run;
 
-static void run_point(const st_fid_point *pts, uint32_t n, uint32_t i, point_run *pr)
+/* ---- the free constants --------------------------------------------------------------------- */
+
+typedef enum { SCOPE_ALL, SCOPE_GPU, SCOPE_FP8, SCOPE_MARLIN, SCOPE_INT4, SCOPE_EAGER, SCOPE_MOE } scope;
+
+typedef struct knob {
+    char name[KNOB_NAME_MAX];
+    size_t offset; /* in st_emu_tuning */
+    double lo, hi;
+    int log;
+    scope sc;
+    double def;      /* the sourced default */
+    const char *why; /* its source */
+    char gpu[64];    /* per-GPU knobs: the catalog name it applies to */
+    int parent;      /* per-GPU knobs: the global knob it refines (-1: a global knob) */
+    int free;
+    double value;
+} knob;
+
+#define TUNE(f) offsetof(st_emu_tuning, f)
+
+/* Sourced defaults (docs/engine-model.md, "The free constants"): what a constant is when the
+ * data cannot identify it. Bounds (filled from emu/calib.h's table, the ones `servetune
+ * calibrate` uses): what the mechanism allows physically or what published microbenchmarks
+ * show, so a source's own quirks cannot push a constant outside what the hardware does. */
+static const knob GLOBAL_KNOBS[] = {
+    { "fe_latency_s", TUNE(fe_latency_s), 0, 0, 0, SCOPE_ALL, 0.008,
+      "the first token of a short prompt at concurrency 1 on an H100 ~14 ms, ~6 of them the forward pass (issue 10)",
+      "", -1, 0, 0 },
+    { "fe_req_cpu_s", TUNE(fe_req_cpu_s), 0, 0, 0, SCOPE_ALL, 0.002,
+      "one request's parsing, tokenisation and hand-off in one Python process (pre-fit estimate)", "", -1, 0, 0 },
+    { "fe_token_cpu_s", TUNE(fe_token_cpu_s), 0, 0, 0, SCOPE_ALL, 4e-5,
+      "half of the bound vLLM's API server sets (11.2k streamed tok/s in one process, vllm-project/vllm#11636)", "", -1,
+      0, 0 },
+    { "fe_chat_factor", TUNE(fe_chat_factor), 0, 0, 0, SCOPE_ALL, 1.0, "no difference between the endpoints (the null)",
+      "", -1, 0, 0 },
+    { "step_cpu_s", TUNE(step_cpu_s), 0, 0, 0, SCOPE_ALL, 0.0018,
+      "Qwen3-8B c1 on H100 (vLLM 0.11) 7.22 ms per token vs ~5.4 ms of GPU work; Qwen3-0.6B (0.19, async) 2.0-2.4 ms "
+      "steps",
+      "", -1, 0, 0 },
+    { "seq_cpu_s", TUNE(seq_cpu_s), 0, 0, 0, SCOPE_ALL, 1.2e-5,
+      "scheduler and input/output bookkeeping per sequence (pre-fit estimate)", "", -1, 0, 0 },
+    { "layer_eager_s", TUNE(layer_eager_s), 0, 0, 0, SCOPE_EAGER, 2.5e-4,
+      "PyTorch eager: ~15 kernels per layer at ~15 us of dispatch and launch each", "", -1, 0, 0 },
+    { "attn_eff", TUNE(attn_eff), 0, 0, 0, SCOPE_ALL, 0.60,
+      "FlashAttention-2 paper 50-73 % of the A100 peak forward; FlashAttention-3 ~75 % on H100", "", -1, 0, 0 },
+    { "kv_bw_rel", TUNE(kv_bw_rel), 0, 0, 0, SCOPE_ALL, 0.52,
+      "H100 Nsight: paged-KV reads 1.4 TB/s vs weight loads 2.6-2.8 TB/s (mikamirai.com/blog/gpu-memory-bandwidth)", "",
+      -1, 0, 0 },
+    { "fp8_gemm_rel", TUNE(fp8_gemm_rel), 0, 0, 0, SCOPE_FP8, 0.72,
+      "measured fp8/bf16 GEMM speed-ups on H100 1.3-1.6x of the 2x peak ratio", "", -1, 0, 0 },
+    { "fp8_bw_rel", TUNE(fp8_bw_rel), 0, 0, 0, SCOPE_FP8, 0.80,
+      "fp8 decode speed-ups ~1.6x where half the bytes would give 2x (vllm-project/vllm#4118)", "", -1, 0, 0 },
+    { "marlin_bw_rel", TUNE(marlin_bw_rel), 0, 0, 0, SCOPE_MARLIN, 0.85,
+      "Marlin README: 3.9x of the 4x ideal on an A10, less on GPUs with more bandwidth per SM", "", -1, 0, 0 },
+    { "moe_gemm_rel", TUNE(moe_gemm_rel), 0, 0, 0, SCOPE_MOE, 0.50,
+      "fused-MoE kernel: small grouped GEMMs (no published vLLM figure; half a dense GEMM)", "", -1, 0, 0 },
+    { "int4_gemm_rel", TUNE(int4_gemm_rel), 0, 0, 0, SCOPE_INT4, 0.90,
+      "Marlin paper: the speed-up over FP16 falls to ~1x past ~128 tokens (16-bit math)", "", -1, 0, 0 },
+    { "gemm_eff", TUNE(gemm_eff), 0, 0, 0, SCOPE_ALL, EMU_GEMM_EFF_DEFAULT,
+      "published cuBLAS/CUTLASS large-GEMM efficiencies 0.5-0.9 of the dense peak (the catalog's default)", "", -1, 0,
+      0 },
+    { "bw_eff", TUNE(bw_eff), 0, 0, 0, SCOPE_ALL, EMU_BW_EFF_DEFAULT,
+      "STREAM-like copies 0.84-0.9 of the peak bandwidth, weight streaming a little less (the catalog's default)", "",
+      -1, 0, 0 },
+};
+#define N_GLOBAL_KNOBS ((int)(sizeof GLOBAL_KNOBS / sizeof GLOBAL_KNOBS[0]))
+
+typedef struct model_knobs {
+    knob k[MAX_KNOBS];
+    int n;
+    int start_tree; /* frozen knobs at the tree's values instead of the sourced defaults */
+    double lambda;  /* shrinkage weight */
+    double set[MAX_KNOBS];
+    int is_set[MAX_KNOBS]; /* --set NAME=VALUE: the knob starts (or stays) there */
+    /* warm starts for cross-validation: fold f's fit starts knob i at init[f][i] where warm[i]:
+     * WARM_SEARCH searches within WARM_WIDTH of its range around it, WARM_HOLD keeps it there */
+    double init[MAX_FOLDS][MAX_KNOBS];
+    int warm[MAX_KNOBS];
+} model_knobs;
+#define WARM_SEARCH 1
+#define WARM_HOLD 2
+#define WARM_WIDTH 0.25
+
+static int knob_index(const model_knobs *M, const char *name)
 {
-    const st_fid_point *p = &pts[i];
-    char err[512] = "";
-    if (!pr->cfg_ok) {
-        memset(&pr->r, 0, sizeof pr->r);
-        for (int m = 0; m < ST_FID_M_COUNT; m++)
-            pr->r.r[m] = NAN;
-        pr->loss = ST_FID_REFUSED_LOSS;
-        return;
+    for (int i = 0; i < M->n; i++)
+        if (!strcmp(M->k[i].name, name))
+            return i;
+    return -1;
+}
+
+/* The catalog key of a GPU name ("H100 SXM 80GB" -> "H100"). */
+static const char *gpu_key(const char *name)
+{
+    const char *keys[32];
+    int nk = st_emu_gpu_keys(keys, 32);
+    for (int i = 0; i < nk; i++) {
+        st_emu_gpu g;
+        char err[128];
+        if (st_emu_gpu_find(keys[i], &g, err, sizeof err) == 0 && !strcmp(g.name, name))
+            return keys[i];
     }
-    if (st_fid_predict_in(pts, n, i, &pr->cfg, &pr->f, err, sizeof err) < 0) {
+    return name;
+}
+
+/* The global knobs, then gemm_eff@GPU and bw_eff@GPU for every GPU with enough fit points. */
+static int build_knobs(const st_fid_point *pts, const point_run *pr, uint32_t n, model_knobs *M)
+{
+    memset(M, 0, sizeof *M);
+    for (int i = 0; i < N_GLOBAL_KNOBS; i++) {
+        knob *k = &M->k[M->n++];
+        *k = GLOBAL_KNOBS[i];
+        const st_calib_knob *ck = st_calib_knob_find(k->name);
+        if (!ck) {
+            fprintf(stderr, "fidelity: no bounds for %s in emu/calib.c\n", k->name);
+            return -1;
+        }
+        k->lo = ck->lo;
+        k->hi = ck->hi;
+        k->log = ck->log;
+    }
+    const char *seen[16];
+    int ns = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (pts[i].split != ST_FID_FIT || !pr[i].cfg_ok)
+            continue;
+        int dup = 0;
+        for (int j = 0; j < ns; j++)
+            dup |= !strcmp(seen[j], pr[i].cfg.gpu.name);
+        uint32_t count = 0;
+        for (uint32_t j = 0; j < n; j++)
+            count += pts[j].split == ST_FID_FIT && pr[j].cfg_ok && !strcmp(pr[j].cfg.gpu.name, pr[i].cfg.gpu.name);
+        if (dup || ns == 16 || M->n + 2 > MAX_KNOBS || count < FIT_MIN_GPU_POINTS)
+            continue;
+        seen[ns++] = pr[i].cfg.gpu.name;
+        for (int e = 0; e < 2; e++) {
+            int parent = knob_index(M, e ? "bw_eff" : "gemm_eff");
+            knob *k = &M->k[M->n++];
+            *k = M->k[parent];
+            snprintf(k->name, sizeof k->name, "%s@%s", e ? "bw_eff" : "gemm_eff", gpu_key(pr[i].cfg.gpu.name));
+            snprintf(k->gpu, sizeof k->gpu, "%s", pr[i].cfg.gpu.name);
+            k->sc = SCOPE_GPU;
+            k->parent = parent;
+            k->why = "this GPU's own value (shrunk towards the global one)";
+        }
+    }
+    return 0;
+}
+
+/* --free LIST: comma-separated knob names, or "all" / "none". 0, or -1 with the bad name. */
+static int set_free(model_knobs *M, const char *list, char *bad, size_t badlen)
+{
+    for (int i = 0; i < M->n; i++)
+        M->k[i].free = 0;
+    if (!strcmp(list, "none"))
+        return 0;
+    if (!strcmp(list, "all")) {
+        for (int i = 0; i < M->n; i++)
+            M->k[i].free = 1;
+        return 0;
+    }
+    char buf[FREE_LIST_MAX];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        int i = knob_index(M, tok);
+        if (i < 0) {
+            snprintf(bad, badlen, "%s", tok);
+            return -1;
+        }
+        M->k[i].free = 1;
+    }
+    return 0;
+}
+
+static void free_list(const model_knobs *M, char *out, size_t len)
+{
+    size_t used = 0;
+    out[0] = 0;
+    for (int i = 0; i < M->n && used + 1 < len; i++)
+        if (M->k[i].free) {
+            int w = snprintf(out + used, len - used, "%s%s", used ? "," : "", M->k[i].name);
+            if (w < 0)
+                break;
+            used += (size_t)w < len - used ? (size_t)w : len - used - 1;
+        }
+    if (!out[0])
+        snprintf(out, len, "none");
+}
+
+static int knob_count_free(const model_knobs *M)
+{
+    int c = 0;
+    for (int i = 0; i < M->n; i++)
+        c += M->k[i].free;
+    return c;
+}
+
+/* Where every knob starts (and where a frozen one stays): its sourced default, or with
+ * start_tree the value in the tree (a per-GPU knob: that GPU's catalog value). */
+static void reset_values(model_knobs *M, const point_run *pr, uint32_t n)
+{
+    for (int i = 0; i < M->n; i++) {
+        knob *k = &M->k[i];
+        k->value = k->parent >= 0 ? M->k[k->parent].def : k->def;
+        if (!M->start_tree)
+            continue;
+        for (uint32_t j = 0; j < n; j++) {
+            if (!pr[j].cfg_ok || (k->parent >= 0 && strcmp(pr[j].cfg.gpu.name, k->gpu)))
+                continue;
+            k->value = *(const double *)((const char *)&pr[j].tree + k->offset);
+            break;
+        }
+    }
+    for (int i = 0; i < M->n; i++)
+        if (M->is_set[i])
+            M->k[i].value = M->set[i];
+}
+
+static int affects(const knob *k, const point_run *pr)
+{
+    switch (k->sc) {
+    case SCOPE_ALL: return 1;
+    case SCOPE_GPU: return !strcmp(pr->cfg.gpu.name, k->gpu);
+    case SCOPE_FP8: return pr->cfg.weight_dtype == ST_EMU_FP8 && pr->cfg.gpu.fp8_flops > 0;
+    case SCOPE_MARLIN:
+        return pr->cfg.weight_dtype == ST_EMU_INT4_AWQ || pr->cfg.weight_dtype == ST_EMU_INT4_GPTQ ||
+               (pr->cfg.weight_dtype == ST_EMU_FP8 && pr->cfg.gpu.fp8_flops <= 0);
+    case SCOPE_INT4: return pr->cfg.weight_dtype == ST_EMU_INT4_AWQ || pr->cfg.weight_dtype == ST_EMU_INT4_GPTQ;
+    case SCOPE_EAGER: return pr->cfg.enforce_eager; /* steps beyond the graph sizes launch at a fixed cost */
+    case SCOPE_MOE: return pr->cfg.model.experts > 0;
+    }
+    return 1;
+}
+
+/* The point's tuning under the knobs' current values. gemm_eff / bw_eff: the GPU's own knob when
+ * free, else the global knob when free, else the start (the GPU's tree value, or the default). */
+static void apply(const model_knobs *M, point_run *pr)
+{
+    st_emu_tuning *t = &pr->cfg.tune;
+    *t = pr->tree;
+    for (int i = 0; i < M->n; i++) {
+        const knob *k = &M->k[i];
+        if (k->parent >= 0)
+            continue;
+        double v = k->value;
+        if (k->offset == TUNE(gemm_eff) || k->offset == TUNE(bw_eff)) {
+            if (!k->free && !M->is_set[i] && M->start_tree)
+                v = *(const double *)((const char *)&pr->tree + k->offset);
+            for (int j = 0; j < M->n; j++)
+                if (M->k[j].parent == i && (M->k[j].free || M->is_set[j]) && !strcmp(M->k[j].gpu, pr->cfg.gpu.name))
+                    v = M->k[j].value;
+        }
+        *(double *)((char *)t + k->offset) = v;
+    }
+}
+
+/* The shrinkage penalty: lambda x the sum over free knobs of ((u - u0) / s)^2, u in search units
+ * (log for log knobs), u0 the sourced default (a per-GPU knob: the global knob's value), s a
+ * quarter of the knob's range. */
+static double penalty(const model_knobs *M)
+{
+    if (M->lambda <= 0)
+        return 0;
+    double sum = 0;
+    for (int i = 0; i < M->n; i++) {
+        const knob *k = &M->k[i];
+        if (!k->free)
+            continue;
+        double c = k->parent >= 0 ? M->k[k->parent].value : k->def;
+        double u = k->log ? log(k->value) : k->value, u0 = k->log ? log(c) : c;
+        double s = ((k->log ? log(k->hi) - log(k->lo) : k->hi - k->lo)) / 4;
+        sum += (u - u0) * (u - u0) / (s * s);
+    }
+    return M->lambda * sum;
+}
+
+/* ---- running the points ----------------------------------------------------------------------- */
+
+typedef struct harness {
+    const st_fid_point *pts;
+    point_run *pr;
+    uint32_t n;
+    st_fid_figures *sweep_buf; /* n entries, for st_fid_predict_sweep */
+} harness;
+
+static void finish_point(const st_fid_point *p, point_run *pr, int rc, const char *err)
+{
+    if (rc < 0) {
         snprintf(pr->err, sizeof pr->err, "%s", err);
         pr->f.refused = 1;
     } else if (pr->f.refused) {
@@ -54,6 +367,61 @@ static void run_point(const st_fid_point *pts, uint32_t n, uint32_t i, point_run
     st_fid_compare(p, &pr->f, &pr->r);
     pr->loss = st_fid_loss(&pr->r, pr->f.refused);
 }
+
+static void unpredicted(point_run *pr)
+{
+    memset(&pr->r, 0, sizeof pr->r);
+    for (int m = 0; m < ST_FID_M_COUNT; m++)
+        pr->r.r[m] = NAN;
+    pr->loss = ST_FID_REFUSED_LOSS;
+}
+
+/* Reruns the points with want[i] set (a point of a sweep reruns its whole sweep, once, and every
+ * point of it gets its figures). */
+static void run_points(harness *H, const unsigned char *want)
+{
+    const st_fid_point *pts = H->pts;
+    unsigned char done[MAX_SWEEPS] = { 0 };
+    for (uint32_t i = 0; i < H->n; i++) {
+        if (!want[i])
+            continue;
+        point_run *pr = &H->pr[i];
+        if (!pr->cfg_ok) {
+            unpredicted(pr);
+            continue;
+        }
+        char err[512] = "";
+        int s = pts[i].sweep;
+        if (s >= 0 && s < MAX_SWEEPS) {
+            if (done[s])
+                continue;
+            done[s] = 1;
+            int rc = st_fid_predict_sweep(pts, H->n, s, &pr->cfg, H->sweep_buf, err, sizeof err);
+            for (uint32_t j = 0; j < H->n; j++)
+                if (pts[j].sweep == s && H->pr[j].cfg_ok) {
+                    H->pr[j].f = H->sweep_buf[j];
+                    if (rc < 0)
+                        H->pr[j].f.refused = 1;
+                    finish_point(&pts[j], &H->pr[j], rc, err);
+                }
+        } else {
+            int rc = st_fid_predict_in(pts, H->n, i, &pr->cfg, &pr->f, err, sizeof err);
+            finish_point(&pts[i], pr, rc, err);
+        }
+    }
+}
+
+static void run_all(harness *H)
+{
+    unsigned char *want = malloc(H->n ? H->n : 1);
+    if (!want)
+        return;
+    memset(want, 1, H->n);
+    run_points(H, want);
+    free(want);
+}
+
+/* ---- printing -------------------------------------------------------------------------------- */
 
 static void fmt_ratio(char *out, size_t len, double r)
 {
@@ -89,6 +457,18 @@ static void print_detail(const st_fid_point *p, const point_run *pr)
     printf("  ttft mean %s  tpot mean %s  preempt %u\n", a, b, f->preemptions);
 }
 
+static void print_row(const st_fid_point *p, uint32_t i, const st_fid_ratios *r, const char *tag, const char *err)
+{
+    char a[16], b[16], c[16], d[16];
+    fmt_ratio(a, sizeof a, r->r[ST_FID_M_THROUGHPUT]);
+    fmt_ratio(b, sizeof b, r->r[ST_FID_M_TTFT_P50]);
+    fmt_ratio(c, sizeof c, r->r[ST_FID_M_TTFT_TAIL]);
+    fmt_ratio(d, sizeof d, r->r[ST_FID_M_TPOT]);
+    printf("%-3u %-54.54s %-4s %8s %8s %8s %8s  %s/%s/%s/%s%s%s\n", i + 1, p->id, tag, a, b, c, d,
+           r->which[0] ? r->which[0] : "-", r->which[1] ? r->which[1] : "-", r->which[2] ? r->which[2] : "-",
+           r->which[3] ? r->which[3] : "-", err && err[0] ? "  " : "", err ? err : "");
+}
+
 static void print_points(const st_fid_point *pts, const point_run *pr, uint32_t n, int only_split, int detail)
 {
     printf("%-3s %-54s %-4s %8s %8s %8s %8s  %s\n", "#", "point", "split", "thrpt", "ttft50", "ttft_t", "tpot",
@@ -96,15 +476,7 @@ static void print_points(const st_fid_point *pts, const point_run *pr, uint32_t 
     for (uint32_t i = 0; i < n; i++) {
         if (only_split >= 0 && pts[i].split != (st_fid_split)only_split)
             continue;
-        char a[16], b[16], c[16], d[16];
-        fmt_ratio(a, sizeof a, pr[i].r.r[ST_FID_M_THROUGHPUT]);
-        fmt_ratio(b, sizeof b, pr[i].r.r[ST_FID_M_TTFT_P50]);
-        fmt_ratio(c, sizeof c, pr[i].r.r[ST_FID_M_TTFT_TAIL]);
-        fmt_ratio(d, sizeof d, pr[i].r.r[ST_FID_M_TPOT]);
-        printf("%-3u %-54.54s %-4s %8s %8s %8s %8s  %s/%s/%s/%s%s%s\n", i + 1, pts[i].id,
-               pts[i].split == ST_FID_TEST ? "test" : "fit", a, b, c, d, pr[i].r.which[0] ? pr[i].r.which[0] : "-",
-               pr[i].r.which[1] ? pr[i].r.which[1] : "-", pr[i].r.which[2] ? pr[i].r.which[2] : "-",
-               pr[i].r.which[3] ? pr[i].r.which[3] : "-", pr[i].err[0] ? "  " : "", pr[i].err);
+        print_row(&pts[i], i, &pr[i].r, pts[i].split == ST_FID_TEST ? "test" : "fit", pr[i].err);
         if (detail)
             print_detail(&pts[i], &pr[i]);
     }
@@ -150,164 +522,587 @@ static void print_summary(const st_fid_point *pts, const point_run *pr, uint32_t
     free(rs);
 }
 
-/* ---- fitting ----------------------------------------------------------------------------- */
-
-typedef enum { SCOPE_ALL, SCOPE_GPU, SCOPE_FP8, SCOPE_MARLIN, SCOPE_INT4, SCOPE_EAGER, SCOPE_MOE } scope;
-
-typedef struct fparam {
-    st_fit_param p;
-    scope sc;
-    char gpu[64];  /* SCOPE_GPU: the catalog name */
-    size_t offset; /* in st_emu_tuning */
-} fparam;
+/* ---- fitting --------------------------------------------------------------------------------- */
 
 typedef struct fit_ctx {
-    const st_fid_point *pts;
-    point_run *pr;
-    uint32_t n;
-    fparam *fp;
+    harness *H;
+    model_knobs *M;
+    const unsigned char *train; /* the points the loss is summed over */
+    int map[MAX_KNOBS];         /* minimiser parameter -> knob */
     int k;
     int calls;
+    int quiet;
+    unsigned char *want;
 } fit_ctx;
-
-static int affects(const fparam *f, const point_run *pr)
-{
-    switch (f->sc) {
-    case SCOPE_ALL: return 1;
-    case SCOPE_GPU: return !strcmp(pr->cfg.gpu.name, f->gpu);
-    case SCOPE_FP8: return pr->cfg.weight_dtype == ST_EMU_FP8 && pr->cfg.gpu.fp8_flops > 0;
-    case SCOPE_MARLIN:
-        return pr->cfg.weight_dtype == ST_EMU_INT4_AWQ || pr->cfg.weight_dtype == ST_EMU_INT4_GPTQ ||
-               (pr->cfg.weight_dtype == ST_EMU_FP8 && pr->cfg.gpu.fp8_flops <= 0);
-    case SCOPE_INT4: return pr->cfg.weight_dtype == ST_EMU_INT4_AWQ || pr->cfg.weight_dtype == ST_EMU_INT4_GPTQ;
-    case SCOPE_EAGER: return 1; /* prefill steps beyond the graph sizes run eagerly everywhere */
-    case SCOPE_MOE: return pr->cfg.model.experts > 0;
-    }
-    return 1;
-}
-
-static void apply(const fparam *f, const double *x, int k, point_run *pr)
-{
-    for (int i = 0; i < k; i++)
-        if (f[i].sc != SCOPE_GPU || affects(&f[i], pr))
-            *(double *)((char *)&pr->cfg.tune + f[i].offset) = x[i];
-}
 
 static double objective(void *arg, const double *x, int moved)
 {
     fit_ctx *C = arg;
-    double total = 0;
-    for (uint32_t i = 0; i < C->n; i++) {
-        if (C->pts[i].split != ST_FID_FIT || !C->pr[i].cfg_ok)
+    harness *H = C->H;
+    for (int i = 0; i < C->k; i++)
+        C->M->k[C->map[i]].value = x[i];
+    const knob *mk = moved >= 0 ? &C->M->k[C->map[moved]] : NULL;
+    for (uint32_t i = 0; i < H->n; i++) {
+        C->want[i] = 0;
+        if (!C->train[i] || !H->pr[i].cfg_ok)
             continue;
-        if (moved < 0 || affects(&C->fp[moved], &C->pr[i])) {
-            apply(C->fp, x, C->k, &C->pr[i]);
-            run_point(C->pts, C->n, i, &C->pr[i]);
+        if (!mk || affects(mk, &H->pr[i])) {
+            apply(C->M, &H->pr[i]);
+            C->want[i] = 1;
         }
-        total += C->pr[i].loss;
     }
+    run_points(H, C->want);
+    double total = 0;
+    for (uint32_t i = 0; i < H->n; i++)
+        if (C->train[i] && H->pr[i].cfg_ok)
+            total += H->pr[i].loss;
+    total += penalty(C->M);
     C->calls++;
-    if (C->calls % 25 == 0) {
+    if (!C->quiet && C->calls % 25 == 0)
         fprintf(stderr, "  [%d evaluations] loss %.4f\n", C->calls, total);
-    }
     return total;
 }
 
-#define TUNE(f) offsetof(st_emu_tuning, f)
-#define FIT_MIN_GPU_POINTS 3
-
-static int do_fit(const st_fid_point *pts, point_run *pr, uint32_t n, int sweeps)
+/* Fits the free knobs on the points with train[i] set, from the knobs' current values. Leaves
+ * the knobs at the best values and every point's tuning applied (and, when run_after, every
+ * point rerun). Returns the penalised training loss, NAN on failure. */
+static double fit(harness *H, model_knobs *M, const unsigned char *train, int sweeps, int quiet, st_fit_result *res)
 {
-    fparam fp[ST_FIT_MAX_PARAMS];
-    int k = 0;
-    const st_emu_tuning *t0 = NULL;
-    for (uint32_t i = 0; i < n && !t0; i++)
-        if (pr[i].cfg_ok)
-            t0 = &pr[i].cfg.tune;
-    if (!t0)
-        return -1;
-#define ADD(nm, fld, lo, hi, lg, sc_, gpu_)                                                                            \
-    do {                                                                                                               \
-        fp[k] = (fparam){ { nm, 0, lo, hi, lg, 0 }, sc_, "", TUNE(fld) };                                              \
-        snprintf(fp[k].gpu, sizeof fp[k].gpu, "%s", gpu_);                                                             \
-        fp[k].p.value = t0->fld;                                                                                       \
-        k++;                                                                                                           \
-    } while (0)
-    /* Bounds: what the mechanism allows physically or what published microbenchmarks show
-     * (docs/engine-model.md), so that a source's own quirks cannot push a constant outside
-     * what the hardware does. */
-    ADD("fe_latency_s", fe_latency_s, 0.002, 0.06, 1, SCOPE_ALL, "");
-    ADD("fe_req_cpu_s", fe_req_cpu_s, 0.0005, 0.03, 1, SCOPE_ALL, "");
-    ADD("fe_token_cpu_s", fe_token_cpu_s, 5e-6, 8e-5, 1, SCOPE_ALL, "");
-    ADD("fe_chat_factor", fe_chat_factor, 1.0, 4.0, 0, SCOPE_ALL, "");
-    ADD("step_cpu_s", step_cpu_s, 2e-4, 0.005, 1, SCOPE_ALL, "");
-    ADD("seq_cpu_s", seq_cpu_s, 1e-6, 5e-5, 1, SCOPE_ALL, "");
-    ADD("layer_eager_s", layer_eager_s, 1e-5, 2.5e-4, 1, SCOPE_EAGER, "");
-    ADD("attn_eff", attn_eff, 0.3, 0.8, 0, SCOPE_ALL, "");
-    ADD("kv_bw_rel", kv_bw_rel, 0.35, 1.0, 0, SCOPE_ALL, "");
-    ADD("fp8_gemm_rel", fp8_gemm_rel, 0.5, 1.0, 0, SCOPE_FP8, "");
-    ADD("fp8_bw_rel", fp8_bw_rel, 0.6, 1.0, 0, SCOPE_FP8, "");
-    ADD("marlin_bw_rel", marlin_bw_rel, 0.6, 1.0, 0, SCOPE_MARLIN, "");
-    ADD("moe_gemm_rel", moe_gemm_rel, 0.2, 1.0, 0, SCOPE_MOE, "");
-    ADD("int4_gemm_rel", int4_gemm_rel, 0.45, 1.0, 0, SCOPE_INT4, "");
-    /* per-GPU efficiencies for the GPUs with at least FIT_MIN_GPU_POINTS fit points (fewer
-     * would tune a GPU to one figure): GEMMs reach 0.5-0.9 of the dense peak in published
-     * cuBLAS measurements, weight streaming 0.65-0.92 of the bandwidth */
-    const char *seen[16];
-    int ns = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        if (pts[i].split != ST_FID_FIT || !pr[i].cfg_ok)
-            continue;
-        int dup = 0;
-        for (int j = 0; j < ns; j++)
-            dup |= !strcmp(seen[j], pr[i].cfg.gpu.name);
-        uint32_t count = 0;
-        for (uint32_t j = 0; j < n; j++)
-            count += pts[j].split == ST_FID_FIT && pr[j].cfg_ok && !strcmp(pr[j].cfg.gpu.name, pr[i].cfg.gpu.name);
-        if (dup || ns == 16 || k + 2 > ST_FIT_MAX_PARAMS || count < FIT_MIN_GPU_POINTS)
-            continue;
-        seen[ns++] = pr[i].cfg.gpu.name;
-        fp[k] = (fparam){ { "gemm_eff", pr[i].cfg.tune.gemm_eff, 0.5, 0.9, 0, 0 }, SCOPE_GPU, "", TUNE(gemm_eff) };
-        snprintf(fp[k].gpu, sizeof fp[k].gpu, "%s", pr[i].cfg.gpu.name);
-        k++;
-        fp[k] = (fparam){ { "bw_eff", pr[i].cfg.tune.bw_eff, 0.65, 0.92, 0, 0 }, SCOPE_GPU, "", TUNE(bw_eff) };
-        snprintf(fp[k].gpu, sizeof fp[k].gpu, "%s", pr[i].cfg.gpu.name);
-        k++;
+    fit_ctx C;
+    memset(&C, 0, sizeof C);
+    C.H = H;
+    C.M = M;
+    C.train = train;
+    C.quiet = quiet;
+    C.want = malloc(H->n ? H->n : 1);
+    if (!C.want)
+        return NAN;
+    st_fit_param p[MAX_KNOBS];
+    for (int i = 0; i < M->n; i++)
+        if (M->k[i].free) {
+            const knob *k = &M->k[i];
+            p[C.k] = (st_fit_param){ k->name,
+                                     k->value,
+                                     k->lo,
+                                     k->hi,
+                                     k->log,
+                                     M->warm[i] == WARM_HOLD,
+                                     M->warm[i] == WARM_SEARCH ? WARM_WIDTH : 0 };
+            C.map[C.k++] = i;
+        }
+    for (uint32_t i = 0; i < H->n; i++)
+        if (H->pr[i].cfg_ok)
+            apply(M, &H->pr[i]);
+    double loss = NAN;
+    if (C.k == 0) {
+        loss = objective(&C, NULL, -1);
+        if (res)
+            *res = (st_fit_result){ loss, loss, 1, 0 };
+    } else if (st_fit_minimise(p, C.k, objective, &C, sweeps, res) == 0) {
+        for (int i = 0; i < C.k; i++)
+            M->k[C.map[i]].value = p[i].value;
+        loss = res->loss;
     }
-    st_fit_param p[ST_FIT_MAX_PARAMS];
-    for (int i = 0; i < k; i++)
-        p[i] = fp[i].p;
-    fit_ctx C = { pts, pr, n, fp, k, 0 };
-    st_fit_result res;
-    st_ns t0w = st_now();
-    if (st_fit_minimise(p, k, objective, &C, sweeps, &res) < 0) {
+    for (uint32_t i = 0; i < H->n; i++)
+        if (H->pr[i].cfg_ok)
+            apply(M, &H->pr[i]);
+    free(C.want);
+    return loss;
+}
+
+static void print_knobs(const model_knobs *M, int all)
+{
+    for (int i = 0; i < M->n; i++) {
+        const knob *k = &M->k[i];
+        if (!all && !k->free)
+            continue;
+        printf("  %-22s %-7s %-10.6g (sourced default %.6g: %s)\n", k->name, k->free ? "FREE" : "frozen", k->value,
+               k->parent >= 0 ? M->k[k->parent].def : k->def, k->why);
+    }
+}
+
+static int do_fit(harness *H, model_knobs *M, int sweeps)
+{
+    unsigned char *train = calloc(H->n ? H->n : 1, 1);
+    if (!train)
+        return -1;
+    for (uint32_t i = 0; i < H->n; i++)
+        train[i] = H->pts[i].split == ST_FID_FIT;
+    reset_values(M, H->pr, H->n);
+    st_fit_result res = { 0 };
+    st_ns t0 = st_now();
+    double loss = fit(H, M, train, sweeps, 0, &res);
+    free(train);
+    if (!isfinite(loss)) {
         fprintf(stderr, "fit: the starting point is unusable\n");
         return -1;
     }
-    double x[ST_FIT_MAX_PARAMS];
-    for (int i = 0; i < k; i++)
-        x[i] = p[i].value;
-    for (uint32_t i = 0; i < n; i++)
-        if (pr[i].cfg_ok) {
-            apply(fp, x, k, &pr[i]);
-            run_point(pts, n, i, &pr[i]);
-        }
-    printf("fit on the fit split: loss %.4f -> %.4f, %d evaluations, %d sweeps, %.0f s\n", res.loss0, res.loss,
-           res.evaluations, res.sweeps, (st_now() - t0w) / 1e9);
-    for (int i = 0; i < k; i++)
-        printf("  %-16s %-16s %.6g\n", p[i].name, fp[i].gpu[0] ? fp[i].gpu : "(global)", p[i].value);
+    run_all(H);
+    char fl[FREE_LIST_MAX];
+    free_list(M, fl, sizeof fl);
+    printf("fit on the fit split (%d free, lambda %g, from the %s values): loss %.4f -> %.4f (penalty %.4f), %d "
+           "evaluations, %d sweeps, %.0f s\n",
+           knob_count_free(M), M->lambda, M->start_tree ? "tree's" : "sourced", res.loss0, res.loss, penalty(M),
+           res.evaluations, res.sweeps, (st_now() - t0) / 1e9);
+    printf("  free: %s\n", fl);
+    print_knobs(M, 1);
     return 0;
+}
+
+/* ---- cross-validation within the fit split ---------------------------------------------------- */
+
+/* Fold of every fit point: per GPU, in file order, the j-th fit point of its GPU goes to fold
+ * j mod K (how the test split itself was dealt, one in three per GPU); -1 for test points. */
+static void assign_folds(const st_fid_point *pts, const point_run *pr, uint32_t n, int K, int *fold)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        fold[i] = -1;
+        if (pts[i].split != ST_FID_FIT)
+            continue;
+        int j = 0;
+        for (uint32_t m = 0; m < i; m++)
+            j += pts[m].split == ST_FID_FIT && !strcmp(pr[m].cfg.gpu.name, pr[i].cfg.gpu.name);
+        fold[i] = j % K;
+    }
+}
+
+typedef struct cv_result {
+    double median[ST_FID_M_COUNT];
+    double score;        /* the mean robust loss per held-out point: what selection compares */
+    double heldout_loss; /* the same */
+    double median_sum;   /* the sum of the four pooled held-out median errors */
+    double fold_value[MAX_FOLDS][MAX_KNOBS];
+    double fold_train_loss[MAX_FOLDS];
+    int fold_n[MAX_FOLDS];
+    st_fid_ratios *r; /* n entries: each fit point's held-out ratios */
+} cv_result;
+
+/* What a fold's worker sends back. */
+typedef struct fold_msg {
+    int fold;
+    double value[MAX_KNOBS];
+    double train_loss;
+} fold_msg;
+typedef struct point_msg {
+    uint32_t index;
+    double r[ST_FID_M_COUNT];
+} point_msg;
+
+static int write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+static int read_all(int fd, void *buf, size_t len)
+{
+    char *p = buf;
+    while (len) {
+        ssize_t r = read(fd, p, len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        p += r;
+        len -= (size_t)r;
+    }
+    return 0;
+}
+
+/* One fold: fit on the other folds' points, predict this fold's. */
+static int run_fold(harness *H, model_knobs *M, const int *fold, int f, int sweeps, fold_msg *fm, point_msg *out,
+                    uint32_t *nout)
+{
+    unsigned char *train = calloc(H->n ? H->n : 1, 1), *held = calloc(H->n ? H->n : 1, 1);
+    if (!train || !held) {
+        free(train);
+        free(held);
+        return -1;
+    }
+    for (uint32_t i = 0; i < H->n; i++) {
+        train[i] = fold[i] >= 0 && fold[i] != f;
+        held[i] = fold[i] == f;
+    }
+    reset_values(M, H->pr, H->n);
+    for (int i = 0; i < M->n; i++)
+        if (M->warm[i] && M->k[i].free)
+            M->k[i].value = M->init[f][i];
+    st_fit_result res;
+    double loss = fit(H, M, train, sweeps, 1, &res);
+    run_points(H, held);
+    fm->fold = f;
+    fm->train_loss = loss;
+    for (int i = 0; i < M->n; i++)
+        fm->value[i] = M->k[i].value;
+    *nout = 0;
+    for (uint32_t i = 0; i < H->n; i++)
+        if (held[i]) {
+            out[*nout].index = i;
+            memcpy(out[*nout].r, H->pr[i].r.r, sizeof out[*nout].r);
+            (*nout)++;
+        }
+    free(train);
+    free(held);
+    return isfinite(loss) ? 0 : -1;
+}
+
+static double median_of(double *v, uint32_t k)
+{
+    if (!k)
+        return NAN;
+    for (uint32_t i = 1; i < k; i++)
+        for (uint32_t j = i; j > 0 && v[j - 1] > v[j]; j--) {
+            double t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    return k % 2 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2;
+}
+
+/* K-fold cross-validation of the knobs' free set and lambda; jobs folds at once (fork). */
+static int cross_validate(harness *H, model_knobs *M, int K, int sweeps, int jobs, cv_result *cv)
+{
+    int *fold = malloc((H->n ? H->n : 1) * sizeof *fold);
+    point_msg *pm = malloc((H->n ? H->n : 1) * sizeof *pm);
+    if (!fold || !pm) {
+        free(fold);
+        free(pm);
+        return -1;
+    }
+    assign_folds(H->pts, H->pr, H->n, K, fold);
+    for (uint32_t i = 0; i < H->n; i++)
+        for (int m = 0; m < ST_FID_M_COUNT; m++) {
+            cv->r[i].r[m] = NAN;
+            cv->r[i].which[m] = NULL;
+        }
+    int rc = 0;
+    if (jobs <= 1) {
+        for (int f = 0; f < K && rc == 0; f++) {
+            fold_msg fm;
+            uint32_t np = 0;
+            rc = run_fold(H, M, fold, f, sweeps, &fm, pm, &np);
+            for (int i = 0; i < M->n; i++)
+                cv->fold_value[f][i] = fm.value[i];
+            cv->fold_train_loss[f] = fm.train_loss;
+            cv->fold_n[f] = (int)np;
+            for (uint32_t j = 0; j < np; j++)
+                memcpy(cv->r[pm[j].index].r, pm[j].r, sizeof pm[j].r);
+        }
+    } else {
+        int next = 0, running = 0, fds[MAX_FOLDS];
+        pid_t pids[MAX_FOLDS];
+        for (int f = 0; f < K; f++)
+            pids[f] = -1;
+        while ((next < K || running > 0) && rc == 0) {
+            while (next < K && running < jobs) {
+                int p[2];
+                if (pipe(p) < 0) {
+                    rc = -1;
+                    break;
+                }
+                fflush(NULL);
+                pid_t pid = fork();
+                if (pid < 0) {
+                    close(p[0]);
+                    close(p[1]);
+                    rc = -1;
+                    break;
+                }
+                if (pid == 0) {
+                    close(p[0]);
+                    fold_msg fm;
+                    uint32_t np = 0;
+                    int r = run_fold(H, M, fold, next, sweeps, &fm, pm, &np);
+                    int ok = r == 0 && write_all(p[1], &fm, sizeof fm) == 0 && write_all(p[1], &np, sizeof np) == 0 &&
+                             write_all(p[1], pm, np * sizeof *pm) == 0;
+                    _exit(ok ? 0 : 1);
+                }
+                close(p[1]);
+                fds[next] = p[0];
+                pids[next] = pid;
+                next++;
+                running++;
+            }
+            /* collect the oldest running fold */
+            int f = -1;
+            for (int j = 0; j < K && f < 0; j++)
+                if (pids[j] > 0)
+                    f = j;
+            if (f < 0)
+                break;
+            fold_msg fm;
+            uint32_t np = 0;
+            if (read_all(fds[f], &fm, sizeof fm) < 0 || read_all(fds[f], &np, sizeof np) < 0 || np > H->n ||
+                read_all(fds[f], pm, np * sizeof *pm) < 0)
+                rc = -1;
+            close(fds[f]);
+            int st = 0;
+            waitpid(pids[f], &st, 0);
+            pids[f] = 0;
+            running--;
+            if (rc == 0) {
+                for (int i = 0; i < M->n; i++)
+                    cv->fold_value[f][i] = fm.value[i];
+                cv->fold_train_loss[f] = fm.train_loss;
+                cv->fold_n[f] = (int)np;
+                for (uint32_t j = 0; j < np; j++)
+                    memcpy(cv->r[pm[j].index].r, pm[j].r, sizeof pm[j].r);
+            }
+        }
+        for (int f = 0; f < K; f++)
+            if (pids[f] > 0) {
+                close(fds[f]);
+                waitpid(pids[f], NULL, 0);
+            }
+    }
+    /* pooled held-out figures */
+    double *v = malloc((H->n ? H->n : 1) * sizeof *v);
+    if (!v)
+        rc = -1;
+    cv->median_sum = 0;
+    for (int m = 0; m < ST_FID_M_COUNT && v; m++) {
+        uint32_t k = 0;
+        for (uint32_t i = 0; i < H->n; i++)
+            if (fold[i] >= 0 && isfinite(cv->r[i].r[m]))
+                v[k++] = fabs(cv->r[i].r[m] - 1);
+        cv->median[m] = median_of(v, k);
+        cv->median_sum += cv->median[m];
+    }
+    double lsum = 0;
+    uint32_t ln = 0;
+    for (uint32_t i = 0; i < H->n; i++)
+        if (fold[i] >= 0) {
+            lsum += st_fid_loss(&cv->r[i], 0);
+            ln++;
+        }
+    cv->heldout_loss = ln ? lsum / ln : NAN;
+    cv->score = cv->heldout_loss;
+    free(v);
+    free(fold);
+    free(pm);
+    return rc;
+}
+
+static void print_cv(const harness *H, const model_knobs *M, int K, const cv_result *cv, int detail)
+{
+    char fl[FREE_LIST_MAX];
+    free_list(M, fl, sizeof fl);
+    printf("cross-validation within the fit split: %d folds (per GPU, every %d-th fit point), lambda %g, from the %s "
+           "values\n  free (%d): %s\n",
+           K, K, M->lambda, M->start_tree ? "tree's" : "sourced", knob_count_free(M), fl);
+    printf("  %-5s %9s %11s", "fold", "held out", "train loss");
+    for (int i = 0; i < M->n; i++)
+        if (M->k[i].free)
+            printf(" %s", M->k[i].name);
+    printf("\n");
+    for (int f = 0; f < K; f++) {
+        printf("  %-5d %9d %11.4f", f, cv->fold_n[f], cv->fold_train_loss[f]);
+        for (int i = 0; i < M->n; i++)
+            if (M->k[i].free)
+                printf(" %.4g", cv->fold_value[f][i]);
+        printf("\n");
+    }
+    if (detail) {
+        printf("  held-out ratios (predicted/published, each point predicted by the fit without its fold):\n");
+        for (uint32_t i = 0; i < H->n; i++)
+            if (H->pts[i].split == ST_FID_FIT) {
+                st_fid_ratios r = cv->r[i], w;
+                st_fid_figures one = { 0 };
+                one.req_s = one.out_tok_s = one.total_tok_s = 1;
+                one.ttft_ms = one.tpot_ms = (st_fid_dist){ 1, 1, 1, 1 };
+                st_fid_compare(&H->pts[i], &one, &w); /* which published figure each metric uses */
+                for (int m = 0; m < ST_FID_M_COUNT; m++)
+                    r.which[m] = w.which[m];
+                print_row(&H->pts[i], i, &r, "cv", NULL);
+            }
+    }
+    printf("  CV (pooled held-out) median |err|: throughput %.1f %%, ttft_p50 %.1f %%, ttft_tail %.1f %%, tpot %.1f "
+           "%%; sum %.1f %%; held-out loss %.4f per point\n",
+           100 * cv->median[0], 100 * cv->median[1], 100 * cv->median[2], 100 * cv->median[3], 100 * cv->median_sum,
+           cv->heldout_loss);
+}
+
+/* --cv-select: forward selection. From nothing free, each round frees the knob whose freeing
+ * lowers the CV loss (the fit's robust loss, per held-out point: smooth where the medians the
+ * targets are stated in move in steps) the most, and stops when none lowers it by at least
+ * CV_MIN_GAIN (about 1 %). The first round tries every knob from its
+ * sourced default; later rounds screen the CV_KEEP knobs that did best in the round before,
+ * each fold fitting only the new knob (from its default) with the knobs chosen so far held at
+ * that fold's values; the pick is then refit jointly (warm-started) for its CV score and the
+ * next round's values. Then the shrinkage weight is chosen from CV_LAMBDAS on the selected set
+ * (full fits from the defaults). Every figure is printed as it comes. */
+#define CV_MIN_GAIN 0.0005
+#define CV_KEEP 8
+static const double CV_LAMBDAS[] = { 0, 0.001, 0.003, 0.01, 0.03 };
+
+static void print_cv_line(const char *what, const cv_result *cv, double secs)
+{
+    printf("select: %-34s CV loss %.4f (medians tput %.1f ttft50 %.1f tail %.1f tpot %.1f, sum %.1f %%) %.0f s\n", what,
+           cv->score, 100 * cv->median[0], 100 * cv->median[1], 100 * cv->median[2], 100 * cv->median[3],
+           100 * cv->median_sum, secs);
+    fflush(stdout);
+}
+
+static int cv_select(harness *H, model_knobs *M, int K, int sweeps, int jobs)
+{
+    cv_result cv;
+    memset(&cv, 0, sizeof cv);
+    cv.r = calloc(H->n ? H->n : 1, sizeof *cv.r);
+    double *score = calloc(MAX_KNOBS, sizeof *score);
+    double(*best_vals)[MAX_KNOBS] = calloc(MAX_FOLDS, sizeof *best_vals);
+    if (!cv.r || !score || !best_vals)
+        return -1;
+    M->lambda = 0;
+    set_free(M, "none", NULL, 0);
+    memset(M->warm, 0, sizeof M->warm);
+    st_ns t0 = st_now();
+    if (cross_validate(H, M, K, sweeps, jobs, &cv) < 0)
+        return -1;
+    double best = cv.score;
+    print_cv_line("nothing free", &cv, (st_now() - t0) / 1e9);
+    for (int i = 0; i < M->n; i++)
+        score[i] = -INFINITY; /* untried: every knob is a candidate in the first round */
+    for (int round = 1;; round++) {
+        /* candidates: every knob in round 1, then the CV_KEEP best of the last round */
+        int cand[MAX_KNOBS], nc = 0;
+        for (int i = 0; i < M->n; i++)
+            if (!M->k[i].free)
+                cand[nc++] = i;
+        for (int a = 1; a < nc; a++)
+            for (int b = a; b > 0 && score[cand[b - 1]] > score[cand[b]]; b--) {
+                int t = cand[b];
+                cand[b] = cand[b - 1];
+                cand[b - 1] = t;
+            }
+        if (round > 1 && nc > CV_KEEP)
+            nc = CV_KEEP;
+        int pick = -1;
+        double pick_score = best;
+        for (int c = 0; c < nc; c++) {
+            int i = cand[c];
+            M->k[i].free = 1;
+            for (int f = 0; f < K; f++)
+                for (int j = 0; j < M->n; j++)
+                    M->init[f][j] = best_vals[f][j];
+            /* screening: the knobs chosen so far stay at their fold's values */
+            for (int j = 0; j < M->n; j++)
+                M->warm[j] = M->k[j].free && j != i && round > 1 ? WARM_HOLD : 0;
+            t0 = st_now();
+            if (cross_validate(H, M, K, sweeps, jobs, &cv) < 0)
+                return -1;
+            char what[96];
+            snprintf(what, sizeof what, "round %d + %s", round, M->k[i].name);
+            print_cv_line(what, &cv, (st_now() - t0) / 1e9);
+            score[i] = cv.score;
+            if (cv.score < pick_score - CV_MIN_GAIN) {
+                pick = i;
+                pick_score = cv.score;
+            }
+            M->k[i].free = 0;
+        }
+        if (pick < 0)
+            break;
+        /* the pick, refit jointly with the knobs chosen before (warm): its CV score and the next
+         * round's starting values */
+        M->k[pick].free = 1;
+        for (int f = 0; f < K; f++)
+            for (int j = 0; j < M->n; j++)
+                M->init[f][j] = best_vals[f][j];
+        for (int j = 0; j < M->n; j++)
+            M->warm[j] = M->k[j].free && j != pick && round > 1 ? WARM_SEARCH : 0;
+        t0 = st_now();
+        if (cross_validate(H, M, K, sweeps, jobs, &cv) < 0)
+            return -1;
+        char what[96];
+        snprintf(what, sizeof what, "round %d refit with %s", round, M->k[pick].name);
+        print_cv_line(what, &cv, (st_now() - t0) / 1e9);
+        if (cv.score > best - CV_MIN_GAIN) {
+            /* the joint refit does not keep what the screening found: stop here */
+            M->k[pick].free = 0;
+            break;
+        }
+        best = cv.score;
+        memcpy(best_vals, cv.fold_value, MAX_FOLDS * sizeof *best_vals);
+        char fl[FREE_LIST_MAX];
+        free_list(M, fl, sizeof fl);
+        printf("select: round %d frees %s: CV loss %.4f; free: %s\n", round, M->k[pick].name, best, fl);
+        fflush(stdout);
+    }
+    memset(M->warm, 0, sizeof M->warm);
+    double best_lambda = 0;
+    for (size_t j = 0; j < sizeof CV_LAMBDAS / sizeof CV_LAMBDAS[0]; j++) {
+        M->lambda = CV_LAMBDAS[j];
+        t0 = st_now();
+        if (cross_validate(H, M, K, sweeps, jobs, &cv) < 0)
+            return -1;
+        char what[96];
+        snprintf(what, sizeof what, "lambda %g (full fits)", M->lambda);
+        print_cv_line(what, &cv, (st_now() - t0) / 1e9);
+        if (j == 0 || cv.score < best - CV_MIN_GAIN) {
+            best = cv.score;
+            best_lambda = M->lambda;
+        }
+    }
+    M->lambda = best_lambda;
+    char fl[FREE_LIST_MAX];
+    free_list(M, fl, sizeof fl);
+    printf("select: chosen: lambda %g, free (%d): %s (CV loss %.4f)\n", best_lambda, knob_count_free(M), fl, best);
+    free(cv.r);
+    free(score);
+    free(best_vals);
+    return 0;
+}
+
+/* ---- main ------------------------------------------------------------------------------------ */
+
+static void usage(const char *argv0)
+{
+    fprintf(stderr,
+            "usage: %s [--data FILE] [--summary] [--split fit|test] [--detail]\n"
+            "          [--fit | --cv | --cv-select] [--free LIST|all|none] [--lambda L] [--folds K]\n"
+            "          [--start sourced|tree] [--set NAME=VALUE]... [--sweeps N] [--jobs J]\n",
+            argv0);
 }
 
 int main(int argc, char **argv)
 {
-    const char *data = DEFAULT_DATA;
-    int fit = 0, sweeps = 3, points = 1, only_split = -1, detail = 0;
+    const char *data = DEFAULT_DATA, *free_arg = FREE_DEFAULT;
+    int fit_mode = 0, cv_mode = 0, select_mode = 0, sweeps = 3, points = 1, only_split = -1, detail = 0;
+    int folds = 5, jobs = 1, start_tree = -1;
+    double lambda = 0;
+    const char *sets[MAX_KNOBS];
+    int nsets = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--data") && i + 1 < argc)
             data = argv[++i];
         else if (!strcmp(argv[i], "--fit"))
-            fit = 1;
+            fit_mode = 1;
+        else if (!strcmp(argv[i], "--cv"))
+            cv_mode = 1;
+        else if (!strcmp(argv[i], "--cv-select"))
+            select_mode = 1;
+        else if (!strcmp(argv[i], "--free") && i + 1 < argc)
+            free_arg = argv[++i];
+        else if (!strcmp(argv[i], "--set") && i + 1 < argc && nsets < MAX_KNOBS)
+            sets[nsets++] = argv[++i];
+        else if (!strcmp(argv[i], "--lambda") && i + 1 < argc)
+            lambda = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--folds") && i + 1 < argc)
+            folds = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--jobs") && i + 1 < argc)
+            jobs = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--start") && i + 1 < argc &&
+                 (!strcmp(argv[i + 1], "sourced") || !strcmp(argv[i + 1], "tree")))
+            start_tree = !strcmp(argv[++i], "tree");
         else if (!strcmp(argv[i], "--sweeps") && i + 1 < argc)
             sweeps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--summary"))
@@ -318,10 +1113,14 @@ int main(int argc, char **argv)
                  (!strcmp(argv[i + 1], "fit") || !strcmp(argv[i + 1], "test")))
             only_split = !strcmp(argv[++i], "test") ? ST_FID_TEST : ST_FID_FIT;
         else {
-            fprintf(stderr, "usage: %s [--data FILE] [--summary] [--split fit|test] [--detail] [--fit [--sweeps N]]\n",
-                    argv[0]);
+            usage(argv[0]);
             return 2;
         }
+    }
+    if (folds < 2 || folds > MAX_FOLDS || jobs < 1 || jobs > MAX_JOBS || sweeps < 1 || !(lambda >= 0) ||
+        fit_mode + cv_mode + select_mode > 1) {
+        usage(argv[0]);
+        return 2;
     }
     char err[1024];
     size_t len;
@@ -339,15 +1138,79 @@ int main(int argc, char **argv)
         return 2;
     }
     point_run *pr = calloc(n ? n : 1, sizeof *pr);
-    if (!pr)
+    st_fid_figures *buf = calloc(n ? n : 1, sizeof *buf);
+    if (!pr || !buf)
         return 2;
-    st_ns t0 = st_now();
+    harness H = { pts, pr, n, buf };
     for (uint32_t i = 0; i < n; i++) {
         pr[i].cfg_ok = st_fid_config(&pts[i], &pr[i].cfg, pr[i].err, sizeof pr[i].err) == 0;
-        run_point(pts, n, i, &pr[i]);
+        pr[i].tree = pr[i].cfg.tune;
     }
+    model_knobs M;
+    if (build_knobs(pts, pr, n, &M) < 0)
+        return 2;
+    /* fits start from the sourced defaults, a what-if run (--set) from the tree's values */
+    M.start_tree = start_tree >= 0 ? start_tree : !(fit_mode || cv_mode || select_mode);
+    M.lambda = lambda;
+    char bad[KNOB_NAME_MAX];
+    if (set_free(&M, free_arg, bad, sizeof bad) < 0) {
+        fprintf(stderr, "fidelity: --free: no constant '%s'; the constants:\n", bad);
+        for (int i = 0; i < M.n; i++)
+            fprintf(stderr, "  %s\n", M.k[i].name);
+        return 2;
+    }
+    for (int i = 0; i < nsets; i++) {
+        char name[KNOB_NAME_MAX];
+        const char *eq = strchr(sets[i], '=');
+        size_t nl = eq ? (size_t)(eq - sets[i]) : 0;
+        int k = -1;
+        if (eq && nl < sizeof name) {
+            memcpy(name, sets[i], nl);
+            name[nl] = 0;
+            k = knob_index(&M, name);
+        }
+        char *end = NULL;
+        double v = eq ? strtod(eq + 1, &end) : NAN;
+        if (k < 0 || !end || *end || !(v > 0)) {
+            fprintf(stderr, "fidelity: --set %s: expected NAME=VALUE with a constant's name and a value > 0\n",
+                    sets[i]);
+            return 2;
+        }
+        M.set[k] = v;
+        M.is_set[k] = 1;
+    }
+    if (nsets && !fit_mode && !cv_mode && !select_mode) {
+        /* a what-if run: the tree's values (or the sourced defaults with --start sourced), with
+         * the --set ones */
+        set_free(&M, "none", NULL, 0);
+        reset_values(&M, pr, n);
+        for (uint32_t i = 0; i < n; i++)
+            if (pr[i].cfg_ok)
+                apply(&M, &pr[i]);
+    }
+    if (cv_mode || select_mode) {
+        cv_result cv;
+        memset(&cv, 0, sizeof cv);
+        cv.r = calloc(n ? n : 1, sizeof *cv.r);
+        st_ns t0 = st_now();
+        if (!cv.r)
+            rc = 2;
+        else if (select_mode ? cv_select(&H, &M, folds, sweeps, jobs) < 0
+                             : cross_validate(&H, &M, folds, sweeps, jobs, &cv) < 0)
+            rc = 2;
+        else if (!select_mode)
+            print_cv(&H, &M, folds, &cv, detail);
+        printf("(%.0f s wall)\n", (st_now() - t0) / 1e9);
+        free(cv.r);
+        free(pr);
+        free(buf);
+        free(pts);
+        return rc;
+    }
+    st_ns t0 = st_now();
+    run_all(&H);
     double wall = (st_now() - t0) / 1e9;
-    if (fit && do_fit(pts, pr, n, sweeps) < 0)
+    if (fit_mode && do_fit(&H, &M, sweeps) < 0)
         rc = 2;
     printf("engine model vs %u published vLLM measurements (%s)\n", n, data);
     if (points)
@@ -355,6 +1218,7 @@ int main(int argc, char **argv)
     print_summary(pts, pr, n, only_split);
     printf("\n(all %u points simulated in %.2f s wall)\n", n, wall);
     free(pr);
+    free(buf);
     free(pts);
     return rc;
 }

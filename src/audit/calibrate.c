@@ -555,7 +555,7 @@ int st_calib_fit(st_calib_set *s, st_emu_calib *out, st_calib_report *rep, char 
         const st_calib_knob *k = cand[chosen[c]];
         C.k[c] = k;
         double v = st_calib_knob_get(&C.base, k);
-        p[c] = (st_fit_param){ k->name, v < k->lo ? k->lo : v > k->hi ? k->hi : v, k->lo, k->hi, k->log, 0 };
+        p[c] = (st_fit_param){ k->name, v < k->lo ? k->lo : v > k->hi ? k->hi : v, k->lo, k->hi, k->log, 0, 0 };
     }
     C.nk = nch;
     uint32_t nfig = 0;

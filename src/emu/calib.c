@@ -30,7 +30,7 @@ static const st_calib_knob knobs[] = {
     KNOB(step_cpu_s, 2e-4, 0.005, 1, "engine-core CPU per step (s)"),
     KNOB(seq_cpu_s, 1e-6, 5e-5, 1, "engine-core CPU per scheduled sequence per step (s)"),
     KNOB(layer_graph_s, 5e-7, 3e-5, 1, "per-layer cost under CUDA graphs (s)"),
-    KNOB(layer_eager_s, 1e-5, 2.5e-4, 1, "per-layer cost in eager mode (s)"),
+    KNOB(layer_eager_s, 5e-5, 1.5e-3, 1, "per-layer kernel launches with --enforce-eager (s)"),
     KNOB(fe_latency_s, 0.002, 0.06, 1, "API server: fixed latency of a request (s)"),
     KNOB(fe_req_cpu_s, 0.0005, 0.03, 1, "API server: CPU per request (s)"),
     KNOB(fe_token_cpu_s, 5e-6, 8e-5, 1, "API server: CPU per streamed token (s)"),

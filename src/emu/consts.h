@@ -67,7 +67,7 @@
 /* Attention kernels (FlashAttention 2/3) reach this fraction of the 16-bit peak at prefill
  * (FlashAttention-2 paper: 50-73 % of A100 peak in the forward pass; FA3 on H100 ~ 0.6-0.75
  * of bf16 peak). FITTED within that band. */
-#define EMU_MFU_ATTN 0.791
+#define EMU_MFU_ATTN 0.796956
 /* 4-bit weight-only GEMMs (AWQ/GPTQ Marlin) and fp8 weight-only (GPUs without fp8 tensor
  * cores) dequantise in the kernel: their compute efficiency relative to a 16-bit GEMM at
  * decode batch sizes (Marlin's README: near-ideal up to batch 16-32). */
@@ -82,7 +82,7 @@
  * Marlin paper, IST-DASLab/marlin: the speed-up over FP16 shrinks towards 1x as the batch
  * grows past ~128 tokens); 0.45 is the single-point calibration it replaced. */
 #ifndef EMU_INT4_EFF_LARGE
-#define EMU_INT4_EFF_LARGE 0.814
+#define EMU_INT4_EFF_LARGE 0.82685
 #endif
 #ifndef EMU_INT4_EFF_TOKENS
 #define EMU_INT4_EFF_TOKENS 384.0
@@ -92,16 +92,16 @@
  * per-group scales are read in a layout tuned for the dequantisation (Marlin README: "close to
  * ideal" 3.9x speedup over fp16 at batch 1-16 on an A10, i.e. ~0.97 of the bandwidth ideal,
  * lower on GPUs with more bandwidth per SM). FITTED on the fit split's AWQ points. */
-#define EMU_MARLIN_BW_REL 0.984
+#define EMU_MARLIN_BW_REL 0.999746
 /* FP8 W8A8 on fp8 tensor cores (CUTLASS scaled_mm): the fp8 dense peak is twice bf16's but
  * the kernels reach a lower fraction of it (vllm-project/vllm#4118: "even removing activation
  * quantization, the speedup isn't obvious"; measured fp8/bf16 GEMM speed-ups on H100 are
  * 1.3-1.6x, not 2x). The fp8 GEMM efficiency relative to the GPU's bf16 gemm_eff: FITTED. */
-#define EMU_FP8_GEMM_REL 0.659
+#define EMU_FP8_GEMM_REL 0.629562
 /* fp8 weight reads: the fp8 GEMMs at decode sizes do not stream weights as well as the bf16
  * GEMV path (vLLM's fp8 decode speed-up on H100 is ~1.3-1.6x where half the bytes would give
  * 2x). Bandwidth efficiency relative to bf16: FITTED. */
-#define EMU_FP8_BW_REL 0.95
+#define EMU_FP8_BW_REL 0.99454
 /* Dynamic activation quantisation (vllm-project/vllm#4118: TTFT 28.8 -> 38.8 ms and ITL 8.5 ->
  * 10.2 ms on Llama-7B from it; vllm-project/vllm-omni#5257: the dynamic quant pass costs
  * 20-90 % of the GEMM it feeds at 4-8k tokens): before each of the 4 linear inputs of a layer
@@ -115,7 +115,7 @@
  * Nsight Compute on a 70B serving workload): weight loads 2.6-2.8 TB/s (78-84 % of peak),
  * KV-cache reads 1.4 TB/s (42 %), i.e. ~0.5-0.55 of the weights' efficiency. FITTED within
  * [0.35, 1]. */
-#define EMU_KV_BW_REL 0.352
+#define EMU_KV_BW_REL 0.353266
 /* Mixture-of-experts layers run vLLM's fused MoE kernel (Triton, grouped by expert): each
  * expert sees only the tokens routed to it, so its GEMMs are small and reach a lower fraction
  * of the peak than a dense GEMM over the whole batch. Efficiency relative to gemm_eff:
@@ -126,24 +126,31 @@
  * host-device copies of inputs and sampled ids (~0.3-0.5 ms; reference doc §6 "~0.5 ms per
  * step overhead"). */
 #define EMU_STEP_GPU_S 0.0003
-/* Engine-core CPU per step (scheduler, input preparation, output processing): FITTED. Two
- * sources bound it independently of the fit: Qwen3-8B at concurrency 1 on an H100 (vLLM 0.11,
- * no async scheduling) runs 7.22 ms per token against ~5.4 ms of GPU work, and Qwen3-0.6B on an
- * H100 (0.19, async: the step is the CPU's) 2.0-2.4 ms: both ~1.8 ms. */
-#define EMU_STEP_CPU_S 0.00178
+/* Engine-core CPU per step (scheduler, input preparation, output processing): FITTED (2.07 ms).
+ * Two sources bound it independently of the fit: Qwen3-8B at concurrency 1 on an H100 (vLLM
+ * 0.11, no async scheduling) runs 7.22 ms per token against ~5.4 ms of GPU work, and Qwen3-0.6B
+ * on an H100 (0.19, async: the step is the CPU's) 2.0-2.4 ms: both ~1.8-2.2 ms. */
+#define EMU_STEP_CPU_S 0.00207239
 /* Engine-core CPU per scheduled sequence per step (scheduler bookkeeping, block-table and
  * input rows, update_from_output, detokenisation offload): FITTED. At 256 running sequences
- * 28 us each is 7 ms per step, the CPU-bound regime small models reach. */
-#define EMU_PER_SEQ_OVERHEAD_S 0.0000277
-/* Per-layer cost: kernel gaps under a captured CUDA graph; with eager execution (batches over
- * the largest captured size, or --enforce-eager) each of a layer's ~12 kernels is launched
- * from Python (PyTorch dispatch + cudaLaunchKernel, ~4-8 us each) and the GPU waits on the
- * launches of the short ones: about 60 us per layer, more on a slow host CPU. FITTED on the
- * fit split (its --enforce-eager points, A100 PCIe Qwen3-32B, and every prefill step over the
- * graph sizes): ~230 us, near the bound, i.e. the eager path costs those points more than the
- * kernel-launch arithmetic says. */
+ * 37 us each is 9.4 ms per step, the CPU-bound regime small models reach. */
+#define EMU_PER_SEQ_OVERHEAD_S 0.0000367958
+/* Per-layer cost under a captured CUDA graph: the gaps between a layer's kernels (serial GPU
+ * time). Without a graph (batches over the largest captured size, or --enforce-eager) the CPU
+ * launches every kernel while the step runs, ahead of the GPU, so the step takes the longer of
+ * the GPU's work and the launches (emu/steptime.c). EMU_LAYER_OVERHEAD_EAGER_S is the launch
+ * time per layer with --enforce-eager: PyTorch eager dispatches each of a layer's ~15 kernels
+ * (and vLLM's custom ops) from Python, ~15 us each on a server CPU: ~250 us, the sourced
+ * start. FITTED on the fit split's --enforce-eager points (A100 PCIe Qwen3-32B): ~630 us, set
+ * by the AWQ points, whose GPU work per step (4-bit weights) is short enough for the launches
+ * to bind; the 16-bit ones are bandwidth-bound and do not see it. */
 #define EMU_LAYER_OVERHEAD_GRAPH_S 0.000004
-#define EMU_LAYER_OVERHEAD_EAGER_S 0.000231
+#define EMU_LAYER_OVERHEAD_EAGER_S 0.000626751
+/* A torch.compile'd step that no CUDA graph covers (batches beyond the captured sizes) launches
+ * inductor's fused kernels from its generated wrapper: ~6-8 launches per layer at a few us
+ * each, about a third of PyTorch eager's per-layer cost. Only matters when the GPU's work per
+ * layer is shorter (small models, batches just over the graph sizes). */
+#define EMU_LAYER_LAUNCH_COMPILED_S 0.00006
 /* Tensor parallel: two all-reduces per layer, each a fixed latency plus a ring transfer. */
 #define EMU_ALLREDUCE_LATENCY_S 0.000008
 /* Largest batch (tokens) run under CUDA graphs: min(2 x max_num_seqs, 512). */
@@ -163,7 +170,7 @@
  * (detokenisation, SSE write). vllm-project/vllm issue 10: a 128-token prompt at concurrency 1
  * gets its first token in ~14 ms on an H100 where the forward pass takes ~6 ms.
  * FITTED (it also absorbs each source's client/network path). */
-#define EMU_FE_LATENCY_S 0.0146
+#define EMU_FE_LATENCY_S 0.0249051
 /* The API server is one Python process (asyncio): each request costs it CPU once (parsing,
  * tokenisation, scheduling the stream) and each streamed token again (incremental
  * detokenisation, one SSE chunk: JSON encoding and a socket write). When the offered work
@@ -175,8 +182,8 @@
  * parser hooks. The three front-end costs above are multiplied by this for chat requests.
  * FITTED (the fit split has both endpoints: gpustack's and the Qwen3-32B A100 points are chat,
  * kvcached's, the Qwen2.5-7B and the H200 points completions). */
-#define EMU_FE_CHAT_FACTOR 1.83
-#define EMU_FE_REQ_CPU_S 0.00311
+#define EMU_FE_CHAT_FACTOR 1.69291
+#define EMU_FE_REQ_CPU_S 0.00311495
 #define EMU_FE_TOKEN_CPU_S 0.0000799
 
 #endif

@@ -53,6 +53,7 @@ struct st_emu_engine {
     uint32_t *scratch_blocks;
     uint32_t cap_scratch;
     st_ns fe_free;              /* the API server's work queue is busy until then (engine time) */
+    st_ns fe_batch, fe_pre;     /* when the latest step's token work began on it, and the queue's end before it */
     st_ns last_start, last_end; /* the previous step's start and end (-1 before the first) */
     st_emu_stats st;
 };
@@ -103,6 +104,7 @@ int st_emu_engine_new(const st_emu_config *cfg, st_clock clock, st_emu_engine **
     }
     e->st.num_blocks = e->mem.num_blocks;
     e->last_start = e->last_end = -1;
+    e->fe_batch = -1;
     *out = e;
     return 0;
 }
@@ -274,9 +276,19 @@ int st_emu_add_request(st_emu_engine *e, const st_emu_req_params *p, char *err, 
          * tokenisation start when it is free, then the fixed latency to the engine core. */
         const st_emu_tuning *t = &e->cfg.tune;
         r->fe_factor = p->chat && t->fe_chat_factor > 0 ? t->fe_chat_factor : 1.0;
-        st_ns start = e->fe_free > r->arrival ? e->fe_free : r->arrival;
-        e->fe_free = start + (st_ns)(t->fe_req_cpu_s * r->fe_factor * 1e9);
-        r->ready = e->fe_free + (st_ns)(t->fe_latency_s * r->fe_factor * 1e9);
+        st_ns cost = (st_ns)(t->fe_req_cpu_s * r->fe_factor * 1e9), done;
+        if (r->arrival < e->fe_batch) {
+            /* it reached the server while the latest step ran, before that step's tokens did
+             * (a virtual-time caller adds it after the step): handled ahead of them; their
+             * delivery times stand, the queue's end moves by its cost */
+            st_ns start = e->fe_pre > r->arrival ? e->fe_pre : r->arrival;
+            done = e->fe_pre = start + cost;
+            e->fe_free += cost;
+        } else {
+            st_ns start = e->fe_free > r->arrival ? e->fe_free : r->arrival;
+            done = e->fe_free = start + cost;
+        }
+        r->ready = done + (st_ns)(t->fe_latency_s * r->fe_factor * 1e9);
     }
     if (wq_push_back(e, r) < 0)
         goto nomem;
@@ -577,6 +589,8 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
      * token reaches its client when the server has handled it (the step's end while it keeps up). */
     if (!e->cfg.no_frontend && n_ev) {
         st_ns start = e->fe_free > end ? e->fe_free : end;
+        e->fe_pre = e->fe_free;
+        e->fe_batch = start;
         double per = e->cfg.tune.fe_token_cpu_s * 1e9, done = 0;
         for (uint32_t i = 0; i < n_ev; i++) {
             done += per * e->sched_fe[i];

@@ -485,7 +485,7 @@ static void fill_dist(double *vals, uint32_t n, st_fid_dist *d)
 static int figures_of(const st_record *rec, uint32_t n, const st_emu_sim_stats *ss, st_fid_figures *f)
 {
     st_ns t1 = 0;
-    uint64_t gen = 0, prompt = 0, itl_n = 0;
+    uint64_t gen = 0, prompt = 0;
     f->completed = 0;
     for (uint32_t i = 0; i < n; i++) {
         const st_record *r = &rec[i];
@@ -496,7 +496,6 @@ static int figures_of(const st_record *rec, uint32_t n, const st_emu_sim_stats *
             t1 = r->end;
         gen += r->output_tokens;
         prompt += r->input_tokens;
-        itl_n += r->n_events > 1 ? r->n_events - 1 : 0;
     }
     f->preemptions = (uint32_t)ss->preemptions;
     f->duration_s = t1 / 1e9;
@@ -505,7 +504,7 @@ static int figures_of(const st_record *rec, uint32_t n, const st_emu_sim_stats *
         f->out_tok_s = gen / f->duration_s;
         f->total_tok_s = (gen + prompt) / f->duration_s;
     }
-    double *v = malloc(((size_t)n + itl_n + 1) * sizeof *v);
+    double *v = malloc(((size_t)n + 1) * sizeof *v);
     if (!v)
         return -1;
     uint32_t k = 0;
@@ -518,12 +517,17 @@ static int figures_of(const st_record *rec, uint32_t n, const st_emu_sim_stats *
         if (rec[i].status == ST_REQ_OK && rec[i].output_tokens > 1)
             v[k++] = (rec[i].end - rec[i].first_token) / 1e6 / (rec[i].output_tokens - 1);
     fill_dist(v, k, &f->tpot_ms);
+    /* ITL: the mean only (the comparison does not use it; sorting every inter-token gap of
+     * every run cost a third of the harness's time) */
+    double gaps = 0;
     size_t m = 0;
     for (uint32_t i = 0; i < n; i++)
-        if (rec[i].status == ST_REQ_OK)
-            for (uint32_t e = 1; e < rec[i].n_events; e++)
-                v[m++] = (rec[i].events[e] - rec[i].events[e - 1]) / 1e6;
-    fill_dist(v, (uint32_t)m, &f->itl_ms);
+        if (rec[i].status == ST_REQ_OK && rec[i].n_events > 1) {
+            gaps += (rec[i].events[rec[i].n_events - 1] - rec[i].events[0]) / 1e6;
+            m += rec[i].n_events - 1;
+        }
+    f->itl_ms.mean = m ? gaps / m : NAN;
+    f->itl_ms.p50 = f->itl_ms.p95 = f->itl_ms.p99 = NAN;
     free(v);
     return 0;
 }
@@ -605,50 +609,78 @@ static void add_scaled(st_fid_dist *a, const st_fid_dist *b, double w)
     a->p99 += w * b->p99;
 }
 
-int st_fid_predict_in(const st_fid_point *pts, uint32_t n, uint32_t i, const st_emu_config *cfg, st_fid_figures *f,
-                      char *err, size_t errlen)
+/* Replays sweep `sweep` on one engine in its run order, round after round, and fills out[j]
+ * (j indexes pts) for every point j of the sweep: the mean of the rounds' figures, or the one
+ * round the point reports. Stops after the last run any point of the sweep reports. */
+int st_fid_predict_sweep(const st_fid_point *pts, uint32_t n, int sweep, const st_emu_config *cfg, st_fid_figures *out,
+                         char *err, size_t errlen)
 {
-    const st_fid_point *p = &pts[i];
-    if (p->sweep < 0)
-        return st_fid_predict(p, cfg, f, err, errlen);
-    memset(f, 0, sizeof *f);
     /* the sweep's points in run order */
-    uint32_t k = 0, *order = malloc((size_t)n * sizeof *order);
-    if (!order) {
+    uint32_t k = 0, *order = malloc((size_t)(n ? n : 1) * sizeof *order), *used = calloc(n ? n : 1, sizeof *used);
+    if (!order || !used) {
+        free(order);
+        free(used);
         snprintf(err, errlen, "out of memory");
         return -1;
     }
     for (uint32_t pos = 0; k < n; pos++) {
         uint32_t found = 0;
         for (uint32_t j = 0; j < n; j++)
-            if (pts[j].sweep == p->sweep && pts[j].sweep_pos == pos) {
+            if (pts[j].sweep == sweep && pts[j].sweep_pos == pos) {
                 order[k++] = j;
                 found = 1;
             }
         if (!found)
             break;
     }
-    st_emu_session *S;
-    int s = new_session(cfg, &S, f, err, errlen);
-    if (s) {
+    if (k == 0) {
         free(order);
+        free(used);
+        snprintf(err, errlen, "no point in sweep %d", sweep);
+        return -1;
+    }
+    const st_fid_point *p0 = &pts[order[0]];
+    for (uint32_t q = 0; q < k; q++)
+        memset(&out[order[q]], 0, sizeof out[order[q]]);
+    st_emu_session *S;
+    st_fid_figures f0;
+    memset(&f0, 0, sizeof f0);
+    int s = new_session(cfg, &S, &f0, err, errlen);
+    if (s) {
+        for (uint32_t q = 0; q < k; q++)
+            out[order[q]] = f0;
+        free(order);
+        free(used);
         return s > 0 ? 0 : -1;
     }
     uint32_t vocab = cfg->model.vocab;
-    double kv = f->kv_tokens;
     int rc = 0;
-    for (uint32_t r = 0; r < p->preruns && rc == 0 && k > 0; r++)
-        rc = run_point(S, &pts[order[0]], vocab, NULL, err, errlen);
-    uint32_t rounds = p->rounds ? p->rounds : 1, last = p->round ? p->round : rounds, used = 0;
+    for (uint32_t r = 0; r < p0->preruns && rc == 0; r++)
+        rc = run_point(S, p0, vocab, NULL, err, errlen);
+    /* the last round any point reports, and the last run in it */
+    uint32_t rounds = p0->rounds ? p0->rounds : 1, last = 0;
+    for (uint32_t q = 0; q < k; q++) {
+        uint32_t want = pts[order[q]].round ? pts[order[q]].round : rounds;
+        if (want > last)
+            last = want;
+    }
     for (uint32_t r = 1; r <= last && rc == 0; r++)
         for (uint32_t q = 0; q < k && rc == 0; q++) {
-            int mine = order[q] == i && (p->round == 0 || p->round == r);
+            uint32_t i = order[q];
+            const st_fid_point *p = &pts[i];
+            int mine = p->round == 0 || p->round == r;
+            int later = 0; /* does any run after this one matter? */
+            for (uint32_t q2 = q + 1; q2 < k && !later; q2++)
+                later = pts[order[q2]].round == 0 || pts[order[q2]].round >= r;
+            if (r == last && !mine && !later)
+                break;
             st_fid_figures g;
             memset(&g, 0, sizeof g);
-            rc = run_point(S, &pts[order[q]], vocab, mine ? &g : NULL, err, errlen);
+            rc = run_point(S, p, vocab, mine ? &g : NULL, err, errlen);
             if (rc == 0 && mine) {
                 /* the mean of the rounds' figures (or the one round) */
-                used++;
+                st_fid_figures *f = &out[i];
+                used[i]++;
                 f->req_s += g.req_s;
                 f->out_tok_s += g.out_tok_s;
                 f->total_tok_s += g.total_tok_s;
@@ -659,25 +691,45 @@ int st_fid_predict_in(const st_fid_point *pts, uint32_t n, uint32_t i, const st_
                 f->completed += g.completed;
                 f->preemptions += g.preemptions;
             }
-            if (order[q] == i && r == last)
-                q = k; /* nothing after the point's last run matters */
         }
-    if (rc == 0 && used > 1) {
-        double w = 1.0 / used;
-        f->req_s *= w;
-        f->out_tok_s *= w;
-        f->total_tok_s *= w;
-        st_fid_dist z = { 0, 0, 0, 0 }, t = f->ttft_ms, o = f->tpot_ms, l = f->itl_ms;
-        f->ttft_ms = f->tpot_ms = f->itl_ms = z;
-        add_scaled(&f->ttft_ms, &t, w);
-        add_scaled(&f->tpot_ms, &o, w);
-        add_scaled(&f->itl_ms, &l, w);
-        f->duration_s *= w;
-        f->completed = (uint32_t)lround(f->completed * w);
+    for (uint32_t q = 0; q < k && rc == 0; q++) {
+        st_fid_figures *f = &out[order[q]];
+        uint32_t u = used[order[q]];
+        if (u > 1) {
+            double w = 1.0 / u;
+            f->req_s *= w;
+            f->out_tok_s *= w;
+            f->total_tok_s *= w;
+            st_fid_dist z = { 0, 0, 0, 0 }, t = f->ttft_ms, o = f->tpot_ms, l = f->itl_ms;
+            f->ttft_ms = f->tpot_ms = f->itl_ms = z;
+            add_scaled(&f->ttft_ms, &t, w);
+            add_scaled(&f->tpot_ms, &o, w);
+            add_scaled(&f->itl_ms, &l, w);
+            f->duration_s *= w;
+            f->completed = (uint32_t)lround(f->completed * w);
+        }
+        f->kv_tokens = f0.kv_tokens;
     }
-    f->kv_tokens = kv;
     st_emu_session_free(S);
     free(order);
+    free(used);
+    return rc;
+}
+
+int st_fid_predict_in(const st_fid_point *pts, uint32_t n, uint32_t i, const st_emu_config *cfg, st_fid_figures *f,
+                      char *err, size_t errlen)
+{
+    const st_fid_point *p = &pts[i];
+    if (p->sweep < 0)
+        return st_fid_predict(p, cfg, f, err, errlen);
+    st_fid_figures *all = calloc(n, sizeof *all);
+    if (!all) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    int rc = st_fid_predict_sweep(pts, n, p->sweep, cfg, all, err, errlen);
+    *f = all[i];
+    free(all);
     return rc;
 }
 

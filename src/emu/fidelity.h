@@ -92,6 +92,10 @@ int st_fid_predict(const st_fid_point *p, const st_emu_config *cfg, st_fid_figur
  * point runs as st_fid_predict. cfg is point i's configuration (a sweep shares one setup). */
 int st_fid_predict_in(const st_fid_point *pts, uint32_t n, uint32_t i, const st_emu_config *cfg, st_fid_figures *out,
                       char *err, size_t errlen);
+/* Every point of sweep `sweep` at once (one replay; out[j] for each point j of the sweep, the
+ * other entries untouched): what st_fid_predict_in gives each of them, for the cost of one. */
+int st_fid_predict_sweep(const st_fid_point *pts, uint32_t n, int sweep, const st_emu_config *cfg, st_fid_figures *out,
+                         char *err, size_t errlen);
 
 /* The compared metrics. */
 enum {

@@ -101,8 +101,11 @@ int st_fit_minimise(st_fit_param *p, int k, st_fit_objective f, void *arg, int s
             if (p[i].fixed)
                 continue;
             double lo = to_u(&p[i], p[i].lo), hi = to_u(&p[i], p[i].hi), u = to_u(&p[i], c.x[i]);
-            double half = (hi - lo) * width / 2;
-            double a = width >= 1 ? lo : fmax(lo, u - half), b = width >= 1 ? hi : fmin(hi, u + half);
+            double w = width;
+            if (p[i].width > 0 && p[i].width < w)
+                w = p[i].width;
+            double half = (hi - lo) * w / 2;
+            double a = w >= 1 ? lo : fmax(lo, u - half), b = w >= 1 ? hi : fmin(hi, u + half);
             if (b > a)
                 search(&c, i, a, b);
         }

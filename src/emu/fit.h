@@ -16,6 +16,8 @@ typedef struct st_fit_param {
     double lo, hi; /* bounds (lo > 0 when log) */
     int log;       /* search in log space */
     int fixed;     /* not searched */
+    double width;  /* searched within this fraction of the range around the best value, at most
+                      (a warm start); 0: the whole range on the first sweep */
 } st_fit_param;
 
 /* x: every parameter's current value (k of them); moved: the index that changed since the

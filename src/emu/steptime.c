@@ -121,20 +121,28 @@ double st_emu_step_seconds(const st_emu_config *c, const st_emu_batch *b, st_emu
         work *= 1.0 + (c->decode_slowdown - 1.0) * (double)b->decode_tokens / T;
 
     /* Per-layer costs. CUDA graphs cover batches up to min(2 x max_num_seqs, 512) tokens:
-     * there the kernels follow each other with small gaps; beyond (or with --enforce-eager)
-     * each kernel is launched from Python (dispatch, launch, and the GPU waiting between
-     * kernels it ran through faster than they were launched). */
+     * there the kernels follow each other with small gaps (serial GPU time). Beyond (or with
+     * --enforce-eager) the CPU launches every kernel as the step runs: it launches ahead of the
+     * GPU (launches are asynchronous), so the step takes the longer of the GPU's work and the
+     * launches, not their sum: a large prefill hides its launches, a small eager decode is
+     * launch-bound. A torch.compile'd step (no graph) launches fewer, fused kernels than
+     * PyTorch eager (--enforce-eager). */
     uint32_t graph_max = 2 * c->max_num_seqs < EMU_CUDA_GRAPH_MAX ? 2 * c->max_num_seqs : EMU_CUDA_GRAPH_MAX;
     int eager = c->enforce_eager || b->tokens > graph_max;
     double kfac = (EMU_KERNELS_PER_LAYER + k.quant_kernels) / EMU_KERNELS_PER_LAYER;
-    double gaps = m->layers * (eager ? tu->layer_eager_s : tu->layer_graph_s) * kfac;
+    double body = work + m->layers * tu->layer_graph_s * kfac;
+    if (eager) {
+        double launch = m->layers * kfac * (c->enforce_eager ? tu->layer_eager_s : EMU_LAYER_LAUNCH_COMPILED_S);
+        if (launch > body)
+            body = launch;
+    }
     double allreduce = 0;
     if (c->tp > 1) {
         double msg = T * m->hidden * 2.0; /* bf16 activations */
         double per = EMU_ALLREDUCE_LATENCY_S + 2.0 * (tp - 1) / tp * msg / c->gpu.link_bw;
         allreduce = 2.0 * m->layers * per;
     }
-    double gpu = work + gaps + tu->step_gpu_s + allreduce;
+    double gpu = body + tu->step_gpu_s + allreduce;
     /* The engine core's CPU work for the step (scheduling, inputs, outputs): serial with the
      * GPU, or hidden behind the previous step's GPU work with async scheduling. */
     double cpu = tu->step_cpu_s + b->seqs * tu->seq_cpu_s;

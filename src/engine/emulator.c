@@ -191,7 +191,7 @@ typedef struct st_emulator {
     /* the process against the model's schedule (servetune:emulator_* on /metrics): tokens sent,
      * those that reached the socket more than EMU_LATE_TOKEN_S of engine time after their
      * scheduled time, and engine time dropped when the steps fell too far behind to catch up */
-    uint64_t tok_sent, tok_late;
+    uint64_t tok_sent, tok_late, tok_very_late;
     double dropped_s;
     /* metrics */
     hist h_ttft, h_itl, h_e2e, h_queue, h_prefill, h_decode, h_ptok, h_gtok, h_iter;
@@ -201,9 +201,11 @@ typedef struct st_emulator {
 
 /* How far (wall time) the step schedule may fall behind and still catch up. */
 #define EMU_MAX_CATCHUP_NS (50 * ST_NS_PER_MS)
-/* A token sent this much engine time after the model's schedule counts as late (the audit flags
- * runs where many were: the host, not the modelled engine, set those latencies). */
+/* A token sent this much engine time after the model's schedule counts as late, and very late
+ * beyond the second (the audit notes runs where many were: the host, not the modelled engine,
+ * set those latencies). */
 #define EMU_LATE_TOKEN_S 0.010
+#define EMU_VERY_LATE_TOKEN_S 0.100
 
 static st_ns emu_now(void *ctx)
 {
@@ -485,6 +487,7 @@ static int deliver(st_emulator *em, stream_t *s, const st_emu_event *ev, st_ns e
         st_ns late_w = st_now() - deadline_wall;
         em->tok_sent++;
         em->tok_late += (double)late_w * em->K > EMU_LATE_TOKEN_S * 1e9;
+        em->tok_very_late += (double)late_w * em->K > EMU_VERY_LATE_TOKEN_S * 1e9;
     }
     if (em->o->print_jitter && wr == 0) {
         st_ns late = st_now() - deadline_wall;
@@ -957,6 +960,8 @@ static void handle_metrics(st_emulator *em, st_server_resp *resp)
         { "servetune:emulator_tokens_total", "Tokens the emulator sent.", em->tok_sent },
         { "servetune:emulator_tokens_late_total",
           "Tokens sent more than 10 ms of engine time after the model's schedule (the host was busy).", em->tok_late },
+        { "servetune:emulator_tokens_very_late_total",
+          "Tokens sent more than 100 ms of engine time after the model's schedule.", em->tok_very_late },
     };
     for (size_t i = 0; i < sizeof ctr / sizeof ctr[0]; i++) {
         metric_head(b, ctr[i].name, "counter", ctr[i].help);

@@ -7,7 +7,8 @@
 
 static const char *const met_names[ST_MET__COUNT] = {
     "kv_usage",      "running",           "waiting",         "preemptions", "prefix_hits",     "prefix_queries",
-    "prompt_tokens", "generation_tokens", "prefix_hit_rate", "emu_tokens",  "emu_late_tokens", "emu_dropped_s",
+    "prompt_tokens", "generation_tokens", "prefix_hit_rate", "emu_tokens",  "emu_late_tokens", "emu_very_late_tokens",
+    "emu_dropped_s",
 };
 
 const char *st_metrics_name(st_metric m) { return ((unsigned)m < ST_MET__COUNT) ? met_names[m] : "unknown"; }
@@ -43,6 +44,7 @@ static const char *const *const vllm_names[ST_MET__COUNT] = {
     /* servetune's emulator (engine/emulator.c), absent from vLLM */
     [ST_MET_EMU_TOKENS] = L("servetune:emulator_tokens_total"),
     [ST_MET_EMU_LATE] = L("servetune:emulator_tokens_late_total"),
+    [ST_MET_EMU_VERY_LATE] = L("servetune:emulator_tokens_very_late_total"),
     [ST_MET_EMU_DROPPED_S] = L("servetune:emulator_dropped_seconds_total"),
 };
 static const char *const *const sglang_names[ST_MET__COUNT] = {

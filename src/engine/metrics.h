@@ -22,13 +22,14 @@ typedef enum st_metric {
     /* servetune's emulator only: the process against the model's schedule */
     ST_MET_EMU_TOKENS,    /* counter, tokens sent */
     ST_MET_EMU_LATE,      /* counter, tokens sent more than 10 ms of engine time late */
+    ST_MET_EMU_VERY_LATE, /* counter, tokens sent more than 100 ms of engine time late */
     ST_MET_EMU_DROPPED_S, /* counter, engine seconds lost when the process fell behind */
     ST_MET__COUNT
 } st_metric;
 
 /* "kv_usage", "running", "waiting", "preemptions", "prefix_hits", "prefix_queries",
  * "prompt_tokens", "generation_tokens", "prefix_hit_rate", "emu_tokens", "emu_late_tokens",
- * "emu_dropped_s". */
+ * "emu_very_late_tokens", "emu_dropped_s". */
 const char *st_metrics_name(st_metric m);
 int st_metrics_from_name(const char *name, st_metric *out);
 /* Engines: "vllm" (also "emulator", which exposes vLLM's names), "sglang", "tgi",
@@ -63,7 +64,7 @@ typedef struct st_metrics_sample {
 /* Scraping: turns one /metrics scrape into the audit's generic samples (engine/metrics.h names:
  * kv_usage, running, waiting, preemptions, prefix_hits, prefix_queries, prompt_tokens,
  * generation_tokens, prefix_hit_rate; the emulator's emu_tokens, emu_late_tokens,
- * emu_dropped_s), per engine dialect, plus the engine's own TTFT
+ * emu_very_late_tokens, emu_dropped_s), per engine dialect, plus the engine's own TTFT
  * histogram when it exposes one (vLLM / the emulator: vllm:time_to_first_token_seconds;
  * SGLang: sglang:time_to_first_token_seconds), stored as plain samples so that the notes
  * (report/notes.h) can take its change over a run:

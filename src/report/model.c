@@ -24,9 +24,9 @@ static void server_figures(const st_metrics_sample *m, uint32_t n, st_rep_server
 {
     out->samples = 0;
     out->kv_usage_max = out->running_max = out->waiting_max = out->preemptions = out->prefix_hit_rate = NAN;
-    out->emu_late_share = out->emu_dropped_share = NAN;
+    out->emu_late_share = out->emu_very_late_share = out->emu_dropped_share = NAN;
     double p0 = NAN, p1 = NAN, h0 = NAN, h1 = NAN, q0 = NAN, q1 = NAN, last_t = -1;
-    double e0 = NAN, e1 = NAN, l0 = NAN, l1 = NAN, d0 = NAN, d1 = NAN, dt0 = NAN, dt1 = NAN;
+    double e0 = NAN, e1 = NAN, l0 = NAN, l1 = NAN, v0 = NAN, v1 = NAN, d0 = NAN, d1 = NAN, dt0 = NAN, dt1 = NAN;
     for (uint32_t i = 0; i < n; i++) {
         const char *k = m[i].name;
         double v = m[i].value;
@@ -60,6 +60,10 @@ static void server_figures(const st_metrics_sample *m, uint32_t n, st_rep_server
             if (isnan(l0))
                 l0 = v;
             l1 = v;
+        } else if (!strcmp(k, "emu_very_late_tokens")) {
+            if (isnan(v0))
+                v0 = v;
+            v1 = v;
         } else if (!strcmp(k, "emu_dropped_s")) {
             if (isnan(d0)) {
                 d0 = v;
@@ -71,6 +75,8 @@ static void server_figures(const st_metrics_sample *m, uint32_t n, st_rep_server
     }
     if (!isnan(e0) && !isnan(l0) && e1 > e0)
         out->emu_late_share = (l1 - l0) / (e1 - e0);
+    if (!isnan(e0) && !isnan(v0) && e1 > e0)
+        out->emu_very_late_share = (v1 - v0) / (e1 - e0);
     if (!isnan(d0) && dt1 > dt0)
         out->emu_dropped_share = (d1 - d0) / (dt1 - dt0);
     if (!isnan(p0))

@@ -28,11 +28,13 @@ typedef enum st_note_sev { ST_NOTE_INFO = 0, ST_NOTE_WARN, ST_NOTE_PROBLEM } st_
 const char *st_note_sev_name(st_note_sev s);
 
 #define ST_NOTE_RATES_MAX 32
-/* The emulator lagged its model's schedule (note emulator_lagged): more than this share of its
- * tokens went out over 10 ms of engine time late (TTFT and ITL then carry the host's delay), or
- * it lost more than this share of the engine's time (every step after slowed). */
+/* The emulator lagged its model's schedule (note emulator_lagged, a warning): more than this
+ * share of its tokens went out over 100 ms of engine time late, or it lost more than this share
+ * of the engine's time (every step after slowed). Note emulator_jitter (info): more than
+ * ST_NOTE_EMU_JITTER_SHARE of its tokens over 10 ms late (TTFT and ITL carry that delay). */
 #define ST_NOTE_EMU_LATE_SHARE 0.05
 #define ST_NOTE_EMU_DROPPED_SHARE 0.01
+#define ST_NOTE_EMU_JITTER_SHARE 0.05
 #define ST_NOTE_EVIDENCE_MAX 16
 /* The longest text of one note (bytes). */
 #define ST_NOTE_TEXT_MAX (1u << 14)

@@ -44,10 +44,10 @@ typedef struct st_rep_server {
     double running_max, waiting_max;
     double preemptions;     /* counter increase over the run */
     double prefix_hit_rate; /* prefix_hits / prefix_queries increase over the run */
-    /* servetune's emulator against its model's schedule over the run: the share of tokens sent
-     * more than 10 ms of engine time late, and the share of engine time lost when the process
-     * fell behind (NAN: not an emulator). Either large: the host, not the model, set latencies */
-    double emu_late_share, emu_dropped_share;
+    /* servetune's emulator against its model's schedule over the run: the shares of tokens sent
+     * more than 10 ms and more than 100 ms of engine time late, and the share of engine time lost
+     * when the process fell behind (NAN: not an emulator): the host's part of the latencies */
+    double emu_late_share, emu_very_late_share, emu_dropped_share;
     /* The server's own timings of each request (llama.cpp's `timings`, from the stored records)
      * against the client's: srv_n completed requests carried them (0: none; the rest NAN). */
     uint32_t srv_n;

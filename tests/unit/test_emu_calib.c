@@ -23,9 +23,9 @@ static void fit_finds_a_bounded_minimum(void **state)
 {
     (void)state;
     st_fit_param p[3] = {
-        { "a", 1.0, 0.0, 10.0, 0, 0 },
-        { "b", 1.0, 1e-4, 10.0, 1, 0 },
-        { "c", 0.9, 0.6, 1.0, 0, 0 }, /* the minimum (0.5) is outside: the bound is the answer */
+        { "a", 1.0, 0.0, 10.0, 0, 0, 0 },
+        { "b", 1.0, 1e-4, 10.0, 1, 0, 0 },
+        { "c", 0.9, 0.6, 1.0, 0, 0, 0 }, /* the minimum (0.5) is outside: the bound is the answer */
     };
     int calls = 0;
     st_fit_result r;
@@ -36,8 +36,35 @@ static void fit_finds_a_bounded_minimum(void **state)
     assert_true(r.loss < r.loss0);
     assert_int_equal(r.evaluations, calls);
     /* a log parameter needs positive bounds */
-    st_fit_param bad = { "x", 1, 0, 1, 1, 0 };
+    st_fit_param bad = { "x", 1, 0, 1, 1, 0, 0 };
     assert_int_equal(st_fit_minimise(&bad, 1, bowl, &calls, 1, &r), -1);
+}
+
+/* A warm start searches only a window around the best value so far: near the minimum it finds
+ * it; far from it, each sweep moves it at most half a window towards it, where a whole-range
+ * search finds it. */
+static void fit_warm_start_stays_in_its_window(void **state)
+{
+    (void)state;
+    int calls = 0;
+    st_fit_result r;
+    st_fit_param near[3] = {
+        { "a", 3.4, 0.0, 10.0, 0, 0, 0.1 },
+        { "b", 0.01, 1e-4, 10.0, 1, 0, 0.1 },
+        { "c", 0.6, 0.6, 1.0, 0, 0, 0.1 },
+    };
+    assert_int_equal(st_fit_minimise(near, 3, bowl, &calls, 3, &r), 0);
+    assert_near(near[0].value, 3.0, 0.02);
+    st_fit_param far[3] = {
+        { "a", 8.0, 0.0, 10.0, 0, 0, 0.1 },
+        { "b", 0.01, 1e-4, 10.0, 1, 0, 0.1 },
+        { "c", 0.6, 0.6, 1.0, 0, 0, 0.1 },
+    };
+    assert_int_equal(st_fit_minimise(far, 3, bowl, &calls, 3, &r), 0);
+    assert_true(far[0].value >= 8.0 - 3 * 0.5 - 1e-9 && far[0].value < 8.0);
+    far[0] = (st_fit_param){ "a", 8.0, 0.0, 10.0, 0, 0, 0 };
+    assert_int_equal(st_fit_minimise(far, 3, bowl, &calls, 3, &r), 0);
+    assert_near(far[0].value, 3.0, 0.02);
 }
 
 static void config_for(st_emu_config *c, const char *gpu, const char *model)
@@ -231,9 +258,8 @@ static void fidelity_sweeps_replay_the_server(void **state)
 int main(void)
 {
     const struct CMUnitTest t[] = {
-        cmocka_unit_test(fit_finds_a_bounded_minimum),
-        cmocka_unit_test(calibration_round_trip_and_refusals),
-        cmocka_unit_test(fidelity_points_run),
+        cmocka_unit_test(fit_finds_a_bounded_minimum),         cmocka_unit_test(fit_warm_start_stays_in_its_window),
+        cmocka_unit_test(calibration_round_trip_and_refusals), cmocka_unit_test(fidelity_points_run),
         cmocka_unit_test(fidelity_sweeps_replay_the_server),
     };
     return cmocka_run_group_tests(t, 0, 0);
