@@ -335,6 +335,17 @@ static int batch_filling(const growth *g)
     return g->g_inflight && !g->g_waiting && !g->g_ttft && isfinite(g->waiting.slope);
 }
 
+/* The window's flow balance would fail (as st_sustain_finish judges it): the in-flight slope's
+ * interval lies above the growth margin. */
+static int inflight_short(const st_sustain *s, const growth *g)
+{
+    const st_trend *t = &g->inflight;
+    if (!isfinite(t->slope) || !isfinite(t->se) || t->batches < 3)
+        return 0;
+    double tq = st_t_quantile(0.5 + s->p.confidence / 2, t->batches - 2) * t->se;
+    return t->slope - tq > ST_SUSTAIN_GROWTH_MARGIN * s->p.offered_rps;
+}
+
 static void describe_growth(const growth *g, double lam, double delivered, char *b, size_t n)
 {
     size_t off = 0;
@@ -643,7 +654,8 @@ int st_sustain_step(st_sustain *s, const st_record *recs, uint32_t n, st_ns now,
             arrivals_between(&v, s->warm_end_s, v.now) >= s->p.min_window_requests) {
             growth g;
             if (s->restarts < ST_SUSTAIN_MAX_RESTARTS &&
-                growth_tests(s, &v, s->warm_end_s, c.e2e_recent, samples, n_samples, 0, &g) == 0 && batch_filling(&g)) {
+                growth_tests(s, &v, s->warm_end_s, c.e2e_recent, samples, n_samples, 0, &g) == 0 &&
+                (g.g_inflight || inflight_short(s, &g)) && !g.g_waiting && !g.g_ttft && isfinite(g.waiting.slope)) {
                 s->warm_end_s = v.now; /* no steady state yet: this window was warm-up too */
                 s->restarts++;
             } else {

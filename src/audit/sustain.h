@@ -25,7 +25,7 @@
  * flat are the batch still filling (its step time grows with it, so the fixed point of an engine
  * that admits everything is reached slowly), not an overload, which fills the waiting queue: such
  * growth is no hit, and a window that shows it starts again at its end (at most
- * ST_SUSTAIN_MAX_RESTARTS times; max_duration then makes the run undecided).
+ * ST_SUSTAIN_MAX_RESTARTS times, within max_duration).
  * An SLO term whose fraction of breaches among the window's arrivals is above what its
  * percentile allows with confidence (lower bound) stops the run as SLO missed, as do failed
  * requests: one that arrived in the window (a failed request fails the run), or, before the
@@ -55,7 +55,7 @@
 #define ST_SUSTAIN_INTERIM 10
 /* Evaluations in a row that must find growth before an early stop (over half a median E2E). */
 #define ST_SUSTAIN_PERSIST 2
-#define ST_SUSTAIN_MAX_RESTARTS 3
+#define ST_SUSTAIN_MAX_RESTARTS 6
 /* Points a trend needs (and in-flight points sampled per evaluation at most). */
 #define ST_SUSTAIN_MIN_POINTS 20
 #define ST_SUSTAIN_GRID 240
