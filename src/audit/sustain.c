@@ -328,6 +328,24 @@ static int growth_tests(const st_sustain *s, const view *v, double t0, double e2
     return 0;
 }
 
+/* Requests in flight grow, but the engine's waiting queue (scraped) and TTFT do not: the batch is
+ * still filling, no overload (audit/sustain.h). */
+static int batch_filling(const growth *g)
+{
+    return g->g_inflight && !g->g_waiting && !g->g_ttft && isfinite(g->waiting.slope);
+}
+
+/* The window's flow balance would fail (as st_sustain_finish judges it): the in-flight slope's
+ * interval lies above the growth margin. */
+static int inflight_short(const st_sustain *s, const growth *g)
+{
+    const st_trend *t = &g->inflight;
+    if (!isfinite(t->slope) || !isfinite(t->se) || t->batches < 3)
+        return 0;
+    double tq = st_t_quantile(0.5 + s->p.confidence / 2, t->batches - 2) * t->se;
+    return t->slope - tq > ST_SUSTAIN_GROWTH_MARGIN * s->p.offered_rps;
+}
+
 static void describe_growth(const growth *g, double lam, double delivered, char *b, size_t n)
 {
     size_t off = 0;
@@ -611,7 +629,7 @@ int st_sustain_step(st_sustain *s, const st_record *recs, uint32_t n, st_ns now,
     if (test_now && s->phase >= ST_SUS_WARM && s->phase < ST_SUS_DONE) {
         growth g;
         if (growth_tests(s, &v, growth_start(s, &c), c.e2e_recent, samples, n_samples, 1, &g) == 0) {
-            int any = g.g_inflight || g.g_ttft || g.g_waiting;
+            int any = (g.g_inflight || g.g_ttft || g.g_waiting) && !batch_filling(&g);
             s->hits = any ? s->hits + 1 : 0;
             if (s->hits == 1)
                 s->first_hit_s = v.now;
@@ -634,8 +652,16 @@ int st_sustain_step(st_sustain *s, const st_record *recs, uint32_t n, st_ns now,
     if (s->phase == ST_SUS_WINDOW) {
         if (v.now - s->warm_end_s >= window_needed(s, c.e2e_recent) &&
             arrivals_between(&v, s->warm_end_s, v.now) >= s->p.min_window_requests) {
-            s->window_end_s = v.now;
-            s->phase = ST_SUS_COOL;
+            growth g;
+            if (s->restarts < ST_SUSTAIN_MAX_RESTARTS &&
+                growth_tests(s, &v, s->warm_end_s, c.e2e_recent, samples, n_samples, 0, &g) == 0 &&
+                (g.g_inflight || inflight_short(s, &g)) && !g.g_waiting && !g.g_ttft && isfinite(g.waiting.slope)) {
+                s->warm_end_s = v.now; /* no steady state yet: this window was warm-up too */
+                s->restarts++;
+            } else {
+                s->window_end_s = v.now;
+                s->phase = ST_SUS_COOL;
+            }
         }
     }
     if (s->p.early_stop && failing_now(s, &v, &c, why, sizeof why)) {
@@ -878,13 +904,14 @@ int st_sustain_finish(const st_sustain *s, const st_record *recs, uint32_t n, co
         out->verdict = ST_VERDICT_OVERSAT;
         out->confident = 1;
         out->worst_ratio = INFINITY;
-        snprintf(out->why, sizeof out->why,
-                 "over-saturated: in the window the engine delivers %.3g req/s (CI %.3g-%.3g) of the %.3g that arrived: "
-                 "requests in flight grow by %.3g/s",
-                 out->delivered_rps, out->delivered_lo, out->delivered_hi, out->offered_rps,
-                 out->offered_rps - out->delivered_rps);
-    } else if (s->oversaturated ||
-               (!s->undecided && !s->slo_missed && !s->failing && (g.g_inflight || g.g_ttft || g.g_waiting))) {
+        snprintf(
+            out->why, sizeof out->why,
+            "over-saturated: in the window the engine delivers %.3g req/s (CI %.3g-%.3g) of the %.3g that arrived: "
+            "requests in flight grow by %.3g/s",
+            out->delivered_rps, out->delivered_lo, out->delivered_hi, out->offered_rps,
+            out->offered_rps - out->delivered_rps);
+    } else if (s->oversaturated || (!s->undecided && !s->slo_missed && !s->failing &&
+                                    (g.g_inflight || g.g_ttft || g.g_waiting) && !batch_filling(&g))) {
         out->verdict = ST_VERDICT_OVERSAT;
         out->confident = 1;
         out->worst_ratio = INFINITY;

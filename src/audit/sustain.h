@@ -21,6 +21,11 @@
  * p < 1 - confidence) and at least ST_SUSTAIN_GROWTH_MARGIN of the offered rate (requests/s;
  * TTFT: seconds per second). Growth found at ST_SUSTAIN_PERSIST evaluations in a row stops the
  * run as over-saturated (early, it costs money), as does growth at the final evaluation.
+ * Requests in flight that grow while the engine's waiting queue is scraped and flat and TTFT is
+ * flat are the batch still filling (its step time grows with it, so the fixed point of an engine
+ * that admits everything is reached slowly), not an overload, which fills the waiting queue: such
+ * growth is no hit, and a window that shows it starts again at its end (at most
+ * ST_SUSTAIN_MAX_RESTARTS times, within max_duration).
  * An SLO term whose fraction of breaches among the window's arrivals is above what its
  * percentile allows with confidence (lower bound) stops the run as SLO missed, as do failed
  * requests: one that arrived in the window (a failed request fails the run), or, before the
@@ -50,6 +55,7 @@
 #define ST_SUSTAIN_INTERIM 10
 /* Evaluations in a row that must find growth before an early stop (over half a median E2E). */
 #define ST_SUSTAIN_PERSIST 2
+#define ST_SUSTAIN_MAX_RESTARTS 6
 /* Points a trend needs (and in-flight points sampled per evaluation at most). */
 #define ST_SUSTAIN_MIN_POINTS 20
 #define ST_SUSTAIN_GRID 240
@@ -104,6 +110,7 @@ typedef struct st_sustain {
     int slo_missed;      /* decided online (confident) */
     int failing;         /* requests fail: one in the window, or most of those that ended before it */
     int undecided;       /* stopped at a bound */
+    int restarts;        /* windows started again: the batch was still filling */
     char why[320];       /* the reason of an online stop */
 } st_sustain;
 

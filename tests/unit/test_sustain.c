@@ -47,9 +47,10 @@ static void free_run(synth *s)
         st_record_free(&s->rec[i]);
 }
 
-/* Ticks the controller every second of the run until it stops; then marks what it cut off and
- * judges the run. Returns the stop time (s). */
-static double drive(synth *s, st_sustain *c, st_sustain_result *res)
+/* Ticks the controller every second of the run until it stops, with the metric samples taken up
+ * to each tick (sm: t ascending, may be NULL); then marks what it cut off and judges the run.
+ * Returns the stop time (s). */
+static double drive_with(synth *s, st_sustain *c, st_sustain_result *res, const st_metrics_sample *sm, uint32_t nsm)
 {
     st_ns t = 0, horizon = s->rec[s->n - 1].end;
     int stopped = 0;
@@ -64,7 +65,10 @@ static double drive(synth *s, st_sustain *c, st_sustain_result *res)
             if (v->end > t)
                 v->end = -1;
         }
-        stopped = st_sustain_step(c, s->view, s->n, t, 1.0, NULL, 0);
+        uint32_t k = 0;
+        while (k < nsm && sm[k].t <= st_ns_to_s(t))
+            k++;
+        stopped = st_sustain_step(c, s->view, s->n, t, 1.0, sm, k);
     }
     double stop = st_ns_to_s(t - ST_NS_PER_S);
     /* what the stop cut off: aborted (in flight) or never sent */
@@ -81,9 +85,11 @@ static double drive(synth *s, st_sustain *c, st_sustain_result *res)
             r->status = ST_REQ_ABORTED;
         }
     }
-    assert_int_equal(st_sustain_finish(c, s->rec, s->n, NULL, 0, res), 0);
+    assert_int_equal(st_sustain_finish(c, s->rec, s->n, sm, nsm, res), 0);
     return stop;
 }
+
+static double drive(synth *s, st_sustain *c, st_sustain_result *res) { return drive_with(s, c, res, NULL, 0); }
 
 static st_audit_slo slo_of(double ttft_ms)
 {
@@ -262,12 +268,75 @@ static void failing_requests_stop_the_run(void **state)
     free(s);
 }
 
+/* An engine that admits every request (no waiting queue) whose step time grows with its batch:
+ * E2E climbs slowly from 2 s to 9 s over 100 s, TTFT stays 50 ms, so the requests in flight climb
+ * for minutes towards their fixed point (lam x E2E) while nothing waits. With the engine's waiting
+ * queue scraped (flat at 0) that is the batch filling: the window starts again until it levels
+ * and the run is sustained. */
+static void filling_batch_is_not_an_overload(void **state)
+{
+    (void)state;
+    synth *s = calloc(1, sizeof *s);
+    uint32_t n = 3000;
+    st_ns *sched = malloc(sizeof *sched * n);
+    st_arrival a = { .kind = ST_ARR_CONSTANT, .rate = 10, .burstiness = 1, .seed = 21 };
+    assert_int_equal(st_arrival_schedule(&a, n, sched), 0);
+    for (uint32_t i = 0; i < n; i++) {
+        st_record *r = &s->rec[i];
+        st_record_init(r, i);
+        double at = st_ns_to_s(sched[i]), e2e = 2 + 0.07 * (at < 100 ? at : 100);
+        r->scheduled = r->sent = sched[i];
+        r->first_byte = r->first_token = sched[i] + 50 * ST_NS_PER_MS;
+        r->end = sched[i] + (st_ns)(e2e * 1e9);
+        st_record_add_event(r, r->first_token);
+        st_record_add_event(r, r->end);
+        r->output_requested = r->output_tokens = 2;
+    }
+    s->n = n;
+    free(sched);
+    st_metrics_sample *sm = calloc(700, sizeof *sm);
+    for (uint32_t k = 0; k < 700; k++)
+        sm[k] = (st_metrics_sample){ .t = k + 0.5, .name = "waiting", .value = 0 };
+    st_audit_slo slo = slo_of(1e6);
+    st_sustain_params p = params(&slo, 10, n);
+    p.min_window_requests = 300;
+    /* the waiting queue in view: sustained, after starting its window again */
+    st_sustain c;
+    st_sustain_init(&c, &p);
+    st_sustain_result r;
+    drive_with(s, &c, &r, sm, 700);
+    if (r.verdict != ST_VERDICT_PASS)
+        fail_msg("with the waiting queue: %s (restarts %d, window %.0f-%.0f)", r.why, c.restarts, r.window_start_s,
+                 r.window_end_s);
+    assert_true(c.restarts >= 1);
+    assert_true(r.window_start_s > 60);
+    free_run(s);
+    /* the same run without the waiting queue in view: the growth counts (an overload) */
+    for (uint32_t i = 0; i < n; i++) {
+        st_record *x = &s->rec[i];
+        double at = st_ns_to_s((st_ns)(i * 1e8)), e2e = 2 + 0.07 * (at < 100 ? at : 100);
+        st_record_init(x, i);
+        x->scheduled = x->sent = (st_ns)(i * 1e8);
+        x->first_byte = x->first_token = x->scheduled + 50 * ST_NS_PER_MS;
+        x->end = x->scheduled + (st_ns)(e2e * 1e9);
+        st_record_add_event(x, x->first_token);
+        st_record_add_event(x, x->end);
+        x->output_requested = x->output_tokens = 2;
+    }
+    st_sustain_init(&c, &p);
+    drive(s, &c, &r);
+    assert_int_equal(r.verdict, ST_VERDICT_OVERSAT);
+    free_run(s);
+    free(sm);
+    free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
         cmocka_unit_test(steady_queue_is_sustained),     cmocka_unit_test(growing_queue_is_oversaturated),
         cmocka_unit_test(missed_slo_is_called),          cmocka_unit_test(bound_hit_is_undecided),
-        cmocka_unit_test(failing_requests_stop_the_run),
+        cmocka_unit_test(failing_requests_stop_the_run), cmocka_unit_test(filling_batch_is_not_an_overload),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }
