@@ -15,6 +15,7 @@
 #include "core/buf.h"
 #include "engine/adapter.h"
 #include "load/api.h"
+#include "load/session.h"
 #include "load/tokenize.h"
 #include "core/secret.h"
 #include "core/util.h"
@@ -489,6 +490,9 @@ static int http_run_rate(st_executor *x, const st_exec_rate *in, st_config_row *
     }
     for (uint32_t i = 0; i < n; i++)
         sched[i] = (st_ns)((double)in->sched[i] / K);
+    /* sessions: think times in the executor's time too (given back after the run) */
+    for (uint32_t i = n - in->w->n_dependent; i < n && K != 1; i++)
+        in->w->items[i].think = (st_ns)((double)in->w->items[i].think / K);
     http_tick T = { .in = in };
     st_api_kind api = ST_API_COMPLETIONS;
     st_api_from_name(E->l.api, &api);
@@ -505,7 +509,9 @@ static int http_run_rate(st_executor *x, const st_exec_rate *in, st_config_row *
                             .timeout_s = in->timeout_s / K,
                             .tick = http_on_tick,
                             .tick_arg = &T,
-                            .stop = &T.run_stop };
+                            .stop = &T.run_stop,
+                            .on_end = in->w->n_dependent ? st_session_on_end : NULL,
+                            .on_end_arg = in->w };
     scraper sc = { .E = E, .time_scale = K };
     int have_scraper = 0;
     if (!in->warmup) {
@@ -517,6 +523,8 @@ static int http_run_rate(st_executor *x, const st_exec_rate *in, st_config_row *
     st_run_result res;
     memset(&res, 0, sizeof res);
     int rr = st_runner_run(&rc, &res, err, errlen);
+    for (uint32_t i = n - in->w->n_dependent; i < n && K != 1; i++)
+        in->w->items[i].think = (st_ns)((double)in->w->items[i].think * K);
     if (!in->warmup) {
         if (have_scraper) {
             atomic_store(&sc.stop, 1);

@@ -284,10 +284,11 @@ static int model_on_tick(void *arg, st_ns now, const st_emu_stats *es, const st_
     return T->in->tick(T->in->tick_arg, &p, T->out->samples, T->out->n_samples);
 }
 
-/* The offered rate of a run: (n - 1) / the span of its arrivals; INFINITY for all at once. */
+/* The offered rate of a run: (n - 1) / the span of its arrivals (sessions: of their first turns);
+ * INFINITY for all at once. */
 static double offered_rate(const st_exec_rate *in)
 {
-    uint32_t n = in->w->n;
+    uint32_t n = in->w->n - in->w->n_dependent;
     if (n < 2 || !in->sched)
         return 0;
     st_ns lo = in->sched[0], hi = in->sched[0];

@@ -32,8 +32,9 @@ typedef struct st_executor st_executor;
 /* One rate run (or the warm-up). */
 typedef struct st_exec_rate {
     const st_spec_config *c;
-    const st_workload *w;     /* the requests */
-    const st_ns *sched;       /* w->n arrival offsets (ns, engine time) */
+    st_workload *w;           /* the requests; with sessions (w->n_dependent > 0) the executor fills
+                                 each later turn's history as the turn before it ends (load/session.h) */
+    const st_ns *sched;       /* w->n arrival offsets (ns, engine time; a session's later turns: unused) */
     uint32_t warmup;          /* the first `warmup` items are warm-up (not measured) */
     double timeout_s;         /* per request, engine time */
     uint32_t max_concurrency; /* > 0: at most this many requests in flight; 0: open loop */

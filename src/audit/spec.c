@@ -421,12 +421,94 @@ static int parse_hardware(pctx *p, yaml_node_t *n, st_spec *s)
     return get_double(p, v, "hardware.price_per_gpu_hour", &s->hardware.price_per_gpu_hour, 0, 1);
 }
 
+/* "N" or "MIN-MAX" turns per session, within 1..ST_SPEC_MAX_TURNS. */
+static int get_turns(pctx *p, yaml_node_t *n, uint32_t *lo, uint32_t *hi)
+{
+    const char *t = scalar(n);
+    char a[32] = "", *dash;
+    long x = 0, y = 0;
+    int ok = t && strlen(t) < sizeof a;
+    if (ok) {
+        snprintf(a, sizeof a, "%s", t);
+        dash = strchr(a, '-');
+        if (dash)
+            *dash = '\0';
+        ok = st_parse_long(a, &x) == 0 && (dash ? st_parse_long(dash + 1, &y) == 0 : (y = x, 1));
+    }
+    if (!ok || x < 1 || y < x || y > (long)ST_SPEC_MAX_TURNS)
+        return failf(p, n, "workload.sessions.turns: expected N or MIN-MAX (e.g. 2-6) within 1..%u, got '%s'",
+                     ST_SPEC_MAX_TURNS, t ? t : "(not a scalar)");
+    *lo = (uint32_t)x;
+    *hi = (uint32_t)y;
+    return 0;
+}
+
+/* workload.sessions: `replay` or `flat` for a trace; a mapping for synthetic sessions. */
+static int parse_sessions(pctx *p, yaml_node_t *n, st_spec *s)
+{
+    const char *m = scalar(n);
+    if (s->workload.kind == ST_WL_TRACE) {
+        if (!m || (strcmp(m, "replay") && strcmp(m, "flat")))
+            return failf(p, n,
+                         "workload.sessions: with a trace, expected replay (conversations: each later turn sent when "
+                         "the turn before it ended, with the server's real answers) or flat (every row on its "
+                         "recorded time)");
+        s->workload.sessions.on = !strcmp(m, "replay");
+        return 0;
+    }
+    if (m)
+        return failf(p, n,
+                     "workload.sessions: a synthetic workload takes a mapping (turns, user_tokens, think_time, "
+                     "think); replay and flat are for a trace");
+    keydef k[] = { { "turns", 0, 0 }, { "user_tokens", 0, 0 }, { "think_time", 0, 0 }, { "think", 0, 0 } };
+    int nk = (int)(sizeof k / sizeof *k);
+    if (read_map(p, n, "workload.sessions", k, nk))
+        return -1;
+    if (s->workload.vllm_semantics)
+        return failf(p, n,
+                     "workload.sessions: not with semantics: vllm (a session's first prompt is input_tokens, its "
+                     "shared_prefix the system prompt within it)");
+    s->workload.sessions.on = 1;
+    s->workload.sessions.turns_min = s->workload.sessions.turns_max = 4;
+    s->workload.sessions.user_tokens = 64;
+    yaml_node_t *v;
+    if ((v = kv(k, nk, "turns")) && get_turns(p, v, &s->workload.sessions.turns_min, &s->workload.sessions.turns_max))
+        return -1;
+    if ((v = kv(k, nk, "user_tokens")) &&
+        get_u32(p, v, "workload.sessions.user_tokens", &s->workload.sessions.user_tokens, 1))
+        return -1;
+    if ((v = kv(k, nk, "think_time"))) {
+        const char *t = scalar(v);
+        double d;
+        if (!t || st_parse_duration_s(t, &d) || !(d >= 0) || d > ST_SPEC_MAX_THINK_S)
+            return failf(p, v, "workload.sessions.think_time: expected a duration in 0..%g s such as 0, 5 or 500ms",
+                         ST_SPEC_MAX_THINK_S);
+        s->workload.sessions.think_s = d;
+    }
+    if ((v = kv(k, nk, "think"))) {
+        const char *t = scalar(v);
+        if (!t || (strcmp(t, "constant") && strcmp(t, "exponential")))
+            return failf(p, v, "workload.sessions.think: expected constant or exponential (with mean think_time)");
+        s->workload.sessions.think_exp = !strcmp(t, "exponential");
+    }
+    /* the longest conversation must stay within the longest prompt a workload holds */
+    double r = 1 + s->workload.range_ratio;
+    double longest = ceil(s->workload.input_tokens * r) +
+                     (double)(s->workload.sessions.turns_max - 1) *
+                         (ceil(s->workload.output_tokens * r) + ceil(s->workload.sessions.user_tokens * r));
+    if (longest > ST_WORKLOAD_MAX_TOKENS)
+        return failf(p, n, "workload.sessions: a %u-turn conversation grows to about %.0f tokens, more than %u",
+                     s->workload.sessions.turns_max, longest, ST_WORKLOAD_MAX_TOKENS);
+    return 0;
+}
+
 static int parse_workload(pctx *p, yaml_node_t *n, st_spec *s)
 {
     keydef k[] = { { "input_tokens", 0, 0 },  { "output_tokens", 0, 0 },     { "range_ratio", 0, 0 },
                    { "shared_prefix", 0, 0 }, { "requests_per_rate", 0, 0 }, { "seed", 0, 0 },
                    { "trace", 0, 0 },         { "arrival", 0, 0 },           { "burstiness", 0, 0 },
-                   { "semantics", 0, 0 },     { "exact_prompts", 0, 0 } };
+                   { "semantics", 0, 0 },     { "exact_prompts", 0, 0 },     { "sessions", 0, 0 },
+                   { "think_time", 0, 0 } };
     int nk = (int)(sizeof k / sizeof *k);
     if (read_map(p, n, "workload", k, nk))
         return -1;
@@ -505,6 +587,22 @@ static int parse_workload(pctx *p, yaml_node_t *n, st_spec *s)
             return -1;
         if (!s->workload.arrival || strcmp(s->workload.arrival, "gamma"))
             return failf(p, v, "workload.burstiness: only with arrival: gamma");
+    }
+    if ((v = kv(k, nk, "sessions")) && parse_sessions(p, v, s))
+        return -1;
+    if ((v = kv(k, nk, "think_time"))) {
+        /* a replayed trace: one think time for every later turn (as bench --think-time) */
+        const char *t = scalar(v);
+        double d;
+        if (s->workload.kind != ST_WL_TRACE || !s->workload.sessions.on)
+            return failf(p, v,
+                         "workload.think_time: only with a trace and sessions: replay (synthetic sessions take "
+                         "sessions.think_time)");
+        if (!t || st_parse_duration_s(t, &d) || !(d >= 0) || d > ST_SPEC_MAX_THINK_S)
+            return failf(p, v, "workload.think_time: expected a duration in 0..%g s such as 0, 5 or 500ms",
+                         ST_SPEC_MAX_THINK_S);
+        s->workload.sessions.think_s = d;
+        s->workload.sessions.think_set = 1;
     }
     return 0;
 }
@@ -1202,6 +1300,10 @@ static int parse_root(pctx *p, yaml_node_t *root, st_spec *s)
     if (conc && kv(k, nk, "rates"))
         return failf(p, conc, "concurrency: give either rates (open loop) or concurrency (closed loop), not both");
     if (conc) {
+        if (s->workload.sessions.on)
+            return failf(p, conc,
+                         "concurrency: not with multi-turn sessions (workload.sessions): their rate is the rate at "
+                         "which sessions start; give rates");
         if (parse_concurrency(p, conc, s))
             return -1;
     } else {
@@ -1612,6 +1714,29 @@ void st_spec_synth(const st_spec *s, uint32_t n, uint64_t seed, st_synth_params 
                             .vllm_semantics = s->workload.vllm_semantics };
 }
 
+double st_spec_turns_mean(const st_spec *s)
+{
+    if (s->workload.kind != ST_WL_SYNTHETIC || !s->workload.sessions.on)
+        return 1;
+    return (s->workload.sessions.turns_min + s->workload.sessions.turns_max) / 2.0;
+}
+
+void st_spec_sessions(const st_spec *s, uint32_t n, uint64_t seed, st_session_params *p)
+{
+    double k = ceil(n / st_spec_turns_mean(s));
+    *p = (st_session_params){ .sessions = k < 1 ? 1 : (uint32_t)k,
+                              .turns_min = s->workload.sessions.turns_min,
+                              .turns_max = s->workload.sessions.turns_max,
+                              .first_input = s->workload.input_tokens,
+                              .user_input = s->workload.sessions.user_tokens,
+                              .output_len = s->workload.output_tokens,
+                              .prefix_len = s->workload.shared_prefix,
+                              .range_ratio = s->workload.range_ratio,
+                              .think_s = s->workload.sessions.think_s,
+                              .think_exp = s->workload.sessions.think_exp,
+                              .seed = seed };
+}
+
 double st_spec_mean_input(const st_spec *s)
 {
     return (double)s->workload.input_tokens + (s->workload.vllm_semantics ? s->workload.shared_prefix : 0);
@@ -1621,5 +1746,6 @@ int st_spec_fits_prompts(const st_spec *s)
 {
     const char *api = s->engine.api;
     int text = api ? !strcmp(api, "chat") || !strcmp(api, "tgi") : s->engine.kind == ST_ENGINE_TGI;
-    return text && !s->workload.exact_prompts_off;
+    /* a session's later turns carry the conversation's real text: not fitted */
+    return text && !s->workload.exact_prompts_off && !s->workload.sessions.on;
 }

@@ -123,6 +123,22 @@ typedef struct st_spec {
         char *trace;       /* trace file (resolved against the spec's folder) */
         char *arrival;     /* "poisson" (default), "constant", "gamma" */
         double burstiness; /* gamma only */
+        /* Multi-turn sessions (docs/audit-spec.md): a trace's sessions replayed as conversations
+         * (`sessions: replay`; the default, `flat`, sends every row on its recorded time), or
+         * synthetic sessions (the `sessions:` block; input_tokens is the first prompt, the shared
+         * prefix its system prompt, output_tokens every turn's answer). When on, the arrival
+         * schedule and the offered rate are those of session STARTS (first turns, sessions/s); a
+         * later turn is sent when the turn before it ended plus the think time, with the
+         * conversation so far (the answers the server returned) in front of its new text. */
+        struct {
+            int on;                        /* replayed (trace) or generated (synthetic) */
+            uint32_t turns_min, turns_max; /* synthetic: turns per session (default 4) */
+            uint32_t user_tokens;          /* synthetic: new user tokens in each later turn (default 64) */
+            double think_s;                /* pause between a turn's end and the next (synthetic: default 0; a
+                                              trace: workload.think_time, when think_set) */
+            int think_set;                 /* a trace: think_time replaces the think times it records */
+            int think_exp;                 /* synthetic: exponential think times with mean think_s */
+        } sessions;
     } workload;
 
     double *rates; /* in the order given; INFINITY for inf. With `concurrency:` the levels (integers) */
@@ -217,6 +233,8 @@ typedef struct st_spec {
 /* The most requests in a rate run or a warm-up, and the highest peak (req/s) a spec may state. */
 #define ST_SPEC_MAX_REQUESTS 1000000u
 #define ST_SPEC_MAX_PEAK_RATE 1e9
+/* The longest think time a synthetic session may pause (seconds). */
+#define ST_SPEC_MAX_THINK_S 86400.0
 
 /* Loads and validates a spec file's syntax and values (st_spec_check, audit/check.h, checks the
  * rest before anything runs). 0, or -1 with "file:line: what is wrong" in err. */
@@ -249,12 +267,21 @@ const st_spec_config *st_spec_find_config(const st_spec *s, const char *name);
 
 /* The synthetic workload's parameters for n requests from seed (workload.kind synthetic). */
 void st_spec_synth(const st_spec *s, uint32_t n, uint64_t seed, st_synth_params *p);
+/* Synthetic sessions (workload.sessions on a synthetic workload): the generator's parameters for
+ * about n requests (ceil(n / the mean turns per session) sessions, at least 1) from seed. */
+void st_spec_sessions(const st_spec *s, uint32_t n, uint64_t seed, st_session_params *p);
+/* The mean turns per synthetic session ((turns_min + turns_max) / 2); 1 without sessions. */
+double st_spec_turns_mean(const st_spec *s);
+/* The most turns a synthetic session may have. */
+#define ST_SPEC_MAX_TURNS 1000u
+
 /* A synthetic prompt's mean length in tokens, shared prefix included (input_tokens, plus the
  * prefix under vLLM's semantics). */
 double st_spec_mean_input(const st_spec *s);
 
 /* 1 when the audit fits each prompt to its exact token count with the engine's /tokenize
- * before a run: a text API (chat, or TGI's, the tgi engine's default) and exact_prompts not off. */
+ * before a run: a text API (chat, or TGI's, the tgi engine's default), exact_prompts not off, and
+ * no multi-turn sessions (their later turns carry the conversation's real text). */
 int st_spec_fits_prompts(const st_spec *s);
 
 #endif

@@ -42,7 +42,7 @@ static const char *SCHEMA =
     " first_token INTEGER, end_t INTEGER, input_tokens INTEGER, output_requested INTEGER,"
     " output_tokens INTEGER, cached_tokens INTEGER, usage_reported INTEGER,"
     " events BLOB, error TEXT, srv_prompt INTEGER, srv_gen INTEGER, srv_gen_n INTEGER,"
-    " prompt_reported INTEGER, first_answer INTEGER, reasoning_tokens INTEGER,"
+    " prompt_reported INTEGER, first_answer INTEGER, reasoning_tokens INTEGER, session INTEGER, turn INTEGER,"
     " PRIMARY KEY (run_id, id));"
     "CREATE TABLE IF NOT EXISTS metrics("
     " run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, t REAL NOT NULL, name TEXT NOT NULL,"
@@ -69,13 +69,14 @@ const char *st_store_errmsg(const st_store *s)
 
 /* Request columns that came after the first results databases: the server's timings
  * (llama.cpp), the prompt tokens the server counted, the first answer token and the reasoning
- * tokens (reasoning models). A database without them gets them (NULL: not known), so that
+ * tokens (reasoning models), the session and turn of a multi-turn request. A database without them gets them (NULL: not known), so that
  * --resume and `servetune report` keep working on it. 0, or -1 with the SQLite message in *e. */
 static int add_later_columns(st_store *s, char **e)
 {
     static const char *const cols[][2] = {
         { "srv_prompt", "INTEGER" },      { "srv_gen", "INTEGER" },      { "srv_gen_n", "INTEGER" },
         { "prompt_reported", "INTEGER" }, { "first_answer", "INTEGER" }, { "reasoning_tokens", "INTEGER" },
+        { "session", "INTEGER" },         { "turn", "INTEGER" },
     };
     for (size_t i = 0; i < sizeof cols / sizeof *cols; i++) {
         sqlite3_stmt *st;
@@ -627,8 +628,8 @@ int st_store_run_put(st_store *s, st_run_row *r, const st_record *recs, uint32_t
                            "INSERT INTO requests(run_id, id, warmup, status, http_status, scheduled, sent, first_byte,"
                            " first_token, end_t, input_tokens, output_requested, output_tokens, cached_tokens,"
                            " usage_reported, events, error, srv_prompt, srv_gen, srv_gen_n, prompt_reported,"
-                           " first_answer, reasoning_tokens)"
-                           " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                           " first_answer, reasoning_tokens, session, turn)"
+                           " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                            -1, &rq, NULL) != SQLITE_OK)
         goto fail;
     for (uint32_t i = 0; i < n_recs; i++) {
@@ -673,6 +674,11 @@ int st_store_run_put(st_store *s, st_run_row *r, const st_record *recs, uint32_t
         k++;
         sqlite3_bind_int64(rq, k++, x->first_answer); /* -1: no answer token; NULL only in older databases */
         sqlite3_bind_int64(rq, k++, x->reasoning_tokens);
+        if (x->session) { /* NULL: not in a session */
+            sqlite3_bind_int64(rq, k, x->session);
+            sqlite3_bind_int64(rq, k + 1, x->turn);
+        }
+        k += 2;
         if (sqlite3_step(rq) != SQLITE_DONE)
             goto fail;
     }
@@ -772,7 +778,7 @@ int st_store_records_get(st_store *s, int64_t run_id, st_record **out, uint32_t 
             s->db,
             "SELECT id, warmup, status, http_status, scheduled, sent, first_byte, first_token, end_t,"
             " input_tokens, output_requested, output_tokens, cached_tokens, usage_reported, events, error,"
-            " srv_prompt, srv_gen, srv_gen_n, prompt_reported, first_answer, reasoning_tokens"
+            " srv_prompt, srv_gen, srv_gen_n, prompt_reported, first_answer, reasoning_tokens, session, turn"
             " FROM requests WHERE run_id = ? ORDER BY id",
             -1, &st, NULL) != SQLITE_OK)
         return -1;
@@ -823,6 +829,8 @@ int st_store_records_get(st_store *s, int64_t run_id, st_record **out, uint32_t 
         /* an older database has no first answer: a request's first token was its answer's */
         x->first_answer = sqlite3_column_type(st, 20) != SQLITE_NULL ? sqlite3_column_int64(st, 20) : x->first_token;
         x->reasoning_tokens = (uint32_t)sqlite3_column_int64(st, 21);
+        x->session = (uint32_t)sqlite3_column_int64(st, 22); /* NULL: 0, not in a session */
+        x->turn = (uint32_t)sqlite3_column_int64(st, 23);
     }
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE) {

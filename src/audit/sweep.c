@@ -53,6 +53,7 @@ typedef struct sweep {
     st_ns last_draw; /* when the TTY progress line was last drawn */
     st_executor *x;  /* runs the engine (HTTP or the engine model) */
     int in_memory;   /* a forecast or a bisection: no store, no progress */
+    double turns;    /* requests per arrival on the schedule: the mean turns of a session (1 without sessions) */
 } sweep;
 
 /* One configuration's search: its start row, the runs so far (in the order they were run) and
@@ -98,6 +99,9 @@ static void fmt_dur(char *b, size_t n, double s)
         snprintf(b, n, "%d:%02d:%02d", (int)s / 3600, ((int)s / 60) % 60, (int)s % 60);
 }
 
+/* What an offered rate counts: requests, or with multi-turn sessions, session starts. */
+static const char *rate_unit(const st_spec *s) { return s->workload.sessions.on ? "sessions/s" : "req/s"; }
+
 static void fmt_rate(char *b, size_t n, double r)
 {
     if (isinf(r))
@@ -131,6 +135,15 @@ static void key_common(st_buf *b, const st_spec *s, const st_spec_config *c, con
                       s->workload.range_ratio, s->workload.shared_prefix, s->workload.vllm_semantics ? ",vllm" : "");
     else
         st_buf_printf(b, "trace=%s", s->workload.trace);
+    /* sessions change what a run sends: only specs that use them have this in their key */
+    if (s->workload.sessions.on && s->workload.kind == ST_WL_TRACE && s->workload.sessions.think_set)
+        st_buf_printf(b, "|sessions=replay,think=%.17g", s->workload.sessions.think_s);
+    else if (s->workload.sessions.on && s->workload.kind == ST_WL_TRACE)
+        st_buf_printf(b, "|sessions=replay");
+    else if (s->workload.sessions.on)
+        st_buf_printf(b, "|sessions=%u-%u,%u,%.17g,%s", s->workload.sessions.turns_min, s->workload.sessions.turns_max,
+                      s->workload.sessions.user_tokens, s->workload.sessions.think_s,
+                      s->workload.sessions.think_exp ? "exp" : "const");
     st_strv_free(&flags);
 }
 
@@ -195,10 +208,64 @@ static uint64_t replicate_seed(uint64_t seed, double rate, int replicate)
     return replicate ? rate_seed(z ^ 0x5eedULL, (double)replicate) : z;
 }
 
+/* cycle_trace of a workload with sessions replayed: whole passes (each a copy of the trace's
+ * sessions, numbered apart), the scheduled items of every pass first, then the dependent turns
+ * (the workload's layout), their links moved along. 0, or -1 out of memory. */
+static int cycle_sessions(st_workload *w, uint32_t n)
+{
+    uint32_t m = w->n, md = w->n_dependent, ms = m - md;
+    uint32_t passes = (n + m - 1) / m;
+    if (ms == 0 || (uint64_t)passes * m > ST_WORKLOAD_MAX_REQUESTS)
+        return passes > 1 ? -1 : 0;
+    uint32_t N = passes * m;
+    st_work_item *it = calloc(N, sizeof *it);
+    if (!it)
+        return -1;
+    int timed = 1;
+    st_ns lo = INT64_MAX, hi = INT64_MIN;
+    for (uint32_t i = 0; i < ms; i++) {
+        timed &= w->items[i].arrival >= 0;
+        lo = w->items[i].arrival < lo ? w->items[i].arrival : lo;
+        hi = w->items[i].arrival > hi ? w->items[i].arrival : hi;
+    }
+    st_ns pass = ms > 1 && hi > lo ? (hi - lo) + (hi - lo) / (ms - 1) : ST_NS_PER_S;
+    int rc = 0;
+    for (uint32_t p = 0; p < passes; p++)
+        for (uint32_t k = 0; k < m; k++) {
+            const st_work_item *src = &w->items[k];
+            uint32_t to = k < ms ? p * ms + k : passes * ms + p * md + (k - ms);
+            st_work_item *d = &it[to];
+            *d = *src;
+            d->id = to;
+            d->input_ids = NULL;
+            d->input_text = NULL;
+            d->history = NULL;
+            d->n_history = 0;
+            if (src->session)
+                d->session = src->session + p * w->n_sessions;
+            if (src->next)
+                d->next = src->next < ms ? p * ms + src->next : passes * ms + p * md + (src->next - ms);
+            if (timed && k < ms)
+                d->arrival = src->arrival + (st_ns)p * pass;
+            if (src->input_ids && (d->input_ids = malloc(sizeof(uint32_t) * src->input_len)))
+                memcpy(d->input_ids, src->input_ids, sizeof(uint32_t) * src->input_len);
+            if (src->input_text)
+                d->input_text = strdup(src->input_text);
+            if ((src->input_ids && !d->input_ids) || (src->input_text && !d->input_text))
+                rc = -1;
+        }
+    st_workload c = { .items = it, .n = N, .n_dependent = passes * md, .n_sessions = passes * w->n_sessions };
+    st_workload_free(w);
+    *w = c;
+    return rc;
+}
+
 /* A sustained run lasts as long as it needs: a trace shorter than the run is replayed again and
  * again (its timestamps continue one mean gap after the previous pass). 0, or -1 out of memory. */
 static int cycle_trace(st_workload *w, uint32_t n)
 {
+    if (w->n_dependent)
+        return cycle_sessions(w, n);
     uint32_t m = w->n;
     st_work_item *it = realloc(w->items, sizeof *it * n);
     if (!it)
@@ -242,7 +309,9 @@ int st_sweep_workload(const st_spec *s, uint64_t seed, uint32_t n, st_workload *
     if (s->workload.kind == ST_WL_TRACE) {
         st_trace_load_opts o;
         st_trace_load_opts_default(&o);
-        o.sessions = ST_TRACE_SESSIONS_FLAT;
+        o.sessions = s->workload.sessions.on ? ST_TRACE_SESSIONS_REPLAY : ST_TRACE_SESSIONS_FLAT;
+        if (s->workload.sessions.think_set)
+            o.think_s = s->workload.sessions.think_s;
         o.read.max_rows = n;
         if (st_trace_load(s->workload.trace, &o, w, NULL, NULL, err, errlen))
             return -1;
@@ -252,6 +321,11 @@ int st_sweep_workload(const st_spec *s, uint64_t seed, uint32_t n, st_workload *
             return -1;
         }
         return 0;
+    }
+    if (s->workload.sessions.on) {
+        st_session_params sp;
+        st_spec_sessions(s, n, seed, &sp);
+        return st_workload_sessions(&sp, w, err, errlen);
     }
     st_synth_params p;
     st_spec_synth(s, n, seed, &p);
@@ -263,13 +337,15 @@ static int make_workload(sweep *S, uint64_t seed, uint32_t n, st_workload *w, ch
 {
     if (st_sweep_workload(S->spec, seed, n, w, err, errlen))
         return -1;
-    for (uint32_t i = 0; i < w->n && S->base_prefix; i++)
-        if (w->items[i].input_ids && w->items[i].input_len >= S->prefix_len)
+    for (uint32_t i = 0; i < w->n && S->base_prefix; i++) /* (a session's later turns hold only new text) */
+        if (w->items[i].input_ids && w->items[i].input_len >= S->prefix_len && w->items[i].turn == 0)
             memcpy(w->items[i].input_ids, S->base_prefix, sizeof(uint32_t) * S->prefix_len);
     return 0;
 }
 
-static int make_schedule(const st_spec *s, double rate_wall, uint64_t seed, uint32_t n, st_ns **out)
+/* n arrival times for the first n_sched items (the rest, a session's later turns, are released
+ * when the turn before them ends). */
+static int make_schedule(const st_spec *s, double rate_wall, uint64_t seed, uint32_t n, uint32_t n_sched, st_ns **out)
 {
     *out = calloc(n ? n : 1, sizeof(st_ns));
     if (!*out)
@@ -279,7 +355,7 @@ static int make_schedule(const st_spec *s, double rate_wall, uint64_t seed, uint
         a.kind = ST_ARR_INF;
     else if (s->workload.arrival && st_arrival_kind_from_name(s->workload.arrival, &a.kind))
         a.kind = ST_ARR_POISSON;
-    if (st_arrival_schedule(&a, n, *out)) {
+    if (st_arrival_schedule(&a, n_sched, *out)) {
         free(*out);
         *out = NULL;
         return -1;
@@ -292,22 +368,22 @@ static int make_schedule(const st_spec *s, double rate_wall, uint64_t seed, uint
  * (burstiness), retimed to the rate; otherwise the spec's arrival process. */
 static int rate_schedule(const st_spec *s, const st_workload *w, double rate, uint64_t seed, st_ns **out)
 {
-    uint32_t n = w->n;
+    uint32_t n = w->n, ns = w->n - w->n_dependent; /* sessions: their starts are on the schedule */
     *out = NULL;
-    int timed = s->workload.kind == ST_WL_TRACE && n > 1 && isfinite(rate);
-    for (uint32_t i = 0; timed && i < n; i++)
+    int timed = s->workload.kind == ST_WL_TRACE && ns > 1 && isfinite(rate);
+    for (uint32_t i = 0; timed && i < ns; i++)
         timed = w->items[i].arrival >= 0;
     if (timed) {
         st_ns *sched = calloc(n, sizeof *sched);
-        for (uint32_t i = 0; sched && i < n; i++)
+        for (uint32_t i = 0; sched && i < ns; i++)
             sched[i] = w->items[i].arrival;
-        if (sched && st_arrival_retime(sched, n, rate) == 0) {
+        if (sched && st_arrival_retime(sched, ns, rate) == 0) {
             *out = sched;
             return 0;
         }
         free(sched);
     }
-    return make_schedule(s, rate, seed, n, out);
+    return make_schedule(s, rate, seed, n, ns, out);
 }
 
 /* ---- one run ---- */
@@ -351,9 +427,9 @@ static void draw_progress(rate_ctx *R, const st_runner_progress *p)
                          (S->rates_planned ? S->rates_planned : 1)) /
             S->spec->n_configs;
         fmt_dur(eta, sizeof eta, done_frac > 0.01 ? elapsed / done_frac - elapsed : NAN);
-        fprintf(S->o->out, "\r\033[K[%d/%d %s] rate %s req/s: %u/%u done, %u in flight | elapsed %s, about %s left",
-                S->ci + 1, S->spec->n_configs, R->cfg_name, rt, p->completed + p->failed, p->total, p->in_flight, el,
-                eta);
+        fprintf(S->o->out, "\r\033[K[%d/%d %s] rate %s %s: %u/%u done, %u in flight | elapsed %s, about %s left",
+                S->ci + 1, S->spec->n_configs, R->cfg_name, rt, rate_unit(S->spec), p->completed + p->failed, p->total,
+                p->in_flight, el, eta);
     }
     fflush(S->o->out);
     S->line_open = 1;
@@ -467,12 +543,16 @@ static uint32_t sustained_planned(const sweep *S, const cfgrun *cr, double rate)
     const st_spec *s = S->spec;
     double dur = s->search.max_duration_s;
     double e = cr->e2e_est;
-    if (e > 0) {
+    /* sessions: rate is sessions/s, and each brings its turns; their warm phase lasts as long as a
+     * whole session (its turns and think times), which one E2E does not tell: the run is sized for
+     * max_duration (it stops once its window is measured) */
+    double turns = S->turns >= 1 ? S->turns : 1;
+    if (e > 0 && !s->workload.sessions.on) {
         double win = s->search.min_window_s;
         if (2 * e > win)
             win = 2 * e;
-        if (!s->closed_loop && s->search.min_window_requests / rate > win)
-            win = s->search.min_window_requests / rate;
+        if (!s->closed_loop && s->search.min_window_requests / (rate * turns) > win)
+            win = s->search.min_window_requests / (rate * turns);
         double need = SUSTAIN_SIZING * ((s->search.warmup_e2e + 2) * e + win);
         if (need < dur)
             dur = need;
@@ -486,7 +566,7 @@ static uint32_t sustained_planned(const sweep *S, const cfgrun *cr, double rate)
         if (n < need)
             n = need;
     } else {
-        n = ceil(rate * dur) + 1;
+        n = ceil(rate * turns * dur) + turns;
     }
     if (n > SUSTAIN_RUN_MAX_REQUESTS)
         n = SUSTAIN_RUN_MAX_REQUESTS;
@@ -559,14 +639,22 @@ static uint32_t max_in_flight(void)
     return (uint32_t)lim;
 }
 
+/* The requests each arrival on the schedule brings: a session's turns (1 without sessions). The
+ * sustained controller judges requests, so a session rate becomes the request rate it offers. */
+static double requests_per_start(const st_workload *w)
+{
+    uint32_t ns = w->n - w->n_dependent;
+    return ns ? (double)w->n / ns : 1;
+}
+
 /* Drives the run of workload w on schedule sched under the controller and judges it. */
-static int sustained_exec(sweep *S, cfgrun *cr, const st_next *nx, const st_workload *w, const st_ns *sched,
-                          st_run_row *row, st_exec_out *out, st_sustain_result *res)
+static int sustained_exec(sweep *S, cfgrun *cr, const st_next *nx, st_workload *w, const st_ns *sched, st_run_row *row,
+                          st_exec_out *out, st_sustain_result *res)
 {
     const st_spec *s = S->spec;
     char err[512];
     st_sustain_params sp = { .slo = &s->slo,
-                             .offered_rps = s->closed_loop ? 0 : nx->rate,
+                             .offered_rps = s->closed_loop ? 0 : nx->rate * requests_per_start(w),
                              .concurrency = s->closed_loop ? (uint32_t)nx->rate : 0,
                              .max_duration_s = s->search.max_duration_s,
                              .min_window_s = s->search.min_window_s,
@@ -628,6 +716,18 @@ static int run_sustained(sweep *S, cfgrun *cr, const st_next *nx, uint32_t plann
     return rc;
 }
 
+/* Warm-up requests are never turns that wait for another: a session workload keeps its first turns. */
+static void drop_later_turns(st_workload *w)
+{
+    uint32_t ns = w->n - w->n_dependent;
+    for (uint32_t i = ns; i < w->n; i++)
+        st_work_item_free(&w->items[i]);
+    for (uint32_t i = 0; i < ns; i++)
+        w->items[i].next = 0;
+    w->n = ns;
+    w->n_dependent = 0;
+}
+
 /* The warm-up requests after a start: a gentle pace, never stored, never early-stopped (the breach
  * counts ignore warm-up records). 1 when interrupted. */
 static int warm_up(sweep *S, const st_spec_config *c, st_config_row *crow)
@@ -638,8 +738,11 @@ static int warm_up(sweep *S, const st_spec_config *c, st_config_row *crow)
         return 0;
     char err[512];
     st_workload w;
-    if (make_workload(S, rate_seed(s->workload.seed, -1.0), n, &w, err, sizeof err))
+    /* synthetic sessions: about n sessions, whose first turns are the warm-up */
+    uint32_t nw = s->workload.kind == ST_WL_SYNTHETIC ? (uint32_t)ceil(n * st_spec_turns_mean(s)) : n;
+    if (make_workload(S, rate_seed(s->workload.seed, -1.0), nw, &w, err, sizeof err))
         return 0;
+    drop_later_turns(&w);
     if (S->x->ops->prepare && S->x->ops->prepare(S->x, &w)) {
         st_workload_free(&w);
         return 1;
@@ -648,7 +751,7 @@ static int warm_up(sweep *S, const st_spec_config *c, st_config_row *crow)
     if (!isfinite(r) || r > 4)
         r = 4;
     st_ns *sched = NULL;
-    if (make_schedule(s, r, 7, w.n, &sched)) {
+    if (make_schedule(s, r, 7, w.n, w.n, &sched)) {
         st_workload_free(&w);
         return 0;
     }
@@ -781,7 +884,7 @@ static int record_skip(sweep *S, cfgrun *cr, const st_next *nx, const char *key)
     push_result(cr, &r, 0, 0);
     char rt[32];
     fmt_rate(rt, sizeof rt, nx->rate);
-    say_cfg(S, cr, "rate %s req/s: %s", rt, nx->why);
+    say_cfg(S, cr, "rate %s %s: %s", rt, rate_unit(S->spec), nx->why);
     return 0;
 }
 
@@ -802,24 +905,36 @@ static void say_run(sweep *S, const cfgrun *cr, const st_next *nx, const st_run_
     snprintf(t2, sizeof t2, "%s%.1f", ge, run->n_terms > 1 ? run->term_ms[1] : run->tpot_p95_ms);
     if (s->search.mode == ST_SEARCH_SUSTAINED) {
         st_verdict v = st_verdict_from_name(run->verdict);
-        say_cfg(S, cr, "%s %s%s%s: %s (%.0f s of engine time, %.1f s): %s", s->closed_loop ? "concurrency" : "rate", rt,
-                s->closed_loop ? "" : " req/s", rep, st_verdict_words(v, 1), run->duration_s, took,
-                run->why ? run->why : "");
+        say_cfg(S, cr, "%s %s%s%s%s: %s (%.0f s of engine time, %.1f s): %s", s->closed_loop ? "concurrency" : "rate",
+                rt, s->closed_loop ? "" : " ", s->closed_loop ? "" : rate_unit(s), rep, st_verdict_words(v, 1),
+                run->duration_s, took, run->why ? run->why : "");
     } else {
         int pass = !strcmp(run->verdict, "pass");
-        say_cfg(S, cr, "rate %s req/s: %s, %u/%u completed, p95 TTFT %s ms, p95 TPOT %s ms, delivered %s (%.1f s)%s%s",
-                rt, run->verdict, run->completed, run->planned, t1, t2, t3, took, pass ? "" : ": ",
+        say_cfg(S, cr, "rate %s %s: %s, %u/%u completed, p95 TTFT %s ms, p95 TPOT %s ms, delivered %s (%.1f s)%s%s", rt,
+                rate_unit(s), run->verdict, run->completed, run->planned, t1, t2, t3, took, pass ? "" : ": ",
                 pass ? "" : run->why);
     }
 }
 
 /* How many leading records a sustained run keeps: up to the last one that was sent (records are in
  * arrival order; the rest were never due before the run stopped). The others are freed with out. */
-static uint32_t due_records(const st_exec_out *out)
+static uint32_t due_records(st_exec_out *out)
 {
-    uint32_t keep = out->n;
+    /* sessions: the first turns lead (in arrival order), the later turns follow; a later turn
+     * never released (its session had not reached it) is no part of the run either: the ones
+     * sent are moved up behind the first turns kept */
+    uint32_t ns = 0;
+    while (ns < out->n && !(out->records[ns].session && out->records[ns].turn > 0))
+        ns++;
+    uint32_t keep = ns;
     while (keep > 0 && out->records[keep - 1].sent < 0)
         keep--;
+    for (uint32_t i = ns; i < out->n; i++)
+        if (out->records[i].sent >= 0) {
+            st_record t = out->records[keep];
+            out->records[keep++] = out->records[i];
+            out->records[i] = t;
+        }
     return keep;
 }
 
@@ -838,7 +953,7 @@ static int measure(sweep *S, cfgrun *cr, const st_next *nx, const char *key, uin
     if (nx->why[0] && !nx->grid && s->search.mode != ST_SEARCH_SUSTAINED) {
         char rt[32];
         fmt_rate(rt, sizeof rt, nx->rate);
-        say_cfg(S, cr, "%s: rate %s req/s", nx->why, rt);
+        say_cfg(S, cr, "%s: rate %s %s", nx->why, rt, rate_unit(s));
     } else if (nx->why[0] && s->search.mode == ST_SEARCH_SUSTAINED) {
         say_cfg(S, cr, "%s", nx->why);
     }
@@ -1054,8 +1169,8 @@ static double start_of(sweep *S, int ci)
     else if (!S->x->prediction && modelable &&
              (s->search.start == ST_START_PREDICT || s->search.start == ST_START_AUTO) &&
              forecast_capacity(s, ci, S->o->stop, &f) == 0 && f > 0)
-        say(S, "[%d/%d %s] the engine model puts the limit near %.4g %s: the search starts there", ci + 1,
-            s->n_configs, s->configs[ci].name, f, s->closed_loop ? "concurrent requests" : "req/s");
+        say(S, "[%d/%d %s] the engine model puts the limit near %.4g %s: the search starts there", ci + 1, s->n_configs,
+            s->configs[ci].name, f, s->closed_loop ? "concurrent requests" : rate_unit(s));
     return f;
 }
 
@@ -1081,10 +1196,33 @@ static int run_config(sweep *S, int ci)
     return status;
 }
 
+/* How many requests a session start brings, on average (sessions replayed from a trace: counted
+ * over its first SWEEP_TURNS_SAMPLE rows). */
+#define SWEEP_TURNS_SAMPLE 10000u
+static int session_turns(sweep *S, char *err, size_t errlen)
+{
+    const st_spec *spec = S->spec;
+    S->turns = 1;
+    if (!spec->workload.sessions.on)
+        return 0;
+    if (spec->workload.kind == ST_WL_SYNTHETIC) {
+        S->turns = st_spec_turns_mean(spec);
+        return 0;
+    }
+    st_workload w;
+    if (st_sweep_workload(spec, spec->workload.seed, SWEEP_TURNS_SAMPLE, &w, err, errlen))
+        return -1;
+    S->turns = requests_per_start(&w);
+    st_workload_free(&w);
+    return 0;
+}
+
 /* The shared prefix: from the spec's seed, the same for every rate and configuration. */
 static int shared_prefix(sweep *S, char *err, size_t errlen)
 {
     const st_spec *spec = S->spec;
+    if (session_turns(S, err, errlen))
+        return -1;
     if (spec->workload.kind == ST_WL_SYNTHETIC && spec->workload.shared_prefix) {
         st_workload pw;
         st_synth_params p;

@@ -78,8 +78,10 @@ int st_sweep_probe(const st_spec *spec, struct st_executor *x, int ci, double ra
                    st_rate_result *out, char *why, size_t whylen, char *err, size_t errlen);
 
 /* The spec's workload for n requests: synthetic from seed, or the trace's first n requests (read
- * as a stream, not loaded whole; sessions flattened on their recorded times; for the sustained
- * search a trace shorter than n is repeated). 0, or -1 with the reason in err. */
+ * as a stream, not loaded whole; for the sustained search a trace shorter than n is repeated).
+ * With workload.sessions: a trace's sessions replayed (its later turns dependent items, its last
+ * sessions cut at n requests), or ceil(n / mean turns) synthetic sessions (st_spec_sessions);
+ * else a trace's sessions are flattened on their recorded times. 0, or -1 with the reason in err. */
 int st_sweep_workload(const st_spec *spec, uint64_t seed, uint32_t n, st_workload *w, char *err, size_t errlen);
 
 /* A sustained spec's bounds (st_spec_check_bounds), and for engines the engine model knows, a

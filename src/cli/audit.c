@@ -31,7 +31,9 @@ static void help(const st_opt *opts)
            "over-saturated; search.mode: burst is the old fixed-count test), prices it, and writes\n"
            "DIR/report.html, DIR/report.md, DIR/report.json and DIR/results.csv. Every finished run is kept in\n"
            "DIR/results.sqlite the moment it ends; engine logs go to DIR/logs/. --check also refuses bounds that\n"
-           "make a steady state impossible (docs/audit-method.md).\n\n"
+           "make a steady state impossible (docs/audit-method.md). With multi-turn sessions (workload.sessions:\n"
+           "a trace's conversations replayed, or synthetic ones) the rates are sessions starting per second and\n"
+           "each later turn follows the answer to the one before it (docs/audit-spec.md).\n\n"
            "Options:\n");
     st_opts_usage(stdout, opts);
     printf("\nExamples:\n"

@@ -312,6 +312,15 @@ int cmd_plan(int argc, char **argv)
         fprintf(stderr, "%s\n", err);
         goto out;
     }
+    if (spec.workload.sessions.on) {
+        fprintf(stderr,
+                "%s: servetune plan does not search with multi-turn sessions (workload.sessions): its bounds run the "
+                "engine model closed loop, which a session's turns (each waiting for the answer before it) do not "
+                "fit. Plan a copy with `sessions: flat` (a trace) or without the sessions block, then audit or "
+                "predict the candidates with sessions\n",
+                spec_file);
+        goto out;
+    }
     const char *pp = prices_path ? prices_path : spec.plan.prices;
     if (pp) {
         size_t plen;

@@ -43,7 +43,9 @@ static void help(const st_opt *opts)
         "  servetune predict my.yaml --calibration calib.json               # with constants fitted to your audit\n\n"
         "Engines: kinds vllm and emulator are modelled (their vLLM flags through the emulator's parser;\n"
         "the GPU from --gpu, SERVETUNE_EMULATE_GPU in the spec's env, or hardware.gpu; --time-scale is\n"
-        "ignored). Other kinds are refused: the model knows vLLM's flags and scheduler only.\n"
+        "ignored). Other kinds are refused: the model knows vLLM's flags and scheduler only. Multi-turn\n"
+        "sessions (workload.sessions) run as in an audit: each later turn after the turn before it, its\n"
+        "prompt holding the tokens the model generated for that turn.\n"
         "Exit codes: 0 done; 1 done but a configuration was refused (does not fit, bad flag) or the reports\n"
         "could not be written; 2 bad arguments, an invalid spec or an engine the model cannot stand for;\n"
         "4 interrupted. More: docs/predict.md.\n");

@@ -95,7 +95,16 @@ typedef struct run {
     st_emu_run_progress p;
     char *err;
     size_t errlen;
+    /* sessions: the items on the schedule (the others are dependent turns), the released turns
+     * waiting for their send time (a min-heap by time), and each dependent turn's whole prompt */
+    uint32_t n_sched;
+    arr_ev *rel;
+    uint32_t n_rel, released;
+    uint32_t **prompt;
+    uint32_t *prompt_len;
 } run;
+
+static const char SESSION_ENDED[] = "not sent: an earlier turn of its session did not complete";
 
 static st_ns run_now(const run *R) { return R->S->vc.t - R->t0; }
 
@@ -150,18 +159,136 @@ static int run_prepare(run *R)
     }
     for (uint32_t k = 0; k < R->cap; k++)
         S->slots[R->slot_tail++] = 0;
+    R->n_sched = 0;
     for (uint32_t i = 0; i < n; i++) {
         const st_emu_sim_item *it = &R->items[i];
-        /* closed loop: items go out in their order, whatever their arrival */
-        S->order[i] = (arr_ev){ R->closed ? 0 : (it->arrival < 0 ? 0 : it->arrival), i };
-        R->rec[i].scheduled = R->closed ? -1 : S->order[i].t;
         R->rec[i].input_tokens = it->input_len;
         R->rec[i].output_requested = it->output_len;
+        R->rec[i].session = it->session;
+        R->rec[i].turn = it->turn;
+        if (it->dependent) { /* released when the turn before it ends */
+            R->rec[i].scheduled = -1;
+            continue;
+        }
+        /* closed loop: items go out in their order, whatever their arrival */
+        S->order[R->n_sched] = (arr_ev){ R->closed ? 0 : (it->arrival < 0 ? 0 : it->arrival), i };
+        R->rec[i].scheduled = R->closed ? -1 : S->order[R->n_sched].t;
+        R->n_sched++;
     }
     if (!R->closed)
-        qsort(S->order, n, sizeof *S->order, cmp_arr);
+        qsort(S->order, R->n_sched, sizeof *S->order, cmp_arr);
+    if (R->n_sched < n) {
+        R->rel = malloc((size_t)(n - R->n_sched) * sizeof *R->rel);
+        R->prompt = calloc(n, sizeof *R->prompt);
+        R->prompt_len = calloc(n, sizeof *R->prompt_len);
+        if (!R->rel || !R->prompt || !R->prompt_len)
+            return -1;
+    }
     R->p.total = n;
     return 0;
+}
+
+/* ---- sessions: a turn's end releases the next turn ------------------------------------- */
+
+static void rel_push(run *R, st_ns t, uint32_t i)
+{
+    uint32_t k = R->n_rel++;
+    R->rel[k] = (arr_ev){ t, i };
+    while (k > 0) {
+        uint32_t up = (k - 1) / 2;
+        if (cmp_arr(&R->rel[up], &R->rel[k]) <= 0)
+            break;
+        arr_ev x = R->rel[up];
+        R->rel[up] = R->rel[k];
+        R->rel[k] = x;
+        k = up;
+    }
+}
+
+static arr_ev rel_pop(run *R)
+{
+    arr_ev top = R->rel[0];
+    R->rel[0] = R->rel[--R->n_rel];
+    for (uint32_t k = 0;;) {
+        uint32_t a = 2 * k + 1, b = a + 1, m = k;
+        if (a < R->n_rel && cmp_arr(&R->rel[a], &R->rel[m]) < 0)
+            m = a;
+        if (b < R->n_rel && cmp_arr(&R->rel[b], &R->rel[m]) < 0)
+            m = b;
+        if (m == k)
+            break;
+        arr_ev x = R->rel[m];
+        R->rel[m] = R->rel[k];
+        R->rel[k] = x;
+        k = m;
+    }
+    return top;
+}
+
+/* The session of item i ends unfinished: its later turns are not sent. */
+static void skip_later_turns(run *R, uint32_t i)
+{
+    for (uint32_t j = R->items[i].next; j && j < R->n && j != i; j = R->items[j].next) {
+        st_record *r = &R->rec[j];
+        if (r->status != ST_REQ_OK || r->sent >= 0)
+            break; /* already over or sent */
+        st_record_set_error(r, ST_REQ_SKIPPED, SESSION_ENDED, sizeof SESSION_ENDED - 1);
+        R->p.failed++;
+    }
+}
+
+static const uint32_t *item_ids(run *R, uint32_t i);
+
+/* Item i completed at run time `at`: its session's next turn gets its prompt (this turn's
+ * prompt, the answer the engine generated, the next turn's new tokens) and is released after its
+ * think time. 0, or -1 out of memory. */
+static int release_next(run *R, uint32_t i, st_ns at)
+{
+    uint32_t j = R->items[i].next;
+    if (!R->prompt || !j || j >= R->n || j == i || !R->items[j].dependent)
+        return 0;
+    const st_emu_sim_item *nx = &R->items[j];
+    uint32_t own = R->prompt[i] ? R->prompt_len[i] : R->items[i].input_len;
+    uint32_t from = R->items[i].n_reason < R->rec[i].output_tokens ? R->items[i].n_reason : R->rec[i].output_tokens;
+    uint32_t answer = R->rec[i].output_tokens - from;
+    uint64_t len = (uint64_t)own + answer + nx->input_len;
+    uint32_t *p = len <= UINT32_MAX ? malloc((size_t)len * sizeof *p) : NULL;
+    if (!p)
+        return -1;
+    if (R->prompt[i]) {
+        memcpy(p, R->prompt[i], (size_t)own * sizeof *p);
+    } else {
+        const uint32_t *ids = item_ids(R, i);
+        if (!ids) {
+            free(p);
+            return -1;
+        }
+        memcpy(p, ids, (size_t)own * sizeof *p);
+    }
+    for (uint32_t k = 0; k < answer; k++)
+        p[own + k] = st_emu_output_token(R->base + i, from + k, R->vocab);
+    const uint32_t *mine = item_ids(R, j);
+    if (!mine) {
+        free(p);
+        return -1;
+    }
+    memcpy(p + own + answer, mine, (size_t)nx->input_len * sizeof *p);
+    free(R->prompt[i]);
+    R->prompt[i] = NULL;
+    R->prompt[j] = p;
+    R->prompt_len[j] = (uint32_t)len;
+    R->rec[j].input_tokens = (uint32_t)len;
+    rel_push(R, at + (nx->think > 0 ? nx->think : 0), j);
+    return 0;
+}
+
+static void run_free_sessions(run *R)
+{
+    for (uint32_t i = 0; R->prompt && i < R->n; i++)
+        free(R->prompt[i]);
+    free(R->prompt);
+    free(R->prompt_len);
+    free(R->rel);
 }
 
 /* Prompt ids of item i: its own, or unique deterministic ids. */
@@ -194,14 +321,14 @@ static int send_item(run *R, uint32_t i, st_ns sent)
     R->p.sent++;
     R->p.in_flight++;
     R->S->fifo[R->fifo_tail++] = i;
-    const uint32_t *ids = item_ids(R, i);
+    const uint32_t *ids = it->dependent && R->prompt ? R->prompt[i] : item_ids(R, i);
     if (!ids) {
         snprintf(R->err, R->errlen, "out of memory");
         return -1;
     }
     st_emu_req_params p = { .id = R->base + i,
                             .ids = ids,
-                            .n_ids = it->input_len,
+                            .n_ids = it->dependent && R->prompt ? R->prompt_len[i] : it->input_len,
                             .max_tokens = it->output_len,
                             .ignore_eos = 1,
                             .chat = it->chat,
@@ -220,6 +347,7 @@ static int send_item(run *R, uint32_t i, st_ns sent)
         R->s.rejected++;
         R->p.failed++;
         slot_freed(R, sent);
+        skip_later_turns(R, i);
     }
     return 0;
 }
@@ -230,10 +358,18 @@ static int send_item(run *R, uint32_t i, st_ns sent)
 static int send_due(run *R, st_ns now)
 {
     const arr_ev *order = R->S->order;
+    /* sessions' later turns released by now (open loop without a cap: nothing waits) */
+    while (R->n_rel && R->rel[0].t <= now) {
+        arr_ev e = rel_pop(R);
+        R->rec[e.i].scheduled = e.t;
+        R->released++;
+        if (send_item(R, e.i, e.t) < 0)
+            return -1;
+    }
     if (!R->closed)
-        while (R->arrived < R->n && order[R->arrived].t <= now)
+        while (R->arrived < R->n_sched && order[R->arrived].t <= now)
             R->arrived++;
-    while (R->next < R->n) {
+    while (R->next < R->n_sched) {
         st_ns at = R->closed ? 0 : order[R->next].t;
         if (R->cap) {
             if (R->slot_head == R->slot_tail)
@@ -250,7 +386,7 @@ static int send_due(run *R, st_ns now)
     }
     if (R->closed)
         R->arrived = R->next;
-    R->p.arrived = R->arrived;
+    R->p.arrived = R->arrived + R->released;
     return 0;
 }
 
@@ -273,6 +409,7 @@ static void expire(run *R, st_ns at)
         st_record_set_error(r, ST_REQ_TIMEOUT, TIMED_OUT, sizeof TIMED_OUT - 1);
         R->p.failed++;
         slot_freed(R, at);
+        skip_later_turns(R, i);
     }
 }
 
@@ -308,8 +445,12 @@ static void run_stop(run *R, st_ns now)
         r->end = now;
         st_record_set_error(r, ST_REQ_ABORTED, STOPPED_RUNNING, sizeof STOPPED_RUNNING - 1);
     }
-    for (uint32_t k = R->next; k < R->n; k++)
+    for (uint32_t k = R->next; k < R->n_sched; k++)
         st_record_set_error(&R->rec[S->order[k].i], ST_REQ_ABORTED, STOPPED_UNSENT, sizeof STOPPED_UNSENT - 1);
+    /* sessions: later turns not sent yet (released or not) */
+    for (uint32_t i = 0; R->prompt && i < R->n; i++)
+        if (R->items[i].dependent && R->rec[i].sent < 0 && R->rec[i].status == ST_REQ_OK)
+            st_record_set_error(&R->rec[i], ST_REQ_ABORTED, STOPPED_UNSENT, sizeof STOPPED_UNSENT - 1);
 }
 
 /* Records a step's token events at the times the clients receive them (the step's end, or
@@ -345,6 +486,10 @@ static int run_step(run *R, const st_emu_step_result *res)
             R->s.completed++;
             R->p.completed++;
             slot_freed(R, at);
+            if (release_next(R, (uint32_t)(r - R->rec), at) < 0) {
+                snprintf(R->err, R->errlen, "out of memory");
+                return -1;
+            }
         }
     }
     st_emu_stats es;
@@ -372,7 +517,9 @@ static st_ns idle_until(run *R, st_ns now)
         if (ready >= 0)
             t = ready - R->t0;
     }
-    if (R->next < R->n) {
+    if (R->n_rel && (t < 0 || R->rel[0].t < t))
+        t = R->rel[0].t;
+    if (R->next < R->n_sched) {
         st_ns a = R->closed ? 0 : R->S->order[R->next].t;
         int can = 1;
         if (R->cap) {
@@ -427,6 +574,11 @@ int st_emu_session_run(st_emu_session *S, const st_emu_sim_item *items, uint32_t
     R.next_tick = o->tick > 0 ? o->tick : INT64_MAX;
     st_emu_get_stats(S->e, &R.es0);
     int rc = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (items[i].dependent && (R.cap || R.closed)) {
+            snprintf(err, errlen, "multi-turn sessions run open loop, without a concurrency limit");
+            return -1;
+        }
     if (run_prepare(&R) < 0) {
         snprintf(err, errlen, "out of memory");
         rc = -1;
@@ -461,7 +613,7 @@ int st_emu_session_run(st_emu_session *S, const st_emu_sim_item *items, uint32_t
         }
         st_ns t = idle_until(&R, now);
         if (t < 0) {
-            if (R.next < n) {
+            if (R.next < R.n_sched) {
                 snprintf(err, errlen, "internal error: no work but every slot taken");
                 rc = -1;
             }
@@ -472,6 +624,7 @@ int st_emu_session_run(st_emu_session *S, const st_emu_sim_item *items, uint32_t
     if (rc == 0)
         run_finish_stats(&R);
 out:
+    run_free_sessions(&R);
     if (stats)
         *stats = R.s;
     return rc;
@@ -524,6 +677,11 @@ void st_emu_sim_items_from_workload(const struct st_workload *w, const st_ns *sc
         items_out[i] = (st_emu_sim_item){ .arrival = a < 0 ? 0 : a,
                                           .input_ids = it->input_ids,
                                           .input_len = it->input_len,
-                                          .output_len = it->output_len };
+                                          .output_len = it->output_len,
+                                          .dependent = i >= w->n - w->n_dependent,
+                                          .next = it->next,
+                                          .think = it->think,
+                                          .session = it->session,
+                                          .turn = it->turn };
     }
 }

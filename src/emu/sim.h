@@ -21,6 +21,17 @@ typedef struct st_emu_sim_item {
     int chat;            /* sent to /v1/chat/completions (the API-server model's chat costs) */
     uint32_t n_reason;   /* a reasoning model: the first n_reason output tokens are reasoning (the
                             record's first_answer is the token after them; -1 when none follows) */
+    /* Multi-turn sessions (open loop without a cap only): a DEPENDENT item is a session's later
+     * turn, not on the schedule (arrival unused): it is sent `think` after the turn before it
+     * ended, and its prompt is that turn's prompt, the answer tokens the engine generated for it
+     * (reasoning left out, as a chat template drops it) and then its own input_len new tokens.
+     * next: the index of the session's next turn (0: none). A turn that fails, times out or is
+     * stopped ends its session: the later turns are recorded as ST_REQ_SKIPPED (or aborted
+     * unsent when the run stops). session/turn go into the record. */
+    int dependent;
+    uint32_t next;
+    st_ns think;
+    uint32_t session, turn;
 } st_emu_sim_item;
 
 typedef struct st_emu_sim_stats {
@@ -54,7 +65,8 @@ int st_emu_sim_run_closed(const st_emu_config *cfg, const st_emu_sim_item *items
 
 /* Builds sim items from a load/workload.h workload and its arrival schedule (sched[i] ns
  * from the start, e.g. from st_arrival_schedule; NULL: each item's own arrival, -1 -> 0).
- * Items with text only get NULL ids (unique deterministic ids of input_len tokens).
+ * Items with text only get NULL ids (unique deterministic ids of input_len tokens). A session's
+ * later turns (the workload's last n_dependent items) become dependent items.
  * items_out has w->n entries; it points into w (keep w alive while running). */
 struct st_workload;
 void st_emu_sim_items_from_workload(const struct st_workload *w, const st_ns *sched, st_emu_sim_item *items_out);

@@ -163,8 +163,35 @@ static void setup_rows(arena *a, const st_report *r, const char *ev, st_html_kv 
                       s->search.max_duration_s);
         ROW("Search");
     } else {
-        st_buf_printf(&b, "%s req/s (a burst test: %s)", grid, r->refine ? "grid, then refine" : "grid");
+        st_buf_printf(&b, "%s %s (a burst test: %s)", grid, s->workload.sessions.on ? "sessions/s" : "req/s",
+                      r->refine ? "grid, then refine" : "grid");
         ROW("Rates tried");
+    }
+    if (s->workload.sessions.on) {
+        /* multi-turn sessions: what the rates count, and each configuration's TTFT by turn */
+        st_buf_puts(&b, "multi-turn conversations, each later turn sent after the answer to the one before it "
+                        "(with that answer in its prompt); the rates are sessions starting per second");
+        for (int i = 0; i < r->n_cfg; i++) {
+            const st_rep_cfg *c = &r->cfg[r->order[i]];
+            if (c->status != ST_REP_OK)
+                continue;
+            char sr[32], rq[32];
+            st_fmt_num(sr, sizeof sr, c->cap->pass_rate);
+            st_fmt_num(rq, sizeof rq, c->cap->capacity_rps);
+            st_buf_printf(&b, ". %s at its capacity, %s sessions/s (%s req/s delivered): TTFT p50 by turn", c->name, sr,
+                          rq);
+            for (int u = 0; u < c->n_turns; u++) {
+                const st_turn_row *w = &c->turns[u];
+                if (!w->completed)
+                    continue;
+                char ms[32];
+                st_fmt_num(ms, sizeof ms, w->ttft.p50 * 1e3);
+                st_buf_printf(&b, "%s %u%s: %s ms", u ? "," : "", w->turn, u == ST_TURN_ROWS - 1 ? "+" : "", ms);
+                if (w->cached_reported && w->prompt_tokens)
+                    st_buf_printf(&b, " (%.0f %% cached)", 100.0 * (double)w->cached_tokens / (double)w->prompt_tokens);
+            }
+        }
+        ROW("Sessions");
     }
     slo_text(&b, &s->slo);
     ROW("SLO");

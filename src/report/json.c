@@ -75,6 +75,21 @@ static json_t *spec_json(const st_report *r)
     json_object_set_new(w, "requests_per_rate", json_integer(s->workload.requests_per_rate));
     json_object_set_new(w, "seed", json_integer((json_int_t)s->workload.seed));
     json_object_set_new(w, "arrival", json_string(s->workload.arrival ? s->workload.arrival : "poisson"));
+    if (s->workload.sessions.on) {
+        json_t *ss = json_object();
+        json_object_set_new(ss, "mode", json_string("replay"));
+        json_object_set_new(ss, "rate_unit", json_string("sessions/s"));
+        if (s->workload.kind == ST_WL_TRACE && s->workload.sessions.think_set)
+            json_object_set_new(ss, "think_time_s", json_real(s->workload.sessions.think_s));
+        if (s->workload.kind == ST_WL_SYNTHETIC) {
+            json_object_set_new(ss, "turns_min", json_integer(s->workload.sessions.turns_min));
+            json_object_set_new(ss, "turns_max", json_integer(s->workload.sessions.turns_max));
+            json_object_set_new(ss, "user_tokens", json_integer(s->workload.sessions.user_tokens));
+            json_object_set_new(ss, "think_time_s", json_real(s->workload.sessions.think_s));
+            json_object_set_new(ss, "think", json_string(s->workload.sessions.think_exp ? "exponential" : "constant"));
+        }
+        json_object_set_new(w, "sessions", ss);
+    }
     json_object_set_new(o, "workload", w);
     json_t *ra = json_array();
     for (int i = 0; i < s->n_rates; i++)
@@ -105,6 +120,40 @@ static json_t *spec_json(const st_report *r)
     json_object_set_new(se, "max_replicates", json_integer(s->search.max_replicates));
     json_object_set_new(o, "concurrency", json_boolean(s->closed_loop));
     json_object_set_new(o, "search", se);
+    return o;
+}
+
+/* Multi-turn sessions at the capacity: the session rate (pass_rate is in sessions/s, rps in
+ * requests/s delivered), the requests per session and the figures of each turn. */
+static json_t *sessions_json(const st_rep_cfg *c)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "sessions_per_s", c->cap->has_pass ? st_jnum_or_null(c->cap->pass_rate) : json_null());
+    json_object_set_new(o, "requests_per_session", st_jnum_or_null(c->requests_per_session));
+    json_t *a = json_array();
+    for (int t = 0; t < c->n_turns; t++) {
+        const st_turn_row *w = &c->turns[t];
+        if (!w->requests)
+            continue;
+        json_t *x = json_object();
+        json_object_set_new(x, "turn", json_integer(w->turn));
+        json_object_set_new(x, "and_later", json_boolean(t == ST_TURN_ROWS - 1));
+        json_object_set_new(x, "requests", json_integer(w->requests));
+        json_object_set_new(x, "completed", json_integer(w->completed));
+        json_t *tt = json_object();
+        json_object_set_new(tt, "p50", st_jnum_or_null(w->completed ? w->ttft.p50 * 1e3 : NAN));
+        json_object_set_new(tt, "p95", st_jnum_or_null(w->completed ? w->ttft.p95 * 1e3 : NAN));
+        json_object_set_new(tt, "p99", st_jnum_or_null(w->completed ? w->ttft.p99 * 1e3 : NAN));
+        json_object_set_new(x, "ttft_ms", tt);
+        json_object_set_new(x, "prompt_tokens", json_integer((json_int_t)w->prompt_tokens));
+        json_object_set_new(x, "cached_tokens", json_integer((json_int_t)w->cached_tokens));
+        json_object_set_new(x, "cached_share",
+                            w->cached_reported && w->prompt_tokens
+                                ? json_real((double)w->cached_tokens / (double)w->prompt_tokens)
+                                : json_null());
+        json_array_append_new(a, x);
+    }
+    json_object_set_new(o, "turns", a);
     return o;
 }
 
@@ -146,6 +195,8 @@ static json_t *capacity_json(const st_report *r, const st_rep_cfg *c)
         json_object_set_new(o, "requests", json_integer((json_int_t)k->requests));
         json_object_set_new(o, "engine_seconds", st_jnum_or_null(k->engine_s));
     }
+    if (r->spec.workload.sessions.on)
+        json_object_set_new(o, "sessions", sessions_json(c));
     return o;
 }
 

@@ -82,22 +82,36 @@ int st_report_headline(const st_report *r, st_buf *b)
     const st_rep_cfg *p = &r->cfg[r->pick];
     st_fmt_num(a, sizeof a, p->cap->capacity_rps);
     /* what "serves" means: a sustained rate (with its interval), or a burst test's figure */
-    char how[160] = "";
+    char how[400] = "";
     if (r->sustained && r->spec.closed_loop) {
         snprintf(how, sizeof how, ", sustained at %g concurrent requests,", p->cap->pass_rate);
     } else if (r->sustained && isfinite(p->cap->ci_lo) && isfinite(p->cap->ci_hi)) {
         char l[32], h[32];
+        const char *u = r->spec.workload.sessions.on ? " sessions/s" : "";
         st_fmt_num(l, sizeof l, p->cap->ci_lo);
         st_fmt_num(h, sizeof h, p->cap->ci_hi);
         if (isinf(p->cap->ci_hi))
-            snprintf(how, sizeof how, ", a sustained rate (its limit: above %s, %.0f %% confidence),", l,
+            snprintf(how, sizeof how, ", a sustained rate (its limit: above %s%s, %.0f %% confidence),", l, u,
                      r->spec.search.confidence * 100);
         else
-            snprintf(how, sizeof how, ", a sustained rate (its limit lies in %s-%s, %.0f %% confidence),", l, h,
+            snprintf(how, sizeof how, ", a sustained rate (its limit lies in %s-%s%s, %.0f %% confidence),", l, h, u,
                      r->spec.search.confidence * 100);
     } else if (!r->sustained) {
         snprintf(how, sizeof how, " in a burst test of %u requests per rate (not a sustained rate),",
                  r->spec.workload.requests_per_rate);
+    }
+    if (r->spec.workload.sessions.on) {
+        /* the search offered session starts: say the rate it found in sessions/s too */
+        char sr[32], tail[160];
+        st_fmt_num(sr, sizeof sr, p->cap->pass_rate);
+        snprintf(tail, sizeof tail, " as multi-turn sessions starting at %s sessions/s", sr);
+        if (isfinite(p->requests_per_session))
+            snprintf(tail + strlen(tail), sizeof tail - strlen(tail), " (%.3g requests each on average)",
+                     p->requests_per_session);
+        size_t hl = strlen(how);
+        snprintf(how + hl, sizeof how - hl, "%s%s", hl && how[hl - 1] == ',' ? "" : ",", tail);
+        if (how[strlen(how) - 1] != ',')
+            snprintf(how + strlen(how), sizeof how - strlen(how), ",");
     }
     st_fmt_usd(y, sizeof y, p->cost.usd_per_1m);
     st_fmt_usd(m1, sizeof m1, p->cost.monthly_usd);
@@ -217,6 +231,24 @@ static void setup_section(const st_report *r, st_buf *b)
         st_md_code(b, s->workload.trace);
         st_buf_printf(b, ", %s after %u warm-up requests\n", per, s->warmup_requests);
     }
+    if (s->workload.sessions.on && s->workload.kind == ST_WL_TRACE) {
+        char th[64] = "the recorded think time";
+        if (s->workload.sessions.think_set)
+            snprintf(th, sizeof th, "%g s (workload.think_time)", s->workload.sessions.think_s);
+        st_buf_printf(b,
+                      "- **Sessions**: the trace's conversations replayed: a session's first turn on the arrival "
+                      "schedule, each later turn sent when the turn before it ended plus %s, its prompt the "
+                      "conversation so far with the answers the server returned; rates are sessions starting per "
+                      "second\n",
+                      th);
+    } else if (s->workload.sessions.on)
+        st_buf_printf(b,
+                      "- **Sessions**: multi-turn conversations of %u-%u turns: the first prompt is the input tokens "
+                      "above (the shared prefix its system prompt), each later turn adds %u new user tokens to the "
+                      "conversation so far (with the answers the server returned) and is sent %g s (%s) after the "
+                      "turn before it ended; rates are sessions starting per second\n",
+                      s->workload.sessions.turns_min, s->workload.sessions.turns_max, s->workload.sessions.user_tokens,
+                      s->workload.sessions.think_s, s->workload.sessions.think_exp ? "exponential mean" : "constant");
     char grid[2048];
     size_t off = 0;
     grid[0] = '\0';
@@ -235,8 +267,8 @@ static void setup_section(const st_report *r, st_buf *b)
                       s->search.warmup_e2e, s->search.min_window_s, s->search.min_window_requests,
                       s->search.max_duration_s);
     } else {
-        st_buf_printf(b, "- **Rates tried**: %s req/s (a burst test: %s)\n", grid,
-                      r->refine ? "grid, then refine" : "grid");
+        st_buf_printf(b, "- **Rates tried**: %s %s (a burst test: %s)\n", grid,
+                      s->workload.sessions.on ? "sessions/s" : "req/s", r->refine ? "grid, then refine" : "grid");
     }
     slo_text(s, tmp, sizeof tmp);
     st_fmt_num(n1, sizeof n1, s->peak_rate);
@@ -245,11 +277,69 @@ static void setup_section(const st_report *r, st_buf *b)
     st_buf_printf(b, "- **Date**: %s, servetune %s\n\n", tmp, r->audit.version ? r->audit.version : ST_VERSION);
 }
 
+/* Multi-turn sessions: what the rates mean, and each configuration's TTFT by turn at its capacity. */
+static void sessions_section(const st_report *r, st_buf *b)
+{
+    if (!r->spec.workload.sessions.on)
+        return;
+    st_buf_puts(b, "## Multi-turn sessions\n\nThe offered rates are sessions STARTING per second: a session's "
+                   "first turn is on the arrival schedule, its later turns follow its answers. The capacity in the "
+                   "tables above is the requests/s the engine delivered at the highest session rate that held the "
+                   "SLO (the cost per output token does not depend on the unit); that session rate is below.\n\n");
+    st_buf_puts(b, "| Config | Capacity (sessions/s) | Requests per session | Delivered (req/s) |\n"
+                   "|---|---:|---:|---:|\n");
+    for (int k = 0; k < r->n_cfg; k++) {
+        const st_rep_cfg *c = &r->cfg[r->order[k]];
+        if (c->status != ST_REP_OK)
+            continue;
+        char a[32], rq[32], d[32];
+        st_fmt_num(a, sizeof a, c->cap->pass_rate);
+        st_fmt_num(rq, sizeof rq, c->requests_per_session);
+        st_fmt_num(d, sizeof d, c->cap->capacity_rps);
+        st_buf_puts(b, "| ");
+        st_md_text(b, c->name);
+        st_buf_printf(b, " | %s | %s | %s |\n", a, rq, d);
+    }
+    st_buf_puts(b, "\n");
+    for (int k = 0; k < r->n_cfg; k++) {
+        const st_rep_cfg *c = &r->cfg[r->order[k]];
+        if (c->status != ST_REP_OK || !c->n_turns)
+            continue;
+        char a[32];
+        st_fmt_num(a, sizeof a, c->cap->pass_rate);
+        st_buf_puts(b, "TTFT by turn for ");
+        st_md_text(b, c->name);
+        st_buf_printf(b,
+                      " at its capacity (%s sessions/s): a later turn's prompt holds the conversation so far, so "
+                      "its TTFT depends on how much of it the prefix cache still holds.\n\n"
+                      "| Turn | Requests | Completed | TTFT p50 (ms) | TTFT p95 (ms) | Prompt tokens (mean) | Cached "
+                      "share |\n|---:|---:|---:|---:|---:|---:|---:|\n",
+                      a);
+        for (int t = 0; t < c->n_turns; t++) {
+            const st_turn_row *w = &c->turns[t];
+            if (!w->requests)
+                continue;
+            char p50[32], p95[32], pm[32], cs[32];
+            st_fmt_num(p50, sizeof p50, w->completed ? w->ttft.p50 * 1e3 : NAN);
+            st_fmt_num(p95, sizeof p95, w->completed ? w->ttft.p95 * 1e3 : NAN);
+            st_fmt_num(pm, sizeof pm, w->completed ? (double)w->prompt_tokens / w->completed : NAN);
+            if (w->cached_reported && w->prompt_tokens)
+                snprintf(cs, sizeof cs, "%.1f %%", 100.0 * (double)w->cached_tokens / (double)w->prompt_tokens);
+            else
+                snprintf(cs, sizeof cs, "-");
+            st_buf_printf(b, "| %u%s | %u | %u | %s | %s | %s | %s |\n", w->turn, t == ST_TURN_ROWS - 1 ? "+" : "",
+                          w->requests, w->completed, p50, p95, pm, cs);
+        }
+        st_buf_puts(b, "\n(cached share: the prompt tokens the server reported as cached; \"-\" when it reports "
+                       "none, e.g. vLLM without --enable-prompt-tokens-details)\n\n");
+    }
+}
+
 /* The sustained search behind each capacity: bracket, interval, what binds, the boundary's kind,
  * what it cost, and the overloaded engine's throughput. */
 static void search_table(const st_report *r, st_buf *b)
 {
-    const char *u = r->spec.closed_loop ? "concurrency" : "req/s";
+    const char *u = r->spec.closed_loop ? "concurrency" : r->spec.workload.sessions.on ? "sessions/s" : "req/s";
     st_buf_printf(b,
                   "| Config | Bracket (sustained .. failed, %s) | Limit interval (%.0f %%) | Binding term | Boundary | "
                   "Runs | Engine-minutes | Max throughput (req/s) | Replicas at peak | Monthly cost |\n"
@@ -341,8 +431,10 @@ static void results_section(const st_report *r, st_buf *b)
     }
 
     /* The bracket and the other figures behind the table. */
-    st_buf_puts(b, "| Config | Bracket (pass .. fail, req/s) | Grid capacity | Refined capacity | Sustained "
-                   "(steady state) | Replicas at peak | Monthly cost |\n|---|---|---:|---:|---:|---:|---:|\n");
+    st_buf_printf(b,
+                  "| Config | Bracket (pass .. fail, %s) | Grid capacity | Refined capacity | Sustained "
+                  "(steady state) | Replicas at peak | Monthly cost |\n|---|---|---:|---:|---:|---:|---:|\n",
+                  r->spec.workload.sessions.on ? "sessions/s" : "req/s");
     for (int k = 0; k < r->n_cfg; k++) {
         const st_rep_cfg *c = &r->cfg[r->order[k]];
         if (c->status != ST_REP_OK)
@@ -679,6 +771,13 @@ static void notes_section(const st_report *r, st_buf *b)
                        "the client's traffic.\n");
     else
         st_buf_puts(b, "- **Prompts** are the replayed trace, retimed to each rate.\n");
+    if (s->workload.sessions.on)
+        st_buf_puts(b,
+                    "- **Multi-turn sessions**: every offered rate (grid, bracket, the notes' rates) counts sessions "
+                    "starting per second; a later turn is sent when the turn before it ended plus its think time, "
+                    "with the answers the server returned in its prompt. The capacity, replicas and cost use the "
+                    "requests/s the engine delivered at the highest passing session rate (\"Multi-turn "
+                    "sessions\" above).\n");
     st_buf_puts(b, "- **Out of scope**: output quality (an fp8 or quantized checkpoint must be checked for quality "
                    "separately), cold starts, autoscaling, and traffic shapes other than the one tested.\n");
     if (s->engine.kind == ST_ENGINE_EMULATOR)
@@ -763,6 +862,7 @@ int st_report_markdown(const st_report *r, st_buf *b)
     setup_section(r, b);
     st_rep_traffic_markdown(&r->traffic, b);
     results_section(r, b);
+    sessions_section(r, b);
     day_section(r, b);
     st_predvs_markdown(r, b);
     changes_section(r, b);

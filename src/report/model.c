@@ -142,6 +142,41 @@ static void run_figures(st_store *s, int64_t run_id, st_rep_server *sv, st_notes
     free(recs);
 }
 
+/* A session run's figures per turn, from its stored records. */
+static void session_turns(st_store *s, int64_t run_id, st_rep_cfg *c)
+{
+    st_record *recs = NULL;
+    uint32_t nr = 0;
+    if (st_store_records_get(s, run_id, &recs, &nr))
+        return;
+    int n = st_turn_rows(recs, nr, c->turns);
+    c->n_turns = n > 0 ? n : 0;
+    for (uint32_t i = 0; i < nr; i++)
+        st_record_free(&recs[i]);
+    free(recs);
+}
+
+/* Sessions: the capacity in requests/s is what the engine delivered at the highest passing
+ * session rate (a sustained search's capacity is otherwise its offered rate, which here counts
+ * session starts, not requests). */
+static void session_capacity(const st_rep_cfg *c, st_capacity *k)
+{
+    if (k->has_pass && k->pass_index >= 0 && k->pass_index < c->n_runs &&
+        isfinite(c->runs[k->pass_index].delivered_rps))
+        k->capacity_rps = c->runs[k->pass_index].delivered_rps;
+}
+
+/* The workload's mean turns per session: the spec's for synthetic sessions, the trace's (its
+ * traffic summary) for a trace; NAN when unknown. */
+static double session_mean_turns(const st_report *r)
+{
+    if (r->spec.workload.kind == ST_WL_SYNTHETIC)
+        return st_spec_turns_mean(&r->spec);
+    json_t *ss = r->traffic.json ? json_object_get(r->traffic.json, "sessions") : NULL;
+    json_t *tm = ss ? json_object_get(ss, "turns_mean") : NULL;
+    return json_is_number(tm) && json_number_value(tm) > 0 ? json_number_value(tm) : NAN;
+}
+
 void st_report_free(st_report *r)
 {
     if (!r)
@@ -296,6 +331,10 @@ int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
             st_capacity_compute(c->rr, c->n_runs, 0, &c->refined);
             c->cap = out->refine ? &c->refined : &c->grid;
         }
+        if (out->spec.workload.sessions.on) {
+            session_capacity(c, &c->grid);
+            session_capacity(c, &c->refined);
+        }
         st_cost_in ci = { .capacity_rps = c->cap->capacity_rps,
                           .output_tps = c->cap->output_tps,
                           .price_per_gpu_hour = out->spec.hardware.price_per_gpu_hour,
@@ -303,11 +342,14 @@ int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
                           .peak_rps = out->spec.peak_rate };
         st_cost_compute(&ci, &c->cost);
         c->ttft_p95_ms = c->tpot_p95_ms = NAN;
+        c->requests_per_session = out->spec.workload.sessions.on ? session_mean_turns(out) : NAN;
         if (c->cap->has_pass) {
             const st_run_row *pr = &c->runs[c->cap->pass_index];
             /* terms 0 and 1 are always p95 TTFT and p95 TPOT (sustained: over the window) */
             c->ttft_p95_ms = pr->n_terms > 0 ? pr->term_ms[0] : pr->ttft_p95_ms;
             c->tpot_p95_ms = pr->n_terms > 1 ? pr->term_ms[1] : pr->tpot_p95_ms;
+            if (out->spec.workload.sessions.on)
+                session_turns(s, pr->id, c);
         }
         int failed = c->row && c->row->status && !strcmp(c->row->status, "failed");
         if (c->cap->has_pass && c->cost.valid) {
@@ -406,9 +448,13 @@ void st_report_search_start(const st_report *r, const char *grid, char *out, siz
     /* sweep.c start_of: the engine model's forecast in a measured audit of an engine it models */
     int forecast = !r->audit.prediction && st_exec_model_supported(s, why, sizeof why) &&
                    (s->search.start == ST_START_AUTO || s->search.start == ST_START_PREDICT);
-    const char *what = s->closed_loop ? "concurrency levels" : "rates", *unit = s->closed_loop ? "" : " req/s";
+    /* multi-turn sessions: the rates count session starts */
+    const char *what = s->closed_loop ? "concurrency levels" : "rates", *unit = s->closed_loop ? ""
+                                                                                : s->workload.sessions.on
+                                                                                    ? " sessions/s"
+                                                                                    : " req/s";
     if (s->search.start == ST_START_RATE)
-        snprintf(out, n, "it starts at %g%s", s->search.start_rate, s->closed_loop ? " concurrent requests" : " req/s");
+        snprintf(out, n, "it starts at %g%s", s->search.start_rate, s->closed_loop ? " concurrent requests" : unit);
     else if (forecast)
         snprintf(
             out, n,

@@ -1213,7 +1213,8 @@ static int diag_setup(const st_report *r, const st_rep_cfg *c, diag *D)
     const st_spec *s = &r->spec;
     D->expect = NAN;
     int synth = s->workload.kind == ST_WL_SYNTHETIC && s->workload.input_tokens > 0;
-    if (synth && D->vl)
+    /* (multi-turn sessions reuse their history too: no expectation from the prefix alone) */
+    if (synth && D->vl && (D->pc_off || !s->workload.sessions.on))
         D->expect = D->pc_off ? 0 : floor(s->workload.shared_prefix / block) * block / st_spec_mean_input(s);
     D->ttft_margin = 0.1 * s->slo.terms[0].max_ms; /* terms[0] is p95 TTFT */
     if (!(D->ttft_margin > 5))

@@ -19,6 +19,7 @@
 #include "audit/store.h"
 #include "audit/sustain.h"
 #include "core/buf.h"
+#include "load/session.h"
 #include "report/notes.h"
 #include "report/predvs.h"
 #include "report/traffic.h"
@@ -77,6 +78,12 @@ typedef struct st_rep_cfg {
     st_day_cost day;
     st_rep_status status;
     char note[256]; /* why it failed / passed nowhere, in one line */
+    /* Multi-turn sessions (workload.sessions): the rates are session starts per second; at the
+     * capacity rate (cap->pass_rate sessions/s, cap->capacity_rps requests/s delivered), the
+     * figures of each turn from the run's records (load/session.h); n_turns 0: none. */
+    st_turn_row turns[ST_TURN_ROWS];
+    int n_turns;
+    double requests_per_session; /* the capacity run's requests over its sessions (NAN: none) */
 } st_rep_cfg;
 
 typedef struct st_report {

@@ -199,6 +199,22 @@ static void run_key_depends_on_what_defines_a_run(void **state)
     s.workload.vllm_semantics = 1;
     st_sweep_run_key(&s, &s.configs[0], 1, k2);
     assert_string_not_equal(k1, k2);
+    s.workload.vllm_semantics = 0;
+    /* multi-turn sessions send other requests, and each of their parameters counts */
+    st_sweep_run_key(&s, &s.configs[0], 1, k1);
+    s.workload.sessions.on = 1;
+    s.workload.sessions.turns_min = s.workload.sessions.turns_max = 4;
+    s.workload.sessions.user_tokens = 64;
+    st_sweep_run_key(&s, &s.configs[0], 1, k2);
+    assert_string_not_equal(k1, k2);
+    s.workload.sessions.think_s = 2;
+    st_sweep_run_key(&s, &s.configs[0], 1, k3);
+    assert_string_not_equal(k2, k3);
+    s.workload.sessions.turns_max = 6;
+    st_sweep_run_key_sustained(&s, &s.configs[0], 1, 0, 100, k4);
+    s.workload.sessions.turns_max = 4;
+    st_sweep_run_key_sustained(&s, &s.configs[0], 1, 0, 100, k1);
+    assert_string_not_equal(k1, k4);
     st_spec_free(&s);
 }
 

@@ -160,6 +160,59 @@ static void validation_errors_name_file_and_line(void **state)
           "workload: {input_tokens: 1, output_tokens: 1}\nconcurrency: [1, 2]\nslo: {ttft_p95_ms: 1, tpot_p95_ms: 1}\n"
           "search: {mode: burst}\n",
           1, "t.yaml:7: search.mode: concurrency levels are measured as sustained closed-loop runs" },
+        /* multi-turn sessions */
+        { "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
+          "workload: {trace: t.jsonl, sessions: yes}\nrates: [1]\nslo: {ttft_p95_ms: 1, tpot_p95_ms: 1}\n",
+          1, "t.yaml:4: workload.sessions: with a trace, expected replay" },
+        { "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
+          "workload: {trace: t.jsonl, sessions: {turns: 3}}\nrates: [1]\nslo: {ttft_p95_ms: 1, tpot_p95_ms: 1}\n",
+          1, "t.yaml:4: workload.sessions: with a trace, expected replay" },
+        { "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
+          "workload: {input_tokens: 10, output_tokens: 1, sessions: replay}\nrates: [1]\nslo: {ttft_p95_ms: 1, "
+          "tpot_p95_ms: 1}\n",
+          1, "t.yaml:4: workload.sessions: a synthetic workload takes a mapping" },
+        { "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
+          "workload:\n  input_tokens: 10\n  output_tokens: 1\n  sessions: {turns: 5-2}\nrates: [1]\n"
+          "slo: {ttft_p95_ms: 1, tpot_p95_ms: 1}\n",
+          1, "t.yaml:7: workload.sessions.turns: expected N or MIN-MAX" },
+        { "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
+          "workload:\n  input_tokens: 10\n  output_tokens: 1\n  sessions: {turns: 0}\nrates: [1]\n"
+          "slo: {ttft_p95_ms: 1, tpot_p95_ms: 1}\n",
+          1, "t.yaml:7: workload.sessions.turns: expected N or MIN-MAX (e.g. 2-6) within 1..1000, got '0'" },
+        { "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
+          "workload:\n  input_tokens: 10\n  output_tokens: 1\n  sessions:\n    user_tokens: 0\nrates: [1]\n"
+          "slo: {ttft_p95_ms: 1, tpot_p95_ms: 1}\n",
+          1, "t.yaml:8: workload.sessions.user_tokens: must be at least 1" },
+        { "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
+          "workload:\n  input_tokens: 10\n  output_tokens: 1\n  sessions:\n    think_time: -1\nrates: [1]\n"
+          "slo: {ttft_p95_ms: 1, tpot_p95_ms: 1}\n",
+          1, "t.yaml:8: workload.sessions.think_time: expected a duration" },
+        { "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
+          "workload:\n  input_tokens: 10\n  output_tokens: 1\n  sessions:\n    think: gaussian\nrates: [1]\n"
+          "slo: {ttft_p95_ms: 1, tpot_p95_ms: 1}\n",
+          1, "t.yaml:8: workload.sessions.think: expected constant or exponential" },
+        { "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
+          "workload:\n  input_tokens: 10\n  output_tokens: 1\n  sessions:\n    rounds: 3\nrates: [1]\n"
+          "slo: {ttft_p95_ms: 1, tpot_p95_ms: 1}\n",
+          1, "t.yaml:8: workload.sessions: unknown key 'rounds'" },
+        { "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
+          "workload: {input_tokens: 10, output_tokens: 1, semantics: vllm, sessions: {turns: 2}}\nrates: [1]\n"
+          "slo: {ttft_p95_ms: 1, tpot_p95_ms: 1}\n",
+          1, "t.yaml:4: workload.sessions: not with semantics: vllm" },
+        { "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
+          "workload: {input_tokens: 100000, output_tokens: 100000, sessions: {turns: 30}}\nrates: [1]\n"
+          "slo: {ttft_p95_ms: 1, tpot_p95_ms: 1}\n",
+          1, "t.yaml:4: workload.sessions: a 30-turn conversation grows to about 3001856 tokens, more than 2097152" },
+        { "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
+          "workload: {trace: t.jsonl, sessions: replay}\nconcurrency: [1, 2]\nslo: {ttft_p95_ms: 1, tpot_p95_ms: 1}\n",
+          1, "t.yaml:5: concurrency: not with multi-turn sessions (workload.sessions)" },
+        { "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
+          "workload: {trace: t.jsonl, think_time: 2}\nrates: [1]\nslo: {ttft_p95_ms: 1, tpot_p95_ms: 1}\n",
+          1, "t.yaml:4: workload.think_time: only with a trace and sessions: replay" },
+        { "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
+          "workload: {trace: t.jsonl, sessions: replay, think_time: soon}\nrates: [1]\n"
+          "slo: {ttft_p95_ms: 1, tpot_p95_ms: 1}\n",
+          1, "t.yaml:4: workload.think_time: expected a duration" },
         { "engine: [1\n", 1, "t.yaml:2: YAML syntax" },
         { "", 1, "t.yaml: the spec is empty" },
         { "engine: {kind: vllm, model: m}\n", 1, "t.yaml:1: 'hardware' is required" },
@@ -176,6 +229,72 @@ static void validation_errors_name_file_and_line(void **state)
         if (!strstr(err, cases[i].want))
             fail_msg("case %zu: error '%s' does not contain '%s'", i, err, cases[i].want);
     }
+}
+
+/* workload.sessions: a trace's conversations replayed (or flat, the default), or synthetic
+ * sessions with bench's parameters; the generator gets them (st_spec_sessions). */
+static void sessions_keys(void **state)
+{
+    (void)state;
+    const char *head = "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
+                       "rates: [1]\nslo: {ttft_p95_ms: 1, tpot_p95_ms: 1}\n";
+    char t[1024], err[512] = "";
+    st_spec s;
+    const char *modes[] = { "", ", sessions: flat", ", sessions: replay" };
+    for (int i = 0; i < 3; i++) {
+        snprintf(t, sizeof t, "%sworkload: {trace: t.jsonl%s}\n", head, modes[i]);
+        assert_int_equal(st_spec_parse("t.yaml", t, strlen(t), &s, err, sizeof err), 0);
+        assert_int_equal(s.workload.sessions.on, i == 2); /* flat unless asked: as before the key */
+        assert_int_equal(s.workload.sessions.think_set, 0);
+        assert_true(st_spec_turns_mean(&s) == 1);
+        st_spec_free(&s);
+    }
+    /* a replayed trace's think time replaced */
+    snprintf(t, sizeof t, "%sworkload: {trace: t.jsonl, sessions: replay, think_time: 1500ms}\n", head);
+    assert_int_equal(st_spec_parse("t.yaml", t, strlen(t), &s, err, sizeof err), 0);
+    assert_int_equal(s.workload.sessions.think_set, 1);
+    assert_near(s.workload.sessions.think_s, 1.5, 1e-12);
+    st_spec_free(&s);
+    /* synthetic: the defaults (bench's) */
+    snprintf(t, sizeof t, "%sworkload: {input_tokens: 300, output_tokens: 20, shared_prefix: 100, sessions: {}}\n",
+             head);
+    assert_int_equal(st_spec_parse("t.yaml", t, strlen(t), &s, err, sizeof err), 0);
+    assert_int_equal(s.workload.sessions.on, 1);
+    assert_int_equal(s.workload.sessions.turns_min, 4);
+    assert_int_equal(s.workload.sessions.turns_max, 4);
+    assert_int_equal(s.workload.sessions.user_tokens, 64);
+    assert_true(s.workload.sessions.think_s == 0);
+    assert_int_equal(s.workload.sessions.think_exp, 0);
+    st_spec_free(&s);
+    snprintf(t, sizeof t,
+             "%sworkload:\n  input_tokens: 300\n  output_tokens: 20\n  shared_prefix: 100\n  seed: 5\n"
+             "  sessions: {turns: 2-6, user_tokens: 40, think_time: 500ms, think: exponential}\n",
+             head);
+    assert_int_equal(st_spec_parse("t.yaml", t, strlen(t), &s, err, sizeof err), 0);
+    assert_int_equal(s.workload.sessions.turns_min, 2);
+    assert_int_equal(s.workload.sessions.turns_max, 6);
+    assert_int_equal(s.workload.sessions.user_tokens, 40);
+    assert_near(s.workload.sessions.think_s, 0.5, 1e-12);
+    assert_int_equal(s.workload.sessions.think_exp, 1);
+    assert_near(st_spec_turns_mean(&s), 4, 0);
+    /* about n requests: ceil(n / 4) sessions, the first prompt input_tokens with the shared prefix */
+    st_session_params p;
+    st_spec_sessions(&s, 101, 9, &p);
+    assert_int_equal(p.sessions, 26);
+    assert_int_equal(p.first_input, 300);
+    assert_int_equal(p.prefix_len, 100);
+    assert_int_equal(p.user_input, 40);
+    assert_int_equal(p.output_len, 20);
+    st_workload w;
+    assert_int_equal(st_workload_sessions(&p, &w, err, sizeof err), 0);
+    assert_int_equal(w.n_sessions, 26);
+    assert_int_equal(w.n - w.n_dependent, 26);
+    for (uint32_t i = 0; i < w.n; i++)
+        assert_true(w.items[i].turn == 0 ? w.items[i].input_len == 300 : w.items[i].input_len == 40);
+    st_workload_free(&w);
+    st_spec_sessions(&s, 1, 9, &p); /* at least one session */
+    assert_int_equal(p.sessions, 1);
+    st_spec_free(&s);
 }
 
 /* workload.semantics: vllm: vllm bench serve's random dataset (the prefix on top of the input
@@ -372,6 +491,7 @@ int main(void)
         cmocka_unit_test(defaults_and_implicit_baseline),
         cmocka_unit_test(validation_errors_name_file_and_line),
         cmocka_unit_test(vllm_prompt_semantics),
+        cmocka_unit_test(sessions_keys),
         cmocka_unit_test(secret_reference_and_extra_slo_terms_accepted),
         cmocka_unit_test(config_flags_replace_and_remove),
         cmocka_unit_test(concurrency_and_search_keys),

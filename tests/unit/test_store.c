@@ -102,6 +102,8 @@ static void runs_records_samples_round_trip(void **state)
     recs[1].first_answer = recs[1].first_token + 20000; /* a reasoning model's first answer token */
     recs[1].reasoning_tokens = 1;
     recs[0].first_answer = -1; /* all reasoning: no answer token */
+    recs[1].session = 7;       /* a multi-turn session's third turn */
+    recs[1].turn = 2;
     recs[2].status = ST_REQ_TIMEOUT;
     recs[2].end = 1LL << 40;
     st_record_set_error(&recs[2], ST_REQ_TIMEOUT, "timed out", 9);
@@ -158,6 +160,9 @@ static void runs_records_samples_round_trip(void **state)
     assert_int_equal(back[1].first_answer, 50001 + 20000);
     assert_int_equal(back[1].reasoning_tokens, 1);
     assert_int_equal(back[0].first_answer, -1);
+    assert_int_equal(back[1].session, 7);
+    assert_int_equal(back[1].turn, 2);
+    assert_int_equal(back[0].session, 0); /* not in a session */
     for (uint32_t i = 0; i < nb; i++)
         st_record_free(&back[i]);
     free(back);
@@ -258,6 +263,7 @@ static void old_database_gets_timing_columns(void **state)
     assert_int_equal(back[0].srv_prompt, -1);
     assert_int_equal(back[0].first_answer, 100); /* not stored then: the first token was the answer's */
     assert_int_equal(back[0].prompt_reported, 0);
+    assert_int_equal(back[0].session, 0); /* not stored then */
     st_record_free(&back[0]);
     free(back);
     st_store_close(s);
