@@ -161,7 +161,7 @@ static void test_sustained_audit_compared_at_its_capacity(void **state)
                "search: {max_duration: 40s, min_window: 10s, min_window_requests: 60, max_runs: 6}\n"
                "timeouts: {startup: 8s, request: 60s, stop_grace: 2s}\n");
     fclose(f);
-    assert_int_equal(run_servetune((const char *[]){ "audit", spec, "-o", dir, "-q", NULL }, 120), 0);
+    assert_int_equal(run_servetune((const char *[]){ "audit", spec, "-o", dir, "-q", NULL }, 240), 0);
     json_t *A = load_json(dir);
     json_t *pv = json_object_get(A, "predicted_vs_measured");
     assert_true(json_is_object(pv));
