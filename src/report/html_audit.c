@@ -131,17 +131,7 @@ static void setup_rows(arena *a, const st_report *r, const char *ev, st_html_kv 
     else
         snprintf(per, sizeof per, "%u requests per rate", s->workload.requests_per_rate);
     if (s->workload.kind == ST_WL_SYNTHETIC)
-        st_buf_printf(&b,
-                      "synthetic prompts: %.0f input and %u output tokens on average (spread "
-                      "+-%.0f %%%s), a shared prefix of %u tokens; %s after %u "
-                      "warm-up requests; %s",
-                      st_spec_mean_input(s), s->workload.output_tokens, s->workload.range_ratio * 100,
-                      s->workload.vllm_semantics ? " of the part after the prefix, as vllm bench serve's random dataset"
-                                                 : "",
-                      s->workload.shared_prefix, per, s->warmup_requests,
-                      s->closed_loop        ? "closed loop"
-                      : s->workload.arrival ? s->workload.arrival
-                                            : "poisson arrivals");
+        st_report_synthetic_text(r, &b);
     else
         st_buf_printf(&b, "replayed trace %s, %s after %u warm-up requests",
                       s->workload.trace ? s->workload.trace : "-", per, s->warmup_requests);

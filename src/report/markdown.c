@@ -214,18 +214,9 @@ static void setup_section(const st_report *r, st_buf *b)
     else
         snprintf(per, sizeof per, "%u requests per rate", s->workload.requests_per_rate);
     if (s->workload.kind == ST_WL_SYNTHETIC) {
-        st_buf_printf(b,
-                      "- **Workload**: synthetic prompts, %.0f input tokens and %u output tokens on average "
-                      "(spread +-%.0f %%%s), a shared prefix of %u tokens; %s after %u warm-up "
-                      "requests; %s, seed %llu\n",
-                      st_spec_mean_input(s), s->workload.output_tokens, s->workload.range_ratio * 100,
-                      s->workload.vllm_semantics ? " of the part after the prefix, as vllm bench serve's random dataset"
-                                                 : "",
-                      s->workload.shared_prefix, per, s->warmup_requests,
-                      s->closed_loop ? "closed loop (each request sent when one ends)"
-                      : s->workload.arrival && strcmp(s->workload.arrival, "poisson") ? s->workload.arrival
-                                                                                      : "poisson arrivals",
-                      (unsigned long long)s->workload.seed);
+        st_buf_puts(b, "- **Workload**: ");
+        st_report_synthetic_text(r, b);
+        st_buf_puts(b, "\n");
     } else {
         st_buf_puts(b, "- **Workload**: replayed trace ");
         st_md_code(b, s->workload.trace);

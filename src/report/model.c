@@ -463,3 +463,24 @@ void st_report_search_start(const st_report *r, const char *grid, char *out, siz
     else
         snprintf(out, n, "the %s %s%s are where it starts", what, grid, unit);
 }
+
+void st_report_synthetic_text(const st_report *r, st_buf *b)
+{
+    const st_spec *s = &r->spec;
+    char per[96];
+    if (r->sustained)
+        snprintf(per, sizeof per, "runs as long as a steady state needs");
+    else
+        snprintf(per, sizeof per, "%u requests per rate", s->workload.requests_per_rate);
+    st_buf_printf(b,
+                  "synthetic prompts, %.0f input tokens and %u output tokens on average (spread +-%.0f %%%s), a "
+                  "shared prefix of %u tokens; %s after %u warm-up requests; %s, seed %llu",
+                  st_spec_mean_input(s), s->workload.output_tokens, s->workload.range_ratio * 100,
+                  s->workload.vllm_semantics ? " of the part after the prefix, as vllm bench serve's random dataset"
+                                             : "",
+                  s->workload.shared_prefix, per, s->warmup_requests,
+                  s->closed_loop ? "closed loop (each request sent when one ends)"
+                  : s->workload.arrival && strcmp(s->workload.arrival, "poisson") ? s->workload.arrival
+                                                                                  : "poisson arrivals",
+                  (unsigned long long)s->workload.seed);
+}

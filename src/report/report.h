@@ -123,6 +123,9 @@ void st_report_term_name(const st_spec *s, int term, char *out, size_t n);
 /* What binds a sustained capacity, in words: an SLO term, "over-saturation" (the failing end
  * over-saturated), or "-". */
 void st_report_binding(const st_report *r, const st_rep_cfg *c, char *out, size_t n);
+/* The synthetic workload in words (plain text: sizes, spread, prefix, run length, warm-up,
+ * arrivals, seed), as the markdown and HTML setups show it. */
+void st_report_synthetic_text(const st_report *r, st_buf *b);
 /* Where the sustained search started, in words ("it starts near the engine model's forecast...;
  * the rates 4, 8 req/s are its grid"); grid: the spec's rates as text. */
 void st_report_search_start(const st_report *r, const char *grid, char *out, size_t n);
