@@ -408,7 +408,7 @@ static int http_prepare(st_executor *x, st_workload *w)
     engine *E = &H->E;
     st_api_kind api = ST_API_COMPLETIONS;
     st_api_from_name(E->l.api, &api);
-    if (!st_spec_fits_prompts(H->spec) || (api != ST_API_CHAT && api != ST_API_TGI) || H->tok_state < 0 || !H->active)
+    if (!st_spec_fits_prompts(H->spec) || H->tok_state < 0 || !H->active) /* a text API (chat, TGI) */
         return 0;
     char err[512], line[700];
     if (!H->tok) {

@@ -1240,15 +1240,24 @@ static int shared_prefix(sweep *S, char *err, size_t errlen)
 
 /* The sustained search of configuration ci on executor x in memory (nothing stored, nothing
  * printed): its capacity. 0, or -1 with err. */
+/* A sweep that stores nothing (the engine model's searches and probes): quiet, on executor x. */
+static void in_memory(sweep *S, st_sweep_opts *o, st_sweep_result *res, const st_spec *spec, st_executor *x,
+                      volatile sig_atomic_t *stop)
+{
+    *o = (st_sweep_opts){ .quiet = 1, .stop = stop };
+    memset(res, 0, sizeof *res);
+    *S = (sweep){ .spec = spec, .o = o, .x = x, .res = res, .in_memory = 1 };
+    S->t_start = st_now();
+}
+
 static int search_in_memory(const st_spec *spec, st_executor *x, int ci, volatile sig_atomic_t *stop, st_capacity *cap,
                             double pass_ms[2], int *failed_start, char *why, size_t whylen, char *err, size_t errlen)
 {
     pass_ms[0] = pass_ms[1] = NAN;
-    st_sweep_opts o = { .quiet = 1, .stop = stop };
+    st_sweep_opts o;
     st_sweep_result res;
-    memset(&res, 0, sizeof res);
-    sweep S = { .spec = spec, .o = &o, .x = x, .res = &res, .in_memory = 1 };
-    S.t_start = st_now();
+    sweep S;
+    in_memory(&S, &o, &res, spec, x, stop);
     *failed_start = 0;
     if (shared_prefix(&S, err, errlen))
         return -1;
@@ -1438,12 +1447,11 @@ int st_sweep_probe(const st_spec *spec, st_executor *x, int ci, double rate, vol
                    st_rate_result *out, char *why, size_t whylen, char *err, size_t errlen)
 {
     volatile sig_atomic_t never = 0;
-    st_sweep_opts o = { .quiet = 1, .stop = stop ? stop : &never };
+    st_sweep_opts o;
     st_sweep_result res;
-    memset(&res, 0, sizeof res);
+    sweep S;
+    in_memory(&S, &o, &res, spec, x, stop ? stop : &never);
     memset(out, 0, sizeof *out);
-    sweep S = { .spec = spec, .o = &o, .x = x, .res = &res, .in_memory = 1 };
-    S.t_start = st_now();
     if (shared_prefix(&S, err, errlen))
         return -1;
     int rc = -1;

@@ -1096,6 +1096,16 @@ static void dr_add(diag_rates *d, const st_rep_cfg *c, int j)
     d->rates[d->n++] = c->runs[j].rate;
 }
 
+/* The note of a diagnosis over rates d: its rates, and the lowest one's as evidence "rate". */
+static st_note *dr_note(ctx *x, st_note_sev sev, const char *kind, const st_rep_cfg *c, const diag_rates *d)
+{
+    st_note *n = add(x, sev, kind, c->name);
+    for (int k = 0; k < d->n; k++)
+        add_rate(n, d->rates[k]);
+    add_ev(n, "rate", c->runs[d->first].rate);
+    return n;
+}
+
 static void dr_text(st_buf *b, diag_rates *d)
 {
     qsort(d->rates, (size_t)d->n, sizeof *d->rates, st_cmp_double);
@@ -1283,10 +1293,7 @@ static void note_kv_limit(ctx *x, const st_rep_cfg *c, diag *D)
         st_buf_puts(b, "reduce --max-model-len or --max-num-seqs (the KV cache is already fp8).");
     else
         st_buf_puts(b, "reduce --max-model-len or --max-num-seqs, or use an fp8 KV cache (--kv-cache-dtype fp8).");
-    st_note *n = add(x, ST_NOTE_WARN, "kv_cache_limit", c->name);
-    for (int k = 0; k < D->kv.n; k++)
-        add_rate(n, D->kv.rates[k]);
-    add_ev(n, "rate", c->runs[D->kv.first].rate);
+    st_note *n = dr_note(x, ST_NOTE_WARN, "kv_cache_limit", c, &D->kv);
     add_ev(n, "kv_usage_max", d->kv_max);
     add_ev(n, "kv_high_fraction", (double)d->kv_high / d->kv_scrapes);
     add_ev(n, "preemptions", d->preempt_delta);
@@ -1310,10 +1317,7 @@ static void note_limit_elsewhere(ctx *x, const st_rep_cfg *c, diag *D)
     if (mbt)
         st_buf_printf(b, ", --max-num-batched-tokens %s", mbt);
     st_buf_puts(b, ", or compute).");
-    st_note *n = add(x, ST_NOTE_INFO, "limit_elsewhere", c->name);
-    for (int k = 0; k < D->el.n; k++)
-        add_rate(n, D->el.rates[k]);
-    add_ev(n, "rate", c->runs[D->el.first].rate);
+    st_note *n = dr_note(x, ST_NOTE_INFO, "limit_elsewhere", c, &D->el);
     add_ev(n, "running_max_while_waiting", d->running_max_waiting);
     add_ev(n, "waiting_max", d->waiting_max);
     add_ev(n, "max_num_seqs", D->max_seqs);
@@ -1345,10 +1349,7 @@ static void note_prefix_hits(ctx *x, const st_rep_cfg *c, diag *D)
                                          "prompts do not share their first tokens."
                                        : "the prompts share more than the stated prefix (check the workload).");
     }
-    st_note *n = add(x, ST_NOTE_WARN, "prefix_cache_hit_rate", c->name);
-    for (int k = 0; k < D->pc.n; k++)
-        add_rate(n, D->pc.rates[k]);
-    add_ev(n, "rate", c->runs[D->pc.first].rate);
+    st_note *n = dr_note(x, ST_NOTE_WARN, "prefix_cache_hit_rate", c, &D->pc);
     add_ev(n, "hit_rate", got);
     add_ev(n, "expected", D->expect);
     add_ev(n, "prefix_queries", d->prefix_queries);
@@ -1377,10 +1378,7 @@ static void note_ttft_disagrees(ctx *x, const st_rep_cfg *c, diag *D)
     else
         st_buf_puts(b, "The engine's is higher, which no client delay explains: its histogram counts other "
                        "requests or its clock is off.");
-    st_note *n = add(x, ST_NOTE_WARN, "engine_ttft_disagrees", c->name);
-    for (int k = 0; k < D->tt.n; k++)
-        add_rate(n, D->tt.rates[k]);
-    add_ev(n, "rate", c->runs[D->tt.first].rate);
+    st_note *n = dr_note(x, ST_NOTE_WARN, "engine_ttft_disagrees", c, &D->tt);
     add_ev(n, "engine_ttft_p95_ms", d->engine_ttft_p95_ms);
     add_ev(n, "client_ttft_p95_ms", d->client_ttft_p95_ms);
     add_ev(n, "client_sched_ttft_p95_ms", d->client_sched_ttft_p95_ms);
@@ -1409,10 +1407,7 @@ static void note_token_counts(ctx *x, const st_rep_cfg *c, diag *D)
                   d->tokens_usage == d->tokens_checked ? "from the server's usage"
                   : d->tokens_usage                    ? "partly from usage, partly counted"
                                                        : "counted from the stream: no usage reported");
-    st_note *n = add(x, ST_NOTE_WARN, "token_count_mismatch", c->name);
-    for (int k = 0; k < D->tk.n; k++)
-        add_rate(n, D->tk.rates[k]);
-    add_ev(n, "rate", c->runs[D->tk.first].rate);
+    st_note *n = dr_note(x, ST_NOTE_WARN, "token_count_mismatch", c, &D->tk);
     add_ev(n, "mismatched", mis);
     add_ev(n, "checked", d->tokens_checked);
     add_ev(n, "mean_delivered", d->tokens_got_mismatched / mis);
@@ -1437,10 +1432,7 @@ static void note_slots_full(ctx *x, const st_rep_cfg *c, diag *D)
         st_buf_puts(b, "llama-server's default");
     st_buf_puts(b, "), and that wait is part of their TTFT. More slots run more requests at once, each with its "
                    "share of the context (-c / -np), at the cost of a longer step on the same CPU.");
-    st_note *n = add(x, ST_NOTE_INFO, "slots_full", c->name);
-    for (int k = 0; k < D->sl.n; k++)
-        add_rate(n, D->sl.rates[k]);
-    add_ev(n, "rate", c->runs[D->sl.first].rate);
+    st_note *n = dr_note(x, ST_NOTE_INFO, "slots_full", c, &D->sl);
     add_ev(n, "slots", D->slots);
     add_ev(n, "processing_max_while_deferred", d->running_max_waiting);
     add_ev(n, "deferred_max", d->waiting_max);
