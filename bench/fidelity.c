@@ -3,6 +3,7 @@
  *   build/bench/fidelity [--data FILE] [--summary] [--split fit|test] [--detail]
  *                        [--fit | --cv | --cv-select] [--free LIST] [--lambda L] [--folds K]
  *                        [--start sourced|tree] [--set NAME=VALUE]... [--sweeps N] [--jobs J]
+ *                        [--labs on|off]
  *
  * Runs every point of bench/fidelity/measurements.json through the engine model with the
  * point's exact setup and load, prints the predicted/published ratios for throughput, TTFT
@@ -48,6 +49,8 @@
 #define MAX_JOBS 16
 /* A GPU gets its own efficiencies only with at least this many fit points. */
 #define FIT_MIN_GPU_POINTS 3
+/* A lab gets its own front-end latency only with at least this many fit points with a TTFT. */
+#define FIT_MIN_LAB_POINTS 3
 #define KNOB_NAME_MAX 48
 #define FREE_LIST_MAX 1024
 
@@ -55,13 +58,14 @@
  * The set the second round fitted; --cv judges it and --cv-select can reselect it within the
  * fit split (docs/fidelity.md, "Which constants are free"). */
 #define FREE_DEFAULT                                                                                                   \
-    "fe_latency_s,fe_req_cpu_s,fe_token_cpu_s,fe_chat_factor,step_cpu_s,seq_cpu_s,layer_eager_s,attn_eff,kv_bw_rel,"   \
+    "fe_latency_s,fe_latency_s@*,fe_req_cpu_s,fe_token_cpu_s,fe_chat_factor,step_cpu_s,seq_cpu_s,layer_eager_s,attn_eff,kv_bw_rel,"   \
     "fp8_gemm_rel,fp8_bw_rel,marlin_bw_rel,moe_gemm_rel,int4_gemm_rel,gemm_eff@H100,bw_eff@H100,gemm_eff@H200,bw_eff@" \
     "H200,gemm_eff@A100,bw_eff@A100,gemm_eff@A100-PCIe,bw_eff@A100-PCIe"
 
 typedef struct point_run {
     st_emu_config cfg;
     st_emu_tuning tree; /* the tuning in the tree (consts.h and the catalog) */
+    const char *lab;    /* the point's lab (st_fid_point.lab) */
     int cfg_ok;
     char err[512];
     st_fid_figures f;
@@ -71,7 +75,7 @@ typedef struct point_run {
 
 /* ---- the free constants --------------------------------------------------------------------- */
 
-typedef enum { SCOPE_ALL, SCOPE_GPU, SCOPE_FP8, SCOPE_MARLIN, SCOPE_INT4, SCOPE_EAGER, SCOPE_MOE } scope;
+typedef enum { SCOPE_ALL, SCOPE_GPU, SCOPE_LAB, SCOPE_FP8, SCOPE_MARLIN, SCOPE_INT4, SCOPE_EAGER, SCOPE_MOE } scope;
 
 typedef struct knob {
     char name[KNOB_NAME_MAX];
@@ -81,8 +85,8 @@ typedef struct knob {
     scope sc;
     double def;      /* the sourced default */
     const char *why; /* its source */
-    char gpu[64];    /* per-GPU knobs: the catalog name it applies to */
-    int parent;      /* per-GPU knobs: the global knob it refines (-1: a global knob) */
+    char of[ST_FID_NAME_MAX]; /* per-GPU knobs: the catalog name it applies to; per-lab: the lab */
+    int parent;               /* per-GPU / per-lab knobs: the global knob it refines (-1: a global knob) */
     int free;
     double value;
 } knob;
@@ -136,10 +140,22 @@ static const knob GLOBAL_KNOBS[] = {
 };
 #define N_GLOBAL_KNOBS ((int)(sizeof GLOBAL_KNOBS / sizeof GLOBAL_KNOBS[0]))
 
+/* A lab's own front-end latency (st_fid_lab_fe_latency): the fit refines fe_latency_s per lab
+ * (fe_latency_s@LAB) for every lab with at least FIT_MIN_LAB_POINTS fit points that publish a
+ * TTFT; the values it finds go into emu/fidelity.c's table. */
+static double lab_fe(const char *lab) { return lab ? st_fid_lab_fe_latency(lab) : NAN; }
+
+static int has_ttft(const st_fid_point *p)
+{
+    return isfinite(p->ttft_ms.p50) || isfinite(p->ttft_ms.p95) || isfinite(p->ttft_ms.p99) ||
+           isfinite(p->ttft_ms.mean);
+}
+
 typedef struct model_knobs {
     knob k[MAX_KNOBS];
     int n;
     int start_tree; /* frozen knobs at the tree's values instead of the sourced defaults */
+    int no_labs;    /* --labs off: no lab has its own latency (every point the global one) */
     double lambda;  /* shrinkage weight */
     double set[MAX_KNOBS];
     int is_set[MAX_KNOBS]; /* --set NAME=VALUE: the knob starts (or stays) there */
@@ -175,9 +191,10 @@ static const char *gpu_key(const char *name)
 }
 
 /* The global knobs, then gemm_eff@GPU and bw_eff@GPU for every GPU with enough fit points. */
-static int build_knobs(const st_fid_point *pts, const point_run *pr, uint32_t n, model_knobs *M)
+static int build_knobs(const st_fid_point *pts, const point_run *pr, uint32_t n, int no_labs, model_knobs *M)
 {
     memset(M, 0, sizeof *M);
+    M->no_labs = no_labs;
     for (int i = 0; i < N_GLOBAL_KNOBS; i++) {
         knob *k = &M->k[M->n++];
         *k = GLOBAL_KNOBS[i];
@@ -209,11 +226,36 @@ static int build_knobs(const st_fid_point *pts, const point_run *pr, uint32_t n,
             knob *k = &M->k[M->n++];
             *k = M->k[parent];
             snprintf(k->name, sizeof k->name, "%s@%s", e ? "bw_eff" : "gemm_eff", gpu_key(pr[i].cfg.gpu.name));
-            snprintf(k->gpu, sizeof k->gpu, "%s", pr[i].cfg.gpu.name);
+            snprintf(k->of, sizeof k->of, "%s", pr[i].cfg.gpu.name);
             k->sc = SCOPE_GPU;
             k->parent = parent;
             k->why = "this GPU's own value (shrunk towards the global one)";
         }
+    }
+    /* fe_latency_s@LAB for every lab with enough fit points that publish a TTFT */
+    const char *labs[16];
+    int nl = 0;
+    for (uint32_t i = 0; i < n && !no_labs; i++) {
+        if (pts[i].split != ST_FID_FIT || !pr[i].cfg_ok || !has_ttft(&pts[i]))
+            continue;
+        int dup = 0;
+        for (int j = 0; j < nl; j++)
+            dup |= !strcmp(labs[j], pts[i].lab);
+        uint32_t count = 0;
+        for (uint32_t j = 0; j < n; j++)
+            count += pts[j].split == ST_FID_FIT && pr[j].cfg_ok && has_ttft(&pts[j]) && !strcmp(pts[j].lab, pts[i].lab);
+        if (dup || nl == 16 || M->n + 1 > MAX_KNOBS || count < FIT_MIN_LAB_POINTS)
+            continue;
+        labs[nl++] = pts[i].lab;
+        int parent = knob_index(M, "fe_latency_s");
+        knob *k = &M->k[M->n++];
+        *k = M->k[parent];
+        size_t owner = strcspn(pts[i].lab, "/");
+        snprintf(k->name, sizeof k->name, "fe_latency_s@%.*s", (int)(owner < 30 ? owner : 30), pts[i].lab);
+        snprintf(k->of, sizeof k->of, "%s", pts[i].lab);
+        k->sc = SCOPE_LAB;
+        k->parent = parent;
+        k->why = "this lab's own fixed latency (its client and network path)";
     }
     return 0;
 }
@@ -233,6 +275,20 @@ static int set_free(model_knobs *M, const char *list, char *bad, size_t badlen)
     char buf[FREE_LIST_MAX];
     snprintf(buf, sizeof buf, "%s", list);
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        size_t tl = strlen(tok);
+        if (tl > 2 && !strcmp(tok + tl - 2, "@*")) {
+            /* NAME@*: every per-GPU / per-lab refinement of NAME */
+            tok[tl - 2] = 0;
+            int parent = knob_index(M, tok);
+            if (parent < 0) {
+                snprintf(bad, badlen, "%s@*", tok);
+                return -1;
+            }
+            for (int j = 0; j < M->n; j++)
+                if (M->k[j].parent == parent)
+                    M->k[j].free = 1;
+            continue;
+        }
         int i = knob_index(M, tok);
         if (i < 0) {
             snprintf(bad, badlen, "%s", tok);
@@ -275,10 +331,17 @@ static void reset_values(model_knobs *M, const point_run *pr, uint32_t n)
         k->value = k->parent >= 0 ? M->k[k->parent].def : k->def;
         if (!M->start_tree)
             continue;
+        if (k->sc == SCOPE_LAB && isfinite(lab_fe(k->of))) {
+            k->value = lab_fe(k->of);
+            continue;
+        }
         for (uint32_t j = 0; j < n; j++) {
-            if (!pr[j].cfg_ok || (k->parent >= 0 && strcmp(pr[j].cfg.gpu.name, k->gpu)))
+            if (!pr[j].cfg_ok || (k->sc == SCOPE_GPU && strcmp(pr[j].cfg.gpu.name, k->of)))
                 continue;
-            k->value = *(const double *)((const char *)&pr[j].tree + k->offset);
+            /* the product's value (pr->tree also holds the point's lab's own latency) */
+            st_emu_tuning product;
+            st_emu_tuning_defaults(&product, &pr[j].cfg.gpu);
+            k->value = *(const double *)((const char *)&product + k->offset);
             break;
         }
     }
@@ -291,7 +354,8 @@ static int affects(const knob *k, const point_run *pr)
 {
     switch (k->sc) {
     case SCOPE_ALL: return 1;
-    case SCOPE_GPU: return !strcmp(pr->cfg.gpu.name, k->gpu);
+    case SCOPE_GPU: return !strcmp(pr->cfg.gpu.name, k->of);
+    case SCOPE_LAB: return !strcmp(pr->lab, k->of);
     case SCOPE_FP8: return pr->cfg.weight_dtype == ST_EMU_FP8 && pr->cfg.gpu.fp8_flops > 0;
     case SCOPE_MARLIN:
         return pr->cfg.weight_dtype == ST_EMU_INT4_AWQ || pr->cfg.weight_dtype == ST_EMU_INT4_GPTQ ||
@@ -304,7 +368,8 @@ static int affects(const knob *k, const point_run *pr)
 }
 
 /* The point's tuning under the knobs' current values. gemm_eff / bw_eff: the GPU's own knob when
- * free, else the global knob when free, else the start (the GPU's tree value, or the default). */
+ * free, else the global knob when free, else the start (the GPU's tree value, or the default).
+ * fe_latency_s: the lab's own knob when free, set, or in the tree (LAB_FE), else the global. */
 static void apply(const model_knobs *M, point_run *pr)
 {
     st_emu_tuning *t = &pr->cfg.tune;
@@ -317,9 +382,12 @@ static void apply(const model_knobs *M, point_run *pr)
         if (k->offset == TUNE(gemm_eff) || k->offset == TUNE(bw_eff)) {
             if (!k->free && !M->is_set[i] && M->start_tree)
                 v = *(const double *)((const char *)&pr->tree + k->offset);
-            for (int j = 0; j < M->n; j++)
-                if (M->k[j].parent == i && (M->k[j].free || M->is_set[j]) && !strcmp(M->k[j].gpu, pr->cfg.gpu.name))
-                    v = M->k[j].value;
+        }
+        for (int j = 0; j < M->n; j++) {
+            const knob *c = &M->k[j];
+            int own = c->free || M->is_set[j] || (c->sc == SCOPE_LAB && M->start_tree && isfinite(lab_fe(c->of)));
+            if (c->parent == i && own && affects(c, pr))
+                v = c->value;
         }
         *(double *)((char *)t + k->offset) = v;
     }
@@ -1069,7 +1137,7 @@ static void usage(const char *argv0)
     fprintf(stderr,
             "usage: %s [--data FILE] [--summary] [--split fit|test] [--detail]\n"
             "          [--fit | --cv | --cv-select] [--free LIST|all|none] [--lambda L] [--folds K]\n"
-            "          [--start sourced|tree] [--set NAME=VALUE]... [--sweeps N] [--jobs J]\n",
+            "          [--start sourced|tree] [--set NAME=VALUE]... [--sweeps N] [--jobs J] [--labs on|off]\n",
             argv0);
 }
 
@@ -1077,7 +1145,7 @@ int main(int argc, char **argv)
 {
     const char *data = DEFAULT_DATA, *free_arg = FREE_DEFAULT;
     int fit_mode = 0, cv_mode = 0, select_mode = 0, sweeps = 3, points = 1, only_split = -1, detail = 0;
-    int folds = 5, jobs = 1, start_tree = -1;
+    int folds = 5, jobs = 1, start_tree = -1, no_labs = 0;
     double lambda = 0;
     const char *sets[MAX_KNOBS];
     int nsets = 0;
@@ -1109,6 +1177,9 @@ int main(int argc, char **argv)
             points = 0;
         else if (!strcmp(argv[i], "--detail"))
             detail = 1;
+        else if (!strcmp(argv[i], "--labs") && i + 1 < argc &&
+                 (!strcmp(argv[i + 1], "on") || !strcmp(argv[i + 1], "off")))
+            no_labs = !strcmp(argv[++i], "off");
         else if (!strcmp(argv[i], "--split") && i + 1 < argc &&
                  (!strcmp(argv[i + 1], "fit") || !strcmp(argv[i + 1], "test")))
             only_split = !strcmp(argv[++i], "test") ? ST_FID_TEST : ST_FID_FIT;
@@ -1145,9 +1216,10 @@ int main(int argc, char **argv)
     for (uint32_t i = 0; i < n; i++) {
         pr[i].cfg_ok = st_fid_config(&pts[i], &pr[i].cfg, pr[i].err, sizeof pr[i].err) == 0;
         pr[i].tree = pr[i].cfg.tune;
+        pr[i].lab = pts[i].lab;
     }
     model_knobs M;
-    if (build_knobs(pts, pr, n, &M) < 0)
+    if (build_knobs(pts, pr, n, no_labs, &M) < 0)
         return 2;
     /* fits start from the sourced defaults, a what-if run (--set) from the tree's values */
     M.start_tree = start_tree >= 0 ? start_tree : !(fit_mode || cv_mode || select_mode);
@@ -1179,9 +1251,9 @@ int main(int argc, char **argv)
         M.set[k] = v;
         M.is_set[k] = 1;
     }
-    if (nsets && !fit_mode && !cv_mode && !select_mode) {
-        /* a what-if run: the tree's values (or the sourced defaults with --start sourced), with
-         * the --set ones */
+    if (!fit_mode && !cv_mode && !select_mode) {
+        /* the tree's values (each lab's own latency included), or a what-if run: the sourced
+         * defaults with --start sourced, with the --set ones */
         set_free(&M, "none", NULL, 0);
         reset_values(&M, pr, n);
         for (uint32_t i = 0; i < n; i++)

@@ -171,6 +171,17 @@ static int parse_point(json_t *p, st_fid_point *o, char *err, size_t errlen)
     const char *repo = json_string_value(json_object_get(src, "repo"));
     const char *path = json_string_value(json_object_get(src, "path"));
     snprintf(o->source, sizeof o->source, "%s/%s", repo ? repo : "", path ? path : "");
+    const char *url = json_string_value(json_object_get(src, "url"));
+    if (repo && *repo) {
+        snprintf(o->lab, sizeof o->lab, "%s", repo);
+    } else if (url) {
+        const char *h = strstr(url, "://");
+        h = h ? h + 3 : url;
+        size_t hl = strcspn(h, "/");
+        snprintf(o->lab, sizeof o->lab, "%.*s", (int)(hl < sizeof o->lab ? hl : sizeof o->lab - 1), h);
+    } else {
+        snprintf(o->lab, sizeof o->lab, "%s", o->id);
+    }
     o->sweep = -1;
     o->rounds = 1;
     o->req_s = jnum(m, "req_s");
@@ -273,6 +284,32 @@ int st_fid_parse(const char *json, size_t len, st_fid_point **out, uint32_t *n, 
 
 static int starts(const char *s, const char *prefix) { return !strncmp(s, prefix, strlen(prefix)); }
 
+/* The lab's own latency (docs/fidelity.md, "The lab's own latency"): the fixed time a request
+ * spends outside the engine core is partly the measurement setup's (where the client runs, the
+ * network and proxies between it and the server, the host's CPU), and the published figures
+ * put it anywhere from ~6 ms to ~58 ms for the same engine. A lab with at least three fit
+ * points that publish a TTFT has its own fe_latency_s, FITTED on those fit points only
+ * (`build/bench/fidelity --fit --split fit --start tree`, which refines fe_latency_s per lab)
+ * and used for all its points, test ones included: what `servetune calibrate` does with a
+ * user's own audit. Every other lab, and the product before any calibration, uses
+ * EMU_FE_LATENCY_S. */
+static const struct {
+    const char *lab;
+    double fe_latency_s;
+} FID_LAB_FE[] = {
+    { "gpustack/gpustack", 0.0249051 },
+    { "cssnoeasy/a100-vllm-benchmark-blog", 0.0583635 },
+    { "DO-Solutions/gtc-2026-doks", 0.00623833 },
+};
+
+double st_fid_lab_fe_latency(const char *lab)
+{
+    for (size_t i = 0; i < sizeof FID_LAB_FE / sizeof *FID_LAB_FE; i++)
+        if (!strcmp(FID_LAB_FE[i].lab, lab))
+            return FID_LAB_FE[i].fe_latency_s;
+    return NAN;
+}
+
 int st_fid_config(const st_fid_point *p, st_emu_config *cfg, char *err, size_t errlen)
 {
     st_emu_gpu g;
@@ -307,6 +344,9 @@ int st_fid_config(const st_fid_point *p, st_emu_config *cfg, char *err, size_t e
     cfg->enforce_eager = p->enforce_eager;
     if (p->vllm_version)
         cfg->vllm_version = p->vllm_version;
+    double fe = st_fid_lab_fe_latency(p->lab);
+    if (isfinite(fe))
+        cfg->tune.fe_latency_s = fe;
     return 0;
 }
 

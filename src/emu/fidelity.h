@@ -59,6 +59,9 @@ typedef struct st_fid_point {
     int sweep;
     uint32_t sweep_pos, rounds, round, preruns;
     char source[2 * ST_FID_NAME_MAX]; /* repo/path of the source file */
+    /* The lab: the source's repository (else its URL's host), i.e. one measurement setup: its
+     * client, network path and server host (docs/fidelity.md, "The lab's own latency"). */
+    char lab[ST_FID_NAME_MAX];
     /* published figures */
     double req_s, out_tok_s, total_tok_s;
     st_fid_dist ttft_ms, tpot_ms, itl_ms;
@@ -68,8 +71,13 @@ typedef struct st_fid_point {
 /* Parses the data set (a JSON array of points). *out is malloc'ed (free()). 0, or -1 with err. */
 int st_fid_parse(const char *json, size_t len, st_fid_point **out, uint32_t *n, char *err, size_t errlen);
 
-/* The engine configuration of a point (with the model's default tuning). 0, or -1 with err
- * (GPU or model not in the catalog). */
+/* The front-end latency fitted for a lab (st_fid_point.lab) on its fit points; NAN when the
+ * lab has none (the model's default applies). */
+double st_fid_lab_fe_latency(const char *lab);
+
+/* The engine configuration of a point (with the model's default tuning and its lab's own
+ * front-end latency, st_fid_lab_fe_latency). 0, or -1 with err (GPU or model not in the
+ * catalog). */
 int st_fid_config(const st_fid_point *p, st_emu_config *cfg, char *err, size_t errlen);
 
 /* Predicted figures, in the units the data set uses. */

@@ -7,6 +7,7 @@
 #include "core/buf.h"
 #include "emu/calib.h"
 #include "emu/catalog.h"
+#include "emu/consts.h"
 #include "emu/fidelity.h"
 #include "emu/fit.h"
 
@@ -153,6 +154,44 @@ static const char *TWO_POINTS =
     "\"value\":\"inf\",\"num_prompts\":50,\"dataset\":\"sharegpt\",\"total_input_tokens\":10000,"
     "\"total_output_tokens\":9000},\"measured\":{\"req_s\":5,\"ttft_ms\":{\"p50\":400,\"p95\":900}}}]";
 
+/* A point's lab: the source's repository, else its URL's host; a lab with its own fitted
+ * front-end latency gets it in st_fid_config, every other one the model's default. */
+static void fidelity_labs_have_their_own_latency(void **state)
+{
+    (void)state;
+    static const char *THREE =
+        "[{\"id\":\"a\",\"split\":\"fit\",\"source\":{\"repo\":\"DO-Solutions/gtc-2026-doks\",\"path\":\"r.md\"},"
+        "\"setup\":{\"gpu\":\"H100 SXM 80GB\",\"model\":\"Qwen/Qwen3-8B\",\"weights\":\"bf16\"},\"load\":{\"mode\":"
+        "\"rate\",\"value\":1,\"num_prompts\":10,\"dataset\":\"random\",\"input_len\":64,\"output_len\":8},"
+        "\"measured\":{\"req_s\":1}},"
+        "{\"id\":\"b\",\"split\":\"fit\",\"source\":{\"url\":\"https://example.org/blog/post\"},"
+        "\"setup\":{\"gpu\":\"H100 SXM 80GB\",\"model\":\"Qwen/Qwen3-8B\",\"weights\":\"bf16\"},\"load\":{\"mode\":"
+        "\"rate\",\"value\":1,\"num_prompts\":10,\"dataset\":\"random\",\"input_len\":64,\"output_len\":8},"
+        "\"measured\":{\"req_s\":1}},"
+        "{\"id\":\"c\",\"split\":\"test\",\"source\":{},"
+        "\"setup\":{\"gpu\":\"H100 SXM 80GB\",\"model\":\"Qwen/Qwen3-8B\",\"weights\":\"bf16\"},\"load\":{\"mode\":"
+        "\"rate\",\"value\":1,\"num_prompts\":10,\"dataset\":\"random\",\"input_len\":64,\"output_len\":8},"
+        "\"measured\":{\"req_s\":1}}]";
+    char err[512];
+    st_fid_point *pts;
+    uint32_t n;
+    assert_int_equal(st_fid_parse(THREE, strlen(THREE), &pts, &n, err, sizeof err), 0);
+    assert_int_equal(n, 3);
+    assert_string_equal(pts[0].lab, "DO-Solutions/gtc-2026-doks");
+    assert_string_equal(pts[1].lab, "example.org");
+    assert_string_equal(pts[2].lab, "c");
+    double own = st_fid_lab_fe_latency(pts[0].lab);
+    assert_true(isfinite(own) && own > 0);
+    assert_true(isnan(st_fid_lab_fe_latency(pts[1].lab)));
+    st_emu_config c, d;
+    assert_int_equal(st_fid_config(&pts[0], &c, err, sizeof err), 0);
+    assert_near(c.tune.fe_latency_s, own, 1e-15);
+    assert_int_equal(st_fid_config(&pts[1], &d, err, sizeof err), 0);
+    assert_near(d.tune.fe_latency_s, EMU_FE_LATENCY_S, 1e-15);
+    assert_true(fabs(own - EMU_FE_LATENCY_S) > 1e-4);
+    free(pts);
+}
+
 static void fidelity_points_run(void **state)
 {
     (void)state;
@@ -260,7 +299,7 @@ int main(void)
     const struct CMUnitTest t[] = {
         cmocka_unit_test(fit_finds_a_bounded_minimum),         cmocka_unit_test(fit_warm_start_stays_in_its_window),
         cmocka_unit_test(calibration_round_trip_and_refusals), cmocka_unit_test(fidelity_points_run),
-        cmocka_unit_test(fidelity_sweeps_replay_the_server),
+        cmocka_unit_test(fidelity_sweeps_replay_the_server), cmocka_unit_test(fidelity_labs_have_their_own_latency),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }
