@@ -20,6 +20,7 @@
 #include "core/file.h"
 #include "core/version.h"
 #include "emu/calib.h"
+#include "emu/consts.h"
 #include "report/format.h"
 #include "report/predvs.h"
 #include "report/report.h"
@@ -51,7 +52,10 @@ static void help(const st_opt *opts)
         "4 interrupted. More: docs/predict.md.\n");
 }
 
-static void model_note(const st_spec *spec, char *out, size_t n)
+/* How the engine was modelled, for the report's "Method and limits". The TTFT's largest
+ * unknown is the setup's own fixed latency outside the engine (published setups: ~6-58 ms,
+ * docs/fidelity.md "The lab's own latency"): the note says which one the prediction used. */
+static void model_note(const st_spec *spec, const st_emu_calib *calib, char *out, size_t n)
 {
     st_strv flags = { 0 };
     st_spec_config_flags(spec, &spec->configs[0], &flags);
@@ -59,11 +63,26 @@ static void model_note(const st_spec *spec, char *out, size_t n)
     for (int i = 0; i + 1 < flags.n && !gpu; i++)
         if (!strcmp(flags.v[i], "--gpu"))
             gpu = flags.v[i + 1];
+    const st_calib_knob *fe = st_calib_knob_find("fe_latency_s");
+    int idx = fe ? (int)(fe - st_calib_knobs()) : -1;
+    char latency[512];
+    if (calib && idx >= 0 && calib->set[idx])
+        snprintf(latency, sizeof latency,
+                 " TTFT includes the fixed latency outside the engine that the calibration fitted to this setup "
+                 "(%.1f ms).",
+                 calib->value[idx] * 1e3);
+    else
+        snprintf(latency, sizeof latency,
+                 " TTFT includes %.0f ms of fixed latency outside the engine (HTTP, tokenisation, the first token's "
+                 "way back), the model's default for a setup it has not measured; published setups range from about "
+                 "6 to 58 ms, so a low-load TTFT can be off by tens of ms: servetune calibrate on an audit of this "
+                 "setup fits its own.",
+                 EMU_FE_LATENCY_S * 1e3);
     snprintf(out, n,
              "The spec's engine (%s) was modelled as vLLM V1 on %s%s; virtual time, so the emulator's --time-scale "
-             "does not apply; requests are never lost or delayed by a network or a client.",
+             "does not apply; requests are never lost or delayed by a network or a client.%s",
              st_engine_kind_name(spec->engine.kind), gpu ? gpu : spec->hardware.gpu,
-             gpu ? " (its --gpu flag)" : " (hardware.gpu)");
+             gpu ? " (its --gpu flag)" : " (hardware.gpu)", latency);
     st_strv_free(&flags);
 }
 
@@ -140,8 +159,8 @@ int st_cli_predict_first(const st_spec *spec, const char *spec_path, const char 
     size_t tlen = 0;
     char *text = st_read_file(spec_path, ST_SPEC_MAX_BYTES, &tlen, err, sizeof err);
     st_store *store = NULL;
-    char note[700];
-    model_note(spec, note, sizeof note);
+    char note[1100];
+    model_note(spec, calib, note, sizeof note);
     if (!text || st_cli_clear_prediction(dir, err, sizeof err) || st_store_open(dir, &store, err, sizeof err) ||
         st_store_audit_begin(store, spec_path, text, tlen, ST_VERSION, 0, err, sizeof err) ||
         st_store_meta_put(store, "prediction", "1") || st_store_meta_put(store, "model_note", note)) {
@@ -333,8 +352,8 @@ int cmd_predict(int argc, char **argv)
     if ((rc = st_cli_run_open(&r, out_dir, 0, 1)) != ST_EXIT_OK)
         goto out;
     st_cli_store_traffic(r.store, &r.spec);
-    char note[700];
-    model_note(&r.spec, note, sizeof note);
+    char note[1100];
+    model_note(&r.spec, calib_path ? &calib : NULL, note, sizeof note);
     if (st_store_meta_put(r.store, "prediction", "1") || st_store_meta_put(r.store, "model_note", note)) {
         fprintf(stderr, "servetune predict: results database: %s\n", st_store_errmsg(r.store));
         rc = ST_EXIT_FAIL;

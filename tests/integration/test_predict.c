@@ -107,6 +107,9 @@ static void test_predict_agrees_with_audit(void **state)
     /* marked as a prediction everywhere, and still after servetune report */
     snprintf(p, sizeof p, "%s/report.md", pdir);
     assert_true(file_has(p, "**PREDICTION.**"));
+    /* the TTFT's largest unknown, the setup's own fixed latency, is named with the default used */
+    assert_true(file_has(p, "of fixed latency outside the engine"));
+    assert_true(file_has(p, "servetune calibrate on an audit of this setup"));
     assert_false(file_has(p, "## A traffic day")); /* the spec gives no traffic: block */
     assert_int_equal(run_servetune((const char *[]){ "report", pdir, "-q", NULL }, 30), 0);
     assert_true(file_has(p, "**PREDICTION.**"));
