@@ -23,6 +23,10 @@
  * --cv-select runs that decision: forward selection of free constants by cross-validated
  * error, then the shrinkage weight (long: see docs/fidelity.md for its time).
  *
+ * Each lab (st_fid_point.lab) with enough fit points that publish a TTFT has its own front-end
+ * latency, fe_latency_s@LAB, fitted with the rest; --labs off gives every point the global one
+ * (a setup the model has not seen).
+ *
  * --split prints one split only (work on the model looks at the fit split's residuals only);
  * --detail adds each point's predicted and published figures. Exit status 0; 2 on bad input. */
 #include <errno.h>
@@ -58,7 +62,8 @@
  * The set the second round fitted; --cv judges it and --cv-select can reselect it within the
  * fit split (docs/fidelity.md, "Which constants are free"). */
 #define FREE_DEFAULT                                                                                                   \
-    "fe_latency_s,fe_latency_s@*,fe_req_cpu_s,fe_token_cpu_s,fe_chat_factor,step_cpu_s,seq_cpu_s,layer_eager_s,attn_eff,kv_bw_rel,"   \
+    "fe_latency_s,fe_latency_s@*,fe_req_cpu_s,fe_token_cpu_s,fe_chat_factor,step_cpu_s,seq_cpu_s,layer_eager_s,attn_"  \
+    "eff,kv_bw_rel,"                                                                                                   \
     "fp8_gemm_rel,fp8_bw_rel,marlin_bw_rel,moe_gemm_rel,int4_gemm_rel,gemm_eff@H100,bw_eff@H100,gemm_eff@H200,bw_eff@" \
     "H200,gemm_eff@A100,bw_eff@A100,gemm_eff@A100-PCIe,bw_eff@A100-PCIe"
 
@@ -83,8 +88,8 @@ typedef struct knob {
     double lo, hi;
     int log;
     scope sc;
-    double def;      /* the sourced default */
-    const char *why; /* its source */
+    double def;               /* the sourced default */
+    const char *why;          /* its source */
     char of[ST_FID_NAME_MAX]; /* per-GPU knobs: the catalog name it applies to; per-lab: the lab */
     int parent;               /* per-GPU / per-lab knobs: the global knob it refines (-1: a global knob) */
     int free;
@@ -155,7 +160,6 @@ typedef struct model_knobs {
     knob k[MAX_KNOBS];
     int n;
     int start_tree; /* frozen knobs at the tree's values instead of the sourced defaults */
-    int no_labs;    /* --labs off: no lab has its own latency (every point the global one) */
     double lambda;  /* shrinkage weight */
     double set[MAX_KNOBS];
     int is_set[MAX_KNOBS]; /* --set NAME=VALUE: the knob starts (or stays) there */
@@ -194,7 +198,6 @@ static const char *gpu_key(const char *name)
 static int build_knobs(const st_fid_point *pts, const point_run *pr, uint32_t n, int no_labs, model_knobs *M)
 {
     memset(M, 0, sizeof *M);
-    M->no_labs = no_labs;
     for (int i = 0; i < N_GLOBAL_KNOBS; i++) {
         knob *k = &M->k[M->n++];
         *k = GLOBAL_KNOBS[i];
@@ -369,7 +372,8 @@ static int affects(const knob *k, const point_run *pr)
 
 /* The point's tuning under the knobs' current values. gemm_eff / bw_eff: the GPU's own knob when
  * free, else the global knob when free, else the start (the GPU's tree value, or the default).
- * fe_latency_s: the lab's own knob when free, set, or in the tree (LAB_FE), else the global. */
+ * fe_latency_s: the lab's own knob when free, set, or in the tree (st_fid_lab_fe_latency), else
+ * the global one. */
 static void apply(const model_knobs *M, point_run *pr)
 {
     st_emu_tuning *t = &pr->cfg.tune;

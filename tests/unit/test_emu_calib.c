@@ -299,7 +299,7 @@ int main(void)
     const struct CMUnitTest t[] = {
         cmocka_unit_test(fit_finds_a_bounded_minimum),         cmocka_unit_test(fit_warm_start_stays_in_its_window),
         cmocka_unit_test(calibration_round_trip_and_refusals), cmocka_unit_test(fidelity_points_run),
-        cmocka_unit_test(fidelity_sweeps_replay_the_server), cmocka_unit_test(fidelity_labs_have_their_own_latency),
+        cmocka_unit_test(fidelity_sweeps_replay_the_server),   cmocka_unit_test(fidelity_labs_have_their_own_latency),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }
