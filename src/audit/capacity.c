@@ -822,6 +822,9 @@ void st_capacity_sustained(const st_sustained_params *p, const st_rate_result *r
     out->has_pass = 1;
     out->pass_rate = q[lo].rate;
     out->pass_index = q[lo].first;
+    for (int i = 0; i < n; i++)
+        if (same_rate(r[i].rate, q[lo].rate) && r[i].verdict == ST_VERDICT_PASS)
+            out->pass_index = i;
     out->pass_sure = q[lo].sure;
     out->output_tps = q[lo].output_tps;
     out->sustained_rps = q[lo].delivered;

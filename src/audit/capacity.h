@@ -119,7 +119,9 @@ void st_capacity_next(const st_search_params *p, const st_rate_result *r, int n,
 typedef struct st_capacity {
     int has_pass;
     double pass_rate;    /* highest passing offered rate */
-    int pass_index;      /* its index in the results */
+    int pass_index;      /* its index in the results: the last run at that rate that passed on its own
+                          * (replicates pool their verdict; the figures shown at capacity are a
+                          * passing run's), else the first run at that rate */
     double capacity_rps; /* delivered req/s at pass_rate */
     double output_tps;
     double sustained_rps;

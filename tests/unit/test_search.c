@@ -242,6 +242,33 @@ static void undecided_end_is_no_pass(void **state)
     assert_true(k.cliff);
 }
 
+/* Replicates pool their verdict: a first run just over the limit (not confident) and a replicate
+ * under it pass together, and the figures shown at capacity are the passing run's, never the
+ * run that was over the SLO. */
+static void pooled_pass_shows_a_passing_run(void **state)
+{
+    (void)state;
+    st_audit_slo slo = slo2(1500, 50);
+    st_sustained_params p = params(&slo, 0);
+    st_rate_result r[3];
+    r[0] = run_at(&slo, SMOOTH, 8, 7.9);
+    r[0].value_ms[0] = 1501; /* just over: a not-confident failure, few requests over */
+    r[0].ex[0] = (st_exceed){ .n = 400, .k = 21, .frac = 21.0 / 400, .se = 0.011, .dof = 7 };
+    r[0].verdict = ST_VERDICT_FAIL;
+    r[0].confident = 0;
+    r[1] = run_at(&slo, SMOOTH, 8, 7.9);
+    r[1].value_ms[0] = 1400;
+    r[1].ex[0] = (st_exceed){ .n = 400, .k = 12, .frac = 12.0 / 400, .se = 0.009, .dof = 7 };
+    r[1].verdict = ST_VERDICT_PASS;
+    r[2] = run_at(&slo, CLIFF, 8, 9);
+    st_capacity k;
+    st_capacity_sustained(&p, r, 3, &k);
+    assert_true(k.has_pass);
+    assert_true(k.pass_rate == 7.9);
+    assert_int_equal(k.pass_index, 1);
+    assert_true(r[k.pass_index].value_ms[0] <= 1500);
+}
+
 /* A capacity (3) just above the rates whose window cannot fit (below 2.5): the search comes down
  * from the grid, finds 2 undecided, and bisects between it and the failure above instead of going
  * further down; with nothing decidable below a failure it stops with the reason. */
@@ -279,6 +306,7 @@ int main(void)
         cmocka_unit_test(forecast_saves_runs),
         cmocka_unit_test(bounds_end_the_search),
         cmocka_unit_test(undecided_end_is_no_pass),
+        cmocka_unit_test(pooled_pass_shows_a_passing_run),
         cmocka_unit_test(undecided_floor_is_bisected),
     };
     return cmocka_run_group_tests(t, 0, 0);
