@@ -47,7 +47,8 @@ const char *st_emu_dtype_name(st_emu_dtype d)
  * TFLOP/s are half the datasheet's sparse figures, marked unverified there).
  * link_bw: NVLink per direction (H100/H200 450 GB/s, A100 SXM 300 GB/s), PCIe 4.0 x16
  * ~25 GB/s effective for L40S / RTX 4090 / A100 PCIe; H100 NVL pairs: NVLink bridge 600 GB/s
- * bidirectional (300 per direction).
+ * bidirectional (300 per direction). link_latency: a small all-reduce's fixed latency, NVLink or
+ * PCIe (EMU_ALLREDUCE_LATENCY_S / _PCIE_S, consts.h, with their sources).
  * gemm_eff / bw_eff: FITTED per GPU on the fidelity data's fit split where it has points for
  * that GPU (H100 SXM, H200, A100 SXM, A100 PCIe: docs/fidelity.md); the others keep the
  * defaults (EMU_GEMM_EFF_DEFAULT / EMU_BW_EFF_DEFAULT): the L40S and the RTX 4090 have fewer
@@ -64,28 +65,32 @@ static const struct {
     { "H100-NVL",
       { "h100", "nvl", NULL },
       { NULL },
-      { "H100 NVL 94GB", 93.12 * GIB, 835e12, 1671e12, 3.9e12, 300e9, 1, 0.5, 0.894901 } },
+      { "H100 NVL 94GB", 93.12 * GIB, 835e12, 1671e12, 3.9e12, 300e9, 1, 0.5, 0.895038, EMU_ALLREDUCE_LATENCY_S } },
     { "H100",
       { "h100", NULL },
       { "pcie", NULL },
-      { "H100 SXM 80GB", 79.19 * GIB, 989e12, 1979e12, 3.35e12, 450e9, 1, 0.5, 0.894901 } },
+      { "H100 SXM 80GB", 79.19 * GIB, 989e12, 1979e12, 3.35e12, 450e9, 1, 0.5, 0.895038, EMU_ALLREDUCE_LATENCY_S } },
     { "H200",
       { "h200", NULL },
       { NULL },
-      { "H200 141GB", 139.8 * GIB, 989e12, 1979e12, 4.8e12, 450e9, 1, 0.88, 0.871989 } },
+      { "H200 141GB", 139.8 * GIB, 989e12, 1979e12, 4.8e12, 450e9, 1, 0.88, 0.871989, EMU_ALLREDUCE_LATENCY_S } },
     { "A100-PCIe",
       { "a100", "pcie", NULL },
       { "40gb", NULL },
-      { "A100 80GB PCIe", 79.15 * GIB, 312e12, 0, 1.935e12, 25e9, 0, 0.631737, 0.806238 } },
+      { "A100 80GB PCIe", 79.15 * GIB, 312e12, 0, 1.935e12, 25e9, 0, 0.631737, 0.806682,
+        EMU_ALLREDUCE_LATENCY_PCIE_S } },
     { "A100",
       { "a100", NULL },
       { "40gb", NULL },
-      { "A100 80GB SXM", 79.15 * GIB, 312e12, 0, 2.039e12, 300e9, 0, 0.500253, 0.92 } },
-    { "L40S", { "l40s", NULL }, { NULL }, { "L40S", 44.39 * GIB, 362e12, 733e12, 0.864e12, 25e9, 0, 0.70, 0.80 } },
+      { "A100 80GB SXM", 79.15 * GIB, 312e12, 0, 2.039e12, 300e9, 0, 0.500253, 0.92, EMU_ALLREDUCE_LATENCY_S } },
+    { "L40S",
+      { "l40s", NULL },
+      { NULL },
+      { "L40S", 44.39 * GIB, 362e12, 733e12, 0.864e12, 25e9, 0, 0.70, 0.80, EMU_ALLREDUCE_LATENCY_PCIE_S } },
     { "RTX4090",
       { "4090", NULL },
       { NULL },
-      { "RTX 4090", 23.64 * GIB, 165e12, 330e12, 1.008e12, 25e9, 0, 0.70, 0.80 } },
+      { "RTX 4090", 23.64 * GIB, 165e12, 330e12, 1.008e12, 25e9, 0, 0.70, 0.80, EMU_ALLREDUCE_LATENCY_PCIE_S } },
 };
 
 static void normalise(const char *in, char *out, size_t outlen, int keep_punct)
@@ -169,6 +174,12 @@ static int gpu_set(st_emu_gpu *g, const char *key, const char *val, unsigned *se
         g->bw_eff = d;
     } else if (!strcmp(key, "link_gbs")) {
         g->link_bw = d * 1e9;
+    } else if (!strcmp(key, "link_latency_us")) {
+        if (d <= 0 || d > 1e4) {
+            snprintf(err, errlen, "GPU file: link_latency_us must be in (0, 10000]");
+            return -1;
+        }
+        g->link_latency = d * 1e-6;
     } else {
         snprintf(err, errlen, "GPU file: unknown key '%s'", key);
         return -1;
@@ -256,6 +267,9 @@ int st_emu_gpu_parse(const char *text, size_t len, st_emu_gpu *out, char *err, s
         snprintf(err, errlen, "GPU file: memory, FLOP/s and bandwidth must be positive");
         return -1;
     }
+    /* without link_latency_us: a PCIe link's latency under 100 GB/s, NVLink's above (consts.h) */
+    if (g.link_latency <= 0)
+        g.link_latency = g.link_bw < 100e9 ? EMU_ALLREDUCE_LATENCY_PCIE_S : EMU_ALLREDUCE_LATENCY_S;
     /* vLLM's large default class: >= 70 GiB and not an A100 */
     char lname[128];
     normalise(g.name, lname, sizeof lname, 0);

@@ -20,15 +20,16 @@ double st_emu_dtype_bytes(st_emu_dtype d);
 const char *st_emu_dtype_name(st_emu_dtype d); /* "bfloat16", "float16", "fp8", "awq", "gptq" */
 
 typedef struct st_emu_gpu {
-    char name[64];     /* display name, e.g. "H100 SXM 80GB" */
-    double mem_bytes;  /* total memory as CUDA reports it (torch total_memory) */
-    double bf16_flops; /* dense BF16 tensor FLOP/s */
-    double fp8_flops;  /* dense FP8 tensor FLOP/s; 0 = no FP8 tensor cores */
-    double mem_bw;     /* bytes/s */
-    double link_bw;    /* bytes/s per GPU for tensor-parallel all-reduce (NVLink or PCIe) */
-    int large_class;   /* vLLM's default class: >= 70 GiB and not an A100 */
-    double gemm_eff;   /* fraction of the dense peak that large GEMMs reach on this GPU */
-    double bw_eff;     /* fraction of the peak bandwidth that weight and KV reads reach */
+    char name[64];       /* display name, e.g. "H100 SXM 80GB" */
+    double mem_bytes;    /* total memory as CUDA reports it (torch total_memory) */
+    double bf16_flops;   /* dense BF16 tensor FLOP/s */
+    double fp8_flops;    /* dense FP8 tensor FLOP/s; 0 = no FP8 tensor cores */
+    double mem_bw;       /* bytes/s */
+    double link_bw;      /* bytes/s per GPU for tensor-parallel all-reduce (NVLink or PCIe) */
+    int large_class;     /* vLLM's default class: >= 70 GiB and not an A100 */
+    double gemm_eff;     /* fraction of the dense peak that large GEMMs reach on this GPU */
+    double bw_eff;       /* fraction of the peak bandwidth that weight and KV reads reach */
+    double link_latency; /* s: a small tensor-parallel all-reduce's fixed latency over that link */
 } st_emu_gpu;
 
 typedef struct st_emu_model {

@@ -67,7 +67,7 @@
 /* Attention kernels (FlashAttention 2/3) reach this fraction of the 16-bit peak at prefill
  * (FlashAttention-2 paper: 50-73 % of A100 peak in the forward pass; FA3 on H100 ~ 0.6-0.75
  * of bf16 peak). FITTED within that band. */
-#define EMU_MFU_ATTN 0.79777
+#define EMU_MFU_ATTN 0.797771
 /* 4-bit weight-only GEMMs (AWQ/GPTQ Marlin) and fp8 weight-only (GPUs without fp8 tensor
  * cores) dequantise in the kernel: their compute efficiency relative to a 16-bit GEMM at
  * decode batch sizes (Marlin's README: near-ideal up to batch 16-32). */
@@ -97,11 +97,11 @@
  * the kernels reach a lower fraction of it (vllm-project/vllm#4118: "even removing activation
  * quantization, the speedup isn't obvious"; measured fp8/bf16 GEMM speed-ups on H100 are
  * 1.3-1.6x, not 2x). The fp8 GEMM efficiency relative to the GPU's bf16 gemm_eff: FITTED. */
-#define EMU_FP8_GEMM_REL 0.630737
+#define EMU_FP8_GEMM_REL 0.630931
 /* fp8 weight reads: the fp8 GEMMs at decode sizes do not stream weights as well as the bf16
  * GEMV path (vLLM's fp8 decode speed-up on H100 is ~1.3-1.6x where half the bytes would give
  * 2x). Bandwidth efficiency relative to bf16: FITTED. */
-#define EMU_FP8_BW_REL 0.876859
+#define EMU_FP8_BW_REL 0.869505
 /* Dynamic activation quantisation (vllm-project/vllm#4118: TTFT 28.8 -> 38.8 ms and ITL 8.5 ->
  * 10.2 ms on Llama-7B from it; vllm-project/vllm-omni#5257: the dynamic quant pass costs
  * 20-90 % of the GEMM it feeds at 4-8k tokens): before each of the 4 linear inputs of a layer
@@ -151,8 +151,17 @@
  * each, about a third of PyTorch eager's per-layer cost. Only matters when the GPU's work per
  * layer is shorter (small models, batches just over the graph sizes). */
 #define EMU_LAYER_LAUNCH_COMPILED_S 0.00006
-/* Tensor parallel: two all-reduces per layer, each a fixed latency plus a ring transfer. */
+/* Tensor parallel: two all-reduces per layer, each a fixed latency (per GPU in the catalog,
+ * st_emu_gpu.link_latency) plus a ring transfer. The latency of a small all-reduce between two
+ * GPUs: over NVLink ~6 us (NVIDIA/nccl#1259: 2 x H100, NVLS, 128 B-64 KB), 8 us here; over PCIe
+ * 3-4x that: 25.8-27.1 us for 16-256 B between two GPUs behind one PCIe switch
+ * (ROCm/rccl#362), 16-20 us as NCCL's reduce-scatter plus all-gather of one to a few rows on a
+ * PCIe pair (flashinfer-ai/flashinfer#5023: 8.3-10.7 us each), 42.6 us among 8 RTX 4090s
+ * (NVIDIA/nccl#1530); 25 us here (the fidelity data's A100 PCIe pair also crosses the CPU's
+ * socket link). A GPU file without link_latency_us gets the PCIe figure when its link is
+ * under 100 GB/s, else the NVLink one. */
 #define EMU_ALLREDUCE_LATENCY_S 0.000008
+#define EMU_ALLREDUCE_LATENCY_PCIE_S 0.000025
 /* Largest batch (tokens) run under CUDA graphs: min(2 x max_num_seqs, 512). */
 #define EMU_CUDA_GRAPH_MAX 512
 /* With async scheduling the CPU work of a step overlaps the GPU work of the previous one; what

@@ -298,8 +298,8 @@ static const struct {
     double fe_latency_s;
 } FID_LAB_FE[] = {
     { "gpustack/gpustack", 0.0249051 },
-    { "cssnoeasy/a100-vllm-benchmark-blog", 0.0583635 },
-    { "DO-Solutions/gtc-2026-doks", 0.00623833 },
+    { "cssnoeasy/a100-vllm-benchmark-blog", 0.0554861 },
+    { "DO-Solutions/gtc-2026-doks", 0.00575506 },
 };
 
 double st_fid_lab_fe_latency(const char *lab)

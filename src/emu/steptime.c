@@ -139,7 +139,8 @@ double st_emu_step_seconds(const st_emu_config *c, const st_emu_batch *b, st_emu
     double allreduce = 0;
     if (c->tp > 1) {
         double msg = T * m->hidden * 2.0; /* bf16 activations */
-        double per = EMU_ALLREDUCE_LATENCY_S + 2.0 * (tp - 1) / tp * msg / c->gpu.link_bw;
+        double lat = c->gpu.link_latency > 0 ? c->gpu.link_latency : EMU_ALLREDUCE_LATENCY_S;
+        double per = lat + 2.0 * (tp - 1) / tp * msg / c->gpu.link_bw;
         allreduce = 2.0 * m->layers * per;
     }
     double gpu = body + tu->step_gpu_s + allreduce;

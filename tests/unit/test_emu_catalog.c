@@ -94,6 +94,20 @@ static void gpus_and_custom_file(void **state)
     assert_int_equal(st_emu_gpu_parse(js, strlen(js), &g, err, sizeof err), 0);
     assert_near(g.gemm_eff, 0.6, 1e-12);
     assert_int_equal(g.large_class, 0);
+    /* the all-reduce latency: PCIe's without NVLink-class bandwidth, NVLink's with it, or as given */
+    assert_near(g.link_latency, EMU_ALLREDUCE_LATENCY_PCIE_S, 1e-15);
+    const char *nv = "name=X\nmemory_gib=80\nbf16_tflops=900\nbandwidth_tbs=3\nlink_gbs=450\n";
+    assert_int_equal(st_emu_gpu_parse(nv, strlen(nv), &g, err, sizeof err), 0);
+    assert_near(g.link_latency, EMU_ALLREDUCE_LATENCY_S, 1e-15);
+    const char *own = "name=X\nmemory_gib=80\nbf16_tflops=900\nbandwidth_tbs=3\nlink_latency_us=12\n";
+    assert_int_equal(st_emu_gpu_parse(own, strlen(own), &g, err, sizeof err), 0);
+    assert_near(g.link_latency, 12e-6, 1e-15);
+    const char *neg = "name=X\nmemory_gib=80\nbf16_tflops=900\nbandwidth_tbs=3\nlink_latency_us=-1\n";
+    assert_int_equal(st_emu_gpu_parse(neg, strlen(neg), &g, err, sizeof err), -1);
+    assert_int_equal(st_emu_gpu_find("A100-PCIe", &g, err, sizeof err), 0);
+    assert_near(g.link_latency, EMU_ALLREDUCE_LATENCY_PCIE_S, 1e-15);
+    assert_int_equal(st_emu_gpu_find("H100", &g, err, sizeof err), 0);
+    assert_near(g.link_latency, EMU_ALLREDUCE_LATENCY_S, 1e-15);
     const char *bad1 = "name=X\nmemory_gib=abc\nbf16_tflops=1\nbandwidth_tbs=1\n";
     assert_int_equal(st_emu_gpu_parse(bad1, strlen(bad1), &g, err, sizeof err), -1);
     const char *bad2 = "name=X\nmemory_gib=10\n";

@@ -129,6 +129,28 @@ static void closed_loop_keeps_n_in_flight(void **state)
     free(it);
 }
 
+/* Tensor parallel: each layer's two all-reduces pay the link's fixed latency, 3x longer over
+ * PCIe than over NVLink (consts.h). */
+static void pcie_all_reduce_pays_its_latency(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    setup(&c, "A100-PCIe", "Qwen/Qwen3-8B");
+    c.tp = 2;
+    st_emu_batch b = {
+        .tokens = 8, .decode_tokens = 8, .seqs = 8, .sampled = 8, .attn_pairs = 8e3, .kv_read_tokens = 8e3
+    };
+    st_emu_step_breakdown pcie, nvlink;
+    st_emu_step_seconds(&c, &b, &pcie);
+    c.gpu.link_latency = EMU_ALLREDUCE_LATENCY_S;
+    st_emu_step_seconds(&c, &b, &nvlink);
+    assert_near(pcie.allreduce_s - nvlink.allreduce_s,
+                2.0 * c.model.layers * (EMU_ALLREDUCE_LATENCY_PCIE_S - EMU_ALLREDUCE_LATENCY_S), 1e-12);
+    c.tp = 1;
+    st_emu_step_seconds(&c, &b, &pcie);
+    assert_true(pcie.allreduce_s == 0);
+}
+
 static void async_scheduling_hides_cpu(void **state)
 {
     (void)state;
@@ -325,15 +347,11 @@ static void reasoning_in_virtual_time(void **state)
 int main(void)
 {
     const struct CMUnitTest t[] = {
-        cmocka_unit_test(frontend_latency_adds_to_ttft),
-        cmocka_unit_test(frontend_caps_a_tiny_model),
-        cmocka_unit_test(closed_loop_keeps_n_in_flight),
-        cmocka_unit_test(async_scheduling_hides_cpu),
-        cmocka_unit_test(async_scheduling_admits_a_step_later),
-        cmocka_unit_test(memory_matches_published_logs),
-        cmocka_unit_test(gpus_by_form_factor),
-        cmocka_unit_test(moe_model_with_a_dense_first_layer),
-        cmocka_unit_test(oom_message_in_gib),
+        cmocka_unit_test(frontend_latency_adds_to_ttft),      cmocka_unit_test(frontend_caps_a_tiny_model),
+        cmocka_unit_test(closed_loop_keeps_n_in_flight),      cmocka_unit_test(async_scheduling_hides_cpu),
+        cmocka_unit_test(pcie_all_reduce_pays_its_latency),   cmocka_unit_test(async_scheduling_admits_a_step_later),
+        cmocka_unit_test(memory_matches_published_logs),      cmocka_unit_test(gpus_by_form_factor),
+        cmocka_unit_test(moe_model_with_a_dense_first_layer), cmocka_unit_test(oom_message_in_gib),
         cmocka_unit_test(reasoning_in_virtual_time),
     };
     return cmocka_run_group_tests(t, 0, 0);
