@@ -53,7 +53,7 @@ static void help(const st_opt *opts)
 }
 
 /* How the engine was modelled, for the report's "Method and limits". The TTFT's largest
- * unknown is the setup's own fixed latency outside the engine (published setups: ~6-58 ms,
+ * unknown is the setup's own fixed latency outside the engine (published setups: ~6-55 ms,
  * docs/fidelity.md "The lab's own latency"): the note says which one the prediction used. */
 static void model_note(const st_spec *spec, const st_emu_calib *calib, char *out, size_t n)
 {
@@ -75,7 +75,7 @@ static void model_note(const st_spec *spec, const st_emu_calib *calib, char *out
         snprintf(latency, sizeof latency,
                  " TTFT includes %.0f ms of fixed latency outside the engine (HTTP, tokenisation, the first token's "
                  "way back), the model's default for a setup it has not measured; published setups range from about "
-                 "6 to 58 ms, so a low-load TTFT can be off by tens of ms: servetune calibrate on an audit of this "
+                 "6 to 55 ms, so a low-load TTFT can be off by tens of ms: servetune calibrate on an audit of this "
                  "setup fits its own.",
                  EMU_FE_LATENCY_S * 1e3);
     snprintf(out, n,

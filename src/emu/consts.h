@@ -180,7 +180,7 @@
  * gets its first token in ~14 ms on an H100 where the forward pass takes ~6 ms.
  * Part of it is the measurement setup's, not the engine's (where the client runs, proxies,
  * the host's CPU): the published figures put it at ~6 ms (DigitalOcean's H200), ~25 ms
- * (GPUStack) and ~58 ms (an A100 PCIe study) for the same engine, and the fidelity harness
+ * (GPUStack) and ~55 ms (an A100 PCIe study) for the same engine, and the fidelity harness
  * gives each such lab its own value (bench/fidelity.c LAB_FE, docs/fidelity.md "The lab's own
  * latency"). This is the value for a setup the model has not seen, FITTED on the fit points of
  * the labs without their own; `servetune calibrate` fits a user's own from an audit. */

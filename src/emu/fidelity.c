@@ -287,7 +287,7 @@ static int starts(const char *s, const char *prefix) { return !strncmp(s, prefix
 /* The lab's own latency (docs/fidelity.md, "The lab's own latency"): the fixed time a request
  * spends outside the engine core is partly the measurement setup's (where the client runs, the
  * network and proxies between it and the server, the host's CPU), and the published figures
- * put it anywhere from ~6 ms to ~58 ms for the same engine. A lab with at least three fit
+ * put it anywhere from ~6 ms to ~55 ms for the same engine. A lab with at least three fit
  * points that publish a TTFT has its own fe_latency_s, FITTED on those fit points only
  * (`build/bench/fidelity --fit --split fit --start tree`, which refines fe_latency_s per lab)
  * and used for all its points, test ones included: what `servetune calibrate` does with a
