@@ -8,9 +8,9 @@
  * The published point does not say how the 32 streams were synchronised. With exact lengths
  * the groups that finish together are replaced together and prefill together (lockstep:
  * TTFT ~ one 2048-token chunked-prefill step); with any spread of output lengths the
- * replacements arrive one by one (TTFT ~ one 256-token prefill). Both are printed; the gate
- * (exit status 1 when outside +-25 %) is applied to the desynchronised run (output range
- * ratio 0.5, mean 512). The other runs are information only.
+ * replacements arrive one by one (TTFT ~ one 256-token prefill). Both are printed, with
+ * output range ratios 0.1, 0.25 and 0.5 (mean 512), all information only: the exit status is
+ * 0 unless a run fails (docs/engine-model.md "Calibration" says why the figure is not a gate).
  * Usage: build/bench/calibrate */
 #include <math.h>
 #include <stdio.h>
