@@ -25,7 +25,8 @@
  *
  * Each lab (st_fid_point.lab) with enough fit points that publish a TTFT has its own front-end
  * latency, fe_latency_s@LAB, fitted with the rest; --labs off gives every point the global one
- * (a setup the model has not seen).
+ * (a setup the model has not seen). In --free, NAME@* stands for every per-GPU or per-lab
+ * refinement of NAME.
  *
  * --split prints one split only (work on the model looks at the fit split's residuals only);
  * --detail adds each point's predicted and published figures. Exit status 0; 2 on bad input. */
@@ -55,6 +56,9 @@
 #define FIT_MIN_GPU_POINTS 3
 /* A lab gets its own front-end latency only with at least this many fit points with a TTFT. */
 #define FIT_MIN_LAB_POINTS 3
+/* At most this many GPUs / labs get their own knobs. */
+#define MAX_OWN_GPUS 16
+#define MAX_OWN_LABS 16
 #define KNOB_NAME_MAX 48
 #define FREE_LIST_MAX 1024
 
@@ -210,7 +214,7 @@ static int build_knobs(const st_fid_point *pts, const point_run *pr, uint32_t n,
         k->hi = ck->hi;
         k->log = ck->log;
     }
-    const char *seen[16];
+    const char *seen[MAX_OWN_GPUS];
     int ns = 0;
     for (uint32_t i = 0; i < n; i++) {
         if (pts[i].split != ST_FID_FIT || !pr[i].cfg_ok)
@@ -221,7 +225,7 @@ static int build_knobs(const st_fid_point *pts, const point_run *pr, uint32_t n,
         uint32_t count = 0;
         for (uint32_t j = 0; j < n; j++)
             count += pts[j].split == ST_FID_FIT && pr[j].cfg_ok && !strcmp(pr[j].cfg.gpu.name, pr[i].cfg.gpu.name);
-        if (dup || ns == 16 || M->n + 2 > MAX_KNOBS || count < FIT_MIN_GPU_POINTS)
+        if (dup || ns == MAX_OWN_GPUS || M->n + 2 > MAX_KNOBS || count < FIT_MIN_GPU_POINTS)
             continue;
         seen[ns++] = pr[i].cfg.gpu.name;
         for (int e = 0; e < 2; e++) {
@@ -236,7 +240,7 @@ static int build_knobs(const st_fid_point *pts, const point_run *pr, uint32_t n,
         }
     }
     /* fe_latency_s@LAB for every lab with enough fit points that publish a TTFT */
-    const char *labs[16];
+    const char *labs[MAX_OWN_LABS];
     int nl = 0;
     for (uint32_t i = 0; i < n && !no_labs; i++) {
         if (pts[i].split != ST_FID_FIT || !pr[i].cfg_ok || !has_ttft(&pts[i]))
@@ -247,14 +251,23 @@ static int build_knobs(const st_fid_point *pts, const point_run *pr, uint32_t n,
         uint32_t count = 0;
         for (uint32_t j = 0; j < n; j++)
             count += pts[j].split == ST_FID_FIT && pr[j].cfg_ok && has_ttft(&pts[j]) && !strcmp(pts[j].lab, pts[i].lab);
-        if (dup || nl == 16 || M->n + 1 > MAX_KNOBS || count < FIT_MIN_LAB_POINTS)
+        if (dup || nl == MAX_OWN_LABS || M->n + 1 > MAX_KNOBS || count < FIT_MIN_LAB_POINTS)
             continue;
+        /* named by the repository's owner, or by the whole lab when two labs share an owner */
+        char name[KNOB_NAME_MAX];
+        size_t owner = strcspn(pts[i].lab, "/");
+        snprintf(name, sizeof name, "fe_latency_s@%.*s", (int)(owner < 34 ? owner : 34), pts[i].lab);
+        if (knob_index(M, name) >= 0)
+            snprintf(name, sizeof name, "fe_latency_s@%.34s", pts[i].lab);
+        if (knob_index(M, name) >= 0) {
+            fprintf(stderr, "fidelity: lab %s: its knob's name is taken; it keeps the global latency\n", pts[i].lab);
+            continue;
+        }
         labs[nl++] = pts[i].lab;
         int parent = knob_index(M, "fe_latency_s");
         knob *k = &M->k[M->n++];
         *k = M->k[parent];
-        size_t owner = strcspn(pts[i].lab, "/");
-        snprintf(k->name, sizeof k->name, "fe_latency_s@%.*s", (int)(owner < 30 ? owner : 30), pts[i].lab);
+        snprintf(k->name, sizeof k->name, "%s", name);
         snprintf(k->of, sizeof k->of, "%s", pts[i].lab);
         k->sc = SCOPE_LAB;
         k->parent = parent;

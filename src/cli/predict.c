@@ -52,9 +52,22 @@ static void help(const st_opt *opts)
         "4 interrupted. More: docs/predict.md.\n");
 }
 
+/* The model note (meta "model_note") and its latency sentence: named limits. */
+#define MODEL_NOTE_MAX 1100
+#define MODEL_NOTE_LATENCY_MAX 600
+
+/* A calibrated constant, or NAN when the calibration (if any) does not set it. */
+static double calibrated(const st_emu_calib *calib, const char *name)
+{
+    const st_calib_knob *k = st_calib_knob_find(name);
+    int idx = k ? (int)(k - st_calib_knobs()) : -1;
+    return calib && idx >= 0 && calib->set[idx] ? calib->value[idx] : NAN;
+}
+
 /* How the engine was modelled, for the report's "Method and limits". The TTFT's largest
  * unknown is the setup's own fixed latency outside the engine (published setups: ~6-55 ms,
- * docs/fidelity.md "The lab's own latency"): the note says which one the prediction used. */
+ * docs/fidelity.md "The lab's own latency"): the note says which one the prediction used, for
+ * the spec's API (a chat request pays it times the chat factor, emu/engine.c). */
 static void model_note(const st_spec *spec, const st_emu_calib *calib, char *out, size_t n)
 {
     st_strv flags = { 0 };
@@ -63,21 +76,31 @@ static void model_note(const st_spec *spec, const st_emu_calib *calib, char *out
     for (int i = 0; i + 1 < flags.n && !gpu; i++)
         if (!strcmp(flags.v[i], "--gpu"))
             gpu = flags.v[i + 1];
-    const st_calib_knob *fe = st_calib_knob_find("fe_latency_s");
-    int idx = fe ? (int)(fe - st_calib_knobs()) : -1;
-    char latency[512];
-    if (calib && idx >= 0 && calib->set[idx])
+    double lat = calibrated(calib, "fe_latency_s"), chat = calibrated(calib, "fe_chat_factor");
+    int own = isfinite(lat);
+    if (!own)
+        lat = EMU_FE_LATENCY_S;
+    if (!isfinite(chat))
+        chat = EMU_FE_CHAT_FACTOR;
+    char per[160] = "";
+    if (spec->engine.api && !strcmp(spec->engine.api, "chat")) {
+        snprintf(per, sizeof per, " (%.1f ms x %.2f, a chat request's cost)", lat * 1e3, chat);
+        lat *= chat;
+    }
+    char latency[MODEL_NOTE_LATENCY_MAX];
+    if (own)
         snprintf(latency, sizeof latency,
-                 " TTFT includes the fixed latency outside the engine that the calibration fitted to this setup "
-                 "(%.1f ms).",
-                 calib->value[idx] * 1e3);
+                 " TTFT includes %.0f ms%s of fixed latency outside the engine, the value the calibration fitted to "
+                 "this setup.",
+                 lat * 1e3, per);
     else
         snprintf(latency, sizeof latency,
-                 " TTFT includes %.0f ms of fixed latency outside the engine (HTTP, tokenisation, the first token's "
+                 " TTFT includes %.0f ms%s of fixed latency outside the engine (HTTP, tokenisation, the first token's "
                  "way back), the model's default for a setup it has not measured; published setups range from about "
-                 "6 to 55 ms, so a low-load TTFT can be off by tens of ms: servetune calibrate on an audit of this "
-                 "setup fits its own.",
-                 EMU_FE_LATENCY_S * 1e3);
+                 "6 to 55 ms, so a low-load TTFT can be off by tens of ms: %s",
+                 lat * 1e3, per,
+                 calib ? "the calibration did not fit it (its runs did not move TTFT enough to identify it)."
+                       : "servetune calibrate on an audit of this setup fits its own.");
     snprintf(out, n,
              "The spec's engine (%s) was modelled as vLLM V1 on %s%s; virtual time, so the emulator's --time-scale "
              "does not apply; requests are never lost or delayed by a network or a client.%s",
@@ -159,7 +182,7 @@ int st_cli_predict_first(const st_spec *spec, const char *spec_path, const char 
     size_t tlen = 0;
     char *text = st_read_file(spec_path, ST_SPEC_MAX_BYTES, &tlen, err, sizeof err);
     st_store *store = NULL;
-    char note[1100];
+    char note[MODEL_NOTE_MAX];
     model_note(spec, calib, note, sizeof note);
     if (!text || st_cli_clear_prediction(dir, err, sizeof err) || st_store_open(dir, &store, err, sizeof err) ||
         st_store_audit_begin(store, spec_path, text, tlen, ST_VERSION, 0, err, sizeof err) ||
@@ -352,7 +375,7 @@ int cmd_predict(int argc, char **argv)
     if ((rc = st_cli_run_open(&r, out_dir, 0, 1)) != ST_EXIT_OK)
         goto out;
     st_cli_store_traffic(r.store, &r.spec);
-    char note[1100];
+    char note[MODEL_NOTE_MAX];
     model_note(&r.spec, calib_path ? &calib : NULL, note, sizeof note);
     if (st_store_meta_put(r.store, "prediction", "1") || st_store_meta_put(r.store, "model_note", note)) {
         fprintf(stderr, "servetune predict: results database: %s\n", st_store_errmsg(r.store));

@@ -53,9 +53,10 @@ int st_emu_gpu_find(const char *name, st_emu_gpu *out, char *err, size_t errlen)
  * an A100 40GB) is not taken for another: st_emu_gpu_find refuses it. Returns how many. */
 int st_emu_gpu_keys(const char **out, int max);
 /* Parses a custom GPU from text: either JSON {"name":..,"memory_gib":..,"bf16_tflops":..,
- * "fp8_tflops":..,"bandwidth_tbs":..,"link_gbs":..,"gemm_eff":..,"bw_eff":..} or key=value
- * lines with the same keys ('#' comments). name, memory_gib, bf16_tflops and bandwidth_tbs
- * are required. */
+ * "fp8_tflops":..,"bandwidth_tbs":..,"link_gbs":..,"link_latency_us":..,"gemm_eff":..,"bw_eff":..}
+ * or key=value lines with the same keys ('#' comments). name, memory_gib, bf16_tflops and
+ * bandwidth_tbs are required; without link_latency_us a link under 100 GB/s gets PCIe's
+ * all-reduce latency, a faster one NVLink's (consts.h). */
 int st_emu_gpu_parse(const char *text, size_t len, st_emu_gpu *out, char *err, size_t errlen);
 /* Reads FILE and calls st_emu_gpu_parse (the only I/O of the GPU catalog). */
 int st_emu_gpu_load_file(const char *path, st_emu_gpu *out, char *err, size_t errlen);

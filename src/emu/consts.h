@@ -133,7 +133,7 @@
 #define EMU_STEP_CPU_S 0.00204424
 /* Engine-core CPU per scheduled sequence per step (scheduler bookkeeping, block-table and
  * input rows, update_from_output, detokenisation offload): FITTED. At 256 running sequences
- * 37 us each is 9.4 ms per step, the CPU-bound regime small models reach. */
+ * 31 us each is 7.9 ms per step, the CPU-bound regime small models reach. */
 #define EMU_PER_SEQ_OVERHEAD_S 3.07085e-05
 /* Per-layer cost under a captured CUDA graph: the gaps between a layer's kernels (serial GPU
  * time). Without a graph (batches over the largest captured size, or --enforce-eager) the CPU
@@ -181,7 +181,7 @@
  * Part of it is the measurement setup's, not the engine's (where the client runs, proxies,
  * the host's CPU): the published figures put it at ~6 ms (DigitalOcean's H200), ~25 ms
  * (GPUStack) and ~55 ms (an A100 PCIe study) for the same engine, and the fidelity harness
- * gives each such lab its own value (bench/fidelity.c LAB_FE, docs/fidelity.md "The lab's own
+ * gives each such lab its own value (src/emu/fidelity.c FID_LAB_FE, docs/fidelity.md "The lab's own
  * latency"). This is the value for a setup the model has not seen, FITTED on the fit points of
  * the labs without their own; `servetune calibrate` fits a user's own from an audit. */
 #define EMU_FE_LATENCY_S 0.0349309
