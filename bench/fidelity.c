@@ -1037,23 +1037,44 @@ static void print_cv_line(const char *what, const cv_result *cv, double secs)
     fflush(stdout);
 }
 
+/* One cross-validation, timed and printed as "select: WHAT ...". */
+static int cv_run(harness *H, model_knobs *M, int K, int sweeps, int jobs, cv_result *cv, const char *what)
+{
+    st_ns t0 = st_now();
+    if (cross_validate(H, M, K, sweeps, jobs, cv) < 0)
+        return -1;
+    print_cv_line(what, cv, (st_now() - t0) / 1e9);
+    return 0;
+}
+
+/* Every fold starts from vals; the free knobs but `except` are held (WARM_HOLD) or searched
+ * near their start (WARM_SEARCH) after the first round. */
+static void warm_start(model_knobs *M, double (*vals)[MAX_KNOBS], int K, int except, int round, int mode)
+{
+    for (int f = 0; f < K; f++)
+        for (int j = 0; j < M->n; j++)
+            M->init[f][j] = vals[f][j];
+    for (int j = 0; j < M->n; j++)
+        M->warm[j] = M->k[j].free && j != except && round > 1 ? mode : 0;
+}
+
 static int cv_select(harness *H, model_knobs *M, int K, int sweeps, int jobs)
 {
+    int rc = -1;
     cv_result cv;
     memset(&cv, 0, sizeof cv);
     cv.r = calloc(H->n ? H->n : 1, sizeof *cv.r);
     double *score = calloc(MAX_KNOBS, sizeof *score);
     double(*best_vals)[MAX_KNOBS] = calloc(MAX_FOLDS, sizeof *best_vals);
+    char what[96], fl[FREE_LIST_MAX];
     if (!cv.r || !score || !best_vals)
-        return -1;
+        goto out;
     M->lambda = 0;
     set_free(M, "none", NULL, 0);
     memset(M->warm, 0, sizeof M->warm);
-    st_ns t0 = st_now();
-    if (cross_validate(H, M, K, sweeps, jobs, &cv) < 0)
-        return -1;
+    if (cv_run(H, M, K, sweeps, jobs, &cv, "nothing free") < 0)
+        goto out;
     double best = cv.score;
-    print_cv_line("nothing free", &cv, (st_now() - t0) / 1e9);
     for (int i = 0; i < M->n; i++)
         score[i] = -INFINITY; /* untried: every knob is a candidate in the first round */
     for (int round = 1;; round++) {
@@ -1075,18 +1096,11 @@ static int cv_select(harness *H, model_knobs *M, int K, int sweeps, int jobs)
         for (int c = 0; c < nc; c++) {
             int i = cand[c];
             M->k[i].free = 1;
-            for (int f = 0; f < K; f++)
-                for (int j = 0; j < M->n; j++)
-                    M->init[f][j] = best_vals[f][j];
             /* screening: the knobs chosen so far stay at their fold's values */
-            for (int j = 0; j < M->n; j++)
-                M->warm[j] = M->k[j].free && j != i && round > 1 ? WARM_HOLD : 0;
-            t0 = st_now();
-            if (cross_validate(H, M, K, sweeps, jobs, &cv) < 0)
-                return -1;
-            char what[96];
+            warm_start(M, best_vals, K, i, round, WARM_HOLD);
             snprintf(what, sizeof what, "round %d + %s", round, M->k[i].name);
-            print_cv_line(what, &cv, (st_now() - t0) / 1e9);
+            if (cv_run(H, M, K, sweeps, jobs, &cv, what) < 0)
+                goto out;
             score[i] = cv.score;
             if (cv.score < pick_score - CV_MIN_GAIN) {
                 pick = i;
@@ -1099,17 +1113,10 @@ static int cv_select(harness *H, model_knobs *M, int K, int sweeps, int jobs)
         /* the pick, refit jointly with the knobs chosen before (warm): its CV score and the next
          * round's starting values */
         M->k[pick].free = 1;
-        for (int f = 0; f < K; f++)
-            for (int j = 0; j < M->n; j++)
-                M->init[f][j] = best_vals[f][j];
-        for (int j = 0; j < M->n; j++)
-            M->warm[j] = M->k[j].free && j != pick && round > 1 ? WARM_SEARCH : 0;
-        t0 = st_now();
-        if (cross_validate(H, M, K, sweeps, jobs, &cv) < 0)
-            return -1;
-        char what[96];
+        warm_start(M, best_vals, K, pick, round, WARM_SEARCH);
         snprintf(what, sizeof what, "round %d refit with %s", round, M->k[pick].name);
-        print_cv_line(what, &cv, (st_now() - t0) / 1e9);
+        if (cv_run(H, M, K, sweeps, jobs, &cv, what) < 0)
+            goto out;
         if (cv.score > best - CV_MIN_GAIN) {
             /* the joint refit does not keep what the screening found: stop here */
             M->k[pick].free = 0;
@@ -1117,7 +1124,6 @@ static int cv_select(harness *H, model_knobs *M, int K, int sweeps, int jobs)
         }
         best = cv.score;
         memcpy(best_vals, cv.fold_value, MAX_FOLDS * sizeof *best_vals);
-        char fl[FREE_LIST_MAX];
         free_list(M, fl, sizeof fl);
         printf("select: round %d frees %s: CV loss %.4f; free: %s\n", round, M->k[pick].name, best, fl);
         fflush(stdout);
@@ -1126,25 +1132,23 @@ static int cv_select(harness *H, model_knobs *M, int K, int sweeps, int jobs)
     double best_lambda = 0;
     for (size_t j = 0; j < sizeof CV_LAMBDAS / sizeof CV_LAMBDAS[0]; j++) {
         M->lambda = CV_LAMBDAS[j];
-        t0 = st_now();
-        if (cross_validate(H, M, K, sweeps, jobs, &cv) < 0)
-            return -1;
-        char what[96];
         snprintf(what, sizeof what, "lambda %g (full fits)", M->lambda);
-        print_cv_line(what, &cv, (st_now() - t0) / 1e9);
+        if (cv_run(H, M, K, sweeps, jobs, &cv, what) < 0)
+            goto out;
         if (j == 0 || cv.score < best - CV_MIN_GAIN) {
             best = cv.score;
             best_lambda = M->lambda;
         }
     }
     M->lambda = best_lambda;
-    char fl[FREE_LIST_MAX];
     free_list(M, fl, sizeof fl);
     printf("select: chosen: lambda %g, free (%d): %s (CV loss %.4f)\n", best_lambda, knob_count_free(M), fl, best);
+    rc = 0;
+out:
     free(cv.r);
     free(score);
     free(best_vals);
-    return 0;
+    return rc;
 }
 
 /* ---- main ------------------------------------------------------------------------------------ */

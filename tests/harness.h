@@ -54,4 +54,17 @@ static inline int st_test_capture(char *const *argv, char *out, size_t cap)
     waitpid(pid, &st, 0);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
+/* Whether the file (its first 4 MiB) contains needle (0 when it cannot be read). */
+#include <stdio.h>
+static inline int file_has(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    static char buf[4 << 20];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return strstr(buf, needle) != NULL;
+}
 #endif

@@ -1250,41 +1250,64 @@ static void in_memory(sweep *S, st_sweep_opts *o, st_sweep_result *res, const st
     S->t_start = st_now();
 }
 
+/* One configuration run in memory (the engine model's searches and probes): the sweep, its
+ * options and result, and the configuration's runs. mem_begin: 0, or -1 with err (nothing to
+ * end); mem_free after either. */
+typedef struct mem_run {
+    st_sweep_opts o;
+    st_sweep_result res;
+    sweep S;
+    cfgrun *cr;
+} mem_run;
+
+static int mem_begin(mem_run *m, const st_spec *spec, st_executor *x, volatile sig_atomic_t *stop, int ci, char *err,
+                     size_t errlen)
+{
+    in_memory(&m->S, &m->o, &m->res, spec, x, stop);
+    m->cr = NULL;
+    if (shared_prefix(&m->S, err, errlen))
+        return -1;
+    m->cr = malloc(sizeof *m->cr);
+    if (!m->cr) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    st_config_row none = { 0 };
+    config_begin(&m->S, m->cr, ci, &none);
+    return 0;
+}
+
+static void mem_free(mem_run *m)
+{
+    free(m->cr);
+    free(m->S.base_prefix);
+}
+
 static int search_in_memory(const st_spec *spec, st_executor *x, int ci, volatile sig_atomic_t *stop, st_capacity *cap,
                             double pass_ms[2], int *failed_start, char *why, size_t whylen, char *err, size_t errlen)
 {
     pass_ms[0] = pass_ms[1] = NAN;
-    st_sweep_opts o;
-    st_sweep_result res;
-    sweep S;
-    in_memory(&S, &o, &res, spec, x, stop);
     *failed_start = 0;
-    if (shared_prefix(&S, err, errlen))
-        return -1;
-    cfgrun *cr = malloc(sizeof *cr);
+    mem_run m;
     int rc = -1;
-    if (!cr) {
-        snprintf(err, errlen, "out of memory");
-    } else {
-        st_config_row none = { 0 };
-        config_begin(&S, cr, ci, &none);
-        int status = search(&S, cr);
+    if (mem_begin(&m, spec, x, stop, ci, err, errlen) == 0) {
+        cfgrun *cr = m.cr;
+        int status = search(&m.S, cr);
         *failed_start = cr->engine_failed && !cr->engine_up;
         if (cr->engine_failed)
             snprintf(why, whylen, "%s", cr->row.failure_detail ? cr->row.failure_detail : "did not start");
         st_sustained_params p;
-        sustained_params(&S, cr, &p);
+        sustained_params(&m.S, cr, &p);
         st_capacity_sustained(&p, cr->rr, cr->n, cap);
         if (cap->has_pass && cap->pass_index >= 0 && cap->pass_index < cr->n)
             for (int i = 0; i < 2 && i < cr->rr[cap->pass_index].n_terms; i++)
                 pass_ms[i] = cr->rr[cap->pass_index].value_ms[i];
-        config_end(&S, cr, status);
+        config_end(&m.S, cr, status);
         if (status == 1)
             snprintf(err, errlen, "interrupted");
         rc = status == 1 ? -1 : 0;
     }
-    free(cr);
-    free(S.base_prefix);
+    mem_free(&m);
     return rc;
 }
 
@@ -1447,38 +1470,27 @@ int st_sweep_probe(const st_spec *spec, st_executor *x, int ci, double rate, vol
                    st_rate_result *out, char *why, size_t whylen, char *err, size_t errlen)
 {
     volatile sig_atomic_t never = 0;
-    st_sweep_opts o;
-    st_sweep_result res;
-    sweep S;
-    in_memory(&S, &o, &res, spec, x, stop ? stop : &never);
     memset(out, 0, sizeof *out);
-    if (shared_prefix(&S, err, errlen))
-        return -1;
+    mem_run m;
     int rc = -1;
-    cfgrun *cr = malloc(sizeof *cr);
-    if (!cr) {
-        snprintf(err, errlen, "out of memory");
-    } else {
-        st_config_row none = { 0 };
-        config_begin(&S, cr, ci, &none);
-        int es = ensure_engine(&S, cr);
-        if (es != 0) {
+    if (mem_begin(&m, spec, x, stop ? stop : &never, ci, err, errlen) == 0) {
+        cfgrun *cr = m.cr;
+        if (ensure_engine(&m.S, cr) != 0) {
             snprintf(why, whylen, "%s", cr->row.failure_detail ? cr->row.failure_detail : "did not start");
             rc = 1;
         } else {
             st_next nx = { .action = ST_NEXT_RUN, .rate = rate };
-            int status = step(&S, cr, &nx);
-            if (status == 0 && cr->n > 0 && !*o.stop) {
+            int status = step(&m.S, cr, &nx);
+            if (status == 0 && cr->n > 0 && !*m.o.stop) {
                 *out = cr->rr[cr->n - 1];
                 rc = 0;
             } else {
-                snprintf(err, errlen, "%s", *o.stop ? "interrupted" : "the run did not complete");
+                snprintf(err, errlen, "%s", *m.o.stop ? "interrupted" : "the run did not complete");
             }
         }
-        config_end(&S, cr, 0);
+        config_end(&m.S, cr, 0);
     }
-    free(cr);
-    free(S.base_prefix);
+    mem_free(&m);
     return rc;
 }
 

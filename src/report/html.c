@@ -23,6 +23,13 @@
 static void ht(st_buf *h, const char *s, size_t max) { (void)st_svg_text(h, s, max); }
 
 static void hs(st_buf *h, const char *s) { ht(h, s, TEXT_MAX); }
+/* One escaped paragraph. */
+static void hp(st_buf *h, const char *s)
+{
+    st_buf_printf(h, "<p>");
+    hs(h, s);
+    st_buf_printf(h, "</p>\n");
+}
 
 /* Escaped text with its line breaks kept (for <pre>), at most max bytes in all. */
 static void ht_lines(st_buf *h, const char *s, size_t max)
@@ -965,11 +972,8 @@ static void method(st_buf *h, const st_html_report *r)
         m = default_method;
         n = sizeof default_method / sizeof default_method[0];
     }
-    for (uint32_t i = 0; i < n; i++) {
-        st_buf_printf(h, "<p>");
-        hs(h, m[i]);
-        st_buf_printf(h, "</p>\n");
-    }
+    for (uint32_t i = 0; i < n; i++)
+        hp(h, m[i]);
     st_buf_printf(h, "<h3 id=\"notes\">Notes</h3>\n");
     if (!r->n_notes || !r->notes) {
         st_buf_printf(h, "<p>The data called for no notes.</p>\n");
@@ -1022,11 +1026,8 @@ static void table_section(st_buf *h, const st_html_table *t)
     st_buf_printf(h, "\">\n<h2>");
     hs(h, t->title ? t->title : "");
     st_buf_printf(h, "</h2>\n");
-    if (t->intro) {
-        st_buf_printf(h, "<p>");
-        hs(h, t->intro);
-        st_buf_printf(h, "</p>\n");
-    }
+    if (t->intro)
+        hp(h, t->intro);
     st_buf_printf(h, "<table><thead><tr>");
     for (uint32_t c = 0; c < t->cols; c++) {
         st_buf_printf(h, "<th>");
@@ -1044,11 +1045,8 @@ static void table_section(st_buf *h, const st_html_table *t)
         st_buf_printf(h, "</tr>\n");
     }
     st_buf_printf(h, "</tbody></table>\n");
-    if (t->after) {
-        st_buf_printf(h, "<p>");
-        hs(h, t->after);
-        st_buf_printf(h, "</p>\n");
-    }
+    if (t->after)
+        hp(h, t->after);
     st_buf_printf(h, "</section>\n");
 }
 

@@ -20,13 +20,26 @@ const char *st_rep_status_name(st_rep_status s)
     return "unknown";
 }
 
+/* The engine's counters a run's figures are differences of (first and last sample). */
+enum { CTR_PREEMPT, CTR_HITS, CTR_QUERIES, CTR_TOKENS, CTR_LATE, CTR_VERY_LATE, CTR_DROPPED, CTR_N };
+static const char *const COUNTER_NAMES[CTR_N] = { "preemptions",  "prefix_hits",     "prefix_queries",
+                                                  "emu_tokens",   "emu_late_tokens", "emu_very_late_tokens",
+                                                  "emu_dropped_s" };
+
 static void server_figures(const st_metrics_sample *m, uint32_t n, st_rep_server *out)
 {
     out->samples = 0;
     out->kv_usage_max = out->running_max = out->waiting_max = out->preemptions = out->prefix_hit_rate = NAN;
     out->emu_late_share = out->emu_very_late_share = out->emu_dropped_share = NAN;
-    double p0 = NAN, p1 = NAN, h0 = NAN, h1 = NAN, q0 = NAN, q1 = NAN, last_t = -1;
-    double e0 = NAN, e1 = NAN, l0 = NAN, l1 = NAN, v0 = NAN, v1 = NAN, d0 = NAN, d1 = NAN, dt0 = NAN, dt1 = NAN;
+    const struct {
+        const char *name;
+        double *max;
+    } gauges[] = { { "kv_usage", &out->kv_usage_max },
+                   { "running", &out->running_max },
+                   { "waiting", &out->waiting_max } };
+    double first[CTR_N], last[CTR_N], t_first[CTR_N], t_last[CTR_N], last_t = -1;
+    for (int c = 0; c < CTR_N; c++)
+        first[c] = last[c] = t_first[c] = t_last[c] = NAN;
     for (uint32_t i = 0; i < n; i++) {
         const char *k = m[i].name;
         double v = m[i].value;
@@ -34,55 +47,31 @@ static void server_figures(const st_metrics_sample *m, uint32_t n, st_rep_server
             out->samples++;
             last_t = m[i].t;
         }
-        if (!strcmp(k, "kv_usage"))
-            out->kv_usage_max = isnan(out->kv_usage_max) || v > out->kv_usage_max ? v : out->kv_usage_max;
-        else if (!strcmp(k, "running"))
-            out->running_max = isnan(out->running_max) || v > out->running_max ? v : out->running_max;
-        else if (!strcmp(k, "waiting"))
-            out->waiting_max = isnan(out->waiting_max) || v > out->waiting_max ? v : out->waiting_max;
-        else if (!strcmp(k, "preemptions")) {
-            if (isnan(p0))
-                p0 = v;
-            p1 = v;
-        } else if (!strcmp(k, "prefix_hits")) {
-            if (isnan(h0))
-                h0 = v;
-            h1 = v;
-        } else if (!strcmp(k, "prefix_queries")) {
-            if (isnan(q0))
-                q0 = v;
-            q1 = v;
-        } else if (!strcmp(k, "emu_tokens")) {
-            if (isnan(e0))
-                e0 = v;
-            e1 = v;
-        } else if (!strcmp(k, "emu_late_tokens")) {
-            if (isnan(l0))
-                l0 = v;
-            l1 = v;
-        } else if (!strcmp(k, "emu_very_late_tokens")) {
-            if (isnan(v0))
-                v0 = v;
-            v1 = v;
-        } else if (!strcmp(k, "emu_dropped_s")) {
-            if (isnan(d0)) {
-                d0 = v;
-                dt0 = m[i].t;
+        for (size_t g = 0; g < sizeof gauges / sizeof gauges[0]; g++)
+            if (!strcmp(k, gauges[g].name) && (isnan(*gauges[g].max) || v > *gauges[g].max))
+                *gauges[g].max = v;
+        for (int c = 0; c < CTR_N; c++)
+            if (!strcmp(k, COUNTER_NAMES[c])) {
+                if (isnan(first[c])) {
+                    first[c] = v;
+                    t_first[c] = m[i].t;
+                }
+                last[c] = v;
+                t_last[c] = m[i].t;
             }
-            d1 = v;
-            dt1 = m[i].t;
-        }
     }
-    if (!isnan(e0) && !isnan(l0) && e1 > e0)
-        out->emu_late_share = (l1 - l0) / (e1 - e0);
-    if (!isnan(e0) && !isnan(v0) && e1 > e0)
-        out->emu_very_late_share = (v1 - v0) / (e1 - e0);
-    if (!isnan(d0) && dt1 > dt0)
-        out->emu_dropped_share = (d1 - d0) / (dt1 - dt0);
-    if (!isnan(p0))
-        out->preemptions = p1 - p0;
-    if (!isnan(q0) && q1 > q0)
-        out->prefix_hit_rate = (h1 - h0) / (q1 - q0);
+    double tokens = last[CTR_TOKENS] - first[CTR_TOKENS]; /* NAN when never sampled */
+    if (!isnan(first[CTR_LATE]) && tokens > 0)
+        out->emu_late_share = (last[CTR_LATE] - first[CTR_LATE]) / tokens;
+    if (!isnan(first[CTR_VERY_LATE]) && tokens > 0)
+        out->emu_very_late_share = (last[CTR_VERY_LATE] - first[CTR_VERY_LATE]) / tokens;
+    if (!isnan(first[CTR_DROPPED]) && t_last[CTR_DROPPED] > t_first[CTR_DROPPED])
+        out->emu_dropped_share =
+            (last[CTR_DROPPED] - first[CTR_DROPPED]) / (t_last[CTR_DROPPED] - t_first[CTR_DROPPED]);
+    if (!isnan(first[CTR_PREEMPT]))
+        out->preemptions = last[CTR_PREEMPT] - first[CTR_PREEMPT];
+    if (last[CTR_QUERIES] - first[CTR_QUERIES] > 0)
+        out->prefix_hit_rate = (last[CTR_HITS] - first[CTR_HITS]) / (last[CTR_QUERIES] - first[CTR_QUERIES]);
 }
 
 /* The server-reported timings of a run's completed requests against the client's. */

@@ -162,17 +162,4 @@ static inline json_t *config_named(json_t *root, const char *name)
     return NULL;
 }
 
-/* Whether the file (its first 4 MiB) contains needle. */
-static inline int file_has(const char *path, const char *needle)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return 0;
-    static char buf[4 << 20];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    return strstr(buf, needle) != NULL;
-}
-
 #endif

@@ -424,21 +424,10 @@ static void report_has_your_traffic(void **state)
     assert_string_equal(json_string_value(json_object_get(ad, "prefix_caching")), "pays");
     json_decref(j);
     snprintf(p, sizeof p, "%s/report.md", out);
-    FILE *m = fopen(p, "r");
-    assert_non_null(m);
-    char buf[1 << 16];
-    size_t n = fread(buf, 1, sizeof buf - 1, m);
-    buf[n] = 0;
-    fclose(m);
-    assert_non_null(strstr(buf, "## Your traffic"));
-    assert_non_null(strstr(buf, "Prefix caching pays"));
+    assert_true(file_has(p, "## Your traffic"));
+    assert_true(file_has(p, "Prefix caching pays"));
     snprintf(p, sizeof p, "%s/report.html", out);
-    m = fopen(p, "r");
-    assert_non_null(m);
-    n = fread(buf, 1, sizeof buf - 1, m);
-    buf[n] = 0;
-    fclose(m);
-    assert_non_null(strstr(buf, "<h2>Your traffic</h2>"));
+    assert_true(file_has(p, "<h2>Your traffic</h2>"));
 }
 
 
@@ -483,13 +472,7 @@ static void audit_exact_prompts_on_chat(void **state)
     sqlite3_finalize(st);
     sqlite3_close(db);
     snprintf(p, sizeof p, "%s/logs/baseline.log", out);
-    f = fopen(p, "r");
-    assert_non_null(f);
-    char buf[1 << 14];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = 0;
-    fclose(f);
-    assert_non_null(strstr(buf, "exact prompt lengths: 30 of 30 prompts of the next run fitted exactly"));
+    assert_true(file_has(p, "exact prompt lengths: 30 of 30 prompts of the next run fitted exactly"));
 }
 
 /* servetune trace stats: the figures and advice, the JSON, and the errors a user sees. */
@@ -533,19 +516,10 @@ static void trace_stats_cli(void **state)
     fclose(f);
     const char *b1[] = { "servetune", "trace", "stats", bad, NULL };
     assert_int_equal(run_cli(b1, log), 2);
-    FILE *l = fopen(log, "r");
-    char buf[2048];
-    size_t n = fread(buf, 1, sizeof buf - 1, l);
-    buf[n] = 0;
-    fclose(l);
-    assert_non_null(strstr(buf, "bad.csv:3: column input_tokens is not a token count: \"ten\""));
+    assert_true(file_has(log, "bad.csv:3: column input_tokens is not a token count: \"ten\""));
     const char *b2[] = { "servetune", "trace", "stats", bad, "--trace-max-bad", "1", NULL };
     assert_int_equal(run_cli(b2, log), 0);
-    l = fopen(log, "r");
-    n = fread(buf, 1, sizeof buf - 1, l);
-    buf[n] = 0;
-    fclose(l);
-    assert_non_null(strstr(buf, "1 malformed"));
+    assert_true(file_has(log, "1 malformed"));
     const char *u1[] = { "servetune", "trace", "stats", bad, "--frobnicate", NULL };
     assert_int_equal(run_cli(u1, log), 2);
     const char *u2[] = { "servetune", "trace", "stats", NULL };
