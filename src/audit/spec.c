@@ -1714,6 +1714,8 @@ void st_spec_synth(const st_spec *s, uint32_t n, uint64_t seed, st_synth_params 
                             .vllm_semantics = s->workload.vllm_semantics };
 }
 
+const char *st_spec_rate_unit(const st_spec *s) { return s->workload.sessions.on ? "sessions/s" : "req/s"; }
+
 double st_spec_turns_mean(const st_spec *s)
 {
     if (s->workload.kind != ST_WL_SYNTHETIC || !s->workload.sessions.on)

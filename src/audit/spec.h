@@ -272,6 +272,9 @@ void st_spec_synth(const st_spec *s, uint32_t n, uint64_t seed, st_synth_params 
 void st_spec_sessions(const st_spec *s, uint32_t n, uint64_t seed, st_session_params *p);
 /* The mean turns per synthetic session ((turns_min + turns_max) / 2); 1 without sessions. */
 double st_spec_turns_mean(const st_spec *s);
+/* What an offered rate counts: "req/s", or with multi-turn sessions "sessions/s" (session
+ * starts). */
+const char *st_spec_rate_unit(const st_spec *s);
 /* The most turns a synthetic session may have. */
 #define ST_SPEC_MAX_TURNS 1000u
 

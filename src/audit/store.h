@@ -123,6 +123,12 @@ typedef struct st_run_row {
     int64_t started, ended;         /* wall ns */
 } st_run_row;
 void st_run_row_free(st_run_row *r);
+/* SLO term t's measured value (t 0: the TTFT term, 1: the TPOT term); a run stored without
+ * terms falls back to its p95 TTFT / TPOT. */
+static inline double st_run_row_term_ms(const st_run_row *r, int t)
+{
+    return r->n_terms > t ? r->term_ms[t] : t ? r->tpot_p95_ms : r->ttft_p95_ms;
+}
 
 /* Writes a run, its records and its metric samples in one transaction; sets run->id. A row with
  * the same run key is replaced (with its records and samples). */

@@ -99,8 +99,6 @@ static void fmt_dur(char *b, size_t n, double s)
         snprintf(b, n, "%d:%02d:%02d", (int)s / 3600, ((int)s / 60) % 60, (int)s % 60);
 }
 
-/* What an offered rate counts: requests, or with multi-turn sessions, session starts. */
-static const char *rate_unit(const st_spec *s) { return s->workload.sessions.on ? "sessions/s" : "req/s"; }
 
 static void fmt_rate(char *b, size_t n, double r)
 {
@@ -428,8 +426,8 @@ static void draw_progress(rate_ctx *R, const st_runner_progress *p)
             S->spec->n_configs;
         fmt_dur(eta, sizeof eta, done_frac > 0.01 ? elapsed / done_frac - elapsed : NAN);
         fprintf(S->o->out, "\r\033[K[%d/%d %s] rate %s %s: %u/%u done, %u in flight | elapsed %s, about %s left",
-                S->ci + 1, S->spec->n_configs, R->cfg_name, rt, rate_unit(S->spec), p->completed + p->failed, p->total,
-                p->in_flight, el, eta);
+                S->ci + 1, S->spec->n_configs, R->cfg_name, rt, st_spec_rate_unit(S->spec), p->completed + p->failed,
+                p->total, p->in_flight, el, eta);
     }
     fflush(S->o->out);
     S->line_open = 1;
@@ -884,7 +882,7 @@ static int record_skip(sweep *S, cfgrun *cr, const st_next *nx, const char *key)
     push_result(cr, &r, 0, 0);
     char rt[32];
     fmt_rate(rt, sizeof rt, nx->rate);
-    say_cfg(S, cr, "rate %s %s: %s", rt, rate_unit(S->spec), nx->why);
+    say_cfg(S, cr, "rate %s %s: %s", rt, st_spec_rate_unit(S->spec), nx->why);
     return 0;
 }
 
@@ -901,17 +899,17 @@ static void say_run(sweep *S, const cfgrun *cr, const st_next *nx, const st_run_
         snprintf(t3, sizeof t3, "none");
     else
         snprintf(t3, sizeof t3, "%.3g req/s", run->delivered_rps);
-    snprintf(t1, sizeof t1, "%s%.0f", ge, run->n_terms > 0 ? run->term_ms[0] : run->ttft_p95_ms);
-    snprintf(t2, sizeof t2, "%s%.1f", ge, run->n_terms > 1 ? run->term_ms[1] : run->tpot_p95_ms);
+    snprintf(t1, sizeof t1, "%s%.0f", ge, st_run_row_term_ms(run, 0));
+    snprintf(t2, sizeof t2, "%s%.1f", ge, st_run_row_term_ms(run, 1));
     if (s->search.mode == ST_SEARCH_SUSTAINED) {
         st_verdict v = st_verdict_from_name(run->verdict);
         say_cfg(S, cr, "%s %s%s%s%s: %s (%.0f s of engine time, %.1f s): %s", s->closed_loop ? "concurrency" : "rate",
-                rt, s->closed_loop ? "" : " ", s->closed_loop ? "" : rate_unit(s), rep, st_verdict_words(v, 1),
+                rt, s->closed_loop ? "" : " ", s->closed_loop ? "" : st_spec_rate_unit(s), rep, st_verdict_words(v, 1),
                 run->duration_s, took, run->why ? run->why : "");
     } else {
         int pass = !strcmp(run->verdict, "pass");
         say_cfg(S, cr, "rate %s %s: %s, %u/%u completed, p95 TTFT %s ms, p95 TPOT %s ms, delivered %s (%.1f s)%s%s", rt,
-                rate_unit(s), run->verdict, run->completed, run->planned, t1, t2, t3, took, pass ? "" : ": ",
+                st_spec_rate_unit(s), run->verdict, run->completed, run->planned, t1, t2, t3, took, pass ? "" : ": ",
                 pass ? "" : run->why);
     }
 }
@@ -953,7 +951,7 @@ static int measure(sweep *S, cfgrun *cr, const st_next *nx, const char *key, uin
     if (nx->why[0] && !nx->grid && s->search.mode != ST_SEARCH_SUSTAINED) {
         char rt[32];
         fmt_rate(rt, sizeof rt, nx->rate);
-        say_cfg(S, cr, "%s: rate %s %s", nx->why, rt, rate_unit(s));
+        say_cfg(S, cr, "%s: rate %s %s", nx->why, rt, st_spec_rate_unit(s));
     } else if (nx->why[0] && s->search.mode == ST_SEARCH_SUSTAINED) {
         say_cfg(S, cr, "%s", nx->why);
     }
@@ -1170,7 +1168,7 @@ static double start_of(sweep *S, int ci)
              (s->search.start == ST_START_PREDICT || s->search.start == ST_START_AUTO) &&
              forecast_capacity(s, ci, S->o->stop, &f) == 0 && f > 0)
         say(S, "[%d/%d %s] the engine model puts the limit near %.4g %s: the search starts there", ci + 1, s->n_configs,
-            s->configs[ci].name, f, s->closed_loop ? "concurrent requests" : rate_unit(s));
+            s->configs[ci].name, f, s->closed_loop ? "concurrent requests" : st_spec_rate_unit(s));
     return f;
 }
 
@@ -1344,8 +1342,8 @@ static int probe(sweep *S, const st_spec_config *c, st_config_row *crow, double 
     st_exec_out_free(&out);
     int pass = run.verdict && !strcmp(run.verdict, "pass");
     *delivered = run.delivered_rps;
-    term_ms[0] = run.n_terms > 0 ? run.term_ms[0] : run.ttft_p95_ms;
-    term_ms[1] = run.n_terms > 1 ? run.term_ms[1] : run.tpot_p95_ms;
+    term_ms[0] = st_run_row_term_ms(&run, 0);
+    term_ms[1] = st_run_row_term_ms(&run, 1);
     free(run.verdict);
     free(run.why);
     return pass;

@@ -153,7 +153,7 @@ static void setup_rows(arena *a, const st_report *r, const char *ev, st_html_kv 
                       s->search.max_duration_s);
         ROW("Search");
     } else {
-        st_buf_printf(&b, "%s %s (a burst test: %s)", grid, s->workload.sessions.on ? "sessions/s" : "req/s",
+        st_buf_printf(&b, "%s %s (a burst test: %s)", grid, st_spec_rate_unit(s),
                       r->refine ? "grid, then refine" : "grid");
         ROW("Rates tried");
     }
@@ -697,7 +697,7 @@ int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *op
             st_buf_printf(&tb, "%s%s", st_report_verdict_words(r, w), w->client_limited ? " (client lagged)" : "");
             row[2] = a_take(&a, &tb);
             for (int t = 0; t < 2; t++) {
-                double v = w->n_terms > t ? w->term_ms[t] : t ? w->tpot_p95_ms : w->ttft_p95_ms;
+                double v = st_run_row_term_ms(w, t);
                 st_fmt_num(num, sizeof num, v);
                 st_buf_reset(&tb);
                 st_buf_puts(&tb, num);

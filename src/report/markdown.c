@@ -258,8 +258,8 @@ static void setup_section(const st_report *r, st_buf *b)
                       s->search.warmup_e2e, s->search.min_window_s, s->search.min_window_requests,
                       s->search.max_duration_s);
     } else {
-        st_buf_printf(b, "- **Rates tried**: %s %s (a burst test: %s)\n", grid,
-                      s->workload.sessions.on ? "sessions/s" : "req/s", r->refine ? "grid, then refine" : "grid");
+        st_buf_printf(b, "- **Rates tried**: %s %s (a burst test: %s)\n", grid, st_spec_rate_unit(s),
+                      r->refine ? "grid, then refine" : "grid");
     }
     slo_text(s, tmp, sizeof tmp);
     st_fmt_num(n1, sizeof n1, s->peak_rate);
@@ -330,7 +330,7 @@ static void sessions_section(const st_report *r, st_buf *b)
  * what it cost, and the overloaded engine's throughput. */
 static void search_table(const st_report *r, st_buf *b)
 {
-    const char *u = r->spec.closed_loop ? "concurrency" : r->spec.workload.sessions.on ? "sessions/s" : "req/s";
+    const char *u = r->spec.closed_loop ? "concurrency" : st_spec_rate_unit(&r->spec);
     st_buf_printf(b,
                   "| Config | Bracket (sustained .. failed, %s) | Limit interval (%.0f %%) | Binding term | Boundary | "
                   "Runs | Engine-minutes | Max throughput (req/s) | Replicas at peak | Monthly cost |\n"
@@ -425,7 +425,7 @@ static void results_section(const st_report *r, st_buf *b)
     st_buf_printf(b,
                   "| Config | Bracket (pass .. fail, %s) | Grid capacity | Refined capacity | Sustained "
                   "(steady state) | Replicas at peak | Monthly cost |\n|---|---|---:|---:|---:|---:|---:|\n",
-                  r->spec.workload.sessions.on ? "sessions/s" : "req/s");
+                  st_spec_rate_unit(&r->spec));
     for (int k = 0; k < r->n_cfg; k++) {
         const st_rep_cfg *c = &r->cfg[r->order[k]];
         if (c->status != ST_REP_OK)

@@ -335,8 +335,8 @@ int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
         if (c->cap->has_pass) {
             const st_run_row *pr = &c->runs[c->cap->pass_index];
             /* terms 0 and 1 are always p95 TTFT and p95 TPOT (sustained: over the window) */
-            c->ttft_p95_ms = pr->n_terms > 0 ? pr->term_ms[0] : pr->ttft_p95_ms;
-            c->tpot_p95_ms = pr->n_terms > 1 ? pr->term_ms[1] : pr->tpot_p95_ms;
+            c->ttft_p95_ms = st_run_row_term_ms(pr, 0);
+            c->tpot_p95_ms = st_run_row_term_ms(pr, 1);
             if (out->spec.workload.sessions.on)
                 session_turns(s, pr->id, c);
         }
@@ -438,19 +438,18 @@ void st_report_search_start(const st_report *r, const char *grid, char *out, siz
     int forecast = !r->audit.prediction && st_exec_model_supported(s, why, sizeof why) &&
                    (s->search.start == ST_START_AUTO || s->search.start == ST_START_PREDICT);
     /* multi-turn sessions: the rates count session starts */
-    const char *what = s->closed_loop ? "concurrency levels" : "rates", *unit = s->closed_loop ? ""
-                                                                                : s->workload.sessions.on
-                                                                                    ? " sessions/s"
-                                                                                    : " req/s";
+    const char *what = s->closed_loop ? "concurrency levels" : "rates", *sp = s->closed_loop ? "" : " ",
+               *unit = s->closed_loop ? "" : st_spec_rate_unit(s);
     if (s->search.start == ST_START_RATE)
-        snprintf(out, n, "it starts at %g%s", s->search.start_rate, s->closed_loop ? " concurrent requests" : unit);
+        snprintf(out, n, "it starts at %g%s%s", s->search.start_rate, s->closed_loop ? " concurrent requests" : sp,
+                 unit);
     else if (forecast)
         snprintf(
             out, n,
-            "it starts near the engine model's forecast of each configuration's capacity; the %s %s%s are its grid",
-            what, grid, unit);
+            "it starts near the engine model's forecast of each configuration's capacity; the %s %s%s%s are its grid",
+            what, grid, sp, unit);
     else
-        snprintf(out, n, "the %s %s%s are where it starts", what, grid, unit);
+        snprintf(out, n, "the %s %s%s%s are where it starts", what, grid, sp, unit);
 }
 
 void st_report_synthetic_text(const st_report *r, st_buf *b)

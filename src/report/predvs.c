@@ -33,8 +33,8 @@ int st_predvs_summarise(st_store *pred, const char *calibration, st_buf *out, ch
             json_object_set_new(ro, "rate", isinf(w->rate) ? json_string("inf") : json_real(w->rate));
             json_object_set_new(ro, "verdict", json_string(w->verdict ? w->verdict : ""));
             /* terms 0 and 1 are always p95 TTFT and p95 TPOT (a sustained run's: over its window) */
-            json_object_set_new(ro, "ttft_p95_ms", st_jnum_or_null(w->n_terms > 0 ? w->term_ms[0] : w->ttft_p95_ms));
-            json_object_set_new(ro, "tpot_p95_ms", st_jnum_or_null(w->n_terms > 1 ? w->term_ms[1] : w->tpot_p95_ms));
+            json_object_set_new(ro, "ttft_p95_ms", st_jnum_or_null(st_run_row_term_ms(w, 0)));
+            json_object_set_new(ro, "tpot_p95_ms", st_jnum_or_null(st_run_row_term_ms(w, 1)));
             json_object_set_new(ro, "output_tps", st_jnum_or_null(w->output_tps));
             json_array_append_new(rs, ro);
         }
@@ -177,8 +177,8 @@ int st_predvs_cells(const st_report *r, int i, char cells[9][32])
     cell_err(cells[2], pcap, mcap);
     const st_run_row *w = measured_at_capacity(c);
     const st_predvs_rate *pr = w ? st_predvs_at(p, w->rate) : NULL;
-    double pt = pr ? pr->ttft_p95_ms : NAN, mt = w ? (w->n_terms > 0 ? w->term_ms[0] : w->ttft_p95_ms) : NAN;
-    double pp = pr ? pr->tpot_p95_ms : NAN, mp = w ? (w->n_terms > 1 ? w->term_ms[1] : w->tpot_p95_ms) : NAN;
+    double pt = pr ? pr->ttft_p95_ms : NAN, mt = w ? st_run_row_term_ms(w, 0) : NAN;
+    double pp = pr ? pr->tpot_p95_ms : NAN, mp = w ? st_run_row_term_ms(w, 1) : NAN;
     cell_num(cells[3], pt, " ms");
     cell_num(cells[4], mt, " ms");
     cell_err(cells[5], pt, mt);
@@ -237,11 +237,9 @@ json_t *st_predvs_json(const st_report *r)
         json_object_set_new(e, "capacity_rps_measured", st_jnum_or_null(mcap));
         json_object_set_new(e, "at_rate", w ? (isinf(w->rate) ? json_string("inf") : json_real(w->rate)) : json_null());
         json_object_set_new(e, "ttft_p95_ms_predicted", st_jnum_or_null(pr ? pr->ttft_p95_ms : NAN));
-        json_object_set_new(e, "ttft_p95_ms_measured",
-                            st_jnum_or_null(w ? (w->n_terms > 0 ? w->term_ms[0] : w->ttft_p95_ms) : NAN));
+        json_object_set_new(e, "ttft_p95_ms_measured", st_jnum_or_null(w ? st_run_row_term_ms(w, 0) : NAN));
         json_object_set_new(e, "tpot_p95_ms_predicted", st_jnum_or_null(pr ? pr->tpot_p95_ms : NAN));
-        json_object_set_new(e, "tpot_p95_ms_measured",
-                            st_jnum_or_null(w ? (w->n_terms > 1 ? w->term_ms[1] : w->tpot_p95_ms) : NAN));
+        json_object_set_new(e, "tpot_p95_ms_measured", st_jnum_or_null(w ? st_run_row_term_ms(w, 1) : NAN));
         json_array_append_new(cs, e);
     }
     json_object_set_new(o, "configurations", cs);
