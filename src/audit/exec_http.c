@@ -4,6 +4,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -162,16 +163,28 @@ static int engine_env(const st_spec *s, const st_spec_config *c, const st_launch
     return ne;
 }
 
+/* Appends "--- servetune: ..." to the engine's log (servetune's own lines among the engine's). */
+static void log_line(const engine *E, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void log_line(const engine *E, const char *fmt, ...)
+{
+    FILE *lf = fopen(E->log_path, "a");
+    if (!lf)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("--- servetune: ", lf);
+    vfprintf(lf, fmt, ap);
+    fputs("\n", lf);
+    va_end(ap);
+    fclose(lf);
+}
+
 /* Starts the engine process (not for an endpoint). 0, or -1 with the row filled. */
 static int engine_spawn(sweep *S, const st_spec_config *c, engine *E, st_config_row *row)
 {
     const char *keys[ENGINE_ENV_MAX], *vals[ENGINE_ENV_MAX];
     int ne = engine_env(S->spec, c, &E->l, keys, vals);
-    FILE *lf = fopen(E->log_path, "a");
-    if (lf) {
-        fprintf(lf, "--- servetune: starting %s\n", E->cmdline);
-        fclose(lf);
-    }
+    log_line(E, "starting %s", E->cmdline);
     /* argv NULL-terminated; its strings stay E->l's (no secret is ever in it: adapter.h) */
     char **argv = calloc((size_t)E->l.argv.n + 1, sizeof(char *));
     if (!argv) {
@@ -270,13 +283,9 @@ static void engine_stop(sweep *S, engine *E)
 {
     if (E->started) {
         st_proc_stop(&E->proc, S->spec->timeouts.stop_grace_s);
-        FILE *lf = fopen(E->log_path, "a");
-        if (lf) {
-            char d[128];
-            st_proc_describe(&E->proc, d, sizeof d);
-            fprintf(lf, "--- servetune: stopped (%s)\n", d);
-            fclose(lf);
-        }
+        char d[128];
+        st_proc_describe(&E->proc, d, sizeof d);
+        log_line(E, "stopped (%s)", d);
         E->started = 0;
     }
     st_launch_free(&E->l);
@@ -391,32 +400,23 @@ static void http_stop(st_executor *x)
     H->tok_state = 0;
 }
 
-static void log_line(const engine *E, const char *line)
-{
-    FILE *lf = fopen(E->log_path, "a");
-    if (lf) {
-        fprintf(lf, "--- servetune: %s\n", line);
-        fclose(lf);
-    }
-}
-
 /* Text APIs (chat, TGI) send words, not token ids: each prompt is fitted to its token count with
  * the engine's own /tokenize, so the lengths the SLO and the report speak of are the engine's. */
 static int http_prepare(st_executor *x, st_workload *w)
 {
     http_exec *H = x->impl;
     engine *E = &H->E;
-    st_api_kind api = ST_API_COMPLETIONS;
-    st_api_from_name(E->l.api, &api);
     if (!st_spec_fits_prompts(H->spec) || H->tok_state < 0 || !H->active) /* a text API (chat, TGI) */
         return 0;
+    st_api_kind api = ST_API_COMPLETIONS;
+    st_api_from_name(E->l.api, &api);
     char err[512], line[700];
     if (!H->tok) {
         H->tok = st_tokenizer_new(E->l.base_url, api, E->l.expected_model, E->api_key, 0, NULL, 30, err, sizeof err);
         if (!H->tok) {
             H->tok_state = -1;
             snprintf(line, sizeof line, "exact prompt lengths off (%.500s): lengths estimated", err);
-            log_line(E, line);
+            log_line(E, "%s", line);
             return 0;
         }
     }
@@ -433,14 +433,14 @@ static int http_prepare(st_executor *x, st_workload *w)
         else
             snprintf(line, sizeof line, "exact prompt lengths off after %u prompts: %.500s", fitted, err);
         st_secrets_redact(&H->secrets, line);
-        log_line(E, line);
+        log_line(E, "%s", line);
         return 0;
     }
     H->tok_state = 1;
     snprintf(line, sizeof line,
              "exact prompt lengths: %u of %u prompts of the next run fitted exactly with /tokenize (%u calls so far)",
              exact, fitted, st_tokenizer_calls(H->tok));
-    log_line(E, line);
+    log_line(E, "%s", line);
     return 0;
 }
 

@@ -737,7 +737,7 @@ static int warm_up(sweep *S, const st_spec_config *c, st_config_row *crow)
     char err[512];
     st_workload w;
     /* synthetic sessions: about n sessions, whose first turns are the warm-up */
-    uint32_t nw = s->workload.kind == ST_WL_SYNTHETIC ? (uint32_t)ceil(n * st_spec_turns_mean(s)) : n;
+    uint32_t nw = (uint32_t)ceil(n * st_spec_turns_mean(s)); /* 1 a request without synthetic sessions */
     if (make_workload(S, rate_seed(s->workload.seed, -1.0), nw, &w, err, sizeof err))
         return 0;
     drop_later_turns(&w);
@@ -1236,8 +1236,6 @@ static int shared_prefix(sweep *S, char *err, size_t errlen)
     return 0;
 }
 
-/* The sustained search of configuration ci on executor x in memory (nothing stored, nothing
- * printed): its capacity. 0, or -1 with err. */
 /* A sweep that stores nothing (the engine model's searches and probes): quiet, on executor x. */
 static void in_memory(sweep *S, st_sweep_opts *o, st_sweep_result *res, const st_spec *spec, st_executor *x,
                       volatile sig_atomic_t *stop)
@@ -1281,6 +1279,8 @@ static void mem_free(mem_run *m)
     free(m->S.base_prefix);
 }
 
+/* The sustained search of configuration ci on executor x in memory (nothing stored, nothing
+ * printed): its capacity. 0, or -1 with err. */
 static int search_in_memory(const st_spec *spec, st_executor *x, int ci, volatile sig_atomic_t *stop, st_capacity *cap,
                             double pass_ms[2], int *failed_start, char *why, size_t whylen, char *err, size_t errlen)
 {
