@@ -425,21 +425,20 @@ static int parse_hardware(pctx *p, yaml_node_t *n, st_spec *s)
 static int get_turns(pctx *p, yaml_node_t *n, uint32_t *lo, uint32_t *hi)
 {
     const char *t = scalar(n);
-    char a[32] = "", *dash;
-    long x = 0, y = 0;
-    int ok = t && strlen(t) < sizeof a;
-    if (ok) {
-        snprintf(a, sizeof a, "%s", t);
-        dash = strchr(a, '-');
-        if (dash)
-            *dash = '\0';
-        ok = st_parse_long(a, &x) == 0 && (dash ? st_parse_long(dash + 1, &y) == 0 : (y = x, 1));
-    }
-    if (!ok || x < 1 || y < x || y > (long)ST_SPEC_MAX_TURNS)
+    if (st_parse_range_u32(t, 1, ST_SPEC_MAX_TURNS, lo, hi))
         return failf(p, n, "workload.sessions.turns: expected N or MIN-MAX (e.g. 2-6) within 1..%u, got '%s'",
                      ST_SPEC_MAX_TURNS, t ? t : "(not a scalar)");
-    *lo = (uint32_t)x;
-    *hi = (uint32_t)y;
+    return 0;
+}
+
+/* A think time between turns (what names the key in the message), within 0..ST_SPEC_MAX_THINK_S. */
+static int get_think(pctx *p, yaml_node_t *n, const char *what, double *out)
+{
+    const char *t = scalar(n);
+    double d;
+    if (!t || st_parse_duration_s(t, &d) || !(d >= 0) || d > ST_SPEC_MAX_THINK_S)
+        return failf(p, n, "%s: expected a duration in 0..%g s such as 0, 5 or 500ms", what, ST_SPEC_MAX_THINK_S);
+    *out = d;
     return 0;
 }
 
@@ -477,14 +476,8 @@ static int parse_sessions(pctx *p, yaml_node_t *n, st_spec *s)
     if ((v = kv(k, nk, "user_tokens")) &&
         get_u32(p, v, "workload.sessions.user_tokens", &s->workload.sessions.user_tokens, 1))
         return -1;
-    if ((v = kv(k, nk, "think_time"))) {
-        const char *t = scalar(v);
-        double d;
-        if (!t || st_parse_duration_s(t, &d) || !(d >= 0) || d > ST_SPEC_MAX_THINK_S)
-            return failf(p, v, "workload.sessions.think_time: expected a duration in 0..%g s such as 0, 5 or 500ms",
-                         ST_SPEC_MAX_THINK_S);
-        s->workload.sessions.think_s = d;
-    }
+    if ((v = kv(k, nk, "think_time")) && get_think(p, v, "workload.sessions.think_time", &s->workload.sessions.think_s))
+        return -1;
     if ((v = kv(k, nk, "think"))) {
         const char *t = scalar(v);
         if (!t || (strcmp(t, "constant") && strcmp(t, "exponential")))
@@ -592,16 +585,12 @@ static int parse_workload(pctx *p, yaml_node_t *n, st_spec *s)
         return -1;
     if ((v = kv(k, nk, "think_time"))) {
         /* a replayed trace: one think time for every later turn (as bench --think-time) */
-        const char *t = scalar(v);
-        double d;
         if (s->workload.kind != ST_WL_TRACE || !s->workload.sessions.on)
             return failf(p, v,
                          "workload.think_time: only with a trace and sessions: replay (synthetic sessions take "
                          "sessions.think_time)");
-        if (!t || st_parse_duration_s(t, &d) || !(d >= 0) || d > ST_SPEC_MAX_THINK_S)
-            return failf(p, v, "workload.think_time: expected a duration in 0..%g s such as 0, 5 or 500ms",
-                         ST_SPEC_MAX_THINK_S);
-        s->workload.sessions.think_s = d;
+        if (get_think(p, v, "workload.think_time", &s->workload.sessions.think_s))
+            return -1;
         s->workload.sessions.think_set = 1;
     }
     return 0;

@@ -234,7 +234,7 @@ typedef struct st_spec {
 #define ST_SPEC_MAX_REQUESTS 1000000u
 #define ST_SPEC_MAX_PEAK_RATE 1e9
 /* The longest think time a synthetic session may pause (seconds). */
-#define ST_SPEC_MAX_THINK_S 86400.0
+#define ST_SPEC_MAX_THINK_S ST_SESSION_THINK_MAX_S
 
 /* Loads and validates a spec file's syntax and values (st_spec_check, audit/check.h, checks the
  * rest before anything runs). 0, or -1 with "file:line: what is wrong" in err. */
@@ -276,7 +276,7 @@ double st_spec_turns_mean(const st_spec *s);
  * starts). */
 const char *st_spec_rate_unit(const st_spec *s);
 /* The most turns a synthetic session may have. */
-#define ST_SPEC_MAX_TURNS 1000u
+#define ST_SPEC_MAX_TURNS ST_SESSION_TURNS_MAX
 
 /* A synthetic prompt's mean length in tokens, shared prefix included (input_tokens, plus the
  * prefix under vLLM's semantics). */

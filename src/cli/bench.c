@@ -391,25 +391,6 @@ typedef struct bench_work {
     st_trace_sessions smode;
 } bench_work;
 
-static int parse_turns(const char *s, uint32_t *lo, uint32_t *hi)
-{
-    long a, b;
-    char tmp[64];
-    snprintf(tmp, sizeof tmp, "%s", s);
-    char *dash = strchr(tmp, '-');
-    if (dash)
-        *dash = '\0';
-    if (st_parse_long(tmp, &a) < 0 || (dash && st_parse_long(dash + 1, &b) < 0))
-        return -1;
-    if (!dash)
-        b = a;
-    if (a < 1 || b < a || b > 1000)
-        return -1;
-    *lo = (uint32_t)a;
-    *hi = (uint32_t)b;
-    return 0;
-}
-
 static int build_workload(bench_args *a, int api, int vllm_dataset, int n_given, uint32_t server_mml, bench_work *bw,
                           char *err, size_t errlen)
 {
@@ -441,8 +422,8 @@ static int build_workload(bench_args *a, int api, int vllm_dataset, int n_given,
     }
     if (a->sessions > 0) {
         uint32_t lo = 4, hi = 4;
-        if (a->turns && parse_turns(a->turns, &lo, &hi) < 0) {
-            snprintf(err, errlen, "--turns: expected N or MIN-MAX within 1..1000");
+        if (a->turns && st_parse_range_u32(a->turns, 1, ST_SESSION_TURNS_MAX, &lo, &hi)) {
+            snprintf(err, errlen, "--turns: expected N or MIN-MAX within 1..%u", ST_SESSION_TURNS_MAX);
             return -1;
         }
         st_session_params sp = { .sessions = (uint32_t)a->sessions,

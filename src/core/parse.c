@@ -33,6 +33,27 @@ int st_parse_long(const char *s, long *out)
     return 0;
 }
 
+#define RANGE_TEXT_MAX 32
+
+int st_parse_range_u32(const char *s, uint32_t min, uint32_t max, uint32_t *lo, uint32_t *hi)
+{
+    char a[RANGE_TEXT_MAX];
+    if (!s || strlen(s) >= sizeof a)
+        return -1;
+    memcpy(a, s, strlen(s) + 1);
+    char *dash = strchr(a, '-');
+    if (dash)
+        *dash = '\0';
+    long x, y;
+    if (st_parse_long(a, &x) || (dash ? st_parse_long(dash + 1, &y) : (y = x, 0)))
+        return -1;
+    if (x < (long)min || y < x || y > (long)max)
+        return -1;
+    *lo = (uint32_t)x;
+    *hi = (uint32_t)y;
+    return 0;
+}
+
 int st_parse_u64(const char *s, uint64_t *out)
 {
     if (!s || !*s || *s == '-')

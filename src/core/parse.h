@@ -10,6 +10,8 @@ int st_parse_long(const char *s, long *out);
 int st_parse_u64(const char *s, uint64_t *out);
 /* A rate: a positive number or "inf" (stored as INFINITY). */
 int st_parse_rate(const char *s, double *out);
+/* "N" or "LO-HI" (whole numbers, min <= LO <= HI <= max); N gives LO = HI = N. */
+int st_parse_range_u32(const char *s, uint32_t min, uint32_t max, uint32_t *lo, uint32_t *hi);
 /* A duration with an optional unit suffix (ns, us, ms, s, m); bare numbers are seconds. */
 int st_parse_duration_s(const char *s, double *out_seconds);
 /* Formats v with the fewest significant digits that read back as the same double,

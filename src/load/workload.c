@@ -347,8 +347,8 @@ int st_trace_parse_native(const char *line, size_t len, uint32_t index, st_work_
             goto out;
         }
         if (!json_is_number(think) || !isfinite(json_number_value(think)) || json_number_value(think) < 0 ||
-            json_number_value(think) > 86400) {
-            st_errf(err, errlen, "think_time must be a number of seconds in 0..86400");
+            json_number_value(think) > ST_SESSION_THINK_MAX_S) {
+            st_errf(err, errlen, "think_time must be a number of seconds in 0..%g", ST_SESSION_THINK_MAX_S);
             goto out;
         }
         x->has_think = 1;
@@ -496,7 +496,6 @@ uint32_t st_workload_history_tokens(const st_work_item *it)
 /* ---- synthetic sessions ---------------------------------------------------------------- */
 
 #define SESSIONS_MAX 1000000u
-#define SESSION_TURNS_MAX 1000u
 
 static void range_bounds(uint32_t v, double r, uint32_t *lo, uint32_t *hi)
 {
@@ -515,8 +514,8 @@ int st_workload_sessions(const st_session_params *p, st_workload *out, char *err
         st_errf(err, errlen, "the number of sessions must be in 1..%u", SESSIONS_MAX);
         return -1;
     }
-    if (p->turns_min < 1 || p->turns_max < p->turns_min || p->turns_max > SESSION_TURNS_MAX) {
-        st_errf(err, errlen, "turns per session must be a range within 1..%u", SESSION_TURNS_MAX);
+    if (p->turns_min < 1 || p->turns_max < p->turns_min || p->turns_max > ST_SESSION_TURNS_MAX) {
+        st_errf(err, errlen, "turns per session must be a range within 1..%u", ST_SESSION_TURNS_MAX);
         return -1;
     }
     if (!(p->range_ratio >= 0 && p->range_ratio < 1)) {
@@ -527,8 +526,8 @@ int st_workload_sessions(const st_session_params *p, st_workload *out, char *err
         st_errf(err, errlen, "input and output lengths must be at least 1 token");
         return -1;
     }
-    if (!(p->think_s >= 0 && p->think_s <= 86400)) {
-        st_errf(err, errlen, "think time must be in 0..86400 s");
+    if (!(p->think_s >= 0 && p->think_s <= ST_SESSION_THINK_MAX_S)) {
+        st_errf(err, errlen, "think time must be in 0..%g s", ST_SESSION_THINK_MAX_S);
         return -1;
     }
     uint32_t f_lo, f_hi, u_lo, u_hi, o_lo, o_hi;

@@ -87,6 +87,9 @@ int st_workload_synthetic(const st_synth_params *p, st_workload *out, char *err,
  * next turn (exponential with that mean when think_exp, else constant). Lengths spread with
  * range_ratio as the synthetic workload's. The first turns go on the arrival schedule; the
  * later turns are dependent items (st_workload.n_dependent). */
+/* The most turns a session may have, and the longest think time between turns (s). */
+#define ST_SESSION_TURNS_MAX 1000u
+#define ST_SESSION_THINK_MAX_S 86400.0
 typedef struct st_session_params {
     uint32_t sessions;
     uint32_t turns_min, turns_max;
