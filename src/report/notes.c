@@ -927,6 +927,45 @@ static void combined_gain(ctx *x, int ci, atoms *all)
     }
 }
 
+/* ---- the rates a note concerns ----------------------------------------------------------- */
+
+typedef struct diag_rates {
+    double rates[ST_NOTE_RATES_MAX];
+    int n;
+    int first; /* run index of the lowest rate concerned (its figures go into the text) */
+} diag_rates;
+
+static void dr_add(diag_rates *d, const st_rep_cfg *c, int j)
+{
+    if (d->n >= ST_NOTE_RATES_MAX)
+        return;
+    if (!d->n || c->runs[j].rate < c->runs[d->first].rate)
+        d->first = j;
+    d->rates[d->n++] = c->runs[j].rate;
+}
+
+/* Attaches the rates d concerns to note n. */
+static void dr_attach(st_note *n, const diag_rates *d)
+{
+    for (int k = 0; k < d->n; k++)
+        add_rate(n, d->rates[k]);
+}
+
+/* The note of a diagnosis over rates d: its rates, and the lowest one's as evidence "rate". */
+static st_note *dr_note(ctx *x, st_note_sev sev, const char *kind, const st_rep_cfg *c, const diag_rates *d)
+{
+    st_note *n = add(x, sev, kind, c->name);
+    dr_attach(n, d);
+    add_ev(n, "rate", c->runs[d->first].rate);
+    return n;
+}
+
+static void dr_text(st_buf *b, diag_rates *d)
+{
+    qsort(d->rates, (size_t)d->n, sizeof *d->rates, st_cmp_double);
+    rates_text(b, d->rates, d->n);
+}
+
 /* ---- per-run events ---------------------------------------------------------------------- */
 
 static void run_notes(ctx *x, const st_rep_cfg *c)
@@ -984,10 +1023,10 @@ static void run_notes(ctx *x, const st_rep_cfg *c)
     }
     /* one note per kind of event, listing the rates concerned */
     for (int kind = 0; kind < 3; kind++) {
-        double rates[ST_NOTE_RATES_MAX], lag = NAN;
-        int nr = 0;
+        diag_rates d = { .n = 0 };
+        double lag = NAN;
         const char *why = NULL;
-        for (int j = 0; j < c->n_runs && nr < ST_NOTE_RATES_MAX; j++) {
+        for (int j = 0; j < c->n_runs && d.n < ST_NOTE_RATES_MAX; j++) {
             const st_run_row *w = &c->runs[j];
             /* kind 1: stopped once the SLO could no longer be met (an over-saturated run's stop is its
              * verdict, said in its own words) */
@@ -996,64 +1035,61 @@ static void run_notes(ctx *x, const st_rep_cfg *c)
                                   : verdict_is(w, "skipped");
             if (!hit)
                 continue;
-            rates[nr++] = w->rate;
+            dr_add(&d, c, j);
             if (!why)
                 why = w->why;
             if (kind == 0)
                 lag = maxn(lag, w->lag_p99_ms);
         }
-        if (!nr)
+        if (!d.n)
             continue;
-        qsort(rates, (size_t)nr, sizeof *rates, st_cmp_double);
         st_note *n;
         if (kind == 0) {
             st_buf_puts(b, "the load generator lagged its schedule at ");
-            rates_text(b, rates, nr);
+            dr_text(b, &d);
             st_buf_printf(b, " req/s (p99 send lag up to %.0f ms); %s weak evidence about the server.", lag,
-                          nr > 1 ? "those runs are" : "that run is");
+                          d.n > 1 ? "those runs are" : "that run is");
             n = add(x, ST_NOTE_WARN, "client_limited", c->name);
             add_ev(n, "lag_p99_ms_max", lag);
         } else if (kind == 1) {
             st_buf_puts(b, "stopped early at ");
-            rates_text(b, rates, nr);
+            dr_text(b, &d);
             st_buf_puts(b, " req/s once the SLO could no longer be met (its remaining requests count as failed).");
             n = add(x, ST_NOTE_INFO, "stopped_early", c->name);
         } else {
             if (why && !strncmp(why, "skipped: ", 9))
                 why += 9;
             st_buf_puts(b, "skipped ");
-            rates_text(b, rates, nr);
+            dr_text(b, &d);
             st_buf_printf(b, " req/s: %s.", why && *why ? why : "a lower rate failed by a wide margin");
             n = add(x, ST_NOTE_INFO, "skipped", c->name);
         }
-        for (int k = 0; k < nr; k++)
-            add_rate(n, rates[k]);
+        dr_attach(n, &d);
     }
     /* servetune's emulator could not keep its model's schedule (the host's CPU was short): a warning
      * when tokens went out 100 ms late or engine time was lost (figures the model does not have),
      * a note when many went out 10 ms late (TTFT and ITL carry that much of the host) */
     for (int sev = 1; sev >= 0; sev--) {
-        double rates[ST_NOTE_RATES_MAX], late = NAN, very = NAN, dropped = NAN;
-        int nr = 0;
-        for (int j = 0; j < c->n_runs && nr < ST_NOTE_RATES_MAX; j++) {
+        diag_rates d = { .n = 0 };
+        double late = NAN, very = NAN, dropped = NAN;
+        for (int j = 0; j < c->n_runs && d.n < ST_NOTE_RATES_MAX; j++) {
             const st_rep_server *sv = &c->server[j];
             int warn =
                 sv->emu_very_late_share > ST_NOTE_EMU_LATE_SHARE || sv->emu_dropped_share > ST_NOTE_EMU_DROPPED_SHARE;
             int info = !warn && sv->emu_late_share > ST_NOTE_EMU_JITTER_SHARE;
             if (!(sev ? warn : info))
                 continue;
-            rates[nr++] = c->runs[j].rate;
+            dr_add(&d, c, j);
             late = maxn(late, sv->emu_late_share);
             very = maxn(very, sv->emu_very_late_share);
             dropped = maxn(dropped, sv->emu_dropped_share);
         }
-        if (!nr)
+        if (!d.n)
             continue;
-        qsort(rates, (size_t)nr, sizeof *rates, st_cmp_double);
         st_note *n;
         if (sev) {
             st_buf_puts(b, "the emulator could not keep its engine model's schedule at ");
-            rates_text(b, rates, nr);
+            dr_text(b, &d);
             st_buf_printf(b,
                           " req/s: up to %.0f %% of its tokens went out more than 100 ms (engine time) late and it "
                           "lost up to %.1f %% of the engine's time; the host's CPU, not the modelled engine, set part "
@@ -1063,7 +1099,7 @@ static void run_notes(ctx *x, const st_rep_cfg *c)
             n = add(x, ST_NOTE_WARN, "emulator_lagged", c->name);
         } else {
             st_buf_puts(b, "at ");
-            rates_text(b, rates, nr);
+            dr_text(b, &d);
             st_buf_printf(b,
                           " req/s up to %.0f %% of the emulator's tokens reached the client more than 10 ms (engine "
                           "time) after its model's schedule: its TTFT and inter-token times carry that much of the "
@@ -1074,43 +1110,11 @@ static void run_notes(ctx *x, const st_rep_cfg *c)
         add_ev(n, "late_token_share_max", late);
         add_ev(n, "very_late_token_share_max", very);
         add_ev(n, "dropped_time_share_max", dropped);
-        for (int k = 0; k < nr; k++)
-            add_rate(n, rates[k]);
+        dr_attach(n, &d);
     }
 }
 
 /* ---- diagnosis from the engine's metrics ------------------------------------------------- */
-
-typedef struct diag_rates {
-    double rates[ST_NOTE_RATES_MAX];
-    int n;
-    int first; /* run index of the lowest rate concerned (its figures go into the text) */
-} diag_rates;
-
-static void dr_add(diag_rates *d, const st_rep_cfg *c, int j)
-{
-    if (d->n >= ST_NOTE_RATES_MAX)
-        return;
-    if (!d->n || c->runs[j].rate < c->runs[d->first].rate)
-        d->first = j;
-    d->rates[d->n++] = c->runs[j].rate;
-}
-
-/* The note of a diagnosis over rates d: its rates, and the lowest one's as evidence "rate". */
-static st_note *dr_note(ctx *x, st_note_sev sev, const char *kind, const st_rep_cfg *c, const diag_rates *d)
-{
-    st_note *n = add(x, sev, kind, c->name);
-    for (int k = 0; k < d->n; k++)
-        add_rate(n, d->rates[k]);
-    add_ev(n, "rate", c->runs[d->first].rate);
-    return n;
-}
-
-static void dr_text(st_buf *b, diag_rates *d)
-{
-    qsort(d->rates, (size_t)d->n, sizeof *d->rates, st_cmp_double);
-    rates_text(b, d->rates, d->n);
-}
 
 static uint32_t default_max_num_seqs(const st_report *r, const st_strv *flags)
 {
