@@ -1201,7 +1201,7 @@ static int session_turns(sweep *S, char *err, size_t errlen)
 {
     const st_spec *spec = S->spec;
     S->turns = 1;
-    if (!spec->workload.sessions.on)
+    if (!spec->workload.sessions.on || spec->search.mode != ST_SEARCH_SUSTAINED) /* sustained_planned's */
         return 0;
     if (spec->workload.kind == ST_WL_SYNTHETIC) {
         S->turns = st_spec_turns_mean(spec);

@@ -136,12 +136,8 @@ static void setup_rows(arena *a, const st_report *r, const char *ev, st_html_kv 
         st_buf_printf(&b, "replayed trace %s, %s after %u warm-up requests",
                       s->workload.trace ? s->workload.trace : "-", per, s->warmup_requests);
     ROW("Workload");
-    char grid[2048] = "", start[2300];
-    size_t off = 0;
-    for (int i = 0; i < s->n_rates && off < sizeof grid; i++) {
-        st_fmt_rate(t, sizeof t, s->rates[i]);
-        off += (size_t)snprintf(grid + off, sizeof grid - off, "%s%s", i ? ", " : "", t);
-    }
+    char grid[2048], start[2300];
+    st_report_rate_grid(s, grid, sizeof grid);
     if (r->sustained) {
         st_report_search_start(r, grid, start, sizeof start);
         st_buf_printf(&b,

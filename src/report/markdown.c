@@ -241,12 +241,7 @@ static void setup_section(const st_report *r, st_buf *b)
                       s->workload.sessions.turns_min, s->workload.sessions.turns_max, s->workload.sessions.user_tokens,
                       s->workload.sessions.think_s, s->workload.sessions.think_exp ? "exponential mean" : "constant");
     char grid[2048];
-    size_t off = 0;
-    grid[0] = '\0';
-    for (int i = 0; i < s->n_rates && off < sizeof grid; i++) {
-        st_fmt_rate(n1, sizeof n1, s->rates[i]);
-        off += (size_t)snprintf(grid + off, sizeof grid - off, "%s%s", i ? ", " : "", n1);
-    }
+    st_report_rate_grid(s, grid, sizeof grid);
     if (r->sustained) {
         char start[2300];
         st_report_search_start(r, grid, start, sizeof start);

@@ -7,6 +7,7 @@
 #include "audit/prices.h"
 #include "audit/sustain.h"
 #include "load/stats.h"
+#include "report/format.h"
 #include "report/report.h"
 
 const char *st_rep_status_name(st_rep_status s)
@@ -428,6 +429,18 @@ void st_report_binding(const st_report *r, const st_rep_cfg *c, char *out, size_
 const char *st_report_verdict_words(const st_report *r, const st_run_row *w)
 {
     return st_verdict_words(st_verdict_from_name(w->verdict), r->sustained);
+}
+
+void st_report_rate_grid(const st_spec *s, char *out, size_t n)
+{
+    char t[32];
+    size_t off = 0;
+    if (n)
+        out[0] = '\0';
+    for (int i = 0; i < s->n_rates && off < n; i++) {
+        st_fmt_rate(t, sizeof t, s->rates[i]);
+        off += (size_t)snprintf(out + off, n - off, "%s%s", i ? ", " : "", t);
+    }
 }
 
 void st_report_search_start(const st_report *r, const char *grid, char *out, size_t n)

@@ -129,6 +129,8 @@ void st_report_synthetic_text(const st_report *r, st_buf *b);
 /* Where the sustained search started, in words ("it starts near the engine model's forecast...;
  * the rates 4, 8 req/s are its grid"); grid: the spec's rates as text. */
 void st_report_search_start(const st_report *r, const char *grid, char *out, size_t n);
+/* The spec's rates (or concurrency levels), "4, 8, 16", into out (cut at n). */
+void st_report_rate_grid(const st_spec *s, char *out, size_t n);
 /* The verdict of run j in the report's words (audit/capacity.h st_verdict_words). */
 const char *st_report_verdict_words(const st_report *r, const st_run_row *w);
 
