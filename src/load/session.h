@@ -7,6 +7,7 @@
  * skipped. And the per-turn figures of a run's records. */
 #ifndef ST_SESSION_H
 #define ST_SESSION_H
+#include <math.h>
 #include <stdint.h>
 
 #include "load/record.h"
@@ -35,5 +36,11 @@ typedef struct st_turn_row {
 /* Fills rows[0..ST_TURN_ROWS) from the records of session requests; returns the number of
  * rows with requests (0 when no record is in a session), or -1 when out of memory. */
 int st_turn_rows(const st_record *recs, uint32_t n, st_turn_row *rows);
+/* The share of a turn row's prompt tokens the server reported as cached; NAN when it reported
+ * none (or the row has no prompt tokens). */
+static inline double st_turn_cached_share(const st_turn_row *w)
+{
+    return w->cached_reported && w->prompt_tokens ? (double)w->cached_tokens / (double)w->prompt_tokens : NAN;
+}
 
 #endif

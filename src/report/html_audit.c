@@ -173,8 +173,8 @@ static void setup_rows(arena *a, const st_report *r, const char *ev, st_html_kv 
                 char ms[32];
                 st_fmt_num(ms, sizeof ms, w->ttft.p50 * 1e3);
                 st_buf_printf(&b, "%s %u%s: %s ms", u ? "," : "", w->turn, u == ST_TURN_ROWS - 1 ? "+" : "", ms);
-                if (w->cached_reported && w->prompt_tokens)
-                    st_buf_printf(&b, " (%.0f %% cached)", 100.0 * (double)w->cached_tokens / (double)w->prompt_tokens);
+                if (isfinite(st_turn_cached_share(w)))
+                    st_buf_printf(&b, " (%.0f %% cached)", 100.0 * st_turn_cached_share(w));
             }
         }
         ROW("Sessions");

@@ -147,10 +147,7 @@ static json_t *sessions_json(const st_rep_cfg *c)
         json_object_set_new(x, "ttft_ms", tt);
         json_object_set_new(x, "prompt_tokens", json_integer((json_int_t)w->prompt_tokens));
         json_object_set_new(x, "cached_tokens", json_integer((json_int_t)w->cached_tokens));
-        json_object_set_new(x, "cached_share",
-                            w->cached_reported && w->prompt_tokens
-                                ? json_real((double)w->cached_tokens / (double)w->prompt_tokens)
-                                : json_null());
+        json_object_set_new(x, "cached_share", st_jnum_or_null(st_turn_cached_share(w)));
         json_array_append_new(a, x);
     }
     json_object_set_new(o, "turns", a);

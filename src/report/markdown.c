@@ -309,8 +309,9 @@ static void sessions_section(const st_report *r, st_buf *b)
             st_fmt_num(p50, sizeof p50, w->completed ? w->ttft.p50 * 1e3 : NAN);
             st_fmt_num(p95, sizeof p95, w->completed ? w->ttft.p95 * 1e3 : NAN);
             st_fmt_num(pm, sizeof pm, w->completed ? (double)w->prompt_tokens / w->completed : NAN);
-            if (w->cached_reported && w->prompt_tokens)
-                snprintf(cs, sizeof cs, "%.1f %%", 100.0 * (double)w->cached_tokens / (double)w->prompt_tokens);
+            double share = st_turn_cached_share(w);
+            if (isfinite(share))
+                snprintf(cs, sizeof cs, "%.1f %%", 100.0 * share);
             else
                 snprintf(cs, sizeof cs, "-");
             st_buf_printf(b, "| %u%s | %u | %u | %s | %s | %s | %s |\n", w->turn, t == ST_TURN_ROWS - 1 ? "+" : "",
