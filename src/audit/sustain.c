@@ -328,12 +328,15 @@ static int growth_tests(const st_sustain *s, const view *v, double t0, double e2
     return 0;
 }
 
+/* Neither the engine's waiting queue (which was scraped) nor TTFT grows. */
+static int queue_flat(const growth *g) { return !g->g_waiting && !g->g_ttft && isfinite(g->waiting.slope); }
+
 /* Requests in flight grow, but the engine's waiting queue (scraped) and TTFT do not: the batch is
  * still filling, no overload (audit/sustain.h). */
-static int batch_filling(const growth *g)
-{
-    return g->g_inflight && !g->g_waiting && !g->g_ttft && isfinite(g->waiting.slope);
-}
+static int batch_filling(const growth *g) { return g->g_inflight && queue_flat(g); }
+
+/* Something grows, and not just a batch still filling: the engine is over-saturated. */
+static int overloaded(const growth *g) { return (g->g_inflight || g->g_ttft || g->g_waiting) && !batch_filling(g); }
 
 /* The window's flow balance would fail (as st_sustain_finish judges it): the in-flight slope's
  * interval lies above the growth margin. */
@@ -629,7 +632,7 @@ int st_sustain_step(st_sustain *s, const st_record *recs, uint32_t n, st_ns now,
     if (test_now && s->phase >= ST_SUS_WARM && s->phase < ST_SUS_DONE) {
         growth g;
         if (growth_tests(s, &v, growth_start(s, &c), c.e2e_recent, samples, n_samples, 1, &g) == 0) {
-            int any = (g.g_inflight || g.g_ttft || g.g_waiting) && !batch_filling(&g);
+            int any = overloaded(&g);
             s->hits = any ? s->hits + 1 : 0;
             if (s->hits == 1)
                 s->first_hit_s = v.now;
@@ -655,7 +658,7 @@ int st_sustain_step(st_sustain *s, const st_record *recs, uint32_t n, st_ns now,
             growth g;
             if (s->restarts < ST_SUSTAIN_MAX_RESTARTS &&
                 growth_tests(s, &v, s->warm_end_s, c.e2e_recent, samples, n_samples, 0, &g) == 0 &&
-                (g.g_inflight || inflight_short(s, &g)) && !g.g_waiting && !g.g_ttft && isfinite(g.waiting.slope)) {
+                (g.g_inflight || inflight_short(s, &g)) && queue_flat(&g)) {
                 s->warm_end_s = v.now; /* no steady state yet: this window was warm-up too */
                 s->restarts++;
             } else {
@@ -910,8 +913,7 @@ int st_sustain_finish(const st_sustain *s, const st_record *recs, uint32_t n, co
             "requests in flight grow by %.3g/s",
             out->delivered_rps, out->delivered_lo, out->delivered_hi, out->offered_rps,
             out->offered_rps - out->delivered_rps);
-    } else if (s->oversaturated || (!s->undecided && !s->slo_missed && !s->failing &&
-                                    (g.g_inflight || g.g_ttft || g.g_waiting) && !batch_filling(&g))) {
+    } else if (s->oversaturated || (!s->undecided && !s->slo_missed && !s->failing && overloaded(&g))) {
         out->verdict = ST_VERDICT_OVERSAT;
         out->confident = 1;
         out->worst_ratio = INFINITY;
