@@ -206,6 +206,37 @@ static uint64_t replicate_seed(uint64_t seed, double rate, int replicate)
     return replicate ? rate_seed(z ^ 0x5eedULL, (double)replicate) : z;
 }
 
+/* The length of one pass over the first m items when their arrivals are all timed (*timed): their
+ * span plus one mean gap (a second when there is no span). */
+static st_ns pass_length(const st_work_item *it, uint32_t m, int *timed)
+{
+    *timed = 1;
+    st_ns lo = INT64_MAX, hi = INT64_MIN;
+    for (uint32_t i = 0; i < m; i++) {
+        *timed &= it[i].arrival >= 0;
+        lo = it[i].arrival < lo ? it[i].arrival : lo;
+        hi = it[i].arrival > hi ? it[i].arrival : hi;
+    }
+    return m > 1 && hi > lo ? (hi - lo) + (hi - lo) / (m - 1) : ST_NS_PER_S;
+}
+
+/* *d = a copy of *src numbered id, with its own prompt (no history: a copy's turns are linked
+ * anew). 0, or -1 out of memory. */
+static int copy_item(st_work_item *d, const st_work_item *src, uint32_t id)
+{
+    *d = *src;
+    d->id = id;
+    d->input_ids = NULL;
+    d->input_text = NULL;
+    d->history = NULL;
+    d->n_history = 0;
+    if (src->input_ids && (d->input_ids = malloc(sizeof(uint32_t) * src->input_len)))
+        memcpy(d->input_ids, src->input_ids, sizeof(uint32_t) * src->input_len);
+    if (src->input_text)
+        d->input_text = strdup(src->input_text);
+    return (src->input_ids && !d->input_ids) || (src->input_text && !d->input_text) ? -1 : 0;
+}
+
 /* cycle_trace of a workload with sessions replayed: whole passes (each a copy of the trace's
  * sessions, numbered apart), the scheduled items of every pass first, then the dependent turns
  * (the workload's layout), their links moved along. 0, or -1 out of memory. */
@@ -219,38 +250,22 @@ static int cycle_sessions(st_workload *w, uint32_t n)
     st_work_item *it = calloc(N, sizeof *it);
     if (!it)
         return -1;
-    int timed = 1;
-    st_ns lo = INT64_MAX, hi = INT64_MIN;
-    for (uint32_t i = 0; i < ms; i++) {
-        timed &= w->items[i].arrival >= 0;
-        lo = w->items[i].arrival < lo ? w->items[i].arrival : lo;
-        hi = w->items[i].arrival > hi ? w->items[i].arrival : hi;
-    }
-    st_ns pass = ms > 1 && hi > lo ? (hi - lo) + (hi - lo) / (ms - 1) : ST_NS_PER_S;
+    int timed;
+    st_ns pass = pass_length(w->items, ms, &timed);
     int rc = 0;
     for (uint32_t p = 0; p < passes; p++)
         for (uint32_t k = 0; k < m; k++) {
             const st_work_item *src = &w->items[k];
             uint32_t to = k < ms ? p * ms + k : passes * ms + p * md + (k - ms);
             st_work_item *d = &it[to];
-            *d = *src;
-            d->id = to;
-            d->input_ids = NULL;
-            d->input_text = NULL;
-            d->history = NULL;
-            d->n_history = 0;
+            if (copy_item(d, src, to))
+                rc = -1;
             if (src->session)
                 d->session = src->session + p * w->n_sessions;
             if (src->next)
                 d->next = src->next < ms ? p * ms + src->next : passes * ms + p * md + (src->next - ms);
             if (timed && k < ms)
                 d->arrival = src->arrival + (st_ns)p * pass;
-            if (src->input_ids && (d->input_ids = malloc(sizeof(uint32_t) * src->input_len)))
-                memcpy(d->input_ids, src->input_ids, sizeof(uint32_t) * src->input_len);
-            if (src->input_text)
-                d->input_text = strdup(src->input_text);
-            if ((src->input_ids && !d->input_ids) || (src->input_text && !d->input_text))
-                rc = -1;
         }
     st_workload c = { .items = it, .n = N, .n_dependent = passes * md, .n_sessions = passes * w->n_sessions };
     st_workload_free(w);
@@ -269,34 +284,20 @@ static int cycle_trace(st_workload *w, uint32_t n)
     if (!it)
         return -1;
     w->items = it;
-    int timed = 1;
-    st_ns lo = INT64_MAX, hi = INT64_MIN;
-    for (uint32_t i = 0; i < m; i++) {
-        timed &= it[i].arrival >= 0;
-        lo = it[i].arrival < lo ? it[i].arrival : lo;
-        hi = it[i].arrival > hi ? it[i].arrival : hi;
-    }
-    st_ns pass = m > 1 && hi > lo ? (hi - lo) + (hi - lo) / (m - 1) : ST_NS_PER_S;
+    int timed;
+    st_ns pass = pass_length(it, m, &timed);
     int rc = 0;
     for (uint32_t i = m; i < n; i++) {
         const st_work_item *src = &it[i % m];
         st_work_item *d = &it[i];
-        *d = *src;
-        d->id = i;
-        d->input_ids = NULL;
-        d->input_text = NULL;
+        int bad = copy_item(d, src, i);
         if (timed)
             d->arrival = src->arrival + (st_ns)(i / m) * pass;
-        if (src->input_ids && (d->input_ids = malloc(sizeof(uint32_t) * src->input_len)))
-            memcpy(d->input_ids, src->input_ids, sizeof(uint32_t) * src->input_len);
-        if (src->input_text)
-            d->input_text = strdup(src->input_text);
-        if ((src->input_ids && !d->input_ids) || (src->input_text && !d->input_text)) {
-            w->n = i + 1;
+        w->n = i + 1;
+        if (bad) {
             rc = -1;
             break;
         }
-        w->n = i + 1;
     }
     return rc;
 }
