@@ -773,36 +773,6 @@ typedef struct point_msg {
     double r[ST_FID_M_COUNT];
 } point_msg;
 
-static int write_all(int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-    while (len) {
-        ssize_t w = write(fd, p, len);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        len -= (size_t)w;
-    }
-    return 0;
-}
-
-static int read_all(int fd, void *buf, size_t len)
-{
-    char *p = buf;
-    while (len) {
-        ssize_t r = read(fd, p, len);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
-        p += r;
-        len -= (size_t)r;
-    }
-    return 0;
-}
-
 /* One fold: fit on the other folds' points, predict this fold's. */
 static int run_fold(harness *H, model_knobs *M, const int *fold, int f, int sweeps, fold_msg *fm, point_msg *out,
                     uint32_t *nout)
@@ -907,8 +877,9 @@ static int cross_validate(harness *H, model_knobs *M, int K, int sweeps, int job
                     fold_msg fm;
                     uint32_t np = 0;
                     int r = run_fold(H, M, fold, next, sweeps, &fm, pm, &np);
-                    int ok = r == 0 && write_all(p[1], &fm, sizeof fm) == 0 && write_all(p[1], &np, sizeof np) == 0 &&
-                             write_all(p[1], pm, np * sizeof *pm) == 0;
+                    int ok = r == 0 && st_fd_write_all(p[1], &fm, sizeof fm) == 0 &&
+                             st_fd_write_all(p[1], &np, sizeof np) == 0 &&
+                             st_fd_write_all(p[1], pm, np * sizeof *pm) == 0;
                     _exit(ok ? 0 : 1);
                 }
                 close(p[1]);
@@ -926,8 +897,8 @@ static int cross_validate(harness *H, model_knobs *M, int K, int sweeps, int job
                 break;
             fold_msg fm;
             uint32_t np = 0;
-            if (read_all(fds[f], &fm, sizeof fm) < 0 || read_all(fds[f], &np, sizeof np) < 0 || np > H->n ||
-                read_all(fds[f], pm, np * sizeof *pm) < 0)
+            if (st_fd_read_all(fds[f], &fm, sizeof fm) < 0 || st_fd_read_all(fds[f], &np, sizeof np) < 0 || np > H->n ||
+                st_fd_read_all(fds[f], pm, np * sizeof *pm) < 0)
                 rc = -1;
             close(fds[f]);
             int st = 0;

@@ -75,6 +75,42 @@ static int create_tmp(const char *tmp)
     return -1;
 }
 
+int st_fd_write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            if (n == 0)
+                errno = EIO;
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int st_fd_read_all(int fd, void *buf, size_t len)
+{
+    char *p = buf;
+    while (len > 0) {
+        ssize_t n = read(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            if (n == 0)
+                errno = EIO;
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
 int st_write_file_atomic(const char *path, const void *data, size_t len, char *err, size_t errlen)
 {
     char tmp[4200];
@@ -87,20 +123,7 @@ int st_write_file_atomic(const char *path, const void *data, size_t len, char *e
         snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
         return -1;
     }
-    const char *p = data;
-    size_t left = len;
-    int e = 0;
-    while (left > 0 && !e) {
-        ssize_t n = write(fd, p, left);
-        if (n > 0) {
-            p += n;
-            left -= (size_t)n;
-        } else if (n < 0 && errno == EINTR) {
-            continue;
-        } else {
-            e = n < 0 ? errno : EIO;
-        }
-    }
+    int e = st_fd_write_all(fd, data, len) ? errno : 0;
     if (!e && fsync(fd) != 0)
         e = errno;
     if (close(fd) != 0 && !e)

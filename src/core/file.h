@@ -15,6 +15,11 @@ char *st_read_file(const char *path, size_t max, size_t *len, char *err, size_t 
  * failure path is left as it was and the temporary file is removed. */
 int st_write_file_atomic(const char *path, const void *data, size_t len, char *err, size_t errlen);
 
+/* Writes / reads exactly len bytes on fd, retrying when a signal interrupts. 0, or -1 with errno
+ * set (EIO when the descriptor took or gave nothing: a full pipe's reader gone, an early EOF). */
+int st_fd_write_all(int fd, const void *buf, size_t len);
+int st_fd_read_all(int fd, void *buf, size_t len);
+
 /* Locks the folder dir against another process (flock on the folder itself, without waiting;
  * nothing is written into it): exclusive, or shared (holders of shared locks exclude only an
  * exclusive one). 0 with *fd holding the lock (closing it, or the process ending however it ends,

@@ -22,6 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/file.h"
+
 extern char **environ;
 
 #define ENV_VALUE_MAX 8192
@@ -156,18 +158,8 @@ struct st_proc_pump {
     size_t held;
 };
 
-static void pump_write(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return; /* the log is not writable any more: the output is lost, never written in clear */
-        p += w;
-        n -= (size_t)w;
-    }
-}
+/* A log that is not writable any more loses the output; it is never written in clear. */
+static void pump_write(int fd, const char *p, size_t n) { (void)st_fd_write_all(fd, p, n); }
 
 /* Redacts what is buffered and writes it out, keeping back a possible secret's start unless all. */
 static void pump_flush(struct st_proc_pump *u, int all)
