@@ -579,13 +579,16 @@ static void print_summary(const st_fid_point *pts, const point_run *pr, uint32_t
         if (only_split >= 0 && split != only_split)
             continue;
         printf("\n%s split:\n", split ? "TEST" : "FIT");
-        printf("  %-11s %4s %12s %12s  %-10s %s\n", "metric", "n", "median |err|", "worst |err|", "target",
-               "worst point");
+        printf("  %-11s %4s %12s %13s %12s  %-10s %s\n", "metric", "n", "median |err|", "95 % CI", "worst |err|",
+               "target", "worst point");
         for (int m = 0; m < ST_FID_M_COUNT; m++) {
             st_fid_stat s;
             st_fid_summarise(pts, rs, n, (st_fid_split)split, m, &s);
-            printf("  %-11s %4u %11.1f%% %11.1f%%  %-10s %s\n", st_fid_metric_name(m), s.n, 100 * s.median_abs,
-                   100 * s.worst_abs, target[m], s.worst_index >= 0 ? pts[s.worst_index].id : "-");
+            char ci[32] = "-";
+            if (isfinite(s.median_lo))
+                snprintf(ci, sizeof ci, "%.1f-%.1f%%", 100 * s.median_lo, 100 * s.median_hi);
+            printf("  %-11s %4u %11.1f%% %13s %11.1f%%  %-10s %s\n", st_fid_metric_name(m), s.n, 100 * s.median_abs,
+                   ci, 100 * s.worst_abs, target[m], s.worst_index >= 0 ? pts[s.worst_index].id : "-");
         }
         uint32_t far = 0, refused = 0;
         for (uint32_t i = 0; i < n; i++) {

@@ -824,12 +824,26 @@ void st_fid_compare(const st_fid_point *p, const st_fid_figures *f, st_fid_ratio
     }
 }
 
+uint32_t st_fid_median_ci_rank(uint32_t n)
+{
+    /* cumulative Binomial(n, 1/2) probabilities, summed in log space (n is a few hundred at most) */
+    double tail = (1 - ST_FID_MEDIAN_CI) / 2, cum = 0;
+    uint32_t j = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        cum += exp(lgamma(n + 1.0) - lgamma(k + 1.0) - lgamma(n - k + 1.0) - n * log(2.0)); /* P(X = k) */
+        if (cum > tail)
+            break;
+        j = k + 1; /* P(X < k + 1) <= tail */
+    }
+    return j;
+}
+
 void st_fid_summarise(const st_fid_point *pts, const st_fid_ratios *ratios, uint32_t n, st_fid_split split, int metric,
                       st_fid_stat *out)
 {
     memset(out, 0, sizeof *out);
     out->worst_index = -1;
-    out->median_abs = out->worst_abs = NAN;
+    out->median_abs = out->worst_abs = out->median_lo = out->median_hi = NAN;
     double *v = malloc((n ? n : 1) * sizeof *v);
     if (!v)
         return;
@@ -848,6 +862,11 @@ void st_fid_summarise(const st_fid_point *pts, const st_fid_ratios *ratios, uint
     if (k) {
         qsort(v, k, sizeof *v, st_cmp_double);
         out->median_abs = k % 2 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2;
+        uint32_t j = st_fid_median_ci_rank(k);
+        if (j > 0) {
+            out->median_lo = v[j - 1];
+            out->median_hi = v[k - j];
+        }
     }
     free(v);
 }

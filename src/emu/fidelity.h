@@ -124,12 +124,21 @@ typedef struct st_fid_ratios {
 void st_fid_compare(const st_fid_point *p, const st_fid_figures *f, st_fid_ratios *out);
 
 /* Median and worst absolute error (|ratio - 1|) of one metric over the points of one split
- * (NAN ratios skipped). worst_index: the point (-1 when n == 0). */
+ * (NAN ratios skipped). worst_index: the point (-1 when n == 0). median_lo..median_hi: a
+ * distribution-free confidence interval of the median error at >= ST_FID_MEDIAN_CI (the order
+ * statistics x(j) and x(n+1-j), 1-based, with the largest j for which P(Binomial(n, 1/2) < j)
+ * <= (1 - CI) / 2; NAN below 6 points, where no such j exists): with a few dozen points a
+ * median's uncertainty is several points, and a target is met only as far as it says. */
+#define ST_FID_MEDIAN_CI 0.95
 typedef struct st_fid_stat {
     uint32_t n;
     double median_abs, worst_abs;
+    double median_lo, median_hi;
     int worst_index;
 } st_fid_stat;
+
+/* The j above for n points (0 when none qualifies). */
+uint32_t st_fid_median_ci_rank(uint32_t n);
 void st_fid_summarise(const st_fid_point *pts, const st_fid_ratios *ratios, uint32_t n, st_fid_split split, int metric,
                       st_fid_stat *out);
 
