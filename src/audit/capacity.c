@@ -316,6 +316,7 @@ typedef struct pool {
     int has_margin; /* runs not stopped early gave every term a margin */
     double m[ST_SLO_MAX_TERMS], m_lo[ST_SLO_MAX_TERMS], m_hi[ST_SLO_MAX_TERMS];
     double delivered, output_tps, run_delivered;
+    double out_tokens; /* mean output tokens per request over the runs that measured it (NAN: none) */
 } pool;
 
 #define MARGIN_CAP 10.0 /* a term at 0 ms: a margin this large (ln units) */
@@ -340,7 +341,7 @@ static void pool_verdict(const st_sustained_params *p, const st_rate_result *r, 
     double z = st_z_quantile(conf), z2 = st_z_quantile(0.5 + conf / 2);
     st_exceed ex[ST_SLO_MAX_TERMS][64];
     int nex = 0, last = -1, nm = 0;
-    double se2[ST_SLO_MAX_TERMS] = { 0 }, nd = 0;
+    double se2[ST_SLO_MAX_TERMS] = { 0 }, nd = 0, tok = 0, ntok = 0;
     for (int t = 0; t < T; t++)
         q->m[t] = 0;
     for (int i = 0; i < n; i++) {
@@ -363,6 +364,10 @@ static void pool_verdict(const st_sustained_params *p, const st_rate_result *r, 
             q->early_fail++;
         q->delivered += isfinite(x->delivered_rps) ? x->delivered_rps : 0;
         q->output_tps += isfinite(x->output_tps) ? x->output_tps : 0;
+        if (x->out_tokens_mean > 0 && isfinite(x->out_tokens_mean)) {
+            tok += x->out_tokens_mean;
+            ntok++;
+        }
         q->run_delivered = isfinite(x->run_delivered_rps) && !(x->run_delivered_rps < q->run_delivered)
                                ? x->run_delivered_rps
                                : q->run_delivered;
@@ -391,6 +396,7 @@ static void pool_verdict(const st_sustained_params *p, const st_rate_result *r, 
     } else {
         q->delivered = q->output_tps = NAN;
     }
+    q->out_tokens = ntok > 0 ? tok / ntok : NAN;
     q->has_margin = nm > 0 && T > 0;
     for (int t = 0; t < T; t++) {
         if (!q->has_margin) {
@@ -826,9 +832,15 @@ void st_capacity_sustained(const st_sustained_params *p, const st_rate_result *r
         if (same_rate(r[i].rate, q[lo].rate) && r[i].verdict == ST_VERDICT_PASS)
             out->pass_index = i;
     out->pass_sure = q[lo].sure;
-    out->output_tps = q[lo].output_tps;
     out->sustained_rps = q[lo].delivered;
     out->capacity_rps = p->integer ? q[lo].delivered : q[lo].rate;
+    /* Output tok/s at capacity: the capacity times the output tokens per request of the window's
+     * completed requests. The window's own token rate follows the requests that happened to
+     * arrive in it (a Poisson window of a few hundred requests is several % off the rate either
+     * way), where replicas and cost must both rest on the capacity: this way 1M tokens cost what
+     * a replica serving the capacity costs, and two configurations of equal capacity and equal
+     * outputs cost the same. Runs stored without the per-request figure keep the window's rate. */
+    out->output_tps = q[lo].out_tokens > 0 ? out->capacity_rps * q[lo].out_tokens : q[lo].output_tps;
     out->highest_tested_passed = hi < 0;
     if (hi < 0) {
         out->ci_lo = q[lo].sure ? q[lo].rate : lo > 0 ? q[lo - 1].rate : q[lo].rate / 2;

@@ -825,6 +825,7 @@ int st_sustain_finish(const st_sustain *s, const st_record *recs, uint32_t n, co
     /* what the engine delivered over the second half of the run (the first holds the ramp-up) */
     out->run_delivered_rps = isfinite(c.done_recent_rate) ? c.done_recent_rate : span > 0 ? c.completed / span : NAN;
     out->delivered_rps = out->delivered_lo = out->delivered_hi = out->offered_rps = out->output_tps = NAN;
+    out->out_tokens_mean = NAN;
     /* growth from the ramp-up to the stop (or the window's end) */
     growth g;
     memset(&g, 0, sizeof g);
@@ -866,19 +867,23 @@ int st_sustain_finish(const st_sustain *s, const st_record *recs, uint32_t n, co
     int have_window = !isnan(w0) && w1 > w0;
     uint32_t B = batches_for(w1 - (isnan(w0) ? 0 : w0), c.e2e_med);
     if (have_window) {
-        double W = w1 - w0;
+        double W = w1 - w0, out_tokens = 0;
         for (uint32_t i = 0; i < n; i++) {
             double a = arrival(&v, &recs[i]);
             if (isnan(a) || a < w0 || a > w1)
                 continue;
             out->window_requests++;
-            if (recs[i].end >= 0 && recs[i].status == ST_REQ_OK)
+            if (recs[i].end >= 0 && recs[i].status == ST_REQ_OK) {
                 out->window_completed++;
+                out_tokens += recs[i].output_tokens;
+            }
             else if (recs[i].end >= 0 && recs[i].status != ST_REQ_ABORTED)
                 out->window_errors++;
         }
         out->offered_rps = out->window_requests / W;
         out->output_tps = tokens_inside(&v, w0, w1) / W;
+        if (out->window_completed)
+            out->out_tokens_mean = out_tokens / out->window_completed;
         st_trend wt;
         view wv = v;
         wv.now = w1;
@@ -1049,6 +1054,7 @@ char *st_sustain_to_json(const st_sustain *s, const st_sustain_result *r)
     json_object_set_new(o, "delivered_hi", jnum(r->delivered_hi));
     json_object_set_new(o, "run_delivered_rps", jnum(r->run_delivered_rps));
     json_object_set_new(o, "output_tps", jnum(r->output_tps));
+    json_object_set_new(o, "output_tokens_mean", jnum(r->out_tokens_mean));
     json_object_set_new(o, "e2e_median_s", jnum(r->e2e_med_s));
     json_object_set_new(o, "inflight_mean", jnum(r->inflight_mean));
     json_object_set_new(o, "inflight_max", jnum(r->inflight_max));
@@ -1108,6 +1114,7 @@ int st_sustain_from_json(const char *text, st_sustain_result *r)
     r->delivered_hi = jget(o, "delivered_hi");
     r->run_delivered_rps = jget(o, "run_delivered_rps");
     r->output_tps = jget(o, "output_tps");
+    r->out_tokens_mean = jget(o, "output_tokens_mean");
     r->e2e_med_s = jget(o, "e2e_median_s");
     r->inflight_mean = jget(o, "inflight_mean");
     r->inflight_max = jget(o, "inflight_max");
@@ -1149,6 +1156,7 @@ void st_sustain_rate_result(const st_sustain_result *r, double rate, st_rate_res
     out->worst_ratio = r->worst_ratio;
     out->delivered_rps = r->delivered_rps;
     out->output_tps = r->output_tps;
+    out->out_tokens_mean = r->out_tokens_mean;
     out->sustained_rps = r->delivered_rps;
     out->sustained = 1;
     out->confident = r->confident;
@@ -1176,6 +1184,7 @@ void st_sustain_row_result(const st_run_row *w, st_rate_result *out)
         out->worst_ratio = w->worst_ratio;
         out->delivered_rps = w->delivered_rps;
         out->output_tps = w->output_tps;
+        out->out_tokens_mean = NAN;
         out->sustained_rps = w->sustained_rps;
     }
     out->requests = w->sent;

@@ -142,6 +142,7 @@ typedef struct st_sustain_result {
     double run_delivered_rps; /* completions per second over the second half of the run (the first
                                  holds the ramp-up): what an overload delivers */
     double output_tps;        /* output tokens of events inside the window / its length */
+    double out_tokens_mean;   /* output tokens of the window's completed requests, per request */
     double e2e_med_s;
     double inflight_mean, inflight_max;
     st_trend inflight, ttft, waiting; /* from the ramp-up to the stop */

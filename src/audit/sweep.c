@@ -1329,7 +1329,7 @@ static int forecast_capacity(const st_spec *spec, int ci, volatile sig_atomic_t 
 
 /* One probe of the bisection: 1 pass, 0 fail, -1 error. */
 static int probe(sweep *S, const st_spec_config *c, st_config_row *crow, double rate, double *delivered,
-                 double term_ms[2], char *err, size_t errlen)
+                 double *otps, double term_ms[2], char *err, size_t errlen)
 {
     st_run_row run = { 0 };
     run.rate = rate;
@@ -1343,6 +1343,7 @@ static int probe(sweep *S, const st_spec_config *c, st_config_row *crow, double 
     st_exec_out_free(&out);
     int pass = run.verdict && !strcmp(run.verdict, "pass");
     *delivered = run.delivered_rps;
+    *otps = run.output_tps;
     term_ms[0] = st_run_row_term_ms(&run, 0);
     term_ms[1] = st_run_row_term_ms(&run, 1);
     free(run.verdict);
@@ -1376,8 +1377,8 @@ static int bisect_burst(const st_spec *spec, st_executor *x, int ci, double tol,
             r = spec->rates[i];
             break;
         }
-    double d = NAN, lo = 0, hi = INFINITY, lo_d = NAN, t[2] = { NAN, NAN }, lo_t[2] = { NAN, NAN };
-    int p = probe(&S, c, &row, r, &d, t, err, errlen);
+    double d = NAN, lo = 0, hi = INFINITY, lo_d = NAN, lo_o = NAN, ot = NAN, t[2] = { NAN, NAN }, lo_t[2] = { NAN, NAN };
+    int p = probe(&S, c, &row, r, &d, &ot, t, err, errlen);
     out->runs++;
     if (p < 0) {
         rc = -1;
@@ -1388,6 +1389,7 @@ static int bisect_burst(const st_spec *spec, st_executor *x, int ci, double tol,
         if (p) {
             lo = r;
             lo_d = d;
+            lo_o = ot;
             memcpy(lo_t, t, sizeof lo_t);
             if (isfinite(hi))
                 break;
@@ -1400,7 +1402,7 @@ static int bisect_burst(const st_spec *spec, st_executor *x, int ci, double tol,
         }
         if (r > 1e5 || r < 1e-4)
             break;
-        p = probe(&S, c, &row, r, &d, t, err, errlen);
+        p = probe(&S, c, &row, r, &d, &ot, t, err, errlen);
         out->runs++;
         if (p < 0) {
             rc = -1;
@@ -1410,7 +1412,7 @@ static int bisect_burst(const st_spec *spec, st_executor *x, int ci, double tol,
     if (lo > 0 && isfinite(hi)) {
         for (int k = 0; k < 30 && hi / lo - 1 > tol; k++) {
             double m = sqrt(lo * hi);
-            p = probe(&S, c, &row, m, &d, t, err, errlen);
+            p = probe(&S, c, &row, m, &d, &ot, t, err, errlen);
             out->runs++;
             if (p < 0) {
                 rc = -1;
@@ -1419,6 +1421,7 @@ static int bisect_burst(const st_spec *spec, st_executor *x, int ci, double tol,
             if (p) {
                 lo = m;
                 lo_d = d;
+                lo_o = ot;
                 memcpy(lo_t, t, sizeof lo_t);
             } else {
                 hi = m;
@@ -1428,6 +1431,7 @@ static int bisect_burst(const st_spec *spec, st_executor *x, int ci, double tol,
     out->pass_rate = lo;
     out->fail_rate = hi;
     out->capacity_rps = lo > 0 ? lo_d : NAN;
+    out->output_tps = lo > 0 ? lo_o : NAN;
     out->ttft_ms = lo > 0 ? lo_t[0] : NAN;
     out->tpot_ms = lo > 0 ? lo_t[1] : NAN;
     if (lo <= 0)
@@ -1444,7 +1448,7 @@ int st_sweep_bisect(const st_spec *spec, st_executor *x, int ci, double tol, st_
 {
     memset(out, 0, sizeof *out);
     out->fail_rate = INFINITY;
-    out->capacity_rps = out->ttft_ms = out->tpot_ms = NAN;
+    out->capacity_rps = out->output_tps = out->ttft_ms = out->tpot_ms = NAN;
     if (spec->search.mode != ST_SEARCH_SUSTAINED)
         return bisect_burst(spec, x, ci, tol, out, err, errlen);
     volatile sig_atomic_t never = 0;
@@ -1459,6 +1463,7 @@ int st_sweep_bisect(const st_spec *spec, st_executor *x, int ci, double tol, st_
         out->pass_rate = cap.has_pass ? cap.pass_rate : 0;
         out->fail_rate = cap.has_fail_above || (!cap.has_pass && isfinite(cap.fail_rate)) ? cap.fail_rate : INFINITY;
         out->capacity_rps = cap.has_pass ? cap.capacity_rps : NAN;
+        out->output_tps = cap.has_pass ? cap.output_tps : NAN;
         if (!cap.has_pass && !out->failed_start)
             snprintf(out->why, sizeof out->why, "sustained the SLO at no rate down to %.3g", cap.fail_rate);
     }

@@ -59,6 +59,7 @@ typedef struct st_sweep_bisect_result {
     double pass_rate;    /* highest passing offered rate (0: none found) */
     double fail_rate;    /* lowest failing offered rate above it (INFINITY: none up to 1e5 req/s) */
     double capacity_rps; /* delivered req/s at pass_rate (NAN: none) */
+    double output_tps;   /* output tok/s at capacity, as st_capacity's (NAN: none) */
     double ttft_ms;      /* the SLO's p95 TTFT (terms[0]) measured at pass_rate (NAN: none) */
     double tpot_ms;      /* the SLO's p95 TPOT (terms[1]) measured at pass_rate (NAN: none) */
     int runs;            /* probes run */

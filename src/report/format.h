@@ -24,6 +24,8 @@ int st_md_code(st_buf *b, const char *s);
 json_t *st_jnum_or_null(double v);
 /* "$0.172", "$359", "$1016"; "-" for NAN (the plan's and the traffic day's tables). */
 void st_fmt_money(char *out, size_t n, double v);
+/* The method's sentence on what a sustained capacity's output tok/s (and so its $ per 1M) is. */
+extern const char *const st_rep_output_tps_note;
 /* "2026-11-29 14:15 UTC" from wall ns. */
 void st_fmt_date(char *out, size_t n, long long wall_ns);
 

@@ -335,6 +335,10 @@ static void map_notes(const st_report *r, st_html_note *v, uint32_t *n)
     *n = k;
 }
 
+/* Paragraphs of "method and limits": the search's (at most 3), the common ones (2), prompts, scope,
+ * the emulator's and the prediction's. */
+#define METHOD_MAX 12
+
 static const char *const burst_method[] = {
     ("A burst test: each rate is a fixed run of requests. Capacity at SLO is the delivered request "
      "throughput (completed requests / time from the first send to the last completion, drain included) "
@@ -423,7 +427,7 @@ int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *op
     uint32_t *order = a_calloc(&a, n, sizeof *order);
     st_html_kv *kv = a_calloc(&a, 12, sizeof *kv);
     st_html_note *notes = a_calloc(&a, (size_t)(r->notes.n > 0 ? r->notes.n : 1), sizeof *notes);
-    const char **method = a_calloc(&a, 10, sizeof *method);
+    const char **method = a_calloc(&a, METHOD_MAX, sizeof *method);
     if (a.oom)
         goto oom;
 
@@ -573,10 +577,11 @@ int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *op
     map_notes(r, notes, &h.n_notes);
     h.notes = notes;
     uint32_t nm = 0;
-    if (r->sustained)
+    if (r->sustained) {
         for (size_t i = 0; i < sizeof sustained_method / sizeof *sustained_method; i++)
             method[nm++] = sustained_method[i];
-    else
+        method[nm++] = st_rep_output_tps_note;
+    } else
         for (size_t i = 0; i < sizeof burst_method / sizeof *burst_method; i++)
             method[nm++] = burst_method[i];
     for (size_t i = 0; i < sizeof common_method / sizeof *common_method; i++)

@@ -70,6 +70,8 @@ int st_report_headline(const st_report *r, st_buf *b)
     if (base->status != ST_REP_OK) {
         if (base->status == ST_REP_FAILED)
             st_buf_printf(b, "The current setup (%s) did not start (%s). ", base->name, base->note);
+        else if (base->status == ST_REP_NOT_RUN && strncmp(base->note, "not run", 7))
+            st_buf_printf(b, "The current setup (%s) has no capacity yet: %s. ", base->name, base->note);
         else if (base->status == ST_REP_NOT_RUN)
             st_buf_printf(b, "The current setup (%s) was not measured. ", base->name);
         else
@@ -728,6 +730,7 @@ static void notes_section(const st_report *r, st_buf *b)
             s->closed_loop ? " With a concurrency (a closed loop: a request is sent when one ends), the capacity in "
                              "req/s is what the engine delivered at the highest concurrency that held the SLO."
                            : "");
+        st_buf_printf(b, "- %s\n", st_rep_output_tps_note);
         st_buf_puts(b, "- **Percentiles** are taken over the window's requests, with intervals from batch means "
                        "(the runs' latencies are correlated); the window's figures exclude the warm-up and the "
                        "requests that arrived after it.\n");

@@ -269,6 +269,35 @@ static void pooled_pass_shows_a_passing_run(void **state)
     assert_true(r[k.pass_index].value_ms[0] <= 1500);
 }
 
+/* Output tok/s at capacity rests on the capacity, not on the arrivals a window happened to get:
+ * two replicates at 7.9 req/s whose windows delivered 7.2 and 8.4 req/s of 300-token answers
+ * (2,160 and 2,520 tok/s) give 7.9 x 300 tok/s; without the per-request figure (a database
+ * written before it) the windows' mean rate stands. */
+static void output_tps_rests_on_the_capacity(void **state)
+{
+    (void)state;
+    st_audit_slo slo = slo2(1500, 50);
+    st_sustained_params p = params(&slo, 0);
+    st_rate_result r[3];
+    r[0] = run_at(&slo, SMOOTH, 8, 7.9);
+    r[0].delivered_rps = r[0].sustained_rps = 7.2;
+    r[0].output_tps = 7.2 * 300;
+    r[0].out_tokens_mean = 301;
+    r[1] = run_at(&slo, SMOOTH, 8, 7.9);
+    r[1].delivered_rps = r[1].sustained_rps = 8.4;
+    r[1].output_tps = 8.4 * 300;
+    r[1].out_tokens_mean = 299;
+    r[2] = run_at(&slo, CLIFF, 8, 9);
+    st_capacity k;
+    st_capacity_sustained(&p, r, 3, &k);
+    assert_true(k.has_pass && k.pass_rate == 7.9 && k.capacity_rps == 7.9);
+    assert_near(k.output_tps, 7.9 * 300, 1e-9);
+    assert_near(k.sustained_rps, 7.8, 1e-9); /* the windows' own figure stays as evidence */
+    r[0].out_tokens_mean = r[1].out_tokens_mean = NAN;
+    st_capacity_sustained(&p, r, 3, &k);
+    assert_near(k.output_tps, 7.8 * 300, 1e-9);
+}
+
 /* A capacity (3) just above the rates whose window cannot fit (below 2.5): the search comes down
  * from the grid, finds 2 undecided, and bisects between it and the failure above instead of going
  * further down; with nothing decidable below a failure it stops with the reason. */
@@ -307,6 +336,7 @@ int main(void)
         cmocka_unit_test(bounds_end_the_search),
         cmocka_unit_test(undecided_end_is_no_pass),
         cmocka_unit_test(pooled_pass_shows_a_passing_run),
+        cmocka_unit_test(output_tps_rests_on_the_capacity),
         cmocka_unit_test(undecided_floor_is_bisected),
     };
     return cmocka_run_group_tests(t, 0, 0);
