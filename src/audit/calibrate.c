@@ -1,11 +1,13 @@
 /* servetune calibrate: measured runs -> the engine model's constants (calibrate.h). */
 #include "audit/calibrate.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "audit/executor.h"
 #include "audit/spec.h"
@@ -153,11 +155,67 @@ static const st_spec_config *find_config(const st_spec *s, const char *name)
     return NULL;
 }
 
+/* name is one of the comma-separated names of list */
+static int in_list(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && !strncmp(p, name, n))
+            return 1;
+        if (!e)
+            break;
+        p = e + 1;
+    }
+    return 0;
+}
+
+/* Every name of the comma-separated list is a configuration of spec; else err names the first
+ * that is not and the ones there are. */
+static int check_configs(const st_spec *spec, const char *dir, const char *list, char *err, size_t errlen)
+{
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        int len = e ? (int)(e - p) : (int)strlen(p);
+        int found = 0;
+        for (int i = 0; i < spec->n_configs && !found; i++)
+            found = (int)strlen(spec->configs[i].name) == len && !strncmp(spec->configs[i].name, p, (size_t)len);
+        if (!found) {
+            size_t o = (size_t)snprintf(err, errlen, "%s: no configuration '%.*s' in its audit (it has:", dir, len, p);
+            for (int i = 0; i < spec->n_configs && o < errlen; i++)
+                o += (size_t)snprintf(err + o, errlen - o, "%s %s", i ? "," : "", spec->configs[i].name);
+            if (o < errlen)
+                snprintf(err + o, errlen - o, ")");
+            return -1;
+        }
+        if (!e)
+            break;
+        p = e + 1;
+    }
+    return 0;
+}
+
 int st_calib_add_audit(st_calib_set *s, const char *dir, const char *config, double max_rate, int allow_prediction,
                        char *err, size_t errlen)
 {
     st_store *store = NULL;
-    if (st_store_open(dir, &store, err, errlen) < 0)
+    /* read, never create: a folder that is not an audit's is refused as it is */
+    char path[4096];
+    struct stat sb;
+    if (snprintf(path, sizeof path, "%s/%s", dir, ST_STORE_FILE) >= (int)sizeof path) {
+        snprintf(err, errlen, "%s: path too long", dir);
+        return -1;
+    }
+    if (stat(dir, &sb) || !S_ISDIR(sb.st_mode)) {
+        snprintf(err, errlen, "%s: %s", dir, errno == ENOENT ? "no such folder" : "not an audit's output folder");
+        return -1;
+    }
+    if (stat(path, &sb)) {
+        snprintf(err, errlen, "%s: no results database (%s: an audit's output folder has one)", dir, ST_STORE_FILE);
+        return -1;
+    }
+    if (st_store_open_file(path, ST_STORE_READONLY, &store, err, errlen) < 0)
         return -1;
     int added = -1;
     st_audit_row a = { 0 };
@@ -178,6 +236,8 @@ int st_calib_add_audit(st_calib_set *s, const char *dir, const char *config, dou
     if (st_spec_parse(a.spec_path ? a.spec_path : "spec", a.spec_text, strlen(a.spec_text), &spec, err, errlen) < 0)
         goto out;
     have_spec = 1;
+    if (config && check_configs(&spec, dir, config, err, errlen) < 0)
+        goto out;
     if (st_store_runs_get(store, NULL, &runs, &nruns) < 0) {
         snprintf(err, errlen, "%s: %s", dir, st_store_errmsg(store));
         goto out;
@@ -185,7 +245,7 @@ int st_calib_add_audit(st_calib_set *s, const char *dir, const char *config, dou
     added = 0;
     for (int i = 0; i < nruns; i++) {
         st_run_row *rr = &runs[i];
-        if (config && strcmp(rr->config, config))
+        if (config && !in_list(config, rr->config))
             continue;
         if (!rr->verdict || (strcmp(rr->verdict, "pass") && strcmp(rr->verdict, "fail")) || rr->stopped_early ||
             rr->completed < CAL_MIN_REQUESTS)

@@ -45,7 +45,8 @@ void st_calib_set_init(st_calib_set *s);
 void st_calib_set_free(st_calib_set *s);
 
 /* Adds the runs of an audit directory: every finished rate run (not skipped, not errored) of
- * every configuration that started (only `config` when not NULL), with offered rate <=
+ * every configuration that started (only those named in `config`, comma-separated, when not
+ * NULL: a name the audit does not have is refused with the names it has), with offered rate <=
  * max_rate (0: no limit). A prediction's directory is refused unless allow_prediction (tests).
  * Returns the number of runs added, or -1 with err. */
 int st_calib_add_audit(st_calib_set *s, const char *dir, const char *config, double max_rate, int allow_prediction,

@@ -14,6 +14,7 @@
 
 #define CALIB_INPUT_MAX ((size_t)256 << 20)
 #define CALIB_OUT_MAX ((size_t)4 << 20)
+#define CALIB_CONFIGS_MAX 4096 /* the --config names, comma-joined */
 #define ENGINE_WORDS_MAX 64
 
 static void help(const st_opt *opts)
@@ -29,7 +30,9 @@ static void help(const st_opt *opts)
            "Options:\n");
     st_opts_usage(stdout, opts);
     printf("\nExamples:\n"
-           "  servetune calibrate audit-out -o calib.json\n"
+           "  servetune calibrate audit-out -o calib.json        # an audit of one deployment\n"
+           "  servetune calibrate demo-out --config baseline,batched-8k,no-prefix-cache -o calib.json\n"
+           "      # the example audit's bf16 configurations (its fp8 ones are another deployment)\n"
            "  servetune calibrate audit-out --config baseline --max-rate 16 -o calib.json   # lower rates only\n"
            "  servetune calibrate --bench-json run1.json --bench-json run2.json \\\n"
            "      --engine \"Qwen/Qwen3-8B --max-num-seqs 256 --gpu H100\" -o calib.json\n"
@@ -78,9 +81,9 @@ static int engine_config(const char *spec, st_emu_config *cfg, char *err, size_t
 
 int cmd_calibrate(int argc, char **argv)
 {
-    const char *out = NULL, *config = NULL, *engine = NULL;
-    st_strlist bench = { 0 };
-    double max_rate = 0, time_scale = 1;
+    const char *out = NULL, *engine = NULL;
+    st_strlist bench = { 0 }, configs = { 0 };
+    double max_rate = NAN, time_scale = 1;
     int quiet = 0, allow_prediction = 0;
     const st_opt opts[] = {
         { "output", 'o', ST_OPT_STR, &out, "FILE", "the calibration file to write (required)", 0, 0, 0 },
@@ -90,7 +93,10 @@ int cmd_calibrate(int argc, char **argv)
           "the engine the bench runs measured: model, vLLM flags and --gpu NAME", 0, 0, 0 },
         { "time-scale", 0, ST_OPT_DOUBLE, &time_scale, "K",
           "the bench runs measured servetune's emulator at --time-scale K (their times x K; default 1)", 0, 0, 0 },
-        { "config", 0, ST_OPT_STR, &config, "NAME", "only this configuration of the audits (default: all)", 0, 0, 0 },
+        { "config", 0, ST_OPT_LIST, &configs, "NAME[,NAME...]",
+          "only these configurations of the audits (repeatable; default: all). One deployment: the same GPU, model "
+          "and weights",
+          0, 0, 0 },
         { "max-rate", 0, ST_OPT_DOUBLE, &max_rate, "R", "only runs at offered rates up to R req/s (default: all)", 0, 0,
           0 },
         { "allow-prediction", 0, ST_OPT_FLAG, &allow_prediction, NULL,
@@ -121,14 +127,25 @@ int cmd_calibrate(int argc, char **argv)
         usage = "give at least one audit DIR or --bench-json FILE";
     else if (!(time_scale > 0))
         usage = "--time-scale must be > 0";
+    else if (!isnan(max_rate) && !(max_rate > 0))
+        usage = "--max-rate must be > 0 req/s";
     else if (bench.n > 0 && !engine)
         usage = "--bench-json needs --engine \"MODEL FLAGS --gpu NAME\"";
     if (usage) {
         rc = st_cli_usage_error("calibrate", usage);
         goto out;
     }
+    char config[CALIB_CONFIGS_MAX] = "";
+    for (int i = 0; i < configs.n; i++) {
+        size_t o = strlen(config);
+        if (snprintf(config + o, sizeof config - o, "%s%s", o ? "," : "", configs.v[i]) >= (int)(sizeof config - o)) {
+            rc = st_cli_usage_error("calibrate", "--config: too many names");
+            goto out;
+        }
+    }
     for (int i = 0; i < res.npos; i++) {
-        int k = st_calib_add_audit(&set, res.pos[i], config, max_rate, allow_prediction, err, sizeof err);
+        int k = st_calib_add_audit(&set, res.pos[i], configs.n ? config : NULL, isnan(max_rate) ? 0 : max_rate,
+                                   allow_prediction, err, sizeof err);
         if (k < 0) {
             fprintf(stderr, "servetune calibrate: %s\n", err);
             goto out;

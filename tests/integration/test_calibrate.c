@@ -132,6 +132,21 @@ static void calibrated_prediction_matches_higher_rates(void **state)
     const char *ch[] = { "calibrate", aud, "-o", calh, NULL };
     assert_int_equal(run_servetune(ch, 120), 0);
     assert_true(file_has(calh, "\"schema\": \"servetune-calibration/1\""));
+    /* bad input: a folder that is not there is refused and not created; an unknown configuration
+     * is named with the ones the audit has; a rate limit must be positive */
+    char nodir[300], outp[400];
+    snprintf(nodir, sizeof nodir, "%s/no-such-audit", tmp);
+    snprintf(outp, sizeof outp, "%s/servetune.out", tmp);
+    const char *cn[] = { "calibrate", nodir, "-o", calh, NULL };
+    assert_int_equal(run_servetune(cn, 30), 2);
+    assert_true(access(nodir, F_OK) != 0);
+    assert_true(file_has(outp, "no such folder"));
+    const char *cu[] = { "calibrate", aud, "--config", "baseline,nosuch", "-o", calh, NULL };
+    assert_int_equal(run_servetune(cu, 30), 2);
+    assert_true(file_has(outp, "no configuration 'nosuch' in its audit (it has: baseline)"));
+    const char *cr[] = { "calibrate", aud, "--max-rate", "-3", "-o", calh, NULL };
+    assert_int_equal(run_servetune(cr, 30), 2);
+    assert_true(file_has(outp, "--max-rate must be > 0"));
 
     /* exact: the hidden engine measured in virtual time, calibrated on its lower rates */
     char real[300];
