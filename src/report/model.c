@@ -361,9 +361,22 @@ int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
                     low = &c->runs[j];
             snprintf(c->note, sizeof c->note, "at %g req/s: %s", low ? low->rate : 0, low && low->why ? low->why : "");
         } else {
+            /* nothing decided: not reached, or reached and its runs gave no verdict (undecided,
+             * errors) before the audit ended */
+            int ran = 0;
+            const char *first = NULL;
+            for (int j = 0; j < c->n_runs; j++)
+                if (strcmp(c->runs[j].verdict, "skipped")) {
+                    first = first ? first : c->runs[j].verdict;
+                    ran++;
+                }
             c->status = ST_REP_NOT_RUN;
-            snprintf(c->note, sizeof c->note, "%s",
-                     out->audit.partial ? "not run: the audit was interrupted" : "not run");
+            if (ran)
+                snprintf(c->note, sizeof c->note, "its %d run%s decided nothing (%s%s)%s", ran, ran == 1 ? "" : "s",
+                         first, ran > 1 ? ", ..." : "", out->audit.partial ? " before the audit was interrupted" : "");
+            else
+                snprintf(c->note, sizeof c->note, "%s",
+                         out->audit.partial ? "not run: the audit was interrupted" : "not run");
         }
         pk[i] = (st_cost_pick_in){ c->status == ST_REP_OK, c->cost.usd_per_1m, c->cap->capacity_rps };
         out->order[i] = i;

@@ -478,7 +478,13 @@ static void status_notes(ctx *x, const st_rep_cfg *c)
         add(x, ST_NOTE_WARN, "engine_failed", c->name);
     }
     if (c->status == ST_REP_NOT_RUN) {
-        st_buf_puts(b, r->audit.partial ? "not run (the audit was interrupted before it)." : "not run.");
+        int ran = 0;
+        for (int j = 0; j < c->n_runs; j++)
+            ran |= !verdict_is(&c->runs[j], "skipped");
+        if (ran)
+            st_buf_printf(b, "no capacity: %s (the evidence table shows the runs).", c->note);
+        else
+            st_buf_puts(b, r->audit.partial ? "not run (the audit was interrupted before it)." : "not run.");
         add(x, ST_NOTE_INFO, "not_run", c->name);
         return;
     }

@@ -63,7 +63,7 @@ static void put_run(st_store *s, const char *cfg, int seq, double rate, const ch
     assert_int_equal(st_store_run_put(s, &r, NULL, 0, NULL, 0), 0);
 }
 
-static st_store *make_store(int partial)
+static st_store *make_store_as(int partial, int burst)
 {
     snprintf(dir, sizeof dir, "/tmp/st_report_test.XXXXXX");
     assert_non_null(mkdtemp(dir));
@@ -75,7 +75,8 @@ static st_store *make_store(int partial)
     /* the runs below are a burst test's (the example itself searches sustained rates) */
     char *mode = spec ? strstr(spec, "mode: sustained") : NULL;
     assert_non_null(mode);
-    memcpy(mode, "mode: burst    ", 15);
+    if (burst)
+        memcpy(mode, "mode: burst    ", 15);
     assert_non_null(spec);
     assert_int_equal(st_store_audit_begin(s, "examples/qwen3-8b-h100.yaml", spec, len, "0.1.0", 0, err, sizeof err), 0);
     const char *names[] = { "baseline", "no-prefix-cache", "batched-8k", "fp8-kv", "fp8-ckpt", "fp8-all" };
@@ -112,6 +113,36 @@ static st_store *make_store(int partial)
     else
         assert_int_equal(st_store_audit_finish(s, 0, NULL), 0);
     return s;
+}
+
+static st_store *make_store(int partial) { return make_store_as(partial, 1); }
+
+/* An interrupted sustained audit whose configuration ran but decided nothing (one undecided
+ * run): no capacity, and the report says it ran rather than "not run". */
+static void ran_but_undecided_is_not_not_run(void **state)
+{
+    (void)state;
+    st_store *s = make_store_as(1, 0);
+    st_config_row c = { .name = "fp8-ckpt", .idx = 4, .status = "done", .startup_s = 3.5, .argv = "x" };
+    assert_int_equal(st_store_config_put(s, &c), 0);
+    put_run(s, "fp8-ckpt", 0, 25.6, "undecided", 20);
+    st_report r;
+    char err[256];
+    assert_int_equal(st_report_load(s, &r, err, sizeof err), 0);
+    assert_int_equal(r.cfg[4].status, ST_REP_NOT_RUN);
+    assert_string_equal(r.cfg[4].note, "its 1 run decided nothing (undecided) before the audit was interrupted");
+    st_report_free(&r);
+    if (st_report_write_all(s, dir, err, sizeof err))
+        fail_msg("%s", err);
+    char p[512];
+    size_t len = 0;
+    snprintf(p, sizeof p, "%s/report.md", dir);
+    char *md = slurp(p, &len);
+    assert_non_null(md);
+    assert_non_null(strstr(md, "no capacity: its 1 run decided nothing (undecided) before the audit was interrupted"));
+    assert_null(strstr(md, "**fp8-ckpt**: not run"));
+    st_store_close(s);
+    rm_dir(NULL);
 }
 
 static void model_costs_and_order(void **state)
@@ -423,6 +454,7 @@ int main(void)
 {
     const struct CMUnitTest t[] = {
         cmocka_unit_test_teardown(model_costs_and_order, rm_dir),
+        cmocka_unit_test(ran_but_undecided_is_not_not_run),
         cmocka_unit_test(files_written_and_escaped),
         cmocka_unit_test(server_timings_in_reports),
         cmocka_unit_test(too_small_buffer_fails_loudly),
