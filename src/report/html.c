@@ -367,7 +367,7 @@ static void cost_charts(st_buf *h, const st_html_report *r, const ord *o)
     for (uint32_t k = 0; k < n; k++) {
         const st_html_config *c = o[k].c;
         const char *note = c->status == ST_HTML_CFG_NONE_PASSED   ? "none passed"
-                           : c->status == ST_HTML_CFG_NOT_STARTED ? "did not start"
+                           : c->status == ST_HTML_CFG_NOT_STARTED ? (c->ran ? "engine failed" : "did not start")
                            : c->status == ST_HTML_CFG_NOT_RUN     ? "not run"
                                                                   : "no value";
         int ok = c->status == ST_HTML_CFG_OK;
@@ -430,7 +430,7 @@ static void results_table(st_buf *h, const st_html_report *r, const ord *o)
         st_buf_printf(h, "</td>");
         if (c->status != ST_HTML_CFG_OK) {
             const char *what = c->status == ST_HTML_CFG_NONE_PASSED   ? "none passed"
-                               : c->status == ST_HTML_CFG_NOT_STARTED ? "did not start"
+                               : c->status == ST_HTML_CFG_NOT_STARTED ? (c->ran ? "engine failed" : "did not start")
                                                                       : "not run";
             st_buf_printf(h, "<td class=\"none\" colspan=\"%d\">%s", ncols - 1, what);
             if (c->status_text && *c->status_text) {

@@ -472,6 +472,7 @@ int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *op
                      : c->status == ST_REP_NONE_PASSED ? ST_HTML_CFG_NONE_PASSED
                      : c->status == ST_REP_FAILED      ? ST_HTML_CFG_NOT_STARTED
                                                        : ST_HTML_CFG_NOT_RUN;
+        hc->ran = c->ran;
         hc->status_text = c->note[0] ? c->note : NULL;
         if (hc->status == ST_HTML_CFG_NOT_RUN && hc->status_text &&
             !strncmp(hc->status_text, "not run", 7)) { /* the table says "not run" already */

@@ -69,7 +69,8 @@ int st_report_headline(const st_report *r, st_buf *b)
                       r->audit.note ? r->audit.note : "");
     if (base->status != ST_REP_OK) {
         if (base->status == ST_REP_FAILED)
-            st_buf_printf(b, "The current setup (%s) did not start (%s). ", base->name, base->note);
+            st_buf_printf(b, "The current setup (%s) %s (%s). ", base->name,
+                          base->ran ? "failed while it ran" : "did not start", base->note);
         else if (base->status == ST_REP_NOT_RUN && strncmp(base->note, "not run", 7))
             st_buf_printf(b, "The current setup (%s) has no capacity yet: %s. ", base->name, base->note);
         else if (base->status == ST_REP_NOT_RUN)
@@ -402,7 +403,7 @@ static void results_section(const st_report *r, st_buf *b)
                           r->order[k] == 0 ? "-" : v2, t1, t2);
         } else {
             const char *what = c->status == ST_REP_NONE_PASSED ? "none passed (see notes)"
-                               : c->status == ST_REP_FAILED    ? "did not start: "
+                               : c->status == ST_REP_FAILED    ? (c->ran ? "engine failed: " : "did not start: ")
                                                                : "not run";
             st_buf_printf(b, " | %s", what);
             if (c->status == ST_REP_FAILED)

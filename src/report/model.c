@@ -341,6 +341,9 @@ int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
             if (out->spec.workload.sessions.on)
                 session_turns(s, pr->id, c);
         }
+        c->ran = 0;
+        for (int j = 0; j < c->n_runs; j++)
+            c->ran += strcmp(c->runs[j].verdict, "skipped") != 0;
         int failed = c->row && c->row->status && !strcmp(c->row->status, "failed");
         if (c->cap->has_pass && c->cost.valid) {
             c->status = ST_REP_OK;
@@ -363,17 +366,15 @@ int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
         } else {
             /* nothing decided: not reached, or reached and its runs gave no verdict (undecided,
              * errors) before the audit ended */
-            int ran = 0;
             const char *first = NULL;
-            for (int j = 0; j < c->n_runs; j++)
-                if (strcmp(c->runs[j].verdict, "skipped")) {
-                    first = first ? first : c->runs[j].verdict;
-                    ran++;
-                }
+            for (int j = 0; j < c->n_runs && !first; j++)
+                if (strcmp(c->runs[j].verdict, "skipped"))
+                    first = c->runs[j].verdict;
             c->status = ST_REP_NOT_RUN;
-            if (ran)
-                snprintf(c->note, sizeof c->note, "its %d run%s decided nothing (%s%s)%s", ran, ran == 1 ? "" : "s",
-                         first, ran > 1 ? ", ..." : "", out->audit.partial ? " before the audit was interrupted" : "");
+            if (c->ran)
+                snprintf(c->note, sizeof c->note, "its %d run%s decided nothing (%s%s)%s", c->ran,
+                         c->ran == 1 ? "" : "s", first, c->ran > 1 ? ", ..." : "",
+                         out->audit.partial ? " before the audit was interrupted" : "");
             else
                 snprintf(c->note, sizeof c->note, "%s",
                          out->audit.partial ? "not run: the audit was interrupted" : "not run");

@@ -453,9 +453,7 @@ static void status_notes(ctx *x, const st_rep_cfg *c)
     st_buf *b = &x->b;
     if (c->status == ST_REP_FAILED) {
         const char *cls = c->row && c->row->failure_class ? c->row->failure_class : "failed";
-        int ran = 0; /* it started and broke later, before any rate passed */
-        for (int j = 0; j < c->n_runs; j++)
-            ran |= !verdict_is(&c->runs[j], "skipped");
+        int ran = c->ran > 0; /* it started and broke later, before any rate passed */
         st_buf_printf(b, ran ? "the engine failed before any rate passed (%s" : "did not start (%s", cls);
         if (c->row && c->row->failure_detail && *c->row->failure_detail)
             st_buf_printf(b, ": %s", c->row->failure_detail);
@@ -478,10 +476,7 @@ static void status_notes(ctx *x, const st_rep_cfg *c)
         add(x, ST_NOTE_WARN, "engine_failed", c->name);
     }
     if (c->status == ST_REP_NOT_RUN) {
-        int ran = 0;
-        for (int j = 0; j < c->n_runs; j++)
-            ran |= !verdict_is(&c->runs[j], "skipped");
-        if (ran)
+        if (c->ran)
             st_buf_printf(b, "no capacity: %s (the evidence table shows the runs).", c->note);
         else
             st_buf_puts(b, r->audit.partial ? "not run (the audit was interrupted before it)." : "not run.");

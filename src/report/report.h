@@ -77,6 +77,7 @@ typedef struct st_rep_cfg {
     int day_ok;                       /* the spec's traffic day priced at its capacity (day) */
     st_day_cost day;
     st_rep_status status;
+    int ran;        /* it ran at least one rate (ST_REP_FAILED: the engine failed after it started) */
     char note[256]; /* why it failed / passed nowhere, in one line */
     /* Multi-turn sessions (workload.sessions): the rates are session starts per second; at the
      * capacity rate (cap->pass_rate sessions/s, cap->capacity_rps requests/s delivered), the

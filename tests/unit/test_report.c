@@ -118,7 +118,8 @@ static st_store *make_store_as(int partial, int burst)
 static st_store *make_store(int partial) { return make_store_as(partial, 1); }
 
 /* An interrupted sustained audit whose configuration ran but decided nothing (one undecided
- * run): no capacity, and the report says it ran rather than "not run". */
+ * run): no capacity, and the report says it ran rather than "not run"; a configuration whose
+ * engine crashed after running a rate "failed", not "did not start". */
 static void ran_but_undecided_is_not_not_run(void **state)
 {
     (void)state;
@@ -126,6 +127,15 @@ static void ran_but_undecided_is_not_not_run(void **state)
     st_config_row c = { .name = "fp8-ckpt", .idx = 4, .status = "done", .startup_s = 3.5, .argv = "x" };
     assert_int_equal(st_store_config_put(s, &c), 0);
     put_run(s, "fp8-ckpt", 0, 25.6, "undecided", 20);
+    /* and one whose engine started, ran a rate and then crashed: not "did not start" */
+    st_config_row crash = { .name = "no-prefix-cache",
+                            .idx = 1,
+                            .status = "failed",
+                            .startup_s = 3.5,
+                            .failure_class = "crash",
+                            .failure_detail = "the engine exited or crashed: exit status 1",
+                            .argv = "x" };
+    assert_int_equal(st_store_config_put(s, &crash), 0);
     st_report r;
     char err[256];
     assert_int_equal(st_report_load(s, &r, err, sizeof err), 0);
@@ -141,6 +151,8 @@ static void ran_but_undecided_is_not_not_run(void **state)
     assert_non_null(md);
     assert_non_null(strstr(md, "no capacity: its 1 run decided nothing (undecided) before the audit was interrupted"));
     assert_null(strstr(md, "**fp8-ckpt**: not run"));
+    assert_non_null(strstr(md, "| no-prefix-cache | engine failed: crash: the engine exited or crashed"));
+    assert_non_null(strstr(md, "the engine failed before any rate passed (crash"));
     st_store_close(s);
     rm_dir(NULL);
 }
