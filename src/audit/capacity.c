@@ -877,13 +877,15 @@ void st_capacity_sustained(const st_sustained_params *p, const st_rate_result *r
         a = q[lo].rate;
     if (isnan(b))
         b = q[hi].rate;
+    /* an end called with confidence bounds the interval; one that is not opens it (the
+     * interpolated margins cannot claim a confidence the calls themselves do not have) */
     if (q[lo].sure && a < q[lo].rate)
         a = q[lo].rate;
-    if (!q[lo].sure && f.cliff)
+    if (!q[lo].sure)
         a = below;
     if (q[hi].sure && b > q[hi].rate)
         b = q[hi].rate;
-    if (!q[hi].sure && f.cliff)
+    if (!q[hi].sure)
         b = above;
     out->ci_lo = a < below ? below : a;
     out->ci_hi = b > above ? above : b;

@@ -88,7 +88,7 @@ int st_report_headline(const st_report *r, st_buf *b)
     char how[400] = "";
     if (r->sustained && r->spec.closed_loop) {
         snprintf(how, sizeof how, ", sustained at %g concurrent requests,", p->cap->pass_rate);
-    } else if (r->sustained && isfinite(p->cap->ci_lo) && isfinite(p->cap->ci_hi)) {
+    } else if (r->sustained && isfinite(p->cap->ci_lo) && !isnan(p->cap->ci_hi)) {
         char l[32], h[32];
         const char *u = r->spec.workload.sessions.on ? " sessions/s" : "";
         st_fmt_num(l, sizeof l, p->cap->ci_lo);
@@ -723,8 +723,9 @@ static void notes_section(const st_report *r, st_buf *b)
             "term missed with confidence as **SLO missed**, and a run that reaches max_duration (%g s) or its "
             "budget first is **undecided** (never a pass). The search brackets the capacity, fits each term's "
             "margin against the rate (isotonic, interpolated) or bisects at a cliff, and repeats runs at the "
-            "bracket's ends until the calls are confident (%.0f %%), to a tolerance of %.0f %%. Replicas and cost "
-            "are sized from that rate.%s\n",
+            "bracket's ends until the calls are confident (%.0f %%), to a tolerance of %.0f %%; the runs at one rate "
+            "are judged together (their margins pooled: one call per rate, which a single run at that rate can "
+            "disagree with). Replicas and cost are sized from that rate.%s\n",
             s->closed_loop ? "concurrency" : "offered rate", s->search.warmup_e2e, s->search.min_window_s,
             s->search.min_window_requests, s->search.max_duration_s, s->search.confidence * 100,
             s->search.tolerance * 100,

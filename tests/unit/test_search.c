@@ -298,6 +298,29 @@ static void output_tps_rests_on_the_capacity(void **state)
     assert_near(k.output_tps, 7.8 * 300, 1e-9);
 }
 
+/* A failure that is not confident leaves the limit interval open above it (up to the next
+ * higher rate tried, or without bound): the interpolated margins cannot claim a confidence the
+ * call itself does not have; a confident one bounds it. */
+static void unsure_failure_opens_the_interval(void **state)
+{
+    (void)state;
+    st_audit_slo slo = slo2(1500, 50);
+    st_sustained_params p = params(&slo, 0);
+    st_rate_result r[2];
+    r[0] = run_at(&slo, SMOOTH, 8, 7.5);
+    r[1] = run_at(&slo, UNSURE, 8, 8.2);
+    st_capacity k;
+    st_capacity_sustained(&p, r, 2, &k);
+    print_message("# unsure failure: pass %g fail %g (sure %d), limit %g-%g\n", k.pass_rate, k.fail_rate, k.fail_sure,
+                  k.ci_lo, k.ci_hi);
+    assert_true(k.has_pass && k.pass_rate == 7.5 && k.fail_rate == 8.2 && !k.fail_sure);
+    assert_true(isinf(k.ci_hi));
+    r[1] = run_at(&slo, SMOOTH, 8, 8.2);
+    st_capacity_sustained(&p, r, 2, &k);
+    print_message("# sure failure: limit %g-%g\n", k.ci_lo, k.ci_hi);
+    assert_true(k.fail_sure && k.ci_hi <= 8.2);
+}
+
 /* A capacity (3) just above the rates whose window cannot fit (below 2.5): the search comes down
  * from the grid, finds 2 undecided, and bisects between it and the failure above instead of going
  * further down; with nothing decidable below a failure it stops with the reason. */
@@ -337,6 +360,7 @@ int main(void)
         cmocka_unit_test(undecided_end_is_no_pass),
         cmocka_unit_test(pooled_pass_shows_a_passing_run),
         cmocka_unit_test(output_tps_rests_on_the_capacity),
+        cmocka_unit_test(unsure_failure_opens_the_interval),
         cmocka_unit_test(undecided_floor_is_bisected),
     };
     return cmocka_run_group_tests(t, 0, 0);
