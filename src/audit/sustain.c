@@ -701,9 +701,18 @@ int st_sustain_step(st_sustain *s, const st_record *recs, uint32_t n, st_ns now,
         return 1;
     }
     if (!s->p.concurrency && s->phase < ST_SUS_COOL && c.arrived >= s->p.planned && s->p.planned > 0) {
+        /* nothing more will arrive: in the window phase, the window ends here and drains (its
+         * requests end rather than being cut off): it cannot show a pass, too short, but it can
+         * show a confident failure */
+        if (s->phase == ST_SUS_WINDOW) {
+            s->window_end_s = v.now;
+            s->phase = ST_SUS_COOL;
+            s->cut_short = 1;
+            return 0;
+        }
         snprintf(why, sizeof why,
-                 "undecided: all %u scheduled requests (the request budget) arrived in the %s phase, before the "
-                 "window was measured",
+                 "undecided: all %u requests scheduled for the run arrived in its %s phase, before the window had "
+                 "the length and the requests it needs",
                  s->p.planned, st_sus_phase_name(s->phase));
         s->undecided = 1;
         stop_with(s, v.now, why);
@@ -959,7 +968,14 @@ int st_sustain_finish(const st_sustain *s, const st_record *recs, uint32_t n, co
         slo_sentence(s, out, sent, sizeof sent);
         out->verdict = holds ? ST_VERDICT_PASS : ST_VERDICT_FAIL;
         out->confident = holds ? sure_pass : sure_fail;
-        if (v.closed)
+        if (s->cut_short && !(out->verdict == ST_VERDICT_FAIL && out->confident)) {
+            out->verdict = ST_VERDICT_UNDECIDED;
+            out->confident = 0;
+            snprintf(out->why, sizeof out->why,
+                     "undecided: all %u requests scheduled for the run arrived %.3g s into its window, before it had "
+                     "the length and the requests it needs (%.3g s, %u); over that window %s",
+                     s->p.planned, w1 - w0, window_needed(s, c.e2e_med), s->p.min_window_requests, sent);
+        } else if (v.closed)
             snprintf(out->why, sizeof out->why, "%s: %u requests in the %.3g s window at concurrency %u; %s%s",
                      holds ? "sustained" : "SLO missed", out->window_requests, w1 - w0, s->p.concurrency, sent,
                      out->confident ? "" : " (not confident)");

@@ -110,6 +110,8 @@ typedef struct st_sustain {
     int slo_missed;      /* decided online (confident) */
     int failing;         /* requests fail: one in the window, or most of those that ended before it */
     int undecided;       /* stopped at a bound */
+    int cut_short;       /* the run's schedule ended in the window phase: its window is shorter than
+                          * needed, good for a confident failure only */
     int restarts;        /* windows started again: the batch was still filling */
     char why[320];       /* the reason of an online stop */
 } st_sustain;

@@ -234,6 +234,38 @@ static void bound_hit_is_undecided(void **state)
     free(s);
 }
 
+/* The run's schedule ends in the window phase (250 requests at 5 req/s: 50 s, the window needing
+ * 300): the window ends there and drains. Meeting the SLO, it is undecided (too short to show a
+ * pass) and says why; missing it with confidence (lam 8, mu 10, p95 1.5 s against 0.2 s, with no
+ * early stop to call it before), it is a confident failure, not "undecided". */
+static void schedule_ending_in_the_window(void **state)
+{
+    (void)state;
+    synth *s = calloc(1, sizeof *s);
+    st_audit_slo slo = slo_of(1000);
+    make_run(s, 5, 10, 250, 16);
+    st_sustain_params p = params(&slo, 5, s->n);
+    st_sustain c;
+    st_sustain_init(&c, &p);
+    st_sustain_result r;
+    drive(s, &c, &r);
+    assert_int_equal(r.verdict, ST_VERDICT_UNDECIDED);
+    assert_non_null(strstr(r.why, "into its window, before it had the length and the requests it needs"));
+    assert_int_equal(r.window_completed, r.window_requests); /* drained, not cut off */
+    free_run(s);
+    slo = slo_of(200); /* two thirds of the requests over it */
+    make_run(s, 8, 10, 250, 17);
+    p = params(&slo, 8, s->n);
+    p.early_stop = 0;
+    st_sustain_init(&c, &p);
+    drive(s, &c, &r);
+    print_message("# schedule ends in the window, SLO missed: %s\n", r.why);
+    assert_int_equal(r.verdict, ST_VERDICT_FAIL);
+    assert_true(r.confident);
+    free_run(s);
+    free(s);
+}
+
 /* Failed requests: an engine that answers errors to every request is called at once (a fail, with
  * the error), not run to max_duration; one failure in the window fails a run that would pass. */
 static void failing_requests_stop_the_run(void **state)
@@ -336,6 +368,7 @@ int main(void)
     const struct CMUnitTest t[] = {
         cmocka_unit_test(steady_queue_is_sustained),     cmocka_unit_test(growing_queue_is_oversaturated),
         cmocka_unit_test(missed_slo_is_called),          cmocka_unit_test(bound_hit_is_undecided),
+        cmocka_unit_test(schedule_ending_in_the_window),
         cmocka_unit_test(failing_requests_stop_the_run), cmocka_unit_test(filling_batch_is_not_an_overload),
     };
     return cmocka_run_group_tests(t, 0, 0);
