@@ -637,8 +637,16 @@ static int plan(bench *B, const st_opts_result *pr)
         return st_cli_usage_error("bench", "--prefix-tokens must not exceed --input-tokens (it is counted in it)");
     if (a->trace_rate > 0 && !a->trace)
         return st_cli_usage_error("bench", "--trace-rate needs --trace");
+    if (a->no_stream && a->slo_tpot > 0)
+        return st_cli_usage_error("bench", "--no-stream: a non-streaming answer arrives whole, so it has no TPOT to "
+                                           "hold to a limit (drop the TPOT term, or stream)");
     if (a->sessions && a->trace)
         return st_cli_usage_error("bench", "--sessions makes synthetic sessions; a trace brings its own (--trace)");
+    if (a->sessions && B->n_given)
+        return st_cli_usage_error("bench", "-n counts requests; with --sessions the run is --sessions N sessions of "
+                                           "--turns turns each (drop -n)");
+    if (!(a->timeout > 0))
+        return st_cli_usage_error("bench", "--timeout must be > 0 (a request's time limit)");
     if ((a->turns || a->think_exp) && !a->sessions)
         return st_cli_usage_error("bench", "--turns and --think-exp need --sessions");
     if (strcmp(a->exact, "auto") && strcmp(a->exact, "on") && strcmp(a->exact, "off"))

@@ -525,7 +525,9 @@ void st_output_table(FILE *f, const st_bench_info *in, const st_summary *s)
         if (isinf(in->rate))
             fputs(", all at once", f);
         else if (!isnan(in->rate))
-            fprintf(f, " at %.3g req/s", in->rate);
+            fprintf(f, " at %.3g %s", in->rate,
+                    in->sessions && (!in->trace_sessions || !strcmp(in->trace_sessions, "replay")) ? "sessions/s"
+                                                                                                   : "req/s");
         if (strcmp(in->arrival, "gamma") == 0)
             fprintf(f, " (burstiness %.3g)", in->burstiness);
         if (in->max_concurrency)
@@ -553,10 +555,15 @@ void st_output_table(FILE *f, const st_bench_info *in, const st_summary *s)
                 "Short outputs:", s->output_requested_short);
     line_d(f, "Duration:", s->duration_s, 2, " s");
     fprintf(f, "%-30s", "Offered / achieved rate:");
-    figw(f, s->offered_rate, 3, 0);
-    fputs(" / ", f);
-    figw(f, s->achieved_rate, 3, 0);
-    fputs(" req/s\n", f);
+    if (isinf(s->offered_rate)) {
+        /* all at once: the sends' span is the client's own speed, not a rate anyone offered */
+        fputs("inf (every request sent at once)\n", f);
+    } else {
+        figw(f, s->offered_rate, 3, 0);
+        fputs(" / ", f);
+        figw(f, s->achieved_rate, 3, 0);
+        fputs(" req/s\n", f);
+    }
     line_d(f, "Request throughput:", s->request_throughput, 3, " req/s");
     line_d(f, "Output token throughput:", s->output_throughput, 1, " tok/s");
     line_d(f, "Input token throughput:", s->input_throughput, 1, " tok/s");

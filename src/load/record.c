@@ -47,7 +47,8 @@ double st_record_ttfat(const st_record *r)
 
 double st_record_tpot(const st_record *r)
 {
-    if (r->first_token < 0 || r->end < 0 || r->output_tokens < 2)
+    /* all the tokens at once (a non-streaming answer): no time per token was measured */
+    if (r->first_token < 0 || r->end < 0 || r->output_tokens < 2 || r->end == r->first_token)
         return NAN;
     return st_ns_to_s(r->end - r->first_token) / (double)(r->output_tokens - 1);
 }

@@ -76,7 +76,8 @@ typedef struct st_record {
 /* Derived per-request figures (in seconds); NAN when undefined for that record. */
 double st_record_ttft(const st_record *r);  /* first_token - scheduled */
 double st_record_ttfat(const st_record *r); /* first_answer - scheduled (time to first answer token) */
-double st_record_tpot(const st_record *r);  /* (end - first_token) / (output_tokens - 1) */
+double st_record_tpot(const st_record *r);  /* (end - first_token) / (output_tokens - 1); NAN when
+                                             * every token came at once (not streamed) */
 double st_record_e2e(const st_record *r);   /* end - scheduled */
 double st_record_lag(const st_record *r);   /* sent - scheduled (client lag) */
 /* The server-reported figures against the client's (seconds; NAN when either is missing):

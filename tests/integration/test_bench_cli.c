@@ -168,6 +168,16 @@ static void failures_exit_1_and_usage_exit_2(void **state)
     assert_int_equal(run_cli(bad3, out), 2);
     char *bad4[] = { "servetune", "bench", "--url", url, "--api-key-env", "ST_DEFINITELY_UNSET_VAR", NULL };
     assert_int_equal(run_cli(bad4, out), 2);
+    /* options that cannot mean anything together: refused, not silently ignored */
+    char *bad5[] = { "servetune", "bench", "--url", url, "--no-stream", "--slo-tpot", "50", NULL };
+    assert_int_equal(run_cli(bad5, out), 2);
+    o = slurp(out);
+    assert_non_null(strstr(o, "no TPOT"));
+    free(o);
+    char *bad6[] = { "servetune", "bench", "--url", url, "--sessions", "2", "-n", "3", NULL };
+    assert_int_equal(run_cli(bad6, out), 2);
+    char *bad7[] = { "servetune", "bench", "--url", url, "--timeout", "0", NULL };
+    assert_int_equal(run_cli(bad7, out), 2);
     char *help[] = { "servetune", "bench", "--help", NULL };
     assert_int_equal(run_cli(help, out), 0);
     o = slurp(out);

@@ -129,6 +129,23 @@ static int teardown_records(void **state)
     return 0;
 }
 
+/* TPOT of a record: per token after the first; undefined when every token came at once (a
+ * non-streaming answer), not zero. */
+static void tpot_undefined_without_streaming(void **state)
+{
+    (void)state;
+    st_record r;
+    st_record_init(&r, 0);
+    r.scheduled = r.sent = 0;
+    r.first_token = r.first_byte = 100 * ST_NS_PER_MS;
+    r.end = 100 * ST_NS_PER_MS + 49 * 10 * ST_NS_PER_MS;
+    r.output_tokens = 50;
+    assert_near(st_record_tpot(&r), 0.010, 1e-12);
+    r.end = r.first_token; /* the whole answer at once */
+    assert_true(isnan(st_record_tpot(&r)));
+    st_record_free(&r);
+}
+
 static void summary_whole_run(void **state)
 {
     (void)state;
@@ -299,6 +316,7 @@ int main(void)
 {
     const struct CMUnitTest t[] = {
         cmocka_unit_test(percentiles_hand_computed),
+        cmocka_unit_test(tpot_undefined_without_streaming),
         cmocka_unit_test(dist_unsorted_with_nans),
         cmocka_unit_test(dist_by_selection_equals_sorting),
         cmocka_unit_test_setup_teardown(summary_whole_run, setup_records, teardown_records),
