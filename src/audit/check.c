@@ -70,6 +70,35 @@ static void where(const st_spec *s, const st_spec_config *c, char *err, size_t e
         snprintf(err, errlen, "%s: engine.flags: ", s->path);
 }
 
+/* The longest synthetic request against the engine's context (--max-model-len, else the model's):
+ * the server refuses a request whose prompt plus requested output exceeds it, so a spec whose
+ * every longest request would fail is refused here rather than after the engine started. A
+ * trace's lengths are its own (checked as it is read). */
+static int check_context(const st_spec *s, const st_emu_config *cfg, char *e, size_t elen)
+{
+    if (s->workload.kind != ST_WL_SYNTHETIC)
+        return 0;
+    uint32_t ctx = cfg->max_model_len ? cfg->max_model_len : cfg->model.max_position;
+    double r = s->workload.range_ratio;
+    double in = ceil(s->workload.input_tokens * (1 + r) - 1e-9), out = ceil(s->workload.output_tokens * (1 + r) - 1e-9);
+    if (s->workload.vllm_semantics)
+        in += s->workload.shared_prefix;
+    const char *what = "the longest prompt";
+    if (s->workload.sessions.on && s->workload.sessions.turns_max > 1) {
+        /* the last turn carries the conversation so far: every earlier answer and user text */
+        in += (s->workload.sessions.turns_max - 1) * (out + ceil(s->workload.sessions.user_tokens * (1 + r) - 1e-9));
+        what = "the longest session's last turn";
+    }
+    if (ctx == 0 || in + out <= ctx)
+        return 0;
+    snprintf(e, elen,
+             "%s (%.0f tokens) plus its requested output (%.0f) exceeds the context of %u tokens (--max-model-len or "
+             "the model's): the server would refuse it; shorten workload.input_tokens / output_tokens%s or raise "
+             "--max-model-len",
+             what, in, out, ctx, s->workload.sessions.on ? " / sessions.turns" : "");
+    return -1;
+}
+
 /* The emulator's own parser on what the adapter would start ("serve MODEL FLAGS..."), with the
  * GPU from --gpu or SERVETUNE_EMULATE_GPU (spec, configuration or servetune's environment). */
 static int check_emulator_flags(const st_spec *s, const st_spec_config *c, const st_launch *l, char *err, size_t errlen)
@@ -108,14 +137,23 @@ static int check_emulator_flags(const st_spec *s, const st_spec_config *c, const
         }
     }
     st_emu_config cfg;
-    if (rc == 0 && strstr(A.gpu, "${") == NULL)
+    int resolved = 0;
+    if (rc == 0 && strstr(A.gpu, "${") == NULL) {
         rc = st_emu_args_config(&A, &cfg, e, sizeof e);
+        resolved = rc == 0;
+    }
     st_opts_result_free(&r);
     free(argv);
     if (rc) {
         where(s, c, err, errlen);
         size_t k = strlen(err);
         snprintf(err + k, errlen - k, "the emulator refuses its flags: %s", e);
+        return -1;
+    }
+    if (resolved && check_context(s, &cfg, e, sizeof e)) {
+        where(s, c, err, errlen);
+        size_t k = strlen(err);
+        snprintf(err + k, errlen - k, "%s", e);
         return -1;
     }
     return 0;

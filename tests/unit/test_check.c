@@ -88,6 +88,11 @@ static void check_refuses_what_a_run_would(void **state)
           "0.001", "search: {mode: burst}\n", NULL },
         { "a sustained window longer than max_duration", 0, 0, 0, 0, "0.001", "search: {max_duration: 300s}\n",
           "longer than search.max_duration (300 s)" },
+        { "prompts past the emulator's --max-model-len", 0, 0, ", --max-model-len, '4096'",
+          "input_tokens: 4000, output_tokens: 100, range_ratio: 0.1", 0, 0,
+          "the longest prompt (4400 tokens) plus its requested output (110) exceeds the context of 4096 tokens" },
+        { "prompts within it", 0, 0, ", --max-model-len, '4096'", "input_tokens: 3500, output_tokens: 100", 0, 0,
+          NULL },
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char err[1024] = "";
