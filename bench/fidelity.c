@@ -587,8 +587,8 @@ static void print_summary(const st_fid_point *pts, const point_run *pr, uint32_t
             char ci[32] = "-";
             if (isfinite(s.median_lo))
                 snprintf(ci, sizeof ci, "%.1f-%.1f%%", 100 * s.median_lo, 100 * s.median_hi);
-            printf("  %-11s %4u %11.1f%% %13s %11.1f%%  %-10s %s\n", st_fid_metric_name(m), s.n, 100 * s.median_abs,
-                   ci, 100 * s.worst_abs, target[m], s.worst_index >= 0 ? pts[s.worst_index].id : "-");
+            printf("  %-11s %4u %11.1f%% %13s %11.1f%%  %-10s %s\n", st_fid_metric_name(m), s.n, 100 * s.median_abs, ci,
+                   100 * s.worst_abs, target[m], s.worst_index >= 0 ? pts[s.worst_index].id : "-");
         }
         uint32_t far = 0, refused = 0;
         for (uint32_t i = 0; i < n; i++) {

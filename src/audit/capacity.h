@@ -73,13 +73,13 @@ int st_capacity_sure_fail(const st_audit_slo *slo, uint32_t planned, const uint3
 typedef struct st_rate_result {
     double rate; /* offered req/s; INFINITY for inf (a sustained closed-loop run: the concurrency) */
     st_verdict verdict;
-    double worst_ratio;   /* from the verdict */
-    double delivered_rps; /* burst: completed / (first send .. last completion); sustained: in the window */
-    double output_tps;    /* output tokens / the same duration */
+    double worst_ratio;     /* from the verdict */
+    double delivered_rps;   /* burst: completed / (first send .. last completion); sustained: in the window */
+    double output_tps;      /* output tokens / the same duration */
     double out_tokens_mean; /* sustained: output tokens per completed request of the window (0 or NAN: none) */
-    double sustained_rps; /* steady-state window figure, NAN if none */
-    uint32_t requests;    /* requests sent (refine's budget counts these) */
-    int grid;             /* 1: one of the spec's rates; 0: added by refine or the search */
+    double sustained_rps;   /* steady-state window figure, NAN if none */
+    uint32_t requests;      /* requests sent (refine's budget counts these) */
+    int grid;               /* 1: one of the spec's rates; 0: added by refine or the search */
     /* sustained runs (audit/sustain.h) */
     int sustained;            /* a time-based run with a steady-state verdict */
     int replicate;            /* 0 for the first run at a rate, 1, 2... for its replicates */
@@ -119,14 +119,14 @@ void st_capacity_next(const st_search_params *p, const st_rate_result *r, int n,
 
 typedef struct st_capacity {
     int has_pass;
-    double pass_rate;    /* highest passing offered rate */
-    int pass_index;      /* its index in the results: the last run at that rate that passed on its own
-                          * (replicates pool their verdict; the figures shown at capacity are a
-                          * passing run's), else the first run at that rate */
-    double capacity_rps; /* req/s at capacity: sustained, the pass rate (a closed loop: its delivered
-                          * rate); a burst test, the delivered req/s at pass_rate */
-    double output_tps;   /* output tok/s at capacity: sustained, capacity_rps x the window's output
-                          * tokens per delivered request; a burst test, the pass run's own */
+    double pass_rate;     /* highest passing offered rate */
+    int pass_index;       /* its index in the results: the last run at that rate that passed on its own
+                           * (replicates pool their verdict; the figures shown at capacity are a
+                           * passing run's), else the first run at that rate */
+    double capacity_rps;  /* req/s at capacity: sustained, the pass rate (a closed loop: its delivered
+                           * rate); a burst test, the delivered req/s at pass_rate */
+    double output_tps;    /* output tok/s at capacity: sustained, capacity_rps x the window's output
+                           * tokens per delivered request; a burst test, the pass run's own */
     double sustained_rps; /* the pass rate's window: delivered req/s (mean of its replicates) */
     int has_fail_above;
     double fail_rate;          /* lowest failing (or errored) rate above pass_rate */

@@ -246,7 +246,8 @@ static int evaluate(void *arg, st_plan_candidate *c, char *why, size_t n)
     c->capacity_rps = r.pass_rate > 0 ? r.capacity_rps : 0;
     /* as the audit and predict price it: the capacity times the output tokens per request the
      * runs delivered (the spec's nominal length when the search measured none) */
-    c->output_tps = isfinite(r.output_tps) && r.pass_rate > 0 ? r.output_tps : c->capacity_rps * s.workload.output_tokens;
+    c->output_tps =
+        isfinite(r.output_tps) && r.pass_rate > 0 ? r.output_tps : c->capacity_rps * s.workload.output_tokens;
     c->ttft_p95_ms = r.ttft_ms;
     c->tpot_p95_ms = r.tpot_ms;
     if (!(r.pass_rate > 0))

@@ -885,8 +885,7 @@ int st_sustain_finish(const st_sustain *s, const st_record *recs, uint32_t n, co
             if (recs[i].end >= 0 && recs[i].status == ST_REQ_OK) {
                 out->window_completed++;
                 out_tokens += recs[i].output_tokens;
-            }
-            else if (recs[i].end >= 0 && recs[i].status != ST_REQ_ABORTED)
+            } else if (recs[i].end >= 0 && recs[i].status != ST_REQ_ABORTED)
                 out->window_errors++;
         }
         out->offered_rps = out->window_requests / W;

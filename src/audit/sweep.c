@@ -1328,8 +1328,8 @@ static int forecast_capacity(const st_spec *spec, int ci, volatile sig_atomic_t 
 }
 
 /* One probe of the bisection: 1 pass, 0 fail, -1 error. */
-static int probe(sweep *S, const st_spec_config *c, st_config_row *crow, double rate, double *delivered,
-                 double *otps, double term_ms[2], char *err, size_t errlen)
+static int probe(sweep *S, const st_spec_config *c, st_config_row *crow, double rate, double *delivered, double *otps,
+                 double term_ms[2], char *err, size_t errlen)
 {
     st_run_row run = { 0 };
     run.rate = rate;
@@ -1377,7 +1377,8 @@ static int bisect_burst(const st_spec *spec, st_executor *x, int ci, double tol,
             r = spec->rates[i];
             break;
         }
-    double d = NAN, lo = 0, hi = INFINITY, lo_d = NAN, lo_o = NAN, ot = NAN, t[2] = { NAN, NAN }, lo_t[2] = { NAN, NAN };
+    double d = NAN, lo = 0, hi = INFINITY, lo_d = NAN, lo_o = NAN, ot = NAN, t[2] = { NAN, NAN },
+           lo_t[2] = { NAN, NAN };
     int p = probe(&S, c, &row, r, &d, &ot, t, err, errlen);
     out->runs++;
     if (p < 0) {

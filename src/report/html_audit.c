@@ -360,7 +360,8 @@ static const char *const sustained_method[] = {
     ("The search brackets the capacity, fits each SLO term's margin against the rate (isotonic regression, "
      "interpolated) or bisects at a cliff, and repeats runs at the bracket's ends until the calls are "
      "confident, to the spec's tolerance; the runs at one rate are judged together (their margins pooled: one "
-     "call per rate, which a single run at that rate can disagree with). Percentiles are taken over each window, with intervals from batch "
+     "call per rate, which a single run at that rate can disagree with). Percentiles are taken over each window, with "
+     "intervals from batch "
      "means."),
 };
 

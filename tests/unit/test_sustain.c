@@ -366,10 +366,13 @@ static void filling_batch_is_not_an_overload(void **state)
 int main(void)
 {
     const struct CMUnitTest t[] = {
-        cmocka_unit_test(steady_queue_is_sustained),     cmocka_unit_test(growing_queue_is_oversaturated),
-        cmocka_unit_test(missed_slo_is_called),          cmocka_unit_test(bound_hit_is_undecided),
+        cmocka_unit_test(steady_queue_is_sustained),
+        cmocka_unit_test(growing_queue_is_oversaturated),
+        cmocka_unit_test(missed_slo_is_called),
+        cmocka_unit_test(bound_hit_is_undecided),
         cmocka_unit_test(schedule_ending_in_the_window),
-        cmocka_unit_test(failing_requests_stop_the_run), cmocka_unit_test(filling_batch_is_not_an_overload),
+        cmocka_unit_test(failing_requests_stop_the_run),
+        cmocka_unit_test(filling_batch_is_not_an_overload),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }
