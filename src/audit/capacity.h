@@ -126,7 +126,7 @@ typedef struct st_capacity {
     double capacity_rps;  /* req/s at capacity: sustained, the pass rate (a closed loop: its delivered
                            * rate); a burst test, the delivered req/s at pass_rate */
     double output_tps;    /* output tok/s at capacity: sustained, capacity_rps x the window's output
-                           * tokens per delivered request; a burst test, the pass run's own */
+                           * tokens per completed request; a burst test, the pass run's own */
     double sustained_rps; /* the pass rate's window: delivered req/s (mean of its replicates) */
     int has_fail_above;
     double fail_rate;          /* lowest failing (or errored) rate above pass_rate */

@@ -8,6 +8,7 @@
 
 #include "audit/executor.h"
 #include "core/strv.h"
+#include "emu/catalog.h"
 #include "emu/config.h"
 #include "emu/flags.h"
 #include "load/trace.h"
@@ -69,6 +70,8 @@ static void where(const st_spec *s, const st_spec_config *c, char *err, size_t e
     else
         snprintf(err, errlen, "%s: engine.flags: ", s->path);
 }
+
+#define ST_CHECK_GPU_KEYS_MAX 32 /* the catalog's GPU names listed in a warning */
 
 /* The longest synthetic request against the engine's context (--max-model-len, else the model's):
  * the server refuses a request whose prompt plus requested output exceeds it, so a spec whose
@@ -215,8 +218,35 @@ int st_spec_warnings(const st_spec *s, st_buf *out)
 {
     char why[256];
     int n = 0;
+    /* hardware.gpu labels and prices the audit: a name the catalog does not know is allowed (a
+     * GPU of one's own), but said, since the price list and the plan cannot use it */
+    st_emu_gpu hw;
+    int hw_known = s->hardware.gpu && st_emu_gpu_find(s->hardware.gpu, &hw, why, sizeof why) == 0;
+    if (s->hardware.gpu && !hw_known && !strchr(s->hardware.gpu, '/')) {
+        const char *keys[ST_CHECK_GPU_KEYS_MAX];
+        int nk = st_emu_gpu_keys(keys, ST_CHECK_GPU_KEYS_MAX);
+        st_buf_printf(out, "hardware.gpu '%s' is not a GPU servetune knows (", s->hardware.gpu);
+        for (int k = 0; k < nk; k++)
+            st_buf_printf(out, "%s%s", k ? ", " : "", keys[k]);
+        st_buf_puts(out, "): it only labels the report and its price; the price list (serverless, plan) cannot "
+                         "price it\n");
+        n++;
+    }
     if (!st_exec_model_supported(s, why, sizeof why))
-        return 0;
+        return n;
+    /* the emulator times one GPU, the report prices another */
+    if (hw_known && s->engine.kind == ST_ENGINE_EMULATOR && s->n_configs > 0) {
+        st_emu_config cfg;
+        char err[512];
+        if (st_exec_model_config(s, &s->configs[0], &cfg, NULL, 0, NULL, err, sizeof err) == 0 &&
+            strcmp(cfg.gpu.name, hw.name)) {
+            st_buf_printf(out,
+                          "hardware.gpu is %s but the emulator runs %s (its --gpu): the report prices one and "
+                          "measures the other\n",
+                          hw.name, cfg.gpu.name);
+            n++;
+        }
+    }
     for (int i = 0; i < s->n_configs; i++) {
         const st_spec_config *c = &s->configs[i];
         st_emu_config cfg;

@@ -245,6 +245,24 @@ static void unknown_flags_are_warned(void **state)
     assert_null(strstr(b.data, "'fp8-kv'"));
     st_buf_free(&b);
     st_spec_free(&s);
+    /* hardware.gpu: unknown to the catalog, or another GPU than the emulator runs */
+    const char *hw[][2] = { { "H999", "hardware.gpu 'H999' is not a GPU servetune knows" },
+                            { "A100", "hardware.gpu is A100 80GB SXM but the emulator runs H100 SXM 80GB" } };
+    for (int i = 0; i < 2; i++) {
+        char u[1024];
+        snprintf(u, sizeof u,
+                 "engine: {kind: emulator, model: Qwen/Qwen3-8B, flags: [--gpu, H100]}\n"
+                 "hardware: {gpu: %s, price_per_gpu_hour: 2}\npeak_rate: 1\n"
+                 "workload: {input_tokens: 10, output_tokens: 5}\nrates: [1]\n"
+                 "slo: {ttft_p95_ms: 100, tpot_p95_ms: 10}\n",
+                 hw[i][0]);
+        assert_int_equal(st_spec_parse("t.yaml", u, strlen(u), &s, err, sizeof err), 0);
+        st_buf_init(&b, 1 << 16);
+        assert_int_equal(st_spec_warnings(&s, &b), 1);
+        assert_non_null(strstr(b.data, hw[i][1]));
+        st_buf_free(&b);
+        st_spec_free(&s);
+    }
 }
 
 int main(void)
