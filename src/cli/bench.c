@@ -615,6 +615,23 @@ static int plan(bench *B, const st_opts_result *pr)
             return st_cli_usage_error("bench", "give --json or --save-result / --result-filename, not both");
         B->json_path = B->result_path;
     }
+    if (B->json_path) {
+        /* the results file's folder must take it: found out now, not after the whole load ran */
+        char dir[sizeof B->result_path];
+        snprintf(dir, sizeof dir, "%s", B->json_path);
+        char *slash = strrchr(dir, '/');
+        if (!slash)
+            snprintf(dir, sizeof dir, ".");
+        else if (slash == dir)
+            dir[1] = '\0';
+        else
+            *slash = '\0';
+        if (access(dir, W_OK | X_OK) != 0) {
+            char m[1200];
+            snprintf(m, sizeof m, "cannot write %.400s: %.400s: %s", B->json_path, dir, strerror(errno));
+            return st_cli_usage_error("bench", m);
+        }
+    }
     st_api_kind k;
     if (!strcmp(a->api_name, "raw"))
         B->api = ST_RUNNER_API_RAW;

@@ -184,7 +184,10 @@ int cmd_calibrate(int argc, char **argv)
     int bad = st_buf_error(&extra) || st_buf_error(&b);
     st_buf_free(&extra);
     if (bad || st_write_file_atomic(out, b.data, b.len, err, sizeof err) < 0) {
-        fprintf(stderr, "servetune calibrate: %s: %s\n", out, bad ? "the calibration is too large to write" : err);
+        if (bad)
+            fprintf(stderr, "servetune calibrate: %s: the calibration is too large to write\n", out);
+        else
+            fprintf(stderr, "servetune calibrate: cannot write %s\n", err);
         rc = ST_EXIT_FAIL;
         goto out;
     }

@@ -38,6 +38,17 @@ int main(int argc, char **argv)
         usage(stderr);
         return ST_EXIT_USAGE;
     }
+    if (!strcmp(argv[1], "help") && argc >= 3) {
+        /* "servetune help COMMAND" is "servetune COMMAND --help" */
+        for (const st_cmd *c = commands; c->name; c++)
+            if (!strcmp(argv[2], c->name)) {
+                char *hv[] = { argv[2], "--help", NULL };
+                return c->fn(2, hv);
+            }
+        fprintf(stderr, "servetune: unknown command '%s'\n", argv[2]);
+        usage(stderr);
+        return ST_EXIT_USAGE;
+    }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(stdout);
         return ST_EXIT_OK;

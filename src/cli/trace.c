@@ -251,7 +251,10 @@ static int trace_stats(int argc, char **argv)
         char *s = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
         json_decref(j);
         if (!s || st_write_file_atomic(json_path, s, strlen(s), err, sizeof err) < 0) {
-            fprintf(stderr, "servetune trace stats: cannot write %s: %s\n", json_path, s ? err : "out of memory");
+            if (s)
+                fprintf(stderr, "servetune trace stats: cannot write %s\n", err);
+            else
+                fprintf(stderr, "servetune trace stats: cannot write %s: out of memory\n", json_path);
             status = ST_EXIT_FAIL;
         }
         free(s);

@@ -120,7 +120,7 @@ int st_write_file_atomic(const char *path, const void *data, size_t len, char *e
     }
     int fd = create_tmp(tmp);
     if (fd < 0) {
-        snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
+        snprintf(err, errlen, "%s: %s", path, strerror(errno)); /* the user's name, not the temporary's */
         return -1;
     }
     int e = st_fd_write_all(fd, data, len) ? errno : 0;
