@@ -358,14 +358,18 @@ int st_plan_enumerate(const st_spec *s, const st_prices *p, const char *provider
             }
             gpus[ng++] = k;
         }
-        if (nm) { /* every GPU without a price at once, so one edit fixes them all */
+        if (nm && want && nm == s->plan.gpus.n) /* the provider, not the GPUs, is what to fix */
             snprintf(err, errlen,
-                     "%s: plan.gpus: no on-demand price%s%s for %s in the price list %s: add %s to it, or leave %s "
-                     "out of plan.gpus",
+                     "%s: provider '%s' (--provider or plan.provider): no on-demand price from it for any GPU of "
+                     "plan.gpus (%s) in %s: check its name against the list's providers, or add its prices",
+                     s->path, want, missing, p->origin);
+        else if (nm) /* every GPU without a price at once, so one edit fixes them all */
+            snprintf(err, errlen,
+                     "%s: plan.gpus: no on-demand price%s%s for %s in %s: add %s to it, or leave %s out of plan.gpus",
                      s->path, want ? " from " : "", want ? want : "", missing, p->origin, nm == 1 ? "one" : "them",
                      nm == 1 ? "it" : "them");
+        if (nm)
             return -1;
-        }
     } else {
         const char *keys[PLAN_GPUS_MAX];
         int nk = st_emu_gpu_keys(keys, PLAN_GPUS_MAX);
@@ -373,7 +377,7 @@ int st_plan_enumerate(const st_spec *s, const st_prices *p, const char *provider
             if (st_prices_pick(p, keys[i], ST_PRICE_ON_DEMAND, want))
                 gpus[ng++] = keys[i];
         if (!ng) {
-            snprintf(err, errlen, "plan: no GPU of the engine model has an on-demand price%s%s in %s",
+            snprintf(err, errlen, "no GPU of the engine model has an on-demand price%s%s in %s",
                      want ? " from " : "", want ? want : "", p->origin);
             return -1;
         }

@@ -153,7 +153,7 @@ done:
 
 int st_prices_builtin(st_prices *out, char *err, size_t errlen)
 {
-    return st_prices_parse("built-in price list (data/gpu-prices.csv)", (const char *)st_prices_default_csv,
+    return st_prices_parse("the built-in price list (data/gpu-prices.csv)", (const char *)st_prices_default_csv,
                            (size_t)st_prices_default_csv_len, out, err, errlen);
 }
 

@@ -290,29 +290,39 @@ int st_cli_load_calibration(const char *path, const struct st_spec *spec, struct
     }
     if (!spec)
         return 0;
-    int matched = 0;
-    char why[4][512];
-    int nwhy = 0;
-    for (int i = 0; i < spec->n_configs; i++) {
-        st_emu_config cfg;
-        char r[512];
-        if (st_exec_model_config(spec, &spec->configs[i], &cfg, NULL, 0, NULL, err, sizeof err))
-            continue; /* refused later with its own message */
-        if (st_calib_check(out, &cfg, r, sizeof r, NULL, 0) == 0)
-            matched++;
-        else {
-            if (nwhy < 4)
-                snprintf(why[nwhy++], sizeof why[0], "%s", r);
-            fprintf(stderr,
-                    "servetune: --calibration %s does not apply to configuration %s (%s): it runs on the "
-                    "model's defaults\n",
-                    path, spec->configs[i].name, r);
-        }
-    }
-    if (!matched) {
-        fprintf(stderr, "servetune: --calibration %s is refused: it matches no configuration of the spec (%s)\n", path,
-                nwhy ? why[0] : "no configuration could be modelled");
+    /* which configurations it fits: said once when none does (the refusal), else one line per
+     * configuration left on the model's defaults */
+    int matched = 0, n_cfg = spec->n_configs;
+    char(*why)[512] = calloc((size_t)(n_cfg ? n_cfg : 1), sizeof *why);
+    if (!why) {
+        fprintf(stderr, "servetune: out of memory\n");
         return -1;
     }
-    return 0;
+    for (int i = 0; i < n_cfg; i++) {
+        st_emu_config cfg;
+        if (st_exec_model_config(spec, &spec->configs[i], &cfg, NULL, 0, NULL, err, sizeof err))
+            continue; /* refused later with its own message */
+        if (st_calib_check(out, &cfg, why[i], sizeof why[i], NULL, 0) == 0) {
+            matched++;
+            why[i][0] = '\0';
+        }
+    }
+    int rc = 0;
+    if (!matched) {
+        const char *first = NULL;
+        for (int i = 0; i < n_cfg && !first; i++)
+            first = why[i][0] ? why[i] : NULL;
+        fprintf(stderr, "servetune: --calibration %s is refused: it matches no configuration of the spec (%s)\n", path,
+                first ? first : "no configuration could be modelled");
+        rc = -1;
+    } else {
+        for (int i = 0; i < n_cfg; i++)
+            if (why[i][0])
+                fprintf(stderr,
+                        "servetune: --calibration %s does not apply to configuration %s (%s): it runs on the "
+                        "model's defaults\n",
+                        path, spec->configs[i].name, why[i]);
+    }
+    free(why);
+    return rc;
 }

@@ -345,7 +345,7 @@ int cmd_plan(int argc, char **argv)
     if (spec.plan.max_model_len > 0)
         r.len_auto = spec.plan.max_model_len;
     if (st_plan_enumerate(&spec, &prices, prov, r.len_auto, &cand, &r.n, err, sizeof err)) {
-        fprintf(stderr, "servetune %s\n", err);
+        fprintf(stderr, "servetune plan: %s\n", err);
         goto out;
     }
     r.c = cand;
