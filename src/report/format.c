@@ -132,13 +132,15 @@ void st_fmt_money(char *out, size_t n, double v)
 {
     if (!isfinite(v))
         snprintf(out, n, "-");
-    else if (v >= 1000)
-        snprintf(out, n, "$%.0f", v);
-    else
+    else if (v >= 1000) {
+        char b[64];
+        thousands(b, sizeof b, v, 0);
+        snprintf(out, n, "$%s", b);
+    } else
         snprintf(out, n, "$%.3g", v);
 }
 
 const char *const st_rep_output_tps_note =
-    "Output tok/s at capacity = the capacity x the output tokens per request delivered in the window of the "
+    "Output tok/s at capacity = the capacity x the output tokens per request completed in the window of the "
     "run at that rate (the mean of its replicates): the window's own token rate moves with the arrivals it "
     "happened to get (a few % either way), and a replica's cost and its tokens must rest on the same rate.";

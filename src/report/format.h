@@ -22,7 +22,7 @@ int st_md_text(st_buf *b, const char *s);
 int st_md_code(st_buf *b, const char *s);
 /* A JSON number, or null for NAN and infinities. */
 json_t *st_jnum_or_null(double v);
-/* "$0.172", "$359", "$1016"; "-" for NAN (the plan's and the traffic day's tables). */
+/* "$0.172", "$359", "$1,016"; "-" for NAN (the plan's and the traffic day's tables). */
 void st_fmt_money(char *out, size_t n, double v);
 /* The method's sentence on what a sustained capacity's output tok/s (and so its $ per 1M) is. */
 extern const char *const st_rep_output_tps_note;
