@@ -141,14 +141,20 @@ int st_report_headline(const st_report *r, st_buf *b)
         st_fmt_usd(x, sizeof x, base->cost.usd_per_1m);
         st_fmt_pct(pc, sizeof pc, p->cost_vs_base);
         st_fmt_usd(m0, sizeof m0, base->cost.monthly_usd);
-        st_buf_printf(
-            b,
-            "Of the %d configurations tested%s, the best, %s, serves %s requests/s within the SLO (%s)%s%s against "
-            "%s for the current setup (%s), which moves cost per million output tokens from %s to %s (%s); "
-            "at the stated peak of %s requests/s that is %ld replica%s instead of %ld, about %s a month "
-            "instead of %s.",
-            tested, untested, p->name, a, slo, how, maybe, bb, base->name, x, y, pc, pk, p->cost.replicas,
-            p->cost.replicas == 1 ? "" : "s", base->cost.replicas, m1, m0);
+        st_buf_printf(b,
+                      "Of the %d configurations tested%s, the best, %s, serves %s requests/s within the SLO (%s)%s%s "
+                      "against %s for the current setup (%s), which moves cost per million output tokens from %s to "
+                      "%s (%s); at the stated peak of %s requests/s ",
+                      tested, untested, p->name, a, slo, how, maybe, bb, base->name, x, y, pc, pk);
+        if (p->cost.replicas == base->cost.replicas)
+            /* the same fleet: the saving per token shows only where traffic is below the peak */
+            st_buf_printf(b,
+                          "both need %ld replica%s (about %s a month): the lower cost per token pays off below the "
+                          "peak, or where a replica is shared.",
+                          p->cost.replicas, p->cost.replicas == 1 ? "" : "s", m1);
+        else
+            st_buf_printf(b, "that is %ld replica%s instead of %ld, about %s a month instead of %s.", p->cost.replicas,
+                          p->cost.replicas == 1 ? "" : "s", base->cost.replicas, m1, m0);
     } else {
         st_buf_printf(b,
                       "Of the %d configurations tested%s, the best, %s, serves %s requests/s within the SLO (%s)%s%s "

@@ -63,6 +63,8 @@ static void put_run(st_store *s, const char *cfg, int seq, double rate, const ch
     assert_int_equal(st_store_run_put(s, &r, NULL, 0, NULL, 0), 0);
 }
 
+static int low_peak; /* make_store_as: the spec's peak at 1 req/s (every configuration needs 1 replica) */
+
 static st_store *make_store_as(int partial, int burst)
 {
     snprintf(dir, sizeof dir, "/tmp/st_report_test.XXXXXX");
@@ -77,6 +79,10 @@ static st_store *make_store_as(int partial, int burst)
     assert_non_null(mode);
     if (burst)
         memcpy(mode, "mode: burst    ", 15);
+    char *peak = strstr(spec, "peak_rate: 60");
+    assert_non_null(peak);
+    if (low_peak)
+        memcpy(peak, "peak_rate: 1 ", 13);
     assert_non_null(spec);
     assert_int_equal(st_store_audit_begin(s, "examples/qwen3-8b-h100.yaml", spec, len, "0.1.0", 0, err, sizeof err), 0);
     const char *names[] = { "baseline", "no-prefix-cache", "batched-8k", "fp8-kv", "fp8-ckpt", "fp8-all" };
@@ -153,6 +159,29 @@ static void ran_but_undecided_is_not_not_run(void **state)
     assert_null(strstr(md, "**fp8-ckpt**: not run"));
     assert_non_null(strstr(md, "| no-prefix-cache | engine failed: crash: the engine exited or crashed"));
     assert_non_null(strstr(md, "the engine failed before any rate passed (crash"));
+    st_store_close(s);
+    rm_dir(NULL);
+}
+
+/* A pick that needs as many replicas as the current setup: the headline says so instead of "1
+ * replica instead of 1". */
+static void same_replicas_headline(void **state)
+{
+    (void)state;
+    low_peak = 1;
+    st_store *s = make_store(0);
+    low_peak = 0;
+    char err[256] = "";
+    if (st_report_write_all(s, dir, err, sizeof err))
+        fail_msg("%s", err);
+    char p[512];
+    size_t len = 0;
+    snprintf(p, sizeof p, "%s/report.md", dir);
+    char *md = slurp(p, &len);
+    assert_non_null(md);
+    if (!strstr(md, "at the stated peak of 1.00 requests/s both need 1 replica (about $1,818 a month)"))
+        fail_msg("%.1500s", md);
+    assert_null(strstr(md, "1 replica instead of 1"));
     st_store_close(s);
     rm_dir(NULL);
 }
@@ -467,6 +496,7 @@ int main(void)
     const struct CMUnitTest t[] = {
         cmocka_unit_test_teardown(model_costs_and_order, rm_dir),
         cmocka_unit_test(ran_but_undecided_is_not_not_run),
+        cmocka_unit_test(same_replicas_headline),
         cmocka_unit_test(files_written_and_escaped),
         cmocka_unit_test(server_timings_in_reports),
         cmocka_unit_test(too_small_buffer_fails_loudly),
