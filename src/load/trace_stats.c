@@ -488,10 +488,16 @@ void st_traffic_advise(const st_trace_stats *s, const st_traffic *t, const st_tr
     a->reject_p95 = st_trace_stats_share_above(s, a->mml_p95);
     char *L;
     L = a->lines[a->n_lines++];
-    snprintf(L, sizeof a->lines[0],
-             "--max-model-len %u covers the p99 of input + output (%u tokens) and would reject %.2f%% of these "
-             "requests; %u (the p95) would reject %.2f%%.",
-             a->mml_p99, t->total.p99, 100 * a->reject_p99, a->mml_p95, 100 * a->reject_p95);
+    if (a->mml_p95 == a->mml_p99) /* one rounded length covers both */
+        snprintf(L, sizeof a->lines[0],
+                 "--max-model-len %u covers the p99 of input + output (%u tokens) and would reject %.2f%% of these "
+                 "requests.",
+                 a->mml_p99, t->total.p99, 100 * a->reject_p99);
+    else
+        snprintf(L, sizeof a->lines[0],
+                 "--max-model-len %u covers the p99 of input + output (%u tokens) and would reject %.2f%% of these "
+                 "requests; %u (the p95) would reject %.2f%%.",
+                 a->mml_p99, t->total.p99, 100 * a->reject_p99, a->mml_p95, 100 * a->reject_p95);
     if (e && e->max_model_len) {
         a->reject_current = st_trace_stats_share_above(s, e->max_model_len);
         L = a->lines[a->n_lines++];

@@ -87,8 +87,12 @@ static void answer(const st_plan_result *r, st_buf *b)
         money(b, c->usd_per_1m);
         st_buf_printf(b, " per 1M output tokens (%ld replicas, ", kb.replicas);
         money(b, kb.monthly_usd);
-        st_buf_printf(b, " a month): the plan's pick costs %+.0f %% per token.",
-                      (w->usd_per_1m / c->usd_per_1m - 1) * 100);
+        double rel = w->usd_per_1m / c->usd_per_1m - 1;
+        if (fabs(rel) < 0.005)
+            st_buf_puts(b, " a month): the plan's pick costs the same per token.");
+        else
+            st_buf_printf(b, " a month): the plan's pick costs %.0f %% %s per token.", fabs(rel) * 100,
+                          rel < 0 ? "less" : "more");
     } else if (r->baseline.state != ST_PLAN_REFUSED) {
         st_buf_printf(b, " The current setup met the SLO at no rate on the model (%s).", r->baseline.why);
     } else {
