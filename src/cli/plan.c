@@ -268,6 +268,7 @@ int cmd_plan(int argc, char **argv)
     int quiet = 0, rc = ST_EXIT_USAGE;
     const st_opt opts[] = {
         { "out", 'o', ST_OPT_STR, &out_dir, "DIR", "where plan.md and plan.json go (default plan-out)", 0, 0, 0 },
+        { "output", 0, ST_OPT_STR, &out_dir, "DIR", "the same as --out (the name audit and predict use)", 0, 0, 0 },
         { "write-spec", 0, ST_OPT_STR, &write_spec, "FILE",
           "write the top candidates as an audit spec (one per machine: FILE, FILE-2, ...)", 0, 0, 0 },
         { "top", 0, ST_OPT_LONG, &top, "K", "candidates kept exactly and written (default: plan.top, 3)", 1, 64, 0 },

@@ -109,7 +109,8 @@ static void model_note(const st_spec *spec, const st_emu_calib *calib, char *out
     st_strv_free(&flags);
 }
 
-/* --suggest-rates: each configuration's capacity by bisection on the model, then the grid. */
+/* --suggest-rates: each configuration's capacity on the model (the spec's own search: sustained, or
+ * bisection for a burst test), then the grid. */
 static int suggest(const st_spec *spec, st_store *store, const st_emu_calib *calib, int quiet, char *line,
                    size_t linelen)
 {
@@ -339,7 +340,7 @@ int cmd_predict(int argc, char **argv)
         { "calibration", 0, ST_OPT_STR, &calib_path, "FILE",
           "engine-model constants from `servetune calibrate` (applied to the configurations it matches)", 0, 0, 0 },
         { "suggest-rates", 0, ST_OPT_FLAG, &suggest_rates, NULL,
-          "find each configuration's capacity by bisection and suggest a rates: list", 0, 0, 0 },
+          "find each configuration's capacity on the model (the spec's search) and suggest a rates: list", 0, 0, 0 },
         { "quiet", 'q', ST_OPT_FLAG, &quiet, NULL, "no progress output, only the final lines", 0, 0, 0 },
         { NULL, 0, 0, NULL, NULL, NULL, 0, 0, 0 },
     };

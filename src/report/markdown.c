@@ -712,7 +712,7 @@ static void notes_section(const st_report *r, st_buf *b)
         st_buf_puts(b, "\n");
         if (r->audit.suggested_rates) {
             st_buf_puts(b, "- **Suggested rates for the measured audit** (bracketing every configuration's capacity "
-                           "found on the model by bisection): ");
+                           "found on the model by the spec's search): ");
             st_md_text(b, r->audit.suggested_rates);
             st_buf_puts(b, "\n");
         }
