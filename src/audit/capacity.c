@@ -263,7 +263,7 @@ void st_capacity_compute(const st_rate_result *r, int n, int grid_only, st_capac
 {
     memset(out, 0, sizeof *out);
     out->pass_index = -1;
-    out->capacity_rps = out->output_tps = out->sustained_rps = NAN;
+    out->capacity_rps = out->output_tps = out->sustained_rps = out->out_tokens_mean = NAN;
     out->pass_rate = out->fail_rate = NAN;
     int first = -1;
     for (int i = 0; i < n; i++) {
@@ -620,6 +620,7 @@ void st_sustained_params_of(const st_spec *s, double forecast, st_sustained_para
     p->request_budget = s->search.request_budget;
     p->min_run_requests = s->search.min_window_requests;
     p->integer = s->closed_loop;
+    p->sessions = s->workload.sessions.on;
     p->slo = &s->slo;
     /* the window's requests must arrive within max_duration, after a warm phase */
     p->min_rate = s->closed_loop ? 1 : s->search.min_window_requests / s->search.max_duration_s;
@@ -798,7 +799,7 @@ void st_capacity_sustained(const st_sustained_params *p, const st_rate_result *r
     out->sustained = 1;
     out->pass_index = out->fail_index = -1;
     out->binding = -1;
-    out->capacity_rps = out->output_tps = out->sustained_rps = NAN;
+    out->capacity_rps = out->output_tps = out->sustained_rps = out->out_tokens_mean = NAN;
     out->pass_rate = out->fail_rate = out->ci_lo = out->ci_hi = out->estimate = out->max_throughput_rps = NAN;
     for (int i = 0; i < n; i++) {
         if (r[i].verdict == ST_VERDICT_SKIPPED)
@@ -840,7 +841,10 @@ void st_capacity_sustained(const st_sustained_params *p, const st_rate_result *r
      * way), where replicas and cost must both rest on the capacity: this way 1M tokens cost what
      * a replica serving the capacity costs, and two configurations of equal capacity and equal
      * outputs cost the same. Runs stored without the per-request figure keep the window's rate. */
-    out->output_tps = q[lo].out_tokens > 0 ? out->capacity_rps * q[lo].out_tokens : q[lo].output_tps;
+    out->out_tokens_mean = q[lo].out_tokens > 0 ? q[lo].out_tokens : NAN;
+    /* with sessions the rate counts session starts: the requests they make are the window's */
+    double req_rate = p->sessions ? q[lo].delivered : out->capacity_rps;
+    out->output_tps = q[lo].out_tokens > 0 && req_rate > 0 ? req_rate * q[lo].out_tokens : q[lo].output_tps;
     out->highest_tested_passed = hi < 0;
     if (hi < 0) {
         out->ci_lo = q[lo].sure ? q[lo].rate : lo > 0 ? q[lo - 1].rate : q[lo].rate / 2;

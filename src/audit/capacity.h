@@ -119,15 +119,17 @@ void st_capacity_next(const st_search_params *p, const st_rate_result *r, int n,
 
 typedef struct st_capacity {
     int has_pass;
-    double pass_rate;     /* highest passing offered rate */
-    int pass_index;       /* its index in the results: the last run at that rate that passed on its own
+    double pass_rate;       /* highest passing offered rate */
+    int pass_index;         /* its index in the results: the last run at that rate that passed on its own
                            * (replicates pool their verdict; the figures shown at capacity are a
                            * passing run's), else the first run at that rate */
-    double capacity_rps;  /* req/s at capacity: sustained, the pass rate (a closed loop: its delivered
+    double capacity_rps;    /* req/s at capacity: sustained, the pass rate (a closed loop: its delivered
                            * rate); a burst test, the delivered req/s at pass_rate */
-    double output_tps;    /* output tok/s at capacity: sustained, capacity_rps x the window's output
+    double output_tps;      /* output tok/s at capacity: sustained, capacity_rps x the window's output
                            * tokens per completed request; a burst test, the pass run's own */
-    double sustained_rps; /* the pass rate's window: delivered req/s (mean of its replicates) */
+    double sustained_rps;   /* the pass rate's window: delivered req/s (mean of its replicates) */
+    double out_tokens_mean; /* output tokens per completed request of the pass rate's windows (NAN: not
+                             * measured) */
     int has_fail_above;
     double fail_rate;          /* lowest failing (or errored) rate above pass_rate */
     int highest_tested_passed; /* no failing rate above: capacity may be higher than measured */
@@ -197,6 +199,7 @@ typedef struct st_sustained_params {
     uint64_t request_budget;   /* per configuration, every run (0: none) */
     uint64_t min_run_requests; /* a run needs at least this many */
     int integer;               /* concurrency levels: integers >= 1, no over-saturation */
+    int sessions;              /* multi-turn sessions: rates are session starts per second */
     double min_rate;           /* no rate below this (its window cannot fill within max_duration) */
     const st_audit_slo *slo;
 } st_sustained_params;

@@ -152,8 +152,12 @@ static void session_turns(st_store *s, int64_t run_id, st_rep_cfg *c)
 static void session_capacity(const st_rep_cfg *c, st_capacity *k)
 {
     if (k->has_pass && k->pass_index >= 0 && k->pass_index < c->n_runs &&
-        isfinite(c->runs[k->pass_index].delivered_rps))
+        isfinite(c->runs[k->pass_index].delivered_rps)) {
         k->capacity_rps = c->runs[k->pass_index].delivered_rps;
+        /* priced on the same request rate: its tokens per request at that rate */
+        if (k->out_tokens_mean > 0)
+            k->output_tps = k->capacity_rps * k->out_tokens_mean;
+    }
 }
 
 /* The workload's mean turns per session: the spec's for synthetic sessions, the trace's (its

@@ -298,6 +298,10 @@ static void synthetic_sessions_sustained(void **state)
     /* each session brings 3-5 turns (4 on average); the window sees sessions at every stage */
     assert_near(json_number_value(json_object_get(cs, "requests_per_session")), 4, 1e-9);
     assert_true(rps > 2.5 * sps && rps < 5.5 * sps);
+    /* priced on requests: 100-token answers at the requests/s delivered, not at sessions/s */
+    double tps = json_number_value(json_object_get(cap, "output_tps"));
+    print_message("# output %.4g tok/s at %.3g req/s\n", tps, rps);
+    assert_near(tps / rps, 100, 2);
     json_t *turns = json_object_get(cs, "turns");
     assert_true(json_array_size(turns) >= 3);
     json_decref(j);

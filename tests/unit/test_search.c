@@ -269,7 +269,8 @@ static void pooled_pass_shows_a_passing_run(void **state)
     assert_true(r[k.pass_index].value_ms[0] <= 1500);
 }
 
-/* Output tok/s at capacity rests on the capacity, not on the arrivals a window happened to get:
+/* Output tok/s at capacity rests on the capacity, not on the arrivals a window happened to get
+ * (with sessions, on the requests the windows delivered):
  * two replicates at 7.9 req/s whose windows delivered 7.2 and 8.4 req/s of 300-token answers
  * (2,160 and 2,520 tok/s) give 7.9 x 300 tok/s; without the per-request figure (a database
  * written before it) the windows' mean rate stands. */
@@ -293,6 +294,14 @@ static void output_tps_rests_on_the_capacity(void **state)
     assert_true(k.has_pass && k.pass_rate == 7.9 && k.capacity_rps == 7.9);
     assert_near(k.output_tps, 7.9 * 300, 1e-9);
     assert_near(k.sustained_rps, 7.8, 1e-9); /* the windows' own figure stays as evidence */
+    /* multi-turn sessions: the rate counts session starts, the tokens come with the requests the
+     * windows delivered (7.8 req/s of them) */
+    p.sessions = 1;
+    st_capacity_sustained(&p, r, 3, &k);
+    assert_true(k.capacity_rps == 7.9);
+    assert_near(k.output_tps, 7.8 * 300, 1e-9);
+    assert_near(k.out_tokens_mean, 300, 1e-9);
+    p.sessions = 0;
     r[0].out_tokens_mean = r[1].out_tokens_mean = NAN;
     st_capacity_sustained(&p, r, 3, &k);
     assert_near(k.output_tps, 7.8 * 300, 1e-9);
