@@ -215,7 +215,9 @@ int st_calib_add_audit(st_calib_set *s, const char *dir, const char *config, dou
         snprintf(err, errlen, "%s: no results database (%s: an audit's output folder has one)", dir, ST_STORE_FILE);
         return -1;
     }
-    if (st_store_open_file(path, ST_STORE_READONLY, &store, err, errlen) < 0)
+    /* opened as `servetune report` opens it: a database from an older servetune gets its later
+     * columns (nothing else is written) */
+    if (st_store_open_file(path, 0, &store, err, errlen) < 0)
         return -1;
     int added = -1;
     st_audit_row a = { 0 };

@@ -860,7 +860,7 @@ void st_capacity_sustained(const st_sustained_params *p, const st_rate_result *r
     out->cliff = f.cliff;
     out->estimate = f.root;
     /* a call that is not confident leaves that side open up to the next rate tried (none: open) */
-    double below = lo > 0 ? q[lo - 1].rate : 0;
+    double below = lo > 0 ? q[lo - 1].rate : q[lo].rate / 2; /* nothing tried below: half, as above */
     double above = hi + 1 < np ? q[hi + 1].rate : INFINITY;
     double a = f.cliff ? q[lo].rate : f.ci_lo, b = f.cliff ? q[hi].rate : f.ci_hi;
     if (!f.cliff) {

@@ -83,13 +83,16 @@ static int check_context(const st_spec *s, const st_emu_config *cfg, char *e, si
         return 0;
     uint32_t ctx = cfg->max_model_len ? cfg->max_model_len : cfg->model.max_position;
     double r = s->workload.range_ratio;
-    double in = ceil(s->workload.input_tokens * (1 + r) - 1e-9), out = ceil(s->workload.output_tokens * (1 + r) - 1e-9);
+    /* the generator's longest lengths (load/workload.c): floor(L (1 + r)), vLLM's semantics ceil */
+    double (*up)(double) = s->workload.vllm_semantics ? ceil : floor;
+    double in = up(s->workload.input_tokens * (1 + r) - (s->workload.vllm_semantics ? 1e-9 : 0)),
+           out = up(s->workload.output_tokens * (1 + r) - (s->workload.vllm_semantics ? 1e-9 : 0));
     if (s->workload.vllm_semantics)
         in += s->workload.shared_prefix;
     const char *what = "the longest prompt";
     if (s->workload.sessions.on && s->workload.sessions.turns_max > 1) {
         /* the last turn carries the conversation so far: every earlier answer and user text */
-        in += (s->workload.sessions.turns_max - 1) * (out + ceil(s->workload.sessions.user_tokens * (1 + r) - 1e-9));
+        in += (s->workload.sessions.turns_max - 1) * (out + floor(s->workload.sessions.user_tokens * (1 + r)));
         what = "the longest session's last turn";
     }
     if (ctx == 0 || in + out <= ctx)

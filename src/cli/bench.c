@@ -113,6 +113,7 @@ typedef struct bench_args {
     double range_ratio, rate, trace_rate, burstiness, timeout, max_lag_ms, spin_us;
     double slo_ttft, slo_tpot, slo_e2e, slo_ttfat;
     int insecure, quiet, no_stream;
+    int n_by_user; /* -n or --num-prompts given (not a dataset's default) */
     /* traces */
     st_cli_trace tr;
     const char *trace_sessions;
@@ -299,6 +300,7 @@ static int map_vllm_names(bench_args *a, int npos, char **pos, char *url_buf, si
         a->prefix_tokens = a->random_prefix >= 0 ? a->random_prefix : 0;
         a->range_ratio = a->random_range >= 0 ? a->random_range : 0;
     }
+    a->n_by_user = a->num_requests >= 0 || a->num_prompts >= 0;
     if (a->num_prompts >= 0) {
         if (a->num_requests >= 0) {
             snprintf(err, errlen, "give --num-requests or --num-prompts, not both");
@@ -626,7 +628,8 @@ static int plan(bench *B, const st_opts_result *pr)
             dir[1] = '\0';
         else
             *slash = '\0';
-        if (access(dir, W_OK | X_OK) != 0) {
+        /* an existing file (e.g. /dev/stdout) needs only itself writable */
+        if (access(B->json_path, F_OK) == 0 ? access(B->json_path, W_OK) != 0 : access(dir, W_OK | X_OK) != 0) {
             char m[1200];
             snprintf(m, sizeof m, "cannot write %.400s: %.400s: %s", B->json_path, dir, strerror(errno));
             return st_cli_usage_error("bench", m);
@@ -659,9 +662,9 @@ static int plan(bench *B, const st_opts_result *pr)
                                            "hold to a limit (drop the TPOT term, or stream)");
     if (a->sessions && a->trace)
         return st_cli_usage_error("bench", "--sessions makes synthetic sessions; a trace brings its own (--trace)");
-    if (a->sessions && B->n_given)
-        return st_cli_usage_error("bench", "-n counts requests; with --sessions the run is --sessions N sessions of "
-                                           "--turns turns each (drop -n)");
+    if (a->sessions && a->n_by_user)
+        return st_cli_usage_error("bench", "-n / --num-prompts count requests; with --sessions the run is --sessions "
+                                           "N sessions of --turns turns each (drop it)");
     if (!(a->timeout > 0))
         return st_cli_usage_error("bench", "--timeout must be > 0 (a request's time limit)");
     if ((a->turns || a->think_exp) && !a->sessions)

@@ -5,6 +5,8 @@
 
 #include "cli/cli.h"
 
+#define ST_HELP_WORDS_MAX 4 /* "servetune help trace stats": the words passed on */
+
 static const st_cmd commands[] = {
     { "audit", cmd_audit, "run every configuration of an audit spec, find capacity at the SLO, price it" },
     { "plan", cmd_plan, "the cheapest GPU, quantization and engine limits for an SLO, on the engine model, priced" },
@@ -42,8 +44,14 @@ int main(int argc, char **argv)
         /* "servetune help COMMAND" is "servetune COMMAND --help" */
         for (const st_cmd *c = commands; c->name; c++)
             if (!strcmp(argv[2], c->name)) {
-                char *hv[] = { argv[2], "--help", NULL };
-                return c->fn(2, hv);
+                /* its words (e.g. "trace stats"), then --help */
+                char *hv[ST_HELP_WORDS_MAX + 2];
+                int n = 0;
+                for (int i = 2; i < argc && n < ST_HELP_WORDS_MAX; i++)
+                    hv[n++] = argv[i];
+                hv[n++] = "--help";
+                hv[n] = NULL;
+                return c->fn(n, hv);
             }
         fprintf(stderr, "servetune: unknown command '%s'\n", argv[2]);
         usage(stderr);

@@ -91,30 +91,30 @@ static smap_ent *smap_get(loader *L, uint64_t key, int *created)
     return &L->map[h];
 }
 
-static void unique_ids(uint32_t *ids, uint32_t n, uint64_t index)
+static void unique_ids(uint32_t *ids, uint32_t n, uint64_t index, uint64_t salt)
 {
-    st_workload_fill_ids(TRACE_UNIQUE_SEED ^ ((index + 1) * 0xbf58476d1ce4e5b9ULL), ids, n);
+    st_workload_fill_ids(TRACE_UNIQUE_SEED ^ salt ^ ((index + 1) * 0xbf58476d1ce4e5b9ULL), ids, n);
 }
 
 /* A row's own prompt as ids (everything but the history of a session). */
-static int own_ids(const st_trace_row *row, uint32_t n, uint64_t index, int later_turn, uint32_t *ids)
+static int own_ids(const st_trace_row *row, uint32_t n, uint64_t index, int later_turn, uint64_t salt, uint32_t *ids)
 {
     if (later_turn) {
-        st_workload_fill_ids(TRACE_NEW_SEED ^ mix64(index + 1), ids, n);
+        st_workload_fill_ids(TRACE_NEW_SEED ^ salt ^ mix64(index + 1), ids, n);
         return 0;
     }
     if (row->n_hash) {
         uint32_t bs = row->block_size, k = 0;
         for (uint32_t b = 0; b < row->n_hash && k < n; b++) {
             uint32_t m = n - k < bs ? n - k : bs;
-            st_workload_fill_ids(TRACE_BLOCK_SEED ^ mix64(row->hash_ids[b] + 1), ids + k, m);
+            st_workload_fill_ids(TRACE_BLOCK_SEED ^ salt ^ mix64(row->hash_ids[b] + 1), ids + k, m);
             k += m;
         }
         if (k < n)
-            unique_ids(ids + k, n - k, index);
+            unique_ids(ids + k, n - k, index, salt);
         return 0;
     }
-    unique_ids(ids, n, index);
+    unique_ids(ids, n, index, salt);
     return 0;
 }
 
@@ -169,6 +169,8 @@ static int on_row(void *arg, const st_trace_row *row, char *err, size_t errlen)
         it->turn = row->turn;
     }
     st_work_item *nat = row->item;
+    if (nat && row->item_generated && o->salt && nat->input_ids) /* this run's own ids for it */
+        st_trace_generated_ids(nat, L->n, o->salt);
     if (later && o->sessions == ST_TRACE_SESSIONS_FLAT) {
         /* the previous prompt, a stand-in answer of the recorded length, the new text */
         st_work_item *prev = &L->items[se->last];
@@ -206,13 +208,13 @@ static int on_row(void *arg, const st_trace_row *row, char *err, size_t errlen)
                 return -1;
             }
             memcpy(it->input_ids, prev->input_ids, (size_t)prev->input_len * sizeof *it->input_ids);
-            st_workload_fill_ids(TRACE_ANSWER_SEED ^ mix64(se->last + 1), it->input_ids + prev->input_len,
+            st_workload_fill_ids(TRACE_ANSWER_SEED ^ o->salt ^ mix64(se->last + 1), it->input_ids + prev->input_len,
                                  prev->output_len);
             uint32_t *nw = it->input_ids + prev->input_len + prev->output_len;
             if (nat && nat->input_ids)
                 memcpy(nw, nat->input_ids, (size_t)newl * sizeof *nw);
             else
-                own_ids(row, newl, idx, 1, nw);
+                own_ids(row, newl, idx, 1, o->salt, nw);
         }
         it->input_len = (uint32_t)full;
         it->prefix_group = prev->prefix_group;
@@ -235,7 +237,7 @@ static int on_row(void *arg, const st_trace_row *row, char *err, size_t errlen)
                 st_errf(err, errlen, "out of memory");
                 return -1;
             }
-            own_ids(row, it->input_len, idx, later, it->input_ids);
+            own_ids(row, it->input_len, idx, later, o->salt, it->input_ids);
         }
         if (later) {
             /* REPLAY: linked to the turn before; sent when it ends */

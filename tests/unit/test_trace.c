@@ -56,6 +56,19 @@ static void mooncake_blocks_shared(void **state)
     assert_memory_equal(w.items[0].input_ids + 512, w.items[3].input_ids + 512, 488 * sizeof(uint32_t));
     assert_memory_not_equal(w.items[0].input_ids + 512, w.items[1].input_ids + 512, 188 * sizeof(uint32_t));
     st_workload_free(&w);
+    /* another salt (an audit's next run): other ids, the same sharing among the requests */
+    st_workload w2, w3;
+    st_trace_load_opts so;
+    opts(&so);
+    so.salt = 0x5eed;
+    assert_int_equal(load(t, NULL, &w2, &c, &f, err, sizeof err), 0);
+    assert_int_equal(load(t, &so, &w3, &c, &f, err, sizeof err), 0);
+    assert_memory_not_equal(w2.items[0].input_ids, w3.items[0].input_ids, 512 * sizeof(uint32_t));
+    for (int i = 1; i < 4; i++)
+        assert_memory_equal(w3.items[0].input_ids, w3.items[i].input_ids, 512 * sizeof(uint32_t));
+    assert_memory_equal(w3.items[0].input_ids + 512, w3.items[3].input_ids + 512, 488 * sizeof(uint32_t));
+    st_workload_free(&w2);
+    st_workload_free(&w3);
     /* a different block size must be given */
     expect_error("{\"timestamp\": 0, \"input_length\": 1000, \"output_length\": 1, \"hash_ids\": [0, 1, 2]}\n", NULL,
                  "t:1: hash_ids has 3 blocks, but input_length 1000 needs 2 blocks of 512 tokens");
