@@ -42,6 +42,7 @@ void st_calib_set_free(st_calib_set *s)
         free(s->runs[i].ids);
     }
     free(s->runs);
+    st_strv_free(&s->configs);
     memset(s, 0, sizeof *s);
 }
 
@@ -171,20 +172,19 @@ static int in_list(const char *list, const char *name)
     return 0;
 }
 
-/* Every name of the comma-separated list is a configuration of spec; else err names the first
- * that is not and the ones there are. */
-static int check_configs(const st_spec *spec, const char *dir, const char *list, char *err, size_t errlen)
+int st_calib_check_configs(const st_calib_set *s, const char *list, char *err, size_t errlen)
 {
     for (const char *p = list; *p;) {
         const char *e = strchr(p, ',');
         int len = e ? (int)(e - p) : (int)strlen(p);
         int found = 0;
-        for (int i = 0; i < spec->n_configs && !found; i++)
-            found = (int)strlen(spec->configs[i].name) == len && !strncmp(spec->configs[i].name, p, (size_t)len);
+        for (int i = 0; i < s->configs.n && !found; i++)
+            found = (int)strlen(s->configs.v[i]) == len && !strncmp(s->configs.v[i], p, (size_t)len);
         if (!found) {
-            size_t o = (size_t)snprintf(err, errlen, "%s: no configuration '%.*s' in its audit (it has:", dir, len, p);
-            for (int i = 0; i < spec->n_configs && o < errlen; i++)
-                o += (size_t)snprintf(err + o, errlen - o, "%s %s", i ? "," : "", spec->configs[i].name);
+            size_t o =
+                (size_t)snprintf(err, errlen, "--config: no configuration '%.*s' in the audits (they have:", len, p);
+            for (int i = 0; i < s->configs.n && o < errlen; i++)
+                o += (size_t)snprintf(err + o, errlen - o, "%s %s", i ? "," : "", s->configs.v[i]);
             if (o < errlen)
                 snprintf(err + o, errlen - o, ")");
             return -1;
@@ -238,8 +238,15 @@ int st_calib_add_audit(st_calib_set *s, const char *dir, const char *config, dou
     if (st_spec_parse(a.spec_path ? a.spec_path : "spec", a.spec_text, strlen(a.spec_text), &spec, err, errlen) < 0)
         goto out;
     have_spec = 1;
-    if (config && check_configs(&spec, dir, config, err, errlen) < 0)
-        goto out;
+    for (int i = 0; i < spec.n_configs; i++) { /* the names, once each, for st_calib_check_configs */
+        int seen = 0;
+        for (int k = 0; k < s->configs.n && !seen; k++)
+            seen = !strcmp(s->configs.v[k], spec.configs[i].name);
+        if (!seen && st_strv_push(&s->configs, spec.configs[i].name)) {
+            snprintf(err, errlen, "out of memory");
+            goto out;
+        }
+    }
     if (st_store_runs_get(store, NULL, &runs, &nruns) < 0) {
         snprintf(err, errlen, "%s: %s", dir, st_store_errmsg(store));
         goto out;

@@ -238,16 +238,17 @@ int st_spec_warnings(const st_spec *s, st_buf *out)
     if (!st_exec_model_supported(s, why, sizeof why))
         return n;
     /* the emulator times one GPU, the report prices another */
-    if (hw_known && s->engine.kind == ST_ENGINE_EMULATOR && s->n_configs > 0) {
+    for (int i = 0; hw_known && s->engine.kind == ST_ENGINE_EMULATOR && i < s->n_configs; i++) {
         st_emu_config cfg;
         char err[512];
-        if (st_exec_model_config(s, &s->configs[0], &cfg, NULL, 0, NULL, err, sizeof err) == 0 &&
+        if (st_exec_model_config(s, &s->configs[i], &cfg, NULL, 0, NULL, err, sizeof err) == 0 &&
             strcmp(cfg.gpu.name, hw.name)) {
             st_buf_printf(out,
-                          "hardware.gpu is %s but the emulator runs %s (its --gpu): the report prices one and "
-                          "measures the other\n",
-                          hw.name, cfg.gpu.name);
+                          "hardware.gpu is %s but the emulator runs %s (--gpu) for configuration '%s': the report "
+                          "prices one and measures the other\n",
+                          hw.name, cfg.gpu.name, s->configs[i].name);
             n++;
+            break; /* once: the others read the same */
         }
     }
     for (int i = 0; i < s->n_configs; i++) {

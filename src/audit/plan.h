@@ -85,7 +85,8 @@ typedef struct st_plan_stats {
 } st_plan_stats;
 
 /* Searches c[0..n): every candidate ends in one of the states above, the OK ones with usd_per_1m
- * and rank, the frontiers marked. out_tokens: mean output tokens per request (for the bound).
+ * and rank, the frontiers marked. out_tokens: the most output tokens per request (for the bound:
+ * a candidate is priced on the tokens its runs delivered).
  * top_k >= 1. Returns the index of the cheapest OK candidate, or -1 when none met the SLO. */
 int st_plan_search(st_plan_candidate *c, int n, int top_k, double out_tokens, const st_plan_ops *ops, int threads,
                    st_plan_stats *stats);

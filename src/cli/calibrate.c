@@ -153,6 +153,10 @@ int cmd_calibrate(int argc, char **argv)
         if (!quiet)
             fprintf(stderr, "servetune calibrate: %s: %d measured run%s\n", res.pos[i], k, k == 1 ? "" : "s");
     }
+    if (configs.n && res.npos && st_calib_check_configs(&set, config, err, sizeof err) < 0) {
+        fprintf(stderr, "servetune calibrate: %s\n", err);
+        goto out;
+    }
     if (bench.n > 0) {
         st_emu_config cfg;
         if (engine_config(engine, &cfg, err, sizeof err) < 0) {

@@ -362,8 +362,11 @@ int cmd_plan(int argc, char **argv)
         fprintf(stderr, "servetune plan: %d candidates on the engine model (%s)...\n", r.n, prices.origin);
     st_ns t0 = st_now();
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    r.best = st_plan_search(cand, r.n, k, spec.workload.output_tokens > 0 ? spec.workload.output_tokens : 1, &ops,
-                            cpus > 0 ? (int)cpus : 1, &r.stats);
+    /* the bound's tokens per request: the most a request can have (a candidate is priced on what
+     * its runs delivered, at most that), so the bound stays below every candidate's cost */
+    double out_max =
+        spec.workload.output_tokens > 0 ? spec.workload.output_tokens * (1 + spec.workload.range_ratio) : 1;
+    r.best = st_plan_search(cand, r.n, k, out_max, &ops, cpus > 0 ? (int)cpus : 1, &r.stats);
     /* the current setup, the same way (never pruned) */
     st_plan_baseline(&spec, &r.baseline);
     st_plan_candidate *b = &r.baseline;

@@ -368,7 +368,7 @@ static void cost_charts(st_buf *h, const st_html_report *r, const ord *o)
         const st_html_config *c = o[k].c;
         const char *note = c->status == ST_HTML_CFG_NONE_PASSED   ? "none passed"
                            : c->status == ST_HTML_CFG_NOT_STARTED ? (c->ran ? "engine failed" : "did not start")
-                           : c->status == ST_HTML_CFG_NOT_RUN     ? "not run"
+                           : c->status == ST_HTML_CFG_NOT_RUN     ? (c->ran ? "no verdict" : "not run")
                                                                   : "no value";
         int ok = c->status == ST_HTML_CFG_OK;
         char v[32];
@@ -431,6 +431,7 @@ static void results_table(st_buf *h, const st_html_report *r, const ord *o)
         if (c->status != ST_HTML_CFG_OK) {
             const char *what = c->status == ST_HTML_CFG_NONE_PASSED   ? "none passed"
                                : c->status == ST_HTML_CFG_NOT_STARTED ? (c->ran ? "engine failed" : "did not start")
+                               : c->ran                               ? "no verdict"
                                                                       : "not run";
             st_buf_printf(h, "<td class=\"none\" colspan=\"%d\">%s", ncols - 1, what);
             if (c->status_text && *c->status_text) {

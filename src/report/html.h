@@ -84,7 +84,7 @@ typedef struct st_html_config {
     int is_baseline; /* the current setup ("vs current" is against it) */
     int recommended; /* the headline's pick (highlighted) */
     st_html_cfg_status status;
-    int ran;                 /* ST_HTML_CFG_NOT_STARTED: it did start, and failed while it ran */
+    int ran;                 /* it ran a rate: NOT_STARTED means it failed while it ran, NOT_RUN that no run decided */
     const char *status_text; /* why, when status is not OK; also shown under OK rows if set */
 
     /* results row (at the capacity rate) */

@@ -55,8 +55,8 @@ int st_report_headline(const st_report *r, st_buf *b)
     /* configurations measured (or that failed to start): an interrupted audit has not run them all */
     int tested = 0;
     for (int i = 0; i < r->n_cfg; i++)
-        tested += r->cfg[i].status != ST_REP_NOT_RUN;
-    int others = tested - (base->status != ST_REP_NOT_RUN);
+        tested += r->cfg[i].status != ST_REP_NOT_RUN || r->cfg[i].ran;
+    int others = tested - (base->status != ST_REP_NOT_RUN || base->ran);
     int not_run = r->n_cfg - tested;
     char untested[96] = "";
     if (not_run)
@@ -410,9 +410,10 @@ static void results_section(const st_report *r, st_buf *b)
         } else {
             const char *what = c->status == ST_REP_NONE_PASSED ? "none passed (see notes)"
                                : c->status == ST_REP_FAILED    ? (c->ran ? "engine failed: " : "did not start: ")
+                               : c->ran                        ? "no verdict: "
                                                                : "not run";
             st_buf_printf(b, " | %s", what);
-            if (c->status == ST_REP_FAILED)
+            if (c->status == ST_REP_FAILED || (c->status == ST_REP_NOT_RUN && c->ran))
                 st_md_text(b, c->note);
             st_buf_puts(b, " | - | - | - | - | - |\n");
         }

@@ -143,7 +143,7 @@ static void calibrated_prediction_matches_higher_rates(void **state)
     assert_true(file_has(outp, "no such folder"));
     const char *cu[] = { "calibrate", aud, "--config", "baseline,nosuch", "-o", calh, NULL };
     assert_int_equal(run_servetune(cu, 30), 2);
-    assert_true(file_has(outp, "no configuration 'nosuch' in its audit (it has: baseline)"));
+    assert_true(file_has(outp, "--config: no configuration 'nosuch' in the audits (they have: baseline)"));
     const char *cr[] = { "calibrate", aud, "--max-rate", "-3", "-o", calh, NULL };
     assert_int_equal(run_servetune(cr, 30), 2);
     assert_true(file_has(outp, "--max-rate must be > 0"));

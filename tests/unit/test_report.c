@@ -157,6 +157,8 @@ static void ran_but_undecided_is_not_not_run(void **state)
     assert_non_null(md);
     assert_non_null(strstr(md, "no capacity: its 1 run decided nothing (undecided) before the audit was interrupted"));
     assert_null(strstr(md, "**fp8-ckpt**: not run"));
+    assert_non_null(strstr(md, "| fp8-ckpt | no verdict: its 1 run decided nothing"));
+    assert_non_null(strstr(md, "Of the 6 configurations tested, ")); /* it ran: counted as tested */
     assert_non_null(strstr(md, "| no-prefix-cache | engine failed: crash: the engine exited or crashed"));
     assert_non_null(strstr(md, "the engine failed before any rate passed (crash"));
     st_store_close(s);
