@@ -101,7 +101,9 @@ static void print_traffic(const char *path, st_trace_format fmt, const st_trace_
                    t->peak_minute_rps, t->minutes_capped ? " (the first year only)" : "");
         else
             printf("%-22s mean %.3g req/s (shorter than a minute: no per-minute rates)\n", "Rate", t->mean_rps);
-        if (!isnan(t->gap_cv))
+        if (!isnan(t->gap_cv) && (t->gap_cv < ST_TRACE_CONSTANT_CV || !isfinite(t->gamma_shape)))
+            printf("%-22s CV of the gaps %.3g (evenly spaced; 1 = Poisson)\n", "Burstiness", t->gap_cv);
+        else if (!isnan(t->gap_cv))
             printf("%-22s CV of the gaps %.3g (gamma shape %.3g; 1 = Poisson)\n", "Burstiness", t->gap_cv,
                    t->gamma_shape);
         else

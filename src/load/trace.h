@@ -187,6 +187,10 @@ typedef struct st_trace_load_opts {
 } st_trace_load_opts;
 void st_trace_load_opts_default(st_trace_load_opts *o);
 
+/* Gaps whose coefficient of variation is below this are called evenly spaced: the advice replays
+ * them with a constant schedule (a gamma shape of 1/CV^2 would be huge, or infinite at 0). */
+#define ST_TRACE_CONSTANT_CV 0.05
+
 /* Largest number of prompt token ids a loaded trace may hold (4 bytes each). */
 #define ST_TRACE_LOAD_TOKENS_MAX ((uint64_t)1 << 28)
 

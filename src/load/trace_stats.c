@@ -566,16 +566,23 @@ void st_traffic_advise(const st_trace_stats *s, const st_traffic *t, const st_tr
         const char *kind = t->gap_cv > 1.2   ? "bursty"
                            : t->gap_cv < 0.8 ? "smoother than random"
                                              : "about as random as Poisson";
+        /* evenly spaced gaps have no gamma shape: a constant schedule replays them */
+        char how[96];
+        if (isfinite(t->gamma_shape) && t->gap_cv >= ST_TRACE_CONSTANT_CV)
+            snprintf(how, sizeof how, "--arrival gamma --burstiness %.3g", t->gamma_shape);
+        else
+            snprintf(how, sizeof how, "--arrival constant");
+        if (t->gap_cv < ST_TRACE_CONSTANT_CV)
+            kind = "evenly spaced";
         if (t->mean_rps > 0 && !isnan(t->peak_minute_rps))
             snprintf(L, sizeof a->lines[0],
                      "Arrivals are %s (CV of the gaps %.2f; 1 is Poisson); the busiest minute runs at %.1fx the mean "
-                     "rate: size replicas for the peak, and replay this shape with --arrival gamma --burstiness %.3g.",
-                     kind, t->gap_cv, t->peak_minute_rps / t->mean_rps, t->gamma_shape);
+                     "rate: size replicas for the peak, and replay this shape with %s.",
+                     kind, t->gap_cv, t->peak_minute_rps / t->mean_rps, how);
         else
             snprintf(L, sizeof a->lines[0],
-                     "Arrivals are %s (CV of the gaps %.2f; 1 is Poisson): replay this shape with --arrival gamma "
-                     "--burstiness %.3g.",
-                     kind, t->gap_cv, t->gamma_shape);
+                     "Arrivals are %s (CV of the gaps %.2f; 1 is Poisson): replay this shape with %s.", kind, t->gap_cv,
+                     how);
     }
 }
 

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "load/trace.h"
+
 #include "report/format.h"
 
 static double dnum(json_t *o, const char *k)
@@ -75,7 +77,9 @@ int st_rep_traffic_load(const char *json_text, st_rep_traffic *t)
                 dnum(r, "p50_minute_rps"), dnum(r, "p95_minute_rps"), dnum(r, "peak_minute_rps"));
         else
             row(t, "Rate", "mean %.3g req/s (shorter than a minute)", dnum(r, "mean_rps"));
-        if (!isnan(dnum(r, "gap_cv")))
+        if (!isnan(dnum(r, "gap_cv")) && (dnum(r, "gap_cv") < ST_TRACE_CONSTANT_CV || isnan(dnum(r, "gamma_shape"))))
+            row(t, "Burstiness", "CV of the gaps %.3g (1 = Poisson; evenly spaced)", dnum(r, "gap_cv"));
+        else if (!isnan(dnum(r, "gap_cv")))
             row(t, "Burstiness", "CV of the gaps %.3g (1 = Poisson; gamma shape %.3g)", dnum(r, "gap_cv"),
                 dnum(r, "gamma_shape"));
     } else {

@@ -141,6 +141,33 @@ static void rates_and_burstiness(void **state)
     st_buf_free(&b);
 }
 
+/* Evenly spaced arrivals (CV 0): the advice replays them with a constant schedule, not a gamma
+ * shape of 1/0. */
+static void evenly_spaced_arrivals(void **state)
+{
+    (void)state;
+    const char *t4 = "{\"timestamp\": 0, \"input_tokens\": 100, \"output_tokens\": 10}\n"
+                     "{\"timestamp\": 0.5, \"input_tokens\": 100, \"output_tokens\": 10}\n"
+                     "{\"timestamp\": 1.0, \"input_tokens\": 100, \"output_tokens\": 10}\n"
+                     "{\"timestamp\": 1.5, \"input_tokens\": 100, \"output_tokens\": 10}\n";
+    st_trace_counts c;
+    st_trace_stats *s = stats_of(t4, &c);
+    st_traffic t;
+    st_trace_stats_result(s, &t);
+    assert_near(t.gap_cv, 0, 1e-12);
+    st_traffic_advice a;
+    st_traffic_engine e = { 0 };
+    st_trace_stats_result(s, &t);
+    st_traffic_advise(s, &t, &e, &a);
+    int found = 0;
+    for (int i = 0; i < a.n_lines; i++) {
+        assert_null(strstr(a.lines[i], "nan"));
+        found |= strstr(a.lines[i], "evenly spaced") && strstr(a.lines[i], "--arrival constant");
+    }
+    assert_true(found);
+    st_trace_stats_free(s);
+}
+
 static void sessions_and_lengths(void **state)
 {
     (void)state;
@@ -171,6 +198,7 @@ int main(void)
     const struct CMUnitTest t[] = {
         cmocka_unit_test(prefix_shares_by_hand),
         cmocka_unit_test(rates_and_burstiness),
+        cmocka_unit_test(evenly_spaced_arrivals),
         cmocka_unit_test(sessions_and_lengths),
     };
     return cmocka_run_group_tests(t, NULL, NULL);
