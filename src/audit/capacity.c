@@ -623,7 +623,11 @@ void st_sustained_params_of(const st_spec *s, double forecast, st_sustained_para
     p->sessions = s->workload.sessions.on;
     p->slo = &s->slo;
     /* the window's requests must arrive within max_duration, after a warm phase */
-    p->min_rate = s->closed_loop ? 1 : s->search.min_window_requests / s->search.max_duration_s;
+    p->min_rate =
+        s->closed_loop
+            ? 1
+            : s->search.min_window_requests / s->search.max_duration_s /
+                  (s->workload.sessions.on && s->workload.kind == ST_WL_SYNTHETIC ? st_spec_turns_mean(s) : 1);
 }
 
 void st_sustained_next(const st_sustained_params *p, const st_rate_result *r, int n, st_next *out)
@@ -638,7 +642,7 @@ void st_sustained_next(const st_sustained_params *p, const st_rate_result *r, in
             runs++;
             spent += r[i].requests;
         }
-    const char *unit = p->integer ? "" : " req/s";
+    const char *unit = p->integer ? "" : p->sessions ? " sessions/s" : " req/s";
     const char *what = p->integer ? "concurrency " : "";
     double up = p->forecast > 0 ? 1.5 : 2;
     if (runs >= p->max_runs && p->max_runs > 0) {

@@ -1542,12 +1542,14 @@ int st_spec_check_bounds(const st_spec *s, char *err, size_t errlen)
         for (int i = 0; i < s->n_rates; i++)
             if (isfinite(s->rates[i]) && s->rates[i] < low)
                 low = s->rates[i];
-        if (isfinite(low) && s->search.min_window_requests / low > s->search.max_duration_s) {
+        /* requests per second at that rate: a synthetic session brings its mean turns */
+        double per = s->workload.sessions.on && s->workload.kind == ST_WL_SYNTHETIC ? st_spec_turns_mean(s) : 1;
+        if (isfinite(low) && s->search.min_window_requests / (low * per) > s->search.max_duration_s) {
             snprintf(err, errlen,
-                     "%s: at %g req/s (the lowest rate) the %u window requests arrive over %g s, longer than "
+                     "%s: at %g %s (the lowest rate) the %u window requests arrive over %g s, longer than "
                      "search.max_duration (%g s): raise max_duration, lower min_window_requests, or drop the rate",
-                     f, low, s->search.min_window_requests, s->search.min_window_requests / low,
-                     s->search.max_duration_s);
+                     f, low, st_spec_rate_unit(s), s->search.min_window_requests,
+                     s->search.min_window_requests / (low * per), s->search.max_duration_s);
             return -1;
         }
         if (!isfinite(low)) {

@@ -538,7 +538,9 @@ static void sustained_runs(const st_report *r, const st_rep_cfg *c, st_buf *b)
         "| %s | Verdict | Window (s, requests) | Delivered req/s (CI) | p95 TTFT ms (CI) | p95 TPOT ms (CI) | "
         "Engine s | Server: KV max / running max / waiting max / preemptions | Why |\n"
         "|---:|---|---|---|---|---|---:|---|---|\n",
-        r->spec.closed_loop ? "Concurrency" : "Offered (req/s)");
+        r->spec.closed_loop            ? "Concurrency"
+        : r->spec.workload.sessions.on ? "Offered (sessions/s)"
+                                       : "Offered (req/s)");
     for (int j = 0; j < c->n_runs; j++) {
         const st_run_row *w = &c->runs[j];
         const st_sustain_result *x = &c->sus[j];
