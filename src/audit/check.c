@@ -1,10 +1,12 @@
 #include "audit/check.h"
 #include "audit/sweep.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "audit/executor.h"
 #include "core/strv.h"
@@ -72,6 +74,7 @@ static void where(const st_spec *s, const st_spec_config *c, char *err, size_t e
 }
 
 #define ST_CHECK_GPU_KEYS_MAX 32 /* the catalog's GPU names listed in a warning */
+#define ST_CHECK_PATH_MAX 4096   /* a PATH entry joined with the program's name */
 
 /* The longest synthetic request against the engine's context (--max-model-len, else the model's):
  * the server refuses a request whose prompt plus requested output exceeds it, so a spec whose
@@ -217,10 +220,62 @@ int st_spec_check(const st_spec *s, char *err, size_t errlen)
     return st_sweep_check_bounds(s, err, errlen);
 }
 
+/* 1 when prog is an executable file: a path, or a name found on PATH. */
+static int program_found(const char *prog)
+{
+    if (strchr(prog, '/'))
+        return access(prog, X_OK) == 0;
+    const char *path = getenv("PATH");
+    char dir[ST_CHECK_PATH_MAX];
+    for (const char *p = path ? path : ""; *p;) {
+        const char *e = strchr(p, ':');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len && len + strlen(prog) + 2 < sizeof dir) {
+            snprintf(dir, sizeof dir, "%.*s/%s", (int)len, p, prog);
+            if (access(dir, X_OK) == 0)
+                return 1;
+        }
+        if (!e)
+            break;
+        p = e + 1;
+    }
+    return 0;
+}
+
+/* What a run would start, on this machine: its program on PATH, and llama.cpp's model file.
+ * Warnings, not errors: a spec is often checked away from the machine that runs it. */
+static int launch_warnings(const st_spec *s, st_buf *out)
+{
+    if (s->engine.kind == ST_ENGINE_EMULATOR || s->engine.kind == ST_ENGINE_ENDPOINT || s->n_configs == 0)
+        return 0;
+    int n = 0;
+    st_launch l;
+    char e[600];
+    if (st_spec_launch(s, &s->configs[0], 8000, "servetune", &l, e, sizeof e) == 0) {
+        if (l.argv.n > 0 && !program_found(l.argv.v[0])) {
+            st_buf_printf(out,
+                          "the engine's program '%s' is not on this machine's PATH: a run here would fail to start "
+                          "it (install it, put it on PATH, or set engine.command)\n",
+                          l.argv.v[0]);
+            n++;
+        }
+        st_launch_free(&l);
+    }
+    if (s->engine.kind == ST_ENGINE_LLAMACPP && s->engine.model && access(s->engine.model, R_OK) != 0) {
+        st_buf_printf(out, "the model file '%s' is not readable from here (%s): a run here would fail to start\n",
+                      s->engine.model, strerror(errno));
+        n++;
+    }
+    return n;
+}
+
 int st_spec_warnings(const st_spec *s, st_buf *out)
 {
     char why[256];
     int n = 0;
+    n += launch_warnings(s, out);
+    if (!st_exec_model_supported(s, why, sizeof why))
+        return n;
     /* hardware.gpu labels and prices the audit: a name the catalog does not know is allowed (a
      * GPU of one's own), but said, since the price list and the plan cannot use it */
     st_emu_gpu hw;
@@ -235,8 +290,7 @@ int st_spec_warnings(const st_spec *s, st_buf *out)
                          "price it\n");
         n++;
     }
-    if (!st_exec_model_supported(s, why, sizeof why))
-        return n;
+
     /* the emulator times one GPU, the report prices another */
     for (int i = 0; hw_known && s->engine.kind == ST_ENGINE_EMULATOR && i < s->n_configs; i++) {
         st_emu_config cfg;
