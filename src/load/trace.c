@@ -1534,7 +1534,7 @@ void st_trace_counts_describe(const st_trace_counts *c, char *out, size_t cap)
     st_buf_init(&b, cap ? cap - 1 : 0);
     st_buf_printf(&b, "%llu request rows, %llu kept", (unsigned long long)c->rows, (unsigned long long)c->kept);
     if (c->sessions)
-        st_buf_printf(&b, " (%llu sessions)", (unsigned long long)c->sessions);
+        st_buf_printf(&b, " (%llu session%s)", (unsigned long long)c->sessions, c->sessions == 1 ? "" : "s");
     const struct {
         uint64_t n;
         const char *what;

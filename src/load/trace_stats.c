@@ -523,8 +523,8 @@ void st_traffic_advise(const st_trace_stats *s, const st_traffic *t, const st_tr
         int n = snprintf(L, sizeof a->lines[0],
                          "The KV cache (%llu tokens%s%s) holds %.0f requests of the mean size (%.0f tokens) at "
                          "once, %.0f of the p99 size.",
-                         (unsigned long long)e->kv_tokens, e->what ? ", " : "", e->what ? e->what : "", a->kv_fit_mean,
-                         mean_total, a->kv_fit_p99);
+                         (unsigned long long)e->kv_tokens, e->what ? ", " : "", e->what ? e->what : "",
+                         floor(a->kv_fit_mean), mean_total, floor(a->kv_fit_p99)); /* whole requests that fit */
         if (!isnan(a->kv_fill_e2e_s) && n > 0 && (size_t)n < sizeof a->lines[0])
             snprintf(L + n, sizeof a->lines[0] - (size_t)n,
                      " At the %s rate (%.3g req/s) it fills when a request lasts longer than %.1f s on "
