@@ -39,6 +39,19 @@ static char *slurp(const char *path, size_t *len)
     return buf;
 }
 
+/* Writes every report of s into dir and returns report.md's text (slurp's buffer). */
+static char *written_md(st_store *s)
+{
+    char err[256] = "", p[512];
+    if (st_report_write_all(s, dir, err, sizeof err))
+        fail_msg("%s", err);
+    size_t len = 0;
+    snprintf(p, sizeof p, "%s/report.md", dir);
+    char *md = slurp(p, &len);
+    assert_non_null(md);
+    return md;
+}
+
 static void put_run(st_store *s, const char *cfg, int seq, double rate, const char *verdict, double delivered)
 {
     st_run_row r = { .config = (char *)cfg,
@@ -148,13 +161,7 @@ static void ran_but_undecided_is_not_not_run(void **state)
     assert_int_equal(r.cfg[4].status, ST_REP_NOT_RUN);
     assert_string_equal(r.cfg[4].note, "its 1 run decided nothing (undecided) before the audit was interrupted");
     st_report_free(&r);
-    if (st_report_write_all(s, dir, err, sizeof err))
-        fail_msg("%s", err);
-    char p[512];
-    size_t len = 0;
-    snprintf(p, sizeof p, "%s/report.md", dir);
-    char *md = slurp(p, &len);
-    assert_non_null(md);
+    char *md = written_md(s);
     assert_non_null(strstr(md, "no capacity: its 1 run decided nothing (undecided) before the audit was interrupted"));
     assert_null(strstr(md, "**fp8-ckpt**: not run"));
     assert_non_null(strstr(md, "| fp8-ckpt | no verdict: its 1 run decided nothing"));
@@ -173,14 +180,7 @@ static void same_replicas_headline(void **state)
     low_peak = 1;
     st_store *s = make_store(0);
     low_peak = 0;
-    char err[256] = "";
-    if (st_report_write_all(s, dir, err, sizeof err))
-        fail_msg("%s", err);
-    char p[512];
-    size_t len = 0;
-    snprintf(p, sizeof p, "%s/report.md", dir);
-    char *md = slurp(p, &len);
-    assert_non_null(md);
+    char *md = written_md(s);
     if (!strstr(md, "at the stated peak of 1.00 requests/s both need 1 replica (about $1,818 a month)"))
         fail_msg("%.1500s", md);
     assert_null(strstr(md, "1 replica instead of 1"));
