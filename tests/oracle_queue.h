@@ -33,6 +33,11 @@ static inline double oracle_queue_depart(oracle_queue *q, double arrival)
     return q->last_dep;
 }
 
+/* Every request in the system was cancelled (a client that stopped its run aborts what is still
+ * in flight): the slot frees now, as an engine drops aborted requests; without this the next
+ * run would queue behind the service of requests nobody waits for. */
+static inline void oracle_queue_empty(oracle_queue *q, double now) { q->last_dep = now; }
+
 /* The analytic capacity: the highest rate with p95 sojourn <= slo_s (0 when none). */
 static inline double oracle_mm1_capacity(double mu, double slo_s)
 {

@@ -61,7 +61,8 @@ static void on_cancel(void *arg, st_server_resp *r)
 {
     (void)r;
     ostream *s = arg;
-    s->o->in_system--;
+    if (--s->o->in_system == 0) /* the last one in the system aborted: no backlog is left */
+        oracle_queue_empty(&s->o->q, engine_now(s->o));
     stream_free(s);
 }
 
