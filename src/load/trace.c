@@ -1559,6 +1559,9 @@ void st_trace_counts_describe(const st_trace_counts *c, char *out, size_t cap)
     if (c->unsorted)
         st_buf_printf(&b, "; %llu rows earlier than the row before them (replayed in time order)",
                       (unsigned long long)c->unsorted);
+    if (c->unsorted && c->sessions) /* turns are told apart as the rows come */
+        st_buf_puts(&b, "; its sessions' turns are taken in the file's order: sort the log by time (oldest first) "
+                        "for them");
     if (cap) {
         size_t n = b.len < cap - 1 ? b.len : cap - 1;
         memcpy(out, b.data ? b.data : "", n);

@@ -224,6 +224,17 @@ static void litellm_spend_logs(void **state)
     assert_memory_equal(w.items[0].input_ids, w.items[1].input_ids, 100 * sizeof(uint32_t));
     assert_true(w.items[1].arrival == 3500 * ST_NS_PER_MS);
     st_workload_free(&w);
+    /* the same log newest first (as LiteLLM lists it): the counts say its sessions need sorting */
+    const char *rev = "[{\"prompt_tokens\": 145, \"completion_tokens\": 12, \"startTime\": \"2025-01-15T10:20:34Z\", "
+                      "\"session_id\": \"s1\", \"status\": \"success\"},\n"
+                      " {\"prompt_tokens\": 100, \"completion_tokens\": 30, \"startTime\": \"2025-01-15T10:20:30Z\", "
+                      "\"session_id\": \"s1\", \"status\": \"success\"}]\n";
+    assert_int_equal(load(rev, NULL, &w, &c, NULL, err, sizeof err), 0);
+    char line[512];
+    st_trace_counts_describe(&c, line, sizeof line);
+    assert_int_equal(c.unsorted, 1);
+    assert_non_null(strstr(line, "sort the log by time (oldest first)"));
+    st_workload_free(&w);
     /* model filter matches model_group or model */
     opts(&o);
     o.read.model = "qwen3-8b";
