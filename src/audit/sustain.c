@@ -540,12 +540,25 @@ static int levelled(const st_sustain *s, const view *v, double e2e)
     return b <= a * (1 + ST_SUSTAIN_LEVEL) + P; /* (one request of slack) */
 }
 
+/* How long the warm phase lasts at least, at a median E2E of e: warmup_e2e E2Es, and with sessions
+ * a session's whole span (its think time and an E2E per later turn). */
+static double warm_needed(const st_sustain *s, double e)
+{
+    double w = s->p.warmup_e2e * e;
+    if (s->p.session_turns > 1) {
+        double span = s->p.session_think_s + (s->p.session_turns - 1) * e;
+        w = span > w ? span : w;
+    }
+    return w;
+}
+
 /* Where growth tests start: after the ramp-up, and one current median E2E after the first
  * arrival (the engine filling up is no growth). */
 static double growth_start(const st_sustain *s, const census *c)
 {
+    /* (with sessions, after a session's span: the later turns joining is no growth either) */
     double t =
-        (isnan(c->first_arrival) ? 0 : c->first_arrival) + s->p.warmup_e2e * (isnan(c->e2e_recent) ? 0 : c->e2e_recent);
+        (isnan(c->first_arrival) ? 0 : c->first_arrival) + warm_needed(s, isnan(c->e2e_recent) ? 0 : c->e2e_recent);
     return isnan(s->ramp_s) || t > s->ramp_s ? t : s->ramp_s;
 }
 
@@ -554,7 +567,7 @@ static int fits(const st_sustain *s, const view *v, const census *c, double *end
 {
     double e = c->e2e_recent;
     double t0 = isnan(c->first_arrival) ? 0 : c->first_arrival;
-    double w0 = !isnan(s->warm_end_s) ? s->warm_end_s : t0 + s->p.warmup_e2e * e;
+    double w0 = !isnan(s->warm_end_s) ? s->warm_end_s : t0 + warm_needed(s, e);
     if (isnan(s->warm_end_s) && w0 < v->now)
         w0 = v->now;
     *end = w0 + window_needed(s, e) + e;
@@ -646,7 +659,7 @@ int st_sustain_step(st_sustain *s, const st_record *recs, uint32_t n, st_ns now,
     }
     if (s->phase == ST_SUS_WARM) {
         double since = v.now - (isnan(c.first_arrival) ? 0 : c.first_arrival);
-        if (v.now >= s->ramp_s && since >= s->p.warmup_e2e * c.e2e_recent && levelled(s, &v, c.e2e_recent)) {
+        if (v.now >= s->ramp_s && since >= warm_needed(s, c.e2e_recent) && levelled(s, &v, c.e2e_recent)) {
             s->warm_end_s = v.now;
             s->phase = ST_SUS_WINDOW;
         }
@@ -686,9 +699,10 @@ int st_sustain_step(st_sustain *s, const st_record *recs, uint32_t n, st_ns now,
     double end;
     if ((s->phase == ST_SUS_WARM || s->phase == ST_SUS_WINDOW) && s->hits == 0 && !fits(s, &v, &c, &end)) {
         snprintf(why, sizeof why,
-                 "undecided: at a median E2E of %.3g s, the warm phase (%g x E2E), the window (%.3g s) and its drain "
-                 "would end at %.0f s, after max_duration (%g s)",
-                 c.e2e_recent, s->p.warmup_e2e, window_needed(s, c.e2e_recent), end, s->p.max_duration_s);
+                 "undecided: at a median E2E of %.3g s, the warm phase (%.3g s%s), the window (%.3g s) and its "
+                 "drain would end at %.0f s, after max_duration (%g s)",
+                 c.e2e_recent, warm_needed(s, c.e2e_recent), s->p.session_turns > 1 ? ", a session's span" : "",
+                 window_needed(s, c.e2e_recent), end, s->p.max_duration_s);
         s->undecided = 1;
         stop_with(s, v.now, why);
         return 1;

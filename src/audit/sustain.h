@@ -92,6 +92,11 @@ typedef struct st_sustain_params {
     int early_stop;         /* stop at once when over-saturated or the SLO is missed with confidence */
     uint32_t max_in_flight; /* the most requests the client keeps in flight (open connections); more:
                                over-saturated. 0: no limit */
+    /* Multi-turn sessions: a session's mean turns and mean total think time (s). The warm phase
+     * lasts at least a session's span (its think time plus an E2E per later turn), so that the
+     * window sees every turn in its steady mix, not only the first turns of sessions just begun.
+     * 0: no sessions. */
+    double session_turns, session_think_s;
 } st_sustain_params;
 
 /* The controller's state, carried from one evaluation to the next. */

@@ -649,6 +649,31 @@ static double requests_per_start(const st_workload *w)
     return ns ? (double)w->n / ns : 1;
 }
 
+/* A session's mean turns and mean total think time (s): 0 and 0 without sessions. */
+static void session_span(const st_workload *w, double *turns, double *think_s)
+{
+    *turns = *think_s = 0;
+    uint32_t ns = w->n - w->n_dependent, sessions = 0;
+    if (!w->n_dependent)
+        return;
+    double t = 0, n = 0;
+    for (uint32_t i = 0; i < ns; i++) {
+        if (!w->items[i].session)
+            continue;
+        sessions++;
+        n++;
+        /* the chain of later turns (next 0: none; bounded by the workload's size) */
+        for (uint32_t j = w->items[i].next, k = 0; j && j < w->n && k < w->n; j = w->items[j].next, k++) {
+            t += st_ns_to_s(w->items[j].think);
+            n++;
+        }
+    }
+    if (sessions) {
+        *turns = n / sessions;
+        *think_s = t / sessions;
+    }
+}
+
 /* Drives the run of workload w on schedule sched under the controller and judges it. */
 static int sustained_exec(sweep *S, cfgrun *cr, const st_next *nx, st_workload *w, const st_ns *sched, st_run_row *row,
                           st_exec_out *out, st_sustain_result *res)
@@ -666,6 +691,7 @@ static int sustained_exec(sweep *S, cfgrun *cr, const st_next *nx, st_workload *
                              .planned = w->n,
                              .early_stop = s->search.early_stop,
                              .max_in_flight = max_in_flight() };
+    session_span(w, &sp.session_turns, &sp.session_think_s);
     st_sustain ctl;
     st_sustain_init(&ctl, &sp);
     rate_ctx R = {

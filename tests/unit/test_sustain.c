@@ -234,6 +234,28 @@ static void bound_hit_is_undecided(void **state)
     free(s);
 }
 
+/* Multi-turn sessions: the warm phase lasts at least a session's span (its think time and an E2E
+ * per later turn), so the window opens once later turns are in their steady mix. */
+static void sessions_warm_for_a_session_span(void **state)
+{
+    (void)state;
+    synth *s = calloc(1, sizeof *s);
+    st_audit_slo slo = slo_of(1000);
+    make_run(s, 5, 10, 3000, 21);
+    st_sustain_params p = params(&slo, 5, s->n);
+    p.session_turns = 3;
+    p.session_think_s = 40;
+    st_sustain c;
+    st_sustain_init(&c, &p);
+    st_sustain_result r;
+    drive(s, &c, &r);
+    print_message("# sessions: window from %.1f s (%s)\n", r.window_start_s, r.why);
+    assert_int_equal(r.verdict, ST_VERDICT_PASS);
+    assert_true(r.window_start_s >= 40);
+    free_run(s);
+    free(s);
+}
+
 /* The run's schedule ends in the window phase (250 requests at 5 req/s: 50 s, the window needing
  * 300): the window ends there and drains. Meeting the SLO, it is undecided (too short to show a
  * pass) and says why; missing it with confidence (lam 8, mu 10, p95 1.5 s against 0.2 s, with no
@@ -366,13 +388,10 @@ static void filling_batch_is_not_an_overload(void **state)
 int main(void)
 {
     const struct CMUnitTest t[] = {
-        cmocka_unit_test(steady_queue_is_sustained),
-        cmocka_unit_test(growing_queue_is_oversaturated),
-        cmocka_unit_test(missed_slo_is_called),
-        cmocka_unit_test(bound_hit_is_undecided),
-        cmocka_unit_test(schedule_ending_in_the_window),
-        cmocka_unit_test(failing_requests_stop_the_run),
-        cmocka_unit_test(filling_batch_is_not_an_overload),
+        cmocka_unit_test(steady_queue_is_sustained),     cmocka_unit_test(growing_queue_is_oversaturated),
+        cmocka_unit_test(missed_slo_is_called),          cmocka_unit_test(bound_hit_is_undecided),
+        cmocka_unit_test(schedule_ending_in_the_window), cmocka_unit_test(sessions_warm_for_a_session_span),
+        cmocka_unit_test(failing_requests_stop_the_run), cmocka_unit_test(filling_batch_is_not_an_overload),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }
