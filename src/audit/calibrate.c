@@ -156,47 +156,23 @@ static const st_spec_config *find_config(const st_spec *s, const char *name)
     return NULL;
 }
 
-/* name is one of the comma-separated names of list */
-static int in_list(const char *list, const char *name)
+int st_calib_check_configs(const st_calib_set *s, const st_strv *names, char *err, size_t errlen)
 {
-    size_t n = strlen(name);
-    for (const char *p = list; *p;) {
-        const char *e = strchr(p, ',');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len == n && !strncmp(p, name, n))
-            return 1;
-        if (!e)
-            break;
-        p = e + 1;
+    for (int k = 0; k < names->n; k++) {
+        if (st_strv_has(&s->configs, names->v[k]))
+            continue;
+        size_t o =
+            (size_t)snprintf(err, errlen, "--config: no configuration '%s' in the audits (they have:", names->v[k]);
+        for (int i = 0; i < s->configs.n && o < errlen; i++)
+            o += (size_t)snprintf(err + o, errlen - o, "%s %s", i ? "," : "", s->configs.v[i]);
+        if (o < errlen)
+            snprintf(err + o, errlen - o, ")");
+        return -1;
     }
     return 0;
 }
 
-int st_calib_check_configs(const st_calib_set *s, const char *list, char *err, size_t errlen)
-{
-    for (const char *p = list; *p;) {
-        const char *e = strchr(p, ',');
-        int len = e ? (int)(e - p) : (int)strlen(p);
-        int found = 0;
-        for (int i = 0; i < s->configs.n && !found; i++)
-            found = (int)strlen(s->configs.v[i]) == len && !strncmp(s->configs.v[i], p, (size_t)len);
-        if (!found) {
-            size_t o =
-                (size_t)snprintf(err, errlen, "--config: no configuration '%.*s' in the audits (they have:", len, p);
-            for (int i = 0; i < s->configs.n && o < errlen; i++)
-                o += (size_t)snprintf(err + o, errlen - o, "%s %s", i ? "," : "", s->configs.v[i]);
-            if (o < errlen)
-                snprintf(err + o, errlen - o, ")");
-            return -1;
-        }
-        if (!e)
-            break;
-        p = e + 1;
-    }
-    return 0;
-}
-
-int st_calib_add_audit(st_calib_set *s, const char *dir, const char *config, double max_rate, int allow_prediction,
+int st_calib_add_audit(st_calib_set *s, const char *dir, const st_strv *configs, double max_rate, int allow_prediction,
                        char *err, size_t errlen)
 {
     st_store *store = NULL;
@@ -238,15 +214,11 @@ int st_calib_add_audit(st_calib_set *s, const char *dir, const char *config, dou
     if (st_spec_parse(a.spec_path ? a.spec_path : "spec", a.spec_text, strlen(a.spec_text), &spec, err, errlen) < 0)
         goto out;
     have_spec = 1;
-    for (int i = 0; i < spec.n_configs; i++) { /* the names, once each, for st_calib_check_configs */
-        int seen = 0;
-        for (int k = 0; k < s->configs.n && !seen; k++)
-            seen = !strcmp(s->configs.v[k], spec.configs[i].name);
-        if (!seen && st_strv_push(&s->configs, spec.configs[i].name)) {
+    for (int i = 0; i < spec.n_configs; i++) /* the names, once each, for st_calib_check_configs */
+        if (!st_strv_has(&s->configs, spec.configs[i].name) && st_strv_push(&s->configs, spec.configs[i].name)) {
             snprintf(err, errlen, "out of memory");
             goto out;
         }
-    }
     if (st_store_runs_get(store, NULL, &runs, &nruns) < 0) {
         snprintf(err, errlen, "%s: %s", dir, st_store_errmsg(store));
         goto out;
@@ -254,7 +226,7 @@ int st_calib_add_audit(st_calib_set *s, const char *dir, const char *config, dou
     added = 0;
     for (int i = 0; i < nruns; i++) {
         st_run_row *rr = &runs[i];
-        if (config && !in_list(config, rr->config))
+        if (configs && !st_strv_has(configs, rr->config))
             continue;
         if (!rr->verdict || (strcmp(rr->verdict, "pass") && strcmp(rr->verdict, "fail")) || rr->stopped_early ||
             rr->completed < CAL_MIN_REQUESTS)

@@ -47,15 +47,15 @@ void st_calib_set_init(st_calib_set *s);
 void st_calib_set_free(st_calib_set *s);
 
 /* Adds the runs of an audit directory: every finished rate run (not skipped, not errored) of
- * every configuration that started (only those named in `config`, comma-separated, when not
- * NULL; st_calib_check_configs then refuses a name no audit had), with offered rate <=
+ * every configuration that started (only those named in `configs` when not NULL;
+ * st_calib_check_configs then refuses a name no audit had), with offered rate <=
  * max_rate (0: no limit). A prediction's directory is refused unless allow_prediction (tests).
  * Returns the number of runs added, or -1 with err. */
-int st_calib_add_audit(st_calib_set *s, const char *dir, const char *config, double max_rate, int allow_prediction,
+int st_calib_add_audit(st_calib_set *s, const char *dir, const st_strv *configs, double max_rate, int allow_prediction,
                        char *err, size_t errlen);
-/* Every name of the comma-separated list is a configuration of some audit added; else -1 with
- * err naming the first that is not and the names there are. */
-int st_calib_check_configs(const st_calib_set *s, const char *list, char *err, size_t errlen);
+/* Every name of names is a configuration of some audit added; else -1 with err naming the first
+ * that is not and the names there are. */
+int st_calib_check_configs(const st_calib_set *s, const st_strv *names, char *err, size_t errlen);
 /* Adds one `servetune bench --json` run (its text) measured on an engine whose configuration
  * is cfg (the engine's flags through emu/flags.h). time_scale: the emulator's --time-scale when
  * the run measured servetune's emulator (its record times are wall times: x time_scale gives

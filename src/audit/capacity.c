@@ -623,11 +623,7 @@ void st_sustained_params_of(const st_spec *s, double forecast, st_sustained_para
     p->sessions = s->workload.sessions.on;
     p->slo = &s->slo;
     /* the window's requests must arrive within max_duration, after a warm phase */
-    p->min_rate =
-        s->closed_loop
-            ? 1
-            : s->search.min_window_requests / s->search.max_duration_s /
-                  (s->workload.sessions.on && s->workload.kind == ST_WL_SYNTHETIC ? st_spec_turns_mean(s) : 1);
+    p->min_rate = s->closed_loop ? 1 : s->search.min_window_requests / s->search.max_duration_s / st_spec_turns_mean(s);
 }
 
 void st_sustained_next(const st_sustained_params *p, const st_rate_result *r, int n, st_next *out)

@@ -11,6 +11,7 @@
 #include "audit/executor.h"
 #include "core/strv.h"
 #include "emu/catalog.h"
+#include "engine/process.h"
 #include "emu/config.h"
 #include "emu/flags.h"
 #include "load/trace.h"
@@ -74,7 +75,7 @@ static void where(const st_spec *s, const st_spec_config *c, char *err, size_t e
 }
 
 #define ST_CHECK_GPU_KEYS_MAX 32 /* the catalog's GPU names listed in a warning */
-#define ST_CHECK_PATH_MAX 4096   /* a PATH entry joined with the program's name */
+#define ST_CHECK_PATH_MAX 4096   /* the program's path, as found */
 
 /* The longest synthetic request against the engine's context (--max-model-len, else the model's):
  * the server refuses a request whose prompt plus requested output exceeds it, so a spec whose
@@ -220,26 +221,11 @@ int st_spec_check(const st_spec *s, char *err, size_t errlen)
     return st_sweep_check_bounds(s, err, errlen);
 }
 
-/* 1 when prog is an executable file: a path, or a name found on PATH. */
+/* 1 when prog is an executable file where st_proc_start would look for it. */
 static int program_found(const char *prog)
 {
-    if (strchr(prog, '/'))
-        return access(prog, X_OK) == 0;
-    const char *path = getenv("PATH");
-    char dir[ST_CHECK_PATH_MAX];
-    for (const char *p = path ? path : ""; *p;) {
-        const char *e = strchr(p, ':');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len && len + strlen(prog) + 2 < sizeof dir) {
-            snprintf(dir, sizeof dir, "%.*s/%s", (int)len, p, prog);
-            if (access(dir, X_OK) == 0)
-                return 1;
-        }
-        if (!e)
-            break;
-        p = e + 1;
-    }
-    return 0;
+    char path[ST_CHECK_PATH_MAX];
+    return st_proc_find_program(prog, path, sizeof path) == 0 && access(path, X_OK) == 0;
 }
 
 /* What a run would start, on this machine: its program on PATH, and llama.cpp's model file.

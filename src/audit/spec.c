@@ -1543,7 +1543,7 @@ int st_spec_check_bounds(const st_spec *s, char *err, size_t errlen)
             if (isfinite(s->rates[i]) && s->rates[i] < low)
                 low = s->rates[i];
         /* requests per second at that rate: a synthetic session brings its mean turns */
-        double per = s->workload.sessions.on && s->workload.kind == ST_WL_SYNTHETIC ? st_spec_turns_mean(s) : 1;
+        double per = st_spec_turns_mean(s);
         if (isfinite(low) && s->search.min_window_requests / (low * per) > s->search.max_duration_s) {
             snprintf(err, errlen,
                      "%s: at %g %s (the lowest rate) the %u window requests arrive over %g s, longer than "

@@ -313,7 +313,7 @@ int st_sweep_workload(const st_spec *s, uint64_t seed, uint32_t n, st_workload *
             o.think_s = s->workload.sessions.think_s;
         /* each run its own prompts (the sharing within the trace kept): a replay at one rate must
          * not find the prompts of the run before it in the prefix cache */
-        o.salt = seed;
+        o.read.salt = seed;
         o.read.max_rows = n;
         if (st_trace_load(s->workload.trace, &o, w, NULL, NULL, err, errlen))
             return -1;

@@ -10,11 +10,11 @@
 #include "cli/cli.h"
 #include "core/file.h"
 #include "core/opts.h"
+#include "core/strv.h"
 #include "emu/flags.h"
 
 #define CALIB_INPUT_MAX ((size_t)256 << 20)
 #define CALIB_OUT_MAX ((size_t)4 << 20)
-#define CALIB_CONFIGS_MAX 4096 /* the --config names, comma-joined */
 #define ENGINE_WORDS_MAX 64
 
 static void help(const st_opt *opts)
@@ -83,6 +83,7 @@ int cmd_calibrate(int argc, char **argv)
 {
     const char *out = NULL, *engine = NULL;
     st_strlist bench = { 0 }, configs = { 0 };
+    st_strv names = { 0 }; /* the --config names, one each */
     double max_rate = NAN, time_scale = 1;
     int quiet = 0, allow_prediction = 0;
     const st_opt opts[] = {
@@ -135,16 +136,20 @@ int cmd_calibrate(int argc, char **argv)
         rc = st_cli_usage_error("calibrate", usage);
         goto out;
     }
-    char config[CALIB_CONFIGS_MAX] = "";
-    for (int i = 0; i < configs.n; i++) {
-        size_t o = strlen(config);
-        if (snprintf(config + o, sizeof config - o, "%s%s", o ? "," : "", configs.v[i]) >= (int)(sizeof config - o)) {
-            rc = st_cli_usage_error("calibrate", "--config: too many names");
-            goto out;
+    for (int i = 0; i < configs.n; i++) /* --config a,b --config c: the names a, b and c */
+        for (const char *p = configs.v[i]; *p;) {
+            size_t len = strcspn(p, ",");
+            char *name = strndup(p, len);
+            int bad = !name || (len && st_strv_push(&names, name));
+            free(name);
+            if (bad) {
+                fprintf(stderr, "servetune calibrate: out of memory\n");
+                goto out;
+            }
+            p += len + (p[len] == ',');
         }
-    }
     for (int i = 0; i < res.npos; i++) {
-        int k = st_calib_add_audit(&set, res.pos[i], configs.n ? config : NULL, isnan(max_rate) ? 0 : max_rate,
+        int k = st_calib_add_audit(&set, res.pos[i], configs.n ? &names : NULL, isnan(max_rate) ? 0 : max_rate,
                                    allow_prediction, err, sizeof err);
         if (k < 0) {
             fprintf(stderr, "servetune calibrate: %s\n", err);
@@ -153,7 +158,7 @@ int cmd_calibrate(int argc, char **argv)
         if (!quiet)
             fprintf(stderr, "servetune calibrate: %s: %d measured run%s\n", res.pos[i], k, k == 1 ? "" : "s");
     }
-    if (configs.n && res.npos && st_calib_check_configs(&set, config, err, sizeof err) < 0) {
+    if (configs.n && res.npos && st_calib_check_configs(&set, &names, err, sizeof err) < 0) {
         fprintf(stderr, "servetune calibrate: %s\n", err);
         goto out;
     }
@@ -215,6 +220,7 @@ int cmd_calibrate(int argc, char **argv)
     printf("Calibration: %s (%u runs, median |error| %.1f %% after the fit)\n", out, set.n, 100 * rep.median_abs_err);
     rc = ST_EXIT_OK;
 out:
+    st_strv_free(&names);
     st_buf_free(&b);
     st_calib_set_free(&set);
     st_opts_result_free(&res);

@@ -75,11 +75,12 @@ static int create_tmp(const char *tmp)
     return -1;
 }
 
-int st_fd_write_all(int fd, const void *buf, size_t len)
+/* Exactly len bytes to (writing) or from fd, retrying short transfers and EINTR; a transfer of
+ * nothing is EIO. (write only reads p: the cast in st_fd_write_all drops no promise.) */
+static int fd_all(int fd, char *p, size_t len, int writing)
 {
-    const char *p = buf;
     while (len > 0) {
-        ssize_t n = write(fd, p, len);
+        ssize_t n = writing ? write(fd, p, len) : read(fd, p, len);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
@@ -93,23 +94,9 @@ int st_fd_write_all(int fd, const void *buf, size_t len)
     return 0;
 }
 
-int st_fd_read_all(int fd, void *buf, size_t len)
-{
-    char *p = buf;
-    while (len > 0) {
-        ssize_t n = read(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            if (n == 0)
-                errno = EIO;
-            return -1;
-        }
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
+int st_fd_write_all(int fd, const void *buf, size_t len) { return fd_all(fd, (char *)buf, len, 1); }
+
+int st_fd_read_all(int fd, void *buf, size_t len) { return fd_all(fd, buf, len, 0); }
 
 int st_write_file_atomic(const char *path, const void *data, size_t len, char *err, size_t errlen)
 {

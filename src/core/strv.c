@@ -23,3 +23,11 @@ int st_strv_push(st_strv *v, const char *s)
     v->n++;
     return 0;
 }
+
+int st_strv_has(const st_strv *v, const char *s)
+{
+    for (int i = 0; i < v->n; i++)
+        if (!strcmp(v->v[i], s))
+            return 1;
+    return 0;
+}

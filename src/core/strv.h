@@ -10,5 +10,7 @@ typedef struct st_strv {
 void st_strv_free(st_strv *v);
 /* Appends a copy of s. 0, or -1 when out of memory (v unchanged). */
 int st_strv_push(st_strv *v, const char *s);
+/* 1 when v holds a string equal to s. */
+int st_strv_has(const st_strv *v, const char *s);
 
 #endif

@@ -121,9 +121,7 @@ fail:
     return NULL;
 }
 
-/* The program's path: argv0 itself when it names a path, else the first executable match on
- * PATH (looked up here, before fork, so the child only calls execve). */
-static int find_program(const char *argv0, char *out, size_t n)
+int st_proc_find_program(const char *argv0, char *out, size_t n)
 {
     if (strchr(argv0, '/')) {
         snprintf(out, n, "%s", argv0);
@@ -260,7 +258,7 @@ int st_proc_start(st_proc *p, const st_proc_opts *o, char *err, size_t errlen)
      * st_proc_stop can reap them instead of leaving zombies or strays. */
     prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     char path[4096];
-    if (find_program(o->argv[0], path, sizeof path)) {
+    if (st_proc_find_program(o->argv[0], path, sizeof path)) {
         snprintf(err, errlen, "cannot start '%s': %s", o->argv[0], strerror(errno));
         return -1;
     }

@@ -63,6 +63,10 @@ int st_proc_env_expand(const char *in, char *out, size_t outlen, char *err, size
  * 0, or -1 when the file cannot be read. */
 int st_proc_log_tail(const char *path, size_t max_bytes, int max_lines, char **out);
 
+/* The program st_proc_start would run: argv0 itself when it names a path, else the first
+ * executable match on PATH (a default PATH when unset). 0, or -1 with errno ENOENT. */
+int st_proc_find_program(const char *argv0, char *out, size_t n);
+
 typedef enum st_fail_class {
     ST_FAIL_NONE = 0,
     ST_FAIL_OOM,          /* out of memory / the KV cache does not fit */

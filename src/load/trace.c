@@ -488,7 +488,6 @@ typedef struct raw_row {
     int has_pg;
     uint32_t pg, pl;
     st_work_item *item;
-    int item_generated;
     int input_is_new; /* servetune: input_tokens of a later turn is the new text */
 } raw_row;
 
@@ -686,7 +685,6 @@ static int emit(st_trace_reader *r, uint64_t line, raw_row *w, char *err, size_t
     row.prefix_group = w->pg;
     row.prefix_len = w->pl;
     row.item = w->item;
-    row.item_generated = w->item_generated;
     r->c.kept++;
     int rc = r->cb ? r->cb(r->arg, &row, why, sizeof why) : 0;
     if (rc < 0) {
@@ -707,7 +705,7 @@ static int row_servetune(st_trace_reader *r, const char *p, size_t n, uint64_t l
     st_work_item it;
     st_trace_native x;
     char why[384];
-    int rc = st_trace_parse_native(p, n, (uint32_t)r->c.kept, &it, &x, why, sizeof why);
+    int rc = st_trace_parse_native(p, n, (uint32_t)r->c.kept, r->o.salt, &it, &x, why, sizeof why);
     if (rc == 1)
         return 0;
     if (rc < 0)
@@ -736,7 +734,6 @@ static int row_servetune(st_trace_reader *r, const char *p, size_t n, uint64_t l
     w.pg = it.prefix_group;
     w.pl = it.prefix_len;
     w.item = &it;
-    w.item_generated = x.ids_generated;
     rc = emit(r, line, &w, err, errlen);
     st_work_item_free(&it);
     return rc;

@@ -79,6 +79,9 @@ typedef struct st_trace_opts {
     uint32_t max_context;           /* rows whose prompt + output exceed it are skipped (0: no check) */
     uint64_t max_rows;              /* stop after this many kept rows (0: all) */
     const st_trace_colmap *columns; /* plain CSV column names (may be NULL) */
+    uint64_t salt;                  /* mixed into the token ids generated for rows given as counts (0: none): another
+                    * salt gives other prompts with the same sharing among them (a fresh prefix
+                    * cache's view of the trace), as an audit's runs at different rates need */
 } st_trace_opts;
 
 typedef struct st_trace_counts {
@@ -130,7 +133,6 @@ typedef struct st_trace_row {
     /* servetune JSONL: the parsed item (ids or text). The callback may take input_ids /
      * input_text (set them to NULL); the reader frees what is left. NULL for other formats. */
     st_work_item *item;
-    int item_generated; /* its ids stand for a token count (st_trace_generated_ids) */
 } st_trace_row;
 
 /* Returns 0 to go on, 1 to stop reading (not an error), -1 to fail with err. */
@@ -181,9 +183,6 @@ typedef struct st_trace_load_opts {
     st_trace_opts read;
     st_trace_sessions sessions;
     double think_s; /* replay: the think time of every later turn; NAN: from the trace */
-    uint64_t salt;  /* mixed into the generated token ids (0: none): another salt gives other
-                     * prompts with the same sharing among them (a fresh prefix cache's view of
-                     * the trace), as an audit's runs at different rates need */
 } st_trace_load_opts;
 void st_trace_load_opts_default(st_trace_load_opts *o);
 

@@ -169,8 +169,6 @@ static int on_row(void *arg, const st_trace_row *row, char *err, size_t errlen)
         it->turn = row->turn;
     }
     st_work_item *nat = row->item;
-    if (nat && row->item_generated && o->salt && nat->input_ids) /* this run's own ids for it */
-        st_trace_generated_ids(nat, L->n, o->salt);
     if (later && o->sessions == ST_TRACE_SESSIONS_FLAT) {
         /* the previous prompt, a stand-in answer of the recorded length, the new text */
         st_work_item *prev = &L->items[se->last];
@@ -208,13 +206,13 @@ static int on_row(void *arg, const st_trace_row *row, char *err, size_t errlen)
                 return -1;
             }
             memcpy(it->input_ids, prev->input_ids, (size_t)prev->input_len * sizeof *it->input_ids);
-            st_workload_fill_ids(TRACE_ANSWER_SEED ^ o->salt ^ mix64(se->last + 1), it->input_ids + prev->input_len,
-                                 prev->output_len);
+            st_workload_fill_ids(TRACE_ANSWER_SEED ^ o->read.salt ^ mix64(se->last + 1),
+                                 it->input_ids + prev->input_len, prev->output_len);
             uint32_t *nw = it->input_ids + prev->input_len + prev->output_len;
             if (nat && nat->input_ids)
                 memcpy(nw, nat->input_ids, (size_t)newl * sizeof *nw);
             else
-                own_ids(row, newl, idx, 1, o->salt, nw);
+                own_ids(row, newl, idx, 1, o->read.salt, nw);
         }
         it->input_len = (uint32_t)full;
         it->prefix_group = prev->prefix_group;
@@ -237,7 +235,7 @@ static int on_row(void *arg, const st_trace_row *row, char *err, size_t errlen)
                 st_errf(err, errlen, "out of memory");
                 return -1;
             }
-            own_ids(row, it->input_len, idx, later, o->salt, it->input_ids);
+            own_ids(row, it->input_len, idx, later, o->read.salt, it->input_ids);
         }
         if (later) {
             /* REPLAY: linked to the turn before; sent when it ends */

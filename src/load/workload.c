@@ -244,23 +244,14 @@ int st_trace_parse_line(const char *line, size_t len, uint32_t index, st_work_it
                         char *err, size_t errlen)
 {
     st_trace_native x;
-    int rc = st_trace_parse_native(line, len, index, it, &x, err, errlen);
+    int rc = st_trace_parse_native(line, len, index, 0, it, &x, err, errlen);
     *has_ts = rc == 0 && x.has_ts;
     *ts_s = rc == 0 ? x.ts_s : 0;
     return rc;
 }
 
-void st_trace_generated_ids(st_work_item *it, uint32_t index, uint64_t salt)
-{
-    st_rng r;
-    st_rng_seed(&r, TRACE_PREFIX_SEED ^ salt ^ ((uint64_t)it->prefix_group * 0x9e3779b97f4a7c15ULL));
-    fill_ids(&r, it->input_ids, it->prefix_len, ST_WORKLOAD_VOCAB_DEFAULT);
-    st_rng_seed(&r, TRACE_UNIQUE_SEED ^ salt ^ ((uint64_t)(index + 1) * 0xbf58476d1ce4e5b9ULL));
-    fill_ids(&r, it->input_ids + it->prefix_len, it->input_len - it->prefix_len, ST_WORKLOAD_VOCAB_DEFAULT);
-}
-
-int st_trace_parse_native(const char *line, size_t len, uint32_t index, st_work_item *it, st_trace_native *x, char *err,
-                          size_t errlen)
+int st_trace_parse_native(const char *line, size_t len, uint32_t index, uint64_t salt, st_work_item *it,
+                          st_trace_native *x, char *err, size_t errlen)
 {
     memset(it, 0, sizeof *it);
     memset(x, 0, sizeof *x);
@@ -459,8 +450,11 @@ int st_trace_parse_native(const char *line, size_t len, uint32_t index, st_work_
             st_errf(err, errlen, "out of memory");
             goto out;
         }
-        st_trace_generated_ids(it, index, 0);
-        x->ids_generated = 1;
+        st_rng r;
+        st_rng_seed(&r, TRACE_PREFIX_SEED ^ salt ^ ((uint64_t)it->prefix_group * 0x9e3779b97f4a7c15ULL));
+        fill_ids(&r, it->input_ids, it->prefix_len, ST_WORKLOAD_VOCAB_DEFAULT);
+        st_rng_seed(&r, TRACE_UNIQUE_SEED ^ salt ^ ((uint64_t)(index + 1) * 0xbf58476d1ce4e5b9ULL));
+        fill_ids(&r, it->input_ids + it->prefix_len, count - it->prefix_len, ST_WORKLOAD_VOCAB_DEFAULT);
     }
     if (it->prefix_len > it->input_len) {
         st_errf(err, errlen, "prefix_len (%u) exceeds the input length (%u)", it->prefix_len, it->input_len);

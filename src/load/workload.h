@@ -127,14 +127,11 @@ typedef struct st_trace_native {
     double think_s;
     char model[256]; /* "" when none */
     int has_prefix_group;
-    int ids_generated; /* the ids stand for a token count (st_trace_generated_ids), not given */
 } st_trace_native;
-/* The ids of a row given as a token count: its prefix group's prefix, then its own tokens
- * (index: the row's); salt 0 is the trace's own ids, another salt other ids with the same
- * sharing (st_trace_load_opts.salt). */
-void st_trace_generated_ids(st_work_item *it, uint32_t index, uint64_t salt);
-int st_trace_parse_native(const char *line, size_t len, uint32_t index, st_work_item *it, st_trace_native *x, char *err,
-                          size_t errlen);
+/* salt: mixed into the ids of a row given as a token count (0: the trace's own ids; another salt
+ * gives other ids with the same sharing, st_trace_opts.salt). */
+int st_trace_parse_native(const char *line, size_t len, uint32_t index, uint64_t salt, st_work_item *it,
+                          st_trace_native *x, char *err, size_t errlen);
 void st_work_item_free(st_work_item *it);
 /* Deterministic ids for generated prompts (traces given as token counts): n ids of the
  * stream seeded by seed, uniform in [ST_WORKLOAD_VOCAB_LO, ST_WORKLOAD_VOCAB_DEFAULT). */

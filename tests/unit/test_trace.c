@@ -60,7 +60,7 @@ static void mooncake_blocks_shared(void **state)
     st_workload w2, w3;
     st_trace_load_opts so;
     opts(&so);
-    so.salt = 0x5eed;
+    so.read.salt = 0x5eed;
     assert_int_equal(load(t, NULL, &w2, &c, &f, err, sizeof err), 0);
     assert_int_equal(load(t, &so, &w3, &c, &f, err, sizeof err), 0);
     assert_memory_not_equal(w2.items[0].input_ids, w3.items[0].input_ids, 512 * sizeof(uint32_t));
