@@ -84,7 +84,7 @@ typedef struct point_run {
 
 /* ---- the free constants --------------------------------------------------------------------- */
 
-typedef enum { SCOPE_ALL, SCOPE_GPU, SCOPE_LAB, SCOPE_FP8, SCOPE_MARLIN, SCOPE_INT4, SCOPE_EAGER, SCOPE_MOE } scope;
+typedef enum { SCOPE_ALL, SCOPE_GPU, SCOPE_LAB, SCOPE_FP8, SCOPE_MARLIN, SCOPE_EAGER, SCOPE_MOE } scope;
 
 typedef struct knob {
     char name[KNOB_NAME_MAX];
@@ -138,7 +138,7 @@ static const knob GLOBAL_KNOBS[] = {
       "Marlin README: 3.9x of the 4x ideal on an A10, less on GPUs with more bandwidth per SM", "", -1, 0, 0 },
     { "moe_gemm_rel", TUNE(moe_gemm_rel), 0, 0, 0, SCOPE_MOE, 0.50,
       "fused-MoE kernel: small grouped GEMMs (no published vLLM figure; half a dense GEMM)", "", -1, 0, 0 },
-    { "int4_gemm_rel", TUNE(int4_gemm_rel), 0, 0, 0, SCOPE_INT4, 0.90,
+    { "int4_gemm_rel", TUNE(int4_gemm_rel), 0, 0, 0, SCOPE_MARLIN, 0.90,
       "Marlin paper: the speed-up over FP16 falls to ~1x past ~128 tokens (16-bit math)", "", -1, 0, 0 },
     { "gemm_eff", TUNE(gemm_eff), 0, 0, 0, SCOPE_ALL, EMU_GEMM_EFF_DEFAULT,
       "published cuBLAS/CUTLASS large-GEMM efficiencies 0.5-0.9 of the dense peak (the catalog's default)", "", -1, 0,
@@ -376,7 +376,6 @@ static int affects(const knob *k, const point_run *pr)
     case SCOPE_MARLIN:
         return pr->cfg.weight_dtype == ST_EMU_INT4_AWQ || pr->cfg.weight_dtype == ST_EMU_INT4_GPTQ ||
                (pr->cfg.weight_dtype == ST_EMU_FP8 && pr->cfg.gpu.fp8_flops <= 0);
-    case SCOPE_INT4: return pr->cfg.weight_dtype == ST_EMU_INT4_AWQ || pr->cfg.weight_dtype == ST_EMU_INT4_GPTQ;
     case SCOPE_EAGER: return pr->cfg.enforce_eager; /* steps beyond the graph sizes launch at a fixed cost */
     case SCOPE_MOE: return pr->cfg.model.experts > 0;
     }

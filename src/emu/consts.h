@@ -72,8 +72,10 @@
  * cores) dequantise in the kernel: their compute efficiency relative to a 16-bit GEMM at
  * decode batch sizes (Marlin's README: near-ideal up to batch 16-32). */
 #define EMU_WEIGHT_ONLY_QUANT_EFF 0.90
-/* 4-bit Marlin-style kernels keep that efficiency only at small token counts (decode); at
- * prefill sizes the dequantisation is paid per tile and the kernel falls behind a 16-bit GEMM:
+/* Marlin kernels keep that efficiency only at small token counts (decode); at prefill sizes the
+ * dequantisation is paid per tile and the kernel falls behind a 16-bit GEMM. fp8 weight-only
+ * runs the same kernel (FP8 Marlin is GPTQ Marlin's 8-bit path, vllm-project/vllm#5975), so
+ * 4-bit and fp8 weight-only share the curve:
  *   q(T) = LARGE + (EMU_WEIGHT_ONLY_QUANT_EFF - LARGE) / (1 + (T / TOKENS)^2)
  * TOKENS was calibrated on the published RTX 4090 / Llama-3-8B AWQ point
  * (docs/reference/calibration-rtx4090-llama3-8b-awq.md). LARGE (st_emu_tuning.int4_gemm_rel)

@@ -23,6 +23,15 @@ typedef struct lin_kind {
     double peak, qeff, wrel, quant_bytes, quant_kernels;
 } lin_kind;
 
+/* A Marlin weight-only GEMM's efficiency relative to a 16-bit GEMM at T tokens (consts.h):
+ * near-ideal at decode sizes, int4_gemm_rel at prefill sizes. */
+static double marlin_qeff(const st_emu_tuning *t, double T)
+{
+    double x = T / EMU_INT4_EFF_TOKENS;
+    double large = t->int4_gemm_rel > 0 ? t->int4_gemm_rel : EMU_INT4_EFF_LARGE;
+    return large + (EMU_WEIGHT_ONLY_QUANT_EFF - large) / (1.0 + x * x);
+}
+
 static lin_kind linear_kind(const st_emu_config *c, double T)
 {
     const st_emu_tuning *t = &c->tune;
@@ -37,14 +46,14 @@ static lin_kind linear_kind(const st_emu_config *c, double T)
             k.quant_bytes = (3.0 * m->hidden + (double)m->intermediate) * EMU_FP8_QUANT_BYTES;
             k.quant_kernels = EMU_FP8_QUANT_KERNELS_PER_LAYER;
         } else {
-            /* weight-only fp8 (Marlin W8A16) on GPUs without fp8 tensor cores */
-            k.qeff = EMU_WEIGHT_ONLY_QUANT_EFF;
+            /* weight-only fp8 (W8A16) on GPUs without fp8 tensor cores: FP8 Marlin, the 8-bit
+             * path of the same GPTQ Marlin GEMM the 4-bit weights use (vLLM PR #5975;
+             * apply_fp8_marlin_linear calls gptq_marlin_gemm), so the same efficiency curve */
+            k.qeff = marlin_qeff(t, T);
             k.wrel = t->marlin_bw_rel;
         }
     } else if (is_int4(c->weight_dtype)) {
-        double x = T / EMU_INT4_EFF_TOKENS;
-        double large = t->int4_gemm_rel > 0 ? t->int4_gemm_rel : EMU_INT4_EFF_LARGE;
-        k.qeff = large + (EMU_WEIGHT_ONLY_QUANT_EFF - large) / (1.0 + x * x);
+        k.qeff = marlin_qeff(t, T);
         k.wrel = t->marlin_bw_rel;
     }
     return k;

@@ -186,6 +186,34 @@ static void step_time_shape(void **state)
     assert_true(st_emu_step_seconds(&kv8, &longctx, NULL) < st_emu_step_seconds(&c, &longctx, NULL));
 }
 
+/* fp8 weights on a GPU without fp8 tensor cores run FP8 Marlin, the 8-bit path of the GEMM the
+ * 4-bit weights use: the same compute at every size (near-ideal at decode sizes, below a
+ * 16-bit GEMM at prefill sizes), only the weight bytes differ. */
+static void fp8_weight_only_shares_the_marlin_curve(void **state)
+{
+    (void)state;
+    st_emu_config c, f, q;
+    setup(&c, "A100", "Qwen/Qwen3-8B");
+    char err[512];
+    st_emu_memory mem;
+    assert_int_equal(st_emu_memory_plan(&c, &mem, err, sizeof err), 0);
+    f = q = c;
+    f.weight_dtype = ST_EMU_FP8;
+    q.weight_dtype = ST_EMU_INT4_AWQ;
+    st_emu_batch p8k = { 8192, 0, 4, 4, 8192.0 * 1024, 0 }, d8 = { 8, 8, 8, 8, 8000, 8000 };
+    st_emu_step_breakdown b16, b8, b4;
+    st_emu_step_seconds(&c, &p8k, &b16);
+    st_emu_step_seconds(&f, &p8k, &b8);
+    st_emu_step_seconds(&q, &p8k, &b4);
+    assert_near(b8.compute_s / b4.compute_s, 1.0, 1e-9);
+    assert_true(b8.compute_s > 1.1 * b16.compute_s);
+    /* decode: memory bound, fp8 weights read half the bytes of bf16, twice the 4-bit's */
+    double t16 = st_emu_step_seconds(&c, &d8, &b16), t8 = st_emu_step_seconds(&f, &d8, &b8);
+    assert_true(t8 < t16);
+    st_emu_step_seconds(&q, &d8, &b4);
+    assert_true(b4.memory_s < b8.memory_s && b8.memory_s < b16.memory_s);
+}
+
 static void decode_slowdown_raises_tpot(void **state)
 {
     (void)state;
@@ -278,6 +306,7 @@ int main(void)
         cmocka_unit_test(larger_batched_tokens_lower_ttft_higher_tpot),
         cmocka_unit_test(decode_step_never_below_weight_floor),
         cmocka_unit_test(step_time_shape),
+        cmocka_unit_test(fp8_weight_only_shares_the_marlin_curve),
         cmocka_unit_test(decode_slowdown_raises_tpot),
         cmocka_unit_test(sim_rejects_and_is_deterministic),
         cmocka_unit_test(sim_runs_a_load_workload),
