@@ -45,6 +45,7 @@
 #include "emu/consts.h"
 #include "emu/fidelity.h"
 #include "emu/fit.h"
+#include "emu/steptime.h"
 
 #define DATA_MAX (16u << 20)
 #define DEFAULT_DATA "bench/fidelity/measurements.json"
@@ -373,9 +374,7 @@ static int affects(const knob *k, const point_run *pr)
     case SCOPE_GPU: return !strcmp(pr->cfg.gpu.name, k->of);
     case SCOPE_LAB: return !strcmp(pr->lab, k->of);
     case SCOPE_FP8: return pr->cfg.weight_dtype == ST_EMU_FP8 && pr->cfg.gpu.fp8_flops > 0;
-    case SCOPE_MARLIN:
-        return pr->cfg.weight_dtype == ST_EMU_INT4_AWQ || pr->cfg.weight_dtype == ST_EMU_INT4_GPTQ ||
-               (pr->cfg.weight_dtype == ST_EMU_FP8 && pr->cfg.gpu.fp8_flops <= 0);
+    case SCOPE_MARLIN: return st_emu_marlin_weights(&pr->cfg);
     case SCOPE_EAGER: return pr->cfg.enforce_eager; /* steps beyond the graph sizes launch at a fixed cost */
     case SCOPE_MOE: return pr->cfg.model.experts > 0;
     }

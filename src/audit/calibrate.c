@@ -13,6 +13,7 @@
 #include "audit/spec.h"
 #include "audit/store.h"
 #include "emu/fit.h"
+#include "emu/steptime.h"
 #include "load/stats.h"
 
 /* A constant is identified when a 25 % change moves some predicted figure by at least 2 %,
@@ -486,11 +487,8 @@ static int relevant(const st_calib_knob *k, const st_emu_config *c)
 {
     if (!strcmp(k->name, "fp8_gemm_rel") || !strcmp(k->name, "fp8_bw_rel"))
         return c->weight_dtype == ST_EMU_FP8 && c->gpu.fp8_flops > 0;
-    if (!strcmp(k->name, "marlin_bw_rel"))
-        return c->weight_dtype == ST_EMU_INT4_AWQ || c->weight_dtype == ST_EMU_INT4_GPTQ ||
-               (c->weight_dtype == ST_EMU_FP8 && c->gpu.fp8_flops <= 0);
-    if (!strcmp(k->name, "int4_gemm_rel"))
-        return c->weight_dtype == ST_EMU_INT4_AWQ || c->weight_dtype == ST_EMU_INT4_GPTQ;
+    if (!strcmp(k->name, "marlin_bw_rel") || !strcmp(k->name, "int4_gemm_rel"))
+        return st_emu_marlin_weights(c);
     if (!strcmp(k->name, "moe_gemm_rel"))
         return c->model.experts > 0;
     if (!strcmp(k->name, "step_gpu_s") || !strcmp(k->name, "layer_graph_s"))

@@ -19,7 +19,7 @@ typedef struct st_emu_tuning {
     double fp8_bw_rel;     /* fp8 weight-read efficiency relative to bw_eff */
     double moe_gemm_rel;   /* fused-MoE expert GEMM efficiency relative to gemm_eff */
     double marlin_bw_rel;  /* weight-only (Marlin: 4-bit, fp8 without fp8 cores) read efficiency, rel. bw_eff */
-    double int4_gemm_rel;  /* 4-bit (Marlin) GEMM efficiency at prefill sizes relative to a 16-bit GEMM */
+    double int4_gemm_rel;  /* Marlin GEMM efficiency (4-bit, fp8 weight-only) at prefill sizes, rel. 16-bit */
     double step_gpu_s;     /* GPU-side fixed cost of a step */
     double step_cpu_s;     /* engine-core CPU per step */
     double seq_cpu_s;      /* engine-core CPU per scheduled sequence per step */

@@ -11,6 +11,11 @@
 
 static int is_int4(st_emu_dtype d) { return d == ST_EMU_INT4_AWQ || d == ST_EMU_INT4_GPTQ; }
 
+int st_emu_marlin_weights(const st_emu_config *c)
+{
+    return is_int4(c->weight_dtype) || (c->weight_dtype == ST_EMU_FP8 && c->gpu.fp8_flops <= 0);
+}
+
 double st_emu_weight_read_floor_s(const st_emu_config *c)
 {
     return st_emu_model_weight_bytes(&c->model, c->weight_dtype) / c->tp / c->gpu.mem_bw;

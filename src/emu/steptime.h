@@ -24,6 +24,10 @@ typedef struct st_emu_step_breakdown {
 /* Seconds for one step of config c (resolved by st_emu_memory_plan). bd may be NULL. */
 double st_emu_step_seconds(const st_emu_config *c, const st_emu_batch *b, st_emu_step_breakdown *bd);
 
+/* Whether c's weights run through Marlin (weight-only: 4-bit AWQ/GPTQ, or fp8 on a GPU without
+ * fp8 tensor cores): the constants marlin_bw_rel and int4_gemm_rel apply. */
+int st_emu_marlin_weights(const st_emu_config *c);
+
 /* The decode floor: weight bytes per GPU / peak bandwidth (reference doc §6). */
 double st_emu_weight_read_floor_s(const st_emu_config *c);
 
