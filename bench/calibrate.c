@@ -197,7 +197,7 @@ static void virtual_speed(void)
 int main(void)
 {
     /* information only: the fidelity benchmark (bench/fidelity.c, docs/fidelity.md) measures the
-     * model against 53 published points with full setups; this blog figure has none of its
+     * model against 60 published points with full setups; this blog figure has none of its
      * setup but the sizes, and the model's constants are no longer tuned to it */
     int rc = calibration_point(0.0, 0);
     rc |= calibration_point(0.5, 0);
