@@ -565,6 +565,29 @@ static void print_points(const st_fid_point *pts, const point_run *pr, uint32_t 
     }
 }
 
+/* The memory plan against the servers' startup logs ("GPU KV cache size: N tokens"), once per
+ * setup that publishes it: the KV cache the model sizes bounds every batch it predicts. */
+static void print_memory(const st_fid_point *pts, const point_run *pr, uint32_t n)
+{
+    int header = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (!isfinite(pts[i].kv_tokens) || !(pr[i].f.kv_tokens > 0))
+            continue;
+        int seen = 0;
+        for (uint32_t j = 0; j < i && !seen; j++)
+            seen = isfinite(pts[j].kv_tokens) && pts[j].kv_tokens == pts[i].kv_tokens &&
+                   !strcmp(pts[j].model, pts[i].model) && !strcmp(pts[j].gpu, pts[i].gpu);
+        if (seen)
+            continue;
+        if (!header) {
+            printf("\nmemory plan (KV cache tokens, predicted / published; first point of each setup):\n");
+            header = 1;
+        }
+        printf("  %-3u %-54.54s %9.0f / %-9.0f %6.3f\n", i + 1, pts[i].id, pr[i].f.kv_tokens, pts[i].kv_tokens,
+               pr[i].f.kv_tokens / pts[i].kv_tokens);
+    }
+}
+
 static void print_summary(const st_fid_point *pts, const point_run *pr, uint32_t n, int only_split)
 {
     st_fid_ratios *rs = calloc(n ? n : 1, sizeof *rs);
@@ -1281,6 +1304,7 @@ int main(int argc, char **argv)
     if (points)
         print_points(pts, pr, n, only_split, detail);
     print_summary(pts, pr, n, only_split);
+    print_memory(pts, pr, n);
     printf("\n(all %u points simulated in %.2f s wall)\n", n, wall);
     free(pr);
     free(buf);

@@ -636,7 +636,6 @@ int st_fid_predict(const st_fid_point *p, const st_emu_config *cfg, st_fid_figur
     if (s)
         return s > 0 ? 0 : -1;
     int rc = run_point(S, p, cfg->model.vocab, f, err, errlen);
-    f->kv_tokens = f->kv_tokens; /* kept from the plan */
     st_emu_session_free(S);
     return rc;
 }

@@ -5,6 +5,7 @@
  * figures. `build/bench/fidelity` prints the same figures with every point. */
 #include "harness.h"
 
+#include <math.h>
 #include <stdio.h>
 
 #include "core/file.h"
@@ -27,6 +28,8 @@
 #define FID_TEST_TTFTT 0.13
 #define FID_TEST_TPOT 0.09
 #define FID_TEST_FAR 3
+/* KV cache size against the published startup logs (5 setups, within 0.6 % today) */
+#define FID_KV_TOKENS_TOL 0.02
 
 typedef struct ceiling {
     double median[ST_FID_M_COUNT];
@@ -50,7 +53,7 @@ static void figures_do_not_get_worse(void **state)
     free(text);
     assert_true(n >= 35);
     st_fid_ratios *r = calloc(n, sizeof *r);
-    uint32_t far[2] = { 0, 0 }, tests = 0;
+    uint32_t far[2] = { 0, 0 }, tests = 0, kv_checked = 0;
     for (uint32_t i = 0; i < n; i++) {
         st_emu_config c;
         st_fid_figures f;
@@ -61,6 +64,11 @@ static void figures_do_not_get_worse(void **state)
         if (f.refused)
             fail_msg("point %s: the model refuses a configuration real vLLM served: %s", pts[i].id, err);
         st_fid_compare(&pts[i], &f, &r[i]);
+        /* the memory plan against the server's own startup log, where published */
+        if (isfinite(pts[i].kv_tokens) && !(fabs(f.kv_tokens / pts[i].kv_tokens - 1) <= FID_KV_TOKENS_TOL))
+            fail_msg("point %s: KV cache %.0f tokens, the server logged %.0f", pts[i].id, f.kv_tokens,
+                     pts[i].kv_tokens);
+        kv_checked += isfinite(pts[i].kv_tokens);
         tests += pts[i].split == ST_FID_TEST;
         for (int m = 0; m < ST_FID_M_COUNT; m++)
             if (isfinite(r[i].r[m]) && (r[i].r[m] > 2 || r[i].r[m] < 0.5)) {
@@ -69,6 +77,7 @@ static void figures_do_not_get_worse(void **state)
             }
     }
     assert_true(tests >= 10);
+    assert_true(kv_checked >= 5);
     for (int split = 0; split < 2; split++) {
         const ceiling *cl = split ? &TEST_CEILING : &FIT_CEILING;
         for (int m = 0; m < ST_FID_M_COUNT; m++) {
