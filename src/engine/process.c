@@ -29,6 +29,7 @@ extern char **environ;
 #define ENV_VALUE_MAX 8192
 /* How long the log writer waits for the rest of an engine's output once it exited. */
 #define PUMP_EXIT_WAIT_S 2.0
+#define CLASSIFY_LINE_MAX 304 /* find_line keeps at most 300 characters of a line */
 
 int st_proc_env_expand(const char *in, char *out, size_t outlen, char *err, size_t errlen)
 {
@@ -572,6 +573,11 @@ st_fail_class st_proc_classify(const char *log_tail, int exited, int wstatus, in
         { "unexpected argument", ST_FAIL_BAD_FLAG },
         { "invalid value", ST_FAIL_BAD_FLAG },
         { "is greater than the derived max_model_len", ST_FAIL_BAD_FLAG },
+        /* vLLM's configuration checks (config/__init__.py), refusals of the flags' values */
+        { "must be divisible by tensor parallel size", ST_FAIL_BAD_FLAG },
+        { "must be greater than or equal to max_num_seqs", ST_FAIL_BAD_FLAG },
+        { "does not match the quantization method specified", ST_FAIL_BAD_FLAG },
+        { "GPU memory utilization must be", ST_FAIL_BAD_FLAG },
         { ": error: ", ST_FAIL_BAD_FLAG }, /* argparse: "prog: error: ..." */
     };
     detail[0] = '\0';
@@ -584,6 +590,13 @@ st_fail_class st_proc_classify(const char *log_tail, int exited, int wstatus, in
             if (pats[i].c != ST_FAIL__COUNT && find_line(log_tail, pats[i].needle, detail, detail_len))
                 return pats[i].c;
     if (exited) {
+        /* an engine that exited on a Python exception: its message says more than the status */
+        char why[CLASSIFY_LINE_MAX];
+        if (log_tail && find_line(log_tail, "ValueError:", why, sizeof why) && WIFEXITED(wstatus) &&
+            WEXITSTATUS(wstatus) != 127) {
+            snprintf(detail, detail_len, "exit status %d: %s", WEXITSTATUS(wstatus), why);
+            return ST_FAIL_CRASH;
+        }
         if (WIFSIGNALED(wstatus))
             snprintf(detail, detail_len, "killed by signal %d (%s)", WTERMSIG(wstatus), strsignal(WTERMSIG(wstatus)));
         else if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 127)

@@ -199,6 +199,19 @@ static void classify_table(void **state)
         { "vllm serve: error: --max-num-seqs: expected an integer, got 'lots'\n", 1, exit2, 0, ST_FAIL_BAD_FLAG,
           "expected an integer" },
         { "OSError: [Errno 98] Address already in use\n", 1, exit1, 0, ST_FAIL_PORT_TAKEN, "Errno 98" },
+        /* vLLM's configuration refusals (the emulator prints the same lines) */
+        { "ERROR EngineCore failed to start.\nValueError: Total number of attention heads (32) must be divisible by "
+          "tensor parallel size (3).\nRuntimeError: Engine core initialization failed. See root cause above.\n",
+          1, exit1, 0, ST_FAIL_BAD_FLAG, "tensor parallel size (3)" },
+        { "ValueError: max_num_batched_tokens (16) must be greater than or equal to max_num_seqs (64).\n", 1, exit1, 0,
+          ST_FAIL_BAD_FLAG, "max_num_seqs (64)" },
+        { "ERROR ValueError: Quantization method specified in the model config (awq) does not match the "
+          "quantization method specified in the `quantization` argument (gptq).\n",
+          1, exit1, 0, ST_FAIL_BAD_FLAG, "(gptq)" },
+        /* any other exception: its message, not only the status */
+        { "ValueError: something else went wrong\nRuntimeError: Engine core initialization failed. See root cause "
+          "above.\n",
+          1, exit1, 0, ST_FAIL_CRASH, "exit status 1: ValueError: something else went wrong" },
         { "loading\n", 1, sig11, 0, ST_FAIL_CRASH, "signal 11" },
         { "loading\n", 1, exit1, 0, ST_FAIL_CRASH, "exit status 1" },
         { "loading\n", 0, 0, 1, ST_FAIL_TIMEOUT, "startup timeout" },
