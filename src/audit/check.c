@@ -255,11 +255,12 @@ static int launch_warnings(const st_spec *s, st_buf *out)
     return n;
 }
 
-int st_spec_warnings(const st_spec *s, st_buf *out)
+int st_spec_warnings(const st_spec *s, int starts_engine, st_buf *out)
 {
     char why[256];
     int n = 0;
-    n += launch_warnings(s, out);
+    if (starts_engine)
+        n += launch_warnings(s, out);
     if (!st_exec_model_supported(s, why, sizeof why))
         return n;
     /* hardware.gpu labels and prices the audit: a name the catalog does not know is allowed (a
@@ -296,7 +297,17 @@ int st_spec_warnings(const st_spec *s, st_buf *out)
         st_emu_config cfg;
         st_strv unknown = { 0 };
         char err[512];
-        if (st_exec_model_config(s, c, &cfg, NULL, 0, &unknown, err, sizeof err) == 0 && unknown.n > 0) {
+        int ok = st_exec_model_config(s, c, &cfg, NULL, 0, &unknown, err, sizeof err) == 0;
+        /* a replica is priced as hardware.gpus_per_replica GPUs, whatever the engine shards over */
+        if (ok && (int)cfg.tp != s->hardware.gpus_per_replica) {
+            st_buf_printf(out,
+                          "configuration '%s' runs --tensor-parallel-size %u but hardware.gpus_per_replica is %d: "
+                          "its $ per token, replicas and monthly cost are priced for %d GPU%s per replica\n",
+                          c->name, cfg.tp, s->hardware.gpus_per_replica, s->hardware.gpus_per_replica,
+                          s->hardware.gpus_per_replica == 1 ? "" : "s");
+            n++;
+        }
+        if (ok && unknown.n > 0) {
             st_buf_printf(out, "configuration '%s': ", c->name);
             for (int k = 0; k < unknown.n; k++)
                 st_buf_printf(out, "%s%s", k ? ", " : "", unknown.v[k]);

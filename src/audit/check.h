@@ -27,11 +27,13 @@
 /* 0, or -1 with "spec.yaml: key: what is wrong" in err. */
 int st_spec_check(const st_spec *s, char *err, size_t errlen);
 
-/* What a valid spec may still get wrong, as warnings (one line each, appended to out): for an
+/* What a valid spec may still get wrong, as warnings (one line each, appended to out): with
+ * starts_engine (an audit, which starts the engine here), its program missing from PATH; for an
  * engine the engine model stands for (emulator, vllm), each configuration's flags that the model
- * does not know and so ignores. On the emulator (and in every prediction) such a flag changes
+ * does not know and so ignores (on the emulator and in every prediction such a flag changes
  * nothing, so a misspelt one (--kv-cache-dtyp) silently measures the baseline again; real vLLM
- * would refuse it at startup. Returns the number of warnings. */
-int st_spec_warnings(const st_spec *s, st_buf *out);
+ * would refuse it at startup), and a configuration whose --tensor-parallel-size is not
+ * hardware.gpus_per_replica (the cost is priced for the latter). Returns the number of warnings. */
+int st_spec_warnings(const st_spec *s, int starts_engine, st_buf *out);
 
 #endif

@@ -82,7 +82,8 @@ int st_cli_run_spec(st_cli_run *r, const char *spec_path)
     }
     st_buf w;
     st_buf_init(&w, ST_CLI_WARNINGS_MAX);
-    if (st_spec_warnings(&r->spec, &w) && w.data) {
+    /* predict starts nothing: where the engine's program is does not matter to it */
+    if (st_spec_warnings(&r->spec, strcmp(r->cmd, "predict") != 0, &w) && w.data) {
         for (char *line = w.data, *nl; *line; line = nl + 1) {
             nl = strchr(line, '\n');
             if (!nl)

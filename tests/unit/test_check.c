@@ -240,7 +240,7 @@ static void unknown_flags_are_warned(void **state)
     assert_int_equal(st_spec_parse("t.yaml", t, strlen(t), &s, err, sizeof err), 0);
     st_buf b;
     st_buf_init(&b, 1 << 16);
-    assert_int_equal(st_spec_warnings(&s, &b), 1);
+    assert_int_equal(st_spec_warnings(&s, 1, &b), 1);
     assert_non_null(strstr(b.data, "configuration 'typo': --kv-cache-dtyp is not a flag the engine model knows"));
     assert_null(strstr(b.data, "'fp8-kv'"));
     st_buf_free(&b);
@@ -258,11 +258,40 @@ static void unknown_flags_are_warned(void **state)
                  hw[i][0]);
         assert_int_equal(st_spec_parse("t.yaml", u, strlen(u), &s, err, sizeof err), 0);
         st_buf_init(&b, 1 << 16);
-        assert_int_equal(st_spec_warnings(&s, &b), 1);
+        assert_int_equal(st_spec_warnings(&s, 1, &b), 1);
         assert_non_null(strstr(b.data, hw[i][1]));
         st_buf_free(&b);
         st_spec_free(&s);
     }
+}
+
+/* A launch that cannot work here is said only where the engine is started (an audit), never by a
+ * prediction; a tensor-parallel size other than hardware.gpus_per_replica is said either way
+ * (the cost is priced for the latter). */
+static void launch_and_tp_warnings(void **state)
+{
+    (void)state;
+    const char *t = "engine: {kind: vllm, model: Qwen/Qwen3-8B, command: [servetune-no-such-program-here]}\n"
+                    "hardware: {gpu: H100, gpus_per_replica: 2, price_per_gpu_hour: 2}\npeak_rate: 1\n"
+                    "workload: {input_tokens: 10, output_tokens: 5}\nrates: [1]\n"
+                    "slo: {ttft_p95_ms: 100, tpot_p95_ms: 10}\n"
+                    "configurations:\n  - name: tp1\n  - name: tp2\n    add_flags: [--tensor-parallel-size, '2']\n";
+    st_spec s;
+    char err[512];
+    assert_int_equal(st_spec_parse("t.yaml", t, strlen(t), &s, err, sizeof err), 0);
+    for (int starts = 0; starts <= 1; starts++) {
+        st_buf b;
+        st_buf_init(&b, 1 << 16);
+        assert_int_equal(st_spec_warnings(&s, starts, &b), 1 + starts);
+        assert_non_null(strstr(b.data, "configuration 'tp1' runs --tensor-parallel-size 1 but "
+                                       "hardware.gpus_per_replica is 2: its $ per token, replicas and monthly "
+                                       "cost are priced for 2 GPUs per replica"));
+        assert_null(strstr(b.data, "'tp2'"));
+        assert_true((strstr(b.data, "'servetune-no-such-program-here' is not on this machine's PATH") != NULL) ==
+                    starts);
+        st_buf_free(&b);
+    }
+    st_spec_free(&s);
 }
 
 int main(void)
@@ -270,7 +299,7 @@ int main(void)
     const struct CMUnitTest t[] = {
         cmocka_unit_test(check_refuses_what_a_run_would), cmocka_unit_test(emulator_needs_a_gpu),
         cmocka_unit_test(trace_shorter_than_the_warmup),  cmocka_unit_test(hostile_yaml_is_refused),
-        cmocka_unit_test(unknown_flags_are_warned),
+        cmocka_unit_test(unknown_flags_are_warned),       cmocka_unit_test(launch_and_tp_warnings),
     };
     return cmocka_run_group_tests(t, NULL, NULL);
 }
