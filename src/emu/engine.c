@@ -562,6 +562,7 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
         ev->prompt_tokens = r->n_prompt;
         ev->cached_tokens = r->cached_tokens;
         ev->arrival = r->arrival;
+        ev->queued = r->ready;
         ev->first_scheduled = r->first_scheduled;
         if (r->n_out == 1) {
             ev->first = 1;

@@ -60,7 +60,9 @@ typedef struct st_emu_event {
     st_emu_finish finish;                        /* set on the last token */
     uint32_t prompt_tokens, cached_tokens;       /* prompt length; prefix-cache hit (first admission) */
     st_ns arrival, first_scheduled, first_token; /* engine times (first_token: this step's end if first) */
-    st_ns due; /* engine time the client receives it: the step's end, later when the API-server model
+    st_ns queued; /* engine time it reached the engine core's waiting queue: arrival plus the API server
+                     model's queue, cost and fixed latency (vLLM's queued timestamp) */
+    st_ns due;    /* engine time the client receives it: the step's end, later when the API-server model
                   (st_emu_tuning.fe_token_cpu_s) is behind with streaming */
 } st_emu_event;
 

@@ -364,7 +364,8 @@ static int deliver(st_emulator *em, stream_t *s, const st_emu_event *ev, st_ns e
     double t_s = end_e / 1e9;
     if (ev->first) {
         hist_obs(&em->h_ttft, (end_e - ev->arrival) / 1e9);
-        hist_obs(&em->h_queue, (ev->first_scheduled - ev->arrival) / 1e9);
+        /* vLLM's queue time starts when the engine core queued the request, after the API server */
+        hist_obs(&em->h_queue, (ev->first_scheduled - ev->queued) / 1e9);
         hist_obs(&em->h_prefill, (end_e - ev->first_scheduled) / 1e9);
     } else {
         hist_obs(&em->h_itl, (end_e - s->last_token_e) / 1e9);

@@ -294,6 +294,9 @@ static void metrics_follow_state_and_pass_promtool(void **state)
     double ok0 =
         metric(r.body.data, "vllm:request_success_total{engine=\"0\",model_name=\"qwen8\",finished_reason=\"length\"");
     double ttft0 = metric(r.body.data, "vllm:time_to_first_token_seconds_count{");
+    double ttft_s0 = metric(r.body.data, "vllm:time_to_first_token_seconds_sum{"),
+           queue_s0 = metric(r.body.data, "vllm:request_queue_time_seconds_sum{"),
+           prefill_s0 = metric(r.body.data, "vllm:request_prefill_time_seconds_sum{");
     http_res_free(&r);
     assert_false(isnan(gen0));
     assert_int_equal(
@@ -309,6 +312,14 @@ static void metrics_follow_state_and_pass_promtool(void **state)
                     ok0,
                 1, 0);
     assert_near(metric(m, "vllm:time_to_first_token_seconds_count{") - ttft0, 1, 0);
+    /* vLLM's queue time starts in the engine core: TTFT = the API server's part (its fixed latency,
+     * 34.9 ms by default, and its CPU) + queue + prefill, so queue + prefill stay below TTFT by that */
+    double ttft_s = metric(m, "vllm:time_to_first_token_seconds_sum{") - ttft_s0,
+           queue_s = metric(m, "vllm:request_queue_time_seconds_sum{") - queue_s0,
+           prefill_s = metric(m, "vllm:request_prefill_time_seconds_sum{") - prefill_s0;
+    if (!(queue_s >= 0 && queue_s + prefill_s <= ttft_s - 0.030))
+        fail_msg("queue %.6f s + prefill %.6f s vs TTFT %.6f s: the API server's latency is in the queue time", queue_s,
+                 prefill_s, ttft_s);
     assert_near(metric(m, "vllm:num_requests_running{"), 0, 0);
     assert_near(metric(m, "vllm:kv_cache_usage_perc{"), 0, 0);
     assert_non_null(
