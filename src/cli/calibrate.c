@@ -217,7 +217,8 @@ int cmd_calibrate(int argc, char **argv)
             printf("Measured up to %.4g req/s: predictions beyond %.4g req/s are flagged as extrapolations.\n",
                    cal.range.rate_max, cal.range.rate_max * 1.5);
     }
-    printf("Calibration: %s (%u runs, median |error| %.1f %% after the fit)\n", out, set.n, 100 * rep.median_abs_err);
+    printf("Calibration: %s (%u run%s, median |error| %.1f %% after the fit)\n", out, set.n, set.n == 1 ? "" : "s",
+           100 * rep.median_abs_err);
     rc = ST_EXIT_OK;
 out:
     st_strv_free(&names);

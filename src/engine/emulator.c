@@ -733,7 +733,9 @@ static void handle_generate(st_emulator *em, const st_http_parser *req, st_serve
     long max_tokens = api == API_CHAT ? 0 : 16;
     if (mt && !json_is_null(mt)) {
         if (!json_is_integer(mt) || json_integer_value(mt) < 1) {
-            respond_error(resp, 400, "max_tokens must be at least 1", "max_tokens");
+            respond_error(resp, 400,
+                          json_is_integer(mt) ? "max_tokens must be at least 1" : "max_tokens must be an integer",
+                          "max_tokens");
             free(ids);
             json_decref(root);
             return;
@@ -741,6 +743,14 @@ static void handle_generate(st_emulator *em, const st_http_parser *req, st_serve
         max_tokens = (long)json_integer_value(mt);
         if (max_tokens > 10000000)
             max_tokens = 10000000;
+    }
+    /* one choice per request: a request for several would be answered with one and counted as one */
+    json_t *nc = json_object_get(root, "n");
+    if (nc && !json_is_null(nc) && !(json_is_integer(nc) && json_integer_value(nc) == 1)) {
+        respond_error(resp, 400, "n must be 1: the emulator generates one choice per request", "n");
+        free(ids);
+        json_decref(root);
+        return;
     }
     json_t *mn = json_object_get(root, "min_tokens");
     if (mn && !json_is_null(mn) &&

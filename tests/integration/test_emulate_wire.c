@@ -209,6 +209,21 @@ static void errors_are_vllm_shaped(void **state)
     assert_int_equal(http_do(emu.port, "POST", "/v1/completions", "not json", "sekret", 5000, &r), 0);
     assert_int_equal(r.status, 400);
     http_res_free(&r);
+    /* several choices per request are refused, not answered with one; a max_tokens of the wrong type is named */
+    assert_int_equal(http_do(emu.port, "POST", "/v1/completions", "{\"prompt\":\"x\",\"n\":3}", "sekret", 5000, &r), 0);
+    assert_int_equal(r.status, 400);
+    assert_non_null(strstr(r.body.data, "\"param\":\"n\""));
+    http_res_free(&r);
+    assert_int_equal(
+        http_do(emu.port, "POST", "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":\"x\"}", "sekret", 5000, &r), 0);
+    assert_int_equal(r.status, 400);
+    assert_non_null(strstr(r.body.data, "max_tokens must be an integer"));
+    http_res_free(&r);
+    assert_int_equal(
+        http_do(emu.port, "POST", "/v1/completions", "{\"prompt\":\"x\",\"n\":1,\"max_tokens\":2}", "sekret", 5000, &r),
+        0);
+    assert_int_equal(r.status, 200);
+    http_res_free(&r);
     /* auth */
     assert_int_equal(http_do(emu.port, "POST", "/v1/completions", "{\"prompt\":\"x\"}", NULL, 5000, &r), 0);
     assert_int_equal(r.status, 401);
