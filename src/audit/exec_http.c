@@ -240,7 +240,7 @@ static int engine_start(sweep *S, const st_spec_config *c, engine *E, st_config_
     st_ns t0 = st_now();
     if (s->engine.kind != ST_ENGINE_ENDPOINT && engine_spawn(S, c, E, row))
         return -1;
-    char detail[600] = "";
+    char detail[ST_PROC_DETAIL_MAX] = "";
     int waited_ms = 0;
     const st_secrets *sec = &S->secrets;
     for (;;) {
@@ -565,7 +565,7 @@ static int http_run_rate(st_executor *x, const st_exec_rate *in, st_config_row *
             errors++;
     int died = E->started && !st_proc_alive(&E->proc);
     int hung = 0;
-    char detail[600] = "";
+    char detail[ST_PROC_DETAIL_MAX] = "";
     if (!died && (errors > 0 || out->stopped) && s->engine.kind != ST_ENGINE_ENDPOINT) {
         /* Requests failed, or the run stopped early: is the engine still answering? */
         st_buf body;

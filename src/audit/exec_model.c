@@ -18,6 +18,7 @@
 #include "emu/consts.h"
 #include "emu/flags.h"
 #include "emu/sim.h"
+#include "engine/process.h"
 #include "engine/metrics.h"
 
 /* The command line shown for a configuration, and its engine facts JSON. */
@@ -67,7 +68,7 @@ static void log_lines(model_exec *M, const char *name, const char *text)
 static void refuse(model_exec *M, const st_spec_config *c, st_config_row *row, const char *log, int exit_status)
 {
     log_lines(M, c->name, log);
-    char detail[600];
+    char detail[ST_PROC_DETAIL_MAX];
     st_fail_class fc = st_proc_classify(log, 1, exit_status << 8, 0, detail, sizeof detail);
     if (fc == ST_FAIL_NONE)
         fc = ST_FAIL_CRASH;

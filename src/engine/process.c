@@ -29,7 +29,6 @@ extern char **environ;
 #define ENV_VALUE_MAX 8192
 /* How long the log writer waits for the rest of an engine's output once it exited. */
 #define PUMP_EXIT_WAIT_S 2.0
-#define CLASSIFY_LINE_MAX 304 /* find_line keeps at most 300 characters of a line */
 
 int st_proc_env_expand(const char *in, char *out, size_t outlen, char *err, size_t errlen)
 {
@@ -528,8 +527,8 @@ static int find_line(const char *tail, const char *needle, char *detail, size_t 
         b++;
         l--;
     }
-    if (l > 300)
-        l = 300;
+    if (l > ST_PROC_DETAIL_MAX - 1)
+        l = ST_PROC_DETAIL_MAX - 1;
     snprintf(detail, dl, "%.*s", (int)l, b);
     return 1;
 }
@@ -591,7 +590,7 @@ st_fail_class st_proc_classify(const char *log_tail, int exited, int wstatus, in
                 return pats[i].c;
     if (exited) {
         /* an engine that exited on a Python exception: its message says more than the status */
-        char why[CLASSIFY_LINE_MAX];
+        char why[ST_PROC_DETAIL_MAX];
         if (log_tail && find_line(log_tail, "ValueError:", why, sizeof why) && WIFEXITED(wstatus) &&
             WEXITSTATUS(wstatus) != 127) {
             snprintf(detail, detail_len, "exit status %d: %s", WEXITSTATUS(wstatus), why);

@@ -84,9 +84,15 @@ const char *st_fail_class_name(st_fail_class c); /* "oom", "bad_flag", "port_tak
 /* A sentence for people: "out of memory / KV cache does not fit", ... */
 const char *st_fail_class_text(st_fail_class c);
 
+/* A failed start's detail: the log line that decided it. vLLM's longest refusals (the KV cache
+ * that cannot hold one request at max_model_len, with the estimated maximum model length) run
+ * to ~400 characters; the line is kept whole up to this size. */
+#define ST_PROC_DETAIL_MAX 640
+
 /* Classifies a failed start from the log tail and how it ended. exited/wstatus describe the
  * process (exited = 0: still running); timed_out: the readiness deadline passed. detail gets the
- * log line that decided it, or the exit status. */
+ * log line that decided it (at most ST_PROC_DETAIL_MAX - 1 characters of it), or the exit
+ * status. */
 st_fail_class st_proc_classify(const char *log_tail, int exited, int wstatus, int timed_out, char *detail,
                                size_t detail_len);
 

@@ -24,6 +24,10 @@
 #include "report/predvs.h"
 #include "report/traffic.h"
 
+/* A configuration's one-line note: a failure class and the engine's whole detail line
+ * (ST_PROC_DETAIL_MAX, engine/process.h) */
+#define ST_REP_NOTE_MAX 768
+
 /* The largest markdown, JSON or CSV report written (a bigger one is an error, never a cut file). */
 #define ST_REPORT_MAX_BYTES ((size_t)64 << 20)
 /* The longest headline paragraph. */
@@ -77,8 +81,8 @@ typedef struct st_rep_cfg {
     int day_ok;                       /* the spec's traffic day priced at its capacity (day) */
     st_day_cost day;
     st_rep_status status;
-    int ran;        /* it ran at least one rate (ST_REP_FAILED: the engine failed after it started) */
-    char note[256]; /* why it failed / passed nowhere, in one line */
+    int ran;                    /* it ran at least one rate (ST_REP_FAILED: the engine failed after it started) */
+    char note[ST_REP_NOTE_MAX]; /* why it failed / passed nowhere, in one line */
     /* Multi-turn sessions (workload.sessions): the rates are session starts per second; at the
      * capacity rate (cap->pass_rate sessions/s, cap->capacity_rps requests/s delivered), the
      * figures of each turn from the run's records (load/session.h); n_turns 0: none. */

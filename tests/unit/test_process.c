@@ -180,7 +180,7 @@ static void exec_failure_and_unset_variable(void **state)
 static void classify_table(void **state)
 {
     (void)state;
-    char d[512];
+    char d[ST_PROC_DETAIL_MAX];
     int exit1 = 1 << 8, exit2 = 2 << 8, sig11 = 11;
     struct {
         const char *log;
@@ -192,6 +192,12 @@ static void classify_table(void **state)
           "cache "
           "is needed, which is larger than the available KV cache memory (4.45 GiB).\n",
           1, exit1, 0, ST_FAIL_OOM, "ValueError: To serve" },
+        /* vLLM's longest refusal is kept whole: its end says what would fit */
+        { "ValueError: To serve at least one request with the models's max seq len (131072), (20.00 GiB KV cache is "
+          "needed, which is larger than the available KV cache memory (0.30 GiB). Based on the available memory, the "
+          "estimated maximum model length is 1952. Try increasing `gpu_memory_utilization` or decreasing "
+          "`max_model_len` when initializing the engine.\n",
+          1, exit1, 0, ST_FAIL_OOM, "decreasing `max_model_len` when initializing the engine." },
         { "usage: vllm serve\nvllm serve: error: unrecognized arguments: --bogus\n", 1, exit2, 0, ST_FAIL_BAD_FLAG,
           "unrecognized arguments: --bogus" },
         { "api_server.py: error: argument --max-num-seqs: invalid int value: 'x'\n", 1, exit2, 0, ST_FAIL_BAD_FLAG,

@@ -111,7 +111,12 @@ static st_store *make_store_as(int partial, int burst)
             c.status = "failed";
             c.startup_s = NAN;
             c.failure_class = "oom";
-            c.failure_detail = "ValueError: KV cache is needed, which is larger than the available KV cache memory";
+            /* vLLM's longest refusal: its end (what would fit) must reach the report whole */
+            c.failure_detail = "ValueError: To serve at least one request with the models's max seq len (131072), "
+                               "(20.00 GiB KV cache is needed, which is larger than the available KV cache memory "
+                               "(0.30 GiB). Based on the available memory, the estimated maximum model length is "
+                               "1952. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
+                               "initializing the engine.";
             c.log_tail = "line one\n<script>alert(1)</script> | `x`";
         }
         assert_int_equal(st_store_config_put(s, &c), 0);
@@ -257,6 +262,7 @@ static void files_written_and_escaped(void **state)
                                "Partial results (the audit did not finish: interrupted by SIGINT)",
                                "| none passed (see notes)",
                                "did not start: oom",
+                               "decreasing \\`max\\_model\\_len\\` when initializing the engine.",
                                "not run",
                                "adds `--kv-cache-dtype fp8`",
                                "Measured on servetune's emulator" };
