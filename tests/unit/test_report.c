@@ -76,7 +76,8 @@ static void put_run(st_store *s, const char *cfg, int seq, double rate, const ch
     assert_int_equal(st_store_run_put(s, &r, NULL, 0, NULL, 0), 0);
 }
 
-static int low_peak; /* make_store_as: the spec's peak at 1 req/s (every configuration needs 1 replica) */
+static int low_peak;         /* make_store_as: the spec's peak at 1 req/s (every configuration needs 1 replica) */
+static int base_not_started; /* make_store: the baseline ran no rate */
 
 static st_store *make_store_as(int partial, int burst)
 {
@@ -122,10 +123,12 @@ static st_store *make_store_as(int partial, int burst)
         assert_int_equal(st_store_config_put(s, &c), 0);
     }
     /* baseline: passes 2, 4, 6 (delivers 5.9), fails 8 */
-    put_run(s, "baseline", 0, 2, "pass", 1.98);
-    put_run(s, "baseline", 1, 4, "pass", 3.95);
-    put_run(s, "baseline", 2, 6, "pass", 5.9);
-    put_run(s, "baseline", 3, 8, "fail", 7.1);
+    if (!base_not_started) {
+        put_run(s, "baseline", 0, 2, "pass", 1.98);
+        put_run(s, "baseline", 1, 4, "pass", 3.95);
+        put_run(s, "baseline", 2, 6, "pass", 5.9);
+        put_run(s, "baseline", 3, 8, "fail", 7.1);
+    }
     put_run(s, "no-prefix-cache", 0, 2, "fail", 1.9);
     put_run(s, "fp8-kv", 0, 8, "pass", 7.9);
     put_run(s, "fp8-kv", 1, 12, "pass", 11.8);
@@ -173,6 +176,38 @@ static void ran_but_undecided_is_not_not_run(void **state)
     assert_non_null(strstr(md, "Of the 6 configurations tested, ")); /* it ran: counted as tested */
     assert_non_null(strstr(md, "| no-prefix-cache | engine failed: crash: the engine exited or crashed"));
     assert_non_null(strstr(md, "the engine failed before any rate passed (crash"));
+    st_store_close(s);
+    rm_dir(NULL);
+}
+
+/* The current setup failed with vLLM's longest refusal: the headline keeps it whole, with what
+ * would fit at its end. */
+static void long_failure_in_headline(void **state)
+{
+    (void)state;
+    base_not_started = 1;
+    st_store *s = make_store(0);
+    base_not_started = 0;
+    st_config_row c = { .name = "baseline",
+                        .idx = 0,
+                        .status = "failed",
+                        .startup_s = NAN,
+                        .failure_class = "oom",
+                        .failure_detail = "ValueError: To serve at least one request with the models's max seq len "
+                                          "(131072), (20.00 GiB KV cache is needed, which is larger than the available "
+                                          "KV cache memory (0.30 GiB). Based on the available memory, the estimated "
+                                          "maximum model length is 1952. Try increasing `gpu_memory_utilization` or "
+                                          "decreasing `max_model_len` when initializing the engine.",
+                        .argv = "x" };
+    assert_int_equal(st_store_config_put(s, &c), 0);
+    char *md = written_md(s);
+    const char *head = strstr(md, "## Headline");
+    assert_non_null(head);
+    const char *end = strstr(head, "## Setup");
+    assert_non_null(end);
+    const char *hit = strstr(head, "when initializing the engine.");
+    if (!hit || hit > end)
+        fail_msg("%.2000s", head);
     st_store_close(s);
     rm_dir(NULL);
 }
@@ -505,6 +540,7 @@ int main(void)
         cmocka_unit_test_teardown(model_costs_and_order, rm_dir),
         cmocka_unit_test(ran_but_undecided_is_not_not_run),
         cmocka_unit_test(same_replicas_headline),
+        cmocka_unit_test(long_failure_in_headline),
         cmocka_unit_test(files_written_and_escaped),
         cmocka_unit_test(server_timings_in_reports),
         cmocka_unit_test(too_small_buffer_fails_loudly),
