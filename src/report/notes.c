@@ -8,8 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/version.h"
+#include "audit/executor.h"
 #include "core/util.h"
+#include "core/version.h"
+#include "emu/config.h"
+#include "emu/steptime.h"
 #include "load/stats.h"
 #include "report/format.h"
 #include "report/report.h"
@@ -447,6 +450,31 @@ static int is_vllm_like(const st_report *r)
 
 /* ---- status notes ------------------------------------------------------------------------ */
 
+/* One request alone on configuration c: its decode step in seconds by the engine model (a step of
+ * one sequence at the workload's mean prompt length), and the weights' read time at the GPU's
+ * peak bandwidth (a bound no step goes below). 0 with both, -1 when the engine cannot be
+ * modelled or the configuration does not start. */
+static int lone_decode_step(const st_report *r, const st_rep_cfg *c, double *step_s, double *floor_s)
+{
+    char why[256];
+    if (!c->spec || !st_exec_model_supported(&r->spec, why, sizeof why))
+        return -1;
+    st_emu_config cfg;
+    st_emu_memory mem;
+    if (st_exec_model_config(&r->spec, c->spec, &cfg, NULL, 0, NULL, why, sizeof why) != 0 ||
+        st_emu_memory_plan(&cfg, &mem, why, sizeof why) < 0)
+        return -1;
+    double prompt = st_spec_mean_input(&r->spec);
+    if (!(prompt >= 1))
+        prompt = 1;
+    st_emu_batch b = {
+        .tokens = 1, .decode_tokens = 1, .seqs = 1, .sampled = 1, .attn_pairs = prompt, .kv_read_tokens = prompt
+    };
+    *step_s = st_emu_step_seconds(&cfg, &b, NULL);
+    *floor_s = st_emu_weight_read_floor_s(&cfg);
+    return 0;
+}
+
 static void status_notes(ctx *x, const st_rep_cfg *c)
 {
     const st_report *r = x->r;
@@ -532,7 +560,25 @@ static void status_notes(ctx *x, const st_rep_cfg *c)
         st_buf_printf(b, "%s %u of %u requests failed", nf ? " and" : "", failed, low->planned);
     else if (!nf)
         st_buf_printf(b, " %s", low->why && *low->why ? low->why : "it failed");
-    st_buf_puts(b, ". Test lower rates, or see what it changes.");
+    /* a per-token limit that one request alone cannot meet: no rate helps */
+    double lim = INFINITY, step_s, floor_s;
+    for (int k = 0; k < nf; k++) {
+        const st_slo_term *t = &r->spec.slo.terms[order[k]];
+        if ((t->metric == ST_SLO_TPOT || t->metric == ST_SLO_ITL) && t->max_ms < lim)
+            lim = t->max_ms;
+    }
+    if (isfinite(lim) && lone_decode_step(r, c, &step_s, &floor_s) == 0 && step_s * 1e3 > lim) {
+        st_buf_puts(b, ". One request alone decodes at about ");
+        num(b, step_s * 1e3);
+        st_buf_puts(b, " ms per token on this configuration (the engine model; reading its weights alone takes ");
+        num(b, floor_s * 1e3);
+        st_buf_puts(b, " ms at the GPU's peak bandwidth), above the ");
+        num(b, lim);
+        st_buf_puts(b, " ms limit: no rate meets it. Relax the limit, or use faster hardware, more tensor "
+                       "parallelism or smaller weights.");
+    } else {
+        st_buf_puts(b, ". Test lower rates, or see what it changes.");
+    }
     st_note *n = add(x, ST_NOTE_WARN, "none_passed", c->name);
     add_rate(n, low->rate);
     for (int k = 0; k < nf && n; k++) {

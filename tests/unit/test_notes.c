@@ -191,6 +191,36 @@ static void build(fx *f, st_notes *ns)
 
 /* ---- status and capacity notes ----------------------------------------------------------- */
 
+/* A per-token limit below what one request alone gets: the note says no rate meets it (the
+ * engine model's lone decode step and the weights' read time), instead of "test lower rates";
+ * an engine the model cannot stand for keeps the advice. */
+static void none_passed_below_the_decode_floor(void **state)
+{
+    (void)state;
+    static fx f;
+    for (int engine = 0; engine < 2; engine++) {
+        fx_init(&f);
+        f.r.spec.slo.terms[1].max_ms = 2;
+        if (engine)
+            f.r.spec.engine.kind = ST_ENGINE_LLAMACPP;
+        int b = fx_cfg(&f, "baseline");
+        fx_run(&f, b, 1, "fail", 300, 13, 1);
+        st_notes ns;
+        build(&f, &ns);
+        const st_note *x = find(&ns, "none_passed", "baseline");
+        if (engine) {
+            has_text(x, "Test lower rates");
+        } else {
+            /* Qwen3-8B bf16 on an H100: 16.4 GB of weights at 3.35 TB/s, 4.9 ms */
+            has_text(x, "One request alone decodes at about ");
+            has_text(x, "reading its weights alone takes 4.89 ms at the GPU's peak bandwidth), above the 2.00 ms "
+                        "limit: no rate meets it");
+            assert_null(strstr(x->text, "Test lower rates"));
+        }
+        st_notes_free(&ns);
+    }
+}
+
 static void none_passed_names_the_term(void **state)
 {
     (void)state;
@@ -947,6 +977,7 @@ int main(void)
 {
     const struct CMUnitTest t[] = {
         cmocka_unit_test(none_passed_names_the_term),
+        cmocka_unit_test(none_passed_below_the_decode_floor),
         cmocka_unit_test(warmup_non_monotonic_and_highest),
         cmocka_unit_test(burst_not_sustained),
         cmocka_unit_test(failed_start_not_run_and_run_events),
