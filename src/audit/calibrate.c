@@ -41,6 +41,7 @@ void st_calib_set_free(st_calib_set *s)
     for (uint32_t i = 0; i < s->n; i++) {
         free(s->runs[i].items);
         free(s->runs[i].ids);
+        free(s->runs[i].prompts_sig);
     }
     free(s->runs);
     st_strv_free(&s->configs);
@@ -61,6 +62,7 @@ static st_calib_run *new_run(st_calib_set *s)
     memset(r, 0, sizeof *r);
     for (int f = 0; f < ST_CAL_NFIG; f++)
         r->measured[f] = r->predicted[f] = NAN;
+    r->same_prompts_as = -1;
     return r;
 }
 
@@ -362,6 +364,12 @@ int st_calib_add_bench_json(st_calib_set *s, const char *label, const char *text
     json_t *mc = json_object_get(ar, "max_concurrency");
     run->max_concurrency = json_is_integer(mc) && json_integer_value(mc) > 0 ? (uint32_t)json_integer_value(mc) : 0;
     snprintf(run->label, sizeof run->label, "%s", label);
+    /* the same workload (seed included) makes the same prompts: a later run found them in the
+     * server's prefix cache, which the replay on a fresh engine model does not */
+    run->prompts_sig = json_is_object(wl) ? json_dumps(wl, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    for (uint32_t i = 0; i < s->n && run->prompts_sig && run->same_prompts_as < 0; i++)
+        if (s->runs[i].prompts_sig && !strcmp(s->runs[i].prompts_sig, run->prompts_sig))
+            run->same_prompts_as = (int)i;
     s->n++;
     rc = 0;
 out:

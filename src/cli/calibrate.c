@@ -177,6 +177,13 @@ int cmd_calibrate(int argc, char **argv)
                 goto out;
             }
             free(text);
+            int same = set.runs[set.n - 1].same_prompts_as;
+            if (same >= 0)
+                fprintf(stderr,
+                        "servetune calibrate: warning: %s sent the same prompts as %s (the same workload and seed): "
+                        "the server's prefix cache held them, while each run is replayed on a fresh engine model; "
+                        "measure with a different --seed per run, or with --no-enable-prefix-caching\n",
+                        bench.v[i], set.runs[same].label);
         }
     }
     st_emu_calib cal;

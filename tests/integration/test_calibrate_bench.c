@@ -1,0 +1,115 @@
+/* servetune calibrate from `servetune bench --json` runs (the path for users who measure with
+ * bench, not with an audit): three runs of the emulator at time-scale 20, two of them with the
+ * same seed and workload, so the second sent the first's prompts again and found them in the
+ * server's prefix cache. calibrate fits and writes the file, and warns about that pair (naming
+ * both files), not about the run with its own seed. */
+#include "harness.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/file.h"
+#include "emu_util.h"
+
+static char dir[] = "/tmp/st-calbench-XXXXXX";
+
+/* Runs servetune with argv (argv[0] ignored), output to log; its exit status. */
+static int run_cli(const char *const *argv, const char *log)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execv(st_test_bin(), (char *const *)argv);
+        _exit(127);
+    }
+    int status = 0;
+    for (int i = 0; i < 12000; i++) { /* 120 s at most */
+        if (waitpid(pid, &status, WNOHANG) == pid)
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        usleep(10000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    fail_msg("servetune did not finish (log %s)", log);
+    return -1;
+}
+
+static int log_has(const char *log, const char *needle)
+{
+    size_t len;
+    char err[256];
+    char *text = st_read_file(log, 1 << 20, &len, err, sizeof err);
+    int found = text && strstr(text, needle) != NULL;
+    free(text);
+    return found;
+}
+
+static void bench_runs_calibrate_and_same_prompts_warn(void **state)
+{
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    emu_child emu;
+    const char *extra[] = { "--time-scale", "20", NULL };
+    assert_int_equal(emu_start(&emu, "Qwen/Qwen3-8B", "H100", extra, 1), 0);
+    char url[64], json[3][300], log[300];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", emu.port);
+    snprintf(log, sizeof log, "%s/out.log", dir);
+    const char *seeds[3] = { "1", "1", "2" };
+    for (int i = 0; i < 3; i++) {
+        snprintf(json[i], sizeof json[i], "%s/run%d.json", dir, i + 1);
+        const char *argv[] = { "servetune",
+                               "bench",
+                               "--url",
+                               url,
+                               "-n",
+                               "24",
+                               "--rate",
+                               "40",
+                               "--seed",
+                               seeds[i],
+                               "--random-input-len",
+                               "300",
+                               "--random-output-len",
+                               "16",
+                               "--json",
+                               json[i],
+                               NULL };
+        int rc = run_cli(argv, log);
+        if (rc != 0)
+            fail_msg("bench run %d exited %d (log %s)", i + 1, rc, log);
+    }
+    emu_stop(&emu);
+    char cal[300];
+    snprintf(cal, sizeof cal, "%s/cal.json", dir);
+    const char *argv[] = { "servetune",    "calibrate",    "--bench-json", json[0],    "--bench-json",
+                           json[1],        "--bench-json", json[2],        "--engine", "Qwen/Qwen3-8B --gpu H100",
+                           "--time-scale", "20",           "-o",           cal,        NULL };
+    int rc = run_cli(argv, log);
+    if (rc != 0)
+        fail_msg("calibrate exited %d (log %s)", rc, log);
+    assert_true(log_has(cal, "\"schema\": \"servetune-calibration/1\""));
+    char want[700];
+    snprintf(want, sizeof want, "warning: %s sent the same prompts as %s", json[1], json[0]);
+    if (!log_has(log, want))
+        fail_msg("no warning '%s' (log %s)", want, log);
+    snprintf(want, sizeof want, "warning: %s sent the same prompts", json[2]);
+    assert_false(log_has(log, want));
+    for (int i = 0; i < 3; i++)
+        unlink(json[i]);
+    unlink(cal);
+    unlink(log);
+    rmdir(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest t[] = {
+        cmocka_unit_test(bench_runs_calibrate_and_same_prompts_warn),
+    };
+    return cmocka_run_group_tests(t, 0, 0);
+}
