@@ -786,8 +786,11 @@ static void terms_over(const st_sustain *s, const view *v, double w0, double w1,
         o->holds = isfinite(o->value_ms) && o->value_ms <= t->max_ms;
         o->margin = o->value_ms > 0 ? log(t->max_ms / o->value_ms) : o->value_ms == 0 ? INFINITY : NAN;
         double q = 1 - t->pct / 100;
-        o->sure = isfinite(o->ex.frac) && (o->holds ? st_exceed_upper(&o->ex, s->p.confidence) <= q
-                                                    : st_exceed_lower(&o->ex, s->p.confidence) > q);
+        /* a sure pass: few enough exceedances, and the percentile's upper bound within the limit
+         * (a window that saw few exceedances of a clustered series is not sure from their count) */
+        o->sure =
+            isfinite(o->ex.frac) && (o->holds ? st_exceed_upper(&o->ex, s->p.confidence) <= q && !(o->hi_ms > t->max_ms)
+                                              : st_exceed_lower(&o->ex, s->p.confidence) > q);
         double ratio = o->value_ms / t->max_ms;
         if (isfinite(ratio) && ratio > out->worst_ratio)
             out->worst_ratio = ratio;

@@ -257,6 +257,31 @@ static double indicator_se(const uint8_t *ind, uint32_t n, uint32_t B, uint32_t 
     return se;
 }
 
+double st_autocorr_time(const double *v, uint32_t n)
+{
+    if (n < 8)
+        return 0.5;
+    double m = 0, c0 = 0;
+    for (uint32_t i = 0; i < n; i++)
+        m += v[i];
+    m /= n;
+    for (uint32_t i = 0; i < n; i++)
+        c0 += (v[i] - m) * (v[i] - m);
+    if (!(c0 > 0))
+        return 0.5;
+    double tau = 0.5;
+    uint32_t max_lag = n / 4 < ST_STEADY_IAT_MAX_LAG ? n / 4 : ST_STEADY_IAT_MAX_LAG;
+    for (uint32_t k = 1; k <= max_lag; k++) {
+        double ck = 0;
+        for (uint32_t i = 0; i + k < n; i++)
+            ck += (v[i] - m) * (v[i + k] - m);
+        tau += ck / c0;
+        if (k >= ST_STEADY_IAT_WINDOW * tau)
+            break;
+    }
+    return tau > 0.5 ? tau : 0.5;
+}
+
 void st_exceed_compute(const double *v, uint32_t n, double limit, uint32_t batches, st_exceed *out)
 {
     memset(out, 0, sizeof *out);
@@ -321,6 +346,17 @@ int st_percentile_ci(const double *v, uint32_t n, double pct, uint32_t batches, 
         }
         double dof;
         out->se = indicator_se(ind, n, batches, k, &dof);
+        /* the level's error is at least what clustered values at this percentile give: the
+         * indicator's own autocorrelation time, at the level's binomial variance */
+        double q = pct / 100, *x = malloc(sizeof *x * n);
+        if (x && q > 0 && q < 1) {
+            for (uint32_t i = 0; i < n; i++)
+                x[i] = ind[i];
+            double se_tau = sqrt(q * (1 - q) * 2 * st_autocorr_time(x, n) / n);
+            if (se_tau > out->se)
+                out->se = se_tau;
+        }
+        free(x);
         double h = st_t_quantile(0.5 + conf / 2, dof) * out->se * 100;
         double plo = pct - h < 0 ? 0 : pct - h, phi = pct + h > 100 ? 100 : pct + h;
         out->lo = st_percentile_sorted(s, n, plo);

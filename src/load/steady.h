@@ -32,6 +32,10 @@
 
 /* The most batches a series is cut into. */
 #define ST_STEADY_MAX_BATCHES 32
+/* st_autocorr_time: Sokal's self-consistent window (c = 10 for a series with long correlations,
+ * A. Sokal, "Monte Carlo methods in statistical mechanics", 1996) and the most lags it sums. */
+#define ST_STEADY_IAT_WINDOW 10.0
+#define ST_STEADY_IAT_MAX_LAG 2048
 
 /* Student's t distribution: P(T <= x) for dof > 0 degrees of freedom. */
 double st_t_cdf(double x, double dof);
@@ -82,6 +86,11 @@ double st_exceed_lower(const st_exceed *e, double conf);
  * batches (as st_trend_fit clamps them) and the binomial floor. */
 void st_exceed_compute(const double *v, uint32_t n, double limit, uint32_t batches, st_exceed *out);
 
+/* The integrated autocorrelation time of v[0..n) in samples (0.5 for independent values): 1/2 +
+ * the sum of the autocorrelations up to Sokal's window (the first lag M >= ST_STEADY_IAT_WINDOW x
+ * the running sum; at most n / 4 and ST_STEADY_IAT_MAX_LAG lags). */
+double st_autocorr_time(const double *v, uint32_t n);
+
 /* Pools exceedances of independent runs: fractions weighted by their counts, errors combined. */
 void st_exceed_pool(const st_exceed *e, uint32_t m, st_exceed *out);
 
@@ -93,7 +102,10 @@ typedef struct st_pct_ci {
 } st_pct_ci;
 
 /* The pct-th percentile of v[0..n) (in time order) with its interval at confidence conf, by
- * sectioning (above). -1 when out of memory or n = 0 (out: NANs). */
+ * sectioning (above). The level's error is at least sqrt(q (1 - q) x 2 tau / n), tau the
+ * integrated autocorrelation time of the indicator "at most the percentile" (st_autocorr_time):
+ * values near a percentile that come in clusters (a queue near saturation) make its estimate
+ * less certain than a few batches show. -1 when out of memory or n = 0 (out: NANs). */
 int st_percentile_ci(const double *v, uint32_t n, double pct, uint32_t batches, double conf, st_pct_ci *out);
 
 /* Pool adjacent violators: fit[0..n) is the non-increasing sequence that minimises

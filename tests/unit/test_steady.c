@@ -160,6 +160,34 @@ static void exceedance_and_pooling(void **state)
     st_exceed_compute(v, 100, 1000, 10, &e);
     assert_int_equal(e.k, 0);
     assert_true(e.se > 0.005 && e.se < 0.02);
+    /* a percentile of a correlated series: its level's error is at least the one its indicator's
+     * autocorrelation time gives */
+    double w[400];
+    uint64_t seed = 7;
+    double x = 0;
+    for (int i = 0; i < 400; i++) { /* AR(1), phi 0.95: correlated over ~40 values */
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+        double u = ((seed >> 11) * (1.0 / 9007199254740992.0)) - 0.5;
+        x = 0.95 * x + u;
+        w[i] = 100 + x;
+    }
+    double tau = st_autocorr_time(w, 400);
+    assert_true(tau > 8 && tau < 60); /* (1 + phi) / (2 (1 - phi)) = 19.5 */
+    st_pct_ci ci;
+    assert_int_equal(st_percentile_ci(w, 400, 95, 10, 0.95, &ci), 0);
+    double ind[400];
+    for (int i = 0; i < 400; i++)
+        ind[i] = w[i] <= ci.value;
+    assert_true(ci.se >= sqrt(0.05 * 0.95 * 2 * st_autocorr_time(ind, 400) / 400) - 1e-12);
+    assert_true(ci.se > 2 * sqrt(0.05 * 0.95 / 400));
+    /* independent values: tau about 1/2 */
+    double iid[400];
+    for (int i = 0; i < 400; i++) {
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+        iid[i] = (double)(seed >> 11) * (1.0 / 9007199254740992.0);
+    }
+    double t0 = st_autocorr_time(iid, 400);
+    assert_true(t0 >= 0.5 && t0 < 1.0);
     st_exceed a = { .n = 100, .k = 10, .frac = 0.1, .se = 0.03 }, b = { .n = 300, .k = 15, .frac = 0.05, .se = 0.01 };
     st_exceed both[2] = { a, b }, p;
     st_exceed_pool(both, 2, &p);
