@@ -236,4 +236,29 @@ static inline int count_sub(const char *s, const char *needle)
         n++;
     return n;
 }
+
+/* Runs servetune (st_test_bin()) with argv (argv[0] ignored), its output to log; its exit status
+ * (128 + the signal when killed). Fails the test after 120 s. */
+static inline int run_cli(const char *const *argv, const char *log)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execv(st_test_bin(), (char *const *)argv);
+        _exit(127);
+    }
+    int status = 0;
+    for (int i = 0; i < 12000; i++) { /* 120 s at most */
+        if (waitpid(pid, &status, WNOHANG) == pid)
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        usleep(10000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    fail_msg("servetune did not finish (log %s)", log);
+    return -1;
+}
 #endif

@@ -15,29 +15,6 @@
 
 static char dir[] = "/tmp/st-calbench-XXXXXX";
 
-/* Runs servetune with argv (argv[0] ignored), output to log; its exit status. */
-static int run_cli(const char *const *argv, const char *log)
-{
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        dup2(fd, 1);
-        dup2(fd, 2);
-        execv(st_test_bin(), (char *const *)argv);
-        _exit(127);
-    }
-    int status = 0;
-    for (int i = 0; i < 12000; i++) { /* 120 s at most */
-        if (waitpid(pid, &status, WNOHANG) == pid)
-            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        usleep(10000);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
-    fail_msg("servetune did not finish (log %s)", log);
-    return -1;
-}
 
 static int log_has(const char *log, const char *needle)
 {
