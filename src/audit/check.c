@@ -11,9 +11,9 @@
 #include "audit/executor.h"
 #include "core/strv.h"
 #include "emu/catalog.h"
-#include "engine/process.h"
 #include "emu/config.h"
 #include "emu/flags.h"
+#include "engine/process.h"
 #include "load/trace.h"
 #include "load/workload.h"
 #include "net/url.h"
@@ -278,26 +278,22 @@ int st_spec_warnings(const st_spec *s, int starts_engine, st_buf *out)
         n++;
     }
 
-    /* the emulator times one GPU, the report prices another */
-    for (int i = 0; hw_known && s->engine.kind == ST_ENGINE_EMULATOR && i < s->n_configs; i++) {
-        st_emu_config cfg;
-        char err[512];
-        if (st_exec_model_config(s, &s->configs[i], &cfg, NULL, 0, NULL, err, sizeof err) == 0 &&
-            strcmp(cfg.gpu.name, hw.name)) {
-            st_buf_printf(out,
-                          "hardware.gpu is %s but the emulator runs %s (--gpu) for configuration '%s': the report "
-                          "prices one and measures the other\n",
-                          hw.name, cfg.gpu.name, s->configs[i].name);
-            n++;
-            break; /* once: the others read the same */
-        }
-    }
+    int gpu_said = 0;
     for (int i = 0; i < s->n_configs; i++) {
         const st_spec_config *c = &s->configs[i];
         st_emu_config cfg;
         st_strv unknown = { 0 };
         char err[512];
         int ok = st_exec_model_config(s, c, &cfg, NULL, 0, &unknown, err, sizeof err) == 0;
+        /* the emulator times one GPU, the report prices another (said once: the others read the same) */
+        if (ok && hw_known && !gpu_said && s->engine.kind == ST_ENGINE_EMULATOR && strcmp(cfg.gpu.name, hw.name)) {
+            st_buf_printf(out,
+                          "hardware.gpu is %s but the emulator runs %s (--gpu) for configuration '%s': the report "
+                          "prices one and measures the other\n",
+                          hw.name, cfg.gpu.name, c->name);
+            gpu_said = 1;
+            n++;
+        }
         /* a replica is priced as hardware.gpus_per_replica GPUs, whatever the engine shards over */
         if (ok && (int)cfg.tp != s->hardware.gpus_per_replica) {
             st_buf_printf(out,

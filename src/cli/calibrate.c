@@ -137,16 +137,9 @@ int cmd_calibrate(int argc, char **argv)
         goto out;
     }
     for (int i = 0; i < configs.n; i++) /* --config a,b --config c: the names a, b and c */
-        for (const char *p = configs.v[i]; *p;) {
-            size_t len = strcspn(p, ",");
-            char *name = strndup(p, len);
-            int bad = !name || (len && st_strv_push(&names, name));
-            free(name);
-            if (bad) {
-                fprintf(stderr, "servetune calibrate: out of memory\n");
-                goto out;
-            }
-            p += len + (p[len] == ',');
+        if (st_strv_push_split(&names, configs.v[i], ',')) {
+            fprintf(stderr, "servetune calibrate: out of memory\n");
+            goto out;
         }
     for (int i = 0; i < res.npos; i++) {
         int k = st_calib_add_audit(&set, res.pos[i], configs.n ? &names : NULL, isnan(max_rate) ? 0 : max_rate,

@@ -24,6 +24,23 @@ int st_strv_push(st_strv *v, const char *s)
     return 0;
 }
 
+int st_strv_push_split(st_strv *v, const char *s, char sep)
+{
+    const char seps[2] = { sep, '\0' };
+    for (const char *p = s; *p;) {
+        size_t len = strcspn(p, seps);
+        if (len) {
+            char *field = strndup(p, len);
+            int bad = !field || st_strv_push(v, field);
+            free(field);
+            if (bad)
+                return -1;
+        }
+        p += len + (p[len] == sep);
+    }
+    return 0;
+}
+
 int st_strv_has(const st_strv *v, const char *s)
 {
     for (int i = 0; i < v->n; i++)

@@ -272,6 +272,17 @@ static void swatch(st_buf *h, uint32_t idx)
 
 static const char *name_of(const st_html_config *c) { return c->name && *c->name ? c->name : "(unnamed)"; }
 
+/* What a configuration without a capacity shows: it passed nowhere, its engine failed (before
+ * or after it ran a rate), or it decided nothing. */
+static const char *status_word(const st_html_config *c)
+{
+    switch (c->status) {
+    case ST_HTML_CFG_NONE_PASSED: return "none passed";
+    case ST_HTML_CFG_NOT_STARTED: return c->ran ? "engine failed" : "did not start";
+    default: return c->ran ? "no verdict" : "not run";
+    }
+}
+
 static const st_html_config *baseline(const st_html_report *r)
 {
     for (uint32_t i = 0; i < r->n_configs; i++)
@@ -366,10 +377,7 @@ static void cost_charts(st_buf *h, const st_html_report *r, const ord *o)
     const st_html_config *base = baseline(r);
     for (uint32_t k = 0; k < n; k++) {
         const st_html_config *c = o[k].c;
-        const char *note = c->status == ST_HTML_CFG_NONE_PASSED   ? "none passed"
-                           : c->status == ST_HTML_CFG_NOT_STARTED ? (c->ran ? "engine failed" : "did not start")
-                           : c->status == ST_HTML_CFG_NOT_RUN     ? (c->ran ? "no verdict" : "not run")
-                                                                  : "no value";
+        const char *note = c->status == ST_HTML_CFG_OK ? "no value" : status_word(c);
         int ok = c->status == ST_HTML_CFG_OK;
         char v[32];
         fmt_num(v, sizeof v, c->capacity_rps, 2);
@@ -429,11 +437,7 @@ static void results_table(st_buf *h, const st_html_report *r, const ord *o)
         }
         st_buf_printf(h, "</td>");
         if (c->status != ST_HTML_CFG_OK) {
-            const char *what = c->status == ST_HTML_CFG_NONE_PASSED   ? "none passed"
-                               : c->status == ST_HTML_CFG_NOT_STARTED ? (c->ran ? "engine failed" : "did not start")
-                               : c->ran                               ? "no verdict"
-                                                                      : "not run";
-            st_buf_printf(h, "<td class=\"none\" colspan=\"%d\">%s", ncols - 1, what);
+            st_buf_printf(h, "<td class=\"none\" colspan=\"%d\">%s", ncols - 1, status_word(c));
             if (c->status_text && *c->status_text) {
                 st_buf_printf(h, ": ");
                 hs(h, c->status_text);

@@ -47,6 +47,9 @@ static void pick_caveats(const st_report *r, const st_rep_cfg *p, st_buf *b)
     st_buf_puts(b, ".");
 }
 
+/* A configuration counts as tested when it has a verdict, failed, or ran a rate that decided nothing. */
+static int was_tested(const st_rep_cfg *c) { return c->status != ST_REP_NOT_RUN || c->ran; }
+
 int st_report_headline(const st_report *r, st_buf *b)
 {
     char slo[256], a[32], bb[32], x[32], y[32], pc[32], m0[32], m1[32], pk[32];
@@ -55,8 +58,8 @@ int st_report_headline(const st_report *r, st_buf *b)
     /* configurations measured (or that failed to start): an interrupted audit has not run them all */
     int tested = 0;
     for (int i = 0; i < r->n_cfg; i++)
-        tested += r->cfg[i].status != ST_REP_NOT_RUN || r->cfg[i].ran;
-    int others = tested - (base->status != ST_REP_NOT_RUN || base->ran);
+        tested += was_tested(&r->cfg[i]);
+    int others = tested - was_tested(base);
     int not_run = r->n_cfg - tested;
     char untested[96] = "";
     if (not_run)

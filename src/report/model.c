@@ -346,8 +346,12 @@ int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
                 session_turns(s, pr->id, c);
         }
         c->ran = 0;
+        const char *first = NULL; /* the first verdict of a run that ran */
         for (int j = 0; j < c->n_runs; j++)
-            c->ran += strcmp(c->runs[j].verdict, "skipped") != 0;
+            if (strcmp(c->runs[j].verdict, "skipped")) {
+                first = first ? first : c->runs[j].verdict;
+                c->ran++;
+            }
         int failed = c->row && c->row->status && !strcmp(c->row->status, "failed");
         if (c->cap->has_pass && c->cost.valid) {
             c->status = ST_REP_OK;
@@ -370,10 +374,6 @@ int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
         } else {
             /* nothing decided: not reached, or reached and its runs gave no verdict (undecided,
              * errors) before the audit ended */
-            const char *first = NULL;
-            for (int j = 0; j < c->n_runs && !first; j++)
-                if (strcmp(c->runs[j].verdict, "skipped"))
-                    first = c->runs[j].verdict;
             c->status = ST_REP_NOT_RUN;
             if (c->ran)
                 snprintf(c->note, sizeof c->note, "its %d run%s decided nothing (%s%s)%s", c->ran,

@@ -9,6 +9,7 @@
 #include "core/opts.h"
 #include "core/parse.h"
 #include "core/secret.h"
+#include "core/strv.h"
 #include "core/util.h"
 
 static void buf_respects_max(void **state)
@@ -323,6 +324,20 @@ static void text_is_sanitized(void **state)
     assert_null(strchr(t, '\n'));
 }
 
+static void strv_split_and_has(void **state)
+{
+    (void)state;
+    st_strv v = { 0 };
+    assert_int_equal(st_strv_push_split(&v, "a,bb,,c,", ','), 0);
+    assert_int_equal(st_strv_push_split(&v, "d", ','), 0);
+    assert_int_equal(v.n, 4);
+    assert_string_equal(v.v[1], "bb");
+    assert_true(st_strv_has(&v, "d"));
+    assert_false(st_strv_has(&v, ""));
+    st_strv_free(&v);
+    assert_int_equal(v.n, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -337,6 +352,7 @@ int main(void)
         cmocka_unit_test(util_grow_and_order),
         cmocka_unit_test(secrets_are_redacted),
         cmocka_unit_test(text_is_sanitized),
+        cmocka_unit_test(strv_split_and_has),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
