@@ -3,6 +3,8 @@
 #   tests/unit/test_*.c               -> one test binary each (cmocka)
 #   tests/integration/test_*.c        -> one test binary each (may start servers on loopback)
 #   bench/*.c                         -> one benchmark binary each
+#   bench/fidelity/*.c                -> build/libfidelity.a (the fidelity harness: linked into the
+#                                        benchmarks and the tests, not into servetune)
 #   tests/fuzz/fuzz_*.c               -> libFuzzer targets (clang), `make fuzz`
 CC      ?= cc
 PKGS    := openssl yaml-0.1 jansson sqlite3
@@ -31,6 +33,8 @@ MAIN_OBJ  := $(BUILD)/src/cli/main.o
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 INTEG_SRC := $(wildcard tests/integration/test_*.c)
 TEST_BIN  := $(patsubst %.c,$(BUILD)/%,$(UNIT_SRC) $(INTEG_SRC))
+FID_SRC   := $(wildcard bench/fidelity/*.c)
+FID_OBJ   := $(patsubst bench/fidelity/%.c,$(BUILD)/fidelity-lib/%.o,$(FID_SRC))
 BENCH_SRC := $(wildcard bench/*.c)
 BENCH_BIN := $(patsubst %.c,$(BUILD)/%,$(BENCH_SRC))
 FUZZ_SRC  := $(wildcard tests/fuzz/fuzz_*.c)
@@ -52,16 +56,23 @@ $(BUILD)/libservetune.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
+$(BUILD)/libfidelity.a: $(FID_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+$(BUILD)/fidelity-lib/%.o: bench/fidelity/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Ibench -MMD -MP -c $< -o $@
+
 $(BUILD)/servetune: $(MAIN_OBJ) $(BUILD)/libservetune.a
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(PKG_LIBS)
 
-$(BUILD)/tests/%: tests/%.c $(BUILD)/libservetune.a tests/harness.h
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libfidelity.a $(BUILD)/libservetune.a tests/harness.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Itests $(LDFLAGS_ALL) -o $@ $< $(BUILD)/libservetune.a $(PKG_LIBS) $(TEST_LIBS)
+	$(CC) $(CFLAGS_ALL) -Itests -Ibench $(LDFLAGS_ALL) -o $@ $< $(BUILD)/libfidelity.a $(BUILD)/libservetune.a $(PKG_LIBS) $(TEST_LIBS)
 
-$(BUILD)/bench/%: bench/%.c $(BUILD)/libservetune.a
+$(BUILD)/bench/%: bench/%.c $(BUILD)/libfidelity.a $(BUILD)/libservetune.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) -o $@ $< $(BUILD)/libservetune.a $(PKG_LIBS)
+	$(CC) $(CFLAGS_ALL) -Ibench $(LDFLAGS_ALL) -o $@ $< $(BUILD)/libfidelity.a $(BUILD)/libservetune.a $(PKG_LIBS)
 
 test-bins: $(BUILD)/servetune $(TEST_BIN)
 
@@ -73,7 +84,7 @@ test: check-layers
 	BUILD=build-asan ./tests/run.sh
 
 # The code's style (.clang-format): `make format` rewrites the sources in place.
-FORMAT_SRC = $(wildcard src/*/*.[ch] tests/*.h tests/unit/*.c tests/integration/*.[ch] tests/fuzz/*.c bench/*.c)
+FORMAT_SRC = $(wildcard src/*/*.[ch] tests/*.h tests/unit/*.c tests/integration/*.[ch] tests/fuzz/*.c bench/*.c bench/fidelity/*.[ch])
 format:
 	clang-format -i $(FORMAT_SRC)
 

@@ -43,7 +43,7 @@
 #include "core/file.h"
 #include "emu/calib.h"
 #include "emu/consts.h"
-#include "emu/fidelity.h"
+#include "fidelity/harness.h"
 #include "emu/fit.h"
 #include "emu/steptime.h"
 
@@ -152,7 +152,7 @@ static const knob GLOBAL_KNOBS[] = {
 
 /* A lab's own front-end latency (st_fid_lab_fe_latency): the fit refines fe_latency_s per lab
  * (fe_latency_s@LAB) for every lab with at least FIT_MIN_LAB_POINTS fit points that publish a
- * TTFT; the values it finds go into emu/fidelity.c's table. */
+ * TTFT; the values it finds go into bench/fidelity/harness.c's table. */
 static double lab_fe(const char *lab) { return lab ? st_fid_lab_fe_latency(lab) : NAN; }
 
 static int has_ttft(const st_fid_point *p)

@@ -34,9 +34,9 @@ const char *st_cal_fig_name(int f)
     return f >= 0 && f < ST_CAL_NFIG ? n[f] : "?";
 }
 
-void st_calib_set_init(st_calib_set *s) { memset(s, 0, sizeof *s); }
+void st_calibrate_set_init(st_calibrate_set *s) { memset(s, 0, sizeof *s); }
 
-void st_calib_set_free(st_calib_set *s)
+void st_calibrate_set_free(st_calibrate_set *s)
 {
     for (uint32_t i = 0; i < s->n; i++) {
         free(s->runs[i].items);
@@ -48,17 +48,17 @@ void st_calib_set_free(st_calib_set *s)
     memset(s, 0, sizeof *s);
 }
 
-static st_calib_run *new_run(st_calib_set *s)
+static st_calibrate_run *new_run(st_calibrate_set *s)
 {
     if (s->n == s->cap) {
         uint32_t nc = s->cap ? s->cap * 2 : 16;
-        st_calib_run *nr = realloc(s->runs, nc * sizeof *nr);
+        st_calibrate_run *nr = realloc(s->runs, nc * sizeof *nr);
         if (!nr)
             return NULL;
         s->runs = nr;
         s->cap = nc;
     }
-    st_calib_run *r = &s->runs[s->n];
+    st_calibrate_run *r = &s->runs[s->n];
     memset(r, 0, sizeof *r);
     for (int f = 0; f < ST_CAL_NFIG; f++)
         r->measured[f] = r->predicted[f] = NAN;
@@ -109,7 +109,7 @@ static void figures(const st_record *rec, uint32_t n, double out[ST_CAL_NFIG])
 
 /* The run's requests for the model: arrival = scheduled time, the lengths as served, prompts
  * sharing their first `prefix` tokens (the workload's shared prefix) and unique after. */
-static int items_from_records(st_calib_run *run, const st_record *rec, uint32_t n, uint32_t prefix)
+static int items_from_records(st_calibrate_run *run, const st_record *rec, uint32_t n, uint32_t prefix)
 {
     uint32_t m = 0;
     size_t total = 0;
@@ -159,7 +159,7 @@ static const st_spec_config *find_config(const st_spec *s, const char *name)
     return NULL;
 }
 
-int st_calib_check_configs(const st_calib_set *s, const st_strv *names, char *err, size_t errlen)
+int st_calibrate_check_configs(const st_calibrate_set *s, const st_strv *names, char *err, size_t errlen)
 {
     for (int k = 0; k < names->n; k++) {
         if (st_strv_has(&s->configs, names->v[k]))
@@ -175,7 +175,7 @@ int st_calib_check_configs(const st_calib_set *s, const st_strv *names, char *er
     return 0;
 }
 
-int st_calib_add_audit(st_calib_set *s, const char *dir, const st_strv *configs, double max_rate, int allow_prediction,
+int st_calibrate_add_audit(st_calibrate_set *s, const char *dir, const st_strv *configs, double max_rate, int allow_prediction,
                        char *err, size_t errlen)
 {
     st_store *store = NULL;
@@ -217,7 +217,7 @@ int st_calib_add_audit(st_calib_set *s, const char *dir, const st_strv *configs,
     if (st_spec_parse(a.spec_path ? a.spec_path : "spec", a.spec_text, strlen(a.spec_text), &spec, err, errlen) < 0)
         goto out;
     have_spec = 1;
-    for (int i = 0; i < spec.n_configs; i++) /* the names, once each, for st_calib_check_configs */
+    for (int i = 0; i < spec.n_configs; i++) /* the names, once each, for st_calibrate_check_configs */
         if (!st_strv_has(&s->configs, spec.configs[i].name) && st_strv_push(&s->configs, spec.configs[i].name)) {
             snprintf(err, errlen, "out of memory");
             goto out;
@@ -239,7 +239,7 @@ int st_calib_add_audit(st_calib_set *s, const char *dir, const st_strv *configs,
         const st_spec_config *c = find_config(&spec, rr->config);
         if (!c)
             continue;
-        st_calib_run *run = new_run(s);
+        st_calibrate_run *run = new_run(s);
         if (!run) {
             snprintf(err, errlen, "out of memory");
             added = -1;
@@ -297,7 +297,7 @@ static st_ns jns(json_t *o, const char *k)
     return json_is_integer(v) ? (st_ns)json_integer_value(v) : json_is_real(v) ? (st_ns)json_real_value(v) : -1;
 }
 
-int st_calib_add_bench_json(st_calib_set *s, const char *label, const char *text, size_t len, const st_emu_config *cfg,
+int st_calibrate_add_bench_json(st_calibrate_set *s, const char *label, const char *text, size_t len, const st_emu_config *cfg,
                             double time_scale, char *err, size_t errlen)
 {
     json_error_t je;
@@ -341,7 +341,7 @@ int st_calib_add_bench_json(st_calib_set *s, const char *label, const char *text
     json_t *ar = json_object_get(json_object_get(root, "config"), "arrival");
     json_t *rate = json_object_get(ar, "rate_rps");
     int rc = -1;
-    st_calib_run *run = new_run(s);
+    st_calibrate_run *run = new_run(s);
     if (!run) {
         snprintf(err, errlen, "out of memory");
         goto out;
@@ -382,7 +382,7 @@ out:
 
 /* ---- prediction ---------------------------------------------------------------------- */
 
-static int predict_run(st_calib_run *run, const st_emu_tuning *t, char *err, size_t errlen)
+static int predict_run(st_calibrate_run *run, const st_emu_tuning *t, char *err, size_t errlen)
 {
     st_emu_config c = run->cfg;
     if (t)
@@ -415,7 +415,7 @@ out:
     return rc;
 }
 
-int st_calib_predict(st_calib_set *s, const st_emu_tuning *t, char *err, size_t errlen)
+int st_calibrate_predict(st_calibrate_set *s, const st_emu_tuning *t, char *err, size_t errlen)
 {
     for (uint32_t i = 0; i < s->n; i++)
         if (predict_run(&s->runs[i], t, err, errlen) < 0)
@@ -423,7 +423,7 @@ int st_calib_predict(st_calib_set *s, const st_emu_tuning *t, char *err, size_t 
     return 0;
 }
 
-static double loss_of(const st_calib_set *s)
+static double loss_of(const st_calibrate_set *s)
 {
     double l = 0;
     for (uint32_t i = 0; i < s->n; i++)
@@ -440,7 +440,7 @@ static double loss_of(const st_calib_set *s)
 /* ---- the fit --------------------------------------------------------------------------- */
 
 typedef struct cal_ctx {
-    st_calib_set *s;
+    st_calibrate_set *s;
     st_emu_tuning base;
     double prior; /* CAL_PRIOR x the number of measured figures */
     const st_calib_knob *k[32];
@@ -456,7 +456,7 @@ static double objective(void *arg, const double *x, int moved)
     st_emu_tuning t = C->base;
     for (int i = 0; i < C->nk; i++)
         st_calib_knob_set(&t, C->k[i], x[i]);
-    if (st_calib_predict(C->s, &t, C->err, sizeof C->err) < 0) {
+    if (st_calibrate_predict(C->s, &t, C->err, sizeof C->err) < 0) {
         C->failed = 1;
         return INFINITY;
     }
@@ -472,7 +472,7 @@ static double objective(void *arg, const double *x, int moved)
 }
 
 /* The change vector of the predicted figures when knob k moves by CAL_PROBE_FACTOR. */
-static int probe(st_calib_set *s, const st_emu_tuning *base, const st_calib_knob *k, double *base_pred, double *vec,
+static int probe(st_calibrate_set *s, const st_emu_tuning *base, const st_calib_knob *k, double *base_pred, double *vec,
                  char *err, size_t errlen)
 {
     st_emu_tuning t = *base;
@@ -480,7 +480,7 @@ static int probe(st_calib_set *s, const st_emu_tuning *base, const st_calib_knob
     if (nv > k->hi)
         nv = v / CAL_PROBE_FACTOR;
     st_calib_knob_set(&t, k, nv);
-    if (st_calib_predict(s, &t, err, errlen) < 0)
+    if (st_calibrate_predict(s, &t, err, errlen) < 0)
         return -1;
     uint32_t j = 0;
     for (uint32_t i = 0; i < s->n; i++)
@@ -504,7 +504,7 @@ static int relevant(const st_calib_knob *k, const st_emu_config *c)
     return 1;
 }
 
-int st_calib_fit(st_calib_set *s, st_emu_calib *out, st_calib_report *rep, char *err, size_t errlen)
+int st_calibrate_fit(st_calibrate_set *s, st_emu_calib *out, st_calibrate_report *rep, char *err, size_t errlen)
 {
     memset(rep, 0, sizeof *rep);
     memset(out, 0, sizeof *out);
@@ -533,7 +533,7 @@ int st_calib_fit(st_calib_set *s, st_emu_calib *out, st_calib_report *rep, char 
         snprintf(err, errlen, "out of memory");
         goto out;
     }
-    if (st_calib_predict(s, &C.base, err, errlen) < 0)
+    if (st_calibrate_predict(s, &C.base, err, errlen) < 0)
         goto out;
     for (uint32_t i = 0, j = 0; i < s->n; i++)
         for (int f = 0; f < ST_CAL_NFIG; f++)
@@ -554,7 +554,7 @@ int st_calib_fit(st_calib_set *s, st_emu_calib *out, st_calib_report *rep, char 
         }
         norm[nc] = sqrt(nn);
         if (mx < CAL_MIN_EFFECT) {
-            st_calib_skip *sk = &rep->skipped[rep->n_skipped++];
+            st_calibrate_skip *sk = &rep->skipped[rep->n_skipped++];
             sk->name = k->name;
             snprintf(sk->why, sizeof sk->why,
                      "not identified: a %.0f %% change moves no measured figure by %.0f %% or more in these runs",
@@ -587,7 +587,7 @@ int st_calib_fit(st_calib_set *s, st_emu_calib *out, st_calib_report *rep, char 
                 dup = j;
         }
         if (dup >= 0) {
-            st_calib_skip *sk = &rep->skipped[rep->n_skipped++];
+            st_calibrate_skip *sk = &rep->skipped[rep->n_skipped++];
             sk->name = cand[i]->name;
             snprintf(sk->why, sizeof sk->why,
                      "not separable from %s in these runs (both move the figures the same way); measure more load "
@@ -628,7 +628,7 @@ int st_calib_fit(st_calib_set *s, st_emu_calib *out, st_calib_report *rep, char 
             rep->fitted[rep->n_fitted++] = C.k[c]->name;
         }
     }
-    if (st_calib_predict(s, &best, err, errlen) < 0)
+    if (st_calibrate_predict(s, &best, err, errlen) < 0)
         goto out;
     if (nch == 0)
         rep->loss0 = rep->loss = loss_of(s);
@@ -638,7 +638,7 @@ int st_calib_fit(st_calib_set *s, st_emu_calib *out, st_calib_report *rep, char 
     rep->worst_abs_err = 0;
     double sin = 0, sout = 0;
     for (uint32_t i = 0; i < s->n; i++) {
-        const st_calib_run *r = &s->runs[i];
+        const st_calibrate_run *r = &s->runs[i];
         for (int f = 0; f < ST_CAL_NFIG; f++)
             if (isfinite(r->measured[f]) && r->measured[f] > 0 && isfinite(r->predicted[f])) {
                 double x = fabs(r->predicted[f] / r->measured[f] - 1);
@@ -670,7 +670,7 @@ out:
 
 /* ---- reports ------------------------------------------------------------------------- */
 
-void st_calib_report_json(const st_calib_set *s, const st_calib_report *rep, st_buf *b)
+void st_calibrate_report_json(const st_calibrate_set *s, const st_calibrate_report *rep, st_buf *b)
 {
     st_buf_puts(b, "\"defaulted\": [");
     for (uint32_t i = 0; i < rep->n_skipped; i++) {
@@ -685,7 +685,7 @@ void st_calib_report_json(const st_calib_set *s, const st_calib_report *rep, st_
                   "\"median_abs_error\": %.4f, \"worst_abs_error\": %.4f, \"residuals\": [",
                   s->n, rep->loss0, rep->loss, rep->median_abs_err, rep->worst_abs_err);
     for (uint32_t i = 0; i < s->n; i++) {
-        const st_calib_run *r = &s->runs[i];
+        const st_calibrate_run *r = &s->runs[i];
         st_buf_printf(b, "%s\n    {\"run\": ", i ? "," : "");
         st_buf_json_str(b, r->label);
         for (int f = 0; f < ST_CAL_NFIG; f++) {
@@ -700,13 +700,13 @@ void st_calib_report_json(const st_calib_set *s, const st_calib_report *rep, st_
     st_buf_puts(b, "\n  ]}");
 }
 
-void st_calib_report_text(const st_calib_set *s, const st_calib_report *rep, st_buf *b)
+void st_calibrate_report_text(const st_calibrate_set *s, const st_calibrate_report *rep, st_buf *b)
 {
     st_buf_printf(b, "%-36s %18s %18s %18s %18s\n", "run (measured -> predicted, error)", "out tok/s", "TTFT p50 ms",
                   "TTFT p95 ms", "TPOT p50 ms");
     static const int show[4] = { ST_CAL_TPUT, ST_CAL_TTFT50, ST_CAL_TTFT95, ST_CAL_TPOT50 };
     for (uint32_t i = 0; i < s->n; i++) {
-        const st_calib_run *r = &s->runs[i];
+        const st_calibrate_run *r = &s->runs[i];
         st_buf_printf(b, "%-36.36s", r->label);
         for (int q = 0; q < 4; q++) {
             int f = show[q];

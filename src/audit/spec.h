@@ -214,7 +214,7 @@ typedef struct st_spec {
     } plan;
 
     /* A traffic day (plan, and the audit report when given): the rate hour by hour, how a fleet
-     * scales and what serverless costs (audit/day.h). */
+     * scales and what serverless costs (plan/day.h). */
     struct {
         int set;
         double hourly_rps[24];

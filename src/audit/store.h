@@ -64,7 +64,7 @@ void st_audit_row_free(st_audit_row *a);
  * error; with resume the stored spec hash must match. Sets partial = 1. */
 int st_store_audit_begin(st_store *s, const char *spec_path, const char *spec_text, size_t spec_len,
                          const char *version, int resume, char *err, size_t errlen);
-/* Writes the audit row as given (a merge of shards: audit/shard.h). */
+/* Writes the audit row as given (a merge of shards: cluster/shard.h). */
 int st_store_audit_put(st_store *s, const st_audit_row *a);
 /* Marks the audit finished (partial 0 or 1, with an optional note). */
 int st_store_audit_finish(st_store *s, int partial, const char *note);
@@ -146,7 +146,7 @@ int st_store_records_get(st_store *s, int64_t run_id, st_record **out, uint32_t 
 int st_store_samples_get(st_store *s, int64_t run_id, st_metrics_sample **out, uint32_t *n);
 void st_store_samples_free(st_metrics_sample *m, uint32_t n);
 
-/* Copies the shard database at path (a store of the same schema, audit/shard.h) into s in one
+/* Copies the shard database at path (a store of the same schema, cluster/shard.h) into s in one
  * transaction: its configuration rows, its runs with their requests and metric samples, and
  * its meta keys that s lacks (not its audit row). Runs are renumbered to follow s's runs, in the
  * shard's seq order. A shard whose tables differ from s's, or that holds a configuration or a

@@ -33,7 +33,7 @@ typedef struct st_sweep_opts {
     volatile sig_atomic_t *stop;  /* set asynchronously to interrupt */
     struct st_executor *executor; /* what runs the engine (audit/executor.h); NULL: the HTTP executor
                                      (engine processes through their adapters) */
-    const char *only;             /* run only the configuration of this name (a shard, audit/shard.h);
+    const char *only;             /* run only the configuration of this name (a shard, cluster/shard.h);
                                      NULL: every configuration */
 } st_sweep_opts;
 

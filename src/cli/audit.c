@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "audit/shard.h"
+#include "cluster/shard.h"
 #include "audit/spec.h"
 #include "audit/store.h"
 #include "audit/sweep.h"

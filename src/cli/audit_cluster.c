@@ -1,7 +1,7 @@
 /* servetune audit across machines (docs/cluster.md): --only (one configuration into its shard),
  * --merge and --status, --slurm (a job array and a dependent merge job, --wait, --resume) and
- * --k8s-manifest (an Indexed Job). The shards, scripts and jobs are audit/shard.h, audit/cluster.h
- * and audit/slurm.h; this file is the command line around them. */
+ * --k8s-manifest (an Indexed Job). The shards, scripts and jobs are cluster/shard.h, cluster/cluster.h
+ * and cluster/slurm.h; this file is the command line around them. */
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
@@ -13,9 +13,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "audit/cluster.h"
-#include "audit/shard.h"
-#include "audit/slurm.h"
+#include "cluster/jobs.h"
+#include "cluster/k8s.h"
+#include "cluster/shard.h"
+#include "cluster/slurm.h"
 #include "audit/spec.h"
 #include "audit/store.h"
 #include "audit/sweep.h"
@@ -27,7 +28,6 @@
 
 #define WAIT_POLL_S 2.0     /* --wait: how often squeue is asked */
 #define WAIT_MAX_ERRORS 30  /* --wait gives up after this many squeue failures in a row */
-#define JOBS_MAX (1u << 20) /* DIR/cluster/jobs.json */
 #define PATH_BUF 4200
 
 /* ---- small helpers ---- */
@@ -260,78 +260,6 @@ int st_cli_audit_shards(const st_spec *spec, const char *spec_path, const char *
     return rc;
 }
 
-/* ---- the job record: DIR/cluster/jobs.json ---- */
-
-static void cluster_path(const char *dir, const char *file, char *out, size_t n)
-{
-    snprintf(out, n, "%s/%s/%s", dir, ST_CLUSTER_DIR, file);
-}
-
-/* The record, or NULL when there is none (or it cannot be read: err says). */
-static json_t *jobs_load(const char *dir, char *err, size_t errlen)
-{
-    char p[PATH_BUF];
-    cluster_path(dir, ST_CLUSTER_JOBS, p, sizeof p);
-    err[0] = '\0';
-    if (access(p, F_OK))
-        return NULL;
-    size_t len;
-    char *text = st_read_file(p, JOBS_MAX, &len, err, errlen);
-    if (!text)
-        return NULL;
-    json_error_t je;
-    json_t *j = json_loadb(text, len, 0, &je);
-    free(text);
-    if (!j || !json_is_object(j)) {
-        snprintf(err, errlen, "%.900s: %.100s", p, j ? "not a JSON object" : je.text);
-        json_decref(j);
-        return NULL;
-    }
-    return j;
-}
-
-static int jobs_save(const char *dir, json_t *j)
-{
-    char p[PATH_BUF], err[512];
-    cluster_path(dir, ST_CLUSTER_JOBS, p, sizeof p);
-    char *text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    int rc = text ? st_write_file_atomic(p, text, strlen(text), err, sizeof err) : -1;
-    if (rc)
-        fprintf(stderr, "servetune audit: %s\n", text ? err : "out of memory");
-    free(text);
-    return rc;
-}
-
-/* The last submission of the record (or NULL). */
-static json_t *last_submission(json_t *jobs)
-{
-    json_t *subs = json_object_get(jobs, "submissions");
-    size_t n = json_array_size(subs);
-    return n ? json_array_get(subs, n - 1) : NULL;
-}
-
-static const char *jstr(json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
-
-/* Every job id of every submission (the caller frees *ids; they point into jobs). */
-static int all_jobs(json_t *jobs, const char ***ids, int *n)
-{
-    json_t *subs = json_object_get(jobs, "submissions");
-    *n = 0;
-    *ids = calloc(2 * json_array_size(subs) + 1, sizeof **ids);
-    if (!*ids)
-        return -1;
-    size_t i;
-    json_t *s;
-    json_array_foreach(subs, i, s)
-    {
-        if (jstr(s, "array_job"))
-            (*ids)[(*n)++] = jstr(s, "array_job");
-        if (jstr(s, "merge_job"))
-            (*ids)[(*n)++] = jstr(s, "merge_job");
-    }
-    return 0;
-}
-
 /* ---- --status ---- */
 
 /* The squeue state of array task idx of job (or of the job when idx < 0), "" when unknown. */
@@ -346,7 +274,7 @@ static const char *task_state(const st_slurm_task *t, int n, const char *job, in
 int st_cli_audit_status(const char *dir)
 {
     char err[1024] = "";
-    json_t *jobs = jobs_load(dir, err, sizeof err);
+    json_t *jobs = st_jobs_load(dir, err, sizeof err);
     if (err[0])
         fprintf(stderr, "servetune audit: %s\n", err);
     const char **names = NULL;
@@ -382,8 +310,8 @@ int st_cli_audit_status(const char *dir)
         json_decref(jobs);
         return ST_EXIT_FAIL;
     }
-    json_t *sub = last_submission(jobs);
-    const char *array = sub ? jstr(sub, "array_job") : NULL, *merge = sub ? jstr(sub, "merge_job") : NULL;
+    json_t *sub = st_jobs_last(jobs);
+    const char *array = sub ? st_jobs_str(sub, "array_job") : NULL, *merge = sub ? st_jobs_str(sub, "merge_job") : NULL;
     st_slurm_task *tasks = NULL;
     int nt = 0;
     const char *qerr = NULL;
@@ -428,12 +356,7 @@ int st_cli_audit_status(const char *dir)
         char task[96] = "";
         if (array) {
             const char *ts = task_state(tasks, nt, array, i);
-            int submitted = 0;
-            json_t *idx = json_object_get(sub, "indices");
-            size_t k;
-            json_t *x;
-            json_array_foreach(idx, k, x) submitted |= json_integer_value(x) == i;
-            if (submitted)
+            if (st_jobs_covers(sub, i))
                 snprintf(task, sizeof task, "%s_%d %s", array, i, ts[0] ? ts : "(no longer in squeue)");
             else
                 snprintf(task, sizeof task, "(not in this submission)");
@@ -491,7 +414,7 @@ static int still_active(json_t *jobs)
 {
     const char **ids;
     int n, active = 0;
-    if (!jobs || all_jobs(jobs, &ids, &n))
+    if (!jobs || st_jobs_ids(jobs, &ids, &n))
         return 0;
     for (int i = 0; i < n; i++) {
         st_slurm_task *t;
@@ -641,7 +564,7 @@ int st_cli_audit_slurm(const st_spec *spec, const char *spec_path, const char *o
                 out_dir);
         return ST_EXIT_USAGE;
     }
-    json_t *jobs = jobs_load(dir_abs, err, sizeof err);
+    json_t *jobs = st_jobs_load(dir_abs, err, sizeof err);
     if (err[0]) {
         fprintf(stderr, "servetune audit: %s\n", err);
         return ST_EXIT_FAIL;
@@ -660,9 +583,9 @@ int st_cli_audit_slurm(const st_spec *spec, const char *spec_path, const char *o
     int rc = ST_EXIT_FAIL, n_idx = 0;
     st_strv aargv = { 0 }, margv = { 0 };
     st_buf tb, mb, sb;
-    st_buf_init(&tb, ST_CLUSTER_SCRIPT_MAX);
-    st_buf_init(&mb, ST_CLUSTER_SCRIPT_MAX);
-    st_buf_init(&sb, ST_CLUSTER_SCRIPT_MAX);
+    st_buf_init(&tb, ST_SLURM_SCRIPT_MAX);
+    st_buf_init(&mb, ST_SLURM_SCRIPT_MAX);
+    st_buf_init(&sb, ST_SLURM_SCRIPT_MAX);
     if (!names || !indices)
         goto out;
     for (int i = 0; i < spec->n_configs; i++)
@@ -732,9 +655,9 @@ int st_cli_audit_slurm(const st_spec *spec, const char *spec_path, const char *o
                            .n_sbatch_args = nsargs,
                            .version = ST_VERSION };
     char tpath[PATH_BUF], mpath[PATH_BUF], spath[PATH_BUF];
-    cluster_path(dir_abs, ST_CLUSTER_TASKS, tpath, sizeof tpath);
-    cluster_path(dir_abs, ST_CLUSTER_MERGE, mpath, sizeof mpath);
-    cluster_path(dir_abs, ST_CLUSTER_SUBMIT, spath, sizeof spath);
+    st_jobs_path(dir_abs, ST_CLUSTER_TASKS, tpath, sizeof tpath);
+    st_jobs_path(dir_abs, ST_CLUSTER_MERGE, mpath, sizeof mpath);
+    st_jobs_path(dir_abs, ST_CLUSTER_SUBMIT, spath, sizeof spath);
     if ((n_idx && (st_slurm_task_script(&plan, &tb) || st_slurm_array_argv(&plan, tpath, &aargv))) ||
         st_slurm_merge_script(&plan, &mb)) {
         fprintf(stderr, "servetune audit: cannot write the batch scripts (too long, or out of memory)\n");
@@ -799,8 +722,10 @@ int st_cli_audit_slurm(const st_spec *spec, const char *spec_path, const char *o
         json_array_append_new(ix, json_integer(indices[i]));
     json_object_set_new(sub, "indices", ix);
     json_array_append_new(json_object_get(jobs, "submissions"), sub);
-    if (jobs_save(dir_abs, jobs))
+    if (st_jobs_save(dir_abs, jobs, err, sizeof err)) {
+        fprintf(stderr, "servetune audit: %s\n", err);
         goto out;
+    }
     if (n_idx)
         printf("Submitted %d configuration%s of %s as Slurm job array %s (indices %s) and merge job %s (after the "
                "array)\n",
@@ -876,7 +801,7 @@ int st_cli_audit_k8s(const st_spec *spec, const char *spec_path, const st_cluste
                       .n_configs = spec->n_configs,
                       .version = ST_VERSION };
     st_buf b;
-    st_buf_init(&b, ST_CLUSTER_SCRIPT_MAX);
+    st_buf_init(&b, ST_K8S_MANIFEST_MAX);
     if (rc == ST_EXIT_OK) {
         if (st_k8s_manifest(&p, &b) || write_text(c->k8s_manifest, &b))
             rc = ST_EXIT_FAIL;

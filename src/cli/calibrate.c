@@ -108,8 +108,8 @@ int cmd_calibrate(int argc, char **argv)
     st_opts_result res;
     char err[2048] = "";
     int rc = ST_EXIT_USAGE;
-    st_calib_set set;
-    st_calib_set_init(&set);
+    st_calibrate_set set;
+    st_calibrate_set_init(&set);
     st_buf b;
     st_buf_init(&b, CALIB_OUT_MAX);
     const char *usage = NULL;
@@ -142,7 +142,7 @@ int cmd_calibrate(int argc, char **argv)
             goto out;
         }
     for (int i = 0; i < res.npos; i++) {
-        int k = st_calib_add_audit(&set, res.pos[i], configs.n ? &names : NULL, isnan(max_rate) ? 0 : max_rate,
+        int k = st_calibrate_add_audit(&set, res.pos[i], configs.n ? &names : NULL, isnan(max_rate) ? 0 : max_rate,
                                    allow_prediction, err, sizeof err);
         if (k < 0) {
             fprintf(stderr, "servetune calibrate: %s\n", err);
@@ -151,7 +151,7 @@ int cmd_calibrate(int argc, char **argv)
         if (!quiet)
             fprintf(stderr, "servetune calibrate: %s: %d measured run%s\n", res.pos[i], k, k == 1 ? "" : "s");
     }
-    if (configs.n && res.npos && st_calib_check_configs(&set, &names, err, sizeof err) < 0) {
+    if (configs.n && res.npos && st_calibrate_check_configs(&set, &names, err, sizeof err) < 0) {
         fprintf(stderr, "servetune calibrate: %s\n", err);
         goto out;
     }
@@ -164,7 +164,7 @@ int cmd_calibrate(int argc, char **argv)
         for (int i = 0; i < bench.n; i++) {
             size_t len;
             char *text = st_read_file(bench.v[i], CALIB_INPUT_MAX, &len, err, sizeof err);
-            if (!text || st_calib_add_bench_json(&set, bench.v[i], text, len, &cfg, time_scale, err, sizeof err) < 0) {
+            if (!text || st_calibrate_add_bench_json(&set, bench.v[i], text, len, &cfg, time_scale, err, sizeof err) < 0) {
                 fprintf(stderr, "servetune calibrate: %s\n", err);
                 free(text);
                 goto out;
@@ -180,15 +180,15 @@ int cmd_calibrate(int argc, char **argv)
         }
     }
     st_emu_calib cal;
-    st_calib_report rep;
-    if (st_calib_fit(&set, &cal, &rep, err, sizeof err) < 0) {
+    st_calibrate_report rep;
+    if (st_calibrate_fit(&set, &cal, &rep, err, sizeof err) < 0) {
         fprintf(stderr, "servetune calibrate: %s\n", err);
         rc = strstr(err, "different deployments") ? ST_EXIT_USAGE : ST_EXIT_FAIL;
         goto out;
     }
     st_buf extra;
     st_buf_init(&extra, CALIB_OUT_MAX);
-    st_calib_report_json(&set, &rep, &extra);
+    st_calibrate_report_json(&set, &rep, &extra);
     st_calib_write(&cal, extra.data, &b);
     int bad = st_buf_error(&extra) || st_buf_error(&b);
     st_buf_free(&extra);
@@ -203,7 +203,7 @@ int cmd_calibrate(int argc, char **argv)
     if (!quiet) {
         st_buf t;
         st_buf_init(&t, CALIB_OUT_MAX);
-        st_calib_report_text(&set, &rep, &t);
+        st_calibrate_report_text(&set, &rep, &t);
         printf("%s", t.data ? t.data : "");
         st_buf_free(&t);
         printf("Fitted (%s, %s, %s weights):\n", cal.gpu, cal.model, st_emu_dtype_name(cal.weights));
@@ -223,7 +223,7 @@ int cmd_calibrate(int argc, char **argv)
 out:
     st_strv_free(&names);
     st_buf_free(&b);
-    st_calib_set_free(&set);
+    st_calibrate_set_free(&set);
     st_opts_result_free(&res);
     return rc;
 }

@@ -13,7 +13,7 @@
 #include "emu/config.h"
 #include "emu/consts.h"
 #include "emu/flags.h"
-#include "engine/emulator.h"
+#include "engine/emu_server.h"
 
 
 static void usage(FILE *f, const st_opt *opts)
@@ -124,7 +124,7 @@ int cmd_emulate(int argc, char **argv)
     st_logf(&lg, ST_LOG_INFO, "%s", l2);
     st_logf(&lg, ST_LOG_INFO, "max_num_seqs=%u, max_num_batched_tokens=%u, max_model_len=%u, num_gpu_blocks=%u",
             mem.max_num_seqs, mem.max_num_batched_tokens, mem.max_model_len, mem.num_blocks);
-    st_emulator_opts eo = { .host = host,
+    st_emu_server_opts eo = { .host = host,
                             .keep_alive_s = A.keep_alive_s,
                             .header_timeout_s = A.header_timeout_s,
                             .port = (uint16_t)A.port,
@@ -144,7 +144,7 @@ int cmd_emulate(int argc, char **argv)
                             .print_jitter = A.jitter,
                             .reasoning_share = A.reasoning_share,
                             .prompt_tokens_details = A.prompt_details };
-    if (st_emulator_run(&c, &eo, &lg, err, sizeof err) < 0) {
+    if (st_emu_server_run(&c, &eo, &lg, err, sizeof err) < 0) {
         st_logf(&lg, ST_LOG_ERROR, "%s", err);
         rc = ST_EXIT_FAIL;
         goto done;

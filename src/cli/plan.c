@@ -1,8 +1,8 @@
 /* servetune plan SPEC: the cheapest GPU, GPUs per replica, weight format, KV cache dtype and engine
  * limits that serve the spec's workload within its SLO, found on the engine model before anything
- * is rented (audit/plan.h, audit/plan_model.h), priced from a dated price list (audit/prices.h),
- * with a traffic day (audit/day.h) and the top candidates written as an audit spec to measure
- * them (audit/plan_spec.h). docs/plan.md. */
+ * is rented (plan/plan.h, plan/plan_model.h), priced from a dated price list (plan/prices.h),
+ * with a traffic day (plan/day.h) and the top candidates written as an audit spec to measure
+ * them (plan/plan_spec.h). docs/plan.md. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,13 +10,13 @@
 #include <unistd.h>
 
 #include "audit/check.h"
-#include "audit/cost.h"
-#include "audit/day.h"
+#include "plan/cost.h"
+#include "plan/day.h"
 #include "audit/executor.h"
-#include "audit/plan.h"
-#include "audit/plan_model.h"
-#include "audit/plan_spec.h"
-#include "audit/prices.h"
+#include "plan/plan.h"
+#include "plan/plan_model.h"
+#include "plan/plan_spec.h"
+#include "plan/prices.h"
 #include "audit/spec.h"
 #include "cli/cli.h"
 #include "core/clock.h"

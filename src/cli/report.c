@@ -3,7 +3,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "audit/shard.h"
+#include "cluster/shard.h"
 #include "audit/store.h"
 #include "cli/cli.h"
 #include "core/opts.h"
@@ -41,7 +41,7 @@ int cmd_report(int argc, char **argv)
         goto out;
     }
     const char *dir = res.pos[0];
-    /* a distributed audit: the shards are merged first (audit/shard.h) */
+    /* a distributed audit: the shards are merged first (cluster/shard.h) */
     if (st_shard_any(dir)) {
         rc = st_cli_merge_report(dir, NULL, quiet, 0);
         goto out;

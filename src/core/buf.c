@@ -211,3 +211,13 @@ int st_buf_html(st_buf *b, const char *s)
     }
     return 0;
 }
+
+int st_buf_sh_argv(st_buf *b, const st_strv *argv)
+{
+    for (int i = 0; i < argv->n; i++) {
+        if (i)
+            st_buf_puts(b, " ");
+        st_buf_shell_quote(b, argv->v[i]);
+    }
+    return st_buf_error(b) ? -1 : 0;
+}

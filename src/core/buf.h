@@ -13,6 +13,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 
+#include "core/strv.h"
+
 typedef enum st_buf_err {
     ST_BUF_OK = 0,
     ST_BUF_TOO_BIG, /* an append would have passed the maximum */
@@ -59,6 +61,9 @@ int st_buf_json_strn(st_buf *b, const char *s, size_t n);
  * shell treats specially ([A-Za-z0-9_@%+=:,./-]), else in single quotes with each ' written
  * as '\''. Whatever s holds (spaces, $, `, ;, newlines), sh reads back exactly s. */
 int st_buf_shell_quote(st_buf *b, const char *s);
+/* Appends argv as one shell command line, every word quoted as needed (st_buf_shell_quote).
+ * 0, or -1 when b is in error. */
+int st_buf_sh_argv(st_buf *b, const st_strv *argv);
 /* Whether s is such a word already: not empty, and only [A-Za-z0-9_@%+=:,./-]. */
 int st_shell_plain(const char *s);
 /* Appends s with &, <, >, ", ' escaped for HTML text and attribute values. */

@@ -183,7 +183,7 @@
  * Part of it is the measurement setup's, not the engine's (where the client runs, proxies,
  * the host's CPU): the published figures put it at ~6 ms (DigitalOcean's H200), ~25 ms
  * (GPUStack) and ~55 ms (an A100 PCIe study) for the same engine, and the fidelity harness
- * gives each such lab its own value (src/emu/fidelity.c FID_LAB_FE, docs/fidelity.md "The lab's own
+ * gives each such lab its own value (bench/fidelity/harness.c FID_LAB_FE, docs/fidelity.md "The lab's own
  * latency"). This is the value for a setup the model has not seen, FITTED on the fit points of
  * the labs without their own; `servetune calibrate` fits a user's own from an audit. */
 #define EMU_FE_LATENCY_S 0.0349309

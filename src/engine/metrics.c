@@ -41,7 +41,7 @@ static const char *const *const vllm_names[ST_MET__COUNT] = {
     [ST_MET_PROMPT_TOKENS] = L("vllm:prompt_tokens_total", "vllm:prompt_tokens"),
     [ST_MET_GENERATION_TOKENS] = L("vllm:generation_tokens_total", "vllm:generation_tokens"),
     [ST_MET_PREFIX_HIT_RATE] = L("vllm:gpu_prefix_cache_hit_rate"), /* V0 only */
-    /* servetune's emulator (engine/emulator.c), absent from vLLM */
+    /* servetune's emulator (engine/emu_server.c), absent from vLLM */
     [ST_MET_EMU_TOKENS] = L("servetune:emulator_tokens_total"),
     [ST_MET_EMU_LATE] = L("servetune:emulator_tokens_late_total"),
     [ST_MET_EMU_VERY_LATE] = L("servetune:emulator_tokens_very_late_total"),

@@ -1,11 +1,11 @@
 /* The "A traffic day" section the plan and the audit reports share: what one day of the spec's
  * traffic (spec `traffic:`) costs each setup, dedicated peak-sized, autoscaled or serverless
- * (audit/day.h prices it). Pure renderers of figures already computed. */
+ * (plan/day.h prices it). Pure renderers of figures already computed. */
 #ifndef ST_REPORT_DAY_H
 #define ST_REPORT_DAY_H
 #include <jansson.h>
 
-#include "audit/day.h"
+#include "plan/day.h"
 #include "audit/spec.h"
 #include "core/buf.h"
 

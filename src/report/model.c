@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "audit/executor.h"
-#include "audit/prices.h"
+#include "plan/prices.h"
 #include "audit/sustain.h"
 #include "load/stats.h"
 #include "report/format.h"

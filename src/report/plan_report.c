@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "audit/cost.h"
-#include "audit/plan_spec.h"
+#include "plan/cost.h"
+#include "plan/plan_spec.h"
 #include "report/day.h"
 
 static void slo_words(const st_spec *s, st_buf *b)

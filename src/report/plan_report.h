@@ -5,9 +5,9 @@
 #define ST_REPORT_PLAN_REPORT_H
 #include <stddef.h>
 
-#include "audit/day.h"
-#include "audit/plan.h"
-#include "audit/prices.h"
+#include "plan/day.h"
+#include "plan/plan.h"
+#include "plan/prices.h"
 #include "audit/spec.h"
 #include "core/buf.h"
 

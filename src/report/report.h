@@ -13,8 +13,8 @@
 #include <stdint.h>
 
 #include "audit/capacity.h"
-#include "audit/cost.h"
-#include "audit/day.h"
+#include "plan/cost.h"
+#include "plan/day.h"
 #include "audit/spec.h"
 #include "audit/store.h"
 #include "audit/sustain.h"

@@ -6,9 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "audit/cluster.h"
+#include "cluster/jobs.h"
+#include "cluster/k8s.h"
+#include "cluster/slurm.h"
 #include "core/buf.h"
-#include "audit/slurm.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

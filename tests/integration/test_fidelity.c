@@ -9,7 +9,7 @@
 #include <stdio.h>
 
 #include "core/file.h"
-#include "emu/fidelity.h"
+#include "fidelity/harness.h"
 
 #define DATA "bench/fidelity/measurements.json"
 

@@ -36,7 +36,7 @@ static void test_upward_include_fails(void **state)
     (void)state;
     char root[] = "/tmp/st_layers.XXXXXX", p[512], out[4096];
     assert_non_null(mkdtemp(root));
-    const char *dirs[] = { "src", "src/core", "src/load", "src/audit", "src/emu", "src/engine" };
+    const char *dirs[] = { "src", "src/core", "src/load", "src/audit", "src/emu", "src/engine", "src/plan", "src/cluster" };
     for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
         snprintf(p, sizeof p, "%s/%s", root, dirs[i]);
         assert_int_equal(mkdir(p, 0755), 0);
@@ -59,6 +59,20 @@ static void test_upward_include_fails(void **state)
     put(p, "#include \"engine/api.h\"\n");
     assert_int_equal(check(root, out, sizeof out), 1);
     assert_non_null(strstr(out, "src/emu/e.c:1: emu/ includes engine/"));
+    put(p, "#include \"core/y.h\"\n");
+
+    /* audit/ measures; planning (plan/) and the cluster (cluster/) sit above it */
+    snprintf(p, sizeof p, "%s/src/audit/b.c", root);
+    put(p, "#include \"plan/cost.h\"\n");
+    assert_int_equal(check(root, out, sizeof out), 1);
+    assert_non_null(strstr(out, "src/audit/b.c:1: audit/ includes plan/"));
+    put(p, "#include \"audit/spec.h\"\n");
+
+    /* plan/ and cluster/ are one layer and never include each other */
+    snprintf(p, sizeof p, "%s/src/plan/p.c", root);
+    put(p, "#include \"audit/spec.h\"\n#include \"cluster/shard.h\"\n");
+    assert_int_equal(check(root, out, sizeof out), 1);
+    assert_non_null(strstr(out, "src/plan/p.c:2: plan/ includes cluster/"));
 
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf -- '%s'", root);

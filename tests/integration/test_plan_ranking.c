@@ -10,10 +10,10 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "audit/prices.h"
+#include "plan/prices.h"
 #include "core/file.h"
 #include "emu/catalog.h"
-#include "emu/fidelity.h"
+#include "fidelity/harness.h"
 
 #define DATA "bench/fidelity/measurements.json"
 #define RANK_TIE 0.10

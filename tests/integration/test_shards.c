@@ -1,4 +1,4 @@
-/* An audit split across machines without a scheduler (audit/shard.h, docs/cluster.md): the
+/* An audit split across machines without a scheduler (cluster/shard.h, docs/cluster.md): the
  * shards of a single-machine audit's runs merge into the very same reports, byte for byte;
  * configurations run by two `--only` processes at once merge into an audit with the same
  * configurations, rates and verdicts; the merge refuses shards of another spec text and never

@@ -18,7 +18,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 
-#include "audit/slurm.h"
+#include "cluster/slurm.h"
 
 #define LOCK_PATH "/tmp/servetune-slurm-test.lock"
 #define LOCK_WAIT_S 300
@@ -36,7 +36,7 @@ static int slurm_local(const char *verb, st_buf *out)
         argv[3] = NULL;
     char err[256];
     st_buf_init(out, 1 << 20);
-    int rc = st_cmd_run(argv, 120, out, err, sizeof err);
+    int rc = st_slurm_run(argv, 120, out, err, sizeof err);
     if (rc < 0)
         fprintf(stderr, "# slurm-local %s: %s\n", verb, err);
     return rc;
@@ -146,7 +146,7 @@ static int jobs_listed(void)
     st_buf o;
     st_buf_init(&o, 1 << 20);
     char err[256];
-    int rc = st_cmd_run(argv, 30, &o, err, sizeof err);
+    int rc = st_slurm_run(argv, 30, &o, err, sizeof err);
     if (rc != 0)
         fail_msg("squeue: %s %s", err, o.data ? o.data : "");
     int lines = 0;
@@ -264,7 +264,7 @@ static void dry_run_writes_scripts_and_submits_nothing(void **state)
         st_buf o;
         st_buf_init(&o, 1 << 16);
         char err[256];
-        assert_int_equal(st_cmd_run(argv, 30, &o, err, sizeof err), 0);
+        assert_int_equal(st_slurm_run(argv, 30, &o, err, sizeof err), 0);
         st_buf_free(&o);
     }
     snprintf(p, sizeof p, "%s/cluster/jobs.json", out);

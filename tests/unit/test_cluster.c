@@ -1,4 +1,4 @@
-/* What an audit across a cluster is submitted as (audit/cluster.h, core/buf.h, audit/slurm.h's
+/* What an audit across a cluster is submitted as (cluster/cluster.h, core/buf.h, cluster/slurm.h's
  * parsers, the spec's cluster block): shell words that sh reads back byte for byte whatever they
  * hold; batch scripts that, run by bash as Slurm would, start servetune with exactly the intended
  * argument vector (hostile paths and names); the submit script run against a recording `sbatch`;
@@ -10,8 +10,9 @@
 #include <unistd.h>
 #include <yaml.h>
 
-#include "audit/cluster.h"
-#include "audit/slurm.h"
+#include "cluster/jobs.h"
+#include "cluster/k8s.h"
+#include "cluster/slurm.h"
 #include "audit/spec.h"
 #include "core/file.h"
 
@@ -60,7 +61,7 @@ static int run(char *const *argv, st_buf *out)
 {
     char err[256];
     st_buf_init(out, 1 << 20);
-    int rc = st_cmd_run(argv, 30, out, err, sizeof err);
+    int rc = st_slurm_run(argv, 30, out, err, sizeof err);
     if (rc < 0)
         fail_msg("%s: %s", argv[0], err);
     return rc;
@@ -176,7 +177,7 @@ static void task_script_starts_servetune_with_exact_arguments(void **state)
     setenv("ST_ARGS_OUT", args, 1);
     st_slurm_plan p = plan_in(bin, spec, out);
     st_buf b;
-    st_buf_init(&b, ST_CLUSTER_SCRIPT_MAX);
+    st_buf_init(&b, ST_SLURM_SCRIPT_MAX);
     assert_int_equal(st_slurm_task_script(&p, &b), 0);
     snprintf(script, sizeof script, "%s/tasks.sbatch", tmp);
     char err[256];
@@ -211,7 +212,7 @@ static void task_script_starts_servetune_with_exact_arguments(void **state)
     unsetenv("SLURM_ARRAY_TASK_ID");
 
     /* the merge script */
-    st_buf_init(&b, ST_CLUSTER_SCRIPT_MAX);
+    st_buf_init(&b, ST_SLURM_SCRIPT_MAX);
     assert_int_equal(st_slurm_merge_script(&p, &b), 0);
     snprintf(merge, sizeof merge, "%s/merge.sbatch", tmp);
     assert_int_equal(st_write_file_atomic(merge, b.data, b.len, err, sizeof err), 0);
@@ -321,7 +322,7 @@ static void submit_script_submits_the_same_vectors(void **state)
     assert_int_equal(st_slurm_array_argv(&p, "/x/tasks $1.sbatch", &a), 0);
     assert_int_equal(st_slurm_merge_argv(&p, "/x/merge.sbatch", NULL, &m), 0);
     st_buf b;
-    st_buf_init(&b, ST_CLUSTER_SCRIPT_MAX);
+    st_buf_init(&b, ST_SLURM_SCRIPT_MAX);
     assert_int_equal(st_slurm_submit_script(&a, &m, &b), 0);
     snprintf(script, sizeof script, "%s/submit.sh", tmp);
     char err[256];
@@ -448,7 +449,7 @@ static void k8s_manifest_is_valid_yaml(void **state)
                       .n_configs = 3,
                       .version = "test" };
     st_buf b;
-    st_buf_init(&b, ST_CLUSTER_SCRIPT_MAX);
+    st_buf_init(&b, ST_K8S_MANIFEST_MAX);
     assert_int_equal(st_k8s_manifest(&p, &b), 0);
     yaml_parser_t parser;
     assert_true(yaml_parser_initialize(&parser));
@@ -517,7 +518,7 @@ static void k8s_manifest_is_valid_yaml(void **state)
     p.gpu_request = ST_GPU_NONE;
     p.parallelism = 1;
     p.ns = NULL;
-    st_buf_init(&b, ST_CLUSTER_SCRIPT_MAX);
+    st_buf_init(&b, ST_K8S_MANIFEST_MAX);
     assert_int_equal(st_k8s_manifest(&p, &b), 0);
     assert_null(strstr(b.data, "resources:"));
     assert_null(strstr(b.data, "namespace:"));

@@ -1,6 +1,6 @@
 #include "harness.h"
 
-#include "audit/cost.h"
+#include "plan/cost.h"
 
 /* Hand-computed: 2.49 $/GPU-h x 1 GPU / (1200 tok/s x 3600 s/h) x 1e6 = 0.576388... $/1M;
  * peak 60 / capacity 7.6 = 7.89 -> 8 replicas; 8 x 1 x 2.49 x 730 = 14541.6 $/month. */

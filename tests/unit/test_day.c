@@ -1,8 +1,8 @@
-/* The traffic day priced three ways (audit/day.h), against cases computed by hand. */
+/* The traffic day priced three ways (plan/day.h), against cases computed by hand. */
 #include "harness.h"
 
-#include "audit/cost.h"
-#include "audit/day.h"
+#include "plan/cost.h"
+#include "plan/day.h"
 
 static st_day_opts opts(void)
 {

@@ -8,7 +8,7 @@
 #include "emu/calib.h"
 #include "emu/catalog.h"
 #include "emu/consts.h"
-#include "emu/fidelity.h"
+#include "fidelity/harness.h"
 #include "emu/fit.h"
 
 static double bowl(void *arg, const double *x, int moved)

@@ -3,10 +3,10 @@
 
 #include <stdio.h>
 
-#include "audit/plan.h"
-#include "audit/plan_model.h"
-#include "audit/prices.h"
-#include "audit/plan_spec.h"
+#include "plan/plan.h"
+#include "plan/plan_model.h"
+#include "plan/prices.h"
+#include "plan/plan_spec.h"
 #include "audit/spec.h"
 #include "core/file.h"
 

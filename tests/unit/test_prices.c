@@ -2,7 +2,7 @@
  * user's list with a bad row is refused naming the line. */
 #include "harness.h"
 
-#include "audit/prices.h"
+#include "plan/prices.h"
 
 static void builtin_list(void **state)
 {

@@ -8,8 +8,8 @@
  * point describes, simulated in virtual time, summarised like `vllm bench serve`); then
  * st_fid_compare() for the predicted/published ratios and st_fid_summarise() for the median
  * and worst errors of a split. docs/fidelity.md describes the method and its assumptions. */
-#ifndef ST_EMU_FIDELITY_H
-#define ST_EMU_FIDELITY_H
+#ifndef ST_BENCH_FIDELITY_HARNESS_H
+#define ST_BENCH_FIDELITY_HARNESS_H
 #include <stddef.h>
 #include <stdint.h>
 

@@ -9,8 +9,8 @@
  * Shards keep a rollback journal rather than WAL (a shared filesystem cannot share WAL's
  * memory index between hosts); a task killed mid-write leaves a journal that the next opener
  * rolls back, so a shard always holds whole runs. */
-#ifndef ST_AUDIT_SHARD_H
-#define ST_AUDIT_SHARD_H
+#ifndef ST_CLUSTER_SHARD_H
+#define ST_CLUSTER_SHARD_H
 #include <stddef.h>
 #include <stdint.h>
 

@@ -1,4 +1,4 @@
-#include "audit/plan.h"
+#include "plan/plan.h"
 
 #include "emu/catalog.h"
 

@@ -1,7 +1,7 @@
 /* The emulator's HTTP front end. One thread, one epoll loop (net/loop.h): requests are parsed
  * by net/server.h, generation requests go into the engine model, one loop timer runs the
  * model's steps on the scaled wall clock and streams each step's tokens when it ends. */
-#include "engine/emulator.h"
+#include "engine/emu_server.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -19,6 +19,7 @@
 #include "core/parse.h"
 #include "core/clock.h"
 #include "emu/engine.h"
+#include "engine/emutok.h"
 #include "net/loop.h"
 #include "net/server.h"
 
@@ -33,76 +34,6 @@
 #define RESP_MAX (64u << 20)
 /* Room for a response's head beside its body in the server's output buffer. */
 #define RESP_HEAD_MAX (64u << 10)
-
-/* ---------------------------------------------------------------------------------------
- * Tokenizer */
-static int is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
-
-uint32_t st_emutok_count(const char *text, size_t len)
-{
-    uint32_t n = 0;
-    for (size_t i = 0; i < len;) {
-        while (i < len && is_space(text[i]))
-            i++;
-        if (i >= len)
-            break;
-        n++;
-        while (i < len && !is_space(text[i]))
-            i++;
-    }
-    return n;
-}
-
-static uint32_t word_id(const char *w, size_t n, uint32_t vocab)
-{
-    if (n >= 1 && n <= 4) {
-        uint64_t v = 0;
-        size_t k = 0;
-        for (; k < n && w[k] >= 'a' && w[k] <= 'z'; k++)
-            v = v * 26 + (uint64_t)(w[k] - 'a' + 1);
-        if (k == n && v >= 1 && v - 1 < vocab)
-            return (uint32_t)(v - 1);
-    }
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t k = 0; k < n; k++)
-        h = (h ^ (unsigned char)w[k]) * 1099511628211ULL;
-    uint32_t lo = vocab > 2000 ? 1000 : 0;
-    return lo + (uint32_t)(h % (vocab - lo));
-}
-
-uint32_t st_emutok_encode(const char *text, size_t len, uint32_t vocab, uint32_t *ids, uint32_t max)
-{
-    uint32_t n = 0;
-    for (size_t i = 0; i < len;) {
-        while (i < len && is_space(text[i]))
-            i++;
-        if (i >= len)
-            break;
-        size_t s = i;
-        while (i < len && !is_space(text[i]))
-            i++;
-        if (n < max)
-            ids[n] = word_id(text + s, i - s, vocab);
-        n++;
-    }
-    return n;
-}
-
-int st_emutok_word(uint32_t id, char out[8])
-{
-    uint64_t v = (uint64_t)id + 1;
-    char tmp[8];
-    int n = 0;
-    while (v > 0 && n < 7) {
-        uint64_t r = (v - 1) % 26;
-        tmp[n++] = (char)('a' + r);
-        v = (v - 1) / 26;
-    }
-    for (int i = 0; i < n; i++)
-        out[i] = tmp[n - 1 - i];
-    out[n] = 0;
-    return n;
-}
 
 /* ---------------------------------------------------------------------------------------
  * Histograms for /metrics */
@@ -169,7 +100,7 @@ typedef struct jitter_t {
 
 typedef struct st_emulator {
     st_emu_config cfg;
-    const st_emulator_opts *o;
+    const st_emu_server_opts *o;
     const st_log *log;
     st_loop *loop;
     st_server *srv;
@@ -682,7 +613,7 @@ static int64_t chat_ids(st_emulator *em, json_t *msgs, uint32_t **out, char *err
         }
         const char *role = json_string_value(json_object_get(m, "role"));
         (*out)[n++] = 151644 % vocab;
-        (*out)[n++] = role ? word_id(role, strlen(role), vocab) : 1;
+        (*out)[n++] = role ? st_emutok_word_id(role, strlen(role), vocab) : 1;
         json_t *c = json_object_get(m, "content");
         if (json_is_string(c))
             n += st_emutok_encode(json_string_value(c), json_string_length(c), vocab, *out + n, (uint32_t)(total - n));
@@ -690,7 +621,7 @@ static int64_t chat_ids(st_emulator *em, json_t *msgs, uint32_t **out, char *err
     /* the generation prompt opens the assistant's turn (as chat templates do), so a next turn
      * that carries this answer as an assistant message repeats the same tokens */
     (*out)[n++] = 151644 % vocab;
-    (*out)[n++] = word_id("assistant", 9, vocab);
+    (*out)[n++] = st_emutok_word_id("assistant", 9, vocab);
     return (int64_t)n;
 }
 
@@ -1155,7 +1086,7 @@ static void print_jitter(const st_emulator *em)
             (unsigned long long)em->jit.n, p50 * 0.01, p99 * 0.01, p999 * 0.01, em->jit.max / 1e6);
 }
 
-int st_emulator_run(const st_emu_config *cfg, const st_emulator_opts *o, const st_log *log, char *err, size_t errlen)
+int st_emu_server_run(const st_emu_config *cfg, const st_emu_server_opts *o, const st_log *log, char *err, size_t errlen)
 {
     st_emulator *em = calloc(1, sizeof *em);
     if (!em) {

@@ -1,4 +1,4 @@
-#include "audit/plan_spec.h"
+#include "plan/plan_spec.h"
 
 #include <stdio.h>
 #include <stdlib.h>

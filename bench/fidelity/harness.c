@@ -1,5 +1,5 @@
 /* The fidelity benchmark: published measurements -> engine-model runs -> ratios. fidelity.h. */
-#include "emu/fidelity.h"
+#include "fidelity/harness.h"
 
 #include <ctype.h>
 #include <jansson.h>

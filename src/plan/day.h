@@ -18,8 +18,8 @@
  *   Cold requests as a share of all requests are the ones whose TTFT grows by cold_start_s.
  * Break-even utilization: serverless costs less than a dedicated replica when the replica
  *   would be busy less than price_dedicated_hour / price_serverless_hour of the time. */
-#ifndef ST_AUDIT_DAY_H
-#define ST_AUDIT_DAY_H
+#ifndef ST_PLAN_DAY_H
+#define ST_PLAN_DAY_H
 #include <stddef.h>
 
 #define ST_DAY_MAX_SLOTS 1440 /* a day in minutes at the finest */

@@ -1,5 +1,5 @@
-/* The plan's candidates on the engine model (st_plan_ops for audit/plan.h): each candidate
- * becomes the audit spec that would measure it (audit/plan_spec.h), and
+/* The plan's candidates on the engine model (st_plan_ops for plan/plan.h): each candidate
+ * becomes the audit spec that would measure it (plan/plan_spec.h), and
  *   screen    builds its engine configuration from that spec's flags, refuses it with vLLM's own
  *             message when the memory plan does (weights, KV cache, max model length), and bounds
  *             its capacity by its maximum throughput: a closed loop that keeps the engine's batch
@@ -8,11 +8,11 @@
  *   evaluate  runs the sustained search of `servetune predict` on that spec (st_sweep_bisect
  *             on the engine-model executor): the capacity and the latency at it.
  * No I/O besides the engine model's virtual time. */
-#ifndef ST_AUDIT_PLAN_MODEL_H
-#define ST_AUDIT_PLAN_MODEL_H
+#ifndef ST_PLAN_PLAN_MODEL_H
+#define ST_PLAN_PLAN_MODEL_H
 #include <stddef.h>
 
-#include "audit/plan.h"
+#include "plan/plan.h"
 #include "audit/spec.h"
 
 /* The bound's margin over the measured maximum throughput (the closed loop's middle half is a

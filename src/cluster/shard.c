@@ -1,4 +1,4 @@
-#include "audit/shard.h"
+#include "cluster/shard.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -2,15 +2,15 @@
  * model (emu/engine.h). Steps of the model run on the wall clock scaled by time_scale
  * (K emulated seconds per wall second); everything reported (metrics, ground truth) is in
  * emulated time. Endpoints, faults and the model: docs/emulator.md. */
-#ifndef ST_EMULATOR_H
-#define ST_EMULATOR_H
+#ifndef ST_ENGINE_EMU_SERVER_H
+#define ST_ENGINE_EMU_SERVER_H
 #include <stddef.h>
 #include <stdint.h>
 
 #include "core/log.h"
 #include "emu/config.h"
 
-typedef struct st_emulator_opts {
+typedef struct st_emu_server_opts {
     const char *host;              /* "127.0.0.1" when NULL (vLLM's default is 0.0.0.0) */
     double keep_alive_s;           /* idle keep-alive connections are closed after this (0: never) */
     double header_timeout_s;       /* a request must arrive within this of its first byte (0: no limit) */
@@ -35,20 +35,10 @@ typedef struct st_emulator_opts {
      * inside <think> ... </think>). 0: none. */
     double reasoning_share;
     int prompt_tokens_details; /* --enable-prompt-tokens-details: usage reports cached_tokens */
-} st_emulator_opts;
+} st_emu_server_opts;
 
 /* Runs the server until SIGINT/SIGTERM. The engine config must be resolved
  * (st_emu_memory_plan ok). Returns 0 on a clean stop, -1 with err on a startup failure. */
-int st_emulator_run(const st_emu_config *cfg, const st_emulator_opts *o, const st_log *log, char *err, size_t errlen);
-
-/* The deterministic tokenizer: one token per whitespace-separated word. A word of 1-4
- * lower-case letters is read as a bijective base-26 number and, when below vocab, is that
- * id; any other word is hashed into [1000, vocab). st_emutok_word writes the canonical word
- * of an id, so tokenize(detokenize(ids)) == ids. */
-uint32_t st_emutok_count(const char *text, size_t len);
-/* Fills ids (at most max); returns the number of tokens (may exceed max: only max written). */
-uint32_t st_emutok_encode(const char *text, size_t len, uint32_t vocab, uint32_t *ids, uint32_t max);
-/* Writes the word of id into out (NUL-terminated, at most 8 bytes); returns its length. */
-int st_emutok_word(uint32_t id, char out[8]);
+int st_emu_server_run(const st_emu_config *cfg, const st_emu_server_opts *o, const st_log *log, char *err, size_t errlen);
 
 #endif

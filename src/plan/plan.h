@@ -18,12 +18,12 @@
  * The frontiers are over the evaluated candidates that met the SLO: $ per 1M output tokens
  * against p95 TTFT at capacity, and against the weight format's quality risk (bf16 0, fp8 1,
  * 8-bit integer 2, 4-bit 3). */
-#ifndef ST_AUDIT_PLAN_H
-#define ST_AUDIT_PLAN_H
+#ifndef ST_PLAN_PLAN_H
+#define ST_PLAN_PLAN_H
 #include <stddef.h>
 #include <stdint.h>
 
-#include "audit/prices.h"
+#include "plan/prices.h"
 #include "audit/spec.h"
 
 #define ST_PLAN_MAX_CANDIDATES 20000

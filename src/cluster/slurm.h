@@ -1,34 +1,26 @@
-/* What an audit spread over a cluster is submitted as (docs/cluster.md). Text and argument
- * vectors only: nothing here runs anything (audit/slurm.h runs sbatch, squeue and scancel).
+/* An audit spread over a Slurm cluster (docs/cluster.md): what is submitted (batch scripts and
+ * sbatch argument vectors, pure text) and the commands that submit, watch and cancel it
+ * (sbatch, squeue and scancel, each started with an argument vector: posix_spawnp, never a
+ * shell, its output captured and bounded, its run bounded in time).
  *
  * Slurm: one job array, one task per configuration (the array index is the configuration's
  * position in the spec), each task running `servetune audit --only=NAME --resume` into its own
- * shard (audit/shard.h); then one job that depends on the array (afterany: it runs however the
+ * shard (cluster/shard.h); then one job that depends on the array (afterany: it runs however the
  * tasks ended) and merges the shards and writes the reports. The sbatch options are arguments of
  * the sbatch argument vector (never #SBATCH lines, which sbatch would tokenise itself); the batch
  * scripts hold the servetune command lines, every word single-quoted (core/buf.h st_buf_shell_quote). Job output
  * goes to DIR/cluster/logs/, DIR's '%' doubled in the --output pattern (st_slurm_dir_ok refuses
  * what Slurm cannot carry there: a backslash, a control character).
- *
- * Kubernetes: a ConfigMap holding the spec text and an Indexed Job (one completion index per
- * configuration) whose pods run the same command with --only-index into a PersistentVolumeClaim
- * mounted as the output folder. Every string is written as a YAML double-quoted scalar. */
-#ifndef ST_AUDIT_CLUSTER_H
-#define ST_AUDIT_CLUSTER_H
+ */
+#ifndef ST_CLUSTER_SLURM_H
+#define ST_CLUSTER_SLURM_H
 #include <stddef.h>
 
 #include "audit/spec.h"
 #include "core/buf.h"
 #include "core/strv.h"
 
-#define ST_CLUSTER_DIR "cluster"         /* DIR/cluster: scripts, job record, job output */
-#define ST_CLUSTER_TASKS "tasks.sbatch"  /* the array's batch script */
-#define ST_CLUSTER_MERGE "merge.sbatch"  /* the merge job's batch script */
-#define ST_CLUSTER_SUBMIT "submit.sh"    /* the submission as a shell script (to read, or run by hand) */
-#define ST_CLUSTER_JOBS "jobs.json"      /* the jobs submitted (for --status, --resume, --wait) */
-#define ST_CLUSTER_LOGS "cluster/logs"   /* job output, relative to DIR */
-#define ST_CLUSTER_SCRIPT_MAX (1u << 20) /* a generated script or manifest */
-
+#define ST_SLURM_SCRIPT_MAX (1u << 20) /* a generated batch script */
 /* What is submitted. Paths are absolute; configs lists every configuration in spec order. */
 typedef struct st_slurm_plan {
     const char *servetune; /* the servetune binary the jobs run */
@@ -49,7 +41,7 @@ typedef struct st_slurm_plan {
 } st_slurm_plan;
 
 /* The array's batch script: maps SLURM_ARRAY_TASK_ID to the configuration's name and runs its
- * shard. 0, or -1 when out (of at most ST_CLUSTER_SCRIPT_MAX bytes) is not whole. */
+ * shard. 0, or -1 when out (of at most ST_SLURM_SCRIPT_MAX bytes) is not whole. */
 int st_slurm_task_script(const st_slurm_plan *p, st_buf *out);
 /* The merge job's batch script (servetune audit --merge DIR). */
 int st_slurm_merge_script(const st_slurm_plan *p, st_buf *out);
@@ -64,30 +56,38 @@ int st_slurm_merge_argv(const st_slurm_plan *p, const char *script, const char *
 /* The submission as a POSIX shell script: the array's sbatch, then the merge's with the array's
  * job id as its dependency (array_argv may be NULL: the merge alone). */
 int st_slurm_submit_script(const st_strv *array_argv, const st_strv *merge_argv, st_buf *out);
-/* Appends argv as one shell command line, every word quoted as needed. */
-int st_buf_sh_argv(st_buf *b, const st_strv *argv);
 /* The job id in `sbatch --parsable` output ("1234" or "1234;cluster"). 0, or -1. */
 int st_slurm_parse_jobid(const char *text, char *id, size_t n);
 
-/* The Kubernetes manifest. */
-typedef struct st_k8s_plan {
-    const char *name; /* the Job's name (and the ConfigMap's, with "-spec") */
-    const char *ns;   /* namespace, or NULL */
-    const char *image;
-    const char *volume_claim; /* mounted at ST_K8S_OUT */
-    const char *gpu_resource; /* e.g. nvidia.com/gpu */
-    int gpus;
-    st_gpu_request gpu_request;
-    int parallelism; /* 0: every index at once */
-    const char *spec_text;
-    size_t spec_len;
-    const char *spec_hash;
-    const char *const *configs;
-    int n_configs;
-    const char *version;
-} st_k8s_plan;
-#define ST_K8S_SPEC_DIR "/etc/servetune" /* the ConfigMap's mount: ST_K8S_SPEC_DIR/spec.yaml */
-#define ST_K8S_OUT "/results"            /* the output folder in the pods */
-int st_k8s_manifest(const st_k8s_plan *p, st_buf *out);
+
+/* ---- running Slurm's commands ---- */
+#define ST_SLURM_CMD_TIMEOUT_S 60.0 /* one sbatch/squeue/scancel */
+#define ST_SLURM_OUT_MAX (1u << 20) /* what one of them may print */
+#define ST_SLURM_JOBID_MAX 32
+
+/* Runs argv (argv[0] looked up on PATH), stdout and stderr captured into out (together, in
+ * order), for at most timeout_s (then SIGKILL). The exit status (0..255, 128+N for signal N), or
+ * -1 with err when it could not be run. */
+int st_slurm_run(char *const *argv, double timeout_s, st_buf *out, char *err, size_t errlen);
+
+/* Submits with sbatch argv (it must have --parsable): 0 with the job id in id, or -1 with err
+ * (sbatch's own message). */
+int st_slurm_submit(char *const *argv, char *id, size_t idlen, char *err, size_t errlen);
+
+/* The state of one array task or job as squeue shows it. */
+typedef struct st_slurm_task {
+    char job[ST_SLURM_JOBID_MAX]; /* the array's (or the job's) id */
+    int task;                     /* array index, -1 for a job that is not an array */
+    char state[24];               /* PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, TIMEOUT, ... */
+} st_slurm_task;
+/* Whether a state is one a job leaves (it runs or will run). */
+int st_slurm_state_active(const char *state);
+/* The tasks of job id that squeue still knows (any state). 0 (n may be 0: Slurm forgot the
+ * job), or -1 with err. */
+int st_slurm_query(const char *id, st_slurm_task **out, int *n, char *err, size_t errlen);
+/* Parses squeue -h -r -t all -o '%F|%K|%T' output (library-shaped for the tests). */
+int st_slurm_parse_queue(const char *text, st_slurm_task **out, int *n);
+/* scancel the jobs (ids). 0, or -1 with err. */
+int st_slurm_cancel(const char *const *ids, int n, char *err, size_t errlen);
 
 #endif

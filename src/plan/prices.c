@@ -1,4 +1,4 @@
-#include "audit/prices.h"
+#include "plan/prices.h"
 
 #include <math.h>
 #include <stdio.h>

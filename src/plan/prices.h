@@ -11,8 +11,8 @@
  *   provider, offering, source, source_date, note   text, shown with the figure
  * A row that breaks a rule is an error naming its line ("prices.csv:12: usd_per_gpu_hour:
  * expected a number > 0, got 'n/a'"): a price list is used whole or not at all. */
-#ifndef ST_AUDIT_PRICES_H
-#define ST_AUDIT_PRICES_H
+#ifndef ST_PLAN_PRICES_H
+#define ST_PLAN_PRICES_H
 #include <stddef.h>
 #include <stdint.h>
 

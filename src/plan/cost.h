@@ -4,8 +4,8 @@
  *   monthly cost            = replicas x GPUs per replica x price per GPU-hour x 730
  *   vs current              = (value - baseline) / baseline
  * Capacity and output tok/s come from the highest passing rate (capacity.h). Pure functions. */
-#ifndef ST_AUDIT_COST_H
-#define ST_AUDIT_COST_H
+#ifndef ST_PLAN_COST_H
+#define ST_PLAN_COST_H
 
 #define ST_COST_HOURS_PER_MONTH 730.0
 /* The most replicas a peak is priced at: a larger need (a peak absurdly beyond the capacity) is

@@ -1,11 +1,11 @@
-#include "audit/day.h"
+#include "plan/day.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "audit/cost.h"
-#include "audit/prices.h"
+#include "plan/cost.h"
+#include "plan/prices.h"
 #include "audit/spec.h"
 
 /* Serverless workers up on average in a slot with request rate rps (billed worker-seconds per

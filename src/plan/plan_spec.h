@@ -9,11 +9,11 @@
  * --kv-cache-dtype, --tensor-parallel-size / -tp) leave the baseline; each configuration adds its
  * own. All candidates of one spec share its GPU and GPUs per replica (an audit runs on one kind
  * of machine). No I/O: YAML text in, YAML text out (libyaml's emitter). */
-#ifndef ST_AUDIT_PLAN_SPEC_H
-#define ST_AUDIT_PLAN_SPEC_H
+#ifndef ST_PLAN_PLAN_SPEC_H
+#define ST_PLAN_PLAN_SPEC_H
 #include <stddef.h>
 
-#include "audit/plan.h"
+#include "plan/plan.h"
 #include "core/buf.h"
 
 /* A configuration name for c: "h100-tp2-fp8-kvfp8-seqs256-bt8192-len8192" (letters, digits, '-'). */

@@ -1,9 +1,9 @@
-/* The emulator's deterministic tokenizer (engine/emulator.h). */
+/* The emulator's deterministic tokenizer (engine/emutok.h). */
 #include "harness.h"
 
 #include <stdio.h>
 
-#include "engine/emulator.h"
+#include "engine/emutok.h"
 
 static void words_and_roundtrip(void **state)
 {

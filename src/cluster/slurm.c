@@ -1,22 +1,21 @@
-#include "audit/cluster.h"
+#include "cluster/slurm.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include "cluster/jobs.h"
+#include "core/clock.h"
 
-/* ---- shell ---- */
-
-int st_buf_sh_argv(st_buf *b, const st_strv *argv)
-{
-    for (int i = 0; i < argv->n; i++) {
-        if (i)
-            st_buf_puts(b, " ");
-        st_buf_shell_quote(b, argv->v[i]);
-    }
-    return st_buf_error(b) ? -1 : 0;
-}
+extern char **environ;
 
 /* ---- Slurm ---- */
 
@@ -263,84 +262,226 @@ int st_slurm_parse_jobid(const char *text, char *id, size_t n)
     return 0;
 }
 
-/* ---- Kubernetes ---- */
+/* ---- running Slurm's commands ---- */
 
-/* A YAML double-quoted scalar: JSON's escapes are YAML's. */
-static int yq(st_buf *b, const char *s) { return st_buf_json_str(b, s); }
-
-int st_k8s_manifest(const st_k8s_plan *p, st_buf *b)
+int st_slurm_run(char *const *argv, double timeout_s, st_buf *out, char *err, size_t errlen)
 {
-    char cm[300], idx[32];
-    snprintf(cm, sizeof cm, "%s-spec", p->name);
-    st_buf_printf(
-        b,
-        "# servetune audit on Kubernetes: a ConfigMap with the spec, and an Indexed Job whose pod of\n"
-        "# completion index I runs configuration I of the spec into its own shard on the volume.\n"
-        "# Written by servetune %s (servetune audit --k8s-manifest); docs/cluster.md.\n"
-        "# Apply:   kubectl apply -f THIS_FILE\n"
-        "# Follow:  kubectl get pods -l job-name=%s\n"
-        "# Merge:   when the Job ended, servetune report DIR on the volume (or servetune audit --merge DIR)\n",
-        p->version ? p->version : "?", p->name);
-    st_buf_puts(b, "# index -> configuration:\n");
-    for (int i = 0; i < p->n_configs; i++)
-        st_buf_printf(b, "#   %d %s\n", i, st_shell_plain(p->configs[i]) ? p->configs[i] : "(see the spec)");
-    st_buf_puts(b, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ");
-    yq(b, cm);
-    if (p->ns) {
-        st_buf_puts(b, "\n  namespace: ");
-        yq(b, p->ns);
+    int pfd[2];
+    if (pipe2(pfd, O_CLOEXEC)) {
+        snprintf(err, errlen, "pipe: %s", strerror(errno));
+        return -1;
     }
-    st_buf_puts(b, "\n  labels:\n    app.kubernetes.io/name: servetune\ndata:\n  spec.yaml: ");
-    st_buf_json_strn(b, p->spec_text, p->spec_len);
-    st_buf_puts(b, "\n---\napiVersion: batch/v1\nkind: Job\nmetadata:\n  name: ");
-    yq(b, p->name);
-    if (p->ns) {
-        st_buf_puts(b, "\n  namespace: ");
-        yq(b, p->ns);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, pfd[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, pfd[1], 2);
+    pid_t pid;
+    int e = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(pfd[1]);
+    if (e) {
+        close(pfd[0]);
+        snprintf(err, errlen, "%s: %s", argv[0], strerror(e));
+        return -1;
     }
-    st_buf_puts(b, "\n  labels:\n    app.kubernetes.io/name: servetune\n  annotations:\n"
-                   "    servetune/spec-sha256: ");
-    yq(b, p->spec_hash);
-    st_buf_printf(b,
-                  "\nspec:\n  completionMode: Indexed\n  completions: %d\n  parallelism: %d\n"
-                  "  backoffLimit: %d\n  template:\n    metadata:\n      labels:\n"
-                  "        app.kubernetes.io/name: servetune\n    spec:\n      restartPolicy: Never\n"
-                  "      containers:\n        - name: audit\n          image: ",
-                  p->n_configs, p->parallelism > 0 ? p->parallelism : p->n_configs, p->n_configs);
-    yq(b, p->image);
-    /* The index comes from the pod's annotation through an environment variable defined here, so
-     * $(SERVETUNE_INDEX) in the command is expanded by the kubelet (no shell). */
-    st_buf_puts(b, "\n          env:\n            - name: SERVETUNE_INDEX\n              valueFrom:\n"
-                   "                fieldRef:\n"
-                   "                  fieldPath: \"metadata.annotations['batch.kubernetes.io/job-completion-index']\"\n"
-                   "          command:\n");
-    char spec_in_pod[300];
-    snprintf(spec_in_pod, sizeof spec_in_pod, "%s/spec.yaml", ST_K8S_SPEC_DIR);
-    char hash_arg[100];
-    snprintf(hash_arg, sizeof hash_arg, "--expect-spec-hash=%s", p->spec_hash);
-    const char *cmd[] = {
-        "servetune", "audit",    "--output=" ST_K8S_OUT, "--only-index=$(SERVETUNE_INDEX)", "--resume", hash_arg,
-        "--",        spec_in_pod
-    };
-    for (size_t i = 0; i < sizeof cmd / sizeof *cmd; i++) {
-        st_buf_puts(b, "            - ");
-        yq(b, cmd[i]);
-        st_buf_puts(b, "\n");
+    st_ns deadline = st_now() + st_s_to_ns(timeout_s);
+    int killed = 0, open_ = 1;
+    char buf[4096];
+    while (open_) {
+        st_ns left = deadline - st_now();
+        if (left <= 0) {
+            kill(pid, SIGKILL);
+            killed = 1;
+            break;
+        }
+        struct pollfd p = { .fd = pfd[0], .events = POLLIN };
+        int r = poll(&p, 1, (int)(left / ST_NS_PER_MS) + 1);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            continue;
+        ssize_t n = read(pfd[0], buf, sizeof buf);
+        if (n > 0)
+            st_buf_append(out, buf, (size_t)n); /* past the maximum: the sticky error, checked below */
+        else if (n == 0 || errno != EINTR)
+            open_ = 0;
     }
-    if (p->gpu_request != ST_GPU_NONE && p->gpus > 0) {
-        snprintf(idx, sizeof idx, "%d", p->gpus);
-        st_buf_puts(b, "          resources:\n            limits:\n              ");
-        yq(b, p->gpu_resource ? p->gpu_resource : "nvidia.com/gpu");
-        st_buf_printf(b, ": %s\n", idx);
+    close(pfd[0]);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    if (killed) {
+        snprintf(err, errlen, "%s: no answer within %.0f s (killed)", argv[0], timeout_s);
+        return -1;
     }
-    st_buf_puts(b, "          volumeMounts:\n            - name: spec\n              mountPath: ");
-    yq(b, ST_K8S_SPEC_DIR);
-    st_buf_puts(b, "\n              readOnly: true\n            - name: results\n              mountPath: ");
-    yq(b, ST_K8S_OUT);
-    st_buf_puts(b, "\n      volumes:\n        - name: spec\n          configMap:\n            name: ");
-    yq(b, cm);
-    st_buf_puts(b, "\n        - name: results\n          persistentVolumeClaim:\n            claimName: ");
-    yq(b, p->volume_claim);
-    st_buf_puts(b, "\n");
-    return st_buf_error(b) ? -1 : 0;
+    if (st_buf_error(out)) {
+        snprintf(err, errlen, "%s: printed more than %zu bytes", argv[0], out->max);
+        return -1;
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* The command's output as one line for a message (at most n bytes, newlines as "; "). */
+static void one_line(const st_buf *b, char *out, size_t n)
+{
+    size_t k = 0;
+    for (size_t i = 0; b->data && i < b->len && k + 3 < n; i++) {
+        char c = b->data[i];
+        if (c == '\n') {
+            if (i + 1 < b->len) {
+                out[k++] = ';';
+                out[k++] = ' ';
+            }
+        } else if ((unsigned char)c >= ' ') {
+            out[k++] = c;
+        }
+    }
+    out[k] = '\0';
+}
+
+int st_slurm_submit(char *const *argv, char *id, size_t idlen, char *err, size_t errlen)
+{
+    st_buf out;
+    st_buf_init(&out, ST_SLURM_OUT_MAX);
+    int rc = st_slurm_run(argv, ST_SLURM_CMD_TIMEOUT_S, &out, err, errlen);
+    if (rc < 0) {
+        st_buf_free(&out);
+        return -1;
+    }
+    char line[512];
+    one_line(&out, line, sizeof line);
+    if (rc != 0) {
+        snprintf(err, errlen, "sbatch exited %d: %s", rc, line[0] ? line : "(no message)");
+        st_buf_free(&out);
+        return -1;
+    }
+    /* --parsable prints the id last (warnings may come before it) */
+    const char *last = out.data ? out.data : "";
+    for (const char *p = last; *p; p++)
+        if (*p == '\n' && p[1] && p[1] != '\n')
+            last = p + 1;
+    if (st_slurm_parse_jobid(last, id, idlen)) {
+        snprintf(err, errlen, "sbatch printed no job id: %s", line);
+        st_buf_free(&out);
+        return -1;
+    }
+    st_buf_free(&out);
+    return 0;
+}
+
+int st_slurm_state_active(const char *state)
+{
+    static const char *active[] = { "PENDING",   "RUNNING",     "CONFIGURING",  "COMPLETING", "SUSPENDED",
+                                    "REQUEUED",  "REQUEUE_FED", "REQUEUE_HOLD", "RESIZING",   "SIGNALING",
+                                    "STAGE_OUT", "STOPPED",     "RESV_DEL_HOLD" };
+    for (size_t i = 0; i < sizeof active / sizeof *active; i++)
+        if (!strcmp(state, active[i]))
+            return 1;
+    return 0;
+}
+
+int st_slurm_parse_queue(const char *text, st_slurm_task **out, int *n)
+{
+    *out = NULL;
+    *n = 0;
+    int cap = 0;
+    for (const char *line = text; line && *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        char l[256];
+        if (len < sizeof l) {
+            memcpy(l, line, len);
+            l[len] = '\0';
+            char *a = l, *b = strchr(a, '|'), *c = b ? strchr(b + 1, '|') : NULL;
+            if (b && c) {
+                *b++ = '\0';
+                *c++ = '\0';
+                char id[ST_SLURM_JOBID_MAX];
+                if (st_slurm_parse_jobid(a, id, sizeof id) == 0 && *c) {
+                    if (*n == cap) {
+                        int nc = cap ? cap * 2 : 16;
+                        st_slurm_task *nv = realloc(*out, sizeof *nv * (size_t)nc);
+                        if (!nv) {
+                            free(*out);
+                            *out = NULL;
+                            *n = 0;
+                            return -1;
+                        }
+                        *out = nv;
+                        cap = nc;
+                    }
+                    st_slurm_task *t = &(*out)[(*n)++];
+                    memset(t, 0, sizeof *t);
+                    snprintf(t->job, sizeof t->job, "%s", id);
+                    char *e2;
+                    long k = strtol(b, &e2, 10);
+                    t->task = (e2 != b && *e2 == '\0' && k >= 0 && k < 1000000) ? (int)k : -1;
+                    snprintf(t->state, sizeof t->state, "%s", c);
+                    /* "CANCELLED by 0" -> CANCELLED */
+                    t->state[strcspn(t->state, " ")] = '\0';
+                }
+            }
+        }
+        line = end ? end + 1 : NULL;
+    }
+    return 0;
+}
+
+int st_slurm_query(const char *id, st_slurm_task **out, int *n, char *err, size_t errlen)
+{
+    *out = NULL;
+    *n = 0;
+    char jarg[ST_SLURM_JOBID_MAX + 8];
+    snprintf(jarg, sizeof jarg, "--jobs=%s", id);
+    char *argv[] = { "squeue", "--noheader", "--array", "--states=all", jarg, "--format=%F|%K|%T", NULL };
+    st_buf o;
+    st_buf_init(&o, ST_SLURM_OUT_MAX);
+    int rc = st_slurm_run(argv, ST_SLURM_CMD_TIMEOUT_S, &o, err, errlen);
+    if (rc < 0) {
+        st_buf_free(&o);
+        return -1;
+    }
+    const char *text = o.data ? o.data : "";
+    if (rc != 0) {
+        /* a job Slurm no longer remembers (MinJobAge passed) */
+        int forgotten = strstr(text, "Invalid job id") != NULL;
+        if (!forgotten) {
+            char line[512];
+            one_line(&o, line, sizeof line);
+            snprintf(err, errlen, "squeue exited %d: %s", rc, line[0] ? line : "(no message)");
+        }
+        st_buf_free(&o);
+        return forgotten ? 0 : -1;
+    }
+    rc = st_slurm_parse_queue(text, out, n);
+    if (rc)
+        snprintf(err, errlen, "out of memory");
+    st_buf_free(&o);
+    return rc;
+}
+
+int st_slurm_cancel(const char *const *ids, int n, char *err, size_t errlen)
+{
+    if (n <= 0)
+        return 0;
+    char **argv = calloc((size_t)n + 2, sizeof *argv);
+    if (!argv) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    argv[0] = "scancel";
+    for (int i = 0; i < n; i++)
+        argv[i + 1] = (char *)ids[i];
+    st_buf o;
+    st_buf_init(&o, ST_SLURM_OUT_MAX);
+    int rc = st_slurm_run(argv, ST_SLURM_CMD_TIMEOUT_S, &o, err, errlen);
+    if (rc > 0) {
+        char line[512];
+        one_line(&o, line, sizeof line);
+        snprintf(err, errlen, "scancel exited %d: %s", rc, line[0] ? line : "(no message)");
+    }
+    st_buf_free(&o);
+    free(argv);
+    return rc == 0 ? 0 : -1;
 }

@@ -1,4 +1,4 @@
-#include "audit/cost.h"
+#include "plan/cost.h"
 
 #include <limits.h>
 #include <math.h>

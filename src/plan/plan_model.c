@@ -1,4 +1,4 @@
-#include "audit/plan_model.h"
+#include "plan/plan_model.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "audit/executor.h"
-#include "audit/plan_spec.h"
+#include "plan/plan_spec.h"
 #include "audit/sweep.h"
 #include "core/buf.h"
 #include "emu/config.h"
