@@ -14,7 +14,7 @@
 #include "core/parse.h"
 #include "core/secret.h"
 
-#define SPEC_MAX_LIST 256
+#define SPEC_MAX_LIST ST_SPEC_MAX_ITEMS
 
 static const char *metric_names[ST_SLO__COUNT] = { "ttft", "tpot", "itl", "e2e", "ttfat" };
 
@@ -254,10 +254,16 @@ static int valid_env_name(const char *k)
     return 1;
 }
 
+/* An environment mapping: at most SPEC_MAX_LIST variables (refused before any is looked at, so
+ * the time taken is bounded whatever the file holds), each name checked once against the ones
+ * before it (at most SPEC_MAX_LIST^2 / 2 comparisons). */
 static int get_env(pctx *p, yaml_node_t *n, const char *what, st_envv *out)
 {
     if (!n || n->type != YAML_MAPPING_NODE)
         return failf(p, n, "%s: expected a mapping NAME: value", what);
+    long count = (long)(n->data.mapping.pairs.top - n->data.mapping.pairs.start);
+    if (count > SPEC_MAX_LIST)
+        return failf(p, n, "%s: more than %d variables", what, SPEC_MAX_LIST);
     for (yaml_node_pair_t *pr = n->data.mapping.pairs.start; pr < n->data.mapping.pairs.top; pr++) {
         yaml_node_t *k = node(p, pr->key), *v = node(p, pr->value);
         const char *ks = scalar(k), *vs = scalar(v);

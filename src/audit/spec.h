@@ -227,6 +227,9 @@ typedef struct st_spec {
     } traffic;
 } st_spec;
 
+/* The most items of a list (engine.flags, a configuration's add_flags...) and of an environment
+ * mapping (engine.env, a configuration's env). */
+#define ST_SPEC_MAX_ITEMS 256
 /* The largest spec file accepted, and its deepest nesting of lists and mappings. */
 #define ST_SPEC_MAX_BYTES (1u << 20)
 #define ST_SPEC_MAX_DEPTH 64
