@@ -1025,6 +1025,42 @@ static int k8s_name_ok(const char *v, size_t max)
     return 1;
 }
 
+/* A word for a command line or a manifest: printable ASCII without spaces, quotes, '\\', '`', '$'. */
+static int word_ok(const char *v)
+{
+    for (const char *c = v; *c; c++)
+        if (*c <= ' ' || *c >= 127 || strchr("'\"\\`$", *c))
+            return 0;
+    return 1;
+}
+
+int st_spec_k8s_value_check(st_k8s_value which, const char *what, const char *v, char *err, size_t errlen)
+{
+    if (!v || !*v) {
+        snprintf(err, errlen, "%s: must not be empty", what);
+        return -1;
+    }
+    if (!word_ok(v)) {
+        int printable = 1; /* the value is quoted back only when that prints it as it is */
+        for (const char *c = v; *c; c++)
+            printable &= *c >= ' ' && *c < 127;
+        if (printable)
+            snprintf(err, errlen, "%s: '%s' is not a name (no spaces, quotes, $ or control characters)", what, v);
+        else
+            snprintf(err, errlen, "%s: not a name (a control character or a byte outside ASCII)", what);
+        return -1;
+    }
+    if (which == ST_K8S_NAMESPACE && (!k8s_name_ok(v, 63) || strchr(v, '.'))) {
+        snprintf(err, errlen, "%s: lower-case letters, digits and '-' (at most 63)", what);
+        return -1;
+    }
+    if (which == ST_K8S_VOLUME_CLAIM && !k8s_name_ok(v, 253)) {
+        snprintf(err, errlen, "%s: lower-case letters, digits, '-' and '.'", what);
+        return -1;
+    }
+    return 0;
+}
+
 static int parse_kubernetes(pctx *p, yaml_node_t *n, st_spec *s)
 {
     keydef k[] = { { "image", 0, 0 },
@@ -1036,19 +1072,21 @@ static int parse_kubernetes(pctx *p, yaml_node_t *n, st_spec *s)
     if (read_map(p, n, "cluster.kubernetes", k, nk))
         return -1;
     yaml_node_t *v;
-    if ((v = kv(k, nk, "image")) && get_word(p, v, "cluster.kubernetes.image", &s->cluster.kubernetes.image))
-        return -1;
-    if ((v = kv(k, nk, "namespace"))) {
-        if (get_word(p, v, "cluster.kubernetes.namespace", &s->cluster.kubernetes.ns))
+    static const struct {
+        const char *key, *what;
+        st_k8s_value which;
+    } named[] = { { "image", "cluster.kubernetes.image", ST_K8S_IMAGE },
+                  { "namespace", "cluster.kubernetes.namespace", ST_K8S_NAMESPACE },
+                  { "volume_claim", "cluster.kubernetes.volume_claim", ST_K8S_VOLUME_CLAIM } };
+    char **dst[] = { &s->cluster.kubernetes.image, &s->cluster.kubernetes.ns, &s->cluster.kubernetes.volume_claim };
+    for (int i = 0; i < 3; i++) {
+        char msg[600];
+        if (!(v = kv(k, nk, named[i].key)))
+            continue;
+        if (get_word(p, v, named[i].what, dst[i]))
             return -1;
-        if (!k8s_name_ok(s->cluster.kubernetes.ns, 63) || strchr(s->cluster.kubernetes.ns, '.'))
-            return failf(p, v, "cluster.kubernetes.namespace: lower-case letters, digits and '-' (at most 63)");
-    }
-    if ((v = kv(k, nk, "volume_claim"))) {
-        if (get_word(p, v, "cluster.kubernetes.volume_claim", &s->cluster.kubernetes.volume_claim))
-            return -1;
-        if (!k8s_name_ok(s->cluster.kubernetes.volume_claim, 253))
-            return failf(p, v, "cluster.kubernetes.volume_claim: lower-case letters, digits, '-' and '.'");
+        if (st_spec_k8s_value_check(named[i].which, named[i].what, *dst[i], msg, sizeof msg))
+            return failf(p, v, "%s", msg);
     }
     if ((v = kv(k, nk, "gpu_resource")) &&
         get_word(p, v, "cluster.kubernetes.gpu_resource", &s->cluster.kubernetes.gpu_resource))
