@@ -149,6 +149,34 @@ static int items_from_records(st_calibrate_run *run, const st_record *rec, uint3
     return 0;
 }
 
+/* What makes a run's records unfit to be replayed, named: none at all (the database's request
+ * records were deleted, or never written), or prompts the server counted as 0 tokens (a length
+ * that cannot be replayed: the engine model has no empty prompt). 0, or -1 with err about `what`. */
+static int records_usable(const st_record *rec, uint32_t n, const char *what, char *err, size_t errlen)
+{
+    if (n == 0) {
+        snprintf(err, errlen,
+                 "%s: no request records in the database (deleted to save space?): calibrate replays each "
+                 "request's arrival and lengths",
+                 what);
+        return -1;
+    }
+    uint32_t measured = 0, empty = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (!rec[i].warmup && rec[i].sent >= 0) {
+            measured++;
+            empty += rec[i].input_tokens == 0;
+        }
+    if (empty) {
+        snprintf(err, errlen,
+                 "%s: %u of its %u measured requests have 0-token prompts: a run with 0-token prompts cannot be "
+                 "replayed (were its lengths counted by a server whose /tokenize answered 0?)",
+                 what, empty, measured);
+        return -1;
+    }
+    return 0;
+}
+
 /* ---- sources ---------------------------------------------------------------------------- */
 
 static const st_spec_config *find_config(const st_spec *s, const char *name)
@@ -261,6 +289,15 @@ int st_calibrate_add_audit(st_calibrate_set *s, const char *dir, const st_strv *
             added = -1;
             goto out;
         }
+        char what[600];
+        snprintf(what, sizeof what, "%s: run %s @ %g req/s", dir, rr->config, rr->rate);
+        if (records_usable(rec, nrec, what, err, errlen) < 0) {
+            for (uint32_t k = 0; k < nrec; k++)
+                st_record_free(&rec[k]);
+            free(rec);
+            added = -1;
+            goto out;
+        }
         figures(rec, nrec, run->measured);
         int ir =
             items_from_records(run, rec, nrec, spec.workload.kind == ST_WL_SYNTHETIC ? spec.workload.shared_prefix : 0);
@@ -347,6 +384,8 @@ int st_calibrate_add_bench_json(st_calibrate_set *s, const char *label, const ch
         goto out;
     }
     run->cfg = *cfg;
+    if (records_usable(rec, (uint32_t)n, label, err, errlen) < 0)
+        goto out;
     figures(rec, (uint32_t)n, run->measured);
     if (items_from_records(run, rec, (uint32_t)n, prefix) < 0) {
         snprintf(err, errlen, "out of memory");

@@ -138,7 +138,7 @@ static void sleep_ms(int ms)
 
 /* The engine's environment: the spec's, then the configuration's (which wins), then what the
  * launch gives its secret flags through (st_adapter_secret_env). */
-#define ENGINE_ENV_MAX 512
+#define ENGINE_ENV_MAX (4 * ST_SPEC_MAX_ITEMS) /* engine.env, the configuration's, secret flags of both */
 static int engine_env(const st_spec *s, const st_spec_config *c, const st_launch *l, const char **keys,
                       const char **vals)
 {
@@ -470,6 +470,15 @@ static void http_on_tick(void *arg, const st_runner_progress *p)
     }
 }
 
+double st_exec_wall_timeout(double timeout_s, double K)
+{
+    if (!(K > 0))
+        return timeout_s;
+    double floor = timeout_s < ST_EXEC_WALL_TIMEOUT_MIN_S ? timeout_s : ST_EXEC_WALL_TIMEOUT_MIN_S;
+    double t = timeout_s / K;
+    return t > floor ? t : floor;
+}
+
 static int http_run_rate(st_executor *x, const st_exec_rate *in, st_config_row *row, st_exec_out *out, char *err,
                          size_t errlen)
 {
@@ -506,7 +515,7 @@ static int http_run_rate(st_executor *x, const st_exec_rate *in, st_config_row *
                             .schedule = sched,
                             .warmup = in->warmup,
                             .max_concurrency = in->max_concurrency,
-                            .timeout_s = in->timeout_s / K,
+                            .timeout_s = st_exec_wall_timeout(in->timeout_s, K),
                             .tick = http_on_tick,
                             .tick_arg = &T,
                             .stop = &T.run_stop,

@@ -117,6 +117,12 @@ int st_exec_model_config(const st_spec *s, const st_spec_config *c, struct st_em
                          struct st_strv *unknown, char *err, size_t errlen);
 void st_executor_free(st_executor *x);
 
+/* The HTTP executor's wall-clock request timeout at time scale K: timeout_s / K, but the scale
+ * never brings it under ST_EXEC_WALL_TIMEOUT_MIN_S, nor under timeout_s itself when that is
+ * shorter (a connection and the first byte take wall time whatever K is). K <= 0: timeout_s. */
+#define ST_EXEC_WALL_TIMEOUT_MIN_S 1.0
+double st_exec_wall_timeout(double timeout_s, double K);
+
 /* Marks row failed with class c: status "failed", failure_class, failure_detail = the class's
  * text + ": " + detail (control characters and secrets removed), log_tail from log_path (when
  * given, secrets removed). secrets may be NULL. */

@@ -14,7 +14,7 @@
 #include "core/parse.h"
 #include "core/secret.h"
 
-#define SPEC_MAX_LIST 256
+#define SPEC_MAX_LIST ST_SPEC_MAX_ITEMS
 
 static const char *metric_names[ST_SLO__COUNT] = { "ttft", "tpot", "itl", "e2e", "ttfat" };
 
@@ -254,10 +254,16 @@ static int valid_env_name(const char *k)
     return 1;
 }
 
+/* An environment mapping: at most SPEC_MAX_LIST variables (refused before any is looked at, so
+ * the time taken is bounded whatever the file holds), each name checked once against the ones
+ * before it (at most SPEC_MAX_LIST^2 / 2 comparisons). */
 static int get_env(pctx *p, yaml_node_t *n, const char *what, st_envv *out)
 {
     if (!n || n->type != YAML_MAPPING_NODE)
         return failf(p, n, "%s: expected a mapping NAME: value", what);
+    long count = (long)(n->data.mapping.pairs.top - n->data.mapping.pairs.start);
+    if (count > SPEC_MAX_LIST)
+        return failf(p, n, "%s: more than %d variables", what, SPEC_MAX_LIST);
     for (yaml_node_pair_t *pr = n->data.mapping.pairs.start; pr < n->data.mapping.pairs.top; pr++) {
         yaml_node_t *k = node(p, pr->key), *v = node(p, pr->value);
         const char *ks = scalar(k), *vs = scalar(v);
@@ -1019,6 +1025,42 @@ static int k8s_name_ok(const char *v, size_t max)
     return 1;
 }
 
+/* A word for a command line or a manifest: printable ASCII without spaces, quotes, '\\', '`', '$'. */
+static int word_ok(const char *v)
+{
+    for (const char *c = v; *c; c++)
+        if (*c <= ' ' || *c >= 127 || strchr("'\"\\`$", *c))
+            return 0;
+    return 1;
+}
+
+int st_spec_k8s_value_check(st_k8s_value which, const char *what, const char *v, char *err, size_t errlen)
+{
+    if (!v || !*v) {
+        snprintf(err, errlen, "%s: must not be empty", what);
+        return -1;
+    }
+    if (!word_ok(v)) {
+        int printable = 1; /* the value is quoted back only when that prints it as it is */
+        for (const char *c = v; *c; c++)
+            printable &= *c >= ' ' && *c < 127;
+        if (printable)
+            snprintf(err, errlen, "%s: '%s' is not a name (no spaces, quotes, $ or control characters)", what, v);
+        else
+            snprintf(err, errlen, "%s: not a name (a control character or a byte outside ASCII)", what);
+        return -1;
+    }
+    if (which == ST_K8S_NAMESPACE && (!k8s_name_ok(v, 63) || strchr(v, '.'))) {
+        snprintf(err, errlen, "%s: lower-case letters, digits and '-' (at most 63)", what);
+        return -1;
+    }
+    if (which == ST_K8S_VOLUME_CLAIM && !k8s_name_ok(v, 253)) {
+        snprintf(err, errlen, "%s: lower-case letters, digits, '-' and '.'", what);
+        return -1;
+    }
+    return 0;
+}
+
 static int parse_kubernetes(pctx *p, yaml_node_t *n, st_spec *s)
 {
     keydef k[] = { { "image", 0, 0 },
@@ -1030,19 +1072,21 @@ static int parse_kubernetes(pctx *p, yaml_node_t *n, st_spec *s)
     if (read_map(p, n, "cluster.kubernetes", k, nk))
         return -1;
     yaml_node_t *v;
-    if ((v = kv(k, nk, "image")) && get_word(p, v, "cluster.kubernetes.image", &s->cluster.kubernetes.image))
-        return -1;
-    if ((v = kv(k, nk, "namespace"))) {
-        if (get_word(p, v, "cluster.kubernetes.namespace", &s->cluster.kubernetes.ns))
+    static const struct {
+        const char *key, *what;
+        st_k8s_value which;
+    } named[] = { { "image", "cluster.kubernetes.image", ST_K8S_IMAGE },
+                  { "namespace", "cluster.kubernetes.namespace", ST_K8S_NAMESPACE },
+                  { "volume_claim", "cluster.kubernetes.volume_claim", ST_K8S_VOLUME_CLAIM } };
+    char **dst[] = { &s->cluster.kubernetes.image, &s->cluster.kubernetes.ns, &s->cluster.kubernetes.volume_claim };
+    for (int i = 0; i < 3; i++) {
+        char msg[600];
+        if (!(v = kv(k, nk, named[i].key)))
+            continue;
+        if (get_word(p, v, named[i].what, dst[i]))
             return -1;
-        if (!k8s_name_ok(s->cluster.kubernetes.ns, 63) || strchr(s->cluster.kubernetes.ns, '.'))
-            return failf(p, v, "cluster.kubernetes.namespace: lower-case letters, digits and '-' (at most 63)");
-    }
-    if ((v = kv(k, nk, "volume_claim"))) {
-        if (get_word(p, v, "cluster.kubernetes.volume_claim", &s->cluster.kubernetes.volume_claim))
-            return -1;
-        if (!k8s_name_ok(s->cluster.kubernetes.volume_claim, 253))
-            return failf(p, v, "cluster.kubernetes.volume_claim: lower-case letters, digits, '-' and '.'");
+        if (st_spec_k8s_value_check(named[i].which, named[i].what, *dst[i], msg, sizeof msg))
+            return failf(p, v, "%s", msg);
     }
     if ((v = kv(k, nk, "gpu_resource")) &&
         get_word(p, v, "cluster.kubernetes.gpu_resource", &s->cluster.kubernetes.gpu_resource))

@@ -72,6 +72,14 @@ typedef enum st_gpu_request { ST_GPU_GRES = 0, ST_GPU_GPUS, ST_GPU_NONE } st_gpu
 const char *st_gpu_request_name(st_gpu_request g);
 int st_gpu_request_from_name(const char *name, st_gpu_request *out);
 
+/* The values of cluster.kubernetes that name things for kubectl, and their checks, for the same
+ * values given on the command line (--k8s-image, --k8s-namespace, --k8s-pvc): an image is a word
+ * (printable ASCII, no spaces, quotes, '\\', '`' or '$'); a namespace an RFC 1123 label (lower-case
+ * letters, digits and '-', at most 63); a volume claim an RFC 1123 name ('.' too, at most 253). */
+typedef enum st_k8s_value { ST_K8S_IMAGE, ST_K8S_NAMESPACE, ST_K8S_VOLUME_CLAIM } st_k8s_value;
+/* 0, or -1 with "WHAT: what is wrong" in err (what names the value: a key or an option). */
+int st_spec_k8s_value_check(st_k8s_value which, const char *what, const char *v, char *err, size_t errlen);
+
 /* GRID and REFINE are burst tests (a fixed number of requests per rate, the first method);
  * SUSTAINED (the default) runs each rate until a steady state is measured (audit/sustain.h) and
  * searches for the capacity (audit/capacity.h). */
@@ -227,6 +235,9 @@ typedef struct st_spec {
     } traffic;
 } st_spec;
 
+/* The most items of a list (engine.flags, a configuration's add_flags...) and of an environment
+ * mapping (engine.env, a configuration's env). */
+#define ST_SPEC_MAX_ITEMS 256
 /* The largest spec file accepted, and its deepest nesting of lists and mappings. */
 #define ST_SPEC_MAX_BYTES (1u << 20)
 #define ST_SPEC_MAX_DEPTH 64

@@ -150,13 +150,14 @@ int cmd_audit(int argc, char **argv)
           "with --slurm: follow the jobs until the merge ends (SIGINT cancels them with scancel)", 0, 0, 0 },
         { "k8s-manifest", 0, ST_OPT_STR, &cl.k8s_manifest, "FILE",
           "write a Kubernetes ConfigMap + Indexed Job (one index per configuration) to FILE", 0, 0, 0 },
-        { "k8s-image", 0, ST_OPT_STR, &cl.k8s_image, "IMAGE", "the pods' image (default: cluster.kubernetes.image)", 0,
-          0, 0 },
-        { "k8s-namespace", 0, ST_OPT_STR, &cl.k8s_namespace, "NS", "namespace (default: cluster.kubernetes.namespace)",
-          0, 0, 0 },
+        { "k8s-image", 0, ST_OPT_STR, &cl.k8s_image, "IMAGE",
+          "the pods' image (default: cluster.kubernetes.image; checked as it)", 0, 0, 0 },
+        { "k8s-namespace", 0, ST_OPT_STR, &cl.k8s_namespace, "NS",
+          "namespace (default: cluster.kubernetes.namespace; checked as it)", 0, 0, 0 },
         { "k8s-pvc", 0, ST_OPT_STR, &cl.k8s_pvc, "CLAIM",
-          "the PersistentVolumeClaim mounted as the output folder (default: cluster.kubernetes.volume_claim)", 0, 0,
-          0 },
+          "the PersistentVolumeClaim mounted as the output folder (default: cluster.kubernetes.volume_claim; "
+          "checked as it)",
+          0, 0, 0 },
         { NULL, 0, 0, NULL, NULL, NULL, 0, 0, 0 },
     };
     st_opts_result res;

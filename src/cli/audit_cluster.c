@@ -759,6 +759,19 @@ out:
 
 int st_cli_audit_k8s(const st_spec *spec, const char *spec_path, const st_cluster_cli *c)
 {
+    /* the options are checked as the spec's values are: a manifest kubectl would refuse, or one
+     * that is not YAML, is never written */
+    const struct {
+        const char *v, *what;
+        st_k8s_value which;
+    } given[] = { { c->k8s_image, "--k8s-image", ST_K8S_IMAGE },
+                  { c->k8s_namespace, "--k8s-namespace", ST_K8S_NAMESPACE },
+                  { c->k8s_pvc, "--k8s-pvc", ST_K8S_VOLUME_CLAIM } };
+    for (int i = 0; i < 3; i++) {
+        char why[600];
+        if (given[i].v && st_spec_k8s_value_check(given[i].which, given[i].what, given[i].v, why, sizeof why))
+            return st_cli_usage_error("audit", why);
+    }
     const char *image = c->k8s_image ? c->k8s_image : spec->cluster.kubernetes.image;
     const char *claim = c->k8s_pvc ? c->k8s_pvc : spec->cluster.kubernetes.volume_claim;
     if (!image)

@@ -28,6 +28,11 @@ typedef struct st_emu_args {
 
 #define ST_EMU_ARGS_TABLE_MAX 48
 
+/* The highest --time-scale K. Timers, wake-ups and the load generator's schedule keep wall-clock
+ * milliseconds; at K each of them is K engine milliseconds, so beyond 1000 one millisecond of host
+ * jitter is more than an engine second: larger than the latencies an audit measures. */
+#define ST_EMU_TIME_SCALE_MAX 1000.0
+
 void st_emu_args_defaults(st_emu_args *a);
 /* Fills opts (at least ST_EMU_ARGS_TABLE_MAX entries, terminated) with targets in a. */
 void st_emu_args_table(st_emu_args *a, st_opt *opts);

@@ -322,13 +322,14 @@ static int send_item(run *R, uint32_t i, st_ns sent)
     R->p.in_flight++;
     R->S->fifo[R->fifo_tail++] = i;
     const uint32_t *ids = it->dependent && R->prompt ? R->prompt[i] : item_ids(R, i);
-    if (!ids) {
+    uint32_t n_ids = it->dependent && R->prompt ? R->prompt_len[i] : it->input_len;
+    if (!ids && n_ids) { /* an empty prompt has no ids: the engine refuses it, as vLLM does */
         snprintf(R->err, R->errlen, "out of memory");
         return -1;
     }
     st_emu_req_params p = { .id = R->base + i,
                             .ids = ids,
-                            .n_ids = it->dependent && R->prompt ? R->prompt_len[i] : it->input_len,
+                            .n_ids = n_ids,
                             .max_tokens = it->output_len,
                             .ignore_eos = 1,
                             .chat = it->chat,

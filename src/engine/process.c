@@ -254,6 +254,11 @@ int st_proc_start(st_proc *p, const st_proc_opts *o, char *err, size_t errlen)
         snprintf(err, errlen, "empty command");
         return -1;
     }
+    if (o->tag && (size_t)snprintf(p->tag, sizeof p->tag, "%s", o->tag) >= sizeof p->tag) {
+        p->tag[0] = '\0';
+        snprintf(err, errlen, "engine tag longer than %d characters", ST_PROC_TAG_MAX - 1);
+        return -1;
+    }
     /* Orphans of the engine (its workers, when it dies first) become our children, so
      * st_proc_stop can reap them instead of leaving zombies or strays. */
     prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
@@ -411,11 +416,18 @@ static int stop_group(st_proc *p, double grace_s)
     return wait_group(p, 5.0) ? 0 : -1;
 }
 
+static int kill_tagged(const char *tag, double grace_s, int reap, int *left);
+
 int st_proc_stop(st_proc *p, double grace_s)
 {
     int rc = stop_group(p, grace_s);
+    /* what left the group (setsid) still carries the tag; the group went first, so an engine
+     * that stops its own workers on SIGTERM had the grace period to do so */
+    int left = 0;
+    if (p->pid > 0 && p->tag[0])
+        kill_tagged(p->tag, grace_s, 1, &left);
     pump_finish(p, PUMP_EXIT_WAIT_S);
-    return rc;
+    return rc || left ? -1 : 0;
 }
 
 void st_proc_describe(const st_proc *p, char *out, size_t n)
@@ -731,31 +743,68 @@ int st_proc_count_tagged(const char *tag)
     return n;
 }
 
-int st_proc_kill_tagged(const char *tag, double grace_s)
+/* Reaps the processes of v that are our children and have ended; counts (and keeps in v) those
+ * that still carry the tag and are not zombies. */
+static int tagged_left(const char *tag, pid_t *v, int n, int reap)
 {
-    pid_t *v = malloc(sizeof *v * TAGGED_MAX);
-    if (!v)
-        return 0;
-    int n = find_tagged(tag, v, TAGGED_MAX);
-    for (int i = 0; i < n; i++)
-        kill(v[i], SIGTERM);
-    st_ns deadline = st_now() + st_s_to_ns(grace_s);
-    int left = n;
-    while (left > 0) {
-        left = 0; /* a zombie no longer counts (has_tag) */
-        for (int i = 0; i < n; i++)
-            if (v[i] > 0 && has_tag(v[i], tag))
-                left++;
-            else
-                v[i] = 0;
+    int left = 0;
+    for (int i = 0; i < n; i++) {
+        if (v[i] <= 0)
+            continue;
+        int st;
+        if (reap)
+            waitpid(v[i], &st, WNOHANG); /* an orphan we adopted as a subreaper; ECHILD otherwise */
+        if (has_tag(v[i], tag))
+            left++;
+        else
+            v[i] = 0; /* a zombie no longer counts (has_tag) */
+    }
+    return left;
+}
+
+/* Waits at most secs until none of v is left running; how many are. */
+static int tagged_wait(const char *tag, pid_t *v, int n, double secs, int reap)
+{
+    st_ns deadline = st_now() + st_s_to_ns(secs);
+    for (;;) {
+        int left = tagged_left(tag, v, n, reap);
         if (!left || st_now() >= deadline)
-            break;
+            return left;
         struct timespec ts = { 0, 20 * 1000 * 1000 };
         nanosleep(&ts, NULL);
     }
+}
+
+static int kill_tagged(const char *tag, double grace_s, int reap, int *left)
+{
+    *left = 0;
+    pid_t *v = malloc(sizeof *v * TAGGED_MAX * 2);
+    if (!v)
+        return 0;
+    pid_t *found = v + TAGGED_MAX;
+    int n = find_tagged(tag, v, TAGGED_MAX);
+    memcpy(found, v, sizeof *v * (size_t)n);
     for (int i = 0; i < n; i++)
-        if (v[i] > 0)
-            kill(v[i], SIGKILL);
+        kill(v[i], SIGTERM);
+    if (tagged_wait(tag, v, n, grace_s, reap) > 0) {
+        for (int i = 0; i < n; i++)
+            if (v[i] > 0)
+                kill(v[i], SIGKILL);
+        *left = tagged_wait(tag, v, n, 5.0, reap);
+    }
+    /* those that became zombies between a wait and a look: reaped when they are our children
+     * (a zombie of another parent is that parent's to reap) */
+    for (int i = 0; reap && i < n; i++) {
+        int st;
+        if (!v[i])
+            waitpid(found[i], &st, WNOHANG);
+    }
     free(v);
     return n;
+}
+
+int st_proc_kill_tagged(const char *tag, double grace_s)
+{
+    int left;
+    return kill_tagged(tag, grace_s, 0, &left);
 }

@@ -25,6 +25,8 @@
 
 /* The environment variable that marks an engine and its descendants. */
 #define ST_ENGINE_TAG_VAR "SERVETUNE_ENGINE_TAG"
+/* A tag's room (st_proc_dir_tag's are 19 characters); a longer one is refused by st_proc_start. */
+#define ST_PROC_TAG_MAX 64
 
 struct st_proc_pump;
 typedef struct st_proc {
@@ -33,6 +35,7 @@ typedef struct st_proc {
     int wstatus;               /* its wait status when exited */
     st_ns started;             /* st_now() at spawn */
     struct st_proc_pump *pump; /* the redacting log writer (o->redact), or NULL */
+    char tag[ST_PROC_TAG_MAX]; /* o->tag, or "": st_proc_stop also stops what carries it */
 } st_proc;
 
 typedef struct st_proc_opts {
@@ -50,8 +53,11 @@ int st_proc_start(st_proc *p, const st_proc_opts *o, char *err, size_t errlen);
 /* 1 while the leader runs; 0 once it exited (reaped, status in p->wstatus; its last output is
  * in the log by then). */
 int st_proc_alive(st_proc *p);
-/* SIGTERM to the group, SIGKILL after grace_s, reaps every member. 0 when nothing of the group is
- * left, -1 if something survived SIGKILL for 5 s (should not happen). Safe to call twice. */
+/* SIGTERM to the group, SIGKILL after grace_s, reaps every member; then, when the engine was
+ * started with a tag, the same for every process carrying it outside the group (a worker that
+ * called setsid, such as Ray's raylet, or a daemonizing helper): nothing the engine started is
+ * left running. 0 when nothing of the group and no tagged process is left, -1 if something
+ * survived SIGKILL for 5 s (should not happen). Safe to call twice. */
 int st_proc_stop(st_proc *p, double grace_s);
 /* "exit status N", "killed by signal N (SIGKILL)" or "running". */
 void st_proc_describe(const st_proc *p, char *out, size_t n);
@@ -107,7 +113,8 @@ int st_proc_port_pick(void);
  * dir's real path (the same folder always gives the same tag). -1 when dir does not exist. */
 int st_proc_dir_tag(const char *dir, char *out, size_t n);
 /* Stops every process of this user whose environment holds ST_ENGINE_TAG_VAR=tag (this process
- * excepted): SIGTERM, then SIGKILL to what is left after grace_s. Returns how many it found. */
+ * excepted): SIGTERM, then SIGKILL to what is left after grace_s. Returns how many it found.
+ * (st_proc_stop does the same for its engine's tag and also reaps the orphans it adopted.) */
 int st_proc_kill_tagged(const char *tag, double grace_s);
 /* How many processes of this user carry the tag (zombies excepted). */
 int st_proc_count_tagged(const char *tag);

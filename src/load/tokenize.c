@@ -488,6 +488,18 @@ int st_tokenizer_count(void *arg, const char *text, size_t len, uint32_t *count,
     } else if (st_tokenize_parse(p.body.data ? p.body.data : "", p.body.len, count) < 0) {
         snprintf(err, errlen, "POST %s: an answer without a token count", t->path);
         rc = -1;
+    } else if (*count == 0 && len > 0) {
+        /* a text of words is at least one token (the chat template adds more): the count is wrong,
+         * and would make every prompt's length 0 */
+        snprintf(err, errlen, "the server at %s://%s%s answered 0 tokens for a text of %zu bytes: not a count",
+                 t->url.https ? "https" : "http", t->url.hostport, t->path, len);
+        rc = -1;
+    } else if (*count > ST_WORKLOAD_MAX_TOKENS) {
+        snprintf(err, errlen,
+                 "the server at %s://%s%s answered %u tokens, above the %u tokens servetune handles per prompt "
+                 "(a text of %zu bytes): not a count",
+                 t->url.https ? "https" : "http", t->url.hostport, t->path, *count, ST_WORKLOAD_MAX_TOKENS, len);
+        rc = -1;
     }
     st_http_parser_free(&p);
     return rc;

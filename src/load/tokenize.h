@@ -40,7 +40,9 @@ st_tokenizer *st_tokenizer_new(const char *base_url, st_api_kind api, const char
                                int insecure, const char *ca_file, double timeout_s, char *err, size_t errlen);
 void st_tokenizer_free(st_tokenizer *t);
 /* An st_count_fn (arg: the st_tokenizer). A 404 or 405 answer says the engine has no
- * /tokenize: -1 with err "no /tokenize ..." and st_tokenizer_missing() true. */
+ * /tokenize: -1 with err "no /tokenize ..." and st_tokenizer_missing() true. A count of 0 for a
+ * text that is not empty, or one above ST_WORKLOAD_MAX_TOKENS, is no count: -1 with err naming
+ * the server ("the server at http://HOST:PORT/tokenize answered ..."). */
 int st_tokenizer_count(void *arg, const char *text, size_t len, uint32_t *count, char *err, size_t errlen);
 int st_tokenizer_missing(const st_tokenizer *t);
 /* Requests made so far. */

@@ -198,9 +198,50 @@ static void calibrated_prediction_matches_higher_rates(void **state)
     assert_true(file_has(path, "is refused"));
 }
 
+static void sql(const char *dir, const char *stmt)
+{
+    char db[400];
+    snprintf(db, sizeof db, "%s/results.sqlite", dir);
+    sqlite3 *d;
+    assert_int_equal(sqlite3_open(db, &d), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(d, stmt, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(d);
+}
+
+/* An audit whose request records were deleted (to save space), or whose prompts were recorded as
+ * 0 tokens: calibrate names the problem and the run (it said "out of memory"). */
+static void unusable_records_are_named(void **state)
+{
+    (void)state;
+    char spec[300], dirs[3][300], cal[300], outp[400];
+    snprintf(spec, sizeof spec, "%s/spec.yaml", tmp);
+    snprintf(cal, sizeof cal, "%s/cal.json", tmp);
+    snprintf(outp, sizeof outp, "%s/servetune.out", tmp);
+    write_spec_n(spec, "H100", "", "2, 4", 40);
+    const char *names[] = { "whole", "norecords", "zerotokens" };
+    for (int i = 0; i < 3; i++) {
+        snprintf(dirs[i], sizeof dirs[i], "%s/%s", tmp, names[i]);
+        const char *pr[] = { "predict", spec, "-o", dirs[i], "--quiet", NULL };
+        assert_int_equal(run_servetune(pr, 120), 0);
+    }
+    sql(dirs[1], "DELETE FROM requests");
+    sql(dirs[2], "UPDATE requests SET input_tokens = 0");
+    const char *ok[] = { "calibrate", dirs[0], "--allow-prediction", "-o", cal, "--quiet", NULL };
+    assert_int_equal(run_servetune(ok, 120), 0); /* the same audit, whole, calibrates */
+    const char *nr[] = { "calibrate", dirs[1], "--allow-prediction", "-o", cal, "--quiet", NULL };
+    assert_int_equal(run_servetune(nr, 60), 2);
+    assert_true(file_has(outp, "norecords: run baseline @ 2 req/s: no request records in the database"));
+    const char *zt[] = { "calibrate", dirs[2], "--allow-prediction", "-o", cal, "--quiet", NULL };
+    assert_int_equal(run_servetune(zt, 60), 2);
+    assert_true(file_has(outp, "zerotokens: run baseline @ 2 req/s: 40 of its 40 measured requests have 0-token "
+                               "prompts: a run with 0-token prompts cannot be replayed"));
+    assert_false(file_has(outp, "out of memory"));
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
+        cmocka_unit_test_setup_teardown(unusable_records_are_named, setup, teardown),
         cmocka_unit_test_setup_teardown(calibrated_prediction_matches_higher_rates, setup, teardown),
     };
     return cmocka_run_group_tests(t, 0, 0);

@@ -45,9 +45,13 @@ static void write_spec(const char *path, const char *kind, const char *engine_ex
     fclose(f);
 }
 
+/* This test binary, which doubles as an engine's escaping worker (main, "--escaped-worker"). */
+static char self_exe[4096];
+
 /* A `vllm` on PATH (tmp/bin) that prints its arguments and its VLLM_API_KEY, as vLLM logs its
- * non-default arguments, then becomes the emulator. Returns the folder to put first on PATH. */
-static const char *fake_vllm(void)
+ * non-default arguments, runs `pre` (a shell line, or ""), then becomes the emulator. Returns the
+ * folder to put first on PATH. */
+static const char *fake_vllm_with(const char *pre)
 {
     static char bin[512];
     char vllm[600];
@@ -58,12 +62,14 @@ static const char *fake_vllm(void)
     assert_non_null(f);
     fprintf(f,
             "#!/bin/sh\necho \"args: $*\"\necho \"env: VLLM_API_KEY=$VLLM_API_KEY\"\necho \"hf: $HF_TOKEN\"\n"
-            "exec '%s' emulate \"$@\"\n",
-            st_test_bin());
+            "%s\nexec '%s' emulate \"$@\"\n",
+            pre, st_test_bin());
     fclose(f);
     chmod(vllm, 0755);
     return bin;
 }
+
+static const char *fake_vllm(void) { return fake_vllm_with(""); }
 
 static int count_runs(const char *out)
 {
@@ -126,6 +132,30 @@ static int out_has(const char *out, const char *needle)
     char cmd[1200];
     snprintf(cmd, sizeof cmd, "grep -rqa -- '%s' '%s'", needle, out);
     return system(cmd) == 0;
+}
+
+/* An engine whose worker leaves its process group (setsid, as Ray's raylet does) and ignores
+ * SIGTERM: when the audit ends, nothing carrying the folder's tag is left running. */
+static void audit_stops_workers_outside_the_engine_group(void **state)
+{
+    (void)state;
+    char spec[512], out[512], logs[600], tag[64], pre[4200];
+    snprintf(spec, sizeof spec, "%s/spec.yaml", tmp);
+    snprintf(out, sizeof out, "%s/out", tmp);
+    snprintf(pre, sizeof pre, "'%s' --escaped-worker", self_exe);
+    const char *bin = fake_vllm_with(pre);
+    write_spec(spec, "vllm", "", "", "2", "");
+    const char *args[] = { "audit", spec, "-o", out, "--quiet", NULL };
+    assert_int_equal(st_it_run(args, bin, 120, 0, NULL), 0);
+    snprintf(logs, sizeof logs, "%s/logs", out);
+    assert_int_equal(st_proc_dir_tag(logs, tag, sizeof tag), 0);
+    int left = st_proc_count_tagged(tag);
+    if (left)
+        st_proc_kill_tagged(tag, 0); /* not left running after a failure either */
+    assert_int_equal(left, 0);
+    char log[700];
+    snprintf(log, sizeof log, "%s/baseline.log", logs);
+    assert_true(file_has(log, "escaped worker started")); /* there was one to stop */
 }
 
 /* kill -9 of the audit while an engine serves a rate: the engine goes (it gets SIGTERM when its
@@ -489,9 +519,35 @@ static void check_audit_and_predict_agree(void **state)
     }
 }
 
-int main(void)
+/* An engine's worker that leaves the engine's process group (setsid) and ignores SIGTERM; the
+ * engine goes on at once. Bounded: it ends by itself after 600 s. */
+static int escaped_worker(void)
 {
+    pid_t c = fork();
+    if (c < 0)
+        return 1;
+    if (c == 0) {
+        setsid();
+        signal(SIGTERM, SIG_IGN);
+        printf("escaped worker started\n");
+        fflush(stdout);
+        for (int i = 0; i < 600; i++)
+            sleep(1);
+        _exit(0);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "--escaped-worker"))
+        return escaped_worker();
+    ssize_t sl = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
+    if (sl <= 0)
+        return 1;
+    self_exe[sl] = '\0';
     const struct CMUnitTest t[] = {
+        cmocka_unit_test_setup_teardown(audit_stops_workers_outside_the_engine_group, setup, teardown),
         cmocka_unit_test_setup_teardown(kill9_leaves_no_engine_and_no_secret, setup, teardown),
         cmocka_unit_test_setup_teardown(resume_stops_stale_engines, setup, teardown),
         cmocka_unit_test_setup_teardown(fixed_port_serves_every_config_and_resume_retries, setup, teardown),

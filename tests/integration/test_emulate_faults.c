@@ -45,6 +45,7 @@ static void malformed_flags_rejected_unknown_accepted(void **state)
         { "--max-num-seqs", "abc", NULL },    { "--gpu-memory-utilization", "1.5", NULL },
         { "--kv-cache-dtype", "int3", NULL }, { "--block-size", "17", NULL },
         { "--time-scale", "0", NULL },        { "--port", "99999", NULL },
+        { "--time-scale", "1e9", NULL },
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int rc = run_to_exit("Qwen/Qwen3-8B", "H100", bad[i], log, sizeof log);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "audit/check.h"
+#include "audit/executor.h"
 #include "audit/spec.h"
 #include "load/workload.h"
 
@@ -93,6 +94,11 @@ static void check_refuses_what_a_run_would(void **state)
           "the longest prompt (4400 tokens) plus its requested output (110) exceeds the context of 4096 tokens" },
         { "prompts within it", 0, 0, ", --max-model-len, '4096'", "input_tokens: 3500, output_tokens: 100", 0, 0,
           NULL },
+        { "a time scale past the emulator's bound", 0, 0, ", --time-scale, '1e9'", 0, 0, 0,
+          "--time-scale 1e9: expected a number in (0, 1000]" },
+        { "a vllm that forwards a time scale past the bound", "vllm", 0, ", --time-scale, '1001'", 0, 0, 0,
+          "--time-scale 1001: expected a number in (0, 1000]" },
+        { "the highest time scale", 0, 0, ", --time-scale, '1000'", 0, 0, 0, NULL },
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char err[1024] = "";
@@ -111,6 +117,21 @@ static void check_refuses_what_a_run_would(void **state)
 /* The emulator needs a GPU: --gpu, or SERVETUNE_EMULATE_GPU in the spec's or servetune's
  * environment (what the emulator reads); hardware.gpu alone prices the audit and would let
  * predict (which falls back to it) and audit (whose emulator refuses to start) disagree. */
+/* The time scale shortens the request timeout in wall time, never under a second (or under the
+ * timeout itself when that is shorter): at --time-scale 1000, a 300 s timeout is 1 s of wall
+ * time, not 0.3 s. */
+static void wall_timeout_has_a_floor(void **state)
+{
+    (void)state;
+    assert_float_equal(st_exec_wall_timeout(300, 1), 300, 1e-9);
+    assert_float_equal(st_exec_wall_timeout(300, 20), 15, 1e-9);
+    assert_float_equal(st_exec_wall_timeout(300, 1000), ST_EXEC_WALL_TIMEOUT_MIN_S, 1e-9);
+    assert_float_equal(st_exec_wall_timeout(300, 1e9), ST_EXEC_WALL_TIMEOUT_MIN_S, 1e-9);
+    assert_float_equal(st_exec_wall_timeout(0.2, 1), 0.2, 1e-9);  /* a timeout asked that short stays so */
+    assert_float_equal(st_exec_wall_timeout(0.2, 50), 0.2, 1e-9); /* the scale never shortens it further */
+    assert_float_equal(st_exec_wall_timeout(300, 0), 300, 1e-9);  /* no scale: as given */
+}
+
 static void emulator_needs_a_gpu(void **state)
 {
     (void)state;
@@ -300,6 +321,7 @@ int main(void)
         cmocka_unit_test(check_refuses_what_a_run_would), cmocka_unit_test(emulator_needs_a_gpu),
         cmocka_unit_test(trace_shorter_than_the_warmup),  cmocka_unit_test(hostile_yaml_is_refused),
         cmocka_unit_test(unknown_flags_are_warned),       cmocka_unit_test(launch_and_tp_warnings),
+        cmocka_unit_test(wall_timeout_has_a_floor),
     };
     return cmocka_run_group_tests(t, NULL, NULL);
 }

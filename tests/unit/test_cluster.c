@@ -586,12 +586,53 @@ static void spec_cluster_block(void **state)
         { "cluster:\n  slurm:\n    sbatch_args: [--comment, x, --api-key, sk-1]\n", "looks like a secret" },
         { "cluster:\n  kubernetes:\n    namespace: Bench\n", "cluster.kubernetes.namespace: lower-case" },
         { "cluster:\n  kubernetes:\n    image: \"$(evil)\"\n", "is not a name" },
+        { "cluster:\n  kubernetes:\n    volume_claim: Out\n", "cluster.kubernetes.volume_claim: lower-case" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         err[0] = '\0';
         assert_int_equal(parse_with(bad[i].extra, &s, err, sizeof err), -1);
         if (!strstr(err, bad[i].msg))
             fail_msg("case %zu: got [%s], expected [%s]", i, err, bad[i].msg);
+    }
+}
+
+/* The checks of cluster.kubernetes's values, as --k8s-image, --k8s-namespace and --k8s-pvc use
+ * them: what kubectl would refuse, or what would not be YAML, is refused with the option named. */
+static void k8s_values_are_checked(void **state)
+{
+    (void)state;
+    static const struct {
+        st_k8s_value which;
+        const char *v, *want; /* want NULL: accepted */
+    } cases[] = {
+        { ST_K8S_IMAGE, "registry.example/servetune:1.2@sha256:ab12", NULL },
+        { ST_K8S_IMAGE, "", "--x: must not be empty" },
+        { ST_K8S_IMAGE, "Bad Name", "--x: 'Bad Name' is not a name" },
+        { ST_K8S_IMAGE, "img\"q", "is not a name" },
+        { ST_K8S_IMAGE, "img'q", "is not a name" },
+        { ST_K8S_IMAGE, "img$x", "is not a name" },
+        { ST_K8S_IMAGE, "img\x7f", "--x: not a name (a control character or a byte outside ASCII)" },
+        { ST_K8S_IMAGE, "img\xc3\x28", "a byte outside ASCII" }, /* invalid UTF-8 */
+        { ST_K8S_IMAGE, "img\n", "a control character" },
+        { ST_K8S_NAMESPACE, "bench-1", NULL },
+        { ST_K8S_NAMESPACE, "Bad Name", "is not a name" },
+        { ST_K8S_NAMESPACE, "Bench", "--x: lower-case letters, digits and '-' (at most 63)" },
+        { ST_K8S_NAMESPACE, "a.b", "lower-case letters, digits and '-'" },
+        { ST_K8S_NAMESPACE, "-a", "lower-case" },
+        { ST_K8S_NAMESPACE, "a234567890123456789012345678901234567890123456789012345678901234", "at most 63" },
+        { ST_K8S_NAMESPACE, "", "must not be empty" },
+        { ST_K8S_VOLUME_CLAIM, "out.v1", NULL },
+        { ST_K8S_VOLUME_CLAIM, "Out", "--x: lower-case letters, digits, '-' and '.'" },
+        { ST_K8S_VOLUME_CLAIM, "out.", "lower-case" },
+        { ST_K8S_VOLUME_CLAIM, "o\x7f", "not a name" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char err[300] = "";
+        int rc = st_spec_k8s_value_check(cases[i].which, "--x", cases[i].v, err, sizeof err);
+        if (!cases[i].want && rc)
+            fail_msg("case %zu: refused: %s", i, err);
+        if (cases[i].want && (rc != -1 || !strstr(err, cases[i].want)))
+            fail_msg("case %zu: rc %d, got [%s], expected [%s]", i, rc, err, cases[i].want);
     }
 }
 
@@ -604,6 +645,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(submit_script_submits_the_same_vectors, setup, teardown),
         cmocka_unit_test(job_ids_and_queue_lines),
         cmocka_unit_test(k8s_manifest_is_valid_yaml),
+        cmocka_unit_test(k8s_values_are_checked),
         cmocka_unit_test(spec_cluster_block),
     };
     return cmocka_run_group_tests(t, 0, 0);

@@ -253,6 +253,15 @@ static void sim_rejects_and_is_deterministic(void **state)
     assert_int_equal(rec[0].end, e0);
     for (int i = 0; i < 3; i++)
         st_record_free(&rec[i]);
+    /* an empty prompt is refused as vLLM refuses it (400), not taken for a lack of memory */
+    st_emu_sim_item empty[2] = { { .arrival = 0, .input_len = 0, .output_len = 10 },
+                                 { .arrival = 1000, .input_len = 100, .output_len = 10 } };
+    assert_int_equal(st_emu_sim_run(&c, empty, 2, rec, &s, err, sizeof err), 0);
+    assert_int_equal(rec[0].http_status, 400);
+    assert_non_null(strstr(rec[0].error, "The prompt cannot be empty"));
+    assert_int_equal(s.completed, 1);
+    for (int i = 0; i < 2; i++)
+        st_record_free(&rec[i]);
     /* refusal surfaces as an error */
     setup(&c, "RTX4090", "meta-llama/Meta-Llama-3-70B");
     assert_int_equal(st_emu_sim_run(&c, it, 3, rec, &s, err, sizeof err), -1);

@@ -55,6 +55,23 @@ static int helper(int argc, char **argv)
             sleep(1);
         return 0;
     }
+    if (!strcmp(mode, "escape")) {
+        /* a worker that leaves the engine's process group (setsid, as Ray's raylet does) and
+         * ignores SIGTERM; the engine itself keeps running */
+        pid_t c = fork();
+        if (c == 0) {
+            setsid();
+            signal(SIGTERM, SIG_IGN);
+            for (int i = 0; i < 600; i++)
+                sleep(1);
+            _exit(0);
+        }
+        printf("worker %d started\n", (int)c);
+        fflush(stdout);
+        for (int i = 0; i < 600; i++)
+            sleep(1);
+        return 0;
+    }
     if (!strcmp(mode, "sleep")) {
         for (int i = 0; i < 600; i++)
             sleep(1);
@@ -372,6 +389,46 @@ static void tagged_processes_are_found_and_stopped(void **state)
     assert_int_equal(st_proc_dir_tag("/nonexistent/x", d2, sizeof d2), -1);
 }
 
+/* A worker that left the engine's process group (setsid) and ignores SIGTERM is stopped with the
+ * engine: st_proc_stop leaves no process carrying the tag, whatever its group. */
+static void stop_ends_workers_outside_the_group(void **state)
+{
+    (void)state;
+    char tag[64];
+    snprintf(tag, sizeof tag, "st-unit-esc-%d", (int)getpid());
+    snprintf(logpath, sizeof logpath, "/tmp/st_proc_test_e%d.log", (int)getpid());
+    unlink(logpath);
+    char *argv[] = { self, "--helper", "escape", NULL };
+    st_proc_opts o = { .argv = argv, .tag = tag, .log_path = logpath };
+    st_proc p;
+    char err[256];
+    assert_int_equal(st_proc_start(&p, &o, err, sizeof err), 0);
+    st_ns dl = st_now() + st_s_to_ns(10);
+    int worker = 0;
+    while (!worker && st_now() < dl) { /* the engine prints its worker's pid once it forked it */
+        char *tail = NULL;
+        const char *w = st_proc_log_tail(logpath, 4096, 10, &tail) == 0 ? strstr(tail, "worker ") : NULL;
+        if (w && strstr(w, " started"))
+            worker = atoi(w + 7);
+        free(tail);
+        struct timespec ts = { 0, 10000000 };
+        nanosleep(&ts, NULL);
+    }
+    assert_true(worker > 0);
+    dl = st_now() + st_s_to_ns(10);
+    while (st_proc_count_tagged(tag) < 2 && st_now() < dl) { /* the engine and its worker */
+        struct timespec ts = { 0, 10000000 };
+        nanosleep(&ts, NULL);
+    }
+    assert_int_equal(st_proc_count_tagged(tag), 2);
+    assert_int_not_equal(getpgid(worker), p.pid); /* it did leave the group */
+    assert_int_equal(st_proc_stop(&p, 0.5), 0);
+    assert_int_equal(st_proc_count_tagged(tag), 0);
+    /* gone, and reaped (it became our child when the engine died: no zombie is left either) */
+    assert_true(kill(worker, 0) < 0 && errno == ESRCH);
+    unlink(logpath);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "--helper"))
@@ -389,6 +446,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(redact_and_expand),
         cmocka_unit_test(log_is_redacted_as_written),
         cmocka_unit_test(tagged_processes_are_found_and_stopped),
+        cmocka_unit_test(stop_ends_workers_outside_the_group),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }

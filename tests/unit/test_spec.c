@@ -475,6 +475,46 @@ static void impossible_bounds_refused(void **state)
     st_spec_free(&s);
 }
 
+/* A spec whose engine.env (where = 0) or a configuration's env (where = 1) holds n variables. */
+static int parse_env_of(int where, int n, st_spec *s, char *err, size_t errlen)
+{
+    size_t cap = 64 + (size_t)n * 16 + strlen(MIN) + 256;
+    char *text = malloc(cap), *env = malloc((size_t)n * 16 + 8);
+    assert_non_null(text);
+    assert_non_null(env);
+    size_t o = 0;
+    for (int i = 0; i < n; i++)
+        o += (size_t)snprintf(env + o, 16, "%sV%d: x", i ? ", " : "", i);
+    env[o] = '\0';
+    const char *flags = strstr(MIN, "  flags:");
+    if (where == 0)
+        snprintf(text, cap, "%.*s  env: {%s}\n%s", (int)(flags - MIN), MIN, env, flags);
+    else
+        snprintf(text, cap, "%sconfigurations:\n  - name: c\n    env: {%s}\n", MIN, env);
+    int rc = st_spec_parse("t.yaml", text, strlen(text), s, err, errlen);
+    free(text);
+    free(env);
+    return rc;
+}
+
+/* An environment mapping holds at most ST_SPEC_MAX_ITEMS variables, as a list holds at most that
+ * many items: the engine is never started with more, and no spec makes the check slow. */
+static void env_mappings_are_capped(void **state)
+{
+    (void)state;
+    for (int where = 0; where < 2; where++) {
+        st_spec s;
+        char err[512] = "";
+        assert_int_equal(parse_env_of(where, ST_SPEC_MAX_ITEMS, &s, err, sizeof err), 0);
+        assert_int_equal(where ? s.configs[0].env.n : s.engine.env.n, ST_SPEC_MAX_ITEMS);
+        st_spec_free(&s);
+        assert_int_equal(parse_env_of(where, ST_SPEC_MAX_ITEMS + 1, &s, err, sizeof err), -1);
+        assert_non_null(strstr(err, where ? "configurations[c].env: more than 256 variables"
+                                          : "engine.env: more than 256 variables"));
+        assert_non_null(strstr(err, "t.yaml:"));
+    }
+}
+
 static void missing_file_is_an_error(void **state)
 {
     (void)state;
@@ -497,6 +537,7 @@ int main(void)
         cmocka_unit_test(concurrency_and_search_keys),
         cmocka_unit_test(impossible_bounds_refused),
         cmocka_unit_test(missing_file_is_an_error),
+        cmocka_unit_test(env_mappings_are_capped),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }
