@@ -1626,6 +1626,32 @@ int st_sweep_check_bounds(const st_spec *spec, char *err, size_t errlen)
         st_executor_free(x);
         double k = spec->search.warmup_e2e, win = spec->search.min_window_s > e ? spec->search.min_window_s : e;
         double need = k * e + win + e;
+        if (spec->closed_loop && isfinite(e) && e > 0 && spec->n_rates > 0) {
+            /* the lowest level sends its window's requests no faster than C / (an unloaded E2E)
+             * a second, and fills its ramp-up (ST_SUSTAIN_RAMP_N completions) no faster either */
+            double c = spec->rates[0];
+            uint32_t mwr = spec->search.min_window_requests;
+            double warm = (k > ST_SUSTAIN_RAMP_N / c ? k : ST_SUSTAIN_RAMP_N / c) * e;
+            double cw = st_sustain_closed_window_s((uint32_t)c, mwr, e);
+            double cneed = warm + (cw > win ? cw : win) + e;
+            if (spec->search.max_duration_s < cneed) {
+                double room = spec->search.max_duration_s - warm - e;
+                double fit = room > 0 ? floor(room * c / e) : 0;
+                char alt[160] = "";
+                if (fit >= 20 && (room >= spec->search.min_window_s))
+                    snprintf(alt, sizeof alt, ", lower search.min_window_requests to %.0f or less", fit);
+                snprintf(err, errlen,
+                         "%s: concurrency %g (the lowest level) cannot measure its window within search.max_duration "
+                         "(%g s) for configuration %s: a request alone takes %.3g s (E2E on the engine model), so %g "
+                         "clients send the %u window requests (search.min_window_requests) over at least %.0f s, and "
+                         "with the warm phase (%.3g s) and the drain a run needs %.0f s or more. Raise "
+                         "search.max_duration to %.0f s or more%s, or drop the level",
+                         spec->path ? spec->path : "spec", c, spec->search.max_duration_s, spec->configs[i].name, e,
+                         c, mwr, cw, warm, cneed, ceil(cneed), alt);
+                rc = -1;
+                continue;
+            }
+        }
         if (isfinite(e) && spec->search.max_duration_s < need) {
             snprintf(err, errlen,
                      "%s: search.max_duration (%g s) is shorter than a sustained run of configuration %s needs on the "

@@ -34,8 +34,9 @@
 
 static int mkdir_p1(const char *path)
 {
-    if (mkdir(path, 0755) && errno != EEXIST) {
-        fprintf(stderr, "servetune audit: %s: %s\n", path, strerror(errno));
+    char err[512];
+    if (st_mkdir_p(path, err, sizeof err)) { /* and the folders above it */
+        fprintf(stderr, "servetune audit: %s\n", err);
         return -1;
     }
     return 0;

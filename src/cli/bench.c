@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/file.h"
 #include "core/opts.h"
 #include "core/parse.h"
 #include "core/secret.h"
@@ -616,6 +617,13 @@ static int plan(bench *B, const st_opts_result *pr)
         if (B->json_path)
             return st_cli_usage_error("bench", "give --json or --save-result / --result-filename, not both");
         B->json_path = B->result_path;
+    }
+    /* the results files' folders are made now (--json runs/a.json makes runs/), not after the load */
+    for (int k = 0; k < 2; k++) {
+        const char *p = k ? a->csv_path : B->json_path;
+        char merr[600];
+        if (p && st_mkdir_parents(p, merr, sizeof merr))
+            return st_cli_usage_error("bench", merr);
     }
     if (B->json_path) {
         /* the results file's folder must take it: found out now, not after the whole load ran */
