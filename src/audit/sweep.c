@@ -35,6 +35,9 @@
 #define SUSTAIN_SIZING 2.0
 /* The most requests a sustained run keeps in flight (each holds a connection). */
 #define SUSTAIN_MAX_IN_FLIGHT 8192u
+/* The bounds --check suggests for a concurrency level that cannot fill its window leave this much
+ * room over the least it needs (that least comes from an unloaded E2E, which only grows with load). */
+#define BOUNDS_ADVICE_ROOM 1.2
 
 typedef struct sweep {
     const st_spec *spec;
@@ -161,6 +164,8 @@ void st_sweep_run_key(const st_spec *s, const st_spec_config *c, double rate, ch
                   s->workload.requests_per_rate, (unsigned long long)s->workload.seed,
                   s->workload.arrival ? s->workload.arrival : "poisson", s->workload.burstiness, s->warmup_requests,
                   s->timeouts.request_s, rate, s->search.early_stop);
+    if (s->closed_loop) /* a fixed-count closed loop: `rate` is its concurrency */
+        st_buf_printf(&b, "closed-loop|");
     key_slo(&b, s);
     st_store_hash(b.data ? b.data : "", b.len, out);
     st_buf_free(&b);
@@ -451,7 +456,8 @@ static int on_tick(void *arg, const st_runner_progress *p, const st_metrics_samp
         stop = st_sustain_step(R->ctl, p->records, p->total, p->elapsed, R->time_scale, samples, n_samples);
     } else if (S->spec->search.early_stop && p->records && !R->early_stopped && !R->ctl) {
         uint32_t br[ST_SLO_MAX_TERMS], failed;
-        st_audit_breaches(R->slo, p->records, p->total, p->elapsed, R->time_scale, br, &failed);
+        st_audit_breaches(R->slo, p->records, p->total, p->elapsed, R->time_scale, S->spec->closed_loop, br,
+                          &failed);
         if (st_capacity_sure_fail(R->slo, R->planned, br, failed)) {
             R->early_stopped = 1;
             stop = 1;
@@ -500,11 +506,15 @@ static int run_burst(sweep *S, const st_spec_config *c, st_config_row *crow, dou
     if (rc == 0) {
         uint32_t n = w.n;
         rate_ctx R = { .S = S, .slo = &s->slo, .planned = n, .time_scale = S->x->time_scale, .cfg_name = c->name };
+        /* with concurrency levels: a fixed-count closed loop of n requests, at most `rate` in
+         * flight (every request due at once, each sent when a slot frees) */
         st_exec_rate in = { .c = c,
                             .w = &w,
                             .sched = sched,
                             .warmup = 0,
                             .timeout_s = s->timeouts.request_s,
+                            .max_concurrency = s->closed_loop ? (uint32_t)rate : 0,
+                            .closed_loop = s->closed_loop,
                             .tick = on_tick,
                             .tick_arg = &R };
         row->started = st_wall_ns();
@@ -848,7 +858,8 @@ static void next_step(sweep *S, cfgrun *cr, st_next *nx)
                                 s->search.tolerance,
                                 s->search.request_budget,
                                 s->workload.requests_per_rate,
-                                s->search.skip_margin };
+                                s->search.skip_margin,
+                                s->closed_loop };
         st_capacity_next(&sp, cr->rr, cr->n, nx);
     }
 }
@@ -1636,18 +1647,18 @@ int st_sweep_check_bounds(const st_spec *spec, char *err, size_t errlen)
             double cneed = warm + (cw > win ? cw : win) + e;
             if (spec->search.max_duration_s < cneed) {
                 double room = spec->search.max_duration_s - warm - e;
-                double fit = room > 0 ? floor(room * c / e) : 0;
+                double fit = room > 0 ? floor(room * c / e / BOUNDS_ADVICE_ROOM) : 0;
                 char alt[160] = "";
                 if (fit >= 20 && (room >= spec->search.min_window_s))
                     snprintf(alt, sizeof alt, ", lower search.min_window_requests to %.0f or less", fit);
                 snprintf(err, errlen,
                          "%s: concurrency %g (the lowest level) cannot measure its window within search.max_duration "
                          "(%g s) for configuration %s: a request alone takes %.3g s (E2E on the engine model), so %g "
-                         "clients send the %u window requests (search.min_window_requests) over at least %.0f s, and "
+                         "client%s send%s the %u window requests (search.min_window_requests) over at least %.0f s, and "
                          "with the warm phase (%.3g s) and the drain a run needs %.0f s or more. Raise "
                          "search.max_duration to %.0f s or more%s, or drop the level",
                          spec->path ? spec->path : "spec", c, spec->search.max_duration_s, spec->configs[i].name, e,
-                         c, mwr, cw, warm, cneed, ceil(cneed), alt);
+                         c, c == 1 ? "" : "s", c == 1 ? "s" : "", mwr, cw, warm, cneed, ceil(cneed * BOUNDS_ADVICE_ROOM), alt);
                 rc = -1;
                 continue;
             }
