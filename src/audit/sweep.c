@@ -434,8 +434,10 @@ static void draw_progress(rate_ctx *R, const st_runner_progress *p)
                          (S->rates_planned ? S->rates_planned : 1)) /
             S->spec->n_configs;
         fmt_dur(eta, sizeof eta, done_frac > 0.01 ? elapsed / done_frac - elapsed : NAN);
-        fprintf(S->o->out, "\r\033[K[%d/%d %s] rate %s %s: %u/%u done, %u in flight | elapsed %s, about %s left",
-                S->ci + 1, S->spec->n_configs, R->cfg_name, rt, st_spec_rate_unit(S->spec), p->completed + p->failed,
+        fprintf(S->o->out, "\r\033[K[%d/%d %s] %s %s%s%s: %u/%u done, %u in flight | elapsed %s, about %s left",
+                S->ci + 1, S->spec->n_configs, R->cfg_name, S->spec->closed_loop ? "concurrency" : "rate", rt,
+                S->spec->closed_loop ? "" : " ", S->spec->closed_loop ? "" : st_spec_rate_unit(S->spec),
+                p->completed + p->failed,
                 p->total, p->in_flight, el, eta);
     }
     fflush(S->o->out);
@@ -923,7 +925,8 @@ static int record_skip(sweep *S, cfgrun *cr, const st_next *nx, const char *key)
     push_result(cr, &r, 0, 0);
     char rt[32];
     fmt_rate(rt, sizeof rt, nx->rate);
-    say_cfg(S, cr, "rate %s %s: %s", rt, st_spec_rate_unit(S->spec), nx->why);
+    say_cfg(S, cr, "%s %s%s%s: %s", S->spec->closed_loop ? "concurrency" : "rate", rt, S->spec->closed_loop ? "" : " ",
+            S->spec->closed_loop ? "" : st_spec_rate_unit(S->spec), nx->why);
     return 0;
 }
 
@@ -949,8 +952,9 @@ static void say_run(sweep *S, const cfgrun *cr, const st_next *nx, const st_run_
                 run->duration_s, took, run->why ? run->why : "");
     } else {
         int pass = !strcmp(run->verdict, "pass");
-        say_cfg(S, cr, "rate %s %s: %s, %u/%u completed, p95 TTFT %s ms, p95 TPOT %s ms, delivered %s (%.1f s)%s%s", rt,
-                st_spec_rate_unit(s), run->verdict, run->completed, run->planned, t1, t2, t3, took, pass ? "" : ": ",
+        say_cfg(S, cr, "%s %s%s%s: %s, %u/%u completed, p95 TTFT %s ms, p95 TPOT %s ms, delivered %s (%.1f s)%s%s",
+                s->closed_loop ? "concurrency" : "rate", rt, s->closed_loop ? "" : " ",
+                s->closed_loop ? "" : st_spec_rate_unit(s), run->verdict, run->completed, run->planned, t1, t2, t3, took, pass ? "" : ": ",
                 pass ? "" : run->why);
     }
 }
@@ -992,7 +996,8 @@ static int measure(sweep *S, cfgrun *cr, const st_next *nx, const char *key, uin
     if (nx->why[0] && !nx->grid && s->search.mode != ST_SEARCH_SUSTAINED) {
         char rt[32];
         fmt_rate(rt, sizeof rt, nx->rate);
-        say_cfg(S, cr, "%s: rate %s %s", nx->why, rt, st_spec_rate_unit(s));
+        say_cfg(S, cr, "%s: %s %s%s%s", nx->why, s->closed_loop ? "concurrency" : "rate", rt,
+                s->closed_loop ? "" : " ", s->closed_loop ? "" : st_spec_rate_unit(s));
     } else if (nx->why[0] && s->search.mode == ST_SEARCH_SUSTAINED) {
         say_cfg(S, cr, "%s", nx->why);
     }

@@ -87,6 +87,13 @@ static void print_check(const st_spec *spec, const char *spec_path)
                spec_path, st_engine_kind_name(spec->engine.kind), spec->engine.model, spec->n_configs,
                spec->n_configs == 1 ? "" : "s", spec->n_rates, spec->closed_loop ? "concurrency levels" : "rates",
                spec->search.max_runs, spec->search.max_duration_s);
+    else if (spec->closed_loop)
+        printf("%s: OK: %s engine, model %s, %d configuration%s x %d concurrency level%s (%d%s fixed-count closed-loop "
+               "runs of %u requests, as vllm bench serve --max-concurrency C --num-prompts %u)\n",
+               spec_path, st_engine_kind_name(spec->engine.kind), spec->engine.model, spec->n_configs,
+               spec->n_configs == 1 ? "" : "s", spec->n_rates, spec->n_rates == 1 ? "" : "s", planned,
+               spec->search.mode == ST_SEARCH_REFINE ? "+" : "", spec->workload.requests_per_rate,
+               spec->workload.requests_per_rate);
     else
         printf("%s: OK: %s engine, model %s, %d configuration%s x %d rate%s (%d rate runs of %u requests at most; a "
                "burst test)\n",

@@ -102,6 +102,12 @@ int st_report_headline(const st_report *r, st_buf *b)
         else
             snprintf(how, sizeof how, ", a sustained rate (its limit lies in %s-%s%s, %.0f %% confidence),", l, h, u,
                      r->spec.search.confidence * 100);
+    } else if (!r->sustained && r->spec.closed_loop) {
+        snprintf(how, sizeof how,
+                 " at %g concurrent requests in a fixed-count closed loop of %u requests (as vllm bench serve "
+                 "--max-concurrency %g --num-prompts %u; not a sustained rate),",
+                 p->cap->pass_rate, r->spec.workload.requests_per_rate, p->cap->pass_rate,
+                 r->spec.workload.requests_per_rate);
     } else if (!r->sustained) {
         snprintf(how, sizeof how, " in a burst test of %u requests per rate (not a sustained rate),",
                  r->spec.workload.requests_per_rate);
@@ -264,6 +270,9 @@ static void setup_section(const st_report *r, st_buf *b)
                       start, s->search.tolerance * 100, s->search.confidence * 100, s->search.max_runs,
                       s->search.warmup_e2e, s->search.min_window_s, s->search.min_window_requests,
                       s->search.max_duration_s);
+    } else if (s->closed_loop) {
+        st_buf_printf(b, "- **Concurrency levels tried**: %s (a fixed-count closed loop of %u requests each: %s)\n",
+                      grid, s->workload.requests_per_rate, r->refine ? "grid, then refine" : "grid");
     } else {
         st_buf_printf(b, "- **Rates tried**: %s %s (a burst test: %s)\n", grid, st_spec_rate_unit(s),
                       r->refine ? "grid, then refine" : "grid");
@@ -748,6 +757,18 @@ static void notes_section(const st_report *r, st_buf *b)
         st_buf_puts(b, "- **Percentiles** are taken over the window's requests, with intervals from batch means "
                        "(the runs' latencies are correlated); the window's figures exclude the warm-up and the "
                        "requests that arrived after it.\n");
+    } else if (s->closed_loop) {
+        st_buf_printf(
+            b,
+            "- **A fixed-count closed loop** (search mode %s with concurrency levels): each level C is a run of "
+            "%u requests with at most C in flight, a request sent as soon as one ends (as `vllm bench serve "
+            "--max-concurrency C --num-prompts %u`, whose published concurrency points are measured so). TTFT and "
+            "E2E run from each request's send. **Capacity at SLO** is the delivered request throughput (completed "
+            "requests / time from the first send to the last completion, the last partial wave and the drain "
+            "included, as vLLM reports it) at the highest level that passed; a level passes when every request "
+            "completed and every SLO term held. It is not a sustained capacity: `search: {mode: sustained}` (the "
+            "default) measures each level in a steady-state window.\n",
+            st_search_mode_name(s->search.mode), s->workload.requests_per_rate, s->workload.requests_per_rate);
     } else {
         st_buf_printf(
             b,
