@@ -780,9 +780,14 @@ static void notes_section(const st_report *r, st_buf *b)
             "capacity: `search: {mode: sustained}` (the default) measures one.\n",
             st_search_mode_name(s->search.mode), s->workload.requests_per_rate);
     }
-    st_buf_puts(
-        b, "- **TTFT** runs from a request's scheduled send time (open loop: requests are sent on schedule "
-           "whatever the server does) to its first token; **TPOT** = (end - first token) / (output tokens - 1).\n");
+    if (s->closed_loop)
+        st_buf_puts(b, "- **TTFT** runs from a request's send (a closed loop: a request is sent when one of the "
+                       "clients is free, as vllm bench serve times it) to its first token; **TPOT** = (end - first "
+                       "token) / (output tokens - 1).\n");
+    else
+        st_buf_puts(
+            b, "- **TTFT** runs from a request's scheduled send time (open loop: requests are sent on schedule "
+               "whatever the server does) to its first token; **TPOT** = (end - first token) / (output tokens - 1).\n");
     st_buf_puts(b, "- **$ per 1M output tokens** = price per GPU-hour x GPUs per replica / (output tok/s at capacity x "
                    "3600) x 1,000,000; **replicas at peak** = ceil(peak / capacity); **monthly** = replicas x GPUs x "
                    "price x 730 h. \"vs current\" is the relative change against the first configuration.\n");
