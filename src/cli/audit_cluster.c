@@ -402,7 +402,8 @@ static int write_text(const char *path, const st_buf *b)
         fprintf(stderr, "servetune audit: %s: the generated text is too long\n", path);
         return -1;
     }
-    if (st_write_file_atomic(path, b->data ? b->data : "", b->len, err, sizeof err)) {
+    if (st_mkdir_parents(path, err, sizeof err) ||
+        st_write_file_atomic(path, b->data ? b->data : "", b->len, err, sizeof err)) {
         fprintf(stderr, "servetune audit: %s\n", err);
         return -1;
     }
