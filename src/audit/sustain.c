@@ -775,11 +775,15 @@ int st_sustain_step(st_sustain *s, const st_record *recs, uint32_t n, st_ns now,
     /* bounds: known to be out of reach (early: it saves engine time), or reached */
     double end;
     if ((s->phase == ST_SUS_WARM || s->phase == ST_SUS_WINDOW) && s->hits == 0 && !fits(s, &v, &c, &end)) {
+        char cl[96] = "";
+        if (s->p.concurrency)
+            snprintf(cl, sizeof cl, ": %u clients send its %u requests over %u x E2E / %u", s->p.concurrency,
+                     s->p.min_window_requests, s->p.min_window_requests, s->p.concurrency);
         snprintf(why, sizeof why,
-                 "undecided: at a median E2E of %.3g s, the warm phase (%.3g s%s), the window (%.3g s) and its "
+                 "undecided: at a median E2E of %.3g s, the warm phase (%.3g s%s), the window (%.3g s%s) and its "
                  "drain would end at %.0f s, after max_duration (%g s)",
                  c.e2e_recent, warm_needed(s, c.e2e_recent), s->p.session_turns > 1 ? ", a session's span" : "",
-                 window_needed(s, c.e2e_recent), end, s->p.max_duration_s);
+                 window_needed(s, c.e2e_recent), cl, end, s->p.max_duration_s);
         s->undecided = 1;
         stop_with(s, v.now, why);
         return 1;
