@@ -230,7 +230,7 @@ static void setup_section(const st_report *r, st_buf *b)
     if (r->sustained)
         snprintf(per, sizeof per, "runs as long as a steady state needs (below)");
     else
-        snprintf(per, sizeof per, "%u requests per rate", s->workload.requests_per_rate);
+        snprintf(per, sizeof per, "%u requests per %s", s->workload.requests_per_rate, s->closed_loop ? "level" : "rate");
     if (s->workload.kind == ST_WL_SYNTHETIC) {
         st_buf_puts(b, "- **Workload**: ");
         st_report_synthetic_text(r, b);
@@ -443,7 +443,7 @@ static void results_section(const st_report *r, st_buf *b)
     st_buf_printf(b,
                   "| Config | Bracket (pass .. fail, %s) | Grid capacity | Refined capacity | Sustained "
                   "(steady state) | Replicas at peak | Monthly cost |\n|---|---|---:|---:|---:|---:|---:|\n",
-                  st_spec_rate_unit(&r->spec));
+                  r->spec.closed_loop ? "concurrency" : st_spec_rate_unit(&r->spec));
     for (int k = 0; k < r->n_cfg; k++) {
         const st_rep_cfg *c = &r->cfg[r->order[k]];
         if (c->status != ST_REP_OK)
@@ -629,8 +629,10 @@ static void timings_table(const st_rep_cfg *c, st_buf *b)
 
 static void evidence_section(const st_report *r, st_buf *b)
 {
-    st_buf_puts(b, "## Evidence per rate\n\nEvery figure below is computed from the per-request records in "
-                   "`results.sqlite` (table `requests`); times are from each request's scheduled send time.\n\n");
+    st_buf_printf(b,
+                  "## Evidence per rate\n\nEvery figure below is computed from the per-request records in "
+                  "`results.sqlite` (table `requests`); times are from each request's %s.\n\n",
+                  r->spec.closed_loop ? "send (a closed loop)" : "scheduled send time");
     for (int i = 0; i < r->n_cfg; i++) {
         const st_rep_cfg *c = &r->cfg[i];
         st_buf_puts(b, "### ");
