@@ -260,8 +260,8 @@ void st_capacity_next(const st_search_params *p, const st_rate_result *r, int n,
     if (cap.has_fail_above)
         snprintf(out->why, sizeof out->why, "refine: bisect [%s, %s]%s", a, b, u);
     else
-        snprintf(out->why, sizeof out->why, "refine: highest %s%s passed, extend upward", p->integer ? "level " : "rate ",
-                 a);
+        snprintf(out->why, sizeof out->why, "refine: highest %s%s passed, extend upward",
+                 p->integer ? "level " : "rate ", a);
 }
 
 void st_capacity_compute(const st_rate_result *r, int n, int grid_only, st_capacity *out)

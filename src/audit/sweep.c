@@ -437,8 +437,7 @@ static void draw_progress(rate_ctx *R, const st_runner_progress *p)
         fprintf(S->o->out, "\r\033[K[%d/%d %s] %s %s%s%s: %u/%u done, %u in flight | elapsed %s, about %s left",
                 S->ci + 1, S->spec->n_configs, R->cfg_name, S->spec->closed_loop ? "concurrency" : "rate", rt,
                 S->spec->closed_loop ? "" : " ", S->spec->closed_loop ? "" : st_spec_rate_unit(S->spec),
-                p->completed + p->failed,
-                p->total, p->in_flight, el, eta);
+                p->completed + p->failed, p->total, p->in_flight, el, eta);
     }
     fflush(S->o->out);
     S->line_open = 1;
@@ -458,8 +457,7 @@ static int on_tick(void *arg, const st_runner_progress *p, const st_metrics_samp
         stop = st_sustain_step(R->ctl, p->records, p->total, p->elapsed, R->time_scale, samples, n_samples);
     } else if (S->spec->search.early_stop && p->records && !R->early_stopped && !R->ctl) {
         uint32_t br[ST_SLO_MAX_TERMS], failed;
-        st_audit_breaches(R->slo, p->records, p->total, p->elapsed, R->time_scale, S->spec->closed_loop, br,
-                          &failed);
+        st_audit_breaches(R->slo, p->records, p->total, p->elapsed, R->time_scale, S->spec->closed_loop, br, &failed);
         if (st_capacity_sure_fail(R->slo, R->planned, br, failed)) {
             R->early_stopped = 1;
             stop = 1;
@@ -954,8 +952,8 @@ static void say_run(sweep *S, const cfgrun *cr, const st_next *nx, const st_run_
         int pass = !strcmp(run->verdict, "pass");
         say_cfg(S, cr, "%s %s%s%s: %s, %u/%u completed, p95 TTFT %s ms, p95 TPOT %s ms, delivered %s (%.1f s)%s%s",
                 s->closed_loop ? "concurrency" : "rate", rt, s->closed_loop ? "" : " ",
-                s->closed_loop ? "" : st_spec_rate_unit(s), run->verdict, run->completed, run->planned, t1, t2, t3, took, pass ? "" : ": ",
-                pass ? "" : run->why);
+                s->closed_loop ? "" : st_spec_rate_unit(s), run->verdict, run->completed, run->planned, t1, t2, t3,
+                took, pass ? "" : ": ", pass ? "" : run->why);
     }
 }
 
@@ -996,8 +994,8 @@ static int measure(sweep *S, cfgrun *cr, const st_next *nx, const char *key, uin
     if (nx->why[0] && !nx->grid && s->search.mode != ST_SEARCH_SUSTAINED) {
         char rt[32];
         fmt_rate(rt, sizeof rt, nx->rate);
-        say_cfg(S, cr, "%s: %s %s%s%s", nx->why, s->closed_loop ? "concurrency" : "rate", rt,
-                s->closed_loop ? "" : " ", s->closed_loop ? "" : st_spec_rate_unit(s));
+        say_cfg(S, cr, "%s: %s %s%s%s", nx->why, s->closed_loop ? "concurrency" : "rate", rt, s->closed_loop ? "" : " ",
+                s->closed_loop ? "" : st_spec_rate_unit(s));
     } else if (nx->why[0] && s->search.mode == ST_SEARCH_SUSTAINED) {
         say_cfg(S, cr, "%s", nx->why);
     }
@@ -1656,14 +1654,15 @@ int st_sweep_check_bounds(const st_spec *spec, char *err, size_t errlen)
                 char alt[160] = "";
                 if (fit >= 20 && (room >= spec->search.min_window_s))
                     snprintf(alt, sizeof alt, ", lower search.min_window_requests to %.0f or less", fit);
-                snprintf(err, errlen,
-                         "%s: concurrency %g (the lowest level) cannot measure its window within search.max_duration "
-                         "(%g s) for configuration %s: a request alone takes %.3g s (E2E on the engine model), so %g "
-                         "client%s send%s the %u window requests (search.min_window_requests) over at least %.0f s, and "
-                         "with the warm phase (%.3g s) and the drain a run needs %.0f s or more. Raise "
-                         "search.max_duration to %.0f s or more%s, or drop the level",
-                         spec->path ? spec->path : "spec", c, spec->search.max_duration_s, spec->configs[i].name, e,
-                         c, c == 1 ? "" : "s", c == 1 ? "s" : "", mwr, cw, warm, cneed, ceil(cneed * BOUNDS_ADVICE_ROOM), alt);
+                snprintf(
+                    err, errlen,
+                    "%s: concurrency %g (the lowest level) cannot measure its window within search.max_duration "
+                    "(%g s) for configuration %s: a request alone takes %.3g s (E2E on the engine model), so %g "
+                    "client%s send%s the %u window requests (search.min_window_requests) over at least %.0f s, and "
+                    "with the warm phase (%.3g s) and the drain a run needs %.0f s or more. Raise "
+                    "search.max_duration to %.0f s or more%s, or drop the level",
+                    spec->path ? spec->path : "spec", c, spec->search.max_duration_s, spec->configs[i].name, e, c,
+                    c == 1 ? "" : "s", c == 1 ? "s" : "", mwr, cw, warm, cneed, ceil(cneed * BOUNDS_ADVICE_ROOM), alt);
                 rc = -1;
                 continue;
             }

@@ -338,8 +338,8 @@ int cmd_predict(int argc, char **argv)
     int quiet = 0, suggest_rates = 0;
     const st_opt opts[] = {
         { "output", 'o', ST_OPT_STR, &out_dir, "DIR",
-          "output folder (predict-out; made with its parents when missing); an earlier prediction there is replaced",
-          0, 0, 0 },
+          "output folder (predict-out; made with its parents when missing); an earlier prediction there is replaced", 0,
+          0, 0 },
         { "calibration", 0, ST_OPT_STR, &calib_path, "FILE",
           "engine-model constants from `servetune calibrate` (applied to the configurations it matches)", 0, 0, 0 },
         { "suggest-rates", 0, ST_OPT_FLAG, &suggest_rates, NULL,

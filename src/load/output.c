@@ -524,8 +524,9 @@ void st_output_table(FILE *f, const st_bench_info *in, const st_summary *s)
     if (in->arrival) {
         fprintf(f, "%-30s%s", "Arrivals:", in->closed_loop ? "closed loop" : in->arrival);
         if (in->closed_loop)
-            fprintf(f, ": %u requests, at most %u in flight, each sent when one ends (as vllm bench serve "
-                       "--max-concurrency %u --num-prompts %u); TTFT and E2E from each request's send",
+            fprintf(f,
+                    ": %u requests, at most %u in flight, each sent when one ends (as vllm bench serve "
+                    "--max-concurrency %u --num-prompts %u); TTFT and E2E from each request's send",
                     in->num_requests, in->max_concurrency, in->max_concurrency, in->num_requests);
         else if (isinf(in->rate))
             fputs(", all at once", f);

@@ -129,7 +129,8 @@ static void setup_rows(arena *a, const st_report *r, const char *ev, st_html_kv 
     if (r->sustained)
         snprintf(per, sizeof per, "runs as long as a steady state needs");
     else
-        snprintf(per, sizeof per, "%u requests per %s", s->workload.requests_per_rate, s->closed_loop ? "level" : "rate");
+        snprintf(per, sizeof per, "%u requests per %s", s->workload.requests_per_rate,
+                 s->closed_loop ? "level" : "rate");
     if (s->workload.kind == ST_WL_SYNTHETIC)
         st_report_synthetic_text(r, &b);
     else

@@ -230,7 +230,8 @@ static void setup_section(const st_report *r, st_buf *b)
     if (r->sustained)
         snprintf(per, sizeof per, "runs as long as a steady state needs (below)");
     else
-        snprintf(per, sizeof per, "%u requests per %s", s->workload.requests_per_rate, s->closed_loop ? "level" : "rate");
+        snprintf(per, sizeof per, "%u requests per %s", s->workload.requests_per_rate,
+                 s->closed_loop ? "level" : "rate");
     if (s->workload.kind == ST_WL_SYNTHETIC) {
         st_buf_puts(b, "- **Workload**: ");
         st_report_synthetic_text(r, b);

@@ -359,8 +359,21 @@ static void closed_loop_times_from_send(void **state)
     double p95[2];
     for (int k = 0; k < 2; k++) {
         snprintf(js, sizeof js, "%s/new/sub%d/r.json", dir, k);
-        char *argv[] = { "servetune", "bench", "--url", url, "--model", "x", "--num-prompts", "6", "--max-concurrency",
-                         "1", "--json", js, k ? "--rate" : NULL, "1000", NULL };
+        char *argv[] = { "servetune",
+                         "bench",
+                         "--url",
+                         url,
+                         "--model",
+                         "x",
+                         "--num-prompts",
+                         "6",
+                         "--max-concurrency",
+                         "1",
+                         "--json",
+                         js,
+                         k ? "--rate" : NULL,
+                         "1000",
+                         NULL };
         assert_int_equal(run_cli(argv, out), 0);
         char *o = slurp(out);
         assert_non_null(o);

@@ -38,9 +38,9 @@ static json_t *run_of(json_t *root, const char *cfg, double level)
 static double num(json_t *o, const char *k) { return json_number_value(json_object_get(o, k)); }
 
 #define COUNT_SPEC                                                                                                     \
-    "engine: {kind: emulator, model: Qwen/Qwen3-8B, flags: [--gpu, H100, --time-scale, '10']}\n"                    \
+    "engine: {kind: emulator, model: Qwen/Qwen3-8B, flags: [--gpu, H100, --time-scale, '10']}\n"                       \
     "hardware: {gpu: H100, price_per_gpu_hour: 2.0}\npeak_rate: 10\n"                                                  \
-    "workload: {input_tokens: 256, output_tokens: 256, requests_per_rate: 24, seed: 5}\n"                               \
+    "workload: {input_tokens: 256, output_tokens: 256, requests_per_rate: 24, seed: 5}\n"                              \
     "concurrency: [2, 4, 8]\nwarmup_requests: 2\n"                                                                     \
     "slo: {ttft_p95_ms: 5000, tpot_p95_ms: 200}\n"                                                                     \
     "timeouts: {startup: 8s, request: 60s, stop_grace: 2s}\n"                                                          \
@@ -68,8 +68,9 @@ static void fixed_count_closed_loop(void **state)
     const double levels[] = { 2, 4, 8 };
     for (int k = 0; k < 3; k++) {
         json_t *pr = run_of(P, "baseline", levels[k]), *ar = run_of(A, "baseline", levels[k]);
-        fprintf(stderr, "# concurrency %g: delivered %.3g (model) %.3g (http) req/s; p95 TTFT %.0f / %.0f ms, p95 E2E "
-                        "%.0f / %.0f ms\n",
+        fprintf(stderr,
+                "# concurrency %g: delivered %.3g (model) %.3g (http) req/s; p95 TTFT %.0f / %.0f ms, p95 E2E "
+                "%.0f / %.0f ms\n",
                 levels[k], num(pr, "delivered_rps"), num(ar, "delivered_rps"), num(pr, "ttft_p95_ms"),
                 num(ar, "ttft_p95_ms"), num(pr, "e2e_p95_ms"), num(ar, "e2e_p95_ms"));
         for (int e = 0; e < 2; e++) {
@@ -107,10 +108,10 @@ static void refine_on_levels(void **state)
     snprintf(spec, sizeof spec, "%s/refine.yaml", tmp);
     snprintf(dir, sizeof dir, "%s/refine", tmp);
     write_text(spec, "engine: {kind: emulator, model: Qwen/Qwen3-8B, flags: [--gpu, H100]}\n"
-                "hardware: {gpu: H100, price_per_gpu_hour: 2.0}\npeak_rate: 10\n"
-                "workload: {input_tokens: 128, output_tokens: 256, requests_per_rate: 64}\n"
-                "concurrency: [1, 16, 64]\nslo: {ttft_p95_ms: 5000, tpot_p95_ms: 12}\n"
-                "search: {mode: burst-refine}\n");
+                     "hardware: {gpu: H100, price_per_gpu_hour: 2.0}\npeak_rate: 10\n"
+                     "workload: {input_tokens: 128, output_tokens: 256, requests_per_rate: 64}\n"
+                     "concurrency: [1, 16, 64]\nslo: {ttft_p95_ms: 5000, tpot_p95_ms: 12}\n"
+                     "search: {mode: burst-refine}\n");
     assert_int_equal(run_servetune((const char *[]){ "predict", spec, "-o", dir, "-q", NULL }, 60), 0);
     json_t *P = load_json(dir);
     json_t *runs = json_object_get(config_named(P, "baseline"), "runs");

@@ -498,11 +498,16 @@ static void closed_window_too_long_is_undecided_early(void **state)
 int main(void)
 {
     const struct CMUnitTest t[] = {
-        cmocka_unit_test(steady_queue_is_sustained),     cmocka_unit_test(growing_queue_is_oversaturated),
-        cmocka_unit_test(missed_slo_is_called),          cmocka_unit_test(bound_hit_is_undecided),
-        cmocka_unit_test(schedule_ending_in_the_window), cmocka_unit_test(sessions_warm_for_a_session_span),
-        cmocka_unit_test(failing_requests_stop_the_run), cmocka_unit_test(filling_batch_is_not_an_overload),
-        cmocka_unit_test(closed_rate_is_littles_law),    cmocka_unit_test(closed_window_of_one_wave),
+        cmocka_unit_test(steady_queue_is_sustained),
+        cmocka_unit_test(growing_queue_is_oversaturated),
+        cmocka_unit_test(missed_slo_is_called),
+        cmocka_unit_test(bound_hit_is_undecided),
+        cmocka_unit_test(schedule_ending_in_the_window),
+        cmocka_unit_test(sessions_warm_for_a_session_span),
+        cmocka_unit_test(failing_requests_stop_the_run),
+        cmocka_unit_test(filling_batch_is_not_an_overload),
+        cmocka_unit_test(closed_rate_is_littles_law),
+        cmocka_unit_test(closed_window_of_one_wave),
         cmocka_unit_test(closed_window_too_long_is_undecided_early),
     };
     return cmocka_run_group_tests(t, 0, 0);
