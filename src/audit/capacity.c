@@ -153,6 +153,8 @@ void st_capacity_next(const st_search_params *p, const st_rate_result *r, int n,
 {
     memset(out, 0, sizeof *out);
     char a[32], b[32];
+    /* concurrency levels (a fixed-count closed loop each) are named as such, not as req/s */
+    const char *pre = p->integer ? "concurrency " : "", *u = p->integer ? "" : " req/s";
     /* Grid phase: the spec's rates in order. */
     for (int i = 0; i < p->n_rates; i++) {
         if (tested(r, n, p->rates[i]))
@@ -174,10 +176,10 @@ void st_capacity_next(const st_search_params *p, const st_rate_result *r, int n,
                 fmt_rate(b, sizeof b, r[j].rate);
                 out->action = ST_NEXT_SKIP;
                 if (isinf(r[j].worst_ratio))
-                    snprintf(out->why, sizeof out->why, "skipped: requests failed at %s req/s", b);
+                    snprintf(out->why, sizeof out->why, "skipped: requests failed at %s%s%s", pre, b, u);
                 else
-                    snprintf(out->why, sizeof out->why, "skipped: %s req/s already failed by x%.2f (margin x%.2g)", b,
-                             r[j].worst_ratio, p->skip_margin);
+                    snprintf(out->why, sizeof out->why, "skipped: %s%s%s already failed by x%.2f (margin x%.2g)", pre,
+                             b, u, r[j].worst_ratio, p->skip_margin);
                 return;
             }
         }
@@ -227,11 +229,11 @@ void st_capacity_next(const st_search_params *p, const st_rate_result *r, int n,
     } else {
         hi = cap.fail_rate;
     }
-    if (cap.has_fail_above && (hi - lo) / lo <= p->tolerance) {
+    if (cap.has_fail_above && ((hi - lo) / lo <= p->tolerance || (p->integer && hi - lo <= 1))) {
         fmt_rate(a, sizeof a, lo);
         fmt_rate(b, sizeof b, hi);
-        snprintf(out->why, sizeof out->why, "refine: bracket [%s, %s] req/s within tolerance %.0f %%", a, b,
-                 p->tolerance * 100);
+        snprintf(out->why, sizeof out->why, "refine: bracket [%s, %s]%s within tolerance %.0f %%%s", a, b, u,
+                 p->tolerance * 100, p->integer && hi - lo <= 1 ? " (adjacent levels)" : "");
         return;
     }
     if (refine_runs >= ST_REFINE_MAX_RUNS) {
@@ -244,6 +246,8 @@ void st_capacity_next(const st_search_params *p, const st_rate_result *r, int n,
         return;
     }
     double next = cap.has_fail_above ? (lo + hi) / 2 : hi;
+    if (p->integer)
+        next = floor(next);
     if (tested(r, n, next)) {
         snprintf(out->why, sizeof out->why, "refine: next rate already tested");
         return;
@@ -254,9 +258,10 @@ void st_capacity_next(const st_search_params *p, const st_rate_result *r, int n,
     fmt_rate(a, sizeof a, lo);
     fmt_rate(b, sizeof b, hi);
     if (cap.has_fail_above)
-        snprintf(out->why, sizeof out->why, "refine: bisect [%s, %s] req/s", a, b);
+        snprintf(out->why, sizeof out->why, "refine: bisect [%s, %s]%s", a, b, u);
     else
-        snprintf(out->why, sizeof out->why, "refine: highest rate %s passed, extend upward", a);
+        snprintf(out->why, sizeof out->why, "refine: highest %s%s passed, extend upward",
+                 p->integer ? "level " : "rate ", a);
 }
 
 void st_capacity_compute(const st_rate_result *r, int n, int grid_only, st_capacity *out)

@@ -101,6 +101,7 @@ typedef struct st_search_params {
     uint32_t request_budget; /* refine only; 0: no limit (refine runs are capped at ST_REFINE_MAX_RUNS) */
     uint32_t requests_per_rate;
     double skip_margin; /* 0: never skip */
+    int integer;        /* concurrency levels: refine bisects on whole levels ("concurrency", not req/s) */
 } st_search_params;
 
 #define ST_REFINE_MAX_RUNS 12

@@ -557,6 +557,11 @@ static int http_run_rate(st_executor *x, const st_exec_rate *in, st_config_row *
         return 1;
     }
     st_audit_scale_records(res.records, res.n, K);
+    /* a closed-loop client sends when a slot frees: no schedule to lag, and TTFT runs from the
+     * send (as the engine model's closed loop records it, and as vllm bench serve measures it
+     * under --max-concurrency) */
+    for (uint32_t i = 0; in->closed_loop && i < res.n; i++)
+        res.records[i].scheduled = res.records[i].sent; /* never sent: never due (-1) */
     out->records = res.records;
     out->n = res.n;
     res.records = NULL;

@@ -103,14 +103,16 @@ void st_audit_scale_records(st_record *recs, uint32_t n, double k)
 }
 
 void st_audit_breaches(const st_audit_slo *slo, const st_record *recs, uint32_t n, st_ns now, double time_scale,
-                       uint32_t *breaches, uint32_t *failed)
+                       int closed, uint32_t *breaches, uint32_t *failed)
 {
     memset(breaches, 0, sizeof(uint32_t) * (size_t)slo->n);
     *failed = 0;
     double k = time_scale > 0 ? time_scale : 1;
     for (uint32_t i = 0; i < n; i++) {
         const st_record *r = &recs[i];
-        if (r->warmup || r->scheduled < 0 || r->scheduled > now)
+        /* a closed loop's request is due when its client sends it (no slot yet: nothing to judge) */
+        st_ns t0 = closed ? r->sent : r->scheduled;
+        if (r->warmup || t0 < 0 || t0 > now)
             continue;
         int ended = r->end >= 0;
         if (ended && r->status != ST_REQ_OK) {
@@ -122,16 +124,16 @@ void st_audit_breaches(const st_audit_slo *slo, const st_record *recs, uint32_t 
             double v = NAN;
             switch (slo->terms[t].metric) {
             case ST_SLO_TTFT:
-                v = r->first_token >= 0 ? (double)(r->first_token - r->scheduled) : (double)(now - r->scheduled);
+                v = r->first_token >= 0 ? (double)(r->first_token - t0) : (double)(now - t0);
                 if (r->first_token < 0 && ended)
                     v = NAN;
                 break;
             case ST_SLO_TTFAT:
-                v = r->first_answer >= 0 ? (double)(r->first_answer - r->scheduled) : (double)(now - r->scheduled);
+                v = r->first_answer >= 0 ? (double)(r->first_answer - t0) : (double)(now - t0);
                 if (r->first_answer < 0 && ended)
                     v = NAN;
                 break;
-            case ST_SLO_E2E: v = ended ? (double)(r->end - r->scheduled) : (double)(now - r->scheduled); break;
+            case ST_SLO_E2E: v = ended ? (double)(r->end - t0) : (double)(now - t0); break;
             case ST_SLO_TPOT:
                 if (r->first_token >= 0 && r->output_requested > 1) {
                     /* the remaining tokens cannot come faster than now: a lower bound */

@@ -24,9 +24,10 @@ void st_audit_scale_records(st_record *recs, uint32_t n, double k);
  * SLO term, the requests already known to exceed it (TTFT: first token later than the limit, or
  * none yet and waiting longer than the limit; E2E likewise; TPOT/ITL: from completed requests
  * and, for TPOT, a lower bound from tokens so far), and the requests that already failed.
- * time_scale converts the record clock to the SLO's clock. */
+ * time_scale converts the record clock to the SLO's clock. closed: a closed loop, whose requests are
+ * due from their send (one still waiting for a client's slot is not judged yet). */
 void st_audit_breaches(const st_audit_slo *slo, const st_record *recs, uint32_t n, st_ns now, double time_scale,
-                       uint32_t *breaches, uint32_t *failed);
+                       int closed, uint32_t *breaches, uint32_t *failed);
 
 /* After an early stop: for each SLO term, the percentile over the requests due by the time the
  * run stopped, counting a request that had no first token yet as having one at the stop (so the

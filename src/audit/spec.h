@@ -286,6 +286,11 @@ double st_spec_turns_mean(const st_spec *s);
 /* What an offered rate counts: "req/s", or with multi-turn sessions "sessions/s" (session
  * starts). */
 const char *st_spec_rate_unit(const st_spec *s);
+/* How the spec's runs are measured, as the reports name it: "sustained", "sustained-concurrency"
+ * (a sustained closed loop), "burst" (fixed-count open-loop runs), "closed-loop-count" (a burst
+ * mode with `concurrency:`: each level a fixed-count closed loop of requests_per_rate requests at
+ * most that many in flight, as `vllm bench serve --max-concurrency C --num-prompts N`). */
+const char *st_spec_method_name(const st_spec *s);
 /* The most turns a synthetic session may have. */
 #define ST_SPEC_MAX_TURNS ST_SESSION_TURNS_MAX
 

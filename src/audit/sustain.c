@@ -514,7 +514,84 @@ static double window_needed(const st_sustain *s, double e2e)
         w = ST_SUSTAIN_WINDOW_E2E * e2e;
     if (s->p.offered_rps > 0 && s->p.min_window_requests / s->p.offered_rps > w)
         w = s->p.min_window_requests / s->p.offered_rps;
+    /* a closed loop of C clients sends about C / E2E requests a second (Little's law): its
+     * window receives min_window_requests over at least that many E2Es / C */
+    double cl = st_sustain_closed_window_s(s->p.concurrency, s->p.min_window_requests, e2e);
+    if (cl > w)
+        w = cl;
     return w;
+}
+
+double st_sustain_closed_window_s(uint32_t concurrency, uint32_t min_window_requests, double e2e_s)
+{
+    if (!concurrency || !(e2e_s > 0) || !isfinite(e2e_s))
+        return 0;
+    return (double)min_window_requests * e2e_s / concurrency;
+}
+
+int st_sustain_closed_rate(const st_record *recs, uint32_t n, double w0, double w1, double confidence, uint32_t batches,
+                           st_closed_rate *out)
+{
+    memset(out, 0, sizeof *out);
+    out->in_flight = out->e2e_mean_s = out->rate = out->lo = out->hi = NAN;
+    if (!(w1 > w0))
+        return -1;
+    /* L: the requests in flight over the window, exactly: each request's time inside it */
+    double area = 0, stop = -INFINITY;
+    for (uint32_t i = 0; i < n; i++)
+        if (!recs[i].warmup && recs[i].end >= 0 && st_ns_to_s(recs[i].end) > stop)
+            stop = st_ns_to_s(recs[i].end);
+    double *e2e = malloc(sizeof *e2e * (n ? n : 1));
+    if (!e2e)
+        return -1;
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const st_record *r = &recs[i];
+        if (r->warmup || r->sent < 0)
+            continue;
+        double a = st_ns_to_s(r->sent), e = r->end >= 0 ? st_ns_to_s(r->end) : (stop > a ? stop : a);
+        double lo = a > w0 ? a : w0, hi = e < w1 ? e : w1;
+        if (hi > lo)
+            area += hi - lo;
+        /* R: the E2E of the window's sends (in send order: records are) */
+        if (a >= w0 && a <= w1 && r->end >= 0 && r->status == ST_REQ_OK)
+            e2e[k++] = e - a;
+    }
+    int rc = -1;
+    if (k > 0) {
+        double sum = 0;
+        for (uint32_t i = 0; i < k; i++)
+            sum += e2e[i];
+        out->n = k;
+        out->in_flight = area / (w1 - w0);
+        out->e2e_mean_s = sum / k;
+        out->rate = out->e2e_mean_s > 0 ? out->in_flight / out->e2e_mean_s : NAN;
+        out->lo = out->hi = out->rate;
+        /* the interval of the mean E2E by batch means (consecutive sends: a wave's requests
+         * share a batch), carried to the rate */
+        uint32_t B = batches < 2 ? 2 : batches;
+        if (k >= 2 * B && isfinite(out->rate)) {
+            double m[64], mean = 0, var = 0;
+            if (B > 64)
+                B = 64;
+            for (uint32_t b = 0; b < B; b++) {
+                uint32_t i0 = (uint32_t)((uint64_t)k * b / B), i1 = (uint32_t)((uint64_t)k * (b + 1) / B);
+                double t = 0;
+                for (uint32_t i = i0; i < i1; i++)
+                    t += e2e[i];
+                m[b] = t / (i1 - i0);
+                mean += m[b] / B;
+            }
+            for (uint32_t b = 0; b < B; b++)
+                var += (m[b] - mean) * (m[b] - mean) / (B - 1);
+            double half = st_t_quantile(0.5 + confidence / 2, B - 1) * sqrt(var / B);
+            out->lo = out->in_flight / (out->e2e_mean_s + half);
+            out->hi = out->e2e_mean_s > half ? out->in_flight / (out->e2e_mean_s - half) : INFINITY;
+        }
+        rc = 0;
+    }
+    free(e2e);
+    return rc;
 }
 
 /* The warm phase also waits until the requests in flight stop climbing: their mean over the last
@@ -698,11 +775,15 @@ int st_sustain_step(st_sustain *s, const st_record *recs, uint32_t n, st_ns now,
     /* bounds: known to be out of reach (early: it saves engine time), or reached */
     double end;
     if ((s->phase == ST_SUS_WARM || s->phase == ST_SUS_WINDOW) && s->hits == 0 && !fits(s, &v, &c, &end)) {
+        char cl[96] = "";
+        if (s->p.concurrency)
+            snprintf(cl, sizeof cl, ": %u clients send its %u requests over %u x E2E / %u", s->p.concurrency,
+                     s->p.min_window_requests, s->p.min_window_requests, s->p.concurrency);
         snprintf(why, sizeof why,
-                 "undecided: at a median E2E of %.3g s, the warm phase (%.3g s%s), the window (%.3g s) and its "
+                 "undecided: at a median E2E of %.3g s, the warm phase (%.3g s%s), the window (%.3g s%s) and its "
                  "drain would end at %.0f s, after max_duration (%g s)",
                  c.e2e_recent, warm_needed(s, c.e2e_recent), s->p.session_turns > 1 ? ", a session's span" : "",
-                 window_needed(s, c.e2e_recent), end, s->p.max_duration_s);
+                 window_needed(s, c.e2e_recent), cl, end, s->p.max_duration_s);
         s->undecided = 1;
         stop_with(s, v.now, why);
         return 1;
@@ -912,7 +993,20 @@ int st_sustain_finish(const st_sustain *s, const st_record *recs, uint32_t n, co
         st_trend wt;
         view wv = v;
         wv.now = w1;
-        if (inflight_trend(&wv, w0, w1, B, &wt) == 0 && isfinite(wt.slope)) {
+        st_closed_rate cr;
+        if (v.closed && st_sustain_closed_rate(recs, n, w0, w1, s->p.confidence, B, &cr) == 0 && isfinite(cr.rate)) {
+            /* a closed loop sends in waves (C requests of one length start and end together): the
+             * sends that fall in a window of a few E2Es count one wave more or less, so the window
+             * is measured by Little's law instead, from the requests in flight over it and the
+             * E2E of its requests (delivered = L / R) */
+            out->delivered_rps = cr.rate;
+            out->delivered_lo = cr.lo;
+            out->delivered_hi = cr.hi;
+            /* and the output tokens likewise (the tokens of a window that holds part of a wave
+             * are those of its fast, short-context steps): the rate times the mean output */
+            if (isfinite(out->out_tokens_mean))
+                out->output_tps = cr.rate * out->out_tokens_mean;
+        } else if (inflight_trend(&wv, w0, w1, B, &wt) == 0 && isfinite(wt.slope)) {
             double tq = isfinite(wt.se) ? st_t_quantile(0.5 + s->p.confidence / 2, wt.batches - 2) * wt.se : 0;
             out->delivered_rps = out->offered_rps - wt.slope;
             out->delivered_lo = out->delivered_rps - tq;

@@ -33,7 +33,9 @@
  * answers errors never fills, and would otherwise run to max_duration).
  * A run that reaches max_duration, or its last scheduled arrival, before its window is measured
  * is undecided (never a pass). Closed loop (a concurrency): no growth tests (the client bounds
- * what is in flight); arrivals are send times. */
+ * what is in flight); arrivals are send times; the window lasts at least min_window_requests x the
+ * median E2E / the concurrency (the time those sends take), and its delivered rate is measured by
+ * Little's law (st_sustain_closed_rate), never by counting sends. */
 #ifndef ST_AUDIT_SUSTAIN_H
 #define ST_AUDIT_SUSTAIN_H
 #include <stddef.h>
@@ -164,6 +166,26 @@ typedef struct st_sustain_result {
  * the controller's state at the stop. 0, or -1 when out of memory. */
 int st_sustain_finish(const st_sustain *s, const st_record *recs, uint32_t n, const st_metrics_sample *samples,
                       uint32_t n_samples, st_sustain_result *out);
+
+/* A closed loop's delivered rate over the window [w0, w1] (seconds on the records' clock, from
+ * their sends) by Little's law: in_flight = the mean number of requests in flight over the window
+ * (each request's time inside it, exactly), e2e_mean_s = the mean E2E of the requests sent in it
+ * that completed, rate = in_flight / e2e_mean_s, and its interval (lo, hi) from the batch means of
+ * those E2Es in send order (batches, at the confidence; lo = hi = rate with fewer than two
+ * requests a batch). A closed loop's sends come in waves, so counting them over a window a few
+ * E2Es long is off by up to a wave (C / window length); this is not. 0, or -1 when no request sent
+ * in the window completed (or out of memory). */
+typedef struct st_closed_rate {
+    double in_flight, e2e_mean_s, rate, lo, hi;
+    uint32_t n; /* requests whose E2E was used */
+} st_closed_rate;
+int st_sustain_closed_rate(const st_record *recs, uint32_t n, double w0, double w1, double confidence, uint32_t batches,
+                           st_closed_rate *out);
+
+/* How long a closed loop of `concurrency` clients takes to send min_window_requests at a median
+ * E2E of e2e_s (Little's law: about concurrency / e2e_s a second): the least window it needs
+ * (0 for an open loop). */
+double st_sustain_closed_window_s(uint32_t concurrency, uint32_t min_window_requests, double e2e_s);
 
 /* The stored form (the run's summary_json) and back. Fills the search's view of a run too. */
 char *st_sustain_to_json(const st_sustain *s, const st_sustain_result *r);

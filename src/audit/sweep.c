@@ -35,6 +35,9 @@
 #define SUSTAIN_SIZING 2.0
 /* The most requests a sustained run keeps in flight (each holds a connection). */
 #define SUSTAIN_MAX_IN_FLIGHT 8192u
+/* The bounds --check suggests for a concurrency level that cannot fill its window leave this much
+ * room over the least it needs (that least comes from an unloaded E2E, which only grows with load). */
+#define BOUNDS_ADVICE_ROOM 1.2
 
 typedef struct sweep {
     const st_spec *spec;
@@ -161,6 +164,8 @@ void st_sweep_run_key(const st_spec *s, const st_spec_config *c, double rate, ch
                   s->workload.requests_per_rate, (unsigned long long)s->workload.seed,
                   s->workload.arrival ? s->workload.arrival : "poisson", s->workload.burstiness, s->warmup_requests,
                   s->timeouts.request_s, rate, s->search.early_stop);
+    if (s->closed_loop) /* a fixed-count closed loop: `rate` is its concurrency */
+        st_buf_printf(&b, "closed-loop|");
     key_slo(&b, s);
     st_store_hash(b.data ? b.data : "", b.len, out);
     st_buf_free(&b);
@@ -429,9 +434,10 @@ static void draw_progress(rate_ctx *R, const st_runner_progress *p)
                          (S->rates_planned ? S->rates_planned : 1)) /
             S->spec->n_configs;
         fmt_dur(eta, sizeof eta, done_frac > 0.01 ? elapsed / done_frac - elapsed : NAN);
-        fprintf(S->o->out, "\r\033[K[%d/%d %s] rate %s %s: %u/%u done, %u in flight | elapsed %s, about %s left",
-                S->ci + 1, S->spec->n_configs, R->cfg_name, rt, st_spec_rate_unit(S->spec), p->completed + p->failed,
-                p->total, p->in_flight, el, eta);
+        fprintf(S->o->out, "\r\033[K[%d/%d %s] %s %s%s%s: %u/%u done, %u in flight | elapsed %s, about %s left",
+                S->ci + 1, S->spec->n_configs, R->cfg_name, S->spec->closed_loop ? "concurrency" : "rate", rt,
+                S->spec->closed_loop ? "" : " ", S->spec->closed_loop ? "" : st_spec_rate_unit(S->spec),
+                p->completed + p->failed, p->total, p->in_flight, el, eta);
     }
     fflush(S->o->out);
     S->line_open = 1;
@@ -451,7 +457,7 @@ static int on_tick(void *arg, const st_runner_progress *p, const st_metrics_samp
         stop = st_sustain_step(R->ctl, p->records, p->total, p->elapsed, R->time_scale, samples, n_samples);
     } else if (S->spec->search.early_stop && p->records && !R->early_stopped && !R->ctl) {
         uint32_t br[ST_SLO_MAX_TERMS], failed;
-        st_audit_breaches(R->slo, p->records, p->total, p->elapsed, R->time_scale, br, &failed);
+        st_audit_breaches(R->slo, p->records, p->total, p->elapsed, R->time_scale, S->spec->closed_loop, br, &failed);
         if (st_capacity_sure_fail(R->slo, R->planned, br, failed)) {
             R->early_stopped = 1;
             stop = 1;
@@ -500,11 +506,15 @@ static int run_burst(sweep *S, const st_spec_config *c, st_config_row *crow, dou
     if (rc == 0) {
         uint32_t n = w.n;
         rate_ctx R = { .S = S, .slo = &s->slo, .planned = n, .time_scale = S->x->time_scale, .cfg_name = c->name };
+        /* with concurrency levels: a fixed-count closed loop of n requests, at most `rate` in
+         * flight (every request due at once, each sent when a slot frees) */
         st_exec_rate in = { .c = c,
                             .w = &w,
                             .sched = sched,
                             .warmup = 0,
                             .timeout_s = s->timeouts.request_s,
+                            .max_concurrency = s->closed_loop ? (uint32_t)rate : 0,
+                            .closed_loop = s->closed_loop,
                             .tick = on_tick,
                             .tick_arg = &R };
         row->started = st_wall_ns();
@@ -848,7 +858,8 @@ static void next_step(sweep *S, cfgrun *cr, st_next *nx)
                                 s->search.tolerance,
                                 s->search.request_budget,
                                 s->workload.requests_per_rate,
-                                s->search.skip_margin };
+                                s->search.skip_margin,
+                                s->closed_loop };
         st_capacity_next(&sp, cr->rr, cr->n, nx);
     }
 }
@@ -912,7 +923,8 @@ static int record_skip(sweep *S, cfgrun *cr, const st_next *nx, const char *key)
     push_result(cr, &r, 0, 0);
     char rt[32];
     fmt_rate(rt, sizeof rt, nx->rate);
-    say_cfg(S, cr, "rate %s %s: %s", rt, st_spec_rate_unit(S->spec), nx->why);
+    say_cfg(S, cr, "%s %s%s%s: %s", S->spec->closed_loop ? "concurrency" : "rate", rt, S->spec->closed_loop ? "" : " ",
+            S->spec->closed_loop ? "" : st_spec_rate_unit(S->spec), nx->why);
     return 0;
 }
 
@@ -938,9 +950,10 @@ static void say_run(sweep *S, const cfgrun *cr, const st_next *nx, const st_run_
                 run->duration_s, took, run->why ? run->why : "");
     } else {
         int pass = !strcmp(run->verdict, "pass");
-        say_cfg(S, cr, "rate %s %s: %s, %u/%u completed, p95 TTFT %s ms, p95 TPOT %s ms, delivered %s (%.1f s)%s%s", rt,
-                st_spec_rate_unit(s), run->verdict, run->completed, run->planned, t1, t2, t3, took, pass ? "" : ": ",
-                pass ? "" : run->why);
+        say_cfg(S, cr, "%s %s%s%s: %s, %u/%u completed, p95 TTFT %s ms, p95 TPOT %s ms, delivered %s (%.1f s)%s%s",
+                s->closed_loop ? "concurrency" : "rate", rt, s->closed_loop ? "" : " ",
+                s->closed_loop ? "" : st_spec_rate_unit(s), run->verdict, run->completed, run->planned, t1, t2, t3,
+                took, pass ? "" : ": ", pass ? "" : run->why);
     }
 }
 
@@ -981,7 +994,8 @@ static int measure(sweep *S, cfgrun *cr, const st_next *nx, const char *key, uin
     if (nx->why[0] && !nx->grid && s->search.mode != ST_SEARCH_SUSTAINED) {
         char rt[32];
         fmt_rate(rt, sizeof rt, nx->rate);
-        say_cfg(S, cr, "%s: rate %s %s", nx->why, rt, st_spec_rate_unit(s));
+        say_cfg(S, cr, "%s: %s %s%s%s", nx->why, s->closed_loop ? "concurrency" : "rate", rt, s->closed_loop ? "" : " ",
+                s->closed_loop ? "" : st_spec_rate_unit(s));
     } else if (nx->why[0] && s->search.mode == ST_SEARCH_SUSTAINED) {
         say_cfg(S, cr, "%s", nx->why);
     }
@@ -1626,6 +1640,33 @@ int st_sweep_check_bounds(const st_spec *spec, char *err, size_t errlen)
         st_executor_free(x);
         double k = spec->search.warmup_e2e, win = spec->search.min_window_s > e ? spec->search.min_window_s : e;
         double need = k * e + win + e;
+        if (spec->closed_loop && isfinite(e) && e > 0 && spec->n_rates > 0) {
+            /* the lowest level sends its window's requests no faster than C / (an unloaded E2E)
+             * a second, and fills its ramp-up (ST_SUSTAIN_RAMP_N completions) no faster either */
+            double c = spec->rates[0];
+            uint32_t mwr = spec->search.min_window_requests;
+            double warm = (k > ST_SUSTAIN_RAMP_N / c ? k : ST_SUSTAIN_RAMP_N / c) * e;
+            double cw = st_sustain_closed_window_s((uint32_t)c, mwr, e);
+            double cneed = warm + (cw > win ? cw : win) + e;
+            if (spec->search.max_duration_s < cneed) {
+                double room = spec->search.max_duration_s - warm - e;
+                double fit = room > 0 ? floor(room * c / e / BOUNDS_ADVICE_ROOM) : 0;
+                char alt[160] = "";
+                if (fit >= 20 && (room >= spec->search.min_window_s))
+                    snprintf(alt, sizeof alt, ", lower search.min_window_requests to %.0f or less", fit);
+                snprintf(
+                    err, errlen,
+                    "%s: concurrency %g (the lowest level) cannot measure its window within search.max_duration "
+                    "(%g s) for configuration %s: a request alone takes %.3g s (E2E on the engine model), so %g "
+                    "client%s send%s the %u window requests (search.min_window_requests) over at least %.0f s, and "
+                    "with the warm phase (%.3g s) and the drain a run needs %.0f s or more. Raise "
+                    "search.max_duration to %.0f s or more%s, or drop the level",
+                    spec->path ? spec->path : "spec", c, spec->search.max_duration_s, spec->configs[i].name, e, c,
+                    c == 1 ? "" : "s", c == 1 ? "s" : "", mwr, cw, warm, cneed, ceil(cneed * BOUNDS_ADVICE_ROOM), alt);
+                rc = -1;
+                continue;
+            }
+        }
         if (isfinite(e) && spec->search.max_duration_s < need) {
             snprintf(err, errlen,
                      "%s: search.max_duration (%g s) is shorter than a sustained run of configuration %s needs on the "

@@ -28,8 +28,10 @@ static void help(const st_opt *opts)
            "Runs every configuration of the audit spec on its engine: starts the engine, warms it up, drives it\n"
            "with an open-loop streaming load (or a closed loop at the spec's concurrencies), searches for the\n"
            "highest rate it sustains within the SLO (each run measures a steady-state window; a growing queue is\n"
-           "over-saturated; search.mode: burst is the old fixed-count test), prices it, and writes\n"
-           "DIR/report.html, DIR/report.md, DIR/report.json and DIR/results.csv. Every finished run is kept in\n"
+           "over-saturated; search.mode: burst is the old fixed-count test, and with concurrency: levels a\n"
+           "fixed-count closed loop, as vllm bench serve --max-concurrency C --num-prompts N), prices it, and\n"
+           "writes DIR/report.html, DIR/report.md, DIR/report.json and DIR/results.csv (DIR and its parents are\n"
+           "made when missing). Every finished run is kept in\n"
            "DIR/results.sqlite the moment it ends; engine logs go to DIR/logs/. --check also refuses bounds that\n"
            "make a steady state impossible (docs/audit-method.md). With multi-turn sessions (workload.sessions:\n"
            "a trace's conversations replayed, or synthetic ones) the rates are sessions starting per second and\n"
@@ -87,6 +89,13 @@ static void print_check(const st_spec *spec, const char *spec_path)
                spec_path, st_engine_kind_name(spec->engine.kind), spec->engine.model, spec->n_configs,
                spec->n_configs == 1 ? "" : "s", spec->n_rates, spec->closed_loop ? "concurrency levels" : "rates",
                spec->search.max_runs, spec->search.max_duration_s);
+    else if (spec->closed_loop)
+        printf("%s: OK: %s engine, model %s, %d configuration%s x %d concurrency level%s (%d%s fixed-count closed-loop "
+               "runs of %u requests, as vllm bench serve --max-concurrency C --num-prompts %u)\n",
+               spec_path, st_engine_kind_name(spec->engine.kind), spec->engine.model, spec->n_configs,
+               spec->n_configs == 1 ? "" : "s", spec->n_rates, spec->n_rates == 1 ? "" : "s", planned,
+               spec->search.mode == ST_SEARCH_REFINE ? "+" : "", spec->workload.requests_per_rate,
+               spec->workload.requests_per_rate);
     else
         printf("%s: OK: %s engine, model %s, %d configuration%s x %d rate%s (%d rate runs of %u requests at most; a "
                "burst test)\n",

@@ -34,8 +34,9 @@
 
 static int mkdir_p1(const char *path)
 {
-    if (mkdir(path, 0755) && errno != EEXIST) {
-        fprintf(stderr, "servetune audit: %s: %s\n", path, strerror(errno));
+    char err[512];
+    if (st_mkdir_p(path, err, sizeof err)) { /* and the folders above it */
+        fprintf(stderr, "servetune audit: %s\n", err);
         return -1;
     }
     return 0;
@@ -401,7 +402,8 @@ static int write_text(const char *path, const st_buf *b)
         fprintf(stderr, "servetune audit: %s: the generated text is too long\n", path);
         return -1;
     }
-    if (st_write_file_atomic(path, b->data ? b->data : "", b->len, err, sizeof err)) {
+    if (st_mkdir_parents(path, err, sizeof err) ||
+        st_write_file_atomic(path, b->data ? b->data : "", b->len, err, sizeof err)) {
         fprintf(stderr, "servetune audit: %s\n", err);
         return -1;
     }

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/file.h"
 #include "core/opts.h"
 #include "core/parse.h"
 #include "core/secret.h"
@@ -209,7 +210,10 @@ static int build_table(bench_args *a, st_opt *opts)
         { "burstiness", 0, ST_OPT_DOUBLE, &a->burstiness, "B",
           "gamma shape: <1 burstier, >1 smoother, 1 Poisson (as vLLM's --burstiness)", 1e-6, 1e6, 0 },
         { "max-concurrency", 0, ST_OPT_LONG, &a->max_conc, "N",
-          "at most N requests in flight; waiting counts in TTFT (default unbounded)", 0, 10000000, 0 },
+          "at most N requests in flight (default unbounded); at a finite --rate the wait for a slot counts in "
+          "TTFT; with --rate inf (the default) a fixed-count closed loop of -n requests, each timed from its send, "
+          "as vllm bench serve --max-concurrency N --num-prompts M",
+          0, 10000000, 0 },
         { "warmup", 0, ST_OPT_LONG, &a->warmup, "N",
           "warm-up requests sent first and excluded from the figures (default 0)", 0, 10000000, 0 },
         { "timeout", 0, ST_OPT_DURATION, &a->timeout, "T", "per-request timeout, e.g. 30, 500ms, 2m (default 300)", 0,
@@ -506,6 +510,8 @@ typedef struct bench {
     int vllm_dataset, n_given;
     int api;            /* st_api_kind or ST_RUNNER_API_RAW */
     int rate_given;     /* --rate was given (else inf, or the trace's times) */
+    int closed_loop;    /* --rate inf with --max-concurrency (no sessions, no trace times): a fixed-count
+                           closed loop, each request timed from its send */
     st_arrival arr;     /* when the trace's own times are not used */
     const char *key;    /* the API key (from --api-key-env), or NULL */
     st_secrets secrets; /* the key and credential-like header values: never printed or written */
@@ -616,6 +622,13 @@ static int plan(bench *B, const st_opts_result *pr)
         if (B->json_path)
             return st_cli_usage_error("bench", "give --json or --save-result / --result-filename, not both");
         B->json_path = B->result_path;
+    }
+    /* the results files' folders are made now (--json runs/a.json makes runs/), not after the load */
+    for (int k = 0; k < 2; k++) {
+        const char *p = k ? a->csv_path : B->json_path;
+        char merr[600];
+        if (p && st_mkdir_parents(p, merr, sizeof merr))
+            return st_cli_usage_error("bench", merr);
     }
     if (B->json_path) {
         /* the results file's folder must take it: found out now, not after the whole load ran */
@@ -746,6 +759,7 @@ static int prepare_workload(bench *B)
     }
     if (fail)
         return st_cli_usage_error("bench", fail);
+    B->closed_loop = isinf(a->rate) && a->max_conc > 0 && !work->n_dependent && !B->use_trace_times;
     if (B->bw.has_counts && !a->quiet) {
         char d[600];
         st_trace_counts_describe(&B->bw.counts, d, sizeof d);
@@ -830,6 +844,11 @@ static int run(bench *B)
         return ST_EXIT_FAIL;
     }
     B->have_res = 1;
+    /* a closed loop has no schedule: each request's clock starts at its send (a request still
+     * waiting for a slot is not late), as vllm bench serve times it under --max-concurrency */
+    for (uint32_t i = 0; B->closed_loop && i < B->res.n; i++)
+        if (!B->res.records[i].warmup && B->res.records[i].sent >= 0)
+            B->res.records[i].scheduled = B->res.records[i].sent;
     return ST_EXIT_OK;
 }
 
@@ -877,6 +896,7 @@ static void fill_info(const bench *B, const st_summary_opts *so, st_turn_row *tu
     info->rate = B->use_trace_times ? (a->trace_rate > 0 ? a->trace_rate : NAN) : a->rate;
     info->burstiness = a->burstiness;
     info->max_concurrency = (uint32_t)a->max_conc;
+    info->closed_loop = B->closed_loop;
     info->timeout_s = a->timeout;
     info->opts = *so;
     info->max_lag_ms = res->max_lag_ms;

@@ -192,7 +192,8 @@ int cmd_calibrate(int argc, char **argv)
     st_calib_write(&cal, extra.data, &b);
     int bad = st_buf_error(&extra) || st_buf_error(&b);
     st_buf_free(&extra);
-    if (bad || st_write_file_atomic(out, b.data, b.len, err, sizeof err) < 0) {
+    if (bad || st_mkdir_parents(out, err, sizeof err) ||
+        st_write_file_atomic(out, b.data, b.len, err, sizeof err) < 0) {
         if (bad)
             fprintf(stderr, "servetune calibrate: %s: the calibration is too large to write\n", out);
         else

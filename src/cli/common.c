@@ -141,8 +141,8 @@ int st_cli_run_open(st_cli_run *r, const char *out_dir, int resume, int predicti
 {
     char err[1024] = "";
     r->out_dir = out_dir;
-    if (mkdir(out_dir, 0755) && errno != EEXIST) {
-        fprintf(stderr, "servetune %s: %s: %s\n", r->cmd, out_dir, strerror(errno));
+    if (st_mkdir_p(out_dir, err, sizeof err)) { /* its parents too: -o runs/today */
+        fprintf(stderr, "servetune %s: %s\n", r->cmd, err);
         return ST_EXIT_USAGE;
     }
     /* one servetune per folder; what it holds is checked before anything in it changes */

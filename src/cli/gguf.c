@@ -261,6 +261,11 @@ int cmd_gguf(int argc, char **argv)
     }
     have_g = 1;
     snprintf(tmp, sizeof tmp, "%s.tmp", out);
+    if (st_mkdir_parents(out, err, sizeof err)) {
+        fprintf(stderr, "servetune gguf: %s\n", err);
+        rc = ST_EXIT_FAIL;
+        goto out;
+    }
     FILE *f = fopen(tmp, "wb");
     if (!f) {
         fprintf(stderr, "servetune gguf: %s: %s\n", tmp, strerror(errno));

@@ -145,7 +145,8 @@ static int write_specs(st_plan_result *r, const char *spec_text, size_t spec_len
         if (st_plan_spec_write(r->spec_path, spec_text, spec_len, grp, ng, header, &b, err, errlen))
             goto out;
         spec_path(file, nspec, paths[nspec], sizeof paths[nspec]);
-        if (st_write_file_atomic(paths[nspec], b.data, b.len, err, errlen))
+        if (st_mkdir_parents(paths[nspec], err, errlen) ||
+            st_write_file_atomic(paths[nspec], b.data, b.len, err, errlen))
             goto out;
         r->written[nspec] = paths[nspec];
         nspec++;
@@ -238,7 +239,7 @@ static int write_outputs(const st_plan_result *r, const char *dir, char *err, si
     st_buf b;
     st_buf_init(&b, PLAN_OUT_MAX);
     int rc = -1;
-    if (st_mkdir(dir, err, errlen))
+    if (st_mkdir_p(dir, err, errlen))
         goto out;
     if (st_plan_report_markdown(r, &b)) {
         snprintf(err, errlen, "plan.md: too large");

@@ -33,7 +33,9 @@ static void help(const st_opt *opts)
            "takes seconds. Same configurations, workloads, rates, warm-up, early stop, capacity search, prices\n"
            "and reports as `servetune audit` (DIR/report.md, report.html, report.json, results.csv,\n"
            "results.sqlite), every one marked as a PREDICTION. Use it to compare configurations before renting\n"
-           "GPUs and to choose the rates worth measuring.\n\n"
+           "GPUs and to choose the rates worth measuring. Concurrency levels run as the audit runs them: a\n"
+           "sustained closed loop, or with search.mode: burst a fixed-count closed loop of requests_per_rate\n"
+           "requests (vllm bench serve --max-concurrency C --num-prompts N).\n\n"
            "Options:\n");
     st_opts_usage(stdout, opts);
     printf(
@@ -336,7 +338,8 @@ int cmd_predict(int argc, char **argv)
     int quiet = 0, suggest_rates = 0;
     const st_opt opts[] = {
         { "output", 'o', ST_OPT_STR, &out_dir, "DIR",
-          "output folder (predict-out); an earlier prediction there is replaced", 0, 0, 0 },
+          "output folder (predict-out; made with its parents when missing); an earlier prediction there is replaced", 0,
+          0, 0 },
         { "calibration", 0, ST_OPT_STR, &calib_path, "FILE",
           "engine-model constants from `servetune calibrate` (applied to the configurations it matches)", 0, 0, 0 },
         { "suggest-rates", 0, ST_OPT_FLAG, &suggest_rates, NULL,

@@ -252,7 +252,8 @@ static int trace_stats(int argc, char **argv)
             json_object_set_new(json_object_get(j, "advice"), "engine", json_string(what));
         char *s = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
         json_decref(j);
-        if (!s || st_write_file_atomic(json_path, s, strlen(s), err, sizeof err) < 0) {
+        if (!s || st_mkdir_parents(json_path, err, sizeof err) ||
+            st_write_file_atomic(json_path, s, strlen(s), err, sizeof err) < 0) {
             if (s)
                 fprintf(stderr, "servetune trace stats: cannot write %s\n", err);
             else

@@ -155,3 +155,55 @@ int st_mkdir(const char *path, char *err, size_t errlen)
     }
     return 0;
 }
+
+int st_mkdir_p(const char *path, char *err, size_t errlen)
+{
+    size_t n = path ? strlen(path) : 0;
+    if (n == 0) {
+        snprintf(err, errlen, "an empty folder name");
+        return -1;
+    }
+    if (n >= ST_PATH_MAX) {
+        snprintf(err, errlen, "%.200s...: a path longer than %d bytes", path, ST_PATH_MAX);
+        return -1;
+    }
+    char b[ST_PATH_MAX];
+    memcpy(b, path, n + 1);
+    /* each prefix that ends before a '/' (the root and repeated slashes skipped), then the whole */
+    for (size_t i = 1; i <= n; i++) {
+        if (i < n && (b[i] != '/' || b[i - 1] == '/'))
+            continue;
+        char c = b[i];
+        b[i] = '\0';
+        struct stat st;
+        int rc = 0;
+        if (mkdir(b, 0755) && errno != EEXIST)
+            rc = -1;
+        else if (stat(b, &st) == 0 && !S_ISDIR(st.st_mode)) {
+            errno = ENOTDIR;
+            rc = -1;
+        }
+        if (rc) {
+            snprintf(err, errlen, "%s: %s", b, strerror(errno));
+            return -1;
+        }
+        b[i] = c;
+    }
+    return 0;
+}
+
+int st_mkdir_parents(const char *file_path, char *err, size_t errlen)
+{
+    const char *slash = file_path ? strrchr(file_path, '/') : NULL;
+    if (!slash || slash == file_path)
+        return 0;
+    size_t n = (size_t)(slash - file_path);
+    if (n >= ST_PATH_MAX) {
+        snprintf(err, errlen, "%.200s...: a path longer than %d bytes", file_path, ST_PATH_MAX);
+        return -1;
+    }
+    char b[ST_PATH_MAX];
+    memcpy(b, file_path, n);
+    b[n] = '\0';
+    return st_mkdir_p(b, err, errlen);
+}

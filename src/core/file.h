@@ -32,4 +32,16 @@ int st_dir_lock(const char *dir, int shared, int *fd, char *err, size_t errlen);
  * "PATH: reason" in err. */
 int st_mkdir(const char *path, char *err, size_t errlen);
 
+/* The longest path st_mkdir_p and st_mkdir_parents take. */
+#define ST_PATH_MAX 4096
+
+/* Makes the folder path and every missing folder above it (as `mkdir -p`); folders that exist
+ * already are fine. 0, or -1 with "PATH: reason" in err naming the folder that could not be made
+ * (a file in the way: "Not a directory"; a path longer than ST_PATH_MAX). */
+int st_mkdir_p(const char *path, char *err, size_t errlen);
+
+/* Makes the folders above the file path (st_mkdir_p of its parent; nothing for a bare name), so
+ * that `-o out/run.json` works when out/ does not exist yet. 0, or -1 with err. */
+int st_mkdir_parents(const char *file_path, char *err, size_t errlen);
+
 #endif

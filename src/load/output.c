@@ -242,6 +242,7 @@ json_t *st_output_config_json(const st_bench_info *in)
     set(a, "rate_rps", num(in->rate));
     set(a, "burstiness", num(in->burstiness));
     set(a, "max_concurrency", json_integer(in->max_concurrency));
+    set(a, "closed_loop", json_boolean(in->closed_loop));
     set(o, "arrival", a);
     set(o, "timeout_s", num(in->timeout_s));
     json_t *slo = json_object();
@@ -521,8 +522,13 @@ void st_output_table(FILE *f, const st_bench_info *in, const st_summary *s)
             "Workload:", in->num_requests, in->input_len, in->output_len, in->range_ratio * 100, in->prefix_len,
             (unsigned long long)in->seed);
     if (in->arrival) {
-        fprintf(f, "%-30s%s", "Arrivals:", in->arrival);
-        if (isinf(in->rate))
+        fprintf(f, "%-30s%s", "Arrivals:", in->closed_loop ? "closed loop" : in->arrival);
+        if (in->closed_loop)
+            fprintf(f,
+                    ": %u requests, at most %u in flight, each sent when one ends (as vllm bench serve "
+                    "--max-concurrency %u --num-prompts %u); TTFT and E2E from each request's send",
+                    in->num_requests, in->max_concurrency, in->max_concurrency, in->num_requests);
+        else if (isinf(in->rate))
             fputs(", all at once", f);
         else if (!isnan(in->rate))
             fprintf(f, " at %.3g %s", in->rate,
@@ -530,7 +536,7 @@ void st_output_table(FILE *f, const st_bench_info *in, const st_summary *s)
                                                                                                    : "req/s");
         if (strcmp(in->arrival, "gamma") == 0)
             fprintf(f, " (burstiness %.3g)", in->burstiness);
-        if (in->max_concurrency)
+        if (in->max_concurrency && !in->closed_loop)
             fprintf(f, ", max concurrency %u", in->max_concurrency);
         if (in->sessions && (!in->trace_sessions || !strcmp(in->trace_sessions, "replay")))
             fputs(" (first turns; a later turn follows the previous one's end + think time)", f);

@@ -47,6 +47,9 @@ typedef struct st_bench_info {
     double rate;         /* INFINITY for inf; NAN for a trace replayed as recorded */
     double burstiness;
     uint32_t max_concurrency; /* 0: unbounded */
+    int closed_loop;          /* rate inf with max_concurrency: a fixed-count closed loop (each request
+                                 sent when one ends, timed from its send, as vllm bench serve
+                                 --max-concurrency C --num-prompts N) */
     double timeout_s;
     /* SLO terms and the client self-check threshold (as given to st_summary_compute). */
     st_summary_opts opts;

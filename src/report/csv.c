@@ -58,7 +58,7 @@ int st_report_csv(const st_report *r, st_buf *b)
         cell_num(b, ok ? c->cost.monthly_usd : NAN);
         cell_str(b, c->note[0] ? c->note : NULL, 0);
         const st_capacity *cp = c->cap;
-        cell_str(b, r->sustained ? (r->spec.closed_loop ? "sustained-concurrency" : "sustained") : "burst", 0);
+        cell_str(b, st_spec_method_name(&r->spec), 0);
         if (r->sustained) {
             char bind[48];
             st_report_binding(r, c, bind, sizeof bind);

@@ -129,7 +129,8 @@ static void setup_rows(arena *a, const st_report *r, const char *ev, st_html_kv 
     if (r->sustained)
         snprintf(per, sizeof per, "runs as long as a steady state needs");
     else
-        snprintf(per, sizeof per, "%u requests per rate", s->workload.requests_per_rate);
+        snprintf(per, sizeof per, "%u requests per %s", s->workload.requests_per_rate,
+                 s->closed_loop ? "level" : "rate");
     if (s->workload.kind == ST_WL_SYNTHETIC)
         st_report_synthetic_text(r, &b);
     else
@@ -148,6 +149,10 @@ static void setup_rows(arena *a, const st_report *r, const char *ev, st_html_kv 
                       s->search.warmup_e2e, s->search.min_window_s, s->search.min_window_requests,
                       s->search.max_duration_s);
         ROW("Search");
+    } else if (s->closed_loop) {
+        st_buf_printf(&b, "%s (a fixed-count closed loop of %u requests each: %s)", grid, s->workload.requests_per_rate,
+                      r->refine ? "grid, then refine" : "grid");
+        ROW("Concurrency levels tried");
     } else {
         st_buf_printf(&b, "%s %s (a burst test: %s)", grid, st_spec_rate_unit(s),
                       r->refine ? "grid, then refine" : "grid");
@@ -347,6 +352,15 @@ static const char *const burst_method[] = {
      "this is not a sustained capacity (search mode sustained, the default, measures one)."),
     ("The sustained figure comes from the steady-state window of the run at capacity (without the "
      "ramp-up and the drain); a short finite run understates what a server sustains."),
+};
+
+static const char *const closed_count_method[] = {
+    ("A fixed-count closed loop: each concurrency level C is a run of a fixed number of requests with at "
+     "most C in flight, a request sent as soon as one ends (as vllm bench serve --max-concurrency C "
+     "--num-prompts N). TTFT and E2E run from each request's send. Capacity at SLO is the delivered request "
+     "throughput (completed requests / time from the first send to the last completion, as vLLM reports it) at "
+     "the highest level that passed; a level passes when every request completed and every SLO term held. It is "
+     "not a sustained capacity (search mode sustained, the default, measures one)."),
 };
 
 static const char *const sustained_method[] = {
@@ -584,6 +598,9 @@ int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *op
         for (size_t i = 0; i < sizeof sustained_method / sizeof *sustained_method; i++)
             method[nm++] = sustained_method[i];
         method[nm++] = st_rep_output_tps_note;
+    } else if (r->spec.closed_loop) {
+        for (size_t i = 0; i < sizeof closed_count_method / sizeof *closed_count_method; i++)
+            method[nm++] = closed_count_method[i];
     } else
         for (size_t i = 0; i < sizeof burst_method / sizeof *burst_method; i++)
             method[nm++] = burst_method[i];

@@ -170,9 +170,7 @@ static json_t *capacity_json(const st_report *r, const st_rep_cfg *c)
     json_object_set_new(o, "refined_rps", st_jnum_or_null(r->refine ? c->refined.capacity_rps : NAN));
     json_object_set_new(o, "warmup_effect", json_boolean(k->warmup_effect));
     json_object_set_new(o, "non_monotonic", json_boolean(k->non_monotonic));
-    json_object_set_new(
-        o, "method",
-        json_string(r->sustained ? (r->spec.closed_loop ? "sustained-concurrency" : "sustained") : "burst"));
+    json_object_set_new(o, "method", json_string(st_spec_method_name(&r->spec)));
     if (r->sustained) {
         char bind[48];
         st_report_binding(r, c, bind, sizeof bind);

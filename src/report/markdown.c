@@ -102,6 +102,12 @@ int st_report_headline(const st_report *r, st_buf *b)
         else
             snprintf(how, sizeof how, ", a sustained rate (its limit lies in %s-%s%s, %.0f %% confidence),", l, h, u,
                      r->spec.search.confidence * 100);
+    } else if (!r->sustained && r->spec.closed_loop) {
+        snprintf(how, sizeof how,
+                 " at %g concurrent requests in a fixed-count closed loop of %u requests (as vllm bench serve "
+                 "--max-concurrency %g --num-prompts %u; not a sustained rate),",
+                 p->cap->pass_rate, r->spec.workload.requests_per_rate, p->cap->pass_rate,
+                 r->spec.workload.requests_per_rate);
     } else if (!r->sustained) {
         snprintf(how, sizeof how, " in a burst test of %u requests per rate (not a sustained rate),",
                  r->spec.workload.requests_per_rate);
@@ -224,7 +230,8 @@ static void setup_section(const st_report *r, st_buf *b)
     if (r->sustained)
         snprintf(per, sizeof per, "runs as long as a steady state needs (below)");
     else
-        snprintf(per, sizeof per, "%u requests per rate", s->workload.requests_per_rate);
+        snprintf(per, sizeof per, "%u requests per %s", s->workload.requests_per_rate,
+                 s->closed_loop ? "level" : "rate");
     if (s->workload.kind == ST_WL_SYNTHETIC) {
         st_buf_puts(b, "- **Workload**: ");
         st_report_synthetic_text(r, b);
@@ -264,6 +271,9 @@ static void setup_section(const st_report *r, st_buf *b)
                       start, s->search.tolerance * 100, s->search.confidence * 100, s->search.max_runs,
                       s->search.warmup_e2e, s->search.min_window_s, s->search.min_window_requests,
                       s->search.max_duration_s);
+    } else if (s->closed_loop) {
+        st_buf_printf(b, "- **Concurrency levels tried**: %s (a fixed-count closed loop of %u requests each: %s)\n",
+                      grid, s->workload.requests_per_rate, r->refine ? "grid, then refine" : "grid");
     } else {
         st_buf_printf(b, "- **Rates tried**: %s %s (a burst test: %s)\n", grid, st_spec_rate_unit(s),
                       r->refine ? "grid, then refine" : "grid");
@@ -434,7 +444,7 @@ static void results_section(const st_report *r, st_buf *b)
     st_buf_printf(b,
                   "| Config | Bracket (pass .. fail, %s) | Grid capacity | Refined capacity | Sustained "
                   "(steady state) | Replicas at peak | Monthly cost |\n|---|---|---:|---:|---:|---:|---:|\n",
-                  st_spec_rate_unit(&r->spec));
+                  r->spec.closed_loop ? "concurrency" : st_spec_rate_unit(&r->spec));
     for (int k = 0; k < r->n_cfg; k++) {
         const st_rep_cfg *c = &r->cfg[r->order[k]];
         if (c->status != ST_REP_OK)
@@ -620,8 +630,10 @@ static void timings_table(const st_rep_cfg *c, st_buf *b)
 
 static void evidence_section(const st_report *r, st_buf *b)
 {
-    st_buf_puts(b, "## Evidence per rate\n\nEvery figure below is computed from the per-request records in "
-                   "`results.sqlite` (table `requests`); times are from each request's scheduled send time.\n\n");
+    st_buf_printf(b,
+                  "## Evidence per rate\n\nEvery figure below is computed from the per-request records in "
+                  "`results.sqlite` (table `requests`); times are from each request's %s.\n\n",
+                  r->spec.closed_loop ? "send (a closed loop)" : "scheduled send time");
     for (int i = 0; i < r->n_cfg; i++) {
         const st_rep_cfg *c = &r->cfg[i];
         st_buf_puts(b, "### ");
@@ -748,6 +760,18 @@ static void notes_section(const st_report *r, st_buf *b)
         st_buf_puts(b, "- **Percentiles** are taken over the window's requests, with intervals from batch means "
                        "(the runs' latencies are correlated); the window's figures exclude the warm-up and the "
                        "requests that arrived after it.\n");
+    } else if (s->closed_loop) {
+        st_buf_printf(
+            b,
+            "- **A fixed-count closed loop** (search mode %s with concurrency levels): each level C is a run of "
+            "%u requests with at most C in flight, a request sent as soon as one ends (as `vllm bench serve "
+            "--max-concurrency C --num-prompts %u`, whose published concurrency points are measured so). TTFT and "
+            "E2E run from each request's send. **Capacity at SLO** is the delivered request throughput (completed "
+            "requests / time from the first send to the last completion, the last partial wave and the drain "
+            "included, as vLLM reports it) at the highest level that passed; a level passes when every request "
+            "completed and every SLO term held. It is not a sustained capacity: `search: {mode: sustained}` (the "
+            "default) measures each level in a steady-state window.\n",
+            st_search_mode_name(s->search.mode), s->workload.requests_per_rate, s->workload.requests_per_rate);
     } else {
         st_buf_printf(
             b,
@@ -759,9 +783,14 @@ static void notes_section(const st_report *r, st_buf *b)
             "capacity: `search: {mode: sustained}` (the default) measures one.\n",
             st_search_mode_name(s->search.mode), s->workload.requests_per_rate);
     }
-    st_buf_puts(
-        b, "- **TTFT** runs from a request's scheduled send time (open loop: requests are sent on schedule "
-           "whatever the server does) to its first token; **TPOT** = (end - first token) / (output tokens - 1).\n");
+    if (s->closed_loop)
+        st_buf_puts(b, "- **TTFT** runs from a request's send (a closed loop: a request is sent when one of the "
+                       "clients is free, as vllm bench serve times it) to its first token; **TPOT** = (end - first "
+                       "token) / (output tokens - 1).\n");
+    else
+        st_buf_puts(
+            b, "- **TTFT** runs from a request's scheduled send time (open loop: requests are sent on schedule "
+               "whatever the server does) to its first token; **TPOT** = (end - first token) / (output tokens - 1).\n");
     st_buf_puts(b, "- **$ per 1M output tokens** = price per GPU-hour x GPUs per replica / (output tok/s at capacity x "
                    "3600) x 1,000,000; **replicas at peak** = ceil(peak / capacity); **monthly** = replicas x GPUs x "
                    "price x 730 h. \"vs current\" is the relative change against the first configuration.\n");

@@ -490,7 +490,8 @@ void st_report_synthetic_text(const st_report *r, st_buf *b)
     if (r->sustained)
         snprintf(per, sizeof per, "runs as long as a steady state needs");
     else
-        snprintf(per, sizeof per, "%u requests per rate", s->workload.requests_per_rate);
+        snprintf(per, sizeof per, "%u requests per %s", s->workload.requests_per_rate,
+                 s->closed_loop ? "level" : "rate");
     st_buf_printf(b,
                   "synthetic prompts, %.0f input tokens and %u output tokens on average (spread +-%.0f %%%s), a "
                   "shared prefix of %u tokens; %s after %u warm-up requests; %s, seed %llu",

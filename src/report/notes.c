@@ -665,8 +665,8 @@ static void capacity_notes(ctx *x, const st_rep_cfg *c)
     for (int j = 0; j < c->n_runs; j++)
         if (in_cap(r, &c->runs[j]) && verdict_is(&c->runs[j], "pass") && c->runs[j].rate == c->cap->pass_rate)
             cw = &c->runs[j];
-    if (c->status == ST_REP_OK && cw && isfinite(cw->rate) && !isfinite(cw->sustained_rps) && cw->planned > 1 &&
-        isfinite(cw->duration_s)) {
+    if (c->status == ST_REP_OK && cw && !r->spec.closed_loop && isfinite(cw->rate) && !isfinite(cw->sustained_rps) &&
+        cw->planned > 1 && isfinite(cw->duration_s)) {
         double arrivals_s = (double)(cw->planned - 1) / cw->rate;
         st_buf_puts(b, "its capacity comes from ");
         rate_s(b, cw->rate);

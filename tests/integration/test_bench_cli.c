@@ -340,6 +340,62 @@ static void disk_full_is_named(void **state)
     mock_stop(m);
 }
 
+/* --rate inf with --max-concurrency is a fixed-count closed loop (vllm bench serve
+ * --max-concurrency C --num-prompts N): each request is timed from its send. Against a server that
+ * takes 50 ms to the first token, one client and six requests give a TTFT of about 50 ms each, while
+ * an open loop capped at one (a finite rate) counts the wait for the slot (the sixth: ~300 ms).
+ * --json into a folder that does not exist yet makes it. */
+static void closed_loop_times_from_send(void **state)
+{
+    (void)state;
+    mock *m = mock_start();
+    m->slow_ms = 50;
+    m->tokens = 1;
+    mock_run(m);
+    char url[128], dir[] = "/tmp/st-bench-cl-XXXXXX", js[256], out[256], cmd[300];
+    assert_non_null(mkdtemp(dir));
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/slow", mock_port(m));
+    snprintf(out, sizeof out, "%s/out.txt", dir);
+    double p95[2];
+    for (int k = 0; k < 2; k++) {
+        snprintf(js, sizeof js, "%s/new/sub%d/r.json", dir, k);
+        char *argv[] = { "servetune",
+                         "bench",
+                         "--url",
+                         url,
+                         "--model",
+                         "x",
+                         "--num-prompts",
+                         "6",
+                         "--max-concurrency",
+                         "1",
+                         "--json",
+                         js,
+                         k ? "--rate" : NULL,
+                         "1000",
+                         NULL };
+        assert_int_equal(run_cli(argv, out), 0);
+        char *o = slurp(out);
+        assert_non_null(o);
+        assert_true((strstr(o, "closed loop: 6 requests, at most 1 in flight") != NULL) == (k == 0));
+        free(o);
+        json_error_t je;
+        json_t *root = json_load_file(js, 0, &je);
+        assert_non_null(root);
+        json_t *arr = json_object_get(json_object_get(root, "config"), "arrival");
+        assert_true(json_is_true(json_object_get(arr, "closed_loop")) == (k == 0));
+        json_t *ttft = json_object_get(json_object_get(json_object_get(root, "summary"), "latency_ms"), "ttft");
+        p95[k] = json_number_value(json_object_get(ttft, "p95"));
+        json_decref(root);
+    }
+    print_message("# p95 TTFT: closed loop %.0f ms, open loop capped at 1 %.0f ms\n", p95[0], p95[1]);
+    assert_true(p95[0] >= 45 && p95[0] < 150);
+    assert_true(p95[1] >= 200);
+    snprintf(cmd, sizeof cmd, "rm -rf -- '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+    mock_stop(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
@@ -350,6 +406,7 @@ int main(void)
         cmocka_unit_test(gzip_stream_is_refused_clearly),
         cmocka_unit_test(token_flood_is_bounded),
         cmocka_unit_test(disk_full_is_named),
+        cmocka_unit_test(closed_loop_times_from_send),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }

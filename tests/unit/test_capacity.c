@@ -162,7 +162,7 @@ static void grid_order_and_skip_after_wide_failure(void **state)
 {
     (void)state;
     double rates[] = { 1, 2, 4, 8, 16, INFINITY };
-    st_search_params p = { rates, 6, ST_SEARCH_GRID, 0.1, 0, 100, 2.0 };
+    st_search_params p = { rates, 6, ST_SEARCH_GRID, 0.1, 0, 100, 2.0, 0 };
     st_rate_result r[64];
     int skips;
     /* capacity 3: 1, 2 pass; 4 fails by x1.33 (narrow: go on); 8 fails by x2.67 -> 16 and inf skipped */
@@ -191,7 +191,7 @@ static void first_rate_failure_never_skips(void **state)
 {
     (void)state;
     double rates[] = { 1, 2, 4 };
-    st_search_params p = { rates, 3, ST_SEARCH_GRID, 0.1, 0, 100, 2.0 };
+    st_search_params p = { rates, 3, ST_SEARCH_GRID, 0.1, 0, 100, 2.0, 0 };
     /* the first measured rate failed by x5 (a warm-up effect): the next rates still run */
     st_rate_result r[8] = { { .rate = 1, .verdict = ST_VERDICT_FAIL, .worst_ratio = 5, .grid = 1 } };
     st_next nx;
@@ -213,7 +213,7 @@ static void refine_bisects_to_tolerance(void **state)
 {
     (void)state;
     double rates[] = { 2, 4, 8 };
-    st_search_params p = { rates, 3, ST_SEARCH_REFINE, 0.1, 0, 100, 0 };
+    st_search_params p = { rates, 3, ST_SEARCH_REFINE, 0.1, 0, 100, 0, 0 };
     st_rate_result r[64];
     int skips;
     int n = drive(&p, 5.3, r, 64, &skips);
@@ -235,12 +235,40 @@ static void refine_bisects_to_tolerance(void **state)
     assert_non_null(strstr(nx.why, "within tolerance"));
 }
 
+/* Concurrency levels (fixed-count closed loops): refine bisects on whole levels, stops at
+ * adjacent ones, and names them as levels, not req/s. */
+static void refine_on_whole_levels(void **state)
+{
+    (void)state;
+    double levels[] = { 1, 4, 16 };
+    st_search_params p = { levels, 3, ST_SEARCH_REFINE, 0.01, 0, 100, 0, 1 };
+    st_rate_result r[64];
+    int skips;
+    int n = drive(&p, 6.5, r, 64, &skips);
+    /* grid: 1, 4 pass, 16 fails; bisect [4, 16] -> 10 fails, 7 fails, 5 passes, 6 passes: [6, 7] */
+    double want[] = { 1, 4, 16, 10, 7, 5, 6 };
+    assert_int_equal(n, 7);
+    for (int i = 0; i < n; i++) {
+        assert_near(r[i].rate, want[i], 0);
+        assert_near(r[i].rate, floor(r[i].rate), 0);
+    }
+    st_next nx;
+    st_capacity_next(&p, r, n, &nx);
+    assert_int_equal(nx.action, ST_NEXT_STOP);
+    assert_non_null(strstr(nx.why, "adjacent levels"));
+    assert_null(strstr(nx.why, "req/s"));
+    st_capacity_next(&p, r, 5, &nx); /* after 7 failed, 4 passed: bisect [4, 7] on levels */
+    assert_int_equal(nx.action, ST_NEXT_RUN);
+    assert_near(nx.rate, 5, 0);
+    assert_null(strstr(nx.why, "req/s"));
+}
+
 static void refine_extends_upward_and_respects_budget(void **state)
 {
     (void)state;
     double rates[] = { 1, 2 };
     /* budget 250 with 100 per rate: two added runs at most */
-    st_search_params p = { rates, 2, ST_SEARCH_REFINE, 0.1, 250, 100, 0 };
+    st_search_params p = { rates, 2, ST_SEARCH_REFINE, 0.1, 250, 100, 0, 0 };
     st_rate_result r[64];
     int skips;
     int n = drive(&p, 100, r, 64, &skips);
@@ -265,7 +293,7 @@ static void refine_below_failed_unlimited_rate(void **state)
 {
     (void)state;
     double rates[] = { 2, INFINITY };
-    st_search_params p = { rates, 2, ST_SEARCH_REFINE, 0.1, 0, 100, 0 };
+    st_search_params p = { rates, 2, ST_SEARCH_REFINE, 0.1, 0, 100, 0, 0 };
     st_rate_result r[64];
     int skips;
     /* cap 5: inf delivers 6 x 0.98 = 5.88; bisect [2, 5.88] */
@@ -282,7 +310,7 @@ static void nothing_passed(void **state)
 {
     (void)state;
     double rates[] = { 1, 2 };
-    st_search_params p = { rates, 2, ST_SEARCH_REFINE, 0.1, 0, 100, 2 };
+    st_search_params p = { rates, 2, ST_SEARCH_REFINE, 0.1, 0, 100, 2, 0 };
     st_rate_result r[8];
     int skips;
     int n = drive(&p, 0.5, r, 8, &skips);
@@ -307,6 +335,7 @@ int main(void)
         cmocka_unit_test(grid_order_and_skip_after_wide_failure),
         cmocka_unit_test(first_rate_failure_never_skips),
         cmocka_unit_test(refine_bisects_to_tolerance),
+        cmocka_unit_test(refine_on_whole_levels),
         cmocka_unit_test(refine_extends_upward_and_respects_budget),
         cmocka_unit_test(refine_below_failed_unlimited_rate),
         cmocka_unit_test(nothing_passed),

@@ -1,5 +1,6 @@
 #include "harness.h"
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -338,6 +339,39 @@ static void strv_split_and_has(void **state)
     assert_int_equal(v.n, 0);
 }
 
+/* st_mkdir_p makes every missing folder (repeated slashes and an existing prefix fine), refuses a
+ * file in the way naming it; st_mkdir_parents makes a file's folders and nothing for a bare name. */
+static void mkdir_p_makes_parents(void **state)
+{
+    (void)state;
+    char base[] = "/tmp/st_core_mkdir.XXXXXX", p[256], err[512];
+    assert_non_null(mkdtemp(base));
+    struct stat st;
+    snprintf(p, sizeof p, "%s/a//b/c/", base);
+    assert_int_equal(st_mkdir_p(p, err, sizeof err), 0);
+    snprintf(p, sizeof p, "%s/a/b/c", base);
+    assert_int_equal(stat(p, &st), 0);
+    assert_true(S_ISDIR(st.st_mode));
+    assert_int_equal(st_mkdir_p(p, err, sizeof err), 0); /* exists: fine */
+    snprintf(p, sizeof p, "%s/x/y/out.json", base);
+    assert_int_equal(st_mkdir_parents(p, err, sizeof err), 0);
+    snprintf(p, sizeof p, "%s/x/y", base);
+    assert_int_equal(stat(p, &st), 0);
+    assert_int_equal(st_mkdir_parents("bare.json", err, sizeof err), 0);
+    /* a file where a folder must go */
+    snprintf(p, sizeof p, "%s/file", base);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fclose(f);
+    snprintf(p, sizeof p, "%s/file/sub", base);
+    assert_int_equal(st_mkdir_p(p, err, sizeof err), -1);
+    assert_non_null(strstr(err, "/file: Not a directory"));
+    assert_int_equal(st_mkdir_p("", err, sizeof err), -1);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf -- '%s'", base);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -349,6 +383,7 @@ int main(void)
         cmocka_unit_test(opts_table),
         cmocka_unit_test(virtual_clock),
         cmocka_unit_test(read_file_bounded),
+        cmocka_unit_test(mkdir_p_makes_parents),
         cmocka_unit_test(util_grow_and_order),
         cmocka_unit_test(secrets_are_redacted),
         cmocka_unit_test(text_is_sanitized),

@@ -97,7 +97,7 @@ static void ttfat_term(void **state)
     assert_int_equal(v.verdict, ST_VERDICT_FAIL); /* 320 ms > 300 ms */
     /* the early-stop count and the lower bound see it too */
     uint32_t br[ST_SLO_MAX_TERMS], failed;
-    st_audit_breaches(&s, r, 10, 10000 * MS, 1, br, &failed);
+    st_audit_breaches(&s, r, 10, 10000 * MS, 1, 0, br, &failed);
     assert_int_equal(br[2], 10);
     double lb[ST_SLO_MAX_TERMS];
     uint32_t due;
@@ -118,7 +118,7 @@ static void breaches_and_lower_bounds(void **state)
     st_audit_slo s = slo();
     /* at t = 1 s nobody waits over 1.5 s and TPOT is 20 ms: no breach */
     uint32_t br[ST_SLO_MAX_TERMS], failed;
-    st_audit_breaches(&s, r, 20, 1000 * MS, 1, br, &failed);
+    st_audit_breaches(&s, r, 20, 1000 * MS, 1, 0, br, &failed);
     assert_int_equal(br[0], 0);
     assert_int_equal(br[1], 0);
     assert_int_equal(failed, 0);
@@ -128,16 +128,16 @@ static void breaches_and_lower_bounds(void **state)
         r[i].first_token = r[i].first_byte = r[i].end = -1;
         r[i].n_events = 0;
     }
-    st_audit_breaches(&s, r, 20, 1200 * MS, 1, br, &failed);
+    st_audit_breaches(&s, r, 20, 1200 * MS, 1, 0, br, &failed);
     assert_int_equal(br[0], 0);
-    st_audit_breaches(&s, r, 20, 2000 * MS, 1, br, &failed);
+    st_audit_breaches(&s, r, 20, 2000 * MS, 1, 0, br, &failed);
     assert_int_equal(br[0], 5);
     /* with an emulator time scale of 2 the waits at 1.2 s wall are 2.4 .. 1.6 s: five */
-    st_audit_breaches(&s, r, 20, 1200 * MS, 2, br, &failed);
+    st_audit_breaches(&s, r, 20, 1200 * MS, 2, 0, br, &failed);
     assert_int_equal(br[0], 5);
     /* a failed request counts */
     r[10].status = ST_REQ_HTTP_STATUS;
-    st_audit_breaches(&s, r, 20, 2000 * MS, 1, br, &failed);
+    st_audit_breaches(&s, r, 20, 2000 * MS, 1, 0, br, &failed);
     assert_int_equal(failed, 1);
     r[10].status = ST_REQ_OK;
 
@@ -215,7 +215,43 @@ static void run_key_depends_on_what_defines_a_run(void **state)
     s.workload.sessions.turns_max = 4;
     st_sweep_run_key_sustained(&s, &s.configs[0], 1, 0, 100, k1);
     assert_string_not_equal(k1, k4);
+    /* a fixed-count closed loop at concurrency 1 is another run than an open loop at 1 req/s */
+    s.workload.sessions.on = 0;
+    st_sweep_run_key(&s, &s.configs[0], 1, k1);
+    s.closed_loop = 1;
+    st_sweep_run_key(&s, &s.configs[0], 1, k2);
+    assert_string_not_equal(k1, k2);
     st_spec_free(&s);
+}
+
+/* A closed loop's requests are due from their send: twenty all due at 0 (a closed loop's
+ * schedule) with five sent, at 2 s: the fifteen still waiting for a client's slot break no TTFT
+ * limit (they are not due), while an open loop counts them, as it counts any request it could not
+ * send on schedule. TTFT runs from the send. */
+static void closed_loop_breaches_from_send(void **state)
+{
+    (void)state;
+    st_record r[20];
+    make(r, 20);
+    for (int i = 0; i < 20; i++) {
+        r[i].scheduled = 0;
+        if (i >= 5) {
+            r[i].sent = r[i].first_token = r[i].first_byte = r[i].end = -1;
+            r[i].n_events = 0;
+        }
+    }
+    st_audit_slo s = slo();
+    uint32_t br[ST_SLO_MAX_TERMS], failed;
+    st_audit_breaches(&s, r, 20, 2000 * MS, 1, 1, br, &failed);
+    assert_int_equal(br[0], 0);
+    st_audit_breaches(&s, r, 20, 2000 * MS, 1, 0, br, &failed);
+    assert_int_equal(br[0], 15);
+    /* request 4 was sent at 400 ms and has its first token 200 ms later: 200 ms, not 600 */
+    s.terms[0].max_ms = 300;
+    st_audit_breaches(&s, r, 20, 2000 * MS, 1, 1, br, &failed);
+    assert_int_equal(br[0], 0);
+    for (int i = 0; i < 20; i++)
+        st_record_free(&r[i]);
 }
 
 int main(void)
@@ -224,6 +260,7 @@ int main(void)
         cmocka_unit_test(figures_from_records),
         cmocka_unit_test(ttfat_term),
         cmocka_unit_test(breaches_and_lower_bounds),
+        cmocka_unit_test(closed_loop_breaches_from_send),
         cmocka_unit_test(run_key_depends_on_what_defines_a_run),
     };
     return cmocka_run_group_tests(t, 0, 0);

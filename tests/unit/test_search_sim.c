@@ -107,7 +107,7 @@ static void refine_on_the_engine_model(void **state)
 {
     (void)state;
     double rates[] = { 8, 32, 128 };
-    st_search_params sp = { rates, 3, ST_SEARCH_REFINE, 0.1, 0, N, 0 };
+    st_search_params sp = { rates, 3, ST_SEARCH_REFINE, 0.1, 0, N, 0, 0 };
     st_rate_result rr[32];
     simrun *runs = calloc(32, sizeof *runs);
     int n = 0;
@@ -162,7 +162,7 @@ static void early_stop_is_sound_and_saves_time(void **state)
         for (st_ns t = 0; t <= r->duration; t += ST_NS_PER_S / 2) {
             view_at(r->rec, view, t);
             uint32_t br[ST_SLO_MAX_TERMS], failed;
-            st_audit_breaches(&s, view, N, t, 1.0, br, &failed);
+            st_audit_breaches(&s, view, N, t, 1.0, 0, br, &failed);
             if (st_capacity_sure_fail(&s, N, br, failed)) {
                 first_stop = t;
                 break;

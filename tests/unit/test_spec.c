@@ -156,10 +156,6 @@ static void validation_errors_name_file_and_line(void **state)
           "workload: {input_tokens: 1, output_tokens: 1}\nconcurrency: [1, 2.5]\nslo: {ttft_p95_ms: 1, tpot_p95_ms: "
           "1}\n",
           1, "t.yaml:5: concurrency: expected a whole number" },
-        { "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
-          "workload: {input_tokens: 1, output_tokens: 1}\nconcurrency: [1, 2]\nslo: {ttft_p95_ms: 1, tpot_p95_ms: 1}\n"
-          "search: {mode: burst}\n",
-          1, "t.yaml:7: search.mode: concurrency levels are measured as sustained closed-loop runs" },
         /* multi-turn sessions */
         { "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
           "workload: {trace: t.jsonl, sessions: yes}\nrates: [1]\nslo: {ttft_p95_ms: 1, tpot_p95_ms: 1}\n",
@@ -429,6 +425,19 @@ static void concurrency_and_search_keys(void **state)
     st_spec_free(&s);
     assert_int_equal(parse_with("search: {mode: refine}\n", &s, err, sizeof err), 0);
     assert_int_equal(s.search.mode, ST_SEARCH_REFINE);
+    assert_string_equal(st_spec_method_name(&s), "burst");
+    st_spec_free(&s);
+    /* concurrency levels with a burst mode: fixed-count closed loops, named so */
+    const char *cl = "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
+                     "workload: {input_tokens: 1, output_tokens: 1, requests_per_rate: 500}\nconcurrency: [1, 2]\n"
+                     "slo: {ttft_p95_ms: 1, tpot_p95_ms: 1}\nsearch: {mode: burst}\n";
+    assert_int_equal(st_spec_parse("t.yaml", cl, strlen(cl), &s, err, sizeof err), 0);
+    assert_true(s.closed_loop);
+    assert_int_equal(s.search.mode, ST_SEARCH_GRID);
+    assert_int_equal(s.workload.requests_per_rate, 500);
+    assert_string_equal(st_spec_method_name(&s), "closed-loop-count");
+    s.search.mode = ST_SEARCH_SUSTAINED;
+    assert_string_equal(st_spec_method_name(&s), "sustained-concurrency");
     st_spec_free(&s);
 }
 

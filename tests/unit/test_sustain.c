@@ -385,13 +385,130 @@ static void filling_batch_is_not_an_overload(void **state)
     free(s);
 }
 
+/* A closed loop of c clients in lockstep waves: every request of a wave is sent together, takes d
+ * seconds (first token after 0.1 s, `tokens` output tokens in 8 events spread over it) and the
+ * next wave is sent g seconds after the last one ended. */
+static void make_waves(synth *s, uint32_t c, double d, double g, uint32_t waves, uint32_t tokens)
+{
+    uint32_t n = c * waves;
+    assert_true(n <= MAXN);
+    for (uint32_t i = 0; i < n; i++) {
+        st_record *r = &s->rec[i];
+        st_record_init(r, i);
+        double t0 = (i / c) * (d + g);
+        r->scheduled = r->sent = (st_ns)llround(t0 * 1e9);
+        r->first_byte = r->first_token = (st_ns)llround((t0 + 0.1) * 1e9);
+        r->end = (st_ns)llround((t0 + d) * 1e9);
+        for (int e = 0; e < 8; e++)
+            st_record_add_event(r, r->first_token + (r->end - r->first_token) * e / 7);
+        r->output_requested = r->output_tokens = tokens;
+    }
+    s->n = n;
+}
+
+static st_sustain_params closed_params(const st_audit_slo *slo, uint32_t c, uint32_t min_req, uint32_t n)
+{
+    st_sustain_params p = params(slo, 0, n);
+    p.concurrency = c;
+    p.min_window_s = 20;
+    p.min_window_requests = min_req;
+    return p;
+}
+
+/* Little's law over a window: 64 requests in flight, each 15 s, deliver 64 / 15 req/s whatever
+ * the window holds; counting the sends of [10, 30] (the waves at 15 and 30) would give 6.4. */
+static void closed_rate_is_littles_law(void **state)
+{
+    (void)state;
+    synth *s = calloc(1, sizeof *s);
+    make_waves(s, 64, 15, 0, 4, 1024);
+    st_closed_rate cr;
+    assert_int_equal(st_sustain_closed_rate(s->rec, s->n, 10, 30, 0.95, 5, &cr), 0);
+    assert_float_equal(cr.in_flight, 64, 1e-6);
+    assert_float_equal(cr.e2e_mean_s, 15, 1e-6);
+    assert_float_equal(cr.rate, 64.0 / 15, 1e-6);
+    assert_float_equal(cr.lo, cr.rate, 1e-9); /* one length: no spread */
+    assert_float_equal(cr.hi, cr.rate, 1e-9);
+    assert_int_equal(cr.n, 128);
+    /* a gap between waves is time with nothing in flight: 64 / (15 + 5) */
+    free_run(s);
+    make_waves(s, 64, 15, 5, 6, 1024);
+    assert_int_equal(st_sustain_closed_rate(s->rec, s->n, 20, 100, 0.95, 5, &cr), 0);
+    assert_float_equal(cr.rate, 64.0 / 20, 1e-3);
+    /* requests of different lengths: an interval around the rate */
+    free_run(s);
+    make_waves(s, 64, 15, 0, 4, 1024);
+    for (uint32_t i = 0; i < s->n; i++)
+        s->rec[i].end += (st_ns)((i % 7) * 2e8);
+    assert_int_equal(st_sustain_closed_rate(s->rec, s->n, 0, 45, 0.95, 5, &cr), 0);
+    assert_true(cr.lo < cr.rate && cr.rate < cr.hi);
+    /* nothing sent in the window completed: no figure */
+    assert_int_equal(st_sustain_closed_rate(s->rec, s->n, 100, 120, 0.95, 5, &cr), -1);
+    assert_int_equal(st_sustain_closed_rate(s->rec, s->n, 30, 30, 0.95, 5, &cr), -1);
+    free_run(s);
+    free(s);
+}
+
+/* A window that holds one wave counts the rate of the loop, not of the wave: at concurrency 64 and
+ * 15 s per request, min_window_requests 50 and 200 both measure 64 / 15 req/s (counting the sends
+ * of the 20 s window would give 64 / 20 = 3.2 with 50), and the output tokens agree with it. */
+static void closed_window_of_one_wave(void **state)
+{
+    (void)state;
+    synth *s = calloc(1, sizeof *s);
+    st_audit_slo slo = slo_of(60000);
+    uint32_t want[2] = { 50, 200 };
+    for (int k = 0; k < 2; k++) {
+        make_waves(s, 64, 15, 0, 20, 1024);
+        st_sustain_params p = closed_params(&slo, 64, want[k], s->n);
+        st_sustain c;
+        st_sustain_result r;
+        st_sustain_init(&c, &p);
+        drive(s, &c, &r);
+        assert_int_equal(r.verdict, ST_VERDICT_PASS);
+        assert_true(r.window_requests >= want[k]);
+        assert_float_equal(r.delivered_rps, 64.0 / 15, 0.01 * 64 / 15);
+        assert_float_equal(r.output_tps, r.delivered_rps * 1024, 1);
+        free_run(s);
+    }
+    free(s);
+}
+
+/* Concurrency 1 at 7.5 s a request cannot send 200 window requests within 300 s: the run says so
+ * as soon as the E2E is known (after its ramp-up), not at max_duration. */
+static void closed_window_too_long_is_undecided_early(void **state)
+{
+    (void)state;
+    synth *s = calloc(1, sizeof *s);
+    st_audit_slo slo = slo_of(60000);
+    make_waves(s, 1, 7.5, 0, 60, 100);
+    st_sustain_params p = closed_params(&slo, 1, 200, s->n);
+    p.max_duration_s = 300;
+    st_sustain c;
+    st_sustain_result r;
+    st_sustain_init(&c, &p);
+    double stop = drive(s, &c, &r);
+    assert_int_equal(r.verdict, ST_VERDICT_UNDECIDED);
+    assert_true(stop < 150);
+    assert_non_null(strstr(r.why, "the window"));
+    free_run(s);
+    free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
-        cmocka_unit_test(steady_queue_is_sustained),     cmocka_unit_test(growing_queue_is_oversaturated),
-        cmocka_unit_test(missed_slo_is_called),          cmocka_unit_test(bound_hit_is_undecided),
-        cmocka_unit_test(schedule_ending_in_the_window), cmocka_unit_test(sessions_warm_for_a_session_span),
-        cmocka_unit_test(failing_requests_stop_the_run), cmocka_unit_test(filling_batch_is_not_an_overload),
+        cmocka_unit_test(steady_queue_is_sustained),
+        cmocka_unit_test(growing_queue_is_oversaturated),
+        cmocka_unit_test(missed_slo_is_called),
+        cmocka_unit_test(bound_hit_is_undecided),
+        cmocka_unit_test(schedule_ending_in_the_window),
+        cmocka_unit_test(sessions_warm_for_a_session_span),
+        cmocka_unit_test(failing_requests_stop_the_run),
+        cmocka_unit_test(filling_batch_is_not_an_overload),
+        cmocka_unit_test(closed_rate_is_littles_law),
+        cmocka_unit_test(closed_window_of_one_wave),
+        cmocka_unit_test(closed_window_too_long_is_undecided_early),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }
