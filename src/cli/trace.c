@@ -1,6 +1,7 @@
 /* servetune trace stats FILE: what a trace or a production log says about the traffic, and
  * the serving advice it implies (docs/trace-format.md). Also the trace options that bench
  * shares (st_cli_trace_opts). */
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -12,6 +13,9 @@
 #include "core/file.h"
 #include "core/opts.h"
 #include "core/parse.h"
+#include "engine/gguf.h"
+#include "engine/spmtok.h"
+#include "load/spec_trace.h"
 #include "load/trace_stats.h"
 
 /* The traffic JSON written with --json. */
@@ -129,11 +133,112 @@ static void print_traffic(const char *path, st_trace_format fmt, const st_trace_
         printf("  - %s\n", a->lines[i]);
 }
 
+/* The vocabulary files llama.cpp ships are under 8 MB. */
+#define VOCAB_FILE_MAX ((size_t)64 << 20)
+
+static int64_t spm_tokenize(void *arg, const char *text, size_t len, uint32_t **ids, size_t *cap, char *err,
+                            size_t errlen)
+{
+    return st_spmtok_encode(arg, text, len, ids, cap, err, errlen);
+}
+
+static void print_acc_row(const char *name, const st_ngram_acc *a)
+{
+    st_ngram_figures f;
+    st_ngram_figures_of(a, &f);
+    char pos[400] = "";
+    size_t w = 0;
+    for (uint32_t i = 0; i < f.n_pos && w + 16 < sizeof pos; i++)
+        w += (size_t)snprintf(pos + w, sizeof pos - w, "%s%.0f%%", i ? " " : "", 100 * f.pos_rate[i]);
+    if (!a->drafts)
+        printf("  %-20s %8llu  no draft in %llu steps (%.1f%% without a proposal)\n", name,
+               (unsigned long long)a->requests, (unsigned long long)a->steps, 100 * f.no_proposal_share);
+    else
+        printf("  %-20s %8llu  %9.1f%%  %9.2f  %10.1f%%  %9.2f  %s\n", name, (unsigned long long)a->requests,
+               100 * f.acceptance_rate, f.mean_accept_len, 100 * f.no_proposal_share, f.tokens_per_step, pos);
+}
+
+static void print_spec(const st_spec_stats *s, const char *tokens_from)
+{
+    const st_spec_counts *c = st_spec_stats_counts(s);
+    printf("\nSpeculative decoding: vLLM's n-gram proposer replayed at temperature 0 (docs/speculative.md)\n");
+    printf("%-22s %llu of %llu requests replayed (%llu prompt, %llu completion tokens); ids: %llu from the log, "
+           "%llu from text by %s\n",
+           "Read", (unsigned long long)c->replayed, (unsigned long long)c->lines, (unsigned long long)c->prompt_tokens,
+           (unsigned long long)c->completion_tokens, (unsigned long long)c->from_ids, (unsigned long long)c->from_text,
+           tokens_from ? tokens_from : "no tokenizer");
+    uint64_t skipped = c->malformed + c->no_prompt + c->no_completion + c->no_tokenizer + c->untokenized + c->too_long;
+    if (skipped) {
+        printf("%-22s %llu: %llu without a completion, %llu without a prompt, %llu text without a tokenizer, %llu "
+               "not tokenized, %llu malformed, %llu too long\n",
+               "Not replayed", (unsigned long long)skipped, (unsigned long long)c->no_completion,
+               (unsigned long long)c->no_prompt, (unsigned long long)c->no_tokenizer,
+               (unsigned long long)c->untokenized, (unsigned long long)c->malformed, (unsigned long long)c->too_long);
+        for (uint32_t i = 0; i < c->n_bad_first; i++)
+            printf("%-22s %s\n", "", c->bad_first[i]);
+    }
+    if (!c->replayed)
+        return;
+    printf("  %-20s %8s  %10s  %9s  %11s  %9s  %s\n", "ngram:K,MIN,MAX", "requests", "acceptance", "mean len",
+           "no proposal", "tok/step", "acceptance per position");
+    int nc = st_spec_stats_n_categories(s);
+    for (int i = 0; i < st_spec_stats_n_params(s); i++) {
+        char name[80];
+        st_ngram_params_name(st_spec_stats_params(s, i), name, sizeof name);
+        print_acc_row(name, st_spec_stats_total(s, i));
+        for (int k = 0; k < nc; k++) {
+            char cn[100];
+            snprintf(cn, sizeof cn, "  %s", st_spec_stats_category(s, k));
+            print_acc_row(cn, st_spec_stats_by_category(s, i, k));
+        }
+    }
+    printf("  (acceptance = accepted / draft tokens; mean len = 1 + accepted / drafts, vLLM's mean acceptance\n"
+           "   length; tok/step = completion tokens per decode step, the most speculation can save)\n");
+}
+
+/* Reads path line by line into s. 0, or -1 with err. */
+static int spec_read(const char *path, st_spec_stats *s, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    uint64_t no = 0;
+    int rc = 0;
+    while ((n = getline(&line, &cap, f)) >= 0) {
+        no++;
+        if ((size_t)n > ST_SPEC_LINE_MAX) {
+            snprintf(err, errlen, "%s:%llu: a line of %zd bytes (at most %zu)", path, (unsigned long long)no, n,
+                     ST_SPEC_LINE_MAX);
+            rc = -1;
+            break;
+        }
+        if (st_spec_stats_add_line(s, line, (size_t)n, no)) {
+            snprintf(err, errlen, "out of memory");
+            rc = -1;
+            break;
+        }
+    }
+    if (!rc && ferror(f)) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        rc = -1;
+    }
+    free(line);
+    fclose(f);
+    return rc;
+}
+
 static int trace_stats(int argc, char **argv)
 {
     st_cli_trace T;
     memset(&T, 0, sizeof T);
-    const char *json_path = NULL, *model = NULL, *gpu = NULL;
+    const char *json_path = NULL, *model = NULL, *gpu = NULL, *vocab = NULL;
+    st_strlist specs;
+    memset(&specs, 0, sizeof specs);
     long kv_tokens = 0, max_model_len = 0, seed = 0;
     st_opt opts[32];
     int n = 0;
@@ -150,6 +255,14 @@ static int trace_stats(int argc, char **argv)
           "with --gpu: the KV cache from the engine model of `vllm serve MODEL` (other vLLM flags pass through)", 0, 0,
           0 },
         { "gpu", 0, ST_OPT_STR, &gpu, "NAME", "the GPU of --model (H100, A100, ...)", 0, 0, 0 },
+        { "spec", 0, ST_OPT_LIST, &specs, "ngram:K[,MIN,MAX]",
+          "offline acceptance of vLLM's n-gram speculation on the logged text (repeat for more K; MIN = MAX = 5 "
+          "by default)",
+          0, 0, 0 },
+        { "vocab", 0, ST_OPT_STR, &vocab, "FILE.gguf",
+          "with --spec: tokenize the text with this GGUF vocabulary (SentencePiece, e.g. llama.cpp's "
+          "ggml-vocab-llama-spm.gguf)",
+          0, 0, 0 },
         { 0 },
     };
     for (size_t i = 0; i < sizeof more / sizeof more[0]; i++)
@@ -158,6 +271,9 @@ static int trace_stats(int argc, char **argv)
     char err[1024];
     int status = ST_EXIT_OK;
     st_trace_stats *ts = NULL;
+    st_spec_stats *ss = NULL;
+    st_spmtok *tok = NULL;
+    char tokens_from[1200] = "";
     if (st_opts_parse(opts, argc - 1, argv + 1, 1, &pr, err, sizeof err) < 0) {
         status = st_cli_usage_error("trace stats", err);
         goto out;
@@ -172,7 +288,14 @@ static int trace_stats(int argc, char **argv)
                "stdin. The file streams: memory stays bounded whatever its size.\n\n"
                "Examples:\n"
                "  servetune trace stats mooncake_trace.jsonl\n"
-               "  servetune trace stats spend_logs.json --trace-model qwen3-8b --model Qwen/Qwen3-8B --gpu H100\n\n"
+               "  servetune trace stats spend_logs.json --trace-model qwen3-8b --model Qwen/Qwen3-8B --gpu H100\n"
+               "  servetune trace stats chats.jsonl --spec ngram:2 --spec ngram:4 --spec ngram:4,2,5 \\\n"
+               "      --vocab ggml-vocab-llama-spm.gguf\n\n"
+               "--spec replays vLLM's n-gram proposer over each logged prompt + completion (token ids from\n"
+               "the log, or the text tokenized with --vocab): acceptance rate, mean acceptance length, per\n"
+               "position, and the share of steps without a proposal, exact at temperature 0. Lines with\n"
+               "prompt text or messages and the completion (servetune JSONL with \"completion\", OpenAI\n"
+               "request/response logs); lines without them are counted and named (docs/speculative.md).\n\n"
                "Options:\n");
         st_opts_usage(stdout, opts);
         goto out;
@@ -196,6 +319,56 @@ static int trace_stats(int argc, char **argv)
     if (st_cli_trace_resolve(&T, (uint64_t)seed, &o, err, sizeof err) < 0) {
         status = st_cli_usage_error("trace stats", err);
         goto out;
+    }
+    if (vocab && !specs.n) {
+        status = st_cli_usage_error("trace stats", "--vocab goes with --spec");
+        goto out;
+    }
+    if (specs.n) {
+        st_ngram_params sp[ST_SPEC_PARAMS_MAX];
+        if (specs.n > ST_SPEC_PARAMS_MAX) {
+            status = st_cli_usage_error("trace stats", "at most 16 --spec");
+            goto out;
+        }
+        for (int i = 0; i < specs.n; i++)
+            if (st_ngram_params_parse(specs.v[i], &sp[i], err, sizeof err)) {
+                char m[1100];
+                snprintf(m, sizeof m, "--spec %s", err);
+                status = st_cli_usage_error("trace stats", m);
+                goto out;
+            }
+        if (!strcmp(path, "-")) {
+            status = st_cli_usage_error("trace stats", "--spec reads the file twice: give a file, not stdin");
+            goto out;
+        }
+        if (vocab) {
+            size_t vlen = 0;
+            char *vb = st_read_file(vocab, VOCAB_FILE_MAX, &vlen, err, sizeof err);
+            st_gguf g;
+            if (!vb || st_gguf_parse(vb, vlen, vlen, &g, err, sizeof err)) {
+                fprintf(stderr, "servetune trace stats: --vocab %s: %s\n", vocab, err);
+                free(vb);
+                status = ST_EXIT_USAGE;
+                goto out;
+            }
+            tok = st_spmtok_from_gguf(&g, err, sizeof err);
+            st_gguf_free(&g);
+            free(vb);
+            if (!tok) {
+                fprintf(stderr, "servetune trace stats: --vocab %s: %s\n", vocab, err);
+                status = ST_EXIT_USAGE;
+                goto out;
+            }
+            const char *base = strrchr(vocab, '/');
+            snprintf(tokens_from, sizeof tokens_from, "%s (SentencePiece as llama.cpp, %u tokens; no BOS, no chat "
+                     "template)", base ? base + 1 : vocab, st_spmtok_vocab_size(tok));
+        }
+        ss = st_spec_stats_new(sp, specs.n, tok ? spm_tokenize : NULL, tok, err, sizeof err);
+        if (!ss || spec_read(path, ss, err, sizeof err)) {
+            fprintf(stderr, "servetune trace stats: %s\n", err);
+            status = ss ? ST_EXIT_USAGE : ST_EXIT_FAIL;
+            goto out;
+        }
     }
     st_traffic_engine e;
     memset(&e, 0, sizeof e);
@@ -229,6 +402,24 @@ static int trace_stats(int argc, char **argv)
     st_trace_counts c;
     st_trace_format fmt;
     int rc = ts ? st_trace_read_file(path, &o, st_trace_stats_row_cb, ts, &c, &fmt, err, sizeof err) : -1;
+    if (rc < 0 && ts && ss) { /* a log the traffic reader does not know: the speculation figures alone */
+        printf("%-22s %s\n%-22s not read: %s\n", "Trace", path, "Traffic", err);
+        print_spec(ss, tokens_from[0] ? tokens_from : NULL);
+        status = st_spec_stats_counts(ss)->replayed ? ST_EXIT_OK : ST_EXIT_FAIL;
+        if (json_path) {
+            json_t *j = json_object();
+            json_object_set_new(j, "traffic_error", json_string(err));
+            json_object_set_new(j, "speculation", st_spec_stats_json(ss, tokens_from[0] ? tokens_from : NULL));
+            char *js = json_dumps(j, JSON_INDENT(2));
+            json_decref(j);
+            if (!js || st_write_file_atomic(json_path, js, strlen(js), err, sizeof err) < 0) {
+                fprintf(stderr, "servetune trace stats: cannot write %s\n", js ? err : json_path);
+                status = ST_EXIT_FAIL;
+            }
+            free(js);
+        }
+        goto out;
+    }
     if (rc < 0) { /* a missing or malformed trace is bad input (docs/exit-codes.md) */
         fprintf(stderr, "servetune trace stats: %s\n", ts ? err : "out of memory");
         status = ts ? ST_EXIT_USAGE : ST_EXIT_FAIL;
@@ -246,8 +437,15 @@ static int trace_stats(int argc, char **argv)
     } else {
         print_traffic(path, fmt, &c, &t, &a);
     }
+    if (ss) {
+        print_spec(ss, tokens_from[0] ? tokens_from : NULL);
+        if (!st_spec_stats_counts(ss)->replayed)
+            status = ST_EXIT_FAIL;
+    }
     if (json_path) {
         json_t *j = st_traffic_json(&t, &a, &c, fmt, path);
+        if (j && ss)
+            json_object_set_new(j, "speculation", st_spec_stats_json(ss, tokens_from[0] ? tokens_from : NULL));
         if (j && e.kv_tokens && what[0])
             json_object_set_new(json_object_get(j, "advice"), "engine", json_string(what));
         char *s = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
@@ -263,6 +461,8 @@ static int trace_stats(int argc, char **argv)
     }
 out:
     st_trace_stats_free(ts);
+    st_spec_stats_free(ss);
+    st_spmtok_free(tok);
     st_opts_result_free(&pr);
     return status;
 }
