@@ -14,7 +14,9 @@ BIN=$BUILD/servetune
 GEN=$BUILD/bench/spec_corpus
 N=${N:-100000}
 SPECS=${SPECS:-"ngram:1 ngram:2 ngram:3 ngram:4 ngram:5 ngram:8 ngram:4,2,5 ngram:4,1,3"}
-SRC=${LLAMACPP_SRC:-$(./scripts/install-llamacpp --print-dir 2>/dev/null)/src}
+DIR=$(./scripts/install-llamacpp --print-dir 2>/dev/null) ||
+  DIR=$(ls -d "${SERVETUNE_CACHE:-$HOME/.cache/servetune}"/llama.cpp-* 2>/dev/null | grep -v '\.lock$' | tail -1)
+SRC=${LLAMACPP_SRC:-$DIR/src}
 [ -x "$BIN" ] && [ -x "$GEN" ] || { echo "build first: make $BIN $GEN"; exit 1; }
 VOCAB=$SRC/models/ggml-vocab-llama-spm.gguf
 [ -f "$VOCAB" ] || { echo "no llama.cpp source at $SRC: run scripts/install-llamacpp or set LLAMACPP_SRC"; exit 1; }
