@@ -13,6 +13,7 @@
 #include "core/version.h"
 #include "emu/config.h"
 #include "emu/steptime.h"
+#include "engine/specdec.h"
 #include "load/stats.h"
 #include "report/format.h"
 #include "report/report.h"
@@ -1561,6 +1562,40 @@ static void environment(ctx *x)
     free(eng);
 }
 
+/* A configuration that speculates, run on prompts of random token ids because the spec insisted
+ * (workload.allow_synthetic_speculation, docs/speculative.md): its figures are not evidence. */
+#define SPEC_FLAGS_MAX 256
+
+static void speculation_note(ctx *x, const st_rep_cfg *c)
+{
+    const st_report *r = x->r;
+    if (!c->spec || !r->spec.workload.allow_synthetic_speculation)
+        return;
+    const char *argv[SPEC_FLAGS_MAX];
+    int n = 0;
+    for (int i = 0; i < r->spec.engine.flags.n && n < SPEC_FLAGS_MAX; i++)
+        argv[n++] = r->spec.engine.flags.v[i];
+    for (int i = 0; i < c->spec->add_flags.n && n < SPEC_FLAGS_MAX; i++)
+        argv[n++] = c->spec->add_flags.v[i];
+    st_specdec d;
+    char e[600];
+    if (st_specdec_from_argv(argv, n, &d, e, sizeof e) != 1)
+        return;
+    st_buf_printf(&x->b, "%s speculates (%s) and ran on ", c->name, d.summary);
+    if (r->spec.workload.kind == ST_WL_SYNTHETIC)
+        st_buf_printf(&x->b, "the synthetic workload's prompts of random token ids");
+    else
+        st_buf_printf(&x->b, "a trace that --check found to hold token counts (prompts of random token ids)");
+    st_buf_printf(&x->b,
+                  ", because the spec says workload.allow_synthetic_speculation: true. On such prompts n-gram lookup "
+                  "finds no earlier n-gram and a draft model's guesses are rarely the target's, so almost every draft "
+                  "is rejected: its TPOT and capacity measure the speculation's cost, not its gain, and are no evidence "
+                  "for or against it on real traffic. Audit it on the client's text, or estimate the n-gram acceptance "
+                  "offline with `servetune trace stats LOG --spec ngram:%u`.",
+                  d.k ? d.k : 4);
+    add(x, ST_NOTE_WARN, "speculation_not_evidence", c->name);
+}
+
 int st_notes_build(const st_report *r, st_notes *out)
 {
     memset(out, 0, sizeof *out);
@@ -1576,6 +1611,7 @@ int st_notes_build(const st_report *r, st_notes *out)
     for (int i = 0; i < r->n_cfg && !x.oom; i++) {
         const st_rep_cfg *c = &r->cfg[i];
         status_notes(&x, c);
+        speculation_note(&x, c);
         decode_anomaly(&x, i);
         capacity_notes(&x, c);
         combined_gain(&x, i, all);

@@ -684,6 +684,35 @@ static void llamacpp_slots_full(void **state)
     st_notes_free(&ns);
 }
 
+/* A speculative configuration run on random-id prompts because the spec insisted: the note says
+ * why its figures are not evidence; without the key (or without speculation) no such note. */
+static void speculation_not_evidence(void **state)
+{
+    (void)state;
+    static fx f;
+    st_notes ns;
+    one_cfg(&f, "--speculative-config", "{\"method\": \"ngram\", \"num_speculative_tokens\": 3}");
+    f.r.spec.engine.kind = ST_ENGINE_VLLM;
+    f.r.spec.workload.allow_synthetic_speculation = 1;
+    build(&f, &ns);
+    const st_note *x = find(&ns, "speculation_not_evidence", "baseline");
+    has_text(x, "baseline speculates (vLLM ngram, 3 draft tokens, lookup 5..5) and ran on the synthetic workload's "
+                "prompts of random token ids");
+    has_text(x, "no evidence for or against it");
+    has_text(x, "trace stats LOG --spec ngram:3");
+    assert_int_equal(x->sev, ST_NOTE_WARN);
+    st_notes_free(&ns);
+    one_cfg(&f, "--speculative-config", "{\"method\": \"ngram\", \"num_speculative_tokens\": 3}");
+    build(&f, &ns);
+    assert_int_equal(count_kind(&ns, "speculation_not_evidence", NULL), 0);
+    st_notes_free(&ns);
+    one_cfg(&f, "--max-num-seqs", "64");
+    f.r.spec.workload.allow_synthetic_speculation = 1;
+    build(&f, &ns);
+    assert_int_equal(count_kind(&ns, "speculation_not_evidence", NULL), 0);
+    st_notes_free(&ns);
+}
+
 /* The server's own timings against the client's, at the lowest and highest rates. */
 static void server_timings_against_client(void **state)
 {
@@ -994,6 +1023,7 @@ int main(void)
         cmocka_unit_test(token_counts_and_failures),
         cmocka_unit_test(environment_from_facts),
         cmocka_unit_test(renderers_share_the_list),
+        cmocka_unit_test(speculation_not_evidence),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }
