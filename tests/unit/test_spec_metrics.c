@@ -3,6 +3,8 @@
 #include "harness.h"
 
 #include "engine/metrics.h"
+#include "load/api.h"
+#include "load/stats.h"
 
 static double sample(const st_metrics_sample *s, int n, const char *name)
 {
@@ -53,10 +55,61 @@ static void vllm_spec_decode(void **state)
     assert_true(isnan(sample(s, n, "spec_accepted_pos_00")));
 }
 
+/* llama-server's per-response draft counts (timings.draft_n, draft_n_accepted): read, and summed
+ * over a run's completed measured requests. */
+static void llamacpp_draft_timings(void **state)
+{
+    (void)state;
+    static st_api_event ev;
+    st_api_event_reset(&ev);
+    const char *last = "{\"choices\":[],\"object\":\"chat.completion.chunk\",\"usage\":{\"completion_tokens\":64,"
+                       "\"prompt_tokens\":29,\"total_tokens\":93},\"timings\":{\"cache_n\":0,\"prompt_n\":29,"
+                       "\"prompt_ms\":3.7,\"predicted_n\":64,\"predicted_ms\":80.5,\"draft_n\":48,"
+                       "\"draft_n_accepted\":36}}";
+    assert_int_equal(st_api_parse_event(ST_API_CHAT, last, strlen(last), &ev), 0);
+    assert_true(ev.has_timings);
+    assert_true(ev.has_draft);
+    assert_int_equal(ev.srv_draft_n, 48);
+    assert_int_equal(ev.srv_draft_accepted, 36);
+    const char *plain = "{\"choices\":[],\"object\":\"chat.completion.chunk\",\"timings\":{\"prompt_ms\":3.7,"
+                        "\"predicted_n\":64,\"predicted_ms\":80.5}}";
+    assert_int_equal(st_api_parse_event(ST_API_CHAT, plain, strlen(plain), &ev), 0);
+    assert_true(ev.has_timings);
+    assert_false(ev.has_draft);
+    /* more accepted than drafted: not a count to trust */
+    const char *bad = "{\"choices\":[],\"timings\":{\"prompt_ms\":1,\"predicted_n\":4,\"predicted_ms\":2,"
+                      "\"draft_n\":3,\"draft_n_accepted\":5}}";
+    assert_int_equal(st_api_parse_event(ST_API_CHAT, bad, strlen(bad), &ev), 0);
+    assert_false(ev.has_draft);
+
+    st_record r[3];
+    memset(r, 0, sizeof r);
+    for (int i = 0; i < 3; i++) {
+        r[i].status = ST_REQ_OK;
+        r[i].scheduled = r[i].sent = (st_ns)i * 1000000;
+        r[i].first_token = r[i].sent + 5000000;
+        r[i].end = r[i].sent + 9000000;
+        r[i].output_tokens = 10;
+        r[i].srv_prompt = r[i].srv_gen = -1;
+    }
+    r[0].has_draft = 1, r[0].srv_draft_n = 40, r[0].srv_draft_accepted = 30;
+    r[1].has_draft = 1, r[1].srv_draft_n = 20, r[1].srv_draft_accepted = 5;
+    r[2].has_draft = 1, r[2].srv_draft_n = 99, r[2].srv_draft_accepted = 99;
+    r[2].warmup = 1; /* not measured */
+    st_summary_opts o;
+    memset(&o, 0, sizeof o);
+    st_summary s;
+    assert_int_equal(st_summary_compute(r, 3, &o, &s), 0);
+    assert_int_equal(s.srv_draft_requests, 2);
+    assert_int_equal(s.srv_draft_tokens, 60);
+    assert_int_equal(s.srv_draft_accepted, 35);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(vllm_spec_decode),
+        cmocka_unit_test(llamacpp_draft_timings),
     };
     return cmocka_run_group_tests(tests, 0, 0);
 }
