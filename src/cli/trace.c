@@ -13,6 +13,9 @@
 #include "core/file.h"
 #include "core/opts.h"
 #include "core/parse.h"
+#include "emu/config.h"
+#include "emu/flags.h"
+#include "emu/specstep.h"
 #include "engine/gguf.h"
 #include "engine/spmtok.h"
 #include "load/spec_trace.h"
@@ -158,6 +161,69 @@ static void print_acc_row(const char *name, const st_ngram_acc *a)
                100 * f.acceptance_rate, f.mean_accept_len, 100 * f.no_proposal_share, f.tokens_per_step, pos);
 }
 
+/* The engine model of `vllm serve MODEL --gpu GPU [flags]` (as st_traffic_engine_model reads it). */
+static int spec_engine_config(int argc, char **argv, const char *gpu, st_emu_config *cfg, st_emu_memory *mem,
+                              char *err, size_t errlen)
+{
+    st_emu_args A;
+    st_emu_args_defaults(&A);
+    st_opt opts[ST_EMU_ARGS_TABLE_MAX];
+    st_emu_args_table(&A, opts);
+    st_opts_result r;
+    int rc = st_emu_args_parse(&A, opts, argc, argv, &r, err, errlen);
+    st_opts_result_free(&r);
+    if (rc)
+        return -1;
+    if (!A.gpu || !*A.gpu)
+        A.gpu = gpu;
+    if (st_emu_args_config(&A, cfg, err, errlen))
+        return -1;
+    return st_emu_memory_plan(cfg, mem, err, errlen) < 0 ? -1 : 0;
+}
+
+/* What the engine model makes of each acceptance: TPOT without and with speculation at a few
+ * batch sizes, and the batch from which it stops paying (emu/specstep.h). */
+static void print_spec_engine(const st_spec_stats *s, const st_emu_config *cfg, const st_emu_memory *mem,
+                              const char *what)
+{
+    const st_spec_counts *c = st_spec_stats_counts(s);
+    if (!c->replayed)
+        return;
+    uint32_t ctx = (uint32_t)((c->prompt_tokens + c->completion_tokens / 2) / c->replayed);
+    printf("\nThe engine model (%s), decoding at the log's mean context of %u tokens; n-gram lookup's own "
+           "CPU time not counted:\n",
+           what, ctx);
+    static const uint32_t batches[] = { 1, 8, 32, 128, 512 };
+    /* the batch the KV cache holds at that context, and the scheduler allows */
+    uint64_t fit = ctx ? mem->kv_tokens / ctx : mem->max_num_seqs;
+    uint32_t max_seqs = fit < mem->max_num_seqs ? (uint32_t)(fit ? fit : 1) : mem->max_num_seqs;
+    for (int i = 0; i < st_spec_stats_n_params(s); i++) {
+        const st_ngram_acc *a = st_spec_stats_total(s, i);
+        char name[80];
+        st_ngram_params_name(st_spec_stats_params(s, i), name, sizeof name);
+        if (!a->drafts || !a->steps) {
+            printf("  %-20s no draft: nothing to gain\n", name);
+            continue;
+        }
+        st_emu_spec_accept acc = { (double)a->drafts / (double)a->steps, (double)a->draft_tokens / (double)a->drafts,
+                                   (double)a->accepted / (double)a->drafts };
+        printf("  %-20s TPOT", name);
+        for (size_t b = 0; b < sizeof batches / sizeof *batches; b++) {
+            st_emu_spec_point p;
+            if (batches[b] > max_seqs || st_emu_spec_point_at(cfg, batches[b], ctx, &acc, 0, &p))
+                continue;
+            printf("%s batch %u: %.2f -> %.2f ms (%+.0f%%)", b ? ";" : "", batches[b], 1e3 * p.tpot_plain_s,
+                   1e3 * p.tpot_spec_s, 100 * (p.ratio - 1));
+        }
+        uint32_t be = st_emu_spec_breakeven(cfg, max_seqs, ctx, &acc, 0);
+        if (be)
+            printf("\n  %-20s stops paying from a batch of %u sequences (verification compute binds)\n", "", be);
+        else
+            printf("\n  %-20s pays at every batch the KV cache holds at this context (up to %u sequences)\n", "",
+                   max_seqs);
+    }
+}
+
 static void print_spec(const st_spec_stats *s, const char *tokens_from)
 {
     const st_spec_counts *c = st_spec_stats_counts(s);
@@ -274,6 +340,9 @@ static int trace_stats(int argc, char **argv)
     st_spec_stats *ss = NULL;
     st_spmtok *tok = NULL;
     char tokens_from[1200] = "";
+    st_emu_config ecfg;
+    st_emu_memory emem;
+    int have_ecfg = 0;
     if (st_opts_parse(opts, argc - 1, argv + 1, 1, &pr, err, sizeof err) < 0) {
         status = st_cli_usage_error("trace stats", err);
         goto out;
@@ -387,6 +456,8 @@ static int trace_stats(int argc, char **argv)
         for (int i = 0; i < pr.nunknown; i++)
             av[ac++] = pr.unknown[i];
         int rc = st_traffic_engine_model(ac, av, gpu, &e, what, sizeof what, err, sizeof err);
+        if (rc == 0 && ss)
+            have_ecfg = spec_engine_config(ac, av, gpu, &ecfg, &emem, err, sizeof err) == 0;
         free(av);
         if (rc < 0) {
             fprintf(stderr, "servetune trace stats: the engine model of %s on %s: %s\n", model, gpu, err);
@@ -439,6 +510,8 @@ static int trace_stats(int argc, char **argv)
     }
     if (ss) {
         print_spec(ss, tokens_from[0] ? tokens_from : NULL);
+        if (have_ecfg)
+            print_spec_engine(ss, &ecfg, &emem, what);
         if (!st_spec_stats_counts(ss)->replayed)
             status = ST_EXIT_FAIL;
     }

@@ -293,8 +293,11 @@ static int llamacpp(const char *const *argv, int n, st_specdec *d, char *err, si
     d->k = (uint32_t)vmx;
     if (model)
         snprintf(d->draft_model, sizeof d->draft_model, "%s", model);
-    snprintf(d->summary, sizeof d->summary, "llama.cpp %s%s%.200s", d->method, d->draft_model[0] ? " with " : "",
-             d->draft_model);
+    snprintf(d->summary, sizeof d->summary, "llama.cpp %s%s%.160s%s", d->method, d->draft_model[0] ? " with " : "",
+             d->draft_model,
+             has_ty ? ""
+                    : " (no --spec-type: the pinned llama-server drafts only when the draft GGUF names its types; "
+                      "add --spec-type draft-simple)");
     if (d->k) {
         size_t l = strlen(d->summary);
         snprintf(d->summary + l, sizeof d->summary - l, ", at most %u draft tokens", d->k);

@@ -16,7 +16,9 @@
  *              draft-simple, draft-eagle3, draft-mtp, draft-dflash, draft-dspark, ngram-simple,
  *              ngram-map-k, ngram-map-k4v, ngram-mod, ngram-cache: the pinned llama-server's),
  *              --spec-draft-n-max / --spec-draft-n-min (>= 0), --spec-draft-p-min / --draft-p-min
- *              (0..1). --draft, --draft-n, --draft-max, --draft-min and --draft-n-min were removed
+ *              (0..1). A draft model without --spec-type is loaded but drafts nothing on the pinned
+ *              llama-server unless the GGUF names its speculative types: found, and said in the
+ *              summary. --draft, --draft-n, --draft-max, --draft-min and --draft-n-min were removed
  *              from the pinned llama-server (it exits on them): refused, naming the new flag. */
 #ifndef ST_ENGINE_SPECDEC_H
 #define ST_ENGINE_SPECDEC_H

@@ -20,8 +20,8 @@
 static double measured(const char *dir, const char *target, const char *draft, const char *name)
 {
     llama_srv s;
-    const char *args[] = { "-md", draft, "--spec-draft-n-max", "8", "--temp", "0", "-c", "1024", "-np", "1",
-                           "-t", "1", "--alias", ALIAS, NULL };
+    const char *args[] = { "-md", draft, "--spec-type", "draft-simple", "--spec-draft-n-max", "8", "--temp", "0",
+                           "-c", "1024", "-np", "1", "-t", "1", "--alias", ALIAS, NULL };
     if (llama_start(&s, dir, target, tmp, args, LLAMA_READY_S)) {
         llama_stop(&s);
         fail_msg("llama-server with draft %s did not become ready:\n%s", name, llama_log_tail(&s));

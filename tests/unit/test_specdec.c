@@ -98,6 +98,9 @@ static void llamacpp_flags(void **state)
     assert_string_equal(d.method, "draft-simple");
     assert_string_equal(d.draft_model, "draft.gguf");
     assert_int_equal(d.k, 8);
+    assert_non_null(strstr(d.summary, "add --spec-type draft-simple"));
+    assert_int_equal(find(&d, err, sizeof err, "-md", "draft.gguf", "--spec-type", "draft-simple"), 1);
+    assert_null(strstr(d.summary, "no --spec-type"));
     assert_int_equal(find(&d, err, sizeof err, "--spec-type", "ngram-mod", NULL, NULL), 1);
     assert_true(d.draft_free);
     assert_int_equal(find(&d, err, sizeof err, "--spec-type", "none", NULL, NULL), 0);
