@@ -34,7 +34,7 @@ typedef struct st_specdec {
     uint32_t k;            /* draft tokens per step (0: the engine's default) */
     uint32_t lookup_min, lookup_max; /* vLLM ngram's window */
     char draft_model[256]; /* "" when none */
-    char summary[320];     /* one line: "vLLM ngram, 4 draft tokens, lookup 5..5" */
+    char summary[400];     /* one line: "vLLM ngram, 4 draft tokens, lookup 5..5" */
 } st_specdec;
 
 /* Looks for speculation among argv[0..n) (an engine's flags, or its whole command line).
