@@ -50,9 +50,9 @@ static int json_whole(json_t *v, long lo, long *out)
     return 0;
 }
 
-static const char *const vllm_methods[] = { "ngram",       "ngram_gpu", "suffix",    "medusa",
-                                            "mlp_speculator", "draft_model", "eagle", "eagle3",
-                                            "dflash",      "extract_hidden_states", "mtp", NULL };
+static const char *const vllm_methods[] = { "ngram",       "ngram_gpu", "suffix", "medusa", "mlp_speculator",
+                                            "draft_model", "eagle",     "eagle3", "dflash", "extract_hidden_states",
+                                            "mtp",         NULL };
 
 static int vllm_method_known(const char *m)
 {
@@ -203,9 +203,9 @@ static int sglang(const char *algo, const char *const *argv, int n, st_specdec *
 
 static int llamacpp_type_known(const char *t, size_t l)
 {
-    static const char *const known[] = { "none",         "draft-simple", "draft-eagle3", "draft-mtp",
-                                         "draft-dflash", "draft-dspark", "ngram-simple", "ngram-map-k",
-                                         "ngram-map-k4v", "ngram-mod",   "ngram-cache",  NULL };
+    static const char *const known[] = { "none",          "draft-simple", "draft-eagle3", "draft-mtp",
+                                         "draft-dflash",  "draft-dspark", "ngram-simple", "ngram-map-k",
+                                         "ngram-map-k4v", "ngram-mod",    "ngram-cache",  NULL };
     for (int i = 0; known[i]; i++)
         if (strlen(known[i]) == l && !strncmp(t, known[i], l))
             return 1;

@@ -29,12 +29,12 @@ typedef enum { ST_SPECDEC_NONE = 0, ST_SPECDEC_VLLM, ST_SPECDEC_SGLANG, ST_SPECD
 
 typedef struct st_specdec {
     st_specdec_engine engine;
-    char method[48];       /* "ngram", "eagle3", "draft_model", "EAGLE", "draft-simple", ... */
-    int draft_free;        /* n-gram / suffix lookup: no draft model; acceptance computable offline (vLLM ngram) */
-    uint32_t k;            /* draft tokens per step (0: the engine's default) */
+    char method[48]; /* "ngram", "eagle3", "draft_model", "EAGLE", "draft-simple", ... */
+    int draft_free;  /* n-gram / suffix lookup: no draft model; acceptance computable offline (vLLM ngram) */
+    uint32_t k;      /* draft tokens per step (0: the engine's default) */
     uint32_t lookup_min, lookup_max; /* vLLM ngram's window */
-    char draft_model[256]; /* "" when none */
-    char summary[400];     /* one line: "vLLM ngram, 4 draft tokens, lookup 5..5" */
+    char draft_model[256];           /* "" when none */
+    char summary[400];               /* one line: "vLLM ngram, 4 draft tokens, lookup 5..5" */
 } st_specdec;
 
 /* Looks for speculation among argv[0..n) (an engine's flags, or its whole command line).

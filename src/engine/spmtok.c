@@ -24,13 +24,13 @@ struct st_spmtok {
         const char *text;
         uint32_t n;
         int32_t prev, next;
-    } *sym;
+    } * sym;
     size_t sym_cap;
     struct bigram {
         int32_t left, right;
         float score;
         uint32_t size;
-    } *heap;
+    } * heap;
     size_t heap_n, heap_cap;
     char *buf;
     size_t buf_cap;
@@ -83,10 +83,7 @@ void st_spmtok_free(st_spmtok *t)
     free(t);
 }
 
-uint32_t st_spmtok_vocab_size(const st_spmtok *t)
-{
-    return t->n;
-}
+uint32_t st_spmtok_vocab_size(const st_spmtok *t) { return t->n; }
 
 st_spmtok *st_spmtok_from_gguf(const st_gguf *g, char *err, size_t errlen)
 {

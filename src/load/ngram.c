@@ -315,10 +315,7 @@ void st_ngram_acc_add(st_ngram_acc *into, const st_ngram_acc *a)
     }
 }
 
-static double ratio(uint64_t a, uint64_t b)
-{
-    return b ? (double)a / (double)b : NAN;
-}
+static double ratio(uint64_t a, uint64_t b) { return b ? (double)a / (double)b : NAN; }
 
 void st_ngram_figures_of(const st_ngram_acc *a, st_ngram_figures *f)
 {

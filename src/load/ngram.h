@@ -20,8 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ST_NGRAM_K_MAX 64u          /* largest number of draft tokens per step */
-#define ST_NGRAM_N_MAX 64u          /* largest n-gram length (prompt_lookup_max) */
+#define ST_NGRAM_K_MAX 64u             /* largest number of draft tokens per step */
+#define ST_NGRAM_N_MAX 64u             /* largest n-gram length (prompt_lookup_max) */
 #define ST_NGRAM_TOKENS_MAX (1u << 24) /* longest prompt + completion replayed (tokens) */
 
 /* vLLM's defaults: prompt_lookup_min = prompt_lookup_max = 5. */
@@ -56,7 +56,7 @@ typedef struct st_ngram_acc {
     uint64_t drafts;
     uint64_t draft_tokens;
     uint64_t accepted;
-    uint64_t truncated;     /* draft tokens past the logged completion's end (not counted) */
+    uint64_t truncated; /* draft tokens past the logged completion's end (not counted) */
     uint64_t accepted_pos[ST_NGRAM_K_MAX];
     uint64_t drafted_pos[ST_NGRAM_K_MAX]; /* drafts that had a token at position i */
 } st_ngram_acc;
@@ -65,10 +65,10 @@ void st_ngram_acc_add(st_ngram_acc *into, const st_ngram_acc *a);
 
 /* The figures of a replay (NAN where the denominator is zero). */
 typedef struct st_ngram_figures {
-    double acceptance_rate;   /* accepted / draft_tokens */
-    double mean_accept_len;   /* 1 + accepted / drafts (vLLM's mean acceptance length) */
-    double no_proposal_share; /* no_proposal / steps */
-    double tokens_per_step;   /* decode_tokens / steps: the decode steps speculation saves */
+    double acceptance_rate;          /* accepted / draft_tokens */
+    double mean_accept_len;          /* 1 + accepted / drafts (vLLM's mean acceptance length) */
+    double no_proposal_share;        /* no_proposal / steps */
+    double tokens_per_step;          /* decode_tokens / steps: the decode steps speculation saves */
     double pos_rate[ST_NGRAM_K_MAX]; /* accepted_pos[i] / drafts */
     uint32_t n_pos;                  /* positions with a draft token */
 } st_ngram_figures;

@@ -351,39 +351,18 @@ oom:
     return -1;
 }
 
-const st_spec_counts *st_spec_stats_counts(const st_spec_stats *s)
-{
-    return &s->c;
-}
-int st_spec_stats_n_params(const st_spec_stats *s)
-{
-    return s->n;
-}
-const st_ngram_params *st_spec_stats_params(const st_spec_stats *s, int i)
-{
-    return &s->p[i];
-}
-const st_ngram_acc *st_spec_stats_total(const st_spec_stats *s, int i)
-{
-    return &s->total[i];
-}
-int st_spec_stats_n_categories(const st_spec_stats *s)
-{
-    return s->n_cat + (s->other_used ? 1 : 0);
-}
-const char *st_spec_stats_category(const st_spec_stats *s, int c)
-{
-    return c < s->n_cat ? s->cat[c] : "other";
-}
+const st_spec_counts *st_spec_stats_counts(const st_spec_stats *s) { return &s->c; }
+int st_spec_stats_n_params(const st_spec_stats *s) { return s->n; }
+const st_ngram_params *st_spec_stats_params(const st_spec_stats *s, int i) { return &s->p[i]; }
+const st_ngram_acc *st_spec_stats_total(const st_spec_stats *s, int i) { return &s->total[i]; }
+int st_spec_stats_n_categories(const st_spec_stats *s) { return s->n_cat + (s->other_used ? 1 : 0); }
+const char *st_spec_stats_category(const st_spec_stats *s, int c) { return c < s->n_cat ? s->cat[c] : "other"; }
 const st_ngram_acc *st_spec_stats_by_category(const st_spec_stats *s, int i, int c)
 {
     return &s->by_cat[i][c < s->n_cat ? c : ST_SPEC_CATEGORIES_MAX];
 }
 
-static json_t *num_or_null(double v)
-{
-    return v == v ? json_real(v) : json_null();
-}
+static json_t *num_or_null(double v) { return v == v ? json_real(v) : json_null(); }
 
 static json_t *acc_json(const st_ngram_acc *a)
 {

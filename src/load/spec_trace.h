@@ -30,8 +30,8 @@
 
 /* Text to ids (e.g. engine/spmtok.h through a wrapper): appends nothing, fills *ids (grown with
  * realloc) and returns the count, or -1 with err. */
-typedef int64_t (*st_spec_tokenize_fn)(void *arg, const char *text, size_t len, uint32_t **ids, size_t *cap,
-                                       char *err, size_t errlen);
+typedef int64_t (*st_spec_tokenize_fn)(void *arg, const char *text, size_t len, uint32_t **ids, size_t *cap, char *err,
+                                       size_t errlen);
 
 typedef struct st_spec_counts {
     uint64_t lines;         /* non-blank lines read */
@@ -53,8 +53,8 @@ typedef struct st_spec_stats st_spec_stats;
 
 /* n sets of parameters (1..ST_SPEC_PARAMS_MAX, each checked); tok may be NULL (then only lines
  * with ids are replayed). NULL with err. */
-st_spec_stats *st_spec_stats_new(const st_ngram_params *p, int n, st_spec_tokenize_fn tok, void *tok_arg,
-                                 char *err, size_t errlen);
+st_spec_stats *st_spec_stats_new(const st_ngram_params *p, int n, st_spec_tokenize_fn tok, void *tok_arg, char *err,
+                                 size_t errlen);
 void st_spec_stats_free(st_spec_stats *s);
 
 /* One line of the log (line: its number, for messages). 0, or -1 when out of memory. */

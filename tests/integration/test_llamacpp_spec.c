@@ -20,8 +20,23 @@
 static double measured(const char *dir, const char *target, const char *draft, const char *name)
 {
     llama_srv s;
-    const char *args[] = { "-md", draft, "--spec-type", "draft-simple", "--spec-draft-n-max", "8", "--temp", "0",
-                           "-c", "1024", "-np", "1", "-t", "1", "--alias", ALIAS, NULL };
+    const char *args[] = { "-md",
+                           draft,
+                           "--spec-type",
+                           "draft-simple",
+                           "--spec-draft-n-max",
+                           "8",
+                           "--temp",
+                           "0",
+                           "-c",
+                           "1024",
+                           "-np",
+                           "1",
+                           "-t",
+                           "1",
+                           "--alias",
+                           ALIAS,
+                           NULL };
     if (llama_start(&s, dir, target, tmp, args, LLAMA_READY_S)) {
         llama_stop(&s);
         fail_msg("llama-server with draft %s did not become ready:\n%s", name, llama_log_tail(&s));
@@ -29,9 +44,9 @@ static double measured(const char *dir, const char *target, const char *draft, c
     char url[64], json[600];
     snprintf(url, sizeof url, "http://127.0.0.1:%d", s.port);
     snprintf(json, sizeof json, "%s/bench-%s.json", tmp, name);
-    const char *b[] = { "bench", "--url", url, "--api", "completions", "--model", ALIAS, "--input-tokens", "32",
-                        "--output-tokens", "48", "-n", "4", "--rate", "inf", "--seed", "5", "--json", json, "-q",
-                        NULL };
+    const char *b[] = { "bench", "--url",           url,  "--api", "completions", "--model", ALIAS, "--input-tokens",
+                        "32",    "--output-tokens", "48", "-n",    "4",           "--rate",  "inf", "--seed",
+                        "5",     "--json",          json, "-q",    NULL };
     int rc = run_servetune(b, BENCH_LIMIT_S);
     llama_stop(&s);
     if (rc != 0 && rc != 3)

@@ -32,10 +32,7 @@ static int run(char *out, size_t cap, const char *a1, const char *a2, const char
     return st_test_capture(argv, out, cap);
 }
 
-static int sink(void *ctx, const void *p, size_t n)
-{
-    return fwrite(p, 1, n, ctx) == n ? 0 : -1;
-}
+static int sink(void *ctx, const void *p, size_t n) { return fwrite(p, 1, n, ctx) == n ? 0 : -1; }
 
 /* A vocabulary-only GGUF: the tokenizer keys alone (model, tokens, scores). */
 static void write_vocab(const char *path, const char *model)
@@ -53,7 +50,8 @@ static void write_vocab(const char *path, const char *model)
     tok[256] = "\xE2\x96\x81";
     tok[257] = "a";
     tok[258] = "b";
-    tok[259] = "\xE2\x96\x81" "a";
+    tok[259] = "\xE2\x96\x81"
+               "a";
     for (int i = 256; i < 260; i++)
         sc[i] = -1;
     assert_int_equal(st_gguf_set_str(&g, "general.architecture", "llama"), 0);

@@ -33,7 +33,7 @@ static void verification_step(void **state)
     assert_near(p1.tokens_per_step, 4.0, 1e-12);
     assert_near(p1.tpot_spec_s, p1.spec_step_s / 4.0, 1e-15);
     assert_near(p1.ratio, p1.tpot_spec_s / p1.tpot_plain_s, 1e-12);
-    assert_true(p1.spec_step_s > p1.plain_step_s); /* 5 tokens cost more than 1 ... */
+    assert_true(p1.spec_step_s > p1.plain_step_s);     /* 5 tokens cost more than 1 ... */
     assert_true(p1.spec_step_s < 2 * p1.plain_step_s); /* ... but far less than 5 (weights read once) */
     assert_true(p1.ratio < 0.5);
     /* short contexts: a large batch is compute-bound, the verified tokens cost in full */

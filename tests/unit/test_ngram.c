@@ -133,7 +133,7 @@ static void oracle_random(void **state)
         size_t n = 1 + st_rng_range(&rng, 0, (48) - 1);
         uint32_t alpha = 2 + (uint32_t)st_rng_range(&rng, 0, (5) - 1);
         for (size_t i = 0; i < n; i++)
-            t[i] = 1 + (uint32_t)st_rng_range(&rng, 0, (alpha) - 1);
+            t[i] = 1 + (uint32_t)st_rng_range(&rng, 0, (alpha)-1);
         st_ngram_params p;
         random_params(&rng, &p);
         uint32_t w = oracle(t, n, &p, want);
@@ -174,7 +174,7 @@ static void replay_matches_port(void **state)
         size_t np = st_rng_range(&rng, 0, (80) - 1), nc = st_rng_range(&rng, 0, (120) - 1);
         uint32_t alpha = 2 + (uint32_t)st_rng_range(&rng, 0, (6) - 1);
         for (size_t i = 0; i < np + nc; i++)
-            t[i] = (uint32_t)st_rng_range(&rng, 0, (alpha) - 1);
+            t[i] = (uint32_t)st_rng_range(&rng, 0, (alpha)-1);
         st_ngram_params p;
         random_params(&rng, &p);
         st_ngram_acc got, want;
@@ -311,8 +311,8 @@ static void params(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(vllm_examples),       cmocka_unit_test(oracle_random), cmocka_unit_test(replay_matches_port),
-        cmocka_unit_test(replay_by_hand),      cmocka_unit_test(params),
+        cmocka_unit_test(vllm_examples),  cmocka_unit_test(oracle_random), cmocka_unit_test(replay_matches_port),
+        cmocka_unit_test(replay_by_hand), cmocka_unit_test(params),
     };
     return cmocka_run_group_tests(tests, 0, 0);
 }

@@ -43,9 +43,13 @@ static void vllm_config(void **state)
                      1);
     assert_false(d.draft_free);
     assert_string_equal(d.draft_model, "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B");
-    assert_int_equal(find(&d, err, sizeof err, "--speculative-config", "{\"method\": \"deepseek_mtp\"}", NULL, NULL), 1);
-    assert_int_equal(find(&d, err, sizeof err, "--speculative-config", "{\"model\": \"Qwen/Qwen3-0.6B\", "
-                          "\"num_speculative_tokens\": 5}", NULL, NULL), 1);
+    assert_int_equal(find(&d, err, sizeof err, "--speculative-config", "{\"method\": \"deepseek_mtp\"}", NULL, NULL),
+                     1);
+    assert_int_equal(find(&d, err, sizeof err, "--speculative-config",
+                          "{\"model\": \"Qwen/Qwen3-0.6B\", "
+                          "\"num_speculative_tokens\": 5}",
+                          NULL, NULL),
+                     1);
     assert_string_equal(d.method, "draft_model");
 
     /* refused, with the reason */
@@ -53,8 +57,11 @@ static void vllm_config(void **state)
     assert_non_null(strstr(err, "is not JSON"));
     assert_int_equal(find(&d, err, sizeof err, "--speculative-config", "[1]", NULL, NULL), -1);
     assert_non_null(strstr(err, "must be a JSON object"));
-    assert_int_equal(find(&d, err, sizeof err, "--speculative-config", "{\"method\": \"lookahead\", "
-                          "\"num_speculative_tokens\": 4}", NULL, NULL), -1);
+    assert_int_equal(find(&d, err, sizeof err, "--speculative-config",
+                          "{\"method\": \"lookahead\", "
+                          "\"num_speculative_tokens\": 4}",
+                          NULL, NULL),
+                     -1);
     assert_non_null(strstr(err, "unknown method \"lookahead\""));
     assert_int_equal(find(&d, err, sizeof err, "--speculative-config", "{\"method\": \"ngram\"}", NULL, NULL), -1);
     assert_non_null(strstr(err, "ngram needs num_speculative_tokens"));
@@ -77,15 +84,13 @@ static void sglang_flags(void **state)
     (void)state;
     st_specdec d;
     char err[400];
-    assert_int_equal(find(&d, err, sizeof err, "--speculative-algorithm", "EAGLE3", "--speculative-num-draft-tokens",
-                          "6"),
-                     1);
+    assert_int_equal(
+        find(&d, err, sizeof err, "--speculative-algorithm", "EAGLE3", "--speculative-num-draft-tokens", "6"), 1);
     assert_int_equal(d.engine, ST_SPECDEC_SGLANG);
     assert_int_equal(d.k, 6);
     assert_int_equal(find(&d, err, sizeof err, "--speculative-algorithm", "MEDUSA", NULL, NULL), -1);
     assert_non_null(strstr(err, "unknown algorithm \"MEDUSA\""));
-    assert_int_equal(find(&d, err, sizeof err, "--speculative-algorithm", "NGRAM", "--speculative-num-steps", "x"),
-                     -1);
+    assert_int_equal(find(&d, err, sizeof err, "--speculative-algorithm", "NGRAM", "--speculative-num-steps", "x"), -1);
 }
 
 static void llamacpp_flags(void **state)

@@ -54,9 +54,9 @@ static void refused_or_not(void **state)
                            sizeof err),
                      -1);
     assert_non_null(strstr(err, "configurations[spec]: --speculative-config: unknown method \"lookahead\""));
-    assert_int_equal(
-        check("vllm", SYNTH ", allow_synthetic_speculation: true", "'--speculative-config', '{ngram}'", err, sizeof err),
-        -1);
+    assert_int_equal(check("vllm", SYNTH ", allow_synthetic_speculation: true", "'--speculative-config', '{ngram}'",
+                           err, sizeof err),
+                     -1);
     assert_non_null(strstr(err, "is not JSON"));
     assert_int_equal(check("sglang", SYNTH ", allow_synthetic_speculation: true",
                            "'--speculative-algorithm', 'LOOKAHEAD'", err, sizeof err),

@@ -10,7 +10,16 @@
 #include "engine/spmtok.h"
 
 /* 256 byte tokens, then the pieces below. */
-static const char *pieces[] = { "\xE2\x96\x81", "a", "aa", "b", "ab", "\xE2\x96\x81" "a", "\xE2\x96\x81" "ab", "c" };
+static const char *pieces[] = { "\xE2\x96\x81",
+                                "a",
+                                "aa",
+                                "b",
+                                "ab",
+                                "\xE2\x96\x81"
+                                "a",
+                                "\xE2\x96\x81"
+                                "ab",
+                                "c" };
 static const float scores[] = { -3, -4, 0, -4, -2, -1, -0.5f, -4 };
 #define NP (sizeof pieces / sizeof *pieces)
 #define ID(i) (256u + (i))
