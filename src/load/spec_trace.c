@@ -239,6 +239,122 @@ static int category_of(st_spec_stats *s, json_t *o)
     return ST_SPEC_CATEGORIES_MAX;
 }
 
+/* Replays s->ids[0..n) (the first n_prompt the prompt) under every set of parameters. 0 or -1
+ * (out of memory). */
+static int replay(st_spec_stats *s, size_t n_prompt, size_t n, int cat, int used_text, uint64_t line)
+{
+    if (n > ST_NGRAM_TOKENS_MAX) {
+        s->c.too_long++;
+        bad(s, line, "%zu tokens (at most %u replayed)", n, ST_NGRAM_TOKENS_MAX);
+        return 0;
+    }
+    for (int k = 0; k < s->n; k++) {
+        st_ngram_acc one;
+        memset(&one, 0, sizeof one);
+        if (st_ngram_replay_request(s->r[k], s->ids, n_prompt, n - n_prompt, &one))
+            return -1;
+        st_ngram_acc_add(&s->total[k], &one);
+        if (cat >= 0)
+            st_ngram_acc_add(&s->by_cat[k][cat], &one);
+    }
+    s->c.replayed++;
+    if (used_text)
+        s->c.from_text++;
+    else
+        s->c.from_ids++;
+    s->c.prompt_tokens += n_prompt;
+    s->c.completion_tokens += n - n_prompt;
+    return 0;
+}
+
+static int is_answer(const char *role)
+{
+    return role && (!strcmp(role, "assistant") || !strcmp(role, "gpt") || !strcmp(role, "model") ||
+                    !strcmp(role, "chatgpt") || !strcmp(role, "bing") || !strcmp(role, "bard"));
+}
+
+/* A conversation with its answers in it: ShareGPT's "conversations" [{"from", "value"}], or chat
+ * "messages" with assistant turns and no separate completion. Each answer is one request whose
+ * prompt is the turns before it. 1 handled, 0 not such a line, -1 out of memory. */
+static int conversation(st_spec_stats *s, json_t *root, int cat, uint64_t line)
+{
+    json_t *conv = json_object_get(root, "conversations");
+    int sharegpt = json_is_array(conv);
+    if (!sharegpt)
+        conv = json_object_get(root, "messages");
+    if (!json_is_array(conv))
+        return 0;
+    size_t m = json_array_size(conv), answers = 0;
+    for (size_t i = 1; i < m; i++) {
+        json_t *t = json_array_get(conv, i), *r = json_object_get(t, "from");
+        if (!json_is_string(r))
+            r = json_object_get(t, "role");
+        answers += is_answer(json_string_value(r));
+    }
+    if (!answers && sharegpt) {
+        s->c.no_completion++;
+        bad(s, line, "a conversation without an answer (no gpt / assistant turn after the first)");
+        return 1;
+    }
+    if (!answers)
+        return 0; /* chat messages: the prompt, the completion looked for elsewhere */
+    if (!s->tok) {
+        s->c.no_tokenizer++;
+        bad(s, line, "a conversation's text, and no tokenizer given (--vocab)");
+        return 1;
+    }
+    for (size_t i = 1; i < m; i++) {
+        json_t *t = json_array_get(conv, i), *r = json_object_get(t, "from");
+        if (!json_is_string(r))
+            r = json_object_get(t, "role");
+        if (!is_answer(json_string_value(r)))
+            continue;
+        size_t tlen = 0, n = 0;
+        int found = 0;
+        char err[200];
+        for (size_t j = 0; j < i; j++) {
+            json_t *u = json_array_get(conv, j), *v = json_object_get(u, "value");
+            if (!v)
+                v = json_object_get(u, "content");
+            if (tlen && append_text(s, &tlen, "\n", 1))
+                return -1;
+            if (content_text(s, v, &tlen, &found))
+                return -1;
+        }
+        if (!found) {
+            s->c.no_prompt++;
+            bad(s, line, "turn %zu: no text before the answer", i);
+            continue;
+        }
+        if (tokenize_append(s, tlen, &n, err, sizeof err)) {
+            s->c.untokenized++;
+            bad(s, line, "turn %zu, the prompt: %s", i, err);
+            continue;
+        }
+        size_t n_prompt = n;
+        json_t *v = json_object_get(t, "value");
+        if (!v)
+            v = json_object_get(t, "content");
+        tlen = 0;
+        found = 0;
+        if (content_text(s, v, &tlen, &found))
+            return -1;
+        if (!found) {
+            s->c.no_completion++;
+            bad(s, line, "turn %zu: an answer without text", i);
+            continue;
+        }
+        if (tokenize_append(s, tlen, &n, err, sizeof err)) {
+            s->c.untokenized++;
+            bad(s, line, "turn %zu, the answer: %s", i, err);
+            continue;
+        }
+        if (replay(s, n_prompt, n, cat, 1, line))
+            return -1;
+    }
+    return 1;
+}
+
 int st_spec_stats_add_line(st_spec_stats *s, const char *text, size_t len, uint64_t line)
 {
     size_t i = 0;
@@ -266,6 +382,19 @@ int st_spec_stats_add_line(st_spec_stats *s, const char *text, size_t len, uint6
         req = root;
     char err[200];
     size_t n = 0, tlen = 0;
+    if (req == root && !json_object_get(root, "output_ids") && !json_object_get(root, "input_ids")) {
+        size_t clen;
+        int ct = completion_text(s, root, &clen);
+        if (ct < 0)
+            goto oom;
+        if (!ct) { /* a conversation that holds its answers */
+            int cv = conversation(s, root, category_of(s, root), line);
+            if (cv < 0)
+                goto oom;
+            if (cv)
+                goto out;
+        }
+    }
     /* the prompt */
     int got = take_ids(s, json_object_get(req, "input_ids"), &n);
     if (got < 0)
@@ -321,28 +450,8 @@ int st_spec_stats_add_line(st_spec_stats *s, const char *text, size_t len, uint6
         }
         used_text = 1;
     }
-    if (n > ST_NGRAM_TOKENS_MAX) {
-        s->c.too_long++;
-        bad(s, line, "%zu tokens (at most %u replayed)", n, ST_NGRAM_TOKENS_MAX);
-        goto out;
-    }
-    int cat = category_of(s, root);
-    for (int k = 0; k < s->n; k++) {
-        st_ngram_acc one;
-        memset(&one, 0, sizeof one);
-        if (st_ngram_replay_request(s->r[k], s->ids, n_prompt, n - n_prompt, &one))
-            goto oom;
-        st_ngram_acc_add(&s->total[k], &one);
-        if (cat >= 0)
-            st_ngram_acc_add(&s->by_cat[k][cat], &one);
-    }
-    s->c.replayed++;
-    if (used_text)
-        s->c.from_text++;
-    else
-        s->c.from_ids++;
-    s->c.prompt_tokens += n_prompt;
-    s->c.completion_tokens += n - n_prompt;
+    if (replay(s, n_prompt, n, category_of(s, root), used_text, line))
+        goto oom;
 out:
     json_decref(root);
     return rc;

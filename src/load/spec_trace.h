@@ -10,6 +10,9 @@
  *   completion  "completion", "output_text" or "response" (a string), "output_ids" (ids), or an
  *               OpenAI response (in "response": choices[0].message.content or choices[0].text);
  *   category    "category" (a string; the first ST_SPEC_CATEGORIES_MAX names, the rest "other").
+ * A conversation that holds its answers (ShareGPT's "conversations" [{"from", "value"}], or chat
+ * "messages" with assistant turns and no completion key) gives one request per answer, its
+ * prompt every turn before it.
  * Ids given in the log are used as they are (both sides, or the tokenizer makes both). A line
  * without a prompt or without a completion, malformed, or whose text the tokenizer cannot map,
  * is counted under its reason and named (the first ST_SPEC_BAD_KEPT): never a silent zero. */

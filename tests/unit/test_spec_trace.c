@@ -169,6 +169,49 @@ static void categories_bounded(void **state)
     assert_non_null(strstr(err, "num_speculative_tokens"));
 }
 
+/* ShareGPT conversations and chat logs that hold their answers: each answer is a request whose
+ * prompt is every turn before it. */
+static void conversations(void **state)
+{
+    (void)state;
+    int calls = 0;
+    st_spec_stats *s = make(&calls, 1);
+    add(s,
+        "{\"id\": \"x\", \"conversations\": [{\"from\": \"human\", \"value\": \"a b c d e f g h i j\"}, "
+        "{\"from\": \"gpt\", \"value\": \"a b c d e f g h i j\"}, {\"from\": \"human\", \"value\": \"k\"}, "
+        "{\"from\": \"gpt\", \"value\": \"a b c\"}]}",
+        1);
+    const st_spec_counts *c = st_spec_stats_counts(s);
+    assert_int_equal(c->lines, 1);
+    assert_int_equal(c->replayed, 2);
+    assert_int_equal(c->prompt_tokens, 10 + 21);
+    assert_int_equal(c->completion_tokens, 10 + 3);
+    /* the second: [k a] has no match, [a b] proposes c d e, cut to the one logged token left */
+    const st_ngram_acc *a = st_spec_stats_total(s, 0);
+    assert_int_equal(a->steps, 3 + 2);
+    assert_int_equal(a->drafts, 2 + 1);
+    assert_int_equal(a->draft_tokens, 6 + 1);
+    assert_int_equal(a->accepted, 6 + 1);
+    assert_int_equal(a->truncated, 2);
+    /* OpenAI-style messages with the answer last */
+    add(s,
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"a b c d e f g h i j\"}, {\"role\": \"assistant\", "
+        "\"content\": \"a b c d e f g h i j\"}]}",
+        2);
+    assert_int_equal(c->replayed, 3);
+    /* a conversation without an answer: named */
+    add(s, "{\"conversations\": [{\"from\": \"human\", \"value\": \"a b\"}]}", 3);
+    assert_int_equal(c->replayed, 3);
+    assert_int_equal(c->no_completion, 1);
+    st_spec_stats_free(s);
+    /* without a tokenizer: named */
+    s = make(&calls, 0);
+    add(s, "{\"conversations\": [{\"from\": \"human\", \"value\": \"a\"}, {\"from\": \"gpt\", \"value\": \"b\"}]}", 1);
+    assert_int_equal(st_spec_stats_counts(s)->no_tokenizer, 1);
+    assert_non_null(strstr(st_spec_stats_counts(s)->bad_first[0], "a conversation's text"));
+    st_spec_stats_free(s);
+}
+
 static int out_len_cb(void *arg, const st_trace_row *row, char *err, size_t errlen)
 {
     uint32_t *out = arg;
@@ -209,6 +252,7 @@ int main(void)
         cmocka_unit_test(refusals),
         cmocka_unit_test(categories_bounded),
         cmocka_unit_test(servetune_jsonl_completion),
+        cmocka_unit_test(conversations),
     };
     return cmocka_run_group_tests(tests, 0, 0);
 }
