@@ -252,7 +252,10 @@ static void print_spec(const st_spec_stats *s, const char *tokens_from)
         char name[80];
         st_ngram_params_name(st_spec_stats_params(s, i), name, sizeof name);
         print_acc_row(name, st_spec_stats_total(s, i));
-        for (int k = 0; k < nc; k++) {
+        /* one category holding every request says nothing more */
+        for (int k = 0; k < nc && !(nc == 1 && st_spec_stats_by_category(s, i, 0)->requests ==
+                                                   st_spec_stats_total(s, i)->requests);
+             k++) {
             char cn[100];
             snprintf(cn, sizeof cn, "  %s", st_spec_stats_category(s, k));
             print_acc_row(cn, st_spec_stats_by_category(s, i, k));
@@ -322,8 +325,8 @@ static int trace_stats(int argc, char **argv)
           0 },
         { "gpu", 0, ST_OPT_STR, &gpu, "NAME", "the GPU of --model (H100, A100, ...)", 0, 0, 0 },
         { "spec", 0, ST_OPT_LIST, &specs, "ngram:K[,MIN,MAX]",
-          "offline acceptance of vLLM's n-gram speculation on the logged text (repeat for more K; MIN = MAX = 5 "
-          "by default)",
+          "offline acceptance of vLLM's n-gram speculation on the logged text (K: a number, K1/K2/..., or LO..HI; "
+          "repeatable; MIN = MAX = 5 by default)",
           0, 0, 0 },
         { "vocab", 0, ST_OPT_STR, &vocab, "FILE.gguf",
           "with --spec: tokenize the text with this GGUF vocabulary (SentencePiece, e.g. llama.cpp's "
@@ -395,17 +398,17 @@ static int trace_stats(int argc, char **argv)
     }
     if (specs.n) {
         st_ngram_params sp[ST_SPEC_PARAMS_MAX];
-        if (specs.n > ST_SPEC_PARAMS_MAX) {
-            status = st_cli_usage_error("trace stats", "at most 16 --spec");
-            goto out;
-        }
-        for (int i = 0; i < specs.n; i++)
-            if (st_ngram_params_parse(specs.v[i], &sp[i], err, sizeof err)) {
+        int nsp = 0;
+        for (int i = 0; i < specs.n; i++) {
+            int got = st_ngram_params_parse_list(specs.v[i], sp + nsp, ST_SPEC_PARAMS_MAX - nsp, err, sizeof err);
+            if (got < 0) {
                 char m[1100];
                 snprintf(m, sizeof m, "--spec %s", err);
                 status = st_cli_usage_error("trace stats", m);
                 goto out;
             }
+            nsp += got;
+        }
         if (!strcmp(path, "-")) {
             status = st_cli_usage_error("trace stats", "--spec reads the file twice: give a file, not stdin");
             goto out;
@@ -432,7 +435,7 @@ static int trace_stats(int argc, char **argv)
             snprintf(tokens_from, sizeof tokens_from, "%s (SentencePiece as llama.cpp, %u tokens; no BOS, no chat "
                      "template)", base ? base + 1 : vocab, st_spmtok_vocab_size(tok));
         }
-        ss = st_spec_stats_new(sp, specs.n, tok ? spm_tokenize : NULL, tok, err, sizeof err);
+        ss = st_spec_stats_new(sp, nsp, tok ? spm_tokenize : NULL, tok, err, sizeof err);
         if (!ss || spec_read(path, ss, err, sizeof err)) {
             fprintf(stderr, "servetune trace stats: %s\n", err);
             status = ss ? ST_EXIT_USAGE : ST_EXIT_FAIL;

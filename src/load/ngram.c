@@ -72,6 +72,56 @@ int st_ngram_params_parse(const char *s, st_ngram_params *p, char *err, size_t e
     return 0;
 }
 
+int st_ngram_params_parse_list(const char *s, st_ngram_params *out, int max, char *err, size_t errlen)
+{
+    const char *body = !strncmp(s, "ngram:", 6) ? s + 6 : s;
+    size_t klen = strcspn(body, ",");
+    const char *rest = body + klen; /* "" or ",MIN,MAX..." */
+    uint32_t ks[ST_NGRAM_K_MAX];
+    int nk = 0;
+    const char *dots = strstr(body, "..");
+    if (dots && dots < rest) {
+        const char *p = body, *q = dots + 2;
+        uint32_t lo, hi;
+        if (parse_u32(&p, &lo) || p != dots || parse_u32(&q, &hi) || q != rest || lo < 1 || hi < lo ||
+            hi > ST_NGRAM_K_MAX) {
+            snprintf(err, errlen, "'%s': a range of K is LO..HI with 1 <= LO <= HI <= %u", s, ST_NGRAM_K_MAX);
+            return -1;
+        }
+        for (uint32_t k = lo; k <= hi; k++)
+            ks[nk++] = k;
+    } else if (memchr(body, '/', klen)) {
+        const char *p = body;
+        while (p < rest) {
+            uint32_t k;
+            if (nk == (int)ST_NGRAM_K_MAX || parse_u32(&p, &k) || (p < rest && *p != '/')) {
+                snprintf(err, errlen, "'%s': a list of K is K1/K2/... (whole numbers)", s);
+                return -1;
+            }
+            ks[nk++] = k;
+            if (*p == '/')
+                p++;
+        }
+    } else {
+        if (max < 1) {
+            snprintf(err, errlen, "too many sets of n-gram parameters");
+            return -1;
+        }
+        return st_ngram_params_parse(s, out, err, errlen) ? -1 : 1;
+    }
+    if (nk > max) {
+        snprintf(err, errlen, "'%s': %d values of K, at most %d sets in all", s, nk, max);
+        return -1;
+    }
+    for (int i = 0; i < nk; i++) {
+        char one[160];
+        snprintf(one, sizeof one, "ngram:%u%.140s", ks[i], rest);
+        if (st_ngram_params_parse(one, &out[i], err, errlen))
+            return -1;
+    }
+    return nk;
+}
+
 /* vLLM: _find_longest_matched_ngram_and_propose_tokens. tokens reversed are read through
  * R(i) = tokens[n - 1 - i]; lps[i] is the longest v < i + 1 (v <= max_n) with R[0..v) ==
  * R[i+1-v..i+1), stored for the first max_n positions only. */

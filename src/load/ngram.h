@@ -37,6 +37,9 @@ typedef struct st_ngram_params {
 /* Parses "ngram:K", "ngram:K,MIN,MAX" or "ngram:K,MIN,MAX,MAX_MODEL_LEN" (also without the
  * "ngram:" prefix). 0, or -1 with the reason. */
 int st_ngram_params_parse(const char *s, st_ngram_params *p, char *err, size_t errlen);
+/* The same with a list of K: "ngram:2/4/8[,MIN,MAX...]" or a range "ngram:1..8[,...]" gives one
+ * set per K (at most max). The number of sets, or -1 with the reason. */
+int st_ngram_params_parse_list(const char *s, st_ngram_params *out, int max, char *err, size_t errlen);
 /* 0 when p is in range, else -1 with the reason. */
 int st_ngram_params_check(const st_ngram_params *p, char *err, size_t errlen);
 

@@ -306,6 +306,23 @@ static void params(void **state)
     assert_int_equal(st_ngram_params_parse("eagle:4", &p, err, sizeof err), -1);
     assert_int_equal(st_ngram_params_parse("ngram:4,", &p, err, sizeof err), -1);
     assert_int_equal(st_ngram_params_parse("ngram:4,1,2,3,4", &p, err, sizeof err), -1);
+    /* lists and ranges of K */
+    st_ngram_params v[16];
+    assert_int_equal(st_ngram_params_parse_list("ngram:2/4/8,2,5", v, 16, err, sizeof err), 3);
+    assert_int_equal(v[0].k, 2);
+    assert_int_equal(v[2].k, 8);
+    assert_int_equal(v[2].min_n, 2);
+    assert_int_equal(v[2].max_n, 5);
+    assert_int_equal(st_ngram_params_parse_list("ngram:1..5", v, 16, err, sizeof err), 5);
+    assert_int_equal(v[4].k, 5);
+    assert_int_equal(v[4].min_n, 5);
+    assert_int_equal(st_ngram_params_parse_list("ngram:3", v, 16, err, sizeof err), 1);
+    assert_int_equal(st_ngram_params_parse_list("ngram:1..20", v, 16, err, sizeof err), -1);
+    assert_non_null(strstr(err, "at most 16"));
+    assert_int_equal(st_ngram_params_parse_list("ngram:5..2", v, 16, err, sizeof err), -1);
+    assert_int_equal(st_ngram_params_parse_list("ngram:2/x", v, 16, err, sizeof err), -1);
+    assert_int_equal(st_ngram_params_parse_list("ngram:2/4,6,5", v, 16, err, sizeof err), -1);
+    assert_int_equal(st_ngram_params_parse_list("ngram:3", v, 0, err, sizeof err), -1);
 }
 
 int main(void)
