@@ -83,6 +83,63 @@ static void by_hand(void **state)
     assert_null(small_vocab("gpt2"));
 }
 
+/* Valid UTF-8 comes back from its ids (pieces, U+2581 as a space, byte tokens): the merges and the
+ * byte fallback lose nothing (3,000 random strings); any bytes at all are tokenized without error.
+ * (After an invalid lead byte a space's U+2581 may be split into byte tokens and read back as
+ * U+2581, as llama.cpp does.) */
+static void lossless_on_utf8(void **state)
+{
+    (void)state;
+    st_spmtok *t = small_vocab("llama");
+    uint32_t *ids = NULL;
+    size_t cap = 0;
+    char err[200], in[96], out[1024];
+    uint64_t x = 88172645463325252ULL;
+    static const char *const chars[] = {
+        "a", "b", "c", " ", " ", "z", "\n", "\xC3\xA9", "\xE2\x82\xAC", "\xF0\x9F\xA6\x99", "aa", "ab"
+    };
+    for (int k = 0; k < 3000; k++) {
+        size_t n = 0;
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        size_t want_chars = x % 20;
+        for (size_t i = 0; i < want_chars; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            const char *c = chars[(x >> 20) % (sizeof chars / sizeof *chars)];
+            memcpy(in + n, c, strlen(c));
+            n += strlen(c);
+        }
+        int64_t m = st_spmtok_encode(t, in, n, &ids, &cap, err, sizeof err);
+        assert_true(m >= 0);
+        size_t w = 0;
+        for (int64_t i = 0; i < m; i++) {
+            if (ids[i] < 256) {
+                out[w++] = (char)ids[i];
+                continue;
+            }
+            for (const char *p = pieces[ids[i] - 256]; *p;) {
+                if (!strncmp(p, "\xE2\x96\x81", 3)) {
+                    out[w++] = ' ';
+                    p += 3;
+                } else {
+                    out[w++] = *p++;
+                }
+            }
+        }
+        /* the space prefix when the text is not empty */
+        if (n ? (w != n + 1 || out[0] != ' ' || memcmp(out + 1, in, n)) : w != 0)
+            fail_msg("string %d (%zu bytes): %zu bytes back", k, n, w);
+        /* the same bytes scrambled: tokenized, whatever they are */
+        for (size_t i = 0; i < n; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            if (x % 3 == 0)
+                in[i] = (char)(x >> 32);
+        }
+        assert_true(st_spmtok_encode(t, in, n, &ids, &cap, err, sizeof err) >= (int64_t)(n > 0));
+    }
+    free(ids);
+    st_spmtok_free(t);
+}
+
 /* llama.cpp's vectors: the .inp texts split by "\n__ggml_vocab_test__\n", one line of ids each. */
 static void llamacpp_vectors(void **state)
 {
@@ -161,6 +218,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(by_hand),
+        cmocka_unit_test(lossless_on_utf8),
         cmocka_unit_test(llamacpp_vectors),
     };
     return cmocka_run_group_tests(tests, 0, 0);
