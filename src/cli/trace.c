@@ -19,6 +19,7 @@
 #include "engine/gguf.h"
 #include "engine/spmtok.h"
 #include "load/spec_trace.h"
+#include "load/tokenize.h"
 #include "load/trace_stats.h"
 
 /* The traffic JSON written with --json. */
@@ -305,7 +306,8 @@ static int trace_stats(int argc, char **argv)
 {
     st_cli_trace T;
     memset(&T, 0, sizeof T);
-    const char *json_path = NULL, *model = NULL, *gpu = NULL, *vocab = NULL;
+    const char *json_path = NULL, *model = NULL, *gpu = NULL, *vocab = NULL, *tok_url = NULL,
+               *tok_api = "completions";
     st_strlist specs;
     memset(&specs, 0, sizeof specs);
     long kv_tokens = 0, max_model_len = 0, seed = 0;
@@ -328,6 +330,11 @@ static int trace_stats(int argc, char **argv)
           "offline acceptance of vLLM's n-gram speculation on the logged text (K: a number, K1/K2/..., or LO..HI; "
           "repeatable; MIN = MAX = 5 by default)",
           0, 0, 0 },
+        { "tokenize", 0, ST_OPT_STR, &tok_url, "URL",
+          "with --spec: token ids from this running engine's /tokenize (vLLM, SGLang, llama.cpp, the emulator)", 0, 0,
+          0 },
+        { "tokenize-api", 0, ST_OPT_STR, &tok_api, "API",
+          "the API of --tokenize's server: completions (default), chat, llamacpp, sglang", 0, 0, 0 },
         { "vocab", 0, ST_OPT_STR, &vocab, "FILE.gguf",
           "with --spec: tokenize the text with this GGUF vocabulary (SentencePiece, e.g. llama.cpp's "
           "ggml-vocab-llama-spm.gguf)",
@@ -342,6 +349,7 @@ static int trace_stats(int argc, char **argv)
     st_trace_stats *ts = NULL;
     st_spec_stats *ss = NULL;
     st_spmtok *tok = NULL;
+    st_tokenizer *etok = NULL;
     char tokens_from[1200] = "";
     st_emu_config ecfg;
     st_emu_memory emem;
@@ -392,8 +400,12 @@ static int trace_stats(int argc, char **argv)
         status = st_cli_usage_error("trace stats", err);
         goto out;
     }
-    if (vocab && !specs.n) {
-        status = st_cli_usage_error("trace stats", "--vocab goes with --spec");
+    if ((vocab || tok_url) && !specs.n) {
+        status = st_cli_usage_error("trace stats", vocab ? "--vocab goes with --spec" : "--tokenize goes with --spec");
+        goto out;
+    }
+    if (vocab && tok_url) {
+        status = st_cli_usage_error("trace stats", "--vocab or --tokenize, not both");
         goto out;
     }
     if (specs.n) {
@@ -435,7 +447,23 @@ static int trace_stats(int argc, char **argv)
             snprintf(tokens_from, sizeof tokens_from, "%s (SentencePiece as llama.cpp, %u tokens; no BOS, no chat "
                      "template)", base ? base + 1 : vocab, st_spmtok_vocab_size(tok));
         }
-        ss = st_spec_stats_new(sp, nsp, tok ? spm_tokenize : NULL, tok, err, sizeof err);
+        if (tok_url) {
+            st_api_kind ak;
+            if (st_api_from_name(tok_api, &ak) || ak == ST_API_TGI) {
+                status = st_cli_usage_error("trace stats", "--tokenize-api: completions, chat, llamacpp or sglang");
+                goto out;
+            }
+            etok = st_tokenizer_new(tok_url, ak, NULL, NULL, 0, NULL, 30, err, sizeof err);
+            if (!etok) {
+                fprintf(stderr, "servetune trace stats: --tokenize %s: %s\n", tok_url, err);
+                status = ST_EXIT_USAGE;
+                goto out;
+            }
+            snprintf(tokens_from, sizeof tokens_from, "%s/tokenize (the engine's tokenizer; no special tokens, no "
+                     "chat template)", tok_url);
+        }
+        ss = st_spec_stats_new(sp, nsp, tok ? spm_tokenize : etok ? st_tokenizer_ids : NULL, tok ? (void *)tok : etok,
+                               err, sizeof err);
         if (!ss || spec_read(path, ss, err, sizeof err)) {
             fprintf(stderr, "servetune trace stats: %s\n", err);
             status = ss ? ST_EXIT_USAGE : ST_EXIT_FAIL;
@@ -539,6 +567,7 @@ out:
     st_trace_stats_free(ts);
     st_spec_stats_free(ss);
     st_spmtok_free(tok);
+    st_tokenizer_free(etok);
     st_opts_result_free(&pr);
     return status;
 }

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include "emu_util.h"
 #include "engine/gguf.h"
 
 static char dir[64];
@@ -122,6 +123,43 @@ static void text_with_vocab(void **state)
     assert_non_null(strstr(out, "tokenizer model 'gpt2' is not supported"));
 }
 
+/* Token ids from a running engine's /tokenize (the emulator's: one token a word), as --tokenize
+ * says: prompt 1..10 as words and the completion repeating it, the by-hand figures of test_ngram. */
+static void ids_from_engine_tokenize(void **state)
+{
+    (void)state;
+    char log[300], js[300], url[64], out[16384];
+    write_file("words.jsonl", "{\"text\": \"a b c d e f g h i j\", \"completion\": \"a b c d e f g h i j\"}\n", log,
+               sizeof log);
+    snprintf(js, sizeof js, "%s/words.json", dir);
+    emu_child emu;
+    const char *extra[] = { "--quiet", NULL };
+    assert_int_equal(emu_start(&emu, "Qwen/Qwen3-8B", "H100", extra, 1), 0);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", emu.port);
+    int rc = run(out, sizeof out, log, "--spec", "ngram:3,2,2", "--tokenize", url, "--json", js);
+    emu_stop(&emu);
+    if (rc != 0)
+        fail_msg("exit %d: %s", rc, out);
+    assert_non_null(strstr(out, "/tokenize (the engine's tokenizer"));
+    json_error_t je;
+    json_t *j = json_load_file(js, 0, &je);
+    assert_non_null(j);
+    json_t *spec = json_object_get(j, "speculation");
+    json_t *c = json_object_get(spec, "counts");
+    assert_int_equal(json_integer_value(json_object_get(c, "ids_from_text")), 1);
+    assert_int_equal(json_integer_value(json_object_get(c, "prompt_tokens")), 10);
+    assert_int_equal(json_integer_value(json_object_get(c, "completion_tokens")), 10);
+    json_t *r0 = json_array_get(json_object_get(spec, "results"), 0);
+    assert_int_equal(json_integer_value(json_object_get(r0, "num_drafts")), 2);
+    assert_int_equal(json_integer_value(json_object_get(r0, "num_accepted_tokens")), 6);
+    json_decref(j);
+    /* nothing listening: refused with the reason, not a zero */
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", free_port());
+    rc = run(out, sizeof out, log, "--spec", "ngram:3,2,2", "--tokenize", url, NULL, NULL);
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(out, "1 not tokenized"));
+}
+
 static void bad_arguments(void **state)
 {
     (void)state;
@@ -132,6 +170,8 @@ static void bad_arguments(void **state)
     assert_int_equal(run(out, sizeof out, log, "--spec", "eagle:3", NULL, NULL, NULL, NULL), 2);
     assert_int_equal(run(out, sizeof out, log, "--vocab", "x.gguf", NULL, NULL, NULL, NULL), 2);
     assert_non_null(strstr(out, "--vocab goes with --spec"));
+    assert_int_equal(run(out, sizeof out, log, "--spec", "ngram:2", "--vocab", "x.gguf", "--tokenize", "http://h"), 2);
+    assert_non_null(strstr(out, "not both"));
     assert_int_equal(run(out, sizeof out, "-", "--spec", "ngram:2", NULL, NULL, NULL, NULL), 2);
     assert_non_null(strstr(out, "not stdin"));
     assert_int_equal(run(out, sizeof out, log, "--spec", "ngram:2", "--vocab", "/nonexistent.gguf", NULL, NULL), 2);
@@ -148,7 +188,8 @@ static int teardown(void **state)
 {
     (void)state;
     char cmd_path[300];
-    const char *names[] = { "ids.jsonl", "out.json", "text.jsonl", "vocab.gguf", "bpe.gguf", "one.jsonl" };
+    const char *names[] = { "ids.jsonl", "out.json",  "text.jsonl",  "vocab.gguf",
+                            "bpe.gguf",  "one.jsonl", "words.jsonl", "words.json" };
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         snprintf(cmd_path, sizeof cmd_path, "%s/%s", dir, names[i]);
         unlink(cmd_path);
@@ -162,6 +203,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(figures_from_ids),
         cmocka_unit_test(text_with_vocab),
+        cmocka_unit_test(ids_from_engine_tokenize),
         cmocka_unit_test(bad_arguments),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

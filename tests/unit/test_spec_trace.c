@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "load/spec_trace.h"
+#include "load/tokenize.h"
 #include "load/trace.h"
 
 /* A toy tokenizer: one id per space-separated word, the word's first letter - 'a' + 1 (so
@@ -212,6 +213,28 @@ static void conversations(void **state)
     st_spec_stats_free(s);
 }
 
+/* The ids of /tokenize answers: vLLM / the emulator {"tokens": [ids]}, llama.cpp with pieces
+ * [{"id", "piece"}]; anything else refused. */
+static void tokenize_ids(void **state)
+{
+    (void)state;
+    uint32_t *ids = NULL;
+    size_t cap = 0;
+    const char *v = "{\"count\":3,\"max_model_len\":4096,\"tokens\":[5,0,4294967295],\"token_strs\":null}";
+    assert_int_equal(st_tokenize_parse_ids(v, strlen(v), &ids, &cap), 3);
+    assert_int_equal(ids[0], 5);
+    assert_int_equal(ids[2], 4294967295u);
+    const char *l = "{\"tokens\":[{\"id\":7,\"piece\":\"a\"},{\"id\":8,\"piece\":\"b\"}]}";
+    assert_int_equal(st_tokenize_parse_ids(l, strlen(l), &ids, &cap), 2);
+    assert_int_equal(ids[1], 8);
+    const char *e = "{\"tokens\":[]}";
+    assert_int_equal(st_tokenize_parse_ids(e, strlen(e), &ids, &cap), 0);
+    const char *bad[] = { "{\"count\":3}", "[1,2]", "{\"tokens\":[-1]}", "{\"tokens\":[\"x\"]}", "nope" };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        assert_int_equal(st_tokenize_parse_ids(bad[i], strlen(bad[i]), &ids, &cap), -1);
+    free(ids);
+}
+
 static int out_len_cb(void *arg, const st_trace_row *row, char *err, size_t errlen)
 {
     uint32_t *out = arg;
@@ -253,6 +276,7 @@ int main(void)
         cmocka_unit_test(categories_bounded),
         cmocka_unit_test(servetune_jsonl_completion),
         cmocka_unit_test(conversations),
+        cmocka_unit_test(tokenize_ids),
     };
     return cmocka_run_group_tests(tests, 0, 0);
 }
