@@ -370,12 +370,15 @@ static int trace_stats(int argc, char **argv)
                "  servetune trace stats mooncake_trace.jsonl\n"
                "  servetune trace stats spend_logs.json --trace-model qwen3-8b --model Qwen/Qwen3-8B --gpu H100\n"
                "  servetune trace stats chats.jsonl --spec ngram:2 --spec ngram:4 --spec ngram:4,2,5 \\\n"
-               "      --vocab ggml-vocab-llama-spm.gguf\n\n"
+               "      --vocab ggml-vocab-llama-spm.gguf\n"
+               "  servetune trace stats chats.jsonl --spec ngram:1..8 --tokenize http://127.0.0.1:8000\n\n"
                "--spec replays vLLM's n-gram proposer over each logged prompt + completion (token ids from\n"
-               "the log, or the text tokenized with --vocab): acceptance rate, mean acceptance length, per\n"
-               "position, and the share of steps without a proposal, exact at temperature 0. Lines with\n"
-               "prompt text or messages and the completion (servetune JSONL with \"completion\", OpenAI\n"
-               "request/response logs); lines without them are counted and named (docs/speculative.md).\n\n"
+               "the log, or the text tokenized with --vocab or the engine's --tokenize): acceptance rate,\n"
+               "mean acceptance length, per position, and the share of steps without a proposal, exact at\n"
+               "temperature 0. Lines with prompt text or messages and the completion (servetune JSONL with\n"
+               "\"completion\", OpenAI request/response logs, ShareGPT conversations); lines without them\n"
+               "are counted and named. With --model/--gpu, the engine model's TPOT with and without it\n"
+               "(docs/speculative.md).\n\n"
                "Options:\n");
         st_opts_usage(stdout, opts);
         goto out;
