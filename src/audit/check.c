@@ -14,21 +14,34 @@
 #include "emu/config.h"
 #include "emu/flags.h"
 #include "engine/process.h"
+#include "engine/specdec.h"
 #include "load/trace.h"
 #include "load/workload.h"
 #include "net/url.h"
 
 /* The synthetic workload through the function the sweep builds it with (one request of the
  * spec's lengths), or the trace read as the sweep reads it; the warm-up must fit too. */
-static int check_workload(const st_spec *s, uint32_t *n_run, char *err, size_t errlen)
+/* Rows of a trace whose prompt is text (the client's own words, sent verbatim). */
+static int count_text_rows(void *arg, const st_trace_row *row, char *err, size_t errlen)
+{
+    if (row->item && row->item->input_text)
+        (*(uint64_t *)arg)++;
+    return 0;
+}
+
+/* *random_prompts: 1 when the prompts are random token ids (the synthetic workload, or a trace
+ * of which fewer than half the requests carry their text), what speculation cannot be judged on. */
+static int check_workload(const st_spec *s, uint32_t *n_run, int *random_prompts, char *err, size_t errlen)
 {
     char e[512];
     st_workload w;
     *n_run = s->workload.requests_per_rate;
+    *random_prompts = 1;
     if (s->workload.kind == ST_WL_TRACE) {
         /* every row read as the sweep reads them (a malformed one is an error now, not mid-audit) */
         st_trace_counts c;
-        if (st_trace_read_file(s->workload.trace, NULL, NULL, NULL, &c, NULL, e, sizeof e)) {
+        uint64_t text_rows = 0;
+        if (st_trace_read_file(s->workload.trace, NULL, count_text_rows, &text_rows, &c, NULL, e, sizeof e)) {
             snprintf(err, errlen, "%s: workload.trace: %s", s->path, e);
             return -1;
         }
@@ -39,6 +52,7 @@ static int check_workload(const st_spec *s, uint32_t *n_run, char *err, size_t e
             return -1;
         }
         uint64_t n = c.kept;
+        *random_prompts = 2 * text_rows < c.kept;
         if (s->warmup_requests > n) {
             snprintf(err, errlen,
                      "%s: warmup_requests: %u is more than the trace's %llu requests (the warm-up replays the "
@@ -169,7 +183,35 @@ static int check_emulator_flags(const st_spec *s, const st_spec_config *c, const
     return 0;
 }
 
-static int check_launches(const st_spec *s, char *err, size_t errlen)
+/* A configuration that speculates: its flags valid, and not judged on random-id prompts unless
+ * the spec insists (docs/speculative.md). */
+static int check_speculation(const st_spec *s, const st_spec_config *c, const st_launch *l, int random_prompts,
+                             char *err, size_t errlen)
+{
+    st_specdec d;
+    char e[600];
+    int rc = st_specdec_from_argv((const char *const *)l->argv.v, l->argv.n, &d, e, sizeof e);
+    if (rc == 0)
+        return 0;
+    where(s, c, err, errlen);
+    size_t k = strlen(err);
+    if (rc < 0) {
+        snprintf(err + k, errlen - k, "%s", e);
+        return -1;
+    }
+    if (!random_prompts || s->workload.allow_synthetic_speculation)
+        return 0;
+    snprintf(err + k, errlen - k,
+             "speculates (%s) on prompts of random token ids (%s), on which n-gram lookup and draft models accept "
+             "almost nothing: the audit would measure only the speculation's cost. Audit it on the client's text (a "
+             "workload.trace whose requests carry their text; `servetune trace stats LOG --spec ngram:K` estimates "
+             "the n-gram acceptance offline), or set workload.allow_synthetic_speculation: true to run it anyway "
+             "(the report then says why it is not evidence)",
+             d.summary, s->workload.kind == ST_WL_TRACE ? "the trace's requests are token counts" : "the synthetic workload");
+    return -1;
+}
+
+static int check_launches(const st_spec *s, int random_prompts, char *err, size_t errlen)
 {
     if (s->engine.kind == ST_ENGINE_ENDPOINT) {
         st_url u;
@@ -191,6 +233,8 @@ static int check_launches(const st_spec *s, char *err, size_t errlen)
             return -1;
         }
         int rc = s->engine.kind == ST_ENGINE_EMULATOR ? check_emulator_flags(s, c, &l, err, errlen) : 0;
+        if (!rc)
+            rc = check_speculation(s, c, &l, random_prompts, err, errlen);
         st_launch_free(&l);
         if (rc)
             return -1;
@@ -201,7 +245,8 @@ static int check_launches(const st_spec *s, char *err, size_t errlen)
 int st_spec_check(const st_spec *s, char *err, size_t errlen)
 {
     uint32_t n_run;
-    if (check_workload(s, &n_run, err, errlen) || check_launches(s, err, errlen))
+    int random_prompts;
+    if (check_workload(s, &n_run, &random_prompts, err, errlen) || check_launches(s, random_prompts, err, errlen))
         return -1;
     st_secrets sec;
     if (st_spec_secrets(s, &sec, err, errlen))

@@ -507,7 +507,7 @@ static int parse_workload(pctx *p, yaml_node_t *n, st_spec *s)
                    { "shared_prefix", 0, 0 }, { "requests_per_rate", 0, 0 }, { "seed", 0, 0 },
                    { "trace", 0, 0 },         { "arrival", 0, 0 },           { "burstiness", 0, 0 },
                    { "semantics", 0, 0 },     { "exact_prompts", 0, 0 },     { "sessions", 0, 0 },
-                   { "think_time", 0, 0 } };
+                   { "think_time", 0, 0 },    { "allow_synthetic_speculation", 0, 0 } };
     int nk = (int)(sizeof k / sizeof *k);
     if (read_map(p, n, "workload", k, nk))
         return -1;
@@ -572,6 +572,9 @@ static int parse_workload(pctx *p, yaml_node_t *n, st_spec *s)
         if (get_str(p, v, "workload.arrival", &s->workload.arrival))
             return -1;
     }
+    if ((v = kv(k, nk, "allow_synthetic_speculation")) &&
+        get_bool(p, v, "workload.allow_synthetic_speculation", &s->workload.allow_synthetic_speculation))
+        return -1;
     if ((v = kv(k, nk, "exact_prompts"))) {
         const char *m = scalar(v);
         if (!m || (strcmp(m, "auto") && strcmp(m, "off")))

@@ -124,6 +124,9 @@ typedef struct st_spec {
         double range_ratio;
         uint32_t shared_prefix;
         int exact_prompts_off; /* exact_prompts: off (default auto: st_spec_fits_prompts) */
+        int allow_synthetic_speculation; /* a speculative configuration on prompts of random ids
+                                            (docs/speculative.md): run it anyway, the report saying
+                                            why it is not evidence */
         int vllm_semantics;    /* semantics: vllm: the prefix on top of input_tokens, the spread on
                                the rest (vllm bench serve's random dataset); st_spec_synth */
         uint32_t requests_per_rate;

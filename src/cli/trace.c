@@ -1,6 +1,7 @@
 /* servetune trace stats FILE: what a trace or a production log says about the traffic, and
  * the serving advice it implies (docs/trace-format.md). Also the trace options that bench
  * shares (st_cli_trace_opts). */
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -12,6 +13,13 @@
 #include "core/file.h"
 #include "core/opts.h"
 #include "core/parse.h"
+#include "emu/config.h"
+#include "emu/flags.h"
+#include "emu/specstep.h"
+#include "engine/gguf.h"
+#include "engine/spmtok.h"
+#include "load/spec_trace.h"
+#include "load/tokenize.h"
 #include "load/trace_stats.h"
 
 /* The traffic JSON written with --json. */
@@ -129,11 +137,179 @@ static void print_traffic(const char *path, st_trace_format fmt, const st_trace_
         printf("  - %s\n", a->lines[i]);
 }
 
+/* The vocabulary files llama.cpp ships are under 8 MB. */
+#define VOCAB_FILE_MAX ((size_t)64 << 20)
+
+static int64_t spm_tokenize(void *arg, const char *text, size_t len, uint32_t **ids, size_t *cap, char *err,
+                            size_t errlen)
+{
+    return st_spmtok_encode(arg, text, len, ids, cap, err, errlen);
+}
+
+static void print_acc_row(const char *name, const st_ngram_acc *a)
+{
+    st_ngram_figures f;
+    st_ngram_figures_of(a, &f);
+    char pos[400] = "";
+    size_t w = 0;
+    for (uint32_t i = 0; i < f.n_pos && w + 16 < sizeof pos; i++)
+        w += (size_t)snprintf(pos + w, sizeof pos - w, "%s%.0f%%", i ? " " : "", 100 * f.pos_rate[i]);
+    if (!a->drafts)
+        printf("  %-20s %8llu  no draft in %llu steps (%.1f%% without a proposal)\n", name,
+               (unsigned long long)a->requests, (unsigned long long)a->steps, 100 * f.no_proposal_share);
+    else
+        printf("  %-20s %8llu  %9.1f%%  %9.2f  %10.1f%%  %9.2f  %s\n", name, (unsigned long long)a->requests,
+               100 * f.acceptance_rate, f.mean_accept_len, 100 * f.no_proposal_share, f.tokens_per_step, pos);
+}
+
+/* The engine model of `vllm serve MODEL --gpu GPU [flags]` (as st_traffic_engine_model reads it). */
+static int spec_engine_config(int argc, char **argv, const char *gpu, st_emu_config *cfg, st_emu_memory *mem,
+                              char *err, size_t errlen)
+{
+    st_emu_args A;
+    st_emu_args_defaults(&A);
+    st_opt opts[ST_EMU_ARGS_TABLE_MAX];
+    st_emu_args_table(&A, opts);
+    st_opts_result r;
+    int rc = st_emu_args_parse(&A, opts, argc, argv, &r, err, errlen);
+    st_opts_result_free(&r);
+    if (rc)
+        return -1;
+    if (!A.gpu || !*A.gpu)
+        A.gpu = gpu;
+    if (st_emu_args_config(&A, cfg, err, errlen))
+        return -1;
+    return st_emu_memory_plan(cfg, mem, err, errlen) < 0 ? -1 : 0;
+}
+
+/* What the engine model makes of each acceptance: TPOT without and with speculation at a few
+ * batch sizes, and the batch from which it stops paying (emu/specstep.h). */
+static void print_spec_engine(const st_spec_stats *s, const st_emu_config *cfg, const st_emu_memory *mem,
+                              const char *what)
+{
+    const st_spec_counts *c = st_spec_stats_counts(s);
+    if (!c->replayed)
+        return;
+    uint32_t ctx = (uint32_t)((c->prompt_tokens + c->completion_tokens / 2) / c->replayed);
+    printf("\nThe engine model (%s), decoding at the log's mean context of %u tokens; n-gram lookup's own "
+           "CPU time not counted:\n",
+           what, ctx);
+    static const uint32_t batches[] = { 1, 8, 32, 128, 512 };
+    /* the batch the KV cache holds at that context, and the scheduler allows */
+    uint64_t fit = ctx ? mem->kv_tokens / ctx : mem->max_num_seqs;
+    uint32_t max_seqs = fit < mem->max_num_seqs ? (uint32_t)(fit ? fit : 1) : mem->max_num_seqs;
+    for (int i = 0; i < st_spec_stats_n_params(s); i++) {
+        const st_ngram_acc *a = st_spec_stats_total(s, i);
+        char name[80];
+        st_ngram_params_name(st_spec_stats_params(s, i), name, sizeof name);
+        if (!a->drafts || !a->steps) {
+            printf("  %-20s no draft: nothing to gain\n", name);
+            continue;
+        }
+        st_emu_spec_accept acc = { (double)a->drafts / (double)a->steps, (double)a->draft_tokens / (double)a->drafts,
+                                   (double)a->accepted / (double)a->drafts };
+        printf("  %-20s TPOT", name);
+        for (size_t b = 0; b < sizeof batches / sizeof *batches; b++) {
+            st_emu_spec_point p;
+            if (batches[b] > max_seqs || st_emu_spec_point_at(cfg, batches[b], ctx, &acc, 0, &p))
+                continue;
+            printf("%s batch %u: %.2f -> %.2f ms (%+.0f%%)", b ? ";" : "", batches[b], 1e3 * p.tpot_plain_s,
+                   1e3 * p.tpot_spec_s, 100 * (p.ratio - 1));
+        }
+        uint32_t be = st_emu_spec_breakeven(cfg, max_seqs, ctx, &acc, 0);
+        if (be)
+            printf("\n  %-20s stops paying from a batch of %u sequences (verification compute binds)\n", "", be);
+        else
+            printf("\n  %-20s pays at every batch the KV cache holds at this context (up to %u sequences)\n", "",
+                   max_seqs);
+    }
+}
+
+static void print_spec(const st_spec_stats *s, const char *tokens_from)
+{
+    const st_spec_counts *c = st_spec_stats_counts(s);
+    printf("\nSpeculative decoding: vLLM's n-gram proposer replayed at temperature 0 (docs/speculative.md)\n");
+    printf("%-22s %llu of %llu requests replayed (%llu prompt, %llu completion tokens); ids: %llu from the log, "
+           "%llu from text by %s\n",
+           "Read", (unsigned long long)c->replayed, (unsigned long long)c->lines, (unsigned long long)c->prompt_tokens,
+           (unsigned long long)c->completion_tokens, (unsigned long long)c->from_ids, (unsigned long long)c->from_text,
+           tokens_from ? tokens_from : "no tokenizer");
+    uint64_t skipped = c->malformed + c->no_prompt + c->no_completion + c->no_tokenizer + c->untokenized + c->too_long;
+    if (skipped) {
+        printf("%-22s %llu: %llu without a completion, %llu without a prompt, %llu text without a tokenizer, %llu "
+               "not tokenized, %llu malformed, %llu too long\n",
+               "Not replayed", (unsigned long long)skipped, (unsigned long long)c->no_completion,
+               (unsigned long long)c->no_prompt, (unsigned long long)c->no_tokenizer,
+               (unsigned long long)c->untokenized, (unsigned long long)c->malformed, (unsigned long long)c->too_long);
+        for (uint32_t i = 0; i < c->n_bad_first; i++)
+            printf("%-22s %s\n", "", c->bad_first[i]);
+    }
+    if (!c->replayed)
+        return;
+    printf("  %-20s %8s  %10s  %9s  %11s  %9s  %s\n", "ngram:K,MIN,MAX", "requests", "acceptance", "mean len",
+           "no proposal", "tok/step", "acceptance per position");
+    int nc = st_spec_stats_n_categories(s);
+    for (int i = 0; i < st_spec_stats_n_params(s); i++) {
+        char name[80];
+        st_ngram_params_name(st_spec_stats_params(s, i), name, sizeof name);
+        print_acc_row(name, st_spec_stats_total(s, i));
+        /* one category holding every request says nothing more */
+        for (int k = 0; k < nc && !(nc == 1 && st_spec_stats_by_category(s, i, 0)->requests ==
+                                                   st_spec_stats_total(s, i)->requests);
+             k++) {
+            char cn[100];
+            snprintf(cn, sizeof cn, "  %s", st_spec_stats_category(s, k));
+            print_acc_row(cn, st_spec_stats_by_category(s, i, k));
+        }
+    }
+    printf("  (acceptance = accepted / draft tokens; mean len = 1 + accepted / drafts, vLLM's mean acceptance\n"
+           "   length; tok/step = completion tokens per decode step, the most speculation can save)\n");
+}
+
+/* Reads path line by line into s. 0, or -1 with err. */
+static int spec_read(const char *path, st_spec_stats *s, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    uint64_t no = 0;
+    int rc = 0;
+    while ((n = getline(&line, &cap, f)) >= 0) {
+        no++;
+        if ((size_t)n > ST_SPEC_LINE_MAX) {
+            snprintf(err, errlen, "%s:%llu: a line of %zd bytes (at most %zu)", path, (unsigned long long)no, n,
+                     ST_SPEC_LINE_MAX);
+            rc = -1;
+            break;
+        }
+        if (st_spec_stats_add_line(s, line, (size_t)n, no)) {
+            snprintf(err, errlen, "out of memory");
+            rc = -1;
+            break;
+        }
+    }
+    if (!rc && ferror(f)) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        rc = -1;
+    }
+    free(line);
+    fclose(f);
+    return rc;
+}
+
 static int trace_stats(int argc, char **argv)
 {
     st_cli_trace T;
     memset(&T, 0, sizeof T);
-    const char *json_path = NULL, *model = NULL, *gpu = NULL;
+    const char *json_path = NULL, *model = NULL, *gpu = NULL, *vocab = NULL, *tok_url = NULL,
+               *tok_api = "completions";
+    st_strlist specs;
+    memset(&specs, 0, sizeof specs);
     long kv_tokens = 0, max_model_len = 0, seed = 0;
     st_opt opts[32];
     int n = 0;
@@ -150,6 +326,19 @@ static int trace_stats(int argc, char **argv)
           "with --gpu: the KV cache from the engine model of `vllm serve MODEL` (other vLLM flags pass through)", 0, 0,
           0 },
         { "gpu", 0, ST_OPT_STR, &gpu, "NAME", "the GPU of --model (H100, A100, ...)", 0, 0, 0 },
+        { "spec", 0, ST_OPT_LIST, &specs, "ngram:K[,MIN,MAX]",
+          "offline acceptance of vLLM's n-gram speculation on the logged text (K: a number, K1/K2/..., or LO..HI; "
+          "repeatable; MIN = MAX = 5 by default)",
+          0, 0, 0 },
+        { "tokenize", 0, ST_OPT_STR, &tok_url, "URL",
+          "with --spec: token ids from this running engine's /tokenize (vLLM, SGLang, llama.cpp, the emulator)", 0, 0,
+          0 },
+        { "tokenize-api", 0, ST_OPT_STR, &tok_api, "API",
+          "the API of --tokenize's server: completions (default), chat, llamacpp, sglang", 0, 0, 0 },
+        { "vocab", 0, ST_OPT_STR, &vocab, "FILE.gguf",
+          "with --spec: tokenize the text with this GGUF vocabulary (SentencePiece, e.g. llama.cpp's "
+          "ggml-vocab-llama-spm.gguf)",
+          0, 0, 0 },
         { 0 },
     };
     for (size_t i = 0; i < sizeof more / sizeof more[0]; i++)
@@ -158,6 +347,13 @@ static int trace_stats(int argc, char **argv)
     char err[1024];
     int status = ST_EXIT_OK;
     st_trace_stats *ts = NULL;
+    st_spec_stats *ss = NULL;
+    st_spmtok *tok = NULL;
+    st_tokenizer *etok = NULL;
+    char tokens_from[1200] = "";
+    st_emu_config ecfg;
+    st_emu_memory emem;
+    int have_ecfg = 0;
     if (st_opts_parse(opts, argc - 1, argv + 1, 1, &pr, err, sizeof err) < 0) {
         status = st_cli_usage_error("trace stats", err);
         goto out;
@@ -172,7 +368,17 @@ static int trace_stats(int argc, char **argv)
                "stdin. The file streams: memory stays bounded whatever its size.\n\n"
                "Examples:\n"
                "  servetune trace stats mooncake_trace.jsonl\n"
-               "  servetune trace stats spend_logs.json --trace-model qwen3-8b --model Qwen/Qwen3-8B --gpu H100\n\n"
+               "  servetune trace stats spend_logs.json --trace-model qwen3-8b --model Qwen/Qwen3-8B --gpu H100\n"
+               "  servetune trace stats chats.jsonl --spec ngram:2 --spec ngram:4 --spec ngram:4,2,5 \\\n"
+               "      --vocab ggml-vocab-llama-spm.gguf\n"
+               "  servetune trace stats chats.jsonl --spec ngram:1..8 --tokenize http://127.0.0.1:8000\n\n"
+               "--spec replays vLLM's n-gram proposer over each logged prompt + completion (token ids from\n"
+               "the log, or the text tokenized with --vocab or the engine's --tokenize): acceptance rate,\n"
+               "mean acceptance length, per position, and the share of steps without a proposal, exact at\n"
+               "temperature 0. Lines with prompt text or messages and the completion (servetune JSONL with\n"
+               "\"completion\", OpenAI request/response logs, ShareGPT conversations); lines without them\n"
+               "are counted and named. With --model/--gpu, the engine model's TPOT with and without it\n"
+               "(docs/speculative.md).\n\n"
                "Options:\n");
         st_opts_usage(stdout, opts);
         goto out;
@@ -197,6 +403,76 @@ static int trace_stats(int argc, char **argv)
         status = st_cli_usage_error("trace stats", err);
         goto out;
     }
+    if ((vocab || tok_url) && !specs.n) {
+        status = st_cli_usage_error("trace stats", vocab ? "--vocab goes with --spec" : "--tokenize goes with --spec");
+        goto out;
+    }
+    if (vocab && tok_url) {
+        status = st_cli_usage_error("trace stats", "--vocab or --tokenize, not both");
+        goto out;
+    }
+    if (specs.n) {
+        st_ngram_params sp[ST_SPEC_PARAMS_MAX];
+        int nsp = 0;
+        for (int i = 0; i < specs.n; i++) {
+            int got = st_ngram_params_parse_list(specs.v[i], sp + nsp, ST_SPEC_PARAMS_MAX - nsp, err, sizeof err);
+            if (got < 0) {
+                char m[1100];
+                snprintf(m, sizeof m, "--spec %s", err);
+                status = st_cli_usage_error("trace stats", m);
+                goto out;
+            }
+            nsp += got;
+        }
+        if (!strcmp(path, "-")) {
+            status = st_cli_usage_error("trace stats", "--spec reads the file twice: give a file, not stdin");
+            goto out;
+        }
+        if (vocab) {
+            size_t vlen = 0;
+            char *vb = st_read_file(vocab, VOCAB_FILE_MAX, &vlen, err, sizeof err);
+            st_gguf g;
+            if (!vb || st_gguf_parse(vb, vlen, vlen, &g, err, sizeof err)) {
+                fprintf(stderr, "servetune trace stats: --vocab %s: %s\n", vocab, err);
+                free(vb);
+                status = ST_EXIT_USAGE;
+                goto out;
+            }
+            tok = st_spmtok_from_gguf(&g, err, sizeof err);
+            st_gguf_free(&g);
+            free(vb);
+            if (!tok) {
+                fprintf(stderr, "servetune trace stats: --vocab %s: %s\n", vocab, err);
+                status = ST_EXIT_USAGE;
+                goto out;
+            }
+            const char *base = strrchr(vocab, '/');
+            snprintf(tokens_from, sizeof tokens_from, "%s (SentencePiece as llama.cpp, %u tokens; no BOS, no chat "
+                     "template)", base ? base + 1 : vocab, st_spmtok_vocab_size(tok));
+        }
+        if (tok_url) {
+            st_api_kind ak;
+            if (st_api_from_name(tok_api, &ak) || ak == ST_API_TGI) {
+                status = st_cli_usage_error("trace stats", "--tokenize-api: completions, chat, llamacpp or sglang");
+                goto out;
+            }
+            etok = st_tokenizer_new(tok_url, ak, NULL, NULL, 0, NULL, 30, err, sizeof err);
+            if (!etok) {
+                fprintf(stderr, "servetune trace stats: --tokenize %s: %s\n", tok_url, err);
+                status = ST_EXIT_USAGE;
+                goto out;
+            }
+            snprintf(tokens_from, sizeof tokens_from, "%s/tokenize (the engine's tokenizer; no special tokens, no "
+                     "chat template)", tok_url);
+        }
+        ss = st_spec_stats_new(sp, nsp, tok ? spm_tokenize : etok ? st_tokenizer_ids : NULL, tok ? (void *)tok : etok,
+                               err, sizeof err);
+        if (!ss || spec_read(path, ss, err, sizeof err)) {
+            fprintf(stderr, "servetune trace stats: %s\n", err);
+            status = ss ? ST_EXIT_USAGE : ST_EXIT_FAIL;
+            goto out;
+        }
+    }
     st_traffic_engine e;
     memset(&e, 0, sizeof e);
     char what[300] = "";
@@ -214,6 +490,8 @@ static int trace_stats(int argc, char **argv)
         for (int i = 0; i < pr.nunknown; i++)
             av[ac++] = pr.unknown[i];
         int rc = st_traffic_engine_model(ac, av, gpu, &e, what, sizeof what, err, sizeof err);
+        if (rc == 0 && ss)
+            have_ecfg = spec_engine_config(ac, av, gpu, &ecfg, &emem, err, sizeof err) == 0;
         free(av);
         if (rc < 0) {
             fprintf(stderr, "servetune trace stats: the engine model of %s on %s: %s\n", model, gpu, err);
@@ -229,6 +507,24 @@ static int trace_stats(int argc, char **argv)
     st_trace_counts c;
     st_trace_format fmt;
     int rc = ts ? st_trace_read_file(path, &o, st_trace_stats_row_cb, ts, &c, &fmt, err, sizeof err) : -1;
+    if (rc < 0 && ts && ss) { /* a log the traffic reader does not know: the speculation figures alone */
+        printf("%-22s %s\n%-22s not read: %s\n", "Trace", path, "Traffic", err);
+        print_spec(ss, tokens_from[0] ? tokens_from : NULL);
+        status = st_spec_stats_counts(ss)->replayed ? ST_EXIT_OK : ST_EXIT_FAIL;
+        if (json_path) {
+            json_t *j = json_object();
+            json_object_set_new(j, "traffic_error", json_string(err));
+            json_object_set_new(j, "speculation", st_spec_stats_json(ss, tokens_from[0] ? tokens_from : NULL));
+            char *js = json_dumps(j, JSON_INDENT(2));
+            json_decref(j);
+            if (!js || st_write_file_atomic(json_path, js, strlen(js), err, sizeof err) < 0) {
+                fprintf(stderr, "servetune trace stats: cannot write %s\n", js ? err : json_path);
+                status = ST_EXIT_FAIL;
+            }
+            free(js);
+        }
+        goto out;
+    }
     if (rc < 0) { /* a missing or malformed trace is bad input (docs/exit-codes.md) */
         fprintf(stderr, "servetune trace stats: %s\n", ts ? err : "out of memory");
         status = ts ? ST_EXIT_USAGE : ST_EXIT_FAIL;
@@ -246,8 +542,17 @@ static int trace_stats(int argc, char **argv)
     } else {
         print_traffic(path, fmt, &c, &t, &a);
     }
+    if (ss) {
+        print_spec(ss, tokens_from[0] ? tokens_from : NULL);
+        if (have_ecfg)
+            print_spec_engine(ss, &ecfg, &emem, what);
+        if (!st_spec_stats_counts(ss)->replayed)
+            status = ST_EXIT_FAIL;
+    }
     if (json_path) {
         json_t *j = st_traffic_json(&t, &a, &c, fmt, path);
+        if (j && ss)
+            json_object_set_new(j, "speculation", st_spec_stats_json(ss, tokens_from[0] ? tokens_from : NULL));
         if (j && e.kv_tokens && what[0])
             json_object_set_new(json_object_get(j, "advice"), "engine", json_string(what));
         char *s = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
@@ -264,6 +569,9 @@ static int trace_stats(int argc, char **argv)
     }
 out:
     st_trace_stats_free(ts);
+    st_spec_stats_free(ss);
+    st_spmtok_free(tok);
+    st_tokenizer_free(etok);
     st_opts_result_free(&pr);
     return status;
 }

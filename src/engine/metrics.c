@@ -1,6 +1,7 @@
 #include "engine/metrics.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- engine names -------------------------------------------------------------------- */
@@ -8,7 +9,7 @@
 static const char *const met_names[ST_MET__COUNT] = {
     "kv_usage",      "running",           "waiting",         "preemptions", "prefix_hits",     "prefix_queries",
     "prompt_tokens", "generation_tokens", "prefix_hit_rate", "emu_tokens",  "emu_late_tokens", "emu_very_late_tokens",
-    "emu_dropped_s",
+    "emu_dropped_s", "spec_drafts",       "spec_draft_tokens", "spec_accepted_tokens",
 };
 
 const char *st_metrics_name(st_metric m) { return ((unsigned)m < ST_MET__COUNT) ? met_names[m] : "unknown"; }
@@ -46,6 +47,10 @@ static const char *const *const vllm_names[ST_MET__COUNT] = {
     [ST_MET_EMU_LATE] = L("servetune:emulator_tokens_late_total"),
     [ST_MET_EMU_VERY_LATE] = L("servetune:emulator_tokens_very_late_total"),
     [ST_MET_EMU_DROPPED_S] = L("servetune:emulator_dropped_seconds_total"),
+    /* vllm/v1/spec_decode/metrics.py (counters, _total when exposed) */
+    [ST_MET_SPEC_DRAFTS] = L("vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_drafts"),
+    [ST_MET_SPEC_DRAFT_TOKENS] = L("vllm:spec_decode_num_draft_tokens_total", "vllm:spec_decode_num_draft_tokens"),
+    [ST_MET_SPEC_ACCEPTED] = L("vllm:spec_decode_num_accepted_tokens_total", "vllm:spec_decode_num_accepted_tokens"),
 };
 static const char *const *const sglang_names[ST_MET__COUNT] = {
     [ST_MET_KV_USAGE] = L("sglang:token_usage"),
@@ -221,6 +226,50 @@ static int ttft_hist(const char *dialect, const char *body, size_t len, st_metri
     return n;
 }
 
+static const char *const pos_names[ST_METRICS_SPEC_POS_MAX] = {
+    "spec_accepted_pos_00", "spec_accepted_pos_01", "spec_accepted_pos_02", "spec_accepted_pos_03",
+    "spec_accepted_pos_04", "spec_accepted_pos_05", "spec_accepted_pos_06", "spec_accepted_pos_07",
+    "spec_accepted_pos_08", "spec_accepted_pos_09", "spec_accepted_pos_10", "spec_accepted_pos_11",
+    "spec_accepted_pos_12", "spec_accepted_pos_13", "spec_accepted_pos_14", "spec_accepted_pos_15",
+};
+
+/* vLLM's accepted draft tokens by position, summed over the other labels (engines, ranks). */
+static int spec_positions(const char *dialect, const char *body, size_t len, st_metrics_sample *out, int n, int max)
+{
+    if (engine_table(dialect) != vllm_names)
+        return n;
+    double v[ST_METRICS_SPEC_POS_MAX];
+    int seen[ST_METRICS_SPEC_POS_MAX] = { 0 };
+    static const char *const names[] = { "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+                                         "vllm:spec_decode_num_accepted_tokens_per_pos" };
+    for (int k = 0; k < 2; k++) {
+        st_prom_iter it;
+        st_prom_sample s;
+        char err[64], pos[16];
+        int any = 0, rc;
+        size_t nl = strlen(names[k]);
+        st_prom_iter_init(&it, body, len);
+        while ((rc = st_prom_next(&it, &s, err, sizeof err)) != 0) {
+            if (rc < 0 || s.name_len != nl || memcmp(s.name, names[k], nl) ||
+                st_prom_label(&s, "position", pos, sizeof pos) != 0)
+                continue;
+            char *end;
+            long p = strtol(pos, &end, 10);
+            if (*end || p < 0 || p >= ST_METRICS_SPEC_POS_MAX || !isfinite(s.value))
+                continue;
+            v[p] = seen[p] ? v[p] + s.value : s.value;
+            seen[p] = 1;
+            any = 1;
+        }
+        if (any)
+            break;
+    }
+    for (int p = 0; p < ST_METRICS_SPEC_POS_MAX; p++)
+        if (seen[p])
+            n = put(out, n, max, pos_names[p], v[p]);
+    return n;
+}
+
 /* The Prometheus text is parsed by engine/metrics (the project's one parser); this only turns
  * its generic figures into samples to store. */
 int st_metrics_scrape(const char *dialect, const char *body, size_t len, st_metrics_sample *out, int max)
@@ -234,6 +283,7 @@ int st_metrics_scrape(const char *dialect, const char *body, size_t len, st_metr
             continue;
         n = put(out, n, max, st_metrics_name((st_metric)k), m.v[k]);
     }
+    n = spec_positions(dialect, body, len, out, n, max);
     return ttft_hist(dialect, body, len, out, n, max);
 }
 

@@ -24,12 +24,16 @@ typedef enum st_metric {
     ST_MET_EMU_LATE,      /* counter, tokens sent more than 10 ms of engine time late */
     ST_MET_EMU_VERY_LATE, /* counter, tokens sent more than 100 ms of engine time late */
     ST_MET_EMU_DROPPED_S, /* counter, engine seconds lost when the process fell behind */
+    /* speculative decoding (vLLM's spec_decode counters, docs/speculative.md) */
+    ST_MET_SPEC_DRAFTS,       /* counter, verification steps with a draft (num_drafts) */
+    ST_MET_SPEC_DRAFT_TOKENS, /* counter, draft tokens proposed */
+    ST_MET_SPEC_ACCEPTED,     /* counter, draft tokens accepted */
     ST_MET__COUNT
 } st_metric;
 
 /* "kv_usage", "running", "waiting", "preemptions", "prefix_hits", "prefix_queries",
  * "prompt_tokens", "generation_tokens", "prefix_hit_rate", "emu_tokens", "emu_late_tokens",
- * "emu_very_late_tokens", "emu_dropped_s". */
+ * "emu_very_late_tokens", "emu_dropped_s", "spec_drafts", "spec_draft_tokens", "spec_accepted_tokens". */
 const char *st_metrics_name(st_metric m);
 int st_metrics_from_name(const char *name, st_metric *out);
 /* Engines: "vllm" (also "emulator", which exposes vLLM's names), "sglang", "tgi",
@@ -74,7 +78,10 @@ typedef struct st_metrics_sample {
  * (at most ST_METRICS_HIST_MAX finite buckets; an engine with more has its histogram left
  * out). */
 #define ST_METRICS_HIST_MAX 48
-#define ST_METRICS_SCRAPE_MAX (16 + 2 * ST_METRICS_HIST_MAX + 2)
+/* Also vLLM's accepted draft tokens by position (vllm:spec_decode_num_accepted_tokens_per_pos,
+ * label position="i"), as spec_accepted_pos_NN for the first ST_METRICS_SPEC_POS_MAX positions. */
+#define ST_METRICS_SPEC_POS_MAX 16
+#define ST_METRICS_SCRAPE_MAX (20 + 2 * ST_METRICS_HIST_MAX + 2 + ST_METRICS_SPEC_POS_MAX)
 
 /* Fills out[0..return) (names are static strings; t is left for the caller). */
 int st_metrics_scrape(const char *dialect, const char *body, size_t len, st_metrics_sample *out, int max);

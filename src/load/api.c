@@ -526,6 +526,12 @@ static void read_timings(const st_json_val *t, st_api_event *ev)
     ev->srv_prompt_ms = pm;
     ev->srv_gen_ms = gm;
     ev->srv_gen_n = gn;
+    uint32_t dn, da;
+    if (st_json_get_u32(t, "draft_n", &dn) == 0 && st_json_get_u32(t, "draft_n_accepted", &da) == 0 && da <= dn) {
+        ev->has_draft = 1;
+        ev->srv_draft_n = dn;
+        ev->srv_draft_accepted = da;
+    }
 }
 
 static void read_llamacpp(const st_json_val *f, st_api_event *ev)

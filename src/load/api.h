@@ -97,6 +97,10 @@ typedef struct st_api_event {
     int has_timings;
     double srv_prompt_ms, srv_gen_ms;
     uint32_t srv_gen_n;
+    /* Speculative decoding (llama.cpp's timings.draft_n / draft_n_accepted, present when the
+     * server drafts): draft tokens proposed for the request, and accepted. */
+    int has_draft;
+    uint32_t srv_draft_n, srv_draft_accepted;
     /* Carried across the events of one stream: the running total of tokens counted so far
      * (the sum of tokens). st_api_parse_event resets every other field and keeps this one,
      * so keep one st_api_event per request and zero it (st_api_event_reset) before the

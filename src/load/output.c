@@ -133,6 +133,17 @@ json_t *st_output_summary_json(const st_summary *s)
     } else {
         set(o, "server_timings_ms", json_null());
     }
+    if (s->srv_draft_requests) {
+        json_t *sp = json_object();
+        set(sp, "requests", json_integer(s->srv_draft_requests));
+        set(sp, "draft_tokens", json_integer((json_int_t)s->srv_draft_tokens));
+        set(sp, "accepted_tokens", json_integer((json_int_t)s->srv_draft_accepted));
+        set(sp, "acceptance_rate",
+            num(s->srv_draft_tokens ? (double)s->srv_draft_accepted / (double)s->srv_draft_tokens : NAN));
+        set(o, "speculation", sp);
+    } else {
+        set(o, "speculation", json_null());
+    }
     return o;
 }
 
@@ -165,6 +176,8 @@ static json_t *record_json(const st_record *r, int with_events)
     set(o, "server_prompt_ms", r->srv_prompt >= 0 ? json_real(st_ns_to_ms(r->srv_prompt)) : json_null());
     set(o, "server_gen_ms", r->srv_gen >= 0 ? json_real(st_ns_to_ms(r->srv_gen)) : json_null());
     set(o, "server_gen_tokens", r->srv_gen >= 0 ? json_integer(r->srv_gen_n) : json_null());
+    set(o, "server_draft_tokens", r->has_draft ? json_integer(r->srv_draft_n) : json_null());
+    set(o, "server_draft_accepted", r->has_draft ? json_integer(r->srv_draft_accepted) : json_null());
     set(o, "first_answer_ns", ns_or_null(r->first_answer));
     set(o, "ttfat_ms", num(ms(st_record_ttfat(r))));
     set(o, "reasoning_tokens", json_integer(r->reasoning_tokens));
@@ -667,6 +680,13 @@ void st_output_table(FILE *f, const st_bench_info *in, const st_summary *s)
         fputs(" / ", f);
         figw(f, s->srv_tpot_gap.p99 * 1e3, 3, 0);
         fputs(" ms\n", f);
+    }
+    if (s->srv_draft_requests) {
+        fprintf(f, "Speculative decoding (server-reported, %u requests): %llu draft tokens, %llu accepted", s->srv_draft_requests,
+                (unsigned long long)s->srv_draft_tokens, (unsigned long long)s->srv_draft_accepted);
+        if (s->srv_draft_tokens)
+            fprintf(f, " (%.1f%%)", 100.0 * (double)s->srv_draft_accepted / (double)s->srv_draft_tokens);
+        fputc('\n', f);
     }
     int limited = st_output_client_limited(in, s);
     fprintf(f, "%-30s", "Client self-check:");

@@ -61,6 +61,10 @@ typedef struct st_record {
      * what the server's queue, the HTTP path and the client add. */
     st_ns srv_prompt, srv_gen;
     uint32_t srv_gen_n;
+    /* Speculative decoding as the server reports it for this request (llama.cpp's timings
+     * draft_n, draft_n_accepted): has_draft 0 when not reported. */
+    int has_draft;
+    uint32_t srv_draft_n, srv_draft_accepted;
 
     /* Time of every token event (relative to t0), n_events of them; owned by the record
      * (malloc'd). One event may carry more than one token. ITL = consecutive differences. */

@@ -203,6 +203,9 @@ static void keep_timings(st_record *rec, const st_api_event *ev)
     rec->srv_prompt = (st_ns)(ev->srv_prompt_ms * 1e6);
     rec->srv_gen = (st_ns)(ev->srv_gen_ms * 1e6);
     rec->srv_gen_n = ev->srv_gen_n;
+    rec->has_draft = ev->has_draft;
+    rec->srv_draft_n = ev->srv_draft_n;
+    rec->srv_draft_accepted = ev->srv_draft_accepted;
 }
 
 /* Ends request c->idx with a status (the connection is left as it is). */

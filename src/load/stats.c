@@ -304,6 +304,13 @@ int st_summary_compute(const st_record *recs, uint32_t n, const st_summary_opts 
         st_dist_compute(vals, k, srv_d[f]);
     }
 
+    for (uint32_t i = 0; i < n; i++)
+        if (!recs[i].warmup && recs[i].status == ST_REQ_OK && recs[i].has_draft) {
+            s->srv_draft_requests++;
+            s->srv_draft_tokens += recs[i].srv_draft_n;
+            s->srv_draft_accepted += recs[i].srv_draft_accepted;
+        }
+
     if (w->valid) {
         w->start_s = st_ns_to_s(ws);
         w->end_s = st_ns_to_s(we);

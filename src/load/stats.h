@@ -96,6 +96,10 @@ typedef struct st_summary {
      * step, and the client's TTFT and TPOT minus them (what the server's queue, the HTTP path
      * and the client add). Whole run. */
     st_dist srv_prompt, srv_tpot, srv_ttft_gap, srv_tpot_gap;
+    /* Speculative decoding as the server reported it per request (llama.cpp's draft_n,
+     * draft_n_accepted), summed over the completed measured requests that carry it. */
+    uint32_t srv_draft_requests;
+    uint64_t srv_draft_tokens, srv_draft_accepted;
 
     /* Steady state: from the first measured request's scheduled time to the last measured
      * request's scheduled time (the last arrival), so the drain after the last arrival is

@@ -2,6 +2,7 @@
 #include "load/tokenize.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -408,9 +409,12 @@ static int exchange(st_tokenizer *t, st_http_parser *p, st_ns deadline, char *er
     }
 }
 
-int st_tokenizer_count(void *arg, const char *text, size_t len, uint32_t *count, char *err, size_t errlen)
+/* POSTs text to /tokenize and leaves the 2xx answer in *p (freed by the caller). plain: the text
+ * itself, no chat template and no special tokens (its ids, for trace stats --spec). 0, or -1 with
+ * err (p freed). */
+static int tok_post(st_tokenizer *t, const char *text, size_t len, int plain, st_http_parser *p, char *err,
+                    size_t errlen)
 {
-    st_tokenizer *t = arg;
     st_buf body;
     st_buf_init(&body, TOKENIZE_REQ_MAX);
     st_buf_puts(&body, "{");
@@ -419,7 +423,15 @@ int st_tokenizer_count(void *arg, const char *text, size_t len, uint32_t *count,
         st_buf_json_str(&body, t->model);
         st_buf_puts(&body, ",");
     }
-    if (t->api == ST_API_CHAT) {
+    if (plain && t->api == ST_API_LLAMACPP) {
+        st_buf_puts(&body, "\"content\":");
+        st_buf_json_strn(&body, text, len);
+        st_buf_puts(&body, ",\"add_special\":false}");
+    } else if (plain) {
+        st_buf_puts(&body, "\"prompt\":");
+        st_buf_json_strn(&body, text, len);
+        st_buf_puts(&body, ",\"add_special_tokens\":false}");
+    } else if (t->api == ST_API_CHAT) {
         st_buf_puts(&body, "\"messages\":[{\"role\":\"user\",\"content\":");
         st_buf_json_strn(&body, text, len);
         st_buf_puts(&body, "}],\"add_generation_prompt\":true}");
@@ -452,19 +464,18 @@ int st_tokenizer_count(void *arg, const char *text, size_t len, uint32_t *count,
     }
     st_ns deadline = st_now() + st_s_to_ns(t->timeout_s);
     st_http_limits lim = { .max_head = 64 * 1024, .max_headers = 100, .max_body = ST_TOKENIZE_BODY_MAX };
-    st_http_parser p;
     rc = -1;
     for (int attempt = 0; attempt < 2; attempt++) {
         int fresh = t->fd < 0;
         if (fresh && conn_open(t, deadline, err, errlen) < 0)
             return -1;
-        st_http_parser_init(&p, ST_HTTP_RESPONSE, &lim, NULL, NULL);
-        int x = exchange(t, &p, deadline, err, errlen);
+        st_http_parser_init(p, ST_HTTP_RESPONSE, &lim, NULL, NULL);
+        int x = exchange(t, p, deadline, err, errlen);
         if (x == 0) {
             rc = 0;
             break;
         }
-        st_http_parser_free(&p);
+        st_http_parser_free(p);
         conn_close(t);
         if (x < 0 || fresh)
             return -1;
@@ -473,19 +484,33 @@ int st_tokenizer_count(void *arg, const char *text, size_t len, uint32_t *count,
     if (rc < 0)
         return -1;
     t->calls++;
-    int status = p.status;
-    if (!p.keep_alive)
+    int status = p->status;
+    if (!p->keep_alive)
         conn_close(t);
     if (status == 404 || status == 405) {
         t->missing = 1;
         snprintf(err, errlen, "no /tokenize on this server (HTTP %d at %s)", status, t->path);
-        rc = -1;
-    } else if (status < 200 || status >= 300) {
+        st_http_parser_free(p);
+        return -1;
+    }
+    if (status < 200 || status >= 300) {
         char msg[300];
-        st_api_error_message(p.body.data ? p.body.data : "", p.body.len, msg, sizeof msg);
+        st_api_error_message(p->body.data ? p->body.data : "", p->body.len, msg, sizeof msg);
         snprintf(err, errlen, "POST %s: HTTP %d: %s", t->path, status, msg);
-        rc = -1;
-    } else if (st_tokenize_parse(p.body.data ? p.body.data : "", p.body.len, count) < 0) {
+        st_http_parser_free(p);
+        return -1;
+    }
+    return 0;
+}
+
+int st_tokenizer_count(void *arg, const char *text, size_t len, uint32_t *count, char *err, size_t errlen)
+{
+    st_tokenizer *t = arg;
+    st_http_parser p;
+    if (tok_post(t, text, len, 0, &p, err, errlen))
+        return -1;
+    int rc = 0;
+    if (st_tokenize_parse(p.body.data ? p.body.data : "", p.body.len, count) < 0) {
         snprintf(err, errlen, "POST %s: an answer without a token count", t->path);
         rc = -1;
     } else if (*count == 0 && len > 0) {
@@ -503,6 +528,54 @@ int st_tokenizer_count(void *arg, const char *text, size_t len, uint32_t *count,
     }
     st_http_parser_free(&p);
     return rc;
+}
+
+int64_t st_tokenize_parse_ids(const char *body, size_t len, uint32_t **ids, size_t *cap)
+{
+    json_error_t je;
+    json_t *root = json_loadb(body, len, 0, &je);
+    json_t *a = json_is_object(root) ? json_object_get(root, "tokens") : NULL;
+    size_t n = json_array_size(a);
+    int64_t rc = json_is_array(a) ? (int64_t)n : -1;
+    if (rc > 0 && n > *cap) {
+        uint32_t *q = realloc(*ids, n * sizeof *q);
+        if (!q)
+            rc = -1;
+        else {
+            *ids = q;
+            *cap = n;
+        }
+    }
+    for (size_t i = 0; rc > 0 && i < n; i++) {
+        json_t *v = json_array_get(a, i);
+        /* llama.cpp answers [{"id": ..., "piece": ...}] when asked for pieces */
+        if (json_is_object(v))
+            v = json_object_get(v, "id");
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 0xffffffffLL)
+            rc = -1;
+        else
+            (*ids)[i] = (uint32_t)json_integer_value(v);
+    }
+    json_decref(root);
+    return rc;
+}
+
+int64_t st_tokenizer_ids(void *arg, const char *text, size_t len, uint32_t **ids, size_t *cap, char *err,
+                         size_t errlen)
+{
+    st_tokenizer *t = arg;
+    if (t->api == ST_API_TGI) {
+        snprintf(err, errlen, "TGI's /tokenize is not read for token ids");
+        return -1;
+    }
+    st_http_parser p;
+    if (tok_post(t, text, len, 1, &p, err, errlen))
+        return -1;
+    int64_t n = st_tokenize_parse_ids(p.body.data ? p.body.data : "", p.body.len, ids, cap);
+    if (n < 0)
+        snprintf(err, errlen, "POST %s: an answer without token ids", t->path);
+    st_http_parser_free(&p);
+    return n;
 }
 
 int st_prompt_fit_work(st_workload *w, st_tokenizer *t, const volatile sig_atomic_t *stop, uint32_t *fitted,

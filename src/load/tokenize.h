@@ -45,6 +45,13 @@ void st_tokenizer_free(st_tokenizer *t);
  * the server ("the server at http://HOST:PORT/tokenize answered ..."). */
 int st_tokenizer_count(void *arg, const char *text, size_t len, uint32_t *count, char *err, size_t errlen);
 int st_tokenizer_missing(const st_tokenizer *t);
+/* The token ids of the text itself (no chat template, no special tokens: "add_special_tokens":
+ * false, llama.cpp "add_special": false): *ids grown with realloc; the count, or -1 with err.
+ * Fits load/spec_trace.h's st_spec_tokenize_fn (arg: the st_tokenizer). Not for TGI. */
+int64_t st_tokenizer_ids(void *arg, const char *text, size_t len, uint32_t **ids, size_t *cap, char *err,
+                         size_t errlen);
+/* The ids of a /tokenize answer ({"tokens": [ids]}, or [{"id", ...}] items). The count, or -1. */
+int64_t st_tokenize_parse_ids(const char *body, size_t len, uint32_t **ids, size_t *cap);
 /* Requests made so far. */
 uint32_t st_tokenizer_calls(const st_tokenizer *t);
 

@@ -274,7 +274,7 @@ int st_trace_parse_native(const char *line, size_t len, uint32_t index, uint64_t
         goto out;
     }
     json_t *ts = NULL, *in_tok = NULL, *in_ids = NULL, *text = NULL, *out_tok = NULL, *pg = NULL, *pl = NULL;
-    json_t *sess = NULL, *turn = NULL, *think = NULL, *model = NULL;
+    json_t *sess = NULL, *turn = NULL, *think = NULL, *model = NULL, *compl = NULL, *out_ids = NULL, *cat = NULL;
     const char *key;
     json_t *val;
     json_object_foreach(root, key, val)
@@ -301,10 +301,17 @@ int st_trace_parse_native(const char *line, size_t len, uint32_t index, uint64_t
             think = val;
         else if (strcmp(key, "model") == 0)
             model = val;
+        else if (strcmp(key, "completion") == 0) /* the logged answer: trace stats --spec */
+            compl = val;
+        else if (strcmp(key, "output_ids") == 0)
+            out_ids = val;
+        else if (strcmp(key, "category") == 0)
+            cat = val;
         else {
             st_errf(err, errlen,
                     "unknown key \"%.64s\" (expected timestamp, input_tokens, input_ids, text, "
-                    "output_tokens, prefix_group, prefix_len, session, turn, think_time, model)",
+                    "output_tokens, prefix_group, prefix_len, session, turn, think_time, model, completion, "
+                    "output_ids, category)",
                     key);
             goto out;
         }
@@ -362,12 +369,37 @@ int st_trace_parse_native(const char *line, size_t len, uint32_t index, uint64_t
         }
         snprintf(x->model, sizeof x->model, "%s", json_string_value(model));
     }
-    if (!out_tok) {
-        st_errf(err, errlen, "output_tokens is required");
+    if (compl && !json_is_string(compl)) {
+        st_errf(err, errlen, "completion must be a string (the logged answer)");
         goto out;
     }
-    if (get_count(out_tok, "output_tokens", 1, &it->output_len, err, errlen) < 0)
+    if (cat && !json_is_string(cat)) {
+        st_errf(err, errlen, "category must be a string");
         goto out;
+    }
+    if (out_ids) {
+        size_t n = json_is_array(out_ids) ? json_array_size(out_ids) : 0;
+        for (size_t k = 0; k < n; k++) {
+            json_t *el = json_array_get(out_ids, k);
+            if (!json_is_integer(el) || json_integer_value(el) < 0 || json_integer_value(el) > (json_int_t)UINT32_MAX)
+                n = 0;
+        }
+        if (n == 0 || n > ST_WORKLOAD_MAX_TOKENS) {
+            st_errf(err, errlen, "output_ids must be a non-empty array of at most %u token ids", ST_WORKLOAD_MAX_TOKENS);
+            goto out;
+        }
+    }
+    if (!out_tok && (out_ids || compl)) { /* the logged answer's length */
+        uint32_t n = out_ids ? (uint32_t)json_array_size(out_ids) : count_words(json_string_value(compl));
+        it->output_len = n ? n : 1;
+    } else {
+        if (!out_tok) {
+            st_errf(err, errlen, "output_tokens is required (or the logged completion or output_ids)");
+            goto out;
+        }
+        if (get_count(out_tok, "output_tokens", 1, &it->output_len, err, errlen) < 0)
+            goto out;
+    }
     if (in_ids && text) {
         st_errf(err, errlen, "give either input_ids or text, not both");
         goto out;

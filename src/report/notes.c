@@ -13,6 +13,7 @@
 #include "core/version.h"
 #include "emu/config.h"
 #include "emu/steptime.h"
+#include "engine/specdec.h"
 #include "load/stats.h"
 #include "report/format.h"
 #include "report/report.h"
@@ -196,6 +197,40 @@ static void one_line(char *dst, size_t cap, const char *src)
         memcpy(dst + cap - 4, "...", 4);
 }
 
+/* The increase of counter name over the samples (first to last value), NAN when absent. */
+static double counter_delta(const st_metrics_sample *samples, uint32_t n, const char *name)
+{
+    double first = NAN, last = NAN;
+    for (uint32_t i = 0; i < n; i++)
+        if (!strcmp(samples[i].name, name)) {
+            if (isnan(first))
+                first = samples[i].value;
+            last = samples[i].value;
+        }
+    return last - first;
+}
+
+static void spec_digest(const st_record *recs, uint32_t n_recs, const st_metrics_sample *samples, uint32_t n_samples,
+                        st_notes_run *out)
+{
+    out->spec_drafts = counter_delta(samples, n_samples, "spec_drafts");
+    out->spec_draft_tokens = counter_delta(samples, n_samples, "spec_draft_tokens");
+    out->spec_accepted = counter_delta(samples, n_samples, "spec_accepted_tokens");
+    for (uint32_t p = 0; p < ST_METRICS_SPEC_POS_MAX; p++) {
+        char name[32];
+        snprintf(name, sizeof name, "spec_accepted_pos_%02u", p);
+        out->spec_pos[p] = counter_delta(samples, n_samples, name);
+        if (!isnan(out->spec_pos[p]))
+            out->spec_n_pos = p + 1;
+    }
+    for (uint32_t i = 0; recs && i < n_recs; i++)
+        if (!recs[i].warmup && recs[i].status == ST_REQ_OK && recs[i].has_draft) {
+            out->rec_draft_requests++;
+            out->rec_draft_tokens += recs[i].srv_draft_n;
+            out->rec_draft_accepted += recs[i].srv_draft_accepted;
+        }
+}
+
 void st_notes_run_digest(const st_record *recs, uint32_t n_recs, const st_metrics_sample *samples, uint32_t n_samples,
                          st_notes_run *out)
 {
@@ -205,6 +240,8 @@ void st_notes_run_digest(const st_record *recs, uint32_t n_recs, const st_metric
     out->hist_t0 = out->hist_t1 = out->engine_ttft_p50_ms = out->engine_ttft_p95_ms = NAN;
     out->engine_p95_lo_ms = out->engine_p95_hi_ms = NAN;
     out->client_ttft_p50_ms = out->client_ttft_p95_ms = out->client_sched_ttft_p95_ms = out->cdf_gap = NAN;
+
+    spec_digest(recs, n_recs, samples, n_samples, out);
 
     /* samples */
     if (samples && n_samples) {
@@ -1561,6 +1598,80 @@ static void environment(ctx *x)
     free(eng);
 }
 
+/* A configuration that speculates, run on prompts of random token ids because the spec insisted
+ * (workload.allow_synthetic_speculation, docs/speculative.md): its figures are not evidence. */
+#define SPEC_FLAGS_MAX 256
+
+/* The acceptance each run measured: vLLM's counters, or llama.cpp's per-response counts. */
+static void speculation_measured(ctx *x, const st_rep_cfg *c)
+{
+    st_buf *b = &x->b;
+    int any = 0;
+    for (int j = 0; j < c->n_runs; j++) {
+        const st_notes_run *d = digest_of(c, j);
+        const st_run_row *w = &c->runs[j];
+        if (!d || verdict_is(w, "skipped") || verdict_is(w, "error"))
+            continue;
+        int vllm = d->spec_draft_tokens > 0 && d->spec_drafts > 0 && !isnan(d->spec_accepted);
+        int llama = d->rec_draft_tokens > 0;
+        if (!vllm && !llama)
+            continue;
+        st_buf_puts(b, any ? "; at " : "measured speculative decoding: at ");
+        any = 1;
+        rate_s(b, w->rate);
+        if (vllm) {
+            st_buf_printf(b, " req/s %.1f%% of %.0f draft tokens accepted, mean acceptance length %.2f",
+                          100 * d->spec_accepted / d->spec_draft_tokens, d->spec_draft_tokens,
+                          1 + d->spec_accepted / d->spec_drafts);
+            if (d->spec_n_pos) {
+                st_buf_puts(b, " (by position:");
+                for (uint32_t p = 0; p < d->spec_n_pos; p++)
+                    st_buf_printf(b, " %.0f%%", isnan(d->spec_pos[p]) ? 0 : 100 * d->spec_pos[p] / d->spec_drafts);
+                st_buf_puts(b, ")");
+            }
+        } else {
+            st_buf_printf(b, " req/s %.1f%% of %llu draft tokens accepted (%u responses' draft_n)",
+                          100.0 * (double)d->rec_draft_accepted / (double)d->rec_draft_tokens,
+                          (unsigned long long)d->rec_draft_tokens, d->rec_draft_requests);
+        }
+    }
+    if (!any)
+        return;
+    st_buf_puts(b, ". Compare its TPOT and capacity with the configuration without speculation; on prompts of the "
+                   "client's text, `servetune trace stats LOG --spec` gives the n-gram estimate to set beside it.");
+    add(x, ST_NOTE_INFO, "speculation_measured", c->name);
+}
+
+static void speculation_note(ctx *x, const st_rep_cfg *c)
+{
+    const st_report *r = x->r;
+    if (!c->spec || !r->spec.workload.allow_synthetic_speculation)
+        return;
+    const char *argv[SPEC_FLAGS_MAX];
+    int n = 0;
+    for (int i = 0; i < r->spec.engine.flags.n && n < SPEC_FLAGS_MAX; i++)
+        argv[n++] = r->spec.engine.flags.v[i];
+    for (int i = 0; i < c->spec->add_flags.n && n < SPEC_FLAGS_MAX; i++)
+        argv[n++] = c->spec->add_flags.v[i];
+    st_specdec d;
+    char e[600];
+    if (st_specdec_from_argv(argv, n, &d, e, sizeof e) != 1)
+        return;
+    st_buf_printf(&x->b, "%s speculates (%s) and ran on ", c->name, d.summary);
+    if (r->spec.workload.kind == ST_WL_SYNTHETIC)
+        st_buf_printf(&x->b, "the synthetic workload's prompts of random token ids");
+    else
+        st_buf_printf(&x->b, "a trace that --check found to hold token counts (prompts of random token ids)");
+    st_buf_printf(&x->b,
+                  ", because the spec says workload.allow_synthetic_speculation: true. On such prompts n-gram lookup "
+                  "finds no earlier n-gram and a draft model's guesses are rarely the target's, so almost every draft "
+                  "is rejected: its TPOT and capacity measure the speculation's cost, not its gain, and are no evidence "
+                  "for or against it on real traffic. Audit it on the client's text, or estimate the n-gram acceptance "
+                  "offline with `servetune trace stats LOG --spec ngram:%u`.",
+                  d.k ? d.k : 4);
+    add(x, ST_NOTE_WARN, "speculation_not_evidence", c->name);
+}
+
 int st_notes_build(const st_report *r, st_notes *out)
 {
     memset(out, 0, sizeof *out);
@@ -1576,6 +1687,8 @@ int st_notes_build(const st_report *r, st_notes *out)
     for (int i = 0; i < r->n_cfg && !x.oom; i++) {
         const st_rep_cfg *c = &r->cfg[i];
         status_notes(&x, c);
+        speculation_note(&x, c);
+        speculation_measured(&x, c);
         decode_anomaly(&x, i);
         capacity_notes(&x, c);
         combined_gain(&x, i, all);

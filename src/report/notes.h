@@ -103,6 +103,15 @@ typedef struct st_notes_run {
     double client_ttft_p50_ms, client_ttft_p95_ms; /* from the request's send (client lag excluded) */
     double client_sched_ttft_p95_ms;               /* from its scheduled time (as the SLO measures) */
     double cdf_gap;                                /* max over the finite bounds of |F_client - F_engine| */
+
+    /* speculative decoding over the run (docs/speculative.md): vLLM's counters, first to last
+     * scrape (NAN: not exposed), accepted tokens by position (spec_n_pos kept); and the
+     * per-response counts llama.cpp reports (records; rec_draft_requests 0: none) */
+    double spec_drafts, spec_draft_tokens, spec_accepted;
+    double spec_pos[ST_METRICS_SPEC_POS_MAX];
+    uint32_t spec_n_pos;
+    uint32_t rec_draft_requests;
+    uint64_t rec_draft_tokens, rec_draft_accepted;
 } st_notes_run;
 
 /* KV cache usage at or above this fraction counts as high. */

@@ -684,6 +684,78 @@ static void llamacpp_slots_full(void **state)
     st_notes_free(&ns);
 }
 
+/* A speculative configuration run on random-id prompts because the spec insisted: the note says
+ * why its figures are not evidence; without the key (or without speculation) no such note. */
+static void speculation_not_evidence(void **state)
+{
+    (void)state;
+    static fx f;
+    st_notes ns;
+    one_cfg(&f, "--speculative-config", "{\"method\": \"ngram\", \"num_speculative_tokens\": 3}");
+    f.r.spec.engine.kind = ST_ENGINE_VLLM;
+    f.r.spec.workload.allow_synthetic_speculation = 1;
+    build(&f, &ns);
+    const st_note *x = find(&ns, "speculation_not_evidence", "baseline");
+    has_text(x, "baseline speculates (vLLM ngram, 3 draft tokens, lookup 5..5) and ran on the synthetic workload's "
+                "prompts of random token ids");
+    has_text(x, "no evidence for or against it");
+    has_text(x, "trace stats LOG --spec ngram:3");
+    assert_int_equal(x->sev, ST_NOTE_WARN);
+    st_notes_free(&ns);
+    one_cfg(&f, "--speculative-config", "{\"method\": \"ngram\", \"num_speculative_tokens\": 3}");
+    build(&f, &ns);
+    assert_int_equal(count_kind(&ns, "speculation_not_evidence", NULL), 0);
+    st_notes_free(&ns);
+    one_cfg(&f, "--max-num-seqs", "64");
+    f.r.spec.workload.allow_synthetic_speculation = 1;
+    build(&f, &ns);
+    assert_int_equal(count_kind(&ns, "speculation_not_evidence", NULL), 0);
+    st_notes_free(&ns);
+}
+
+/* Measured acceptance per run: vLLM's counters over the run's scrapes, llama.cpp's per-response
+ * counts from its records. */
+static void speculation_measured(void **state)
+{
+    (void)state;
+    static fx f;
+    st_notes ns;
+    static const st_metrics_sample sm[] = {
+        { 0, "spec_drafts", 100 },        { 0, "spec_draft_tokens", 400 },    { 0, "spec_accepted_tokens", 100 },
+        { 0, "spec_accepted_pos_00", 60 }, { 0, "spec_accepted_pos_01", 40 }, { 10, "spec_drafts", 300 },
+        { 10, "spec_draft_tokens", 1200 }, { 10, "spec_accepted_tokens", 500 }, { 10, "spec_accepted_pos_00", 240 },
+        { 10, "spec_accepted_pos_01", 140 },
+    };
+    one_cfg(&f, "--speculative-config", "{\"method\": \"ngram\", \"num_speculative_tokens\": 4}");
+    f.r.spec.engine.kind = ST_ENGINE_VLLM;
+    st_notes_run_digest(NULL, 0, sm, sizeof sm / sizeof *sm, &f.dg[0][1]);
+    build(&f, &ns);
+    const st_note *x = find(&ns, "speculation_measured", "baseline");
+    has_text(x, "measured speculative decoding: at 16 req/s 50.0% of 800 draft tokens accepted, mean acceptance "
+                "length 3.00 (by position: 90% 50%)");
+    assert_int_equal(x->sev, ST_NOTE_INFO);
+    st_notes_free(&ns);
+    /* llama.cpp: the records' draft_n */
+    static st_record rec[2];
+    memset(rec, 0, sizeof rec);
+    rec[0].status = rec[1].status = ST_REQ_OK;
+    rec[0].has_draft = rec[1].has_draft = 1;
+    rec[0].srv_draft_n = 30, rec[0].srv_draft_accepted = 3;
+    rec[1].srv_draft_n = 10, rec[1].srv_draft_accepted = 1;
+    one_cfg(&f, "-md", "draft.gguf");
+    f.r.spec.engine.kind = ST_ENGINE_LLAMACPP;
+    st_notes_run_digest(rec, 2, NULL, 0, &f.dg[0][0]);
+    build(&f, &ns);
+    has_text(find(&ns, "speculation_measured", "baseline"), "at 12 req/s 10.0% of 40 draft tokens accepted (2 responses' draft_n)");
+    st_notes_free(&ns);
+    /* nothing drafted: no note */
+    one_cfg(&f, NULL, NULL);
+    st_notes_run_digest(NULL, 0, NULL, 0, &f.dg[0][1]);
+    build(&f, &ns);
+    assert_int_equal(count_kind(&ns, "speculation_measured", NULL), 0);
+    st_notes_free(&ns);
+}
+
 /* The server's own timings against the client's, at the lowest and highest rates. */
 static void server_timings_against_client(void **state)
 {
@@ -994,6 +1066,8 @@ int main(void)
         cmocka_unit_test(token_counts_and_failures),
         cmocka_unit_test(environment_from_facts),
         cmocka_unit_test(renderers_share_the_list),
+        cmocka_unit_test(speculation_not_evidence),
+        cmocka_unit_test(speculation_measured),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }
