@@ -444,6 +444,11 @@ static int parse_time_text(const char *s, double *out)
         *out = v > 1e11 ? v / 1000.0 : v; /* epoch milliseconds */
         return 0;
     }
+    if (strlen(s) == 10 && s[4] == '-' && s[7] == '-') { /* a date: its midnight (UTC) */
+        char d[32];
+        snprintf(d, sizeof d, "%sT00:00:00Z", s);
+        return st_trace_parse_datetime(d, strlen(d), out);
+    }
     return st_trace_parse_datetime(s, strlen(s), out);
 }
 
