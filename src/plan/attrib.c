@@ -122,16 +122,46 @@ void st_attrib_free(st_attrib *a)
     for (uint32_t i = 0; i < a->n_tenants; i++)
         free(a->t[i].name);
     free(a->t);
+    free(a->tix);
     free(a->req);
     free(a->hour_gpu);
     memset(a, 0, sizeof *a);
 }
 
+static uint64_t name_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return h;
+}
+
+/* Rebuilds the index with room for twice the tenants (load at most one half). */
+static int tix_rebuild(st_attrib *a, size_t slots)
+{
+    uint32_t *t = calloc(slots, sizeof *t);
+    if (!t)
+        return -1;
+    for (uint32_t i = 0; i < a->n_tenants; i++) {
+        size_t k = name_hash(a->t[i].name) & (slots - 1);
+        while (t[k])
+            k = (k + 1) & (slots - 1);
+        t[k] = i + 1;
+    }
+    free(a->tix);
+    a->tix = t;
+    a->n_tix = slots;
+    return 0;
+}
+
 static int tenant_index(st_attrib *a, const char *name, uint32_t *out)
 {
-    for (uint32_t i = 0; i < a->n_tenants; i++) /* linear: tenants are few; bounded by TENANTS_MAX */
-        if (!strcmp(a->t[i].name, name)) {
-            *out = i;
+    if (!a->tix && tix_rebuild(a, 64) < 0)
+        return -1;
+    size_t k = name_hash(name) & (a->n_tix - 1);
+    for (; a->tix[k]; k = (k + 1) & (a->n_tix - 1))
+        if (!strcmp(a->t[a->tix[k] - 1].name, name)) {
+            *out = a->tix[k] - 1;
             return 0;
         }
     if (a->n_tenants >= ST_ATTRIB_TENANTS_MAX)
@@ -144,6 +174,9 @@ static int tenant_index(st_attrib *a, const char *name, uint32_t *out)
     if (!t->name)
         return -1;
     *out = a->n_tenants++;
+    if ((size_t)a->n_tenants * 2 > a->n_tix)
+        return tix_rebuild(a, a->n_tix * 2);
+    a->tix[k] = *out + 1;
     return 0;
 }
 
@@ -618,6 +651,19 @@ int st_bill_parse(const char *name, const char *text, size_t len, double width_s
 
 /* ---- reconciliation ---- */
 
+typedef struct rem {
+    double r;
+    uint32_t i;
+} rem;
+
+static int cmp_rem(const void *x, const void *y)
+{
+    const rem *p = x, *q = y;
+    if (p->r != q->r)
+        return p->r > q->r ? -1 : 1;
+    return p->i < q->i ? -1 : p->i > q->i; /* ties: the lower index first */
+}
+
 void st_attrib_cents(int64_t total, const double *w, uint32_t n, int64_t *out)
 {
     if (n == 0)
@@ -625,41 +671,32 @@ void st_attrib_cents(int64_t total, const double *w, uint32_t n, int64_t *out)
     double sum = 0;
     for (uint32_t i = 0; i < n; i++)
         sum += w[i] > 0 ? w[i] : 0;
+    for (uint32_t i = 0; i < n; i++)
+        out[i] = 0;
     if (sum <= 0) {
-        for (uint32_t i = 0; i < n; i++)
-            out[i] = 0;
         out[n - 1] = total;
         return;
     }
+    rem *r = malloc((size_t)n * sizeof *r);
     int64_t given = 0;
     for (uint32_t i = 0; i < n; i++) {
         double q = w[i] > 0 ? (double)total * (w[i] / sum) : 0;
         out[i] = (int64_t)floor(q);
         given += out[i];
+        if (r)
+            r[i] = (rem){ q - (double)out[i], i };
     }
+    if (r)
+        qsort(r, n, sizeof *r, cmp_rem);
     /* the rest, one cent each, to the largest remainders (lower index first on ties) */
-    while (given < total) {
-        uint32_t best = 0;
-        double br = -1;
-        for (uint32_t i = 0; i < n; i++) {
-            double q = w[i] > 0 ? (double)total * (w[i] / sum) : 0;
-            double r = q - (double)out[i];
-            if (r > br) {
-                br = r;
-                best = i;
-            }
+    for (uint32_t k = 0; given < total; k = (k + 1) % n, given++)
+        out[r ? r[k].i : k]++;
+    for (uint32_t k = 0; given > total; k = (k + 1) % n) /* floating error only */
+        if (out[k] > 0) {
+            out[k]--;
+            given--;
         }
-        out[best]++;
-        given++;
-    }
-    while (given > total) { /* floating error only */
-        uint32_t best = 0;
-        for (uint32_t i = 0; i < n; i++)
-            if (out[i] > out[best])
-                best = i;
-        out[best]--;
-        given--;
-    }
+    free(r);
 }
 
 void st_recon_free(st_recon *r)
@@ -687,7 +724,13 @@ int st_attrib_reconcile(const st_attrib *a, const st_bill *bill, st_recon *out, 
         double busy = 0;
         memset(w, 0, nt * sizeof *w);
         /* the tenants' engine seconds in [t, t + width): whole hours, or a part of one */
-        for (uint32_t h = 0; h < a->n_hours; h++) {
+        int64_t h_lo = (int64_t)floor(b->t_s / 3600.0) - a->hour0;
+        int64_t h_hi = (int64_t)ceil((b->t_s + bill->width_s) / 3600.0) - a->hour0;
+        if (h_lo < 0)
+            h_lo = 0;
+        if (h_hi > (int64_t)a->n_hours)
+            h_hi = a->n_hours;
+        for (int64_t h = h_lo; h < h_hi; h++) {
             double hs = (double)(a->hour0 + (int64_t)h) * 3600.0, he = hs + 3600.0;
             double lo = hs > b->t_s ? hs : b->t_s, hi = he < b->t_s + bill->width_s ? he : b->t_s + bill->width_s;
             if (hi <= lo)

@@ -56,6 +56,8 @@ typedef struct st_attrib {
     st_attrib_tenant *t;
     uint32_t n_tenants;
     size_t cap_t;
+    uint32_t *tix; /* open-addressing index of tenant names: slot -> tenant + 1 (0 empty) */
+    size_t n_tix;
     st_attrib_req *req;
     uint32_t n_req;
     size_t cap_req;

@@ -159,6 +159,44 @@ static void tenant_fields(void **state)
     st_attrib_free(&a);
 }
 
+/* Many tenants: each row finds its own (the name index grows), rows without one go together. */
+static void many_tenants(void **state)
+{
+    (void)state;
+    enum { ROWS = 3000, USERS = 1000 };
+    static char log[ROWS * 160];
+    size_t n = 0;
+    n += (size_t)snprintf(log + n, sizeof log - n, "[");
+    for (int i = 0; i < ROWS; i++) {
+        char user[40] = "";
+        if (i % 7 != 3)
+            snprintf(user, sizeof user, ", \"user\": \"u%d\"", (i * 37) % USERS);
+        n += (size_t)snprintf(log + n, sizeof log - n,
+                              "%s{\"startTime\": %d, \"prompt_tokens\": 10, \"completion_tokens\": 5%s}\n",
+                              i ? "," : "", 1000 + i, user);
+    }
+    n += (size_t)snprintf(log + n, sizeof log - n, "]");
+    assert_true(n < sizeof log - 1);
+    st_attrib a;
+    st_attrib_init(&a, "user");
+    char err[512];
+    st_trace_opts o = { 0 };
+    if (st_trace_read_buffer(log, n, "many.json", &o, st_attrib_row_cb, &a, NULL, NULL, err, sizeof err))
+        fail_msg("%s", err);
+    assert_int_equal(a.n_req, ROWS);
+    assert_int_equal(a.n_tenants, USERS + 1);
+    for (uint32_t i = 0; i < a.n_req; i++) {
+        int row = (int)a.req[i].ts_s - 1000;
+        char want[40];
+        if (row % 7 == 3)
+            snprintf(want, sizeof want, "%s", ST_ATTRIB_UNATTRIBUTED);
+        else
+            snprintf(want, sizeof want, "u%d", (row * 37) % USERS);
+        assert_string_equal(a.t[a.req[i].tenant].name, want);
+    }
+    st_attrib_free(&a);
+}
+
 static void replay_and_reconcile(void **state)
 {
     (void)state;
@@ -268,7 +306,7 @@ static void bills(void **state)
 int main(void)
 {
     const struct CMUnitTest t[] = {
-        cmocka_unit_test(cents_exact),          cmocka_unit_test(step_split), cmocka_unit_test(tenant_fields),
+        cmocka_unit_test(cents_exact),          cmocka_unit_test(step_split), cmocka_unit_test(tenant_fields), cmocka_unit_test(many_tenants),
         cmocka_unit_test(replay_and_reconcile), cmocka_unit_test(bills),
     };
     return cmocka_run_group_tests(t, 0, 0);
