@@ -202,7 +202,7 @@ int st_attrib_row_cb(void *arg, const st_trace_row *row, char *err, size_t errle
         return -1;
     }
     double dur = isfinite(row->end_s) && row->end_s >= row->ts_s ? row->end_s - row->ts_s : NAN;
-    a->req[a->n_req++] = (st_attrib_req){ row->ts_s, dur, row->input_len, row->output_len, ti };
+    a->req[a->n_req++] = (st_attrib_req){ row->ts_s, dur, row->input_len, row->output_len, ti, row->session };
     return 0;
 }
 
@@ -304,6 +304,20 @@ static void on_step(void *arg, st_ns start, const st_emu_step_result *res, const
         c->end_s = t + dur;
 }
 
+/* Session prompt ids: in [1000, 32000), clear of every supported tokenizer's special tokens
+ * (as docs/trace-format.md's generated prompts). */
+#define ATTRIB_ID_LO 1000u
+#define ATTRIB_ID_SPAN 31000u
+
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= 0xBF58476D1CE4E5B9ULL;
+    x ^= x >> 27;
+    x *= 0x94D049BB133111EBULL;
+    return x ^ (x >> 31);
+}
+
 static int cmp_req_time(const void *x, const void *y)
 {
     const st_attrib_req *p = x, *q = y;
@@ -315,7 +329,7 @@ int st_attrib_replay(st_attrib *a, const st_emu_config *cfg_in, uint32_t replica
     int rc = -1;
     st_emu_sim_item *items = NULL;
     st_record *rec = NULL;
-    uint32_t *map = NULL;
+    uint32_t *map = NULL, *sids = NULL;
     replay_ctx c = { 0 };
     if (a->n_req == 0) {
         snprintf(err, errlen, "no requests");
@@ -359,15 +373,40 @@ int st_attrib_replay(st_attrib *a, const st_emu_config *cfg_in, uint32_t replica
     }
     for (uint32_t r = 0; r < replicas && rc != -2; r++) {
         uint32_t n = 0;
+        uint64_t stoks = 0;
         for (uint32_t i = r; i < a->n_req; i += replicas) {
             const st_attrib_req *q = &a->req[i];
             items[n] = (st_emu_sim_item){ .arrival = (st_ns)((q->ts_s - a->t0_s) * 1e9),
                                           .input_len = q->in ? q->in : 1,
                                           .output_len = q->out ? q->out : 1 };
+            if (q->session)
+                stoks += items[n].input_len;
             map[n++] = i;
         }
         if (!n)
             continue;
+        if (stoks > ST_ATTRIB_SESSION_TOKENS_MAX) {
+            snprintf(err, errlen, "the sessions' prompts hold more than 2^28 tokens (use --trace-window)");
+            rc = -2;
+            break;
+        }
+        free(sids);
+        sids = stoks ? malloc(stoks * sizeof *sids) : NULL;
+        if (stoks && !sids) {
+            snprintf(err, errlen, "out of memory");
+            rc = -2;
+            break;
+        }
+        for (uint32_t k = 0, used = 0; k < n; k++) {
+            const st_attrib_req *q = &a->req[map[k]];
+            if (!q->session)
+                continue;
+            uint32_t *ids = sids + used;
+            for (uint32_t t = 0; t < items[k].input_len; t++) /* token t of the session's stream */
+                ids[t] = ATTRIB_ID_LO + (uint32_t)(mix64(q->session * 0x9E3779B97F4A7C15ULL + t) % ATTRIB_ID_SPAN);
+            items[k].input_ids = ids;
+            used += items[k].input_len;
+        }
         for (uint32_t i = 0; i < n; i++)
             st_record_init(&rec[i], i);
         st_emu_session *S = NULL;
@@ -426,6 +465,7 @@ out:
     free(items);
     free(rec);
     free(map);
+    free(sids);
     free(c.w);
     return rc;
 }

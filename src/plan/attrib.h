@@ -30,6 +30,7 @@
 #define ST_ATTRIB_HOURS_MAX (24u * 400u)  /* hours a log may span */
 #define ST_ATTRIB_BILL_ROWS_MAX 100000u   /* bill records */
 #define ST_ATTRIB_BILL_MAX_BYTES ((size_t)64 << 20)
+#define ST_ATTRIB_SESSION_TOKENS_MAX ((uint64_t)1 << 28) /* prompt ids of session turns held at once */
 
 /* The tenant of one trace row under `by`: user, team, end_user, tag, feature, session, model,
  * or any other field (a JSON path into a LiteLLM row: metadata.project, ...). Writes it to buf
@@ -49,6 +50,7 @@ typedef struct st_attrib_req {
     double ts_s;  /* the row's time (epoch seconds, or as written) */
     double dur_s; /* end - start from the log, NAN when it has none */
     uint32_t in, out, tenant;
+    uint64_t session; /* the log's session key (0: none): a session's turns share their prompt prefix */
 } st_attrib_req;
 
 typedef struct st_attrib {
@@ -78,7 +80,10 @@ void st_attrib_free(st_attrib *a);
 /* Adds one row (a st_trace_row_cb: arg is the st_attrib). Rows need a timestamp. */
 int st_attrib_row_cb(void *arg, const st_trace_row *row, char *err, size_t errlen);
 /* Replays the rows on `replicas` engines of cfg (rows dealt round-robin by time) and fills the
- * model-based and flat splits. 0, or -1 with err (the engine refuses to start, out of memory). */
+ * model-based and flat splits. A session's turns (rows with a session id) get prompts that are
+ * prefixes of one token stream per session, so a later turn reuses the earlier turns' prompt in
+ * the prefix cache as the log implies (the lengths are the whole prompts, history included); other
+ * rows get prompts of their own. 0, or -1 with err (the engine refuses to start, out of memory). */
 int st_attrib_replay(st_attrib *a, const st_emu_config *cfg, uint32_t replicas, char *err, size_t errlen);
 
 /* The model-based split of one step (exposed for tests): weights out[k] >= 0 for the n

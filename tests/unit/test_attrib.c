@@ -197,6 +197,52 @@ static void many_tenants(void **state)
     st_attrib_free(&a);
 }
 
+/* A session's turns share their prompt prefix in the replay: the same log with session ids costs
+ * less GPU time than without (the prefix cache serves the history), and its split still sums to
+ * the busy time. */
+static double session_busy(int with_sessions)
+{
+    static char log[16384];
+    size_t n = 0;
+    n += (size_t)snprintf(log + n, sizeof log - n, "[");
+    for (int s = 0; s < 5; s++)
+        for (int t = 0; t < 4; t++) {
+            char sid[48] = "";
+            if (with_sessions)
+                snprintf(sid, sizeof sid, ", \"session_id\": \"s%d\"", s);
+            n += (size_t)snprintf(log + n, sizeof log - n,
+                                  "%s{\"startTime\": %d, \"prompt_tokens\": %d, \"completion_tokens\": 5, "
+                                  "\"user\": \"u%d\"%s}\n",
+                                  n > 1 ? "," : "", 1000 + t * 20 + s, 8000 + t * 1000, s % 2, sid);
+        }
+    n += (size_t)snprintf(log + n, sizeof log - n, "]");
+    st_attrib a;
+    st_attrib_init(&a, "user");
+    char err[512];
+    st_trace_opts o = { 0 };
+    if (st_trace_read_buffer(log, n, "s.json", &o, st_attrib_row_cb, &a, NULL, NULL, err, sizeof err))
+        fail_msg("%s", err);
+    st_emu_config c;
+    setup_cfg(&c);
+    if (st_attrib_replay(&a, &c, 1, err, sizeof err))
+        fail_msg("%s", err);
+    double g = 0;
+    for (uint32_t i = 0; i < a.n_tenants; i++)
+        g += a.t[i].gpu_s;
+    assert_near(g, a.busy_s, 1e-6 * a.busy_s);
+    double busy = a.busy_s;
+    st_attrib_free(&a);
+    return busy;
+}
+
+static void sessions_share_prefix(void **state)
+{
+    (void)state;
+    double with = session_busy(1), without = session_busy(0);
+    print_message("busy: %.3f s with sessions, %.3f s without\n", with, without);
+    assert_true(with < 0.7 * without);
+}
+
 static void replay_and_reconcile(void **state)
 {
     (void)state;
@@ -306,7 +352,7 @@ static void bills(void **state)
 int main(void)
 {
     const struct CMUnitTest t[] = {
-        cmocka_unit_test(cents_exact),          cmocka_unit_test(step_split), cmocka_unit_test(tenant_fields), cmocka_unit_test(many_tenants),
+        cmocka_unit_test(cents_exact),          cmocka_unit_test(step_split), cmocka_unit_test(tenant_fields), cmocka_unit_test(many_tenants), cmocka_unit_test(sessions_share_prefix),
         cmocka_unit_test(replay_and_reconcile), cmocka_unit_test(bills),
     };
     return cmocka_run_group_tests(t, 0, 0);
