@@ -16,6 +16,7 @@
 #include "emu/steptime.h"
 
 #define ATTRIB_OUT_MAX ((size_t)256 << 20)
+#define ATTRIB_HOUR_CELLS_MAX ((size_t)200000) /* tenant x hour cells written to JSON */
 
 /* ---- tenant keys ---- */
 
@@ -873,6 +874,7 @@ char *st_attrib_json(const st_attrib *a, double usd_h, const st_bill *bill, cons
         return NULL;
     }
     double busy_usd = a->busy_s / 3600.0 * usd_h;
+    json_object_set_new(j, "schema", json_string("servetune.cost/1"));
     json_object_set_new(j, "by", json_string(a->by));
     json_object_set_new(j, "requests", json_integer(a->n_req));
     json_object_set_new(j, "replicas", json_integer(a->replicas));
@@ -900,6 +902,32 @@ char *st_attrib_json(const st_attrib *a, double usd_h, const st_bill *bill, cons
         json_array_append_new(ts, o);
     }
     json_object_set_new(j, "tenants", ts);
+    /* the cost per tenant per hour of the replay (the hours it reaches) */
+    uint32_t last_h = 0;
+    for (uint32_t h = 0; h < a->n_hours; h++)
+        for (uint32_t i = 0; i < a->n_tenants; i++)
+            if (a->hour_gpu[(size_t)h * a->n_tenants + i] > 0)
+                last_h = h + 1;
+    if ((size_t)last_h * a->n_tenants <= ATTRIB_HOUR_CELLS_MAX) {
+        json_t *hours = json_array();
+        for (uint32_t h = 0; h < last_h; h++) {
+            char tbuf[40];
+            iso_time((double)(a->hour0 + (int64_t)h) * 3600.0, tbuf, sizeof tbuf);
+            json_t *o = json_object(), *u = json_object();
+            double busy = 0;
+            for (uint32_t i = 0; i < a->n_tenants; i++) {
+                double g = a->hour_gpu[(size_t)h * a->n_tenants + i];
+                busy += g;
+                if (g > 0)
+                    json_object_set_new(u, a->t[i].name, json_real(g / 3600.0 * usd_h));
+            }
+            json_object_set_new(o, "start", json_string(tbuf));
+            json_object_set_new(o, "busy_s", json_real(busy));
+            json_object_set_new(o, "usd", u);
+            json_array_append_new(hours, o);
+        }
+        json_object_set_new(j, "hours", hours);
+    }
     if (bill && r) {
         json_t *bj = json_object(), *lines = json_array();
         json_object_set_new(bj, "bucket_s", json_real(bill->width_s));

@@ -142,6 +142,8 @@ void st_attrib_cents(int64_t total, const double *w, uint32_t n, int64_t *out);
 /* Outputs (malloc'd text; NULL when out of memory). The name of tenant n_tenants is
  * ST_ATTRIB_IDLE. usd_per_engine_hour: the price of one replica (GPUs x $/GPU-hour). */
 char *st_attrib_csv(const st_attrib *a, double usd_per_engine_hour);
+/* JSON servetune.cost/1: the totals, tenants[], hours[] (each hour's cost per tenant, when
+ * tenants x hours <= 200000), and with a bill, bill.lines[]. */
 char *st_attrib_json(const st_attrib *a, double usd_per_engine_hour, const st_bill *bill, const st_recon *r);
 char *st_recon_csv(const st_attrib *a, const st_bill *bill, const st_recon *r);
 /* Product-analytics batch events ({"batch": [...]}, PostHog's batch format without its key):

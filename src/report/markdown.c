@@ -865,6 +865,7 @@ int st_report_markdown(const st_report *r, st_buf *b)
     st_buf_puts(b, "\n\n");
     setup_section(r, b);
     st_rep_traffic_markdown(&r->traffic, b);
+    st_rep_who_pays_markdown(r->who_pays, b);
     results_section(r, b);
     sessions_section(r, b);
     day_section(r, b);

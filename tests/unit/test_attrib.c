@@ -13,6 +13,7 @@
 #include "emu/config.h"
 #include "emu/engine.h"
 #include "plan/attrib.h"
+#include "report/whopays.h"
 
 static void setup_cfg(st_emu_config *c)
 {
@@ -310,6 +311,24 @@ static void replay_and_reconcile(void **state)
     assert_true(idle[1] > 0 && idle[1] < 234); /* the log's hour: the billed 8 s, partly busy */
     assert_true(a.busy_s < 8);
     assert_int_equal(r.total_cents, 269 + 234 + 7);
+    /* the report's "Who pays" section from the same split */
+    char *js = st_attrib_json(&a, 2.5, NULL, NULL);
+    assert_non_null(js);
+    json_t *wp = st_rep_who_pays_load(js);
+    free(js);
+    assert_non_null(wp);
+    st_buf md;
+    st_buf_init(&md, 1 << 20);
+    st_rep_who_pays_markdown(wp, &md);
+    json_decref(wp);
+    assert_non_null(md.data);
+    assert_non_null(strstr(md.data, "## Who pays"));
+    assert_non_null(strstr(md.data, "| unattributed | 2 |"));
+    assert_non_null(strstr(md.data, "| idle (unattributed) |"));
+    /* largest GPU time first: b's decodes before a's single prefill-heavy request */
+    assert_true(strstr(md.data, "| b | 2 |") < strstr(md.data, "| a | 1 |"));
+    st_buf_free(&md);
+    assert_null(st_rep_who_pays_load("{\"tenants\": 3}")); /* malformed: the section is left out */
     char *ev = st_recon_events(&a, &b, &r, "cost");
     assert_non_null(ev);
     assert_non_null(strstr(ev, "\"timestamp\": \"2026-11-30T09:00:00Z\""));
