@@ -33,6 +33,71 @@ static int cmp_gpu(const void *x, const void *y)
     return a > b ? -1 : a < b;
 }
 
+const char *const st_rep_who_pays_head[ST_REP_WHOPAYS_COLS] = { "tenant",     "requests",   "GPU s",
+                                                                  "model",      "per token",  "per second",
+                                                                  "$ (model)" };
+
+static void intro_text(const json_t *j, char *out, size_t cap)
+{
+    const char *by = json_string_value(json_object_get(j, "by"));
+    snprintf(out, cap,
+             "The trace's requests replayed on the engine model of the baseline at their recorded times; each "
+             "engine step's time split over the requests in it by their work (prefill tokens, decodes with the KV "
+             "cache they read), by %s; idle apart. Beside it, the flat splits by tokens and by request duration "
+             "(servetune trace cost prints the same; docs/cost-attribution.md).",
+             by ? by : "tenant");
+}
+
+uint32_t st_rep_who_pays_table(const json_t *j, char (*cells)[ST_REP_WHOPAYS_COLS][ST_REP_WHOPAYS_CELL], char *intro,
+                               size_t intro_cap)
+{
+    if (!j)
+        return 0;
+    intro_text(j, intro, intro_cap);
+    json_t *ts = json_object_get(j, "tenants");
+    size_t n = json_array_size(ts);
+    json_t **v = calloc(n ? n : 1, sizeof *v);
+    if (!v)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        v[i] = json_array_get(ts, i);
+    qsort(v, n, sizeof *v, cmp_gpu);
+    uint32_t rows = 0;
+    double rest_g = 0, rest_usd = 0, rest_req = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i >= ST_REP_WHOPAYS_ROWS) {
+            rest_g += num(v[i], "gpu_s");
+            rest_usd += num(v[i], "usd_model");
+            rest_req += num(v[i], "requests");
+            continue;
+        }
+        char(*c)[ST_REP_WHOPAYS_CELL] = cells[rows++];
+        const char *name = json_string_value(json_object_get(v[i], "tenant"));
+        snprintf(c[0], ST_REP_WHOPAYS_CELL, "%s", name ? name : "?");
+        snprintf(c[1], ST_REP_WHOPAYS_CELL, "%.0f", num(v[i], "requests"));
+        snprintf(c[2], ST_REP_WHOPAYS_CELL, "%.1f", num(v[i], "gpu_s"));
+        snprintf(c[3], ST_REP_WHOPAYS_CELL, "%.1f %%", 100 * num(v[i], "share_model"));
+        snprintf(c[4], ST_REP_WHOPAYS_CELL, "%.1f %%", 100 * num(v[i], "share_tokens"));
+        snprintf(c[5], ST_REP_WHOPAYS_CELL, "%.1f %%", 100 * num(v[i], "share_duration"));
+        snprintf(c[6], ST_REP_WHOPAYS_CELL, "%.4f", num(v[i], "usd_model"));
+    }
+    if (n > ST_REP_WHOPAYS_ROWS) {
+        char(*c)[ST_REP_WHOPAYS_CELL] = cells[rows++];
+        snprintf(c[0], ST_REP_WHOPAYS_CELL, "%zu others", n - ST_REP_WHOPAYS_ROWS);
+        snprintf(c[1], ST_REP_WHOPAYS_CELL, "%.0f", rest_req);
+        snprintf(c[2], ST_REP_WHOPAYS_CELL, "%.1f", rest_g);
+        c[3][0] = c[4][0] = c[5][0] = '\0';
+        snprintf(c[6], ST_REP_WHOPAYS_CELL, "%.4f", rest_usd);
+    }
+    char(*c)[ST_REP_WHOPAYS_CELL] = cells[rows++];
+    snprintf(c[0], ST_REP_WHOPAYS_CELL, "idle (unattributed)");
+    c[1][0] = c[3][0] = c[4][0] = c[5][0] = '\0';
+    snprintf(c[2], ST_REP_WHOPAYS_CELL, "%.1f", num(j, "idle_s"));
+    snprintf(c[6], ST_REP_WHOPAYS_CELL, "%.4f", num(j, "usd_idle"));
+    free(v);
+    return rows;
+}
+
 void st_rep_who_pays_markdown(const json_t *j, st_buf *b)
 {
     if (!j)
@@ -45,15 +110,9 @@ void st_rep_who_pays_markdown(const json_t *j, st_buf *b)
     for (size_t i = 0; i < n; i++)
         v[i] = json_array_get(ts, i);
     qsort(v, n, sizeof *v, cmp_gpu);
-    const char *by = json_string_value(json_object_get(j, "by"));
     char line[600];
     st_buf_puts(b, "## Who pays\n\n");
-    snprintf(line, sizeof line,
-             "The trace's requests replayed on the engine model of the baseline at their recorded times; each "
-             "engine step's time split over the requests in it by their work (prefill tokens, decodes with the KV "
-             "cache they read), by %s; idle apart. Beside it, the flat splits by tokens and by request duration "
-             "(servetune trace cost prints the same; docs/cost-attribution.md).",
-             by ? by : "tenant");
+    intro_text(j, line, sizeof line);
     st_md_text(b, line);
     st_buf_puts(b, "\n\n| tenant | requests | GPU s | model | per token | per second | $ (model) |\n"
                    "|---|---:|---:|---:|---:|---:|---:|\n");

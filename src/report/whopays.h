@@ -5,6 +5,8 @@
 #ifndef ST_REPORT_WHOPAYS_H
 #define ST_REPORT_WHOPAYS_H
 #include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "core/buf.h"
 
@@ -13,6 +15,14 @@
 
 /* The stored document parsed (NULL: absent or unreadable; the section is then left out). */
 json_t *st_rep_who_pays_load(const char *json_text);
+/* The section's table for the HTML report: up to ST_REP_WHOPAYS_ROWS tenants by GPU time, the
+ * rest summed, then idle; cells[r][c] for the columns of st_rep_who_pays_head. Returns the rows
+ * (0 when j is NULL). The intro sentence goes to intro. */
+#define ST_REP_WHOPAYS_COLS 7
+#define ST_REP_WHOPAYS_CELL 128
+extern const char *const st_rep_who_pays_head[ST_REP_WHOPAYS_COLS];
+uint32_t st_rep_who_pays_table(const json_t *j, char (*cells)[ST_REP_WHOPAYS_COLS][ST_REP_WHOPAYS_CELL],
+                               char *intro, size_t intro_cap);
 /* "## Who pays" (nothing when j is NULL). */
 void st_rep_who_pays_markdown(const json_t *j, st_buf *b);
 

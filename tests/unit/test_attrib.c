@@ -320,6 +320,12 @@ static void replay_and_reconcile(void **state)
     st_buf md;
     st_buf_init(&md, 1 << 20);
     st_rep_who_pays_markdown(wp, &md);
+    static char cells[ST_REP_WHOPAYS_ROWS + 2][ST_REP_WHOPAYS_COLS][ST_REP_WHOPAYS_CELL];
+    char intro[700];
+    assert_int_equal(st_rep_who_pays_table(wp, cells, intro, sizeof intro), 4); /* b, unattributed, a, idle */
+    assert_string_equal(cells[0][0], "b");
+    assert_string_equal(cells[3][0], "idle (unattributed)");
+    assert_non_null(strstr(intro, "by user"));
     json_decref(wp);
     assert_non_null(md.data);
     assert_non_null(strstr(md.data, "## Who pays"));
