@@ -8,6 +8,7 @@
  * Also: a bill with idle hours reconciled to the cent, batch events stamped with the bucket. */
 #include "harness.h"
 
+#include <ftw.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <time.h>
@@ -268,6 +269,47 @@ static void bill_to_the_cent(void **state)
     assert_true(file_has(csv, "2026-11-30T10:00:00Z,3600,summarise,"));
 }
 
+/* servetune predict of a trace that names tenants: report.json carries "who_pays" (the same
+ * split as the command), report.md and report.html show the section. */
+static void predict_who_pays(void **state)
+{
+    (void)state;
+    static req r[N_REQ];
+    workload(r);
+    char log[256], spec[256], out_dir[256], p[320];
+    snprintf(log, sizeof log, "%s/log.json", dir);
+    snprintf(spec, sizeof spec, "%s/spec.yaml", dir);
+    snprintf(out_dir, sizeof out_dir, "%s/pred", dir);
+    write_log(log, r);
+    FILE *f = fopen(spec, "w");
+    assert_non_null(f);
+    fprintf(f, "engine: {kind: emulator, model: Qwen/Qwen3-8B, flags: [--gpu, H100]}\n"
+               "hardware: {gpu: H100, gpus_per_replica: 1, price_per_gpu_hour: 2.0}\npeak_rate: 10\n"
+               "workload: {trace: log.json, requests_per_rate: 60}\nrates: [1, 2]\nwarmup_requests: 2\n"
+               "slo: {ttft_p95_ms: 5000, tpot_p95_ms: 100}\nsearch: {mode: burst}\n");
+    fclose(f);
+    static char out[1 << 16];
+    char *argv[] = { (char *)st_test_bin(), "predict", spec, "-o", out_dir, "-q", NULL };
+    int st = st_test_capture(argv, out, sizeof out);
+    if (st != 0)
+        fail_msg("predict exited %d:\n%s", st, out);
+    snprintf(p, sizeof p, "%s/report.json", out_dir);
+    json_error_t je;
+    json_t *j = json_load_file(p, 0, &je);
+    assert_non_null(j);
+    json_t *wp = json_object_get(j, "who_pays");
+    assert_true(json_is_object(wp));
+    assert_string_equal(json_string_value(json_object_get(wp, "by")), "user");
+    assert_int_equal(json_array_size(json_object_get(wp, "tenants")), 2);
+    assert_near(json_real_value(json_object_get(wp, "usd_per_replica_hour")), 2.0, 1e-12);
+    json_decref(j);
+    snprintf(p, sizeof p, "%s/report.md", out_dir);
+    assert_true(file_has(p, "## Who pays"));
+    assert_true(file_has(p, "| tenant-B |"));
+    snprintf(p, sizeof p, "%s/report.html", out_dir);
+    assert_true(file_has(p, "<section id=\"who-pays\">"));
+}
+
 static void bad_input(void **state)
 {
     (void)state;
@@ -289,6 +331,15 @@ static void bad_input(void **state)
     assert_non_null(strstr(out, "--bill"));
 }
 
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    (void)remove(path); /* best effort: a leftover file only fails the last rmdir */
+    return 0;
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -305,6 +356,10 @@ static int teardown(void **state)
         snprintf(p, sizeof p, "%s/%s", dir, names[i]);
         unlink(p);
     }
+    snprintf(p, sizeof p, "%s/spec.yaml", dir);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/pred", dir);
+    nftw(p, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     rmdir(dir);
     return 0;
 }
@@ -314,6 +369,7 @@ int main(void)
     const struct CMUnitTest t[] = {
         cmocka_unit_test(two_tenants),
         cmocka_unit_test(bill_to_the_cent),
+        cmocka_unit_test(predict_who_pays),
         cmocka_unit_test(bad_input),
     };
     return cmocka_run_group_tests(t, setup, teardown);
