@@ -7,9 +7,11 @@
 #include <string.h>
 
 #include "audit/spec.h"
+#include "audit/store.h"
 #include "cli/cli.h"
 #include "core/file.h"
 #include "core/opts.h"
+#include "core/util.h"
 #include "emu/flags.h"
 #include "plan/attrib.h"
 #include "plan/prices.h"
@@ -19,7 +21,7 @@
 static void usage(const st_opt *opts)
 {
     printf("usage: servetune trace cost LOG --model MODEL --gpu GPU [OPTIONS] [vLLM flags]\n"
-           "       servetune trace cost LOG --spec AUDIT.yaml [OPTIONS]\n\n"
+           "       servetune trace cost LOG --spec AUDIT.yaml | --audit DIR [OPTIONS]\n\n"
            "Who pays for the GPU: replays the log's requests at their recorded times on the engine\n"
            "model of `vllm serve MODEL` on GPU, splits each engine step's time over the requests in it\n"
            "by their share of the step's work (prefill tokens; decodes with the KV cache they read),\n"
@@ -28,13 +30,39 @@ static void usage(const st_opt *opts)
            "model-based one. With --bill, the billed amount of each hour or day is split over the\n"
            "tenants' GPU time in it and the idle rest, to the cent. Rows without the --by field are\n"
            "counted as \"unattributed\", never dropped. Price: --price-per-gpu-hour, an audit spec's\n"
-           "hardware.price_per_gpu_hour, or the price list (docs/prices.md). docs/cost-attribution.md.\n\n"
+           "hardware.price_per_gpu_hour (--spec, or --audit DIR: the spec an audit ran), or the price\n"
+           "list (docs/prices.md). docs/cost-attribution.md.\n\n"
            "Examples:\n"
            "  servetune trace cost spend_logs.json --model Qwen/Qwen3-8B --gpu H100 --by team\n"
            "  servetune trace cost spend_logs.json --spec audit.yaml --by feature --bill billing.json \\\n"
            "      --csv cost.csv --json cost.json --events events.json\n\n"
            "Options:\n");
     st_opts_usage(stdout, opts);
+}
+
+/* The spec an audit (or prediction) folder ran, from its results database. 0, or -1 with err. */
+static int audit_spec(const char *dir, st_spec *out, char *err, size_t errlen)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, ST_STORE_FILE);
+    st_store *st = NULL;
+    if (st_store_open_file(path, ST_STORE_READONLY, &st, err, errlen) < 0)
+        return -1;
+    st_audit_row a;
+    memset(&a, 0, sizeof a);
+    int g = st_store_audit_get(st, &a), rc = -1;
+    if (g < 0)
+        st_errf(err, errlen, "%s: %s", path, st_store_errmsg(st));
+    else if (g == 0 || !a.spec_text)
+        st_errf(err, errlen, "%s holds no audit", path);
+    else
+        rc = st_spec_parse(a.spec_path ? a.spec_path : path, a.spec_text, strlen(a.spec_text), out, err, errlen) < 0
+                 ? -1
+                 : 0;
+    if (g == 1)
+        st_audit_row_free(&a);
+    st_store_close(st);
+    return rc;
 }
 
 static int write_text(const char *path, char *s, char *err, size_t errlen)
@@ -83,7 +111,7 @@ int st_cli_trace_cost(int argc, char **argv)
     memset(&T, 0, sizeof T);
     const char *model = NULL, *gpu = NULL, *by = "user", *bill_path = NULL, *bucket = NULL, *csv_path = NULL;
     const char *json_path = NULL, *events_path = NULL, *event_name = "servetune_tenant_cost", *spec_path = NULL;
-    const char *prices_path = NULL, *provider = NULL;
+    const char *prices_path = NULL, *provider = NULL, *audit_dir = NULL;
     double price = 0;
     long replicas = 0, seed = 0;
     st_opt opts[40];
@@ -94,6 +122,8 @@ int st_cli_trace_cost(int argc, char **argv)
         { "gpu", 0, ST_OPT_STR, &gpu, "NAME", "the GPU (H100, A100, ...)", 0, 0, 0 },
         { "spec", 0, ST_OPT_STR, &spec_path, "FILE",
           "an audit spec: its model, baseline flags, GPU, GPUs per replica and price", 0, 0, 0 },
+        { "audit", 0, ST_OPT_STR, &audit_dir, "DIR",
+          "an audit's or a prediction's folder: the spec it ran (as --spec)", 0, 0, 0 },
         { "by", 0, ST_OPT_STR, &by, "FIELD",
           "user, team, tag, feature, session, model, end_user, or any field of the log's rows (metadata.project)",
           0, 0, 0 },
@@ -162,8 +192,13 @@ int st_cli_trace_cost(int argc, char **argv)
         status = st_cli_usage_error("trace cost", "--events needs --bill (events are per billing bucket)");
         goto out;
     }
-    if (spec_path) {
-        if (st_spec_load(spec_path, &spec, err, sizeof err) < 0) {
+    if (spec_path && audit_dir) {
+        status = st_cli_usage_error("trace cost", "--spec and --audit are alternatives");
+        goto out;
+    }
+    if (spec_path || audit_dir) {
+        if ((spec_path ? st_spec_load(spec_path, &spec, err, sizeof err) : audit_spec(audit_dir, &spec, err, sizeof err)) <
+            0) {
             fprintf(stderr, "servetune trace cost: %s\n", err);
             status = ST_EXIT_USAGE;
             goto out;
@@ -177,7 +212,7 @@ int st_cli_trace_cost(int argc, char **argv)
             price = spec.hardware.price_per_gpu_hour;
     }
     if (!model || !gpu) {
-        status = st_cli_usage_error("trace cost", "the engine model needs --model and --gpu (or --spec)");
+        status = st_cli_usage_error("trace cost", "the engine model needs --model and --gpu (or --spec, --audit)");
         goto out;
     }
     /* the engine model: `vllm serve MODEL --gpu GPU [spec flags] [flags]` */
@@ -219,7 +254,7 @@ int st_cli_trace_cost(int argc, char **argv)
     char price_what[300];
     if (price > 0) {
         snprintf(price_what, sizeof price_what, "$%.4g per GPU-hour%s", price,
-                 have_spec && spec.hardware.price_per_gpu_hour == price ? " (the audit spec's)" : "");
+                 have_spec && spec.hardware.price_per_gpu_hour == price ? " (the audit's spec)" : "");
     } else {
         int prc;
         if (prices_path) {
@@ -264,6 +299,9 @@ int st_cli_trace_cost(int argc, char **argv)
         status = ST_EXIT_FAIL;
         goto out;
     }
+    if (A.n_tenants == 1 && !strcmp(A.t[0].name, ST_ATTRIB_UNATTRIBUTED))
+        fprintf(stderr, "servetune trace cost: no row of %s carries '%s': every request is unattributed "
+                        "(docs/cost-attribution.md lists the fields)\n", path, by);
     if (st_attrib_replay(&A, &cfg, replicas > 0 ? (uint32_t)replicas : 1, err, sizeof err) < 0) {
         fprintf(stderr, "servetune trace cost: the replay: %s\n", err);
         status = ST_EXIT_FAIL;

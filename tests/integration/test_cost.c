@@ -308,6 +308,12 @@ static void predict_who_pays(void **state)
     assert_true(file_has(p, "| tenant-B |"));
     snprintf(p, sizeof p, "%s/report.html", out_dir);
     assert_true(file_has(p, "<section id=\"who-pays\">"));
+    /* the same folder as the engine model and price of trace cost */
+    char *argv2[] = { (char *)st_test_bin(), "trace", "cost", log, "--audit", out_dir, NULL };
+    st = st_test_capture(argv2, out, sizeof out);
+    if (st != 0)
+        fail_msg("trace cost --audit exited %d:\n%s", st, out);
+    assert_non_null(strstr(out, "$2 per GPU-hour (the audit's spec)"));
 }
 
 static void bad_input(void **state)
