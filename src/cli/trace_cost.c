@@ -114,6 +114,7 @@ int st_cli_trace_cost(int argc, char **argv)
     const char *prices_path = NULL, *provider = NULL, *audit_dir = NULL;
     double price = 0;
     long replicas = 0, seed = 0;
+    int raw_ids = 0;
     st_opt opts[40];
     int n = 0;
     st_cli_trace_opts(&T, opts, &n);
@@ -142,6 +143,8 @@ int st_cli_trace_cost(int argc, char **argv)
         { "events", 0, ST_OPT_STR, &events_path, "FILE",
           "with --bill: product-analytics batch events, one per tenant and bucket, stamped with the bucket's time", 0,
           0, 0 },
+        { "raw-ids", 0, ST_OPT_FLAG, &raw_ids, NULL,
+          "events: distinct_id is the tenant's name as it is (default FIELD:NAME)", 0, 0, 0 },
         { "event-name", 0, ST_OPT_STR, &event_name, "NAME", "the events' name (default servetune_tenant_cost)", 0, 0,
           0 },
         { "seed", 0, ST_OPT_LONG, &seed, "N", "seed of --trace-sample (default 0)", 0, 9.2e18, 0 },
@@ -344,7 +347,7 @@ int st_cli_trace_cost(int argc, char **argv)
         fprintf(stderr, "servetune trace cost: cannot write %s\n", err);
         status = ST_EXIT_FAIL;
     }
-    if (events_path && write_text(events_path, st_recon_events(&A, &bill, &R, event_name), err, sizeof err) < 0) {
+    if (events_path && write_text(events_path, st_recon_events(&A, &bill, &R, event_name, raw_ids), err, sizeof err) < 0) {
         fprintf(stderr, "servetune trace cost: cannot write %s\n", err);
         status = ST_EXIT_FAIL;
     }

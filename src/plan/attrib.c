@@ -566,7 +566,15 @@ static int bill_json(const char *name, const char *text, size_t len, st_bill *ou
         const char *gpu = json_string_value(json_object_get(row, "gpuTypeId"));
         double t;
         int64_t cents;
-        if (!json_is_number(am) || amount_cents(json_number_value(am), &cents) < 0) {
+        double amv = json_is_number(am) ? json_number_value(am) : NAN;
+        if (json_is_string(am)) { /* "2.69": some API versions send decimals as strings */
+            char *end;
+            const char *sv = json_string_value(am);
+            amv = strtod(sv, &end);
+            if (end == sv || *end)
+                amv = NAN;
+        }
+        if (amount_cents(amv, &cents) < 0) {
             snprintf(err, errlen, "%s: record %zu: amount must be a number >= 0", name, i + 1);
             rc = -1;
             break;
@@ -955,7 +963,8 @@ char *st_attrib_json(const st_attrib *a, double usd_h, const st_bill *bill, cons
     return s;
 }
 
-char *st_recon_events(const st_attrib *a, const st_bill *bill, const st_recon *r, const char *event_name)
+char *st_recon_events(const st_attrib *a, const st_bill *bill, const st_recon *r, const char *event_name,
+                      int raw_ids)
 {
     json_t *j = json_object(), *batch = json_array();
     if (!j || !batch) {
@@ -968,7 +977,10 @@ char *st_recon_events(const st_attrib *a, const st_bill *bill, const st_recon *r
         const st_bill_bucket *b = &bill->b[l->bucket];
         char tbuf[40], did[ST_ATTRIB_KEY_MAX + 16];
         iso_time(b->t_s, tbuf, sizeof tbuf);
-        snprintf(did, sizeof did, "%s:%s", a->by, tname(a, l->tenant));
+        if (raw_ids && l->tenant < a->n_tenants)
+            snprintf(did, sizeof did, "%s", tname(a, l->tenant));
+        else
+            snprintf(did, sizeof did, "%s:%s", a->by, tname(a, l->tenant));
         json_t *e = json_object(), *p = json_object();
         json_object_set_new(e, "event", json_string(event_name));
         json_object_set_new(e, "timestamp", json_string(tbuf)); /* the bucket's time, never now */

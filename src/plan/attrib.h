@@ -147,7 +147,10 @@ char *st_attrib_csv(const st_attrib *a, double usd_per_engine_hour);
 char *st_attrib_json(const st_attrib *a, double usd_per_engine_hour, const st_bill *bill, const st_recon *r);
 char *st_recon_csv(const st_attrib *a, const st_bill *bill, const st_recon *r);
 /* Product-analytics batch events ({"batch": [...]}, PostHog's batch format without its key):
- * one event per tenant and bucket, stamped with the bucket's time. */
-char *st_recon_events(const st_attrib *a, const st_bill *bill, const st_recon *r, const char *event_name);
+ * one event per tenant and bucket, stamped with the bucket's time. distinct_id is "FIELD:TENANT"
+ * ("FIELD:idle (unattributed)" for idle), or with raw_ids the tenant's name as it is (to join
+ * events that already use those ids; idle keeps the prefixed form). */
+char *st_recon_events(const st_attrib *a, const st_bill *bill, const st_recon *r, const char *event_name,
+                      int raw_ids);
 
 #endif

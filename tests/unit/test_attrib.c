@@ -335,10 +335,15 @@ static void replay_and_reconcile(void **state)
     assert_true(strstr(md.data, "| b | 2 |") < strstr(md.data, "| a | 1 |"));
     st_buf_free(&md);
     assert_null(st_rep_who_pays_load("{\"tenants\": 3}")); /* malformed: the section is left out */
-    char *ev = st_recon_events(&a, &b, &r, "cost");
+    char *ev = st_recon_events(&a, &b, &r, "cost", 0);
     assert_non_null(ev);
     assert_non_null(strstr(ev, "\"timestamp\": \"2026-11-30T09:00:00Z\""));
     assert_null(strstr(ev, "\"timestamp\": \"2026-12")); /* never ingest time */
+    assert_non_null(strstr(ev, "\"distinct_id\": \"user:idle (unattributed)\""));
+    free(ev);
+    ev = st_recon_events(&a, &b, &r, "cost", 1);
+    assert_non_null(ev);
+    assert_non_null(strstr(ev, "\"distinct_id\": \"user:idle (unattributed)\"")); /* idle keeps the prefix */
     free(ev);
     char *csv = st_recon_csv(&a, &b, &r);
     assert_non_null(csv);
@@ -370,6 +375,12 @@ static void bills(void **state)
     static const char JBAD[] = "[{\"amount\": 1, \"time\": \"yesterday\"}]";
     assert_int_equal(st_bill_parse("b.json", JBAD, sizeof JBAD - 1, 0, &b, err, sizeof err), -1);
     assert_non_null(strstr(err, "record 1: time"));
+    static const char JSTR[] = "[{\"amount\": \"2.69\", \"time\": 1796032800}]";
+    if (st_bill_parse("b.json", JSTR, sizeof JSTR - 1, 0, &b, err, sizeof err))
+        fail_msg("%s", err);
+    assert_int_equal(b.b[0].cents, 269);
+    assert_near(b.b[0].t_s, 1796032800.0, 0);
+    st_bill_free(&b);
     static const char EMPTY[] = "[]";
     assert_int_equal(st_bill_parse("b.json", EMPTY, sizeof EMPTY - 1, 0, &b, err, sizeof err), -1);
 }
