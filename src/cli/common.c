@@ -306,7 +306,8 @@ static int store_who_pays(struct st_store *store, const struct st_spec *spec, ch
         if (price <= 0) {
             st_prices P;
             if (st_prices_builtin(&P, err, errlen) == 0) {
-                const st_price *p = spec->hardware.gpu ? st_prices_pick(&P, spec->hardware.gpu, ST_PRICE_ON_DEMAND, NULL) : NULL;
+                const st_price *p =
+                    spec->hardware.gpu ? st_prices_pick(&P, spec->hardware.gpu, ST_PRICE_ON_DEMAND, NULL) : NULL;
                 price = p ? p->usd_per_gpu_hour : 0;
                 st_prices_free(&P);
             }

@@ -271,10 +271,11 @@ int cmd_trace(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         FILE *f = argc < 2 ? stderr : stdout;
-        fprintf(f, "usage: servetune trace stats|cost FILE [OPTIONS]\n\n"
-                   "  stats   rates, lengths, prefix sharing, sessions and advice from a trace or a log\n"
-                   "  cost    the GPU cost apportioned to tenants (users, teams, features, ...), reconciled to a bill\n\n"
-                   "'servetune trace stats --help' and 'servetune trace cost --help' list the options.\n");
+        fprintf(f,
+                "usage: servetune trace stats|cost FILE [OPTIONS]\n\n"
+                "  stats   rates, lengths, prefix sharing, sessions and advice from a trace or a log\n"
+                "  cost    the GPU cost apportioned to tenants (users, teams, features, ...), reconciled to a bill\n\n"
+                "'servetune trace stats --help' and 'servetune trace cost --help' list the options.\n");
         return argc < 2 ? ST_EXIT_USAGE : ST_EXIT_OK;
     }
     if (!strcmp(argv[1], "stats"))

@@ -123,15 +123,15 @@ int st_cli_trace_cost(int argc, char **argv)
         { "gpu", 0, ST_OPT_STR, &gpu, "NAME", "the GPU (H100, A100, ...)", 0, 0, 0 },
         { "spec", 0, ST_OPT_STR, &spec_path, "FILE",
           "an audit spec: its model, baseline flags, GPU, GPUs per replica and price", 0, 0, 0 },
-        { "audit", 0, ST_OPT_STR, &audit_dir, "DIR",
-          "an audit's or a prediction's folder: the spec it ran (as --spec)", 0, 0, 0 },
-        { "by", 0, ST_OPT_STR, &by, "FIELD",
-          "user, team, tag, feature, session, model, end_user, or any field of the log's rows (metadata.project)",
+        { "audit", 0, ST_OPT_STR, &audit_dir, "DIR", "an audit's or a prediction's folder: the spec it ran (as --spec)",
           0, 0, 0 },
-        { "replicas", 0, ST_OPT_LONG, &replicas, "N", "replicas that served the log (rows dealt round-robin; default 1)",
-          1, 4096, 0 },
-        { "price-per-gpu-hour", 0, ST_OPT_DOUBLE, &price, "USD", "the GPU's price (else the spec's or the price list's)",
-          1e-9, 1e6, 0 },
+        { "by", 0, ST_OPT_STR, &by, "FIELD",
+          "user, team, tag, feature, session, model, end_user, or any field of the log's rows (metadata.project)", 0, 0,
+          0 },
+        { "replicas", 0, ST_OPT_LONG, &replicas, "N",
+          "replicas that served the log (rows dealt round-robin; default 1)", 1, 4096, 0 },
+        { "price-per-gpu-hour", 0, ST_OPT_DOUBLE, &price, "USD",
+          "the GPU's price (else the spec's or the price list's)", 1e-9, 1e6, 0 },
         { "prices", 0, ST_OPT_STR, &prices_path, "FILE", "a price list CSV instead of the built-in one", 0, 0, 0 },
         { "provider", 0, ST_OPT_STR, &provider, "NAME", "the price list's provider (default: the lowest price)", 0, 0,
           0 },
@@ -200,8 +200,8 @@ int st_cli_trace_cost(int argc, char **argv)
         goto out;
     }
     if (spec_path || audit_dir) {
-        if ((spec_path ? st_spec_load(spec_path, &spec, err, sizeof err) : audit_spec(audit_dir, &spec, err, sizeof err)) <
-            0) {
+        if ((spec_path ? st_spec_load(spec_path, &spec, err, sizeof err)
+                       : audit_spec(audit_dir, &spec, err, sizeof err)) < 0) {
             fprintf(stderr, "servetune trace cost: %s\n", err);
             status = ST_EXIT_USAGE;
             goto out;
@@ -303,8 +303,10 @@ int st_cli_trace_cost(int argc, char **argv)
         goto out;
     }
     if (A.n_tenants == 1 && !strcmp(A.t[0].name, ST_ATTRIB_UNATTRIBUTED))
-        fprintf(stderr, "servetune trace cost: no row of %s carries '%s': every request is unattributed "
-                        "(docs/cost-attribution.md lists the fields)\n", path, by);
+        fprintf(stderr,
+                "servetune trace cost: no row of %s carries '%s': every request is unattributed "
+                "(docs/cost-attribution.md lists the fields)\n",
+                path, by);
     if (st_attrib_replay(&A, &cfg, replicas > 0 ? (uint32_t)replicas : 1, err, sizeof err) < 0) {
         fprintf(stderr, "servetune trace cost: the replay: %s\n", err);
         status = ST_EXIT_FAIL;
@@ -337,8 +339,8 @@ int st_cli_trace_cost(int argc, char **argv)
                    (long long)(cents / 100), (long long)(cents % 100));
         }
     }
-    if (csv_path && write_text(csv_path, bill_path ? st_recon_csv(&A, &bill, &R) : st_attrib_csv(&A, usd_h), err,
-                               sizeof err) < 0) {
+    if (csv_path &&
+        write_text(csv_path, bill_path ? st_recon_csv(&A, &bill, &R) : st_attrib_csv(&A, usd_h), err, sizeof err) < 0) {
         fprintf(stderr, "servetune trace cost: cannot write %s\n", err);
         status = ST_EXIT_FAIL;
     }
@@ -347,7 +349,8 @@ int st_cli_trace_cost(int argc, char **argv)
         fprintf(stderr, "servetune trace cost: cannot write %s\n", err);
         status = ST_EXIT_FAIL;
     }
-    if (events_path && write_text(events_path, st_recon_events(&A, &bill, &R, event_name, raw_ids), err, sizeof err) < 0) {
+    if (events_path &&
+        write_text(events_path, st_recon_events(&A, &bill, &R, event_name, raw_ids), err, sizeof err) < 0) {
         fprintf(stderr, "servetune trace cost: cannot write %s\n", err);
         status = ST_EXIT_FAIL;
     }

@@ -488,7 +488,7 @@ typedef struct raw_row {
     int has_pg;
     uint32_t pg, pl;
     st_work_item *item;
-    int input_is_new; /* servetune: input_tokens of a later turn is the new text */
+    int input_is_new;        /* servetune: input_tokens of a later turn is the new text */
     const st_json_val *json; /* the row's JSON object (JSON formats), or NULL */
 } raw_row;
 

@@ -604,8 +604,7 @@ static int bill_json(const char *name, const char *text, size_t len, st_bill *ou
     return rc;
 }
 
-static int bill_csv(const char *name, const char *text, size_t len, st_bill *out, size_t *cap, char *err,
-                    size_t errlen)
+static int bill_csv(const char *name, const char *text, size_t len, st_bill *out, size_t *cap, char *err, size_t errlen)
 {
     st_csv c;
     st_csv_init(&c, text, len);
@@ -649,8 +648,7 @@ static int bill_csv(const char *name, const char *text, size_t len, st_bill *out
             break;
         }
         double billed = ib >= 0 && ib < c.n ? strtod(c.field[ib], NULL) / 1000.0 : 0;
-        if (bill_add(out, cap, t, cents, billed > 0 ? billed : 0, ii >= 0 && ii < c.n ? c.field[ii] : NULL, NULL) <
-            0) {
+        if (bill_add(out, cap, t, cents, billed > 0 ? billed : 0, ii >= 0 && ii < c.n ? c.field[ii] : NULL, NULL) < 0) {
             snprintf(err, errlen, "%s: more than %u records, or out of memory", name, ST_ATTRIB_BILL_ROWS_MAX);
             rc = -1;
             break;
@@ -672,7 +670,7 @@ int st_bill_parse(const char *name, const char *text, size_t len, double width_s
     while (i < len && (text[i] == ' ' || text[i] == '\n' || text[i] == '\r' || text[i] == '\t'))
         i++;
     int rc = i < len && (text[i] == '[' || text[i] == '{') ? bill_json(name, text, len, out, &cap, err, errlen)
-                                                             : bill_csv(name, text, len, out, &cap, err, errlen);
+                                                           : bill_csv(name, text, len, out, &cap, err, errlen);
     if (rc == 0 && out->n == 0) {
         snprintf(err, errlen, "%s: no billing records", name);
         rc = -1;
@@ -843,9 +841,9 @@ char *st_attrib_csv(const st_attrib *a, double usd_h)
         if (i < a->n_tenants) {
             const st_attrib_tenant *t = &a->t[i];
             st_buf_printf(&b, ",%llu,%llu,%llu,%.3f,%.6f,%.6f,%.6f,%.4f,%.4f,%.4f\n", (unsigned long long)t->requests,
-                          (unsigned long long)t->in_tokens, (unsigned long long)t->out_tokens, t->gpu_s,
-                          t->share_model, t->share_tokens, t->share_duration, t->gpu_s / 3600.0 * usd_h,
-                          t->share_tokens * busy_usd, t->share_duration * busy_usd);
+                          (unsigned long long)t->in_tokens, (unsigned long long)t->out_tokens, t->gpu_s, t->share_model,
+                          t->share_tokens, t->share_duration, t->gpu_s / 3600.0 * usd_h, t->share_tokens * busy_usd,
+                          t->share_duration * busy_usd);
         } else {
             double u = a->idle_s / 3600.0 * usd_h;
             st_buf_printf(&b, ",0,0,0,%.3f,,,,%.4f,%.4f,%.4f\n", a->idle_s, u, u, u);
@@ -963,8 +961,7 @@ char *st_attrib_json(const st_attrib *a, double usd_h, const st_bill *bill, cons
     return s;
 }
 
-char *st_recon_events(const st_attrib *a, const st_bill *bill, const st_recon *r, const char *event_name,
-                      int raw_ids)
+char *st_recon_events(const st_attrib *a, const st_bill *bill, const st_recon *r, const char *event_name, int raw_ids)
 {
     json_t *j = json_object(), *batch = json_array();
     if (!j || !batch) {

@@ -24,11 +24,11 @@
 
 #define ST_ATTRIB_UNATTRIBUTED "unattributed"
 #define ST_ATTRIB_IDLE "idle (unattributed)"
-#define ST_ATTRIB_KEY_MAX 256u            /* bytes of one tenant name */
-#define ST_ATTRIB_TENANTS_MAX 100000u     /* distinct tenants */
-#define ST_ATTRIB_ROWS_MAX (1u << 24)     /* requests replayed */
-#define ST_ATTRIB_HOURS_MAX (24u * 400u)  /* hours a log may span */
-#define ST_ATTRIB_BILL_ROWS_MAX 100000u   /* bill records */
+#define ST_ATTRIB_KEY_MAX 256u           /* bytes of one tenant name */
+#define ST_ATTRIB_TENANTS_MAX 100000u    /* distinct tenants */
+#define ST_ATTRIB_ROWS_MAX (1u << 24)    /* requests replayed */
+#define ST_ATTRIB_HOURS_MAX (24u * 400u) /* hours a log may span */
+#define ST_ATTRIB_BILL_ROWS_MAX 100000u  /* bill records */
 #define ST_ATTRIB_BILL_MAX_BYTES ((size_t)64 << 20)
 #define ST_ATTRIB_SESSION_TOKENS_MAX ((uint64_t)1 << 28) /* prompt ids of session turns held at once */
 
@@ -65,10 +65,10 @@ typedef struct st_attrib {
     size_t cap_req;
     /* after st_attrib_replay */
     uint32_t replicas;
-    double t0_s;      /* the first request's time */
-    double span_s;    /* from the first arrival to the last step's end */
-    double busy_s;    /* engine seconds stepping (all replicas) */
-    double idle_s;    /* replicas x span - busy */
+    double t0_s;   /* the first request's time */
+    double span_s; /* from the first arrival to the last step's end */
+    double busy_s; /* engine seconds stepping (all replicas) */
+    double idle_s; /* replicas x span - busy */
     uint64_t steps;
     int64_t hour0;    /* floor(t0 / 3600) */
     uint32_t n_hours; /* hours from hour0 the replay reaches */
@@ -94,11 +94,11 @@ void st_attrib_split_step(const st_emu_config *cfg, const struct st_emu_seq_work
 
 /* ---- bills ---- */
 typedef struct st_bill_bucket {
-    double t_s;       /* the bucket's start (epoch seconds) */
-    int64_t cents;    /* billed amount */
-    double billed_s;  /* timeBilledMs / 1000 summed (0 when not given) */
-    char id[128];     /* endpointId / podId (joined when several) */
-    char gpu[64];     /* gpuTypeId */
+    double t_s;      /* the bucket's start (epoch seconds) */
+    int64_t cents;   /* billed amount */
+    double billed_s; /* timeBilledMs / 1000 summed (0 when not given) */
+    char id[128];    /* endpointId / podId (joined when several) */
+    char gpu[64];    /* gpuTypeId */
 } st_bill_bucket;
 
 typedef struct st_bill {
@@ -150,7 +150,6 @@ char *st_recon_csv(const st_attrib *a, const st_bill *bill, const st_recon *r);
  * one event per tenant and bucket, stamped with the bucket's time. distinct_id is "FIELD:TENANT"
  * ("FIELD:idle (unattributed)" for idle), or with raw_ids the tenant's name as it is (to join
  * events that already use those ids; idle keeps the prefixed form). */
-char *st_recon_events(const st_attrib *a, const st_bill *bill, const st_recon *r, const char *event_name,
-                      int raw_ids);
+char *st_recon_events(const st_attrib *a, const st_bill *bill, const st_recon *r, const char *event_name, int raw_ids);
 
 #endif

@@ -639,8 +639,7 @@ int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *op
     uint32_t nt = 0;
     /* "Who pays" (report/whopays.h): the trace's tenants, when it names them */
     if (r->who_pays) {
-        char(*wc)[ST_REP_WHOPAYS_COLS][ST_REP_WHOPAYS_CELL] =
-            a_calloc(&a, ST_REP_WHOPAYS_ROWS + 2, sizeof *wc);
+        char(*wc)[ST_REP_WHOPAYS_COLS][ST_REP_WHOPAYS_CELL] = a_calloc(&a, ST_REP_WHOPAYS_ROWS + 2, sizeof *wc);
         const char **wcells = a_calloc(&a, (ST_REP_WHOPAYS_ROWS + 2) * ST_REP_WHOPAYS_COLS, sizeof *wcells);
         char *wintro = a_calloc(&a, 700, 1);
         uint32_t wrows = wc && wcells && wintro ? st_rep_who_pays_table(r->who_pays, wc, wintro, 700) : 0;

@@ -33,9 +33,8 @@ static int cmp_gpu(const void *x, const void *y)
     return a > b ? -1 : a < b;
 }
 
-const char *const st_rep_who_pays_head[ST_REP_WHOPAYS_COLS] = { "tenant",     "requests",   "GPU s",
-                                                                  "model",      "per token",  "per second",
-                                                                  "$ (model)" };
+const char *const st_rep_who_pays_head[ST_REP_WHOPAYS_COLS] = { "tenant",    "requests",   "GPU s",    "model",
+                                                                "per token", "per second", "$ (model)" };
 
 static void intro_text(const json_t *j, char *out, size_t cap)
 {

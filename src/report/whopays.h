@@ -10,7 +10,7 @@
 
 #include "core/buf.h"
 
-#define ST_REP_WHOPAYS_ROWS 20 /* tenants shown (the largest); the rest summed */
+#define ST_REP_WHOPAYS_ROWS 20  /* tenants shown (the largest); the rest summed */
 #define ST_REP_WHOPAYS_HOURS 48 /* hours shown in the per-hour table */
 
 /* The stored document parsed (NULL: absent or unreadable; the section is then left out). */
@@ -21,8 +21,8 @@ json_t *st_rep_who_pays_load(const char *json_text);
 #define ST_REP_WHOPAYS_COLS 7
 #define ST_REP_WHOPAYS_CELL 128
 extern const char *const st_rep_who_pays_head[ST_REP_WHOPAYS_COLS];
-uint32_t st_rep_who_pays_table(const json_t *j, char (*cells)[ST_REP_WHOPAYS_COLS][ST_REP_WHOPAYS_CELL],
-                               char *intro, size_t intro_cap);
+uint32_t st_rep_who_pays_table(const json_t *j, char (*cells)[ST_REP_WHOPAYS_COLS][ST_REP_WHOPAYS_CELL], char *intro,
+                               size_t intro_cap);
 /* "## Who pays" (nothing when j is NULL). */
 void st_rep_who_pays_markdown(const json_t *j, st_buf *b);
 

@@ -19,7 +19,7 @@
 #include "emu/engine.h"
 
 #define N_REQ 300
-#define RATE 2.5 /* requests per second */
+#define RATE 2.5        /* requests per second */
 #define T0 1796032800.0 /* 2026-11-30T10:00:00Z */
 
 static char dir[] = "/tmp/st-cost-XXXXXX";
@@ -150,8 +150,18 @@ static json_t *run_cost(const char *log, const char *json_out, const char *extra
                         const char *extra3)
 {
     static char out[1 << 16];
-    char *argv[20] = { (char *)st_test_bin(), "trace", "cost", (char *)log, "--model", "Qwen/Qwen3-8B", "--gpu",
-                       "H100", "--by", "user", "--json", (char *)json_out };
+    char *argv[20] = { (char *)st_test_bin(),
+                       "trace",
+                       "cost",
+                       (char *)log,
+                       "--model",
+                       "Qwen/Qwen3-8B",
+                       "--gpu",
+                       "H100",
+                       "--by",
+                       "user",
+                       "--json",
+                       (char *)json_out };
     int n = 12;
     if (extra1)
         argv[n++] = (char *)extra1;
@@ -226,8 +236,25 @@ static void bill_to_the_cent(void **state)
     fprintf(f, "time,amount\n2026-11-30T09:00:00Z,2.69\n2026-11-30T10:00:00Z,3.01\n2026-11-30T11:00:00Z,0.99\n");
     fclose(f);
     static char out[1 << 16];
-    char *argv[] = { (char *)st_test_bin(), "trace", "cost", log, "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--by",
-                     "feature", "--bill", bill, "--json", js, "--events", ev, "--csv", csv, NULL };
+    char *argv[] = { (char *)st_test_bin(),
+                     "trace",
+                     "cost",
+                     log,
+                     "--model",
+                     "Qwen/Qwen3-8B",
+                     "--gpu",
+                     "H100",
+                     "--by",
+                     "feature",
+                     "--bill",
+                     bill,
+                     "--json",
+                     js,
+                     "--events",
+                     ev,
+                     "--csv",
+                     csv,
+                     NULL };
     int st = st_test_capture(argv, out, sizeof out);
     if (st != 0)
         fail_msg("exit %d:\n%s", st, out);
@@ -355,8 +382,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    const char *names[] = { "log.json", "cost.json", "bill-cost.json", "bill.csv", "events.json", "lines.csv",
-                            "bad.json" };
+    const char *names[] = { "log.json",    "cost.json", "bill-cost.json", "bill.csv",
+                            "events.json", "lines.csv", "bad.json" };
     char p[300];
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         snprintf(p, sizeof p, "%s/%s", dir, names[i]);

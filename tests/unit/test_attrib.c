@@ -388,8 +388,13 @@ static void bills(void **state)
 int main(void)
 {
     const struct CMUnitTest t[] = {
-        cmocka_unit_test(cents_exact),          cmocka_unit_test(step_split), cmocka_unit_test(tenant_fields), cmocka_unit_test(many_tenants), cmocka_unit_test(sessions_share_prefix),
-        cmocka_unit_test(replay_and_reconcile), cmocka_unit_test(bills),
+        cmocka_unit_test(cents_exact),
+        cmocka_unit_test(step_split),
+        cmocka_unit_test(tenant_fields),
+        cmocka_unit_test(many_tenants),
+        cmocka_unit_test(sessions_share_prefix),
+        cmocka_unit_test(replay_and_reconcile),
+        cmocka_unit_test(bills),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }
