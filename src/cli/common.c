@@ -272,6 +272,8 @@ void st_cli_run_close(st_cli_run *r)
     r->lock_fd = -1;
 }
 
+#define WHO_PAYS_ROWS_MAX 100000u /* requests of the trace the report's "Who pays" replays */
+
 /* "Who pays": when the trace names tenants (the first of team, user, feature, end_user that some
  * row carries), the GPU time of the baseline configuration split over them on the engine model
  * (plan/attrib.h), stored as meta "who_pays" (JSON servetune.cost/1). Returns 1 when stored, 0
@@ -284,10 +286,12 @@ static int store_who_pays(struct st_store *store, const struct st_spec *spec, ch
     st_attrib a;
     st_trace_opts o;
     memset(&o, 0, sizeof o);
+    o.max_rows = WHO_PAYS_ROWS_MAX; /* the report's section stays seconds of work on a huge log */
+    st_trace_counts c;
     int found = 0;
     for (size_t f = 0; f < sizeof fields / sizeof fields[0] && !found; f++) {
         st_attrib_init(&a, fields[f]);
-        if (st_trace_read_file(spec->workload.trace, &o, st_attrib_row_cb, &a, NULL, NULL, err, errlen) < 0) {
+        if (st_trace_read_file(spec->workload.trace, &o, st_attrib_row_cb, &a, &c, NULL, err, errlen) < 0) {
             st_attrib_free(&a);
             return -1;
         }
@@ -298,6 +302,7 @@ static int store_who_pays(struct st_store *store, const struct st_spec *spec, ch
     }
     if (!found)
         return 0;
+    a.truncated = c.stopped;
     st_emu_config cfg;
     int rc = -1;
     if (st_exec_model_config(spec, &spec->configs[0], &cfg, NULL, 0, NULL, err, errlen) == 0 &&

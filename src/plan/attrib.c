@@ -883,6 +883,7 @@ char *st_attrib_json(const st_attrib *a, double usd_h, const st_bill *bill, cons
     json_object_set_new(j, "schema", json_string("servetune.cost/1"));
     json_object_set_new(j, "by", json_string(a->by));
     json_object_set_new(j, "requests", json_integer(a->n_req));
+    json_object_set_new(j, "first_rows_only", json_boolean(a->truncated));
     json_object_set_new(j, "replicas", json_integer(a->replicas));
     json_object_set_new(j, "span_s", json_real(a->span_s));
     json_object_set_new(j, "busy_s", json_real(a->busy_s));

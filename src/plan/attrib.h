@@ -63,6 +63,7 @@ typedef struct st_attrib {
     st_attrib_req *req;
     uint32_t n_req;
     size_t cap_req;
+    int truncated; /* set by the caller: only the log's first rows were read (said in the JSON) */
     /* after st_attrib_replay */
     uint32_t replicas;
     double t0_s;   /* the first request's time */

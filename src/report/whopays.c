@@ -43,8 +43,9 @@ static void intro_text(const json_t *j, char *out, size_t cap)
              "The trace's requests replayed on the engine model of the baseline at their recorded times; each "
              "engine step's time split over the requests in it by their work (prefill tokens, decodes with the KV "
              "cache they read), by %s; idle apart. Beside it, the flat splits by tokens and by request duration "
-             "(servetune trace cost prints the same; docs/cost-attribution.md).",
-             by ? by : "tenant");
+             "(servetune trace cost prints the same; docs/cost-attribution.md).%s",
+             by ? by : "tenant",
+             json_is_true(json_object_get(j, "first_rows_only")) ? " Only the trace's first 100,000 requests." : "");
 }
 
 uint32_t st_rep_who_pays_table(const json_t *j, char (*cells)[ST_REP_WHOPAYS_COLS][ST_REP_WHOPAYS_CELL], char *intro,
