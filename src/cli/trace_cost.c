@@ -280,6 +280,17 @@ int st_cli_trace_cost(int argc, char **argv)
                  p->provider ? p->provider : "", p->gpu_key);
     }
     double usd_h = price * (cfg.tp ? cfg.tp : 1);
+    if (bill_path) { /* read before the replay: a bad bill fails at once */
+        size_t len;
+        char *text = st_read_file(bill_path, ST_ATTRIB_BILL_MAX_BYTES, &len, err, sizeof err);
+        if (!text || st_bill_parse(bill_path, text, len, width, &bill, err, sizeof err) < 0) {
+            free(text);
+            fprintf(stderr, "servetune trace cost: %s\n", err);
+            status = ST_EXIT_USAGE;
+            goto out;
+        }
+        free(text);
+    }
     st_attrib_init(&A, by);
     st_trace_opts o;
     if (st_cli_trace_resolve(&T, (uint64_t)seed, &o, err, sizeof err) < 0) {
@@ -314,16 +325,11 @@ int st_cli_trace_cost(int argc, char **argv)
     }
     print_table(&A, usd_h, price_what);
     if (bill_path) {
-        size_t len;
-        char *text = st_read_file(bill_path, ST_ATTRIB_BILL_MAX_BYTES, &len, err, sizeof err);
-        if (!text || st_bill_parse(bill_path, text, len, width, &bill, err, sizeof err) < 0 ||
-            st_attrib_reconcile(&A, &bill, &R, err, sizeof err) < 0) {
-            free(text);
+        if (st_attrib_reconcile(&A, &bill, &R, err, sizeof err) < 0) {
             fprintf(stderr, "servetune trace cost: %s\n", err);
-            status = ST_EXIT_USAGE;
+            status = ST_EXIT_FAIL;
             goto out;
         }
-        free(text);
         printf("\nBill %s: %u %s bucket%s, $%lld.%02lld; the log reaches %u of them; idle (unattributed) "
                "$%lld.%02lld\n",
                bill_path, bill.n, bill.width_s >= 86400 ? "daily" : "hourly", bill.n == 1 ? "" : "s",

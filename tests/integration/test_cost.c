@@ -359,6 +359,20 @@ static void bad_input(void **state)
     char *argv2[] = { (char *)st_test_bin(), "trace", "cost", log, NULL };
     assert_int_equal(st_test_capture(argv2, out, sizeof out), 2);
     assert_non_null(strstr(out, "--model and --gpu"));
+    /* a bad bill fails before the replay */
+    char good[256], billp[256];
+    snprintf(good, sizeof good, "%s/log.json", dir);
+    snprintf(billp, sizeof billp, "%s/bad-bill.csv", dir);
+    f = fopen(billp, "w");
+    assert_non_null(f);
+    fprintf(f, "time,amount\n2026-11-30T10:00:00Z,abc\n");
+    fclose(f);
+    char *argv4[] = {
+        (char *)st_test_bin(), "trace", "cost", good, "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--bill", billp, NULL
+    };
+    assert_int_equal(st_test_capture(argv4, out, sizeof out), 2);
+    assert_non_null(strstr(out, "bad-bill.csv:2: amount must be a number >= 0"));
+    assert_null(strstr(out, "Replay"));
     char *argv3[] = { (char *)st_test_bin(), "trace", "cost", "--help", NULL };
     assert_int_equal(st_test_capture(argv3, out, sizeof out), 0);
     assert_non_null(strstr(out, "--bill"));
@@ -383,7 +397,7 @@ static int teardown(void **state)
 {
     (void)state;
     const char *names[] = { "log.json",    "cost.json", "bill-cost.json", "bill.csv",
-                            "events.json", "lines.csv", "bad.json" };
+                            "events.json", "lines.csv", "bad.json",       "bad-bill.csv" };
     char p[300];
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         snprintf(p, sizeof p, "%s/%s", dir, names[i]);
