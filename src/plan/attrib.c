@@ -330,7 +330,7 @@ int st_attrib_replay(st_attrib *a, const st_emu_config *cfg_in, uint32_t replica
     int rc = -1;
     st_emu_sim_item *items = NULL;
     st_record *rec = NULL;
-    uint32_t *map = NULL, *sids = NULL;
+    uint32_t *map = NULL, *sids = NULL, *byrep = NULL, *rstart = NULL;
     replay_ctx c = { 0 };
     if (a->n_req == 0) {
         snprintf(err, errlen, "no requests");
@@ -354,6 +354,14 @@ int st_attrib_replay(st_attrib *a, const st_emu_config *cfg_in, uint32_t replica
         return -1;
     }
     a->n_hours = (uint32_t)hours;
+    free(a->hour_gpu); /* a second replay starts over */
+    a->busy_s = 0;
+    a->steps = 0;
+    for (uint32_t i = 0; i < a->n_tenants; i++) {
+        st_attrib_tenant *t = &a->t[i];
+        t->gpu_s = t->duration_s = 0;
+        t->requests = t->in_tokens = t->out_tokens = 0;
+    }
     a->hour_gpu = calloc((size_t)a->n_hours * a->n_tenants, sizeof *a->hour_gpu);
     items = calloc(a->n_req, sizeof *items);
     rec = calloc(a->n_req, sizeof *rec);
@@ -372,10 +380,32 @@ int st_attrib_replay(st_attrib *a, const st_emu_config *cfg_in, uint32_t replica
         snprintf(err, errlen, "out of memory");
         goto out;
     }
+    /* each request's replica: a session stays on one (session affinity), other rows go
+     * round-robin; byrep lists the requests replica by replica, in time order (a counting sort) */
+    byrep = malloc((size_t)a->n_req * sizeof *byrep);
+    rstart = calloc((size_t)replicas + 1, sizeof *rstart);
+    if (!byrep || !rstart) {
+        free(sim_dur);
+        snprintf(err, errlen, "out of memory");
+        goto out;
+    }
+    for (uint32_t i = 0; i < a->n_req; i++) {
+        const st_attrib_req *q = &a->req[i];
+        map[i] = q->session ? (uint32_t)(mix64(q->session) % replicas) : i % replicas;
+        rstart[map[i] + 1]++;
+    }
+    for (uint32_t r = 0; r < replicas; r++)
+        rstart[r + 1] += rstart[r];
+    for (uint32_t i = 0; i < a->n_req; i++) /* rstart[r] moves to replica r's end */
+        byrep[rstart[map[i]]++] = i;
+    for (uint32_t r = replicas; r > 0; r--) /* and back to its start */
+        rstart[r] = rstart[r - 1];
+    rstart[0] = 0;
     for (uint32_t r = 0; r < replicas && rc != -2; r++) {
         uint32_t n = 0;
         uint64_t stoks = 0;
-        for (uint32_t i = r; i < a->n_req; i += replicas) {
+        for (uint32_t k = rstart[r]; k < rstart[r + 1]; k++) {
+            uint32_t i = byrep[k];
             const st_attrib_req *q = &a->req[i];
             items[n] = (st_emu_sim_item){ .arrival = (st_ns)((q->ts_s - a->t0_s) * 1e9),
                                           .input_len = q->in ? q->in : 1,
@@ -467,6 +497,8 @@ out:
     free(rec);
     free(map);
     free(sids);
+    free(byrep);
+    free(rstart);
     free(c.w);
     return rc;
 }

@@ -80,7 +80,8 @@ void st_attrib_init(st_attrib *a, const char *by);
 void st_attrib_free(st_attrib *a);
 /* Adds one row (a st_trace_row_cb: arg is the st_attrib). Rows need a timestamp. */
 int st_attrib_row_cb(void *arg, const st_trace_row *row, char *err, size_t errlen);
-/* Replays the rows on `replicas` engines of cfg (rows dealt round-robin by time) and fills the
+/* Replays the rows on `replicas` engines of cfg (rows dealt round-robin by time, a session's
+ * turns all to one replica) and fills the
  * model-based and flat splits. A session's turns (rows with a session id) get prompts that are
  * prefixes of one token stream per session, so a later turn reuses the earlier turns' prompt in
  * the prefix cache as the log implies (the lengths are the whole prompts, history included); other

@@ -201,7 +201,7 @@ static void many_tenants(void **state)
 /* A session's turns share their prompt prefix in the replay: the same log with session ids costs
  * less GPU time than without (the prefix cache serves the history), and its split still sums to
  * the busy time. */
-static double session_busy(int with_sessions)
+static double session_busy(int with_sessions, uint32_t replicas)
 {
     static char log[16384];
     size_t n = 0;
@@ -225,12 +225,16 @@ static double session_busy(int with_sessions)
         fail_msg("%s", err);
     st_emu_config c;
     setup_cfg(&c);
-    if (st_attrib_replay(&a, &c, 1, err, sizeof err))
+    if (st_attrib_replay(&a, &c, replicas, err, sizeof err))
         fail_msg("%s", err);
     double g = 0;
-    for (uint32_t i = 0; i < a.n_tenants; i++)
+    uint64_t req = 0;
+    for (uint32_t i = 0; i < a.n_tenants; i++) {
         g += a.t[i].gpu_s;
+        req += a.t[i].requests;
+    }
     assert_near(g, a.busy_s, 1e-6 * a.busy_s);
+    assert_int_equal(req, 20);
     double busy = a.busy_s;
     st_attrib_free(&a);
     return busy;
@@ -239,9 +243,13 @@ static double session_busy(int with_sessions)
 static void sessions_share_prefix(void **state)
 {
     (void)state;
-    double with = session_busy(1), without = session_busy(0);
+    double with = session_busy(1, 1), without = session_busy(0, 1);
     print_message("busy: %.3f s with sessions, %.3f s without\n", with, without);
     assert_true(with < 0.7 * without);
+    /* on 3 replicas a session keeps to one (affinity): its history is still in that cache */
+    double with3 = session_busy(1, 3), without3 = session_busy(0, 3);
+    print_message("3 replicas: %.3f s with sessions, %.3f s without\n", with3, without3);
+    assert_true(with3 < 0.7 * without3);
 }
 
 static void replay_and_reconcile(void **state)
