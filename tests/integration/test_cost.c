@@ -313,7 +313,9 @@ static void predict_who_pays(void **state)
     fprintf(f, "engine: {kind: emulator, model: Qwen/Qwen3-8B, flags: [--gpu, H100]}\n"
                "hardware: {gpu: H100, gpus_per_replica: 1, price_per_gpu_hour: 2.0}\npeak_rate: 10\n"
                "workload: {trace: log.json, requests_per_rate: 60}\nrates: [1, 2]\nwarmup_requests: 2\n"
-               "slo: {ttft_p95_ms: 5000, tpot_p95_ms: 100}\nsearch: {mode: burst}\n");
+               "slo: {ttft_p95_ms: 5000, tpot_p95_ms: 100}\nsearch: {mode: burst}\n"
+               "traffic:\n  hourly_rps: [0, 0, 0, 0, 0, 0, 1, 2, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 1, 1, 0, 0]\n"
+               "  scale_up_delay: 0s\n");
     fclose(f);
     static char out[1 << 16];
     char *argv[] = { (char *)st_test_bin(), "predict", spec, "-o", out_dir, "-q", NULL };
@@ -333,6 +335,8 @@ static void predict_who_pays(void **state)
     snprintf(p, sizeof p, "%s/report.md", out_dir);
     assert_true(file_has(p, "## Who pays"));
     assert_true(file_has(p, "| tenant-B |"));
+    assert_true(file_has(p, "Over the spec's traffic day")); /* the day's cost per tenant per hour */
+    assert_true(file_has(p, "| 00 | 0 | 0 | 0.00 | 0.00 | 0.00 | 0.00 |"));
     snprintf(p, sizeof p, "%s/report.html", out_dir);
     assert_true(file_has(p, "<section id=\"who-pays\">"));
     /* the same folder as the engine model and price of trace cost */
