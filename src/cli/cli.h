@@ -93,6 +93,8 @@ typedef struct st_cli_trace {
 void st_cli_trace_opts(st_cli_trace *t, st_opt *opts, int *n);
 /* Fills o from what was given (format, window, model, sample with seed, ...). 0 or -1 with err. */
 int st_cli_trace_resolve(st_cli_trace *t, uint64_t seed, st_trace_opts *o, char *err, size_t errlen);
+/* servetune trace cost (cli/trace_cost.c): argv[0] is "cost". */
+int st_cli_trace_cost(int argc, char **argv);
 
 /* Loads a calibration file (emu/calib.h) for predict/audit; with a spec, checks it against
  * every configuration: those it does not match are named on stderr (they run on the model's

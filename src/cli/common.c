@@ -22,6 +22,8 @@
 #include "engine/process.h"
 #include "load/trace.h"
 #include "load/workload.h"
+#include "plan/attrib.h"
+#include "plan/prices.h"
 #include "report/report.h"
 
 int st_cli_usage_error(const char *cmd, const char *reason)
@@ -270,10 +272,71 @@ void st_cli_run_close(st_cli_run *r)
     r->lock_fd = -1;
 }
 
+#define WHO_PAYS_ROWS_MAX 100000u /* requests of the trace the report's "Who pays" replays */
+
+/* "Who pays": when the trace names tenants (the first of team, user, feature, end_user that some
+ * row carries), the GPU time of the baseline configuration split over them on the engine model
+ * (plan/attrib.h), stored as meta "who_pays" (JSON servetune.cost/1). Returns 1 when stored, 0
+ * when the trace names none, -1 with err. */
+static int store_who_pays(struct st_store *store, const struct st_spec *spec, char *err, size_t errlen)
+{
+    static const char *const fields[] = { "team", "user", "feature", "end_user" };
+    if (spec->n_configs < 1)
+        return 0;
+    st_attrib a;
+    st_trace_opts o;
+    memset(&o, 0, sizeof o);
+    o.max_rows = WHO_PAYS_ROWS_MAX; /* the report's section stays seconds of work on a huge log */
+    st_trace_counts c;
+    int found = 0;
+    for (size_t f = 0; f < sizeof fields / sizeof fields[0] && !found; f++) {
+        st_attrib_init(&a, fields[f]);
+        if (st_trace_read_file(spec->workload.trace, &o, st_attrib_row_cb, &a, &c, NULL, err, errlen) < 0) {
+            st_attrib_free(&a);
+            return -1;
+        }
+        for (uint32_t i = 0; i < a.n_tenants && !found; i++)
+            found = strcmp(a.t[i].name, ST_ATTRIB_UNATTRIBUTED) != 0;
+        if (!found)
+            st_attrib_free(&a);
+    }
+    if (!found)
+        return 0;
+    a.truncated = c.stopped;
+    st_emu_config cfg;
+    int rc = -1;
+    if (st_exec_model_config(spec, &spec->configs[0], &cfg, NULL, 0, NULL, err, errlen) == 0 &&
+        st_attrib_replay(&a, &cfg, 1, err, errlen) == 0) {
+        double price = spec->hardware.price_per_gpu_hour;
+        if (price <= 0) {
+            st_prices P;
+            if (st_prices_builtin(&P, err, errlen) == 0) {
+                const st_price *p =
+                    spec->hardware.gpu ? st_prices_pick(&P, spec->hardware.gpu, ST_PRICE_ON_DEMAND, NULL) : NULL;
+                price = p ? p->usd_per_gpu_hour : 0;
+                st_prices_free(&P);
+            }
+        }
+        char *json = st_attrib_json(&a, price * (cfg.tp ? cfg.tp : 1), NULL, NULL);
+        if (!json)
+            snprintf(err, errlen, "out of memory");
+        else if (st_store_meta_put(store, "who_pays", json) < 0)
+            snprintf(err, errlen, "%s", st_store_errmsg(store));
+        else
+            rc = 1;
+        free(json);
+    }
+    st_attrib_free(&a);
+    return rc;
+}
+
 void st_cli_store_traffic(struct st_store *store, const struct st_spec *spec)
 {
     if (spec->workload.kind != ST_WL_TRACE)
         return;
+    char werr[1024];
+    if (store_who_pays(store, spec, werr, sizeof werr) < 0)
+        fprintf(stderr, "servetune: \"Who pays\" is left out of the report: %s\n", werr);
     char *json = NULL, err[1024];
     if (st_audit_traffic_json(spec, &json, err, sizeof err) < 0)
         fprintf(stderr, "servetune: the trace's statistics are left out of the report: %s\n", err);

@@ -580,14 +580,18 @@ int cmd_trace(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         FILE *f = argc < 2 ? stderr : stdout;
-        fprintf(f, "usage: servetune trace stats FILE [OPTIONS]\n\n"
-                   "  stats   rates, lengths, prefix sharing, sessions and advice from a trace or a log\n\n"
-                   "'servetune trace stats --help' lists the options.\n");
+        fprintf(f,
+                "usage: servetune trace stats|cost FILE [OPTIONS]\n\n"
+                "  stats   rates, lengths, prefix sharing, sessions and advice from a trace or a log\n"
+                "  cost    the GPU cost apportioned to tenants (users, teams, features, ...), reconciled to a bill\n\n"
+                "'servetune trace stats --help' and 'servetune trace cost --help' list the options.\n");
         return argc < 2 ? ST_EXIT_USAGE : ST_EXIT_OK;
     }
     if (!strcmp(argv[1], "stats"))
         return trace_stats(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "cost"))
+        return st_cli_trace_cost(argc - 1, argv + 1);
     char m[160];
-    snprintf(m, sizeof m, "unknown subcommand '%.60s' (expected stats)", argv[1]);
+    snprintf(m, sizeof m, "unknown subcommand '%.60s' (expected stats or cost)", argv[1]);
     return st_cli_usage_error("trace", m);
 }

@@ -47,6 +47,8 @@ struct st_emu_engine {
     uint32_t cap_sched, cap_sched_new;
     st_emu_event *events;
     double *sched_fe; /* per event: its request's front-end factor */
+    st_emu_seq_work *work;
+    uint32_t cap_work;
     uint32_t cap_events, cap_sched_fe;
     uint64_t *admitted, *preempted;
     uint32_t cap_admitted, cap_preempted;
@@ -133,6 +135,7 @@ void st_emu_engine_free(st_emu_engine *e)
     free(e->sched_new);
     free(e->events);
     free(e->sched_fe);
+    free(e->work);
     free(e->admitted);
     free(e->preempted);
     free(e->scratch_blocks);
@@ -416,7 +419,8 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
     if (grow((void **)&e->sched, &e->cap_sched, live, sizeof *e->sched) < 0 ||
         grow((void **)&e->sched_new, &e->cap_sched_new, live, sizeof *e->sched_new) < 0 ||
         grow((void **)&e->events, &e->cap_events, live, sizeof *e->events) < 0 ||
-        grow((void **)&e->sched_fe, &e->cap_sched_fe, live, sizeof *e->sched_fe) < 0)
+        grow((void **)&e->sched_fe, &e->cap_sched_fe, live, sizeof *e->sched_fe) < 0 ||
+        grow((void **)&e->work, &e->cap_work, live, sizeof *e->work) < 0)
         return -1;
     /* the waiting deque must take every running request back, the running list every
      * waiting one, without allocating in the middle of a step */
@@ -515,12 +519,18 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
         emu_req *r = e->sched[i];
         uint32_t nn = e->sched_new[i];
         double prior = r->num_computed;
+        st_emu_seq_work *wk = &e->work[i];
+        *wk = (st_emu_seq_work){ .id = r->id, .user = r->user, .new_tokens = nn, .context = r->num_computed };
         b.tokens += nn;
         b.seqs++;
-        if (r->n_out > 0 && nn == 1 && r->num_computed + 1 == r->n_tokens)
+        if (r->n_out > 0 && nn == 1 && r->num_computed + 1 == r->n_tokens) {
             b.decode_tokens++;
-        if (r->num_computed + nn == r->n_tokens)
+            wk->decode = 1;
+        }
+        if (r->num_computed + nn == r->n_tokens) {
             b.sampled++;
+            wk->sampled = 1;
+        }
         b.attn_pairs += nn * prior + (double)nn * (nn + 1) / 2.0;
         b.kv_read_tokens += prior;
     }
@@ -539,6 +549,7 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
     res->seqs = b.seqs;
     res->compute_s = bd.compute_s;
     res->memory_s = bd.memory_s;
+    res->work = e->work;
 
     /* 4. apply the step's output */
     uint32_t n_ev = 0;

@@ -66,6 +66,16 @@ typedef struct st_emu_event {
                   (st_emu_tuning.fe_token_cpu_s) is behind with streaming */
 } st_emu_event;
 
+/* One sequence's part of a step (the terms the step time is computed from, per sequence). */
+typedef struct st_emu_seq_work {
+    uint64_t id;
+    void *user;
+    uint32_t new_tokens; /* tokens scheduled for it this step: a prefill chunk, or 1 decode */
+    uint32_t context;    /* tokens already in its KV cache, read by this step's attention */
+    uint8_t decode;      /* counted in the step's decode tokens */
+    uint8_t sampled;     /* produces a token this step (an lm_head row) */
+} st_emu_seq_work;
+
 typedef struct st_emu_step_result {
     st_ns start, duration; /* the tokens are due at start + duration */
     uint32_t tokens, decode_tokens, prefill_tokens, seqs;
@@ -76,6 +86,7 @@ typedef struct st_emu_step_result {
     uint64_t *preempted; /* ids preempted this step, in order */
     uint32_t n_preempted;
     double compute_s, memory_s; /* roofline parts of the duration */
+    st_emu_seq_work *work;      /* the step's sequences (seqs of them), owned by the engine like events */
 } st_emu_step_result;
 
 /* Runs one step. 0 when a step ran; 1 when there is nothing to schedule (idle, or every

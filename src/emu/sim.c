@@ -102,6 +102,8 @@ typedef struct run {
     uint32_t n_rel, released;
     uint32_t **prompt;
     uint32_t *prompt_len;
+    uint32_t *step_items; /* on_step: the item index of each sequence of the step */
+    uint32_t cap_step_items;
 } run;
 
 static const char SESSION_ENDED[] = "not sent: an earlier turn of its session did not complete";
@@ -605,6 +607,21 @@ int st_emu_session_run(st_emu_session *S, const st_emu_sim_item *items, uint32_t
             rc = -1;
             break;
         }
+        if (sr == 0 && o->on_step) {
+            if (R.cap_step_items < res.seqs) {
+                uint32_t *p = realloc(R.step_items, (size_t)res.seqs * sizeof *p);
+                if (!p) {
+                    snprintf(err, errlen, "out of memory");
+                    rc = -1;
+                    break;
+                }
+                R.step_items = p;
+                R.cap_step_items = res.seqs;
+            }
+            for (uint32_t k = 0; k < res.seqs; k++)
+                R.step_items[k] = (uint32_t)(res.work[k].id - R.base);
+            o->on_step(o->step_arg, res.start - R.t0, &res, R.step_items);
+        }
         if (sr == 0) {
             if (run_step(&R, &res) < 0) {
                 rc = -1;
@@ -626,6 +643,7 @@ int st_emu_session_run(st_emu_session *S, const st_emu_sim_item *items, uint32_t
         run_finish_stats(&R);
 out:
     run_free_sessions(&R);
+    free(R.step_items);
     if (stats)
         *stats = R.s;
     return rc;

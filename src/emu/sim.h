@@ -104,6 +104,11 @@ typedef struct st_emu_run_opts {
     int (*on_tick)(void *arg, st_ns now, const st_emu_stats *es, const st_emu_run_progress *p, const st_record *recs,
                    uint32_t n);
     void *arg;
+    /* Optional: called after every engine step with the step (res->start is engine time; start is
+     * run time) and the item index of each of its sequences (item[k] for res->work[k]; valid during
+     * the call). Per-step accounting of GPU time by request (plan/attrib.h). */
+    void (*on_step)(void *arg, st_ns start, const st_emu_step_result *res, const uint32_t *item);
+    void *step_arg;
 } st_emu_run_opts;
 
 /* A fresh engine (startup refusal: -1 with vLLM's message in err; mem_out gets the plan, also

@@ -488,7 +488,8 @@ typedef struct raw_row {
     int has_pg;
     uint32_t pg, pl;
     st_work_item *item;
-    int input_is_new; /* servetune: input_tokens of a later turn is the new text */
+    int input_is_new;        /* servetune: input_tokens of a later turn is the new text */
+    const st_json_val *json; /* the row's JSON object (JSON formats), or NULL */
 } raw_row;
 
 /* Records a malformed row: an error, or a counted skip under max_bad. 0 skip, -1 error. */
@@ -685,6 +686,10 @@ static int emit(st_trace_reader *r, uint64_t line, raw_row *w, char *err, size_t
     row.prefix_group = w->pg;
     row.prefix_len = w->pl;
     row.item = w->item;
+    if (w->json) {
+        row.json = w->json->p;
+        row.json_len = w->json->len;
+    }
     r->c.kept++;
     int rc = r->cb ? r->cb(r->arg, &row, why, sizeof why) : 0;
     if (rc < 0) {
@@ -892,6 +897,7 @@ static int row_litellm(st_trace_reader *r, const st_json_val *obj, uint64_t line
         st_json_str(&v[K_MODEL], r->model2, sizeof r->model2, NULL);
     w.model = r->model;
     w.model2 = r->model2;
+    w.json = obj;
     if (v[K_SESSION].type == ST_JSON_STRING && st_json_str_nonempty(&v[K_SESSION])) {
         size_t sl;
         st_json_str(&v[K_SESSION], r->session_id, sizeof r->session_id, &sl);

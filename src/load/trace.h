@@ -133,6 +133,11 @@ typedef struct st_trace_row {
     /* servetune JSONL: the parsed item (ids or text). The callback may take input_ids /
      * input_text (set them to NULL); the reader frees what is left. NULL for other formats. */
     st_work_item *item;
+    /* The row's whole JSON object for the JSON formats that keep open keys (LiteLLM: user,
+     * team_id, end_user, request_tags, metadata, ...), for readers of tenant fields
+     * (plan/attrib.h); NULL for the others. Valid during the callback. */
+    const char *json;
+    size_t json_len;
 } st_trace_row;
 
 /* Returns 0 to go on, 1 to stop reading (not an error), -1 to fail with err. */

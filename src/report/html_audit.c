@@ -652,8 +652,27 @@ int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *op
         }
         pv_rows++;
     }
-    st_html_table tables[3];
+    st_html_table tables[4];
     uint32_t nt = 0;
+    /* "Who pays" (report/whopays.h): the trace's tenants, when it names them */
+    if (r->who_pays) {
+        char(*wc)[ST_REP_WHOPAYS_COLS][ST_REP_WHOPAYS_CELL] = a_calloc(&a, ST_REP_WHOPAYS_ROWS + 2, sizeof *wc);
+        const char **wcells = a_calloc(&a, (ST_REP_WHOPAYS_ROWS + 2) * ST_REP_WHOPAYS_COLS, sizeof *wcells);
+        char *wintro = a_calloc(&a, 700, 1);
+        uint32_t wrows = wc && wcells && wintro ? st_rep_who_pays_table(r->who_pays, wc, wintro, 700) : 0;
+        for (uint32_t i = 0; i < wrows; i++)
+            for (int k = 0; k < ST_REP_WHOPAYS_COLS; k++)
+                wcells[i * ST_REP_WHOPAYS_COLS + k] = wc[i][k];
+        if (wrows)
+            tables[nt++] = (st_html_table){ .id = "who-pays",
+                                            .title = "Who pays",
+                                            .intro = wintro,
+                                            .head = st_rep_who_pays_head,
+                                            .cells = wcells,
+                                            .cols = ST_REP_WHOPAYS_COLS,
+                                            .rows = wrows,
+                                            .text_cols = 1u << 0 };
+    }
     /* "A traffic day" (report/day.h): each configuration that met the SLO, cheapest first */
     if (r->day_present) {
         const char **dc = a_calloc(&a, (size_t)r->n_cfg * (1 + ST_REP_DAY_CELLS), sizeof *dc);

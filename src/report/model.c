@@ -184,6 +184,8 @@ void st_report_free(st_report *r)
     }
     st_notes_free(&r->notes);
     st_rep_traffic_free(&r->traffic);
+    json_decref(r->who_pays);
+    r->who_pays = NULL;
     st_predvs_free(&r->predvs);
     free(r->cfg);
     free(r->order);
@@ -262,6 +264,10 @@ int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
         return -1;
     }
     (void)st_rep_traffic_load(out->audit.traffic, &out->traffic); /* unreadable: the section is left out */
+    char *wp = NULL;
+    if (st_store_meta_get(s, "who_pays", &wp) == 1)
+        out->who_pays = st_rep_who_pays_load(wp); /* unreadable: the section is left out */
+    free(wp);
     char *pv = NULL;
     if (st_store_meta_get(s, ST_PREDVS_META, &pv) == 1)
         st_predvs_parse(pv, &out->predvs); /* a malformed summary is simply not shown */

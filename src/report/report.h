@@ -23,6 +23,7 @@
 #include "report/notes.h"
 #include "report/predvs.h"
 #include "report/traffic.h"
+#include "report/whopays.h"
 
 /* A configuration's one-line note: a failure class and the engine's whole detail line
  * (ST_PROC_DETAIL_MAX, engine/process.h) */
@@ -106,6 +107,7 @@ typedef struct st_report {
     int sustained;          /* the sustained search (else a burst test) */
     st_notes notes;         /* the notes and diagnosis every renderer shows (report/notes.h) */
     st_rep_traffic traffic; /* "Your traffic" when the workload is a trace (report/traffic.h) */
+    json_t *who_pays;       /* "Who pays" when the trace names tenants (report/whopays.h), or NULL */
     st_predvs predvs;       /* the prediction run before a measured audit (report/predvs.h) */
     /* "A traffic day" (the spec's traffic: block; report/day.h): each configuration's day in
      * cfg[i].day; the serverless price used (0: none) and where it came from */
