@@ -35,6 +35,7 @@ struct st_emu_engine {
     st_emu_memory mem;
     st_clock clock;
     st_emu_blocks pool;
+    int oom; /* a block pool allocation failed: st_emu_step fails */
     /* waiting: a ring deque; running: an array in admission order */
     emu_req **wq;
     uint32_t wq_head, wq_len, wq_cap;
@@ -372,6 +373,10 @@ static int allocate_slots(st_emu_engine *e, emu_req *r, uint32_t num_new, const 
             evictable_hits++;
     if ((uint64_t)need + evictable_hits > e->pool.nfree)
         return -1;
+    if (st_emu_blocks_reserve(&e->pool, need) < 0) {
+        e->oom = 1; /* st_emu_step fails */
+        return -1;
+    }
     for (uint32_t i = 0; i < n_hits; i++) {
         st_emu_blocks_touch(&e->pool, hits[i]);
         r->blocks[r->n_blocks++] = hits[i];
@@ -447,6 +452,8 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
         }
         int scheduled = 1;
         while (allocate_slots(e, r, num_new, NULL, 0) < 0) {
+            if (e->oom)
+                return -1;
             emu_req *victim = e->run[--e->n_run]; /* the most recently admitted */
             preempt(e, victim, &n_pre);
             if (victim == r) {
@@ -485,8 +492,11 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
         uint32_t num_new = r->n_tokens - hit_tokens;
         if (num_new > budget)
             num_new = budget;
-        if (allocate_slots(e, r, num_new, e->scratch_blocks, n_hits) < 0)
+        if (allocate_slots(e, r, num_new, e->scratch_blocks, n_hits) < 0) {
+            if (e->oom)
+                return -1;
             break;
+        }
         wq_pop_front(e);
         e->run[e->n_run++] = r;
         r->num_computed = hit_tokens;
@@ -629,7 +639,7 @@ int st_emu_engine_check(const st_emu_engine *e, char *err, size_t errlen)
 {
     if (st_emu_blocks_check(&e->pool, err, errlen) < 0)
         return -1;
-    uint32_t *cnt = calloc(e->pool.n, sizeof *cnt);
+    uint32_t *cnt = calloc(e->pool.used ? e->pool.used : 1, sizeof *cnt); /* blocks never taken: held by none */
     if (!cnt) {
         snprintf(err, errlen, "out of memory");
         return -1;
@@ -653,7 +663,7 @@ int st_emu_engine_check(const st_emu_engine *e, char *err, size_t errlen)
             rc = -1;
         }
     }
-    for (uint32_t b = 0; b < e->pool.n && !rc; b++)
+    for (uint32_t b = 0; b < e->pool.used && !rc; b++)
         if (cnt[b] != e->pool.ref[b]) {
             snprintf(err, errlen, "block %u: ref %u but held %u times", b, e->pool.ref[b], cnt[b]);
             rc = -1;
