@@ -1,6 +1,5 @@
 #include "audit/store.h"
 
-#include <signal.h>
 #include <errno.h>
 #include <math.h>
 #include <openssl/evp.h>
