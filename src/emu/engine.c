@@ -237,8 +237,8 @@ int st_emu_add_request(st_emu_engine *e, const st_emu_req_params *p, char *err, 
             snprintf(err, errlen, "Token id %u is out of vocabulary", p->ids[i]);
             return ST_EMU_ADD_INVALID;
         }
-    if (p->n_ids >= L || (p->max_tokens && (uint64_t)p->n_ids + p->max_tokens > L)) {
-        uint32_t m = p->max_tokens ? p->max_tokens : 0;
+    if (p->n_ids >= L || (p->max_tokens && (p->max_tokens > L || (uint64_t)p->n_ids + p->max_tokens > L))) {
+        uint64_t m = p->max_tokens; /* quoted as the client sent it */
         if (p->n_ids >= L && !p->max_tokens)
             snprintf(err, errlen,
                      "This model's maximum context length is %u tokens. However, your request has "
@@ -246,10 +246,10 @@ int st_emu_add_request(st_emu_engine *e, const st_emu_req_params *p, char *err, 
                      L, p->n_ids);
         else
             snprintf(err, errlen,
-                     "You passed %u input tokens and requested %u output tokens. However, the "
+                     "You passed %u input tokens and requested %llu output tokens. However, the "
                      "model's context length is only %u tokens, resulting in a maximum input length "
-                     "of %d tokens. Please reduce the length of the input prompt.",
-                     p->n_ids, m, L, (int)L - (int)m);
+                     "of %lld tokens. Please reduce the length of the input prompt.",
+                     p->n_ids, (unsigned long long)m, L, (long long)L - (long long)m);
         return ST_EMU_ADD_TOO_LONG;
     }
     emu_req *r = calloc(1, sizeof *r);
@@ -258,7 +258,7 @@ int st_emu_add_request(st_emu_engine *e, const st_emu_req_params *p, char *err, 
     r->id = p->id;
     r->user = p->user;
     r->n_prompt = p->n_ids;
-    r->max_tokens = p->max_tokens ? p->max_tokens : L - p->n_ids;
+    r->max_tokens = p->max_tokens ? (uint32_t)p->max_tokens : L - p->n_ids; /* <= L: checked above */
     r->cap_tokens = r->n_prompt + r->max_tokens;
     r->tokens = malloc((size_t)r->cap_tokens * sizeof *r->tokens);
     uint32_t maxblocks = (r->cap_tokens + e->cfg.block_size - 1) / e->cfg.block_size;

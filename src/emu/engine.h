@@ -28,7 +28,7 @@ typedef struct st_emu_req_params {
     uint64_t id;         /* caller's id; must be unique among live requests (not checked: O(1) add) */
     const uint32_t *ids; /* prompt token ids (copied) */
     uint32_t n_ids;
-    uint32_t max_tokens; /* 0: max_model_len - prompt */
+    uint64_t max_tokens; /* 0: max_model_len - prompt; as the client gave it (refused above max_model_len) */
     uint32_t min_tokens; /* accepted; the model always generates max_tokens (ignore_eos) */
     int ignore_eos;
     st_ns arrival; /* engine time; -1: clock.now() */
