@@ -163,6 +163,16 @@ out:
     return rc;
 }
 
+static int interrupted(const st_plan_model *m, char *why, size_t n)
+{
+    if (!m->stop || !*m->stop)
+        return 0;
+    snprintf(why, n, "interrupted");
+    return 1;
+}
+
+void st_plan_model_set_stop(st_plan_model *m, volatile sig_atomic_t *stop) { m->stop = stop; }
+
 /* The coarse bound: the engine model's own step time in the steady state of a saturated
  * engine, without a simulation. fit requests hold the KV cache; each step decodes B of them and
  * prefills, within the step's token budget, what keeps the batch full (B / output tokens new
@@ -175,7 +185,7 @@ static int screen(void *arg, st_plan_candidate *c, char *why, size_t n)
     st_emu_config cfg;
     st_emu_memory mem;
     uint32_t fit;
-    if (engine_of(m, c, &cfg, &mem, &fit, why, n))
+    if (interrupted(m, why, n) || engine_of(m, c, &cfg, &mem, &fit, why, n))
         return -1;
     const st_spec *s = m->base;
     double out = s->workload.output_tokens > 1 ? s->workload.output_tokens : 1;
@@ -205,16 +215,6 @@ static int screen(void *arg, st_plan_candidate *c, char *why, size_t n)
     c->bound_rps = r / t * ST_PLAN_BOUND_MARGIN;
     return 0;
 }
-
-static int interrupted(const st_plan_model *m, char *why, size_t n)
-{
-    if (!m->stop || !*m->stop)
-        return 0;
-    snprintf(why, n, "interrupted");
-    return 1;
-}
-
-void st_plan_model_set_stop(st_plan_model *m, volatile sig_atomic_t *stop) { m->stop = stop; }
 
 /* The tight bound: the engine's maximum throughput on the model, its batch kept full. */
 static int refine(void *arg, st_plan_candidate *c, char *why, size_t n)

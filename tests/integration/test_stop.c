@@ -131,7 +131,7 @@ static void write_spec(const char *path, int sustained, int requests)
             "hardware: {gpu: H100, gpus_per_replica: 1, price_per_gpu_hour: 2.0}\n"
             "peak_rate: 10\n"
             "workload: {input_tokens: 512, output_tokens: 64, requests_per_rate: %d, seed: 3}\n"
-            "rates: [4, 8, 16]\nwarmup_requests: 2\n"
+            "rates: [8, 16, 32]\nwarmup_requests: 2\n"
             "slo: {ttft_p95_ms: 2500, tpot_p95_ms: 40}\n"
             "configurations:\n"
             "  - name: baseline\n"
@@ -141,7 +141,7 @@ static void write_spec(const char *path, int sustained, int requests)
             "timeouts: {startup: 8s, request: 60s, stop_grace: 2s}\n",
             requests);
     if (sustained)
-        fprintf(f, "search: {mode: sustained, min_window: 60s, min_window_requests: 20000, max_duration: 900s, "
+        fprintf(f, "search: {mode: sustained, min_window: 60s, min_window_requests: 5000, max_duration: 900s, "
                    "max_runs: 12}\n");
     else
         fprintf(f, "search: {mode: burst}\n");
