@@ -47,19 +47,14 @@ static inline uint32_t shape_pick(shape_bytes *b, uint32_t lo, uint32_t hi)
     uint32_t r = shape_u32(b);
     uint32_t span = hi - lo + 1 ? hi - lo + 1 : UINT32_MAX;
     switch (k % 32) {
-    case 0:
-        return k & 32 ? 0 : UINT32_MAX;
-    case 1:
-        return hi + 1;
+    case 0: return k & 32 ? 0 : UINT32_MAX;
+    case 1: return hi + 1;
     case 2:
-    case 3:
-        return lo;
-    case 4:
-        return lo + (span > 1);
+    case 3: return lo;
+    case 4: return lo + (span > 1);
     case 5:
     case 6:
-    case 7:
-        return hi;
+    case 7: return hi;
     case 8:
     case 9:
     case 10:
@@ -71,8 +66,7 @@ static inline uint32_t shape_pick(shape_bytes *b, uint32_t lo, uint32_t hi)
     case 16:
     case 17: /* any in the range, of any magnitude (a random shift: about log-uniform) */
         return lo + ((r >> 5) >> (r & 31)) % span;
-    default: /* small */
-        return lo + r % (span < 256 ? span : 256);
+    default: /* small */ return lo + r % (span < 256 ? span : 256);
     }
 }
 

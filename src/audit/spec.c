@@ -927,9 +927,10 @@ static int parse_timeouts(pctx *p, yaml_node_t *n, st_spec *s)
         const char *t = scalar(k[i].val);
         double d;
         if (!t || st_parse_duration_s(t, &d) || !(d > 0) || !isfinite(d) || d > ST_SPEC_MAX_DURATION_S)
-            return failf(p, k[i].val,
-                         "timeouts.%s: expected a positive duration up to %g s such as 600, 30s, 500ms or 10m, got '%s'",
-                         k[i].key, ST_SPEC_MAX_DURATION_S, t ? t : "(not a scalar)");
+            return failf(
+                p, k[i].val,
+                "timeouts.%s: expected a positive duration up to %g s such as 600, 30s, 500ms or 10m, got '%s'",
+                k[i].key, ST_SPEC_MAX_DURATION_S, t ? t : "(not a scalar)");
         *dst[i] = d;
     }
     return 0;

@@ -16,8 +16,8 @@
 
 struct st_store {
     sqlite3 *db;
-    char err[STORE_ERR_MAX];   /* the message of the last failed write, kept past its ROLLBACK */
-    const st_secrets *secrets; /* removed from every text written (st_store_set_secrets) */
+    char err[STORE_ERR_MAX];           /* the message of the last failed write, kept past its ROLLBACK */
+    const st_secrets *secrets;         /* removed from every text written (st_store_set_secrets) */
     const volatile sig_atomic_t *stop; /* st_store_set_stop */
 };
 

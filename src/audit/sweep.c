@@ -1485,7 +1485,8 @@ int st_sweep_bisect(const st_spec *spec, st_executor *x, int ci, double tol, st_
     volatile sig_atomic_t never = 0;
     st_capacity cap;
     double ms[2];
-    int rc = search_in_memory(spec, x, ci, x->stop ? x->stop : &never, &cap, ms, &out->failed_start, out->why, sizeof out->why, err, errlen);
+    int rc = search_in_memory(spec, x, ci, x->stop ? x->stop : &never, &cap, ms, &out->failed_start, out->why,
+                              sizeof out->why, err, errlen);
     if (rc == 0) {
         out->ttft_ms = cap.has_pass ? ms[0] : NAN;
         out->tpot_ms = cap.has_pass ? ms[1] : NAN;

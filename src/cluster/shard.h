@@ -61,7 +61,8 @@ typedef struct st_merge_result {
     int missing;    /* configurations without a shard */
     int unfinished; /* shards whose configuration did not finish (interrupted, killed) */
     int partial;    /* the merged audit is partial (missing or unfinished configurations) */
-    int interrupted; /* the stop flag ended the merge (nothing changed) */
+    /* the stop flag ended the merge (nothing changed) */
+    int interrupted;
     char spec_hash[65];
 } st_merge_result;
 

@@ -19,14 +19,14 @@
 
 typedef struct st_emu_blocks {
     uint32_t n, block_size;
-    uint32_t used;          /* blocks [used, n) were never taken: the free queue's head, in order */
-    uint32_t room;          /* per-block entries allocated (>= used) */
-    uint32_t *ref;          /* per-block entries: [0, used) */
+    uint32_t used; /* blocks [used, n) were never taken: the free queue's head, in order */
+    uint32_t room; /* per-block entries allocated (>= used) */
+    uint32_t *ref; /* per-block entries: [0, used) */
     uint64_t *hash;
     uint8_t *has_hash, *in_free;
-    uint32_t *prev, *next;  /* free queue links of the blocks taken before (after the range) */
-    uint32_t head, tail;    /* that list's ends (ST_EMU_NIL: empty) */
-    uint32_t nfree;         /* the range and the list */
+    uint32_t *prev, *next; /* free queue links of the blocks taken before (after the range) */
+    uint32_t head, tail;   /* that list's ends (ST_EMU_NIL: empty) */
+    uint32_t nfree;        /* the range and the list */
     /* hash -> block (open addressing, linear probing, backward-shift deletion) */
     uint64_t *mkey;
     uint32_t *mval; /* ST_EMU_NIL = empty slot */

@@ -446,8 +446,8 @@ int st_emu_model_check(const st_emu_model *m, char *err, size_t errlen)
     };
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
         if (f[i].v < f[i].lo || f[i].v > f[i].hi) {
-            snprintf(err, errlen, "model shape: %s is %u, expected an integer in [%u, %u]", f[i].field, f[i].v,
-                     f[i].lo, f[i].hi);
+            snprintf(err, errlen, "model shape: %s is %u, expected an integer in [%u, %u]", f[i].field, f[i].v, f[i].lo,
+                     f[i].hi);
             return -1;
         }
     return 0;
@@ -484,8 +484,9 @@ int st_emu_model_parse_config(const char *json, size_t len, const char *name, st
         jget_count(c, "hidden_size", 0, 1, ST_EMU_MAX_HIDDEN, &m.hidden, err, errlen) ||
         jget_count(c, "num_attention_heads", 0, 1, ST_EMU_MAX_HEADS, &m.heads, err, errlen) ||
         jget_count(c, "vocab_size", 0, 1, ST_EMU_MAX_VOCAB, &m.vocab, err, errlen) ||
-        jget_count(c, "intermediate_size", m.hidden <= ST_EMU_MAX_INTERMEDIATE / 4 ? 4 * m.hidden : ST_EMU_MAX_INTERMEDIATE,
-                   1, ST_EMU_MAX_INTERMEDIATE, &m.intermediate, err, errlen) ||
+        jget_count(c, "intermediate_size",
+                   m.hidden <= ST_EMU_MAX_INTERMEDIATE / 4 ? 4 * m.hidden : ST_EMU_MAX_INTERMEDIATE, 1,
+                   ST_EMU_MAX_INTERMEDIATE, &m.intermediate, err, errlen) ||
         jget_count(c, "num_key_value_heads", m.heads, 1, m.heads, &m.kv_heads, err, errlen) ||
         jget_count(c, "head_dim", m.hidden / m.heads, 1, ST_EMU_MAX_HEAD_DIM, &m.head_dim, err, errlen) ||
         jget_count(c, "max_position_embeddings", 2048, 1, ST_EMU_MAX_POSITION, &m.max_position, err, errlen))
@@ -501,10 +502,10 @@ int st_emu_model_parse_config(const char *json, size_t len, const char *name, st
     }
     if (m.experts) {
         if (jget_count(c, "num_experts_per_tok", 2, 1, ST_EMU_MAX_EXPERTS, &m.experts_per_tok, err, errlen) ||
-            jget_count(c, "moe_intermediate_size", m.intermediate, 1, ST_EMU_MAX_INTERMEDIATE, &m.moe_intermediate,
-                       err, errlen) ||
-            jget_count(c, "shared_expert_intermediate_size", 0, 0, ST_EMU_MAX_INTERMEDIATE, &m.shared_intermediate,
-                       err, errlen) ||
+            jget_count(c, "moe_intermediate_size", m.intermediate, 1, ST_EMU_MAX_INTERMEDIATE, &m.moe_intermediate, err,
+                       errlen) ||
+            jget_count(c, "shared_expert_intermediate_size", 0, 0, ST_EMU_MAX_INTERMEDIATE, &m.shared_intermediate, err,
+                       errlen) ||
             jget_count(c, "n_shared_experts", 0, 0, ST_EMU_MAX_EXPERTS, &n_shared, err, errlen) ||
             jget_count(c, "first_k_dense_replace", 0, 0, m.layers, &m.dense_layers, err, errlen))
             goto bad;

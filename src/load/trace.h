@@ -83,8 +83,9 @@ typedef struct st_trace_opts {
     uint64_t salt;                  /* mixed into the token ids generated for rows given as counts (0: none): another
                     * salt gives other prompts with the same sharing among them (a fresh prefix
                     * cache's view of the trace), as an audit's runs at different rates need */
-    const volatile sig_atomic_t *stop; /* nonzero (a SIGINT/SIGTERM handler): reading ends at the next line
-                                        * or chunk, -1 with "interrupted" (counts.interrupted); NULL: never */
+    /* nonzero (a SIGINT/SIGTERM handler): reading ends at the next line or chunk, -1 with
+     * "interrupted" (counts.interrupted); NULL: never */
+    const volatile sig_atomic_t *stop;
 } st_trace_opts;
 
 typedef struct st_trace_counts {

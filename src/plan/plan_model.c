@@ -32,9 +32,9 @@ struct st_plan_model {
     const st_spec *base;
     double tolerance;
     volatile sig_atomic_t *stop; /* the interruption flag (NULL: never) */
-    st_workload w;          /* the spec's workload, ST_PLAN_BOUND_MAX requests, built once (read-only) */
-    st_emu_sim_item *items; /* w as engine-model items */
-    pthread_mutex_t mu;     /* guards what follows */
+    st_workload w;               /* the spec's workload, ST_PLAN_BOUND_MAX requests, built once (read-only) */
+    st_emu_sim_item *items;      /* w as engine-model items */
+    pthread_mutex_t mu;          /* guards what follows */
     memo memo[PLAN_MEMO_MAX];
     int n_memo, runs, hits;
 };

@@ -201,7 +201,8 @@ static void test_plan_stops(void **state)
                      "  checkpoints: {bf16: Qwen/Qwen3-8B, fp8: Qwen/Qwen3-8B-FP8}\n");
     assert_int_equal(mkdir(dir, 0755), 0);
     write_text(pj, "{\"an\": \"earlier plan\"}\n");
-    int rc = sigterm_mid_work((const char *[]){ "plan", spec, "-o", dir, NULL }, NULL, "candidates on the engine model");
+    int rc =
+        sigterm_mid_work((const char *[]){ "plan", spec, "-o", dir, NULL }, NULL, "candidates on the engine model");
     assert_int_equal(rc, 4);
     assert_string_equal(read_text(pj), "{\"an\": \"earlier plan\"}\n"); /* left as it was */
     char p[700];
@@ -226,10 +227,9 @@ static void test_calibrate_stops(void **state)
     snprintf(out, sizeof out, "%s/calib.json", tmp);
     quick_prediction(spec, dir, 1500);
     write_text(out, "{\"an\": \"earlier calibration\"}\n");
-    int rc = sigterm_mid_work(
-        (const char *[]){ "calibrate", dir, "--allow-prediction", "--config", "baseline,fp8-kv,batched-8k", "-o", out,
-                          NULL },
-        NULL, "measured run");
+    int rc = sigterm_mid_work((const char *[]){ "calibrate", dir, "--allow-prediction", "--config",
+                                                "baseline,fp8-kv,batched-8k", "-o", out, NULL },
+                              NULL, "measured run");
     assert_int_equal(rc, 4);
     assert_string_equal(read_text(out), "{\"an\": \"earlier calibration\"}\n");
 }
@@ -245,8 +245,8 @@ static void test_trace_stats_stops(void **state)
     assert_true(fd >= 0);
     char line[200];
     for (int i = 0; i < 200; i++) {
-        int n = snprintf(line, sizeof line, "{\"timestamp\": %d, \"input_length\": 700, \"output_length\": 90}\n",
-                         i * 100);
+        int n =
+            snprintf(line, sizeof line, "{\"timestamp\": %d, \"input_length\": 700, \"output_length\": 90}\n", i * 100);
         assert_int_equal(write(fd, line, (size_t)n), n);
     }
     char js[600];

@@ -57,7 +57,8 @@ static int plan_of(const char *config_json, const char *gpu_name_or_text, st_emu
     return st_emu_memory_plan(&c, mem, err, errlen);
 }
 
-static const char TINY[] = "{\"num_hidden_layers\": 1, \"hidden_size\": 1, \"num_attention_heads\": 1, \"vocab_size\": 1}";
+static const char TINY[] =
+    "{\"num_hidden_layers\": 1, \"hidden_size\": 1, \"num_attention_heads\": 1, \"vocab_size\": 1}";
 
 static void test_tiny_model_on_h100(void **state)
 {
