@@ -3,7 +3,8 @@
  * first: 0, 1, the limits and one past them), a GPU, the vLLM limits and the KV dtype; then
  *   - st_emu_model_check accepts exactly the shapes within its ranges, naming the field otherwise;
  *   - the memory plan either refuses with a reason or gives 1..ST_EMU_BLOCKS_MAX blocks whose
- *     tokens and bytes agree with the shape (no wrapped count);
+ *     tokens and bytes agree with the shape (no wrapped count), enough for one max_model_len
+ *     request in whole blocks (else such a request would wait forever);
  *   - the block pool of that many blocks (up to ~4e9: allocated as used) stays consistent under
  *     takes, hashes, touches and releases picked by the bytes;
  *   - the engine model serves two small requests to the end in a bounded number of steps.
@@ -166,7 +167,8 @@ static inline int shape_case(const uint8_t *data, size_t size, char *why, size_t
     if (mem.num_blocks < 1 || mem.num_blocks > ST_EMU_BLOCKS_MAX ||
         mem.kv_tokens != (uint64_t)mem.num_blocks * c.block_size || !(block_bytes > 0) ||
         (double)mem.num_blocks * block_bytes > mem.kv_bytes * (1 + 1e-9) ||
-        ((double)mem.num_blocks + 1) * block_bytes <= mem.kv_bytes * (1 - 1e-9)) {
+        ((double)mem.num_blocks + 1) * block_bytes <= mem.kv_bytes * (1 - 1e-9) ||
+        mem.kv_tokens < mem.max_model_len) { /* one max_model_len request fits in whole blocks */
         snprintf(why, whylen, "plan: %u blocks of %u tokens, %llu tokens, %g bytes per block, %g KV bytes",
                  mem.num_blocks, c.block_size, (unsigned long long)mem.kv_tokens, block_bytes, mem.kv_bytes);
         return -1;

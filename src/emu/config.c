@@ -202,8 +202,10 @@ int st_emu_memory_plan(st_emu_config *c, st_emu_memory *mem, char *err, size_t e
     mem->num_blocks = (uint32_t)blocks;
     mem->kv_tokens = (uint64_t)mem->num_blocks * c->block_size;
     mem->max_concurrency = (double)mem->kv_tokens / c->max_model_len;
-    double needed = mem->kv_bytes_per_token * c->max_model_len;
-    if (mem->num_blocks == 0 || needed > mem->kv_bytes) {
+    /* as vLLM V1 (max_memory_usage_bytes): one max_model_len sequence in whole blocks */
+    uint64_t seq_blocks = ((uint64_t)c->max_model_len + c->block_size - 1) / c->block_size;
+    double needed = block_bytes * (double)seq_blocks;
+    if (mem->num_blocks == 0 || mem->num_blocks < seq_blocks || needed > mem->kv_bytes) {
         mem->refusal = ST_EMU_START_MAX_LEN;
         uint64_t est = (uint64_t)floor(mem->kv_bytes / mem->kv_bytes_per_token);
         est -= est % c->block_size;

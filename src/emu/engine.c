@@ -495,6 +495,8 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
         if (allocate_slots(e, r, num_new, e->scratch_blocks, n_hits) < 0) {
             if (e->oom)
                 return -1;
+            if (e->n_run == 0 && n_sched == 0)
+                return -2; /* every block is free or evictable and it still does not fit: it never will */
             break;
         }
         wq_pop_front(e);

@@ -601,7 +601,10 @@ int st_emu_session_run(st_emu_session *S, const st_emu_sim_item *items, uint32_t
         st_emu_step_result res;
         int sr = st_emu_has_work(R.e) ? st_emu_step(R.e, &res) : 1;
         if (sr < 0) {
-            snprintf(err, errlen, "engine step failed (out of memory)");
+            snprintf(err, errlen, "%s",
+                     sr == -2 ? "internal error: a request needs more KV blocks than the engine has (it would wait "
+                                "forever)"
+                              : "engine step failed (out of memory)");
             rc = -1;
             break;
         }

@@ -130,12 +130,49 @@ static void test_config_fields_refused_by_name(void **state)
     }
 }
 
+/* A max_model_len that fits in bytes but not in whole blocks (one token more than the blocks
+ * hold, the rest of the memory less than a block) is refused at start, as vLLM V1 counts it
+ * (max_memory_usage_bytes: whole blocks): accepted, such a request would wait forever. */
+static void test_max_len_in_whole_blocks(void **state)
+{
+    (void)state;
+    st_emu_model m;
+    st_emu_gpu g;
+    char err[1024];
+    assert_int_equal(st_emu_model_find("Qwen/Qwen3-0.6B", &m, err, sizeof err), 0);
+    assert_int_equal(st_emu_gpu_find("L40S", &g, err, sizeof err), 0);
+    int found = 0;
+    for (int k = 50; k <= 1000 && !found; k++) {
+        st_emu_config c;
+        st_emu_memory mem;
+        st_emu_config_init(&c, &g, &m);
+        c.gpu_memory_utilization = k / 1000.0;
+        c.max_model_len = 16;
+        if (st_emu_memory_plan(&c, &mem, err, sizeof err))
+            continue;
+        double block_bytes = mem.kv_bytes_per_token * 16;
+        uint32_t len = mem.num_blocks * 16 + 1;
+        if (len > m.max_position || mem.kv_bytes - mem.num_blocks * block_bytes < mem.kv_bytes_per_token)
+            continue;
+        found = 1;
+        st_emu_config_init(&c, &g, &m);
+        c.gpu_memory_utilization = k / 1000.0;
+        c.max_model_len = len;
+        assert_int_equal(st_emu_memory_plan(&c, &mem, err, sizeof err), -1);
+        assert_int_equal(mem.refusal, ST_EMU_START_MAX_LEN);
+        c.max_model_len = len - 1; /* exactly the blocks: accepted */
+        assert_int_equal(st_emu_memory_plan(&c, &mem, err, sizeof err), 0);
+    }
+    assert_true(found);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tiny_model_on_h100),
         cmocka_unit_test(test_tiny_model_over_2_32_blocks),
         cmocka_unit_test(test_config_fields_refused_by_name),
+        cmocka_unit_test(test_max_len_in_whole_blocks),
         cmocka_unit_test(test_random_shapes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
