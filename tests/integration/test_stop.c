@@ -388,6 +388,23 @@ static void test_tiny_model(void **state)
     rc = run_servetune((const char *[]){ "audit", "--check", spec, NULL }, 60);
     assert_int_equal(rc, 2);
     assert_true(out_has(from < 0 ? 0 : from, "num_hidden_layers is 0, expected an integer in [1, 4096]"));
+    /* the same for a vLLM spec serving the local folder */
+    char vspec[700];
+    snprintf(vspec, sizeof vspec, "%s/vllm.yaml", tmp);
+    f = fopen(vspec, "w");
+    assert_non_null(f);
+    fprintf(f,
+            "engine:\n  kind: vllm\n  model: %s\n  command: [/bin/true]\n"
+            "hardware: {gpu: H100, gpus_per_replica: 1, price_per_gpu_hour: 2.0}\n"
+            "peak_rate: 10\nworkload: {input_tokens: 64, output_tokens: 8, requests_per_rate: 20, seed: 3}\n"
+            "rates: [4, 8]\nslo: {ttft_p95_ms: 2500, tpot_p95_ms: 20}\n"
+            "configurations:\n  - name: baseline\nsearch: {mode: burst}\n",
+            mdir);
+    fclose(f);
+    from = file_size(logp);
+    rc = run_servetune((const char *[]){ "audit", "--check", vspec, NULL }, 60);
+    assert_int_equal(rc, 2);
+    assert_true(out_has(from < 0 ? 0 : from, "num_hidden_layers is 0, expected an integer in [1, 4096]"));
     assert_int_equal(emu_start(&c, mdir, "H100", NULL, 0), 0);
     assert_int_equal(emu_wait(&c, 10000), 1);
     char log[8192];
