@@ -180,8 +180,9 @@ int st_emu_args_config(const st_emu_args *a, st_emu_config *c, char *err, size_t
         snprintf(err, errlen, "--gpu-memory-utilization: must be in (0, 1], got %g", a->util);
         return ST_EMU_ARGS_USAGE;
     }
-    if (!(a->time_scale > 0) || !isfinite(a->time_scale)) {
-        snprintf(err, errlen, "--time-scale: must be a positive number, got %g", a->time_scale);
+    if (!(a->time_scale > 0) || !(a->time_scale <= ST_EMU_MAX_TIME_SCALE)) {
+        /* engine times are wall times x the scale, in 64-bit nanoseconds */
+        snprintf(err, errlen, "--time-scale: must be in (0, %g], got %g", ST_EMU_MAX_TIME_SCALE, a->time_scale);
         return ST_EMU_ARGS_USAGE;
     }
     if (!(a->slowdown >= 1) || !isfinite(a->slowdown)) {

@@ -8,6 +8,9 @@
  * the catalog or read from a file). No output: every refusal is returned as text. */
 #ifndef ST_EMU_FLAGS_H
 #define ST_EMU_FLAGS_H
+/* The largest --time-scale: an engine second in a wall microsecond (engine times are wall times x
+ * the scale in 64-bit nanoseconds: a day of wall time stays far inside them). */
+#define ST_EMU_MAX_TIME_SCALE 1e6
 #include <stddef.h>
 
 #include "core/opts.h"

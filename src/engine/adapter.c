@@ -8,6 +8,7 @@
 
 #include "core/buf.h"
 #include "core/parse.h"
+#include "emu/flags.h"
 
 static const char *engine_names[ST_ENGINE__COUNT] = {
     [ST_ENGINE_VLLM] = "vllm",         [ST_ENGINE_SGLANG] = "sglang",     [ST_ENGINE_TGI] = "tgi",
@@ -168,8 +169,8 @@ int st_adapter_launch(const st_engine_desc *d, int port, const char *self_exe, s
     const char *ts = st_flag_value(fl, "--time-scale");
     if (ts) {
         double k;
-        if (st_parse_double(ts, &k) || !(k > 0) || !isfinite(k)) {
-            snprintf(err, errlen, "--time-scale %s: expected a positive number", ts);
+        if (st_parse_double(ts, &k) || !(k > 0) || !(k <= ST_EMU_MAX_TIME_SCALE)) {
+            snprintf(err, errlen, "--time-scale %s: expected a number in (0, %g]", ts, ST_EMU_MAX_TIME_SCALE);
             goto fail;
         }
         out->time_scale = k;
