@@ -123,7 +123,7 @@ static inline int shape_case(const uint8_t *data, size_t size, char *why, size_t
         snprintf(why, whylen, "parameters %g (active %g)", m.params, m.active_params);
         return -1;
     }
-    /* a GPU of the catalog, or a custom one from 1 GiB to 1 PiB */
+    /* a GPU of the catalog, or a custom one from 1 GiB to its limit (about 1 PiB) */
     static const char *gpus[] = { "H100", "H200", "A100", "L40S", "RTX4090" };
     st_emu_gpu g;
     uint8_t gk = shape_u8(&b);
@@ -135,7 +135,7 @@ static inline int shape_case(const uint8_t *data, size_t size, char *why, size_t
     } else {
         char text[200];
         snprintf(text, sizeof text, "name=custom\nmemory_gib=%u\nbf16_tflops=1000\nbandwidth_tbs=3\n",
-                 1 + shape_u32(&b) % (1u << 20));
+                 1 + shape_u32(&b) % (uint32_t)ST_EMU_GPU_FIELD_MAX);
         if (st_emu_gpu_parse(text, strlen(text), &g, err, sizeof err)) {
             snprintf(why, whylen, "custom GPU: %s", err);
             return -1;

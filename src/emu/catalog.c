@@ -149,6 +149,12 @@ static int gpu_set(st_emu_gpu *g, const char *key, const char *val, unsigned *se
         snprintf(err, errlen, "GPU file: %s: expected a non-negative number, got '%s'", key, val);
         return -1;
     }
+    /* explicit limits: far above any GPU, far below where bytes, FLOP/s or the block count stop
+     * being exact */
+    if (d > ST_EMU_GPU_FIELD_MAX) {
+        snprintf(err, errlen, "GPU file: %s: expected at most %g, got '%s'", key, ST_EMU_GPU_FIELD_MAX, val);
+        return -1;
+    }
     if (!strcmp(key, "memory_gib")) {
         g->mem_bytes = d * GIB;
         *seen |= 2;

@@ -52,6 +52,8 @@ int st_emu_gpu_find(const char *name, st_emu_gpu *out, char *err, size_t errlen)
  * "RTX4090"), each found by st_emu_gpu_find; at most max. A form the catalog lacks (an H100 PCIe,
  * an A100 40GB) is not taken for another: st_emu_gpu_find refuses it. Returns how many. */
 int st_emu_gpu_keys(const char **out, int max);
+/* The largest value of any GPU file field (memory_gib, *_tflops, bandwidth_tbs, link_gbs, ...). */
+#define ST_EMU_GPU_FIELD_MAX 1e6
 /* Parses a custom GPU from text: either JSON {"name":..,"memory_gib":..,"bf16_tflops":..,
  * "fp8_tflops":..,"bandwidth_tbs":..,"link_gbs":..,"link_latency_us":..,"gemm_eff":..,"bw_eff":..}
  * or key=value lines with the same keys ('#' comments). name, memory_gib, bf16_tflops and

@@ -98,6 +98,11 @@ static void test_tiny_model_over_2_32_blocks(void **state)
     assert_int_equal(mem.refusal, ST_EMU_START_BAD_CONFIG);
     assert_non_null(strstr(err, "num_hidden_layers 1, num_key_value_heads 1, head_dim 1"));
     assert_non_null(strstr(err, "4294967294 blocks"));
+    /* a GPU file past its fields' limit is refused, quoting the value */
+    st_emu_gpu g;
+    const char *beyond = "name=x\nmemory_gib=1e300\nbf16_tflops=1000\nbandwidth_tbs=3\n";
+    assert_int_equal(st_emu_gpu_parse(beyond, strlen(beyond), &g, err, sizeof err), -1);
+    assert_non_null(strstr(err, "memory_gib: expected at most 1e+06, got '1e300'"));
 }
 
 static void test_config_fields_refused_by_name(void **state)
