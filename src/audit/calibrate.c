@@ -421,7 +421,8 @@ out:
 
 /* ---- prediction ---------------------------------------------------------------------- */
 
-static int predict_run(st_calibrate_run *run, const st_emu_tuning *t, char *err, size_t errlen)
+static int predict_run(st_calibrate_run *run, const st_emu_tuning *t, const volatile sig_atomic_t *stop, char *err,
+                       size_t errlen)
 {
     st_emu_config c = run->cfg;
     if (t)
@@ -438,12 +439,18 @@ static int predict_run(st_calibrate_run *run, const st_emu_tuning *t, char *err,
     /* one request first, as the audit's warm-up: the shared prefix is cached */
     st_emu_sim_item warm = run->items[0];
     warm.arrival = 0;
-    if (st_emu_session_run(S, &warm, 1, NULL, rec, NULL, NULL, err, errlen) < 0)
+    st_emu_run_opts wo = { .stop = stop };
+    int stopped = 0;
+    if (st_emu_session_run(S, &warm, 1, &wo, rec, NULL, &stopped, err, errlen) < 0)
         goto out;
     st_record_free(&rec[0]);
-    st_emu_run_opts o = { .max_concurrency = run->max_concurrency };
-    if (st_emu_session_run(S, run->items, run->n, &o, rec, NULL, NULL, err, errlen) < 0)
+    st_emu_run_opts o = { .max_concurrency = run->max_concurrency, .stop = stop };
+    if (!stopped && st_emu_session_run(S, run->items, run->n, &o, rec, NULL, &stopped, err, errlen) < 0)
         goto out;
+    if (stopped) {
+        snprintf(err, errlen, "interrupted");
+        goto out;
+    }
     figures(rec, run->n, run->predicted);
     rc = 0;
 out:
@@ -457,7 +464,7 @@ out:
 int st_calibrate_predict(st_calibrate_set *s, const st_emu_tuning *t, char *err, size_t errlen)
 {
     for (uint32_t i = 0; i < s->n; i++)
-        if (predict_run(&s->runs[i], t, err, errlen) < 0)
+        if (predict_run(&s->runs[i], t, s->stop, err, errlen) < 0)
             return -1;
     return 0;
 }
@@ -492,6 +499,8 @@ static double objective(void *arg, const double *x, int moved)
 {
     (void)moved;
     cal_ctx *C = arg;
+    if (C->failed)
+        return INFINITY; /* an error or an interruption: the minimiser's remaining calls cost nothing */
     st_emu_tuning t = C->base;
     for (int i = 0; i < C->nk; i++)
         st_calib_knob_set(&t, C->k[i], x[i]);

@@ -11,6 +11,7 @@
  * st_calibrate_report_json(&rep) for the file's "quality"; st_calibrate_set_free(&set). */
 #ifndef ST_AUDIT_CALIBRATE_H
 #define ST_AUDIT_CALIBRATE_H
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,6 +44,10 @@ typedef struct st_calibrate_set {
     st_calibrate_run *runs;
     uint32_t n, cap;
     st_strv configs; /* the configuration names of every audit added (st_calibrate_check_configs) */
+    /* The interruption flag (a SIGINT/SIGTERM handler sets it; NULL: never): the replays stop
+     * within a step of the engine model and the fit and st_calibrate_predict fail with
+     * "interrupted". */
+    const volatile sig_atomic_t *stop;
 } st_calibrate_set;
 
 void st_calibrate_set_init(st_calibrate_set *s);

@@ -238,6 +238,20 @@ static int check_launches(const st_spec *s, int random_prompts, char *err, size_
         st_launch_free(&l);
         if (rc)
             return -1;
+        /* vLLM with a local model folder: a shape that makes no sense (a stub or a typo in its
+         * config.json) is refused here, as the emulator refuses it, naming the field and range */
+        const char *model = c->model ? c->model : s->engine.model;
+        char cj[4200];
+        snprintf(cj, sizeof cj, "%s/config.json", model ? model : "");
+        if (s->engine.kind == ST_ENGINE_VLLM && model && access(cj, R_OK) == 0) {
+            st_emu_model m;
+            if (st_emu_model_load_file(model, &m, e, sizeof e)) {
+                where(s, c, err, errlen);
+                size_t k = strlen(err);
+                snprintf(err + k, errlen - k, "model %s: %s", model, e);
+                return -1;
+            }
+        }
     }
     return 0;
 }

@@ -642,6 +642,7 @@ int st_exec_http_new(const st_spec *spec, const char *logdir, const char *self_e
     H->self_exe = self_exe;
     H->stop = stop;
     x->ops = &http_ops;
+    x->stop = stop;
     x->spec = spec;
     x->time_scale = 1;
     x->impl = H;

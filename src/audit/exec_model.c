@@ -348,7 +348,8 @@ static int model_run_rate(st_executor *x, const st_exec_rate *in, st_config_row 
                           .timeout = in->timeout_s > 0 ? (st_ns)(in->timeout_s * 1e9) : 0,
                           .tick = MODEL_TICK_NS,
                           .on_tick = model_on_tick,
-                          .arg = &T };
+                          .arg = &T,
+                          .stop = x->stop };
     st_emu_sim_stats ss;
     int stopped = 0;
     int rc = st_emu_session_run(M->sess, items, n, &o, out->records, &ss, &stopped, err, errlen);

@@ -84,6 +84,9 @@ struct st_executor {
     const st_spec *spec;
     double time_scale; /* executor seconds -> engine seconds (set by start_config) */
     int prediction;    /* 1: results come from the engine model, not a measurement */
+    /* The interruption flag (a SIGINT/SIGTERM handler sets it; NULL: never): a run stops within a
+     * step of the engine model or a tick of the load generator once it is set. */
+    volatile sig_atomic_t *stop;
     void *impl;
 };
 

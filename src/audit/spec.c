@@ -621,8 +621,9 @@ static int parse_rates(pctx *p, yaml_node_t *n, st_spec *s)
         yaml_node_t *e = node(p, *it);
         const char *r = scalar(e);
         double d;
-        if (!r || st_parse_rate(r, &d) || !(d > 0))
-            return failf(p, e, "rates: '%s' is not a positive rate (req/s) or inf", r ? r : "(not a scalar)");
+        if (!r || st_parse_rate(r, &d) || !(d > 0) || (isfinite(d) && d > ST_SPEC_MAX_RATE))
+            return failf(p, e, "rates: '%s' is not a positive rate up to %g req/s, or inf", r ? r : "(not a scalar)",
+                         ST_SPEC_MAX_RATE);
         for (int i = 0; i < s->n_rates; i++)
             if (s->rates[i] == d)
                 return failf(p, e, "rates: %s is listed twice", r);
@@ -831,8 +832,9 @@ static int get_positive_duration(pctx *p, yaml_node_t *v, const char *what, doub
 {
     const char *t = scalar(v);
     double d;
-    if (!t || st_parse_duration_s(t, &d) || !(d > 0) || !isfinite(d))
-        return failf(p, v, "%s: expected a positive duration such as 600, 30s, 500ms or 10m", what);
+    if (!t || st_parse_duration_s(t, &d) || !(d > 0) || !isfinite(d) || d > ST_SPEC_MAX_DURATION_S)
+        return failf(p, v, "%s: expected a positive duration up to %g s such as 600, 30s, 500ms or 10m, got '%s'", what,
+                     ST_SPEC_MAX_DURATION_S, t ? t : "(not a scalar)");
     *out = d;
     return 0;
 }
@@ -940,9 +942,11 @@ static int parse_timeouts(pctx *p, yaml_node_t *n, st_spec *s)
             continue;
         const char *t = scalar(k[i].val);
         double d;
-        if (!t || st_parse_duration_s(t, &d) || !(d > 0) || !isfinite(d))
-            return failf(p, k[i].val, "timeouts.%s: expected a positive duration such as 600, 30s, 500ms or 10m",
-                         k[i].key);
+        if (!t || st_parse_duration_s(t, &d) || !(d > 0) || !isfinite(d) || d > ST_SPEC_MAX_DURATION_S)
+            return failf(
+                p, k[i].val,
+                "timeouts.%s: expected a positive duration up to %g s such as 600, 30s, 500ms or 10m, got '%s'",
+                k[i].key, ST_SPEC_MAX_DURATION_S, t ? t : "(not a scalar)");
         *dst[i] = d;
     }
     return 0;
@@ -1166,8 +1170,9 @@ static int get_duration(pctx *p, yaml_node_t *n, const char *what, double *out)
 {
     const char *t = scalar(n);
     double d;
-    if (!t || st_parse_duration_s(t, &d) || !(d >= 0) || !isfinite(d))
-        return failf(p, n, "%s: expected a duration such as 600, 30s, 500ms or 10m", what);
+    if (!t || st_parse_duration_s(t, &d) || !(d >= 0) || !isfinite(d) || d > ST_SPEC_MAX_DURATION_S)
+        return failf(p, n, "%s: expected a duration up to %g s such as 600, 30s, 500ms or 10m, got '%s'", what,
+                     ST_SPEC_MAX_DURATION_S, t ? t : "(not a scalar)");
     *out = d;
     return 0;
 }

@@ -247,6 +247,11 @@ typedef struct st_spec {
 /* The most requests in a rate run or a warm-up, and the highest peak (req/s) a spec may state. */
 #define ST_SPEC_MAX_REQUESTS 1000000u
 #define ST_SPEC_MAX_PEAK_RATE 1e9
+/* The longest duration a spec may give (timeouts, search windows, traffic delays): 100 days, far
+ * below what nanoseconds in 64 bits hold (292 years), so that every product stays exact. */
+#define ST_SPEC_MAX_DURATION_S 8640000.0
+/* The highest finite rate of the grid, req/s (as peak_rate). */
+#define ST_SPEC_MAX_RATE ST_SPEC_MAX_PEAK_RATE
 /* The longest think time a synthetic session may pause (seconds). */
 #define ST_SPEC_MAX_THINK_S ST_SESSION_THINK_MAX_S
 

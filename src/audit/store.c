@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <math.h>
 #include <openssl/evp.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,9 +16,23 @@
 
 struct st_store {
     sqlite3 *db;
-    char err[STORE_ERR_MAX];   /* the message of the last failed write, kept past its ROLLBACK */
-    const st_secrets *secrets; /* removed from every text written (st_store_set_secrets) */
+    char err[STORE_ERR_MAX];           /* the message of the last failed write, kept past its ROLLBACK */
+    const st_secrets *secrets;         /* removed from every text written (st_store_set_secrets) */
+    const volatile sig_atomic_t *stop; /* st_store_set_stop */
 };
+
+/* SQLite's progress handler: nonzero interrupts the statement (SQLITE_INTERRUPT, rolled back). */
+static int store_progress(void *arg)
+{
+    const st_store *s = arg;
+    return s->stop && *s->stop;
+}
+
+void st_store_set_stop(st_store *s, const volatile sig_atomic_t *stop)
+{
+    s->stop = stop;
+    sqlite3_progress_handler(s->db, stop ? 1000 : 0, stop ? store_progress : NULL, s);
+}
 
 static const char *SCHEMA =
     "PRAGMA synchronous=FULL;"

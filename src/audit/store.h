@@ -11,6 +11,7 @@
  * (load/record.h). Wall-clock times (started/ended) are ns since the epoch. */
 #ifndef ST_AUDIT_STORE_H
 #define ST_AUDIT_STORE_H
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -152,5 +153,9 @@ void st_store_samples_free(st_metrics_sample *m, uint32_t n);
  * shard's seq order. A shard whose tables differ from s's, or that holds a configuration or a
  * run key s already has, is refused whole: -1 with "PATH: reason" in err, s unchanged. */
 int st_store_merge_shard(st_store *s, const char *path, char *err, size_t errlen);
+/* The interruption flag (a SIGINT/SIGTERM handler sets it; NULL: none): a statement running when
+ * it is set fails with SQLITE_INTERRUPT within about a thousand virtual-machine steps (its
+ * transaction rolled back), so that a long merge ends at once. */
+void st_store_set_stop(st_store *s, const volatile sig_atomic_t *stop);
 
 #endif

@@ -1360,6 +1360,7 @@ static int forecast_capacity(const st_spec *spec, int ci, volatile sig_atomic_t 
     char err[600], why[600];
     if (st_exec_model_new(spec, NULL, &x, err, sizeof err))
         return -1;
+    x->stop = stop;
     st_capacity cap;
     int failed = 0;
     double ms[2];
@@ -1398,8 +1399,8 @@ static int probe(sweep *S, const st_spec_config *c, st_config_row *crow, double 
 static int bisect_burst(const st_spec *spec, st_executor *x, int ci, double tol, st_sweep_bisect_result *out, char *err,
                         size_t errlen)
 {
-    volatile sig_atomic_t never = 0; /* the bisection is never interrupted */
-    st_sweep_opts o = { .quiet = 1, .stop = &never };
+    volatile sig_atomic_t never = 0; /* without the executor's interruption flag: never interrupted */
+    st_sweep_opts o = { .quiet = 1, .stop = x->stop ? x->stop : &never };
     sweep S = { .spec = spec, .o = &o, .x = x, .ci = ci, .in_memory = 1 };
     S.t_start = st_now();
     if (shared_prefix(&S, err, errlen))
@@ -1498,8 +1499,8 @@ int st_sweep_bisect(const st_spec *spec, st_executor *x, int ci, double tol, st_
     volatile sig_atomic_t never = 0;
     st_capacity cap;
     double ms[2];
-    int rc =
-        search_in_memory(spec, x, ci, &never, &cap, ms, &out->failed_start, out->why, sizeof out->why, err, errlen);
+    int rc = search_in_memory(spec, x, ci, x->stop ? x->stop : &never, &cap, ms, &out->failed_start, out->why,
+                              sizeof out->why, err, errlen);
     if (rc == 0) {
         out->ttft_ms = cap.has_pass ? ms[0] : NAN;
         out->tpot_ms = cap.has_pass ? ms[1] : NAN;
@@ -1521,7 +1522,7 @@ int st_sweep_probe(const st_spec *spec, st_executor *x, int ci, double rate, vol
     memset(out, 0, sizeof *out);
     mem_run m;
     int rc = -1;
-    if (mem_begin(&m, spec, x, stop ? stop : &never, ci, err, errlen) == 0) {
+    if (mem_begin(&m, spec, x, stop ? stop : x->stop ? x->stop : &never, ci, err, errlen) == 0) {
         cfgrun *cr = m.cr;
         if (ensure_engine(&m.S, cr) != 0) {
             snprintf(why, whylen, "%s", cr->row.failure_detail ? cr->row.failure_detail : "did not start");
@@ -1593,7 +1594,7 @@ int st_sweep_run(const st_spec *spec, st_store *store, const st_sweep_opts *o, s
 static double lone_e2e(const st_spec *spec, st_executor *x, int ci)
 {
     volatile sig_atomic_t never = 0;
-    st_sweep_opts o = { .quiet = 1, .stop = &never };
+    st_sweep_opts o = { .quiet = 1, .stop = x->stop ? x->stop : &never };
     sweep S = { .spec = spec, .o = &o, .x = x, .ci = ci, .in_memory = 1 };
     char err[512];
     double e2e = NAN;

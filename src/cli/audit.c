@@ -60,7 +60,8 @@ static void help(const st_opt *opts)
            "Exit codes: 0 done; 1 done but a configuration failed (did not start, crashed, hung, or every one\n"
            "of its requests failed) or a run broke; 2 bad arguments, an invalid spec, or DIR refused (in use,\n"
            "another spec, a prediction): nothing in DIR was changed; 4 interrupted (SIGINT/SIGTERM): what\n"
-           "finished is kept and the report says it is partial. --merge exits as an audit would; --slurm exits\n"
+           "finished is kept and the report says it is partial. --merge exits as an audit would (4 when SIGINT/\n"
+           "SIGTERM stopped the merge: rolled back, DIR unchanged); --slurm exits\n"
            "0 once submitted (with --wait: as the audit, 4 when interrupted and its jobs cancelled); --status\n"
            "exits 0.\n"
            "The spec format: docs/audit-spec.md.\n");

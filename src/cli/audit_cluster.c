@@ -75,9 +75,9 @@ int st_cli_merge_report(const char *dir, const char *expect_hash, int quiet, int
     char err[1024] = "";
     st_merge_result mr;
     st_ns t0 = st_now();
-    if (st_shard_merge(dir, expect_hash, &mr, err, sizeof err)) {
+    if (st_shard_merge(dir, expect_hash, st_cli_catch_signals(NULL), &mr, err, sizeof err)) {
         fprintf(stderr, "servetune: merge: %s\n", err);
-        return ST_EXIT_FAIL;
+        return mr.interrupted ? ST_EXIT_INTERRUPTED : ST_EXIT_FAIL;
     }
     double took = st_ns_to_s(st_now() - t0);
     st_store *s;

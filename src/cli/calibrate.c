@@ -38,7 +38,8 @@ static void help(const st_opt *opts)
            "      --engine \"Qwen/Qwen3-8B --max-num-seqs 256 --gpu H100\" -o calib.json\n"
            "  servetune predict my.yaml --calibration calib.json\n\n"
            "Exit codes: 0 written; 1 no usable runs or the fit failed; 2 bad arguments, unreadable input, or\n"
-           "runs of different deployments. More: docs/calibrate.md.\n");
+           "runs of different deployments; 4 interrupted (SIGINT/SIGTERM stop the fit within a second): FILE not\n"
+           "written. More: docs/calibrate.md.\n");
 }
 
 /* The bench runs' engine: "MODEL [vLLM flags] --gpu NAME" through the emulator's parser. */
@@ -181,7 +182,15 @@ int cmd_calibrate(int argc, char **argv)
     }
     st_emu_calib cal;
     st_calibrate_report rep;
+    volatile sig_atomic_t *stop = st_cli_catch_signals(NULL);
+    set.stop = stop;
     if (st_calibrate_fit(&set, &cal, &rep, err, sizeof err) < 0) {
+        if (*stop) { /* FILE is written whole or not at all: an earlier one stays as it was */
+            fprintf(stderr, "servetune calibrate: interrupted by %s during the fit: %s not written\n",
+                    st_cli_signal_name(), out);
+            rc = ST_EXIT_INTERRUPTED;
+            goto out;
+        }
         fprintf(stderr, "servetune calibrate: %s\n", err);
         rc = strstr(err, "different deployments") ? ST_EXIT_USAGE : ST_EXIT_FAIL;
         goto out;

@@ -238,14 +238,20 @@ int st_cli_run_finish(st_cli_run *r, const st_sweep_result *sr, int sweep_failed
     else if (sweep_failed)
         snprintf(note, sizeof note, "stopped by an error");
     st_store_audit_finish(r->store, sr->interrupted || sweep_failed, note[0] ? note : NULL);
-    int all_failed = all_failed_configs(r);
+    /* interrupted: the aborted requests are no failure of the configuration */
+    int all_failed = sr->interrupted ? 0 : all_failed_configs(r);
     fflush(r->out);
     char err[512] = "";
     if (st_report_write_all(r->store, r->out_dir, err, sizeof err)) {
         fprintf(stderr, "servetune %s: report: %s\n", r->cmd, err);
         rc = ST_EXIT_FAIL;
     } else {
-        st_cli_print_headline(r->store);
+        /* interrupted, the process ends as soon as the reports are written: the headline (a second
+         * reading of every run) is in the partial report */
+        if (sr->interrupted)
+            printf("Partial results (%s)\n", note);
+        else
+            st_cli_print_headline(r->store);
         printf("%s: %s/report.html (also report.md, report.json, results.csv; database results.sqlite)\n", what,
                r->out_dir);
     }

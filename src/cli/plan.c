@@ -54,7 +54,8 @@ static void help(const st_opt *opts)
            "  servetune plan my.yaml --prices my-prices.csv --provider mycloud\n\n"
            "Exit codes: 0 a plan (even when no candidate met the SLO: the plan says why); 2 bad arguments, an\n"
            "invalid spec or price list, a GPU without a price, an engine the model cannot stand for; 1 the\n"
-           "outputs could not be written. Every figure is a PREDICTION. More: docs/plan.md, docs/prices.md.\n");
+           "outputs could not be written; 4 interrupted (SIGINT/SIGTERM, within a second): nothing written, an\n"
+           "earlier plan in DIR left as it was. Every figure is a PREDICTION. More: docs/plan.md, docs/prices.md.\n");
 }
 
 /* --max-model-len from the workload: the p99 of input + output tokens, rounded up to 256, and the
@@ -357,6 +358,8 @@ int cmd_plan(int argc, char **argv)
         fprintf(stderr, "servetune plan: %s\n", err);
         goto out;
     }
+    volatile sig_atomic_t *stop = st_cli_catch_signals(NULL);
+    st_plan_model_set_stop(model, stop);
     st_plan_ops ops;
     st_plan_model_ops(model, &ops);
     if (!quiet)
@@ -384,6 +387,14 @@ int cmd_plan(int argc, char **argv)
         b->state = ST_PLAN_NONE_PASSED;
     }
     r.seconds = (double)(st_now() - t0) / 1e9;
+    if (*stop) {
+        /* the candidates' results are incomplete: nothing is written (an earlier plan in DIR stays
+         * as it was) */
+        fprintf(stderr, "servetune plan: interrupted by %s after %.2f s: nothing written\n", st_cli_signal_name(),
+                r.seconds);
+        rc = ST_EXIT_INTERRUPTED;
+        goto out;
+    }
     if (r.best >= 0)
         day_of(&r, &cand[r.best], &prices, &r.day, &r.day_ok, &r.serverless_price_per_gpu_s, &r.serverless_from);
     day_of(&r, b, &prices, &r.day_base, &r.day_base_ok, &r.base_serverless_price_per_gpu_s, &r.base_serverless_from);

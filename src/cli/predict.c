@@ -113,8 +113,8 @@ static void model_note(const st_spec *spec, const st_emu_calib *calib, char *out
 
 /* --suggest-rates: each configuration's capacity on the model (the spec's own search: sustained, or
  * bisection for a burst test), then the grid. */
-static int suggest(const st_spec *spec, st_store *store, const st_emu_calib *calib, int quiet, char *line,
-                   size_t linelen)
+static int suggest(const st_spec *spec, st_store *store, const st_emu_calib *calib, int quiet,
+                   volatile sig_atomic_t *stop, char *line, size_t linelen)
 {
     double caps[256];
     int nc = 0;
@@ -129,9 +129,12 @@ static int suggest(const st_spec *spec, st_store *store, const st_emu_calib *cal
         if (st_exec_model_new(spec, NULL, &x, err, sizeof err))
             return -1;
         st_exec_model_set_calibration(x, calib);
+        x->stop = stop;
         st_sweep_bisect_result b;
         int rc = st_sweep_bisect(spec, x, i, 0.02, &b, err, sizeof err);
         st_executor_free(x);
+        if (*stop)
+            return 1; /* interrupted: no suggestion */
         if (rc) {
             fprintf(stderr, "servetune predict: %s: %s\n", spec->configs[i].name, err);
             continue;
@@ -205,9 +208,8 @@ int st_cli_predict_first(const st_spec *spec, const char *spec_path, const char 
     int srun = -1;
     if (st_exec_model_new(spec, logdir, &x, err, sizeof err) == 0) {
         st_exec_model_set_calibration(x, calib);
-        st_sweep_opts so = {
-            .out_dir = dir, .quiet = 1, .tty = 0, .out = stderr, .stop = st_cli_catch_signals(NULL), .executor = x
-        };
+        x->stop = st_cli_catch_signals(NULL);
+        st_sweep_opts so = { .out_dir = dir, .quiet = 1, .tty = 0, .out = stderr, .stop = x->stop, .executor = x };
         srun = st_sweep_run(spec, store, &so, &sr, err, sizeof err);
         st_executor_free(x);
     }
@@ -285,6 +287,7 @@ int st_cli_predict_at_measured(const st_spec *spec, st_store *audit_store, const
     if (st_exec_model_new(spec, NULL, &x, err, sizeof err))
         goto out;
     st_exec_model_set_calibration(x, calib);
+    x->stop = stop;
     for (int i = 0; i < rep.n_cfg && i < spec->n_configs && !(stop && *stop); i++) {
         const st_rep_cfg *c = &rep.cfg[i];
         json_t *pc = summary_config(root, c->name);
@@ -397,6 +400,7 @@ int cmd_predict(int argc, char **argv)
     int srun = -1;
     if (st_exec_model_new(&r.spec, logdir, &x, err, sizeof err) == 0) {
         st_exec_model_set_calibration(x, calib_path ? &calib : NULL);
+        x->stop = stop;
         st_sweep_opts so = {
             .out_dir = out_dir, .quiet = quiet, .tty = isatty(STDERR_FILENO), .out = r.out, .stop = stop, .executor = x
         };
@@ -409,8 +413,9 @@ int cmd_predict(int argc, char **argv)
     if (srun)
         fprintf(r.out, "servetune predict: %s\n", err);
     char line[1024] = "";
-    if (suggest_rates && !sr.interrupted && !srun)
-        suggest(&r.spec, r.store, calib_path ? &calib : NULL, quiet, line, sizeof line);
+    if (suggest_rates && !sr.interrupted && !srun &&
+        suggest(&r.spec, r.store, calib_path ? &calib : NULL, quiet, stop, line, sizeof line) == 1)
+        sr.interrupted = 1;
     rc = st_cli_run_finish(&r, &sr, srun != 0, "Prediction");
 out:
     st_cli_run_close(&r);

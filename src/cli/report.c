@@ -33,7 +33,8 @@ int cmd_report(int argc, char **argv)
             "(shards of different spec texts are refused; docs/cluster.md).\n\nOptions:\n");
         st_opts_usage(stdout, opts);
         printf("\nExample:\n  servetune report audit-out\n\nExit codes: 0 written; 1 the database could not be read or "
-               "the files written; 2 bad arguments.\n");
+               "the files written; 2 bad arguments; 4 interrupted while merging shards (SIGINT/SIGTERM: the merge is\n"
+               "rolled back, DIR unchanged).\n");
         goto out;
     }
     if (res.npos != 1) {

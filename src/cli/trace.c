@@ -365,7 +365,8 @@ static int trace_stats(int argc, char **argv)
                "sharing and the hit rate an ideal prefix cache would get, sessions, and the advice that\n"
                "follows (--max-model-len, the KV cache, prefix caching). Formats: servetune JSONL,\n"
                "Mooncake, Azure, BurstGPT, LiteLLM spend logs, CSV (docs/trace-format.md). FILE '-' is\n"
-               "stdin. The file streams: memory stays bounded whatever its size.\n\n"
+               "stdin. The file streams: memory stays bounded whatever its size. SIGINT/SIGTERM stop the\n"
+               "reading at once (exit 4, nothing printed or written).\n\n"
                "Examples:\n"
                "  servetune trace stats mooncake_trace.jsonl\n"
                "  servetune trace stats spend_logs.json --trace-model qwen3-8b --model Qwen/Qwen3-8B --gpu H100\n"
@@ -505,8 +506,15 @@ static int trace_stats(int argc, char **argv)
         e.max_model_len = (uint32_t)max_model_len;
     ts = st_trace_stats_new();
     st_trace_counts c;
+    memset(&c, 0, sizeof c);
     st_trace_format fmt;
+    o.stop = st_cli_catch_signals(NULL);
     int rc = ts ? st_trace_read_file(path, &o, st_trace_stats_row_cb, ts, &c, &fmt, err, sizeof err) : -1;
+    if (rc < 0 && c.interrupted) { /* nothing printed or written: the figures would be a part's */
+        fprintf(stderr, "servetune trace stats: %s by %s: nothing written\n", err, st_cli_signal_name());
+        status = ST_EXIT_INTERRUPTED;
+        goto out;
+    }
     if (rc < 0 && ts && ss) { /* a log the traffic reader does not know: the speculation figures alone */
         printf("%-22s %s\n%-22s not read: %s\n", "Trace", path, "Traffic", err);
         print_spec(ss, tokens_from[0] ? tokens_from : NULL);

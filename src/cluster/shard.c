@@ -370,7 +370,8 @@ static void sync_dir(const char *dir)
     }
 }
 
-int st_shard_merge(const char *dir, const char *expect_hash, st_merge_result *res, char *err, size_t errlen)
+int st_shard_merge(const char *dir, const char *expect_hash, const volatile sig_atomic_t *stop, st_merge_result *res,
+                   char *err, size_t errlen)
 {
     memset(res, 0, sizeof *res);
     int kind = st_shard_results_kind(dir, err, errlen);
@@ -407,9 +408,17 @@ int st_shard_merge(const char *dir, const char *expect_hash, st_merge_result *re
     st_buf_init(&note, MERGE_NOTE_MAX);
     if (st_store_open_file(tmp, ST_STORE_ROLLBACK, &out, err, errlen))
         goto done;
-    for (int i = 0; i < n; i++)
-        if (st_store_merge_shard(out, v[i].path, err, errlen))
+    st_store_set_stop(out, stop);
+    for (int i = 0; i < n; i++) {
+        if ((stop && *stop) || st_store_merge_shard(out, v[i].path, err, errlen)) {
+            if (stop && *stop) {
+                res->interrupted = 1;
+                snprintf(err, errlen, "interrupted while merging %s (%d of %d shards merged): %s/%s is unchanged",
+                         v[i].path, i, n, dir, ST_STORE_FILE);
+            }
             goto done;
+        }
+    }
     res->shards = n;
     res->n_configs = spec.n_configs;
     memcpy(res->spec_hash, v[0].audit.spec_hash, sizeof res->spec_hash);
@@ -421,6 +430,7 @@ int st_shard_merge(const char *dir, const char *expect_hash, st_merge_result *re
     const char *traffic = NULL;
     for (int i = 0; i < n && !traffic; i++)
         traffic = v[i].audit.traffic;
+    st_store_set_stop(out, NULL); /* the last few rows: the file is complete once they are in */
     if (st_store_audit_put(out, &a) || st_store_meta_put(out, ST_SHARD_META_KEY, count) ||
         (traffic && st_store_meta_put(out, "traffic", traffic))) {
         snprintf(err, errlen, "%s: %s", tmp, st_store_errmsg(out));

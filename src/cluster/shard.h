@@ -11,6 +11,7 @@
  * rolls back, so a shard always holds whole runs. */
 #ifndef ST_CLUSTER_SHARD_H
 #define ST_CLUSTER_SHARD_H
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -60,6 +61,8 @@ typedef struct st_merge_result {
     int missing;    /* configurations without a shard */
     int unfinished; /* shards whose configuration did not finish (interrupted, killed) */
     int partial;    /* the merged audit is partial (missing or unfinished configurations) */
+    /* the stop flag ended the merge (nothing changed) */
+    int interrupted;
     char spec_hash[65];
 } st_merge_result;
 
@@ -69,7 +72,10 @@ typedef struct st_merge_result {
  * version, with rows of its own configuration only. Runs are numbered in the spec's
  * configuration order, then run order; the audit row takes the earliest start and the latest
  * end; it is partial when a configuration is missing or did not finish. A DIR/results.sqlite
- * that a single-machine audit wrote is never replaced. 0, or -1 with err (nothing changed). */
-int st_shard_merge(const char *dir, const char *expect_hash, st_merge_result *res, char *err, size_t errlen);
+ * that a single-machine audit wrote is never replaced. stop (NULL: none): when set (a SIGINT/SIGTERM
+ * handler), the merge ends within a shard's statement, res->interrupted. 0, or -1 with err
+ * (nothing changed). */
+int st_shard_merge(const char *dir, const char *expect_hash, const volatile sig_atomic_t *stop, st_merge_result *res,
+                   char *err, size_t errlen);
 
 #endif

@@ -1,39 +1,54 @@
 /* The paged KV block pool with vLLM V1's prefix cache: full blocks are identified by a hash
  * chained over the parent block's hash and the block's token ids; blocks are reference
  * counted; unreferenced blocks sit in an LRU free queue (evicted from the head, freed blocks
- * appended at the tail) and keep their hash until they are reused. Pure, no I/O. */
+ * appended at the tail) and keep their hash until they are reused. Pure, no I/O.
+ *
+ * Memory follows the blocks used, not the pool's size: the free queue starts as blocks 0..n-1
+ * in order, and since freed blocks join at the tail, the blocks never taken are always its
+ * head, in order. They are kept as a range [used, n) and get their per-block entries (and the
+ * cache map its room) when first taken, so a pool of ST_EMU_BLOCKS_MAX blocks (a tiny model on
+ * a large GPU) costs nothing until a workload fills it. */
 #ifndef ST_EMU_BLOCKS_H
 #define ST_EMU_BLOCKS_H
 #include <stddef.h>
 #include <stdint.h>
 
 #define ST_EMU_NIL UINT32_MAX
+/* The most blocks a pool holds (block ids are 32-bit, ST_EMU_NIL excluded). */
+#define ST_EMU_BLOCKS_MAX (UINT32_MAX - 1u)
 
 typedef struct st_emu_blocks {
     uint32_t n, block_size;
-    uint32_t *ref;
+    uint32_t used; /* blocks [used, n) were never taken: the free queue's head, in order */
+    uint32_t room; /* per-block entries allocated (>= used) */
+    uint32_t *ref; /* per-block entries: [0, used) */
     uint64_t *hash;
     uint8_t *has_hash, *in_free;
-    uint32_t *prev, *next; /* free queue links */
-    uint32_t head, tail, nfree;
+    uint32_t *prev, *next; /* free queue links of the blocks taken before (after the range) */
+    uint32_t head, tail;   /* that list's ends (ST_EMU_NIL: empty) */
+    uint32_t nfree;        /* the range and the list */
     /* hash -> block (open addressing, linear probing, backward-shift deletion) */
     uint64_t *mkey;
     uint32_t *mval; /* ST_EMU_NIL = empty slot */
-    uint32_t mcap, mcount;
+    uint64_t mcap, mcount;
     uint64_t evictions;
 } st_emu_blocks;
 
+/* n in [1, ST_EMU_BLOCKS_MAX]. 0, or -1 (bad size, out of memory). */
 int st_emu_blocks_init(st_emu_blocks *p, uint32_t n, uint32_t block_size);
 void st_emu_blocks_free(st_emu_blocks *p);
 /* Hash of one full block: parent hash (0 for the first block) and its token ids. */
 uint64_t st_emu_block_hash(uint64_t parent, const uint32_t *ids, uint32_t n);
 /* Block holding this hash, or ST_EMU_NIL. */
 uint32_t st_emu_blocks_lookup(const st_emu_blocks *p, uint64_t h);
-/* Takes a prefix-cache hit: removes the block from the free queue if unreferenced; ref++. */
+/* Takes a prefix-cache hit (a block taken before): removes it from the free queue if
+ * unreferenced; ref++. */
 void st_emu_blocks_touch(st_emu_blocks *p, uint32_t b);
 /* Pops n blocks from the free queue head (evicting their cached hashes), ref = 1 each.
- * -1 when fewer than n are free (nothing taken). */
+ * -1 when fewer than n are free, -2 out of memory (nothing taken either way). */
 int st_emu_blocks_take(st_emu_blocks *p, uint32_t n, uint32_t *out);
+/* Makes room so that taking n blocks allocates nothing. 0, or -1 out of memory. */
+int st_emu_blocks_reserve(st_emu_blocks *p, uint32_t n);
 /* Drops one reference of each block, the last first (a request's tail blocks are queued
  * first so they are evicted first); unreferenced blocks go to the free queue tail. */
 void st_emu_blocks_release(st_emu_blocks *p, const uint32_t *blocks, uint32_t n);

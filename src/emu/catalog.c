@@ -149,6 +149,12 @@ static int gpu_set(st_emu_gpu *g, const char *key, const char *val, unsigned *se
         snprintf(err, errlen, "GPU file: %s: expected a non-negative number, got '%s'", key, val);
         return -1;
     }
+    /* explicit limits: far above any GPU, far below where bytes, FLOP/s or the block count stop
+     * being exact */
+    if (d > ST_EMU_GPU_FIELD_MAX) {
+        snprintf(err, errlen, "GPU file: %s: expected at most %g, got '%s'", key, ST_EMU_GPU_FIELD_MAX, val);
+        return -1;
+    }
     if (!strcmp(key, "memory_gib")) {
         g->mem_bytes = d * GIB;
         *seen |= 2;
@@ -397,12 +403,60 @@ int st_emu_model_find(const char *name, st_emu_model *out, char *err, size_t err
     return -1;
 }
 
-static uint32_t jget_u32(json_t *o, const char *k, uint32_t dflt)
+/* A config.json count: absent (or null) gives dflt; present, it must be an integer in [lo, hi].
+ * 0, or -1 with the field, the value given and the range in err. */
+static int jget_count(json_t *o, const char *k, uint32_t dflt, uint32_t lo, uint32_t hi, uint32_t *out, char *err,
+                      size_t errlen)
 {
     json_t *v = json_object_get(o, k);
-    if (json_is_integer(v) && json_integer_value(v) > 0 && json_integer_value(v) < 0x7fffffff)
-        return (uint32_t)json_integer_value(v);
-    return dflt;
+    if (!v || json_is_null(v)) {
+        *out = dflt;
+        return 0;
+    }
+    if (json_is_integer(v) && json_integer_value(v) >= (json_int_t)lo && json_integer_value(v) <= (json_int_t)hi) {
+        *out = (uint32_t)json_integer_value(v);
+        return 0;
+    }
+    char given[64];
+    if (json_is_integer(v))
+        snprintf(given, sizeof given, "%lld", (long long)json_integer_value(v));
+    else if (json_is_real(v))
+        snprintf(given, sizeof given, "%.17g", json_real_value(v));
+    else if (json_is_string(v))
+        snprintf(given, sizeof given, "\"%.40s\"", json_string_value(v));
+    else
+        snprintf(given, sizeof given, "%s", json_is_boolean(v) ? (json_is_true(v) ? "true" : "false") : "an object");
+    snprintf(err, errlen, "config.json: %s is %s, expected an integer in [%u, %u]", k, given, lo, hi);
+    return -1;
+}
+
+int st_emu_model_check(const st_emu_model *m, char *err, size_t errlen)
+{
+    const struct {
+        const char *field;
+        uint32_t v, lo, hi;
+    } f[] = {
+        { "num_hidden_layers", m->layers, 1, ST_EMU_MAX_LAYERS },
+        { "hidden_size", m->hidden, 1, ST_EMU_MAX_HIDDEN },
+        { "intermediate_size", m->intermediate, 1, ST_EMU_MAX_INTERMEDIATE },
+        { "num_attention_heads", m->heads, 1, ST_EMU_MAX_HEADS },
+        { "num_key_value_heads", m->kv_heads, 1, m->heads },
+        { "head_dim", m->head_dim, 1, ST_EMU_MAX_HEAD_DIM },
+        { "vocab_size", m->vocab, 1, ST_EMU_MAX_VOCAB },
+        { "max_position_embeddings", m->max_position, 1, ST_EMU_MAX_POSITION },
+        { "num_experts", m->experts, 0, ST_EMU_MAX_EXPERTS },
+        { "num_experts_per_tok", m->experts_per_tok, m->experts ? 1 : 0, m->experts },
+        { "moe_intermediate_size", m->moe_intermediate, m->experts ? 1 : 0, ST_EMU_MAX_INTERMEDIATE },
+        { "shared_expert_intermediate_size", m->shared_intermediate, 0, ST_EMU_MAX_INTERMEDIATE },
+        { "first_k_dense_replace", m->dense_layers, 0, m->layers },
+    };
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (f[i].v < f[i].lo || f[i].v > f[i].hi) {
+            snprintf(err, errlen, "model shape: %s is %u, expected an integer in [%u, %u]", f[i].field, f[i].v, f[i].lo,
+                     f[i].hi);
+            return -1;
+        }
+    return 0;
 }
 
 int st_emu_model_parse_config(const char *json, size_t len, const char *name, st_emu_model *out, char *err,
@@ -422,40 +476,68 @@ int st_emu_model_parse_config(const char *json, size_t len, const char *name, st
         c = tc;
     st_emu_model m = { 0 };
     snprintf(m.name, sizeof m.name, "%s", name ? name : "model");
-    m.layers = jget_u32(c, "num_hidden_layers", 0);
-    m.hidden = jget_u32(c, "hidden_size", 0);
-    m.heads = jget_u32(c, "num_attention_heads", 0);
-    m.vocab = jget_u32(c, "vocab_size", 0);
-    if (!m.layers || !m.hidden || !m.heads || !m.vocab) {
+    if (!json_object_get(c, "num_hidden_layers") || !json_object_get(c, "hidden_size") ||
+        !json_object_get(c, "num_attention_heads") || !json_object_get(c, "vocab_size")) {
         snprintf(err, errlen,
                  "config.json: num_hidden_layers, hidden_size, num_attention_heads "
                  "and vocab_size are required");
         json_decref(root);
         return -1;
     }
-    m.intermediate = jget_u32(c, "intermediate_size", 4 * m.hidden);
-    m.kv_heads = jget_u32(c, "num_key_value_heads", m.heads);
-    m.head_dim = jget_u32(c, "head_dim", m.hidden / m.heads);
-    m.max_position = jget_u32(c, "max_position_embeddings", 2048);
+    /* each count in its range (st_emu_model_check's), the field and the value named */
+    uint32_t n_shared = 0;
+    if (jget_count(c, "num_hidden_layers", 0, 1, ST_EMU_MAX_LAYERS, &m.layers, err, errlen) ||
+        jget_count(c, "hidden_size", 0, 1, ST_EMU_MAX_HIDDEN, &m.hidden, err, errlen) ||
+        jget_count(c, "num_attention_heads", 0, 1, ST_EMU_MAX_HEADS, &m.heads, err, errlen) ||
+        jget_count(c, "vocab_size", 0, 1, ST_EMU_MAX_VOCAB, &m.vocab, err, errlen) ||
+        jget_count(c, "intermediate_size",
+                   m.hidden <= ST_EMU_MAX_INTERMEDIATE / 4 ? 4 * m.hidden : ST_EMU_MAX_INTERMEDIATE, 1,
+                   ST_EMU_MAX_INTERMEDIATE, &m.intermediate, err, errlen) ||
+        jget_count(c, "num_key_value_heads", m.heads, 1, m.heads, &m.kv_heads, err, errlen) ||
+        jget_count(c, "head_dim", m.hidden / m.heads, 1, ST_EMU_MAX_HEAD_DIM, &m.head_dim, err, errlen) ||
+        jget_count(c, "max_position_embeddings", 2048, 1, ST_EMU_MAX_POSITION, &m.max_position, err, errlen))
+        goto bad;
     json_t *tie = json_object_get(c, "tie_word_embeddings");
     m.tied_embeddings = json_is_true(tie);
-    m.experts = jget_u32(c, "num_experts", jget_u32(c, "num_local_experts", jget_u32(c, "n_routed_experts", 0)));
+    {
+        const char *ek = json_object_get(c, "num_experts")         ? "num_experts"
+                         : json_object_get(c, "num_local_experts") ? "num_local_experts"
+                                                                   : "n_routed_experts";
+        if (jget_count(c, ek, 0, 0, ST_EMU_MAX_EXPERTS, &m.experts, err, errlen))
+            goto bad;
+    }
     if (m.experts) {
-        m.experts_per_tok = jget_u32(c, "num_experts_per_tok", 2);
-        m.moe_intermediate = jget_u32(c, "moe_intermediate_size", m.intermediate);
-        m.shared_intermediate = jget_u32(c, "shared_expert_intermediate_size", 0);
+        if (jget_count(c, "num_experts_per_tok", 2, 1, ST_EMU_MAX_EXPERTS, &m.experts_per_tok, err, errlen) ||
+            jget_count(c, "moe_intermediate_size", m.intermediate, 1, ST_EMU_MAX_INTERMEDIATE, &m.moe_intermediate, err,
+                       errlen) ||
+            jget_count(c, "shared_expert_intermediate_size", 0, 0, ST_EMU_MAX_INTERMEDIATE, &m.shared_intermediate, err,
+                       errlen) ||
+            jget_count(c, "n_shared_experts", 0, 0, ST_EMU_MAX_EXPERTS, &n_shared, err, errlen) ||
+            jget_count(c, "first_k_dense_replace", 0, 0, m.layers, &m.dense_layers, err, errlen))
+            goto bad;
         /* DeepSeek-style configs: n_shared_experts x moe_intermediate_size */
-        if (!m.shared_intermediate && jget_u32(c, "n_shared_experts", 0))
-            m.shared_intermediate = jget_u32(c, "n_shared_experts", 0) * m.moe_intermediate;
-        m.dense_layers = jget_u32(c, "first_k_dense_replace", 0);
+        if (!m.shared_intermediate && n_shared) {
+            uint64_t si = (uint64_t)n_shared * m.moe_intermediate;
+            if (si > ST_EMU_MAX_INTERMEDIATE) {
+                snprintf(err, errlen,
+                         "config.json: n_shared_experts %u x moe_intermediate_size %u is %llu, expected at most %u",
+                         n_shared, m.moe_intermediate, (unsigned long long)si, (unsigned)ST_EMU_MAX_INTERMEDIATE);
+                goto bad;
+            }
+            m.shared_intermediate = (uint32_t)si;
+        }
         if (m.experts_per_tok > m.experts)
             m.experts_per_tok = m.experts;
     }
-    if (m.kv_heads > m.heads || m.head_dim == 0) {
-        snprintf(err, errlen, "config.json: inconsistent head counts");
-        json_decref(root);
-        return -1;
+    if (m.head_dim == 0) {
+        snprintf(err, errlen,
+                 "config.json: head_dim is 0 (hidden_size %u / num_attention_heads %u): give head_dim, an integer in "
+                 "[1, %u]",
+                 m.hidden, m.heads, (unsigned)ST_EMU_MAX_HEAD_DIM);
+        goto bad;
     }
+    if (st_emu_model_check(&m, err, errlen))
+        goto bad;
     /* Weight dtype: quantization_config wins, then torch_dtype, then the name. */
     char lower[256];
     normalise(name ? name : "", lower, sizeof lower, 1);
@@ -482,6 +564,9 @@ int st_emu_model_parse_config(const char *json, size_t len, const char *name, st
     st_emu_model_count_params(&m);
     *out = m;
     return 0;
+bad:
+    json_decref(root);
+    return -1;
 }
 
 double st_emu_model_weight_bytes(const st_emu_model *m, st_emu_dtype wd)

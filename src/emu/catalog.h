@@ -52,6 +52,8 @@ int st_emu_gpu_find(const char *name, st_emu_gpu *out, char *err, size_t errlen)
  * "RTX4090"), each found by st_emu_gpu_find; at most max. A form the catalog lacks (an H100 PCIe,
  * an A100 40GB) is not taken for another: st_emu_gpu_find refuses it. Returns how many. */
 int st_emu_gpu_keys(const char **out, int max);
+/* The largest value of any GPU file field (memory_gib, *_tflops, bandwidth_tbs, link_gbs, ...). */
+#define ST_EMU_GPU_FIELD_MAX 1e6
 /* Parses a custom GPU from text: either JSON {"name":..,"memory_gib":..,"bf16_tflops":..,
  * "fp8_tflops":..,"bandwidth_tbs":..,"link_gbs":..,"link_latency_us":..,"gemm_eff":..,"bw_eff":..}
  * or key=value lines with the same keys ('#' comments). name, memory_gib, bf16_tflops and
@@ -65,7 +67,22 @@ int st_emu_gpu_load_file(const char *path, st_emu_gpu *out, char *err, size_t er
  * weights), "...-AWQ" / "...-GPTQ" (4-bit), "meta-llama/Meta-Llama-3-8B-Instruct",
  * "meta-llama/Llama-3.1-8B-Instruct" (131072 context), Llama-3-70B / 3.1 / 3.3. */
 int st_emu_model_find(const char *name, st_emu_model *out, char *err, size_t errlen);
-/* Parses a Hugging Face config.json (text). name is stored as the model's name. */
+/* The ranges a model's shape must be in (config.json's field names; a count outside makes no
+ * sense for a transformer the engine model can plan: a typo, a stub, a value in the wrong field).
+ * Sizes derived from them (parameters, bytes) are computed in doubles or 64 bits. */
+#define ST_EMU_MAX_LAYERS 4096u
+#define ST_EMU_MAX_HIDDEN (1u << 20)
+#define ST_EMU_MAX_INTERMEDIATE (1u << 22)
+#define ST_EMU_MAX_HEADS (1u << 16)
+#define ST_EMU_MAX_HEAD_DIM (1u << 16)
+#define ST_EMU_MAX_VOCAB (1u << 24)
+#define ST_EMU_MAX_POSITION (1u << 27)
+#define ST_EMU_MAX_EXPERTS (1u << 16)
+/* 0, or -1 with the first field out of its range, its value and the range in err
+ * ("model shape: num_hidden_layers is 0, expected an integer in [1, 4096]"). */
+int st_emu_model_check(const st_emu_model *m, char *err, size_t errlen);
+/* Parses a Hugging Face config.json (text). name is stored as the model's name. A count out of
+ * its range (st_emu_model_check) is refused, naming the field, the value given and the range. */
 int st_emu_model_parse_config(const char *json, size_t len, const char *name, st_emu_model *out, char *err,
                               size_t errlen);
 /* Reads DIR/config.json (or the file itself when PATH is a file) and parses it. */

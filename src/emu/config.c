@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "emu/blocks.h"
 #include "emu/consts.h"
 
 void st_emu_tuning_defaults(st_emu_tuning *t, const st_emu_gpu *gpu)
@@ -186,11 +187,25 @@ int st_emu_memory_plan(st_emu_config *c, st_emu_memory *mem, char *err, size_t e
         return -1;
     }
     double block_bytes = mem->kv_bytes_per_token * c->block_size;
-    mem->num_blocks = (uint32_t)floor(mem->kv_bytes / block_bytes);
+    double blocks = floor(mem->kv_bytes / block_bytes);
+    if (!(blocks <= ST_EMU_BLOCKS_MAX)) {
+        /* a shape this small (a stub config.json, a typo) on this much memory */
+        mem->refusal = ST_EMU_START_BAD_CONFIG;
+        snprintf(err, errlen,
+                 "model shape: %.0f KV cache blocks of %u tokens (%g bytes of KV cache per token per GPU from "
+                 "num_hidden_layers %u, num_key_value_heads %u, head_dim %u) on %.2f GiB is more than the %u "
+                 "blocks the engine model holds: check the model's config.json",
+                 blocks, c->block_size, mem->kv_bytes_per_token, m->layers, m->kv_heads, m->head_dim,
+                 mem->kv_bytes / GiB, (unsigned)ST_EMU_BLOCKS_MAX);
+        return -1;
+    }
+    mem->num_blocks = (uint32_t)blocks;
     mem->kv_tokens = (uint64_t)mem->num_blocks * c->block_size;
     mem->max_concurrency = (double)mem->kv_tokens / c->max_model_len;
-    double needed = mem->kv_bytes_per_token * c->max_model_len;
-    if (mem->num_blocks == 0 || needed > mem->kv_bytes) {
+    /* as vLLM V1 (max_memory_usage_bytes): one max_model_len sequence in whole blocks */
+    uint64_t seq_blocks = ((uint64_t)c->max_model_len + c->block_size - 1) / c->block_size;
+    double needed = block_bytes * (double)seq_blocks;
+    if (mem->num_blocks == 0 || mem->num_blocks < seq_blocks || needed > mem->kv_bytes) {
         mem->refusal = ST_EMU_START_MAX_LEN;
         uint64_t est = (uint64_t)floor(mem->kv_bytes / mem->kv_bytes_per_token);
         est -= est % c->block_size;

@@ -35,6 +35,7 @@ struct st_emu_engine {
     st_emu_memory mem;
     st_clock clock;
     st_emu_blocks pool;
+    int oom; /* a block pool allocation failed: st_emu_step fails */
     /* waiting: a ring deque; running: an array in admission order */
     emu_req **wq;
     uint32_t wq_head, wq_len, wq_cap;
@@ -239,8 +240,8 @@ int st_emu_add_request(st_emu_engine *e, const st_emu_req_params *p, char *err, 
             snprintf(err, errlen, "Token id %u is out of vocabulary", p->ids[i]);
             return ST_EMU_ADD_INVALID;
         }
-    if (p->n_ids >= L || (p->max_tokens && (uint64_t)p->n_ids + p->max_tokens > L)) {
-        uint32_t m = p->max_tokens ? p->max_tokens : 0;
+    if (p->n_ids >= L || (p->max_tokens && (p->max_tokens > L || (uint64_t)p->n_ids + p->max_tokens > L))) {
+        uint64_t m = p->max_tokens; /* quoted as the client sent it */
         if (p->n_ids >= L && !p->max_tokens)
             snprintf(err, errlen,
                      "This model's maximum context length is %u tokens. However, your request has "
@@ -248,10 +249,10 @@ int st_emu_add_request(st_emu_engine *e, const st_emu_req_params *p, char *err, 
                      L, p->n_ids);
         else
             snprintf(err, errlen,
-                     "You passed %u input tokens and requested %u output tokens. However, the "
+                     "You passed %u input tokens and requested %llu output tokens. However, the "
                      "model's context length is only %u tokens, resulting in a maximum input length "
-                     "of %d tokens. Please reduce the length of the input prompt.",
-                     p->n_ids, m, L, (int)L - (int)m);
+                     "of %lld tokens. Please reduce the length of the input prompt.",
+                     p->n_ids, (unsigned long long)m, L, (long long)L - (long long)m);
         return ST_EMU_ADD_TOO_LONG;
     }
     emu_req *r = calloc(1, sizeof *r);
@@ -260,7 +261,7 @@ int st_emu_add_request(st_emu_engine *e, const st_emu_req_params *p, char *err, 
     r->id = p->id;
     r->user = p->user;
     r->n_prompt = p->n_ids;
-    r->max_tokens = p->max_tokens ? p->max_tokens : L - p->n_ids;
+    r->max_tokens = p->max_tokens ? (uint32_t)p->max_tokens : L - p->n_ids; /* <= L: checked above */
     r->cap_tokens = r->n_prompt + r->max_tokens;
     r->tokens = malloc((size_t)r->cap_tokens * sizeof *r->tokens);
     uint32_t maxblocks = (r->cap_tokens + e->cfg.block_size - 1) / e->cfg.block_size;
@@ -375,6 +376,10 @@ static int allocate_slots(st_emu_engine *e, emu_req *r, uint32_t num_new, const 
             evictable_hits++;
     if ((uint64_t)need + evictable_hits > e->pool.nfree)
         return -1;
+    if (st_emu_blocks_reserve(&e->pool, need) < 0) {
+        e->oom = 1; /* st_emu_step fails */
+        return -1;
+    }
     for (uint32_t i = 0; i < n_hits; i++) {
         st_emu_blocks_touch(&e->pool, hits[i]);
         r->blocks[r->n_blocks++] = hits[i];
@@ -451,6 +456,8 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
         }
         int scheduled = 1;
         while (allocate_slots(e, r, num_new, NULL, 0) < 0) {
+            if (e->oom)
+                return -1;
             emu_req *victim = e->run[--e->n_run]; /* the most recently admitted */
             preempt(e, victim, &n_pre);
             if (victim == r) {
@@ -489,8 +496,13 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
         uint32_t num_new = r->n_tokens - hit_tokens;
         if (num_new > budget)
             num_new = budget;
-        if (allocate_slots(e, r, num_new, e->scratch_blocks, n_hits) < 0)
+        if (allocate_slots(e, r, num_new, e->scratch_blocks, n_hits) < 0) {
+            if (e->oom)
+                return -1;
+            if (e->n_run == 0 && n_sched == 0)
+                return -2; /* every block is free or evictable and it still does not fit: it never will */
             break;
+        }
         wq_pop_front(e);
         e->run[e->n_run++] = r;
         r->num_computed = hit_tokens;
@@ -640,7 +652,7 @@ int st_emu_engine_check(const st_emu_engine *e, char *err, size_t errlen)
 {
     if (st_emu_blocks_check(&e->pool, err, errlen) < 0)
         return -1;
-    uint32_t *cnt = calloc(e->pool.n, sizeof *cnt);
+    uint32_t *cnt = calloc(e->pool.used ? e->pool.used : 1, sizeof *cnt); /* blocks never taken: held by none */
     if (!cnt) {
         snprintf(err, errlen, "out of memory");
         return -1;
@@ -664,7 +676,7 @@ int st_emu_engine_check(const st_emu_engine *e, char *err, size_t errlen)
             rc = -1;
         }
     }
-    for (uint32_t b = 0; b < e->pool.n && !rc; b++)
+    for (uint32_t b = 0; b < e->pool.used && !rc; b++)
         if (cnt[b] != e->pool.ref[b]) {
             snprintf(err, errlen, "block %u: ref %u but held %u times", b, e->pool.ref[b], cnt[b]);
             rc = -1;

@@ -28,7 +28,7 @@ typedef struct st_emu_req_params {
     uint64_t id;         /* caller's id; must be unique among live requests (not checked: O(1) add) */
     const uint32_t *ids; /* prompt token ids (copied) */
     uint32_t n_ids;
-    uint32_t max_tokens; /* 0: max_model_len - prompt */
+    uint64_t max_tokens; /* 0: max_model_len - prompt; as the client gave it (refused above max_model_len) */
     uint32_t min_tokens; /* accepted; the model always generates max_tokens (ignore_eos) */
     int ignore_eos;
     st_ns arrival; /* engine time; -1: clock.now() */
@@ -91,7 +91,8 @@ typedef struct st_emu_step_result {
 
 /* Runs one step. 0 when a step ran; 1 when there is nothing to schedule (idle, or every
  * waiting request still in the API server: see st_emu_next_ready; res->duration = 0); -1 on
- * internal error. */
+ * internal error (out of memory); -2 when the waiting head needs more KV blocks than the whole
+ * pool (the memory plan refuses such a max_model_len, so only a broken plan gets here). */
 int st_emu_step(st_emu_engine *e, st_emu_step_result *res);
 int st_emu_has_work(const st_emu_engine *e);
 /* When the next step can schedule something: now when requests are running, the time the

@@ -177,15 +177,15 @@ int st_emu_args_config(const st_emu_args *a, st_emu_config *c, char *err, size_t
         return ST_EMU_ARGS_USAGE;
     }
     if (!(a->util > 0 && a->util <= 1)) {
-        snprintf(err, errlen, "--gpu-memory-utilization: must be in (0, 1]");
+        snprintf(err, errlen, "--gpu-memory-utilization: must be in (0, 1], got %g", a->util);
         return ST_EMU_ARGS_USAGE;
     }
     if (!(a->time_scale > 0) || !(a->time_scale <= ST_EMU_TIME_SCALE_MAX)) {
-        snprintf(err, errlen, "--time-scale: must be a number in (0, %g]", ST_EMU_TIME_SCALE_MAX);
+        snprintf(err, errlen, "--time-scale: must be a number in (0, %g], got %g", ST_EMU_TIME_SCALE_MAX, a->time_scale);
         return ST_EMU_ARGS_USAGE;
     }
     if (!(a->slowdown >= 1) || !isfinite(a->slowdown)) {
-        snprintf(err, errlen, "--fault-decode-slowdown: must be >= 1");
+        snprintf(err, errlen, "--fault-decode-slowdown: must be >= 1, got %g", a->slowdown);
         return ST_EMU_ARGS_USAGE;
     }
     long bs = a->block_size;

@@ -593,8 +593,9 @@ int st_emu_session_run(st_emu_session *S, const st_emu_sim_item *items, uint32_t
             rc = -1;
             break;
         }
-        /* ticks due by now (the records reflect the engine at the clock, at most one step on) */
-        if (run_ticks(&R, now)) {
+        /* ticks due by now (the records reflect the engine at the clock, at most one step on);
+         * an interruption at once, whatever the virtual time a step covers */
+        if ((o->stop && *o->stop) || run_ticks(&R, now)) {
             run_stop(&R, now);
             if (stopped)
                 *stopped = 1;
@@ -603,7 +604,10 @@ int st_emu_session_run(st_emu_session *S, const st_emu_sim_item *items, uint32_t
         st_emu_step_result res;
         int sr = st_emu_has_work(R.e) ? st_emu_step(R.e, &res) : 1;
         if (sr < 0) {
-            snprintf(err, errlen, "engine step failed (out of memory)");
+            snprintf(err, errlen, "%s",
+                     sr == -2 ? "internal error: a request needs more KV blocks than the engine has (it would wait "
+                                "forever)"
+                              : "engine step failed (out of memory)");
             rc = -1;
             break;
         }
@@ -655,8 +659,8 @@ int st_emu_sim_run(const st_emu_config *cfg, const st_emu_sim_item *items, uint3
     return st_emu_sim_run_limited(cfg, items, n, 0, records, stats, err, errlen);
 }
 
-static int sim_once(const st_emu_config *cfg, const st_emu_sim_item *items, uint32_t n, const st_emu_run_opts *o,
-                    st_record *records, st_emu_sim_stats *stats, char *err, size_t errlen)
+int st_emu_sim_run_opts(const st_emu_config *cfg, const st_emu_sim_item *items, uint32_t n, const st_emu_run_opts *o,
+                        st_record *records, st_emu_sim_stats *stats, int *stopped, char *err, size_t errlen)
 {
     for (uint32_t i = 0; i < n; i++)
         st_record_init(&records[i], i);
@@ -665,7 +669,7 @@ static int sim_once(const st_emu_config *cfg, const st_emu_sim_item *items, uint
     st_emu_session *S;
     if (st_emu_session_new(cfg, &S, NULL, err, errlen) < 0)
         return -1;
-    int rc = st_emu_session_run(S, items, n, o, records, stats, NULL, err, errlen);
+    int rc = st_emu_session_run(S, items, n, o, records, stats, stopped, err, errlen);
     st_emu_session_free(S);
     return rc;
 }
@@ -674,7 +678,7 @@ int st_emu_sim_run_limited(const st_emu_config *cfg, const st_emu_sim_item *item
                            st_record *records, st_emu_sim_stats *stats, char *err, size_t errlen)
 {
     st_emu_run_opts o = { .max_concurrency = max_concurrency };
-    return sim_once(cfg, items, n, &o, records, stats, err, errlen);
+    return st_emu_sim_run_opts(cfg, items, n, &o, records, stats, NULL, err, errlen);
 }
 
 int st_emu_sim_run_closed(const st_emu_config *cfg, const st_emu_sim_item *items, uint32_t n, uint32_t clients,
@@ -685,7 +689,7 @@ int st_emu_sim_run_closed(const st_emu_config *cfg, const st_emu_sim_item *items
         return -1;
     }
     st_emu_run_opts o = { .clients = clients };
-    return sim_once(cfg, items, n, &o, records, stats, err, errlen);
+    return st_emu_sim_run_opts(cfg, items, n, &o, records, stats, NULL, err, errlen);
 }
 
 void st_emu_sim_items_from_workload(const struct st_workload *w, const st_ns *sched, st_emu_sim_item *items_out)

@@ -3,6 +3,7 @@
  * would (times relative to the run start, every token event). Used by `servetune predict`. */
 #ifndef ST_EMU_SIM_H
 #define ST_EMU_SIM_H
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -63,6 +64,13 @@ int st_emu_sim_run_limited(const st_emu_config *cfg, const st_emu_sim_item *item
 int st_emu_sim_run_closed(const st_emu_config *cfg, const st_emu_sim_item *items, uint32_t n, uint32_t clients,
                           st_record *records, st_emu_sim_stats *stats, char *err, size_t errlen);
 
+/* One run on a fresh engine with per-run options (st_emu_run_opts below: load, ticks, stop);
+ * *stopped (may be NULL) says whether on_tick or the stop flag ended it early. */
+struct st_emu_run_opts;
+int st_emu_sim_run_opts(const st_emu_config *cfg, const st_emu_sim_item *items, uint32_t n,
+                        const struct st_emu_run_opts *o, st_record *records, st_emu_sim_stats *stats, int *stopped,
+                        char *err, size_t errlen);
+
 /* Builds sim items from a load/workload.h workload and its arrival schedule (sched[i] ns
  * from the start, e.g. from st_arrival_schedule; NULL: each item's own arrival, -1 -> 0).
  * Items with text only get NULL ids (unique deterministic ids of input_len tokens). A session's
@@ -109,6 +117,9 @@ typedef struct st_emu_run_opts {
      * the call). Per-step accounting of GPU time by request (plan/attrib.h). */
     void (*on_step)(void *arg, st_ns start, const st_emu_step_result *res, const uint32_t *item);
     void *step_arg;
+    /* Nonzero (set asynchronously, e.g. by a SIGINT/SIGTERM handler): the run stops at the next
+     * step, as when on_tick asks (*stopped = 1). NULL: never. */
+    const volatile sig_atomic_t *stop;
 } st_emu_run_opts;
 
 /* A fresh engine (startup refusal: -1 with vLLM's message in err; mem_out gets the plan, also

@@ -661,19 +661,28 @@ static void handle_generate(st_emulator *em, const st_http_parser *req, st_serve
     json_t *mt = api == API_CHAT ? json_object_get(root, "max_completion_tokens") : NULL;
     if (!mt || json_is_null(mt))
         mt = json_object_get(root, "max_tokens");
-    long max_tokens = api == API_CHAT ? 0 : 16;
+    json_int_t max_tokens = api == API_CHAT ? 0 : 16;
     if (mt && !json_is_null(mt)) {
-        if (!json_is_integer(mt) || json_integer_value(mt) < 1) {
-            respond_error(resp, 400,
-                          json_is_integer(mt) ? "max_tokens must be at least 1" : "max_tokens must be an integer",
-                          "max_tokens");
+        /* an integral number written as a real (1e12) is an integer, as pydantic's lax mode reads it */
+        double mv = json_is_real(mt) ? json_real_value(mt) : 0;
+        int integral = json_is_integer(mt) || (json_is_real(mt) && mv == floor(mv) && fabs(mv) < 9.2e18);
+        json_int_t v = json_is_integer(mt) ? json_integer_value(mt) : integral ? (json_int_t)mv : 0;
+        if (!integral || v < 1) {
+            char why[160], given[64];
+            if (json_is_integer(mt) || json_is_real(mt))
+                snprintf(given, sizeof given, "%.17g", json_is_integer(mt) ? (double)v : mv);
+            else
+                snprintf(given, sizeof given, "%s",
+                         json_is_string(mt) ? "a string" : json_is_boolean(mt) ? "a boolean" : "not a number");
+            if (json_is_integer(mt))
+                snprintf(given, sizeof given, "%lld", (long long)v);
+            snprintf(why, sizeof why, "max_tokens must be %s, got %s", integral ? "at least 1" : "an integer", given);
+            respond_error(resp, 400, why, "max_tokens");
             free(ids);
             json_decref(root);
             return;
         }
-        max_tokens = (long)json_integer_value(mt);
-        if (max_tokens > 10000000)
-            max_tokens = 10000000;
+        max_tokens = v; /* the engine refuses more than the context, quoting it */
     }
     /* one choice per request: a request for several would be answered with one and counted as one */
     json_t *nc = json_object_get(root, "n");
@@ -686,7 +695,13 @@ static void handle_generate(st_emulator *em, const st_http_parser *req, st_serve
     json_t *mn = json_object_get(root, "min_tokens");
     if (mn && !json_is_null(mn) &&
         (!json_is_integer(mn) || json_integer_value(mn) < 0 || (max_tokens && json_integer_value(mn) > max_tokens))) {
-        respond_error(resp, 400, "min_tokens must be non-negative and not above max_tokens", "min_tokens");
+        char why[200];
+        if (json_is_integer(mn))
+            snprintf(why, sizeof why, "min_tokens must be non-negative and not above max_tokens (%lld), got %lld",
+                     (long long)max_tokens, (long long)json_integer_value(mn));
+        else
+            snprintf(why, sizeof why, "min_tokens must be an integer");
+        respond_error(resp, 400, why, "min_tokens");
         free(ids);
         json_decref(root);
         return;
@@ -727,7 +742,7 @@ static void handle_generate(st_emulator *em, const st_http_parser *req, st_serve
     st_emu_req_params p = { .id = s->id,
                             .ids = ids,
                             .n_ids = (uint32_t)n,
-                            .max_tokens = (uint32_t)max_tokens,
+                            .max_tokens = (uint64_t)max_tokens,
                             .min_tokens = mn ? (uint32_t)json_integer_value(mn) : 0,
                             .ignore_eos = json_is_true(json_object_get(root, "ignore_eos")),
                             .chat = api == API_CHAT,
@@ -741,7 +756,7 @@ static void handle_generate(st_emulator *em, const st_http_parser *req, st_serve
         stream_free(s);
         return;
     }
-    s->max_tokens = p.max_tokens ? p.max_tokens : em->cfg.max_model_len - (uint32_t)n;
+    s->max_tokens = p.max_tokens ? (uint32_t)p.max_tokens : em->cfg.max_model_len - (uint32_t)n; /* <= max_model_len */
     s->n_reason = (uint32_t)floor(em->o->reasoning_share * s->max_tokens);
     if (em->o->fault_midstream_rate > 0 && streaming && s->max_tokens >= 2 &&
         rng_uniform(em) < em->o->fault_midstream_rate)

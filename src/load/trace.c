@@ -1360,6 +1360,12 @@ int st_trace_reader_feed(st_trace_reader *r, const char *data, size_t len, char 
         return 1;
     size_t pos = 0;
     while (pos < len) {
+        if (r->o.stop && *r->o.stop) {
+            r->c.interrupted = 1;
+            r->failed = 1;
+            st_errf(err, errlen, "%s: interrupted at line %llu", r->name, (unsigned long long)r->lineno + 1);
+            return -1;
+        }
         if (r->doc_mode) {
             int rc = doc_feed(r, data + pos, len - pos, err, errlen);
             if (rc) {
@@ -1501,9 +1507,15 @@ int st_trace_read_file(const char *path, const st_trace_opts *o, st_trace_row_cb
     }
     int rc = 0;
     for (;;) {
+        if (o && o->stop && *o->stop) {
+            r->c.interrupted = 1;
+            st_errf(err, errlen, "%s: interrupted at line %llu", path, (unsigned long long)r->lineno + 1);
+            rc = -1;
+            break;
+        }
         ssize_t n = read(fd, buf, ST_TRACE_CHUNK);
         if (n < 0 && errno == EINTR)
-            continue;
+            continue; /* a signal: the stop flag is looked at first */
         if (n < 0) {
             st_errf(err, errlen, "%s: %s", path, strerror(errno));
             rc = -1;

@@ -28,6 +28,7 @@
  * "file:line: reason". A malformed row is an error unless max_bad allows skipping it. */
 #ifndef ST_TRACE_H
 #define ST_TRACE_H
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -82,6 +83,9 @@ typedef struct st_trace_opts {
     uint64_t salt;                  /* mixed into the token ids generated for rows given as counts (0: none): another
                     * salt gives other prompts with the same sharing among them (a fresh prefix
                     * cache's view of the trace), as an audit's runs at different rates need */
+    /* nonzero (a SIGINT/SIGTERM handler): reading ends at the next line or chunk, -1 with
+     * "interrupted" (counts.interrupted); NULL: never */
+    const volatile sig_atomic_t *stop;
 } st_trace_opts;
 
 typedef struct st_trace_counts {
@@ -99,6 +103,7 @@ typedef struct st_trace_counts {
     uint64_t unsorted;    /* rows earlier than the row before them */
     uint64_t sessions;    /* distinct sessions among kept rows */
     int stopped;          /* max_rows reached before the end */
+    int interrupted;      /* the stop flag ended the reading (the counts are those so far) */
     char bad_first[ST_TRACE_BAD_KEPT][320];
     uint32_t n_bad_first;
 } st_trace_counts;

@@ -31,9 +31,10 @@ struct st_plan_model {
     size_t base_len;
     const st_spec *base;
     double tolerance;
-    st_workload w;          /* the spec's workload, ST_PLAN_BOUND_MAX requests, built once (read-only) */
-    st_emu_sim_item *items; /* w as engine-model items */
-    pthread_mutex_t mu;     /* guards what follows */
+    volatile sig_atomic_t *stop; /* the interruption flag (NULL: never) */
+    st_workload w;               /* the spec's workload, ST_PLAN_BOUND_MAX requests, built once (read-only) */
+    st_emu_sim_item *items;      /* w as engine-model items */
+    pthread_mutex_t mu;          /* guards what follows */
     memo memo[PLAN_MEMO_MAX];
     int n_memo, runs, hits;
 };
@@ -74,8 +75,14 @@ static double saturated_rps(const st_plan_model *m, const st_emu_config *cfg, ui
         snprintf(why, n, "out of memory");
         goto out;
     }
-    if (st_emu_sim_run_closed(cfg, m->items, reqs, clients, recs, &st, why, n))
+    st_emu_run_opts o = { .clients = clients, .stop = m->stop };
+    int stopped = 0;
+    if (st_emu_sim_run_opts(cfg, m->items, reqs, &o, recs, &st, &stopped, why, n))
         goto out;
+    if (stopped) {
+        snprintf(why, n, "interrupted");
+        goto out;
+    }
     *max_running = st.max_running;
     uint32_t k = 0;
     for (uint32_t i = 0; i < reqs; i++)
@@ -156,6 +163,16 @@ out:
     return rc;
 }
 
+static int interrupted(const st_plan_model *m, char *why, size_t n)
+{
+    if (!m->stop || !*m->stop)
+        return 0;
+    snprintf(why, n, "interrupted");
+    return 1;
+}
+
+void st_plan_model_set_stop(st_plan_model *m, volatile sig_atomic_t *stop) { m->stop = stop; }
+
 /* The coarse bound: the engine model's own step time in the steady state of a saturated
  * engine, without a simulation. fit requests hold the KV cache; each step decodes B of them and
  * prefills, within the step's token budget, what keeps the batch full (B / output tokens new
@@ -168,7 +185,7 @@ static int screen(void *arg, st_plan_candidate *c, char *why, size_t n)
     st_emu_config cfg;
     st_emu_memory mem;
     uint32_t fit;
-    if (engine_of(m, c, &cfg, &mem, &fit, why, n))
+    if (interrupted(m, why, n) || engine_of(m, c, &cfg, &mem, &fit, why, n))
         return -1;
     const st_spec *s = m->base;
     double out = s->workload.output_tokens > 1 ? s->workload.output_tokens : 1;
@@ -206,6 +223,8 @@ static int refine(void *arg, st_plan_candidate *c, char *why, size_t n)
     st_emu_config cfg;
     st_emu_memory mem;
     uint32_t fit, running = 0;
+    if (interrupted(m, why, n))
+        return -1;
     if (engine_of(m, c, &cfg, &mem, &fit, why, n))
         return -1;
     /* clients past what the KV cache holds only wait: a quarter more than the fit keeps it full */
@@ -229,6 +248,8 @@ static int refine(void *arg, st_plan_candidate *c, char *why, size_t n)
 static int evaluate(void *arg, st_plan_candidate *c, char *why, size_t n)
 {
     st_plan_model *m = arg;
+    if (interrupted(m, why, n))
+        return -1;
     st_spec s;
     if (candidate_spec(m, c, &s, why, n))
         return -1;
@@ -236,6 +257,7 @@ static int evaluate(void *arg, st_plan_candidate *c, char *why, size_t n)
     int rc = -1;
     if (st_exec_model_new(&s, NULL, &x, why, n))
         goto out;
+    x->stop = m->stop;
     st_sweep_bisect_result r;
     if (st_sweep_bisect(&s, x, 0, m->tolerance, &r, why, n))
         goto out;

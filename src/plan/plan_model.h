@@ -10,6 +10,7 @@
  * No I/O besides the engine model's virtual time. */
 #ifndef ST_PLAN_PLAN_MODEL_H
 #define ST_PLAN_PLAN_MODEL_H
+#include <signal.h>
 #include <stddef.h>
 
 #include "plan/plan.h"
@@ -30,6 +31,9 @@ typedef struct st_plan_model st_plan_model;
 int st_plan_model_new(const char *base_name, const char *base_text, size_t base_len, const st_spec *base,
                       double tolerance, st_plan_model **out, char *err, size_t errlen);
 void st_plan_model_free(st_plan_model *m);
+/* The interruption flag (a SIGINT/SIGTERM handler sets it): the engine-model runs of every
+ * callback stop within a step, and the callbacks refuse ("interrupted"). */
+void st_plan_model_set_stop(st_plan_model *m, volatile sig_atomic_t *stop);
 /* st_plan_ops backed by m (screens may run on several threads at once). */
 void st_plan_model_ops(st_plan_model *m, st_plan_ops *ops);
 /* Saturation runs done, and those a memo answered (candidates that differ only in a limit the

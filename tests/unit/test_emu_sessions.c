@@ -4,6 +4,8 @@
  * too; a turn that fails ends its session; sessions run open loop only. */
 #include "harness.h"
 
+#include <signal.h>
+
 #include <stdio.h>
 
 #include "emu/catalog.h"
@@ -172,12 +174,61 @@ static void workload_sessions_map_onto_the_model(void **state)
     st_workload_free(&w);
 }
 
+/* The stop flag ends a run at its next step, whatever virtual time a step covers: set while the
+ * run goes (here by the tick, as a signal handler would, with the tick itself never asking to
+ * stop), the requests in flight and not yet sent are recorded as aborted. */
+static volatile sig_atomic_t stop_flag;
+static int set_flag_at_1s(void *arg, st_ns now, const st_emu_stats *es, const st_emu_run_progress *p,
+                          const st_record *recs, uint32_t n)
+{
+    (void)arg, (void)es, (void)p, (void)recs, (void)n;
+    if (now >= (st_ns)1000000000)
+        stop_flag = 1;
+    return 0;
+}
+
+static void the_stop_flag_ends_a_run(void **state)
+{
+    (void)state;
+    char err[512];
+    st_emu_config c;
+    setup_cfg(&c);
+    enum { N = 400 };
+    st_emu_sim_item *it = calloc(N, sizeof *it);
+    st_record *rec = calloc(N, sizeof *rec);
+    for (uint32_t i = 0; i < N; i++) {
+        it[i] = (st_emu_sim_item){ .arrival = (st_ns)i * 50000000, .input_len = 200, .output_len = 100 };
+        st_record_init(&rec[i], i);
+    }
+    st_emu_session *S;
+    assert_int_equal(st_emu_session_new(&c, &S, NULL, err, sizeof err), 0);
+    stop_flag = 0;
+    st_emu_run_opts o = { .tick = 100000000, .on_tick = set_flag_at_1s, .stop = &stop_flag };
+    int stopped = 0;
+    st_emu_sim_stats st;
+    assert_int_equal(st_emu_session_run(S, it, N, &o, rec, &st, &stopped, err, sizeof err), 0);
+    assert_true(stopped);
+    uint32_t aborted = 0, done = 0;
+    for (uint32_t i = 0; i < N; i++) {
+        aborted += rec[i].status == ST_REQ_ABORTED;
+        done += rec[i].status == ST_REQ_OK && rec[i].end >= 0;
+        st_record_free(&rec[i]);
+    }
+    assert_int_equal(aborted + done, N);
+    assert_true(aborted > N / 2); /* 20 s of arrivals, stopped after about 1 s */
+    assert_true(done < 40);
+    st_emu_session_free(S);
+    free(rec);
+    free(it);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
         cmocka_unit_test(later_turns_follow_the_answers),
         cmocka_unit_test(a_failed_turn_ends_its_session),
         cmocka_unit_test(workload_sessions_map_onto_the_model),
+        cmocka_unit_test(the_stop_flag_ends_a_run),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }

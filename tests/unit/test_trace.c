@@ -3,6 +3,8 @@
  * and the same result whatever the chunking of the input. */
 #include "harness.h"
 
+#include <signal.h>
+
 #include <math.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -504,6 +506,30 @@ static void forced_format(void **state)
     expect_error("{\"input_tokens\": 1, \"output_tokens\": 1}\n", &o, "t:1: unknown key \"input_tokens\"");
 }
 
+/* The stop flag (a SIGINT/SIGTERM handler's) ends the reading before the next line: -1 with
+ * "interrupted", counts.interrupted; the rows given so far are those before it. */
+static void the_stop_flag_ends_the_reading(void **state)
+{
+    (void)state;
+    const char *text = "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 5}\n"
+                       "{\"timestamp\": 1000, \"input_length\": 10, \"output_length\": 5}\n";
+    volatile sig_atomic_t stop = 1;
+    st_trace_opts o;
+    memset(&o, 0, sizeof o);
+    o.stop = &stop;
+    rows_seen a = { 0 };
+    st_trace_counts c;
+    char err[512] = "";
+    assert_int_equal(st_trace_read_buffer(text, strlen(text), "t", &o, count_row, &a, &c, NULL, err, sizeof err), -1);
+    assert_true(c.interrupted);
+    assert_int_equal(a.n, 0);
+    assert_non_null(strstr(err, "interrupted at line 1"));
+    stop = 0;
+    assert_int_equal(st_trace_read_buffer(text, strlen(text), "t", &o, count_row, &a, &c, NULL, err, sizeof err), 0);
+    assert_false(c.interrupted);
+    assert_int_equal(a.n, 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
@@ -517,6 +543,7 @@ int main(void)
         cmocka_unit_test(chunking_does_not_matter),
         cmocka_unit_test(datetimes),
         cmocka_unit_test(forced_format),
+        cmocka_unit_test(the_stop_flag_ends_the_reading),
     };
     return cmocka_run_group_tests(t, NULL, NULL);
 }
