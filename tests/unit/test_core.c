@@ -137,6 +137,12 @@ static void parse_strict_numbers(void **state)
     assert_int_equal(st_parse_duration_s("2m", &d), 0);
     assert_near(d, 120, 0);
     assert_int_equal(st_parse_duration_s("2h", &d), -1);
+    /* bounded: no duration overflows a nanosecond clock */
+    assert_int_equal(st_parse_duration_s("1e11", &d), -1);
+    assert_int_equal(st_parse_duration_s("1e300m", &d), -1);
+    assert_int_equal(st_parse_duration_s("31536000", &d), 0);
+    assert_true(st_s_to_ns(1e11) > 0);
+    assert_true(st_s_to_ns(1e300) == ST_NS_MAX);
     char f[32];
     assert_string_equal(st_fmt_shortest(f, sizeof f, 0.005, 1), "0.005");
     assert_string_equal(st_fmt_shortest(f, sizeof f, 10, 1), "10.0");

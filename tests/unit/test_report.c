@@ -70,6 +70,9 @@ static void put_run(st_store *s, const char *cfg, int seq, double rate, const ch
                      .ttft_p95_ms = 800,
                      .tpot_p95_ms = 40,
                      .worst_ratio = 0.8 };
+    /* the engine's /version answer is text from outside: the report escapes it */
+    if (!strcmp(cfg, "baseline") && seq == 0)
+        r.facts = "{\"engine_version\":\"0.9<img src=x onerror=alert(1)>*x*\"}";
     char key[64];
     snprintf(key, sizeof key, "%s-%d", cfg, seq);
     st_store_hash(key, strlen(key), r.run_key);
@@ -300,7 +303,8 @@ static void files_written_and_escaped(void **state)
                                "decreasing \\`max\\_model\\_len\\` when initializing the engine.",
                                "not run",
                                "adds `--kv-cache-dtype fp8`",
-                               "Measured on servetune's emulator" };
+                               "Measured on servetune's emulator",
+                               "(version 0.9&lt;img src=x onerror=alert(1)>\\*x\\*)" };
     for (size_t i = 0; i < sizeof sections / sizeof *sections; i++)
         if (!strstr(md, sections[i]))
             fail_msg("report.md lacks '%s'", sections[i]);
