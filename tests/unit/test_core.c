@@ -1,5 +1,6 @@
 #include "harness.h"
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -240,6 +241,64 @@ static void read_file_bounded(void **state)
     assert_non_null(strstr(err, path));
 }
 
+/* Output files are written safely: a FIFO, a device node or a symlink at the destination is
+ * refused by name and left as it was; a symlink planted at PATH.tmp is not followed. */
+static void output_files_written_safely(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/st-test-outXXXXXX", path[128], p2[160], tgt[160], err[512] = "";
+    assert_non_null(mkdtemp(dir));
+    /* a plain file: written, replaced */
+    snprintf(path, sizeof path, "%s/out.json", dir);
+    assert_int_equal(st_write_file_atomic(path, "one", 3, err, sizeof err), 0);
+    assert_int_equal(st_write_file_atomic(path, "two!", 4, err, sizeof err), 0);
+    size_t len = 0;
+    char *b = st_read_file(path, 100, &len, err, sizeof err);
+    assert_non_null(b);
+    assert_string_equal(b, "two!");
+    free(b);
+    /* a FIFO: refused, still a FIFO (a write into it would block: the refusal comes first) */
+    snprintf(p2, sizeof p2, "%s/fifo", dir);
+    assert_int_equal(mkfifo(p2, 0600), 0);
+    assert_int_equal(st_write_file_atomic(p2, "x", 1, err, sizeof err), -1);
+    assert_non_null(strstr(err, "is a FIFO, not a regular file; refusing to replace it"));
+    struct stat st;
+    assert_int_equal(lstat(p2, &st), 0);
+    assert_true(S_ISFIFO(st.st_mode));
+    unlink(p2);
+    /* a device node (checked, never written) */
+    assert_int_equal(st_outfile_check("/dev/null", err, sizeof err), -1);
+    assert_non_null(strstr(err, "/dev/null: is a character device"));
+    /* a symlink at the destination: refused, its target untouched */
+    snprintf(tgt, sizeof tgt, "%s/target", dir);
+    assert_int_equal(st_write_file_atomic(tgt, "keep", 4, err, sizeof err), 0);
+    snprintf(p2, sizeof p2, "%s/link", dir);
+    assert_int_equal(symlink(tgt, p2), 0);
+    assert_int_equal(st_write_file_atomic(p2, "evil", 4, err, sizeof err), -1);
+    assert_non_null(strstr(err, "is a symbolic link"));
+    b = st_read_file(tgt, 100, &len, err, sizeof err);
+    assert_string_equal(b, "keep");
+    free(b);
+    unlink(p2);
+    /* a symlink planted at PATH.tmp: removed, never followed */
+    snprintf(p2, sizeof p2, "%s.tmp", path);
+    assert_int_equal(symlink(tgt, p2), 0);
+    st_outfile o;
+    assert_int_equal(st_outfile_open(&o, path, err, sizeof err), 0);
+    assert_int_equal(st_fd_write_all(o.fd, "three", 5), 0);
+    assert_int_equal(st_outfile_commit(&o, err, sizeof err), 0);
+    b = st_read_file(tgt, 100, &len, err, sizeof err);
+    assert_string_equal(b, "keep");
+    free(b);
+    b = st_read_file(path, 100, &len, err, sizeof err);
+    assert_string_equal(b, "three");
+    free(b);
+    assert_int_equal(lstat(p2, &st), -1);
+    unlink(path);
+    unlink(tgt);
+    assert_int_equal(rmdir(dir), 0);
+}
+
 /* st_grow doubles from its first size and refuses a size that would overflow; st_cmp_double is
  * a total order with NaN last. */
 static void util_grow_and_order(void **state)
@@ -355,6 +414,7 @@ int main(void)
         cmocka_unit_test(opts_table),
         cmocka_unit_test(virtual_clock),
         cmocka_unit_test(read_file_bounded),
+        cmocka_unit_test(output_files_written_safely),
         cmocka_unit_test(util_grow_and_order),
         cmocka_unit_test(secrets_are_redacted),
         cmocka_unit_test(text_is_sanitized),

@@ -70,9 +70,6 @@ static void put_run(st_store *s, const char *cfg, int seq, double rate, const ch
                      .ttft_p95_ms = 800,
                      .tpot_p95_ms = 40,
                      .worst_ratio = 0.8 };
-    /* the engine's /version answer is text from outside: the report escapes it */
-    if (!strcmp(cfg, "baseline") && seq == 0)
-        r.facts = "{\"engine_version\":\"0.9<img src=x onerror=alert(1)>*x*\"}";
     char key[64];
     snprintf(key, sizeof key, "%s-%d", cfg, seq);
     st_store_hash(key, strlen(key), r.run_key);
@@ -111,6 +108,8 @@ static st_store *make_store_as(int partial, int burst)
                             .status = "done",
                             .startup_s = 3.5,
                             .argv = "servetune emulate serve Qwen/Qwen3-8B" };
+        if (i == 0) /* the engine's /version answer is text from outside: the report escapes it */
+            c.facts = "{\"engine_version\":\"0.9<img src=x onerror=alert(1)>*x*\"}";
         if (i == 2) {
             c.status = "failed";
             c.startup_s = NAN;
