@@ -196,7 +196,7 @@ int st_calibrate_add_audit(st_calibrate_set *s, const char *dir, const st_strv *
     }
     /* opened as `servetune report` opens it: a database from an older servetune gets its later
      * columns (nothing else is written) */
-    if (st_store_open_file(path, 0, &store, err, errlen) < 0)
+    if (st_store_open_file(path, ST_STORE_READONLY, &store, err, errlen) < 0)
         return -1;
     int added = -1;
     st_audit_row a = { 0 };

@@ -6,6 +6,7 @@
 #include "cluster/shard.h"
 #include "audit/store.h"
 #include "cli/cli.h"
+#include "core/file.h"
 #include "core/opts.h"
 #include "report/report.h"
 
@@ -20,6 +21,7 @@ int cmd_report(int argc, char **argv)
     char err[1024] = "";
     int rc = ST_EXIT_OK;
     st_store *s = NULL;
+    int lock_fd = -1;
     if (st_opts_parse(opts, argc - 1, argv + 1, 0, &res, err, sizeof err)) {
         rc = st_cli_usage_error("report", err);
         goto out;
@@ -53,7 +55,9 @@ int cmd_report(int argc, char **argv)
         rc = ST_EXIT_FAIL;
         goto out;
     }
-    if (st_store_open(dir, &s, err, sizeof err) || st_report_write_all(s, dir, err, sizeof err)) {
+    /* one report or merge at a time in DIR */
+    if (st_dir_lock_file(dir, &lock_fd, err, sizeof err) || st_store_open_read(dir, &s, err, sizeof err) ||
+        st_report_write_all(s, dir, err, sizeof err)) {
         fprintf(stderr, "servetune report: %s\n", err);
         rc = ST_EXIT_FAIL;
     } else if (!quiet) {
@@ -61,6 +65,8 @@ int cmd_report(int argc, char **argv)
     }
 out:
     st_store_close(s);
+    if (lock_fd >= 0)
+        close(lock_fd);
     st_opts_result_free(&res);
     return rc;
 }

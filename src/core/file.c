@@ -212,6 +212,33 @@ int st_dir_lock(const char *dir, int shared, int *fd, char *err, size_t errlen)
     return -1;
 }
 
+int st_dir_lock_file(const char *dir, int *fd, char *err, size_t errlen)
+{
+    char path[4200];
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, ST_LOCK_FILE) >= sizeof path) {
+        snprintf(err, errlen, "%s: path too long", dir);
+        return -1;
+    }
+    *fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (*fd < 0) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (flock(*fd, LOCK_EX | LOCK_NB) == 0)
+        return 0;
+    int e = errno;
+    if (e == ENOLCK || e == EOPNOTSUPP || e == ENOSYS || e == EINVAL)
+        return 0; /* no flock on this file system: nothing to hold */
+    close(*fd);
+    *fd = -1;
+    if (e == EWOULDBLOCK)
+        snprintf(err, errlen, "%s is in use by another servetune (a report or merge is running there); try again when it ends",
+                 dir);
+    else
+        snprintf(err, errlen, "%s: cannot lock: %s", path, strerror(e));
+    return -1;
+}
+
 int st_mkdir(const char *path, char *err, size_t errlen)
 {
     if (mkdir(path, 0755) && errno != EEXIST) {

@@ -50,6 +50,16 @@ int st_fd_read_all(int fd, void *buf, size_t len);
  * 0 with *fd -1: no lock, nothing refused. */
 int st_dir_lock(const char *dir, int shared, int *fd, char *err, size_t errlen);
 
+/* The lock file that serializes the writers of an audit folder's results (a merge of shards,
+ * `servetune report`), beside the folder lock an audit holds (st_dir_lock). */
+#define ST_LOCK_FILE ".servetune.lock"
+/* Locks dir against another process through DIR/ST_LOCK_FILE (created when missing with
+ * O_NOFOLLOW, never a symlink followed; flock, exclusive, without waiting). 0 with *fd holding the
+ * lock (closing it releases it); -1 with "DIR is in use by another servetune (a report or merge is
+ * running there)" or the reason the file could not be opened. A file system without flock gives 0
+ * with the file open and nothing held. */
+int st_dir_lock_file(const char *dir, int *fd, char *err, size_t errlen);
+
 /* Makes the folder path (its parent must exist); one that exists already is fine. 0, or -1 with
  * "PATH: reason" in err. */
 int st_mkdir(const char *path, char *err, size_t errlen);
