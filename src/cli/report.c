@@ -32,7 +32,9 @@ int cmd_report(int argc, char **argv)
             "Re-renders DIR/report.html, DIR/report.md, DIR/report.json and DIR/results.csv from DIR/results.sqlite\n"
             "(written by servetune audit). Nothing is measured again. When DIR/shards/ holds the shards of an audit\n"
             "run across machines (servetune audit --only, --slurm), they are first merged into DIR/results.sqlite\n"
-            "(shards of different spec texts are refused; docs/cluster.md).\n\nOptions:\n");
+            "(shards of different spec texts are refused; docs/cluster.md). The database is opened read-only\n"
+            "(nothing created; a file that is not servetune's database is refused), and one report or merge\n"
+            "at a time may work in DIR (a lock on DIR/.servetune.lock).\n\nOptions:\n");
         st_opts_usage(stdout, opts);
         printf("\nExample:\n  servetune report audit-out\n\nExit codes: 0 written; 1 the database could not be read or "
                "the files written; 2 bad arguments.\n");
