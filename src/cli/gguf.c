@@ -238,6 +238,11 @@ int cmd_gguf(int argc, char **argv)
         goto out;
     }
 
+    if (st_outfile_check(out, err, sizeof err)) { /* said before the model is built */
+        fprintf(stderr, "servetune gguf: %s\n", err);
+        rc = ST_EXIT_FAIL;
+        goto out;
+    }
     st_ns t0 = st_now();
     size_t vlen;
     vbytes = st_read_file(vocab_path, VOCAB_MAX_BYTES, &vlen, err, sizeof err);
