@@ -14,6 +14,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "core/buf.h"
 #include "core/util.h"
@@ -1602,6 +1603,46 @@ int st_trace_read_buffer(const char *data, size_t len, const char *name, const s
     return rc < 0 ? -1 : 0;
 }
 
+/* A gzip-compressed file, inflated as it is read (members one after another, as gunzip does). */
+typedef struct gz_in {
+    z_stream zs;
+    int on;    /* the file is gzip (decided on its first bytes) */
+    int ended; /* the last member ended (more input starts another) */
+    char *out; /* ST_TRACE_CHUNK bytes */
+} gz_in;
+
+/* Inflates n bytes of the file into the reader. 0, 1 (stop), -1 with err. */
+static int gz_feed(gz_in *g, st_trace_reader *r, const char *path, char *in, size_t n, char *err, size_t errlen)
+{
+    g->zs.next_in = (Bytef *)in;
+    g->zs.avail_in = (uInt)n;
+    while (g->zs.avail_in > 0) {
+        if (g->ended) {
+            if (inflateReset(&g->zs) != Z_OK)
+                return st_errf(err, errlen, "%s: gzip: cannot start the next member", path), -1;
+            g->ended = 0;
+        }
+        g->zs.next_out = (Bytef *)g->out;
+        g->zs.avail_out = (uInt)ST_TRACE_CHUNK;
+        int zr = inflate(&g->zs, Z_NO_FLUSH);
+        if (zr != Z_OK && zr != Z_STREAM_END && zr != Z_BUF_ERROR) {
+            st_errf(err, errlen, "%s: gzip data is corrupt (%s)", path, g->zs.msg ? g->zs.msg : "inflate failed");
+            return -1;
+        }
+        size_t got = ST_TRACE_CHUNK - g->zs.avail_out;
+        if (got) {
+            int rc = st_trace_reader_feed(r, g->out, got, err, errlen);
+            if (rc)
+                return rc;
+        }
+        if (zr == Z_STREAM_END)
+            g->ended = 1;
+        else if (zr == Z_BUF_ERROR && got == 0)
+            break; /* needs more input */
+    }
+    return 0;
+}
+
 int st_trace_read_file(const char *path, const st_trace_opts *o, st_trace_row_cb cb, void *arg, st_trace_counts *counts,
                        st_trace_format *fmt, char *err, size_t errlen)
 {
@@ -1630,7 +1671,9 @@ int st_trace_read_file(const char *path, const st_trace_opts *o, st_trace_row_cb
         st_errf(err, errlen, "%s: out of memory", path);
         return -1;
     }
-    int rc = 0;
+    int rc = 0, first = 1;
+    gz_in g;
+    memset(&g, 0, sizeof g);
     for (;;) {
         ssize_t n = read(fd, buf, ST_TRACE_CHUNK);
         if (n < 0 && errno == EINTR)
@@ -1640,17 +1683,37 @@ int st_trace_read_file(const char *path, const st_trace_opts *o, st_trace_row_cb
             rc = -1;
             break;
         }
+        if (first && n >= 2 && (unsigned char)buf[0] == 0x1f && (unsigned char)buf[1] == 0x8b) {
+            /* gzip (a .jsonl.gz as published): inflated as it streams, memory still bounded */
+            g.out = malloc(ST_TRACE_CHUNK);
+            if (!g.out || inflateInit2(&g.zs, 15 + 16) != Z_OK) {
+                st_errf(err, errlen, "%s: out of memory", path);
+                rc = -1;
+                break;
+            }
+            g.on = 1;
+        }
+        first = 0;
         if (n == 0) {
+            if (g.on && !g.ended) {
+                st_errf(err, errlen, "%s: the gzip data ends early (a truncated file?)", path);
+                rc = -1;
+                break;
+            }
             rc = st_trace_reader_finish(r, err, errlen);
             break;
         }
-        rc = st_trace_reader_feed(r, buf, (size_t)n, err, errlen);
+        rc = g.on ? gz_feed(&g, r, path, buf, (size_t)n, err, errlen)
+                  : st_trace_reader_feed(r, buf, (size_t)n, err, errlen);
         if (rc) {
             if (rc > 0)
                 rc = 0;
             break;
         }
     }
+    if (g.on)
+        inflateEnd(&g.zs);
+    free(g.out);
     if (counts)
         *counts = r->c;
     if (fmt)

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "core/buf.h"
 #include "load/trace.h"
@@ -652,6 +653,49 @@ static void long_first_lines(void **state)
     st_buf_free(&b);
 }
 
+/* A gzip file is inflated as it is read (two members, as `cat a.gz b.gz` makes), giving the rows
+ * of the plain file; a truncated one is an error that says so. */
+static void gzip_files_read(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/st-trace-gzXXXXXX", gz[64], cut[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(gz, sizeof gz, "%s/t.jsonl.gz", dir);
+    snprintf(cut, sizeof cut, "%s/cut.jsonl.gz", dir);
+    for (int member = 0; member < 2; member++) {
+        gzFile z = gzopen(gz, member ? "ab" : "wb");
+        assert_non_null(z);
+        for (int i = 0; i < 3000; i++)
+            gzprintf(z, "{\"timestamp\": %d, \"input_length\": %d, \"output_length\": 5, \"hash_ids\": [%d]}\n",
+                     member * 3000000 + i * 1000, 100 + i % 300, i % 7);
+        assert_int_equal(gzclose(z), Z_OK);
+    }
+    rows_seen a = { 0 };
+    char err[400] = "";
+    st_trace_format f = ST_TRACE_AUTO;
+    if (st_trace_read_file(gz, NULL, count_row, &a, NULL, &f, err, sizeof err))
+        fail_msg("%s", err);
+    assert_int_equal(a.n, 6000);
+    assert_int_equal(f, ST_TRACE_MOONCAKE);
+    /* the first half of the file only */
+    FILE *in = fopen(gz, "rb");
+    assert_non_null(in);
+    static char bytes[1 << 20];
+    size_t n = fread(bytes, 1, sizeof bytes, in);
+    fclose(in);
+    FILE *o = fopen(cut, "wb");
+    assert_non_null(o);
+    fwrite(bytes, 1, n / 4, o);
+    fclose(o);
+    rows_seen b = { 0 };
+    assert_int_equal(st_trace_read_file(cut, NULL, count_row, &b, NULL, NULL, err, sizeof err), -1);
+    if (!strstr(err, "the gzip data ends early"))
+        fail_msg("got '%s'", err);
+    unlink(gz);
+    unlink(cut);
+    rmdir(dir);
+}
+
 /* Files that never end: a device is refused by name; a FIFO is read, and a line without end in
  * it is refused once it passes the limit (a writer that never closes cannot hold the reader). */
 static void devices_and_fifos(void **state)
@@ -707,6 +751,7 @@ int main(void)
         cmocka_unit_test(overlong_lines_reported_at_once),
         cmocka_unit_test(long_first_lines),
         cmocka_unit_test(devices_and_fifos),
+        cmocka_unit_test(gzip_files_read),
     };
     return cmocka_run_group_tests(t, NULL, NULL);
 }
