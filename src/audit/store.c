@@ -183,7 +183,8 @@ static int is_servetune_db(sqlite3 *db, const char *path, char *err, size_t errl
     if (n < 0)
         return -1;
     if (n != 2) { /* every servetune database, the first ones included, has these two */
-        snprintf(err, errlen, "%s: an SQLite database without servetune's tables (another program's?): not opened", path);
+        snprintf(err, errlen, "%s: an SQLite database without servetune's tables (another program's?): not opened",
+                 path);
         return 0;
     }
     return 1;
@@ -227,8 +228,9 @@ int st_store_open_file(const char *path, int flags, st_store **out, char *err, s
     sqlite3_busy_timeout(s->db, 5000);
     if (check) {
         int ours = is_servetune_db(s->db, path, err, errlen);
-        if (ours < 0 && ro && (sqlite3_extended_errcode(s->db) == SQLITE_READONLY_ROLLBACK ||
-                               sqlite3_extended_errcode(s->db) == SQLITE_READONLY_RECOVERY)) {
+        if (ours < 0 && ro &&
+            (sqlite3_extended_errcode(s->db) == SQLITE_READONLY_ROLLBACK ||
+             sqlite3_extended_errcode(s->db) == SQLITE_READONLY_RECOVERY)) {
             /* a hot journal: only a writer can roll it back (the file is servetune's if the
              * check passes once it is) */
             sqlite3_close(s->db);

@@ -147,8 +147,10 @@ int cmd_gguf(int argc, char **argv)
         { "size", 0, ST_OPT_STR, &size, "SIZE", "a preset of that architecture (see below), e.g. 30M", 0, 0, 0 },
         { "vocab", 0, ST_OPT_STR, &vocab_path, "FILE", "a GGUF file with the tokenizer (tokenizer.* keys are copied)",
           0, 0, 0 },
-        { "output", 'o', ST_OPT_STR, &out, "FILE", "where to write the model (written to FILE.tmp, then renamed; an existing FILE that is a FIFO, device or symlink is refused)", 0, 0,
-          0 },
+        { "output", 'o', ST_OPT_STR, &out, "FILE",
+          "where to write the model (written to FILE.tmp, then renamed; an existing FILE that is a FIFO, device or "
+          "symlink is refused)",
+          0, 0, 0 },
         { "seed", 0, ST_OPT_LONG, &seed, "N", "seed of the weights (1)", 0, 9.0e18, 0 },
         { "type", 0, ST_OPT_STR, &type, "TYPE", "f16 or f32 for the 2-D weights (f16); norms and biases are f32", 0, 0,
           0 },

@@ -142,7 +142,10 @@ static int trace_stats(int argc, char **argv)
         { "trace-max-context", 0, ST_OPT_LONG, &T.max_context, "N",
           "skip and count requests whose prompt + output exceed N tokens", 1, 1e9, 0 },
         { "seed", 0, ST_OPT_LONG, &seed, "N", "seed of --trace-sample (default 0)", 0, 9.2e18, 0 },
-        { "json", 0, ST_OPT_STR, &json_path, "FILE", "write the figures and the advice as JSON (FILE.tmp, then renamed; a FIFO, device or symlink at FILE is refused)", 0, 0, 0 },
+        { "json", 0, ST_OPT_STR, &json_path, "FILE",
+          "write the figures and the advice as JSON (FILE.tmp, then renamed; a FIFO, device or symlink at FILE is "
+          "refused)",
+          0, 0, 0 },
         { "kv-tokens", 0, ST_OPT_LONG, &kv_tokens, "N", "the KV cache size in tokens, for the advice", 1, 1e12, 0 },
         { "max-model-len", 0, ST_OPT_LONG, &max_model_len, "N", "the current context limit, for the advice", 1, 1e9,
           0 },

@@ -232,8 +232,8 @@ int st_dir_lock_file(const char *dir, int *fd, char *err, size_t errlen)
     close(*fd);
     *fd = -1;
     if (e == EWOULDBLOCK)
-        snprintf(err, errlen, "%s is in use by another servetune (a report or merge is running there); try again when it ends",
-                 dir);
+        snprintf(err, errlen,
+                 "%s is in use by another servetune (a report or merge is running there); try again when it ends", dir);
     else
         snprintf(err, errlen, "%s: cannot lock: %s", path, strerror(e));
     return -1;

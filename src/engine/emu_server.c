@@ -560,8 +560,7 @@ static void on_step_timer(st_loop *l, void *arg)
                 continue;
             if (deliver(em, s, ev, em->step_end_e, deadline))
                 stream_free(s);
-            else if (s->streaming && s->resp && !s->held &&
-                     st_server_resp_pending(s->resp) > EMU_STREAM_PENDING_MAX)
+            else if (s->streaming && s->resp && !s->held && st_server_resp_pending(s->resp) > EMU_STREAM_PENDING_MAX)
                 hold_stream(em, s); /* its client does not read: no more tokens into its socket */
         }
         em->step_active = 0;

@@ -356,10 +356,10 @@ struct st_trace_reader {
     uint64_t lineno;
     /* JSON document splitter */
     int jdepth, jin_str, jesc, jarr_depth, jdone, jin_elem;
-    int jtop_obj;   /* the document is an object: its rows are the array under "data" */
-    char jkey[8];   /* the last string at the top object's level (its keys), cut to 7 bytes */
+    int jtop_obj; /* the document is an object: its rows are the array under "data" */
+    char jkey[8]; /* the last string at the top object's level (its keys), cut to 7 bytes */
     size_t jkey_len;
-    int jkey_cap;   /* capturing that string */
+    int jkey_cap; /* capturing that string */
     st_buf elem;
     uint64_t elem_line;
     /* CSV */
@@ -1397,7 +1397,7 @@ static int sniff(const st_trace_reader *r, const unsigned char *h, size_t n, cha
     } packed[] = {
         { "\x1f\x8b", 2, "gzip", "gunzip -k" },
         { "\x28\xb5\x2f\xfd", 4, "zstd", "zstd -d" },
-        { "\xfd" "7zXZ", 5, "xz", "unxz -k" },
+        { "\xfd\x37\x7a\x58\x5a", 5, "xz", "unxz -k" },
         { "BZh", 3, "bzip2", "bunzip2 -k" },
         { "PK\x03\x04", 4, "zip", "unzip" },
     };
@@ -1656,7 +1656,9 @@ int st_trace_read_file(const char *path, const st_trace_opts *o, st_trace_row_cb
     struct stat st;
     if (fd > 0 && fstat(fd, &st) == 0 && (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) || S_ISDIR(st.st_mode))) {
         st_errf(err, errlen, "%s: is a %s, not a trace file", path,
-                S_ISDIR(st.st_mode) ? "folder" : S_ISCHR(st.st_mode) ? "character device" : "block device");
+                S_ISDIR(st.st_mode)   ? "folder"
+                : S_ISCHR(st.st_mode) ? "character device"
+                                      : "block device");
         if (fd > 0)
             close(fd);
         return -1;

@@ -43,7 +43,9 @@ static void outputs_refuse_fifos_and_symlinks(void **state)
         fail_msg("trace stats said: %s", out);
     assert_true(file_has(target, "keep"));
     /* gguf -o: refused before anything is built (so before the vocabulary is read) */
-    char *g[] = { (char *)st_test_bin(), "gguf", "--arch", "llama", "--size", "30M", "--vocab", trace, "-o", fifo, NULL };
+    char *g[] = {
+        (char *)st_test_bin(), "gguf", "--arch", "llama", "--size", "30M", "--vocab", trace, "-o", fifo, NULL
+    };
     rc = st_test_capture(g, out, sizeof out);
     assert_true(rc != 0);
     if (!strstr(out, "out.fifo: is a FIFO, not a regular file; refusing to replace it"))

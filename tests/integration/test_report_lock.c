@@ -40,7 +40,7 @@ static void report_and_merge_take_the_lock(void **state)
     rc = st_test_capture(report, out, sizeof out);
     assert_null(strstr(out, "in use by another servetune"));
     const char *files[] = { ST_LOCK_FILE, "results.sqlite", "results.sqlite-wal", "results.sqlite-shm",
-                            "report.md", "report.json", "report.html", "results.csv" };
+                            "report.md",  "report.json",    "report.html",        "results.csv" };
     for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
         snprintf(lock, sizeof lock, "%s/%s", dir, files[i]);
         unlink(lock);

@@ -567,9 +567,8 @@ static void bom_and_compressed_files(void **state)
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         err[0] = '\0';
-        assert_int_equal(st_trace_read_buffer(bad[i].data, bad[i].len, "t", NULL, count_row, &c, NULL, NULL, err,
-                                              sizeof err),
-                         -1);
+        assert_int_equal(
+            st_trace_read_buffer(bad[i].data, bad[i].len, "t", NULL, count_row, &c, NULL, NULL, err, sizeof err), -1);
         if (!strstr(err, bad[i].want))
             fail_msg("case %zu: '%s' lacks '%s'", i, err, bad[i].want);
     }
