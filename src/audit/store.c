@@ -301,6 +301,11 @@ static void keep_err(st_store *s)
         se = e;
     if (se)
         snprintf(s->err, sizeof s->err, "%s (%s)", sqlite3_errmsg(s->db), strerror(se));
+    else if (code == SQLITE_READONLY)
+        snprintf(s->err, sizeof s->err,
+                 "%s: check that this user may write the database and its folder (a hot journal left by an "
+                 "interrupted write needs write access to be rolled back)",
+                 sqlite3_errmsg(s->db));
     else
         snprintf(s->err, sizeof s->err, "%s", sqlite3_errmsg(s->db));
 }
@@ -1063,7 +1068,10 @@ static int exec_sql(st_store *s, const char *sql, const char *path, char *err, s
     char *e = NULL;
     if (sqlite3_exec(s->db, sql, NULL, NULL, &e) == SQLITE_OK)
         return 0;
-    snprintf(err, errlen, "%s: %s", path, e ? e : sqlite3_errmsg(s->db));
+    if ((sqlite3_extended_errcode(s->db) & 0xff) == SQLITE_READONLY)
+        db_errmsg(s->db, path, err, errlen); /* with what to do about it */
+    else
+        snprintf(err, errlen, "%s: %s", path, e ? e : sqlite3_errmsg(s->db));
     sqlite3_free(e);
     return -1;
 }

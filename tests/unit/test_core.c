@@ -144,6 +144,7 @@ static void parse_strict_numbers(void **state)
     assert_int_equal(st_parse_duration_s("31536000", &d), 0);
     assert_true(st_s_to_ns(1e11) > 0);
     assert_true(st_s_to_ns(1e300) == ST_NS_MAX);
+    assert_true(st_now() + st_s_to_ns(1e300) > st_now()); /* a deadline that far is still later */
     char f[32];
     assert_string_equal(st_fmt_shortest(f, sizeof f, 0.005, 1), "0.005");
     assert_string_equal(st_fmt_shortest(f, sizeof f, 10, 1), "10.0");
