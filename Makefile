@@ -7,7 +7,7 @@
 #                                        benchmarks and the tests, not into servetune)
 #   tests/fuzz/fuzz_*.c               -> libFuzzer targets (clang), `make fuzz`
 CC      ?= cc
-PKGS    := openssl yaml-0.1 jansson sqlite3
+PKGS    := openssl yaml-0.1 jansson sqlite3 zlib
 CSTD    := -std=c11 -D_GNU_SOURCE
 WARN    := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wno-unused-parameter
 OPT     ?= -O2 -g

@@ -224,7 +224,7 @@ int st_calibrate_add_audit(st_calibrate_set *s, const char *dir, const st_strv *
     }
     /* opened as `servetune report` opens it: a database from an older servetune gets its later
      * columns (nothing else is written) */
-    if (st_store_open_file(path, 0, &store, err, errlen) < 0)
+    if (st_store_open_file(path, ST_STORE_READONLY, &store, err, errlen) < 0)
         return -1;
     int added = -1;
     st_audit_row a = { 0 };
@@ -400,8 +400,11 @@ int st_calibrate_add_bench_json(st_calibrate_set *s, const char *label, const ch
     run->rate = json_is_number(rate)   ? json_number_value(rate) / (time_scale > 0 ? time_scale : 1)
                 : json_is_string(rate) ? INFINITY
                                        : 0;
+    /* the file's cap, bounded by the run's own size: a cap above the number of requests never
+     * binds (the same as none), and a value from the file never sizes anything beyond the run */
     json_t *mc = json_object_get(ar, "max_concurrency");
-    run->max_concurrency = json_is_integer(mc) && json_integer_value(mc) > 0 ? (uint32_t)json_integer_value(mc) : 0;
+    json_int_t mcv = json_is_integer(mc) ? json_integer_value(mc) : 0;
+    run->max_concurrency = mcv > 0 && mcv < (json_int_t)run->n ? (uint32_t)mcv : 0;
     snprintf(run->label, sizeof run->label, "%s", label);
     /* the same workload (seed included) makes the same prompts: a later run found them in the
      * server's prefix cache, which the replay on a fresh engine model does not */

@@ -35,7 +35,7 @@ typedef struct st_calibrate_run {
     double measured[ST_CAL_NFIG];
     double predicted[ST_CAL_NFIG];
     double mean_in, mean_out;
-    uint32_t max_concurrency; /* the client's cap on requests in flight (0: none) */
+    uint32_t max_concurrency; /* the client's cap on requests in flight (0: none; always < n) */
     char *prompts_sig;        /* bench runs: the workload that made its prompts, as JSON (owned; NULL: none) */
     int same_prompts_as;      /* bench runs: an earlier run of the set that sent the same prompts, or -1 */
 } st_calibrate_run;

@@ -320,6 +320,20 @@ int st_spec_warnings(const st_spec *s, int starts_engine, st_buf *out)
     int n = 0;
     if (starts_engine)
         n += launch_warnings(s, out);
+    /* a replayed trace's pauses between turns: one of days (a foreign log's times) is capped */
+    if (s->workload.kind == ST_WL_TRACE && s->workload.sessions.on && !s->workload.sessions.think_set) {
+        st_trace_counts c;
+        char e[512];
+        if (st_trace_read_file(s->workload.trace, NULL, NULL, NULL, &c, NULL, e, sizeof e) == 0 && c.think_long) {
+            st_buf_printf(out,
+                          "workload.trace: %llu pause%s between a session's turns %s longer than %g s (the longest "
+                          "%.0f s, %.1f days): the replay waits %g s instead (set workload.think_time to choose)\n",
+                          (unsigned long long)c.think_long, c.think_long == 1 ? "" : "s",
+                          c.think_long == 1 ? "is" : "are", ST_TRACE_THINK_CAP_S, c.think_longest_s,
+                          c.think_longest_s / 86400, ST_TRACE_THINK_CAP_S);
+            n++;
+        }
+    }
     if (!st_exec_model_supported(s, why, sizeof why))
         return n;
     /* hardware.gpu labels and prices the audit: a name the catalog does not know is allowed (a

@@ -424,7 +424,12 @@ static int parse_hardware(pctx *p, yaml_node_t *n, st_spec *s)
     }
     if (!(v = kv(k, nk, "price_per_gpu_hour")))
         return failf(p, n, "hardware: 'price_per_gpu_hour' is required (US$ per GPU-hour)");
-    return get_double(p, v, "hardware.price_per_gpu_hour", &s->hardware.price_per_gpu_hour, 0, 1);
+    if (get_double(p, v, "hardware.price_per_gpu_hour", &s->hardware.price_per_gpu_hour, 0, 1))
+        return -1;
+    if (s->hardware.price_per_gpu_hour > ST_SPEC_MAX_PRICE_PER_GPU_HOUR)
+        return failf(p, v, "hardware.price_per_gpu_hour: at most %g (US$ per GPU-hour), got %s",
+                     ST_SPEC_MAX_PRICE_PER_GPU_HOUR, scalar(v));
+    return 0;
 }
 
 /* "N" or "MIN-MAX" turns per session, within 1..ST_SPEC_MAX_TURNS. */
@@ -942,11 +947,11 @@ static int parse_timeouts(pctx *p, yaml_node_t *n, st_spec *s)
             continue;
         const char *t = scalar(k[i].val);
         double d;
-        if (!t || st_parse_duration_s(t, &d) || !(d > 0) || !isfinite(d) || d > ST_SPEC_MAX_DURATION_S)
-            return failf(
-                p, k[i].val,
-                "timeouts.%s: expected a positive duration up to %g s such as 600, 30s, 500ms or 10m, got '%s'",
-                k[i].key, ST_SPEC_MAX_DURATION_S, t ? t : "(not a scalar)");
+        if (!t || st_parse_duration_s(t, &d) || !(d > 0) || !isfinite(d) || d > ST_SPEC_MAX_TIMEOUT_S)
+            return failf(p, k[i].val,
+                         "timeouts.%s: expected a positive duration of at most %g s (a day) such as 600, 30s, "
+                         "500ms or 10m, got '%s'",
+                         k[i].key, ST_SPEC_MAX_TIMEOUT_S, t ? t : "(not a scalar)");
         *dst[i] = d;
     }
     return 0;

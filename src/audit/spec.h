@@ -252,6 +252,11 @@ typedef struct st_spec {
 #define ST_SPEC_MAX_DURATION_S 8640000.0
 /* The highest finite rate of the grid, req/s (as peak_rate). */
 #define ST_SPEC_MAX_RATE ST_SPEC_MAX_PEAK_RATE
+/* The highest price a spec may state (US$ per GPU-hour): far above any rental, low enough that
+ * every cost figure prints in full. */
+#define ST_SPEC_MAX_PRICE_PER_GPU_HOUR 1000.0
+/* The longest timeout (timeouts.startup, .request, .stop_grace) a spec may set: a day. */
+#define ST_SPEC_MAX_TIMEOUT_S 86400.0
 /* The longest think time a synthetic session may pause (seconds). */
 #define ST_SPEC_MAX_THINK_S ST_SESSION_THINK_MAX_S
 

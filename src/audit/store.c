@@ -126,23 +126,158 @@ int st_store_open(const char *dir, st_store **out, char *err, size_t errlen)
     return st_store_open_file(path, 0, out, err, errlen);
 }
 
+int st_store_open_read(const char *dir, st_store **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    char path[4096];
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, ST_STORE_FILE) >= sizeof path) {
+        snprintf(err, errlen, "%s: path too long", dir);
+        return -1;
+    }
+    return st_store_open_file(path, ST_STORE_READONLY, out, err, errlen);
+}
+
+/* An existing database file as found before SQLite opens it: 0 for a non-empty regular file (a
+ * symlink is followed: a dangling one is "No such file or directory"), else -1 with err. */
+static int existing_file(const char *path, char *err, size_t errlen)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "%s: not a regular file, not a servetune results database", path);
+        return -1;
+    }
+    if (st.st_size == 0) {
+        snprintf(err, errlen, "%s: empty (0 bytes), not a servetune results database", path);
+        return -1;
+    }
+    return 0;
+}
+
+/* SQLite's message for the connection's last error, with what to do about a read-only database
+ * (a hot journal that cannot be rolled back here, a file or folder without write access). */
+static void db_errmsg(sqlite3 *db, const char *path, char *err, size_t errlen)
+{
+    int x = sqlite3_extended_errcode(db);
+    if ((x & 0xff) == SQLITE_READONLY) {
+        snprintf(err, errlen,
+                 "%s: %s: %s; check that this user may write the file and its folder (a write to it was "
+                 "interrupted and must be rolled back first), then run the command again",
+                 path, sqlite3_errmsg(db),
+                 x == SQLITE_READONLY_ROLLBACK || x == SQLITE_READONLY_RECOVERY
+                     ? "it has a hot journal (an interrupted write) that needs write access to roll back"
+                     : "the database is read-only here");
+        return;
+    }
+    snprintf(err, errlen, "%s: %s", path, sqlite3_errmsg(db));
+}
+
+/* Whether the open database holds servetune's tables (checked before anything is written to
+ * it). 1 yes, 0 no (err says what it is), -1 the file could not be read (err). */
+static int is_servetune_db(sqlite3 *db, const char *path, char *err, size_t errlen)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('runs', 'requests')",
+                           -1, &st, NULL) != SQLITE_OK) {
+        int code = sqlite3_errcode(db);
+        if (code == SQLITE_NOTADB)
+            snprintf(err, errlen, "%s: not an SQLite database, not a servetune results database", path);
+        else
+            db_errmsg(db, path, err, errlen);
+        return -1;
+    }
+    int rc = sqlite3_step(st);
+    long long n = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+    if (rc != SQLITE_ROW)
+        db_errmsg(db, path, err, errlen);
+    sqlite3_finalize(st);
+    if (n < 0)
+        return -1;
+    if (n != 2) { /* every servetune database, the first ones included, has these two */
+        snprintf(err, errlen, "%s: an SQLite database without servetune's tables (another program's?): not opened",
+                 path);
+        return 0;
+    }
+    return 1;
+}
+
+/* Whether the requests table lacks a column add_later_columns adds (an older servetune's file). */
+static int lacks_later_columns(sqlite3 *db)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "SELECT count(*) FROM pragma_table_info('requests') WHERE name = 'turn'", -1, &st,
+                           NULL) != SQLITE_OK)
+        return 0;
+    int lacks = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int64(st, 0) == 0;
+    sqlite3_finalize(st);
+    return lacks;
+}
+
 int st_store_open_file(const char *path, int flags, st_store **out, char *err, size_t errlen)
 {
     *out = NULL;
+    int ro = (flags & ST_STORE_READONLY) != 0, existing = ro || (flags & ST_STORE_EXISTING);
+    struct stat fst;
+    /* a file already there must be servetune's before anything is written to it */
+    int check = existing || (stat(path, &fst) == 0 && fst.st_size > 0);
+    if (existing && existing_file(path, err, errlen))
+        return -1;
     st_store *s = calloc(1, sizeof *s);
     if (!s) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    int ro = (flags & ST_STORE_READONLY) != 0;
-    int oflags = ro ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+    int oflags = ro ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | (existing ? 0 : SQLITE_OPEN_CREATE);
     if (sqlite3_open_v2(path, &s->db, oflags | SQLITE_OPEN_FULLMUTEX, NULL) != SQLITE_OK) {
-        snprintf(err, errlen, "%s: %s", path, s->db ? sqlite3_errmsg(s->db) : "cannot open");
+        if (s->db)
+            db_errmsg(s->db, path, err, errlen);
+        else
+            snprintf(err, errlen, "%s: cannot open", path);
         st_store_close(s);
         return -1;
     }
     sqlite3_busy_timeout(s->db, 5000);
+    if (check) {
+        int ours = is_servetune_db(s->db, path, err, errlen);
+        if (ours < 0 && ro &&
+            (sqlite3_extended_errcode(s->db) == SQLITE_READONLY_ROLLBACK ||
+             sqlite3_extended_errcode(s->db) == SQLITE_READONLY_RECOVERY)) {
+            /* a hot journal: only a writer can roll it back (the file is servetune's if the
+             * check passes once it is) */
+            sqlite3_close(s->db);
+            s->db = NULL;
+            if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX, NULL) == SQLITE_OK) {
+                sqlite3_busy_timeout(s->db, 5000);
+                ours = is_servetune_db(s->db, path, err, errlen);
+            } else if (s->db) {
+                db_errmsg(s->db, path, err, errlen);
+            }
+        }
+        if (ours != 1) {
+            st_store_close(s);
+            return -1;
+        }
+    }
     if (ro) {
+        if (lacks_later_columns(s->db)) { /* an older servetune's database: its later columns added */
+            sqlite3_close(s->db);
+            char *e = NULL;
+            if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX, NULL) != SQLITE_OK ||
+                add_later_columns(s, &e)) {
+                if (e)
+                    snprintf(err, errlen, "%s: %s", path, e);
+                else
+                    db_errmsg(s->db, path, err, errlen);
+                sqlite3_free(e);
+                st_store_close(s);
+                return -1;
+            }
+            sqlite3_busy_timeout(s->db, 5000);
+        }
         *out = s;
         return 0;
     }
@@ -181,6 +316,11 @@ static void keep_err(st_store *s)
         se = e;
     if (se)
         snprintf(s->err, sizeof s->err, "%s (%s)", sqlite3_errmsg(s->db), strerror(se));
+    else if (code == SQLITE_READONLY)
+        snprintf(s->err, sizeof s->err,
+                 "%s: check that this user may write the database and its folder (a hot journal left by an "
+                 "interrupted write needs write access to be rolled back)",
+                 sqlite3_errmsg(s->db));
     else
         snprintf(s->err, sizeof s->err, "%s", sqlite3_errmsg(s->db));
 }
@@ -943,7 +1083,10 @@ static int exec_sql(st_store *s, const char *sql, const char *path, char *err, s
     char *e = NULL;
     if (sqlite3_exec(s->db, sql, NULL, NULL, &e) == SQLITE_OK)
         return 0;
-    snprintf(err, errlen, "%s: %s", path, e ? e : sqlite3_errmsg(s->db));
+    if ((sqlite3_extended_errcode(s->db) & 0xff) == SQLITE_READONLY)
+        db_errmsg(s->db, path, err, errlen); /* with what to do about it */
+    else
+        snprintf(err, errlen, "%s: %s", path, e ? e : sqlite3_errmsg(s->db));
     sqlite3_free(e);
     return -1;
 }

@@ -27,11 +27,25 @@ typedef struct st_store st_store;
 /* Opens (creating when needed) DIR/results.sqlite; DIR is created if missing. */
 int st_store_open(const char *dir, st_store **out, char *err, size_t errlen);
 
+/* Opens DIR/results.sqlite to read it (reports, calibrate, --status): it must exist and be
+ * servetune's (ST_STORE_READONLY); nothing is created, neither the folder nor the file. */
+int st_store_open_read(const char *dir, st_store **out, char *err, size_t errlen);
+
 /* st_store_open_file flags. */
 #define ST_STORE_ROLLBACK 1 /* a rollback journal instead of WAL (a shard on a shared filesystem) */
-#define ST_STORE_READONLY 2 /* open an existing database read-only; the schema is not created */
+/* Open an existing database to read it: SQLITE_OPEN_READONLY, nothing created or written. The file
+ * must be a non-empty regular file (a dangling symlink, a 0-byte file are refused by name) holding
+ * servetune's tables (another program's SQLite file is refused). Two cases write, both to a
+ * database already checked as servetune's: a database of an older servetune gets its later
+ * columns, and a hot journal (a write interrupted) is rolled back, which SQLite cannot do
+ * read-only; where the file or folder is not writable that is an error saying so. */
+#define ST_STORE_READONLY 2
+/* Open an existing database for writing (a shard being merged): the same checks as
+ * ST_STORE_READONLY, and the file is never created. */
+#define ST_STORE_EXISTING 4
 /* Opens the database file at path (its folder must exist); created with the schema unless
- * ST_STORE_READONLY. */
+ * ST_STORE_READONLY or ST_STORE_EXISTING. An existing non-empty file that is not servetune's
+ * database is refused, never given servetune's tables. */
 int st_store_open_file(const char *path, int flags, st_store **out, char *err, size_t errlen);
 void st_store_close(st_store *s);
 /* Every text the store writes from now on (errors, failure details, log tails, command lines,

@@ -46,7 +46,7 @@ static void headline(const char *dir)
 {
     st_store *s;
     char err[512];
-    if (st_store_open(dir, &s, err, sizeof err))
+    if (st_store_open_read(dir, &s, err, sizeof err))
         return;
     st_cli_print_headline(s);
     st_store_close(s);
@@ -57,7 +57,7 @@ static int failed_configs(const char *dir)
 {
     st_store *s;
     char err[512];
-    if (st_store_open(dir, &s, err, sizeof err))
+    if (st_store_open_read(dir, &s, err, sizeof err))
         return 0;
     st_config_row *rows;
     int n, failed = 0;
@@ -70,18 +70,39 @@ static int failed_configs(const char *dir)
     return failed;
 }
 
+static int merge_report_locked(const char *dir, const char *expect_hash, int quiet, int strict, st_merge_result *m,
+                               st_ns t0);
+
 int st_cli_merge_report(const char *dir, const char *expect_hash, int quiet, int strict)
 {
     char err[1024] = "";
     st_merge_result mr;
     st_ns t0 = st_now();
+    /* one merge or report at a time in DIR (two would replace each other's database and files) */
+    int lock_fd = -1;
+    if (st_dir_lock_file(dir, &lock_fd, err, sizeof err)) {
+        fprintf(stderr, "servetune: merge: %s\n", err);
+        return ST_EXIT_FAIL;
+    }
+    int rc = merge_report_locked(dir, expect_hash, quiet, strict, &mr, t0);
+    if (lock_fd >= 0)
+        close(lock_fd);
+    return rc;
+}
+
+static int merge_report_locked(const char *dir, const char *expect_hash, int quiet, int strict, st_merge_result *m,
+                               st_ns t0)
+{
+    char err[1024] = "";
+    st_merge_result mr;
     if (st_shard_merge(dir, expect_hash, st_cli_catch_signals(NULL), &mr, err, sizeof err)) {
         fprintf(stderr, "servetune: merge: %s\n", err);
         return mr.interrupted ? ST_EXIT_INTERRUPTED : ST_EXIT_FAIL;
     }
+    *m = mr;
     double took = st_ns_to_s(st_now() - t0);
     st_store *s;
-    if (st_store_open(dir, &s, err, sizeof err) || st_report_write_all(s, dir, err, sizeof err)) {
+    if (st_store_open_read(dir, &s, err, sizeof err) || st_report_write_all(s, dir, err, sizeof err)) {
         fprintf(stderr, "servetune: report: %s\n", err);
         st_store_close(s);
         return ST_EXIT_FAIL;
@@ -512,7 +533,7 @@ static int wait_jobs(const char *dir, const char *array, const char *merge, vola
     printf("Report: %s/report.html (also report.md, report.json, results.csv; database results.sqlite)\n", dir);
     st_store *s;
     int partial = 1;
-    if (st_store_open(dir, &s, err, sizeof err) == 0) {
+    if (st_store_open_read(dir, &s, err, sizeof err) == 0) {
         st_audit_row a;
         if (st_store_audit_get(s, &a) == 1) {
             partial = a.partial;

@@ -88,7 +88,10 @@ int cmd_calibrate(int argc, char **argv)
     double max_rate = NAN, time_scale = 1;
     int quiet = 0, allow_prediction = 0;
     const st_opt opts[] = {
-        { "output", 'o', ST_OPT_STR, &out, "FILE", "the calibration file to write (required)", 0, 0, 0 },
+        { "output", 'o', ST_OPT_STR, &out, "FILE",
+          "the calibration file to write (required; FILE.tmp, then renamed; a FIFO, device or symlink at FILE is "
+          "refused)",
+          0, 0, 0 },
         { "bench-json", 0, ST_OPT_LIST, &bench, "FILE", "a `servetune bench --json` run (repeatable; needs --engine)",
           0, 0, 0 },
         { "engine", 0, ST_OPT_STR, &engine, "\"MODEL FLAGS\"",

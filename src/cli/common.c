@@ -105,7 +105,7 @@ static int dir_holds(const char *dir, char *err, size_t errlen)
     if (access(path, F_OK))
         return -1;
     st_store *s;
-    if (st_store_open(dir, &s, err, errlen))
+    if (st_store_open_read(dir, &s, err, errlen))
         return -2;
     st_audit_row a;
     int have = st_store_audit_get(s, &a);

@@ -147,8 +147,10 @@ int cmd_gguf(int argc, char **argv)
         { "size", 0, ST_OPT_STR, &size, "SIZE", "a preset of that architecture (see below), e.g. 30M", 0, 0, 0 },
         { "vocab", 0, ST_OPT_STR, &vocab_path, "FILE", "a GGUF file with the tokenizer (tokenizer.* keys are copied)",
           0, 0, 0 },
-        { "output", 'o', ST_OPT_STR, &out, "FILE", "where to write the model (written to FILE.tmp, then renamed)", 0, 0,
-          0 },
+        { "output", 'o', ST_OPT_STR, &out, "FILE",
+          "where to write the model (written to FILE.tmp, then renamed; an existing FILE that is a FIFO, device or "
+          "symlink is refused)",
+          0, 0, 0 },
         { "seed", 0, ST_OPT_LONG, &seed, "N", "seed of the weights (1)", 0, 9.0e18, 0 },
         { "type", 0, ST_OPT_STR, &type, "TYPE", "f16 or f32 for the 2-D weights (f16); norms and biases are f32", 0, 0,
           0 },
@@ -175,7 +177,6 @@ int cmd_gguf(int argc, char **argv)
     char *vbytes = NULL;
     int have_vocab = 0, have_g = 0;
     st_gguf vocab, g;
-    char tmp[4200] = "";
     if (st_opts_parse(opts, argc - 1, argv + 1, 0, &res, err, sizeof err)) {
         rc = st_cli_usage_error("gguf", err);
         goto out;
@@ -239,6 +240,11 @@ int cmd_gguf(int argc, char **argv)
         goto out;
     }
 
+    if (st_outfile_check(out, err, sizeof err)) { /* said before the model is built */
+        fprintf(stderr, "servetune gguf: %s\n", err);
+        rc = ST_EXIT_FAIL;
+        goto out;
+    }
     st_ns t0 = st_now();
     size_t vlen;
     vbytes = st_read_file(vocab_path, VOCAB_MAX_BYTES, &vlen, err, sizeof err);
@@ -260,15 +266,26 @@ int cmd_gguf(int argc, char **argv)
         goto out;
     }
     have_g = 1;
-    snprintf(tmp, sizeof tmp, "%s.tmp", out);
     if (st_mkdir_parents(out, err, sizeof err)) {
         fprintf(stderr, "servetune gguf: %s\n", err);
         rc = ST_EXIT_FAIL;
         goto out;
     }
-    FILE *f = fopen(tmp, "wb");
+    /* written safely: OUT.tmp (O_EXCL | O_NOFOLLOW) renamed over OUT; a FIFO, device or
+     * symlink at OUT is refused, never replaced */
+    st_outfile of;
+    if (st_outfile_open(&of, out, err, sizeof err)) {
+        fprintf(stderr, "servetune gguf: %s\n", err);
+        rc = ST_EXIT_FAIL;
+        goto out;
+    }
+    int dfd = dup(of.fd);
+    FILE *f = dfd >= 0 ? fdopen(dfd, "wb") : NULL;
     if (!f) {
-        fprintf(stderr, "servetune gguf: %s: %s\n", tmp, strerror(errno));
+        fprintf(stderr, "servetune gguf: %s: %s\n", out, strerror(errno));
+        if (dfd >= 0)
+            close(dfd);
+        st_outfile_abort(&of);
         rc = ST_EXIT_FAIL;
         goto out;
     }
@@ -280,14 +297,15 @@ int cmd_gguf(int argc, char **argv)
         snprintf(err, sizeof err, "closing: %s", strerror(errno));
         wrc = -1;
     }
-    if (!wrc && rename(tmp, out)) {
-        snprintf(err, sizeof err, "renaming to %s: %s", out, strerror(errno));
+    if (wrc) {
+        st_outfile_abort(&of);
+        fprintf(stderr, "servetune gguf: %s: %s\n", out, err);
+    } else if (st_outfile_commit(&of, err, sizeof err)) {
+        fprintf(stderr, "servetune gguf: %s\n", err); /* err names the file */
         wrc = -1;
     }
     uint64_t n_t = g.n_t;
     if (wrc) {
-        unlink(tmp);
-        fprintf(stderr, "servetune gguf: %s: %s\n", tmp, err);
         rc = ST_EXIT_FAIL;
         goto out;
     }

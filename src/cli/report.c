@@ -6,6 +6,7 @@
 #include "cluster/shard.h"
 #include "audit/store.h"
 #include "cli/cli.h"
+#include "core/file.h"
 #include "core/opts.h"
 #include "report/report.h"
 
@@ -20,6 +21,7 @@ int cmd_report(int argc, char **argv)
     char err[1024] = "";
     int rc = ST_EXIT_OK;
     st_store *s = NULL;
+    int lock_fd = -1;
     if (st_opts_parse(opts, argc - 1, argv + 1, 0, &res, err, sizeof err)) {
         rc = st_cli_usage_error("report", err);
         goto out;
@@ -30,7 +32,9 @@ int cmd_report(int argc, char **argv)
             "Re-renders DIR/report.html, DIR/report.md, DIR/report.json and DIR/results.csv from DIR/results.sqlite\n"
             "(written by servetune audit). Nothing is measured again. When DIR/shards/ holds the shards of an audit\n"
             "run across machines (servetune audit --only, --slurm), they are first merged into DIR/results.sqlite\n"
-            "(shards of different spec texts are refused; docs/cluster.md).\n\nOptions:\n");
+            "(shards of different spec texts are refused; docs/cluster.md). The database is opened read-only\n"
+            "(nothing created; a file that is not servetune's database is refused), and one report or merge\n"
+            "at a time may work in DIR (a lock on DIR/.servetune.lock).\n\nOptions:\n");
         st_opts_usage(stdout, opts);
         printf("\nExample:\n  servetune report audit-out\n\nExit codes: 0 written; 1 the database could not be read or "
                "the files written; 2 bad arguments; 4 interrupted while merging shards (SIGINT/SIGTERM: the merge is\n"
@@ -54,7 +58,9 @@ int cmd_report(int argc, char **argv)
         rc = ST_EXIT_FAIL;
         goto out;
     }
-    if (st_store_open(dir, &s, err, sizeof err) || st_report_write_all(s, dir, err, sizeof err)) {
+    /* one report or merge at a time in DIR */
+    if (st_dir_lock_file(dir, &lock_fd, err, sizeof err) || st_store_open_read(dir, &s, err, sizeof err) ||
+        st_report_write_all(s, dir, err, sizeof err)) {
         fprintf(stderr, "servetune report: %s\n", err);
         rc = ST_EXIT_FAIL;
     } else if (!quiet) {
@@ -62,6 +68,8 @@ int cmd_report(int argc, char **argv)
     }
 out:
     st_store_close(s);
+    if (lock_fd >= 0)
+        close(lock_fd);
     st_opts_result_free(&res);
     return rc;
 }

@@ -318,7 +318,10 @@ static int trace_stats(int argc, char **argv)
         { "trace-max-context", 0, ST_OPT_LONG, &T.max_context, "N",
           "skip and count requests whose prompt + output exceed N tokens", 1, 1e9, 0 },
         { "seed", 0, ST_OPT_LONG, &seed, "N", "seed of --trace-sample (default 0)", 0, 9.2e18, 0 },
-        { "json", 0, ST_OPT_STR, &json_path, "FILE", "write the figures and the advice as JSON", 0, 0, 0 },
+        { "json", 0, ST_OPT_STR, &json_path, "FILE",
+          "write the figures and the advice as JSON (FILE.tmp, then renamed; a FIFO, device or symlink at FILE is "
+          "refused)",
+          0, 0, 0 },
         { "kv-tokens", 0, ST_OPT_LONG, &kv_tokens, "N", "the KV cache size in tokens, for the advice", 1, 1e12, 0 },
         { "max-model-len", 0, ST_OPT_LONG, &max_model_len, "N", "the current context limit, for the advice", 1, 1e9,
           0 },
@@ -365,8 +368,11 @@ static int trace_stats(int argc, char **argv)
                "sharing and the hit rate an ideal prefix cache would get, sessions, and the advice that\n"
                "follows (--max-model-len, the KV cache, prefix caching). Formats: servetune JSONL,\n"
                "Mooncake, Azure, BurstGPT, LiteLLM spend logs, CSV (docs/trace-format.md). FILE '-' is\n"
-               "stdin. The file streams: memory stays bounded whatever its size. SIGINT/SIGTERM stop the\n"
-               "reading at once (exit 4, nothing printed or written).\n\n"
+               "stdin. The file streams: memory stays bounded whatever its size. A gzip file (.jsonl.gz)\n"
+               "is read as it is, other compressed files are named (zstd-compressed: decompress it first);\n"
+               "a UTF-8 byte-order mark is skipped; a device is refused and a FIFO read with lines of at\n"
+               "most 4 MiB, reported as soon as one is longer. SIGINT/SIGTERM stop the reading at once\n"
+               "(exit 4, nothing printed or written).\n\n"
                "Examples:\n"
                "  servetune trace stats mooncake_trace.jsonl\n"
                "  servetune trace stats spend_logs.json --trace-model qwen3-8b --model Qwen/Qwen3-8B --gpu H100\n"

@@ -167,7 +167,7 @@ static void shards_free(shard *v, int n)
 static int read_shard(shard *sh, char *err, size_t errlen)
 {
     st_store *s;
-    if (st_store_open_file(sh->path, ST_STORE_ROLLBACK, &s, err, errlen))
+    if (st_store_open_file(sh->path, ST_STORE_ROLLBACK | ST_STORE_EXISTING, &s, err, errlen))
         return -1;
     int rc = -1;
     st_config_row *rows = NULL;

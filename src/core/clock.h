@@ -19,7 +19,20 @@ void st_sleep_until(st_ns deadline);
 
 static inline double st_ns_to_ms(st_ns t) { return (double)t / 1e6; }
 static inline double st_ns_to_s(st_ns t) { return (double)t / 1e9; }
-static inline st_ns st_s_to_ns(double s) { return (st_ns)(s * 1e9); }
+/* Saturates at +-ST_NS_MAX (2^62 ns, about 146 years: st_now() plus it still fits an st_ns)
+ * instead of overflowing; NaN gives 0. */
+#define ST_NS_MAX ((st_ns)1 << 62)
+static inline st_ns st_s_to_ns(double s)
+{
+    double ns = s * 1e9;
+    if (!(ns == ns))
+        return 0;
+    if (ns >= (double)ST_NS_MAX)
+        return ST_NS_MAX;
+    if (ns <= -(double)ST_NS_MAX)
+        return -ST_NS_MAX;
+    return (st_ns)ns;
+}
 
 /* An injectable clock: the engine model and anything else that must run both on the
  * wall clock and on virtual time takes one of these instead of calling st_now(). */

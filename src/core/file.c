@@ -98,31 +98,96 @@ int st_fd_write_all(int fd, const void *buf, size_t len) { return fd_all(fd, (ch
 
 int st_fd_read_all(int fd, void *buf, size_t len) { return fd_all(fd, buf, len, 0); }
 
-int st_write_file_atomic(const char *path, const void *data, size_t len, char *err, size_t errlen)
+static const char *file_kind(mode_t m)
 {
-    char tmp[4200];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp) {
-        snprintf(err, errlen, "%s: path too long", path);
+    if (S_ISLNK(m))
+        return "a symbolic link";
+    if (S_ISFIFO(m))
+        return "a FIFO";
+    if (S_ISCHR(m))
+        return "a character device";
+    if (S_ISBLK(m))
+        return "a block device";
+    if (S_ISDIR(m))
+        return "a folder";
+    if (S_ISSOCK(m))
+        return "a socket";
+    return "not a plain file";
+}
+
+int st_outfile_check(const char *path, char *err, size_t errlen)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0) {
+        if (errno == ENOENT)
+            return 0;
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
         return -1;
     }
-    int fd = create_tmp(tmp);
-    if (fd < 0) {
+    if (S_ISREG(st.st_mode))
+        return 0;
+    snprintf(err, errlen, "%s: is %s, not a regular file; refusing to replace it", path, file_kind(st.st_mode));
+    return -1;
+}
+
+int st_outfile_open(st_outfile *o, const char *path, char *err, size_t errlen)
+{
+    o->fd = -1;
+    if ((size_t)snprintf(o->path, sizeof o->path, "%s", path) >= sizeof o->path ||
+        (size_t)snprintf(o->tmp, sizeof o->tmp, "%s.tmp", path) >= sizeof o->tmp) {
+        snprintf(err, errlen, "%.200s...: path too long", path);
+        return -1;
+    }
+    if (st_outfile_check(path, err, errlen))
+        return -1;
+    o->fd = create_tmp(o->tmp);
+    if (o->fd < 0) {
         snprintf(err, errlen, "%s: %s", path, strerror(errno)); /* the user's name, not the temporary's */
         return -1;
     }
-    int e = st_fd_write_all(fd, data, len) ? errno : 0;
-    if (!e && fsync(fd) != 0)
+    return 0;
+}
+
+void st_outfile_abort(st_outfile *o)
+{
+    if (o->fd >= 0) {
+        close(o->fd);
+        o->fd = -1;
+    }
+    unlink(o->tmp);
+}
+
+int st_outfile_commit(st_outfile *o, char *err, size_t errlen)
+{
+    int e = fsync(o->fd) != 0 ? errno : 0;
+    if (close(o->fd) != 0 && !e)
         e = errno;
-    if (close(fd) != 0 && !e)
-        e = errno;
-    if (!e && rename(tmp, path) != 0)
+    o->fd = -1;
+    if (!e && st_outfile_check(o->path, err, errlen)) { /* planted while the data was written */
+        unlink(o->tmp);
+        return -1;
+    }
+    if (!e && rename(o->tmp, o->path) != 0)
         e = errno;
     if (e) {
-        snprintf(err, errlen, "%s: %s", path, strerror(e));
-        unlink(tmp);
+        snprintf(err, errlen, "%s: %s", o->path, strerror(e));
+        unlink(o->tmp);
         return -1;
     }
     return 0;
+}
+
+int st_write_file_atomic(const char *path, const void *data, size_t len, char *err, size_t errlen)
+{
+    st_outfile o;
+    if (st_outfile_open(&o, path, err, errlen))
+        return -1;
+    if (st_fd_write_all(o.fd, data, len)) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        st_outfile_abort(&o);
+        return -1;
+    }
+    return st_outfile_commit(&o, err, errlen);
 }
 
 int st_dir_lock(const char *dir, int shared, int *fd, char *err, size_t errlen)
@@ -144,6 +209,33 @@ int st_dir_lock(const char *dir, int shared, int *fd, char *err, size_t errlen)
     if (e == ENOLCK || e == EOPNOTSUPP || e == ENOSYS || e == EINVAL || e == EBADF)
         return 0; /* no flock on this file system: nothing to hold */
     snprintf(err, errlen, "%s: cannot lock: %s", dir, strerror(e));
+    return -1;
+}
+
+int st_dir_lock_file(const char *dir, int *fd, char *err, size_t errlen)
+{
+    char path[4200];
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, ST_LOCK_FILE) >= sizeof path) {
+        snprintf(err, errlen, "%s: path too long", dir);
+        return -1;
+    }
+    *fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (*fd < 0) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (flock(*fd, LOCK_EX | LOCK_NB) == 0)
+        return 0;
+    int e = errno;
+    if (e == ENOLCK || e == EOPNOTSUPP || e == ENOSYS || e == EINVAL)
+        return 0; /* no flock on this file system: nothing to hold */
+    close(*fd);
+    *fd = -1;
+    if (e == EWOULDBLOCK)
+        snprintf(err, errlen,
+                 "%s is in use by another servetune (a report or merge is running there); try again when it ends", dir);
+    else
+        snprintf(err, errlen, "%s: cannot lock: %s", path, strerror(e));
     return -1;
 }
 

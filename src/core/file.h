@@ -9,10 +9,32 @@
  * cut. Returns NULL with a reason in err (prefixed by the path) on any failure. */
 char *st_read_file(const char *path, size_t max, size_t *len, char *err, size_t errlen);
 
-/* Writes len bytes to path atomically: into "PATH.tmp" created with O_EXCL | O_NOFOLLOW (a
- * planted symlink or file there is removed, never followed), flushed to disk, then renamed
- * over path. 0, or -1 with "PATH: reason" in err (errno's text: "No space left on device"); on
- * failure path is left as it was and the temporary file is removed. */
+/* An output file written safely (every file servetune writes for the user: reports, -o, --json,
+ * --write-spec): the data goes to "PATH.tmp" beside it, created with O_EXCL | O_NOFOLLOW (a
+ * planted symlink or file there is removed, never followed), is flushed to disk, then renamed
+ * over path, so a reader never sees it half done. An existing path that is not a regular file
+ * (a symlink, FIFO, device node, folder) is refused by name, never replaced:
+ * "PATH: is a FIFO, not a regular file; refusing to replace it".
+ * Use: st_outfile_open, write to o.fd, st_outfile_commit (or st_outfile_abort on failure). */
+typedef struct st_outfile {
+    int fd;          /* the temporary file, open for writing */
+    char path[4096]; /* the destination */
+    char tmp[4100];  /* PATH.tmp */
+} st_outfile;
+/* 0 with o->fd open, or -1 with "PATH: reason" in err. */
+int st_outfile_open(st_outfile *o, const char *path, char *err, size_t errlen);
+/* Flushes, closes and renames over the destination (checked again just before). 0, or -1 with
+ * "PATH: reason" in err and the temporary file removed. */
+int st_outfile_commit(st_outfile *o, char *err, size_t errlen);
+/* Closes and removes the temporary file; the destination is left as it was. */
+void st_outfile_abort(st_outfile *o);
+/* 0 when path does not exist or is a regular file; -1 with "PATH: is a ..., not a regular file;
+ * refusing to replace it" (or lstat's reason) in err otherwise. */
+int st_outfile_check(const char *path, char *err, size_t errlen);
+
+/* Writes len bytes to path as an st_outfile does. 0, or -1 with "PATH: reason" in err (errno's
+ * text: "No space left on device"); on failure path is left as it was and the temporary file
+ * is removed. */
 int st_write_file_atomic(const char *path, const void *data, size_t len, char *err, size_t errlen);
 
 /* Writes / reads exactly len bytes on fd, retrying when a signal interrupts. 0, or -1 with errno
@@ -27,6 +49,16 @@ int st_fd_read_all(int fd, void *buf, size_t len);
  * another process holds a conflicting lock. A file system without flock (some network ones) gives
  * 0 with *fd -1: no lock, nothing refused. */
 int st_dir_lock(const char *dir, int shared, int *fd, char *err, size_t errlen);
+
+/* The lock file that serializes the writers of an audit folder's results (a merge of shards,
+ * `servetune report`), beside the folder lock an audit holds (st_dir_lock). */
+#define ST_LOCK_FILE ".servetune.lock"
+/* Locks dir against another process through DIR/ST_LOCK_FILE (created when missing with
+ * O_NOFOLLOW, never a symlink followed; flock, exclusive, without waiting). 0 with *fd holding the
+ * lock (closing it releases it); -1 with "DIR is in use by another servetune (a report or merge is
+ * running there)" or the reason the file could not be opened. A file system without flock gives 0
+ * with the file open and nothing held. */
+int st_dir_lock_file(const char *dir, int *fd, char *err, size_t errlen);
 
 /* Makes the folder path (its parent must exist); one that exists already is fine. 0, or -1 with
  * "PATH: reason" in err. */

@@ -102,6 +102,8 @@ int st_parse_duration_s(const char *s, double *out_seconds)
         mul = 60;
     else
         return -1;
+    if (!(v * mul <= ST_DURATION_MAX_S))
+        return -1;
     *out_seconds = v * mul;
     return 0;
 }

@@ -12,7 +12,11 @@ int st_parse_u64(const char *s, uint64_t *out);
 int st_parse_rate(const char *s, double *out);
 /* "N" or "LO-HI" (whole numbers, min <= LO <= HI <= max); N gives LO = HI = N. */
 int st_parse_range_u32(const char *s, uint32_t min, uint32_t max, uint32_t *lo, uint32_t *hi);
-/* A duration with an optional unit suffix (ns, us, ms, s, m); bare numbers are seconds. */
+/* The longest duration st_parse_duration_s accepts (a year): anything longer is a typo or a
+ * foreign unit, and every accepted duration fits a nanosecond clock (st_ns) with room to spare. */
+#define ST_DURATION_MAX_S (366.0 * 86400.0)
+/* A duration with an optional unit suffix (ns, us, ms, s, m); bare numbers are seconds, at most
+ * ST_DURATION_MAX_S. */
 int st_parse_duration_s(const char *s, double *out_seconds);
 /* Formats v with the fewest significant digits that read back as the same double,
  * like Python's repr (0.005, 2.5, 1e-06); integral values get ".0" when python_style is set

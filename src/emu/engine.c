@@ -28,6 +28,7 @@ typedef struct emu_req {
     st_ns arrival, first_scheduled, first_token;
     st_ns ready;      /* when the API server has handed it to the engine core (front-end model) */
     double fe_factor; /* its API-server costs relative to a completions request */
+    int held;         /* st_emu_hold: left out of the steps while running */
 } emu_req;
 
 struct st_emu_engine {
@@ -200,11 +201,20 @@ static void wq_pop_front(st_emu_engine *e)
     e->wq_len--;
 }
 
-int st_emu_has_work(const st_emu_engine *e) { return e->wq_len > 0 || e->n_run > 0; }
+/* Whether a running request is not held (it can take a step). */
+static int any_running(const st_emu_engine *e)
+{
+    for (uint32_t i = 0; i < e->n_run; i++)
+        if (!e->run[i]->held)
+            return 1;
+    return 0;
+}
+
+int st_emu_has_work(const st_emu_engine *e) { return e->wq_len > 0 || any_running(e); }
 
 st_ns st_emu_next_ready(const st_emu_engine *e)
 {
-    if (e->n_run > 0)
+    if (any_running(e))
         return e->clock.now(e->clock.ctx);
     if (e->wq_len == 0)
         return -1;
@@ -308,6 +318,17 @@ static void req_release_blocks(st_emu_engine *e, emu_req *r)
     st_emu_blocks_release(&e->pool, r->blocks, r->n_blocks);
     r->n_blocks = 0;
     r->n_cached = 0;
+}
+
+int st_emu_hold(st_emu_engine *e, uint64_t id, int on)
+{
+    int w;
+    uint32_t idx;
+    if (find_live(e, id, &w, &idx) < 0)
+        return -1;
+    emu_req *r = w ? e->wq[(e->wq_head + idx) % e->wq_cap] : e->run[idx];
+    r->held = on != 0;
+    return 0;
 }
 
 int st_emu_abort(st_emu_engine *e, uint64_t id)
@@ -450,7 +471,7 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
         uint32_t num_new = r->n_tokens - r->num_computed;
         if (num_new > budget)
             num_new = budget;
-        if (num_new == 0) {
+        if (num_new == 0 || r->held) { /* a held request waits for its client, KV kept */
             i++;
             continue;
         }

@@ -47,6 +47,10 @@ enum {
 int st_emu_add_request(st_emu_engine *e, const st_emu_req_params *p, char *err, size_t errlen);
 /* Removes a live request (client went away); its blocks are freed. 0 or -1 if unknown. */
 int st_emu_abort(st_emu_engine *e, uint64_t id);
+/* Holds (on = 1) or resumes (on = 0) the token production of request id: a held request keeps
+ * its place and its KV cache but is left out of the steps, as a server stops generating into the
+ * full socket of a client that does not read. 0, or -1 when no such request is live. */
+int st_emu_hold(st_emu_engine *e, uint64_t id, int on);
 
 typedef enum st_emu_finish { ST_EMU_NOT_FINISHED = 0, ST_EMU_FINISH_LENGTH, ST_EMU_FINISH_STOP } st_emu_finish;
 

@@ -34,6 +34,12 @@
 #define RESP_MAX (64u << 20)
 /* Room for a response's head beside its body in the server's output buffer. */
 #define RESP_HEAD_MAX (64u << 10)
+/* A stream's answer waiting for its client in this process (beyond what the kernel's socket
+ * buffers took): past EMU_STREAM_PENDING_MAX bytes its token production is held (st_emu_hold),
+ * as a server stops generating into the full socket of a client that does not read; it resumes
+ * once the client has read it down to half that. Checked every EMU_DRAIN_POLL_NS. */
+#define EMU_STREAM_PENDING_MAX ((size_t)256 << 10)
+#define EMU_DRAIN_POLL_NS (5 * ST_NS_PER_MS)
 
 /* ---------------------------------------------------------------------------------------
  * Histograms for /metrics */
@@ -89,6 +95,7 @@ struct stream_t {
     char head[320]; /* the chunk prefix {"id":..,"object":..,"created":..,"model":.. */
     size_t head_len;
     int cancelled;
+    int held; /* its token production held: its client does not read (EMU_STREAM_PENDING_MAX) */
     stream_t *next_dead;
 };
 
@@ -115,6 +122,11 @@ typedef struct st_emulator {
     uint64_t next_id;
     long requests_seen;
     stream_t *dead; /* streams freed after the in-flight step is delivered */
+    /* streams held for a client that does not read, and the timer that looks at them */
+    stream_t **held;
+    uint32_t n_held, cap_held;
+    st_timer drain_timer;
+    uint64_t holds; /* times a stream was held (servetune:emulator_stream_holds_total) */
     FILE *gt;
     uint64_t rng;
     const char *model_id;
@@ -223,11 +235,20 @@ static void stream_release(st_emulator *em, stream_t *s)
     }
 }
 
+static void unhold_at(st_emulator *em, uint32_t i)
+{
+    em->held[i]->held = 0;
+    em->held[i] = em->held[--em->n_held];
+}
+
 static void on_cancel(void *arg, st_server_resp *resp)
 {
     (void)resp;
     stream_t *s = arg;
     st_emulator *em = s->em;
+    for (uint32_t i = 0; s->held && i < em->n_held; i++)
+        if (em->held[i] == s)
+            unhold_at(em, i);
     s->cancelled = 1;
     s->resp = NULL;
     if (st_emu_abort(em->eng, s->id) == 0)
@@ -480,6 +501,47 @@ static void start_step(st_emulator *em, st_ns start_e)
     st_timer_arm(em->loop, &em->step_timer, wall_of(em, em->step_end_e));
 }
 
+/* Holds s's token production while its client leaves its answer unread. 0, or -1 (out of memory:
+ * not held, the server's own output limit still bounds it). */
+static int hold_stream(st_emulator *em, stream_t *s)
+{
+    if (em->n_held == em->cap_held) {
+        uint32_t nc = em->cap_held ? em->cap_held * 2 : 16;
+        stream_t **nh = realloc(em->held, nc * sizeof *nh);
+        if (!nh)
+            return -1;
+        em->held = nh;
+        em->cap_held = nc;
+    }
+    if (st_emu_hold(em->eng, s->id, 1))
+        return -1;
+    s->held = 1;
+    em->held[em->n_held++] = s;
+    em->holds++;
+    if (!st_timer_armed(&em->drain_timer))
+        st_timer_arm(em->loop, &em->drain_timer, st_now() + EMU_DRAIN_POLL_NS);
+    return 0;
+}
+
+static void on_drain_timer(st_loop *l, void *arg)
+{
+    (void)l;
+    st_emulator *em = arg;
+    int resumed = 0;
+    for (uint32_t i = em->n_held; i-- > 0;) {
+        stream_t *s = em->held[i];
+        if (s->resp && st_server_resp_pending(s->resp) > EMU_STREAM_PENDING_MAX / 2)
+            continue;
+        st_emu_hold(em->eng, s->id, 0);
+        unhold_at(em, i);
+        resumed = 1;
+    }
+    if (resumed && !em->step_active)
+        arm_now(em);
+    if (em->n_held)
+        st_timer_arm(em->loop, &em->drain_timer, st_now() + EMU_DRAIN_POLL_NS);
+}
+
 static void on_step_timer(st_loop *l, void *arg)
 {
     (void)l;
@@ -498,6 +560,8 @@ static void on_step_timer(st_loop *l, void *arg)
                 continue;
             if (deliver(em, s, ev, em->step_end_e, deadline))
                 stream_free(s);
+            else if (s->streaming && s->resp && !s->held && st_server_resp_pending(s->resp) > EMU_STREAM_PENDING_MAX)
+                hold_stream(em, s); /* its client does not read: no more tokens into its socket */
         }
         em->step_active = 0;
         next_start = em->step_end_e;
@@ -919,6 +983,8 @@ static void handle_metrics(st_emulator *em, st_server_resp *resp)
           "Tokens sent more than 10 ms of engine time after the model's schedule (the host was busy).", em->tok_late },
         { "servetune:emulator_tokens_very_late_total",
           "Tokens sent more than 100 ms of engine time after the model's schedule.", em->tok_very_late },
+        { "servetune:emulator_stream_holds_total",
+          "Times a stream's token production was held because its client did not read its answer.", em->holds },
     };
     for (size_t i = 0; i < sizeof ctr / sizeof ctr[0]; i++) {
         metric_head(b, ctr[i].name, "counter", ctr[i].help);
@@ -1150,6 +1216,7 @@ int st_emu_server_run(const st_emu_config *cfg, const st_emu_server_opts *o, con
         goto out;
     }
     st_timer_init(&em->step_timer, on_step_timer, em);
+    st_timer_init(&em->drain_timer, on_drain_timer, em);
     st_server_config sc = { .host = o->host ? o->host : "127.0.0.1",
                             .port = o->port,
                             .handler = handler,
@@ -1191,6 +1258,7 @@ out:
     }
     if (em->loop) {
         st_timer_disarm(em->loop, &em->step_timer);
+        st_timer_disarm(em->loop, &em->drain_timer);
         st_loop_free(em->loop);
     }
     if (sfd >= 0)
@@ -1200,6 +1268,7 @@ out:
     st_emu_engine_free(em->eng);
     st_buf_free(&em->mbuf);
     st_buf_free(&em->cbuf);
+    free(em->held);
     free(em);
     return rc;
 }

@@ -12,7 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "core/buf.h"
 #include "core/util.h"
@@ -346,9 +348,18 @@ struct st_trace_reader {
     int stopped, failed;
     st_buf line; /* the current (partial) line */
     int line_too_long;
+    uint64_t skipped; /* bytes of the over-long line being skipped */
+    /* the stream's first bytes, looked at before anything else (byte-order mark, compression) */
+    int sniffed;
+    unsigned char head[ST_TRACE_SNIFF];
+    size_t nhead;
     uint64_t lineno;
     /* JSON document splitter */
     int jdepth, jin_str, jesc, jarr_depth, jdone, jin_elem;
+    int jtop_obj; /* the document is an object: its rows are the array under "data" */
+    char jkey[8]; /* the last string at the top object's level (its keys), cut to 7 bytes */
+    size_t jkey_len;
+    int jkey_cap; /* capturing that string */
     st_buf elem;
     uint64_t elem_line;
     /* CSV */
@@ -678,7 +689,7 @@ static int emit(st_trace_reader *r, uint64_t line, raw_row *w, char *err, size_t
     row.session_id = se ? r->session_id : NULL;
     row.turn = turn;
     row.new_len = newl;
-    row.think_s = think;
+    row.think_s = think; /* as recorded; a replay caps it (ST_TRACE_THINK_CAP_S) */
     row.hash_ids = w->hash;
     row.n_hash = w->n_hash;
     row.block_size = r->o.block_size;
@@ -689,6 +700,11 @@ static int emit(st_trace_reader *r, uint64_t line, raw_row *w, char *err, size_t
     if (w->json) {
         row.json = w->json->p;
         row.json_len = w->json->len;
+    }
+    if (!isnan(think) && think > ST_TRACE_THINK_CAP_S) {
+        r->c.think_long++;
+        if (think > r->c.think_longest_s)
+            r->c.think_longest_s = think;
     }
     r->c.kept++;
     int rc = r->cb ? r->cb(r->arg, &row, why, sizeof why) : 0;
@@ -1288,15 +1304,28 @@ static int doc_feed(st_trace_reader *r, const char *d, size_t n, char *err, size
             else if (c == '\\')
                 r->jesc = 1;
             else if (c == '"')
-                r->jin_str = 0;
+                r->jin_str = r->jkey_cap = 0;
+            else if (r->jkey_cap && r->jkey_len + 1 < sizeof r->jkey)
+                r->jkey[r->jkey_len++] = c;
+            else if (r->jkey_cap)
+                r->jkey_len = sizeof r->jkey; /* longer than any key looked for */
             continue;
         }
         if (c == '"') {
             r->jin_str = 1;
+            if (r->jtop_obj && r->jdepth == 1) { /* a key (or a value) of the top object */
+                r->jkey_cap = 1;
+                r->jkey_len = 0;
+            }
             continue;
         }
         if (c == '{' || c == '[') {
-            if (r->jarr_depth < 0 && c == '[')
+            if (r->jdepth == 0)
+                r->jtop_obj = c == '{';
+            /* the rows: the document's array, or, in an object, the array under "data" (LiteLLM's
+             * {"data": [...], "total": N}); any other array is part of something else */
+            int rows = !r->jtop_obj || (r->jdepth == 1 && r->jkey_len == 4 && !memcmp(r->jkey, "data", 4));
+            if (r->jarr_depth < 0 && c == '[' && rows)
                 r->jarr_depth = r->jdepth + 1;
             else if (r->jdepth == r->jarr_depth && !r->jin_elem) {
                 if (c != '{') {
@@ -1328,8 +1357,17 @@ static int doc_feed(st_trace_reader *r, const char *d, size_t n, char *err, size
             } else if (c == ']' && r->jdepth == r->jarr_depth - 1) {
                 r->jarr_depth = -2; /* the rows' array ended: the rest is ignored */
             }
-            if (r->jdepth == 0)
+            if (r->jdepth == 0) {
                 r->jdone = 1;
+                if (r->jtop_obj && r->jarr_depth == -1) {
+                    /* an object without a "data" array: one JSONL row, longer than a line may be */
+                    st_errf(err, errlen,
+                            "%s:1: the first row is longer than %u bytes (the limit of one JSONL line), or a JSON "
+                            "document without a \"data\" array of rows",
+                            r->name, ST_TRACE_LINE_MAX);
+                    return -1;
+                }
+            }
             continue;
         }
         if (!r->jin_elem && r->jdepth == r->jarr_depth && !is_sp(c) && c != ',') {
@@ -1340,19 +1378,98 @@ static int doc_feed(st_trace_reader *r, const char *d, size_t n, char *err, size
     return 0;
 }
 
-/* Whether the first non-blank byte of the current line (what is buffered, then p) is '{'. */
+/* Whether the first non-blank byte of the current line (what is buffered, then p) opens a JSON
+ * object or array ('{' or '['). */
 static int starts_with_brace(const st_trace_reader *r, const char *p, size_t n)
 {
     for (size_t i = 0; i < r->line.len; i++)
         if (!is_sp(r->line.data[i]))
-            return r->line.data[i] == '{';
+            return r->line.data[i] == '{' || r->line.data[i] == '[';
     for (size_t i = 0; i < n; i++)
         if (!is_sp(p[i]))
-            return p[i] == '{';
+            return p[i] == '{' || p[i] == '[';
     return 0;
 }
 
+/* What the stream's first bytes say (n of them, all there are when fewer than ST_TRACE_SNIFF):
+ * the length of a UTF-8 byte-order mark to skip, or -1 with the reason for a compressed or
+ * binary file (named as what it is). */
+static int sniff(const st_trace_reader *r, const unsigned char *h, size_t n, char *err, size_t errlen)
+{
+    static const struct {
+        const char *magic;
+        size_t len;
+        const char *what, *tool;
+    } packed[] = {
+        { "\x1f\x8b", 2, "gzip", "gunzip -k" },
+        { "\x28\xb5\x2f\xfd", 4, "zstd", "zstd -d" },
+        { "\xfd\x37\x7a\x58\x5a", 5, "xz", "unxz -k" },
+        { "BZh", 3, "bzip2", "bunzip2 -k" },
+        { "PK\x03\x04", 4, "zip", "unzip" },
+    };
+    for (size_t i = 0; i < sizeof packed / sizeof *packed; i++)
+        if (n >= packed[i].len && !memcmp(h, packed[i].magic, packed[i].len)) {
+            st_errf(err, errlen, "%s: %s-compressed: decompress it first (%s FILE)", r->name, packed[i].what,
+                    packed[i].tool);
+            return -1;
+        }
+    if (n >= 3 && !memcmp(h, "\xef\xbb\xbf", 3))
+        return 3; /* UTF-8 byte-order mark (Windows tools write one): not part of the first line */
+    if (memchr(h, '\0', n)) {
+        st_errf(err, errlen, "%s: binary data (a NUL byte in its first bytes), not a text trace", r->name);
+        return -1;
+    }
+    return 0;
+}
+
+static int feed_text(st_trace_reader *r, const char *data, size_t len, char *err, size_t errlen);
+
+/* The first ST_TRACE_SNIFF bytes are held until they can be looked at (sniff), then fed on. */
+static int feed_head(st_trace_reader *r, char *err, size_t errlen)
+{
+    r->sniffed = 1;
+    int skip = sniff(r, r->head, r->nhead, err, errlen);
+    if (skip < 0) {
+        r->failed = 1;
+        return -1;
+    }
+    return feed_text(r, (const char *)r->head + skip, r->nhead - (size_t)skip, err, errlen);
+}
+
 int st_trace_reader_feed(st_trace_reader *r, const char *data, size_t len, char *err, size_t errlen)
+{
+    if (r->failed)
+        return -1;
+    if (r->stopped)
+        return 1;
+    if (!r->sniffed) {
+        size_t k = sizeof r->head - r->nhead < len ? sizeof r->head - r->nhead : len;
+        memcpy(r->head + r->nhead, data, k);
+        r->nhead += k;
+        data += k;
+        len -= k;
+        if (r->nhead < sizeof r->head)
+            return 0;
+        int rc = feed_head(r, err, errlen);
+        if (rc)
+            return rc;
+    }
+    return feed_text(r, data, len, err, errlen);
+}
+
+/* Reports the current line as over-long, once, as soon as it passes the limit (not at its
+ * newline, which may never come). 0, or -1. */
+static int too_long_now(st_trace_reader *r, char *err, size_t errlen)
+{
+    char why[160];
+    snprintf(why, sizeof why, "line is longer than %u bytes (the limit of one row)", ST_TRACE_LINE_MAX);
+    int rc = bad_row(r, r->lineno + 1, why, err, errlen);
+    if (rc)
+        r->failed = 1;
+    return rc;
+}
+
+static int feed_text(st_trace_reader *r, const char *data, size_t len, char *err, size_t errlen)
 {
     if (r->failed)
         return -1;
@@ -1392,26 +1509,35 @@ int st_trace_reader_feed(st_trace_reader *r, const char *data, size_t len, char 
             }
             return rc;
         }
-        if (!r->line_too_long && st_buf_append(&r->line, data + pos, n) < 0)
+        if (r->line_too_long) {
+            /* skipping an over-long line (already reported): a stream without newlines (a
+             * device, a broken exporter's FIFO) is not read on for ever */
+            r->skipped += n;
+            if (r->skipped > ST_TRACE_SKIP_MAX) {
+                st_errf(err, errlen, "%s:%llu: no newline in %llu bytes: not a trace with one row per line", r->name,
+                        (unsigned long long)r->lineno + 1, (unsigned long long)r->skipped);
+                r->failed = 1;
+                return -1;
+            }
+        } else if (st_buf_append(&r->line, data + pos, n) < 0 || r->line.len > ST_TRACE_LINE_MAX) {
             r->line_too_long = 1;
-        if (!r->line_too_long && r->line.len > ST_TRACE_LINE_MAX)
-            r->line_too_long = 1;
+            r->skipped = r->line.len;
+            st_buf_reset(&r->line);
+            if (too_long_now(r, err, errlen))
+                return -1;
+        }
         pos += n;
         if (!nl)
             break;
         pos++;
         r->lineno++;
         r->c.lines++;
-        int rc;
-        if (r->line_too_long) {
-            char why[96];
-            snprintf(why, sizeof why, "line is longer than %u bytes", ST_TRACE_LINE_MAX);
-            rc = bad_row(r, r->lineno, why, err, errlen);
-        } else {
+        int rc = 0;
+        if (!r->line_too_long) /* an over-long one was reported when it passed the limit */
             rc = handle_line(r, r->line.data ? r->line.data : "", r->line.len, err, errlen);
-        }
         st_buf_reset(&r->line);
         r->line_too_long = 0;
+        r->skipped = 0;
         if (rc) {
             r->failed = rc < 0;
             r->stopped = rc > 0;
@@ -1435,17 +1561,19 @@ int st_trace_reader_finish(st_trace_reader *r, char *err, size_t errlen)
         return -1;
     if (r->stopped)
         return 0;
+    if (!r->sniffed) { /* fewer bytes than the sniff looks at: the whole stream */
+        int rc = feed_head(r, err, errlen);
+        if (rc < 0)
+            return -1;
+        if (rc > 0)
+            return 0;
+    }
     if (!r->doc_mode && (r->line.len || r->line_too_long)) {
         r->lineno++;
         r->c.lines++;
-        int rc;
-        if (r->line_too_long) {
-            char why[96];
-            snprintf(why, sizeof why, "line is longer than %u bytes", ST_TRACE_LINE_MAX);
-            rc = bad_row(r, r->lineno, why, err, errlen);
-        } else {
+        int rc = 0;
+        if (!r->line_too_long)
             rc = handle_line(r, r->line.data, r->line.len, err, errlen);
-        }
         st_buf_reset(&r->line);
         if (rc < 0) {
             r->failed = 1;
@@ -1487,12 +1615,64 @@ int st_trace_read_buffer(const char *data, size_t len, const char *name, const s
     return rc < 0 ? -1 : 0;
 }
 
+/* A gzip-compressed file, inflated as it is read (members one after another, as gunzip does). */
+typedef struct gz_in {
+    z_stream zs;
+    int on;    /* the file is gzip (decided on its first bytes) */
+    int ended; /* the last member ended (more input starts another) */
+    char *out; /* ST_TRACE_CHUNK bytes */
+} gz_in;
+
+/* Inflates n bytes of the file into the reader. 0, 1 (stop), -1 with err. */
+static int gz_feed(gz_in *g, st_trace_reader *r, const char *path, char *in, size_t n, char *err, size_t errlen)
+{
+    g->zs.next_in = (Bytef *)in;
+    g->zs.avail_in = (uInt)n;
+    while (g->zs.avail_in > 0) {
+        if (g->ended) {
+            if (inflateReset(&g->zs) != Z_OK)
+                return st_errf(err, errlen, "%s: gzip: cannot start the next member", path), -1;
+            g->ended = 0;
+        }
+        g->zs.next_out = (Bytef *)g->out;
+        g->zs.avail_out = (uInt)ST_TRACE_CHUNK;
+        int zr = inflate(&g->zs, Z_NO_FLUSH);
+        if (zr != Z_OK && zr != Z_STREAM_END && zr != Z_BUF_ERROR) {
+            st_errf(err, errlen, "%s: gzip data is corrupt (%s)", path, g->zs.msg ? g->zs.msg : "inflate failed");
+            return -1;
+        }
+        size_t got = ST_TRACE_CHUNK - g->zs.avail_out;
+        if (got) {
+            int rc = st_trace_reader_feed(r, g->out, got, err, errlen);
+            if (rc)
+                return rc;
+        }
+        if (zr == Z_STREAM_END)
+            g->ended = 1;
+        else if (zr == Z_BUF_ERROR && got == 0)
+            break; /* needs more input */
+    }
+    return 0;
+}
+
 int st_trace_read_file(const char *path, const st_trace_opts *o, st_trace_row_cb cb, void *arg, st_trace_counts *counts,
                        st_trace_format *fmt, char *err, size_t errlen)
 {
     int fd = strcmp(path, "-") ? open(path, O_RDONLY | O_CLOEXEC) : 0;
     if (fd < 0) {
         st_errf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    /* a device (/dev/zero, /dev/urandom) never ends: refused by name; a FIFO or standard input is
+     * read, bounded by the line limits (ST_TRACE_LINE_MAX, ST_TRACE_SKIP_MAX) */
+    struct stat st;
+    if (fd > 0 && fstat(fd, &st) == 0 && (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) || S_ISDIR(st.st_mode))) {
+        st_errf(err, errlen, "%s: is a %s, not a trace file", path,
+                S_ISDIR(st.st_mode)   ? "folder"
+                : S_ISCHR(st.st_mode) ? "character device"
+                                      : "block device");
+        if (fd > 0)
+            close(fd);
         return -1;
     }
     st_trace_reader *r = st_trace_reader_new(o, path, cb, arg);
@@ -1505,7 +1685,9 @@ int st_trace_read_file(const char *path, const st_trace_opts *o, st_trace_row_cb
         st_errf(err, errlen, "%s: out of memory", path);
         return -1;
     }
-    int rc = 0;
+    int rc = 0, first = 1;
+    gz_in g;
+    memset(&g, 0, sizeof g);
     for (;;) {
         if (o && o->stop && *o->stop) {
             r->c.interrupted = 1;
@@ -1521,17 +1703,37 @@ int st_trace_read_file(const char *path, const st_trace_opts *o, st_trace_row_cb
             rc = -1;
             break;
         }
+        if (first && n >= 2 && (unsigned char)buf[0] == 0x1f && (unsigned char)buf[1] == 0x8b) {
+            /* gzip (a .jsonl.gz as published): inflated as it streams, memory still bounded */
+            g.out = malloc(ST_TRACE_CHUNK);
+            if (!g.out || inflateInit2(&g.zs, 15 + 16) != Z_OK) {
+                st_errf(err, errlen, "%s: out of memory", path);
+                rc = -1;
+                break;
+            }
+            g.on = 1;
+        }
+        first = 0;
         if (n == 0) {
+            if (g.on && !g.ended) {
+                st_errf(err, errlen, "%s: the gzip data ends early (a truncated file?)", path);
+                rc = -1;
+                break;
+            }
             rc = st_trace_reader_finish(r, err, errlen);
             break;
         }
-        rc = st_trace_reader_feed(r, buf, (size_t)n, err, errlen);
+        rc = g.on ? gz_feed(&g, r, path, buf, (size_t)n, err, errlen)
+                  : st_trace_reader_feed(r, buf, (size_t)n, err, errlen);
         if (rc) {
             if (rc > 0)
                 rc = 0;
             break;
         }
     }
+    if (g.on)
+        inflateEnd(&g.zs);
+    free(g.out);
     if (counts)
         *counts = r->c;
     if (fmt)
@@ -1571,6 +1773,12 @@ void st_trace_counts_describe(const st_trace_counts *c, char *out, size_t cap)
         }
     if (c->stopped)
         st_buf_puts(&b, "; stopped at the request limit");
+    if (c->think_long)
+        st_buf_printf(&b,
+                      "; %llu pause%s between a session's turns longer than %g s (the longest %.0f s): a replay "
+                      "waits %g s instead",
+                      (unsigned long long)c->think_long, c->think_long == 1 ? "" : "s", ST_TRACE_THINK_CAP_S,
+                      c->think_longest_s, ST_TRACE_THINK_CAP_S);
     if (c->unsorted)
         st_buf_printf(&b, "; %llu rows earlier than the row before them (replayed in time order)",
                       (unsigned long long)c->unsorted);

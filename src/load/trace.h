@@ -50,6 +50,13 @@ const char *st_trace_format_name(st_trace_format f);
 int st_trace_format_from_name(const char *name, st_trace_format *out);
 
 #define ST_TRACE_CHUNK ((size_t)1 << 20)
+/* Bytes looked at before the rest (a UTF-8 byte-order mark is skipped; gzip, zstd, xz, bzip2
+ * and zip files are named as such, binary data refused). */
+#define ST_TRACE_SNIFF 8u
+/* An over-long line is reported as soon as it passes ST_TRACE_LINE_MAX; when malformed rows
+ * may be skipped, the rest of it is skipped up to this many bytes without a newline, then the
+ * stream is refused (a device or a broken exporter's FIFO is not read for ever). */
+#define ST_TRACE_SKIP_MAX ((uint64_t)64 << 20)
 #define ST_TRACE_BLOCK_DEFAULT 512u  /* Mooncake's hash block (tokens) */
 #define ST_TRACE_HASH_IDS_MAX 65536u /* hash ids per row */
 #define ST_TRACE_SESSIONS_MAX (1u << 20)
@@ -102,6 +109,8 @@ typedef struct st_trace_counts {
     uint64_t orphaned;    /* later turns of a session whose earlier turn was malformed (skipped) */
     uint64_t unsorted;    /* rows earlier than the row before them */
     uint64_t sessions;    /* distinct sessions among kept rows */
+    uint64_t think_long;  /* kept later turns whose pause after the turn before exceeds ST_TRACE_THINK_CAP_S */
+    double think_longest_s; /* the longest such pause (0: none) */
     int stopped;          /* max_rows reached before the end */
     int interrupted;      /* the stop flag ended the reading (the counts are those so far) */
     char bad_first[ST_TRACE_BAD_KEPT][320];
@@ -195,6 +204,12 @@ typedef struct st_trace_load_opts {
     double think_s; /* replay: the think time of every later turn; NAN: from the trace */
 } st_trace_load_opts;
 void st_trace_load_opts_default(st_trace_load_opts *o);
+
+/* The longest pause between a session's turns that a replay waits (seconds): a user who comes
+ * back hours or days later (a foreign log's times) is not thinking, and a replay must not wait
+ * that long. A longer pause is replayed as this one, counted in st_trace_counts.think_long and
+ * said by st_trace_counts_describe and the spec check. */
+#define ST_TRACE_THINK_CAP_S 600.0
 
 /* Gaps whose coefficient of variation is below this are called evenly spaced: the advice replays
  * them with a constant schedule (a gamma shape of 1/CV^2 would be huge, or infinite at 0). */

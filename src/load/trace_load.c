@@ -240,6 +240,8 @@ static int on_row(void *arg, const st_trace_row *row, char *err, size_t errlen)
         if (later) {
             /* REPLAY: linked to the turn before; sent when it ends */
             double th = !isnan(o->think_s) ? o->think_s : row->think_s;
+            if (isnan(o->think_s) && th > ST_TRACE_THINK_CAP_S) /* counted by the reader, said in its counts */
+                th = ST_TRACE_THINK_CAP_S;
             it->think = isnan(th) || th < 0 ? 0 : (st_ns)llround(th * 1e9);
             L->items[se->last].next = idx;
             se->last = idx;

@@ -58,8 +58,9 @@ static int parse_row(const st_csv *c, const int *col, st_price *out, char *why, 
         return -1;
     }
     if (st_parse_double(usd, &out->usd_per_gpu_hour) || !(out->usd_per_gpu_hour > 0) ||
-        !isfinite(out->usd_per_gpu_hour)) {
-        snprintf(why, whylen, "usd_per_gpu_hour: expected a number > 0, got '%.40s'", usd);
+        !(out->usd_per_gpu_hour <= ST_PRICES_MAX_USD_PER_GPU_HOUR)) {
+        snprintf(why, whylen, "usd_per_gpu_hour: expected a number > 0 and at most %g, got '%.40s'",
+                 ST_PRICES_MAX_USD_PER_GPU_HOUR, usd);
         return -1;
     }
     out->kind = ST_PRICE_ON_DEMAND;

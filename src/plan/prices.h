@@ -5,7 +5,7 @@
  * Columns (a header row names them; order free, unknown columns ignored):
  *   gpu_key           required: the GPU as the engine model's catalog names it (H100, H100-NVL,
  *                     H200, A100, A100-PCIe, L40S, RTX4090, ...)
- *   usd_per_gpu_hour  required: a number > 0 (for serverless: the per-second price x 3600)
+ *   usd_per_gpu_hour  required: a number > 0, at most 1000 (for serverless: the per-second price x 3600)
  *   kind              on-demand (default), spot, marketplace, serverless (per-second,
  *                     scale-to-zero), serverless-active, endpoint, suspect (never used)
  *   provider, offering, source, source_date, note   text, shown with the figure
@@ -18,6 +18,8 @@
 
 #define ST_PRICES_MAX_BYTES ((size_t)16 << 20)
 #define ST_PRICES_MAX_ROWS 100000
+/* The highest usd_per_gpu_hour a row may give (as a spec's hardware.price_per_gpu_hour). */
+#define ST_PRICES_MAX_USD_PER_GPU_HOUR 1000.0
 
 typedef enum st_price_kind {
     ST_PRICE_ON_DEMAND = 0,

@@ -398,13 +398,23 @@ int st_deploy_k8s(const st_spec *s, const st_spec_config *c, const st_deploy_opt
     return rc || st_buf_error(out) ? -1 : 0;
 }
 
-/* A vLLM flag as the RunPod worker's variable: --max-num-seqs -> MAX_NUM_SEQS. */
+/* A vLLM flag as the RunPod worker's variable: --max-num-seqs -> MAX_NUM_SEQS (anything but a
+ * letter or digit becomes '_', so the name is always a plain shell variable name). */
 static void env_name(const char *flag, char *out, size_t n)
 {
     size_t j = 0;
     for (const char *p = flag + 2; *p && *p != '=' && j + 1 < n; p++)
-        out[j++] = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
+        out[j++] = isalnum((unsigned char)*p) ? (char)toupper((unsigned char)*p) : '_';
     out[j] = '\0';
+}
+
+/* One NAME=value line of the RunPod block, the value quoted for the shell (the block is
+ * pasted into a console or sourced: a value such as "; cmd" or "$(...)" stays text). */
+static void runpod_line(st_buf *out, const char *name, const char *value)
+{
+    st_buf_printf(out, "%s=", name);
+    st_buf_shell_quote(out, value);
+    st_buf_puts(out, "\n");
 }
 
 int st_deploy_runpod_env(const st_spec *s, const st_spec_config *c, st_buf *out)
@@ -413,12 +423,14 @@ int st_deploy_runpod_env(const st_spec *s, const st_spec_config *c, st_buf *out)
         return -1;
     st_strv f = { 0 };
     int rc = deploy_flags(s, c, &f);
-    st_buf_printf(out, "MODEL_NAME=%s\n", st_spec_config_model(s, c));
+    runpod_line(out, "MODEL_NAME", st_spec_config_model(s, c));
     for (int i = 0; i < f.n && !rc; i++) {
         const char *t = f.v[i];
         if (strncmp(t, "--", 2)) {
             /* a short flag such as -tp: the worker has no name for it */
-            st_buf_printf(out, "# %s: no worker variable; use VLLM_EXTRA_ARGS\n", t);
+            st_buf_puts(out, "# ");
+            st_buf_shell_quote(out, t);
+            st_buf_puts(out, ": no worker variable; use VLLM_EXTRA_ARGS\n");
             continue;
         }
         char nm[128];
@@ -426,16 +438,19 @@ int st_deploy_runpod_env(const st_spec *s, const st_spec_config *c, st_buf *out)
         int no = !strncmp(t, "--no-", 5);
         env_name(no ? t + 3 : t, nm, sizeof nm);
         if (eq)
-            st_buf_printf(out, "%s=%s\n", nm, eq + 1);
+            runpod_line(out, nm, eq + 1);
         else if (i + 1 < f.n && f.v[i + 1][0] != '-')
-            st_buf_printf(out, "%s=%s\n", nm, f.v[++i]);
+            runpod_line(out, nm, f.v[++i]);
         else /* a switch: the worker emits --flag for true and --no-flag for false */
-            st_buf_printf(out, "%s=%s\n", nm, no ? "false" : "true");
+            runpod_line(out, nm, no ? "false" : "true");
     }
     envpair env[DEPLOY_ENV_MAX];
     int ne = env_list(s, c, env, DEPLOY_ENV_MAX);
-    for (int i = 0; i < ne; i++)
-        st_buf_printf(out, "%s=%s\n", env[i].key, env[i].val);
+    for (int i = 0; i < ne; i++) { /* as in the docker snippet: ${VAR} references left to the shell */
+        st_buf_printf(out, "%s=", env[i].key);
+        shell_value(out, env[i].val);
+        st_buf_puts(out, "\n");
+    }
     st_strv_free(&f);
     return rc || st_buf_error(out) ? -1 : 0;
 }

@@ -1,3 +1,4 @@
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -185,18 +186,22 @@ static void flags_joined(const st_strv *v, char *out, size_t n)
         off += (size_t)snprintf(out + off, n - off, "%s%s", i ? " " : "", v->v[i]);
 }
 
-static const char *facts_engine_version(const st_report *r)
+/* The first run's "engine_version" (facts is a JSON object) into out, unescaped; 0 when none. */
+static int facts_engine_version(const st_report *r, char *out, size_t n)
 {
-    /* facts is a JSON object; its "engine_version" is shown when present (a light scan: the
-     * JSON renderer carries the whole object). */
-    static const char key[] = "\"engine_version\":\"";
     for (int i = 0; i < r->n_rows; i++) {
         const char *f = r->rows[i].facts;
-        const char *k = f ? strstr(f, key) : NULL;
-        if (k)
-            return k + sizeof key - 1;
+        if (!f || !strstr(f, "\"engine_version\""))
+            continue;
+        json_t *o = json_loads(f, 0, NULL);
+        const char *v = json_string_value(json_object_get(o, "engine_version"));
+        if (v)
+            snprintf(out, n, "%s", v);
+        json_decref(o);
+        if (v)
+            return 1;
     }
-    return NULL;
+    return 0;
 }
 
 static void setup_section(const st_report *r, st_buf *b)
@@ -205,10 +210,11 @@ static void setup_section(const st_report *r, st_buf *b)
     char tmp[4096], n1[32];
     st_buf_puts(b, "## Setup\n\n");
     st_buf_printf(b, "- **Engine**: %s", st_engine_kind_name(s->engine.kind));
-    const char *ev = facts_engine_version(r);
-    if (ev) {
-        const char *e = strchr(ev, '"');
-        st_buf_printf(b, " (version %.*s)", (int)(e ? e - ev : 0), ev);
+    char ver[256];
+    if (facts_engine_version(r, ver, sizeof ver)) { /* the engine's own text (its /version answer): escaped */
+        st_buf_puts(b, " (version ");
+        st_md_text(b, ver);
+        st_buf_puts(b, ")");
     }
     if (s->engine.kind == ST_ENGINE_ENDPOINT) {
         st_buf_puts(b, " at ");

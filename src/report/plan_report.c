@@ -71,8 +71,10 @@ static void answer(const st_plan_result *r, st_buf *b)
     slo_words(r->spec, b);
     st_buf_printf(b, ") is **%s**: ", name);
     limits(w, b);
-    st_buf_printf(b, ", at $%.4g per GPU-hour (%s). It sustains %.3g requests/s (%.0f output tokens/s) at ",
-                  w->price_per_gpu_hour, w->provider ? w->provider : "price list", w->capacity_rps, w->output_tps);
+    /* the provider's name comes from a price list (perhaps the user's): escaped for Markdown */
+    st_buf_printf(b, ", at $%.4g per GPU-hour (", w->price_per_gpu_hour);
+    st_md_text(b, w->provider ? w->provider : "price list");
+    st_buf_printf(b, "). It sustains %.3g requests/s (%.0f output tokens/s) at ", w->capacity_rps, w->output_tps);
     money(b, w->usd_per_1m);
     st_buf_printf(b, " per 1M output tokens; at the stated peak of %.3g requests/s that is %ld replica%s, about ",
                   r->spec->peak_rate, k.replicas, k.replicas == 1 ? "" : "s");
@@ -290,16 +292,19 @@ int st_plan_report_markdown(const st_plan_result *r, st_buf *b)
                       " from the workload (the p99 of input + output tokens, rounded up; %.1f %% of the requests "
                       "are longer and would be refused)",
                       100 * r->len_reject_share);
+    st_buf_puts(b, ".\n- Prices: ");
+    st_md_text(b, r->prices ? r->prices->origin : "the built-in list");
+    st_buf_puts(b, ", ");
+    st_md_text(b, r->provider && *r->provider ? r->provider : "the lowest");
     st_buf_printf(
         b,
-        ".\n- Prices: %s, %s on-demand price per GPU-hour; every figure's source and date is in "
+        " on-demand price per GPU-hour; every figure's source and date is in "
         "docs/prices.md. Prices move: pass your own with --prices.\n"
         "- The search prunes with a bound: a candidate's maximum throughput on the model (its batch kept "
         "full), times %.2f, gives the lowest cost it could reach; candidates whose bound cannot enter the top "
         "%d are not evaluated (plan.json lists them with their bound).\n"
         "- Not modelled: output quality under quantization, multi-node tensor parallelism, engines other "
         "than vLLM.\n",
-        r->prices ? r->prices->origin : "the built-in list", r->provider && *r->provider ? r->provider : "the lowest",
         1.25, s->plan.top > 0 ? s->plan.top : 3);
     return st_buf_error(b) ? -1 : 0;
 }

@@ -150,12 +150,93 @@ static int teardown(void **state)
     return 0;
 }
 
+/* A figure of the emulator's /metrics (the first line of that name), or -1. */
+static double metric(int port, const char *name)
+{
+    http_res r;
+    double v = -1;
+    if (http_do(port, "GET", "/metrics", NULL, NULL, 5000, &r) == 0 && r.status == 200) {
+        char key[128];
+        snprintf(key, sizeof key, "\n%s{", name);
+        const char *p = strstr(r.body.data, key);
+        const char *sp = p ? strchr(p + 1, ' ') : NULL;
+        if (sp)
+            v = strtod(sp + 1, NULL);
+    }
+    http_res_free(&r);
+    return v;
+}
+
+/* A client that sends a long streamed request and does not read: once its answer fills the
+ * socket, the emulator holds the stream's token production (as a server stops generating into
+ * a full socket) instead of buffering every token; when the client reads, the stream resumes
+ * and the answer comes whole. */
+static void unread_stream_is_held(void **state)
+{
+    (void)state;
+    const char *extra[] = { "--time-scale", "50", NULL };
+    assert_int_equal(emu_start(&emu, "Qwen/Qwen3-8B", "H100", extra, 1), 0);
+    enum { WANT = 36000 };
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int small = 4096;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    struct sockaddr_in a = { .sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)emu.port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    char body[256], req[1024];
+    snprintf(body, sizeof body,
+             "{\"model\": \"Qwen/Qwen3-8B\", \"prompt\": \"hello\", \"max_tokens\": %d, \"stream\": true, "
+             "\"ignore_eos\": true}",
+             WANT);
+    int n = snprintf(req, sizeof req,
+                     "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                     "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
+                     strlen(body), body);
+    assert_int_equal(write(fd, req, (size_t)n), n);
+    /* not read: the generated count stops short of the answer (bounded polls) */
+    double gen = 0, prev = -1, holds = 0;
+    int still = 0;
+    for (int i = 0; i < 240 && still < 4 && gen < WANT; i++) {
+        usleep(250000);
+        gen = metric(emu.port, "vllm:generation_tokens_total");
+        holds = metric(emu.port, "servetune:emulator_stream_holds_total");
+        still = gen == prev && holds >= 1 ? still + 1 : 0;
+        prev = gen;
+    }
+    if (!(holds >= 1 && gen < WANT))
+        fail_msg("a client that does not read: %.0f of %d tokens generated, %.0f holds", gen, WANT, holds);
+    assert_true(metric(emu.port, "vllm:num_requests_running") == 1);
+    /* read: the stream resumes and ends with the whole answer */
+    size_t events = 0, got = 0;
+    char buf[65536];
+    st_ns dl = st_now() + st_s_to_ns(180);
+    while (st_now() < dl) {
+        struct pollfd pf = { .fd = fd, .events = POLLIN };
+        if (poll(&pf, 1, 1000) <= 0)
+            continue;
+        ssize_t k = read(fd, buf, sizeof buf);
+        if (k <= 0)
+            break;
+        got += (size_t)k;
+        for (ssize_t j = 0; j + 5 < k; j++)
+            events += !memcmp(buf + j, "\"text\"", 6);
+    }
+    close(fd);
+    /* the events split across reads are not counted; the count of tokens made is exact */
+    assert_true(events > WANT * 9 / 10);
+    assert_true(metric(emu.port, "vllm:generation_tokens_total") == WANT);
+    assert_true(got > (size_t)WANT * 100);
+    stop();
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
         cmocka_unit_test_teardown(listens_on_loopback_by_default, teardown),
         cmocka_unit_test_teardown(slowloris_is_cut, teardown),
         cmocka_unit_test_teardown(tokenize_answers_a_large_input, teardown),
+        cmocka_unit_test_teardown(unread_stream_is_held, teardown),
     };
     return cmocka_run_group_tests(t, NULL, NULL);
 }

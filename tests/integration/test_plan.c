@@ -94,12 +94,14 @@ static void example_plan_and_its_spec(void **state)
     assert_true(file_has(spec, "planned #1"));
 }
 
-/* A price list where one GPU is nearly free: the plan picks it. */
+/* A price list where one GPU is nearly free: the plan picks it. The provider's name is text from
+ * the user's file: plan.md escapes it for Markdown. */
 static void free_gpu_wins(void **state)
 {
     (void)state;
     char prices[600], specp[600], out[600];
-    put("prices.csv", "gpu_key,usd_per_gpu_hour,provider\nH100,2.5,x\nH200,3.5,x\nA100,1.5,x\nL40S,0.0001,free-cloud\n",
+    put("prices.csv",
+        "gpu_key,usd_per_gpu_hour,provider\nH100,2.5,x\nH200,3.5,x\nA100,1.5,x\nL40S,0.0001,free_cloud<img src=x>\n",
         prices, sizeof prices);
     put("plan.yaml",
         "engine: {kind: vllm, model: Qwen/Qwen3-8B}\nhardware: {gpu: H100, price_per_gpu_hour: 2.5}\npeak_rate: 10\n"
@@ -114,7 +116,11 @@ static void free_gpu_wins(void **state)
     json_t *j = plan_json(out);
     json_t *best = json_object_get(j, "best");
     assert_string_equal(json_string_value(json_object_get(best, "gpu")), "L40S");
-    assert_string_equal(json_string_value(json_object_get(best, "price_from")), "free-cloud");
+    assert_string_equal(json_string_value(json_object_get(best, "price_from")), "free_cloud<img src=x>");
+    char md[700];
+    snprintf(md, sizeof md, "%s/plan.md", out);
+    assert_true(file_has(md, "(free\\_cloud&lt;img src=x>)"));
+    assert_false(file_has(md, "<img"));
     /* only the GPUs with a price were tried (the catalog's others have none in this list) */
     assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "search"), "candidates")), 4);
     json_decref(j);

@@ -186,6 +186,44 @@ static void trace_shorter_than_the_warmup(void **state)
     unlink(trace);
 }
 
+/* A replayed trace whose next turn comes 3 days later: the check says the replay caps the pause
+ * (ST_TRACE_THINK_CAP_S), naming the limit; with workload.think_time set it has nothing to say. */
+static void trace_think_gaps_capped(void **state)
+{
+    (void)state;
+    char trace[] = "/tmp/st_check_think_XXXXXX";
+    int fd = mkstemp(trace);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fprintf(f, "{\"timestamp\": 0, \"session\": \"a\", \"input_tokens\": 10, \"output_tokens\": 5}\n"
+               "{\"timestamp\": 259200, \"session\": \"a\", \"input_tokens\": 10, \"output_tokens\": 5}\n");
+    fclose(f);
+    for (int set = 0; set < 2; set++) {
+        char text[1024], err[1024] = "";
+        snprintf(text, sizeof text,
+                 "engine: {kind: emulator, model: Qwen/Qwen3-8B, flags: [--gpu, H100]}\n"
+                 "hardware: {gpu: H100, price_per_gpu_hour: 2.5}\npeak_rate: 10\n"
+                 "workload: {trace: '%s', sessions: replay%s}\nrates: [1]\nwarmup_requests: 0\n"
+                 "slo: {ttft_p95_ms: 1500, tpot_p95_ms: 50}\n",
+                 trace, set ? ", think_time: 2" : "");
+        st_spec s;
+        if (st_spec_parse("t.yaml", text, strlen(text), &s, err, sizeof err))
+            fail_msg("%s", err);
+        st_buf b;
+        st_buf_init(&b, 1 << 16);
+        st_spec_warnings(&s, 0, &b);
+        const char *want = "workload.trace: 1 pause between a session's turns is longer than 600 s (the longest "
+                           "259200 s, 3.0 days): the replay waits 600 s instead";
+        if (!set && !(b.data && strstr(b.data, want)))
+            fail_msg("warnings '%s' lack '%s'", b.data ? b.data : "", want);
+        if (set)
+            assert_true(!b.data || !strstr(b.data, "pause between"));
+        st_buf_free(&b);
+        st_spec_free(&s);
+    }
+    unlink(trace);
+}
+
 static int parse_text(const char *text, size_t len, char *err, size_t errlen)
 {
     st_spec s;
@@ -322,6 +360,7 @@ int main(void)
         cmocka_unit_test(trace_shorter_than_the_warmup),  cmocka_unit_test(hostile_yaml_is_refused),
         cmocka_unit_test(unknown_flags_are_warned),       cmocka_unit_test(launch_and_tp_warnings),
         cmocka_unit_test(wall_timeout_has_a_floor),
+        cmocka_unit_test(trace_think_gaps_capped),
     };
     return cmocka_run_group_tests(t, NULL, NULL);
 }

@@ -138,6 +138,13 @@ static void parse_strict_numbers(void **state)
     assert_int_equal(st_parse_duration_s("2m", &d), 0);
     assert_near(d, 120, 0);
     assert_int_equal(st_parse_duration_s("2h", &d), -1);
+    /* bounded: no duration overflows a nanosecond clock */
+    assert_int_equal(st_parse_duration_s("1e11", &d), -1);
+    assert_int_equal(st_parse_duration_s("1e300m", &d), -1);
+    assert_int_equal(st_parse_duration_s("31536000", &d), 0);
+    assert_true(st_s_to_ns(1e11) > 0);
+    assert_true(st_s_to_ns(1e300) == ST_NS_MAX);
+    assert_true(st_now() + st_s_to_ns(1e300) > st_now()); /* a deadline that far is still later */
     char f[32];
     assert_string_equal(st_fmt_shortest(f, sizeof f, 0.005, 1), "0.005");
     assert_string_equal(st_fmt_shortest(f, sizeof f, 10, 1), "10.0");
@@ -233,6 +240,64 @@ static void read_file_bounded(void **state)
     unlink(path);
     assert_null(st_read_file(path, 10, &len, err, sizeof err));
     assert_non_null(strstr(err, path));
+}
+
+/* Output files are written safely: a FIFO, a device node or a symlink at the destination is
+ * refused by name and left as it was; a symlink planted at PATH.tmp is not followed. */
+static void output_files_written_safely(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/st-test-outXXXXXX", path[128], p2[160], tgt[160], err[512] = "";
+    assert_non_null(mkdtemp(dir));
+    /* a plain file: written, replaced */
+    snprintf(path, sizeof path, "%s/out.json", dir);
+    assert_int_equal(st_write_file_atomic(path, "one", 3, err, sizeof err), 0);
+    assert_int_equal(st_write_file_atomic(path, "two!", 4, err, sizeof err), 0);
+    size_t len = 0;
+    char *b = st_read_file(path, 100, &len, err, sizeof err);
+    assert_non_null(b);
+    assert_string_equal(b, "two!");
+    free(b);
+    /* a FIFO: refused, still a FIFO (a write into it would block: the refusal comes first) */
+    snprintf(p2, sizeof p2, "%s/fifo", dir);
+    assert_int_equal(mkfifo(p2, 0600), 0);
+    assert_int_equal(st_write_file_atomic(p2, "x", 1, err, sizeof err), -1);
+    assert_non_null(strstr(err, "is a FIFO, not a regular file; refusing to replace it"));
+    struct stat st;
+    assert_int_equal(lstat(p2, &st), 0);
+    assert_true(S_ISFIFO(st.st_mode));
+    unlink(p2);
+    /* a device node (checked, never written) */
+    assert_int_equal(st_outfile_check("/dev/null", err, sizeof err), -1);
+    assert_non_null(strstr(err, "/dev/null: is a character device"));
+    /* a symlink at the destination: refused, its target untouched */
+    snprintf(tgt, sizeof tgt, "%s/target", dir);
+    assert_int_equal(st_write_file_atomic(tgt, "keep", 4, err, sizeof err), 0);
+    snprintf(p2, sizeof p2, "%s/link", dir);
+    assert_int_equal(symlink(tgt, p2), 0);
+    assert_int_equal(st_write_file_atomic(p2, "evil", 4, err, sizeof err), -1);
+    assert_non_null(strstr(err, "is a symbolic link"));
+    b = st_read_file(tgt, 100, &len, err, sizeof err);
+    assert_string_equal(b, "keep");
+    free(b);
+    unlink(p2);
+    /* a symlink planted at PATH.tmp: removed, never followed */
+    snprintf(p2, sizeof p2, "%s.tmp", path);
+    assert_int_equal(symlink(tgt, p2), 0);
+    st_outfile o;
+    assert_int_equal(st_outfile_open(&o, path, err, sizeof err), 0);
+    assert_int_equal(st_fd_write_all(o.fd, "three", 5), 0);
+    assert_int_equal(st_outfile_commit(&o, err, sizeof err), 0);
+    b = st_read_file(tgt, 100, &len, err, sizeof err);
+    assert_string_equal(b, "keep");
+    free(b);
+    b = st_read_file(path, 100, &len, err, sizeof err);
+    assert_string_equal(b, "three");
+    free(b);
+    assert_int_equal(lstat(p2, &st), -1);
+    unlink(path);
+    unlink(tgt);
+    assert_int_equal(rmdir(dir), 0);
 }
 
 /* st_grow doubles from its first size and refuses a size that would overflow; st_cmp_double is
@@ -384,6 +449,7 @@ int main(void)
         cmocka_unit_test(virtual_clock),
         cmocka_unit_test(read_file_bounded),
         cmocka_unit_test(mkdir_p_makes_parents),
+        cmocka_unit_test(output_files_written_safely),
         cmocka_unit_test(util_grow_and_order),
         cmocka_unit_test(secrets_are_redacted),
         cmocka_unit_test(text_is_sanitized),

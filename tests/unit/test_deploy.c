@@ -270,12 +270,45 @@ static void hostile_names_and_values(void **state)
     st_spec_free(&s);
 }
 
+/* The RunPod block is pasted into a console or sourced: sh reads every value back exactly, and
+ * nothing in a value runs (the payload here only prints, were it ever run). */
+static void runpod_values_quoted_for_the_shell(void **state)
+{
+    (void)state;
+    const char *text = "engine:\n  kind: vllm\n  model: \"org/My Model's\"\n"
+                       "  flags: [--served-model-name, \"a b;echo INJECTED\", --chat-template, \"$(echo INJECTED)\","
+                       " \"--tokenizer=`echo INJECTED`\"]\n"
+                       "  env: {GREETING: \"it's ${ST_TEST_UNSET_VAR}x\"}\n"
+                       "hardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 5\n"
+                       "workload: {input_tokens: 10, output_tokens: 5}\nrates: [1]\n"
+                       "slo: {ttft_p95_ms: 100, tpot_p95_ms: 10}\n";
+    st_spec s;
+    char err[512];
+    if (st_spec_parse("r.yaml", text, strlen(text), &s, err, sizeof err))
+        fail_msg("%s", err);
+    st_buf b;
+    st_buf_init(&b, 1 << 16);
+    assert_int_equal(st_deploy_runpod_env(&s, &s.configs[0], &b), 0);
+    char script[8192], out[4096];
+    snprintf(script, sizeof script,
+             "unset ST_TEST_UNSET_VAR; %s\nprintf '%%s\\n' \"$MODEL_NAME\" \"$SERVED_MODEL_NAME\" \"$CHAT_TEMPLATE\" "
+             "\"$TOKENIZER\" \"$GREETING\"",
+             b.data);
+    char *argv[] = { "/bin/sh", "-c", script, NULL };
+    st_test_capture(argv, out, sizeof out);
+    if (strcmp(out, "org/My Model's\na b;echo INJECTED\n$(echo INJECTED)\n`echo INJECTED`\nit's x\n"))
+        fail_msg("the block\n%s\nread back as\n%s", b.data, out);
+    st_buf_free(&b);
+    st_spec_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
         cmocka_unit_test(commands_for_the_example),
         cmocka_unit_test(kubernetes_manifest),
         cmocka_unit_test(hostile_names_and_values),
+        cmocka_unit_test(runpod_values_quoted_for_the_shell),
     };
     return cmocka_run_group_tests(t, load_example, free_spec);
 }

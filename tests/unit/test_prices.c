@@ -54,8 +54,11 @@ static void user_lists(void **state)
     } bad[] = {
         { "gpu,price\nH100,2\n", "x.csv:1: the header must name the columns gpu_key and usd_per_gpu_hour" },
         { "gpu_key,usd_per_gpu_hour\nH100,2\nA100,n/a\n",
-          "x.csv:3: usd_per_gpu_hour: expected a number > 0, got 'n/a'" },
-        { "gpu_key,usd_per_gpu_hour\nH100,-1\n", "x.csv:2: usd_per_gpu_hour: expected a number > 0, got '-1'" },
+          "x.csv:3: usd_per_gpu_hour: expected a number > 0 and at most 1000, got 'n/a'" },
+        { "gpu_key,usd_per_gpu_hour\nH100,-1\n",
+          "x.csv:2: usd_per_gpu_hour: expected a number > 0 and at most 1000, got '-1'" },
+        { "gpu_key,usd_per_gpu_hour\nH100,1e300\n",
+          "x.csv:2: usd_per_gpu_hour: expected a number > 0 and at most 1000, got '1e300'" },
         { "gpu_key,usd_per_gpu_hour\n,2\n", "x.csv:2: gpu_key: empty" },
         { "gpu_key,usd_per_gpu_hour,kind\nH100,2,reserved\n", "x.csv:2: kind: 'reserved' is not one of" },
         { "gpu_key,usd_per_gpu_hour\n", "x.csv: no prices after the header" },

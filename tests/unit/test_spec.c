@@ -101,6 +101,9 @@ static void validation_errors_name_file_and_line(void **state)
         { "concurrency: [1, 4]\n", 0, "concurrency: give either rates (open loop) or concurrency (closed loop)" },
         { "slo2: 1\n", 0, "unknown key 'slo2'" },
         { "timeouts: {startup: -3}\n", 0, "t.yaml:10: timeouts.startup: expected a positive duration" },
+        { "timeouts: {request: 1e11}\n", 0, "t.yaml:10: timeouts.request: expected a positive duration" },
+        { "timeouts: {request: 100000}\n", 0,
+          "t.yaml:10: timeouts.request: expected a positive duration of at most 86400 s (a day)" },
         { "configurations:\n  - name: x\n    env: {HF_TOKEN: hf_abc}\n", 0,
           "t.yaml:12: configurations[x].env: HF_TOKEN looks like a secret" },
         { "configurations:\n  - name: 'a b'\n", 0, "t.yaml:11: configurations: name 'a b'" },
@@ -114,6 +117,9 @@ static void validation_errors_name_file_and_line(void **state)
         { "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: -2}\npeak_rate: 1\n"
           "workload: {input_tokens: 1, output_tokens: 1}\nrates: [1]\nslo: {ttft_p95_ms: 1, tpot_p95_ms: 1}\n",
           1, "t.yaml:2: hardware.price_per_gpu_hour: must be > 0, got -2" },
+        { "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 1e300}\npeak_rate: 1\n"
+          "workload: {input_tokens: 1, output_tokens: 1}\nrates: [1]\nslo: {ttft_p95_ms: 1, tpot_p95_ms: 1}\n",
+          1, "t.yaml:2: hardware.price_per_gpu_hour: at most 1000 (US$ per GPU-hour), got 1e300" },
         { "engine: {kind: vllm, model: m}\nhardware: {gpu: H100, price_per_gpu_hour: 2}\npeak_rate: 1\n"
           "workload: {input_tokens: 1, output_tokens: 1}\nrates: []\nslo: {ttft_p95_ms: 1, tpot_p95_ms: 1}\n",
           1, "t.yaml:5: rates: the list is empty" },

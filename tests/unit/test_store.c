@@ -282,6 +282,74 @@ static void open_fails_cleanly(void **state)
     assert_true(strlen(err) > 0);
 }
 
+/* Opening to read never creates or writes: a missing folder or file, a dangling symlink (its target
+ * is not created), a 0-byte file and another program's SQLite file are refused by name and left
+ * as they were; a servetune database opens read-only. */
+static void reading_never_creates_or_writes(void **state)
+{
+    (void)state;
+    st_store *s = NULL;
+    char err[512] = "", p[600], tgt[600];
+    /* a folder that does not exist: not made */
+    snprintf(p, sizeof p, "%s/none", dir);
+    assert_int_equal(st_store_open_read(p, &s, err, sizeof err), -1);
+    struct stat st;
+    assert_int_equal(stat(p, &st), -1);
+    /* a dangling symlink: its target is not created */
+    snprintf(p, sizeof p, "%s/results.sqlite", dir);
+    snprintf(tgt, sizeof tgt, "%s/elsewhere.sqlite", dir);
+    assert_int_equal(symlink(tgt, p), 0);
+    assert_int_equal(st_store_open_read(dir, &s, err, sizeof err), -1);
+    assert_non_null(strstr(err, "No such file"));
+    assert_int_equal(stat(tgt, &st), -1);
+    unlink(p);
+    /* a 0-byte file: refused by name, still 0 bytes */
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fclose(f);
+    assert_int_equal(st_store_open_read(dir, &s, err, sizeof err), -1);
+    assert_non_null(strstr(err, "results.sqlite: empty (0 bytes), not a servetune results database"));
+    assert_int_equal(stat(p, &st), 0);
+    assert_int_equal(st.st_size, 0);
+    /* the same file opened to merge it as a shard: refused, not given tables */
+    assert_int_equal(st_store_open_file(p, ST_STORE_ROLLBACK | ST_STORE_EXISTING, &s, err, sizeof err), -1);
+    assert_int_equal(stat(p, &st), 0);
+    assert_int_equal(st.st_size, 0);
+    unlink(p);
+    /* another program's SQLite file: refused for reading and for writing, its tables unchanged */
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(p, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "CREATE TABLE t(x); INSERT INTO t VALUES (1);", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    assert_int_equal(st_store_open_read(dir, &s, err, sizeof err), -1);
+    assert_non_null(strstr(err, "an SQLite database without servetune's tables"));
+    assert_int_equal(st_store_open(dir, &s, err, sizeof err), -1);
+    assert_non_null(strstr(err, "without servetune's tables"));
+    assert_int_equal(sqlite3_open(p, &db), SQLITE_OK);
+    sqlite3_stmt *q;
+    assert_int_equal(sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_master", -1, &q, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(q, 0), 1);
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    unlink(p);
+    /* text that is not a database */
+    f = fopen(p, "w");
+    fputs("hello, not a database, long enough to be read as a header............................................"
+          "..........",
+          f);
+    fclose(f);
+    assert_int_equal(st_store_open_read(dir, &s, err, sizeof err), -1);
+    assert_non_null(strstr(err, "not an SQLite database"));
+    unlink(p);
+    /* servetune's own: opened read-only (a write fails) */
+    assert_int_equal(st_store_open(dir, &s, err, sizeof err), 0);
+    st_store_close(s);
+    assert_int_equal(st_store_open_read(dir, &s, err, sizeof err), 0);
+    assert_int_equal(st_store_meta_put(s, "k", "v"), -1);
+    st_store_close(s);
+}
+
 /* With secrets set, every text the store writes has them removed: a request's error (a server
  * that echoed the key), a failure detail and log tail, the command line, the engine facts, a run's
  * why, a note, a meta value. */
@@ -346,6 +414,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(runs_records_samples_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(old_database_gets_timing_columns, setup, teardown),
         cmocka_unit_test(open_fails_cleanly),
+        cmocka_unit_test_setup_teardown(reading_never_creates_or_writes, setup, teardown),
         cmocka_unit_test_setup_teardown(secrets_never_reach_the_database, setup, teardown),
     };
     return cmocka_run_group_tests(t, 0, 0);

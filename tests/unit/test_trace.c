@@ -3,12 +3,16 @@
  * and the same result whatever the chunking of the input. */
 #include "harness.h"
 
-#include <signal.h>
-
 #include <math.h>
 #include <stdio.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+#include <zlib.h>
 
+#include "core/buf.h"
 #include "load/trace.h"
 
 static int load(const char *text, const st_trace_load_opts *o, st_workload *w, st_trace_counts *c, st_trace_format *fmt,
@@ -354,6 +358,22 @@ static void servetune_sessions(void **state)
     assert_int_equal(w.n_dependent, 0);
     assert_int_equal(w.n_sessions, 0);
     st_workload_free(&w);
+    /* a next turn 3 days later (a foreign log's times): the replay waits ST_TRACE_THINK_CAP_S,
+     * and the counts say so */
+    const char *days = "{\"timestamp\": 0, \"session\": \"a\", \"input_tokens\": 100, \"output_tokens\": 20}\n"
+                       "{\"timestamp\": 259200, \"session\": \"a\", \"input_tokens\": 10, \"output_tokens\": 20}\n"
+                       "{\"timestamp\": 259300, \"session\": \"a\", \"input_tokens\": 10, \"output_tokens\": 20}\n";
+    assert_int_equal(load(days, NULL, &w, &c, NULL, err, sizeof err), 0);
+    assert_int_equal(w.n_dependent, 2);
+    assert_true(w.items[1].think == (st_ns)(ST_TRACE_THINK_CAP_S * 1e9));
+    assert_true(w.items[2].think == 100 * ST_NS_PER_S); /* a short pause is kept as recorded */
+    assert_int_equal(c.think_long, 1);
+    char line[600];
+    st_trace_counts_describe(&c, line, sizeof line);
+    if (!strstr(line, "1 pause between a session's turns longer than 600 s (the longest 259200 s): a replay waits "
+                      "600 s instead"))
+        fail_msg("got '%s'", line);
+    st_workload_free(&w);
 }
 
 static void filters_and_counted_skips(void **state)
@@ -528,6 +548,211 @@ static void the_stop_flag_ends_the_reading(void **state)
     assert_int_equal(st_trace_read_buffer(text, strlen(text), "t", &o, count_row, &a, &c, NULL, err, sizeof err), 0);
     assert_false(c.interrupted);
     assert_int_equal(a.n, 2);
+/* Files as users have them: a UTF-8 byte-order mark is skipped; a compressed file is named as
+ * such; binary data is refused. */
+static void bom_and_compressed_files(void **state)
+{
+    (void)state;
+    const char *bom = "\xef\xbb\xbf{\"timestamp\": 0, \"input_length\": 100, \"output_length\": 5, \"hash_ids\": [0]}\n"
+                      "{\"timestamp\": 1000, \"input_length\": 100, \"output_length\": 5, \"hash_ids\": [1]}\n";
+    rows_seen a = { 0 }, b = { 0 };
+    char err[400] = "";
+    st_trace_format f = ST_TRACE_AUTO;
+    if (st_trace_read_buffer(bom, strlen(bom), "t", NULL, count_row, &a, NULL, &f, err, sizeof err))
+        fail_msg("%s", err);
+    assert_int_equal(a.n, 2);
+    assert_int_equal(f, ST_TRACE_MOONCAKE);
+    /* byte by byte: the mark split over feeds */
+    st_trace_reader *r = st_trace_reader_new(NULL, "t", count_row, &b);
+    for (size_t i = 0; bom[i]; i++)
+        assert_int_equal(st_trace_reader_feed(r, bom + i, 1, err, sizeof err), 0);
+    assert_int_equal(st_trace_reader_finish(r, err, sizeof err), 0);
+    st_trace_reader_free(r);
+    assert_int_equal(b.n, 2);
+    /* a CSV with a mark: its first column is still TIMESTAMP */
+    const char *csv = "\xef\xbb\xbfTIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.9799600,4808,10\n";
+    rows_seen c = { 0 };
+    assert_int_equal(st_trace_read_buffer(csv, strlen(csv), "t", NULL, count_row, &c, NULL, &f, err, sizeof err), 0);
+    assert_int_equal(c.n, 1);
+    assert_int_equal(f, ST_TRACE_AZURE);
+    /* shorter than the sniff: the whole stream */
+    const char *tiny = "\xef\xbb\xbf";
+    assert_int_equal(st_trace_read_buffer(tiny, 3, "t", NULL, count_row, &c, NULL, NULL, err, sizeof err), 0);
+    static const struct {
+        const char *data;
+        size_t len;
+        const char *want;
+    } bad[] = {
+        { "\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03", 10, "t: gzip-compressed: decompress it first (gunzip -k FILE)" },
+        { "\x28\xb5\x2f\xfd\x00\x58", 6, "t: zstd-compressed: decompress it first" },
+        { "\x00\x00\x00\x00\x00\x00\x00\x00\x00", 9, "t: binary data (a NUL byte in its first bytes)" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        err[0] = '\0';
+        assert_int_equal(
+            st_trace_read_buffer(bad[i].data, bad[i].len, "t", NULL, count_row, &c, NULL, NULL, err, sizeof err), -1);
+        if (!strstr(err, bad[i].want))
+            fail_msg("case %zu: '%s' lacks '%s'", i, err, bad[i].want);
+    }
+}
+
+/* An over-long line is reported as soon as it passes the limit, not at a newline that may never
+ * come; skipping it (max_bad) is bounded too. */
+static void overlong_lines_reported_at_once(void **state)
+{
+    (void)state;
+    size_t chunk = (size_t)1 << 20;
+    char *x = malloc(chunk);
+    assert_non_null(x);
+    memset(x, 'x', chunk);
+    char err[400] = "";
+    rows_seen s = { 0 };
+    st_trace_reader *r = st_trace_reader_new(NULL, "t", count_row, &s);
+    int rc = 0;
+    size_t fed = 0;
+    while (rc == 0 && fed <= ST_TRACE_LINE_MAX + chunk) {
+        rc = st_trace_reader_feed(r, x, chunk, err, sizeof err);
+        fed += chunk;
+    }
+    assert_int_equal(rc, -1);
+    assert_true(fed <= (size_t)ST_TRACE_LINE_MAX + chunk);
+    assert_non_null(strstr(err, "t:1: line is longer than 4194304 bytes"));
+    st_trace_reader_free(r);
+    /* skipped under max_bad: counted, then refused after ST_TRACE_SKIP_MAX bytes without a newline */
+    st_trace_opts o = { .max_bad = 5 };
+    r = st_trace_reader_new(&o, "t", count_row, &s);
+    rc = 0;
+    fed = 0;
+    while (rc == 0 && fed <= ST_TRACE_SKIP_MAX + 2 * chunk) {
+        rc = st_trace_reader_feed(r, x, chunk, err, sizeof err);
+        fed += chunk;
+    }
+    assert_int_equal(rc, -1);
+    assert_non_null(strstr(err, "no newline in"));
+    assert_int_equal(st_trace_reader_counts(r)->bad, 1);
+    st_trace_reader_free(r);
+    free(x);
+}
+
+/* A JSONL row over the line limit is named as such (not "expected a JSON object"); LiteLLM's
+ * /spend/logs array on one line longer than the limit is read like the {"data": [...]} form. */
+static void long_first_lines(void **state)
+{
+    (void)state;
+    st_buf b;
+    st_buf_init(&b, (size_t)16 << 20);
+    st_buf_puts(&b, "{\"timestamp\": 0, \"input_length\": 100, \"output_length\": 5, \"hash_ids\": [0");
+    while (b.len <= ST_TRACE_LINE_MAX)
+        st_buf_puts(&b, ", 12345678");
+    st_buf_puts(&b, "]}\n{\"timestamp\": 1, \"input_length\": 100, \"output_length\": 5, \"hash_ids\": [0]}\n");
+    assert_false(st_buf_error(&b));
+    rows_seen s = { 0 };
+    char err[400] = "";
+    assert_int_equal(st_trace_read_buffer(b.data, b.len, "t", NULL, count_row, &s, NULL, NULL, err, sizeof err), -1);
+    if (!strstr(err, "t:1: the first row is longer than 4194304 bytes"))
+        fail_msg("got '%s'", err);
+    for (int form = 0; form < 2; form++) {
+        st_buf_reset(&b);
+        st_buf_puts(&b, form ? "{\"data\": [" : "[");
+        int n = 0;
+        while (b.len <= ST_TRACE_LINE_MAX + 1000) {
+            st_buf_printf(&b,
+                          "%s{\"startTime\": \"2025-01-15T10:%02d:%02dZ\", \"prompt_tokens\": 9, "
+                          "\"completion_tokens\": 3, \"metadata\": {\"tags\": [\"a\", \"b\"]}}",
+                          n ? ", " : "", (n / 60) % 60, n % 60);
+            n++;
+        }
+        st_buf_puts(&b, form ? "], \"total\": 1}\n" : "]\n");
+        assert_false(st_buf_error(&b));
+        rows_seen t = { 0 };
+        st_trace_format f = ST_TRACE_AUTO;
+        if (st_trace_read_buffer(b.data, b.len, "t", NULL, count_row, &t, NULL, &f, err, sizeof err))
+            fail_msg("form %d: %s", form, err);
+        assert_int_equal(f, ST_TRACE_LITELLM);
+        assert_int_equal(t.n, n);
+    }
+    st_buf_free(&b);
+}
+
+/* A gzip file is inflated as it is read (two members, as `cat a.gz b.gz` makes), giving the rows
+ * of the plain file; a truncated one is an error that says so. */
+static void gzip_files_read(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/st-trace-gzXXXXXX", gz[64], cut[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(gz, sizeof gz, "%s/t.jsonl.gz", dir);
+    snprintf(cut, sizeof cut, "%s/cut.jsonl.gz", dir);
+    for (int member = 0; member < 2; member++) {
+        gzFile z = gzopen(gz, member ? "ab" : "wb");
+        assert_non_null(z);
+        for (int i = 0; i < 3000; i++)
+            gzprintf(z, "{\"timestamp\": %d, \"input_length\": %d, \"output_length\": 5, \"hash_ids\": [%d]}\n",
+                     member * 3000000 + i * 1000, 100 + i % 300, i % 7);
+        assert_int_equal(gzclose(z), Z_OK);
+    }
+    rows_seen a = { 0 };
+    char err[400] = "";
+    st_trace_format f = ST_TRACE_AUTO;
+    if (st_trace_read_file(gz, NULL, count_row, &a, NULL, &f, err, sizeof err))
+        fail_msg("%s", err);
+    assert_int_equal(a.n, 6000);
+    assert_int_equal(f, ST_TRACE_MOONCAKE);
+    /* the first half of the file only */
+    FILE *in = fopen(gz, "rb");
+    assert_non_null(in);
+    static char bytes[1 << 20];
+    size_t n = fread(bytes, 1, sizeof bytes, in);
+    fclose(in);
+    FILE *o = fopen(cut, "wb");
+    assert_non_null(o);
+    fwrite(bytes, 1, n / 4, o);
+    fclose(o);
+    rows_seen b = { 0 };
+    assert_int_equal(st_trace_read_file(cut, NULL, count_row, &b, NULL, NULL, err, sizeof err), -1);
+    if (!strstr(err, "the gzip data ends early"))
+        fail_msg("got '%s'", err);
+    unlink(gz);
+    unlink(cut);
+    rmdir(dir);
+}
+
+/* Files that never end: a device is refused by name; a FIFO is read, and a line without end in
+ * it is refused once it passes the limit (a writer that never closes cannot hold the reader). */
+static void devices_and_fifos(void **state)
+{
+    (void)state;
+    char err[400] = "";
+    rows_seen s = { 0 };
+    assert_int_equal(st_trace_read_file("/dev/zero", NULL, count_row, &s, NULL, NULL, err, sizeof err), -1);
+    assert_non_null(strstr(err, "/dev/zero: is a character device, not a trace file"));
+    char dir[] = "/tmp/st-trace-fifoXXXXXX", fifo[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(fifo, sizeof fifo, "%s/t.fifo", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) { /* the broken exporter: 6 MiB without a newline, then holds the FIFO open */
+        alarm(90);
+        int fd = open(fifo, O_WRONLY);
+        static char x[1 << 16];
+        memset(x, 'x', sizeof x);
+        for (int i = 0; fd >= 0 && i < 96; i++)
+            if (write(fd, x, sizeof x) < 0)
+                _exit(0);
+        sleep(85);
+        _exit(0);
+    }
+    alarm(30); /* a reader that waited for a newline would hang here: fail instead */
+    int rc = st_trace_read_file(fifo, NULL, count_row, &s, NULL, NULL, err, sizeof err);
+    alarm(0);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    unlink(fifo);
+    rmdir(dir);
+    assert_int_equal(rc, -1);
+    if (!strstr(err, "longer than 4194304 bytes"))
+        fail_msg("got '%s'", err);
 }
 
 int main(void)
@@ -544,6 +769,11 @@ int main(void)
         cmocka_unit_test(datetimes),
         cmocka_unit_test(forced_format),
         cmocka_unit_test(the_stop_flag_ends_the_reading),
+        cmocka_unit_test(bom_and_compressed_files),
+        cmocka_unit_test(overlong_lines_reported_at_once),
+        cmocka_unit_test(long_first_lines),
+        cmocka_unit_test(devices_and_fifos),
+        cmocka_unit_test(gzip_files_read),
     };
     return cmocka_run_group_tests(t, NULL, NULL);
 }
