@@ -548,6 +548,8 @@ static void the_stop_flag_ends_the_reading(void **state)
     assert_int_equal(st_trace_read_buffer(text, strlen(text), "t", &o, count_row, &a, &c, NULL, err, sizeof err), 0);
     assert_false(c.interrupted);
     assert_int_equal(a.n, 2);
+}
+
 /* Files as users have them: a UTF-8 byte-order mark is skipped; a compressed file is named as
  * such; binary data is refused. */
 static void bom_and_compressed_files(void **state)
