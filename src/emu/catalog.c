@@ -74,6 +74,10 @@ static const struct {
       { "h200", NULL },
       { NULL },
       { "H200 141GB", 139.8 * GIB, 989e12, 1979e12, 4.8e12, 450e9, 1, 0.88, 0.871989, EMU_ALLREDUCE_LATENCY_S } },
+    { "H100-PCIe",
+      { "h100", "pcie", NULL },
+      { NULL },
+      { "H100 PCIe 80GB", 79.19 * GIB, 756e12, 1513e12, 2.0e12, 25e9, 1, 0.74, 0.80, EMU_ALLREDUCE_LATENCY_PCIE_S } },
     { "A100-PCIe",
       { "a100", "pcie", NULL },
       { "40gb", NULL },
@@ -131,7 +135,7 @@ int st_emu_gpu_find(const char *name, st_emu_gpu *out, char *err, size_t errlen)
             }
         }
     }
-    snprintf(err, errlen, "unknown GPU '%s' (known: H100, H100-NVL, H200, A100, A100-PCIe, L40S, RTX4090; or a file)",
+    snprintf(err, errlen, "unknown GPU '%s' (known: H100, H100-NVL, H100-PCIe, H200, A100, A100-PCIe, L40S, RTX4090; or a file)",
              name ? name : "");
     return -1;
 }
@@ -290,6 +294,13 @@ typedef struct model_entry {
 } model_entry;
 
 static const model_entry models[] = {
+    /* DeepSeek-R1 distills and Phi-4 (bench/fidelity/catalog-facts.md): the distills keep their
+     * base model's shape (Qwen2.5-Math-1.5B, Qwen2.5-7B/14B, Llama-3.1-8B) with a 131072 context */
+    { { "deepseek-r1-distill-qwen-1.5b", NULL }, 28, 1536, 8960, 12, 2, 128, 151936, 131072, 0, 0, 0, 0, 0, 0 },
+    { { "deepseek-r1-distill-qwen-7b", NULL }, 28, 3584, 18944, 28, 4, 128, 152064, 131072, 0, 0, 0, 0, 0, 0 },
+    { { "deepseek-r1-distill-qwen-14b", NULL }, 48, 5120, 13824, 40, 8, 128, 152064, 131072, 0, 0, 0, 0, 0, 0 },
+    { { "deepseek-r1-distill-llama-8b", NULL }, 32, 4096, 14336, 32, 8, 128, 128256, 131072, 0, 0, 0, 0, 0, 0 },
+    { { "phi-4", NULL }, 40, 5120, 17920, 40, 10, 128, 100352, 16384, 0, 0, 0, 0, 0, 0 },
     { { "qwen3-0.6b", NULL }, 28, 1024, 3072, 16, 8, 128, 151936, 40960, 1, 0, 0, 0, 0, 0 },
     { { "qwen3-8b", NULL }, 36, 4096, 12288, 32, 8, 128, 151936, 40960, 0, 0, 0, 0, 0, 0 },
     { { "qwen3-14b", NULL }, 40, 5120, 17408, 40, 8, 128, 151936, 40960, 0, 0, 0, 0, 0, 0 },
@@ -391,7 +402,7 @@ int st_emu_model_find(const char *name, st_emu_model *out, char *err, size_t err
     }
     snprintf(err, errlen,
              "unknown model '%s' (built in: Qwen3-0.6B/8B/14B/32B, Qwen2.5-7B, Llama-3(.1)-8B, "
-             "Llama-3(.1/.3)-70B, GLM-4.5-Air and their -FP8/-AWQ/-GPTQ variants; otherwise give a "
+             "Llama-3(.1/.3)-70B, GLM-4.5-Air, DeepSeek-R1-Distill-Qwen-1.5B/7B/14B and -Llama-8B, Phi-4 and their -FP8/-AWQ/-GPTQ variants; otherwise give a "
              "directory with config.json)",
              name ? name : "");
     return -1;
