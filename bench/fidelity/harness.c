@@ -38,6 +38,7 @@
 /* Prompt token ids stay above the lowest ids (special tokens in real vocabularies). */
 #define FID_TOKEN_ID_LO 1000u
 #define FID_SHAREGPT_ID_BASE 0x5a7e000000000000ULL
+#define FID_PREFIX_ID_BASE 0x9f1c000000000000ULL
 
 /* Sources that measured several points one after another on one server, as their text says.
  * Their points of one setup form a sweep, run in ascending load (the order they document),
@@ -46,19 +47,25 @@
  * "Sweeps on one server"). vllm bench serve sends the same prompts for the same seed, and
  * vLLM's prefix cache (on by default in V1) keeps them from one run to the next. */
 typedef struct fid_procedure {
-    const char *repo, *path;
+    const char *repo, *path; /* a path ending in '/': every file under that folder */
     uint32_t rounds, preruns;
+    int descending; /* the sweep ran from the highest load down */
 } fid_procedure;
 static const fid_procedure FID_PROCEDURES[] = {
     /* "Request Rates Swept 0.5, 0.75, ... 3.0"; "Total Input Tokens 62,238 (fixed across all
      * rates - same sample set)"; "Prefix Caching Enabled"; the 0.5 req/s run (left out of the
      * data: "a cold-cache artifact from the first benchmark run") ran the prompts first. */
-    { "DO-Solutions/gtc-2026-doks", "dev/vllm/benchmarks/phase0/20260224-185458/report.md", 1, 1 },
+    { "DO-Solutions/gtc-2026-doks", "dev/vllm/benchmarks/phase0/20260224-185458/report.md", 1, 1, 0 },
     /* one server per TP; short, long-short, long-long in that order, three rounds, seed 0
      * ("依次运行短短低、长短中、长长高，并重复三轮"); the long workloads publish the mean of the
      * three rounds, the short one its third round */
-    { "cssnoeasy/a100-vllm-benchmark-blog", "docs/reports/a100-tp1-vs-tp2-formal-baseline.md", 3, 0 },
+    { "cssnoeasy/a100-vllm-benchmark-blog", "docs/reports/a100-tp1-vs-tp2-formal-baseline.md", 3, 0, 0 },
+    /* run_benchmark.sh: "QPS_VALUES=(32 16 8 4 1)", "--seed 42", one `vllm bench`-style client
+     * run per rate against the one server on $PORT (the script starts none): each model's five
+     * rates ran on one server, highest first, with the same 200 ShareGPT prompts */
+    { "IOG-Foundation/llm-inference-benchmarks", "results/", 1, 0, 1 },
 };
+#define FID_DEFAULT_NUM_PREFIXES 10
 
 /* ---- parsing ----------------------------------------------------------------------------- */
 
@@ -150,11 +157,24 @@ static int parse_point(json_t *p, st_fid_point *o, char *err, size_t errlen)
         return -1;
     }
     const char *ds = json_string_value(json_object_get(l, "dataset"));
-    o->dataset = ds && !strcmp(ds, "sharegpt") ? ST_FID_SHAREGPT : ST_FID_RANDOM;
+    o->dataset = ds && !strcmp(ds, "sharegpt")            ? ST_FID_SHAREGPT
+                 : ds && !strcmp(ds, "prefix_repetition") ? ST_FID_PREFIX_REP
+                                                           : ST_FID_RANDOM;
     o->input_len = jnum_u32(l, "input_len");
     o->output_len = jnum_u32(l, "output_len");
-    if (o->dataset == ST_FID_RANDOM && (!o->input_len || !o->output_len)) {
+    o->prefix_len = jnum_u32(l, "prefix_len");
+    o->num_prefixes = jnum_u32(l, "num_prefixes");
+    if (!o->num_prefixes)
+        o->num_prefixes = jnum_u32(json_object_get(l, "prefix_cache"), "num_prefixes");
+    if (!o->num_prefixes)
+        o->num_prefixes = FID_DEFAULT_NUM_PREFIXES;
+    if (o->dataset != ST_FID_SHAREGPT && (!o->input_len || !o->output_len)) {
         snprintf(err, errlen, "point '%s': a random dataset needs input_len and output_len", o->id);
+        return -1;
+    }
+    if (o->dataset == ST_FID_PREFIX_REP && !(o->prefix_len > 0 && o->prefix_len < o->input_len)) {
+        snprintf(err, errlen, "point '%s': prefix_repetition needs 0 < prefix_len < input_len (prefix + suffix)",
+                 o->id);
         return -1;
     }
     double rr = jnum(l, "range_ratio");
@@ -204,8 +224,21 @@ static int same_setup(const st_fid_point *a, const st_fid_point *b)
            a->prefix_caching == b->prefix_caching && a->enforce_eager == b->enforce_eager;
 }
 
-/* Load order within a sweep: concurrency, then rate. */
-static double load_key(const st_fid_point *p) { return p->mode == ST_FID_CONCURRENCY ? p->clients : p->rate; }
+/* Load order within a sweep: concurrency, then rate (negated for a sweep run from the top). */
+static double load_key(const st_fid_point *p)
+{
+    double k = p->mode == ST_FID_CONCURRENCY ? p->clients : p->rate;
+    return p->sweep_desc ? -k : k;
+}
+
+static int procedure_matches(const fid_procedure *pr, const char *source)
+{
+    size_t rl = strlen(pr->repo), pl = strlen(pr->path);
+    if (strncmp(source, pr->repo, rl) || source[rl] != '/')
+        return 0;
+    const char *path = source + rl + 1;
+    return pl && pr->path[pl - 1] == '/' ? !strncmp(path, pr->path, pl) : !strcmp(path, pr->path);
+}
 
 static void assign_sweeps(st_fid_point *pts, uint32_t n)
 {
@@ -214,18 +247,17 @@ static void assign_sweeps(st_fid_point *pts, uint32_t n)
         if (pts[i].sweep >= 0)
             continue;
         const fid_procedure *pr = NULL;
-        for (size_t k = 0; k < sizeof FID_PROCEDURES / sizeof *FID_PROCEDURES; k++) {
-            char key[2 * ST_FID_NAME_MAX];
-            snprintf(key, sizeof key, "%s/%s", FID_PROCEDURES[k].repo, FID_PROCEDURES[k].path);
-            if (!strcmp(key, pts[i].source))
+        for (size_t k = 0; k < sizeof FID_PROCEDURES / sizeof *FID_PROCEDURES; k++)
+            if (procedure_matches(&FID_PROCEDURES[k], pts[i].source))
                 pr = &FID_PROCEDURES[k];
-        }
         if (!pr)
             continue;
         int id = next++;
         for (uint32_t j = i; j < n; j++)
-            if (pts[j].sweep < 0 && !strcmp(pts[j].source, pts[i].source) && same_setup(&pts[i], &pts[j]))
+            if (pts[j].sweep < 0 && procedure_matches(pr, pts[j].source) && same_setup(&pts[i], &pts[j])) {
                 pts[j].sweep = id;
+                pts[j].sweep_desc = pr->descending;
+            }
         /* run order: ascending load (ties in file order) */
         for (uint32_t j = 0; j < n; j++) {
             if (pts[j].sweep != id)
@@ -456,10 +488,20 @@ static int make_work(const st_fid_point *p, uint32_t vocab, fid_work *w)
         double mi = isfinite(p->total_input) ? p->total_input / n : FID_SHAREGPT_IN_MEAN;
         double mo = isfinite(p->total_output) ? p->total_output / n : FID_SHAREGPT_OUT_MEAN;
         sharegpt_lengths(n, mi, mo, p->seed, in, out);
+    } else if (p->dataset == ST_FID_PREFIX_REP) {
+        /* prefix_repetition: fixed lengths (prefix + suffix in, output_len out) */
+        double mo = isfinite(p->total_output) ? p->total_output / n : p->output_len;
+        for (uint32_t i = 0; i < n; i++) {
+            in[i] = p->input_len;
+            out[i] = clamp_len(mo);
+        }
     } else {
         /* vLLM's random dataset: lengths uniform in [len (1 - r), len (1 + r)]; the published
-         * totals (outputs stop early without ignore_eos) set the means */
-        double mi = isfinite(p->total_input) ? p->total_input / n : p->input_len;
+         * totals (outputs stop early without ignore_eos) set the means. With a prefix, the
+         * published input total includes it. */
+        double mi = isfinite(p->total_input) ? p->total_input / n - p->prefix_len : p->input_len;
+        if (mi < 1)
+            mi = 1;
         double mo = isfinite(p->total_output) ? p->total_output / n : p->output_len;
         st_rng r;
         st_rng_seed(&r, p->seed ^ 0x1234ULL);
@@ -474,19 +516,41 @@ static int make_work(const st_fid_point *p, uint32_t vocab, fid_work *w)
     }
     size_t total = 0;
     uint32_t tmpl = p->chat ? FID_CHAT_TEMPLATE_TOKENS : 0;
-    for (uint32_t i = 0; i < n; i++)
-        total += (size_t)in[i] + tmpl;
-    w->ids = malloc((total ? total : 1) * sizeof *w->ids);
-    if (!w->ids)
+    /* the shared prefix each prompt starts with: random's one prefix (prefix_len tokens before
+     * the unique part), or prefix_repetition's prefix i mod num_prefixes of a shuffled order */
+    uint32_t pre = p->dataset == ST_FID_SHAREGPT ? 0 : p->prefix_len;
+    uint32_t *which = calloc(n, sizeof *which);
+    if (!which)
         goto fail;
+    if (p->dataset == ST_FID_PREFIX_REP) {
+        uint32_t np = p->num_prefixes ? p->num_prefixes : 1;
+        for (uint32_t i = 0; i < n; i++)
+            which[i] = i % np;
+        st_rng sr;
+        st_rng_seed(&sr, p->seed ^ 0x9e37ULL);
+        for (uint32_t i = n; i > 1; i--) { /* Fisher-Yates: the dataset shuffles its prompts */
+            uint32_t j = (uint32_t)(st_rng_next(&sr) % i), t = which[i - 1];
+            which[i - 1] = which[j];
+            which[j] = t;
+        }
+    }
+    for (uint32_t i = 0; i < n; i++)
+        total += (size_t)in[i] + tmpl + (p->dataset == ST_FID_RANDOM ? pre : 0);
+    w->ids = malloc((total ? total : 1) * sizeof *w->ids);
+    if (!w->ids) {
+        free(which);
+        goto fail;
+    }
     uint32_t *id = w->ids;
     uint32_t lo = vocab > FID_TOKEN_ID_LO ? FID_TOKEN_ID_LO : 0;
     for (uint32_t i = 0; i < n; i++) {
-        uint32_t len = in[i] + tmpl, k = 0, head = tmpl / 3;
+        uint32_t body = in[i] + (p->dataset == ST_FID_RANDOM ? pre : 0);
+        uint32_t len = body + tmpl, k = 0, head = tmpl / 3;
         for (; k < head; k++)
             id[k] = lo + k; /* the template's opening, the same for every prompt */
-        for (uint32_t j = 0; j < in[i]; j++, k++)
-            id[k] = p->dataset == ST_FID_SHAREGPT
+        for (uint32_t j = 0; j < body; j++, k++)
+            id[k] = j < pre ? st_emu_output_token(FID_PREFIX_ID_BASE ^ (p->seed << 24) ^ which[i], j, vocab)
+                    : p->dataset == ST_FID_SHAREGPT
                         ? st_emu_output_token(FID_SHAREGPT_ID_BASE ^ (p->seed << 24) ^ i, j, vocab)
                         : lo + (uint32_t)((off[i] + i + j) % (vocab - lo));
         for (; k < len; k++)
@@ -495,6 +559,7 @@ static int make_work(const st_fid_point *p, uint32_t vocab, fid_work *w)
         id += len;
     }
     arrivals(p, w->items, n);
+    free(which);
     free(in);
     free(out);
     free(off);

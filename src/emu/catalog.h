@@ -30,6 +30,7 @@ typedef struct st_emu_gpu {
     double gemm_eff;     /* fraction of the dense peak that large GEMMs reach on this GPU */
     double bw_eff;       /* fraction of the peak bandwidth that weight and KV reads reach */
     double link_latency; /* s: a small tensor-parallel all-reduce's fixed latency over that link */
+    double attn_call_s;  /* s: fixed cost of one attention kernel call (0: EMU_ATTN_CALL_S) */
 } st_emu_gpu;
 
 typedef struct st_emu_model {

@@ -60,10 +60,43 @@
  * files without them get these: */
 #define EMU_GEMM_EFF_DEFAULT 0.70
 #define EMU_BW_EFF_DEFAULT 0.80
-/* GEMM efficiency falls at small token counts: eff = gemm_eff x T / (T + EMU_GEMM_HALF_TOKENS)
- * (a GEMM with T rows cannot fill the tensor cores' tiles; 32 rows = half of a 64-row tile
- * wave). */
-#define EMU_GEMM_HALF_TOKENS 32.0
+/* GEMM efficiency by size (emu/steptime.c gemm()): every linear layer is its own GEMM of M
+ * tokens by an N x K weight, at gemm_eff x x / (x + EMU_GEMM_HALF_SIZE) of the peak with
+ *   x = max(M, EMU_GEMM_MIN_ROWS) x (N / EMU_GEMM_N_REF)^EMU_GEMM_N_EXP,
+ * its compute and memory roofs combined by a soft maximum of exponent EMU_ROOF_P. A GEMM with
+ * few rows or a narrow output fills few 128x128 tiles of the SMs (tile and wave quantisation);
+ * rows below one 64-row tile cost a whole tile. Calibrated on vLLM's published torch-bf16
+ * (cuBLAS) GEMM sweeps on an H100 (vllm-project/vllm#17126, Llama-3.1-8B N=6144 K=4096: 2.5,
+ * 39, 161, 308, 544 TFLOP/s at 1, 16, 64, 128, 256 tokens; vllm-project/vllm#49363, N=12288
+ * K=5376: 2.9, 47, 183, 353 at 1-128): tests/unit/test_emu_kernels.c holds the model to them
+ * within 15 % (bench/fidelity/kernel-anchors.md). */
+#define EMU_GEMM_MIN_ROWS 64.0
+#define EMU_GEMM_N_REF 1024.0
+#define EMU_GEMM_N_EXP 0.75
+#define EMU_GEMM_N_EXP_X4 3 /* 4 x EMU_GEMM_N_EXP, for the preprocessor */
+#define EMU_GEMM_HALF_SIZE 310.0
+#define EMU_ROOF_P 6
+/* The fused-MoE kernel (Triton, grouped by expert) pads each expert's rows to its row block:
+ * BLOCK_SIZE_M is 16 in vLLM's default configs for small batches (fused_moe.py
+ * get_default_config, moe_align_block_size). */
+#define EMU_MOE_ROW_PAD 16.0
+/* Fixed cost of one attention kernel call (per layer per step) on a GPU without its own
+ * (st_emu_gpu.attn_call_s): Hopper FlashAttention-3 decode 14 us (vllm-project/flash-attention#63:
+ * 14.8 us at 1024 cached tokens, 26.3 us at 16384, one sequence of Qwen3-32B at TP 2, i.e.
+ * 14 us plus 2.74 TB/s of KV streaming); A100 FlashAttention-2 ~25 us (vllm-project/vllm#2744:
+ * 27.7 us for one 1024-token sequence on an A100-40GB PCIe, 4 MB of KV); other GPUs (Ada:
+ * RTX 4090 split-KV decode 19-20 us at 128-512 tokens, Wenyueh/MinivLLM#93) this: */
+#define EMU_ATTN_CALL_S 0.000020
+#define EMU_ATTN_CALL_HOPPER_S 0.000014
+#define EMU_ATTN_CALL_A100_S 0.000025
+/* Element-wise kernels, bytes per token per layer (16-bit activations, each read and written):
+ * the two fused add+RMSNorm (x and residual in and out: 8 bytes per hidden element each),
+ * SiLU-and-mul (2 x intermediate in, 1 out: 6 bytes per intermediate element), rotary (q and k
+ * in and out: 4 bytes per element); plus the KV-cache write (in and out) and fp8's activation
+ * quantisation (EMU_FP8_QUANT_BYTES). */
+#define EMU_ELEM_BYTES_HIDDEN 16.0
+#define EMU_ELEM_BYTES_INTER 6.0
+#define EMU_ELEM_BYTES_QK 4.0
 /* Attention kernels (FlashAttention 2/3) reach this fraction of the 16-bit peak at prefill
  * (FlashAttention-2 paper: 50-73 % of A100 peak in the forward pass; FA3 on H100 ~ 0.6-0.75
  * of bf16 peak). FITTED within that band. */
@@ -112,17 +145,19 @@
  * Bytes per token per layer = (3 x hidden + intermediate) x EMU_FP8_QUANT_BYTES. */
 #define EMU_FP8_QUANT_BYTES 3.0
 #define EMU_FP8_QUANT_KERNELS_PER_LAYER 4.0
-/* Paged KV-cache reads (decode attention over 16-token blocks scattered in memory) stream
- * less well than weight reads: measured on H100 (mikamirai.com/blog/gpu-memory-bandwidth,
- * Nsight Compute on a 70B serving workload): weight loads 2.6-2.8 TB/s (78-84 % of peak),
- * KV-cache reads 1.4 TB/s (42 %), i.e. ~0.5-0.55 of the weights' efficiency. FITTED within
- * [0.35, 1]. */
-#define EMU_KV_BW_REL 0.356324
-/* Mixture-of-experts layers run vLLM's fused MoE kernel (Triton, grouped by expert): each
- * expert sees only the tokens routed to it, so its GEMMs are small and reach a lower fraction
- * of the peak than a dense GEMM over the whole batch. Efficiency relative to gemm_eff:
- * FITTED on the fit split's GLM-4.5-Air points. */
-#define EMU_MOE_GEMM_REL 0.2
+/* Paged KV-cache reads (the attention kernel streaming the cached context, emu/steptime.c):
+ * their bandwidth relative to bw_eff (a cuBLAS GEMV's). FlashAttention-3 decode on an H100
+ * streams KV at 2.74 TB/s beyond its fixed cost (vllm-project/flash-attention#63, EMU_ATTN_CALL_S),
+ * against 2.5 TB/s for a bf16 GEMV (vllm-project/vllm#17126: 2.51 TFLOP/s at one token, N=6144
+ * K=4096): ~1.09. The former 0.36 was the fit absorbing the missing fixed cost and GEMM-size
+ * terms. FITTED within [0.6, 1.2]. */
+#define EMU_KV_BW_REL 1.09
+/* Mixture-of-experts layers run vLLM's fused MoE kernel (Triton, grouped by expert): its
+ * per-expert GEMMs are modelled one by one at their own (small) size with the rows padded
+ * (EMU_MOE_ROW_PAD); this is the grouped Triton kernel's efficiency relative to a cuBLAS GEMM
+ * of the same size (vLLM's fused-MoE tuning reaches 60-90 % of the dense GEMM rate). FITTED on
+ * the GLM-4.5-Air points within [0.3, 1]. */
+#define EMU_MOE_GEMM_REL 0.8
 /* Fraction of peak memory bandwidth reached by weight and KV reads: per GPU in the catalog. */
 /* Fixed GPU-side cost of one step with CUDA graphs: a graph launch, the sampler, the
  * host-device copies of inputs and sampled ids (~0.3-0.5 ms; reference doc §6 "~0.5 ms per
