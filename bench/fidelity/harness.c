@@ -949,3 +949,55 @@ double st_fid_loss(const st_fid_ratios *r, int refused)
         }
     return l;
 }
+
+/* ---- regimes and bounds ------------------------------------------------------------------- */
+
+void st_fid_point_regime(const st_fid_point *p, st_fid_regime *g)
+{
+    memset(g, 0, sizeof *g);
+    double n = p->num_prompts ? p->num_prompts : 1;
+    if (p->dataset == ST_FID_SHAREGPT)
+        g->prompt_tokens = isfinite(p->total_input) ? p->total_input / n : FID_SHAREGPT_IN_MEAN;
+    else if (p->dataset == ST_FID_PREFIX_REP)
+        g->prompt_tokens = p->input_len;
+    else
+        g->prompt_tokens = (isfinite(p->total_input) ? p->total_input / n : p->input_len + (double)p->prefix_len);
+    double tpot = isfinite(p->tpot_ms.p50) ? p->tpot_ms.p50 : p->tpot_ms.mean;
+    if (isfinite(p->out_tok_s) && isfinite(tpot))
+        g->in_flight = p->out_tok_s * tpot / 1000.0;
+    else if (p->mode == ST_FID_CONCURRENCY)
+        g->in_flight = p->clients;
+    else if (p->max_concurrency)
+        g->in_flight = p->max_concurrency;
+    else if (!isfinite(p->rate))
+        g->in_flight = p->num_prompts;
+    g->long_context = g->prompt_tokens >= ST_FID_LONG_CONTEXT;
+    g->high_concurrency = g->in_flight >= ST_FID_HIGH_CONCURRENCY;
+    g->quantized = !(starts(p->weights, "bf16") || starts(p->weights, "fp16") || starts(p->weights, "BF16") ||
+                     starts(p->weights, "FP16") || !p->weights[0]);
+}
+
+/* Constants that may sit on a bound, and why. Empty today: no fitted constant of the tree sits
+ * on one (docs/fidelity.md, "Constants and their bounds"); a reason goes here only with the
+ * evidence that the mechanism behind it is real and outside the model. */
+static const struct {
+    const char *name, *why;
+} FID_BOUND_REASONS[] = {
+    { NULL, NULL },
+};
+
+const char *st_fid_bound_reason(const char *name)
+{
+    char base[ST_FID_NAME_MAX];
+    snprintf(base, sizeof base, "%s", name ? name : "");
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; FID_BOUND_REASONS[i].name; i++)
+            if (!strcmp(FID_BOUND_REASONS[i].name, base))
+                return FID_BOUND_REASONS[i].why;
+        char *at = strchr(base, '@'); /* then the constant it refines */
+        if (!at)
+            break;
+        *at = 0;
+    }
+    return NULL;
+}

@@ -159,4 +159,25 @@ void st_fid_summarise(const st_fid_point *pts, const st_fid_ratios *ratios, uint
 #define ST_FID_REFUSED_LOSS 25.0
 double st_fid_loss(const st_fid_ratios *r, int refused);
 
+/* Regimes of the per-regime table (bench/fidelity.c --lolo): a point's mean prompt (the prefix
+ * included) is long at ST_FID_LONG_CONTEXT tokens; its concurrency (sequences in flight: the
+ * published output rate x TPOT where both are published, else the load's clients, cap, or prompt
+ * count for an unpaced burst) is high at ST_FID_HIGH_CONCURRENCY; weights other than 16-bit are
+ * quantized. */
+#define ST_FID_LONG_CONTEXT 2048
+#define ST_FID_HIGH_CONCURRENCY 32
+typedef struct st_fid_regime {
+    int long_context, high_concurrency, quantized;
+    double prompt_tokens, in_flight;
+} st_fid_regime;
+void st_fid_point_regime(const st_fid_point *p, st_fid_regime *out);
+
+/* A fitted constant within this fraction of its range (log units for log constants) from a
+ * bound of emu/calib.c's table counts as on its bound. */
+#define ST_FID_BOUND_NEAR 0.01
+/* Why a constant may sit on its bound (a mechanism the model does not have, with the evidence),
+ * or NULL: the fidelity test fails for a fitted constant on a bound without one. name: a knob
+ * of emu/calib.c or its per-GPU / per-lab form ("gemm_eff@H100", "fe_latency_s@LAB"). */
+const char *st_fid_bound_reason(const char *name);
+
 #endif
