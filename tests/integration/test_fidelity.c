@@ -9,6 +9,8 @@
 #include <stdio.h>
 
 #include "core/file.h"
+#include "emu/calib.h"
+#include "emu/catalog.h"
 #include "fidelity/harness.h"
 
 #define DATA "bench/fidelity/measurements.json"
@@ -28,8 +30,30 @@
 #define FID_TEST_TTFTT 0.13
 #define FID_TEST_TPOT 0.09
 #define FID_TEST_FAR 3
-/* KV cache size against the published startup logs (5 setups, within 0.6 % today) */
+/* KV cache size against the published startup logs (within 0.6 % for the five setups of the
+ * first 60 points) */
 #define FID_KV_TOKENS_TOL 0.02
+/* Labs whose servers' memory the model does not describe, with how far off it is and why: their
+ * KV size is checked against their own tolerance, not the 2 %. */
+static const struct {
+    const char *lab;
+    double tol;
+    const char *why;
+} KV_EXCEPTIONS[] = {
+    { "tgarg01/silybench-data", 0.05,
+      "vLLM 0.30.0 (the model's memory constants come from 0.11-0.19 logs): 2-4 % more KV predicted than logged" },
+    { "enginrect/llmso", 0.30,
+      "RTX 4090 under Windows + WSL2: the desktop holds ~1.3 GiB of VRAM (nvidia-smi idle 1,338 MiB) and the lab runs "
+      "vLLM 0.27's V2 model runner; neither is modelled (0.90 to 1.27 of the logged KV)" },
+};
+
+static double kv_tol(const char *lab)
+{
+    for (size_t i = 0; i < sizeof KV_EXCEPTIONS / sizeof KV_EXCEPTIONS[0]; i++)
+        if (!strcmp(KV_EXCEPTIONS[i].lab, lab))
+            return KV_EXCEPTIONS[i].tol;
+    return FID_KV_TOKENS_TOL;
+}
 
 typedef struct ceiling {
     double median[ST_FID_M_COUNT];
@@ -65,9 +89,9 @@ static void figures_do_not_get_worse(void **state)
             fail_msg("point %s: the model refuses a configuration real vLLM served: %s", pts[i].id, err);
         st_fid_compare(&pts[i], &f, &r[i]);
         /* the memory plan against the server's own startup log, where published */
-        if (isfinite(pts[i].kv_tokens) && !(fabs(f.kv_tokens / pts[i].kv_tokens - 1) <= FID_KV_TOKENS_TOL))
-            fail_msg("point %s: KV cache %.0f tokens, the server logged %.0f", pts[i].id, f.kv_tokens,
-                     pts[i].kv_tokens);
+        if (isfinite(pts[i].kv_tokens) && !(fabs(f.kv_tokens / pts[i].kv_tokens - 1) <= kv_tol(pts[i].lab)))
+            fail_msg("point %s: KV cache %.0f tokens, the server logged %.0f (tolerance %.0f %%)", pts[i].id,
+                     f.kv_tokens, pts[i].kv_tokens, 100 * kv_tol(pts[i].lab));
         kv_checked += isfinite(pts[i].kv_tokens);
         tests += pts[i].split == ST_FID_TEST;
         for (int m = 0; m < ST_FID_M_COUNT; m++)
@@ -97,10 +121,70 @@ static void figures_do_not_get_worse(void **state)
     free(pts);
 }
 
+/* Every constant in the tree that the fit sets (emu/calib.c's knobs: consts.h, each catalog
+ * GPU's efficiencies, each lab's own latency) sits inside its bounds, at least ST_FID_BOUND_NEAR
+ * of the range from either, unless st_fid_bound_reason documents why: a constant on its bound is
+ * the fit absorbing a mechanism the model lacks. */
+static int on_bound(const st_calib_knob *k, double v)
+{
+    double lo = k->log ? log(k->lo) : k->lo, hi = k->log ? log(k->hi) : k->hi, u = k->log ? log(v) : v;
+    double d = (u - lo) < (hi - u) ? (u - lo) : (hi - u);
+    return !(d / (hi - lo) >= ST_FID_BOUND_NEAR);
+}
+
+static void no_constant_on_a_bound(void **state)
+{
+    (void)state;
+    const char *keys[32];
+    int nk = st_emu_gpu_keys(keys, 32), bad = 0, checked = 0;
+    for (int g = 0; g < nk; g++) {
+        st_emu_gpu gpu;
+        char err[256];
+        assert_int_equal(st_emu_gpu_find(keys[g], &gpu, err, sizeof err), 0);
+        st_emu_tuning t;
+        st_emu_tuning_defaults(&t, &gpu);
+        for (const st_calib_knob *k = st_calib_knobs(); k->name; k++) {
+            double v = st_calib_knob_get(&t, k);
+            char name[96];
+            snprintf(name, sizeof name, "%s@%s", k->name, keys[g]);
+            checked++;
+            if (on_bound(k, v) && !st_fid_bound_reason(name)) {
+                printf("# %s = %g sits on its bound [%g, %g] without a documented reason\n", name, v, k->lo, k->hi);
+                bad++;
+            }
+        }
+    }
+    /* the labs' own latencies */
+    char err[512];
+    size_t len;
+    char *text = st_read_file(DATA, 16u << 20, &len, err, sizeof err);
+    assert_non_null(text);
+    st_fid_point *pts;
+    uint32_t n;
+    assert_int_equal(st_fid_parse(text, len, &pts, &n, err, sizeof err), 0);
+    free(text);
+    const st_calib_knob *fe = st_calib_knob_find("fe_latency_s");
+    assert_non_null(fe);
+    for (uint32_t i = 0; i < n; i++) {
+        double v = st_fid_lab_fe_latency(pts[i].lab);
+        char name[ST_FID_NAME_MAX + 16];
+        snprintf(name, sizeof name, "fe_latency_s@%s", pts[i].lab);
+        if (isfinite(v) && on_bound(fe, v) && !st_fid_bound_reason(name)) {
+            printf("# %s = %g sits on its bound without a documented reason\n", name, v);
+            bad++;
+        }
+    }
+    free(pts);
+    printf("# %d constants checked against their bounds, %d on a bound without a reason\n", checked, bad);
+    assert_true(checked > 0);
+    assert_int_equal(bad, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
         cmocka_unit_test(figures_do_not_get_worse),
+        cmocka_unit_test(no_constant_on_a_bound),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }
