@@ -181,6 +181,12 @@ static int gpu_set(st_emu_gpu *g, const char *key, const char *val, unsigned *se
             return -1;
         }
         g->bw_eff = d;
+    } else if (!strcmp(key, "attn_call_us")) {
+        if (d <= 0 || d > 1e4) {
+            snprintf(err, errlen, "GPU file: attn_call_us must be in (0, 10000]");
+            return -1;
+        }
+        g->attn_call_s = d * 1e-6;
     } else if (!strcmp(key, "link_gbs")) {
         g->link_bw = d * 1e9;
     } else if (!strcmp(key, "link_latency_us")) {

@@ -54,7 +54,7 @@ int st_emu_gpu_find(const char *name, st_emu_gpu *out, char *err, size_t errlen)
  * an A100 40GB) is not taken for another: st_emu_gpu_find refuses it. Returns how many. */
 int st_emu_gpu_keys(const char **out, int max);
 /* Parses a custom GPU from text: either JSON {"name":..,"memory_gib":..,"bf16_tflops":..,
- * "fp8_tflops":..,"bandwidth_tbs":..,"link_gbs":..,"link_latency_us":..,"gemm_eff":..,"bw_eff":..}
+ * "fp8_tflops":..,"bandwidth_tbs":..,"link_gbs":..,"link_latency_us":..,"attn_call_us":..,"gemm_eff":..,"bw_eff":..}
  * or key=value lines with the same keys ('#' comments). name, memory_gib, bf16_tflops and
  * bandwidth_tbs are required; without link_latency_us a link under 100 GB/s gets PCIe's
  * all-reduce latency, a faster one NVLink's (consts.h). */
