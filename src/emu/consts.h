@@ -99,8 +99,8 @@
 #define EMU_ELEM_BYTES_QK 4.0
 /* Attention kernels (FlashAttention 2/3) reach this fraction of the 16-bit peak at prefill
  * (FlashAttention-2 paper: 50-73 % of A100 peak in the forward pass; FA3 on H100 ~ 0.6-0.75
- * of bf16 peak). FITTED within that band. */
-#define EMU_MFU_ATTN 0.797771
+ * of bf16 peak). Sourced, not fitted (the former fit put it on its 0.8 bound). */
+#define EMU_MFU_ATTN 0.60
 /* 4-bit weight-only GEMMs (AWQ/GPTQ Marlin) and fp8 weight-only (GPUs without fp8 tensor
  * cores) dequantise in the kernel: their compute efficiency relative to a 16-bit GEMM at
  * decode batch sizes (Marlin's README: near-ideal up to batch 16-32). */
