@@ -177,7 +177,8 @@ void st_fid_point_regime(const st_fid_point *p, st_fid_regime *out);
 #define ST_FID_BOUND_NEAR 0.01
 /* Why a constant may sit on its bound (a mechanism the model does not have, with the evidence),
  * or NULL: the fidelity test fails for a fitted constant on a bound without one. name: a knob
- * of emu/calib.c or its per-GPU / per-lab form ("gemm_eff@H100", "fe_latency_s@LAB"). */
+ * of emu/calib.c or its per-GPU / per-lab form ("gemm_eff@H100", "fe_latency_s@LAB"), matched
+ * exactly (a per-GPU reason does not cover the constant everywhere). */
 const char *st_fid_bound_reason(const char *name);
 
 #endif

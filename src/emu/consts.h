@@ -117,7 +117,7 @@
  * Marlin paper, IST-DASLab/marlin: the speed-up over FP16 shrinks towards 1x as the batch
  * grows past ~128 tokens); 0.45 is the single-point calibration it replaced. */
 #ifndef EMU_INT4_EFF_LARGE
-#define EMU_INT4_EFF_LARGE 0.82685
+#define EMU_INT4_EFF_LARGE 0.676261
 #endif
 #ifndef EMU_INT4_EFF_TOKENS
 #define EMU_INT4_EFF_TOKENS 384.0
@@ -126,17 +126,18 @@
  * their weight reads do not reach a 16-bit GEMV's bandwidth: the packed 4-bit tiles and the
  * per-group scales are read in a layout tuned for the dequantisation (Marlin README: "close to
  * ideal" 3.9x speedup over fp16 at batch 1-16 on an A10, i.e. ~0.97 of the bandwidth ideal,
- * lower on GPUs with more bandwidth per SM). FITTED on the fit split's AWQ points. */
-#define EMU_MARLIN_BW_REL 0.999747
+ * lower on GPUs with more bandwidth per SM). Sourced at 0.85: the fit (issue 21) left it on its
+ * 1.0 bound, where it started. */
+#define EMU_MARLIN_BW_REL 0.85
 /* FP8 W8A8 on fp8 tensor cores (CUTLASS scaled_mm): the fp8 dense peak is twice bf16's but
  * the kernels reach a lower fraction of it (vllm-project/vllm#4118: "even removing activation
  * quantization, the speedup isn't obvious"; measured fp8/bf16 GEMM speed-ups on H100 are
  * 1.3-1.6x, not 2x). The fp8 GEMM efficiency relative to the GPU's bf16 gemm_eff: FITTED. */
-#define EMU_FP8_GEMM_REL 0.630931
+#define EMU_FP8_GEMM_REL 0.613969
 /* fp8 weight reads: the fp8 GEMMs at decode sizes do not stream weights as well as the bf16
  * GEMV path (vLLM's fp8 decode speed-up on H100 is ~1.3-1.6x where half the bytes would give
  * 2x). Bandwidth efficiency relative to bf16: FITTED. */
-#define EMU_FP8_BW_REL 0.869505
+#define EMU_FP8_BW_REL 0.994738
 /* Dynamic activation quantisation (vllm-project/vllm#4118: TTFT 28.8 -> 38.8 ms and ITL 8.5 ->
  * 10.2 ms on Llama-7B from it; vllm-project/vllm-omni#5257: the dynamic quant pass costs
  * 20-90 % of the GEMM it feeds at 4-8k tokens): before each of the 4 linear inputs of a layer
@@ -151,13 +152,13 @@
  * against 2.5 TB/s for a bf16 GEMV (vllm-project/vllm#17126: 2.51 TFLOP/s at one token, N=6144
  * K=4096): ~1.09. The former 0.36 was the fit absorbing the missing fixed cost and GEMM-size
  * terms. FITTED within [0.6, 1.2]. */
-#define EMU_KV_BW_REL 1.09
+#define EMU_KV_BW_REL 1.09481
 /* Mixture-of-experts layers run vLLM's fused MoE kernel (Triton, grouped by expert): its
  * per-expert GEMMs are modelled one by one at their own (small) size with the rows padded
  * (EMU_MOE_ROW_PAD); this is the grouped Triton kernel's efficiency relative to a cuBLAS GEMM
  * of the same size (vLLM's fused-MoE tuning reaches 60-90 % of the dense GEMM rate). FITTED on
  * the GLM-4.5-Air points within [0.3, 1]. */
-#define EMU_MOE_GEMM_REL 0.8
+#define EMU_MOE_GEMM_REL 0.357428
 /* Fraction of peak memory bandwidth reached by weight and KV reads: per GPU in the catalog. */
 /* Fixed GPU-side cost of one step with CUDA graphs: a graph launch, the sampler, the
  * host-device copies of inputs and sampled ids (~0.3-0.5 ms; reference doc §6 "~0.5 ms per
@@ -167,11 +168,11 @@
  * Two sources bound it independently of the fit: Qwen3-8B at concurrency 1 on an H100 (vLLM
  * 0.11, no async scheduling) runs 7.22 ms per token against ~5.4 ms of GPU work, and Qwen3-0.6B
  * on an H100 (0.19, async: the step is the CPU's) 2.0-2.4 ms: both ~1.8-2.2 ms. */
-#define EMU_STEP_CPU_S 0.00204424
+#define EMU_STEP_CPU_S 0.000239295
 /* Engine-core CPU per scheduled sequence per step (scheduler bookkeeping, block-table and
  * input rows, update_from_output, detokenisation offload): FITTED. At 256 running sequences
  * 31 us each is 7.9 ms per step, the CPU-bound regime small models reach. */
-#define EMU_PER_SEQ_OVERHEAD_S 3.07085e-05
+#define EMU_PER_SEQ_OVERHEAD_S 4.45604e-06
 /* Per-layer cost under a captured CUDA graph: the gaps between a layer's kernels (serial GPU
  * time). Without a graph (batches over the largest captured size, or --enforce-eager) the CPU
  * launches every kernel while the step runs, ahead of the GPU, so the step takes the longer of
@@ -182,7 +183,7 @@
  * by the AWQ points, whose GPU work per step (4-bit weights) is short enough for the launches
  * to bind; the 16-bit ones are bandwidth-bound and do not see it. */
 #define EMU_LAYER_OVERHEAD_GRAPH_S 0.000004
-#define EMU_LAYER_OVERHEAD_EAGER_S 0.000626751
+#define EMU_LAYER_OVERHEAD_EAGER_S 0.000597744
 /* A torch.compile'd step that no CUDA graph covers (batches beyond the captured sizes) launches
  * inductor's fused kernels from its generated wrapper: ~6-8 launches per layer at a few us
  * each, about a third of PyTorch eager's per-layer cost. Only matters when the GPU's work per
@@ -234,7 +235,7 @@
  * FITTED (the fit split has both endpoints: gpustack's and the Qwen3-32B A100 points are chat,
  * kvcached's, the Qwen2.5-7B and the H200 points completions). */
 #define EMU_FE_CHAT_FACTOR 1.71207
-#define EMU_FE_REQ_CPU_S 0.00302736
+#define EMU_FE_REQ_CPU_S 0.00266041
 #define EMU_FE_TOKEN_CPU_S 7.99e-05
 
 #endif

@@ -16,20 +16,22 @@
 #define DATA "bench/fidelity/measurements.json"
 
 /* Ceilings: median |error| and the number of points off by more than 2x, per split and metric
- * (throughput, TTFT p50, TTFT tail, TPOT). Measured today (docs/fidelity.md, 60 points): fit
- * 5.1 / 15.2 / 7.4 / 8.2 %, 5 points beyond 2x; test 7.9 / 16.5 / 10.2 / 6.9 %, 2 points beyond
- * 2x. The ceilings add 1.5-3 points (a point or two of slack, the same model on another
- * compiler). */
-#define FID_FIT_TPUT 0.07
-#define FID_FIT_TTFT50 0.18
-#define FID_FIT_TTFTT 0.10
-#define FID_FIT_TPOT 0.10
-#define FID_FIT_FAR 6
-#define FID_TEST_TPUT 0.10
-#define FID_TEST_TTFT50 0.19
-#define FID_TEST_TTFTT 0.13
-#define FID_TEST_TPOT 0.09
-#define FID_TEST_FAR 3
+ * (throughput, TTFT p50, TTFT tail, TPOT). Measured today (docs/fidelity.md, 117 points, issue
+ * 21's step model and fit): fit 3.9 / 11.7 / 10.9 / 8.6 %, 13 points beyond 2x; test 6.8 / 12.6
+ * / 9.9 / 21.2 %, 4 points beyond 2x. The ceilings add 1.5-3 points. The test split's TPOT
+ * ceiling is higher than issue 10's (9 %): the A100 SXM keeps its kernel GEMM efficiency (0.86,
+ * tests/unit/test_emu_kernels.c) where the fit wanted 0.64 for GPUStack's A100 points, whose
+ * TPOTs then come out 0.69-0.79x (at 0.64 the split's TPOT median is 7.8 %; docs/fidelity.md). */
+#define FID_FIT_TPUT 0.06
+#define FID_FIT_TTFT50 0.14
+#define FID_FIT_TTFTT 0.13
+#define FID_FIT_TPOT 0.11
+#define FID_FIT_FAR 15
+#define FID_TEST_TPUT 0.09
+#define FID_TEST_TTFT50 0.15
+#define FID_TEST_TTFTT 0.12
+#define FID_TEST_TPOT 0.24
+#define FID_TEST_FAR 5
 /* KV cache size against the published startup logs (within 0.6 % for the five setups of the
  * first 60 points) */
 #define FID_KV_TOKENS_TOL 0.02
@@ -75,7 +77,7 @@ static void figures_do_not_get_worse(void **state)
     uint32_t n;
     assert_int_equal(st_fid_parse(text, len, &pts, &n, err, sizeof err), 0);
     free(text);
-    assert_true(n >= 35);
+    assert_true(n >= 100);
     st_fid_ratios *r = calloc(n, sizeof *r);
     uint32_t far[2] = { 0, 0 }, tests = 0, kv_checked = 0;
     for (uint32_t i = 0; i < n; i++) {
