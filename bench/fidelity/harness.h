@@ -25,7 +25,10 @@ typedef struct st_fid_dist {
 
 typedef enum { ST_FID_FIT = 0, ST_FID_TEST = 1 } st_fid_split;
 typedef enum { ST_FID_RATE = 0, ST_FID_CONCURRENCY = 1 } st_fid_mode;
-typedef enum { ST_FID_RANDOM = 0, ST_FID_SHAREGPT = 1 } st_fid_dataset;
+/* vllm bench serve's datasets: random (with --random-prefix-len: one shared prefix before every
+ * prompt), sharegpt, prefix_repetition (num_prefixes shared prefixes, each followed by unique
+ * suffixes, prompts shuffled). */
+typedef enum { ST_FID_RANDOM = 0, ST_FID_SHAREGPT = 1, ST_FID_PREFIX_REP = 2 } st_fid_dataset;
 
 typedef struct st_fid_point {
     char id[ST_FID_ID_MAX];
@@ -44,7 +47,10 @@ typedef struct st_fid_point {
     uint32_t max_concurrency; /* mode rate: cap on requests in flight (0: none) */
     uint32_t num_prompts;
     st_fid_dataset dataset;
-    uint32_t input_len, output_len; /* random dataset */
+    uint32_t input_len, output_len; /* random: the unique part (after the prefix); prefix_repetition:
+                                       prefix + suffix */
+    uint32_t prefix_len;            /* random: shared prefix tokens; prefix_repetition: each prefix's */
+    uint32_t num_prefixes;          /* prefix_repetition: distinct prefixes (vLLM's default 10) */
     double range_ratio;
     int chat;                         /* chat endpoint: the server adds the chat template's tokens to every prompt */
     double total_input, total_output; /* published totals (NAN: not published) */
@@ -58,6 +64,7 @@ typedef struct st_fid_point {
      * (1-based; 0: the mean of every round's figures, as the source averaged them). */
     int sweep;
     uint32_t sweep_pos, rounds, round, preruns;
+    int sweep_desc; /* the sweep ran from the highest load down */
     char source[2 * ST_FID_NAME_MAX]; /* repo/path of the source file */
     /* The lab: the source's repository (else its URL's host), i.e. one measurement setup: its
      * client, network path and server host (docs/fidelity.md, "The lab's own latency"). */
@@ -151,5 +158,27 @@ void st_fid_summarise(const st_fid_point *pts, const st_fid_ratios *ratios, uint
 #define ST_FID_LOSS_SCALE 0.1
 #define ST_FID_REFUSED_LOSS 25.0
 double st_fid_loss(const st_fid_ratios *r, int refused);
+
+/* Regimes of the per-regime table (bench/fidelity.c --lolo): a point's mean prompt (the prefix
+ * included) is long at ST_FID_LONG_CONTEXT tokens; its concurrency (sequences in flight: the
+ * published output rate x TPOT where both are published, else the load's clients, cap, or prompt
+ * count for an unpaced burst) is high at ST_FID_HIGH_CONCURRENCY; weights other than 16-bit are
+ * quantized. */
+#define ST_FID_LONG_CONTEXT 2048
+#define ST_FID_HIGH_CONCURRENCY 32
+typedef struct st_fid_regime {
+    int long_context, high_concurrency, quantized;
+    double prompt_tokens, in_flight;
+} st_fid_regime;
+void st_fid_point_regime(const st_fid_point *p, st_fid_regime *out);
+
+/* A fitted constant within this fraction of its range (log units for log constants) from a
+ * bound of emu/calib.c's table counts as on its bound. */
+#define ST_FID_BOUND_NEAR 0.01
+/* Why a constant may sit on its bound (a mechanism the model does not have, with the evidence),
+ * or NULL: the fidelity test fails for a fitted constant on a bound without one. name: a knob
+ * of emu/calib.c or its per-GPU / per-lab form ("gemm_eff@H100", "fe_latency_s@LAB"), matched
+ * exactly (a per-GPU reason does not cover the constant everywhere). */
+const char *st_fid_bound_reason(const char *name);
 
 #endif

@@ -30,6 +30,7 @@ typedef struct st_emu_gpu {
     double gemm_eff;     /* fraction of the dense peak that large GEMMs reach on this GPU */
     double bw_eff;       /* fraction of the peak bandwidth that weight and KV reads reach */
     double link_latency; /* s: a small tensor-parallel all-reduce's fixed latency over that link */
+    double attn_call_s;  /* s: fixed cost of one attention kernel call (0: EMU_ATTN_CALL_S) */
 } st_emu_gpu;
 
 typedef struct st_emu_model {
@@ -55,7 +56,7 @@ int st_emu_gpu_keys(const char **out, int max);
 /* The largest value of any GPU file field (memory_gib, *_tflops, bandwidth_tbs, link_gbs, ...). */
 #define ST_EMU_GPU_FIELD_MAX 1e6
 /* Parses a custom GPU from text: either JSON {"name":..,"memory_gib":..,"bf16_tflops":..,
- * "fp8_tflops":..,"bandwidth_tbs":..,"link_gbs":..,"link_latency_us":..,"gemm_eff":..,"bw_eff":..}
+ * "fp8_tflops":..,"bandwidth_tbs":..,"link_gbs":..,"link_latency_us":..,"attn_call_us":..,"gemm_eff":..,"bw_eff":..}
  * or key=value lines with the same keys ('#' comments). name, memory_gib, bf16_tflops and
  * bandwidth_tbs are required; without link_latency_us a link under 100 GB/s gets PCIe's
  * all-reduce latency, a faster one NVLink's (consts.h). */

@@ -60,14 +60,47 @@
  * files without them get these: */
 #define EMU_GEMM_EFF_DEFAULT 0.70
 #define EMU_BW_EFF_DEFAULT 0.80
-/* GEMM efficiency falls at small token counts: eff = gemm_eff x T / (T + EMU_GEMM_HALF_TOKENS)
- * (a GEMM with T rows cannot fill the tensor cores' tiles; 32 rows = half of a 64-row tile
- * wave). */
-#define EMU_GEMM_HALF_TOKENS 32.0
+/* GEMM efficiency by size (emu/steptime.c gemm()): every linear layer is its own GEMM of M
+ * tokens by an N x K weight, at gemm_eff x x / (x + EMU_GEMM_HALF_SIZE) of the peak with
+ *   x = max(M, EMU_GEMM_MIN_ROWS) x (N / EMU_GEMM_N_REF)^EMU_GEMM_N_EXP,
+ * its compute and memory roofs combined by a soft maximum of exponent EMU_ROOF_P. A GEMM with
+ * few rows or a narrow output fills few 128x128 tiles of the SMs (tile and wave quantisation);
+ * rows below one 64-row tile cost a whole tile. Calibrated on vLLM's published torch-bf16
+ * (cuBLAS) GEMM sweeps on an H100 (vllm-project/vllm#17126, Llama-3.1-8B N=6144 K=4096: 2.5,
+ * 39, 161, 308, 544 TFLOP/s at 1, 16, 64, 128, 256 tokens; vllm-project/vllm#49363, N=12288
+ * K=5376: 2.9, 47, 183, 353 at 1-128): tests/unit/test_emu_kernels.c holds the model to them
+ * within 15 % (bench/fidelity/kernel-anchors.md). */
+#define EMU_GEMM_MIN_ROWS 64.0
+#define EMU_GEMM_N_REF 1024.0
+#define EMU_GEMM_N_EXP 0.75
+#define EMU_GEMM_N_EXP_X4 3 /* 4 x EMU_GEMM_N_EXP, for the preprocessor */
+#define EMU_GEMM_HALF_SIZE 310.0
+#define EMU_ROOF_P 6
+/* The fused-MoE kernel (Triton, grouped by expert) pads each expert's rows to its row block:
+ * BLOCK_SIZE_M is 16 in vLLM's default configs for small batches (fused_moe.py
+ * get_default_config, moe_align_block_size). */
+#define EMU_MOE_ROW_PAD 16.0
+/* Fixed cost of one attention kernel call (per layer per step) on a GPU without its own
+ * (st_emu_gpu.attn_call_s): Hopper FlashAttention-3 decode 14 us (vllm-project/flash-attention#63:
+ * 14.8 us at 1024 cached tokens, 26.3 us at 16384, one sequence of Qwen3-32B at TP 2, i.e.
+ * 14 us plus 2.74 TB/s of KV streaming); A100 FlashAttention-2 ~25 us (vllm-project/vllm#2744:
+ * 27.7 us for one 1024-token sequence on an A100-40GB PCIe, 4 MB of KV); other GPUs (Ada:
+ * RTX 4090 split-KV decode 19-20 us at 128-512 tokens, Wenyueh/MinivLLM#93) this: */
+#define EMU_ATTN_CALL_S 0.000020
+#define EMU_ATTN_CALL_HOPPER_S 0.000014
+#define EMU_ATTN_CALL_A100_S 0.000025
+/* Element-wise kernels, bytes per token per layer (16-bit activations, each read and written):
+ * the two fused add+RMSNorm (x and residual in and out: 8 bytes per hidden element each),
+ * SiLU-and-mul (2 x intermediate in, 1 out: 6 bytes per intermediate element), rotary (q and k
+ * in and out: 4 bytes per element); plus the KV-cache write (in and out) and fp8's activation
+ * quantisation (EMU_FP8_QUANT_BYTES). */
+#define EMU_ELEM_BYTES_HIDDEN 16.0
+#define EMU_ELEM_BYTES_INTER 6.0
+#define EMU_ELEM_BYTES_QK 4.0
 /* Attention kernels (FlashAttention 2/3) reach this fraction of the 16-bit peak at prefill
  * (FlashAttention-2 paper: 50-73 % of A100 peak in the forward pass; FA3 on H100 ~ 0.6-0.75
- * of bf16 peak). FITTED within that band. */
-#define EMU_MFU_ATTN 0.797771
+ * of bf16 peak). Sourced, not fitted (the former fit put it on its 0.8 bound). */
+#define EMU_MFU_ATTN 0.60
 /* 4-bit weight-only GEMMs (AWQ/GPTQ Marlin) and fp8 weight-only (GPUs without fp8 tensor
  * cores) dequantise in the kernel: their compute efficiency relative to a 16-bit GEMM at
  * decode batch sizes (Marlin's README: near-ideal up to batch 16-32). */
@@ -84,7 +117,7 @@
  * Marlin paper, IST-DASLab/marlin: the speed-up over FP16 shrinks towards 1x as the batch
  * grows past ~128 tokens); 0.45 is the single-point calibration it replaced. */
 #ifndef EMU_INT4_EFF_LARGE
-#define EMU_INT4_EFF_LARGE 0.82685
+#define EMU_INT4_EFF_LARGE 0.676261
 #endif
 #ifndef EMU_INT4_EFF_TOKENS
 #define EMU_INT4_EFF_TOKENS 384.0
@@ -93,17 +126,18 @@
  * their weight reads do not reach a 16-bit GEMV's bandwidth: the packed 4-bit tiles and the
  * per-group scales are read in a layout tuned for the dequantisation (Marlin README: "close to
  * ideal" 3.9x speedup over fp16 at batch 1-16 on an A10, i.e. ~0.97 of the bandwidth ideal,
- * lower on GPUs with more bandwidth per SM). FITTED on the fit split's AWQ points. */
-#define EMU_MARLIN_BW_REL 0.999747
+ * lower on GPUs with more bandwidth per SM). Sourced at 0.85: the fit (issue 21) left it on its
+ * 1.0 bound, where it started. */
+#define EMU_MARLIN_BW_REL 0.85
 /* FP8 W8A8 on fp8 tensor cores (CUTLASS scaled_mm): the fp8 dense peak is twice bf16's but
  * the kernels reach a lower fraction of it (vllm-project/vllm#4118: "even removing activation
  * quantization, the speedup isn't obvious"; measured fp8/bf16 GEMM speed-ups on H100 are
  * 1.3-1.6x, not 2x). The fp8 GEMM efficiency relative to the GPU's bf16 gemm_eff: FITTED. */
-#define EMU_FP8_GEMM_REL 0.630931
+#define EMU_FP8_GEMM_REL 0.613969
 /* fp8 weight reads: the fp8 GEMMs at decode sizes do not stream weights as well as the bf16
  * GEMV path (vLLM's fp8 decode speed-up on H100 is ~1.3-1.6x where half the bytes would give
  * 2x). Bandwidth efficiency relative to bf16: FITTED. */
-#define EMU_FP8_BW_REL 0.869505
+#define EMU_FP8_BW_REL 0.994738
 /* Dynamic activation quantisation (vllm-project/vllm#4118: TTFT 28.8 -> 38.8 ms and ITL 8.5 ->
  * 10.2 ms on Llama-7B from it; vllm-project/vllm-omni#5257: the dynamic quant pass costs
  * 20-90 % of the GEMM it feeds at 4-8k tokens): before each of the 4 linear inputs of a layer
@@ -112,31 +146,36 @@
  * Bytes per token per layer = (3 x hidden + intermediate) x EMU_FP8_QUANT_BYTES. */
 #define EMU_FP8_QUANT_BYTES 3.0
 #define EMU_FP8_QUANT_KERNELS_PER_LAYER 4.0
-/* Paged KV-cache reads (decode attention over 16-token blocks scattered in memory) stream
- * less well than weight reads: measured on H100 (mikamirai.com/blog/gpu-memory-bandwidth,
- * Nsight Compute on a 70B serving workload): weight loads 2.6-2.8 TB/s (78-84 % of peak),
- * KV-cache reads 1.4 TB/s (42 %), i.e. ~0.5-0.55 of the weights' efficiency. FITTED within
- * [0.35, 1]. */
-#define EMU_KV_BW_REL 0.356324
-/* Mixture-of-experts layers run vLLM's fused MoE kernel (Triton, grouped by expert): each
- * expert sees only the tokens routed to it, so its GEMMs are small and reach a lower fraction
- * of the peak than a dense GEMM over the whole batch. Efficiency relative to gemm_eff:
- * FITTED on the fit split's GLM-4.5-Air points. */
-#define EMU_MOE_GEMM_REL 0.2
+/* Paged KV-cache reads (the attention kernel streaming the cached context, emu/steptime.c):
+ * their bandwidth relative to bw_eff (a cuBLAS GEMV's). FlashAttention-3 decode on an H100
+ * streams KV at 2.74 TB/s beyond its fixed cost (vllm-project/flash-attention#63, EMU_ATTN_CALL_S),
+ * against 2.5 TB/s for a bf16 GEMV (vllm-project/vllm#17126: 2.51 TFLOP/s at one token, N=6144
+ * K=4096): ~1.09. The former 0.36 was the fit absorbing the missing fixed cost and GEMM-size
+ * terms. FITTED within [0.6, 1.2]. */
+#define EMU_KV_BW_REL 1.09481
+/* Mixture-of-experts layers run vLLM's fused MoE kernel (Triton, grouped by expert): its
+ * per-expert GEMMs are modelled one by one at their own (small) size with the rows padded
+ * (EMU_MOE_ROW_PAD); this is the grouped Triton kernel's efficiency relative to a cuBLAS GEMM
+ * of the same size (vLLM's fused-MoE tuning reaches 60-90 % of the dense GEMM rate). FITTED on
+ * the GLM-4.5-Air points within [0.3, 1]. */
+#define EMU_MOE_GEMM_REL 0.357428
 /* Fraction of peak memory bandwidth reached by weight and KV reads: per GPU in the catalog. */
 /* Fixed GPU-side cost of one step with CUDA graphs: a graph launch, the sampler, the
  * host-device copies of inputs and sampled ids (~0.3-0.5 ms; reference doc §6 "~0.5 ms per
  * step overhead"). */
 #define EMU_STEP_GPU_S 0.0003
-/* Engine-core CPU per step (scheduler, input preparation, output processing): FITTED (2.04 ms).
- * Two sources bound it independently of the fit: Qwen3-8B at concurrency 1 on an H100 (vLLM
- * 0.11, no async scheduling) runs 7.22 ms per token against ~5.4 ms of GPU work, and Qwen3-0.6B
- * on an H100 (0.19, async: the step is the CPU's) 2.0-2.4 ms: both ~1.8-2.2 ms. */
-#define EMU_STEP_CPU_S 0.00204424
+/* Engine-core CPU per step (scheduler, input preparation, output processing): FITTED, 0.24 ms
+ * on issue 21's data (2.04 ms on issue 10's). Two sources put it at ~1.8-2.2 ms on their own:
+ * Qwen3-8B at concurrency 1 on an H100 (vLLM 0.11, no async scheduling) runs 7.22 ms per token
+ * against ~5.4 ms of GPU work, and Qwen3-0.6B on an H100 (0.19, async: the step is the CPU's)
+ * 2.0-2.4 ms. The new step model's GPU side is longer at small batches (36 attention calls of
+ * 14 us, the GEMVs at the measured 2.5-2.7 TB/s), which takes most of the former CPU share; the
+ * fitted value sits 6 % of its range above the 0.2 ms bound: open (docs/fidelity.md). */
+#define EMU_STEP_CPU_S 0.000239295
 /* Engine-core CPU per scheduled sequence per step (scheduler bookkeeping, block-table and
  * input rows, update_from_output, detokenisation offload): FITTED. At 256 running sequences
  * 31 us each is 7.9 ms per step, the CPU-bound regime small models reach. */
-#define EMU_PER_SEQ_OVERHEAD_S 3.07085e-05
+#define EMU_PER_SEQ_OVERHEAD_S 4.45604e-06
 /* Per-layer cost under a captured CUDA graph: the gaps between a layer's kernels (serial GPU
  * time). Without a graph (batches over the largest captured size, or --enforce-eager) the CPU
  * launches every kernel while the step runs, ahead of the GPU, so the step takes the longer of
@@ -147,7 +186,7 @@
  * by the AWQ points, whose GPU work per step (4-bit weights) is short enough for the launches
  * to bind; the 16-bit ones are bandwidth-bound and do not see it. */
 #define EMU_LAYER_OVERHEAD_GRAPH_S 0.000004
-#define EMU_LAYER_OVERHEAD_EAGER_S 0.000626751
+#define EMU_LAYER_OVERHEAD_EAGER_S 0.000597744
 /* A torch.compile'd step that no CUDA graph covers (batches beyond the captured sizes) launches
  * inductor's fused kernels from its generated wrapper: ~6-8 launches per layer at a few us
  * each, about a third of PyTorch eager's per-layer cost. Only matters when the GPU's work per
@@ -199,7 +238,7 @@
  * FITTED (the fit split has both endpoints: gpustack's and the Qwen3-32B A100 points are chat,
  * kvcached's, the Qwen2.5-7B and the H200 points completions). */
 #define EMU_FE_CHAT_FACTOR 1.71207
-#define EMU_FE_REQ_CPU_S 0.00302736
+#define EMU_FE_REQ_CPU_S 0.00266041
 #define EMU_FE_TOKEN_CPU_S 7.99e-05
 
 #endif

@@ -8,7 +8,7 @@
 #define ST_EMU_FIT_H
 #include <stddef.h>
 
-#define ST_FIT_MAX_PARAMS 32
+#define ST_FIT_MAX_PARAMS 48
 
 typedef struct st_fit_param {
     const char *name;

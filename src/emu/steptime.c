@@ -76,60 +76,179 @@ static double experts_touched(const st_emu_model *m, double T)
     return 1.0 - pow(1.0 - p, T);
 }
 
+/* The two roofs of one kernel combined by a soft maximum (consts.h EMU_ROOF_P): near either
+ * roof the kernel runs at it, where both are close it runs slower than either (a GEMM at the
+ * ridge point neither streams at full bandwidth nor computes at full rate). */
+static double roof(double a, double b)
+{
+    if (a <= 0)
+        return b > 0 ? b : 0;
+    if (b <= 0)
+        return a;
+    double hi = a > b ? a : b, lo = a > b ? b : a, r = lo / hi;
+#if EMU_ROOF_P == 6
+    double r3 = r * r * r; /* (1 + r^6)^(1/6) without pow(): the step model runs per step */
+    return hi * cbrt(sqrt(1.0 + r3 * r3));
+#else
+    return hi * pow(1.0 + pow(r, EMU_ROOF_P), 1.0 / EMU_ROOF_P);
+#endif
+}
+
+/* What the per-GEMM costs add up to. */
+typedef struct gemm_acc {
+    double time, compute, memory, flops, bytes;
+} gemm_acc;
+
+/* One GEMM of M rows (tokens) by an N x K weight (per GPU): compute at the tensor peak times an
+ * efficiency that rises with the GEMM's size (consts.h EMU_GEMM_HALF_SIZE: tile and wave
+ * quantisation leave most of the SMs idle on a small GEMM), memory for the weight and the
+ * activations, combined by the soft roof. wb: weight bytes per element; rel: the kernel's
+ * efficiency relative to a dense 16-bit cuBLAS GEMM (fused MoE). */
+static double gemm(const st_emu_config *c, const lin_kind *k, double M, double N, double K, double wb, double rel,
+                   gemm_acc *acc)
+{
+    if (M <= 0 || N <= 0 || K <= 0)
+        return 0;
+    const st_emu_tuning *t = &c->tune;
+    double q = N / EMU_GEMM_N_REF;
+#if EMU_GEMM_N_EXP_X4 == 3
+    double wq = sqrt(q) * sqrt(sqrt(q)); /* q^0.75 */
+#else
+    double wq = pow(q, EMU_GEMM_N_EXP);
+#endif
+    double x = (M > EMU_GEMM_MIN_ROWS ? M : EMU_GEMM_MIN_ROWS) * wq;
+    double eff = t->gemm_eff * x / (x + EMU_GEMM_HALF_SIZE) * k->qeff * rel;
+    double flops = 2.0 * M * N * K;
+    double bw = c->gpu.mem_bw * t->bw_eff;
+    double wbytes = N * K * wb, abytes = (M * K + M * N) * 2.0;
+    double tc = flops / (k->peak * eff);
+    double tm = wbytes / (bw * k->wrel) + abytes / bw;
+    double time = roof(tc, tm);
+    if (acc) {
+        acc->time += time;
+        acc->compute += tc;
+        acc->memory += tm;
+        acc->flops += flops;
+        acc->bytes += wbytes + abytes;
+    }
+    return time;
+}
+
+double st_emu_gemm_seconds(const st_emu_config *c, double M, double N, double K)
+{
+    lin_kind k = linear_kind(c, M);
+    return gemm(c, &k, M, N, K, st_emu_dtype_bytes(c->weight_dtype), 1.0, NULL);
+}
+
+double st_emu_attn_call_s(const st_emu_gpu *g) { return g->attn_call_s > 0 ? g->attn_call_s : EMU_ATTN_CALL_S; }
+
+double st_emu_decode_attention_seconds(const st_emu_config *c, double seqs, double context)
+{
+    const st_emu_model *m = &c->model;
+    double tp = c->tp ? c->tp : 1;
+    double kv_share = m->kv_heads >= c->tp ? 1.0 / tp : 1.0 / m->kv_heads;
+    double per_layer_tok = 2.0 * m->kv_heads * m->head_dim * st_emu_dtype_bytes(c->kv_dtype) * kv_share;
+    double bytes = seqs * context * per_layer_tok;
+    double flops = 4.0 * (double)m->heads * m->head_dim * seqs * context / tp;
+    double tc = flops / (c->gpu.bf16_flops * c->tune.attn_eff);
+    double tm = bytes / (c->gpu.mem_bw * c->tune.bw_eff * c->tune.kv_bw_rel);
+    return st_emu_attn_call_s(&c->gpu) + (tc > tm ? tc : tm);
+}
+
 double st_emu_step_seconds(const st_emu_config *c, const st_emu_batch *b, st_emu_step_breakdown *bd)
 {
     const st_emu_model *m = &c->model;
     const st_emu_tuning *tu = &c->tune;
     double tp = c->tp ? c->tp : 1;
     double T = b->tokens;
-    double embed = (double)m->vocab * m->hidden;
-    double head = embed; /* lm_head (tied or not, the matrix is read and multiplied) */
-    double untied_head = m->tied_embeddings ? 0 : embed;
-    double norms = m->layers * (2.0 * m->hidden + 2.0 * m->head_dim) + m->hidden;
-
-    /* FLOPs. Linear layers: 2 x active params (without embeddings) per token; lm_head only
-     * for the rows that are sampled; attention: QK^T and PV, 4 x heads x head_dim per
-     * (query, key) pair per layer. */
-    double lin_active = m->active_params - embed - untied_head - norms;
-    double moe_active = 0; /* the routed experts' share (fused MoE kernel) */
-    if (m->experts > 0) {
-        uint32_t dense = m->dense_layers < m->layers ? m->dense_layers : m->layers;
-        moe_active = (double)(m->layers - dense) * 3.0 * m->hidden * m->moe_intermediate * m->experts_per_tok;
-    }
-    double lin_flops = 2.0 * lin_active * T + 2.0 * head * b->sampled;
-    double attn_flops = 4.0 * m->layers * (double)m->heads * m->head_dim * b->attn_pairs;
-
+    double L = m->layers;
+    double h = m->hidden, hd = m->head_dim;
+    double kvh = m->kv_heads >= c->tp ? m->kv_heads / tp : 1.0; /* KV heads per GPU (replicated below TP) */
+    double qh = m->heads / tp;
+    double wb = st_emu_dtype_bytes(c->weight_dtype);
+    if (c->weight_dtype == ST_EMU_INT4_AWQ || c->weight_dtype == ST_EMU_INT4_GPTQ)
+        wb += (2.0 + 0.5) / 128.0; /* fp16 scale + 4-bit zero per group of 128 (catalog.c) */
     lin_kind k = linear_kind(c, T);
-    double peak16 = c->gpu.bf16_flops;
-    double gemm_eff = tu->gemm_eff * T / (T + EMU_GEMM_HALF_TOKENS) * k.qeff;
-    double compute = 0;
+    lin_kind k16 = { c->gpu.bf16_flops, 1.0, 1.0, 0, 0 }; /* lm_head and router: 16-bit */
+    gemm_acc g = { 0 };
+    double compute = 0, memory = 0;
+
+    uint32_t dense = m->experts > 0 ? (m->dense_layers < m->layers ? m->dense_layers : m->layers) : m->layers;
+    double moe_layers = L - dense;
     if (T > 0) {
-        double moe_flops = 2.0 * moe_active * T;
-        compute = (lin_flops - moe_flops) / tp / (k.peak * gemm_eff) +
-                  moe_flops / tp / (k.peak * gemm_eff * tu->moe_gemm_rel) + attn_flops / tp / (peak16 * tu->attn_eff);
+        /* attention projections (every layer): qkv, o */
+        double per_layer = 0;
+        per_layer += gemm(c, &k, T, (qh + 2 * kvh) * hd, h, wb, 1.0, &g);
+        per_layer += gemm(c, &k, T, h, qh * hd, wb, 1.0, &g);
+        double t_attn_proj = per_layer;
+        gemm_acc g1 = g;
+        /* dense MLP layers: gate_up, down */
+        gemm_acc gm = { 0 };
+        double t_mlp = gemm(c, &k, T, 2.0 * m->intermediate / tp, h, wb, 1.0, &gm) +
+                       gemm(c, &k, T, h, m->intermediate / tp, wb, 1.0, &gm);
+        /* MoE layers: the fused-MoE kernel is a grouped GEMM: each touched expert multiplies the
+         * rows routed to it, padded to the kernel's row block (EMU_MOE_ROW_PAD), at the grouped
+         * kernel's efficiency (moe_gemm_rel); plus the shared expert and the router */
+        double t_moe = 0;
+        gemm_acc ge = { 0 };
+        if (moe_layers > 0) {
+            double touched = m->experts * experts_touched(m, T);
+            double rows = touched > 0 ? T * m->experts_per_tok / touched : 0;
+            double padded = ceil(rows / EMU_MOE_ROW_PAD) * EMU_MOE_ROW_PAD;
+            gemm_acc one = { 0 };
+            double te = gemm(c, &k, padded, 2.0 * m->moe_intermediate / tp, h, wb, tu->moe_gemm_rel, &one) +
+                        gemm(c, &k, padded, h, m->moe_intermediate / tp, wb, tu->moe_gemm_rel, &one);
+            t_moe = touched * te;
+            ge.time = touched * one.time;
+            ge.compute = touched * one.compute;
+            ge.memory = touched * one.memory;
+            ge.flops = touched * one.flops;
+            ge.bytes = touched * one.bytes;
+            if (m->shared_intermediate > 0) {
+                t_moe += gemm(c, &k, T, 2.0 * m->shared_intermediate / tp, h, wb, 1.0, &ge) +
+                         gemm(c, &k, T, h, m->shared_intermediate / tp, wb, 1.0, &ge);
+            }
+            t_moe += gemm(c, &k16, T, m->experts, h, 2.0, 1.0, &ge);
+        }
+        g.time = L * t_attn_proj + dense * t_mlp + moe_layers * t_moe;
+        g.compute = L * g1.compute + dense * gm.compute + moe_layers * ge.compute;
+        g.memory = L * g1.memory + dense * gm.memory + moe_layers * ge.memory;
+        g.flops = L * g1.flops + dense * gm.flops + moe_layers * ge.flops;
+        g.bytes = L * g1.bytes + dense * gm.bytes + moe_layers * ge.bytes;
+        /* lm_head over the sampled rows (16-bit, also for quantised checkpoints) */
+        g.time += gemm(c, &k16, b->sampled, (double)m->vocab / tp, h, 2.0, 1.0, &g);
     }
 
-    /* Bytes: weights read once per step (all but the input embedding table; MoE: only the
-     * experts the batch touches), KV read for the cached context, KV written for every new
-     * token, and fp8's activation-quantisation passes. */
-    double wbytes = st_emu_model_weight_bytes(m, c->weight_dtype);
-    wbytes -= untied_head * 2.0; /* the input embedding is only gathered (a few rows), not streamed */
-    if (m->experts > 0) {
-        uint32_t dense = m->dense_layers < m->layers ? m->dense_layers : m->layers;
-        double expert_params = (double)(m->layers - dense) * 3.0 * m->hidden * m->moe_intermediate * m->experts;
-        double per_param = wbytes / m->params;
-        wbytes -= expert_params * per_param * (1 - experts_touched(m, T));
-    }
-    double kv_share = m->kv_heads >= c->tp ? 1.0 / tp : 1.0 / m->kv_heads;
-    double kvtok = st_emu_model_kv_bytes_per_token(m, c->kv_dtype) * kv_share;
-    double kv_bytes = kvtok * (b->kv_read_tokens + T);
-    double quant_bytes = T * m->layers * k.quant_bytes / tp;
+    /* Attention, per layer: one kernel call (its fixed cost, st_emu_gpu.attn_call_s) that
+     * streams the cached context's KV at the paged-KV rate (bw_eff x kv_bw_rel) or computes
+     * QK^T and PV at the attention kernels' rate, whichever binds (FlashAttention-3 / FlashInfer
+     * decode: the fixed cost dominates short contexts, streaming long ones). */
+    double kvtok = st_emu_model_kv_bytes_per_token(m, c->kv_dtype) * (kvh / (m->kv_heads ? m->kv_heads : 1));
+    double attn_flops = 4.0 * L * qh * hd * b->attn_pairs;
+    double kv_read = kvtok * b->kv_read_tokens;
     double bw = c->gpu.mem_bw * tu->bw_eff;
-    double bytes = wbytes / tp + kv_bytes + quant_bytes;
-    double memory =
-        wbytes / tp / (bw * k.wrel) + kvtok * b->kv_read_tokens / (bw * tu->kv_bw_rel) + (kvtok * T + quant_bytes) / bw;
+    double attn = 0, attn_c = 0, attn_m = 0;
+    if (T > 0) {
+        attn_c = attn_flops / (c->gpu.bf16_flops * tu->attn_eff);
+        attn_m = kv_read / (bw * tu->kv_bw_rel);
+        attn = L * st_emu_attn_call_s(&c->gpu) + (attn_c > attn_m ? attn_c : attn_m);
+    }
+    /* Element-wise kernels (norms with the residual add, rotary, the activation, the KV-cache
+     * write, fp8's activation quantisation): memory-bound, their bytes per token per layer. */
+    double inter = m->experts > 0 && moe_layers > 0
+                       ? ((double)m->moe_intermediate * m->experts_per_tok + m->shared_intermediate)
+                       : (double)m->intermediate;
+    double elem_tok = EMU_ELEM_BYTES_HIDDEN * h + EMU_ELEM_BYTES_INTER * inter / tp +
+                      EMU_ELEM_BYTES_QK * (qh + kvh) * hd + kvtok / L * 2.0 + k.quant_bytes / tp;
+    double elem_bytes = T * L * elem_tok;
+    double elem = elem_bytes / bw;
+    compute = g.compute + attn_c;
+    memory = g.memory + attn_m + elem;
+    double bytes = g.bytes + kv_read + elem_bytes;
+    double lin_flops = g.flops;
 
-    double work = compute > memory ? compute : memory;
+    double work = g.time + attn + elem;
+
     /* Fault injection: a slow decode kernel path stretches the decode share of the work. */
     if (c->decode_slowdown > 0 && c->decode_slowdown != 1.0 && T > 0)
         work *= 1.0 + (c->decode_slowdown - 1.0) * (double)b->decode_tokens / T;
@@ -170,6 +289,9 @@ double st_emu_step_seconds(const st_emu_config *c, const st_emu_batch *b, st_emu
         bd->cpu_s = cpu;
         bd->total_s = total;
         bd->flops = lin_flops + attn_flops;
+        bd->gemm_s = g.time;
+        bd->attn_s = attn;
+        bd->elem_s = elem;
         bd->bytes = bytes;
         bd->eager = eager;
     }

@@ -17,6 +17,7 @@ typedef struct st_emu_batch {
 
 typedef struct st_emu_step_breakdown {
     double compute_s, memory_s, overhead_s, allreduce_s, cpu_s, total_s;
+    double gemm_s, attn_s, elem_s; /* the work's terms: linear layers, attention, element-wise kernels */
     double flops, bytes;
     int eager;
 } st_emu_step_breakdown;
@@ -27,6 +28,16 @@ double st_emu_step_seconds(const st_emu_config *c, const st_emu_batch *b, st_emu
 /* Whether c's weights run through Marlin (weight-only: 4-bit AWQ/GPTQ, or fp8 on a GPU without
  * fp8 tensor cores): the constants marlin_bw_rel and int4_gemm_rel apply. */
 int st_emu_marlin_weights(const st_emu_config *c);
+
+/* Seconds for one M x N x K GEMM (M tokens, an N x K weight per GPU) of c's weight format: the
+ * step model's linear-layer term (soft roof of the size-dependent compute rate and the weight
+ * and activation bytes). For kernel anchors (tests/unit/test_emu_kernels.c). */
+double st_emu_gemm_seconds(const st_emu_config *c, double M, double N, double K);
+/* Seconds of one layer's decode attention for `seqs` sequences of `context` cached tokens each
+ * (per GPU): the call's fixed cost plus the KV streaming or the QK^T / PV compute. */
+double st_emu_decode_attention_seconds(const st_emu_config *c, double seqs, double context);
+/* The fixed cost of one attention kernel call on g (its own, else EMU_ATTN_CALL_S). */
+double st_emu_attn_call_s(const st_emu_gpu *g);
 
 /* The decode floor: weight bytes per GPU / peak bandwidth (reference doc §6). */
 double st_emu_weight_read_floor_s(const st_emu_config *c);

@@ -9,27 +9,53 @@
 #include <stdio.h>
 
 #include "core/file.h"
+#include "emu/calib.h"
+#include "emu/catalog.h"
 #include "fidelity/harness.h"
 
 #define DATA "bench/fidelity/measurements.json"
 
 /* Ceilings: median |error| and the number of points off by more than 2x, per split and metric
- * (throughput, TTFT p50, TTFT tail, TPOT). Measured today (docs/fidelity.md, 60 points): fit
- * 5.1 / 15.2 / 7.4 / 8.2 %, 5 points beyond 2x; test 7.9 / 16.5 / 10.2 / 6.9 %, 2 points beyond
- * 2x. The ceilings add 1.5-3 points (a point or two of slack, the same model on another
- * compiler). */
-#define FID_FIT_TPUT 0.07
-#define FID_FIT_TTFT50 0.18
-#define FID_FIT_TTFTT 0.10
-#define FID_FIT_TPOT 0.10
-#define FID_FIT_FAR 6
-#define FID_TEST_TPUT 0.10
-#define FID_TEST_TTFT50 0.19
-#define FID_TEST_TTFTT 0.13
-#define FID_TEST_TPOT 0.09
-#define FID_TEST_FAR 3
-/* KV cache size against the published startup logs (5 setups, within 0.6 % today) */
+ * (throughput, TTFT p50, TTFT tail, TPOT). Measured today (docs/fidelity.md, 117 points, issue
+ * 21's step model and fit): fit 3.9 / 11.7 / 10.9 / 8.6 %, 13 points beyond 2x; test 6.8 / 12.6
+ * / 9.9 / 21.2 %, 4 points beyond 2x. The ceilings add 1.5-3 points. The test split's TPOT
+ * ceiling is higher than issue 10's (9 %): the A100 SXM keeps its kernel GEMM efficiency (0.86,
+ * tests/unit/test_emu_kernels.c) where the fit wanted 0.64 for GPUStack's A100 points, whose
+ * TPOTs then come out 0.69-0.79x (at 0.64 the split's TPOT median is 7.8 %; docs/fidelity.md). */
+#define FID_FIT_TPUT 0.06
+#define FID_FIT_TTFT50 0.14
+#define FID_FIT_TTFTT 0.13
+#define FID_FIT_TPOT 0.11
+#define FID_FIT_FAR 15
+#define FID_TEST_TPUT 0.09
+#define FID_TEST_TTFT50 0.15
+#define FID_TEST_TTFTT 0.12
+#define FID_TEST_TPOT 0.24
+#define FID_TEST_FAR 5
+/* KV cache size against the published startup logs (within 0.6 % for the five setups of the
+ * first 60 points) */
 #define FID_KV_TOKENS_TOL 0.02
+/* Labs whose servers' memory the model does not describe, with how far off it is and why: their
+ * KV size is checked against their own tolerance, not the 2 %. */
+static const struct {
+    const char *lab;
+    double tol;
+    const char *why;
+} KV_EXCEPTIONS[] = {
+    { "tgarg01/silybench-data", 0.05,
+      "vLLM 0.30.0 (the model's memory constants come from 0.11-0.19 logs): 2-4 % more KV predicted than logged" },
+    { "enginrect/llmso", 0.30,
+      "RTX 4090 under Windows + WSL2: the desktop holds ~1.3 GiB of VRAM (nvidia-smi idle 1,338 MiB) and the lab runs "
+      "vLLM 0.27's V2 model runner; neither is modelled (0.90 to 1.27 of the logged KV)" },
+};
+
+static double kv_tol(const char *lab)
+{
+    for (size_t i = 0; i < sizeof KV_EXCEPTIONS / sizeof KV_EXCEPTIONS[0]; i++)
+        if (!strcmp(KV_EXCEPTIONS[i].lab, lab))
+            return KV_EXCEPTIONS[i].tol;
+    return FID_KV_TOKENS_TOL;
+}
 
 typedef struct ceiling {
     double median[ST_FID_M_COUNT];
@@ -51,7 +77,7 @@ static void figures_do_not_get_worse(void **state)
     uint32_t n;
     assert_int_equal(st_fid_parse(text, len, &pts, &n, err, sizeof err), 0);
     free(text);
-    assert_true(n >= 35);
+    assert_true(n >= 100);
     st_fid_ratios *r = calloc(n, sizeof *r);
     uint32_t far[2] = { 0, 0 }, tests = 0, kv_checked = 0;
     for (uint32_t i = 0; i < n; i++) {
@@ -65,9 +91,9 @@ static void figures_do_not_get_worse(void **state)
             fail_msg("point %s: the model refuses a configuration real vLLM served: %s", pts[i].id, err);
         st_fid_compare(&pts[i], &f, &r[i]);
         /* the memory plan against the server's own startup log, where published */
-        if (isfinite(pts[i].kv_tokens) && !(fabs(f.kv_tokens / pts[i].kv_tokens - 1) <= FID_KV_TOKENS_TOL))
-            fail_msg("point %s: KV cache %.0f tokens, the server logged %.0f", pts[i].id, f.kv_tokens,
-                     pts[i].kv_tokens);
+        if (isfinite(pts[i].kv_tokens) && !(fabs(f.kv_tokens / pts[i].kv_tokens - 1) <= kv_tol(pts[i].lab)))
+            fail_msg("point %s: KV cache %.0f tokens, the server logged %.0f (tolerance %.0f %%)", pts[i].id,
+                     f.kv_tokens, pts[i].kv_tokens, 100 * kv_tol(pts[i].lab));
         kv_checked += isfinite(pts[i].kv_tokens);
         tests += pts[i].split == ST_FID_TEST;
         for (int m = 0; m < ST_FID_M_COUNT; m++)
@@ -97,10 +123,70 @@ static void figures_do_not_get_worse(void **state)
     free(pts);
 }
 
+/* Every constant in the tree that the fit sets (emu/calib.c's knobs: consts.h, each catalog
+ * GPU's efficiencies, each lab's own latency) sits inside its bounds, at least ST_FID_BOUND_NEAR
+ * of the range from either, unless st_fid_bound_reason documents why: a constant on its bound is
+ * the fit absorbing a mechanism the model lacks. */
+static int on_bound(const st_calib_knob *k, double v)
+{
+    double lo = k->log ? log(k->lo) : k->lo, hi = k->log ? log(k->hi) : k->hi, u = k->log ? log(v) : v;
+    double d = (u - lo) < (hi - u) ? (u - lo) : (hi - u);
+    return !(d / (hi - lo) >= ST_FID_BOUND_NEAR);
+}
+
+static void no_constant_on_a_bound(void **state)
+{
+    (void)state;
+    const char *keys[32];
+    int nk = st_emu_gpu_keys(keys, 32), bad = 0, checked = 0;
+    for (int g = 0; g < nk; g++) {
+        st_emu_gpu gpu;
+        char err[256];
+        assert_int_equal(st_emu_gpu_find(keys[g], &gpu, err, sizeof err), 0);
+        st_emu_tuning t;
+        st_emu_tuning_defaults(&t, &gpu);
+        for (const st_calib_knob *k = st_calib_knobs(); k->name; k++) {
+            double v = st_calib_knob_get(&t, k);
+            char name[96];
+            snprintf(name, sizeof name, "%s@%s", k->name, keys[g]);
+            checked++;
+            if (on_bound(k, v) && !st_fid_bound_reason(name)) {
+                printf("# %s = %g sits on its bound [%g, %g] without a documented reason\n", name, v, k->lo, k->hi);
+                bad++;
+            }
+        }
+    }
+    /* the labs' own latencies */
+    char err[512];
+    size_t len;
+    char *text = st_read_file(DATA, 16u << 20, &len, err, sizeof err);
+    assert_non_null(text);
+    st_fid_point *pts;
+    uint32_t n;
+    assert_int_equal(st_fid_parse(text, len, &pts, &n, err, sizeof err), 0);
+    free(text);
+    const st_calib_knob *fe = st_calib_knob_find("fe_latency_s");
+    assert_non_null(fe);
+    for (uint32_t i = 0; i < n; i++) {
+        double v = st_fid_lab_fe_latency(pts[i].lab);
+        char name[ST_FID_NAME_MAX + 16];
+        snprintf(name, sizeof name, "fe_latency_s@%s", pts[i].lab);
+        if (isfinite(v) && on_bound(fe, v) && !st_fid_bound_reason(name)) {
+            printf("# %s = %g sits on its bound without a documented reason\n", name, v);
+            bad++;
+        }
+    }
+    free(pts);
+    printf("# %d constants checked against their bounds, %d on a bound without a reason\n", checked, bad);
+    assert_true(checked > 0);
+    assert_int_equal(bad, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
         cmocka_unit_test(figures_do_not_get_worse),
+        cmocka_unit_test(no_constant_on_a_bound),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }

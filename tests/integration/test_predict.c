@@ -34,13 +34,16 @@
 
 #include "core/clock.h"
 
+/* The emulator runs at 5x real time: its steps near capacity last ~3 ms of wall time (at 10x,
+ * ~1.5 ms, a loaded 2-core machine's HTTP and timer overheads made the audit's TPOT 35 % longer
+ * than the engine model's, and the two capacities disagreed). */
 static void write_spec(const char *path, const char *extra_configs)
 {
     FILE *f = fopen(path, "w");
     assert_non_null(f);
     fprintf(f,
             "engine:\n  kind: emulator\n  model: Qwen/Qwen3-8B\n"
-            "  flags: [--gpu, H100, --time-scale, '10', --max-model-len, '4096', --seed, '%d']\n"
+            "  flags: [--gpu, H100, --time-scale, '5', --max-model-len, '4096', --seed, '%d']\n"
             "hardware: {gpu: H100, gpus_per_replica: 1, price_per_gpu_hour: 2.0}\n"
             "peak_rate: 10\n"
             "workload: {input_tokens: 512, output_tokens: 64, requests_per_rate: 60, seed: 3}\n"
@@ -90,7 +93,7 @@ static void test_predict_agrees_with_audit(void **state)
         fprintf(stderr, "# %s: audit bracket [%g, %g] capacity %.3f req/s; predict [%g, %g] %.3f req/s (%+.1f %%)\n",
                 names[i], ap, af, ac, pp, pf, pc, 100 * (pc / ac - 1));
         assert_true(pp == ap);
-        assert_true(pf == af);
+        assert_true(pf == af || (isnan(pf) && isnan(af))); /* the same failing rate, or none failed */
         assert_true(fabs(pc / ac - 1) <= 0.15);
     }
     /* the two capacities differ a lot: agreeing on both is not luck */

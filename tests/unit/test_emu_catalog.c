@@ -6,6 +6,7 @@
 #include "emu/catalog.h"
 #include "emu/config.h"
 #include "emu/consts.h"
+#include "emu/steptime.h"
 
 
 static void setup(st_emu_config *c, const char *gpu, const char *model)
@@ -102,6 +103,13 @@ static void gpus_and_custom_file(void **state)
     const char *own = "name=X\nmemory_gib=80\nbf16_tflops=900\nbandwidth_tbs=3\nlink_latency_us=12\n";
     assert_int_equal(st_emu_gpu_parse(own, strlen(own), &g, err, sizeof err), 0);
     assert_near(g.link_latency, 12e-6, 1e-15);
+    /* the attention call's fixed cost: the default without attn_call_us, else as given */
+    assert_true(g.attn_call_s == 0 && st_emu_attn_call_s(&g) > 0);
+    const char *attn = "name=X\nmemory_gib=80\nbf16_tflops=900\nbandwidth_tbs=3\nattn_call_us=9\n";
+    assert_int_equal(st_emu_gpu_parse(attn, strlen(attn), &g, err, sizeof err), 0);
+    assert_near(st_emu_attn_call_s(&g), 9e-6, 1e-15);
+    const char *attn0 = "name=X\nmemory_gib=80\nbf16_tflops=900\nbandwidth_tbs=3\nattn_call_us=0\n";
+    assert_int_equal(st_emu_gpu_parse(attn0, strlen(attn0), &g, err, sizeof err), -1);
     const char *neg = "name=X\nmemory_gib=80\nbf16_tflops=900\nbandwidth_tbs=3\nlink_latency_us=-1\n";
     assert_int_equal(st_emu_gpu_parse(neg, strlen(neg), &g, err, sizeof err), -1);
     assert_int_equal(st_emu_gpu_find("A100-PCIe", &g, err, sizeof err), 0);
@@ -271,7 +279,9 @@ static void gpu_keys_and_missing_forms(void **state)
     assert_non_null(strstr(g.name, "NVL"));
     assert_int_equal(st_emu_gpu_find("A100-40GB", &g, err, sizeof err), -1);
     assert_int_equal(st_emu_gpu_find("A100 PCIe 40GB", &g, err, sizeof err), -1);
-    assert_int_equal(st_emu_gpu_find("H100 PCIe", &g, err, sizeof err), -1);
+    assert_int_equal(st_emu_gpu_find("H100 PCIe", &g, err, sizeof err), 0);
+    assert_non_null(strstr(g.name, "PCIe"));
+    assert_true(g.mem_bw < 2.5e12); /* HBM2e, not the SXM's HBM3 */
     assert_int_equal(st_emu_gpu_find("H100 SXM", &g, err, sizeof err), 0);
 }
 
