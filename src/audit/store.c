@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/util.h"
 
@@ -19,6 +20,7 @@ struct st_store {
     char err[STORE_ERR_MAX];           /* the message of the last failed write, kept past its ROLLBACK */
     const st_secrets *secrets;         /* removed from every text written (st_store_set_secrets) */
     const volatile sig_atomic_t *stop; /* st_store_set_stop */
+    char *tidy;                        /* read-only: the file whose -wal and -shm this open created */
 };
 
 /* SQLite's progress handler: nonzero interrupts the statement (SQLITE_INTERRUPT, rolled back). */
@@ -232,6 +234,14 @@ int st_store_open_file(const char *path, int flags, st_store **out, char *err, s
         return -1;
     }
     int oflags = ro ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | (existing ? 0 : SQLITE_OPEN_CREATE);
+    int wal_before = 1;
+    if (ro) {
+        char side[4200];
+        snprintf(side, sizeof side, "%s-wal", path);
+        wal_before = access(side, F_OK) == 0;
+        snprintf(side, sizeof side, "%s-shm", path);
+        wal_before |= access(side, F_OK) == 0;
+    }
     if (sqlite3_open_v2(path, &s->db, oflags | SQLITE_OPEN_FULLMUTEX, NULL) != SQLITE_OK) {
         if (s->db)
             db_errmsg(s->db, path, err, errlen);
@@ -263,6 +273,8 @@ int st_store_open_file(const char *path, int flags, st_store **out, char *err, s
         }
     }
     if (ro) {
+        if (!wal_before)
+            s->tidy = strdup(path); /* NULL without memory: the files stay, nothing else changes */
         if (lacks_later_columns(s->db)) { /* an older servetune's database: its later columns added */
             sqlite3_close(s->db);
             char *e = NULL;
@@ -301,6 +313,18 @@ void st_store_close(st_store *s)
     if (!s)
         return;
     sqlite3_close(s->db);
+    /* A read-only open of a WAL database at rest creates its -wal and -shm files, which a
+     * read-only connection cannot remove: a read would leave two files behind. The last
+     * connection that may write removes them when it closes (SQLite knows from its locks whether
+     * it is the last, so a writer that started meanwhile keeps them); opening one and closing it
+     * writes nothing to the database. */
+    if (s->tidy) {
+        sqlite3 *db = NULL;
+        if (sqlite3_open_v2(s->tidy, &db, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK)
+            sqlite3_exec(db, "SELECT count(*) FROM sqlite_master;", NULL, NULL, NULL);
+        sqlite3_close(db);
+        free(s->tidy);
+    }
     free(s);
 }
 

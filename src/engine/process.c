@@ -74,19 +74,20 @@ int st_proc_env_expand(const char *in, char *out, size_t outlen, char *err, size
 }
 
 /* environ with the additions applied (same name: replaced) and the tag. Strings are malloc'd. */
-static char **build_env(const st_proc_opts *o, char *err, size_t errlen)
+static char **build_env(const st_proc_opts *o, const char *launch, char *err, size_t errlen)
 {
     size_t n = 0;
     while (environ && environ[n])
         n++;
-    char **env = calloc(n + (size_t)o->n_env + 2, sizeof(char *));
+    char **env = calloc(n + (size_t)o->n_env + 3, sizeof(char *));
     if (!env) {
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    size_t k = 0, tl = strlen(ST_ENGINE_TAG_VAR);
+    size_t k = 0, tl = strlen(ST_ENGINE_TAG_VAR), ll = strlen(ST_ENGINE_LAUNCH_VAR);
     for (size_t i = 0; i < n; i++) {
-        int overridden = o->tag && !strncmp(environ[i], ST_ENGINE_TAG_VAR, tl) && environ[i][tl] == '=';
+        int overridden = o->tag && ((!strncmp(environ[i], ST_ENGINE_TAG_VAR, tl) && environ[i][tl] == '=') ||
+                                    (!strncmp(environ[i], ST_ENGINE_LAUNCH_VAR, ll) && environ[i][ll] == '='));
         for (int j = 0; j < o->n_env; j++) {
             size_t kl = strlen(o->env_key[j]);
             if (!strncmp(environ[i], o->env_key[j], kl) && environ[i][kl] == '=')
@@ -109,6 +110,10 @@ static char **build_env(const st_proc_opts *o, char *err, size_t errlen)
         if (!(env[k] = malloc(l)))
             goto oom;
         snprintf(env[k++], l, "%s=%s", ST_ENGINE_TAG_VAR, o->tag);
+        l = ll + strlen(launch) + 2;
+        if (!(env[k] = malloc(l)))
+            goto oom;
+        snprintf(env[k++], l, "%s=%s", ST_ENGINE_LAUNCH_VAR, launch);
     }
     env[k] = NULL;
     return env;
@@ -259,6 +264,8 @@ int st_proc_start(st_proc *p, const st_proc_opts *o, char *err, size_t errlen)
         snprintf(err, errlen, "engine tag longer than %d characters", ST_PROC_TAG_MAX - 1);
         return -1;
     }
+    if (o->tag)
+        snprintf(p->launch, sizeof p->launch, "%ld-%lld", (long)getpid(), (long long)st_now());
     /* Orphans of the engine (its workers, when it dies first) become our children, so
      * st_proc_stop can reap them instead of leaving zombies or strays. */
     prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
@@ -267,7 +274,7 @@ int st_proc_start(st_proc *p, const st_proc_opts *o, char *err, size_t errlen)
         snprintf(err, errlen, "cannot start '%s': %s", o->argv[0], strerror(errno));
         return -1;
     }
-    char **env = build_env(o, err, errlen);
+    char **env = build_env(o, p->launch, err, errlen);
     if (!env)
         return -1;
     int rc = -1, logfd = -1, outfd = -1, errp[2] = { -1, -1 }, outp[2] = { -1, -1 };
@@ -416,7 +423,7 @@ static int stop_group(st_proc *p, double grace_s)
     return wait_group(p, 5.0) ? 0 : -1;
 }
 
-static int kill_tagged(const char *tag, double grace_s, int reap, int *left);
+static int kill_tagged(const char *var, const char *tag, double grace_s, int reap, int *left);
 
 int st_proc_stop(st_proc *p, double grace_s)
 {
@@ -424,8 +431,8 @@ int st_proc_stop(st_proc *p, double grace_s)
     /* what left the group (setsid) still carries the tag; the group went first, so an engine
      * that stops its own workers on SIGTERM had the grace period to do so */
     int left = 0;
-    if (p->pid > 0 && p->tag[0])
-        kill_tagged(p->tag, grace_s, 1, &left);
+    if (p->pid > 0 && p->launch[0])
+        kill_tagged(ST_ENGINE_LAUNCH_VAR, p->launch, grace_s, 1, &left);
     pump_finish(p, PUMP_EXIT_WAIT_S);
     return rc || left ? -1 : 0;
 }
@@ -672,8 +679,8 @@ int st_proc_dir_tag(const char *dir, char *out, size_t n)
     return 0;
 }
 
-/* Whether process pid (of this user) carries the tag; zombies do not count. */
-static int has_tag(pid_t pid, const char *tag)
+/* Whether process pid (of this user) carries var=tag; zombies do not count. */
+static int has_tag(pid_t pid, const char *var, const char *tag)
 {
     char path[64], want[256];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
@@ -687,7 +694,7 @@ static int has_tag(pid_t pid, const char *tag)
     const char *rp = strrchr(line, ')');
     if (!rp || rp[1] != ' ' || rp[2] == 'Z' || rp[2] == 'X')
         return 0;
-    int wl = snprintf(want, sizeof want, "%s=%s", ST_ENGINE_TAG_VAR, tag);
+    int wl = snprintf(want, sizeof want, "%s=%s", var, tag);
     snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -711,7 +718,7 @@ static int has_tag(pid_t pid, const char *tag)
 }
 
 /* Up to max pids of tagged processes. */
-static int find_tagged(const char *tag, pid_t *pids, int max)
+static int find_tagged(const char *var, const char *tag, pid_t *pids, int max)
 {
     DIR *d = opendir("/proc");
     if (!d)
@@ -724,7 +731,7 @@ static int find_tagged(const char *tag, pid_t *pids, int max)
         long v = strtol(e->d_name, &end, 10);
         if (*end || v <= 0 || (pid_t)v == self)
             continue;
-        if (has_tag((pid_t)v, tag))
+        if (has_tag((pid_t)v, var, tag))
             pids[n++] = (pid_t)v;
     }
     closedir(d);
@@ -738,14 +745,14 @@ int st_proc_count_tagged(const char *tag)
     pid_t *v = malloc(sizeof *v * TAGGED_MAX);
     if (!v)
         return 0;
-    int n = find_tagged(tag, v, TAGGED_MAX);
+    int n = find_tagged(ST_ENGINE_TAG_VAR, tag, v, TAGGED_MAX);
     free(v);
     return n;
 }
 
 /* Reaps the processes of v that are our children and have ended; counts (and keeps in v) those
  * that still carry the tag and are not zombies. */
-static int tagged_left(const char *tag, pid_t *v, int n, int reap)
+static int tagged_left(const char *var, const char *tag, pid_t *v, int n, int reap)
 {
     int left = 0;
     for (int i = 0; i < n; i++) {
@@ -754,7 +761,7 @@ static int tagged_left(const char *tag, pid_t *v, int n, int reap)
         int st;
         if (reap)
             waitpid(v[i], &st, WNOHANG); /* an orphan we adopted as a subreaper; ECHILD otherwise */
-        if (has_tag(v[i], tag))
+        if (has_tag(v[i], var, tag))
             left++;
         else
             v[i] = 0; /* a zombie no longer counts (has_tag) */
@@ -763,11 +770,11 @@ static int tagged_left(const char *tag, pid_t *v, int n, int reap)
 }
 
 /* Waits at most secs until none of v is left running; how many are. */
-static int tagged_wait(const char *tag, pid_t *v, int n, double secs, int reap)
+static int tagged_wait(const char *var, const char *tag, pid_t *v, int n, double secs, int reap)
 {
     st_ns deadline = st_now() + st_s_to_ns(secs);
     for (;;) {
-        int left = tagged_left(tag, v, n, reap);
+        int left = tagged_left(var, tag, v, n, reap);
         if (!left || st_now() >= deadline)
             return left;
         struct timespec ts = { 0, 20 * 1000 * 1000 };
@@ -775,22 +782,22 @@ static int tagged_wait(const char *tag, pid_t *v, int n, double secs, int reap)
     }
 }
 
-static int kill_tagged(const char *tag, double grace_s, int reap, int *left)
+static int kill_tagged(const char *var, const char *tag, double grace_s, int reap, int *left)
 {
     *left = 0;
     pid_t *v = malloc(sizeof *v * TAGGED_MAX * 2);
     if (!v)
         return 0;
     pid_t *found = v + TAGGED_MAX;
-    int n = find_tagged(tag, v, TAGGED_MAX);
+    int n = find_tagged(var, tag, v, TAGGED_MAX);
     memcpy(found, v, sizeof *v * (size_t)n);
     for (int i = 0; i < n; i++)
         kill(v[i], SIGTERM);
-    if (tagged_wait(tag, v, n, grace_s, reap) > 0) {
+    if (tagged_wait(var, tag, v, n, grace_s, reap) > 0) {
         for (int i = 0; i < n; i++)
             if (v[i] > 0)
                 kill(v[i], SIGKILL);
-        *left = tagged_wait(tag, v, n, 5.0, reap);
+        *left = tagged_wait(var, tag, v, n, 5.0, reap);
     }
     /* those that became zombies between a wait and a look: reaped when they are our children
      * (a zombie of another parent is that parent's to reap) */
@@ -806,5 +813,5 @@ static int kill_tagged(const char *tag, double grace_s, int reap, int *left)
 int st_proc_kill_tagged(const char *tag, double grace_s)
 {
     int left;
-    return kill_tagged(tag, grace_s, 0, &left);
+    return kill_tagged(ST_ENGINE_TAG_VAR, tag, grace_s, 0, &left);
 }

@@ -25,6 +25,10 @@
 
 /* The environment variable that marks an engine and its descendants. */
 #define ST_ENGINE_TAG_VAR "SERVETUNE_ENGINE_TAG"
+/* And the one that marks one launch of an engine (servetune's pid and the start's time): the
+ * tag is the audit folder's, shared by the array tasks of a cluster audit on one node, so
+ * st_proc_stop stops what carries the launch's mark, never another task's engine. */
+#define ST_ENGINE_LAUNCH_VAR "SERVETUNE_ENGINE_LAUNCH"
 /* A tag's room (st_proc_dir_tag's are 19 characters); a longer one is refused by st_proc_start. */
 #define ST_PROC_TAG_MAX 64
 
@@ -35,7 +39,8 @@ typedef struct st_proc {
     int wstatus;               /* its wait status when exited */
     st_ns started;             /* st_now() at spawn */
     struct st_proc_pump *pump; /* the redacting log writer (o->redact), or NULL */
-    char tag[ST_PROC_TAG_MAX]; /* o->tag, or "": st_proc_stop also stops what carries it */
+    char tag[ST_PROC_TAG_MAX]; /* o->tag, or "" */
+    char launch[48];           /* with a tag, this launch's mark: st_proc_stop also stops what carries it */
 } st_proc;
 
 typedef struct st_proc_opts {
@@ -54,7 +59,7 @@ int st_proc_start(st_proc *p, const st_proc_opts *o, char *err, size_t errlen);
  * in the log by then). */
 int st_proc_alive(st_proc *p);
 /* SIGTERM to the group, SIGKILL after grace_s, reaps every member; then, when the engine was
- * started with a tag, the same for every process carrying it outside the group (a worker that
+ * started with a tag, the same for every process carrying this launch's mark outside the group (a worker that
  * called setsid, such as Ray's raylet, or a daemonizing helper): nothing the engine started is
  * left running. 0 when nothing of the group and no tagged process is left, -1 if something
  * survived SIGKILL for 5 s (should not happen). Safe to call twice. */

@@ -429,6 +429,33 @@ static void stop_ends_workers_outside_the_group(void **state)
     unlink(logpath);
 }
 
+/* Two engines of one audit folder (the array tasks of a cluster audit on one node) carry the
+ * same tag: stopping one leaves the other running. */
+static void stop_spares_another_launch_of_the_tag(void **state)
+{
+    (void)state;
+    char tag[64];
+    snprintf(tag, sizeof tag, "st-unit-two-%d", (int)getpid());
+    char *argv[] = { self, "--helper", "sleep", NULL };
+    st_proc_opts o = { .argv = argv, .tag = tag };
+    st_proc a, b;
+    char err[256];
+    assert_int_equal(st_proc_start(&a, &o, err, sizeof err), 0);
+    assert_int_equal(st_proc_start(&b, &o, err, sizeof err), 0);
+    assert_string_not_equal(a.launch, b.launch);
+    st_ns dl = st_now() + st_s_to_ns(5);
+    while (st_proc_count_tagged(tag) < 2 && st_now() < dl) {
+        struct timespec ts = { 0, 10000000 };
+        nanosleep(&ts, NULL);
+    }
+    assert_int_equal(st_proc_count_tagged(tag), 2);
+    assert_int_equal(st_proc_stop(&a, 1), 0);
+    assert_int_equal(st_proc_alive(&b), 1);
+    assert_int_equal(st_proc_count_tagged(tag), 1);
+    assert_int_equal(st_proc_stop(&b, 1), 0);
+    assert_int_equal(st_proc_count_tagged(tag), 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "--helper"))
@@ -447,6 +474,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(log_is_redacted_as_written),
         cmocka_unit_test(tagged_processes_are_found_and_stopped),
         cmocka_unit_test(stop_ends_workers_outside_the_group),
+        cmocka_unit_test(stop_spares_another_launch_of_the_tag),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }
