@@ -274,7 +274,7 @@ int st_store_open_file(const char *path, int flags, st_store **out, char *err, s
     }
     if (ro) {
         if (!wal_before)
-            s->tidy = strdup(path); /* NULL without memory: the files stay, nothing else changes */
+            s->tidy = strdup(path);       /* NULL without memory: the files stay, nothing else changes */
         if (lacks_later_columns(s->db)) { /* an older servetune's database: its later columns added */
             sqlite3_close(s->db);
             char *e = NULL;
