@@ -13,23 +13,9 @@ int st_traffic_engine_model(int argc, char **argv, const char *gpu, st_traffic_e
                             char *err, size_t errlen)
 {
     memset(e, 0, sizeof *e);
-    st_emu_args A;
-    st_emu_args_defaults(&A);
-    st_opt opts[ST_EMU_ARGS_TABLE_MAX];
-    st_emu_args_table(&A, opts);
-    st_opts_result r;
-    int rc = st_emu_args_parse(&A, opts, argc, argv, &r, err, errlen);
-    st_opts_result_free(&r);
-    if (rc)
-        return -1;
-    if (!A.gpu || !*A.gpu)
-        A.gpu = gpu;
-    if (!A.gpu || !*A.gpu) {
-        snprintf(err, errlen, "no GPU given (--gpu)");
-        return -1;
-    }
     st_emu_config cfg;
-    if (st_emu_args_config(&A, &cfg, err, errlen))
+    const char *model = NULL;
+    if (st_emu_config_of_argv(argc, argv, gpu, &cfg, &model, err, errlen))
         return -1;
     st_emu_memory mem;
     if (st_emu_memory_plan(&cfg, &mem, err, errlen) < 0)
@@ -37,7 +23,7 @@ int st_traffic_engine_model(int argc, char **argv, const char *gpu, st_traffic_e
     e->kv_tokens = mem.kv_tokens;
     e->max_model_len = mem.max_model_len;
     if (what && whatlen) {
-        snprintf(what, whatlen, "%s on %s%s per the engine model", A.model ? A.model : "the model", cfg.gpu.name,
+        snprintf(what, whatlen, "%s on %s%s per the engine model", model ? model : "the model", cfg.gpu.name,
                  cfg.tp > 1 ? " (tensor parallel)" : "");
         e->what = what;
     }

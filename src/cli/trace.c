@@ -166,18 +166,7 @@ static void print_acc_row(const char *name, const st_ngram_acc *a)
 static int spec_engine_config(int argc, char **argv, const char *gpu, st_emu_config *cfg, st_emu_memory *mem,
                               char *err, size_t errlen)
 {
-    st_emu_args A;
-    st_emu_args_defaults(&A);
-    st_opt opts[ST_EMU_ARGS_TABLE_MAX];
-    st_emu_args_table(&A, opts);
-    st_opts_result r;
-    int rc = st_emu_args_parse(&A, opts, argc, argv, &r, err, errlen);
-    st_opts_result_free(&r);
-    if (rc)
-        return -1;
-    if (!A.gpu || !*A.gpu)
-        A.gpu = gpu;
-    if (st_emu_args_config(&A, cfg, err, errlen))
+    if (st_emu_config_of_argv(argc, argv, gpu, cfg, NULL, err, errlen))
         return -1;
     return st_emu_memory_plan(cfg, mem, err, errlen) < 0 ? -1 : 0;
 }

@@ -295,3 +295,26 @@ int st_emu_args_config(const st_emu_args *a, st_emu_config *c, char *err, size_t
     }
     return 0;
 }
+
+int st_emu_config_of_argv(int argc, char **argv, const char *gpu, st_emu_config *out, const char **model, char *err,
+                          size_t errlen)
+{
+    st_emu_args A;
+    st_emu_args_defaults(&A);
+    st_opt opts[ST_EMU_ARGS_TABLE_MAX];
+    st_emu_args_table(&A, opts);
+    st_opts_result r;
+    int rc = st_emu_args_parse(&A, opts, argc, argv, &r, err, errlen);
+    st_opts_result_free(&r);
+    if (rc)
+        return -1;
+    if (!A.gpu || !*A.gpu)
+        A.gpu = gpu;
+    if (!A.gpu || !*A.gpu) {
+        snprintf(err, errlen, "no GPU given (--gpu)");
+        return -1;
+    }
+    if (model)
+        *model = A.model;
+    return st_emu_args_config(&A, out, err, errlen) ? -1 : 0;
+}

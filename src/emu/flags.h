@@ -63,4 +63,10 @@ int st_emu_args_parse(st_emu_args *a, const st_opt *opts, int argc, char **argv,
  * message in err. */
 int st_emu_args_config(const st_emu_args *a, st_emu_config *out, char *err, size_t errlen);
 
+/* The engine configuration of `vllm serve` arguments (argv[0] the model, then flags), parsed
+ * and validated as the emulator does, with gpu when the flags name none (neither: "no GPU given
+ * (--gpu)"). *model (may be NULL) gets the model's name, a pointer into argv. 0 or -1 with err. */
+int st_emu_config_of_argv(int argc, char **argv, const char *gpu, st_emu_config *out, const char **model, char *err,
+                          size_t errlen);
+
 #endif
