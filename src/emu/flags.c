@@ -67,7 +67,8 @@ void st_emu_args_table(st_emu_args *a, st_opt *o)
           "the vLLM version whose behaviour to model (0.10.1)", 0, 0, 0 },
         { "gpu", 0, ST_OPT_STR, &a->gpu, "NAME|FILE", "H100, H200, A100, L40S, RTX4090, or a GPU file (required)", 0, 0,
           0 },
-        { "time-scale", 0, ST_OPT_DOUBLE, &a->time_scale, "K", "emulated seconds per wall second (1; at most 1000)", 0, 0, 0 },
+        { "time-scale", 0, ST_OPT_DOUBLE, &a->time_scale, "K", "emulated seconds per wall second (1; at most 1000)", 0,
+          0, 0 },
         { "no-model", 0, ST_OPT_FLAG, &a->no_model, NULL, "zero step time (benchmarks the server itself)", 0, 0, 0 },
         { "ground-truth", 0, ST_OPT_STR, &a->ground_truth, "FILE", "write per-request engine times as JSONL", 0, 0, 0 },
         { "print-jitter", 0, ST_OPT_FLAG, &a->jitter, NULL, "print token emission jitter at exit (spins the loop)", 0,
@@ -181,7 +182,8 @@ int st_emu_args_config(const st_emu_args *a, st_emu_config *c, char *err, size_t
         return ST_EMU_ARGS_USAGE;
     }
     if (!(a->time_scale > 0) || !(a->time_scale <= ST_EMU_TIME_SCALE_MAX)) {
-        snprintf(err, errlen, "--time-scale: must be a number in (0, %g], got %g", ST_EMU_TIME_SCALE_MAX, a->time_scale);
+        snprintf(err, errlen, "--time-scale: must be a number in (0, %g], got %g", ST_EMU_TIME_SCALE_MAX,
+                 a->time_scale);
         return ST_EMU_ARGS_USAGE;
     }
     if (!(a->slowdown >= 1) || !isfinite(a->slowdown)) {
