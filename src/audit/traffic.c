@@ -22,6 +22,7 @@ int st_traffic_engine_model(int argc, char **argv, const char *gpu, st_traffic_e
         return -1;
     e->kv_tokens = mem.kv_tokens;
     e->max_model_len = mem.max_model_len;
+    e->model_context = cfg.model.max_position;
     if (what && whatlen) {
         snprintf(what, whatlen, "%s on %s%s per the engine model", model ? model : "the model", cfg.gpu.name,
                  cfg.tp > 1 ? " (tensor parallel)" : "");

@@ -484,11 +484,24 @@ void st_traffic_advise(const st_trace_stats *s, const st_traffic *t, const st_tr
         return;
     a->mml_p99 = round_up(t->total.p99, ST_MML_ROUND);
     a->mml_p95 = round_up(t->total.p95, ST_MML_ROUND);
+    uint32_t ctx = e ? e->model_context : 0;
+    if (ctx && a->mml_p99 > ctx) { /* no limit above the model's context is advised */
+        a->mml_capped = 1;
+        a->mml_p99 = ctx;
+        if (a->mml_p95 > ctx)
+            a->mml_p95 = ctx;
+    }
     a->reject_p99 = st_trace_stats_share_above(s, a->mml_p99);
     a->reject_p95 = st_trace_stats_share_above(s, a->mml_p95);
     char *L;
     L = a->lines[a->n_lines++];
-    if (a->mml_p95 == a->mml_p99) /* one rounded length covers both */
+    if (a->mml_capped)
+        snprintf(L, sizeof a->lines[0],
+                 "The p99 of input + output (%u tokens) is above the model's context (%u tokens): --max-model-len %u, "
+                 "the most the model serves, would reject %.2f%% of these requests (vLLM refuses a longer limit "
+                 "unless the context is extended, e.g. by rope scaling).",
+                 t->total.p99, ctx, a->mml_p99, 100 * a->reject_p99);
+    else if (a->mml_p95 == a->mml_p99) /* one rounded length covers both */
         snprintf(L, sizeof a->lines[0],
                  "--max-model-len %u covers the p99 of input + output (%u tokens) and would reject %.2f%% of these "
                  "requests.",
@@ -640,6 +653,7 @@ json_t *st_traffic_json(const st_traffic *t, const st_traffic_advice *a, const s
     if (a) {
         json_t *ad = json_object();
         json_object_set_new(ad, "max_model_len_p99", json_integer(a->mml_p99));
+        json_object_set_new(ad, "max_model_len_capped_by_context", json_boolean(a->mml_capped));
         json_object_set_new(ad, "reject_p99", num(a->reject_p99));
         json_object_set_new(ad, "max_model_len_p95", json_integer(a->mml_p95));
         json_object_set_new(ad, "reject_p95", num(a->reject_p95));

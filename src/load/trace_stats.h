@@ -80,6 +80,7 @@ double st_trace_stats_share_above(const st_trace_stats *s, uint64_t len);
 typedef struct st_traffic_engine {
     uint64_t kv_tokens;     /* KV cache size in tokens (0: unknown) */
     uint32_t max_model_len; /* the configuration's context limit (0: unknown) */
+    uint32_t model_context; /* the model's own context, max_position_embeddings (0: unknown) */
     const char *what;       /* "Qwen/Qwen3-8B on H100, vLLM defaults" (may be NULL) */
 } st_traffic_engine;
 
@@ -90,7 +91,9 @@ typedef enum { ST_PREFIX_UNKNOWN = 0, ST_PREFIX_LITTLE, ST_PREFIX_SOME, ST_PREFI
 #define ST_PREFIX_SOME_AT 0.05
 
 typedef struct st_traffic_advice {
-    uint32_t mml_p99, mml_p95;     /* --max-model-len rounded up to ST_MML_ROUND from the p99 / p95 */
+    uint32_t mml_p99, mml_p95;     /* --max-model-len rounded up to ST_MML_ROUND from the p99 / p95,
+                                    * at most the model's context (engine's model_context) */
+    int mml_capped;                /* the p99 is above the model's context: mml_p99 is the context */
     double reject_p99, reject_p95; /* share of requests each would reject */
     double reject_current;         /* share the configuration's max_model_len rejects (NAN: unknown) */
     int kv_known;

@@ -193,6 +193,33 @@ static void sessions_and_lengths(void **state)
     st_trace_stats_free(s);
 }
 
+/* The advised --max-model-len never exceeds the model's own context: the Mooncake rows' p99 of
+ * input + output (about 8,030 tokens) against a 4,096-token model is capped, said in words, and
+ * the share it rejects is the rows above 4,096 tokens (5 of 7); without a context it is the p99. */
+static void advice_capped_by_the_models_context(void **state)
+{
+    (void)state;
+    st_trace_counts c;
+    st_trace_stats *s = stats_of(mooncake, &c);
+    st_traffic tr;
+    st_trace_stats_result(s, &tr);
+    st_traffic_advice a;
+    st_traffic_engine e = { .max_model_len = 4096, .model_context = 4096 };
+    st_traffic_advise(s, &tr, &e, &a);
+    assert_true(a.mml_capped);
+    assert_int_equal(a.mml_p99, 4096);
+    assert_true(a.mml_p95 <= 4096);
+    assert_near(a.reject_p99, 5.0 / 7, 1e-9);
+    if (!strstr(a.lines[0], "above the model's context (4096 tokens)"))
+        fail_msg("advice: %s", a.lines[0]);
+    st_traffic_advise(s, &tr, NULL, &a);
+    assert_false(a.mml_capped);
+    assert_true(a.mml_p99 > 8000 && a.mml_p99 % ST_MML_ROUND == 0);
+    if (!strstr(a.lines[0], "covers the p99"))
+        fail_msg("advice: %s", a.lines[0]);
+    st_trace_stats_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
@@ -200,6 +227,7 @@ int main(void)
         cmocka_unit_test(rates_and_burstiness),
         cmocka_unit_test(evenly_spaced_arrivals),
         cmocka_unit_test(sessions_and_lengths),
+        cmocka_unit_test(advice_capped_by_the_models_context),
     };
     return cmocka_run_group_tests(t, NULL, NULL);
 }
