@@ -15,14 +15,12 @@
 #include "plan/attrib.h"
 #include "report/whopays.h"
 
+#include "emu_config.h"
+
 static void setup_cfg(st_emu_config *c)
 {
+    emu_config_of(c, "H100", "Qwen/Qwen3-8B");
     char err[512];
-    st_emu_gpu g;
-    st_emu_model m;
-    assert_int_equal(st_emu_gpu_find("H100", &g, err, sizeof err), 0);
-    assert_int_equal(st_emu_model_find("Qwen/Qwen3-8B", &m, err, sizeof err), 0);
-    st_emu_config_init(c, &g, &m);
     st_emu_memory mem;
     assert_int_equal(st_emu_memory_plan(c, &mem, err, sizeof err), 0);
 }

@@ -8,16 +8,8 @@
 #include "emu/consts.h"
 #include "emu/steptime.h"
 
+#include "emu_config.h"
 
-static void setup(st_emu_config *c, const char *gpu, const char *model)
-{
-    char err[512];
-    st_emu_gpu g;
-    st_emu_model m;
-    assert_int_equal(st_emu_gpu_find(gpu, &g, err, sizeof err), 0);
-    assert_int_equal(st_emu_model_find(model, &m, err, sizeof err), 0);
-    st_emu_config_init(c, &g, &m);
-}
 
 static void model_shapes_match_table(void **state)
 {
@@ -156,7 +148,7 @@ static void kv_size_h100_llama31_8b(void **state)
 {
     (void)state;
     st_emu_config c;
-    setup(&c, "H100", "meta-llama/Llama-3.1-8B-Instruct");
+    emu_config_of(&c, "H100", "meta-llama/Llama-3.1-8B-Instruct");
     st_emu_memory mem;
     char err[512];
     assert_int_equal(st_emu_memory_plan(&c, &mem, err, sizeof err), 0);
@@ -178,14 +170,14 @@ static void kv_size_qwen3_32b_and_refusal(void **state)
 {
     (void)state;
     st_emu_config c;
-    setup(&c, "H100", "Qwen/Qwen3-32B");
+    emu_config_of(&c, "H100", "Qwen/Qwen3-32B");
     c.max_model_len = 16000;
     st_emu_memory mem;
     char err[1024];
     assert_int_equal(st_emu_memory_plan(&c, &mem, err, sizeof err), 0);
     assert_near(mem.weight_bytes / EMU_GIB, 61.03, 0.1);
     assert_near(mem.kv_bytes / EMU_GIB / 4.45, 1.0, 0.03);
-    setup(&c, "H100", "Qwen/Qwen3-32B");
+    emu_config_of(&c, "H100", "Qwen/Qwen3-32B");
     c.max_model_len = 32000;
     assert_int_equal(st_emu_memory_plan(&c, &mem, err, sizeof err), -1);
     assert_int_equal(mem.refusal, ST_EMU_START_MAX_LEN);
@@ -193,7 +185,7 @@ static void kv_size_qwen3_32b_and_refusal(void **state)
         err, "To serve at least one request with the models's max seq len (32000), (7.81 GiB KV cache is needed"));
     assert_non_null(strstr(err, "estimated maximum model length is"));
     /* default max_model_len (40960) refuses too */
-    setup(&c, "H100", "Qwen/Qwen3-32B");
+    emu_config_of(&c, "H100", "Qwen/Qwen3-32B");
     assert_int_equal(st_emu_memory_plan(&c, &mem, err, sizeof err), -1);
 }
 
@@ -203,25 +195,25 @@ static void startup_refusals(void **state)
     st_emu_config c;
     st_emu_memory mem;
     char err[1024];
-    setup(&c, "RTX 4090", "meta-llama/Meta-Llama-3-70B");
+    emu_config_of(&c, "RTX 4090", "meta-llama/Meta-Llama-3-70B");
     assert_int_equal(st_emu_memory_plan(&c, &mem, err, sizeof err), -1);
     assert_int_equal(mem.refusal, ST_EMU_START_WEIGHTS_OOM);
     assert_non_null(strstr(err, "CUDA out of memory"));
-    setup(&c, "H100", "Qwen/Qwen3-32B");
+    emu_config_of(&c, "H100", "Qwen/Qwen3-32B");
     c.max_model_len = 16000;
     c.gpu_memory_utilization = 0.80; /* 63.35 GiB: weights fit, nothing left for KV */
     assert_int_equal(st_emu_memory_plan(&c, &mem, err, sizeof err), -1);
     assert_int_equal(mem.refusal, ST_EMU_START_NO_KV_MEMORY);
     assert_non_null(strstr(err, "No available memory for the cache blocks"));
-    setup(&c, "H100", "meta-llama/Meta-Llama-3-8B");
+    emu_config_of(&c, "H100", "meta-llama/Meta-Llama-3-8B");
     c.max_model_len = 9000;
     assert_int_equal(st_emu_memory_plan(&c, &mem, err, sizeof err), -1);
     assert_int_equal(mem.refusal, ST_EMU_START_BAD_CONFIG);
     assert_non_null(strstr(err, "max_position_embeddings=8192"));
-    setup(&c, "H100", "Qwen/Qwen3-8B");
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
     c.tp = 3;
     assert_int_equal(st_emu_memory_plan(&c, &mem, err, sizeof err), -1);
-    setup(&c, "H100", "Qwen/Qwen3-8B");
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
     c.max_num_seqs = 512;
     c.max_num_batched_tokens = 256;
     assert_int_equal(st_emu_memory_plan(&c, &mem, err, sizeof err), -1);
@@ -233,30 +225,30 @@ static void flags_move_memory(void **state)
     st_emu_config c;
     st_emu_memory a, b;
     char err[512];
-    setup(&c, "H100", "Qwen/Qwen3-8B");
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
     assert_int_equal(st_emu_memory_plan(&c, &a, err, sizeof err), 0);
-    setup(&c, "H100", "Qwen/Qwen3-8B");
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
     c.kv_dtype = ST_EMU_FP8;
     assert_int_equal(st_emu_memory_plan(&c, &b, err, sizeof err), 0);
     assert_near((double)b.num_blocks / a.num_blocks, 2.0, 0.01); /* fp8 KV: twice the blocks */
-    setup(&c, "H100", "Qwen/Qwen3-8B-FP8");
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B-FP8");
     assert_int_equal(st_emu_memory_plan(&c, &b, err, sizeof err), 0);
     assert_true(b.num_blocks > a.num_blocks); /* fp8 weights free memory for KV */
-    setup(&c, "H100", "Qwen/Qwen3-8B");
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
     c.gpu_memory_utilization = 0.95;
     assert_int_equal(st_emu_memory_plan(&c, &b, err, sizeof err), 0);
     assert_true(b.num_blocks > a.num_blocks);
-    setup(&c, "H100", "Qwen/Qwen3-8B");
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
     c.max_num_batched_tokens = 32768; /* larger activation peak: fewer blocks */
     assert_int_equal(st_emu_memory_plan(&c, &b, err, sizeof err), 0);
     assert_true(b.num_blocks < a.num_blocks);
-    setup(&c, "H100", "Qwen/Qwen3-32B");
+    emu_config_of(&c, "H100", "Qwen/Qwen3-32B");
     c.tp = 2;
     assert_int_equal(st_emu_memory_plan(&c, &b, err, sizeof err), 0);
     assert_near(b.weight_bytes / EMU_GIB, 61.03 / 2, 0.1);
     assert_true(b.kv_tokens > 200000);
     /* the A100 is in the small default class despite 80 GB */
-    setup(&c, "A100", "Qwen/Qwen3-8B");
+    emu_config_of(&c, "A100", "Qwen/Qwen3-8B");
     assert_int_equal(st_emu_memory_plan(&c, &b, err, sizeof err), 0);
     assert_int_equal(b.max_num_batched_tokens, 2048);
     assert_int_equal(b.max_num_seqs, 256);

@@ -13,15 +13,8 @@
 #include "load/record.h"
 #include "load/workload.h"
 
-static void setup(st_emu_config *c, const char *gpu, const char *model)
-{
-    char err[512];
-    st_emu_gpu g;
-    st_emu_model m;
-    assert_int_equal(st_emu_gpu_find(gpu, &g, err, sizeof err), 0);
-    assert_int_equal(st_emu_model_find(model, &m, err, sizeof err), 0);
-    st_emu_config_init(c, &g, &m);
-}
+#include "emu_config.h"
+
 
 typedef struct run_out {
     double ttft, tpot, tput, prefill_tokens;
@@ -79,7 +72,7 @@ static void fp8_kv_more_concurrency_when_memory_binds(void **state)
 {
     (void)state;
     st_emu_config a, b;
-    setup(&a, "L40S", "Qwen/Qwen3-8B");
+    emu_config_of(&a, "L40S", "Qwen/Qwen3-8B");
     a.max_model_len = 8192;
     b = a;
     b.kv_dtype = ST_EMU_FP8;
@@ -96,7 +89,7 @@ static void no_prefix_cache_more_prefill_higher_ttft(void **state)
 {
     (void)state;
     st_emu_config a, b;
-    setup(&a, "H100", "Qwen/Qwen3-8B");
+    emu_config_of(&a, "H100", "Qwen/Qwen3-8B");
     b = a;
     b.enable_prefix_caching = 0;
     run_out ra, rb;
@@ -111,7 +104,7 @@ static void larger_batched_tokens_lower_ttft_longer_gaps(void **state)
 {
     (void)state;
     st_emu_config a, b;
-    setup(&a, "H100", "Qwen/Qwen3-8B");
+    emu_config_of(&a, "H100", "Qwen/Qwen3-8B");
     a.max_num_batched_tokens = 2048;
     b = a;
     b.max_num_batched_tokens = 16384;
@@ -124,8 +117,9 @@ static void larger_batched_tokens_lower_ttft_longer_gaps(void **state)
      * over fewer, longer steps (each GEMM compute-bound either way). */
     run(&a, 200, 3000, 0, 300, 250, &ra);
     run(&b, 200, 3000, 0, 300, 250, &rb);
-    printf("# 2048 tokens: ttft %.1f ms tpot %.2f ms max itl %.1f ms; 16384: ttft %.1f ms tpot %.2f ms max itl %.1f ms\n",
-           ra.ttft * 1e3, ra.tpot * 1e3, ra.max_itl * 1e3, rb.ttft * 1e3, rb.tpot * 1e3, rb.max_itl * 1e3);
+    printf(
+        "# 2048 tokens: ttft %.1f ms tpot %.2f ms max itl %.1f ms; 16384: ttft %.1f ms tpot %.2f ms max itl %.1f ms\n",
+        ra.ttft * 1e3, ra.tpot * 1e3, ra.max_itl * 1e3, rb.ttft * 1e3, rb.tpot * 1e3, rb.max_itl * 1e3);
     assert_true(rb.ttft < ra.ttft);
     assert_true(rb.tpot > ra.tpot);
     assert_true(rb.max_itl > ra.max_itl * 1.2);
@@ -135,7 +129,7 @@ static void decode_step_never_below_weight_floor(void **state)
 {
     (void)state;
     st_emu_config c;
-    setup(&c, "H100", "Qwen/Qwen3-8B");
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
     st_emu_memory mem;
     char err[512];
     assert_int_equal(st_emu_memory_plan(&c, &mem, err, sizeof err), 0);
@@ -164,7 +158,7 @@ static void step_time_shape(void **state)
 {
     (void)state;
     st_emu_config c;
-    setup(&c, "H100", "Qwen/Qwen3-8B");
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
     st_emu_memory mem;
     char err[512];
     assert_int_equal(st_emu_memory_plan(&c, &mem, err, sizeof err), 0);
@@ -205,7 +199,7 @@ static void fp8_weight_only_shares_the_marlin_curve(void **state)
 {
     (void)state;
     st_emu_config c, f, q;
-    setup(&c, "A100", "Qwen/Qwen3-8B");
+    emu_config_of(&c, "A100", "Qwen/Qwen3-8B");
     char err[512];
     st_emu_memory mem;
     assert_int_equal(st_emu_memory_plan(&c, &mem, err, sizeof err), 0);
@@ -230,7 +224,7 @@ static void decode_slowdown_raises_tpot(void **state)
 {
     (void)state;
     st_emu_config a, b;
-    setup(&a, "H100", "Qwen/Qwen3-8B");
+    emu_config_of(&a, "H100", "Qwen/Qwen3-8B");
     b = a;
     b.decode_slowdown = 3.0;
     run_out ra, rb;
@@ -243,7 +237,7 @@ static void sim_rejects_and_is_deterministic(void **state)
 {
     (void)state;
     st_emu_config c;
-    setup(&c, "H100", "meta-llama/Meta-Llama-3-8B");
+    emu_config_of(&c, "H100", "meta-llama/Meta-Llama-3-8B");
     st_emu_sim_item it[3] = {
         { .arrival = 0, .input_len = 100, .output_len = 10 },
         { .arrival = 1000, .input_len = 8000, .output_len = 500 },
@@ -275,7 +269,7 @@ static void sim_rejects_and_is_deterministic(void **state)
     for (int i = 0; i < 2; i++)
         st_record_free(&rec[i]);
     /* refusal surfaces as an error */
-    setup(&c, "RTX4090", "meta-llama/Meta-Llama-3-70B");
+    emu_config_of(&c, "RTX4090", "meta-llama/Meta-Llama-3-70B");
     assert_int_equal(st_emu_sim_run(&c, it, 3, rec, &s, err, sizeof err), -1);
     assert_non_null(strstr(err, "out of memory"));
 }
@@ -301,7 +295,7 @@ static void sim_runs_a_load_workload(void **state)
     st_emu_sim_items_from_workload(&w, sched, items);
     st_record *rec = calloc(w.n, sizeof *rec);
     st_emu_config c;
-    setup(&c, "H100", "Qwen/Qwen3-8B");
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
     st_emu_sim_stats s;
     assert_int_equal(st_emu_sim_run(&c, items, w.n, rec, &s, err, sizeof err), 0);
     assert_int_equal(s.completed, 200);

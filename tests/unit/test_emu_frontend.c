@@ -11,16 +11,8 @@
 #include "emu/sim.h"
 #include "emu/steptime.h"
 
+#include "emu_config.h"
 
-static void setup(st_emu_config *c, const char *gpu, const char *model)
-{
-    char err[512];
-    st_emu_gpu g;
-    st_emu_model m;
-    assert_int_equal(st_emu_gpu_find(gpu, &g, err, sizeof err), 0);
-    assert_int_equal(st_emu_model_find(model, &m, err, sizeof err), 0);
-    st_emu_config_init(c, &g, &m);
-}
 
 /* n requests of in/out tokens every gap_ms (0: all at once); mean TTFT and request rate out. */
 static void run_open(const st_emu_config *c, uint32_t n, uint32_t in, uint32_t out, double gap_ms, double *ttft,
@@ -52,7 +44,7 @@ static void frontend_latency_adds_to_ttft(void **state)
 {
     (void)state;
     st_emu_config a, b;
-    setup(&a, "H100", "Qwen/Qwen3-8B");
+    emu_config_of(&a, "H100", "Qwen/Qwen3-8B");
     b = a;
     b.no_frontend = 1;
     double ta, tb, ra, rb;
@@ -68,7 +60,7 @@ static void frontend_caps_a_tiny_model(void **state)
     /* Qwen3-0.6B, 500 requests at once, an API server slower per request than the engine: the
      * server's one core sets the pace */
     st_emu_config c;
-    setup(&c, "H100", "Qwen/Qwen3-0.6B");
+    emu_config_of(&c, "H100", "Qwen/Qwen3-0.6B");
     c.tune.fe_req_cpu_s = 0.010;
     double ttft, rps;
     run_open(&c, 500, 512, 128, 0, &ttft, &rps);
@@ -88,7 +80,7 @@ static void closed_loop_keeps_n_in_flight(void **state)
 {
     (void)state;
     st_emu_config c;
-    setup(&c, "H100", "Qwen/Qwen3-8B");
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
     const uint32_t N = 60, K = 4;
     st_emu_sim_item *it = calloc(N, sizeof *it);
     st_record *rec = calloc(N, sizeof *rec);
@@ -135,7 +127,7 @@ static void pcie_all_reduce_pays_its_latency(void **state)
 {
     (void)state;
     st_emu_config c;
-    setup(&c, "A100-PCIe", "Qwen/Qwen3-8B");
+    emu_config_of(&c, "A100-PCIe", "Qwen/Qwen3-8B");
     c.tp = 2;
     st_emu_batch b = {
         .tokens = 8, .decode_tokens = 8, .seqs = 8, .sampled = 8, .attn_pairs = 8e3, .kv_read_tokens = 8e3
@@ -155,7 +147,7 @@ static void async_scheduling_hides_cpu(void **state)
 {
     (void)state;
     st_emu_config c;
-    setup(&c, "H100", "Qwen/Qwen3-8B");
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
     st_emu_batch b = {
         .tokens = 64, .decode_tokens = 64, .seqs = 64, .sampled = 64, .attn_pairs = 64e3, .kv_read_tokens = 64e3
     };
@@ -204,7 +196,7 @@ static void async_scheduling_admits_a_step_later(void **state)
      * when step N starts, so a request reaching a busy engine core during step N joins step
      * N+2: its first token comes 2-3 steps after it arrives, against 1-2 without */
     st_emu_config c;
-    setup(&c, "H100", "Qwen/Qwen3-8B");
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
     c.no_frontend = 1;
     double ttft, step;
     c.async_scheduling = 0;
@@ -227,7 +219,7 @@ static void memory_matches_published_logs(void **state)
     st_emu_config c;
     /* llm-d's H100 logs: Llama-3.3-70B FP8 at TP=2 logs 33.88 GiB weights, 4.84 activation,
      * 0.55 non-torch, 32.0 GiB KV per GPU */
-    setup(&c, "H100", "meta-llama/Llama-3.3-70B-Instruct-FP8");
+    emu_config_of(&c, "H100", "meta-llama/Llama-3.3-70B-Instruct-FP8");
     c.tp = 2;
     c.max_model_len = 16000;
     assert_int_equal(st_emu_memory_plan(&c, &mem, err, sizeof err), 0);
@@ -235,7 +227,7 @@ static void memory_matches_published_logs(void **state)
     assert_near(mem.non_torch_bytes / EMU_GIB, 0.55, 0.01);
     assert_near(mem.kv_bytes / EMU_GIB, 32.0, 0.6);
     /* Qwen3-0.6B (tied embeddings): 1.12 GiB weights, 5.56 activation, 64.45 GiB KV */
-    setup(&c, "H100", "Qwen/Qwen3-0.6B");
+    emu_config_of(&c, "H100", "Qwen/Qwen3-0.6B");
     c.max_model_len = 16000;
     assert_int_equal(st_emu_memory_plan(&c, &mem, err, sizeof err), 0);
     assert_near(mem.weight_bytes / EMU_GIB, 1.12, 0.03);
@@ -243,7 +235,7 @@ static void memory_matches_published_logs(void **state)
     assert_near(mem.kv_bytes / EMU_GIB, 64.45, 0.3);
     /* A100 PCIe, vLLM 0.19 (light profiling sampler): Qwen3-32B at 0.90 and 8192 tokens of
      * context logs 9.57 GiB / 39,200 tokens of KV; with fp8 KV 78,400 */
-    setup(&c, "A100 80GB PCIe", "Qwen/Qwen3-32B");
+    emu_config_of(&c, "A100 80GB PCIe", "Qwen/Qwen3-32B");
     c.max_model_len = 8192;
     c.vllm_version = st_emu_parse_vllm_version("0.19.0");
     assert_int_equal(st_emu_memory_plan(&c, &mem, err, sizeof err), 0);
@@ -303,7 +295,7 @@ static void oom_message_in_gib(void **state)
     st_emu_config c;
     st_emu_memory mem;
     char err[1024];
-    setup(&c, "RTX 4090", "meta-llama/Meta-Llama-3-70B");
+    emu_config_of(&c, "RTX 4090", "meta-llama/Meta-Llama-3-70B");
     assert_int_equal(st_emu_memory_plan(&c, &mem, err, sizeof err), -1);
     double tried = 0, total = 0;
     const char *p = strstr(err, "Tried to allocate ");
@@ -321,7 +313,7 @@ static void reasoning_in_virtual_time(void **state)
 {
     (void)state;
     st_emu_config c;
-    setup(&c, "H100", "Qwen/Qwen3-8B");
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
     st_emu_sim_item it[3] = {
         { .arrival = 0, .input_len = 128, .output_len = 40, .n_reason = 20 },
         { .arrival = 0, .input_len = 128, .output_len = 40, .n_reason = 0 },

@@ -12,17 +12,10 @@
 #include "emu/config.h"
 #include "emu/steptime.h"
 
+#include "emu_config.h"
+
 #define ANCHOR_TOL 0.15
 
-static void setup(st_emu_config *c, const char *gpu, const char *model)
-{
-    char err[512];
-    st_emu_gpu g;
-    st_emu_model m;
-    assert_int_equal(st_emu_gpu_find(gpu, &g, err, sizeof err), 0);
-    assert_int_equal(st_emu_model_find(model, &m, err, sizeof err), 0);
-    st_emu_config_init(c, &g, &m);
-}
 
 static void within(const char *what, double model, double published)
 {
@@ -41,13 +34,13 @@ static void h100_gemm_by_tokens(void **state)
 {
     (void)state;
     st_emu_config c;
-    setup(&c, "H100", "Qwen/Qwen3-8B");
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
     static const struct {
         double m, n, k, tflops;
     } a[] = {
-        { 1, 6144, 4096, 2.513 },      { 16, 6144, 4096, 39.11 },    { 64, 6144, 4096, 160.6 },
-        { 128, 6144, 4096, 307.9 },    { 256, 6144, 4096, 544.3 },   { 1, 12288, 5376, 2.870 },
-        { 16, 12288, 5376, 46.54 },    { 64, 12288, 5376, 182.6 },   { 128, 12288, 5376, 352.6 },
+        { 1, 6144, 4096, 2.513 },     { 16, 6144, 4096, 39.11 },  { 64, 6144, 4096, 160.6 },
+        { 128, 6144, 4096, 307.9 },   { 256, 6144, 4096, 544.3 }, { 1, 12288, 5376, 2.870 },
+        { 16, 12288, 5376, 46.54 },   { 64, 12288, 5376, 182.6 }, { 128, 12288, 5376, 352.6 },
         { 6144, 17920, 2816, 792.1 },
     };
     for (size_t i = 0; i < sizeof a / sizeof a[0]; i++) {
@@ -72,10 +65,10 @@ static void a100_gemm_large(void **state)
 {
     (void)state;
     st_emu_config c;
-    setup(&c, "A100", "Qwen/Qwen3-8B");
+    emu_config_of(&c, "A100", "Qwen/Qwen3-8B");
     double s = st_emu_gemm_seconds(&c, 6912, 16384, 2048);
     within("A100 SXM bf16 GEMM 6912x16384x2048 TFLOP/s", 2.0 * 6912 * 16384 * 2048 / s / 1e12, 267.9);
-    setup(&c, "A100-PCIe", "Qwen/Qwen3-8B");
+    emu_config_of(&c, "A100-PCIe", "Qwen/Qwen3-8B");
     s = st_emu_gemm_seconds(&c, 2304, 5120, 1536);
     within("A100 PCIe bf16 GEMM 2304x5120x1536 TFLOP/s", 2.0 * 2304 * 5120 * 1536 / s / 1e12, 256.4);
 }
@@ -87,7 +80,7 @@ static void h100_decode_attention_by_context(void **state)
 {
     (void)state;
     st_emu_config c;
-    setup(&c, "H100", "Qwen/Qwen3-32B");
+    emu_config_of(&c, "H100", "Qwen/Qwen3-32B");
     c.tp = 2;
     static const struct {
         double ctx, us;
@@ -116,7 +109,7 @@ static void a100_decode_attention_fixed_cost(void **state)
 {
     (void)state;
     st_emu_config c;
-    setup(&c, "A100-PCIe", "Qwen/Qwen3-32B");
+    emu_config_of(&c, "A100-PCIe", "Qwen/Qwen3-32B");
     c.gpu.mem_bw = 1.555e12;
     within("A100 FA2 decode, 1 x 1024 tokens, us", st_emu_decode_attention_seconds(&c, 1, 1024) * 1e6, 27.7);
 }

@@ -13,15 +13,9 @@
 #include "emu/sim.h"
 #include "load/workload.h"
 
-static void setup_cfg(st_emu_config *c)
-{
-    char err[512];
-    st_emu_gpu g;
-    st_emu_model m;
-    assert_int_equal(st_emu_gpu_find("H100", &g, err, sizeof err), 0);
-    assert_int_equal(st_emu_model_find("Qwen/Qwen3-8B", &m, err, sizeof err), 0);
-    st_emu_config_init(c, &g, &m);
-}
+#include "emu_config.h"
+
+static void setup_cfg(st_emu_config *c) { emu_config_of(c, "H100", "Qwen/Qwen3-8B"); }
 
 #define FIRST 160
 #define NEW 20
