@@ -18,6 +18,7 @@
 #include "core/buf.h"
 #include "core/parse.h"
 #include "core/clock.h"
+#include "core/util.h"
 #include "emu/engine.h"
 #include "engine/emutok.h"
 #include "net/loop.h"
@@ -124,7 +125,8 @@ typedef struct st_emulator {
     stream_t *dead; /* streams freed after the in-flight step is delivered */
     /* streams held for a client that does not read, and the timer that looks at them */
     stream_t **held;
-    uint32_t n_held, cap_held;
+    uint32_t n_held;
+    size_t cap_held;
     st_timer drain_timer;
     uint64_t holds; /* times a stream was held (servetune:emulator_stream_holds_total) */
     FILE *gt;
@@ -505,14 +507,8 @@ static void start_step(st_emulator *em, st_ns start_e)
  * not held, the server's own output limit still bounds it). */
 static int hold_stream(st_emulator *em, stream_t *s)
 {
-    if (em->n_held == em->cap_held) {
-        uint32_t nc = em->cap_held ? em->cap_held * 2 : 16;
-        stream_t **nh = realloc(em->held, nc * sizeof *nh);
-        if (!nh)
-            return -1;
-        em->held = nh;
-        em->cap_held = nc;
-    }
+    if (st_grow((void **)&em->held, &em->cap_held, (size_t)em->n_held + 1, sizeof *em->held, 16))
+        return -1;
     if (st_emu_hold(em->eng, s->id, 1))
         return -1;
     s->held = 1;
@@ -737,7 +733,9 @@ static void handle_generate(st_emulator *em, const st_http_parser *req, st_serve
                 snprintf(given, sizeof given, "%.17g", json_is_integer(mt) ? (double)v : mv);
             else
                 snprintf(given, sizeof given, "%s",
-                         json_is_string(mt) ? "a string" : json_is_boolean(mt) ? "a boolean" : "not a number");
+                         json_is_string(mt)    ? "a string"
+                         : json_is_boolean(mt) ? "a boolean"
+                                               : "not a number");
             if (json_is_integer(mt))
                 snprintf(given, sizeof given, "%lld", (long long)v);
             snprintf(why, sizeof why, "max_tokens must be %s, got %s", integral ? "at least 1" : "an integer", given);
@@ -1167,7 +1165,8 @@ static void print_jitter(const st_emulator *em)
             (unsigned long long)em->jit.n, p50 * 0.01, p99 * 0.01, p999 * 0.01, em->jit.max / 1e6);
 }
 
-int st_emu_server_run(const st_emu_config *cfg, const st_emu_server_opts *o, const st_log *log, char *err, size_t errlen)
+int st_emu_server_run(const st_emu_config *cfg, const st_emu_server_opts *o, const st_log *log, char *err,
+                      size_t errlen)
 {
     st_emulator *em = calloc(1, sizeof *em);
     if (!em) {
