@@ -203,8 +203,47 @@ int st_calibrate_check_configs(const st_calibrate_set *s, const st_strv *names, 
     return 0;
 }
 
-int st_calibrate_add_audit(st_calibrate_set *s, const char *dir, const st_strv *configs, double max_rate, int allow_prediction,
-                       char *err, size_t errlen)
+/* A measured run's records into the calibration run: the figures it measured and the requests
+ * the engine model replays. 0, or -1 with err (no usable records, out of memory). */
+static int run_from_records(st_calibrate_run *run, st_store *store, const st_run_row *rr, const st_spec *spec,
+                            const char *dir, char *err, size_t errlen)
+{
+    st_record *rec = NULL;
+    uint32_t nrec = 0;
+    if (st_store_records_get(store, rr->id, &rec, &nrec) < 0) {
+        snprintf(err, errlen, "%s: %s", dir, st_store_errmsg(store));
+        return -1;
+    }
+    char what[600];
+    snprintf(what, sizeof what, "%s: run %s @ %g req/s", dir, rr->config, rr->rate);
+    if (records_usable(rec, nrec, what, err, errlen) < 0) {
+        for (uint32_t k = 0; k < nrec; k++)
+            st_record_free(&rec[k]);
+        free(rec);
+        return -1;
+    }
+    figures(rec, nrec, run->measured);
+    int ir =
+        items_from_records(run, rec, nrec, spec->workload.kind == ST_WL_SYNTHETIC ? spec->workload.shared_prefix : 0);
+    for (uint32_t k = 0; k < nrec; k++)
+        st_record_free(&rec[k]);
+    free(rec);
+    for (uint32_t k = 0; ir == 0 && k < run->n; k++)
+        run->items[k].chat = spec->engine.api && !strcmp(spec->engine.api, "chat");
+    if (ir < 0) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    run->rate = rr->rate;
+    if (isinf(rr->rate))
+        snprintf(run->label, sizeof run->label, "%s @ inf", rr->config);
+    else
+        snprintf(run->label, sizeof run->label, "%s @ %g req/s", rr->config, rr->rate);
+    return 0;
+}
+
+int st_calibrate_add_audit(st_calibrate_set *s, const char *dir, const st_strv *configs, double max_rate,
+                           int allow_prediction, char *err, size_t errlen)
 {
     st_store *store = NULL;
     /* read, never create: a folder that is not an audit's is refused as it is */
@@ -282,40 +321,10 @@ int st_calibrate_add_audit(st_calibrate_set *s, const char *dir, const st_strv *
         /* the fit starts from the model's defaults, whatever calibration the measured engine
          * (an emulator) was given */
         st_emu_tuning_defaults(&run->cfg.tune, &run->cfg.gpu);
-        st_record *rec = NULL;
-        uint32_t nrec = 0;
-        if (st_store_records_get(store, rr->id, &rec, &nrec) < 0) {
-            snprintf(err, errlen, "%s: %s", dir, st_store_errmsg(store));
+        if (run_from_records(run, store, rr, &spec, dir, err, errlen)) {
             added = -1;
             goto out;
         }
-        char what[600];
-        snprintf(what, sizeof what, "%s: run %s @ %g req/s", dir, rr->config, rr->rate);
-        if (records_usable(rec, nrec, what, err, errlen) < 0) {
-            for (uint32_t k = 0; k < nrec; k++)
-                st_record_free(&rec[k]);
-            free(rec);
-            added = -1;
-            goto out;
-        }
-        figures(rec, nrec, run->measured);
-        int ir =
-            items_from_records(run, rec, nrec, spec.workload.kind == ST_WL_SYNTHETIC ? spec.workload.shared_prefix : 0);
-        for (uint32_t k = 0; k < nrec; k++)
-            st_record_free(&rec[k]);
-        free(rec);
-        for (uint32_t k = 0; ir == 0 && k < run->n; k++)
-            run->items[k].chat = spec.engine.api && !strcmp(spec.engine.api, "chat");
-        if (ir < 0) {
-            snprintf(err, errlen, "out of memory");
-            added = -1;
-            goto out;
-        }
-        run->rate = rr->rate;
-        if (isinf(rr->rate))
-            snprintf(run->label, sizeof run->label, "%s @ inf", rr->config);
-        else
-            snprintf(run->label, sizeof run->label, "%s @ %g req/s", rr->config, rr->rate);
         s->n++;
         added++;
     }
@@ -334,8 +343,8 @@ static st_ns jns(json_t *o, const char *k)
     return json_is_integer(v) ? (st_ns)json_integer_value(v) : json_is_real(v) ? (st_ns)json_real_value(v) : -1;
 }
 
-int st_calibrate_add_bench_json(st_calibrate_set *s, const char *label, const char *text, size_t len, const st_emu_config *cfg,
-                            double time_scale, char *err, size_t errlen)
+int st_calibrate_add_bench_json(st_calibrate_set *s, const char *label, const char *text, size_t len,
+                                const st_emu_config *cfg, double time_scale, char *err, size_t errlen)
 {
     json_error_t je;
     json_t *root = json_loadb(text, len, 0, &je);
