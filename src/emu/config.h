@@ -31,6 +31,26 @@ typedef struct st_emu_tuning {
     double fe_chat_factor; /* the three front-end costs of a chat-completions request, relative */
 } st_emu_tuning;
 
+/* Speculative decoding (vLLM's --speculative-config; docs/speculative.md "In the engine model"): each
+ * decoding sequence that has a draft verifies its draft tokens and the one after them in one step
+ * (1 + draft tokens scheduled, KV slots for all of them), then keeps the accepted ones and the
+ * target's own next token: 1 + accepted tokens a step, streamed together. Acceptance is an input
+ * (measured, given, or the offline n-gram replay of the client's text): a draft's position i is
+ * accepted with probability accept_pos[i] (vLLM's num_accepted_tokens_per_pos[i] / num_drafts,
+ * nonincreasing), or a^(i+1) for a per-token acceptance a. */
+#define ST_EMU_SPEC_MAX_K 32
+typedef struct st_emu_spec {
+    uint32_t k;           /* num_speculative_tokens: draft tokens per draft; 0 = no speculation */
+    double draft_share;   /* share of decode steps in which a sequence has a draft (n-gram: it may find none) */
+    double draft_len;     /* draft tokens per draft (<= k; n-gram drafts may be shorter); 0: k */
+    uint32_t n_pos;       /* accept_pos entries given (0: a^(i+1) from acceptance) */
+    double accept_pos[ST_EMU_SPEC_MAX_K];
+    double acceptance;    /* per-token acceptance a, 0..1 (with n_pos 0) */
+    int draft_model;      /* the proposer is a model: k of its decode steps per verification */
+    st_emu_model draft;   /* its shape (draft_model) */
+    double proposer_seq_s; /* n-gram lookup: CPU per speculating sequence per step */
+} st_emu_spec;
+
 typedef struct st_emu_config {
     st_emu_gpu gpu;
     st_emu_model model;
@@ -50,6 +70,7 @@ typedef struct st_emu_config {
     int no_frontend;                 /* 1: no API-server model (the emulator's --no-model) */
     double reasoning_share;          /* a reasoning model: the first share of each output is reasoning (0) */
     st_emu_tuning tune;              /* free constants (defaults, or a calibration file) */
+    st_emu_spec spec;                /* speculative decoding (spec.k 0: none) */
 } st_emu_config;
 
 /* Parses "0.11.0" / "v0.8.5.post1" into the packed form; 0 when malformed. */

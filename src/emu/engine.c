@@ -8,6 +8,7 @@
 #include "core/util.h"
 #include "emu/blocks.h"
 #include "emu/consts.h"
+#include "emu/specstep.h"
 #include "emu/steptime.h"
 
 typedef struct emu_req {
@@ -29,6 +30,7 @@ typedef struct emu_req {
     st_ns ready;      /* when the API server has handed it to the engine core (front-end model) */
     double fe_factor; /* its API-server costs relative to a completions request */
     int held;         /* st_emu_hold: left out of the steps while running */
+    uint32_t spec_draft, spec_acc; /* this step's draft tokens to verify and how many are accepted */
 } emu_req;
 
 struct st_emu_engine {
@@ -94,6 +96,10 @@ int st_emu_engine_new(const st_emu_config *cfg, st_clock clock, st_emu_engine **
     }
     e->cfg = *cfg;
     e->clock = clock;
+    if (st_emu_spec_check(&cfg->spec, err, errlen)) {
+        free(e);
+        return -1;
+    }
     int rc = st_emu_memory_plan(&e->cfg, &e->mem, err, errlen);
     if (mem_out)
         *mem_out = e->mem;
@@ -413,7 +419,7 @@ static int allocate_slots(st_emu_engine *e, emu_req *r, uint32_t num_new, const 
             return -1; /* cannot happen: checked above */
         r->n_blocks += need;
     }
-    cache_full_blocks(e, r, r->num_computed + n_hits * bs + num_new);
+    cache_full_blocks(e, r, total < r->n_tokens ? total : r->n_tokens); /* never the draft tokens */
     return 0;
 }
 
@@ -469,8 +475,19 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
     for (uint32_t i = 0; i < e->n_run && budget > 0;) {
         emu_req *r = e->run[i];
         uint32_t num_new = r->n_tokens - r->num_computed;
-        if (num_new > budget)
+        r->spec_draft = r->spec_acc = 0;
+        if (e->cfg.spec.k && num_new == 1 && r->n_out > 0 && r->n_out + 1 < r->max_tokens && !r->held) {
+            /* a decode with speculation verifies its draft in the same step (no draft past max_tokens) */
+            r->spec_draft = st_emu_spec_draw(&e->cfg.spec, r->id, r->n_out, r->max_tokens - r->n_out - 1, &r->spec_acc);
+            num_new += r->spec_draft;
+        }
+        if (num_new > budget) {
+            uint32_t cut = num_new - budget < r->spec_draft ? num_new - budget : r->spec_draft;
+            r->spec_draft -= cut; /* the token budget trims the draft first */
+            if (r->spec_acc > r->spec_draft)
+                r->spec_acc = r->spec_draft;
             num_new = budget;
+        }
         if (num_new == 0 || r->held) { /* a held request waits for its client, KV kept */
             i++;
             continue;
@@ -486,8 +503,10 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
                 break;
             }
         }
-        if (!scheduled)
+        if (!scheduled) {
+            r->spec_draft = r->spec_acc = 0;
             break;
+        }
         e->sched[n_sched] = r;
         e->sched_new[n_sched++] = num_new;
         budget -= num_new;
@@ -527,6 +546,7 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
         wq_pop_front(e);
         e->run[e->n_run++] = r;
         r->num_computed = hit_tokens;
+        r->spec_draft = r->spec_acc = 0;
         r->admit_seq = ++e->admit_counter;
         if (e->cfg.enable_prefix_caching) {
             e->st.prefix_queries += r->n_tokens;
@@ -548,27 +568,34 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
 
     /* 3. step time */
     st_emu_batch b = { 0 };
+    uint32_t spec_seqs = 0; /* decodes the proposer drafts for, and the context it reads */
+    double spec_ctx = 0;
     for (uint32_t i = 0; i < n_sched; i++) {
         emu_req *r = e->sched[i];
         uint32_t nn = e->sched_new[i];
+        uint32_t real = nn - r->spec_draft; /* the tokens that are not drafts */
         double prior = r->num_computed;
         st_emu_seq_work *wk = &e->work[i];
         *wk = (st_emu_seq_work){ .id = r->id, .user = r->user, .new_tokens = nn, .context = r->num_computed };
         b.tokens += nn;
         b.seqs++;
-        if (r->n_out > 0 && nn == 1 && r->num_computed + 1 == r->n_tokens) {
-            b.decode_tokens++;
+        if (r->n_out > 0 && real == 1 && r->num_computed + 1 == r->n_tokens) {
+            b.decode_tokens += nn; /* a verification: 1 + draft tokens, each scored */
             wk->decode = 1;
+            if (e->cfg.spec.k) {
+                spec_seqs++;
+                spec_ctx += prior;
+            }
         }
-        if (r->num_computed + nn == r->n_tokens) {
-            b.sampled++;
+        if (r->num_computed + real == r->n_tokens) {
+            b.sampled += 1 + r->spec_draft;
             wk->sampled = 1;
         }
         b.attn_pairs += nn * prior + (double)nn * (nn + 1) / 2.0;
         b.kv_read_tokens += prior;
     }
     st_emu_step_breakdown bd;
-    double secs = st_emu_step_seconds(&e->cfg, &b, &bd);
+    double secs = st_emu_step_seconds(&e->cfg, &b, &bd) + st_emu_spec_proposer_seconds(&e->cfg, spec_seqs, spec_ctx);
     st_ns dur = (st_ns)(secs * 1e9);
     if (dur < 1)
         dur = 1;
@@ -588,27 +615,39 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
     uint32_t n_ev = 0;
     for (uint32_t i = 0; i < n_sched; i++) {
         emu_req *r = e->sched[i];
-        r->num_computed += e->sched_new[i];
+        /* a verification keeps the KV of the accepted draft tokens; the rejected ones' slots are reused */
+        r->num_computed += e->sched_new[i] - (r->spec_draft - r->spec_acc);
         if (r->num_computed < r->n_tokens)
             continue; /* chunked prefill: no token yet */
-        uint32_t tok = st_emu_output_token(r->id, r->n_out, e->cfg.model.vocab);
-        if (r->n_tokens < r->cap_tokens)
-            r->tokens[r->n_tokens++] = tok;
-        r->n_out++;
-        e->st.generation_tokens++;
+        uint32_t tok = st_emu_output_token(r->id, r->n_out, e->cfg.model.vocab), n_emit = 1 + r->spec_acc;
+        for (uint32_t j = 0; j < n_emit; j++) {
+            if (r->n_tokens < r->cap_tokens)
+                r->tokens[r->n_tokens++] = j ? st_emu_output_token(r->id, r->n_out, e->cfg.model.vocab) : tok;
+            r->n_out++;
+        }
+        e->st.generation_tokens += n_emit;
+        if (r->spec_draft) {
+            e->st.spec_drafts++;
+            e->st.spec_draft_tokens += r->spec_draft;
+            e->st.spec_accepted += r->spec_acc;
+            for (uint32_t j = 0; j < r->spec_acc && j < ST_EMU_SPEC_MAX_K; j++)
+                e->st.spec_accepted_pos[j]++;
+        }
+        r->spec_draft = r->spec_acc = 0;
         e->sched_fe[n_ev] = r->fe_factor > 0 ? r->fe_factor : 1.0;
         st_emu_event *ev = &e->events[n_ev++];
         memset(ev, 0, sizeof *ev);
         ev->id = r->id;
         ev->user = r->user;
         ev->token = tok;
+        ev->n_tokens = n_emit;
         ev->n_out = r->n_out;
         ev->prompt_tokens = r->n_prompt;
         ev->cached_tokens = r->cached_tokens;
         ev->arrival = r->arrival;
         ev->queued = r->ready;
         ev->first_scheduled = r->first_scheduled;
-        if (r->n_out == 1) {
+        if (r->n_out == n_emit) {
             ev->first = 1;
             r->first_token = end;
             e->st.prompt_tokens += r->n_prompt;

@@ -59,7 +59,9 @@ typedef struct st_emu_event {
     uint64_t id;
     void *user;
     uint32_t token;                              /* the token id emitted (st_emu_output_token) */
-    uint32_t n_out;                              /* output tokens so far, including this one */
+    uint32_t n_tokens; /* tokens in this event: 1, or 1 + the accepted draft tokens with speculation (a burst;
+                          token is the first, the others st_emu_output_token(id, n_out - n_tokens + j)) */
+    uint32_t n_out;    /* output tokens so far, including this event's */
     uint8_t first;                               /* first output token of the request */
     st_emu_finish finish;                        /* set on the last token */
     uint32_t prompt_tokens, cached_tokens;       /* prompt length; prefix-cache hit (first admission) */
@@ -119,6 +121,9 @@ typedef struct st_emu_stats {
     uint64_t finished_length, finished_stop, finished_abort;
     uint64_t steps;
     uint64_t evictions;
+    /* speculative decoding (vLLM's spec_decode counters) */
+    uint64_t spec_drafts, spec_draft_tokens, spec_accepted;
+    uint64_t spec_accepted_pos[ST_EMU_SPEC_MAX_K];
 } st_emu_stats;
 void st_emu_get_stats(const st_emu_engine *e, st_emu_stats *s);
 

@@ -6,8 +6,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/json.h"
 #include "emu/calib.h"
 #include "emu/catalog.h"
+#include "emu/specstep.h"
 
 void st_emu_args_defaults(st_emu_args *a)
 {
@@ -23,6 +25,7 @@ void st_emu_args_defaults(st_emu_args *a)
     a->slowdown = 1.0;
     a->keep_alive_s = 5;      /* vLLM's --timeout-keep-alive (uvicorn's default) */
     a->header_timeout_s = 10; /* a request must arrive within this long of its first byte */
+    a->spec_draft_share = -1;
 }
 
 void st_emu_args_table(st_emu_args *a, st_opt *o)
@@ -65,6 +68,14 @@ void st_emu_args_table(st_emu_args *a, st_opt *o)
           "engine-model constants from `servetune calibrate` (must match GPU, model, weights)", 0, 0, 0 },
         { "vllm-version", 0, ST_OPT_STR, &a->vllm_version, "X.Y.Z",
           "the vLLM version whose behaviour to model (0.10.1)", 0, 0, 0 },
+        { "speculative-config", 0, ST_OPT_STR, &a->spec_config, "JSON",
+          "speculative decoding: {\"method\":\"ngram\"|\"draft_model\"|\"eagle\"|..., "
+          "\"num_speculative_tokens\":K, \"model\":DRAFT}",
+          0, 0, 0 },
+        { "spec-acceptance", 0, ST_OPT_STR, &a->spec_acceptance, "A|A1/A2/..",
+          "speculation's acceptance: per token, or by draft position (0: none kept)", 0, 0, 0 },
+        { "spec-draft-share", 0, ST_OPT_DOUBLE, &a->spec_draft_share, "F",
+          "share of decode steps with a draft (1; ngram without --spec-acceptance: 0)", 0, 1, 0 },
         { "gpu", 0, ST_OPT_STR, &a->gpu, "NAME|FILE", "H100, H200, A100, L40S, RTX4090, or a GPU file (required)", 0, 0,
           0 },
         { "time-scale", 0, ST_OPT_DOUBLE, &a->time_scale, "K", "emulated seconds per wall second (1; at most 1000)", 0,
@@ -100,7 +111,7 @@ void st_emu_args_table(st_emu_args *a, st_opt *o)
 
 /* The emulator's own flags (in the table above, not in vLLM's `serve`), and which are switches. */
 static const char *const emu_only[] = {
-    "gpu", "time-scale", "no-model", "ground-truth", "print-jitter", "quiet", NULL
+    "gpu", "time-scale", "no-model", "ground-truth", "print-jitter", "quiet", "spec-acceptance", "spec-draft-share", NULL
 };
 static const char *const emu_switches[] = { "no-model", "print-jitter", "quiet", "fault-startup-fail", NULL };
 
@@ -164,6 +175,138 @@ int st_emu_args_parse(st_emu_args *a, const st_opt *opts, int argc, char **argv,
     }
     if (!a->model) {
         snprintf(err, errlen, "the following arguments are required: model_tag");
+        return ST_EMU_ARGS_USAGE;
+    }
+    return 0;
+}
+
+/* The model a draft's name stands for: a config.json path, or the catalog. */
+static int find_model(const char *name, st_emu_model *m, char *err, size_t errlen)
+{
+    if (access(name, R_OK) == 0)
+        return st_emu_model_load_file(name, m, err, errlen);
+    return st_emu_model_find(name, m, err, errlen);
+}
+
+int st_emu_spec_of_args(const st_emu_args *a, st_emu_config *c, char *err, size_t errlen)
+{
+    st_emu_spec *sp = &c->spec;
+    memset(sp, 0, sizeof *sp);
+    if (!a->spec_config) {
+        if (a->spec_acceptance || a->spec_draft_share >= 0) {
+            snprintf(err, errlen, "--spec-acceptance / --spec-draft-share need --speculative-config");
+            return ST_EMU_ARGS_USAGE;
+        }
+        return 0;
+    }
+    const char *js = a->spec_config;
+    st_json_val root, v;
+    if (st_json_parse(js, strlen(js), &root) || root.type != ST_JSON_OBJECT) {
+        snprintf(err, errlen, "argument --speculative-config: not a JSON object: %.200s", js);
+        return ST_EMU_ARGS_USAGE;
+    }
+    char method[48] = "", model[256] = "";
+    if (st_json_get(&root, "method", &v) == 0 && v.type != ST_JSON_ABSENT &&
+        (v.type != ST_JSON_STRING || st_json_str(&v, method, sizeof method, NULL))) {
+        snprintf(err, errlen, "--speculative-config: \"method\" must be a string");
+        return ST_EMU_ARGS_USAGE;
+    }
+    if (st_json_get(&root, "model", &v) == 0 && v.type == ST_JSON_STRING)
+        st_json_str(&v, model, sizeof model, NULL);
+    if (!method[0] && model[0])
+        snprintf(method, sizeof method, "draft_model"); /* vLLM infers it from the draft's name */
+    size_t ml = strlen(method);
+    int ngram = !strcmp(method, "ngram") || !strcmp(method, "ngram_gpu") || !strcmp(method, "suffix");
+    int mtp = !strcmp(method, "mtp") || (ml > 4 && !strcmp(method + ml - 4, "_mtp"));
+    int head = !strcmp(method, "eagle") || !strcmp(method, "eagle3") || !strcmp(method, "medusa") ||
+               !strcmp(method, "mlp_speculator") || mtp;
+    if (!ngram && !head && strcmp(method, "draft_model")) {
+        snprintf(err, errlen,
+                 "--speculative-config: method '%s' is not one the engine model serves (ngram, ngram_gpu, suffix, "
+                 "draft_model, eagle, eagle3, medusa, mlp_speculator, mtp, *_mtp)",
+                 method[0] ? method : "(none, and no draft model)");
+        return ST_EMU_ARGS_USAGE;
+    }
+    uint32_t k = 0;
+    int kr = st_json_get(&root, "num_speculative_tokens", &v);
+    if (kr == 0 && v.type != ST_JSON_ABSENT) {
+        if (st_json_u32(&v, &k) || k < 1) {
+            snprintf(err, errlen, "--speculative-config: num_speculative_tokens must be a whole number >= 1");
+            return ST_EMU_ARGS_USAGE;
+        }
+    } else if (mtp) {
+        k = 1; /* the checkpoint's num_nextn_predict_layers: one in the models that ship it */
+    } else {
+        snprintf(err, errlen, "--speculative-config: num_speculative_tokens is required for method '%s'", method);
+        return ST_EMU_ARGS_USAGE;
+    }
+    if (k > ST_EMU_SPEC_MAX_K) {
+        snprintf(err, errlen, "--speculative-config: num_speculative_tokens %u: the engine model takes at most %d", k,
+                 ST_EMU_SPEC_MAX_K);
+        return ST_EMU_ARGS_USAGE;
+    }
+    sp->k = k;
+    if (!strcmp(method, "draft_model")) {
+        if (!model[0]) {
+            snprintf(err, errlen, "--speculative-config: method draft_model needs \"model\"");
+            return ST_EMU_ARGS_USAGE;
+        }
+        if (find_model(model, &sp->draft, err, errlen) < 0)
+            return ST_EMU_ARGS_STARTUP;
+        if (sp->draft.vocab != c->model.vocab) {
+            snprintf(err, errlen,
+                     "--speculative-config: the draft model's vocabulary (%u) is not the target's (%u): vLLM needs the "
+                     "same tokenizer",
+                     sp->draft.vocab, c->model.vocab);
+            return ST_EMU_ARGS_STARTUP;
+        }
+        sp->draft_model = 1;
+    } else if (head) {
+        /* EAGLE / MTP / Medusa heads: about one decoder layer of the target's shape, run k times */
+        sp->draft = c->model;
+        sp->draft.layers = 1;
+        sp->draft.dense_layers = sp->draft.experts ? 1 : 0;
+        st_emu_model_count_params(&sp->draft);
+        sp->draft_model = 1;
+    }
+    int given = a->spec_acceptance != NULL;
+    sp->draft_share = a->spec_draft_share >= 0 ? a->spec_draft_share : ngram && !given ? 0 : 1;
+    if (given) {
+        const char *p = a->spec_acceptance;
+        uint32_t n = 0;
+        double vals[ST_EMU_SPEC_MAX_K];
+        while (*p) {
+            char *end;
+            double x = strtod(p, &end);
+            if (end == p || n >= ST_EMU_SPEC_MAX_K || !(x >= 0 && x <= 1)) {
+                snprintf(err, errlen, "--spec-acceptance: expected A or A1/A2/... with each within 0..1, got '%s'",
+                         a->spec_acceptance);
+                return ST_EMU_ARGS_USAGE;
+            }
+            vals[n++] = x;
+            p = end;
+            if (*p == '/')
+                p++;
+            else if (*p) {
+                snprintf(err, errlen, "--spec-acceptance: expected A or A1/A2/..., got '%s'", a->spec_acceptance);
+                return ST_EMU_ARGS_USAGE;
+            }
+        }
+        if (n == 1) {
+            sp->acceptance = vals[0];
+        } else {
+            if (n > k) {
+                snprintf(err, errlen, "--spec-acceptance: %u positions for %u draft tokens", n, k);
+                return ST_EMU_ARGS_USAGE;
+            }
+            memcpy(sp->accept_pos, vals, n * sizeof vals[0]);
+            sp->n_pos = n;
+        }
+    }
+    if (st_emu_spec_check(sp, err, errlen)) {
+        char e2[300];
+        snprintf(e2, sizeof e2, "%s", err);
+        snprintf(err, errlen, "--spec-acceptance: %s", e2);
         return ST_EMU_ARGS_USAGE;
     }
     return 0;
@@ -284,6 +427,9 @@ int st_emu_args_config(const st_emu_args *a, st_emu_config *c, char *err, size_t
         }
         c->vllm_version = v;
     }
+    int src = st_emu_spec_of_args(a, c, err, errlen);
+    if (src)
+        return src;
     if (a->calibration) {
         st_emu_calib cal;
         char why[512];

@@ -24,6 +24,9 @@ typedef struct st_emu_args {
     long max_model_len, max_num_seqs, max_batched, tp, block_size;
     double util, slowdown;
     int prefix_on, prefix_off, eager, async_on, async_off;
+    /* speculative decoding: vLLM's --speculative-config JSON; the emulator's acceptance inputs */
+    const char *spec_config, *spec_acceptance;
+    double spec_draft_share; /* -1: not given */
 } st_emu_args;
 
 #define ST_EMU_ARGS_TABLE_MAX 48
@@ -39,7 +42,7 @@ void st_emu_args_table(st_emu_args *a, st_opt *opts);
 
 /* 1 when flag (a word such as "--time-scale" or "--time-scale=5") is one of the emulator's own
  * flags that vLLM does not have (--gpu, --time-scale, --no-model, --ground-truth, --print-jitter,
- * --quiet, --fault-*): they are dropped from anything meant for a real vLLM. Such a flag takes
+ * --quiet, --spec-acceptance, --spec-draft-share, --fault-*): they are dropped from anything meant for a real vLLM. Such a flag takes
  * a value unless it is one of the switches (st_emu_flag_takes_value). */
 int st_emu_flag_emulator_only(const char *flag);
 int st_emu_flag_takes_value(const char *flag);
@@ -57,6 +60,17 @@ enum {
  * err (the message without the "vllm serve: error: " prefix). */
 int st_emu_args_parse(st_emu_args *a, const st_opt *opts, int argc, char **argv, st_opts_result *r, char *err,
                       size_t errlen);
+
+/* Speculative decoding from `--speculative-config JSON` (vLLM's SpeculativeConfig: method ngram,
+ * draft_model, eagle, eagle3, medusa, mtp or a *_mtp type, or a draft "model" without a method;
+ * num_speculative_tokens) into c->spec, with the acceptance from `--spec-acceptance A` (a per-token
+ * rate) or `A1/A2/...` (by position: P(position i accepted | a draft), vLLM's accepted_per_pos / drafts)
+ * and `--spec-draft-share F` (the share of steps with a draft; default 1, or 0 for ngram without an
+ * acceptance: on random ids n-gram lookup finds nothing). Without an acceptance, 0: the draft tokens
+ * cost and none is kept (what random-id prompts give). A draft model is looked up like the target
+ * (catalog or config.json path); EAGLE / MTP drafters are one decoder layer of the target's shape.
+ * c must hold the target (st_emu_config_init). 0, or ST_EMU_ARGS_USAGE / ST_EMU_ARGS_STARTUP. */
+int st_emu_spec_of_args(const st_emu_args *a, st_emu_config *c, char *err, size_t errlen);
 
 /* Validates a and builds the engine configuration (before the memory plan). a->gpu must be set
  * (the caller applies its fallback). 0, ST_EMU_ARGS_USAGE or ST_EMU_ARGS_STARTUP with vLLM's

@@ -472,16 +472,17 @@ static int run_step(run *R, const st_emu_step_result *res)
             r->http_status = 200;
             r->cached_tokens = ev->cached_tokens;
         }
-        if (ev->n_out == n_reason + 1) /* the first answer token (the first token without reasoning) */
+        uint32_t n_tok = ev->n_tokens ? ev->n_tokens : 1, from = ev->n_out - n_tok + 1; /* a burst: from..n_out */
+        if (from <= n_reason + 1 && ev->n_out >= n_reason + 1) /* the first answer token (the first without reasoning) */
             r->first_answer = at;
-        if (ev->n_out <= n_reason)
-            r->reasoning_tokens = ev->n_out;
+        if (from <= n_reason)
+            r->reasoning_tokens = ev->n_out < n_reason ? ev->n_out : n_reason;
         if (st_record_add_event(r, at) < 0) {
             snprintf(R->err, R->errlen, "out of memory");
             return -1;
         }
         r->output_tokens = ev->n_out;
-        R->p.output_tokens++;
+        R->p.output_tokens += n_tok;
         if (ev->finish) {
             r->end = at;
             r->usage_reported = 1;

@@ -11,10 +11,11 @@
  * accepted the accepted tokens per draft. At small batches a step is bound by reading the
  * weights, so scoring k + 1 tokens costs little more than 1 and speculation pays; as the batch
  * grows the step becomes compute-bound, the verified tokens cost in full, and it stops paying.
- * The draft model's own steps (EAGLE, a draft model) are not modelled: give their time per
- * step as proposer_s (0 for n-gram lookup, whose CPU cost is small). */
+ * proposer_s is the proposer's time per step: st_emu_spec_proposer_seconds (n-gram lookup's CPU, or
+ * a draft model's own k decode steps). */
 #ifndef ST_EMU_SPECSTEP_H
 #define ST_EMU_SPECSTEP_H
+#include <stddef.h>
 #include <stdint.h>
 
 #include "emu/config.h"
@@ -42,5 +43,42 @@ int st_emu_spec_point_at(const st_emu_config *c, uint32_t seqs, uint32_t ctx, co
  * (ratio >= 1); 0 when it pays at every one. */
 uint32_t st_emu_spec_breakeven(const st_emu_config *c, uint32_t max_seqs, uint32_t ctx, const st_emu_spec_accept *a,
                                double proposer_s);
+
+/* ---- Speculation served by the engine (st_emu_config.spec, emu/engine.c) ---- */
+
+/* vLLM's n-gram proposer's CPU per context token scanned, per speculating sequence and step: the
+ * numba-compiled suffix search (vllm/v1/spec_decode/ngram_proposer.py) walks the sequence's tokens
+ * once, a few cycles each. An order of magnitude, not measured against vLLM: at 2 ns a 4,096-token
+ * context costs 8 us, small beside a step, as vLLM's docs say of it. */
+#define ST_EMU_SPEC_NGRAM_TOKEN_CPU_S 2e-9
+
+/* The probability that draft position i (0-based) is accepted given a draft: accept_pos[i], else
+ * a^(i+1); 0 from k on. */
+double st_emu_spec_pos_accept(const st_emu_spec *s, uint32_t i);
+/* Expected tokens a sequence emits per decode step with speculation: 1 + draft_share x (expected
+ * accepted per draft); with a per-token acceptance a and every step drafting, (1 - a^(k+1)) / (1 - a). */
+double st_emu_spec_tokens_per_step(const st_emu_spec *s);
+/* Draft tokens per draft (draft_len, else k). */
+double st_emu_spec_draft_len(const st_emu_spec *s);
+/* The spec's acceptance as the replay's three figures (for st_emu_spec_point_at). */
+void st_emu_spec_accept_of(const st_emu_spec *s, st_emu_spec_accept *a);
+/* Validates s (k <= ST_EMU_SPEC_MAX_K, shares and probabilities in 0..1, accept_pos nonincreasing,
+ * a draft model's shape). 0 or -1 with the reason. */
+int st_emu_spec_check(const st_emu_spec *s, char *err, size_t errlen);
+
+/* One sequence's draw for the step in which its n-th output token is produced (deterministic in
+ * id and n): the draft tokens it verifies (0: no draft this step), at most max_draft, and in
+ * *accepted how many of them the target keeps. A position is accepted when one uniform draw u
+ * falls below its probability, so P(accepted >= i + 1) = st_emu_spec_pos_accept(i) exactly. */
+uint32_t st_emu_spec_draw(const st_emu_spec *s, uint64_t id, uint32_t n, uint32_t max_draft, uint32_t *accepted);
+
+/* Seconds the proposer adds to a step in which `seqs` sequences draft, reading kv_read_tokens
+ * context tokens in all: n-gram lookup's CPU (ST_EMU_SPEC_NGRAM_TOKEN_CPU_S per context token), or
+ * a draft model's k decode steps over those sequences at its own size on c's GPU (its forward
+ * passes only: the engine core's per-step CPU is the target step's). 0 without speculation. */
+double st_emu_spec_proposer_seconds(const st_emu_config *c, uint32_t seqs, double kv_read_tokens);
+
+/* st_emu_spec_point_at with c's own speculation (c->spec) and proposer cost. -1 without speculation. */
+int st_emu_spec_point_cfg(const st_emu_config *c, uint32_t seqs, uint32_t ctx, st_emu_spec_point *out);
 
 #endif

@@ -305,11 +305,38 @@ static void write_ground_truth(st_emulator *em, const stream_t *s, const st_emu_
     fflush(em->gt);
 }
 
-/* Delivers one engine event (a token) to its stream. Returns 1 when the stream is done. */
+/* The words of an event's tokens, separated by spaces: one, or a burst of 1 + the accepted draft
+ * tokens with speculation (sent in one chunk, as vLLM streams a verification step's tokens). */
+#define EMU_BURST_TEXT_MAX (8 * (ST_EMU_SPEC_MAX_K + 1))
+static void burst_words(const st_emulator *em, const st_emu_event *ev, char *out, size_t n)
+{
+    uint32_t k = ev->n_tokens ? ev->n_tokens : 1;
+    size_t len = 0;
+    out[0] = '\0';
+    for (uint32_t j = 0; j < k && len + 9 < n; j++) {
+        char w[8];
+        st_emutok_word(j ? st_emu_output_token(ev->id, ev->n_out - k + j, em->cfg.model.vocab) : ev->token, w);
+        len += (size_t)snprintf(out + len, n - len, "%s%s", j ? " " : "", w);
+    }
+}
+
+/* Delivers one engine event (a token, or a burst of them) to its stream. Returns 1 when the stream is done. */
 static int deliver(st_emulator *em, stream_t *s, const st_emu_event *ev, st_ns end_e, st_ns deadline_wall)
 {
-    char word[8];
-    st_emutok_word(ev->token, word);
+    uint32_t n_tok = ev->n_tokens ? ev->n_tokens : 1;
+    if (n_tok > 1 && s->n_reason && ev->n_out - n_tok < s->n_reason && ev->n_out > s->n_reason) {
+        /* a burst across the end of the reasoning: its reasoning part, then its answer */
+        st_emu_event a = *ev, b = *ev;
+        a.n_tokens = s->n_reason - (ev->n_out - n_tok);
+        a.n_out = s->n_reason;
+        a.finish = ST_EMU_NOT_FINISHED;
+        b.first = 0;
+        b.n_tokens = n_tok - a.n_tokens;
+        b.token = st_emu_output_token(ev->id, s->n_reason, em->cfg.model.vocab);
+        return deliver(em, s, &a, end_e, deadline_wall) || deliver(em, s, &b, end_e, deadline_wall);
+    }
+    char word[EMU_BURST_TEXT_MAX];
+    burst_words(em, ev, word, sizeof word);
     s->n_out = ev->n_out;
     if (ev->first)
         s->cached = ev->cached_tokens;
@@ -987,6 +1014,25 @@ static void handle_metrics(st_emulator *em, st_server_resp *resp)
     for (size_t i = 0; i < sizeof ctr / sizeof ctr[0]; i++) {
         metric_head(b, ctr[i].name, "counter", ctr[i].help);
         st_buf_printf(b, "%s{%s} %llu\n", ctr[i].name, labels, (unsigned long long)ctr[i].v);
+    }
+    if (em->cfg.spec.k) { /* vllm/v1/spec_decode/metrics.py: only served with a --speculative-config */
+        const struct {
+            const char *name, *help;
+            uint64_t v;
+        } sp[] = {
+            { "vllm:spec_decode_num_drafts_total", "Number of spec decoding drafts.", s.spec_drafts },
+            { "vllm:spec_decode_num_draft_tokens_total", "Number of draft tokens.", s.spec_draft_tokens },
+            { "vllm:spec_decode_num_accepted_tokens_total", "Number of accepted tokens.", s.spec_accepted },
+        };
+        for (size_t i = 0; i < sizeof sp / sizeof sp[0]; i++) {
+            metric_head(b, sp[i].name, "counter", sp[i].help);
+            st_buf_printf(b, "%s{%s} %llu\n", sp[i].name, labels, (unsigned long long)sp[i].v);
+        }
+        metric_head(b, "vllm:spec_decode_num_accepted_tokens_per_pos_total", "counter",
+                    "Accepted tokens per draft position.");
+        for (uint32_t i = 0; i < em->cfg.spec.k && i < ST_EMU_SPEC_MAX_K; i++)
+            st_buf_printf(b, "vllm:spec_decode_num_accepted_tokens_per_pos_total{%s,position=\"%u\"} %llu\n", labels,
+                          i, (unsigned long long)s.spec_accepted_pos[i]);
     }
     metric_head(b, "servetune:emulator_dropped_seconds_total", "counter",
                 "Engine seconds the model lost when the process fell too far behind its schedule to catch up.");
