@@ -129,6 +129,18 @@ int st_exec_model_config(const st_spec *s, const st_spec_config *c, st_emu_confi
             A.gpu = env_of(s, c, "SERVETUNE_EMULATE_GPU");
         if (!A.gpu || !*A.gpu)
             A.gpu = s->hardware.gpu;
+        char acc[ST_SPEC_ACCEPT_POS_MAX * 24];
+        if (A.spec_config && !A.spec_acceptance && s->speculation.given) {
+            /* the spec's acceptance for a configuration whose flags give none */
+            size_t n = 0;
+            if (!s->speculation.n_pos)
+                snprintf(acc, sizeof acc, "%.17g", s->speculation.acceptance);
+            for (uint32_t i = 0; i < s->speculation.n_pos && n < sizeof acc; i++)
+                n += (size_t)snprintf(acc + n, sizeof acc - n, "%s%.17g", i ? "/" : "", s->speculation.pos[i]);
+            A.spec_acceptance = acc;
+            if (A.spec_draft_share < 0 && s->speculation.draft_share >= 0)
+                A.spec_draft_share = s->speculation.draft_share;
+        }
         rc = st_emu_args_config(&A, cfg, err, errlen);
     }
     for (int i = 0; rc == 0 && unknown && i < r.nunknown; i++)

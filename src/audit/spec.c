@@ -1320,12 +1320,55 @@ static int parse_traffic(pctx *p, yaml_node_t *n, st_spec *s)
     return 0;
 }
 
+/* speculation: {acceptance: A | [A1, A2, ...], draft_share: F} */
+static int parse_speculation(pctx *p, yaml_node_t *n, st_spec *s)
+{
+    keydef k[] = { { "acceptance", 0, 0 }, { "draft_share", 0, 0 } };
+    int nk = 2;
+    if (read_map(p, n, "speculation", k, nk))
+        return -1;
+    yaml_node_t *v = kv(k, nk, "acceptance");
+    if (!v)
+        return failf(p, n, "speculation: 'acceptance' is required (a rate per draft token, or a list by position)");
+    s->speculation.given = 1;
+    s->speculation.draft_share = -1;
+    if (v->type == YAML_SEQUENCE_NODE) {
+        for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
+            yaml_node_t *e = node(p, *it);
+            double d;
+            if (s->speculation.n_pos >= ST_SPEC_ACCEPT_POS_MAX)
+                return failf(p, v, "speculation.acceptance: at most %d positions", ST_SPEC_ACCEPT_POS_MAX);
+            if (get_double(p, e, "speculation.acceptance", &d, 0, 0))
+                return -1;
+            if (d > 1 || (s->speculation.n_pos && d > s->speculation.pos[s->speculation.n_pos - 1]))
+                return failf(p, e,
+                             "speculation.acceptance: each position's acceptance is within 0..1 and at most the one "
+                             "before it (a draft token is accepted only when every one before it is)");
+            s->speculation.pos[s->speculation.n_pos++] = d;
+        }
+        if (!s->speculation.n_pos)
+            return failf(p, v, "speculation.acceptance: an empty list");
+    } else {
+        if (get_double(p, v, "speculation.acceptance", &s->speculation.acceptance, 0, 0))
+            return -1;
+        if (s->speculation.acceptance > 1)
+            return failf(p, v, "speculation.acceptance: a share of draft tokens, within 0..1");
+    }
+    if ((v = kv(k, nk, "draft_share"))) {
+        if (get_double(p, v, "speculation.draft_share", &s->speculation.draft_share, 0, 0))
+            return -1;
+        if (s->speculation.draft_share > 1)
+            return failf(p, v, "speculation.draft_share: a share of decode steps, within 0..1");
+    }
+    return 0;
+}
+
 static int parse_root(pctx *p, yaml_node_t *root, st_spec *s)
 {
     keydef k[] = { { "engine", 0, 0 },  { "hardware", 0, 0 },        { "peak_rate", 0, 0 }, { "workload", 0, 0 },
                    { "rates", 0, 0 },   { "warmup_requests", 0, 0 }, { "slo", 0, 0 },       { "configurations", 0, 0 },
                    { "search", 0, 0 },  { "timeouts", 0, 0 },        { "cluster", 0, 0 },   { "plan", 0, 0 },
-                   { "traffic", 0, 0 }, { "concurrency", 0, 0 } };
+                   { "traffic", 0, 0 }, { "concurrency", 0, 0 }, { "speculation", 0, 0 } };
     int nk = (int)(sizeof k / sizeof *k);
     if (!root)
         return failf(p, NULL, "the spec is empty");
@@ -1392,6 +1435,8 @@ static int parse_root(pctx *p, yaml_node_t *root, st_spec *s)
     if ((v = kv(k, nk, "plan")) && parse_plan(p, v, s))
         return -1;
     if ((v = kv(k, nk, "traffic")) && parse_traffic(p, v, s))
+        return -1;
+    if ((v = kv(k, nk, "speculation")) && parse_speculation(p, v, s))
         return -1;
     /* burst modes with concurrency: each level is a fixed-count closed loop of requests_per_rate
      * requests (as vllm bench serve --max-concurrency C --num-prompts N) */

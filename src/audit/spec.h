@@ -94,6 +94,7 @@ typedef enum st_workload_kind { ST_WL_SYNTHETIC = 0, ST_WL_TRACE } st_workload_k
 /* At most this many values in each list of the plan block. */
 #define ST_PLAN_LIST_MAX 16
 
+#define ST_SPEC_ACCEPT_POS_MAX 32 /* speculation.acceptance by position: the engine model's most draft tokens */
 typedef struct st_spec {
     char *path;
 
@@ -236,6 +237,15 @@ typedef struct st_spec {
         char *serverless_provider;         /* whose serverless price; NULL: the lowest listed */
         double serverless_price_per_gpu_s; /* > 0: this price instead of the list's */
     } traffic;
+    /* speculation: the acceptance the engine model gives a configuration that speculates
+     * (--speculative-config) when its flags carry none (docs/speculative.md "In the engine model") */
+    struct {
+        int given;
+        double acceptance;             /* per token, 0..1 (n_pos 0) */
+        uint32_t n_pos;                /* by draft position, nonincreasing */
+        double pos[ST_SPEC_ACCEPT_POS_MAX];
+        double draft_share;            /* steps with a draft, 0..1 (-1: not given) */
+    } speculation;
 } st_spec;
 
 /* The most items of a list (engine.flags, a configuration's add_flags...) and of an environment

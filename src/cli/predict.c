@@ -21,6 +21,7 @@
 #include "core/version.h"
 #include "emu/calib.h"
 #include "emu/consts.h"
+#include "emu/specstep.h"
 #include "report/format.h"
 #include "report/predvs.h"
 #include "report/report.h"
@@ -109,6 +110,66 @@ static void model_note(const st_spec *spec, const st_emu_calib *calib, char *out
              st_engine_kind_name(spec->engine.kind), gpu ? gpu : spec->hardware.gpu,
              gpu ? " (its --gpu flag)" : " (hardware.gpu)", latency);
     st_strv_free(&flags);
+}
+
+/* Speculative decoding on the engine model (emu/specstep.h): for each configuration that speculates
+ * (--speculative-config), TPOT without and with it at a few batch sizes, at the workload's mean
+ * context, and the batch from which it stops paying. Returns how many configurations speculate. */
+static int spec_table(FILE *out, const st_spec *spec, const st_emu_calib *calib)
+{
+    static const uint32_t batches[] = { 1, 8, 32, 128, 512 };
+    int n = 0;
+    for (int i = 0; i < spec->n_configs; i++) {
+        st_emu_config cfg;
+        st_emu_memory mem;
+        char err[1024];
+        if (st_exec_model_config(spec, &spec->configs[i], &cfg, NULL, 0, NULL, err, sizeof err) || !cfg.spec.k)
+            continue;
+        if (calib && st_calib_check(calib, &cfg, err, sizeof err, NULL, 0) == 0)
+            st_calib_apply(calib, &cfg);
+        if (st_emu_memory_plan(&cfg, &mem, err, sizeof err))
+            continue;
+        if (!n++)
+            fprintf(out, "\nSpeculative decoding on the engine model (docs/speculative.md): TPOT without -> with it, "
+                         "by batch, at the workload's mean context\n");
+        uint32_t ctx = (uint32_t)(st_spec_mean_input(spec) + spec->workload.output_tokens / 2.0);
+        uint64_t fit = ctx ? mem.kv_tokens / ctx : mem.max_num_seqs;
+        uint32_t max_seqs = fit < mem.max_num_seqs ? (uint32_t)(fit ? fit : 1) : mem.max_num_seqs;
+        st_emu_spec_accept a;
+        st_emu_spec_accept_of(&cfg.spec, &a);
+        fprintf(out, "  %s: %u draft tokens%s, %.2f tokens per step (%.0f%% of steps drafting, %.2f accepted a draft)%s\n",
+                spec->configs[i].name, cfg.spec.k, cfg.spec.draft_model ? " from a draft model" : " by n-gram lookup",
+                st_emu_spec_tokens_per_step(&cfg.spec), 100 * a.draft_share, a.accepted,
+                a.accepted > 0 ? ""
+                               : " -- none accepted (give the acceptance: speculation.acceptance in the spec, or "
+                                 "--spec-acceptance in the flags)");
+        fprintf(out, "    %-8s %12s %12s %8s\n", "batch", "TPOT plain", "speculating", "change");
+        for (size_t b = 0; b < sizeof batches / sizeof *batches; b++) {
+            st_emu_spec_point p;
+            if (batches[b] > max_seqs || st_emu_spec_point_cfg(&cfg, batches[b], ctx, &p))
+                continue;
+            fprintf(out, "    %-8u %9.2f ms %9.2f ms %+7.0f%%\n", batches[b], 1e3 * p.tpot_plain_s, 1e3 * p.tpot_spec_s,
+                    100 * (p.ratio - 1));
+        }
+        uint32_t be = 0;
+        for (uint32_t s = 1; s <= max_seqs && s; s *= 2) {
+            st_emu_spec_point p;
+            if (st_emu_spec_point_cfg(&cfg, s, ctx, &p))
+                break;
+            if (p.ratio >= 1) {
+                be = s;
+                break;
+            }
+        }
+        if (be == 1)
+            fprintf(out, "    it does not pay at any batch\n");
+        else if (be)
+            fprintf(out, "    it stops paying from a batch of %u sequences (verification compute binds)\n", be);
+        else
+            fprintf(out, "    it pays at every batch the KV cache holds at this context (up to %u sequences)\n",
+                    max_seqs);
+    }
+    return n;
 }
 
 /* --suggest-rates: each configuration's capacity on the model (the spec's own search: sustained, or
@@ -412,6 +473,8 @@ int cmd_predict(int argc, char **argv)
     }
     if (srun)
         fprintf(r.out, "servetune predict: %s\n", err);
+    if (!quiet && !srun)
+        spec_table(r.out, &r.spec, calib_path ? &calib : NULL);
     char line[1024] = "";
     if (suggest_rates && !sr.interrupted && !srun &&
         suggest(&r.spec, r.store, calib_path ? &calib : NULL, quiet, stop, line, sizeof line) == 1)
