@@ -49,7 +49,9 @@ static void help(const st_opt *opts)
         "the GPU from --gpu, SERVETUNE_EMULATE_GPU in the spec's env, or hardware.gpu; --time-scale is\n"
         "ignored). Other kinds are refused: the model knows vLLM's flags and scheduler only. Multi-turn\n"
         "sessions (workload.sessions) run as in an audit: each later turn after the turn before it, its\n"
-        "prompt holding the tokens the model generated for that turn.\n"
+        "prompt holding the tokens the model generated for that turn.\n"        "Speculative decoding (--speculative-config in a configuration's flags) is served with the\n"
+        "acceptance of the spec's speculation: {acceptance: A} or the flags' --spec-acceptance; a table of\n"
+        "TPOT with and without it by batch size says where it stops paying (docs/speculative.md).\n"
         "Exit codes: 0 done; 1 done but a configuration was refused (does not fit, bad flag) or the reports\n"
         "could not be written; 2 bad arguments, an invalid spec or an engine the model cannot stand for;\n"
         "4 interrupted. More: docs/predict.md.\n");
