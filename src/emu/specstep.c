@@ -190,3 +190,23 @@ int st_emu_spec_point_cfg(const st_emu_config *c, uint32_t seqs, uint32_t ctx, s
     double prop = st_emu_spec_proposer_seconds(c, seqs, (double)seqs * ctx); /* it runs for every sequence */
     return st_emu_spec_point_at(c, seqs, ctx, &a, prop, out);
 }
+
+int st_emu_spec_llamacpp(const st_emu_llama_costs *c, double tokens, double drafted, double accepted,
+                         st_emu_llama_spec *out)
+{
+    memset(out, 0, sizeof *out);
+    double steps = tokens - accepted;
+    if (!(accepted >= 0 && accepted <= drafted && steps >= 1) || !(c->tgt_a >= 0 && c->tgt_b >= 0) ||
+        !(c->tgt_row_s >= 0 && c->dft_a >= 0 && c->dft_b >= 0 && c->n_max >= 1))
+        return -1;
+    double d = drafted / steps;
+    double singles = d > 0 ? d + 1 - (d < c->n_max ? d : c->n_max) / c->n_max : 0;
+    out->steps = steps;
+    out->draft_per_step = d;
+    out->target_s = c->tgt_a + c->tgt_b * (1 + d) + c->tgt_row_s * d;
+    out->draft_s = d > 0 ? c->dft_a + c->dft_b * (1 + d) + singles * (c->dft_a + c->dft_b) : 0;
+    out->tpot_plain_s = c->tgt_a + c->tgt_b;
+    out->tpot_spec_s = steps * (out->target_s + out->draft_s) / tokens;
+    out->ratio = out->tpot_spec_s / out->tpot_plain_s;
+    return 0;
+}

@@ -81,4 +81,36 @@ double st_emu_spec_proposer_seconds(const st_emu_config *c, uint32_t seqs, doubl
 /* st_emu_spec_point_at with c's own speculation (c->spec) and proposer cost. -1 without speculation. */
 int st_emu_spec_point_cfg(const st_emu_config *c, uint32_t seqs, uint32_t ctx, st_emu_spec_point *out);
 
+/* ---- llama.cpp's draft model (llama-server --spec-type draft-simple), on measured step costs ----
+ * The same verification step, with the step costs of llama.cpp on its own hardware (a CPU) taken
+ * from measurements instead of the GPU roofline: a forward pass of n tokens costs a + b n seconds
+ * (fitted on prompt processing, which scores one logits row), and each further logits row row_s
+ * (the output layer over one more row). In each decode step of one sequence (common/speculative.cpp):
+ *   target  one pass of 1 + d tokens scoring 1 + d rows (the last token and its d-token draft);
+ *   draft   one pass over the same 1 + d tokens (its KV; no rows), one over the new last token, and
+ *           one after each drafted token but the last when the draft reaches n_max: d + 1 - d / n_max
+ *           single-token passes on average;
+ * d = drafted / steps, and steps = tokens after the first - accepted (each step emits 1 + its
+ * accepted tokens). Plain decoding: one pass of 1 token. */
+typedef struct st_emu_llama_costs {
+    double tgt_a, tgt_b; /* target: a pass of n tokens, tgt_a + tgt_b n seconds */
+    double tgt_row_s;    /* target: each logits row past the first */
+    double dft_a, dft_b; /* draft model: a pass of n tokens */
+    double n_max;        /* --spec-draft-n-max */
+} st_emu_llama_costs;
+
+typedef struct st_emu_llama_spec {
+    double steps;         /* decode steps */
+    double draft_per_step; /* d */
+    double tpot_plain_s, tpot_spec_s, ratio;
+    double target_s, draft_s; /* per step */
+} st_emu_llama_spec;
+
+/* TPOT with and without a draft model for requests that generated `tokens` tokens in all (after
+ * their first: the decode phase's), drafting `drafted` tokens of which `accepted` were accepted
+ * (llama-server's timings.draft_n and draft_n_accepted, summed). 0, or -1 when the figures are
+ * inconsistent (accepted above drafted or tokens, no step, a negative cost). */
+int st_emu_spec_llamacpp(const st_emu_llama_costs *c, double tokens, double drafted, double accepted,
+                         st_emu_llama_spec *out);
+
 #endif

@@ -7,39 +7,38 @@
 #include "harness.h"
 
 #include <jansson.h>
+#include <math.h>
+#include <stdio.h>
 
 #define ST_IT_TMP_PREFIX "/tmp/st_llama_spec_it."
 #include "audit_util.h"
 #include "llamacpp_util.h"
+#include "emu/specstep.h"
+#include "engine/gguf.h"
 
 #define ALIAS "llama-30m"
 #define BENCH_LIMIT_S 180.0
 
-/* The acceptance bench measured with draft model `draft`: its summary's speculation block and
- * every record's draft counts. */
-static double measured(const char *dir, const char *target, const char *draft, const char *name)
+/* What one bench run measured: the mean client TPOT of its measured requests, and its decode
+ * phase's tokens (after each request's first), draft tokens and accepted ones (llama-server's
+ * timings). */
+typedef struct bench_out {
+    double rate, tpot_ms, tokens, drafted, accepted;
+} bench_out;
+
+#define SERVER_ARGS "-c", "1024", "-np", "1", "-t", "1", "--temp", "0", "--alias", ALIAS
+
+/* Runs the bench against a llama-server of `model` with `draft` (NULL: none): 4 requests of 32
+ * prompt and 48 output tokens, one at a time. */
+static void bench_server(const char *dir, const char *model, const char *draft, const char *name, bench_out *o)
 {
+    memset(o, 0, sizeof *o);
     llama_srv s;
-    const char *args[] = { "-md",
-                           draft,
-                           "--spec-type",
-                           "draft-simple",
-                           "--spec-draft-n-max",
-                           "8",
-                           "--temp",
-                           "0",
-                           "-c",
-                           "1024",
-                           "-np",
-                           "1",
-                           "-t",
-                           "1",
-                           "--alias",
-                           ALIAS,
-                           NULL };
-    if (llama_start(&s, dir, target, tmp, args, LLAMA_READY_S)) {
+    const char *with[] = { "-md", draft, "--spec-type", "draft-simple", "--spec-draft-n-max", "8", SERVER_ARGS, NULL };
+    const char *plain[] = { SERVER_ARGS, NULL };
+    if (llama_start(&s, dir, model, tmp, draft ? with : plain, LLAMA_READY_S)) {
         llama_stop(&s);
-        fail_msg("llama-server with draft %s did not become ready:\n%s", name, llama_log_tail(&s));
+        fail_msg("llama-server (%s) did not become ready:\n%s", name, llama_log_tail(&s));
     }
     char url[64], json[600];
     snprintf(url, sizeof url, "http://127.0.0.1:%d", s.port);
@@ -50,19 +49,12 @@ static double measured(const char *dir, const char *target, const char *draft, c
     int rc = run_servetune(b, BENCH_LIMIT_S);
     llama_stop(&s);
     if (rc != 0 && rc != 3)
-        fail_msg("servetune bench (draft %s) exited %d", name, rc);
+        fail_msg("servetune bench (%s) exited %d", name, rc);
     json_error_t je;
     json_t *j = json_load_file(json, 0, &je);
     if (!j)
         fail_msg("%s: %s", json, je.text);
-    json_t *sp = json_object_get(json_object_get(j, "summary"), "speculation");
-    if (!json_is_object(sp))
-        fail_msg("draft %s: no speculation block in the summary", name);
-    assert_int_equal(json_integer_value(json_object_get(sp, "requests")), 4);
-    json_int_t drafted = json_integer_value(json_object_get(sp, "draft_tokens"));
-    json_int_t accepted = json_integer_value(json_object_get(sp, "accepted_tokens"));
-    assert_true(drafted > 0);
-    json_int_t sum_d = 0, sum_a = 0;
+    json_int_t sum_d = 0, sum_a = 0, n = 0;
     size_t i;
     json_t *r;
     json_array_foreach(json_object_get(j, "records"), i, r)
@@ -71,14 +63,36 @@ static double measured(const char *dir, const char *target, const char *draft, c
             continue;
         sum_d += json_integer_value(json_object_get(r, "server_draft_tokens"));
         sum_a += json_integer_value(json_object_get(r, "server_draft_accepted"));
+        o->tokens += (double)json_integer_value(json_object_get(r, "output_tokens")) - 1;
+        o->tpot_ms += json_number_value(json_object_get(r, "tpot_ms"));
+        n++;
     }
-    assert_int_equal(sum_d, drafted);
-    assert_int_equal(sum_a, accepted);
-    double rate = json_real_value(json_object_get(sp, "acceptance_rate"));
-    print_message("# draft %s: %lld of %lld draft tokens accepted (%.1f%%)\n", name, (long long)accepted,
-                  (long long)drafted, 100 * rate);
+    assert_int_equal(n, 4);
+    o->tpot_ms /= (double)n;
+    o->drafted = (double)sum_d;
+    o->accepted = (double)sum_a;
+    json_t *sp = json_object_get(json_object_get(j, "summary"), "speculation");
+    if (draft) {
+        if (!json_is_object(sp))
+            fail_msg("draft %s: no speculation block in the summary", name);
+        assert_int_equal(json_integer_value(json_object_get(sp, "requests")), 4);
+        assert_true(json_integer_value(json_object_get(sp, "draft_tokens")) > 0);
+        assert_int_equal(json_integer_value(json_object_get(sp, "draft_tokens")), sum_d);
+        assert_int_equal(json_integer_value(json_object_get(sp, "accepted_tokens")), sum_a);
+        o->rate = json_real_value(json_object_get(sp, "acceptance_rate"));
+        print_message("# draft %s: %.0f of %.0f draft tokens accepted (%.1f%%), TPOT %.2f ms\n", name, o->accepted,
+                      o->drafted, 100 * o->rate, o->tpot_ms);
+    } else {
+        print_message("# %s without a draft: TPOT %.2f ms\n", name, o->tpot_ms);
+    }
     json_decref(j);
-    return rate;
+}
+
+static double measured(const char *dir, const char *target, const char *draft, const char *name)
+{
+    bench_out o;
+    bench_server(dir, target, draft, name, &o);
+    return o.rate;
 }
 
 static void quantized_and_foreign_drafts(void **state)
@@ -101,10 +115,134 @@ static void quantized_and_foreign_drafts(void **state)
     assert_true(foreign < same / 2);
 }
 
+/* A forward pass's cost on llama-server for `model`: prompt processing of n tokens (a new prompt
+ * each time, no prompt cache), fitted as a + b n seconds by least squares over n = 2..16. */
+static void pass_costs(const char *dir, const char *model, const char *name, double *a, double *b)
+{
+    llama_srv s;
+    const char *args[] = { SERVER_ARGS, NULL };
+    if (llama_start(&s, dir, model, tmp, args, LLAMA_READY_S)) {
+        llama_stop(&s);
+        fail_msg("llama-server (%s) did not become ready:\n%s", name, llama_log_tail(&s));
+    }
+    static const int sizes[] = { 2, 4, 6, 8, 10, 12, 16 };
+    double sx = 0, sy = 0, sxx = 0, sxy = 0;
+    int m = 0;
+    uint32_t x = 12345;
+    for (int rep = -1; rep < 3; rep++) { /* rep -1: a warm-up, not counted */
+        for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+            char body[1024];
+            int len = snprintf(body, sizeof body, "{\"prompt\":[");
+            for (int t = 0; t < sizes[k]; t++) {
+                x = x * 1103515245u + 12345u;
+                len += snprintf(body + len, sizeof body - (size_t)len, "%s%u", t ? "," : "", 1000 + (x >> 8) % 30000);
+            }
+            snprintf(body + len, sizeof body - (size_t)len,
+                     "],\"n_predict\":1,\"cache_prompt\":false,\"temperature\":0}");
+            http_res r;
+            if (http_do(s.port, "POST", "/completion", body, NULL, 30000, &r) || r.status != 200)
+                fail_msg("%s: /completion: status %d: %s", name, r.status, r.body.data ? r.body.data : "");
+            json_t *j = json_loads(r.body.data, 0, NULL);
+            http_res_free(&r);
+            assert_non_null(j);
+            json_t *tm = json_object_get(j, "timings");
+            double n = (double)json_integer_value(json_object_get(tm, "prompt_n"));
+            double ms = json_number_value(json_object_get(tm, "prompt_ms"));
+            json_decref(j);
+            assert_true(n >= sizes[k] && ms > 0);
+            if (rep < 0)
+                continue;
+            sx += n;
+            sy += ms / 1e3;
+            sxx += n * n;
+            sxy += n * ms / 1e3;
+            m++;
+        }
+    }
+    llama_stop(&s);
+    *b = (m * sxy - sx * sy) / (m * sxx - sx * sx);
+    *a = (sy - *b * sx) / m;
+    print_message("# %s: a pass of n tokens takes %.3f + %.3f n ms\n", name, 1e3 * *a, 1e3 * *b);
+    assert_true(*b > 0);
+    if (*a < 0)
+        *a = 0;
+}
+
+/* The model's output layer against its blocks' linear layers, in parameters (from the GGUF's
+ * tensors): what one more logits row costs relative to one more token through the blocks. */
+static double row_share(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    static char head[1 << 20];
+    size_t got = fread(head, 1, sizeof head, f);
+    fclose(f);
+    st_gguf g;
+    char err[300];
+    if (st_gguf_parse(head, got, (uint64_t)size, &g, err, sizeof err))
+        fail_msg("%s: %s", path, err);
+    double out = 0, blocks = 0;
+    for (size_t i = 0; i < g.n_t; i++) {
+        const st_gguf_tensor *t = &g.t[i];
+        if (t->n_dims != 2)
+            continue;
+        double n = (double)t->ne[0] * (double)t->ne[1];
+        if (!strcmp(t->name, "output.weight"))
+            out = n;
+        else if (!strncmp(t->name, "blk.", 4))
+            blocks += n;
+    }
+    st_gguf_free(&g);
+    assert_true(out > 0 && blocks > 0);
+    return out / blocks;
+}
+
+/* The engine model's verification step with llama.cpp's measured pass costs and the measured
+ * acceptance predicts the TPOT change a draft makes, for both drafts, within 15 %. The pass costs
+ * come from prompt processing on servers without a draft; the speculative runs give only their
+ * draft and accepted counts to the model. */
+static void predicted_tpot_change(void **state)
+{
+    (void)state;
+    const char *dir;
+    LLAMACPP_OR_SKIP(dir);
+    char target[600], q8[600], other[600];
+    snprintf(target, sizeof target, "%s/target.gguf", tmp);
+    snprintf(q8, sizeof q8, "%s/draft-q8.gguf", tmp);
+    snprintf(other, sizeof other, "%s/draft-other.gguf", tmp);
+    const char *seed1[] = { "--seed", "1", NULL }, *seed2[] = { "--seed", "2", NULL };
+    llama_make_model(dir, "llama", "30M", NULL, target, seed1);
+    llama_make_model(dir, "llama", "30M", "q8_0", q8, seed1);
+    llama_make_model(dir, "llama", "30M", NULL, other, seed2);
+    st_emu_llama_costs c = { .n_max = 8 };
+    pass_costs(dir, target, "target", &c.tgt_a, &c.tgt_b);
+    c.tgt_row_s = c.tgt_b * row_share(target);
+    bench_out plain, with[2];
+    bench_server(dir, target, NULL, "target", &plain);
+    const char *drafts[2] = { q8, other }, *names[2] = { "q8", "other" };
+    for (int i = 0; i < 2; i++) {
+        pass_costs(dir, drafts[i], names[i], &c.dft_a, &c.dft_b);
+        bench_server(dir, target, drafts[i], names[i], &with[i]);
+        st_emu_llama_spec p;
+        assert_int_equal(st_emu_spec_llamacpp(&c, with[i].tokens, with[i].drafted, with[i].accepted, &p), 0);
+        double measured_change = with[i].tpot_ms / plain.tpot_ms;
+        print_message("# draft %s: %.2f draft tokens a step; TPOT %.2f -> %.2f ms measured (x%.3f), %.2f -> %.2f ms "
+                      "predicted (x%.3f): %+.1f %%\n",
+                      names[i], p.draft_per_step, plain.tpot_ms, with[i].tpot_ms, measured_change, 1e3 * p.tpot_plain_s,
+                      1e3 * p.tpot_spec_s, p.ratio, 100 * (p.ratio / measured_change - 1));
+        if (fabs(p.ratio / measured_change - 1) > 0.15)
+            fail_msg("draft %s: the model predicts TPOT x%.3f, measured x%.3f", names[i], p.ratio, measured_change);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
         cmocka_unit_test_setup_teardown(quantized_and_foreign_drafts, setup, teardown),
+        cmocka_unit_test_setup_teardown(predicted_tpot_change, setup, teardown),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }
