@@ -255,7 +255,36 @@ static void print_spec(const st_spec_stats *s, const char *tokens_from)
            "   length; tok/step = completion tokens per decode step, the most speculation can save)\n");
 }
 
-/* Reads path line by line into s. 0, or -1 with err. */
+/* A log written as one JSON array (LiteLLM's spend logs exported, a ShareGPT file): each element
+ * is read as a line (its number: its position from 1). 0, or -1 with err. */
+static int spec_read_array(FILE *f, const char *path, st_spec_stats *s, char *err, size_t errlen)
+{
+    json_error_t je;
+    json_t *root = json_loadf(f, 0, &je);
+    if (!root) {
+        snprintf(err, errlen, "%s:%d: not a JSON array: %s", path, je.line, je.text);
+        return -1;
+    }
+    int rc = 0;
+    size_t i;
+    json_t *el;
+    json_array_foreach(root, i, el)
+    {
+        char *text = json_dumps(el, JSON_COMPACT | JSON_ENCODE_ANY);
+        if (!text || st_spec_stats_add_line(s, text, strlen(text), (uint64_t)i + 1)) {
+            free(text);
+            snprintf(err, errlen, "out of memory");
+            rc = -1;
+            break;
+        }
+        free(text);
+    }
+    json_decref(root);
+    return rc;
+}
+
+/* Reads path line by line into s (or, when it is one JSON array, element by element). 0, or -1
+ * with err. */
 static int spec_read(const char *path, st_spec_stats *s, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "r");
@@ -263,6 +292,16 @@ static int spec_read(const char *path, st_spec_stats *s, char *err, size_t errle
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
         return -1;
     }
+    int c;
+    while ((c = getc(f)) != EOF && (c == ' ' || c == '\t' || c == '\n' || c == '\r'))
+        ;
+    if (c == '[') {
+        rewind(f);
+        int arc = spec_read_array(f, path, s, err, errlen);
+        fclose(f);
+        return arc;
+    }
+    rewind(f);
     char *line = NULL;
     size_t cap = 0;
     ssize_t n;
@@ -320,7 +359,7 @@ static int trace_stats(int argc, char **argv)
         { "gpu", 0, ST_OPT_STR, &gpu, "NAME", "the GPU of --model (H100, A100, ...)", 0, 0, 0 },
         { "spec", 0, ST_OPT_LIST, &specs, "ngram:K[,MIN,MAX]",
           "offline acceptance of vLLM's n-gram speculation on the logged text (K: a number, K1/K2/..., or LO..HI; "
-          "repeatable; MIN = MAX = 5 by default)",
+          "repeatable; MIN = MAX = 5 by default; the log: JSON lines, or one JSON array)",
           0, 0, 0 },
         { "tokenize", 0, ST_OPT_STR, &tok_url, "URL",
           "with --spec: token ids from this running engine's /tokenize (vLLM, SGLang, llama.cpp, the emulator)", 0, 0,

@@ -100,6 +100,35 @@ static void figures_from_ids(void **state)
     json_decref(j);
 }
 
+/* A log written as one JSON array (LiteLLM's exported spend logs, a ShareGPT file): its elements
+ * are read as the lines of a JSONL log, numbered from 1; a broken array is refused. */
+static void json_array_log(void **state)
+{
+    (void)state;
+    char log[300], js[300], out[16384];
+    write_file("ids.json",
+               "  [{\"input_ids\": [1,2,3,4,5,6,7,8,9,10], \"output_ids\": [1,2,3,4,5,6,7,8,9,10]},\n"
+               "   {\"input_tokens\": 100, \"output_tokens\": 20}]\n",
+               log, sizeof log);
+    snprintf(js, sizeof js, "%s/arr.json", dir);
+    int rc = run(out, sizeof out, log, "--spec", "ngram:3,2,2", "--json", js, NULL, NULL);
+    if (rc != 0)
+        fail_msg("exit %d: %s", rc, out);
+    assert_non_null(strstr(out, "line 2: token counts only"));
+    json_t *j = json_load_file(js, 0, NULL);
+    assert_non_null(j);
+    json_t *spec = json_object_get(j, "speculation");
+    json_t *r0 = json_array_get(json_object_get(spec, "results"), 0);
+    assert_int_equal(json_integer_value(json_object_get(r0, "num_drafts")), 2);
+    assert_int_equal(json_integer_value(json_object_get(r0, "num_accepted_tokens")), 6);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(spec, "counts"), "lines")), 2);
+    json_decref(j);
+    write_file("broken.json", "[{\"input_ids\": [1,2,3]}, \n", log, sizeof log);
+    rc = run(out, sizeof out, log, "--spec", "ngram:3,2,2", NULL, NULL, NULL, NULL);
+    assert_true(rc != 0);
+    assert_non_null(strstr(out, "not a JSON array"));
+}
+
 static void text_with_vocab(void **state)
 {
     (void)state;
@@ -202,6 +231,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(figures_from_ids),
+        cmocka_unit_test(json_array_log),
         cmocka_unit_test(text_with_vocab),
         cmocka_unit_test(ids_from_engine_tokenize),
         cmocka_unit_test(bad_arguments),
