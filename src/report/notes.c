@@ -1602,7 +1602,122 @@ static void environment(ctx *x)
  * (workload.allow_synthetic_speculation, docs/speculative.md): its figures are not evidence. */
 #define SPEC_FLAGS_MAX 256
 
-/* The acceptance each run measured: vLLM's counters, or llama.cpp's per-response counts. */
+/* A speculation flag among a configuration's words (vLLM, SGLang, llama.cpp, the emulator's
+ * acceptance): how many words it takes (2: flag and value, 1: flag=value), 0 when not one. */
+static int spec_flag_words(const char *w)
+{
+    static const char *const flags[] = { "--speculative-config",
+                                         "--speculative_config",
+                                         "-md",
+                                         "--model-draft",
+                                         "--spec-draft-model",
+                                         "--spec-type",
+                                         "--spec-draft-n-max",
+                                         "--spec-draft-n-min",
+                                         "--spec-draft-p-min",
+                                         "--draft-p-min",
+                                         "--speculative-algorithm",
+                                         "--speculative-num-steps",
+                                         "--speculative-eagle-topk",
+                                         "--speculative-num-draft-tokens",
+                                         "--speculative-draft-model-path",
+                                         "--spec-acceptance",
+                                         "--spec-draft-share",
+                                         NULL };
+    for (int i = 0; flags[i]; i++) {
+        size_t n = strlen(flags[i]);
+        if (!strncmp(w, flags[i], n) && (w[n] == '\0' || w[n] == '='))
+            return w[n] ? 1 : 2;
+    }
+    return 0;
+}
+
+/* Whether configuration b is configuration a without its speculation: the same model, and a's
+ * added flags with the speculation flags taken out (b has none). */
+static int same_without_speculation(const st_report *r, const st_spec_config *a, const st_spec_config *b)
+{
+    const char *ma = st_spec_config_model(&r->spec, a), *mb = st_spec_config_model(&r->spec, b);
+    if (!ma || !mb || strcmp(ma, mb))
+        return 0;
+    for (int j = 0; j < b->add_flags.n; j++)
+        if (spec_flag_words(b->add_flags.v[j]))
+            return 0;
+    int i = 0, j = 0, removed = 0;
+    for (;;) {
+        int k;
+        while (i < a->add_flags.n && (k = spec_flag_words(a->add_flags.v[i]))) {
+            i += k;
+            removed = 1;
+        }
+        if (i >= a->add_flags.n || j >= b->add_flags.n)
+            break;
+        if (strcmp(a->add_flags.v[i], b->add_flags.v[j]))
+            return 0;
+        i++;
+        j++;
+    }
+    return removed && i >= a->add_flags.n && j >= b->add_flags.n;
+}
+
+/* The effect against the same configuration without speculation, when the audit has one: p95 TPOT
+ * at the lowest rate both ran, and the capacity. */
+static void speculation_effect(ctx *x, const st_rep_cfg *c, st_note *n)
+{
+    const st_report *r = x->r;
+    st_buf *b = &x->b;
+    for (int i = 0; i < r->n_cfg; i++) {
+        const st_rep_cfg *o = &r->cfg[i];
+        if (o == c || !c->spec || !o->spec || !same_without_speculation(r, c->spec, o->spec))
+            continue;
+        const st_run_row *wc = NULL, *wo = NULL;
+        for (int j = 0; j < c->n_runs; j++)
+            for (int k = 0; k < o->n_runs; k++) {
+                const st_run_row *a = &c->runs[j], *z = &o->runs[k];
+                if (a->rate != z->rate || !(a->tpot_p95_ms > 0) || !(z->tpot_p95_ms > 0) || verdict_is(a, "skipped") ||
+                    verdict_is(z, "skipped") || verdict_is(a, "error") || verdict_is(z, "error"))
+                    continue;
+                if (!wc || a->rate < wc->rate)
+                    wc = a, wo = z;
+            }
+        if (!wc && !(c->cap && o->cap && c->cap->has_pass && o->cap->has_pass))
+            return;
+        st_buf_printf(b, " Against %s (the same configuration without speculation):", o->name);
+        if (wc) {
+            st_buf_puts(b, " p95 TPOT at ");
+            rate_s(b, wc->rate);
+            st_buf_printf(b, " req/s %.2f ms without, %.2f ms with (%+.0f%%)", wo->tpot_p95_ms, wc->tpot_p95_ms,
+                          100 * (wc->tpot_p95_ms / wo->tpot_p95_ms - 1));
+            add_ev(n, "tpot_p95_ms_without", wo->tpot_p95_ms);
+            add_ev(n, "tpot_p95_ms_with", wc->tpot_p95_ms);
+        }
+        if (c->cap && o->cap && c->cap->has_pass && o->cap->has_pass && o->cap->capacity_rps > 0) {
+            st_buf_printf(b, "%s capacity %.3g req/s without, %.3g with (%+.0f%%)", wc ? ";" : "",
+                          o->cap->capacity_rps, c->cap->capacity_rps,
+                          100 * (c->cap->capacity_rps / o->cap->capacity_rps - 1));
+            add_ev(n, "capacity_rps_without", o->cap->capacity_rps);
+            add_ev(n, "capacity_rps_with", c->cap->capacity_rps);
+        }
+        st_buf_puts(b, ".");
+        return;
+    }
+}
+
+/* The configuration's speculation as its engine would read it (base flags and added ones). */
+static int cfg_specdec(const st_report *r, const st_rep_cfg *c, st_specdec *d)
+{
+    const char *argv[SPEC_FLAGS_MAX];
+    int n = 0;
+    for (int i = 0; i < r->spec.engine.flags.n && n < SPEC_FLAGS_MAX; i++)
+        argv[n++] = r->spec.engine.flags.v[i];
+    for (int i = 0; c->spec && i < c->spec->add_flags.n && n < SPEC_FLAGS_MAX; i++)
+        argv[n++] = c->spec->add_flags.v[i];
+    char e[600];
+    return st_specdec_from_argv(argv, n, d, e, sizeof e) == 1 ? 0 : -1;
+}
+
+/* The acceptance each run measured: vLLM's counters, or llama.cpp's per-response counts; beside
+ * it the spec's expected acceptance (speculation:), and the effect against the same configuration
+ * without speculation. */
 static void speculation_measured(ctx *x, const st_rep_cfg *c)
 {
     st_buf *b = &x->b;
@@ -1637,9 +1752,43 @@ static void speculation_measured(ctx *x, const st_rep_cfg *c)
     }
     if (!any)
         return;
-    st_buf_puts(b, ". Compare its TPOT and capacity with the configuration without speculation; on prompts of the "
-                   "client's text, `servetune trace stats LOG --spec` gives the n-gram estimate to set beside it.");
-    add(x, ST_NOTE_INFO, "speculation_measured", c->name);
+    st_buf_puts(b, ".");
+    const st_report *r = x->r;
+    st_specdec d;
+    double exp_acc = NAN;
+    if (r->spec.speculation.given && cfg_specdec(r, c, &d) == 0 && d.k > 0) {
+        /* expected accepted tokens per draft of k: the sum of the positions' acceptance */
+        exp_acc = 0;
+        for (uint32_t i = 0; i < d.k; i++)
+            exp_acc += r->spec.speculation.n_pos ? (i < r->spec.speculation.n_pos ? r->spec.speculation.pos[i] : 0)
+                                                 : pow(r->spec.speculation.acceptance, (double)i + 1);
+        st_buf_printf(b,
+                      " Expected from the spec's speculation.acceptance (the offline estimate, e.g. `servetune trace "
+                      "stats LOG --spec ngram:%u`): %.1f%% of draft tokens accepted, mean acceptance length %.2f.",
+                      d.k, 100 * exp_acc / d.k, 1 + exp_acc);
+    } else {
+        st_buf_puts(b, " On prompts of the client's text, `servetune trace stats LOG --spec` gives the n-gram estimate "
+                       "to set beside it (give it as speculation.acceptance in the spec and the report shows both).");
+    }
+    st_note *n = add(x, ST_NOTE_INFO, "speculation_measured", c->name);
+    if (n && !isnan(exp_acc))
+        add_ev(n, "expected_accepted_per_draft", exp_acc);
+    if (n) {
+        st_buf_reset(b);
+        speculation_effect(x, c, n);
+        if (b->len) {
+            size_t have = strlen(n->text);
+            char *t = realloc(n->text, have + b->len + 1);
+            if (t) {
+                memcpy(t + have, b->data, b->len);
+                t[have + b->len] = '\0';
+                n->text = t;
+            } else {
+                x->oom = 1;
+            }
+        }
+        st_buf_reset(b);
+    }
 }
 
 static void speculation_note(ctx *x, const st_rep_cfg *c)

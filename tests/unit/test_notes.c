@@ -756,6 +756,62 @@ static void speculation_measured(void **state)
     st_notes_free(&ns);
 }
 
+/* Beside the measured acceptance: the spec's expected one (speculation:) and the effect against the
+ * same configuration without speculation (its flags but the speculation's). */
+static void speculation_expected_and_effect(void **state)
+{
+    (void)state;
+    static fx f;
+    static const st_metrics_sample sm[] = {
+        { 0, "spec_drafts", 0 },
+        { 0, "spec_draft_tokens", 0 },
+        { 0, "spec_accepted_tokens", 0 },
+        { 10, "spec_drafts", 100 },
+        { 10, "spec_draft_tokens", 400 },
+        { 10, "spec_accepted_tokens", 120 },
+    };
+    fx_init(&f);
+    f.r.spec.engine.kind = ST_ENGINE_VLLM;
+    int b = fx_cfg(&f, "baseline");
+    fx_flags(&f, b, "--max-num-seqs", "64", NULL, NULL);
+    fx_run(&f, b, 12, "pass", 300, 20, 11);
+    fx_run(&f, b, 16, "fail", 1800, 60, 12);
+    int o = fx_cfg(&f, "other");
+    fx_flags(&f, o, "--max-num-seqs", "128", NULL, NULL);
+    fx_run(&f, o, 12, "pass", 300, 19, 11);
+    int s = fx_cfg(&f, "ngram4");
+    fx_flags(&f, s, "--max-num-seqs", "64", "--speculative-config",
+             "{\"method\": \"ngram\", \"num_speculative_tokens\": 4}");
+    fx_run(&f, s, 12, "pass", 300, 10, 11.5);
+    fx_run(&f, s, 16, "pass", 300, 12, 15.5);
+    f.c[s].digest = f.dg[s];
+    st_notes_run_digest(NULL, 0, sm, sizeof sm / sizeof *sm, &f.dg[s][0]);
+    f.r.spec.speculation.given = 1;
+    f.r.spec.speculation.acceptance = 0.6;
+    st_notes ns;
+    build(&f, &ns);
+    const st_note *x = find(&ns, "speculation_measured", "ngram4");
+    has_text(x, "at 12 req/s 30.0% of 400 draft tokens accepted, mean acceptance length 2.20.");
+    /* 0.6 + 0.36 + 0.216 + 0.1296 = 1.3056 accepted a draft of 4 */
+    has_text(x, "Expected from the spec's speculation.acceptance (the offline estimate, e.g. `servetune trace stats "
+                "LOG --spec ngram:4`): 32.6% of draft tokens accepted, mean acceptance length 2.31.");
+    assert_near(ev(x, "expected_accepted_per_draft"), 1.3056, 1e-9);
+    has_text(x, "Against baseline (the same configuration without speculation): p95 TPOT at 12 req/s 20.00 ms "
+                "without, 10.00 ms with (-50%); capacity 11 req/s without, 15.5 with (+41%).");
+    assert_near(ev(x, "tpot_p95_ms_with"), 10, 1e-12);
+    assert_near(ev(x, "capacity_rps_without"), 11, 1e-12);
+    st_notes_free(&ns);
+    /* no expected acceptance given, and no configuration without speculation to compare with */
+    f.r.spec.speculation.given = 0;
+    fx_flags(&f, b, "--max-num-seqs", "32", NULL, NULL);
+    build(&f, &ns);
+    x = find(&ns, "speculation_measured", "ngram4");
+    has_text(x, "give it as speculation.acceptance in the spec");
+    assert_null(strstr(x->text, "Expected from"));
+    assert_null(strstr(x->text, "Against"));
+    st_notes_free(&ns);
+}
+
 /* The server's own timings against the client's, at the lowest and highest rates. */
 static void server_timings_against_client(void **state)
 {
@@ -1068,6 +1124,7 @@ int main(void)
         cmocka_unit_test(renderers_share_the_list),
         cmocka_unit_test(speculation_not_evidence),
         cmocka_unit_test(speculation_measured),
+        cmocka_unit_test(speculation_expected_and_effect),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }
