@@ -508,6 +508,8 @@ static int http_run_rate(st_executor *x, const st_exec_rate *in, st_config_row *
     st_runner_config rc = { .url = E->l.base_url,
                             .api = (int)api,
                             .stream = 1,
+                            .has_temperature = H->spec->workload.temperature_set,
+                            .temperature = H->spec->workload.temperature,
                             .model = E->l.expected_model,
                             .api_key = E->api_key,
                             .secrets = &H->secrets,

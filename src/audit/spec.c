@@ -512,7 +512,8 @@ static int parse_workload(pctx *p, yaml_node_t *n, st_spec *s)
                    { "shared_prefix", 0, 0 }, { "requests_per_rate", 0, 0 }, { "seed", 0, 0 },
                    { "trace", 0, 0 },         { "arrival", 0, 0 },           { "burstiness", 0, 0 },
                    { "semantics", 0, 0 },     { "exact_prompts", 0, 0 },     { "sessions", 0, 0 },
-                   { "think_time", 0, 0 },    { "allow_synthetic_speculation", 0, 0 } };
+                   { "think_time", 0, 0 },    { "allow_synthetic_speculation", 0, 0 },
+                   { "temperature", 0, 0 } };
     int nk = (int)(sizeof k / sizeof *k);
     if (read_map(p, n, "workload", k, nk))
         return -1;
@@ -580,6 +581,13 @@ static int parse_workload(pctx *p, yaml_node_t *n, st_spec *s)
     if ((v = kv(k, nk, "allow_synthetic_speculation")) &&
         get_bool(p, v, "workload.allow_synthetic_speculation", &s->workload.allow_synthetic_speculation))
         return -1;
+    if ((v = kv(k, nk, "temperature"))) {
+        if (get_double(p, v, "workload.temperature", &s->workload.temperature, 0, 0))
+            return -1;
+        if (s->workload.temperature > ST_SPEC_MAX_TEMPERATURE)
+            return failf(p, v, "workload.temperature: at most %g", ST_SPEC_MAX_TEMPERATURE);
+        s->workload.temperature_set = 1;
+    }
     if ((v = kv(k, nk, "exact_prompts"))) {
         const char *m = scalar(v);
         if (!m || (strcmp(m, "auto") && strcmp(m, "off")))

@@ -94,6 +94,7 @@ typedef enum st_workload_kind { ST_WL_SYNTHETIC = 0, ST_WL_TRACE } st_workload_k
 /* At most this many values in each list of the plan block. */
 #define ST_PLAN_LIST_MAX 16
 
+#define ST_SPEC_MAX_TEMPERATURE 2.0 /* workload.temperature: the OpenAI API's range */
 #define ST_SPEC_ACCEPT_POS_MAX 32 /* speculation.acceptance by position: the engine model's most draft tokens */
 typedef struct st_spec {
     char *path;
@@ -125,6 +126,8 @@ typedef struct st_spec {
         double range_ratio;
         uint32_t shared_prefix;
         int exact_prompts_off; /* exact_prompts: off (default auto: st_spec_fits_prompts) */
+        int temperature_set;             /* workload.temperature given: sent in every request */
+        double temperature;              /* 0: greedy (a text trace replayed as logged at temperature 0) */
         int allow_synthetic_speculation; /* a speculative configuration on prompts of random ids
                                             (docs/speculative.md): run it anyway, the report saying
                                             why it is not evidence */

@@ -140,6 +140,12 @@ static int put_model(st_buf *b, const char *model)
 
 int st_api_build_body(st_api_kind k, const char *model, const st_work_item *it, int stream, st_buf *out)
 {
+    return st_api_build_body_t(k, model, it, stream, -1, out);
+}
+
+int st_api_build_body_t(st_api_kind k, const char *model, const st_work_item *it, int stream, double temperature,
+                        st_buf *out)
+{
     if (!it || !out || (!it->input_ids && !it->input_text))
         return -1;
     uint32_t n = it->output_len;
@@ -152,6 +158,8 @@ int st_api_build_body(st_api_kind k, const char *model, const st_work_item *it, 
         rc |= st_buf_puts(out, "\"prompt\":");
         rc |= put_prompt(out, it);
         rc |= st_buf_printf(out, ",\"max_tokens\":%u,\"min_tokens\":%u,\"ignore_eos\":true,\"stream\":%s", n, n, tf);
+        if (temperature >= 0)
+            rc |= st_buf_printf(out, ",\"temperature\":%.17g", temperature);
         if (stream)
             rc |= st_buf_puts(out, ",\"stream_options\":{\"include_usage\":true}");
         rc |= st_buf_append(out, "}", 1);
@@ -164,6 +172,8 @@ int st_api_build_body(st_api_kind k, const char *model, const st_work_item *it, 
                             ",\"max_completion_tokens\":%u,\"max_tokens\":%u,\"min_tokens\":%u,"
                             "\"ignore_eos\":true,\"stream\":%s",
                             n, n, n, tf);
+        if (temperature >= 0)
+            rc |= st_buf_printf(out, ",\"temperature\":%.17g", temperature);
         if (stream)
             rc |= st_buf_puts(out, ",\"stream_options\":{\"include_usage\":true}");
         rc |= st_buf_append(out, "}", 1);
@@ -171,12 +181,18 @@ int st_api_build_body(st_api_kind k, const char *model, const st_work_item *it, 
     case ST_API_TGI:
         rc |= st_buf_puts(out, "{\"inputs\":");
         rc |= put_text(out, it);
-        rc |= st_buf_printf(out, ",\"parameters\":{\"max_new_tokens\":%u,\"details\":true}}", n);
+        rc |= st_buf_printf(out, ",\"parameters\":{\"max_new_tokens\":%u,\"details\":true", n);
+        if (temperature > 0)
+            rc |= st_buf_printf(out, ",\"temperature\":%.17g,\"do_sample\":true", temperature);
+        rc |= st_buf_puts(out, "}}");
         break;
     case ST_API_LLAMACPP:
         rc |= st_buf_puts(out, "{\"prompt\":");
         rc |= put_prompt(out, it);
-        rc |= st_buf_printf(out, ",\"n_predict\":%u,\"ignore_eos\":true,\"stream\":%s,\"cache_prompt\":true}", n, tf);
+        rc |= st_buf_printf(out, ",\"n_predict\":%u,\"ignore_eos\":true,\"stream\":%s,\"cache_prompt\":true", n, tf);
+        if (temperature >= 0)
+            rc |= st_buf_printf(out, ",\"temperature\":%.17g", temperature);
+        rc |= st_buf_append(out, "}", 1);
         break;
     case ST_API_SGLANG:
         rc |= st_buf_append(out, "{", 1);
@@ -189,8 +205,11 @@ int st_api_build_body(st_api_kind k, const char *model, const st_work_item *it, 
         }
         rc |= st_buf_printf(out,
                             ",\"sampling_params\":{\"max_new_tokens\":%u,\"min_new_tokens\":%u,"
-                            "\"ignore_eos\":true},\"stream\":%s}",
-                            n, n, tf);
+                            "\"ignore_eos\":true",
+                            n, n);
+        if (temperature >= 0)
+            rc |= st_buf_printf(out, ",\"temperature\":%.17g", temperature);
+        rc |= st_buf_printf(out, "},\"stream\":%s}", tf);
         break;
     default: return -1;
     }

@@ -79,6 +79,10 @@ int st_api_takes_ids(st_api_kind k);
  * has no input). model may be NULL (omitted; only the OpenAI APIs need it). Items with
  * ids go out as ids where the API accepts them, else as text. */
 int st_api_build_body(st_api_kind k, const char *model, const st_work_item *it, int stream, st_buf *out);
+/* The same with a sampling temperature (temperature < 0: none sent, the engine's default; TGI, which
+ * refuses 0, is greedy by default and gets none at 0). */
+int st_api_build_body_t(st_api_kind k, const char *model, const st_work_item *it, int stream, double temperature,
+                        st_buf *out);
 
 typedef struct st_api_event {
     uint32_t tokens; /* output tokens this event carries (0 for role-only / usage-only chunks) */

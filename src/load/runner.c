@@ -862,7 +862,8 @@ static void start_request(runner *r, uint32_t i)
         const st_work_item *it = &cfg->work->items[i];
         if (it->n_history)
             rec->input_tokens = it->input_len + st_workload_history_tokens(it);
-        if (st_api_build_body((st_api_kind)cfg->api, cfg->model, it, cfg->stream, &r->scratch) < 0) {
+        if (st_api_build_body_t((st_api_kind)cfg->api, cfg->model, it, cfg->stream,
+                                cfg->has_temperature ? cfg->temperature : -1, &r->scratch) < 0) {
             fail_unstarted(r, i, ST_REQ_TOO_LARGE, "the request body could not be built (too large or no input)");
             return;
         }

@@ -44,6 +44,7 @@ static void spec_block_reaches_the_engine_model(void **state)
     char err[1024];
     assert_int_equal(st_spec_parse("t.yaml", SPEC, strlen(SPEC), &s, err, sizeof err), 0);
     assert_true(s.speculation.given);
+    assert_false(s.workload.temperature_set); /* none: the engine's default */
     assert_near(s.speculation.acceptance, 0.7, 1e-12);
     st_emu_config c;
     assert_int_equal(st_exec_model_config(&s, &s.configs[0], &c, NULL, 0, NULL, err, sizeof err), 0);
@@ -73,6 +74,23 @@ static void spec_block_reaches_the_engine_model(void **state)
     assert_near(c.spec.accept_pos[1], 0.6, 1e-12);
     assert_near(c.spec.draft_share, 0.5, 1e-12);
     st_spec_free(&s);
+
+    /* workload.temperature: 0 is greedy, sent in every request; above 2 refused */
+    snprintf(text, sizeof text, "%s", SPEC);
+    char *t2 = strstr(text, "allow_synthetic_speculation: true}");
+    assert_non_null(t2);
+    const char *after =
+        strstr(SPEC, "allow_synthetic_speculation: true}") + strlen("allow_synthetic_speculation: true}");
+    snprintf(t2, sizeof text - (size_t)(t2 - text), "allow_synthetic_speculation: true, temperature: 0}%s", after);
+    assert_int_equal(st_spec_parse("t.yaml", text, strlen(text), &s, err, sizeof err), 0);
+    assert_true(s.workload.temperature_set);
+    assert_near(s.workload.temperature, 0, 0);
+    st_spec_free(&s);
+    snprintf(t2, sizeof text - (size_t)(t2 - text), "allow_synthetic_speculation: true, temperature: 3}%s", after);
+    assert_int_equal(st_spec_parse("t.yaml", text, strlen(text), &s, err, sizeof err), -1);
+    assert_non_null(strstr(err, "workload.temperature: at most 2"));
+    snprintf(text, sizeof text, "%s", SPEC);
+    at = strstr(text, "speculation: {acceptance: 0.7}");
 
     const struct {
         const char *block, *why;

@@ -1,5 +1,7 @@
 #include "harness.h"
 
+#include <math.h>
+
 #include <jansson.h>
 
 #include "load/api.h"
@@ -117,6 +119,36 @@ static void api_bodies(void **state)
     st_work_item none = { .output_len = 1 };
     assert_int_equal(st_api_build_body(ST_API_COMPLETIONS, "m", &none, 1, &b), -1);
     st_buf_free(&b);
+}
+
+/* workload.temperature: every API's body carries it (TGI: greedy by default, none at 0); without
+ * it, no temperature (the engine's default). */
+static void api_bodies_temperature(void **state)
+{
+    (void)state;
+    uint32_t ids[3] = { 1001, 1002, 1003 };
+    st_work_item it = { .id = 1, .input_len = 3, .input_ids = ids, .output_len = 5 };
+    const st_api_kind kinds[] = { ST_API_COMPLETIONS, ST_API_CHAT, ST_API_LLAMACPP, ST_API_SGLANG, ST_API_TGI };
+    for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) {
+        for (int t = 0; t < 3; t++) {
+            double temp = t == 0 ? -1 : t == 1 ? 0 : 0.7;
+            st_buf b;
+            st_buf_init(&b, 1 << 16);
+            assert_int_equal(st_api_build_body_t(kinds[i], "m", &it, 1, temp, &b), 0);
+            json_t *j = json_loadb(b.data, b.len, 0, NULL);
+            assert_non_null(j);
+            json_t *where = kinds[i] == ST_API_SGLANG ? json_object_get(j, "sampling_params")
+                            : kinds[i] == ST_API_TGI  ? json_object_get(j, "parameters")
+                                                      : j;
+            json_t *v = json_object_get(where, "temperature");
+            if (temp < 0 || (kinds[i] == ST_API_TGI && temp == 0))
+                assert_null(v);
+            else if (!v || fabs(json_number_value(v) - temp) > 1e-12)
+                fail_msg("API %zu, temperature %g: body %s", i, temp, b.data);
+            json_decref(j);
+            st_buf_free(&b);
+        }
+    }
 }
 
 static void api_completions_stream(void **state)
@@ -579,6 +611,7 @@ int main(void)
     const struct CMUnitTest t[] = {
         cmocka_unit_test(api_names_and_paths),
         cmocka_unit_test(api_bodies),
+        cmocka_unit_test(api_bodies_temperature),
         cmocka_unit_test(api_completions_stream),
         cmocka_unit_test(api_chat_stream),
         cmocka_unit_test(api_errors),
