@@ -508,11 +508,20 @@ static int parse_sessions(pctx *p, yaml_node_t *n, st_spec *s)
 
 static int parse_workload(pctx *p, yaml_node_t *n, st_spec *s)
 {
-    keydef k[] = { { "input_tokens", 0, 0 },  { "output_tokens", 0, 0 },     { "range_ratio", 0, 0 },
-                   { "shared_prefix", 0, 0 }, { "requests_per_rate", 0, 0 }, { "seed", 0, 0 },
-                   { "trace", 0, 0 },         { "arrival", 0, 0 },           { "burstiness", 0, 0 },
-                   { "semantics", 0, 0 },     { "exact_prompts", 0, 0 },     { "sessions", 0, 0 },
-                   { "think_time", 0, 0 },    { "allow_synthetic_speculation", 0, 0 },
+    keydef k[] = { { "input_tokens", 0, 0 },
+                   { "output_tokens", 0, 0 },
+                   { "range_ratio", 0, 0 },
+                   { "shared_prefix", 0, 0 },
+                   { "requests_per_rate", 0, 0 },
+                   { "seed", 0, 0 },
+                   { "trace", 0, 0 },
+                   { "arrival", 0, 0 },
+                   { "burstiness", 0, 0 },
+                   { "semantics", 0, 0 },
+                   { "exact_prompts", 0, 0 },
+                   { "sessions", 0, 0 },
+                   { "think_time", 0, 0 },
+                   { "allow_synthetic_speculation", 0, 0 },
                    { "temperature", 0, 0 } };
     int nk = (int)(sizeof k / sizeof *k);
     if (read_map(p, n, "workload", k, nk))
@@ -1373,10 +1382,10 @@ static int parse_speculation(pctx *p, yaml_node_t *n, st_spec *s)
 
 static int parse_root(pctx *p, yaml_node_t *root, st_spec *s)
 {
-    keydef k[] = { { "engine", 0, 0 },  { "hardware", 0, 0 },        { "peak_rate", 0, 0 }, { "workload", 0, 0 },
-                   { "rates", 0, 0 },   { "warmup_requests", 0, 0 }, { "slo", 0, 0 },       { "configurations", 0, 0 },
-                   { "search", 0, 0 },  { "timeouts", 0, 0 },        { "cluster", 0, 0 },   { "plan", 0, 0 },
-                   { "traffic", 0, 0 }, { "concurrency", 0, 0 }, { "speculation", 0, 0 } };
+    keydef k[] = { { "engine", 0, 0 },  { "hardware", 0, 0 },        { "peak_rate", 0, 0 },  { "workload", 0, 0 },
+                   { "rates", 0, 0 },   { "warmup_requests", 0, 0 }, { "slo", 0, 0 },        { "configurations", 0, 0 },
+                   { "search", 0, 0 },  { "timeouts", 0, 0 },        { "cluster", 0, 0 },    { "plan", 0, 0 },
+                   { "traffic", 0, 0 }, { "concurrency", 0, 0 },     { "speculation", 0, 0 } };
     int nk = (int)(sizeof k / sizeof *k);
     if (!root)
         return failf(p, NULL, "the spec is empty");

@@ -95,7 +95,7 @@ typedef enum st_workload_kind { ST_WL_SYNTHETIC = 0, ST_WL_TRACE } st_workload_k
 #define ST_PLAN_LIST_MAX 16
 
 #define ST_SPEC_MAX_TEMPERATURE 2.0 /* workload.temperature: the OpenAI API's range */
-#define ST_SPEC_ACCEPT_POS_MAX 32 /* speculation.acceptance by position: the engine model's most draft tokens */
+#define ST_SPEC_ACCEPT_POS_MAX 32   /* speculation.acceptance by position: the engine model's most draft tokens */
 typedef struct st_spec {
     char *path;
 
@@ -126,8 +126,8 @@ typedef struct st_spec {
         double range_ratio;
         uint32_t shared_prefix;
         int exact_prompts_off; /* exact_prompts: off (default auto: st_spec_fits_prompts) */
-        int temperature_set;             /* workload.temperature given: sent in every request */
-        double temperature;              /* 0: greedy (a text trace replayed as logged at temperature 0) */
+        int temperature_set;   /* workload.temperature given: sent in every request */
+        double temperature;    /* 0: greedy (a text trace replayed as logged at temperature 0) */
         int allow_synthetic_speculation; /* a speculative configuration on prompts of random ids
                                             (docs/speculative.md): run it anyway, the report saying
                                             why it is not evidence */
@@ -244,10 +244,10 @@ typedef struct st_spec {
      * (--speculative-config) when its flags carry none (docs/speculative.md "In the engine model") */
     struct {
         int given;
-        double acceptance;             /* per token, 0..1 (n_pos 0) */
-        uint32_t n_pos;                /* by draft position, nonincreasing */
+        double acceptance; /* per token, 0..1 (n_pos 0) */
+        uint32_t n_pos;    /* by draft position, nonincreasing */
         double pos[ST_SPEC_ACCEPT_POS_MAX];
-        double draft_share;            /* steps with a draft, 0..1 (-1: not given) */
+        double draft_share; /* steps with a draft, 0..1 (-1: not given) */
     } speculation;
 } st_spec;
 

@@ -49,7 +49,8 @@ static void help(const st_opt *opts)
         "the GPU from --gpu, SERVETUNE_EMULATE_GPU in the spec's env, or hardware.gpu; --time-scale is\n"
         "ignored). Other kinds are refused: the model knows vLLM's flags and scheduler only. Multi-turn\n"
         "sessions (workload.sessions) run as in an audit: each later turn after the turn before it, its\n"
-        "prompt holding the tokens the model generated for that turn.\n"        "Speculative decoding (--speculative-config in a configuration's flags) is served with the\n"
+        "prompt holding the tokens the model generated for that turn.\n"
+        "Speculative decoding (--speculative-config in a configuration's flags) is served with the\n"
         "acceptance of the spec's speculation: {acceptance: A} or the flags' --spec-acceptance; a table of\n"
         "TPOT with and without it by batch size says where it stops paying (docs/speculative.md).\n"
         "Exit codes: 0 done; 1 done but a configuration was refused (does not fit, bad flag) or the reports\n"
@@ -139,7 +140,8 @@ static int spec_table(FILE *out, const st_spec *spec, const st_emu_calib *calib)
         uint32_t max_seqs = fit < mem.max_num_seqs ? (uint32_t)(fit ? fit : 1) : mem.max_num_seqs;
         st_emu_spec_accept a;
         st_emu_spec_accept_of(&cfg.spec, &a);
-        fprintf(out, "  %s: %u draft tokens%s, %.2f tokens per step (%.0f%% of steps drafting, %.2f accepted a draft)%s\n",
+        fprintf(out,
+                "  %s: %u draft tokens%s, %.2f tokens per step (%.0f%% of steps drafting, %.2f accepted a draft)%s\n",
                 spec->configs[i].name, cfg.spec.k, cfg.spec.draft_model ? " from a draft model" : " by n-gram lookup",
                 st_emu_spec_tokens_per_step(&cfg.spec), 100 * a.draft_share, a.accepted,
                 a.accepted > 0 ? ""

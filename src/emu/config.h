@@ -40,14 +40,14 @@ typedef struct st_emu_tuning {
  * nonincreasing), or a^(i+1) for a per-token acceptance a. */
 #define ST_EMU_SPEC_MAX_K 32
 typedef struct st_emu_spec {
-    uint32_t k;           /* num_speculative_tokens: draft tokens per draft; 0 = no speculation */
-    double draft_share;   /* share of decode steps in which a sequence has a draft (n-gram: it may find none) */
-    double draft_len;     /* draft tokens per draft (<= k; n-gram drafts may be shorter); 0: k */
-    uint32_t n_pos;       /* accept_pos entries given (0: a^(i+1) from acceptance) */
+    uint32_t k;         /* num_speculative_tokens: draft tokens per draft; 0 = no speculation */
+    double draft_share; /* share of decode steps in which a sequence has a draft (n-gram: it may find none) */
+    double draft_len;   /* draft tokens per draft (<= k; n-gram drafts may be shorter); 0: k */
+    uint32_t n_pos;     /* accept_pos entries given (0: a^(i+1) from acceptance) */
     double accept_pos[ST_EMU_SPEC_MAX_K];
-    double acceptance;    /* per-token acceptance a, 0..1 (with n_pos 0) */
-    int draft_model;      /* the proposer is a model: k of its decode steps per verification */
-    st_emu_model draft;   /* its shape (draft_model) */
+    double acceptance;     /* per-token acceptance a, 0..1 (with n_pos 0) */
+    int draft_model;       /* the proposer is a model: k of its decode steps per verification */
+    st_emu_model draft;    /* its shape (draft_model) */
     double proposer_seq_s; /* n-gram lookup: CPU per speculating sequence per step */
 } st_emu_spec;
 

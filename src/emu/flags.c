@@ -111,7 +111,8 @@ void st_emu_args_table(st_emu_args *a, st_opt *o)
 
 /* The emulator's own flags (in the table above, not in vLLM's `serve`), and which are switches. */
 static const char *const emu_only[] = {
-    "gpu", "time-scale", "no-model", "ground-truth", "print-jitter", "quiet", "spec-acceptance", "spec-draft-share", NULL
+    "gpu", "time-scale", "no-model", "ground-truth", "print-jitter", "quiet", "spec-acceptance", "spec-draft-share",
+    NULL
 };
 static const char *const emu_switches[] = { "no-model", "print-jitter", "quiet", "fault-startup-fail", NULL };
 

@@ -473,7 +473,8 @@ static int run_step(run *R, const st_emu_step_result *res)
             r->cached_tokens = ev->cached_tokens;
         }
         uint32_t n_tok = ev->n_tokens ? ev->n_tokens : 1, from = ev->n_out - n_tok + 1; /* a burst: from..n_out */
-        if (from <= n_reason + 1 && ev->n_out >= n_reason + 1) /* the first answer token (the first without reasoning) */
+        if (from <= n_reason + 1 &&
+            ev->n_out >= n_reason + 1) /* the first answer token (the first without reasoning) */
             r->first_answer = at;
         if (from <= n_reason)
             r->reasoning_tokens = ev->n_out < n_reason ? ev->n_out : n_reason;

@@ -100,7 +100,7 @@ typedef struct st_emu_llama_costs {
 } st_emu_llama_costs;
 
 typedef struct st_emu_llama_spec {
-    double steps;         /* decode steps */
+    double steps;          /* decode steps */
     double draft_per_step; /* d */
     double tpot_plain_s, tpot_spec_s, ratio;
     double target_s, draft_s; /* per step */

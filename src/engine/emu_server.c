@@ -1031,8 +1031,8 @@ static void handle_metrics(st_emulator *em, st_server_resp *resp)
         metric_head(b, "vllm:spec_decode_num_accepted_tokens_per_pos_total", "counter",
                     "Accepted tokens per draft position.");
         for (uint32_t i = 0; i < em->cfg.spec.k && i < ST_EMU_SPEC_MAX_K; i++)
-            st_buf_printf(b, "vllm:spec_decode_num_accepted_tokens_per_pos_total{%s,position=\"%u\"} %llu\n", labels,
-                          i, (unsigned long long)s.spec_accepted_pos[i]);
+            st_buf_printf(b, "vllm:spec_decode_num_accepted_tokens_per_pos_total{%s,position=\"%u\"} %llu\n", labels, i,
+                          (unsigned long long)s.spec_accepted_pos[i]);
     }
     metric_head(b, "servetune:emulator_dropped_seconds_total", "counter",
                 "Engine seconds the model lost when the process fell too far behind its schedule to catch up.");

@@ -1691,9 +1691,8 @@ static void speculation_effect(ctx *x, const st_rep_cfg *c, st_note *n)
             add_ev(n, "tpot_p95_ms_with", wc->tpot_p95_ms);
         }
         if (c->cap && o->cap && c->cap->has_pass && o->cap->has_pass && o->cap->capacity_rps > 0) {
-            st_buf_printf(b, "%s capacity %.3g req/s without, %.3g with (%+.0f%%)", wc ? ";" : "",
-                          o->cap->capacity_rps, c->cap->capacity_rps,
-                          100 * (c->cap->capacity_rps / o->cap->capacity_rps - 1));
+            st_buf_printf(b, "%s capacity %.3g req/s without, %.3g with (%+.0f%%)", wc ? ";" : "", o->cap->capacity_rps,
+                          c->cap->capacity_rps, 100 * (c->cap->capacity_rps / o->cap->capacity_rps - 1));
             add_ev(n, "capacity_rps_without", o->cap->capacity_rps);
             add_ev(n, "capacity_rps_with", c->cap->capacity_rps);
         }

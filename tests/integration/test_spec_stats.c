@@ -230,11 +230,8 @@ static int teardown(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(figures_from_ids),
-        cmocka_unit_test(json_array_log),
-        cmocka_unit_test(text_with_vocab),
-        cmocka_unit_test(ids_from_engine_tokenize),
-        cmocka_unit_test(bad_arguments),
+        cmocka_unit_test(figures_from_ids),         cmocka_unit_test(json_array_log), cmocka_unit_test(text_with_vocab),
+        cmocka_unit_test(ids_from_engine_tokenize), cmocka_unit_test(bad_arguments),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -609,18 +609,12 @@ static void api_session_bodies(void **state)
 int main(void)
 {
     const struct CMUnitTest t[] = {
-        cmocka_unit_test(api_names_and_paths),
-        cmocka_unit_test(api_bodies),
-        cmocka_unit_test(api_bodies_temperature),
-        cmocka_unit_test(api_completions_stream),
-        cmocka_unit_test(api_chat_stream),
-        cmocka_unit_test(api_errors),
-        cmocka_unit_test(api_tgi_stream),
-        cmocka_unit_test(api_llamacpp_stream),
-        cmocka_unit_test(api_server_timings),
-        cmocka_unit_test(api_sglang_stream),
-        cmocka_unit_test(api_responses),
-        cmocka_unit_test(api_reasoning),
+        cmocka_unit_test(api_names_and_paths),    cmocka_unit_test(api_bodies),
+        cmocka_unit_test(api_bodies_temperature), cmocka_unit_test(api_completions_stream),
+        cmocka_unit_test(api_chat_stream),        cmocka_unit_test(api_errors),
+        cmocka_unit_test(api_tgi_stream),         cmocka_unit_test(api_llamacpp_stream),
+        cmocka_unit_test(api_server_timings),     cmocka_unit_test(api_sglang_stream),
+        cmocka_unit_test(api_responses),          cmocka_unit_test(api_reasoning),
         cmocka_unit_test(api_session_bodies),
     };
     return cmocka_run_group_tests(t, 0, 0);

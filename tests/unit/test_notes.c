@@ -763,12 +763,8 @@ static void speculation_expected_and_effect(void **state)
     (void)state;
     static fx f;
     static const st_metrics_sample sm[] = {
-        { 0, "spec_drafts", 0 },
-        { 0, "spec_draft_tokens", 0 },
-        { 0, "spec_accepted_tokens", 0 },
-        { 10, "spec_drafts", 100 },
-        { 10, "spec_draft_tokens", 400 },
-        { 10, "spec_accepted_tokens", 120 },
+        { 0, "spec_drafts", 0 },    { 0, "spec_draft_tokens", 0 },    { 0, "spec_accepted_tokens", 0 },
+        { 10, "spec_drafts", 100 }, { 10, "spec_draft_tokens", 400 }, { 10, "spec_accepted_tokens", 120 },
     };
     fx_init(&f);
     f.r.spec.engine.kind = ST_ENGINE_VLLM;
