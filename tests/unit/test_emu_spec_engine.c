@@ -315,13 +315,43 @@ static void speculation_under_pressure(void **state)
     assert_true(o.events < o.tokens);
 }
 
+/* llama.cpp's draft model on measured pass costs: the step's passes as docs/speculative.md counts them. */
+static void llamacpp_draft_model(void **state)
+{
+    (void)state;
+    st_emu_llama_costs c = {
+        .tgt_a = 5e-3, .tgt_b = 1e-3, .tgt_row_s = 2e-3, .dft_a = 4e-3, .dft_b = 1e-3, .n_max = 8
+    };
+    st_emu_llama_spec p;
+    /* 47 tokens after the first, 80 drafted, 27 accepted: 20 steps of 4 draft tokens; the target's
+     * pass 5 + 5 x 1 + 4 x 2 = 18 ms, the draft's 4 + 5 x 1 + (4 + 1 - 4/8) x 5 = 31.5 ms */
+    assert_int_equal(st_emu_spec_llamacpp(&c, 47, 80, 27, &p), 0);
+    assert_near(p.steps, 20, 1e-12);
+    assert_near(p.draft_per_step, 4, 1e-12);
+    assert_near(p.target_s, 18e-3, 1e-12);
+    assert_near(p.draft_s, 31.5e-3, 1e-12);
+    assert_near(p.tpot_plain_s, 6e-3, 1e-12);
+    assert_near(p.tpot_spec_s, 20 * 49.5e-3 / 47, 1e-12);
+    assert_near(p.ratio, p.tpot_spec_s / p.tpot_plain_s, 1e-12);
+    /* drafts at n_max: its last token is not run through the draft */
+    assert_int_equal(st_emu_spec_llamacpp(&c, 47, 8 * 20, 27, &p), 0);
+    assert_near(p.draft_s, 4e-3 + 9e-3 + 8 * 5e-3, 1e-12);
+    /* nothing drafted: the plain step */
+    assert_int_equal(st_emu_spec_llamacpp(&c, 47, 0, 0, &p), 0);
+    assert_near(p.ratio, 1, 1e-12);
+    /* inconsistent figures */
+    assert_int_equal(st_emu_spec_llamacpp(&c, 47, 10, 11, &p), -1);
+    assert_int_equal(st_emu_spec_llamacpp(&c, 10, 20, 10, &p), -1);
+    c.n_max = 0;
+    assert_int_equal(st_emu_spec_llamacpp(&c, 47, 80, 27, &p), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(flags_read_and_refused),
-        cmocka_unit_test(draws_follow_the_probabilities),
-        cmocka_unit_test(engine_serves_speculation),
-        cmocka_unit_test(speculation_under_pressure),
+        cmocka_unit_test(flags_read_and_refused),    cmocka_unit_test(draws_follow_the_probabilities),
+        cmocka_unit_test(engine_serves_speculation), cmocka_unit_test(speculation_under_pressure),
+        cmocka_unit_test(llamacpp_draft_model),
     };
     return cmocka_run_group_tests(tests, 0, 0);
 }
