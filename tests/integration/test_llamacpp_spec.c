@@ -218,10 +218,18 @@ static void predicted_tpot_change(void **state)
     llama_make_model(dir, "llama", "30M", "q8_0", q8, seed1);
     llama_make_model(dir, "llama", "30M", NULL, other, seed2);
     st_emu_llama_costs c = { .n_max = 8 };
-    pass_costs(dir, target, "target", &c.tgt_a, &c.tgt_b);
+    double fit_a;
+    pass_costs(dir, target, "target", &fit_a, &c.tgt_b);
     c.tgt_row_s = c.tgt_b * row_share(target);
     bench_out plain, with[2];
     bench_server(dir, target, NULL, "target", &plain);
+    /* the target's fixed cost of a step: what a plain decode step takes beyond one token's pass (the
+     * pass's own fixed cost and the server's per-step work: sampling, streaming), read from the
+     * configuration without speculation */
+    c.tgt_a = plain.tpot_ms / 1e3 - c.tgt_b;
+    print_message("# target: a decode step's fixed cost %.3f ms (prompt processing's: %.3f ms), a logits row %.3f ms\n",
+                  1e3 * c.tgt_a, 1e3 * fit_a, 1e3 * c.tgt_row_s);
+    assert_true(c.tgt_a > 0);
     const char *drafts[2] = { q8, other }, *names[2] = { "q8", "other" };
     for (int i = 0; i < 2; i++) {
         pass_costs(dir, drafts[i], names[i], &c.dft_a, &c.dft_b);
