@@ -510,6 +510,73 @@ static int run_step(run *R, const st_emu_step_result *res)
     return 0;
 }
 
+/* Records a run of decode steps (st_emu_skip_steps): each sequence's tokens at the times its
+ * client receives them, as run_step does step by step (no request finishes within a run, none
+ * gets its first token). 0, or -1. */
+static int run_skip(run *R, const st_emu_skip_result *sk)
+{
+    uint32_t k = sk->steps;
+    for (uint32_t j = 0; j < k; j++)
+        R->s.busy_s += (sk->start[j + 1] - sk->start[j]) / 1e9;
+    for (uint32_t q = 0; q < sk->seqs; q++) {
+        const st_emu_skip_seq *sq = &sk->seq[q];
+        st_record *r = sq->user;
+        uint32_t n_reason = R->items[r - R->rec].n_reason;
+        st_ns off = sq->due_off - R->t0;
+        if (st_record_reserve_events(r, r->n_events + k) < 0) {
+            snprintf(R->err, R->errlen, "out of memory");
+            return -1;
+        }
+        st_ns *ev = r->events + r->n_events;
+        for (uint32_t j = 0; j < k; j++)
+            ev[j] = sk->due[j] + off;
+        r->n_events += k;
+        /* step j emits token n_out + j + 1 */
+        if (n_reason >= sq->n_out && n_reason - sq->n_out < k) /* the first answer token */
+            r->first_answer = ev[n_reason - sq->n_out];
+        if (sq->n_out + 1 <= n_reason)
+            r->reasoning_tokens = sq->n_out + k < n_reason ? sq->n_out + k : n_reason;
+        r->output_tokens = sq->n_out + k;
+    }
+    R->p.output_tokens += (uint64_t)sk->seqs * k;
+    st_emu_stats es;
+    st_emu_get_stats(R->e, &es); /* running and waiting as in every step of the run, KV usage at its highest */
+    if (es.running > R->s.max_running)
+        R->s.max_running = es.running;
+    if (es.waiting > R->s.max_waiting)
+        R->s.max_waiting = es.waiting;
+    if (es.kv_usage > R->s.max_kv_usage)
+        R->s.max_kv_usage = es.kv_usage;
+    st_ns end_abs = sk->start[k];
+    if (end_abs > R->S->vc.t)
+        R->S->vc.t = end_abs;
+    st_ns last = sk->due[k - 1] + sk->seq[sk->seqs - 1].due_off; /* the run's latest delivery */
+    if (R->last_due < 0 || last > R->last_due)
+        R->last_due = last;
+    return 0;
+}
+
+/* The run time of the next thing that happens outside the engine: a send (an arrival, a released
+ * turn, a free slot) or a tick; INT64_MAX when none is due. A run of steps ends before it. */
+static st_ns next_event(const run *R)
+{
+    st_ns t = R->next_tick;
+    if (R->n_rel && R->rel[0].t < t)
+        t = R->rel[0].t;
+    if (R->next < R->n_sched) {
+        st_ns a = R->closed ? 0 : R->S->order[R->next].t;
+        if (R->cap) {
+            if (R->slot_head == R->slot_tail)
+                return t; /* every slot taken: a completion frees one, and completions end runs */
+            if (R->S->slots[R->slot_head] > a)
+                a = R->S->slots[R->slot_head];
+        }
+        if (a < t)
+            t = a;
+    }
+    return t;
+}
+
 /* When nothing can run now: the next instant something happens (an arrival, a request leaving
  * the API server model, a tick), or -1 when the run is over. */
 static st_ns idle_until(run *R, st_ns now)
@@ -577,6 +644,8 @@ int st_emu_session_run(st_emu_session *S, const st_emu_sim_item *items, uint32_t
     R.next_tick = o->tick > 0 ? o->tick : INT64_MAX;
     st_emu_get_stats(S->e, &R.es0);
     int rc = 0;
+    /* runs of decode steps at once, unless asked otherwise or a caller looks at every step */
+    int skip = !st_emu_engine_config(S->e)->step_by_step && !o->on_step;
     for (uint32_t i = 0; i < n; i++)
         if (items[i].dependent && (R.cap || R.closed)) {
             snprintf(err, errlen, "multi-turn sessions run open loop, without a concurrency limit");
@@ -600,6 +669,18 @@ int st_emu_session_run(st_emu_session *S, const st_emu_sim_item *items, uint32_t
             if (stopped)
                 *stopped = 1;
             break;
+        }
+        if (skip) {
+            st_ns h = next_event(&R);
+            st_emu_skip_result sk;
+            int kr = st_emu_skip_steps(R.e, h >= INT64_MAX - R.t0 ? INT64_MAX : R.t0 + h, &sk);
+            if (kr < 0 || (kr == 0 && run_skip(&R, &sk) < 0)) {
+                snprintf(err, errlen, "engine step failed (out of memory)");
+                rc = -1;
+                break;
+            }
+            if (kr == 0)
+                continue;
         }
         st_emu_step_result res;
         int sr = st_emu_has_work(R.e) ? st_emu_step(R.e, &res) : 1;

@@ -97,6 +97,21 @@ int st_record_add_event(st_record *r, st_ns t)
     return 0;
 }
 
+int st_record_reserve_events(st_record *r, uint32_t n)
+{
+    if (n <= r->cap_events)
+        return 0;
+    uint32_t cap = r->cap_events ? r->cap_events : 16;
+    while (cap < n)
+        cap = cap > UINT32_MAX / 2 ? n : cap * 2;
+    st_ns *p = realloc(r->events, (size_t)cap * sizeof *p);
+    if (!p)
+        return -1;
+    r->events = p;
+    r->cap_events = cap;
+    return 0;
+}
+
 void st_record_set_error(st_record *r, st_req_status st, const char *msg, size_t len)
 {
     r->status = st;
