@@ -5,7 +5,8 @@
  *
  * Workload: Qwen3-8B (bf16) on one H100 SXM, unique 512-token prompts, open loop at a fixed rate
  * (300-token outputs: 20 req/s; 2,000-token outputs: 5 req/s, where the KV cache runs full and
- * requests wait for blocks). Usage: build/bench/simspeed [REQUESTS] (default 4000). */
+ * requests wait for blocks). Usage: build/bench/simspeed [REQUESTS [on|off]] (default 4000 requests, both paths; on / off:
+ * only that path, for profiling). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,8 +30,8 @@ typedef struct outcome {
 } outcome;
 
 /* One run; records stay filled for the comparison. 0 or -1. */
-static int run_once(const st_emu_config *base, int step_by_step, const st_emu_sim_item *it, uint32_t n,
-                    st_record *rec, outcome *out)
+static int run_once(const st_emu_config *base, int step_by_step, const st_emu_sim_item *it, uint32_t n, st_record *rec,
+                    outcome *out)
 {
     st_emu_config c = *base;
     c.step_by_step = step_by_step;
@@ -51,7 +52,7 @@ static double rel_diff(double a, double b)
     return m > 0 ? fabs(a - b) / m : 0;
 }
 
-static int speed(const st_emu_config *c, uint32_t n, uint32_t out_len, double rate)
+static int speed(const st_emu_config *c, uint32_t n, uint32_t out_len, double rate, int only)
 {
     st_emu_sim_item *it = calloc(n, sizeof *it);
     st_record *ra = calloc(n, sizeof *ra), *rb = calloc(n, sizeof *rb);
@@ -60,6 +61,11 @@ static int speed(const st_emu_config *c, uint32_t n, uint32_t out_len, double ra
     for (uint32_t i = 0; i < n; i++)
         it[i] = (st_emu_sim_item){ .arrival = (st_ns)(i / rate * 1e9), .input_len = 512, .output_len = out_len };
     outcome on, off;
+    if (only >= 0) { /* one path only (profiling) */
+        int rc1 = run_once(c, only, it, n, ra, &on);
+        printf("%s: %.0f requests/s simulated\n", only ? "step by step" : "step skipping on", on.req_per_s);
+        return rc1;
+    }
     int rc = run_once(c, 0, it, n, ra, &on) | run_once(c, 1, it, n, rb, &off);
     if (rc == 0) {
         double worst = 0;
@@ -70,9 +76,8 @@ static int speed(const st_emu_config *c, uint32_t n, uint32_t out_len, double ra
                 worst = d;
             bad += ra[i].n_events != rb[i].n_events;
         }
-        printf("%5u x (512 in, %4u out) at %4.0f req/s: %5.1f s simulated, %llu steps, %llu preemptions\n", n,
-               out_len, rate, on.st.duration / 1e9, (unsigned long long)on.st.steps,
-               (unsigned long long)on.st.preemptions);
+        printf("%5u x (512 in, %4u out) at %4.0f req/s: %5.1f s simulated, %llu steps, %llu preemptions\n", n, out_len,
+               rate, on.st.duration / 1e9, (unsigned long long)on.st.steps, (unsigned long long)on.st.preemptions);
         printf("    step skipping on:  %8.1f ms wall, %10.0f requests/s simulated\n", on.wall * 1e3, on.req_per_s);
         printf("    step by step:      %8.1f ms wall, %10.0f requests/s simulated\n", off.wall * 1e3, off.req_per_s);
         printf("    speed-up %.1fx; largest relative end-time difference %.2g; records with another token count: %u\n",
@@ -103,7 +108,8 @@ int main(int argc, char **argv)
     st_emu_config c;
     st_emu_config_init(&c, &g, &m);
     printf("engine model simulation speed (Qwen3-8B bf16 on one H100, build/bench/simspeed %u)\n", n);
-    if (speed(&c, n, 300, 20) < 0 || speed(&c, n / 4 ? n / 4 : 1, 2000, 5) < 0)
+    int only = argc > 2 ? (argv[2][0] == 'o' && argv[2][1] == 'n' ? 0 : 1) : -1;
+    if (speed(&c, n, 300, 20, only) < 0 || speed(&c, n / 4 ? n / 4 : 1, 2000, 5, only) < 0)
         return 1;
     return 0;
 }

@@ -894,6 +894,7 @@ int st_emu_skip_steps(st_emu_engine *e, st_ns horizon, st_emu_skip_result *res)
     }
     e->st.generation_tokens += (uint64_t)n * k;
     e->st.steps += k;
+    e->st.steps_skipped += k;
     e->fe_free = fe_free;
     e->fe_pre = fe_pre;
     e->fe_batch = fe_batch;

@@ -146,6 +146,7 @@ typedef struct st_emu_stats {
     uint64_t prompt_tokens, generation_tokens;
     uint64_t finished_length, finished_stop, finished_abort;
     uint64_t steps;
+    uint64_t steps_skipped; /* of steps, those taken in runs by st_emu_skip_steps */
     uint64_t evictions;
 } st_emu_stats;
 void st_emu_get_stats(const st_emu_engine *e, st_emu_stats *s);
