@@ -716,6 +716,8 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
  * run's step q emits sits at index n_tokens + q (n_tokens before the run). */
 static void skip_fill_tokens(const st_emu_engine *e, emu_req *r, uint32_t *filled, uint32_t upto)
 {
+    if (upto > r->cap_tokens - r->n_tokens)
+        upto = r->cap_tokens - r->n_tokens;
     for (uint32_t q = *filled; q < upto; q++)
         r->tokens[r->n_tokens + q] = st_emu_output_token(r->id, r->n_out + q, e->cfg.model.vocab);
     if (upto > *filled)
@@ -758,17 +760,16 @@ int st_emu_skip_steps(st_emu_engine *e, st_ns horizon, st_emu_skip_result *res)
             if (r->n_cached < full)
                 return 1; /* st_emu_step would register more than the newly full block */
         }
-        /* step j (0-based) emits output token n_out + j + 1: it finishes at max_tokens or at max_model_len */
-        uint64_t fin = r->max_tokens - r->n_out - 1;
-        uint64_t fin_len = e->mem.max_model_len - r->n_tokens - 1;
+        /* step j (0-based) emits output token n_out + j + 1: it finishes at max_tokens or at max_model_len;
+         * the run ends with the first step in which a request finishes */
+        uint64_t fin = r->max_tokens - r->n_out;
+        uint64_t fin_len = e->mem.max_model_len - r->n_tokens;
         if (fin_len < fin)
             fin = fin_len;
         if (fin < kmax)
             kmax = fin;
         C += r->num_computed;
     }
-    if (kmax == 0)
-        return 1;
     if (grow((void **)&e->skip_seq, &e->cap_skip_seq, n, sizeof *e->skip_seq) < 0 ||
         grow((void **)&e->skip_take, &e->cap_skip_take, n, sizeof *e->skip_take) < 0 ||
         grow((void **)&e->skip_reg, &e->cap_skip_reg, n, sizeof *e->skip_reg) < 0 ||
@@ -811,6 +812,7 @@ int st_emu_skip_steps(st_emu_engine *e, st_ns horizon, st_emu_skip_result *res)
     st_ns fe_pre = e->fe_pre, fe_batch = e->fe_batch, fe_total = n ? sq[n - 1].due_off : 0;
     uint64_t j = 0;
     st_ns t = now;
+    uint32_t nfree_before = e->pool.nfree; /* before the latest step's takes */
     for (; j < kmax && t < horizon; j++) {
         uint32_t p = (uint32_t)(j % bs);
         /* blocks this step takes, in running order; the run ends before a step that would preempt */
@@ -819,6 +821,7 @@ int st_emu_skip_steps(st_emu_engine *e, st_ns horizon, st_emu_skip_result *res)
             takes += j >= first[take[a]];
         if (takes > e->pool.nfree)
             break;
+        nfree_before = e->pool.nfree;
         if (grow((void **)&e->skip_start, &e->cap_skip_start, (uint32_t)j + 2, sizeof *e->skip_start) < 0 ||
             grow((void **)&e->skip_due, &e->cap_skip_due, (uint32_t)j + 1, sizeof *e->skip_due) < 0)
             return -1;
@@ -885,12 +888,36 @@ int st_emu_skip_steps(st_emu_engine *e, st_ns horizon, st_emu_skip_result *res)
         return 1;
     uint32_t k = (uint32_t)j;
     e->skip_start[k] = t;
+    /* the counts after each step, as st_emu_get_stats gives them: running and KV usage peak
+     * before the last step's finished requests free their blocks */
+    double pool_n = e->pool.n;
+    res->running_peak = n;
+    res->kv_usage_peak = pool_n ? 1.0 - e->pool.nfree / pool_n : 0; /* after the last step, unless it frees */
+    double before_last = pool_n ? 1.0 - nfree_before / pool_n : 0; /* after the step before it */
+    uint32_t w = 0, finished = 0;
     for (uint32_t i = 0; i < n; i++) {
         emu_req *r = e->run[i];
         skip_fill_tokens(e, r, &e->skip_fill[i], k);
-        r->n_tokens += k;
+        r->n_tokens += k < r->cap_tokens - r->n_tokens ? k : r->cap_tokens - r->n_tokens;
         r->n_out += k;
         r->num_computed += k;
+        if (r->n_out >= r->max_tokens || r->n_tokens >= e->mem.max_model_len) { /* st_emu_step's finish */
+            sq[i].finish = ST_EMU_FINISH_LENGTH;
+            req_release_blocks(e, r);
+            e->st.finished_length++;
+            req_free(r);
+            finished++;
+        } else {
+            sq[i].finish = ST_EMU_NOT_FINISHED;
+            e->run[w++] = r;
+        }
+    }
+    e->n_run = w;
+    if (finished) { /* the last step's own counts, after its releases */
+        double u = pool_n ? 1.0 - e->pool.nfree / pool_n : 0;
+        res->kv_usage_peak = k >= 2 && before_last > u ? before_last : u;
+        if (k == 1)
+            res->running_peak = w;
     }
     e->st.generation_tokens += (uint64_t)n * k;
     e->st.steps += k;

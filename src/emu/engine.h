@@ -105,6 +105,7 @@ typedef struct st_emu_skip_seq {
     void *user;
     uint32_t n_out; /* output tokens before the run: its token of step j is number n_out + j + 1 */
     st_ns due_off;  /* its token of step j is due at due[j] + due_off (the API-server queue's order) */
+    st_emu_finish finish; /* set when its last token was in the run's last step (it left the engine) */
 } st_emu_skip_seq;
 
 /* A run of decode steps taken at once: what `steps` calls of st_emu_step would have done. */
@@ -114,13 +115,16 @@ typedef struct st_emu_skip_result {
     const st_emu_skip_seq *seq; /* seqs of them */
     const st_ns *start;         /* steps + 1 engine times: each step's start, then the last step's end */
     const st_ns *due;           /* steps: when each step's first token reaches its client */
+    uint32_t running_peak;      /* the most running requests, and the highest KV usage, st_emu_get_stats */
+    double kv_usage_peak;       /* gives after any step of the run */
 } st_emu_skip_result;
 
 /* Takes the run of steps that starts now (clock.now()) in one call, when the next step is a pure
- * decode step: every running request decodes one token, none is held. The run ends before the
- * first step that would differ: a request's last token (its step is left to st_emu_step), a block
- * allocation that would fail (a preemption), a waiting request that would be admitted, or a step
- * starting at or after `horizon` (engine time: the caller's next event, an arrival, a tick). The
+ * decode step: every running request decodes one token, none is held. The run ends with the first
+ * step in which a request finishes (it leaves the engine as in st_emu_step), or before a step that
+ * would differ: a block allocation that would fail (a preemption), a waiting request that would be
+ * admitted, a step starting at or after `horizon` (engine time: the caller's next event, an
+ * arrival, a tick). The
  * engine's state, counters and clock-independent results are those of the same steps run one by
  * one with st_emu_step (docs/engine-model.md, "Step skipping"); the caller advances its clock to
  * res->start[res->steps]. Arrays are owned by the engine, valid until the next call. 0 when

@@ -511,8 +511,8 @@ static int run_step(run *R, const st_emu_step_result *res)
 }
 
 /* Records a run of decode steps (st_emu_skip_steps): each sequence's tokens at the times its
- * client receives them, as run_step does step by step (no request finishes within a run, none
- * gets its first token). 0, or -1. */
+ * client receives them, as run_step does step by step (requests finish only in the run's last
+ * step, none gets its first token in a run). 0, or -1. */
 static int run_skip(run *R, const st_emu_skip_result *sk)
 {
     uint32_t k = sk->steps;
@@ -537,16 +537,29 @@ static int run_skip(run *R, const st_emu_skip_result *sk)
         if (sq->n_out + 1 <= n_reason)
             r->reasoning_tokens = sq->n_out + k < n_reason ? sq->n_out + k : n_reason;
         r->output_tokens = sq->n_out + k;
+        R->p.output_tokens += k;
+        if (sq->finish) { /* in the run's last step, as run_step ends a request */
+            st_ns at = ev[k - 1];
+            r->end = at;
+            r->usage_reported = 1;
+            r->status = ST_REQ_OK;
+            R->s.completed++;
+            R->p.completed++;
+            slot_freed(R, at);
+            if (release_next(R, (uint32_t)(r - R->rec), at) < 0) {
+                snprintf(R->err, R->errlen, "out of memory");
+                return -1;
+            }
+        }
     }
-    R->p.output_tokens += (uint64_t)sk->seqs * k;
     st_emu_stats es;
-    st_emu_get_stats(R->e, &es); /* running and waiting as in every step of the run, KV usage at its highest */
-    if (es.running > R->s.max_running)
-        R->s.max_running = es.running;
+    st_emu_get_stats(R->e, &es); /* waiting as after every step of the run */
+    if (sk->running_peak > R->s.max_running)
+        R->s.max_running = sk->running_peak;
     if (es.waiting > R->s.max_waiting)
         R->s.max_waiting = es.waiting;
-    if (es.kv_usage > R->s.max_kv_usage)
-        R->s.max_kv_usage = es.kv_usage;
+    if (sk->kv_usage_peak > R->s.max_kv_usage)
+        R->s.max_kv_usage = sk->kv_usage_peak;
     st_ns end_abs = sk->start[k];
     if (end_abs > R->S->vc.t)
         R->S->vc.t = end_abs;
