@@ -64,6 +64,9 @@ void st_emu_session_free(st_emu_session *s)
 
 void st_emu_session_stats(const st_emu_session *s, st_emu_stats *out) { st_emu_get_stats(s->e, out); }
 
+/* Token events a record gets room for when its request is sent (more grow as they come). */
+#define SIM_EVENTS_RESERVE_MAX 65536u
+
 static const char STOPPED_RUNNING[] = "the run was stopped before this request completed";
 static const char STOPPED_UNSENT[] = "the run was stopped before this request was sent";
 static const char TIMED_OUT[] = "no completion within the request timeout";
@@ -326,6 +329,13 @@ static int send_item(run *R, uint32_t i, st_ns sent)
     const uint32_t *ids = it->dependent && R->prompt ? R->prompt[i] : item_ids(R, i);
     uint32_t n_ids = it->dependent && R->prompt ? R->prompt_len[i] : it->input_len;
     if (!ids && n_ids) { /* an empty prompt has no ids: the engine refuses it, as vLLM does */
+        snprintf(R->err, R->errlen, "out of memory");
+        return -1;
+    }
+    /* room for every token event at once (a run of steps appends many), up to a bound: a request
+     * that fails early must not have cost its whole max_tokens */
+    uint32_t room = it->output_len < SIM_EVENTS_RESERVE_MAX ? it->output_len : SIM_EVENTS_RESERVE_MAX;
+    if (st_record_reserve_events(r, room) < 0) {
         snprintf(R->err, R->errlen, "out of memory");
         return -1;
     }
