@@ -11,6 +11,7 @@
 
 #include "emu/catalog.h"
 #include "emu/config.h"
+#include "core/rng.h"
 #include "emu/sim.h"
 
 #include "emu_config.h"
@@ -330,6 +331,70 @@ static void runs_stop_at_the_horizon(void **state)
     st_emu_engine_free(e);
 }
 
+/* Random workloads on random engine settings: block sizes (1 takes and registers a block in
+ * the same step), prefix caching off, a small max_num_seqs (requests queue for a slot),
+ * --enforce-eager, a decode slowdown, a small KV cache, Poisson arrivals, outputs of 1 token up,
+ * shared prompts. */
+static void random_workloads(void **state)
+{
+    (void)state;
+    static const char *gpus[] = { "H100", "A100", "L40S", "H200" };
+    static const char *models[] = { "Qwen/Qwen3-8B", "Qwen/Qwen3-0.6B", "meta-llama/Llama-3.1-8B-Instruct" };
+    static const uint32_t blocks[] = { 1, 8, 16, 32 };
+    st_rng rng;
+    st_rng_seed(&rng, 20261202);
+    static uint32_t shared[4000]; /* every third round's prompts: prefixes of one text (prefix hits) */
+    for (uint32_t k = 0; k < 4000; k++)
+        shared[k] = 1000 + st_rng_range(&rng, 0, 100000);
+    for (uint32_t round = 0; round < 16; round++) {
+        st_emu_config c;
+        emu_config_of(&c, gpus[st_rng_range(&rng, 0, 3)], models[st_rng_range(&rng, 0, 2)]);
+        c.block_size = blocks[st_rng_range(&rng, 0, 3)];
+        c.enable_prefix_caching = st_rng_range(&rng, 0, 3) != 0;
+        c.max_num_seqs = st_rng_range(&rng, 0, 1) ? st_rng_range(&rng, 2, 24) : 0;
+        c.max_num_batched_tokens = st_rng_range(&rng, 0, 1) ? 1024 * st_rng_range(&rng, 1, 4) : 0;
+        c.enforce_eager = st_rng_range(&rng, 0, 4) == 0;
+        c.decode_slowdown = st_rng_range(&rng, 0, 4) == 0 ? 1.5 : 1.0;
+        c.gpu_memory_utilization = st_rng_range(&rng, 0, 2) == 0 ? 0.35 : 0.90;
+        if (c.model.max_position > 16384)
+            c.max_model_len = 16384;
+        st_emu_config probe = c;
+        st_emu_memory mem;
+        char why[512];
+        if (st_emu_memory_plan(&probe, &mem, why, sizeof why) < 0)
+            c.gpu_memory_utilization = 0.90; /* the small KV cache does not hold one sequence here */
+        uint32_t n = st_rng_range(&rng, 20, 120);
+        double rate = 0.5 + 20 * st_rng_uniform(&rng);
+        st_emu_sim_item *it = calloc(n, sizeof *it);
+        assert_non_null(it);
+        st_ns at = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            at += (st_ns)(st_rng_exp(&rng, rate) * 1e9);
+            it[i] = (st_emu_sim_item){ .arrival = at,
+                                       .input_len = st_rng_range(&rng, 1, 4000),
+                                       .output_len = st_rng_range(&rng, 0, 3) ? st_rng_range(&rng, 1, 1500) : 1,
+                                       .chat = (int)st_rng_range(&rng, 0, 1),
+                                       .n_reason = st_rng_range(&rng, 0, 2) == 0 ? st_rng_range(&rng, 0, 200) : 0 };
+            if (round % 3 == 0)
+                it[i].input_ids = shared;
+        }
+        st_emu_run_opts o = { 0 };
+        uint32_t mode = st_rng_range(&rng, 0, 2);
+        if (mode == 1)
+            o.max_concurrency = st_rng_range(&rng, 1, 40);
+        else if (mode == 2)
+            o.clients = st_rng_range(&rng, 1, 40);
+        char name[96];
+        snprintf(name, sizeof name, "random %u: bs %u%s seqs %u%s%s", round, c.block_size,
+                 c.enable_prefix_caching ? "" : " no-cache", c.max_num_seqs, c.enforce_eager ? " eager" : "",
+                 mode == 2   ? " closed"
+                 : mode == 1 ? " capped"
+                             : "");
+        compare(name, &c, it, n, &o, 0.0, &acc_all);
+        free(it);
+    }
+}
+
 static void largest_difference(void **state)
 {
     (void)state;
@@ -344,7 +409,7 @@ int main(void)
         cmocka_unit_test(shared_prefix),           cmocka_unit_test(models_and_gpus),
         cmocka_unit_test(capped_and_closed_loops), cmocka_unit_test(ticks_and_timeouts),
         cmocka_unit_test(sessions_with_reasoning), cmocka_unit_test(runs_stop_at_the_horizon),
-        cmocka_unit_test(largest_difference),
+        cmocka_unit_test(random_workloads),        cmocka_unit_test(largest_difference),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }
