@@ -245,6 +245,71 @@ static void ticks_and_timeouts(void **state)
     free(it);
 }
 
+/* What a tick sees (metric samples, early stop): the same at every tick on both paths. */
+#define TICK_LOG_MAX 4096
+typedef struct tick_log {
+    uint32_t n;
+    st_ns at[TICK_LOG_MAX];
+    uint64_t tokens[TICK_LOG_MAX], gen[TICK_LOG_MAX], steps[TICK_LOG_MAX];
+    uint32_t completed[TICK_LOG_MAX], sent[TICK_LOG_MAX], running[TICK_LOG_MAX], waiting[TICK_LOG_MAX];
+    uint32_t free_blocks[TICK_LOG_MAX];
+} tick_log;
+
+static int log_tick(void *arg, st_ns now, const st_emu_stats *es, const st_emu_run_progress *p, const st_record *recs,
+                    uint32_t n)
+{
+    (void)recs, (void)n;
+    tick_log *L = arg;
+    if (L->n == TICK_LOG_MAX)
+        return 0;
+    uint32_t k = L->n++;
+    L->at[k] = now;
+    L->tokens[k] = p->output_tokens;
+    L->gen[k] = es->generation_tokens;
+    L->steps[k] = es->steps;
+    L->completed[k] = p->completed;
+    L->sent[k] = p->sent;
+    L->running[k] = es->running;
+    L->waiting[k] = es->waiting;
+    L->free_blocks[k] = es->free_blocks;
+    return 0;
+}
+
+static void ticks_see_the_same_engine(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+    st_emu_sim_item *it = items(120, 10, 900, 300, 700, 200);
+    tick_log *A = calloc(1, sizeof *A), *B = calloc(1, sizeof *B);
+    assert_non_null(A);
+    assert_non_null(B);
+    st_emu_run_opts oa = { .tick = 100000000, .on_tick = log_tick, .arg = A };
+    st_emu_run_opts ob = oa;
+    ob.arg = B;
+    outcome a, b;
+    run_path(&c, 0, it, 120, &oa, &a);
+    run_path(&c, 1, it, 120, &ob, &b);
+    assert_true(A->n > 50);
+    assert_int_equal(A->n, B->n);
+    for (uint32_t k = 0; k < A->n; k++) {
+        if (A->at[k] != B->at[k] || A->tokens[k] != B->tokens[k] || A->gen[k] != B->gen[k] ||
+            A->steps[k] != B->steps[k] || A->completed[k] != B->completed[k] || A->sent[k] != B->sent[k] ||
+            A->running[k] != B->running[k] || A->waiting[k] != B->waiting[k] || A->free_blocks[k] != B->free_blocks[k])
+            fail_msg("tick %u at %lld ns: step skipping saw %llu tokens, %llu steps, %u running, %u free blocks; "
+                     "step by step %llu, %llu, %u, %u",
+                     k, (long long)A->at[k], (unsigned long long)A->tokens[k], (unsigned long long)A->steps[k],
+                     A->running[k], A->free_blocks[k], (unsigned long long)B->tokens[k],
+                     (unsigned long long)B->steps[k], B->running[k], B->free_blocks[k]);
+    }
+    assert_true(a.es.steps_skipped > a.es.steps / 2);
+    free_outcome(&a, 120);
+    free_outcome(&b, 120);
+    free(A);
+    free(B);
+    free(it);
+}
+
 static void sessions_with_reasoning(void **state)
 {
     (void)state;
@@ -409,7 +474,8 @@ int main(void)
         cmocka_unit_test(shared_prefix),           cmocka_unit_test(models_and_gpus),
         cmocka_unit_test(capped_and_closed_loops), cmocka_unit_test(ticks_and_timeouts),
         cmocka_unit_test(sessions_with_reasoning), cmocka_unit_test(runs_stop_at_the_horizon),
-        cmocka_unit_test(random_workloads),        cmocka_unit_test(largest_difference),
+        cmocka_unit_test(random_workloads),        cmocka_unit_test(ticks_see_the_same_engine),
+        cmocka_unit_test(largest_difference),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }
