@@ -99,16 +99,10 @@ int st_record_add_event(st_record *r, st_ns t)
 
 int st_record_reserve_events(st_record *r, uint32_t n)
 {
-    if (n <= r->cap_events)
-        return 0;
-    uint32_t cap = r->cap_events ? r->cap_events : 16;
-    while (cap < n)
-        cap = cap > UINT32_MAX / 2 ? n : cap * 2;
-    st_ns *p = realloc(r->events, (size_t)cap * sizeof *p);
-    if (!p)
+    size_t cap = r->cap_events;
+    if (st_grow((void **)&r->events, &cap, n, sizeof *r->events, n) || cap > UINT32_MAX)
         return -1;
-    r->events = p;
-    r->cap_events = cap;
+    r->cap_events = (uint32_t)cap;
     return 0;
 }
 
