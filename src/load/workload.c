@@ -29,6 +29,9 @@ void st_work_item_free(st_work_item *it)
     free(it->history);
     it->history = NULL;
     it->n_history = 0;
+    free(it->children);
+    it->children = NULL;
+    it->n_children = 0;
 }
 
 void st_workload_free(st_workload *w)
@@ -42,6 +45,7 @@ void st_workload_free(st_workload *w)
     w->n = 0;
     w->n_dependent = 0;
     w->n_sessions = 0;
+    w->n_tasks = 0;
 }
 
 static void fill_ids(st_rng *r, uint32_t *ids, uint32_t n, uint32_t hi_excl)

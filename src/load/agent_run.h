@@ -1,0 +1,53 @@
+/* Agent task graphs at run time (load/agent.h builds the workload): the runner's end hook that
+ * sends a node when the last of its parents answered, plus its gap, its prompt grown by their
+ * answers (the text the server actually returned, in the order the answers came back) when the
+ * node grows; open loop across tasks (their first nodes keep the arrival schedule), closed
+ * within one. A node that fails skips the nodes that wait for it, and theirs. And the task
+ * figures of a run's records: makespan, critical-path TTFT, TTFT by depth, tasks/s. */
+#ifndef ST_AGENT_RUN_H
+#define ST_AGENT_RUN_H
+#include <stdint.h>
+
+#include "load/record.h"
+#include "load/runner.h"
+#include "load/stats.h"
+#include "load/workload.h"
+
+/* The end hook; arg is the st_workload the runner sends (its items' waiting counts and, for
+ * nodes that grow, their prompt texts change as the run goes). */
+void st_agent_on_end(void *arg, st_runner_ctl *r, uint32_t i, const st_record *rec, const char *answer,
+                     size_t answer_len);
+
+#define ST_AGENT_DEPTH_ROWS 8 /* TTFT by depth: 0..6, the last row 7 and deeper */
+typedef struct st_agent_depth_row {
+    uint32_t depth; /* the last row: this depth and deeper */
+    uint32_t requests, completed;
+    st_dist ttft; /* seconds, from the node's release (its last parent's answer + its gap) */
+} st_agent_depth_row;
+
+typedef struct st_agent_run_stats {
+    uint32_t tasks;     /* tasks with a measured node */
+    uint32_t completed; /* tasks whose every node completed */
+    uint32_t nodes, nodes_ok;
+    /* completed tasks: from the first node's scheduled time to the last node's end, s */
+    st_dist makespan;
+    /* completed tasks: the TTFT summed along the critical path (from the last node to end, up
+     * through the parent that answered last, to the first node), s */
+    st_dist cp_ttft;
+    uint32_t cp_nodes_max; /* the longest critical path, in nodes */
+    st_dist node_ttft;     /* every completed node, s */
+    double span_s;         /* the first task's start to the last node's end */
+    double tasks_per_s;    /* completed tasks / span_s (NAN when none) */
+    /* completed tasks meeting the makespan SLO (when one was given), and their share */
+    double slo_makespan_s;
+    uint32_t slo_met;
+    st_agent_depth_row depth[ST_AGENT_DEPTH_ROWS];
+    uint32_t n_depth_rows; /* rows with requests */
+} st_agent_run_stats;
+
+/* The figures of a run of an agent workload (w->n_tasks > 0; recs[i] is item i's record).
+ * slo_makespan_s > 0: also count the completed tasks within it. 0, or -1 out of memory. */
+int st_agent_run_stats_compute(const st_workload *w, const st_record *recs, uint32_t n, double slo_makespan_s,
+                               st_agent_run_stats *s);
+
+#endif
