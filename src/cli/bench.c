@@ -28,6 +28,8 @@
 #include "load/arrival.h"
 #include "load/output.h"
 #include "load/runner.h"
+#include "cli/agents.h"
+#include "load/agent_run.h"
 #include "load/session.h"
 #include "load/stats.h"
 #include "load/tokenize.h"
@@ -113,6 +115,7 @@ typedef struct bench_args {
     long input_tokens, output_tokens, prefix_tokens, num_requests, warmup, max_conc, seed;
     double range_ratio, rate, trace_rate, burstiness, timeout, max_lag_ms, spin_us;
     double slo_ttft, slo_tpot, slo_e2e, slo_ttfat;
+    double slo_makespan; /* agent tasks: ms */
     int insecure, quiet, no_stream;
     int n_by_user; /* -n or --num-prompts given (not a dataset's default) */
     /* traces */
@@ -181,7 +184,7 @@ static int build_table(bench_args *a, st_opt *opts)
         { "seed", 0, ST_OPT_LONG, &a->seed, "N", "seed for the workload and the arrivals (default 0)", 0, 9.2e18, 0 },
         { "trace", 0, ST_OPT_STR, &a->trace, "FILE",
           "a trace or production log instead of the synthetic workload: servetune JSONL, Mooncake, Azure, BurstGPT, "
-          "LiteLLM, CSV (docs/trace-format.md)",
+          "LiteLLM, CSV, or agent task graphs (WEKA-style agentic trace, task-graph JSONL) (docs/trace-format.md)",
           0, 0, 0 },
         { "trace-rate", 0, ST_OPT_RATE, &a->trace_rate, "R", "re-time the trace to R req/s keeping its burstiness", 0,
           0, 0 },
@@ -263,7 +266,7 @@ static int build_table(bench_args *a, st_opt *opts)
         { "request-rate", 0, ST_OPT_RATE, &a->request_rate, "R", "vLLM name: = --rate", 0, 0, 0 },
         { "num-warmups", 0, ST_OPT_LONG, &a->num_warmups, "N", "vLLM name: = --warmup", 0, 10000000, 0 },
         { "goodput", 0, ST_OPT_LIST, &a->goodput, "K:MS",
-          "vLLM name: ttft:MS, tpot:MS, e2el:MS (repeatable, or several after one --goodput)", 0, 0, 0 },
+          "vLLM name: ttft:MS, tpot:MS, e2el:MS (repeatable, or several after one --goodput); agent tasks: makespan:MS", 0, 0, 0 },
         { "ignore-eos", 0, ST_OPT_FLAG, &a->ignore_eos, NULL, "vLLM name: accepted (servetune always forces lengths)",
           0, 0, 0 },
         { "save-result", 0, ST_OPT_FLAG, &a->save_result, NULL,
@@ -367,7 +370,7 @@ static int map_vllm_names(bench_args *a, int npos, char **pos, char *url_buf, si
         double v;
         char k[16];
         if (!c || (size_t)(c - gp.v[i]) >= sizeof k || st_parse_double(c + 1, &v) < 0 || v <= 0) {
-            snprintf(err, errlen, "--goodput: expected KEY:MS (ttft, tpot, e2el), got '%.40s'", gp.v[i]);
+            snprintf(err, errlen, "--goodput: expected KEY:MS (ttft, tpot, e2el, makespan), got '%.40s'", gp.v[i]);
             return -1;
         }
         memcpy(k, gp.v[i], (size_t)(c - gp.v[i]));
@@ -378,6 +381,8 @@ static int map_vllm_names(bench_args *a, int npos, char **pos, char *url_buf, si
             a->slo_tpot = v;
         else if (!strcmp(k, "e2el"))
             a->slo_e2e = v;
+        else if (!strcmp(k, "makespan"))
+            a->slo_makespan = v; /* agent tasks (load/agent_run.h) */
         else {
             snprintf(err, errlen, "--goodput: unknown key '%.16s' (ttft, tpot, e2el)", k);
             return -1;
@@ -395,6 +400,7 @@ typedef struct bench_work {
     int is_trace, has_counts;
     uint32_t turns_min, turns_max;
     st_trace_sessions smode;
+    st_agent_format agent; /* an agent trace (load/agent.h): task graphs */
 } bench_work;
 
 static int build_workload(bench_args *a, int api, int vllm_dataset, int n_given, uint32_t server_mml, bench_work *bw,
@@ -405,6 +411,14 @@ static int build_workload(bench_args *a, int api, int vllm_dataset, int n_given,
     if (api == ST_RUNNER_API_RAW) {
         bw->work.n = (uint32_t)(a->num_requests + a->warmup);
         return 0;
+    }
+    if (a->trace && (bw->agent = st_cli_agent_detect(a->trace)) != ST_AGENT_FMT_NONE) {
+        if (n_given || a->trace_sessions) {
+            snprintf(err, errlen, "%s with an agent trace: its tasks run whole, as recorded",
+                     n_given ? "-n" : "--trace-sessions");
+            return -1;
+        }
+        return st_cli_agent_load(a->trace, (uint64_t)a->seed, NULL, &bw->work, err, errlen) < 0 ? -2 : 0;
     }
     if (a->trace) {
         st_trace_load_opts lo;
@@ -474,6 +488,10 @@ static const char *fit_prompts(bench_args *a, int api, const char *model, const 
             return note;
         }
         return NULL;
+    }
+    if (bw->agent) {
+        snprintf(note, notelen, "not applied: agent tasks carry their blocks' text and the answers");
+        return note;
     }
     if (bw->work.n_sessions) {
         snprintf(note, notelen, "not applied: session turns carry the conversation's real text");
@@ -756,6 +774,10 @@ static int prepare_workload(bench *B)
         if (!fail && a->trace_rate > 0 && B->rate_given)
             fail = "--trace-rate and --rate exclude each other";
         B->use_trace_times = has_times && !B->rate_given;
+    } else if (B->bw.agent) { /* the tasks' own starts (task-graph `start`) unless --rate */
+        if (B->nwarm)
+            fail = "--warmup does not combine with agent tasks (their nodes depend on each other)";
+        B->use_trace_times = work->n && work->items[0].arrival >= 0 && !B->rate_given;
     }
     if (fail)
         return st_cli_usage_error("bench", fail);
@@ -817,7 +839,7 @@ static int run(bench *B)
     rc.max_lag_ms = a->max_lag_ms;
     rc.spin_ns = a->spin_us > 0 ? (st_ns)(a->spin_us * 1e3) : 0;
     if (work->n_dependent) {
-        rc.on_end = st_session_on_end;
+        rc.on_end = work->n_tasks ? st_agent_on_end : st_session_on_end;
         rc.on_end_arg = work;
     }
     progress_ctx pc = { !a->quiet && !a->disable_tqdm && isatty(STDERR_FILENO), 0 };
@@ -862,8 +884,14 @@ static void fill_info(const bench *B, const st_summary_opts *so, st_turn_row *tu
     info->api = a->api_name;
     info->model = B->model;
     info->stream = !a->no_stream && B->api != ST_RUNNER_API_RAW;
-    info->workload = B->api == ST_RUNNER_API_RAW ? "raw" : a->trace ? "trace" : a->sessions ? "sessions" : "synthetic";
+    info->workload = B->api == ST_RUNNER_API_RAW ? "raw"
+                     : B->bw.agent                ? "agents"
+                     : a->trace                   ? "trace"
+                     : a->sessions                ? "sessions"
+                                                  : "synthetic";
     info->trace_path = a->trace;
+    if (B->bw.agent)
+        info->trace_format = B->bw.agent == ST_AGENT_FMT_WEKA ? "weka" : "task-graph";
     if (B->bw.is_trace) {
         info->trace_format = st_trace_format_name(B->bw.fmt);
         info->trace_counts = &B->bw.counts;
@@ -945,12 +973,19 @@ static int write_results(bench *B)
     st_bench_info info;
     fill_info(B, &so, turns, n_turns, &info);
     int status = ST_EXIT_OK;
+    st_agent_run_stats as;
+    int agents = B->bw.work.n_tasks &&
+                 st_agent_run_stats_compute(&B->bw.work, B->res.records, B->res.n, a->slo_makespan / 1e3, &as) == 0;
+    if (agents)
+        info.tasks = st_agent_run_stats_json(&as);
     if (B->json_path && write_file(B->json_path, 0, B, &info, &sum))
         status = ST_EXIT_FAIL;
     if (a->csv_path && write_file(a->csv_path, 1, B, &info, &sum))
         status = ST_EXIT_FAIL;
     if (!a->quiet) {
         st_output_table(stdout, &info, &sum);
+        if (agents)
+            st_cli_agent_print(stdout, &as);
         if (!B->res.client_limited && strncmp(B->res.limited_reason, "ok", 2) != 0)
             printf("%-30s%s\n", "Self-check note:", B->res.limited_reason);
     }
@@ -960,6 +995,7 @@ static int write_results(bench *B)
         status = ST_EXIT_CLIENT_LIMITED;
     if (B->res.interrupted)
         status = ST_EXIT_INTERRUPTED;
+    json_decref(info.tasks);
     return status;
 }
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "audit/traffic.h"
+#include "cli/agents.h"
 #include "cli/cli.h"
 #include "core/file.h"
 #include "core/opts.h"
@@ -384,6 +385,10 @@ static int trace_stats(int argc, char **argv)
         goto out;
     }
     const char *path = pr.pos[0];
+    if (st_cli_agent_detect(path) != ST_AGENT_FMT_NONE) { /* agent task graphs: their shape (cli/agents.h) */
+        status = st_cli_agent_trace_stats(path, json_path);
+        goto out;
+    }
     if (pr.nunknown && !model) {
         char m[200];
         snprintf(m, sizeof m, "unknown option %.100s", pr.unknown[0]);

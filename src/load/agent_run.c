@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/buf.h"
+#include "load/output.h"
 
 /* A node's prompt text with its parents' answers. */
 #define AGENT_PROMPT_TEXT_MAX ((size_t)64 << 20)
@@ -198,4 +199,43 @@ out:
     free(seen);
     free(lastpar);
     return rc;
+}
+
+static json_t *num_or_null(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+json_t *st_agent_run_stats_json(const st_agent_run_stats *s)
+{
+    json_t *o = json_object();
+    if (!o)
+        return NULL;
+    json_object_set_new(o, "tasks", json_integer(s->tasks));
+    json_object_set_new(o, "completed", json_integer(s->completed));
+    json_object_set_new(o, "nodes", json_integer(s->nodes));
+    json_object_set_new(o, "nodes_completed", json_integer(s->nodes_ok));
+    json_object_set_new(o, "makespan_ms", st_output_dist_json(&s->makespan, 1e3));
+    json_object_set_new(o, "critical_path_ttft_ms", st_output_dist_json(&s->cp_ttft, 1e3));
+    json_object_set_new(o, "critical_path_nodes_max", json_integer(s->cp_nodes_max));
+    json_object_set_new(o, "node_ttft_ms", st_output_dist_json(&s->node_ttft, 1e3));
+    json_object_set_new(o, "span_s", num_or_null(s->span_s > 0 ? s->span_s : NAN));
+    json_object_set_new(o, "tasks_per_s", num_or_null(s->tasks_per_s));
+    if (s->slo_makespan_s > 0) {
+        json_object_set_new(o, "slo_makespan_ms", json_real(s->slo_makespan_s * 1e3));
+        json_object_set_new(o, "slo_met", json_integer(s->slo_met));
+        json_object_set_new(o, "good_tasks_per_s", num_or_null(s->span_s > 0 ? s->slo_met / s->span_s : NAN));
+    }
+    json_t *rows = json_array();
+    for (uint32_t d = 0; rows && d < s->n_depth_rows; d++) {
+        const st_agent_depth_row *r = &s->depth[d];
+        json_t *x = json_object();
+        if (!x)
+            break;
+        json_object_set_new(x, "depth", json_integer(r->depth));
+        json_object_set_new(x, "and_deeper", json_boolean(d == ST_AGENT_DEPTH_ROWS - 1));
+        json_object_set_new(x, "requests", json_integer(r->requests));
+        json_object_set_new(x, "completed", json_integer(r->completed));
+        json_object_set_new(x, "ttft_ms", st_output_dist_json(&r->ttft, 1e3));
+        json_array_append_new(rows, x);
+    }
+    json_object_set_new(o, "by_depth", rows ? rows : json_null());
+    return o;
 }

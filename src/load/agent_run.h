@@ -6,6 +6,7 @@
  * figures of a run's records: makespan, critical-path TTFT, TTFT by depth, tasks/s. */
 #ifndef ST_AGENT_RUN_H
 #define ST_AGENT_RUN_H
+#include <jansson.h>
 #include <stdint.h>
 
 #include "load/record.h"
@@ -49,5 +50,8 @@ typedef struct st_agent_run_stats {
  * slo_makespan_s > 0: also count the completed tasks within it. 0, or -1 out of memory. */
 int st_agent_run_stats_compute(const st_workload *w, const st_record *recs, uint32_t n, double slo_makespan_s,
                                st_agent_run_stats *s);
+
+/* The figures as JSON (bench --json "tasks", docs/bench-json.md): times in ms. NULL out of memory. */
+json_t *st_agent_run_stats_json(const st_agent_run_stats *s);
 
 #endif
