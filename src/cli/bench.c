@@ -969,7 +969,8 @@ static int write_results(bench *B)
     st_summary sum;
     st_summary_compute(B->res.records, B->res.n, &so, &sum);
     st_turn_row turns[ST_TURN_ROWS];
-    int n_turns = st_turn_rows(B->res.records, B->res.n, turns);
+    /* (agent tasks: by depth in their own table, not by turn) */
+    int n_turns = B->bw.agent ? 0 : st_turn_rows(B->res.records, B->res.n, turns);
     st_bench_info info;
     fill_info(B, &so, turns, n_turns, &info);
     int status = ST_EXIT_OK;
