@@ -149,6 +149,9 @@ typedef struct st_spec {
                                               trace: workload.think_time, when think_set) */
             int think_set;                 /* a trace: think_time replaces the think times it records */
             int think_exp;                 /* synthetic: exponential think times with mean think_s */
+            uint32_t fan_out_min, fan_out_max; /* synthetic agent tasks (`fan_out:`; 0: conversations):
+                                                  each later planner turn fans out to this many workers
+                                                  and joins them (load/agent.h st_agent_sessions) */
         } sessions;
     } workload;
 

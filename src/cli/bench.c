@@ -121,6 +121,7 @@ typedef struct bench_args {
     /* traces */
     st_cli_trace tr;
     const char *trace_sessions;
+    const char *fan_out; /* synthetic agent tasks (load/agent.h) */
     double think_time;
     /* synthetic sessions */
     long sessions, turn_input;
@@ -199,6 +200,9 @@ static int build_table(bench_args *a, st_opt *opts)
           "synthetic multi-turn sessions: N conversations (first prompt --input-tokens, --output-tokens a turn)", 1,
           1000000, 0 },
         { "turns", 0, ST_OPT_STR, &a->turns, "N|MIN-MAX", "turns per session (default 4)", 0, 0, 0 },
+        { "fan-out", 0, ST_OPT_STR, &a->fan_out, "N|MIN-MAX",
+          "with --sessions: agent tasks, each later planner turn fanning out to N workers and joining them", 0, 0,
+          0 },
         { "turn-input-tokens", 0, ST_OPT_LONG, &a->turn_input, "N", "new user tokens in each later turn (default 64)",
           1, 2097152, 0 },
         { "think-time", 0, ST_OPT_DURATION, &a->think_time, "T",
@@ -457,6 +461,10 @@ static int build_workload(bench_args *a, int api, int vllm_dataset, int n_given,
                                  .think_s = isnan(a->think_time) ? 0 : a->think_time,
                                  .think_exp = a->think_exp,
                                  .seed = (uint64_t)a->seed };
+        if (a->fan_out && st_parse_range_u32(a->fan_out, 1, ST_AGENT_FAN_OUT_MAX, &sp.fan_out_min, &sp.fan_out_max)) {
+            snprintf(err, errlen, "--fan-out: expected N or MIN-MAX within 1..%u", ST_AGENT_FAN_OUT_MAX);
+            return -1;
+        }
         if (st_workload_sessions(&sp, &bw->work, err, errlen) < 0)
             return -1;
         bw->turns_min = lo;
@@ -489,7 +497,7 @@ static const char *fit_prompts(bench_args *a, int api, const char *model, const 
         }
         return NULL;
     }
-    if (bw->agent) {
+    if (bw->work.n_tasks) {
         snprintf(note, notelen, "not applied: agent tasks carry their blocks' text and the answers");
         return note;
     }
@@ -698,6 +706,8 @@ static int plan(bench *B, const st_opts_result *pr)
                                            "N sessions of --turns turns each (drop it)");
     if (!(a->timeout > 0))
         return st_cli_usage_error("bench", "--timeout must be > 0 (a request's time limit)");
+    if (a->fan_out && !a->sessions)
+        return st_cli_usage_error("bench", "--fan-out needs --sessions (N agent tasks)");
     if ((a->turns || a->think_exp) && !a->sessions)
         return st_cli_usage_error("bench", "--turns and --think-exp need --sessions");
     if (strcmp(a->exact, "auto") && strcmp(a->exact, "on") && strcmp(a->exact, "off"))
@@ -885,7 +895,7 @@ static void fill_info(const bench *B, const st_summary_opts *so, st_turn_row *tu
     info->model = B->model;
     info->stream = !a->no_stream && B->api != ST_RUNNER_API_RAW;
     info->workload = B->api == ST_RUNNER_API_RAW ? "raw"
-                     : B->bw.agent                ? "agents"
+                     : B->bw.work.n_tasks         ? "agents"
                      : a->trace                   ? "trace"
                      : a->sessions                ? "sessions"
                                                   : "synthetic";
@@ -970,7 +980,7 @@ static int write_results(bench *B)
     st_summary_compute(B->res.records, B->res.n, &so, &sum);
     st_turn_row turns[ST_TURN_ROWS];
     /* (agent tasks: by depth in their own table, not by turn) */
-    int n_turns = B->bw.agent ? 0 : st_turn_rows(B->res.records, B->res.n, turns);
+    int n_turns = B->bw.work.n_tasks ? 0 : st_turn_rows(B->res.records, B->res.n, turns);
     st_bench_info info;
     fill_info(B, &so, turns, n_turns, &info);
     int status = ST_EXIT_OK;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/json.h"
+#include "core/rng.h"
 #include "core/util.h"
 
 #define NONE UINT32_MAX
@@ -1088,4 +1089,151 @@ out:
     free(deep);
     free(B.s);
     return rc;
+}
+
+/* ---- synthetic agent tasks ---------------------------------------------------------------------- */
+
+static void spread(uint32_t v, double r, uint32_t *lo, uint32_t *hi)
+{
+    *lo = (uint32_t)floor(v * (1 - r));
+    *hi = (uint32_t)floor(v * (1 + r));
+    if (*lo < 1)
+        *lo = 1;
+    if (*hi < *lo)
+        *hi = *lo;
+}
+
+static void rng_ids(st_rng *r, uint32_t *ids, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        ids[i] = st_rng_range(r, ST_WORKLOAD_VOCAB_LO, ST_WORKLOAD_VOCAB_DEFAULT - 1);
+}
+
+int st_agent_sessions(const st_session_params *p, st_workload *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (p->fan_out_min < 1 || p->fan_out_max < p->fan_out_min || p->fan_out_max > ST_AGENT_FAN_OUT_MAX) {
+        st_errf(err, errlen, "fan-out must be a range within 1..%u", ST_AGENT_FAN_OUT_MAX);
+        return -1;
+    }
+    uint32_t f_lo, f_hi, u_lo, u_hi, o_lo, o_hi;
+    spread(p->first_input, p->range_ratio, &f_lo, &f_hi);
+    spread(p->user_input, p->range_ratio, &u_lo, &u_hi);
+    spread(p->output_len, p->range_ratio, &o_lo, &o_hi);
+    /* the longest prompt: a join (the first prompt, new tokens, every worker's answer) */
+    uint64_t longest = (uint64_t)f_hi + u_hi + (uint64_t)p->fan_out_max * o_hi;
+    if ((uint64_t)p->prefix_len + u_hi > longest)
+        longest = (uint64_t)p->prefix_len + u_hi + o_hi;
+    if (longest > ST_WORKLOAD_MAX_TOKENS) {
+        st_errf(err, errlen, "a join of %u workers grows to %llu tokens, more than %u", p->fan_out_max,
+                (unsigned long long)longest, ST_WORKLOAD_MAX_TOKENS);
+        return -1;
+    }
+    st_rng rng;
+    st_rng_seed(&rng, p->seed ^ 0x6167656e74736b73ULL);
+    /* the shape first: rounds and widths of every task */
+    uint32_t T = p->sessions;
+    uint32_t *rounds = malloc((size_t)T * sizeof *rounds);
+    uint64_t total = 0, nw = 0;
+    if (!rounds) {
+        st_errf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (uint32_t t = 0; t < T; t++) {
+        rounds[t] = st_rng_range(&rng, p->turns_min, p->turns_max) - 1;
+        nw += rounds[t];
+    }
+    uint32_t *width = malloc((size_t)(nw ? nw : 1) * sizeof *width);
+    if (!width) {
+        free(rounds);
+        st_errf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (uint64_t k = 0; k < nw; k++) {
+        width[k] = st_rng_range(&rng, p->fan_out_min, p->fan_out_max);
+        total += width[k] + 1;
+    }
+    total += T;
+    if (total > ST_WORKLOAD_MAX_REQUESTS) {
+        free(rounds);
+        free(width);
+        st_errf(err, errlen, "%llu requests in all, more than %u", (unsigned long long)total, ST_WORKLOAD_MAX_REQUESTS);
+        return -1;
+    }
+    st_work_item *items = calloc((size_t)total, sizeof *items);
+    uint32_t *prefix = malloc((size_t)(p->prefix_len ? p->prefix_len : 1) * sizeof *prefix);
+    int rc = items && prefix ? 0 : -1;
+    out->items = items;
+    out->n = items ? (uint32_t)total : 0;
+    out->n_dependent = (uint32_t)total - T;
+    out->n_tasks = T;
+    if (prefix)
+        rng_ids(&rng, prefix, p->prefix_len);
+    uint32_t dep = T;
+    uint64_t wk = 0;
+    for (uint32_t t = 0; t < T && rc == 0; t++) {
+        st_work_item *root = &items[t];
+        root->id = t;
+        root->arrival = -1;
+        root->session = t + 1;
+        root->input_len = st_rng_range(&rng, f_lo, f_hi);
+        root->output_len = st_rng_range(&rng, o_lo, o_hi);
+        root->prefix_len = p->prefix_len;
+        if (!(root->input_ids = malloc((size_t)root->input_len * sizeof *root->input_ids))) {
+            rc = -1;
+            break;
+        }
+        memcpy(root->input_ids, prefix, (size_t)p->prefix_len * sizeof *prefix);
+        rng_ids(&rng, root->input_ids + p->prefix_len, root->input_len - p->prefix_len);
+        uint32_t from = t; /* the planner's request the next round fans out from */
+        for (uint32_t r = 0; r < rounds[t] && rc == 0; r++) {
+            uint32_t W = width[wk++], join = dep + W;
+            st_work_item *pl = &items[from];
+            if (!(pl->children = malloc((size_t)W * sizeof *pl->children))) {
+                rc = -1;
+                break;
+            }
+            for (uint32_t k = 0; k <= W && rc == 0; k++) {
+                uint32_t idx = dep++;
+                st_work_item *it = &items[idx];
+                int is_join = k == W;
+                it->id = idx;
+                it->arrival = -1;
+                it->session = t + 1;
+                it->turn = 2 * r + 1 + (uint32_t)is_join;
+                it->grow = 1;
+                it->output_len = st_rng_range(&rng, o_lo, o_hi);
+                uint32_t own = is_join ? root->input_len : p->prefix_len, u = st_rng_range(&rng, u_lo, u_hi);
+                it->input_len = own + u;
+                double th = p->think_exp ? st_rng_exp(&rng, p->think_s > 0 ? 1.0 / p->think_s : 0) : p->think_s;
+                it->think = (st_ns)llround(isfinite(th) ? th * 1e9 : 0);
+                it->n_parents = it->waiting = is_join ? W : 1;
+                if (!(it->input_ids = malloc((size_t)it->input_len * sizeof *it->input_ids))) {
+                    rc = -1;
+                    break;
+                }
+                memcpy(it->input_ids, is_join ? root->input_ids : prefix, (size_t)own * sizeof *prefix);
+                rng_ids(&rng, it->input_ids + own, u);
+                if (is_join)
+                    continue;
+                pl->children[pl->n_children++] = idx;
+                if (!(it->children = malloc(sizeof *it->children))) {
+                    rc = -1;
+                    break;
+                }
+                it->children[0] = join;
+                it->n_children = 1;
+            }
+            from = join;
+        }
+    }
+    free(rounds);
+    free(width);
+    free(prefix);
+    if (rc) {
+        st_workload_free(out);
+        st_errf(err, errlen, "out of memory");
+        return -1;
+    }
+    return 0;
 }

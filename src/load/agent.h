@@ -85,6 +85,18 @@ void st_agent_graph_free(st_agent_graph *g);
  * the rest unique per node; salt gives another run other ids with the same sharing. 0 or -1. */
 int st_agent_workload(const st_agent_graph *g, uint64_t salt, st_workload *out, char *err, size_t errlen);
 
+/* Synthetic agent tasks (`sessions:` with `fan_out:`, bench --sessions N --fan-out W): p->sessions
+ * tasks, each a planner request of first_input tokens (its first prefix_len shared by every
+ * task), then turns - 1 rounds (turns uniform in [turns_min, turns_max]) in which the planner's
+ * last request fans out to W workers (W uniform in [fan_out_min, fan_out_max], at most
+ * ST_AGENT_FAN_OUT_MAX), each a prompt of the shared prefix and user_input new tokens grown by the
+ * planner's answer, and a join: the planner's first prompt again and user_input new tokens, grown
+ * by every worker's answer. Every request asks for output_len tokens; lengths spread by
+ * range_ratio; think_s (exponential with that mean when think_exp) is every request's gap. The
+ * tasks' first requests are on the schedule (their arrival -1), the rest dependent. 0 or -1. */
+#define ST_AGENT_FAN_OUT_MAX 256u
+int st_agent_sessions(const st_session_params *p, st_workload *out, char *err, size_t errlen);
+
 /* The shape of a graph (`servetune trace stats` on an agent trace). */
 #define ST_AGENT_WIDTH_ROWS 9 /* fan-out widths 2..9, the last row 9 and more */
 typedef struct st_agent_stats {

@@ -1,5 +1,7 @@
 #include "load/workload.h"
 
+#include "load/agent.h"
+
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -579,6 +581,8 @@ int st_workload_sessions(const st_session_params *p, st_workload *out, char *err
                 p->prefix_len, f_lo);
         return -1;
     }
+    if (p->fan_out_max) /* agent tasks: fan-out and join (load/agent.h) */
+        return st_agent_sessions(p, out, err, errlen);
     /* the longest conversation must fit the largest prompt servetune sends */
     uint64_t longest = (uint64_t)f_hi + (uint64_t)(p->turns_max - 1) * ((uint64_t)o_hi + u_hi);
     if (longest > ST_WORKLOAD_MAX_TOKENS) {

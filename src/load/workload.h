@@ -108,6 +108,9 @@ typedef struct st_session_params {
     double think_s;
     int think_exp;
     uint64_t seed;
+    /* > 0: agent tasks instead of conversations (load/agent.h st_agent_sessions): each of the
+     * `sessions` tasks fans out turns - 1 times to fan_out_min..fan_out_max workers and joins them */
+    uint32_t fan_out_min, fan_out_max;
 } st_session_params;
 int st_workload_sessions(const st_session_params *p, st_workload *out, char *err, size_t errlen);
 

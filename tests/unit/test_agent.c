@@ -333,6 +333,89 @@ static void model_replays_fan_out_and_join(void **state)
         st_record_free(&rec[k]);
 }
 
+/* Synthetic agent tasks (sessions with fan_out): the shape, the shared ids, the engine model's replay. */
+static void synthetic_tasks(void **state)
+{
+    (void)state;
+    st_session_params p = { .sessions = 3,
+                            .turns_min = 3,
+                            .turns_max = 3,
+                            .first_input = 500,
+                            .user_input = 50,
+                            .output_len = 20,
+                            .prefix_len = 100,
+                            .think_s = 0.5,
+                            .seed = 9,
+                            .fan_out_min = 2,
+                            .fan_out_max = 4 };
+    st_workload w;
+    char err[512];
+    if (st_workload_sessions(&p, &w, err, sizeof err))
+        fail_msg("%s", err);
+    assert_int_equal(w.n_tasks, 3);
+    assert_int_equal(w.n - w.n_dependent, 3);
+    uint32_t expect = 0;
+    for (uint32_t t = 0; t < 3; t++) {
+        const st_work_item *root = &w.items[t];
+        assert_int_equal(root->n_parents, 0);
+        assert_int_equal(root->input_len, 500);
+        uint32_t from = t, nodes = 1;
+        for (int r = 0; r < 2; r++) { /* two rounds of fan-out and join */
+            const st_work_item *pl = &w.items[from];
+            uint32_t W = pl->n_children;
+            assert_true(W >= 2 && W <= 4);
+            uint32_t join = w.items[pl->children[0]].children[0];
+            for (uint32_t k = 0; k < W; k++) {
+                const st_work_item *wk = &w.items[pl->children[k]];
+                assert_int_equal(wk->n_parents, 1);
+                assert_int_equal(wk->input_len, 150);
+                assert_true(wk->grow);
+                assert_int_equal(wk->think, 500000000);
+                assert_int_equal(wk->turn, 2 * r + 1);
+                assert_memory_equal(wk->input_ids, root->input_ids, 100 * sizeof(uint32_t)); /* the shared prefix */
+                assert_int_equal(wk->children[0], join);
+            }
+            const st_work_item *j = &w.items[join];
+            assert_int_equal(j->n_parents, W);
+            assert_int_equal(j->input_len, 550);
+            assert_memory_equal(j->input_ids, root->input_ids, 500 * sizeof(uint32_t)); /* the planner's context */
+            assert_int_equal(j->turn, 2 * r + 2);
+            nodes += W + 1;
+            from = join;
+        }
+        expect += nodes;
+    }
+    assert_int_equal(w.n, expect);
+    /* on the engine model: every request completes; a join's prompt grew by its workers' answers */
+    st_emu_config c;
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+    st_emu_sim_item *it = calloc(w.n, sizeof *it);
+    st_record *rec = calloc(w.n, sizeof *rec);
+    assert_non_null(it);
+    assert_non_null(rec);
+    st_emu_sim_items_from_workload(&w, NULL, it);
+    st_emu_sim_stats s;
+    assert_int_equal(st_emu_sim_run(&c, it, w.n, rec, &s, err, sizeof err), 0);
+    assert_int_equal(s.completed, w.n);
+    for (uint32_t i = 0; i < w.n; i++)
+        if (w.items[i].n_parents > 1)
+            assert_int_equal(rec[i].input_tokens, 550 + 20 * w.items[i].n_parents);
+    st_agent_run_stats a;
+    assert_int_equal(st_agent_run_stats_compute(&w, rec, w.n, 0, &a), 0);
+    assert_int_equal(a.completed, 3);
+    assert_int_equal(a.cp_nodes_max, 5);   /* planner, worker, join, worker, join */
+    assert_true(a.makespan.min > 4 * 0.5); /* four gaps of 0.5 s on every path */
+    for (uint32_t i = 0; i < w.n; i++)
+        st_record_free(&rec[i]);
+    free(rec);
+    free(it);
+    st_workload_free(&w);
+    /* refused: a fan-out beyond the limit */
+    p.fan_out_max = ST_AGENT_FAN_OUT_MAX + 1;
+    assert_int_equal(st_workload_sessions(&p, &w, err, sizeof err), -1);
+    assert_non_null(strstr(err, "fan-out"));
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
@@ -341,6 +424,7 @@ int main(void)
         cmocka_unit_test(bad_graphs),
         cmocka_unit_test(weka_relative_times),
         cmocka_unit_test(model_replays_fan_out_and_join),
+        cmocka_unit_test(synthetic_tasks),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }
