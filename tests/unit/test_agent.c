@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "audit/spec.h"
 #include "core/file.h"
 #include "emu/catalog.h"
 #include "emu/config.h"
@@ -416,6 +417,43 @@ static void synthetic_tasks(void **state)
     assert_non_null(strstr(err, "fan-out"));
 }
 
+/* A spec with synthetic sessions (the %s). */
+#define SPEC_BASE                                                                                                      \
+    "engine: {kind: emulator, model: Qwen/Qwen3-8B, flags: [--gpu, H100]}\n"                                           \
+    "hardware: {gpu: H100, gpus_per_replica: 1, price_per_gpu_hour: 2}\n"                                              \
+    "peak_rate: 1\nrates: [1]\nslo: {ttft_p95_ms: 1000, tpot_p95_ms: 100}\nconfigurations: [{name: base}]\n"           \
+    "workload: {input_tokens: 600, output_tokens: 50, shared_prefix: 100, sessions: %s}\n"
+
+/* The spec's `sessions: {fan_out: ...}`: parsed, passed to the generator, counted per task; refused
+ * when out of range or with a single turn. */
+static void spec_fan_out(void **state)
+{
+    (void)state;
+    char text[1024], err[512];
+    st_spec s;
+    snprintf(text, sizeof text, SPEC_BASE, "{turns: 3, fan_out: 2-4, user_tokens: 40}");
+    if (st_spec_parse("s.yaml", text, strlen(text), &s, err, sizeof err))
+        fail_msg("%s", err);
+    assert_int_equal(s.workload.sessions.fan_out_min, 2);
+    assert_int_equal(s.workload.sessions.fan_out_max, 4);
+    assert_true(fabs(st_spec_turns_mean(&s) - (1 + 2 * (3 + 1))) < 1e-12); /* requests per task */
+    st_session_params p;
+    st_spec_sessions(&s, 90, 1, &p);
+    assert_int_equal(p.sessions, 10);
+    assert_int_equal(p.fan_out_max, 4);
+    st_workload w;
+    assert_int_equal(st_workload_sessions(&p, &w, err, sizeof err), 0);
+    assert_int_equal(w.n_tasks, 10);
+    st_workload_free(&w);
+    st_spec_free(&s);
+    snprintf(text, sizeof text, SPEC_BASE, "{turns: 1, fan_out: 3}");
+    assert_int_equal(st_spec_parse("s.yaml", text, strlen(text), &s, err, sizeof err), -1);
+    assert_non_null(strstr(err, "fan_out: needs turns of 2 or more"));
+    snprintf(text, sizeof text, SPEC_BASE, "{turns: 2, fan_out: 0}");
+    assert_int_equal(st_spec_parse("s.yaml", text, strlen(text), &s, err, sizeof err), -1);
+    assert_non_null(strstr(err, "workload.sessions.fan_out: expected N or MIN-MAX"));
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
@@ -425,6 +463,7 @@ int main(void)
         cmocka_unit_test(weka_relative_times),
         cmocka_unit_test(model_replays_fan_out_and_join),
         cmocka_unit_test(synthetic_tasks),
+        cmocka_unit_test(spec_fan_out),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }
