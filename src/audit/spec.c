@@ -18,7 +18,7 @@
 
 #define SPEC_MAX_LIST ST_SPEC_MAX_ITEMS
 
-static const char *metric_names[ST_SLO__COUNT] = { "ttft", "tpot", "itl", "e2e", "ttfat" };
+static const char *metric_names[ST_SLO__COUNT] = { "ttft", "tpot", "itl", "e2e", "ttfat", "makespan" };
 
 const char *st_slo_metric_name(st_slo_metric m) { return (m >= 0 && m < ST_SLO__COUNT) ? metric_names[m] : "unknown"; }
 
@@ -718,7 +718,7 @@ static int parse_slo(pctx *p, yaml_node_t *n, st_spec *s)
         st_slo_term t;
         if (!ks || parse_slo_key(ks, &t))
             return failf(p, k,
-                         "slo: unknown key '%s' (expected METRIC_pPCT_ms with METRIC ttft, tpot, itl, e2e or ttfat and "
+                         "slo: unknown key '%s' (expected METRIC_pPCT_ms with METRIC ttft, tpot, itl, e2e, ttfat or makespan and "
                          "PCT 50, 90, 95 or 99, e.g. e2e_p99_ms)",
                          ks ? ks : "?");
         double ms;
@@ -1387,6 +1387,12 @@ static int parse_root(pctx *p, yaml_node_t *root, st_spec *s)
     REQUIRE("slo");
     if (parse_slo(p, v, s))
         return -1;
+    for (int i = 0; i < s->slo.n; i++) /* a task is a session: the makespan term needs them */
+        if (s->slo.terms[i].metric == ST_SLO_MAKESPAN && !s->workload.sessions.on)
+            return failf(p, v,
+                         "slo: makespan_* needs tasks: workload.sessions (synthetic agent tasks with fan_out, or "
+                         "sessions: replay of a trace); a task's makespan runs from its first request's arrival to "
+                         "its last request's end");
 #undef REQUIRE
     if ((v = kv(k, nk, "configurations"))) {
         if (parse_configs(p, v, s))

@@ -31,9 +31,10 @@ typedef enum st_slo_metric {
     ST_SLO_ITL,
     ST_SLO_E2E,
     ST_SLO_TTFAT,
+    ST_SLO_MAKESPAN, /* a task's (session's) first request's arrival to its last request's end */
     ST_SLO__COUNT
 } st_slo_metric;
-const char *st_slo_metric_name(st_slo_metric m); /* "ttft", "tpot", "itl", "e2e", "ttfat" */
+const char *st_slo_metric_name(st_slo_metric m); /* "ttft", "tpot", "itl", "e2e", "ttfat", "makespan" */
 
 /* One SLO term: percentile `pct` (50, 90, 95, 99) of `metric` must be <= max_ms. */
 typedef struct st_slo_term {

@@ -239,3 +239,54 @@ json_t *st_agent_run_stats_json(const st_agent_run_stats *s)
     json_object_set_new(o, "by_depth", rows ? rows : json_null());
     return o;
 }
+
+int st_agent_makespans(const st_record *recs, uint32_t n, int closed, double k, double now_s, double w0, double w1,
+                       int online, double lim_s, double *out)
+{
+    uint32_t ms = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (recs[i].session > ms)
+            ms = recs[i].session;
+    if (!ms)
+        return 0;
+    if (ms > (1u << 26))
+        return -1;
+    double *start = malloc(((size_t)ms + 1) * sizeof *start), *last = malloc(((size_t)ms + 1) * sizeof *last);
+    uint8_t *state = calloc((size_t)ms + 1, 1); /* bit 0: a node failed; bit 1: a node not ended */
+    int rc = -1;
+    if (!start || !last || !state)
+        goto out;
+    for (uint32_t s = 0; s <= ms; s++)
+        start[s] = last[s] = NAN;
+    for (uint32_t i = 0; i < n; i++) {
+        const st_record *r = &recs[i];
+        if (!r->session || r->warmup)
+            continue;
+        st_ns t0 = closed ? r->sent : r->scheduled;
+        double a = t0 >= 0 ? (double)t0 * k : NAN, e = r->end >= 0 ? (double)r->end * k : NAN;
+        if (r->turn == 0 && a <= now_s)
+            start[r->session] = a;
+        if (e <= now_s && r->status != ST_REQ_OK)
+            state[r->session] |= 1;
+        else if (!(e <= now_s))
+            state[r->session] |= 2;
+        else if (isnan(last[r->session]) || e > last[r->session])
+            last[r->session] = e;
+    }
+    uint32_t m = 0;
+    for (uint32_t s = 1; s <= ms; s++) {
+        double a = start[s];
+        if (isnan(a) || a < w0 || a > w1 || (state[s] & 1))
+            continue;
+        if (!(state[s] & 2))
+            out[m++] = last[s] - a;
+        else if (online && now_s - a > lim_s)
+            out[m++] = now_s - a; /* still running, already past the limit */
+    }
+    rc = (int)m;
+out:
+    free(start);
+    free(last);
+    free(state);
+    return rc;
+}

@@ -51,6 +51,17 @@ typedef struct st_agent_run_stats {
 int st_agent_run_stats_compute(const st_workload *w, const st_record *recs, uint32_t n, double slo_makespan_s,
                                st_agent_run_stats *s);
 
+/* Task makespans from a run's records alone (tasks are sessions: a record's session, the task's
+ * first node its turn 0), for the audit's makespan SLO term. Times are record ns times k (engine
+ * seconds per ns); a node's time is its sent time when closed, else its scheduled time, and counts
+ * only up to now_s. For each task whose first node arrived within [w0, w1] (s): its makespan (the
+ * last node's end minus the first node's arrival) when every node completed; online, a task still
+ * running whose elapsed time already exceeds lim_s gives that elapsed time (a breach known now);
+ * a task with a failed node gives none (its requests count as failed). Values in seconds into out
+ * (at least n entries); returns their count, or -1 out of memory. */
+int st_agent_makespans(const st_record *recs, uint32_t n, int closed, double k, double now_s, double w0, double w1,
+                       int online, double lim_s, double *out);
+
 /* The figures as JSON (bench --json "tasks", docs/bench-json.md): times in ms. NULL out of memory. */
 json_t *st_agent_run_stats_json(const st_agent_run_stats *s);
 

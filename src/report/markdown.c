@@ -18,7 +18,7 @@ static void slo_text(const st_spec *s, char *out, size_t n)
     for (int i = 0; i < s->slo.n && off < n; i++) {
         const st_slo_term *t = &s->slo.terms[i];
         const char *m = st_slo_metric_name(t->metric);
-        char up[8];
+        char up[16]; /* the longest metric name, "makespan", upper-cased */
         size_t k;
         for (k = 0; m[k] && k + 1 < sizeof up; k++)
             up[k] = (char)(m[k] - 32);

@@ -426,7 +426,7 @@ void st_report_term_name(const st_spec *s, int term, char *out, size_t n)
         return;
     }
     const char *m = st_slo_metric_name(s->slo.terms[term].metric);
-    char up[8];
+    char up[16]; /* the longest metric name, "makespan", upper-cased */
     size_t k;
     for (k = 0; m[k] && k + 1 < sizeof up; k++)
         up[k] = (char)(m[k] >= 'a' && m[k] <= 'z' ? m[k] - 32 : m[k]);

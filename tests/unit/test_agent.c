@@ -318,6 +318,17 @@ static void model_replays_fan_out_and_join(void **state)
         assert_int_equal(a.slo_met, 1);
         assert_int_equal(a.n_depth_rows, 3);
         assert_int_equal(a.depth[1].completed, 3);
+        /* the audit's makespan term from the records alone: the same makespan */
+        double mv[5];
+        assert_int_equal(st_agent_makespans(rec, 5, 0, 1e-9, INFINITY, -INFINITY, INFINITY, 0, 0, mv), 1);
+        assert_true(fabs(mv[0] - a.makespan.p50) < 1e-9);
+        /* online, before the join ended: nothing known yet, unless already past the limit */
+        double now = (double)(rec[4].end - 1) * 1e-9, el = now - (double)rec[0].scheduled * 1e-9;
+        assert_int_equal(st_agent_makespans(rec, 5, 0, 1e-9, now, -INFINITY, INFINITY, 1, el + 1, mv), 0);
+        assert_int_equal(st_agent_makespans(rec, 5, 0, 1e-9, now, -INFINITY, INFINITY, 1, el / 2, mv), 1);
+        assert_true(fabs(mv[0] - el) < 1e-9);
+        /* a window that does not hold the task's start: none */
+        assert_int_equal(st_agent_makespans(rec, 5, 0, 1e-9, INFINITY, 1e9, INFINITY, 0, 0, mv), 0);
         for (uint32_t k = 0; k < 5; k++)
             st_record_free(&rec[k]);
     }
@@ -445,6 +456,25 @@ static void spec_fan_out(void **state)
     assert_int_equal(st_workload_sessions(&p, &w, err, sizeof err), 0);
     assert_int_equal(w.n_tasks, 10);
     st_workload_free(&w);
+    st_spec_free(&s);
+    /* the makespan SLO term: with tasks only */
+    const char *ms_spec = "engine: {kind: emulator, model: Qwen/Qwen3-8B, flags: [--gpu, H100]}\n"
+                          "hardware: {gpu: H100, gpus_per_replica: 1, price_per_gpu_hour: 2}\n"
+                          "peak_rate: 1\nrates: [1]\nconfigurations: [{name: base}]\n"
+                          "slo: {ttft_p95_ms: 1000, tpot_p95_ms: 100, makespan_p95_ms: 8000}\n"
+                          "workload: {input_tokens: 600, output_tokens: 50}\n";
+    assert_int_equal(st_spec_parse("m.yaml", ms_spec, strlen(ms_spec), &s, err, sizeof err), -1);
+    assert_non_null(strstr(err, "slo: makespan_* needs tasks"));
+    snprintf(text, sizeof text, SPEC_BASE, "{turns: 2, fan_out: 3}");
+    char *with = strstr(text, "tpot_p95_ms: 100}");
+    assert_non_null(with);
+    char text2[1200];
+    snprintf(text2, sizeof text2, "%.*stpot_p95_ms: 100, makespan_p95_ms: 8000}%s", (int)(with - text), text,
+             with + strlen("tpot_p95_ms: 100}"));
+    if (st_spec_parse("m.yaml", text2, strlen(text2), &s, err, sizeof err))
+        fail_msg("%s", err);
+    assert_int_equal(s.slo.terms[2].metric, ST_SLO_MAKESPAN);
+    assert_string_equal(st_slo_metric_name(s.slo.terms[2].metric), "makespan");
     st_spec_free(&s);
     snprintf(text, sizeof text, SPEC_BASE, "{turns: 1, fan_out: 3}");
     assert_int_equal(st_spec_parse("s.yaml", text, strlen(text), &s, err, sizeof err), -1);
