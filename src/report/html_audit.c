@@ -170,8 +170,14 @@ static void setup_rows(arena *a, const st_report *r, const char *ev, st_html_kv 
             char sr[32], rq[32];
             st_fmt_num(sr, sizeof sr, c->cap->pass_rate);
             st_fmt_num(rq, sizeof rq, c->cap->capacity_rps);
-            st_buf_printf(&b, ". %s at its capacity, %s sessions/s (%s req/s delivered): TTFT p50 by turn", c->name, sr,
-                          rq);
+            st_buf_printf(&b, ". %s at its capacity, %s sessions/s (%s req/s delivered)", c->name, sr, rq);
+            if (c->tasks_done) { /* a session is a task: first arrival to last end */
+                char m50[32], m95[32];
+                st_fmt_num(m50, sizeof m50, c->makespan_p50_ms / 1e3);
+                st_fmt_num(m95, sizeof m95, c->makespan_p95_ms / 1e3);
+                st_buf_printf(&b, ", makespan p50 %s s, p95 %s s", m50, m95);
+            }
+            st_buf_puts(&b, ": TTFT p50 by turn");
             for (int u = 0; u < c->n_turns; u++) {
                 const st_turn_row *w = &c->turns[u];
                 if (!w->completed)

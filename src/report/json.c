@@ -131,6 +131,9 @@ static json_t *sessions_json(const st_rep_cfg *c)
     json_t *o = json_object();
     json_object_set_new(o, "sessions_per_s", c->cap->has_pass ? st_jnum_or_null(c->cap->pass_rate) : json_null());
     json_object_set_new(o, "requests_per_session", st_jnum_or_null(c->requests_per_session));
+    json_object_set_new(o, "tasks_completed", json_integer(c->tasks_done)); /* a session is a task */
+    json_object_set_new(o, "makespan_p50_ms", c->tasks_done ? st_jnum_or_null(c->makespan_p50_ms) : json_null());
+    json_object_set_new(o, "makespan_p95_ms", c->tasks_done ? st_jnum_or_null(c->makespan_p95_ms) : json_null());
     json_t *a = json_array();
     for (int t = 0; t < c->n_turns; t++) {
         const st_turn_row *w = &c->turns[t];

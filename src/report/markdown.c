@@ -302,19 +302,24 @@ static void sessions_section(const st_report *r, st_buf *b)
                    "first turn is on the arrival schedule, its later turns follow its answers. The capacity in the "
                    "tables above is the requests/s the engine delivered at the highest session rate that held the "
                    "SLO (the cost per output token does not depend on the unit); that session rate is below.\n\n");
-    st_buf_puts(b, "| Config | Capacity (sessions/s) | Requests per session | Delivered (req/s) |\n"
-                   "|---|---:|---:|---:|\n");
+    st_buf_puts(b, "| Config | Capacity (sessions/s) | Requests per session | Delivered (req/s) | Makespan p50 (s) | "
+                   "Makespan p95 (s) |\n"
+                   "|---|---:|---:|---:|---:|---:|\n");
     for (int k = 0; k < r->n_cfg; k++) {
         const st_rep_cfg *c = &r->cfg[r->order[k]];
         if (c->status != ST_REP_OK)
             continue;
-        char a[32], rq[32], d[32];
+        char a[32], rq[32], d[32], m50[32] = "-", m95[32] = "-";
         st_fmt_num(a, sizeof a, c->cap->pass_rate);
         st_fmt_num(rq, sizeof rq, c->requests_per_session);
         st_fmt_num(d, sizeof d, c->cap->capacity_rps);
+        if (c->tasks_done) { /* a session is a task: first arrival to last end (load/agent_run.h) */
+            st_fmt_num(m50, sizeof m50, c->makespan_p50_ms / 1e3);
+            st_fmt_num(m95, sizeof m95, c->makespan_p95_ms / 1e3);
+        }
         st_buf_puts(b, "| ");
         st_md_text(b, c->name);
-        st_buf_printf(b, " | %s | %s | %s |\n", a, rq, d);
+        st_buf_printf(b, " | %s | %s | %s | %s | %s |\n", a, rq, d, m50, m95);
     }
     st_buf_puts(b, "\n");
     for (int k = 0; k < r->n_cfg; k++) {

@@ -132,11 +132,72 @@ static void trace_stats_of_the_sample(void **state)
     remove(log);
 }
 
+/* An audit spec with synthetic agent tasks (sessions: fan_out) on the engine model: report.json and
+ * report.md give the tasks' makespan at the capacity; a makespan SLO no task can meet fails every
+ * rate, one every task meets passes. */
+static void predict_fan_out_spec(void **state)
+{
+    (void)state;
+    char spec[128], out[128], log[128], p[200];
+    snprintf(spec, sizeof spec, "/tmp/st-agents-spec-%d.yaml", (int)getpid());
+    snprintf(out, sizeof out, "/tmp/st-agents-pred-%d", (int)getpid());
+    snprintf(log, sizeof log, "/tmp/st-agents-predspec-%d.log", (int)getpid());
+    const double limits[2] = { 60000, 300 };
+    for (int k = 0; k < 2; k++) {
+        FILE *f = fopen(spec, "w");
+        assert_non_null(f);
+        fprintf(f,
+                "engine: {kind: emulator, model: Qwen/Qwen3-8B, flags: [--gpu, H100]}\n"
+                "hardware: {gpu: H100, gpus_per_replica: 1, price_per_gpu_hour: 2.49}\npeak_rate: 2\n"
+                "workload: {input_tokens: 1500, output_tokens: 150, shared_prefix: 500, requests_per_rate: 90,\n"
+                "  sessions: {turns: 3, fan_out: 2-4, user_tokens: 80, think_time: 200ms}}\n"
+                "rates: [0.5, 1]\nsearch: {mode: burst}\n"
+                "slo: {ttft_p95_ms: 1500, tpot_p95_ms: 50, makespan_p95_ms: %g}\n",
+                limits[k]);
+        fclose(f);
+        const char *a[] = { "servetune", "predict", spec, "-o", out, "-q", NULL };
+        assert_int_equal(run_cli(a, log), 0);
+        snprintf(p, sizeof p, "%s/report.json", out);
+        json_t *j = load_json(p);
+        json_t *c = json_array_get(json_object_get(j, "configurations"), 0);
+        json_t *cap = json_object_get(c, "capacity");
+        if (k == 0) {
+            json_t *ss = json_object_get(cap, "sessions");
+            assert_true(json_integer_value(json_object_get(ss, "tasks_completed")) >= 5);
+            double m50 = json_number_value(json_object_get(ss, "makespan_p50_ms"));
+            double m95 = json_number_value(json_object_get(ss, "makespan_p95_ms"));
+            assert_true(m50 > 4 * 200 && m95 >= m50 && m95 < limits[0]); /* four gaps of 200 ms at least */
+            snprintf(p, sizeof p, "%s/report.md", out);
+            size_t len;
+            char err[256];
+            char *md = st_read_file(p, 1 << 22, &len, err, sizeof err);
+            assert_non_null(md);
+            assert_non_null(strstr(md, "| Makespan p50 (s) | Makespan p95 (s) |"));
+            assert_non_null(strstr(md, "p95 MAKESPAN <= 60000 ms"));
+            free(md);
+        } else {
+            /* no task ends within 300 ms: every rate fails on the makespan */
+            assert_true(json_is_null(json_object_get(cap, "rps")) ||
+                        !json_is_true(json_object_get(cap, "pass_confident")));
+            json_t *runs = json_object_get(c, "runs");
+            assert_true(json_array_size(runs) >= 1);
+            size_t i;
+            json_t *rr;
+            json_array_foreach(runs, i, rr)
+                assert_string_not_equal(json_string_value(json_object_get(rr, "verdict")), "pass");
+        }
+        json_decref(j);
+    }
+    remove(spec);
+    remove(log);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
         cmocka_unit_test(trace_stats_of_the_sample),
         cmocka_unit_test(bench_and_predict_agree),
+        cmocka_unit_test(predict_fan_out_spec),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }
