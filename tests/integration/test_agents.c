@@ -188,6 +188,26 @@ static void predict_fan_out_spec(void **state)
         }
         json_decref(j);
     }
+    /* an agent trace as a spec's workload.trace: refused, saying where it replays */
+    FILE *f = fopen(spec, "w");
+    assert_non_null(f);
+    char cwd[512];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    fprintf(f,
+            "engine: {kind: emulator, model: Qwen/Qwen3-8B, flags: [--gpu, H100]}\n"
+            "hardware: {gpu: H100, gpus_per_replica: 1, price_per_gpu_hour: 2}\npeak_rate: 1\nrates: [1]\n"
+            "slo: {ttft_p95_ms: 1000, tpot_p95_ms: 100}\n"
+            "workload: {trace: %s/examples/agent-weka-sample.json, requests_per_rate: 7}\n",
+            cwd);
+    fclose(f);
+    const char *a[] = { "servetune", "predict", spec, "-o", out, "-q", NULL };
+    assert_int_equal(run_cli(a, log), 2);
+    size_t len;
+    char err[256];
+    char *text = st_read_file(log, 1 << 16, &len, err, sizeof err);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "is an agent trace (task graphs): replay it with servetune bench --trace"));
+    free(text);
     remove(spec);
     remove(log);
 }
