@@ -107,6 +107,9 @@ typedef struct run {
     uint32_t *prompt_len;
     uint32_t *step_items; /* on_step: the item index of each sequence of the step */
     uint32_t cap_step_items;
+    /* agent task graphs: the parents each node still waits for, and a stack to skip a failed
+     * node's descendants */
+    uint32_t *waiting, *dag_stack;
 } run;
 
 static const char SESSION_ENDED[] = "not sent: an earlier turn of its session did not complete";
@@ -188,6 +191,17 @@ static int run_prepare(run *R)
         R->prompt_len = calloc(n, sizeof *R->prompt_len);
         if (!R->rel || !R->prompt || !R->prompt_len)
             return -1;
+        int dag = 0;
+        for (uint32_t i = 0; i < n && !dag; i++)
+            dag = R->items[i].n_parents || R->items[i].n_children;
+        if (dag) {
+            R->waiting = malloc((size_t)n * sizeof *R->waiting);
+            R->dag_stack = malloc((size_t)n * sizeof *R->dag_stack);
+            if (!R->waiting || !R->dag_stack)
+                return -1;
+            for (uint32_t i = 0; i < n; i++)
+                R->waiting[i] = R->items[i].n_parents;
+        }
     }
     R->p.total = n;
     return 0;
@@ -287,8 +301,79 @@ static int release_next(run *R, uint32_t i, st_ns at)
     return 0;
 }
 
+/* ---- agent task graphs: a node's end counts down its children --------------------------- */
+
+static const char TASK_NODE_ENDED[] = "not sent: a request it waits for in its task did not complete";
+
+/* Item i ended unfinished: its descendants not sent yet are skipped. */
+static void skip_children(run *R, uint32_t i)
+{
+    if (!R->dag_stack || !R->items[i].n_children)
+        return;
+    uint32_t top = 0;
+    R->dag_stack[top++] = i;
+    while (top) {
+        const st_emu_sim_item *x = &R->items[R->dag_stack[--top]];
+        for (uint32_t c = 0; c < x->n_children; c++) {
+            uint32_t j = x->children[c];
+            if (j >= R->n || !R->items[j].dependent)
+                continue;
+            st_record *r = &R->rec[j];
+            if (r->status != ST_REQ_OK || r->sent >= 0)
+                continue; /* already skipped (another parent) or over */
+            st_record_set_error(r, ST_REQ_SKIPPED, TASK_NODE_ENDED, sizeof TASK_NODE_ENDED - 1);
+            R->p.failed++;
+            R->dag_stack[top++] = j;
+        }
+    }
+}
+
+/* Item i completed at run time `at`: each child gets its answer (when it grows by it) and, once
+ * its last parent is in, is released after its gap. 0, or -1 out of memory. */
+static int release_children(run *R, uint32_t i, st_ns at)
+{
+    const st_emu_sim_item *it = &R->items[i];
+    if (!R->waiting || !it->n_children)
+        return 0;
+    uint32_t from = it->n_reason < R->rec[i].output_tokens ? it->n_reason : R->rec[i].output_tokens;
+    uint32_t answer = R->rec[i].output_tokens - from;
+    for (uint32_t c = 0; c < it->n_children; c++) {
+        uint32_t j = it->children[c];
+        if (j >= R->n || j == i || !R->items[j].dependent || !R->waiting[j])
+            continue;
+        const st_emu_sim_item *ch = &R->items[j];
+        if (!R->prompt[j]) { /* its own prompt first */
+            const uint32_t *own = item_ids(R, j);
+            uint32_t *p = malloc((size_t)(ch->input_len ? ch->input_len : 1) * sizeof *p);
+            if (!own || !p) {
+                free(p);
+                return -1;
+            }
+            memcpy(p, own, (size_t)ch->input_len * sizeof *p);
+            R->prompt[j] = p;
+            R->prompt_len[j] = ch->input_len;
+        }
+        if (ch->grow && answer) {
+            uint64_t len = (uint64_t)R->prompt_len[j] + answer;
+            uint32_t *p = len <= UINT32_MAX ? realloc(R->prompt[j], (size_t)len * sizeof *p) : NULL;
+            if (!p)
+                return -1;
+            for (uint32_t k = 0; k < answer; k++)
+                p[R->prompt_len[j] + k] = st_emu_output_token(R->base + i, from + k, R->vocab);
+            R->prompt[j] = p;
+            R->prompt_len[j] = (uint32_t)len;
+        }
+        R->rec[j].input_tokens = R->prompt_len[j];
+        if (--R->waiting[j] == 0)
+            rel_push(R, at + (ch->think > 0 ? ch->think : 0), j);
+    }
+    return 0;
+}
+
 static void run_free_sessions(run *R)
 {
+    free(R->waiting);
+    free(R->dag_stack);
     for (uint32_t i = 0; R->prompt && i < R->n; i++)
         free(R->prompt[i]);
     free(R->prompt);
@@ -361,6 +446,7 @@ static int send_item(run *R, uint32_t i, st_ns sent)
         R->p.failed++;
         slot_freed(R, sent);
         skip_later_turns(R, i);
+        skip_children(R, i);
     }
     return 0;
 }
@@ -423,6 +509,7 @@ static void expire(run *R, st_ns at)
         R->p.failed++;
         slot_freed(R, at);
         skip_later_turns(R, i);
+        skip_children(R, i);
     }
 }
 
@@ -499,7 +586,8 @@ static int run_step(run *R, const st_emu_step_result *res)
             R->s.completed++;
             R->p.completed++;
             slot_freed(R, at);
-            if (release_next(R, (uint32_t)(r - R->rec), at) < 0) {
+            if (release_next(R, (uint32_t)(r - R->rec), at) < 0 ||
+                release_children(R, (uint32_t)(r - R->rec), at) < 0) {
                 snprintf(R->err, R->errlen, "out of memory");
                 return -1;
             }
@@ -809,6 +897,10 @@ void st_emu_sim_items_from_workload(const struct st_workload *w, const st_ns *sc
                                           .next = it->next,
                                           .think = it->think,
                                           .session = it->session,
-                                          .turn = it->turn };
+                                          .turn = it->turn,
+                                          .children = it->children,
+                                          .n_children = it->n_children,
+                                          .n_parents = it->n_parents,
+                                          .grow = it->grow };
     }
 }
