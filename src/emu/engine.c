@@ -450,6 +450,7 @@ static int allocate_slots(st_emu_engine *e, emu_req *r, uint32_t num_new, const 
             return -1; /* cannot happen: checked above */
         r->n_blocks += need;
     }
+    uint32_t total = r->num_computed + n_hits * bs + num_new;
     cache_full_blocks(e, r, total < r->n_tokens ? total : r->n_tokens); /* never the draft tokens */
     return 0;
 }
@@ -785,8 +786,8 @@ int st_emu_skip_steps(st_emu_engine *e, st_ns horizon, st_emu_skip_result *res)
     uint32_t n = e->n_run, bs = e->cfg.block_size;
     st_ns now = e->clock.now(e->clock.ctx);
     uint32_t budget = e->mem.max_num_batched_tokens;
-    if (n == 0 || now >= horizon || e->oom || n > budget)
-        return 1;
+    if (n == 0 || now >= horizon || e->oom || n > budget || e->cfg.spec.k)
+        return 1; /* with speculation every step draws its drafts: st_emu_step */
     /* every running request is a decode that does not finish within the run */
     uint64_t C = 0, kmax = UINT64_MAX;
     for (uint32_t i = 0; i < n; i++) {
