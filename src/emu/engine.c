@@ -415,7 +415,7 @@ static int slots_fit(const st_emu_engine *e, const emu_req *r, uint32_t num_new,
     *need = need_total > have ? need_total - have : 0;
     uint32_t evictable_hits = 0;
     for (uint32_t i = 0; i < n_hits; i++)
-        if (e->pool.ref[hits[i]] == 0)
+        if (st_emu_blocks_ref(&e->pool, hits[i]) == 0)
             evictable_hits++;
     return (uint64_t)*need + evictable_hits <= e->pool.nfree;
 }
@@ -980,8 +980,8 @@ int st_emu_engine_check(const st_emu_engine *e, char *err, size_t errlen)
         }
     }
     for (uint32_t b = 0; b < e->pool.used && !rc; b++)
-        if (cnt[b] != e->pool.ref[b]) {
-            snprintf(err, errlen, "block %u: ref %u but held %u times", b, e->pool.ref[b], cnt[b]);
+        if (cnt[b] != st_emu_blocks_ref(&e->pool, b)) {
+            snprintf(err, errlen, "block %u: ref %u but held %u times", b, st_emu_blocks_ref(&e->pool, b), cnt[b]);
             rc = -1;
         }
     free(cnt);
