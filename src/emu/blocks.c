@@ -16,8 +16,13 @@ static uint64_t mix64(uint64_t x)
 
 uint64_t st_emu_block_hash(uint64_t parent, const uint32_t *ids, uint32_t n)
 {
+    /* two 32-bit ids per mixing round (half the rounds of one id each); the round number keeps
+     * the order, and an odd last id gets a round of its own */
     uint64_t h = mix64(parent ^ 0x9e3779b97f4a7c15ULL);
-    for (uint32_t i = 0; i < n; i++)
+    uint32_t i = 0;
+    for (; i + 1 < n; i += 2)
+        h = mix64(h ^ (((uint64_t)ids[i + 1] << 32 | ids[i]) + 0x632be59bd9b4e019ULL * (i + 1)));
+    if (i < n)
         h = mix64(h ^ ((uint64_t)ids[i] + 0x632be59bd9b4e019ULL * (i + 1)));
     return h ? h : 1;
 }
@@ -221,6 +226,16 @@ int st_emu_blocks_take(st_emu_blocks *p, uint32_t n, uint32_t *out)
         }
         x->ref = 1;
         out[i] = b;
+    }
+    /* The next take evicts the free queue's head, whose entry fq_remove just wrote: its cache-map
+     * slot and the entry after it are fetched ahead, so that take waits less for memory (a
+     * prefetch changes no state). */
+    if (p->used >= p->n && p->head != ST_EMU_NIL) {
+        const st_emu_block *h = &p->blk[p->head];
+        if (h->has_hash)
+            __builtin_prefetch(&p->map[slot_of(p, h->hash)]);
+        if (h->next != ST_EMU_NIL)
+            __builtin_prefetch(&p->blk[h->next]);
     }
     return 0;
 }
