@@ -47,6 +47,7 @@ void st_workload_free(st_workload *w)
 /* x mod d for a divisor fixed over many calls, without a division (Lemire, Kaser and Kurz,
  * "Faster remainder by direct computation", 2019): m = ceil(2^128 / d) once, then two
  * multiplications per remainder; exact for every 64-bit x and every d >= 1. */
+#ifdef __SIZEOF_INT128__
 typedef struct fastmod {
     unsigned __int128 m;
     uint64_t d;
@@ -61,6 +62,14 @@ static uint64_t fastmod_rem(const fastmod *f, uint64_t x)
     unsigned __int128 top = (low >> 64) * f->d;
     return (uint64_t)((bottom + top) >> 64);
 }
+#else /* no 128-bit integers: the division */
+typedef struct fastmod {
+    uint64_t d;
+} fastmod;
+
+static fastmod fastmod_of(uint64_t d) { return (fastmod){ d }; }
+static uint64_t fastmod_rem(const fastmod *f, uint64_t x) { return x % f->d; }
+#endif
 
 /* n draws of st_rng_range(r, ST_WORKLOAD_VOCAB_LO, hi_excl - 1), the same values from the same
  * generator state, with the range's rejection limit and divisor worked out once. */
