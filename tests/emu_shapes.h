@@ -198,7 +198,7 @@ static inline int shape_case(const uint8_t *data, size_t size, char *why, size_t
         } else if (k % 4 == 1) {
             uint64_t h = st_emu_block_hash(k, &nheld, 1);
             uint32_t blk = held[k % nheld];
-            int had = p.has_hash[blk]; /* a block keeps its first hash */
+            int had = st_emu_blocks_has_hash(&p, blk); /* a block keeps its first hash */
             st_emu_blocks_set_hash(&p, blk, h);
             uint32_t f = st_emu_blocks_lookup(&p, h);
             if (f == ST_EMU_NIL && !had) {

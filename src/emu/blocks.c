@@ -16,8 +16,13 @@ static uint64_t mix64(uint64_t x)
 
 uint64_t st_emu_block_hash(uint64_t parent, const uint32_t *ids, uint32_t n)
 {
+    /* two 32-bit ids per mixing round (half the rounds of one id each); the round number keeps
+     * the order, and an odd last id gets a round of its own */
     uint64_t h = mix64(parent ^ 0x9e3779b97f4a7c15ULL);
-    for (uint32_t i = 0; i < n; i++)
+    uint32_t i = 0;
+    for (; i + 1 < n; i += 2)
+        h = mix64(h ^ (((uint64_t)ids[i + 1] << 32 | ids[i]) + 0x632be59bd9b4e019ULL * (i + 1)));
+    if (i < n)
         h = mix64(h ^ ((uint64_t)ids[i] + 0x632be59bd9b4e019ULL * (i + 1)));
     return h ? h : 1;
 }
@@ -32,25 +37,10 @@ static int ensure_room(st_emu_blocks *p, uint64_t want)
         r *= 2;
     if (r > p->n)
         r = p->n;
-    void *a = realloc(p->ref, r * sizeof *p->ref);
+    void *a = realloc(p->blk, r * sizeof *p->blk);
     if (!a)
         return -1;
-    p->ref = a;
-    if (!(a = realloc(p->hash, r * sizeof *p->hash)))
-        return -1;
-    p->hash = a;
-    if (!(a = realloc(p->has_hash, r)))
-        return -1;
-    p->has_hash = a;
-    if (!(a = realloc(p->in_free, r)))
-        return -1;
-    p->in_free = a;
-    if (!(a = realloc(p->prev, r * sizeof *p->prev)))
-        return -1;
-    p->prev = a;
-    if (!(a = realloc(p->next, r * sizeof *p->next)))
-        return -1;
-    p->next = a;
+    p->blk = a;
     p->room = (uint32_t)r;
     return 0;
 }
@@ -65,28 +55,21 @@ static int map_reserve(st_emu_blocks *p, uint64_t entries)
         cap *= 2;
     if (cap == p->mcap)
         return 0;
-    uint64_t *k = calloc(cap, sizeof *k);
-    uint32_t *v = malloc(cap * sizeof *v);
-    if (!k || !v) {
-        free(k);
-        free(v);
+    st_emu_map_slot *m = malloc(cap * sizeof *m);
+    if (!m)
         return -1;
-    }
     for (uint64_t i = 0; i < cap; i++)
-        v[i] = ST_EMU_NIL;
+        m[i] = (st_emu_map_slot){ 0, ST_EMU_NIL };
     for (uint64_t i = 0; i < p->mcap; i++) { /* rehash */
-        if (p->mval[i] == ST_EMU_NIL)
+        if (p->map[i].val == ST_EMU_NIL)
             continue;
-        uint64_t s = slot_of_cap(cap, p->mkey[i]);
-        while (v[s] != ST_EMU_NIL)
+        uint64_t s = slot_of_cap(cap, p->map[i].key);
+        while (m[s].val != ST_EMU_NIL)
             s = (s + 1) & (cap - 1);
-        k[s] = p->mkey[i];
-        v[s] = p->mval[i];
+        m[s] = p->map[i];
     }
-    free(p->mkey);
-    free(p->mval);
-    p->mkey = k;
-    p->mval = v;
+    free(p->map);
+    p->map = m;
     p->mcap = cap;
     return 0;
 }
@@ -119,26 +102,23 @@ int st_emu_blocks_reserve(st_emu_blocks *p, uint32_t n)
 
 void st_emu_blocks_free(st_emu_blocks *p)
 {
-    free(p->ref);
-    free(p->hash);
-    free(p->has_hash);
-    free(p->in_free);
-    free(p->prev);
-    free(p->next);
-    free(p->mkey);
-    free(p->mval);
+    free(p->blk);
+    free(p->map);
     memset(p, 0, sizeof *p);
 }
 
 static uint64_t slot_of_cap(uint64_t cap, uint64_t h) { return mix64(h) & (cap - 1); }
 static uint64_t slot_of(const st_emu_blocks *p, uint64_t h) { return slot_of_cap(p->mcap, h); }
+uint32_t st_emu_blocks_ref(const st_emu_blocks *p, uint32_t b) { return b < p->used ? p->blk[b].ref : 0; }
+int st_emu_blocks_has_hash(const st_emu_blocks *p, uint32_t b) { return b < p->used && p->blk[b].has_hash; }
+
 uint32_t st_emu_blocks_lookup(const st_emu_blocks *p, uint64_t h)
 {
     for (uint64_t s = slot_of(p, h), k = 0; k < p->mcap; k++, s = (s + 1) & (p->mcap - 1)) {
-        if (p->mval[s] == ST_EMU_NIL)
+        if (p->map[s].val == ST_EMU_NIL)
             return ST_EMU_NIL;
-        if (p->mkey[s] == h)
-            return p->mval[s];
+        if (p->map[s].key == h)
+            return p->map[s].val;
     }
     return ST_EMU_NIL;
 }
@@ -147,68 +127,69 @@ uint32_t st_emu_blocks_lookup(const st_emu_blocks *p, uint64_t h)
 static void map_put(st_emu_blocks *p, uint64_t h, uint32_t b)
 {
     uint64_t s = slot_of(p, h);
-    while (p->mval[s] != ST_EMU_NIL) {
-        if (p->mkey[s] == h)
+    while (p->map[s].val != ST_EMU_NIL) {
+        if (p->map[s].key == h)
             return; /* already cached by another block: keep the first */
         s = (s + 1) & (p->mcap - 1);
     }
-    p->mkey[s] = h;
-    p->mval[s] = b;
+    p->map[s] = (st_emu_map_slot){ h, b };
     p->mcount++;
 }
 
 static void map_del(st_emu_blocks *p, uint64_t h, uint32_t b)
 {
+    st_emu_map_slot *m = p->map;
     uint64_t mask = p->mcap - 1, s = slot_of(p, h);
-    while (p->mval[s] != ST_EMU_NIL && !(p->mkey[s] == h && p->mval[s] == b))
+    while (m[s].val != ST_EMU_NIL && !(m[s].key == h && m[s].val == b))
         s = (s + 1) & mask;
-    if (p->mval[s] == ST_EMU_NIL)
+    if (m[s].val == ST_EMU_NIL)
         return;
     /* backward-shift deletion */
     uint64_t hole = s, j = s;
     for (;;) {
         j = (j + 1) & mask;
-        if (p->mval[j] == ST_EMU_NIL)
+        if (m[j].val == ST_EMU_NIL)
             break;
-        uint64_t home = slot_of(p, p->mkey[j]);
+        uint64_t home = slot_of(p, m[j].key);
         /* can the entry at j move to hole? yes if home is not in (hole, j] cyclically */
         int in_range = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
         if (!in_range) {
-            p->mkey[hole] = p->mkey[j];
-            p->mval[hole] = p->mval[j];
+            m[hole] = m[j];
             hole = j;
         }
     }
-    p->mval[hole] = ST_EMU_NIL;
+    m[hole].val = ST_EMU_NIL;
     p->mcount--;
 }
 
 static void fq_remove(st_emu_blocks *p, uint32_t b)
 {
-    uint32_t pv = p->prev[b], nx = p->next[b];
+    st_emu_block *x = &p->blk[b];
+    uint32_t pv = x->prev, nx = x->next;
     if (pv != ST_EMU_NIL)
-        p->next[pv] = nx;
+        p->blk[pv].next = nx;
     else
         p->head = nx;
     if (nx != ST_EMU_NIL)
-        p->prev[nx] = pv;
+        p->blk[nx].prev = pv;
     else
         p->tail = pv;
-    p->prev[b] = p->next[b] = ST_EMU_NIL;
-    p->in_free[b] = 0;
+    x->prev = x->next = ST_EMU_NIL;
+    x->in_free = 0;
     p->nfree--;
 }
 
 static void fq_append(st_emu_blocks *p, uint32_t b)
 {
-    p->prev[b] = p->tail;
-    p->next[b] = ST_EMU_NIL;
+    st_emu_block *x = &p->blk[b];
+    x->prev = p->tail;
+    x->next = ST_EMU_NIL;
     if (p->tail != ST_EMU_NIL)
-        p->next[p->tail] = b;
+        p->blk[p->tail].next = b;
     else
         p->head = b;
     p->tail = b;
-    p->in_free[b] = 1;
+    x->in_free = 1;
     p->nfree++;
 }
 
@@ -216,9 +197,9 @@ void st_emu_blocks_touch(st_emu_blocks *p, uint32_t b)
 {
     if (b >= p->used)
         return; /* never taken: holds no hash, nothing looks it up */
-    if (p->ref[b] == 0 && p->in_free[b])
+    if (p->blk[b].ref == 0 && p->blk[b].in_free)
         fq_remove(p, b);
-    p->ref[b]++;
+    p->blk[b].ref++;
 }
 
 int st_emu_blocks_take(st_emu_blocks *p, uint32_t n, uint32_t *out)
@@ -231,21 +212,30 @@ int st_emu_blocks_take(st_emu_blocks *p, uint32_t n, uint32_t *out)
         uint32_t b;
         if (p->used < p->n) { /* the range of blocks never taken comes first */
             b = p->used++;
-            p->has_hash[b] = 0;
-            p->prev[b] = p->next[b] = ST_EMU_NIL;
-            p->in_free[b] = 0;
+            p->blk[b] = (st_emu_block){ .prev = ST_EMU_NIL, .next = ST_EMU_NIL };
             p->nfree--;
         } else {
             b = p->head;
             fq_remove(p, b);
         }
-        if (p->has_hash[b]) {
-            map_del(p, p->hash[b], b);
-            p->has_hash[b] = 0;
+        st_emu_block *x = &p->blk[b];
+        if (x->has_hash) {
+            map_del(p, x->hash, b);
+            x->has_hash = 0;
             p->evictions++;
         }
-        p->ref[b] = 1;
+        x->ref = 1;
         out[i] = b;
+    }
+    /* The next take evicts the free queue's head, whose entry fq_remove just wrote: its cache-map
+     * slot and the entry after it are fetched ahead, so that take waits less for memory (a
+     * prefetch changes no state). */
+    if (p->used >= p->n && p->head != ST_EMU_NIL) {
+        const st_emu_block *h = &p->blk[p->head];
+        if (h->has_hash)
+            __builtin_prefetch(&p->map[slot_of(p, h->hash)]);
+        if (h->next != ST_EMU_NIL)
+            __builtin_prefetch(&p->blk[h->next]);
     }
     return 0;
 }
@@ -254,19 +244,19 @@ void st_emu_blocks_release(st_emu_blocks *p, const uint32_t *blocks, uint32_t n)
 {
     for (uint32_t i = n; i-- > 0;) {
         uint32_t b = blocks[i];
-        if (b >= p->used || p->ref[b] == 0)
+        if (b >= p->used || p->blk[b].ref == 0)
             continue; /* would be a double free: ignored here, caught by st_emu_blocks_check */
-        if (--p->ref[b] == 0)
+        if (--p->blk[b].ref == 0)
             fq_append(p, b);
     }
 }
 
 void st_emu_blocks_set_hash(st_emu_blocks *p, uint32_t b, uint64_t h)
 {
-    if (b >= p->used || p->has_hash[b])
+    if (b >= p->used || p->blk[b].has_hash)
         return;
-    p->has_hash[b] = 1;
-    p->hash[b] = h;
+    p->blk[b].has_hash = 1;
+    p->blk[b].hash = h;
     map_put(p, h, b);
 }
 
@@ -275,9 +265,9 @@ int st_emu_blocks_reset_cache(st_emu_blocks *p)
     if (p->nfree != p->n)
         return -1;
     for (uint32_t b = 0; b < p->used; b++)
-        p->has_hash[b] = 0;
+        p->blk[b].has_hash = 0;
     for (uint64_t i = 0; i < p->mcap; i++)
-        p->mval[i] = ST_EMU_NIL;
+        p->map[i].val = ST_EMU_NIL;
     p->mcount = 0;
     return 0;
 }
@@ -285,17 +275,17 @@ int st_emu_blocks_reset_cache(st_emu_blocks *p)
 int st_emu_blocks_check(const st_emu_blocks *p, char *err, size_t errlen)
 {
     uint32_t cnt = 0, prev = ST_EMU_NIL;
-    for (uint32_t b = p->head; b != ST_EMU_NIL; b = p->next[b]) {
+    for (uint32_t b = p->head; b != ST_EMU_NIL; b = p->blk[b].next) {
         if (++cnt > p->n) {
             snprintf(err, errlen, "free queue has a cycle");
             return -1;
         }
-        if (p->prev[b] != prev) {
+        if (p->blk[b].prev != prev) {
             snprintf(err, errlen, "free queue link broken at block %u", b);
             return -1;
         }
-        if (p->ref[b] != 0 || !p->in_free[b]) {
-            snprintf(err, errlen, "block %u in the free queue with ref %u", b, p->ref[b]);
+        if (p->blk[b].ref != 0 || !p->blk[b].in_free) {
+            snprintf(err, errlen, "block %u in the free queue with ref %u", b, p->blk[b].ref);
             return -1;
         }
         prev = b;
@@ -307,13 +297,13 @@ int st_emu_blocks_check(const st_emu_blocks *p, char *err, size_t errlen)
     uint32_t zero = p->n - p->used;
     uint64_t hashed = 0;
     for (uint32_t b = 0; b < p->used; b++) {
-        if (p->ref[b] == 0)
+        if (p->blk[b].ref == 0)
             zero++;
-        if (p->ref[b] == 0 && !p->in_free[b]) {
+        if (p->blk[b].ref == 0 && !p->blk[b].in_free) {
             snprintf(err, errlen, "block %u unreferenced but not free (leaked)", b);
             return -1;
         }
-        if (p->has_hash[b] && st_emu_blocks_lookup(p, p->hash[b]) == b)
+        if (p->blk[b].has_hash && st_emu_blocks_lookup(p, p->blk[b].hash) == b)
             hashed++;
     }
     if (zero != p->nfree) {

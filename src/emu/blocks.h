@@ -17,19 +17,30 @@
 /* The most blocks a pool holds (block ids are 32-bit, ST_EMU_NIL excluded). */
 #define ST_EMU_BLOCKS_MAX (UINT32_MAX - 1u)
 
+/* One block's entry: everything a take, a release or a registration touches, in one place (one
+ * cache line or two at most for a block, rather than one per field). */
+typedef struct st_emu_block {
+    uint64_t hash;         /* valid when has_hash */
+    uint32_t ref;          /* references (requests holding it) */
+    uint32_t prev, next;   /* free queue links of the blocks taken before (after the range) */
+    uint8_t has_hash, in_free;
+} st_emu_block;
+
+/* One slot of the cache map: the hash and its block together (one memory access per probe). */
+typedef struct st_emu_map_slot {
+    uint64_t key;
+    uint32_t val; /* ST_EMU_NIL = empty slot */
+} st_emu_map_slot;
+
 typedef struct st_emu_blocks {
     uint32_t n, block_size;
     uint32_t used; /* blocks [used, n) were never taken: the free queue's head, in order */
-    uint32_t room; /* per-block entries allocated (>= used) */
-    uint32_t *ref; /* per-block entries: [0, used) */
-    uint64_t *hash;
-    uint8_t *has_hash, *in_free;
-    uint32_t *prev, *next; /* free queue links of the blocks taken before (after the range) */
-    uint32_t head, tail;   /* that list's ends (ST_EMU_NIL: empty) */
-    uint32_t nfree;        /* the range and the list */
+    uint32_t room;     /* per-block entries allocated (>= used) */
+    st_emu_block *blk; /* per-block entries: [0, used) */
+    uint32_t head, tail; /* the free queue list's ends (ST_EMU_NIL: empty) */
+    uint32_t nfree;      /* the range and the list */
     /* hash -> block (open addressing, linear probing, backward-shift deletion) */
-    uint64_t *mkey;
-    uint32_t *mval; /* ST_EMU_NIL = empty slot */
+    st_emu_map_slot *map;
     uint64_t mcap, mcount;
     uint64_t evictions;
 } st_emu_blocks;
@@ -39,6 +50,10 @@ int st_emu_blocks_init(st_emu_blocks *p, uint32_t n, uint32_t block_size);
 void st_emu_blocks_free(st_emu_blocks *p);
 /* Hash of one full block: parent hash (0 for the first block) and its token ids. */
 uint64_t st_emu_block_hash(uint64_t parent, const uint32_t *ids, uint32_t n);
+/* References held on block b (0 for a block never taken). */
+uint32_t st_emu_blocks_ref(const st_emu_blocks *p, uint32_t b);
+/* Whether block b holds a hash (it was registered full and not evicted since). */
+int st_emu_blocks_has_hash(const st_emu_blocks *p, uint32_t b);
 /* Block holding this hash, or ST_EMU_NIL. */
 uint32_t st_emu_blocks_lookup(const st_emu_blocks *p, uint64_t h);
 /* Takes a prefix-cache hit (a block taken before): removes it from the free queue if

@@ -14,13 +14,15 @@
 typedef struct emu_req {
     uint64_t id;
     void *user;
-    uint32_t *tokens; /* prompt then generated tokens */
-    uint32_t n_tokens, cap_tokens;
+    uint32_t *tokens; /* the prompt's ids (n_prompt of them, room for cap_prompt); generated token q
+                         is st_emu_output_token(id, q): computed where needed, not stored */
+    uint32_t n_tokens, cap_tokens; /* prompt and generated tokens; at most prompt + max_tokens */
+    uint32_t cap_prompt;
     uint32_t n_prompt, max_tokens, n_out;
     uint32_t num_computed; /* tokens whose KV is in the cache */
     uint32_t *blocks;
     uint32_t n_blocks, cap_blocks;
-    uint64_t *bhash; /* hashes of full blocks, computed lazily */
+    uint64_t *bhash; /* hashes of full blocks, computed lazily (room for cap_blocks) */
     uint32_t n_bhash;
     uint32_t n_cached;      /* leading blocks already registered in the cache */
     uint32_t cached_tokens; /* prefix hit at first admission */
@@ -64,16 +66,22 @@ struct st_emu_engine {
     uint32_t *skip_take, *skip_reg;  /* running indices grouped by the step (mod block_size) they take a
                                         block at, and register a full block at */
     uint32_t *skip_off_take, *skip_off_reg; /* block_size + 1 offsets into them */
-    uint32_t *skip_fill;             /* per sequence: run tokens written into its token array */
     uint32_t *skip_key;              /* per sequence: its group (scratch) */
     uint64_t *skip_first;            /* per sequence: the run's step it takes its next block at */
     uint32_t cap_skip_seq, cap_skip_start, cap_skip_due, cap_skip_take, cap_skip_reg, cap_skip_offt, cap_skip_offr,
-        cap_skip_fill, cap_skip_key, cap_skip_first;
+        cap_skip_key, cap_skip_first;
     st_ns fe_free;              /* the API server's work queue is busy until then (engine time) */
     st_ns fe_batch, fe_pre;     /* when the latest step's token work began on it, and the queue's end before it */
     st_ns last_start, last_end; /* the previous step's start and end (-1 before the first) */
     st_emu_stats st;
+    uint32_t *hash_ids; /* block_size ids: a block with generated tokens, for its hash */
+    /* finished requests kept with their buffers for the next ones (no allocation per request) */
+    struct emu_req **spare;
+    uint32_t n_spare;
 };
+
+/* Finished requests an engine keeps for reuse (their arrays with them). */
+#define EMU_SPARE_REQS 256u
 
 uint32_t st_emu_output_token(uint64_t id, uint32_t n, uint32_t vocab)
 {
@@ -123,6 +131,16 @@ int st_emu_engine_new(const st_emu_config *cfg, st_clock clock, st_emu_engine **
         free(e);
         return -1;
     }
+    e->hash_ids = malloc((size_t)e->cfg.block_size * sizeof *e->hash_ids);
+    e->spare = malloc(EMU_SPARE_REQS * sizeof *e->spare);
+    if (!e->hash_ids || !e->spare) {
+        snprintf(err, errlen, "out of memory");
+        st_emu_blocks_free(&e->pool);
+        free(e->hash_ids);
+        free(e->spare);
+        free(e);
+        return -1;
+    }
     e->st.num_blocks = e->mem.num_blocks;
     e->last_start = e->last_end = -1;
     e->fe_batch = -1;
@@ -130,7 +148,7 @@ int st_emu_engine_new(const st_emu_config *cfg, st_clock clock, st_emu_engine **
     return 0;
 }
 
-static void req_free(emu_req *r)
+static void req_destroy(emu_req *r)
 {
     if (!r)
         return;
@@ -140,14 +158,41 @@ static void req_free(emu_req *r)
     free(r);
 }
 
+/* A request leaves the engine: kept for reuse while there is room. */
+static void req_free(st_emu_engine *e, emu_req *r)
+{
+    if (r && e->n_spare < EMU_SPARE_REQS)
+        e->spare[e->n_spare++] = r;
+    else
+        req_destroy(r);
+}
+
+/* Room for n elements of elem bytes in *p (capacity *cap); contents are not kept. 0 or -1. */
+static int room_for(void **p, uint32_t *cap, uint32_t n, size_t elem)
+{
+    if (n <= *cap && *p)
+        return 0;
+    void *q = malloc((size_t)(n ? n : 1) * elem);
+    if (!q)
+        return -1;
+    free(*p);
+    *p = q;
+    *cap = n ? n : 1;
+    return 0;
+}
+
 void st_emu_engine_free(st_emu_engine *e)
 {
     if (!e)
         return;
     for (uint32_t i = 0; i < e->wq_len; i++)
-        req_free(e->wq[(e->wq_head + i) % e->wq_cap]);
+        req_destroy(e->wq[(e->wq_head + i) % e->wq_cap]);
     for (uint32_t i = 0; i < e->n_run; i++)
-        req_free(e->run[i]);
+        req_destroy(e->run[i]);
+    for (uint32_t i = 0; i < e->n_spare; i++)
+        req_destroy(e->spare[i]);
+    free(e->spare);
+    free(e->hash_ids);
     free(e->wq);
     free(e->run);
     free(e->sched);
@@ -165,7 +210,6 @@ void st_emu_engine_free(st_emu_engine *e)
     free(e->skip_reg);
     free(e->skip_off_take);
     free(e->skip_off_reg);
-    free(e->skip_fill);
     free(e->skip_key);
     free(e->skip_first);
     st_emu_blocks_free(&e->pool);
@@ -292,20 +336,26 @@ int st_emu_add_request(st_emu_engine *e, const st_emu_req_params *p, char *err, 
                      p->n_ids, (unsigned long long)m, L, (long long)L - (long long)m);
         return ST_EMU_ADD_TOO_LONG;
     }
-    emu_req *r = calloc(1, sizeof *r);
+    emu_req *r = e->n_spare ? e->spare[--e->n_spare] : calloc(1, sizeof *r);
     if (!r)
         goto nomem;
+    { /* a spare one keeps its arrays; everything else starts afresh */
+        uint32_t *tk = r->tokens, *bl = r->blocks, cp = r->cap_prompt, cb = r->cap_blocks;
+        uint64_t *bh = r->bhash;
+        *r = (emu_req){ .tokens = tk, .blocks = bl, .bhash = bh, .cap_prompt = cp, .cap_blocks = cb };
+    }
     r->id = p->id;
     r->user = p->user;
     r->n_prompt = p->n_ids;
     r->max_tokens = p->max_tokens ? (uint32_t)p->max_tokens : L - p->n_ids; /* <= L: checked above */
     r->cap_tokens = r->n_prompt + r->max_tokens;
-    r->tokens = malloc((size_t)r->cap_tokens * sizeof *r->tokens);
     uint32_t maxblocks = (r->cap_tokens + e->cfg.block_size - 1) / e->cfg.block_size;
-    r->bhash = malloc((size_t)maxblocks * sizeof *r->bhash);
-    r->blocks = malloc((size_t)maxblocks * sizeof *r->blocks);
-    r->cap_blocks = maxblocks;
-    if (!r->tokens || !r->bhash || !r->blocks)
+    if (room_for((void **)&r->tokens, &r->cap_prompt, r->n_prompt, sizeof *r->tokens) < 0)
+        goto nomem;
+    uint32_t cb = r->cap_blocks; /* blocks and bhash share one capacity */
+    if (room_for((void **)&r->bhash, &cb, maxblocks, sizeof *r->bhash) < 0)
+        goto nomem;
+    if (room_for((void **)&r->blocks, &r->cap_blocks, maxblocks, sizeof *r->blocks) < 0)
         goto nomem;
     memcpy(r->tokens, p->ids, (size_t)p->n_ids * sizeof *p->ids);
     r->n_tokens = p->n_ids;
@@ -335,7 +385,7 @@ int st_emu_add_request(st_emu_engine *e, const st_emu_req_params *p, char *err, 
         goto nomem;
     return ST_EMU_ADD_OK;
 nomem:
-    req_free(r);
+    req_destroy(r);
     snprintf(err, errlen, "out of memory");
     return ST_EMU_ADD_NOMEM;
 }
@@ -378,18 +428,30 @@ int st_emu_abort(st_emu_engine *e, uint64_t id)
     }
     req_release_blocks(e, r);
     e->st.finished_abort++;
-    req_free(r);
+    req_free(e, r);
     return 0;
 }
 
-/* Hash of full block k of r (computed once, chained). */
+/* Hash of full block k of r (computed once, chained). A block within the prompt hashes the
+ * prompt's ids in place; one with generated tokens gets them from st_emu_output_token. */
 static uint64_t req_block_hash(st_emu_engine *e, emu_req *r, uint32_t k)
 {
     uint32_t bs = e->cfg.block_size;
     while (r->n_bhash <= k) {
         uint32_t j = r->n_bhash;
         uint64_t parent = j ? r->bhash[j - 1] : 0;
-        r->bhash[j] = st_emu_block_hash(parent, r->tokens + (size_t)j * bs, bs);
+        uint64_t from = (uint64_t)j * bs;
+        const uint32_t *ids = r->tokens + from;
+        if (from + bs > r->n_prompt) {
+            for (uint32_t q = 0; q < bs; q++) {
+                uint64_t pos = from + q;
+                e->hash_ids[q] = pos < r->n_prompt
+                                     ? r->tokens[pos]
+                                     : st_emu_output_token(r->id, (uint32_t)(pos - r->n_prompt), e->cfg.model.vocab);
+            }
+            ids = e->hash_ids;
+        }
+        r->bhash[j] = st_emu_block_hash(parent, ids, bs);
         r->n_bhash++;
     }
     return r->bhash[k];
@@ -421,7 +483,7 @@ static int slots_fit(const st_emu_engine *e, const emu_req *r, uint32_t num_new,
     *need = need_total > have ? need_total - have : 0;
     uint32_t evictable_hits = 0;
     for (uint32_t i = 0; i < n_hits; i++)
-        if (e->pool.ref[hits[i]] == 0)
+        if (st_emu_blocks_ref(&e->pool, hits[i]) == 0)
             evictable_hits++;
     return (uint64_t)*need + evictable_hits <= e->pool.nfree;
 }
@@ -670,7 +732,7 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
         uint32_t tok = st_emu_output_token(r->id, r->n_out, e->cfg.model.vocab), n_emit = 1 + r->spec_acc;
         for (uint32_t j = 0; j < n_emit; j++) {
             if (r->n_tokens < r->cap_tokens)
-                r->tokens[r->n_tokens++] = j ? st_emu_output_token(r->id, r->n_out, e->cfg.model.vocab) : tok;
+                r->n_tokens++; /* the token itself is st_emu_output_token's (req_block_hash) */
             r->n_out++;
         }
         e->st.generation_tokens += n_emit;
@@ -711,7 +773,7 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
         if (r->n_out >= r->max_tokens || (r->n_out > 0 && r->n_tokens >= e->mem.max_model_len)) {
             req_release_blocks(e, r);
             e->st.finished_length++;
-            req_free(r);
+            req_free(e, r);
         } else {
             e->run[w++] = r;
         }
@@ -751,18 +813,6 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
  * exactly what st_emu_step would, in the same order (block takes and registrations step by step in
  * running order, the step time from st_emu_step_seconds of the same batch), without the
  * scheduler's per-step passes over the queues, the per-step events or the driver's per-step work. */
-
-/* Writes r's run tokens up to run token `upto` (exclusive) into its token array: the token the
- * run's step q emits sits at index n_tokens + q (n_tokens before the run). */
-static void skip_fill_tokens(const st_emu_engine *e, emu_req *r, uint32_t *filled, uint32_t upto)
-{
-    if (upto > r->cap_tokens - r->n_tokens)
-        upto = r->cap_tokens - r->n_tokens;
-    for (uint32_t q = *filled; q < upto; q++)
-        r->tokens[r->n_tokens + q] = st_emu_output_token(r->id, r->n_out + q, e->cfg.model.vocab);
-    if (upto > *filled)
-        *filled = upto;
-}
 
 /* Groups running indices 0..n-1 by key[i] in [0, bs) (stable: running order within a group) into
  * idx, with the group starts in off[0..bs]. */
@@ -813,7 +863,6 @@ int st_emu_skip_steps(st_emu_engine *e, st_ns horizon, st_emu_skip_result *res)
     if (grow((void **)&e->skip_seq, &e->cap_skip_seq, n, sizeof *e->skip_seq) < 0 ||
         grow((void **)&e->skip_take, &e->cap_skip_take, n, sizeof *e->skip_take) < 0 ||
         grow((void **)&e->skip_reg, &e->cap_skip_reg, n, sizeof *e->skip_reg) < 0 ||
-        grow((void **)&e->skip_fill, &e->cap_skip_fill, n, sizeof *e->skip_fill) < 0 ||
         grow((void **)&e->skip_key, &e->cap_skip_key, n, sizeof *e->skip_key) < 0 ||
         grow((void **)&e->skip_first, &e->cap_skip_first, n, sizeof *e->skip_first) < 0 ||
         grow((void **)&e->skip_off_take, &e->cap_skip_offt, bs + 1, sizeof *e->skip_off_take) < 0 ||
@@ -832,7 +881,6 @@ int st_emu_skip_steps(st_emu_engine *e, st_ns horizon, st_emu_skip_result *res)
         key[i] = (uint32_t)(first[i] % bs);
         done += per * (r->fe_factor > 0 ? r->fe_factor : 1.0); /* st_emu_step's API-server queue */
         sq[i] = (st_emu_skip_seq){ .id = r->id, .user = r->user, .n_out = r->n_out, .due_off = (st_ns)done };
-        e->skip_fill[i] = 0;
     }
     skip_group(key, n, bs, e->skip_take, e->skip_off_take);
     for (uint32_t i = 0; i < n; i++)
@@ -885,7 +933,6 @@ int st_emu_skip_steps(st_emu_engine *e, st_ns horizon, st_emu_skip_result *res)
             }
             if (ig == i) {
                 g++;
-                skip_fill_tokens(e, r, &e->skip_fill[i], (uint32_t)j);
                 cache_full_blocks(e, r, r->num_computed + (uint32_t)j + 1);
             }
         }
@@ -937,7 +984,6 @@ int st_emu_skip_steps(st_emu_engine *e, st_ns horizon, st_emu_skip_result *res)
     uint32_t w = 0, finished = 0;
     for (uint32_t i = 0; i < n; i++) {
         emu_req *r = e->run[i];
-        skip_fill_tokens(e, r, &e->skip_fill[i], k);
         r->n_tokens += k < r->cap_tokens - r->n_tokens ? k : r->cap_tokens - r->n_tokens;
         r->n_out += k;
         r->num_computed += k;
@@ -945,7 +991,7 @@ int st_emu_skip_steps(st_emu_engine *e, st_ns horizon, st_emu_skip_result *res)
             sq[i].finish = ST_EMU_FINISH_LENGTH;
             req_release_blocks(e, r);
             e->st.finished_length++;
-            req_free(r);
+            req_free(e, r);
             finished++;
         } else {
             sq[i].finish = ST_EMU_NOT_FINISHED;
@@ -1020,8 +1066,8 @@ int st_emu_engine_check(const st_emu_engine *e, char *err, size_t errlen)
         }
     }
     for (uint32_t b = 0; b < e->pool.used && !rc; b++)
-        if (cnt[b] != e->pool.ref[b]) {
-            snprintf(err, errlen, "block %u: ref %u but held %u times", b, e->pool.ref[b], cnt[b]);
+        if (cnt[b] != st_emu_blocks_ref(&e->pool, b)) {
+            snprintf(err, errlen, "block %u: ref %u but held %u times", b, st_emu_blocks_ref(&e->pool, b), cnt[b]);
             rc = -1;
         }
     free(cnt);

@@ -50,10 +50,53 @@ void st_workload_free(st_workload *w)
     w->n_tasks = 0;
 }
 
+/* x mod d for a divisor fixed over many calls, without a division (Lemire, Kaser and Kurz,
+ * "Faster remainder by direct computation", 2019): m = ceil(2^128 / d) once, then two
+ * multiplications per remainder; exact for every 64-bit x and every d >= 1. */
+#ifdef __SIZEOF_INT128__
+typedef struct fastmod {
+    unsigned __int128 m;
+    uint64_t d;
+} fastmod;
+
+static fastmod fastmod_of(uint64_t d) { return (fastmod){ (unsigned __int128)-1 / d + 1, d }; }
+
+static uint64_t fastmod_rem(const fastmod *f, uint64_t x)
+{
+    unsigned __int128 low = f->m * x; /* mod 2^128 */
+    unsigned __int128 bottom = ((low & UINT64_MAX) * f->d) >> 64;
+    unsigned __int128 top = (low >> 64) * f->d;
+    return (uint64_t)((bottom + top) >> 64);
+}
+#else /* no 128-bit integers: the division */
+typedef struct fastmod {
+    uint64_t d;
+} fastmod;
+
+static fastmod fastmod_of(uint64_t d) { return (fastmod){ d }; }
+static uint64_t fastmod_rem(const fastmod *f, uint64_t x) { return x % f->d; }
+#endif
+
+/* n draws of st_rng_range(r, ST_WORKLOAD_VOCAB_LO, hi_excl - 1), the same values from the same
+ * generator state, with the range's rejection limit and divisor worked out once. */
 static void fill_ids(st_rng *r, uint32_t *ids, uint32_t n, uint32_t hi_excl)
 {
-    for (uint32_t i = 0; i < n; i++)
-        ids[i] = st_rng_range(r, ST_WORKLOAD_VOCAB_LO, hi_excl - 1);
+    uint32_t lo = ST_WORKLOAD_VOCAB_LO, hi = hi_excl - 1;
+    if (lo >= hi) { /* st_rng_range draws nothing then */
+        for (uint32_t i = 0; i < n; i++)
+            ids[i] = lo;
+        return;
+    }
+    uint64_t span = (uint64_t)hi - lo + 1;
+    uint64_t limit = UINT64_MAX - (UINT64_MAX % span) - 1;
+    fastmod f = fastmod_of(span);
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t x;
+        do
+            x = st_rng_next(r);
+        while (x > limit);
+        ids[i] = lo + (uint32_t)fastmod_rem(&f, x);
+    }
 }
 
 void st_workload_fill_ids(uint64_t seed, uint32_t *ids, uint32_t n)

@@ -244,7 +244,7 @@ static void blocks_lru_and_refcounts(void **state)
     /* a second user shares block 0 and 1 */
     st_emu_blocks_touch(&p, x[0]);
     st_emu_blocks_touch(&p, x[1]);
-    assert_int_equal(p.ref[x[0]], 2);
+    assert_int_equal(st_emu_blocks_ref(&p, x[0]), 2);
     st_emu_blocks_release(&p, x, 4); /* tail first: x3, x2 queued; x0, x1 still referenced */
     assert_int_equal(p.nfree, 6);
     assert_int_equal(st_emu_blocks_check(&p, err, sizeof err), 0);

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include "core/rng.h"
 #include "load/workload.h"
 
 static void synth_lengths_prefix_and_ids(void **state)
@@ -66,6 +67,25 @@ static void synth_reproducible(void **state)
     st_workload_free(&a);
     st_workload_free(&b);
     st_workload_free(&c);
+}
+
+/* st_workload_fill_ids draws exactly what st_rng_range would, id by id (its divisor and rejection
+ * limit are worked out once): the ids of every workload stay the same. */
+static void fill_ids_match_rng_range(void **state)
+{
+    (void)state;
+    enum { N = 20000 };
+    static uint32_t ids[N];
+    for (uint64_t seed = 1; seed < 40; seed += 7) {
+        st_workload_fill_ids(seed * 0x9e3779b97f4a7c15ULL, ids, N);
+        st_rng r;
+        st_rng_seed(&r, seed * 0x9e3779b97f4a7c15ULL);
+        for (uint32_t i = 0; i < N; i++) {
+            uint32_t want = st_rng_range(&r, ST_WORKLOAD_VOCAB_LO, ST_WORKLOAD_VOCAB_DEFAULT - 1);
+            if (ids[i] != want)
+                fail_msg("seed %llu, id %u: %u, st_rng_range gives %u", (unsigned long long)seed, i, ids[i], want);
+        }
+    }
 }
 
 static void synth_invalid(void **state)
@@ -341,6 +361,7 @@ int main(void)
     const struct CMUnitTest t[] = {
         cmocka_unit_test(synth_lengths_prefix_and_ids),
         cmocka_unit_test(synth_reproducible),
+        cmocka_unit_test(fill_ids_match_rng_range),
         cmocka_unit_test(synth_invalid),
         cmocka_unit_test(text_from_ids),
         cmocka_unit_test(trace_parse_good),
