@@ -193,7 +193,7 @@ static int read_shard(shard *sh, char *err, size_t errlen)
     for (int i = 0; i < nrun; i++)
         if (!runs[i].config || strcmp(runs[i].config, sh->name)) {
             st_errf(err, errlen, "%s: holds runs of configuration '%s' (a shard holds only its own)", sh->path,
-                     runs[i].config ? runs[i].config : "?");
+                    runs[i].config ? runs[i].config : "?");
             goto out;
         }
     rc = 0;
@@ -251,7 +251,7 @@ static int list_shards(const char *dir, shard **out, int *n, char *err, size_t e
     closedir(d);
     if (rc == 0 && *n == 0) {
         st_errf(err, errlen, "%s: no shards (DIR/%s/NAME%s, written by servetune audit --only)", path, ST_SHARD_DIR,
-                 ST_SHARD_EXT);
+                ST_SHARD_EXT);
         rc = -1;
     }
     if (rc) {
@@ -271,21 +271,21 @@ static int check_shards(shard *v, int n, const char *expect_hash, st_spec *spec,
         if (strcmp(v[i].audit.spec_hash, ref)) {
             if (expect_hash)
                 st_errf(err, errlen,
-                         "%s: an audit of another spec (its spec hash %.12s, expected %.12s): refused; a shard "
-                         "holds the results of one spec text",
-                         v[i].path, v[i].audit.spec_hash, expect_hash);
+                        "%s: an audit of another spec (its spec hash %.12s, expected %.12s): refused; a shard "
+                        "holds the results of one spec text",
+                        v[i].path, v[i].audit.spec_hash, expect_hash);
             else
                 st_errf(err, errlen,
-                         "shards of different specs: %s (spec hash %.12s) and %s (spec hash %.12s): refused; "
-                         "move the shards of the other audit away",
-                         v[0].path, v[0].audit.spec_hash, v[i].path, v[i].audit.spec_hash);
+                        "shards of different specs: %s (spec hash %.12s) and %s (spec hash %.12s): refused; "
+                        "move the shards of the other audit away",
+                        v[0].path, v[0].audit.spec_hash, v[i].path, v[i].audit.spec_hash);
             return -1;
         }
     for (int i = 1; i < n; i++)
         if (strcmp(v[i].audit.version ? v[i].audit.version : "", v[0].audit.version ? v[0].audit.version : "")) {
             st_errf(err, errlen, "shards written by different servetune versions: %s (%s) and %s (%s): refused",
-                     v[0].path, v[0].audit.version ? v[0].audit.version : "?", v[i].path,
-                     v[i].audit.version ? v[i].audit.version : "?");
+                    v[0].path, v[0].audit.version ? v[0].audit.version : "?", v[i].path,
+                    v[i].audit.version ? v[i].audit.version : "?");
             return -1;
         }
     char perr[512];
@@ -380,8 +380,8 @@ int st_shard_merge(const char *dir, const char *expect_hash, const volatile sig_
         return -1;
     if (kind == 1) {
         st_errf(err, errlen,
-                 "%s/%s holds a single-machine audit: it is never replaced by a merge of shards (use another -o)", dir,
-                 ST_STORE_FILE);
+                "%s/%s holds a single-machine audit: it is never replaced by a merge of shards (use another -o)", dir,
+                ST_STORE_FILE);
         return -1;
     }
     shard *v;
@@ -415,7 +415,7 @@ int st_shard_merge(const char *dir, const char *expect_hash, const volatile sig_
             if (stop && *stop) {
                 res->interrupted = 1;
                 st_errf(err, errlen, "interrupted while merging %s (%d of %d shards merged): %s/%s is unchanged",
-                         v[i].path, i, n, dir, ST_STORE_FILE);
+                        v[i].path, i, n, dir, ST_STORE_FILE);
             }
             goto done;
         }

@@ -78,9 +78,9 @@ int st_csv_next(st_csv *c, char *err, size_t errlen)
             while (c->p < c->end && *c->p != ',' && *c->p != '\n' && *c->p != '\r') {
                 if (*c->p == '"') {
                     st_errf(err, errlen,
-                             "line %u: a quote inside an unquoted field (quote the field and "
-                             "write \"\" for a quote)",
-                             c->line);
+                            "line %u: a quote inside an unquoted field (quote the field and "
+                            "write \"\" for a quote)",
+                            c->line);
                     return -1;
                 }
                 c->p++;

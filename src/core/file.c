@@ -235,7 +235,7 @@ int st_dir_lock_file(const char *dir, int *fd, char *err, size_t errlen)
     *fd = -1;
     if (e == EWOULDBLOCK)
         st_errf(err, errlen,
-                 "%s is in use by another servetune (a report or merge is running there); try again when it ends", dir);
+                "%s is in use by another servetune (a report or merge is running there); try again when it ends", dir);
     else
         st_errf(err, errlen, "%s: cannot lock: %s", path, strerror(e));
     return -1;

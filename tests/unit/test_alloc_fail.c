@@ -486,14 +486,15 @@ static void spec_yaml(void **state)
 static void traces(void **state)
 {
     (void)state;
-    sweep("a servetune trace", trace_target,
-          "# a comment\n"
-          "{\"timestamp\": 0.0, \"input_tokens\": 300, \"output_tokens\": 30, \"prefix_group\": 1, \"prefix_len\": 200}\n"
-          "{\"timestamp\": 0.35, \"input_ids\": [1201, 5512, 883, 14000], \"output_tokens\": 64}\n"
-          "{\"timestamp\": 1.2, \"text\": \"Summarise the following text\", \"output_tokens\": 12, \"model\": \"m\"}\n"
-          "{\"timestamp\": 2.0, \"session\": \"u42\", \"input_tokens\": 80, \"output_tokens\": 12}\n"
-          "{\"timestamp\": 9.5, \"session\": \"u42\", \"turn\": 1, \"think_time\": 6.0, \"input_tokens\": 40, "
-          "\"output_tokens\": 9}\n");
+    sweep(
+        "a servetune trace", trace_target,
+        "# a comment\n"
+        "{\"timestamp\": 0.0, \"input_tokens\": 300, \"output_tokens\": 30, \"prefix_group\": 1, \"prefix_len\": 200}\n"
+        "{\"timestamp\": 0.35, \"input_ids\": [1201, 5512, 883, 14000], \"output_tokens\": 64}\n"
+        "{\"timestamp\": 1.2, \"text\": \"Summarise the following text\", \"output_tokens\": 12, \"model\": \"m\"}\n"
+        "{\"timestamp\": 2.0, \"session\": \"u42\", \"input_tokens\": 80, \"output_tokens\": 12}\n"
+        "{\"timestamp\": 9.5, \"session\": \"u42\", \"turn\": 1, \"think_time\": 6.0, \"input_tokens\": 40, "
+        "\"output_tokens\": 9}\n");
     sweep("a Mooncake trace", trace_target,
           "{\"timestamp\": 0, \"input_length\": 1500, \"output_length\": 50, \"hash_ids\": [0, 1, 2]}\n"
           "{\"timestamp\": 0, \"input_length\": 1200, \"output_length\": 49, \"hash_ids\": [0, 14, 15]}\n"
@@ -501,9 +502,10 @@ static void traces(void **state)
     sweep("an Azure trace", trace_target,
           "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.9799600,4808,10\n"
           "2023-11-16 18:17:04.0319600,3180,8\n");
-    sweep("a BurstGPT trace", trace_target,
-          "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n5,ChatGPT,472,18,490,Conversation log\n"
-          "45,ChatGPT,1087,0,1087,Conversation log\n118,GPT-4,417,276,693,API log\n");
+    sweep(
+        "a BurstGPT trace", trace_target,
+        "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n5,ChatGPT,472,18,490,Conversation log\n"
+        "45,ChatGPT,1087,0,1087,Conversation log\n118,GPT-4,417,276,693,API log\n");
     const char *litellm =
         "[{\"request_id\": \"c1\", \"startTime\": \"2025-01-15T10:20:30.500000Z\", \"endTime\": "
         "\"2025-01-15T10:20:32.000000Z\", \"prompt_tokens\": 100, \"completion_tokens\": 30, \"model_group\": \"q\", "
@@ -543,8 +545,12 @@ static void store(void **state)
 int main(void)
 {
     const struct CMUnitTest t[] = {
-        cmocka_unit_test(json_scanner), cmocka_unit_test(model_config_json), cmocka_unit_test(gpu_catalog_file),
-        cmocka_unit_test(csv_and_price_list), cmocka_unit_test(spec_yaml), cmocka_unit_test(traces),
+        cmocka_unit_test(json_scanner),
+        cmocka_unit_test(model_config_json),
+        cmocka_unit_test(gpu_catalog_file),
+        cmocka_unit_test(csv_and_price_list),
+        cmocka_unit_test(spec_yaml),
+        cmocka_unit_test(traces),
         cmocka_unit_test(store),
     };
     return cmocka_run_group_tests(t, 0, 0);
