@@ -877,6 +877,58 @@ static void put_events(uint8_t *dst, const st_ns *ev, uint32_t n)
     }
 }
 
+/* Binds one record to the requests INSERT (its events as a blob in *blob, grown as needed).
+ * SQLITE_OK, or SQLITE_NOMEM when a copy could not be made. */
+static int bind_request(const st_store *s, sqlite3_stmt *rq, int64_t run_id, const st_record *x, uint8_t **blob)
+{
+    int k = 1;
+    sqlite3_bind_int64(rq, k++, run_id);
+    sqlite3_bind_int64(rq, k++, x->id);
+    sqlite3_bind_int(rq, k++, x->warmup);
+    sqlite3_bind_text(rq, k++, st_req_status_name(x->status), -1, SQLITE_STATIC);
+    sqlite3_bind_int(rq, k++, x->http_status);
+    sqlite3_bind_int64(rq, k++, x->scheduled);
+    sqlite3_bind_int64(rq, k++, x->sent);
+    sqlite3_bind_int64(rq, k++, x->first_byte);
+    sqlite3_bind_int64(rq, k++, x->first_token);
+    sqlite3_bind_int64(rq, k++, x->end);
+    sqlite3_bind_int64(rq, k++, x->input_tokens);
+    sqlite3_bind_int64(rq, k++, x->output_requested);
+    sqlite3_bind_int64(rq, k++, x->output_tokens);
+    sqlite3_bind_int64(rq, k++, x->cached_tokens);
+    sqlite3_bind_int(rq, k++, x->usage_reported);
+    if (x->n_events) {
+        uint8_t *nb = realloc(*blob, (size_t)x->n_events * 8);
+        if (!nb)
+            return SQLITE_NOMEM;
+        *blob = nb;
+        put_events(nb, x->events, x->n_events);
+        if (sqlite3_bind_blob(rq, k++, nb, (int)(x->n_events * 8), SQLITE_TRANSIENT))
+            return SQLITE_NOMEM;
+    } else {
+        sqlite3_bind_null(rq, k++);
+    }
+    if (bind_text(s, rq, k++, x->error))
+        return SQLITE_NOMEM;
+    if (x->srv_prompt >= 0) {
+        sqlite3_bind_int64(rq, k, x->srv_prompt);
+        sqlite3_bind_int64(rq, k + 1, x->srv_gen);
+        sqlite3_bind_int64(rq, k + 2, x->srv_gen_n);
+    }
+    k += 3;
+    if (x->prompt_reported)
+        sqlite3_bind_int64(rq, k, x->prompt_reported);
+    k++;
+    sqlite3_bind_int64(rq, k++, x->first_answer); /* -1: no answer token; NULL only in older databases */
+    sqlite3_bind_int64(rq, k++, x->reasoning_tokens);
+    if (x->session) { /* NULL: not in a session */
+        sqlite3_bind_int64(rq, k, x->session);
+        sqlite3_bind_int64(rq, k + 1, x->turn);
+    }
+    k += 2;
+    return SQLITE_OK;
+}
+
 int st_store_run_put(st_store *s, st_run_row *r, const st_record *recs, uint32_t n_recs,
                      const st_metrics_sample *samples, uint32_t n_samples)
 {
@@ -917,54 +969,10 @@ int st_store_run_put(st_store *s, st_run_row *r, const st_record *recs, uint32_t
                            -1, &rq, NULL) != SQLITE_OK)
         goto fail;
     for (uint32_t i = 0; i < n_recs; i++) {
-        const st_record *x = &recs[i];
         sqlite3_reset(rq);
         sqlite3_clear_bindings(rq);
-        int k = 1;
-        sqlite3_bind_int64(rq, k++, r->id);
-        sqlite3_bind_int64(rq, k++, x->id);
-        sqlite3_bind_int(rq, k++, x->warmup);
-        sqlite3_bind_text(rq, k++, st_req_status_name(x->status), -1, SQLITE_STATIC);
-        sqlite3_bind_int(rq, k++, x->http_status);
-        sqlite3_bind_int64(rq, k++, x->scheduled);
-        sqlite3_bind_int64(rq, k++, x->sent);
-        sqlite3_bind_int64(rq, k++, x->first_byte);
-        sqlite3_bind_int64(rq, k++, x->first_token);
-        sqlite3_bind_int64(rq, k++, x->end);
-        sqlite3_bind_int64(rq, k++, x->input_tokens);
-        sqlite3_bind_int64(rq, k++, x->output_requested);
-        sqlite3_bind_int64(rq, k++, x->output_tokens);
-        sqlite3_bind_int64(rq, k++, x->cached_tokens);
-        sqlite3_bind_int(rq, k++, x->usage_reported);
-        if (x->n_events) {
-            uint8_t *nb = realloc(blob, (size_t)x->n_events * 8);
-            if (!nb)
-                goto nomem;
-            blob = nb;
-            put_events(blob, x->events, x->n_events);
-            if (sqlite3_bind_blob(rq, k++, blob, (int)(x->n_events * 8), SQLITE_TRANSIENT))
-                goto nomem;
-        } else {
-            sqlite3_bind_null(rq, k++);
-        }
-        if (bind_text(s, rq, k++, x->error))
+        if (bind_request(s, rq, r->id, &recs[i], &blob))
             goto nomem;
-        if (x->srv_prompt >= 0) {
-            sqlite3_bind_int64(rq, k, x->srv_prompt);
-            sqlite3_bind_int64(rq, k + 1, x->srv_gen);
-            sqlite3_bind_int64(rq, k + 2, x->srv_gen_n);
-        }
-        k += 3;
-        if (x->prompt_reported)
-            sqlite3_bind_int64(rq, k, x->prompt_reported);
-        k++;
-        sqlite3_bind_int64(rq, k++, x->first_answer); /* -1: no answer token; NULL only in older databases */
-        sqlite3_bind_int64(rq, k++, x->reasoning_tokens);
-        if (x->session) { /* NULL: not in a session */
-            sqlite3_bind_int64(rq, k, x->session);
-            sqlite3_bind_int64(rq, k + 1, x->turn);
-        }
-        k += 2;
         if (sqlite3_step(rq) != SQLITE_DONE)
             goto fail;
     }
