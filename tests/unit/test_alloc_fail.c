@@ -122,7 +122,11 @@ const char *__lsan_default_options(void) { return "print_suppressions=0"; }
 
 static void say_where(void) { fprintf(stderr, "died in %s with allocation %ld failing\n", inj.what, inj.n); }
 
-#define LEAK_EVERY 32
+/* A leak check scans the whole heap (about 0.1 s under ASan): after each of the first LEAK_FIRST
+ * runs of a target, then every LEAK_EVERY runs and after the last one. ST_ALLOC_FAIL_LEAKS=each
+ * checks after every run, to name the allocation whose failure leaks. */
+#define LEAK_FIRST 8
+#define LEAK_EVERY 512
 
 /* A target: runs once, 0 with *digest summarising what it read, or -1 with err. */
 typedef int (*target_fn)(const void *arg, char *err, size_t errlen, uint64_t *digest);
@@ -150,7 +154,9 @@ static void sweep(const char *what, target_fn fn, const void *arg)
     }
     if (fn(arg, err, sizeof err, &want) != 0)
         fail_msg("%s: fails without an allocation failure: %s", what, err);
-    long absorbed = 0, first_absorbed = 0;
+    long absorbed = 0, first_absorbed = 0, last_check = 0;
+    const char *leaks = getenv("ST_ALLOC_FAIL_LEAKS");
+    int each = leaks && !strcmp(leaks, "each");
     for (long n = 1;; n++) {
         err[0] = '\0';
         got = 0;
@@ -160,12 +166,13 @@ static void sweep(const char *what, target_fn fn, const void *arg)
         inj.countdown = n;
         int rc = fn(arg, err, sizeof err, &got);
         inj.countdown = 0;
-        /* A leak check scans the whole heap: after each of the first runs, then every LEAK_EVERY
-         * (a leak found is named by the range of allocations whose failure may have left it). */
-        if (__lsan_do_recoverable_leak_check && (n <= LEAK_EVERY || n % LEAK_EVERY == 0 || !inj.fired) &&
+        /* a leak found is named by the range of allocations whose failure may have left it */
+        if (__lsan_do_recoverable_leak_check && (each || n <= LEAK_FIRST || n % LEAK_EVERY == 0 || !inj.fired) &&
             __lsan_do_recoverable_leak_check())
-            fail_msg("%s: memory leaked when allocation %ld failed (or one of the %d before it)", what, n,
-                     n <= LEAK_EVERY ? 0 : LEAK_EVERY - 1);
+            fail_msg("%s: memory leaked when allocation %ld failed (or one of the %ld before it since the last check)",
+                     what, n, each || n <= LEAK_FIRST ? 0L : n - last_check - 1);
+        if (each || n <= LEAK_FIRST || n % LEAK_EVERY == 0)
+            last_check = n;
         if (!inj.fired) {
             if (rc != 0 || got != want)
                 fail_msg("%s: the run with every allocation succeeding differs (%s)", what, rc ? err : "other results");
