@@ -12,6 +12,7 @@
 #include "audit/executor.h"
 #include "audit/spec.h"
 #include "audit/store.h"
+#include "core/util.h"
 #include "emu/fit.h"
 #include "emu/steptime.h"
 #include "load/stats.h"
@@ -50,14 +51,10 @@ void st_calibrate_set_free(st_calibrate_set *s)
 
 static st_calibrate_run *new_run(st_calibrate_set *s)
 {
-    if (s->n == s->cap) {
-        uint32_t nc = s->cap ? s->cap * 2 : 16;
-        st_calibrate_run *nr = realloc(s->runs, nc * sizeof *nr);
-        if (!nr)
-            return NULL;
-        s->runs = nr;
-        s->cap = nc;
-    }
+    size_t cap = s->cap;
+    if (st_grow((void **)&s->runs, &cap, (size_t)s->n + 1, sizeof *s->runs, 16) || cap > UINT32_MAX)
+        return NULL;
+    s->cap = (uint32_t)cap;
     st_calibrate_run *r = &s->runs[s->n];
     memset(r, 0, sizeof *r);
     for (int f = 0; f < ST_CAL_NFIG; f++)

@@ -222,22 +222,17 @@ static int list_shards(const char *dir, shard **out, int *n, char *err, size_t e
         st_errf(err, errlen, "%s: %s", path, strerror(errno));
         return -1;
     }
-    int cap = 0, rc = 0;
+    size_t cap = 0;
+    int rc = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
         char name[128];
         if (!shard_name(e->d_name, name, sizeof name))
             continue;
-        if (*n == cap) {
-            int nc = cap ? cap * 2 : 16;
-            shard *nv = realloc(*out, sizeof *nv * (size_t)nc);
-            if (!nv) {
-                st_errf(err, errlen, "out of memory");
-                rc = -1;
-                break;
-            }
-            *out = nv;
-            cap = nc;
+        if (st_grow((void **)out, &cap, (size_t)*n + 1, sizeof **out, 16)) {
+            st_errf(err, errlen, "out of memory");
+            rc = -1;
+            break;
         }
         shard *sh = &(*out)[(*n)++];
         memset(sh, 0, sizeof *sh);

@@ -386,7 +386,7 @@ int st_slurm_parse_queue(const char *text, st_slurm_task **out, int *n)
 {
     *out = NULL;
     *n = 0;
-    int cap = 0;
+    size_t cap = 0;
     for (const char *line = text; line && *line;) {
         const char *end = strchr(line, '\n');
         size_t len = end ? (size_t)(end - line) : strlen(line);
@@ -400,17 +400,11 @@ int st_slurm_parse_queue(const char *text, st_slurm_task **out, int *n)
                 *c++ = '\0';
                 char id[ST_SLURM_JOBID_MAX];
                 if (st_slurm_parse_jobid(a, id, sizeof id) == 0 && *c) {
-                    if (*n == cap) {
-                        int nc = cap ? cap * 2 : 16;
-                        st_slurm_task *nv = realloc(*out, sizeof *nv * (size_t)nc);
-                        if (!nv) {
-                            free(*out);
-                            *out = NULL;
-                            *n = 0;
-                            return -1;
-                        }
-                        *out = nv;
-                        cap = nc;
+                    if (st_grow((void **)out, &cap, (size_t)*n + 1, sizeof **out, 16)) {
+                        free(*out);
+                        *out = NULL;
+                        *n = 0;
+                        return -1;
                     }
                     st_slurm_task *t = &(*out)[(*n)++];
                     memset(t, 0, sizeof *t);
