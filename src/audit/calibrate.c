@@ -12,6 +12,7 @@
 #include "audit/executor.h"
 #include "audit/spec.h"
 #include "audit/store.h"
+#include "core/util.h"
 #include "emu/fit.h"
 #include "emu/steptime.h"
 #include "load/stats.h"
@@ -50,14 +51,10 @@ void st_calibrate_set_free(st_calibrate_set *s)
 
 static st_calibrate_run *new_run(st_calibrate_set *s)
 {
-    if (s->n == s->cap) {
-        uint32_t nc = s->cap ? s->cap * 2 : 16;
-        st_calibrate_run *nr = realloc(s->runs, nc * sizeof *nr);
-        if (!nr)
-            return NULL;
-        s->runs = nr;
-        s->cap = nc;
-    }
+    size_t cap = s->cap;
+    if (st_grow((void **)&s->runs, &cap, (size_t)s->n + 1, sizeof *s->runs, 16) || cap > UINT32_MAX)
+        return NULL;
+    s->cap = (uint32_t)cap;
     st_calibrate_run *r = &s->runs[s->n];
     memset(r, 0, sizeof *r);
     for (int f = 0; f < ST_CAL_NFIG; f++)
@@ -564,6 +561,81 @@ static int relevant(const st_calib_knob *k, const st_emu_config *c)
     return 1;
 }
 
+/* The candidates to fit (indices into cand, into chosen; their count), in order of influence
+ * (norm): a candidate that moves the figures like one already chosen (|cosine| >= CAL_MAX_COSINE
+ * between their effect vectors, nv figures each in vec) is skipped, said in rep. */
+static int separable(const st_calib_knob *const *cand, int nc, const double *vec, size_t nv, const double *norm,
+                     st_calibrate_report *rep, int *chosen)
+{
+    int order[32];
+    for (int i = 0; i < nc; i++)
+        order[i] = i;
+    for (int i = 0; i < nc; i++)
+        for (int j = i + 1; j < nc; j++)
+            if (norm[order[j]] > norm[order[i]]) {
+                int t = order[i];
+                order[i] = order[j];
+                order[j] = t;
+            }
+    int nch = 0;
+    for (int oi = 0; oi < nc; oi++) {
+        int i = order[oi];
+        int dup = -1;
+        for (int c = 0; c < nch && dup < 0; c++) {
+            int j = chosen[c];
+            double dot = 0;
+            for (size_t q = 0; q < nv; q++)
+                dot += vec[(size_t)i * nv + q] * vec[(size_t)j * nv + q];
+            if (norm[i] > 0 && norm[j] > 0 && fabs(dot / (norm[i] * norm[j])) >= CAL_MAX_COSINE)
+                dup = j;
+        }
+        if (dup >= 0) {
+            st_calibrate_skip *sk = &rep->skipped[rep->n_skipped++];
+            sk->name = cand[i]->name;
+            snprintf(sk->why, sizeof sk->why,
+                     "not separable from %s in these runs (both move the figures the same way); measure more load "
+                     "levels or batch sizes to tell them apart",
+                     cand[dup]->name);
+            continue;
+        }
+        chosen[nch++] = i;
+    }
+    return nch;
+}
+
+/* The residuals after the fit (their median and worst into rep; e has room for every figure)
+ * and the range of rates, throughputs and lengths the runs cover (into out->range). */
+static void residuals_and_range(const st_calibrate_set *s, double *e, st_emu_calib *out, st_calibrate_report *rep)
+{
+    uint32_t ne = 0;
+    rep->worst_abs_err = 0;
+    double sin = 0, sout = 0;
+    for (uint32_t i = 0; i < s->n; i++) {
+        const st_calibrate_run *r = &s->runs[i];
+        for (int f = 0; f < ST_CAL_NFIG; f++)
+            if (isfinite(r->measured[f]) && r->measured[f] > 0 && isfinite(r->predicted[f])) {
+                double x = fabs(r->predicted[f] / r->measured[f] - 1);
+                e[ne++] = x;
+                rep->worst_abs_err = x > rep->worst_abs_err ? x : rep->worst_abs_err;
+            }
+        if (isfinite(r->rate) && r->rate > out->range.rate_max)
+            out->range.rate_max = r->rate;
+        if (isinf(r->rate))
+            out->range.rate_max = INFINITY;
+        if (isfinite(r->measured[ST_CAL_TPUT]) && r->measured[ST_CAL_TPUT] > out->range.output_tps_max)
+            out->range.output_tps_max = r->measured[ST_CAL_TPUT];
+        sin += r->mean_in;
+        sout += r->mean_out;
+    }
+    if (isinf(out->range.rate_max))
+        out->range.rate_max = 0; /* saturation was measured: no rate is beyond the data */
+    out->range.input_mean = sin / s->n;
+    out->range.output_mean = sout / s->n;
+    st_dist d;
+    st_dist_compute(e, ne, &d);
+    rep->median_abs_err = d.p50;
+}
+
 int st_calibrate_fit(st_calibrate_set *s, st_emu_calib *out, st_calibrate_report *rep, char *err, size_t errlen)
 {
     memset(rep, 0, sizeof *rep);
@@ -623,40 +695,8 @@ int st_calibrate_fit(st_calibrate_set *s, st_emu_calib *out, st_calibrate_report
         }
         cand[nc++] = k;
     }
-    /* order by influence, then drop a candidate that moves the figures like a chosen one */
-    int order[32];
-    for (int i = 0; i < nc; i++)
-        order[i] = i;
-    for (int i = 0; i < nc; i++)
-        for (int j = i + 1; j < nc; j++)
-            if (norm[order[j]] > norm[order[i]]) {
-                int t = order[i];
-                order[i] = order[j];
-                order[j] = t;
-            }
-    int chosen[32], nch = 0;
-    for (int oi = 0; oi < nc; oi++) {
-        int i = order[oi];
-        int dup = -1;
-        for (int c = 0; c < nch && dup < 0; c++) {
-            int j = chosen[c];
-            double dot = 0;
-            for (size_t q = 0; q < nv; q++)
-                dot += vec[(size_t)i * nv + q] * vec[(size_t)j * nv + q];
-            if (norm[i] > 0 && norm[j] > 0 && fabs(dot / (norm[i] * norm[j])) >= CAL_MAX_COSINE)
-                dup = j;
-        }
-        if (dup >= 0) {
-            st_calibrate_skip *sk = &rep->skipped[rep->n_skipped++];
-            sk->name = cand[i]->name;
-            snprintf(sk->why, sizeof sk->why,
-                     "not separable from %s in these runs (both move the figures the same way); measure more load "
-                     "levels or batch sizes to tell them apart",
-                     cand[dup]->name);
-            continue;
-        }
-        chosen[nch++] = i;
-    }
+    int chosen[32];
+    int nch = separable(cand, nc, vec, nv, norm, rep, chosen);
     st_fit_param p[32];
     for (int c = 0; c < nch; c++) {
         const st_calib_knob *k = cand[chosen[c]];
@@ -692,35 +732,7 @@ int st_calibrate_fit(st_calibrate_set *s, st_emu_calib *out, st_calibrate_report
         goto out;
     if (nch == 0)
         rep->loss0 = rep->loss = loss_of(s);
-    /* residuals after the fit, and the range the runs cover */
-    double *e = base_pred; /* reused */
-    uint32_t ne = 0;
-    rep->worst_abs_err = 0;
-    double sin = 0, sout = 0;
-    for (uint32_t i = 0; i < s->n; i++) {
-        const st_calibrate_run *r = &s->runs[i];
-        for (int f = 0; f < ST_CAL_NFIG; f++)
-            if (isfinite(r->measured[f]) && r->measured[f] > 0 && isfinite(r->predicted[f])) {
-                double x = fabs(r->predicted[f] / r->measured[f] - 1);
-                e[ne++] = x;
-                rep->worst_abs_err = x > rep->worst_abs_err ? x : rep->worst_abs_err;
-            }
-        if (isfinite(r->rate) && r->rate > out->range.rate_max)
-            out->range.rate_max = r->rate;
-        if (isinf(r->rate))
-            out->range.rate_max = INFINITY;
-        if (isfinite(r->measured[ST_CAL_TPUT]) && r->measured[ST_CAL_TPUT] > out->range.output_tps_max)
-            out->range.output_tps_max = r->measured[ST_CAL_TPUT];
-        sin += r->mean_in;
-        sout += r->mean_out;
-    }
-    if (isinf(out->range.rate_max))
-        out->range.rate_max = 0; /* saturation was measured: no rate is beyond the data */
-    out->range.input_mean = sin / s->n;
-    out->range.output_mean = sout / s->n;
-    st_dist d;
-    st_dist_compute(e, ne, &d);
-    rep->median_abs_err = d.p50;
+    residuals_and_range(s, base_pred, out, rep); /* base_pred's room is reused */
     rc = 0;
 out:
     free(base_pred);

@@ -1496,8 +1496,13 @@ static int prescan(const char *name, const char *text, size_t len, char *err, si
     int depth = 0, rc = 0;
     for (;;) {
         yaml_event_t ev;
-        if (!yaml_parser_parse(&ps, &ev))
+        if (!yaml_parser_parse(&ps, &ev)) {
+            if (ps.error == YAML_MEMORY_ERROR) { /* not a syntax error: the checks would be skipped */
+                snprintf(err, errlen, "%s: out of memory", name);
+                rc = -1;
+            }
             break;
+        }
         yaml_event_type_t t = ev.type;
         if (t == YAML_SEQUENCE_START_EVENT || t == YAML_MAPPING_START_EVENT) {
             if (++depth > ST_SPEC_MAX_DEPTH) {

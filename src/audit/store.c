@@ -4,6 +4,7 @@
 #include <math.h>
 #include <openssl/evp.h>
 #include <signal.h>
+#include <stddef.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -354,10 +355,27 @@ static int exec(st_store *s, const char *sql)
     return sqlite3_exec(s->db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
 }
 
-static char *col_str(sqlite3_stmt *st, int i)
+/* "out of memory" as the store's message (a copy or a bound text that could not be made). -1. */
+static int nomem(st_store *s)
+{
+    snprintf(s->err, sizeof s->err, "out of memory");
+    return -1;
+}
+
+/* A text column as a malloc'd copy, NULL for SQL NULL. *bad is set when the copy (or SQLite's
+ * conversion to text) ran out of memory: a value lost is never read as a value absent. */
+static char *col_str(sqlite3_stmt *st, int i, int *bad)
 {
     const unsigned char *t = sqlite3_column_text(st, i);
-    return t ? strdup((const char *)t) : NULL;
+    if (!t) {
+        if (sqlite3_column_type(st, i) != SQLITE_NULL)
+            *bad = 1;
+        return NULL;
+    }
+    char *c = strdup((const char *)t);
+    if (!c)
+        *bad = 1;
+    return c;
 }
 
 static double col_dbl(sqlite3_stmt *st, int i)
@@ -373,29 +391,25 @@ static void bind_dbl(sqlite3_stmt *st, int i, double v)
         sqlite3_bind_double(st, i, v);
 }
 
-static void bind_str(sqlite3_stmt *st, int i, const char *v)
+/* Binding a text copies it, which can fail: the text binders return SQLite's code (SQLITE_OK 0),
+ * and a statement whose bindings failed is never stepped (it would store NULL in their place). */
+static int bind_str(sqlite3_stmt *st, int i, const char *v)
 {
-    if (v)
-        sqlite3_bind_text(st, i, v, -1, SQLITE_TRANSIENT);
-    else
-        sqlite3_bind_null(st, i);
+    return v ? sqlite3_bind_text(st, i, v, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(st, i);
 }
 
 /* Text that may hold what a server or an engine said: bound with the secrets removed. */
-static void bind_text(const st_store *s, sqlite3_stmt *st, int i, const char *v)
+static int bind_text(const st_store *s, sqlite3_stmt *st, int i, const char *v)
 {
-    if (!v || !s->secrets || !s->secrets->n) {
-        bind_str(st, i, v);
-        return;
-    }
+    if (!v || !s->secrets || !s->secrets->n)
+        return bind_str(st, i, v);
     char *c = strdup(v);
-    if (!c) {
-        sqlite3_bind_null(st, i); /* never the text in clear */
-        return;
-    }
+    if (!c)
+        return SQLITE_NOMEM; /* never the text in clear */
     st_secrets_redact(s->secrets, c);
-    bind_str(st, i, c);
+    int rc = bind_str(st, i, c);
     free(c);
+    return rc;
 }
 
 void st_store_set_secrets(st_store *s, const st_secrets *secrets) { s->secrets = secrets; }
@@ -405,7 +419,7 @@ void st_store_set_secrets(st_store *s, const st_secrets *secrets) { s->secrets =
 static void bind_rate(sqlite3_stmt *st, int i, double r)
 {
     if (isinf(r))
-        sqlite3_bind_text(st, i, "inf", -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, i, "inf", -1, SQLITE_STATIC); /* static: nothing copied, cannot fail */
     else
         sqlite3_bind_double(st, i, r);
 }
@@ -440,17 +454,18 @@ int st_store_audit_get(st_store *s, st_audit_row *out)
                            "FROM audit WHERE id = 1",
                            -1, &st, NULL) != SQLITE_OK)
         return -1;
-    int rc = sqlite3_step(st);
+    s->err[0] = '\0';
+    int rc = sqlite3_step(st), bad = 0;
     if (rc == SQLITE_ROW) {
         const unsigned char *h = sqlite3_column_text(st, 0);
         snprintf(out->spec_hash, sizeof out->spec_hash, "%s", h ? (const char *)h : "");
-        out->spec_path = col_str(st, 1);
-        out->spec_text = col_str(st, 2);
-        out->version = col_str(st, 3);
+        out->spec_path = col_str(st, 1, &bad);
+        out->spec_text = col_str(st, 2, &bad);
+        out->version = col_str(st, 3, &bad);
         out->started = sqlite3_column_int64(st, 4);
         out->finished = sqlite3_column_int64(st, 5);
         out->partial = sqlite3_column_int(st, 6);
-        out->note = col_str(st, 7);
+        out->note = col_str(st, 7, &bad);
         rc = 1;
     } else {
         rc = rc == SQLITE_DONE ? 0 : -1;
@@ -458,13 +473,19 @@ int st_store_audit_get(st_store *s, st_audit_row *out)
     sqlite3_finalize(st);
     if (rc == 1) {
         char *p = NULL;
-        if (st_store_meta_get(s, "prediction", &p) == 1)
+        int got = st_store_meta_get(s, "prediction", &p);
+        if (got == 1)
             out->prediction = !strcmp(p, "1");
         free(p);
-        st_store_meta_get(s, "suggested_rates", &out->suggested_rates);
-        st_store_meta_get(s, "model_note", &out->model_note);
-        st_store_meta_get(s, "traffic", &out->traffic);
+        if (got < 0 || st_store_meta_get(s, "suggested_rates", &out->suggested_rates) < 0 ||
+            st_store_meta_get(s, "model_note", &out->model_note) < 0 ||
+            st_store_meta_get(s, "traffic", &out->traffic) < 0)
+            rc = -1;
     }
+    if (rc == 1 && bad)
+        rc = nomem(s);
+    if (rc < 0)
+        st_audit_row_free(out);
     return rc;
 }
 
@@ -473,9 +494,7 @@ int st_store_meta_put(st_store *s, const char *key, const char *value)
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", -1, &st, NULL) != SQLITE_OK)
         return -1;
-    bind_str(st, 1, key);
-    bind_text(s, st, 2, value);
-    int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
+    int rc = bind_str(st, 1, key) | bind_text(s, st, 2, value) ? nomem(s) : sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
     sqlite3_finalize(st);
     return rc;
 }
@@ -486,13 +505,12 @@ int st_store_meta_get(st_store *s, const char *key, char **out)
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key = ?", -1, &st, NULL) != SQLITE_OK)
         return -1;
-    bind_str(st, 1, key);
-    int rc = sqlite3_step(st);
+    int rc = bind_str(st, 1, key) ? SQLITE_NOMEM : sqlite3_step(st), bad = 0;
     if (rc == SQLITE_ROW) {
-        *out = col_str(st, 0);
-        rc = *out ? 1 : 0;
+        *out = col_str(st, 0, &bad);
+        rc = bad ? nomem(s) : *out ? 1 : 0;
     } else {
-        rc = rc == SQLITE_DONE ? 0 : -1;
+        rc = rc == SQLITE_DONE ? 0 : rc == SQLITE_NOMEM ? nomem(s) : -1;
     }
     sqlite3_finalize(st);
     return rc;
@@ -541,14 +559,14 @@ int st_store_audit_begin(st_store *s, const char *spec_path, const char *spec_te
         snprintf(err, errlen, "results database: %s", st_store_errmsg(s));
         return -1;
     }
+    int b = 0;
     if (!have) {
-        bind_str(st, 1, hash);
-        bind_str(st, 2, spec_path);
-        sqlite3_bind_text(st, 3, spec_text, (int)spec_len, SQLITE_TRANSIENT);
-        bind_str(st, 4, version);
+        b = bind_str(st, 1, hash) | bind_str(st, 2, spec_path) |
+            sqlite3_bind_text(st, 3, spec_text, (int)spec_len, SQLITE_TRANSIENT) | bind_str(st, 4, version);
         sqlite3_bind_int64(st, 5, st_wall_ns());
     }
-    int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
+    s->err[0] = '\0';
+    int rc = b ? nomem(s) : sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
     sqlite3_finalize(st);
     if (rc)
         snprintf(err, errlen, "results database: %s", st_store_errmsg(s));
@@ -563,8 +581,8 @@ int st_store_audit_finish(st_store *s, int partial, const char *note)
         return -1;
     sqlite3_bind_int64(st, 1, st_wall_ns());
     sqlite3_bind_int(st, 2, partial);
-    bind_text(s, st, 3, note);
-    int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
+    s->err[0] = '\0';
+    int rc = bind_text(s, st, 3, note) ? nomem(s) : sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
     sqlite3_finalize(st);
     return rc;
 }
@@ -598,18 +616,14 @@ int st_store_config_put(st_store *s, const st_config_row *c)
                            "failure_detail, log_tail, argv, facts) VALUES (?,?,?,?,?,?,?,?,?,?)",
                            -1, &st, NULL) != SQLITE_OK)
         return -1;
-    bind_str(st, 1, c->name);
     sqlite3_bind_int(st, 2, c->idx);
-    bind_str(st, 3, c->status ? c->status : "pending");
     sqlite3_bind_int64(st, 4, c->started);
     bind_dbl(st, 5, c->startup_s);
-    bind_str(st, 6, c->failure_class);
-    bind_text(s, st, 7, c->failure_detail);
-    bind_text(s, st, 8, c->log_tail);
-    bind_text(s, st, 9, c->argv);
-    bind_text(s, st, 10, c->facts);
-    int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
-    if (rc)
+    int b = bind_str(st, 1, c->name) | bind_str(st, 3, c->status ? c->status : "pending") |
+            bind_str(st, 6, c->failure_class) | bind_text(s, st, 7, c->failure_detail) |
+            bind_text(s, st, 8, c->log_tail) | bind_text(s, st, 9, c->argv) | bind_text(s, st, 10, c->facts);
+    int rc = b ? nomem(s) : sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
+    if (rc && !b)
         keep_err(s);
     sqlite3_finalize(st);
     return rc;
@@ -625,8 +639,9 @@ int st_store_configs_get(st_store *s, st_config_row **out, int *n)
                            "argv, facts FROM configs ORDER BY idx",
                            -1, &st, NULL) != SQLITE_OK)
         return -1;
-    int rc;
+    int rc, bad = 0;
     size_t cap = 0;
+    s->err[0] = '\0';
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (st_grow((void **)out, &cap, (size_t)*n + 1, sizeof **out, 8)) {
             rc = SQLITE_NOMEM;
@@ -634,19 +649,25 @@ int st_store_configs_get(st_store *s, st_config_row **out, int *n)
         }
         st_config_row *c = &(*out)[(*n)++];
         memset(c, 0, sizeof *c);
-        c->name = col_str(st, 0);
+        c->name = col_str(st, 0, &bad);
         c->idx = sqlite3_column_int(st, 1);
-        c->status = col_str(st, 2);
+        c->status = col_str(st, 2, &bad);
         c->started = sqlite3_column_int64(st, 3);
         c->startup_s = col_dbl(st, 4);
-        c->failure_class = col_str(st, 5);
-        c->failure_detail = col_str(st, 6);
-        c->log_tail = col_str(st, 7);
-        c->argv = col_str(st, 8);
-        c->facts = col_str(st, 9);
+        c->failure_class = col_str(st, 5, &bad);
+        c->failure_detail = col_str(st, 6, &bad);
+        c->log_tail = col_str(st, 7, &bad);
+        c->argv = col_str(st, 8, &bad);
+        c->facts = col_str(st, 9, &bad);
+        if (bad) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
     }
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE) {
+        if (rc == SQLITE_NOMEM)
+            nomem(s);
         st_config_rows_free(*out, *n);
         *out = NULL;
         *n = 0;
@@ -673,12 +694,6 @@ void st_run_rows_free(st_run_row *rows, int n)
     free(rows);
 }
 
-#define RUN_COLS                                                                                                       \
-    "id, config, seq, rate, grid, run_key, verdict, why, stopped_early, planned, sent, completed, failed,"             \
-    " duration_s, delivered_rps, output_tps, sustained_rps, offered_rps_achieved, worst_ratio, ttft_p50_ms,"           \
-    " ttft_p95_ms, ttft_p99_ms, tpot_p50_ms, tpot_p95_ms, tpot_p99_ms, itl_p95_ms, e2e_p95_ms, lag_p99_ms,"            \
-    " terms, client_limited, summary, started, ended"
-
 static void terms_to_text(const st_run_row *r, char *buf, size_t n)
 {
     size_t off = 0;
@@ -700,38 +715,157 @@ static void terms_from_text(st_run_row *r, const char *t)
     }
 }
 
-static void read_run(sqlite3_stmt *st, st_run_row *r)
+/* The runs table's columns after its id, in order: the INSERT that writes a run and the SELECT
+ * that reads it are generated from this table, and each value is bound and read by its kind. */
+typedef enum {
+    RUN_TEXT,   /* char * */
+    RUN_SAFE,   /* char *, written with the secrets removed (bind_text) */
+    RUN_INT,    /* int */
+    RUN_U32,    /* uint32_t */
+    RUN_I64,    /* int64_t */
+    RUN_RATE,   /* double, inf as 'inf' (bind_rate) */
+    RUN_FIGURE, /* double, NaN as NULL, infinities as +-1e308 */
+    RUN_KEY,    /* char run_key[65] */
+    RUN_TERMS,  /* the SLO terms (n_terms, term_ms) as text */
+} run_kind;
+
+static const struct run_col {
+    const char *name;
+    run_kind kind;
+    size_t off;
+} RUN_COLUMNS[] = {
+    { "config", RUN_TEXT, offsetof(st_run_row, config) },
+    { "seq", RUN_INT, offsetof(st_run_row, seq) },
+    { "rate", RUN_RATE, offsetof(st_run_row, rate) },
+    { "grid", RUN_INT, offsetof(st_run_row, grid) },
+    { "run_key", RUN_KEY, offsetof(st_run_row, run_key) },
+    { "verdict", RUN_TEXT, offsetof(st_run_row, verdict) },
+    { "why", RUN_SAFE, offsetof(st_run_row, why) },
+    { "stopped_early", RUN_INT, offsetof(st_run_row, stopped_early) },
+    { "planned", RUN_U32, offsetof(st_run_row, planned) },
+    { "sent", RUN_U32, offsetof(st_run_row, sent) },
+    { "completed", RUN_U32, offsetof(st_run_row, completed) },
+    { "failed", RUN_U32, offsetof(st_run_row, failed) },
+    { "duration_s", RUN_FIGURE, offsetof(st_run_row, duration_s) },
+    { "delivered_rps", RUN_FIGURE, offsetof(st_run_row, delivered_rps) },
+    { "output_tps", RUN_FIGURE, offsetof(st_run_row, output_tps) },
+    { "sustained_rps", RUN_FIGURE, offsetof(st_run_row, sustained_rps) },
+    { "offered_rps_achieved", RUN_FIGURE, offsetof(st_run_row, offered_rps_achieved) },
+    { "worst_ratio", RUN_FIGURE, offsetof(st_run_row, worst_ratio) },
+    { "ttft_p50_ms", RUN_FIGURE, offsetof(st_run_row, ttft_p50_ms) },
+    { "ttft_p95_ms", RUN_FIGURE, offsetof(st_run_row, ttft_p95_ms) },
+    { "ttft_p99_ms", RUN_FIGURE, offsetof(st_run_row, ttft_p99_ms) },
+    { "tpot_p50_ms", RUN_FIGURE, offsetof(st_run_row, tpot_p50_ms) },
+    { "tpot_p95_ms", RUN_FIGURE, offsetof(st_run_row, tpot_p95_ms) },
+    { "tpot_p99_ms", RUN_FIGURE, offsetof(st_run_row, tpot_p99_ms) },
+    { "itl_p95_ms", RUN_FIGURE, offsetof(st_run_row, itl_p95_ms) },
+    { "e2e_p95_ms", RUN_FIGURE, offsetof(st_run_row, e2e_p95_ms) },
+    { "lag_p99_ms", RUN_FIGURE, offsetof(st_run_row, lag_p99_ms) },
+    { "terms", RUN_TERMS, offsetof(st_run_row, n_terms) },
+    { "client_limited", RUN_INT, offsetof(st_run_row, client_limited) },
+    { "summary", RUN_SAFE, offsetof(st_run_row, summary_json) },
+    { "started", RUN_I64, offsetof(st_run_row, started) },
+    { "ended", RUN_I64, offsetof(st_run_row, ended) },
+};
+#define RUN_NCOLS (sizeof RUN_COLUMNS / sizeof *RUN_COLUMNS)
+/* Room for the generated statements (the column names are about 400 bytes). */
+#define RUN_SQL_MAX 2048
+
+/* "id, config, seq, ..." with each name after prefix ("r." in a join); "?,?,..." when marks. */
+static void run_cols_sql(char *buf, size_t cap, const char *prefix, int marks)
+{
+    size_t off = (size_t)snprintf(buf, cap, "%s", marks ? "" : prefix);
+    if (!marks)
+        off += (size_t)snprintf(buf + off, cap - off, "id");
+    for (size_t i = 0; i < RUN_NCOLS && off < cap; i++) {
+        const char *sep = i || !marks ? ", " : "";
+        if (marks)
+            off += (size_t)snprintf(buf + off, cap - off, "%s?", sep);
+        else
+            off += (size_t)snprintf(buf + off, cap - off, "%s%s%s", sep, prefix, RUN_COLUMNS[i].name);
+    }
+}
+
+/* Binds a run's columns from parameter 1 on: SQLITE_OK, or the code of a text binding that failed. */
+static int bind_run(const st_store *s, sqlite3_stmt *st, const st_run_row *r)
+{
+    int b = SQLITE_OK;
+    for (size_t i = 0; i < RUN_NCOLS; i++) {
+        const void *f = (const char *)r + RUN_COLUMNS[i].off;
+        int c = (int)i + 1;
+        switch (RUN_COLUMNS[i].kind) {
+        case RUN_TEXT: {
+            const char *v = *(char *const *)f;
+            b |= bind_str(st, c, !v && !strcmp(RUN_COLUMNS[i].name, "verdict") ? "error" : v);
+            break;
+        }
+        case RUN_SAFE: b |= bind_text(s, st, c, *(char *const *)f); break;
+        case RUN_INT: sqlite3_bind_int(st, c, *(const int *)f); break;
+        case RUN_U32: sqlite3_bind_int64(st, c, *(const uint32_t *)f); break;
+        case RUN_I64: sqlite3_bind_int64(st, c, *(const int64_t *)f); break;
+        case RUN_RATE: bind_rate(st, c, *(const double *)f); break;
+        case RUN_FIGURE: {
+            double d = *(const double *)f;
+            if (isinf(d))
+                sqlite3_bind_double(st, c, d > 0 ? 1e308 : -1e308);
+            else
+                bind_dbl(st, c, d);
+            break;
+        }
+        case RUN_KEY: b |= bind_str(st, c, r->run_key); break;
+        case RUN_TERMS: {
+            char terms[ST_STORE_TERMS * 26 + 1];
+            terms_to_text(r, terms, sizeof terms);
+            b |= bind_str(st, c, terms);
+            break;
+        }
+        }
+    }
+    return b;
+}
+
+/* Reads a row of "SELECT id, <the columns>". 0, or -1 when out of memory (r is then freed). */
+static int read_run(sqlite3_stmt *st, st_run_row *r)
 {
     memset(r, 0, sizeof *r);
-    int c = 0;
-    r->id = sqlite3_column_int64(st, c++);
-    r->config = col_str(st, c++);
-    r->seq = sqlite3_column_int(st, c++);
-    r->rate = col_rate(st, c++);
-    r->grid = sqlite3_column_int(st, c++);
-    const unsigned char *k = sqlite3_column_text(st, c++);
-    snprintf(r->run_key, sizeof r->run_key, "%s", k ? (const char *)k : "");
-    r->verdict = col_str(st, c++);
-    r->why = col_str(st, c++);
-    r->stopped_early = sqlite3_column_int(st, c++);
-    r->planned = (uint32_t)sqlite3_column_int64(st, c++);
-    r->sent = (uint32_t)sqlite3_column_int64(st, c++);
-    r->completed = (uint32_t)sqlite3_column_int64(st, c++);
-    r->failed = (uint32_t)sqlite3_column_int64(st, c++);
-    double *d[] = { &r->duration_s,  &r->delivered_rps, &r->output_tps,  &r->sustained_rps, &r->offered_rps_achieved,
-                    &r->worst_ratio, &r->ttft_p50_ms,   &r->ttft_p95_ms, &r->ttft_p99_ms,   &r->tpot_p50_ms,
-                    &r->tpot_p95_ms, &r->tpot_p99_ms,   &r->itl_p95_ms,  &r->e2e_p95_ms,    &r->lag_p99_ms };
-    /* Infinite figures (a worst ratio when requests failed) are stored as +-1e308. */
-    for (size_t i = 0; i < sizeof d / sizeof *d; i++) {
-        *d[i] = col_dbl(st, c++);
-        if (fabs(*d[i]) >= 1e308)
-            *d[i] = *d[i] > 0 ? INFINITY : -INFINITY;
+    int bad = 0;
+    r->id = sqlite3_column_int64(st, 0);
+    for (size_t i = 0; i < RUN_NCOLS; i++) {
+        void *f = (char *)r + RUN_COLUMNS[i].off;
+        int c = (int)i + 1;
+        switch (RUN_COLUMNS[i].kind) {
+        case RUN_TEXT:
+        case RUN_SAFE: *(char **)f = col_str(st, c, &bad); break;
+        case RUN_INT: *(int *)f = sqlite3_column_int(st, c); break;
+        case RUN_U32: *(uint32_t *)f = (uint32_t)sqlite3_column_int64(st, c); break;
+        case RUN_I64: *(int64_t *)f = sqlite3_column_int64(st, c); break;
+        case RUN_RATE: *(double *)f = col_rate(st, c); break;
+        case RUN_FIGURE: {
+            /* Infinite figures (a worst ratio when requests failed) are stored as +-1e308. */
+            double d = col_dbl(st, c);
+            *(double *)f = fabs(d) >= 1e308 ? (d > 0 ? INFINITY : -INFINITY) : d;
+            break;
+        }
+        case RUN_KEY: {
+            const unsigned char *k = sqlite3_column_text(st, c);
+            if (!k && sqlite3_column_type(st, c) != SQLITE_NULL)
+                bad = 1;
+            snprintf(r->run_key, sizeof r->run_key, "%s", k ? (const char *)k : "");
+            break;
+        }
+        case RUN_TERMS: {
+            const char *t = (const char *)sqlite3_column_text(st, c);
+            if (!t && sqlite3_column_type(st, c) != SQLITE_NULL)
+                bad = 1;
+            terms_from_text(r, t);
+            break;
+        }
+        }
     }
-    terms_from_text(r, (const char *)sqlite3_column_text(st, c++));
-    r->client_limited = sqlite3_column_int(st, c++);
-    r->summary_json = col_str(st, c++);
-    r->started = sqlite3_column_int64(st, c++);
-    r->ended = sqlite3_column_int64(st, c++);
+    if (!bad)
+        return 0;
+    st_run_row_free(r);
+    return -1;
 }
 
 static void put_events(uint8_t *dst, const st_ns *ev, uint32_t n)
@@ -741,6 +875,58 @@ static void put_events(uint8_t *dst, const st_ns *ev, uint32_t n)
         for (int b = 0; b < 8; b++)
             dst[8 * i + (uint32_t)b] = (uint8_t)(v >> (8 * b));
     }
+}
+
+/* Binds one record to the requests INSERT (its events as a blob in *blob, grown as needed).
+ * SQLITE_OK, or SQLITE_NOMEM when a copy could not be made. */
+static int bind_request(const st_store *s, sqlite3_stmt *rq, int64_t run_id, const st_record *x, uint8_t **blob)
+{
+    int k = 1;
+    sqlite3_bind_int64(rq, k++, run_id);
+    sqlite3_bind_int64(rq, k++, x->id);
+    sqlite3_bind_int(rq, k++, x->warmup);
+    sqlite3_bind_text(rq, k++, st_req_status_name(x->status), -1, SQLITE_STATIC);
+    sqlite3_bind_int(rq, k++, x->http_status);
+    sqlite3_bind_int64(rq, k++, x->scheduled);
+    sqlite3_bind_int64(rq, k++, x->sent);
+    sqlite3_bind_int64(rq, k++, x->first_byte);
+    sqlite3_bind_int64(rq, k++, x->first_token);
+    sqlite3_bind_int64(rq, k++, x->end);
+    sqlite3_bind_int64(rq, k++, x->input_tokens);
+    sqlite3_bind_int64(rq, k++, x->output_requested);
+    sqlite3_bind_int64(rq, k++, x->output_tokens);
+    sqlite3_bind_int64(rq, k++, x->cached_tokens);
+    sqlite3_bind_int(rq, k++, x->usage_reported);
+    if (x->n_events) {
+        uint8_t *nb = realloc(*blob, (size_t)x->n_events * 8);
+        if (!nb)
+            return SQLITE_NOMEM;
+        *blob = nb;
+        put_events(nb, x->events, x->n_events);
+        if (sqlite3_bind_blob(rq, k++, nb, (int)(x->n_events * 8), SQLITE_TRANSIENT))
+            return SQLITE_NOMEM;
+    } else {
+        sqlite3_bind_null(rq, k++);
+    }
+    if (bind_text(s, rq, k++, x->error))
+        return SQLITE_NOMEM;
+    if (x->srv_prompt >= 0) {
+        sqlite3_bind_int64(rq, k, x->srv_prompt);
+        sqlite3_bind_int64(rq, k + 1, x->srv_gen);
+        sqlite3_bind_int64(rq, k + 2, x->srv_gen_n);
+    }
+    k += 3;
+    if (x->prompt_reported)
+        sqlite3_bind_int64(rq, k, x->prompt_reported);
+    k++;
+    sqlite3_bind_int64(rq, k++, x->first_answer); /* -1: no answer token; NULL only in older databases */
+    sqlite3_bind_int64(rq, k++, x->reasoning_tokens);
+    if (x->session) { /* NULL: not in a session */
+        sqlite3_bind_int64(rq, k, x->session);
+        sqlite3_bind_int64(rq, k + 1, x->turn);
+    }
+    k += 2;
+    return SQLITE_OK;
 }
 
 int st_store_run_put(st_store *s, st_run_row *r, const st_record *recs, uint32_t n_recs,
@@ -756,49 +942,20 @@ int st_store_run_put(st_store *s, st_run_row *r, const st_record *recs, uint32_t
     /* Replacing a run removes its records and samples with it (ON DELETE CASCADE). */
     if (sqlite3_prepare_v2(s->db, "DELETE FROM runs WHERE run_key = ?", -1, &st, NULL) != SQLITE_OK)
         goto fail;
-    bind_str(st, 1, r->run_key);
+    if (bind_str(st, 1, r->run_key))
+        goto nomem;
     if (sqlite3_step(st) != SQLITE_DONE)
         goto fail;
     sqlite3_finalize(st);
     st = NULL;
-    if (sqlite3_prepare_v2(s->db,
-                           "INSERT INTO runs(config, seq, rate, grid, run_key, verdict, why, stopped_early, planned,"
-                           " sent, completed, failed, duration_s, delivered_rps, output_tps, sustained_rps,"
-                           " offered_rps_achieved, worst_ratio, ttft_p50_ms, ttft_p95_ms, ttft_p99_ms, tpot_p50_ms,"
-                           " tpot_p95_ms, tpot_p99_ms, itl_p95_ms, e2e_p95_ms, lag_p99_ms, terms, client_limited,"
-                           " summary, started, ended) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
-                           "?,?,?,?)",
-                           -1, &st, NULL) != SQLITE_OK)
+    char cols[RUN_SQL_MAX], marks[RUN_SQL_MAX], sql[2 * RUN_SQL_MAX + 64];
+    run_cols_sql(cols, sizeof cols, "", 0);
+    run_cols_sql(marks, sizeof marks, "", 1);
+    snprintf(sql, sizeof sql, "INSERT INTO runs(%s) VALUES (%s)", cols + strlen("id, "), marks);
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
         goto fail;
-    int c = 1;
-    bind_str(st, c++, r->config);
-    sqlite3_bind_int(st, c++, r->seq);
-    bind_rate(st, c++, r->rate);
-    sqlite3_bind_int(st, c++, r->grid);
-    bind_str(st, c++, r->run_key);
-    bind_str(st, c++, r->verdict ? r->verdict : "error");
-    bind_text(s, st, c++, r->why);
-    sqlite3_bind_int(st, c++, r->stopped_early);
-    sqlite3_bind_int64(st, c++, r->planned);
-    sqlite3_bind_int64(st, c++, r->sent);
-    sqlite3_bind_int64(st, c++, r->completed);
-    sqlite3_bind_int64(st, c++, r->failed);
-    double d[] = { r->duration_s,  r->delivered_rps, r->output_tps,  r->sustained_rps, r->offered_rps_achieved,
-                   r->worst_ratio, r->ttft_p50_ms,   r->ttft_p95_ms, r->ttft_p99_ms,   r->tpot_p50_ms,
-                   r->tpot_p95_ms, r->tpot_p99_ms,   r->itl_p95_ms,  r->e2e_p95_ms,    r->lag_p99_ms };
-    for (size_t i = 0; i < sizeof d / sizeof *d; i++) {
-        if (isinf(d[i]))
-            sqlite3_bind_double(st, c++, d[i] > 0 ? 1e308 : -1e308);
-        else
-            bind_dbl(st, c++, d[i]);
-    }
-    char terms[ST_STORE_TERMS * 26 + 1];
-    terms_to_text(r, terms, sizeof terms);
-    bind_str(st, c++, terms);
-    sqlite3_bind_int(st, c++, r->client_limited);
-    bind_text(s, st, c++, r->summary_json);
-    sqlite3_bind_int64(st, c++, r->started);
-    sqlite3_bind_int64(st, c++, r->ended);
+    if (bind_run(s, st, r))
+        goto nomem;
     if (sqlite3_step(st) != SQLITE_DONE)
         goto fail;
     r->id = sqlite3_last_insert_rowid(s->db);
@@ -812,52 +969,10 @@ int st_store_run_put(st_store *s, st_run_row *r, const st_record *recs, uint32_t
                            -1, &rq, NULL) != SQLITE_OK)
         goto fail;
     for (uint32_t i = 0; i < n_recs; i++) {
-        const st_record *x = &recs[i];
         sqlite3_reset(rq);
         sqlite3_clear_bindings(rq);
-        int k = 1;
-        sqlite3_bind_int64(rq, k++, r->id);
-        sqlite3_bind_int64(rq, k++, x->id);
-        sqlite3_bind_int(rq, k++, x->warmup);
-        bind_str(rq, k++, st_req_status_name(x->status));
-        sqlite3_bind_int(rq, k++, x->http_status);
-        sqlite3_bind_int64(rq, k++, x->scheduled);
-        sqlite3_bind_int64(rq, k++, x->sent);
-        sqlite3_bind_int64(rq, k++, x->first_byte);
-        sqlite3_bind_int64(rq, k++, x->first_token);
-        sqlite3_bind_int64(rq, k++, x->end);
-        sqlite3_bind_int64(rq, k++, x->input_tokens);
-        sqlite3_bind_int64(rq, k++, x->output_requested);
-        sqlite3_bind_int64(rq, k++, x->output_tokens);
-        sqlite3_bind_int64(rq, k++, x->cached_tokens);
-        sqlite3_bind_int(rq, k++, x->usage_reported);
-        if (x->n_events) {
-            uint8_t *nb = realloc(blob, (size_t)x->n_events * 8);
-            if (!nb)
-                goto fail;
-            blob = nb;
-            put_events(blob, x->events, x->n_events);
-            sqlite3_bind_blob(rq, k++, blob, (int)(x->n_events * 8), SQLITE_TRANSIENT);
-        } else {
-            sqlite3_bind_null(rq, k++);
-        }
-        bind_text(s, rq, k++, x->error);
-        if (x->srv_prompt >= 0) {
-            sqlite3_bind_int64(rq, k, x->srv_prompt);
-            sqlite3_bind_int64(rq, k + 1, x->srv_gen);
-            sqlite3_bind_int64(rq, k + 2, x->srv_gen_n);
-        }
-        k += 3;
-        if (x->prompt_reported)
-            sqlite3_bind_int64(rq, k, x->prompt_reported);
-        k++;
-        sqlite3_bind_int64(rq, k++, x->first_answer); /* -1: no answer token; NULL only in older databases */
-        sqlite3_bind_int64(rq, k++, x->reasoning_tokens);
-        if (x->session) { /* NULL: not in a session */
-            sqlite3_bind_int64(rq, k, x->session);
-            sqlite3_bind_int64(rq, k + 1, x->turn);
-        }
-        k += 2;
+        if (bind_request(s, rq, r->id, &recs[i], &blob))
+            goto nomem;
         if (sqlite3_step(rq) != SQLITE_DONE)
             goto fail;
     }
@@ -869,7 +984,8 @@ int st_store_run_put(st_store *s, st_run_row *r, const st_record *recs, uint32_t
             sqlite3_reset(ms);
             sqlite3_bind_int64(ms, 1, r->id);
             sqlite3_bind_double(ms, 2, samples[i].t);
-            bind_str(ms, 3, samples[i].name);
+            if (bind_str(ms, 3, samples[i].name))
+                goto nomem;
             bind_dbl(ms, 4, samples[i].value);
             if (sqlite3_step(ms) != SQLITE_DONE)
                 goto fail;
@@ -887,6 +1003,10 @@ int st_store_run_put(st_store *s, st_run_row *r, const st_record *recs, uint32_t
 fail:
     /* the reason (e.g. "database or disk is full"), before ROLLBACK replaces it with "not an error" */
     keep_err(s);
+    goto out;
+nomem:
+    nomem(s); /* a text, a blob or the events buffer could not be copied */
+out:
     sqlite3_finalize(st);
     sqlite3_finalize(rq);
     sqlite3_finalize(ms);
@@ -898,16 +1018,17 @@ fail:
 int st_store_run_find(st_store *s, const char *run_key, st_run_row *out)
 {
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(s->db, "SELECT " RUN_COLS " FROM runs WHERE run_key = ?", -1, &st, NULL) != SQLITE_OK)
+    char cols[RUN_SQL_MAX], sql[RUN_SQL_MAX + 64];
+    run_cols_sql(cols, sizeof cols, "", 0);
+    snprintf(sql, sizeof sql, "SELECT %s FROM runs WHERE run_key = ?", cols);
+    s->err[0] = '\0';
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
         return -1;
-    bind_str(st, 1, run_key);
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        read_run(st, out);
-        rc = 1;
-    } else {
-        rc = rc == SQLITE_DONE ? 0 : -1;
-    }
+    int rc = bind_str(st, 1, run_key) ? SQLITE_NOMEM : sqlite3_step(st);
+    if (rc == SQLITE_ROW)
+        rc = read_run(st, out) ? nomem(s) : 1;
+    else
+        rc = rc == SQLITE_DONE ? 0 : rc == SQLITE_NOMEM ? nomem(s) : -1;
     sqlite3_finalize(st);
     return rc;
 }
@@ -917,29 +1038,30 @@ int st_store_runs_get(st_store *s, const char *config, st_run_row **out, int *n)
     *out = NULL;
     *n = 0;
     sqlite3_stmt *st;
-    const char *sql = config ? "SELECT " RUN_COLS " FROM runs WHERE config = ? ORDER BY seq"
-                             : "SELECT r.id, r.config, r.seq, r.rate, r.grid, r.run_key, r.verdict, r.why,"
-                               " r.stopped_early, r.planned, r.sent, r.completed, r.failed, r.duration_s,"
-                               " r.delivered_rps, r.output_tps, r.sustained_rps, r.offered_rps_achieved,"
-                               " r.worst_ratio, r.ttft_p50_ms, r.ttft_p95_ms, r.ttft_p99_ms, r.tpot_p50_ms,"
-                               " r.tpot_p95_ms, r.tpot_p99_ms, r.itl_p95_ms, r.e2e_p95_ms, r.lag_p99_ms, r.terms,"
-                               " r.client_limited, r.summary, r.started, r.ended FROM runs r"
-                               " LEFT JOIN configs c ON c.name = r.config ORDER BY c.idx, r.seq";
+    char cols[RUN_SQL_MAX], sql[RUN_SQL_MAX + 128];
+    run_cols_sql(cols, sizeof cols, config ? "" : "r.", 0);
+    if (config)
+        snprintf(sql, sizeof sql, "SELECT %s FROM runs WHERE config = ? ORDER BY seq", cols);
+    else
+        snprintf(sql, sizeof sql,
+                 "SELECT %s FROM runs r LEFT JOIN configs c ON c.name = r.config ORDER BY c.idx, r.seq", cols);
+    s->err[0] = '\0';
     if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
         return -1;
-    if (config)
-        bind_str(st, 1, config);
-    int rc;
+    int rc = config && bind_str(st, 1, config) ? SQLITE_NOMEM : SQLITE_OK;
     size_t cap = 0;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (st_grow((void **)out, &cap, (size_t)*n + 1, sizeof **out, 16)) {
+    while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (st_grow((void **)out, &cap, (size_t)*n + 1, sizeof **out, 16) || read_run(st, &(*out)[*n])) {
             rc = SQLITE_NOMEM;
             break;
         }
-        read_run(st, &(*out)[(*n)++]);
+        (*n)++;
+        rc = SQLITE_OK;
     }
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE) {
+        if (rc == SQLITE_NOMEM)
+            nomem(s);
         st_run_rows_free(*out, *n);
         *out = NULL;
         *n = 0;
@@ -964,6 +1086,7 @@ int st_store_records_get(st_store *s, int64_t run_id, st_record **out, uint32_t 
     sqlite3_bind_int64(st, 1, run_id);
     int rc;
     size_t cap = 0;
+    s->err[0] = '\0';
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (st_grow((void **)out, &cap, (size_t)*n + 1, sizeof **out, 64)) {
             rc = SQLITE_NOMEM;
@@ -990,15 +1113,20 @@ int st_store_records_get(st_store *s, int64_t run_id, st_record **out, uint32_t 
         x->usage_reported = (uint8_t)sqlite3_column_int(st, 13);
         const uint8_t *b = sqlite3_column_blob(st, 14);
         int bl = sqlite3_column_bytes(st, 14);
-        for (int i = 0; b && i + 8 <= bl; i += 8) {
+        int bad = !b && sqlite3_column_type(st, 14) != SQLITE_NULL;
+        for (int i = 0; b && i + 8 <= bl && !bad; i += 8) {
             uint64_t v = 0;
             for (int k = 7; k >= 0; k--)
                 v = (v << 8) | b[i + k];
-            st_record_add_event(x, (st_ns)v);
+            bad = st_record_add_event(x, (st_ns)v) != 0;
         }
         const char *e = (const char *)sqlite3_column_text(st, 15);
         if (e)
             st_record_set_error(x, x->status, e, strlen(e));
+        if (bad || (e && !x->error) || (!e && sqlite3_column_type(st, 15) != SQLITE_NULL)) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
         if (sqlite3_column_type(st, 16) != SQLITE_NULL) {
             x->srv_prompt = sqlite3_column_int64(st, 16);
             x->srv_gen = sqlite3_column_int64(st, 17);
@@ -1013,6 +1141,8 @@ int st_store_records_get(st_store *s, int64_t run_id, st_record **out, uint32_t 
     }
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE) {
+        if (rc == SQLITE_NOMEM)
+            nomem(s);
         for (uint32_t i = 0; i < *n; i++)
             st_record_free(&(*out)[i]);
         free(*out);
@@ -1032,8 +1162,9 @@ int st_store_samples_get(st_store *s, int64_t run_id, st_metrics_sample **out, u
                            NULL) != SQLITE_OK)
         return -1;
     sqlite3_bind_int64(st, 1, run_id);
-    int rc;
+    int rc, bad = 0;
     size_t cap = 0;
+    s->err[0] = '\0';
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (st_grow((void **)out, &cap, (size_t)*n + 1, sizeof **out, 64)) {
             rc = SQLITE_NOMEM;
@@ -1041,11 +1172,17 @@ int st_store_samples_get(st_store *s, int64_t run_id, st_metrics_sample **out, u
         }
         st_metrics_sample *m = &(*out)[(*n)++];
         m->t = sqlite3_column_double(st, 0);
-        m->name = col_str(st, 1);
+        m->name = col_str(st, 1, &bad);
         m->value = col_dbl(st, 2);
+        if (bad) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
     }
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE) {
+        if (rc == SQLITE_NOMEM)
+            nomem(s);
         st_store_samples_free(*out, *n);
         *out = NULL;
         *n = 0;
@@ -1122,11 +1259,10 @@ int st_store_merge_shard(st_store *s, const char *path, char *err, size_t errlen
         snprintf(err, errlen, "%s: %s", path, sqlite3_errmsg(s->db));
         return -1;
     }
-    bind_str(st, 1, path);
-    int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
+    int rc = bind_str(st, 1, path) ? SQLITE_NOMEM : sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
     sqlite3_finalize(st);
     if (rc) {
-        snprintf(err, errlen, "%s: %s", path, sqlite3_errmsg(s->db));
+        snprintf(err, errlen, "%s: %s", path, rc == SQLITE_NOMEM ? "out of memory" : sqlite3_errmsg(s->db));
         return -1;
     }
     char mine[MERGE_SQL_MAX / 2], theirs[MERGE_SQL_MAX / 2], rest[MERGE_SQL_MAX / 2], sql[MERGE_SQL_MAX + 512];
@@ -1199,18 +1335,16 @@ int st_store_audit_put(st_store *s, const st_audit_row *a)
                            "finished, partial, note) VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?)",
                            -1, &st, NULL) != SQLITE_OK)
         return -1;
-    bind_str(st, 1, a->spec_hash);
-    bind_str(st, 2, a->spec_path);
-    bind_str(st, 3, a->spec_text ? a->spec_text : "");
-    bind_str(st, 4, a->version);
+    int b = bind_str(st, 1, a->spec_hash) | bind_str(st, 2, a->spec_path) |
+            bind_str(st, 3, a->spec_text ? a->spec_text : "") | bind_str(st, 4, a->version) | bind_str(st, 8, a->note);
     sqlite3_bind_int64(st, 5, a->started);
     if (a->finished)
         sqlite3_bind_int64(st, 6, a->finished);
     else
         sqlite3_bind_null(st, 6);
     sqlite3_bind_int(st, 7, a->partial);
-    bind_str(st, 8, a->note);
-    int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
+    s->err[0] = '\0';
+    int rc = b ? nomem(s) : sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
     sqlite3_finalize(st);
     return rc;
 }

@@ -139,11 +139,11 @@ static int spec_hash_of(const char *path, char hash[65], char **text_out, size_t
     return 0;
 }
 
-int st_cli_audit_shards(const st_spec *spec, const char *spec_path, const char *out_dir, const st_cluster_cli *c,
-                        int resume, int quiet, volatile sig_atomic_t *stop, volatile sig_atomic_t *sig)
+/* The configurations --only and --only-index ask for (want[i] 1), each once. 0, or the usage
+ * error's exit status. */
+static int wanted_configs(const st_spec *spec, const char *spec_path, const st_cluster_cli *c, int *want)
 {
-    /* the configurations asked for, in the spec's order, each once */
-    int want[ST_SPEC_MAX_CONFIGS_CLI] = { 0 }, nwant = 0;
+    int nwant = 0;
     if (spec->n_configs > ST_SPEC_MAX_CONFIGS_CLI) {
         fprintf(stderr, "servetune audit: more than %d configurations\n", ST_SPEC_MAX_CONFIGS_CLI);
         return ST_EXIT_USAGE;
@@ -182,6 +182,17 @@ int st_cli_audit_shards(const st_spec *spec, const char *spec_path, const char *
         nwant += want[i];
     if (!nwant)
         return st_cli_usage_error("audit", "--only: no configuration named");
+    return 0;
+}
+
+int st_cli_audit_shards(const st_spec *spec, const char *spec_path, const char *out_dir, const st_cluster_cli *c,
+                        int resume, int quiet, volatile sig_atomic_t *stop, volatile sig_atomic_t *sig)
+{
+    /* the configurations asked for, in the spec's order, each once */
+    int want[ST_SPEC_MAX_CONFIGS_CLI] = { 0 };
+    int bad = wanted_configs(spec, spec_path, c, want);
+    if (bad)
+        return bad;
     char hash[65], *text = NULL;
     size_t tlen = 0;
     if (spec_hash_of(spec_path, hash, &text, &tlen))
@@ -561,16 +572,18 @@ static int submit(const st_strv *v, char *id, size_t idlen)
     return rc;
 }
 
-int st_cli_audit_slurm(const st_spec *spec, const char *spec_path, const char *out_dir, const st_cluster_cli *c,
-                       int resume, volatile sig_atomic_t *stop)
+/* Before a submission: the absolute paths of the spec, the folder and this binary, the spec's
+ * hash, and the folder's job record (*jobs, NULL when none). -1 to go on, else the exit status
+ * (said on stderr). */
+static int slurm_preflight(const char *spec_path, const char *out_dir, int resume, char *spec_abs, char *dir_abs,
+                           char *self, char hash[65], json_t **jobs)
 {
-    char spec_abs[PATH_MAX], dir_abs[PATH_MAX], self[PATH_MAX];
-    char hash[65];
+    *jobs = NULL;
     if (absolute(spec_path, spec_abs) || spec_hash_of(spec_abs, hash, NULL, NULL))
         return ST_EXIT_USAGE;
     if (mkdir_p1(out_dir) || absolute(out_dir, dir_abs))
         return ST_EXIT_FAIL;
-    ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
+    ssize_t sl = readlink("/proc/self/exe", self, PATH_MAX - 1);
     if (sl <= 0) {
         fprintf(stderr, "servetune audit: cannot find the servetune binary (/proc/self/exe)\n");
         return ST_EXIT_FAIL;
@@ -587,24 +600,163 @@ int st_cli_audit_slurm(const st_spec *spec, const char *spec_path, const char *o
                 out_dir);
         return ST_EXIT_USAGE;
     }
-    json_t *jobs = st_jobs_load(dir_abs, err, sizeof err);
+    *jobs = st_jobs_load(dir_abs, err, sizeof err);
     if (err[0]) {
         fprintf(stderr, "servetune audit: %s\n", err);
         return ST_EXIT_FAIL;
     }
-    if (!resume && (jobs || st_shard_any(dir_abs) || kind == 2)) {
+    if (!resume && (*jobs || st_shard_any(dir_abs) || kind == 2)) {
         fprintf(stderr,
                 "servetune audit: %s already holds a distributed audit: --resume continues it (--status shows "
                 "where it is), or use another -o\n",
                 out_dir);
-        json_decref(jobs);
+        json_decref(*jobs);
+        *jobs = NULL;
         return ST_EXIT_USAGE;
     }
+    return -1;
+}
+
+/* The submission's settings: the command line's, else the spec's cluster.slurm section's. sargs
+ * (room for ST_STRLIST_MAX * 2) receives the spec's sbatch arguments, then the command line's.
+ * 0, or the usage error's exit status. */
+static int slurm_plan_of(const st_spec *spec, const st_cluster_cli *c, st_slurm_plan *plan, const char **sargs)
+{
+    int gpus = c->gpus_per_task > 0 ? (int)c->gpus_per_task
+                                    : (spec->cluster.slurm.gpus_per_task > 0 ? spec->cluster.slurm.gpus_per_task
+                                                                             : spec->hardware.gpus_per_replica);
+    st_gpu_request greq = spec->cluster.slurm.gpu_request;
+    if (c->gpu_request && st_gpu_request_from_name(c->gpu_request, &greq))
+        return st_cli_usage_error("audit", "--gpu-request: expected gres, gpus or none");
+    int nsargs = 0;
+    for (int i = 0; i < spec->cluster.slurm.sbatch_args.n && nsargs < ST_STRLIST_MAX; i++)
+        sargs[nsargs++] = spec->cluster.slurm.sbatch_args.v[i];
+    for (int i = 0; i < c->sbatch_args.n; i++)
+        sargs[nsargs++] = c->sbatch_args.v[i];
+    plan->partition = c->partition ? c->partition : spec->cluster.slurm.partition;
+    plan->account = c->account ? c->account : spec->cluster.slurm.account;
+    plan->time = c->time ? c->time : spec->cluster.slurm.time;
+    plan->gpus = gpus;
+    plan->gpu_request = greq;
+    plan->max_concurrent = c->max_concurrent > 0 ? (int)c->max_concurrent : spec->cluster.slurm.max_concurrent;
+    plan->sbatch_args = sargs;
+    plan->n_sbatch_args = nsargs;
+    plan->version = ST_VERSION;
+    return 0;
+}
+
+/* Adds a submission (its job ids and array indices) to the folder's job record, created when
+ * the folder has none, and saves it. 0, or -1 said on stderr. */
+static int record_submission(json_t **jobs, const st_slurm_plan *plan, const char *array_id, const char *merge_id)
+{
+    if (!*jobs) {
+        *jobs = json_object();
+        json_object_set_new(*jobs, "spec", json_string(plan->spec_path));
+        json_object_set_new(*jobs, "spec_sha256", json_string(plan->spec_hash));
+        json_t *cs = json_array();
+        for (int i = 0; i < plan->n_configs; i++)
+            json_array_append_new(cs, json_string(plan->configs[i]));
+        json_object_set_new(*jobs, "configurations", cs);
+        json_object_set_new(*jobs, "submissions", json_array());
+    }
+    json_t *sub = json_object();
+    json_object_set_new(sub, "submitted", json_integer((json_int_t)time(NULL)));
+    if (plan->n_indices)
+        json_object_set_new(sub, "array_job", json_string(array_id));
+    json_object_set_new(sub, "merge_job", json_string(merge_id));
+    json_t *ix = json_array();
+    for (int i = 0; i < plan->n_indices; i++)
+        json_array_append_new(ix, json_integer(plan->indices[i]));
+    json_object_set_new(sub, "indices", ix);
+    json_array_append_new(json_object_get(*jobs, "submissions"), sub);
+    char err[1024];
+    if (st_jobs_save(plan->out_dir, *jobs, err, sizeof err)) {
+        fprintf(stderr, "servetune audit: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+/* What was submitted, and how to follow, cancel and continue it. */
+static void print_submitted(const st_slurm_plan *plan, const char *spec_path, const char *out_dir, const char *array_id,
+                            const char *arr, const char *merge_id)
+{
+    int n_idx = plan->n_indices;
+    if (n_idx)
+        printf("Submitted %d configuration%s of %s as Slurm job array %s (indices %s) and merge job %s (after the "
+               "array)\n",
+               n_idx, n_idx == 1 ? "" : "s", spec_path, array_id, arr, merge_id);
+    else
+        printf("Every configuration has finished; submitted merge job %s\n", merge_id);
+    printf("  follow:  servetune audit --status %s   (or squeue -j %s%s%s)\n", out_dir, n_idx ? array_id : "",
+           n_idx ? "," : "", merge_id);
+    printf("  output:  %s/%s/   shards: %s/%s/   reports: %s/report.html when job %s ends\n", out_dir, ST_CLUSTER_LOGS,
+           out_dir, ST_SHARD_DIR, out_dir, merge_id);
+    printf("  cancel:  scancel %s%s%s;  continue: servetune audit %s -o %s --slurm --resume\n", n_idx ? array_id : "",
+           n_idx ? " " : "", merge_id, spec_path, out_dir);
+    fflush(stdout);
+}
+
+/* The indices of the configurations whose shard has not finished (into indices), or -1 when a
+ * shard holds an audit of another spec text (said on stderr). */
+static int unfinished_configs(const st_shard_info *info, const char **names, int n, const char *hash,
+                              const char *out_dir, int *indices)
+{
+    int n_idx = 0;
+    for (int i = 0; i < n; i++) {
+        if (info[i].readable && strcmp(info[i].spec_hash, hash)) {
+            fprintf(stderr,
+                    "servetune audit: %s/%s/%s%s holds an audit of another spec text (hash %.12s, this spec %.12s): "
+                    "a changed spec needs another -o\n",
+                    out_dir, ST_SHARD_DIR, names[i], ST_SHARD_EXT, info[i].spec_hash, hash);
+            return -1;
+        }
+        if (!st_shard_finished(&info[i]))
+            indices[n_idx++] = i;
+    }
+    return n_idx;
+}
+
+/* Submits the job array (aargv, when configurations remain) and the merge job after it; a merge
+ * that cannot be submitted cancels the array. 0 with the job ids (ST_SLURM_JOBID_MAX bytes each),
+ * or -1 said on stderr. */
+static int submit_jobs(const st_slurm_plan *plan, const st_strv *aargv, const char *mpath, char *array_id,
+                       char *merge_id)
+{
+    int n_idx = plan->n_indices;
+    if (n_idx && submit(aargv, array_id, ST_SLURM_JOBID_MAX))
+        return -1;
+    st_strv margv = { 0 };
+    if (st_slurm_merge_argv(plan, mpath, n_idx ? array_id : NULL, &margv)) {
+        st_strv_free(&margv);
+        fprintf(stderr, "servetune audit: out of memory\n");
+        return -1;
+    }
+    int rc = submit(&margv, merge_id, ST_SLURM_JOBID_MAX);
+    st_strv_free(&margv);
+    if (rc && n_idx) {
+        const char *ids[1] = { array_id };
+        char e2[512];
+        fprintf(stderr, "servetune audit: cancelling job array %s (it would have no merge)\n", array_id);
+        st_slurm_cancel(ids, 1, e2, sizeof e2);
+    }
+    return rc;
+}
+
+int st_cli_audit_slurm(const st_spec *spec, const char *spec_path, const char *out_dir, const st_cluster_cli *c,
+                       int resume, volatile sig_atomic_t *stop)
+{
+    char spec_abs[PATH_MAX], dir_abs[PATH_MAX], self[PATH_MAX];
+    char hash[65];
+    json_t *jobs;
+    int pre = slurm_preflight(spec_path, out_dir, resume, spec_abs, dir_abs, self, hash, &jobs);
+    if (pre >= 0)
+        return pre;
     const char **names = calloc((size_t)spec->n_configs, sizeof *names);
     int *indices = calloc((size_t)spec->n_configs, sizeof *indices);
     st_shard_info *info = NULL;
     int rc = ST_EXIT_FAIL, n_idx = 0;
-    st_strv aargv = { 0 }, margv = { 0 };
+    st_strv aargv = { 0 };
     st_buf tb, mb, sb;
     st_buf_init(&tb, ST_SLURM_SCRIPT_MAX);
     st_buf_init(&mb, ST_SLURM_SCRIPT_MAX);
@@ -615,17 +767,10 @@ int st_cli_audit_slurm(const st_spec *spec, const char *spec_path, const char *o
         names[i] = spec->configs[i].name;
     if (st_shard_scan(dir_abs, names, spec->n_configs, &info))
         goto out;
-    for (int i = 0; i < spec->n_configs; i++) {
-        if (info[i].readable && strcmp(info[i].spec_hash, hash)) {
-            fprintf(stderr,
-                    "servetune audit: %s/%s/%s%s holds an audit of another spec text (hash %.12s, this spec %.12s): "
-                    "a changed spec needs another -o\n",
-                    out_dir, ST_SHARD_DIR, names[i], ST_SHARD_EXT, info[i].spec_hash, hash);
-            rc = ST_EXIT_USAGE;
-            goto out;
-        }
-        if (!st_shard_finished(&info[i]))
-            indices[n_idx++] = i;
+    n_idx = unfinished_configs(info, names, spec->n_configs, hash, out_dir, indices);
+    if (n_idx < 0) {
+        rc = ST_EXIT_USAGE;
+        goto out;
     }
     if (resume && !c->dry_run) {
         int act = still_active(jobs);
@@ -644,21 +789,7 @@ int st_cli_audit_slurm(const st_spec *spec, const char *spec_path, const char *o
     snprintf(sdir, sizeof sdir, "%s/%s", dir_abs, ST_SHARD_DIR);
     if (mkdir_p1(cdir) || mkdir_p1(ldir) || mkdir_p1(sdir))
         goto out;
-    int gpus = c->gpus_per_task > 0 ? (int)c->gpus_per_task
-                                    : (spec->cluster.slurm.gpus_per_task > 0 ? spec->cluster.slurm.gpus_per_task
-                                                                             : spec->hardware.gpus_per_replica);
-    st_gpu_request greq = spec->cluster.slurm.gpu_request;
-    if (c->gpu_request && st_gpu_request_from_name(c->gpu_request, &greq)) {
-        rc = st_cli_usage_error("audit", "--gpu-request: expected gres, gpus or none");
-        goto out;
-    }
-    /* the spec's sbatch arguments, then the command line's */
     const char *sargs[ST_STRLIST_MAX * 2];
-    int nsargs = 0;
-    for (int i = 0; i < spec->cluster.slurm.sbatch_args.n && nsargs < ST_STRLIST_MAX; i++)
-        sargs[nsargs++] = spec->cluster.slurm.sbatch_args.v[i];
-    for (int i = 0; i < c->sbatch_args.n; i++)
-        sargs[nsargs++] = c->sbatch_args.v[i];
     st_slurm_plan plan = { .servetune = self,
                            .spec_path = spec_abs,
                            .out_dir = dir_abs,
@@ -666,17 +797,10 @@ int st_cli_audit_slurm(const st_spec *spec, const char *spec_path, const char *o
                            .configs = names,
                            .n_configs = spec->n_configs,
                            .indices = indices,
-                           .n_indices = n_idx,
-                           .partition = c->partition ? c->partition : spec->cluster.slurm.partition,
-                           .account = c->account ? c->account : spec->cluster.slurm.account,
-                           .time = c->time ? c->time : spec->cluster.slurm.time,
-                           .gpus = gpus,
-                           .gpu_request = greq,
-                           .max_concurrent =
-                               c->max_concurrent > 0 ? (int)c->max_concurrent : spec->cluster.slurm.max_concurrent,
-                           .sbatch_args = sargs,
-                           .n_sbatch_args = nsargs,
-                           .version = ST_VERSION };
+                           .n_indices = n_idx };
+    if ((rc = slurm_plan_of(spec, c, &plan, sargs)) != 0)
+        goto out;
+    rc = ST_EXIT_FAIL;
     char tpath[PATH_BUF], mpath[PATH_BUF], spath[PATH_BUF];
     st_jobs_path(dir_abs, ST_CLUSTER_TASKS, tpath, sizeof tpath);
     st_jobs_path(dir_abs, ST_CLUSTER_MERGE, mpath, sizeof mpath);
@@ -709,65 +833,16 @@ int st_cli_audit_slurm(const st_spec *spec, const char *spec_path, const char *o
         goto out;
     }
     char array_id[ST_SLURM_JOBID_MAX] = "", merge_id[ST_SLURM_JOBID_MAX] = "";
-    if (n_idx && submit(&aargv, array_id, sizeof array_id))
+    if (submit_jobs(&plan, &aargv, mpath, array_id, merge_id))
         goto out;
-    st_strv_free(&margv);
-    if (st_slurm_merge_argv(&plan, mpath, n_idx ? array_id : NULL, &margv)) {
-        fprintf(stderr, "servetune audit: out of memory\n");
+    if (record_submission(&jobs, &plan, array_id, merge_id))
         goto out;
-    }
-    if (submit(&margv, merge_id, sizeof merge_id)) {
-        if (n_idx) {
-            const char *ids[1] = { array_id };
-            char e2[512];
-            fprintf(stderr, "servetune audit: cancelling job array %s (it would have no merge)\n", array_id);
-            st_slurm_cancel(ids, 1, e2, sizeof e2);
-        }
-        goto out;
-    }
-    if (!jobs) {
-        jobs = json_object();
-        json_object_set_new(jobs, "spec", json_string(spec_abs));
-        json_object_set_new(jobs, "spec_sha256", json_string(hash));
-        json_t *cs = json_array();
-        for (int i = 0; i < spec->n_configs; i++)
-            json_array_append_new(cs, json_string(names[i]));
-        json_object_set_new(jobs, "configurations", cs);
-        json_object_set_new(jobs, "submissions", json_array());
-    }
-    json_t *sub = json_object();
-    json_object_set_new(sub, "submitted", json_integer((json_int_t)time(NULL)));
-    if (n_idx)
-        json_object_set_new(sub, "array_job", json_string(array_id));
-    json_object_set_new(sub, "merge_job", json_string(merge_id));
-    json_t *ix = json_array();
-    for (int i = 0; i < n_idx; i++)
-        json_array_append_new(ix, json_integer(indices[i]));
-    json_object_set_new(sub, "indices", ix);
-    json_array_append_new(json_object_get(jobs, "submissions"), sub);
-    if (st_jobs_save(dir_abs, jobs, err, sizeof err)) {
-        fprintf(stderr, "servetune audit: %s\n", err);
-        goto out;
-    }
-    if (n_idx)
-        printf("Submitted %d configuration%s of %s as Slurm job array %s (indices %s) and merge job %s (after the "
-               "array)\n",
-               n_idx, n_idx == 1 ? "" : "s", spec_path, array_id, arr, merge_id);
-    else
-        printf("Every configuration has finished; submitted merge job %s\n", merge_id);
-    printf("  follow:  servetune audit --status %s   (or squeue -j %s%s%s)\n", out_dir, n_idx ? array_id : "",
-           n_idx ? "," : "", merge_id);
-    printf("  output:  %s/%s/   shards: %s/%s/   reports: %s/report.html when job %s ends\n", out_dir, ST_CLUSTER_LOGS,
-           out_dir, ST_SHARD_DIR, out_dir, merge_id);
-    printf("  cancel:  scancel %s%s%s;  continue: servetune audit %s -o %s --slurm --resume\n", n_idx ? array_id : "",
-           n_idx ? " " : "", merge_id, spec_path, out_dir);
-    fflush(stdout);
+    print_submitted(&plan, spec_path, out_dir, array_id, arr, merge_id);
     rc = ST_EXIT_OK;
     if (c->wait)
         rc = wait_jobs(dir_abs, n_idx ? array_id : NULL, merge_id, stop);
 out:
     st_strv_free(&aargv);
-    st_strv_free(&margv);
     st_buf_free(&tb);
     st_buf_free(&mb);
     st_buf_free(&sb);

@@ -80,6 +80,78 @@ static int engine_config(const char *spec, st_emu_config *cfg, char *err, size_t
     return rc ? -1 : 0;
 }
 
+/* The --bench-json runs, each replayed on the engine --engine describes. 0, or -1 said on stderr. */
+static int add_bench_runs(st_calibrate_set *set, const st_strlist *bench, const char *engine, double time_scale)
+{
+    char err[2048];
+    st_emu_config cfg;
+    if (engine_config(engine, &cfg, err, sizeof err) < 0) {
+        fprintf(stderr, "servetune calibrate: --engine: %s\n", err);
+        return -1;
+    }
+    for (int i = 0; i < bench->n; i++) {
+        size_t len;
+        char *text = st_read_file(bench->v[i], CALIB_INPUT_MAX, &len, err, sizeof err);
+        if (!text || st_calibrate_add_bench_json(set, bench->v[i], text, len, &cfg, time_scale, err, sizeof err) < 0) {
+            fprintf(stderr, "servetune calibrate: %s\n", err);
+            free(text);
+            return -1;
+        }
+        free(text);
+        int same = set->runs[set->n - 1].same_prompts_as;
+        if (same >= 0)
+            fprintf(stderr,
+                    "servetune calibrate: warning: %s sent the same prompts as %s (the same workload and seed): "
+                    "the server's prefix cache held them, while each run is replayed on a fresh engine model; "
+                    "measure with a different --seed per run, or with --no-enable-prefix-caching\n",
+                    bench->v[i], set->runs[same].label);
+    }
+    return 0;
+}
+
+/* The calibration file (with the fit's report in it) into out, whole or not at all (b: the
+ * caller's buffer). 0, or -1 said on stderr. */
+static int write_calibration(const char *out, const st_calibrate_set *set, const st_calibrate_report *rep,
+                             const st_emu_calib *cal, st_buf *b)
+{
+    char err[2048];
+    st_buf extra;
+    st_buf_init(&extra, CALIB_OUT_MAX);
+    st_calibrate_report_json(set, rep, &extra);
+    st_calib_write(cal, extra.data, b);
+    int bad = st_buf_error(&extra) || st_buf_error(b);
+    st_buf_free(&extra);
+    if (bad || st_mkdir_parents(out, err, sizeof err) ||
+        st_write_file_atomic(out, b->data, b->len, err, sizeof err) < 0) {
+        if (bad)
+            fprintf(stderr, "servetune calibrate: %s: the calibration is too large to write\n", out);
+        else
+            fprintf(stderr, "servetune calibrate: cannot write %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+/* The fit's report, then each fitted constant, those left at their default, and the range measured. */
+static void print_fitted(const st_calibrate_set *set, const st_calibrate_report *rep, const st_emu_calib *cal)
+{
+    st_buf t;
+    st_buf_init(&t, CALIB_OUT_MAX);
+    st_calibrate_report_text(set, rep, &t);
+    printf("%s", t.data ? t.data : "");
+    st_buf_free(&t);
+    printf("Fitted (%s, %s, %s weights):\n", cal->gpu, cal->model, st_emu_dtype_name(cal->weights));
+    int i = 0;
+    for (const st_calib_knob *k = st_calib_knobs(); k->name; k++, i++)
+        if (cal->set[i])
+            printf("  %-16s %-10.4g %s\n", k->name, cal->value[i], k->what);
+    for (uint32_t j = 0; j < rep->n_skipped; j++)
+        printf("  %-16s default    %s\n", rep->skipped[j].name, rep->skipped[j].why);
+    if (cal->range.rate_max > 0)
+        printf("Measured up to %.4g req/s: predictions beyond %.4g req/s are flagged as extrapolations.\n",
+               cal->range.rate_max, cal->range.rate_max * 1.5);
+}
+
 int cmd_calibrate(int argc, char **argv)
 {
     const char *out = NULL, *engine = NULL;
@@ -159,30 +231,8 @@ int cmd_calibrate(int argc, char **argv)
         fprintf(stderr, "servetune calibrate: %s\n", err);
         goto out;
     }
-    if (bench.n > 0) {
-        st_emu_config cfg;
-        if (engine_config(engine, &cfg, err, sizeof err) < 0) {
-            fprintf(stderr, "servetune calibrate: --engine: %s\n", err);
-            goto out;
-        }
-        for (int i = 0; i < bench.n; i++) {
-            size_t len;
-            char *text = st_read_file(bench.v[i], CALIB_INPUT_MAX, &len, err, sizeof err);
-            if (!text || st_calibrate_add_bench_json(&set, bench.v[i], text, len, &cfg, time_scale, err, sizeof err) < 0) {
-                fprintf(stderr, "servetune calibrate: %s\n", err);
-                free(text);
-                goto out;
-            }
-            free(text);
-            int same = set.runs[set.n - 1].same_prompts_as;
-            if (same >= 0)
-                fprintf(stderr,
-                        "servetune calibrate: warning: %s sent the same prompts as %s (the same workload and seed): "
-                        "the server's prefix cache held them, while each run is replayed on a fresh engine model; "
-                        "measure with a different --seed per run, or with --no-enable-prefix-caching\n",
-                        bench.v[i], set.runs[same].label);
-        }
-    }
+    if (bench.n > 0 && add_bench_runs(&set, &bench, engine, time_scale))
+        goto out;
     st_emu_calib cal;
     st_calibrate_report rep;
     volatile sig_atomic_t *stop = st_cli_catch_signals(NULL);
@@ -198,38 +248,12 @@ int cmd_calibrate(int argc, char **argv)
         rc = strstr(err, "different deployments") ? ST_EXIT_USAGE : ST_EXIT_FAIL;
         goto out;
     }
-    st_buf extra;
-    st_buf_init(&extra, CALIB_OUT_MAX);
-    st_calibrate_report_json(&set, &rep, &extra);
-    st_calib_write(&cal, extra.data, &b);
-    int bad = st_buf_error(&extra) || st_buf_error(&b);
-    st_buf_free(&extra);
-    if (bad || st_mkdir_parents(out, err, sizeof err) ||
-        st_write_file_atomic(out, b.data, b.len, err, sizeof err) < 0) {
-        if (bad)
-            fprintf(stderr, "servetune calibrate: %s: the calibration is too large to write\n", out);
-        else
-            fprintf(stderr, "servetune calibrate: cannot write %s\n", err);
+    if (write_calibration(out, &set, &rep, &cal, &b)) {
         rc = ST_EXIT_FAIL;
         goto out;
     }
-    if (!quiet) {
-        st_buf t;
-        st_buf_init(&t, CALIB_OUT_MAX);
-        st_calibrate_report_text(&set, &rep, &t);
-        printf("%s", t.data ? t.data : "");
-        st_buf_free(&t);
-        printf("Fitted (%s, %s, %s weights):\n", cal.gpu, cal.model, st_emu_dtype_name(cal.weights));
-        int i = 0;
-        for (const st_calib_knob *k = st_calib_knobs(); k->name; k++, i++)
-            if (cal.set[i])
-                printf("  %-16s %-10.4g %s\n", k->name, cal.value[i], k->what);
-        for (uint32_t j = 0; j < rep.n_skipped; j++)
-            printf("  %-16s default    %s\n", rep.skipped[j].name, rep.skipped[j].why);
-        if (cal.range.rate_max > 0)
-            printf("Measured up to %.4g req/s: predictions beyond %.4g req/s are flagged as extrapolations.\n",
-                   cal.range.rate_max, cal.range.rate_max * 1.5);
-    }
+    if (!quiet)
+        print_fitted(&set, &rep, &cal);
     printf("Calibration: %s (%u run%s, median |error| %.1f %% after the fit)\n", out, set.n, set.n == 1 ? "" : "s",
            100 * rep.median_abs_err);
     rc = ST_EXIT_OK;

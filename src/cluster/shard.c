@@ -11,6 +11,7 @@
 
 #include "audit/store.h"
 #include "core/buf.h"
+#include "core/util.h"
 
 /* The note of a partial merged audit names the configurations concerned, within this. */
 #define MERGE_NOTE_MAX 1024
@@ -40,7 +41,7 @@ int st_shard_results_kind(const char *dir, char *err, size_t errlen)
     int have = st_store_audit_get(s, &a);
     int kind = 0;
     if (have < 0) {
-        snprintf(err, errlen, "%s: %s", path, st_store_errmsg(s));
+        st_errf(err, errlen, "%s: %s", path, st_store_errmsg(s));
         kind = -1;
     } else if (have == 1) {
         st_audit_row_free(&a);
@@ -175,24 +176,24 @@ static int read_shard(shard *sh, char *err, size_t errlen)
     int nr = 0, nrun = 0;
     int have = st_store_audit_get(s, &sh->audit);
     if (have != 1) {
-        snprintf(err, errlen, "%s: %s", sh->path, have < 0 ? st_store_errmsg(s) : "holds no audit");
+        st_errf(err, errlen, "%s: %s", sh->path, have < 0 ? st_store_errmsg(s) : "holds no audit");
         goto out;
     }
     if (st_store_configs_get(s, &rows, &nr) || st_store_runs_get(s, NULL, &runs, &nrun)) {
-        snprintf(err, errlen, "%s: %s", sh->path, st_store_errmsg(s));
+        st_errf(err, errlen, "%s: %s", sh->path, st_store_errmsg(s));
         goto out;
     }
     for (int i = 0; i < nr; i++) {
         if (strcmp(rows[i].name, sh->name)) {
-            snprintf(err, errlen, "%s: holds configuration '%s' (a shard holds only its own)", sh->path, rows[i].name);
+            st_errf(err, errlen, "%s: holds configuration '%s' (a shard holds only its own)", sh->path, rows[i].name);
             goto out;
         }
         snprintf(sh->status, sizeof sh->status, "%s", rows[i].status ? rows[i].status : "");
     }
     for (int i = 0; i < nrun; i++)
         if (!runs[i].config || strcmp(runs[i].config, sh->name)) {
-            snprintf(err, errlen, "%s: holds runs of configuration '%s' (a shard holds only its own)", sh->path,
-                     runs[i].config ? runs[i].config : "?");
+            st_errf(err, errlen, "%s: holds runs of configuration '%s' (a shard holds only its own)", sh->path,
+                    runs[i].config ? runs[i].config : "?");
             goto out;
         }
     rc = 0;
@@ -218,39 +219,34 @@ static int list_shards(const char *dir, shard **out, int *n, char *err, size_t e
     snprintf(path, sizeof path, "%s/%s", dir, ST_SHARD_DIR);
     DIR *d = opendir(path);
     if (!d) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        st_errf(err, errlen, "%s: %s", path, strerror(errno));
         return -1;
     }
-    int cap = 0, rc = 0;
+    size_t cap = 0;
+    int rc = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
         char name[128];
         if (!shard_name(e->d_name, name, sizeof name))
             continue;
-        if (*n == cap) {
-            int nc = cap ? cap * 2 : 16;
-            shard *nv = realloc(*out, sizeof *nv * (size_t)nc);
-            if (!nv) {
-                snprintf(err, errlen, "out of memory");
-                rc = -1;
-                break;
-            }
-            *out = nv;
-            cap = nc;
+        if (st_grow((void **)out, &cap, (size_t)*n + 1, sizeof **out, 16)) {
+            st_errf(err, errlen, "out of memory");
+            rc = -1;
+            break;
         }
         shard *sh = &(*out)[(*n)++];
         memset(sh, 0, sizeof *sh);
         snprintf(sh->name, sizeof sh->name, "%s", name);
         if (st_shard_path(dir, name, sh->path, sizeof sh->path)) {
-            snprintf(err, errlen, "%s: path too long", dir);
+            st_errf(err, errlen, "%s: path too long", dir);
             rc = -1;
             break;
         }
     }
     closedir(d);
     if (rc == 0 && *n == 0) {
-        snprintf(err, errlen, "%s: no shards (DIR/%s/NAME%s, written by servetune audit --only)", path, ST_SHARD_DIR,
-                 ST_SHARD_EXT);
+        st_errf(err, errlen, "%s: no shards (DIR/%s/NAME%s, written by servetune audit --only)", path, ST_SHARD_DIR,
+                ST_SHARD_EXT);
         rc = -1;
     }
     if (rc) {
@@ -269,29 +265,29 @@ static int check_shards(shard *v, int n, const char *expect_hash, st_spec *spec,
     for (int i = 0; i < n; i++)
         if (strcmp(v[i].audit.spec_hash, ref)) {
             if (expect_hash)
-                snprintf(err, errlen,
-                         "%s: an audit of another spec (its spec hash %.12s, expected %.12s): refused; a shard "
-                         "holds the results of one spec text",
-                         v[i].path, v[i].audit.spec_hash, expect_hash);
+                st_errf(err, errlen,
+                        "%s: an audit of another spec (its spec hash %.12s, expected %.12s): refused; a shard "
+                        "holds the results of one spec text",
+                        v[i].path, v[i].audit.spec_hash, expect_hash);
             else
-                snprintf(err, errlen,
-                         "shards of different specs: %s (spec hash %.12s) and %s (spec hash %.12s): refused; "
-                         "move the shards of the other audit away",
-                         v[0].path, v[0].audit.spec_hash, v[i].path, v[i].audit.spec_hash);
+                st_errf(err, errlen,
+                        "shards of different specs: %s (spec hash %.12s) and %s (spec hash %.12s): refused; "
+                        "move the shards of the other audit away",
+                        v[0].path, v[0].audit.spec_hash, v[i].path, v[i].audit.spec_hash);
             return -1;
         }
     for (int i = 1; i < n; i++)
         if (strcmp(v[i].audit.version ? v[i].audit.version : "", v[0].audit.version ? v[0].audit.version : "")) {
-            snprintf(err, errlen, "shards written by different servetune versions: %s (%s) and %s (%s): refused",
-                     v[0].path, v[0].audit.version ? v[0].audit.version : "?", v[i].path,
-                     v[i].audit.version ? v[i].audit.version : "?");
+            st_errf(err, errlen, "shards written by different servetune versions: %s (%s) and %s (%s): refused",
+                    v[0].path, v[0].audit.version ? v[0].audit.version : "?", v[i].path,
+                    v[i].audit.version ? v[i].audit.version : "?");
             return -1;
         }
     char perr[512];
     const char *text = v[0].audit.spec_text ? v[0].audit.spec_text : "";
     if (st_spec_parse(v[0].audit.spec_path ? v[0].audit.spec_path : "spec", text, strlen(text), spec, perr,
                       sizeof perr)) {
-        snprintf(err, errlen, "%s: stored spec: %s", v[0].path, perr);
+        st_errf(err, errlen, "%s: stored spec: %s", v[0].path, perr);
         return -1;
     }
     for (int i = 0; i < n; i++) {
@@ -300,7 +296,7 @@ static int check_shards(shard *v, int n, const char *expect_hash, st_spec *spec,
             if (!strcmp(spec->configs[k].name, v[i].name))
                 v[i].idx = k;
         if (v[i].idx < 0) {
-            snprintf(err, errlen, "%s: '%s' is not a configuration of the spec: refused", v[i].path, v[i].name);
+            st_errf(err, errlen, "%s: '%s' is not a configuration of the spec: refused", v[i].path, v[i].name);
             st_spec_free(spec);
             return -1;
         }
@@ -378,9 +374,9 @@ int st_shard_merge(const char *dir, const char *expect_hash, const volatile sig_
     if (kind < 0)
         return -1;
     if (kind == 1) {
-        snprintf(err, errlen,
-                 "%s/%s holds a single-machine audit: it is never replaced by a merge of shards (use another -o)", dir,
-                 ST_STORE_FILE);
+        st_errf(err, errlen,
+                "%s/%s holds a single-machine audit: it is never replaced by a merge of shards (use another -o)", dir,
+                ST_STORE_FILE);
         return -1;
     }
     shard *v;
@@ -413,8 +409,8 @@ int st_shard_merge(const char *dir, const char *expect_hash, const volatile sig_
         if ((stop && *stop) || st_store_merge_shard(out, v[i].path, err, errlen)) {
             if (stop && *stop) {
                 res->interrupted = 1;
-                snprintf(err, errlen, "interrupted while merging %s (%d of %d shards merged): %s/%s is unchanged",
-                         v[i].path, i, n, dir, ST_STORE_FILE);
+                st_errf(err, errlen, "interrupted while merging %s (%d of %d shards merged): %s/%s is unchanged",
+                        v[i].path, i, n, dir, ST_STORE_FILE);
             }
             goto done;
         }
@@ -433,7 +429,7 @@ int st_shard_merge(const char *dir, const char *expect_hash, const volatile sig_
     st_store_set_stop(out, NULL); /* the last few rows: the file is complete once they are in */
     if (st_store_audit_put(out, &a) || st_store_meta_put(out, ST_SHARD_META_KEY, count) ||
         (traffic && st_store_meta_put(out, "traffic", traffic))) {
-        snprintf(err, errlen, "%s: %s", tmp, st_store_errmsg(out));
+        st_errf(err, errlen, "%s: %s", tmp, st_store_errmsg(out));
         goto done;
     }
     st_store_close(out);
@@ -441,7 +437,7 @@ int st_shard_merge(const char *dir, const char *expect_hash, const volatile sig_
     /* The old database's journals belong to it, not to the new file. */
     remove_sidecars(final);
     if (rename(tmp, final)) {
-        snprintf(err, errlen, "%s: %s", final, strerror(errno));
+        st_errf(err, errlen, "%s: %s", final, strerror(errno));
         goto done;
     }
     sync_dir(dir);
@@ -478,7 +474,7 @@ int st_shard_spec(const char *dir, st_spec *spec, char *err, size_t errlen)
         st_store_close(s);
     }
     if (rc && !err[0])
-        snprintf(err, errlen, "%s/%s: no shard holds an audit yet", dir, ST_SHARD_DIR);
+        st_errf(err, errlen, "%s/%s: no shard holds an audit yet", dir, ST_SHARD_DIR);
     shards_free(v, n);
     return rc;
 }

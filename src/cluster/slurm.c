@@ -14,6 +14,7 @@
 
 #include "cluster/jobs.h"
 #include "core/clock.h"
+#include "core/util.h"
 
 extern char **environ;
 
@@ -268,7 +269,7 @@ int st_slurm_run(char *const *argv, double timeout_s, st_buf *out, char *err, si
 {
     int pfd[2];
     if (pipe2(pfd, O_CLOEXEC)) {
-        snprintf(err, errlen, "pipe: %s", strerror(errno));
+        st_errf(err, errlen, "pipe: %s", strerror(errno));
         return -1;
     }
     posix_spawn_file_actions_t fa;
@@ -282,7 +283,7 @@ int st_slurm_run(char *const *argv, double timeout_s, st_buf *out, char *err, si
     close(pfd[1]);
     if (e) {
         close(pfd[0]);
-        snprintf(err, errlen, "%s: %s", argv[0], strerror(e));
+        st_errf(err, errlen, "%s: %s", argv[0], strerror(e));
         return -1;
     }
     st_ns deadline = st_now() + st_s_to_ns(timeout_s);
@@ -312,11 +313,11 @@ int st_slurm_run(char *const *argv, double timeout_s, st_buf *out, char *err, si
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
         ;
     if (killed) {
-        snprintf(err, errlen, "%s: no answer within %.0f s (killed)", argv[0], timeout_s);
+        st_errf(err, errlen, "%s: no answer within %.0f s (killed)", argv[0], timeout_s);
         return -1;
     }
     if (st_buf_error(out)) {
-        snprintf(err, errlen, "%s: printed more than %zu bytes", argv[0], out->max);
+        st_errf(err, errlen, "%s: printed more than %zu bytes", argv[0], out->max);
         return -1;
     }
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
@@ -352,7 +353,7 @@ int st_slurm_submit(char *const *argv, char *id, size_t idlen, char *err, size_t
     char line[512];
     one_line(&out, line, sizeof line);
     if (rc != 0) {
-        snprintf(err, errlen, "sbatch exited %d: %s", rc, line[0] ? line : "(no message)");
+        st_errf(err, errlen, "sbatch exited %d: %s", rc, line[0] ? line : "(no message)");
         st_buf_free(&out);
         return -1;
     }
@@ -362,7 +363,7 @@ int st_slurm_submit(char *const *argv, char *id, size_t idlen, char *err, size_t
         if (*p == '\n' && p[1] && p[1] != '\n')
             last = p + 1;
     if (st_slurm_parse_jobid(last, id, idlen)) {
-        snprintf(err, errlen, "sbatch printed no job id: %s", line);
+        st_errf(err, errlen, "sbatch printed no job id: %s", line);
         st_buf_free(&out);
         return -1;
     }
@@ -385,7 +386,7 @@ int st_slurm_parse_queue(const char *text, st_slurm_task **out, int *n)
 {
     *out = NULL;
     *n = 0;
-    int cap = 0;
+    size_t cap = 0;
     for (const char *line = text; line && *line;) {
         const char *end = strchr(line, '\n');
         size_t len = end ? (size_t)(end - line) : strlen(line);
@@ -399,17 +400,11 @@ int st_slurm_parse_queue(const char *text, st_slurm_task **out, int *n)
                 *c++ = '\0';
                 char id[ST_SLURM_JOBID_MAX];
                 if (st_slurm_parse_jobid(a, id, sizeof id) == 0 && *c) {
-                    if (*n == cap) {
-                        int nc = cap ? cap * 2 : 16;
-                        st_slurm_task *nv = realloc(*out, sizeof *nv * (size_t)nc);
-                        if (!nv) {
-                            free(*out);
-                            *out = NULL;
-                            *n = 0;
-                            return -1;
-                        }
-                        *out = nv;
-                        cap = nc;
+                    if (st_grow((void **)out, &cap, (size_t)*n + 1, sizeof **out, 16)) {
+                        free(*out);
+                        *out = NULL;
+                        *n = 0;
+                        return -1;
                     }
                     st_slurm_task *t = &(*out)[(*n)++];
                     memset(t, 0, sizeof *t);
@@ -449,14 +444,14 @@ int st_slurm_query(const char *id, st_slurm_task **out, int *n, char *err, size_
         if (!forgotten) {
             char line[512];
             one_line(&o, line, sizeof line);
-            snprintf(err, errlen, "squeue exited %d: %s", rc, line[0] ? line : "(no message)");
+            st_errf(err, errlen, "squeue exited %d: %s", rc, line[0] ? line : "(no message)");
         }
         st_buf_free(&o);
         return forgotten ? 0 : -1;
     }
     rc = st_slurm_parse_queue(text, out, n);
     if (rc)
-        snprintf(err, errlen, "out of memory");
+        st_errf(err, errlen, "out of memory");
     st_buf_free(&o);
     return rc;
 }
@@ -467,7 +462,7 @@ int st_slurm_cancel(const char *const *ids, int n, char *err, size_t errlen)
         return 0;
     char **argv = calloc((size_t)n + 2, sizeof *argv);
     if (!argv) {
-        snprintf(err, errlen, "out of memory");
+        st_errf(err, errlen, "out of memory");
         return -1;
     }
     argv[0] = "scancel";
@@ -479,7 +474,7 @@ int st_slurm_cancel(const char *const *ids, int n, char *err, size_t errlen)
     if (rc > 0) {
         char line[512];
         one_line(&o, line, sizeof line);
-        snprintf(err, errlen, "scancel exited %d: %s", rc, line[0] ? line : "(no message)");
+        st_errf(err, errlen, "scancel exited %d: %s", rc, line[0] ? line : "(no message)");
     }
     st_buf_free(&o);
     free(argv);

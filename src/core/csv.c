@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/util.h"
+
 void st_csv_init(st_csv *c, const char *text, size_t len)
 {
     memset(c, 0, sizeof *c);
@@ -18,7 +20,7 @@ void st_csv_free(st_csv *c) { st_buf_free(&c->scratch); }
 static int end_field(st_csv *c, size_t *off, char *err, size_t errlen)
 {
     if (c->n >= ST_CSV_MAX_FIELDS) {
-        snprintf(err, errlen, "line %u: more than %d fields", c->rec_line, ST_CSV_MAX_FIELDS);
+        st_errf(err, errlen, "line %u: more than %d fields", c->rec_line, ST_CSV_MAX_FIELDS);
         return -1;
     }
     off[c->n] = c->scratch.len;
@@ -48,7 +50,7 @@ int st_csv_next(st_csv *c, char *err, size_t errlen)
             c->p++;
             for (;;) {
                 if (c->p >= c->end) {
-                    snprintf(err, errlen, "line %u: a quoted field is not closed", c->rec_line);
+                    st_errf(err, errlen, "line %u: a quoted field is not closed", c->rec_line);
                     return -1;
                 }
                 const char *q = memchr(c->p, '"', (size_t)(c->end - c->p));
@@ -68,17 +70,17 @@ int st_csv_next(st_csv *c, char *err, size_t errlen)
                 break;
             }
             if (c->p < c->end && *c->p != ',' && *c->p != '\n' && *c->p != '\r') {
-                snprintf(err, errlen, "line %u: text after a closing quote", c->line);
+                st_errf(err, errlen, "line %u: text after a closing quote", c->line);
                 return -1;
             }
         } else {
             const char *s = c->p;
             while (c->p < c->end && *c->p != ',' && *c->p != '\n' && *c->p != '\r') {
                 if (*c->p == '"') {
-                    snprintf(err, errlen,
-                             "line %u: a quote inside an unquoted field (quote the field and "
-                             "write \"\" for a quote)",
-                             c->line);
+                    st_errf(err, errlen,
+                            "line %u: a quote inside an unquoted field (quote the field and "
+                            "write \"\" for a quote)",
+                            c->line);
                     return -1;
                 }
                 c->p++;
@@ -101,7 +103,7 @@ int st_csv_next(st_csv *c, char *err, size_t errlen)
         break;
     }
     if (st_buf_error(&c->scratch)) {
-        snprintf(err, errlen, "line %u: a record longer than %zu bytes", c->rec_line, (size_t)ST_CSV_MAX_RECORD);
+        st_errf(err, errlen, "line %u: a record longer than %zu bytes", c->rec_line, (size_t)ST_CSV_MAX_RECORD);
         return -1;
     }
     for (int i = 0; i < c->n; i++) {

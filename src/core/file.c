@@ -9,23 +9,25 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/util.h"
+
 char *st_read_file(const char *path, size_t max, size_t *len, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        st_errf(err, errlen, "%s: %s", path, strerror(errno));
         return NULL;
     }
     size_t cap = max < 65536 ? max : 65536, n = 0;
     char *buf = malloc(cap + 1);
     for (;;) {
         if (!buf) {
-            snprintf(err, errlen, "%s: out of memory", path);
+            st_errf(err, errlen, "%s: out of memory", path);
             break;
         }
         n += fread(buf + n, 1, cap - n, f);
         if (ferror(f)) {
-            snprintf(err, errlen, "%s: read error: %s", path, strerror(errno));
+            st_errf(err, errlen, "%s: read error: %s", path, strerror(errno));
             break;
         }
         if (n < cap) { /* end of file */
@@ -41,7 +43,7 @@ char *st_read_file(const char *path, size_t max, size_t *len, char *err, size_t 
                 *len = n;
                 return buf;
             }
-            snprintf(err, errlen, "%s: larger than %zu bytes", path, max);
+            st_errf(err, errlen, "%s: larger than %zu bytes", path, max);
             break;
         }
         size_t ncap = cap * 2 < max ? cap * 2 : max;
@@ -121,12 +123,12 @@ int st_outfile_check(const char *path, char *err, size_t errlen)
     if (lstat(path, &st) != 0) {
         if (errno == ENOENT)
             return 0;
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        st_errf(err, errlen, "%s: %s", path, strerror(errno));
         return -1;
     }
     if (S_ISREG(st.st_mode))
         return 0;
-    snprintf(err, errlen, "%s: is %s, not a regular file; refusing to replace it", path, file_kind(st.st_mode));
+    st_errf(err, errlen, "%s: is %s, not a regular file; refusing to replace it", path, file_kind(st.st_mode));
     return -1;
 }
 
@@ -135,14 +137,14 @@ int st_outfile_open(st_outfile *o, const char *path, char *err, size_t errlen)
     o->fd = -1;
     if ((size_t)snprintf(o->path, sizeof o->path, "%s", path) >= sizeof o->path ||
         (size_t)snprintf(o->tmp, sizeof o->tmp, "%s.tmp", path) >= sizeof o->tmp) {
-        snprintf(err, errlen, "%.200s...: path too long", path);
+        st_errf(err, errlen, "%.200s...: path too long", path);
         return -1;
     }
     if (st_outfile_check(path, err, errlen))
         return -1;
     o->fd = create_tmp(o->tmp);
     if (o->fd < 0) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno)); /* the user's name, not the temporary's */
+        st_errf(err, errlen, "%s: %s", path, strerror(errno)); /* the user's name, not the temporary's */
         return -1;
     }
     return 0;
@@ -170,7 +172,7 @@ int st_outfile_commit(st_outfile *o, char *err, size_t errlen)
     if (!e && rename(o->tmp, o->path) != 0)
         e = errno;
     if (e) {
-        snprintf(err, errlen, "%s: %s", o->path, strerror(e));
+        st_errf(err, errlen, "%s: %s", o->path, strerror(e));
         unlink(o->tmp);
         return -1;
     }
@@ -183,7 +185,7 @@ int st_write_file_atomic(const char *path, const void *data, size_t len, char *e
     if (st_outfile_open(&o, path, err, errlen))
         return -1;
     if (st_fd_write_all(o.fd, data, len)) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        st_errf(err, errlen, "%s: %s", path, strerror(errno));
         st_outfile_abort(&o);
         return -1;
     }
@@ -194,7 +196,7 @@ int st_dir_lock(const char *dir, int shared, int *fd, char *err, size_t errlen)
 {
     *fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (*fd < 0) {
-        snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+        st_errf(err, errlen, "%s: %s", dir, strerror(errno));
         return -1;
     }
     if (flock(*fd, (shared ? LOCK_SH : LOCK_EX) | LOCK_NB) == 0)
@@ -203,12 +205,12 @@ int st_dir_lock(const char *dir, int shared, int *fd, char *err, size_t errlen)
     close(*fd);
     *fd = -1;
     if (e == EWOULDBLOCK) {
-        snprintf(err, errlen, "%s is in use by another servetune (an audit or prediction is running there)", dir);
+        st_errf(err, errlen, "%s is in use by another servetune (an audit or prediction is running there)", dir);
         return -1;
     }
     if (e == ENOLCK || e == EOPNOTSUPP || e == ENOSYS || e == EINVAL || e == EBADF)
         return 0; /* no flock on this file system: nothing to hold */
-    snprintf(err, errlen, "%s: cannot lock: %s", dir, strerror(e));
+    st_errf(err, errlen, "%s: cannot lock: %s", dir, strerror(e));
     return -1;
 }
 
@@ -216,12 +218,12 @@ int st_dir_lock_file(const char *dir, int *fd, char *err, size_t errlen)
 {
     char path[4200];
     if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, ST_LOCK_FILE) >= sizeof path) {
-        snprintf(err, errlen, "%s: path too long", dir);
+        st_errf(err, errlen, "%s: path too long", dir);
         return -1;
     }
     *fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (*fd < 0) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        st_errf(err, errlen, "%s: %s", path, strerror(errno));
         return -1;
     }
     if (flock(*fd, LOCK_EX | LOCK_NB) == 0)
@@ -232,17 +234,17 @@ int st_dir_lock_file(const char *dir, int *fd, char *err, size_t errlen)
     close(*fd);
     *fd = -1;
     if (e == EWOULDBLOCK)
-        snprintf(err, errlen,
-                 "%s is in use by another servetune (a report or merge is running there); try again when it ends", dir);
+        st_errf(err, errlen,
+                "%s is in use by another servetune (a report or merge is running there); try again when it ends", dir);
     else
-        snprintf(err, errlen, "%s: cannot lock: %s", path, strerror(e));
+        st_errf(err, errlen, "%s: cannot lock: %s", path, strerror(e));
     return -1;
 }
 
 int st_mkdir(const char *path, char *err, size_t errlen)
 {
     if (mkdir(path, 0755) && errno != EEXIST) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        st_errf(err, errlen, "%s: %s", path, strerror(errno));
         return -1;
     }
     return 0;
@@ -252,11 +254,11 @@ int st_mkdir_p(const char *path, char *err, size_t errlen)
 {
     size_t n = path ? strlen(path) : 0;
     if (n == 0) {
-        snprintf(err, errlen, "an empty folder name");
+        st_errf(err, errlen, "an empty folder name");
         return -1;
     }
     if (n >= ST_PATH_MAX) {
-        snprintf(err, errlen, "%.200s...: a path longer than %d bytes", path, ST_PATH_MAX);
+        st_errf(err, errlen, "%.200s...: a path longer than %d bytes", path, ST_PATH_MAX);
         return -1;
     }
     char b[ST_PATH_MAX];
@@ -276,7 +278,7 @@ int st_mkdir_p(const char *path, char *err, size_t errlen)
             rc = -1;
         }
         if (rc) {
-            snprintf(err, errlen, "%s: %s", b, strerror(errno));
+            st_errf(err, errlen, "%s: %s", b, strerror(errno));
             return -1;
         }
         b[i] = c;
@@ -291,7 +293,7 @@ int st_mkdir_parents(const char *file_path, char *err, size_t errlen)
         return 0;
     size_t n = (size_t)(slash - file_path);
     if (n >= ST_PATH_MAX) {
-        snprintf(err, errlen, "%.200s...: a path longer than %d bytes", file_path, ST_PATH_MAX);
+        st_errf(err, errlen, "%.200s...: a path longer than %d bytes", file_path, ST_PATH_MAX);
         return -1;
     }
     char b[ST_PATH_MAX];

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/parse.h"
+#include "core/util.h"
 
 static const st_opt *find_long(const st_opt *opts, const char *name, size_t len)
 {
@@ -32,7 +33,7 @@ static int set_value(const st_opt *o, const char *v, char *err, size_t errlen)
     case ST_OPT_LIST: {
         st_strlist *sl = o->dest;
         if (sl->n >= ST_STRLIST_MAX) {
-            snprintf(err, errlen, "--%s: given more than %d times", o->name, ST_STRLIST_MAX);
+            st_errf(err, errlen, "--%s: given more than %d times", o->name, ST_STRLIST_MAX);
             return -1;
         }
         sl->v[sl->n++] = v;
@@ -40,36 +41,36 @@ static int set_value(const st_opt *o, const char *v, char *err, size_t errlen)
     }
     case ST_OPT_LONG:
         if (st_parse_long(v, &l) < 0) {
-            snprintf(err, errlen, "--%s: expected an integer, got '%s'", o->name, v);
+            st_errf(err, errlen, "--%s: expected an integer, got '%s'", o->name, v);
             return -1;
         }
         if (o->min < o->max && (l < o->min || l > o->max)) {
-            snprintf(err, errlen, "--%s: %ld is out of range [%g, %g]", o->name, l, o->min, o->max);
+            st_errf(err, errlen, "--%s: %ld is out of range [%g, %g]", o->name, l, o->min, o->max);
             return -1;
         }
         *(long *)o->dest = l;
         return 0;
     case ST_OPT_DOUBLE:
         if (st_parse_double(v, &d) < 0) {
-            snprintf(err, errlen, "--%s: expected a number, got '%s'", o->name, v);
+            st_errf(err, errlen, "--%s: expected a number, got '%s'", o->name, v);
             return -1;
         }
         if (o->min < o->max && (d < o->min || d > o->max)) {
-            snprintf(err, errlen, "--%s: %g is out of range [%g, %g]", o->name, d, o->min, o->max);
+            st_errf(err, errlen, "--%s: %g is out of range [%g, %g]", o->name, d, o->min, o->max);
             return -1;
         }
         *(double *)o->dest = d;
         return 0;
     case ST_OPT_RATE:
         if (st_parse_rate(v, &d) < 0) {
-            snprintf(err, errlen, "--%s: expected a positive number or 'inf', got '%s'", o->name, v);
+            st_errf(err, errlen, "--%s: expected a positive number or 'inf', got '%s'", o->name, v);
             return -1;
         }
         *(double *)o->dest = d;
         return 0;
     case ST_OPT_DURATION:
         if (st_parse_duration_s(v, &d) < 0) {
-            snprintf(err, errlen, "--%s: expected a duration such as 30, 500ms or 2m, got '%s'", o->name, v);
+            st_errf(err, errlen, "--%s: expected a duration such as 30, 500ms or 2m, got '%s'", o->name, v);
             return -1;
         }
         *(double *)o->dest = d;
@@ -85,7 +86,7 @@ static int parse(const st_opt *opts, int argc, char **argv, int allow_unknown, s
     res->pos = calloc((size_t)argc + 1, sizeof *res->pos);
     res->unknown = calloc((size_t)argc + 1, sizeof *res->unknown);
     if (!res->pos || !res->unknown) {
-        snprintf(err, errlen, "out of memory");
+        st_errf(err, errlen, "out of memory");
         return -1;
     }
     int only_pos = 0;
@@ -114,7 +115,7 @@ static int parse(const st_opt *opts, int argc, char **argv, int allow_unknown, s
                 val = eq + 1;
             if (!o) {
                 if (!allow_unknown) {
-                    snprintf(err, errlen, "unknown option '%.*s'", (int)(len + 2), a);
+                    st_errf(err, errlen, "unknown option '%.*s'", (int)(len + 2), a);
                     return -1;
                 }
                 res->unknown[res->nunknown++] = a;
@@ -125,18 +126,18 @@ static int parse(const st_opt *opts, int argc, char **argv, int allow_unknown, s
         } else {
             o = a[2] == '\0' ? find_short(opts, a[1]) : NULL;
             if (!o) {
-                snprintf(err, errlen, "unknown option '%s'", a);
+                st_errf(err, errlen, "unknown option '%s'", a);
                 return -1;
             }
         }
         if (o->kind == ST_OPT_FLAG) {
             if (val) {
-                snprintf(err, errlen, "--%s takes no value", o->name);
+                st_errf(err, errlen, "--%s takes no value", o->name);
                 return -1;
             }
         } else if (!val) {
             if (i + 1 >= argc) {
-                snprintf(err, errlen, "--%s needs a value (%s)", o->name, o->metavar ? o->metavar : "VALUE");
+                st_errf(err, errlen, "--%s needs a value (%s)", o->name, o->metavar ? o->metavar : "VALUE");
                 return -1;
             }
             val = argv[++i];

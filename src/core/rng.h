@@ -25,5 +25,8 @@ double st_rng_normal(st_rng *r);
 double st_rng_gamma(st_rng *r, double shape, double scale);
 /* splitmix64 step: also handy to derive independent seeds (seed ^ stream id). */
 uint64_t st_splitmix64(uint64_t *state);
+/* splitmix64's finaliser alone: a 64-bit hash of x (bijective, every output bit depends on every
+ * input bit). The one hash of keys and ids (hash tables, block hashes, session keys, samples). */
+uint64_t st_mix64(uint64_t x);
 
 #endif

@@ -4,26 +4,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebULL;
-    x ^= x >> 31;
-    return x;
-}
+#include "core/rng.h"
 
 uint64_t st_emu_block_hash(uint64_t parent, const uint32_t *ids, uint32_t n)
 {
     /* two 32-bit ids per mixing round (half the rounds of one id each); the round number keeps
      * the order, and an odd last id gets a round of its own */
-    uint64_t h = mix64(parent ^ 0x9e3779b97f4a7c15ULL);
+    uint64_t h = st_mix64(parent ^ 0x9e3779b97f4a7c15ULL);
     uint32_t i = 0;
     for (; i + 1 < n; i += 2)
-        h = mix64(h ^ (((uint64_t)ids[i + 1] << 32 | ids[i]) + 0x632be59bd9b4e019ULL * (i + 1)));
+        h = st_mix64(h ^ (((uint64_t)ids[i + 1] << 32 | ids[i]) + 0x632be59bd9b4e019ULL * (i + 1)));
     if (i < n)
-        h = mix64(h ^ ((uint64_t)ids[i] + 0x632be59bd9b4e019ULL * (i + 1)));
+        h = st_mix64(h ^ ((uint64_t)ids[i] + 0x632be59bd9b4e019ULL * (i + 1)));
     return h ? h : 1;
 }
 
@@ -107,7 +99,7 @@ void st_emu_blocks_free(st_emu_blocks *p)
     memset(p, 0, sizeof *p);
 }
 
-static uint64_t slot_of_cap(uint64_t cap, uint64_t h) { return mix64(h) & (cap - 1); }
+static uint64_t slot_of_cap(uint64_t cap, uint64_t h) { return st_mix64(h) & (cap - 1); }
 static uint64_t slot_of(const st_emu_blocks *p, uint64_t h) { return slot_of_cap(p->mcap, h); }
 uint32_t st_emu_blocks_ref(const st_emu_blocks *p, uint32_t b) { return b < p->used ? p->blk[b].ref : 0; }
 int st_emu_blocks_has_hash(const st_emu_blocks *p, uint32_t b) { return b < p->used && p->blk[b].has_hash; }

@@ -502,9 +502,9 @@ static void line_d(FILE *f, const char *label, double x, int prec, const char *u
     fprintf(f, "%s\n", unit);
 }
 
-void st_output_table(FILE *f, const st_bench_info *in, const st_summary *s)
+/* The run's setup: target, workload (trace, sessions or synthetic) and arrivals. */
+static void table_setup(FILE *f, const st_bench_info *in)
 {
-    fputs("============================ servetune bench ============================\n", f);
     if (in->url)
         fprintf(f, "%-30s%s (%s%s%s)\n", "Target:", in->url, in->api ? in->api : "?", in->model ? ", model " : "",
                 in->model ? in->model : "");
@@ -557,6 +557,11 @@ void st_output_table(FILE *f, const st_bench_info *in, const st_summary *s)
             fputs(" (first turns; a later turn follows the previous one's end + think time)", f);
         fputc('\n', f);
     }
+}
+
+/* Requests, rates, throughputs, token counts and goodput. */
+static void table_totals(FILE *f, const st_bench_info *in, const st_summary *s)
+{
     fprintf(f, "%-30s%u completed, %u failed", "Requests:", s->completed, s->failed);
     if (s->failed) {
         fputs(" (", f);
@@ -622,32 +627,38 @@ void st_output_table(FILE *f, const st_bench_info *in, const st_summary *s)
         figw(f, s->goodput, 3, 0);
         fprintf(f, " req/s (%u of %u requests meet%s)\n", s->good, s->measured, slo);
     }
-    fputs("Whole run:\n", f);
-    dist_block(f, &s->ttft, &s->tpot, &s->itl, &s->e2e, &s->lag);
-    if (s->reasoning_tokens && s->ttfat.n)
-        dist_row(f, "TTFAT", &s->ttfat);
-    if (in->turns && in->n_turns > 0) {
-        fputs("Per turn (sessions):\n", f);
-        fprintf(f, "  %-12s%10s%10s%10s%10s%12s%9s\n", "turn", "TTFT p50", "p95", "p99", "TTFAT p50", "cached", "n");
-        int any_cached = 0;
-        for (int t = 0; t < in->n_turns; t++)
-            any_cached |= in->turns[t].cached_reported;
-        for (int t = 0; t < in->n_turns; t++) {
-            const st_turn_row *row = &in->turns[t];
-            char tn[16];
-            snprintf(tn, sizeof tn, "%u%s", row->turn, t == ST_TURN_ROWS - 1 ? "+" : "");
-            fprintf(f, "  %-12s", tn);
-            fig(f, row->ttft.p50 * 1e3, 2);
-            fig(f, row->ttft.p95 * 1e3, 2);
-            fig(f, row->ttft.p99 * 1e3, 2);
-            fig(f, row->ttfat.n ? row->ttfat.p50 * 1e3 : NAN, 2);
-            if (row->prompt_tokens && any_cached)
-                fprintf(f, "%11.1f%%", 100.0 * (double)row->cached_tokens / (double)row->prompt_tokens);
-            else
-                fprintf(f, "%12s", "-");
-            fprintf(f, "%9u\n", row->requests);
-        }
+}
+
+/* Sessions: TTFT and cached share by turn. */
+static void table_turns(FILE *f, const st_bench_info *in)
+{
+    if (!in->turns || in->n_turns <= 0)
+        return;
+    fputs("Per turn (sessions):\n", f);
+    fprintf(f, "  %-12s%10s%10s%10s%10s%12s%9s\n", "turn", "TTFT p50", "p95", "p99", "TTFAT p50", "cached", "n");
+    int any_cached = 0;
+    for (int t = 0; t < in->n_turns; t++)
+        any_cached |= in->turns[t].cached_reported;
+    for (int t = 0; t < in->n_turns; t++) {
+        const st_turn_row *row = &in->turns[t];
+        char tn[16];
+        snprintf(tn, sizeof tn, "%u%s", row->turn, t == ST_TURN_ROWS - 1 ? "+" : "");
+        fprintf(f, "  %-12s", tn);
+        fig(f, row->ttft.p50 * 1e3, 2);
+        fig(f, row->ttft.p95 * 1e3, 2);
+        fig(f, row->ttft.p99 * 1e3, 2);
+        fig(f, row->ttfat.n ? row->ttfat.p50 * 1e3 : NAN, 2);
+        if (row->prompt_tokens && any_cached)
+            fprintf(f, "%11.1f%%", 100.0 * (double)row->cached_tokens / (double)row->prompt_tokens);
+        else
+            fprintf(f, "%12s", "-");
+        fprintf(f, "%9u\n", row->requests);
     }
+}
+
+/* The steady-state window's figures. */
+static void table_steady(FILE *f, const st_summary *s)
+{
     const st_window *w = &s->steady;
     if (w->valid) {
         fprintf(f, "Steady state (%.2f s to %.2f s: first to last arrival, drain excluded):\n", w->start_s, w->end_s);
@@ -666,6 +677,11 @@ void st_output_table(FILE *f, const st_bench_info *in, const st_summary *s)
     } else {
         fputs("Steady state: none (all requests arrived at once, or fewer than two)\n", f);
     }
+}
+
+/* The server's own timings and speculative decoding, when its responses report them. */
+static void table_server(FILE *f, const st_summary *s)
+{
     if (s->srv_prompt.n) {
         fprintf(f, "Server-reported timings (%u requests; the server's own prompt and generation times):\n",
                 s->srv_prompt.n);
@@ -690,6 +706,11 @@ void st_output_table(FILE *f, const st_bench_info *in, const st_summary *s)
             fprintf(f, " (%.1f%%)", 100.0 * (double)s->srv_draft_accepted / (double)s->srv_draft_tokens);
         fputc('\n', f);
     }
+}
+
+/* Whether the client kept up with its schedule. */
+static void table_self_check(FILE *f, const st_bench_info *in, const st_summary *s)
+{
     int limited = st_output_client_limited(in, s);
     fprintf(f, "%-30s", "Client self-check:");
     if (limited) {
@@ -712,6 +733,21 @@ void st_output_table(FILE *f, const st_bench_info *in, const st_summary *s)
             fprintf(f, "; threshold %.3g ms", in->max_lag_ms);
         fputs(")\n", f);
     }
+}
+
+void st_output_table(FILE *f, const st_bench_info *in, const st_summary *s)
+{
+    fputs("============================ servetune bench ============================\n", f);
+    table_setup(f, in);
+    table_totals(f, in, s);
+    fputs("Whole run:\n", f);
+    dist_block(f, &s->ttft, &s->tpot, &s->itl, &s->e2e, &s->lag);
+    if (s->reasoning_tokens && s->ttfat.n)
+        dist_row(f, "TTFAT", &s->ttfat);
+    table_turns(f, in);
+    table_steady(f, s);
+    table_server(f, s);
+    table_self_check(f, in, s);
     if (in->interrupted)
         fputs("Interrupted: the run was stopped before every request finished (partial results).\n", f);
     fputs("==========================================================================\n", f);

@@ -20,6 +20,7 @@
 #include "core/util.h"
 #include "core/csv.h"
 #include "core/json.h"
+#include "core/rng.h"
 
 static const char *const format_names[ST_TRACE__COUNT] = { "auto",     "servetune", "mooncake", "azure",
                                                            "burstgpt", "litellm",   "csv" };
@@ -197,13 +198,6 @@ static uint64_t fnv64(const char *s, size_t n)
     for (size_t i = 0; i < n; i++)
         h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
     return h ? h : 1;
-}
-
-static uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
 }
 
 /* ---- column map ------------------------------------------------------------------- */
@@ -435,7 +429,7 @@ static sess_ent *sess_get(st_trace_reader *r, uint64_t key, int *created)
             return NULL;
         for (uint32_t i = 0; i < r->sess_cap; i++)
             if (r->sess[i].state) {
-                uint32_t h = (uint32_t)mix64(r->sess[i].key) & (nc - 1);
+                uint32_t h = (uint32_t)st_mix64(r->sess[i].key) & (nc - 1);
                 while (ns[h].state)
                     h = (h + 1) & (nc - 1);
                 ns[h] = r->sess[i];
@@ -444,7 +438,7 @@ static sess_ent *sess_get(st_trace_reader *r, uint64_t key, int *created)
         r->sess = ns;
         r->sess_cap = nc;
     }
-    uint32_t h = (uint32_t)mix64(key) & (r->sess_cap - 1);
+    uint32_t h = (uint32_t)st_mix64(key) & (r->sess_cap - 1);
     while (r->sess[h].state) {
         if (r->sess[h].key == key)
             return &r->sess[h];
@@ -637,7 +631,7 @@ static int emit(st_trace_reader *r, uint64_t line, raw_row *w, char *err, size_t
             drop = S_MODEL;
         } else if (r->o.sample < 1) {
             uint64_t k = se ? skey : r->c.rows;
-            double u = (double)(mix64(k ^ mix64(r->o.seed + 0x5a17)) >> 11) / 9007199254740992.0;
+            double u = (double)(st_mix64(k ^ st_mix64(r->o.seed + 0x5a17)) >> 11) / 9007199254740992.0;
             if (u >= r->o.sample) {
                 r->c.sampled_out++;
                 drop = S_SAMPLE;

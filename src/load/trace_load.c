@@ -10,6 +10,7 @@
 
 #include "core/buf.h"
 #include "core/util.h"
+#include "core/rng.h"
 
 /* Seeds of the id streams (fixed, so one trace always expands to the same prompts). The
  * unique stream is the one the servetune format has always used for a request's own tokens. */
@@ -17,13 +18,6 @@
 #define TRACE_BLOCK_SEED 0x7472616365626c6bULL  /* "traceblk": one stream per Mooncake hash id */
 #define TRACE_ANSWER_SEED 0x7472616365616e73ULL /* "traceans": stand-in answers of flattened sessions */
 #define TRACE_NEW_SEED 0x747261636565776eULL    /* "traceewn": the new text of a later turn */
-
-static uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
 
 int st_trace_sessions_from_name(const char *name, st_trace_sessions *out)
 {
@@ -70,7 +64,7 @@ static smap_ent *smap_get(loader *L, uint64_t key, int *created)
             return NULL;
         for (uint32_t i = 0; i < L->map_cap; i++)
             if (L->map[i].key) {
-                uint32_t h = (uint32_t)mix64(L->map[i].key) & (nc - 1);
+                uint32_t h = (uint32_t)st_mix64(L->map[i].key) & (nc - 1);
                 while (nm[h].key)
                     h = (h + 1) & (nc - 1);
                 nm[h] = L->map[i];
@@ -79,7 +73,7 @@ static smap_ent *smap_get(loader *L, uint64_t key, int *created)
         L->map = nm;
         L->map_cap = nc;
     }
-    uint32_t h = (uint32_t)mix64(key) & (L->map_cap - 1);
+    uint32_t h = (uint32_t)st_mix64(key) & (L->map_cap - 1);
     while (L->map[h].key) {
         if (L->map[h].key == key)
             return &L->map[h];
@@ -100,14 +94,14 @@ static void unique_ids(uint32_t *ids, uint32_t n, uint64_t index, uint64_t salt)
 static int own_ids(const st_trace_row *row, uint32_t n, uint64_t index, int later_turn, uint64_t salt, uint32_t *ids)
 {
     if (later_turn) {
-        st_workload_fill_ids(TRACE_NEW_SEED ^ salt ^ mix64(index + 1), ids, n);
+        st_workload_fill_ids(TRACE_NEW_SEED ^ salt ^ st_mix64(index + 1), ids, n);
         return 0;
     }
     if (row->n_hash) {
         uint32_t bs = row->block_size, k = 0;
         for (uint32_t b = 0; b < row->n_hash && k < n; b++) {
             uint32_t m = n - k < bs ? n - k : bs;
-            st_workload_fill_ids(TRACE_BLOCK_SEED ^ salt ^ mix64(row->hash_ids[b] + 1), ids + k, m);
+            st_workload_fill_ids(TRACE_BLOCK_SEED ^ salt ^ st_mix64(row->hash_ids[b] + 1), ids + k, m);
             k += m;
         }
         if (k < n)
@@ -185,7 +179,7 @@ static int on_row(void *arg, const st_trace_row *row, char *err, size_t errlen)
             ans.input_len = prev->output_len;
             ans.input_ids = malloc((size_t)ans.input_len * sizeof *ans.input_ids);
             if (ans.input_ids)
-                st_workload_fill_ids(TRACE_ANSWER_SEED ^ mix64(se->last + 1), ans.input_ids, ans.input_len);
+                st_workload_fill_ids(TRACE_ANSWER_SEED ^ st_mix64(se->last + 1), ans.input_ids, ans.input_len);
             st_workload_text(prev, &b);
             st_buf_append(&b, " ", 1);
             st_workload_text(&ans, &b);
@@ -206,7 +200,7 @@ static int on_row(void *arg, const st_trace_row *row, char *err, size_t errlen)
                 return -1;
             }
             memcpy(it->input_ids, prev->input_ids, (size_t)prev->input_len * sizeof *it->input_ids);
-            st_workload_fill_ids(TRACE_ANSWER_SEED ^ o->read.salt ^ mix64(se->last + 1),
+            st_workload_fill_ids(TRACE_ANSWER_SEED ^ o->read.salt ^ st_mix64(se->last + 1),
                                  it->input_ids + prev->input_len, prev->output_len);
             uint32_t *nw = it->input_ids + prev->input_len + prev->output_len;
             if (nat && nat->input_ids)

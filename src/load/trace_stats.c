@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/rng.h"
+
 /* ---- an HDR histogram of lengths: exact below H_EXACT, H_SUB buckets per power of two above */
 #define H_EXACT 65536u
 #define H_SUB 1024u
@@ -92,13 +94,6 @@ typedef struct kmap {
     int full;
 } kmap;
 
-static uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
 /* The entry of key; *created tells whether it is new. NULL when the map is full (the key is
  * not tracked) or out of memory (*oom). */
 static kent *kmap_get(kmap *m, uint64_t key, int *created, int *oom)
@@ -118,7 +113,7 @@ static kent *kmap_get(kmap *m, uint64_t key, int *created, int *oom)
             }
             for (uint32_t i = 0; i < m->cap; i++)
                 if (m->e[i].key) {
-                    uint32_t h = (uint32_t)mix64(m->e[i].key) & (nc - 1);
+                    uint32_t h = (uint32_t)st_mix64(m->e[i].key) & (nc - 1);
                     while (ne[h].key)
                         h = (h + 1) & (nc - 1);
                     ne[h] = m->e[i];
@@ -130,7 +125,7 @@ static kent *kmap_get(kmap *m, uint64_t key, int *created, int *oom)
     }
     if (!m->cap)
         return NULL;
-    uint32_t h = (uint32_t)mix64(key) & (m->cap - 1);
+    uint32_t h = (uint32_t)st_mix64(key) & (m->cap - 1);
     while (m->e[h].key) {
         if (m->e[h].key == key)
             return &m->e[h];
@@ -243,7 +238,7 @@ static uint64_t block_hash(const uint32_t *ids, uint32_t n, uint64_t parent)
 {
     uint64_t h = parent ^ 0x9e3779b97f4a7c15ULL;
     for (uint32_t i = 0; i < n; i++)
-        h = mix64(h ^ ids[i]);
+        h = st_mix64(h ^ ids[i]);
     return h;
 }
 
@@ -291,7 +286,7 @@ int st_trace_stats_add(st_trace_stats *s, const st_trace_row *r)
             if (start >= r->input_len)
                 break;
             uint32_t toks = r->input_len - start < bs ? (uint32_t)(r->input_len - start) : bs;
-            kent *e = kmap_get(&s->blocks, mix64(r->hash_ids[b] ^ 0x6d6f6f6e63616b65ULL), &created, &oom);
+            kent *e = kmap_get(&s->blocks, st_mix64(r->hash_ids[b] ^ 0x6d6f6f6e63616b65ULL), &created, &oom);
             if (!e) {
                 lead = 0;
                 continue;

@@ -129,19 +129,9 @@ static int list_has(const char *v, const char *tok, int last)
     return found;
 }
 
-/* Splits head into lines (terminated by LF, optional CR before it), NUL-terminating parts. */
-static int parse_head(st_http_parser *p)
+/* The start line (s, NUL-terminated): a response's status line or a request's request line. */
+static int parse_start_line(st_http_parser *p, char *s)
 {
-    char *s = p->head.data;
-    char *end = s + p->head.len;
-    /* first line */
-    char *nl = memchr(s, '\n', (size_t)(end - s));
-    if (!nl)
-        return (int)fail(p, ST_HTTP_E_MALFORMED, "no start line");
-    char *le = nl;
-    if (le > s && le[-1] == '\r')
-        le--;
-    *le = '\0';
     if (p->kind == ST_HTTP_RESPONSE) {
         if (strncmp(s, "HTTP/1.", 7) || s[7] < '0' || s[7] > '9' || s[8] != ' ')
             return (int)fail(p, ST_HTTP_E_MALFORMED, "bad status line");
@@ -175,7 +165,12 @@ static int parse_head(st_http_parser *p)
         p->method = s;
         p->target = t;
     }
-    /* header lines */
+    return 0;
+}
+
+/* The header lines from s to end, up to the blank line: name and value NUL-terminated in place. */
+static int parse_header_lines(st_http_parser *p, char *s, char *end)
+{
     uint32_t cap = lim_hdrs(p);
     if (!p->hdrs) {
         p->hdr_cap = 8;
@@ -183,12 +178,11 @@ static int parse_head(st_http_parser *p)
         if (!p->hdrs)
             return (int)fail(p, ST_HTTP_E_TOO_LARGE, "out of memory");
     }
-    s = nl + 1;
     while (s < end) {
-        nl = memchr(s, '\n', (size_t)(end - s));
+        char *nl = memchr(s, '\n', (size_t)(end - s));
         if (!nl)
             break;
-        le = nl;
+        char *le = nl;
         if (le > s && le[-1] == '\r')
             le--;
         if (le == s)
@@ -227,7 +221,12 @@ static int parse_head(st_http_parser *p)
         p->nhdrs++;
         s = nl + 1;
     }
-    /* framing */
+    return 0;
+}
+
+/* The message's framing from its headers: Content-Length, chunked, until close, keep-alive. */
+static int parse_framing(st_http_parser *p)
+{
     int te = 0, close = 0, ka = 0;
     for (uint32_t i = 0; i < p->nhdrs; i++) {
         const char *n = p->hdrs[i].name, *v = p->hdrs[i].value;
@@ -261,6 +260,26 @@ static int parse_head(st_http_parser *p)
         p->until_close = 1;
     }
     return 0;
+}
+
+/* Splits head into lines (terminated by LF, optional CR before it), NUL-terminating parts. */
+static int parse_head(st_http_parser *p)
+{
+    char *s = p->head.data;
+    char *end = s + p->head.len;
+    /* first line */
+    char *nl = memchr(s, '\n', (size_t)(end - s));
+    if (!nl)
+        return (int)fail(p, ST_HTTP_E_MALFORMED, "no start line");
+    char *le = nl;
+    if (le > s && le[-1] == '\r')
+        le--;
+    *le = '\0';
+    if (parse_start_line(p, s))
+        return -1;
+    if (parse_header_lines(p, nl + 1, end))
+        return -1;
+    return parse_framing(p);
 }
 
 static int no_body(const st_http_parser *p)
@@ -350,6 +369,46 @@ static int hexval(char c)
     return -1;
 }
 
+/* One byte of a chunk's size line (hex digits, then an optional extension, up to LF). 0, or -1. */
+static int chunk_size_byte(st_http_parser *p, char c)
+{
+    if (++p->line_len > MAX_CHUNK_LINE)
+        return (int)fail(p, ST_HTTP_E_TOO_LARGE, "chunk size line over its limit");
+    if (c == '\n') {
+        if (p->nhex == 0)
+            return (int)fail(p, ST_HTTP_E_MALFORMED, "bad chunk size");
+        p->line_len = 0;
+        if (p->left == 0) {
+            p->bstate = B_TRAILER;
+        } else {
+            if (p->body_len + p->left > lim_body(p) || p->body_len + p->left < p->body_len)
+                return (int)fail(p, ST_HTTP_E_TOO_LARGE, "body over its limit");
+            p->bstate = B_CHUNK_DATA;
+        }
+        return 0;
+    }
+    if (p->bstate == B_CHUNK_SIZE) {
+        int h = hexval(c);
+        if (h >= 0) {
+            if (++p->nhex > 15)
+                return (int)fail(p, ST_HTTP_E_TOO_LARGE, "chunk size too large");
+            p->left = p->left * 16 + (uint64_t)h;
+            return 0;
+        }
+        if (p->nhex == 0)
+            return (int)fail(p, ST_HTTP_E_MALFORMED, "bad chunk size");
+        if (c == ';' || c == ' ' || c == '\t' || c == '\r') {
+            p->bstate = B_CHUNK_EXT;
+            return 0;
+        }
+        return (int)fail(p, ST_HTTP_E_MALFORMED, "bad chunk size");
+    }
+    /* extension: any visible text until the line end */
+    if ((unsigned char)c < 0x20 && c != '\t' && c != '\r')
+        return (int)fail(p, ST_HTTP_E_MALFORMED, "bad chunk extension");
+    return 0;
+}
+
 ssize_t st_http_feed(st_http_parser *p, const char *data, size_t len)
 {
     size_t i = 0;
@@ -401,44 +460,10 @@ ssize_t st_http_feed(st_http_parser *p, const char *data, size_t len)
             i += avail;
             break;
         case B_CHUNK_SIZE:
-        case B_CHUNK_EXT: {
-            char c = data[i++];
-            if (++p->line_len > MAX_CHUNK_LINE)
-                return fail(p, ST_HTTP_E_TOO_LARGE, "chunk size line over its limit");
-            if (c == '\n') {
-                if (p->nhex == 0)
-                    return fail(p, ST_HTTP_E_MALFORMED, "bad chunk size");
-                p->line_len = 0;
-                if (p->left == 0) {
-                    p->bstate = B_TRAILER;
-                } else {
-                    if (p->body_len + p->left > lim_body(p) || p->body_len + p->left < p->body_len)
-                        return fail(p, ST_HTTP_E_TOO_LARGE, "body over its limit");
-                    p->bstate = B_CHUNK_DATA;
-                }
-                break;
-            }
-            if (p->bstate == B_CHUNK_SIZE) {
-                int h = hexval(c);
-                if (h >= 0) {
-                    if (++p->nhex > 15)
-                        return fail(p, ST_HTTP_E_TOO_LARGE, "chunk size too large");
-                    p->left = p->left * 16 + (uint64_t)h;
-                    break;
-                }
-                if (p->nhex == 0)
-                    return fail(p, ST_HTTP_E_MALFORMED, "bad chunk size");
-                if (c == ';' || c == ' ' || c == '\t' || c == '\r') {
-                    p->bstate = B_CHUNK_EXT;
-                    break;
-                }
-                return fail(p, ST_HTTP_E_MALFORMED, "bad chunk size");
-            }
-            /* extension: any visible text until the line end */
-            if ((unsigned char)c < 0x20 && c != '\t' && c != '\r')
-                return fail(p, ST_HTTP_E_MALFORMED, "bad chunk extension");
+        case B_CHUNK_EXT:
+            if (chunk_size_byte(p, data[i++]) < 0)
+                return -1;
             break;
-        }
         case B_CHUNK_DATA: {
             size_t n = avail < p->left ? avail : (size_t)p->left;
             if (deliver(p, data + i, n) < 0)

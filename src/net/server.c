@@ -11,6 +11,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "core/util.h"
+
 typedef struct srv_conn srv_conn;
 
 struct st_server_resp {
@@ -394,34 +396,34 @@ st_server *st_server_new(st_loop *l, const st_server_config *cfg, char *err, siz
         a6->sin6_port = htons(cfg->port);
         sl = sizeof *a6;
     } else {
-        snprintf(err, errlen, "listen address '%s' is not a numeric IPv4/IPv6 address", host);
+        st_errf(err, errlen, "listen address '%s' is not a numeric IPv4/IPv6 address", host);
         return NULL;
     }
     if (!cfg->handler) {
-        snprintf(err, errlen, "no request handler");
+        st_errf(err, errlen, "no request handler");
         return NULL;
     }
     int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
-        snprintf(err, errlen, "socket: %s", strerror(errno));
+        st_errf(err, errlen, "socket: %s", strerror(errno));
         return NULL;
     }
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (bind(fd, (struct sockaddr *)&ss, sl) < 0) {
-        snprintf(err, errlen, "cannot listen on %s port %u: %s", host, cfg->port, strerror(errno));
+        st_errf(err, errlen, "cannot listen on %s port %u: %s", host, cfg->port, strerror(errno));
         close(fd);
         return NULL;
     }
     if (listen(fd, cfg->backlog > 0 ? cfg->backlog : 4096) < 0) {
-        snprintf(err, errlen, "listen: %s", strerror(errno));
+        st_errf(err, errlen, "listen: %s", strerror(errno));
         close(fd);
         return NULL;
     }
     st_server *s = calloc(1, sizeof *s);
     if (!s) {
         close(fd);
-        snprintf(err, errlen, "out of memory");
+        st_errf(err, errlen, "out of memory");
         return NULL;
     }
     s->l = l;
@@ -435,7 +437,7 @@ st_server *st_server_new(st_loop *l, const st_server_config *cfg, char *err, siz
     s->port = ntohs(bound.ss_family == AF_INET ? ((struct sockaddr_in *)&bound)->sin_port
                                                : ((struct sockaddr_in6 *)&bound)->sin6_port);
     if (st_loop_add_fd(l, fd, ST_EV_READ, on_accept, s) < 0) {
-        snprintf(err, errlen, "event loop: %s", strerror(errno));
+        st_errf(err, errlen, "event loop: %s", strerror(errno));
         close(fd);
         st_buf_free(&s->scratch);
         free(s);

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/util.h"
+
 struct st_tls_ctx {
     SSL_CTX *ctx;
     int verify;
@@ -27,7 +29,7 @@ static void ssl_err(char *err, size_t errlen, const char *what)
         ERR_error_string_n(e, buf, sizeof buf);
     ERR_clear_error();
     if (err && errlen)
-        snprintf(err, errlen, "%s%s%s", what, buf[0] ? ": " : "", buf);
+        st_errf(err, errlen, "%s%s%s", what, buf[0] ? ": " : "", buf);
 }
 
 st_tls_ctx *st_tls_ctx_new(int verify, const char *ca_file, char *err, size_t errlen)
@@ -117,7 +119,7 @@ static int classify(st_tls *t, int rc, const char *what, char *err, size_t errle
     case SSL_ERROR_SYSCALL:
         if (ERR_peek_error() == 0) {
             if (err && errlen)
-                snprintf(err, errlen, "%s: %s", what, errno ? strerror(errno) : "connection closed by peer");
+                st_errf(err, errlen, "%s: %s", what, errno ? strerror(errno) : "connection closed by peer");
             ERR_clear_error();
             return ST_TLS_ERROR;
         }
@@ -127,7 +129,7 @@ static int classify(st_tls *t, int rc, const char *what, char *err, size_t errle
     long vr = SSL_get_verify_result(t->ssl);
     if (t->verify && vr != X509_V_OK) {
         if (err && errlen)
-            snprintf(err, errlen, "%s: certificate verification failed: %s", what, X509_verify_cert_error_string(vr));
+            st_errf(err, errlen, "%s: certificate verification failed: %s", what, X509_verify_cert_error_string(vr));
         ERR_clear_error();
         return ST_TLS_ERROR;
     }

@@ -4,10 +4,12 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/util.h"
+
 static int url_fail(char *err, size_t errlen, const char *msg)
 {
     if (err && errlen)
-        snprintf(err, errlen, "%s", msg);
+        st_errf(err, errlen, "%s", msg);
     return -1;
 }
 

@@ -11,6 +11,7 @@
 #include "core/csv.h"
 #include "core/json.h"
 #include "core/util.h"
+#include "core/rng.h"
 #include "emu/engine.h"
 #include "emu/sim.h"
 #include "emu/steptime.h"
@@ -310,15 +311,6 @@ static void on_step(void *arg, st_ns start, const st_emu_step_result *res, const
 #define ATTRIB_ID_LO 1000u
 #define ATTRIB_ID_SPAN 31000u
 
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xBF58476D1CE4E5B9ULL;
-    x ^= x >> 27;
-    x *= 0x94D049BB133111EBULL;
-    return x ^ (x >> 31);
-}
-
 static int cmp_req_time(const void *x, const void *y)
 {
     const st_attrib_req *p = x, *q = y;
@@ -391,7 +383,7 @@ int st_attrib_replay(st_attrib *a, const st_emu_config *cfg_in, uint32_t replica
     }
     for (uint32_t i = 0; i < a->n_req; i++) {
         const st_attrib_req *q = &a->req[i];
-        map[i] = q->session ? (uint32_t)(mix64(q->session) % replicas) : i % replicas;
+        map[i] = q->session ? (uint32_t)(st_mix64(q->session) % replicas) : i % replicas;
         rstart[map[i] + 1]++;
     }
     for (uint32_t r = 0; r < replicas; r++)
@@ -434,7 +426,7 @@ int st_attrib_replay(st_attrib *a, const st_emu_config *cfg_in, uint32_t replica
                 continue;
             uint32_t *ids = sids + used;
             for (uint32_t t = 0; t < items[k].input_len; t++) /* token t of the session's stream */
-                ids[t] = ATTRIB_ID_LO + (uint32_t)(mix64(q->session * 0x9E3779B97F4A7C15ULL + t) % ATTRIB_ID_SPAN);
+                ids[t] = ATTRIB_ID_LO + (uint32_t)(st_mix64(q->session * 0x9E3779B97F4A7C15ULL + t) % ATTRIB_ID_SPAN);
             items[k].input_ids = ids;
             used += items[k].input_len;
         }
