@@ -263,11 +263,36 @@ out:
     return rc;
 }
 
+/* The progress line: on a terminal rewritten in place, at most PLAN_PROGRESS_S apart; else (with
+ * --progress) one line each time. */
+#define PLAN_PROGRESS_S 0.5
+typedef struct progress_state {
+    int n, tty, shown;
+    double last;
+} progress_state;
+
+static void show_progress(void *arg, const st_plan_progress *p)
+{
+    progress_state *ps = arg;
+    if (ps->shown && p->seconds - ps->last < PLAN_PROGRESS_S && p->left > 0)
+        return;
+    ps->last = p->seconds;
+    ps->shown = 1;
+    /* the ETA: the candidates left at the pace of those settled so far (refined ones count half) */
+    double work = p->done + 0.5 * p->refined;
+    double eta = work > 0 && p->left > 0 ? p->seconds / work * p->left : 0;
+    fprintf(stderr, "%splan: %d candidates: %d settled, %d pruned, %d left (%.1f s%s", ps->tty ? "\r" : "", ps->n,
+            p->done, p->pruned, p->left, p->seconds, p->left > 0 && work > 0 ? ", ETA " : "");
+    if (p->left > 0 && work > 0)
+        fprintf(stderr, "%.0f s", eta);
+    fprintf(stderr, ")%s", ps->tty ? "   " : "\n");
+}
+
 int cmd_plan(int argc, char **argv)
 {
     const char *out_dir = "plan-out", *write_spec = NULL, *prices_path = NULL, *provider = NULL;
-    long top = 0;
-    int quiet = 0, rc = ST_EXIT_USAGE;
+    long top = 0, max_cand = 0, threads = 0;
+    int quiet = 0, progress = 0, rc = ST_EXIT_USAGE;
     const st_opt opts[] = {
         { "out", 'o', ST_OPT_STR, &out_dir, "DIR", "where plan.md and plan.json go (default plan-out)", 0, 0, 0 },
         { "output", 0, ST_OPT_STR, &out_dir, "DIR", "the same as --out (the name audit and predict use)", 0, 0, 0 },
@@ -278,6 +303,12 @@ int cmd_plan(int argc, char **argv)
           "your price list (CSV, docs/prices.md); default: plan.prices, else built in", 0, 0, 0 },
         { "provider", 0, ST_OPT_STR, &provider, "NAME", "whose prices (default: plan.provider, else the lowest)", 0, 0,
           0 },
+        { "max-candidates", 0, ST_OPT_LONG, &max_cand, "N",
+          "search up to N candidates (default 20000: a larger space is refused with its count)", 1, 100000000, 0 },
+        { "threads", 0, ST_OPT_LONG, &threads, "N",
+          "worker threads (default: every CPU; the result is the same on any number)", 1, 64, 0 },
+        { "progress", 0, ST_OPT_FLAG, &progress, NULL,
+          "a progress line on stderr (done / pruned / left, ETA); the default when stderr is a terminal", 0, 0, 0 },
         { "quiet", 'q', ST_OPT_FLAG, &quiet, NULL, "print only where the outputs went", 0, 0, 0 },
         { 0 },
     };
@@ -347,7 +378,7 @@ int cmd_plan(int argc, char **argv)
     }
     if (spec.plan.max_model_len > 0)
         r.len_auto = spec.plan.max_model_len;
-    if (st_plan_enumerate(&spec, &prices, prov, r.len_auto, &cand, &r.n, err, sizeof err)) {
+    if (st_plan_enumerate_max(&spec, &prices, prov, r.len_auto, max_cand, &cand, &r.n, err, sizeof err)) {
         fprintf(stderr, "servetune plan: %s\n", err);
         goto out;
     }
@@ -370,7 +401,14 @@ int cmd_plan(int argc, char **argv)
      * its runs delivered, at most that), so the bound stays below every candidate's cost */
     double out_max =
         spec.workload.output_tokens > 0 ? spec.workload.output_tokens * (1 + spec.workload.range_ratio) : 1;
-    r.best = st_plan_search(cand, r.n, k, out_max, &ops, cpus > 0 ? (int)cpus : 1, &r.stats);
+    progress_state ps = { .n = r.n, .tty = isatty(2) };
+    st_plan_search_opts so = { .threads = threads > 0 ? (int)threads : cpus > 0 ? (int)cpus : 1,
+                               .batch = ST_PLAN_BATCH,
+                               .progress = (progress || ps.tty) && !quiet ? show_progress : NULL,
+                               .progress_arg = &ps };
+    r.best = st_plan_search_opt(cand, r.n, k, out_max, &ops, &so, &r.stats);
+    if (ps.shown)
+        fprintf(stderr, ps.tty ? "\n" : "");
     /* the current setup, the same way (never pruned) */
     st_plan_baseline(&spec, &r.baseline);
     st_plan_candidate *b = &r.baseline;

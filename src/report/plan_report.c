@@ -327,6 +327,8 @@ static json_t *cand_json(const st_plan_result *r, const st_plan_candidate *c)
     json_object_set_new(o, "price_per_gpu_hour", json_real(c->price_per_gpu_hour));
     json_object_set_new(o, "price_from", json_string(c->provider ? c->provider : ""));
     json_object_set_new(o, "bound_rps", st_jnum_or_null(c->bound_rps > 0 ? c->bound_rps : NAN));
+    json_object_set_new(o, "bound_output_tps", st_jnum_or_null(c->bound_tps > 0 ? c->bound_tps : NAN));
+    json_object_set_new(o, "bound_kind", json_string(c->bound_estimate ? "estimate" : "proven"));
     json_object_set_new(o, "cost_bound_usd_per_1m", st_jnum_or_null(c->lb_usd_per_1m));
     json_object_set_new(o, "capacity_rps", st_jnum_or_null(c->state == ST_PLAN_OK ? c->capacity_rps : NAN));
     json_object_set_new(o, "output_tps", st_jnum_or_null(c->state == ST_PLAN_OK ? c->output_tps : NAN));
@@ -361,6 +363,7 @@ int st_plan_report_json(const st_plan_result *r, st_buf *out)
     json_object_set_new(st, "pruned", json_integer(r->stats.pruned));
     json_object_set_new(st, "passed", json_integer(r->stats.passed));
     json_object_set_new(st, "refined", json_integer(r->stats.refined));
+    json_object_set_new(st, "pruned_on_proven_bound", json_integer(r->stats.pruned_proven));
     json_object_set_new(st, "shared", json_integer(r->stats.shared));
     json_object_set_new(st, "seconds", json_real(r->seconds));
     json_object_set_new(st, "candidates_per_s",
