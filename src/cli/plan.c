@@ -15,6 +15,8 @@
 #include "plan/disagg.h"
 #include "emu/catalog.h"
 #include "emu/config.h"
+#include "emu/sim.h"
+#include "audit/sweep.h"
 #include "audit/executor.h"
 #include "plan/plan.h"
 #include "plan/plan_model.h"
@@ -36,6 +38,9 @@
 #define PLAN_LEN_SAMPLE 20000u
 /* Audit specs written at most (one per machine among the top candidates). */
 #define PLAN_SPECS_MAX 8
+/* --disagg: requests in the prefill pool's run, and the queueing capacity search's tolerance. */
+#define PLAN_DISAGG_REQUESTS 400u
+#define PLAN_DISAGG_TOLERANCE 0.03
 
 static void help(const st_opt *opts)
 {
@@ -376,6 +381,51 @@ static int disagg_section(const st_plan_result *r, const char *text, size_t len,
                   price / (pk.rps * out_tok * 3600) * 1e6, pk.ttft_s * 1e3, pk.tpot_s * 1e3, gpus / w->tp, gpus,
                   agg_rps, agg_rps / (double)gpus, price / (agg_rps * out_tok * 3600) * 1e6, w->ttft_p95_ms,
                   w->tpot_p95_ms);
+    /* with queueing: the prefill pool on the engine model, the decode pool at its fixed point */
+    {
+        st_workload qw;
+        uint32_t qn = PLAN_DISAGG_REQUESTS;
+        st_emu_sim_item *items = NULL;
+        if (st_sweep_workload(&s, s.workload.seed, qn, &qw, err, errlen))
+            goto out;
+        items = calloc(qw.n ? qw.n : 1, sizeof *items);
+        if (!items) {
+            st_workload_free(&qw);
+            snprintf(err, errlen, "out of memory");
+            goto out;
+        }
+        st_emu_sim_items_from_workload(&qw, NULL, items);
+        st_disagg_queue qa, qc;
+        double at = agg_rps < pk.rps ? agg_rps : pk.rps;
+        int ok_a = st_disagg_queueing(&cfg, &mem, items, qw.n, &wr, &pk, w->tp, at, wk.output_tokens, s.workload.seed,
+                                      &qa, why, sizeof why) == 0;
+        int ok_c = st_disagg_queueing_capacity(&cfg, &mem, items, qw.n, &wr, &pk, w->tp, &wk, s.workload.seed,
+                                               PLAN_DISAGG_TOLERANCE, &qc, why, sizeof why) == 0;
+        free(items);
+        st_workload_free(&qw);
+        st_buf_printf(b, "With queueing (the prefill pool run on the engine model, %u requests with Poisson arrivals; "
+                         "the decode pool at its steady state, rate x output tokens x step time = running "
+                         "sequences):\n\n",
+                      qn);
+        if (ok_a)
+            st_buf_printf(b,
+                          "- at %.2f requests/s (%s): p95 TTFT %.0f ms (prefill p95 %.0f ms, transfer %.2f ms, first "
+                          "decode step), TPOT %s%.1f ms (%.0f sequences a decode worker)%s;\n",
+                          at, at == agg_rps ? "the aggregated setup's capacity" : "the static rate-matched capacity",
+                          qa.ttft_p95_s * 1e3, qa.prefill_p95_s * 1e3, pk.transfer_s * 1e3,
+                          isfinite(qa.tpot_s) ? "" : "unbounded: ", isfinite(qa.tpot_s) ? qa.tpot_s * 1e3 : 0,
+                          qa.decode_running, qa.overloaded ? " (the decode pool cannot keep up)" : "");
+        if (ok_c && qc.rate > 0)
+            st_buf_printf(b,
+                          "- the highest rate within the SLO: %.2f requests/s (%.3f per GPU, $%.4f per 1M output "
+                          "tokens), p95 TTFT %.0f ms, TPOT %.1f ms.\n\n",
+                          qc.rate, qc.rate / (double)gpus, price / (qc.rate * out_tok * 3600) * 1e6, qc.ttft_p95_s * 1e3,
+                          qc.tpot_s * 1e3);
+        else if (ok_c)
+            st_buf_printf(b, "- no rate meets the SLO with queueing.\n\n");
+        else
+            st_buf_printf(b, "- not estimated: %s.\n\n", why);
+    }
     if (pk.link_limited)
         st_buf_printf(b,
                       "**The KV transfer cannot keep up**: each prefill worker would send %.1f GB/s over %s, which "

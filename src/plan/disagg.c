@@ -2,11 +2,15 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "emu/catalog.h"
+#include "emu/sim.h"
 #include "emu/steptime.h"
+#include "load/arrival.h"
+#include "load/record.h"
 
 /* Connector presets: one GPU's link, one direction. Latencies are a transfer's setup (the
  * connector's handshake and the first bytes), orders of magnitude, not measurements. */
@@ -142,5 +146,143 @@ int st_disagg_best(const st_disagg_worker *wk, int tp, int total_gpus, double s_
     out->transfer_s = l->latency_s + wk->kv_bytes / (l->bytes_per_s * tp);
     out->ttft_s = wk->prefill_s + out->transfer_s;
     out->tpot_s = wk->decode_step_s;
+    return 0;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The decode step of n sequences at context ctx. */
+static double decode_step(const st_emu_config *cfg, double nseq, double ctx)
+{
+    st_emu_batch b = { .tokens = (uint32_t)ceil(nseq),
+                       .decode_tokens = (uint32_t)ceil(nseq),
+                       .seqs = (uint32_t)ceil(nseq),
+                       .sampled = (uint32_t)ceil(nseq),
+                       .attn_pairs = nseq * ctx,
+                       .kv_read_tokens = nseq * ctx };
+    return st_emu_step_seconds(cfg, &b, NULL);
+}
+
+int st_disagg_queueing(const st_emu_config *cfg, const st_emu_memory *mem, const st_emu_sim_item *items, uint32_t n,
+                       const st_disagg_worker *wk, const st_disagg_pick *pk, int tp, double rate, double output_tokens,
+                       uint64_t seed, st_disagg_queue *out, char *why, size_t whylen)
+{
+    (void)tp;
+    (void)wk;
+    memset(out, 0, sizeof *out);
+    out->rate = rate;
+    if (!(rate > 0) || n < 8 || pk->x < 1 || pk->y < 1) {
+        snprintf(why, whylen, "no rate or too few requests to simulate");
+        return -1;
+    }
+    int rc = -1;
+    st_emu_sim_item *it = calloc(n, sizeof *it);
+    st_ns *sched = calloc(n, sizeof *sched);
+    st_record *recs = calloc(n, sizeof *recs);
+    double *ttft = calloc(n, sizeof *ttft);
+    if (!it || !sched || !recs || !ttft) {
+        snprintf(why, whylen, "out of memory");
+        goto done;
+    }
+    /* the prefill pool: one worker's share, each request prefilled and its first token sampled */
+    st_arrival a = { .kind = ST_ARR_POISSON, .rate = rate / pk->x, .seed = seed };
+    if (st_arrival_schedule(&a, n, sched)) {
+        snprintf(why, whylen, "bad arrival rate %g", rate / pk->x);
+        goto done;
+    }
+    double sum_in = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        it[i] = items[i];
+        it[i].arrival = sched[i];
+        it[i].output_len = 1;
+        it[i].dependent = 0;
+        it[i].next = 0;
+        sum_in += items[i].input_len;
+    }
+    st_emu_run_opts o = { 0 };
+    st_emu_sim_stats st;
+    if (st_emu_sim_run_opts(cfg, it, n, &o, recs, &st, NULL, why, whylen))
+        goto done;
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (recs[i].status == ST_REQ_OK && recs[i].first_token >= 0 && recs[i].sent >= 0)
+            ttft[k++] = (double)(recs[i].first_token - recs[i].sent) / 1e9;
+    if (k < n / 2) {
+        snprintf(why, whylen, "only %u of %u prefills completed", k, n);
+        goto done;
+    }
+    qsort(ttft, k, sizeof *ttft, cmp_d);
+    out->prefill_p95_s = ttft[(size_t)ceil(0.95 * k) - 1];
+    /* the decode pool's fixed point: N = rate / y x output x step(N), N within the batch limit */
+    double outn = output_tokens > 1 ? output_tokens : 1;
+    double ctx = sum_in / n + outn / 2;
+    double fit = floor((double)mem->kv_tokens / (sum_in / n + outn));
+    double bmax = mem->max_num_seqs < fit ? mem->max_num_seqs : fit;
+    double lam = rate / pk->y;
+    double lo = 0, hi = bmax;
+    if (lam * outn * decode_step(cfg, bmax, ctx) > bmax) {
+        out->tpot_s = INFINITY;
+        out->decode_running = bmax;
+        out->overloaded = 1;
+    } else {
+        /* g(N) = lam x out x step(N) - N is positive near 0 (a step has a fixed cost) and <= 0 at bmax */
+        for (int i = 0; i < 60; i++) {
+            double mid = (lo + hi) / 2;
+            if (lam * outn * decode_step(cfg, mid > 1 ? mid : 1, ctx) > mid)
+                lo = mid;
+            else
+                hi = mid;
+        }
+        out->decode_running = hi;
+        out->tpot_s = decode_step(cfg, hi > 1 ? hi : 1, ctx);
+    }
+    out->ttft_p95_s = out->prefill_p95_s + pk->transfer_s + (isfinite(out->tpot_s) ? out->tpot_s : 0);
+    rc = 0;
+done:
+    for (uint32_t i = 0; recs && i < n; i++)
+        st_record_free(&recs[i]);
+    free(it);
+    free(sched);
+    free(recs);
+    free(ttft);
+    return rc;
+}
+
+static int meets(const st_disagg_queue *q, const st_disagg_work *w)
+{
+    return !q->overloaded && isfinite(q->tpot_s) && (!(w->ttft_slo_s > 0) || q->ttft_p95_s <= w->ttft_slo_s) &&
+           (!(w->tpot_slo_s > 0) || q->tpot_s <= w->tpot_slo_s);
+}
+
+int st_disagg_queueing_capacity(const st_emu_config *cfg, const st_emu_memory *mem, const st_emu_sim_item *items,
+                                uint32_t n, const st_disagg_worker *wk, const st_disagg_pick *pk, int tp,
+                                const st_disagg_work *w, uint64_t seed, double rel_tol, st_disagg_queue *out, char *why,
+                                size_t whylen)
+{
+    memset(out, 0, sizeof *out);
+    double lo = 0, hi = pk->rps;
+    st_disagg_queue q;
+    if (st_disagg_queueing(cfg, mem, items, n, wk, pk, tp, hi, w->output_tokens, seed, &q, why, whylen))
+        return -1;
+    if (meets(&q, w)) {
+        *out = q;
+        return 0;
+    }
+    while (hi - lo > rel_tol * hi) {
+        double mid = (lo + hi) / 2;
+        if (st_disagg_queueing(cfg, mem, items, n, wk, pk, tp, mid, w->output_tokens, seed, &q, why, whylen))
+            return -1;
+        if (meets(&q, w)) {
+            lo = mid;
+            *out = q;
+        } else
+            hi = mid;
+    }
+    if (!(lo > 0))
+        out->rate = 0;
     return 0;
 }

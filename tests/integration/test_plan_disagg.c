@@ -40,6 +40,10 @@ static void disaggregated_beside_aggregated(void **state)
     assert_true(file_has(md, "x 0.90,"));
     assert_true(file_has(md, "x 0.92)"));
     assert_true(file_has(md, "aggregated, 8 replicas"));
+    /* with queueing: the p95 TTFT and TPOT at a stated load, and the capacity within the SLO */
+    assert_true(file_has(md, "With queueing"));
+    assert_true(file_has(md, "p95 TTFT"));
+    assert_true(file_has(md, "the highest rate within the SLO") || file_has(md, "no rate meets the SLO"));
     assert_true(file_has(md, "--kv-transfer-config"));
     assert_true(file_has(md, "\"kv_role\":\"kv_producer\""));
     assert_false(file_has(md, "cannot keep up"));
