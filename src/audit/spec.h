@@ -219,11 +219,12 @@ typedef struct st_spec {
         long max_num_seqs[ST_PLAN_LIST_MAX], max_batched[ST_PLAN_LIST_MAX];
         int n_seqs, n_batched;
         long max_model_len; /* 0: from the workload (its longest input + output, or a trace's p99) */
-        long max_model_lens[ST_PLAN_LIST_MAX]; /* a list of them (max_model_len: the first) */
-        int n_len;                             /* 0: max_model_len alone */
         char *prices;       /* a price list file (resolved against the spec's folder); NULL: built in */
         char *provider;     /* whose price; NULL: the lowest on-demand */
         int top;            /* candidates written as an audit spec (default 3) */
+        /* max_model_len as a list (max_model_len is its first); n_len 0: max_model_len alone */
+        long max_model_lens[ST_PLAN_LIST_MAX];
+        int n_len;
     } plan;
 
     /* A traffic day (plan, and the audit report when given): the rate hour by hour, how a fleet

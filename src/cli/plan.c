@@ -314,9 +314,9 @@ static int disagg_section(const st_plan_result *r, const char *text, size_t len,
     st_emu_gpu g;
     char gw[200];
     /* no --connector: NVLink where the GPU has it (an all-reduce link of 100 GB/s or more), else PCIe */
-    const char *conn = o->connector ? o->connector
+    const char *conn = o->connector                                                            ? o->connector
                        : st_emu_gpu_find(w->gpu, &g, gw, sizeof gw) == 0 && g.link_bw >= 100e9 ? "nvlink"
-                                                                                              : "pcie";
+                                                                                               : "pcie";
     if (st_disagg_link_find(conn, &l)) {
         snprintf(err, errlen, "--connector %s: not one of %s", conn, st_disagg_link_names());
         return -1;
@@ -371,16 +371,17 @@ static int disagg_section(const st_plan_result *r, const char *text, size_t len,
     }
     double price = w->price_per_gpu_hour * (double)gpus;
     double out_tok = s.workload.output_tokens;
-    st_buf_printf(b,
-                  "| setup | GPUs | requests/s | per GPU | $ per 1M output tokens | TTFT | TPOT |\n|---|---|---|---|---|---|---|\n"
-                  "| %dP%dD (rate matched: min(%d x %.2f x %.2f, %d x %.2f x %.2f)) | %ld | %.2f | %.3f | %.4f | %.0f ms "
-                  "(static) | %.1f ms (static) |\n"
-                  "| aggregated, %ld replicas (the plan's sustained search) | %ld | %.2f | %.3f | %.4f | %.0f ms (p95) | "
-                  "%.1f ms (p95) |\n\n",
-                  pk.x, pk.y, pk.x, wr.prefill_rps, o->s_p, pk.y, wr.decode_rps, o->s_d, gpus, pk.rps, pk.rps_per_gpu,
-                  price / (pk.rps * out_tok * 3600) * 1e6, pk.ttft_s * 1e3, pk.tpot_s * 1e3, gpus / w->tp, gpus,
-                  agg_rps, agg_rps / (double)gpus, price / (agg_rps * out_tok * 3600) * 1e6, w->ttft_p95_ms,
-                  w->tpot_p95_ms);
+    st_buf_printf(
+        b,
+        "| setup | GPUs | requests/s | per GPU | $ per 1M output tokens | TTFT | TPOT "
+        "|\n|---|---|---|---|---|---|---|\n"
+        "| %dP%dD (rate matched: min(%d x %.2f x %.2f, %d x %.2f x %.2f)) | %ld | %.2f | %.3f | %.4f | %.0f ms "
+        "(static) | %.1f ms (static) |\n"
+        "| aggregated, %ld replicas (the plan's sustained search) | %ld | %.2f | %.3f | %.4f | %.0f ms (p95) | "
+        "%.1f ms (p95) |\n\n",
+        pk.x, pk.y, pk.x, wr.prefill_rps, o->s_p, pk.y, wr.decode_rps, o->s_d, gpus, pk.rps, pk.rps_per_gpu,
+        price / (pk.rps * out_tok * 3600) * 1e6, pk.ttft_s * 1e3, pk.tpot_s * 1e3, gpus / w->tp, gpus, agg_rps,
+        agg_rps / (double)gpus, price / (agg_rps * out_tok * 3600) * 1e6, w->ttft_p95_ms, w->tpot_p95_ms);
     /* with queueing: the prefill pool on the engine model, the decode pool at its fixed point */
     {
         st_workload qw;
@@ -403,9 +404,10 @@ static int disagg_section(const st_plan_result *r, const char *text, size_t len,
                                                PLAN_DISAGG_TOLERANCE, &qc, why, sizeof why) == 0;
         free(items);
         st_workload_free(&qw);
-        st_buf_printf(b, "With queueing (the prefill pool run on the engine model, %u requests with Poisson arrivals; "
-                         "the decode pool at its steady state, rate x output tokens x step time = running "
-                         "sequences):\n\n",
+        st_buf_printf(b,
+                      "With queueing (the prefill pool run on the engine model, %u requests with Poisson arrivals; "
+                      "the decode pool at its steady state, rate x output tokens x step time = running "
+                      "sequences):\n\n",
                       qn);
         if (ok_a)
             st_buf_printf(b,
@@ -419,8 +421,8 @@ static int disagg_section(const st_plan_result *r, const char *text, size_t len,
             st_buf_printf(b,
                           "- the highest rate within the SLO: %.2f requests/s (%.3f per GPU, $%.4f per 1M output "
                           "tokens), p95 TTFT %.0f ms, TPOT %.1f ms.\n\n",
-                          qc.rate, qc.rate / (double)gpus, price / (qc.rate * out_tok * 3600) * 1e6, qc.ttft_p95_s * 1e3,
-                          qc.tpot_s * 1e3);
+                          qc.rate, qc.rate / (double)gpus, price / (qc.rate * out_tok * 3600) * 1e6,
+                          qc.ttft_p95_s * 1e3, qc.tpot_s * 1e3);
         else if (ok_c)
             st_buf_printf(b, "- no rate meets the SLO with queueing.\n\n");
         else
@@ -433,8 +435,9 @@ static int disagg_section(const st_plan_result *r, const char *text, size_t len,
                       "(--connector) or fewer requests a prefill worker would lift it.\n\n",
                       pk.link_need_bps / 1e9, l.name, l.bytes_per_s * w->tp / 1e9, w->tp, w->tp == 1 ? "" : "s");
     else
-        st_buf_printf(b, "Each prefill worker sends %.2f GB/s of KV (its links carry %.0f GB/s); a request's transfer "
-                         "takes %.2f ms.\n\n",
+        st_buf_printf(b,
+                      "Each prefill worker sends %.2f GB/s of KV (its links carry %.0f GB/s); a request's transfer "
+                      "takes %.2f ms.\n\n",
                       pk.link_need_bps / 1e9, l.bytes_per_s * w->tp / 1e9, pk.transfer_s * 1e3);
     st_buf_printf(b,
                   "## Deploying it (vLLM, not measured)\n\n```sh\n# %d prefill worker%s:\nvllm serve %s "
@@ -479,9 +482,11 @@ int cmd_plan(int argc, char **argv)
           "also price the pick as disaggregated prefill/decode workers (DIR/disagg.md; static, not measured)", 0, 0,
           0 },
         { "connector", 0, ST_OPT_STR, &dopt.connector, "NAME",
-          "the KV transfer's link for --disagg: nvlink, infiniband, pcie, ethernet (default: nvlink on a GPU with NVLink, else pcie)", 0, 0, 0 },
-        { "disagg-gpus", 0, ST_OPT_LONG, &dopt.gpus, "N", "GPUs of the disaggregated setup (default 8 x GPUs per replica)",
-          2, 4096, 0 },
+          "the KV transfer's link for --disagg: nvlink, infiniband, pcie, ethernet (default: nvlink on a GPU with "
+          "NVLink, else pcie)",
+          0, 0, 0 },
+        { "disagg-gpus", 0, ST_OPT_LONG, &dopt.gpus, "N",
+          "GPUs of the disaggregated setup (default 8 x GPUs per replica)", 2, 4096, 0 },
         { "prefill-scale", 0, ST_OPT_DOUBLE, &dopt.s_p, "S",
           "the prefill workers' correction scale of the rate matching (default 0.9, AIConfigurator's)", 0.01, 1.0, 0 },
         { "decode-scale", 0, ST_OPT_DOUBLE, &dopt.s_d, "S",
@@ -585,7 +590,9 @@ int cmd_plan(int argc, char **argv)
     double out_max =
         spec.workload.output_tokens > 0 ? spec.workload.output_tokens * (1 + spec.workload.range_ratio) : 1;
     progress_state ps = { .n = r.n, .tty = isatty(2) };
-    st_plan_search_opts so = { .threads = threads > 0 ? (int)threads : cpus > 0 ? (int)cpus : 1,
+    st_plan_search_opts so = { .threads = threads > 0 ? (int)threads
+                                          : cpus > 0  ? (int)cpus
+                                                      : 1,
                                .batch = ST_PLAN_BATCH,
                                .progress = (progress || ps.tty) && !quiet ? show_progress : NULL,
                                .progress_arg = &ps };

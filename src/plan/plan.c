@@ -527,17 +527,17 @@ int st_plan_enumerate_max(const st_spec *s, const st_prices *p, const char *prov
                     for (int q = 0; q < nseqs; q++)
                         for (int t = 0; t < nbt; t++)
                             for (int l = 0; l < nlen; l++) {
-                            st_plan_candidate *x = &c[k++];
-                            x->gpu = gpus[a];
-                            x->tp = tp[b];
-                            x->weights = wf[w];
-                            x->model = ck[w];
-                            x->kv_dtype = kv[v];
-                            x->max_num_seqs = seqs[q];
-                            x->max_batched = bt[t];
-                            x->max_model_len = lens[l];
-                            x->price_per_gpu_hour = pr->usd_per_gpu_hour;
-                            x->provider = pr->provider;
+                                st_plan_candidate *x = &c[k++];
+                                x->gpu = gpus[a];
+                                x->tp = tp[b];
+                                x->weights = wf[w];
+                                x->model = ck[w];
+                                x->kv_dtype = kv[v];
+                                x->max_num_seqs = seqs[q];
+                                x->max_batched = bt[t];
+                                x->max_model_len = lens[l];
+                                x->price_per_gpu_hour = pr->usd_per_gpu_hour;
+                                x->provider = pr->provider;
                             }
     }
     *out = c;

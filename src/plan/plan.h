@@ -91,8 +91,8 @@ typedef struct st_plan_ops {
 
 typedef struct st_plan_stats {
     int candidates, refused, screened, evaluated, pruned, passed;
-    int refined; /* tighter bounds computed */
-    int shared;  /* results taken from an equivalent candidate's evaluation (same) */
+    int refined;       /* tighter bounds computed */
+    int shared;        /* results taken from an equivalent candidate's evaluation (same) */
     int pruned_proven; /* of pruned: on the screen's proven bound (the rest on refine's estimate) */
 } st_plan_stats;
 

@@ -43,10 +43,10 @@ typedef struct memo {
  * lower bounds. */
 typedef struct group {
     uint64_t key;
-    int ok;                       /* 0: the configuration could not be built (why) */
+    int ok; /* 0: the configuration could not be built (why) */
     char why[ST_PLAN_WHY_MAX];
-    st_emu_config cfg;            /* from the candidate's audit spec, limits as the first one set them */
-    double *cell;                 /* [ns - 1][np - 1] step-time lower bounds (NULL until built) */
+    st_emu_config cfg; /* from the candidate's audit spec, limits as the first one set them */
+    double *cell;      /* [ns - 1][np - 1] step-time lower bounds (NULL until built) */
 } group;
 
 /* The LP bounds memo: one per (group, sequences a step, token budget). */
@@ -64,11 +64,11 @@ struct st_plan_model {
     st_workload w;               /* the spec's workload, ST_PLAN_BOUND_MAX requests, built once (read-only) */
     st_emu_sim_item *items;      /* w as engine-model items */
     /* the workload's extremes for the proven bound (any request the searches send) */
-    double in_min;     /* the shortest prompt (tokens) */
-    double u_min;      /* the fewest prompt tokens a request must prefill (its own, past a shared prefix) */
-    double rho;        /* the fewest prefill tokens past the sampled one, per output token */
-    double out_min;    /* the fewest output tokens a request asks for */
-    double longest;    /* the most tokens a request holds (prompt + output; 0: unknown) */
+    double in_min;  /* the shortest prompt (tokens) */
+    double u_min;   /* the fewest prompt tokens a request must prefill (its own, past a shared prefix) */
+    double rho;     /* the fewest prefill tokens past the sampled one, per output token */
+    double out_min; /* the fewest output tokens a request asks for */
+    double longest; /* the most tokens a request holds (prompt + output; 0: unknown) */
     double gs[PLAN_GRID_MAX], gp[PLAN_GRID_MAX]; /* the grid's sequences and tokens */
     int ns, np;
     pthread_mutex_t mu; /* guards what follows */

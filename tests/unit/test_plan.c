@@ -403,12 +403,12 @@ static void same_result_on_any_thread_count(void **state)
 static void oversized_space_asks_for_max_candidates(void **state)
 {
     (void)state;
-    const char *text =
-        "engine: {kind: vllm, model: Qwen/Qwen3-8B}\nhardware: {gpu: H100, gpus_per_replica: 1, "
-        "price_per_gpu_hour: 2.49}\npeak_rate: 10\nworkload: {input_tokens: 1000, output_tokens: 200}\n"
-        "rates: [2]\n"
-        "slo: {ttft_p95_ms: 1000, tpot_p95_ms: 50}\nplan: {gpus: [H100, A100], gpus_per_replica: [1, 2, 4], max_num_seqs: [64, 128, "
-        "256, 512], max_num_batched_tokens: [2048, 4096, 8192], max_model_len: [2048, 4096, 8192]}\n";
+    const char *text = "engine: {kind: vllm, model: Qwen/Qwen3-8B}\nhardware: {gpu: H100, gpus_per_replica: 1, "
+                       "price_per_gpu_hour: 2.49}\npeak_rate: 10\nworkload: {input_tokens: 1000, output_tokens: 200}\n"
+                       "rates: [2]\n"
+                       "slo: {ttft_p95_ms: 1000, tpot_p95_ms: 50}\nplan: {gpus: [H100, A100], gpus_per_replica: [1, 2, "
+                       "4], max_num_seqs: [64, 128, "
+                       "256, 512], max_num_batched_tokens: [2048, 4096, 8192], max_model_len: [2048, 4096, 8192]}\n";
     st_spec s;
     char err[1024];
     if (st_spec_parse("p.yaml", text, strlen(text), &s, err, sizeof err))
@@ -438,9 +438,12 @@ static void oversized_space_asks_for_max_candidates(void **state)
 int main(void)
 {
     const struct CMUnitTest t[] = {
-        cmocka_unit_test(cheapest_found_with_few_evaluations), cmocka_unit_test(free_gpu_is_picked),
-        cmocka_unit_test(frontiers_and_none_passed),           cmocka_unit_test(candidate_spec_round_trips),
-        cmocka_unit_test(pruned_search_matches_exhaustive),     cmocka_unit_test(same_result_on_any_thread_count),
+        cmocka_unit_test(cheapest_found_with_few_evaluations),
+        cmocka_unit_test(free_gpu_is_picked),
+        cmocka_unit_test(frontiers_and_none_passed),
+        cmocka_unit_test(candidate_spec_round_trips),
+        cmocka_unit_test(pruned_search_matches_exhaustive),
+        cmocka_unit_test(same_result_on_any_thread_count),
         cmocka_unit_test(oversized_space_asks_for_max_candidates),
     };
     return cmocka_run_group_tests(t, 0, 0);
