@@ -594,7 +594,7 @@ int cmd_plan(int argc, char **argv)
                                           : cpus > 0  ? (int)cpus
                                                       : 1,
                                .batch = ST_PLAN_BATCH,
-                               .progress = (progress || ps.tty) && !quiet ? show_progress : NULL,
+                               .progress = progress || (ps.tty && !quiet) ? show_progress : NULL,
                                .progress_arg = &ps };
     r.best = st_plan_search_opt(cand, r.n, k, out_max, &ops, &so, &r.stats);
     if (ps.shown)

@@ -76,13 +76,18 @@ static void slow_connector_and_bad_input(void **state)
     if (!file_has(md, "cannot keep up"))
         fail_msg("%s: no word of the KV transfer that Ethernet cannot carry", md);
     assert_true(file_has(md, "GB/s over ethernet"));
+    /* progress: silent off a terminal, a line each step with --progress (even with -q) */
+    char log[700];
+    snprintf(log, sizeof log, "%s/servetune.out", tmp);
+    assert_false(file_has(log, "settled"));
+    const char *p[] = { "plan", specp, "-o", out, "-q", "--progress", NULL };
+    assert_int_equal(run_servetune(p, 300), 0);
+    assert_true(file_has(log, "1 candidates: 1 settled, 0 pruned, 0 left"));
     /* an unknown connector: refused before anything runs */
     char out2[600];
     snprintf(out2, sizeof out2, "%s/out2", tmp);
     const char *c[] = { "plan", specp, "-o", out2, "--disagg", "--connector", "smoke-signals", NULL };
     assert_int_equal(run_servetune(c, 60), 2);
-    char log[700];
-    snprintf(log, sizeof log, "%s/servetune.out", tmp);
     assert_true(file_has(log, "nvlink, infiniband, pcie, ethernet"));
     struct stat st;
     assert_int_equal(stat(out2, &st), -1);
