@@ -1279,7 +1279,11 @@ static int parse_plan(pctx *p, yaml_node_t *n, st_spec *s)
     if ((v = kv(k, nk, "max_num_batched_tokens")) &&
         get_longs(p, v, "plan.max_num_batched_tokens", s->plan.max_batched, &s->plan.n_batched, 16, 10000000))
         return -1;
-    if ((v = kv(k, nk, "max_model_len"))) {
+    if ((v = kv(k, nk, "max_model_len")) && v->type == YAML_SEQUENCE_NODE) {
+        if (get_longs(p, v, "plan.max_model_len", s->plan.max_model_lens, &s->plan.n_len, 16, 100000000))
+            return -1;
+        s->plan.max_model_len = s->plan.max_model_lens[0];
+    } else if (v) {
         const char *t = scalar(v);
         if (!t || strcmp(t, "auto")) {
             uint32_t m;

@@ -230,6 +230,9 @@ typedef struct st_spec {
         char *prices;       /* a price list file (resolved against the spec's folder); NULL: built in */
         char *provider;     /* whose price; NULL: the lowest on-demand */
         int top;            /* candidates written as an audit spec (default 3) */
+        /* max_model_len as a list (max_model_len is its first); n_len 0: max_model_len alone */
+        long max_model_lens[ST_PLAN_LIST_MAX];
+        int n_len;
     } plan;
 
     /* A traffic day (plan, and the audit report when given): the rate hour by hour, how a fleet

@@ -12,6 +12,11 @@
 #include "audit/check.h"
 #include "plan/cost.h"
 #include "plan/day.h"
+#include "plan/disagg.h"
+#include "emu/catalog.h"
+#include "emu/config.h"
+#include "emu/sim.h"
+#include "audit/sweep.h"
 #include "audit/executor.h"
 #include "plan/plan.h"
 #include "plan/plan_model.h"
@@ -33,6 +38,9 @@
 #define PLAN_LEN_SAMPLE 20000u
 /* Audit specs written at most (one per machine among the top candidates). */
 #define PLAN_SPECS_MAX 8
+/* --disagg: requests in the prefill pool's run, and the queueing capacity search's tolerance. */
+#define PLAN_DISAGG_REQUESTS 400u
+#define PLAN_DISAGG_TOLERANCE 0.03
 
 static void help(const st_opt *opts)
 {
@@ -263,11 +271,197 @@ out:
     return rc;
 }
 
+/* The progress line: on a terminal rewritten in place, at most PLAN_PROGRESS_S apart; else (with
+ * --progress) one line each time. */
+#define PLAN_PROGRESS_S 0.5
+typedef struct progress_state {
+    int n, tty, shown;
+    double last;
+} progress_state;
+
+static void show_progress(void *arg, const st_plan_progress *p)
+{
+    progress_state *ps = arg;
+    if (ps->shown && p->seconds - ps->last < PLAN_PROGRESS_S && p->left > 0)
+        return;
+    ps->last = p->seconds;
+    ps->shown = 1;
+    /* the ETA: the candidates left at the pace of those settled so far (refined ones count half) */
+    double work = p->done + 0.5 * p->refined;
+    double eta = work > 0 && p->left > 0 ? p->seconds / work * p->left : 0;
+    fprintf(stderr, "%splan: %d candidates: %d settled, %d pruned, %d left (%.1f s%s", ps->tty ? "\r" : "", ps->n,
+            p->done, p->pruned, p->left, p->seconds, p->left > 0 && work > 0 ? ", ETA " : "");
+    if (p->left > 0 && work > 0)
+        fprintf(stderr, "%.0f s", eta);
+    fprintf(stderr, ")%s", ps->tty ? "   " : "\n");
+}
+
+/* Disaggregated prefill/decode for the plan's pick: its GPU, weights, KV dtype and limits as
+ * prefill and decode workers of its GPUs per replica, the best xPyD at `gpus` GPUs by
+ * AIConfigurator's rate matching (no queueing), against the pick aggregated on as many GPUs.
+ * Into b (markdown); 0, or -1 with err. */
+typedef struct disagg_opts {
+    const char *connector;
+    long gpus;
+    double s_p, s_d;
+} disagg_opts;
+
+static int disagg_section(const st_plan_result *r, const char *text, size_t len, const disagg_opts *o, st_buf *b,
+                          char *err, size_t errlen)
+{
+    const st_plan_candidate *w = &r->c[r->best];
+    st_disagg_link l;
+    st_emu_gpu g;
+    char gw[200];
+    /* no --connector: NVLink where the GPU has it (an all-reduce link of 100 GB/s or more), else PCIe */
+    const char *conn = o->connector                                                            ? o->connector
+                       : st_emu_gpu_find(w->gpu, &g, gw, sizeof gw) == 0 && g.link_bw >= 100e9 ? "nvlink"
+                                                                                               : "pcie";
+    if (st_disagg_link_find(conn, &l)) {
+        snprintf(err, errlen, "--connector %s: not one of %s", conn, st_disagg_link_names());
+        return -1;
+    }
+    const st_plan_candidate *one[] = { w };
+    st_buf sb;
+    st_buf_init(&sb, PLAN_OUT_MAX);
+    st_spec s;
+    int have = 0, rc = -1;
+    st_emu_config cfg;
+    st_emu_memory mem;
+    if (st_plan_spec_write(r->spec_path, text, len, one, 1, NULL, &sb, err, errlen) ||
+        st_spec_parse(r->spec_path, sb.data, sb.len, &s, err, errlen))
+        goto out;
+    have = 1;
+    if (st_exec_model_config(&s, &s.configs[0], &cfg, NULL, 0, NULL, err, errlen) ||
+        st_emu_memory_plan(&cfg, &mem, err, errlen))
+        goto out;
+    st_disagg_work wk = { .input_tokens = st_spec_mean_input(&s),
+                          .cached_tokens = s.workload.shared_prefix,
+                          .output_tokens = s.workload.output_tokens,
+                          .ttft_slo_s = s.slo.n > 0 ? s.slo.terms[0].max_ms / 1e3 : 0,
+                          .tpot_slo_s = s.slo.n > 1 ? s.slo.terms[1].max_ms / 1e3 : 0 };
+    st_disagg_worker wr;
+    char why[300] = "";
+    long gpus = o->gpus > 0 ? o->gpus : 8 * w->tp;
+    st_buf_printf(b,
+                  "# Disaggregated prefill/decode for the plan's pick\n\n%s x%d, %s weights, KV cache %s, as "
+                  "prefill and decode workers of %d GPU%s each, %ld GPUs in all, the KV cache sent over %s "
+                  "(%.0f GB/s a GPU, %.0f us a transfer; %s). **A prediction: no disaggregated setup was "
+                  "measured**; the static arithmetic below is AIConfigurator's (no queueing: TTFT and TPOT are one "
+                  "request's, not p95s under load).\n\n",
+                  w->gpu, w->tp, w->weights, w->kv_dtype, w->tp, w->tp == 1 ? "" : "s", gpus, l.name,
+                  l.bytes_per_s / 1e9, l.latency_s * 1e6, l.source);
+    if (st_disagg_worker_rates(&cfg, &mem, &wk, &wr, why, sizeof why)) {
+        st_buf_printf(b, "No disaggregated setup serves within the SLO: %s.\n", why);
+        rc = 0;
+        goto out;
+    }
+    st_disagg_pick pk;
+    double agg_rps = w->capacity_rps * (double)(gpus / w->tp);
+    st_buf_printf(b,
+                  "- a prefill worker: one request's prefill takes %.1f ms: %.2f requests/s;\n"
+                  "- a decode worker: batch %.0f at %.1f ms a step: %.2f requests/s;\n"
+                  "- KV per request: %.1f MB (%.0f prompt tokens x %.0f KB a token).\n\n",
+                  wr.prefill_s * 1e3, wr.prefill_rps, wr.decode_batch, wr.decode_step_s * 1e3, wr.decode_rps,
+                  wr.kv_bytes / 1e6, wk.input_tokens, wr.kv_bytes / wk.input_tokens / 1e3);
+    if (st_disagg_best(&wr, w->tp, (int)gpus, o->s_p, o->s_d, &l, &pk)) {
+        st_buf_printf(b, "No xPyD of %ld GPUs serves (it takes two workers at least).\n", gpus);
+        rc = 0;
+        goto out;
+    }
+    double price = w->price_per_gpu_hour * (double)gpus;
+    double out_tok = s.workload.output_tokens;
+    st_buf_printf(
+        b,
+        "| setup | GPUs | requests/s | per GPU | $ per 1M output tokens | TTFT | TPOT "
+        "|\n|---|---|---|---|---|---|---|\n"
+        "| %dP%dD (rate matched: min(%d x %.2f x %.2f, %d x %.2f x %.2f)) | %ld | %.2f | %.3f | %.4f | %.0f ms "
+        "(static) | %.1f ms (static) |\n"
+        "| aggregated, %ld replicas (the plan's sustained search) | %ld | %.2f | %.3f | %.4f | %.0f ms (p95) | "
+        "%.1f ms (p95) |\n\n",
+        pk.x, pk.y, pk.x, wr.prefill_rps, o->s_p, pk.y, wr.decode_rps, o->s_d, gpus, pk.rps, pk.rps_per_gpu,
+        price / (pk.rps * out_tok * 3600) * 1e6, pk.ttft_s * 1e3, pk.tpot_s * 1e3, gpus / w->tp, gpus, agg_rps,
+        agg_rps / (double)gpus, price / (agg_rps * out_tok * 3600) * 1e6, w->ttft_p95_ms, w->tpot_p95_ms);
+    /* with queueing: the prefill pool on the engine model, the decode pool at its fixed point */
+    {
+        st_workload qw;
+        uint32_t qn = PLAN_DISAGG_REQUESTS;
+        st_emu_sim_item *items = NULL;
+        if (st_sweep_workload(&s, s.workload.seed, qn, &qw, err, errlen))
+            goto out;
+        items = calloc(qw.n ? qw.n : 1, sizeof *items);
+        if (!items) {
+            st_workload_free(&qw);
+            snprintf(err, errlen, "out of memory");
+            goto out;
+        }
+        st_emu_sim_items_from_workload(&qw, NULL, items);
+        st_disagg_queue qa, qc;
+        double at = agg_rps < pk.rps ? agg_rps : pk.rps;
+        int ok_a = st_disagg_queueing(&cfg, &mem, items, qw.n, &wr, &pk, w->tp, at, wk.output_tokens, s.workload.seed,
+                                      &qa, why, sizeof why) == 0;
+        int ok_c = st_disagg_queueing_capacity(&cfg, &mem, items, qw.n, &wr, &pk, w->tp, &wk, s.workload.seed,
+                                               PLAN_DISAGG_TOLERANCE, &qc, why, sizeof why) == 0;
+        free(items);
+        st_workload_free(&qw);
+        st_buf_printf(b,
+                      "With queueing (the prefill pool run on the engine model, %u requests with Poisson arrivals; "
+                      "the decode pool at its steady state, rate x output tokens x step time = running "
+                      "sequences):\n\n",
+                      qn);
+        if (ok_a)
+            st_buf_printf(b,
+                          "- at %.2f requests/s (%s): p95 TTFT %.0f ms (prefill p95 %.0f ms, transfer %.2f ms, first "
+                          "decode step), TPOT %s%.1f ms (%.0f sequences a decode worker)%s;\n",
+                          at, at == agg_rps ? "the aggregated setup's capacity" : "the static rate-matched capacity",
+                          qa.ttft_p95_s * 1e3, qa.prefill_p95_s * 1e3, pk.transfer_s * 1e3,
+                          isfinite(qa.tpot_s) ? "" : "unbounded: ", isfinite(qa.tpot_s) ? qa.tpot_s * 1e3 : 0,
+                          qa.decode_running, qa.overloaded ? " (the decode pool cannot keep up)" : "");
+        if (ok_c && qc.rate > 0)
+            st_buf_printf(b,
+                          "- the highest rate within the SLO: %.2f requests/s (%.3f per GPU, $%.4f per 1M output "
+                          "tokens), p95 TTFT %.0f ms, TPOT %.1f ms.\n\n",
+                          qc.rate, qc.rate / (double)gpus, price / (qc.rate * out_tok * 3600) * 1e6,
+                          qc.ttft_p95_s * 1e3, qc.tpot_s * 1e3);
+        else if (ok_c)
+            st_buf_printf(b, "- no rate meets the SLO with queueing.\n\n");
+        else
+            st_buf_printf(b, "- not estimated: %s.\n\n", why);
+    }
+    if (pk.link_limited)
+        st_buf_printf(b,
+                      "**The KV transfer cannot keep up**: each prefill worker would send %.1f GB/s over %s, which "
+                      "carries %.1f GB/s for %d GPU%s; the rate above is what the link carries. A faster connector "
+                      "(--connector) or fewer requests a prefill worker would lift it.\n\n",
+                      pk.link_need_bps / 1e9, l.name, l.bytes_per_s * w->tp / 1e9, w->tp, w->tp == 1 ? "" : "s");
+    else
+        st_buf_printf(b,
+                      "Each prefill worker sends %.2f GB/s of KV (its links carry %.0f GB/s); a request's transfer "
+                      "takes %.2f ms.\n\n",
+                      pk.link_need_bps / 1e9, l.bytes_per_s * w->tp / 1e9, pk.transfer_s * 1e3);
+    st_buf_printf(b,
+                  "## Deploying it (vLLM, not measured)\n\n```sh\n# %d prefill worker%s:\nvllm serve %s "
+                  "--tensor-parallel-size %d --kv-transfer-config '{\"kv_connector\":\"NixlConnector\",\"kv_role\":"
+                  "\"kv_producer\"}'\n# %d decode worker%s:\nvllm serve %s --tensor-parallel-size %d "
+                  "--kv-transfer-config '{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_consumer\"}'\n```\n\n"
+                  "A router sends each request to a prefill worker first and its decode to a decode worker (vLLM's "
+                  "disaggregated prefill example proxy, llm-d or Dynamo). Disaggregation does not raise throughput "
+                  "by itself (vLLM's docs say so); it separates TTFT from TPOT. Measure it before relying on it.\n",
+                  pk.x, pk.x == 1 ? "" : "s", w->model, w->tp, pk.y, pk.y == 1 ? "" : "s", w->model, w->tp);
+    rc = 0;
+out:
+    if (have)
+        st_spec_free(&s);
+    st_buf_free(&sb);
+    return rc;
+}
+
 int cmd_plan(int argc, char **argv)
 {
     const char *out_dir = "plan-out", *write_spec = NULL, *prices_path = NULL, *provider = NULL;
-    long top = 0;
-    int quiet = 0, rc = ST_EXIT_USAGE;
+    long top = 0, max_cand = 0, threads = 0;
+    int quiet = 0, progress = 0, disagg = 0, rc = ST_EXIT_USAGE;
+    disagg_opts dopt = { .connector = NULL, .gpus = 0, .s_p = ST_DISAGG_PREFILL_SCALE, .s_d = ST_DISAGG_DECODE_SCALE };
     const st_opt opts[] = {
         { "out", 'o', ST_OPT_STR, &out_dir, "DIR", "where plan.md and plan.json go (default plan-out)", 0, 0, 0 },
         { "output", 0, ST_OPT_STR, &out_dir, "DIR", "the same as --out (the name audit and predict use)", 0, 0, 0 },
@@ -278,6 +472,25 @@ int cmd_plan(int argc, char **argv)
           "your price list (CSV, docs/prices.md); default: plan.prices, else built in", 0, 0, 0 },
         { "provider", 0, ST_OPT_STR, &provider, "NAME", "whose prices (default: plan.provider, else the lowest)", 0, 0,
           0 },
+        { "max-candidates", 0, ST_OPT_LONG, &max_cand, "N",
+          "search up to N candidates (default 20000: a larger space is refused with its count)", 1, 100000000, 0 },
+        { "threads", 0, ST_OPT_LONG, &threads, "N",
+          "worker threads (default: every CPU; the result is the same on any number)", 1, 64, 0 },
+        { "progress", 0, ST_OPT_FLAG, &progress, NULL,
+          "a progress line on stderr (done / pruned / left, ETA); the default when stderr is a terminal", 0, 0, 0 },
+        { "disagg", 0, ST_OPT_FLAG, &disagg, NULL,
+          "also price the pick as disaggregated prefill/decode workers (DIR/disagg.md; static, not measured)", 0, 0,
+          0 },
+        { "connector", 0, ST_OPT_STR, &dopt.connector, "NAME",
+          "the KV transfer's link for --disagg: nvlink, infiniband, pcie, ethernet (default: nvlink on a GPU with "
+          "NVLink, else pcie)",
+          0, 0, 0 },
+        { "disagg-gpus", 0, ST_OPT_LONG, &dopt.gpus, "N",
+          "GPUs of the disaggregated setup (default 8 x GPUs per replica)", 2, 4096, 0 },
+        { "prefill-scale", 0, ST_OPT_DOUBLE, &dopt.s_p, "S",
+          "the prefill workers' correction scale of the rate matching (default 0.9, AIConfigurator's)", 0.01, 1.0, 0 },
+        { "decode-scale", 0, ST_OPT_DOUBLE, &dopt.s_d, "S",
+          "the decode workers' correction scale (default 0.92, AIConfigurator's)", 0.01, 1.0, 0 },
         { "quiet", 'q', ST_OPT_FLAG, &quiet, NULL, "print only where the outputs went", 0, 0, 0 },
         { 0 },
     };
@@ -301,6 +514,12 @@ int cmd_plan(int argc, char **argv)
     }
     if (res.npos != 1) {
         rc = st_cli_usage_error("plan", "expected one SPEC");
+        goto out;
+    }
+    st_disagg_link link_check;
+    if (disagg && dopt.connector && st_disagg_link_find(dopt.connector, &link_check)) {
+        snprintf(err, sizeof err, "--connector %s: not one of %s", dopt.connector, st_disagg_link_names());
+        rc = st_cli_usage_error("plan", err);
         goto out;
     }
     const char *spec_file = res.pos[0];
@@ -347,7 +566,7 @@ int cmd_plan(int argc, char **argv)
     }
     if (spec.plan.max_model_len > 0)
         r.len_auto = spec.plan.max_model_len;
-    if (st_plan_enumerate(&spec, &prices, prov, r.len_auto, &cand, &r.n, err, sizeof err)) {
+    if (st_plan_enumerate_max(&spec, &prices, prov, r.len_auto, max_cand, &cand, &r.n, err, sizeof err)) {
         fprintf(stderr, "servetune plan: %s\n", err);
         goto out;
     }
@@ -370,7 +589,16 @@ int cmd_plan(int argc, char **argv)
      * its runs delivered, at most that), so the bound stays below every candidate's cost */
     double out_max =
         spec.workload.output_tokens > 0 ? spec.workload.output_tokens * (1 + spec.workload.range_ratio) : 1;
-    r.best = st_plan_search(cand, r.n, k, out_max, &ops, cpus > 0 ? (int)cpus : 1, &r.stats);
+    progress_state ps = { .n = r.n, .tty = isatty(2) };
+    st_plan_search_opts so = { .threads = threads > 0 ? (int)threads
+                                          : cpus > 0  ? (int)cpus
+                                                      : 1,
+                               .batch = ST_PLAN_BATCH,
+                               .progress = progress || (ps.tty && !quiet) ? show_progress : NULL,
+                               .progress_arg = &ps };
+    r.best = st_plan_search_opt(cand, r.n, k, out_max, &ops, &so, &r.stats);
+    if (ps.shown)
+        fprintf(stderr, ps.tty ? "\n" : "");
     /* the current setup, the same way (never pruned) */
     st_plan_baseline(&spec, &r.baseline);
     st_plan_candidate *b = &r.baseline;
@@ -407,6 +635,22 @@ int cmd_plan(int argc, char **argv)
         fprintf(stderr, "servetune plan: %s\n", err);
         rc = ST_EXIT_FAIL;
         goto out;
+    }
+    if (disagg && r.best >= 0) {
+        st_buf db;
+        st_buf_init(&db, PLAN_OUT_MAX);
+        char dpath[4200];
+        snprintf(dpath, sizeof dpath, "%s/disagg.md", out_dir);
+        if (disagg_section(&r, text, text_len, &dopt, &db, err, sizeof err) ||
+            st_write_file_atomic(dpath, db.data, db.len, err, sizeof err)) {
+            st_buf_free(&db);
+            fprintf(stderr, "servetune plan: --disagg: %s\n", err);
+            rc = ST_EXIT_FAIL;
+            goto out;
+        }
+        if (!quiet)
+            fwrite(db.data, 1, db.len, stdout);
+        st_buf_free(&db);
     }
     if (!quiet) {
         st_buf md;

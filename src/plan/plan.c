@@ -2,12 +2,14 @@
 
 #include "emu/catalog.h"
 
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 static const char *const state_names[] = { "refused", "pruned", "none passed", "ok" };
 
@@ -119,58 +121,71 @@ static void frontiers(st_plan_candidate *c, int n)
     }
 }
 
-/* Screens, shared by the worker threads: each takes the next candidate. */
-typedef struct screen_pool {
-    st_plan_candidate *c;
+/* Work shared by the worker threads: each takes the next index and runs fn on it. */
+typedef struct pool {
+    void (*fn)(void *arg, int i);
+    void *arg;
     int n;
-    const st_plan_ops *ops;
     pthread_mutex_t mu;
     int next;
-} screen_pool;
+} pool;
 
-static void screen_one(const st_plan_ops *ops, st_plan_candidate *x)
+static void *pool_worker(void *arg)
 {
-    x->rank = 0;
-    x->on_frontier = 0;
-    x->same = 0;
-    x->capacity_rps = x->output_tps = x->ttft_p95_ms = x->tpot_p95_ms = NAN;
-    x->usd_per_1m = x->lb_usd_per_1m = NAN;
-    x->bound_rps = 0;
-    x->why[0] = '\0';
-    x->state =
-        ops->screen(ops->arg, x, x->why, sizeof x->why) || !(x->bound_rps > 0) ? ST_PLAN_REFUSED : ST_PLAN_PRUNED;
-    if (x->state == ST_PLAN_REFUSED && !x->why[0])
-        snprintf(x->why, sizeof x->why, "no request completes on it");
-}
-
-static void *screen_worker(void *arg)
-{
-    screen_pool *p = arg;
+    pool *p = arg;
     for (;;) {
         pthread_mutex_lock(&p->mu);
         int i = p->next < p->n ? p->next++ : -1;
         pthread_mutex_unlock(&p->mu);
         if (i < 0)
             return NULL;
-        screen_one(p->ops, &p->c[i]);
+        p->fn(p->arg, i);
     }
 }
 
-static void screen_all(st_plan_candidate *c, int n, const st_plan_ops *ops, int threads)
+#define PLAN_THREADS_MAX 64
+
+static void run_parallel(int n, int threads, void (*fn)(void *, int), void *arg)
 {
-    screen_pool p = { .c = c, .n = n, .ops = ops, .next = 0 };
-    pthread_t th[16];
+    pool p = { .fn = fn, .arg = arg, .n = n, .next = 0 };
+    pthread_t th[PLAN_THREADS_MAX];
     int started = 0;
-    if (threads > 16)
-        threads = 16;
+    if (threads > PLAN_THREADS_MAX)
+        threads = PLAN_THREADS_MAX;
+    if (threads > n)
+        threads = n;
     pthread_mutex_init(&p.mu, NULL);
     for (int t = 1; t < threads; t++)
-        if (pthread_create(&th[started], NULL, screen_worker, &p) == 0)
+        if (pthread_create(&th[started], NULL, pool_worker, &p) == 0)
             started++;
-    screen_worker(&p); /* this thread works too; alone when no thread started */
+    pool_worker(&p); /* this thread works too; alone when no thread started */
     for (int t = 0; t < started; t++)
         pthread_join(th[t], NULL);
     pthread_mutex_destroy(&p.mu);
+}
+
+typedef struct screen_job {
+    st_plan_candidate *c;
+    const st_plan_ops *ops;
+} screen_job;
+
+static void screen_one(void *arg, int i)
+{
+    screen_job *j = arg;
+    const st_plan_ops *ops = j->ops;
+    st_plan_candidate *x = &j->c[i];
+    x->rank = 0;
+    x->on_frontier = 0;
+    x->same = 0;
+    x->capacity_rps = x->output_tps = x->ttft_p95_ms = x->tpot_p95_ms = NAN;
+    x->usd_per_1m = x->lb_usd_per_1m = NAN;
+    x->bound_rps = x->bound_tps = 0;
+    x->bound_estimate = 0;
+    x->why[0] = '\0';
+    x->state =
+        ops->screen(ops->arg, x, x->why, sizeof x->why) || !(x->bound_rps > 0) ? ST_PLAN_REFUSED : ST_PLAN_PRUNED;
+    if (x->state == ST_PLAN_REFUSED && !x->why[0])
+        snprintf(x->why, sizeof x->why, "no request completes on it");
 }
 
 /* An evaluated candidate with the same nonzero `same` as x (its results stand for x's). */
@@ -223,26 +238,17 @@ static key heap_pop(heap *h)
     return top;
 }
 
-/* The exact evaluation of x (or its twin's results). */
-static void evaluate_one(st_plan_candidate *c, const int *done, int ndone, st_plan_candidate *x, const st_plan_ops *ops,
-                         st_plan_stats *stats)
+/* The output tokens/s no sustained rate of x exceeds: its proven bound, or its rate bound times
+ * the most output tokens per request, whichever is lower. */
+static double bound_tps(const st_plan_candidate *x, double out_tokens)
 {
-    const st_plan_candidate *twin = evaluated_twin(c, done, ndone, x);
-    if (twin) {
-        x->capacity_rps = twin->capacity_rps;
-        x->output_tps = twin->output_tps;
-        x->ttft_p95_ms = twin->ttft_p95_ms;
-        x->tpot_p95_ms = twin->tpot_p95_ms;
-        memcpy(x->why, twin->why, sizeof x->why);
-        stats->shared++;
-    } else {
-        stats->evaluated++;
-        if (ops->evaluate(ops->arg, x, x->why, sizeof x->why)) {
-            x->state = ST_PLAN_REFUSED;
-            stats->refused++;
-            return;
-        }
-    }
+    double t = x->bound_rps * out_tokens;
+    return x->bound_tps > 0 && x->bound_tps < t ? x->bound_tps : t;
+}
+
+/* An evaluation's outcome into x's state. */
+static void settle(st_plan_candidate *x, st_plan_stats *stats)
+{
     if (!(x->capacity_rps > 0) || !(x->output_tps > 0)) {
         x->state = ST_PLAN_NONE_PASSED;
         if (!x->why[0])
@@ -254,22 +260,64 @@ static void evaluate_one(st_plan_candidate *c, const int *done, int ndone, st_pl
     stats->passed++;
 }
 
+static void copy_results(st_plan_candidate *x, const st_plan_candidate *twin)
+{
+    x->capacity_rps = twin->capacity_rps;
+    x->output_tps = twin->output_tps;
+    x->ttft_p95_ms = twin->ttft_p95_ms;
+    x->tpot_p95_ms = twin->tpot_p95_ms;
+    memcpy(x->why, twin->why, sizeof x->why);
+}
+
+/* One batch: what each of its candidates gets. */
+enum { JOB_REFINE, JOB_EVAL, JOB_TWIN };
+
+typedef struct batch {
+    st_plan_candidate *c;
+    const st_plan_ops *ops;
+    int idx[ST_PLAN_BATCH_MAX], kind[ST_PLAN_BATCH_MAX], rc[ST_PLAN_BATCH_MAX];
+} batch;
+
+static void batch_one(void *arg, int i)
+{
+    batch *b = arg;
+    st_plan_candidate *x = &b->c[b->idx[i]];
+    if (b->kind[i] == JOB_REFINE)
+        b->rc[i] = b->ops->refine(b->ops->arg, x, x->why, sizeof x->why);
+    else if (b->kind[i] == JOB_EVAL)
+        b->rc[i] = b->ops->evaluate(b->ops->arg, x, x->why, sizeof x->why);
+}
+
 int st_plan_search(st_plan_candidate *c, int n, int top_k, double out_tokens, const st_plan_ops *ops, int threads,
                    st_plan_stats *stats)
+{
+    st_plan_search_opts o = { .threads = threads, .batch = 1 };
+    return st_plan_search_opt(c, n, top_k, out_tokens, ops, &o, stats);
+}
+
+int st_plan_search_opt(st_plan_candidate *c, int n, int top_k, double out_tokens, const st_plan_ops *ops,
+                       const st_plan_search_opts *o, st_plan_stats *stats)
 {
     memset(stats, 0, sizeof *stats);
     stats->candidates = n;
     if (top_k < 1)
         top_k = 1;
+    int threads = o && o->threads > 1 ? o->threads : 1;
+    int bsize = o && o->batch > 1 ? o->batch : 1;
+    if (bsize > ST_PLAN_BATCH_MAX)
+        bsize = ST_PLAN_BATCH_MAX;
     int *order = malloc(sizeof *order * (size_t)(n > 0 ? n : 1));
     int *done = malloc(sizeof *done * (size_t)(n > 0 ? n : 1));
     char *refined = calloc((size_t)(n > 0 ? n : 1), 1);
     heap h = { malloc(sizeof *h.v * (size_t)(n > 0 ? n : 1)), 0 };
     int best = -1;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     if (!order || !done || !refined || !h.v)
         goto out;
     int ndone = 0;
-    screen_all(c, n, ops, threads < 1 ? 1 : threads);
+    screen_job sj = { c, ops };
+    run_parallel(n, threads, screen_one, &sj);
     for (int i = 0; i < n; i++) {
         st_plan_candidate *x = &c[i];
         if (x->state == ST_PLAN_REFUSED) {
@@ -277,37 +325,88 @@ int st_plan_search(st_plan_candidate *c, int n, int top_k, double out_tokens, co
             continue;
         }
         stats->screened++;
-        x->lb_usd_per_1m = cost_per_1m(x, x->bound_rps * out_tokens);
+        x->lb_usd_per_1m = cost_per_1m(x, bound_tps(x, out_tokens));
         refined[i] = !ops->refine;
         heap_push(&h, (key){ x->lb_usd_per_1m, 0, 0, i });
     }
-    /* lowest bound first: a coarse bound is refined and the candidate goes back in its place;
-     * a refined one is evaluated; stop when the k-th best found costs no more than the lowest
-     * bound left */
-    while (h.n > 0) {
-        key k = heap_pop(&h);
-        st_plan_candidate *x = &c[k.idx];
-        if (kth_cost(c, done, ndone, top_k) <= x->lb_usd_per_1m)
+    /* lowest bound first, o->batch at a time: a coarse bound is refined and the candidate
+     * goes back in its place; a refined one is evaluated; stop when the k-th best found costs no
+     * more than the lowest bound left */
+    for (;;) {
+        double kth = kth_cost(c, done, ndone, top_k);
+        if (o && o->progress) {
+            st_plan_progress pg = { .done = ndone + stats->refused, .refined = stats->refined };
+            for (int i = 0; i < h.n; i++)
+                pg.pruned += kth <= h.v[i].a;
+            pg.left = h.n - pg.pruned;
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            pg.seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+            o->progress(o->progress_arg, &pg);
+        }
+        batch b = { .c = c, .ops = ops };
+        int nb = 0;
+        while (h.n > 0 && nb < bsize && kth > h.v[0].a) {
+            key k = heap_pop(&h);
+            const st_plan_candidate *x = &c[k.idx];
+            b.idx[nb] = k.idx;
+            b.kind[nb] = !refined[k.idx] ? JOB_REFINE : JOB_EVAL;
+            if (b.kind[nb] == JOB_EVAL) {
+                if (evaluated_twin(c, done, ndone, x))
+                    b.kind[nb] = JOB_TWIN;
+                for (int j = 0; j < nb && b.kind[nb] == JOB_EVAL; j++)
+                    if (x->same && b.kind[j] == JOB_EVAL && c[b.idx[j]].same == x->same)
+                        b.kind[nb] = JOB_TWIN; /* an earlier one of this batch stands for it */
+            }
+            nb++;
+        }
+        if (nb == 0)
             break;
-        if (!refined[k.idx]) {
-            refined[k.idx] = 1;
-            stats->refined++;
-            if (ops->refine(ops->arg, x, x->why, sizeof x->why) || !(x->bound_rps > 0)) {
+        run_parallel(nb, threads, batch_one, &b);
+        /* merged in the batch's order: the same outcome on any number of threads */
+        for (int i = 0; i < nb; i++) {
+            st_plan_candidate *x = &c[b.idx[i]];
+            if (b.kind[i] == JOB_REFINE) {
+                refined[b.idx[i]] = 1;
+                stats->refined++;
+                if (b.rc[i] || !(x->bound_rps > 0)) {
+                    x->state = ST_PLAN_REFUSED;
+                    if (!x->why[0])
+                        snprintf(x->why, sizeof x->why, "no request completes on it");
+                    stats->refused++;
+                    continue;
+                }
+                x->bound_estimate = 1;
+                x->lb_usd_per_1m = cost_per_1m(x, bound_tps(x, out_tokens));
+                heap_push(&h, (key){ x->lb_usd_per_1m, 0, 0, b.idx[i] });
+                continue;
+            }
+            if (b.kind[i] == JOB_TWIN) {
+                const st_plan_candidate *twin = evaluated_twin(c, done, ndone, x);
+                if (twin) {
+                    copy_results(x, twin);
+                    stats->shared++;
+                    done[ndone++] = b.idx[i];
+                    settle(x, stats);
+                    continue;
+                }
+                /* its twin could not run: evaluated on its own */
+                b.rc[i] = ops->evaluate(ops->arg, x, x->why, sizeof x->why);
+            }
+            stats->evaluated++;
+            done[ndone++] = b.idx[i];
+            if (b.rc[i]) {
                 x->state = ST_PLAN_REFUSED;
-                if (!x->why[0])
-                    snprintf(x->why, sizeof x->why, "no request completes on it");
                 stats->refused++;
                 continue;
             }
-            x->lb_usd_per_1m = cost_per_1m(x, x->bound_rps * out_tokens);
-            heap_push(&h, (key){ x->lb_usd_per_1m, 0, 0, k.idx });
-            continue;
+            settle(x, stats);
         }
-        done[ndone++] = k.idx;
-        evaluate_one(c, done, ndone - 1, x, ops, stats);
     }
     for (int i = 0; i < n; i++)
-        stats->pruned += c[i].state == ST_PLAN_PRUNED;
+        if (c[i].state == ST_PLAN_PRUNED) {
+            stats->pruned++;
+            stats->pruned_proven += !c[i].bound_estimate;
+        }
     frontiers(c, n);
     int m = st_plan_order(c, n, order, n);
     for (int r = 0; r < m; r++)
@@ -332,6 +431,12 @@ static const char *const default_kv[] = { "auto", "fp8" };
 
 int st_plan_enumerate(const st_spec *s, const st_prices *p, const char *provider, long len_auto,
                       st_plan_candidate **out, int *n, char *err, size_t errlen)
+{
+    return st_plan_enumerate_max(s, p, provider, len_auto, 0, out, n, err, errlen);
+}
+
+int st_plan_enumerate_max(const st_spec *s, const st_prices *p, const char *provider, long len_auto, long max,
+                          st_plan_candidate **out, int *n, char *err, size_t errlen)
 {
     *out = NULL;
     *n = 0;
@@ -395,11 +500,17 @@ int st_plan_enumerate(const st_spec *s, const st_prices *p, const char *provider
     const char *const *wf = s->plan.n_weights ? (const char *const *)s->plan.weights : bf16;
     const char *const *ck = s->plan.n_weights ? (const char *const *)s->plan.checkpoints : base_model;
     int nw = s->plan.n_weights ? s->plan.n_weights : 1;
-    long len = s->plan.max_model_len > 0 ? s->plan.max_model_len : len_auto;
-    double total = (double)ng * ntp * nw * nkv * nseqs * nbt;
-    if (total > ST_PLAN_MAX_CANDIDATES) {
-        snprintf(err, errlen, "plan: %.0f candidates (%d GPUs x %d x %d x %d x %d x %d) is more than %d: narrow a list",
-                 total, ng, ntp, nw, nkv, nseqs, nbt, ST_PLAN_MAX_CANDIDATES);
+    long len_one = s->plan.max_model_len > 0 ? s->plan.max_model_len : len_auto;
+    const long *lens = s->plan.n_len ? s->plan.max_model_lens : &len_one;
+    int nlen = s->plan.n_len ? s->plan.n_len : 1;
+    double total = (double)ng * ntp * nw * nkv * nseqs * nbt * nlen;
+    long limit = max > 0 ? max : ST_PLAN_MAX_CANDIDATES;
+    if (total > (double)limit || total > (double)INT_MAX / 2) {
+        snprintf(err, errlen,
+                 "plan: %.0f candidates (%d GPUs x %d GPUs per replica x %d weight formats x %d KV cache dtypes x %d "
+                 "max_num_seqs x %d max_num_batched_tokens x %d max_model_len) is more than the limit of %ld: pass "
+                 "--max-candidates %.0f to search them all, or narrow a list",
+                 total, ng, ntp, nw, nkv, nseqs, nbt, nlen, limit, total);
         return -1;
     }
     st_plan_candidate *c = calloc((size_t)total > 0 ? (size_t)total : 1, sizeof *c);
@@ -414,19 +525,20 @@ int st_plan_enumerate(const st_spec *s, const st_prices *p, const char *provider
             for (int w = 0; w < nw; w++)
                 for (int v = 0; v < nkv; v++)
                     for (int q = 0; q < nseqs; q++)
-                        for (int t = 0; t < nbt; t++) {
-                            st_plan_candidate *x = &c[k++];
-                            x->gpu = gpus[a];
-                            x->tp = tp[b];
-                            x->weights = wf[w];
-                            x->model = ck[w];
-                            x->kv_dtype = kv[v];
-                            x->max_num_seqs = seqs[q];
-                            x->max_batched = bt[t];
-                            x->max_model_len = len;
-                            x->price_per_gpu_hour = pr->usd_per_gpu_hour;
-                            x->provider = pr->provider;
-                        }
+                        for (int t = 0; t < nbt; t++)
+                            for (int l = 0; l < nlen; l++) {
+                                st_plan_candidate *x = &c[k++];
+                                x->gpu = gpus[a];
+                                x->tp = tp[b];
+                                x->weights = wf[w];
+                                x->model = ck[w];
+                                x->kv_dtype = kv[v];
+                                x->max_num_seqs = seqs[q];
+                                x->max_batched = bt[t];
+                                x->max_model_len = lens[l];
+                                x->price_per_gpu_hour = pr->usd_per_gpu_hour;
+                                x->provider = pr->provider;
+                            }
     }
     *out = c;
     *n = k;

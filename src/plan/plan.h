@@ -26,7 +26,13 @@
 #include "plan/prices.h"
 #include "audit/spec.h"
 
+/* Candidates searched without asking: a larger space is refused with its count unless
+ * --max-candidates raises the limit (st_plan_enumerate's max). */
 #define ST_PLAN_MAX_CANDIDATES 20000
+/* Candidates the CLI takes from the heap at once (refined or evaluated on the worker threads): a
+ * constant, not the core count, so what the search does and finds is the same on any machine. */
+#define ST_PLAN_BATCH 4
+#define ST_PLAN_BATCH_MAX 64
 #define ST_PLAN_WHY_MAX 240
 
 typedef enum st_plan_state {
@@ -51,6 +57,11 @@ typedef struct st_plan_candidate {
     st_plan_state state;
     char why[ST_PLAN_WHY_MAX]; /* refused / none passed: the reason */
     double bound_rps;          /* screen: no rate above it is sustained */
+    double bound_tps;          /* screen, when > 0: a proven bound on the output tokens/s of any
+                                  sustained rate (the cost bound uses the lower of it and
+                                  bound_rps x the most output tokens per request) */
+    int bound_estimate;        /* 1: bound_rps is refine's estimate (a simulation with a margin),
+                                  not the screen's proven bound */
     double lb_usd_per_1m;      /* the cost bound from it */
     double capacity_rps;       /* sustained capacity at the SLO (OK) */
     double output_tps;         /* output tokens/s at capacity */
@@ -80,9 +91,26 @@ typedef struct st_plan_ops {
 
 typedef struct st_plan_stats {
     int candidates, refused, screened, evaluated, pruned, passed;
-    int refined; /* tighter bounds computed */
-    int shared;  /* results taken from an equivalent candidate's evaluation (same) */
+    int refined;       /* tighter bounds computed */
+    int shared;        /* results taken from an equivalent candidate's evaluation (same) */
+    int pruned_proven; /* of pruned: on the screen's proven bound (the rest on refine's estimate) */
 } st_plan_stats;
+
+/* Where a search stands, for a progress line: candidates settled (evaluated, shared, refused),
+ * pruned so far (the heap's entries the k-th cost already beats), left (still in the race),
+ * seconds since the search began. */
+typedef struct st_plan_progress {
+    int done, pruned, left, refined;
+    double seconds;
+} st_plan_progress;
+
+typedef struct st_plan_search_opts {
+    int threads; /* worker threads for the screens, refines and evaluations (>= 1) */
+    int batch;   /* candidates taken from the heap at once (1..ST_PLAN_BATCH_MAX; 0: 1) */
+    /* called after the screens and after each batch (may be NULL); from the calling thread */
+    void (*progress)(void *arg, const st_plan_progress *p);
+    void *progress_arg;
+} st_plan_search_opts;
 
 /* Searches c[0..n): every candidate ends in one of the states above, the OK ones with usd_per_1m
  * and rank, the frontiers marked. out_tokens: the most output tokens per request (for the bound:
@@ -90,6 +118,12 @@ typedef struct st_plan_stats {
  * top_k >= 1. Returns the index of the cheapest OK candidate, or -1 when none met the SLO. */
 int st_plan_search(st_plan_candidate *c, int n, int top_k, double out_tokens, const st_plan_ops *ops, int threads,
                    st_plan_stats *stats);
+/* The same with options (progress). The candidates are taken o->batch at a time, lowest cost
+ * bound first (st_plan_search: one at a time); a batch's refines and evaluations run on
+ * o->threads threads and are merged in order, so the result does not depend on the thread
+ * count (a batch may evaluate a candidate that one at a time would have pruned). */
+int st_plan_search_opt(st_plan_candidate *c, int n, int top_k, double out_tokens, const st_plan_ops *ops,
+                       const st_plan_search_opts *o, st_plan_stats *stats);
 
 /* Indexes of the OK candidates cheapest first (ties: higher capacity, then lower p95 TTFT, then
  * order), at most max. Returns how many. */
@@ -106,9 +140,12 @@ int st_plan_order(const st_plan_candidate *c, int n, int *idx, int max);
  *   max_model_len   plan.max_model_len, else len_auto (the caller's: the workload's p99)
  * *out (malloc'd, strings point into s and p) gets every combination. 0, or -1 with err: a GPU
  * named that has no price (which list, which provider), a GPU the engine model does not know,
- * no GPU at all, or more than ST_PLAN_MAX_CANDIDATES combinations. */
+ * no GPU at all, or more than max combinations (max <= 0: ST_PLAN_MAX_CANDIDATES; the message
+ * gives the count and asks for --max-candidates). */
 int st_plan_enumerate(const st_spec *s, const st_prices *p, const char *provider, long len_auto,
                       st_plan_candidate **out, int *n, char *err, size_t errlen);
+int st_plan_enumerate_max(const st_spec *s, const st_prices *p, const char *provider, long len_auto, long max,
+                          st_plan_candidate **out, int *n, char *err, size_t errlen);
 
 /* The spec's own baseline as a candidate (its GPU, GPUs per replica, price, model and flags): the
  * "current setup" every candidate is compared with. Strings point into s. */

@@ -11,6 +11,8 @@
 #include "audit/sweep.h"
 #include "core/buf.h"
 #include "emu/config.h"
+#include "emu/consts.h"
+#include "core/util.h"
 #include "emu/sim.h"
 #include "emu/steptime.h"
 #include "load/record.h"
@@ -26,6 +28,33 @@ typedef struct memo {
     uint32_t running;
 } memo;
 
+/* The proven bound's grid (docs/plan.md, "The proven bound"): sampled sequences a step and the
+ * other tokens of a step, each from 0/1 up in steps of at most PLAN_GRID_RATIO; a cell's step
+ * time is the engine model's for its smallest corner, its yield the largest. */
+#define PLAN_GRID_RATIO 1.1
+#define PLAN_GRID_MAX 200
+#define PLAN_GRID_SEQS_MAX 65536.0
+#define PLAN_GRID_TOKENS_MAX 2097152.0
+/* A candidate past the grid: a rate bound that prunes nothing. */
+#define PLAN_NO_BOUND_RPS 1e9
+
+/* Candidates that share a GPU, GPUs per replica, checkpoint and KV cache dtype share one engine
+ * configuration (before the memory plan: a candidate's limits go in) and one table of step-time
+ * lower bounds. */
+typedef struct group {
+    uint64_t key;
+    int ok; /* 0: the configuration could not be built (why) */
+    char why[ST_PLAN_WHY_MAX];
+    st_emu_config cfg; /* from the candidate's audit spec, limits as the first one set them */
+    double *cell;      /* [ns - 1][np - 1] step-time lower bounds (NULL until built) */
+} group;
+
+/* The LP bounds memo: one per (group, sequences a step, token budget). */
+typedef struct lpmemo {
+    uint64_t key;
+    double tps;
+} lpmemo;
+
 struct st_plan_model {
     const char *base_name, *base_text;
     size_t base_len;
@@ -34,9 +63,21 @@ struct st_plan_model {
     volatile sig_atomic_t *stop; /* the interruption flag (NULL: never) */
     st_workload w;               /* the spec's workload, ST_PLAN_BOUND_MAX requests, built once (read-only) */
     st_emu_sim_item *items;      /* w as engine-model items */
-    pthread_mutex_t mu;          /* guards what follows */
+    /* the workload's extremes for the proven bound (any request the searches send) */
+    double in_min;  /* the shortest prompt (tokens) */
+    double u_min;   /* the fewest prompt tokens a request must prefill (its own, past a shared prefix) */
+    double rho;     /* the fewest prefill tokens past the sampled one, per output token */
+    double out_min; /* the fewest output tokens a request asks for */
+    double longest; /* the most tokens a request holds (prompt + output; 0: unknown) */
+    double gs[PLAN_GRID_MAX], gp[PLAN_GRID_MAX]; /* the grid's sequences and tokens */
+    int ns, np;
+    pthread_mutex_t mu; /* guards what follows */
     memo memo[PLAN_MEMO_MAX];
     int n_memo, runs, hits;
+    group **groups; /* each its own allocation: a pointer to one stays valid as the list grows */
+    size_t n_groups, cap_groups;
+    lpmemo *lp;
+    size_t n_lp, cap_lp;
 };
 
 /* The candidate's audit spec, parsed. 0, or -1 with why. */
@@ -104,6 +145,22 @@ out:
     return rps;
 }
 
+/* What --max-model-len changes on the engine: when every request of the workload fits in it,
+ * only the KV cache's size (its blocks); otherwise also which requests it refuses. */
+typedef struct lenkey {
+    char s[48];
+} lenkey;
+
+static lenkey len_key(const st_plan_model *m, const st_emu_memory *mem)
+{
+    lenkey k;
+    if (m->longest > 0 && m->longest <= mem->max_model_len)
+        snprintf(k.s, sizeof k.s, "fits:%u", mem->num_blocks);
+    else
+        snprintf(k.s, sizeof k.s, "len:%u:%u", mem->max_model_len, mem->num_blocks);
+    return k;
+}
+
 static uint64_t fnv(const char *s)
 {
     uint64_t h = 1469598103934665603ULL;
@@ -118,8 +175,8 @@ static double saturated_memo(st_plan_model *m, const st_emu_config *cfg, const s
                              const st_emu_memory *mem, uint32_t clients, uint32_t *running, char *why, size_t n)
 {
     char k[512];
-    snprintf(k, sizeof k, "%s|%d|%s|%s|%u|%u|%u|%u", c->gpu, c->tp, c->model, c->kv_dtype, clients, mem->max_num_seqs,
-             mem->max_num_batched_tokens, mem->max_model_len);
+    snprintf(k, sizeof k, "%s|%d|%s|%s|%u|%u|%u|%s", c->gpu, c->tp, c->model, c->kv_dtype, clients, mem->max_num_seqs,
+             mem->max_num_batched_tokens, len_key(m, mem).s);
     uint64_t key = fnv(k);
     pthread_mutex_lock(&m->mu);
     for (int i = 0; i < m->n_memo; i++)
@@ -173,46 +230,247 @@ static int interrupted(const st_plan_model *m, char *why, size_t n)
 
 void st_plan_model_set_stop(st_plan_model *m, volatile sig_atomic_t *stop) { m->stop = stop; }
 
-/* The coarse bound: the engine model's own step time in the steady state of a saturated
- * engine, without a simulation. fit requests hold the KV cache; each step decodes B of them and
- * prefills, within the step's token budget, what keeps the batch full (B / output tokens new
- * requests a step, each its uncached prompt); the rate is those new requests over the step's
- * time, times ST_PLAN_BOUND_MARGIN. refine checks it with a simulation for the candidates it
- * leaves in the race. */
+static uint64_t group_key(const st_plan_candidate *c)
+{
+    char k[512];
+    snprintf(k, sizeof k, "%s|%d|%s|%s", c->gpu, c->tp, c->model, c->kv_dtype);
+    return fnv(k);
+}
+
+/* The step time no step of sq sampled sequences and pt other tokens can beat on cfg (graphs
+ * up to the widest capture: eager is never faster): every term of the step model grows with
+ * the tokens, the sequences and the context read, and a sampled sequence's context plus its
+ * tokens this step is at least the shortest prompt. */
+static double step_lb(const st_plan_model *m, const st_emu_config *cfg, double sq, double sq_hi, double pt,
+                      double pt_hi)
+{
+    double kv = sq * m->in_min - sq_hi - pt_hi;
+    if (kv < 0)
+        kv = 0;
+    st_emu_batch b = {
+        .tokens = (uint32_t)(sq + pt),
+        .decode_tokens = 0,
+        .seqs = (uint32_t)sq,
+        .sampled = (uint32_t)sq,
+        .attn_pairs = kv + sq + pt,
+        .kv_read_tokens = kv,
+    };
+    return st_emu_step_seconds(cfg, &b, NULL);
+}
+
+/* The group of c: found, or built (its engine configuration from c's audit spec, and the table
+ * of step-time lower bounds over the grid). NULL only when out of memory. */
+static const group *group_of(st_plan_model *m, const st_plan_candidate *c)
+{
+    uint64_t key = group_key(c);
+    pthread_mutex_lock(&m->mu);
+    for (size_t i = 0; i < m->n_groups; i++)
+        if (m->groups[i]->key == key) {
+            const group *g = m->groups[i];
+            pthread_mutex_unlock(&m->mu);
+            return g;
+        }
+    pthread_mutex_unlock(&m->mu);
+    group g = { .key = key };
+    st_spec sp;
+    if (candidate_spec(m, c, &sp, g.why, sizeof g.why) == 0) {
+        g.ok = !st_exec_model_config(&sp, &sp.configs[0], &g.cfg, NULL, 0, NULL, g.why, sizeof g.why);
+        st_spec_free(&sp);
+    }
+    if (g.ok) {
+        /* the table's engine: CUDA graphs up to their widest capture (a lower step time than any
+         * candidate's eager steps) */
+        st_emu_config t = g.cfg;
+        t.max_num_seqs = EMU_CUDA_GRAPH_MAX;
+        t.max_num_batched_tokens = EMU_CUDA_GRAPH_MAX;
+        t.max_model_len = t.model.max_position;
+        t.enforce_eager = 0;
+        g.cell = malloc(sizeof *g.cell * (size_t)(m->ns - 1) * (size_t)(m->np - 1));
+        if (!g.cell)
+            return NULL;
+        for (int i = 0; i + 1 < m->ns; i++)
+            for (int j = 0; j + 1 < m->np; j++)
+                g.cell[i * (m->np - 1) + j] = step_lb(m, &t, m->gs[i], m->gs[i + 1], m->gp[j], m->gp[j + 1]);
+    }
+    group *x = malloc(sizeof *x);
+    if (!x) {
+        free(g.cell);
+        return NULL;
+    }
+    *x = g;
+    pthread_mutex_lock(&m->mu);
+    for (size_t i = 0; i < m->n_groups; i++)
+        if (m->groups[i]->key == key) { /* another thread built it meanwhile: the same values */
+            const group *r = m->groups[i];
+            pthread_mutex_unlock(&m->mu);
+            free(x->cell);
+            free(x);
+            return r;
+        }
+    if (st_grow((void **)&m->groups, &m->cap_groups, m->n_groups + 1, sizeof *m->groups, 64)) {
+        pthread_mutex_unlock(&m->mu);
+        free(x->cell);
+        free(x);
+        return NULL;
+    }
+    m->groups[m->n_groups++] = x;
+    pthread_mutex_unlock(&m->mu);
+    return x;
+}
+
+typedef struct pt2 {
+    double g, a;
+} pt2;
+
+static int by_g(const void *x, const void *y)
+{
+    double a = ((const pt2 *)x)->g, b = ((const pt2 *)y)->g;
+    return a < b ? -1 : a > b;
+}
+
+/* max sum x_k a_k subject to sum x_k g_k >= 0, sum x_k = 1, x >= 0 (time shares of step kinds:
+ * a = output tokens a second, g = spare prefill tokens a second): a single point with g >= 0,
+ * or the upper hull of the points (g, a) where it crosses g = 0. */
+static double lp_max(pt2 *v, size_t n)
+{
+    double best = 0;
+    int neg = 0, pos = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (v[i].g >= 0 && v[i].a > best)
+            best = v[i].a;
+        neg |= v[i].g < 0;
+        pos |= v[i].g >= 0;
+    }
+    if (!neg || !pos)
+        return best;
+    qsort(v, n, sizeof *v, by_g);
+    /* upper hull, monotone chain, in place */
+    size_t h = 0;
+    for (size_t i = 0; i < n; i++) {
+        while (h >= 2) {
+            pt2 o = v[h - 2], p = v[h - 1], q = v[i];
+            double cross = (p.g - o.g) * (q.a - o.a) - (p.a - o.a) * (q.g - o.g);
+            if (cross < 0)
+                break;
+            h--;
+        }
+        v[h++] = v[i];
+    }
+    for (size_t i = 0; i + 1 < h; i++)
+        if (v[i].g < 0 && v[i + 1].g >= 0) {
+            double w = v[i + 1].g - v[i].g;
+            double at0 = w > 0 ? v[i].a + (v[i + 1].a - v[i].a) * (0 - v[i].g) / w : v[i + 1].a;
+            return at0 > best ? at0 : best;
+        }
+    return best;
+}
+
+/* The most output tokens a second the group's engine delivers with at most smax sequences a
+ * step and a token budget of budget, over any mix of steps that prefills at least rho tokens
+ * (past the sampled one) per output token. */
+static double lp_bound(st_plan_model *m, const group *g, const st_emu_config *cfg, double smax, double budget)
+{
+    char k[64];
+    snprintf(k, sizeof k, "%016llx|%.0f|%.0f", (unsigned long long)g->key, smax, budget);
+    uint64_t key = fnv(k);
+    pthread_mutex_lock(&m->mu);
+    for (size_t i = 0; i < m->n_lp; i++)
+        if (m->lp[i].key == key) {
+            double r = m->lp[i].tps;
+            pthread_mutex_unlock(&m->mu);
+            return r;
+        }
+    pthread_mutex_unlock(&m->mu);
+    size_t cap = (size_t)(m->ns + 1) * (size_t)m->np;
+    pt2 *v = malloc(sizeof *v * cap);
+    if (!v)
+        return INFINITY;
+    size_t n = 0;
+    st_emu_config t = *cfg;
+    t.max_num_seqs = EMU_CUDA_GRAPH_MAX;
+    t.enforce_eager = 0;
+    for (int i = 0; i + 1 < m->ns && m->gs[i] <= smax; i++)
+        for (int j = 0; j + 1 < m->np && m->gs[i] + m->gp[j] <= budget; j++) {
+            double s_hi = m->gs[i + 1] < smax ? m->gs[i + 1] : smax;
+            double p_hi = m->gp[j + 1] < budget - m->gs[i] ? m->gp[j + 1] : budget - m->gs[i];
+            double tt = g->cell[i * (m->np - 1) + j];
+            if (!(tt > 0))
+                continue;
+            v[n++] = (pt2){ (p_hi - m->rho * s_hi) / tt, s_hi / tt };
+        }
+    /* the row of exactly smax sequences (where a full batch's optimum lies), at its own times */
+    for (int j = 0; j + 1 < m->np && smax + m->gp[j] <= budget && n < cap; j++) {
+        double p_hi = m->gp[j + 1] < budget - smax ? m->gp[j + 1] : budget - smax;
+        double tt = step_lb(m, &t, smax, smax, m->gp[j], p_hi);
+        if (tt > 0)
+            v[n++] = (pt2){ (p_hi - m->rho * smax) / tt, smax / tt };
+    }
+    double r = lp_max(v, n);
+    free(v);
+    pthread_mutex_lock(&m->mu);
+    if (st_grow((void **)&m->lp, &m->cap_lp, m->n_lp + 1, sizeof *m->lp, 256) == 0)
+        m->lp[m->n_lp++] = (lpmemo){ key, r };
+    pthread_mutex_unlock(&m->mu);
+    return r;
+}
+
+/* The proven bound: the candidate's memory plan (its group's engine configuration with its
+ * limits), the most sequences a step can sample (--max-num-seqs, the KV cache at the fewest
+ * tokens a request holds, the token budget), and the LP over the group's step-time table. */
 static int screen(void *arg, st_plan_candidate *c, char *why, size_t n)
 {
     st_plan_model *m = arg;
-    st_emu_config cfg;
-    st_emu_memory mem;
-    uint32_t fit;
-    if (interrupted(m, why, n) || engine_of(m, c, &cfg, &mem, &fit, why, n))
+    if (interrupted(m, why, n))
         return -1;
-    const st_spec *s = m->base;
-    double out = s->workload.output_tokens > 1 ? s->workload.output_tokens : 1;
-    double in_u = st_spec_mean_input(s) - s->workload.shared_prefix;
-    double prefix = s->workload.shared_prefix;
-    double ctx = st_spec_mean_input(s) + out / 2; /* a decode's context on average */
-    double per = 1 + in_u / out;                  /* tokens a step per decode */
-    double b = fit, budget = mem.max_num_batched_tokens;
-    if (b * per > budget)
-        b = budget / per; /* the token budget, not the KV cache, limits the batch */
-    if (b < 1)
-        b = 1;
-    double r = b / out; /* new requests a step */
-    st_emu_batch batch = {
-        .tokens = (uint32_t)ceil(b + r * in_u),
-        .decode_tokens = (uint32_t)ceil(b),
-        .seqs = (uint32_t)ceil(b + r),
-        .sampled = (uint32_t)ceil(b + r),
-        .attn_pairs = b * ctx + r * in_u * (prefix + in_u / 2),
-        .kv_read_tokens = b * ctx + r * prefix,
-    };
-    double t = st_emu_step_seconds(&cfg, &batch, NULL);
-    if (!(t > 0)) {
+    const group *g = group_of(m, c);
+    if (!g) {
+        snprintf(why, n, "out of memory");
+        return -1;
+    }
+    if (!g->ok) {
+        snprintf(why, n, "%s", g->why);
+        return -1;
+    }
+    st_emu_config cfg = g->cfg;
+    st_emu_memory mem;
+    cfg.max_num_seqs = (uint32_t)c->max_num_seqs;
+    cfg.max_num_batched_tokens = (uint32_t)c->max_batched;
+    cfg.max_model_len = (uint32_t)c->max_model_len;
+    if (st_emu_memory_plan(&cfg, &mem, why, n))
+        return -1;
+    double per_seq = ceil(m->u_min / cfg.block_size);
+    double kv_seqs = floor((double)mem.num_blocks / (per_seq > 1 ? per_seq : 1));
+    double smax = mem.max_num_seqs;
+    if (kv_seqs < smax)
+        smax = kv_seqs;
+    if (mem.max_num_batched_tokens < smax)
+        smax = mem.max_num_batched_tokens;
+    double budget = mem.max_num_batched_tokens;
+    if (smax < 1) {
+        snprintf(why, n, "the KV cache holds no request of this workload");
+        return -1;
+    }
+    if (smax > m->gs[m->ns - 1] || budget > m->gp[m->np - 1]) {
+        /* past the grid (limits beyond the plan's lists, e.g. the current setup's defaults): no
+         * proven bound, the candidate is refined and evaluated */
+        c->bound_tps = 0;
+        c->bound_rps = PLAN_NO_BOUND_RPS;
+        c->same = 0;
+        return 0;
+    }
+    double tps = lp_bound(m, g, &cfg, smax, budget);
+    if (!(tps > 0)) {
         snprintf(why, n, "the engine model gives no step time for this configuration");
         return -1;
     }
-    c->bound_rps = r / t * ST_PLAN_BOUND_MARGIN;
+    c->bound_tps = tps;
+    c->bound_rps = tps / m->out_min;
+    /* candidates whose engines are the same (a --max-model-len every request fits in, with the
+     * same KV cache) are evaluated once; refine may widen this (a --max-num-seqs never reached) */
+    char key[512];
+    snprintf(key, sizeof key, "%s|%d|%s|%s|%ld|%ld|%s", c->gpu, c->tp, c->model, c->kv_dtype, (long)mem.max_num_seqs,
+             (long)mem.max_num_batched_tokens, len_key(m, &mem).s);
+    c->same = fnv(key);
     return 0;
 }
 
@@ -238,9 +496,9 @@ static int refine(void *arg, st_plan_candidate *c, char *why, size_t n)
     c->bound_rps = b < c->bound_rps ? b : c->bound_rps;
     /* a --max-num-seqs the batch never reached (the KV cache binds first) changes nothing */
     char key[512];
-    snprintf(key, sizeof key, "%s|%d|%s|%s|%ld|%ld|%ld", c->gpu, c->tp, c->model, c->kv_dtype,
+    snprintf(key, sizeof key, "%s|%d|%s|%s|%ld|%ld|%s", c->gpu, c->tp, c->model, c->kv_dtype,
              running >= mem.max_num_seqs ? (long)mem.max_num_seqs : -1L, (long)mem.max_num_batched_tokens,
-             (long)mem.max_model_len);
+             len_key(m, &mem).s);
     c->same = fnv(key);
     return 0;
 }
@@ -282,6 +540,58 @@ out:
     return rc;
 }
 
+/* The workload's extremes over every request any search may send (synthetic: the length ranges
+ * the generator draws from; a trace: a prompt may be cached whole but its last token, and any
+ * length), and the grid. */
+static void workload_extremes(st_plan_model *m, const st_spec *s)
+{
+    if (s->workload.kind == ST_WL_SYNTHETIC) {
+        double r = s->workload.range_ratio;
+        double in_lo = floor(s->workload.input_tokens * (1 - r));
+        double out_lo = floor(s->workload.output_tokens * (1 - r));
+        double out_hi = ceil(s->workload.output_tokens * (1 + r));
+        double prefix = s->workload.shared_prefix;
+        if (in_lo < 1)
+            in_lo = 1;
+        m->in_min = s->workload.vllm_semantics ? in_lo + prefix : in_lo;
+        m->u_min = s->workload.vllm_semantics ? in_lo : in_lo - prefix;
+        if (m->u_min < 1)
+            m->u_min = 1;
+        m->out_min = out_lo > 1 ? out_lo : 1;
+        m->rho = (m->u_min - 1) / (out_hi > 1 ? out_hi : 1);
+        m->longest = ceil(s->workload.input_tokens * (1 + r)) + (s->workload.vllm_semantics ? prefix : 0) + out_hi;
+    } else {
+        m->in_min = 1;
+        m->u_min = 1;
+        m->out_min = 1;
+        m->rho = 0;
+    }
+    /* the grid reaches the plan's largest limits (its lists', or the defaults') */
+    double seqs_cap = 512, tokens_cap = 8192;
+    for (int i = 0; i < s->plan.n_seqs; i++)
+        if (s->plan.max_num_seqs[i] > seqs_cap)
+            seqs_cap = (double)s->plan.max_num_seqs[i];
+    for (int i = 0; i < s->plan.n_batched; i++)
+        if (s->plan.max_batched[i] > tokens_cap)
+            tokens_cap = (double)s->plan.max_batched[i];
+    if (seqs_cap > PLAN_GRID_SEQS_MAX)
+        seqs_cap = PLAN_GRID_SEQS_MAX;
+    if (tokens_cap > PLAN_GRID_TOKENS_MAX)
+        tokens_cap = PLAN_GRID_TOKENS_MAX;
+    m->ns = m->np = 0;
+    for (double v = 1; m->ns < PLAN_GRID_MAX; v = ceil(v * PLAN_GRID_RATIO)) {
+        m->gs[m->ns++] = v;
+        if (v >= seqs_cap)
+            break;
+    }
+    m->gp[m->np++] = 0;
+    for (double v = 1; m->np < PLAN_GRID_MAX; v = ceil(v * PLAN_GRID_RATIO)) {
+        m->gp[m->np++] = v;
+        if (v >= tokens_cap)
+            break;
+    }
+}
+
 int st_plan_model_new(const char *base_name, const char *base_text, size_t base_len, const st_spec *base,
                       double tolerance, st_plan_model **out, char *err, size_t errlen)
 {
@@ -307,6 +617,7 @@ int st_plan_model_new(const char *base_name, const char *base_text, size_t base_
         return -1;
     }
     st_emu_sim_items_from_workload(&m->w, NULL, m->items);
+    workload_extremes(m, base);
     *out = m;
     return 0;
 }
@@ -315,6 +626,12 @@ void st_plan_model_free(st_plan_model *m)
 {
     if (!m)
         return;
+    for (size_t i = 0; i < m->n_groups; i++) {
+        free(m->groups[i]->cell);
+        free(m->groups[i]);
+    }
+    free(m->groups);
+    free(m->lp);
     free(m->items);
     st_workload_free(&m->w);
     pthread_mutex_destroy(&m->mu);

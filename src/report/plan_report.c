@@ -108,11 +108,13 @@ static void table(const st_plan_result *r, st_buf *b)
 {
     st_buf_printf(b,
                   "## Candidates\n\n%d candidates explored in %.2f s (%.0f candidates/s): %d refused (do not fit or "
-                  "cannot run), %d evaluated with the sustained search, %d pruned (their cost bound could not reach "
-                  "the top %d), %d met the SLO.\n\n",
+                  "cannot run), %d evaluated with the sustained search (%d more took the results of an identical "
+                  "engine), %d pruned (their cost bound could not reach the top %d: %d on the proven bound, %d on "
+                  "the simulated estimate), %d met the SLO.\n\n",
                   r->stats.candidates, r->seconds, r->seconds > 0 ? r->stats.candidates / r->seconds : 0,
-                  r->stats.refused, r->stats.evaluated, r->stats.pruned, r->spec->plan.top > 0 ? r->spec->plan.top : 3,
-                  r->stats.passed);
+                  r->stats.refused, r->stats.evaluated, r->stats.shared, r->stats.pruned,
+                  r->spec->plan.top > 0 ? r->spec->plan.top : 3, r->stats.pruned_proven,
+                  r->stats.pruned - r->stats.pruned_proven, r->stats.passed);
     int *idx = malloc(sizeof *idx * (size_t)(r->n > 0 ? r->n : 1));
     if (!idx) {
         st_buf_fail(b, ST_BUF_NO_MEM);
@@ -300,9 +302,11 @@ int st_plan_report_markdown(const st_plan_result *r, st_buf *b)
         b,
         " on-demand price per GPU-hour; every figure's source and date is in "
         "docs/prices.md. Prices move: pass your own with --prices.\n"
-        "- The search prunes with a bound: a candidate's maximum throughput on the model (its batch kept "
-        "full), times %.2f, gives the lowest cost it could reach; candidates whose bound cannot enter the top "
-        "%d are not evaluated (plan.json lists them with their bound).\n"
+        "- The search prunes with bounds: first a proven one (the most output tokens a second any mix of the "
+        "engine model's steps can deliver within the candidate's limits and KV cache, whatever the SLO), then "
+        "for the candidates it leaves in the race an estimate (its maximum throughput on the model with its "
+        "batch kept full, times %.2f); candidates whose bound cannot enter the top %d are not evaluated "
+        "(plan.json lists them with their bound and its kind).\n"
         "- Not modelled: output quality under quantization, multi-node tensor parallelism, engines other "
         "than vLLM.\n",
         1.25, s->plan.top > 0 ? s->plan.top : 3);
@@ -327,6 +331,8 @@ static json_t *cand_json(const st_plan_result *r, const st_plan_candidate *c)
     json_object_set_new(o, "price_per_gpu_hour", json_real(c->price_per_gpu_hour));
     json_object_set_new(o, "price_from", json_string(c->provider ? c->provider : ""));
     json_object_set_new(o, "bound_rps", st_jnum_or_null(c->bound_rps > 0 ? c->bound_rps : NAN));
+    json_object_set_new(o, "bound_output_tps", st_jnum_or_null(c->bound_tps > 0 ? c->bound_tps : NAN));
+    json_object_set_new(o, "bound_kind", json_string(c->bound_estimate ? "estimate" : "proven"));
     json_object_set_new(o, "cost_bound_usd_per_1m", st_jnum_or_null(c->lb_usd_per_1m));
     json_object_set_new(o, "capacity_rps", st_jnum_or_null(c->state == ST_PLAN_OK ? c->capacity_rps : NAN));
     json_object_set_new(o, "output_tps", st_jnum_or_null(c->state == ST_PLAN_OK ? c->output_tps : NAN));
@@ -361,6 +367,7 @@ int st_plan_report_json(const st_plan_result *r, st_buf *out)
     json_object_set_new(st, "pruned", json_integer(r->stats.pruned));
     json_object_set_new(st, "passed", json_integer(r->stats.passed));
     json_object_set_new(st, "refined", json_integer(r->stats.refined));
+    json_object_set_new(st, "pruned_on_proven_bound", json_integer(r->stats.pruned_proven));
     json_object_set_new(st, "shared", json_integer(r->stats.shared));
     json_object_set_new(st, "seconds", json_real(r->seconds));
     json_object_set_new(st, "candidates_per_s",

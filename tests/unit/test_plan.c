@@ -301,6 +301,40 @@ static void pruned_search_matches_exhaustive(void **state)
     for (int i = 0; i < na; i++)
         if (a[i].state == ST_PLAN_PRUNED && b[i].state == ST_PLAN_OK)
             assert_true(b[i].usd_per_1m >= a[oa[2]].usd_per_1m);
+    /* the screen's bound is proven: no candidate delivers more output tokens a second than it
+     * (checked on every candidate, all evaluated in the exhaustive search) */
+    int proven = 0;
+    for (int i = 0; i < nb; i++) {
+        if (b[i].state != ST_PLAN_OK)
+            continue;
+        assert_true(b[i].bound_tps > 0);
+        if (!(b[i].output_tps <= b[i].bound_tps))
+            fail_msg("candidate %d (%s tp%d %s seqs %ld): %.1f output tok/s above its proven bound %.1f", i, b[i].gpu,
+                     b[i].tp, b[i].kv_dtype, b[i].max_num_seqs, b[i].output_tps, b[i].bound_tps);
+        /* and it is a bound, not a blank: within a few times the capacity */
+        assert_true(b[i].bound_tps < 5 * b[i].output_tps);
+        proven++;
+    }
+    assert_true(proven >= 12);
+    /* capacities are searched past the spec's rates ([2, 4, 8]): not capped at the grid's top */
+    double top = 0;
+    for (int i = 0; i < nb; i++)
+        if (b[i].state == ST_PLAN_OK && b[i].capacity_rps > top)
+            top = b[i].capacity_rps;
+    if (!(top > 8 * 1.05))
+        fail_msg("the highest capacity found is %.2f req/s: capped at the spec's highest rate (8)?", top);
+    /* in batches on several threads (the CLI's way): the same top 3 */
+    st_plan_candidate *d;
+    int nd;
+    assert_int_equal(st_plan_enumerate(&s, &p, NULL, 1536, &d, &nd, err, sizeof err), 0);
+    st_plan_search_opts so = { .threads = 3, .batch = ST_PLAN_BATCH };
+    st_plan_stats sd;
+    assert_int_equal(st_plan_search_opt(d, nd, 3, 200, &ops, &so, &sd), ba);
+    int od[3];
+    assert_int_equal(st_plan_order(d, nd, od, 3), 3);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(od[i], oa[i]);
+    free(d);
     st_plan_model_free(m);
     free(a);
     free(b);
@@ -308,12 +342,109 @@ static void pruned_search_matches_exhaustive(void **state)
     st_spec_free(&s);
 }
 
+/* A fake refine: a tighter bound (1.2x the capacity, from 2x). */
+static int fake_refine(void *arg, st_plan_candidate *c, char *why, size_t n)
+{
+    (void)arg;
+    (void)why;
+    (void)n;
+    c->bound_rps = 1.2 * cap_of(c);
+    return 0;
+}
+
+typedef struct seen {
+    int calls, last_left, monotone;
+    int last_done;
+} seen;
+
+static void on_progress(void *arg, const st_plan_progress *p)
+{
+    seen *s = arg;
+    if (s->calls && p->done < s->last_done)
+        s->monotone = 0;
+    s->calls++;
+    s->last_done = p->done;
+    s->last_left = p->left;
+}
+
+/* Batches on 1 or 4 threads: the same states, costs and counts (the batch, not the core count,
+ * decides what is evaluated); the progress callback sees the search settle. */
+static void same_result_on_any_thread_count(void **state)
+{
+    (void)state;
+    price p[] = { { "H100", 2.5 }, { "A100", 1.4 }, { "L40S", 0.8 }, { "RTX4090", 0.34 }, { "L4", 0.44 } };
+    st_plan_candidate a[64], b[64];
+    int n = grid(a, p, 5);
+    grid(b, p, 5);
+    fake fa = { 0 }, fb = { 0 };
+    st_plan_ops oa = { fake_screen, fake_refine, fake_eval, &fa }, ob = { fake_screen, fake_refine, fake_eval, &fb };
+    seen sa = { .monotone = 1 }, sb = { .monotone = 1 };
+    st_plan_search_opts xa = { .threads = 1, .batch = 4, .progress = on_progress, .progress_arg = &sa };
+    st_plan_search_opts xb = { .threads = 4, .batch = 4, .progress = on_progress, .progress_arg = &sb };
+    st_plan_stats ta, tb;
+    int ba = st_plan_search_opt(a, n, 3, 300, &oa, &xa, &ta);
+    int bb = st_plan_search_opt(b, n, 3, 300, &ob, &xb, &tb);
+    assert_int_equal(ba, bb);
+    assert_int_equal(ta.evaluated, tb.evaluated);
+    assert_int_equal(ta.refined, tb.refined);
+    assert_int_equal(ta.shared, tb.shared);
+    assert_int_equal(ta.pruned, tb.pruned);
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(a[i].state, b[i].state);
+        assert_int_equal(a[i].rank, b[i].rank);
+    }
+    assert_true(ta.refined > 0 && ta.pruned > 0);
+    assert_true(sa.calls >= 2 && sb.calls == sa.calls);
+    assert_true(sa.monotone && sb.monotone);
+    assert_int_equal(sa.last_left, 0); /* the last call: nothing left in the race */
+}
+
+/* A space over the limit is refused with its count and the option that lifts it. */
+static void oversized_space_asks_for_max_candidates(void **state)
+{
+    (void)state;
+    const char *text = "engine: {kind: vllm, model: Qwen/Qwen3-8B}\nhardware: {gpu: H100, gpus_per_replica: 1, "
+                       "price_per_gpu_hour: 2.49}\npeak_rate: 10\nworkload: {input_tokens: 1000, output_tokens: 200}\n"
+                       "rates: [2]\n"
+                       "slo: {ttft_p95_ms: 1000, tpot_p95_ms: 50}\nplan: {gpus: [H100, A100], gpus_per_replica: [1, 2, "
+                       "4], max_num_seqs: [64, 128, "
+                       "256, 512], max_num_batched_tokens: [2048, 4096, 8192], max_model_len: [2048, 4096, 8192]}\n";
+    st_spec s;
+    char err[1024];
+    if (st_spec_parse("p.yaml", text, strlen(text), &s, err, sizeof err))
+        fail_msg("%s", err);
+    assert_int_equal(s.plan.n_len, 3);
+    st_prices pr;
+    assert_int_equal(st_prices_builtin(&pr, err, sizeof err), 0);
+    st_plan_candidate *c = NULL;
+    int n = 0;
+    /* 2 x 3 x 1 x 2 x 4 x 3 x 3 = 432 */
+    assert_int_equal(st_plan_enumerate_max(&s, &pr, NULL, 1536, 400, &c, &n, err, sizeof err), -1);
+    assert_non_null(strstr(err, "432 candidates"));
+    assert_non_null(strstr(err, "--max-candidates 432"));
+    assert_int_equal(st_plan_enumerate_max(&s, &pr, NULL, 1536, 432, &c, &n, err, sizeof err), 0);
+    assert_int_equal(n, 432);
+    int lens[3] = { 0 };
+    for (int i = 0; i < n; i++)
+        lens[c[i].max_model_len == 2048 ? 0 : c[i].max_model_len == 4096 ? 1 : 2]++;
+    assert_int_equal(lens[0], 144);
+    assert_int_equal(lens[1], 144);
+    assert_int_equal(lens[2], 144);
+    free(c);
+    st_prices_free(&pr);
+    st_spec_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
-        cmocka_unit_test(cheapest_found_with_few_evaluations), cmocka_unit_test(free_gpu_is_picked),
-        cmocka_unit_test(frontiers_and_none_passed),           cmocka_unit_test(candidate_spec_round_trips),
+        cmocka_unit_test(cheapest_found_with_few_evaluations),
+        cmocka_unit_test(free_gpu_is_picked),
+        cmocka_unit_test(frontiers_and_none_passed),
+        cmocka_unit_test(candidate_spec_round_trips),
         cmocka_unit_test(pruned_search_matches_exhaustive),
+        cmocka_unit_test(same_result_on_any_thread_count),
+        cmocka_unit_test(oversized_space_asks_for_max_candidates),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }

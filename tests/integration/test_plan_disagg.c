@@ -1,0 +1,103 @@
+/* servetune plan --disagg end to end: the pick priced as disaggregated prefill/decode workers
+ * beside the same GPUs aggregated, the rate matching written out, a slow connector reported with
+ * the bandwidth it needed, the deploy snippet saying nothing was measured, and a bad connector
+ * refused before the search. */
+#include "harness.h"
+
+#include <sys/stat.h>
+
+#define ST_IT_TMP_PREFIX "/tmp/st_plan_disagg_it."
+#include "audit_util.h"
+
+static void put(const char *name, const char *text, char *path, size_t n)
+{
+    snprintf(path, n, "%s/%s", tmp, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static const char *spec_text =
+    "engine: {kind: vllm, model: Qwen/Qwen3-8B}\nhardware: {gpu: H100, price_per_gpu_hour: 2.5}\npeak_rate: 10\n"
+    "workload: {input_tokens: 4000, output_tokens: 200, requests_per_rate: 100}\nrates: [1, 2, 4, 8]\n"
+    "slo: {ttft_p95_ms: 3000, tpot_p95_ms: 100}\n"
+    "plan: {gpus: [H100], gpus_per_replica: [1], kv_cache_dtype: [auto], max_num_seqs: [128], "
+    "max_num_batched_tokens: [2048]}\n";
+
+static void disaggregated_beside_aggregated(void **state)
+{
+    (void)state;
+    char specp[600], out[600], md[700];
+    put("plan.yaml", spec_text, specp, sizeof specp);
+    snprintf(out, sizeof out, "%s/out", tmp);
+    const char *args[] = { "plan", specp, "-o", out, "-q", "--disagg", "--disagg-gpus", "8", NULL };
+    assert_int_equal(run_servetune(args, 300), 0);
+    snprintf(md, sizeof md, "%s/disagg.md", out);
+    assert_true(file_has(md, "no disaggregated setup was measured"));
+    assert_true(file_has(md, "over nvlink")); /* the H100 has NVLink: the default connector */
+    assert_true(file_has(md, "rate matched: min("));
+    assert_true(file_has(md, "x 0.90,"));
+    assert_true(file_has(md, "x 0.92)"));
+    assert_true(file_has(md, "aggregated, 8 replicas"));
+    /* with queueing: the p95 TTFT and TPOT at a stated load, and the capacity within the SLO */
+    assert_true(file_has(md, "With queueing"));
+    assert_true(file_has(md, "p95 TTFT"));
+    assert_true(file_has(md, "the highest rate within the SLO") || file_has(md, "no rate meets the SLO"));
+    assert_true(file_has(md, "--kv-transfer-config"));
+    assert_true(file_has(md, "\"kv_role\":\"kv_producer\""));
+    assert_false(file_has(md, "cannot keep up"));
+    /* the scales are options */
+    const char *b[] = {
+        "plan", specp, "-o", out, "-q", "--disagg", "--prefill-scale", "1", "--decode-scale", "1", NULL
+    };
+    assert_int_equal(run_servetune(b, 300), 0);
+    assert_true(file_has(md, "x 1.00,"));
+    assert_true(file_has(md, "x 1.00)"));
+}
+
+static void slow_connector_and_bad_input(void **state)
+{
+    (void)state;
+    char specp[600], out[600], md[700];
+    /* a small model prefills fast and its KV is large for its size (28 layers x 8 KV heads x 128 x
+     * 2 bytes, 114 KB a token): more than Ethernet carries */
+    put("long.yaml",
+        "engine: {kind: vllm, model: Qwen/Qwen3-0.6B}\nhardware: {gpu: H100, price_per_gpu_hour: 2.5}\npeak_rate: 10\n"
+        "workload: {input_tokens: 4000, output_tokens: 100, requests_per_rate: 100}\nrates: [2, 4, 8]\n"
+        "slo: {ttft_p95_ms: 3000, tpot_p95_ms: 100}\n"
+        "plan: {gpus: [H100], gpus_per_replica: [1], kv_cache_dtype: [auto], max_num_seqs: [64], "
+        "max_num_batched_tokens: [8192]}\n",
+        specp, sizeof specp);
+    snprintf(out, sizeof out, "%s/out", tmp);
+    const char *a[] = { "plan", specp, "-o", out, "-q", "--disagg", "--connector", "ethernet", NULL };
+    assert_int_equal(run_servetune(a, 300), 0);
+    snprintf(md, sizeof md, "%s/disagg.md", out);
+    if (!file_has(md, "cannot keep up"))
+        fail_msg("%s: no word of the KV transfer that Ethernet cannot carry", md);
+    assert_true(file_has(md, "GB/s over ethernet"));
+    /* progress: silent off a terminal, a line each step with --progress (even with -q) */
+    char log[700];
+    snprintf(log, sizeof log, "%s/servetune.out", tmp);
+    assert_false(file_has(log, "settled"));
+    const char *p[] = { "plan", specp, "-o", out, "-q", "--progress", NULL };
+    assert_int_equal(run_servetune(p, 300), 0);
+    assert_true(file_has(log, "1 candidates: 1 settled, 0 pruned, 0 left"));
+    /* an unknown connector: refused before anything runs */
+    char out2[600];
+    snprintf(out2, sizeof out2, "%s/out2", tmp);
+    const char *c[] = { "plan", specp, "-o", out2, "--disagg", "--connector", "smoke-signals", NULL };
+    assert_int_equal(run_servetune(c, 60), 2);
+    assert_true(file_has(log, "nvlink, infiniband, pcie, ethernet"));
+    struct stat st;
+    assert_int_equal(stat(out2, &st), -1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest t[] = {
+        cmocka_unit_test_setup_teardown(disaggregated_beside_aggregated, setup, teardown),
+        cmocka_unit_test_setup_teardown(slow_connector_and_bad_input, setup, teardown),
+    };
+    return cmocka_run_group_tests(t, 0, 0);
+}

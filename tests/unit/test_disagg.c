@@ -1,0 +1,212 @@
+/* plan/disagg: the KV transfer, the per-worker rates and AIConfigurator's rate matching. */
+#include "harness.h"
+
+#include <math.h>
+#include <stdio.h>
+
+#include "emu_config.h"
+#include "emu/sim.h"
+#include "plan/disagg.h"
+
+/* AIConfigurator's match_workers, written out again: for every x, y with x + y workers, the
+ * rate min(x P s_p, y D s_d) per GPU, the best kept (strictly better replaces: ties keep the
+ * first, the fewest prefill workers). */
+static void reference_match(double P, double D, int tp, int gpus, double sp, double sd, int *bx, int *by, double *rps)
+{
+    double best = 0;
+    *bx = *by = -1;
+    *rps = 0;
+    int workers = gpus / tp;
+    for (int x = 1; x < workers; x++) {
+        int y = workers - x;
+        double r = fmin(P * sp * x, D * sd * y);
+        double per = r / (tp * x + tp * y);
+        if (per > best) {
+            best = per;
+            *bx = x;
+            *by = y;
+            *rps = r;
+        }
+    }
+}
+
+static void rate_matching_is_aiconfigurators(void **state)
+{
+    (void)state;
+    /* the formula, exactly (== on doubles: the same operations in the same order as
+     * AIConfigurator's: the corrected throughput, times the workers) */
+    assert_true(st_disagg_rate_match(9.08, 3, 0.9, 6.32, 5, 0.92) == fmin(9.08 * 0.9 * 3, 6.32 * 0.92 * 5));
+    assert_true(st_disagg_rate_match(2, 1, 1.0, 10, 1, 1.0) == 2.0);
+    assert_true(st_disagg_rate_match(10, 4, 0.9, 1, 4, 0.92) == 4 * 0.92);
+    /* the xPyD pick and its rate, against the reference, over a spread of worker rates (a link
+     * fast enough never to bind) */
+    st_disagg_link fast = { "test", 1e18, 0, "test" };
+    int cases = 0;
+    for (double P = 0.5; P < 40; P *= 1.7)
+        for (double D = 0.3; D < 40; D *= 1.9)
+            for (int tp = 1; tp <= 2; tp++) {
+                st_disagg_worker w = {
+                    .prefill_rps = P, .decode_rps = D, .prefill_s = 1 / P, .decode_step_s = 0.02, .kv_bytes = 1e6
+                };
+                st_disagg_pick pk;
+                int rx, ry;
+                double rr;
+                reference_match(P, D, tp, 16, ST_DISAGG_PREFILL_SCALE, ST_DISAGG_DECODE_SCALE, &rx, &ry, &rr);
+                assert_int_equal(
+                    st_disagg_best(&w, tp, 16, ST_DISAGG_PREFILL_SCALE, ST_DISAGG_DECODE_SCALE, &fast, &pk), 0);
+                if (pk.x != rx || pk.y != ry || pk.rps != rr)
+                    fail_msg("P %g D %g tp %d: %dP%dD at %.17g, the reference %dP%dD at %.17g", P, D, tp, pk.x, pk.y,
+                             pk.rps, rx, ry, rr);
+                assert_false(pk.link_limited);
+                cases++;
+            }
+    assert_true(cases > 50);
+    /* the scales are options: 1.0 each gives the plain min */
+    st_disagg_worker w = { .prefill_rps = 5, .decode_rps = 2, .kv_bytes = 1 };
+    st_disagg_pick pk;
+    assert_int_equal(st_disagg_best(&w, 1, 7, 1.0, 1.0, &fast, &pk), 0);
+    /* 2P5D: min(10, 10) = 10 */
+    assert_int_equal(pk.x, 2);
+    assert_int_equal(pk.y, 5);
+    assert_true(pk.rps == 10.0);
+    /* one worker cannot be both */
+    assert_int_equal(st_disagg_best(&w, 1, 1, 1.0, 1.0, &fast, &pk), -1);
+}
+
+static void transfer_time_from_the_models_shape(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+    /* 36 layers x (K and V) x 8 KV heads x 128 x 2 bytes */
+    assert_near(st_disagg_kv_bytes_per_token(&c.model, ST_EMU_BF16), 36.0 * 2 * 8 * 128 * 2, 1e-9);
+    assert_near(st_disagg_kv_bytes_per_token(&c.model, ST_EMU_FP8), 36.0 * 2 * 8 * 128, 1e-9);
+    st_disagg_link ib, nv, eth;
+    assert_int_equal(st_disagg_link_find("InfiniBand", &ib), 0);
+    assert_int_equal(st_disagg_link_find("nvlink", &nv), 0);
+    assert_int_equal(st_disagg_link_find("ethernet", &eth), 0);
+    assert_int_equal(st_disagg_link_find("carrier-pigeon", &eth), -1);
+    assert_non_null(ib.source);
+    /* 1000 tokens of bf16 KV over InfiniBand from a worker of 2 GPUs (one link each) */
+    double bpt = 147456;
+    assert_near(st_disagg_transfer_s(&ib, 2, 1000, bpt), ib.latency_s + 1000 * bpt / (2 * 50e9), 1e-15);
+    /* NVLink is faster than InfiniBand, which is faster than Ethernet */
+    assert_true(st_disagg_transfer_s(&nv, 1, 1000, bpt) < st_disagg_transfer_s(&ib, 1, 1000, bpt));
+    assert_true(st_disagg_transfer_s(&ib, 1, 1000, bpt) < st_disagg_transfer_s(&eth, 1, 1000, bpt));
+}
+
+/* A KV transfer the link cannot carry sets the rate, and says what bandwidth it needed. */
+static void slow_link_is_reported(void **state)
+{
+    (void)state;
+    st_disagg_link eth;
+    assert_int_equal(st_disagg_link_find("ethernet", &eth), 0);
+    /* 1 GB of KV a request, prefill 50 requests/s: each prefill worker would send up to 45 GB/s */
+    st_disagg_worker w = {
+        .prefill_rps = 50, .decode_rps = 50, .prefill_s = 0.02, .decode_step_s = 0.02, .kv_bytes = 1e9
+    };
+    st_disagg_pick pk;
+    assert_int_equal(st_disagg_best(&w, 1, 8, ST_DISAGG_PREFILL_SCALE, ST_DISAGG_DECODE_SCALE, &eth, &pk), 0);
+    assert_true(pk.link_limited);
+    assert_true(pk.link_need_bps > eth.bytes_per_s);
+    /* the rate is what the links carry: x workers x 12.5 GB/s / 1 GB */
+    assert_near(pk.rps, pk.x * eth.bytes_per_s / 1e9, 1e-9);
+    assert_near(pk.transfer_s, eth.latency_s + 1e9 / eth.bytes_per_s, 1e-12);
+}
+
+/* The per-worker rates come from the engine model's step time and respect the SLO. */
+static void worker_rates_on_the_engine_model(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+    st_emu_memory mem;
+    char why[300];
+    if (st_emu_memory_plan(&c, &mem, why, sizeof why))
+        fail_msg("%s", why);
+    st_disagg_work w = {
+        .input_tokens = 3000, .cached_tokens = 2000, .output_tokens = 300, .ttft_slo_s = 1.5, .tpot_slo_s = 0.05
+    };
+    st_disagg_worker r;
+    assert_int_equal(st_disagg_worker_rates(&c, &mem, &w, &r, why, sizeof why), 0);
+    assert_near(r.prefill_rps, 1 / r.prefill_s, 1e-9);
+    assert_true(r.prefill_s > 0 && r.prefill_s < 1.5);
+    assert_true(r.decode_step_s > 0 && r.decode_step_s <= 0.05);
+    assert_near(r.decode_rps, r.decode_batch / (300 * r.decode_step_s), 1e-9);
+    assert_near(r.kv_bytes, 3000 * 147456.0, 1e-3);
+    /* a tighter TPOT SLO: a smaller batch, a lower decode rate */
+    st_disagg_work tight = w;
+    tight.tpot_slo_s = r.decode_step_s * 0.8;
+    st_disagg_worker r2;
+    if (st_disagg_worker_rates(&c, &mem, &tight, &r2, why, sizeof why) == 0)
+        assert_true(r2.decode_rps < r.decode_rps);
+    /* a TTFT SLO below one prefill: refused, and said */
+    st_disagg_work slow = w;
+    slow.ttft_slo_s = r.prefill_s / 2;
+    assert_int_equal(st_disagg_worker_rates(&c, &mem, &slow, &r2, why, sizeof why), -1);
+    assert_non_null(strstr(why, "TTFT"));
+}
+
+/* With queueing: the prefill pool's p95 grows with the load, is one prefill's time when idle,
+ * and the decode pool sits at its fixed point (rate / y x output x step(N) = N). */
+static void queueing_on_the_engine_model(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+    st_emu_memory mem;
+    char why[300];
+    if (st_emu_memory_plan(&c, &mem, why, sizeof why))
+        fail_msg("%s", why);
+    enum { N = 300 };
+    st_emu_sim_item items[N];
+    memset(items, 0, sizeof items);
+    for (int i = 0; i < N; i++) {
+        items[i].input_len = 2000 + (uint32_t)(i % 7) * 100;
+        items[i].output_len = 200;
+    }
+    st_disagg_work w = { .input_tokens = 2300, .output_tokens = 200, .ttft_slo_s = 2, .tpot_slo_s = 0.05 };
+    st_disagg_worker wk;
+    assert_int_equal(st_disagg_worker_rates(&c, &mem, &w, &wk, why, sizeof why), 0);
+    st_disagg_link nv;
+    assert_int_equal(st_disagg_link_find("nvlink", &nv), 0);
+    st_disagg_pick pk;
+    assert_int_equal(st_disagg_best(&wk, 1, 8, ST_DISAGG_PREFILL_SCALE, ST_DISAGG_DECODE_SCALE, &nv, &pk), 0);
+    st_disagg_queue lo, hi;
+    assert_int_equal(st_disagg_queueing(&c, &mem, items, N, &wk, &pk, 1, 0.05 * pk.rps, 200, 7, &lo, why, sizeof why),
+                     0);
+    assert_int_equal(st_disagg_queueing(&c, &mem, items, N, &wk, &pk, 1, pk.rps, 200, 7, &hi, why, sizeof why), 0);
+    /* idle: a prefill takes about its own time (the prompts here are 2,000-2,600 tokens) */
+    assert_true(lo.prefill_p95_s < 3 * wk.prefill_s);
+    assert_true(hi.prefill_p95_s > lo.prefill_p95_s);
+    assert_true(hi.tpot_s >= lo.tpot_s);
+    assert_near(hi.ttft_p95_s, hi.prefill_p95_s + pk.transfer_s + hi.tpot_s, 1e-12);
+    /* the fixed point: N = rate / y x 200 x step(N), within the bisection's resolution */
+    double lam = pk.rps / pk.y;
+    assert_false(hi.overloaded);
+    assert_near(lam * 200 * hi.tpot_s, hi.decode_running, 0.02 * hi.decode_running + 0.5);
+    /* past what the decode pool can do: overloaded */
+    st_disagg_queue over;
+    assert_int_equal(st_disagg_queueing(&c, &mem, items, N, &wk, &pk, 1, 10 * pk.rps, 200, 7, &over, why, sizeof why),
+                     0);
+    assert_true(over.overloaded);
+    assert_false(isfinite(over.tpot_s));
+    /* the capacity with queueing meets the SLO and is no more than the static one */
+    st_disagg_queue cap;
+    assert_int_equal(st_disagg_queueing_capacity(&c, &mem, items, N, &wk, &pk, 1, &w, 7, 0.05, &cap, why, sizeof why),
+                     0);
+    assert_true(cap.rate > 0 && cap.rate <= pk.rps);
+    assert_true(cap.ttft_p95_s <= w.ttft_slo_s && cap.tpot_s <= w.tpot_slo_s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest t[] = {
+        cmocka_unit_test(rate_matching_is_aiconfigurators),
+        cmocka_unit_test(transfer_time_from_the_models_shape),
+        cmocka_unit_test(slow_link_is_reported),
+        cmocka_unit_test(worker_rates_on_the_engine_model),
+        cmocka_unit_test(queueing_on_the_engine_model),
+    };
+    return cmocka_run_group_tests(t, 0, 0);
+}
