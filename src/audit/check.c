@@ -41,7 +41,9 @@ static int check_workload(const st_spec *s, uint32_t *n_run, int *random_prompts
         /* every row read as the sweep reads them (a malformed one is an error now, not mid-audit) */
         st_trace_counts c;
         uint64_t text_rows = 0;
-        if (st_trace_read_file(s->workload.trace, NULL, count_text_rows, &text_rows, &c, NULL, e, sizeof e)) {
+        st_trace_opts o;
+        st_spec_trace_opts(s, &o);
+        if (st_trace_read_file(s->workload.trace, &o, count_text_rows, &text_rows, &c, NULL, e, sizeof e)) {
             snprintf(err, errlen, "%s: workload.trace: %s", s->path, e);
             return -1;
         }
@@ -256,11 +258,36 @@ static int check_launches(const st_spec *s, int random_prompts, char *err, size_
     return 0;
 }
 
+/* A trace against each configuration's context: one that holds no request the configuration can
+ * serve (every one longer than its context) would run nothing. The share left out is a warning
+ * (st_spec_warnings). */
+static int check_trace_context(const st_spec *s, char *err, size_t errlen)
+{
+    for (int i = 0; i < s->n_configs; i++) {
+        const st_spec_config *c = &s->configs[i];
+        uint32_t ctx = st_sweep_config_context(s, c);
+        uint64_t over, total;
+        char e[512];
+        if (!ctx || st_sweep_trace_over_context(s, ctx, &over, &total, e, sizeof e) || !total || over < total)
+            continue;
+        where(s, c, err, errlen);
+        size_t l = strlen(err);
+        snprintf(err + l, errlen - l,
+                 "every one of the trace's %llu requests is longer (prompt + output) than the configuration's context "
+                 "of %u tokens: the server would refuse them all; raise --max-model-len or filter the trace "
+                 "(workload.trace_max_tokens)",
+                 (unsigned long long)total, ctx);
+        return -1;
+    }
+    return 0;
+}
+
 int st_spec_check(const st_spec *s, char *err, size_t errlen)
 {
     uint32_t n_run;
     int random_prompts;
-    if (check_workload(s, &n_run, &random_prompts, err, errlen) || check_launches(s, random_prompts, err, errlen))
+    if (check_workload(s, &n_run, &random_prompts, err, errlen) || check_launches(s, random_prompts, err, errlen) ||
+        check_trace_context(s, err, errlen))
         return -1;
     st_secrets sec;
     if (st_spec_secrets(s, &sec, err, errlen))
@@ -324,7 +351,9 @@ int st_spec_warnings(const st_spec *s, int starts_engine, st_buf *out)
     if (s->workload.kind == ST_WL_TRACE && s->workload.sessions.on && !s->workload.sessions.think_set) {
         st_trace_counts c;
         char e[512];
-        if (st_trace_read_file(s->workload.trace, NULL, NULL, NULL, &c, NULL, e, sizeof e) == 0 && c.think_long) {
+        st_trace_opts o;
+        st_spec_trace_opts(s, &o);
+        if (st_trace_read_file(s->workload.trace, &o, NULL, NULL, &c, NULL, e, sizeof e) == 0 && c.think_long) {
             st_buf_printf(out,
                           "workload.trace: %llu pause%s between a session's turns %s longer than %g s (the longest "
                           "%.0f s, %.1f days): the replay waits %g s instead (set workload.think_time to choose)\n",
@@ -374,6 +403,19 @@ int st_spec_warnings(const st_spec *s, int starts_engine, st_buf *out)
                           "its $ per token, replicas and monthly cost are priced for %d GPU%s per replica\n",
                           c->name, cfg.tp, s->hardware.gpus_per_replica, s->hardware.gpus_per_replica,
                           s->hardware.gpus_per_replica == 1 ? "" : "s");
+            n++;
+        }
+        /* a trace's requests longer than the configuration's context: left out of its runs */
+        uint32_t ctx = ok ? st_sweep_config_context(s, c) : 0;
+        uint64_t over = 0, total = 0;
+        if (ctx && st_sweep_trace_over_context(s, ctx, &over, &total, err, sizeof err) == 0 && over && over < total) {
+            st_buf_printf(out,
+                          "configuration '%s': %llu of the trace's %llu requests (%.1f %%) are longer (prompt + output) "
+                          "than its context of %u tokens: the server would refuse them, so its runs leave them out "
+                          "and its figures are for the rest (raise --max-model-len to serve them, or set "
+                          "workload.trace_max_tokens to filter the trace for every configuration)\n",
+                          c->name, (unsigned long long)over, (unsigned long long)total,
+                          100.0 * (double)over / (double)total, ctx);
             n++;
         }
         if (ok && unknown.n > 0) {

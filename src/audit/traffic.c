@@ -31,6 +31,62 @@ int st_traffic_engine_model(int argc, char **argv, const char *gpu, st_traffic_e
     return 0;
 }
 
+/* The baseline's KV cache and context, from the engine model ("serve MODEL FLAGS"); zeroed when
+ * it does not know the configuration. */
+static void base_engine(const st_spec *s, st_traffic_engine *e, char *what, size_t whatlen)
+{
+    memset(e, 0, sizeof *e);
+    char kerr[512];
+    st_strv flags = { 0 };
+    const st_spec_config *base = s->n_configs > 0 ? &s->configs[0] : NULL;
+    if (base && st_spec_config_flags(s, base, &flags) == 0) {
+        char **argv = calloc((size_t)flags.n + 3, sizeof *argv);
+        if (argv) {
+            int argc = 0;
+            argv[argc++] = "serve";
+            argv[argc++] = (char *)st_spec_config_model(s, base);
+            for (int i = 0; i < flags.n; i++)
+                argv[argc++] = flags.v[i];
+            if (st_traffic_engine_model(argc, argv, s->hardware.gpu, e, what, whatlen, kerr, sizeof kerr) < 0)
+                memset(e, 0, sizeof *e);
+            free(argv);
+        }
+    }
+    st_strv_free(&flags);
+}
+
+int st_traffic_len_auto(const st_spec *s, long *len, double *reject, int *capped, char *err, size_t errlen)
+{
+    *len = ST_MML_ROUND;
+    *reject = 0;
+    *capped = 0;
+    st_trace_stats *ts = st_trace_stats_new();
+    if (!ts) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    st_trace_opts o;
+    st_spec_trace_opts(s, &o);
+    if (st_trace_read_file(s->workload.trace, &o, st_trace_stats_row_cb, ts, NULL, NULL, err, errlen) < 0) {
+        st_trace_stats_free(ts);
+        return -1;
+    }
+    st_traffic t;
+    st_trace_stats_result(ts, &t);
+    st_traffic_engine e;
+    base_engine(s, &e, NULL, 0);
+    uint64_t longest = t.requests ? t.total.max : 1;
+    uint64_t l = (longest + ST_MML_ROUND - 1) / ST_MML_ROUND * ST_MML_ROUND;
+    if (e.model_context && l > e.model_context) {
+        l = e.model_context;
+        *capped = 1;
+    }
+    *len = (long)l;
+    *reject = t.requests ? st_trace_stats_share_above(ts, l) : 0;
+    st_trace_stats_free(ts);
+    return 0;
+}
+
 int st_audit_traffic_json(const st_spec *s, char **json, char *err, size_t errlen)
 {
     *json = NULL;
@@ -44,7 +100,7 @@ int st_audit_traffic_json(const st_spec *s, char **json, char *err, size_t errle
         return -1;
     }
     st_trace_opts o;
-    memset(&o, 0, sizeof o);
+    st_spec_trace_opts(s, &o);
     st_trace_counts c;
     st_trace_format fmt;
     if (st_trace_read_file(s->workload.trace, &o, st_trace_stats_row_cb, ts, &c, &fmt, err, errlen) < 0) {
@@ -53,26 +109,9 @@ int st_audit_traffic_json(const st_spec *s, char **json, char *err, size_t errle
     }
     st_traffic t;
     st_trace_stats_result(ts, &t);
-    /* the baseline's KV cache, from the engine model ("serve MODEL FLAGS") */
     st_traffic_engine e;
-    memset(&e, 0, sizeof e);
-    char what[300] = "", kerr[512];
-    st_strv flags = { 0 };
-    const st_spec_config *base = s->n_configs > 0 ? &s->configs[0] : NULL;
-    if (base && st_spec_config_flags(s, base, &flags) == 0) {
-        char **argv = calloc((size_t)flags.n + 3, sizeof *argv);
-        if (argv) {
-            int argc = 0;
-            argv[argc++] = "serve";
-            argv[argc++] = (char *)st_spec_config_model(s, base);
-            for (int i = 0; i < flags.n; i++)
-                argv[argc++] = flags.v[i];
-            if (st_traffic_engine_model(argc, argv, s->hardware.gpu, &e, what, sizeof what, kerr, sizeof kerr) < 0)
-                memset(&e, 0, sizeof e);
-            free(argv);
-        }
-    }
-    st_strv_free(&flags);
+    char what[300] = "";
+    base_engine(s, &e, what, sizeof what);
     st_traffic_advice a;
     st_traffic_advise(ts, &t, &e, &a);
     json_t *j = st_traffic_json(&t, &a, &c, fmt, s->workload.trace);

@@ -18,6 +18,13 @@ int st_traffic_engine_model(int argc, char **argv, const char *gpu, st_traffic_e
 /* Reads the spec's trace and returns the traffic JSON (malloc'd string) for the baseline
  * configuration. 0, or -1 with err (the trace cannot be read). A baseline the engine model
  * does not know leaves the KV figures out. */
+/* The --max-model-len a plan gives its candidates when the spec sets none: the trace's longest
+ * prompt + output (after the spec's filters) rounded up to ST_MML_ROUND, at most the model's own
+ * context (the baseline's, per the engine model; *capped 1 then). *reject: the share of the
+ * trace's requests longer than it, which every run leaves out (st_sweep_workload_ctx) rather than
+ * sending them to be refused. 0, or -1 with err (the trace cannot be read). */
+int st_traffic_len_auto(const st_spec *s, long *len, double *reject, int *capped, char *err, size_t errlen);
+
 int st_audit_traffic_json(const st_spec *s, char **json, char *err, size_t errlen);
 
 #endif

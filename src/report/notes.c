@@ -1672,6 +1672,30 @@ static void speculation_note(ctx *x, const st_rep_cfg *c)
     add(x, ST_NOTE_WARN, "speculation_not_evidence", c->name);
 }
 
+/* A trace's requests longer than the configuration's context were left out of its runs (the
+ * sweep's "trace_over_context" fact): its figures are for the rest, said with the share. */
+static void trace_over_context_note(ctx *x, const st_rep_cfg *c)
+{
+    if (!c->row || !c->row->facts)
+        return;
+    json_t *j = json_loads(c->row->facts, 0, NULL);
+    json_t *o = json_object_get(j, "trace_over_context");
+    json_int_t ctxlen = json_integer_value(json_object_get(o, "context")),
+               over = json_integer_value(json_object_get(o, "requests")),
+               of = json_integer_value(json_object_get(o, "of"));
+    if (ctxlen > 0 && over > 0 && of >= over) {
+        st_buf_printf(&x->b,
+                      "%lld of the trace's %lld requests (%.1f %%) are longer (prompt + output) than %s's context of "
+                      "%lld tokens: the server would refuse them (HTTP 400), so its runs left them out, as servetune "
+                      "bench does, and its figures are for the other %.1f %%. To serve them, raise --max-model-len; "
+                      "to leave them out of every configuration alike, set workload.trace_max_tokens.",
+                      (long long)over, (long long)of, 100.0 * (double)over / (double)of, c->name, (long long)ctxlen,
+                      100.0 - 100.0 * (double)over / (double)of);
+        add(x, ST_NOTE_WARN, "trace_over_context", c->name);
+    }
+    json_decref(j);
+}
+
 int st_notes_build(const st_report *r, st_notes *out)
 {
     memset(out, 0, sizeof *out);
@@ -1688,6 +1712,7 @@ int st_notes_build(const st_report *r, st_notes *out)
         const st_rep_cfg *c = &r->cfg[i];
         status_notes(&x, c);
         speculation_note(&x, c);
+        trace_over_context_note(&x, c);
         speculation_measured(&x, c);
         decode_anomaly(&x, i);
         capacity_notes(&x, c);

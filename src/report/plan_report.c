@@ -289,8 +289,8 @@ int st_plan_report_markdown(const st_plan_result *r, st_buf *b)
         st_buf_puts(b, " (the spec's plan.max_model_len)");
     else
         st_buf_printf(b,
-                      " from the workload (the p99 of input + output tokens, rounded up; %.1f %% of the requests "
-                      "are longer and would be refused)",
+                      " from the workload (its longest input + output, rounded up, at most the model's context; "
+                      "%.1f %% of the requests are longer: every run leaves them out, as servetune bench does)",
                       100 * r->len_reject_share);
     st_buf_puts(b, ".\n- Prices: ");
     st_md_text(b, r->prices ? r->prices->origin : "the built-in list");
