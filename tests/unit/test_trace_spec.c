@@ -12,6 +12,8 @@
 #include "audit/sweep.h"
 #include "audit/traffic.h"
 #include "core/buf.h"
+#include "load/trace.h"
+#include "load/trace_stats.h"
 #include "load/workload.h"
 
 /* A servetune JSONL trace of n rows, one a second; row i is long (long_len input tokens) when
@@ -190,12 +192,77 @@ static void plan_len_covers_the_trace(void **state)
     unlink(trace2);
 }
 
+/* Timestamps on a 3 s clock (Mooncake's), several requests a tick: the quantum is found, the ties
+ * are not read as burstiness (the recorded gaps' CV is above 1.2, "bursty"; spread over their
+ * ticks the gaps are smoother than Poisson), the advice and the counts line say so, and a load
+ * spreads each tick's requests over it. Times of a fine clock are not quantized. */
+static void quantized_times_are_spread(void **state)
+{
+    (void)state;
+    char text[16384];
+    size_t off = 0;
+    int rows = 0;
+    for (int tick = 0; tick < 60; tick++)
+        for (int j = 0; j < 1 + (tick * 7) % 5; j++, rows++)
+            off += (size_t)snprintf(text + off, sizeof text - off,
+                                    "{\"timestamp\": %d, \"input_tokens\": 100, \"output_tokens\": 10}\n", 3 * tick);
+    st_trace_stats *ts = st_trace_stats_new();
+    st_trace_counts c;
+    char err[512];
+    assert_int_equal(
+        st_trace_read_buffer(text, off, "q.jsonl", NULL, st_trace_stats_row_cb, ts, &c, NULL, err, sizeof err), 0);
+    st_traffic t;
+    st_trace_stats_result(ts, &t);
+    if (!(c.quantum_s == 3 && t.quantum_s == 3))
+        fail_msg("quantum: counts %g, stats %g, expected 3 s", c.quantum_s, t.quantum_s);
+    if (!(t.gap_cv_recorded > 1.2))
+        fail_msg("the recorded gaps' CV is %.3f, expected above 1.2 (ties as zero gaps)", t.gap_cv_recorded);
+    if (!(t.gap_cv < 0.8))
+        fail_msg("the spread gaps' CV is %.3f, expected below 0.8 (a steady clock's ticks)", t.gap_cv);
+    st_traffic_advice a;
+    st_traffic_advise(ts, &t, NULL, &a);
+    int said = 0;
+    for (int i = 0; i < a.n_lines; i++)
+        said |= strstr(a.lines[i], "quantized to 3 s") != NULL;
+    if (!said)
+        fail_msg("no advice line says the times are quantized to 3 s");
+    char d[800];
+    st_trace_counts_describe(&c, d, sizeof d);
+    if (!strstr(d, "times quantized to 3 s"))
+        fail_msg("the counts line '%s' does not say the quantum", d);
+    st_trace_stats_free(ts);
+    st_trace_load_opts o;
+    st_trace_load_opts_default(&o);
+    st_workload w;
+    assert_int_equal(st_trace_load_buffer(text, off, "q.jsonl", &o, &w, NULL, NULL, err, sizeof err), 0);
+    assert_int_equal((int)w.n, rows);
+    for (uint32_t i = 1; i < w.n; i++) {
+        if (w.items[i].arrival <= w.items[i - 1].arrival)
+            fail_msg("request %u arrives at %lld ns, not after %lld: a tick's requests were not spread", i,
+                     (long long)w.items[i].arrival, (long long)w.items[i - 1].arrival);
+        if (w.items[i].arrival >= 3 * (st_ns)1000000000 * 60)
+            fail_msg("request %u spread past the last tick", i);
+    }
+    st_workload_free(&w);
+
+    /* a fine clock (microseconds): no quantum */
+    off = 0;
+    for (int i = 0; i < 50; i++)
+        off += (size_t)snprintf(text + off, sizeof text - off,
+                                "{\"timestamp\": %.6f, \"input_tokens\": 100, \"output_tokens\": 10}\n",
+                                i * 0.731 + (i % 3) * 0.000117);
+    assert_int_equal(st_trace_read_buffer(text, off, "f.jsonl", NULL, NULL, NULL, &c, NULL, err, sizeof err), 0);
+    if (c.quantum_s != 0)
+        fail_msg("a microsecond clock read as quantized to %g s", c.quantum_s);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
         cmocka_unit_test(over_context_is_said_and_left_out),
         cmocka_unit_test(spec_trace_filters),
         cmocka_unit_test(plan_len_covers_the_trace),
+        cmocka_unit_test(quantized_times_are_spread),
     };
     return cmocka_run_group_tests(t, NULL, NULL);
 }
