@@ -8,6 +8,7 @@
 #include "core/version.h"
 #include "report/format.h"
 #include "report/day.h"
+#include "report/distrust.h"
 #include "report/report.h"
 
 static json_t *rate(double v) { return isinf(v) ? json_string("inf") : st_jnum_or_null(v); }
@@ -339,8 +340,20 @@ int st_report_json(const st_report *r, st_buf *out)
     json_t *h = json_object();
     json_object_set_new(h, "text", json_string(hl.data ? hl.data : ""));
     st_buf_free(&hl);
-    json_object_set_new(h, "pick", r->pick >= 0 ? json_string(r->cfg[r->pick].name) : json_null());
+    /* the reasons the headline names no winner (report/distrust.h): pick is then null */
+    st_distrust dt;
+    st_report_distrust_find(r, &dt);
+    int named = r->pick >= 0 && !dt.host && !dt.tie && !dt.failed;
+    json_object_set_new(h, "pick", named ? json_string(r->cfg[r->pick].name) : json_null());
     json_object_set_new(h, "baseline", json_string(r->cfg[0].name));
+    json_t *why = json_array();
+    if (dt.host)
+        json_array_append_new(why, json_string("host_limited"));
+    if (dt.tie)
+        json_array_append_new(why, json_string("tie"));
+    if (dt.failed)
+        json_array_append_new(why, json_string("failed_unloaded"));
+    json_object_set_new(h, "no_winner_because", why);
     json_object_set_new(root, "headline", h);
     json_t *cs = json_array();
     for (int i = 0; i < r->n_cfg; i++) {

@@ -7,6 +7,7 @@
 #include "core/version.h"
 #include "plan/cost.h"
 #include "report/day.h"
+#include "report/distrust.h"
 #include "report/format.h"
 #include "report/report.h"
 
@@ -72,6 +73,13 @@ int st_report_headline(const st_report *r, st_buf *b)
     if (r->audit.partial)
         st_buf_printf(b, "Partial results (the audit did not finish%s%s): ", r->audit.note ? ": " : "",
                       r->audit.note ? r->audit.note : "");
+    /* reasons to distrust the comparison come first, and then no winner is named */
+    st_distrust dt;
+    st_report_distrust_find(r, &dt);
+    if (dt.host || dt.tie || dt.failed) {
+        st_report_distrust_lead(r, &dt, b);
+        return 0;
+    }
     if (base->status != ST_REP_OK) {
         if (base->status == ST_REP_FAILED)
             st_buf_printf(b, "The current setup (%s) %s (%s). ", base->name,
@@ -99,8 +107,11 @@ int st_report_headline(const st_report *r, st_buf *b)
         st_fmt_num(l, sizeof l, p->cap->ci_lo);
         st_fmt_num(h, sizeof h, p->cap->ci_hi);
         if (isinf(p->cap->ci_hi))
-            snprintf(how, sizeof how, ", a sustained rate (its limit: above %s%s, %.0f %% confidence),", l, u,
-                     r->spec.search.confidence * 100);
+            /* no failing rate above: the limit is bounded below only (below the rate it passed) */
+            snprintf(how, sizeof how,
+                     ", a sustained rate (no rate above it failed, so its limit was not bracketed: at least %s%s at "
+                     "%.0f %% confidence),",
+                     l, u, r->spec.search.confidence * 100);
         else
             snprintf(how, sizeof how, ", a sustained rate (its limit lies in %s-%s%s, %.0f %% confidence),", l, h, u,
                      r->spec.search.confidence * 100);

@@ -176,8 +176,8 @@ static void plan_len_covers_the_trace(void **state)
     int capped;
     assert_int_equal(st_traffic_len_auto(&s, &len, &reject, &capped, err, sizeof err), 0);
     if (len != 9216 || reject != 0 || capped)
-        fail_msg("len %ld (reject %.3f, capped %d), expected 9216 covering the longest 9,100 tokens, 0, 0", len,
-                 reject, capped);
+        fail_msg("len %ld (reject %.3f, capped %d), expected 9216 covering the longest 9,100 tokens, 0, 0", len, reject,
+                 capped);
     st_spec_free(&s);
     unlink(trace);
     char trace2[] = "/tmp/st_trace_spec_XXXXXX";
