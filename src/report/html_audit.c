@@ -15,6 +15,7 @@
 #include "engine/metrics.h"
 #include "load/steady.h"
 #include "report/day.h"
+#include "report/distrust.h"
 #include "report/format.h"
 #include "report/html.h"
 
@@ -477,13 +478,16 @@ int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *op
             h.slo_tpot_ms = t->max_ms;
     }
 
+    st_distrust dt; /* a headline that names no winner highlights none */
+    st_report_distrust_find(r, &dt);
+    int named = !dt.host && !dt.tie && !dt.failed;
     for (uint32_t i = 0; i < n; i++) {
         const st_rep_cfg *c = &r->cfg[i];
         st_html_config *hc = &cf[i];
         order[i] = r->order ? (uint32_t)r->order[i] : i;
         hc->name = c->name;
         hc->is_baseline = i == 0;
-        hc->recommended = (int)i == r->pick;
+        hc->recommended = named && (int)i == r->pick;
         hc->status = c->status == ST_REP_OK            ? ST_HTML_CFG_OK
                      : c->status == ST_REP_NONE_PASSED ? ST_HTML_CFG_NONE_PASSED
                      : c->status == ST_REP_FAILED      ? ST_HTML_CFG_NOT_STARTED
