@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "audit/executor.h"
+#include "audit/traffic.h"
 #include "core/strv.h"
 #include "emu/catalog.h"
 #include "emu/config.h"
@@ -92,6 +93,7 @@ static void where(const st_spec *s, const st_spec_config *c, char *err, size_t e
 
 #define ST_CHECK_GPU_KEYS_MAX 32 /* the catalog's GPU names listed in a warning */
 #define ST_CHECK_PATH_MAX 4096   /* the program's path, as found */
+#define ST_CHECK_PEAK_FACTOR 3.0 /* a stated peak this far from the trace's busiest minute is warned about */
 
 /* The longest synthetic request against the engine's context (--max-model-len, else the model's):
  * the server refuses a request whose prompt plus requested output exceeds it, so a spec whose
@@ -341,6 +343,24 @@ static int launch_warnings(const st_spec *s, st_buf *out)
     return n;
 }
 
+/* A stated peak far from the trace's own busiest minute (more than ST_CHECK_PEAK_FACTOR either
+ * way): the replicas and the monthly cost are sized for the stated one, which may be an example's
+ * number kept by mistake. */
+static int peak_warning(const st_spec *s, st_buf *out)
+{
+    if (s->peak_source != ST_PEAK_STATED || s->workload.kind != ST_WL_TRACE)
+        return 0;
+    char e[512];
+    double mean, peak = st_audit_trace_peak(s, &mean, e, sizeof e);
+    if (!(peak > 0) || (s->peak_rate <= peak * ST_CHECK_PEAK_FACTOR && s->peak_rate >= peak / ST_CHECK_PEAK_FACTOR))
+        return 0;
+    st_buf_printf(out,
+                  "peak_rate: %g req/s is %.3gx the trace's busiest minute (%.3g req/s): the replicas and the monthly "
+                  "cost are sized for %g (set peak_rate: trace to size them for the trace's busiest minute)\n",
+                  s->peak_rate, s->peak_rate / peak, peak, s->peak_rate);
+    return 1;
+}
+
 int st_spec_warnings(const st_spec *s, int starts_engine, st_buf *out)
 {
     char why[256];
@@ -363,6 +383,7 @@ int st_spec_warnings(const st_spec *s, int starts_engine, st_buf *out)
             n++;
         }
     }
+    n += peak_warning(s, out);
     if (!st_exec_model_supported(s, why, sizeof why))
         return n;
     /* hardware.gpu labels and prices the audit: a name the catalog does not know is allowed (a

@@ -1399,13 +1399,23 @@ static int parse_root(pctx *p, yaml_node_t *root, st_spec *s)
     if (parse_hardware(p, v, s))
         return -1;
     REQUIRE("peak_rate");
-    if (get_double(p, v, "peak_rate", &s->peak_rate, 0, 1))
-        return -1;
-    if (s->peak_rate > ST_SPEC_MAX_PEAK_RATE)
-        return failf(p, v, "peak_rate: at most %g req/s", ST_SPEC_MAX_PEAK_RATE);
+    yaml_node_t *peak = v;
+    const char *pv = scalar(peak);
+    if (pv && !strcmp(pv, "trace")) {
+        s->peak_source = ST_PEAK_FROM_TRACE; /* resolved from the trace (st_audit_resolve_peak) */
+        s->peak_rate = NAN;
+    } else {
+        if (get_double(p, v, "peak_rate", &s->peak_rate, 0, 1))
+            return -1;
+        if (s->peak_rate > ST_SPEC_MAX_PEAK_RATE)
+            return failf(p, v, "peak_rate: at most %g req/s", ST_SPEC_MAX_PEAK_RATE);
+    }
     REQUIRE("workload");
     if (parse_workload(p, v, s))
         return -1;
+    if (s->peak_source == ST_PEAK_FROM_TRACE && s->workload.kind != ST_WL_TRACE)
+        return failf(p, peak, "peak_rate: 'trace' takes the peak from workload.trace, and the workload has none: "
+                              "give the peak in requests per second");
     yaml_node_t *conc = kv(k, nk, "concurrency");
     if (conc && kv(k, nk, "rates"))
         return failf(p, conc, "concurrency: give either rates (open loop) or concurrency (closed loop), not both");

@@ -117,7 +117,11 @@ typedef struct st_spec {
         double price_per_gpu_hour;
     } hardware;
 
-    double peak_rate; /* req/s at the stated peak */
+    double peak_rate; /* req/s at the stated peak (NAN until resolved with `peak_rate: trace`) */
+    /* `peak_rate: trace`: the peak is the trace's (st_audit_resolve_peak): its busiest complete
+     * minute (ST_PEAK_BUSIEST_MINUTE), or its mean rate when it spans less than a minute
+     * (ST_PEAK_TRACE_MEAN); ST_PEAK_STATED: the number the spec gives */
+    enum { ST_PEAK_STATED = 0, ST_PEAK_FROM_TRACE, ST_PEAK_BUSIEST_MINUTE, ST_PEAK_TRACE_MEAN } peak_source;
 
     struct {
         st_workload_kind kind;

@@ -87,6 +87,54 @@ int st_traffic_len_auto(const st_spec *s, long *len, double *reject, int *capped
     return 0;
 }
 
+double st_audit_trace_peak(const st_spec *s, double *mean_rps, char *err, size_t errlen)
+{
+    *mean_rps = NAN;
+    if (s->workload.kind != ST_WL_TRACE) {
+        snprintf(err, errlen, "the workload is not a trace");
+        return NAN;
+    }
+    st_trace_stats *ts = st_trace_stats_new();
+    if (!ts) {
+        snprintf(err, errlen, "out of memory");
+        return NAN;
+    }
+    st_trace_opts o;
+    st_spec_trace_opts(s, &o);
+    double peak = NAN;
+    if (st_trace_read_file(s->workload.trace, &o, st_trace_stats_row_cb, ts, NULL, NULL, err, errlen) == 0) {
+        st_traffic t;
+        st_trace_stats_result(ts, &t);
+        *mean_rps = t.mean_rps;
+        peak = t.minutes > 0 ? t.peak_minute_rps : NAN;
+        if (isnan(peak) && isnan(t.mean_rps))
+            snprintf(err, errlen, "%s", t.has_times ? "the trace holds one request" : "the trace has no timestamps");
+    }
+    st_trace_stats_free(ts);
+    return peak;
+}
+
+int st_audit_resolve_peak(st_spec *s, char *err, size_t errlen)
+{
+    if (s->peak_source == ST_PEAK_STATED)
+        return 0;
+    double mean, peak = st_audit_trace_peak(s, &mean, err, errlen);
+    if (peak > 0) {
+        s->peak_rate = peak;
+        s->peak_source = ST_PEAK_BUSIEST_MINUTE;
+        return 0;
+    }
+    if (mean > 0) {
+        s->peak_rate = mean;
+        s->peak_source = ST_PEAK_TRACE_MEAN;
+        return 0;
+    }
+    char e[512];
+    snprintf(e, sizeof e, "%s", err);
+    snprintf(err, errlen, "%s: peak_rate: trace: %s: give the peak in requests per second", s->path, e);
+    return -1;
+}
+
 int st_audit_traffic_json(const st_spec *s, char **json, char *err, size_t errlen)
 {
     *json = NULL;

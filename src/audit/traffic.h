@@ -25,6 +25,14 @@ int st_traffic_engine_model(int argc, char **argv, const char *gpu, st_traffic_e
  * sending them to be refused. 0, or -1 with err (the trace cannot be read). */
 int st_traffic_len_auto(const st_spec *s, long *len, double *reject, int *capped, char *err, size_t errlen);
 
+/* `peak_rate: trace`: sets s->peak_rate to the trace's busiest complete minute (after the spec's
+ * trace filters), or its mean rate when it spans less than a minute, and s->peak_source to say
+ * which. Nothing for a stated peak. 0, or -1 with err (the trace cannot be read, or has no
+ * timestamps to take a rate from). */
+int st_audit_resolve_peak(st_spec *s, char *err, size_t errlen);
+/* The trace's busiest complete minute in req/s (NAN: no complete minute, no timestamps). */
+double st_audit_trace_peak(const st_spec *s, double *mean_rps, char *err, size_t errlen);
+
 int st_audit_traffic_json(const st_spec *s, char **json, char *err, size_t errlen);
 
 #endif

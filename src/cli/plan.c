@@ -289,7 +289,8 @@ int cmd_plan(int argc, char **argv)
         goto out;
     }
     have_spec = 1;
-    if (st_spec_check(&spec, err, sizeof err) || !st_exec_model_supported(&spec, err, sizeof err)) {
+    if (st_spec_check(&spec, err, sizeof err) || st_audit_resolve_peak(&spec, err, sizeof err) ||
+        !st_exec_model_supported(&spec, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         goto out;
     }

@@ -188,8 +188,11 @@ static void setup_rows(arena *a, const st_report *r, const char *ev, st_html_kv 
     slo_text(&b, &s->slo);
     ROW("SLO");
     st_fmt_num(t, sizeof t, s->peak_rate);
-    st_buf_printf(&b, "%s requests/s", t);
-    ROW("Stated peak");
+    st_buf_printf(&b, "%s requests/s%s", t,
+                  s->peak_source == ST_PEAK_BUSIEST_MINUTE ? " (the trace's busiest minute, peak_rate: trace)"
+                  : s->peak_source == ST_PEAK_TRACE_MEAN   ? " (the trace's mean rate: it spans less than a minute)"
+                                                           : "");
+    ROW(s->peak_source == ST_PEAK_STATED ? "Stated peak" : "Traffic peak");
     st_fmt_date(t, sizeof t, r->audit.started);
     st_buf_printf(&b, "%s, servetune %s", t, r->audit.version ? r->audit.version : ST_VERSION);
     ROW("Date");

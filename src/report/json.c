@@ -60,7 +60,12 @@ static json_t *spec_json(const st_report *r)
     json_object_set_new(h, "gpus_per_replica", json_integer(s->hardware.gpus_per_replica));
     json_object_set_new(h, "price_per_gpu_hour", json_real(s->hardware.price_per_gpu_hour));
     json_object_set_new(o, "hardware", h);
-    json_object_set_new(o, "peak_rate", json_real(s->peak_rate));
+    json_object_set_new(o, "peak_rate", isfinite(s->peak_rate) ? json_real(s->peak_rate) : json_null());
+    json_object_set_new(o, "peak_source",
+                        json_string(s->peak_source == ST_PEAK_BUSIEST_MINUTE ? "trace_busiest_minute"
+                                    : s->peak_source == ST_PEAK_TRACE_MEAN   ? "trace_mean"
+                                    : s->peak_source == ST_PEAK_FROM_TRACE   ? "trace_unresolved"
+                                                                             : "stated"));
     json_t *w = json_object();
     if (s->workload.kind == ST_WL_SYNTHETIC) {
         json_object_set_new(w, "kind", json_string("synthetic"));

@@ -149,7 +149,7 @@ static void spec_trace_filters(void **state)
     const char *syn = "engine: {kind: emulator, model: Qwen/Qwen3-8B, flags: [--gpu, H100]}\n"
                       "hardware: {gpu: H100, price_per_gpu_hour: 2.5}\npeak_rate: 10\n"
                       "workload: {input_tokens: 100, output_tokens: 10, trace_sample: 0.5}\nrates: [1]\n"
-                      "slo: {ttft_p95_ms: 1500}\n";
+                      "slo: {ttft_p95_ms: 1500, tpot_p95_ms: 50}\n";
     if (st_spec_parse("t.yaml", syn, strlen(syn), &s, err, sizeof err) == 0) {
         st_spec_free(&s);
         fail_msg("trace_sample on a synthetic workload was accepted");
@@ -256,6 +256,67 @@ static void quantized_times_are_spread(void **state)
         fail_msg("a microsecond clock read as quantized to %g s", c.quantum_s);
 }
 
+/* The trace's busiest minute: `peak_rate: trace` takes it (and says so), a stated peak 15x it is
+ * warned about at --check, and `peak_rate: trace` without a trace is refused. Minute 1 of the
+ * trace holds 120 requests (2 req/s), minutes 0 and 2 hold 30 each. */
+static void peak_from_the_trace(void **state)
+{
+    (void)state;
+    char trace[] = "/tmp/st_trace_spec_XXXXXX";
+    int fd = mkstemp(trace);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    for (int i = 0; i < 30; i++)
+        fprintf(f, "{\"timestamp\": %.3f, \"input_tokens\": 100, \"output_tokens\": 10}\n", i * 2.0);
+    for (int i = 0; i < 120; i++)
+        fprintf(f, "{\"timestamp\": %.3f, \"input_tokens\": 100, \"output_tokens\": 10}\n", 60 + i * 0.5);
+    for (int i = 0; i < 31; i++)
+        fprintf(f, "{\"timestamp\": %.3f, \"input_tokens\": 100, \"output_tokens\": 10}\n", 120 + i * 2.0);
+    fclose(f);
+    char err[1024] = "", text[2048];
+    st_spec s;
+    snprintf(text, sizeof text,
+             "engine: {kind: emulator, model: Qwen/Qwen3-8B, flags: [--gpu, H100]}\n"
+             "hardware: {gpu: H100, price_per_gpu_hour: 2.5}\npeak_rate: trace\n"
+             "workload: {trace: '%s'}\nrates: [1]\nwarmup_requests: 0\nslo: {ttft_p95_ms: 1500, tpot_p95_ms: 50}\n",
+             trace);
+    if (st_spec_parse("t.yaml", text, strlen(text), &s, err, sizeof err))
+        fail_msg("peak_rate: trace: %s", err);
+    assert_int_equal(s.peak_source, ST_PEAK_FROM_TRACE);
+    assert_int_equal(st_audit_resolve_peak(&s, err, sizeof err), 0);
+    if (s.peak_source != ST_PEAK_BUSIEST_MINUTE || fabs(s.peak_rate - 2.0) > 1e-9)
+        fail_msg("peak %g req/s (source %d), expected the busiest minute's 2 req/s", s.peak_rate, (int)s.peak_source);
+    st_spec_free(&s);
+
+    snprintf(text, sizeof text,
+             "engine: {kind: emulator, model: Qwen/Qwen3-8B, flags: [--gpu, H100]}\n"
+             "hardware: {gpu: H100, price_per_gpu_hour: 2.5}\npeak_rate: 30\n"
+             "workload: {trace: '%s'}\nrates: [1]\nwarmup_requests: 0\nslo: {ttft_p95_ms: 1500, tpot_p95_ms: 50}\n",
+             trace);
+    if (st_spec_parse("t.yaml", text, strlen(text), &s, err, sizeof err))
+        fail_msg("spec: %s", err);
+    st_buf b;
+    st_buf_init(&b, 1 << 16);
+    st_spec_warnings(&s, 0, &b);
+    const char *want = "peak_rate: 30 req/s is 15x the trace's busiest minute (2 req/s)";
+    if (!b.data || !strstr(b.data, want))
+        fail_msg("--check's warnings '%s' lack '%s'", b.data ? b.data : "", want);
+    st_buf_free(&b);
+    st_spec_free(&s);
+
+    const char *syn =
+        "engine: {kind: emulator, model: Qwen/Qwen3-8B, flags: [--gpu, H100]}\n"
+        "hardware: {gpu: H100, price_per_gpu_hour: 2.5}\npeak_rate: trace\n"
+        "workload: {input_tokens: 100, output_tokens: 10}\nrates: [1]\nslo: {ttft_p95_ms: 1500, tpot_p95_ms: 50}\n";
+    if (st_spec_parse("t.yaml", syn, strlen(syn), &s, err, sizeof err) == 0) {
+        st_spec_free(&s);
+        fail_msg("peak_rate: trace without a trace was accepted");
+    }
+    if (!strstr(err, "peak_rate: 'trace' takes the peak from workload.trace"))
+        fail_msg("peak_rate: trace, synthetic: error '%s'", err);
+    unlink(trace);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
@@ -263,6 +324,7 @@ int main(void)
         cmocka_unit_test(spec_trace_filters),
         cmocka_unit_test(plan_len_covers_the_trace),
         cmocka_unit_test(quantized_times_are_spread),
+        cmocka_unit_test(peak_from_the_trace),
     };
     return cmocka_run_group_tests(t, NULL, NULL);
 }
