@@ -384,6 +384,15 @@ int st_spec_warnings(const st_spec *s, int starts_engine, st_buf *out)
         }
     }
     n += peak_warning(s, out);
+    /* a run replays the trace's first rows: their prefix reuse against the whole trace's */
+    st_replay_share rs;
+    char re[512];
+    if (s->workload.kind == ST_WL_TRACE && st_audit_replay_share(s, &rs, re, sizeof re) == 0 && rs.differs) {
+        st_buf_puts(out, "workload.trace: ");
+        st_replay_share_say(&rs, out);
+        st_buf_puts(out, "\n");
+        n++;
+    }
     if (!st_exec_model_supported(s, why, sizeof why))
         return n;
     /* hardware.gpu labels and prices the audit: a name the catalog does not know is allowed (a

@@ -135,6 +135,83 @@ int st_audit_resolve_peak(st_spec *s, char *err, size_t errlen)
     return -1;
 }
 
+/* The whole trace's statistics, and those of its first n rows. */
+typedef struct two_stats {
+    st_trace_stats *all, *first;
+    uint64_t n;
+} two_stats;
+
+static int two_cb(void *arg, const st_trace_row *row, char *err, size_t errlen)
+{
+    two_stats *t = arg;
+    if (st_trace_stats_row_cb(t->all, row, err, errlen))
+        return -1;
+    if (row->index < t->n && st_trace_stats_row_cb(t->first, row, err, errlen))
+        return -1;
+    return 0;
+}
+
+/* The rows a run replays (at least): a burst run's requests_per_rate, a sustained run's window. */
+static uint64_t replayed_rows(const st_spec *s, int *at_least)
+{
+    *at_least = s->search.mode == ST_SEARCH_SUSTAINED;
+    return *at_least ? s->search.min_window_requests : s->workload.requests_per_rate;
+}
+
+static void replay_share_of(const st_spec *s, const two_stats *t, st_replay_share *out)
+{
+    st_traffic a, f;
+    st_trace_stats_result(t->all, &a);
+    st_trace_stats_result(t->first, &f);
+    out->total = a.requests;
+    out->replayed = f.requests;
+    out->prefix_known = a.prefix_known;
+    out->hit_all = a.ideal_hit_rate;
+    out->hit_replayed = f.ideal_hit_rate;
+    out->differs = out->replayed < out->total && a.prefix_known &&
+                   fabs(out->hit_all - out->hit_replayed) > ST_REPLAY_HIT_DIFF;
+    (void)s;
+}
+
+int st_audit_replay_share(const st_spec *s, st_replay_share *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    two_stats t = { .all = st_trace_stats_new(), .first = st_trace_stats_new() };
+    t.n = replayed_rows(s, &out->at_least);
+    int rc = -1;
+    if (!t.all || !t.first) {
+        snprintf(err, errlen, "out of memory");
+    } else {
+        st_trace_opts o;
+        st_spec_trace_opts(s, &o);
+        rc = st_trace_read_file(s->workload.trace, &o, two_cb, &t, NULL, NULL, err, errlen) < 0 ? -1 : 0;
+    }
+    if (rc == 0) {
+        int al = out->at_least;
+        replay_share_of(s, &t, out);
+        out->at_least = al;
+    }
+    st_trace_stats_free(t.all);
+    st_trace_stats_free(t.first);
+    return rc;
+}
+
+void st_replay_share_say(const st_replay_share *r, st_buf *b)
+{
+    if (!r->total || r->replayed >= r->total)
+        return;
+    st_buf_printf(b, "each run replays %sthe trace's first %llu of its %llu requests (%.1f %%)",
+                  r->at_least ? "at least " : "", (unsigned long long)r->replayed, (unsigned long long)r->total,
+                  100.0 * (double)r->replayed / (double)r->total);
+    if (r->prefix_known)
+        st_buf_printf(b, "; their ideal prefix-cache hit rate is %.1f %% against %.1f %% for the whole trace",
+                      100 * r->hit_replayed, 100 * r->hit_all);
+    if (r->differs)
+        st_buf_printf(b, ": the runs see %s prefix reuse than the trace holds (raise workload.requests_per_rate, or "
+                         "choose what is replayed with workload.trace_window or trace_sample)",
+                      r->hit_replayed < r->hit_all ? "less" : "more");
+}
+
 int st_audit_traffic_json(const st_spec *s, char **json, char *err, size_t errlen)
 {
     *json = NULL;
@@ -151,10 +228,21 @@ int st_audit_traffic_json(const st_spec *s, char **json, char *err, size_t errle
     st_spec_trace_opts(s, &o);
     st_trace_counts c;
     st_trace_format fmt;
-    if (st_trace_read_file(s->workload.trace, &o, st_trace_stats_row_cb, ts, &c, &fmt, err, errlen) < 0) {
+    st_replay_share rs;
+    memset(&rs, 0, sizeof rs);
+    two_stats two = { .all = ts, .first = st_trace_stats_new() };
+    two.n = replayed_rows(s, &rs.at_least);
+    if (!two.first || st_trace_read_file(s->workload.trace, &o, two_cb, &two, &c, &fmt, err, errlen) < 0) {
+        if (!two.first)
+            snprintf(err, errlen, "out of memory");
+        st_trace_stats_free(two.first);
         st_trace_stats_free(ts);
         return -1;
     }
+    int al = rs.at_least;
+    replay_share_of(s, &two, &rs);
+    rs.at_least = al;
+    st_trace_stats_free(two.first);
     st_traffic t;
     st_trace_stats_result(ts, &t);
     st_traffic_engine e;
@@ -166,6 +254,20 @@ int st_audit_traffic_json(const st_spec *s, char **json, char *err, size_t errle
     st_trace_stats_free(ts);
     if (j && e.kv_tokens)
         json_object_set_new(json_object_get(j, "advice"), "engine", json_string(what));
+    if (j) {
+        /* what each run replays of it, and the prefix reuse of that part */
+        st_buf said;
+        st_buf_init(&said, 1024);
+        st_replay_share_say(&rs, &said);
+        json_t *r = json_pack("{s:I, s:I, s:b, s:o, s:o, s:b, s:s}", "requests", (json_int_t)rs.replayed, "of",
+                              (json_int_t)rs.total, "at_least", rs.at_least,
+                              "ideal_hit_rate", rs.prefix_known ? json_real(rs.hit_replayed) : json_null(),
+                              "whole_ideal_hit_rate", rs.prefix_known ? json_real(rs.hit_all) : json_null(),
+                              "differs", rs.differs, "text", said.data ? said.data : "");
+        if (r)
+            json_object_set_new(j, "replayed", r);
+        st_buf_free(&said);
+    }
     *json = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
     if (!*json) {

@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "audit/spec.h"
+#include "core/buf.h"
 #include "load/trace_stats.h"
 
 /* The KV cache and max_model_len the engine model gives `vllm serve` with argv ("serve" MODEL
@@ -32,6 +33,23 @@ int st_traffic_len_auto(const st_spec *s, long *len, double *reject, int *capped
 int st_audit_resolve_peak(st_spec *s, char *err, size_t errlen);
 /* The trace's busiest complete minute in req/s (NAN: no complete minute, no timestamps). */
 double st_audit_trace_peak(const st_spec *s, double *mean_rps, char *err, size_t errlen);
+
+/* What an audit's runs replay of the trace: each run sends the trace's first requests (a burst
+ * run requests_per_rate of them; a sustained run as many as its duration needs, at least
+ * search.min_window_requests), so a long trace is replayed only in part, and its first rows may
+ * share prefixes far less than the whole (reuse grows with the span). */
+typedef struct st_replay_share {
+    uint64_t replayed, total;     /* requests a run replays (at least), of the trace's kept requests */
+    int at_least;                 /* a sustained run: replayed is the least it replays */
+    int prefix_known;             /* the trace says how prompts overlap */
+    double hit_replayed, hit_all; /* the ideal prefix-cache hit rate of those first requests, of the whole */
+    int differs;                  /* the two differ by more than ST_REPLAY_HIT_DIFF (absolute) */
+} st_replay_share;
+#define ST_REPLAY_HIT_DIFF 0.05
+/* 0, or -1 with err (the trace cannot be read). */
+int st_audit_replay_share(const st_spec *s, st_replay_share *out, char *err, size_t errlen);
+/* One sentence about *r into b when the runs replay a part of the trace (nothing otherwise). */
+void st_replay_share_say(const st_replay_share *r, st_buf *b);
 
 int st_audit_traffic_json(const st_spec *s, char **json, char *err, size_t errlen);
 

@@ -4,6 +4,8 @@
  * trace's longest, at most the model's context). Each check names what it found. */
 #include "harness.h"
 
+#include <jansson.h>
+
 #include <stdio.h>
 #include <unistd.h>
 
@@ -317,6 +319,62 @@ static void peak_from_the_trace(void **state)
     unlink(trace);
 }
 
+/* A run replays the trace's first rows: a trace whose first 20 requests share nothing and whose
+ * other 80 share one 4-block prefix. With 20 requests a run, --check says the runs replay 20 %
+ * of it and see an ideal prefix-cache hit rate of 0 % against the whole trace's, and the stored
+ * traffic carries the same ("replayed"); with 100 requests a run nothing is said. */
+static void replayed_share_and_its_prefixes(void **state)
+{
+    (void)state;
+    char trace[] = "/tmp/st_trace_spec_XXXXXX";
+    int fd = mkstemp(trace);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    for (int i = 0; i < 100; i++) {
+        if (i < 20)
+            fprintf(
+                f,
+                "{\"timestamp\": %d, \"input_length\": 2048, \"output_length\": 10, \"hash_ids\": [%d, %d, %d, %d]}\n",
+                i * 1000, 1000 + 4 * i, 1001 + 4 * i, 1002 + 4 * i, 1003 + 4 * i);
+        else
+            fprintf(f,
+                    "{\"timestamp\": %d, \"input_length\": 2048, \"output_length\": 10, \"hash_ids\": [1, 2, 3, 4]}\n",
+                    i * 1000);
+    }
+    fclose(f);
+    char err[1024] = "";
+    for (int k = 0; k < 2; k++) {
+        st_spec s;
+        if (spec_of(&s, trace, "", k ? ", requests_per_rate: 100" : ", requests_per_rate: 20", err, sizeof err))
+            fail_msg("spec: %s", err);
+        st_replay_share rs;
+        assert_int_equal(st_audit_replay_share(&s, &rs, err, sizeof err), 0);
+        st_buf b;
+        st_buf_init(&b, 1 << 16);
+        st_spec_warnings(&s, 0, &b);
+        const char *want = "workload.trace: each run replays the trace's first 20 of its 100 requests (20.0 %); their "
+                           "ideal prefix-cache hit rate is 0.0 % against 79.0 % for the whole trace: the runs see less "
+                           "prefix reuse than the trace holds";
+        if (!k && (!rs.differs || !b.data || !strstr(b.data, want)))
+            fail_msg("20 a run: differs %d (%.3f vs %.3f), warnings '%s' lack '%s'", rs.differs, rs.hit_replayed,
+                     rs.hit_all, b.data ? b.data : "", want);
+        if (k && (rs.differs || (b.data && strstr(b.data, "each run replays"))))
+            fail_msg("the whole trace a run: differs %d, warnings '%s'", rs.differs, b.data ? b.data : "");
+        st_buf_free(&b);
+        char *json = NULL;
+        assert_int_equal(st_audit_traffic_json(&s, &json, err, sizeof err), 0);
+        json_t *j = json_loads(json, 0, NULL);
+        json_t *r = json_object_get(j, "replayed");
+        if (json_integer_value(json_object_get(r, "requests")) != (k ? 100 : 20) ||
+            json_integer_value(json_object_get(r, "of")) != 100 || json_is_true(json_object_get(r, "differs")) != !k)
+            fail_msg("traffic's replayed: %s", json);
+        json_decref(j);
+        free(json);
+        st_spec_free(&s);
+    }
+    unlink(trace);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
@@ -325,6 +383,7 @@ int main(void)
         cmocka_unit_test(plan_len_covers_the_trace),
         cmocka_unit_test(quantized_times_are_spread),
         cmocka_unit_test(peak_from_the_trace),
+        cmocka_unit_test(replayed_share_and_its_prefixes),
     };
     return cmocka_run_group_tests(t, NULL, NULL);
 }
