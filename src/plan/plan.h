@@ -53,6 +53,7 @@ typedef struct st_plan_candidate {
     double bound_rps;          /* screen: no rate above it is sustained */
     double lb_usd_per_1m;      /* the cost bound from it */
     double capacity_rps;       /* sustained capacity at the SLO (OK) */
+    int capacity_capped;       /* no rate above it failed (the search's highest rate passed): a lower bound */
     double output_tps;         /* output tokens/s at capacity */
     double ttft_p95_ms, tpot_p95_ms;
     double usd_per_1m;
