@@ -543,6 +543,14 @@ static int parse_trace_filters(pctx *p, keydef *k, int nk, st_spec *s)
         if (s->workload.trace_sample > 1)
             return failf(p, v, "workload.trace_sample: a fraction in (0, 1], e.g. 0.1 for one request in ten");
     }
+    if ((v = kv(k, nk, "trace_replay"))) {
+        const char *m = scalar(v);
+        if (!m || (strcmp(m, "first") && strcmp(m, "spread")))
+            return failf(p, v,
+                         "workload.trace_replay: expected first (a run replays the trace's first requests) or spread "
+                         "(a sample of whole sessions over the whole trace)");
+        s->workload.trace_spread = !strcmp(m, "spread");
+    }
     return 0;
 }
 
@@ -563,7 +571,8 @@ static int parse_workload(pctx *p, yaml_node_t *n, st_spec *s)
                    { "trace", 0, 0 },         { "arrival", 0, 0 },           { "burstiness", 0, 0 },
                    { "semantics", 0, 0 },     { "exact_prompts", 0, 0 },     { "sessions", 0, 0 },
                    { "think_time", 0, 0 },    { "allow_synthetic_speculation", 0, 0 },
-                   { "trace_max_tokens", 0, 0 }, { "trace_window", 0, 0 }, { "trace_sample", 0, 0 } };
+                   { "trace_max_tokens", 0, 0 }, { "trace_window", 0, 0 }, { "trace_sample", 0, 0 },
+                   { "trace_replay", 0, 0 } };
     int nk = (int)(sizeof k / sizeof *k);
     if (read_map(p, n, "workload", k, nk))
         return -1;
@@ -581,8 +590,8 @@ static int parse_workload(pctx *p, yaml_node_t *n, st_spec *s)
         if (parse_trace_filters(p, k, nk, s))
             return -1;
     } else {
-        const char *tf[] = { "trace_max_tokens", "trace_window", "trace_sample" };
-        for (int i = 0; i < 3; i++)
+        const char *tf[] = { "trace_max_tokens", "trace_window", "trace_sample", "trace_replay" };
+        for (int i = 0; i < 4; i++)
             if ((v = kv(k, nk, tf[i])))
                 return failf(p, v, "workload.%s: filters a trace; the workload has none (workload.trace)", tf[i]);
         s->workload.kind = ST_WL_SYNTHETIC;

@@ -16,6 +16,7 @@
 #include "audit/executor.h"
 #include "audit/figures.h"
 #include "audit/sustain.h"
+#include "audit/traffic.h"
 #include "emu/config.h"
 #include "core/buf.h"
 #include "core/version.h"
@@ -365,6 +366,8 @@ int st_sweep_workload_ctx(const st_spec *s, uint64_t seed, uint32_t n, uint32_t 
          * the run: left out and counted, as bench leaves it out (st_sweep_config_context) */
         if (max_context && (!o.read.max_context || max_context < o.read.max_context))
             o.read.max_context = max_context;
+        if (s->workload.trace_spread && st_audit_trace_spread(s, &o.read, n, err, errlen))
+            return -1;
         if (st_trace_load(s->workload.trace, &o, w, NULL, NULL, err, errlen))
             return -1;
         if (s->search.mode == ST_SEARCH_SUSTAINED && w->n > 0 && w->n < n && cycle_trace(w, n)) {

@@ -135,6 +135,18 @@ int st_audit_resolve_peak(st_spec *s, char *err, size_t errlen)
     return -1;
 }
 
+int st_audit_trace_spread(const st_spec *s, st_trace_opts *o, uint64_t n, char *err, size_t errlen)
+{
+    st_trace_counts c;
+    st_trace_opts all = *o;
+    all.max_rows = 0; /* every row the filters keep */
+    if (st_trace_read_file(s->workload.trace, &all, NULL, NULL, &c, NULL, err, errlen))
+        return -1;
+    if (c.kept > n && n > 0)
+        o->sample = (o->sample > 0 ? o->sample : 1.0) * (double)n / (double)c.kept;
+    return 0;
+}
+
 /* The whole trace's statistics, and those of its first n rows. */
 typedef struct two_stats {
     st_trace_stats *all, *first;
@@ -186,10 +198,24 @@ int st_audit_replay_share(const st_spec *s, st_replay_share *out, char *err, siz
         st_spec_trace_opts(s, &o);
         rc = st_trace_read_file(s->workload.trace, &o, two_cb, &t, NULL, NULL, err, errlen) < 0 ? -1 : 0;
     }
+    if (rc == 0 && s->workload.trace_spread) {
+        /* the sample a run replays, read on its own */
+        st_trace_stats_free(t.first);
+        t.first = st_trace_stats_new();
+        st_trace_opts o;
+        st_spec_trace_opts(s, &o);
+        rc = !t.first ? -1 : st_audit_trace_spread(s, &o, t.n, err, errlen);
+        o.max_rows = t.n;
+        if (rc == 0)
+            rc = st_trace_read_file(s->workload.trace, &o, st_trace_stats_row_cb, t.first, NULL, NULL, err, errlen) < 0
+                     ? -1
+                     : 0;
+    }
     if (rc == 0) {
         int al = out->at_least;
         replay_share_of(s, &t, out);
         out->at_least = al;
+        out->spread = s->workload.trace_spread;
     }
     st_trace_stats_free(t.all);
     st_trace_stats_free(t.first);
@@ -200,9 +226,14 @@ void st_replay_share_say(const st_replay_share *r, st_buf *b)
 {
     if (!r->total || r->replayed >= r->total)
         return;
-    st_buf_printf(b, "each run replays %sthe trace's first %llu of its %llu requests (%.1f %%)",
-                  r->at_least ? "at least " : "", (unsigned long long)r->replayed, (unsigned long long)r->total,
-                  100.0 * (double)r->replayed / (double)r->total);
+    if (r->spread)
+        st_buf_printf(b, "each run replays %sa sample of %llu of the trace's %llu requests (%.1f %%) spread over all of it",
+                      r->at_least ? "at least " : "", (unsigned long long)r->replayed, (unsigned long long)r->total,
+                      100.0 * (double)r->replayed / (double)r->total);
+    else
+        st_buf_printf(b, "each run replays %sthe trace's first %llu of its %llu requests (%.1f %%)",
+                      r->at_least ? "at least " : "", (unsigned long long)r->replayed, (unsigned long long)r->total,
+                      100.0 * (double)r->replayed / (double)r->total);
     if (r->prefix_known)
         st_buf_printf(b, "; their ideal prefix-cache hit rate is %.1f %% against %.1f %% for the whole trace",
                       100 * r->hit_replayed, 100 * r->hit_all);
@@ -243,6 +274,10 @@ int st_audit_traffic_json(const st_spec *s, char **json, char *err, size_t errle
     replay_share_of(s, &two, &rs);
     rs.at_least = al;
     st_trace_stats_free(two.first);
+    if (s->workload.trace_spread && st_audit_replay_share(s, &rs, err, errlen)) { /* the sample, read on its own */
+        st_trace_stats_free(ts);
+        return -1;
+    }
     st_traffic t;
     st_trace_stats_result(ts, &t);
     st_traffic_engine e;

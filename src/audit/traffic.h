@@ -34,13 +34,20 @@ int st_audit_resolve_peak(st_spec *s, char *err, size_t errlen);
 /* The trace's busiest complete minute in req/s (NAN: no complete minute, no timestamps). */
 double st_audit_trace_peak(const st_spec *s, double *mean_rps, char *err, size_t errlen);
 
+/* workload.trace_replay: spread: o (the reader's options for the spec's trace) gains a sample
+ * fraction so that about n of the N requests it keeps are read, as whole sessions spread over the
+ * whole trace (deterministic, seeded by workload.seed); nothing when N <= n. 0, or -1 with err. */
+int st_audit_trace_spread(const st_spec *s, st_trace_opts *o, uint64_t n, char *err, size_t errlen);
+
 /* What an audit's runs replay of the trace: each run sends the trace's first requests (a burst
  * run requests_per_rate of them; a sustained run as many as its duration needs, at least
- * search.min_window_requests), so a long trace is replayed only in part, and its first rows may
- * share prefixes far less than the whole (reuse grows with the span). */
+ * search.min_window_requests), or with trace_replay: spread a sample of that many spread over the
+ * whole trace, so a long trace is replayed only in part, and that part may share prefixes far
+ * less than the whole (reuse grows with the span, and thins with a sample). */
 typedef struct st_replay_share {
     uint64_t replayed, total;     /* requests a run replays (at least), of the trace's kept requests */
     int at_least;                 /* a sustained run: replayed is the least it replays */
+    int spread;                   /* a sample over the whole trace (trace_replay: spread), not its first rows */
     int prefix_known;             /* the trace says how prompts overlap */
     double hit_replayed, hit_all; /* the ideal prefix-cache hit rate of those first requests, of the whole */
     int differs;                  /* the two differ by more than ST_REPLAY_HIT_DIFF (absolute) */

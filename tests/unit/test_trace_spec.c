@@ -372,6 +372,26 @@ static void replayed_share_and_its_prefixes(void **state)
         free(json);
         st_spec_free(&s);
     }
+    /* trace_replay: spread: about 20 requests sampled over the whole trace (its 99 s), not its first 20 s */
+    st_spec s;
+    if (spec_of(&s, trace, "", ", requests_per_rate: 20, trace_replay: spread", err, sizeof err))
+        fail_msg("spec: %s", err);
+    st_workload w;
+    assert_int_equal(st_sweep_workload(&s, 1, 20, &w, err, sizeof err), 0);
+    st_ns last = w.n ? w.items[w.n - 1].arrival : 0;
+    if (w.n < 8 || w.n > 20 || last < 60 * (st_ns)1000000000)
+        fail_msg("spread: %u requests, the last at %.1f s: expected about 20 over most of the 99 s", w.n, last / 1e9);
+    st_workload_free(&w);
+    st_replay_share rs;
+    assert_int_equal(st_audit_replay_share(&s, &rs, err, sizeof err), 0);
+    st_buf b;
+    st_buf_init(&b, 4096);
+    st_replay_share_say(&rs, &b);
+    if (!rs.spread || !b.data || !strstr(b.data, "each run replays a sample of"))
+        fail_msg("spread: replay share says '%s'", b.data ? b.data : "");
+    printf("# spread: %u requests over %.1f s; %s\n", (unsigned)rs.replayed, last / 1e9, b.data);
+    st_buf_free(&b);
+    st_spec_free(&s);
     unlink(trace);
 }
 
