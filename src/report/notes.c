@@ -920,6 +920,21 @@ static int atoms_subset(const atoms *a, const atoms *b) /* a within b */
     return 1;
 }
 
+/* A run of c whose figures the host limited: the load generator lagged its schedule, or the
+ * emulator fell behind its model (the triggers of the client_limited and emulator_lagged notes). */
+static int host_limited_cfg(const st_report *r, const st_rep_cfg *c)
+{
+    (void)r;
+    for (int j = 0; j < c->n_runs; j++) {
+        if (c->runs[j].client_limited)
+            return 1;
+        const st_rep_server *sv = c->server ? &c->server[j] : NULL;
+        if (sv && (sv->emu_very_late_share > ST_NOTE_EMU_LATE_SHARE || sv->emu_dropped_share > ST_NOTE_EMU_DROPPED_SHARE))
+            return 1;
+    }
+    return 0;
+}
+
 static void combined_gain(ctx *x, int ci, atoms *all)
 {
     const st_report *r = x->r;
@@ -1001,6 +1016,16 @@ static void combined_gain(ctx *x, int ci, atoms *all)
         }
         st_buf_puts(b, ".");
     }
+    /* gains measured by runs the host limited may be the lag's: said, not credited silently */
+    const char *lagged = host_limited_cfg(r, c) ? c->name : host_limited_cfg(r, base) ? base->name : NULL;
+    for (int k = 0; k < np && !lagged; k++)
+        if (host_limited_cfg(r, &r->cfg[comp[k]]))
+            lagged = r->cfg[comp[k]].name;
+    if (lagged)
+        st_buf_printf(b,
+                      " The host limited runs of %s (the client_limited / emulator_lagged notes): these gains may be "
+                      "the lag's, not the configurations'.",
+                      lagged);
     st_note *n = add(x, ST_NOTE_INFO, "combined_gain", c->name);
     add_rate(n, c->cap->pass_rate);
     add_ev(n, "gain", gc);
