@@ -439,13 +439,14 @@ int st_spec_warnings(const st_spec *s, int starts_engine, st_buf *out)
         uint32_t ctx = ok ? st_sweep_config_context(s, c) : 0;
         uint64_t over = 0, total = 0;
         if (ctx && st_sweep_trace_over_context(s, ctx, &over, &total, err, sizeof err) == 0 && over && over < total) {
-            st_buf_printf(out,
-                          "configuration '%s': %llu of the trace's %llu requests (%.1f %%) are longer (prompt + output) "
-                          "than its context of %u tokens: the server would refuse them, so its runs leave them out "
-                          "and its figures are for the rest (raise --max-model-len to serve them, or set "
-                          "workload.trace_max_tokens to filter the trace for every configuration)\n",
-                          c->name, (unsigned long long)over, (unsigned long long)total,
-                          100.0 * (double)over / (double)total, ctx);
+            st_buf_printf(
+                out,
+                "configuration '%s': %llu of the trace's %llu requests (%.1f %%) are longer (prompt + output) "
+                "than its context of %u tokens: the server would refuse them, so its runs leave them out "
+                "and its figures are for the rest (raise --max-model-len to serve them, or set "
+                "workload.trace_max_tokens to filter the trace for every configuration)\n",
+                c->name, (unsigned long long)over, (unsigned long long)total, 100.0 * (double)over / (double)total,
+                ctx);
             n++;
         }
         if (ok && unknown.n > 0) {

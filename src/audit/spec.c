@@ -1423,8 +1423,9 @@ static int parse_root(pctx *p, yaml_node_t *root, st_spec *s)
     if (parse_workload(p, v, s))
         return -1;
     if (s->peak_source == ST_PEAK_FROM_TRACE && s->workload.kind != ST_WL_TRACE)
-        return failf(p, peak, "peak_rate: 'trace' takes the peak from workload.trace, and the workload has none: "
-                              "give the peak in requests per second");
+        return failf(p, peak,
+                     "peak_rate: 'trace' takes the peak from workload.trace, and the workload has none: "
+                     "give the peak in requests per second");
     yaml_node_t *conc = kv(k, nk, "concurrency");
     if (conc && kv(k, nk, "rates"))
         return failf(p, conc, "concurrency: give either rates (open loop) or concurrency (closed loop), not both");

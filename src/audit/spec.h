@@ -143,7 +143,7 @@ typedef struct st_spec {
         uint32_t trace_max_tokens;
         double trace_from_s, trace_to_s;
         double trace_sample;
-        int trace_spread; /* trace_replay: spread: a run's requests sampled over the whole trace (else its first) */
+        int trace_spread;  /* trace_replay: spread: a run's requests sampled over the whole trace (else its first) */
         char *arrival;     /* "poisson" (default), "constant", "gamma" */
         double burstiness; /* gamma only */
         /* Multi-turn sessions (docs/audit-spec.md): a trace's sessions replayed as conversations

@@ -390,9 +390,8 @@ int st_sweep_workload_ctx(const st_spec *s, uint64_t seed, uint32_t n, uint32_t 
 /* The spec's workload with the audit's shared prefix (the same token ids in every run). */
 static int make_workload(sweep *S, uint64_t seed, uint32_t n, st_workload *w, char *err, size_t errlen)
 {
-    uint32_t ctx = S->ci >= 0 && S->ci < S->spec->n_configs
-                       ? st_sweep_config_context(S->spec, &S->spec->configs[S->ci])
-                       : 0;
+    uint32_t ctx =
+        S->ci >= 0 && S->ci < S->spec->n_configs ? st_sweep_config_context(S->spec, &S->spec->configs[S->ci]) : 0;
     if (st_sweep_workload_ctx(S->spec, seed, n, ctx, w, err, errlen))
         return -1;
     for (uint32_t i = 0; i < w->n && S->base_prefix; i++) /* (a session's later turns hold only new text) */
@@ -948,8 +947,8 @@ static void trace_over_context(sweep *S, cfgrun *cr)
         json_decref(f);
         f = json_object();
     }
-    json_t *o = json_pack("{s:I, s:I, s:I}", "context", (json_int_t)ctx, "requests", (json_int_t)over, "of",
-                          (json_int_t)total);
+    json_t *o =
+        json_pack("{s:I, s:I, s:I}", "context", (json_int_t)ctx, "requests", (json_int_t)over, "of", (json_int_t)total);
     char *d = NULL;
     if (f && o && json_object_set_new(f, "trace_over_context", o) == 0) {
         o = NULL;

@@ -180,8 +180,8 @@ static void replay_share_of(const st_spec *s, const two_stats *t, st_replay_shar
     out->prefix_known = a.prefix_known;
     out->hit_all = a.ideal_hit_rate;
     out->hit_replayed = f.ideal_hit_rate;
-    out->differs = out->replayed < out->total && a.prefix_known &&
-                   fabs(out->hit_all - out->hit_replayed) > ST_REPLAY_HIT_DIFF;
+    out->differs =
+        out->replayed < out->total && a.prefix_known && fabs(out->hit_all - out->hit_replayed) > ST_REPLAY_HIT_DIFF;
     (void)s;
 }
 
@@ -227,9 +227,10 @@ void st_replay_share_say(const st_replay_share *r, st_buf *b)
     if (!r->total || r->replayed >= r->total)
         return;
     if (r->spread)
-        st_buf_printf(b, "each run replays %sa sample of %llu of the trace's %llu requests (%.1f %%) spread over all of it",
-                      r->at_least ? "at least " : "", (unsigned long long)r->replayed, (unsigned long long)r->total,
-                      100.0 * (double)r->replayed / (double)r->total);
+        st_buf_printf(
+            b, "each run replays %sa sample of %llu of the trace's %llu requests (%.1f %%) spread over all of it",
+            r->at_least ? "at least " : "", (unsigned long long)r->replayed, (unsigned long long)r->total,
+            100.0 * (double)r->replayed / (double)r->total);
     else
         st_buf_printf(b, "each run replays %sthe trace's first %llu of its %llu requests (%.1f %%)",
                       r->at_least ? "at least " : "", (unsigned long long)r->replayed, (unsigned long long)r->total,
@@ -238,8 +239,9 @@ void st_replay_share_say(const st_replay_share *r, st_buf *b)
         st_buf_printf(b, "; their ideal prefix-cache hit rate is %.1f %% against %.1f %% for the whole trace",
                       100 * r->hit_replayed, 100 * r->hit_all);
     if (r->differs)
-        st_buf_printf(b, ": the runs see %s prefix reuse than the trace holds (raise workload.requests_per_rate, or "
-                         "choose what is replayed with workload.trace_window or trace_sample)",
+        st_buf_printf(b,
+                      ": the runs see %s prefix reuse than the trace holds (raise workload.requests_per_rate, or "
+                      "choose what is replayed with workload.trace_window or trace_sample)",
                       r->hit_replayed < r->hit_all ? "less" : "more");
 }
 
@@ -295,10 +297,10 @@ int st_audit_traffic_json(const st_spec *s, char **json, char *err, size_t errle
         st_buf_init(&said, 1024);
         st_replay_share_say(&rs, &said);
         json_t *r = json_pack("{s:I, s:I, s:b, s:o, s:o, s:b, s:s}", "requests", (json_int_t)rs.replayed, "of",
-                              (json_int_t)rs.total, "at_least", rs.at_least,
-                              "ideal_hit_rate", rs.prefix_known ? json_real(rs.hit_replayed) : json_null(),
-                              "whole_ideal_hit_rate", rs.prefix_known ? json_real(rs.hit_all) : json_null(),
-                              "differs", rs.differs, "text", said.data ? said.data : "");
+                              (json_int_t)rs.total, "at_least", rs.at_least, "ideal_hit_rate",
+                              rs.prefix_known ? json_real(rs.hit_replayed) : json_null(), "whole_ideal_hit_rate",
+                              rs.prefix_known ? json_real(rs.hit_all) : json_null(), "differs", rs.differs, "text",
+                              said.data ? said.data : "");
         if (r)
             json_object_set_new(j, "replayed", r);
         st_buf_free(&said);

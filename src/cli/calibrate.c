@@ -214,8 +214,7 @@ int cmd_calibrate(int argc, char **argv)
     if (!quiet) {
         set.progress = on_progress;
         set.progress_arg = &fp;
-        fprintf(stderr, "servetune calibrate: fitting the engine model to %u run%s...\n", set.n,
-                set.n == 1 ? "" : "s");
+        fprintf(stderr, "servetune calibrate: fitting the engine model to %u run%s...\n", set.n, set.n == 1 ? "" : "s");
     }
     if (st_calibrate_fit(&set, &cal, &rep, err, sizeof err) < 0) {
         if (*stop) { /* FILE is written whole or not at all: an earlier one stays as it was */

@@ -111,9 +111,9 @@ typedef struct st_trace_counts {
     uint64_t sessions;    /* distinct sessions among kept rows */
     uint64_t think_long;  /* kept later turns whose pause after the turn before exceeds ST_TRACE_THINK_CAP_S */
     double think_longest_s; /* the longest such pause (0: none) */
-    double quantum_s;     /* the kept rows' times are all multiples of this coarse clock (at least
+    double quantum_s;       /* the kept rows' times are all multiples of this coarse clock (at least
                            * ST_TRACE_QUANTUM_MIN_S) and some share one: 0 when not (st_trace_quantum) */
-    uint64_t quantum_ties; /* kept rows whose time equals the row before them */
+    uint64_t quantum_ties;  /* kept rows whose time equals the row before them */
     int stopped;          /* max_rows reached before the end */
     int interrupted;      /* the stop flag ended the reading (the counts are those so far) */
     char bad_first[ST_TRACE_BAD_KEPT][320];

@@ -165,7 +165,7 @@ struct st_trace_stats {
     struct tick {
         double t;
         uint32_t k;
-    } *ticks;
+    } * ticks;
     size_t n_ticks, ticks_cap;
     int ticks_lost; /* out of order, or past the cap */
     /* per-minute counts */

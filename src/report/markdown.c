@@ -150,7 +150,8 @@ int st_report_headline(const st_report *r, st_buf *b)
         st_buf_printf(b,
                       "The current setup (%s) serves %s requests/s within the SLO (%s)%s%s at %s per million output "
                       "tokens; at the %s peak of %s requests/s that is %ld replica%s, about %s a month.",
-                      p->name, a, slo, how, maybe, y, pk_what, pk, p->cost.replicas, p->cost.replicas == 1 ? "" : "s", m1);
+                      p->name, a, slo, how, maybe, y, pk_what, pk, p->cost.replicas, p->cost.replicas == 1 ? "" : "s",
+                      m1);
         return 0;
     }
     if (r->pick == 0) {
@@ -158,8 +159,8 @@ int st_report_headline(const st_report *r, st_buf *b)
                       "None of the %d other configuration%s tested%s beats the current setup: %s serves %s requests/s "
                       "within the SLO (%s)%s%s at %s per million output tokens; at the %s peak of %s requests/s "
                       "that is %ld replica%s, about %s a month.",
-                      others, others == 1 ? "" : "s", untested, p->name, a, slo, how, maybe, y, pk_what, pk, p->cost.replicas,
-                      p->cost.replicas == 1 ? "" : "s", m1);
+                      others, others == 1 ? "" : "s", untested, p->name, a, slo, how, maybe, y, pk_what, pk,
+                      p->cost.replicas, p->cost.replicas == 1 ? "" : "s", m1);
         return 0;
     }
     if (base->status == ST_REP_OK) {

@@ -929,7 +929,8 @@ static int host_limited_cfg(const st_report *r, const st_rep_cfg *c)
         if (c->runs[j].client_limited)
             return 1;
         const st_rep_server *sv = c->server ? &c->server[j] : NULL;
-        if (sv && (sv->emu_very_late_share > ST_NOTE_EMU_LATE_SHARE || sv->emu_dropped_share > ST_NOTE_EMU_DROPPED_SHARE))
+        if (sv &&
+            (sv->emu_very_late_share > ST_NOTE_EMU_LATE_SHARE || sv->emu_dropped_share > ST_NOTE_EMU_DROPPED_SHARE))
             return 1;
     }
     return 0;

@@ -74,8 +74,8 @@ static void answer(const st_plan_result *r, st_buf *b)
     /* the provider's name comes from a price list (perhaps the user's): escaped for Markdown */
     st_buf_printf(b, ", at $%.4g per GPU-hour (", w->price_per_gpu_hour);
     st_md_text(b, w->provider ? w->provider : "price list");
-    st_buf_printf(b, "). It sustains %s%.3g requests/s (%.0f output tokens/s) at ", w->capacity_capped ? "at least " : "",
-                  w->capacity_rps, w->output_tps);
+    st_buf_printf(b, "). It sustains %s%.3g requests/s (%.0f output tokens/s) at ",
+                  w->capacity_capped ? "at least " : "", w->capacity_rps, w->output_tps);
     money(b, w->usd_per_1m);
     st_buf_printf(b, " per 1M output tokens; at the stated peak of %.3g requests/s that is %ld replica%s, about ",
                   r->spec->peak_rate, k.replicas, k.replicas == 1 ? "" : "s");

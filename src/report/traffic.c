@@ -104,8 +104,8 @@ int st_rep_traffic_load(const char *json_text, st_rep_traffic *t)
     if (rtext && *rtext) {
         row(t, "Replayed", "%s", rtext);
         if (json_is_true(json_object_get(rp, "differs")) && t->n_advice < ST_REP_TRAFFIC_ADVICE)
-            snprintf(t->advice[t->n_advice++], sizeof t->advice[0],
-                     "What the runs replay is not the whole trace: %s.", rtext);
+            snprintf(t->advice[t->n_advice++], sizeof t->advice[0], "What the runs replay is not the whole trace: %s.",
+                     rtext);
     }
     json_t *ad = json_object_get(j, "advice");
     json_t *txt = json_object_get(ad, "text");

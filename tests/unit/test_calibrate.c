@@ -96,8 +96,8 @@ static void fit_reports_progress(void **state)
     if (st_calibrate_fit(&s, &cal, &rep, err, sizeof err) < 0)
         fail_msg("fit: %s", err);
     if (p.probes < 1 || p.probe_total < 1 || p.last_probe != p.probe_total)
-        fail_msg("probe progress: %d calls, last %d of %d (expected every constant probed, the last of all)",
-                 p.probes, p.last_probe, p.probe_total);
+        fail_msg("probe progress: %d calls, last %d of %d (expected every constant probed, the last of all)", p.probes,
+                 p.last_probe, p.probe_total);
     if (rep.n_fitted > 0 && (p.fits != rep.evaluations || !(p.last_loss <= rep.loss0)))
         fail_msg("fit progress: %d calls for %d evaluations, last loss %g (start %g)", p.fits, rep.evaluations,
                  p.last_loss, rep.loss0);
