@@ -8,6 +8,7 @@
 #include "audit/sustain.h"
 #include "load/stats.h"
 #include "report/format.h"
+#include "audit/traffic.h"
 #include "report/report.h"
 
 const char *st_rep_status_name(st_rep_status s)
@@ -245,8 +246,13 @@ static void traffic_day(st_report *out)
  * (the trace file need not be here): the busiest complete minute, else the mean rate. */
 static void peak_from_traffic(st_report *out)
 {
-    if (out->spec.peak_source == ST_PEAK_STATED || !out->traffic.json)
+    if (out->spec.peak_source == ST_PEAK_STATED)
         return;
+    if (!out->traffic.json) { /* none stored: the trace itself, when it is still there (else no peak: 0 replicas) */
+        char err[512];
+        (void)st_audit_resolve_peak(&out->spec, err, sizeof err);
+        return;
+    }
     json_t *rate = json_object_get(out->traffic.json, "rate");
     json_t *pk = json_object_get(rate, "peak_minute_rps"), *mean = json_object_get(rate, "mean_rps");
     if (json_integer_value(json_object_get(rate, "minutes")) > 0 && json_is_number(pk) && json_number_value(pk) > 0) {
