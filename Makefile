@@ -125,6 +125,7 @@ fuzz-smoke: fuzz-build
 bench: $(BUILD)/servetune $(BENCH_BIN)
 	./bench/run.sh
 	./$(BUILD)/bench/calibrate
+	./$(BUILD)/bench/simspeed
 	./$(BUILD)/bench/fidelity
 	./bench/emulator_figures.sh $(BUILD)
 	BUILD=$(BUILD) ./bench/trace_read.sh

@@ -16,6 +16,7 @@
 #include "core/buf.h"
 #include "engine/adapter.h"
 #include "load/api.h"
+#include "load/agent_run.h"
 #include "load/session.h"
 #include "load/tokenize.h"
 #include "core/secret.h"
@@ -519,7 +520,9 @@ static int http_run_rate(st_executor *x, const st_exec_rate *in, st_config_row *
                             .tick = http_on_tick,
                             .tick_arg = &T,
                             .stop = &T.run_stop,
-                            .on_end = in->w->n_dependent ? st_session_on_end : NULL,
+                            .on_end = !in->w->n_dependent ? NULL
+                                      : in->w->n_tasks    ? st_agent_on_end
+                                                          : st_session_on_end,
                             .on_end_arg = in->w };
     scraper sc = { .E = E, .time_scale = K };
     int have_scraper = 0;

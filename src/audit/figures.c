@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "load/agent_run.h"
 #include "load/stats.h"
 
 static double pick(const st_dist *d, double pct)
@@ -63,11 +64,21 @@ int st_audit_figures(const st_audit_slo *slo, const st_record *recs, uint32_t n,
     row->e2e_p95_ms = s.e2e.p95 * 1e3;
     row->lag_p99_ms = s.lag.p99 * 1e3;
     row->n_terms = slo->n < ST_STORE_TERMS ? slo->n : ST_STORE_TERMS;
+    st_dist makespan = { 0 }; /* tasks (sessions): first arrival to last end (load/agent_run.h) */
+    for (int i = 0; i < slo->n && i < ST_SLO_MAX_TERMS; i++)
+        if (slo->terms[i].metric == ST_SLO_MAKESPAN) {
+            double *mv = malloc(sizeof(double) * (n ? n : 1));
+            int m = mv ? st_agent_makespans(recs, n, 0, 1e-9, INFINITY, -INFINITY, INFINITY, 0, 0, mv) : -1;
+            st_dist_compute(mv, m > 0 ? (uint32_t)m : 0, &makespan);
+            free(mv);
+            break;
+        }
     for (int i = 0; i < slo->n && i < ST_SLO_MAX_TERMS; i++) {
         const st_dist *d = slo->terms[i].metric == ST_SLO_TTFT    ? &s.ttft
                            : slo->terms[i].metric == ST_SLO_TPOT  ? &s.tpot
                            : slo->terms[i].metric == ST_SLO_ITL   ? &s.itl
                            : slo->terms[i].metric == ST_SLO_TTFAT ? &s.ttfat
+                           : slo->terms[i].metric == ST_SLO_MAKESPAN ? &makespan
                                                                   : &s.e2e;
         f->value_ms[i] = pick(d, slo->terms[i].pct) * 1e3;
         if (i < ST_STORE_TERMS)

@@ -1,4 +1,6 @@
 #include "audit/spec.h"
+
+#include "load/agent.h"
 #include "core/file.h"
 
 #include <ctype.h>
@@ -16,7 +18,7 @@
 
 #define SPEC_MAX_LIST ST_SPEC_MAX_ITEMS
 
-static const char *metric_names[ST_SLO__COUNT] = { "ttft", "tpot", "itl", "e2e", "ttfat" };
+static const char *metric_names[ST_SLO__COUNT] = { "ttft", "tpot", "itl", "e2e", "ttfat", "makespan" };
 
 const char *st_slo_metric_name(st_slo_metric m) { return (m >= 0 && m < ST_SLO__COUNT) ? metric_names[m] : "unknown"; }
 
@@ -470,7 +472,8 @@ static int parse_sessions(pctx *p, yaml_node_t *n, st_spec *s)
         return failf(p, n,
                      "workload.sessions: a synthetic workload takes a mapping (turns, user_tokens, think_time, "
                      "think); replay and flat are for a trace");
-    keydef k[] = { { "turns", 0, 0 }, { "user_tokens", 0, 0 }, { "think_time", 0, 0 }, { "think", 0, 0 } };
+    keydef k[] = { { "turns", 0, 0 }, { "user_tokens", 0, 0 }, { "think_time", 0, 0 }, { "think", 0, 0 },
+                   { "fan_out", 0, 0 } };
     int nk = (int)(sizeof k / sizeof *k);
     if (read_map(p, n, "workload.sessions", k, nk))
         return -1;
@@ -494,6 +497,17 @@ static int parse_sessions(pctx *p, yaml_node_t *n, st_spec *s)
         if (!t || (strcmp(t, "constant") && strcmp(t, "exponential")))
             return failf(p, v, "workload.sessions.think: expected constant or exponential (with mean think_time)");
         s->workload.sessions.think_exp = !strcmp(t, "exponential");
+    }
+    if ((v = kv(k, nk, "fan_out"))) { /* agent tasks: fan-out and join (load/agent.h) */
+        const char *t = scalar(v);
+        if (st_parse_range_u32(t, 1, ST_AGENT_FAN_OUT_MAX, &s->workload.sessions.fan_out_min,
+                               &s->workload.sessions.fan_out_max))
+            return failf(p, v, "workload.sessions.fan_out: expected N or MIN-MAX workers within 1..%u, got '%s'",
+                         ST_AGENT_FAN_OUT_MAX, t ? t : "(not a scalar)");
+        if (s->workload.sessions.turns_max < 2)
+            return failf(p, v, "workload.sessions.fan_out: needs turns of 2 or more (each later turn of the planner "
+                               "fans out and joins)");
+        return 0; /* (a task's prompts do not grow turn after turn: no conversation length to check) */
     }
     /* the longest conversation must stay within the longest prompt a workload holds */
     double r = 1 + s->workload.range_ratio;
@@ -770,7 +784,7 @@ static int parse_slo(pctx *p, yaml_node_t *n, st_spec *s)
         st_slo_term t;
         if (!ks || parse_slo_key(ks, &t))
             return failf(p, k,
-                         "slo: unknown key '%s' (expected METRIC_pPCT_ms with METRIC ttft, tpot, itl, e2e or ttfat and "
+                         "slo: unknown key '%s' (expected METRIC_pPCT_ms with METRIC ttft, tpot, itl, e2e, ttfat or makespan and "
                          "PCT 50, 90, 95 or 99, e.g. e2e_p99_ms)",
                          ks ? ks : "?");
         double ms;
@@ -1450,6 +1464,12 @@ static int parse_root(pctx *p, yaml_node_t *root, st_spec *s)
     REQUIRE("slo");
     if (parse_slo(p, v, s))
         return -1;
+    for (int i = 0; i < s->slo.n; i++) /* a task is a session: the makespan term needs them */
+        if (s->slo.terms[i].metric == ST_SLO_MAKESPAN && !s->workload.sessions.on)
+            return failf(p, v,
+                         "slo: makespan_* needs tasks: workload.sessions (synthetic agent tasks with fan_out, or "
+                         "sessions: replay of a trace); a task's makespan runs from its first request's arrival to "
+                         "its last request's end");
 #undef REQUIRE
     if ((v = kv(k, nk, "configurations"))) {
         if (parse_configs(p, v, s))
@@ -1850,7 +1870,10 @@ double st_spec_turns_mean(const st_spec *s)
 {
     if (s->workload.kind != ST_WL_SYNTHETIC || !s->workload.sessions.on)
         return 1;
-    return (s->workload.sessions.turns_min + s->workload.sessions.turns_max) / 2.0;
+    double turns = (s->workload.sessions.turns_min + s->workload.sessions.turns_max) / 2.0;
+    if (s->workload.sessions.fan_out_max) /* agent tasks: a planner turn, then workers and a join per round */
+        return 1 + (turns - 1) * ((s->workload.sessions.fan_out_min + s->workload.sessions.fan_out_max) / 2.0 + 1);
+    return turns;
 }
 
 void st_spec_sessions(const st_spec *s, uint32_t n, uint64_t seed, st_session_params *p)
@@ -1866,7 +1889,9 @@ void st_spec_sessions(const st_spec *s, uint32_t n, uint64_t seed, st_session_pa
                               .range_ratio = s->workload.range_ratio,
                               .think_s = s->workload.sessions.think_s,
                               .think_exp = s->workload.sessions.think_exp,
-                              .seed = seed };
+                              .seed = seed,
+                              .fan_out_min = s->workload.sessions.fan_out_min,
+                              .fan_out_max = s->workload.sessions.fan_out_max };
 }
 
 double st_spec_mean_input(const st_spec *s)

@@ -32,9 +32,10 @@ typedef enum st_slo_metric {
     ST_SLO_ITL,
     ST_SLO_E2E,
     ST_SLO_TTFAT,
+    ST_SLO_MAKESPAN, /* a task's (session's) first request's arrival to its last request's end */
     ST_SLO__COUNT
 } st_slo_metric;
-const char *st_slo_metric_name(st_slo_metric m); /* "ttft", "tpot", "itl", "e2e", "ttfat" */
+const char *st_slo_metric_name(st_slo_metric m); /* "ttft", "tpot", "itl", "e2e", "ttfat", "makespan" */
 
 /* One SLO term: percentile `pct` (50, 90, 95, 99) of `metric` must be <= max_ms. */
 typedef struct st_slo_term {
@@ -161,6 +162,9 @@ typedef struct st_spec {
                                               trace: workload.think_time, when think_set) */
             int think_set;                 /* a trace: think_time replaces the think times it records */
             int think_exp;                 /* synthetic: exponential think times with mean think_s */
+            uint32_t fan_out_min, fan_out_max; /* synthetic agent tasks (`fan_out:`; 0: conversations):
+                                                  each later planner turn fans out to this many workers
+                                                  and joins them (load/agent.h st_agent_sessions) */
         } sessions;
     } workload;
 

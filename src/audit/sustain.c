@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "load/agent_run.h"
 #include "load/stats.h"
 
 const char *st_sus_phase_name(st_sus_phase p)
@@ -394,6 +395,17 @@ static double *term_values(const view *v, const st_slo_term *t, double w0, doubl
     if (!out)
         return NULL;
     double lim = t->max_ms / 1e3;
+    if (t->metric == ST_SLO_MAKESPAN) { /* per task (session), not per request (load/agent_run.h) */
+        int m = st_agent_makespans(v->r, v->n, v->closed, v->k, v->now, w0, w1, online, lim, out);
+        if (m < 0) {
+            free(out);
+            return NULL;
+        }
+        for (int i = 0; i < m; i++)
+            out[i] *= 1e3;
+        *n_out = (uint32_t)m;
+        return out;
+    }
     uint32_t k = 0;
     for (uint32_t i = 0; i < v->n; i++) {
         const st_record *r = &v->r[i];
@@ -895,7 +907,7 @@ static void slo_sentence(const st_sustain *s, const st_sustain_result *r, char *
         snprintf(b, n, "no SLO figure");
         return;
     }
-    char m[8];
+    char m[16]; /* the longest metric name, "makespan", upper-cased */
     const char *nm = st_slo_metric_name(slo->terms[worst].metric);
     size_t k;
     for (k = 0; nm[k] && k + 1 < sizeof m; k++)

@@ -147,6 +147,8 @@ static void key_common(st_buf *b, const st_spec *s, const st_spec_config *c, con
         st_buf_printf(b, "|sessions=%u-%u,%u,%.17g,%s", s->workload.sessions.turns_min, s->workload.sessions.turns_max,
                       s->workload.sessions.user_tokens, s->workload.sessions.think_s,
                       s->workload.sessions.think_exp ? "exp" : "const");
+    if (s->workload.sessions.on && s->workload.sessions.fan_out_max) /* agent tasks */
+        st_buf_printf(b, ",fan_out=%u-%u", s->workload.sessions.fan_out_min, s->workload.sessions.fan_out_max);
     st_strv_free(&flags);
 }
 

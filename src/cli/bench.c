@@ -28,6 +28,8 @@
 #include "load/arrival.h"
 #include "load/output.h"
 #include "load/runner.h"
+#include "cli/agents.h"
+#include "load/agent_run.h"
 #include "load/session.h"
 #include "load/stats.h"
 #include "load/tokenize.h"
@@ -113,11 +115,13 @@ typedef struct bench_args {
     long input_tokens, output_tokens, prefix_tokens, num_requests, warmup, max_conc, seed;
     double range_ratio, rate, trace_rate, burstiness, timeout, max_lag_ms, spin_us;
     double slo_ttft, slo_tpot, slo_e2e, slo_ttfat;
+    double slo_makespan; /* agent tasks: ms */
     int insecure, quiet, no_stream;
     int n_by_user; /* -n or --num-prompts given (not a dataset's default) */
     /* traces */
     st_cli_trace tr;
     const char *trace_sessions;
+    const char *fan_out; /* synthetic agent tasks (load/agent.h) */
     double think_time;
     /* synthetic sessions */
     long sessions, turn_input;
@@ -181,7 +185,7 @@ static int build_table(bench_args *a, st_opt *opts)
         { "seed", 0, ST_OPT_LONG, &a->seed, "N", "seed for the workload and the arrivals (default 0)", 0, 9.2e18, 0 },
         { "trace", 0, ST_OPT_STR, &a->trace, "FILE",
           "a trace or production log instead of the synthetic workload: servetune JSONL, Mooncake, Azure, BurstGPT, "
-          "LiteLLM, CSV (docs/trace-format.md)",
+          "LiteLLM, CSV, or agent task graphs (WEKA-style agentic trace, task-graph JSONL) (docs/trace-format.md)",
           0, 0, 0 },
         { "trace-rate", 0, ST_OPT_RATE, &a->trace_rate, "R", "re-time the trace to R req/s keeping its burstiness", 0,
           0, 0 },
@@ -196,6 +200,9 @@ static int build_table(bench_args *a, st_opt *opts)
           "synthetic multi-turn sessions: N conversations (first prompt --input-tokens, --output-tokens a turn)", 1,
           1000000, 0 },
         { "turns", 0, ST_OPT_STR, &a->turns, "N|MIN-MAX", "turns per session (default 4)", 0, 0, 0 },
+        { "fan-out", 0, ST_OPT_STR, &a->fan_out, "N|MIN-MAX",
+          "with --sessions: agent tasks, each later planner turn fanning out to N workers and joining them", 0, 0,
+          0 },
         { "turn-input-tokens", 0, ST_OPT_LONG, &a->turn_input, "N", "new user tokens in each later turn (default 64)",
           1, 2097152, 0 },
         { "think-time", 0, ST_OPT_DURATION, &a->think_time, "T",
@@ -263,7 +270,7 @@ static int build_table(bench_args *a, st_opt *opts)
         { "request-rate", 0, ST_OPT_RATE, &a->request_rate, "R", "vLLM name: = --rate", 0, 0, 0 },
         { "num-warmups", 0, ST_OPT_LONG, &a->num_warmups, "N", "vLLM name: = --warmup", 0, 10000000, 0 },
         { "goodput", 0, ST_OPT_LIST, &a->goodput, "K:MS",
-          "vLLM name: ttft:MS, tpot:MS, e2el:MS (repeatable, or several after one --goodput)", 0, 0, 0 },
+          "vLLM name: ttft:MS, tpot:MS, e2el:MS (repeatable, or several after one --goodput); agent tasks: makespan:MS", 0, 0, 0 },
         { "ignore-eos", 0, ST_OPT_FLAG, &a->ignore_eos, NULL, "vLLM name: accepted (servetune always forces lengths)",
           0, 0, 0 },
         { "save-result", 0, ST_OPT_FLAG, &a->save_result, NULL,
@@ -367,7 +374,7 @@ static int map_vllm_names(bench_args *a, int npos, char **pos, char *url_buf, si
         double v;
         char k[16];
         if (!c || (size_t)(c - gp.v[i]) >= sizeof k || st_parse_double(c + 1, &v) < 0 || v <= 0) {
-            snprintf(err, errlen, "--goodput: expected KEY:MS (ttft, tpot, e2el), got '%.40s'", gp.v[i]);
+            snprintf(err, errlen, "--goodput: expected KEY:MS (ttft, tpot, e2el, makespan), got '%.40s'", gp.v[i]);
             return -1;
         }
         memcpy(k, gp.v[i], (size_t)(c - gp.v[i]));
@@ -378,6 +385,8 @@ static int map_vllm_names(bench_args *a, int npos, char **pos, char *url_buf, si
             a->slo_tpot = v;
         else if (!strcmp(k, "e2el"))
             a->slo_e2e = v;
+        else if (!strcmp(k, "makespan"))
+            a->slo_makespan = v; /* agent tasks (load/agent_run.h) */
         else {
             snprintf(err, errlen, "--goodput: unknown key '%.16s' (ttft, tpot, e2el)", k);
             return -1;
@@ -395,6 +404,7 @@ typedef struct bench_work {
     int is_trace, has_counts;
     uint32_t turns_min, turns_max;
     st_trace_sessions smode;
+    st_agent_format agent; /* an agent trace (load/agent.h): task graphs */
 } bench_work;
 
 static int build_workload(bench_args *a, int api, int vllm_dataset, int n_given, uint32_t server_mml, bench_work *bw,
@@ -405,6 +415,14 @@ static int build_workload(bench_args *a, int api, int vllm_dataset, int n_given,
     if (api == ST_RUNNER_API_RAW) {
         bw->work.n = (uint32_t)(a->num_requests + a->warmup);
         return 0;
+    }
+    if (a->trace && (bw->agent = st_cli_agent_detect(a->trace)) != ST_AGENT_FMT_NONE) {
+        if (n_given || a->trace_sessions) {
+            snprintf(err, errlen, "%s with an agent trace: its tasks run whole, as recorded",
+                     n_given ? "-n" : "--trace-sessions");
+            return -1;
+        }
+        return st_cli_agent_load(a->trace, (uint64_t)a->seed, NULL, &bw->work, err, errlen) < 0 ? -2 : 0;
     }
     if (a->trace) {
         st_trace_load_opts lo;
@@ -443,6 +461,10 @@ static int build_workload(bench_args *a, int api, int vllm_dataset, int n_given,
                                  .think_s = isnan(a->think_time) ? 0 : a->think_time,
                                  .think_exp = a->think_exp,
                                  .seed = (uint64_t)a->seed };
+        if (a->fan_out && st_parse_range_u32(a->fan_out, 1, ST_AGENT_FAN_OUT_MAX, &sp.fan_out_min, &sp.fan_out_max)) {
+            snprintf(err, errlen, "--fan-out: expected N or MIN-MAX within 1..%u", ST_AGENT_FAN_OUT_MAX);
+            return -1;
+        }
         if (st_workload_sessions(&sp, &bw->work, err, errlen) < 0)
             return -1;
         bw->turns_min = lo;
@@ -474,6 +496,10 @@ static const char *fit_prompts(bench_args *a, int api, const char *model, const 
             return note;
         }
         return NULL;
+    }
+    if (bw->work.n_tasks) {
+        snprintf(note, notelen, "not applied: agent tasks carry their blocks' text and the answers");
+        return note;
     }
     if (bw->work.n_sessions) {
         snprintf(note, notelen, "not applied: session turns carry the conversation's real text");
@@ -680,6 +706,8 @@ static int plan(bench *B, const st_opts_result *pr)
                                            "N sessions of --turns turns each (drop it)");
     if (!(a->timeout > 0))
         return st_cli_usage_error("bench", "--timeout must be > 0 (a request's time limit)");
+    if (a->fan_out && !a->sessions)
+        return st_cli_usage_error("bench", "--fan-out needs --sessions (N agent tasks)");
     if ((a->turns || a->think_exp) && !a->sessions)
         return st_cli_usage_error("bench", "--turns and --think-exp need --sessions");
     if (strcmp(a->exact, "auto") && strcmp(a->exact, "on") && strcmp(a->exact, "off"))
@@ -756,6 +784,10 @@ static int prepare_workload(bench *B)
         if (!fail && a->trace_rate > 0 && B->rate_given)
             fail = "--trace-rate and --rate exclude each other";
         B->use_trace_times = has_times && !B->rate_given;
+    } else if (B->bw.agent) { /* the tasks' own starts (task-graph `start`) unless --rate */
+        if (B->nwarm)
+            fail = "--warmup does not combine with agent tasks (their nodes depend on each other)";
+        B->use_trace_times = work->n && work->items[0].arrival >= 0 && !B->rate_given;
     }
     if (fail)
         return st_cli_usage_error("bench", fail);
@@ -817,7 +849,7 @@ static int run(bench *B)
     rc.max_lag_ms = a->max_lag_ms;
     rc.spin_ns = a->spin_us > 0 ? (st_ns)(a->spin_us * 1e3) : 0;
     if (work->n_dependent) {
-        rc.on_end = st_session_on_end;
+        rc.on_end = work->n_tasks ? st_agent_on_end : st_session_on_end;
         rc.on_end_arg = work;
     }
     progress_ctx pc = { !a->quiet && !a->disable_tqdm && isatty(STDERR_FILENO), 0 };
@@ -862,8 +894,14 @@ static void fill_info(const bench *B, const st_summary_opts *so, st_turn_row *tu
     info->api = a->api_name;
     info->model = B->model;
     info->stream = !a->no_stream && B->api != ST_RUNNER_API_RAW;
-    info->workload = B->api == ST_RUNNER_API_RAW ? "raw" : a->trace ? "trace" : a->sessions ? "sessions" : "synthetic";
+    info->workload = B->api == ST_RUNNER_API_RAW ? "raw"
+                     : B->bw.work.n_tasks         ? "agents"
+                     : a->trace                   ? "trace"
+                     : a->sessions                ? "sessions"
+                                                  : "synthetic";
     info->trace_path = a->trace;
+    if (B->bw.agent)
+        info->trace_format = B->bw.agent == ST_AGENT_FMT_WEKA ? "weka" : "task-graph";
     if (B->bw.is_trace) {
         info->trace_format = st_trace_format_name(B->bw.fmt);
         info->trace_counts = &B->bw.counts;
@@ -941,16 +979,24 @@ static int write_results(bench *B)
     st_summary sum;
     st_summary_compute(B->res.records, B->res.n, &so, &sum);
     st_turn_row turns[ST_TURN_ROWS];
-    int n_turns = st_turn_rows(B->res.records, B->res.n, turns);
+    /* (agent tasks: by depth in their own table, not by turn) */
+    int n_turns = B->bw.work.n_tasks ? 0 : st_turn_rows(B->res.records, B->res.n, turns);
     st_bench_info info;
     fill_info(B, &so, turns, n_turns, &info);
     int status = ST_EXIT_OK;
+    st_agent_run_stats as;
+    int agents = B->bw.work.n_tasks &&
+                 st_agent_run_stats_compute(&B->bw.work, B->res.records, B->res.n, a->slo_makespan / 1e3, &as) == 0;
+    if (agents)
+        info.tasks = st_agent_run_stats_json(&as);
     if (B->json_path && write_file(B->json_path, 0, B, &info, &sum))
         status = ST_EXIT_FAIL;
     if (a->csv_path && write_file(a->csv_path, 1, B, &info, &sum))
         status = ST_EXIT_FAIL;
     if (!a->quiet) {
         st_output_table(stdout, &info, &sum);
+        if (agents)
+            st_cli_agent_print(stdout, &as);
         if (!B->res.client_limited && strncmp(B->res.limited_reason, "ok", 2) != 0)
             printf("%-30s%s\n", "Self-check note:", B->res.limited_reason);
     }
@@ -960,6 +1006,7 @@ static int write_results(bench *B)
         status = ST_EXIT_CLIENT_LIMITED;
     if (B->res.interrupted)
         status = ST_EXIT_INTERRUPTED;
+    json_decref(info.tasks);
     return status;
 }
 

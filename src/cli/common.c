@@ -15,6 +15,7 @@
 #include "audit/spec.h"
 #include "audit/store.h"
 #include "audit/traffic.h"
+#include "cli/agents.h"
 #include "cli/cli.h"
 #include "core/file.h"
 #include "core/version.h"
@@ -78,6 +79,14 @@ int st_cli_run_spec(st_cli_run *r, const char *spec_path)
         return ST_EXIT_USAGE;
     }
     r->have_spec = 1;
+    if (r->spec.workload.kind == ST_WL_TRACE && r->spec.workload.trace &&
+        st_cli_agent_detect(r->spec.workload.trace) != ST_AGENT_FMT_NONE) { /* (cli/agents.h) */
+        fprintf(stderr,
+                "%s: workload.trace: %s is an agent trace (task graphs): replay it with servetune bench --trace or "
+                "servetune predict --agents; in a spec, agent tasks are synthetic (workload.sessions.fan_out)\n",
+                spec_path, r->spec.workload.trace);
+        return ST_EXIT_USAGE;
+    }
     if (st_spec_check(&r->spec, err, sizeof err) || st_spec_secrets(&r->spec, &r->secrets, err, sizeof err) ||
         st_audit_resolve_peak(&r->spec, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);

@@ -15,6 +15,7 @@
 #include "audit/store.h"
 #include "audit/suggest.h"
 #include "audit/sweep.h"
+#include "cli/agents.h"
 #include "cli/cli.h"
 #include "core/opts.h"
 #include "core/file.h"
@@ -43,7 +44,8 @@ static void help(const st_opt *opts)
         "  servetune predict examples/qwen3-8b-h100.yaml -o predict-out\n"
         "  servetune predict examples/qwen3-8b-h100.yaml --suggest-rates   # a rates: line for the real audit\n"
         "  servetune report predict-out                                     # re-render (still a prediction)\n"
-        "  servetune predict my.yaml --calibration calib.json               # with constants fitted to your audit\n\n"
+        "  servetune predict my.yaml --calibration calib.json               # with constants fitted to your audit\n"
+        "  servetune predict --agents examples/agent-tasks.jsonl --model Qwen/Qwen3-8B --gpu H100  # agent tasks\n\n"
         "Engines: kinds vllm and emulator are modelled (their vLLM flags through the emulator's parser;\n"
         "the GPU from --gpu, SERVETUNE_EMULATE_GPU in the spec's env, or hardware.gpu; --time-scale is\n"
         "ignored). Other kinds are refused: the model knows vLLM's flags and scheduler only. Multi-turn\n"
@@ -337,6 +339,9 @@ out:
 
 int cmd_predict(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++) /* agent task graphs: their own command line (cli/agents.h) */
+        if (!strcmp(argv[i], "--agents") || !strncmp(argv[i], "--agents=", 9))
+            return st_cli_predict_agents(argc, argv);
     const char *out_dir = "predict-out", *calib_path = NULL;
     int quiet = 0, suggest_rates = 0;
     const st_opt opts[] = {

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "audit/traffic.h"
+#include "cli/agents.h"
 #include "cli/cli.h"
 #include "core/file.h"
 #include "core/opts.h"
@@ -361,7 +362,9 @@ static int trace_stats(int argc, char **argv)
                "is read as it is, other compressed files are named (zstd-compressed: decompress it first);\n"
                "a UTF-8 byte-order mark is skipped; a device is refused and a FIFO read with lines of at\n"
                "most 4 MiB, reported as soon as one is longer. SIGINT/SIGTERM stop the reading at once\n"
-               "(exit 4, nothing printed or written).\n\n"
+               "(exit 4, nothing printed or written). An agent trace (WEKA-style agentic trace, task-graph\n"
+               "JSONL) gets its shape instead: fan-out widths, joins, depth, shared blocks and the ideal\n"
+               "prefix-cache hit rate (docs/trace-format.md, \"Agent traces\").\n\n"
                "Examples:\n"
                "  servetune trace stats mooncake_trace.jsonl\n"
                "  servetune trace stats spend_logs.json --trace-model qwen3-8b --model Qwen/Qwen3-8B --gpu H100\n"
@@ -384,6 +387,10 @@ static int trace_stats(int argc, char **argv)
         goto out;
     }
     const char *path = pr.pos[0];
+    if (st_cli_agent_detect(path) != ST_AGENT_FMT_NONE) { /* agent task graphs: their shape (cli/agents.h) */
+        status = st_cli_agent_trace_stats(path, json_path);
+        goto out;
+    }
     if (pr.nunknown && !model) {
         char m[200];
         snprintf(m, sizeof m, "unknown option %.100s", pr.unknown[0]);

@@ -56,6 +56,17 @@ struct st_emu_engine {
     uint32_t cap_admitted, cap_preempted;
     uint32_t *scratch_blocks;
     uint32_t cap_scratch;
+    /* st_emu_skip_steps scratch: the run's sequences, step times, and each sequence's state */
+    st_emu_skip_seq *skip_seq;
+    st_ns *skip_start, *skip_due;
+    uint32_t *skip_take, *skip_reg;  /* running indices grouped by the step (mod block_size) they take a
+                                        block at, and register a full block at */
+    uint32_t *skip_off_take, *skip_off_reg; /* block_size + 1 offsets into them */
+    uint32_t *skip_fill;             /* per sequence: run tokens written into its token array */
+    uint32_t *skip_key;              /* per sequence: its group (scratch) */
+    uint64_t *skip_first;            /* per sequence: the run's step it takes its next block at */
+    uint32_t cap_skip_seq, cap_skip_start, cap_skip_due, cap_skip_take, cap_skip_reg, cap_skip_offt, cap_skip_offr,
+        cap_skip_fill, cap_skip_key, cap_skip_first;
     st_ns fe_free;              /* the API server's work queue is busy until then (engine time) */
     st_ns fe_batch, fe_pre;     /* when the latest step's token work began on it, and the queue's end before it */
     st_ns last_start, last_end; /* the previous step's start and end (-1 before the first) */
@@ -141,6 +152,16 @@ void st_emu_engine_free(st_emu_engine *e)
     free(e->admitted);
     free(e->preempted);
     free(e->scratch_blocks);
+    free(e->skip_seq);
+    free(e->skip_start);
+    free(e->skip_due);
+    free(e->skip_take);
+    free(e->skip_reg);
+    free(e->skip_off_take);
+    free(e->skip_off_reg);
+    free(e->skip_fill);
+    free(e->skip_key);
+    free(e->skip_first);
     st_emu_blocks_free(&e->pool);
     free(e);
 }
@@ -382,20 +403,30 @@ static void cache_full_blocks(st_emu_engine *e, emu_req *r, uint32_t tokens)
         r->n_cached = full;
 }
 
-/* vLLM's allocate_slots: room for num_new more tokens after num_computed (+ hits blocks
- * given in `hits`, already looked up). 0 or -1 (nothing changed). */
-static int allocate_slots(st_emu_engine *e, emu_req *r, uint32_t num_new, const uint32_t *hits, uint32_t n_hits)
+/* Whether allocate_slots(e, r, num_new, hits, n_hits) finds its blocks (the blocks to take in
+ * *need); changes nothing. */
+static int slots_fit(const st_emu_engine *e, const emu_req *r, uint32_t num_new, const uint32_t *hits, uint32_t n_hits,
+                     uint32_t *need)
 {
     uint32_t bs = e->cfg.block_size;
     uint32_t total = r->num_computed + n_hits * bs + num_new;
     uint32_t need_total = (total + bs - 1) / bs;
     uint32_t have = r->n_blocks + n_hits;
-    uint32_t need = need_total > have ? need_total - have : 0;
+    *need = need_total > have ? need_total - have : 0;
     uint32_t evictable_hits = 0;
     for (uint32_t i = 0; i < n_hits; i++)
         if (e->pool.ref[hits[i]] == 0)
             evictable_hits++;
-    if ((uint64_t)need + evictable_hits > e->pool.nfree)
+    return (uint64_t)*need + evictable_hits <= e->pool.nfree;
+}
+
+/* vLLM's allocate_slots: room for num_new more tokens after num_computed (+ hits blocks
+ * given in `hits`, already looked up). 0 or -1 (nothing changed). */
+static int allocate_slots(st_emu_engine *e, emu_req *r, uint32_t num_new, const uint32_t *hits, uint32_t n_hits)
+{
+    uint32_t bs = e->cfg.block_size;
+    uint32_t need;
+    if (!slots_fit(e, r, num_new, hits, n_hits, &need))
         return -1;
     if (st_emu_blocks_reserve(&e->pool, need) < 0) {
         e->oom = 1; /* st_emu_step fails */
@@ -434,6 +465,40 @@ static void preempt(st_emu_engine *e, emu_req *r, uint32_t *n_pre)
     push_u64(&e->preempted, n_pre, &e->cap_preempted, r->id);
 }
 
+/* The prefix-cache lookup of waiting request r: its leading cached blocks into
+ * e->scratch_blocks, *n_hits of them. 0, or -1 out of memory. */
+static int prefix_hits(st_emu_engine *e, emu_req *r, uint32_t *n_hits)
+{
+    uint32_t bs = e->cfg.block_size;
+    *n_hits = 0;
+    if (!e->cfg.enable_prefix_caching)
+        return 0;
+    /* the last token is always recomputed: at most (n_tokens - 1) / bs full blocks */
+    uint32_t maxb = (r->n_tokens - 1) / bs;
+    if (grow((void **)&e->scratch_blocks, &e->cap_scratch, maxb + 1, sizeof *e->scratch_blocks) < 0)
+        return -1;
+    for (uint32_t k = 0; k < maxb; k++) {
+        uint32_t b = st_emu_blocks_lookup(&e->pool, req_block_hash(e, r, k));
+        if (b == ST_EMU_NIL)
+            break;
+        e->scratch_blocks[(*n_hits)++] = b;
+    }
+    return 0;
+}
+
+/* With async scheduling the engine core schedules step N+1 as soon as step N is handed to
+ * the GPU (vllm/v1/engine/core.py, step_with_batch_queue: the batch queue holds two steps):
+ * while the engine is busy, a step starting at `now` was scheduled when the previous one
+ * started, so only requests that had reached the engine core by then can join it; one arriving
+ * later waits a step more than without async scheduling. An idle engine schedules at once. */
+static st_ns admission_cutoff(const st_emu_engine *e, st_ns now)
+{
+    if (st_emu_async_scheduling(&e->cfg) && e->last_start >= 0 && now >= e->last_end &&
+        now - e->last_end <= (st_ns)(EMU_ASYNC_BUSY_GAP_S * 1e9))
+        return e->last_start;
+    return now;
+}
+
 int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
 {
     memset(res, 0, sizeof *res);
@@ -455,15 +520,7 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
 
     uint32_t budget = e->mem.max_num_batched_tokens;
     uint32_t n_sched = 0, n_pre = 0, n_adm = 0;
-    /* With async scheduling the engine core schedules step N+1 as soon as step N is handed to
-     * the GPU (vllm/v1/engine/core.py, step_with_batch_queue: the batch queue holds two steps):
-     * while the engine is busy, this step was scheduled when the previous one started, so only
-     * requests that had reached the engine core by then can join it; one arriving later waits
-     * a step more than without async scheduling. An idle engine schedules at once. */
-    st_ns cutoff = now;
-    if (st_emu_async_scheduling(&e->cfg) && e->last_start >= 0 && now >= e->last_end &&
-        now - e->last_end <= (st_ns)(EMU_ASYNC_BUSY_GAP_S * 1e9))
-        cutoff = e->last_start;
+    st_ns cutoff = admission_cutoff(e, now);
 
     /* 1. running requests (decodes and unfinished chunked prefills), in admission order */
     for (uint32_t i = 0; i < e->n_run && budget > 0;) {
@@ -501,18 +558,8 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
             break; /* still in the API server (or arrived after this step was scheduled): FIFO, so
                       the ones behind it are too */
         uint32_t n_hits = 0, bs = e->cfg.block_size;
-        if (e->cfg.enable_prefix_caching) {
-            /* the last token is always recomputed: at most (n_tokens - 1) / bs full blocks */
-            uint32_t maxb = (r->n_tokens - 1) / bs;
-            if (grow((void **)&e->scratch_blocks, &e->cap_scratch, maxb + 1, sizeof *e->scratch_blocks) < 0)
-                return -1;
-            for (uint32_t k = 0; k < maxb; k++) {
-                uint32_t b = st_emu_blocks_lookup(&e->pool, req_block_hash(e, r, k));
-                if (b == ST_EMU_NIL)
-                    break;
-                e->scratch_blocks[n_hits++] = b;
-            }
-        }
+        if (prefix_hits(e, r, &n_hits) < 0)
+            return -1;
         uint32_t hit_tokens = n_hits * bs;
         uint32_t num_new = r->n_tokens - hit_tokens;
         if (num_new > budget)
@@ -653,6 +700,241 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
     res->preempted = e->preempted;
     res->n_preempted = n_pre;
     e->st.steps++;
+    return 0;
+}
+
+/* ---- runs of decode steps (st_emu_skip_steps) ---------------------------------------------
+ * Between two events every step schedules the same running requests, one decode token each: the
+ * step's batch differs from the previous one only in its context (one token more per sequence),
+ * blocks are taken at known steps (a sequence's next block when its tokens cross a block
+ * boundary) and full blocks registered in the prefix cache at known steps. The run below applies
+ * exactly what st_emu_step would, in the same order (block takes and registrations step by step in
+ * running order, the step time from st_emu_step_seconds of the same batch), without the
+ * scheduler's per-step passes over the queues, the per-step events or the driver's per-step work. */
+
+/* Writes r's run tokens up to run token `upto` (exclusive) into its token array: the token the
+ * run's step q emits sits at index n_tokens + q (n_tokens before the run). */
+static void skip_fill_tokens(const st_emu_engine *e, emu_req *r, uint32_t *filled, uint32_t upto)
+{
+    if (upto > r->cap_tokens - r->n_tokens)
+        upto = r->cap_tokens - r->n_tokens;
+    for (uint32_t q = *filled; q < upto; q++)
+        r->tokens[r->n_tokens + q] = st_emu_output_token(r->id, r->n_out + q, e->cfg.model.vocab);
+    if (upto > *filled)
+        *filled = upto;
+}
+
+/* Groups running indices 0..n-1 by key[i] in [0, bs) (stable: running order within a group) into
+ * idx, with the group starts in off[0..bs]. */
+static void skip_group(const uint32_t *key, uint32_t n, uint32_t bs, uint32_t *idx, uint32_t *off)
+{
+    memset(off, 0, (bs + 1) * sizeof *off);
+    for (uint32_t i = 0; i < n; i++)
+        off[key[i] + 1]++;
+    for (uint32_t p = 0; p < bs; p++)
+        off[p + 1] += off[p];
+    for (uint32_t i = 0; i < n; i++)
+        idx[off[key[i]]++] = i;
+    for (uint32_t p = bs; p > 0; p--) /* back to starts */
+        off[p] = off[p - 1];
+    off[0] = 0;
+}
+
+int st_emu_skip_steps(st_emu_engine *e, st_ns horizon, st_emu_skip_result *res)
+{
+    memset(res, 0, sizeof *res);
+    uint32_t n = e->n_run, bs = e->cfg.block_size;
+    st_ns now = e->clock.now(e->clock.ctx);
+    uint32_t budget = e->mem.max_num_batched_tokens;
+    if (n == 0 || now >= horizon || e->oom || n > budget)
+        return 1;
+    /* every running request is a decode that does not finish within the run */
+    uint64_t C = 0, kmax = UINT64_MAX;
+    for (uint32_t i = 0; i < n; i++) {
+        const emu_req *r = e->run[i];
+        if (r->held || r->n_out == 0 || r->num_computed + 1 != r->n_tokens || r->n_out >= r->max_tokens ||
+            r->n_tokens >= e->mem.max_model_len || (uint64_t)r->n_blocks * bs < r->num_computed)
+            return 1;
+        if (e->cfg.enable_prefix_caching) {
+            uint32_t full = r->num_computed / bs < r->n_blocks ? r->num_computed / bs : r->n_blocks;
+            if (r->n_cached < full)
+                return 1; /* st_emu_step would register more than the newly full block */
+        }
+        /* step j (0-based) emits output token n_out + j + 1: it finishes at max_tokens or at max_model_len;
+         * the run ends with the first step in which a request finishes */
+        uint64_t fin = r->max_tokens - r->n_out;
+        uint64_t fin_len = e->mem.max_model_len - r->n_tokens;
+        if (fin_len < fin)
+            fin = fin_len;
+        if (fin < kmax)
+            kmax = fin;
+        C += r->num_computed;
+    }
+    if (grow((void **)&e->skip_seq, &e->cap_skip_seq, n, sizeof *e->skip_seq) < 0 ||
+        grow((void **)&e->skip_take, &e->cap_skip_take, n, sizeof *e->skip_take) < 0 ||
+        grow((void **)&e->skip_reg, &e->cap_skip_reg, n, sizeof *e->skip_reg) < 0 ||
+        grow((void **)&e->skip_fill, &e->cap_skip_fill, n, sizeof *e->skip_fill) < 0 ||
+        grow((void **)&e->skip_key, &e->cap_skip_key, n, sizeof *e->skip_key) < 0 ||
+        grow((void **)&e->skip_first, &e->cap_skip_first, n, sizeof *e->skip_first) < 0 ||
+        grow((void **)&e->skip_off_take, &e->cap_skip_offt, bs + 1, sizeof *e->skip_off_take) < 0 ||
+        grow((void **)&e->skip_off_reg, &e->cap_skip_offr, bs + 1, sizeof *e->skip_off_reg) < 0)
+        return -1;
+    /* groups: a sequence of nc computed tokens and nb blocks takes its next block at the step j where
+     * nc + j + 1 first exceeds nb * bs (then every bs steps), and registers a full block at the steps
+     * where nc + j + 1 is a multiple of bs (cache_full_blocks) */
+    st_emu_skip_seq *sq = e->skip_seq;
+    uint64_t *first = e->skip_first;
+    uint32_t *key = e->skip_key;
+    double per = e->cfg.tune.fe_token_cpu_s * 1e9, done = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const emu_req *r = e->run[i];
+        first[i] = (uint64_t)r->n_blocks * bs - r->num_computed; /* >= 0: checked above */
+        key[i] = (uint32_t)(first[i] % bs);
+        done += per * (r->fe_factor > 0 ? r->fe_factor : 1.0); /* st_emu_step's API-server queue */
+        sq[i] = (st_emu_skip_seq){ .id = r->id, .user = r->user, .n_out = r->n_out, .due_off = (st_ns)done };
+        e->skip_fill[i] = 0;
+    }
+    skip_group(key, n, bs, e->skip_take, e->skip_off_take);
+    for (uint32_t i = 0; i < n; i++)
+        key[i] = (bs - (e->run[i]->num_computed + 1) % bs) % bs;
+    skip_group(key, n, bs, e->skip_reg, e->skip_off_reg);
+    const uint32_t *take = e->skip_take, *reg = e->skip_reg;
+    const uint32_t *off_take = e->skip_off_take, *off_reg = e->skip_off_reg;
+    int caching = e->cfg.enable_prefix_caching;
+
+    /* the waiting head, when a step may try to admit it (st_emu_step's phase 2) */
+    emu_req *head = NULL;
+    if (e->wq_len > 0 && n < e->mem.max_num_seqs && n < budget)
+        head = wq_front(e);
+
+    st_emu_batch b = { .tokens = n, .decode_tokens = n, .seqs = n, .sampled = n };
+    st_ns fe_free = e->fe_free, last_start = e->last_start, last_end = e->last_end;
+    st_ns fe_pre = e->fe_pre, fe_batch = e->fe_batch, fe_total = n ? sq[n - 1].due_off : 0;
+    uint64_t j = 0;
+    st_ns t = now;
+    uint32_t nfree_before = e->pool.nfree; /* before the latest step's takes */
+    for (; j < kmax && t < horizon; j++) {
+        uint32_t p = (uint32_t)(j % bs);
+        /* blocks this step takes, in running order; the run ends before a step that would preempt */
+        uint32_t takes = 0;
+        for (uint32_t a = off_take[p]; a < off_take[p + 1]; a++)
+            takes += j >= first[take[a]];
+        if (takes > e->pool.nfree)
+            break;
+        nfree_before = e->pool.nfree;
+        if (grow((void **)&e->skip_start, &e->cap_skip_start, (uint32_t)j + 2, sizeof *e->skip_start) < 0 ||
+            grow((void **)&e->skip_due, &e->cap_skip_due, (uint32_t)j + 1, sizeof *e->skip_due) < 0)
+            return -1;
+        /* phase 1 of the step: each sequence's allocate_slots (a take, then cache_full_blocks) */
+        uint32_t a = off_take[p], ae = off_take[p + 1];
+        uint32_t g = caching ? off_reg[p] : 0, ge = caching ? off_reg[p + 1] : 0;
+        while (a < ae || g < ge) {
+            uint32_t ia = a < ae ? take[a] : UINT32_MAX, ig = g < ge ? reg[g] : UINT32_MAX;
+            uint32_t i = ia < ig ? ia : ig;
+            emu_req *r = e->run[i];
+            if (ia == i) {
+                a++;
+                if (j >= first[i]) {
+                    int tr = st_emu_blocks_take(&e->pool, 1, r->blocks + r->n_blocks);
+                    if (tr < 0) {
+                        e->oom = tr == -2;
+                        return -1;
+                    }
+                    r->n_blocks++;
+                }
+            }
+            if (ig == i) {
+                g++;
+                skip_fill_tokens(e, r, &e->skip_fill[i], (uint32_t)j);
+                cache_full_blocks(e, r, r->num_computed + (uint32_t)j + 1);
+            }
+        }
+        /* phase 2: a waiting request that would be admitted ends the run before this step (its
+         * phase 1, done above, is what st_emu_step does first: it finds the blocks in place) */
+        st_ns cutoff = j == 0 ? admission_cutoff(e, t)
+                              : (st_emu_async_scheduling(&e->cfg) ? last_start : t); /* busy: t == last_end */
+        if (head && head->ready <= cutoff) {
+            uint32_t n_hits;
+            if (prefix_hits(e, head, &n_hits) < 0)
+                return -1;
+            uint32_t num_new = head->n_tokens - n_hits * bs, need;
+            if (num_new > budget - n)
+                num_new = budget - n;
+            if (slots_fit(e, head, num_new, e->scratch_blocks, n_hits, &need))
+                break;
+        }
+        b.kv_read_tokens = (double)C;
+        b.attn_pairs = (double)(C + n);
+        st_ns dur = (st_ns)(st_emu_step_seconds(&e->cfg, &b, NULL) * 1e9);
+        if (dur < 1)
+            dur = 1;
+        st_ns end = t + dur;
+        e->skip_start[j] = t;
+        if (!e->cfg.no_frontend) {
+            st_ns start = fe_free > end ? fe_free : end;
+            fe_pre = fe_free;
+            fe_batch = start;
+            fe_free = start + fe_total;
+            e->skip_due[j] = start;
+        } else {
+            e->skip_due[j] = end;
+        }
+        last_start = t;
+        last_end = end;
+        C += n;
+        t = end;
+    }
+    if (j == 0)
+        return 1;
+    uint32_t k = (uint32_t)j;
+    e->skip_start[k] = t;
+    /* the counts after each step, as st_emu_get_stats gives them: running and KV usage peak
+     * before the last step's finished requests free their blocks */
+    double pool_n = e->pool.n;
+    res->running_peak = n;
+    res->kv_usage_peak = pool_n ? 1.0 - e->pool.nfree / pool_n : 0; /* after the last step, unless it frees */
+    double before_last = pool_n ? 1.0 - nfree_before / pool_n : 0; /* after the step before it */
+    uint32_t w = 0, finished = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        emu_req *r = e->run[i];
+        skip_fill_tokens(e, r, &e->skip_fill[i], k);
+        r->n_tokens += k < r->cap_tokens - r->n_tokens ? k : r->cap_tokens - r->n_tokens;
+        r->n_out += k;
+        r->num_computed += k;
+        if (r->n_out >= r->max_tokens || r->n_tokens >= e->mem.max_model_len) { /* st_emu_step's finish */
+            sq[i].finish = ST_EMU_FINISH_LENGTH;
+            req_release_blocks(e, r);
+            e->st.finished_length++;
+            req_free(r);
+            finished++;
+        } else {
+            sq[i].finish = ST_EMU_NOT_FINISHED;
+            e->run[w++] = r;
+        }
+    }
+    e->n_run = w;
+    if (finished) { /* the last step's own counts, after its releases */
+        double u = pool_n ? 1.0 - e->pool.nfree / pool_n : 0;
+        res->kv_usage_peak = k >= 2 && before_last > u ? before_last : u;
+        if (k == 1)
+            res->running_peak = w;
+    }
+    e->st.generation_tokens += (uint64_t)n * k;
+    e->st.steps += k;
+    e->st.steps_skipped += k;
+    e->fe_free = fe_free;
+    e->fe_pre = fe_pre;
+    e->fe_batch = fe_batch;
+    e->last_start = last_start;
+    e->last_end = last_end;
+    if (e->cfg.no_frontend)
+        for (uint32_t i = 0; i < n; i++)
+            sq[i].due_off = 0;
+    res->steps = k;
+    res->seqs = n;
+    res->seq = sq;
+    res->start = e->skip_start;
+    res->due = e->skip_due;
     return 0;
 }
 

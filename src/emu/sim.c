@@ -64,6 +64,9 @@ void st_emu_session_free(st_emu_session *s)
 
 void st_emu_session_stats(const st_emu_session *s, st_emu_stats *out) { st_emu_get_stats(s->e, out); }
 
+/* Token events a record gets room for when its request is sent (more grow as they come). */
+#define SIM_EVENTS_RESERVE_MAX 65536u
+
 static const char STOPPED_RUNNING[] = "the run was stopped before this request completed";
 static const char STOPPED_UNSENT[] = "the run was stopped before this request was sent";
 static const char TIMED_OUT[] = "no completion within the request timeout";
@@ -104,6 +107,9 @@ typedef struct run {
     uint32_t *prompt_len;
     uint32_t *step_items; /* on_step: the item index of each sequence of the step */
     uint32_t cap_step_items;
+    /* agent task graphs: the parents each node still waits for, and a stack to skip a failed
+     * node's descendants */
+    uint32_t *waiting, *dag_stack;
 } run;
 
 static const char SESSION_ENDED[] = "not sent: an earlier turn of its session did not complete";
@@ -185,6 +191,17 @@ static int run_prepare(run *R)
         R->prompt_len = calloc(n, sizeof *R->prompt_len);
         if (!R->rel || !R->prompt || !R->prompt_len)
             return -1;
+        int dag = 0;
+        for (uint32_t i = 0; i < n && !dag; i++)
+            dag = R->items[i].n_parents || R->items[i].n_children;
+        if (dag) {
+            R->waiting = malloc((size_t)n * sizeof *R->waiting);
+            R->dag_stack = malloc((size_t)n * sizeof *R->dag_stack);
+            if (!R->waiting || !R->dag_stack)
+                return -1;
+            for (uint32_t i = 0; i < n; i++)
+                R->waiting[i] = R->items[i].n_parents;
+        }
     }
     R->p.total = n;
     return 0;
@@ -284,8 +301,79 @@ static int release_next(run *R, uint32_t i, st_ns at)
     return 0;
 }
 
+/* ---- agent task graphs: a node's end counts down its children --------------------------- */
+
+static const char TASK_NODE_ENDED[] = "not sent: a request it waits for in its task did not complete";
+
+/* Item i ended unfinished: its descendants not sent yet are skipped. */
+static void skip_children(run *R, uint32_t i)
+{
+    if (!R->dag_stack || !R->items[i].n_children)
+        return;
+    uint32_t top = 0;
+    R->dag_stack[top++] = i;
+    while (top) {
+        const st_emu_sim_item *x = &R->items[R->dag_stack[--top]];
+        for (uint32_t c = 0; c < x->n_children; c++) {
+            uint32_t j = x->children[c];
+            if (j >= R->n || !R->items[j].dependent)
+                continue;
+            st_record *r = &R->rec[j];
+            if (r->status != ST_REQ_OK || r->sent >= 0)
+                continue; /* already skipped (another parent) or over */
+            st_record_set_error(r, ST_REQ_SKIPPED, TASK_NODE_ENDED, sizeof TASK_NODE_ENDED - 1);
+            R->p.failed++;
+            R->dag_stack[top++] = j;
+        }
+    }
+}
+
+/* Item i completed at run time `at`: each child gets its answer (when it grows by it) and, once
+ * its last parent is in, is released after its gap. 0, or -1 out of memory. */
+static int release_children(run *R, uint32_t i, st_ns at)
+{
+    const st_emu_sim_item *it = &R->items[i];
+    if (!R->waiting || !it->n_children)
+        return 0;
+    uint32_t from = it->n_reason < R->rec[i].output_tokens ? it->n_reason : R->rec[i].output_tokens;
+    uint32_t answer = R->rec[i].output_tokens - from;
+    for (uint32_t c = 0; c < it->n_children; c++) {
+        uint32_t j = it->children[c];
+        if (j >= R->n || j == i || !R->items[j].dependent || !R->waiting[j])
+            continue;
+        const st_emu_sim_item *ch = &R->items[j];
+        if (!R->prompt[j]) { /* its own prompt first */
+            const uint32_t *own = item_ids(R, j);
+            uint32_t *p = malloc((size_t)(ch->input_len ? ch->input_len : 1) * sizeof *p);
+            if (!own || !p) {
+                free(p);
+                return -1;
+            }
+            memcpy(p, own, (size_t)ch->input_len * sizeof *p);
+            R->prompt[j] = p;
+            R->prompt_len[j] = ch->input_len;
+        }
+        if (ch->grow && answer) {
+            uint64_t len = (uint64_t)R->prompt_len[j] + answer;
+            uint32_t *p = len <= UINT32_MAX ? realloc(R->prompt[j], (size_t)len * sizeof *p) : NULL;
+            if (!p)
+                return -1;
+            for (uint32_t k = 0; k < answer; k++)
+                p[R->prompt_len[j] + k] = st_emu_output_token(R->base + i, from + k, R->vocab);
+            R->prompt[j] = p;
+            R->prompt_len[j] = (uint32_t)len;
+        }
+        R->rec[j].input_tokens = R->prompt_len[j];
+        if (--R->waiting[j] == 0)
+            rel_push(R, at + (ch->think > 0 ? ch->think : 0), j);
+    }
+    return 0;
+}
+
 static void run_free_sessions(run *R)
 {
+    free(R->waiting);
+    free(R->dag_stack);
     for (uint32_t i = 0; R->prompt && i < R->n; i++)
         free(R->prompt[i]);
     free(R->prompt);
@@ -329,6 +417,13 @@ static int send_item(run *R, uint32_t i, st_ns sent)
         snprintf(R->err, R->errlen, "out of memory");
         return -1;
     }
+    /* room for every token event at once (a run of steps appends many), up to a bound: a request
+     * that fails early must not have cost its whole max_tokens */
+    uint32_t room = it->output_len < SIM_EVENTS_RESERVE_MAX ? it->output_len : SIM_EVENTS_RESERVE_MAX;
+    if (st_record_reserve_events(r, room) < 0) {
+        snprintf(R->err, R->errlen, "out of memory");
+        return -1;
+    }
     st_emu_req_params p = { .id = R->base + i,
                             .ids = ids,
                             .n_ids = n_ids,
@@ -351,6 +446,7 @@ static int send_item(run *R, uint32_t i, st_ns sent)
         R->p.failed++;
         slot_freed(R, sent);
         skip_later_turns(R, i);
+        skip_children(R, i);
     }
     return 0;
 }
@@ -413,6 +509,7 @@ static void expire(run *R, st_ns at)
         R->p.failed++;
         slot_freed(R, at);
         skip_later_turns(R, i);
+        skip_children(R, i);
     }
 }
 
@@ -489,7 +586,8 @@ static int run_step(run *R, const st_emu_step_result *res)
             R->s.completed++;
             R->p.completed++;
             slot_freed(R, at);
-            if (release_next(R, (uint32_t)(r - R->rec), at) < 0) {
+            if (release_next(R, (uint32_t)(r - R->rec), at) < 0 ||
+                release_children(R, (uint32_t)(r - R->rec), at) < 0) {
                 snprintf(R->err, R->errlen, "out of memory");
                 return -1;
             }
@@ -508,6 +606,86 @@ static int run_step(run *R, const st_emu_step_result *res)
     if (R->last_due < 0 || ev_last_due(res) > R->last_due)
         R->last_due = ev_last_due(res);
     return 0;
+}
+
+/* Records a run of decode steps (st_emu_skip_steps): each sequence's tokens at the times its
+ * client receives them, as run_step does step by step (requests finish only in the run's last
+ * step, none gets its first token in a run). 0, or -1. */
+static int run_skip(run *R, const st_emu_skip_result *sk)
+{
+    uint32_t k = sk->steps;
+    for (uint32_t j = 0; j < k; j++)
+        R->s.busy_s += (sk->start[j + 1] - sk->start[j]) / 1e9;
+    for (uint32_t q = 0; q < sk->seqs; q++) {
+        const st_emu_skip_seq *sq = &sk->seq[q];
+        st_record *r = sq->user;
+        uint32_t n_reason = R->items[r - R->rec].n_reason;
+        st_ns off = sq->due_off - R->t0;
+        if (st_record_reserve_events(r, r->n_events + k) < 0) {
+            snprintf(R->err, R->errlen, "out of memory");
+            return -1;
+        }
+        st_ns *ev = r->events + r->n_events;
+        for (uint32_t j = 0; j < k; j++)
+            ev[j] = sk->due[j] + off;
+        r->n_events += k;
+        /* step j emits token n_out + j + 1 */
+        if (n_reason >= sq->n_out && n_reason - sq->n_out < k) /* the first answer token */
+            r->first_answer = ev[n_reason - sq->n_out];
+        if (sq->n_out + 1 <= n_reason)
+            r->reasoning_tokens = sq->n_out + k < n_reason ? sq->n_out + k : n_reason;
+        r->output_tokens = sq->n_out + k;
+        R->p.output_tokens += k;
+        if (sq->finish) { /* in the run's last step, as run_step ends a request */
+            st_ns at = ev[k - 1];
+            r->end = at;
+            r->usage_reported = 1;
+            r->status = ST_REQ_OK;
+            R->s.completed++;
+            R->p.completed++;
+            slot_freed(R, at);
+            if (release_next(R, (uint32_t)(r - R->rec), at) < 0) {
+                snprintf(R->err, R->errlen, "out of memory");
+                return -1;
+            }
+        }
+    }
+    st_emu_stats es;
+    st_emu_get_stats(R->e, &es); /* waiting as after every step of the run */
+    if (sk->running_peak > R->s.max_running)
+        R->s.max_running = sk->running_peak;
+    if (es.waiting > R->s.max_waiting)
+        R->s.max_waiting = es.waiting;
+    if (sk->kv_usage_peak > R->s.max_kv_usage)
+        R->s.max_kv_usage = sk->kv_usage_peak;
+    st_ns end_abs = sk->start[k];
+    if (end_abs > R->S->vc.t)
+        R->S->vc.t = end_abs;
+    st_ns last = sk->due[k - 1] + sk->seq[sk->seqs - 1].due_off; /* the run's latest delivery */
+    if (R->last_due < 0 || last > R->last_due)
+        R->last_due = last;
+    return 0;
+}
+
+/* The run time of the next thing that happens outside the engine: a send (an arrival, a released
+ * turn, a free slot) or a tick; INT64_MAX when none is due. A run of steps ends before it. */
+static st_ns next_event(const run *R)
+{
+    st_ns t = R->next_tick;
+    if (R->n_rel && R->rel[0].t < t)
+        t = R->rel[0].t;
+    if (R->next < R->n_sched) {
+        st_ns a = R->closed ? 0 : R->S->order[R->next].t;
+        if (R->cap) {
+            if (R->slot_head == R->slot_tail)
+                return t; /* every slot taken: a completion frees one, and completions end runs */
+            if (R->S->slots[R->slot_head] > a)
+                a = R->S->slots[R->slot_head];
+        }
+        if (a < t)
+            t = a;
+    }
+    return t;
 }
 
 /* When nothing can run now: the next instant something happens (an arrival, a request leaving
@@ -577,6 +755,8 @@ int st_emu_session_run(st_emu_session *S, const st_emu_sim_item *items, uint32_t
     R.next_tick = o->tick > 0 ? o->tick : INT64_MAX;
     st_emu_get_stats(S->e, &R.es0);
     int rc = 0;
+    /* runs of decode steps at once, unless asked otherwise or a caller looks at every step */
+    int skip = !st_emu_engine_config(S->e)->step_by_step && !o->on_step;
     for (uint32_t i = 0; i < n; i++)
         if (items[i].dependent && (R.cap || R.closed)) {
             snprintf(err, errlen, "multi-turn sessions run open loop, without a concurrency limit");
@@ -600,6 +780,18 @@ int st_emu_session_run(st_emu_session *S, const st_emu_sim_item *items, uint32_t
             if (stopped)
                 *stopped = 1;
             break;
+        }
+        if (skip) {
+            st_ns h = next_event(&R);
+            st_emu_skip_result sk;
+            int kr = st_emu_skip_steps(R.e, h >= INT64_MAX - R.t0 ? INT64_MAX : R.t0 + h, &sk);
+            if (kr < 0 || (kr == 0 && run_skip(&R, &sk) < 0)) {
+                snprintf(err, errlen, "engine step failed (out of memory)");
+                rc = -1;
+                break;
+            }
+            if (kr == 0)
+                continue;
         }
         st_emu_step_result res;
         int sr = st_emu_has_work(R.e) ? st_emu_step(R.e, &res) : 1;
@@ -705,6 +897,10 @@ void st_emu_sim_items_from_workload(const struct st_workload *w, const st_ns *sc
                                           .next = it->next,
                                           .think = it->think,
                                           .session = it->session,
-                                          .turn = it->turn };
+                                          .turn = it->turn,
+                                          .children = it->children,
+                                          .n_children = it->n_children,
+                                          .n_parents = it->n_parents,
+                                          .grow = it->grow };
     }
 }

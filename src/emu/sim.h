@@ -33,6 +33,14 @@ typedef struct st_emu_sim_item {
     uint32_t next;
     st_ns think;
     uint32_t session, turn;
+    /* Agent task graphs (load/agent.h; open loop without a cap only): a dependent item with
+     * n_parents > 0 is sent `think` after the LAST of its parents completed (each parent lists it
+     * in its children); its prompt is its own input_len tokens followed, when grow, by each
+     * parent's answer tokens (reasoning left out) in the order the parents completed. A parent
+     * that fails, times out or is refused skips its children, and theirs (ST_REQ_SKIPPED). */
+    const uint32_t *children;
+    uint32_t n_children, n_parents;
+    int grow;
 } st_emu_sim_item;
 
 typedef struct st_emu_sim_stats {

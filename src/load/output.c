@@ -306,6 +306,8 @@ json_t *st_output_json(const st_bench_info *in, const st_summary *s, const st_re
     set(sc, "max_in_flight", json_integer(in->max_in_flight));
     set(o, "self_check", sc);
     set(o, "summary", st_output_summary_json(s));
+    if (in->tasks)
+        json_object_set(o, "tasks", in->tasks);
     if (in->turns && in->n_turns > 0) {
         json_t *ta = json_array();
         for (int t = 0; ta && t < in->n_turns; t++) {

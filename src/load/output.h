@@ -66,6 +66,7 @@ typedef struct st_bench_info {
     int64_t t0_mono_ns;      /* CLOCK_MONOTONIC at t0 (to line records up with another
                                         process's monotonic times on the same machine), 0 unknown */
     const char *version;     /* servetune version; NULL: ST_VERSION */
+    json_t *tasks;           /* agent task graphs: the task figures (st_agent_run_stats_json; borrowed), or NULL */
 } st_bench_info;
 
 /* The run's summary as a readable table. */

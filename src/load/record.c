@@ -97,6 +97,15 @@ int st_record_add_event(st_record *r, st_ns t)
     return 0;
 }
 
+int st_record_reserve_events(st_record *r, uint32_t n)
+{
+    size_t cap = r->cap_events;
+    if (st_grow((void **)&r->events, &cap, n, sizeof *r->events, n) || cap > UINT32_MAX)
+        return -1;
+    r->cap_events = (uint32_t)cap;
+    return 0;
+}
+
 void st_record_set_error(st_record *r, st_req_status st, const char *msg, size_t len)
 {
     r->status = st;

@@ -93,6 +93,8 @@ double st_record_srv_tpot_gap(const st_record *r);
 
 /* Appends an event time; -1 when out of memory. */
 int st_record_add_event(st_record *r, st_ns t);
+/* Makes room for n events in all (n_events stays); 0, or -1 when out of memory. */
+int st_record_reserve_events(st_record *r, uint32_t n);
 /* Sets error to a copy of msg truncated to ST_RECORD_ERROR_MAX (with "..." when cut), control
  * characters replaced by spaces (st_text_sanitize: the text often comes from the server). */
 void st_record_set_error(st_record *r, st_req_status st, const char *msg, size_t len);

@@ -882,7 +882,7 @@ static void start_request(runner *r, uint32_t i)
     c->idx = i;
     c->got_bytes = c->done_seen = c->finished_seen = c->must_close = c->usage_seen = 0;
     c->usage_prompt = c->usage_completion = c->usage_cached = c->counted = 0;
-    c->capture = !raw && cfg->on_end && cfg->work->items[i].next;
+    c->capture = !raw && cfg->on_end && (cfg->work->items[i].next || cfg->work->items[i].n_children);
     c->answer_think = 0;
     st_buf_reset(&c->answer);
     st_api_event_reset(&c->ev);

@@ -1,5 +1,7 @@
 #include "load/workload.h"
 
+#include "load/agent.h"
+
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -29,6 +31,9 @@ void st_work_item_free(st_work_item *it)
     free(it->history);
     it->history = NULL;
     it->n_history = 0;
+    free(it->children);
+    it->children = NULL;
+    it->n_children = 0;
 }
 
 void st_workload_free(st_workload *w)
@@ -42,6 +47,7 @@ void st_workload_free(st_workload *w)
     w->n = 0;
     w->n_dependent = 0;
     w->n_sessions = 0;
+    w->n_tasks = 0;
 }
 
 static void fill_ids(st_rng *r, uint32_t *ids, uint32_t n, uint32_t hi_excl)
@@ -575,6 +581,8 @@ int st_workload_sessions(const st_session_params *p, st_workload *out, char *err
                 p->prefix_len, f_lo);
         return -1;
     }
+    if (p->fan_out_max) /* agent tasks: fan-out and join (load/agent.h) */
+        return st_agent_sessions(p, out, err, errlen);
     /* the longest conversation must fit the largest prompt servetune sends */
     uint64_t longest = (uint64_t)f_hi + (uint64_t)(p->turns_max - 1) * ((uint64_t)o_hi + u_hi);
     if (longest > ST_WORKLOAD_MAX_TOKENS) {

@@ -36,6 +36,15 @@ typedef struct st_work_item {
     st_ns think;
     char **history;
     uint32_t n_history;
+    /* Agent task graphs (load/agent.h): a node of a task is sent when every one of its
+     * n_parents parents has answered, plus its think time (the gap); children: the item
+     * indices of the nodes that wait for it (owned, n_children of them). grow: its prompt is its
+     * own text followed by its parents' answers (in the order they came back); 0: its own
+     * prompt only (its ids already hold the recorded context). waiting counts the parents not
+     * yet answered at run time (load/agent_run.h). task is session; turn, its depth. */
+    uint32_t *children;
+    uint32_t n_children, n_parents, waiting;
+    int grow;
 } st_work_item;
 
 typedef struct st_workload {
@@ -43,6 +52,7 @@ typedef struct st_workload {
     uint32_t n;
     uint32_t n_dependent; /* the last n_dependent items are later turns of sessions (not scheduled) */
     uint32_t n_sessions;
+    uint32_t n_tasks; /* agent task graphs: the number of tasks (each item's session is its task) */
 } st_workload;
 
 /* Synthetic workload (vLLM random-dataset shape).
@@ -98,6 +108,9 @@ typedef struct st_session_params {
     double think_s;
     int think_exp;
     uint64_t seed;
+    /* > 0: agent tasks instead of conversations (load/agent.h st_agent_sessions): each of the
+     * `sessions` tasks fans out turns - 1 times to fan_out_min..fan_out_max workers and joins them */
+    uint32_t fan_out_min, fan_out_max;
 } st_session_params;
 int st_workload_sessions(const st_session_params *p, st_workload *out, char *err, size_t errlen);
 

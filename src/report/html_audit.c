@@ -18,6 +18,7 @@
 #include "report/distrust.h"
 #include "report/format.h"
 #include "report/html.h"
+#include "report/whopays_day.h"
 
 /* One text of the page built before it is handed to the renderer (a setup row, a note). */
 #define PIECE_MAX ((size_t)1 << 16)
@@ -170,8 +171,14 @@ static void setup_rows(arena *a, const st_report *r, const char *ev, st_html_kv 
             char sr[32], rq[32];
             st_fmt_num(sr, sizeof sr, c->cap->pass_rate);
             st_fmt_num(rq, sizeof rq, c->cap->capacity_rps);
-            st_buf_printf(&b, ". %s at its capacity, %s sessions/s (%s req/s delivered): TTFT p50 by turn", c->name, sr,
-                          rq);
+            st_buf_printf(&b, ". %s at its capacity, %s sessions/s (%s req/s delivered)", c->name, sr, rq);
+            if (c->tasks_done) { /* a session is a task: first arrival to last end */
+                char m50[32], m95[32];
+                st_fmt_num(m50, sizeof m50, c->makespan_p50_ms / 1e3);
+                st_fmt_num(m95, sizeof m95, c->makespan_p95_ms / 1e3);
+                st_buf_printf(&b, ", makespan p50 %s s, p95 %s s", m50, m95);
+            }
+            st_buf_puts(&b, ": TTFT p50 by turn");
             for (int u = 0; u < c->n_turns; u++) {
                 const st_turn_row *w = &c->turns[u];
                 if (!w->completed)
@@ -659,7 +666,7 @@ int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *op
         }
         pv_rows++;
     }
-    st_html_table tables[4];
+    st_html_table tables[5];
     uint32_t nt = 0;
     /* "Who pays" (report/whopays.h): the trace's tenants, when it names them */
     if (r->who_pays) {
@@ -679,6 +686,34 @@ int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *op
                                             .cols = ST_REP_WHOPAYS_COLS,
                                             .rows = wrows,
                                             .text_cols = 1u << 0 };
+    }
+    /* the traffic day's cost per tenant per hour (report/whopays_day.h), when both are known */
+    st_rep_wp_day *wpd = a_calloc(&a, 1, sizeof *wpd);
+    if (wpd && st_rep_who_pays_day(r, wpd)) {
+        const char **head = a_calloc(&a, ST_REP_WPDAY_COLS_MAX, sizeof *head);
+        char(*wc)[ST_REP_WPDAY_COLS_MAX][ST_REP_WPDAY_CELL] = a_calloc(&a, 24, sizeof *wc);
+        uint32_t cols = (uint32_t)(5 + wpd->n_tenants);
+        const char **cells = a_calloc(&a, (size_t)24 * cols, sizeof *cells);
+        if (head && wc && cells) {
+            st_rep_who_pays_day_cells(wpd, head, wc);
+            for (uint32_t hr = 0; hr < 24; hr++)
+                for (uint32_t k = 0; k < cols; k++)
+                    cells[hr * cols + k] = wc[hr][k];
+            st_buf_reset(&tb);
+            st_buf_printf(&tb,
+                          "The spec's traffic day on %s autoscaled (ceil(rate / its capacity of %.3g req/s) "
+                          "replicas at $%.2f per replica-hour), the used part of each hour split over the trace's "
+                          "tenants by their model-based shares (the trace's tenant mix assumed all day), the rest "
+                          "idle; $ per hour.",
+                          wpd->config, wpd->capacity_rps, wpd->usd_per_replica_hour);
+            tables[nt++] = (st_html_table){ .id = "who-pays-day",
+                                            .title = "Who pays over the traffic day",
+                                            .intro = a_take(&a, &tb),
+                                            .head = head,
+                                            .cells = cells,
+                                            .cols = cols,
+                                            .rows = 24 };
+        }
     }
     /* "A traffic day" (report/day.h): each configuration that met the SLO, cheapest first */
     if (r->day_present) {

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "core/version.h"
+#include "report/whopays_day.h"
 #include "report/format.h"
 #include "report/day.h"
 #include "report/distrust.h"
@@ -136,6 +137,9 @@ static json_t *sessions_json(const st_rep_cfg *c)
     json_t *o = json_object();
     json_object_set_new(o, "sessions_per_s", c->cap->has_pass ? st_jnum_or_null(c->cap->pass_rate) : json_null());
     json_object_set_new(o, "requests_per_session", st_jnum_or_null(c->requests_per_session));
+    json_object_set_new(o, "tasks_completed", json_integer(c->tasks_done)); /* a session is a task */
+    json_object_set_new(o, "makespan_p50_ms", c->tasks_done ? st_jnum_or_null(c->makespan_p50_ms) : json_null());
+    json_object_set_new(o, "makespan_p95_ms", c->tasks_done ? st_jnum_or_null(c->makespan_p95_ms) : json_null());
     json_t *a = json_array();
     for (int t = 0; t < c->n_turns; t++) {
         const st_turn_row *w = &c->turns[t];
@@ -414,6 +418,8 @@ int st_report_json(const st_report *r, st_buf *out)
     json_object_set_new(root, "notes", notes_json(&r->notes));
     json_object_set_new(root, "traffic", r->traffic.json ? json_incref(r->traffic.json) : json_null());
     json_object_set_new(root, "who_pays", r->who_pays ? json_incref(r->who_pays) : json_null());
+    st_rep_wp_day wpd; /* the traffic day's cost per tenant per hour (report/whopays_day.h) */
+    json_object_set_new(root, "who_pays_day", st_rep_who_pays_day(r, &wpd) ? st_rep_who_pays_day_json(&wpd) : json_null());
     json_object_set_new(root, "traffic_day", day_json(r));
     char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
     json_decref(root);

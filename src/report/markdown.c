@@ -10,6 +10,7 @@
 #include "report/distrust.h"
 #include "report/format.h"
 #include "report/report.h"
+#include "report/whopays_day.h"
 
 static void slo_text(const st_spec *s, char *out, size_t n)
 {
@@ -18,7 +19,7 @@ static void slo_text(const st_spec *s, char *out, size_t n)
     for (int i = 0; i < s->slo.n && off < n; i++) {
         const st_slo_term *t = &s->slo.terms[i];
         const char *m = st_slo_metric_name(t->metric);
-        char up[8];
+        char up[16]; /* the longest metric name, "makespan", upper-cased */
         size_t k;
         for (k = 0; m[k] && k + 1 < sizeof up; k++)
             up[k] = (char)(m[k] - 32);
@@ -322,19 +323,24 @@ static void sessions_section(const st_report *r, st_buf *b)
                    "first turn is on the arrival schedule, its later turns follow its answers. The capacity in the "
                    "tables above is the requests/s the engine delivered at the highest session rate that held the "
                    "SLO (the cost per output token does not depend on the unit); that session rate is below.\n\n");
-    st_buf_puts(b, "| Config | Capacity (sessions/s) | Requests per session | Delivered (req/s) |\n"
-                   "|---|---:|---:|---:|\n");
+    st_buf_puts(b, "| Config | Capacity (sessions/s) | Requests per session | Delivered (req/s) | Makespan p50 (s) | "
+                   "Makespan p95 (s) |\n"
+                   "|---|---:|---:|---:|---:|---:|\n");
     for (int k = 0; k < r->n_cfg; k++) {
         const st_rep_cfg *c = &r->cfg[r->order[k]];
         if (c->status != ST_REP_OK)
             continue;
-        char a[32], rq[32], d[32];
+        char a[32], rq[32], d[32], m50[32] = "-", m95[32] = "-";
         st_fmt_num(a, sizeof a, c->cap->pass_rate);
         st_fmt_num(rq, sizeof rq, c->requests_per_session);
         st_fmt_num(d, sizeof d, c->cap->capacity_rps);
+        if (c->tasks_done) { /* a session is a task: first arrival to last end (load/agent_run.h) */
+            st_fmt_num(m50, sizeof m50, c->makespan_p50_ms / 1e3);
+            st_fmt_num(m95, sizeof m95, c->makespan_p95_ms / 1e3);
+        }
         st_buf_puts(b, "| ");
         st_md_text(b, c->name);
-        st_buf_printf(b, " | %s | %s | %s |\n", a, rq, d);
+        st_buf_printf(b, " | %s | %s | %s | %s | %s |\n", a, rq, d, m50, m95);
     }
     st_buf_puts(b, "\n");
     for (int k = 0; k < r->n_cfg; k++) {
@@ -895,46 +901,27 @@ static void day_section(const st_report *r, st_buf *b)
  * rest of the fleet's capacity idle. Assumes the trace's tenant mix holds all day. */
 static void who_pays_day(const st_report *r, st_buf *b)
 {
-    if (!r->who_pays || !r->day_present || r->pick < 0)
-        return;
-    const st_rep_cfg *c = &r->cfg[r->pick];
-    double cap = c->cap ? c->cap->capacity_rps : NAN;
-    json_t *ts = json_object_get(r->who_pays, "tenants");
-    size_t nt = json_array_size(ts);
-    if (!c->day_ok || !(cap > 0) || nt == 0 || nt > 8)
-        return;
-    int gpus = r->spec.hardware.gpus_per_replica > 0 ? r->spec.hardware.gpus_per_replica : 1;
-    double usd_h = r->spec.hardware.price_per_gpu_hour * gpus;
-    if (!(usd_h > 0))
+    st_rep_wp_day d; /* (report/whopays_day.h: the same figures as report.json and report.html) */
+    if (!st_rep_who_pays_day(r, &d))
         return;
     st_buf_puts(b, "Over the spec's traffic day, on ");
-    st_md_text(b, c->name);
+    st_md_text(b, d.config);
     st_buf_puts(b, " autoscaled (its capacity per replica; the trace's tenant mix assumed all day), $ per hour:\n\n"
                    "| hour | req/s | replicas | $ |");
-    for (size_t i = 0; i < nt; i++) {
-        const char *name = json_string_value(json_object_get(json_array_get(ts, i), "tenant"));
+    for (size_t i = 0; i < d.n_tenants; i++) {
         st_buf_puts(b, " ");
-        st_md_text(b, name ? name : "?");
+        st_md_text(b, d.tenant[i]);
         st_buf_puts(b, " |");
     }
     st_buf_puts(b, " idle |\n|---:|---:|---:|---:|");
-    for (size_t i = 0; i <= nt; i++)
+    for (size_t i = 0; i <= d.n_tenants; i++)
         st_buf_puts(b, "---:|");
     st_buf_puts(b, "\n");
     for (int h = 0; h < 24; h++) {
-        double rps = r->spec.traffic.hourly_rps[h];
-        long reps = st_cost_replicas(rps, cap);
-        if (reps < r->spec.traffic.min_replicas)
-            reps = r->spec.traffic.min_replicas;
-        double usd = (double)reps * usd_h, busy = reps > 0 ? fmin(1.0, rps / (reps * cap)) : 0, given = 0;
-        st_buf_printf(b, "| %02d | %.3g | %ld | %.2f |", h, rps, reps, usd);
-        for (size_t i = 0; i < nt; i++) {
-            json_t *sm = json_object_get(json_array_get(ts, i), "share_model");
-            double u = usd * busy * (json_is_number(sm) ? json_number_value(sm) : 0);
-            given += u;
-            st_buf_printf(b, " %.2f |", u);
-        }
-        st_buf_printf(b, " %.2f |\n", usd - given);
+        st_buf_printf(b, "| %02d | %.3g | %ld | %.2f |", h, d.rps[h], d.replicas[h], d.usd[h]);
+        for (size_t i = 0; i < d.n_tenants; i++)
+            st_buf_printf(b, " %.2f |", d.tenant_usd[h][i]);
+        st_buf_printf(b, " %.2f |\n", d.idle_usd[h]);
     }
     st_buf_puts(b, "\n");
 }

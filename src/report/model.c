@@ -6,6 +6,7 @@
 #include "audit/executor.h"
 #include "plan/prices.h"
 #include "audit/sustain.h"
+#include "load/agent_run.h"
 #include "load/stats.h"
 #include "report/format.h"
 #include "audit/traffic.h"
@@ -142,6 +143,15 @@ static void session_turns(st_store *s, int64_t run_id, st_rep_cfg *c)
         return;
     int n = st_turn_rows(recs, nr, c->turns);
     c->n_turns = n > 0 ? n : 0;
+    /* each task's makespan (a task is a session: agent tasks, conversations) */
+    double *mv = malloc(sizeof *mv * (nr ? nr : 1));
+    int m = mv ? st_agent_makespans(recs, nr, 0, 1e-9, INFINITY, -INFINITY, INFINITY, 0, 0, mv) : -1;
+    st_dist d;
+    st_dist_compute(mv, m > 0 ? (uint32_t)m : 0, &d);
+    c->tasks_done = m > 0 ? (uint32_t)m : 0;
+    c->makespan_p50_ms = d.p50 * 1e3;
+    c->makespan_p95_ms = d.p95 * 1e3;
+    free(mv);
     for (uint32_t i = 0; i < nr; i++)
         st_record_free(&recs[i]);
     free(recs);
@@ -450,7 +460,7 @@ void st_report_term_name(const st_spec *s, int term, char *out, size_t n)
         return;
     }
     const char *m = st_slo_metric_name(s->slo.terms[term].metric);
-    char up[8];
+    char up[16]; /* the longest metric name, "makespan", upper-cased */
     size_t k;
     for (k = 0; m[k] && k + 1 < sizeof up; k++)
         up[k] = (char)(m[k] >= 'a' && m[k] <= 'z' ? m[k] - 32 : m[k]);

@@ -90,6 +90,10 @@ typedef struct st_rep_cfg {
     st_turn_row turns[ST_TURN_ROWS];
     int n_turns;
     double requests_per_session; /* the capacity run's requests over its sessions (NAN: none) */
+    /* the capacity run's tasks (sessions) whose every request completed, and their makespan, first
+     * arrival to last end (load/agent_run.h st_agent_makespans); tasks_done 0: none */
+    uint32_t tasks_done;
+    double makespan_p50_ms, makespan_p95_ms;
 } st_rep_cfg;
 
 typedef struct st_report {

@@ -331,6 +331,29 @@ static void predict_who_pays(void **state)
     assert_string_equal(json_string_value(json_object_get(wp, "by")), "user");
     assert_int_equal(json_array_size(json_object_get(wp, "tenants")), 2);
     assert_near(json_real_value(json_object_get(wp, "usd_per_replica_hour")), 2.0, 1e-12);
+    /* the traffic day's cost per tenant per hour, as report.md shows it: each hour's fleet at the
+     * spec's price, the tenants' parts and idle summing to it */
+    json_t *wd = json_object_get(j, "who_pays_day");
+    assert_true(json_is_object(wd));
+    assert_int_equal(json_array_size(json_object_get(wd, "tenants")), 2);
+    json_t *hours = json_object_get(wd, "hours");
+    assert_int_equal(json_array_size(hours), 24);
+    int busy_hours = 0;
+    for (size_t h = 0; h < 24; h++) {
+        json_t *x = json_array_get(hours, h);
+        double usd = json_number_value(json_object_get(x, "usd"));
+        double sum = json_number_value(json_object_get(x, "idle_usd"));
+        assert_near(usd, 2.0 * (double)json_integer_value(json_object_get(x, "replicas")), 1e-9);
+        const char *k;
+        json_t *v;
+        json_object_foreach(json_object_get(x, "by_tenant"), k, v) sum += json_number_value(v);
+        assert_near(sum, usd, 1e-9);
+        /* the hours with traffic (and only those): the tenants pay a part */
+        int paid = usd - json_number_value(json_object_get(x, "idle_usd")) > 1e-9;
+        assert_int_equal(paid, json_number_value(json_object_get(x, "rps")) > 0);
+        busy_hours += paid;
+    }
+    assert_int_equal(busy_hours, 16);
     json_decref(j);
     snprintf(p, sizeof p, "%s/report.md", out_dir);
     assert_true(file_has(p, "## Who pays"));
@@ -339,6 +362,7 @@ static void predict_who_pays(void **state)
     assert_true(file_has(p, "| 00 | 0 | 0 | 0.00 | 0.00 | 0.00 | 0.00 |"));
     snprintf(p, sizeof p, "%s/report.html", out_dir);
     assert_true(file_has(p, "<section id=\"who-pays\">"));
+    assert_true(file_has(p, "<section id=\"who-pays-day\">"));
     /* the same folder as the engine model and price of trace cost */
     char *argv2[] = { (char *)st_test_bin(), "trace", "cost", log, "--audit", out_dir, NULL };
     st = st_test_capture(argv2, out, sizeof out);

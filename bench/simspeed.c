@@ -1,0 +1,128 @@
+/* Simulation speed of the engine model (emu/sim.h) on one core: simulated requests per wall second
+ * (CPU time) with runs of decode steps taken at once (the default) and one step at a time
+ * (st_emu_config.step_by_step), on 300-token and 2,000-token outputs, and the largest relative
+ * difference between the two paths' per-request end times (they should agree).
+ *
+ * Workload: Qwen3-8B (bf16) on one H100 SXM, unique 512-token prompts, open loop at a fixed rate
+ * (300-token outputs: 20 req/s, ~70 running; 2,000-token outputs: 5 req/s, where the KV cache runs
+ * full and requests wait for blocks), then closed loop with 8 clients (few sequences per step: the
+ * per-step work weighs most there). Usage: build/bench/simspeed [REQUESTS [on|off]] (default 4000 requests, both paths; on / off:
+ * only that path, for profiling). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "emu/catalog.h"
+#include "emu/config.h"
+#include "emu/sim.h"
+#include "load/record.h"
+
+/* CPU seconds of this process: the figure for one core that other work on the machine does not
+ * inflate (wall time on a busy host counts the time it waited for the core). */
+static double cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+typedef struct outcome {
+    double wall, req_per_s;
+    st_emu_sim_stats st;
+} outcome;
+
+/* One run; records stay filled for the comparison. 0 or -1. */
+static int run_once(const st_emu_config *base, int step_by_step, const st_emu_sim_item *it, uint32_t n,
+                    uint32_t clients, st_record *rec, outcome *out)
+{
+    st_emu_config c = *base;
+    c.step_by_step = step_by_step;
+    char err[512];
+    double t0 = cpu_s();
+    int rc = clients ? st_emu_sim_run_closed(&c, it, n, clients, rec, &out->st, err, sizeof err)
+                     : st_emu_sim_run(&c, it, n, rec, &out->st, err, sizeof err);
+    if (rc < 0) {
+        fprintf(stderr, "simspeed: %s\n", err);
+        return -1;
+    }
+    out->wall = cpu_s() - t0;
+    out->req_per_s = n / out->wall;
+    return 0;
+}
+
+static double rel_diff(double a, double b)
+{
+    double m = fabs(a) > fabs(b) ? fabs(a) : fabs(b);
+    return m > 0 ? fabs(a - b) / m : 0;
+}
+
+/* n requests of out_len tokens: open loop at `rate` req/s, or with clients > 0 closed loop. */
+static int speed(const st_emu_config *c, uint32_t n, uint32_t out_len, double rate, uint32_t clients, int only)
+{
+    st_emu_sim_item *it = calloc(n, sizeof *it);
+    st_record *ra = calloc(n, sizeof *ra), *rb = calloc(n, sizeof *rb);
+    if (!it || !ra || !rb)
+        return -1;
+    for (uint32_t i = 0; i < n; i++)
+        it[i] = (st_emu_sim_item){ .arrival = (st_ns)(i / rate * 1e9), .input_len = 512, .output_len = out_len };
+    outcome on, off;
+    if (only >= 0) { /* one path only (profiling) */
+        int rc1 = run_once(c, only, it, n, clients, ra, &on);
+        printf("%s: %.0f requests/s simulated\n", only ? "step by step" : "step skipping on", on.req_per_s);
+        return rc1;
+    }
+    int rc = run_once(c, 0, it, n, clients, ra, &on) | run_once(c, 1, it, n, clients, rb, &off);
+    if (rc == 0) {
+        double worst = 0;
+        uint32_t bad = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            double d = rel_diff(ra[i].end, rb[i].end);
+            if (d > worst)
+                worst = d;
+            bad += ra[i].n_events != rb[i].n_events;
+        }
+        char load[64];
+        if (clients)
+            snprintf(load, sizeof load, "%u clients (closed loop)", clients);
+        else
+            snprintf(load, sizeof load, "%.0f req/s (open loop)", rate);
+        printf("%5u x (512 in, %4u out), %s: %.1f s simulated, %llu steps, %llu preemptions\n", n, out_len, load,
+               on.st.duration / 1e9, (unsigned long long)on.st.steps, (unsigned long long)on.st.preemptions);
+        printf("    step skipping on:  %8.1f ms CPU,  %10.0f requests/s simulated\n", on.wall * 1e3, on.req_per_s);
+        printf("    step by step:      %8.1f ms CPU,  %10.0f requests/s simulated\n", off.wall * 1e3, off.req_per_s);
+        printf("    speed-up %.1fx; largest relative end-time difference %.2g; records with another token count: %u\n",
+               off.wall / on.wall, worst, bad);
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        st_record_free(&ra[i]);
+        st_record_free(&rb[i]);
+    }
+    free(it);
+    free(ra);
+    free(rb);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    uint32_t n = argc > 1 ? (uint32_t)strtoul(argv[1], NULL, 10) : 4000;
+    if (n == 0)
+        n = 4000;
+    char err[512];
+    st_emu_gpu g;
+    st_emu_model m;
+    if (st_emu_gpu_find("H100", &g, err, sizeof err) || st_emu_model_find("Qwen/Qwen3-8B", &m, err, sizeof err)) {
+        fprintf(stderr, "simspeed: %s\n", err);
+        return 1;
+    }
+    st_emu_config c;
+    st_emu_config_init(&c, &g, &m);
+    printf("engine model simulation speed (Qwen3-8B bf16 on one H100, build/bench/simspeed %u)\n", n);
+    int only = argc > 2 ? (argv[2][0] == 'o' && argv[2][1] == 'n' ? 0 : 1) : -1;
+    uint32_t q = n / 4 ? n / 4 : 1;
+    if (speed(&c, n, 300, 20, 0, only) < 0 || speed(&c, q, 2000, 5, 0, only) < 0 || speed(&c, n, 300, 0, 8, only) < 0 ||
+        speed(&c, q, 2000, 0, 8, only) < 0)
+        return 1;
+    return 0;
+}

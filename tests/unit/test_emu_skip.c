@@ -1,0 +1,481 @@
+/* Step skipping (st_emu_skip_steps): the virtual-time driver takes runs of decode steps at once
+ * unless st_emu_config.step_by_step is set. Both paths run the same workloads here (short and long
+ * outputs, chunked prefill, preemption under memory pressure, a shared prefix, several models and
+ * GPUs, open loop with and without a cap, closed loop, ticks and timeouts, multi-turn sessions with
+ * reasoning, no API-server model, vLLM before async scheduling) and every per-request record must
+ * be the same: status, send, first token, first answer, end, token counts and every token time.
+ * The largest relative difference found is printed (it is 0: the runs are the same arithmetic). */
+#include "harness.h"
+
+#include <stdio.h>
+
+#include "emu/catalog.h"
+#include "emu/config.h"
+#include "core/rng.h"
+#include "emu/sim.h"
+
+#include "emu_config.h"
+
+/* The largest relative difference over all compared times and figures so far. */
+typedef struct cmp_acc {
+    double worst;
+} cmp_acc;
+
+static void note(cmp_acc *acc, const char *what, uint32_t i, double a, double b)
+{
+    double m = fabs(a) > fabs(b) ? fabs(a) : fabs(b);
+    double d = m > 0 ? fabs(a - b) / m : 0;
+    if (d > acc->worst)
+        acc->worst = d;
+    if (d > 1e-12)
+        fail_msg("request %u: %s is %.0f with step skipping, %.0f step by step", i, what, a, b);
+}
+
+typedef struct outcome {
+    st_record *rec;
+    st_emu_sim_stats st;
+    st_emu_stats es;
+} outcome;
+
+static void run_path(const st_emu_config *base, int step_by_step, const st_emu_sim_item *it, uint32_t n,
+                     const st_emu_run_opts *o, outcome *out)
+{
+    st_emu_config c = *base;
+    c.step_by_step = step_by_step;
+    char err[512];
+    st_emu_session *S;
+    if (st_emu_session_new(&c, &S, NULL, err, sizeof err) < 0)
+        fail_msg("engine refused: %s", err);
+    out->rec = calloc(n, sizeof *out->rec);
+    assert_non_null(out->rec);
+    for (uint32_t i = 0; i < n; i++)
+        st_record_init(&out->rec[i], i);
+    if (st_emu_session_run(S, it, n, o, out->rec, &out->st, NULL, err, sizeof err) < 0)
+        fail_msg("run failed (step_by_step %d): %s", step_by_step, err);
+    st_emu_session_stats(S, &out->es);
+    st_emu_session_free(S);
+}
+
+static void free_outcome(outcome *o, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        st_record_free(&o->rec[i]);
+    free(o->rec);
+}
+
+/* Runs both paths and compares; returns the skipped path's engine counters. min_skip_share: the
+ * least share of steps the runs must have taken (a workload chosen to have runs must have them). */
+static st_emu_stats compare(const char *name, const st_emu_config *c, const st_emu_sim_item *it, uint32_t n,
+                            const st_emu_run_opts *o, double min_skip_share, cmp_acc *acc)
+{
+    outcome a, b;
+    run_path(c, 0, it, n, o, &a);
+    run_path(c, 1, it, n, o, &b);
+    for (uint32_t i = 0; i < n; i++) {
+        const st_record *x = &a.rec[i], *y = &b.rec[i];
+        if (x->status != y->status)
+            fail_msg("%s: request %u: status %d with step skipping, %d step by step", name, i, x->status, y->status);
+        note(acc, "scheduled", i, x->scheduled, y->scheduled);
+        note(acc, "sent", i, x->sent, y->sent);
+        note(acc, "first_token", i, x->first_token, y->first_token);
+        note(acc, "first_answer", i, x->first_answer, y->first_answer);
+        note(acc, "end", i, x->end, y->end);
+        note(acc, "output_tokens", i, x->output_tokens, y->output_tokens);
+        note(acc, "reasoning_tokens", i, x->reasoning_tokens, y->reasoning_tokens);
+        note(acc, "cached_tokens", i, x->cached_tokens, y->cached_tokens);
+        note(acc, "input_tokens", i, x->input_tokens, y->input_tokens);
+        if (x->n_events != y->n_events)
+            fail_msg("%s: request %u: %u token events with step skipping, %u step by step", name, i, x->n_events,
+                     y->n_events);
+        for (uint32_t k = 0; k < x->n_events; k++)
+            note(acc, "a token time", i, x->events[k], y->events[k]);
+    }
+    note(acc, "duration", n, a.st.duration, b.st.duration);
+    note(acc, "busy time (ns)", n, a.st.busy_s * 1e9, b.st.busy_s * 1e9);
+    note(acc, "max KV usage (ppm)", n, a.st.max_kv_usage * 1e6, b.st.max_kv_usage * 1e6);
+    assert_int_equal(a.st.steps, b.st.steps);
+    assert_int_equal(a.st.preemptions, b.st.preemptions);
+    assert_int_equal(a.st.prefix_queries, b.st.prefix_queries);
+    assert_int_equal(a.st.prefix_hits, b.st.prefix_hits);
+    assert_int_equal(a.st.generated_tokens, b.st.generated_tokens);
+    assert_int_equal(a.st.completed, b.st.completed);
+    assert_int_equal(a.st.max_running, b.st.max_running);
+    assert_int_equal(a.st.max_waiting, b.st.max_waiting);
+    assert_int_equal(a.es.evictions, b.es.evictions);
+    assert_int_equal(a.es.free_blocks, b.es.free_blocks);
+    assert_int_equal(b.es.steps_skipped, 0); /* the step-by-step path takes no runs */
+    double share = a.es.steps ? (double)a.es.steps_skipped / a.es.steps : 0;
+    print_message("%-40s %5u requests, %7llu steps, %5.1f %% in runs, %llu preemptions, %llu prefix hits\n", name, n,
+                  (unsigned long long)a.es.steps, 100 * share, (unsigned long long)a.st.preemptions,
+                  (unsigned long long)a.st.prefix_hits);
+    if (share < min_skip_share)
+        fail_msg("%s: %.1f %% of the steps in runs, expected at least %.1f %%", name, 100 * share,
+                 100 * min_skip_share);
+    st_emu_stats es = a.es;
+    free_outcome(&a, n);
+    free_outcome(&b, n);
+    return es;
+}
+
+/* n open-loop items at `rate` req/s, input/output lengths alternating between two values. */
+static st_emu_sim_item *items(uint32_t n, double rate, uint32_t in_a, uint32_t in_b, uint32_t out_a, uint32_t out_b)
+{
+    st_emu_sim_item *it = calloc(n, sizeof *it);
+    assert_non_null(it);
+    for (uint32_t i = 0; i < n; i++)
+        it[i] = (st_emu_sim_item){ .arrival = (st_ns)(i / rate * 1e9),
+                                   .input_len = i % 2 ? in_b : in_a,
+                                   .output_len = i % 3 ? out_a : out_b };
+    return it;
+}
+
+static cmp_acc acc_all;
+
+static void short_and_long_outputs(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+    st_emu_sim_item *it = items(300, 20, 512, 200, 300, 40);
+    compare("qwen3-8b/h100 300/40 out, 20 req/s", &c, it, 300, NULL, 0.3, &acc_all);
+    free(it);
+    it = items(60, 2, 512, 1000, 2000, 1500);
+    compare("qwen3-8b/h100 2000/1500 out, 2 req/s", &c, it, 60, NULL, 0.7, &acc_all);
+    free(it);
+}
+
+static void chunked_prefill_and_preemption(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+    c.max_num_batched_tokens = 2048; /* 6,000-token prompts take three chunks */
+    c.gpu_memory_utilization = 0.40; /* a small KV cache: requests wait for blocks, preempt */
+    st_emu_sim_item *it = items(120, 8, 6000, 3000, 1200, 400);
+    st_emu_stats es = compare("qwen3-8b/h100 chunked, small KV cache", &c, it, 120, NULL, 0.2, &acc_all);
+    assert_true(es.preemptions > 0);
+    free(it);
+}
+
+static void shared_prefix(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+    enum { N = 150, PRE = 2000, LEN = 2600 };
+    uint32_t *ids = malloc((size_t)N * LEN * sizeof *ids);
+    assert_non_null(ids);
+    st_emu_sim_item *it = items(N, 6, LEN, LEN, 300, 120);
+    for (uint32_t i = 0; i < N; i++) {
+        for (uint32_t k = 0; k < LEN; k++)
+            ids[(size_t)i * LEN + k] = 2000 + (k < PRE ? k : (i * 7919 + k * 31) % 100000);
+        it[i].input_ids = ids + (size_t)i * LEN;
+    }
+    compare("qwen3-8b/h100 shared 2,000-token prefix", &c, it, N, NULL, 0.3, &acc_all);
+    free(it);
+    free(ids);
+}
+
+static void models_and_gpus(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *gpu, *model;
+        uint32_t tp;
+        const char *version; /* NULL: the default */
+    } cases[] = {
+        { "L40S", "Qwen/Qwen3-0.6B", 1, NULL },
+        { "A100", "meta-llama/Llama-3.1-8B-Instruct", 1, "0.10.1" }, /* before async scheduling */
+        { "H100", "meta-llama/Llama-3.1-70B-Instruct-FP8", 2, NULL },
+        { "H200", "zai-org/GLM-4.5-Air", 2, NULL }, /* MoE */
+        { "RTX4090", "meta-llama/Meta-Llama-3-8B-Instruct-AWQ", 1, NULL },
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        st_emu_config c;
+        emu_config_of(&c, cases[k].gpu, cases[k].model);
+        c.tp = cases[k].tp;
+        if (cases[k].version)
+            c.vllm_version = st_emu_parse_vllm_version(cases[k].version);
+        if (c.model.max_position > 8192)
+            c.max_model_len = 8192;
+        st_emu_sim_item *it = items(100, 4, 700, 1500, 400, 90);
+        char name[128];
+        snprintf(name, sizeof name, "%s/%s tp %u", cases[k].model, cases[k].gpu, cases[k].tp);
+        compare(name, &c, it, 100, NULL, 0.3, &acc_all);
+        free(it);
+    }
+}
+
+static void capped_and_closed_loops(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+    st_emu_sim_item *it = items(200, 50, 800, 300, 300, 64);
+    st_emu_run_opts capped = { .max_concurrency = 24 };
+    compare("open loop, at most 24 in flight", &c, it, 200, &capped, 0.3, &acc_all);
+    st_emu_run_opts closed = { .clients = 40 };
+    compare("closed loop, 40 clients", &c, it, 200, &closed, 0.3, &acc_all);
+    for (uint32_t i = 0; i < 200; i++)
+        it[i].chat = i % 2; /* chat requests: the API server's costs x fe_chat_factor */
+    compare("closed loop, chat and completions", &c, it, 200, &closed, 0.3, &acc_all);
+    c.no_frontend = 1;
+    compare("closed loop, no API-server model", &c, it, 200, &closed, 0.3, &acc_all);
+    free(it);
+}
+
+static int count_ticks(void *arg, st_ns now, const st_emu_stats *es, const st_emu_run_progress *p,
+                       const st_record *recs, uint32_t n)
+{
+    (void)now, (void)es, (void)p, (void)recs, (void)n;
+    (*(uint32_t *)arg)++;
+    return 0;
+}
+
+static void ticks_and_timeouts(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+    st_emu_sim_item *it = items(150, 12, 600, 2500, 900, 150);
+    uint32_t ticks = 0;
+    st_emu_run_opts o = { .tick = 250000000, .on_tick = count_ticks, .arg = &ticks, .timeout = 20000000000LL };
+    compare("ticks every 250 ms, 20 s timeout", &c, it, 150, &o, 0.3, &acc_all);
+    assert_true(ticks > 0);
+    free(it);
+}
+
+/* What a tick sees (metric samples, early stop): the same at every tick on both paths. */
+#define TICK_LOG_MAX 4096
+typedef struct tick_log {
+    uint32_t n;
+    st_ns at[TICK_LOG_MAX];
+    uint64_t tokens[TICK_LOG_MAX], gen[TICK_LOG_MAX], steps[TICK_LOG_MAX];
+    uint32_t completed[TICK_LOG_MAX], sent[TICK_LOG_MAX], running[TICK_LOG_MAX], waiting[TICK_LOG_MAX];
+    uint32_t free_blocks[TICK_LOG_MAX];
+} tick_log;
+
+static int log_tick(void *arg, st_ns now, const st_emu_stats *es, const st_emu_run_progress *p, const st_record *recs,
+                    uint32_t n)
+{
+    (void)recs, (void)n;
+    tick_log *L = arg;
+    if (L->n == TICK_LOG_MAX)
+        return 0;
+    uint32_t k = L->n++;
+    L->at[k] = now;
+    L->tokens[k] = p->output_tokens;
+    L->gen[k] = es->generation_tokens;
+    L->steps[k] = es->steps;
+    L->completed[k] = p->completed;
+    L->sent[k] = p->sent;
+    L->running[k] = es->running;
+    L->waiting[k] = es->waiting;
+    L->free_blocks[k] = es->free_blocks;
+    return 0;
+}
+
+static void ticks_see_the_same_engine(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+    st_emu_sim_item *it = items(120, 10, 900, 300, 700, 200);
+    tick_log *A = calloc(1, sizeof *A), *B = calloc(1, sizeof *B);
+    assert_non_null(A);
+    assert_non_null(B);
+    st_emu_run_opts oa = { .tick = 100000000, .on_tick = log_tick, .arg = A };
+    st_emu_run_opts ob = oa;
+    ob.arg = B;
+    outcome a, b;
+    run_path(&c, 0, it, 120, &oa, &a);
+    run_path(&c, 1, it, 120, &ob, &b);
+    assert_true(A->n > 50);
+    assert_int_equal(A->n, B->n);
+    for (uint32_t k = 0; k < A->n; k++) {
+        if (A->at[k] != B->at[k] || A->tokens[k] != B->tokens[k] || A->gen[k] != B->gen[k] ||
+            A->steps[k] != B->steps[k] || A->completed[k] != B->completed[k] || A->sent[k] != B->sent[k] ||
+            A->running[k] != B->running[k] || A->waiting[k] != B->waiting[k] || A->free_blocks[k] != B->free_blocks[k])
+            fail_msg("tick %u at %lld ns: step skipping saw %llu tokens, %llu steps, %u running, %u free blocks; "
+                     "step by step %llu, %llu, %u, %u",
+                     k, (long long)A->at[k], (unsigned long long)A->tokens[k], (unsigned long long)A->steps[k],
+                     A->running[k], A->free_blocks[k], (unsigned long long)B->tokens[k],
+                     (unsigned long long)B->steps[k], B->running[k], B->free_blocks[k]);
+    }
+    assert_true(a.es.steps_skipped > a.es.steps / 2);
+    free_outcome(&a, 120);
+    free_outcome(&b, 120);
+    free(A);
+    free(B);
+    free(it);
+}
+
+static void sessions_with_reasoning(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+    enum { SESS = 30, TURNS = 3, N = SESS * TURNS };
+    st_emu_sim_item it[N];
+    memset(it, 0, sizeof it);
+    for (uint32_t s = 0; s < SESS; s++)
+        for (uint32_t t = 0; t < TURNS; t++) {
+            uint32_t i = t == 0 ? s : SESS + (t - 1) * SESS + s;
+            it[i] = (st_emu_sim_item){ .arrival = t == 0 ? (st_ns)s * 150000000 : 0,
+                                       .input_len = t == 0 ? 400 : 60,
+                                       .output_len = 200 + 10 * (s % 5),
+                                       .n_reason = 80,
+                                       .dependent = t > 0,
+                                       .next = t + 1 < TURNS ? SESS + t * SESS + s : 0,
+                                       .think = t > 0 ? 300000000 : 0,
+                                       .session = s + 1,
+                                       .turn = t };
+        }
+    compare("30 sessions of 3 turns, 80 reasoning tokens", &c, it, N, NULL, 0.3, &acc_all);
+}
+
+/* A run of steps never passes the caller's horizon, and what it reports adds up. */
+static void runs_stop_at_the_horizon(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+    c.no_frontend = 1; /* requests reach the engine core at once */
+    st_vclock vc = { 0 };
+    st_emu_engine *e;
+    char err[256];
+    assert_int_equal(st_emu_engine_new(&c, st_clock_virtual(&vc), &e, NULL, err, sizeof err), 0);
+    uint32_t ids[100];
+    for (uint32_t k = 0; k < 100; k++)
+        ids[k] = 5000 + k;
+    for (uint64_t id = 1; id <= 4; id++) {
+        st_emu_req_params p = { .id = id, .ids = ids, .n_ids = 100, .max_tokens = 50 + 10 * id, .arrival = 0 };
+        assert_int_equal(st_emu_add_request(e, &p, err, sizeof err), ST_EMU_ADD_OK);
+    }
+    st_emu_step_result res;
+    st_emu_skip_result sk;
+    /* waiting requests to admit: the prefill step is st_emu_step's */
+    assert_int_equal(st_emu_skip_steps(e, INT64_MAX, &sk), 1);
+    assert_int_equal(st_emu_step(e, &res), 0);
+    vc.t = res.start + res.duration;
+    /* a horizon 5.5 steps away: about five steps, each starting before it */
+    st_ns horizon = vc.t + 55 * (res.duration / 10) + 1;
+    assert_int_equal(st_emu_skip_steps(e, horizon, &sk), 0);
+    assert_true(sk.steps >= 1);
+    assert_int_equal(sk.seqs, 4);
+    assert_true(sk.start[sk.steps - 1] < horizon);
+    assert_true(sk.start[sk.steps] >= horizon); /* ended by the horizon */
+    for (uint32_t j = 0; j < sk.steps; j++) {
+        assert_true(sk.start[j + 1] > sk.start[j]);
+        assert_true(sk.due[j] >= sk.start[j + 1]); /* tokens reach clients at the step's end or later */
+    }
+    for (uint32_t q = 0; q < sk.seqs; q++) {
+        assert_int_equal(sk.seq[q].n_out, 1);
+        assert_int_equal(sk.seq[q].finish, ST_EMU_NOT_FINISHED);
+    }
+    vc.t = sk.start[sk.steps];
+    /* runs go on to the step in which the shortest request (60 tokens: the prefill's and 59
+     * decodes) finishes, and end with it */
+    uint32_t done = 1 + sk.steps;
+    while (st_emu_skip_steps(e, INT64_MAX, &sk) == 0) {
+        done += sk.steps;
+        vc.t = sk.start[sk.steps];
+        if (sk.seq[0].finish)
+            break;
+    }
+    assert_int_equal(done, 60);
+    assert_int_equal(sk.seqs, 4);
+    assert_int_equal(sk.seq[0].finish, ST_EMU_FINISH_LENGTH);
+    assert_int_equal(sk.seq[1].finish, ST_EMU_NOT_FINISHED);
+    st_emu_stats es;
+    st_emu_get_stats(e, &es);
+    assert_int_equal(es.running, 3);
+    assert_int_equal(es.finished_length, 1);
+    assert_int_equal(es.generation_tokens, 4 * 60);
+    assert_int_equal(st_emu_engine_check(e, err, sizeof err), 0);
+    st_emu_engine_free(e);
+}
+
+/* Random workloads on random engine settings: block sizes (1 takes and registers a block in
+ * the same step), prefix caching off, a small max_num_seqs (requests queue for a slot),
+ * --enforce-eager, a decode slowdown, a small KV cache, Poisson arrivals, outputs of 1 token up,
+ * shared prompts. */
+static void random_workloads(void **state)
+{
+    (void)state;
+    static const char *gpus[] = { "H100", "A100", "L40S", "H200" };
+    static const char *models[] = { "Qwen/Qwen3-8B", "Qwen/Qwen3-0.6B", "meta-llama/Llama-3.1-8B-Instruct" };
+    static const uint32_t blocks[] = { 1, 8, 16, 32 };
+    st_rng rng;
+    st_rng_seed(&rng, 20261202);
+    static uint32_t shared[4000]; /* every third round's prompts: prefixes of one text (prefix hits) */
+    for (uint32_t k = 0; k < 4000; k++)
+        shared[k] = 1000 + st_rng_range(&rng, 0, 100000);
+    for (uint32_t round = 0; round < 16; round++) {
+        st_emu_config c;
+        emu_config_of(&c, gpus[st_rng_range(&rng, 0, 3)], models[st_rng_range(&rng, 0, 2)]);
+        c.block_size = blocks[st_rng_range(&rng, 0, 3)];
+        c.enable_prefix_caching = st_rng_range(&rng, 0, 3) != 0;
+        c.max_num_seqs = st_rng_range(&rng, 0, 1) ? st_rng_range(&rng, 2, 24) : 0;
+        c.max_num_batched_tokens = st_rng_range(&rng, 0, 1) ? 1024 * st_rng_range(&rng, 1, 4) : 0;
+        c.enforce_eager = st_rng_range(&rng, 0, 4) == 0;
+        c.decode_slowdown = st_rng_range(&rng, 0, 4) == 0 ? 1.5 : 1.0;
+        c.gpu_memory_utilization = st_rng_range(&rng, 0, 2) == 0 ? 0.35 : 0.90;
+        if (c.model.max_position > 16384)
+            c.max_model_len = 16384;
+        st_emu_config probe = c;
+        st_emu_memory mem;
+        char why[512];
+        if (st_emu_memory_plan(&probe, &mem, why, sizeof why) < 0)
+            c.gpu_memory_utilization = 0.90; /* the small KV cache does not hold one sequence here */
+        uint32_t n = st_rng_range(&rng, 20, 120);
+        double rate = 0.5 + 20 * st_rng_uniform(&rng);
+        st_emu_sim_item *it = calloc(n, sizeof *it);
+        assert_non_null(it);
+        st_ns at = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            at += (st_ns)(st_rng_exp(&rng, rate) * 1e9);
+            it[i] = (st_emu_sim_item){ .arrival = at,
+                                       .input_len = st_rng_range(&rng, 1, 4000),
+                                       .output_len = st_rng_range(&rng, 0, 3) ? st_rng_range(&rng, 1, 1500) : 1,
+                                       .chat = (int)st_rng_range(&rng, 0, 1),
+                                       .n_reason = st_rng_range(&rng, 0, 2) == 0 ? st_rng_range(&rng, 0, 200) : 0 };
+            if (round % 3 == 0)
+                it[i].input_ids = shared;
+        }
+        st_emu_run_opts o = { 0 };
+        uint32_t mode = st_rng_range(&rng, 0, 2);
+        if (mode == 1)
+            o.max_concurrency = st_rng_range(&rng, 1, 40);
+        else if (mode == 2)
+            o.clients = st_rng_range(&rng, 1, 40);
+        char name[96];
+        snprintf(name, sizeof name, "random %u: bs %u%s seqs %u%s%s", round, c.block_size,
+                 c.enable_prefix_caching ? "" : " no-cache", c.max_num_seqs, c.enforce_eager ? " eager" : "",
+                 mode == 2   ? " closed"
+                 : mode == 1 ? " capped"
+                             : "");
+        compare(name, &c, it, n, &o, 0.0, &acc_all);
+        free(it);
+    }
+}
+
+static void largest_difference(void **state)
+{
+    (void)state;
+    print_message("largest relative difference between the two paths over every test: %.3g\n", acc_all.worst);
+    assert_true(acc_all.worst <= 1e-3);
+}
+
+int main(void)
+{
+    const struct CMUnitTest t[] = {
+        cmocka_unit_test(short_and_long_outputs),  cmocka_unit_test(chunked_prefill_and_preemption),
+        cmocka_unit_test(shared_prefix),           cmocka_unit_test(models_and_gpus),
+        cmocka_unit_test(capped_and_closed_loops), cmocka_unit_test(ticks_and_timeouts),
+        cmocka_unit_test(sessions_with_reasoning), cmocka_unit_test(runs_stop_at_the_horizon),
+        cmocka_unit_test(random_workloads),        cmocka_unit_test(ticks_see_the_same_engine),
+        cmocka_unit_test(largest_difference),
+    };
+    return cmocka_run_group_tests(t, 0, 0);
+}
