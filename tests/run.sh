@@ -27,6 +27,9 @@ for t in "$BUILD"/tests/unit/test_* "$BUILD"/tests/integration/test_*; do
   secs=$(( $(date +%s) - start ))
   if [ "$rc" -ne 0 ] || [ "$f" -ne 0 ]; then
     echo "FAIL $name (exit $rc, $p passed, $f failed, ${secs}s)"
+    # which check failed first: a sanitizer's report after it (leaks left by the failed test's
+    # early return) may be longer than the tail shown below
+    grep -nE '^not ok [0-9]+|Failure!|[Ee]rror: |ERROR:' "$log" | grep -v '# SKIP' | head -20 | sed 's/^/  > /'
     sed 's/^/    /' "$log" | tail -60
     broken+=("$name")
     # A binary that died before reporting counts as one failure.

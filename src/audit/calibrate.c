@@ -502,6 +502,8 @@ typedef struct cal_ctx {
     int nk;
     int failed;
     char err[512];
+    int evaluations; /* of the objective, for the progress callback */
+    double best;     /* the lowest loss so far */
 } cal_ctx;
 
 static double objective(void *arg, const double *x, int moved)
@@ -525,7 +527,13 @@ static double objective(void *arg, const double *x, int moved)
             pen += l * l;
         }
     }
-    return loss_of(C->s) + C->prior * pen;
+    double l = loss_of(C->s) + C->prior * pen;
+    C->evaluations++;
+    if (!(l >= C->best))
+        C->best = l;
+    if (C->s->progress)
+        C->s->progress(C->s->progress_arg, "fit", C->evaluations, 0, C->best);
+    return l;
 }
 
 /* The change vector of the predicted figures when knob k moves by CAL_PROBE_FACTOR. */
@@ -656,7 +664,10 @@ int st_calibrate_fit(st_calibrate_set *s, st_emu_calib *out, st_calibrate_report
             return -1;
         }
     }
-    cal_ctx C = { .s = s, .base = s->runs[0].cfg.tune };
+    cal_ctx C = { .s = s, .base = s->runs[0].cfg.tune, .best = INFINITY };
+    int n_knobs = 0;
+    for (const st_calib_knob *k = st_calib_knobs(); k->name; k++)
+        n_knobs += relevant(k, &s->runs[0].cfg);
     size_t nv = (size_t)s->n * ST_CAL_NFIG;
     double *base_pred = malloc(nv * sizeof *base_pred), *vec = malloc(nv * 32 * sizeof *vec);
     double norm[32];
@@ -678,6 +689,8 @@ int st_calibrate_fit(st_calibrate_set *s, st_emu_calib *out, st_calibrate_report
             continue;
         if (probe(s, &C.base, k, base_pred, vec + (size_t)nc * nv, err, errlen) < 0)
             goto out;
+        if (s->progress)
+            s->progress(s->progress_arg, "probe", nc + (int)rep->n_skipped + 1, n_knobs, NAN);
         double mx = 0, nn = 0;
         for (size_t j = 0; j < nv; j++) {
             double a = fabs(vec[(size_t)nc * nv + j]);

@@ -48,6 +48,12 @@ typedef struct st_calibrate_set {
      * within a step of the engine model and the fit and st_calibrate_predict fail with
      * "interrupted". */
     const volatile sig_atomic_t *stop;
+    /* Progress of a long fit (NULL: none): called after each replay of every run, with the
+     * phase ("probe": which constants the runs identify, done of total; "fit": the fit's
+     * evaluations so far, total 0 as the minimiser decides when to stop) and the loss so far
+     * (NAN while probing). The caller decides what to print and how often. */
+    void (*progress)(void *arg, const char *phase, int done, int total, double loss);
+    void *progress_arg;
 } st_calibrate_set;
 
 void st_calibrate_set_init(st_calibrate_set *s);

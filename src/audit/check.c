@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "audit/executor.h"
+#include "audit/traffic.h"
 #include "core/strv.h"
 #include "emu/catalog.h"
 #include "emu/config.h"
@@ -41,7 +42,9 @@ static int check_workload(const st_spec *s, uint32_t *n_run, int *random_prompts
         /* every row read as the sweep reads them (a malformed one is an error now, not mid-audit) */
         st_trace_counts c;
         uint64_t text_rows = 0;
-        if (st_trace_read_file(s->workload.trace, NULL, count_text_rows, &text_rows, &c, NULL, e, sizeof e)) {
+        st_trace_opts o;
+        st_spec_trace_opts(s, &o);
+        if (st_trace_read_file(s->workload.trace, &o, count_text_rows, &text_rows, &c, NULL, e, sizeof e)) {
             snprintf(err, errlen, "%s: workload.trace: %s", s->path, e);
             return -1;
         }
@@ -90,6 +93,7 @@ static void where(const st_spec *s, const st_spec_config *c, char *err, size_t e
 
 #define ST_CHECK_GPU_KEYS_MAX 32 /* the catalog's GPU names listed in a warning */
 #define ST_CHECK_PATH_MAX 4096   /* the program's path, as found */
+#define ST_CHECK_PEAK_FACTOR 3.0 /* a stated peak this far from the trace's busiest minute is warned about */
 
 /* The longest synthetic request against the engine's context (--max-model-len, else the model's):
  * the server refuses a request whose prompt plus requested output exceeds it, so a spec whose
@@ -256,11 +260,36 @@ static int check_launches(const st_spec *s, int random_prompts, char *err, size_
     return 0;
 }
 
+/* A trace against each configuration's context: one that holds no request the configuration can
+ * serve (every one longer than its context) would run nothing. The share left out is a warning
+ * (st_spec_warnings). */
+static int check_trace_context(const st_spec *s, char *err, size_t errlen)
+{
+    for (int i = 0; i < s->n_configs; i++) {
+        const st_spec_config *c = &s->configs[i];
+        uint32_t ctx = st_sweep_config_context(s, c);
+        uint64_t over, total;
+        char e[512];
+        if (!ctx || st_sweep_trace_over_context(s, ctx, &over, &total, e, sizeof e) || !total || over < total)
+            continue;
+        where(s, c, err, errlen);
+        size_t l = strlen(err);
+        snprintf(err + l, errlen - l,
+                 "every one of the trace's %llu requests is longer (prompt + output) than the configuration's context "
+                 "of %u tokens: the server would refuse them all; raise --max-model-len or filter the trace "
+                 "(workload.trace_max_tokens)",
+                 (unsigned long long)total, ctx);
+        return -1;
+    }
+    return 0;
+}
+
 int st_spec_check(const st_spec *s, char *err, size_t errlen)
 {
     uint32_t n_run;
     int random_prompts;
-    if (check_workload(s, &n_run, &random_prompts, err, errlen) || check_launches(s, random_prompts, err, errlen))
+    if (check_workload(s, &n_run, &random_prompts, err, errlen) || check_launches(s, random_prompts, err, errlen) ||
+        check_trace_context(s, err, errlen))
         return -1;
     st_secrets sec;
     if (st_spec_secrets(s, &sec, err, errlen))
@@ -314,6 +343,24 @@ static int launch_warnings(const st_spec *s, st_buf *out)
     return n;
 }
 
+/* A stated peak far from the trace's own busiest minute (more than ST_CHECK_PEAK_FACTOR either
+ * way): the replicas and the monthly cost are sized for the stated one, which may be an example's
+ * number kept by mistake. */
+static int peak_warning(const st_spec *s, st_buf *out)
+{
+    if (s->peak_source != ST_PEAK_STATED || s->workload.kind != ST_WL_TRACE)
+        return 0;
+    char e[512];
+    double mean, peak = st_audit_trace_peak(s, &mean, e, sizeof e);
+    if (!(peak > 0) || (s->peak_rate <= peak * ST_CHECK_PEAK_FACTOR && s->peak_rate >= peak / ST_CHECK_PEAK_FACTOR))
+        return 0;
+    st_buf_printf(out,
+                  "peak_rate: %g req/s is %.3gx the trace's busiest minute (%.3g req/s): the replicas and the monthly "
+                  "cost are sized for %g (set peak_rate: trace to size them for the trace's busiest minute)\n",
+                  s->peak_rate, s->peak_rate / peak, peak, s->peak_rate);
+    return 1;
+}
+
 int st_spec_warnings(const st_spec *s, int starts_engine, st_buf *out)
 {
     char why[256];
@@ -324,7 +371,9 @@ int st_spec_warnings(const st_spec *s, int starts_engine, st_buf *out)
     if (s->workload.kind == ST_WL_TRACE && s->workload.sessions.on && !s->workload.sessions.think_set) {
         st_trace_counts c;
         char e[512];
-        if (st_trace_read_file(s->workload.trace, NULL, NULL, NULL, &c, NULL, e, sizeof e) == 0 && c.think_long) {
+        st_trace_opts o;
+        st_spec_trace_opts(s, &o);
+        if (st_trace_read_file(s->workload.trace, &o, NULL, NULL, &c, NULL, e, sizeof e) == 0 && c.think_long) {
             st_buf_printf(out,
                           "workload.trace: %llu pause%s between a session's turns %s longer than %g s (the longest "
                           "%.0f s, %.1f days): the replay waits %g s instead (set workload.think_time to choose)\n",
@@ -333,6 +382,16 @@ int st_spec_warnings(const st_spec *s, int starts_engine, st_buf *out)
                           c.think_longest_s / 86400, ST_TRACE_THINK_CAP_S);
             n++;
         }
+    }
+    n += peak_warning(s, out);
+    /* a run replays the trace's first rows: their prefix reuse against the whole trace's */
+    st_replay_share rs;
+    char re[512];
+    if (s->workload.kind == ST_WL_TRACE && st_audit_replay_share(s, &rs, re, sizeof re) == 0 && rs.differs) {
+        st_buf_puts(out, "workload.trace: ");
+        st_replay_share_say(&rs, out);
+        st_buf_puts(out, "\n");
+        n++;
     }
     if (!st_exec_model_supported(s, why, sizeof why))
         return n;
@@ -374,6 +433,20 @@ int st_spec_warnings(const st_spec *s, int starts_engine, st_buf *out)
                           "its $ per token, replicas and monthly cost are priced for %d GPU%s per replica\n",
                           c->name, cfg.tp, s->hardware.gpus_per_replica, s->hardware.gpus_per_replica,
                           s->hardware.gpus_per_replica == 1 ? "" : "s");
+            n++;
+        }
+        /* a trace's requests longer than the configuration's context: left out of its runs */
+        uint32_t ctx = ok ? st_sweep_config_context(s, c) : 0;
+        uint64_t over = 0, total = 0;
+        if (ctx && st_sweep_trace_over_context(s, ctx, &over, &total, err, sizeof err) == 0 && over && over < total) {
+            st_buf_printf(
+                out,
+                "configuration '%s': %llu of the trace's %llu requests (%.1f %%) are longer (prompt + output) "
+                "than its context of %u tokens: the server would refuse them, so its runs leave them out "
+                "and its figures are for the rest (raise --max-model-len to serve them, or set "
+                "workload.trace_max_tokens to filter the trace for every configuration)\n",
+                c->name, (unsigned long long)over, (unsigned long long)total, 100.0 * (double)over / (double)total,
+                ctx);
             n++;
         }
         if (ok && unknown.n > 0) {

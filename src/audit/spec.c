@@ -520,6 +520,64 @@ static int parse_sessions(pctx *p, yaml_node_t *n, st_spec *s)
     return 0;
 }
 
+/* workload.trace_max_tokens, trace_window, trace_sample: which of the trace's rows the audit
+ * replays (st_spec_trace_opts), as bench's --trace-max-context, --trace-window, --trace-sample. */
+static int parse_trace_filters(pctx *p, keydef *k, int nk, st_spec *s)
+{
+    yaml_node_t *v;
+    if ((v = kv(k, nk, "trace_max_tokens"))) {
+        if (get_u32(p, v, "workload.trace_max_tokens", &s->workload.trace_max_tokens, 2))
+            return -1;
+        if (s->workload.trace_max_tokens > ST_WORKLOAD_MAX_TOKENS)
+            return failf(p, v, "workload.trace_max_tokens: at most %u", ST_WORKLOAD_MAX_TOKENS);
+    }
+    if ((v = kv(k, nk, "trace_window"))) {
+        const char *t = scalar(v), *colon = t ? strchr(t, ':') : NULL;
+        char a[64] = "", b[64] = "";
+        double from = 0, to = 0;
+        int ok = colon && (size_t)(colon - t) < sizeof a && strlen(colon + 1) < sizeof b;
+        if (ok) {
+            memcpy(a, t, (size_t)(colon - t));
+            a[colon - t] = '\0';
+            snprintf(b, sizeof b, "%s", colon + 1);
+            ok = (!a[0] || (st_parse_duration_s(a, &from) == 0 && from >= 0 && isfinite(from))) &&
+                 (!b[0] || (st_parse_duration_s(b, &to) == 0 && to > from && isfinite(to)));
+        }
+        if (!ok)
+            return failf(p, v,
+                         "workload.trace_window: expected 'FROM:TO' with FROM < TO, durations after the trace's first "
+                         "request (e.g. '1h:2h', '0:10m', '30m:'), got '%s'",
+                         t ? t : "(not a scalar)");
+        s->workload.trace_from_s = from;
+        s->workload.trace_to_s = to;
+    }
+    if ((v = kv(k, nk, "trace_sample"))) {
+        if (get_double(p, v, "workload.trace_sample", &s->workload.trace_sample, 0, 1))
+            return -1;
+        if (s->workload.trace_sample > 1)
+            return failf(p, v, "workload.trace_sample: a fraction in (0, 1], e.g. 0.1 for one request in ten");
+    }
+    if ((v = kv(k, nk, "trace_replay"))) {
+        const char *m = scalar(v);
+        if (!m || (strcmp(m, "first") && strcmp(m, "spread")))
+            return failf(p, v,
+                         "workload.trace_replay: expected first (a run replays the trace's first requests) or spread "
+                         "(a sample of whole sessions over the whole trace)");
+        s->workload.trace_spread = !strcmp(m, "spread");
+    }
+    return 0;
+}
+
+void st_spec_trace_opts(const st_spec *s, st_trace_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->max_context = s->workload.trace_max_tokens;
+    o->window_from_s = s->workload.trace_from_s;
+    o->window_to_s = s->workload.trace_to_s;
+    o->sample = s->workload.trace_sample;
+    o->seed = s->workload.seed;
+}
+
 static int parse_workload(pctx *p, yaml_node_t *n, st_spec *s)
 {
     keydef k[] = { { "input_tokens", 0, 0 },
@@ -536,7 +594,11 @@ static int parse_workload(pctx *p, yaml_node_t *n, st_spec *s)
                    { "sessions", 0, 0 },
                    { "think_time", 0, 0 },
                    { "allow_synthetic_speculation", 0, 0 },
-                   { "temperature", 0, 0 } };
+                   { "temperature", 0, 0 },
+                   { "trace_max_tokens", 0, 0 },
+                   { "trace_window", 0, 0 },
+                   { "trace_sample", 0, 0 },
+                   { "trace_replay", 0, 0 } };
     int nk = (int)(sizeof k / sizeof *k);
     if (read_map(p, n, "workload", k, nk))
         return -1;
@@ -551,7 +613,13 @@ static int parse_workload(pctx *p, yaml_node_t *n, st_spec *s)
         for (int i = 0; i < 5; i++)
             if ((v = kv(k, nk, syn[i])))
                 return failf(p, v, "workload.%s: a trace gives the token sizes; remove it or the trace", syn[i]);
+        if (parse_trace_filters(p, k, nk, s))
+            return -1;
     } else {
+        const char *tf[] = { "trace_max_tokens", "trace_window", "trace_sample", "trace_replay" };
+        for (int i = 0; i < 4; i++)
+            if ((v = kv(k, nk, tf[i])))
+                return failf(p, v, "workload.%s: filters a trace; the workload has none (workload.trace)", tf[i]);
         s->workload.kind = ST_WL_SYNTHETIC;
         if (!(v = kv(k, nk, "input_tokens")))
             return failf(p, n, "workload: 'input_tokens' is required (or 'trace')");
@@ -1420,13 +1488,24 @@ static int parse_root(pctx *p, yaml_node_t *root, st_spec *s)
     if (parse_hardware(p, v, s))
         return -1;
     REQUIRE("peak_rate");
-    if (get_double(p, v, "peak_rate", &s->peak_rate, 0, 1))
-        return -1;
-    if (s->peak_rate > ST_SPEC_MAX_PEAK_RATE)
-        return failf(p, v, "peak_rate: at most %g req/s", ST_SPEC_MAX_PEAK_RATE);
+    yaml_node_t *peak = v;
+    const char *pv = scalar(peak);
+    if (pv && !strcmp(pv, "trace")) {
+        s->peak_source = ST_PEAK_FROM_TRACE; /* resolved from the trace (st_audit_resolve_peak) */
+        s->peak_rate = NAN;
+    } else {
+        if (get_double(p, v, "peak_rate", &s->peak_rate, 0, 1))
+            return -1;
+        if (s->peak_rate > ST_SPEC_MAX_PEAK_RATE)
+            return failf(p, v, "peak_rate: at most %g req/s", ST_SPEC_MAX_PEAK_RATE);
+    }
     REQUIRE("workload");
     if (parse_workload(p, v, s))
         return -1;
+    if (s->peak_source == ST_PEAK_FROM_TRACE && s->workload.kind != ST_WL_TRACE)
+        return failf(p, peak,
+                     "peak_rate: 'trace' takes the peak from workload.trace, and the workload has none: "
+                     "give the peak in requests per second");
     yaml_node_t *conc = kv(k, nk, "concurrency");
     if (conc && kv(k, nk, "rates"))
         return failf(p, conc, "concurrency: give either rates (open loop) or concurrency (closed loop), not both");

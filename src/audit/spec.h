@@ -14,6 +14,7 @@
 #include "core/secret.h"
 #include "core/strv.h"
 #include "engine/adapter.h"
+#include "load/trace.h"
 #include "load/workload.h"
 
 /* Environment additions: NAME=value; values may reference ${VAR} (expanded at launch). */
@@ -119,7 +120,11 @@ typedef struct st_spec {
         double price_per_gpu_hour;
     } hardware;
 
-    double peak_rate; /* req/s at the stated peak */
+    double peak_rate; /* req/s at the stated peak (NAN until resolved with `peak_rate: trace`) */
+    /* `peak_rate: trace`: the peak is the trace's (st_audit_resolve_peak): its busiest complete
+     * minute (ST_PEAK_BUSIEST_MINUTE), or its mean rate when it spans less than a minute
+     * (ST_PEAK_TRACE_MEAN); ST_PEAK_STATED: the number the spec gives */
+    enum { ST_PEAK_STATED = 0, ST_PEAK_FROM_TRACE, ST_PEAK_BUSIEST_MINUTE, ST_PEAK_TRACE_MEAN } peak_source;
 
     struct {
         st_workload_kind kind;
@@ -137,6 +142,13 @@ typedef struct st_spec {
         uint32_t requests_per_rate;
         uint64_t seed;
         char *trace;       /* trace file (resolved against the spec's folder) */
+        /* The trace's rows replayed (st_spec_trace_opts): prompt + output at most trace_max_tokens
+         * (0: any), arrival in [trace_from_s, trace_to_s) after the first row (to 0: the end),
+         * a deterministic fraction trace_sample of whole sessions seeded by seed (0: all). */
+        uint32_t trace_max_tokens;
+        double trace_from_s, trace_to_s;
+        double trace_sample;
+        int trace_spread;  /* trace_replay: spread: a run's requests sampled over the whole trace (else its first) */
         char *arrival;     /* "poisson" (default), "constant", "gamma" */
         double burstiness; /* gamma only */
         /* Multi-turn sessions (docs/audit-spec.md): a trace's sessions replayed as conversations
@@ -285,6 +297,10 @@ typedef struct st_spec {
 int st_spec_load(const char *path, st_spec *out, char *err, size_t errlen);
 /* Same from a string (name is used in messages and for resolving relative paths). */
 int st_spec_parse(const char *name, const char *text, size_t len, st_spec *out, char *err, size_t errlen);
+/* The reader's options for the spec's trace: its filters (workload.trace_max_tokens,
+ * trace_window, trace_sample with workload.seed), everything else zero. Every reading of the
+ * trace for an audit, --check, predict and plan starts from these. */
+void st_spec_trace_opts(const st_spec *s, st_trace_opts *o);
 void st_spec_free(st_spec *s);
 
 /* The flags a configuration runs with: the baseline's, minus remove_flags and minus any flag

@@ -16,6 +16,8 @@
 #include "audit/executor.h"
 #include "audit/figures.h"
 #include "audit/sustain.h"
+#include "audit/traffic.h"
+#include "emu/config.h"
 #include "core/buf.h"
 #include "core/version.h"
 #include "engine/process.h"
@@ -309,12 +311,52 @@ static int cycle_trace(st_workload *w, uint32_t n)
     return rc;
 }
 
+uint32_t st_sweep_config_context(const st_spec *spec, const st_spec_config *c)
+{
+    char why[256], err[512];
+    if (spec->workload.kind != ST_WL_TRACE || !c || !st_exec_model_supported(spec, why, sizeof why))
+        return 0;
+    st_emu_config cfg;
+    if (st_exec_model_config(spec, c, &cfg, NULL, 0, NULL, err, sizeof err))
+        return 0;
+    return cfg.max_model_len ? cfg.max_model_len : cfg.model.max_position;
+}
+
+int st_sweep_trace_over_context(const st_spec *spec, uint32_t ctx, uint64_t *over, uint64_t *total, char *err,
+                                size_t errlen)
+{
+    *over = *total = 0;
+    if (spec->workload.kind != ST_WL_TRACE || !ctx)
+        return 0;
+    /* the rows the spec's filters keep, then those of them within ctx */
+    st_trace_opts o;
+    st_spec_trace_opts(spec, &o);
+    st_trace_counts c;
+    if (st_trace_read_file(spec->workload.trace, &o, NULL, NULL, &c, NULL, err, errlen))
+        return -1;
+    *total = c.kept;
+    if (o.max_context && o.max_context <= ctx)
+        return 0;
+    o.max_context = ctx;
+    if (st_trace_read_file(spec->workload.trace, &o, NULL, NULL, &c, NULL, err, errlen))
+        return -1;
+    *over = *total > c.kept ? *total - c.kept : 0;
+    return 0;
+}
+
 int st_sweep_workload(const st_spec *s, uint64_t seed, uint32_t n, st_workload *w, char *err, size_t errlen)
+{
+    return st_sweep_workload_ctx(s, seed, n, 0, w, err, errlen);
+}
+
+int st_sweep_workload_ctx(const st_spec *s, uint64_t seed, uint32_t n, uint32_t max_context, st_workload *w, char *err,
+                          size_t errlen)
 {
     memset(w, 0, sizeof *w);
     if (s->workload.kind == ST_WL_TRACE) {
         st_trace_load_opts o;
         st_trace_load_opts_default(&o);
+        st_spec_trace_opts(s, &o.read);
         o.sessions = s->workload.sessions.on ? ST_TRACE_SESSIONS_REPLAY : ST_TRACE_SESSIONS_FLAT;
         if (s->workload.sessions.think_set)
             o.think_s = s->workload.sessions.think_s;
@@ -322,6 +364,12 @@ int st_sweep_workload(const st_spec *s, uint64_t seed, uint32_t n, st_workload *
          * not find the prompts of the run before it in the prefix cache */
         o.read.salt = seed;
         o.read.max_rows = n;
+        /* a request longer than the configuration's context would be refused (HTTP 400) and fail
+         * the run: left out and counted, as bench leaves it out (st_sweep_config_context) */
+        if (max_context && (!o.read.max_context || max_context < o.read.max_context))
+            o.read.max_context = max_context;
+        if (s->workload.trace_spread && st_audit_trace_spread(s, &o.read, n, err, errlen))
+            return -1;
         if (st_trace_load(s->workload.trace, &o, w, NULL, NULL, err, errlen))
             return -1;
         if (s->search.mode == ST_SEARCH_SUSTAINED && w->n > 0 && w->n < n && cycle_trace(w, n)) {
@@ -344,7 +392,9 @@ int st_sweep_workload(const st_spec *s, uint64_t seed, uint32_t n, st_workload *
 /* The spec's workload with the audit's shared prefix (the same token ids in every run). */
 static int make_workload(sweep *S, uint64_t seed, uint32_t n, st_workload *w, char *err, size_t errlen)
 {
-    if (st_sweep_workload(S->spec, seed, n, w, err, errlen))
+    uint32_t ctx =
+        S->ci >= 0 && S->ci < S->spec->n_configs ? st_sweep_config_context(S->spec, &S->spec->configs[S->ci]) : 0;
+    if (st_sweep_workload_ctx(S->spec, seed, n, ctx, w, err, errlen))
         return -1;
     for (uint32_t i = 0; i < w->n && S->base_prefix; i++) /* (a session's later turns hold only new text) */
         if (w->items[i].input_ids && w->items[i].input_len >= S->prefix_len && w->items[i].turn == 0)
@@ -880,6 +930,40 @@ static void say_cfg(sweep *S, const cfgrun *cr, const char *fmt, ...)
 }
 
 /* Starts the engine and warms it up unless it runs. 0 up; 1 interrupted; -1 it did not start. */
+/* A trace's requests longer than the configuration's context are left out of its runs: said in
+ * the log and kept in the row's facts ("trace_over_context": context, requests, of), which the
+ * report's notes read. */
+static void trace_over_context(sweep *S, cfgrun *cr)
+{
+    uint32_t ctx = st_sweep_config_context(S->spec, cr->c);
+    uint64_t over = 0, total = 0;
+    char err[512];
+    if (!ctx || st_sweep_trace_over_context(S->spec, ctx, &over, &total, err, sizeof err) || !over)
+        return;
+    say_cfg(S, cr,
+            "%llu of the trace's %llu requests (%.1f %%) are longer than its context of %u tokens (prompt + output): "
+            "the server would refuse them, so its runs leave them out (as servetune bench does)",
+            (unsigned long long)over, (unsigned long long)total, 100.0 * (double)over / (double)total, ctx);
+    json_t *f = cr->row.facts ? json_loads(cr->row.facts, 0, NULL) : NULL;
+    if (!json_is_object(f)) {
+        json_decref(f);
+        f = json_object();
+    }
+    json_t *o =
+        json_pack("{s:I, s:I, s:I}", "context", (json_int_t)ctx, "requests", (json_int_t)over, "of", (json_int_t)total);
+    char *d = NULL;
+    if (f && o && json_object_set_new(f, "trace_over_context", o) == 0) {
+        o = NULL;
+        d = json_dumps(f, JSON_COMPACT);
+    }
+    json_decref(o);
+    json_decref(f);
+    if (d) {
+        free(cr->row.facts);
+        cr->row.facts = d;
+    }
+}
+
 static int ensure_engine(sweep *S, cfgrun *cr)
 {
     if (cr->engine_up)
@@ -890,6 +974,7 @@ static int ensure_engine(sweep *S, cfgrun *cr)
         es = 1; /* stopped together with the audit (a job's end): an interruption, not a failure */
     if (es == 0) {
         cr->engine_up = 1;
+        trace_over_context(S, cr);
         if (S->store)
             st_store_config_put(S->store, &cr->row);
         if (!S->x->prediction)

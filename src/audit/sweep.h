@@ -84,6 +84,21 @@ int st_sweep_probe(const st_spec *spec, struct st_executor *x, int ci, double ra
  * sessions cut at n requests), or ceil(n / mean turns) synthetic sessions (st_spec_sessions);
  * else a trace's sessions are flattened on their recorded times. 0, or -1 with the reason in err. */
 int st_sweep_workload(const st_spec *spec, uint64_t seed, uint32_t n, st_workload *w, char *err, size_t errlen);
+/* The same, a trace's requests whose prompt + output exceed max_context (0: none) left out
+ * (counted by the reader, not sent): what a configuration of that context can serve. */
+int st_sweep_workload_ctx(const st_spec *spec, uint64_t seed, uint32_t n, uint32_t max_context, st_workload *w,
+                          char *err, size_t errlen);
+
+/* The context in tokens of configuration c as the engine model reads its flags (--max-model-len,
+ * else the model's max_position_embeddings), for a trace workload: the server refuses (HTTP 400) a
+ * request whose prompt + output exceeds it, so the sweep leaves such requests out of c's runs,
+ * counted, as servetune bench does. 0: unknown (an engine the model cannot stand for, flags it
+ * cannot read) or a synthetic workload (its lengths are checked by --check). */
+uint32_t st_sweep_config_context(const st_spec *spec, const st_spec_config *c);
+/* How many of the trace's requests (*total, every kept row) are longer than ctx (*over, the later
+ * turns of their sessions included). 0, or -1 with err when the trace cannot be read. */
+int st_sweep_trace_over_context(const st_spec *spec, uint32_t ctx, uint64_t *over, uint64_t *total, char *err,
+                                size_t errlen);
 
 /* A sustained spec's bounds (st_spec_check_bounds), and for engines the engine model knows, a
  * max_duration too short for one unloaded request's warm phase, window and drain on the model.

@@ -36,6 +36,12 @@ static void help(const st_opt *opts)
            "make a steady state impossible (docs/audit-method.md). With multi-turn sessions (workload.sessions:\n"
            "a trace's conversations replayed, or synthetic ones) the rates are sessions starting per second and\n"
            "each later turn follows the answer to the one before it (docs/audit-spec.md).\n\n"
+           "A trace workload: workload.trace_max_tokens, trace_window and trace_sample filter the rows replayed,\n"
+           "trace_replay: spread samples them over the whole trace (default: its first rows), peak_rate: trace\n"
+           "takes the peak from its busiest minute; a configuration's runs leave out the requests longer than its\n"
+           "context (as bench does), and --check says that share, and the share a run replays with its prefix\n"
+           "reuse against the whole trace's. The headline names no winner when the host limited the figures,\n"
+           "configurations tie within their intervals, or requests failed at the lowest rate.\n\n"
            "Options:\n");
     st_opts_usage(stdout, opts);
     printf("\nExamples:\n"

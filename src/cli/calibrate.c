@@ -8,6 +8,7 @@
 
 #include "audit/calibrate.h"
 #include "cli/cli.h"
+#include "core/clock.h"
 #include "core/file.h"
 #include "core/opts.h"
 #include "core/strv.h"
@@ -150,6 +151,26 @@ static void print_fitted(const st_calibrate_set *set, const st_calibrate_report 
     if (cal->range.rate_max > 0)
         printf("Measured up to %.4g req/s: predictions beyond %.4g req/s are flagged as extrapolations.\n",
                cal->range.rate_max, cal->range.rate_max * 1.5);
+/* Progress of the fit on stderr, at most once every CALIB_PROGRESS_S seconds: a fit over many
+ * runs replays each of them on the engine model hundreds of times (tens of seconds). */
+#define CALIB_PROGRESS_S 5.0
+typedef struct fit_progress {
+    st_ns t0, last;
+} fit_progress;
+
+static void on_progress(void *arg, const char *phase, int done, int total, double loss)
+{
+    fit_progress *p = arg;
+    st_ns now = st_now();
+    if ((double)(now - p->last) / 1e9 < CALIB_PROGRESS_S)
+        return;
+    p->last = now;
+    double el = (double)(now - p->t0) / 1e9;
+    if (!strcmp(phase, "probe"))
+        fprintf(stderr, "servetune calibrate: %.0f s: which constants the runs identify: %d of %d probed\n", el, done,
+                total);
+    else
+        fprintf(stderr, "servetune calibrate: %.0f s: fit: %d evaluations, loss %.4g so far\n", el, done, loss);
 }
 
 int cmd_calibrate(int argc, char **argv)
@@ -237,6 +258,12 @@ int cmd_calibrate(int argc, char **argv)
     st_calibrate_report rep;
     volatile sig_atomic_t *stop = st_cli_catch_signals(NULL);
     set.stop = stop;
+    fit_progress fp = { .t0 = st_now(), .last = st_now() };
+    if (!quiet) {
+        set.progress = on_progress;
+        set.progress_arg = &fp;
+        fprintf(stderr, "servetune calibrate: fitting the engine model to %u run%s...\n", set.n, set.n == 1 ? "" : "s");
+    }
     if (st_calibrate_fit(&set, &cal, &rep, err, sizeof err) < 0) {
         if (*stop) { /* FILE is written whole or not at all: an earlier one stays as it was */
             fprintf(stderr, "servetune calibrate: interrupted by %s during the fit: %s not written\n",

@@ -87,10 +87,15 @@ int st_cli_run_spec(st_cli_run *r, const char *spec_path)
                 spec_path, r->spec.workload.trace);
         return ST_EXIT_USAGE;
     }
-    if (st_spec_check(&r->spec, err, sizeof err) || st_spec_secrets(&r->spec, &r->secrets, err, sizeof err)) {
+    if (st_spec_check(&r->spec, err, sizeof err) || st_spec_secrets(&r->spec, &r->secrets, err, sizeof err) ||
+        st_audit_resolve_peak(&r->spec, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         return ST_EXIT_USAGE;
     }
+    if (r->spec.peak_source != ST_PEAK_STATED)
+        fprintf(stderr, "%s: peak_rate: trace: %.3g req/s, %s\n", spec_path, r->spec.peak_rate,
+                r->spec.peak_source == ST_PEAK_BUSIEST_MINUTE ? "the trace's busiest minute"
+                                                              : "the trace's mean rate (it spans less than a minute)");
     st_buf w;
     st_buf_init(&w, ST_CLI_WARNINGS_MAX);
     /* predict starts nothing: where the engine's program is does not matter to it */

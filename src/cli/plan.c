@@ -23,6 +23,7 @@
 #include "plan/plan_spec.h"
 #include "plan/prices.h"
 #include "audit/spec.h"
+#include "audit/traffic.h"
 #include "cli/cli.h"
 #include "core/clock.h"
 #include "core/file.h"
@@ -35,7 +36,6 @@
 
 #define PLAN_OUT_MAX ((size_t)64 << 20)
 /* Requests of a trace read for the p99 length. */
-#define PLAN_LEN_SAMPLE 20000u
 /* Audit specs written at most (one per machine among the top candidates). */
 #define PLAN_SPECS_MAX 8
 /* --disagg: requests in the prefill pool's run, and the queueing capacity search's tolerance. */
@@ -66,8 +66,9 @@ static void help(const st_opt *opts)
            "earlier plan in DIR left as it was. Every figure is a PREDICTION. More: docs/plan.md, docs/prices.md.\n");
 }
 
-/* --max-model-len from the workload: the p99 of input + output tokens, rounded up to 256, and the
- * share of requests longer than that. */
+/* --max-model-len from the workload: its longest request (input + output), rounded up to 256; a
+ * trace's longest at most the model's context, with the share of requests longer than that (which
+ * every run leaves out, as servetune bench does: st_traffic_len_auto). */
 static int len_auto(const st_spec *s, long *len, double *reject, char *err, size_t errlen)
 {
     *reject = 0;
@@ -78,31 +79,8 @@ static int len_auto(const st_spec *s, long *len, double *reject, char *err, size
         *len = (long)(ceil(longest / 256) * 256);
         return 0;
     }
-    st_trace_load_opts o;
-    st_trace_load_opts_default(&o);
-    o.sessions = ST_TRACE_SESSIONS_FLAT;
-    o.read.max_rows = PLAN_LEN_SAMPLE;
-    st_workload w;
-    if (st_trace_load(s->workload.trace, &o, &w, NULL, NULL, err, errlen))
-        return -1;
-    double *v = malloc(sizeof *v * (w.n ? w.n : 1));
-    if (!v) {
-        st_workload_free(&w);
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    for (uint32_t i = 0; i < w.n; i++)
-        v[i] = (double)w.items[i].input_len + w.items[i].output_len;
-    qsort(v, w.n, sizeof *v, st_cmp_double);
-    double p99 = w.n ? v[(size_t)ceil(0.99 * w.n) - 1] : 256;
-    *len = (long)(ceil(p99 / 256) * 256);
-    uint32_t longer = 0;
-    for (uint32_t i = 0; i < w.n; i++)
-        longer += v[i] > (double)*len;
-    *reject = w.n ? (double)longer / w.n : 0;
-    free(v);
-    st_workload_free(&w);
-    return 0;
+    int capped;
+    return st_traffic_len_auto(s, len, reject, &capped, err, errlen);
 }
 
 /* FILE for the first spec, FILE-2.yaml, FILE-3.yaml ... for the next (before the extension). */
@@ -530,7 +508,8 @@ int cmd_plan(int argc, char **argv)
         goto out;
     }
     have_spec = 1;
-    if (st_spec_check(&spec, err, sizeof err) || !st_exec_model_supported(&spec, err, sizeof err)) {
+    if (st_spec_check(&spec, err, sizeof err) || st_audit_resolve_peak(&spec, err, sizeof err) ||
+        !st_exec_model_supported(&spec, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         goto out;
     }

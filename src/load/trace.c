@@ -333,6 +333,7 @@ typedef struct field {
 
 struct st_trace_reader {
     st_trace_opts o;
+    st_trace_quantum quantum; /* the kept rows' times */
     char name[256];
     st_trace_row_cb cb;
     void *arg;
@@ -700,7 +701,11 @@ static int emit(st_trace_reader *r, uint64_t line, raw_row *w, char *err, size_t
         if (think > r->c.think_longest_s)
             r->c.think_longest_s = think;
     }
+    if (w->has_ts)
+        st_trace_quantum_add(&r->quantum, rel);
     r->c.kept++;
+    r->c.quantum_s = st_trace_quantum_s(&r->quantum);
+    r->c.quantum_ties = r->quantum.ties;
     int rc = r->cb ? r->cb(r->arg, &row, why, sizeof why) : 0;
     if (rc < 0) {
         st_errf(err, errlen, "%s:%llu: %s", r->name, (unsigned long long)line, why);
@@ -1739,6 +1744,53 @@ int st_trace_read_file(const char *path, const st_trace_opts *o, st_trace_row_cb
     return rc;
 }
 
+static uint64_t gcd_u64(uint64_t a, uint64_t b)
+{
+    while (b) {
+        uint64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+void st_trace_quantum_add(st_trace_quantum *q, double rel_s)
+{
+    if (q->n && rel_s == q->prev)
+        q->ties++;
+    q->prev = rel_s;
+    q->n++;
+    double us = fabs(rel_s) * 1e6;
+    double r = floor(us + 0.5);
+    if (!(us < 9e15) || fabs(us - r) > 1e-3 * (1 + us * 1e-12)) {
+        q->inexact = 1;
+        return;
+    }
+    q->gcd_us = gcd_u64(q->gcd_us, (uint64_t)r);
+}
+
+double st_trace_quantum_s(const st_trace_quantum *q)
+{
+    if (q->inexact || q->n < ST_TRACE_QUANTUM_MIN_ROWS || q->ties * ST_TRACE_QUANTUM_TIES_PER < q->n ||
+        (double)q->gcd_us < ST_TRACE_QUANTUM_MIN_S * 1e6)
+        return 0;
+    return (double)q->gcd_us / 1e6;
+}
+
+void st_trace_spread_ties(double *t, uint32_t n, double quantum_s)
+{
+    if (!(quantum_s > 0))
+        return;
+    for (uint32_t i = 0; i < n;) {
+        uint32_t j = i + 1;
+        while (j < n && t[j] == t[i])
+            j++;
+        for (uint32_t k = i + 1; k < j; k++)
+            t[k] = t[i] + (double)(k - i) * quantum_s / (double)(j - i);
+        i = j;
+    }
+}
+
 void st_trace_counts_describe(const st_trace_counts *c, char *out, size_t cap)
 {
     st_buf b;
@@ -1773,6 +1825,11 @@ void st_trace_counts_describe(const st_trace_counts *c, char *out, size_t cap)
                       "waits %g s instead",
                       (unsigned long long)c->think_long, c->think_long == 1 ? "" : "s", ST_TRACE_THINK_CAP_S,
                       c->think_longest_s, ST_TRACE_THINK_CAP_S);
+    if (c->quantum_s > 0)
+        st_buf_printf(&b,
+                      "; times quantized to %g s (%llu requests share a tick with the one before): a tick's requests "
+                      "are replayed spread evenly over it, not at once",
+                      c->quantum_s, (unsigned long long)c->quantum_ties);
     if (c->unsorted)
         st_buf_printf(&b, "; %llu rows earlier than the row before them (replayed in time order)",
                       (unsigned long long)c->unsorted);

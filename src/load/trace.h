@@ -111,6 +111,9 @@ typedef struct st_trace_counts {
     uint64_t sessions;    /* distinct sessions among kept rows */
     uint64_t think_long;  /* kept later turns whose pause after the turn before exceeds ST_TRACE_THINK_CAP_S */
     double think_longest_s; /* the longest such pause (0: none) */
+    double quantum_s;       /* the kept rows' times are all multiples of this coarse clock (at least
+                           * ST_TRACE_QUANTUM_MIN_S) and some share one: 0 when not (st_trace_quantum) */
+    uint64_t quantum_ties;  /* kept rows whose time equals the row before them */
     int stopped;          /* max_rows reached before the end */
     int interrupted;      /* the stop flag ended the reading (the counts are those so far) */
     char bad_first[ST_TRACE_BAD_KEPT][320];
@@ -153,6 +156,30 @@ typedef struct st_trace_row {
     const char *json;
     size_t json_len;
 } st_trace_row;
+
+/* Quantized timestamps: a log written on a coarse clock (Mooncake's public traces: every time a
+ * multiple of 3 s, dozens of requests on one tick) has ties that are the clock's, not bursts.
+ * The times (seconds since the first row) are accumulated in whole microseconds; they are called
+ * quantized when every one is a multiple of a quantum of at least ST_TRACE_QUANTUM_MIN_S, over at
+ * least ST_TRACE_QUANTUM_MIN_ROWS rows of which at least 1 in ST_TRACE_QUANTUM_TIES_PER share a
+ * tick with the row before (a handful of hand-written times, or a rare tie, is no clock). Statistics then measure the gaps with each quantum's requests spread
+ * evenly within it (load/trace_stats.h), and a replay spreads them so (st_trace_spread_ties). */
+#define ST_TRACE_QUANTUM_MIN_S 0.1
+#define ST_TRACE_QUANTUM_MIN_ROWS 20u
+#define ST_TRACE_QUANTUM_TIES_PER 20u
+typedef struct st_trace_quantum {
+    uint64_t gcd_us;  /* of the times seen so far (0: none but 0) */
+    int inexact;      /* a time that is no whole microsecond: a fine clock */
+    uint64_t n, ties; /* times seen; those equal to the one before */
+    double prev;
+} st_trace_quantum;
+void st_trace_quantum_add(st_trace_quantum *q, double rel_s);
+/* The quantum in seconds, or 0 when the times are not quantized. */
+double st_trace_quantum_s(const st_trace_quantum *q);
+/* Spreads sorted times t[0..n) of a quantized trace: the k times equal to one tick T become
+ * T + i * quantum / k (i = 0..k-1), so a replay sends a tick's requests evenly over it rather
+ * than at once. */
+void st_trace_spread_ties(double *t, uint32_t n, double quantum_s);
 
 /* Returns 0 to go on, 1 to stop reading (not an error), -1 to fail with err. */
 typedef int (*st_trace_row_cb)(void *arg, const st_trace_row *row, char *err, size_t errlen);

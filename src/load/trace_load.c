@@ -266,15 +266,17 @@ static int cmp_idx(const void *a, const void *b, void *arg)
 }
 
 /* Puts the scheduled items first, in time order, and the dependent turns after them. */
-static int finish(loader *L, st_workload *out, char *err, size_t errlen)
+static int finish(loader *L, double quantum_s, st_workload *out, char *err, size_t errlen)
 {
     uint32_t n = L->n;
     uint32_t *perm = malloc((size_t)n * sizeof *perm), *inv = malloc((size_t)n * sizeof *inv);
     st_work_item *items = malloc((size_t)n * sizeof *items);
-    if (!perm || !inv || !items) {
+    double *ts = malloc((size_t)(n ? n : 1) * sizeof *ts);
+    if (!perm || !inv || !items || !ts) {
         free(perm);
         free(inv);
         free(items);
+        free(ts);
         st_errf(err, errlen, "out of memory");
         return -1;
     }
@@ -294,13 +296,19 @@ static int finish(loader *L, st_workload *out, char *err, size_t errlen)
     for (uint32_t k = 0; k < n; k++)
         inv[perm[k]] = k;
     double t0 = timed ? L->t[perm[0]] : 0;
+    for (uint32_t k = 0; timed && k < ns; k++)
+        ts[k] = L->t[perm[k]] - t0;
+    /* a coarse clock's ticks: their requests spread over the tick, not sent at once */
+    if (timed)
+        st_trace_spread_ties(ts, ns, quantum_s);
     for (uint32_t k = 0; k < n; k++) {
         items[k] = L->items[perm[k]];
         items[k].id = k;
         if (items[k].next)
             items[k].next = inv[items[k].next];
-        items[k].arrival = (timed && k < ns) ? (st_ns)llround((L->t[perm[k]] - t0) * 1e9) : -1;
+        items[k].arrival = (timed && k < ns) ? (st_ns)llround(ts[k] * 1e9) : -1;
     }
+    free(ts);
     free(perm);
     free(inv);
     free(L->items);
@@ -345,7 +353,7 @@ static int load_common(const char *path, const char *data, size_t len, const st_
         rc = -1;
     }
     if (rc == 0)
-        rc = finish(&L, out, err, errlen);
+        rc = finish(&L, c.quantum_s, out, err, errlen);
     loader_free(&L);
     return rc;
 }

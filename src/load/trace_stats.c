@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/rng.h"
+#include "core/util.h"
 
 /* ---- an HDR histogram of lengths: exact below H_EXACT, H_SUB buckets per power of two above */
 #define H_EXACT 65536u
@@ -152,6 +153,15 @@ struct st_trace_stats {
     /* gaps, in both directions (a log listed newest first is still measurable) */
     uint64_t asc_n, desc_n, asc_bad, desc_bad;
     double asc_mean, asc_m2, desc_mean, desc_m2;
+    /* quantized times (load/trace.h): the clock's ticks and how many requests each holds, in
+     * ascending order (at most ST_TRAFFIC_KEYS_MAX ticks kept) */
+    st_trace_quantum quantum;
+    struct tick {
+        double t;
+        uint32_t k;
+    } * ticks;
+    size_t n_ticks, ticks_cap;
+    int ticks_lost; /* out of order, or past the cap */
     /* per-minute counts */
     int64_t min_base;
     uint32_t *minute;
@@ -180,6 +190,7 @@ void st_trace_stats_free(st_trace_stats *s)
     if (!s)
         return;
     free(s->minute);
+    free(s->ticks);
     free(s->blocks.e);
     free(s->sess.e);
     free(s);
@@ -234,6 +245,44 @@ static void welford(uint64_t *n, double *mean, double *m2, double x)
     *m2 += d * (x - *mean);
 }
 
+static void tick_add(st_trace_stats *s, double rel)
+{
+    st_trace_quantum_add(&s->quantum, rel);
+    if (s->ticks_lost)
+        return;
+    if (s->n_ticks && s->ticks[s->n_ticks - 1].t == rel) {
+        s->ticks[s->n_ticks - 1].k++;
+        return;
+    }
+    if ((s->n_ticks && rel < s->ticks[s->n_ticks - 1].t) || s->n_ticks >= ST_TRAFFIC_KEYS_MAX ||
+        st_grow((void **)&s->ticks, &s->ticks_cap, s->n_ticks + 1, sizeof *s->ticks, 1024)) {
+        s->ticks_lost = 1;
+        return;
+    }
+    s->ticks[s->n_ticks].t = rel;
+    s->ticks[s->n_ticks].k = 1;
+    s->n_ticks++;
+}
+
+/* The CV of the gaps once each tick's requests are spread evenly over it (as a replay sends
+ * them: st_trace_spread_ties). NAN when the ticks were not all kept. */
+static double spread_gap_cv(const st_trace_stats *s, double q)
+{
+    if (s->ticks_lost || !s->n_ticks)
+        return NAN;
+    uint64_t n = 0;
+    double mean = 0, m2 = 0, last = 0;
+    for (size_t i = 0; i < s->n_ticks; i++) {
+        const struct tick *k = &s->ticks[i];
+        if (i)
+            welford(&n, &mean, &m2, k->t - last);
+        for (uint32_t j = 1; j < k->k; j++)
+            welford(&n, &mean, &m2, q / k->k);
+        last = k->t + (double)(k->k - 1) * q / k->k;
+    }
+    return n >= 2 && mean > 0 ? sqrt(m2 / (double)(n - 1)) / mean : NAN;
+}
+
 static uint64_t block_hash(const uint32_t *ids, uint32_t n, uint64_t parent)
 {
     uint64_t h = parent ^ 0x9e3779b97f4a7c15ULL;
@@ -267,6 +316,7 @@ int st_trace_stats_add(st_trace_stats *s, const st_trace_row *r)
                 s->desc_bad++;
         }
         s->prev_ts = s->last_ts = ts;
+        tick_add(s, ts - s->first_ts);
         if (ts < s->min_ts)
             s->min_ts = ts;
         if (ts > s->max_ts)
@@ -377,7 +427,7 @@ void st_trace_stats_result(const st_trace_stats *s, st_traffic *t)
     memset(t, 0, sizeof *t);
     t->requests = s->requests;
     t->has_times = s->has_times;
-    t->gap_cv = t->gamma_shape = NAN;
+    t->gap_cv = t->gamma_shape = t->gap_cv_recorded = NAN;
     t->mean_rps = t->p50_minute_rps = t->p95_minute_rps = t->peak_minute_rps = NAN;
     if (s->has_times) {
         t->span_s = s->max_ts - s->min_ts;
@@ -396,11 +446,18 @@ void st_trace_stats_result(const st_trace_stats *s, st_traffic *t)
             mean = s->desc_mean;
             m2 = s->desc_m2;
         }
-        if (n >= 2 && mean > 0) {
+        if (n >= 2 && mean > 0)
             t->gap_cv = sqrt(m2 / (double)(n - 1)) / mean;
-            if (t->gap_cv > 0)
-                t->gamma_shape = 1.0 / (t->gap_cv * t->gap_cv);
+        /* a coarse clock's ties are not bursts: the gaps of the ticks spread as a replay sends them */
+        t->gap_cv_recorded = t->gap_cv;
+        t->quantum_s = st_trace_quantum_s(&s->quantum);
+        t->quantum_ties = s->quantum.ties;
+        if (t->quantum_s > 0) {
+            double cv = spread_gap_cv(s, t->quantum_s);
+            t->gap_cv = cv;
         }
+        if (t->gap_cv > 0)
+            t->gamma_shape = 1.0 / (t->gap_cv * t->gap_cv);
         /* complete minutes only (counted from the first row): a partial minute at either end
          * would understate its rate */
         int64_t klo = (int64_t)ceil((s->min_ts - s->first_ts) / 60.0);
@@ -569,7 +626,15 @@ void st_traffic_advise(const st_trace_stats *s, const st_traffic *t, const st_tr
                  "(it costs little to keep on).",
                  100 * t->ideal_hit_rate, t->prefix_lower_bound ? " (at least)" : "");
     }
-    if (!isnan(t->gap_cv)) {
+    if (t->quantum_s > 0 && a->n_lines < ST_TRAFFIC_ADVICE_LINES) {
+        L = a->lines[a->n_lines++];
+        snprintf(L, sizeof a->lines[0],
+                 "Arrival times are quantized to %g s (every one a multiple; %llu requests share a tick with the one "
+                 "before): ties are the log's clock, not bursts (the recorded gaps' CV would read %.2f). The figures "
+                 "below spread each tick's requests evenly over it, and so does a replay.",
+                 t->quantum_s, (unsigned long long)t->quantum_ties, t->gap_cv_recorded);
+    }
+    if (!isnan(t->gap_cv) && a->n_lines < ST_TRAFFIC_ADVICE_LINES) {
         L = a->lines[a->n_lines++];
         const char *kind = t->gap_cv > 1.2   ? "bursty"
                            : t->gap_cv < 0.8 ? "smoother than random"
@@ -625,6 +690,8 @@ json_t *st_traffic_json(const st_traffic *t, const st_traffic_advice *a, const s
     json_object_set_new(rate, "minutes_capped", json_boolean(t->minutes_capped));
     json_object_set_new(rate, "gap_cv", num(t->gap_cv));
     json_object_set_new(rate, "gamma_shape", num(t->gamma_shape));
+    json_object_set_new(rate, "quantum_s", t->quantum_s > 0 ? json_real(t->quantum_s) : json_null());
+    json_object_set_new(rate, "gap_cv_recorded", num(t->gap_cv_recorded));
     json_object_set_new(rate, "out_of_order", json_integer((json_int_t)t->out_of_order));
     json_object_set_new(o, "rate", rate);
     json_object_set_new(o, "input_tokens", len_json(&t->in));

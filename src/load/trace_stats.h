@@ -54,7 +54,11 @@ typedef struct st_traffic {
     double p50_minute_rps, p95_minute_rps, peak_minute_rps;
     uint32_t minutes;      /* complete minutes spanned */
     int minutes_capped;    /* the span exceeded ST_TRAFFIC_MINUTES_MAX: rates over the first part */
-    double gap_cv;         /* NAN when unknown (fewer than 3 rows, or out of time order) */
+    double gap_cv;         /* NAN when unknown (fewer than 3 rows, or out of time order); of quantized
+                            * times, the gaps with each tick's requests spread evenly over it */
+    double quantum_s;      /* the times' coarse clock (load/trace.h st_trace_quantum; 0: none) */
+    uint64_t quantum_ties; /* requests that share a tick with the one before */
+    double gap_cv_recorded; /* the CV of the gaps as recorded (ties as zero gaps) */
     double gamma_shape;    /* 1 / gap_cv^2 (NAN when unknown) */
     uint64_t out_of_order; /* rows earlier than the one before them */
     st_len_pct in, out, total;
@@ -90,6 +94,8 @@ typedef enum { ST_PREFIX_UNKNOWN = 0, ST_PREFIX_LITTLE, ST_PREFIX_SOME, ST_PREFI
 #define ST_PREFIX_PAYS_AT 0.30
 #define ST_PREFIX_SOME_AT 0.05
 
+#define ST_TRAFFIC_ADVICE_LINES 8 /* lines of advice at most */
+
 typedef struct st_traffic_advice {
     uint32_t mml_p99, mml_p95;     /* --max-model-len rounded up to ST_MML_ROUND from the p99 / p95,
                                     * at most the model's context (engine's model_context) */
@@ -102,7 +108,7 @@ typedef struct st_traffic_advice {
     double kv_fill_e2e_s;           /* at the p95 minute rate, the KV cache fills when requests last longer */
     double share_over_kv;           /* requests longer than the whole KV cache */
     st_prefix_verdict prefix;
-    char lines[6][400]; /* the advice in words, in order */
+    char lines[ST_TRAFFIC_ADVICE_LINES][400]; /* the advice in words, in order */
     int n_lines;
 } st_traffic_advice;
 

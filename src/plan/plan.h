@@ -64,6 +64,7 @@ typedef struct st_plan_candidate {
                                   not the screen's proven bound */
     double lb_usd_per_1m;      /* the cost bound from it */
     double capacity_rps;       /* sustained capacity at the SLO (OK) */
+    int capacity_capped;       /* no rate above it failed (the search's highest rate passed): a lower bound */
     double output_tps;         /* output tokens/s at capacity */
     double ttft_p95_ms, tpot_p95_ms;
     double usd_per_1m;
@@ -137,7 +138,7 @@ int st_plan_order(const st_plan_candidate *c, int n, int *idx, int max);
  *   kv_cache_dtype  plan.kv_cache_dtype, else auto and fp8
  *   max_num_seqs    plan.max_num_seqs, else 64, 128, 256, 512
  *   max_num_batched_tokens  plan.max_num_batched_tokens, else 2048, 8192
- *   max_model_len   plan.max_model_len, else len_auto (the caller's: the workload's p99)
+ *   max_model_len   plan.max_model_len, else len_auto (the caller's: the workload's longest, at most the model's context)
  * *out (malloc'd, strings point into s and p) gets every combination. 0, or -1 with err: a GPU
  * named that has no price (which list, which provider), a GPU the engine model does not know,
  * no GPU at all, or more than max combinations (max <= 0: ST_PLAN_MAX_CANDIDATES; the message

@@ -524,6 +524,7 @@ static int evaluate(void *arg, st_plan_candidate *c, char *why, size_t n)
         goto out;
     }
     c->capacity_rps = r.pass_rate > 0 ? r.capacity_rps : 0;
+    c->capacity_capped = r.pass_rate > 0 && !isfinite(r.fail_rate); /* the highest rate searched passed */
     /* as the audit and predict price it: the capacity times the output tokens per request the
      * runs delivered (the spec's nominal length when the search measured none) */
     c->output_tps =

@@ -15,6 +15,7 @@
 #include "engine/metrics.h"
 #include "load/steady.h"
 #include "report/day.h"
+#include "report/distrust.h"
 #include "report/format.h"
 #include "report/html.h"
 #include "report/whopays_day.h"
@@ -194,8 +195,11 @@ static void setup_rows(arena *a, const st_report *r, const char *ev, st_html_kv 
     slo_text(&b, &s->slo);
     ROW("SLO");
     st_fmt_num(t, sizeof t, s->peak_rate);
-    st_buf_printf(&b, "%s requests/s", t);
-    ROW("Stated peak");
+    st_buf_printf(&b, "%s requests/s%s", t,
+                  s->peak_source == ST_PEAK_BUSIEST_MINUTE ? " (the trace's busiest minute, peak_rate: trace)"
+                  : s->peak_source == ST_PEAK_TRACE_MEAN   ? " (the trace's mean rate: it spans less than a minute)"
+                                                           : "");
+    ROW(s->peak_source == ST_PEAK_STATED ? "Stated peak" : "Traffic peak");
     st_fmt_date(t, sizeof t, r->audit.started);
     st_buf_printf(&b, "%s, servetune %s", t, r->audit.version ? r->audit.version : ST_VERSION);
     ROW("Date");
@@ -484,13 +488,16 @@ int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *op
             h.slo_tpot_ms = t->max_ms;
     }
 
+    st_distrust dt; /* a headline that names no winner highlights none */
+    st_report_distrust_find(r, &dt);
+    int named = !dt.host && !dt.tie && !dt.failed;
     for (uint32_t i = 0; i < n; i++) {
         const st_rep_cfg *c = &r->cfg[i];
         st_html_config *hc = &cf[i];
         order[i] = r->order ? (uint32_t)r->order[i] : i;
         hc->name = c->name;
         hc->is_baseline = i == 0;
-        hc->recommended = (int)i == r->pick;
+        hc->recommended = named && (int)i == r->pick;
         hc->status = c->status == ST_REP_OK            ? ST_HTML_CFG_OK
                      : c->status == ST_REP_NONE_PASSED ? ST_HTML_CFG_NONE_PASSED
                      : c->status == ST_REP_FAILED      ? ST_HTML_CFG_NOT_STARTED

@@ -9,6 +9,7 @@
 #include "report/whopays_day.h"
 #include "report/format.h"
 #include "report/day.h"
+#include "report/distrust.h"
 #include "report/report.h"
 
 static json_t *rate(double v) { return isinf(v) ? json_string("inf") : st_jnum_or_null(v); }
@@ -60,7 +61,12 @@ static json_t *spec_json(const st_report *r)
     json_object_set_new(h, "gpus_per_replica", json_integer(s->hardware.gpus_per_replica));
     json_object_set_new(h, "price_per_gpu_hour", json_real(s->hardware.price_per_gpu_hour));
     json_object_set_new(o, "hardware", h);
-    json_object_set_new(o, "peak_rate", json_real(s->peak_rate));
+    json_object_set_new(o, "peak_rate", isfinite(s->peak_rate) ? json_real(s->peak_rate) : json_null());
+    json_object_set_new(o, "peak_source",
+                        json_string(s->peak_source == ST_PEAK_BUSIEST_MINUTE ? "trace_busiest_minute"
+                                    : s->peak_source == ST_PEAK_TRACE_MEAN   ? "trace_mean"
+                                    : s->peak_source == ST_PEAK_FROM_TRACE   ? "trace_unresolved"
+                                                                             : "stated"));
     json_t *w = json_object();
     if (s->workload.kind == ST_WL_SYNTHETIC) {
         json_object_set_new(w, "kind", json_string("synthetic"));
@@ -343,8 +349,20 @@ int st_report_json(const st_report *r, st_buf *out)
     json_t *h = json_object();
     json_object_set_new(h, "text", json_string(hl.data ? hl.data : ""));
     st_buf_free(&hl);
-    json_object_set_new(h, "pick", r->pick >= 0 ? json_string(r->cfg[r->pick].name) : json_null());
+    /* the reasons the headline names no winner (report/distrust.h): pick is then null */
+    st_distrust dt;
+    st_report_distrust_find(r, &dt);
+    int named = r->pick >= 0 && !dt.host && !dt.tie && !dt.failed;
+    json_object_set_new(h, "pick", named ? json_string(r->cfg[r->pick].name) : json_null());
     json_object_set_new(h, "baseline", json_string(r->cfg[0].name));
+    json_t *why = json_array();
+    if (dt.host)
+        json_array_append_new(why, json_string("host_limited"));
+    if (dt.tie)
+        json_array_append_new(why, json_string("tie"));
+    if (dt.failed)
+        json_array_append_new(why, json_string("failed_unloaded"));
+    json_object_set_new(h, "no_winner_because", why);
     json_object_set_new(root, "headline", h);
     json_t *cs = json_array();
     for (int i = 0; i < r->n_cfg; i++) {

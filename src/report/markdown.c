@@ -7,6 +7,7 @@
 #include "core/version.h"
 #include "plan/cost.h"
 #include "report/day.h"
+#include "report/distrust.h"
 #include "report/format.h"
 #include "report/report.h"
 #include "report/whopays_day.h"
@@ -73,6 +74,13 @@ int st_report_headline(const st_report *r, st_buf *b)
     if (r->audit.partial)
         st_buf_printf(b, "Partial results (the audit did not finish%s%s): ", r->audit.note ? ": " : "",
                       r->audit.note ? r->audit.note : "");
+    /* reasons to distrust the comparison come first, and then no winner is named */
+    st_distrust dt;
+    st_report_distrust_find(r, &dt);
+    if (dt.host || dt.tie || dt.failed) {
+        st_report_distrust_lead(r, &dt, b);
+        return 0;
+    }
     if (base->status != ST_REP_OK) {
         if (base->status == ST_REP_FAILED)
             st_buf_printf(b, "The current setup (%s) %s (%s). ", base->name,
@@ -100,8 +108,11 @@ int st_report_headline(const st_report *r, st_buf *b)
         st_fmt_num(l, sizeof l, p->cap->ci_lo);
         st_fmt_num(h, sizeof h, p->cap->ci_hi);
         if (isinf(p->cap->ci_hi))
-            snprintf(how, sizeof how, ", a sustained rate (its limit: above %s%s, %.0f %% confidence),", l, u,
-                     r->spec.search.confidence * 100);
+            /* no failing rate above: the limit is bounded below only (below the rate it passed) */
+            snprintf(how, sizeof how,
+                     ", a sustained rate (no rate above it failed, so its limit was not bracketed: at least %s%s at "
+                     "%.0f %% confidence),",
+                     l, u, r->spec.search.confidence * 100);
         else
             snprintf(how, sizeof how, ", a sustained rate (its limit lies in %s-%s%s, %.0f %% confidence),", l, h, u,
                      r->spec.search.confidence * 100);
@@ -132,20 +143,25 @@ int st_report_headline(const st_report *r, st_buf *b)
     st_fmt_usd(m1, sizeof m1, p->cost.monthly_usd);
     const char *maybe =
         p->cap->highest_tested_passed ? " (its highest tested rate passed, so capacity may be higher)" : "";
+    /* where the peak came from: the spec's number, or the trace (peak_rate: trace) */
+    const char *pk_what = r->spec.peak_source == ST_PEAK_BUSIEST_MINUTE ? "trace's busiest-minute"
+                          : r->spec.peak_source == ST_PEAK_TRACE_MEAN   ? "trace's mean"
+                                                                        : "stated";
     if (r->pick == 0 && r->n_cfg == 1) {
         st_buf_printf(b,
                       "The current setup (%s) serves %s requests/s within the SLO (%s)%s%s at %s per million output "
-                      "tokens; at the stated peak of %s requests/s that is %ld replica%s, about %s a month.",
-                      p->name, a, slo, how, maybe, y, pk, p->cost.replicas, p->cost.replicas == 1 ? "" : "s", m1);
+                      "tokens; at the %s peak of %s requests/s that is %ld replica%s, about %s a month.",
+                      p->name, a, slo, how, maybe, y, pk_what, pk, p->cost.replicas, p->cost.replicas == 1 ? "" : "s",
+                      m1);
         return 0;
     }
     if (r->pick == 0) {
         st_buf_printf(b,
                       "None of the %d other configuration%s tested%s beats the current setup: %s serves %s requests/s "
-                      "within the SLO (%s)%s%s at %s per million output tokens; at the stated peak of %s requests/s "
+                      "within the SLO (%s)%s%s at %s per million output tokens; at the %s peak of %s requests/s "
                       "that is %ld replica%s, about %s a month.",
-                      others, others == 1 ? "" : "s", untested, p->name, a, slo, how, maybe, y, pk, p->cost.replicas,
-                      p->cost.replicas == 1 ? "" : "s", m1);
+                      others, others == 1 ? "" : "s", untested, p->name, a, slo, how, maybe, y, pk_what, pk,
+                      p->cost.replicas, p->cost.replicas == 1 ? "" : "s", m1);
         return 0;
     }
     if (base->status == ST_REP_OK) {
@@ -156,8 +172,8 @@ int st_report_headline(const st_report *r, st_buf *b)
         st_buf_printf(b,
                       "Of the %d configurations tested%s, the best, %s, serves %s requests/s within the SLO (%s)%s%s "
                       "against %s for the current setup (%s), which moves cost per million output tokens from %s to "
-                      "%s (%s); at the stated peak of %s requests/s ",
-                      tested, untested, p->name, a, slo, how, maybe, bb, base->name, x, y, pc, pk);
+                      "%s (%s); at the %s peak of %s requests/s ",
+                      tested, untested, p->name, a, slo, how, maybe, bb, base->name, x, y, pc, pk_what, pk);
         if (p->cost.replicas == base->cost.replicas)
             /* the same fleet: the saving per token shows only where traffic is below the peak */
             st_buf_printf(b,
@@ -170,9 +186,9 @@ int st_report_headline(const st_report *r, st_buf *b)
     } else {
         st_buf_printf(b,
                       "Of the %d configurations tested%s, the best, %s, serves %s requests/s within the SLO (%s)%s%s "
-                      "at %s per million output tokens; at the stated peak of %s requests/s that is %ld replica%s, "
+                      "at %s per million output tokens; at the %s peak of %s requests/s that is %ld replica%s, "
                       "about %s a month.",
-                      tested, untested, p->name, a, slo, how, maybe, y, pk, p->cost.replicas,
+                      tested, untested, p->name, a, slo, how, maybe, y, pk_what, pk, p->cost.replicas,
                       p->cost.replicas == 1 ? "" : "s", m1);
     }
     pick_caveats(r, p, b);
@@ -288,7 +304,12 @@ static void setup_section(const st_report *r, st_buf *b)
     }
     slo_text(s, tmp, sizeof tmp);
     st_fmt_num(n1, sizeof n1, s->peak_rate);
-    st_buf_printf(b, "- **SLO**: %s\n- **Stated peak**: %s requests/s\n", tmp, n1);
+    st_buf_printf(b, "- **SLO**: %s\n- **%s peak**: %s requests/s%s\n", tmp,
+                  s->peak_source == ST_PEAK_STATED ? "Stated" : "Traffic", n1,
+                  s->peak_source == ST_PEAK_BUSIEST_MINUTE ? " (the trace's busiest minute, `peak_rate: trace`)"
+                  : s->peak_source == ST_PEAK_TRACE_MEAN   ? " (the trace's mean rate: it spans less than a minute)"
+                  : s->peak_source == ST_PEAK_FROM_TRACE   ? " (`peak_rate: trace`, but the audit stored no traffic)"
+                                                           : "");
     st_fmt_date(tmp, sizeof tmp, r->audit.started);
     st_buf_printf(b, "- **Date**: %s, servetune %s\n\n", tmp, r->audit.version ? r->audit.version : ST_VERSION);
 }

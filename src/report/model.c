@@ -9,6 +9,7 @@
 #include "load/agent_run.h"
 #include "load/stats.h"
 #include "report/format.h"
+#include "audit/traffic.h"
 #include "report/report.h"
 
 const char *st_rep_status_name(st_rep_status s)
@@ -251,6 +252,28 @@ static void traffic_day(st_report *out)
         st_prices_free(&list);
 }
 
+/* `peak_rate: trace`: the peak the audit took from its trace, read back from the traffic it stored
+ * (the trace file need not be here): the busiest complete minute, else the mean rate. */
+static void peak_from_traffic(st_report *out)
+{
+    if (out->spec.peak_source == ST_PEAK_STATED)
+        return;
+    if (!out->traffic.json) { /* none stored: the trace itself, when it is still there (else no peak: 0 replicas) */
+        char err[512];
+        (void)st_audit_resolve_peak(&out->spec, err, sizeof err);
+        return;
+    }
+    json_t *rate = json_object_get(out->traffic.json, "rate");
+    json_t *pk = json_object_get(rate, "peak_minute_rps"), *mean = json_object_get(rate, "mean_rps");
+    if (json_integer_value(json_object_get(rate, "minutes")) > 0 && json_is_number(pk) && json_number_value(pk) > 0) {
+        out->spec.peak_rate = json_number_value(pk);
+        out->spec.peak_source = ST_PEAK_BUSIEST_MINUTE;
+    } else if (json_is_number(mean) && json_number_value(mean) > 0) {
+        out->spec.peak_rate = json_number_value(mean);
+        out->spec.peak_source = ST_PEAK_TRACE_MEAN;
+    }
+}
+
 int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
@@ -274,6 +297,7 @@ int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
         return -1;
     }
     (void)st_rep_traffic_load(out->audit.traffic, &out->traffic); /* unreadable: the section is left out */
+    peak_from_traffic(out);
     char *wp = NULL;
     if (st_store_meta_get(s, "who_pays", &wp) == 1)
         out->who_pays = st_rep_who_pays_load(wp); /* unreadable: the section is left out */

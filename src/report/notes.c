@@ -920,6 +920,22 @@ static int atoms_subset(const atoms *a, const atoms *b) /* a within b */
     return 1;
 }
 
+/* A run of c whose figures the host limited: the load generator lagged its schedule, or the
+ * emulator fell behind its model (the triggers of the client_limited and emulator_lagged notes). */
+static int host_limited_cfg(const st_report *r, const st_rep_cfg *c)
+{
+    (void)r;
+    for (int j = 0; j < c->n_runs; j++) {
+        if (c->runs[j].client_limited)
+            return 1;
+        const st_rep_server *sv = c->server ? &c->server[j] : NULL;
+        if (sv &&
+            (sv->emu_very_late_share > ST_NOTE_EMU_LATE_SHARE || sv->emu_dropped_share > ST_NOTE_EMU_DROPPED_SHARE))
+            return 1;
+    }
+    return 0;
+}
+
 static void combined_gain(ctx *x, int ci, atoms *all)
 {
     const st_report *r = x->r;
@@ -1001,6 +1017,16 @@ static void combined_gain(ctx *x, int ci, atoms *all)
         }
         st_buf_puts(b, ".");
     }
+    /* gains measured by runs the host limited may be the lag's: said, not credited silently */
+    const char *lagged = host_limited_cfg(r, c) ? c->name : host_limited_cfg(r, base) ? base->name : NULL;
+    for (int k = 0; k < np && !lagged; k++)
+        if (host_limited_cfg(r, &r->cfg[comp[k]]))
+            lagged = r->cfg[comp[k]].name;
+    if (lagged)
+        st_buf_printf(b,
+                      " The host limited runs of %s (the client_limited / emulator_lagged notes): these gains may be "
+                      "the lag's, not the configurations'.",
+                      lagged);
     st_note *n = add(x, ST_NOTE_INFO, "combined_gain", c->name);
     add_rate(n, c->cap->pass_rate);
     add_ev(n, "gain", gc);
@@ -1820,6 +1846,30 @@ static void speculation_note(ctx *x, const st_rep_cfg *c)
     add(x, ST_NOTE_WARN, "speculation_not_evidence", c->name);
 }
 
+/* A trace's requests longer than the configuration's context were left out of its runs (the
+ * sweep's "trace_over_context" fact): its figures are for the rest, said with the share. */
+static void trace_over_context_note(ctx *x, const st_rep_cfg *c)
+{
+    if (!c->row || !c->row->facts)
+        return;
+    json_t *j = json_loads(c->row->facts, 0, NULL);
+    json_t *o = json_object_get(j, "trace_over_context");
+    json_int_t ctxlen = json_integer_value(json_object_get(o, "context")),
+               over = json_integer_value(json_object_get(o, "requests")),
+               of = json_integer_value(json_object_get(o, "of"));
+    if (ctxlen > 0 && over > 0 && of >= over) {
+        st_buf_printf(&x->b,
+                      "%lld of the trace's %lld requests (%.1f %%) are longer (prompt + output) than %s's context of "
+                      "%lld tokens: the server would refuse them (HTTP 400), so its runs left them out, as servetune "
+                      "bench does, and its figures are for the other %.1f %%. To serve them, raise --max-model-len; "
+                      "to leave them out of every configuration alike, set workload.trace_max_tokens.",
+                      (long long)over, (long long)of, 100.0 * (double)over / (double)of, c->name, (long long)ctxlen,
+                      100.0 - 100.0 * (double)over / (double)of);
+        add(x, ST_NOTE_WARN, "trace_over_context", c->name);
+    }
+    json_decref(j);
+}
+
 int st_notes_build(const st_report *r, st_notes *out)
 {
     memset(out, 0, sizeof *out);
@@ -1836,6 +1886,7 @@ int st_notes_build(const st_report *r, st_notes *out)
         const st_rep_cfg *c = &r->cfg[i];
         status_notes(&x, c);
         speculation_note(&x, c);
+        trace_over_context_note(&x, c);
         speculation_measured(&x, c);
         decode_anomaly(&x, i);
         capacity_notes(&x, c);

@@ -74,7 +74,8 @@ static void answer(const st_plan_result *r, st_buf *b)
     /* the provider's name comes from a price list (perhaps the user's): escaped for Markdown */
     st_buf_printf(b, ", at $%.4g per GPU-hour (", w->price_per_gpu_hour);
     st_md_text(b, w->provider ? w->provider : "price list");
-    st_buf_printf(b, "). It sustains %.3g requests/s (%.0f output tokens/s) at ", w->capacity_rps, w->output_tps);
+    st_buf_printf(b, "). It sustains %s%.3g requests/s (%.0f output tokens/s) at ",
+                  w->capacity_capped ? "at least " : "", w->capacity_rps, w->output_tps);
     money(b, w->usd_per_1m);
     st_buf_printf(b, " per 1M output tokens; at the stated peak of %.3g requests/s that is %ld replica%s, about ",
                   r->spec->peak_rate, k.replicas, k.replicas == 1 ? "" : "s");
@@ -120,7 +121,7 @@ static void table(const st_plan_result *r, st_buf *b)
         st_buf_fail(b, ST_BUF_NO_MEM);
         return;
     }
-    int m = st_plan_order(r->c, r->n, idx, ST_PLAN_REPORT_ROWS);
+    int m = st_plan_order(r->c, r->n, idx, ST_PLAN_REPORT_ROWS), capped = 0;
     if (m) {
         st_buf_puts(b,
                     "| # | GPU x per replica | weights | KV | max seqs | batched tokens | max len | $/GPU-h | capacity "
@@ -129,15 +130,22 @@ static void table(const st_plan_result *r, st_buf *b)
         for (int i = 0; i < m; i++) {
             const st_plan_candidate *c = &r->c[idx[i]];
             st_cost k = cost_of(r, c);
-            st_buf_printf(b, "| %d | %s x%d | %s | %s | %ld | %ld | %ld | %.4g | %.3g | %.0f | ", c->rank, c->gpu,
+            st_buf_printf(b, "| %d | %s x%d | %s | %s | %ld | %ld | %ld | %.4g | %s%.3g | %.0f | ", c->rank, c->gpu,
                           c->tp, c->weights, c->kv_dtype, c->max_num_seqs, c->max_batched, c->max_model_len,
-                          c->price_per_gpu_hour, c->capacity_rps, c->output_tps);
+                          c->price_per_gpu_hour, c->capacity_capped ? ">= " : "", c->capacity_rps, c->output_tps);
+            capped += c->capacity_capped;
             money(b, c->usd_per_1m);
             st_buf_printf(b, " | %ld | ", k.replicas);
             money(b, k.monthly_usd);
             st_buf_printf(b, " | %s%s |\n", c->on_frontier & 1 ? "latency " : "", c->on_frontier & 2 ? "quality" : "");
         }
         st_buf_puts(b, "\n");
+        if (capped)
+            st_buf_printf(b,
+                          "%d of these passed the highest rate the search tried (\">=\"): their capacity is at least "
+                          "that rate, not measured (it and their cost per token may be better); add higher rates to "
+                          "the spec's `rates` to measure it.\n\n",
+                          capped);
     }
     free(idx);
 }
@@ -291,8 +299,8 @@ int st_plan_report_markdown(const st_plan_result *r, st_buf *b)
         st_buf_puts(b, " (the spec's plan.max_model_len)");
     else
         st_buf_printf(b,
-                      " from the workload (the p99 of input + output tokens, rounded up; %.1f %% of the requests "
-                      "are longer and would be refused)",
+                      " from the workload (its longest input + output, rounded up, at most the model's context; "
+                      "%.1f %% of the requests are longer: every run leaves them out, as servetune bench does)",
                       100 * r->len_reject_share);
     st_buf_puts(b, ".\n- Prices: ");
     st_md_text(b, r->prices ? r->prices->origin : "the built-in list");
@@ -335,6 +343,7 @@ static json_t *cand_json(const st_plan_result *r, const st_plan_candidate *c)
     json_object_set_new(o, "bound_kind", json_string(c->bound_estimate ? "estimate" : "proven"));
     json_object_set_new(o, "cost_bound_usd_per_1m", st_jnum_or_null(c->lb_usd_per_1m));
     json_object_set_new(o, "capacity_rps", st_jnum_or_null(c->state == ST_PLAN_OK ? c->capacity_rps : NAN));
+    json_object_set_new(o, "capacity_is_lower_bound", json_boolean(c->state == ST_PLAN_OK && c->capacity_capped));
     json_object_set_new(o, "output_tps", st_jnum_or_null(c->state == ST_PLAN_OK ? c->output_tps : NAN));
     json_object_set_new(o, "ttft_p95_ms", st_jnum_or_null(c->ttft_p95_ms));
     json_object_set_new(o, "tpot_p95_ms", st_jnum_or_null(c->tpot_p95_ms));

@@ -99,6 +99,14 @@ int st_rep_traffic_load(const char *json_text, st_rep_traffic *t)
     if (inum(ss, "sessions") > 0)
         row(t, "Sessions", "%lld, %.2f turns each on average (max %lld)", inum(ss, "sessions"), dnum(ss, "turns_mean"),
             inum(ss, "turns_max"));
+    json_t *rp = json_object_get(j, "replayed");
+    const char *rtext = json_string_value(json_object_get(rp, "text"));
+    if (rtext && *rtext) {
+        row(t, "Replayed", "%s", rtext);
+        if (json_is_true(json_object_get(rp, "differs")) && t->n_advice < ST_REP_TRAFFIC_ADVICE)
+            snprintf(t->advice[t->n_advice++], sizeof t->advice[0], "What the runs replay is not the whole trace: %s.",
+                     rtext);
+    }
     json_t *ad = json_object_get(j, "advice");
     json_t *txt = json_object_get(ad, "text");
     for (size_t i = 0; i < json_array_size(txt) && t->n_advice < ST_REP_TRAFFIC_ADVICE; i++) {

@@ -92,9 +92,13 @@ static void test_predict_agrees_with_audit(void **state)
         double ac = cap_field(A, names[i], "rps"), pc = cap_field(P, names[i], "rps");
         fprintf(stderr, "# %s: audit bracket [%g, %g] capacity %.3f req/s; predict [%g, %g] %.3f req/s (%+.1f %%)\n",
                 names[i], ap, af, ac, pp, pf, pc, 100 * (pc / ac - 1));
-        assert_true(pp == ap);
-        assert_true(pf == af || (isnan(pf) && isnan(af))); /* the same failing rate, or none failed */
-        assert_true(fabs(pc / ac - 1) <= 0.15);
+        if (pp != ap)
+            fail_msg("%s: predict passed %g req/s, the audit %g", names[i], pp, ap);
+        if (!(pf == af || (isnan(pf) && isnan(af)))) /* the same failing rate, or none failed */
+            fail_msg("%s: predict's lowest failing rate %g req/s, the audit's %g", names[i], pf, af);
+        if (!(fabs(pc / ac - 1) <= 0.15))
+            fail_msg("%s: predicted capacity %.3f req/s vs %.3f measured (%+.1f %%), expected within 15 %%", names[i],
+                     pc, ac, 100 * (pc / ac - 1));
     }
     /* the two capacities differ a lot: agreeing on both is not luck */
     assert_true(cap_field(P, "baseline", "rps") > 3 * cap_field(P, "seqs-3", "rps"));

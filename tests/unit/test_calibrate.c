@@ -3,6 +3,7 @@
 #include "harness.h"
 
 #include "audit/calibrate.h"
+#include "emu_config.h"
 #include "core/buf.h"
 
 /* A bench --json text of n requests, sent 0.1 s apart, with the given max_concurrency (JSON). */
@@ -52,10 +53,64 @@ static void max_concurrency_is_bounded_by_the_run(void **state)
     }
 }
 
+/* A fit reports its progress (calibrate prints it on stderr): the probes of the constants, done
+ * of the total, then the fit's evaluations with the loss so far. */
+typedef struct progress_seen {
+    int probes, probe_total, last_probe, fits;
+    double last_loss;
+} progress_seen;
+
+static void seen(void *arg, const char *phase, int done, int total, double loss)
+{
+    progress_seen *p = arg;
+    if (!strcmp(phase, "probe")) {
+        p->probes++;
+        p->probe_total = total;
+        p->last_probe = done;
+    } else if (!strcmp(phase, "fit")) {
+        p->fits++;
+        p->last_loss = loss;
+    }
+}
+
+static void fit_reports_progress(void **state)
+{
+    (void)state;
+    st_emu_config cfg;
+    emu_config_of(&cfg, "H100", "Qwen/Qwen3-8B");
+    st_calibrate_set s;
+    st_calibrate_set_init(&s);
+    char err[512] = "";
+    for (int i = 0; i < 2; i++) {
+        char *text = bench_json(40 + 20 * i, "null");
+        if (st_calibrate_add_bench_json(&s, i ? "b2.json" : "b1.json", text, strlen(text), &cfg, 1, err, sizeof err) <
+            0)
+            fail_msg("%s", err);
+        free(text);
+    }
+    progress_seen p = { 0 };
+    s.progress = seen;
+    s.progress_arg = &p;
+    st_emu_calib cal;
+    st_calibrate_report rep;
+    if (st_calibrate_fit(&s, &cal, &rep, err, sizeof err) < 0)
+        fail_msg("fit: %s", err);
+    if (p.probes < 1 || p.probe_total < 1 || p.last_probe != p.probe_total)
+        fail_msg("probe progress: %d calls, last %d of %d (expected every constant probed, the last of all)", p.probes,
+                 p.last_probe, p.probe_total);
+    if (rep.n_fitted > 0 && (p.fits != rep.evaluations || !(p.last_loss <= rep.loss0)))
+        fail_msg("fit progress: %d calls for %d evaluations, last loss %g (start %g)", p.fits, rep.evaluations,
+                 p.last_loss, rep.loss0);
+    printf("# %d probes of %d constants, %u fitted in %d evaluations (%d progress calls)\n", p.probes, p.probe_total,
+           rep.n_fitted, rep.evaluations, p.fits);
+    st_calibrate_set_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
         cmocka_unit_test(max_concurrency_is_bounded_by_the_run),
+        cmocka_unit_test(fit_reports_progress),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }

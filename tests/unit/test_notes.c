@@ -492,6 +492,15 @@ static void combined_gain_attribution(void **state)
     assert_string_equal(x->text, "fp8-ckpt alone gains more capacity (+60 %) than the combination (+45 %): the other "
                                  "two (fp8-kv, batched-8k) cost about 15 % of the baseline's capacity.");
     st_notes_free(&ns);
+
+    /* a run the host limited: the gain is not credited silently */
+    f.runs[c1][0].client_limited = 1;
+    build(&f, &ns);
+    x = find(&ns, "combined_gain", "fp8-all");
+    has_text(x, "The host limited runs of fp8-ckpt (the client_limited / emulator_lagged notes): these gains may be "
+                "the lag's, not the configurations'.");
+    st_notes_free(&ns);
+    f.runs[c1][0].client_limited = 0;
 }
 
 /* ---- digest and diagnosis ---------------------------------------------------------------- */
