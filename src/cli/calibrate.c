@@ -151,6 +151,8 @@ static void print_fitted(const st_calibrate_set *set, const st_calibrate_report 
     if (cal->range.rate_max > 0)
         printf("Measured up to %.4g req/s: predictions beyond %.4g req/s are flagged as extrapolations.\n",
                cal->range.rate_max, cal->range.rate_max * 1.5);
+}
+
 /* Progress of the fit on stderr, at most once every CALIB_PROGRESS_S seconds: a fit over many
  * runs replays each of them on the engine model hundreds of times (tens of seconds). */
 #define CALIB_PROGRESS_S 5.0
