@@ -646,7 +646,8 @@ static int run_skip(run *R, const st_emu_skip_result *sk)
             R->s.completed++;
             R->p.completed++;
             slot_freed(R, at);
-            if (release_next(R, (uint32_t)(r - R->rec), at) < 0) {
+            if (release_next(R, (uint32_t)(r - R->rec), at) < 0 ||
+                release_children(R, (uint32_t)(r - R->rec), at) < 0) {
                 snprintf(R->err, R->errlen, "out of memory");
                 return -1;
             }
