@@ -189,7 +189,7 @@ int st_quality_pass(st_executor *x, const st_spec *spec, int ci, st_quality_ref 
         n = spec->quality.prompts;
     out->prompts = n;
     out->synthetic = spec->workload.kind == ST_WL_SYNTHETIC;
-    int teacher = ci > 0 && spec->engine.kind == ST_ENGINE_VLLM;
+    int teacher = ci > 0 && (spec->engine.kind == ST_ENGINE_VLLM || spec->engine.kind == ST_ENGINE_EMULATOR);
     st_qanswer *ans = calloc(n ? n : 1, sizeof *ans);
     st_drift_acc acc = { 0 }, forced = { 0 }; /* free-running; teacher-forced */
     int rc = 0, no_lp = 0, scored = 0;
