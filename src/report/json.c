@@ -397,6 +397,7 @@ int st_report_json(const st_report *r, st_buf *out)
     json_object_set_new(root, "traffic", r->traffic.json ? json_incref(r->traffic.json) : json_null());
     json_object_set_new(root, "who_pays", r->who_pays ? json_incref(r->who_pays) : json_null());
     json_object_set_new(root, "traffic_day", day_json(r));
+    json_object_set_new(root, "quality", st_rep_quality_json(r));
     char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
     json_decref(root);
     if (!text)

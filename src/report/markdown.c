@@ -38,6 +38,9 @@ static void pick_caveats(const st_report *r, const st_rep_cfg *p, st_buf *b)
     const char *m0 = st_spec_config_model(&r->spec, r->cfg[0].spec);
     const char *m1 = st_spec_config_model(&r->spec, p->spec);
     int other_model = p->spec && r->cfg[0].spec && m0 && m1 && strcmp(m0, m1);
+    /* the quality pass measured its answers: said instead of asking the reader to check them */
+    if (st_rep_quality_headline(r, (int)(p - r->cfg), b))
+        other_model = 0;
     if (!warn && !other_model)
         return;
     st_buf_printf(b, " Before acting on it:");
@@ -956,6 +959,7 @@ int st_report_markdown(const st_report *r, st_buf *b)
     sessions_section(r, b);
     day_section(r, b);
     st_predvs_markdown(r, b);
+    st_rep_quality_markdown(r, b);
     changes_section(r, b);
     evidence_section(r, b);
     notes_section(r, b);
