@@ -1235,9 +1235,11 @@ static int quality(sweep *S, cfgrun *cr)
                 "answers identical%s%s",
                 q.mode, q.prompts, q.engine_s, q.d.kld_mean, 100 * q.d.same_top1, q.d.exact, q.d.answers,
                 q.pass ? "" : "; FAILS: ", q.pass ? "" : q.note);
-    else
+    else if (isfinite(q.engine_s))
         say_cfg(S, cr, "quality: %s%s%s (%.1f engine-s)", st_qstatus_name(q.status), q.note[0] ? ": " : "", q.note,
                 q.engine_s);
+    else
+        say_cfg(S, cr, "quality: %s%s%s", st_qstatus_name(q.status), q.note[0] ? ": " : "", q.note);
     if (!S->store)
         return 0;
     st_buf b;

@@ -87,7 +87,15 @@ int st_report_headline(const st_report *r, st_buf *b)
             st_buf_printf(b, "The current setup (%s) met the SLO (%s) at no tested rate. ", base->name, slo);
     }
     if (r->pick < 0) {
-        st_buf_printf(b, "No configuration met the SLO (%s) at any tested rate; the notes below say why.", slo);
+        int q_out = 0; /* met the SLO but failed a quality limit */
+        for (int i = 0; i < r->n_cfg; i++)
+            q_out += r->cfg[i].status == ST_REP_OK && st_rep_quality_fails(r, i);
+        if (q_out)
+            st_buf_printf(b, "No configuration both met the SLO (%s) and stayed within the quality limits.", slo);
+        else
+            st_buf_printf(b, "No configuration met the SLO (%s) at any tested rate; the notes below say why.", slo);
+        if (q_out)
+            st_rep_quality_headline(r, -1, b);
         return 0;
     }
     const st_rep_cfg *p = &r->cfg[r->pick];
