@@ -53,9 +53,8 @@ int st_quality_body(st_qapi a, const char *model, const uint32_t *ids, uint32_t 
     if (score)
         max_tokens = 1;
     if (a == ST_QAPI_LLAMACPP)
-        st_buf_printf(out,
-                      ",\"n_predict\":%u,\"temperature\":0,\"n_probs\":%u,\"cache_prompt\":false,\"stream\":false}",
-                      max_tokens, top_k);
+        st_buf_printf(out, ",\"n_predict\":%u,\"temperature\":0,\"n_probs\":%u,\"cache_prompt\":%s,\"stream\":false}",
+                      max_tokens, top_k, score ? "true" : "false");
     else {
         st_buf_printf(out,
                       ",\"max_tokens\":%u,\"temperature\":0,\"logprobs\":%u,\"return_tokens_as_token_ids\":true,"

@@ -50,9 +50,10 @@ typedef struct st_qanswer {
 void st_qanswer_free(st_qanswer *a);
 
 /* The request body: prompt as token ids (ids, n_ids) or text (when ids is NULL); greedy,
- * max_tokens, top_k log-probabilities; score > 0: also the prompt's log-probabilities
- * (prompt_logprobs, OpenAI only) and max_tokens of 1. model may be NULL. 0, or -1 when out is
- * full. */
+ * max_tokens, top_k log-probabilities; score > 0: one token, and the prompt's log-probabilities
+ * (OpenAI: prompt_logprobs) or, llama.cpp (no prompt log-probabilities), the next position's with
+ * the prompt's prefix kept in the server's cache (cache_prompt: scoring a text one position at a
+ * time reads each prefix once). model may be NULL. 0, or -1 when out is full. */
 int st_quality_body(st_qapi a, const char *model, const uint32_t *ids, uint32_t n_ids, const char *text,
                     uint32_t max_tokens, uint32_t top_k, int score, st_buf *out);
 /* Parses a 2xx answer into out (zeroed first). 0, or -1 with err (malformed). An answer with

@@ -132,6 +132,48 @@ static int same_tokenizer(const st_quality_ref *ref, const uint32_t *ids, size_t
     return -1;
 }
 
+/* The candidate's distributions at every position of the baseline's answer b to prompt it, into
+ * tf[b->n] (each position's token the baseline's): OpenAI engines in one request (prompt_logprobs
+ * of prompt + answer), llama.cpp one request per position (the prefix cached by the server). 0, or
+ * -1 when the engine does not score a given text. */
+static int score_answer(st_executor *x, st_qapi api, const char *model, const st_work_item *it, const st_qanswer *b,
+                        uint32_t top_k, st_qtok *tf)
+{
+    char err[256];
+    uint32_t *bid = malloc((size_t)b->n * sizeof *bid);
+    if (!bid)
+        return -1;
+    for (uint32_t j = 0; j < b->n; j++)
+        bid[j] = (uint32_t)b->tok[j].token;
+    int rc = 0;
+    if (api == ST_QAPI_OPENAI) {
+        st_qanswer sc = { 0 };
+        rc = ask(x, api, model, it, bid, b->n, 1, top_k, 1, &sc, err, sizeof err);
+        if (rc == 0 && sc.n_scored < it->input_len + b->n)
+            rc = -1; /* no prompt_logprobs: free-running only */
+        for (uint32_t j = 0; rc == 0 && j < b->n; j++)
+            tf[j] = sc.scored[it->input_len + j];
+        st_qanswer_free(&sc);
+    } else {
+        for (uint32_t j = 0; rc == 0 && j < b->n; j++) {
+            st_qanswer sc = { 0 };
+            rc = ask(x, api, model, it, bid, j, 1, top_k, 1, &sc, err, sizeof err);
+            if (rc == 0 && sc.n == 0)
+                rc = -1;
+            if (rc == 0)
+                tf[j] = sc.tok[0];
+            st_qanswer_free(&sc);
+        }
+    }
+    for (uint32_t j = 0; rc == 0 && j < b->n; j++) {
+        /* the distribution at position j, of the baseline's token there */
+        tf[j].token = b->tok[j].token;
+        tf[j].logp = NAN;
+    }
+    free(bid);
+    return rc;
+}
+
 int st_quality_pass(st_executor *x, const st_spec *spec, int ci, st_quality_ref *ref, volatile sig_atomic_t *stop,
                     st_quality_result *out)
 {
@@ -189,7 +231,8 @@ int st_quality_pass(st_executor *x, const st_spec *spec, int ci, st_quality_ref 
         n = spec->quality.prompts;
     out->prompts = n;
     out->synthetic = spec->workload.kind == ST_WL_SYNTHETIC;
-    int teacher = ci > 0 && (spec->engine.kind == ST_ENGINE_VLLM || spec->engine.kind == ST_ENGINE_EMULATOR);
+    int teacher = ci > 0 && (spec->engine.kind == ST_ENGINE_VLLM || spec->engine.kind == ST_ENGINE_EMULATOR ||
+                             spec->engine.kind == ST_ENGINE_LLAMACPP);
     st_qanswer *ans = calloc(n ? n : 1, sizeof *ans);
     st_drift_acc acc = { 0 }, forced = { 0 }; /* free-running; teacher-forced */
     int rc = 0, no_lp = 0, scored = 0;
@@ -225,27 +268,15 @@ int st_quality_pass(st_executor *x, const st_spec *spec, int ci, st_quality_ref 
         st_drift_add_free(&acc, bv, b->n, cv, ans[i].n);
         /* teacher-forced: the candidate scores prompt + the baseline's answer */
         if (teacher && it->input_ids && b->n > 0) {
-            uint32_t *bid = malloc((size_t)b->n * sizeof *bid);
-            st_qanswer sc;
-            if (bid) {
-                for (uint32_t j = 0; j < b->n; j++)
-                    bid[j] = (uint32_t)b->tok[j].token;
-                if (ask(x, api, model, it, bid, b->n, 1, spec->quality.top_k, 1, &sc, err, sizeof err) == 0) {
-                    if (sc.n_scored >= it->input_len + b->n) {
-                        st_lp_pos *sv = malloc((size_t)b->n * sizeof *sv);
-                        if (sv) {
-                            st_quality_views(sc.scored + it->input_len, b->n, sv);
-                            for (uint32_t j = 0; j < b->n; j++)
-                                sv[j].token = b->tok[j].token;
-                            scored = 1;
-                            st_drift_add_forced(&forced, bv, sv, b->n);
-                            free(sv);
-                        }
-                    }
-                    st_qanswer_free(&sc);
-                }
-                free(bid);
+            st_qtok *tf = calloc(b->n, sizeof *tf);
+            st_lp_pos *sv = malloc((size_t)b->n * sizeof *sv);
+            if (tf && sv && score_answer(x, api, model, it, b, spec->quality.top_k, tf) == 0) {
+                st_quality_views(tf, b->n, sv);
+                scored = 1;
+                st_drift_add_forced(&forced, bv, sv, b->n);
             }
+            free(tf);
+            free(sv);
         }
         free(bv);
     }

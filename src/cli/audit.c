@@ -35,7 +35,10 @@ static void help(const st_opt *opts)
            "DIR/results.sqlite the moment it ends; engine logs go to DIR/logs/. --check also refuses bounds that\n"
            "make a steady state impossible (docs/audit-method.md). With multi-turn sessions (workload.sessions:\n"
            "a trace's conversations replayed, or synthetic ones) the rates are sessions starting per second and\n"
-           "each later turn follows the answer to the one before it (docs/audit-spec.md).\n\n"
+           "each later turn follows the answer to the one before it (docs/audit-spec.md). With a quality: block,\n"
+           "each configuration also answers the same prompts greedily with top-k log-probabilities after its\n"
+           "search, compared with the baseline's answers (KL divergence, same top-1, exact match; limits that rule\n"
+           "a configuration out of the pick; docs/quality.md).\n\n"
            "Options:\n");
     st_opts_usage(stdout, opts);
     printf("\nExamples:\n"
