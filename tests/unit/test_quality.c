@@ -7,6 +7,7 @@
 
 #include "audit/quality.h"
 #include "audit/spec.h"
+#include "engine/pseudolm.h"
 
 static const char *MIN = "engine:\n"
                          "  kind: vllm\n"
@@ -198,6 +199,38 @@ static void limits_in_words_and_json(void **state)
     st_spec_free(&s);
 }
 
+/* The emulator's pseudo language model: the reference's first candidate has probability
+ * (1 - e^-0.5) / (1 - e^-32) = 0.393469340; a perturbed model is deterministic, sorted, and differs. */
+static void pseudo_model(void **state)
+{
+    (void)state;
+    st_plm ref, q4, q4b;
+    st_plm_init(&ref, 151936, 16, 16);
+    st_plm_init(&q4, 151936, 4, 16);
+    st_plm_init(&q4b, 151936, 4, 16);
+    assert_near(ref.noise, 0, 0);
+    assert_near(q4.noise, ST_PLM_NOISE_4BIT, 1e-12);
+    uint32_t ids[8], ids2[8], idq[8];
+    double lp[8], lp2[8], lpq[8];
+    uint64_t h = st_plm_hash_ids((const uint32_t[]){ 5, 6, 7 }, 3);
+    st_plm_next(&ref, h, 8, ids, lp);
+    assert_near(lp[0], log(0.393469340), 1e-8);
+    assert_near(lp[1] - lp[0], -0.5, 1e-12);
+    st_plm_next(&q4, h, 8, idq, lpq);
+    st_plm_next(&q4b, h, 8, ids2, lp2);
+    int differ = 0;
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(idq[i], ids2[i]); /* deterministic */
+        assert_near(lpq[i], lp2[i], 0);
+        if (i)
+            assert_true(lpq[i] <= lpq[i - 1]); /* most probable first */
+        differ |= fabs(lpq[i] - lp[i]) > 1e-6 || idq[i] != ids[i];
+        assert_true(ids[i] >= 1 && ids[i] < 151936);
+    }
+    assert_true(differ);
+    assert_int_not_equal(st_plm_extend(h, 1), st_plm_extend(h, 2));
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
@@ -206,6 +239,7 @@ int main(void)
         cmocka_unit_test(parse_llamacpp),
         cmocka_unit_test(parse_openai),
         cmocka_unit_test(limits_in_words_and_json),
+        cmocka_unit_test(pseudo_model),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }
