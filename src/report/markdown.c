@@ -156,6 +156,7 @@ int st_report_headline(const st_report *r, st_buf *b)
                       "that is %ld replica%s, about %s a month.",
                       others, others == 1 ? "" : "s", untested, p->name, a, slo, how, maybe, y, pk, p->cost.replicas,
                       p->cost.replicas == 1 ? "" : "s", m1);
+        st_rep_quality_headline(r, 0, b); /* the configurations a quality limit left out */
         return 0;
     }
     if (base->status == ST_REP_OK) {

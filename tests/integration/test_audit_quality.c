@@ -147,6 +147,57 @@ static void only_passing_config_fails_quality(void **state)
     json_decref(root);
 }
 
+/* servetune plan --quality DIR: the cost-vs-quality frontier over the drift the audit measured per
+ * checkpoint and KV cache instead of the format's label. */
+static void plan_uses_measured_drift(void **state)
+{
+    (void)state;
+    char spec[512], out[512], plan[512], pout[512];
+    snprintf(spec, sizeof spec, "%s/a.yaml", tmp);
+    snprintf(out, sizeof out, "%s/aout", tmp);
+    snprintf(plan, sizeof plan, "%s/p.yaml", tmp);
+    snprintf(pout, sizeof pout, "%s/pout", tmp);
+    FILE *f = fopen(spec, "w");
+    assert_non_null(f);
+    fprintf(f,
+            "engine:\n  kind: emulator\n  model: Qwen/Qwen3-8B\n"
+            "  flags: [--gpu, H100, --time-scale, '20', --max-model-len, '4096', --seed, '%d']\n"
+            "hardware: {gpu: H100, gpus_per_replica: 1, price_per_gpu_hour: 2.0}\n"
+            "peak_rate: 10\nworkload: {input_tokens: 256, output_tokens: 16, requests_per_rate: 12, seed: 3}\n"
+            "rates: [2]\nwarmup_requests: 1\nslo: {ttft_p95_ms: 20000, tpot_p95_ms: 2000}\n"
+            "timeouts: {startup: 8s, request: 60s, stop_grace: 2s}\nsearch: {mode: burst}\n"
+            "configurations:\n  - name: baseline\n  - name: fp8-kv\n    add_flags: [--kv-cache-dtype, fp8]\n"
+            "  - name: fp8\n    model: Qwen/Qwen3-8B-FP8\n"
+            "  - name: fp8-both\n    model: Qwen/Qwen3-8B-FP8\n    add_flags: [--kv-cache-dtype, fp8]\n"
+            "quality: {prompts: 8, max_tokens: 8}\n",
+            (int)getpid());
+    fclose(f);
+    f = fopen(plan, "w");
+    assert_non_null(f);
+    fprintf(f, "engine:\n  kind: vllm\n  model: Qwen/Qwen3-8B\n  flags: [--max-model-len, '4096']\n"
+               "hardware: {gpu: H100, gpus_per_replica: 1, price_per_gpu_hour: 2.49}\npeak_rate: 10\n"
+               "workload: {input_tokens: 256, output_tokens: 16}\nrates: [2, 4]\n"
+               "slo: {ttft_p95_ms: 1500, tpot_p95_ms: 50}\n"
+               "plan:\n  gpus: [H100]\n  gpus_per_replica: [1]\n"
+               "  checkpoints: {bf16: Qwen/Qwen3-8B, fp8: Qwen/Qwen3-8B-FP8}\n  kv_cache_dtype: [auto, fp8]\n"
+               "  max_num_seqs: [64]\n  max_num_batched_tokens: [2048]\n");
+    fclose(f);
+    const char *args[] = { "audit", spec, "-o", out, "--no-prediction", NULL };
+    assert_int_equal(run_servetune(args, 240), 0);
+    const char *pargs[] = { "plan", plan, "-o", pout, "--quality", out, NULL };
+    assert_int_equal(run_servetune(pargs, 240), 0);
+    char p[700];
+    snprintf(p, sizeof p, "%s/plan.md", pout);
+    assert_true(file_has(p, "| measured mean KLD |"));
+    snprintf(p, sizeof p, "%s/plan.json", pout);
+    assert_true(file_has(p, "\"measured_mean_kld\": 0.0"));
+    snprintf(p, sizeof p, "%s/servetune.out", tmp);
+    assert_true(file_has(p, "4 measured checkpoint and KV cache pairs"));
+    /* an audit without a quality block: refused with the reason */
+    const char *bad[] = { "plan", plan, "-o", pout, "--quality", tmp, NULL };
+    assert_int_not_equal(run_servetune(bad, 60), 0);
+}
+
 /* --check refuses a limit outside its range, naming the key. */
 static void check_refuses_limits(void **state)
 {
@@ -174,6 +225,7 @@ int main(void)
     const struct CMUnitTest t[] = {
         cmocka_unit_test_setup_teardown(pass_limits_and_pick, setup, teardown),
         cmocka_unit_test_setup_teardown(only_passing_config_fails_quality, setup, teardown),
+        cmocka_unit_test_setup_teardown(plan_uses_measured_drift, setup, teardown),
         cmocka_unit_test_setup_teardown(check_refuses_limits, setup, teardown),
     };
     return cmocka_run_group_tests(t, 0, 0);
