@@ -233,7 +233,15 @@ int st_quality_pass(st_executor *x, const st_spec *spec, int ci, st_quality_ref 
     out->synthetic = spec->workload.kind == ST_WL_SYNTHETIC;
     int teacher = ci > 0 && (spec->engine.kind == ST_ENGINE_VLLM || spec->engine.kind == ST_ENGINE_EMULATOR ||
                              spec->engine.kind == ST_ENGINE_LLAMACPP);
+    if (ci > 0 && n > ref->n)
+        n = ref->n; /* the prompts the baseline answered */
     st_qanswer *ans = calloc(n ? n : 1, sizeof *ans);
+    if (!ans) {
+        st_workload_free(&w);
+        out->status = ST_Q_FAILED;
+        snprintf(out->note, sizeof out->note, "out of memory");
+        return 0;
+    }
     st_drift_acc acc = { 0 }, forced = { 0 }; /* free-running; teacher-forced */
     int rc = 0, no_lp = 0, scored = 0;
     uint32_t i = 0;
