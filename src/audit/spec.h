@@ -254,7 +254,7 @@ typedef struct st_spec {
 #define ST_QUALITY_PROMPTS 64
 #define ST_QUALITY_MAX_PROMPTS 4096
 #define ST_QUALITY_TOP_K 10
-#define ST_QUALITY_MAX_TOP_K 20
+#define ST_QUALITY_MAX_TOP_K 64
 #define ST_QUALITY_MAX_TOKENS 32
 #define ST_QUALITY_MAX_MAX_TOKENS 1024
 /* The highest mean KL divergence limit (nats): far beyond any model that still answers. */

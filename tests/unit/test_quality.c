@@ -57,7 +57,7 @@ static void spec_block_defaults_and_limits(void **state)
         const char *yaml, *want;
     } bad[] = {
         { "quality: {prompts: 0}\n", "quality.prompts: must be at least 1" },
-        { "quality: {top_k: 21}\n", "quality.top_k: at most 20" },
+        { "quality: {top_k: 65}\n", "quality.top_k: at most 64" },
         { "quality: {max_tokens: 5000}\n", "quality.max_tokens: at most" },
         { "quality: {limits: {max_mean_kld: -1}}\n", "quality.limits.max_mean_kld: must be >= 0" },
         { "quality: {limits: {max_mean_kld: 1000}}\n", "quality.limits.max_mean_kld: at most 100" },
