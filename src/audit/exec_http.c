@@ -612,6 +612,29 @@ static int http_run_rate(st_executor *x, const st_exec_rate *in, st_config_row *
     return 0;
 }
 
+static int http_post(st_executor *x, const char *path, const char *body, size_t len, st_buf *answer, int *status,
+                     char *err, size_t errlen)
+{
+    http_exec *H = x->impl;
+    engine *E = &H->E;
+    if (!H->active) {
+        snprintf(err, errlen, "no engine running");
+        return -1;
+    }
+    if (!H->tok) {
+        st_api_kind api = ST_API_COMPLETIONS;
+        st_api_from_name(E->l.api, &api);
+        H->tok = st_tokenizer_new(E->l.base_url, api, E->l.expected_model, E->api_key, 0, NULL,
+                                  H->spec->timeouts.request_s > 0 ? H->spec->timeouts.request_s : 30, err, errlen);
+        if (!H->tok)
+            return -1;
+    }
+    int rc = st_tokenizer_post(H->tok, path, body, len, answer, status, err, errlen);
+    if (rc)
+        st_secrets_redact(&H->secrets, err);
+    return rc;
+}
+
 static void http_free(st_executor *x)
 {
     http_stop(x);
@@ -621,7 +644,8 @@ static void http_free(st_executor *x)
     free(x);
 }
 
-static const st_executor_ops http_ops = { "http", http_start, http_run_rate, http_stop, http_free, http_prepare };
+static const st_executor_ops http_ops = { "http",    http_start,   http_run_rate, http_stop,
+                                          http_free, http_prepare, http_post };
 
 int st_exec_http_new(const st_spec *spec, const char *logdir, const char *self_exe, volatile sig_atomic_t *stop,
                      st_executor **out, char *err, size_t errlen)

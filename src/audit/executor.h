@@ -22,6 +22,7 @@
 
 #include "audit/spec.h"
 #include "audit/store.h"
+#include "core/buf.h"
 #include "engine/process.h"
 #include "load/record.h"
 #include "load/runner.h"
@@ -77,6 +78,11 @@ typedef struct st_executor_ops {
      * with the engine's /tokenize (load/tokenize.h); when the server has none, the lengths stay
      * estimated, said once in the configuration's log. 0, or 1 when interrupted. */
     int (*prepare)(st_executor *x, st_workload *w);
+    /* May be NULL (no engine to ask: the engine model). POSTs a JSON body to path on the current
+     * configuration's engine (one blocking request, the spec's request timeout): 0 with the
+     * answer's status and body, or -1 with err. The quality pass's requests (audit/quality.h). */
+    int (*post)(st_executor *x, const char *path, const char *body, size_t len, st_buf *answer, int *status, char *err,
+                size_t errlen);
 } st_executor_ops;
 
 struct st_executor {

@@ -1466,13 +1466,74 @@ static int parse_speculation(pctx *p, yaml_node_t *n, st_spec *s)
     return 0;
 }
 
+static int get_share(pctx *p, yaml_node_t *n, const char *what, double *out)
+{
+    if (get_double(p, n, what, out, 0, 0))
+        return -1;
+    if (*out > 1)
+        return failf(p, n, "%s: a share between 0 and 1 (0.9 = 90 %%), got %s", what, scalar(n));
+    return 0;
+}
+
+static int parse_quality(pctx *p, yaml_node_t *n, st_spec *s)
+{
+    keydef k[] = { { "enabled", 0, 0 }, { "prompts", 0, 0 }, { "top_k", 0, 0 }, { "max_tokens", 0, 0 },
+                   { "limits", 0, 0 } };
+    int nk = (int)(sizeof k / sizeof *k);
+    if (read_map(p, n, "quality", k, nk))
+        return -1;
+    s->quality.enabled = 1;
+    yaml_node_t *v;
+    if ((v = kv(k, nk, "enabled")) && get_bool(p, v, "quality.enabled", &s->quality.enabled))
+        return -1;
+    const struct {
+        const char *key, *what;
+        uint32_t *out, hi;
+    } counts[] = { { "prompts", "quality.prompts", &s->quality.prompts, ST_QUALITY_MAX_PROMPTS },
+                   { "top_k", "quality.top_k", &s->quality.top_k, ST_QUALITY_MAX_TOP_K },
+                   { "max_tokens", "quality.max_tokens", &s->quality.max_tokens, ST_QUALITY_MAX_MAX_TOKENS } };
+    for (size_t i = 0; i < sizeof counts / sizeof *counts; i++) {
+        int c = 0;
+        if ((v = kv(k, nk, counts[i].key))) {
+            if (get_count(p, v, counts[i].what, &c, 1, counts[i].hi))
+                return -1;
+            *counts[i].out = (uint32_t)c;
+        }
+    }
+    if ((v = kv(k, nk, "limits"))) {
+        keydef lk[] = { { "max_mean_kld", 0, 0 }, { "min_same_top1", 0, 0 }, { "min_exact_match", 0, 0 } };
+        int nlk = (int)(sizeof lk / sizeof *lk);
+        if (read_map(p, v, "quality.limits", lk, nlk))
+            return -1;
+        yaml_node_t *w;
+        if ((w = kv(lk, nlk, "max_mean_kld"))) {
+            if (get_double(p, w, "quality.limits.max_mean_kld", &s->quality.max_mean_kld, 0, 0))
+                return -1;
+            if (s->quality.max_mean_kld > ST_QUALITY_MAX_KLD)
+                return failf(p, w, "quality.limits.max_mean_kld: at most %g nats, got %s", ST_QUALITY_MAX_KLD,
+                             scalar(w));
+        }
+        if ((w = kv(lk, nlk, "min_same_top1")) &&
+            get_share(p, w, "quality.limits.min_same_top1", &s->quality.min_same_top1))
+            return -1;
+        if ((w = kv(lk, nlk, "min_exact_match")) &&
+            get_share(p, w, "quality.limits.min_exact_match", &s->quality.min_exact_match))
+            return -1;
+    }
+    return 0;
+}
+
 static int parse_root(pctx *p, yaml_node_t *root, st_spec *s)
 {
     keydef k[] = { { "engine", 0, 0 },  { "hardware", 0, 0 },        { "peak_rate", 0, 0 },  { "workload", 0, 0 },
                    { "rates", 0, 0 },   { "warmup_requests", 0, 0 }, { "slo", 0, 0 },        { "configurations", 0, 0 },
                    { "search", 0, 0 },  { "timeouts", 0, 0 },        { "cluster", 0, 0 },    { "plan", 0, 0 },
-                   { "traffic", 0, 0 }, { "concurrency", 0, 0 },     { "speculation", 0, 0 } };
+                   { "traffic", 0, 0 }, { "concurrency", 0, 0 },     { "speculation", 0, 0 }, { "quality", 0, 0 } };
     int nk = (int)(sizeof k / sizeof *k);
+    s->quality.prompts = ST_QUALITY_PROMPTS;
+    s->quality.top_k = ST_QUALITY_TOP_K;
+    s->quality.max_tokens = ST_QUALITY_MAX_TOKENS;
+    s->quality.max_mean_kld = s->quality.min_same_top1 = s->quality.min_exact_match = NAN;
     if (!root)
         return failf(p, NULL, "the spec is empty");
     if (read_map(p, root, "spec", k, nk))
@@ -1557,6 +1618,8 @@ static int parse_root(pctx *p, yaml_node_t *root, st_spec *s)
     if ((v = kv(k, nk, "traffic")) && parse_traffic(p, v, s))
         return -1;
     if ((v = kv(k, nk, "speculation")) && parse_speculation(p, v, s))
+        return -1;
+    if ((v = kv(k, nk, "quality")) && parse_quality(p, v, s))
         return -1;
     /* burst modes with concurrency: each level is a fixed-count closed loop of requests_per_rate
      * requests (as vllm bench serve --max-concurrency C --num-prompts N) */

@@ -268,7 +268,29 @@ typedef struct st_spec {
         double pos[ST_SPEC_ACCEPT_POS_MAX];
         double draft_share; /* steps with a draft, 0..1 (-1: not given) */
     } speculation;
+
+    /* The quality pass (docs/quality.md): each configuration answers the same prompts greedily
+     * with top-k log-probabilities, compared with the baseline's answers (audit/quality.h). */
+    struct {
+        int enabled;         /* the spec has a quality block not switched off */
+        uint32_t prompts;    /* default ST_QUALITY_PROMPTS */
+        uint32_t top_k;      /* log-probabilities per position, default ST_QUALITY_TOP_K */
+        uint32_t max_tokens; /* answer length, default ST_QUALITY_MAX_TOKENS */
+        double max_mean_kld;    /* limits; NAN: not set */
+        double min_same_top1;   /* share 0..1 */
+        double min_exact_match; /* share 0..1 */
+    } quality;
 } st_spec;
+
+/* The quality block's defaults and bounds. */
+#define ST_QUALITY_PROMPTS 64
+#define ST_QUALITY_MAX_PROMPTS 4096
+#define ST_QUALITY_TOP_K 10
+#define ST_QUALITY_MAX_TOP_K 64
+#define ST_QUALITY_MAX_TOKENS 32
+#define ST_QUALITY_MAX_MAX_TOKENS 1024
+/* The highest mean KL divergence limit (nats): far beyond any model that still answers. */
+#define ST_QUALITY_MAX_KLD 100.0
 
 /* The most items of a list (engine.flags, a configuration's add_flags...) and of an environment
  * mapping (engine.env, a configuration's env). */

@@ -15,6 +15,7 @@
 #include "audit/capacity.h"
 #include "audit/executor.h"
 #include "audit/figures.h"
+#include "audit/quality_pass.h"
 #include "audit/sustain.h"
 #include "audit/traffic.h"
 #include "emu/config.h"
@@ -59,6 +60,7 @@ typedef struct sweep {
     st_executor *x;  /* runs the engine (HTTP or the engine model) */
     int in_memory;   /* a forecast or a bisection: no store, no progress */
     double turns;    /* requests per arrival on the schedule: the mean turns of a session (1 without sessions) */
+    st_quality_ref qref; /* the baseline's answers for the quality pass (audit/quality_pass.h) */
 } sweep;
 
 /* One configuration's search: its start row, the runs so far (in the order they were run) and
@@ -1303,6 +1305,39 @@ static double start_of(sweep *S, int ci)
     return f;
 }
 
+/* The quality pass on the configuration's running engine, after its search (the spec's quality
+ * block): the result kept in the store's meta table. 0, 1 interrupted, -1 store error. */
+static int quality(sweep *S, cfgrun *cr)
+{
+    if (!S->spec->quality.enabled || S->in_memory || S->x->prediction || !cr->engine_up || cr->engine_failed)
+        return 0;
+    say_cfg(S, cr, "quality pass: %u prompts, greedy, top %u log-probabilities", S->spec->quality.prompts,
+            S->spec->quality.top_k);
+    st_quality_result q;
+    int rc = st_quality_pass(S->x, S->spec, cr->ci, &S->qref, S->o->stop, &q);
+    if (rc == 1)
+        return 1;
+    if (q.status == ST_Q_MEASURED)
+        say_cfg(S, cr, "quality vs baseline (%s, %u prompts, %.1f engine-s): mean KLD %.4g, same top-1 %.1f %%, %u/%u "
+                "answers identical%s%s",
+                q.mode, q.prompts, q.engine_s, q.d.kld_mean, 100 * q.d.same_top1, q.d.exact, q.d.answers,
+                q.pass ? "" : "; FAILS: ", q.pass ? "" : q.note);
+    else if (isfinite(q.engine_s))
+        say_cfg(S, cr, "quality: %s%s%s (%.1f engine-s)", st_qstatus_name(q.status), q.note[0] ? ": " : "", q.note,
+                q.engine_s);
+    else
+        say_cfg(S, cr, "quality: %s%s%s", st_qstatus_name(q.status), q.note[0] ? ": " : "", q.note);
+    if (!S->store)
+        return 0;
+    st_buf b;
+    st_buf_init(&b, (size_t)1 << 20);
+    char key[ST_QUALITY_KEY_MAX];
+    st_quality_key(cr->c->name, key, sizeof key);
+    rc = st_quality_to_json(&q, &b) || st_store_meta_put(S->store, key, b.data) ? -1 : 0;
+    st_buf_free(&b);
+    return rc;
+}
+
 /* 0 done (possibly failed: the row says), 1 interrupted, -1 store error. */
 static int run_config(sweep *S, int ci)
 {
@@ -1318,7 +1353,10 @@ static int run_config(sweep *S, int ci)
             st_config_row_free(&prior);
         } else {
             cr->forecast = start_of(S, ci);
-            status = config_end(S, cr, search(S, cr));
+            status = search(S, cr);
+            if (status == 0)
+                status = quality(S, cr);
+            status = config_end(S, cr, status);
         }
     }
     free(cr);
@@ -1669,6 +1707,7 @@ int st_sweep_run(const st_spec *spec, st_store *store, const st_sweep_opts *o, s
     }
     st_executor_free(own);
     free(S.base_prefix);
+    st_quality_ref_free(&S.qref);
     if (S.line_open && o->out) {
         fputs("\r\033[K", o->out);
         fflush(o->out);

@@ -140,7 +140,7 @@ int cmd_gguf(int argc, char **argv)
     const char *arch = NULL, *size = NULL, *vocab_path = NULL, *out = NULL, *type = "f16", *show_path = NULL,
                *name = NULL;
     long seed = 1, n_embd = -1, n_layer = -1, n_head = -1, n_head_kv = -1, n_ff = -1, ctx = -1, tied = -1;
-    double rope_base = -1, norm_eps = -1;
+    double rope_base = -1, norm_eps = -1, logit_scale = 1;
     int list = 0, quiet = 0;
     const st_opt opts[] = {
         { "arch", 0, ST_OPT_STR, &arch, "ARCH", "llama or qwen2", 0, 0, 0 },
@@ -162,6 +162,10 @@ int cmd_gguf(int argc, char **argv)
         { "ctx", 0, ST_OPT_LONG, &ctx, "N", "override: context length the model declares", 16, ST_MG_MAX_CTX, 0 },
         { "rope-base", 0, ST_OPT_DOUBLE, &rope_base, "F", "override: rope frequency base", 1, 1e9, 0 },
         { "norm-eps", 0, ST_OPT_DOUBLE, &norm_eps, "F", "override: RMS norm epsilon", 1e-12, 0.1, 0 },
+        { "logit-scale", 0, ST_OPT_DOUBLE, &logit_scale, "F",
+          "output_norm's weights (1): multiplies the logits; 20-30 makes the next-token distributions as "
+          "concentrated as a trained model's (for measuring quantization drift, docs/quality.md)",
+          0.01, 1000, 0 },
         { "tied", 0, ST_OPT_LONG, &tied, "0|1", "override: 1 = output reuses token_embd, 0 = its own output.weight", 0,
           1, 0 },
         { "name", 0, ST_OPT_STR, &name, "TEXT", "general.name (\"servetune random ARCH SIZE seed N\")", 0, 0, 0 },
@@ -291,6 +295,7 @@ int cmd_gguf(int argc, char **argv)
     }
     st_mg_filler fill;
     st_mg_filler_init(&fill, &g, (uint64_t)seed);
+    fill.logit_scale = (float)logit_scale;
     int wrc = st_gguf_write(&g, st_mg_fill, &fill, sink_file, f, err, sizeof err);
     long fbytes = ftell(f);
     if (fclose(f) && !wrc) {

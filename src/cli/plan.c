@@ -22,8 +22,10 @@
 #include "plan/plan_model.h"
 #include "plan/plan_spec.h"
 #include "plan/prices.h"
+#include "audit/quality.h"
 #include "audit/spec.h"
 #include "audit/traffic.h"
+#include "audit/store.h"
 #include "cli/cli.h"
 #include "core/clock.h"
 #include "core/file.h"
@@ -52,7 +54,9 @@ static void help(const st_opt *opts)
         "from a dated price list, each capacity the sustained rate within the SLO that `servetune predict` finds.\n"
         "Prints the answer and the best candidates; writes DIR/plan.md and DIR/plan.json; with --write-spec, the top\n"
         "K candidates as an audit spec to measure on the hardware. With a traffic: block, the cost of a day as\n"
-        "dedicated replicas (peak-sized or autoscaled) and as serverless workers.\n\n"
+        "dedicated replicas (peak-sized or autoscaled) and as serverless workers. With --quality DIR (an audit\n"
+        "with a quality: block, docs/quality.md), the cost-vs-quality frontier uses the drift the audit measured\n"
+        "for each checkpoint and KV cache (mean KL divergence against its baseline) instead of the format's label.\n\n"
         "Options:\n");
     st_opts_usage(stdout, opts);
     printf("\nExamples:\n"
@@ -64,6 +68,61 @@ static void help(const st_opt *opts)
            "invalid spec or price list, a GPU without a price, an engine the model cannot stand for; 1 the\n"
            "outputs could not be written; 4 interrupted (SIGINT/SIGTERM, within a second): nothing written, an\n"
            "earlier plan in DIR left as it was. Every figure is a PREDICTION. More: docs/plan.md, docs/prices.md.\n");
+}
+
+/* The drift an audit measured (DIR/results.sqlite: its spec and each configuration's quality
+ * result) as measurements by checkpoint and KV cache dtype: the baseline 0, every measured
+ * configuration its mean KL divergence. *out (strings owned by *audit_spec, which the caller
+ * frees) and the count, or -1 with err. */
+static int load_quality(const char *dir, st_spec *audit_spec, st_plan_qmeasure **out, char *err, size_t errlen)
+{
+    st_store *st = NULL;
+    st_audit_row a = { 0 };
+    *out = NULL;
+    if (st_store_open_read(dir, &st, err, errlen))
+        return -1;
+    if (st_store_audit_get(st, &a) != 1 || !a.spec_text ||
+        st_spec_parse(a.spec_path ? a.spec_path : dir, a.spec_text, strlen(a.spec_text), audit_spec, err, errlen)) {
+        if (!err[0])
+            snprintf(err, errlen, "%s: no audit spec in its results database", dir);
+        st_audit_row_free(&a);
+        st_store_close(st);
+        return -1;
+    }
+    st_audit_row_free(&a);
+    int n = 0;
+    *out = calloc((size_t)audit_spec->n_configs + 1, sizeof **out);
+    for (int i = 0; *out && i < audit_spec->n_configs; i++) {
+        const st_spec_config *c = &audit_spec->configs[i];
+        char key[ST_QUALITY_KEY_MAX], *v = NULL;
+        st_quality_result q;
+        st_quality_key(c->name, key, sizeof key);
+        if (st_store_meta_get(st, key, &v) == 1 && v && st_quality_from_json(v, strlen(v), &q) == 0 &&
+            (q.status == ST_Q_REFERENCE || (q.status == ST_Q_MEASURED && isfinite(q.d.kld_mean)))) {
+            st_strv flags = { 0 };
+            const char *kv = "auto";
+            if (st_spec_config_flags(audit_spec, c, &flags) == 0)
+                for (int k = 0; k + 1 < flags.n; k++)
+                    if (!strcmp(flags.v[k], "--kv-cache-dtype") && strstr(flags.v[k + 1], "fp8"))
+                        kv = "fp8";
+            st_strv_free(&flags);
+            (*out)[n++] = (st_plan_qmeasure){ st_spec_config_model(audit_spec, c), kv,
+                                              q.status == ST_Q_REFERENCE ? 0 : q.d.kld_mean };
+        }
+        free(v);
+    }
+    st_store_close(st);
+    if (!*out) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    if (n == 0) {
+        snprintf(err, errlen, "%s: no quality measurement (the audit's spec needs a quality: block)", dir);
+        free(*out);
+        *out = NULL;
+        return -1;
+    }
+    return n;
 }
 
 /* --max-model-len from the workload: its longest request (input + output), rounded up to 256; a
@@ -436,7 +495,7 @@ out:
 
 int cmd_plan(int argc, char **argv)
 {
-    const char *out_dir = "plan-out", *write_spec = NULL, *prices_path = NULL, *provider = NULL;
+    const char *out_dir = "plan-out", *write_spec = NULL, *prices_path = NULL, *provider = NULL, *quality_dir = NULL;
     long top = 0, max_cand = 0, threads = 0;
     int quiet = 0, progress = 0, disagg = 0, rc = ST_EXIT_USAGE;
     disagg_opts dopt = { .connector = NULL, .gpus = 0, .s_p = ST_DISAGG_PREFILL_SCALE, .s_d = ST_DISAGG_DECODE_SCALE };
@@ -469,6 +528,10 @@ int cmd_plan(int argc, char **argv)
           "the prefill workers' correction scale of the rate matching (default 0.9, AIConfigurator's)", 0.01, 1.0, 0 },
         { "decode-scale", 0, ST_OPT_DOUBLE, &dopt.s_d, "S",
           "the decode workers' correction scale (default 0.92, AIConfigurator's)", 0.01, 1.0, 0 },
+        { "quality", 0, ST_OPT_STR, &quality_dir, "DIR",
+          "an audit's folder: the drift its quality pass measured per checkpoint and KV cache replaces the format's "
+          "quality risk on the cost-vs-quality frontier",
+          0, 0, 0 },
         { "quiet", 'q', ST_OPT_FLAG, &quiet, NULL, "print only where the outputs went", 0, 0, 0 },
         { 0 },
     };
@@ -550,6 +613,24 @@ int cmd_plan(int argc, char **argv)
         goto out;
     }
     r.c = cand;
+    if (quality_dir) {
+        st_plan_qmeasure *qm = NULL;
+        st_spec qspec;
+        memset(&qspec, 0, sizeof qspec);
+        int nq = load_quality(quality_dir, &qspec, &qm, err, sizeof err);
+        if (nq < 0) {
+            fprintf(stderr, "servetune plan: --quality: %s\n", err);
+            st_spec_free(&qspec);
+            goto out;
+        }
+        int given = st_plan_quality_apply(cand, r.n, qm, nq);
+        if (!quiet)
+            fprintf(stderr,
+                    "servetune plan: %d measured checkpoint and KV cache pairs from %s, for %d of %d candidates\n", nq,
+                    quality_dir, given, r.n);
+        free(qm);
+        st_spec_free(&qspec); /* the candidates keep their own strings */
+    }
     int k = top > 0 ? (int)top : spec.plan.set ? spec.plan.top : 3;
     if (st_plan_model_new(spec_file, text, text_len, &spec, spec.search.tolerance > 0 ? spec.search.tolerance : 0.05,
                           &model, err, sizeof err)) {

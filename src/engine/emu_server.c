@@ -21,6 +21,7 @@
 #include "core/util.h"
 #include "emu/engine.h"
 #include "engine/emutok.h"
+#include "engine/pseudolm.h"
 #include "net/loop.h"
 #include "net/server.h"
 
@@ -77,6 +78,9 @@ static void hist_obs(hist *h, double v)
  * Server state */
 typedef enum { API_COMPL = 0, API_CHAT = 1 } api_t;
 
+/* The most log-probabilities per position the emulator returns (vLLM's default --max-logprobs). */
+#define EMU_MAX_LOGPROBS 20
+
 typedef struct stream_t stream_t;
 struct stream_t {
     struct st_emulator *em;
@@ -98,6 +102,12 @@ struct stream_t {
     int cancelled;
     int held; /* its token production held: its client does not read (EMU_STREAM_PENDING_MAX) */
     stream_t *next_dead;
+    /* log-probabilities from the pseudo language model (engine/pseudolm.h; non-streaming
+     * completions): the top logprobs of each generated token, tokens named by id or by word */
+    uint32_t logprobs;
+    int lp_ids;
+    uint64_t plm_h;      /* the prompt's hash */
+    st_buf prompt_lp;    /* prompt_logprobs, as JSON (empty: not asked) */
 };
 
 typedef struct jitter_t {
@@ -221,6 +231,7 @@ static void respond_whole(st_server_resp *r, const st_buf *b)
 
 static void stream_free(stream_t *s)
 {
+    st_buf_free(&s->prompt_lp);
     st_buf_free(&s->text);
     st_buf_free(&s->rtext);
     free(s);
@@ -303,6 +314,102 @@ static void write_ground_truth(st_emulator *em, const stream_t *s, const st_emu_
             (long long)wall_of(em, ev->first_token), (long long)wall_of(em, end_e), (long long)wall_of(em, ev->arrival),
             ev->prompt_tokens, ev->n_out, ev->cached_tokens);
     fflush(em->gt);
+}
+
+/* The pseudo language model of this configuration: its weight format and KV cache type as a
+ * perturbation (16-bit: none). */
+static void plm_of(const st_emulator *em, st_plm *m)
+{
+    st_emu_dtype w = em->cfg.weight_dtype;
+    int wb = w == ST_EMU_FP8 ? 8 : (w == ST_EMU_INT4_AWQ || w == ST_EMU_INT4_GPTQ) ? 4 : 16;
+    st_plm_init(m, em->cfg.model.vocab, wb, em->cfg.kv_dtype == ST_EMU_FP8 ? 8 : 16);
+}
+
+static void plm_name(st_buf *b, uint32_t id, int by_id)
+{
+    char w[8];
+    if (by_id) {
+        st_buf_printf(b, "\"token_id:%u\"", id);
+        return;
+    }
+    st_emutok_word(id, w);
+    st_buf_printf(b, "\" %s\"", w);
+}
+
+/* OpenAI's completions logprobs of the answer's s->n_out tokens, greedy on the pseudo model
+ * ({tokens, token_logprobs, top_logprobs, text_offset}); null when not asked. */
+static void plm_logprobs(const st_emulator *em, const stream_t *s, st_buf *b)
+{
+    if (!s->logprobs) {
+        st_buf_puts(b, "null");
+        return;
+    }
+    st_plm m;
+    plm_of(em, &m);
+    uint32_t k = s->logprobs, ids[ST_PLM_CANDIDATES];
+    double lp[ST_PLM_CANDIDATES];
+    uint64_t h = s->plm_h;
+    st_buf top, toks, tlp;
+    st_buf_init(&top, RESP_MAX);
+    st_buf_init(&toks, RESP_MAX);
+    st_buf_init(&tlp, RESP_MAX);
+    for (uint32_t i = 0; i < s->n_out; i++) {
+        st_plm_next(&m, h, k, ids, lp);
+        st_buf_puts(&toks, i ? "," : "");
+        plm_name(&toks, ids[0], s->lp_ids);
+        st_buf_printf(&tlp, "%s%.9g", i ? "," : "", lp[0]);
+        st_buf_puts(&top, i ? ",{" : "{");
+        for (uint32_t j = 0; j < k; j++) {
+            st_buf_puts(&top, j ? "," : "");
+            plm_name(&top, ids[j], s->lp_ids);
+            st_buf_printf(&top, ":%.9g", lp[j]);
+        }
+        st_buf_puts(&top, "}");
+        h = st_plm_extend(h, ids[0]);
+    }
+    st_buf_puts(b, "{\"tokens\":[");
+    st_buf_append(b, toks.data, toks.len);
+    st_buf_puts(b, "],\"token_logprobs\":[");
+    st_buf_append(b, tlp.data, tlp.len);
+    st_buf_puts(b, "],\"top_logprobs\":[");
+    st_buf_append(b, top.data, top.len);
+    st_buf_puts(b, "]}");
+    st_buf_free(&top);
+    st_buf_free(&toks);
+    st_buf_free(&tlp);
+}
+
+/* vLLM's prompt_logprobs of the prompt ids: null for the first, then {"ID": {"logprob", "rank",
+ * "decoded_token"}} with the prompt's token and the top k. */
+static void plm_prompt_logprobs(const st_emulator *em, const uint32_t *p, uint32_t n, uint32_t k, st_buf *b)
+{
+    st_plm m;
+    plm_of(em, &m);
+    uint32_t ids[ST_PLM_CANDIDATES];
+    double lp[ST_PLM_CANDIDATES];
+    st_buf_puts(b, "[null");
+    uint64_t h = st_plm_hash_ids(NULL, 0);
+    for (uint32_t i = 0; i < n; i++) {
+        if (i > 0) {
+            st_plm_next(&m, h, ST_PLM_CANDIDATES, ids, lp);
+            st_buf_puts(b, ",{");
+            int own = 0;
+            for (uint32_t j = 0; j < ST_PLM_CANDIDATES; j++) {
+                int is_own = ids[j] == p[i];
+                if (j >= k && !is_own)
+                    continue;
+                own |= is_own;
+                st_buf_printf(b, "%s\"%u\":{\"logprob\":%.9g,\"rank\":%u}", b->data[b->len - 1] == '{' ? "" : ",",
+                              ids[j], lp[j], j + 1);
+            }
+            if (!own) /* outside the candidates: probability 0 */
+                st_buf_printf(b, "%s\"%u\":{\"logprob\":-9999.0,\"rank\":%u}", b->data[b->len - 1] == '{' ? "" : ",",
+                              p[i], m.vocab);
+            st_buf_puts(b, "}");
+        }
+        h = st_plm_extend(h, p[i]);
+    }
+    st_buf_puts(b, "]");
 }
 
 /* The words of an event's tokens, separated by spaces: one, or a burst of 1 + the accepted draft
@@ -401,10 +508,14 @@ static int deliver(st_emulator *em, stream_t *s, const st_emu_event *ev, st_ns e
             st_buf_json_str(&b, em->model_id);
             st_buf_puts(&b, ",\"choices\":[{\"index\":0,\"text\":");
             st_buf_json_strn(&b, s->text.data ? s->text.data : "", s->text.len);
-            st_buf_printf(&b,
-                          ",\"logprobs\":null,\"finish_reason\":\"%s\",\"stop_reason\":null,\"prompt_logprobs\":null}],"
-                          "\"usage\":",
-                          reason);
+            st_buf_puts(&b, ",\"logprobs\":");
+            plm_logprobs(em, s, &b);
+            st_buf_printf(&b, ",\"finish_reason\":\"%s\",\"stop_reason\":null,\"prompt_logprobs\":", reason);
+            if (s->prompt_lp.len)
+                st_buf_append(&b, s->prompt_lp.data, s->prompt_lp.len);
+            else
+                st_buf_puts(&b, "null");
+            st_buf_puts(&b, "}],\"usage\":");
         }
         usage_json(&b, s);
         st_buf_puts(&b, "}");
@@ -837,6 +948,19 @@ static void handle_generate(st_emulator *em, const st_http_parser *req, st_serve
                             .chat = api == API_CHAT,
                             .arrival = -1,
                             .user = s };
+    json_t *lpj = json_object_get(root, "logprobs"), *plj = json_object_get(root, "prompt_logprobs");
+    if (api != API_CHAT && !streaming && json_is_integer(lpj) && json_integer_value(lpj) > 0) {
+        json_int_t k = json_integer_value(lpj);
+        s->logprobs = (uint32_t)(k > EMU_MAX_LOGPROBS ? EMU_MAX_LOGPROBS : k);
+        s->lp_ids = json_is_true(json_object_get(root, "return_tokens_as_token_ids"));
+        s->plm_h = st_plm_hash_ids(ids, (uint32_t)n);
+    }
+    st_buf_init(&s->prompt_lp, RESP_MAX);
+    if (api != API_CHAT && !streaming && json_is_integer(plj) && json_integer_value(plj) > 0) {
+        json_int_t k = json_integer_value(plj);
+        plm_prompt_logprobs(em, ids, (uint32_t)n, (uint32_t)(k > EMU_MAX_LOGPROBS ? EMU_MAX_LOGPROBS : k),
+                            &s->prompt_lp);
+    }
     json_decref(root);
     int rc = st_emu_add_request(em->eng, &p, err, sizeof err);
     free(ids);

@@ -262,6 +262,7 @@ void st_mg_filler_init(st_mg_filler *f, const st_gguf *g, uint64_t seed)
     memset(f, 0, sizeof *f);
     f->g = g;
     f->seed = seed;
+    f->logit_scale = NORM_VALUE;
     f->ti = (size_t)-1;
 }
 
@@ -289,9 +290,10 @@ int st_mg_fill(void *ctx, size_t ti, uint64_t off, void *dst, size_t n)
     }
     const float scale = (float)(WEIGHT_STD * sqrt(3.0) / 2147483648.0);
     const int norm = is_norm(t->name);
+    const float norm_value = strcmp(t->name, "output_norm.weight") ? NORM_VALUE : f->logit_scale;
     size_t count = n / es;
     for (size_t i = 0; i < count; i++) {
-        float v = norm ? NORM_VALUE : (float)(int32_t)(uint32_t)(st_rng_next(&f->rng) >> 32) * scale;
+        float v = norm ? norm_value : (float)(int32_t)(uint32_t)(st_rng_next(&f->rng) >> 32) * scale;
         if (es == 2) {
             uint16_t h = st_f32_to_f16(v);
             memcpy((unsigned char *)dst + 2 * i, &h, 2);

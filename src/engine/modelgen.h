@@ -67,7 +67,9 @@ int st_mg_build(const st_mg_shape *s, const st_gguf *vocab, uint32_t wtype, cons
 typedef struct st_mg_filler {
     const st_gguf *g;
     uint64_t seed;
-    size_t ti; /* tensor being filled, its next byte and its generator */
+    float logit_scale; /* output_norm's weights (1: like every norm): scales the logits, so the
+                          next-token distributions are as concentrated as a trained model's */
+    size_t ti;         /* tensor being filled, its next byte and its generator */
     uint64_t next;
     st_rng rng;
 } st_mg_filler;

@@ -409,6 +409,49 @@ static int exchange(st_tokenizer *t, st_http_parser *p, st_ns deadline, char *er
     }
 }
 
+/* POSTs body to t->path on the open (or a new) connection: 0 with the answer in *p (any
+ * status; freed by the caller), or -1 with err. */
+static int post_raw(st_tokenizer *t, const char *data, size_t len, st_http_parser *p, char *err, size_t errlen)
+{
+    const char *hdrs[3];
+    int nh = 0;
+    hdrs[nh++] = "User-Agent: servetune";
+    if (t->auth)
+        hdrs[nh++] = t->auth;
+    st_buf_reset(&t->req);
+    int rc = st_http_write_request(&t->req, "POST", t->url.hostport, t->path, hdrs, nh, "application/json", data,
+                                   len);
+    if (rc < 0) {
+        snprintf(err, errlen, "the request to %s could not be built", t->path);
+        return -1;
+    }
+    st_ns deadline = st_now() + st_s_to_ns(t->timeout_s);
+    st_http_limits lim = { .max_head = 64 * 1024, .max_headers = 100, .max_body = ST_TOKENIZE_BODY_MAX };
+    rc = -1;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        int fresh = t->fd < 0;
+        if (fresh && conn_open(t, deadline, err, errlen) < 0)
+            return -1;
+        st_http_parser_init(p, ST_HTTP_RESPONSE, &lim, NULL, NULL);
+        int x = exchange(t, p, deadline, err, errlen);
+        if (x == 0) {
+            rc = 0;
+            break;
+        }
+        st_http_parser_free(p);
+        conn_close(t);
+        if (x < 0 || fresh)
+            return -1;
+        /* a stale keep-alive connection: once more on a new one */
+    }
+    if (rc < 0)
+        return -1;
+    t->calls++;
+    if (!p->keep_alive)
+        conn_close(t);
+    return 0;
+}
+
 /* POSTs text to /tokenize and leaves the 2xx answer in *p (freed by the caller). plain: the text
  * itself, no chat template and no special tokens (its ids, for trace stats --spec). 0, or -1 with
  * err (p freed). */
@@ -449,44 +492,11 @@ static int tok_post(st_tokenizer *t, const char *text, size_t len, int plain, st
         snprintf(err, errlen, "the prompt text is too long to count");
         return -1;
     }
-    const char *hdrs[3];
-    int nh = 0;
-    hdrs[nh++] = "User-Agent: servetune";
-    if (t->auth)
-        hdrs[nh++] = t->auth;
-    st_buf_reset(&t->req);
-    int rc = st_http_write_request(&t->req, "POST", t->url.hostport, t->path, hdrs, nh, "application/json", body.data,
-                                   body.len);
+    int rc = post_raw(t, body.data, body.len, p, err, errlen);
     st_buf_free(&body);
-    if (rc < 0) {
-        snprintf(err, errlen, "the /tokenize request could not be built");
+    if (rc)
         return -1;
-    }
-    st_ns deadline = st_now() + st_s_to_ns(t->timeout_s);
-    st_http_limits lim = { .max_head = 64 * 1024, .max_headers = 100, .max_body = ST_TOKENIZE_BODY_MAX };
-    rc = -1;
-    for (int attempt = 0; attempt < 2; attempt++) {
-        int fresh = t->fd < 0;
-        if (fresh && conn_open(t, deadline, err, errlen) < 0)
-            return -1;
-        st_http_parser_init(p, ST_HTTP_RESPONSE, &lim, NULL, NULL);
-        int x = exchange(t, p, deadline, err, errlen);
-        if (x == 0) {
-            rc = 0;
-            break;
-        }
-        st_http_parser_free(p);
-        conn_close(t);
-        if (x < 0 || fresh)
-            return -1;
-        /* a stale keep-alive connection: once more on a new one */
-    }
-    if (rc < 0)
-        return -1;
-    t->calls++;
     int status = p->status;
-    if (!p->keep_alive)
-        conn_close(t);
     if (status == 404 || status == 405) {
         t->missing = 1;
         snprintf(err, errlen, "no /tokenize on this server (HTTP %d at %s)", status, t->path);
@@ -594,6 +604,31 @@ int st_prompt_fit_work(st_workload *w, st_tokenizer *t, const volatile sig_atomi
             return -1;
         (*fitted)++;
         *exact += rc == 0;
+    }
+    return 0;
+}
+
+int st_tokenizer_post(st_tokenizer *t, const char *path, const char *body, size_t len, st_buf *answer, int *status,
+                      char *err, size_t errlen)
+{
+    char saved[sizeof t->path];
+    memcpy(saved, t->path, sizeof saved);
+    /* the server's root (the part of t->path before /tokenize) + path */
+    size_t root = strlen(t->path) - strlen("/tokenize");
+    snprintf(t->path, sizeof t->path, "%.*s%s", (int)root, saved, path);
+    st_http_parser p;
+    int rc = post_raw(t, body, len, &p, err, errlen);
+    memcpy(t->path, saved, sizeof saved);
+    if (rc)
+        return -1;
+    *status = p.status;
+    st_buf_reset(answer);
+    if (p.body.len)
+        st_buf_append(answer, p.body.data, p.body.len);
+    st_http_parser_free(&p);
+    if (st_buf_error(answer)) {
+        snprintf(err, errlen, "POST %s: the answer is too large", path);
+        return -1;
     }
     return 0;
 }

@@ -52,6 +52,11 @@ int64_t st_tokenizer_ids(void *arg, const char *text, size_t len, uint32_t **ids
                          size_t errlen);
 /* The ids of a /tokenize answer ({"tokens": [ids]}, or [{"id", ...}] items). The count, or -1. */
 int64_t st_tokenize_parse_ids(const char *body, size_t len, uint32_t **ids, size_t *cap);
+/* POSTs a JSON body to path on the same server (the base URL's root + path, e.g.
+ * "/completion") on the tokenizer's connection, bounded by its timeout: 0 with the answer's status
+ * and body (answer reset first), or -1 with err (no answer). */
+int st_tokenizer_post(st_tokenizer *t, const char *path, const char *body, size_t len, st_buf *answer, int *status,
+                      char *err, size_t errlen);
 /* Requests made so far. */
 uint32_t st_tokenizer_calls(const st_tokenizer *t);
 

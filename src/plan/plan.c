@@ -98,19 +98,49 @@ static double kth_cost(const st_plan_candidate *c, const int *done, int ndone, i
     return m < k ? INFINITY : best[k - 1];
 }
 
+int st_plan_quality_apply(st_plan_candidate *c, int n, const st_plan_qmeasure *m, int nm)
+{
+    int given = 0;
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < nm; k++)
+            if (c[i].model && m[k].model && !strcmp(c[i].model, m[k].model) &&
+                !strcmp(c[i].kv_dtype ? c[i].kv_dtype : "auto", m[k].kv_dtype ? m[k].kv_dtype : "auto")) {
+                c[i].has_kld = 1;
+                c[i].kld = m[k].kld;
+                given++;
+                break;
+            }
+    return given;
+}
+
+int st_plan_quality_measured(const st_plan_candidate *c, int n)
+{
+    int ok = 0;
+    for (int i = 0; i < n; i++) {
+        if (c[i].state != ST_PLAN_OK)
+            continue;
+        if (!c[i].has_kld)
+            return 0;
+        ok++;
+    }
+    return ok > 0;
+}
+
 /* Marks the frontiers: an OK candidate is on one when no other OK candidate is at least as good
- * on both axes and strictly better on one. */
+ * on both axes and strictly better on one. The quality axis: the measured mean KL divergence when
+ * every OK candidate has one, else the weight format's quality risk. */
 static void frontiers(st_plan_candidate *c, int n)
 {
+    int measured = st_plan_quality_measured(c, n);
     for (int i = 0; i < n; i++) {
         if (c[i].state != ST_PLAN_OK)
             continue;
         int lat = 1, qual = 1;
-        double qi = st_plan_quality_risk(c[i].weights);
+        double qi = measured ? c[i].kld : st_plan_quality_risk(c[i].weights);
         for (int j = 0; j < n && (lat || qual); j++) {
             if (j == i || c[j].state != ST_PLAN_OK)
                 continue;
-            double qj = st_plan_quality_risk(c[j].weights);
+            double qj = measured ? c[j].kld : st_plan_quality_risk(c[j].weights);
             int cheaper_eq = c[j].usd_per_1m <= c[i].usd_per_1m, cheaper = c[j].usd_per_1m < c[i].usd_per_1m;
             if (cheaper_eq && c[j].ttft_p95_ms <= c[i].ttft_p95_ms && (cheaper || c[j].ttft_p95_ms < c[i].ttft_p95_ms))
                 lat = 0;

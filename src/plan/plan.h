@@ -72,7 +72,25 @@ typedef struct st_plan_candidate {
                         (e.g. a --max-num-seqs their batch never reaches): one is evaluated for all */
     int rank;        /* 1 = cheapest evaluated; 0 when not OK */
     int on_frontier; /* bit 0: $ vs p95 TTFT, bit 1: $ vs quality risk */
+    /* measured drift of its checkpoint and KV cache against the current setup's (an audit's
+     * quality pass, st_plan_quality_apply): mean KL divergence, nats */
+    int has_kld;
+    double kld;
 } st_plan_candidate;
+
+/* One measured configuration: checkpoint, KV cache dtype ("auto", "fp8") and its mean KL
+ * divergence against the baseline (0 for the baseline itself). */
+typedef struct st_plan_qmeasure {
+    const char *model;
+    const char *kv_dtype;
+    double kld;
+} st_plan_qmeasure;
+/* Gives every candidate with the same checkpoint and KV cache dtype as a measurement its figure;
+ * the number of candidates given one. */
+int st_plan_quality_apply(st_plan_candidate *c, int n, const st_plan_qmeasure *m, int nm);
+/* 1 when every candidate that met the SLO has a measured figure: the cost-vs-quality frontier is
+ * then over the measured mean KL divergence instead of the format's quality risk. */
+int st_plan_quality_measured(const st_plan_candidate *c, int n);
 
 /* The quality risk of a weight format: bf16/fp16 0, fp8 1, int8 2, awq/gptq (4-bit) 3. */
 int st_plan_quality_risk(const char *weights);

@@ -29,7 +29,7 @@ int st_report_csv(const st_report *r, st_buf *b)
                    "usd_per_1m_output_tokens,cost_vs_baseline,ttft_p95_ms,tpot_p95_ms,pass_rate,fail_rate,"
                    "highest_tested_passed,grid_capacity_rps,refined_capacity_rps,sustained_rps,replicas_at_peak,"
                    "monthly_usd,note,method,capacity_ci_low,capacity_ci_high,binding,boundary,runs,engine_minutes,"
-                   "max_throughput_rps\n");
+                   "max_throughput_rps" ST_REP_QUALITY_CSV_HEAD "\n");
     for (int k = 0; k < r->n_cfg; k++) {
         int i = r->order[k];
         const st_rep_cfg *c = &r->cfg[i];
@@ -72,6 +72,7 @@ int st_report_csv(const st_report *r, st_buf *b)
         } else {
             st_buf_puts(b, ",,,,,,,");
         }
+        st_rep_quality_csv(r, i, b);
         st_buf_puts(b, "\n");
     }
     return st_buf_error(b) ? -1 : 0;

@@ -744,6 +744,33 @@ int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *op
                                         .cols = 1 + ST_REP_DAY_CELLS,
                                         .rows = rows };
     }
+    /* "Quality vs baseline" (report/quality.h) */
+    if (r->quality.present) {
+        const char **qc = a_calloc(&a, (size_t)r->n_cfg * ST_REP_QUALITY_COLS, sizeof *qc);
+        uint32_t rows = 0;
+        for (int i = 0; qc && i < r->n_cfg; i++) {
+            char cells[ST_REP_QUALITY_COLS - 1][ST_REP_QUALITY_CELL];
+            if (st_rep_quality_cells(r, i, cells) < 0)
+                continue;
+            qc[rows * ST_REP_QUALITY_COLS] = r->cfg[i].name;
+            for (int k = 0; k < ST_REP_QUALITY_COLS - 1; k++) {
+                st_buf_reset(&tb);
+                st_buf_puts(&tb, cells[k]);
+                qc[rows * ST_REP_QUALITY_COLS + 1 + k] = a_take(&a, &tb);
+            }
+            rows++;
+        }
+        st_buf_reset(&tb);
+        st_rep_quality_note(r, &tb);
+        tables[nt++] = (st_html_table){ .id = "quality",
+                                        .title = "Quality vs baseline",
+                                        .intro = a_take(&a, &tb),
+                                        .head = st_rep_quality_head,
+                                        .cells = qc,
+                                        .cols = ST_REP_QUALITY_COLS,
+                                        .rows = rows,
+                                        .text_cols = 1u << 1 | 1u << 8 };
+    }
     if (pv_rows)
         tables[nt++] = (st_html_table){
             .id = "predvs",

@@ -40,6 +40,9 @@ static void pick_caveats(const st_report *r, const st_rep_cfg *p, st_buf *b)
     const char *m0 = st_spec_config_model(&r->spec, r->cfg[0].spec);
     const char *m1 = st_spec_config_model(&r->spec, p->spec);
     int other_model = p->spec && r->cfg[0].spec && m0 && m1 && strcmp(m0, m1);
+    /* the quality pass measured its answers: said instead of asking the reader to check them */
+    if (st_rep_quality_headline(r, (int)(p - r->cfg), b))
+        other_model = 0;
     if (!warn && !other_model)
         return;
     st_buf_printf(b, " Before acting on it:");
@@ -93,7 +96,15 @@ int st_report_headline(const st_report *r, st_buf *b)
             st_buf_printf(b, "The current setup (%s) met the SLO (%s) at no tested rate. ", base->name, slo);
     }
     if (r->pick < 0) {
-        st_buf_printf(b, "No configuration met the SLO (%s) at any tested rate; the notes below say why.", slo);
+        int q_out = 0; /* met the SLO but failed a quality limit */
+        for (int i = 0; i < r->n_cfg; i++)
+            q_out += r->cfg[i].status == ST_REP_OK && st_rep_quality_fails(r, i);
+        if (q_out)
+            st_buf_printf(b, "No configuration both met the SLO (%s) and stayed within the quality limits.", slo);
+        else
+            st_buf_printf(b, "No configuration met the SLO (%s) at any tested rate; the notes below say why.", slo);
+        if (q_out)
+            st_rep_quality_headline(r, -1, b);
         return 0;
     }
     const st_rep_cfg *p = &r->cfg[r->pick];
@@ -162,6 +173,7 @@ int st_report_headline(const st_report *r, st_buf *b)
                       "that is %ld replica%s, about %s a month.",
                       others, others == 1 ? "" : "s", untested, p->name, a, slo, how, maybe, y, pk_what, pk,
                       p->cost.replicas, p->cost.replicas == 1 ? "" : "s", m1);
+        st_rep_quality_headline(r, 0, b); /* the configurations a quality limit left out */
         return 0;
     }
     if (base->status == ST_REP_OK) {
@@ -964,6 +976,7 @@ int st_report_markdown(const st_report *r, st_buf *b)
     sessions_section(r, b);
     day_section(r, b);
     st_predvs_markdown(r, b);
+    st_rep_quality_markdown(r, b);
     changes_section(r, b);
     evidence_section(r, b);
     notes_section(r, b);

@@ -198,6 +198,7 @@ void st_report_free(st_report *r)
     json_decref(r->who_pays);
     r->who_pays = NULL;
     st_predvs_free(&r->predvs);
+    st_rep_quality_free(&r->quality);
     free(r->cfg);
     free(r->order);
     st_run_rows_free(r->runs, r->n_runs);
@@ -311,7 +312,7 @@ int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
     out->n_cfg = out->spec.n_configs;
     out->cfg = calloc((size_t)out->n_cfg, sizeof *out->cfg);
     out->order = calloc((size_t)out->n_cfg, sizeof *out->order);
-    if (!out->cfg || !out->order) {
+    if (!out->cfg || !out->order || st_rep_quality_load(s, out)) {
         snprintf(err, errlen, "out of memory");
         st_report_free(out);
         return -1;
@@ -423,7 +424,9 @@ int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
                 snprintf(c->note, sizeof c->note, "%s",
                          out->audit.partial ? "not run: the audit was interrupted" : "not run");
         }
-        pk[i] = (st_cost_pick_in){ c->status == ST_REP_OK, c->cost.usd_per_1m, c->cap->capacity_rps };
+        /* beyond a quality limit: never the pick (report/quality.h) */
+        pk[i] = (st_cost_pick_in){ c->status == ST_REP_OK && !st_rep_quality_fails(out, i), c->cost.usd_per_1m,
+                                   c->cap->capacity_rps };
         out->order[i] = i;
     }
     out->pick = st_cost_pick(pk, out->n_cfg);

@@ -152,12 +152,21 @@ static void table(const st_plan_result *r, st_buf *b)
 
 static void frontier(const st_plan_result *r, st_buf *b)
 {
-    st_buf_puts(b,
-                "## Frontiers\n\nNo other evaluated candidate is at least as cheap and at least as good on the "
-                "other axis. Quality risk ranks the weight format (bf16 0, fp8 1, int8 2, 4-bit 3); it is not a "
-                "measurement of output quality: check that on your own prompts before switching.\n\n"
-                "| candidate | $ per 1M output tok | p95 TTFT (ms) at capacity | quality risk | on the frontier of |\n"
-                "|---|---|---|---|---|\n");
+    int measured = st_plan_quality_measured(r->c, r->n);
+    if (measured)
+        st_buf_puts(b, "## Frontiers\n\nNo other evaluated candidate is at least as cheap and at least as good on the "
+                       "other axis. Quality is the drift an audit measured for each checkpoint and KV cache (plan "
+                       "--quality: its quality pass, the mean KL divergence of the next-token distributions against "
+                       "its baseline, in nats; docs/quality.md), not the format's label.\n\n"
+                       "| candidate | $ per 1M output tok | p95 TTFT (ms) at capacity | measured mean KLD | on the "
+                       "frontier of |\n|---|---|---|---|---|\n");
+    else
+        st_buf_puts(b, "## Frontiers\n\nNo other evaluated candidate is at least as cheap and at least as good on the "
+                       "other axis. Quality risk ranks the weight format (bf16 0, fp8 1, int8 2, 4-bit 3); it is not a "
+                       "measurement of output quality: check that on your own prompts before switching (an audit's "
+                       "quality: block measures it; plan --quality DIR then uses it here).\n\n"
+                       "| candidate | $ per 1M output tok | p95 TTFT (ms) at capacity | quality risk | on the frontier "
+                       "of |\n|---|---|---|---|---|\n");
     int *idx = malloc(sizeof *idx * (size_t)(r->n > 0 ? r->n : 1));
     if (!idx) {
         st_buf_fail(b, ST_BUF_NO_MEM);
@@ -176,8 +185,11 @@ static void frontier(const st_plan_result *r, st_buf *b)
             st_buf_printf(b, " | %.0f", c->ttft_p95_ms);
         else
             st_buf_puts(b, " | -");
-        st_buf_printf(b, " | %d | %s%s%s |\n", st_plan_quality_risk(c->weights),
-                      c->on_frontier & 1 ? "cost vs TTFT" : "", c->on_frontier == 3 ? ", " : "",
+        if (measured)
+            st_buf_printf(b, " | %.3g", c->kld);
+        else
+            st_buf_printf(b, " | %d", st_plan_quality_risk(c->weights));
+        st_buf_printf(b, " | %s%s%s |\n", c->on_frontier & 1 ? "cost vs TTFT" : "", c->on_frontier == 3 ? ", " : "",
                       c->on_frontier & 2 ? "cost vs quality" : "");
     }
     st_buf_puts(b, "\n");
@@ -357,6 +369,7 @@ static json_t *cand_json(const st_plan_result *r, const st_plan_candidate *c)
     json_object_set_new(o, "frontier_cost_ttft", json_boolean(c->on_frontier & 1));
     json_object_set_new(o, "frontier_cost_quality", json_boolean(c->on_frontier & 2));
     json_object_set_new(o, "quality_risk", json_integer(st_plan_quality_risk(c->weights)));
+    json_object_set_new(o, "measured_mean_kld", c->has_kld ? json_real(c->kld) : json_null());
     json_object_set_new(o, "why", c->why[0] ? json_string(c->why) : json_null());
     return o;
 }

@@ -22,6 +22,7 @@
 #include "load/session.h"
 #include "report/notes.h"
 #include "report/predvs.h"
+#include "report/quality.h"
 #include "report/traffic.h"
 #include "report/whopays.h"
 
@@ -118,6 +119,7 @@ typedef struct st_report {
     int day_present;
     double day_serverless_price_per_gpu_s;
     char day_serverless_from[64];
+    st_rep_quality quality; /* "Quality vs baseline" (report/quality.h) */
 } st_report;
 
 int st_report_load(st_store *s, st_report *out, char *err, size_t errlen);
