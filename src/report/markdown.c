@@ -82,6 +82,7 @@ int st_report_headline(const st_report *r, st_buf *b)
     st_report_distrust_find(r, &dt);
     if (dt.host || dt.tie || dt.failed) {
         st_report_distrust_lead(r, &dt, b);
+        st_rep_quality_headline(r, -1, b); /* a quality limit's exclusions hold with or without a winner */
         return 0;
     }
     if (base->status != ST_REP_OK) {
