@@ -34,7 +34,7 @@
  * per-lab median errors, the per-regime table (short/long context x low/high concurrency x
  * 16-bit/quantised weights, st_fid_point_regime) and every fold's constants on a bound.
  * --lab-latency cal (the default) gives every lab the front-end latency its own calibration
- * point implies (one declared low-load point per lab, not scored; lab_cal_point), a lab without
+ * point implies (one declared low-load point per lab, not scored; st_fid_lab_cal_point), a lab without
  * one the other labs' median; --lab-latency default gives every lab the global latency.
  * --fit prints every constant with its distance from its nearer bound.
  *
@@ -190,7 +190,7 @@ typedef struct model_knobs {
      * its lab, whose own knobs (fe_latency_s@LAB) neither fit nor apply */
     const char *fold_lab[MAX_FOLDS];
     const char *held_lab;
-    /* --lolo --lab-latency cal: each lab's calibration point (lab_cal_point; -1: none), whose
+    /* --lolo --lab-latency cal: each lab's calibration point (st_fid_lab_cal_point; -1: none), whose
      * published TTFT gives the lab its front-end latency (solve_lab_fe) */
     int lab_cal;
     int cal_point[MAX_FOLDS];
@@ -853,90 +853,22 @@ typedef struct point_msg {
 } point_msg;
 
 /* ---- a lab's own latency, from its calibration point (--lolo --lab-latency cal) ---------------
-
  * The fixed latency a request spends outside the engine core is partly the measurement setup's
- * (its client, proxy and network path: 5-60 ms across the labs here, docs/fidelity.md "The lab's
+ * (its client, proxy and network path: 2-48 ms across the labs here, docs/fidelity.md "The lab's
  * own latency"), and no other lab's data can say what a new lab's is. A user has the same
  * problem and the same answer: one low-load measurement of their own setup (`servetune
- * calibrate`). So each lab is given one declared calibration input: its calibration point, the
- * point with the fewest sequences in flight (st_fid_point_regime) among those that publish a
- * p50 (else mean) TTFT, run at a finite rate or concurrency, with short prompts (a long prompt's
- * prefill would swamp a few ms of latency, so the latency is not identifiable from it). The
- * lab's latency is the one at which the model, with the fold's constants, reproduces that TTFT
- * (solve_lab_fe); the calibration point itself is then not scored. A lab without one gets the
- * median of the other labs' calibrated latencies. */
-#define CAL_ITERATIONS 5
+ * calibrate`). So each lab gives one declared calibration input, its calibration point
+ * (st_fid_lab_cal_point); the lab's latency is the one at which the model, with the fold's
+ * constants, reproduces that point's TTFT (st_fid_solve_lab_latency), and the point itself is
+ * not scored. A lab without one gets the median of the other labs' calibrated latencies. */
 static double median_of(double *v, uint32_t k);
-#define CAL_TOLERANCE 0.005
 
-static double cal_ttft(const st_fid_dist *d) { return isfinite(d->p50) ? d->p50 : d->mean; }
-
-static int lab_cal_point(const harness *H, const char *lab)
-{
-    int best = -1;
-    double best_load = INFINITY;
-    for (uint32_t i = 0; i < H->n; i++) {
-        const st_fid_point *p = &H->pts[i];
-        if (strcmp(p->lab, lab) || !H->pr[i].cfg_ok || !isfinite(cal_ttft(&p->ttft_ms)))
-            continue;
-        if (p->mode == ST_FID_RATE && !isfinite(p->rate) && !p->max_concurrency)
-            continue; /* an unpaced burst: its TTFT is queueing */
-        st_fid_regime g;
-        st_fid_point_regime(p, &g);
-        if (g.long_context || !(g.in_flight < best_load))
-            continue;
-        best = (int)i;
-        best_load = g.in_flight;
-    }
-    return best;
-}
-
-/* The calibration point's predicted TTFT (the published statistic's counterpart) at latency x. */
-static double cal_eval(harness *H, const model_knobs *M, uint32_t ci, double x, unsigned char *want)
-{
-    H->pr[ci].fe_cal = x;
-    apply(M, &H->pr[ci]);
-    memset(want, 0, H->n);
-    want[ci] = 1;
-    run_points(H, want);
-    const st_fid_dist *pub = &H->pts[ci].ttft_ms, *pred = &H->pr[ci].f.ttft_ms;
-    return isfinite(pub->p50) ? pred->p50 : pred->mean;
-}
-
-/* The lab latency within fe_latency_s's bounds (emu/calib.c) at which point ci's predicted TTFT
- * meets the published one (TTFT rises with it: regula falsi). NAN on failure. */
 static double solve_lab_fe(harness *H, const model_knobs *M, uint32_t ci)
 {
-    const st_calib_knob *ck = st_calib_knob_find("fe_latency_s");
-    unsigned char *want = malloc(H->n ? H->n : 1);
-    if (!ck || !want) {
-        free(want);
-        return NAN;
-    }
-    double target = cal_ttft(&H->pts[ci].ttft_ms), lo = ck->lo, hi = ck->hi;
-    double flo = cal_eval(H, M, ci, lo, want), fhi = cal_eval(H, M, ci, hi, want), x = NAN;
-    if (!isfinite(flo) || !isfinite(fhi))
-        x = NAN;
-    else if (target <= flo)
-        x = lo;
-    else if (target >= fhi)
-        x = hi;
-    else
-        for (int it = 0; it < CAL_ITERATIONS; it++) {
-            x = lo + (target - flo) * (hi - lo) / (fhi - flo);
-            double fx = cal_eval(H, M, ci, x, want);
-            if (!isfinite(fx) || fabs(fx - target) < CAL_TOLERANCE * target)
-                break;
-            if (fx < target) {
-                lo = x;
-                flo = fx;
-            } else {
-                hi = x;
-                fhi = fx;
-            }
-        }
-    free(want);
-    return x;
+    char err[512] = "";
+    H->pr[ci].fe_cal = NAN;
+    apply(M, &H->pr[ci]);
+    return st_fid_solve_lab_latency(H->pts, H->n, ci, &H->pr[ci].cfg, err, sizeof err);
 }
 
 /* Gives every point of fold g's lab the latency x (NAN: none) under the knobs' current values. */
@@ -1411,7 +1343,7 @@ static int leave_one_lab_out(harness *H, model_knobs *M, int sweeps, int jobs, i
     /* each lab's calibrated latency at the start values (the same in every fold that trains on it) */
     reset_values(M, H->pr, H->n);
     for (int f = 0; f < K; f++) {
-        M->cal_point[f] = M->lab_cal ? lab_cal_point(H, M->fold_lab[f]) : -1;
+        M->cal_point[f] = M->lab_cal ? st_fid_lab_cal_point(H->pts, H->n, M->fold_lab[f]) : -1;
         M->cal_start[f] = M->cal_point[f] >= 0 ? calibrate_lab(H, M, fold, f, NAN) : NAN;
     }
     for (uint32_t i = 0; i < H->n; i++)
