@@ -3,7 +3,7 @@
  *   build/bench/fidelity [--data FILE] [--summary] [--split fit|test] [--detail]
  *                        [--fit | --cv | --cv-select | --lolo] [--free LIST] [--lambda L] [--folds K]
  *                        [--start sourced|tree] [--set NAME=VALUE]... [--sweeps N] [--jobs J]
- *                        [--labs on|off]
+ *                        [--labs on|off] [--lab-latency cal|default]
  *
  * Runs every point of bench/fidelity/measurements.json through the engine model with the
  * point's exact setup and load, prints the predicted/published ratios for throughput, TTFT
@@ -33,6 +33,9 @@
  * points, from the sourced defaults, without its own front-end latency; prints the pooled and
  * per-lab median errors, the per-regime table (short/long context x low/high concurrency x
  * 16-bit/quantised weights, st_fid_point_regime) and every fold's constants on a bound.
+ * --lab-latency cal (the default) gives every lab the front-end latency its own calibration
+ * point implies (one declared low-load point per lab, not scored; st_fid_lab_cal_point), a lab without
+ * one the other labs' median; --lab-latency default gives every lab the global latency.
  * --fit prints every constant with its distance from its nearer bound.
  *
  * --split prints one split only (work on the model looks at the fit split's residuals only);
@@ -89,6 +92,7 @@ typedef struct point_run {
     st_fid_figures f;
     st_fid_ratios r;
     double loss;
+    double fe_cal; /* --lolo: the lab's front-end latency from its calibration point (NAN: none) */
 } point_run;
 
 /* ---- the free constants --------------------------------------------------------------------- */
@@ -186,6 +190,11 @@ typedef struct model_knobs {
      * its lab, whose own knobs (fe_latency_s@LAB) neither fit nor apply */
     const char *fold_lab[MAX_FOLDS];
     const char *held_lab;
+    /* --lolo --lab-latency cal: each lab's calibration point (st_fid_lab_cal_point; -1: none), whose
+     * published TTFT gives the lab its front-end latency (solve_lab_fe) */
+    int lab_cal;
+    int cal_point[MAX_FOLDS];
+    double cal_start[MAX_FOLDS]; /* each lab's latency at the start values (NAN: none) */
 } model_knobs;
 #define WARM_SEARCH 1
 #define WARM_HOLD 2
@@ -422,6 +431,8 @@ static void apply(const model_knobs *M, point_run *pr)
         }
         *(double *)((char *)t + k->offset) = v;
     }
+    if (isfinite(pr->fe_cal))
+        t->fe_latency_s = pr->fe_cal; /* --lolo: the lab's calibration input */
 }
 
 /* The shrinkage penalty: lambda x the sum over free knobs of ((u - u0) / s)^2, u in search units
@@ -824,6 +835,7 @@ typedef struct cv_result {
     double median_sum;   /* the sum of the four pooled held-out median errors */
     double fold_value[MAX_FOLDS][MAX_KNOBS];
     double fold_train_loss[MAX_FOLDS];
+    double fold_lab_fe[MAX_FOLDS];
     int fold_n[MAX_FOLDS];
     st_fid_ratios *r; /* n entries: each fit point's held-out ratios */
 } cv_result;
@@ -833,11 +845,54 @@ typedef struct fold_msg {
     int fold;
     double value[MAX_KNOBS];
     double train_loss;
+    double lab_fe; /* --lolo --lab-latency cal: the held-out lab's latency (NAN: off) */
 } fold_msg;
 typedef struct point_msg {
     uint32_t index;
     double r[ST_FID_M_COUNT];
 } point_msg;
+
+/* ---- a lab's own latency, from its calibration point (--lolo --lab-latency cal) ---------------
+ * The fixed latency a request spends outside the engine core is partly the measurement setup's
+ * (its client, proxy and network path: 2-48 ms across the labs here, docs/fidelity.md "The lab's
+ * own latency"), and no other lab's data can say what a new lab's is. A user has the same
+ * problem and the same answer: one low-load measurement of their own setup (`servetune
+ * calibrate`). So each lab gives one declared calibration input, its calibration point
+ * (st_fid_lab_cal_point); the lab's latency is the one at which the model, with the fold's
+ * constants, reproduces that point's TTFT (st_fid_solve_lab_latency), and the point itself is
+ * not scored. A lab without one gets the median of the other labs' calibrated latencies. */
+static double median_of(double *v, uint32_t k);
+
+static double solve_lab_fe(harness *H, const model_knobs *M, uint32_t ci)
+{
+    char err[512] = "";
+    H->pr[ci].fe_cal = NAN;
+    apply(M, &H->pr[ci]);
+    return st_fid_solve_lab_latency(H->pts, H->n, ci, &H->pr[ci].cfg, err, sizeof err);
+}
+
+/* Gives every point of fold g's lab the latency x (NAN: none) under the knobs' current values. */
+static void set_lab_fe(harness *H, const model_knobs *M, const int *fold, int g, double x)
+{
+    for (uint32_t i = 0; i < H->n; i++)
+        if (fold[i] == g) {
+            H->pr[i].fe_cal = x;
+            if (H->pr[i].cfg_ok)
+                apply(M, &H->pr[i]);
+        }
+}
+
+/* Solves fold g's lab's latency from its calibration point under the knobs' current values and
+ * gives it to the lab's points; `fallback` where the lab has none. Returns the latency. */
+static double calibrate_lab(harness *H, const model_knobs *M, const int *fold, int g, double fallback)
+{
+    int ci = M->cal_point[g];
+    double x = ci >= 0 ? solve_lab_fe(H, M, (uint32_t)ci) : NAN;
+    if (!isfinite(x))
+        x = fallback;
+    set_lab_fe(H, M, fold, g, x);
+    return x;
+}
 
 /* One fold: fit on the other folds' points, predict this fold's. */
 static int run_fold(harness *H, model_knobs *M, const int *fold, int f, int sweeps, fold_msg *fm, point_msg *out,
@@ -858,8 +913,27 @@ static int run_fold(harness *H, model_knobs *M, const int *fold, int f, int swee
         if (M->warm[i] && M->k[i].free)
             M->k[i].value = M->init[f][i];
     M->held_lab = M->fold_lab[f];
+    fm->lab_fe = NAN;
+    double cal_median = NAN;
+    if (M->lab_cal) {
+        /* every other lab's latency from its calibration point at the start values; their
+         * median is the latency of a lab without one */
+        double v[MAX_FOLDS];
+        uint32_t nv = 0;
+        for (uint32_t i = 0; i < H->n; i++)
+            H->pr[i].fe_cal = NAN;
+        for (int g = 0; g < MAX_FOLDS && M->fold_lab[g]; g++) {
+            if (g == f || !isfinite(M->cal_start[g]))
+                continue;
+            set_lab_fe(H, M, fold, g, M->cal_start[g]);
+            v[nv++] = M->cal_start[g];
+        }
+        cal_median = median_of(v, nv);
+    }
     st_fit_result res;
     double loss = fit(H, M, train, sweeps, 1, &res);
+    if (M->lab_cal)
+        fm->lab_fe = calibrate_lab(H, M, fold, f, cal_median); /* the held-out lab's, with the fold's constants */
     run_points(H, held);
     M->held_lab = NULL;
     fm->fold = f;
@@ -871,6 +945,9 @@ static int run_fold(harness *H, model_knobs *M, const int *fold, int f, int swee
         if (held[i]) {
             out[*nout].index = i;
             memcpy(out[*nout].r, H->pr[i].r.r, sizeof out[*nout].r);
+            if (M->lab_cal && (int)i == M->cal_point[f])
+                for (int m = 0; m < ST_FID_M_COUNT; m++)
+                    out[*nout].r[m] = NAN; /* a calibration input, not scored */
             (*nout)++;
         }
     free(train);
@@ -920,6 +997,7 @@ static int cross_validate(harness *H, model_knobs *M, int K, int sweeps, int job
             for (int i = 0; i < M->n; i++)
                 cv->fold_value[f][i] = fm.value[i];
             cv->fold_train_loss[f] = fm.train_loss;
+            cv->fold_lab_fe[f] = fm.lab_fe;
             cv->fold_n[f] = (int)np;
             for (uint32_t j = 0; j < np; j++)
                 memcpy(cv->r[pm[j].index].r, pm[j].r, sizeof pm[j].r);
@@ -981,6 +1059,7 @@ static int cross_validate(harness *H, model_knobs *M, int K, int sweeps, int job
                 for (int i = 0; i < M->n; i++)
                     cv->fold_value[f][i] = fm.value[i];
                 cv->fold_train_loss[f] = fm.train_loss;
+                cv->fold_lab_fe[f] = fm.lab_fe;
                 cv->fold_n[f] = (int)np;
                 for (uint32_t j = 0; j < np; j++)
                     memcpy(cv->r[pm[j].index].r, pm[j].r, sizeof pm[j].r);
@@ -1261,6 +1340,14 @@ static int leave_one_lab_out(harness *H, model_knobs *M, int sweeps, int jobs, i
         fprintf(stderr, "fidelity: --lolo needs 2 to %d labs\n", MAX_FOLDS);
         goto out;
     }
+    /* each lab's calibrated latency at the start values (the same in every fold that trains on it) */
+    reset_values(M, H->pr, H->n);
+    for (int f = 0; f < K; f++) {
+        M->cal_point[f] = M->lab_cal ? st_fid_lab_cal_point(H->pts, H->n, M->fold_lab[f]) : -1;
+        M->cal_start[f] = M->cal_point[f] >= 0 ? calibrate_lab(H, M, fold, f, NAN) : NAN;
+    }
+    for (uint32_t i = 0; i < H->n; i++)
+        H->pr[i].fe_cal = NAN;
     st_ns t0 = st_now();
     if (cross_validate(H, M, K, sweeps, jobs, &cv, fold) < 0)
         goto out;
@@ -1286,6 +1373,12 @@ static int leave_one_lab_out(harness *H, model_knobs *M, int sweeps, int jobs, i
             }
         }
         printf("%s\n", any ? "" : " none");
+        if (M->lab_cal) {
+            int ci = M->cal_point[f];
+            printf("    its latency: %.1f ms, %s%s\n", 1e3 * cv.fold_lab_fe[f],
+                   ci >= 0 ? "from its calibration point (not scored) " : "the other labs' median (no calibration point)",
+                   ci >= 0 ? H->pts[ci].id : "");
+        }
     }
     if (detail)
         for (uint32_t i = 0; i < H->n; i++)
@@ -1342,7 +1435,8 @@ static void usage(const char *argv0)
     fprintf(stderr,
             "usage: %s [--data FILE] [--summary] [--split fit|test] [--detail]\n"
             "          [--fit | --cv | --cv-select | --lolo] [--free LIST|all|none] [--lambda L] [--folds K]\n"
-            "          [--start sourced|tree] [--set NAME=VALUE]... [--sweeps N] [--jobs J] [--labs on|off]\n",
+            "          [--start sourced|tree] [--set NAME=VALUE]... [--sweeps N] [--jobs J] [--labs on|off]\n"
+            "          [--lab-latency cal|default]\n",
             argv0);
 }
 
@@ -1350,7 +1444,7 @@ int main(int argc, char **argv)
 {
     const char *data = DEFAULT_DATA, *free_arg = FREE_DEFAULT;
     int fit_mode = 0, cv_mode = 0, select_mode = 0, lolo_mode = 0, sweeps = 3, points = 1, only_split = -1, detail = 0;
-    int folds = 5, jobs = 1, start_tree = -1, no_labs = 0;
+    int folds = 5, jobs = 1, start_tree = -1, no_labs = 0, lab_cal = 1;
     double lambda = 0;
     const char *sets[MAX_KNOBS];
     int nsets = 0;
@@ -1387,6 +1481,9 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--labs") && i + 1 < argc &&
                  (!strcmp(argv[i + 1], "on") || !strcmp(argv[i + 1], "off")))
             no_labs = !strcmp(argv[++i], "off");
+        else if (!strcmp(argv[i], "--lab-latency") && i + 1 < argc &&
+                 (!strcmp(argv[i + 1], "cal") || !strcmp(argv[i + 1], "default")))
+            lab_cal = !strcmp(argv[++i], "cal");
         else if (!strcmp(argv[i], "--split") && i + 1 < argc &&
                  (!strcmp(argv[i + 1], "fit") || !strcmp(argv[i + 1], "test")))
             only_split = !strcmp(argv[++i], "test") ? ST_FID_TEST : ST_FID_FIT;
@@ -1424,6 +1521,7 @@ int main(int argc, char **argv)
         pr[i].cfg_ok = st_fid_config(&pts[i], &pr[i].cfg, pr[i].err, sizeof pr[i].err) == 0;
         pr[i].tree = pr[i].cfg.tune;
         pr[i].lab = pts[i].lab;
+        pr[i].fe_cal = NAN;
     }
     model_knobs M;
     if (build_knobs(pts, pr, n, no_labs, &M) < 0)
@@ -1431,6 +1529,7 @@ int main(int argc, char **argv)
     /* fits start from the sourced defaults, a what-if run (--set) from the tree's values */
     M.start_tree = start_tree >= 0 ? start_tree : !(fit_mode || cv_mode || select_mode || lolo_mode);
     M.lambda = lambda;
+    M.lab_cal = lolo_mode && lab_cal;
     char bad[KNOB_NAME_MAX];
     if (set_free(&M, free_arg, bad, sizeof bad) < 0) {
         fprintf(stderr, "fidelity: --free: no constant '%s'; the constants:\n", bad);

@@ -10,6 +10,7 @@
 
 #include "core/rng.h"
 #include "core/util.h"
+#include "emu/calib.h"
 #include "emu/catalog.h"
 #include "emu/sim.h"
 #include "load/record.h"
@@ -978,6 +979,77 @@ void st_fid_point_regime(const st_fid_point *p, st_fid_regime *g)
     g->high_concurrency = g->in_flight >= ST_FID_HIGH_CONCURRENCY;
     g->quantized = !(starts(p->weights, "bf16") || starts(p->weights, "fp16") || starts(p->weights, "BF16") ||
                      starts(p->weights, "FP16") || !p->weights[0]);
+}
+
+static double cal_ttft(const st_fid_dist *d) { return isfinite(d->p50) ? d->p50 : d->mean; }
+
+int st_fid_lab_cal_point(const st_fid_point *pts, uint32_t n, const char *lab)
+{
+    int best = -1;
+    double best_load = INFINITY;
+    for (uint32_t i = 0; i < n; i++) {
+        const st_fid_point *p = &pts[i];
+        if (strcmp(p->lab, lab) || !isfinite(cal_ttft(&p->ttft_ms)))
+            continue;
+        if (p->mode == ST_FID_RATE && !isfinite(p->rate) && !p->max_concurrency)
+            continue; /* an unpaced burst: its TTFT is queueing */
+        st_fid_regime g;
+        st_fid_point_regime(p, &g);
+        if (g.long_context || !(g.in_flight < best_load))
+            continue;
+        best = (int)i;
+        best_load = g.in_flight;
+    }
+    return best;
+}
+
+/* Point i's predicted TTFT statistic (the published one's counterpart) at latency x. */
+static double cal_eval(const st_fid_point *pts, uint32_t n, uint32_t i, const st_emu_config *cfg, double x,
+                       char *err, size_t errlen)
+{
+    st_emu_config c = *cfg;
+    c.tune.fe_latency_s = x;
+    st_fid_figures f;
+    if (st_fid_predict_in(pts, n, i, &c, &f, err, errlen) < 0 || f.refused)
+        return NAN;
+    return isfinite(pts[i].ttft_ms.p50) ? f.ttft_ms.p50 : f.ttft_ms.mean;
+}
+
+double st_fid_solve_lab_latency(const st_fid_point *pts, uint32_t n, uint32_t i, const st_emu_config *cfg, char *err,
+                                size_t errlen)
+{
+    const st_calib_knob *ck = st_calib_knob_find("fe_latency_s");
+    double target = i < n ? cal_ttft(&pts[i].ttft_ms) : NAN;
+    if (!ck || !isfinite(target)) {
+        snprintf(err, errlen, "no published p50 or mean TTFT to calibrate on");
+        return NAN;
+    }
+    double lo = ck->lo, hi = ck->hi;
+    double flo = cal_eval(pts, n, i, cfg, lo, err, errlen), fhi = cal_eval(pts, n, i, cfg, hi, err, errlen);
+    if (!isfinite(flo) || !isfinite(fhi)) {
+        if (!err[0])
+            snprintf(err, errlen, "the calibration point was not predicted");
+        return NAN;
+    }
+    if (target <= flo)
+        return lo;
+    if (target >= fhi)
+        return hi;
+    double x = lo;
+    for (int it = 0; it < ST_FID_CAL_ITERATIONS; it++) {
+        x = lo + (target - flo) * (hi - lo) / (fhi - flo);
+        double fx = cal_eval(pts, n, i, cfg, x, err, errlen);
+        if (!isfinite(fx) || fabs(fx - target) < ST_FID_CAL_TOLERANCE * target)
+            break;
+        if (fx < target) {
+            lo = x;
+            flo = fx;
+        } else {
+            hi = x;
+            fhi = fx;
+        }
+    }
+    return x;
 }
 
 /* Constants that may sit on a bound, and why: each names what the model does not describe and

@@ -172,6 +172,24 @@ typedef struct st_fid_regime {
 } st_fid_regime;
 void st_fid_point_regime(const st_fid_point *p, st_fid_regime *out);
 
+/* A lab's calibration point (leave-one-lab-out, bench/fidelity.c --lab-latency cal): the fixed
+ * latency outside the engine core is partly the measurement setup's (client, proxy, network
+ * path), so each lab gives one declared low-load point as calibration input, as a user gives
+ * `servetune calibrate` one run of their own setup. It is the lab's point with the fewest
+ * sequences in flight (st_fid_point_regime) among those that publish a p50 (else mean) TTFT, run
+ * at a finite rate or concurrency, with a mean prompt under ST_FID_LONG_CONTEXT tokens (a long
+ * prompt's prefill swamps a few ms of latency: not identifiable from it). Its index, or -1 when
+ * the lab has none. */
+int st_fid_lab_cal_point(const st_fid_point *pts, uint32_t n, const char *lab);
+/* The front-end latency (fe_latency_s, within emu/calib.c's bounds) at which point i, run with
+ * cfg (its configuration; a sweep replays its sweep, st_fid_predict_in), reproduces its published
+ * p50 (else mean) TTFT: TTFT rises with the latency, regula falsi within the bounds, a bound when
+ * the TTFT lies beyond what the bounds give. NAN with err on failure. */
+#define ST_FID_CAL_ITERATIONS 6
+#define ST_FID_CAL_TOLERANCE 0.005
+double st_fid_solve_lab_latency(const st_fid_point *pts, uint32_t n, uint32_t i, const st_emu_config *cfg, char *err,
+                                size_t errlen);
+
 /* A fitted constant within this fraction of its range (log units for log constants) from a
  * bound of emu/calib.c's table counts as on its bound. */
 #define ST_FID_BOUND_NEAR 0.01

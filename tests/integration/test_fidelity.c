@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "core/file.h"
 #include "emu/calib.h"
@@ -182,11 +183,76 @@ static void no_constant_on_a_bound(void **state)
     assert_int_equal(bad, 0);
 }
 
+/* Leave-one-lab-out's calibration input (bench/fidelity.c --lab-latency cal): each lab's
+ * calibration point is its lowest-load, short-prompt point with a p50 (else mean) TTFT, and the
+ * latency solved from it reproduces that TTFT whatever latency the configuration started with; a
+ * TTFT beyond what the bounds allow gives the bound; a lab with long prompts or tail TTFTs only
+ * has none. */
+static int id_is(const st_fid_point *pts, int i, const char *id) { return i >= 0 && !strcmp(pts[i].id, id); }
+
+static void lab_latency_from_its_calibration_point(void **state)
+{
+    (void)state;
+    char err[512];
+    size_t len;
+    char *text = st_read_file(DATA, 16u << 20, &len, err, sizeof err);
+    assert_non_null(text);
+    st_fid_point *pts;
+    uint32_t n;
+    assert_int_equal(st_fid_parse(text, len, &pts, &n, err, sizeof err), 0);
+    free(text);
+    int g = st_fid_lab_cal_point(pts, n, "gpustack/gpustack");
+    if (!id_is(pts, g, "gpustack-h100-qwen3-8b-bf16-sharegpt-c1"))
+        fail_msg("GPUStack's calibration point is %s, expected its concurrency-1 point", g >= 0 ? pts[g].id : "none");
+    int iog = st_fid_lab_cal_point(pts, n, "IOG-Foundation/llm-inference-benchmarks");
+    assert_true(iog >= 0);
+    assert_true(strstr(pts[iog].id, "-r1") != NULL); /* its 1 req/s rung, not a higher rate */
+    /* silybench publishes tail TTFTs only, the vLLM blog 20k-token prompts: none */
+    assert_int_equal(st_fid_lab_cal_point(pts, n, "tgarg01/silybench-data"), -1);
+    assert_int_equal(st_fid_lab_cal_point(pts, n, "vllm-project/vllm-project.github.io"), -1);
+    assert_int_equal(st_fid_lab_cal_point(pts, n, "no/such-lab"), -1);
+
+    const st_calib_knob *fe = st_calib_knob_find("fe_latency_s");
+    assert_non_null(fe);
+    int cases[2] = { g, iog };
+    for (int c = 0; c < 2; c++) {
+        uint32_t i = (uint32_t)cases[c];
+        st_emu_config cfg;
+        assert_int_equal(st_fid_config(&pts[i], &cfg, err, sizeof err), 0);
+        double x[2];
+        for (int start = 0; start < 2; start++) {
+            cfg.tune.fe_latency_s = start ? fe->hi : fe->lo;
+            x[start] = st_fid_solve_lab_latency(pts, n, i, &cfg, err, sizeof err);
+            if (!isfinite(x[start]))
+                fail_msg("%s: %s", pts[i].id, err);
+        }
+        assert_true(fabs(x[0] - x[1]) < 1e-9); /* the configuration's own latency does not matter */
+        assert_true(x[0] > fe->lo && x[0] < fe->hi);
+        cfg.tune.fe_latency_s = x[0];
+        st_fid_figures f;
+        assert_int_equal(st_fid_predict_in(pts, n, i, &cfg, &f, err, sizeof err), 0);
+        double got = isfinite(pts[i].ttft_ms.p50) ? f.ttft_ms.p50 : f.ttft_ms.mean;
+        double want = isfinite(pts[i].ttft_ms.p50) ? pts[i].ttft_ms.p50 : pts[i].ttft_ms.mean;
+        printf("# %s: lab latency %.1f ms, TTFT %.2f ms (published %.2f)\n", pts[i].id, 1e3 * x[0], got, want);
+        if (!(fabs(got / want - 1) <= 2 * ST_FID_CAL_TOLERANCE))
+            fail_msg("%s: at the solved latency the TTFT is %.2f ms, published %.2f", pts[i].id, got, want);
+        /* a published TTFT no latency within the bounds reaches gives the bound */
+        pts[i].ttft_ms.p50 = isfinite(pts[i].ttft_ms.p50) ? 100 * want : NAN;
+        pts[i].ttft_ms.mean = 100 * want;
+        assert_true(st_fid_solve_lab_latency(pts, n, i, &cfg, err, sizeof err) == fe->hi);
+        pts[i].ttft_ms.p50 = isfinite(pts[i].ttft_ms.p50) ? want / 100 : NAN;
+        pts[i].ttft_ms.mean = want / 100;
+        assert_true(st_fid_solve_lab_latency(pts, n, i, &cfg, err, sizeof err) == fe->lo);
+    }
+    free(pts);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
         cmocka_unit_test(figures_do_not_get_worse),
         cmocka_unit_test(no_constant_on_a_bound),
+        cmocka_unit_test(lab_latency_from_its_calibration_point),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }
