@@ -440,6 +440,8 @@ void st_audit_row_free(st_audit_row *a)
     free(a->version);
     free(a->note);
     free(a->suggested_rates);
+    free(a->disagg_md);
+    free(a->disagg);
     free(a->model_note);
     free(a->traffic);
     memset(a, 0, sizeof *a);
@@ -479,6 +481,7 @@ int st_store_audit_get(st_store *s, st_audit_row *out)
         free(p);
         if (got < 0 || st_store_meta_get(s, "suggested_rates", &out->suggested_rates) < 0 ||
             st_store_meta_get(s, "model_note", &out->model_note) < 0 ||
+            st_store_meta_get(s, "disagg_md", &out->disagg_md) < 0 || st_store_meta_get(s, "disagg", &out->disagg) < 0 ||
             st_store_meta_get(s, "traffic", &out->traffic) < 0)
             rc = -1;
     }

@@ -70,6 +70,8 @@ typedef struct st_audit_row {
     int prediction;        /* made by the engine model (servetune predict), not measured (meta "prediction") */
     char *suggested_rates; /* predict --suggest-rates: the rates: line suggested (meta "suggested_rates"), or NULL */
     char *model_note;      /* predict: how the engine was modelled (meta "model_note"), or NULL */
+    char *disagg_md;       /* predict --disagg: the disaggregated section, markdown (meta "disagg_md"), or NULL */
+    char *disagg;          /* predict --disagg: the same as JSON (meta "disagg"), or NULL */
     char *traffic;         /* a trace workload's statistics and advice, JSON servetune.traffic/1 (meta
                               "traffic", audit/traffic.h), or NULL */
 } st_audit_row;
@@ -87,7 +89,7 @@ int st_store_audit_finish(st_store *s, int partial, const char *note);
 int st_store_audit_get(st_store *s, st_audit_row *out);
 
 /* Facts about the audit as a whole, by key (table meta): "prediction" ("1" for servetune
- * predict), "suggested_rates", "model_note", "traffic". Put replaces. */
+ * predict), "suggested_rates", "model_note", "traffic", "disagg_md", "disagg". Put replaces. */
 int st_store_meta_put(st_store *s, const char *key, const char *value);
 /* 1 with *out (malloc'd), 0 when absent, -1 on error. */
 int st_store_meta_get(st_store *s, const char *key, char **out);

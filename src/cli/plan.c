@@ -348,12 +348,7 @@ static int disagg_section(const st_plan_result *r, const char *text, size_t len,
 {
     const st_plan_candidate *w = &r->c[r->best];
     st_disagg_link l;
-    st_emu_gpu g;
-    char gw[200];
-    /* no --connector: NVLink where the GPU has it (an all-reduce link of 100 GB/s or more), else PCIe */
-    const char *conn = o->connector                                                            ? o->connector
-                       : st_emu_gpu_find(w->gpu, &g, gw, sizeof gw) == 0 && g.link_bw >= 100e9 ? "nvlink"
-                                                                                               : "pcie";
+    const char *conn = o->connector ? o->connector : st_disagg_link_default(w->gpu);
     if (st_disagg_link_find(conn, &l)) {
         snprintf(err, errlen, "--connector %s: not one of %s", conn, st_disagg_link_names());
         return -1;
@@ -372,11 +367,8 @@ static int disagg_section(const st_plan_result *r, const char *text, size_t len,
     if (st_exec_model_config(&s, &s.configs[0], &cfg, NULL, 0, NULL, err, errlen) ||
         st_emu_memory_plan(&cfg, &mem, err, errlen))
         goto out;
-    st_disagg_work wk = { .input_tokens = st_spec_mean_input(&s),
-                          .cached_tokens = s.workload.shared_prefix,
-                          .output_tokens = s.workload.output_tokens,
-                          .ttft_slo_s = s.slo.n > 0 ? s.slo.terms[0].max_ms / 1e3 : 0,
-                          .tpot_slo_s = s.slo.n > 1 ? s.slo.terms[1].max_ms / 1e3 : 0 };
+    st_disagg_work wk;
+    st_disagg_work_of_spec(&s, &wk);
     st_disagg_worker wr;
     char why[300] = "";
     long gpus = o->gpus > 0 ? o->gpus : 8 * w->tp;

@@ -23,9 +23,18 @@
 #include "emu/calib.h"
 #include "emu/consts.h"
 #include "emu/specstep.h"
+#include "plan/disagg.h"
 #include "report/format.h"
 #include "report/predvs.h"
 #include "report/report.h"
+
+/* predict --disagg: the options, and the markdown section's size limit. */
+typedef struct disagg_opts {
+    const char *connector; /* NULL: by the GPU (st_disagg_link_default) */
+    long gpus;             /* 0: 8 x each configuration's tensor parallelism */
+    double s_p, s_d;
+} disagg_opts;
+#define PREDICT_DISAGG_MD_MAX ((size_t)1 << 20)
 
 static void help(const st_opt *opts)
 {
@@ -37,7 +46,10 @@ static void help(const st_opt *opts)
            "results.sqlite), every one marked as a PREDICTION. Use it to compare configurations before renting\n"
            "GPUs and to choose the rates worth measuring. Concurrency levels run as the audit runs them: a\n"
            "sustained closed loop, or with search.mode: burst a fixed-count closed loop of requests_per_rate\n"
-           "requests (vllm bench serve --max-concurrency C --num-prompts N).\n\n"
+           "requests (vllm bench serve --max-concurrency C --num-prompts N). With --disagg, each configuration\n"
+           "is also priced as the best disaggregated prefill/decode xPyD at equal GPUs (static rate matching on\n"
+           "the model, a KV link that cannot keep up named with the bandwidth it needed): a section of the\n"
+           "reports, a prediction of a setup that was not measured.\n\n"
            "Options:\n");
     st_opts_usage(stdout, opts);
     printf(
@@ -46,6 +58,7 @@ static void help(const st_opt *opts)
         "  servetune predict examples/qwen3-8b-h100.yaml --suggest-rates   # a rates: line for the real audit\n"
         "  servetune report predict-out                                     # re-render (still a prediction)\n"
         "  servetune predict my.yaml --calibration calib.json               # with constants fitted to your audit\n"
+        "  servetune predict examples/qwen3-8b-h100.yaml --disagg --connector infiniband  # xPyD at equal GPUs\n"
         "  servetune predict --agents examples/agent-tasks.jsonl --model Qwen/Qwen3-8B --gpu H100  # agent tasks\n\n"
         "Engines: kinds vllm and emulator are modelled (their vLLM flags through the emulator's parser;\n"
         "the GPU from --gpu, SERVETUNE_EMULATE_GPU in the spec's env, or hardware.gpu; --time-scale is\n"
@@ -402,13 +415,147 @@ out:
     return rc;
 }
 
+/* predict --disagg: each configuration also priced as the best xPyD of its own workers (its GPU,
+ * weights, KV dtype and limits; workers of its tensor parallelism) at equal GPUs, by
+ * AIConfigurator's rate matching on the engine model's step time (plan/disagg.h), beside the same
+ * GPUs aggregated at the capacity this prediction found. Stored as meta "disagg_md" and "disagg"
+ * (report.md and report.json render them). 0, or -1 with err (a store error). */
+static int disagg_predict(const st_spec *spec, st_store *store, const st_emu_calib *calib, const disagg_opts *o,
+                          char *err, size_t errlen)
+{
+    st_report rep;
+    int have_rep = st_report_load(store, &rep, err, errlen) == 0;
+    st_buf b;
+    st_buf_init(&b, PREDICT_DISAGG_MD_MAX);
+    json_t *root = json_object(), *cs = json_array();
+    json_object_set_new(root, "measured", json_false());
+    json_object_set_new(root, "prefill_scale", json_real(o->s_p));
+    json_object_set_new(root, "decode_scale", json_real(o->s_d));
+    st_disagg_work wk;
+    st_disagg_work_of_spec(spec, &wk);
+    st_buf_printf(&b,
+                  "## Disaggregated prefill/decode (a prediction)\n\n**A prediction: no disaggregated setup was "
+                  "measured.** Each configuration below is also priced as prefill and decode workers of its own "
+                  "GPUs per replica, the KV cache of each request sent from one to the other, the xPyD with the most "
+                  "requests/s per GPU at equal GPUs by AIConfigurator's rate matching: min(x x prefill rate x %.2f, "
+                  "y x decode rate x %.2f), static (no queueing: TTFT and TPOT are one request's), beside the same "
+                  "GPUs aggregated at the capacity predicted above. Disaggregation does not raise throughput by "
+                  "itself; it separates TTFT from TPOT.\n\n",
+                  o->s_p, o->s_d);
+    st_buf_puts(&b, "| configuration | GPUs | connector | xPyD | prefill / decode worker req/s | disaggregated req/s "
+                    "(static) | aggregated req/s (predicted) | TTFT / TPOT (static) | KV link |\n"
+                    "|---|---|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < spec->n_configs; i++) {
+        const st_spec_config *sc = &spec->configs[i];
+        json_t *c = json_object();
+        json_object_set_new(c, "configuration", json_string(sc->name));
+        json_array_append_new(cs, c);
+        st_emu_config cfg;
+        st_emu_memory mem;
+        char why[1024] = "";
+        if (st_exec_model_config(spec, sc, &cfg, NULL, 0, NULL, why, sizeof why)) {
+            json_object_set_new(c, "error", json_string(why));
+            st_buf_printf(&b, "| %s | | | not modelled: %s | | | | | |\n", sc->name, why);
+            continue;
+        }
+        if (calib && st_calib_check(calib, &cfg, why, sizeof why, NULL, 0) == 0)
+            st_calib_apply(calib, &cfg);
+        int tp = cfg.tp ? (int)cfg.tp : 1;
+        long gpus = o->gpus > 0 ? o->gpus : 8L * tp;
+        st_disagg_link l;
+        const char *conn = o->connector ? o->connector : st_disagg_link_default(cfg.gpu.name);
+        st_disagg_link_find(conn, &l); /* checked when the options were read; the default is a preset */
+        json_object_set_new(c, "gpus", json_integer(gpus));
+        json_object_set_new(c, "connector", json_string(l.name));
+        /* the same GPUs aggregated: replicas of tp GPUs at the predicted capacity */
+        double agg = NAN;
+        if (have_rep && i < rep.n_cfg && rep.cfg[i].status == ST_REP_OK && rep.cfg[i].cap &&
+            isfinite(rep.cfg[i].cap->capacity_rps) && !spec->closed_loop)
+            agg = rep.cfg[i].cap->capacity_rps * (double)(gpus / tp);
+        json_object_set_new(c, "aggregated_rps", st_jnum_or_null(agg));
+        char aggs[64] = "not found";
+        if (isfinite(agg))
+            snprintf(aggs, sizeof aggs, "%.2f (%ld x %d GPU%s)", agg, gpus / tp, tp, tp == 1 ? "" : "s");
+        st_disagg_worker wr;
+        if (st_emu_memory_plan(&cfg, &mem, why, sizeof why) ||
+            st_disagg_worker_rates(&cfg, &mem, &wk, &wr, why, sizeof why)) {
+            json_object_set_new(c, "error", json_string(why));
+            st_buf_printf(&b, "| %s | %ld | %s | none serves: %s | | | %s | | |\n", sc->name, gpus, l.name, why, aggs);
+            continue;
+        }
+        st_disagg_pick pk;
+        if (st_disagg_best(&wr, tp, (int)gpus, o->s_p, o->s_d, &l, &pk)) {
+            json_object_set_new(c, "error", json_string("no xPyD serves (it takes two workers at least)"));
+            st_buf_printf(&b, "| %s | %ld | %s | none serves | %.2f / %.2f | | %s | | |\n", sc->name, gpus, l.name,
+                          wr.prefill_rps, wr.decode_rps, aggs);
+            continue;
+        }
+        double matched = st_disagg_rate_match(wr.prefill_rps, pk.x, o->s_p, wr.decode_rps, pk.y, o->s_d);
+        json_object_set_new(c, "x", json_integer(pk.x));
+        json_object_set_new(c, "y", json_integer(pk.y));
+        json_object_set_new(c, "prefill_worker_rps", json_real(wr.prefill_rps));
+        json_object_set_new(c, "decode_worker_rps", json_real(wr.decode_rps));
+        json_object_set_new(c, "rate_matched_rps", json_real(matched));
+        json_object_set_new(c, "rps", json_real(pk.rps));
+        json_object_set_new(c, "rps_per_gpu", json_real(pk.rps_per_gpu));
+        json_object_set_new(c, "ttft_static_ms", json_real(pk.ttft_s * 1e3));
+        json_object_set_new(c, "tpot_static_ms", json_real(pk.tpot_s * 1e3));
+        json_object_set_new(c, "kv_bytes_per_request", json_real(wr.kv_bytes));
+        json_object_set_new(c, "transfer_ms", json_real(pk.transfer_s * 1e3));
+        json_object_set_new(c, "link_need_gbps", json_real(pk.link_need_bps / 1e9));
+        json_object_set_new(c, "link_gbps", json_real(l.bytes_per_s * tp / 1e9));
+        json_object_set_new(c, "link_limited", json_boolean(pk.link_limited));
+        if (spec->hardware.price_per_gpu_hour > 0 && pk.rps > 0 && wk.output_tokens > 0)
+            json_object_set_new(c, "usd_per_1m_output_tokens",
+                                json_real(spec->hardware.price_per_gpu_hour * (double)gpus /
+                                          (pk.rps * wk.output_tokens * 3600) * 1e6));
+        char link[300];
+        if (pk.link_limited)
+            snprintf(link, sizeof link,
+                     "**cannot keep up**: needs %.1f GB/s over %s, which carries %.1f GB/s a prefill worker; the rate "
+                     "is what the link carries",
+                     pk.link_need_bps / 1e9, l.name, l.bytes_per_s * tp / 1e9);
+        else
+            snprintf(link, sizeof link, "%.2f of %.0f GB/s, %.2f ms a transfer", pk.link_need_bps / 1e9,
+                     l.bytes_per_s * tp / 1e9, pk.transfer_s * 1e3);
+        st_buf_printf(&b,
+                      "| %s | %ld | %s | %dP%dD | %.2f / %.2f | %.2f (rate matched: min(%d x %.2f x %.2f, %d x %.2f x "
+                      "%.2f) = %.2f) | %s | %.0f ms / %.1f ms | %s |\n",
+                      sc->name, gpus, l.name, pk.x, pk.y, wr.prefill_rps, wr.decode_rps, pk.rps, pk.x,
+                      wr.prefill_rps, o->s_p, pk.y, wr.decode_rps, o->s_d, matched, aggs, pk.ttft_s * 1e3,
+                      pk.tpot_s * 1e3, link);
+    }
+    st_buf_puts(&b, "\nTo deploy one (vLLM, not measured): prefill workers with `--kv-transfer-config "
+                    "'{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_producer\"}'`, decode workers with "
+                    "`\"kv_role\":\"kv_consumer\"`, and a router (vLLM's disaggregated prefill proxy, llm-d or "
+                    "Dynamo); `servetune plan --disagg` adds the queueing estimate. Measure it before relying on "
+                    "it.\n\n");
+    json_object_set_new(root, "configurations", cs);
+    char *js = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    json_decref(root);
+    int rc = 0;
+    if (st_buf_error(&b) || !js) {
+        snprintf(err, errlen, "the disaggregated section: out of memory or over %zu bytes", PREDICT_DISAGG_MD_MAX);
+        rc = -1;
+    } else if (st_store_meta_put(store, "disagg_md", b.data) || st_store_meta_put(store, "disagg", js)) {
+        snprintf(err, errlen, "%s", st_store_errmsg(store));
+        rc = -1;
+    }
+    free(js);
+    st_buf_free(&b);
+    if (have_rep)
+        st_report_free(&rep);
+    return rc;
+}
+
 int cmd_predict(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) /* agent task graphs: their own command line (cli/agents.h) */
         if (!strcmp(argv[i], "--agents") || !strncmp(argv[i], "--agents=", 9))
             return st_cli_predict_agents(argc, argv);
     const char *out_dir = "predict-out", *calib_path = NULL;
-    int quiet = 0, suggest_rates = 0;
+    int quiet = 0, suggest_rates = 0, disagg = 0;
+    disagg_opts dopt = { .connector = NULL, .gpus = 0, .s_p = ST_DISAGG_PREFILL_SCALE, .s_d = ST_DISAGG_DECODE_SCALE };
     const st_opt opts[] = {
         { "output", 'o', ST_OPT_STR, &out_dir, "DIR",
           "output folder (predict-out; made with its parents when missing); an earlier prediction there is replaced", 0,
@@ -417,6 +564,20 @@ int cmd_predict(int argc, char **argv)
           "engine-model constants from `servetune calibrate` (applied to the configurations it matches)", 0, 0, 0 },
         { "suggest-rates", 0, ST_OPT_FLAG, &suggest_rates, NULL,
           "find each configuration's capacity on the model (the spec's search) and suggest a rates: list", 0, 0, 0 },
+        { "disagg", 0, ST_OPT_FLAG, &disagg, NULL,
+          "also price each configuration as the best disaggregated xPyD at equal GPUs (a report section; static, "
+          "not measured)",
+          0, 0, 0 },
+        { "connector", 0, ST_OPT_STR, &dopt.connector, "NAME",
+          "the KV transfer's link for --disagg: nvlink, infiniband, pcie, ethernet (default: nvlink on a GPU with "
+          "NVLink, else pcie)",
+          0, 0, 0 },
+        { "disagg-gpus", 0, ST_OPT_LONG, &dopt.gpus, "N",
+          "GPUs of each disaggregated setup (default 8 x the configuration's tensor parallelism)", 2, 4096, 0 },
+        { "prefill-scale", 0, ST_OPT_DOUBLE, &dopt.s_p, "S",
+          "the prefill workers' correction scale of the rate matching (default 0.9, AIConfigurator's)", 0.01, 1.0, 0 },
+        { "decode-scale", 0, ST_OPT_DOUBLE, &dopt.s_d, "S",
+          "the decode workers' correction scale (default 0.92, AIConfigurator's)", 0.01, 1.0, 0 },
         { "quiet", 'q', ST_OPT_FLAG, &quiet, NULL, "no progress output, only the final lines", 0, 0, 0 },
         { NULL, 0, 0, NULL, NULL, NULL, 0, 0, 0 },
     };
@@ -435,6 +596,12 @@ int cmd_predict(int argc, char **argv)
     }
     if (res.npos != 1) {
         rc = st_cli_usage_error("predict", "expected one SPEC file");
+        goto out;
+    }
+    st_disagg_link link_check;
+    if (disagg && dopt.connector && st_disagg_link_find(dopt.connector, &link_check)) {
+        snprintf(err, sizeof err, "--connector %s: not one of %s", dopt.connector, st_disagg_link_names());
+        rc = st_cli_usage_error("predict", err);
         goto out;
     }
     if ((rc = st_cli_run_spec(&r, res.pos[0])) != ST_EXIT_OK)
@@ -488,6 +655,9 @@ int cmd_predict(int argc, char **argv)
     if (suggest_rates && !sr.interrupted && !srun &&
         suggest(&r.spec, r.store, calib_path ? &calib : NULL, quiet, stop, line, sizeof line) == 1)
         sr.interrupted = 1;
+    if (disagg && !sr.interrupted && !srun &&
+        disagg_predict(&r.spec, r.store, calib_path ? &calib : NULL, &dopt, err, sizeof err))
+        fprintf(stderr, "servetune predict: --disagg: %s\n", err);
     rc = st_cli_run_finish(&r, &sr, srun != 0, "Prediction");
 out:
     st_cli_run_close(&r);

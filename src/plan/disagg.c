@@ -6,6 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "audit/spec.h"
 #include "emu/catalog.h"
 #include "emu/sim.h"
 #include "emu/steptime.h"
@@ -33,6 +34,22 @@ int st_disagg_link_find(const char *name, st_disagg_link *out)
 }
 
 const char *st_disagg_link_names(void) { return "nvlink, infiniband, pcie, ethernet"; }
+
+const char *st_disagg_link_default(const char *gpu)
+{
+    st_emu_gpu g;
+    char why[200];
+    return gpu && st_emu_gpu_find(gpu, &g, why, sizeof why) == 0 && g.link_bw >= 100e9 ? "nvlink" : "pcie";
+}
+
+void st_disagg_work_of_spec(const st_spec *s, st_disagg_work *out)
+{
+    *out = (st_disagg_work){ .input_tokens = st_spec_mean_input(s),
+                             .cached_tokens = s->workload.shared_prefix,
+                             .output_tokens = s->workload.output_tokens,
+                             .ttft_slo_s = s->slo.n > 0 ? s->slo.terms[0].max_ms / 1e3 : 0,
+                             .tpot_slo_s = s->slo.n > 1 ? s->slo.terms[1].max_ms / 1e3 : 0 };
+}
 
 double st_disagg_kv_bytes_per_token(const st_emu_model *m, st_emu_dtype kv)
 {

@@ -41,6 +41,9 @@ typedef struct st_disagg_link {
 int st_disagg_link_find(const char *name, st_disagg_link *out);
 /* The preset names, comma-separated (for messages and --help). */
 const char *st_disagg_link_names(void);
+/* The connector a worker on gpu uses when none is named: NVLink where the GPU has it (an
+ * all-reduce link of 100 GB/s or more in the catalog), else PCIe. */
+const char *st_disagg_link_default(const char *gpu);
 
 /* KV cache bytes of one token (the whole model: every layer's K and V) in kv's dtype. */
 double st_disagg_kv_bytes_per_token(const st_emu_model *m, st_emu_dtype kv);
@@ -57,6 +60,10 @@ typedef struct st_disagg_work {
     double output_tokens;          /* mean output */
     double ttft_slo_s, tpot_slo_s; /* 0: none */
 } st_disagg_work;
+
+struct st_spec;
+/* The workload and SLO of spec (its mean prompt, shared prefix, output; SLO terms 0 and 1). */
+void st_disagg_work_of_spec(const struct st_spec *spec, st_disagg_work *out);
 
 typedef struct st_disagg_worker {
     double prefill_rps;   /* one prefill worker (0: one prefill alone is over the TTFT SLO) */

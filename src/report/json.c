@@ -338,6 +338,11 @@ int st_report_json(const st_report *r, st_buf *out)
     json_object_set_new(root, "prediction", json_boolean(r->audit.prediction));
     json_object_set_new(root, "suggested_rates", str(r->audit.suggested_rates));
     json_object_set_new(root, "model_note", str(r->audit.model_note));
+    if (r->audit.prediction && r->audit.disagg) {
+        json_t *d = json_loads(r->audit.disagg, 0, NULL);
+        if (d)
+            json_object_set_new(root, "disaggregated", d);
+    }
     json_object_set_new(root, "note", str(r->audit.note));
     json_object_set_new(root, "started", iso(r->audit.started));
     json_object_set_new(root, "finished", iso(r->audit.finished));

@@ -979,6 +979,8 @@ int st_report_markdown(const st_report *r, st_buf *b)
     st_predvs_markdown(r, b);
     st_rep_quality_markdown(r, b);
     changes_section(r, b);
+    if (r->audit.prediction && r->audit.disagg_md)
+        st_buf_puts(b, r->audit.disagg_md); /* predict --disagg: written whole by the command */
     evidence_section(r, b);
     notes_section(r, b);
     return st_buf_error(b) ? -1 : 0;

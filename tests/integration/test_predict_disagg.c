@@ -1,0 +1,149 @@
+/* servetune predict --disagg end to end: each configuration of the spec also priced as the best
+ * xPyD at equal GPUs in report.md and report.json, marked as a prediction with nothing measured;
+ * its rate equal to AIConfigurator's rate matching computed from the per-worker rates it reports;
+ * a connector too slow for long prompts reported with the bandwidth it needed; the section kept
+ * when the report is re-rendered; a bad connector refused before anything runs. */
+#include "harness.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <sys/stat.h>
+
+#define ST_IT_TMP_PREFIX "/tmp/st_predict_disagg_it."
+#include "audit_util.h"
+
+static void put(const char *name, const char *text, char *path, size_t n)
+{
+    snprintf(path, n, "%s/%s", tmp, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* report.json's disaggregated configuration i (a new reference; the caller frees root). */
+static json_t *disagg_config(const char *out, int i, json_t **root)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/report.json", out);
+    json_error_t je;
+    *root = json_load_file(path, 0, &je);
+    if (!*root)
+        fail_msg("%s: %s", path, je.text);
+    json_t *d = json_object_get(*root, "disaggregated");
+    if (!json_is_object(d))
+        fail_msg("%s: no \"disaggregated\" object", path);
+    if (!json_is_false(json_object_get(d, "measured")))
+        fail_msg("%s: the disaggregated section does not say it was not measured", path);
+    json_t *c = json_array_get(json_object_get(d, "configurations"), (size_t)i);
+    if (!json_is_object(c))
+        fail_msg("%s: no disaggregated configuration %d", path, i);
+    return c;
+}
+
+static double num(json_t *c, const char *key)
+{
+    json_t *v = json_object_get(c, key);
+    if (!json_is_number(v))
+        fail_msg("report.json disaggregated: no number %s", key);
+    return json_number_value(v);
+}
+
+static const char *spec_text =
+    "engine: {kind: vllm, model: Qwen/Qwen3-8B}\nhardware: {gpu: H100, price_per_gpu_hour: 2.5}\npeak_rate: 10\n"
+    "workload: {input_tokens: 2000, output_tokens: 200, seed: 1, requests_per_rate: 60}\nrates: [1, 4]\n"
+    "slo: {ttft_p95_ms: 3000, tpot_p95_ms: 100}\nsearch: {mode: burst}\n"
+    "configurations:\n  - name: tp1\n  - name: tp2\n    add_flags: [--tensor-parallel-size, '2']\n";
+
+static void each_configuration_priced_disaggregated(void **state)
+{
+    (void)state;
+    char specp[600], out[600], md[700];
+    put("p.yaml", spec_text, specp, sizeof specp);
+    snprintf(out, sizeof out, "%s/out", tmp);
+    snprintf(md, sizeof md, "%s/report.md", out);
+    /* without --disagg: no section */
+    const char *plain[] = { "predict", specp, "-o", out, "-q", NULL };
+    assert_int_equal(run_servetune(plain, 300), 0);
+    assert_false(file_has(md, "Disaggregated prefill/decode"));
+    const char *a[] = { "predict", specp, "-o", out, "-q", "--disagg", "--disagg-gpus", "8", NULL };
+    assert_int_equal(run_servetune(a, 300), 0);
+    if (!file_has(md, "## Disaggregated prefill/decode (a prediction)"))
+        fail_msg("%s: no disaggregated section", md);
+    assert_true(file_has(md, "no disaggregated setup was measured"));
+    assert_true(file_has(md, "rate matched: min("));
+    assert_true(file_has(md, "--kv-transfer-config"));
+    assert_false(file_has(md, "cannot keep up"));
+    const char *names[] = { "tp1", "tp2" };
+    for (int i = 0; i < 2; i++) {
+        json_t *root;
+        json_t *c = disagg_config(out, i, &root);
+        assert_string_equal(json_string_value(json_object_get(c, "configuration")), names[i]);
+        assert_string_equal(json_string_value(json_object_get(c, "connector")), "nvlink");
+        double x = num(c, "x"), y = num(c, "y"), p = num(c, "prefill_worker_rps"), d = num(c, "decode_worker_rps");
+        /* equal GPUs: x + y workers of the configuration's tensor parallelism make the 8 GPUs */
+        if ((x + y) * (i + 1) != 8)
+            fail_msg("%s: %gP%gD workers of %d GPUs are not 8 GPUs", names[i], x, y, i + 1);
+        /* parity: the rate is AIConfigurator's min(x P 0.9, y D 0.92), the link not binding */
+        double want = fmin(x * p * 0.9, y * d * 0.92), got = num(c, "rps");
+        assert_false(json_is_true(json_object_get(c, "link_limited")));
+        if (!(want > 0) || fabs(got - want) > 1e-9 * want)
+            fail_msg("%s: %.12g requests/s, the rate matching gives %.12g", names[i], got, want);
+        assert_true(fabs(num(c, "rate_matched_rps") - want) <= 1e-9 * want);
+        /* beside the same GPUs aggregated at the predicted capacity */
+        if (!(num(c, "aggregated_rps") > 0))
+            fail_msg("%s: no aggregated capacity beside the disaggregated one", names[i]);
+        json_decref(root);
+    }
+    /* the report re-rendered from the store keeps the section */
+    unlink(md);
+    const char *r[] = { "report", out, NULL };
+    assert_int_equal(run_servetune(r, 120), 0);
+    assert_true(file_has(md, "no disaggregated setup was measured"));
+}
+
+static void slow_connector_and_bad_input(void **state)
+{
+    (void)state;
+    char specp[600], out[600], md[700];
+    /* a small model prefills fast and its KV is large for its size (114 KB a token): 4,000-token
+     * prompts are more than Ethernet carries */
+    put("long.yaml",
+        "engine: {kind: vllm, model: Qwen/Qwen3-0.6B}\nhardware: {gpu: H100, price_per_gpu_hour: 2.5}\npeak_rate: 10\n"
+        "workload: {input_tokens: 4000, output_tokens: 100, seed: 1, requests_per_rate: 60}\nrates: [2, 8]\n"
+        "slo: {ttft_p95_ms: 3000, tpot_p95_ms: 100}\nsearch: {mode: burst}\n",
+        specp, sizeof specp);
+    snprintf(out, sizeof out, "%s/out", tmp);
+    snprintf(md, sizeof md, "%s/report.md", out);
+    const char *a[] = { "predict", specp, "-o", out, "-q", "--disagg", "--connector", "ethernet", NULL };
+    assert_int_equal(run_servetune(a, 300), 0);
+    if (!file_has(md, "cannot keep up"))
+        fail_msg("%s: no word of the KV transfer that Ethernet cannot carry", md);
+    assert_true(file_has(md, "GB/s over ethernet"));
+    json_t *root;
+    json_t *c = disagg_config(out, 0, &root);
+    assert_true(json_is_true(json_object_get(c, "link_limited")));
+    if (!(num(c, "link_need_gbps") > num(c, "link_gbps")))
+        fail_msg("the needed %g GB/s is not over the link's %g GB/s", num(c, "link_need_gbps"), num(c, "link_gbps"));
+    /* the link, not the rate matching, sets the rate */
+    assert_true(num(c, "rps") < num(c, "rate_matched_rps"));
+    json_decref(root);
+    /* an unknown connector: refused before anything runs */
+    char out2[600], log[700];
+    snprintf(out2, sizeof out2, "%s/out2", tmp);
+    const char *b[] = { "predict", specp, "-o", out2, "--disagg", "--connector", "smoke-signals", NULL };
+    assert_int_equal(run_servetune(b, 60), 2);
+    snprintf(log, sizeof log, "%s/servetune.out", tmp);
+    assert_true(file_has(log, "nvlink, infiniband, pcie, ethernet"));
+    struct stat st;
+    assert_int_equal(stat(out2, &st), -1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest t[] = {
+        cmocka_unit_test_setup_teardown(each_configuration_priced_disaggregated, setup, teardown),
+        cmocka_unit_test_setup_teardown(slow_connector_and_bad_input, setup, teardown),
+    };
+    return cmocka_run_group_tests(t, 0, 0);
+}
