@@ -481,8 +481,8 @@ int st_store_audit_get(st_store *s, st_audit_row *out)
         free(p);
         if (got < 0 || st_store_meta_get(s, "suggested_rates", &out->suggested_rates) < 0 ||
             st_store_meta_get(s, "model_note", &out->model_note) < 0 ||
-            st_store_meta_get(s, "disagg_md", &out->disagg_md) < 0 || st_store_meta_get(s, "disagg", &out->disagg) < 0 ||
-            st_store_meta_get(s, "traffic", &out->traffic) < 0)
+            st_store_meta_get(s, "disagg_md", &out->disagg_md) < 0 ||
+            st_store_meta_get(s, "disagg", &out->disagg) < 0 || st_store_meta_get(s, "traffic", &out->traffic) < 0)
             rc = -1;
     }
     if (rc == 1 && bad)

@@ -58,7 +58,7 @@ static void help(const st_opt *opts)
         "  servetune predict examples/qwen3-8b-h100.yaml --suggest-rates   # a rates: line for the real audit\n"
         "  servetune report predict-out                                     # re-render (still a prediction)\n"
         "  servetune predict my.yaml --calibration calib.json               # with constants fitted to your audit\n"
-        "  servetune predict examples/qwen3-8b-h100.yaml --disagg --connector infiniband  # xPyD at equal GPUs\n"
+        "  servetune predict examples/qwen3-8b-h100.yaml --disagg --connector pcie  # xPyD, same GPUs\n"
         "  servetune predict --agents examples/agent-tasks.jsonl --model Qwen/Qwen3-8B --gpu H100  # agent tasks\n\n"
         "Engines: kinds vllm and emulator are modelled (their vLLM flags through the emulator's parser;\n"
         "the GPU from --gpu, SERVETUNE_EMULATE_GPU in the spec's env, or hardware.gpu; --time-scale is\n"
