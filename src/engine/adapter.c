@@ -10,20 +10,29 @@
 #include "core/parse.h"
 #include "emu/flags.h"
 
-static const char *engine_names[ST_ENGINE__COUNT] = {
-    [ST_ENGINE_VLLM] = "vllm",         [ST_ENGINE_SGLANG] = "sglang",     [ST_ENGINE_TGI] = "tgi",
-    [ST_ENGINE_LLAMACPP] = "llamacpp", [ST_ENGINE_EMULATOR] = "emulator", [ST_ENGINE_ENDPOINT] = "endpoint",
+static const st_engine_kind_info kinds[ST_ENGINE__COUNT] = {
+    [ST_ENGINE_VLLM] = { "vllm", ST_API_COMPLETIONS, "vllm", "/v1/models" },
+    [ST_ENGINE_SGLANG] = { "sglang", ST_API_COMPLETIONS, "sglang", "/v1/models" },
+    [ST_ENGINE_TGI] = { "tgi", ST_API_TGI, "tgi", "/info" },
+    [ST_ENGINE_LLAMACPP] = { "llamacpp", ST_API_COMPLETIONS, "llamacpp", "/v1/models" },
+    [ST_ENGINE_EMULATOR] = { "emulator", ST_API_COMPLETIONS, "vllm", "/v1/models" },
+    [ST_ENGINE_ENDPOINT] = { "endpoint", ST_API_COMPLETIONS, "vllm", "/v1/models" },
 };
+
+const st_engine_kind_info *st_engine_kind_info_of(st_engine_kind k)
+{
+    return (k >= 0 && k < ST_ENGINE__COUNT) ? &kinds[k] : NULL;
+}
 
 const char *st_engine_kind_name(st_engine_kind k)
 {
-    return (k >= 0 && k < ST_ENGINE__COUNT) ? engine_names[k] : "unknown";
+    return (k >= 0 && k < ST_ENGINE__COUNT) ? kinds[k].name : "unknown";
 }
 
 int st_engine_kind_from_name(const char *s, st_engine_kind *out)
 {
     for (int i = 0; i < ST_ENGINE__COUNT; i++)
-        if (s && !strcmp(s, engine_names[i])) {
+        if (s && !strcmp(s, kinds[i].name)) {
             *out = (st_engine_kind)i;
             return 0;
         }
@@ -175,10 +184,10 @@ int st_adapter_launch(const st_engine_desc *d, int port, const char *self_exe, s
         }
         out->time_scale = k;
     }
+    const st_engine_kind_info *ki = st_engine_kind_info_of(d->kind);
     out->health_path = "/health";
-    out->models_path = "/v1/models";
-    out->metrics_dialect = "vllm";
-    const char *api_default = "completions";
+    out->models_path = ki ? ki->models_path : "/v1/models";
+    out->metrics_dialect = ki ? ki->metrics_dialect : "vllm";
     char portbuf[16];
     snprintf(portbuf, sizeof portbuf, "%d", port);
     st_strv *a = &out->argv;
@@ -222,7 +231,6 @@ int st_adapter_launch(const st_engine_desc *d, int port, const char *self_exe, s
             if (!has)
                 rc = st_strv_push(a, "--enable-metrics");
         }
-        out->metrics_dialect = "sglang";
         break;
     case ST_ENGINE_TGI:
         if (!have_cmd)
@@ -230,9 +238,6 @@ int st_adapter_launch(const st_engine_desc *d, int port, const char *self_exe, s
         rc = rc || push_all(a, (const char *[]){ "--model-id", model, NULL }) ||
              push_flags(out, d->kind, fl, err, errlen) ||
              push_all(a, (const char *[]){ "--hostname", "127.0.0.1", "--port", portbuf, NULL });
-        out->models_path = "/info";
-        out->metrics_dialect = "tgi";
-        api_default = "tgi";
         break;
     case ST_ENGINE_LLAMACPP:
         if (!have_cmd)
@@ -249,7 +254,6 @@ int st_adapter_launch(const st_engine_desc *d, int port, const char *self_exe, s
             if (!has)
                 rc = st_strv_push(a, "--metrics");
         }
-        out->metrics_dialect = "llamacpp";
         break;
     case ST_ENGINE_ENDPOINT:
     default: break;
@@ -294,7 +298,7 @@ int st_adapter_launch(const st_engine_desc *d, int port, const char *self_exe, s
         out->host = strdup("127.0.0.1");
         out->port = port;
     }
-    out->api = d->api ? d->api : api_default;
+    out->api = d->api_set ? d->api : ki ? ki->api : ST_API_COMPLETIONS;
     if (!out->base_url || !out->host || !out->expected_model) {
         snprintf(err, errlen, "out of memory");
         st_launch_free(out);

@@ -50,7 +50,7 @@ static void vllm_and_emulator_argv(void **state)
     assert_string_equal(l.expected_model, "Qwen/Qwen3-8B");
     assert_string_equal(l.base_url, "http://127.0.0.1:8123");
     assert_near(l.time_scale, 20, 0);
-    assert_string_equal(l.api, "completions");
+    assert_int_equal(l.api, ST_API_COMPLETIONS);
     st_launch_free(&l);
     /* the fp8 configuration serves another checkpoint under another name */
     assert_int_equal(st_spec_launch(&s, &s.configs[1], 8123, NULL, &l, err, sizeof err), 0);
@@ -86,7 +86,7 @@ static void other_engines(void **state)
     argv_equals(&l, (const char *[]){ "text-generation-launcher", "--model-id", "Qwen/Qwen3-8B", "--max-num-seqs", "64",
                                       "--time-scale", "20", "--hostname", "127.0.0.1", "--port", "3000", NULL });
     assert_string_equal(l.models_path, "/info");
-    assert_string_equal(l.api, "tgi");
+    assert_int_equal(l.api, ST_API_TGI);
     st_launch_free(&l);
     st_spec_free(&s);
     load(&s, "llamacpp", "");
