@@ -10,13 +10,23 @@
 #include "core/parse.h"
 #include "emu/flags.h"
 
+#define VLLM_IMAGE "vllm/vllm-openai:latest"
 static const st_engine_kind_info kinds[ST_ENGINE__COUNT] = {
-    [ST_ENGINE_VLLM] = { "vllm", ST_API_COMPLETIONS, "vllm", "/v1/models" },
-    [ST_ENGINE_SGLANG] = { "sglang", ST_API_COMPLETIONS, "sglang", "/v1/models" },
-    [ST_ENGINE_TGI] = { "tgi", ST_API_TGI, "tgi", "/info" },
-    [ST_ENGINE_LLAMACPP] = { "llamacpp", ST_API_COMPLETIONS, "llamacpp", "/v1/models" },
-    [ST_ENGINE_EMULATOR] = { "emulator", ST_API_COMPLETIONS, "vllm", "/v1/models" },
-    [ST_ENGINE_ENDPOINT] = { "endpoint", ST_API_COMPLETIONS, "vllm", "/v1/models" },
+    [ST_ENGINE_VLLM] = { "vllm", ST_API_COMPLETIONS, "vllm", "/v1/models", { "vllm", "serve" }, NULL, "--host", NULL,
+                         8000, VLLM_IMAGE, VLLM_IMAGE, "--tensor-parallel-size" },
+    [ST_ENGINE_SGLANG] = { "sglang", ST_API_COMPLETIONS, "sglang", "/v1/models",
+                           { "python3", "-m", "sglang.launch_server" }, "--model-path", "--host", "--enable-metrics",
+                           30000, "lmsysorg/sglang:latest", "lmsysorg/sglang:latest", "--tp" },
+    [ST_ENGINE_TGI] = { "tgi", ST_API_TGI, "tgi", "/info", { "text-generation-launcher" }, "--model-id", "--hostname",
+                        NULL, 8080, "ghcr.io/huggingface/text-generation-inference:latest",
+                        "ghcr.io/huggingface/text-generation-inference:latest", "--num-shard" },
+    [ST_ENGINE_LLAMACPP] = { "llamacpp", ST_API_COMPLETIONS, "llamacpp", "/v1/models", { "llama-server" }, "-m", "--host",
+                             "--metrics", 8080, "ghcr.io/ggml-org/llama.cpp:server-cuda",
+                             "ghcr.io/ggml-org/llama.cpp:server", NULL },
+    [ST_ENGINE_EMULATOR] = { "emulator", ST_API_COMPLETIONS, "vllm", "/v1/models", { "vllm", "serve" }, NULL, "--host",
+                             NULL, 8000, VLLM_IMAGE, VLLM_IMAGE, NULL },
+    [ST_ENGINE_ENDPOINT] = { "endpoint", ST_API_COMPLETIONS, "vllm", "/v1/models", { "vllm", "serve" }, NULL, "--host",
+                             NULL, 8000, VLLM_IMAGE, VLLM_IMAGE, NULL },
 };
 
 const st_engine_kind_info *st_engine_kind_info_of(st_engine_kind k)
@@ -201,62 +211,31 @@ int st_adapter_launch(const st_engine_desc *d, int port, const char *self_exe, s
             }
             rc = st_strv_push(a, cmd->v[i]);
         }
-    switch (d->kind) {
-    case ST_ENGINE_VLLM:
-    case ST_ENGINE_EMULATOR:
-        if (!have_cmd) {
-            if (d->kind == ST_ENGINE_VLLM) {
-                rc = rc || push_all(a, (const char *[]){ "vllm", "serve", NULL });
-            } else {
-                if (!self_exe) {
-                    snprintf(err, errlen, "the emulator needs the path of the servetune binary");
-                    goto fail;
-                }
-                rc = rc || push_all(a, (const char *[]){ self_exe, "emulate", "serve", NULL });
+    if (d->kind != ST_ENGINE_ENDPOINT && ki) {
+        if (!have_cmd && d->kind == ST_ENGINE_EMULATOR) {
+            if (!self_exe) {
+                snprintf(err, errlen, "the emulator needs the path of the servetune binary");
+                goto fail;
             }
+            rc = rc || push_all(a, (const char *[]){ self_exe, "emulate", "serve", NULL });
+        } else if (!have_cmd) {
+            rc = rc || push_all(a, ki->program);
         }
-        rc = rc || st_strv_push(a, model) || push_flags(out, d->kind, fl, err, errlen) ||
-             push_all(a, (const char *[]){ "--host", "127.0.0.1", "--port", portbuf, NULL });
-        break;
-    case ST_ENGINE_SGLANG:
-        if (!have_cmd)
-            rc = rc || push_all(a, (const char *[]){ "python3", "-m", "sglang.launch_server", NULL });
-        rc = rc || push_all(a, (const char *[]){ "--model-path", model, NULL }) ||
-             push_flags(out, d->kind, fl, err, errlen) ||
-             push_all(a, (const char *[]){ "--host", "127.0.0.1", "--port", portbuf, NULL });
-        if (!rc && !st_flag_value(fl, "--enable-metrics")) {
-            int has = 0;
-            for (int i = 0; i < fl->n; i++)
-                has |= !strcmp(fl->v[i], "--enable-metrics");
-            if (!has)
-                rc = st_strv_push(a, "--enable-metrics");
-        }
-        break;
-    case ST_ENGINE_TGI:
-        if (!have_cmd)
-            rc = rc || push_all(a, (const char *[]){ "text-generation-launcher", NULL });
-        rc = rc || push_all(a, (const char *[]){ "--model-id", model, NULL }) ||
-             push_flags(out, d->kind, fl, err, errlen) ||
-             push_all(a, (const char *[]){ "--hostname", "127.0.0.1", "--port", portbuf, NULL });
-        break;
-    case ST_ENGINE_LLAMACPP:
-        if (!have_cmd)
-            rc = rc || push_all(a, (const char *[]){ "llama-server", NULL });
-        rc = rc || push_all(a, (const char *[]){ "-m", model, NULL }) || push_flags(out, d->kind, fl, err, errlen);
+        if (ki->model_flag)
+            rc = rc || st_strv_push(a, ki->model_flag);
+        rc = rc || st_strv_push(a, model) || push_flags(out, d->kind, fl, err, errlen);
         /* without an alias llama-server lists the model's path: name it what the spec expects */
         if (add_alias && out->expected_model)
             rc = rc || push_all(a, (const char *[]){ "--alias", out->expected_model, NULL });
-        rc = rc || push_all(a, (const char *[]){ "--host", "127.0.0.1", "--port", portbuf, NULL });
-        if (!rc) {
+        rc = rc || push_all(a, (const char *[]){ ki->host_flag, "127.0.0.1", "--port", portbuf, NULL });
+        /* sglang also takes --enable-metrics=VALUE; llama-server only the bare flag */
+        if (!rc && ki->metrics_flag && (d->kind != ST_ENGINE_SGLANG || !st_flag_value(fl, ki->metrics_flag))) {
             int has = 0;
             for (int i = 0; i < fl->n; i++)
-                has |= !strcmp(fl->v[i], "--metrics");
+                has |= !strcmp(fl->v[i], ki->metrics_flag);
             if (!has)
-                rc = st_strv_push(a, "--metrics");
+                rc = st_strv_push(a, ki->metrics_flag);
         }
-        break;
-    case ST_ENGINE_ENDPOINT:
-    default: break;
     }
     if (rc) {
         if (!err[0])

@@ -37,13 +37,26 @@ typedef enum st_engine_kind {
 
 /* What is fixed per engine kind, in one table (adapter.c's kinds[]): its name in specs, the load
  * API a spec that names none gets, the metrics dialect (engine/metrics.h) and where it lists its
- * models. The launch argv is built per kind by st_adapter_launch; the deploy snippets per kind by
- * cluster/deploy.c. */
+ * models, how its command line is spelled, and its deploy snippets' image, port and GPU flag.
+ * st_adapter_launch and report/deploy.c read it. */
+#define ST_ENGINE_PROGRAM_WORDS 4
 typedef struct st_engine_kind_info {
     const char *name;
     st_api_kind api;             /* the default load API */
     const char *metrics_dialect; /* "vllm", "sglang", "tgi", "llamacpp" */
     const char *models_path;     /* "/v1/models" or "/info" (TGI) */
+    /* the command line: the program's words (NULL-ended; the emulator's is servetune's own),
+     * the flag before the model (NULL: the model is positional), the host flag, the flag that
+     * turns the metrics endpoint on (NULL: on by default) */
+    const char *program[ST_ENGINE_PROGRAM_WORDS];
+    const char *model_flag;
+    const char *host_flag;
+    const char *metrics_flag;
+    /* deploy snippets (report/deploy.c): the port in the container, the images (GPU, CPU)
+     * and the flag that sets GPUs per replica (NULL: none) */
+    int deploy_port;
+    const char *image, *image_cpu;
+    const char *tp_flag;
 } st_engine_kind_info;
 
 /* The descriptor of kind k, or NULL for a value outside st_engine_kind. */
