@@ -226,7 +226,7 @@ static int run_from_records(st_calibrate_run *run, st_store *store, const st_run
         st_record_free(&rec[k]);
     free(rec);
     for (uint32_t k = 0; ir == 0 && k < run->n; k++)
-        run->items[k].chat = spec->engine.api && !strcmp(spec->engine.api, "chat");
+        run->items[k].chat = st_spec_api(spec) == ST_API_CHAT;
     if (ir < 0) {
         snprintf(err, errlen, "out of memory");
         return -1;

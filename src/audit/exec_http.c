@@ -409,8 +409,7 @@ static int http_prepare(st_executor *x, st_workload *w)
     engine *E = &H->E;
     if (!st_spec_fits_prompts(H->spec) || H->tok_state < 0 || !H->active) /* a text API (chat, TGI) */
         return 0;
-    st_api_kind api = ST_API_COMPLETIONS;
-    st_api_from_name(E->l.api, &api);
+    st_api_kind api = E->l.api;
     char err[512], line[700];
     if (!H->tok) {
         H->tok = st_tokenizer_new(E->l.base_url, api, E->l.expected_model, E->api_key, 0, NULL, 30, err, sizeof err);
@@ -504,8 +503,7 @@ static int http_run_rate(st_executor *x, const st_exec_rate *in, st_config_row *
     for (uint32_t i = n - in->w->n_dependent; i < n && K != 1; i++)
         in->w->items[i].think = (st_ns)((double)in->w->items[i].think / K);
     http_tick T = { .in = in };
-    st_api_kind api = ST_API_COMPLETIONS;
-    st_api_from_name(E->l.api, &api);
+    st_api_kind api = E->l.api;
     st_runner_config rc = { .url = E->l.base_url,
                             .api = (int)api,
                             .stream = 1,
@@ -622,8 +620,7 @@ static int http_post(st_executor *x, const char *path, const char *body, size_t 
         return -1;
     }
     if (!H->tok) {
-        st_api_kind api = ST_API_COMPLETIONS;
-        st_api_from_name(E->l.api, &api);
+        st_api_kind api = E->l.api;
         H->tok = st_tokenizer_new(E->l.base_url, api, E->l.expected_model, E->api_key, 0, NULL,
                                   H->spec->timeouts.request_s > 0 ? H->spec->timeouts.request_s : 30, err, errlen);
         if (!H->tok)

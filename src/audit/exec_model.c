@@ -341,7 +341,7 @@ static int model_run_rate(st_executor *x, const st_exec_rate *in, st_config_row 
         return -1;
     }
     st_emu_sim_items_from_workload(in->w, in->sched, items);
-    int chat = M->spec->engine.api && !strcmp(M->spec->engine.api, "chat");
+    int chat = st_spec_api(M->spec) == ST_API_CHAT;
     for (uint32_t i = 0; i < n; i++) { /* as the emulator's HTTP server: floor(share x max_tokens) */
         items[i].chat = chat;
         items[i].n_reason = (uint32_t)floor(M->reasoning_share * items[i].output_len);

@@ -14,7 +14,7 @@ st_qapi st_quality_api(const st_spec *s, char *why, size_t whylen)
 {
     if (s->engine.kind == ST_ENGINE_LLAMACPP)
         return ST_QAPI_LLAMACPP;
-    if (s->engine.kind == ST_ENGINE_TGI || (s->engine.api && !strcmp(s->engine.api, "tgi"))) {
+    if (s->engine.kind == ST_ENGINE_TGI || st_spec_api(s) == ST_API_TGI) {
         st_errf(why, whylen,
                 "TGI's API returns no top-k log-probabilities of the generated tokens (details.top_tokens is not "
                 "asked): the answers were not compared");

@@ -44,7 +44,6 @@ void st_spec_free(st_spec *s)
     st_strv_free(&s->engine.flags);
     envv_free(&s->engine.env);
     free(s->engine.url);
-    free(s->engine.api);
     free(s->engine.api_key_env);
     free(s->hardware.gpu);
     free(s->workload.trace);
@@ -373,15 +372,10 @@ static int parse_engine(pctx *p, yaml_node_t *n, st_spec *s)
         return failf(p, n, "engine: kind endpoint needs 'url'");
     }
     if ((v = kv(k, nk, "api"))) {
-        static const char *apis[] = { "completions", "chat", "tgi", "llamacpp", "sglang" };
-        int ok = 0;
-        for (size_t i = 0; i < sizeof apis / sizeof *apis; i++)
-            ok |= scalar(v) && !strcmp(scalar(v), apis[i]);
-        if (!ok)
+        if (!scalar(v) || st_api_from_name(scalar(v), &s->engine.api))
             return failf(p, v, "engine.api: unknown API '%s' (completions, chat, tgi, llamacpp, sglang)",
                          scalar(v) ? scalar(v) : "?");
-        if (get_str(p, v, "engine.api", &s->engine.api))
-            return -1;
+        s->engine.api_set = 1;
     }
     if ((v = kv(k, nk, "api_key_env"))) {
         if (get_str(p, v, "engine.api_key_env", &s->engine.api_key_env))
@@ -1882,6 +1876,7 @@ int st_spec_launch(const st_spec *s, const st_spec_config *c, int port, const ch
         .flags = &flags,
         .served_name = s->engine.served_name,
         .url = s->engine.url,
+        .api_set = s->engine.api_set,
         .api = s->engine.api,
     };
     int rc = st_adapter_launch(&d, port, self_exe, out, err, errlen);
@@ -2035,10 +2030,16 @@ double st_spec_mean_input(const st_spec *s)
     return (double)s->workload.input_tokens + (s->workload.vllm_semantics ? s->workload.shared_prefix : 0);
 }
 
+st_api_kind st_spec_api(const st_spec *s)
+{
+    const st_engine_kind_info *ki = st_engine_kind_info_of(s->engine.kind);
+    return s->engine.api_set ? s->engine.api : ki ? ki->api : ST_API_COMPLETIONS;
+}
+
 int st_spec_fits_prompts(const st_spec *s)
 {
-    const char *api = s->engine.api;
-    int text = api ? !strcmp(api, "chat") || !strcmp(api, "tgi") : s->engine.kind == ST_ENGINE_TGI;
+    st_api_kind api = st_spec_api(s);
+    int text = api == ST_API_CHAT || api == ST_API_TGI;
     /* a session's later turns carry the conversation's real text: not fitted */
     return text && !s->workload.exact_prompts_off && !s->workload.sessions.on;
 }

@@ -109,7 +109,8 @@ typedef struct st_spec {
         st_strv flags;     /* baseline flags */
         st_envv env;
         char *url;         /* endpoint: base URL; others: NULL */
-        char *api;         /* "completions" (default), "chat", "tgi", "llamacpp", "sglang" */
+        int api_set;       /* engine.api given (else the kind's default: st_spec_api) */
+        st_api_kind api;   /* completions, chat, tgi, llamacpp, sglang (load/api.h) */
         char *api_key_env; /* NAME of the environment variable holding the API key, or NULL */
         int port;          /* 0: pick a free port on 127.0.0.1 */
     } engine;
@@ -373,5 +374,7 @@ double st_spec_mean_input(const st_spec *s);
  * before a run: a text API (chat, or TGI's, the tgi engine's default), exact_prompts not off, and
  * no multi-turn sessions (their later turns carry the conversation's real text). */
 int st_spec_fits_prompts(const st_spec *s);
+/* The load API the engine is spoken to in: engine.api, else the engine kind's default. */
+st_api_kind st_spec_api(const st_spec *s);
 
 #endif

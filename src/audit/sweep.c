@@ -133,7 +133,7 @@ static void key_common(st_buf *b, const st_spec *s, const st_spec_config *c, con
         st_buf_printf(b, "env=%s=%s\x1f", s->engine.env.key[i], s->engine.env.val[i]);
     for (int i = 0; i < c->env.n; i++)
         st_buf_printf(b, "cenv=%s=%s\x1f", c->env.key[i], c->env.val[i]);
-    st_buf_printf(b, "|url=%s|api=%s|%s", s->engine.url ? s->engine.url : "", s->engine.api ? s->engine.api : "",
+    st_buf_printf(b, "|url=%s|api=%s|%s", s->engine.url ? s->engine.url : "", s->engine.api_set ? st_api_name(s->engine.api) : "",
                   st_spec_fits_prompts(s) ? "exact|" : "");
     if (s->workload.kind == ST_WL_SYNTHETIC)
         st_buf_printf(b, "syn=%u,%u,%.17g,%u%s", s->workload.input_tokens, s->workload.output_tokens,

@@ -104,7 +104,7 @@ static void model_note(const st_spec *spec, const st_emu_calib *calib, char *out
     if (!isfinite(chat))
         chat = EMU_FE_CHAT_FACTOR;
     char per[160] = "";
-    if (spec->engine.api && !strcmp(spec->engine.api, "chat")) {
+    if (st_spec_api(spec) == ST_API_CHAT) {
         snprintf(per, sizeof per, " (%.1f ms x %.2f, a chat request's cost)", lat * 1e3, chat);
         lat *= chat;
     }

@@ -10,20 +10,99 @@
 #include "core/parse.h"
 #include "emu/flags.h"
 
-static const char *engine_names[ST_ENGINE__COUNT] = {
-    [ST_ENGINE_VLLM] = "vllm",         [ST_ENGINE_SGLANG] = "sglang",     [ST_ENGINE_TGI] = "tgi",
-    [ST_ENGINE_LLAMACPP] = "llamacpp", [ST_ENGINE_EMULATOR] = "emulator", [ST_ENGINE_ENDPOINT] = "endpoint",
+#define VLLM_IMAGE "vllm/vllm-openai:latest"
+#define TGI_IMAGE "ghcr.io/huggingface/text-generation-inference:latest"
+/* One entry per engine kind (adapter.h: st_engine_kind_info). The emulator stands for vLLM in
+ * the deploy snippets; an endpoint is never started nor deployed. */
+static const st_engine_kind_info kinds[ST_ENGINE__COUNT] = {
+    [ST_ENGINE_VLLM] = { .name = "vllm",
+                         .api = ST_API_COMPLETIONS,
+                         .metrics_dialect = "vllm",
+                         .models_path = "/v1/models",
+                         .program = { "vllm", "serve" },
+                         .model_flag = NULL,
+                         .host_flag = "--host",
+                         .metrics_flag = NULL,
+                         .deploy_port = 8000,
+                         .image = VLLM_IMAGE,
+                         .image_cpu = VLLM_IMAGE,
+                         .tp_flag = "--tensor-parallel-size" },
+    [ST_ENGINE_SGLANG] = { .name = "sglang",
+                           .api = ST_API_COMPLETIONS,
+                           .metrics_dialect = "sglang",
+                           .models_path = "/v1/models",
+                           .program = { "python3", "-m", "sglang.launch_server" },
+                           .model_flag = "--model-path",
+                           .host_flag = "--host",
+                           .metrics_flag = "--enable-metrics",
+                           .deploy_port = 30000,
+                           .image = "lmsysorg/sglang:latest",
+                           .image_cpu = "lmsysorg/sglang:latest",
+                           .tp_flag = "--tp" },
+    [ST_ENGINE_TGI] = { .name = "tgi",
+                        .api = ST_API_TGI,
+                        .metrics_dialect = "tgi",
+                        .models_path = "/info",
+                        .program = { "text-generation-launcher" },
+                        .model_flag = "--model-id",
+                        .host_flag = "--hostname",
+                        .metrics_flag = NULL,
+                        .deploy_port = 8080,
+                        .image = TGI_IMAGE,
+                        .image_cpu = TGI_IMAGE,
+                        .tp_flag = "--num-shard" },
+    [ST_ENGINE_LLAMACPP] = { .name = "llamacpp",
+                             .api = ST_API_COMPLETIONS,
+                             .metrics_dialect = "llamacpp",
+                             .models_path = "/v1/models",
+                             .program = { "llama-server" },
+                             .model_flag = "-m",
+                             .host_flag = "--host",
+                             .metrics_flag = "--metrics",
+                             .deploy_port = 8080,
+                             .image = "ghcr.io/ggml-org/llama.cpp:server-cuda",
+                             .image_cpu = "ghcr.io/ggml-org/llama.cpp:server",
+                             .tp_flag = NULL },
+    [ST_ENGINE_EMULATOR] = { .name = "emulator",
+                             .api = ST_API_COMPLETIONS,
+                             .metrics_dialect = "vllm",
+                             .models_path = "/v1/models",
+                             .program = { "vllm", "serve" },
+                             .model_flag = NULL,
+                             .host_flag = "--host",
+                             .metrics_flag = NULL,
+                             .deploy_port = 8000,
+                             .image = VLLM_IMAGE,
+                             .image_cpu = VLLM_IMAGE,
+                             .tp_flag = NULL },
+    [ST_ENGINE_ENDPOINT] = { .name = "endpoint",
+                             .api = ST_API_COMPLETIONS,
+                             .metrics_dialect = "vllm",
+                             .models_path = "/v1/models",
+                             .program = { "vllm", "serve" },
+                             .model_flag = NULL,
+                             .host_flag = "--host",
+                             .metrics_flag = NULL,
+                             .deploy_port = 8000,
+                             .image = VLLM_IMAGE,
+                             .image_cpu = VLLM_IMAGE,
+                             .tp_flag = NULL },
 };
+
+const st_engine_kind_info *st_engine_kind_info_of(st_engine_kind k)
+{
+    return (k >= 0 && k < ST_ENGINE__COUNT) ? &kinds[k] : NULL;
+}
 
 const char *st_engine_kind_name(st_engine_kind k)
 {
-    return (k >= 0 && k < ST_ENGINE__COUNT) ? engine_names[k] : "unknown";
+    return (k >= 0 && k < ST_ENGINE__COUNT) ? kinds[k].name : "unknown";
 }
 
 int st_engine_kind_from_name(const char *s, st_engine_kind *out)
 {
     for (int i = 0; i < ST_ENGINE__COUNT; i++)
-        if (s && !strcmp(s, engine_names[i])) {
+        if (s && !strcmp(s, kinds[i].name)) {
             *out = (st_engine_kind)i;
             return 0;
         }
@@ -175,10 +254,10 @@ int st_adapter_launch(const st_engine_desc *d, int port, const char *self_exe, s
         }
         out->time_scale = k;
     }
+    const st_engine_kind_info *ki = st_engine_kind_info_of(d->kind);
     out->health_path = "/health";
-    out->models_path = "/v1/models";
-    out->metrics_dialect = "vllm";
-    const char *api_default = "completions";
+    out->models_path = ki ? ki->models_path : "/v1/models";
+    out->metrics_dialect = ki ? ki->metrics_dialect : "vllm";
     char portbuf[16];
     snprintf(portbuf, sizeof portbuf, "%d", port);
     st_strv *a = &out->argv;
@@ -192,67 +271,31 @@ int st_adapter_launch(const st_engine_desc *d, int port, const char *self_exe, s
             }
             rc = st_strv_push(a, cmd->v[i]);
         }
-    switch (d->kind) {
-    case ST_ENGINE_VLLM:
-    case ST_ENGINE_EMULATOR:
-        if (!have_cmd) {
-            if (d->kind == ST_ENGINE_VLLM) {
-                rc = rc || push_all(a, (const char *[]){ "vllm", "serve", NULL });
-            } else {
-                if (!self_exe) {
-                    snprintf(err, errlen, "the emulator needs the path of the servetune binary");
-                    goto fail;
-                }
-                rc = rc || push_all(a, (const char *[]){ self_exe, "emulate", "serve", NULL });
+    if (d->kind != ST_ENGINE_ENDPOINT && ki) {
+        if (!have_cmd && d->kind == ST_ENGINE_EMULATOR) {
+            if (!self_exe) {
+                snprintf(err, errlen, "the emulator needs the path of the servetune binary");
+                goto fail;
             }
+            rc = rc || push_all(a, (const char *[]){ self_exe, "emulate", "serve", NULL });
+        } else if (!have_cmd) {
+            rc = rc || push_all(a, ki->program);
         }
-        rc = rc || st_strv_push(a, model) || push_flags(out, d->kind, fl, err, errlen) ||
-             push_all(a, (const char *[]){ "--host", "127.0.0.1", "--port", portbuf, NULL });
-        break;
-    case ST_ENGINE_SGLANG:
-        if (!have_cmd)
-            rc = rc || push_all(a, (const char *[]){ "python3", "-m", "sglang.launch_server", NULL });
-        rc = rc || push_all(a, (const char *[]){ "--model-path", model, NULL }) ||
-             push_flags(out, d->kind, fl, err, errlen) ||
-             push_all(a, (const char *[]){ "--host", "127.0.0.1", "--port", portbuf, NULL });
-        if (!rc && !st_flag_value(fl, "--enable-metrics")) {
-            int has = 0;
-            for (int i = 0; i < fl->n; i++)
-                has |= !strcmp(fl->v[i], "--enable-metrics");
-            if (!has)
-                rc = st_strv_push(a, "--enable-metrics");
-        }
-        out->metrics_dialect = "sglang";
-        break;
-    case ST_ENGINE_TGI:
-        if (!have_cmd)
-            rc = rc || push_all(a, (const char *[]){ "text-generation-launcher", NULL });
-        rc = rc || push_all(a, (const char *[]){ "--model-id", model, NULL }) ||
-             push_flags(out, d->kind, fl, err, errlen) ||
-             push_all(a, (const char *[]){ "--hostname", "127.0.0.1", "--port", portbuf, NULL });
-        out->models_path = "/info";
-        out->metrics_dialect = "tgi";
-        api_default = "tgi";
-        break;
-    case ST_ENGINE_LLAMACPP:
-        if (!have_cmd)
-            rc = rc || push_all(a, (const char *[]){ "llama-server", NULL });
-        rc = rc || push_all(a, (const char *[]){ "-m", model, NULL }) || push_flags(out, d->kind, fl, err, errlen);
+        if (ki->model_flag)
+            rc = rc || st_strv_push(a, ki->model_flag);
+        rc = rc || st_strv_push(a, model) || push_flags(out, d->kind, fl, err, errlen);
         /* without an alias llama-server lists the model's path: name it what the spec expects */
         if (add_alias && out->expected_model)
             rc = rc || push_all(a, (const char *[]){ "--alias", out->expected_model, NULL });
-        rc = rc || push_all(a, (const char *[]){ "--host", "127.0.0.1", "--port", portbuf, NULL });
-        if (!rc) {
+        rc = rc || push_all(a, (const char *[]){ ki->host_flag, "127.0.0.1", "--port", portbuf, NULL });
+        /* sglang also takes --enable-metrics=VALUE; llama-server only the bare flag */
+        if (!rc && ki->metrics_flag && (d->kind != ST_ENGINE_SGLANG || !st_flag_value(fl, ki->metrics_flag))) {
             int has = 0;
             for (int i = 0; i < fl->n; i++)
-                has |= !strcmp(fl->v[i], "--metrics");
+                has |= !strcmp(fl->v[i], ki->metrics_flag);
             if (!has)
-                rc = st_strv_push(a, "--metrics");
+                rc = st_strv_push(a, ki->metrics_flag);
         }
-        out->metrics_dialect = "llamacpp";
-        break;
-    case ST_ENGINE_ENDPOINT:
-    default: break;
     }
     if (rc) {
         if (!err[0])
@@ -294,7 +337,7 @@ int st_adapter_launch(const st_engine_desc *d, int port, const char *self_exe, s
         out->host = strdup("127.0.0.1");
         out->port = port;
     }
-    out->api = d->api ? d->api : api_default;
+    out->api = d->api_set ? d->api : ki ? ki->api : ST_API_COMPLETIONS;
     if (!out->base_url || !out->host || !out->expected_model) {
         snprintf(err, errlen, "out of memory");
         st_launch_free(out);

@@ -23,6 +23,7 @@
 #include <stddef.h>
 
 #include "core/strv.h"
+#include "load/api.h"
 
 typedef enum st_engine_kind {
     ST_ENGINE_VLLM = 0,
@@ -34,6 +35,32 @@ typedef enum st_engine_kind {
     ST_ENGINE__COUNT
 } st_engine_kind;
 
+/* What is fixed per engine kind, in one table (adapter.c's kinds[]): its name in specs, the load
+ * API a spec that names none gets, the metrics dialect (engine/metrics.h) and where it lists its
+ * models, how its command line is spelled, and its deploy snippets' image, port and GPU flag.
+ * st_adapter_launch and report/deploy.c read it. */
+#define ST_ENGINE_PROGRAM_WORDS 4
+typedef struct st_engine_kind_info {
+    const char *name;
+    st_api_kind api;             /* the default load API */
+    const char *metrics_dialect; /* "vllm", "sglang", "tgi", "llamacpp" */
+    const char *models_path;     /* "/v1/models" or "/info" (TGI) */
+    /* the command line: the program's words (NULL-ended; the emulator's is servetune's own),
+     * the flag before the model (NULL: the model is positional), the host flag, the flag that
+     * turns the metrics endpoint on (NULL: on by default) */
+    const char *program[ST_ENGINE_PROGRAM_WORDS];
+    const char *model_flag;
+    const char *host_flag;
+    const char *metrics_flag;
+    /* deploy snippets (report/deploy.c): the port in the container, the images (GPU, CPU)
+     * and the flag that sets GPUs per replica (NULL: none) */
+    int deploy_port;
+    const char *image, *image_cpu;
+    const char *tp_flag;
+} st_engine_kind_info;
+
+/* The descriptor of kind k, or NULL for a value outside st_engine_kind. */
+const st_engine_kind_info *st_engine_kind_info_of(st_engine_kind k);
 const char *st_engine_kind_name(st_engine_kind k);
 int st_engine_kind_from_name(const char *s, st_engine_kind *out);
 
@@ -47,7 +74,8 @@ typedef struct st_engine_desc {
     const char *served_name; /* name the server lists when not the model and no
                               * --served-model-name flag says it (else NULL) */
     const char *url;         /* endpoint only: base URL */
-    const char *api;         /* load API name, or NULL for the kind's default */
+    int api_set;             /* 0: the kind's default load API */
+    st_api_kind api;         /* the load API when api_set */
 } st_engine_desc;
 
 typedef struct st_launch {
@@ -56,7 +84,7 @@ typedef struct st_launch {
     char *base_url;       /* "http://127.0.0.1:PORT" or the endpoint's url, no trailing slash */
     char *host;           /* "127.0.0.1" or the endpoint's host */
     int port;
-    const char *api; /* load API name: spec's engine.api or the kind's default */
+    st_api_kind api; /* load API: spec's engine.api or the kind's default */
     const char *health_path;
     const char *models_path;     /* "/v1/models" or "/info" (TGI) */
     const char *metrics_dialect; /* "vllm", "sglang", "tgi", "llamacpp" */

@@ -19,34 +19,21 @@ int st_deploy_supported(const st_spec *s) { return s->engine.kind != ST_ENGINE_E
 /* Where each engine listens in its container (and on the host in the bare command). */
 static int engine_port(st_engine_kind k)
 {
-    switch (k) {
-    case ST_ENGINE_SGLANG: return 30000;
-    case ST_ENGINE_TGI:
-    case ST_ENGINE_LLAMACPP: return 8080;
-    default: return 8000;
-    }
+    const st_engine_kind_info *ki = st_engine_kind_info_of(k);
+    return ki ? ki->deploy_port : 8000;
 }
 
 static const char *default_image(st_engine_kind k, int gpus)
 {
-    switch (k) {
-    case ST_ENGINE_SGLANG: return "lmsysorg/sglang:latest";
-    case ST_ENGINE_TGI: return "ghcr.io/huggingface/text-generation-inference:latest";
-    case ST_ENGINE_LLAMACPP:
-        return gpus > 0 ? "ghcr.io/ggml-org/llama.cpp:server-cuda" : "ghcr.io/ggml-org/llama.cpp:server";
-    default: return "vllm/vllm-openai:latest";
-    }
+    const st_engine_kind_info *ki = st_engine_kind_info_of(k);
+    return !ki ? "vllm/vllm-openai:latest" : gpus > 0 ? ki->image : ki->image_cpu;
 }
 
 /* The flag that sets GPUs per replica, per engine (NULL: none). */
 static const char *tp_flag(st_engine_kind k)
 {
-    switch (k) {
-    case ST_ENGINE_VLLM: return "--tensor-parallel-size";
-    case ST_ENGINE_SGLANG: return "--tp";
-    case ST_ENGINE_TGI: return "--num-shard";
-    default: return NULL;
-    }
+    const st_engine_kind_info *ki = st_engine_kind_info_of(k);
+    return ki ? ki->tp_flag : NULL;
 }
 
 /* Whether word t is flag name, alone or as name=value. */
@@ -105,20 +92,16 @@ static int engine_args(const st_spec *s, const st_spec_config *c, const char *mo
     st_engine_kind k = deploy_kind(s);
     char port[16];
     snprintf(port, sizeof port, "%d", engine_port(k));
-    int rc = 0;
-    switch (k) {
-    case ST_ENGINE_SGLANG: rc = st_strv_push(out, "--model-path") || st_strv_push(out, model); break;
-    case ST_ENGINE_TGI: rc = st_strv_push(out, "--model-id") || st_strv_push(out, model); break;
-    case ST_ENGINE_LLAMACPP: rc = st_strv_push(out, "-m") || st_strv_push(out, model); break;
-    default: rc = st_strv_push(out, model); break;
-    }
+    const st_engine_kind_info *ki = st_engine_kind_info_of(k);
+    if (!ki)
+        return -1;
+    int rc = ki->model_flag ? st_strv_push(out, ki->model_flag) : 0;
+    rc = rc || st_strv_push(out, model);
     rc = rc || deploy_flags(s, c, out);
-    rc = rc || st_strv_push(out, k == ST_ENGINE_TGI ? "--hostname" : "--host") || st_strv_push(out, "0.0.0.0") ||
-         st_strv_push(out, "--port") || st_strv_push(out, port);
-    if (!rc && k == ST_ENGINE_LLAMACPP && !has_flag(out, "--metrics"))
-        rc = st_strv_push(out, "--metrics");
-    if (!rc && k == ST_ENGINE_SGLANG && !has_flag(out, "--enable-metrics"))
-        rc = st_strv_push(out, "--enable-metrics");
+    rc = rc || st_strv_push(out, ki->host_flag) || st_strv_push(out, "0.0.0.0") || st_strv_push(out, "--port") ||
+         st_strv_push(out, port);
+    if (!rc && ki->metrics_flag && !has_flag(out, ki->metrics_flag))
+        rc = st_strv_push(out, ki->metrics_flag);
     return rc;
 }
 
@@ -204,10 +187,9 @@ int st_deploy_command(const st_spec *s, const st_spec_config *c, st_buf *out)
             st_buf_shell_quote(out, s->engine.command.v[i]);
         }
     } else {
-        st_buf_puts(out, k == ST_ENGINE_SGLANG     ? "python3 -m sglang.launch_server"
-                         : k == ST_ENGINE_TGI      ? "text-generation-launcher"
-                         : k == ST_ENGINE_LLAMACPP ? "llama-server"
-                                                   : "vllm serve");
+        const st_engine_kind_info *ki = st_engine_kind_info_of(k);
+        for (int i = 0; ki && i < ST_ENGINE_PROGRAM_WORDS && ki->program[i]; i++)
+            st_buf_printf(out, "%s%s", i ? " " : "", ki->program[i]);
     }
     words(out, &args);
     st_buf_puts(out, "\n");

@@ -50,7 +50,7 @@ static void vllm_and_emulator_argv(void **state)
     assert_string_equal(l.expected_model, "Qwen/Qwen3-8B");
     assert_string_equal(l.base_url, "http://127.0.0.1:8123");
     assert_near(l.time_scale, 20, 0);
-    assert_string_equal(l.api, "completions");
+    assert_int_equal(l.api, ST_API_COMPLETIONS);
     st_launch_free(&l);
     /* the fp8 configuration serves another checkpoint under another name */
     assert_int_equal(st_spec_launch(&s, &s.configs[1], 8123, NULL, &l, err, sizeof err), 0);
@@ -86,7 +86,7 @@ static void other_engines(void **state)
     argv_equals(&l, (const char *[]){ "text-generation-launcher", "--model-id", "Qwen/Qwen3-8B", "--max-num-seqs", "64",
                                       "--time-scale", "20", "--hostname", "127.0.0.1", "--port", "3000", NULL });
     assert_string_equal(l.models_path, "/info");
-    assert_string_equal(l.api, "tgi");
+    assert_int_equal(l.api, ST_API_TGI);
     st_launch_free(&l);
     st_spec_free(&s);
     load(&s, "llamacpp", "");
@@ -196,11 +196,55 @@ static void scrape_to_samples(void **state)
     assert_int_equal(st_metrics_scrape("nonsense-engine", body, strlen(body), s, ST_METRICS_SCRAPE_MAX), 0);
 }
 
+/* every engine kind has one descriptor: its name parses back to it, its metrics dialect is
+ * one metrics.c knows, and the spec's engine.api (parsed once, an enum) overrides the kind's
+ * default API through st_spec_api and the launch */
+static void kind_table_and_api(void **state)
+{
+    (void)state;
+    for (int k = 0; k < ST_ENGINE__COUNT; k++) {
+        const st_engine_kind_info *ki = st_engine_kind_info_of((st_engine_kind)k);
+        assert_non_null(ki);
+        st_engine_kind back = ST_ENGINE__COUNT;
+        assert_int_equal(st_engine_kind_from_name(ki->name, &back), 0);
+        assert_int_equal(back, k);
+        if (!st_metrics_engine_known(ki->metrics_dialect))
+            fail_msg("kind %s: metrics dialect '%s' unknown", ki->name, ki->metrics_dialect);
+        assert_int_equal(ki->api, k == ST_ENGINE_TGI ? ST_API_TGI : ST_API_COMPLETIONS);
+    }
+    assert_null(st_engine_kind_info_of(ST_ENGINE__COUNT));
+    st_spec s;
+    st_launch l;
+    char err[256];
+    load(&s, "tgi", "");
+    assert_int_equal(st_spec_api(&s), ST_API_TGI);
+    assert_true(st_spec_fits_prompts(&s));
+    st_spec_free(&s);
+    load(&s, "tgi", "  api: completions\n");
+    assert_int_equal(st_spec_api(&s), ST_API_COMPLETIONS);
+    assert_false(st_spec_fits_prompts(&s));
+    st_spec_free(&s);
+    load(&s, "vllm", "  api: chat\n");
+    assert_int_equal(st_spec_api(&s), ST_API_CHAT);
+    assert_int_equal(st_spec_launch(&s, &s.configs[0], 8125, NULL, &l, err, sizeof err), 0);
+    assert_int_equal(l.api, ST_API_CHAT);
+    assert_string_equal(l.metrics_dialect, "vllm");
+    assert_string_equal(l.models_path, "/v1/models");
+    st_launch_free(&l);
+    st_spec_free(&s);
+    char t[2048];
+    snprintf(t, sizeof t, SPEC, "vllm", "  api: Chat\n");
+    assert_int_equal(st_spec_parse("t.yaml", t, strlen(t), &s, err, sizeof err), -1);
+    if (!strstr(err, "engine.api: unknown API 'Chat'"))
+        fail_msg("error '%s' does not name the unknown API", err);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
         cmocka_unit_test(vllm_and_emulator_argv),
         cmocka_unit_test(other_engines),
+        cmocka_unit_test(kind_table_and_api),
         cmocka_unit_test(model_lists),
         cmocka_unit_test(scrape_to_samples),
     };

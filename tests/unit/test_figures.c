@@ -186,8 +186,8 @@ static void run_key_depends_on_what_defines_a_run(void **state)
     st_sweep_run_key(&s, &s.configs[0], 1, k2);
     assert_string_not_equal(k1, k2);
     /* a chat API's prompts fitted with /tokenize are other prompts than estimated ones */
-    free(s.engine.api);
-    s.engine.api = strdup("chat");
+    s.engine.api_set = 1;
+    s.engine.api = ST_API_CHAT;
     assert_true(st_spec_fits_prompts(&s));
     st_sweep_run_key(&s, &s.configs[0], 1, k1);
     s.workload.exact_prompts_off = 1;
