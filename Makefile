@@ -76,9 +76,9 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libfidelity.a $(BUILD)/libservetune.a
 
 test-bins: $(BUILD)/servetune $(TEST_BIN)
 
-# The test suite: everything built with ASan+UBSan, then tests/run.sh runs each binary
-# and prints the closing line "N passed, N failed".
-test: check-layers
+# The test suite: the layers and the code's style checked, everything built with ASan+UBSan, then
+# tests/run.sh runs each binary and prints the closing line "N passed, N failed".
+test: check-layers check-format
 	$(MAKE) SAN=1 BUILD=build-asan test-bins
 	$(MAKE) fuzz-smoke
 	BUILD=build-asan ./tests/run.sh

@@ -80,7 +80,7 @@
  * former fit put it on its bound) and fe_chat_factor keeps its value from issue 10's fit.
  * --cv judges a set within the fit split, --lolo across labs (docs/fidelity.md). */
 #define FREE_DEFAULT                                                                                                   \
-    "fe_latency_s,fe_latency_s@*,fe_req_cpu_s,fe_token_cpu_s,step_cpu_s,seq_cpu_s,kv_bw_rel,layer_eager_s,fp8_gemm_"  \
+    "fe_latency_s,fe_latency_s@*,fe_req_cpu_s,fe_token_cpu_s,step_cpu_s,seq_cpu_s,kv_bw_rel,layer_eager_s,fp8_gemm_"   \
     "rel,fp8_bw_rel,marlin_bw_rel,moe_gemm_rel,int4_gemm_rel,gemm_eff@*,bw_eff@*"
 
 typedef struct point_run {
@@ -151,8 +151,8 @@ static const knob GLOBAL_KNOBS[] = {
     { "marlin_bw_rel", TUNE(marlin_bw_rel), 0, 0, 0, SCOPE_MARLIN, 0.85,
       "Marlin README: 3.9x of the 4x ideal on an A10, less on GPUs with more bandwidth per SM", "", -1, 0, 0 },
     { "moe_gemm_rel", TUNE(moe_gemm_rel), 0, 0, 0, SCOPE_MOE, 0.80,
-      "the fused-MoE Triton kernel against cuBLAS at the same per-expert GEMM size (60-90 % in vLLM's tuning)", "",
-      -1, 0, 0 },
+      "the fused-MoE Triton kernel against cuBLAS at the same per-expert GEMM size (60-90 % in vLLM's tuning)", "", -1,
+      0, 0 },
     { "int4_gemm_rel", TUNE(int4_gemm_rel), 0, 0, 0, SCOPE_MARLIN, 0.90,
       "Marlin paper: the speed-up over FP16 falls to ~1x past ~128 tokens (16-bit math)", "", -1, 0, 0 },
     { "gemm_eff", TUNE(gemm_eff), 0, 0, 0, SCOPE_ALL, EMU_GEMM_EFF_DEFAULT,
@@ -763,7 +763,8 @@ static double bound_distance(const knob *k, double v)
 static int print_knobs(const model_knobs *M, int all)
 {
     int unexplained = 0;
-    printf("  %-26s %-7s %-11s %-21s %-9s %s\n", "constant", "", "value", "bounds", "to bound", "(sourced default: source)");
+    printf("  %-26s %-7s %-11s %-21s %-9s %s\n", "constant", "", "value", "bounds", "to bound",
+           "(sourced default: source)");
     for (int i = 0; i < M->n; i++) {
         const knob *k = &M->k[i];
         if (!all && !k->free)
@@ -775,7 +776,8 @@ static int print_knobs(const model_knobs *M, int all)
                k->value, range, 100 * d, k->parent >= 0 ? M->k[k->parent].def : k->def, k->why);
         if (k->free && d < ST_FID_BOUND_NEAR) {
             const char *why = st_fid_bound_reason(k->name);
-            printf("      ON ITS BOUND: %s\n", why ? why : "no documented reason (the fit absorbs a missing mechanism)");
+            printf("      ON ITS BOUND: %s\n",
+                   why ? why : "no documented reason (the fit absorbs a missing mechanism)");
             unexplained += !why;
         }
     }
@@ -1376,7 +1378,8 @@ static int leave_one_lab_out(harness *H, model_knobs *M, int sweeps, int jobs, i
         if (M->lab_cal) {
             int ci = M->cal_point[f];
             printf("    its latency: %.1f ms, %s%s\n", 1e3 * cv.fold_lab_fe[f],
-                   ci >= 0 ? "from its calibration point (not scored) " : "the other labs' median (no calibration point)",
+                   ci >= 0 ? "from its calibration point (not scored) "
+                           : "the other labs' median (no calibration point)",
                    ci >= 0 ? H->pts[ci].id : "");
         }
     }
@@ -1385,8 +1388,8 @@ static int leave_one_lab_out(harness *H, model_knobs *M, int sweeps, int jobs, i
             print_row(&H->pts[i], i, &cv.r[i], "lolo", NULL);
     double med[ST_FID_M_COUNT];
     uint32_t cnt[ST_FID_M_COUNT];
-    printf("\n  %-44s %14s %14s %14s %14s\n", "held-out lab: median |err| (n)", "throughput", "ttft_p50",
-           "ttft_tail", "tpot");
+    printf("\n  %-44s %14s %14s %14s %14s\n", "held-out lab: median |err| (n)", "throughput", "ttft_p50", "ttft_tail",
+           "tpot");
     for (int f = 0; f < K; f++) {
         for (uint32_t i = 0; i < H->n; i++)
             in[i] = fold[i] == f;
@@ -1408,8 +1411,8 @@ static int leave_one_lab_out(harness *H, model_knobs *M, int sweeps, int jobs, i
         for (uint32_t i = 0; i < H->n; i++) {
             st_fid_regime g;
             st_fid_point_regime(&H->pts[i], &g);
-            in[i] = g.long_context == (cell >> 2 & 1) && g.high_concurrency == (cell >> 1 & 1) &&
-                    g.quantized == (cell & 1);
+            in[i] =
+                g.long_context == (cell >> 2 & 1) && g.high_concurrency == (cell >> 1 & 1) && g.quantized == (cell & 1);
         }
         median_row(H, &cv, in, med, cnt);
         printf("  %-5s context, %-4s concurrency, %-9s weights", cell & 4 ? "long" : "short", cell & 2 ? "high" : "low",

@@ -160,7 +160,7 @@ static int parse_point(json_t *p, st_fid_point *o, char *err, size_t errlen)
     const char *ds = json_string_value(json_object_get(l, "dataset"));
     o->dataset = ds && !strcmp(ds, "sharegpt")            ? ST_FID_SHAREGPT
                  : ds && !strcmp(ds, "prefix_repetition") ? ST_FID_PREFIX_REP
-                                                           : ST_FID_RANDOM;
+                                                          : ST_FID_RANDOM;
     o->input_len = jnum_u32(l, "input_len");
     o->output_len = jnum_u32(l, "output_len");
     o->prefix_len = jnum_u32(l, "prefix_len");
@@ -1004,8 +1004,8 @@ int st_fid_lab_cal_point(const st_fid_point *pts, uint32_t n, const char *lab)
 }
 
 /* Point i's predicted TTFT statistic (the published one's counterpart) at latency x. */
-static double cal_eval(const st_fid_point *pts, uint32_t n, uint32_t i, const st_emu_config *cfg, double x,
-                       char *err, size_t errlen)
+static double cal_eval(const st_fid_point *pts, uint32_t n, uint32_t i, const st_emu_config *cfg, double x, char *err,
+                       size_t errlen)
 {
     st_emu_config c = *cfg;
     c.tune.fe_latency_s = x;
@@ -1054,15 +1054,15 @@ double st_fid_solve_lab_latency(const st_fid_point *pts, uint32_t n, uint32_t i,
 
 /* Constants that may sit on a bound, and why: each names what the model does not describe and
  * the evidence (docs/fidelity.md, "Constants and their bounds"). */
-#define FID_REASON_CSSNOEASY                                                                                            \
-    "the lab's own client path: its concurrency-1 TTFTs sit ~55-60 ms above the forward pass on every setup (TP1 "      \
+#define FID_REASON_CSSNOEASY                                                                                           \
+    "the lab's own client path: its concurrency-1 TTFTs sit ~55-60 ms above the forward pass on every setup (TP1 "     \
     "and TP2, 7B and 32B, bf16 and AWQ); the 60 ms bound is the range of a local client, the product's default"
-#define FID_REASON_SILYBENCH                                                                                            \
-    "not identified: the lab publishes TTFT p95/p99 only, at 8192-token prompts whose prefill (0.25 s and more) "       \
+#define FID_REASON_SILYBENCH                                                                                           \
+    "not identified: the lab publishes TTFT p95/p99 only, at 8192-token prompts whose prefill (0.25 s and more) "      \
     "dwarfs a few ms of fixed latency; the fit runs it to the bound that costs least"
 #define FID_REASON_A100_BW                                                                                             \
-    "GPUStack's points are the only A100 SXM points (Qwen3-14B, 4 x A100 GLM-4.5-Air) and the same lab's H100 "         \
-    "Qwen3-14B bursts run 1.4-2x slower than the H100's kernels allow (the H100 keeps its kernel value, catalog.c): "   \
+    "GPUStack's points are the only A100 SXM points (Qwen3-14B, 4 x A100 GLM-4.5-Air) and the same lab's H100 "        \
+    "Qwen3-14B bursts run 1.4-2x slower than the H100's kernels allow (the H100 keeps its kernel value, catalog.c): "  \
     "a lab effect the per-GPU fit absorbs on the A100, where no other lab has points"
 static const struct {
     const char *name, *why;

@@ -64,7 +64,7 @@ typedef struct st_fid_point {
      * (1-based; 0: the mean of every round's figures, as the source averaged them). */
     int sweep;
     uint32_t sweep_pos, rounds, round, preruns;
-    int sweep_desc; /* the sweep ran from the highest load down */
+    int sweep_desc;                   /* the sweep ran from the highest load down */
     char source[2 * ST_FID_NAME_MAX]; /* repo/path of the source file */
     /* The lab: the source's repository (else its URL's host), i.e. one measurement setup: its
      * client, network path and server host (docs/fidelity.md, "The lab's own latency"). */

@@ -64,8 +64,8 @@ void st_calibrate_set_free(st_calibrate_set *s);
  * st_calibrate_check_configs then refuses a name no audit had), with offered rate <=
  * max_rate (0: no limit). A prediction's directory is refused unless allow_prediction (tests).
  * Returns the number of runs added, or -1 with err. */
-int st_calibrate_add_audit(st_calibrate_set *s, const char *dir, const st_strv *configs, double max_rate, int allow_prediction,
-                       char *err, size_t errlen);
+int st_calibrate_add_audit(st_calibrate_set *s, const char *dir, const st_strv *configs, double max_rate,
+                           int allow_prediction, char *err, size_t errlen);
 /* Every name of names is a configuration of some audit added; else -1 with err naming the first
  * that is not and the names there are. */
 int st_calibrate_check_configs(const st_calibrate_set *s, const st_strv *names, char *err, size_t errlen);
@@ -73,8 +73,8 @@ int st_calibrate_check_configs(const st_calibrate_set *s, const st_strv *names, 
  * is cfg (the engine's flags through emu/flags.h). time_scale: the emulator's --time-scale when
  * the run measured servetune's emulator (its record times are wall times: x time_scale gives
  * the engine's), else 1. 0, or -1 with err. */
-int st_calibrate_add_bench_json(st_calibrate_set *s, const char *label, const char *text, size_t len, const st_emu_config *cfg,
-                            double time_scale, char *err, size_t errlen);
+int st_calibrate_add_bench_json(st_calibrate_set *s, const char *label, const char *text, size_t len,
+                                const st_emu_config *cfg, double time_scale, char *err, size_t errlen);
 
 /* A constant the fit left at its default, and why. */
 typedef struct st_calibrate_skip {

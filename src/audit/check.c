@@ -211,7 +211,8 @@ static int check_speculation(const st_spec *s, const st_spec_config *c, const st
              "workload.trace whose requests carry their text; `servetune trace stats LOG --spec ngram:K` estimates "
              "the n-gram acceptance offline), or set workload.allow_synthetic_speculation: true to run it anyway "
              "(the report then says why it is not evidence)",
-             d.summary, s->workload.kind == ST_WL_TRACE ? "the trace's requests are token counts" : "the synthetic workload");
+             d.summary,
+             s->workload.kind == ST_WL_TRACE ? "the trace's requests are token counts" : "the synthetic workload");
     return -1;
 }
 

@@ -74,12 +74,12 @@ int st_audit_figures(const st_audit_slo *slo, const st_record *recs, uint32_t n,
             break;
         }
     for (int i = 0; i < slo->n && i < ST_SLO_MAX_TERMS; i++) {
-        const st_dist *d = slo->terms[i].metric == ST_SLO_TTFT    ? &s.ttft
-                           : slo->terms[i].metric == ST_SLO_TPOT  ? &s.tpot
-                           : slo->terms[i].metric == ST_SLO_ITL   ? &s.itl
-                           : slo->terms[i].metric == ST_SLO_TTFAT ? &s.ttfat
+        const st_dist *d = slo->terms[i].metric == ST_SLO_TTFT       ? &s.ttft
+                           : slo->terms[i].metric == ST_SLO_TPOT     ? &s.tpot
+                           : slo->terms[i].metric == ST_SLO_ITL      ? &s.itl
+                           : slo->terms[i].metric == ST_SLO_TTFAT    ? &s.ttfat
                            : slo->terms[i].metric == ST_SLO_MAKESPAN ? &makespan
-                                                                  : &s.e2e;
+                                                                     : &s.e2e;
         f->value_ms[i] = pick(d, slo->terms[i].pct) * 1e3;
         if (i < ST_STORE_TERMS)
             row->term_ms[i] = f->value_ms[i];

@@ -466,8 +466,9 @@ static int parse_sessions(pctx *p, yaml_node_t *n, st_spec *s)
         return failf(p, n,
                      "workload.sessions: a synthetic workload takes a mapping (turns, user_tokens, think_time, "
                      "think); replay and flat are for a trace");
-    keydef k[] = { { "turns", 0, 0 }, { "user_tokens", 0, 0 }, { "think_time", 0, 0 }, { "think", 0, 0 },
-                   { "fan_out", 0, 0 } };
+    keydef k[] = {
+        { "turns", 0, 0 }, { "user_tokens", 0, 0 }, { "think_time", 0, 0 }, { "think", 0, 0 }, { "fan_out", 0, 0 }
+    };
     int nk = (int)(sizeof k / sizeof *k);
     if (read_map(p, n, "workload.sessions", k, nk))
         return -1;
@@ -499,8 +500,9 @@ static int parse_sessions(pctx *p, yaml_node_t *n, st_spec *s)
             return failf(p, v, "workload.sessions.fan_out: expected N or MIN-MAX workers within 1..%u, got '%s'",
                          ST_AGENT_FAN_OUT_MAX, t ? t : "(not a scalar)");
         if (s->workload.sessions.turns_max < 2)
-            return failf(p, v, "workload.sessions.fan_out: needs turns of 2 or more (each later turn of the planner "
-                               "fans out and joins)");
+            return failf(p, v,
+                         "workload.sessions.fan_out: needs turns of 2 or more (each later turn of the planner "
+                         "fans out and joins)");
         return 0; /* (a task's prompts do not grow turn after turn: no conversation length to check) */
     }
     /* the longest conversation must stay within the longest prompt a workload holds */
@@ -797,7 +799,8 @@ static int parse_slo(pctx *p, yaml_node_t *n, st_spec *s)
         st_slo_term t;
         if (!ks || parse_slo_key(ks, &t))
             return failf(p, k,
-                         "slo: unknown key '%s' (expected METRIC_pPCT_ms with METRIC ttft, tpot, itl, e2e, ttfat or makespan and "
+                         "slo: unknown key '%s' (expected METRIC_pPCT_ms with METRIC ttft, tpot, itl, e2e, ttfat or "
+                         "makespan and "
                          "PCT 50, 90, 95 or 99, e.g. e2e_p99_ms)",
                          ks ? ks : "?");
         double ms;
@@ -1471,8 +1474,9 @@ static int get_share(pctx *p, yaml_node_t *n, const char *what, double *out)
 
 static int parse_quality(pctx *p, yaml_node_t *n, st_spec *s)
 {
-    keydef k[] = { { "enabled", 0, 0 }, { "prompts", 0, 0 }, { "top_k", 0, 0 }, { "max_tokens", 0, 0 },
-                   { "limits", 0, 0 } };
+    keydef k[] = {
+        { "enabled", 0, 0 }, { "prompts", 0, 0 }, { "top_k", 0, 0 }, { "max_tokens", 0, 0 }, { "limits", 0, 0 }
+    };
     int nk = (int)(sizeof k / sizeof *k);
     if (read_map(p, n, "quality", k, nk))
         return -1;
@@ -1519,10 +1523,12 @@ static int parse_quality(pctx *p, yaml_node_t *n, st_spec *s)
 
 static int parse_root(pctx *p, yaml_node_t *root, st_spec *s)
 {
-    keydef k[] = { { "engine", 0, 0 },  { "hardware", 0, 0 },        { "peak_rate", 0, 0 },  { "workload", 0, 0 },
-                   { "rates", 0, 0 },   { "warmup_requests", 0, 0 }, { "slo", 0, 0 },        { "configurations", 0, 0 },
-                   { "search", 0, 0 },  { "timeouts", 0, 0 },        { "cluster", 0, 0 },    { "plan", 0, 0 },
-                   { "traffic", 0, 0 }, { "concurrency", 0, 0 },     { "speculation", 0, 0 }, { "quality", 0, 0 } };
+    keydef k[] = { { "engine", 0, 0 },   { "hardware", 0, 0 },       { "peak_rate", 0, 0 },
+                   { "workload", 0, 0 }, { "rates", 0, 0 },          { "warmup_requests", 0, 0 },
+                   { "slo", 0, 0 },      { "configurations", 0, 0 }, { "search", 0, 0 },
+                   { "timeouts", 0, 0 }, { "cluster", 0, 0 },        { "plan", 0, 0 },
+                   { "traffic", 0, 0 },  { "concurrency", 0, 0 },    { "speculation", 0, 0 },
+                   { "quality", 0, 0 } };
     int nk = (int)(sizeof k / sizeof *k);
     s->quality.prompts = ST_QUALITY_PROMPTS;
     s->quality.top_k = ST_QUALITY_TOP_K;

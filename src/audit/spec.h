@@ -132,17 +132,17 @@ typedef struct st_spec {
         uint32_t input_tokens, output_tokens;
         double range_ratio;
         uint32_t shared_prefix;
-        int exact_prompts_off; /* exact_prompts: off (default auto: st_spec_fits_prompts) */
-        int temperature_set;   /* workload.temperature given: sent in every request */
-        double temperature;    /* 0: greedy (a text trace replayed as logged at temperature 0) */
+        int exact_prompts_off;           /* exact_prompts: off (default auto: st_spec_fits_prompts) */
+        int temperature_set;             /* workload.temperature given: sent in every request */
+        double temperature;              /* 0: greedy (a text trace replayed as logged at temperature 0) */
         int allow_synthetic_speculation; /* a speculative configuration on prompts of random ids
                                             (docs/speculative.md): run it anyway, the report saying
                                             why it is not evidence */
-        int vllm_semantics;    /* semantics: vllm: the prefix on top of input_tokens, the spread on
+        int vllm_semantics;              /* semantics: vllm: the prefix on top of input_tokens, the spread on
                                the rest (vllm bench serve's random dataset); st_spec_synth */
         uint32_t requests_per_rate;
         uint64_t seed;
-        char *trace;       /* trace file (resolved against the spec's folder) */
+        char *trace; /* trace file (resolved against the spec's folder) */
         /* The trace's rows replayed (st_spec_trace_opts): prompt + output at most trace_max_tokens
          * (0: any), arrival in [trace_from_s, trace_to_s) after the first row (to 0: the end),
          * a deterministic fraction trace_sample of whole sessions seeded by seed (0: all). */
@@ -160,13 +160,13 @@ typedef struct st_spec {
          * later turn is sent when the turn before it ended plus the think time, with the
          * conversation so far (the answers the server returned) in front of its new text. */
         struct {
-            int on;                        /* replayed (trace) or generated (synthetic) */
-            uint32_t turns_min, turns_max; /* synthetic: turns per session (default 4) */
-            uint32_t user_tokens;          /* synthetic: new user tokens in each later turn (default 64) */
-            double think_s;                /* pause between a turn's end and the next (synthetic: default 0; a
+            int on;                            /* replayed (trace) or generated (synthetic) */
+            uint32_t turns_min, turns_max;     /* synthetic: turns per session (default 4) */
+            uint32_t user_tokens;              /* synthetic: new user tokens in each later turn (default 64) */
+            double think_s;                    /* pause between a turn's end and the next (synthetic: default 0; a
                                               trace: workload.think_time, when think_set) */
-            int think_set;                 /* a trace: think_time replaces the think times it records */
-            int think_exp;                 /* synthetic: exponential think times with mean think_s */
+            int think_set;                     /* a trace: think_time replaces the think times it records */
+            int think_exp;                     /* synthetic: exponential think times with mean think_s */
             uint32_t fan_out_min, fan_out_max; /* synthetic agent tasks (`fan_out:`; 0: conversations):
                                                   each later planner turn fans out to this many workers
                                                   and joins them (load/agent.h st_agent_sessions) */
@@ -273,10 +273,10 @@ typedef struct st_spec {
     /* The quality pass (docs/quality.md): each configuration answers the same prompts greedily
      * with top-k log-probabilities, compared with the baseline's answers (audit/quality.h). */
     struct {
-        int enabled;         /* the spec has a quality block not switched off */
-        uint32_t prompts;    /* default ST_QUALITY_PROMPTS */
-        uint32_t top_k;      /* log-probabilities per position, default ST_QUALITY_TOP_K */
-        uint32_t max_tokens; /* answer length, default ST_QUALITY_MAX_TOKENS */
+        int enabled;            /* the spec has a quality block not switched off */
+        uint32_t prompts;       /* default ST_QUALITY_PROMPTS */
+        uint32_t top_k;         /* log-probabilities per position, default ST_QUALITY_TOP_K */
+        uint32_t max_tokens;    /* answer length, default ST_QUALITY_MAX_TOKENS */
         double max_mean_kld;    /* limits; NAN: not set */
         double min_same_top1;   /* share 0..1 */
         double min_exact_match; /* share 0..1 */

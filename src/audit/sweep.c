@@ -55,11 +55,11 @@ typedef struct sweep {
     /* progress of the current rate */
     double rate;
     int rate_no, rates_planned;
-    int line_open;   /* a TTY line is drawn and not yet ended */
-    st_ns last_draw; /* when the TTY progress line was last drawn */
-    st_executor *x;  /* runs the engine (HTTP or the engine model) */
-    int in_memory;   /* a forecast or a bisection: no store, no progress */
-    double turns;    /* requests per arrival on the schedule: the mean turns of a session (1 without sessions) */
+    int line_open;       /* a TTY line is drawn and not yet ended */
+    st_ns last_draw;     /* when the TTY progress line was last drawn */
+    st_executor *x;      /* runs the engine (HTTP or the engine model) */
+    int in_memory;       /* a forecast or a bisection: no store, no progress */
+    double turns;        /* requests per arrival on the schedule: the mean turns of a session (1 without sessions) */
     st_quality_ref qref; /* the baseline's answers for the quality pass (audit/quality_pass.h) */
 } sweep;
 
@@ -133,8 +133,8 @@ static void key_common(st_buf *b, const st_spec *s, const st_spec_config *c, con
         st_buf_printf(b, "env=%s=%s\x1f", s->engine.env.key[i], s->engine.env.val[i]);
     for (int i = 0; i < c->env.n; i++)
         st_buf_printf(b, "cenv=%s=%s\x1f", c->env.key[i], c->env.val[i]);
-    st_buf_printf(b, "|url=%s|api=%s|%s", s->engine.url ? s->engine.url : "", s->engine.api_set ? st_api_name(s->engine.api) : "",
-                  st_spec_fits_prompts(s) ? "exact|" : "");
+    st_buf_printf(b, "|url=%s|api=%s|%s", s->engine.url ? s->engine.url : "",
+                  s->engine.api_set ? st_api_name(s->engine.api) : "", st_spec_fits_prompts(s) ? "exact|" : "");
     if (s->workload.kind == ST_WL_SYNTHETIC)
         st_buf_printf(b, "syn=%u,%u,%.17g,%u%s", s->workload.input_tokens, s->workload.output_tokens,
                       s->workload.range_ratio, s->workload.shared_prefix, s->workload.vllm_semantics ? ",vllm" : "");
@@ -1318,7 +1318,8 @@ static int quality(sweep *S, cfgrun *cr)
     if (rc == 1)
         return 1;
     if (q.status == ST_Q_MEASURED)
-        say_cfg(S, cr, "quality vs baseline (%s, %u prompts, %.1f engine-s): mean KLD %.4g, same top-1 %.1f %%, %u/%u "
+        say_cfg(S, cr,
+                "quality vs baseline (%s, %u prompts, %.1f engine-s): mean KLD %.4g, same top-1 %.1f %%, %u/%u "
                 "answers identical%s%s",
                 q.mode, q.prompts, q.engine_s, q.d.kld_mean, 100 * q.d.same_top1, q.d.exact, q.d.answers,
                 q.pass ? "" : "; FAILS: ", q.pass ? "" : q.note);

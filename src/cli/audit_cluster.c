@@ -26,8 +26,8 @@
 #include "core/version.h"
 #include "report/report.h"
 
-#define WAIT_POLL_S 2.0     /* --wait: how often squeue is asked */
-#define WAIT_MAX_ERRORS 30  /* --wait gives up after this many squeue failures in a row */
+#define WAIT_POLL_S 2.0    /* --wait: how often squeue is asked */
+#define WAIT_MAX_ERRORS 30 /* --wait gives up after this many squeue failures in a row */
 #define PATH_BUF 4200
 
 /* ---- small helpers ---- */

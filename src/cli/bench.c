@@ -201,8 +201,7 @@ static int build_table(bench_args *a, st_opt *opts)
           1000000, 0 },
         { "turns", 0, ST_OPT_STR, &a->turns, "N|MIN-MAX", "turns per session (default 4)", 0, 0, 0 },
         { "fan-out", 0, ST_OPT_STR, &a->fan_out, "N|MIN-MAX",
-          "with --sessions: agent tasks, each later planner turn fanning out to N workers and joining them", 0, 0,
-          0 },
+          "with --sessions: agent tasks, each later planner turn fanning out to N workers and joining them", 0, 0, 0 },
         { "turn-input-tokens", 0, ST_OPT_LONG, &a->turn_input, "N", "new user tokens in each later turn (default 64)",
           1, 2097152, 0 },
         { "think-time", 0, ST_OPT_DURATION, &a->think_time, "T",
@@ -270,7 +269,8 @@ static int build_table(bench_args *a, st_opt *opts)
         { "request-rate", 0, ST_OPT_RATE, &a->request_rate, "R", "vLLM name: = --rate", 0, 0, 0 },
         { "num-warmups", 0, ST_OPT_LONG, &a->num_warmups, "N", "vLLM name: = --warmup", 0, 10000000, 0 },
         { "goodput", 0, ST_OPT_LIST, &a->goodput, "K:MS",
-          "vLLM name: ttft:MS, tpot:MS, e2el:MS (repeatable, or several after one --goodput); agent tasks: makespan:MS", 0, 0, 0 },
+          "vLLM name: ttft:MS, tpot:MS, e2el:MS (repeatable, or several after one --goodput); agent tasks: makespan:MS",
+          0, 0, 0 },
         { "ignore-eos", 0, ST_OPT_FLAG, &a->ignore_eos, NULL, "vLLM name: accepted (servetune always forces lengths)",
           0, 0, 0 },
         { "save-result", 0, ST_OPT_FLAG, &a->save_result, NULL,
@@ -895,10 +895,10 @@ static void fill_info(const bench *B, const st_summary_opts *so, st_turn_row *tu
     info->model = B->model;
     info->stream = !a->no_stream && B->api != ST_RUNNER_API_RAW;
     info->workload = B->api == ST_RUNNER_API_RAW ? "raw"
-                     : B->bw.work.n_tasks         ? "agents"
-                     : a->trace                   ? "trace"
-                     : a->sessions                ? "sessions"
-                                                  : "synthetic";
+                     : B->bw.work.n_tasks        ? "agents"
+                     : a->trace                  ? "trace"
+                     : a->sessions               ? "sessions"
+                                                 : "synthetic";
     info->trace_path = a->trace;
     if (B->bw.agent)
         info->trace_format = B->bw.agent == ST_AGENT_FMT_WEKA ? "weka" : "task-graph";

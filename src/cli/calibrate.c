@@ -242,7 +242,7 @@ int cmd_calibrate(int argc, char **argv)
         }
     for (int i = 0; i < res.npos; i++) {
         int k = st_calibrate_add_audit(&set, res.pos[i], configs.n ? &names : NULL, isnan(max_rate) ? 0 : max_rate,
-                                   allow_prediction, err, sizeof err);
+                                       allow_prediction, err, sizeof err);
         if (k < 0) {
             fprintf(stderr, "servetune calibrate: %s\n", err);
             goto out;

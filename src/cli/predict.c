@@ -52,25 +52,24 @@ static void help(const st_opt *opts)
            "reports, a prediction of a setup that was not measured.\n\n"
            "Options:\n");
     st_opts_usage(stdout, opts);
-    printf(
-        "\nExamples:\n"
-        "  servetune predict examples/qwen3-8b-h100.yaml -o predict-out\n"
-        "  servetune predict examples/qwen3-8b-h100.yaml --suggest-rates   # a rates: line for the real audit\n"
-        "  servetune report predict-out                                     # re-render (still a prediction)\n"
-        "  servetune predict my.yaml --calibration calib.json               # with constants fitted to your audit\n"
-        "  servetune predict examples/qwen3-8b-h100.yaml --disagg --connector pcie  # xPyD, same GPUs\n"
-        "  servetune predict --agents examples/agent-tasks.jsonl --model Qwen/Qwen3-8B --gpu H100  # agent tasks\n\n"
-        "Engines: kinds vllm and emulator are modelled (their vLLM flags through the emulator's parser;\n"
-        "the GPU from --gpu, SERVETUNE_EMULATE_GPU in the spec's env, or hardware.gpu; --time-scale is\n"
-        "ignored). Other kinds are refused: the model knows vLLM's flags and scheduler only. Multi-turn\n"
-        "sessions (workload.sessions) run as in an audit: each later turn after the turn before it, its\n"
-        "prompt holding the tokens the model generated for that turn.\n"
-        "Speculative decoding (--speculative-config in a configuration's flags) is served with the\n"
-        "acceptance of the spec's speculation: {acceptance: A} or the flags' --spec-acceptance; a table of\n"
-        "TPOT with and without it by batch size says where it stops paying (docs/speculative.md).\n"
-        "Exit codes: 0 done; 1 done but a configuration was refused (does not fit, bad flag) or the reports\n"
-        "could not be written; 2 bad arguments, an invalid spec or an engine the model cannot stand for;\n"
-        "4 interrupted. More: docs/predict.md.\n");
+    printf("\nExamples:\n"
+           "  servetune predict examples/qwen3-8b-h100.yaml -o predict-out\n"
+           "  servetune predict examples/qwen3-8b-h100.yaml --suggest-rates   # a rates: line for the real audit\n"
+           "  servetune report predict-out                                     # re-render (still a prediction)\n"
+           "  servetune predict my.yaml --calibration calib.json               # with constants fitted to your audit\n"
+           "  servetune predict examples/qwen3-8b-h100.yaml --disagg --connector pcie  # xPyD, same GPUs\n"
+           "  servetune predict --agents examples/agent-tasks.jsonl --model Qwen/Qwen3-8B --gpu H100  # agent tasks\n\n"
+           "Engines: kinds vllm and emulator are modelled (their vLLM flags through the emulator's parser;\n"
+           "the GPU from --gpu, SERVETUNE_EMULATE_GPU in the spec's env, or hardware.gpu; --time-scale is\n"
+           "ignored). Other kinds are refused: the model knows vLLM's flags and scheduler only. Multi-turn\n"
+           "sessions (workload.sessions) run as in an audit: each later turn after the turn before it, its\n"
+           "prompt holding the tokens the model generated for that turn.\n"
+           "Speculative decoding (--speculative-config in a configuration's flags) is served with the\n"
+           "acceptance of the spec's speculation: {acceptance: A} or the flags' --spec-acceptance; a table of\n"
+           "TPOT with and without it by batch size says where it stops paying (docs/speculative.md).\n"
+           "Exit codes: 0 done; 1 done but a configuration was refused (does not fit, bad flag) or the reports\n"
+           "could not be written; 2 bad arguments, an invalid spec or an engine the model cannot stand for;\n"
+           "4 interrupted. More: docs/predict.md.\n");
 }
 
 /* The model note (meta "model_note") and its latency sentence: named limits. */
@@ -506,9 +505,9 @@ static int disagg_predict(const st_spec *spec, st_store *store, const st_emu_cal
         json_object_set_new(c, "link_gbps", json_real(l.bytes_per_s * tp / 1e9));
         json_object_set_new(c, "link_limited", json_boolean(pk.link_limited));
         if (spec->hardware.price_per_gpu_hour > 0 && pk.rps > 0 && wk.output_tokens > 0)
-            json_object_set_new(c, "usd_per_1m_output_tokens",
-                                json_real(spec->hardware.price_per_gpu_hour * (double)gpus /
-                                          (pk.rps * wk.output_tokens * 3600) * 1e6));
+            json_object_set_new(
+                c, "usd_per_1m_output_tokens",
+                json_real(spec->hardware.price_per_gpu_hour * (double)gpus / (pk.rps * wk.output_tokens * 3600) * 1e6));
         char link[300];
         if (pk.link_limited)
             snprintf(link, sizeof link,
@@ -521,9 +520,8 @@ static int disagg_predict(const st_spec *spec, st_store *store, const st_emu_cal
         st_buf_printf(&b,
                       "| %s | %ld | %s | %dP%dD | %.2f / %.2f | %.2f (rate matched: min(%d x %.2f x %.2f, %d x %.2f x "
                       "%.2f) = %.2f) | %s | %.0f ms / %.1f ms | %s |\n",
-                      sc->name, gpus, l.name, pk.x, pk.y, wr.prefill_rps, wr.decode_rps, pk.rps, pk.x,
-                      wr.prefill_rps, o->s_p, pk.y, wr.decode_rps, o->s_d, matched, aggs, pk.ttft_s * 1e3,
-                      pk.tpot_s * 1e3, link);
+                      sc->name, gpus, l.name, pk.x, pk.y, wr.prefill_rps, wr.decode_rps, pk.rps, pk.x, wr.prefill_rps,
+                      o->s_p, pk.y, wr.decode_rps, o->s_d, matched, aggs, pk.ttft_s * 1e3, pk.tpot_s * 1e3, link);
     }
     st_buf_puts(&b, "\nTo deploy one (vLLM, not measured): prefill workers with `--kv-transfer-config "
                     "'{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_producer\"}'`, decode workers with "

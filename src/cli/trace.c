@@ -164,8 +164,8 @@ static void print_acc_row(const char *name, const st_ngram_acc *a)
 }
 
 /* The engine model of `vllm serve MODEL --gpu GPU [flags]` (as st_traffic_engine_model reads it). */
-static int spec_engine_config(int argc, char **argv, const char *gpu, st_emu_config *cfg, st_emu_memory *mem,
-                              char *err, size_t errlen)
+static int spec_engine_config(int argc, char **argv, const char *gpu, st_emu_config *cfg, st_emu_memory *mem, char *err,
+                              size_t errlen)
 {
     if (st_emu_config_of_argv(argc, argv, gpu, cfg, NULL, err, errlen))
         return -1;
@@ -335,8 +335,7 @@ static int trace_stats(int argc, char **argv)
 {
     st_cli_trace T;
     memset(&T, 0, sizeof T);
-    const char *json_path = NULL, *model = NULL, *gpu = NULL, *vocab = NULL, *tok_url = NULL,
-               *tok_api = "completions";
+    const char *json_path = NULL, *model = NULL, *gpu = NULL, *vocab = NULL, *tok_url = NULL, *tok_api = "completions";
     st_strlist specs;
     memset(&specs, 0, sizeof specs);
     long kv_tokens = 0, max_model_len = 0, seed = 0;
@@ -489,8 +488,10 @@ static int trace_stats(int argc, char **argv)
                 goto out;
             }
             const char *base = strrchr(vocab, '/');
-            snprintf(tokens_from, sizeof tokens_from, "%s (SentencePiece as llama.cpp, %u tokens; no BOS, no chat "
-                     "template)", base ? base + 1 : vocab, st_spmtok_vocab_size(tok));
+            snprintf(tokens_from, sizeof tokens_from,
+                     "%s (SentencePiece as llama.cpp, %u tokens; no BOS, no chat "
+                     "template)",
+                     base ? base + 1 : vocab, st_spmtok_vocab_size(tok));
         }
         if (tok_url) {
             st_api_kind ak;
@@ -504,11 +505,16 @@ static int trace_stats(int argc, char **argv)
                 status = ST_EXIT_USAGE;
                 goto out;
             }
-            snprintf(tokens_from, sizeof tokens_from, "%s/tokenize (the engine's tokenizer; no special tokens, no "
-                     "chat template)", tok_url);
+            snprintf(tokens_from, sizeof tokens_from,
+                     "%s/tokenize (the engine's tokenizer; no special tokens, no "
+                     "chat template)",
+                     tok_url);
         }
-        ss = st_spec_stats_new(sp, nsp, tok ? spm_tokenize : etok ? st_tokenizer_ids : NULL, tok ? (void *)tok : etok,
-                               err, sizeof err);
+        ss = st_spec_stats_new(sp, nsp,
+                               tok    ? spm_tokenize
+                               : etok ? st_tokenizer_ids
+                                      : NULL,
+                               tok ? (void *)tok : etok, err, sizeof err);
         if (!ss || spec_read(path, ss, err, sizeof err)) {
             fprintf(stderr, "servetune trace stats: %s\n", err);
             status = ss ? ST_EXIT_USAGE : ST_EXIT_FAIL;

@@ -14,7 +14,7 @@
 #define ST_CLUSTER_JOBS "jobs.json"      /* the jobs submitted (for --status, --resume, --wait) */
 #define ST_CLUSTER_LOGS "cluster/logs"   /* job output, relative to DIR */
 #define ST_CLUSTER_SCRIPT_MAX (1u << 20) /* a generated script or manifest */
-#define ST_CLUSTER_JOBS_MAX (1u << 20) /* DIR/cluster/jobs.json */
+#define ST_CLUSTER_JOBS_MAX (1u << 20)   /* DIR/cluster/jobs.json */
 
 /* DIR/cluster/FILE into out. 0, or -1 when it does not fit. */
 int st_jobs_path(const char *dir, const char *file, char *out, size_t n);

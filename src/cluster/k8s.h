@@ -2,7 +2,8 @@
  *
  * Kubernetes: a ConfigMap holding the spec text and an Indexed Job (one completion index per
  * configuration) whose pods run the same command with --only-index into a PersistentVolumeClaim
- * mounted as the output folder. Every string is written as a YAML double-quoted scalar. */#ifndef ST_CLUSTER_K8S_H
+ * mounted as the output folder. Every string is written as a YAML double-quoted scalar. */
+#ifndef ST_CLUSTER_K8S_H
 #define ST_CLUSTER_K8S_H
 #include <stddef.h>
 

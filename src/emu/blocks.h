@@ -20,9 +20,9 @@
 /* One block's entry: everything a take, a release or a registration touches, in one place (one
  * cache line or two at most for a block, rather than one per field). */
 typedef struct st_emu_block {
-    uint64_t hash;         /* valid when has_hash */
-    uint32_t ref;          /* references (requests holding it) */
-    uint32_t prev, next;   /* free queue links of the blocks taken before (after the range) */
+    uint64_t hash;       /* valid when has_hash */
+    uint32_t ref;        /* references (requests holding it) */
+    uint32_t prev, next; /* free queue links of the blocks taken before (after the range) */
     uint8_t has_hash, in_free;
 } st_emu_block;
 
@@ -34,9 +34,9 @@ typedef struct st_emu_map_slot {
 
 typedef struct st_emu_blocks {
     uint32_t n, block_size;
-    uint32_t used; /* blocks [used, n) were never taken: the free queue's head, in order */
-    uint32_t room;     /* per-block entries allocated (>= used) */
-    st_emu_block *blk; /* per-block entries: [0, used) */
+    uint32_t used;       /* blocks [used, n) were never taken: the free queue's head, in order */
+    uint32_t room;       /* per-block entries allocated (>= used) */
+    st_emu_block *blk;   /* per-block entries: [0, used) */
     uint32_t head, tail; /* the free queue list's ends (ST_EMU_NIL: empty) */
     uint32_t nfree;      /* the range and the list */
     /* hash -> block (open addressing, linear probing, backward-shift deletion) */

@@ -86,8 +86,8 @@ static const struct {
     { "H100-PCIe",
       { "h100", "pcie", NULL },
       { NULL },
-      { "H100 PCIe 80GB", 79.19 * GIB, 756e12, 1513e12, 2.0e12, 25e9, 1, 0.814087, 0.886355, EMU_ALLREDUCE_LATENCY_PCIE_S,
-        EMU_ATTN_CALL_HOPPER_S } },
+      { "H100 PCIe 80GB", 79.19 * GIB, 756e12, 1513e12, 2.0e12, 25e9, 1, 0.814087, 0.886355,
+        EMU_ALLREDUCE_LATENCY_PCIE_S, EMU_ATTN_CALL_HOPPER_S } },
     { "A100-PCIe",
       { "a100", "pcie", NULL },
       { "40gb", NULL },
@@ -101,11 +101,13 @@ static const struct {
     { "L40S",
       { "l40s", NULL },
       { NULL },
-      { "L40S", 44.39 * GIB, 362e12, 733e12, 0.864e12, 25e9, 0, 0.70, 0.80, EMU_ALLREDUCE_LATENCY_PCIE_S, EMU_ATTN_CALL_S } },
+      { "L40S", 44.39 * GIB, 362e12, 733e12, 0.864e12, 25e9, 0, 0.70, 0.80, EMU_ALLREDUCE_LATENCY_PCIE_S,
+        EMU_ATTN_CALL_S } },
     { "RTX4090",
       { "4090", NULL },
       { NULL },
-      { "RTX 4090", 23.64 * GIB, 165e12, 330e12, 1.008e12, 25e9, 0, 0.894738, 0.889907, EMU_ALLREDUCE_LATENCY_PCIE_S, EMU_ATTN_CALL_S } },
+      { "RTX 4090", 23.64 * GIB, 165e12, 330e12, 1.008e12, 25e9, 0, 0.894738, 0.889907, EMU_ALLREDUCE_LATENCY_PCIE_S,
+        EMU_ATTN_CALL_S } },
 };
 
 static void normalise(const char *in, char *out, size_t outlen, int keep_punct)
@@ -146,7 +148,8 @@ int st_emu_gpu_find(const char *name, st_emu_gpu *out, char *err, size_t errlen)
             }
         }
     }
-    snprintf(err, errlen, "unknown GPU '%s' (known: H100, H100-NVL, H100-PCIe, H200, A100, A100-PCIe, L40S, RTX4090; or a file)",
+    snprintf(err, errlen,
+             "unknown GPU '%s' (known: H100, H100-NVL, H100-PCIe, H200, A100, A100-PCIe, L40S, RTX4090; or a file)",
              name ? name : "");
     return -1;
 }
@@ -425,7 +428,8 @@ int st_emu_model_find(const char *name, st_emu_model *out, char *err, size_t err
     }
     snprintf(err, errlen,
              "unknown model '%s' (built in: Qwen3-0.6B/8B/14B/32B, Qwen2.5-7B, Llama-3(.1)-8B, "
-             "Llama-3(.1/.3)-70B, GLM-4.5-Air, DeepSeek-R1-Distill-Qwen-1.5B/7B/14B and -Llama-8B, Phi-4 and their -FP8/-AWQ/-GPTQ variants; otherwise give a "
+             "Llama-3(.1/.3)-70B, GLM-4.5-Air, DeepSeek-R1-Distill-Qwen-1.5B/7B/14B and -Llama-8B, Phi-4 and their "
+             "-FP8/-AWQ/-GPTQ variants; otherwise give a "
              "directory with config.json)",
              name ? name : "");
     return -1;

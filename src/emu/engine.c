@@ -14,7 +14,7 @@
 typedef struct emu_req {
     uint64_t id;
     void *user;
-    uint32_t *tokens; /* the prompt's ids (n_prompt of them, room for cap_prompt); generated token q
+    uint32_t *tokens;              /* the prompt's ids (n_prompt of them, room for cap_prompt); generated token q
                          is st_emu_output_token(id, q): computed where needed, not stored */
     uint32_t n_tokens, cap_tokens; /* prompt and generated tokens; at most prompt + max_tokens */
     uint32_t cap_prompt;
@@ -29,9 +29,9 @@ typedef struct emu_req {
     int admitted_once;
     uint64_t admit_seq;
     st_ns arrival, first_scheduled, first_token;
-    st_ns ready;      /* when the API server has handed it to the engine core (front-end model) */
-    double fe_factor; /* its API-server costs relative to a completions request */
-    int held;         /* st_emu_hold: left out of the steps while running */
+    st_ns ready;                   /* when the API server has handed it to the engine core (front-end model) */
+    double fe_factor;              /* its API-server costs relative to a completions request */
+    int held;                      /* st_emu_hold: left out of the steps while running */
     uint32_t spec_draft, spec_acc; /* this step's draft tokens to verify and how many are accepted */
 } emu_req;
 
@@ -63,11 +63,11 @@ struct st_emu_engine {
     /* st_emu_skip_steps scratch: the run's sequences, step times, and each sequence's state */
     st_emu_skip_seq *skip_seq;
     st_ns *skip_start, *skip_due;
-    uint32_t *skip_take, *skip_reg;  /* running indices grouped by the step (mod block_size) they take a
+    uint32_t *skip_take, *skip_reg;         /* running indices grouped by the step (mod block_size) they take a
                                         block at, and register a full block at */
     uint32_t *skip_off_take, *skip_off_reg; /* block_size + 1 offsets into them */
-    uint32_t *skip_key;              /* per sequence: its group (scratch) */
-    uint64_t *skip_first;            /* per sequence: the run's step it takes its next block at */
+    uint32_t *skip_key;                     /* per sequence: its group (scratch) */
+    uint64_t *skip_first;                   /* per sequence: the run's step it takes its next block at */
     uint32_t cap_skip_seq, cap_skip_start, cap_skip_due, cap_skip_take, cap_skip_reg, cap_skip_offt, cap_skip_offr,
         cap_skip_key, cap_skip_first;
     st_ns fe_free;              /* the API server's work queue is busy until then (engine time) */
@@ -980,7 +980,7 @@ int st_emu_skip_steps(st_emu_engine *e, st_ns horizon, st_emu_skip_result *res)
     double pool_n = e->pool.n;
     res->running_peak = n;
     res->kv_usage_peak = pool_n ? 1.0 - e->pool.nfree / pool_n : 0; /* after the last step, unless it frees */
-    double before_last = pool_n ? 1.0 - nfree_before / pool_n : 0; /* after the step before it */
+    double before_last = pool_n ? 1.0 - nfree_before / pool_n : 0;  /* after the step before it */
     uint32_t w = 0, finished = 0;
     for (uint32_t i = 0; i < n; i++) {
         emu_req *r = e->run[i];

@@ -58,12 +58,12 @@ typedef enum st_emu_finish { ST_EMU_NOT_FINISHED = 0, ST_EMU_FINISH_LENGTH, ST_E
 typedef struct st_emu_event {
     uint64_t id;
     void *user;
-    uint32_t token;                              /* the token id emitted (st_emu_output_token) */
-    uint32_t n_tokens; /* tokens in this event: 1, or 1 + the accepted draft tokens with speculation (a burst;
+    uint32_t token;       /* the token id emitted (st_emu_output_token) */
+    uint32_t n_tokens;    /* tokens in this event: 1, or 1 + the accepted draft tokens with speculation (a burst;
                           token is the first, the others st_emu_output_token(id, n_out - n_tokens + j)) */
-    uint32_t n_out;    /* output tokens so far, including this event's */
-    uint8_t first;                               /* first output token of the request */
-    st_emu_finish finish;                        /* set on the last token */
+    uint32_t n_out;       /* output tokens so far, including this event's */
+    uint8_t first;        /* first output token of the request */
+    st_emu_finish finish; /* set on the last token */
     uint32_t prompt_tokens, cached_tokens;       /* prompt length; prefix-cache hit (first admission) */
     st_ns arrival, first_scheduled, first_token; /* engine times (first_token: this step's end if first) */
     st_ns queued; /* engine time it reached the engine core's waiting queue: arrival plus the API server
@@ -105,8 +105,8 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res);
 typedef struct st_emu_skip_seq {
     uint64_t id;
     void *user;
-    uint32_t n_out; /* output tokens before the run: its token of step j is number n_out + j + 1 */
-    st_ns due_off;  /* its token of step j is due at due[j] + due_off (the API-server queue's order) */
+    uint32_t n_out;       /* output tokens before the run: its token of step j is number n_out + j + 1 */
+    st_ns due_off;        /* its token of step j is due at due[j] + due_off (the API-server queue's order) */
     st_emu_finish finish; /* set when its last token was in the run's last step (it left the engine) */
 } st_emu_skip_seq;
 

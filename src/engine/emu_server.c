@@ -106,8 +106,8 @@ struct stream_t {
      * completions): the top logprobs of each generated token, tokens named by id or by word */
     uint32_t logprobs;
     int lp_ids;
-    uint64_t plm_h;      /* the prompt's hash */
-    st_buf prompt_lp;    /* prompt_logprobs, as JSON (empty: not asked) */
+    uint64_t plm_h;   /* the prompt's hash */
+    st_buf prompt_lp; /* prompt_logprobs, as JSON (empty: not asked) */
 };
 
 typedef struct jitter_t {

@@ -39,6 +39,7 @@ typedef struct st_emu_server_opts {
 
 /* Runs the server until SIGINT/SIGTERM. The engine config must be resolved
  * (st_emu_memory_plan ok). Returns 0 on a clean stop, -1 with err on a startup failure. */
-int st_emu_server_run(const st_emu_config *cfg, const st_emu_server_opts *o, const st_log *log, char *err, size_t errlen);
+int st_emu_server_run(const st_emu_config *cfg, const st_emu_server_opts *o, const st_log *log, char *err,
+                      size_t errlen);
 
 #endif

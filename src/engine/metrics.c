@@ -7,9 +7,10 @@
 /* ---- engine names -------------------------------------------------------------------- */
 
 static const char *const met_names[ST_MET__COUNT] = {
-    "kv_usage",      "running",           "waiting",         "preemptions", "prefix_hits",     "prefix_queries",
-    "prompt_tokens", "generation_tokens", "prefix_hit_rate", "emu_tokens",  "emu_late_tokens", "emu_very_late_tokens",
-    "emu_dropped_s", "spec_drafts",       "spec_draft_tokens", "spec_accepted_tokens",
+    "kv_usage",        "running",        "waiting",           "preemptions",
+    "prefix_hits",     "prefix_queries", "prompt_tokens",     "generation_tokens",
+    "prefix_hit_rate", "emu_tokens",     "emu_late_tokens",   "emu_very_late_tokens",
+    "emu_dropped_s",   "spec_drafts",    "spec_draft_tokens", "spec_accepted_tokens",
 };
 
 const char *st_metrics_name(st_metric m) { return ((unsigned)m < ST_MET__COUNT) ? met_names[m] : "unknown"; }

@@ -700,8 +700,9 @@ static void table_server(FILE *f, const st_summary *s)
         fputs(" ms\n", f);
     }
     if (s->srv_draft_requests) {
-        fprintf(f, "Speculative decoding (server-reported, %u requests): %llu draft tokens, %llu accepted", s->srv_draft_requests,
-                (unsigned long long)s->srv_draft_tokens, (unsigned long long)s->srv_draft_accepted);
+        fprintf(f, "Speculative decoding (server-reported, %u requests): %llu draft tokens, %llu accepted",
+                s->srv_draft_requests, (unsigned long long)s->srv_draft_tokens,
+                (unsigned long long)s->srv_draft_accepted);
         if (s->srv_draft_tokens)
             fprintf(f, " (%.1f%%)", 100.0 * (double)s->srv_draft_accepted / (double)s->srv_draft_tokens);
         fputc('\n', f);

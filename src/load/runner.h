@@ -90,10 +90,10 @@ void st_runner_release(st_runner_ctl *r, uint32_t i, st_ns delay);
 void st_runner_skip(st_runner_ctl *r, uint32_t i, const char *why);
 
 typedef struct st_runner_config {
-    const char *url;            /* base URL (http or https); the API path is appended */
-    int api;                    /* st_api_kind, or ST_RUNNER_API_RAW */
-    int stream;                 /* 1: streaming requests (the default for benches) */
-    int has_temperature;        /* 1: every request carries temperature (else the engine's default) */
+    const char *url;     /* base URL (http or https); the API path is appended */
+    int api;             /* st_api_kind, or ST_RUNNER_API_RAW */
+    int stream;          /* 1: streaming requests (the default for benches) */
+    int has_temperature; /* 1: every request carries temperature (else the engine's default) */
     double temperature;
     const char *model;          /* may be NULL */
     const char *api_key;        /* NULL or the key value: "Authorization: Bearer <key>" */

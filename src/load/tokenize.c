@@ -419,8 +419,7 @@ static int post_raw(st_tokenizer *t, const char *data, size_t len, st_http_parse
     if (t->auth)
         hdrs[nh++] = t->auth;
     st_buf_reset(&t->req);
-    int rc = st_http_write_request(&t->req, "POST", t->url.hostport, t->path, hdrs, nh, "application/json", data,
-                                   len);
+    int rc = st_http_write_request(&t->req, "POST", t->url.hostport, t->path, hdrs, nh, "application/json", data, len);
     if (rc < 0) {
         snprintf(err, errlen, "the request to %s could not be built", t->path);
         return -1;
@@ -570,8 +569,7 @@ int64_t st_tokenize_parse_ids(const char *body, size_t len, uint32_t **ids, size
     return rc;
 }
 
-int64_t st_tokenizer_ids(void *arg, const char *text, size_t len, uint32_t **ids, size_t *cap, char *err,
-                         size_t errlen)
+int64_t st_tokenizer_ids(void *arg, const char *text, size_t len, uint32_t **ids, size_t *cap, char *err, size_t errlen)
 {
     st_tokenizer *t = arg;
     if (t->api == ST_API_TGI) {

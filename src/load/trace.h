@@ -96,26 +96,26 @@ typedef struct st_trace_opts {
 } st_trace_opts;
 
 typedef struct st_trace_counts {
-    uint64_t lines;       /* lines read */
-    uint64_t rows;        /* request rows parsed (kept or not; malformed excluded) */
-    uint64_t kept;        /* given to the callback */
-    uint64_t failed;      /* failed requests in the log (kept apart) */
-    uint64_t window;      /* outside the time window */
-    uint64_t model;       /* another model */
-    uint64_t sampled_out; /* not in the sample */
-    uint64_t empty;       /* zero input or output tokens */
-    uint64_t too_long;    /* prompt + output above max_context (and later turns of that session) */
-    uint64_t bad;         /* malformed rows skipped under max_bad */
-    uint64_t orphaned;    /* later turns of a session whose earlier turn was malformed (skipped) */
-    uint64_t unsorted;    /* rows earlier than the row before them */
-    uint64_t sessions;    /* distinct sessions among kept rows */
-    uint64_t think_long;  /* kept later turns whose pause after the turn before exceeds ST_TRACE_THINK_CAP_S */
+    uint64_t lines;         /* lines read */
+    uint64_t rows;          /* request rows parsed (kept or not; malformed excluded) */
+    uint64_t kept;          /* given to the callback */
+    uint64_t failed;        /* failed requests in the log (kept apart) */
+    uint64_t window;        /* outside the time window */
+    uint64_t model;         /* another model */
+    uint64_t sampled_out;   /* not in the sample */
+    uint64_t empty;         /* zero input or output tokens */
+    uint64_t too_long;      /* prompt + output above max_context (and later turns of that session) */
+    uint64_t bad;           /* malformed rows skipped under max_bad */
+    uint64_t orphaned;      /* later turns of a session whose earlier turn was malformed (skipped) */
+    uint64_t unsorted;      /* rows earlier than the row before them */
+    uint64_t sessions;      /* distinct sessions among kept rows */
+    uint64_t think_long;    /* kept later turns whose pause after the turn before exceeds ST_TRACE_THINK_CAP_S */
     double think_longest_s; /* the longest such pause (0: none) */
     double quantum_s;       /* the kept rows' times are all multiples of this coarse clock (at least
                            * ST_TRACE_QUANTUM_MIN_S) and some share one: 0 when not (st_trace_quantum) */
     uint64_t quantum_ties;  /* kept rows whose time equals the row before them */
-    int stopped;          /* max_rows reached before the end */
-    int interrupted;      /* the stop flag ended the reading (the counts are those so far) */
+    int stopped;            /* max_rows reached before the end */
+    int interrupted;        /* the stop flag ended the reading (the counts are those so far) */
     char bad_first[ST_TRACE_BAD_KEPT][320];
     uint32_t n_bad_first;
 } st_trace_counts;

@@ -418,7 +418,7 @@ int st_trace_parse_native(const char *line, size_t len, uint32_t index, uint64_t
         }
         snprintf(x->model, sizeof x->model, "%s", json_string_value(model));
     }
-    if (compl && !json_is_string(compl)) {
+    if (compl &&!json_is_string(compl )) {
         st_errf(err, errlen, "completion must be a string (the logged answer)");
         goto out;
     }
@@ -434,12 +434,13 @@ int st_trace_parse_native(const char *line, size_t len, uint32_t index, uint64_t
                 n = 0;
         }
         if (n == 0 || n > ST_WORKLOAD_MAX_TOKENS) {
-            st_errf(err, errlen, "output_ids must be a non-empty array of at most %u token ids", ST_WORKLOAD_MAX_TOKENS);
+            st_errf(err, errlen, "output_ids must be a non-empty array of at most %u token ids",
+                    ST_WORKLOAD_MAX_TOKENS);
             goto out;
         }
     }
-    if (!out_tok && (out_ids || compl)) { /* the logged answer's length */
-        uint32_t n = out_ids ? (uint32_t)json_array_size(out_ids) : count_words(json_string_value(compl));
+    if (!out_tok && (out_ids || compl )) { /* the logged answer's length */
+        uint32_t n = out_ids ? (uint32_t)json_array_size(out_ids) : count_words(json_string_value(compl ));
         it->output_len = n ? n : 1;
     } else {
         if (!out_tok) {

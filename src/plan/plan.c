@@ -512,8 +512,8 @@ int st_plan_enumerate_max(const st_spec *s, const st_prices *p, const char *prov
             if (st_prices_pick(p, keys[i], ST_PRICE_ON_DEMAND, want))
                 gpus[ng++] = keys[i];
         if (!ng) {
-            snprintf(err, errlen, "no GPU of the engine model has an on-demand price%s%s in %s",
-                     want ? " from " : "", want ? want : "", p->origin);
+            snprintf(err, errlen, "no GPU of the engine model has an on-demand price%s%s in %s", want ? " from " : "",
+                     want ? want : "", p->origin);
             return -1;
         }
     }

@@ -17,10 +17,7 @@ static const char *const kind_names[ST_PRICE__COUNT] = {
     "on-demand", "spot", "marketplace", "serverless", "serverless-active", "endpoint", "suspect",
 };
 
-const char *st_price_kind_name(st_price_kind k)
-{
-    return k >= 0 && k < ST_PRICE__COUNT ? kind_names[k] : "unknown";
-}
+const char *st_price_kind_name(st_price_kind k) { return k >= 0 && k < ST_PRICE__COUNT ? kind_names[k] : "unknown"; }
 
 void st_prices_free(st_prices *p)
 {
@@ -39,8 +36,8 @@ void st_prices_free(st_prices *p)
 
 /* The columns read, by name. */
 enum { C_GPU, C_USD, C_KIND, C_PROVIDER, C_OFFERING, C_SOURCE, C_DATE, C__COUNT };
-static const char *const col_names[C__COUNT] = { "gpu_key", "usd_per_gpu_hour", "kind", "provider",
-                                                 "offering", "source", "source_date" };
+static const char *const col_names[C__COUNT] = { "gpu_key",  "usd_per_gpu_hour", "kind",       "provider",
+                                                 "offering", "source",           "source_date" };
 
 static char *field(const st_csv *c, const int *col, int k)
 {
@@ -107,8 +104,7 @@ int st_prices_parse(const char *name, const char *text, size_t len, st_prices *o
     for (int k = 0; k < C__COUNT; k++)
         col[k] = st_csv_find(&c, col_names[k]);
     if (col[C_GPU] < 0 || col[C_USD] < 0) {
-        snprintf(err, errlen, "%s:%u: the header must name the columns gpu_key and usd_per_gpu_hour", name,
-                 c.rec_line);
+        snprintf(err, errlen, "%s:%u: the header must name the columns gpu_key and usd_per_gpu_hour", name, c.rec_line);
         goto done;
     }
     out->origin = strdup(name);

@@ -424,7 +424,8 @@ int st_report_json(const st_report *r, st_buf *out)
     json_object_set_new(root, "traffic", r->traffic.json ? json_incref(r->traffic.json) : json_null());
     json_object_set_new(root, "who_pays", r->who_pays ? json_incref(r->who_pays) : json_null());
     st_rep_wp_day wpd; /* the traffic day's cost per tenant per hour (report/whopays_day.h) */
-    json_object_set_new(root, "who_pays_day", st_rep_who_pays_day(r, &wpd) ? st_rep_who_pays_day_json(&wpd) : json_null());
+    json_object_set_new(root, "who_pays_day",
+                        st_rep_who_pays_day(r, &wpd) ? st_rep_who_pays_day_json(&wpd) : json_null());
     json_object_set_new(root, "traffic_day", day_json(r));
     json_object_set_new(root, "quality", st_rep_quality_json(r));
     char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));

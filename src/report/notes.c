@@ -1836,13 +1836,14 @@ static void speculation_note(ctx *x, const st_rep_cfg *c)
         st_buf_printf(&x->b, "the synthetic workload's prompts of random token ids");
     else
         st_buf_printf(&x->b, "a trace that --check found to hold token counts (prompts of random token ids)");
-    st_buf_printf(&x->b,
-                  ", because the spec says workload.allow_synthetic_speculation: true. On such prompts n-gram lookup "
-                  "finds no earlier n-gram and a draft model's guesses are rarely the target's, so almost every draft "
-                  "is rejected: its TPOT and capacity measure the speculation's cost, not its gain, and are no evidence "
-                  "for or against it on real traffic. Audit it on the client's text, or estimate the n-gram acceptance "
-                  "offline with `servetune trace stats LOG --spec ngram:%u`.",
-                  d.k ? d.k : 4);
+    st_buf_printf(
+        &x->b,
+        ", because the spec says workload.allow_synthetic_speculation: true. On such prompts n-gram lookup "
+        "finds no earlier n-gram and a draft model's guesses are rarely the target's, so almost every draft "
+        "is rejected: its TPOT and capacity measure the speculation's cost, not its gain, and are no evidence "
+        "for or against it on real traffic. Audit it on the client's text, or estimate the n-gram acceptance "
+        "offline with `servetune trace stats LOG --spec ngram:%u`.",
+        d.k ? d.k : 4);
     add(x, ST_NOTE_WARN, "speculation_not_evidence", c->name);
 }
 

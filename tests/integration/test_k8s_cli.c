@@ -46,9 +46,8 @@ static void k8s_options_are_checked(void **state)
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         unlink(outp);
-        const char *args[] = { "audit",          spec,        "--k8s-manifest", man,        "--k8s-image",
-                               bad[i].image,     "--k8s-namespace", bad[i].ns,   "--k8s-pvc", bad[i].pvc,
-                               NULL };
+        const char *args[] = { "audit",           spec,      "--k8s-manifest", man,        "--k8s-image", bad[i].image,
+                               "--k8s-namespace", bad[i].ns, "--k8s-pvc",      bad[i].pvc, NULL };
         int rc = run_servetune(args, 30);
         if (rc != 2)
             fail_msg("case %zu: exit %d, expected 2", i, rc);
@@ -59,8 +58,8 @@ static void k8s_options_are_checked(void **state)
             fail_msg("case %zu: a manifest was written", i);
     }
     /* good values: the manifest, with them */
-    const char *args[] = { "audit",     spec,    "--k8s-manifest", man, "--k8s-image", "reg/servetune:1",
-                           "--k8s-namespace", "bench", "--k8s-pvc", "out.v1", NULL };
+    const char *args[] = { "audit",           spec,    "--k8s-manifest", man,      "--k8s-image", "reg/servetune:1",
+                           "--k8s-namespace", "bench", "--k8s-pvc",      "out.v1", NULL };
     assert_int_equal(run_servetune(args, 30), 0);
     assert_true(file_has(man, "\"reg/servetune:1\""));
     assert_true(file_has(man, "\"bench\""));

@@ -36,7 +36,8 @@ static void test_upward_include_fails(void **state)
     (void)state;
     char root[] = "/tmp/st_layers.XXXXXX", p[512], out[4096];
     assert_non_null(mkdtemp(root));
-    const char *dirs[] = { "src", "src/core", "src/load", "src/audit", "src/emu", "src/engine", "src/plan", "src/cluster" };
+    const char *dirs[] = { "src",     "src/core",   "src/load", "src/audit",
+                           "src/emu", "src/engine", "src/plan", "src/cluster" };
     for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
         snprintf(p, sizeof p, "%s/%s", root, dirs[i]);
         assert_int_equal(mkdir(p, 0755), 0);

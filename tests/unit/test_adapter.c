@@ -242,10 +242,8 @@ static void kind_table_and_api(void **state)
 int main(void)
 {
     const struct CMUnitTest t[] = {
-        cmocka_unit_test(vllm_and_emulator_argv),
-        cmocka_unit_test(other_engines),
-        cmocka_unit_test(kind_table_and_api),
-        cmocka_unit_test(model_lists),
+        cmocka_unit_test(vllm_and_emulator_argv), cmocka_unit_test(other_engines),
+        cmocka_unit_test(kind_table_and_api),     cmocka_unit_test(model_lists),
         cmocka_unit_test(scrape_to_samples),
     };
     return cmocka_run_group_tests(t, 0, 0);

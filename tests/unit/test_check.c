@@ -359,8 +359,7 @@ int main(void)
         cmocka_unit_test(check_refuses_what_a_run_would), cmocka_unit_test(emulator_needs_a_gpu),
         cmocka_unit_test(trace_shorter_than_the_warmup),  cmocka_unit_test(hostile_yaml_is_refused),
         cmocka_unit_test(unknown_flags_are_warned),       cmocka_unit_test(launch_and_tp_warnings),
-        cmocka_unit_test(wall_timeout_has_a_floor),
-        cmocka_unit_test(trace_think_gaps_capped),
+        cmocka_unit_test(wall_timeout_has_a_floor),       cmocka_unit_test(trace_think_gaps_capped),
     };
     return cmocka_run_group_tests(t, NULL, NULL);
 }

@@ -730,9 +730,9 @@ static void speculation_measured(void **state)
     static fx f;
     st_notes ns;
     static const st_metrics_sample sm[] = {
-        { 0, "spec_drafts", 100 },        { 0, "spec_draft_tokens", 400 },    { 0, "spec_accepted_tokens", 100 },
-        { 0, "spec_accepted_pos_00", 60 }, { 0, "spec_accepted_pos_01", 40 }, { 10, "spec_drafts", 300 },
-        { 10, "spec_draft_tokens", 1200 }, { 10, "spec_accepted_tokens", 500 }, { 10, "spec_accepted_pos_00", 240 },
+        { 0, "spec_drafts", 100 },           { 0, "spec_draft_tokens", 400 },     { 0, "spec_accepted_tokens", 100 },
+        { 0, "spec_accepted_pos_00", 60 },   { 0, "spec_accepted_pos_01", 40 },   { 10, "spec_drafts", 300 },
+        { 10, "spec_draft_tokens", 1200 },   { 10, "spec_accepted_tokens", 500 }, { 10, "spec_accepted_pos_00", 240 },
         { 10, "spec_accepted_pos_01", 140 },
     };
     one_cfg(&f, "--speculative-config", "{\"method\": \"ngram\", \"num_speculative_tokens\": 4}");
@@ -755,7 +755,8 @@ static void speculation_measured(void **state)
     f.r.spec.engine.kind = ST_ENGINE_LLAMACPP;
     st_notes_run_digest(rec, 2, NULL, 0, &f.dg[0][0]);
     build(&f, &ns);
-    has_text(find(&ns, "speculation_measured", "baseline"), "at 12 req/s 10.0% of 40 draft tokens accepted (2 responses' draft_n)");
+    has_text(find(&ns, "speculation_measured", "baseline"),
+             "at 12 req/s 10.0% of 40 draft tokens accepted (2 responses' draft_n)");
     st_notes_free(&ns);
     /* nothing drafted: no note */
     one_cfg(&f, NULL, NULL);
