@@ -283,15 +283,8 @@ int st_cli_predict_agents(int argc, char **argv)
     av[ac++] = (char *)gpu;
     for (int i = 0; i < pr.nunknown; i++)
         av[ac++] = pr.unknown[i];
-    st_emu_args EA;
-    st_emu_args_defaults(&EA);
-    st_opt eopts[ST_EMU_ARGS_TABLE_MAX];
-    st_emu_args_table(&EA, eopts);
-    st_opts_result er;
-    int erc = st_emu_args_parse(&EA, eopts, ac, av, &er, err, sizeof err);
-    st_opts_result_free(&er);
     st_emu_config cfg;
-    if (erc || st_emu_args_config(&EA, &cfg, err, sizeof err)) {
+    if (st_emu_config_of_argv(ac, av, gpu, &cfg, NULL, err, sizeof err)) {
         fprintf(stderr, "servetune predict: the engine model of %s on %s: %s\n", model, gpu, err);
         status = ST_EXIT_USAGE;
         goto out;

@@ -553,6 +553,24 @@ static void run_stop(run *R, st_ns now)
             st_record_set_error(&R->rec[i], ST_REQ_ABORTED, STOPPED_UNSENT, sizeof STOPPED_UNSENT - 1);
 }
 
+/* Request r completed at run time `at`: its record closed, its client slot freed, its session's
+ * next turn and its task's children released (one place for a step and for a run of steps).
+ * 0, or -1 out of memory. */
+static int finish(run *R, st_record *r, st_ns at)
+{
+    r->end = at;
+    r->usage_reported = 1;
+    r->status = ST_REQ_OK;
+    R->s.completed++;
+    R->p.completed++;
+    slot_freed(R, at);
+    if (release_next(R, (uint32_t)(r - R->rec), at) < 0 || release_children(R, (uint32_t)(r - R->rec), at) < 0) {
+        snprintf(R->err, R->errlen, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
 /* Records a step's token events at the times the clients receive them (the step's end, or
  * later when the API-server model is behind). 0, or -1. */
 static int run_step(run *R, const st_emu_step_result *res)
@@ -581,19 +599,8 @@ static int run_step(run *R, const st_emu_step_result *res)
         }
         r->output_tokens = ev->n_out;
         R->p.output_tokens += n_tok;
-        if (ev->finish) {
-            r->end = at;
-            r->usage_reported = 1;
-            r->status = ST_REQ_OK;
-            R->s.completed++;
-            R->p.completed++;
-            slot_freed(R, at);
-            if (release_next(R, (uint32_t)(r - R->rec), at) < 0 ||
-                release_children(R, (uint32_t)(r - R->rec), at) < 0) {
-                snprintf(R->err, R->errlen, "out of memory");
-                return -1;
-            }
-        }
+        if (ev->finish && finish(R, r, at) < 0)
+            return -1;
     }
     st_emu_stats es;
     st_emu_get_stats(R->e, &es);
@@ -638,20 +645,8 @@ static int run_skip(run *R, const st_emu_skip_result *sk)
             r->reasoning_tokens = sq->n_out + k < n_reason ? sq->n_out + k : n_reason;
         r->output_tokens = sq->n_out + k;
         R->p.output_tokens += k;
-        if (sq->finish) { /* in the run's last step, as run_step ends a request */
-            st_ns at = ev[k - 1];
-            r->end = at;
-            r->usage_reported = 1;
-            r->status = ST_REQ_OK;
-            R->s.completed++;
-            R->p.completed++;
-            slot_freed(R, at);
-            if (release_next(R, (uint32_t)(r - R->rec), at) < 0 ||
-                release_children(R, (uint32_t)(r - R->rec), at) < 0) {
-                snprintf(R->err, R->errlen, "out of memory");
-                return -1;
-            }
-        }
+        if (sq->finish && finish(R, r, ev[k - 1]) < 0) /* in the run's last step, as run_step ends it */
+            return -1;
     }
     st_emu_stats es;
     st_emu_get_stats(R->e, &es); /* waiting as after every step of the run */
