@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -143,11 +144,16 @@ static inline int emu_start(emu_child *c, const char *model, const char *gpu, co
     for (int i = 0; extra && extra[i] && n < 62; i++)
         argv[n++] = extra[i];
     argv[n] = NULL;
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0)
         return -1;
     if (pid == 0) {
         setpgid(0, 0);
+        /* a failed check leaves the test by longjmp, past emu_stop: the emulator ends with the test */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent) /* the test ended before the line above */
+            _exit(127);
         int fd = open(c->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (fd >= 0) {
             dup2(fd, 1);
