@@ -174,6 +174,56 @@ static int score_answer(st_executor *x, st_qapi api, const char *model, const st
     return rc;
 }
 
+/* One answer of the candidate (c) against the baseline's (b): free-running into acc and, when
+ * teacher, the candidate's scores of prompt + the baseline's answer into forced (*scored set).
+ * 0, or -1 out of memory. */
+static int compare_answer(st_executor *x, st_qapi api, const char *model, const st_work_item *it, const st_qanswer *b,
+                          const st_qanswer *c, uint32_t top_k, int teacher, st_drift_acc *acc, st_drift_acc *forced,
+                          int *scored)
+{
+    st_lp_pos *bv = malloc(((size_t)b->n + c->n + 1) * sizeof *bv);
+    if (!bv)
+        return -1;
+    st_lp_pos *cv = bv + b->n;
+    st_quality_views(b->tok, b->n, bv);
+    st_quality_views(c->tok, c->n, cv);
+    st_drift_add_free(acc, bv, b->n, cv, c->n);
+    /* teacher-forced: the candidate scores prompt + the baseline's answer */
+    if (teacher && it->input_ids && b->n > 0) {
+        st_qtok *tf = calloc(b->n, sizeof *tf);
+        st_lp_pos *sv = malloc((size_t)b->n * sizeof *sv);
+        if (tf && sv && score_answer(x, api, model, it, b, top_k, tf) == 0) {
+            st_quality_views(tf, b->n, sv);
+            *scored = 1;
+            st_drift_add_forced(forced, bv, sv, b->n);
+        }
+        free(tf);
+        free(sv);
+    }
+    free(bv);
+    return 0;
+}
+
+/* A measured candidate's figures: the free-running ones, or (forced: positions were scored) the
+ * teacher-forced ones with the whole answers' figures kept. */
+static void measured(st_drift_acc *acc, st_drift_acc *forced, st_quality_result *out)
+{
+    out->status = ST_Q_MEASURED;
+    st_drift_summarize(acc, &out->d);
+    if (!forced)
+        return;
+    st_drift_summary f;
+    st_drift_summarize(forced, &f);
+    f.answers = out->d.answers;
+    f.exact = out->d.exact;
+    f.exact_match = out->d.exact_match;
+    f.diverged = out->d.diverged;
+    f.div_mean = out->d.div_mean;
+    f.div_p50 = out->d.div_p50;
+    out->d = f;
+    snprintf(out->mode, sizeof out->mode, "teacher-forced");
+}
+
 int st_quality_pass(st_executor *x, const st_spec *spec, int ci, st_quality_ref *ref, volatile sig_atomic_t *stop,
                     st_quality_result *out)
 {
@@ -263,30 +313,12 @@ int st_quality_pass(st_executor *x, const st_spec *spec, int ci, st_quality_ref 
         }
         if (ci == 0)
             continue;
-        const st_qanswer *b = &ref->ans[i];
-        st_lp_pos *bv = malloc(((size_t)b->n + ans[i].n + 1) * sizeof *bv);
-        if (!bv) {
+        if (compare_answer(x, api, model, it, &ref->ans[i], &ans[i], spec->quality.top_k, teacher, &acc, &forced,
+                           &scored)) {
             out->status = ST_Q_FAILED;
             snprintf(out->note, sizeof out->note, "out of memory");
             break;
         }
-        st_lp_pos *cv = bv + b->n;
-        st_quality_views(b->tok, b->n, bv);
-        st_quality_views(ans[i].tok, ans[i].n, cv);
-        st_drift_add_free(&acc, bv, b->n, cv, ans[i].n);
-        /* teacher-forced: the candidate scores prompt + the baseline's answer */
-        if (teacher && it->input_ids && b->n > 0) {
-            st_qtok *tf = calloc(b->n, sizeof *tf);
-            st_lp_pos *sv = malloc((size_t)b->n * sizeof *sv);
-            if (tf && sv && score_answer(x, api, model, it, b, spec->quality.top_k, tf) == 0) {
-                st_quality_views(tf, b->n, sv);
-                scored = 1;
-                st_drift_add_forced(&forced, bv, sv, b->n);
-            }
-            free(tf);
-            free(sv);
-        }
-        free(bv);
     }
     out->engine_s = st_ns_to_s(st_now() - t0) * (x->time_scale > 0 ? x->time_scale : 1);
     if (no_lp && out->status != ST_Q_FAILED) {
@@ -303,21 +335,7 @@ int st_quality_pass(st_executor *x, const st_spec *spec, int ci, st_quality_ref 
             ans = NULL;
             out->status = ST_Q_REFERENCE;
         } else {
-            out->status = ST_Q_MEASURED;
-            st_drift_summarize(&acc, &out->d);
-            if (scored) {
-                /* the positions compared are the scored ones; the answers' figures stay */
-                st_drift_summary f;
-                st_drift_summarize(&forced, &f);
-                f.answers = out->d.answers;
-                f.exact = out->d.exact;
-                f.exact_match = out->d.exact_match;
-                f.diverged = out->d.diverged;
-                f.div_mean = out->d.div_mean;
-                f.div_p50 = out->d.div_p50;
-                out->d = f;
-                snprintf(out->mode, sizeof out->mode, "teacher-forced");
-            }
+            measured(&acc, scored ? &forced : NULL, out);
         }
     }
     for (uint32_t j = 0; ans && j < n; j++)
