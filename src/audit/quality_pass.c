@@ -174,6 +174,31 @@ static int score_answer(st_executor *x, st_qapi api, const char *model, const st
     return rc;
 }
 
+/* The tokenizer: the baseline's probe kept in ref; a candidate's compared with it. 1 when the
+ * candidate tokenizes otherwise (said in out->note), else 0. */
+static int tokenizer(st_executor *x, st_qapi api, const char *model, int ci, st_quality_ref *ref,
+                     st_quality_result *out)
+{
+    char err[512];
+    uint32_t *pids = NULL;
+    size_t np = 0, pcap = 0;
+    int have_probe = probe_ids(x, api, model, &pids, &np, &pcap, err, sizeof err);
+    if (ci > 0 && same_tokenizer(ref, pids, np, have_probe == 1, out->note, sizeof out->note)) {
+        free(pids);
+        return 1;
+    }
+    if (ci == 0) {
+        free(ref->probe);
+        ref->probe = pids;
+        ref->n_probe = np;
+        ref->cap_probe = pcap;
+        ref->probe_checked = have_probe == 1;
+        pids = NULL;
+    }
+    free(pids);
+    return 0;
+}
+
 /* One answer of the candidate (c) against the baseline's (b): free-running into acc and, when
  * teacher, the candidate's scores of prompt + the baseline's answer into forced (*scored set).
  * 0, or -1 out of memory. */
@@ -251,24 +276,10 @@ int st_quality_pass(st_executor *x, const st_spec *spec, int ci, st_quality_ref 
     const st_spec_config *c = &spec->configs[ci];
     const char *model = spec->engine.served_name ? spec->engine.served_name : st_spec_config_model(spec, c);
     st_ns t0 = st_now();
-    /* the tokenizer */
-    uint32_t *pids = NULL;
-    size_t np = 0, pcap = 0;
-    int have_probe = probe_ids(x, api, model, &pids, &np, &pcap, err, sizeof err);
-    if (ci > 0 && same_tokenizer(ref, pids, np, have_probe == 1, out->note, sizeof out->note)) {
-        free(pids);
+    if (tokenizer(x, api, model, ci, ref, out)) {
         out->status = ST_Q_REFUSED;
         return 0;
     }
-    if (ci == 0) {
-        free(ref->probe);
-        ref->probe = pids;
-        ref->n_probe = np;
-        ref->cap_probe = pcap;
-        ref->probe_checked = have_probe == 1;
-        pids = NULL;
-    }
-    free(pids);
     /* the prompts: the workload's first requests (a session's first turns) */
     st_workload w = { 0 };
     if (st_sweep_workload(spec, spec->workload.seed ^ QUALITY_SEED_SALT, spec->quality.prompts, &w, err, sizeof err)) {
