@@ -38,6 +38,8 @@ static int check_workload(const st_spec *s, uint32_t *n_run, int *random_prompts
     st_workload w;
     *n_run = s->workload.requests_per_rate;
     *random_prompts = 1;
+    if (s->workload.agent) /* read whole when the spec was (audit/spec.h): its graphs are sound */
+        return 0;
     if (s->workload.kind == ST_WL_TRACE) {
         /* every row read as the sweep reads them (a malformed one is an error now, not mid-audit) */
         st_trace_counts c;
@@ -349,7 +351,7 @@ static int launch_warnings(const st_spec *s, st_buf *out)
  * number kept by mistake. */
 static int peak_warning(const st_spec *s, st_buf *out)
 {
-    if (s->peak_source != ST_PEAK_STATED || s->workload.kind != ST_WL_TRACE)
+    if (s->peak_source != ST_PEAK_STATED || s->workload.kind != ST_WL_TRACE || s->workload.agent)
         return 0;
     char e[512];
     double mean, peak = st_audit_trace_peak(s, &mean, e, sizeof e);
@@ -369,7 +371,8 @@ int st_spec_warnings(const st_spec *s, int starts_engine, st_buf *out)
     if (starts_engine)
         n += launch_warnings(s, out);
     /* a replayed trace's pauses between turns: one of days (a foreign log's times) is capped */
-    if (s->workload.kind == ST_WL_TRACE && s->workload.sessions.on && !s->workload.sessions.think_set) {
+    if (s->workload.kind == ST_WL_TRACE && !s->workload.agent && s->workload.sessions.on &&
+        !s->workload.sessions.think_set) {
         st_trace_counts c;
         char e[512];
         st_trace_opts o;
@@ -388,7 +391,8 @@ int st_spec_warnings(const st_spec *s, int starts_engine, st_buf *out)
     /* a run replays the trace's first rows: their prefix reuse against the whole trace's */
     st_replay_share rs;
     char re[512];
-    if (s->workload.kind == ST_WL_TRACE && st_audit_replay_share(s, &rs, re, sizeof re) == 0 && rs.differs) {
+    if (s->workload.kind == ST_WL_TRACE && !s->workload.agent && st_audit_replay_share(s, &rs, re, sizeof re) == 0 &&
+        rs.differs) {
         st_buf_puts(out, "workload.trace: ");
         st_replay_share_say(&rs, out);
         st_buf_puts(out, "\n");

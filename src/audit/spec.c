@@ -1,6 +1,7 @@
 #include "audit/spec.h"
 
 #include "load/agent.h"
+#include "load/agent_file.h"
 #include "core/file.h"
 
 #include <ctype.h>
@@ -574,6 +575,45 @@ void st_spec_trace_opts(const st_spec *s, st_trace_opts *o)
     o->seed = s->workload.seed;
 }
 
+static void resolve_beside(const char *name, char **path);
+
+/* workload.trace naming an agent trace (load/agent_file.h: its first bytes, the path resolved
+ * against the spec's folder as st_spec_parse resolves it): its task graphs replayed whole, open loop
+ * across tasks at the run's task rate (tasks/s), closed within one; the trace readers' filters and
+ * the session keys mean nothing to it and are refused. 0, or -1 (failf). */
+static int agent_trace(pctx *p, keydef *k, int nk, st_spec *s)
+{
+    char *path = strdup(s->workload.trace);
+    if (!path)
+        return failf(p, NULL, "out of memory");
+    resolve_beside(p->name, &path);
+    s->workload.agent = (int)st_agent_detect_file(path);
+    if (!s->workload.agent) {
+        free(path);
+        return 0;
+    }
+    /* read whole now: a cycle or a missing parent is the spec's error, and its requests per task
+     * size the runs (st_spec_turns_mean) */
+    st_agent_graph g;
+    char e[768];
+    int rc = st_agent_load_file(path, 0, &g, NULL, e, sizeof e);
+    free(path);
+    if (rc)
+        return failf(p, kv(k, nk, "trace"), "workload.trace: %s", e);
+    s->workload.agent_requests_per_task = g.n_tasks ? (double)g.n / g.n_tasks : 1;
+    st_agent_graph_free(&g);
+    const char *no[] = { "trace_max_tokens", "trace_window", "trace_sample", "trace_replay", "sessions", "think_time" };
+    yaml_node_t *v;
+    for (int i = 0; i < 6; i++)
+        if ((v = kv(k, nk, no[i])))
+            return failf(p, v,
+                         "workload.%s: not with an agent trace (%s): its task graphs replay whole, each node when "
+                         "its parents answered plus its recorded gap; remove it",
+                         no[i], s->workload.trace);
+    s->workload.sessions.on = 1; /* a task is a session: the rate counts task starts */
+    return 0;
+}
+
 static int parse_workload(pctx *p, yaml_node_t *n, st_spec *s)
 {
     keydef k[] = { { "input_tokens", 0, 0 },
@@ -609,7 +649,7 @@ static int parse_workload(pctx *p, yaml_node_t *n, st_spec *s)
         for (int i = 0; i < 5; i++)
             if ((v = kv(k, nk, syn[i])))
                 return failf(p, v, "workload.%s: a trace gives the token sizes; remove it or the trace", syn[i]);
-        if (parse_trace_filters(p, k, nk, s))
+        if (agent_trace(p, k, nk, s) || (!s->workload.agent && parse_trace_filters(p, k, nk, s)))
             return -1;
     } else {
         const char *tf[] = { "trace_max_tokens", "trace_window", "trace_sample", "trace_replay" };
@@ -1567,10 +1607,18 @@ static int parse_root(pctx *p, yaml_node_t *root, st_spec *s)
         return failf(p, peak,
                      "peak_rate: 'trace' takes the peak from workload.trace, and the workload has none: "
                      "give the peak in requests per second");
+    if (s->peak_source == ST_PEAK_FROM_TRACE && s->workload.agent)
+        return failf(p, peak,
+                     "peak_rate: 'trace' reads a request trace's busiest minute; an agent trace's tasks are replayed "
+                     "at the rates given: give the peak in requests per second");
     yaml_node_t *conc = kv(k, nk, "concurrency");
     if (conc && kv(k, nk, "rates"))
         return failf(p, conc, "concurrency: give either rates (open loop) or concurrency (closed loop), not both");
     if (conc) {
+        if (s->workload.agent)
+            return failf(p, conc,
+                         "concurrency: not with an agent trace (workload.trace): its tasks arrive open loop at a "
+                         "task rate and run closed within one; give rates in tasks/s");
         if (s->workload.sessions.on)
             return failf(p, conc,
                          "concurrency: not with multi-turn sessions (workload.sessions): their rate is the rate at "
@@ -2001,10 +2049,15 @@ void st_spec_synth(const st_spec *s, uint32_t n, uint64_t seed, st_synth_params 
                             .vllm_semantics = s->workload.vllm_semantics };
 }
 
-const char *st_spec_rate_unit(const st_spec *s) { return s->workload.sessions.on ? "sessions/s" : "req/s"; }
+const char *st_spec_rate_unit(const st_spec *s)
+{
+    return s->workload.agent ? "tasks/s" : s->workload.sessions.on ? "sessions/s" : "req/s";
+}
 
 double st_spec_turns_mean(const st_spec *s)
 {
+    if (s->workload.agent)
+        return s->workload.agent_requests_per_task;
     if (s->workload.kind != ST_WL_SYNTHETIC || !s->workload.sessions.on)
         return 1;
     double turns = (s->workload.sessions.turns_min + s->workload.sessions.turns_max) / 2.0;

@@ -143,6 +143,11 @@ typedef struct st_spec {
         uint32_t requests_per_rate;
         uint64_t seed;
         char *trace; /* trace file (resolved against the spec's folder) */
+        /* workload.trace is an agent trace (its st_agent_format, load/agent.h; 0: a request trace):
+         * its task graphs replayed, the rates in tasks/s (task starts), sessions.on set (a task is
+         * a session of the workload) */
+        int agent;
+        double agent_requests_per_task; /* the agent trace's requests over its tasks */
         /* The trace's rows replayed (st_spec_trace_opts): prompt + output at most trace_max_tokens
          * (0: any), arrival in [trace_from_s, trace_to_s) after the first row (to 0: the end),
          * a deterministic fraction trace_sample of whole sessions seeded by seed (0: all). */
@@ -315,7 +320,8 @@ typedef struct st_spec {
 /* The longest think time a synthetic session may pause (seconds). */
 #define ST_SPEC_MAX_THINK_S ST_SESSION_THINK_MAX_S
 
-/* Loads and validates a spec file's syntax and values (st_spec_check, audit/check.h, checks the
+/* Loads and validates a spec file's syntax and values (an agent trace named by workload.trace is
+ * read whole here: load/agent_file.h) (st_spec_check, audit/check.h, checks the
  * rest before anything runs). 0, or -1 with "file:line: what is wrong" in err. */
 int st_spec_load(const char *path, st_spec *out, char *err, size_t errlen);
 /* Same from a string (name is used in messages and for resolving relative paths). */
@@ -353,7 +359,9 @@ void st_spec_synth(const st_spec *s, uint32_t n, uint64_t seed, st_synth_params 
 /* Synthetic sessions (workload.sessions on a synthetic workload): the generator's parameters for
  * about n requests (ceil(n / the mean turns per session) sessions, at least 1) from seed. */
 void st_spec_sessions(const st_spec *s, uint32_t n, uint64_t seed, st_session_params *p);
-/* The mean turns per synthetic session ((turns_min + turns_max) / 2); 1 without sessions. */
+/* The mean requests a session start brings: a synthetic session's mean turns ((turns_min +
+ * turns_max) / 2; agent tasks with fan_out, their planner turns, workers and joins), an agent
+ * trace's requests per task; 1 otherwise (a trace's sessions: not known without reading it). */
 double st_spec_turns_mean(const st_spec *s);
 /* What an offered rate counts: "req/s", or with multi-turn sessions "sessions/s" (session
  * starts). */

@@ -22,6 +22,7 @@
 #include "core/buf.h"
 #include "core/version.h"
 #include "engine/process.h"
+#include "load/agent_file.h"
 #include "load/arrival.h"
 #include "load/runner.h"
 #include "load/trace.h"
@@ -143,6 +144,8 @@ static void key_common(st_buf *b, const st_spec *s, const st_spec_config *c, con
     /* sessions change what a run sends: only specs that use them have this in their key */
     if (s->workload.sessions.on && s->workload.kind == ST_WL_TRACE && s->workload.sessions.think_set)
         st_buf_printf(b, "|sessions=replay,think=%.17g", s->workload.sessions.think_s);
+    else if (s->workload.agent) /* an agent trace's task graphs */
+        st_buf_printf(b, "|agent=%d", s->workload.agent);
     else if (s->workload.sessions.on && s->workload.kind == ST_WL_TRACE)
         st_buf_printf(b, "|sessions=replay");
     else if (s->workload.sessions.on)
@@ -316,7 +319,8 @@ static int cycle_trace(st_workload *w, uint32_t n)
 uint32_t st_sweep_config_context(const st_spec *spec, const st_spec_config *c)
 {
     char why[256], err[512];
-    if (spec->workload.kind != ST_WL_TRACE || !c || !st_exec_model_supported(spec, why, sizeof why))
+    if (spec->workload.kind != ST_WL_TRACE || spec->workload.agent || !c ||
+        !st_exec_model_supported(spec, why, sizeof why))
         return 0;
     st_emu_config cfg;
     if (st_exec_model_config(spec, c, &cfg, NULL, 0, NULL, err, sizeof err))
@@ -328,7 +332,7 @@ int st_sweep_trace_over_context(const st_spec *spec, uint32_t ctx, uint64_t *ove
                                 size_t errlen)
 {
     *over = *total = 0;
-    if (spec->workload.kind != ST_WL_TRACE || !ctx)
+    if (spec->workload.kind != ST_WL_TRACE || spec->workload.agent || !ctx)
         return 0;
     /* the rows the spec's filters keep, then those of them within ctx */
     st_trace_opts o;
@@ -346,6 +350,23 @@ int st_sweep_trace_over_context(const st_spec *spec, uint32_t ctx, uint64_t *ove
     return 0;
 }
 
+/* An agent trace's whole tasks, at least n requests (load/agent.h st_agent_workload_n): each run its
+ * own prompt ids (seed), the sharing within a pass of the trace kept. */
+static int agent_workload(const st_spec *s, uint64_t seed, uint32_t n, st_workload *w, char *err, size_t errlen)
+{
+    st_agent_graph g;
+    char e[768];
+    if (st_agent_load_file(s->workload.trace, 0, &g, NULL, e, sizeof e)) {
+        snprintf(err, errlen, "%s", e);
+        return -1;
+    }
+    int rc = st_agent_workload_n(&g, seed, n, w, e, sizeof e);
+    if (rc)
+        snprintf(err, errlen, "%s: %s", s->workload.trace, e);
+    st_agent_graph_free(&g);
+    return rc;
+}
+
 int st_sweep_workload(const st_spec *s, uint64_t seed, uint32_t n, st_workload *w, char *err, size_t errlen)
 {
     return st_sweep_workload_ctx(s, seed, n, 0, w, err, errlen);
@@ -355,6 +376,8 @@ int st_sweep_workload_ctx(const st_spec *s, uint64_t seed, uint32_t n, uint32_t 
                           size_t errlen)
 {
     memset(w, 0, sizeof *w);
+    if (s->workload.agent)
+        return agent_workload(s, seed, n, w, err, errlen);
     if (s->workload.kind == ST_WL_TRACE) {
         st_trace_load_opts o;
         st_trace_load_opts_default(&o);

@@ -16,68 +16,6 @@
 #include "load/arrival.h"
 #include "load/output.h"
 
-#define AGENT_HEAD_BYTES ((size_t)64 << 10) /* what detection reads */
-
-st_agent_format st_cli_agent_detect(const char *path)
-{
-    if (!path || !strcmp(path, "-"))
-        return ST_AGENT_FMT_NONE;
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0)
-        return ST_AGENT_FMT_NONE;
-    char *buf = malloc(AGENT_HEAD_BYTES + 1);
-    ssize_t got = 0;
-    if (buf) {
-        while ((size_t)got < AGENT_HEAD_BYTES) {
-            ssize_t r = read(fd, buf + got, AGENT_HEAD_BYTES - (size_t)got);
-            if (r <= 0)
-                break;
-            got += r;
-        }
-    }
-    close(fd);
-    st_agent_format f = ST_AGENT_FMT_NONE;
-    if (buf && got > 0) {
-        buf[got] = 0;
-        if ((size_t)got < AGENT_HEAD_BYTES) { /* the whole file */
-            f = st_agent_sniff(buf, (size_t)got);
-        } else {
-            /* the first complete line that is not blank or a comment (a task-graph node, a WEKA
-             * trace on one line), else a trace object spread over lines: its keys name it */
-            const char *end = strrchr(buf, '\n');
-            if (end)
-                f = st_agent_sniff(buf, (size_t)(end - buf));
-            if (f == ST_AGENT_FMT_NONE && strstr(buf, "\"block_size\"") && strstr(buf, "\"requests\"") &&
-                strstr(buf, "\"hash_ids\""))
-                f = ST_AGENT_FMT_WEKA;
-        }
-    }
-    free(buf);
-    return f;
-}
-
-int st_cli_agent_load(const char *path, uint64_t salt, st_agent_graph *g, st_workload *w, char *err, size_t errlen)
-{
-    size_t len;
-    char *text = st_read_file(path, ST_CLI_AGENT_FILE_MAX, &len, err, errlen);
-    if (!text)
-        return -1;
-    st_agent_graph gg;
-    int rc = st_agent_parse(text, len, path, &gg, err, errlen);
-    free(text);
-    if (rc)
-        return -1;
-    if (w && st_agent_workload(&gg, salt, w, err, errlen)) {
-        st_agent_graph_free(&gg);
-        return -1;
-    }
-    if (g)
-        *g = gg;
-    else
-        st_agent_graph_free(&gg);
-    return 0;
-}
-
 static void dist_line(FILE *f, const char *what, const st_dist *d)
 {
     if (!d->n)
@@ -115,7 +53,7 @@ void st_cli_agent_print(FILE *f, const st_agent_run_stats *s)
 
 /* ---- trace stats ---------------------------------------------------------------------------- */
 
-static json_t *shape_json(const char *path, const st_agent_graph *g, const st_agent_stats *s)
+json_t *st_cli_agent_shape_json(const char *path, const st_agent_graph *g, const st_agent_stats *s)
 {
     json_t *o = json_object();
     json_object_set_new(o, "trace", json_string(path));
@@ -163,7 +101,7 @@ int st_cli_agent_trace_stats(const char *path, const char *json_path)
     st_agent_graph g;
     st_agent_stats s;
     char err[1024];
-    if (st_cli_agent_load(path, 0, &g, NULL, err, sizeof err)) {
+    if (st_agent_load_file(path, 0, &g, NULL, err, sizeof err)) {
         fprintf(stderr, "servetune trace stats: %s\n", err);
         return ST_EXIT_USAGE;
     }
@@ -194,7 +132,7 @@ int st_cli_agent_trace_stats(const char *path, const char *json_path)
     printf("%-34s%.1f %% (%llu of %llu prompt tokens)\n", "Ideal prefix-cache hit rate:", 100 * s.ideal_hit_rate,
            (unsigned long long)s.ideal_hit_tokens, (unsigned long long)s.prompt_tokens);
     if (json_path) {
-        json_t *o = shape_json(path, &g, &s);
+        json_t *o = st_cli_agent_shape_json(path, &g, &s);
         char *text = o ? json_dumps(o, JSON_INDENT(1) | JSON_REAL_PRECISION(10)) : NULL;
         json_decref(o);
         if (!text || st_write_file_atomic(json_path, text, strlen(text), err, sizeof err)) {
@@ -289,7 +227,7 @@ int st_cli_predict_agents(int argc, char **argv)
         status = ST_EXIT_USAGE;
         goto out;
     }
-    if (st_cli_agent_load(path, (uint64_t)seed, NULL, &w, err, sizeof err)) {
+    if (st_agent_load_file(path, (uint64_t)seed, NULL, &w, err, sizeof err)) {
         fprintf(stderr, "servetune predict: %s\n", err);
         status = ST_EXIT_USAGE;
         goto out;

@@ -416,13 +416,13 @@ static int build_workload(bench_args *a, int api, int vllm_dataset, int n_given,
         bw->work.n = (uint32_t)(a->num_requests + a->warmup);
         return 0;
     }
-    if (a->trace && (bw->agent = st_cli_agent_detect(a->trace)) != ST_AGENT_FMT_NONE) {
+    if (a->trace && (bw->agent = st_agent_detect_file(a->trace)) != ST_AGENT_FMT_NONE) {
         if (n_given || a->trace_sessions) {
             snprintf(err, errlen, "%s with an agent trace: its tasks run whole, as recorded",
                      n_given ? "-n" : "--trace-sessions");
             return -1;
         }
-        return st_cli_agent_load(a->trace, (uint64_t)a->seed, NULL, &bw->work, err, errlen) < 0 ? -2 : 0;
+        return st_agent_load_file(a->trace, (uint64_t)a->seed, NULL, &bw->work, err, errlen) < 0 ? -2 : 0;
     }
     if (a->trace) {
         st_trace_load_opts lo;

@@ -79,14 +79,6 @@ int st_cli_run_spec(st_cli_run *r, const char *spec_path)
         return ST_EXIT_USAGE;
     }
     r->have_spec = 1;
-    if (r->spec.workload.kind == ST_WL_TRACE && r->spec.workload.trace &&
-        st_cli_agent_detect(r->spec.workload.trace) != ST_AGENT_FMT_NONE) { /* (cli/agents.h) */
-        fprintf(stderr,
-                "%s: workload.trace: %s is an agent trace (task graphs): replay it with servetune bench --trace or "
-                "servetune predict --agents; in a spec, agent tasks are synthetic (workload.sessions.fan_out)\n",
-                spec_path, r->spec.workload.trace);
-        return ST_EXIT_USAGE;
-    }
     if (st_spec_check(&r->spec, err, sizeof err) || st_spec_secrets(&r->spec, &r->secrets, err, sizeof err) ||
         st_audit_resolve_peak(&r->spec, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
@@ -350,10 +342,36 @@ static int store_who_pays(struct st_store *store, const struct st_spec *spec, ch
     return rc;
 }
 
+/* An agent trace's shape (cli/agents.h), stored as meta "agent_trace" for the report. */
+static void store_agent_trace(struct st_store *store, const struct st_spec *spec)
+{
+    st_agent_graph g;
+    st_agent_stats as;
+    char err[1024];
+    if (st_agent_load_file(spec->workload.trace, 0, &g, NULL, err, sizeof err)) {
+        fprintf(stderr, "servetune: the agent trace's shape is left out of the report: %s\n", err);
+        return;
+    }
+    json_t *o = st_agent_stats_compute(&g, &as) ? NULL : st_cli_agent_shape_json(spec->workload.trace, &g, &as);
+    st_agent_graph_free(&g);
+    if (o)
+        json_object_del(o, "input_lengths"); /* one number a request: the report needs the shape only */
+    char *json = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
+    json_decref(o);
+    if (!json || st_store_meta_put(store, "agent_trace", json) < 0)
+        fprintf(stderr, "servetune: the agent trace's shape is left out of the report: %s\n",
+                json ? st_store_errmsg(store) : "out of memory");
+    free(json);
+}
+
 void st_cli_store_traffic(struct st_store *store, const struct st_spec *spec)
 {
     if (spec->workload.kind != ST_WL_TRACE)
         return;
+    if (spec->workload.agent) {
+        store_agent_trace(store, spec);
+        return;
+    }
     char werr[1024];
     if (store_who_pays(store, spec, werr, sizeof werr) < 0)
         fprintf(stderr, "servetune: \"Who pays\" is left out of the report: %s\n", werr);

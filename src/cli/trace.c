@@ -425,7 +425,7 @@ static int trace_stats(int argc, char **argv)
         goto out;
     }
     const char *path = pr.pos[0];
-    if (st_cli_agent_detect(path) != ST_AGENT_FMT_NONE) { /* agent task graphs: their shape (cli/agents.h) */
+    if (st_agent_detect_file(path) != ST_AGENT_FMT_NONE) { /* agent task graphs: their shape (cli/agents.h) */
         status = st_cli_agent_trace_stats(path, json_path);
         goto out;
     }

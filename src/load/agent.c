@@ -1237,3 +1237,104 @@ int st_agent_sessions(const st_session_params *p, st_workload *out, char *err, s
     }
     return 0;
 }
+
+/* ---- repeated passes (the audit's runs) ------------------------------------------------------- */
+
+/* Tasks to take from each pass: whole passes, then the first tasks of the last one, until at
+ * least min_items nodes. *passes and *last_tasks (tasks of the last pass). */
+static int agent_passes(const st_agent_graph *g, uint32_t min_items, uint32_t *passes, uint32_t *last_tasks)
+{
+    *passes = 1;
+    *last_tasks = g->n_tasks;
+    if (!g->n_tasks || !g->n)
+        return -1;
+    uint64_t total = 0, want = min_items ? min_items : g->n;
+    for (uint32_t p = 0;; p++)
+        for (uint32_t t = 0; t < g->n_tasks; t++) {
+            total += g->tasks[t].n_nodes;
+            if (total >= want) {
+                *passes = p + 1;
+                *last_tasks = t + 1;
+                return total > ST_WORKLOAD_MAX_REQUESTS ? -1 : 0;
+            }
+        }
+}
+
+/* One pass's items moved into out (tasks [0, ntask) of it; the rest freed): roots from *ri,
+ * dependent nodes from *di, sessions after sess0, arrivals shifted by shift when timed. */
+static void agent_pass_merge(st_workload *pw, uint32_t ntask, uint32_t sess0, st_ns shift, st_workload *out,
+                             uint32_t *ri, uint32_t *di, uint32_t *map)
+{
+    uint32_t ns = pw->n - pw->n_dependent;
+    for (uint32_t i = 0; i < pw->n; i++) {
+        int keep = pw->items[i].session - 1 < ntask;
+        map[i] = !keep ? UINT32_MAX : i < ns ? (*ri)++ : (*di)++;
+    }
+    for (uint32_t i = 0; i < pw->n; i++) {
+        st_work_item *it = &pw->items[i];
+        if (map[i] == UINT32_MAX) {
+            st_work_item_free(it);
+            continue;
+        }
+        for (uint32_t j = 0; j < it->n_children; j++)
+            it->children[j] = map[it->children[j]];
+        it->id = map[i];
+        it->session += sess0;
+        if (i < ns && it->arrival >= 0)
+            it->arrival += shift;
+        out->items[map[i]] = *it;
+    }
+    free(pw->items);
+    memset(pw, 0, sizeof *pw);
+}
+
+int st_agent_workload_n(const st_agent_graph *g, uint64_t salt, uint32_t min_items, st_workload *out, char *err,
+                        size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    uint32_t passes, last;
+    if (agent_passes(g, min_items, &passes, &last)) {
+        snprintf(err, errlen, g->n ? "more than %u requests" : "no tasks", ST_WORKLOAD_MAX_REQUESTS);
+        return -1;
+    }
+    uint32_t roots = (passes - 1) * g->n_tasks + last, n = 0;
+    for (uint32_t p = 0; p < passes; p++)
+        for (uint32_t t = 0; t < (p + 1 < passes ? g->n_tasks : last); t++)
+            n += g->tasks[t].n_nodes;
+    /* a pass's length: the starts' span plus one mean gap between starts (a second without span) */
+    double lo = INFINITY, hi = -INFINITY;
+    for (uint32_t t = 0; t < g->n_tasks; t++)
+        if (g->tasks[t].start_s >= 0) {
+            lo = fmin(lo, g->tasks[t].start_s);
+            hi = fmax(hi, g->tasks[t].start_s);
+        }
+    double span = g->n_tasks > 1 && hi > lo ? (hi - lo) * g->n_tasks / (g->n_tasks - 1) : 1.0;
+    out->items = calloc(n, sizeof *out->items);
+    uint32_t *map = malloc((size_t)g->n * sizeof *map);
+    if (!out->items || !map) {
+        free(map);
+        free(out->items);
+        out->items = NULL;
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    uint32_t ri = 0, di = roots;
+    for (uint32_t p = 0; p < passes; p++) {
+        st_workload pw;
+        if (st_agent_workload(g, p ? salt ^ mix64(0xa6e4700000000000ULL + p) : salt, &pw, err, errlen)) {
+            out->n = ri; /* (only the roots so far are whole: the dependents' slots follow them) */
+            for (uint32_t i = roots; i < di; i++)
+                st_work_item_free(&out->items[i]);
+            free(map);
+            st_workload_free(out);
+            return -1;
+        }
+        agent_pass_merge(&pw, p + 1 < passes ? g->n_tasks : last, p * g->n_tasks,
+                         (st_ns)llround(span * p * 1e9), out, &ri, &di, map);
+    }
+    free(map);
+    out->n = n;
+    out->n_dependent = n - roots;
+    out->n_tasks = roots;
+    return 0;
+}

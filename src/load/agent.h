@@ -85,6 +85,16 @@ void st_agent_graph_free(st_agent_graph *g);
  * the rest unique per node; salt gives another run other ids with the same sharing. 0 or -1. */
 int st_agent_workload(const st_agent_graph *g, uint64_t salt, st_workload *out, char *err, size_t errlen);
 
+/* The graph's whole tasks, in file order, as a workload of at least min_items items (the audit's
+ * run of n requests): a pass over every task, then more passes while short (each pass's prompt
+ * ids salted anew, so a pass never finds the one before it in a prefix cache; the sharing within
+ * a pass kept), the last pass cut after the task that reaches min_items (min_items 0 or at most
+ * the graph's nodes: the first tasks that reach it). Timed tasks: a later pass's starts follow
+ * one mean gap between starts after the previous pass's last. Sessions (tasks) numbered across
+ * passes; at most ST_WORKLOAD_MAX_REQUESTS items. Pass 0 is st_agent_workload(g, salt). 0 or -1. */
+int st_agent_workload_n(const st_agent_graph *g, uint64_t salt, uint32_t min_items, st_workload *out, char *err,
+                        size_t errlen);
+
 /* Synthetic agent tasks (`sessions:` with `fan_out:`, bench --sessions N --fan-out W): p->sessions
  * tasks, each a planner request of first_input tokens (its first prefix_len shared by every
  * task), then turns - 1 rounds (turns uniform in [turns_min, turns_max]) in which the planner's
