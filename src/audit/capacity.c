@@ -626,6 +626,7 @@ void st_sustained_params_of(const st_spec *s, double forecast, st_sustained_para
     p->min_run_requests = s->search.min_window_requests;
     p->integer = s->closed_loop;
     p->sessions = s->workload.sessions.on;
+    p->tasks = s->workload.agent != 0;
     p->slo = &s->slo;
     /* the window's requests must arrive within max_duration, after a warm phase */
     p->min_rate = s->closed_loop ? 1 : s->search.min_window_requests / s->search.max_duration_s / st_spec_turns_mean(s);
@@ -643,7 +644,7 @@ void st_sustained_next(const st_sustained_params *p, const st_rate_result *r, in
             runs++;
             spent += r[i].requests;
         }
-    const char *unit = p->integer ? "" : p->sessions ? " sessions/s" : " req/s";
+    const char *unit = p->integer ? "" : p->tasks ? " tasks/s" : p->sessions ? " sessions/s" : " req/s";
     const char *what = p->integer ? "concurrency " : "";
     double up = p->forecast > 0 ? 1.5 : 2;
     if (runs >= p->max_runs && p->max_runs > 0) {

@@ -201,6 +201,7 @@ typedef struct st_sustained_params {
     uint64_t min_run_requests; /* a run needs at least this many */
     int integer;               /* concurrency levels: integers >= 1, no over-saturation */
     int sessions;              /* multi-turn sessions: rates are session starts per second */
+    int tasks;                 /* an agent trace: rates are task starts per second */
     double min_rate;           /* no rate below this (its window cannot fill within max_duration) */
     const st_audit_slo *slo;
 } st_sustained_params;

@@ -135,10 +135,15 @@ static void setup_rows(arena *a, const st_report *r, const char *ev, st_html_kv 
                  s->closed_loop ? "level" : "rate");
     if (s->workload.kind == ST_WL_SYNTHETIC)
         st_report_synthetic_text(r, &b);
+    else if (s->workload.agent)
+        st_report_agent_text(r, &b);
     else
         st_buf_printf(&b, "replayed trace %s, %s after %u warm-up requests",
                       s->workload.trace ? s->workload.trace : "-", per, s->warmup_requests);
-    ROW("Workload");
+    if (s->workload.agent)
+        ROW("Workload (agent-trace audit)");
+    else
+        ROW("Workload");
     char grid[2048], start[2300];
     st_report_rate_grid(s, grid, sizeof grid);
     if (r->sustained) {
@@ -162,8 +167,11 @@ static void setup_rows(arena *a, const st_report *r, const char *ev, st_html_kv 
     }
     if (s->workload.sessions.on) {
         /* multi-turn sessions: what the rates count, and each configuration's TTFT by turn */
-        st_buf_puts(&b, "multi-turn conversations, each later turn sent after the answer to the one before it "
-                        "(with that answer in its prompt); the rates are sessions starting per second");
+        st_buf_puts(&b, s->workload.agent ? "agent tasks, each request sent when the last of its parents answered "
+                                            "plus its gap; the rates are tasks starting per second"
+                                          : "multi-turn conversations, each later turn sent after the answer to the "
+                                            "one before it (with that answer in its prompt); the rates are sessions "
+                                            "starting per second");
         for (int i = 0; i < r->n_cfg; i++) {
             const st_rep_cfg *c = &r->cfg[r->order[i]];
             if (c->status != ST_REP_OK)
@@ -171,14 +179,14 @@ static void setup_rows(arena *a, const st_report *r, const char *ev, st_html_kv 
             char sr[32], rq[32];
             st_fmt_num(sr, sizeof sr, c->cap->pass_rate);
             st_fmt_num(rq, sizeof rq, c->cap->capacity_rps);
-            st_buf_printf(&b, ". %s at its capacity, %s sessions/s (%s req/s delivered)", c->name, sr, rq);
+            st_buf_printf(&b, ". %s at its capacity, %s %s (%s req/s delivered)", c->name, sr, st_spec_rate_unit(s), rq);
             if (c->tasks_done) { /* a session is a task: first arrival to last end */
                 char m50[32], m95[32];
                 st_fmt_num(m50, sizeof m50, c->makespan_p50_ms / 1e3);
                 st_fmt_num(m95, sizeof m95, c->makespan_p95_ms / 1e3);
                 st_buf_printf(&b, ", makespan p50 %s s, p95 %s s", m50, m95);
             }
-            st_buf_puts(&b, ": TTFT p50 by turn");
+            st_buf_printf(&b, ": TTFT p50 by %s", s->workload.agent ? "depth" : "turn");
             for (int u = 0; u < c->n_turns; u++) {
                 const st_turn_row *w = &c->turns[u];
                 if (!w->completed)
@@ -190,7 +198,10 @@ static void setup_rows(arena *a, const st_report *r, const char *ev, st_html_kv 
                     st_buf_printf(&b, " (%.0f %% cached)", 100.0 * st_turn_cached_share(w));
             }
         }
-        ROW("Sessions");
+        if (s->workload.agent)
+            ROW("Agent tasks");
+        else
+            ROW("Sessions");
     }
     slo_text(&b, &s->slo);
     ROW("SLO");

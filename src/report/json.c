@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "core/version.h"
+#include "load/agent.h"
 #include "report/whopays_day.h"
 #include "report/format.h"
 #include "report/day.h"
@@ -75,6 +76,12 @@ static json_t *spec_json(const st_report *r)
         json_object_set_new(w, "range_ratio", json_real(s->workload.range_ratio));
         json_object_set_new(w, "shared_prefix", json_integer(s->workload.shared_prefix));
         json_object_set_new(w, "semantics", json_string(s->workload.vllm_semantics ? "vllm" : "servetune"));
+    } else if (s->workload.agent) { /* an agent-trace audit: its task graphs replayed, rates in tasks/s */
+        json_object_set_new(w, "kind", json_string("agent_trace"));
+        json_object_set_new(w, "trace", json_string(s->workload.trace));
+        json_object_set_new(w, "agent_format",
+                            json_string(s->workload.agent == ST_AGENT_FMT_WEKA ? "weka" : "task-graph"));
+        json_object_set_new(w, "requests_per_task", json_real(s->workload.agent_requests_per_task));
     } else {
         json_object_set_new(w, "kind", json_string("trace"));
         json_object_set_new(w, "trace", json_string(s->workload.trace));
@@ -84,8 +91,8 @@ static json_t *spec_json(const st_report *r)
     json_object_set_new(w, "arrival", json_string(s->workload.arrival ? s->workload.arrival : "poisson"));
     if (s->workload.sessions.on) {
         json_t *ss = json_object();
-        json_object_set_new(ss, "mode", json_string("replay"));
-        json_object_set_new(ss, "rate_unit", json_string("sessions/s"));
+        json_object_set_new(ss, "mode", json_string(s->workload.agent ? "agent_tasks" : "replay"));
+        json_object_set_new(ss, "rate_unit", json_string(st_spec_rate_unit(s)));
         if (s->workload.kind == ST_WL_TRACE && s->workload.sessions.think_set)
             json_object_set_new(ss, "think_time_s", json_real(s->workload.sessions.think_s));
         if (s->workload.kind == ST_WL_SYNTHETIC) {
@@ -131,11 +138,14 @@ static json_t *spec_json(const st_report *r)
 }
 
 /* Multi-turn sessions at the capacity: the session rate (pass_rate is in sessions/s, rps in
- * requests/s delivered), the requests per session and the figures of each turn. */
-static json_t *sessions_json(const st_rep_cfg *c)
+ * requests/s delivered; an agent trace's tasks: tasks_per_s too), the requests per session and
+ * the figures of each turn. */
+static json_t *sessions_json(const st_rep_cfg *c, int agent)
 {
     json_t *o = json_object();
     json_object_set_new(o, "sessions_per_s", c->cap->has_pass ? st_jnum_or_null(c->cap->pass_rate) : json_null());
+    if (agent) /* an agent-trace audit: a session is a task of the trace */
+        json_object_set_new(o, "tasks_per_s", c->cap->has_pass ? st_jnum_or_null(c->cap->pass_rate) : json_null());
     json_object_set_new(o, "requests_per_session", st_jnum_or_null(c->requests_per_session));
     json_object_set_new(o, "tasks_completed", json_integer(c->tasks_done)); /* a session is a task */
     json_object_set_new(o, "makespan_p50_ms", c->tasks_done ? st_jnum_or_null(c->makespan_p50_ms) : json_null());
@@ -201,7 +211,7 @@ static json_t *capacity_json(const st_report *r, const st_rep_cfg *c)
         json_object_set_new(o, "engine_seconds", st_jnum_or_null(k->engine_s));
     }
     if (r->spec.workload.sessions.on)
-        json_object_set_new(o, "sessions", sessions_json(c));
+        json_object_set_new(o, "sessions", sessions_json(c, r->spec.workload.agent != 0));
     return o;
 }
 

@@ -116,7 +116,9 @@ int st_report_headline(const st_report *r, st_buf *b)
         snprintf(how, sizeof how, ", sustained at %g concurrent requests,", p->cap->pass_rate);
     } else if (r->sustained && isfinite(p->cap->ci_lo) && !isnan(p->cap->ci_hi)) {
         char l[32], h[32];
-        const char *u = r->spec.workload.sessions.on ? " sessions/s" : "";
+        char u[32] = "";
+        if (r->spec.workload.sessions.on)
+            snprintf(u, sizeof u, " %s", st_spec_rate_unit(&r->spec));
         st_fmt_num(l, sizeof l, p->cap->ci_lo);
         st_fmt_num(h, sizeof h, p->cap->ci_hi);
         if (isinf(p->cap->ci_hi))
@@ -142,7 +144,9 @@ int st_report_headline(const st_report *r, st_buf *b)
         /* the search offered session starts: say the rate it found in sessions/s too */
         char sr[32], tail[160];
         st_fmt_num(sr, sizeof sr, p->cap->pass_rate);
-        snprintf(tail, sizeof tail, " as multi-turn sessions starting at %s sessions/s", sr);
+        snprintf(tail, sizeof tail, " as %s starting at %s %s",
+                 r->spec.workload.agent ? "agent tasks of the trace" : "multi-turn sessions", sr,
+                 st_spec_rate_unit(&r->spec));
         if (isfinite(p->requests_per_session))
             snprintf(tail + strlen(tail), sizeof tail - strlen(tail), " (%.3g requests each on average)",
                      p->requests_per_session);
@@ -273,12 +277,18 @@ static void setup_section(const st_report *r, st_buf *b)
         st_buf_puts(b, "- **Workload**: ");
         st_report_synthetic_text(r, b);
         st_buf_puts(b, "\n");
+    } else if (s->workload.agent) {
+        st_buf_puts(b, "- **Workload** (an agent-trace audit): ");
+        st_report_agent_text(r, b);
+        st_buf_puts(b, "\n");
     } else {
         st_buf_puts(b, "- **Workload**: replayed trace ");
         st_md_code(b, s->workload.trace);
         st_buf_printf(b, ", %s after %u warm-up requests\n", per, s->warmup_requests);
     }
-    if (s->workload.sessions.on && s->workload.kind == ST_WL_TRACE) {
+    if (s->workload.agent) {
+        /* (said with the workload) */
+    } else if (s->workload.sessions.on && s->workload.kind == ST_WL_TRACE) {
         char th[64] = "the recorded think time";
         if (s->workload.sessions.think_set)
             snprintf(th, sizeof th, "%g s (workload.think_time)", s->workload.sessions.think_s);
@@ -327,11 +337,68 @@ static void setup_section(const st_report *r, st_buf *b)
     st_buf_printf(b, "- **Date**: %s, servetune %s\n\n", tmp, r->audit.version ? r->audit.version : ST_VERSION);
 }
 
+/* An agent-trace audit: what the rates mean, each configuration's task rate, requests/s and
+ * makespans at its capacity, and its TTFT by depth (a node's turn is its depth). */
+static void agent_section(const st_report *r, st_buf *b)
+{
+    st_buf_puts(b, "## Agent tasks\n\nThe offered rates are agent tasks STARTING per second (tasks/s): a task's "
+                   "first request is on the arrival schedule, every other request is sent when the last of its "
+                   "parents answered plus its recorded gap. The capacity in the tables above is the requests/s the "
+                   "engine delivered at the highest task rate that held the SLO; that task rate is below.\n\n");
+    st_buf_puts(b, "| Config | Capacity (tasks/s) | Requests per task | Delivered (req/s) | Makespan p50 (s) | "
+                   "Makespan p95 (s) |\n|---|---:|---:|---:|---:|---:|\n");
+    for (int k = 0; k < r->n_cfg; k++) {
+        const st_rep_cfg *c = &r->cfg[r->order[k]];
+        if (c->status != ST_REP_OK)
+            continue;
+        char a[32], rq[32], d[32], m50[32] = "-", m95[32] = "-";
+        st_fmt_num(a, sizeof a, c->cap->has_pass ? c->cap->pass_rate : NAN);
+        st_fmt_num(rq, sizeof rq, c->requests_per_session);
+        st_fmt_num(d, sizeof d, c->cap->capacity_rps);
+        if (c->tasks_done) {
+            st_fmt_num(m50, sizeof m50, c->makespan_p50_ms / 1e3);
+            st_fmt_num(m95, sizeof m95, c->makespan_p95_ms / 1e3);
+        }
+        st_buf_puts(b, "| ");
+        st_md_text(b, c->name);
+        st_buf_printf(b, " | %s | %s | %s | %s | %s |\n", a, rq, d, m50, m95);
+    }
+    st_buf_puts(b, "\n");
+    for (int k = 0; k < r->n_cfg; k++) {
+        const st_rep_cfg *c = &r->cfg[r->order[k]];
+        if (c->status != ST_REP_OK || !c->n_turns)
+            continue;
+        st_buf_puts(b, "TTFT by depth for ");
+        st_md_text(b, c->name);
+        st_buf_puts(b, " at its capacity (depth 0: a task's first request):\n\n| Depth | Requests | Completed | "
+                       "TTFT p50 (ms) | TTFT p95 (ms) | Cached share |\n|---:|---:|---:|---:|---:|---:|\n");
+        for (int t = 0; t < c->n_turns; t++) {
+            const st_turn_row *w = &c->turns[t];
+            if (!w->requests)
+                continue;
+            char p50[32] = "-", p95[32] = "-", cs[32] = "-";
+            if (w->completed) {
+                st_fmt_num(p50, sizeof p50, w->ttft.p50 * 1e3);
+                st_fmt_num(p95, sizeof p95, w->ttft.p95 * 1e3);
+            }
+            if (isfinite(st_turn_cached_share(w)))
+                snprintf(cs, sizeof cs, "%.0f %%", 100.0 * st_turn_cached_share(w));
+            st_buf_printf(b, "| %u%s | %u | %u | %s | %s | %s |\n", w->turn, t == ST_TURN_ROWS - 1 ? "+" : "",
+                          w->requests, w->completed, p50, p95, cs);
+        }
+        st_buf_puts(b, "\n");
+    }
+}
+
 /* Multi-turn sessions: what the rates mean, and each configuration's TTFT by turn at its capacity. */
 static void sessions_section(const st_report *r, st_buf *b)
 {
     if (!r->spec.workload.sessions.on)
         return;
+    if (r->spec.workload.agent) {
+        agent_section(r, b);
+        return;
+    }
     st_buf_puts(b, "## Multi-turn sessions\n\nThe offered rates are sessions STARTING per second: a session's "
                    "first turn is on the arrival schedule, its later turns follow its answers. The capacity in the "
                    "tables above is the requests/s the engine delivered at the highest session rate that held the "
@@ -599,6 +666,7 @@ static void sustained_runs(const st_report *r, const st_rep_cfg *c, st_buf *b)
         "Engine s | Server: KV max / running max / waiting max / preemptions | Why |\n"
         "|---:|---|---|---|---|---|---:|---|---|\n",
         r->spec.closed_loop            ? "Concurrency"
+        : r->spec.workload.agent       ? "Offered (tasks/s)"
         : r->spec.workload.sessions.on ? "Offered (sessions/s)"
                                        : "Offered (req/s)");
     for (int j = 0; j < c->n_runs; j++) {

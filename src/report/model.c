@@ -6,6 +6,7 @@
 #include "audit/executor.h"
 #include "plan/prices.h"
 #include "audit/sustain.h"
+#include "load/agent.h"
 #include "load/agent_run.h"
 #include "load/stats.h"
 #include "report/format.h"
@@ -175,7 +176,7 @@ static void session_capacity(const st_rep_cfg *c, st_capacity *k)
  * traffic summary) for a trace; NAN when unknown. */
 static double session_mean_turns(const st_report *r)
 {
-    if (r->spec.workload.kind == ST_WL_SYNTHETIC)
+    if (r->spec.workload.kind == ST_WL_SYNTHETIC || r->spec.workload.agent)
         return st_spec_turns_mean(&r->spec);
     json_t *ss = r->traffic.json ? json_object_get(r->traffic.json, "sessions") : NULL;
     json_t *tm = ss ? json_object_get(ss, "turns_mean") : NULL;
@@ -524,6 +525,27 @@ void st_report_search_start(const st_report *r, const char *grid, char *out, siz
             what, grid, sp, unit);
     else
         snprintf(out, n, "the %s %s%s%s are where it starts", what, grid, sp, unit);
+}
+
+const char *st_report_agent_format(const st_spec *s)
+{
+    return s->workload.agent == ST_AGENT_FMT_WEKA ? "WEKA-style agentic trace" : "task-graph JSONL";
+}
+
+void st_report_agent_text(const st_report *r, st_buf *b)
+{
+    const st_spec *s = &r->spec;
+    st_buf_printf(b,
+                  "replayed agent trace %s (%s, %.3g requests per task on average): each task's first request on "
+                  "the arrival schedule (the trace's task starts scaled to the offered rate, else %s arrivals), "
+                  "every other request sent when the last of its parents answered plus its recorded gap (open loop "
+                  "across tasks, closed within one), the trace repeated with fresh prompt ids as long as a run "
+                  "needs; the rates are tasks starting per second (tasks/s), the capacity also in requests/s "
+                  "delivered; %u warm-up requests (tasks' first requests)",
+                  s->workload.trace ? s->workload.trace : "-", st_report_agent_format(s),
+                  s->workload.agent_requests_per_task,
+                  s->workload.arrival && strcmp(s->workload.arrival, "poisson") ? s->workload.arrival : "poisson",
+                  s->warmup_requests);
 }
 
 void st_report_synthetic_text(const st_report *r, st_buf *b)

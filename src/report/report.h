@@ -139,6 +139,11 @@ void st_report_binding(const st_report *r, const st_rep_cfg *c, char *out, size_
 /* The synthetic workload in words (plain text: sizes, spread, prefix, run length, warm-up,
  * arrivals, seed), as the markdown and HTML setups show it. */
 void st_report_synthetic_text(const st_report *r, st_buf *b);
+/* An agent trace's workload (audit/spec.h workload.agent) as a sentence: what is replayed and how,
+ * what the rates count. */
+void st_report_agent_text(const st_report *r, st_buf *b);
+/* The agent trace's format in words ("WEKA-style agentic trace", "task-graph JSONL"). */
+const char *st_report_agent_format(const st_spec *s);
 /* Where the sustained search started, in words ("it starts near the engine model's forecast...;
  * the rates 4, 8 req/s are its grid"); grid: the spec's rates as text. */
 void st_report_search_start(const st_report *r, const char *grid, char *out, size_t n);
