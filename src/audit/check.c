@@ -364,13 +364,10 @@ static int peak_warning(const st_spec *s, st_buf *out)
     return 1;
 }
 
-int st_spec_warnings(const st_spec *s, int starts_engine, st_buf *out)
+/* A replayed trace's pauses between turns: one of days (a foreign log's times) is capped. 1 when
+ * said. */
+static int think_warning(const st_spec *s, st_buf *out)
 {
-    char why[256];
-    int n = 0;
-    if (starts_engine)
-        n += launch_warnings(s, out);
-    /* a replayed trace's pauses between turns: one of days (a foreign log's times) is capped */
     if (s->workload.kind == ST_WL_TRACE && !s->workload.agent && s->workload.sessions.on &&
         !s->workload.sessions.think_set) {
         st_trace_counts c;
@@ -384,9 +381,19 @@ int st_spec_warnings(const st_spec *s, int starts_engine, st_buf *out)
                           (unsigned long long)c.think_long, c.think_long == 1 ? "" : "s",
                           c.think_long == 1 ? "is" : "are", ST_TRACE_THINK_CAP_S, c.think_longest_s,
                           c.think_longest_s / 86400, ST_TRACE_THINK_CAP_S);
-            n++;
+            return 1;
         }
     }
+    return 0;
+}
+
+int st_spec_warnings(const st_spec *s, int starts_engine, st_buf *out)
+{
+    char why[256];
+    int n = 0;
+    if (starts_engine)
+        n += launch_warnings(s, out);
+    n += think_warning(s, out);
     n += peak_warning(s, out);
     /* a run replays the trace's first rows: their prefix reuse against the whole trace's */
     st_replay_share rs;

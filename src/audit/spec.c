@@ -1561,6 +1561,35 @@ static int parse_quality(pctx *p, yaml_node_t *n, st_spec *s)
     return 0;
 }
 
+/* peak_rate: trace needs a request trace. 0, or -1 (failf). */
+static int peak_refusal(pctx *p, yaml_node_t *peak, const st_spec *s)
+{
+    if (s->peak_source == ST_PEAK_FROM_TRACE && s->workload.kind != ST_WL_TRACE)
+        return failf(p, peak,
+                     "peak_rate: 'trace' takes the peak from workload.trace, and the workload has none: "
+                     "give the peak in requests per second");
+    if (s->peak_source == ST_PEAK_FROM_TRACE && s->workload.agent)
+        return failf(p, peak,
+                     "peak_rate: 'trace' reads a request trace's busiest minute; an agent trace's tasks are replayed "
+                     "at the rates given: give the peak in requests per second");
+    return 0;
+}
+
+/* concurrency: (closed loop) not with sessions or an agent trace, whose rates count starts. 0, or
+ * -1 (failf). */
+static int conc_refusal(pctx *p, yaml_node_t *conc, const st_spec *s)
+{
+    if (s->workload.agent)
+        return failf(p, conc,
+                     "concurrency: not with an agent trace (workload.trace): its tasks arrive open loop at a task "
+                     "rate and run closed within one; give rates in tasks/s");
+    if (s->workload.sessions.on)
+        return failf(p, conc,
+                     "concurrency: not with multi-turn sessions (workload.sessions): their rate is the rate at "
+                     "which sessions start; give rates");
+    return 0;
+}
+
 static int parse_root(pctx *p, yaml_node_t *root, st_spec *s)
 {
     keydef k[] = { { "engine", 0, 0 },   { "hardware", 0, 0 },       { "peak_rate", 0, 0 },
@@ -1603,27 +1632,13 @@ static int parse_root(pctx *p, yaml_node_t *root, st_spec *s)
     REQUIRE("workload");
     if (parse_workload(p, v, s))
         return -1;
-    if (s->peak_source == ST_PEAK_FROM_TRACE && s->workload.kind != ST_WL_TRACE)
-        return failf(p, peak,
-                     "peak_rate: 'trace' takes the peak from workload.trace, and the workload has none: "
-                     "give the peak in requests per second");
-    if (s->peak_source == ST_PEAK_FROM_TRACE && s->workload.agent)
-        return failf(p, peak,
-                     "peak_rate: 'trace' reads a request trace's busiest minute; an agent trace's tasks are replayed "
-                     "at the rates given: give the peak in requests per second");
+    if (peak_refusal(p, peak, s))
+        return -1;
     yaml_node_t *conc = kv(k, nk, "concurrency");
     if (conc && kv(k, nk, "rates"))
         return failf(p, conc, "concurrency: give either rates (open loop) or concurrency (closed loop), not both");
     if (conc) {
-        if (s->workload.agent)
-            return failf(p, conc,
-                         "concurrency: not with an agent trace (workload.trace): its tasks arrive open loop at a "
-                         "task rate and run closed within one; give rates in tasks/s");
-        if (s->workload.sessions.on)
-            return failf(p, conc,
-                         "concurrency: not with multi-turn sessions (workload.sessions): their rate is the rate at "
-                         "which sessions start; give rates");
-        if (parse_concurrency(p, conc, s))
+        if (conc_refusal(p, conc, s) || parse_concurrency(p, conc, s))
             return -1;
     } else {
         REQUIRE("rates");

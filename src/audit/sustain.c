@@ -483,7 +483,8 @@ static int slo_missed_now(const st_sustain *s, const view *v, uint32_t B, double
             snprintf(why, whylen,
                      "SLO missed: %.0f %% of the %s so far (%u of %u) exceed the %s limit of %g ms, "
                      "more than the %g %% the p%g allows (with %.1f %% confidence)",
-                     ex.frac * 100, t->metric == ST_SLO_MAKESPAN ? "tasks" : "requests", ex.k, ex.n, m, t->max_ms, 100 - t->pct, t->pct, interim_confidence(s) * 100);
+                     ex.frac * 100, t->metric == ST_SLO_MAKESPAN ? "tasks" : "requests", ex.k, ex.n, m, t->max_ms,
+                     100 - t->pct, t->pct, interim_confidence(s) * 100);
             return i;
         }
     }

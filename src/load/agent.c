@@ -1329,8 +1329,8 @@ int st_agent_workload_n(const st_agent_graph *g, uint64_t salt, uint32_t min_ite
             st_workload_free(out);
             return -1;
         }
-        agent_pass_merge(&pw, p + 1 < passes ? g->n_tasks : last, p * g->n_tasks,
-                         (st_ns)llround(span * p * 1e9), out, &ri, &di, map);
+        agent_pass_merge(&pw, p + 1 < passes ? g->n_tasks : last, p * g->n_tasks, (st_ns)llround(span * p * 1e9), out,
+                         &ri, &di, map);
     }
     free(map);
     out->n = n;

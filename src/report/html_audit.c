@@ -97,6 +97,44 @@ static char *engine_version(const st_report *r)
     return NULL;
 }
 
+/* Sessions (an agent trace's tasks): what the rates count, and each configuration's task or
+ * session rate, makespans and TTFT by turn (depth) at its capacity. */
+static void sessions_text(const st_report *r, st_buf *b)
+{
+    const st_spec *s = &r->spec;
+    st_buf_puts(b, s->workload.agent ? "agent tasks, each request sent when the last of its parents answered "
+                                       "plus its gap; the rates are tasks starting per second"
+                                     : "multi-turn conversations, each later turn sent after the answer to the "
+                                       "one before it (with that answer in its prompt); the rates are sessions "
+                                       "starting per second");
+    for (int i = 0; i < r->n_cfg; i++) {
+        const st_rep_cfg *c = &r->cfg[r->order[i]];
+        if (c->status != ST_REP_OK)
+            continue;
+        char sr[32], rq[32];
+        st_fmt_num(sr, sizeof sr, c->cap->pass_rate);
+        st_fmt_num(rq, sizeof rq, c->cap->capacity_rps);
+        st_buf_printf(b, ". %s at its capacity, %s %s (%s req/s delivered)", c->name, sr, st_spec_rate_unit(s), rq);
+        if (c->tasks_done) { /* a session is a task: first arrival to last end */
+            char m50[32], m95[32];
+            st_fmt_num(m50, sizeof m50, c->makespan_p50_ms / 1e3);
+            st_fmt_num(m95, sizeof m95, c->makespan_p95_ms / 1e3);
+            st_buf_printf(b, ", makespan p50 %s s, p95 %s s", m50, m95);
+        }
+        st_buf_printf(b, ": TTFT p50 by %s", s->workload.agent ? "depth" : "turn");
+        for (int u = 0; u < c->n_turns; u++) {
+            const st_turn_row *w = &c->turns[u];
+            if (!w->completed)
+                continue;
+            char ms[32];
+            st_fmt_num(ms, sizeof ms, w->ttft.p50 * 1e3);
+            st_buf_printf(b, "%s %u%s: %s ms", u ? "," : "", w->turn, u == ST_TURN_ROWS - 1 ? "+" : "", ms);
+            if (isfinite(st_turn_cached_share(w)))
+                st_buf_printf(b, " (%.0f %% cached)", 100.0 * st_turn_cached_share(w));
+        }
+    }
+}
+
 static void setup_rows(arena *a, const st_report *r, const char *ev, st_html_kv *kv, uint32_t *n)
 {
     const st_spec *s = &r->spec;
@@ -140,10 +178,7 @@ static void setup_rows(arena *a, const st_report *r, const char *ev, st_html_kv 
     else
         st_buf_printf(&b, "replayed trace %s, %s after %u warm-up requests",
                       s->workload.trace ? s->workload.trace : "-", per, s->warmup_requests);
-    if (s->workload.agent)
-        ROW("Workload (agent-trace audit)");
-    else
-        ROW("Workload");
+    ROW(s->workload.agent ? "Workload (agent-trace audit)" : "Workload");
     char grid[2048], start[2300];
     st_report_rate_grid(s, grid, sizeof grid);
     if (r->sustained) {
@@ -166,42 +201,8 @@ static void setup_rows(arena *a, const st_report *r, const char *ev, st_html_kv 
         ROW("Rates tried");
     }
     if (s->workload.sessions.on) {
-        /* multi-turn sessions: what the rates count, and each configuration's TTFT by turn */
-        st_buf_puts(&b, s->workload.agent ? "agent tasks, each request sent when the last of its parents answered "
-                                            "plus its gap; the rates are tasks starting per second"
-                                          : "multi-turn conversations, each later turn sent after the answer to the "
-                                            "one before it (with that answer in its prompt); the rates are sessions "
-                                            "starting per second");
-        for (int i = 0; i < r->n_cfg; i++) {
-            const st_rep_cfg *c = &r->cfg[r->order[i]];
-            if (c->status != ST_REP_OK)
-                continue;
-            char sr[32], rq[32];
-            st_fmt_num(sr, sizeof sr, c->cap->pass_rate);
-            st_fmt_num(rq, sizeof rq, c->cap->capacity_rps);
-            st_buf_printf(&b, ". %s at its capacity, %s %s (%s req/s delivered)", c->name, sr, st_spec_rate_unit(s), rq);
-            if (c->tasks_done) { /* a session is a task: first arrival to last end */
-                char m50[32], m95[32];
-                st_fmt_num(m50, sizeof m50, c->makespan_p50_ms / 1e3);
-                st_fmt_num(m95, sizeof m95, c->makespan_p95_ms / 1e3);
-                st_buf_printf(&b, ", makespan p50 %s s, p95 %s s", m50, m95);
-            }
-            st_buf_printf(&b, ": TTFT p50 by %s", s->workload.agent ? "depth" : "turn");
-            for (int u = 0; u < c->n_turns; u++) {
-                const st_turn_row *w = &c->turns[u];
-                if (!w->completed)
-                    continue;
-                char ms[32];
-                st_fmt_num(ms, sizeof ms, w->ttft.p50 * 1e3);
-                st_buf_printf(&b, "%s %u%s: %s ms", u ? "," : "", w->turn, u == ST_TURN_ROWS - 1 ? "+" : "", ms);
-                if (isfinite(st_turn_cached_share(w)))
-                    st_buf_printf(&b, " (%.0f %% cached)", 100.0 * st_turn_cached_share(w));
-            }
-        }
-        if (s->workload.agent)
-            ROW("Agent tasks");
-        else
-            ROW("Sessions");
+        sessions_text(r, &b);
+        ROW(s->workload.agent ? "Agent tasks" : "Sessions");
     }
     slo_text(&b, &s->slo);
     ROW("SLO");

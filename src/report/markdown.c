@@ -57,6 +57,24 @@ static void pick_caveats(const st_report *r, const st_rep_cfg *p, st_buf *b)
 /* A configuration counts as tested when it has a verdict, failed, or ran a rate that decided nothing. */
 static int was_tested(const st_rep_cfg *c) { return c->status != ST_REP_NOT_RUN || c->ran; }
 
+/* Sessions (an agent trace's tasks): the rate the search found in its own unit, after how (of
+ * size n), ending with a comma. */
+static void session_tail(const st_report *r, const st_rep_cfg *p, char *how, size_t n)
+{
+    char sr[32], tail[160];
+    st_fmt_num(sr, sizeof sr, p->cap->pass_rate);
+    snprintf(tail, sizeof tail, " as %s starting at %s %s",
+             r->spec.workload.agent ? "agent tasks of the trace" : "multi-turn sessions", sr,
+             st_spec_rate_unit(&r->spec));
+    if (isfinite(p->requests_per_session))
+        snprintf(tail + strlen(tail), sizeof tail - strlen(tail), " (%.3g requests each on average)",
+                 p->requests_per_session);
+    size_t hl = strlen(how);
+    snprintf(how + hl, n - hl, "%s%s", hl && how[hl - 1] == ',' ? "" : ",", tail);
+    if (how[strlen(how) - 1] != ',')
+        snprintf(how + strlen(how), n - strlen(how), ",");
+}
+
 int st_report_headline(const st_report *r, st_buf *b)
 {
     char slo[256], a[32], bb[32], x[32], y[32], pc[32], m0[32], m1[32], pk[32];
@@ -140,21 +158,8 @@ int st_report_headline(const st_report *r, st_buf *b)
         snprintf(how, sizeof how, " in a burst test of %u requests per rate (not a sustained rate),",
                  r->spec.workload.requests_per_rate);
     }
-    if (r->spec.workload.sessions.on) {
-        /* the search offered session starts: say the rate it found in sessions/s too */
-        char sr[32], tail[160];
-        st_fmt_num(sr, sizeof sr, p->cap->pass_rate);
-        snprintf(tail, sizeof tail, " as %s starting at %s %s",
-                 r->spec.workload.agent ? "agent tasks of the trace" : "multi-turn sessions", sr,
-                 st_spec_rate_unit(&r->spec));
-        if (isfinite(p->requests_per_session))
-            snprintf(tail + strlen(tail), sizeof tail - strlen(tail), " (%.3g requests each on average)",
-                     p->requests_per_session);
-        size_t hl = strlen(how);
-        snprintf(how + hl, sizeof how - hl, "%s%s", hl && how[hl - 1] == ',' ? "" : ",", tail);
-        if (how[strlen(how) - 1] != ',')
-            snprintf(how + strlen(how), sizeof how - strlen(how), ",");
-    }
+    if (r->spec.workload.sessions.on)
+        session_tail(r, p, how, sizeof how);
     st_fmt_usd(y, sizeof y, p->cost.usd_per_1m);
     st_fmt_usd(m1, sizeof m1, p->cost.monthly_usd);
     const char *maybe =

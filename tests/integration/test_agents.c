@@ -134,7 +134,8 @@ static void trace_stats_of_the_sample(void **state)
 
 /* An audit spec with synthetic agent tasks (sessions: fan_out) on the engine model: report.json and
  * report.md give the tasks' makespan at the capacity; a makespan SLO no task can meet fails every
- * rate, one every task meets passes. */
+ * rate, one every task meets passes. An agent trace as the spec's workload.trace replays whole
+ * tasks (a burst run of 14 requests: the WEKA sample's task of 7, twice). */
 static void predict_fan_out_spec(void **state)
 {
     (void)state;
@@ -188,7 +189,7 @@ static void predict_fan_out_spec(void **state)
         }
         json_decref(j);
     }
-    /* an agent trace as a spec's workload.trace: refused, saying where it replays */
+    /* an agent trace as a spec's workload.trace: its task graphs replayed, the rates in tasks/s */
     FILE *f = fopen(spec, "w");
     assert_non_null(f);
     char cwd[512];
@@ -196,18 +197,22 @@ static void predict_fan_out_spec(void **state)
     fprintf(f,
             "engine: {kind: emulator, model: Qwen/Qwen3-8B, flags: [--gpu, H100]}\n"
             "hardware: {gpu: H100, gpus_per_replica: 1, price_per_gpu_hour: 2}\npeak_rate: 1\nrates: [1]\n"
-            "slo: {ttft_p95_ms: 1000, tpot_p95_ms: 100}\n"
-            "workload: {trace: %s/examples/agent-weka-sample.json, requests_per_rate: 7}\n",
+            "slo: {ttft_p95_ms: 1000, tpot_p95_ms: 100}\nsearch: {mode: burst}\n"
+            "workload: {trace: %s/examples/agent-weka-sample.json, requests_per_rate: 14}\n",
             cwd);
     fclose(f);
     const char *a[] = { "servetune", "predict", spec, "-o", out, "-q", NULL };
-    assert_int_equal(run_cli(a, log), 2);
-    size_t len;
-    char err[256];
-    char *text = st_read_file(log, 1 << 16, &len, err, sizeof err);
-    assert_non_null(text);
-    assert_non_null(strstr(text, "is an agent trace (task graphs): replay it with servetune bench --trace"));
-    free(text);
+    assert_int_equal(run_cli(a, log), 0);
+    snprintf(p, sizeof p, "%s/report.json", out);
+    json_t *j = load_json(p);
+    json_t *w = json_object_get(json_object_get(j, "spec"), "workload");
+    assert_string_equal(json_string_value(json_object_get(w, "kind")), "agent_trace");
+    assert_string_equal(json_string_value(json_object_get(w, "agent_format")), "weka");
+    json_t *ss = json_object_get(json_object_get(json_array_get(json_object_get(j, "configurations"), 0), "capacity"),
+                                 "sessions");
+    /* 14 requests: the sample's one task (7 requests) twice, each pass whole */
+    assert_int_equal(json_integer_value(json_object_get(ss, "tasks_completed")), 2);
+    json_decref(j);
     remove(spec);
     remove(log);
 }

@@ -169,6 +169,57 @@ static void graph_sample(void **state)
     free(t);
 }
 
+/* The audit's runs (st_agent_workload_n): whole tasks, passes repeated with fresh ids, the last
+ * pass cut after the task that reaches the count, children and sessions renumbered, the starts of
+ * a later pass one mean gap after the previous pass's last. The sample: t1 (5 nodes, start 0) and
+ * t2 (4 nodes, start 2): a pass lasts 2 + 2 s. */
+static void repeated_passes(void **state)
+{
+    (void)state;
+    size_t len;
+    char *t = read_example("agent-tasks.jsonl", &len);
+    st_agent_graph g;
+    char err[512];
+    if (st_agent_parse(t, len, "g", &g, err, sizeof err))
+        fail_msg("%s", err);
+    st_workload w, one;
+    /* 3 requests: t1 whole (5) */
+    assert_int_equal(st_agent_workload_n(&g, 7, 3, &w, err, sizeof err), 0);
+    assert_int_equal(w.n, 5);
+    assert_int_equal(w.n_tasks, 1);
+    assert_int_equal(w.n_dependent, 4);
+    for (uint32_t i = 0; i < w.n; i++)
+        assert_int_equal(w.items[i].session, 1);
+    st_workload_free(&w);
+    /* 12 requests: a pass (9), then t1 again (5): 14 */
+    assert_int_equal(st_agent_workload_n(&g, 7, 12, &w, err, sizeof err), 0);
+    assert_int_equal(st_agent_workload(&g, 7, &one, err, sizeof err), 0);
+    assert_int_equal(w.n, 14);
+    assert_int_equal(w.n_tasks, 3);
+    assert_int_equal(w.n_dependent, 11);
+    assert_true(w.items[0].arrival == 0 && w.items[1].arrival == 2000000000LL && w.items[2].arrival == 4000000000LL);
+    assert_int_equal(w.items[2].session, 3);
+    /* pass 0 is the single pass: the same ids; pass 1 has its own */
+    assert_memory_equal(w.items[0].input_ids, one.items[0].input_ids, one.items[0].input_len * sizeof(uint32_t));
+    assert_memory_not_equal(w.items[2].input_ids, one.items[0].input_ids, one.items[0].input_len * sizeof(uint32_t));
+    uint32_t parents[14] = { 0 };
+    for (uint32_t i = 0; i < w.n; i++) {
+        assert_int_equal(w.items[i].id, i);
+        for (uint32_t c = 0; c < w.items[i].n_children; c++) {
+            uint32_t j = w.items[i].children[c];
+            assert_true(j >= 3 && j < w.n); /* a child is dependent, within the workload */
+            assert_int_equal(w.items[j].session, w.items[i].session);
+            parents[j]++;
+        }
+    }
+    for (uint32_t i = 0; i < w.n; i++)
+        assert_int_equal(parents[i], w.items[i].n_parents);
+    st_workload_free(&one);
+    st_workload_free(&w);
+    st_agent_graph_free(&g);
+    free(t);
+}
+
 static void expect_error(const char *text, const char *want)
 {
     st_agent_graph g;
@@ -487,13 +538,10 @@ static void spec_fan_out(void **state)
 int main(void)
 {
     const struct CMUnitTest t[] = {
-        cmocka_unit_test(weka_sample),
-        cmocka_unit_test(graph_sample),
-        cmocka_unit_test(bad_graphs),
-        cmocka_unit_test(weka_relative_times),
-        cmocka_unit_test(model_replays_fan_out_and_join),
-        cmocka_unit_test(synthetic_tasks),
-        cmocka_unit_test(spec_fan_out),
+        cmocka_unit_test(weka_sample),         cmocka_unit_test(graph_sample),
+        cmocka_unit_test(repeated_passes),     cmocka_unit_test(bad_graphs),
+        cmocka_unit_test(weka_relative_times), cmocka_unit_test(model_replays_fan_out_and_join),
+        cmocka_unit_test(synthetic_tasks),     cmocka_unit_test(spec_fan_out),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }
