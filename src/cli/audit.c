@@ -45,6 +45,12 @@ static void help(const st_opt *opts)
            "context (as bench does), and --check says that share, and the share a run replays with its prefix\n"
            "reuse against the whole trace's. The headline names no winner when the host limited the figures,\n"
            "configurations tie within their intervals, or requests failed at the lowest rate.\n\n"
+           "An agent trace as workload.trace (a WEKA-style agentic trace or task-graph JSONL, detected from the\n"
+           "content; docs/trace-format.md): an agent-trace audit. Each run replays its task graphs open loop across\n"
+           "tasks at the run's task rate and closed within a task (a request sent when its parents answered plus\n"
+           "its gap); the rates and the capacity are in tasks starting per second (tasks/s), the capacity also in\n"
+           "req/s delivered; slo: makespan_pNN_ms bounds the task makespan. concurrency:, sessions:, think_time,\n"
+           "the trace filters and peak_rate: trace are refused with it (docs/audit-spec.md).\n\n"
            "Options:\n");
     st_opts_usage(stdout, opts);
     printf("\nExamples:\n"

@@ -49,7 +49,9 @@ static void help(const st_opt *opts)
            "requests (vllm bench serve --max-concurrency C --num-prompts N). With --disagg, each configuration\n"
            "is also priced as the best disaggregated prefill/decode xPyD at equal GPUs (static rate matching on\n"
            "the model, a KV link that cannot keep up named with the bandwidth it needed): a section of the\n"
-           "reports, a prediction of a setup that was not measured.\n\n"
+           "reports, a prediction of a setup that was not measured. A spec whose workload.trace is an agent\n"
+           "trace replays its task graphs and searches the capacity in tasks/s, as the audit does; --agents FILE\n"
+           "replays one at a single rate without a spec.\n\n"
            "Options:\n");
     st_opts_usage(stdout, opts);
     printf("\nExamples:\n"
