@@ -133,6 +133,10 @@ static void sessions_text(const st_report *r, st_buf *b)
                 st_buf_printf(b, " (%.0f %% cached)", 100.0 * st_turn_cached_share(w));
         }
     }
+    if (s->workload.agent && r->agent_trace) {
+        st_buf_puts(b, ". ");
+        st_report_agent_shape_text(r, b);
+    }
 }
 
 static void setup_rows(arena *a, const st_report *r, const char *ev, st_html_kv *kv, uint32_t *n)

@@ -433,6 +433,8 @@ int st_report_json(const st_report *r, st_buf *out)
     json_object_set_new(root, "notes", notes_json(&r->notes));
     json_object_set_new(root, "traffic", r->traffic.json ? json_incref(r->traffic.json) : json_null());
     json_object_set_new(root, "who_pays", r->who_pays ? json_incref(r->who_pays) : json_null());
+    if (r->spec.workload.agent) /* an agent-trace audit: the trace's shape (trace stats --json, less input_lengths) */
+        json_object_set_new(root, "agent_trace", r->agent_trace ? json_incref(r->agent_trace) : json_null());
     st_rep_wp_day wpd; /* the traffic day's cost per tenant per hour (report/whopays_day.h) */
     json_object_set_new(root, "who_pays_day",
                         st_rep_who_pays_day(r, &wpd) ? st_rep_who_pays_day_json(&wpd) : json_null());

@@ -349,7 +349,9 @@ static void agent_section(const st_report *r, st_buf *b)
     st_buf_puts(b, "## Agent tasks\n\nThe offered rates are agent tasks STARTING per second (tasks/s): a task's "
                    "first request is on the arrival schedule, every other request is sent when the last of its "
                    "parents answered plus its recorded gap. The capacity in the tables above is the requests/s the "
-                   "engine delivered at the highest task rate that held the SLO; that task rate is below.\n\n");
+                   "engine delivered at the highest task rate that held the SLO; that task rate is below. ");
+    st_report_agent_shape_text(r, b);
+    st_buf_puts(b, "\n\n");
     st_buf_puts(b, "| Config | Capacity (tasks/s) | Requests per task | Delivered (req/s) | Makespan p50 (s) | "
                    "Makespan p95 (s) |\n|---|---:|---:|---:|---:|---:|\n");
     for (int k = 0; k < r->n_cfg; k++) {

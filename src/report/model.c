@@ -198,6 +198,8 @@ void st_report_free(st_report *r)
     st_rep_traffic_free(&r->traffic);
     json_decref(r->who_pays);
     r->who_pays = NULL;
+    json_decref(r->agent_trace);
+    r->agent_trace = NULL;
     st_predvs_free(&r->predvs);
     st_rep_quality_free(&r->quality);
     free(r->cfg);
@@ -276,6 +278,19 @@ static void peak_from_traffic(st_report *out)
     }
 }
 
+/* The JSON the run stored beside its rows: "Who pays" and an agent trace's shape (unreadable: the
+ * section is left out). */
+static void load_meta_json(st_store *s, st_report *out)
+{
+    char *wp = NULL, *at = NULL;
+    if (st_store_meta_get(s, "who_pays", &wp) == 1)
+        out->who_pays = st_rep_who_pays_load(wp);
+    if (out->spec.workload.agent && st_store_meta_get(s, "agent_trace", &at) == 1)
+        out->agent_trace = json_loads(at, 0, NULL);
+    free(wp);
+    free(at);
+}
+
 int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
@@ -300,10 +315,7 @@ int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
     }
     (void)st_rep_traffic_load(out->audit.traffic, &out->traffic); /* unreadable: the section is left out */
     peak_from_traffic(out);
-    char *wp = NULL;
-    if (st_store_meta_get(s, "who_pays", &wp) == 1)
-        out->who_pays = st_rep_who_pays_load(wp); /* unreadable: the section is left out */
-    free(wp);
+    load_meta_json(s, out);
     char *pv = NULL;
     if (st_store_meta_get(s, ST_PREDVS_META, &pv) == 1)
         st_predvs_parse(pv, &out->predvs); /* a malformed summary is simply not shown */
@@ -525,6 +537,26 @@ void st_report_search_start(const st_report *r, const char *grid, char *out, siz
             what, grid, sp, unit);
     else
         snprintf(out, n, "the %s %s%s%s are where it starts", what, grid, sp, unit);
+}
+
+static double shape_num(const json_t *o, const char *k)
+{
+    const json_t *v = json_object_get(o, k);
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+void st_report_agent_shape_text(const st_report *r, st_buf *b)
+{
+    const json_t *a = r->agent_trace, *fo = a ? json_object_get(a, "fan_out") : NULL;
+    if (!a)
+        return;
+    st_buf_printf(b,
+                  "The trace: %.0f tasks, %.0f requests (%.0f in background sub-agents), %.0f fan-out points "
+                  "(widest %.0f), %.0f joins, %.0f levels deep at most; an ideal prefix cache would hit %.1f %% of "
+                  "its prompt tokens (servetune trace stats).",
+                  shape_num(a, "tasks"), shape_num(a, "requests"), shape_num(a, "background_requests"),
+                  shape_num(fo, "nodes"), shape_num(fo, "width_max"), shape_num(a, "joins"),
+                  shape_num(a, "depth_max") + 1, 100 * shape_num(a, "ideal_prefix_hit_rate"));
 }
 
 const char *st_report_agent_format(const st_spec *s)

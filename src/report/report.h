@@ -113,6 +113,7 @@ typedef struct st_report {
     st_notes notes;         /* the notes and diagnosis every renderer shows (report/notes.h) */
     st_rep_traffic traffic; /* "Your traffic" when the workload is a trace (report/traffic.h) */
     json_t *who_pays;       /* "Who pays" when the trace names tenants (report/whopays.h), or NULL */
+    json_t *agent_trace;    /* an agent-trace audit: the trace's shape (meta "agent_trace"), or NULL */
     st_predvs predvs;       /* the prediction run before a measured audit (report/predvs.h) */
     /* "A traffic day" (the spec's traffic: block; report/day.h): each configuration's day in
      * cfg[i].day; the serverless price used (0: none) and where it came from */
@@ -142,6 +143,9 @@ void st_report_synthetic_text(const st_report *r, st_buf *b);
 /* An agent trace's workload (audit/spec.h workload.agent) as a sentence: what is replayed and how,
  * what the rates count. */
 void st_report_agent_text(const st_report *r, st_buf *b);
+/* The agent trace's shape in words (tasks, requests, fan-out, joins, depth, ideal prefix-cache hit
+ * rate), from its stored shape; nothing when none is stored. */
+void st_report_agent_shape_text(const st_report *r, st_buf *b);
 /* The agent trace's format in words ("WEKA-style agentic trace", "task-graph JSONL"). */
 const char *st_report_agent_format(const st_spec *s);
 /* Where the sustained search started, in words ("it starts near the engine model's forecast...;

@@ -4,7 +4,7 @@
  *   - `audit` runs its sustained search in tasks/s: each run replays the task graphs open loop
  *     across tasks at the run's task rate, closed within a task; the SLO's makespan term holds at
  *     the capacity, which the reports give in tasks/s and in requests/s delivered, and name the
- *     audit an agent-trace audit (report.md, report.html, report.json);
+ *     audit an agent-trace audit (report.md, report.html, report.json) with the trace's shape;
  *   - the prediction the audit makes first (the engine model replaying the same graphs in virtual
  *     time, as `servetune predict --agents` does) is near the measured capacity (tolerance at
  *     PREDICT_TOLERANCE);
@@ -101,6 +101,11 @@ static void audit_of_an_agent_trace(void **state)
     assert_string_equal(json_string_value(json_object_get(w, "agent_format")), "task-graph");
     assert_near(json_number_value(json_object_get(w, "requests_per_task")), REQUESTS_PER_TASK, 1e-9);
     assert_string_equal(json_string_value(json_object_get(json_object_get(w, "sessions"), "rate_unit")), "tasks/s");
+    /* the trace's shape, stored by the audit for its reports */
+    json_t *at = json_object_get(j, "agent_trace");
+    assert_int_equal(json_integer_value(json_object_get(at, "tasks")), TASKS);
+    assert_int_equal(json_integer_value(json_object_get(at, "requests")), (int)(TASKS * REQUESTS_PER_TASK));
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(at, "fan_out"), "width_max")), 4);
     double rps, m95, tps = capacity_tasks(j, &rps, &m95);
     print_message("# measured: %.3g tasks/s, %.3g requests/s delivered, makespan p95 %.0f ms\n", tps, rps, m95);
     assert_true(tps > 0);
@@ -122,6 +127,7 @@ static void audit_of_an_agent_trace(void **state)
     snprintf(p, sizeof p, "%s/report.md", out);
     assert_true(file_has(p, "- **Workload** (an agent-trace audit): replayed agent trace"));
     assert_true(file_has(p, "## Agent tasks"));
+    assert_true(file_has(p, "The trace: 12 tasks, 60 requests (0 in background sub-agents), 12 fan-out points"));
     assert_true(file_has(p, "| Config | Capacity (tasks/s) | Requests per task |"));
     assert_true(file_has(p, "| Offered (tasks/s) |"));
     snprintf(p, sizeof p, "%s/report.html", out);
