@@ -571,9 +571,9 @@ int cmd_plan(int argc, char **argv)
     if (spec.workload.sessions.on) {
         fprintf(stderr,
                 "%s: servetune plan does not search with multi-turn sessions (workload.sessions): its bounds run the "
-                "engine model closed loop, which a session's turns (each waiting for the answer before it) do not "
-                "fit. Plan a copy with `sessions: flat` (a trace) or without the sessions block, then audit or "
-                "predict the candidates with sessions\n",
+                "engine model closed loop, which a session's turns or an agent trace's tasks (each request waiting "
+                "for the answers before it) do not fit. Plan a copy with `sessions: flat` (a trace) or without the "
+                "sessions block, then audit or predict the candidates with sessions\n",
                 spec_file);
         goto out;
     }

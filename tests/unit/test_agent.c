@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "audit/spec.h"
 #include "core/file.h"
@@ -488,6 +489,49 @@ static void synthetic_tasks(void **state)
 
 /* The spec's `sessions: {fan_out: ...}`: parsed, passed to the generator, counted per task; refused
  * when out of range or with a single turn. */
+/* A spec whose workload.trace is an agent trace (audit/spec.h workload.agent): read whole, its
+ * requests per task size the runs, the rates count tasks, the sweep's workload is whole tasks. */
+static void spec_agent_trace(void **state)
+{
+    (void)state;
+    const char *base = "engine: {kind: emulator, model: Qwen/Qwen3-8B, flags: [--gpu, H100]}\n"
+                       "hardware: {gpu: H100, gpus_per_replica: 1, price_per_gpu_hour: 2}\npeak_rate: 1\n"
+                       "slo: {ttft_p95_ms: 1000, tpot_p95_ms: 100, makespan_p95_ms: 8000}\n"
+                       "workload: {trace: examples/agent-tasks.jsonl}\n";
+    char text[1024], err[512];
+    st_spec s;
+    snprintf(text, sizeof text, "%srates: [1]\n", base);
+    if (st_spec_parse("s.yaml", text, strlen(text), &s, err, sizeof err))
+        fail_msg("%s", err);
+    assert_int_equal(s.workload.agent, ST_AGENT_FMT_GRAPH);
+    assert_true(s.workload.sessions.on);
+    assert_true(fabs(st_spec_turns_mean(&s) - 4.5) < 1e-12); /* 9 requests, 2 tasks */
+    assert_string_equal(st_spec_rate_unit(&s), "tasks/s");
+    st_spec_free(&s);
+    snprintf(text, sizeof text, "%sconcurrency: [1, 2]\n", base);
+    assert_int_equal(st_spec_parse("s.yaml", text, strlen(text), &s, err, sizeof err), -1);
+    assert_non_null(strstr(err, "s.yaml:6: concurrency: not with an agent trace"));
+    /* a request trace stays one */
+    char path[] = "/tmp/st_agent_spec_XXXXXX", rt[1024];
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    const char *row = "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 5}\n";
+    assert_int_equal(write(fd, row, strlen(row)), (ssize_t)strlen(row));
+    close(fd);
+    snprintf(rt, sizeof rt,
+             "engine: {kind: emulator, model: Qwen/Qwen3-8B, flags: [--gpu, H100]}\n"
+             "hardware: {gpu: H100, gpus_per_replica: 1, price_per_gpu_hour: 2}\npeak_rate: 1\n"
+             "slo: {ttft_p95_ms: 1000, tpot_p95_ms: 100}\nrates: [1]\nworkload: {trace: %s}\n",
+             path);
+    int rc = st_spec_parse("s.yaml", rt, strlen(rt), &s, err, sizeof err);
+    remove(path);
+    if (rc)
+        fail_msg("%s", err);
+    assert_int_equal(s.workload.agent, 0);
+    assert_string_equal(st_spec_rate_unit(&s), "req/s");
+    st_spec_free(&s);
+}
+
 static void spec_fan_out(void **state)
 {
     (void)state;
@@ -542,6 +586,7 @@ int main(void)
         cmocka_unit_test(repeated_passes),     cmocka_unit_test(bad_graphs),
         cmocka_unit_test(weka_relative_times), cmocka_unit_test(model_replays_fan_out_and_join),
         cmocka_unit_test(synthetic_tasks),     cmocka_unit_test(spec_fan_out),
+        cmocka_unit_test(spec_agent_trace),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }
