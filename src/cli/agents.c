@@ -1,12 +1,10 @@
 /* Agent traces on the command line (cli/agents.h). */
 #include "cli/agents.h"
 
-#include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
 #include "core/file.h"

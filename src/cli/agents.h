@@ -1,6 +1,7 @@
-/* Agent traces on the command line (load/agent.h): detecting and reading the file, the task
- * figures as a table, `servetune trace stats` on an agent trace and its shape in an audit's store, and `servetune predict --agents`
- * (the engine model replays the task graphs in virtual time). docs/trace-format.md, docs/predict.md. */
+/* Agent traces on the command line (load/agent.h; the file read by load/agent_file.h): the task
+ * figures as a table, `servetune trace stats` on an agent trace (and its shape as JSON, also
+ * stored by an agent-trace audit for its reports), and `servetune predict --agents` (the engine
+ * model replays the task graphs in virtual time). docs/trace-format.md, docs/predict.md. */
 #ifndef ST_CLI_AGENTS_H
 #define ST_CLI_AGENTS_H
 #include <jansson.h>
