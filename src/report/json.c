@@ -171,6 +171,7 @@ static json_t *capacity_json(const st_report *r, const st_rep_cfg *c)
     json_object_set_new(o, "rps", st_jnum_or_null(k->capacity_rps));
     json_object_set_new(o, "pass_rate", k->has_pass ? rate(k->pass_rate) : json_null());
     json_object_set_new(o, "fail_rate", k->has_fail_above ? rate(k->fail_rate) : json_null());
+    json_object_set_new(o, "fail_undecided", json_boolean(k->has_fail_above && k->fail_undecided));
     json_object_set_new(o, "highest_tested_passed", json_boolean(k->has_pass && k->highest_tested_passed));
     json_object_set_new(o, "output_tps", st_jnum_or_null(k->output_tps));
     json_object_set_new(o, "sustained_rps", st_jnum_or_null(k->sustained_rps));

@@ -182,6 +182,37 @@ static void ran_but_undecided_is_not_not_run(void **state)
     rm_dir(NULL);
 }
 
+/* A sustained search whose bracket ends at an undecided run: the tables call that end undecided,
+ * as the search's log does, never "failed". */
+static void undecided_end_is_not_failed(void **state)
+{
+    (void)state;
+    st_store *s = make_store_as(0, 0);
+    st_config_row c = { .name = "fp8-ckpt", .idx = 4, .status = "done", .startup_s = 3.5, .argv = "x" };
+    assert_int_equal(st_store_config_put(s, &c), 0);
+    put_run(s, "fp8-ckpt", 0, 12, "pass", 11.9);
+    put_run(s, "fp8-ckpt", 1, 19.2, "undecided", 15);
+    st_report r;
+    char err[256];
+    assert_int_equal(st_report_load(s, &r, err, sizeof err), 0);
+    assert_true(r.cfg[4].cap->has_fail_above && r.cfg[4].cap->fail_rate == 19.2);
+    assert_true(r.cfg[4].cap->fail_undecided);
+    assert_false(r.cfg[0].cap->fail_undecided); /* the baseline's 8 failed */
+    st_report_free(&r);
+    char *md = written_md(s);
+    assert_non_null(strstr(md, ".. 19.2 (undecided) |"));
+    assert_null(strstr(md, "(undecided) (not confident)")); /* no call was made there */
+    char p[512];
+    size_t len;
+    snprintf(p, sizeof p, "%s/report.html", dir);
+    const char *html = slurp(p, &len);
+    assert_non_null(html);
+    assert_non_null(strstr(html, "undecided at 19.2"));
+    assert_null(strstr(html, "failed at 19.2"));
+    st_store_close(s);
+    rm_dir(NULL);
+}
+
 /* The current setup failed with vLLM's longest refusal: the headline keeps it whole, with what
  * would fit at its end. */
 static void long_failure_in_headline(void **state)
@@ -542,6 +573,7 @@ int main(void)
     const struct CMUnitTest t[] = {
         cmocka_unit_test_teardown(model_costs_and_order, rm_dir),
         cmocka_unit_test(ran_but_undecided_is_not_not_run),
+        cmocka_unit_test(undecided_end_is_not_failed),
         cmocka_unit_test(same_replicas_headline),
         cmocka_unit_test(long_failure_in_headline),
         cmocka_unit_test(files_written_and_escaped),
