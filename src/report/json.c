@@ -302,6 +302,14 @@ static json_t *notes_json(const st_notes *ns)
     return a;
 }
 
+/* Where the day's hours come from: "spec", "trace_utc", "trace_from_first_request". */
+static const char *day_source_name(const st_spec *s)
+{
+    return s->traffic.day_source == ST_DAY_STATED      ? "spec"
+           : s->traffic.day_source == ST_DAY_TRACE_UTC ? "trace_utc"
+                                                       : "trace_from_first_request";
+}
+
 /* The spec's traffic day priced for each configuration that met the SLO (null: no traffic:). */
 static json_t *day_json(const st_report *r)
 {
@@ -310,8 +318,10 @@ static json_t *day_json(const st_report *r)
     json_t *o = json_object();
     json_t *h = json_array();
     for (int i = 0; i < 24; i++)
-        json_array_append_new(h, json_real(r->spec.traffic.hourly_rps[i]));
+        json_array_append_new(h,
+                              r->spec.traffic.hour_known[i] ? json_real(r->spec.traffic.hourly_rps[i]) : json_null());
     json_object_set_new(o, "hourly_rps", h);
+    json_object_set_new(o, "source", json_string(day_source_name(&r->spec)));
     json_object_set_new(o, "serverless_price_per_gpu_s",
                         r->day_serverless_price_per_gpu_s > 0 ? json_real(r->day_serverless_price_per_gpu_s)
                                                               : json_null());
