@@ -264,6 +264,8 @@ void st_capacity_next(const st_search_params *p, const st_rate_result *r, int n,
                  p->integer ? "level " : "rate ", a);
 }
 
+const char *st_capacity_fail_word(const st_capacity *c) { return c->fail_undecided ? "undecided" : "failed"; }
+
 void st_capacity_compute(const st_rate_result *r, int n, int grid_only, st_capacity *out)
 {
     memset(out, 0, sizeof *out);
@@ -298,6 +300,7 @@ void st_capacity_compute(const st_rate_result *r, int n, int grid_only, st_capac
             if (!out->has_fail_above || r[i].rate < out->fail_rate) {
                 out->has_fail_above = 1;
                 out->fail_rate = r[i].rate;
+                out->fail_undecided = r[i].verdict == ST_VERDICT_UNDECIDED;
             }
         } else if (r[i].verdict == ST_VERDICT_FAIL) {
             out->non_monotonic = 1;
@@ -829,6 +832,7 @@ void st_capacity_sustained(const st_sustained_params *p, const st_rate_result *r
         out->fail_rate = q[hi].rate;
         out->fail_index = q[hi].first;
         out->fail_sure = q[hi].sure;
+        out->fail_undecided = q[hi].verdict == ST_VERDICT_UNDECIDED;
     }
     if (lo < 0)
         return;

@@ -133,6 +133,7 @@ typedef struct st_capacity {
                              * measured) */
     int has_fail_above;
     double fail_rate;          /* lowest failing (or errored) rate above pass_rate */
+    int fail_undecided;        /* the runs at fail_rate were undecided (no pass, and no failure either) */
     int highest_tested_passed; /* no failing rate above: capacity may be higher than measured */
     int non_monotonic;         /* some rate below pass_rate failed */
     int warmup_effect;         /* the first measured rate failed and a higher one passed */
@@ -152,6 +153,10 @@ typedef struct st_capacity {
     uint64_t requests;         /* requests sent by every run */
     int runs;                  /* runs, replicates included (skipped ones not) */
 } st_capacity;
+
+/* How a report words the bracket's upper end: "undecided" when its runs were (c->fail_undecided: it
+ * is no pass, but no failure either, as the search's log says), else "failed". */
+const char *st_capacity_fail_word(const st_capacity *c);
 
 /* Capacity from the results; grid_only = 1 uses only the spec's rates (the standard answer). */
 void st_capacity_compute(const st_rate_result *r, int n, int grid_only, st_capacity *out);

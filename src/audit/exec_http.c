@@ -94,12 +94,10 @@ static char *engine_facts(engine *E)
     st_buf_init(&body, SMALL_BODY_MAX);
     int status;
     char err[256];
-    int llama = !strcmp(E->l.metrics_dialect, "llamacpp");
-    if (st_probe_get(E->l.host, E->l.port, llama ? "/props" : "/version", E->api_key, 2, &status, &body, err,
-                     sizeof err) == 0 &&
+    if (st_probe_get(E->l.host, E->l.port, E->l.version_path, E->api_key, 2, &status, &body, err, sizeof err) == 0 &&
         status == 200 && body.data) {
         json_t *root = json_loadb(body.data, body.len, 0, NULL);
-        const char *ver = json_string_value(json_object_get(root, llama ? "build_info" : "version"));
+        const char *ver = json_string_value(json_object_get(root, E->l.version_key));
         if (ver && strlen(ver) < 80) {
             st_buf_puts(&b, "\"engine_version\":");
             st_buf_json_str(&b, ver);

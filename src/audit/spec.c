@@ -1406,6 +1406,37 @@ static int parse_plan(pctx *p, yaml_node_t *n, st_spec *s)
     return 0;
 }
 
+/* traffic.hourly_rps: 24 rates, or `trace` (or left out with a trace workload): the trace's own
+ * hours (st_audit_resolve_day). v: the key's value, or NULL. */
+static int parse_hourly(pctx *p, yaml_node_t *n, yaml_node_t *v, st_spec *s)
+{
+    const char *sv = v ? scalar(v) : NULL;
+    if (!v || (sv && !strcmp(sv, "trace"))) {
+        if (s->workload.kind != ST_WL_TRACE)
+            return failf(p, v ? v : n,
+                         v ? "traffic.hourly_rps: 'trace' takes the day from workload.trace, and the workload has "
+                             "none: give 24 request rates (req/s), hour 0 to 23"
+                           : "traffic.hourly_rps: required (24 request rates, hour 0 to 23; or 'trace' with a "
+                             "trace workload)");
+        s->traffic.day_source = ST_DAY_FROM_TRACE;
+        return 0;
+    }
+    if (v->type != YAML_SEQUENCE_NODE || v->data.sequence.items.top - v->data.sequence.items.start != 24)
+        return failf(p, v,
+                     "traffic.hourly_rps: a list of exactly 24 request rates (req/s), hour 0 to 23; write 0 "
+                     "for an hour without traffic; or 'trace' to take them from workload.trace");
+    int h = 0;
+    for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++, h++) {
+        char what[40];
+        snprintf(what, sizeof what, "traffic.hourly_rps[%d]", h);
+        if (get_double(p, node(p, *it), what, &s->traffic.hourly_rps[h], 0, 0))
+            return -1;
+        s->traffic.hour_known[h] = 1;
+    }
+    s->traffic.hours_known = 24;
+    return 0;
+}
+
 static int parse_traffic(pctx *p, yaml_node_t *n, st_spec *s)
 {
     keydef k[] = {
@@ -1418,20 +1449,9 @@ static int parse_traffic(pctx *p, yaml_node_t *n, st_spec *s)
     s->traffic.scale_up_delay_s = 600;
     s->traffic.idle_timeout_s = 5;
     s->traffic.cold_start_s = 60;
-    yaml_node_t *v = kv(k, nk, "hourly_rps");
-    if (!v)
-        return failf(p, n, "traffic.hourly_rps: required (24 request rates, hour 0 to 23)");
-    if (v->type != YAML_SEQUENCE_NODE || v->data.sequence.items.top - v->data.sequence.items.start != 24)
-        return failf(p, v,
-                     "traffic.hourly_rps: a list of exactly 24 request rates (req/s), hour 0 to 23; write 0 "
-                     "for an hour without traffic");
-    int h = 0;
-    for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++, h++) {
-        char what[40];
-        snprintf(what, sizeof what, "traffic.hourly_rps[%d]", h);
-        if (get_double(p, node(p, *it), what, &s->traffic.hourly_rps[h], 0, 0))
-            return -1;
-    }
+    if (parse_hourly(p, n, kv(k, nk, "hourly_rps"), s))
+        return -1;
+    yaml_node_t *v;
     if ((v = kv(k, nk, "scale_up_delay")) && get_duration(p, v, "traffic.scale_up_delay", &s->traffic.scale_up_delay_s))
         return -1;
     if ((v = kv(k, nk, "min_replicas")) && get_count(p, v, "traffic.min_replicas", &s->traffic.min_replicas, 0, 100000))

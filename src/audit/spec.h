@@ -258,6 +258,15 @@ typedef struct st_spec {
     struct {
         int set;
         double hourly_rps[24];
+        /* Where the day comes from: the spec's 24 rates (ST_DAY_STATED), or the trace's own times
+         * (`hourly_rps: trace`, or no hourly_rps with a trace workload: ST_DAY_FROM_TRACE until
+         * st_audit_resolve_day fills hourly_rps and hour_known, then ST_DAY_TRACE_UTC when the
+         * trace's times are calendar times, ST_DAY_TRACE_FIRST when hours count from its first
+         * request; load/hourly.h). hour_known: the hours priced (every one for a stated day; for
+         * a trace, the hours it covers: a trace shorter than a day prices only those). */
+        enum { ST_DAY_STATED = 0, ST_DAY_FROM_TRACE, ST_DAY_TRACE_UTC, ST_DAY_TRACE_FIRST } day_source;
+        unsigned char hour_known[24];
+        int hours_known;
         double scale_up_delay_s;           /* default 600 */
         int min_replicas;                  /* default 0 */
         double idle_timeout_s;             /* serverless: default 5 (RunPod's default) */

@@ -135,6 +135,76 @@ int st_audit_resolve_peak(st_spec *s, char *err, size_t errlen)
     return -1;
 }
 
+void st_audit_day_from_hourly(st_spec *s, const st_hourly_profile *h)
+{
+    if (!s->traffic.set || s->traffic.day_source == ST_DAY_STATED)
+        return;
+    s->traffic.hours_known = 0;
+    for (int i = 0; i < 24; i++) {
+        int known = h->clock != ST_HOURLY_NONE && !isnan(h->rps[i]);
+        s->traffic.hour_known[i] = (unsigned char)known;
+        s->traffic.hourly_rps[i] = known ? h->rps[i] : 0;
+        s->traffic.hours_known += known;
+    }
+    s->traffic.day_source = h->clock == ST_HOURLY_UTC          ? ST_DAY_TRACE_UTC
+                            : h->clock == ST_HOURLY_FROM_FIRST ? ST_DAY_TRACE_FIRST
+                                                               : ST_DAY_FROM_TRACE;
+}
+
+int st_audit_resolve_day(st_spec *s, char *err, size_t errlen)
+{
+    if (!s->traffic.set || s->traffic.day_source == ST_DAY_STATED || s->workload.kind != ST_WL_TRACE)
+        return 0;
+    st_trace_stats *ts = st_trace_stats_new();
+    if (!ts) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    st_trace_opts o;
+    st_spec_trace_opts(s, &o);
+    int rc = st_trace_read_file(s->workload.trace, &o, st_trace_stats_row_cb, ts, NULL, NULL, err, errlen) < 0 ? -1 : 0;
+    if (rc == 0) {
+        st_traffic t;
+        st_trace_stats_result(ts, &t);
+        st_audit_day_from_hourly(s, &t.hourly);
+    }
+    st_trace_stats_free(ts);
+    if (rc) {
+        char e[512];
+        snprintf(e, sizeof e, "%s", err);
+        snprintf(err, errlen, "%s: traffic.hourly_rps: trace: %s", s->path, e);
+    }
+    return rc;
+}
+
+void st_audit_day_source_say(const st_spec *s, st_buf *b)
+{
+    if (!s->traffic.set || s->traffic.day_source == ST_DAY_STATED)
+        return;
+    int n = s->traffic.hours_known;
+    if (n == 0) {
+        st_buf_printf(b,
+                      "The day would be the trace's own, and the trace covers no hour of the day for at least %.0f "
+                      "minutes (or has no timestamps): no day is priced.",
+                      ST_HOURLY_MIN_COVER_S / 60);
+        return;
+    }
+    st_buf_printf(b,
+                  "The day is the trace's own: its requests per hour of the day (%s), after the spec's trace filters",
+                  s->traffic.day_source == ST_DAY_TRACE_UTC ? "UTC, from its calendar times"
+                                                            : "hours counted from its first request, as its times "
+                                                              "are not calendar times");
+    if (s->workload.trace_sample > 0 && s->workload.trace_sample < 1)
+        st_buf_printf(b, " (trace_sample %.3g: the rates are of the sample, not the whole trace)",
+                      s->workload.trace_sample);
+    if (n < 24)
+        st_buf_printf(b,
+                      ". It covers %d of the 24 hours (each for at least %.0f minutes, priced as a whole hour at the "
+                      "rate it had): the day is priced over those %d hours only, not extrapolated to the others",
+                      n, ST_HOURLY_MIN_COVER_S / 60, n);
+    st_buf_puts(b, ".");
+}
+
 int st_audit_trace_spread(const st_spec *s, st_trace_opts *o, uint64_t n, char *err, size_t errlen)
 {
     st_trace_counts c;

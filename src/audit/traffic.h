@@ -34,6 +34,19 @@ int st_audit_resolve_peak(st_spec *s, char *err, size_t errlen);
 /* The trace's busiest complete minute in req/s (NAN: no complete minute, no timestamps). */
 double st_audit_trace_peak(const st_spec *s, double *mean_rps, char *err, size_t errlen);
 
+/* A traffic day from the trace (spec traffic.hourly_rps: trace, or none with a trace workload):
+ * sets s->traffic's hourly rates from h (load/hourly.h: the rate in each hour of the day the
+ * trace covers, after the spec's trace filters), the hours it covers as the ones priced, and the
+ * day's source (UTC, or hours from the first request). Nothing for a stated day. */
+void st_audit_day_from_hourly(st_spec *s, const st_hourly_profile *h);
+/* Reads the spec's trace for st_audit_day_from_hourly. A trace that covers no hour for long
+ * enough leaves the day unpriced (hours_known 0), which is no error. 0, or -1 with err (the trace
+ * cannot be read). */
+int st_audit_resolve_day(st_spec *s, char *err, size_t errlen);
+/* One sentence on where s's traffic day comes from, into b (plain text): nothing for a stated day;
+ * "The day is the trace's own: ..." with its clock and the hours it covers. */
+void st_audit_day_source_say(const st_spec *s, st_buf *b);
+
 /* workload.trace_replay: spread: o (the reader's options for the spec's trace) gains a sample
  * fraction so that about n of the N requests it keeps are read, as whole sessions spread over the
  * whole trace (deterministic, seeded by workload.seed); nothing when N <= n. 0, or -1 with err. */

@@ -80,7 +80,7 @@ int st_cli_run_spec(st_cli_run *r, const char *spec_path)
     }
     r->have_spec = 1;
     if (st_spec_check(&r->spec, err, sizeof err) || st_spec_secrets(&r->spec, &r->secrets, err, sizeof err) ||
-        st_audit_resolve_peak(&r->spec, err, sizeof err)) {
+        st_audit_resolve_peak(&r->spec, err, sizeof err) || st_audit_resolve_day(&r->spec, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         return ST_EXIT_USAGE;
     }

@@ -54,7 +54,8 @@ static void help(const st_opt *opts)
         "from a dated price list, each capacity the sustained rate within the SLO that `servetune predict` finds.\n"
         "Prints the answer and the best candidates; writes DIR/plan.md and DIR/plan.json; with --write-spec, the top\n"
         "K candidates as an audit spec to measure on the hardware. With a traffic: block, the cost of a day as\n"
-        "dedicated replicas (peak-sized or autoscaled) and as serverless workers. With --quality DIR (an audit\n"
+        "dedicated replicas (peak-sized or autoscaled) and as serverless workers (traffic: {hourly_rps: trace}: the\n"
+        "trace's own rate in each hour of the day it covers). With --quality DIR (an audit\n"
         "with a quality: block, docs/quality.md), the cost-vs-quality frontier uses the drift the audit measured\n"
         "for each checkpoint and KV cache (mean KL divergence against its baseline) instead of the format's label.\n\n"
         "Options:\n");
@@ -564,7 +565,7 @@ int cmd_plan(int argc, char **argv)
     }
     have_spec = 1;
     if (st_spec_check(&spec, err, sizeof err) || st_audit_resolve_peak(&spec, err, sizeof err) ||
-        !st_exec_model_supported(&spec, err, sizeof err)) {
+        st_audit_resolve_day(&spec, err, sizeof err) || !st_exec_model_supported(&spec, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         goto out;
     }

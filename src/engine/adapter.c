@@ -17,7 +17,9 @@
 static const st_engine_kind_info kinds[ST_ENGINE__COUNT] = {
     [ST_ENGINE_VLLM] = { .name = "vllm",
                          .api = ST_API_COMPLETIONS,
-                         .metrics_dialect = "vllm",
+                         .metrics_dialect = ST_DIALECT_VLLM,
+                         .version_path = "/version",
+                         .version_key = "version",
                          .models_path = "/v1/models",
                          .program = { "vllm", "serve" },
                          .model_flag = NULL,
@@ -29,7 +31,9 @@ static const st_engine_kind_info kinds[ST_ENGINE__COUNT] = {
                          .tp_flag = "--tensor-parallel-size" },
     [ST_ENGINE_SGLANG] = { .name = "sglang",
                            .api = ST_API_COMPLETIONS,
-                           .metrics_dialect = "sglang",
+                           .metrics_dialect = ST_DIALECT_SGLANG,
+                           .version_path = "/version",
+                           .version_key = "version",
                            .models_path = "/v1/models",
                            .program = { "python3", "-m", "sglang.launch_server" },
                            .model_flag = "--model-path",
@@ -41,7 +45,9 @@ static const st_engine_kind_info kinds[ST_ENGINE__COUNT] = {
                            .tp_flag = "--tp" },
     [ST_ENGINE_TGI] = { .name = "tgi",
                         .api = ST_API_TGI,
-                        .metrics_dialect = "tgi",
+                        .metrics_dialect = ST_DIALECT_TGI,
+                        .version_path = "/version",
+                        .version_key = "version",
                         .models_path = "/info",
                         .program = { "text-generation-launcher" },
                         .model_flag = "--model-id",
@@ -53,7 +59,9 @@ static const st_engine_kind_info kinds[ST_ENGINE__COUNT] = {
                         .tp_flag = "--num-shard" },
     [ST_ENGINE_LLAMACPP] = { .name = "llamacpp",
                              .api = ST_API_COMPLETIONS,
-                             .metrics_dialect = "llamacpp",
+                             .metrics_dialect = ST_DIALECT_LLAMACPP,
+                             .version_path = "/props",
+                             .version_key = "build_info",
                              .models_path = "/v1/models",
                              .program = { "llama-server" },
                              .model_flag = "-m",
@@ -65,7 +73,9 @@ static const st_engine_kind_info kinds[ST_ENGINE__COUNT] = {
                              .tp_flag = NULL },
     [ST_ENGINE_EMULATOR] = { .name = "emulator",
                              .api = ST_API_COMPLETIONS,
-                             .metrics_dialect = "vllm",
+                             .metrics_dialect = ST_DIALECT_VLLM,
+                             .version_path = "/version",
+                             .version_key = "version",
                              .models_path = "/v1/models",
                              .program = { "vllm", "serve" },
                              .model_flag = NULL,
@@ -77,7 +87,9 @@ static const st_engine_kind_info kinds[ST_ENGINE__COUNT] = {
                              .tp_flag = NULL },
     [ST_ENGINE_ENDPOINT] = { .name = "endpoint",
                              .api = ST_API_COMPLETIONS,
-                             .metrics_dialect = "vllm",
+                             .metrics_dialect = ST_DIALECT_VLLM,
+                             .version_path = "/version",
+                             .version_key = "version",
                              .models_path = "/v1/models",
                              .program = { "vllm", "serve" },
                              .model_flag = NULL,
@@ -257,7 +269,9 @@ int st_adapter_launch(const st_engine_desc *d, int port, const char *self_exe, s
     const st_engine_kind_info *ki = st_engine_kind_info_of(d->kind);
     out->health_path = "/health";
     out->models_path = ki ? ki->models_path : "/v1/models";
-    out->metrics_dialect = ki ? ki->metrics_dialect : "vllm";
+    out->metrics_dialect = ki ? ki->metrics_dialect : ST_DIALECT_VLLM;
+    out->version_path = ki ? ki->version_path : "/version";
+    out->version_key = ki ? ki->version_key : "version";
     char portbuf[16];
     snprintf(portbuf, sizeof portbuf, "%d", port);
     st_strv *a = &out->argv;

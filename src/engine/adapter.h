@@ -23,6 +23,7 @@
 #include <stddef.h>
 
 #include "core/strv.h"
+#include "engine/metrics.h"
 #include "load/api.h"
 
 typedef enum st_engine_kind {
@@ -42,9 +43,11 @@ typedef enum st_engine_kind {
 #define ST_ENGINE_PROGRAM_WORDS 4
 typedef struct st_engine_kind_info {
     const char *name;
-    st_api_kind api;             /* the default load API */
-    const char *metrics_dialect; /* "vllm", "sglang", "tgi", "llamacpp" */
-    const char *models_path;     /* "/v1/models" or "/info" (TGI) */
+    st_api_kind api;                    /* the default load API */
+    st_metrics_dialect metrics_dialect; /* whose metric names its /metrics uses */
+    const char *models_path;            /* "/v1/models" or "/info" (TGI) */
+    /* where it says its version (the report's "Engine" line): the path and the JSON key there */
+    const char *version_path, *version_key;
     /* the command line: the program's words (NULL-ended; the emulator's is servetune's own),
      * the flag before the model (NULL: the model is positional), the host flag, the flag that
      * turns the metrics endpoint on (NULL: on by default) */
@@ -86,11 +89,13 @@ typedef struct st_launch {
     int port;
     st_api_kind api; /* load API: spec's engine.api or the kind's default */
     const char *health_path;
-    const char *models_path;     /* "/v1/models" or "/info" (TGI) */
-    const char *metrics_dialect; /* "vllm", "sglang", "tgi", "llamacpp" */
-    double time_scale;           /* the emulator's --time-scale (emulated s per wall s), else 1 */
-    const char *api_key;         /* from the spec's api_key_env at launch time (not owned; never logged) */
-    st_strv env_key, env_val;    /* environment for the secret flags (values: the ${VAR} references, expanded
+    const char *models_path;            /* "/v1/models" or "/info" (TGI) */
+    st_metrics_dialect metrics_dialect; /* whose metric names its /metrics uses */
+    const char *version_path;           /* where it says its version ("/version"; llama.cpp: "/props") */
+    const char *version_key;            /* the key there ("version"; llama.cpp: "build_info") */
+    double time_scale;                  /* the emulator's --time-scale (emulated s per wall s), else 1 */
+    const char *api_key;                /* from the spec's api_key_env at launch time (not owned; never logged) */
+    st_strv env_key, env_val;           /* environment for the secret flags (values: the ${VAR} references, expanded
                                     when the engine starts) */
 } st_launch;
 

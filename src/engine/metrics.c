@@ -86,34 +86,57 @@ static const char *const *const llamacpp_names[ST_MET__COUNT] = {
     [ST_MET_GENERATION_TOKENS] = L("llamacpp:tokens_predicted_total"),
 };
 
-static const char *const *const *engine_table(const char *engine)
+/* Each dialect's table of names, in st_metrics_dialect's order. */
+static const char *const *const *const dialect_tables[ST_DIALECT__COUNT] = {
+    [ST_DIALECT_VLLM] = vllm_names,
+    [ST_DIALECT_SGLANG] = sglang_names,
+    [ST_DIALECT_TGI] = tgi_names,
+    [ST_DIALECT_LLAMACPP] = llamacpp_names,
+};
+static const char *const dialect_names[ST_DIALECT__COUNT] = {
+    [ST_DIALECT_VLLM] = "vllm",
+    [ST_DIALECT_SGLANG] = "sglang",
+    [ST_DIALECT_TGI] = "tgi",
+    [ST_DIALECT_LLAMACPP] = "llamacpp",
+};
+
+static const char *const *const *engine_table(st_metrics_dialect d)
 {
-    if (!engine)
-        return NULL;
-    if (strcmp(engine, "vllm") == 0 || strcmp(engine, "emulator") == 0)
-        return vllm_names;
-    if (strcmp(engine, "sglang") == 0)
-        return sglang_names;
-    if (strcmp(engine, "tgi") == 0)
-        return tgi_names;
-    if (strcmp(engine, "llamacpp") == 0 || strcmp(engine, "llama.cpp") == 0)
-        return llamacpp_names;
-    return NULL;
+    return (unsigned)d < ST_DIALECT__COUNT ? dialect_tables[d] : NULL;
 }
 
-int st_metrics_engine_known(const char *engine) { return engine_table(engine) != NULL; }
-
-const char *const *st_metrics_engine_names(const char *engine, st_metric m)
+const char *st_metrics_dialect_name(st_metrics_dialect d)
 {
-    const char *const *const *t = engine_table(engine);
+    return (unsigned)d < ST_DIALECT__COUNT ? dialect_names[d] : "?";
+}
+
+int st_metrics_dialect_from_name(const char *name, st_metrics_dialect *out)
+{
+    if (!name)
+        return -1;
+    for (int d = 0; d < ST_DIALECT__COUNT; d++)
+        if (!strcmp(name, dialect_names[d])) {
+            *out = (st_metrics_dialect)d;
+            return 0;
+        }
+    if (!strcmp(name, "emulator") || !strcmp(name, "llama.cpp")) { /* the emulator speaks vLLM's names */
+        *out = name[0] == 'e' ? ST_DIALECT_VLLM : ST_DIALECT_LLAMACPP;
+        return 0;
+    }
+    return -1;
+}
+
+const char *const *st_metrics_engine_names(st_metrics_dialect d, st_metric m)
+{
+    const char *const *const *t = engine_table(d);
     if (!t || (unsigned)m >= ST_MET__COUNT)
         return NULL;
     return t[m];
 }
 
-int st_metrics_read(const char *engine, const char *text, size_t len, st_engine_metrics *out)
+int st_metrics_read(st_metrics_dialect d, const char *text, size_t len, st_engine_metrics *out)
 {
-    const char *const *const *t = engine_table(engine);
+    const char *const *const *t = engine_table(d);
     out->found = 0;
     for (int m = 0; m < ST_MET__COUNT; m++)
         out->v[m] = NAN;
@@ -155,9 +178,9 @@ static const char *const *const sglang_hist[4] = {
     NULL,
 };
 
-const char *const *st_metrics_hist_names(const char *engine, const char *which)
+const char *const *st_metrics_hist_names(st_metrics_dialect d, const char *which)
 {
-    const char *const *const *t = engine_table(engine);
+    const char *const *const *t = engine_table(d);
     if (!t || !which)
         return NULL;
     static const char *const kinds[4] = { "ttft", "itl", "e2e", "queue" };
@@ -204,7 +227,7 @@ static int put(st_metrics_sample *out, int n, int max, const char *name, double 
 }
 
 /* The engine's TTFT histogram, when it has one and it fits in what is left of out. */
-static int ttft_hist(const char *dialect, const char *body, size_t len, st_metrics_sample *out, int n, int max)
+static int ttft_hist(st_metrics_dialect dialect, const char *body, size_t len, st_metrics_sample *out, int n, int max)
 {
     const char *const *names = st_metrics_hist_names(dialect, "ttft");
     st_prom_hist h;
@@ -235,7 +258,8 @@ static const char *const pos_names[ST_METRICS_SPEC_POS_MAX] = {
 };
 
 /* vLLM's accepted draft tokens by position, summed over the other labels (engines, ranks). */
-static int spec_positions(const char *dialect, const char *body, size_t len, st_metrics_sample *out, int n, int max)
+static int spec_positions(st_metrics_dialect dialect, const char *body, size_t len, st_metrics_sample *out, int n,
+                          int max)
 {
     if (engine_table(dialect) != vllm_names)
         return n;
@@ -273,7 +297,7 @@ static int spec_positions(const char *dialect, const char *body, size_t len, st_
 
 /* The Prometheus text is parsed by engine/metrics (the project's one parser); this only turns
  * its generic figures into samples to store. */
-int st_metrics_scrape(const char *dialect, const char *body, size_t len, st_metrics_sample *out, int max)
+int st_metrics_scrape(st_metrics_dialect dialect, const char *body, size_t len, st_metrics_sample *out, int max)
 {
     st_engine_metrics m;
     if (st_metrics_read(dialect, body, len, &m))

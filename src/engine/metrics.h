@@ -36,12 +36,24 @@ typedef enum st_metric {
  * "emu_very_late_tokens", "emu_dropped_s", "spec_drafts", "spec_draft_tokens", "spec_accepted_tokens". */
 const char *st_metrics_name(st_metric m);
 int st_metrics_from_name(const char *name, st_metric *out);
-/* Engines: "vllm" (also "emulator", which exposes vLLM's names), "sglang", "tgi",
- * "llamacpp" (also "llama.cpp"). 1 when known. */
-int st_metrics_engine_known(const char *engine);
-/* The engine's names for m, in order of preference, NULL-terminated; NULL when the engine
- * has no such metric (or is unknown). */
-const char *const *st_metrics_engine_names(const char *engine, st_metric m);
+/* The metrics dialects: whose Prometheus names an engine's /metrics uses. Each engine kind names
+ * its dialect in the engine-kind table (engine/adapter.h: the emulator and an endpoint speak
+ * vLLM's). */
+typedef enum st_metrics_dialect {
+    ST_DIALECT_VLLM = 0,
+    ST_DIALECT_SGLANG,
+    ST_DIALECT_TGI,
+    ST_DIALECT_LLAMACPP,
+    ST_DIALECT__COUNT
+} st_metrics_dialect;
+/* "vllm", "sglang", "tgi", "llamacpp" ("?" outside the enum). */
+const char *st_metrics_dialect_name(st_metrics_dialect d);
+/* A dialect by name: "vllm" (also "emulator", which exposes vLLM's names), "sglang", "tgi",
+ * "llamacpp" (also "llama.cpp"). 0, or -1 when unknown. */
+int st_metrics_dialect_from_name(const char *name, st_metrics_dialect *out);
+/* The dialect's names for m, in order of preference, NULL-terminated; NULL when the dialect
+ * has no such metric (or is not one). */
+const char *const *st_metrics_engine_names(st_metrics_dialect d, st_metric m);
 /* 1 when m is a fraction that is averaged across label sets (kv_usage, prefix_hit_rate);
  * the others are summed (several engines / data-parallel ranks add up). */
 int st_metrics_is_fraction(st_metric m);
@@ -51,12 +63,12 @@ typedef struct st_engine_metrics {
     uint32_t found;          /* bit (1u << m) set when v[m] was read */
 } st_engine_metrics;
 /* Reads every generic metric from a scraped body: for each, the first of the engine's
- * names that has samples. 0, or -1 for an unknown engine. */
-int st_metrics_read(const char *engine, const char *text, size_t len, st_engine_metrics *out);
+ * names that has samples. 0, or -1 for a value outside st_metrics_dialect. */
+int st_metrics_read(st_metrics_dialect d, const char *text, size_t len, st_engine_metrics *out);
 
 /* The engine's own latency histograms (base names, without _bucket), NULL if none:
  * which = "ttft", "itl" (inter-token / time per output token), "e2e", "queue". */
-const char *const *st_metrics_hist_names(const char *engine, const char *which);
+const char *const *st_metrics_hist_names(st_metrics_dialect d, const char *which);
 
 /* One stored sample of an engine metric over a run. */
 typedef struct st_metrics_sample {
@@ -84,7 +96,7 @@ typedef struct st_metrics_sample {
 #define ST_METRICS_SCRAPE_MAX (20 + 2 * ST_METRICS_HIST_MAX + 2 + ST_METRICS_SPEC_POS_MAX)
 
 /* Fills out[0..return) (names are static strings; t is left for the caller). */
-int st_metrics_scrape(const char *dialect, const char *body, size_t len, st_metrics_sample *out, int max);
+int st_metrics_scrape(st_metrics_dialect d, const char *body, size_t len, st_metrics_sample *out, int max);
 
 /* How often to scrape, in wall milliseconds (a multiple of 50), for an engine running time_scale
  * emulated seconds per wall second (1 for a real engine): once per emulated second, but at most

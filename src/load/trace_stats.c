@@ -167,6 +167,7 @@ struct st_trace_stats {
     uint32_t *minute;
     uint32_t min_len, min_cap;
     int minutes_capped;
+    st_hourly hourly; /* requests per hour of the day */
     /* prefixes */
     kmap blocks, sess;
     uint64_t prompt_tokens, output_tokens, shared_tokens, hit_tokens;
@@ -291,6 +292,13 @@ static uint64_t block_hash(const uint32_t *ids, uint32_t n, uint64_t parent)
     return h;
 }
 
+/* A request's time into the per-minute counts and the hourly profile. */
+static void per_time_add(st_trace_stats *s, double ts)
+{
+    minute_add(s, ts);
+    st_hourly_add(&s->hourly, ts);
+}
+
 int st_trace_stats_add(st_trace_stats *s, const st_trace_row *r)
 {
     s->requests++;
@@ -321,7 +329,7 @@ int st_trace_stats_add(st_trace_stats *s, const st_trace_row *r)
             s->min_ts = ts;
         if (ts > s->max_ts)
             s->max_ts = ts;
-        minute_add(s, ts);
+        per_time_add(s, ts);
     }
     /* prefixes: what an unbounded cache of full blocks would already hold */
     int created, oom = 0;
@@ -428,6 +436,7 @@ void st_trace_stats_result(const st_trace_stats *s, st_traffic *t)
     t->requests = s->requests;
     t->has_times = s->has_times;
     t->gap_cv = t->gamma_shape = t->gap_cv_recorded = NAN;
+    st_hourly_result(&s->hourly, &t->hourly);
     t->mean_rps = t->p50_minute_rps = t->p95_minute_rps = t->peak_minute_rps = NAN;
     if (s->has_times) {
         t->span_s = s->max_ts - s->min_ts;
@@ -669,6 +678,23 @@ static json_t *len_json(const st_len_pct *p)
                      (json_int_t)p->p95, "p99", (json_int_t)p->p99, "max", (json_int_t)p->max, "mean", num(p->mean));
 }
 
+/* The rate in each hour of the day (null where the trace covers too little of it). */
+static json_t *hourly_json(const st_hourly_profile *h)
+{
+    if (h->clock == ST_HOURLY_NONE)
+        return json_null();
+    json_t *o = json_object(), *rps = json_array(), *cov = json_array();
+    for (int i = 0; i < 24; i++) {
+        json_array_append_new(rps, num(h->rps[i]));
+        json_array_append_new(cov, json_real(h->covered_s[i]));
+    }
+    json_object_set_new(o, "clock", json_string(st_hourly_clock_name(h->clock)));
+    json_object_set_new(o, "hours", json_integer(h->hours));
+    json_object_set_new(o, "rps", rps);
+    json_object_set_new(o, "covered_s", cov);
+    return o;
+}
+
 json_t *st_traffic_json(const st_traffic *t, const st_traffic_advice *a, const st_trace_counts *c, st_trace_format fmt,
                         const char *path)
 {
@@ -693,6 +719,7 @@ json_t *st_traffic_json(const st_traffic *t, const st_traffic_advice *a, const s
     json_object_set_new(rate, "quantum_s", t->quantum_s > 0 ? json_real(t->quantum_s) : json_null());
     json_object_set_new(rate, "gap_cv_recorded", num(t->gap_cv_recorded));
     json_object_set_new(rate, "out_of_order", json_integer((json_int_t)t->out_of_order));
+    json_object_set_new(rate, "hourly", hourly_json(&t->hourly));
     json_object_set_new(o, "rate", rate);
     json_object_set_new(o, "input_tokens", len_json(&t->in));
     json_object_set_new(o, "output_tokens", len_json(&t->out));

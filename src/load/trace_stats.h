@@ -25,6 +25,7 @@
 #include <jansson.h>
 #include <stdint.h>
 
+#include "load/hourly.h"
 #include "load/trace.h"
 
 #define ST_TRAFFIC_CACHE_BLOCK 16u           /* vLLM's KV block: the unit of prefix caching */
@@ -52,15 +53,16 @@ typedef struct st_traffic {
     double span_s;   /* first to last arrival */
     double mean_rps; /* (requests - 1) / span */
     double p50_minute_rps, p95_minute_rps, peak_minute_rps;
-    uint32_t minutes;       /* complete minutes spanned */
-    int minutes_capped;     /* the span exceeded ST_TRAFFIC_MINUTES_MAX: rates over the first part */
-    double gap_cv;          /* NAN when unknown (fewer than 3 rows, or out of time order); of quantized
+    uint32_t minutes;         /* complete minutes spanned */
+    st_hourly_profile hourly; /* the rate in each hour of the day (load/hourly.h) */
+    int minutes_capped;       /* the span exceeded ST_TRAFFIC_MINUTES_MAX: rates over the first part */
+    double gap_cv;            /* NAN when unknown (fewer than 3 rows, or out of time order); of quantized
                             * times, the gaps with each tick's requests spread evenly over it */
-    double quantum_s;       /* the times' coarse clock (load/trace.h st_trace_quantum; 0: none) */
-    uint64_t quantum_ties;  /* requests that share a tick with the one before */
-    double gap_cv_recorded; /* the CV of the gaps as recorded (ties as zero gaps) */
-    double gamma_shape;     /* 1 / gap_cv^2 (NAN when unknown) */
-    uint64_t out_of_order;  /* rows earlier than the one before them */
+    double quantum_s;         /* the times' coarse clock (load/trace.h st_trace_quantum; 0: none) */
+    uint64_t quantum_ties;    /* requests that share a tick with the one before */
+    double gap_cv_recorded;   /* the CV of the gaps as recorded (ties as zero gaps) */
+    double gamma_shape;       /* 1 / gap_cv^2 (NAN when unknown) */
+    uint64_t out_of_order;    /* rows earlier than the one before them */
     st_len_pct in, out, total;
     uint64_t prompt_tokens, output_tokens;
     uint64_t shared_tokens; /* prompt tokens in a prefix shared with another request */

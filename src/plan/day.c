@@ -7,6 +7,7 @@
 #include "plan/cost.h"
 #include "plan/prices.h"
 #include "audit/spec.h"
+#include "load/hourly.h"
 
 /* Serverless workers up on average in a slot with request rate rps (billed worker-seconds per
  * second), and the share of its requests that meet a cold worker (docs/plan.md). */
@@ -148,6 +149,15 @@ int st_day_from_hours(const int *hours, const double *rates, int n, double rps[2
     return 0;
 }
 
+int st_day_spec_hours(const st_spec *s, double rps[24])
+{
+    int n = 0;
+    for (int h = 0; h < 24; h++)
+        if (s->traffic.hour_known[h])
+            rps[n++] = s->traffic.hourly_rps[h];
+    return n;
+}
+
 int st_day_of_spec(const st_spec *s, const st_prices *prices, const st_day_setup *u, st_day_cost *out,
                    st_day_serverless *sl, char *err, size_t errlen)
 {
@@ -183,5 +193,12 @@ int st_day_of_spec(const st_spec *s, const st_prices *prices, const st_day_setup
                       .idle_timeout_s = s->traffic.idle_timeout_s,
                       .cold_start_s = s->traffic.cold_start_s,
                       .service_s = service };
-    return st_day_price(s->traffic.hourly_rps, 24, 3600, &o, NULL, out, err, errlen);
+    double rps[24];
+    int n = st_day_spec_hours(s, rps);
+    if (n == 0) {
+        snprintf(err, errlen, "traffic day: the trace covers no hour of the day for at least %.0f minutes",
+                 ST_HOURLY_MIN_COVER_S / 60);
+        return -1;
+    }
+    return st_day_price(rps, n, 3600, &o, NULL, out, err, errlen);
 }

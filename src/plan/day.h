@@ -92,7 +92,11 @@ typedef struct st_day_serverless {
     const char *from; /* "the spec" or the provider (points into the list) */
 } st_day_serverless;
 
-/* Prices s->traffic's 24 hours for setup u (a request's service time: TTFT + TPOT x (output
+/* The hours of s->traffic's day that are priced, in order, into rps: all 24 of a stated day; of
+ * a day taken from a trace, the hours it covers (none until resolved). Returns their number. */
+int st_day_spec_hours(const struct st_spec *s, double rps[24]);
+
+/* Prices s->traffic's hours (st_day_spec_hours) for setup u (a request's service time: TTFT + TPOT x (output
  * tokens - 1), from the spec's workload). prices may be NULL (no list: only the spec's own
  * serverless price). 0, or -1 with the reason in err (no traffic day, no capacity). */
 int st_day_of_spec(const struct st_spec *s, const struct st_prices *prices, const st_day_setup *u, st_day_cost *out,

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "audit/traffic.h"
 #include "report/format.h"
 
 const char *const st_rep_day_head[1 + ST_REP_DAY_CELLS] = { "setup",
@@ -21,16 +22,24 @@ const char *const st_rep_day_note =
 
 void st_rep_day_intro(st_buf *b, const st_spec *s, double serverless_price_per_gpu_s, const char *serverless_from)
 {
-    double peak = 0, sum = 0;
-    for (int h = 0; h < 24; h++) {
-        peak = s->traffic.hourly_rps[h] > peak ? s->traffic.hourly_rps[h] : peak;
-        sum += s->traffic.hourly_rps[h];
+    double peak = 0, sum = 0, rps[24];
+    int n = st_day_spec_hours(s, rps);
+    for (int h = 0; h < n; h++) {
+        peak = rps[h] > peak ? rps[h] : peak;
+        sum += rps[h];
+    }
+    if (s->traffic.day_source != ST_DAY_STATED) {
+        st_audit_day_source_say(s, b);
+        st_buf_puts(b, " ");
     }
     st_buf_printf(b,
-                  "The spec's day: %.3g requests/s at its peak hour, %.3g on average, %.0f requests in all. "
+                  "The %s: %.3g requests/s at its peak hour, %.3g on average, %.0f requests in all. "
                   "Dedicated replicas sized for the peak, autoscaled hour by hour (a replica starts %.0f s "
                   "before its hour, at least %d always on), or serverless workers billed per second",
-                  peak, sum / 24, sum * 3600, s->traffic.scale_up_delay_s, s->traffic.min_replicas);
+                  s->traffic.day_source == ST_DAY_STATED ? "spec's day"
+                  : n < 24                               ? "hours priced"
+                                                         : "trace's day",
+                  peak, n ? sum / n : 0, sum * 3600, s->traffic.scale_up_delay_s, s->traffic.min_replicas);
     if (serverless_price_per_gpu_s > 0)
         st_buf_printf(b, " ($%.6g per GPU-second, %s; idle timeout %.0f s, cold start %.0f s)",
                       serverless_price_per_gpu_s, serverless_from ? serverless_from : "", s->traffic.idle_timeout_s,

@@ -462,7 +462,7 @@ static void results_table(st_buf *h, const st_html_report *r, const ord *o)
                           !isnan(c->pass_rate) ? t1 : DASH);
             if (!isnan(c->fail_rate)) {
                 fmt_rate(t2, sizeof t2, c->fail_rate);
-                st_buf_printf(h, ", failed at %s", t2);
+                st_buf_printf(h, ", %s at %s", c->fail_undecided ? "undecided" : "failed", t2);
             } else {
                 st_buf_printf(h, ", highest tested");
             }
@@ -524,6 +524,8 @@ static void search_table(st_buf *h, const st_html_report *r, const ord *o)
         char a[64], b[64], l[64], hi[64], em[64], mt[64];
         fmt_num(a, sizeof a, c->pass_rate, 2);
         fmt_num(b, sizeof b, c->fail_rate, 2);
+        if (c->fail_undecided && !isnan(c->fail_rate))
+            snprintf(b + strlen(b), sizeof b - strlen(b), " (undecided)");
         fmt_num(l, sizeof l, c->ci_lo, 2);
         fmt_num(hi, sizeof hi, c->ci_hi, 2);
         if (isinf(c->ci_hi))

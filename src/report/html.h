@@ -91,6 +91,7 @@ typedef struct st_html_config {
     double capacity_rps;         /* capacity at SLO, delivered req/s */
     double capacity_vs_base;     /* fraction, e.g. 0.42 = +42 % */
     double pass_rate, fail_rate; /* bracket: highest passing and lowest failing tested rate (NAN: none) */
+    int fail_undecided;          /* the runs at fail_rate were undecided: "undecided at", not "failed at" */
     int capacity_may_be_higher;  /* the highest tested rate passed */
     double grid_rps;             /* the grid answer when capacity_rps is a refined one, else NAN */
     double refined_rps;          /* a refined capacity shown beside a grid one, else NAN */

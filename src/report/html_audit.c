@@ -546,6 +546,7 @@ int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *op
             hc->search_runs = k->runs;
             hc->pass_rate = k->has_pass ? k->pass_rate : NAN;
             hc->fail_rate = isfinite(k->fail_rate) ? k->fail_rate : NAN;
+            hc->fail_undecided = k->fail_undecided;
             st_html_trace *tr = a_calloc(&a, 2, sizeof *tr);
             if (!tr)
                 goto oom;
@@ -560,6 +561,7 @@ int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *op
             hc->capacity_vs_base = c->cap_vs_base;
             hc->pass_rate = c->cap->pass_rate;
             hc->fail_rate = c->cap->has_fail_above ? c->cap->fail_rate : NAN;
+            hc->fail_undecided = c->cap->fail_undecided;
             hc->capacity_may_be_higher = c->cap->highest_tested_passed;
             if (r->sustained) {
                 hc->ci_lo = c->cap->ci_lo;

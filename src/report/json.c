@@ -181,6 +181,7 @@ static json_t *capacity_json(const st_report *r, const st_rep_cfg *c)
     json_object_set_new(o, "rps", st_jnum_or_null(k->capacity_rps));
     json_object_set_new(o, "pass_rate", k->has_pass ? rate(k->pass_rate) : json_null());
     json_object_set_new(o, "fail_rate", k->has_fail_above ? rate(k->fail_rate) : json_null());
+    json_object_set_new(o, "fail_undecided", json_boolean(k->has_fail_above && k->fail_undecided));
     json_object_set_new(o, "highest_tested_passed", json_boolean(k->has_pass && k->highest_tested_passed));
     json_object_set_new(o, "output_tps", st_jnum_or_null(k->output_tps));
     json_object_set_new(o, "sustained_rps", st_jnum_or_null(k->sustained_rps));
@@ -311,6 +312,14 @@ static json_t *notes_json(const st_notes *ns)
     return a;
 }
 
+/* Where the day's hours come from: "spec", "trace_utc", "trace_from_first_request". */
+static const char *day_source_name(const st_spec *s)
+{
+    return s->traffic.day_source == ST_DAY_STATED      ? "spec"
+           : s->traffic.day_source == ST_DAY_TRACE_UTC ? "trace_utc"
+                                                       : "trace_from_first_request";
+}
+
 /* The spec's traffic day priced for each configuration that met the SLO (null: no traffic:). */
 static json_t *day_json(const st_report *r)
 {
@@ -319,8 +328,10 @@ static json_t *day_json(const st_report *r)
     json_t *o = json_object();
     json_t *h = json_array();
     for (int i = 0; i < 24; i++)
-        json_array_append_new(h, json_real(r->spec.traffic.hourly_rps[i]));
+        json_array_append_new(h,
+                              r->spec.traffic.hour_known[i] ? json_real(r->spec.traffic.hourly_rps[i]) : json_null());
     json_object_set_new(o, "hourly_rps", h);
+    json_object_set_new(o, "source", json_string(day_source_name(&r->spec)));
     json_object_set_new(o, "serverless_price_per_gpu_s",
                         r->day_serverless_price_per_gpu_s > 0 ? json_real(r->day_serverless_price_per_gpu_s)
                                                               : json_null());

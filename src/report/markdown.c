@@ -483,6 +483,8 @@ static void search_table(const st_report *r, st_buf *b)
         char p1[32], f1[32], l[32], h[32], bind[48], em[32], mt[32], m[32], rep[32];
         st_fmt_num(p1, sizeof p1, cap->pass_rate);
         st_fmt_num(f1, sizeof f1, cap->fail_rate);
+        if (cap->fail_undecided)
+            snprintf(f1 + strlen(f1), sizeof f1 - strlen(f1), " (undecided)");
         st_fmt_num(l, sizeof l, cap->ci_lo);
         st_fmt_num(h, sizeof h, cap->ci_hi);
         st_report_binding(r, c, bind, sizeof bind);
@@ -500,7 +502,7 @@ static void search_table(const st_report *r, st_buf *b)
         st_buf_printf(
             b, " | %s%s .. %s%s | %s-%s | %s | %s | %d | %s | %s | %s | %s |\n", cap->has_pass ? p1 : "none",
             cap->has_pass && !cap->pass_sure ? " (not confident)" : "", isfinite(cap->fail_rate) ? f1 : "not found",
-            isfinite(cap->fail_rate) && !cap->fail_sure ? " (not confident)" : "",
+            isfinite(cap->fail_rate) && !cap->fail_sure && !cap->fail_undecided ? " (not confident)" : "",
             cap->has_pass && isfinite(cap->ci_lo) ? l : "-", cap->has_pass && !isnan(cap->ci_hi) ? h : "-", bind,
             !cap->has_pass || !cap->has_fail_above ? "-"
             : cap->cliff                           ? "cliff"
@@ -574,7 +576,9 @@ static void results_section(const st_report *r, st_buf *b)
         st_fmt_rate(p1, sizeof p1, c->cap->pass_rate);
         if (c->cap->has_fail_above)
             st_fmt_rate(f1, sizeof f1, c->cap->fail_rate);
-        else
+        if (c->cap->has_fail_above && c->cap->fail_undecided)
+            snprintf(f1 + strlen(f1), sizeof f1 - strlen(f1), " (undecided)");
+        else if (!c->cap->has_fail_above)
             snprintf(f1, sizeof f1, "not found");
         st_fmt_num(g, sizeof g, c->grid.capacity_rps);
         st_fmt_num(rf, sizeof rf, r->refine ? c->refined.capacity_rps : NAN);

@@ -223,11 +223,40 @@ static int before(const st_report *r, int a, int b)
     return a < b;
 }
 
+/* A traffic day from the trace (traffic.hourly_rps: trace): its hours read back from the traffic
+ * the audit stored (the trace file need not be here), else from the trace itself when it is. */
+static void day_from_traffic(st_report *out)
+{
+    st_spec *s = &out->spec;
+    if (!s->traffic.set || s->traffic.day_source != ST_DAY_FROM_TRACE)
+        return;
+    json_t *h = json_object_get(json_object_get(out->traffic.json, "rate"), "hourly");
+    if (!json_is_object(h)) {
+        char err[512];
+        (void)st_audit_resolve_day(s, err, sizeof err); /* unreadable: the day stays unpriced, and says so */
+        return;
+    }
+    st_hourly_profile p;
+    memset(&p, 0, sizeof p);
+    const char *clock = json_string_value(json_object_get(h, "clock"));
+    p.clock = clock && !strcmp(clock, "utc")                  ? ST_HOURLY_UTC
+              : clock && !strcmp(clock, "from_first_request") ? ST_HOURLY_FROM_FIRST
+                                                              : ST_HOURLY_NONE;
+    json_t *rps = json_object_get(h, "rps"), *cov = json_object_get(h, "covered_s");
+    for (int i = 0; i < 24; i++) {
+        json_t *v = json_array_get(rps, (size_t)i);
+        p.rps[i] = json_is_number(v) && json_number_value(v) >= 0 ? json_number_value(v) : NAN;
+        p.covered_s[i] = json_number_value(json_array_get(cov, (size_t)i));
+    }
+    st_audit_day_from_hourly(s, &p);
+}
+
 /* Each configuration that met the SLO, priced over the spec's traffic day at its capacity, on
  * the spec's GPU and price; serverless at the built-in list's price for that GPU unless the spec
  * gives one. */
 static void traffic_day(st_report *out)
 {
+    day_from_traffic(out); /* a day from the trace: its hours first */
     const st_spec *s = &out->spec;
     if (!s->traffic.set)
         return;

@@ -34,6 +34,8 @@ int st_rep_who_pays_day(const st_report *r, st_rep_wp_day *d)
         share[i] = json_is_number(sm) ? json_number_value(sm) : 0;
     }
     for (int h = 0; h < 24; h++) {
+        if (!r->spec.traffic.hour_known[h])
+            continue; /* an hour the trace does not cover: not priced (zero) */
         double rps = r->spec.traffic.hourly_rps[h];
         long reps = st_cost_replicas(rps, cap);
         if (reps < r->spec.traffic.min_replicas)

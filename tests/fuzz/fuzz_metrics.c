@@ -38,7 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (st_prom_histogram(p, size, "h", NULL, &h) == 0)
         (void)st_prom_hist_quantile(&h, 0.95);
     st_engine_metrics m;
-    (void)st_metrics_read("vllm", p, size, &m);
+    (void)st_metrics_read(ST_DIALECT_VLLM, p, size, &m);
     free(p);
     return 0;
 }

@@ -156,7 +156,7 @@ static void metrics_are_vllms(void **state)
     assert_non_null(strstr(m.body.data, "vllm:spec_decode_num_accepted_tokens_per_pos_total{"));
     assert_non_null(strstr(m.body.data, "position=\"3\"}"));
     st_metrics_sample s[ST_METRICS_SCRAPE_MAX];
-    int n = st_metrics_scrape("emulator", m.body.data, m.body.len, s, ST_METRICS_SCRAPE_MAX);
+    int n = st_metrics_scrape(ST_DIALECT_VLLM, m.body.data, m.body.len, s, ST_METRICS_SCRAPE_MAX);
     double drafts = sample(s, n, "spec_drafts"), dtok = sample(s, n, "spec_draft_tokens"),
            acc = sample(s, n, "spec_accepted_tokens"), gen = sample(s, n, "generation_tokens");
     print_message("# drafts %.0f, draft tokens %.0f, accepted %.0f, generated %.0f\n", drafts, dtok, acc, gen);

@@ -172,7 +172,7 @@ static void stream_completion_chat_and_metrics(void **state)
         http_res h;
         assert_int_equal(http_do(s.port, "GET", "/metrics", NULL, NULL, 5000, &h), 0);
         assert_int_equal(h.status, 200);
-        assert_int_equal(st_metrics_read("llamacpp", h.body.data, h.body.len, &m), 0);
+        assert_int_equal(st_metrics_read(ST_DIALECT_LLAMACPP, h.body.data, h.body.len, &m), 0);
         http_res_free(&h);
         same = m.v[ST_MET_GENERATION_TOKENS] == (double)out && m.v[ST_MET_PROMPT_TOKENS] == (double)in;
         if (!same)
@@ -189,7 +189,7 @@ static void stream_completion_chat_and_metrics(void **state)
     http_res h;
     assert_int_equal(http_do(s.port, "GET", "/metrics", NULL, NULL, 5000, &h), 0);
     st_metrics_sample smp[ST_METRICS_SCRAPE_MAX];
-    int ns = st_metrics_scrape("llamacpp", h.body.data, h.body.len, smp, ST_METRICS_SCRAPE_MAX);
+    int ns = st_metrics_scrape(ST_DIALECT_LLAMACPP, h.body.data, h.body.len, smp, ST_METRICS_SCRAPE_MAX);
     http_res_free(&h);
     int names = 0;
     for (int k = 0; k < ns; k++)

@@ -94,7 +94,8 @@ static void other_engines(void **state)
     argv_equals(&l, (const char *[]){ "llama-server", "-m", "Qwen/Qwen3-8B", "--max-num-seqs", "64", "--time-scale",
                                       "20", "--alias", "Qwen/Qwen3-8B", "--host", "127.0.0.1", "--port", "3001",
                                       "--metrics", NULL });
-    assert_string_equal(l.metrics_dialect, "llamacpp");
+    assert_int_equal(l.metrics_dialect, ST_DIALECT_LLAMACPP);
+    assert_string_equal(l.version_path, "/props"); /* llama-server says its build there */
     assert_string_equal(l.expected_model, "Qwen/Qwen3-8B");
     st_launch_free(&l);
     /* llama-server knows --alias, not --served-model-name: that flag names nothing here */
@@ -172,7 +173,7 @@ static void scrape_to_samples(void **state)
                        "vllm:kv_cache_usage_perc{model_name=\"m\",engine=\"0\"} 0.25\n"
                        "vllm:num_preemptions_total{model_name=\"m\",engine=\"0\"} 2\n";
     st_metrics_sample s[ST_METRICS_SCRAPE_MAX];
-    int n = st_metrics_scrape("vllm", body, strlen(body), s, ST_METRICS_SCRAPE_MAX);
+    int n = st_metrics_scrape(ST_DIALECT_VLLM, body, strlen(body), s, ST_METRICS_SCRAPE_MAX);
     int seen = 0;
     for (int i = 0; i < n; i++) {
         if (!strcmp(s[i].name, "running")) {
@@ -193,7 +194,7 @@ static void scrape_to_samples(void **state)
         }
     }
     assert_int_equal(seen, 15);
-    assert_int_equal(st_metrics_scrape("nonsense-engine", body, strlen(body), s, ST_METRICS_SCRAPE_MAX), 0);
+    assert_int_equal(st_metrics_scrape(ST_DIALECT__COUNT, body, strlen(body), s, ST_METRICS_SCRAPE_MAX), 0);
 }
 
 /* every engine kind has one descriptor: its name parses back to it, its metrics dialect is
@@ -208,8 +209,8 @@ static void kind_table_and_api(void **state)
         st_engine_kind back = ST_ENGINE__COUNT;
         assert_int_equal(st_engine_kind_from_name(ki->name, &back), 0);
         assert_int_equal(back, k);
-        if (!st_metrics_engine_known(ki->metrics_dialect))
-            fail_msg("kind %s: metrics dialect '%s' unknown", ki->name, ki->metrics_dialect);
+        if ((unsigned)ki->metrics_dialect >= ST_DIALECT__COUNT || !ki->version_path || !ki->version_key)
+            fail_msg("kind %s: metrics dialect %d unknown, or no version path", ki->name, (int)ki->metrics_dialect);
         assert_int_equal(ki->api, k == ST_ENGINE_TGI ? ST_API_TGI : ST_API_COMPLETIONS);
     }
     assert_null(st_engine_kind_info_of(ST_ENGINE__COUNT));
@@ -228,7 +229,7 @@ static void kind_table_and_api(void **state)
     assert_int_equal(st_spec_api(&s), ST_API_CHAT);
     assert_int_equal(st_spec_launch(&s, &s.configs[0], 8125, NULL, &l, err, sizeof err), 0);
     assert_int_equal(l.api, ST_API_CHAT);
-    assert_string_equal(l.metrics_dialect, "vllm");
+    assert_int_equal(l.metrics_dialect, ST_DIALECT_VLLM);
     assert_string_equal(l.models_path, "/v1/models");
     st_launch_free(&l);
     st_spec_free(&s);

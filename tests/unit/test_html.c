@@ -212,6 +212,15 @@ static void results_cheapest_first(void **state)
     assert_non_null(strstr(t, "passed at 6, failed at 8"));
     assert_non_null(strstr(t, "$15,279"));
     free(h);
+    /* an undecided end is no failure: the row says what the search's log says */
+    for (int i = 0; i < SAMPLE_CFGS; i++)
+        st->cfg[i].fail_undecided = st->cfg[i].fail_rate == 8;
+    h = render(&st->rep);
+    assert_non_null(strstr(h, "passed at 6, undecided at 8"));
+    assert_null(strstr(h, "failed at 8"));
+    free(h);
+    for (int i = 0; i < SAMPLE_CFGS; i++)
+        st->cfg[i].fail_undecided = 0;
     /* a capacity found at rate inf still shows its bracket */
     st->cfg[5].pass_rate = INFINITY;
     st->cfg[5].fail_rate = NAN;

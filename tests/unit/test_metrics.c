@@ -141,11 +141,19 @@ static void prom_histogram(void **state)
     assert_true(isnan(st_prom_hist_quantile(&empty, 0.5)));
 }
 
+/* The dialect of a name (the emulator speaks vLLM's; llama.cpp's other spelling). */
+static st_metrics_dialect dialect(const char *name)
+{
+    st_metrics_dialect d = ST_DIALECT__COUNT;
+    assert_int_equal(st_metrics_dialect_from_name(name, &d), 0);
+    return d;
+}
+
 static void engine_mapping(void **state)
 {
     (void)state;
     st_engine_metrics m;
-    assert_int_equal(st_metrics_read("vllm", VLLM, strlen(VLLM), &m), 0);
+    assert_int_equal(st_metrics_read(ST_DIALECT_VLLM, VLLM, strlen(VLLM), &m), 0);
     assert_near(m.v[ST_MET_RUNNING], 15, 0);
     assert_near(m.v[ST_MET_WAITING], 7, 0);
     assert_near(m.v[ST_MET_KV_USAGE], 0.625, 1e-12); /* mean of the engines' fractions */
@@ -159,19 +167,19 @@ static void engine_mapping(void **state)
     assert_true(m.found & (1u << ST_MET_KV_USAGE));
     /* Older vLLM name for KV usage. */
     const char *old = "vllm:gpu_cache_usage_perc{model_name=\"m\"} 0.25\n";
-    assert_int_equal(st_metrics_read("emulator", old, strlen(old), &m), 0);
+    assert_int_equal(st_metrics_read(dialect("emulator"), old, strlen(old), &m), 0);
     assert_near(m.v[ST_MET_KV_USAGE], 0.25, 0);
     assert_true(isnan(m.v[ST_MET_RUNNING]));
     const char *sg = "sglang:num_running_reqs{model_name=\"m\"} 8\nsglang:token_usage{model_name=\"m\"} 0.91\n"
                      "sglang:cache_hit_rate{model_name=\"m\"} 0.6\nsglang:prompt_tokens_total{model_name=\"m\"} 100\n";
-    assert_int_equal(st_metrics_read("sglang", sg, strlen(sg), &m), 0);
+    assert_int_equal(st_metrics_read(ST_DIALECT_SGLANG, sg, strlen(sg), &m), 0);
     assert_near(m.v[ST_MET_RUNNING], 8, 0);
     assert_near(m.v[ST_MET_KV_USAGE], 0.91, 1e-12);
     assert_near(m.v[ST_MET_PREFIX_HIT_RATE], 0.6, 1e-12);
     assert_near(m.v[ST_MET_PROMPT_TOKENS], 100, 0);
     const char *ll = "llamacpp:kv_cache_usage_ratio 0.3\nllamacpp:requests_processing 2\nllamacpp:requests_deferred 5\n"
                      "llamacpp:tokens_predicted_total 77\n";
-    assert_int_equal(st_metrics_read("llama.cpp", ll, strlen(ll), &m), 0);
+    assert_int_equal(st_metrics_read(dialect("llama.cpp"), ll, strlen(ll), &m), 0);
     assert_near(m.v[ST_MET_WAITING], 5, 0);
     assert_near(m.v[ST_MET_GENERATION_TOKENS], 77, 0);
     assert_near(m.v[ST_MET_KV_USAGE], 0.3, 1e-12);
@@ -189,7 +197,7 @@ static void engine_mapping(void **state)
         "llamacpp:n_tokens_max 32\nllamacpp:prompt_tokens_seconds 6842.62\n"
         "llamacpp:predicted_tokens_seconds 1080.17\nllamacpp:requests_processing 4\n"
         "llamacpp:requests_deferred 3\nllamacpp:n_busy_slots_per_decode 4\n";
-    assert_int_equal(st_metrics_read("llamacpp", real, strlen(real), &m), 0);
+    assert_int_equal(st_metrics_read(ST_DIALECT_LLAMACPP, real, strlen(real), &m), 0);
     assert_near(m.v[ST_MET_RUNNING], 4, 0);
     assert_near(m.v[ST_MET_WAITING], 3, 0);
     assert_near(m.v[ST_MET_GENERATION_TOKENS], 20, 0);
@@ -199,18 +207,20 @@ static void engine_mapping(void **state)
     assert_false(m.found & (1u << ST_MET_KV_USAGE)); /* this server has no KV usage gauge */
     assert_true(isnan(m.v[ST_MET_KV_USAGE]));
     assert_false(m.found & (1u << ST_MET_PREEMPTIONS));
-    assert_null(st_metrics_engine_names("tgi", ST_MET_KV_USAGE));
-    assert_non_null(st_metrics_engine_names("tgi", ST_MET_WAITING));
-    assert_string_equal(st_metrics_engine_names("vllm", ST_MET_KV_USAGE)[1], "vllm:gpu_cache_usage_perc");
-    assert_int_equal(st_metrics_read("triton", ll, strlen(ll), &m), -1);
-    assert_false(st_metrics_engine_known("triton"));
+    assert_null(st_metrics_engine_names(ST_DIALECT_TGI, ST_MET_KV_USAGE));
+    assert_non_null(st_metrics_engine_names(ST_DIALECT_TGI, ST_MET_WAITING));
+    assert_string_equal(st_metrics_engine_names(ST_DIALECT_VLLM, ST_MET_KV_USAGE)[1], "vllm:gpu_cache_usage_perc");
+    assert_int_equal(st_metrics_read(ST_DIALECT__COUNT, ll, strlen(ll), &m), -1);
+    st_metrics_dialect d;
+    assert_int_equal(st_metrics_dialect_from_name("triton", &d), -1);
+    assert_string_equal(st_metrics_dialect_name(ST_DIALECT_LLAMACPP), "llamacpp");
     st_metric k;
     assert_int_equal(st_metrics_from_name("prefix_hits", &k), 0);
     assert_int_equal(k, ST_MET_PREFIX_HITS);
     assert_string_equal(st_metrics_name(ST_MET_KV_USAGE), "kv_usage");
-    assert_string_equal(st_metrics_hist_names("vllm", "ttft")[0], "vllm:time_to_first_token_seconds");
-    assert_null(st_metrics_hist_names("tgi", "ttft"));
-    assert_null(st_metrics_hist_names("vllm", "nope"));
+    assert_string_equal(st_metrics_hist_names(ST_DIALECT_VLLM, "ttft")[0], "vllm:time_to_first_token_seconds");
+    assert_null(st_metrics_hist_names(ST_DIALECT_TGI, "ttft"));
+    assert_null(st_metrics_hist_names(ST_DIALECT_VLLM, "nope"));
 }
 
 int main(void)

@@ -942,12 +942,12 @@ static void scrape_pair(samples *s, double n_before, double n_after, double at_s
     st_metrics_sample got[ST_METRICS_SCRAPE_MAX];
     s->n = 0;
     ttft_body(body, sizeof body, n_before, at_s);
-    int k = st_metrics_scrape("emulator", body, strlen(body), got, ST_METRICS_SCRAPE_MAX);
+    int k = st_metrics_scrape(ST_DIALECT_VLLM, body, strlen(body), got, ST_METRICS_SCRAPE_MAX);
     assert_true(k > 30); /* running + 14 finite buckets x 2 + count + sum */
     for (int i = 0; i < k; i++)
         put(s, 0, got[i].name, got[i].value);
     ttft_body(body, sizeof body, n_after, at_s);
-    k = st_metrics_scrape("emulator", body, strlen(body), got, ST_METRICS_SCRAPE_MAX);
+    k = st_metrics_scrape(ST_DIALECT_VLLM, body, strlen(body), got, ST_METRICS_SCRAPE_MAX);
     for (int i = 0; i < k; i++)
         put(s, t1, got[i].name, got[i].value);
 }

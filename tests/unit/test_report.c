@@ -182,6 +182,89 @@ static void ran_but_undecided_is_not_not_run(void **state)
     rm_dir(NULL);
 }
 
+/* A sustained search whose bracket ends at an undecided run: the tables call that end undecided,
+ * as the search's log does, never "failed". */
+static void undecided_end_is_not_failed(void **state)
+{
+    (void)state;
+    st_store *s = make_store_as(0, 0);
+    st_config_row c = { .name = "fp8-ckpt", .idx = 4, .status = "done", .startup_s = 3.5, .argv = "x" };
+    assert_int_equal(st_store_config_put(s, &c), 0);
+    put_run(s, "fp8-ckpt", 0, 12, "pass", 11.9);
+    put_run(s, "fp8-ckpt", 1, 19.2, "undecided", 15);
+    st_report r;
+    char err[256];
+    assert_int_equal(st_report_load(s, &r, err, sizeof err), 0);
+    assert_true(r.cfg[4].cap->has_fail_above && r.cfg[4].cap->fail_rate == 19.2);
+    assert_true(r.cfg[4].cap->fail_undecided);
+    assert_false(r.cfg[0].cap->fail_undecided); /* the baseline's 8 failed */
+    st_report_free(&r);
+    char *md = written_md(s);
+    assert_non_null(strstr(md, ".. 19.2 (undecided) |"));
+    assert_null(strstr(md, "(undecided) (not confident)")); /* no call was made there */
+    char p[512];
+    size_t len;
+    snprintf(p, sizeof p, "%s/report.html", dir);
+    const char *html = slurp(p, &len);
+    assert_non_null(html);
+    assert_non_null(strstr(html, "undecided at 19.2"));
+    assert_null(strstr(html, "failed at 19.2"));
+    st_store_close(s);
+    rm_dir(NULL);
+}
+
+/* A traffic day from the trace (traffic.hourly_rps: trace), read back from the traffic the audit
+ * stored (the trace file is gone): the report prices the two hours the trace covers, says the day
+ * is the trace's and that the other hours are not priced; report.json's day names its source. */
+static void day_from_stored_traffic(void **state)
+{
+    (void)state;
+    snprintf(dir, sizeof dir, "/tmp/st_report_test.XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    st_store *s;
+    char err[256];
+    assert_int_equal(st_store_open(dir, &s, err, sizeof err), 0);
+    const char *spec = "engine: {kind: emulator, model: Qwen/Qwen3-8B, flags: [--gpu, H100]}\n"
+                       "hardware: {gpu: H100, price_per_gpu_hour: 2.5}\npeak_rate: 3\n"
+                       "workload: {trace: /nonexistent/servetune-trace.jsonl}\nrates: [2, 4, 8]\n"
+                       "search: {mode: burst}\nwarmup_requests: 0\nslo: {ttft_p95_ms: 1500, tpot_p95_ms: 50}\n"
+                       "configurations: [{name: baseline}]\ntraffic: {hourly_rps: trace}\n";
+    assert_int_equal(st_store_audit_begin(s, "t.yaml", spec, strlen(spec), "0.1.0", 0, err, sizeof err), 0);
+    st_config_row c = { .name = "baseline", .idx = 0, .status = "done", .startup_s = 3.5, .argv = "x" };
+    assert_int_equal(st_store_config_put(s, &c), 0);
+    put_run(s, "baseline", 0, 2, "pass", 1.98);
+    put_run(s, "baseline", 1, 4, "pass", 3.95);
+    put_run(s, "baseline", 2, 8, "fail", 7.1);
+    char traffic[1024] = "{\"schema\": \"servetune.traffic/1\", \"requests\": 5400, \"rate\": {\"hourly\": "
+                         "{\"clock\": \"utc\", \"hours\": 2, \"rps\": [";
+    for (int h = 0; h < 24; h++)
+        snprintf(traffic + strlen(traffic), sizeof traffic - strlen(traffic), "%s%s", h ? ", " : "",
+                 h == 9    ? "1.0"
+                 : h == 10 ? "0.5"
+                           : "null");
+    snprintf(traffic + strlen(traffic), sizeof traffic - strlen(traffic), "], \"covered_s\": []}}}");
+    assert_int_equal(st_store_meta_put(s, "traffic", traffic), 0);
+    assert_int_equal(st_store_audit_finish(s, 0, NULL), 0);
+    char *md = written_md(s);
+    const char *day = strstr(md, "## A traffic day");
+    assert_non_null(day);
+    assert_non_null(strstr(day, "The day is the trace's own: its requests per hour of the day (UTC"));
+    assert_non_null(strstr(day, "It covers 2 of the 24 hours"));
+    assert_non_null(strstr(day, "1 requests/s at its peak hour, 0.75 on average, 5400 requests in all"));
+    char p[512];
+    size_t len;
+    snprintf(p, sizeof p, "%s/report.json", dir);
+    json_t *j = json_loads(slurp(p, &len), 0, NULL);
+    assert_non_null(j);
+    json_t *td = json_object_get(j, "traffic_day");
+    assert_string_equal(json_string_value(json_object_get(td, "source")), "trace_utc");
+    assert_true(json_is_null(json_array_get(json_object_get(td, "hourly_rps"), 0)));
+    assert_true(json_number_value(json_array_get(json_object_get(td, "hourly_rps"), 9)) == 1.0);
+    json_decref(j);
+    st_store_close(s);
+    rm_dir(NULL);
+}
+
 /* The current setup failed with vLLM's longest refusal: the headline keeps it whole, with what
  * would fit at its end. */
 static void long_failure_in_headline(void **state)
@@ -542,6 +625,8 @@ int main(void)
     const struct CMUnitTest t[] = {
         cmocka_unit_test_teardown(model_costs_and_order, rm_dir),
         cmocka_unit_test(ran_but_undecided_is_not_not_run),
+        cmocka_unit_test(undecided_end_is_not_failed),
+        cmocka_unit_test(day_from_stored_traffic),
         cmocka_unit_test(same_replicas_headline),
         cmocka_unit_test(long_failure_in_headline),
         cmocka_unit_test(files_written_and_escaped),

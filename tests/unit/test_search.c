@@ -237,6 +237,9 @@ static void undecided_end_is_no_pass(void **state)
     st_capacity_sustained(&p, r, 3, &k);
     assert_true(k.pass_rate == 6 && k.fail_rate == 6.5);
     assert_false(k.fail_sure);
+    /* the reports word the bracket's end as the search's log does: undecided, not failed */
+    assert_true(k.fail_undecided);
+    assert_string_equal(st_capacity_fail_word(&k), "undecided");
     assert_true(k.ci_hi == 7.1);
     assert_int_equal(k.binding, 1);
     assert_true(k.cliff);

@@ -31,7 +31,7 @@ static void vllm_spec_decode(void **state)
         "vllm:spec_decode_num_accepted_tokens_per_pos_total{engine=\"0\",model_name=\"m\",position=\"99\"} 1.0\n"
         "vllm:num_requests_running{engine=\"0\"} 3\n";
     st_metrics_sample s[ST_METRICS_SCRAPE_MAX];
-    int n = st_metrics_scrape("vllm", body, strlen(body), s, ST_METRICS_SCRAPE_MAX);
+    int n = st_metrics_scrape(ST_DIALECT_VLLM, body, strlen(body), s, ST_METRICS_SCRAPE_MAX);
     assert_near(sample(s, n, "spec_drafts"), 150, 0);
     assert_near(sample(s, n, "spec_draft_tokens"), 600, 0);
     assert_near(sample(s, n, "spec_accepted_tokens"), 210, 0);
@@ -45,12 +45,12 @@ static void vllm_spec_decode(void **state)
 
     /* no speculation: the counters are absent, not zero */
     const char *plain = "vllm:num_requests_running 1\n";
-    n = st_metrics_scrape("vllm", plain, strlen(plain), s, ST_METRICS_SCRAPE_MAX);
+    n = st_metrics_scrape(ST_DIALECT_VLLM, plain, strlen(plain), s, ST_METRICS_SCRAPE_MAX);
     assert_true(isnan(sample(s, n, "spec_drafts")));
     /* the emulator speaks vLLM's names; llama.cpp has none of them */
-    n = st_metrics_scrape("emulator", body, strlen(body), s, ST_METRICS_SCRAPE_MAX);
+    n = st_metrics_scrape(ST_DIALECT_VLLM, body, strlen(body), s, ST_METRICS_SCRAPE_MAX);
     assert_near(sample(s, n, "spec_drafts"), 150, 0);
-    n = st_metrics_scrape("llamacpp", body, strlen(body), s, ST_METRICS_SCRAPE_MAX);
+    n = st_metrics_scrape(ST_DIALECT_LLAMACPP, body, strlen(body), s, ST_METRICS_SCRAPE_MAX);
     assert_true(isnan(sample(s, n, "spec_drafts")));
     assert_true(isnan(sample(s, n, "spec_accepted_pos_00")));
 }

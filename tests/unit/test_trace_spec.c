@@ -14,6 +14,8 @@
 #include "audit/sweep.h"
 #include "audit/traffic.h"
 #include "core/buf.h"
+#include "plan/day.h"
+#include "load/hourly.h"
 #include "load/trace.h"
 #include "load/trace_stats.h"
 #include "load/workload.h"
@@ -395,6 +397,102 @@ static void replayed_share_and_its_prefixes(void **state)
     unlink(trace);
 }
 
+/* A day spec from the trace's own times (traffic.hourly_rps: trace): a trace of 2024-05-10 09:00
+ * to 10:59:58 UTC, one request a second in hour 9 and one every 2 s in hour 10, gives those two
+ * hours (UTC) at 1 and ~0.5 req/s and no others (it covers two hours: the day is priced over
+ * them, never extrapolated), and says so; a clock from the log's start counts hours from its
+ * first request; a spec's own 24 rates are kept; no rates without a trace is refused. */
+static void day_from_the_trace(void **state)
+{
+    (void)state;
+    char trace[] = "/tmp/st_trace_day_XXXXXX";
+    int fd = mkstemp(trace);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    const double t9 = 1715299200.0 + 9 * 3600; /* 2024-05-10 09:00:00 UTC */
+    for (int i = 0; i < 3600; i++)
+        fprintf(f, "{\"timestamp\": %.1f, \"input_tokens\": 100, \"output_tokens\": 10}\n", t9 + i);
+    for (int i = 0; i < 1800; i++)
+        fprintf(f, "{\"timestamp\": %.1f, \"input_tokens\": 100, \"output_tokens\": 10}\n", t9 + 3600 + 2.0 * i);
+    fclose(f);
+    char err[1024] = "", text[2048];
+    const char *head = "engine: {kind: emulator, model: Qwen/Qwen3-8B, flags: [--gpu, H100]}\n"
+                       "hardware: {gpu: H100, price_per_gpu_hour: 2.5}\npeak_rate: trace\nrates: [1]\n"
+                       "warmup_requests: 0\nslo: {ttft_p95_ms: 1500, tpot_p95_ms: 50}\n";
+    st_spec s;
+    snprintf(text, sizeof text, "%sworkload: {trace: '%s'}\ntraffic: {hourly_rps: trace}\n", head, trace);
+    if (st_spec_parse("t.yaml", text, strlen(text), &s, err, sizeof err))
+        fail_msg("hourly_rps: trace: %s", err);
+    assert_int_equal(s.traffic.day_source, ST_DAY_FROM_TRACE);
+    assert_int_equal(st_audit_resolve_day(&s, err, sizeof err), 0);
+    assert_int_equal(s.traffic.day_source, ST_DAY_TRACE_UTC);
+    assert_int_equal(s.traffic.hours_known, 2);
+    assert_true(s.traffic.hour_known[9] && s.traffic.hour_known[10] && !s.traffic.hour_known[8]);
+    if (fabs(s.traffic.hourly_rps[9] - 1.0) > 1e-3 || fabs(s.traffic.hourly_rps[10] - 0.5) > 1e-3)
+        fail_msg("hours 9 and 10 at %g and %g req/s, expected 1 and 0.5", s.traffic.hourly_rps[9],
+                 s.traffic.hourly_rps[10]);
+    /* priced over the two hours it covers: one replica of 1 req/s for 2 hours at $2.5 */
+    st_day_setup u = {
+        .capacity_rps = 1, .gpus_per_replica = 1, .price_per_gpu_hour = 2.5, .ttft_ms = NAN, .tpot_ms = NAN
+    };
+    st_day_cost d;
+    st_day_serverless sl;
+    assert_int_equal(st_day_of_spec(&s, NULL, &u, &d, &sl, err, sizeof err), 0);
+    assert_int_equal(d.n, 2);
+    assert_true(fabs(d.peak_usd - 5.0) < 1e-9 && fabs(d.requests - 5400) < 2);
+    st_buf b;
+    st_buf_init(&b, 4096);
+    st_audit_day_source_say(&s, &b);
+    if (!b.data || !strstr(b.data, "(UTC, from its calendar times)") ||
+        !strstr(b.data, "covers 2 of the 24 hours (each for at least 30 minutes, priced as a whole hour at the rate "
+                        "it had): the day is priced over those 2 hours only, not extrapolated"))
+        fail_msg("the day's source said as '%s'", b.data ? b.data : "");
+    st_buf_free(&b);
+    st_spec_free(&s);
+
+    /* the spec's own day is kept, trace or not */
+    char day[512] = "traffic: {hourly_rps: [";
+    for (int h = 0; h < 24; h++)
+        snprintf(day + strlen(day), sizeof day - strlen(day), "%s%d", h ? ", " : "", h + 1);
+    snprintf(text, sizeof text, "%sworkload: {trace: '%s'}\n%s]}\n", head, trace, day);
+    if (st_spec_parse("t.yaml", text, strlen(text), &s, err, sizeof err))
+        fail_msg("a stated day: %s", err);
+    assert_int_equal(st_audit_resolve_day(&s, err, sizeof err), 0);
+    assert_int_equal(s.traffic.day_source, ST_DAY_STATED);
+    assert_int_equal(s.traffic.hours_known, 24);
+    assert_true(s.traffic.hourly_rps[9] == 10 && s.traffic.hourly_rps[23] == 24);
+    st_spec_free(&s);
+
+    /* no day and no trace: refused, naming the key */
+    snprintf(text, sizeof text,
+             "engine: {kind: emulator, model: Qwen/Qwen3-8B, flags: [--gpu, H100]}\n"
+             "hardware: {gpu: H100, price_per_gpu_hour: 2.5}\npeak_rate: 3\nrates: [1]\nwarmup_requests: 0\n"
+             "slo: {ttft_p95_ms: 1500, tpot_p95_ms: 50}\nworkload: {input_tokens: 100, output_tokens: 10}\n"
+             "traffic: {hourly_rps: trace}\n");
+    assert_int_equal(st_spec_parse("t.yaml", text, strlen(text), &s, err, sizeof err), -1);
+    if (!strstr(err, "traffic.hourly_rps: 'trace' takes the day from workload.trace"))
+        fail_msg("refused with '%s'", err);
+    unlink(trace);
+
+    /* times from the log's start (Mooncake's): hours from the first request; 90 minutes cover
+     * hour 0 wholly and hour 1 for 30 minutes, both priced */
+    st_hourly hr;
+    memset(&hr, 0, sizeof hr);
+    for (int i = 0; i <= 5400; i++)
+        st_hourly_add(&hr, 12.0 + i);
+    st_hourly_profile p;
+    st_hourly_result(&hr, &p);
+    assert_int_equal(p.clock, ST_HOURLY_FROM_FIRST);
+    assert_int_equal(p.hours, 2);
+    assert_true(fabs(p.rps[0] - 1.0) < 1e-3 && fabs(p.rps[1] - 1.0) < 1e-3 && isnan(p.rps[2]));
+    /* 20 minutes: no hour covered for long enough, so no day (and no guess) */
+    memset(&hr, 0, sizeof hr);
+    for (int i = 0; i <= 1200; i++)
+        st_hourly_add(&hr, i);
+    st_hourly_result(&hr, &p);
+    assert_int_equal(p.hours, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
@@ -403,6 +501,7 @@ int main(void)
         cmocka_unit_test(plan_len_covers_the_trace),
         cmocka_unit_test(quantized_times_are_spread),
         cmocka_unit_test(peak_from_the_trace),
+        cmocka_unit_test(day_from_the_trace),
         cmocka_unit_test(replayed_share_and_its_prefixes),
     };
     return cmocka_run_group_tests(t, NULL, NULL);
