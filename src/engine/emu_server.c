@@ -1031,6 +1031,7 @@ static void gen_logprobs(st_emulator *em, stream_t *s, const gen_req *g)
     }
 }
 
+/* A completions or chat request: checked as vLLM checks it, then queued on the engine model. */
 static void handle_generate(st_emulator *em, const st_http_parser *req, st_server_resp *resp, api_t api)
 {
     gen_req g = { .api = api };

@@ -796,6 +796,7 @@ static int parse_data_bounds(rd *r, const st_gguf *g)
     return 0;
 }
 
+/* A GGUF file's header, metadata and tensor table, phase by phase. */
 static int parse(rd *r, st_gguf *g)
 {
     uint64_t n_t, n_kv;

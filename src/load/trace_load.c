@@ -240,6 +240,7 @@ static int row_replay(loader *L, const st_trace_row *row, uint32_t idx, smap_ent
     return 0;
 }
 
+/* The reader's callback: one kept row into a work item (flattened or replayed when in a session). */
 static int on_row(void *arg, const st_trace_row *row, char *err, size_t errlen)
 {
     loader *L = arg;
