@@ -635,6 +635,157 @@ void st_sustained_params_of(const st_spec *s, double forecast, st_sustained_para
     p->min_rate = s->closed_loop ? 1 : s->search.min_window_requests / s->search.max_duration_s / st_spec_turns_mean(s);
 }
 
+/* What choosing the next run works with: the pooled runs and the words for a rate. */
+typedef struct next_ctx {
+    const st_sustained_params *p;
+    const pool *q; /* the runs pooled by rate, in rate order */
+    int np;
+    const char *unit, *what;
+    double up;    /* the step up or down without a forecast */
+    double first; /* the first steps' from a forecast (tolerance-sized) */
+} next_ctx;
+
+/* No run yet: start below the forecast, or in the middle of the grid. */
+static void next_start(const next_ctx *c, st_next *out)
+{
+    const st_sustained_params *p = c->p;
+    double start =
+        p->forecast > 0 ? round_rate(p, p->forecast * (1 - 0.4 * p->tolerance)) : grid_middle(p, c->q, 0, 0, INFINITY);
+    if (isnan(start)) {
+        snprintf(out->why, sizeof out->why, "no finite rate to start from");
+        return;
+    }
+    if (p->forecast > 0)
+        next_run(out, start, is_grid(p, start), 0, "start below the forecast capacity %.4g", p->forecast);
+    else
+        next_run(out, start, is_grid(p, start), 0, "start in the middle of the grid");
+}
+
+/* Only failures and undecided runs. Undecided runs below the lowest decided failure are too slow
+ * to fill their window within max_duration (a lower rate needs a longer one): the rates between
+ * the highest of them and that failure are bisected instead. 1 when that decided the next step. */
+static int next_below_undecided(const next_ctx *c, st_next *out)
+{
+    const st_sustained_params *p = c->p;
+    const pool *q = c->q;
+    int d = -1, u = -1;
+    for (int k = 0; k < c->np && d < 0; k++)
+        if (q[k].verdict == ST_VERDICT_FAIL || q[k].verdict == ST_VERDICT_OVERSAT)
+            d = k;
+    for (int k = 0; k < d; k++)
+        if (q[k].verdict == ST_VERDICT_UNDECIDED)
+            u = k;
+    if (u < 0)
+        return 0;
+    double a = q[u].rate, b = q[d].rate, next = round_rate(p, sqrt(a * b));
+    if (b / a - 1 <= p->tolerance + 1e-9 || pool_at(q, c->np, next) >= 0 || next <= a || next >= b) {
+        snprintf(out->why, sizeof out->why,
+                 "sustained the SLO at no %srate: %.4g%s did not pass and %.4g%s below it was undecided (its "
+                 "window does not fit within max_duration)",
+                 c->what, b, c->unit, a, c->unit);
+        return 1;
+    }
+    next_run(out, next, is_grid(p, next), 0,
+             "bisect [%.4g, %.4g]%s: %.4g did not pass, %.4g was undecided (a lower rate needs a longer window)", a, b,
+             c->unit, b, a);
+    return 1;
+}
+
+/* Nothing passed yet: go down from the lowest failure (hi), or stop at the lowest rate worth a run. */
+static void next_down(const next_ctx *c, int hi, st_next *out)
+{
+    const st_sustained_params *p = c->p;
+    const pool *q = c->q;
+    int np = c->np;
+    if (next_below_undecided(c, out))
+        return;
+    double top = q[hi].rate;
+    double next = p->forecast > 0 ? NAN : grid_middle(p, q, np, 0, top);
+    if (isnan(next))
+        next = round_rate(p, top / (p->forecast > 0 && np <= 3 ? c->first : c->up));
+    for (int k = 0; k < np; k++)
+        if (q[k].verdict == ST_VERDICT_OVERSAT && q[k].run_delivered > 0 && next >= q[k].run_delivered &&
+            q[k].run_delivered < top)
+            next = round_rate(p, q[k].run_delivered * (1 - p->tolerance / 2));
+    if (next < p->min_rate && q[0].rate > p->min_rate * 1.01)
+        next = round_rate(p, p->min_rate * 1.01);
+    if (next < ST_SEARCH_MIN_RATE || next < p->min_rate || pool_at(q, np, next) >= 0 || next >= top) {
+        snprintf(out->why, sizeof out->why, "sustained the SLO at no %srate down to %.4g%s%s", c->what, q[0].rate,
+                 c->unit, next < p->min_rate ? " (a lower rate cannot fill its window within max_duration)" : "");
+        return;
+    }
+    next_run(out, next, is_grid(p, next), 0, "%s%.4g%s did not pass: go down", c->what, top, c->unit);
+}
+
+/* Everything passed: go up from the highest pass (lo). */
+static void next_up(const next_ctx *c, int lo, st_next *out)
+{
+    const st_sustained_params *p = c->p;
+    double bottom = c->q[lo].rate;
+    double next = p->forecast > 0 ? NAN : grid_middle(p, c->q, c->np, bottom, INFINITY);
+    if (isnan(next))
+        next = round_rate(p, bottom * (p->forecast > 0 && c->np <= 3 ? c->first : c->up));
+    if (next > ST_SEARCH_MAX_RATE || pool_at(c->q, c->np, next) >= 0) {
+        snprintf(out->why, sizeof out->why, "sustained every %srate up to %.4g%s", c->what, bottom, c->unit);
+        return;
+    }
+    next_run(out, next, is_grid(p, next), 0, "%s%.4g%s sustained: go up", c->what, bottom, c->unit);
+}
+
+/* A bracket wider than the tolerance: a rate inside it, interpolated on the binding term's margin
+ * (bisected at a cliff). 1 when a run was chosen. */
+static int next_inside(const next_ctx *c, int lo, int hi, st_next *out)
+{
+    const st_sustained_params *p = c->p;
+    const pool *q = c->q;
+    double a = q[lo].rate, b = q[hi].rate;
+    fit f;
+    fit_boundary(p, q, c->np, lo, hi, &f);
+    double L = log(b / a), next;
+    if (!f.cliff) {
+        double t =
+            f.root / a - 1 > p->tolerance / 2 ? f.root * (1 - 0.35 * p->tolerance) : f.root * (1 + 0.35 * p->tolerance);
+        double mn = a * exp(0.15 * L), mx = a * exp(0.85 * L);
+        next = t < mn ? mn : t > mx ? mx : t;
+    } else {
+        next = sqrt(a * b);
+    }
+    next = round_rate(p, next);
+    if (pool_at(q, c->np, next) >= 0 || next <= a || next >= b)
+        next = round_rate(p, sqrt(a * b));
+    if (pool_at(q, c->np, next) >= 0 || next <= a || next >= b)
+        return 0;
+    if (f.cliff)
+        next_run(out, next, is_grid(p, next), 0, "bisect [%.4g, %.4g]%s (a cliff)", a, b, c->unit);
+    else
+        next_run(out, next, is_grid(p, next), 0,
+                 "interpolate in [%.4g, %.4g]%s: the binding term's margin "
+                 "crosses zero near %.4g",
+                 a, b, c->unit, f.root);
+    return 1;
+}
+
+/* The bracket is as narrow as asked (or cannot shrink): make its calls confident, then stop. */
+static void next_confirm(const next_ctx *c, int lo, int hi, int narrow, st_next *out)
+{
+    const st_sustained_params *p = c->p;
+    const pool *q = c->q;
+    int rep_max = p->max_replicates > 0 ? p->max_replicates : 1;
+    if (!q[lo].sure && q[lo].runs < rep_max) {
+        next_run(out, q[lo].rate, is_grid(p, q[lo].rate), q[lo].runs, "replicate %s%.4g%s: its pass is not confident",
+                 c->what, q[lo].rate, c->unit);
+        return;
+    }
+    if (!q[hi].sure && q[hi].verdict == ST_VERDICT_FAIL && q[hi].runs < rep_max) {
+        next_run(out, q[hi].rate, is_grid(p, q[hi].rate), q[hi].runs,
+                 "replicate %s%.4g%s: its failure is not confident", c->what, q[hi].rate, c->unit);
+        return;
+    }
+    snprintf(out->why, sizeof out->why, "bracket [%.4g, %.4g]%s %s (tolerance %.0f %%)%s%s", q[lo].rate, q[hi].rate,
+             c->unit, narrow ? "within the tolerance" : "cannot narrow further", p->tolerance * 100,
+             q[lo].sure ? "" : "; the pass is not confident", q[hi].sure ? "" : "; the failure is not confident");
+}
+
 void st_sustained_next(const st_sustained_params *p, const st_rate_result *r, int n, st_next *out)
 {
     memset(out, 0, sizeof *out);
@@ -647,9 +798,17 @@ void st_sustained_next(const st_sustained_params *p, const st_rate_result *r, in
             runs++;
             spent += r[i].requests;
         }
-    const char *unit = p->integer ? "" : p->tasks ? " tasks/s" : p->sessions ? " sessions/s" : " req/s";
-    const char *what = p->integer ? "concurrency " : "";
-    double up = p->forecast > 0 ? 1.5 : 2;
+    next_ctx c = { .p = p,
+                   .q = q,
+                   .np = np,
+                   .unit = p->integer    ? ""
+                           : p->tasks    ? " tasks/s"
+                           : p->sessions ? " sessions/s"
+                                         : " req/s",
+                   .what = p->integer ? "concurrency " : "",
+                   .up = p->forecast > 0 ? 1.5 : 2,
+                   /* from a forecast, the first three steps are tolerance-sized (the answer should be near) */
+                   .first = 1 + 0.8 * p->tolerance };
     if (runs >= p->max_runs && p->max_runs > 0) {
         snprintf(out->why, sizeof out->why, "stopped after %d runs (search.max_runs)", runs);
         return;
@@ -661,121 +820,24 @@ void st_sustained_next(const st_sustained_params *p, const st_rate_result *r, in
         return;
     }
     if (np == 0) {
-        double start =
-            p->forecast > 0 ? round_rate(p, p->forecast * (1 - 0.4 * p->tolerance)) : grid_middle(p, q, 0, 0, INFINITY);
-        if (isnan(start)) {
-            snprintf(out->why, sizeof out->why, "no finite rate to start from");
-            return;
-        }
-        if (p->forecast > 0)
-            next_run(out, start, is_grid(p, start), 0, "start below the forecast capacity %.4g", p->forecast);
-        else
-            next_run(out, start, is_grid(p, start), 0, "start in the middle of the grid");
+        next_start(&c, out);
         return;
     }
     int lo, hi, nonmono;
     bracket(q, np, &lo, &hi, &nonmono);
-    /* from a forecast, the first three steps are tolerance-sized (the answer should be near) */
-    double first = 1 + 0.8 * p->tolerance;
     if (lo < 0) {
-        /* only failures and undecided runs. Undecided runs below the lowest decided failure are
-         * too slow to fill their window within max_duration (a lower rate needs a longer one):
-         * the rates between the highest of them and that failure are bisected instead */
-        int d = -1, u = -1;
-        for (int k = 0; k < np && d < 0; k++)
-            if (q[k].verdict == ST_VERDICT_FAIL || q[k].verdict == ST_VERDICT_OVERSAT)
-                d = k;
-        for (int k = 0; k < d; k++)
-            if (q[k].verdict == ST_VERDICT_UNDECIDED)
-                u = k;
-        if (u >= 0) {
-            double a = q[u].rate, b = q[d].rate, next = round_rate(p, sqrt(a * b));
-            if (b / a - 1 <= p->tolerance + 1e-9 || pool_at(q, np, next) >= 0 || next <= a || next >= b) {
-                snprintf(out->why, sizeof out->why,
-                         "sustained the SLO at no %srate: %.4g%s did not pass and %.4g%s below it was undecided (its "
-                         "window does not fit within max_duration)",
-                         what, b, unit, a, unit);
-                return;
-            }
-            next_run(
-                out, next, is_grid(p, next), 0,
-                "bisect [%.4g, %.4g]%s: %.4g did not pass, %.4g was undecided (a lower rate needs a longer window)", a,
-                b, unit, b, a);
-            return;
-        }
-        double top = q[hi].rate;
-        double next = p->forecast > 0 ? NAN : grid_middle(p, q, np, 0, top);
-        if (isnan(next))
-            next = round_rate(p, top / (p->forecast > 0 && np <= 3 ? first : up));
-        for (int k = 0; k < np; k++)
-            if (q[k].verdict == ST_VERDICT_OVERSAT && q[k].run_delivered > 0 && next >= q[k].run_delivered &&
-                q[k].run_delivered < top)
-                next = round_rate(p, q[k].run_delivered * (1 - p->tolerance / 2));
-        if (next < p->min_rate && q[0].rate > p->min_rate * 1.01)
-            next = round_rate(p, p->min_rate * 1.01);
-        if (next < ST_SEARCH_MIN_RATE || next < p->min_rate || pool_at(q, np, next) >= 0 || next >= top) {
-            snprintf(out->why, sizeof out->why, "sustained the SLO at no %srate down to %.4g%s%s", what, q[0].rate,
-                     unit, next < p->min_rate ? " (a lower rate cannot fill its window within max_duration)" : "");
-            return;
-        }
-        next_run(out, next, is_grid(p, next), 0, "%s%.4g%s did not pass: go down", what, top, unit);
+        next_down(&c, hi, out);
         return;
     }
     if (hi < 0) {
-        double bottom = q[lo].rate;
-        double next = p->forecast > 0 ? NAN : grid_middle(p, q, np, bottom, INFINITY);
-        if (isnan(next))
-            next = round_rate(p, bottom * (p->forecast > 0 && np <= 3 ? first : up));
-        if (next > ST_SEARCH_MAX_RATE || pool_at(q, np, next) >= 0) {
-            snprintf(out->why, sizeof out->why, "sustained every %srate up to %.4g%s", what, bottom, unit);
-            return;
-        }
-        next_run(out, next, is_grid(p, next), 0, "%s%.4g%s sustained: go up", what, bottom, unit);
+        next_up(&c, lo, out);
         return;
     }
     double a = q[lo].rate, b = q[hi].rate, w = b / a - 1;
     int narrow = w <= p->tolerance + 1e-9 || (p->integer && b - a <= 1);
-    if (!narrow) {
-        fit f;
-        fit_boundary(p, q, np, lo, hi, &f);
-        double L = log(b / a), next;
-        if (!f.cliff) {
-            double t = f.root / a - 1 > p->tolerance / 2 ? f.root * (1 - 0.35 * p->tolerance)
-                                                         : f.root * (1 + 0.35 * p->tolerance);
-            double mn = a * exp(0.15 * L), mx = a * exp(0.85 * L);
-            next = t < mn ? mn : t > mx ? mx : t;
-        } else {
-            next = sqrt(a * b);
-        }
-        next = round_rate(p, next);
-        if (pool_at(q, np, next) >= 0 || next <= a || next >= b)
-            next = round_rate(p, sqrt(a * b));
-        if (pool_at(q, np, next) < 0 && next > a && next < b) {
-            if (f.cliff)
-                next_run(out, next, is_grid(p, next), 0, "bisect [%.4g, %.4g]%s (a cliff)", a, b, unit);
-            else
-                next_run(out, next, is_grid(p, next), 0,
-                         "interpolate in [%.4g, %.4g]%s: the binding term's margin "
-                         "crosses zero near %.4g",
-                         a, b, unit, f.root);
-            return;
-        }
-    }
-    /* the bracket is as narrow as asked (or cannot shrink): make its calls confident */
-    int rep_max = p->max_replicates > 0 ? p->max_replicates : 1;
-    if (!q[lo].sure && q[lo].runs < rep_max) {
-        next_run(out, q[lo].rate, is_grid(p, q[lo].rate), q[lo].runs, "replicate %s%.4g%s: its pass is not confident",
-                 what, q[lo].rate, unit);
+    if (!narrow && next_inside(&c, lo, hi, out))
         return;
-    }
-    if (!q[hi].sure && q[hi].verdict == ST_VERDICT_FAIL && q[hi].runs < rep_max) {
-        next_run(out, q[hi].rate, is_grid(p, q[hi].rate), q[hi].runs,
-                 "replicate %s%.4g%s: its failure is not confident", what, q[hi].rate, unit);
-        return;
-    }
-    snprintf(out->why, sizeof out->why, "bracket [%.4g, %.4g]%s %s (tolerance %.0f %%)%s%s", a, b, unit,
-             narrow ? "within the tolerance" : "cannot narrow further", p->tolerance * 100,
-             q[lo].sure ? "" : "; the pass is not confident", q[hi].sure ? "" : "; the failure is not confident");
+    next_confirm(&c, lo, hi, narrow, out);
 }
 
 /* When the fit names no term (an end of the bracket without margins: stopped early, undecided),

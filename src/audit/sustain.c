@@ -696,6 +696,122 @@ static int failing_now(const st_sustain *s, const view *v, const census *c, char
     return 0;
 }
 
+/* More requests in flight than the client keeps open: over-saturated, the run stops (1). */
+static int step_saturated(st_sustain *s, const view *v, const census *c)
+{
+    if (!(s->p.max_in_flight && c->in_flight >= s->p.max_in_flight))
+        return 0;
+    char why[320];
+    snprintf(why, sizeof why,
+             "over-saturated: %u requests in flight, the most this client keeps open at once; the engine "
+             "delivers %.3g of the %.4g req/s offered",
+             c->in_flight, c->arrived > c->in_flight ? (c->completed / (v->now - c->first_arrival)) : 0.0,
+             s->p.offered_rps);
+    s->oversaturated = 1;
+    stop_with(s, v->now, why);
+    return 1;
+}
+
+/* The growth tests past the ramp-up: growth that persists stops the run, over-saturated (1). */
+static int step_growth(st_sustain *s, const view *v, const census *c, const st_metrics_sample *samples,
+                       uint32_t n_samples)
+{
+    if (!(s->phase >= ST_SUS_WARM && s->phase < ST_SUS_DONE))
+        return 0;
+    growth g;
+    if (growth_tests(s, v, growth_start(s, c), c->e2e_recent, samples, n_samples, 1, &g) != 0)
+        return 0;
+    int any = overloaded(&g);
+    s->hits = any ? s->hits + 1 : 0;
+    if (s->hits == 1)
+        s->first_hit_s = v->now;
+    if (any && s->hits >= ST_SUSTAIN_PERSIST && v->now - s->first_hit_s >= c->e2e_recent / 2 && s->p.early_stop) {
+        char why[320];
+        describe_growth(&g, s->p.offered_rps, c->done_recent_rate, why, sizeof why);
+        s->oversaturated = 1;
+        stop_with(s, v->now, why);
+        return 1;
+    }
+    return 0;
+}
+
+/* The phases moved on: warm to window once warm and level, window to cool-down once long enough
+ * (or restarted while the requests in flight still grow). */
+static void step_phases(st_sustain *s, const view *v, const census *c, const st_metrics_sample *samples,
+                        uint32_t n_samples)
+{
+    if (s->phase == ST_SUS_WARM) {
+        double since = v->now - (isnan(c->first_arrival) ? 0 : c->first_arrival);
+        if (v->now >= s->ramp_s && since >= warm_needed(s, c->e2e_recent) && levelled(s, v, c->e2e_recent)) {
+            s->warm_end_s = v->now;
+            s->phase = ST_SUS_WINDOW;
+        }
+    }
+    if (s->phase != ST_SUS_WINDOW)
+        return;
+    if (v->now - s->warm_end_s >= window_needed(s, c->e2e_recent) &&
+        arrivals_between(v, s->warm_end_s, v->now) >= s->p.min_window_requests) {
+        growth g;
+        if (s->restarts < ST_SUSTAIN_MAX_RESTARTS &&
+            growth_tests(s, v, s->warm_end_s, c->e2e_recent, samples, n_samples, 0, &g) == 0 &&
+            (g.g_inflight || inflight_short(s, &g)) && queue_flat(&g)) {
+            s->warm_end_s = v->now; /* no steady state yet: this window was warm-up too */
+            s->restarts++;
+        } else {
+            s->window_end_s = v->now;
+            s->phase = ST_SUS_COOL;
+        }
+    }
+}
+
+/* The run's bounds: known to be out of reach (early: it saves engine time), or reached; the run
+ * stops undecided (1). */
+static int step_bounds(st_sustain *s, const view *v, const census *c)
+{
+    char why[320];
+    double end;
+    if ((s->phase == ST_SUS_WARM || s->phase == ST_SUS_WINDOW) && s->hits == 0 && !fits(s, v, c, &end)) {
+        char cl[96] = "";
+        if (s->p.concurrency)
+            snprintf(cl, sizeof cl, ": %u clients send its %u requests over %u x E2E / %u", s->p.concurrency,
+                     s->p.min_window_requests, s->p.min_window_requests, s->p.concurrency);
+        snprintf(why, sizeof why,
+                 "undecided: at a median E2E of %.3g s, the warm phase (%.3g s%s), the window (%.3g s%s) and its "
+                 "drain would end at %.0f s, after max_duration (%g s)",
+                 c->e2e_recent, warm_needed(s, c->e2e_recent), s->p.session_turns > 1 ? ", a session's span" : "",
+                 window_needed(s, c->e2e_recent), cl, end, s->p.max_duration_s);
+        s->undecided = 1;
+        stop_with(s, v->now, why);
+        return 1;
+    }
+    if (v->now >= s->p.max_duration_s) {
+        snprintf(why, sizeof why, "undecided: reached max_duration (%g s) in the %s phase", s->p.max_duration_s,
+                 st_sus_phase_name(s->phase));
+        s->undecided = s->phase != ST_SUS_COOL || !window_drained(v, s->warm_end_s, s->window_end_s);
+        stop_with(s, v->now, why);
+        return 1;
+    }
+    if (!s->p.concurrency && s->phase < ST_SUS_COOL && c->arrived >= s->p.planned && s->p.planned > 0) {
+        /* nothing more will arrive: in the window phase, the window ends here and drains (its
+         * requests end rather than being cut off): it cannot show a pass, too short, but it can
+         * show a confident failure */
+        if (s->phase == ST_SUS_WINDOW) {
+            s->window_end_s = v->now;
+            s->phase = ST_SUS_COOL;
+            s->cut_short = 1;
+            return 0;
+        }
+        snprintf(why, sizeof why,
+                 "undecided: all %u requests scheduled for the run arrived in its %s phase, before the window had "
+                 "the length and the requests it needs",
+                 s->p.planned, st_sus_phase_name(s->phase));
+        s->undecided = 1;
+        stop_with(s, v->now, why);
+        return 1;
+    }
+    return 0;
+}
+
 int st_sustain_step(st_sustain *s, const st_record *recs, uint32_t n, st_ns now, double time_scale,
                     const st_metrics_sample *samples, uint32_t n_samples)
 {
@@ -722,54 +838,10 @@ int st_sustain_step(st_sustain *s, const st_record *recs, uint32_t n, st_ns now,
         s->ramp_s = (isnan(c.first_arrival) ? 0 : c.first_arrival) + c.ramp_e2e;
         s->phase = ST_SUS_WARM;
     }
-    if (s->p.max_in_flight && c.in_flight >= s->p.max_in_flight) {
-        snprintf(why, sizeof why,
-                 "over-saturated: %u requests in flight, the most this client keeps open at once; the engine "
-                 "delivers %.3g of the %.4g req/s offered",
-                 c.in_flight, c.arrived > c.in_flight ? (c.completed / (v.now - c.first_arrival)) : 0.0,
-                 s->p.offered_rps);
-        s->oversaturated = 1;
-        stop_with(s, v.now, why);
+    if (step_saturated(s, &v, &c) || (test_now && step_growth(s, &v, &c, samples, n_samples)))
         return 1;
-    }
-    if (test_now && s->phase >= ST_SUS_WARM && s->phase < ST_SUS_DONE) {
-        growth g;
-        if (growth_tests(s, &v, growth_start(s, &c), c.e2e_recent, samples, n_samples, 1, &g) == 0) {
-            int any = overloaded(&g);
-            s->hits = any ? s->hits + 1 : 0;
-            if (s->hits == 1)
-                s->first_hit_s = v.now;
-            if (any && s->hits >= ST_SUSTAIN_PERSIST && v.now - s->first_hit_s >= c.e2e_recent / 2 && s->p.early_stop) {
-                describe_growth(&g, s->p.offered_rps, c.done_recent_rate, why, sizeof why);
-                s->oversaturated = 1;
-                stop_with(s, v.now, why);
-                return 1;
-            }
-        }
-    }
-    if (s->phase == ST_SUS_WARM) {
-        double since = v.now - (isnan(c.first_arrival) ? 0 : c.first_arrival);
-        if (v.now >= s->ramp_s && since >= warm_needed(s, c.e2e_recent) && levelled(s, &v, c.e2e_recent)) {
-            s->warm_end_s = v.now;
-            s->phase = ST_SUS_WINDOW;
-        }
-    }
+    step_phases(s, &v, &c, samples, n_samples);
     uint32_t B = batches_for(v.now - (isnan(s->warm_end_s) ? s->ramp_s : s->warm_end_s), c.e2e_recent);
-    if (s->phase == ST_SUS_WINDOW) {
-        if (v.now - s->warm_end_s >= window_needed(s, c.e2e_recent) &&
-            arrivals_between(&v, s->warm_end_s, v.now) >= s->p.min_window_requests) {
-            growth g;
-            if (s->restarts < ST_SUSTAIN_MAX_RESTARTS &&
-                growth_tests(s, &v, s->warm_end_s, c.e2e_recent, samples, n_samples, 0, &g) == 0 &&
-                (g.g_inflight || inflight_short(s, &g)) && queue_flat(&g)) {
-                s->warm_end_s = v.now; /* no steady state yet: this window was warm-up too */
-                s->restarts++;
-            } else {
-                s->window_end_s = v.now;
-                s->phase = ST_SUS_COOL;
-            }
-        }
-    }
     if (s->p.early_stop && failing_now(s, &v, &c, why, sizeof why)) {
         s->failing = 1;
         stop_with(s, v.now, why);
@@ -785,48 +857,7 @@ int st_sustain_step(st_sustain *s, const st_record *recs, uint32_t n, st_ns now,
         stop_with(s, v.now, "");
         return 1;
     }
-    /* bounds: known to be out of reach (early: it saves engine time), or reached */
-    double end;
-    if ((s->phase == ST_SUS_WARM || s->phase == ST_SUS_WINDOW) && s->hits == 0 && !fits(s, &v, &c, &end)) {
-        char cl[96] = "";
-        if (s->p.concurrency)
-            snprintf(cl, sizeof cl, ": %u clients send its %u requests over %u x E2E / %u", s->p.concurrency,
-                     s->p.min_window_requests, s->p.min_window_requests, s->p.concurrency);
-        snprintf(why, sizeof why,
-                 "undecided: at a median E2E of %.3g s, the warm phase (%.3g s%s), the window (%.3g s%s) and its "
-                 "drain would end at %.0f s, after max_duration (%g s)",
-                 c.e2e_recent, warm_needed(s, c.e2e_recent), s->p.session_turns > 1 ? ", a session's span" : "",
-                 window_needed(s, c.e2e_recent), cl, end, s->p.max_duration_s);
-        s->undecided = 1;
-        stop_with(s, v.now, why);
-        return 1;
-    }
-    if (v.now >= s->p.max_duration_s) {
-        snprintf(why, sizeof why, "undecided: reached max_duration (%g s) in the %s phase", s->p.max_duration_s,
-                 st_sus_phase_name(s->phase));
-        s->undecided = s->phase != ST_SUS_COOL || !window_drained(&v, s->warm_end_s, s->window_end_s);
-        stop_with(s, v.now, why);
-        return 1;
-    }
-    if (!s->p.concurrency && s->phase < ST_SUS_COOL && c.arrived >= s->p.planned && s->p.planned > 0) {
-        /* nothing more will arrive: in the window phase, the window ends here and drains (its
-         * requests end rather than being cut off): it cannot show a pass, too short, but it can
-         * show a confident failure */
-        if (s->phase == ST_SUS_WINDOW) {
-            s->window_end_s = v.now;
-            s->phase = ST_SUS_COOL;
-            s->cut_short = 1;
-            return 0;
-        }
-        snprintf(why, sizeof why,
-                 "undecided: all %u requests scheduled for the run arrived in its %s phase, before the window had "
-                 "the length and the requests it needs",
-                 s->p.planned, st_sus_phase_name(s->phase));
-        s->undecided = 1;
-        stop_with(s, v.now, why);
-        return 1;
-    }
-    return 0;
+    return step_bounds(s, &v, &c);
 }
 
 /* ---- the finished run ---- */
@@ -919,126 +950,172 @@ static void slo_sentence(const st_sustain *s, const st_sustain_result *r, char *
              t->holds ? "<=" : ">", slo->terms[worst].max_ms);
 }
 
-int st_sustain_finish(const st_sustain *s, const st_record *recs, uint32_t n, const st_metrics_sample *samples,
-                      uint32_t n_samples, st_sustain_result *out)
+/* What judging a finished run works with. */
+typedef struct finish_ctx {
+    const st_sustain *s;
+    view v;        /* the records as of the stop */
+    census c;      /* the census as of the stop */
+    growth g;      /* growth from the ramp-up to the stop */
+    double w0, w1; /* the window */
+    int have_window;
+    uint32_t B; /* batches for the window's intervals */
+} finish_ctx;
+
+/* Growth from the ramp-up to the stop (or the window's end) into f->g and out. */
+static int finish_growth(finish_ctx *f, const st_metrics_sample *samples, uint32_t n_samples, st_sustain_result *out)
 {
-    memset(out, 0, sizeof *out);
-    view v = { recs, n, 1e-9, s->p.concurrency > 0, INFINITY };
-    double stop = s->stop_s;
-    if (isnan(stop))
-        for (uint32_t i = 0; i < n; i++)
-            if (recs[i].end >= 0 && T(&v, recs[i].end) > (isnan(stop) ? -1 : stop))
-                stop = T(&v, recs[i].end);
-    v.now = isnan(stop) ? 0 : stop;
-    /* the census as of the stop: "the last half of the run" is the half before it */
-    census c;
-    if (take_census(&v, &c, 1))
-        return -1;
-    out->ramp_s = s->ramp_s;
-    out->window_start_s = s->warm_end_s;
-    out->window_end_s = s->window_end_s;
-    out->stop_s = v.now;
-    out->engine_s = v.now;
-    out->e2e_med_s = c.e2e_med;
-    out->binding = -1;
-    double span = v.now - (isnan(c.first_arrival) ? 0 : c.first_arrival);
-    /* what the engine delivered over the second half of the run (the first holds the ramp-up) */
-    out->run_delivered_rps = isfinite(c.done_recent_rate) ? c.done_recent_rate : span > 0 ? c.completed / span : NAN;
-    out->delivered_rps = out->delivered_lo = out->delivered_hi = out->offered_rps = out->output_tps = NAN;
-    out->out_tokens_mean = NAN;
-    /* growth from the ramp-up to the stop (or the window's end) */
-    growth g;
-    memset(&g, 0, sizeof g);
-    trend_none(&g.inflight);
-    trend_none(&g.ttft);
-    trend_none(&g.waiting);
+    const st_sustain *s = f->s;
+    growth *g = &f->g;
+    memset(g, 0, sizeof *g);
+    trend_none(&g->inflight);
+    trend_none(&g->ttft);
+    trend_none(&g->waiting);
     /* the load stays as it was through the cool-down: its data count too */
-    double gend = v.now;
+    double gend = f->v.now;
     if (!isnan(s->ramp_s)) {
-        view gv = v;
+        view gv = f->v;
         gv.now = gend;
-        if (growth_tests(s, &gv, growth_start(s, &c), c.e2e_recent, samples, n_samples, 0, &g))
+        if (growth_tests(s, &gv, growth_start(s, &f->c), f->c.e2e_recent, samples, n_samples, 0, g))
             return -1;
     }
-    out->inflight = g.inflight;
-    out->ttft = g.ttft;
-    out->waiting = g.waiting;
-    out->grows_inflight = g.g_inflight;
-    out->grows_ttft = g.g_ttft;
-    out->grows_waiting = g.g_waiting;
-    /* in flight over the whole run */
-    if (span > 0) {
-        double t[ST_SUSTAIN_GRID], y[ST_SUSTAIN_GRID], sum = 0, mx = 0;
-        double t0 = isnan(c.first_arrival) ? 0 : c.first_arrival;
-        for (uint32_t j = 0; j < ST_SUSTAIN_GRID; j++)
-            t[j] = t0 + span * (j + 0.5) / ST_SUSTAIN_GRID;
-        if (st_inflight_at(recs, n, v.closed, t, ST_SUSTAIN_GRID, y) == 0)
-            for (uint32_t j = 0; j < ST_SUSTAIN_GRID; j++) {
-                sum += y[j];
-                mx = y[j] > mx ? y[j] : mx;
-            }
-        out->inflight_mean = sum / ST_SUSTAIN_GRID;
-        out->inflight_max = mx;
+    out->inflight = g->inflight;
+    out->ttft = g->ttft;
+    out->waiting = g->waiting;
+    out->grows_inflight = g->g_inflight;
+    out->grows_ttft = g->g_ttft;
+    out->grows_waiting = g->g_waiting;
+    return 0;
+}
+
+/* The mean and the most requests in flight over the whole run (span: from the first arrival). */
+static void finish_inflight(const finish_ctx *f, double span, st_sustain_result *out)
+{
+    if (!(span > 0))
+        return;
+    double t[ST_SUSTAIN_GRID], y[ST_SUSTAIN_GRID], sum = 0, mx = 0;
+    double t0 = isnan(f->c.first_arrival) ? 0 : f->c.first_arrival;
+    for (uint32_t j = 0; j < ST_SUSTAIN_GRID; j++)
+        t[j] = t0 + span * (j + 0.5) / ST_SUSTAIN_GRID;
+    if (st_inflight_at(f->v.r, f->v.n, f->v.closed, t, ST_SUSTAIN_GRID, y) == 0)
+        for (uint32_t j = 0; j < ST_SUSTAIN_GRID; j++) {
+            sum += y[j];
+            mx = y[j] > mx ? y[j] : mx;
+        }
+    out->inflight_mean = sum / ST_SUSTAIN_GRID;
+    out->inflight_max = mx;
+}
+
+/* The window's requests counted: arrived, completed, failed; its offered rate and output tokens. */
+static void window_counts(const finish_ctx *f, st_sustain_result *out)
+{
+    const view *v = &f->v;
+    double W = f->w1 - f->w0, out_tokens = 0;
+    for (uint32_t i = 0; i < v->n; i++) {
+        const st_record *r = &v->r[i];
+        double a = arrival(v, r);
+        if (isnan(a) || a < f->w0 || a > f->w1)
+            continue;
+        out->window_requests++;
+        if (r->end >= 0 && r->status == ST_REQ_OK) {
+            out->window_completed++;
+            out_tokens += r->output_tokens;
+        } else if (r->end >= 0 && r->status != ST_REQ_ABORTED)
+            out->window_errors++;
     }
-    /* the window (an SLO missed early: the requests the online check judged) */
-    double w0 = s->warm_end_s, w1 = !isnan(s->window_end_s) ? s->window_end_s : v.now;
-    if (s->slo_missed && isnan(w0))
-        w0 = s->ramp_s;
-    int have_window = !isnan(w0) && w1 > w0;
-    uint32_t B = batches_for(w1 - (isnan(w0) ? 0 : w0), c.e2e_med);
-    if (have_window) {
-        double W = w1 - w0, out_tokens = 0;
-        for (uint32_t i = 0; i < n; i++) {
-            double a = arrival(&v, &recs[i]);
-            if (isnan(a) || a < w0 || a > w1)
-                continue;
-            out->window_requests++;
-            if (recs[i].end >= 0 && recs[i].status == ST_REQ_OK) {
-                out->window_completed++;
-                out_tokens += recs[i].output_tokens;
-            } else if (recs[i].end >= 0 && recs[i].status != ST_REQ_ABORTED)
-                out->window_errors++;
-        }
-        out->offered_rps = out->window_requests / W;
-        out->output_tps = tokens_inside(&v, w0, w1) / W;
-        if (out->window_completed)
-            out->out_tokens_mean = out_tokens / out->window_completed;
-        st_trend wt;
-        view wv = v;
-        wv.now = w1;
-        st_closed_rate cr;
-        if (v.closed && st_sustain_closed_rate(recs, n, w0, w1, s->p.confidence, B, &cr) == 0 && isfinite(cr.rate)) {
-            /* a closed loop sends in waves (C requests of one length start and end together): the
-             * sends that fall in a window of a few E2Es count one wave more or less, so the window
-             * is measured by Little's law instead, from the requests in flight over it and the
-             * E2E of its requests (delivered = L / R) */
-            out->delivered_rps = cr.rate;
-            out->delivered_lo = cr.lo;
-            out->delivered_hi = cr.hi;
-            /* and the output tokens likewise (the tokens of a window that holds part of a wave
-             * are those of its fast, short-context steps): the rate times the mean output */
-            if (isfinite(out->out_tokens_mean))
-                out->output_tps = cr.rate * out->out_tokens_mean;
-        } else if (inflight_trend(&wv, w0, w1, B, &wt) == 0 && isfinite(wt.slope)) {
-            double tq = isfinite(wt.se) ? st_t_quantile(0.5 + s->p.confidence / 2, wt.batches - 2) * wt.se : 0;
-            out->delivered_rps = out->offered_rps - wt.slope;
-            out->delivered_lo = out->delivered_rps - tq;
-            out->delivered_hi = out->delivered_rps + tq;
-        } else {
-            uint32_t done = 0;
-            for (uint32_t i = 0; i < n; i++)
-                done += recs[i].end >= 0 && recs[i].status == ST_REQ_OK && !recs[i].warmup &&
-                        T(&v, recs[i].end) >= w0 && T(&v, recs[i].end) <= w1;
-            out->delivered_rps = out->delivered_lo = out->delivered_hi = done / W;
-        }
-        terms_over(s, &v, w0, w1, s->slo_missed, B, out);
+    out->offered_rps = out->window_requests / W;
+    out->output_tps = tokens_inside(v, f->w0, f->w1) / W;
+    if (out->window_completed)
+        out->out_tokens_mean = out_tokens / out->window_completed;
+}
+
+/* The rate the engine delivered over the window, with its interval. */
+static void window_delivered(const finish_ctx *f, st_sustain_result *out)
+{
+    const st_sustain *s = f->s;
+    const view *v = &f->v;
+    double w0 = f->w0, w1 = f->w1, W = w1 - w0;
+    st_trend wt;
+    view wv = *v;
+    wv.now = w1;
+    st_closed_rate cr;
+    if (v->closed && st_sustain_closed_rate(v->r, v->n, w0, w1, s->p.confidence, f->B, &cr) == 0 && isfinite(cr.rate)) {
+        /* a closed loop sends in waves (C requests of one length start and end together): the
+         * sends that fall in a window of a few E2Es count one wave more or less, so the window
+         * is measured by Little's law instead, from the requests in flight over it and the
+         * E2E of its requests (delivered = L / R) */
+        out->delivered_rps = cr.rate;
+        out->delivered_lo = cr.lo;
+        out->delivered_hi = cr.hi;
+        /* and the output tokens likewise (the tokens of a window that holds part of a wave
+         * are those of its fast, short-context steps): the rate times the mean output */
+        if (isfinite(out->out_tokens_mean))
+            out->output_tps = cr.rate * out->out_tokens_mean;
+    } else if (inflight_trend(&wv, w0, w1, f->B, &wt) == 0 && isfinite(wt.slope)) {
+        double tq = isfinite(wt.se) ? st_t_quantile(0.5 + s->p.confidence / 2, wt.batches - 2) * wt.se : 0;
+        out->delivered_rps = out->offered_rps - wt.slope;
+        out->delivered_lo = out->delivered_rps - tq;
+        out->delivered_hi = out->delivered_rps + tq;
     } else {
-        terms_over(s, &v, 0, -1, 0, B, out);
+        uint32_t done = 0;
+        for (uint32_t i = 0; i < v->n; i++) {
+            const st_record *r = &v->r[i];
+            done += r->end >= 0 && r->status == ST_REQ_OK && !r->warmup && T(v, r->end) >= w0 && T(v, r->end) <= w1;
+        }
+        out->delivered_rps = out->delivered_lo = out->delivered_hi = done / W;
     }
+}
+
+/* A window measured in full, judged on the SLO terms: sustained, missed, or undecided when cut short. */
+static void verdict_window(const finish_ctx *f, st_sustain_result *out)
+{
+    const st_sustain *s = f->s;
+    double w0 = f->w0, w1 = f->w1;
     char sent[200];
+    int holds = 1, sure_pass = 1, sure_fail = 0;
+    for (int i = 0; i < out->n_terms; i++) {
+        holds &= out->term[i].holds;
+        sure_pass &= out->term[i].holds && out->term[i].sure;
+        sure_fail |= !out->term[i].holds && out->term[i].sure;
+    }
+    slo_sentence(s, out, sent, sizeof sent);
+    out->verdict = holds ? ST_VERDICT_PASS : ST_VERDICT_FAIL;
+    out->confident = holds ? sure_pass : sure_fail;
+    if (s->cut_short && !(out->verdict == ST_VERDICT_FAIL && out->confident)) {
+        out->verdict = ST_VERDICT_UNDECIDED;
+        out->confident = 0;
+        snprintf(out->why, sizeof out->why,
+                 "undecided: all %u requests scheduled for the run arrived %.3g s into its window, before it had "
+                 "the length and the requests it needs (%.3g s, %u); over that window %s",
+                 s->p.planned, w1 - w0, window_needed(s, f->c.e2e_med), s->p.min_window_requests, sent);
+    } else if (f->v.closed)
+        snprintf(out->why, sizeof out->why, "%s: %u requests in the %.3g s window at concurrency %u; %s%s",
+                 holds ? "sustained" : "SLO missed", out->window_requests, w1 - w0, s->p.concurrency, sent,
+                 out->confident ? "" : " (not confident)");
+    else {
+        /* delivered above what arrived: the requests in flight fell over the window (a queue
+         * left from the warm phase drained), which the reader should not take for an error */
+        char drain[96] = "";
+        if (out->delivered_lo > out->offered_rps)
+            snprintf(drain, sizeof drain, ", the requests in flight falling by %.2g/s (a queue draining)",
+                     out->delivered_rps - out->offered_rps);
+        char full[1024]; /* then cut to the stored reason's size, if it must be */
+        snprintf(full, sizeof full,
+                 "%s: delivered %.3g req/s (CI %.3g-%.3g) of %.3g arriving over the %.3g s window (%u requests%s); "
+                 "%s%s",
+                 holds ? "sustained" : "SLO missed", out->delivered_rps, out->delivered_lo, out->delivered_hi,
+                 out->offered_rps, w1 - w0, out->window_requests, drain, sent,
+                 out->confident ? "" : " (not confident)");
+        snprintf(out->why, sizeof out->why, "%.*s", (int)sizeof out->why - 1, full);
+    }
+}
+
+/* The run's verdict and its reason: an early stop's, the flow balance's, else the window's. */
+static void finish_verdict(const finish_ctx *f, st_sustain_result *out)
+{
+    const st_sustain *s = f->s;
     /* flow balance (Little's law): the window's delivered rate must reach the offered one within
      * its interval and the growth margin */
-    int short_flow = !v.closed && !s->undecided && !s->slo_missed && !s->failing && isfinite(out->delivered_hi) &&
+    int short_flow = !f->v.closed && !s->undecided && !s->slo_missed && !s->failing && isfinite(out->delivered_hi) &&
                      out->delivered_hi < out->offered_rps * (1 - ST_SUSTAIN_GROWTH_MARGIN);
     if (short_flow && !s->oversaturated) {
         out->verdict = ST_VERDICT_OVERSAT;
@@ -1050,14 +1127,14 @@ int st_sustain_finish(const st_sustain *s, const st_record *recs, uint32_t n, co
             "requests in flight grow by %.3g/s",
             out->delivered_rps, out->delivered_lo, out->delivered_hi, out->offered_rps,
             out->offered_rps - out->delivered_rps);
-    } else if (s->oversaturated || (!s->undecided && !s->slo_missed && !s->failing && overloaded(&g))) {
+    } else if (s->oversaturated || (!s->undecided && !s->slo_missed && !s->failing && overloaded(&f->g))) {
         out->verdict = ST_VERDICT_OVERSAT;
         out->confident = 1;
         out->worst_ratio = INFINITY;
         if (s->oversaturated && s->why[0])
             snprintf(out->why, sizeof out->why, "%s", s->why);
         else
-            describe_growth(&g, s->p.offered_rps, c.done_recent_rate, out->why, sizeof out->why);
+            describe_growth(&f->g, s->p.offered_rps, f->c.done_recent_rate, out->why, sizeof out->why);
     } else if (s->failing) {
         out->verdict = ST_VERDICT_FAIL;
         out->confident = 1;
@@ -1067,7 +1144,7 @@ int st_sustain_finish(const st_sustain *s, const st_record *recs, uint32_t n, co
         out->verdict = ST_VERDICT_FAIL;
         out->confident = 1;
         snprintf(out->why, sizeof out->why, "%s (stopped early)", s->why);
-    } else if (s->undecided || !have_window || isnan(s->window_end_s)) {
+    } else if (s->undecided || !f->have_window || isnan(s->window_end_s)) {
         out->verdict = ST_VERDICT_UNDECIDED;
         snprintf(out->why, sizeof out->why, "%s",
                  s->why[0] ? s->why : "undecided: the run ended before its window was measured");
@@ -1082,43 +1159,56 @@ int st_sustain_finish(const st_sustain *s, const st_record *recs, uint32_t n, co
         snprintf(out->why, sizeof out->why, "%u of the window's %u requests failed", out->window_errors,
                  out->window_requests);
     } else {
-        int holds = 1, sure_pass = 1, sure_fail = 0;
-        for (int i = 0; i < out->n_terms; i++) {
-            holds &= out->term[i].holds;
-            sure_pass &= out->term[i].holds && out->term[i].sure;
-            sure_fail |= !out->term[i].holds && out->term[i].sure;
-        }
-        slo_sentence(s, out, sent, sizeof sent);
-        out->verdict = holds ? ST_VERDICT_PASS : ST_VERDICT_FAIL;
-        out->confident = holds ? sure_pass : sure_fail;
-        if (s->cut_short && !(out->verdict == ST_VERDICT_FAIL && out->confident)) {
-            out->verdict = ST_VERDICT_UNDECIDED;
-            out->confident = 0;
-            snprintf(out->why, sizeof out->why,
-                     "undecided: all %u requests scheduled for the run arrived %.3g s into its window, before it had "
-                     "the length and the requests it needs (%.3g s, %u); over that window %s",
-                     s->p.planned, w1 - w0, window_needed(s, c.e2e_med), s->p.min_window_requests, sent);
-        } else if (v.closed)
-            snprintf(out->why, sizeof out->why, "%s: %u requests in the %.3g s window at concurrency %u; %s%s",
-                     holds ? "sustained" : "SLO missed", out->window_requests, w1 - w0, s->p.concurrency, sent,
-                     out->confident ? "" : " (not confident)");
-        else {
-            /* delivered above what arrived: the requests in flight fell over the window (a queue
-             * left from the warm phase drained), which the reader should not take for an error */
-            char drain[96] = "";
-            if (out->delivered_lo > out->offered_rps)
-                snprintf(drain, sizeof drain, ", the requests in flight falling by %.2g/s (a queue draining)",
-                         out->delivered_rps - out->offered_rps);
-            char full[1024]; /* then cut to the stored reason's size, if it must be */
-            snprintf(full, sizeof full,
-                     "%s: delivered %.3g req/s (CI %.3g-%.3g) of %.3g arriving over the %.3g s window (%u requests%s); "
-                     "%s%s",
-                     holds ? "sustained" : "SLO missed", out->delivered_rps, out->delivered_lo, out->delivered_hi,
-                     out->offered_rps, w1 - w0, out->window_requests, drain, sent,
-                     out->confident ? "" : " (not confident)");
-            snprintf(out->why, sizeof out->why, "%.*s", (int)sizeof out->why - 1, full);
-        }
+        verdict_window(f, out);
     }
+}
+
+int st_sustain_finish(const st_sustain *s, const st_record *recs, uint32_t n, const st_metrics_sample *samples,
+                      uint32_t n_samples, st_sustain_result *out)
+{
+    memset(out, 0, sizeof *out);
+    finish_ctx f = { .s = s, .v = { recs, n, 1e-9, s->p.concurrency > 0, INFINITY } };
+    view *v = &f.v;
+    double stop = s->stop_s;
+    if (isnan(stop))
+        for (uint32_t i = 0; i < n; i++)
+            if (recs[i].end >= 0 && T(v, recs[i].end) > (isnan(stop) ? -1 : stop))
+                stop = T(v, recs[i].end);
+    v->now = isnan(stop) ? 0 : stop;
+    /* the census as of the stop: "the last half of the run" is the half before it */
+    census *c = &f.c;
+    if (take_census(v, c, 1))
+        return -1;
+    out->ramp_s = s->ramp_s;
+    out->window_start_s = s->warm_end_s;
+    out->window_end_s = s->window_end_s;
+    out->stop_s = v->now;
+    out->engine_s = v->now;
+    out->e2e_med_s = c->e2e_med;
+    out->binding = -1;
+    double span = v->now - (isnan(c->first_arrival) ? 0 : c->first_arrival);
+    /* what the engine delivered over the second half of the run (the first holds the ramp-up) */
+    out->run_delivered_rps = isfinite(c->done_recent_rate) ? c->done_recent_rate : span > 0 ? c->completed / span : NAN;
+    out->delivered_rps = out->delivered_lo = out->delivered_hi = out->offered_rps = out->output_tps = NAN;
+    out->out_tokens_mean = NAN;
+    if (finish_growth(&f, samples, n_samples, out) < 0)
+        return -1;
+    finish_inflight(&f, span, out);
+    /* the window (an SLO missed early: the requests the online check judged) */
+    f.w0 = s->warm_end_s;
+    f.w1 = !isnan(s->window_end_s) ? s->window_end_s : v->now;
+    if (s->slo_missed && isnan(f.w0))
+        f.w0 = s->ramp_s;
+    f.have_window = !isnan(f.w0) && f.w1 > f.w0;
+    f.B = batches_for(f.w1 - (isnan(f.w0) ? 0 : f.w0), c->e2e_med);
+    if (f.have_window) {
+        window_counts(&f, out);
+        window_delivered(&f, out);
+        terms_over(s, v, f.w0, f.w1, s->slo_missed, f.B, out);
+    } else {
+        terms_over(s, v, 0, -1, 0, f.B, out);
+    }
+    finish_verdict(&f, out);
     return 0;
 }
 

@@ -95,11 +95,10 @@ void st_emu_memory_log_lines(const st_emu_memory *mem, char *kv_line, size_t kv_
     snprintf(conc_line, conc_len, "Maximum concurrency for %s tokens per request: %.2fx", b, mem->max_concurrency);
 }
 
-int st_emu_memory_plan(st_emu_config *c, st_emu_memory *mem, char *err, size_t errlen)
+/* The configuration checked as vLLM checks it, and its defaults filled (max_model_len, the batch limits). */
+static int plan_limits(st_emu_config *c, st_emu_memory *mem, char *err, size_t errlen)
 {
-    memset(mem, 0, sizeof *mem);
     const st_emu_model *m = &c->model;
-    const double GiB = EMU_GIB;
     if (c->tp == 0 || c->block_size == 0 || !(c->gpu_memory_utilization > 0) || c->gpu_memory_utilization > 1) {
         mem->refusal = ST_EMU_START_BAD_CONFIG;
         snprintf(err, errlen, "ValueError: GPU memory utilization must be within (0, 1]. Got %g.",
@@ -141,7 +140,13 @@ int st_emu_memory_plan(st_emu_config *c, st_emu_memory *mem, char *err, size_t e
     mem->max_model_len = c->max_model_len;
     mem->max_num_seqs = c->max_num_seqs;
     mem->max_num_batched_tokens = c->max_num_batched_tokens;
+    return 0;
+}
 
+/* The memory budget per GPU: KV bytes per token, the weights, the profiling activations, the rest. */
+static void plan_budget(const st_emu_config *c, st_emu_memory *mem)
+{
+    const st_emu_model *m = &c->model;
     double tp = c->tp;
     /* KV heads are split across TP ranks; with fewer KV heads than ranks they are replicated. */
     double kv_share = m->kv_heads >= c->tp ? 1.0 / tp : 1.0 / m->kv_heads;
@@ -158,25 +163,37 @@ int st_emu_memory_plan(st_emu_config *c, st_emu_memory *mem, char *err, size_t e
     mem->activation_bytes =
         (double)c->max_num_batched_tokens * m->hidden * EMU_ACT_BYTES_PER_TOKEN_HIDDEN + seqs * m->vocab * per_logit;
     mem->non_torch_bytes = EMU_NON_TORCH_BYTES + (c->tp > 1 ? EMU_NON_TORCH_TP_BYTES : 0);
+}
 
-    if (mem->weight_bytes > mem->total_bytes) {
-        /* Loading stops at the first weight tensor that does not fit: torch names that one
-         * allocation, in GiB: here the largest tensor of the model (gate_up or the vocabulary
-         * matrix), with the memory filled by tensors of that size before it. */
-        double wb = st_emu_dtype_bytes(c->weight_dtype);
-        double gate_up =
-            2.0 * m->hidden * (double)(m->experts ? m->moe_intermediate * m->experts : m->intermediate) * wb / tp;
-        double vocab = (double)m->vocab * m->hidden * 2.0 / tp;
-        double tensor = gate_up > vocab ? gate_up : vocab;
-        double free_b = tensor > 0 ? fmod(mem->total_bytes, tensor) : 0, in_use = mem->total_bytes - free_b;
-        mem->refusal = ST_EMU_START_WEIGHTS_OOM;
-        snprintf(err, errlen,
-                 "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate %.2f GiB. GPU 0 "
-                 "has a total capacity of %.2f GiB of which %.2f GiB is free. Including non-PyTorch "
-                 "memory, this process has %.2f GiB memory in use.",
-                 tensor / GiB, mem->total_bytes / GiB, (mem->total_bytes - in_use) / GiB, in_use / GiB);
-        return -1;
-    }
+/* Weights larger than the GPU: torch's out-of-memory error at the first tensor that does not fit. */
+static int plan_weights_oom(const st_emu_config *c, st_emu_memory *mem, char *err, size_t errlen)
+{
+    const st_emu_model *m = &c->model;
+    const double GiB = EMU_GIB;
+    double tp = c->tp;
+    /* Loading stops at the first weight tensor that does not fit: torch names that one
+     * allocation, in GiB: here the largest tensor of the model (gate_up or the vocabulary
+     * matrix), with the memory filled by tensors of that size before it. */
+    double wb = st_emu_dtype_bytes(c->weight_dtype);
+    double gate_up =
+        2.0 * m->hidden * (double)(m->experts ? m->moe_intermediate * m->experts : m->intermediate) * wb / tp;
+    double vocab = (double)m->vocab * m->hidden * 2.0 / tp;
+    double tensor = gate_up > vocab ? gate_up : vocab;
+    double free_b = tensor > 0 ? fmod(mem->total_bytes, tensor) : 0, in_use = mem->total_bytes - free_b;
+    mem->refusal = ST_EMU_START_WEIGHTS_OOM;
+    snprintf(err, errlen,
+             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate %.2f GiB. GPU 0 "
+             "has a total capacity of %.2f GiB of which %.2f GiB is free. Including non-PyTorch "
+             "memory, this process has %.2f GiB memory in use.",
+             tensor / GiB, mem->total_bytes / GiB, (mem->total_bytes - in_use) / GiB, in_use / GiB);
+    return -1;
+}
+
+/* The KV cache in blocks from what the budget leaves; it must hold one max_model_len sequence. */
+static int plan_blocks(const st_emu_config *c, st_emu_memory *mem, char *err, size_t errlen)
+{
+    const st_emu_model *m = &c->model;
+    const double GiB = EMU_GIB;
     mem->kv_bytes = mem->requested_bytes - mem->weight_bytes - mem->activation_bytes - mem->non_torch_bytes;
     if (mem->kv_bytes <= 0) {
         mem->kv_bytes = 0;
@@ -218,6 +235,19 @@ int st_emu_memory_plan(st_emu_config *c, st_emu_memory *mem, char *err, size_t e
                  c->max_model_len, needed / GiB, mem->kv_bytes / GiB, (unsigned long long)est);
         return -1;
     }
+    return 0;
+}
+
+int st_emu_memory_plan(st_emu_config *c, st_emu_memory *mem, char *err, size_t errlen)
+{
+    memset(mem, 0, sizeof *mem);
+    if (plan_limits(c, mem, err, errlen) < 0)
+        return -1;
+    plan_budget(c, mem);
+    if (mem->weight_bytes > mem->total_bytes)
+        return plan_weights_oom(c, mem, err, errlen);
+    if (plan_blocks(c, mem, err, errlen) < 0)
+        return -1;
     mem->refusal = ST_EMU_START_OK;
     return 0;
 }

@@ -189,6 +189,131 @@ static int find_model(const char *name, st_emu_model *m, char *err, size_t errle
     return st_emu_model_find(name, m, err, errlen);
 }
 
+/* The speculative method a --speculative-config names: its kind (ngram, head, mtp) and draft model. */
+typedef struct spec_method {
+    char method[48], model[256];
+    int ngram, mtp, head;
+} spec_method;
+
+/* The config's method (inferred from a draft model's name when absent), checked against those served. */
+static int spec_method_of(const st_json_val *root, spec_method *s, char *err, size_t errlen)
+{
+    st_json_val v;
+    if (st_json_get(root, "method", &v) == 0 && v.type != ST_JSON_ABSENT &&
+        (v.type != ST_JSON_STRING || st_json_str(&v, s->method, sizeof s->method, NULL))) {
+        snprintf(err, errlen, "--speculative-config: \"method\" must be a string");
+        return ST_EMU_ARGS_USAGE;
+    }
+    if (st_json_get(root, "model", &v) == 0 && v.type == ST_JSON_STRING)
+        st_json_str(&v, s->model, sizeof s->model, NULL);
+    const char *method = s->method;
+    if (!method[0] && s->model[0])
+        snprintf(s->method, sizeof s->method, "draft_model"); /* vLLM infers it from the draft's name */
+    size_t ml = strlen(method);
+    s->ngram = !strcmp(method, "ngram") || !strcmp(method, "ngram_gpu") || !strcmp(method, "suffix");
+    s->mtp = !strcmp(method, "mtp") || (ml > 4 && !strcmp(method + ml - 4, "_mtp"));
+    s->head = !strcmp(method, "eagle") || !strcmp(method, "eagle3") || !strcmp(method, "medusa") ||
+              !strcmp(method, "mlp_speculator") || s->mtp;
+    if (!s->ngram && !s->head && strcmp(method, "draft_model")) {
+        snprintf(err, errlen,
+                 "--speculative-config: method '%s' is not one the engine model serves (ngram, ngram_gpu, suffix, "
+                 "draft_model, eagle, eagle3, medusa, mlp_speculator, mtp, *_mtp)",
+                 method[0] ? method : "(none, and no draft model)");
+        return ST_EMU_ARGS_USAGE;
+    }
+    return 0;
+}
+
+/* num_speculative_tokens: required (one for MTP), at most ST_EMU_SPEC_MAX_K. */
+static int spec_k_of(const st_json_val *root, const spec_method *s, uint32_t *k, char *err, size_t errlen)
+{
+    st_json_val v;
+    *k = 0;
+    int kr = st_json_get(root, "num_speculative_tokens", &v);
+    if (kr == 0 && v.type != ST_JSON_ABSENT) {
+        if (st_json_u32(&v, k) || *k < 1) {
+            snprintf(err, errlen, "--speculative-config: num_speculative_tokens must be a whole number >= 1");
+            return ST_EMU_ARGS_USAGE;
+        }
+    } else if (s->mtp) {
+        *k = 1; /* the checkpoint's num_nextn_predict_layers: one in the models that ship it */
+    } else {
+        snprintf(err, errlen, "--speculative-config: num_speculative_tokens is required for method '%s'", s->method);
+        return ST_EMU_ARGS_USAGE;
+    }
+    if (*k > ST_EMU_SPEC_MAX_K) {
+        snprintf(err, errlen, "--speculative-config: num_speculative_tokens %u: the engine model takes at most %d", *k,
+                 ST_EMU_SPEC_MAX_K);
+        return ST_EMU_ARGS_USAGE;
+    }
+    return 0;
+}
+
+/* The drafter: a draft model of the target's vocabulary, or a head of one target layer. */
+static int spec_draft_of(const spec_method *s, st_emu_config *c, char *err, size_t errlen)
+{
+    st_emu_spec *sp = &c->spec;
+    if (!strcmp(s->method, "draft_model")) {
+        if (!s->model[0]) {
+            snprintf(err, errlen, "--speculative-config: method draft_model needs \"model\"");
+            return ST_EMU_ARGS_USAGE;
+        }
+        if (find_model(s->model, &sp->draft, err, errlen) < 0)
+            return ST_EMU_ARGS_STARTUP;
+        if (sp->draft.vocab != c->model.vocab) {
+            snprintf(err, errlen,
+                     "--speculative-config: the draft model's vocabulary (%u) is not the target's (%u): vLLM needs the "
+                     "same tokenizer",
+                     sp->draft.vocab, c->model.vocab);
+            return ST_EMU_ARGS_STARTUP;
+        }
+        sp->draft_model = 1;
+    } else if (s->head) {
+        /* EAGLE / MTP / Medusa heads: about one decoder layer of the target's shape, run k times */
+        sp->draft = c->model;
+        sp->draft.layers = 1;
+        sp->draft.dense_layers = sp->draft.experts ? 1 : 0;
+        st_emu_model_count_params(&sp->draft);
+        sp->draft_model = 1;
+    }
+    return 0;
+}
+
+/* --spec-acceptance: A (every position) or A1/A2/... (one per position, at most k), each within 0..1. */
+static int spec_acceptance_of(const char *given, uint32_t k, st_emu_spec *sp, char *err, size_t errlen)
+{
+    const char *p = given;
+    uint32_t n = 0;
+    double vals[ST_EMU_SPEC_MAX_K];
+    while (*p) {
+        char *end;
+        double x = strtod(p, &end);
+        if (end == p || n >= ST_EMU_SPEC_MAX_K || !(x >= 0 && x <= 1)) {
+            snprintf(err, errlen, "--spec-acceptance: expected A or A1/A2/... with each within 0..1, got '%s'", given);
+            return ST_EMU_ARGS_USAGE;
+        }
+        vals[n++] = x;
+        p = end;
+        if (*p == '/')
+            p++;
+        else if (*p) {
+            snprintf(err, errlen, "--spec-acceptance: expected A or A1/A2/..., got '%s'", given);
+            return ST_EMU_ARGS_USAGE;
+        }
+    }
+    if (n == 1) {
+        sp->acceptance = vals[0];
+        return 0;
+    }
+    if (n > k) {
+        snprintf(err, errlen, "--spec-acceptance: %u positions for %u draft tokens", n, k);
+        return ST_EMU_ARGS_USAGE;
+    }
+    memcpy(sp->accept_pos, vals, n * sizeof vals[0]);
+    sp->n_pos = n;
+    return 0;
+}
+
 int st_emu_spec_of_args(const st_emu_args *a, st_emu_config *c, char *err, size_t errlen)
 {
     st_emu_spec *sp = &c->spec;
@@ -201,109 +326,23 @@ int st_emu_spec_of_args(const st_emu_args *a, st_emu_config *c, char *err, size_
         return 0;
     }
     const char *js = a->spec_config;
-    st_json_val root, v;
+    st_json_val root;
     if (st_json_parse(js, strlen(js), &root) || root.type != ST_JSON_OBJECT) {
         snprintf(err, errlen, "argument --speculative-config: not a JSON object: %.200s", js);
         return ST_EMU_ARGS_USAGE;
     }
-    char method[48] = "", model[256] = "";
-    if (st_json_get(&root, "method", &v) == 0 && v.type != ST_JSON_ABSENT &&
-        (v.type != ST_JSON_STRING || st_json_str(&v, method, sizeof method, NULL))) {
-        snprintf(err, errlen, "--speculative-config: \"method\" must be a string");
-        return ST_EMU_ARGS_USAGE;
-    }
-    if (st_json_get(&root, "model", &v) == 0 && v.type == ST_JSON_STRING)
-        st_json_str(&v, model, sizeof model, NULL);
-    if (!method[0] && model[0])
-        snprintf(method, sizeof method, "draft_model"); /* vLLM infers it from the draft's name */
-    size_t ml = strlen(method);
-    int ngram = !strcmp(method, "ngram") || !strcmp(method, "ngram_gpu") || !strcmp(method, "suffix");
-    int mtp = !strcmp(method, "mtp") || (ml > 4 && !strcmp(method + ml - 4, "_mtp"));
-    int head = !strcmp(method, "eagle") || !strcmp(method, "eagle3") || !strcmp(method, "medusa") ||
-               !strcmp(method, "mlp_speculator") || mtp;
-    if (!ngram && !head && strcmp(method, "draft_model")) {
-        snprintf(err, errlen,
-                 "--speculative-config: method '%s' is not one the engine model serves (ngram, ngram_gpu, suffix, "
-                 "draft_model, eagle, eagle3, medusa, mlp_speculator, mtp, *_mtp)",
-                 method[0] ? method : "(none, and no draft model)");
-        return ST_EMU_ARGS_USAGE;
-    }
-    uint32_t k = 0;
-    int kr = st_json_get(&root, "num_speculative_tokens", &v);
-    if (kr == 0 && v.type != ST_JSON_ABSENT) {
-        if (st_json_u32(&v, &k) || k < 1) {
-            snprintf(err, errlen, "--speculative-config: num_speculative_tokens must be a whole number >= 1");
-            return ST_EMU_ARGS_USAGE;
-        }
-    } else if (mtp) {
-        k = 1; /* the checkpoint's num_nextn_predict_layers: one in the models that ship it */
-    } else {
-        snprintf(err, errlen, "--speculative-config: num_speculative_tokens is required for method '%s'", method);
-        return ST_EMU_ARGS_USAGE;
-    }
-    if (k > ST_EMU_SPEC_MAX_K) {
-        snprintf(err, errlen, "--speculative-config: num_speculative_tokens %u: the engine model takes at most %d", k,
-                 ST_EMU_SPEC_MAX_K);
-        return ST_EMU_ARGS_USAGE;
-    }
+    spec_method s = { .ngram = 0 };
+    uint32_t k;
+    int rc;
+    if ((rc = spec_method_of(&root, &s, err, errlen)) || (rc = spec_k_of(&root, &s, &k, err, errlen)))
+        return rc;
     sp->k = k;
-    if (!strcmp(method, "draft_model")) {
-        if (!model[0]) {
-            snprintf(err, errlen, "--speculative-config: method draft_model needs \"model\"");
-            return ST_EMU_ARGS_USAGE;
-        }
-        if (find_model(model, &sp->draft, err, errlen) < 0)
-            return ST_EMU_ARGS_STARTUP;
-        if (sp->draft.vocab != c->model.vocab) {
-            snprintf(err, errlen,
-                     "--speculative-config: the draft model's vocabulary (%u) is not the target's (%u): vLLM needs the "
-                     "same tokenizer",
-                     sp->draft.vocab, c->model.vocab);
-            return ST_EMU_ARGS_STARTUP;
-        }
-        sp->draft_model = 1;
-    } else if (head) {
-        /* EAGLE / MTP / Medusa heads: about one decoder layer of the target's shape, run k times */
-        sp->draft = c->model;
-        sp->draft.layers = 1;
-        sp->draft.dense_layers = sp->draft.experts ? 1 : 0;
-        st_emu_model_count_params(&sp->draft);
-        sp->draft_model = 1;
-    }
+    if ((rc = spec_draft_of(&s, c, err, errlen)))
+        return rc;
     int given = a->spec_acceptance != NULL;
-    sp->draft_share = a->spec_draft_share >= 0 ? a->spec_draft_share : ngram && !given ? 0 : 1;
-    if (given) {
-        const char *p = a->spec_acceptance;
-        uint32_t n = 0;
-        double vals[ST_EMU_SPEC_MAX_K];
-        while (*p) {
-            char *end;
-            double x = strtod(p, &end);
-            if (end == p || n >= ST_EMU_SPEC_MAX_K || !(x >= 0 && x <= 1)) {
-                snprintf(err, errlen, "--spec-acceptance: expected A or A1/A2/... with each within 0..1, got '%s'",
-                         a->spec_acceptance);
-                return ST_EMU_ARGS_USAGE;
-            }
-            vals[n++] = x;
-            p = end;
-            if (*p == '/')
-                p++;
-            else if (*p) {
-                snprintf(err, errlen, "--spec-acceptance: expected A or A1/A2/..., got '%s'", a->spec_acceptance);
-                return ST_EMU_ARGS_USAGE;
-            }
-        }
-        if (n == 1) {
-            sp->acceptance = vals[0];
-        } else {
-            if (n > k) {
-                snprintf(err, errlen, "--spec-acceptance: %u positions for %u draft tokens", n, k);
-                return ST_EMU_ARGS_USAGE;
-            }
-            memcpy(sp->accept_pos, vals, n * sizeof vals[0]);
-            sp->n_pos = n;
-        }
-    }
+    sp->draft_share = a->spec_draft_share >= 0 ? a->spec_draft_share : s.ngram && !given ? 0 : 1;
+    if (given && (rc = spec_acceptance_of(a->spec_acceptance, k, sp, err, errlen)))
+        return rc;
     if (st_emu_spec_check(sp, err, errlen)) {
         char e2[300];
         snprintf(e2, sizeof e2, "%s", err);
@@ -313,7 +352,8 @@ int st_emu_spec_of_args(const st_emu_args *a, st_emu_config *c, char *err, size_
     return 0;
 }
 
-int st_emu_args_config(const st_emu_args *a, st_emu_config *c, char *err, size_t errlen)
+/* The flags checked that need no model: GPU given, ranges, block size, exclusive pairs, the dtypes. */
+static int args_check(const st_emu_args *a, st_emu_dtype *kvd, char *err, size_t errlen)
 {
     if (!a->gpu || !*a->gpu) {
         snprintf(err, errlen,
@@ -344,11 +384,10 @@ int st_emu_args_config(const st_emu_args *a, st_emu_config *c, char *err, size_t
         return ST_EMU_ARGS_USAGE;
     }
     const char *kv = a->kv_dtype;
-    st_emu_dtype kvd;
     if (!strcmp(kv, "auto") || !strcmp(kv, "bfloat16"))
-        kvd = ST_EMU_BF16;
+        *kvd = ST_EMU_BF16;
     else if (!strcmp(kv, "fp8") || !strcmp(kv, "fp8_e4m3") || !strcmp(kv, "fp8_e5m2"))
-        kvd = ST_EMU_FP8;
+        *kvd = ST_EMU_FP8;
     else {
         snprintf(err, errlen,
                  "argument --kv-cache-dtype: invalid choice: '%s' (choose from 'auto', 'bfloat16', 'fp8', "
@@ -365,6 +404,12 @@ int st_emu_args_config(const st_emu_args *a, st_emu_config *c, char *err, size_t
                  dt);
         return ST_EMU_ARGS_USAGE;
     }
+    return 0;
+}
+
+/* The GPU and the model (a file, else the catalog); the configuration initialised from them. */
+static int args_load(const st_emu_args *a, st_emu_config *c, char *err, size_t errlen)
+{
     st_emu_gpu g;
     if (access(a->gpu, R_OK) == 0) {
         if (st_emu_gpu_load_file(a->gpu, &g, err, errlen) < 0)
@@ -381,17 +426,24 @@ int st_emu_args_config(const st_emu_args *a, st_emu_config *c, char *err, size_t
         return ST_EMU_ARGS_STARTUP;
     }
     st_emu_config_init(c, &g, &m);
+    return 0;
+}
+
+/* --quantization (matching the model's own) and --dtype half: the weights' type. */
+static int args_weights(const st_emu_args *a, st_emu_config *c, char *err, size_t errlen)
+{
     const char *q = a->quant;
     if (q && strcmp(q, "None")) {
         if (!strcmp(q, "fp8"))
             c->weight_dtype = ST_EMU_FP8;
         else if (!strcmp(q, "awq") || !strcmp(q, "awq_marlin") || !strcmp(q, "gptq") || !strcmp(q, "gptq_marlin")) {
             int want_awq = !strncmp(q, "awq", 3);
-            if (m.weight_dtype != (want_awq ? ST_EMU_INT4_AWQ : ST_EMU_INT4_GPTQ)) {
+            st_emu_dtype own = c->model.weight_dtype;
+            if (own != (want_awq ? ST_EMU_INT4_AWQ : ST_EMU_INT4_GPTQ)) {
                 snprintf(err, errlen,
                          "ValueError: Quantization method specified in the model config (%s) does not match the "
                          "quantization method specified in the `quantization` argument (%s).",
-                         m.weight_dtype == ST_EMU_BF16 ? "None" : st_emu_dtype_name(m.weight_dtype), q);
+                         own == ST_EMU_BF16 ? "None" : st_emu_dtype_name(own), q);
                 return ST_EMU_ARGS_STARTUP;
             }
         } else {
@@ -399,10 +451,16 @@ int st_emu_args_config(const st_emu_args *a, st_emu_config *c, char *err, size_t
             return ST_EMU_ARGS_USAGE;
         }
     }
-    if (!strcmp(dt, "float16") || !strcmp(dt, "half")) {
+    if (!strcmp(a->dtype, "float16") || !strcmp(a->dtype, "half")) {
         if (c->weight_dtype == ST_EMU_BF16)
             c->weight_dtype = ST_EMU_FP16;
     }
+    return 0;
+}
+
+/* The engine settings from the flags: sizes, caches, async scheduling, the vLLM version. */
+static int args_settings(const st_emu_args *a, st_emu_config *c, st_emu_dtype kvd, char *err, size_t errlen)
+{
     c->tp = (uint32_t)a->tp;
     c->gpu_memory_utilization = a->util;
     c->max_model_len = (uint32_t)a->max_model_len;
@@ -428,9 +486,17 @@ int st_emu_args_config(const st_emu_args *a, st_emu_config *c, char *err, size_t
         }
         c->vllm_version = v;
     }
-    int src = st_emu_spec_of_args(a, c, err, errlen);
-    if (src)
-        return src;
+    return 0;
+}
+
+int st_emu_args_config(const st_emu_args *a, st_emu_config *c, char *err, size_t errlen)
+{
+    st_emu_dtype kvd;
+    int rc;
+    if ((rc = args_check(a, &kvd, err, errlen)) || (rc = args_load(a, c, err, errlen)) ||
+        (rc = args_weights(a, c, err, errlen)) || (rc = args_settings(a, c, kvd, err, errlen)) ||
+        (rc = st_emu_spec_of_args(a, c, err, errlen)))
+        return rc;
     if (a->calibration) {
         st_emu_calib cal;
         char why[512];

@@ -226,6 +226,109 @@ oom:
     return -1;
 }
 
+/* The name the server lists: vLLM-like engines take --served-model-name; llama-server lists its
+ * --alias / -a (comma-separated: the first is the id), else the model's path (*add_alias: name it). */
+static const char *launch_served(const st_engine_desc *d, const st_strv *fl, char *alias, size_t n, int *add_alias)
+{
+    const char *served = NULL;
+    *add_alias = 0;
+    if (d->kind == ST_ENGINE_LLAMACPP) {
+        served = st_flag_value(fl, "--alias");
+        if (!served)
+            served = st_flag_value(fl, "-a");
+        if (served) {
+            snprintf(alias, n, "%.*s", (int)strcspn(served, ","), served);
+            served = alias;
+        } else {
+            *add_alias = 1;
+        }
+    } else {
+        served = st_flag_value(fl, "--served-model-name");
+    }
+    return served ? served : d->served_name;
+}
+
+/* The engine's command line: its command (or program), the model, the flags, the address and the
+ * metrics flag. 0, or -1 with err (empty: out of memory). */
+static int launch_argv(const st_engine_desc *d, const st_engine_kind_info *ki, const char *self_exe, int port,
+                       int add_alias, st_launch *out, char *err, size_t errlen)
+{
+    static const st_strv none = { 0 };
+    const st_strv *fl = d->flags ? d->flags : &none;
+    const st_strv *cmd = d->command ? d->command : &none;
+    char portbuf[16];
+    snprintf(portbuf, sizeof portbuf, "%d", port);
+    st_strv *a = &out->argv;
+    int have_cmd = cmd->n > 0;
+    int rc = 0;
+    if (have_cmd && d->kind != ST_ENGINE_ENDPOINT)
+        for (int i = 0; i < cmd->n && !rc; i++) {
+            if (strstr(cmd->v[i], "${")) {
+                snprintf(err, errlen, "engine.command: a ${VAR} would be visible in the engine's command line");
+                return -1;
+            }
+            rc = st_strv_push(a, cmd->v[i]);
+        }
+    if (d->kind == ST_ENGINE_ENDPOINT || !ki)
+        return rc ? -1 : 0;
+    if (!have_cmd && d->kind == ST_ENGINE_EMULATOR) {
+        if (!self_exe) {
+            snprintf(err, errlen, "the emulator needs the path of the servetune binary");
+            return -1;
+        }
+        rc = rc || push_all(a, (const char *[]){ self_exe, "emulate", "serve", NULL });
+    } else if (!have_cmd) {
+        rc = rc || push_all(a, ki->program);
+    }
+    if (ki->model_flag)
+        rc = rc || st_strv_push(a, ki->model_flag);
+    rc = rc || st_strv_push(a, d->model) || push_flags(out, d->kind, fl, err, errlen);
+    /* without an alias llama-server lists the model's path: name it what the spec expects */
+    if (add_alias && out->expected_model)
+        rc = rc || push_all(a, (const char *[]){ "--alias", out->expected_model, NULL });
+    rc = rc || push_all(a, (const char *[]){ ki->host_flag, "127.0.0.1", "--port", portbuf, NULL });
+    /* sglang also takes --enable-metrics=VALUE; llama-server only the bare flag */
+    if (!rc && ki->metrics_flag && (d->kind != ST_ENGINE_SGLANG || !st_flag_value(fl, ki->metrics_flag))) {
+        int has = 0;
+        for (int i = 0; i < fl->n; i++)
+            has |= !strcmp(fl->v[i], ki->metrics_flag);
+        if (!has)
+            rc = st_strv_push(a, ki->metrics_flag);
+    }
+    return rc ? -1 : 0;
+}
+
+/* An endpoint's address from its URL, http://host[:port][/prefix]. */
+static int launch_endpoint(const char *u, st_launch *out, char *err, size_t errlen)
+{
+    int tls = !strncmp(u, "https://", 8);
+    const char *h = u + (tls ? 8 : 7);
+    size_t ul = strlen(u);
+    while (ul > 0 && u[ul - 1] == '/')
+        ul--;
+    out->base_url = strndup(u, ul);
+    const char *hend = h + strcspn(h, ":/");
+    out->host = strndup(h, (size_t)(hend - h));
+    out->port = tls ? 443 : 80;
+    if (*hend == ':') {
+        long pl;
+        char pb[8];
+        size_t n = strcspn(hend + 1, "/");
+        if (n == 0 || n >= sizeof pb) {
+            snprintf(err, errlen, "engine.url: bad port in '%s'", u);
+            return -1;
+        }
+        memcpy(pb, hend + 1, n);
+        pb[n] = '\0';
+        if (st_parse_long(pb, &pl) || pl < 1 || pl > 65535) {
+            snprintf(err, errlen, "engine.url: bad port in '%s'", u);
+            return -1;
+        }
+        out->port = (int)pl;
+    }
+    return 0;
+}
+
 int st_adapter_launch(const st_engine_desc *d, int port, const char *self_exe, st_launch *out, char *err, size_t errlen)
 {
     static const st_strv none = { 0 };
@@ -234,29 +337,10 @@ int st_adapter_launch(const st_engine_desc *d, int port, const char *self_exe, s
         err[0] = '\0';
     out->time_scale = 1;
     const st_strv *fl = d->flags ? d->flags : &none;
-    const st_strv *cmd = d->command ? d->command : &none;
-    const char *model = d->model;
-    /* the name the server lists: vLLM-like engines take --served-model-name; llama-server
-     * lists its --alias / -a (comma-separated: the first is the id), else the model's path */
     char alias[512] = "";
-    const char *served = NULL;
-    int add_alias = 0;
-    if (d->kind == ST_ENGINE_LLAMACPP) {
-        served = st_flag_value(fl, "--alias");
-        if (!served)
-            served = st_flag_value(fl, "-a");
-        if (served) {
-            snprintf(alias, sizeof alias, "%.*s", (int)strcspn(served, ","), served);
-            served = alias;
-        } else {
-            add_alias = 1;
-        }
-    } else {
-        served = st_flag_value(fl, "--served-model-name");
-    }
-    if (!served)
-        served = d->served_name;
-    out->expected_model = strdup(served ? served : model);
+    int add_alias;
+    const char *served = launch_served(d, fl, alias, sizeof alias, &add_alias);
+    out->expected_model = strdup(served ? served : d->model);
     const char *ts = st_flag_value(fl, "--time-scale");
     if (ts) {
         double k;
@@ -272,78 +356,14 @@ int st_adapter_launch(const st_engine_desc *d, int port, const char *self_exe, s
     out->metrics_dialect = ki ? ki->metrics_dialect : ST_DIALECT_VLLM;
     out->version_path = ki ? ki->version_path : "/version";
     out->version_key = ki ? ki->version_key : "version";
-    char portbuf[16];
-    snprintf(portbuf, sizeof portbuf, "%d", port);
-    st_strv *a = &out->argv;
-    int have_cmd = cmd->n > 0;
-    int rc = 0;
-    if (have_cmd && d->kind != ST_ENGINE_ENDPOINT)
-        for (int i = 0; i < cmd->n && !rc; i++) {
-            if (strstr(cmd->v[i], "${")) {
-                snprintf(err, errlen, "engine.command: a ${VAR} would be visible in the engine's command line");
-                goto fail;
-            }
-            rc = st_strv_push(a, cmd->v[i]);
-        }
-    if (d->kind != ST_ENGINE_ENDPOINT && ki) {
-        if (!have_cmd && d->kind == ST_ENGINE_EMULATOR) {
-            if (!self_exe) {
-                snprintf(err, errlen, "the emulator needs the path of the servetune binary");
-                goto fail;
-            }
-            rc = rc || push_all(a, (const char *[]){ self_exe, "emulate", "serve", NULL });
-        } else if (!have_cmd) {
-            rc = rc || push_all(a, ki->program);
-        }
-        if (ki->model_flag)
-            rc = rc || st_strv_push(a, ki->model_flag);
-        rc = rc || st_strv_push(a, model) || push_flags(out, d->kind, fl, err, errlen);
-        /* without an alias llama-server lists the model's path: name it what the spec expects */
-        if (add_alias && out->expected_model)
-            rc = rc || push_all(a, (const char *[]){ "--alias", out->expected_model, NULL });
-        rc = rc || push_all(a, (const char *[]){ ki->host_flag, "127.0.0.1", "--port", portbuf, NULL });
-        /* sglang also takes --enable-metrics=VALUE; llama-server only the bare flag */
-        if (!rc && ki->metrics_flag && (d->kind != ST_ENGINE_SGLANG || !st_flag_value(fl, ki->metrics_flag))) {
-            int has = 0;
-            for (int i = 0; i < fl->n; i++)
-                has |= !strcmp(fl->v[i], ki->metrics_flag);
-            if (!has)
-                rc = st_strv_push(a, ki->metrics_flag);
-        }
-    }
-    if (rc) {
+    if (launch_argv(d, ki, self_exe, port, add_alias, out, err, errlen) < 0) {
         if (!err[0])
             snprintf(err, errlen, "out of memory");
         goto fail;
     }
     if (d->kind == ST_ENGINE_ENDPOINT) {
-        /* http://host[:port][/prefix] */
-        const char *u = d->url;
-        int tls = !strncmp(u, "https://", 8);
-        const char *h = u + (tls ? 8 : 7);
-        size_t ul = strlen(u);
-        while (ul > 0 && u[ul - 1] == '/')
-            ul--;
-        out->base_url = strndup(u, ul);
-        const char *hend = h + strcspn(h, ":/");
-        out->host = strndup(h, (size_t)(hend - h));
-        out->port = tls ? 443 : 80;
-        if (*hend == ':') {
-            long pl;
-            char pb[8];
-            size_t n = strcspn(hend + 1, "/");
-            if (n == 0 || n >= sizeof pb) {
-                snprintf(err, errlen, "engine.url: bad port in '%s'", u);
-                goto fail;
-            }
-            memcpy(pb, hend + 1, n);
-            pb[n] = '\0';
-            if (st_parse_long(pb, &pl) || pl < 1 || pl > 65535) {
-                snprintf(err, errlen, "engine.url: bad port in '%s'", u);
-                goto fail;
-            }
-            out->port = (int)pl;
-        }
+        if (launch_endpoint(d->url, out, err, errlen) < 0)
+            goto fail;
     } else {
         char ub[64];
         snprintf(ub, sizeof ub, "http://127.0.0.1:%d", port);

@@ -427,6 +427,217 @@ static void burst_words(const st_emulator *em, const st_emu_event *ev, char *out
     }
 }
 
+/* One delivered event's words and what they are. */
+typedef struct tok_ctx {
+    const char *word;   /* its tokens' words */
+    int reasoning;      /* reasoning tokens */
+    int first_answer;   /* the answer's first token */
+    int finished;       /* the request's last event */
+    const char *reason; /* its finish reason */
+} tok_ctx;
+
+/* The event observed in the metrics' histograms (and the ground truth, at the request's end). */
+static void deliver_metrics(st_emulator *em, stream_t *s, const st_emu_event *ev, st_ns end_e, int finished)
+{
+    if (ev->first) {
+        hist_obs(&em->h_ttft, (end_e - ev->arrival) / 1e9);
+        /* vLLM's queue time starts when the engine core queued the request, after the API server */
+        hist_obs(&em->h_queue, (ev->first_scheduled - ev->queued) / 1e9);
+        hist_obs(&em->h_prefill, (end_e - ev->first_scheduled) / 1e9);
+    } else {
+        hist_obs(&em->h_itl, (end_e - s->last_token_e) / 1e9);
+    }
+    s->last_token_e = end_e;
+    if (finished) {
+        hist_obs(&em->h_e2e, (end_e - ev->arrival) / 1e9);
+        hist_obs(&em->h_decode, (end_e - ev->first_token) / 1e9);
+        hist_obs(&em->h_ptok, ev->prompt_tokens);
+        hist_obs(&em->h_gtok, ev->n_out);
+        if (ev->finish == ST_EMU_FINISH_STOP)
+            em->success_stop++;
+        else
+            em->success_length++;
+        write_ground_truth(em, s, ev, end_e);
+    }
+}
+
+/* A non-streaming request's whole response, sent at its end. */
+static void whole_respond(st_emulator *em, stream_t *s, const char *reason)
+{
+    st_buf b;
+    st_buf_init(&b, RESP_MAX);
+    if (s->api == API_CHAT) {
+        st_buf_printf(&b, "{\"id\":\"%s\",\"object\":\"chat.completion\",\"created\":%ld,\"model\":", s->rid,
+                      s->created);
+        st_buf_json_str(&b, em->model_id);
+        st_buf_puts(&b, ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"reasoning_content\":");
+        if (s->rtext.len)
+            st_buf_json_strn(&b, s->rtext.data, s->rtext.len);
+        else
+            st_buf_puts(&b, "null");
+        st_buf_puts(&b, ",\"content\":");
+        st_buf_json_strn(&b, s->text.data ? s->text.data : "", s->text.len);
+        st_buf_printf(
+            &b,
+            ",\"tool_calls\":[]},\"logprobs\":null,\"finish_reason\":\"%s\",\"stop_reason\":null}],\"usage\":", reason);
+    } else {
+        st_buf_printf(&b, "{\"id\":\"%s\",\"object\":\"text_completion\",\"created\":%ld,\"model\":", s->rid,
+                      s->created);
+        st_buf_json_str(&b, em->model_id);
+        st_buf_puts(&b, ",\"choices\":[{\"index\":0,\"text\":");
+        st_buf_json_strn(&b, s->text.data ? s->text.data : "", s->text.len);
+        st_buf_puts(&b, ",\"logprobs\":");
+        plm_logprobs(em, s, &b);
+        st_buf_printf(&b, ",\"finish_reason\":\"%s\",\"stop_reason\":null,\"prompt_logprobs\":", reason);
+        if (s->prompt_lp.len)
+            st_buf_append(&b, s->prompt_lp.data, s->prompt_lp.len);
+        else
+            st_buf_puts(&b, "null");
+        st_buf_puts(&b, "}],\"usage\":");
+    }
+    usage_json(&b, s);
+    st_buf_puts(&b, "}");
+    st_server_respond(s->resp, 200, "application/json", NULL, b.data, b.len);
+    st_buf_free(&b);
+}
+
+/* A non-streaming request: the words kept, the response sent at the end. 1 when done. */
+static int deliver_whole(st_emulator *em, stream_t *s, const st_emu_event *ev, const tok_ctx *t)
+{
+    /* a token that does not fit the response limit leaves the body short (never cut mid-word) */
+    if (t->reasoning && s->api == API_CHAT)
+        (void)st_buf_printf(&s->rtext, " %s", t->word);
+    else
+        (void)st_buf_printf(&s->text, "%s %s",
+                            s->api == API_CHAT               ? ""
+                            : t->reasoning && ev->n_out == 1 ? "<think>"
+                            : t->first_answer                ? "</think>"
+                                                             : "",
+                            t->word);
+    if (!t->finished)
+        return 0;
+    whole_respond(em, s, t->reason);
+    return 1;
+}
+
+/* A mid-stream fault injected: an error event, then the stream's end; the request aborted. */
+static void stream_fault(st_emulator *em, stream_t *s)
+{
+    const char *e = "{\"error\":{\"message\":\"EngineCore encountered an issue (injected mid-stream fault)\","
+                    "\"type\":\"InternalServerError\",\"param\":null,\"code\":500}}";
+    st_server_sse_send(s->resp, e, strlen(e));
+    st_server_sse_send(s->resp, "[DONE]", 6);
+    st_server_stream_end(s->resp);
+    st_emu_abort(em->eng, s->id);
+    em->success_abort++;
+}
+
+/* The chat stream's first chunk: the assistant's role (and the usage so far, continuous usage). */
+static void chunk_role(stream_t *s, st_buf *b)
+{
+    chunk_head(b, s);
+    st_buf_puts(b, ",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"logprobs\":"
+                   "null,\"finish_reason\":null}]");
+    if (s->continuous) {
+        st_buf_puts(b, ",\"usage\":");
+        st_buf_printf(b, "{\"prompt_tokens\":%u,\"total_tokens\":%u,\"completion_tokens\":0", s->prompt_tokens,
+                      s->prompt_tokens);
+        prompt_details(b, s);
+        st_buf_puts(b, "}");
+    }
+    st_buf_puts(b, "}");
+    st_server_sse_send(s->resp, b->data, b->len);
+    st_buf_reset(b);
+}
+
+/* The chunk of one event's words, its finish reason on the last. */
+static void chunk_token(stream_t *s, const st_emu_event *ev, const tok_ctx *t, st_buf *b)
+{
+    chunk_head(b, s);
+    if (s->api == API_CHAT) {
+        st_buf_puts(b, t->reasoning ? ",\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\" "
+                                    : ",\"choices\":[{\"index\":0,\"delta\":{\"content\":\" ");
+        st_buf_puts(b, t->word);
+        st_buf_puts(b, "\"},\"logprobs\":null,\"finish_reason\":");
+    } else {
+        /* a reasoning model served without a reasoning parser: the span is in the text */
+        st_buf_puts(b, ",\"choices\":[{\"index\":0,\"text\":\"");
+        st_buf_puts(b, t->reasoning && ev->n_out == 1 ? "<think> " : t->first_answer ? "</think> " : " ");
+        st_buf_puts(b, t->word);
+        st_buf_puts(b, "\",\"logprobs\":null,\"finish_reason\":");
+    }
+    if (t->finished)
+        st_buf_printf(b, "\"%s\",\"stop_reason\":null}]", t->reason);
+    else
+        st_buf_puts(b, "null,\"stop_reason\":null}]");
+    if (s->continuous) {
+        st_buf_printf(b, ",\"usage\":{\"prompt_tokens\":%u,\"total_tokens\":%u,\"completion_tokens\":%u",
+                      s->prompt_tokens, s->prompt_tokens + s->n_out, s->n_out);
+        prompt_details(b, s);
+        st_buf_puts(b, "}");
+    }
+    st_buf_puts(b, "}");
+}
+
+/* A token sent: how late it left against its deadline (and the jitter histogram when asked). */
+static void stream_lateness(st_emulator *em, st_ns deadline_wall)
+{
+    st_ns late_w = st_now() - deadline_wall;
+    em->tok_sent++;
+    em->tok_late += (double)late_w * em->K > EMU_LATE_TOKEN_S * 1e9;
+    em->tok_very_late += (double)late_w * em->K > EMU_VERY_LATE_TOKEN_S * 1e9;
+    if (!em->o->print_jitter)
+        return;
+    st_ns late = st_now() - deadline_wall;
+    if (late < 0)
+        late = 0;
+    size_t bin = (size_t)(late / 10000);
+    if (bin > 2000)
+        bin = 2000;
+    em->jit.bins[bin]++;
+    em->jit.n++;
+    if (late > em->jit.max)
+        em->jit.max = late;
+}
+
+/* The stream's end: the usage chunk when asked, then [DONE]. */
+static void stream_close(stream_t *s, st_buf *b)
+{
+    if (s->include_usage) {
+        st_buf_reset(b);
+        chunk_head(b, s);
+        st_buf_puts(b, ",\"choices\":[],\"usage\":");
+        st_buf_printf(b, "{\"prompt_tokens\":%u,\"total_tokens\":%u,\"completion_tokens\":%u", s->prompt_tokens,
+                      s->prompt_tokens + s->n_out, s->n_out);
+        prompt_details(b, s);
+        st_buf_puts(b, "}}");
+        st_server_sse_send(s->resp, b->data, b->len);
+    }
+    st_server_sse_send(s->resp, "[DONE]", 6);
+    st_server_stream_end(s->resp);
+}
+
+/* A streaming request: the event's chunk sent (after the role chunk, first). 1 when done. */
+static int deliver_stream(st_emulator *em, stream_t *s, const st_emu_event *ev, const tok_ctx *t, st_ns deadline_wall)
+{
+    st_buf b = em->cbuf; /* reused across events: no allocation per token */
+    st_buf_reset(&b);
+    if (s->fail_at && ev->n_out >= s->fail_at && !t->finished) {
+        em->cbuf = b;
+        stream_fault(em, s);
+        return 1;
+    }
+    if (ev->first && s->api == API_CHAT)
+        chunk_role(s, &b);
+    chunk_token(s, ev, t, &b);
+    if (st_server_sse_send(s->resp, b.data, b.len) == 0)
+        stream_lateness(em, deadline_wall);
+    if (t->finished)
+        stream_close(s, &b);
+    em->cbuf = b;
+    return t->finished;
+}
+
 /* Delivers one engine event (a token, or a burst of them) to its stream. Returns 1 when the stream is done. */
 static int deliver(st_emulator *em, stream_t *s, const st_emu_event *ev, st_ns end_e, st_ns deadline_wall)
 {
@@ -447,169 +658,15 @@ static int deliver(st_emulator *em, stream_t *s, const st_emu_event *ev, st_ns e
     s->n_out = ev->n_out;
     if (ev->first)
         s->cached = ev->cached_tokens;
-    int reasoning = ev->n_out <= s->n_reason; /* this token is reasoning */
-    int first_answer = ev->n_out == s->n_reason + 1 && s->n_reason > 0;
-    double t_s = end_e / 1e9;
-    if (ev->first) {
-        hist_obs(&em->h_ttft, (end_e - ev->arrival) / 1e9);
-        /* vLLM's queue time starts when the engine core queued the request, after the API server */
-        hist_obs(&em->h_queue, (ev->first_scheduled - ev->queued) / 1e9);
-        hist_obs(&em->h_prefill, (end_e - ev->first_scheduled) / 1e9);
-    } else {
-        hist_obs(&em->h_itl, (end_e - s->last_token_e) / 1e9);
-    }
-    s->last_token_e = end_e;
-    (void)t_s;
-    int finished = ev->finish != ST_EMU_NOT_FINISHED;
-    if (finished) {
-        hist_obs(&em->h_e2e, (end_e - ev->arrival) / 1e9);
-        hist_obs(&em->h_decode, (end_e - ev->first_token) / 1e9);
-        hist_obs(&em->h_ptok, ev->prompt_tokens);
-        hist_obs(&em->h_gtok, ev->n_out);
-        if (ev->finish == ST_EMU_FINISH_STOP)
-            em->success_stop++;
-        else
-            em->success_length++;
-        write_ground_truth(em, s, ev, end_e);
-    }
-    const char *reason = ev->finish == ST_EMU_FINISH_STOP ? "stop" : "length";
-    if (!s->streaming) {
-        /* a token that does not fit the response limit leaves the body short (never cut mid-word) */
-        if (reasoning && s->api == API_CHAT)
-            (void)st_buf_printf(&s->rtext, " %s", word);
-        else
-            (void)st_buf_printf(&s->text, "%s %s",
-                                s->api == API_CHAT            ? ""
-                                : reasoning && ev->n_out == 1 ? "<think>"
-                                : first_answer                ? "</think>"
-                                                              : "",
-                                word);
-        if (!finished)
-            return 0;
-        st_buf b;
-        st_buf_init(&b, RESP_MAX);
-        if (s->api == API_CHAT) {
-            st_buf_printf(&b, "{\"id\":\"%s\",\"object\":\"chat.completion\",\"created\":%ld,\"model\":", s->rid,
-                          s->created);
-            st_buf_json_str(&b, em->model_id);
-            st_buf_puts(&b, ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"reasoning_content\":");
-            if (s->rtext.len)
-                st_buf_json_strn(&b, s->rtext.data, s->rtext.len);
-            else
-                st_buf_puts(&b, "null");
-            st_buf_puts(&b, ",\"content\":");
-            st_buf_json_strn(&b, s->text.data ? s->text.data : "", s->text.len);
-            st_buf_printf(
-                &b, ",\"tool_calls\":[]},\"logprobs\":null,\"finish_reason\":\"%s\",\"stop_reason\":null}],\"usage\":",
-                reason);
-        } else {
-            st_buf_printf(&b, "{\"id\":\"%s\",\"object\":\"text_completion\",\"created\":%ld,\"model\":", s->rid,
-                          s->created);
-            st_buf_json_str(&b, em->model_id);
-            st_buf_puts(&b, ",\"choices\":[{\"index\":0,\"text\":");
-            st_buf_json_strn(&b, s->text.data ? s->text.data : "", s->text.len);
-            st_buf_puts(&b, ",\"logprobs\":");
-            plm_logprobs(em, s, &b);
-            st_buf_printf(&b, ",\"finish_reason\":\"%s\",\"stop_reason\":null,\"prompt_logprobs\":", reason);
-            if (s->prompt_lp.len)
-                st_buf_append(&b, s->prompt_lp.data, s->prompt_lp.len);
-            else
-                st_buf_puts(&b, "null");
-            st_buf_puts(&b, "}],\"usage\":");
-        }
-        usage_json(&b, s);
-        st_buf_puts(&b, "}");
-        st_server_respond(s->resp, 200, "application/json", NULL, b.data, b.len);
-        st_buf_free(&b);
-        return 1;
-    }
-    st_buf b = em->cbuf; /* reused across events: no allocation per token */
-    st_buf_reset(&b);
-    if (s->fail_at && ev->n_out >= s->fail_at && !finished) {
-        const char *e = "{\"error\":{\"message\":\"EngineCore encountered an issue (injected mid-stream fault)\","
-                        "\"type\":\"InternalServerError\",\"param\":null,\"code\":500}}";
-        st_server_sse_send(s->resp, e, strlen(e));
-        st_server_sse_send(s->resp, "[DONE]", 6);
-        st_server_stream_end(s->resp);
-        em->cbuf = b;
-        st_emu_abort(em->eng, s->id);
-        em->success_abort++;
-        return 1;
-    }
-    if (ev->first && s->api == API_CHAT) {
-        chunk_head(&b, s);
-        st_buf_puts(&b, ",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"logprobs\":"
-                        "null,\"finish_reason\":null}]");
-        if (s->continuous) {
-            st_buf_puts(&b, ",\"usage\":");
-            st_buf_printf(&b, "{\"prompt_tokens\":%u,\"total_tokens\":%u,\"completion_tokens\":0", s->prompt_tokens,
-                          s->prompt_tokens);
-            prompt_details(&b, s);
-            st_buf_puts(&b, "}");
-        }
-        st_buf_puts(&b, "}");
-        st_server_sse_send(s->resp, b.data, b.len);
-        st_buf_reset(&b);
-    }
-    chunk_head(&b, s);
-    if (s->api == API_CHAT) {
-        st_buf_puts(&b, reasoning ? ",\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\" "
-                                  : ",\"choices\":[{\"index\":0,\"delta\":{\"content\":\" ");
-        st_buf_puts(&b, word);
-        st_buf_puts(&b, "\"},\"logprobs\":null,\"finish_reason\":");
-    } else {
-        /* a reasoning model served without a reasoning parser: the span is in the text */
-        st_buf_puts(&b, ",\"choices\":[{\"index\":0,\"text\":\"");
-        st_buf_puts(&b, reasoning && ev->n_out == 1 ? "<think> " : first_answer ? "</think> " : " ");
-        st_buf_puts(&b, word);
-        st_buf_puts(&b, "\",\"logprobs\":null,\"finish_reason\":");
-    }
-    if (finished)
-        st_buf_printf(&b, "\"%s\",\"stop_reason\":null}]", reason);
-    else
-        st_buf_puts(&b, "null,\"stop_reason\":null}]");
-    if (s->continuous) {
-        st_buf_printf(&b, ",\"usage\":{\"prompt_tokens\":%u,\"total_tokens\":%u,\"completion_tokens\":%u",
-                      s->prompt_tokens, s->prompt_tokens + s->n_out, s->n_out);
-        prompt_details(&b, s);
-        st_buf_puts(&b, "}");
-    }
-    st_buf_puts(&b, "}");
-    int wr = st_server_sse_send(s->resp, b.data, b.len);
-    if (wr == 0) {
-        st_ns late_w = st_now() - deadline_wall;
-        em->tok_sent++;
-        em->tok_late += (double)late_w * em->K > EMU_LATE_TOKEN_S * 1e9;
-        em->tok_very_late += (double)late_w * em->K > EMU_VERY_LATE_TOKEN_S * 1e9;
-    }
-    if (em->o->print_jitter && wr == 0) {
-        st_ns late = st_now() - deadline_wall;
-        if (late < 0)
-            late = 0;
-        size_t bin = (size_t)(late / 10000);
-        if (bin > 2000)
-            bin = 2000;
-        em->jit.bins[bin]++;
-        em->jit.n++;
-        if (late > em->jit.max)
-            em->jit.max = late;
-    }
-    if (finished) {
-        if (s->include_usage) {
-            st_buf_reset(&b);
-            chunk_head(&b, s);
-            st_buf_puts(&b, ",\"choices\":[],\"usage\":");
-            st_buf_printf(&b, "{\"prompt_tokens\":%u,\"total_tokens\":%u,\"completion_tokens\":%u", s->prompt_tokens,
-                          s->prompt_tokens + s->n_out, s->n_out);
-            prompt_details(&b, s);
-            st_buf_puts(&b, "}}");
-            st_server_sse_send(s->resp, b.data, b.len);
-        }
-        st_server_sse_send(s->resp, "[DONE]", 6);
-        st_server_stream_end(s->resp);
-    }
-    em->cbuf = b;
-    return finished;
+    tok_ctx t = { .word = word,
+                  .reasoning = ev->n_out <= s->n_reason, /* this token is reasoning */
+                  .first_answer = ev->n_out == s->n_reason + 1 && s->n_reason > 0,
+                  .finished = ev->finish != ST_EMU_NOT_FINISHED,
+                  .reason = ev->finish == ST_EMU_FINISH_STOP ? "stop" : "length" };
+    deliver_metrics(em, s, ev, end_e, t.finished);
+    if (!s->streaming)
+        return deliver_whole(em, s, ev, &t);
+    return deliver_stream(em, s, ev, &t, deadline_wall);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -823,158 +880,199 @@ static int64_t chat_ids(st_emulator *em, json_t *msgs, uint32_t **out, char *err
     return (int64_t)n;
 }
 
-static void handle_generate(st_emulator *em, const st_http_parser *req, st_server_resp *resp, api_t api)
+/* A generation request as read from its body. */
+typedef struct gen_req {
+    json_t *root;
+    api_t api;
+    int streaming;
+    json_t *so;    /* stream_options */
+    uint32_t *ids; /* the prompt's token ids */
+    int64_t n;     /* how many */
+    json_int_t max_tokens;
+    json_t *mn; /* min_tokens */
+} gen_req;
+
+/* The body read: JSON, the model, the stream options and the prompt's ids. -1: answered with an error. */
+static int gen_parse(st_emulator *em, const st_http_parser *req, st_server_resp *resp, gen_req *g)
 {
     json_error_t je;
-    json_t *root = json_loadb(req->body.data ? req->body.data : "", req->body.len, 0, &je);
+    json_t *root = g->root = json_loadb(req->body.data ? req->body.data : "", req->body.len, 0, &je);
     char err[1024];
     if (!root || !json_is_object(root)) {
         snprintf(err, sizeof err, "Invalid JSON body: %s", je.text);
         respond_error(resp, 400, err, NULL);
-        json_decref(root);
-        return;
+        return -1;
     }
     const char *model = json_string_value(json_object_get(root, "model"));
     if (model && strcmp(model, em->model_id)) {
         snprintf(err, sizeof err, "The model `%s` does not exist.", model);
         respond_error(resp, 404, err, "model");
-        json_decref(root);
-        return;
+        return -1;
     }
-    int streaming = json_is_true(json_object_get(root, "stream"));
-    json_t *so = json_object_get(root, "stream_options");
-    if (so && !json_is_null(so) && !streaming) {
+    g->streaming = json_is_true(json_object_get(root, "stream"));
+    g->so = json_object_get(root, "stream_options");
+    if (g->so && !json_is_null(g->so) && !g->streaming) {
         respond_error(resp, 400, "Stream options can only be defined when `stream=True`.", "stream_options");
-        json_decref(root);
-        return;
+        return -1;
     }
-    uint32_t *ids = NULL;
-    int64_t n = api == API_CHAT ? chat_ids(em, json_object_get(root, "messages"), &ids, err, sizeof err)
-                                : prompt_ids(em, json_object_get(root, "prompt"), &ids, err, sizeof err);
-    if (n < 0) {
+    g->n = g->api == API_CHAT ? chat_ids(em, json_object_get(root, "messages"), &g->ids, err, sizeof err)
+                              : prompt_ids(em, json_object_get(root, "prompt"), &g->ids, err, sizeof err);
+    if (g->n < 0) {
         respond_error(resp, 400, err, NULL);
-        json_decref(root);
-        return;
+        return -1;
     }
-    json_t *mt = api == API_CHAT ? json_object_get(root, "max_completion_tokens") : NULL;
+    return 0;
+}
+
+/* max_completion_tokens (chat) or max_tokens: an integer of at least 1 when given. -1: answered with an error. */
+static int gen_max_tokens(st_server_resp *resp, gen_req *g)
+{
+    json_t *mt = g->api == API_CHAT ? json_object_get(g->root, "max_completion_tokens") : NULL;
     if (!mt || json_is_null(mt))
-        mt = json_object_get(root, "max_tokens");
-    json_int_t max_tokens = api == API_CHAT ? 0 : 16;
-    if (mt && !json_is_null(mt)) {
-        /* an integral number written as a real (1e12) is an integer, as pydantic's lax mode reads it */
-        double mv = json_is_real(mt) ? json_real_value(mt) : 0;
-        int integral = json_is_integer(mt) || (json_is_real(mt) && mv == floor(mv) && fabs(mv) < 9.2e18);
-        json_int_t v = json_is_integer(mt) ? json_integer_value(mt) : integral ? (json_int_t)mv : 0;
-        if (!integral || v < 1) {
-            char why[160], given[64];
-            if (json_is_integer(mt) || json_is_real(mt))
-                snprintf(given, sizeof given, "%.17g", json_is_integer(mt) ? (double)v : mv);
-            else
-                snprintf(given, sizeof given, "%s",
-                         json_is_string(mt)    ? "a string"
-                         : json_is_boolean(mt) ? "a boolean"
-                                               : "not a number");
-            if (json_is_integer(mt))
-                snprintf(given, sizeof given, "%lld", (long long)v);
-            snprintf(why, sizeof why, "max_tokens must be %s, got %s", integral ? "at least 1" : "an integer", given);
-            respond_error(resp, 400, why, "max_tokens");
-            free(ids);
-            json_decref(root);
-            return;
-        }
-        max_tokens = v; /* the engine refuses more than the context, quoting it */
+        mt = json_object_get(g->root, "max_tokens");
+    g->max_tokens = g->api == API_CHAT ? 0 : 16;
+    if (!mt || json_is_null(mt))
+        return 0;
+    /* an integral number written as a real (1e12) is an integer, as pydantic's lax mode reads it */
+    double mv = json_is_real(mt) ? json_real_value(mt) : 0;
+    int integral = json_is_integer(mt) || (json_is_real(mt) && mv == floor(mv) && fabs(mv) < 9.2e18);
+    json_int_t v = json_is_integer(mt) ? json_integer_value(mt) : integral ? (json_int_t)mv : 0;
+    if (!integral || v < 1) {
+        char why[160], given[64];
+        if (json_is_integer(mt) || json_is_real(mt))
+            snprintf(given, sizeof given, "%.17g", json_is_integer(mt) ? (double)v : mv);
+        else
+            snprintf(given, sizeof given, "%s",
+                     json_is_string(mt)    ? "a string"
+                     : json_is_boolean(mt) ? "a boolean"
+                                           : "not a number");
+        if (json_is_integer(mt))
+            snprintf(given, sizeof given, "%lld", (long long)v);
+        snprintf(why, sizeof why, "max_tokens must be %s, got %s", integral ? "at least 1" : "an integer", given);
+        respond_error(resp, 400, why, "max_tokens");
+        return -1;
     }
+    g->max_tokens = v; /* the engine refuses more than the context, quoting it */
+    return 0;
+}
+
+/* One choice, min_tokens in range, a prompt; and the injected HTTP 500 fault. -1: answered with an error. */
+static int gen_limits(st_emulator *em, st_server_resp *resp, gen_req *g)
+{
     /* one choice per request: a request for several would be answered with one and counted as one */
-    json_t *nc = json_object_get(root, "n");
+    json_t *nc = json_object_get(g->root, "n");
     if (nc && !json_is_null(nc) && !(json_is_integer(nc) && json_integer_value(nc) == 1)) {
         respond_error(resp, 400, "n must be 1: the emulator generates one choice per request", "n");
-        free(ids);
-        json_decref(root);
-        return;
+        return -1;
     }
-    json_t *mn = json_object_get(root, "min_tokens");
+    json_t *mn = g->mn = json_object_get(g->root, "min_tokens");
     if (mn && !json_is_null(mn) &&
-        (!json_is_integer(mn) || json_integer_value(mn) < 0 || (max_tokens && json_integer_value(mn) > max_tokens))) {
+        (!json_is_integer(mn) || json_integer_value(mn) < 0 ||
+         (g->max_tokens && json_integer_value(mn) > g->max_tokens))) {
         char why[200];
         if (json_is_integer(mn))
             snprintf(why, sizeof why, "min_tokens must be non-negative and not above max_tokens (%lld), got %lld",
-                     (long long)max_tokens, (long long)json_integer_value(mn));
+                     (long long)g->max_tokens, (long long)json_integer_value(mn));
         else
             snprintf(why, sizeof why, "min_tokens must be an integer");
         respond_error(resp, 400, why, "min_tokens");
-        free(ids);
-        json_decref(root);
-        return;
+        return -1;
     }
-    if (n == 0) {
+    if (g->n == 0) {
         respond_error(resp, 400, "The prompt cannot be empty.", NULL);
-        free(ids);
-        json_decref(root);
-        return;
+        return -1;
     }
     /* fault: HTTP 500 */
     if (em->o->fault_500_rate > 0 && rng_uniform(em) < em->o->fault_500_rate) {
         respond_error(resp, 500, "EngineCore encountered an issue (injected fault).", NULL);
-        free(ids);
-        json_decref(root);
-        return;
+        return -1;
     }
+    return 0;
+}
+
+/* The request's stream: its id, its options and its buffers. NULL: out of memory. */
+static stream_t *gen_stream_new(st_emulator *em, st_server_resp *resp, const gen_req *g)
+{
     stream_t *s = calloc(1, sizeof *s);
-    if (!s) {
-        respond_error(resp, 500, "out of memory", NULL);
-        free(ids);
-        json_decref(root);
-        return;
-    }
+    if (!s)
+        return NULL;
     s->em = em;
     s->resp = resp;
-    s->api = api;
-    s->streaming = streaming;
-    s->include_usage = streaming && json_is_true(json_object_get(so, "include_usage"));
-    s->continuous = s->include_usage && json_is_true(json_object_get(so, "continuous_usage_stats"));
+    s->api = g->api;
+    s->streaming = g->streaming;
+    s->include_usage = g->streaming && json_is_true(json_object_get(g->so, "include_usage"));
+    s->continuous = s->include_usage && json_is_true(json_object_get(g->so, "continuous_usage_stats"));
     s->id = ++em->next_id;
-    s->prompt_tokens = (uint32_t)n;
+    s->prompt_tokens = (uint32_t)g->n;
     s->created = (long)(st_wall_ns() / ST_NS_PER_S);
-    new_rid(em, s->rid, sizeof s->rid, api == API_CHAT ? "chatcmpl-" : "cmpl-");
+    new_rid(em, s->rid, sizeof s->rid, g->api == API_CHAT ? "chatcmpl-" : "cmpl-");
     chunk_head_init(s);
     st_buf_init(&s->text, RESP_MAX);
     st_buf_init(&s->rtext, RESP_MAX);
+    return s;
+}
+
+/* The completions API's logprobs and prompt_logprobs, when asked (not streamed). */
+static void gen_logprobs(st_emulator *em, stream_t *s, const gen_req *g)
+{
+    json_t *lpj = json_object_get(g->root, "logprobs"), *plj = json_object_get(g->root, "prompt_logprobs");
+    int whole = g->api != API_CHAT && !g->streaming;
+    if (whole && json_is_integer(lpj) && json_integer_value(lpj) > 0) {
+        json_int_t k = json_integer_value(lpj);
+        s->logprobs = (uint32_t)(k > EMU_MAX_LOGPROBS ? EMU_MAX_LOGPROBS : k);
+        s->lp_ids = json_is_true(json_object_get(g->root, "return_tokens_as_token_ids"));
+        s->plm_h = st_plm_hash_ids(g->ids, (uint32_t)g->n);
+    }
+    st_buf_init(&s->prompt_lp, RESP_MAX);
+    if (whole && json_is_integer(plj) && json_integer_value(plj) > 0) {
+        json_int_t k = json_integer_value(plj);
+        plm_prompt_logprobs(em, g->ids, (uint32_t)g->n, (uint32_t)(k > EMU_MAX_LOGPROBS ? EMU_MAX_LOGPROBS : k),
+                            &s->prompt_lp);
+    }
+}
+
+/* A completions or chat request: checked as vLLM checks it, then queued on the engine model. */
+static void handle_generate(st_emulator *em, const st_http_parser *req, st_server_resp *resp, api_t api)
+{
+    gen_req g = { .api = api };
+    if (gen_parse(em, req, resp, &g) < 0 || gen_max_tokens(resp, &g) < 0 || gen_limits(em, resp, &g) < 0) {
+        free(g.ids);
+        json_decref(g.root);
+        return;
+    }
+    stream_t *s = gen_stream_new(em, resp, &g);
+    if (!s) {
+        respond_error(resp, 500, "out of memory", NULL);
+        free(g.ids);
+        json_decref(g.root);
+        return;
+    }
     st_emu_req_params p = { .id = s->id,
-                            .ids = ids,
-                            .n_ids = (uint32_t)n,
-                            .max_tokens = (uint64_t)max_tokens,
-                            .min_tokens = mn ? (uint32_t)json_integer_value(mn) : 0,
-                            .ignore_eos = json_is_true(json_object_get(root, "ignore_eos")),
+                            .ids = g.ids,
+                            .n_ids = (uint32_t)g.n,
+                            .max_tokens = (uint64_t)g.max_tokens,
+                            .min_tokens = g.mn ? (uint32_t)json_integer_value(g.mn) : 0,
+                            .ignore_eos = json_is_true(json_object_get(g.root, "ignore_eos")),
                             .chat = api == API_CHAT,
                             .arrival = -1,
                             .user = s };
-    json_t *lpj = json_object_get(root, "logprobs"), *plj = json_object_get(root, "prompt_logprobs");
-    if (api != API_CHAT && !streaming && json_is_integer(lpj) && json_integer_value(lpj) > 0) {
-        json_int_t k = json_integer_value(lpj);
-        s->logprobs = (uint32_t)(k > EMU_MAX_LOGPROBS ? EMU_MAX_LOGPROBS : k);
-        s->lp_ids = json_is_true(json_object_get(root, "return_tokens_as_token_ids"));
-        s->plm_h = st_plm_hash_ids(ids, (uint32_t)n);
-    }
-    st_buf_init(&s->prompt_lp, RESP_MAX);
-    if (api != API_CHAT && !streaming && json_is_integer(plj) && json_integer_value(plj) > 0) {
-        json_int_t k = json_integer_value(plj);
-        plm_prompt_logprobs(em, ids, (uint32_t)n, (uint32_t)(k > EMU_MAX_LOGPROBS ? EMU_MAX_LOGPROBS : k),
-                            &s->prompt_lp);
-    }
-    json_decref(root);
+    gen_logprobs(em, s, &g);
+    json_decref(g.root);
+    char err[1024];
     int rc = st_emu_add_request(em->eng, &p, err, sizeof err);
-    free(ids);
+    free(g.ids);
     if (rc != ST_EMU_ADD_OK) {
         respond_error(resp, rc == ST_EMU_ADD_NOMEM ? 500 : 400, err, rc == ST_EMU_ADD_TOO_LONG ? "input_tokens" : NULL);
         stream_free(s);
         return;
     }
-    s->max_tokens = p.max_tokens ? (uint32_t)p.max_tokens : em->cfg.max_model_len - (uint32_t)n; /* <= max_model_len */
+    s->max_tokens =
+        p.max_tokens ? (uint32_t)p.max_tokens : em->cfg.max_model_len - (uint32_t)g.n; /* <= max_model_len */
     s->n_reason = (uint32_t)floor(em->o->reasoning_share * s->max_tokens);
-    if (em->o->fault_midstream_rate > 0 && streaming && s->max_tokens >= 2 &&
+    if (em->o->fault_midstream_rate > 0 && g.streaming && s->max_tokens >= 2 &&
         rng_uniform(em) < em->o->fault_midstream_rate)
         s->fail_at = s->max_tokens / 2;
-    if (streaming)
+    if (g.streaming)
         st_server_stream_start(resp, 200, "text/event-stream; charset=utf-8", NULL);
     st_server_resp_on_cancel(resp, on_cancel, s);
     arm_now(em);

@@ -616,7 +616,8 @@ static int rd_value(rd *r, st_gguf_type type, st_gguf_value *v, const char *key)
     return 0;
 }
 
-static int parse(rd *r, st_gguf *g)
+/* The header: magic, version, and the tensor and metadata counts (bounded). */
+static int parse_header(rd *r, st_gguf *g, uint64_t *n_t, uint64_t *n_kv)
 {
     if (need(r, 4, "the magic"))
         return -1;
@@ -626,146 +627,162 @@ static int parse(rd *r, st_gguf *g)
         return -1;
     }
     r->pos = 4;
-    uint64_t n_t, n_kv;
     if (rd_u32(r, &g->version, "the version"))
         return -1;
     if (g->version != 2 && g->version != 3) {
         st_errf(r->err, r->errlen, "byte 4: GGUF version %" PRIu32 " (2 or 3 supported)", g->version);
         return -1;
     }
-    if (rd_u64(r, &n_t, "the tensor count") || rd_u64(r, &n_kv, "the metadata count"))
+    if (rd_u64(r, n_t, "the tensor count") || rd_u64(r, n_kv, "the metadata count"))
         return -1;
-    if (n_t > ST_GGUF_MAX_TENSORS) {
-        st_errf(r->err, r->errlen, "byte 8: %" PRIu64 " tensors (at most %u)", n_t, ST_GGUF_MAX_TENSORS);
-        return -1;
-    }
-    if (n_kv > ST_GGUF_MAX_KV) {
-        st_errf(r->err, r->errlen, "byte 16: %" PRIu64 " metadata entries (at most %u)", n_kv, ST_GGUF_MAX_KV);
+    if (*n_t > ST_GGUF_MAX_TENSORS) {
+        st_errf(r->err, r->errlen, "byte 8: %" PRIu64 " tensors (at most %u)", *n_t, ST_GGUF_MAX_TENSORS);
         return -1;
     }
+    if (*n_kv > ST_GGUF_MAX_KV) {
+        st_errf(r->err, r->errlen, "byte 16: %" PRIu64 " metadata entries (at most %u)", *n_kv, ST_GGUF_MAX_KV);
+        return -1;
+    }
+    return 0;
+}
+
+/* Metadata entry i: its key (new, well-formed), its type and its value, stored in g. */
+static int parse_kv(rd *r, st_gguf *g, uint64_t i)
+{
     char what[96];
-    for (uint64_t i = 0; i < n_kv; i++) {
-        size_t at = r->pos;
-        const unsigned char *k;
-        uint64_t kl;
-        snprintf(what, sizeof what, "the key of metadata entry %" PRIu64, i);
-        if (rd_str(r, &k, &kl, what))
-            return -1;
-        if (!kl || kl > ST_GGUF_MAX_KEY || memchr(k, 0, (size_t)kl)) {
-            st_errf(r->err, r->errlen,
-                    "byte %zu: metadata entry %" PRIu64 ": key is empty, longer than %d bytes or holds a NUL", at, i,
-                    ST_GGUF_MAX_KEY);
-            return -1;
-        }
-        char *key = malloc((size_t)kl + 1);
-        if (!key) {
-            st_errf(r->err, r->errlen, "byte %zu: out of memory", at);
-            return -1;
-        }
-        memcpy(key, k, (size_t)kl);
-        key[kl] = '\0';
-        if (st_gguf_find(g, key)) {
-            st_errf(r->err, r->errlen, "byte %zu: duplicate key '%s'", at, key);
-            free(key);
-            return -1;
-        }
-        uint32_t type;
-        snprintf(what, sizeof what, "the type of key '%.60s'", key);
-        if (rd_u32(r, &type, what)) {
-            free(key);
-            return -1;
-        }
-        if (type >= ST_GGUF_NTYPES) {
-            st_errf(r->err, r->errlen, "byte %zu: key '%s': unknown value type %" PRIu32, r->pos - 4, key, type);
-            free(key);
-            return -1;
-        }
-        st_gguf_value v;
-        memset(&v, 0, sizeof v);
-        if (rd_value(r, (st_gguf_type)type, &v, key)) {
-            value_free(&v);
-            free(key);
-            return -1;
-        }
-        st_gguf_value *slot = kv_slot(g, key);
+    size_t at = r->pos;
+    const unsigned char *k;
+    uint64_t kl;
+    snprintf(what, sizeof what, "the key of metadata entry %" PRIu64, i);
+    if (rd_str(r, &k, &kl, what))
+        return -1;
+    if (!kl || kl > ST_GGUF_MAX_KEY || memchr(k, 0, (size_t)kl)) {
+        st_errf(r->err, r->errlen,
+                "byte %zu: metadata entry %" PRIu64 ": key is empty, longer than %d bytes or holds a NUL", at, i,
+                ST_GGUF_MAX_KEY);
+        return -1;
+    }
+    char *key = malloc((size_t)kl + 1);
+    if (!key) {
+        st_errf(r->err, r->errlen, "byte %zu: out of memory", at);
+        return -1;
+    }
+    memcpy(key, k, (size_t)kl);
+    key[kl] = '\0';
+    if (st_gguf_find(g, key)) {
+        st_errf(r->err, r->errlen, "byte %zu: duplicate key '%s'", at, key);
         free(key);
-        if (!slot) {
-            value_free(&v);
-            st_errf(r->err, r->errlen, "byte %zu: out of memory", at);
-            return -1;
-        }
-        *slot = v;
+        return -1;
     }
+    uint32_t type;
+    snprintf(what, sizeof what, "the type of key '%.60s'", key);
+    if (rd_u32(r, &type, what)) {
+        free(key);
+        return -1;
+    }
+    if (type >= ST_GGUF_NTYPES) {
+        st_errf(r->err, r->errlen, "byte %zu: key '%s': unknown value type %" PRIu32, r->pos - 4, key, type);
+        free(key);
+        return -1;
+    }
+    st_gguf_value v;
+    memset(&v, 0, sizeof v);
+    if (rd_value(r, (st_gguf_type)type, &v, key)) {
+        value_free(&v);
+        free(key);
+        return -1;
+    }
+    st_gguf_value *slot = kv_slot(g, key);
+    free(key);
+    if (!slot) {
+        value_free(&v);
+        st_errf(r->err, r->errlen, "byte %zu: out of memory", at);
+        return -1;
+    }
+    *slot = v;
+    return 0;
+}
+
+/* The data's alignment from the metadata, when given: a u32 power of two. */
+static int parse_alignment(rd *r, st_gguf *g)
+{
     const st_gguf_kv *al = st_gguf_find(g, KEY_ALIGNMENT);
-    if (al) {
-        if (al->v.type != ST_GGUF_U32 || !al->v.u || (al->v.u & (al->v.u - 1))) {
-            st_errf(r->err, r->errlen, "%s must be a u32 power of two (is %s %" PRIu64 ")", KEY_ALIGNMENT,
-                    type_name(al->v.type), al->v.u);
-            return -1;
-        }
-        g->alignment = (uint32_t)al->v.u;
+    if (!al)
+        return 0;
+    if (al->v.type != ST_GGUF_U32 || !al->v.u || (al->v.u & (al->v.u - 1))) {
+        st_errf(r->err, r->errlen, "%s must be a u32 power of two (is %s %" PRIu64 ")", KEY_ALIGNMENT,
+                type_name(al->v.type), al->v.u);
+        return -1;
     }
-    uint64_t expect = 0;
-    for (uint64_t i = 0; i < n_t; i++) {
-        size_t at = r->pos;
-        const unsigned char *nm;
-        uint64_t nl;
-        snprintf(what, sizeof what, "the name of tensor %" PRIu64, i);
-        if (rd_str(r, &nm, &nl, what))
-            return -1;
-        if (!nl || nl > ST_GGUF_MAX_NAME || memchr(nm, 0, (size_t)nl)) {
-            st_errf(r->err, r->errlen,
-                    "byte %zu: tensor %" PRIu64 ": name is empty, longer than %d bytes or holds a NUL", at, i,
-                    ST_GGUF_MAX_NAME);
-            return -1;
-        }
-        st_gguf_tensor *t = tensor_push(g);
-        if (!t) {
-            st_errf(r->err, r->errlen, "byte %zu: out of memory", at);
-            return -1;
-        }
-        memcpy(t->name, nm, (size_t)nl);
-        t->name[nl] = '\0';
-        if (st_gguf_tensor_find(g, t->name)) {
-            st_errf(r->err, r->errlen, "byte %zu: duplicate tensor name '%s'", at, t->name);
-            return -1;
-        }
-        snprintf(what, sizeof what, "the shape of tensor '%s'", t->name);
-        if (rd_u32(r, &t->n_dims, what))
-            return -1;
-        if (t->n_dims > ST_GGUF_MAX_DIMS) {
-            st_errf(r->err, r->errlen, "byte %zu: tensor '%s': %" PRIu32 " dimensions (at most %d)", r->pos - 4,
-                    t->name, t->n_dims, ST_GGUF_MAX_DIMS);
-            return -1;
-        }
-        for (uint32_t d = 0; d < t->n_dims; d++)
-            if (rd_u64(r, &t->ne[d], what))
-                return -1;
-        snprintf(what, sizeof what, "the type and offset of tensor '%s'", t->name);
-        if (rd_u32(r, &t->type, what) || rd_u64(r, &t->offset, what))
-            return -1;
-        char why[256];
-        if (tensor_check(t, why, sizeof why)) {
-            st_errf(r->err, r->errlen, "byte %zu: %s", at, why);
-            return -1;
-        }
-        if (t->offset != expect) {
-            st_errf(r->err, r->errlen,
-                    "byte %zu: tensor '%s' at offset %" PRIu64 ", %" PRIu64
-                    " expected (consecutive, aligned to %" PRIu32 ")",
-                    at, t->name, t->offset, expect, g->alignment);
-            return -1;
-        }
-        uint64_t padded = pad_to(t->nbytes, g->alignment);
-        if (padded < t->nbytes || expect > UINT64_MAX - padded) {
-            st_errf(r->err, r->errlen, "byte %zu: tensor '%s': data section size overflows", at, t->name);
-            return -1;
-        }
-        expect += padded;
-        g->n_t++;
+    g->alignment = (uint32_t)al->v.u;
+    return 0;
+}
+
+/* Tensor i's name, shape, type and offset, stored in g; its data must start at *expect (then advanced). */
+static int parse_tensor(rd *r, st_gguf *g, uint64_t i, uint64_t *expect)
+{
+    char what[96];
+    size_t at = r->pos;
+    const unsigned char *nm;
+    uint64_t nl;
+    snprintf(what, sizeof what, "the name of tensor %" PRIu64, i);
+    if (rd_str(r, &nm, &nl, what))
+        return -1;
+    if (!nl || nl > ST_GGUF_MAX_NAME || memchr(nm, 0, (size_t)nl)) {
+        st_errf(r->err, r->errlen, "byte %zu: tensor %" PRIu64 ": name is empty, longer than %d bytes or holds a NUL",
+                at, i, ST_GGUF_MAX_NAME);
+        return -1;
     }
-    g->data_offset = n_t ? pad_to(r->pos, g->alignment) : r->pos;
-    g->data_size = expect;
+    st_gguf_tensor *t = tensor_push(g);
+    if (!t) {
+        st_errf(r->err, r->errlen, "byte %zu: out of memory", at);
+        return -1;
+    }
+    memcpy(t->name, nm, (size_t)nl);
+    t->name[nl] = '\0';
+    if (st_gguf_tensor_find(g, t->name)) {
+        st_errf(r->err, r->errlen, "byte %zu: duplicate tensor name '%s'", at, t->name);
+        return -1;
+    }
+    snprintf(what, sizeof what, "the shape of tensor '%s'", t->name);
+    if (rd_u32(r, &t->n_dims, what))
+        return -1;
+    if (t->n_dims > ST_GGUF_MAX_DIMS) {
+        st_errf(r->err, r->errlen, "byte %zu: tensor '%s': %" PRIu32 " dimensions (at most %d)", r->pos - 4, t->name,
+                t->n_dims, ST_GGUF_MAX_DIMS);
+        return -1;
+    }
+    for (uint32_t d = 0; d < t->n_dims; d++)
+        if (rd_u64(r, &t->ne[d], what))
+            return -1;
+    snprintf(what, sizeof what, "the type and offset of tensor '%s'", t->name);
+    if (rd_u32(r, &t->type, what) || rd_u64(r, &t->offset, what))
+        return -1;
+    char why[256];
+    if (tensor_check(t, why, sizeof why)) {
+        st_errf(r->err, r->errlen, "byte %zu: %s", at, why);
+        return -1;
+    }
+    if (t->offset != *expect) {
+        st_errf(r->err, r->errlen,
+                "byte %zu: tensor '%s' at offset %" PRIu64 ", %" PRIu64 " expected (consecutive, aligned to %" PRIu32
+                ")",
+                at, t->name, t->offset, *expect, g->alignment);
+        return -1;
+    }
+    uint64_t padded = pad_to(t->nbytes, g->alignment);
+    if (padded < t->nbytes || *expect > UINT64_MAX - padded) {
+        st_errf(r->err, r->errlen, "byte %zu: tensor '%s': data section size overflows", at, t->name);
+        return -1;
+    }
+    *expect += padded;
+    g->n_t++;
+    return 0;
+}
+
+/* Every tensor's data inside the file. */
+static int parse_data_bounds(rd *r, const st_gguf *g)
+{
     for (size_t i = 0; i < g->n_t; i++) {
         const st_gguf_tensor *t = &g->t[i];
         if (g->data_offset > r->file_size || t->offset > r->file_size - g->data_offset ||
@@ -777,6 +794,26 @@ static int parse(rd *r, st_gguf *g)
         }
     }
     return 0;
+}
+
+/* A GGUF file's header, metadata and tensor table, phase by phase. */
+static int parse(rd *r, st_gguf *g)
+{
+    uint64_t n_t, n_kv;
+    if (parse_header(r, g, &n_t, &n_kv))
+        return -1;
+    for (uint64_t i = 0; i < n_kv; i++)
+        if (parse_kv(r, g, i))
+            return -1;
+    if (parse_alignment(r, g))
+        return -1;
+    uint64_t expect = 0;
+    for (uint64_t i = 0; i < n_t; i++)
+        if (parse_tensor(r, g, i, &expect))
+            return -1;
+    g->data_offset = n_t ? pad_to(r->pos, g->alignment) : r->pos;
+    g->data_size = expect;
+    return parse_data_bounds(r, g);
 }
 
 int st_gguf_parse(const void *p, size_t len, uint64_t file_size, st_gguf *g, char *err, size_t errlen)

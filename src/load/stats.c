@@ -162,6 +162,195 @@ static double per_s(double x, double dur) { return dur > 0 ? x / dur : NAN; }
 
 static double srv_prompt_s(const st_record *r) { return r->srv_prompt >= 0 ? st_ns_to_s(r->srv_prompt) : NAN; }
 
+/* What computing a summary works with: the records, their bounds and the scratch arrays. */
+typedef struct summary_ctx {
+    const st_record *recs;
+    uint32_t n;
+    const st_slo *slo;
+    st_ns sched_lo, sched_hi, sent_lo, sent_hi, end_hi;
+    uint64_t itl_n; /* inter-token gaps of the completed requests */
+    double *vals;   /* one figure per measured request */
+    double *itl;    /* one per inter-token gap */
+} summary_ctx;
+
+/* The counts, the time bounds, the token totals and the rates over the run. */
+static void summary_counts(summary_ctx *c, st_summary *s)
+{
+    c->sched_lo = c->sent_lo = INT64_MAX;
+    c->sched_hi = c->sent_hi = c->end_hi = INT64_MIN;
+    for (uint32_t i = 0; i < c->n; i++) {
+        const st_record *r = &c->recs[i];
+        if (r->warmup) {
+            s->warmup++;
+            continue;
+        }
+        s->measured++;
+        if ((unsigned)r->status < ST_REQ__COUNT)
+            s->by_status[r->status]++;
+        if (r->scheduled < c->sched_lo)
+            c->sched_lo = r->scheduled;
+        if (r->scheduled > c->sched_hi)
+            c->sched_hi = r->scheduled;
+        if (r->sent >= 0) {
+            s->sent++;
+            if (r->sent < c->sent_lo)
+                c->sent_lo = r->sent;
+            if (r->sent > c->sent_hi)
+                c->sent_hi = r->sent;
+        }
+        if (r->end >= 0 && r->end > c->end_hi)
+            c->end_hi = r->end;
+        if (r->status == ST_REQ_OK) {
+            s->completed++;
+            s->input_tokens += r->input_tokens;
+            s->output_tokens += r->output_tokens;
+            s->cached_tokens += r->cached_tokens;
+            if (r->output_tokens < r->output_requested)
+                s->output_requested_short++;
+            if (r->n_events > 1)
+                c->itl_n += r->n_events - 1;
+            s->reasoning_tokens += r->reasoning_tokens;
+            if (r->prompt_reported) {
+                s->prompt_reported += r->prompt_reported;
+                s->prompt_requested += r->input_tokens;
+                s->prompt_reported_n++;
+            }
+            if (st_slo_met(r, c->slo))
+                s->good++;
+        }
+    }
+    s->failed = s->measured - s->completed;
+    s->first_send_s = s->sent ? st_ns_to_s(c->sent_lo) : NAN;
+    s->last_end_s = c->end_hi >= 0 ? st_ns_to_s(c->end_hi) : NAN;
+    s->duration_s = (s->sent && c->end_hi >= 0 && c->end_hi > c->sent_lo) ? st_ns_to_s(c->end_hi - c->sent_lo) : NAN;
+    s->offered_rate = rate_over(s->measured, c->sched_lo, c->sched_hi);
+    s->achieved_rate = rate_over(s->sent, c->sent_lo, c->sent_hi);
+    double dur = s->duration_s;
+    s->request_throughput = per_s(s->completed, dur);
+    s->input_throughput = per_s((double)s->input_tokens, dur);
+    s->output_throughput = per_s((double)s->output_tokens, dur);
+    s->total_token_throughput = per_s((double)(s->input_tokens + s->output_tokens), dur);
+    s->goodput = per_s(s->good, dur);
+}
+
+/* One figure of each completed request into c->vals (win: only those that ended in the steady window). */
+static uint32_t summary_collect(summary_ctx *c, int win, double (*fig)(const st_record *))
+{
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < c->n; i++) {
+        const st_record *r = &c->recs[i];
+        if (r->warmup || r->status != ST_REQ_OK || (win && !in_win(r->end, c->sched_lo, c->sched_hi)))
+            continue;
+        c->vals[k++] = fig(r);
+    }
+    return k;
+}
+
+/* The latency distributions over the whole run (win = 0) or the steady window (win = 1). */
+static void summary_dists(summary_ctx *c, st_summary *s, int win)
+{
+    st_window *w = &s->steady;
+    st_ns ws = c->sched_lo, we = c->sched_hi;
+    st_dist *d_ttft = win ? &w->ttft : &s->ttft, *d_tpot = win ? &w->tpot : &s->tpot;
+    st_dist *d_e2e = win ? &w->e2e : &s->e2e, *d_lag = win ? &w->lag : &s->lag;
+    st_dist *d_itl = win ? &w->itl : &s->itl;
+    /* Completed requests (in the window: those that ended inside it). */
+    st_dist_compute(c->vals, summary_collect(c, win, st_record_ttft), d_ttft);
+    st_dist_compute(c->vals, summary_collect(c, win, st_record_tpot), d_tpot);
+    st_dist_compute(c->vals, summary_collect(c, win, st_record_e2e), d_e2e);
+    if (!win) /* NAN (no answer token) is left out */
+        st_dist_compute(c->vals, summary_collect(c, win, st_record_ttfat), &s->ttfat);
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < c->n; i++) {
+        const st_record *r = &c->recs[i];
+        if (r->warmup || r->sent < 0 || (win && !in_win(r->sent, ws, we)))
+            continue;
+        c->vals[k++] = st_record_lag(r);
+    }
+    st_dist_compute(c->vals, k, d_lag);
+    uint64_t q = 0;
+    for (uint32_t i = 0; i < c->n; i++) {
+        const st_record *r = &c->recs[i];
+        if (r->warmup || r->status != ST_REQ_OK || !r->events)
+            continue;
+        for (uint32_t j = 1; j < r->n_events && q < c->itl_n; j++) {
+            if (win && !(in_win(r->events[j - 1], ws, we) && in_win(r->events[j], ws, we)))
+                continue;
+            c->itl[q++] = st_ns_to_s(r->events[j] - r->events[j - 1]);
+        }
+    }
+    st_dist_compute(c->itl, q > UINT32_MAX ? UINT32_MAX : (uint32_t)q, d_itl);
+}
+
+/* Server-reported timings and draft counts: the figures are NAN for requests without them (skipped). */
+static void summary_server(summary_ctx *c, st_summary *s)
+{
+    double (*const srv_fn[4])(const st_record *) = { srv_prompt_s, st_record_srv_tpot, st_record_srv_ttft_gap,
+                                                     st_record_srv_tpot_gap };
+    st_dist *srv_d[4] = { &s->srv_prompt, &s->srv_tpot, &s->srv_ttft_gap, &s->srv_tpot_gap };
+    for (int f = 0; f < 4; f++) {
+        uint32_t k = 0;
+        for (uint32_t i = 0; i < c->n; i++)
+            if (!c->recs[i].warmup && c->recs[i].status == ST_REQ_OK)
+                c->vals[k++] = srv_fn[f](&c->recs[i]);
+        st_dist_compute(c->vals, k, srv_d[f]);
+    }
+    for (uint32_t i = 0; i < c->n; i++) {
+        const st_record *r = &c->recs[i];
+        if (!r->warmup && r->status == ST_REQ_OK && r->has_draft) {
+            s->srv_draft_requests++;
+            s->srv_draft_tokens += r->srv_draft_n;
+            s->srv_draft_accepted += r->srv_draft_accepted;
+        }
+    }
+}
+
+/* The steady window's counts and rates (NAN when there is none). */
+static void summary_window(summary_ctx *c, st_summary *s)
+{
+    st_window *w = &s->steady;
+    st_ns ws = c->sched_lo, we = c->sched_hi;
+    if (!w->valid) {
+        w->start_s = w->end_s = w->duration_s = NAN;
+        w->request_throughput = w->input_throughput = w->output_throughput = w->goodput = NAN;
+        st_dist_compute(c->vals, 0, &w->ttft);
+        w->tpot = w->itl = w->e2e = w->lag = w->ttft;
+        return;
+    }
+    w->start_s = st_ns_to_s(ws);
+    w->end_s = st_ns_to_s(we);
+    w->duration_s = st_ns_to_s(we - ws);
+    for (uint32_t i = 0; i < c->n; i++) {
+        const st_record *r = &c->recs[i];
+        if (r->warmup)
+            continue;
+        int ended_in = r->end >= 0 && in_win(r->end, ws, we);
+        if (r->status != ST_REQ_OK) {
+            w->failed += ended_in;
+            continue;
+        }
+        if (ended_in) {
+            w->completed++;
+            w->input_tokens += r->input_tokens;
+            if (st_slo_met(r, c->slo))
+                w->good++;
+        }
+        /* Output tokens produced inside the window, spread evenly over the events. */
+        if (r->n_events > 0 && r->events) {
+            uint32_t inside = 0;
+            for (uint32_t j = 0; j < r->n_events; j++)
+                inside += in_win(r->events[j], ws, we);
+            w->output_tokens += (double)r->output_tokens * inside / r->n_events;
+        } else if (ended_in) {
+            w->output_tokens += r->output_tokens;
+        }
+    }
+    w->request_throughput = per_s(w->completed, w->duration_s);
+    w->input_throughput = per_s((double)w->input_tokens, w->duration_s);
+    w->output_throughput = per_s(w->output_tokens, w->duration_s);
+    w->goodput = per_s(w->good, w->duration_s);
+}
+
 int st_summary_compute(const st_record *recs, uint32_t n, const st_summary_opts *opts, st_summary *s)
 {
     static const st_summary_opts none;
@@ -171,188 +360,29 @@ int st_summary_compute(const st_record *recs, uint32_t n, const st_summary_opts 
     s->total = n;
     const st_slo *slo = &opts->slo;
     s->slo_set = term_set(slo->ttft_s) || term_set(slo->tpot_s) || term_set(slo->e2e_s) || term_set(slo->ttfat_s);
-
-    st_ns sched_lo = INT64_MAX, sched_hi = INT64_MIN, sent_lo = INT64_MAX, sent_hi = INT64_MIN;
-    st_ns end_hi = INT64_MIN;
-    uint64_t itl_n = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        const st_record *r = &recs[i];
-        if (r->warmup) {
-            s->warmup++;
-            continue;
-        }
-        s->measured++;
-        if ((unsigned)r->status < ST_REQ__COUNT)
-            s->by_status[r->status]++;
-        if (r->scheduled < sched_lo)
-            sched_lo = r->scheduled;
-        if (r->scheduled > sched_hi)
-            sched_hi = r->scheduled;
-        if (r->sent >= 0) {
-            s->sent++;
-            if (r->sent < sent_lo)
-                sent_lo = r->sent;
-            if (r->sent > sent_hi)
-                sent_hi = r->sent;
-        }
-        if (r->end >= 0 && r->end > end_hi)
-            end_hi = r->end;
-        if (r->status == ST_REQ_OK) {
-            s->completed++;
-            s->input_tokens += r->input_tokens;
-            s->output_tokens += r->output_tokens;
-            s->cached_tokens += r->cached_tokens;
-            if (r->output_tokens < r->output_requested)
-                s->output_requested_short++;
-            if (r->n_events > 1)
-                itl_n += r->n_events - 1;
-            s->reasoning_tokens += r->reasoning_tokens;
-            if (r->prompt_reported) {
-                s->prompt_reported += r->prompt_reported;
-                s->prompt_requested += r->input_tokens;
-                s->prompt_reported_n++;
-            }
-            if (st_slo_met(r, slo))
-                s->good++;
-        }
-    }
-    s->failed = s->measured - s->completed;
-    s->first_send_s = s->sent ? st_ns_to_s(sent_lo) : NAN;
-    s->last_end_s = end_hi >= 0 ? st_ns_to_s(end_hi) : NAN;
-    s->duration_s = (s->sent && end_hi >= 0 && end_hi > sent_lo) ? st_ns_to_s(end_hi - sent_lo) : NAN;
-    s->offered_rate = rate_over(s->measured, sched_lo, sched_hi);
-    s->achieved_rate = rate_over(s->sent, sent_lo, sent_hi);
-    double dur = s->duration_s;
-    s->request_throughput = per_s(s->completed, dur);
-    s->input_throughput = per_s((double)s->input_tokens, dur);
-    s->output_throughput = per_s((double)s->output_tokens, dur);
-    s->total_token_throughput = per_s((double)(s->input_tokens + s->output_tokens), dur);
-    s->goodput = per_s(s->good, dur);
+    summary_ctx c = { .recs = recs, .n = n, .slo = slo };
+    summary_counts(&c, s);
 
     uint32_t m = s->measured ? s->measured : 1;
-    double *vals = malloc(m * sizeof *vals);
-    double *itl = malloc((itl_n ? itl_n : 1) * sizeof *itl);
-    if (!vals || !itl) {
-        free(vals);
-        free(itl);
+    c.vals = malloc(m * sizeof *c.vals);
+    c.itl = malloc((c.itl_n ? c.itl_n : 1) * sizeof *c.itl);
+    if (!c.vals || !c.itl) {
+        free(c.vals);
+        free(c.itl);
         return -1;
     }
-
-    st_window *w = &s->steady;
-    w->valid = s->measured >= 2 && sched_hi > sched_lo;
-    st_ns ws = sched_lo, we = sched_hi;
-
+    /* the steady window: from the first scheduled send to the last */
+    s->steady.valid = s->measured >= 2 && c.sched_hi > c.sched_lo;
     /* Two passes per distribution: the whole run (win = 0), then the steady window. */
     for (int win = 0; win < 2; win++) {
-        if (win && !w->valid)
+        if (win && !s->steady.valid)
             break;
-        st_dist *d_ttft = win ? &w->ttft : &s->ttft, *d_tpot = win ? &w->tpot : &s->tpot;
-        st_dist *d_e2e = win ? &w->e2e : &s->e2e, *d_lag = win ? &w->lag : &s->lag;
-        st_dist *d_itl = win ? &w->itl : &s->itl;
-        uint32_t k;
-        /* Completed requests (in the window: those that ended inside it). */
-#define COLLECT(expr)                                                                                                  \
-    k = 0;                                                                                                             \
-    for (uint32_t i = 0; i < n; i++) {                                                                                 \
-        const st_record *r = &recs[i];                                                                                 \
-        if (r->warmup || r->status != ST_REQ_OK || (win && !in_win(r->end, ws, we)))                                   \
-            continue;                                                                                                  \
-        vals[k++] = (expr);                                                                                            \
+        summary_dists(&c, s, win);
     }
-        COLLECT(st_record_ttft(r));
-        st_dist_compute(vals, k, d_ttft);
-        COLLECT(st_record_tpot(r));
-        st_dist_compute(vals, k, d_tpot);
-        COLLECT(st_record_e2e(r));
-        st_dist_compute(vals, k, d_e2e);
-        if (!win) {
-            COLLECT(st_record_ttfat(r)); /* NAN (no answer token) is left out */
-            st_dist_compute(vals, k, &s->ttfat);
-        }
-#undef COLLECT
-        k = 0;
-        for (uint32_t i = 0; i < n; i++) {
-            const st_record *r = &recs[i];
-            if (r->warmup || r->sent < 0 || (win && !in_win(r->sent, ws, we)))
-                continue;
-            vals[k++] = st_record_lag(r);
-        }
-        st_dist_compute(vals, k, d_lag);
-        uint64_t q = 0;
-        for (uint32_t i = 0; i < n; i++) {
-            const st_record *r = &recs[i];
-            if (r->warmup || r->status != ST_REQ_OK || !r->events)
-                continue;
-            for (uint32_t j = 1; j < r->n_events && q < itl_n; j++) {
-                if (win && !(in_win(r->events[j - 1], ws, we) && in_win(r->events[j], ws, we)))
-                    continue;
-                itl[q++] = st_ns_to_s(r->events[j] - r->events[j - 1]);
-            }
-        }
-        st_dist_compute(itl, q > UINT32_MAX ? UINT32_MAX : (uint32_t)q, d_itl);
-    }
-
-    /* server-reported timings: the figures are NAN for requests without them (skipped) */
-    double (*const srv_fn[4])(const st_record *) = { srv_prompt_s, st_record_srv_tpot, st_record_srv_ttft_gap,
-                                                     st_record_srv_tpot_gap };
-    st_dist *srv_d[4] = { &s->srv_prompt, &s->srv_tpot, &s->srv_ttft_gap, &s->srv_tpot_gap };
-    for (int f = 0; f < 4; f++) {
-        uint32_t k = 0;
-        for (uint32_t i = 0; i < n; i++)
-            if (!recs[i].warmup && recs[i].status == ST_REQ_OK)
-                vals[k++] = srv_fn[f](&recs[i]);
-        st_dist_compute(vals, k, srv_d[f]);
-    }
-
-    for (uint32_t i = 0; i < n; i++)
-        if (!recs[i].warmup && recs[i].status == ST_REQ_OK && recs[i].has_draft) {
-            s->srv_draft_requests++;
-            s->srv_draft_tokens += recs[i].srv_draft_n;
-            s->srv_draft_accepted += recs[i].srv_draft_accepted;
-        }
-
-    if (w->valid) {
-        w->start_s = st_ns_to_s(ws);
-        w->end_s = st_ns_to_s(we);
-        w->duration_s = st_ns_to_s(we - ws);
-        for (uint32_t i = 0; i < n; i++) {
-            const st_record *r = &recs[i];
-            if (r->warmup)
-                continue;
-            int ended_in = r->end >= 0 && in_win(r->end, ws, we);
-            if (r->status != ST_REQ_OK) {
-                w->failed += ended_in;
-                continue;
-            }
-            if (ended_in) {
-                w->completed++;
-                w->input_tokens += r->input_tokens;
-                if (st_slo_met(r, slo))
-                    w->good++;
-            }
-            /* Output tokens produced inside the window, spread evenly over the events. */
-            if (r->n_events > 0 && r->events) {
-                uint32_t inside = 0;
-                for (uint32_t j = 0; j < r->n_events; j++)
-                    inside += in_win(r->events[j], ws, we);
-                w->output_tokens += (double)r->output_tokens * inside / r->n_events;
-            } else if (ended_in) {
-                w->output_tokens += r->output_tokens;
-            }
-        }
-        w->request_throughput = per_s(w->completed, w->duration_s);
-        w->input_throughput = per_s((double)w->input_tokens, w->duration_s);
-        w->output_throughput = per_s(w->output_tokens, w->duration_s);
-        w->goodput = per_s(w->good, w->duration_s);
-    } else {
-        w->start_s = w->end_s = w->duration_s = NAN;
-        w->request_throughput = w->input_throughput = w->output_throughput = w->goodput = NAN;
-        st_dist_compute(vals, 0, &w->ttft);
-        w->tpot = w->itl = w->e2e = w->lag = w->ttft;
-    }
-
+    summary_server(&c, s);
+    summary_window(&c, s);
     s->client_limited = opts->max_lag_p99_s > 0 && s->lag.n > 0 && s->lag.p99 > opts->max_lag_p99_s;
-    free(vals);
-    free(itl);
+    free(c.vals);
+    free(c.itl);
     return 0;
 }

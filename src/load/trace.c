@@ -516,12 +516,23 @@ static int bad_row(st_trace_reader *r, uint64_t line, const char *why, char *err
     return 0;
 }
 
-/* The steps every format shares: times, filters, sessions, the callback. 0, 1 stop, -1 error. */
-static int emit(st_trace_reader *r, uint64_t line, raw_row *w, char *err, size_t errlen)
+/* A row on its way through emit's steps; EMIT_ON: the row goes on to the next step. */
+enum { EMIT_ON = 2 };
+typedef struct emit_ctx {
+    double rel;    /* seconds since the first timestamp */
+    sess_ent *se;  /* the row's session, or NULL */
+    uint64_t skey; /* its key */
+    int first;     /* the session's first turn (or no session) */
+    uint32_t full; /* the prompt as the server sees it */
+    uint32_t newl; /* the user's new text */
+    double think;  /* NAN */
+    uint32_t turn; /* earlier turns of the session */
+} emit_ctx;
+
+/* Timestamps: all rows or none, sorted (servetune's own format), not too far apart. */
+static int emit_times(st_trace_reader *r, uint64_t line, const raw_row *w, emit_ctx *e, char *err, size_t errlen)
 {
-    r->c.rows++;
     char why[300];
-    /* timestamps: all rows or none */
     if (r->ts_mode < 0)
         r->ts_mode = w->has_ts;
     else if (r->ts_mode != w->has_ts) {
@@ -531,48 +542,46 @@ static int emit(st_trace_reader *r, uint64_t line, raw_row *w, char *err, size_t
         r->c.rows--;
         return bad_row(r, line, why, err, errlen);
     }
-    double rel = 0;
-    if (w->has_ts) {
-        if (!r->have_t0) {
-            r->have_t0 = 1;
-            r->t0 = r->prev_ts = w->ts;
-        }
-        if (w->ts < r->prev_ts) {
-            if (r->fmt == ST_TRACE_SERVETUNE) {
-                snprintf(why, sizeof why,
-                         "timestamp %.9g is earlier than the previous request's %.9g (the trace must be sorted by "
-                         "time)",
-                         w->ts, r->prev_ts);
-                r->c.rows--;
-                return bad_row(r, line, why, err, errlen);
-            }
-            r->c.unsorted++;
-        }
-        r->prev_ts = w->ts;
-        rel = w->ts - r->t0;
-        if (fabs(rel) > 1e9) {
+    if (!w->has_ts)
+        return EMIT_ON;
+    if (!r->have_t0) {
+        r->have_t0 = 1;
+        r->t0 = r->prev_ts = w->ts;
+    }
+    if (w->ts < r->prev_ts) {
+        if (r->fmt == ST_TRACE_SERVETUNE) {
+            snprintf(why, sizeof why,
+                     "timestamp %.9g is earlier than the previous request's %.9g (the trace must be sorted by "
+                     "time)",
+                     w->ts, r->prev_ts);
             r->c.rows--;
-            return bad_row(r, line, "timestamp too far from the first one", err, errlen);
+            return bad_row(r, line, why, err, errlen);
         }
+        r->c.unsorted++;
     }
-    if (w->failed) {
-        r->c.failed++;
-        return 0;
+    r->prev_ts = w->ts;
+    e->rel = w->ts - r->t0;
+    if (fabs(e->rel) > 1e9) {
+        r->c.rows--;
+        return bad_row(r, line, "timestamp too far from the first one", err, errlen);
     }
-    /* sessions */
-    sess_ent *se = NULL;
-    uint64_t skey = 0;
+    return EMIT_ON;
+}
+
+/* The row's session found or made; a later turn of a dropped session is counted and skipped. */
+static int emit_session(st_trace_reader *r, uint64_t line, const raw_row *w, emit_ctx *e, char *err, size_t errlen)
+{
     int created = 0;
     if (w->session_id) {
-        skey = fnv64(w->session_id, w->session_len);
-        se = sess_get(r, skey, &created);
-        if (!se) {
+        e->skey = fnv64(w->session_id, w->session_len);
+        e->se = sess_get(r, e->skey, &created);
+        if (!e->se) {
             st_errf(err, errlen, "%s:%llu: more than %u sessions (or out of memory)", r->name, (unsigned long long)line,
                     ST_TRACE_SESSIONS_MAX);
             return -1;
         }
         if (!created) {
-            switch (se->state) {
+            switch (e->se->state) {
             case S_WINDOW: r->c.window++; return 0;
             case S_SAMPLE: r->c.sampled_out++; return 0;
             case S_MODEL: r->c.model++; return 0;
@@ -583,47 +592,59 @@ static int emit(st_trace_reader *r, uint64_t line, raw_row *w, char *err, size_t
             }
         }
     }
-    int first = !se || created;
-    /* the prompt as the server sees it, and the user's new text */
-    uint32_t full = w->in, newl = w->in;
-    double think = NAN;
-    uint32_t turn = 0;
-    if (se && !first) {
-        turn = se->turns;
+    e->first = !e->se || created;
+    return EMIT_ON;
+}
+
+/* The prompt as the server sees it, the user's new text and the think time; turns in order. */
+static int emit_history(st_trace_reader *r, uint64_t line, const raw_row *w, emit_ctx *e, char *err, size_t errlen)
+{
+    sess_ent *se = e->se;
+    e->full = e->newl = w->in;
+    if (se && !e->first) {
+        e->turn = se->turns;
         uint64_t hist = (uint64_t)se->full_prev + se->out_prev;
         if (w->input_is_new) {
-            newl = w->in;
+            e->newl = w->in;
             uint64_t f = hist + w->in;
-            full = f > ST_WORKLOAD_MAX_TOKENS ? ST_WORKLOAD_MAX_TOKENS + 1 : (uint32_t)f;
+            e->full = f > ST_WORKLOAD_MAX_TOKENS ? ST_WORKLOAD_MAX_TOKENS + 1 : (uint32_t)f;
         } else {
-            newl = w->in > hist ? (uint32_t)(w->in - hist) : 1;
+            e->newl = w->in > hist ? (uint32_t)(w->in - hist) : 1;
         }
         if (!isnan(w->think))
-            think = w->think;
+            e->think = w->think;
         else if (w->has_ts && !isnan(se->end_prev))
-            think = w->ts - se->end_prev;
+            e->think = w->ts - se->end_prev;
         else if (w->has_ts)
-            think = w->ts - se->ts_prev;
-        if (!isnan(think) && think < 0)
-            think = 0;
+            e->think = w->ts - se->ts_prev;
+        if (!isnan(e->think) && e->think < 0)
+            e->think = 0;
     }
-    if (w->has_turn && w->turn != turn) {
+    if (w->has_turn && w->turn != e->turn) {
+        char why[300];
         snprintf(why, sizeof why, "turn %u of session \"%.*s\" comes after %u earlier turn%s (turns must be in order)",
-                 w->turn, (int)(w->session_len > 60 ? 60 : w->session_len), w->session_id, turn, turn == 1 ? "" : "s");
-        if (se && first) {
+                 w->turn, (int)(w->session_len > 60 ? 60 : w->session_len), w->session_id, e->turn,
+                 e->turn == 1 ? "" : "s");
+        if (se && e->first) {
             se->state = S_BROKEN;
         }
         r->c.rows--;
         return bad_row(r, line, why, err, errlen);
     }
-    /* filters: a session is kept or dropped as a whole, on its first turn */
-    if (first) {
+    return EMIT_ON;
+}
+
+/* Filters: a session is kept or dropped as a whole, on its first turn; then the lengths. */
+static int emit_filter(st_trace_reader *r, uint64_t line, const raw_row *w, emit_ctx *e, char *err, size_t errlen)
+{
+    sess_ent *se = e->se;
+    if (e->first) {
         int drop = 0;
         if (w->in == 0 || w->out == 0) {
             r->c.empty++;
             drop = S_EMPTY;
         } else if (w->has_ts && (r->o.window_from_s > 0 || r->o.window_to_s > 0) &&
-                   (rel < r->o.window_from_s || (r->o.window_to_s > 0 && rel >= r->o.window_to_s))) {
+                   (e->rel < r->o.window_from_s || (r->o.window_to_s > 0 && e->rel >= r->o.window_to_s))) {
             r->c.window++;
             drop = S_WINDOW;
         } else if (r->o.model &&
@@ -631,7 +652,7 @@ static int emit(st_trace_reader *r, uint64_t line, raw_row *w, char *err, size_t
             r->c.model++;
             drop = S_MODEL;
         } else if (r->o.sample < 1) {
-            uint64_t k = se ? skey : r->c.rows;
+            uint64_t k = se ? e->skey : r->c.rows;
             double u = (double)(st_mix64(k ^ st_mix64(r->o.seed + 0x5a17)) >> 11) / 9007199254740992.0;
             if (u >= r->o.sample) {
                 r->c.sampled_out++;
@@ -648,22 +669,30 @@ static int emit(st_trace_reader *r, uint64_t line, raw_row *w, char *err, size_t
         se->state = S_EMPTY;
         return 0;
     }
-    if (r->o.max_context && (uint64_t)full + w->out > r->o.max_context) {
+    if (r->o.max_context && (uint64_t)e->full + w->out > r->o.max_context) {
         r->c.too_long++;
         if (se)
             se->state = S_TOO_LONG;
         return 0;
     }
-    if (full > ST_WORKLOAD_MAX_TOKENS) {
+    if (e->full > ST_WORKLOAD_MAX_TOKENS) {
+        char why[300];
         snprintf(why, sizeof why, "the session's prompt grows past %u tokens", ST_WORKLOAD_MAX_TOKENS);
         if (se)
             se->state = S_BROKEN;
         return bad_row(r, line, why, err, errlen);
     }
+    return EMIT_ON;
+}
+
+/* A kept row: its session's state advanced, the row handed to the callback, the counts kept. */
+static int emit_row(st_trace_reader *r, uint64_t line, const raw_row *w, const emit_ctx *e, char *err, size_t errlen)
+{
+    sess_ent *se = e->se;
     if (se) {
-        if (first)
+        if (e->first)
             r->c.sessions++;
-        se->full_prev = full;
+        se->full_prev = e->full;
         se->out_prev = w->out;
         se->ts_prev = w->has_ts ? w->ts : 0;
         se->end_prev = w->end;
@@ -675,16 +704,16 @@ static int emit(st_trace_reader *r, uint64_t line, raw_row *w, char *err, size_t
     row.index = r->c.kept;
     row.has_ts = w->has_ts;
     row.ts_s = w->ts;
-    row.rel_s = rel;
+    row.rel_s = e->rel;
     row.end_s = w->end;
-    row.input_len = full;
+    row.input_len = e->full;
     row.output_len = w->out;
     row.model = w->model && *w->model ? w->model : (w->model2 && *w->model2 ? w->model2 : NULL);
-    row.session = se ? skey : 0;
+    row.session = se ? e->skey : 0;
     row.session_id = se ? r->session_id : NULL;
-    row.turn = turn;
-    row.new_len = newl;
-    row.think_s = think; /* as recorded; a replay caps it (ST_TRACE_THINK_CAP_S) */
+    row.turn = e->turn;
+    row.new_len = e->newl;
+    row.think_s = e->think; /* as recorded; a replay caps it (ST_TRACE_THINK_CAP_S) */
     row.hash_ids = w->hash;
     row.n_hash = w->n_hash;
     row.block_size = r->o.block_size;
@@ -696,16 +725,17 @@ static int emit(st_trace_reader *r, uint64_t line, raw_row *w, char *err, size_t
         row.json = w->json->p;
         row.json_len = w->json->len;
     }
-    if (!isnan(think) && think > ST_TRACE_THINK_CAP_S) {
+    if (!isnan(e->think) && e->think > ST_TRACE_THINK_CAP_S) {
         r->c.think_long++;
-        if (think > r->c.think_longest_s)
-            r->c.think_longest_s = think;
+        if (e->think > r->c.think_longest_s)
+            r->c.think_longest_s = e->think;
     }
     if (w->has_ts)
-        st_trace_quantum_add(&r->quantum, rel);
+        st_trace_quantum_add(&r->quantum, e->rel);
     r->c.kept++;
     r->c.quantum_s = st_trace_quantum_s(&r->quantum);
     r->c.quantum_ties = r->quantum.ties;
+    char why[300];
     int rc = r->cb ? r->cb(r->arg, &row, why, sizeof why) : 0;
     if (rc < 0) {
         st_errf(err, errlen, "%s:%llu: %s", r->name, (unsigned long long)line, why);
@@ -716,6 +746,25 @@ static int emit(st_trace_reader *r, uint64_t line, raw_row *w, char *err, size_t
         return 1;
     }
     return 0;
+}
+
+/* The steps every format shares: times, filters, sessions, the callback. 0, 1 stop, -1 error. */
+static int emit(st_trace_reader *r, uint64_t line, raw_row *w, char *err, size_t errlen)
+{
+    r->c.rows++;
+    emit_ctx e = { .think = NAN };
+    int rc = emit_times(r, line, w, &e, err, errlen);
+    if (rc != EMIT_ON)
+        return rc;
+    if (w->failed) {
+        r->c.failed++;
+        return 0;
+    }
+    if ((rc = emit_session(r, line, w, &e, err, errlen)) != EMIT_ON ||
+        (rc = emit_history(r, line, w, &e, err, errlen)) != EMIT_ON ||
+        (rc = emit_filter(r, line, w, &e, err, errlen)) != EMIT_ON)
+        return rc;
+    return emit_row(r, line, w, &e, err, errlen);
 }
 
 /* ---- servetune JSONL ---- */

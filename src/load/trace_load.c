@@ -112,32 +112,141 @@ static int own_ids(const st_trace_row *row, uint32_t n, uint64_t index, int late
     return 0;
 }
 
-static int on_row(void *arg, const st_trace_row *row, char *err, size_t errlen)
+/* Room for one more item (and its time). */
+static int loader_room(loader *L, char *err, size_t errlen)
 {
-    loader *L = arg;
-    const st_trace_load_opts *o = L->o;
     if (L->n >= ST_WORKLOAD_MAX_REQUESTS) {
         st_errf(err, errlen, "more than %u requests", ST_WORKLOAD_MAX_REQUESTS);
         return -1;
     }
-    if (L->n == L->cap) {
-        uint32_t nc = L->cap ? L->cap * 2 : 64;
-        if (nc > ST_WORKLOAD_MAX_REQUESTS)
-            nc = ST_WORKLOAD_MAX_REQUESTS;
-        st_work_item *p = realloc(L->items, (size_t)nc * sizeof *p);
-        if (!p) {
-            st_errf(err, errlen, "out of memory");
-            return -1;
-        }
-        L->items = p;
-        double *t = realloc(L->t, (size_t)nc * sizeof *t);
-        if (!t) {
-            st_errf(err, errlen, "out of memory");
-            return -1;
-        }
-        L->t = t;
-        L->cap = nc;
+    if (L->n < L->cap)
+        return 0;
+    uint32_t nc = L->cap ? L->cap * 2 : 64;
+    if (nc > ST_WORKLOAD_MAX_REQUESTS)
+        nc = ST_WORKLOAD_MAX_REQUESTS;
+    st_work_item *p = realloc(L->items, (size_t)nc * sizeof *p);
+    if (!p) {
+        st_errf(err, errlen, "out of memory");
+        return -1;
     }
+    L->items = p;
+    double *t = realloc(L->t, (size_t)nc * sizeof *t);
+    if (!t) {
+        st_errf(err, errlen, "out of memory");
+        return -1;
+    }
+    L->t = t;
+    L->cap = nc;
+    return 0;
+}
+
+/* A flattened turn's prompt as text: the previous prompt, a stand-in answer, the new text. */
+static int flat_text(const st_work_item *prev, const st_work_item *nat, uint32_t last, st_work_item *it, char *err,
+                     size_t errlen)
+{
+    st_buf b;
+    st_buf_init(&b, (size_t)64 << 20);
+    st_work_item ans = { 0 };
+    ans.input_len = prev->output_len;
+    ans.input_ids = malloc((size_t)ans.input_len * sizeof *ans.input_ids);
+    if (ans.input_ids)
+        st_workload_fill_ids(TRACE_ANSWER_SEED ^ st_mix64(last + 1), ans.input_ids, ans.input_len);
+    st_workload_text(prev, &b);
+    st_buf_append(&b, " ", 1);
+    st_workload_text(&ans, &b);
+    st_buf_append(&b, " ", 1);
+    if (nat)
+        st_workload_text(nat, &b);
+    free(ans.input_ids);
+    if (st_buf_error(&b) || !ans.input_ids || !nat) {
+        st_buf_free(&b);
+        st_errf(err, errlen, "cannot build the session's prompt (out of memory or too long)");
+        return -1;
+    }
+    it->input_text = b.data; /* owned now */
+    return 0;
+}
+
+/* A later turn flattened: the previous prompt, a stand-in answer of the recorded length, the new text. */
+static int row_flat(loader *L, const st_trace_row *row, uint32_t idx, smap_ent *se, char *err, size_t errlen)
+{
+    const st_trace_load_opts *o = L->o;
+    st_work_item *it = &L->items[idx], *nat = row->item;
+    st_work_item *prev = &L->items[se->last];
+    uint32_t newl = nat ? nat->input_len : row->new_len;
+    uint64_t full = (uint64_t)prev->input_len + prev->output_len + newl;
+    if (full > ST_WORKLOAD_MAX_TOKENS) {
+        st_errf(err, errlen, "the session's prompt grows past %u tokens", ST_WORKLOAD_MAX_TOKENS);
+        return -1;
+    }
+    if (prev->input_text || (nat && nat->input_text)) {
+        if (flat_text(prev, nat, se->last, it, err, errlen) < 0)
+            return -1;
+    } else {
+        it->input_ids = malloc(full * sizeof *it->input_ids);
+        if (!it->input_ids) {
+            st_errf(err, errlen, "out of memory");
+            return -1;
+        }
+        memcpy(it->input_ids, prev->input_ids, (size_t)prev->input_len * sizeof *it->input_ids);
+        st_workload_fill_ids(TRACE_ANSWER_SEED ^ o->read.salt ^ st_mix64(se->last + 1), it->input_ids + prev->input_len,
+                             prev->output_len);
+        uint32_t *nw = it->input_ids + prev->input_len + prev->output_len;
+        if (nat && nat->input_ids)
+            memcpy(nw, nat->input_ids, (size_t)newl * sizeof *nw);
+        else
+            own_ids(row, newl, idx, 1, o->read.salt, nw);
+    }
+    it->input_len = (uint32_t)full;
+    it->prefix_group = prev->prefix_group;
+    it->prefix_len = prev->prefix_len;
+    se->last = idx;
+    return 0;
+}
+
+/* A row as it was (the native item's prompt, or generated ids); a later turn linked to the one before. */
+static int row_replay(loader *L, const st_trace_row *row, uint32_t idx, smap_ent *se, int later, char *err,
+                      size_t errlen)
+{
+    const st_trace_load_opts *o = L->o;
+    st_work_item *it = &L->items[idx], *nat = row->item;
+    if (nat) {
+        it->input_ids = nat->input_ids;
+        it->input_text = nat->input_text;
+        nat->input_ids = NULL;
+        nat->input_text = NULL;
+        it->input_len = nat->input_len;
+        it->prefix_group = nat->prefix_group;
+        it->prefix_len = nat->prefix_len;
+    } else {
+        /* replay: a later turn holds only its new text; otherwise the whole prompt */
+        it->input_len = later ? row->new_len : row->input_len;
+        it->input_ids = malloc((size_t)(it->input_len ? it->input_len : 1) * sizeof *it->input_ids);
+        if (!it->input_ids) {
+            st_errf(err, errlen, "out of memory");
+            return -1;
+        }
+        own_ids(row, it->input_len, idx, later, o->read.salt, it->input_ids);
+    }
+    if (later) {
+        /* REPLAY: linked to the turn before; sent when it ends */
+        double th = !isnan(o->think_s) ? o->think_s : row->think_s;
+        if (isnan(o->think_s) && th > ST_TRACE_THINK_CAP_S) /* counted by the reader, said in its counts */
+            th = ST_TRACE_THINK_CAP_S;
+        it->think = isnan(th) || th < 0 ? 0 : (st_ns)llround(th * 1e9);
+        L->items[se->last].next = idx;
+        se->last = idx;
+    }
+    return 0;
+}
+
+/* The reader's callback: one kept row into a work item (flattened or replayed when in a session). */
+static int on_row(void *arg, const st_trace_row *row, char *err, size_t errlen)
+{
+    loader *L = arg;
+    const st_trace_load_opts *o = L->o;
+    if (loader_room(L, err, errlen) < 0)
+        return -1;
     uint32_t idx = L->n;
     st_work_item *it = &L->items[idx];
     memset(it, 0, sizeof *it);
@@ -162,85 +271,10 @@ static int on_row(void *arg, const st_trace_row *row, char *err, size_t errlen)
         it->session = se->index;
         it->turn = row->turn;
     }
-    st_work_item *nat = row->item;
-    if (later && o->sessions == ST_TRACE_SESSIONS_FLAT) {
-        /* the previous prompt, a stand-in answer of the recorded length, the new text */
-        st_work_item *prev = &L->items[se->last];
-        uint32_t newl = nat ? nat->input_len : row->new_len;
-        uint64_t full = (uint64_t)prev->input_len + prev->output_len + newl;
-        if (full > ST_WORKLOAD_MAX_TOKENS) {
-            st_errf(err, errlen, "the session's prompt grows past %u tokens", ST_WORKLOAD_MAX_TOKENS);
-            return -1;
-        }
-        if (prev->input_text || (nat && nat->input_text)) {
-            st_buf b;
-            st_buf_init(&b, (size_t)64 << 20);
-            st_work_item ans = { 0 };
-            ans.input_len = prev->output_len;
-            ans.input_ids = malloc((size_t)ans.input_len * sizeof *ans.input_ids);
-            if (ans.input_ids)
-                st_workload_fill_ids(TRACE_ANSWER_SEED ^ st_mix64(se->last + 1), ans.input_ids, ans.input_len);
-            st_workload_text(prev, &b);
-            st_buf_append(&b, " ", 1);
-            st_workload_text(&ans, &b);
-            st_buf_append(&b, " ", 1);
-            if (nat)
-                st_workload_text(nat, &b);
-            free(ans.input_ids);
-            if (st_buf_error(&b) || !ans.input_ids || !nat) {
-                st_buf_free(&b);
-                st_errf(err, errlen, "cannot build the session's prompt (out of memory or too long)");
-                return -1;
-            }
-            it->input_text = b.data; /* owned now */
-        } else {
-            it->input_ids = malloc(full * sizeof *it->input_ids);
-            if (!it->input_ids) {
-                st_errf(err, errlen, "out of memory");
-                return -1;
-            }
-            memcpy(it->input_ids, prev->input_ids, (size_t)prev->input_len * sizeof *it->input_ids);
-            st_workload_fill_ids(TRACE_ANSWER_SEED ^ o->read.salt ^ st_mix64(se->last + 1),
-                                 it->input_ids + prev->input_len, prev->output_len);
-            uint32_t *nw = it->input_ids + prev->input_len + prev->output_len;
-            if (nat && nat->input_ids)
-                memcpy(nw, nat->input_ids, (size_t)newl * sizeof *nw);
-            else
-                own_ids(row, newl, idx, 1, o->read.salt, nw);
-        }
-        it->input_len = (uint32_t)full;
-        it->prefix_group = prev->prefix_group;
-        it->prefix_len = prev->prefix_len;
-        se->last = idx;
-    } else {
-        if (nat) {
-            it->input_ids = nat->input_ids;
-            it->input_text = nat->input_text;
-            nat->input_ids = NULL;
-            nat->input_text = NULL;
-            it->input_len = nat->input_len;
-            it->prefix_group = nat->prefix_group;
-            it->prefix_len = nat->prefix_len;
-        } else {
-            /* replay: a later turn holds only its new text; otherwise the whole prompt */
-            it->input_len = later ? row->new_len : row->input_len;
-            it->input_ids = malloc((size_t)(it->input_len ? it->input_len : 1) * sizeof *it->input_ids);
-            if (!it->input_ids) {
-                st_errf(err, errlen, "out of memory");
-                return -1;
-            }
-            own_ids(row, it->input_len, idx, later, o->read.salt, it->input_ids);
-        }
-        if (later) {
-            /* REPLAY: linked to the turn before; sent when it ends */
-            double th = !isnan(o->think_s) ? o->think_s : row->think_s;
-            if (isnan(o->think_s) && th > ST_TRACE_THINK_CAP_S) /* counted by the reader, said in its counts */
-                th = ST_TRACE_THINK_CAP_S;
-            it->think = isnan(th) || th < 0 ? 0 : (st_ns)llround(th * 1e9);
-            L->items[se->last].next = idx;
-            se->last = idx;
-        }
-    }
+    int rc = later && o->sessions == ST_TRACE_SESSIONS_FLAT ? row_flat(L, row, idx, se, err, errlen)
+                                                            : row_replay(L, row, idx, se, later, err, errlen);
+    if (rc < 0)
+        return -1;
     L->tokens += it->input_len;
     L->n++;
     if (L->tokens > ST_TRACE_LOAD_TOKENS_MAX) {

@@ -299,6 +299,299 @@ int st_trace_parse_line(const char *line, size_t len, uint32_t index, st_work_it
     return rc;
 }
 
+/* A native trace row's fields, each NULL when the row does not give it. */
+typedef struct native_keys {
+    json_t *ts, *in_tok, *in_ids, *text, *out_tok, *pg, *pl;
+    json_t *sess, *turn, *think, *model, *completion, *out_ids, *cat;
+} native_keys;
+
+/* Sorts the row's keys into k; an unknown key is an error. */
+static int native_collect(json_t *root, native_keys *k, char *err, size_t errlen)
+{
+    const char *key;
+    json_t *val;
+    json_object_foreach(root, key, val)
+    {
+        if (strcmp(key, "timestamp") == 0)
+            k->ts = val;
+        else if (strcmp(key, "input_tokens") == 0)
+            k->in_tok = val;
+        else if (strcmp(key, "input_ids") == 0)
+            k->in_ids = val;
+        else if (strcmp(key, "text") == 0)
+            k->text = val;
+        else if (strcmp(key, "output_tokens") == 0)
+            k->out_tok = val;
+        else if (strcmp(key, "prefix_group") == 0)
+            k->pg = val;
+        else if (strcmp(key, "prefix_len") == 0)
+            k->pl = val;
+        else if (strcmp(key, "session") == 0)
+            k->sess = val;
+        else if (strcmp(key, "turn") == 0)
+            k->turn = val;
+        else if (strcmp(key, "think_time") == 0)
+            k->think = val;
+        else if (strcmp(key, "model") == 0)
+            k->model = val;
+        else if (strcmp(key, "completion") == 0) /* the logged answer: trace stats --spec */
+            k->completion = val;
+        else if (strcmp(key, "output_ids") == 0)
+            k->out_ids = val;
+        else if (strcmp(key, "category") == 0)
+            k->cat = val;
+        else {
+            st_errf(err, errlen,
+                    "unknown key \"%.64s\" (expected timestamp, input_tokens, input_ids, text, "
+                    "output_tokens, prefix_group, prefix_len, session, turn, think_time, model, completion, "
+                    "output_ids, category)",
+                    key);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The row's timestamp and session fields (session, turn, think_time) into x. */
+static int native_session(const native_keys *k, st_trace_native *x, char *err, size_t errlen)
+{
+    if (k->ts) {
+        if (!json_is_number(k->ts) || !isfinite(json_number_value(k->ts)) || json_number_value(k->ts) < 0) {
+            st_errf(err, errlen, "timestamp must be a non-negative number of seconds");
+            return -1;
+        }
+        x->has_ts = 1;
+        x->ts_s = json_number_value(k->ts);
+    }
+    json_t *sess = k->sess;
+    if (sess) {
+        if (json_is_string(sess) && json_string_length(sess) > 0 && json_string_length(sess) < sizeof x->session &&
+            strlen(json_string_value(sess)) == json_string_length(sess)) {
+            snprintf(x->session, sizeof x->session, "%s", json_string_value(sess));
+        } else if (json_is_integer(sess) && json_integer_value(sess) >= 0) {
+            snprintf(x->session, sizeof x->session, "%lld", (long long)json_integer_value(sess));
+        } else {
+            st_errf(err, errlen, "session must be a non-empty string (at most %zu bytes) or a non-negative integer",
+                    sizeof x->session - 1);
+            return -1;
+        }
+    }
+    if (k->turn) {
+        if (!sess) {
+            st_errf(err, errlen, "turn needs a session");
+            return -1;
+        }
+        if (!json_is_integer(k->turn) || json_integer_value(k->turn) < 0 || json_integer_value(k->turn) > 1000000) {
+            st_errf(err, errlen, "turn must be an integer in 0..1000000");
+            return -1;
+        }
+        x->has_turn = 1;
+        x->turn = (uint32_t)json_integer_value(k->turn);
+    }
+    json_t *think = k->think;
+    if (think) {
+        if (!sess) {
+            st_errf(err, errlen, "think_time needs a session");
+            return -1;
+        }
+        if (!json_is_number(think) || !isfinite(json_number_value(think)) || json_number_value(think) < 0 ||
+            json_number_value(think) > ST_SESSION_THINK_MAX_S) {
+            st_errf(err, errlen, "think_time must be a number of seconds in 0..%g", ST_SESSION_THINK_MAX_S);
+            return -1;
+        }
+        x->has_think = 1;
+        x->think_s = json_number_value(think);
+    }
+    return 0;
+}
+
+/* The row's model, completion, category and output_ids checked; the model copied into x. */
+static int native_answer(const native_keys *k, st_trace_native *x, char *err, size_t errlen)
+{
+    json_t *model = k->model;
+    if (model) {
+        if (!json_is_string(model) || json_string_length(model) >= sizeof x->model ||
+            strlen(json_string_value(model)) != json_string_length(model)) {
+            st_errf(err, errlen, "model must be a string (at most %zu bytes)", sizeof x->model - 1);
+            return -1;
+        }
+        snprintf(x->model, sizeof x->model, "%s", json_string_value(model));
+    }
+    if (k->completion && !json_is_string(k->completion)) {
+        st_errf(err, errlen, "completion must be a string (the logged answer)");
+        return -1;
+    }
+    if (k->cat && !json_is_string(k->cat)) {
+        st_errf(err, errlen, "category must be a string");
+        return -1;
+    }
+    if (k->out_ids) {
+        size_t n = json_is_array(k->out_ids) ? json_array_size(k->out_ids) : 0;
+        for (size_t i = 0; i < n; i++) {
+            json_t *el = json_array_get(k->out_ids, i);
+            if (!json_is_integer(el) || json_integer_value(el) < 0 || json_integer_value(el) > (json_int_t)UINT32_MAX)
+                n = 0;
+        }
+        if (n == 0 || n > ST_WORKLOAD_MAX_TOKENS) {
+            st_errf(err, errlen, "output_ids must be a non-empty array of at most %u token ids",
+                    ST_WORKLOAD_MAX_TOKENS);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The output length: output_tokens, else the logged answer's length. */
+static int native_output(const native_keys *k, st_work_item *it, char *err, size_t errlen)
+{
+    if (!k->out_tok && (k->out_ids || k->completion)) { /* the logged answer's length */
+        uint32_t n = k->out_ids ? (uint32_t)json_array_size(k->out_ids) : count_words(json_string_value(k->completion));
+        it->output_len = n ? n : 1;
+        return 0;
+    }
+    if (!k->out_tok) {
+        st_errf(err, errlen, "output_tokens is required (or the logged completion or output_ids)");
+        return -1;
+    }
+    return get_count(k->out_tok, "output_tokens", 1, &it->output_len, err, errlen);
+}
+
+/* The input's form checked, its token count (input_tokens) into *count and its prefix group and length. */
+static int native_prefix(const native_keys *k, uint32_t *count, st_work_item *it, st_trace_native *x, char *err,
+                         size_t errlen)
+{
+    if (k->in_ids && k->text) {
+        st_errf(err, errlen, "give either input_ids or text, not both");
+        return -1;
+    }
+    if (!k->in_ids && !k->text && !k->in_tok) {
+        st_errf(err, errlen, "the input is missing: give input_tokens, input_ids or text");
+        return -1;
+    }
+    if (k->in_tok && get_count(k->in_tok, "input_tokens", 1, count, err, errlen) < 0)
+        return -1;
+    json_t *pg = k->pg;
+    if (pg) {
+        if (!json_is_integer(pg) || json_integer_value(pg) < 0 || json_integer_value(pg) > (json_int_t)UINT32_MAX) {
+            st_errf(err, errlen, "prefix_group must be a non-negative integer");
+            return -1;
+        }
+        it->prefix_group = (uint32_t)json_integer_value(pg);
+        x->has_prefix_group = 1;
+    }
+    if (k->pl && get_count(k->pl, "prefix_len", 0, &it->prefix_len, err, errlen) < 0)
+        return -1;
+    if (k->pl && !pg) {
+        st_errf(err, errlen, "prefix_len needs a prefix_group");
+        return -1;
+    }
+    return 0;
+}
+
+/* The input as token ids (input_ids); count is input_tokens when given. */
+static int native_input_ids(const native_keys *k, uint32_t count, st_work_item *it, char *err, size_t errlen)
+{
+    json_t *in_ids = k->in_ids;
+    if (!json_is_array(in_ids) || json_array_size(in_ids) == 0) {
+        st_errf(err, errlen, "input_ids must be a non-empty array of token ids");
+        return -1;
+    }
+    size_t n = json_array_size(in_ids);
+    if (n > ST_WORKLOAD_MAX_TOKENS) {
+        st_errf(err, errlen, "input_ids has %zu ids, more than %u", n, ST_WORKLOAD_MAX_TOKENS);
+        return -1;
+    }
+    if (k->in_tok && count != n) {
+        st_errf(err, errlen, "input_tokens (%u) differs from the number of input_ids (%zu)", count, n);
+        return -1;
+    }
+    it->input_ids = malloc(n * sizeof *it->input_ids);
+    if (!it->input_ids) {
+        st_errf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_t *el = json_array_get(in_ids, i);
+        if (!json_is_integer(el) || json_integer_value(el) < 0 || json_integer_value(el) > (json_int_t)UINT32_MAX) {
+            st_errf(err, errlen, "input_ids[%zu] is not a token id (a non-negative integer)", i);
+            return -1;
+        }
+        it->input_ids[i] = (uint32_t)json_integer_value(el);
+    }
+    it->input_len = (uint32_t)n;
+    return 0;
+}
+
+/* The input as text; its length is input_tokens when given, else its word count. */
+static int native_input_text(const native_keys *k, uint32_t count, st_work_item *it, char *err, size_t errlen)
+{
+    json_t *text = k->text;
+    if (!json_is_string(text) || json_string_length(text) == 0) {
+        st_errf(err, errlen, "text must be a non-empty string");
+        return -1;
+    }
+    if (strlen(json_string_value(text)) != json_string_length(text)) {
+        st_errf(err, errlen, "text must not contain NUL characters");
+        return -1;
+    }
+    it->input_text = strdup(json_string_value(text));
+    if (!it->input_text) {
+        st_errf(err, errlen, "out of memory");
+        return -1;
+    }
+    it->input_len = k->in_tok ? count : count_words(it->input_text);
+    if (it->input_len == 0)
+        it->input_len = 1;
+    return 0;
+}
+
+/* A token count: ids are generated, the group's prefix first. */
+static int native_input_count(uint32_t count, uint32_t index, uint64_t salt, st_work_item *it, char *err, size_t errlen)
+{
+    if (it->prefix_len > count) {
+        st_errf(err, errlen, "prefix_len (%u) exceeds input_tokens (%u)", it->prefix_len, count);
+        return -1;
+    }
+    it->input_len = count;
+    it->input_ids = malloc((size_t)count * sizeof *it->input_ids);
+    if (!it->input_ids) {
+        st_errf(err, errlen, "out of memory");
+        return -1;
+    }
+    st_rng r;
+    st_rng_seed(&r, TRACE_PREFIX_SEED ^ salt ^ ((uint64_t)it->prefix_group * 0x9e3779b97f4a7c15ULL));
+    fill_ids(&r, it->input_ids, it->prefix_len, ST_WORKLOAD_VOCAB_DEFAULT);
+    st_rng_seed(&r, TRACE_UNIQUE_SEED ^ salt ^ ((uint64_t)(index + 1) * 0xbf58476d1ce4e5b9ULL));
+    fill_ids(&r, it->input_ids + it->prefix_len, count - it->prefix_len, ST_WORKLOAD_VOCAB_DEFAULT);
+    return 0;
+}
+
+/* A parsed row's fields, phase by phase, into it and x. */
+static int native_fields(json_t *root, uint32_t index, uint64_t salt, st_work_item *it, st_trace_native *x, char *err,
+                         size_t errlen)
+{
+    if (!json_is_object(root)) {
+        st_errf(err, errlen, "expected a JSON object");
+        return -1;
+    }
+    native_keys k = { 0 };
+    uint32_t count = 0;
+    if (native_collect(root, &k, err, errlen) < 0 || native_session(&k, x, err, errlen) < 0 ||
+        native_answer(&k, x, err, errlen) < 0 || native_output(&k, it, err, errlen) < 0 ||
+        native_prefix(&k, &count, it, x, err, errlen) < 0)
+        return -1;
+    int rc = k.in_ids ? native_input_ids(&k, count, it, err, errlen)
+             : k.text ? native_input_text(&k, count, it, err, errlen)
+                      : native_input_count(count, index, salt, it, err, errlen);
+    if (rc < 0)
+        return -1;
+    if (it->prefix_len > it->input_len) {
+        st_errf(err, errlen, "prefix_len (%u) exceeds the input length (%u)", it->prefix_len, it->input_len);
+        return -1;
+    }
+    return 0;
+}
+
 int st_trace_parse_native(const char *line, size_t len, uint32_t index, uint64_t salt, st_work_item *it,
                           st_trace_native *x, char *err, size_t errlen)
 {
@@ -317,233 +610,7 @@ int st_trace_parse_native(const char *line, size_t len, uint32_t index, uint64_t
         st_errf(err, errlen, "invalid JSON at column %d: %s", jerr.column, jerr.text);
         return -1;
     }
-    int rc = -1;
-    if (!json_is_object(root)) {
-        st_errf(err, errlen, "expected a JSON object");
-        goto out;
-    }
-    json_t *ts = NULL, *in_tok = NULL, *in_ids = NULL, *text = NULL, *out_tok = NULL, *pg = NULL, *pl = NULL;
-    json_t *sess = NULL, *turn = NULL, *think = NULL, *model = NULL, *compl = NULL, *out_ids = NULL, *cat = NULL;
-    const char *key;
-    json_t *val;
-    json_object_foreach(root, key, val)
-    {
-        if (strcmp(key, "timestamp") == 0)
-            ts = val;
-        else if (strcmp(key, "input_tokens") == 0)
-            in_tok = val;
-        else if (strcmp(key, "input_ids") == 0)
-            in_ids = val;
-        else if (strcmp(key, "text") == 0)
-            text = val;
-        else if (strcmp(key, "output_tokens") == 0)
-            out_tok = val;
-        else if (strcmp(key, "prefix_group") == 0)
-            pg = val;
-        else if (strcmp(key, "prefix_len") == 0)
-            pl = val;
-        else if (strcmp(key, "session") == 0)
-            sess = val;
-        else if (strcmp(key, "turn") == 0)
-            turn = val;
-        else if (strcmp(key, "think_time") == 0)
-            think = val;
-        else if (strcmp(key, "model") == 0)
-            model = val;
-        else if (strcmp(key, "completion") == 0) /* the logged answer: trace stats --spec */
-            compl = val;
-        else if (strcmp(key, "output_ids") == 0)
-            out_ids = val;
-        else if (strcmp(key, "category") == 0)
-            cat = val;
-        else {
-            st_errf(err, errlen,
-                    "unknown key \"%.64s\" (expected timestamp, input_tokens, input_ids, text, "
-                    "output_tokens, prefix_group, prefix_len, session, turn, think_time, model, completion, "
-                    "output_ids, category)",
-                    key);
-            goto out;
-        }
-    }
-    if (ts) {
-        if (!json_is_number(ts) || !isfinite(json_number_value(ts)) || json_number_value(ts) < 0) {
-            st_errf(err, errlen, "timestamp must be a non-negative number of seconds");
-            goto out;
-        }
-        x->has_ts = 1;
-        x->ts_s = json_number_value(ts);
-    }
-    if (sess) {
-        if (json_is_string(sess) && json_string_length(sess) > 0 && json_string_length(sess) < sizeof x->session &&
-            strlen(json_string_value(sess)) == json_string_length(sess)) {
-            snprintf(x->session, sizeof x->session, "%s", json_string_value(sess));
-        } else if (json_is_integer(sess) && json_integer_value(sess) >= 0) {
-            snprintf(x->session, sizeof x->session, "%lld", (long long)json_integer_value(sess));
-        } else {
-            st_errf(err, errlen, "session must be a non-empty string (at most %zu bytes) or a non-negative integer",
-                    sizeof x->session - 1);
-            goto out;
-        }
-    }
-    if (turn) {
-        if (!sess) {
-            st_errf(err, errlen, "turn needs a session");
-            goto out;
-        }
-        if (!json_is_integer(turn) || json_integer_value(turn) < 0 || json_integer_value(turn) > 1000000) {
-            st_errf(err, errlen, "turn must be an integer in 0..1000000");
-            goto out;
-        }
-        x->has_turn = 1;
-        x->turn = (uint32_t)json_integer_value(turn);
-    }
-    if (think) {
-        if (!sess) {
-            st_errf(err, errlen, "think_time needs a session");
-            goto out;
-        }
-        if (!json_is_number(think) || !isfinite(json_number_value(think)) || json_number_value(think) < 0 ||
-            json_number_value(think) > ST_SESSION_THINK_MAX_S) {
-            st_errf(err, errlen, "think_time must be a number of seconds in 0..%g", ST_SESSION_THINK_MAX_S);
-            goto out;
-        }
-        x->has_think = 1;
-        x->think_s = json_number_value(think);
-    }
-    if (model) {
-        if (!json_is_string(model) || json_string_length(model) >= sizeof x->model ||
-            strlen(json_string_value(model)) != json_string_length(model)) {
-            st_errf(err, errlen, "model must be a string (at most %zu bytes)", sizeof x->model - 1);
-            goto out;
-        }
-        snprintf(x->model, sizeof x->model, "%s", json_string_value(model));
-    }
-    if (compl &&!json_is_string(compl )) {
-        st_errf(err, errlen, "completion must be a string (the logged answer)");
-        goto out;
-    }
-    if (cat && !json_is_string(cat)) {
-        st_errf(err, errlen, "category must be a string");
-        goto out;
-    }
-    if (out_ids) {
-        size_t n = json_is_array(out_ids) ? json_array_size(out_ids) : 0;
-        for (size_t k = 0; k < n; k++) {
-            json_t *el = json_array_get(out_ids, k);
-            if (!json_is_integer(el) || json_integer_value(el) < 0 || json_integer_value(el) > (json_int_t)UINT32_MAX)
-                n = 0;
-        }
-        if (n == 0 || n > ST_WORKLOAD_MAX_TOKENS) {
-            st_errf(err, errlen, "output_ids must be a non-empty array of at most %u token ids",
-                    ST_WORKLOAD_MAX_TOKENS);
-            goto out;
-        }
-    }
-    if (!out_tok && (out_ids || compl )) { /* the logged answer's length */
-        uint32_t n = out_ids ? (uint32_t)json_array_size(out_ids) : count_words(json_string_value(compl ));
-        it->output_len = n ? n : 1;
-    } else {
-        if (!out_tok) {
-            st_errf(err, errlen, "output_tokens is required (or the logged completion or output_ids)");
-            goto out;
-        }
-        if (get_count(out_tok, "output_tokens", 1, &it->output_len, err, errlen) < 0)
-            goto out;
-    }
-    if (in_ids && text) {
-        st_errf(err, errlen, "give either input_ids or text, not both");
-        goto out;
-    }
-    if (!in_ids && !text && !in_tok) {
-        st_errf(err, errlen, "the input is missing: give input_tokens, input_ids or text");
-        goto out;
-    }
-    uint32_t count = 0;
-    if (in_tok && get_count(in_tok, "input_tokens", 1, &count, err, errlen) < 0)
-        goto out;
-    if (pg) {
-        if (!json_is_integer(pg) || json_integer_value(pg) < 0 || json_integer_value(pg) > (json_int_t)UINT32_MAX) {
-            st_errf(err, errlen, "prefix_group must be a non-negative integer");
-            goto out;
-        }
-        it->prefix_group = (uint32_t)json_integer_value(pg);
-        x->has_prefix_group = 1;
-    }
-    if (pl && get_count(pl, "prefix_len", 0, &it->prefix_len, err, errlen) < 0)
-        goto out;
-    if (pl && !pg) {
-        st_errf(err, errlen, "prefix_len needs a prefix_group");
-        goto out;
-    }
-    if (in_ids) {
-        if (!json_is_array(in_ids) || json_array_size(in_ids) == 0) {
-            st_errf(err, errlen, "input_ids must be a non-empty array of token ids");
-            goto out;
-        }
-        size_t n = json_array_size(in_ids);
-        if (n > ST_WORKLOAD_MAX_TOKENS) {
-            st_errf(err, errlen, "input_ids has %zu ids, more than %u", n, ST_WORKLOAD_MAX_TOKENS);
-            goto out;
-        }
-        if (in_tok && count != n) {
-            st_errf(err, errlen, "input_tokens (%u) differs from the number of input_ids (%zu)", count, n);
-            goto out;
-        }
-        it->input_ids = malloc(n * sizeof *it->input_ids);
-        if (!it->input_ids) {
-            st_errf(err, errlen, "out of memory");
-            goto out;
-        }
-        for (size_t k = 0; k < n; k++) {
-            json_t *el = json_array_get(in_ids, k);
-            if (!json_is_integer(el) || json_integer_value(el) < 0 || json_integer_value(el) > (json_int_t)UINT32_MAX) {
-                st_errf(err, errlen, "input_ids[%zu] is not a token id (a non-negative integer)", k);
-                goto out;
-            }
-            it->input_ids[k] = (uint32_t)json_integer_value(el);
-        }
-        it->input_len = (uint32_t)n;
-    } else if (text) {
-        if (!json_is_string(text) || json_string_length(text) == 0) {
-            st_errf(err, errlen, "text must be a non-empty string");
-            goto out;
-        }
-        if (strlen(json_string_value(text)) != json_string_length(text)) {
-            st_errf(err, errlen, "text must not contain NUL characters");
-            goto out;
-        }
-        it->input_text = strdup(json_string_value(text));
-        if (!it->input_text) {
-            st_errf(err, errlen, "out of memory");
-            goto out;
-        }
-        it->input_len = in_tok ? count : count_words(it->input_text);
-        if (it->input_len == 0)
-            it->input_len = 1;
-    } else {
-        /* A token count: ids are generated, the group's prefix first. */
-        if (it->prefix_len > count) {
-            st_errf(err, errlen, "prefix_len (%u) exceeds input_tokens (%u)", it->prefix_len, count);
-            goto out;
-        }
-        it->input_len = count;
-        it->input_ids = malloc((size_t)count * sizeof *it->input_ids);
-        if (!it->input_ids) {
-            st_errf(err, errlen, "out of memory");
-            goto out;
-        }
-        st_rng r;
-        st_rng_seed(&r, TRACE_PREFIX_SEED ^ salt ^ ((uint64_t)it->prefix_group * 0x9e3779b97f4a7c15ULL));
-        fill_ids(&r, it->input_ids, it->prefix_len, ST_WORKLOAD_VOCAB_DEFAULT);
-        st_rng_seed(&r, TRACE_UNIQUE_SEED ^ salt ^ ((uint64_t)(index + 1) * 0xbf58476d1ce4e5b9ULL));
-        fill_ids(&r, it->input_ids + it->prefix_len, count - it->prefix_len, ST_WORKLOAD_VOCAB_DEFAULT);
-    }
-    if (it->prefix_len > it->input_len) {
-        st_errf(err, errlen, "prefix_len (%u) exceeds the input length (%u)", it->prefix_len, it->input_len);
-        goto out;
-    }
-    rc = 0;
-out:
+    int rc = native_fields(root, index, salt, it, x, err, errlen);
     json_decref(root);
     if (rc < 0)
         st_work_item_free(it);
@@ -589,9 +656,16 @@ static void range_bounds(uint32_t v, double r, uint32_t *lo, uint32_t *hi)
         *hi = *lo;
 }
 
-int st_workload_sessions(const st_session_params *p, st_workload *out, char *err, size_t errlen)
+/* The token-length ranges of a synthetic session's turns. */
+typedef struct session_lens {
+    uint32_t f_lo, f_hi; /* first prompt */
+    uint32_t u_lo, u_hi; /* a later turn's user input */
+    uint32_t o_lo, o_hi; /* an answer */
+} session_lens;
+
+/* The session parameters checked and their length ranges into b. */
+static int sessions_check(const st_session_params *p, session_lens *b, char *err, size_t errlen)
 {
-    memset(out, 0, sizeof *out);
     if (p->sessions == 0 || p->sessions > SESSIONS_MAX) {
         st_errf(err, errlen, "the number of sessions must be in 1..%u", SESSIONS_MAX);
         return -1;
@@ -612,30 +686,95 @@ int st_workload_sessions(const st_session_params *p, st_workload *out, char *err
         st_errf(err, errlen, "think time must be in 0..%g s", ST_SESSION_THINK_MAX_S);
         return -1;
     }
-    uint32_t f_lo, f_hi, u_lo, u_hi, o_lo, o_hi;
-    range_bounds(p->first_input, p->range_ratio, &f_lo, &f_hi);
-    range_bounds(p->user_input, p->range_ratio, &u_lo, &u_hi);
-    range_bounds(p->output_len, p->range_ratio, &o_lo, &o_hi);
-    if (f_hi > ST_WORKLOAD_MAX_TOKENS || u_hi > ST_WORKLOAD_MAX_TOKENS || o_hi > ST_WORKLOAD_MAX_TOKENS) {
+    range_bounds(p->first_input, p->range_ratio, &b->f_lo, &b->f_hi);
+    range_bounds(p->user_input, p->range_ratio, &b->u_lo, &b->u_hi);
+    range_bounds(p->output_len, p->range_ratio, &b->o_lo, &b->o_hi);
+    if (b->f_hi > ST_WORKLOAD_MAX_TOKENS || b->u_hi > ST_WORKLOAD_MAX_TOKENS || b->o_hi > ST_WORKLOAD_MAX_TOKENS) {
         st_errf(err, errlen, "lengths above %u tokens are not supported", ST_WORKLOAD_MAX_TOKENS);
         return -1;
     }
-    if (p->prefix_len > f_lo) {
+    if (p->prefix_len > b->f_lo) {
         st_errf(err, errlen, "shared prefix (%u tokens) is longer than the shortest first prompt (%u tokens)",
-                p->prefix_len, f_lo);
+                p->prefix_len, b->f_lo);
         return -1;
     }
+    return 0;
+}
+
+/* What generating a workload of synthetic sessions works with. */
+typedef struct sessions_gen {
+    const st_session_params *p;
+    session_lens b;
+    st_rng rng;
+    const uint32_t *turns;  /* turns of each session */
+    const uint32_t *prefix; /* the shared prefix's ids */
+} sessions_gen;
+
+/* One turn's lengths, think time and ids into it (t: the turn; idx: its slot; prev: the slot before it). */
+static int sessions_turn(sessions_gen *g, st_work_item *items, uint32_t s, uint32_t t, uint32_t idx, uint32_t prev)
+{
+    const st_session_params *p = g->p;
+    st_work_item *it = &items[idx];
+    it->id = idx;
+    it->arrival = -1;
+    it->session = s + 1;
+    it->turn = t;
+    it->output_len = st_rng_range(&g->rng, g->b.o_lo, g->b.o_hi);
+    if (t == 0) {
+        it->input_len = st_rng_range(&g->rng, g->b.f_lo, g->b.f_hi);
+        it->prefix_len = p->prefix_len;
+    } else {
+        it->input_len = st_rng_range(&g->rng, g->b.u_lo, g->b.u_hi);
+        double th = p->think_exp ? st_rng_exp(&g->rng, p->think_s > 0 ? 1.0 / p->think_s : 0) : p->think_s;
+        if (!isfinite(th))
+            th = 0;
+        it->think = (st_ns)llround(th * 1e9);
+        items[prev].next = idx;
+    }
+    it->input_ids = malloc((size_t)it->input_len * sizeof *it->input_ids);
+    if (!it->input_ids)
+        return -1;
+    uint32_t k = 0;
+    if (t == 0 && p->prefix_len) {
+        memcpy(it->input_ids, g->prefix, (size_t)p->prefix_len * sizeof *g->prefix);
+        k = p->prefix_len;
+    }
+    fill_ids(&g->rng, it->input_ids + k, it->input_len - k, ST_WORKLOAD_VOCAB_DEFAULT);
+    return 0;
+}
+
+/* Every session's turns into items: a session's first turn in its own slot, later turns after them all. */
+static int sessions_fill(sessions_gen *g, st_work_item *items)
+{
+    uint32_t dep = g->p->sessions; /* next free dependent slot */
+    for (uint32_t s = 0; s < g->p->sessions; s++) {
+        uint32_t prev = s;
+        for (uint32_t t = 0; t < g->turns[s]; t++) {
+            uint32_t idx = t == 0 ? s : dep++;
+            if (sessions_turn(g, items, s, t, idx, prev) < 0)
+                return -1;
+            prev = idx;
+        }
+    }
+    return 0;
+}
+
+int st_workload_sessions(const st_session_params *p, st_workload *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    sessions_gen g = { .p = p };
+    if (sessions_check(p, &g.b, err, errlen) < 0)
+        return -1;
     if (p->fan_out_max) /* agent tasks: fan-out and join (load/agent.h) */
         return st_agent_sessions(p, out, err, errlen);
     /* the longest conversation must fit the largest prompt servetune sends */
-    uint64_t longest = (uint64_t)f_hi + (uint64_t)(p->turns_max - 1) * ((uint64_t)o_hi + u_hi);
+    uint64_t longest = (uint64_t)g.b.f_hi + (uint64_t)(p->turns_max - 1) * ((uint64_t)g.b.o_hi + g.b.u_hi);
     if (longest > ST_WORKLOAD_MAX_TOKENS) {
         st_errf(err, errlen, "a %u-turn conversation grows to %llu tokens, more than %u", p->turns_max,
                 (unsigned long long)longest, ST_WORKLOAD_MAX_TOKENS);
         return -1;
     }
-    st_rng rng;
-    st_rng_seed(&rng, p->seed ^ 0x73657373696f6e73ULL);
+    st_rng_seed(&g.rng, p->seed ^ 0x73657373696f6e73ULL);
     uint32_t *turns = malloc((size_t)p->sessions * sizeof *turns);
     if (!turns) {
         st_errf(err, errlen, "out of memory");
@@ -643,7 +782,7 @@ int st_workload_sessions(const st_session_params *p, st_workload *out, char *err
     }
     uint64_t total = 0;
     for (uint32_t s = 0; s < p->sessions; s++) {
-        turns[s] = st_rng_range(&rng, p->turns_min, p->turns_max);
+        turns[s] = st_rng_range(&g.rng, p->turns_min, p->turns_max);
         total += turns[s];
     }
     if (total > ST_WORKLOAD_MAX_REQUESTS) {
@@ -661,48 +800,14 @@ int st_workload_sessions(const st_session_params *p, st_workload *out, char *err
         st_errf(err, errlen, "out of memory");
         return -1;
     }
-    fill_ids(&rng, prefix, p->prefix_len, ST_WORKLOAD_VOCAB_DEFAULT);
+    fill_ids(&g.rng, prefix, p->prefix_len, ST_WORKLOAD_VOCAB_DEFAULT);
     out->items = items;
     out->n = (uint32_t)total;
     out->n_dependent = (uint32_t)total - p->sessions;
     out->n_sessions = p->sessions;
-    uint32_t dep = p->sessions; /* next free dependent slot */
-    int rc = 0;
-    for (uint32_t s = 0; s < p->sessions && rc == 0; s++) {
-        uint32_t prev = s;
-        for (uint32_t t = 0; t < turns[s]; t++) {
-            uint32_t idx = t == 0 ? s : dep++;
-            st_work_item *it = &items[idx];
-            it->id = idx;
-            it->arrival = -1;
-            it->session = s + 1;
-            it->turn = t;
-            it->output_len = st_rng_range(&rng, o_lo, o_hi);
-            if (t == 0) {
-                it->input_len = st_rng_range(&rng, f_lo, f_hi);
-                it->prefix_len = p->prefix_len;
-            } else {
-                it->input_len = st_rng_range(&rng, u_lo, u_hi);
-                double th = p->think_exp ? st_rng_exp(&rng, p->think_s > 0 ? 1.0 / p->think_s : 0) : p->think_s;
-                if (!isfinite(th))
-                    th = 0;
-                it->think = (st_ns)llround(th * 1e9);
-                items[prev].next = idx;
-            }
-            it->input_ids = malloc((size_t)it->input_len * sizeof *it->input_ids);
-            if (!it->input_ids) {
-                rc = -1;
-                break;
-            }
-            uint32_t k = 0;
-            if (t == 0 && p->prefix_len) {
-                memcpy(it->input_ids, prefix, (size_t)p->prefix_len * sizeof *prefix);
-                k = p->prefix_len;
-            }
-            fill_ids(&rng, it->input_ids + k, it->input_len - k, ST_WORKLOAD_VOCAB_DEFAULT);
-            prev = idx;
-        }
-    }
+    g.turns = turns;
+    g.prefix = prefix;
+    int rc = sessions_fill(&g, items);
     free(prefix);
     free(turns);
     if (rc) {

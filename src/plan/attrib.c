@@ -317,24 +317,9 @@ static int cmp_req_time(const void *x, const void *y)
     return p->ts_s < q->ts_s ? -1 : p->ts_s > q->ts_s;
 }
 
-int st_attrib_replay(st_attrib *a, const st_emu_config *cfg_in, uint32_t replicas, char *err, size_t errlen)
+/* The requests sorted by time, the hours they span (bounded) and the figures of a previous replay reset. */
+static int replay_hours(st_attrib *a, char *err, size_t errlen)
 {
-    int rc = -1;
-    st_emu_sim_item *items = NULL;
-    st_record *rec = NULL;
-    uint32_t *map = NULL, *sids = NULL, *byrep = NULL, *rstart = NULL;
-    replay_ctx c = { 0 };
-    if (a->n_req == 0) {
-        snprintf(err, errlen, "no requests");
-        return -1;
-    }
-    if (replicas == 0)
-        replicas = 1;
-    a->replicas = replicas;
-    st_emu_config cfg = *cfg_in;
-    st_emu_memory mem;
-    if (st_emu_memory_plan(&cfg, &mem, err, errlen) < 0)
-        return -1;
     qsort(a->req, a->n_req, sizeof *a->req, cmp_req_time);
     a->t0_s = a->req[0].ts_s;
     double last = a->req[a->n_req - 1].ts_s;
@@ -355,32 +340,30 @@ int st_attrib_replay(st_attrib *a, const st_emu_config *cfg_in, uint32_t replica
         t->requests = t->in_tokens = t->out_tokens = 0;
     }
     a->hour_gpu = calloc((size_t)a->n_hours * a->n_tenants, sizeof *a->hour_gpu);
-    items = calloc(a->n_req, sizeof *items);
-    rec = calloc(a->n_req, sizeof *rec);
-    map = calloc(a->n_req, sizeof *map);
-    if (!a->hour_gpu || !items || !rec || !map) {
-        snprintf(err, errlen, "out of memory");
-        goto out;
-    }
-    c.a = a;
-    c.cfg = &cfg;
-    c.map = map;
-    c.start_s = a->t0_s;
-    c.end_s = a->t0_s;
-    double *sim_dur = calloc(a->n_req, sizeof *sim_dur);
-    if (!sim_dur) {
-        snprintf(err, errlen, "out of memory");
-        goto out;
-    }
-    /* each request's replica: a session stays on one (session affinity), other rows go
-     * round-robin; byrep lists the requests replica by replica, in time order (a counting sort) */
-    byrep = malloc((size_t)a->n_req * sizeof *byrep);
-    rstart = calloc((size_t)replicas + 1, sizeof *rstart);
-    if (!byrep || !rstart) {
-        free(sim_dur);
-        snprintf(err, errlen, "out of memory");
-        goto out;
-    }
+    return 0;
+}
+
+/* What the replay works with: the engine model, the callback's context and the scratch arrays. */
+typedef struct replay_run {
+    st_attrib *a;
+    uint32_t replicas;
+    st_emu_config cfg;
+    replay_ctx c;
+    st_emu_sim_item *items; /* one replica's requests */
+    st_record *rec;         /* and their records */
+    uint32_t *map;          /* request -> replica, then a replica's item -> request */
+    uint32_t *sids;         /* the session prompts' ids */
+    uint32_t *byrep;        /* the requests replica by replica, in time order */
+    uint32_t *rstart;       /* where each replica's requests start in byrep */
+    double *sim_dur;        /* each request's duration in the replay */
+} replay_run;
+
+/* Each request's replica: a session stays on one (session affinity), other rows go round-robin;
+ * byrep lists the requests replica by replica, in time order (a counting sort). */
+static void replay_assign(replay_run *p)
+{
+    const st_attrib *a = p->a;
+    uint32_t *map = p->map, *rstart = p->rstart, replicas = p->replicas;
     for (uint32_t i = 0; i < a->n_req; i++) {
         const st_attrib_req *q = &a->req[i];
         map[i] = q->session ? (uint32_t)(st_mix64(q->session) % replicas) : i % replicas;
@@ -389,84 +372,100 @@ int st_attrib_replay(st_attrib *a, const st_emu_config *cfg_in, uint32_t replica
     for (uint32_t r = 0; r < replicas; r++)
         rstart[r + 1] += rstart[r];
     for (uint32_t i = 0; i < a->n_req; i++) /* rstart[r] moves to replica r's end */
-        byrep[rstart[map[i]]++] = i;
+        p->byrep[rstart[map[i]]++] = i;
     for (uint32_t r = replicas; r > 0; r--) /* and back to its start */
         rstart[r] = rstart[r - 1];
     rstart[0] = 0;
-    for (uint32_t r = 0; r < replicas && rc != -2; r++) {
-        uint32_t n = 0;
-        uint64_t stoks = 0;
-        for (uint32_t k = rstart[r]; k < rstart[r + 1]; k++) {
-            uint32_t i = byrep[k];
-            const st_attrib_req *q = &a->req[i];
-            items[n] = (st_emu_sim_item){ .arrival = (st_ns)((q->ts_s - a->t0_s) * 1e9),
-                                          .input_len = q->in ? q->in : 1,
-                                          .output_len = q->out ? q->out : 1 };
-            if (q->session)
-                stoks += items[n].input_len;
-            map[n++] = i;
-        }
-        if (!n)
+}
+
+/* Replica r's requests as items (map: item -> request); *stoks: their sessions' prompt tokens. */
+static uint32_t replica_items(replay_run *p, uint32_t r, uint64_t *stoks)
+{
+    const st_attrib *a = p->a;
+    uint32_t n = 0;
+    *stoks = 0;
+    for (uint32_t k = p->rstart[r]; k < p->rstart[r + 1]; k++) {
+        uint32_t i = p->byrep[k];
+        const st_attrib_req *q = &a->req[i];
+        p->items[n] = (st_emu_sim_item){ .arrival = (st_ns)((q->ts_s - a->t0_s) * 1e9),
+                                         .input_len = q->in ? q->in : 1,
+                                         .output_len = q->out ? q->out : 1 };
+        if (q->session)
+            *stoks += p->items[n].input_len;
+        p->map[n++] = i;
+    }
+    return n;
+}
+
+/* The prompt ids of the replica's session requests: token t of a session's stream, from its key. */
+static int replica_session_ids(replay_run *p, uint32_t n, uint64_t stoks, char *err, size_t errlen)
+{
+    if (stoks > ST_ATTRIB_SESSION_TOKENS_MAX) {
+        snprintf(err, errlen, "the sessions' prompts hold more than 2^28 tokens (use --trace-window)");
+        return -1;
+    }
+    free(p->sids);
+    p->sids = stoks ? malloc(stoks * sizeof *p->sids) : NULL;
+    if (stoks && !p->sids) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (uint32_t k = 0, used = 0; k < n; k++) {
+        const st_attrib_req *q = &p->a->req[p->map[k]];
+        if (!q->session)
             continue;
-        if (stoks > ST_ATTRIB_SESSION_TOKENS_MAX) {
-            snprintf(err, errlen, "the sessions' prompts hold more than 2^28 tokens (use --trace-window)");
-            rc = -2;
-            break;
-        }
-        free(sids);
-        sids = stoks ? malloc(stoks * sizeof *sids) : NULL;
-        if (stoks && !sids) {
+        uint32_t *ids = p->sids + used;
+        for (uint32_t t = 0; t < p->items[k].input_len; t++) /* token t of the session's stream */
+            ids[t] = ATTRIB_ID_LO + (uint32_t)(st_mix64(q->session * 0x9E3779B97F4A7C15ULL + t) % ATTRIB_ID_SPAN);
+        p->items[k].input_ids = ids;
+        used += p->items[k].input_len;
+    }
+    return 0;
+}
+
+/* Replica r's requests run on the engine model: the steps split by on_step, each request's duration kept. */
+static int replay_replica(replay_run *p, uint32_t r, char *err, size_t errlen)
+{
+    uint64_t stoks;
+    uint32_t n = replica_items(p, r, &stoks);
+    if (!n)
+        return 0;
+    if (replica_session_ids(p, n, stoks, err, errlen) < 0)
+        return -1;
+    for (uint32_t i = 0; i < n; i++)
+        st_record_init(&p->rec[i], i);
+    st_emu_session *S = NULL;
+    if (st_emu_session_new(&p->cfg, &S, NULL, err, errlen) < 0)
+        return -1;
+    st_emu_run_opts o = { .on_step = on_step, .step_arg = &p->c };
+    st_emu_sim_stats ss;
+    int x = st_emu_session_run(S, p->items, n, &o, p->rec, &ss, NULL, err, errlen);
+    st_emu_session_free(S);
+    if (x < 0 || p->c.oom) {
+        if (p->c.oom)
             snprintf(err, errlen, "out of memory");
-            rc = -2;
-            break;
-        }
-        for (uint32_t k = 0, used = 0; k < n; k++) {
-            const st_attrib_req *q = &a->req[map[k]];
-            if (!q->session)
-                continue;
-            uint32_t *ids = sids + used;
-            for (uint32_t t = 0; t < items[k].input_len; t++) /* token t of the session's stream */
-                ids[t] = ATTRIB_ID_LO + (uint32_t)(st_mix64(q->session * 0x9E3779B97F4A7C15ULL + t) % ATTRIB_ID_SPAN);
-            items[k].input_ids = ids;
-            used += items[k].input_len;
-        }
-        for (uint32_t i = 0; i < n; i++)
-            st_record_init(&rec[i], i);
-        st_emu_session *S = NULL;
-        if (st_emu_session_new(&cfg, &S, NULL, err, errlen) < 0) {
-            rc = -2;
-            break;
-        }
-        st_emu_run_opts o = { .on_step = on_step, .step_arg = &c };
-        st_emu_sim_stats ss;
-        int x = st_emu_session_run(S, items, n, &o, rec, &ss, NULL, err, errlen);
-        st_emu_session_free(S);
-        if (x < 0 || c.oom) {
-            if (c.oom)
-                snprintf(err, errlen, "out of memory");
-            rc = -2;
-            break;
-        }
-        for (uint32_t i = 0; i < n; i++)
-            if (rec[i].end > 0 && rec[i].sent >= 0)
-                sim_dur[map[i]] = (double)(rec[i].end - rec[i].sent) / 1e9;
-        for (uint32_t i = 0; i < n; i++)
-            st_record_free(&rec[i]);
+        return -1;
     }
-    if (rc == -2) {
-        free(sim_dur);
-        rc = -1;
-        goto out;
-    }
-    a->span_s = c.end_s - a->t0_s;
-    a->idle_s = replicas * a->span_s - a->busy_s;
+    for (uint32_t i = 0; i < n; i++)
+        if (p->rec[i].end > 0 && p->rec[i].sent >= 0)
+            p->sim_dur[p->map[i]] = (double)(p->rec[i].end - p->rec[i].sent) / 1e9;
+    for (uint32_t i = 0; i < n; i++)
+        st_record_free(&p->rec[i]);
+    return 0;
+}
+
+/* The span, the idle time and each tenant's counts and shares (model time, tokens, duration). */
+static void replay_shares(st_attrib *a, const replay_run *p)
+{
+    a->span_s = p->c.end_s - a->t0_s;
+    a->idle_s = p->replicas * a->span_s - a->busy_s;
     if (a->idle_s < 0)
         a->idle_s = 0;
     double tok = 0, dur = 0, gpu = 0;
     for (uint32_t i = 0; i < a->n_req; i++) {
         const st_attrib_req *q = &a->req[i];
         st_attrib_tenant *t = &a->t[q->tenant];
-        double d = isfinite(q->dur_s) ? q->dur_s : sim_dur[i];
+        double d = isfinite(q->dur_s) ? q->dur_s : p->sim_dur[i];
         t->requests++;
         t->in_tokens += q->in;
         t->out_tokens += q->out;
@@ -474,7 +473,6 @@ int st_attrib_replay(st_attrib *a, const st_emu_config *cfg_in, uint32_t replica
         tok += (double)q->in + q->out;
         dur += d;
     }
-    free(sim_dur);
     for (uint32_t i = 0; i < a->n_tenants; i++)
         gpu += a->t[i].gpu_s;
     for (uint32_t i = 0; i < a->n_tenants; i++) {
@@ -483,15 +481,48 @@ int st_attrib_replay(st_attrib *a, const st_emu_config *cfg_in, uint32_t replica
         t->share_tokens = tok > 0 ? ((double)t->in_tokens + t->out_tokens) / tok : 0;
         t->share_duration = dur > 0 ? t->duration_s / dur : 0;
     }
+}
+
+int st_attrib_replay(st_attrib *a, const st_emu_config *cfg_in, uint32_t replicas, char *err, size_t errlen)
+{
+    if (a->n_req == 0) {
+        snprintf(err, errlen, "no requests");
+        return -1;
+    }
+    if (replicas == 0)
+        replicas = 1;
+    a->replicas = replicas;
+    replay_run p = { .a = a, .replicas = replicas, .cfg = *cfg_in };
+    st_emu_memory mem;
+    if (st_emu_memory_plan(&p.cfg, &mem, err, errlen) < 0 || replay_hours(a, err, errlen) < 0)
+        return -1;
+    int rc = -1;
+    p.items = calloc(a->n_req, sizeof *p.items);
+    p.rec = calloc(a->n_req, sizeof *p.rec);
+    p.map = calloc(a->n_req, sizeof *p.map);
+    p.c = (replay_ctx){ .a = a, .cfg = &p.cfg, .map = p.map, .start_s = a->t0_s, .end_s = a->t0_s };
+    p.sim_dur = calloc(a->n_req, sizeof *p.sim_dur);
+    p.byrep = malloc((size_t)a->n_req * sizeof *p.byrep);
+    p.rstart = calloc((size_t)replicas + 1, sizeof *p.rstart);
+    if (!a->hour_gpu || !p.items || !p.rec || !p.map || !p.sim_dur || !p.byrep || !p.rstart) {
+        snprintf(err, errlen, "out of memory");
+        goto out;
+    }
+    replay_assign(&p);
+    for (uint32_t r = 0; r < replicas; r++)
+        if (replay_replica(&p, r, err, errlen) < 0)
+            goto out;
+    replay_shares(a, &p);
     rc = 0;
 out:
-    free(items);
-    free(rec);
-    free(map);
-    free(sids);
-    free(byrep);
-    free(rstart);
-    free(c.w);
+    free(p.items);
+    free(p.rec);
+    free(p.map);
+    free(p.sids);
+    free(p.byrep);
+    free(p.rstart);
+    free(p.sim_dur);
+    free(p.c.w);
     return rc;
 }
 
