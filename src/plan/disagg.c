@@ -48,7 +48,9 @@ void st_disagg_work_of_spec(const st_spec *s, st_disagg_work *out)
                              .cached_tokens = s->workload.shared_prefix,
                              .output_tokens = s->workload.output_tokens,
                              .ttft_slo_s = s->slo.n > 0 ? s->slo.terms[0].max_ms / 1e3 : 0,
-                             .tpot_slo_s = s->slo.n > 1 ? s->slo.terms[1].max_ms / 1e3 : 0 };
+                             .tpot_slo_s = s->slo.n > 1 ? s->slo.terms[1].max_ms / 1e3 : 0,
+                             .window_s = s->search.min_window_s,
+                             .growth_p = 1 - s->search.confidence };
 }
 
 double st_disagg_kv_bytes_per_token(const st_emu_model *m, st_emu_dtype kv)
