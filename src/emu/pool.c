@@ -129,7 +129,7 @@ nomem:
 static const uint32_t *item_ids(pool *P, uint32_t i)
 {
     const st_emu_sim_item *it = &P->items[i];
-    if (it->input_ids)
+    if (it->input_ids && !(it->fresh_from > 0 && it->fresh_from < it->input_len))
         return it->input_ids;
     if (it->input_len > P->idcap) {
         uint32_t *nb = realloc(P->idbuf, (size_t)it->input_len * sizeof *nb);
@@ -139,7 +139,10 @@ static const uint32_t *item_ids(pool *P, uint32_t i)
         P->idcap = it->input_len;
     }
     /* the ids st_emu_sim_run gives the same item: a request keeps its prompt from pool to pool */
-    for (uint32_t q = 0; q < it->input_len; q++)
+    uint32_t from = it->input_ids ? it->fresh_from : 0;
+    if (from) /* the engine copies the ids when the request is added: one buffer serves */
+        memcpy(P->idbuf, it->input_ids, (size_t)from * sizeof *P->idbuf);
+    for (uint32_t q = from; q < it->input_len; q++)
         P->idbuf[q] = st_emu_output_token(0x5eed0000ULL + i, q, P->vocab);
     return P->idbuf;
 }

@@ -75,7 +75,8 @@ int st_disagg_worker_rates(const st_emu_config *cfg, const st_emu_memory *mem, c
                            st_disagg_worker *out, char *why, size_t n)
 {
     memset(out, 0, sizeof *out);
-    double in = w->input_tokens, cached = w->cached_tokens < in ? w->cached_tokens : 0;
+    /* the shared prefix is cached only where prefix caching is on */
+    double in = w->input_tokens, cached = cfg->enable_prefix_caching && w->cached_tokens < in ? w->cached_tokens : 0;
     double u = in - cached, outn = w->output_tokens > 1 ? w->output_tokens : 1;
     double budget = mem->max_num_batched_tokens;
     if (!(u >= 1) || !(budget >= 1)) {

@@ -31,6 +31,16 @@ static double pct(double *v, uint32_t k, double q)
     return v[r ? r - 1 : 0];
 }
 
+/* The ids two items share at their start. */
+static uint32_t shared_prefix(const st_emu_sim_item *a, const st_emu_sim_item *b)
+{
+    uint32_t k = 0;
+    if (a->input_ids && b->input_ids && a != b)
+        while (k < a->input_len && k < b->input_len && a->input_ids[k] == b->input_ids[k])
+            k++;
+    return k;
+}
+
 /* Each request's KV over its prefill engine's link, one transfer after another per link, in the
  * order the answers came: dec[i].arrival = when its KV is at the decode pool. */
 typedef struct xfer {
@@ -158,8 +168,9 @@ int st_disagg_simulate(const st_emu_config *cfg, const st_emu_sim_item *items, u
     }
     for (uint32_t i = 0; i < n; i++) {
         pi[i] = items[i % n_items];
-        if (i >= n_items) /* fresh tokens: the same prompt again would be a prefix-cache hit */
-            pi[i].input_ids = NULL;
+        if (i >= n_items) /* the same prompt again would be a prefix-cache hit: its own tokens after
+                             the prefix it shares with the next item (a shared system prompt) */
+            pi[i].fresh_from = shared_prefix(&items[i % n_items], &items[(i + 1) % n_items]) + 1;
         pi[i].arrival = sched[i];
         pi[i].output_len = 1; /* the prefill engine's answer: its first token */
         pi[i].kv_external = 0;

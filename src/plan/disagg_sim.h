@@ -42,8 +42,8 @@ typedef struct st_disagg_sim {
  * GPUs, over link l, at `rate`: items[0..n) (input ids, lengths, chat; arrivals replaced by a
  * Poisson schedule from seed; session fields must be unset), w's SLO. When rate x w->window_s is
  * more than n, the run takes that many requests (at most ST_DISAGG_SIM_MAX_REQUESTS): the items
- * again, the copies with fresh prompt tokens of the same lengths (a repeated prompt would be a
- * prefix-cache hit). 0, or -1 with why. */
+ * again, each copy keeping the prefix its item shares with the next one (a shared system prompt)
+ * and fresh tokens after it (a repeated prompt would be a prefix-cache hit). 0, or -1 with why. */
 int st_disagg_simulate(const st_emu_config *cfg, const st_emu_sim_item *items, uint32_t n, int x, int y, int tp,
                        const st_disagg_link *l, const st_disagg_work *w, double rate, uint64_t seed, st_disagg_sim *out,
                        char *why, size_t whylen);

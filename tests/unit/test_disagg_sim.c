@@ -77,6 +77,40 @@ static void pool_routes_to_the_least_loaded(void **state)
     assert_true(one[N - 1].end > o[N - 1].end);
 }
 
+/* A pool of one engine is the engine model's own run: the same times, token for token. */
+static void pool_of_one_is_the_simulation(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+    enum { N = 120 };
+    static st_emu_sim_item it[N];
+    static uint32_t ids[N][600];
+    memset(it, 0, sizeof it);
+    for (int i = 0; i < N; i++) {
+        for (int q = 0; q < 600; q++) /* a 400-token shared prefix, then the request's own */
+            ids[i][q] = q < 400 ? 7 + (uint32_t)q : 1000 + (uint32_t)(i * 600 + q) % 100000;
+        it[i] = (st_emu_sim_item){ .arrival = (st_ns)i * 45000000LL,
+                                   .input_ids = ids[i],
+                                   .input_len = 300 + (uint32_t)(i % 3) * 100,
+                                   .output_len = 40 + (uint32_t)(i % 5) * 30 };
+    }
+    st_record rec[N];
+    st_emu_sim_stats st;
+    st_emu_pool_out o[N];
+    char why[300];
+    if (st_emu_sim_run(&c, it, N, rec, &st, why, sizeof why) || st_emu_pool_run(&c, 1, it, N, o, why, sizeof why))
+        fail_msg("%s", why);
+    assert_true(st.prefix_hits > 0);
+    for (int i = 0; i < N; i++) {
+        if (o[i].first_token != rec[i].first_token || o[i].end != rec[i].end || o[i].tokens != rec[i].output_tokens)
+            fail_msg("request %d: pool %lld..%lld ns (%u tokens), run %lld..%lld ns (%u)", i,
+                     (long long)o[i].first_token, (long long)o[i].end, o[i].tokens, (long long)rec[i].first_token,
+                     (long long)rec[i].end, rec[i].output_tokens);
+        st_record_free(&rec[i]);
+    }
+}
+
 typedef struct fixture {
     st_emu_config c;
     st_emu_memory mem;
@@ -206,9 +240,8 @@ static void capacity_with_queueing(void **state)
 int main(void)
 {
     const struct CMUnitTest t[] = {
-        cmocka_unit_test(kv_external_skips_the_prefill),
-        cmocka_unit_test(pool_routes_to_the_least_loaded),
-        cmocka_unit_test(two_pools_queue),
+        cmocka_unit_test(kv_external_skips_the_prefill), cmocka_unit_test(pool_routes_to_the_least_loaded),
+        cmocka_unit_test(pool_of_one_is_the_simulation), cmocka_unit_test(two_pools_queue),
         cmocka_unit_test(capacity_with_queueing),
     };
     return cmocka_run_group_tests(t, 0, 0);
