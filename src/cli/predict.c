@@ -621,14 +621,16 @@ static void disagg_queue_intro(st_buf *q, uint32_t n)
 {
     st_buf_printf(q,
                   "\n### With queueing (the engine model, both pools)\n\n"
-                  "The same xPyD run on the engine model in virtual time, %u requests with Poisson arrivals at "
-                  "each rate: x prefill engines behind a least-loaded router, each prefilling a prompt and "
+                  "The same xPyD run on the engine model in virtual time, Poisson arrivals at each rate (%u "
+                  "requests, more when the spec's min_window at that rate takes more): x prefill engines behind a "
+                  "least-loaded router, each prefilling a prompt and "
                   "answering its first token; the KV cache over the prefill engine's link, one transfer after "
                   "another; y decode engines behind a least-loaded router, each request arriving with its "
                   "prompt's KV cache (the last prompt token recomputed, as vLLM's scheduler does with a KV "
                   "connector). TTFT runs from the arrival to the decode engine's first token; TPOT is each "
-                  "request's. The capacity at the SLO is the highest rate whose p95s meet it (within %.0f %%), "
-                  "beside the static figure above, which has no queue.\n\n"
+                  "request's. The capacity at the SLO is the highest rate whose p95s meet it with no growing queue "
+                  "(within %.0f %%), beside the static figure above, which has no queue and prefills one request "
+                  "at a time.\n\n"
                   "| configuration | xPyD | offered req/s | TTFT p50 / p95 | TPOT p50 / p95 | prefill p95 (queue "
                   "included) | KV transfer p95 | SLO |\n|---|---|---|---|---|---|---|---|\n",
                   n, PREDICT_DISAGG_TOLERANCE * 100);
