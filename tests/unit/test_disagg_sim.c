@@ -269,9 +269,11 @@ static void capacity_with_queueing(void **state)
 int main(void)
 {
     const struct CMUnitTest t[] = {
-        cmocka_unit_test(kv_external_skips_the_prefill), cmocka_unit_test(pool_routes_to_the_least_loaded),
+        cmocka_unit_test(kv_external_skips_the_prefill),
+        cmocka_unit_test(pool_routes_to_the_least_loaded),
         cmocka_unit_test(pool_of_one_is_the_simulation),
-        cmocka_unit_test(kv_external_runs_of_steps_are_exact), cmocka_unit_test(two_pools_queue),
+        cmocka_unit_test(kv_external_runs_of_steps_are_exact),
+        cmocka_unit_test(two_pools_queue),
         cmocka_unit_test(capacity_with_queueing),
     };
     return cmocka_run_group_tests(t, 0, 0);
