@@ -729,6 +729,21 @@ static int disagg_predict(const st_spec *spec, st_store *store, const st_emu_cal
     return rc;
 }
 
+/* The --disagg options that can be wrong: 0, or -1 with err. */
+static int disagg_opts_check(int disagg, const disagg_opts *o, char *err, size_t errlen)
+{
+    st_disagg_link l;
+    if (disagg && o->connector && st_disagg_link_find(o->connector, &l)) {
+        snprintf(err, errlen, "--connector %s: not one of %s", o->connector, st_disagg_link_names());
+        return -1;
+    }
+    if (!disagg && o->no_queueing) {
+        snprintf(err, errlen, "--disagg-static goes with --disagg");
+        return -1;
+    }
+    return 0;
+}
+
 int cmd_predict(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) /* agent task graphs: their own command line (cli/agents.h) */
@@ -782,9 +797,7 @@ int cmd_predict(int argc, char **argv)
         rc = st_cli_usage_error("predict", "expected one SPEC file");
         goto out;
     }
-    st_disagg_link link_check;
-    if (disagg && dopt.connector && st_disagg_link_find(dopt.connector, &link_check)) {
-        snprintf(err, sizeof err, "--connector %s: not one of %s", dopt.connector, st_disagg_link_names());
+    if (disagg_opts_check(disagg, &dopt, err, sizeof err)) {
         rc = st_cli_usage_error("predict", err);
         goto out;
     }

@@ -165,6 +165,11 @@ static void slow_connector_and_bad_input(void **state)
     assert_true(file_has(log, "nvlink, infiniband, pcie, ethernet"));
     struct stat st;
     assert_int_equal(stat(out2, &st), -1);
+    /* --disagg-static alone: refused too */
+    const char *c2[] = { "predict", specp, "-o", out2, "--disagg-static", NULL };
+    assert_int_equal(run_servetune(c2, 60), 2);
+    assert_true(file_has(log, "--disagg-static goes with --disagg"));
+    assert_int_equal(stat(out2, &st), -1);
 }
 
 int main(void)
