@@ -23,7 +23,10 @@
 #include "emu/calib.h"
 #include "emu/consts.h"
 #include "emu/specstep.h"
+#include "emu/sim.h"
+#include "load/workload.h"
 #include "plan/disagg.h"
+#include "plan/disagg_sim.h"
 #include "report/format.h"
 #include "report/predvs.h"
 #include "report/report.h"
@@ -33,6 +36,7 @@ typedef struct disagg_opts {
     const char *connector; /* NULL: by the GPU (st_disagg_link_default) */
     long gpus;             /* 0: 8 x each configuration's tensor parallelism */
     double s_p, s_d;
+    int no_queueing; /* --disagg-static: the rate matching alone */
 } disagg_opts;
 #define PREDICT_DISAGG_MD_MAX ((size_t)1 << 20)
 
@@ -48,10 +52,13 @@ static void help(const st_opt *opts)
            "sustained closed loop, or with search.mode: burst a fixed-count closed loop of requests_per_rate\n"
            "requests (vllm bench serve --max-concurrency C --num-prompts N). With --disagg, each configuration\n"
            "is also priced as the best disaggregated prefill/decode xPyD at equal GPUs (static rate matching on\n"
-           "the model, a KV link that cannot keep up named with the bandwidth it needed): a section of the\n"
-           "reports, a prediction of a setup that was not measured. A spec whose workload.trace is an agent\n"
-           "trace replays its task graphs and searches the capacity in tasks/s, as the audit does; --agents FILE\n"
-           "replays one at a single rate without a spec.\n\n"
+           "the model, a KV link that cannot keep up named with the bandwidth it needed), then run with queueing\n"
+           "in both pools (x prefill and y decode engines of the model behind least-loaded routers, the KV\n"
+           "transfer between them): p50/p95 TTFT and TPOT by rate and the capacity at the SLO beside the static\n"
+           "figure (--disagg-static: the static figure alone). A section of the reports, a prediction of a setup\n"
+           "that was not measured. A spec whose workload.trace is an agent trace replays its task graphs and\n"
+           "searches the capacity in tasks/s, as the audit does; --agents FILE replays one at a single rate\n"
+           "without a spec.\n\n"
            "Options:\n");
     st_opts_usage(stdout, opts);
     printf("\nExamples:\n"
@@ -416,25 +423,188 @@ out:
     return rc;
 }
 
-/* predict --disagg: each configuration also priced as the best xPyD of its own workers (its GPU,
- * weights, KV dtype and limits; workers of its tensor parallelism) at equal GPUs, by
- * AIConfigurator's rate matching on the engine model's step time (plan/disagg.h), beside the same
- * GPUs aggregated at the capacity this prediction found. Stored as meta "disagg_md" and "disagg"
- * (report.md and report.json render them). 0, or -1 with err (a store error). */
-static int disagg_predict(const st_spec *spec, st_store *store, const st_emu_calib *calib, const disagg_opts *o,
-                          char *err, size_t errlen)
-{
-    st_report rep;
-    int have_rep = st_report_load(store, &rep, err, errlen) == 0;
-    st_buf b;
-    st_buf_init(&b, PREDICT_DISAGG_MD_MAX);
-    json_t *root = json_object(), *cs = json_array();
-    json_object_set_new(root, "measured", json_false());
-    json_object_set_new(root, "prefill_scale", json_real(o->s_p));
-    json_object_set_new(root, "decode_scale", json_real(o->s_d));
+/* predict --disagg with queueing: the requests of each rate (a p95 with 20 above it) and the
+ * capacity search's tolerance, as plan --disagg's (PLAN_DISAGG_REQUESTS, PLAN_DISAGG_TOLERANCE in
+ * cli/plan.c); the rates, as fractions of the static rate-matched figure. */
+#define PREDICT_DISAGG_REQUESTS 400u
+#define PREDICT_DISAGG_TOLERANCE 0.03
+static const double disagg_fracs[] = { 0.25, 0.5, 0.75, 1.0 };
+
+/* One --disagg prediction: the spec, the options, the workload and SLO, the queueing runs'
+ * requests (NULL: static only), the static table (b) and the queueing table (q). */
+typedef struct disagg_ctx {
+    const st_spec *spec;
+    const disagg_opts *o;
+    const st_emu_calib *calib;
     st_disagg_work wk;
-    st_disagg_work_of_spec(spec, &wk);
-    st_buf_printf(&b,
+    const st_emu_sim_item *items;
+    uint32_t n;
+    st_buf *b, *q;
+} disagg_ctx;
+
+/* One row of the queueing table and its JSON object in arr. */
+static void disagg_queue_row(const disagg_ctx *x, const char *name, const st_disagg_pick *pk, const char *what,
+                             const st_disagg_sim *s, json_t *arr)
+{
+    json_t *j = json_object();
+    json_object_set_new(j, "rate", json_real(s->rate));
+    json_object_set_new(j, "what", json_string(what));
+    json_object_set_new(j, "ttft_p50_ms", st_jnum_or_null(s->ttft_p50_s * 1e3));
+    json_object_set_new(j, "ttft_p95_ms", st_jnum_or_null(s->ttft_p95_s * 1e3));
+    json_object_set_new(j, "tpot_p50_ms", st_jnum_or_null(s->tpot_p50_s * 1e3));
+    json_object_set_new(j, "tpot_p95_ms", st_jnum_or_null(s->tpot_p95_s * 1e3));
+    json_object_set_new(j, "prefill_p95_ms", st_jnum_or_null(s->prefill_p95_s * 1e3));
+    json_object_set_new(j, "transfer_p95_ms", st_jnum_or_null(s->transfer_p95_s * 1e3));
+    json_object_set_new(j, "answered", json_integer(s->answered));
+    json_object_set_new(j, "meets_slo", json_boolean(s->meets));
+    json_array_append_new(arr, j);
+    st_buf_printf(x->q, "| %s | %dP%dD | %.2f (%s) | %.0f / %.0f ms | %.1f / %.1f ms | %.0f ms | %.2f ms | %s |\n",
+                  name, pk->x, pk->y, s->rate, what, s->ttft_p50_s * 1e3, s->ttft_p95_s * 1e3, s->tpot_p50_s * 1e3,
+                  s->tpot_p95_s * 1e3, s->prefill_p95_s * 1e3, s->transfer_p95_s * 1e3,
+                  s->meets ? "met" : (s->answered < s->n ? "not met (requests refused)" : "not met"));
+}
+
+/* The picked xPyD with queueing in both pools (plan/disagg_sim.h): p50/p95 TTFT and TPOT at
+ * fractions of the static figure and at the aggregated capacity, and the sustained capacity at
+ * the SLO. Into c's "queueing" and the queueing table; a failed run is said in both. */
+static void disagg_queueing(const disagg_ctx *x, const char *name, const st_emu_config *cfg, const st_disagg_pick *pk,
+                            int tp, const st_disagg_link *l, double agg, json_t *c)
+{
+    json_t *q = json_object(), *rows = json_array();
+    json_object_set_new(c, "queueing", q);
+    json_object_set_new(q, "requests", json_integer(x->n));
+    json_object_set_new(q, "rates", rows);
+    uint64_t seed = x->spec->workload.seed;
+    char why[512] = "", what[64];
+    st_disagg_sim s;
+    for (size_t k = 0; k < sizeof disagg_fracs / sizeof *disagg_fracs + 1; k++) {
+        int at_agg = k == sizeof disagg_fracs / sizeof *disagg_fracs;
+        if (at_agg && !(isfinite(agg) && agg > 0))
+            break;
+        double rate = at_agg ? agg : disagg_fracs[k] * pk->rps;
+        if (at_agg)
+            snprintf(what, sizeof what, "the aggregated capacity");
+        else
+            snprintf(what, sizeof what, "%.2f x static", disagg_fracs[k]);
+        if (st_disagg_simulate(cfg, x->items, x->n, pk->x, pk->y, tp, l, &x->wk, rate, seed, &s, why, sizeof why))
+            goto fail;
+        disagg_queue_row(x, name, pk, what, &s, rows);
+    }
+    if (st_disagg_sim_capacity(cfg, x->items, x->n, pk->x, pk->y, tp, l, &x->wk, pk->rps, seed,
+                               PREDICT_DISAGG_TOLERANCE, &s, why, sizeof why))
+        goto fail;
+    json_object_set_new(q, "capacity_rps", json_real(s.rate));
+    json_object_set_new(q, "capacity_per_gpu", json_real(s.rate / (double)((pk->x + pk->y) * tp)));
+    if (s.rate > 0) {
+        disagg_queue_row(x, name, pk, "**the capacity at the SLO**", &s, rows);
+        json_object_set_new(json_array_get(rows, json_array_size(rows) - 1), "what",
+                            json_string("the capacity at the SLO"));
+    } else
+        st_buf_printf(x->q, "| %s | %dP%dD | **no rate meets the SLO** | | | | | |\n", name, pk->x, pk->y);
+    return;
+fail:
+    json_object_set_new(q, "error", json_string(why));
+    st_buf_printf(x->q, "| %s | %dP%dD | not simulated: %s | | | | | |\n", name, pk->x, pk->y, why);
+}
+
+/* The link column of the static table. */
+static void disagg_link_text(const st_disagg_pick *pk, const st_disagg_link *l, int tp, char *out, size_t n)
+{
+    if (pk->link_limited)
+        snprintf(out, n,
+                 "**cannot keep up**: needs %.1f GB/s over %s, which carries %.1f GB/s a prefill worker; the rate "
+                 "is what the link carries",
+                 pk->link_need_bps / 1e9, l->name, l->bytes_per_s * tp / 1e9);
+    else
+        snprintf(out, n, "%.2f of %.0f GB/s, %.2f ms a transfer", pk->link_need_bps / 1e9, l->bytes_per_s * tp / 1e9,
+                 pk->transfer_s * 1e3);
+}
+
+/* The static figures of a pick into c. */
+static void disagg_pick_json(const disagg_ctx *x, const st_disagg_worker *wr, const st_disagg_pick *pk,
+                             const st_disagg_link *l, int tp, long gpus, double matched, json_t *c)
+{
+    json_object_set_new(c, "x", json_integer(pk->x));
+    json_object_set_new(c, "y", json_integer(pk->y));
+    json_object_set_new(c, "prefill_worker_rps", json_real(wr->prefill_rps));
+    json_object_set_new(c, "decode_worker_rps", json_real(wr->decode_rps));
+    json_object_set_new(c, "rate_matched_rps", json_real(matched));
+    json_object_set_new(c, "rps", json_real(pk->rps));
+    json_object_set_new(c, "rps_per_gpu", json_real(pk->rps_per_gpu));
+    json_object_set_new(c, "ttft_static_ms", json_real(pk->ttft_s * 1e3));
+    json_object_set_new(c, "tpot_static_ms", json_real(pk->tpot_s * 1e3));
+    json_object_set_new(c, "kv_bytes_per_request", json_real(wr->kv_bytes));
+    json_object_set_new(c, "transfer_ms", json_real(pk->transfer_s * 1e3));
+    json_object_set_new(c, "link_need_gbps", json_real(pk->link_need_bps / 1e9));
+    json_object_set_new(c, "link_gbps", json_real(l->bytes_per_s * tp / 1e9));
+    json_object_set_new(c, "link_limited", json_boolean(pk->link_limited));
+    if (x->spec->hardware.price_per_gpu_hour > 0 && pk->rps > 0 && x->wk.output_tokens > 0)
+        json_object_set_new(c, "usd_per_1m_output_tokens",
+                            json_real(x->spec->hardware.price_per_gpu_hour * (double)gpus /
+                                      (pk->rps * x->wk.output_tokens * 3600) * 1e6));
+}
+
+/* Configuration i of the spec as its best xPyD: a row of the static table (and of the queueing
+ * table), its JSON object c. agg: the same GPUs aggregated (req/s per replica; NAN: not found). */
+static void disagg_config(const disagg_ctx *x, int i, double agg_replica, json_t *c)
+{
+    const st_spec_config *sc = &x->spec->configs[i];
+    const disagg_opts *o = x->o;
+    json_object_set_new(c, "configuration", json_string(sc->name));
+    st_emu_config cfg;
+    st_emu_memory mem;
+    char why[1024] = "";
+    if (st_exec_model_config(x->spec, sc, &cfg, NULL, 0, NULL, why, sizeof why)) {
+        json_object_set_new(c, "error", json_string(why));
+        st_buf_printf(x->b, "| %s | | | not modelled: %s | | | | | |\n", sc->name, why);
+        return;
+    }
+    if (x->calib && st_calib_check(x->calib, &cfg, why, sizeof why, NULL, 0) == 0)
+        st_calib_apply(x->calib, &cfg);
+    int tp = cfg.tp ? (int)cfg.tp : 1;
+    long gpus = o->gpus > 0 ? o->gpus : 8L * tp;
+    st_disagg_link l;
+    const char *conn = o->connector ? o->connector : st_disagg_link_default(cfg.gpu.name);
+    st_disagg_link_find(conn, &l); /* checked when the options were read; the default is a preset */
+    json_object_set_new(c, "gpus", json_integer(gpus));
+    json_object_set_new(c, "connector", json_string(l.name));
+    /* the same GPUs aggregated: replicas of tp GPUs at the predicted capacity */
+    double agg = agg_replica * (double)(gpus / tp);
+    json_object_set_new(c, "aggregated_rps", st_jnum_or_null(agg));
+    char aggs[64] = "not found";
+    if (isfinite(agg))
+        snprintf(aggs, sizeof aggs, "%.2f (%ld x %d GPU%s)", agg, gpus / tp, tp, tp == 1 ? "" : "s");
+    st_disagg_worker wr;
+    if (st_emu_memory_plan(&cfg, &mem, why, sizeof why) ||
+        st_disagg_worker_rates(&cfg, &mem, &x->wk, &wr, why, sizeof why)) {
+        json_object_set_new(c, "error", json_string(why));
+        st_buf_printf(x->b, "| %s | %ld | %s | none serves: %s | | | %s | | |\n", sc->name, gpus, l.name, why, aggs);
+        return;
+    }
+    st_disagg_pick pk;
+    if (st_disagg_best(&wr, tp, (int)gpus, o->s_p, o->s_d, &l, &pk)) {
+        json_object_set_new(c, "error", json_string("no xPyD serves (it takes two workers at least)"));
+        st_buf_printf(x->b, "| %s | %ld | %s | none serves | %.2f / %.2f | | %s | | |\n", sc->name, gpus, l.name,
+                      wr.prefill_rps, wr.decode_rps, aggs);
+        return;
+    }
+    double matched = st_disagg_rate_match(wr.prefill_rps, pk.x, o->s_p, wr.decode_rps, pk.y, o->s_d);
+    disagg_pick_json(x, &wr, &pk, &l, tp, gpus, matched, c);
+    char link[300];
+    disagg_link_text(&pk, &l, tp, link, sizeof link);
+    st_buf_printf(x->b,
+                  "| %s | %ld | %s | %dP%dD | %.2f / %.2f | %.2f (rate matched: min(%d x %.2f x %.2f, %d x %.2f x "
+                  "%.2f) = %.2f) | %s | %.0f ms / %.1f ms | %s |\n",
+                  sc->name, gpus, l.name, pk.x, pk.y, wr.prefill_rps, wr.decode_rps, pk.rps, pk.x, wr.prefill_rps,
+                  o->s_p, pk.y, wr.decode_rps, o->s_d, matched, aggs, pk.ttft_s * 1e3, pk.tpot_s * 1e3, link);
+    if (x->items)
+        disagg_queueing(x, sc->name, &cfg, &pk, tp, &l, agg, c);
+}
+
+/* The section's opening: what it is, and the static table's head. */
+static void disagg_intro(st_buf *b, const disagg_opts *o)
+{
+    st_buf_printf(b,
                   "## Disaggregated prefill/decode (a prediction)\n\n**A prediction: no disaggregated setup was "
                   "measured.** Each configuration below is also priced as prefill and decode workers of its own "
                   "GPUs per replica, the KV cache of each request sent from one to the other, the xPyD with the most "
@@ -443,109 +613,137 @@ static int disagg_predict(const st_spec *spec, st_store *store, const st_emu_cal
                   "GPUs aggregated at the capacity predicted above. Disaggregation does not raise throughput by "
                   "itself; it separates TTFT from TPOT.\n\n",
                   o->s_p, o->s_d);
-    st_buf_puts(&b, "| configuration | GPUs | connector | xPyD | prefill / decode worker req/s | disaggregated req/s "
-                    "(static) | aggregated req/s (predicted) | TTFT / TPOT (static) | KV link |\n"
-                    "|---|---|---|---|---|---|---|---|---|\n");
-    for (int i = 0; i < spec->n_configs; i++) {
-        const st_spec_config *sc = &spec->configs[i];
-        json_t *c = json_object();
-        json_object_set_new(c, "configuration", json_string(sc->name));
-        json_array_append_new(cs, c);
-        st_emu_config cfg;
-        st_emu_memory mem;
-        char why[1024] = "";
-        if (st_exec_model_config(spec, sc, &cfg, NULL, 0, NULL, why, sizeof why)) {
-            json_object_set_new(c, "error", json_string(why));
-            st_buf_printf(&b, "| %s | | | not modelled: %s | | | | | |\n", sc->name, why);
-            continue;
+    st_buf_puts(b, "| configuration | GPUs | connector | xPyD | prefill / decode worker req/s | disaggregated req/s "
+                   "(static) | aggregated req/s (predicted) | TTFT / TPOT (static) | KV link |\n"
+                   "|---|---|---|---|---|---|---|---|---|\n");
+}
+
+/* The queueing table's opening. */
+static void disagg_queue_intro(st_buf *q, uint32_t n)
+{
+    st_buf_printf(q,
+                  "\n### With queueing (the engine model, both pools)\n\n"
+                  "The same xPyD run on the engine model in virtual time, Poisson arrivals at each rate (%u "
+                  "requests, more when the spec's min_window at that rate takes more): x prefill engines behind a "
+                  "least-loaded router, each prefilling a prompt and "
+                  "answering its first token; the KV cache over the prefill engine's link, one transfer after "
+                  "another; y decode engines behind a least-loaded router, each request arriving with its "
+                  "prompt's KV cache (the last prompt token recomputed, as vLLM's scheduler does with a KV "
+                  "connector). TTFT runs from the arrival to the decode engine's first token; TPOT is each "
+                  "request's. The capacity at the SLO is the highest rate whose p95s meet it with no growing queue "
+                  "(within %.0f %%), beside the static figure above, which has no queue and prefills one request "
+                  "at a time.\n\n"
+                  "| configuration | xPyD | offered req/s | TTFT p50 / p95 | TPOT p50 / p95 | prefill p95 (queue "
+                  "included) | KV transfer p95 | SLO |\n|---|---|---|---|---|---|---|---|\n",
+                  n, PREDICT_DISAGG_TOLERANCE * 100);
+}
+
+/* The queueing runs' requests: the spec's workload (n of them). NULL with err when it cannot
+ * be built or holds sessions (the pools run independent requests). */
+static st_emu_sim_item *disagg_items(const st_spec *spec, st_workload *w, uint32_t n, char *err, size_t errlen)
+{
+    if (st_sweep_workload(spec, spec->workload.seed, n, w, err, errlen))
+        return NULL;
+    st_emu_sim_item *items = calloc(w->n ? w->n : 1, sizeof *items);
+    if (!items) {
+        snprintf(err, errlen, "out of memory");
+        st_workload_free(w);
+        return NULL;
+    }
+    st_emu_sim_items_from_workload(w, NULL, items);
+    for (uint32_t i = 0; i < w->n; i++)
+        if (items[i].dependent) {
+            snprintf(err, errlen,
+                     "a workload of sessions is priced static only (the pools run independent "
+                     "requests)");
+            free(items);
+            st_workload_free(w);
+            return NULL;
         }
-        if (calib && st_calib_check(calib, &cfg, why, sizeof why, NULL, 0) == 0)
-            st_calib_apply(calib, &cfg);
-        int tp = cfg.tp ? (int)cfg.tp : 1;
-        long gpus = o->gpus > 0 ? o->gpus : 8L * tp;
-        st_disagg_link l;
-        const char *conn = o->connector ? o->connector : st_disagg_link_default(cfg.gpu.name);
-        st_disagg_link_find(conn, &l); /* checked when the options were read; the default is a preset */
-        json_object_set_new(c, "gpus", json_integer(gpus));
-        json_object_set_new(c, "connector", json_string(l.name));
-        /* the same GPUs aggregated: replicas of tp GPUs at the predicted capacity */
+    return items;
+}
+
+/* predict --disagg: each configuration also priced as the best xPyD of its own workers (its GPU,
+ * weights, KV dtype and limits; workers of its tensor parallelism) at equal GPUs, by
+ * AIConfigurator's rate matching on the engine model's step time (plan/disagg.h), beside the same
+ * GPUs aggregated at the capacity this prediction found, and (unless o->no_queueing) that xPyD
+ * with queueing in both pools (plan/disagg_sim.h). Stored as meta "disagg_md" and "disagg"
+ * (report.md, report.json and report.html render them). 0, or -1 with err (a store error). */
+static int disagg_predict(const st_spec *spec, st_store *store, const st_emu_calib *calib, const disagg_opts *o,
+                          char *err, size_t errlen)
+{
+    st_report rep;
+    int have_rep = st_report_load(store, &rep, err, errlen) == 0;
+    st_buf b, q;
+    st_buf_init(&b, PREDICT_DISAGG_MD_MAX);
+    st_buf_init(&q, PREDICT_DISAGG_MD_MAX);
+    json_t *root = json_object(), *cs = json_array();
+    json_object_set_new(root, "measured", json_false());
+    json_object_set_new(root, "prefill_scale", json_real(o->s_p));
+    json_object_set_new(root, "decode_scale", json_real(o->s_d));
+    disagg_ctx x = { .spec = spec, .o = o, .calib = calib, .b = &b, .q = &q };
+    st_disagg_work_of_spec(spec, &x.wk);
+    st_workload w;
+    char qwhy[512] = "";
+    st_emu_sim_item *items = o->no_queueing ? NULL : disagg_items(spec, &w, PREDICT_DISAGG_REQUESTS, qwhy, sizeof qwhy);
+    x.items = items;
+    x.n = items ? w.n : 0;
+    disagg_intro(&b, o);
+    if (items)
+        disagg_queue_intro(&q, x.n);
+    else if (!o->no_queueing)
+        st_buf_printf(&q, "\nNo queueing estimate: %s.\n", qwhy);
+    for (int i = 0; i < spec->n_configs; i++) {
+        json_t *c = json_object();
+        json_array_append_new(cs, c);
         double agg = NAN;
         if (have_rep && i < rep.n_cfg && rep.cfg[i].status == ST_REP_OK && rep.cfg[i].cap &&
             isfinite(rep.cfg[i].cap->capacity_rps) && !spec->closed_loop)
-            agg = rep.cfg[i].cap->capacity_rps * (double)(gpus / tp);
-        json_object_set_new(c, "aggregated_rps", st_jnum_or_null(agg));
-        char aggs[64] = "not found";
-        if (isfinite(agg))
-            snprintf(aggs, sizeof aggs, "%.2f (%ld x %d GPU%s)", agg, gpus / tp, tp, tp == 1 ? "" : "s");
-        st_disagg_worker wr;
-        if (st_emu_memory_plan(&cfg, &mem, why, sizeof why) ||
-            st_disagg_worker_rates(&cfg, &mem, &wk, &wr, why, sizeof why)) {
-            json_object_set_new(c, "error", json_string(why));
-            st_buf_printf(&b, "| %s | %ld | %s | none serves: %s | | | %s | | |\n", sc->name, gpus, l.name, why, aggs);
-            continue;
-        }
-        st_disagg_pick pk;
-        if (st_disagg_best(&wr, tp, (int)gpus, o->s_p, o->s_d, &l, &pk)) {
-            json_object_set_new(c, "error", json_string("no xPyD serves (it takes two workers at least)"));
-            st_buf_printf(&b, "| %s | %ld | %s | none serves | %.2f / %.2f | | %s | | |\n", sc->name, gpus, l.name,
-                          wr.prefill_rps, wr.decode_rps, aggs);
-            continue;
-        }
-        double matched = st_disagg_rate_match(wr.prefill_rps, pk.x, o->s_p, wr.decode_rps, pk.y, o->s_d);
-        json_object_set_new(c, "x", json_integer(pk.x));
-        json_object_set_new(c, "y", json_integer(pk.y));
-        json_object_set_new(c, "prefill_worker_rps", json_real(wr.prefill_rps));
-        json_object_set_new(c, "decode_worker_rps", json_real(wr.decode_rps));
-        json_object_set_new(c, "rate_matched_rps", json_real(matched));
-        json_object_set_new(c, "rps", json_real(pk.rps));
-        json_object_set_new(c, "rps_per_gpu", json_real(pk.rps_per_gpu));
-        json_object_set_new(c, "ttft_static_ms", json_real(pk.ttft_s * 1e3));
-        json_object_set_new(c, "tpot_static_ms", json_real(pk.tpot_s * 1e3));
-        json_object_set_new(c, "kv_bytes_per_request", json_real(wr.kv_bytes));
-        json_object_set_new(c, "transfer_ms", json_real(pk.transfer_s * 1e3));
-        json_object_set_new(c, "link_need_gbps", json_real(pk.link_need_bps / 1e9));
-        json_object_set_new(c, "link_gbps", json_real(l.bytes_per_s * tp / 1e9));
-        json_object_set_new(c, "link_limited", json_boolean(pk.link_limited));
-        if (spec->hardware.price_per_gpu_hour > 0 && pk.rps > 0 && wk.output_tokens > 0)
-            json_object_set_new(
-                c, "usd_per_1m_output_tokens",
-                json_real(spec->hardware.price_per_gpu_hour * (double)gpus / (pk.rps * wk.output_tokens * 3600) * 1e6));
-        char link[300];
-        if (pk.link_limited)
-            snprintf(link, sizeof link,
-                     "**cannot keep up**: needs %.1f GB/s over %s, which carries %.1f GB/s a prefill worker; the rate "
-                     "is what the link carries",
-                     pk.link_need_bps / 1e9, l.name, l.bytes_per_s * tp / 1e9);
-        else
-            snprintf(link, sizeof link, "%.2f of %.0f GB/s, %.2f ms a transfer", pk.link_need_bps / 1e9,
-                     l.bytes_per_s * tp / 1e9, pk.transfer_s * 1e3);
-        st_buf_printf(&b,
-                      "| %s | %ld | %s | %dP%dD | %.2f / %.2f | %.2f (rate matched: min(%d x %.2f x %.2f, %d x %.2f x "
-                      "%.2f) = %.2f) | %s | %.0f ms / %.1f ms | %s |\n",
-                      sc->name, gpus, l.name, pk.x, pk.y, wr.prefill_rps, wr.decode_rps, pk.rps, pk.x, wr.prefill_rps,
-                      o->s_p, pk.y, wr.decode_rps, o->s_d, matched, aggs, pk.ttft_s * 1e3, pk.tpot_s * 1e3, link);
+            agg = rep.cfg[i].cap->capacity_rps;
+        disagg_config(&x, i, agg, c);
     }
+    st_buf_puts(&b, q.data ? q.data : "");
     st_buf_puts(&b, "\nTo deploy one (vLLM, not measured): prefill workers with `--kv-transfer-config "
                     "'{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_producer\"}'`, decode workers with "
                     "`\"kv_role\":\"kv_consumer\"`, and a router (vLLM's disaggregated prefill proxy, llm-d or "
-                    "Dynamo); `servetune plan --disagg` adds the queueing estimate. Measure it before relying on "
-                    "it.\n\n");
+                    "Dynamo). Measure it before relying on it.\n\n");
+    json_object_set_new(root, "queueing", json_boolean(items != NULL));
     json_object_set_new(root, "configurations", cs);
     char *js = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(17));
     json_decref(root);
     int rc = 0;
-    if (st_buf_error(&b) || !js) {
+    if (st_buf_error(&b) || st_buf_error(&q) || !js) {
         snprintf(err, errlen, "the disaggregated section: out of memory or over %zu bytes", PREDICT_DISAGG_MD_MAX);
         rc = -1;
     } else if (st_store_meta_put(store, "disagg_md", b.data) || st_store_meta_put(store, "disagg", js)) {
         snprintf(err, errlen, "%s", st_store_errmsg(store));
         rc = -1;
     }
+    if (items) {
+        free(items);
+        st_workload_free(&w);
+    }
     free(js);
     st_buf_free(&b);
+    st_buf_free(&q);
     if (have_rep)
         st_report_free(&rep);
     return rc;
+}
+
+/* The --disagg options that can be wrong: 0, or -1 with err. */
+static int disagg_opts_check(int disagg, const disagg_opts *o, char *err, size_t errlen)
+{
+    st_disagg_link l;
+    if (disagg && o->connector && st_disagg_link_find(o->connector, &l)) {
+        snprintf(err, errlen, "--connector %s: not one of %s", o->connector, st_disagg_link_names());
+        return -1;
+    }
+    if (!disagg && o->no_queueing) {
+        snprintf(err, errlen, "--disagg-static goes with --disagg");
+        return -1;
+    }
+    return 0;
 }
 
 int cmd_predict(int argc, char **argv)
@@ -574,6 +772,9 @@ int cmd_predict(int argc, char **argv)
           0, 0, 0 },
         { "disagg-gpus", 0, ST_OPT_LONG, &dopt.gpus, "N",
           "GPUs of each disaggregated setup (default 8 x the configuration's tensor parallelism)", 2, 4096, 0 },
+        { "disagg-static", 0, ST_OPT_FLAG, &dopt.no_queueing, NULL,
+          "--disagg without the queueing simulation of both pools: AIConfigurator's static rate matching alone", 0, 0,
+          0 },
         { "prefill-scale", 0, ST_OPT_DOUBLE, &dopt.s_p, "S",
           "the prefill workers' correction scale of the rate matching (default 0.9, AIConfigurator's)", 0.01, 1.0, 0 },
         { "decode-scale", 0, ST_OPT_DOUBLE, &dopt.s_d, "S",
@@ -598,9 +799,7 @@ int cmd_predict(int argc, char **argv)
         rc = st_cli_usage_error("predict", "expected one SPEC file");
         goto out;
     }
-    st_disagg_link link_check;
-    if (disagg && dopt.connector && st_disagg_link_find(dopt.connector, &link_check)) {
-        snprintf(err, sizeof err, "--connector %s: not one of %s", dopt.connector, st_disagg_link_names());
+    if (disagg_opts_check(disagg, &dopt, err, sizeof err)) {
         rc = st_cli_usage_error("predict", err);
         goto out;
     }

@@ -26,6 +26,7 @@ typedef struct emu_req {
     uint32_t n_bhash;
     uint32_t n_cached;      /* leading blocks already registered in the cache */
     uint32_t cached_tokens; /* prefix hit at first admission */
+    uint32_t kv_external;   /* prompt tokens whose KV it brings (st_emu_req_params), until admitted */
     int admitted_once;
     uint64_t admit_seq;
     st_ns arrival, first_scheduled, first_token;
@@ -359,6 +360,7 @@ int st_emu_add_request(st_emu_engine *e, const st_emu_req_params *p, char *err, 
         goto nomem;
     memcpy(r->tokens, p->ids, (size_t)p->n_ids * sizeof *p->ids);
     r->n_tokens = p->n_ids;
+    r->kv_external = p->kv_external < p->n_ids ? p->kv_external : p->n_ids - 1;
     r->arrival = p->arrival >= 0 ? p->arrival : e->clock.now(e->clock.ctx);
     r->first_scheduled = r->first_token = -1;
     r->ready = r->arrival;
@@ -643,10 +645,12 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
         if (prefix_hits(e, r, &n_hits) < 0)
             return -1;
         uint32_t hit_tokens = n_hits * bs;
-        uint32_t num_new = r->n_tokens - hit_tokens;
+        /* a KV connector's tokens beyond the local hit: allocated with the new ones, computed */
+        uint32_t ext = r->kv_external > hit_tokens ? r->kv_external - hit_tokens : 0;
+        uint32_t num_new = r->n_tokens - hit_tokens - ext;
         if (num_new > budget)
             num_new = budget;
-        if (allocate_slots(e, r, num_new, e->scratch_blocks, n_hits) < 0) {
+        if (allocate_slots(e, r, ext + num_new, e->scratch_blocks, n_hits) < 0) {
             if (e->oom)
                 return -1;
             if (e->n_run == 0 && n_sched == 0)
@@ -655,7 +659,8 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
         }
         wq_pop_front(e);
         e->run[e->n_run++] = r;
-        r->num_computed = hit_tokens;
+        r->num_computed = hit_tokens + ext;
+        r->kv_external = 0; /* a preemption frees them: recomputed when admitted again */
         r->spec_draft = r->spec_acc = 0;
         r->admit_seq = ++e->admit_counter;
         if (e->cfg.enable_prefix_caching) {
@@ -664,7 +669,7 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
         }
         if (!r->admitted_once) {
             r->admitted_once = 1;
-            r->cached_tokens = hit_tokens;
+            r->cached_tokens = hit_tokens + ext;
             r->first_scheduled = now;
         }
         push_u64(&e->admitted, &n_adm, &e->cap_admitted, r->id);
@@ -944,10 +949,11 @@ int st_emu_skip_steps(st_emu_engine *e, st_ns horizon, st_emu_skip_result *res)
             uint32_t n_hits;
             if (prefix_hits(e, head, &n_hits) < 0)
                 return -1;
-            uint32_t num_new = head->n_tokens - n_hits * bs, need;
+            uint32_t hit = n_hits * bs, ext = head->kv_external > hit ? head->kv_external - hit : 0;
+            uint32_t num_new = head->n_tokens - hit - ext, need;
             if (num_new > budget - n)
                 num_new = budget - n;
-            if (slots_fit(e, head, num_new, e->scratch_blocks, n_hits, &need))
+            if (slots_fit(e, head, ext + num_new, e->scratch_blocks, n_hits, &need))
                 break;
         }
         b.kv_read_tokens = (double)C;

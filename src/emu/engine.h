@@ -34,6 +34,13 @@ typedef struct st_emu_req_params {
     st_ns arrival; /* engine time; -1: clock.now() */
     int chat;      /* a /v1/chat/completions request (its API-server costs: fe_chat_factor) */
     void *user;    /* returned in events */
+    /* Prompt tokens whose KV cache the request brings with it (a decode worker of disaggregated
+     * serving: vLLM's KV connector loaded them from the prefill worker before it is scheduled).
+     * At its first admission they count as computed, as vLLM's scheduler counts a connector's
+     * external hit: blocks are allocated for them, and the last prompt token is recomputed
+     * (at most n_ids - 1 count; vllm/v1/core/sched/scheduler.py, _update_waiting_for_remote_kv).
+     * Not counted as prefix-cache hits; a preempted request recomputes them. 0: none. */
+    uint32_t kv_external;
 } st_emu_req_params;
 
 enum {

@@ -430,6 +430,7 @@ static int send_item(run *R, uint32_t i, st_ns sent)
                             .max_tokens = it->output_len,
                             .ignore_eos = 1,
                             .chat = it->chat,
+                            .kv_external = it->dependent ? 0 : it->kv_external,
                             .arrival = R->t0 + sent,
                             .user = r };
     char why[512];

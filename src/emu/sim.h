@@ -18,9 +18,14 @@ typedef struct st_emu_sim_item {
     st_ns arrival;             /* ns from the run start, nondecreasing not required */
     const uint32_t *input_ids; /* input_len ids, or NULL: unique deterministic ids */
     uint32_t input_len;
-    uint32_t output_len; /* max_tokens (ignore_eos) */
-    int chat;            /* sent to /v1/chat/completions (the API-server model's chat costs) */
-    uint32_t n_reason;   /* a reasoning model: the first n_reason output tokens are reasoning (the
+    uint32_t output_len;  /* max_tokens (ignore_eos) */
+    int chat;             /* sent to /v1/chat/completions (the API-server model's chat costs) */
+    uint32_t kv_external; /* prompt tokens whose KV cache it brings (st_emu_req_params: a disaggregated
+                             decode worker's request); 0: none */
+    uint32_t fresh_from;  /* emu/pool only: with input_ids, the ids from this position on are replaced by
+                             the item's own unique ones (a copy of a workload item that keeps its shared
+                             prefix, not its whole prompt); 0: input_ids as they are */
+    uint32_t n_reason;    /* a reasoning model: the first n_reason output tokens are reasoning (the
                             record's first_answer is the token after them; -1 when none follows) */
     /* Multi-turn sessions (open loop without a cap only): a DEPENDENT item is a session's later
      * turn, not on the schedule (arrival unused): it is sent `think` after the turn before it

@@ -48,7 +48,9 @@ void st_disagg_work_of_spec(const st_spec *s, st_disagg_work *out)
                              .cached_tokens = s->workload.shared_prefix,
                              .output_tokens = s->workload.output_tokens,
                              .ttft_slo_s = s->slo.n > 0 ? s->slo.terms[0].max_ms / 1e3 : 0,
-                             .tpot_slo_s = s->slo.n > 1 ? s->slo.terms[1].max_ms / 1e3 : 0 };
+                             .tpot_slo_s = s->slo.n > 1 ? s->slo.terms[1].max_ms / 1e3 : 0,
+                             .window_s = s->search.min_window_s,
+                             .growth_p = 1 - s->search.confidence };
 }
 
 double st_disagg_kv_bytes_per_token(const st_emu_model *m, st_emu_dtype kv)
@@ -73,7 +75,8 @@ int st_disagg_worker_rates(const st_emu_config *cfg, const st_emu_memory *mem, c
                            st_disagg_worker *out, char *why, size_t n)
 {
     memset(out, 0, sizeof *out);
-    double in = w->input_tokens, cached = w->cached_tokens < in ? w->cached_tokens : 0;
+    /* the shared prefix is cached only where prefix caching is on */
+    double in = w->input_tokens, cached = cfg->enable_prefix_caching && w->cached_tokens < in ? w->cached_tokens : 0;
     double u = in - cached, outn = w->output_tokens > 1 ? w->output_tokens : 1;
     double budget = mem->max_num_batched_tokens;
     if (!(u >= 1) || !(budget >= 1)) {

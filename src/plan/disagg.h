@@ -59,6 +59,10 @@ typedef struct st_disagg_work {
     double cached_tokens;          /* of which a shared prefix the prefill worker has cached */
     double output_tokens;          /* mean output */
     double ttft_slo_s, tpot_slo_s; /* 0: none */
+    double window_s;               /* queueing runs (plan/disagg_sim.h): arrivals over at least this long
+                                      (the spec's search.min_window); 0: the requests given */
+    double growth_p;               /* and a TTFT trend is growth below this p-value (1 - the spec's
+                                      search.confidence); 0: no growth test */
 } st_disagg_work;
 
 struct st_spec;

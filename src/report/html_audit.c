@@ -456,6 +456,124 @@ static void load_trace(arena *a, st_store *s, const st_report *r, const st_rep_c
     out->window_end_s = c->has_sus[j] ? c->sus[j].window_end_s : NAN;
 }
 
+/* A string of a JSON object, or "". */
+static const char *j_str(const json_t *o, const char *key)
+{
+    const char *v = json_string_value(json_object_get(o, key));
+    return v ? v : "";
+}
+
+/* A number of a JSON object as text ("—" when absent or null). */
+static const char *j_num(arena *a, st_buf *tb, const json_t *o, const char *key, int decimals)
+{
+    const json_t *v = json_object_get(o, key);
+    st_buf_reset(tb);
+    if (json_is_number(v))
+        st_buf_printf(tb, "%.*f", decimals, json_number_value(v));
+    else
+        st_buf_puts(tb, "—");
+    return a_take(a, tb);
+}
+
+static const char *const disagg_head[8] = { "configuration",
+                                            "xPyD",
+                                            "static req/s (rate matched)",
+                                            "aggregated req/s",
+                                            "offered req/s",
+                                            "TTFT p50 / p95 (ms)",
+                                            "TPOT p50 / p95 (ms)",
+                                            "SLO" };
+
+/* One row of the disaggregated table: configuration c's static figures, and its queueing run q
+ * (NULL: the static row alone). */
+static void disagg_row(arena *a, st_buf *tb, const json_t *c, const json_t *q, const char **row)
+{
+    st_buf_reset(tb);
+    st_buf_puts(tb, j_str(c, "configuration")); /* copied: the JSON is freed before the page is made */
+    row[0] = a_take(a, tb);
+    st_buf_reset(tb);
+    if (json_is_integer(json_object_get(c, "x")))
+        st_buf_printf(tb, "%lldP%lldD", (long long)json_integer_value(json_object_get(c, "x")),
+                      (long long)json_integer_value(json_object_get(c, "y")));
+    else
+        st_buf_printf(tb, "none: %s", j_str(c, "error"));
+    row[1] = a_take(a, tb);
+    row[2] = j_num(a, tb, c, "rps", 2);
+    row[3] = j_num(a, tb, c, "aggregated_rps", 2);
+    if (!q) {
+        row[4] = "static only";
+        const char *ttft = j_num(a, tb, c, "ttft_static_ms", 0), *tpot = j_num(a, tb, c, "tpot_static_ms", 1);
+        st_buf_reset(tb);
+        st_buf_printf(tb, "%s (one request)", ttft);
+        row[5] = a_take(a, tb);
+        st_buf_reset(tb);
+        st_buf_printf(tb, "%s (one step)", tpot);
+        row[6] = a_take(a, tb);
+        row[7] = "";
+        return;
+    }
+    st_buf_reset(tb);
+    st_buf_printf(tb, "%.2f (%s)", json_number_value(json_object_get(q, "rate")), j_str(q, "what"));
+    row[4] = a_take(a, tb);
+    const char *p50 = j_num(a, tb, q, "ttft_p50_ms", 0), *p95 = j_num(a, tb, q, "ttft_p95_ms", 0);
+    st_buf_reset(tb);
+    st_buf_printf(tb, "%s / %s", p50, p95);
+    row[5] = a_take(a, tb);
+    p50 = j_num(a, tb, q, "tpot_p50_ms", 1);
+    p95 = j_num(a, tb, q, "tpot_p95_ms", 1);
+    st_buf_reset(tb);
+    st_buf_printf(tb, "%s / %s", p50, p95);
+    row[6] = a_take(a, tb);
+    row[7] = json_is_true(json_object_get(q, "meets_slo")) ? "met" : "not met";
+}
+
+/* predict --disagg (report.json's "disaggregated"): each configuration's best xPyD, static and
+ * with queueing in both pools, a row per rate simulated. 1 when *t was made. */
+static int disagg_table(arena *a, st_buf *tb, const st_report *r, st_html_table *t)
+{
+    json_t *d = r->audit.prediction && r->audit.disagg ? json_loads(r->audit.disagg, 0, NULL) : NULL;
+    const json_t *cs = json_object_get(d, "configurations");
+    size_t rows = 0;
+    for (size_t i = 0; i < json_array_size(cs); i++) {
+        size_t k = json_array_size(json_object_get(json_object_get(json_array_get(cs, i), "queueing"), "rates"));
+        rows += k ? k : 1;
+    }
+    const char **cells = rows ? a_calloc(a, rows * 8, sizeof *cells) : NULL;
+    if (!cells) {
+        json_decref(d);
+        return 0;
+    }
+    uint32_t n = 0;
+    for (size_t i = 0; i < json_array_size(cs); i++) {
+        const json_t *c = json_array_get(cs, i);
+        const json_t *qr = json_object_get(json_object_get(c, "queueing"), "rates");
+        if (!json_array_size(qr))
+            disagg_row(a, tb, c, NULL, &cells[(size_t)n++ * 8]);
+        for (size_t k = 0; k < json_array_size(qr); k++)
+            disagg_row(a, tb, c, json_array_get(qr, k), &cells[(size_t)n++ * 8]);
+    }
+    st_buf_reset(tb);
+    st_buf_printf(tb,
+                  "A prediction: no disaggregated setup was measured. Each configuration as the xPyD of its own "
+                  "workers with the most requests/s per GPU at equal GPUs by AIConfigurator's rate matching "
+                  "(min(x x prefill rate x %.2f, y x decode rate x %.2f), static: no queue), beside the same GPUs "
+                  "aggregated, then that xPyD run with queueing in both pools on the engine model (least-loaded "
+                  "routers, the KV transfer between the pools): p50 and p95 at each offered rate, and the capacity "
+                  "at the SLO. report.md has the KV links and the deploy flags.",
+                  json_number_value(json_object_get(d, "prefill_scale")),
+                  json_number_value(json_object_get(d, "decode_scale")));
+    *t = (st_html_table){ .id = "disagg",
+                          .title = "Disaggregated prefill/decode (a prediction)",
+                          .intro = a_take(a, tb),
+                          .head = disagg_head,
+                          .cells = cells,
+                          .cols = 8,
+                          .rows = n,
+                          .text_cols = 1u << 1 | 1u << 4 | 1u << 5 | 1u << 6 | 1u << 7 };
+    json_decref(d);
+    return 1;
+}
+
 int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *opts, st_buf *out, char *err,
                    size_t errlen)
 {
@@ -684,8 +802,9 @@ int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *op
         }
         pv_rows++;
     }
-    st_html_table tables[5];
+    st_html_table tables[8];
     uint32_t nt = 0;
+    nt += (uint32_t)disagg_table(&a, &tb, r, &tables[nt]);
     /* "Who pays" (report/whopays.h): the trace's tenants, when it names them */
     if (r->who_pays) {
         char(*wc)[ST_REP_WHOPAYS_COLS][ST_REP_WHOPAYS_CELL] = a_calloc(&a, ST_REP_WHOPAYS_ROWS + 2, sizeof *wc);

@@ -93,13 +93,41 @@ static void each_configuration_priced_disaggregated(void **state)
         /* beside the same GPUs aggregated at the predicted capacity */
         if (!(num(c, "aggregated_rps") > 0))
             fail_msg("%s: no aggregated capacity beside the disaggregated one", names[i]);
+        /* with queueing: a run at each rate (the 4 fractions of the static figure, the aggregated
+         * capacity, the capacity at the SLO), the queue growing with the rate */
+        json_t *q = json_object_get(c, "queueing"), *rates = json_object_get(q, "rates");
+        if (json_array_size(rates) != 6)
+            fail_msg("%s: %zu queueing rows, not 6", names[i], json_array_size(rates));
+        double t_lo = num(json_array_get(rates, 0), "ttft_p95_ms"), t_hi = num(json_array_get(rates, 3), "ttft_p95_ms");
+        if (!(t_hi > t_lo && t_lo >= num(c, "ttft_static_ms")))
+            fail_msg("%s: p95 TTFT %.1f ms at 0.25 x static, %.1f ms at 1 x, static %.1f ms", names[i], t_lo, t_hi,
+                     num(c, "ttft_static_ms"));
+        assert_true(num(q, "capacity_rps") > 0);
+        assert_true(json_is_true(json_object_get(json_array_get(rates, 5), "meets_slo")));
         json_decref(root);
     }
+    assert_true(file_has(md, "### With queueing (the engine model, both pools)"));
+    char html[700];
+    snprintf(html, sizeof html, "%s/report.html", out);
+    assert_true(file_has(html, "id=\"disagg\""));
+    assert_true(file_has(html, "Disaggregated prefill/decode (a prediction)"));
+    assert_true(file_has(html, "x static)"));
     /* the report re-rendered from the store keeps the section */
     unlink(md);
     const char *r[] = { "report", out, NULL };
     assert_int_equal(run_servetune(r, 120), 0);
     assert_true(file_has(md, "no disaggregated setup was measured"));
+    /* --disagg-static: the rate matching alone, the same figure */
+    const char *st[] = { "predict", specp, "-o", out, "-q", "--disagg", "--disagg-gpus", "8", "--disagg-static", NULL };
+    assert_int_equal(run_servetune(st, 300), 0);
+    assert_false(file_has(md, "With queueing"));
+    json_t *root;
+    json_t *c = disagg_config(out, 0, &root);
+    assert_null(json_object_get(c, "queueing"));
+    double want =
+        fmin(num(c, "x") * num(c, "prefill_worker_rps") * 0.9, num(c, "y") * num(c, "decode_worker_rps") * 0.92);
+    assert_true(fabs(num(c, "rps") - want) <= 1e-9 * want);
+    json_decref(root);
 }
 
 static void slow_connector_and_bad_input(void **state)
@@ -136,6 +164,11 @@ static void slow_connector_and_bad_input(void **state)
     snprintf(log, sizeof log, "%s/servetune.out", tmp);
     assert_true(file_has(log, "nvlink, infiniband, pcie, ethernet"));
     struct stat st;
+    assert_int_equal(stat(out2, &st), -1);
+    /* --disagg-static alone: refused too */
+    const char *c2[] = { "predict", specp, "-o", out2, "--disagg-static", NULL };
+    assert_int_equal(run_servetune(c2, 60), 2);
+    assert_true(file_has(log, "--disagg-static goes with --disagg"));
     assert_int_equal(stat(out2, &st), -1);
 }
 

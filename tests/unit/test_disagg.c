@@ -134,6 +134,12 @@ static void worker_rates_on_the_engine_model(void **state)
     assert_true(r.decode_step_s > 0 && r.decode_step_s <= 0.05);
     assert_near(r.decode_rps, r.decode_batch / (300 * r.decode_step_s), 1e-9);
     assert_near(r.kv_bytes, 3000 * 147456.0, 1e-3);
+    /* without prefix caching the shared prefix is prefilled too: a longer prefill */
+    st_emu_config nc = c;
+    nc.enable_prefix_caching = 0;
+    st_disagg_worker rn;
+    assert_int_equal(st_disagg_worker_rates(&nc, &mem, &w, &rn, why, sizeof why), 0);
+    assert_true(rn.prefill_s > 2 * r.prefill_s);
     /* a tighter TPOT SLO: a smaller batch, a lower decode rate */
     st_disagg_work tight = w;
     tight.tpot_slo_s = r.decode_step_s * 0.8;
