@@ -308,6 +308,37 @@ out:
     return rc;
 }
 
+/* Speculation on the top k picks (docs/plan.md "Speculative decoding"): whether it pays, where it
+ * stops paying; a plain pick's figures are its speculative twin's (the same candidate with the
+ * cheapest speculation variant), at the pick's own batch. */
+static void spec_assess(st_plan_result *r, st_plan_model *m, int k)
+{
+    r->spec_variants = st_plan_spec_variants(r->spec, r->spec_why, sizeof r->spec_why);
+    int idx[64], n = st_plan_order(r->c, r->n, idx, k < 64 ? k : 64);
+    char why[ST_PLAN_WHY_MAX];
+    for (int i = 0; i < n && r->spec_variants; i++) {
+        st_plan_candidate *c = &r->c[idx[i]];
+        if (c->spec) {
+            (void)st_plan_model_spec_pay(m, c, c, &c->pay, why, sizeof why);
+            continue;
+        }
+        int best = -1;
+        for (int j = 0; j < r->n; j++) {
+            const st_plan_candidate *t = &r->c[j];
+            if (!t->spec || strcmp(t->gpu, c->gpu) || t->tp != c->tp || strcmp(t->model, c->model) ||
+                strcmp(t->kv_dtype, c->kv_dtype) || t->max_num_seqs != c->max_num_seqs ||
+                t->max_batched != c->max_batched || t->max_model_len != c->max_model_len)
+                continue;
+            if (best < 0 ||
+                (t->state == ST_PLAN_OK && (r->c[best].state != ST_PLAN_OK || t->usd_per_1m < r->c[best].usd_per_1m)))
+                best = j;
+        }
+        c->spec_twin = best;
+        if (best >= 0)
+            (void)st_plan_model_spec_pay(m, &r->c[best], c, &c->pay, why, sizeof why);
+    }
+}
+
 /* The progress line: on a terminal rewritten in place, at most PLAN_PROGRESS_S apart; else (with
  * --progress) one line each time. */
 #define PLAN_PROGRESS_S 0.5
@@ -649,6 +680,7 @@ int cmd_plan(int argc, char **argv)
                                .progress = progress || (ps.tty && !quiet) ? show_progress : NULL,
                                .progress_arg = &ps };
     r.best = st_plan_search_opt(cand, r.n, k, out_max, &ops, &so, &r.stats);
+    spec_assess(&r, model, k);
     if (ps.shown)
         fprintf(stderr, ps.tty ? "\n" : "");
     /* the current setup, the same way (never pruned) */
