@@ -56,7 +56,13 @@ static void help(const st_opt *opts)
         "K candidates as an audit spec to measure on the hardware. With a traffic: block, the cost of a day as\n"
         "dedicated replicas (peak-sized or autoscaled) and as serverless workers. With --quality DIR (an audit\n"
         "with a quality: block, docs/quality.md), the cost-vs-quality frontier uses the drift the audit measured\n"
-        "for each checkpoint and KV cache (mean KL divergence against its baseline) instead of the format's label.\n\n"
+        "for each checkpoint and KV cache (mean KL divergence against its baseline) instead of the format's label.\n"
+        "With plan.speculation (methods, draft lengths k, each with an acceptance: a measured one, or n-gram lookup's\n"
+        "offline estimate from `servetune trace stats LOG --spec ngram:K`), every candidate also runs with "
+        "speculative\n"
+        "decoding (--speculative-config), and the picks say whether it pays and from which batch (and about which\n"
+        "rate) verifying the draft tokens binds; without an acceptance speculation is not considered (the plan says\n"
+        "why). docs/plan.md, \"Speculative decoding\".\n\n"
         "Options:\n");
     st_opts_usage(stdout, opts);
     printf("\nExamples:\n"

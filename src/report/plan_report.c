@@ -125,16 +125,24 @@ static void table(const st_plan_result *r, st_buf *b)
     }
     int m = st_plan_order(r->c, r->n, idx, ST_PLAN_REPORT_ROWS), capped = 0;
     if (m) {
-        st_buf_puts(b,
-                    "| # | GPU x per replica | weights | KV | max seqs | batched tokens | max len | $/GPU-h | capacity "
-                    "(req/s) | output tok/s | $ per 1M output tok | replicas at peak | monthly | frontier |\n"
-                    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+        int sp = r->spec_variants > 0; /* a decoding column when speculation was searched */
+        st_buf_printf(
+            b,
+            "| # | GPU x per replica | weights | KV | max seqs | batched tokens | max len |%s $/GPU-h | capacity "
+            "(req/s) | output tok/s | $ per 1M output tok | replicas at peak | monthly | frontier |\n"
+            "|---|---|---|---|---|---|---|%s---|---|---|---|---|---|---|\n",
+            sp ? " decoding |" : "", sp ? "---|" : "");
         for (int i = 0; i < m; i++) {
             const st_plan_candidate *c = &r->c[idx[i]];
             st_cost k = cost_of(r, c);
-            st_buf_printf(b, "| %d | %s x%d | %s | %s | %ld | %ld | %ld | %.4g | %s%.3g | %.0f | ", c->rank, c->gpu,
-                          c->tp, c->weights, c->kv_dtype, c->max_num_seqs, c->max_batched, c->max_model_len,
-                          c->price_per_gpu_hour, c->capacity_capped ? ">= " : "", c->capacity_rps, c->output_tps);
+            st_buf_printf(b, "| %d | %s x%d | %s | %s | %ld | %ld | %ld | ", c->rank, c->gpu, c->tp, c->weights,
+                          c->kv_dtype, c->max_num_seqs, c->max_batched, c->max_model_len);
+            if (sp && c->spec)
+                st_buf_printf(b, "%s k%d | ", c->spec->method, c->spec_k);
+            else if (sp)
+                st_buf_puts(b, "plain | ");
+            st_buf_printf(b, "%.4g | %s%.3g | %.0f | ", c->price_per_gpu_hour, c->capacity_capped ? ">= " : "",
+                          c->capacity_rps, c->output_tps);
             capped += c->capacity_capped;
             money(b, c->usd_per_1m);
             st_buf_printf(b, " | %ld | ", k.replicas);
@@ -234,8 +242,12 @@ static void spec_pick(const st_plan_result *r, const st_plan_candidate *c, st_bu
         st_buf_puts(b, "; ");
         pay_words(&c->pay, b);
     }
-    st_buf_puts(b, c->pay.ok && c->pay.ratio_at_cap >= 1 ? ": speculation does not pay at this load.\n"
-                                                         : ": speculation does not make it cheaper per token here.\n");
+    if (t->state == ST_PLAN_OK && t->usd_per_1m < c->usd_per_1m)
+        st_buf_puts(b, ": the speculating variant is cheaper per token and ranks above it.\n");
+    else if (c->pay.ok && c->pay.ratio_at_cap >= 1)
+        st_buf_puts(b, ": speculation does not pay at this load.\n");
+    else
+        st_buf_puts(b, ": speculation does not make it cheaper per token here.\n");
 }
 
 static void speculation(const st_plan_result *r, st_buf *b)
@@ -247,10 +259,13 @@ static void speculation(const st_plan_result *r, st_buf *b)
         st_buf_printf(b,
                       "%d speculative variant%s of every candidate searched beside plain decoding, on the engine "
                       "model's verification step (k + 1 tokens scored per sequence, the proposer's cost; "
-                      "docs/speculative.md) with the acceptance given. ",
+                      "docs/speculative.md) with the acceptance given.",
                       r->spec_variants, r->spec_variants == 1 ? "" : "s");
     if (r->spec_why[0])
-        st_buf_printf(b, "%s.", r->spec_why);
+        st_buf_printf(b, "%s%s.", r->spec_variants ? " " : "", r->spec_why);
+    if (r->spec_variants && r->spec->workload.kind == ST_WL_SYNTHETIC)
+        st_buf_puts(b, " To audit a speculating configuration, replay the client's own text: on this spec's synthetic "
+                       "prompts (random ids) `--check` refuses it, as they accept almost nothing.");
     st_buf_puts(b, "\n\n");
     int idx[64],
         n = st_plan_order(r->c, r->n, idx, r->spec->plan.top > 0 && r->spec->plan.top < 64 ? r->spec->plan.top : 3);
