@@ -1531,7 +1531,18 @@ static int parse_plan_specm(pctx *p, yaml_node_t *n, st_plan_specm *m)
             return failf(p, v, "plan.speculation.k: at most %d draft tokens", ST_SPEC_ACCEPT_POS_MAX);
         m->k[i] = (int)ks[i];
     }
-    if ((v = kv(k, nk, "acceptance")))
+    if ((v = kv(k, nk, "acceptance")) && scalar(v) && !strcmp(scalar(v), "trace")) {
+        if (strcmp(m->method, "ngram") && strcmp(m->method, "ngram_gpu"))
+            return failf(p, v,
+                         "plan.speculation.acceptance: 'trace' is n-gram lookup's offline replay of the trace; %s's "
+                         "acceptance cannot be computed offline: give a measured one",
+                         m->method);
+        if (kv(k, nk, "draft_share"))
+            return failf(p, kv(k, nk, "draft_share"), "plan.speculation: the trace's replay gives the draft share");
+        m->acc_trace = 1;
+        return 0;
+    }
+    if (v)
         return parse_accept(p, v, kv(k, nk, "draft_share"), "plan.speculation", &m->acc);
     if (kv(k, nk, "draft_share"))
         return failf(p, kv(k, nk, "draft_share"), "plan.speculation: draft_share without an acceptance");

@@ -119,6 +119,11 @@ typedef struct st_plan_specm {
     char *model;
     int k[ST_PLAN_LIST_MAX], n_k;
     st_spec_accept acc;
+    /* acceptance: trace (n-gram lookup): the offline replay of the workload's trace gives one
+     * acceptance per k (acc_k[i], given or not: trace_why says why), filled by `servetune plan` */
+    int acc_trace;
+    st_spec_accept acc_k[ST_PLAN_LIST_MAX];
+    char trace_why[300];
 } st_plan_specm;
 
 typedef struct st_spec {

@@ -32,6 +32,7 @@
 #include "core/opts.h"
 #include "core/util.h"
 #include "report/deploy.h"
+#include "load/spec_trace.h"
 #include "load/trace.h"
 #include "load/workload.h"
 #include "report/plan_report.h"
@@ -146,6 +147,68 @@ static int len_auto(const st_spec *s, long *len, double *reject, char *err, size
     }
     int capped;
     return st_traffic_len_auto(s, len, reject, &capped, err, errlen);
+}
+
+/* vLLM's n-gram lookup window when --speculative-config gives none (prompt_lookup_min = max = 5:
+ * vllm/config/speculative.py). */
+#define PLAN_NGRAM_LOOKUP 5
+
+/* One k's acceptance from its replay: by position (accepted at i / drafts) and the share of steps
+ * with a draft. 0, or -1 with why (no draft). */
+static int replay_accept(const st_ngram_acc *a, uint32_t k, st_spec_accept *out, char *why, size_t n)
+{
+    memset(out, 0, sizeof *out);
+    if (!a->drafts || !a->steps) {
+        snprintf(why, n, "n-gram lookup made no draft in the trace's replay");
+        return -1;
+    }
+    out->given = 1;
+    out->n_pos = k < ST_SPEC_ACCEPT_POS_MAX ? k : ST_SPEC_ACCEPT_POS_MAX;
+    for (uint32_t i = 0; i < out->n_pos; i++)
+        out->pos[i] = (double)a->accepted_pos[i] / (double)a->drafts;
+    out->draft_share = (double)a->drafts / (double)a->steps;
+    return 0;
+}
+
+/* acceptance: trace: vLLM's n-gram proposer replayed over the workload trace's logged prompts and
+ * completions (their token ids: load/spec_trace.h), one acceptance per k; what could not be
+ * replayed is named in the method's trace_why. 0, or -1 with err (the trace could not be read). */
+static int trace_acceptance(st_spec *s, st_plan_specm *m, char *err, size_t errlen)
+{
+    if (s->workload.kind != ST_WL_TRACE || !s->workload.trace) {
+        snprintf(m->trace_why, sizeof m->trace_why, "acceptance: trace needs a workload.trace with the logged text");
+        return 0;
+    }
+    st_ngram_params p[ST_PLAN_LIST_MAX];
+    for (int q = 0; q < m->n_k; q++)
+        p[q] = (st_ngram_params){ (uint32_t)m->k[q], PLAN_NGRAM_LOOKUP, PLAN_NGRAM_LOOKUP, 0 };
+    st_spec_stats *ss = st_spec_stats_new(p, m->n_k, NULL, NULL, err, errlen);
+    if (!ss || st_cli_spec_read(s->workload.trace, ss, err, errlen)) {
+        st_spec_stats_free(ss);
+        return -1;
+    }
+    const st_spec_counts *c = st_spec_stats_counts(ss);
+    if (!c->replayed)
+        snprintf(m->trace_why, sizeof m->trace_why,
+                 "none of the trace's %llu lines has a prompt and a completion as token ids (%llu without a "
+                 "completion, %llu text only: tokenize them with `servetune trace stats LOG --spec ngram:K --vocab "
+                 "GGUF` and give its acceptance)",
+                 (unsigned long long)c->lines, (unsigned long long)c->no_completion,
+                 (unsigned long long)c->no_tokenizer);
+    for (int q = 0; q < m->n_k && c->replayed; q++)
+        (void)replay_accept(st_spec_stats_total(ss, q), p[q].k, &m->acc_k[q], m->trace_why, sizeof m->trace_why);
+    st_spec_stats_free(ss);
+    return 0;
+}
+
+/* The plan's inputs from the workload: --max-model-len (len_auto) and the n-gram acceptance of the
+ * methods that ask for the trace's. 0, or -1 with err. */
+static int workload_inputs(st_spec *s, long *len, double *reject, char *err, size_t errlen)
+{
+    for (int i = 0; i < s->plan.n_spec; i++)
+        if (s->plan.spec[i].acc_trace && trace_acceptance(s, &s->plan.spec[i], err, errlen))
+            return -1;
+    return len_auto(s, len, reject, err, errlen);
 }
 
 /* FILE for the first spec, FILE-2.yaml, FILE-3.yaml ... for the next (before the extension). */
@@ -631,7 +694,7 @@ int cmd_plan(int argc, char **argv)
     have_prices = 1;
     const char *prov = provider ? provider : spec.plan.provider;
     st_plan_result r = { .spec = &spec, .spec_path = spec_file, .prices = &prices, .provider = prov };
-    if (len_auto(&spec, &r.len_auto, &r.len_reject_share, err, sizeof err)) {
+    if (workload_inputs(&spec, &r.len_auto, &r.len_reject_share, err, sizeof err)) {
         fprintf(stderr, "servetune plan: %s\n", err);
         goto out;
     }

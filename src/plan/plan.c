@@ -465,8 +465,10 @@ int st_plan_enumerate(const st_spec *s, const st_prices *p, const char *provider
     return st_plan_enumerate_max(s, p, provider, len_auto, 0, out, n, err, errlen);
 }
 
-const st_spec_accept *st_plan_spec_accept(const st_spec *s, const st_plan_specm *m)
+const st_spec_accept *st_plan_spec_accept(const st_spec *s, const st_plan_specm *m, int q)
 {
+    if (m->acc_trace)
+        return q >= 0 && q < m->n_k && m->acc_k[q].given ? &m->acc_k[q] : NULL;
     if (m->acc.given)
         return &m->acc;
     return s->speculation.given ? &s->speculation : NULL;
@@ -485,11 +487,18 @@ int st_plan_spec_variants(const st_spec *s, char *why, size_t whylen)
                  "ngram:K`)");
     for (int i = 0; i < s->plan.n_spec; i++) {
         const st_plan_specm *m = &s->plan.spec[i];
-        if (st_plan_spec_accept(s, m)) {
-            n += m->n_k;
+        int usable = 0;
+        for (int q = 0; q < m->n_k; q++)
+            usable += st_plan_spec_accept(s, m, q) != NULL;
+        n += usable;
+        if (usable == m->n_k || !why || off >= whylen)
             continue;
-        }
-        if (why && off < whylen)
+        if (m->acc_trace)
+            off += (size_t)snprintf(why + off, whylen - off,
+                                    "%sSpeculation by %s was not considered for %d of its %d draft lengths: %s",
+                                    off ? "; " : "", m->method, m->n_k - usable, m->n_k,
+                                    m->trace_why[0] ? m->trace_why : "the trace was not replayed");
+        else
             off += (size_t)snprintf(why + off, whylen - off,
                                     "%sSpeculation by %s was not considered: no acceptance given (plan.speculation's "
                                     "acceptance, or the spec's speculation.acceptance); the plan does not assume one",
@@ -507,14 +516,12 @@ static int add_spec_variants(const st_spec *s, st_plan_candidate *c, int n)
         c[i].spec_twin = -1;
     for (int j = 0; j < s->plan.n_spec; j++) {
         const st_plan_specm *m = &s->plan.spec[j];
-        if (!st_plan_spec_accept(s, m))
-            continue;
         for (int q = 0; q < m->n_k; q++)
-            for (int i = 0; i < n; i++) {
+            for (int i = 0; i < n && st_plan_spec_accept(s, m, q); i++) {
                 c[k] = c[i];
                 c[k].spec = m;
                 c[k].spec_k = m->k[q];
-                c[k].spec_acc = st_plan_spec_accept(s, m);
+                c[k].spec_acc = st_plan_spec_accept(s, m, q);
                 k++;
             }
     }

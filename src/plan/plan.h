@@ -192,8 +192,9 @@ int st_plan_enumerate_max(const st_spec *s, const st_prices *p, const char *prov
  * block): the plan never invents one. Returns how many variants; why (may be NULL) says what
  * was not considered and why, or is empty when every method was. */
 int st_plan_spec_variants(const st_spec *s, char *why, size_t whylen);
-/* The acceptance method m is tried with: its own, else the spec's speculation block's; NULL: none. */
-const st_spec_accept *st_plan_spec_accept(const st_spec *s, const st_plan_specm *m);
+/* The acceptance method m is tried with at its q-th k: the trace's replay for that k (acceptance:
+ * trace), else its own, else the spec's speculation block's; NULL: none. */
+const st_spec_accept *st_plan_spec_accept(const st_spec *s, const st_plan_specm *m, int q);
 
 /* The spec's own baseline as a candidate (its GPU, GPUs per replica, price, model and flags): the
  * "current setup" every candidate is compared with. Strings point into s. */

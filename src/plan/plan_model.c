@@ -660,14 +660,23 @@ void st_plan_model_free(st_plan_model *m)
     free(m);
 }
 
-/* The batch a candidate runs at its capacity, about: requests a second x output tokens each x
- * seconds an output token (its p95 TPOT: an upper side), within 1..max_seqs. 0 when not evaluated. */
-static double batch_at(const st_plan_model *m, const st_plan_candidate *at, uint32_t max_seqs)
+/* The batch a candidate runs at its capacity, about (Little's law on tokens): output tokens a
+ * second x seconds an output token (its p95 TPOT: an upper side), within 1..max_seqs. 0 when not
+ * evaluated. */
+static double batch_at(const st_plan_candidate *at, uint32_t max_seqs)
 {
-    if (at->state != ST_PLAN_OK || !(at->capacity_rps > 0) || !(at->tpot_p95_ms > 0))
+    if (at->state != ST_PLAN_OK || !(at->output_tps > 0) || !(at->tpot_p95_ms > 0))
         return 0;
-    double b = at->capacity_rps * m->base->workload.output_tokens * at->tpot_p95_ms / 1000.0;
+    double b = at->output_tps * at->tpot_p95_ms / 1000.0;
     return b < 1 ? 1 : b > max_seqs ? max_seqs : b;
+}
+
+/* Output tokens per request: what candidate at's runs delivered, else the spec's nominal length. */
+static double out_tokens(const st_plan_model *m, const st_plan_candidate *at)
+{
+    if (at->state == ST_PLAN_OK && at->capacity_rps > 0 && at->output_tps > 0)
+        return at->output_tps / at->capacity_rps;
+    return m->base->workload.output_tokens > 0 ? m->base->workload.output_tokens : 1;
 }
 
 int st_plan_model_spec_pay(st_plan_model *m, const st_plan_candidate *c, const st_plan_candidate *at,
@@ -683,7 +692,7 @@ int st_plan_model_spec_pay(st_plan_model *m, const st_plan_candidate *c, const s
         snprintf(why, n, "the candidate does not speculate");
         return -1;
     }
-    double out_tok = m->base->workload.output_tokens > 0 ? m->base->workload.output_tokens : 1;
+    double out_tok = out_tokens(m, at);
     uint32_t ctx = (uint32_t)(st_spec_mean_input(m->base) + out_tok / 2);
     st_emu_spec_point p;
     if (st_emu_spec_point_cfg(&cfg, 1, ctx, &p)) {
@@ -697,7 +706,7 @@ int st_plan_model_spec_pay(st_plan_model *m, const st_plan_candidate *c, const s
             out->breakeven_rps = b / (out_tok * p.tpot_plain_s);
             break;
         }
-    out->batch_at_cap = batch_at(m, at, mem.max_num_seqs);
+    out->batch_at_cap = batch_at(at, mem.max_num_seqs);
     if (out->batch_at_cap > 0 && st_emu_spec_point_cfg(&cfg, (uint32_t)lround(out->batch_at_cap), ctx, &p) == 0)
         out->ratio_at_cap = p.ratio;
     out->ok = 1;

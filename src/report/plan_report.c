@@ -190,8 +190,8 @@ static void pay_words(const st_plan_spec_pay *p, st_buf *b)
     else
         st_buf_puts(b, "; it pays at every batch up to --max-num-seqs");
     if (p->batch_at_cap > 0)
-        st_buf_printf(b, "; at this candidate's capacity the batch is about %.0f sequences, where it gives TPOT x%.2f",
-                      p->batch_at_cap, p->ratio_at_cap);
+        st_buf_printf(b, "; at this candidate's capacity the batch is about %.0f sequence%s, where it gives TPOT x%.2f",
+                      p->batch_at_cap, p->batch_at_cap < 1.5 ? "" : "s", p->ratio_at_cap);
 }
 
 /* What became of a plain pick's speculative twin, in words. */

@@ -101,6 +101,7 @@ static void variants_need_an_acceptance(void **state)
         { "    - {method: ngram, acceptance: 0.5}\n", "needs 'method' and 'k'" },
         { "    - {method: ngram, k: 2, acceptance: 1.5}\n", "within 0..1" },
         { "    - {method: ngram, k: 40, acceptance: 0.5}\n", "plan.speculation.k" },
+        { "    - {method: eagle, k: 2, acceptance: trace}\n", "cannot be computed offline" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         char t[2048];
