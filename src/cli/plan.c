@@ -201,14 +201,18 @@ static int trace_acceptance(st_spec *s, st_plan_specm *m, char *err, size_t errl
     return 0;
 }
 
-/* The plan's inputs from the workload: --max-model-len (len_auto) and the n-gram acceptance of the
- * methods that ask for the trace's. 0, or -1 with err. */
+/* The plan's inputs from the workload: --max-model-len (plan.max_model_len, else len_auto) and the
+ * n-gram acceptance of the methods that ask for the trace's. 0, or -1 with err. */
 static int workload_inputs(st_spec *s, long *len, double *reject, char *err, size_t errlen)
 {
     for (int i = 0; i < s->plan.n_spec; i++)
         if (s->plan.spec[i].acc_trace && trace_acceptance(s, &s->plan.spec[i], err, errlen))
             return -1;
-    return len_auto(s, len, reject, err, errlen);
+    if (len_auto(s, len, reject, err, errlen))
+        return -1;
+    if (s->plan.max_model_len > 0)
+        *len = s->plan.max_model_len;
+    return 0;
 }
 
 /* FILE for the first spec, FILE-2.yaml, FILE-3.yaml ... for the next (before the extension). */
@@ -698,8 +702,6 @@ int cmd_plan(int argc, char **argv)
         fprintf(stderr, "servetune plan: %s\n", err);
         goto out;
     }
-    if (spec.plan.max_model_len > 0)
-        r.len_auto = spec.plan.max_model_len;
     if (st_plan_enumerate_max(&spec, &prices, prov, r.len_auto, max_cand, &cand, &r.n, err, sizeof err)) {
         fprintf(stderr, "servetune plan: %s\n", err);
         goto out;

@@ -268,8 +268,7 @@ int st_emu_spec_of_args(const st_emu_args *a, st_emu_config *c, char *err, size_
         sp->draft.layers = 1;
         sp->draft.dense_layers = sp->draft.experts ? 1 : 0;
         st_emu_model_count_params(&sp->draft);
-        sp->draft_model = 1;
-        sp->draft_shares_embed = 1;
+        sp->draft_model = sp->draft_shares_embed = 1; /* a head shares the embedding and output layer */
     }
     int given = a->spec_acceptance != NULL;
     sp->draft_share = a->spec_draft_share >= 0 ? a->spec_draft_share : ngram && !given ? 0 : 1;
