@@ -388,6 +388,7 @@ static void spec_assess(st_plan_result *r, st_plan_model *m, int k)
 {
     r->spec_variants = st_plan_spec_variants(r->spec, r->spec_why, sizeof r->spec_why);
     int idx[64], n = st_plan_order(r->c, r->n, idx, k < 64 ? k : 64);
+    r->spec_picks = n;
     char why[ST_PLAN_WHY_MAX];
     for (int i = 0; i < n && r->spec_variants; i++) {
         st_plan_candidate *c = &r->c[idx[i]];

@@ -222,11 +222,14 @@ static void spec_pick(const st_plan_result *r, const st_plan_candidate *c, st_bu
         st_buf_printf(b, "speculates (%s, k %d, acceptance ", c->spec->method, c->spec_k);
         accept_words(c->spec_acc, b);
         st_buf_puts(b, "); ");
-        if (c->pay.ok)
-            pay_words(&c->pay, b);
-        st_buf_puts(b, c->pay.ok && c->pay.ratio_at_cap > 0 && c->pay.ratio_at_cap >= 1
-                           ? ". Speculation does not pay at its capacity's batch: its rank comes from the rest.\n"
-                           : ". Speculation pays here.\n");
+        if (!c->pay.ok) {
+            st_buf_puts(b, "the engine model gave no figures for its verification step.\n");
+            return;
+        }
+        pay_words(&c->pay, b);
+        double at = c->pay.ratio_at_cap > 0 ? c->pay.ratio_at_cap : c->pay.ratio_1;
+        st_buf_puts(b, at >= 1 ? ". Speculation does not pay at its capacity's batch: its rank comes from the rest.\n"
+                               : ". Speculation pays here.\n");
         return;
     }
     if (c->spec_twin < 0) {
@@ -267,8 +270,7 @@ static void speculation(const st_plan_result *r, st_buf *b)
         st_buf_puts(b, " To audit a speculating configuration, replay the client's own text: on this spec's synthetic "
                        "prompts (random ids) `--check` refuses it, as they accept almost nothing.");
     st_buf_puts(b, "\n\n");
-    int idx[64],
-        n = st_plan_order(r->c, r->n, idx, r->spec->plan.top > 0 && r->spec->plan.top < 64 ? r->spec->plan.top : 3);
+    int idx[64], n = st_plan_order(r->c, r->n, idx, r->spec_picks < 64 ? r->spec_picks : 64);
     for (int i = 0; i < n && r->spec_variants; i++)
         spec_pick(r, &r->c[idx[i]], b);
     if (n && r->spec_variants)

@@ -39,6 +39,7 @@ typedef struct st_plan_result {
     /* speculative decoding (docs/plan.md "Speculative decoding"): the variants tried, and what was
      * not considered and why (empty when every method was); the picks' st_plan_spec_pay */
     int spec_variants;
+    int spec_picks; /* the top candidates assessed (their pay and twin filled) */
     char spec_why[800];
 } st_plan_result;
 
