@@ -85,6 +85,10 @@ static void repeated_text_speculates(void **state)
     json_t *pay = json_object_get(best, "speculation_pays");
     assert_true(json_is_object(pay));
     assert_true(json_real_value(json_object_get(pay, "tpot_ratio_at_1")) < 0.5);
+    char md[700];
+    snprintf(md, sizeof md, "%s/out/plan.md", tmp);
+    assert_true(file_has(md, "| ngram k4 |") || file_has(md, "| ngram k2 |"));
+    assert_true(file_has(md, "speculates (ngram, k "));
     json_decref(j);
 }
 
@@ -102,6 +106,10 @@ static void random_ids_are_not_assumed(void **state)
     assert_non_null(strstr(note, "made no draft"));
     assert_int_equal(json_array_size(json_object_get(j, "candidates")), 1); /* the plain candidate alone */
     assert_true(json_is_null(json_object_get(json_object_get(j, "best"), "speculation")));
+    char md[700];
+    snprintf(md, sizeof md, "%s/out/plan.md", tmp);
+    assert_true(file_has(md, "## Speculative decoding"));
+    assert_true(file_has(md, "Speculation by ngram was not considered for 2 of its 2 draft lengths"));
     json_decref(j);
 }
 
