@@ -75,6 +75,10 @@ void st_spec_free(st_spec *s)
     }
     st_strv_free(&s->plan.kv_dtypes);
     free(s->plan.prices);
+    for (int i = 0; i < s->plan.n_spec; i++) {
+        free(s->plan.spec[i].method);
+        free(s->plan.spec[i].model);
+    }
     free(s->plan.provider);
     free(s->traffic.serverless_provider);
     memset(s, 0, sizeof *s);
@@ -1320,13 +1324,16 @@ static int get_duration(pctx *p, yaml_node_t *n, const char *what, double *out)
 
 static const char *const weight_formats[] = { "bf16", "fp16", "fp8", "int8", "awq", "gptq", NULL };
 
+static int parse_plan_speculation(pctx *p, yaml_node_t *n, st_spec *s);
+
 static int parse_plan(pctx *p, yaml_node_t *n, st_spec *s)
 {
     keydef k[] = { { "gpus", 0, 0 },          { "gpus_per_replica", 0, 0 },
                    { "checkpoints", 0, 0 },   { "kv_cache_dtype", 0, 0 },
                    { "max_num_seqs", 0, 0 },  { "max_num_batched_tokens", 0, 0 },
                    { "max_model_len", 0, 0 }, { "prices", 0, 0 },
-                   { "provider", 0, 0 },      { "top", 0, 0 } };
+                   { "provider", 0, 0 },      { "top", 0, 0 },
+                   { "speculation", 0, 0 } };
     int nk = (int)(sizeof k / sizeof *k);
     if (read_map(p, n, "plan", k, nk))
         return -1;
@@ -1402,6 +1409,8 @@ static int parse_plan(pctx *p, yaml_node_t *n, st_spec *s)
     if ((v = kv(k, nk, "provider")) && get_str(p, v, "plan.provider", &s->plan.provider))
         return -1;
     if ((v = kv(k, nk, "top")) && get_count(p, v, "plan.top", &s->plan.top, 1, 64))
+        return -1;
+    if ((v = kv(k, nk, "speculation")) && parse_plan_speculation(p, v, s))
         return -1;
     return 0;
 }
@@ -1480,6 +1489,45 @@ static int parse_traffic(pctx *p, yaml_node_t *n, st_spec *s)
     return 0;
 }
 
+/* An acceptance (a rate per draft token, or a list by position) and an optional draft_share
+ * (nodes v and share, share may be NULL) into *a; what names the block in messages. */
+static int parse_accept(pctx *p, yaml_node_t *v, yaml_node_t *share, const char *what, st_spec_accept *a)
+{
+    a->given = 1;
+    a->draft_share = -1;
+    char w[96];
+    snprintf(w, sizeof w, "%s.acceptance", what);
+    if (v->type == YAML_SEQUENCE_NODE) {
+        for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
+            yaml_node_t *e = node(p, *it);
+            double d;
+            if (a->n_pos >= ST_SPEC_ACCEPT_POS_MAX)
+                return failf(p, v, "%s: at most %d positions", w, ST_SPEC_ACCEPT_POS_MAX);
+            if (get_double(p, e, w, &d, 0, 0))
+                return -1;
+            if (d > 1 || (a->n_pos && d > a->pos[a->n_pos - 1]))
+                return failf(p, e,
+                             "%s: each position's acceptance is within 0..1 and at most the one before it (a draft "
+                             "token is accepted only when every one before it is)",
+                             w);
+            a->pos[a->n_pos++] = d;
+        }
+        if (!a->n_pos)
+            return failf(p, v, "%s: an empty list", w);
+    } else {
+        if (get_double(p, v, w, &a->acceptance, 0, 0))
+            return -1;
+        if (a->acceptance > 1)
+            return failf(p, v, "%s: a share of draft tokens, within 0..1", w);
+    }
+    snprintf(w, sizeof w, "%s.draft_share", what);
+    if (share && get_double(p, share, w, &a->draft_share, 0, 0))
+        return -1;
+    if (share && a->draft_share > 1)
+        return failf(p, share, "%s: a share of decode steps, within 0..1", w);
+    return 0;
+}
+
 /* speculation: {acceptance: A | [A1, A2, ...], draft_share: F} */
 static int parse_speculation(pctx *p, yaml_node_t *n, st_spec *s)
 {
@@ -1490,35 +1538,88 @@ static int parse_speculation(pctx *p, yaml_node_t *n, st_spec *s)
     yaml_node_t *v = kv(k, nk, "acceptance");
     if (!v)
         return failf(p, n, "speculation: 'acceptance' is required (a rate per draft token, or a list by position)");
-    s->speculation.given = 1;
-    s->speculation.draft_share = -1;
-    if (v->type == YAML_SEQUENCE_NODE) {
-        for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
-            yaml_node_t *e = node(p, *it);
-            double d;
-            if (s->speculation.n_pos >= ST_SPEC_ACCEPT_POS_MAX)
-                return failf(p, v, "speculation.acceptance: at most %d positions", ST_SPEC_ACCEPT_POS_MAX);
-            if (get_double(p, e, "speculation.acceptance", &d, 0, 0))
-                return -1;
-            if (d > 1 || (s->speculation.n_pos && d > s->speculation.pos[s->speculation.n_pos - 1]))
-                return failf(p, e,
-                             "speculation.acceptance: each position's acceptance is within 0..1 and at most the one "
-                             "before it (a draft token is accepted only when every one before it is)");
-            s->speculation.pos[s->speculation.n_pos++] = d;
-        }
-        if (!s->speculation.n_pos)
-            return failf(p, v, "speculation.acceptance: an empty list");
-    } else {
-        if (get_double(p, v, "speculation.acceptance", &s->speculation.acceptance, 0, 0))
+    return parse_accept(p, v, kv(k, nk, "draft_share"), "speculation", &s->speculation);
+}
+
+/* vLLM's --speculative-config methods the engine model serves (emu/flags.c). */
+static int spec_method_known(const char *m)
+{
+    static const char *const known[] = { "ngram",  "ngram_gpu",      "suffix", "draft_model", "eagle",
+                                         "eagle3", "mlp_speculator", "medusa", "mtp",         NULL };
+    size_t n = strlen(m);
+    for (int i = 0; known[i]; i++)
+        if (!strcmp(m, known[i]))
+            return 1;
+    return n > 4 && !strcmp(m + n - 4, "_mtp");
+}
+
+/* One entry of plan.speculation: {method: M, k: [K, ...], model: DRAFT, acceptance: A, draft_share: F} */
+static int parse_plan_specm(pctx *p, yaml_node_t *n, st_plan_specm *m)
+{
+    keydef k[] = {
+        { "method", 0, 0 }, { "k", 0, 0 }, { "model", 0, 0 }, { "acceptance", 0, 0 }, { "draft_share", 0, 0 }
+    };
+    int nk = (int)(sizeof k / sizeof *k);
+    if (read_map(p, n, "plan.speculation", k, nk))
+        return -1;
+    if (!kv(k, nk, "method") || !kv(k, nk, "k"))
+        return failf(p, n, "plan.speculation: each method needs 'method' and 'k' (draft tokens, one or a list)");
+    if (get_str(p, kv(k, nk, "method"), "plan.speculation.method", &m->method))
+        return -1;
+    if (!spec_method_known(m->method))
+        return failf(p, kv(k, nk, "method"),
+                     "plan.speculation.method: '%s' is not one the engine model serves (ngram, ngram_gpu, suffix, "
+                     "draft_model, eagle, eagle3, medusa, mlp_speculator, mtp, *_mtp)",
+                     m->method);
+    yaml_node_t *v = kv(k, nk, "model");
+    if (v && get_str(p, v, "plan.speculation.model", &m->model))
+        return -1;
+    if (!strcmp(m->method, "draft_model") && !m->model)
+        return failf(p, n, "plan.speculation: method draft_model needs 'model' (the draft checkpoint)");
+    long ks[ST_PLAN_LIST_MAX];
+    v = kv(k, nk, "k");
+    if (v->type != YAML_SEQUENCE_NODE) {
+        uint32_t one;
+        if (get_u32(p, v, "plan.speculation.k", &one, 1))
             return -1;
-        if (s->speculation.acceptance > 1)
-            return failf(p, v, "speculation.acceptance: a share of draft tokens, within 0..1");
+        ks[0] = one;
+        m->n_k = 1;
+    } else if (get_longs(p, v, "plan.speculation.k", ks, &m->n_k, 1, ST_SPEC_ACCEPT_POS_MAX))
+        return -1;
+    for (int i = 0; i < m->n_k; i++) {
+        if (ks[i] > ST_SPEC_ACCEPT_POS_MAX)
+            return failf(p, v, "plan.speculation.k: at most %d draft tokens", ST_SPEC_ACCEPT_POS_MAX);
+        m->k[i] = (int)ks[i];
     }
-    if ((v = kv(k, nk, "draft_share"))) {
-        if (get_double(p, v, "speculation.draft_share", &s->speculation.draft_share, 0, 0))
+    if ((v = kv(k, nk, "acceptance")) && scalar(v) && !strcmp(scalar(v), "trace")) {
+        if (strcmp(m->method, "ngram") && strcmp(m->method, "ngram_gpu"))
+            return failf(p, v,
+                         "plan.speculation.acceptance: 'trace' is n-gram lookup's offline replay of the trace; %s's "
+                         "acceptance cannot be computed offline: give a measured one",
+                         m->method);
+        if (kv(k, nk, "draft_share"))
+            return failf(p, kv(k, nk, "draft_share"), "plan.speculation: the trace's replay gives the draft share");
+        m->acc_trace = 1;
+        return 0;
+    }
+    if (v)
+        return parse_accept(p, v, kv(k, nk, "draft_share"), "plan.speculation", &m->acc);
+    if (kv(k, nk, "draft_share"))
+        return failf(p, kv(k, nk, "draft_share"), "plan.speculation: draft_share without an acceptance");
+    return 0;
+}
+
+static int parse_plan_speculation(pctx *p, yaml_node_t *n, st_spec *s)
+{
+    if (!n || n->type != YAML_SEQUENCE_NODE || n->data.sequence.items.top == n->data.sequence.items.start)
+        return failf(p, n,
+                     "plan.speculation: a list of methods, e.g. [{method: ngram, k: [3, 5], acceptance: 0.6}, "
+                     "{method: draft_model, model: Qwen/Qwen3-0.6B, k: 4, acceptance: 0.7}]");
+    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
+        if (s->plan.n_spec == ST_PLAN_SPEC_MAX)
+            return failf(p, n, "plan.speculation: at most %d methods", ST_PLAN_SPEC_MAX);
+        if (parse_plan_specm(p, node(p, *it), &s->plan.spec[s->plan.n_spec++]))
             return -1;
-        if (s->speculation.draft_share > 1)
-            return failf(p, v, "speculation.draft_share: a share of decode steps, within 0..1");
     }
     return 0;
 }

@@ -95,9 +95,37 @@ typedef enum st_workload_kind { ST_WL_SYNTHETIC = 0, ST_WL_TRACE } st_workload_k
 
 /* At most this many values in each list of the plan block. */
 #define ST_PLAN_LIST_MAX 16
+/* At most this many speculation methods in plan.speculation. */
+#define ST_PLAN_SPEC_MAX 8
 
 #define ST_SPEC_MAX_TEMPERATURE 2.0 /* workload.temperature: the OpenAI API's range */
 #define ST_SPEC_ACCEPT_POS_MAX 32   /* speculation.acceptance by position: the engine model's most draft tokens */
+
+/* A speculative proposer's acceptance (speculation:, plan.speculation[i]): given, or not. */
+typedef struct st_spec_accept {
+    int given;
+    double acceptance; /* per token, 0..1 (n_pos 0) */
+    uint32_t n_pos;    /* by draft position, nonincreasing */
+    double pos[ST_SPEC_ACCEPT_POS_MAX];
+    double draft_share; /* steps with a draft, 0..1 (-1: not given) */
+} st_spec_accept;
+
+/* One speculation method the plan tries (plan.speculation, docs/plan.md "Speculative decoding"):
+ * vLLM's --speculative-config method, the draft checkpoint (draft_model), the draft lengths (k), and
+ * its acceptance (acc.given 0: the spec's speculation block's, else none and the method is not
+ * considered). */
+typedef struct st_plan_specm {
+    char *method;
+    char *model;
+    int k[ST_PLAN_LIST_MAX], n_k;
+    st_spec_accept acc;
+    /* acceptance: trace (n-gram lookup): the offline replay of the workload's trace gives one
+     * acceptance per k (acc_k[i], given or not: trace_why says why), filled by `servetune plan` */
+    int acc_trace;
+    st_spec_accept acc_k[ST_PLAN_LIST_MAX];
+    char trace_why[300];
+} st_plan_specm;
+
 typedef struct st_spec {
     char *path;
 
@@ -251,6 +279,9 @@ typedef struct st_spec {
         /* max_model_len as a list (max_model_len is its first); n_len 0: max_model_len alone */
         long max_model_lens[ST_PLAN_LIST_MAX];
         int n_len;
+        /* speculation methods tried beside plain decoding (n_spec 0: none asked) */
+        st_plan_specm spec[ST_PLAN_SPEC_MAX];
+        int n_spec;
     } plan;
 
     /* A traffic day (plan, and the audit report when given): the rate hour by hour, how a fleet
@@ -276,13 +307,7 @@ typedef struct st_spec {
     } traffic;
     /* speculation: the acceptance the engine model gives a configuration that speculates
      * (--speculative-config) when its flags carry none (docs/speculative.md "In the engine model") */
-    struct {
-        int given;
-        double acceptance; /* per token, 0..1 (n_pos 0) */
-        uint32_t n_pos;    /* by draft position, nonincreasing */
-        double pos[ST_SPEC_ACCEPT_POS_MAX];
-        double draft_share; /* steps with a draft, 0..1 (-1: not given) */
-    } speculation;
+    st_spec_accept speculation;
 
     /* The quality pass (docs/quality.md): each configuration answers the same prompts greedily
      * with top-k log-probabilities, compared with the baseline's answers (audit/quality.h). */

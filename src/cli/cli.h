@@ -93,6 +93,11 @@ typedef struct st_cli_trace {
 void st_cli_trace_opts(st_cli_trace *t, st_opt *opts, int *n);
 /* Fills o from what was given (format, window, model, sample with seed, ...). 0 or -1 with err. */
 int st_cli_trace_resolve(st_cli_trace *t, uint64_t seed, st_trace_opts *o, char *err, size_t errlen);
+/* Reads a log with text (load/spec_trace.h) line by line into s (or, when it is one JSON array,
+ * element by element): trace stats --spec, and plan's n-gram acceptance from the trace. 0, or -1
+ * with err. */
+struct st_spec_stats;
+int st_cli_spec_read(const char *path, struct st_spec_stats *s, char *err, size_t errlen);
 /* servetune trace cost (cli/trace_cost.c): argv[0] is "cost". */
 int st_cli_trace_cost(int argc, char **argv);
 

@@ -32,6 +32,7 @@
 #include "core/opts.h"
 #include "core/util.h"
 #include "report/deploy.h"
+#include "load/spec_trace.h"
 #include "load/trace.h"
 #include "load/workload.h"
 #include "report/plan_report.h"
@@ -57,7 +58,13 @@ static void help(const st_opt *opts)
         "dedicated replicas (peak-sized or autoscaled) and as serverless workers (traffic: {hourly_rps: trace}: the\n"
         "trace's own rate in each hour of the day it covers). With --quality DIR (an audit\n"
         "with a quality: block, docs/quality.md), the cost-vs-quality frontier uses the drift the audit measured\n"
-        "for each checkpoint and KV cache (mean KL divergence against its baseline) instead of the format's label.\n\n"
+        "for each checkpoint and KV cache (mean KL divergence against its baseline) instead of the format's label.\n"
+        "With plan.speculation (methods, draft lengths k, each with an acceptance: a measured one, or n-gram lookup's\n"
+        "offline estimate from `servetune trace stats LOG --spec ngram:K`), every candidate also runs with "
+        "speculative\n"
+        "decoding (--speculative-config), and the picks say whether it pays and from which batch (and about which\n"
+        "rate) verifying the draft tokens binds; without an acceptance speculation is not considered (the plan says\n"
+        "why). docs/plan.md, \"Speculative decoding\".\n\n"
         "Options:\n");
     st_opts_usage(stdout, opts);
     printf("\nExamples:\n"
@@ -141,6 +148,72 @@ static int len_auto(const st_spec *s, long *len, double *reject, char *err, size
     }
     int capped;
     return st_traffic_len_auto(s, len, reject, &capped, err, errlen);
+}
+
+/* vLLM's n-gram lookup window when --speculative-config gives none (prompt_lookup_min = max = 5:
+ * vllm/config/speculative.py). */
+#define PLAN_NGRAM_LOOKUP 5
+
+/* One k's acceptance from its replay: by position (accepted at i / drafts) and the share of steps
+ * with a draft. 0, or -1 with why (no draft). */
+static int replay_accept(const st_ngram_acc *a, uint32_t k, st_spec_accept *out, char *why, size_t n)
+{
+    memset(out, 0, sizeof *out);
+    if (!a->drafts || !a->steps) {
+        snprintf(why, n, "n-gram lookup made no draft in the trace's replay");
+        return -1;
+    }
+    out->given = 1;
+    out->n_pos = k < ST_SPEC_ACCEPT_POS_MAX ? k : ST_SPEC_ACCEPT_POS_MAX;
+    for (uint32_t i = 0; i < out->n_pos; i++)
+        out->pos[i] = (double)a->accepted_pos[i] / (double)a->drafts;
+    out->draft_share = (double)a->drafts / (double)a->steps;
+    return 0;
+}
+
+/* acceptance: trace: vLLM's n-gram proposer replayed over the workload trace's logged prompts and
+ * completions (their token ids: load/spec_trace.h), one acceptance per k; what could not be
+ * replayed is named in the method's trace_why. 0, or -1 with err (the trace could not be read). */
+static int trace_acceptance(st_spec *s, st_plan_specm *m, char *err, size_t errlen)
+{
+    if (s->workload.kind != ST_WL_TRACE || !s->workload.trace) {
+        snprintf(m->trace_why, sizeof m->trace_why, "acceptance: trace needs a workload.trace with the logged text");
+        return 0;
+    }
+    st_ngram_params p[ST_PLAN_LIST_MAX];
+    for (int q = 0; q < m->n_k; q++)
+        p[q] = (st_ngram_params){ (uint32_t)m->k[q], PLAN_NGRAM_LOOKUP, PLAN_NGRAM_LOOKUP, 0 };
+    st_spec_stats *ss = st_spec_stats_new(p, m->n_k, NULL, NULL, err, errlen);
+    if (!ss || st_cli_spec_read(s->workload.trace, ss, err, errlen)) {
+        st_spec_stats_free(ss);
+        return -1;
+    }
+    const st_spec_counts *c = st_spec_stats_counts(ss);
+    if (!c->replayed)
+        snprintf(m->trace_why, sizeof m->trace_why,
+                 "none of the trace's %llu lines has a prompt and a completion as token ids (%llu without a "
+                 "completion, %llu text only: tokenize them with `servetune trace stats LOG --spec ngram:K --vocab "
+                 "GGUF` and give its acceptance)",
+                 (unsigned long long)c->lines, (unsigned long long)c->no_completion,
+                 (unsigned long long)c->no_tokenizer);
+    for (int q = 0; q < m->n_k && c->replayed; q++)
+        (void)replay_accept(st_spec_stats_total(ss, q), p[q].k, &m->acc_k[q], m->trace_why, sizeof m->trace_why);
+    st_spec_stats_free(ss);
+    return 0;
+}
+
+/* The plan's inputs from the workload: --max-model-len (plan.max_model_len, else len_auto) and the
+ * n-gram acceptance of the methods that ask for the trace's. 0, or -1 with err. */
+static int workload_inputs(st_spec *s, long *len, double *reject, char *err, size_t errlen)
+{
+    for (int i = 0; i < s->plan.n_spec; i++)
+        if (s->plan.spec[i].acc_trace && trace_acceptance(s, &s->plan.spec[i], err, errlen))
+            return -1;
+    if (len_auto(s, len, reject, err, errlen))
+        return -1;
+    if (s->plan.max_model_len > 0)
+        *len = s->plan.max_model_len;
+    return 0;
 }
 
 /* FILE for the first spec, FILE-2.yaml, FILE-3.yaml ... for the next (before the extension). */
@@ -307,6 +380,38 @@ static int write_outputs(const st_plan_result *r, const char *dir, char *err, si
 out:
     st_buf_free(&b);
     return rc;
+}
+
+/* Speculation on the top k picks (docs/plan.md "Speculative decoding"): whether it pays, where it
+ * stops paying; a plain pick's figures are its speculative twin's (the same candidate with the
+ * cheapest speculation variant), at the pick's own batch. */
+static void spec_assess(st_plan_result *r, st_plan_model *m, int k)
+{
+    r->spec_variants = st_plan_spec_variants(r->spec, r->spec_why, sizeof r->spec_why);
+    int idx[64], n = st_plan_order(r->c, r->n, idx, k < 64 ? k : 64);
+    r->spec_picks = n;
+    char why[ST_PLAN_WHY_MAX];
+    for (int i = 0; i < n && r->spec_variants; i++) {
+        st_plan_candidate *c = &r->c[idx[i]];
+        if (c->spec) {
+            (void)st_plan_model_spec_pay(m, c, c, &c->pay, why, sizeof why);
+            continue;
+        }
+        int best = -1;
+        for (int j = 0; j < r->n; j++) {
+            const st_plan_candidate *t = &r->c[j];
+            if (!t->spec || strcmp(t->gpu, c->gpu) || t->tp != c->tp || strcmp(t->model, c->model) ||
+                strcmp(t->kv_dtype, c->kv_dtype) || t->max_num_seqs != c->max_num_seqs ||
+                t->max_batched != c->max_batched || t->max_model_len != c->max_model_len)
+                continue;
+            if (best < 0 ||
+                (t->state == ST_PLAN_OK && (r->c[best].state != ST_PLAN_OK || t->usd_per_1m < r->c[best].usd_per_1m)))
+                best = j;
+        }
+        c->spec_twin = best;
+        if (best >= 0)
+            (void)st_plan_model_spec_pay(m, &r->c[best], c, &c->pay, why, sizeof why);
+    }
 }
 
 /* The progress line: on a terminal rewritten in place, at most PLAN_PROGRESS_S apart; else (with
@@ -595,12 +700,10 @@ int cmd_plan(int argc, char **argv)
     have_prices = 1;
     const char *prov = provider ? provider : spec.plan.provider;
     st_plan_result r = { .spec = &spec, .spec_path = spec_file, .prices = &prices, .provider = prov };
-    if (len_auto(&spec, &r.len_auto, &r.len_reject_share, err, sizeof err)) {
+    if (workload_inputs(&spec, &r.len_auto, &r.len_reject_share, err, sizeof err)) {
         fprintf(stderr, "servetune plan: %s\n", err);
         goto out;
     }
-    if (spec.plan.max_model_len > 0)
-        r.len_auto = spec.plan.max_model_len;
     if (st_plan_enumerate_max(&spec, &prices, prov, r.len_auto, max_cand, &cand, &r.n, err, sizeof err)) {
         fprintf(stderr, "servetune plan: %s\n", err);
         goto out;
@@ -650,6 +753,7 @@ int cmd_plan(int argc, char **argv)
                                .progress = progress || (ps.tty && !quiet) ? show_progress : NULL,
                                .progress_arg = &ps };
     r.best = st_plan_search_opt(cand, r.n, k, out_max, &ops, &so, &r.stats);
+    spec_assess(&r, model, k);
     if (ps.shown)
         fprintf(stderr, ps.tty ? "\n" : "");
     /* the current setup, the same way (never pruned) */

@@ -286,7 +286,7 @@ static int spec_read_array(FILE *f, const char *path, st_spec_stats *s, char *er
 
 /* Reads path line by line into s (or, when it is one JSON array, element by element). 0, or -1
  * with err. */
-static int spec_read(const char *path, st_spec_stats *s, char *err, size_t errlen)
+int st_cli_spec_read(const char *path, st_spec_stats *s, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "r");
     if (!f) {
@@ -515,7 +515,7 @@ static int trace_stats(int argc, char **argv)
                                : etok ? st_tokenizer_ids
                                       : NULL,
                                tok ? (void *)tok : etok, err, sizeof err);
-        if (!ss || spec_read(path, ss, err, sizeof err)) {
+        if (!ss || st_cli_spec_read(path, ss, err, sizeof err)) {
             fprintf(stderr, "servetune trace stats: %s\n", err);
             status = ss ? ST_EXIT_USAGE : ST_EXIT_FAIL;
             goto out;

@@ -143,6 +143,28 @@ static int plan_limits(st_emu_config *c, st_emu_memory *mem, char *err, size_t e
     return 0;
 }
 
+/* The speculative proposer's share of one GPU's memory (zero for n-gram lookup): vLLM loads the
+ * draft's weights with the target's, before the profiling run, so they leave the KV budget; and
+ * the draft's attention layers get KV cache from the same block pool (one page holds a token's
+ * K and V for every layer, the target's and the draft's: vllm/v1/core/kv_cache_utils.py), so the
+ * draft's KV bytes a token add to the target's. The draft runs at the target's tensor-parallel
+ * size (vLLM's default draft_tensor_parallel_size). An EAGLE / MTP head shares the target's
+ * embedding and output layer (vllm/v1/spec_decode/eagle.py load_model): only its layers count. */
+static void draft_memory(const st_emu_config *c, double *weight_bytes, double *kv_per_token)
+{
+    *weight_bytes = *kv_per_token = 0;
+    const st_emu_spec *s = &c->spec;
+    if (!s->k || !s->draft_model || !s->draft.layers)
+        return;
+    const st_emu_model *d = &s->draft;
+    double w = st_emu_model_weight_bytes(d, d->weight_dtype);
+    if (s->draft_shares_embed)
+        w -= ((double)d->vocab * d->hidden * (d->tied_embeddings ? 1 : 2)) * 2.0;
+    double share = d->kv_heads >= c->tp ? 1.0 / c->tp : 1.0 / (d->kv_heads ? d->kv_heads : 1);
+    *weight_bytes = w / c->tp;
+    *kv_per_token = st_emu_model_kv_bytes_per_token(d, c->kv_dtype) * share;
+}
+
 /* The memory budget per GPU: KV bytes per token, the weights, the profiling activations, the rest. */
 static void plan_budget(const st_emu_config *c, st_emu_memory *mem)
 {
@@ -153,7 +175,9 @@ static void plan_budget(const st_emu_config *c, st_emu_memory *mem)
     mem->kv_bytes_per_token = st_emu_model_kv_bytes_per_token(m, c->kv_dtype) * kv_share;
     mem->total_bytes = c->gpu.mem_bytes;
     mem->requested_bytes = c->gpu.mem_bytes * c->gpu_memory_utilization;
-    mem->weight_bytes = st_emu_model_weight_bytes(m, c->weight_dtype) / tp;
+    draft_memory(c, &mem->draft_weight_bytes, &mem->draft_kv_bytes_per_token);
+    mem->kv_bytes_per_token += mem->draft_kv_bytes_per_token;
+    mem->weight_bytes = st_emu_model_weight_bytes(m, c->weight_dtype) / tp + mem->draft_weight_bytes;
     double seqs = c->max_num_seqs < c->max_num_batched_tokens ? c->max_num_seqs : c->max_num_batched_tokens;
     uint32_t ver = c->vllm_version ? c->vllm_version : EMU_VLLM_DEFAULT_VERSION;
     double per_logit =

@@ -45,10 +45,11 @@ typedef struct st_emu_spec {
     double draft_len;   /* draft tokens per draft (<= k; n-gram drafts may be shorter); 0: k */
     uint32_t n_pos;     /* accept_pos entries given (0: a^(i+1) from acceptance) */
     double accept_pos[ST_EMU_SPEC_MAX_K];
-    double acceptance;     /* per-token acceptance a, 0..1 (with n_pos 0) */
-    int draft_model;       /* the proposer is a model: k of its decode steps per verification */
-    st_emu_model draft;    /* its shape (draft_model) */
-    double proposer_seq_s; /* n-gram lookup: CPU per speculating sequence per step */
+    double acceptance;      /* per-token acceptance a, 0..1 (with n_pos 0) */
+    int draft_model;        /* the proposer is a model: k of its decode steps per verification */
+    st_emu_model draft;     /* its shape (draft_model) */
+    double proposer_seq_s;  /* n-gram lookup: CPU per speculating sequence per step */
+    int draft_shares_embed; /* an EAGLE / MTP head: it shares the target's embedding and output layer */
 } st_emu_spec;
 
 typedef struct st_emu_config {
@@ -98,10 +99,13 @@ typedef struct st_emu_memory {
     /* All per GPU (each of the tp GPUs holds 1/tp of weights and KV heads). */
     double total_bytes, requested_bytes; /* total x gpu_memory_utilization */
     double weight_bytes, activation_bytes, non_torch_bytes, kv_bytes;
-    double kv_bytes_per_token; /* per GPU */
-    uint32_t num_blocks;       /* vLLM's num_gpu_blocks */
-    uint64_t kv_tokens;        /* "GPU KV cache size: N tokens" */
-    double max_concurrency;    /* kv_tokens / max_model_len */
+    double kv_bytes_per_token; /* per GPU: the target's layers and a draft model's (draft_kv_bytes_per_token) */
+    /* a speculative draft model's share (0 for n-gram lookup): its weights, in weight_bytes, and
+     * the KV cache of its layers, in kv_bytes_per_token (vLLM allocates both from the same budget) */
+    double draft_weight_bytes, draft_kv_bytes_per_token;
+    uint32_t num_blocks;    /* vLLM's num_gpu_blocks */
+    uint64_t kv_tokens;     /* "GPU KV cache size: N tokens" */
+    double max_concurrency; /* kv_tokens / max_model_len */
     /* Resolved limits (defaults applied). */
     uint32_t max_model_len, max_num_seqs, max_num_batched_tokens;
     st_emu_refusal refusal;

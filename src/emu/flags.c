@@ -274,7 +274,7 @@ static int spec_draft_of(const spec_method *s, st_emu_config *c, char *err, size
         sp->draft.layers = 1;
         sp->draft.dense_layers = sp->draft.experts ? 1 : 0;
         st_emu_model_count_params(&sp->draft);
-        sp->draft_model = 1;
+        sp->draft_model = sp->draft_shares_embed = 1; /* a head shares the embedding and output layer */
     }
     return 0;
 }

@@ -465,14 +465,75 @@ int st_plan_enumerate(const st_spec *s, const st_prices *p, const char *provider
     return st_plan_enumerate_max(s, p, provider, len_auto, 0, out, n, err, errlen);
 }
 
-int st_plan_enumerate_max(const st_spec *s, const st_prices *p, const char *provider, long len_auto, long max,
-                          st_plan_candidate **out, int *n, char *err, size_t errlen)
+const st_spec_accept *st_plan_spec_accept(const st_spec *s, const st_plan_specm *m, int q)
 {
-    *out = NULL;
-    *n = 0;
-    const char *gpus[PLAN_GPUS_MAX];
+    if (m->acc_trace)
+        return q >= 0 && q < m->n_k && m->acc_k[q].given ? &m->acc_k[q] : NULL;
+    if (m->acc.given)
+        return &m->acc;
+    return s->speculation.given ? &s->speculation : NULL;
+}
+
+int st_plan_spec_variants(const st_spec *s, char *why, size_t whylen)
+{
+    int n = 0;
+    size_t off = 0;
+    if (why && whylen)
+        why[0] = 0;
+    if (!s->plan.n_spec && why)
+        snprintf(why, whylen,
+                 "Speculative decoding was not considered: plan.speculation names no method (each with an acceptance: "
+                 "a measured one, or n-gram lookup's offline estimate from `servetune trace stats FILE --spec "
+                 "ngram:K`)");
+    for (int i = 0; i < s->plan.n_spec; i++) {
+        const st_plan_specm *m = &s->plan.spec[i];
+        int usable = 0;
+        for (int q = 0; q < m->n_k; q++)
+            usable += st_plan_spec_accept(s, m, q) != NULL;
+        n += usable;
+        if (usable == m->n_k || !why || off >= whylen)
+            continue;
+        if (m->acc_trace)
+            off += (size_t)snprintf(why + off, whylen - off,
+                                    "%sSpeculation by %s was not considered for %d of its %d draft lengths: %s",
+                                    off ? "; " : "", m->method, m->n_k - usable, m->n_k,
+                                    m->trace_why[0] ? m->trace_why : "the trace was not replayed");
+        else
+            off += (size_t)snprintf(why + off, whylen - off,
+                                    "%sSpeculation by %s was not considered: no acceptance given (plan.speculation's "
+                                    "acceptance, or the spec's speculation.acceptance); the plan does not assume one",
+                                    off ? "; " : "", m->method);
+    }
+    return n;
+}
+
+/* Appends to c[0..n) (room for every variant) each plain candidate with each usable (method, k)
+ * of plan.speculation. The new count. */
+static int add_spec_variants(const st_spec *s, st_plan_candidate *c, int n)
+{
+    int k = n;
+    for (int i = 0; i < n; i++)
+        c[i].spec_twin = -1;
+    for (int j = 0; j < s->plan.n_spec; j++) {
+        const st_plan_specm *m = &s->plan.spec[j];
+        for (int q = 0; q < m->n_k; q++)
+            for (int i = 0; i < n && st_plan_spec_accept(s, m, q); i++) {
+                c[k] = c[i];
+                c[k].spec = m;
+                c[k].spec_k = m->k[q];
+                c[k].spec_acc = st_plan_spec_accept(s, m, q);
+                k++;
+            }
+    }
+    return k;
+}
+
+/* The GPUs of the search: plan.gpus (each with a price), else every catalog GPU with one. Their
+ * count, or -1 with err. */
+static int plan_gpus(const st_spec *s, const st_prices *p, const char *want, const char **gpus, char *err,
+                     size_t errlen)
+{
     int ng = 0;
-    const char *want = provider && *provider ? provider : NULL;
     st_emu_gpu g;
     char why[300];
     if (s->plan.gpus.n) {
@@ -517,6 +578,19 @@ int st_plan_enumerate_max(const st_spec *s, const st_prices *p, const char *prov
             return -1;
         }
     }
+    return ng;
+}
+
+int st_plan_enumerate_max(const st_spec *s, const st_prices *p, const char *provider, long len_auto, long max,
+                          st_plan_candidate **out, int *n, char *err, size_t errlen)
+{
+    *out = NULL;
+    *n = 0;
+    const char *gpus[PLAN_GPUS_MAX];
+    const char *want = provider && *provider ? provider : NULL;
+    int ng = plan_gpus(s, p, want, gpus, err, errlen);
+    if (ng < 0)
+        return -1;
     const int *tp = s->plan.n_tp ? s->plan.tp : default_tp;
     int ntp = s->plan.n_tp ? s->plan.n_tp : (int)(sizeof default_tp / sizeof *default_tp);
     const long *seqs = s->plan.n_seqs ? s->plan.max_num_seqs : default_seqs;
@@ -533,14 +607,15 @@ int st_plan_enumerate_max(const st_spec *s, const st_prices *p, const char *prov
     long len_one = s->plan.max_model_len > 0 ? s->plan.max_model_len : len_auto;
     const long *lens = s->plan.n_len ? s->plan.max_model_lens : &len_one;
     int nlen = s->plan.n_len ? s->plan.n_len : 1;
-    double total = (double)ng * ntp * nw * nkv * nseqs * nbt * nlen;
+    int nsv = st_plan_spec_variants(s, NULL, 0);
+    double total = (double)ng * ntp * nw * nkv * nseqs * nbt * nlen * (1 + nsv);
     long limit = max > 0 ? max : ST_PLAN_MAX_CANDIDATES;
     if (total > (double)limit || total > (double)INT_MAX / 2) {
         snprintf(err, errlen,
                  "plan: %.0f candidates (%d GPUs x %d GPUs per replica x %d weight formats x %d KV cache dtypes x %d "
-                 "max_num_seqs x %d max_num_batched_tokens x %d max_model_len) is more than the limit of %ld: pass "
-                 "--max-candidates %.0f to search them all, or narrow a list",
-                 total, ng, ntp, nw, nkv, nseqs, nbt, nlen, limit, total);
+                 "max_num_seqs x %d max_num_batched_tokens x %d max_model_len x %d decoding modes) is more than the "
+                 "limit of %ld: pass --max-candidates %.0f to search them all, or narrow a list",
+                 total, ng, ntp, nw, nkv, nseqs, nbt, nlen, 1 + nsv, limit, total);
         return -1;
     }
     st_plan_candidate *c = calloc((size_t)total > 0 ? (size_t)total : 1, sizeof *c);
@@ -571,7 +646,7 @@ int st_plan_enumerate_max(const st_spec *s, const st_prices *p, const char *prov
                             }
     }
     *out = c;
-    *n = k;
+    *n = add_spec_variants(s, c, k);
     return 0;
 }
 
@@ -594,6 +669,8 @@ static long flag_long(const st_strv *f, const char *name)
 void st_plan_baseline(const st_spec *s, st_plan_candidate *out)
 {
     memset(out, 0, sizeof *out);
+    out->spec_twin = -1;
+    out->base_spec = 1; /* the current setup speculates as its flags say */
     st_strv f = { 0 };
     (void)st_spec_config_flags(s, &s->configs[0], &f);
     out->gpu = s->hardware.gpu;

@@ -43,6 +43,18 @@ typedef enum st_plan_state {
 } st_plan_state;
 const char *st_plan_state_name(st_plan_state s); /* "refused", "pruned", "none passed", "ok" */
 
+/* Whether speculative decoding pays on a candidate (st_plan_model_spec_pay, docs/plan.md
+ * "Speculative decoding"): the engine model's verification step against a plain decode step
+ * (emu/specstep.h) at the workload's mean context. */
+typedef struct st_plan_spec_pay {
+    int ok;               /* figures computed */
+    double ratio_1;       /* TPOT speculating / plain at one sequence (below 1: it pays) */
+    uint32_t breakeven;   /* the batch (1, 2, 4, ...) from which it no longer pays; 0: pays up to max_num_seqs */
+    double breakeven_rps; /* about the request rate at which plain decoding runs that batch */
+    double batch_at_cap;  /* about the batch the candidate runs at its capacity */
+    double ratio_at_cap;  /* TPOT speculating / plain at that batch */
+} st_plan_spec_pay;
+
 typedef struct st_plan_candidate {
     /* what it is (strings not owned) */
     const char *gpu;                               /* the GPU (catalog key) */
@@ -51,6 +63,10 @@ typedef struct st_plan_candidate {
     const char *model;                             /* the checkpoint served */
     const char *kv_dtype;                          /* "auto", "fp8" */
     long max_num_seqs, max_batched, max_model_len; /* 0: the engine's default */
+    const st_plan_specm *spec;                     /* speculative decoding (NULL: none): method and acceptance */
+    int spec_k;                                    /* its draft tokens (num_speculative_tokens) */
+    const st_spec_accept *spec_acc;                /* the acceptance it is planned with (st_plan_spec_accept) */
+    int base_spec; /* 1: the baseline's own --speculative-config stays (the current setup); 0: it leaves */
     double price_per_gpu_hour;
     const char *provider; /* where the price comes from */
     /* what the search found */
@@ -76,6 +92,11 @@ typedef struct st_plan_candidate {
      * quality pass, st_plan_quality_apply): mean KL divergence, nats */
     int has_kld;
     double kld;
+    /* speculation on a pick (the CLI fills it for the top candidates): its own figures when it
+     * speculates, else its speculative twin's (the same candidate with speculation: spec_twin, -1
+     * when the plan tried none) */
+    st_plan_spec_pay pay;
+    int spec_twin;
 } st_plan_candidate;
 
 /* One measured configuration: checkpoint, KV cache dtype ("auto", "fp8") and its mean KL
@@ -165,6 +186,15 @@ int st_plan_enumerate(const st_spec *s, const st_prices *p, const char *provider
                       st_plan_candidate **out, int *n, char *err, size_t errlen);
 int st_plan_enumerate_max(const st_spec *s, const st_prices *p, const char *provider, long len_auto, long max,
                           st_plan_candidate **out, int *n, char *err, size_t errlen);
+
+/* Speculation variants: every usable (method, k) of plan.speculation, each beside every plain
+ * candidate. A method is usable when it has an acceptance (its own, else the spec's speculation
+ * block): the plan never invents one. Returns how many variants; why (may be NULL) says what
+ * was not considered and why, or is empty when every method was. */
+int st_plan_spec_variants(const st_spec *s, char *why, size_t whylen);
+/* The acceptance method m is tried with at its q-th k: the trace's replay for that k (acceptance:
+ * trace), else its own, else the spec's speculation block's; NULL: none. */
+const st_spec_accept *st_plan_spec_accept(const st_spec *s, const st_plan_specm *m, int q);
 
 /* The spec's own baseline as a candidate (its GPU, GPUs per replica, price, model and flags): the
  * "current setup" every candidate is compared with. Strings point into s. */

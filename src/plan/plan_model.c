@@ -14,6 +14,7 @@
 #include "emu/consts.h"
 #include "core/util.h"
 #include "emu/sim.h"
+#include "emu/specstep.h"
 #include "emu/steptime.h"
 #include "load/record.h"
 #include "load/workload.h"
@@ -85,8 +86,7 @@ static int candidate_spec(const st_plan_model *m, const st_plan_candidate *c, st
 {
     st_buf b;
     st_buf_init(&b, PLAN_SPEC_MAX);
-    const st_plan_candidate *one[] = { c };
-    int rc = st_plan_spec_write(m->base_name, m->base_text, m->base_len, one, 1, NULL, &b, why, n);
+    int rc = st_plan_spec_write_model(m->base_name, m->base_text, m->base_len, c, &b, why, n);
     if (rc == 0 && st_spec_parse(m->base_name, b.data, b.len, out, why, n))
         rc = -1;
     st_buf_free(&b);
@@ -169,14 +169,30 @@ static uint64_t fnv(const char *s)
     return h ? h : 1;
 }
 
+/* What sets a candidate's decoding apart in the keys: its speculation method, draft length and
+ * acceptance (one method's candidates share one acceptance object), or the baseline's own. */
+typedef struct spectag {
+    char s[96];
+} spectag;
+
+static spectag spec_tag(const st_plan_candidate *c)
+{
+    spectag t;
+    if (c->spec)
+        snprintf(t.s, sizeof t.s, "spec:%p:%d", (const void *)c->spec, c->spec_k);
+    else
+        snprintf(t.s, sizeof t.s, "%s", c->base_spec ? "base" : "plain");
+    return t;
+}
+
 /* The saturation run of an engine configuration with `clients`, from the memo when an equal one
  * ran already (key: everything that shapes the run). */
 static double saturated_memo(st_plan_model *m, const st_emu_config *cfg, const st_plan_candidate *c,
                              const st_emu_memory *mem, uint32_t clients, uint32_t *running, char *why, size_t n)
 {
     char k[512];
-    snprintf(k, sizeof k, "%s|%d|%s|%s|%u|%u|%u|%s", c->gpu, c->tp, c->model, c->kv_dtype, clients, mem->max_num_seqs,
-             mem->max_num_batched_tokens, len_key(m, mem).s);
+    snprintf(k, sizeof k, "%s|%d|%s|%s|%u|%u|%u|%s|%s", c->gpu, c->tp, c->model, c->kv_dtype, clients,
+             mem->max_num_seqs, mem->max_num_batched_tokens, len_key(m, mem).s, spec_tag(c).s);
     uint64_t key = fnv(k);
     pthread_mutex_lock(&m->mu);
     for (int i = 0; i < m->n_memo; i++)
@@ -233,7 +249,7 @@ void st_plan_model_set_stop(st_plan_model *m, volatile sig_atomic_t *stop) { m->
 static uint64_t group_key(const st_plan_candidate *c)
 {
     char k[512];
-    snprintf(k, sizeof k, "%s|%d|%s|%s", c->gpu, c->tp, c->model, c->kv_dtype);
+    snprintf(k, sizeof k, "%s|%d|%s|%s|%s", c->gpu, c->tp, c->model, c->kv_dtype, spec_tag(c).s);
     return fnv(k);
 }
 
@@ -463,13 +479,18 @@ static int screen(void *arg, st_plan_candidate *c, char *why, size_t n)
         snprintf(why, n, "the engine model gives no step time for this configuration");
         return -1;
     }
+    /* a speculating sequence emits at most 1 + k tokens a step, and its verification step costs at
+     * least the plain step of the same sequences (more tokens, a proposer's time): the plain
+     * bound times 1 + k is a bound (docs/plan.md "Speculative decoding") */
+    if (g->cfg.spec.k)
+        tps *= 1.0 + g->cfg.spec.k;
     c->bound_tps = tps;
     c->bound_rps = tps / m->out_min;
     /* candidates whose engines are the same (a --max-model-len every request fits in, with the
      * same KV cache) are evaluated once; refine may widen this (a --max-num-seqs never reached) */
     char key[512];
-    snprintf(key, sizeof key, "%s|%d|%s|%s|%ld|%ld|%s", c->gpu, c->tp, c->model, c->kv_dtype, (long)mem.max_num_seqs,
-             (long)mem.max_num_batched_tokens, len_key(m, &mem).s);
+    snprintf(key, sizeof key, "%s|%d|%s|%s|%ld|%ld|%s|%s", c->gpu, c->tp, c->model, c->kv_dtype, (long)mem.max_num_seqs,
+             (long)mem.max_num_batched_tokens, len_key(m, &mem).s, spec_tag(c).s);
     c->same = fnv(key);
     return 0;
 }
@@ -496,9 +517,9 @@ static int refine(void *arg, st_plan_candidate *c, char *why, size_t n)
     c->bound_rps = b < c->bound_rps ? b : c->bound_rps;
     /* a --max-num-seqs the batch never reached (the KV cache binds first) changes nothing */
     char key[512];
-    snprintf(key, sizeof key, "%s|%d|%s|%s|%ld|%ld|%s", c->gpu, c->tp, c->model, c->kv_dtype,
+    snprintf(key, sizeof key, "%s|%d|%s|%s|%ld|%ld|%s|%s", c->gpu, c->tp, c->model, c->kv_dtype,
              running >= mem.max_num_seqs ? (long)mem.max_num_seqs : -1L, (long)mem.max_num_batched_tokens,
-             len_key(m, &mem).s);
+             len_key(m, &mem).s, spec_tag(c).s);
     c->same = fnv(key);
     return 0;
 }
@@ -637,6 +658,59 @@ void st_plan_model_free(st_plan_model *m)
     st_workload_free(&m->w);
     pthread_mutex_destroy(&m->mu);
     free(m);
+}
+
+/* The batch a candidate runs at its capacity, about (Little's law on tokens): output tokens a
+ * second x seconds an output token (its p95 TPOT: an upper side), within 1..max_seqs. 0 when not
+ * evaluated. */
+static double batch_at(const st_plan_candidate *at, uint32_t max_seqs)
+{
+    if (at->state != ST_PLAN_OK || !(at->output_tps > 0) || !(at->tpot_p95_ms > 0))
+        return 0;
+    double b = at->output_tps * at->tpot_p95_ms / 1000.0;
+    return b < 1 ? 1 : b > max_seqs ? max_seqs : b;
+}
+
+/* Output tokens per request: what candidate at's runs delivered, else the spec's nominal length. */
+static double out_tokens(const st_plan_model *m, const st_plan_candidate *at)
+{
+    if (at->state == ST_PLAN_OK && at->capacity_rps > 0 && at->output_tps > 0)
+        return at->output_tps / at->capacity_rps;
+    return m->base->workload.output_tokens > 0 ? m->base->workload.output_tokens : 1;
+}
+
+int st_plan_model_spec_pay(st_plan_model *m, const st_plan_candidate *c, const st_plan_candidate *at,
+                           st_plan_spec_pay *out, char *why, size_t n)
+{
+    memset(out, 0, sizeof *out);
+    st_emu_config cfg;
+    st_emu_memory mem;
+    uint32_t fit;
+    if (engine_of(m, c, &cfg, &mem, &fit, why, n))
+        return -1;
+    if (!cfg.spec.k) {
+        snprintf(why, n, "the candidate does not speculate");
+        return -1;
+    }
+    double out_tok = out_tokens(m, at);
+    uint32_t ctx = (uint32_t)(st_spec_mean_input(m->base) + out_tok / 2);
+    st_emu_spec_point p;
+    if (st_emu_spec_point_cfg(&cfg, 1, ctx, &p)) {
+        snprintf(why, n, "the engine model's verification step could not be computed");
+        return -1;
+    }
+    out->ratio_1 = p.ratio;
+    for (uint32_t b = 1; b && b <= mem.max_num_seqs; b *= 2)
+        if (st_emu_spec_point_cfg(&cfg, b, ctx, &p) == 0 && p.ratio >= 1) {
+            out->breakeven = b;
+            out->breakeven_rps = b / (out_tok * p.tpot_plain_s);
+            break;
+        }
+    out->batch_at_cap = batch_at(at, mem.max_num_seqs);
+    if (out->batch_at_cap > 0 && st_emu_spec_point_cfg(&cfg, (uint32_t)lround(out->batch_at_cap), ctx, &p) == 0)
+        out->ratio_at_cap = p.ratio;
+    out->ok = 1;
+    return 0;
 }
 
 void st_plan_model_counts(const st_plan_model *m, int *runs, int *memo_hits)

@@ -40,4 +40,12 @@ void st_plan_model_ops(st_plan_model *m, st_plan_ops *ops);
  * run never reached share one). */
 void st_plan_model_counts(const st_plan_model *m, int *runs, int *memo_hits);
 
+/* Whether speculation pays on candidate c (one that speculates, docs/plan.md "Speculative
+ * decoding"): the TPOT ratio speculating / plain at one sequence, the batch (1, 2, 4, ... up to
+ * its --max-num-seqs) from which it no longer pays and the rate at which plain decoding runs that
+ * batch, and the ratio at the batch candidate `at` runs at its capacity (c itself, or the plain
+ * pick c is the twin of). 0, or -1 with why. */
+int st_plan_model_spec_pay(st_plan_model *m, const st_plan_candidate *c, const st_plan_candidate *at,
+                           st_plan_spec_pay *out, char *why, size_t n);
+
 #endif

@@ -10,18 +10,16 @@
 #include "emu/flags.h"
 
 /* The flags the plan sets per candidate: they leave the baseline (with their values). */
-static const char *const plan_flags[] = { "--max-num-seqs",
-                                          "--max-num-batched-tokens",
-                                          "--max-model-len",
-                                          "--kv-cache-dtype",
-                                          "--tensor-parallel-size",
-                                          "-tp",
-                                          "--quantization",
-                                          "-q",
-                                          NULL };
+static const char *const plan_flags[] = { "--max-num-seqs",         "--max-num-batched-tokens",
+                                          "--max-model-len",        "--kv-cache-dtype",
+                                          "--tensor-parallel-size", "-tp",
+                                          "--quantization",         "-q",
+                                          "--speculative-config",   NULL };
 
-static int is_plan_flag(const char *t)
+static int is_plan_flag(const char *t, int base_spec)
 {
+    if (base_spec && !strncmp(t, "--speculative-config", 20) && (t[20] == '\0' || t[20] == '='))
+        return 0;
     for (int i = 0; plan_flags[i]; i++) {
         size_t n = strlen(plan_flags[i]);
         if (!strncmp(t, plan_flags[i], n) && (t[n] == '\0' || t[n] == '='))
@@ -40,7 +38,9 @@ void st_plan_config_name(const st_plan_candidate *c, char *out, size_t n)
     if (c->max_batched > 0 && off < (int)sizeof raw)
         off += snprintf(raw + off, sizeof raw - (size_t)off, "-bt%ld", c->max_batched);
     if (c->max_model_len > 0 && off < (int)sizeof raw)
-        snprintf(raw + off, sizeof raw - (size_t)off, "-len%ld", c->max_model_len);
+        off += snprintf(raw + off, sizeof raw - (size_t)off, "-len%ld", c->max_model_len);
+    if (c->spec && off < (int)sizeof raw)
+        snprintf(raw + off, sizeof raw - (size_t)off, "-%s-k%d", c->spec->method, c->spec_k);
     st_slug(raw, out, n, n);
 }
 
@@ -137,7 +137,7 @@ static const char *key_of(yaml_document_t *d, yaml_node_pair_t *p)
 }
 
 /* The baseline flags of the user's engine.flags, less the emulator's and the plan's. */
-static void base_flags(wdoc *w, yaml_document_t *src, yaml_node_t *flags, int seq)
+static void base_flags(wdoc *w, yaml_document_t *src, yaml_node_t *flags, int seq, int base_spec)
 {
     if (!flags || flags->type != YAML_SEQUENCE_NODE)
         return;
@@ -155,7 +155,7 @@ static void base_flags(wdoc *w, yaml_document_t *src, yaml_node_t *flags, int se
                 i++;
             continue;
         }
-        if (is_plan_flag(t)) {
+        if (is_plan_flag(t, base_spec)) {
             if (value_next)
                 i++;
             continue;
@@ -192,7 +192,7 @@ static int engine_node(wdoc *w, yaml_document_t *src, yaml_node_t *eng, const st
         }
     }
     int seq = sequence(w, YAML_FLOW_SEQUENCE_STYLE);
-    base_flags(w, src, flags, seq);
+    base_flags(w, src, flags, seq, c->base_spec);
     pair(w, m, scalar(w, "flags", YAML_PLAIN_SCALAR_STYLE), seq);
     return m;
 }
@@ -212,7 +212,46 @@ static void add_flag(wdoc *w, int seq, const char *flag, const char *value)
     item(w, seq, str(w, value));
 }
 
-static int configs_node(wdoc *w, const st_plan_candidate *const *cands, int n)
+/* --speculative-config JSON for c's method and draft length. */
+static void spec_json(const st_plan_candidate *c, char *out, size_t n)
+{
+    if (c->spec->model)
+        snprintf(out, n, "{\"method\":\"%s\",\"model\":\"%s\",\"num_speculative_tokens\":%d}", c->spec->method,
+                 c->spec->model, c->spec_k);
+    else
+        snprintf(out, n, "{\"method\":\"%s\",\"num_speculative_tokens\":%d}", c->spec->method, c->spec_k);
+}
+
+/* An acceptance as --spec-acceptance writes it: A, or A1/A2/... by position (at most k of them). */
+static void accept_text(const st_spec_accept *a, int k, char *out, size_t n)
+{
+    size_t off = 0;
+    out[0] = 0;
+    if (!a->n_pos)
+        snprintf(out, n, "%.10g", a->acceptance);
+    for (uint32_t i = 0; i < a->n_pos && i < (uint32_t)k && off < n; i++)
+        off += (size_t)snprintf(out + off, n - off, "%s%.10g", i ? "/" : "", a->pos[i]);
+}
+
+/* c's speculation flags: --speculative-config; for the engine model (for_model) also its
+ * acceptance (--spec-acceptance, --spec-draft-share: the emulator's own flags, which a real vLLM
+ * does not take; a written spec carries them in its speculation block instead). */
+static void spec_flags(wdoc *w, int fl, const st_plan_candidate *c, const st_spec_accept *a, int for_model)
+{
+    char b[700];
+    spec_json(c, b, sizeof b);
+    add_flag(w, fl, "--speculative-config", b);
+    if (!for_model || !a)
+        return;
+    accept_text(a, c->spec_k, b, sizeof b);
+    add_flag(w, fl, "--spec-acceptance", b);
+    if (a->draft_share >= 0) {
+        snprintf(b, sizeof b, "%.10g", a->draft_share);
+        add_flag(w, fl, "--spec-draft-share", b);
+    }
+}
+
+static int configs_node(wdoc *w, const st_plan_candidate *const *cands, int n, int for_model)
 {
     int seq = sequence(w, YAML_BLOCK_SEQUENCE_STYLE);
     for (int i = 0; i < n; i++) {
@@ -241,17 +280,51 @@ static int configs_node(wdoc *w, const st_plan_candidate *const *cands, int n)
             snprintf(b, sizeof b, "%ld", c->max_model_len);
             add_flag(w, fl, "--max-model-len", b);
         }
+        if (c->spec)
+            spec_flags(w, fl, c, c->spec_acc, for_model);
         pair(w, m, scalar(w, "add_flags", YAML_PLAIN_SCALAR_STYLE), fl);
+        int off;
         if (c->state == ST_PLAN_OK)
-            snprintf(reason, sizeof reason,
-                     "planned #%d: $%.4g per 1M output tokens at %.4g req/s sustained (predicted), %s weights", c->rank,
-                     c->usd_per_1m, c->capacity_rps, c->weights);
+            off = snprintf(reason, sizeof reason,
+                           "planned #%d: $%.4g per 1M output tokens at %.4g req/s sustained (predicted), %s weights",
+                           c->rank, c->usd_per_1m, c->capacity_rps, c->weights);
         else
-            snprintf(reason, sizeof reason, "a candidate of servetune plan (%s weights)", c->weights);
+            off = snprintf(reason, sizeof reason, "a candidate of servetune plan (%s weights)", c->weights);
+        if (c->spec && c->spec_acc && off > 0 && off < (int)sizeof reason) {
+            char a[300];
+            accept_text(c->spec_acc, c->spec_k, a, sizeof a);
+            snprintf(reason + off, sizeof reason - (size_t)off, ", speculating (%s, k %d) at an acceptance of %s",
+                     c->spec->method, c->spec_k, a);
+        }
         pair(w, m, scalar(w, "reason", YAML_PLAIN_SCALAR_STYLE), str(w, reason));
         item(w, seq, m);
     }
     return seq;
+}
+
+/* The written spec's speculation block: the first speculating candidate's acceptance (the engine
+ * model reads it for a configuration whose flags carry none, as predict does). 0 when none speculates. */
+static int speculation_node(wdoc *w, const st_plan_candidate *const *cands, int n)
+{
+    const st_plan_candidate *c = NULL;
+    for (int i = 0; i < n && !c; i++)
+        if (cands[i]->spec && cands[i]->spec_acc)
+            c = cands[i];
+    if (!c)
+        return 0;
+    const st_spec_accept *a = c->spec_acc;
+    int m = mapping(w, YAML_FLOW_MAPPING_STYLE);
+    int v;
+    if (a->n_pos) {
+        v = sequence(w, YAML_FLOW_SEQUENCE_STYLE);
+        for (uint32_t i = 0; i < a->n_pos; i++)
+            item(w, v, num(w, a->pos[i]));
+    } else
+        v = num(w, a->acceptance);
+    pair(w, m, scalar(w, "acceptance", YAML_PLAIN_SCALAR_STYLE), v);
+    if (a->draft_share >= 0)
+        pair(w, m, scalar(w, "draft_share", YAML_PLAIN_SCALAR_STYLE), num(w, a->draft_share));
+    return m;
 }
 
 /* Appends the emitter's output to the st_buf. */
@@ -261,9 +334,9 @@ static int write_cb(void *data, unsigned char *buffer, size_t size)
     return st_buf_append(b, buffer, size) == 0;
 }
 
-int st_plan_spec_write(const char *base_name, const char *base_text, size_t base_len,
-                       const st_plan_candidate *const *cands, int n, const char *header, st_buf *out, char *err,
-                       size_t errlen)
+static int spec_write(const char *base_name, const char *base_text, size_t base_len,
+                      const st_plan_candidate *const *cands, int n, const char *header, int for_model, st_buf *out,
+                      char *err, size_t errlen)
 {
     if (n < 1) {
         snprintf(err, errlen, "no candidate to write");
@@ -298,24 +371,27 @@ int st_plan_spec_write(const char *base_name, const char *base_text, size_t base
     wdoc w = { &dst, 0 };
     int top = mapping(&w, YAML_BLOCK_MAPPING_STYLE);
     int had_configs = 0;
+    int spec_block = for_model ? 0 : speculation_node(&w, cands, n);
     for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top && !w.bad; p++) {
         const char *k = key_of(&src, p);
         yaml_node_t *v = yaml_document_get_node(&src, p->value);
         int key = scalar(&w, k, YAML_PLAIN_SCALAR_STYLE);
-        if (!strcmp(k, "plan"))
-            continue; /* the search space, not an audit's */
+        if (!strcmp(k, "plan") || (spec_block && !strcmp(k, "speculation")))
+            continue; /* the search space, not an audit's; the acceptance the candidates were planned with */
         else if (!strcmp(k, "engine"))
             pair(&w, top, key, engine_node(&w, &src, v, cands[0]));
         else if (!strcmp(k, "hardware"))
             pair(&w, top, key, hardware_node(&w, cands[0]));
         else if (!strcmp(k, "configurations")) {
-            pair(&w, top, key, configs_node(&w, cands, n));
+            pair(&w, top, key, configs_node(&w, cands, n, for_model));
             had_configs = 1;
         } else
             pair(&w, top, key, copy(&w, &src, v, 0));
     }
     if (!had_configs)
-        pair(&w, top, scalar(&w, "configurations", YAML_PLAIN_SCALAR_STYLE), configs_node(&w, cands, n));
+        pair(&w, top, scalar(&w, "configurations", YAML_PLAIN_SCALAR_STYLE), configs_node(&w, cands, n, for_model));
+    if (spec_block)
+        pair(&w, top, scalar(&w, "speculation", YAML_PLAIN_SCALAR_STYLE), spec_block);
     if (w.bad) {
         snprintf(err, errlen, "out of memory building the spec");
         goto out;
@@ -342,4 +418,18 @@ out:
         yaml_document_delete(&src);
     yaml_parser_delete(&parser);
     return rc;
+}
+
+int st_plan_spec_write(const char *base_name, const char *base_text, size_t base_len,
+                       const st_plan_candidate *const *cands, int n, const char *header, st_buf *out, char *err,
+                       size_t errlen)
+{
+    return spec_write(base_name, base_text, base_len, cands, n, header, 0, out, err, errlen);
+}
+
+int st_plan_spec_write_model(const char *base_name, const char *base_text, size_t base_len, const st_plan_candidate *c,
+                             st_buf *out, char *err, size_t errlen)
+{
+    const st_plan_candidate *one[] = { c };
+    return spec_write(base_name, base_text, base_len, one, 1, NULL, 1, out, err, errlen);
 }

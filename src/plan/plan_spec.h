@@ -8,7 +8,8 @@
  * and the flags the plan sets (--max-num-seqs, --max-num-batched-tokens, --max-model-len,
  * --kv-cache-dtype, --tensor-parallel-size / -tp) leave the baseline; each configuration adds its
  * own. All candidates of one spec share its GPU and GPUs per replica (an audit runs on one kind
- * of machine). No I/O: YAML text in, YAML text out (libyaml's emitter). */
+ * of machine). A speculating candidate adds --speculative-config, and the spec written gets a
+ * speculation block with its acceptance (docs/plan.md "Speculative decoding"). No I/O: YAML text in, YAML text out (libyaml's emitter). */
 #ifndef ST_PLAN_PLAN_SPEC_H
 #define ST_PLAN_PLAN_SPEC_H
 #include <stddef.h>
@@ -25,5 +26,11 @@ void st_plan_config_name(const st_plan_candidate *c, char *out, size_t n);
 int st_plan_spec_write(const char *base_name, const char *base_text, size_t base_len,
                        const st_plan_candidate *const *cands, int n, const char *header, st_buf *out, char *err,
                        size_t errlen);
+
+/* The spec the engine model evaluates candidate c with: st_plan_spec_write's, with c's
+ * speculation acceptance as the emulator's flags (--spec-acceptance, --spec-draft-share) in its
+ * configuration instead of a speculation block (each variant its own method's). */
+int st_plan_spec_write_model(const char *base_name, const char *base_text, size_t base_len, const st_plan_candidate *c,
+                             st_buf *out, char *err, size_t errlen);
 
 #endif

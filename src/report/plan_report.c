@@ -44,6 +44,8 @@ static void limits(const st_plan_candidate *c, st_buf *b)
         st_buf_printf(b, ", --max-num-batched-tokens %ld", c->max_batched);
     if (c->max_model_len > 0)
         st_buf_printf(b, ", --max-model-len %ld", c->max_model_len);
+    if (c->spec)
+        st_buf_printf(b, ", speculating (%s, k %d)", c->spec->method, c->spec_k);
 }
 
 static void money(st_buf *b, double v)
@@ -123,16 +125,24 @@ static void table(const st_plan_result *r, st_buf *b)
     }
     int m = st_plan_order(r->c, r->n, idx, ST_PLAN_REPORT_ROWS), capped = 0;
     if (m) {
-        st_buf_puts(b,
-                    "| # | GPU x per replica | weights | KV | max seqs | batched tokens | max len | $/GPU-h | capacity "
-                    "(req/s) | output tok/s | $ per 1M output tok | replicas at peak | monthly | frontier |\n"
-                    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+        int sp = r->spec_variants > 0; /* a decoding column when speculation was searched */
+        st_buf_printf(
+            b,
+            "| # | GPU x per replica | weights | KV | max seqs | batched tokens | max len |%s $/GPU-h | capacity "
+            "(req/s) | output tok/s | $ per 1M output tok | replicas at peak | monthly | frontier |\n"
+            "|---|---|---|---|---|---|---|%s---|---|---|---|---|---|---|\n",
+            sp ? " decoding |" : "", sp ? "---|" : "");
         for (int i = 0; i < m; i++) {
             const st_plan_candidate *c = &r->c[idx[i]];
             st_cost k = cost_of(r, c);
-            st_buf_printf(b, "| %d | %s x%d | %s | %s | %ld | %ld | %ld | %.4g | %s%.3g | %.0f | ", c->rank, c->gpu,
-                          c->tp, c->weights, c->kv_dtype, c->max_num_seqs, c->max_batched, c->max_model_len,
-                          c->price_per_gpu_hour, c->capacity_capped ? ">= " : "", c->capacity_rps, c->output_tps);
+            st_buf_printf(b, "| %d | %s x%d | %s | %s | %ld | %ld | %ld | ", c->rank, c->gpu, c->tp, c->weights,
+                          c->kv_dtype, c->max_num_seqs, c->max_batched, c->max_model_len);
+            if (sp && c->spec)
+                st_buf_printf(b, "%s k%d | ", c->spec->method, c->spec_k);
+            else if (sp)
+                st_buf_puts(b, "plain | ");
+            st_buf_printf(b, "%.4g | %s%.3g | %.0f | ", c->price_per_gpu_hour, c->capacity_capped ? ">= " : "",
+                          c->capacity_rps, c->output_tps);
             capped += c->capacity_capped;
             money(b, c->usd_per_1m);
             st_buf_printf(b, " | %ld | ", k.replicas);
@@ -148,6 +158,123 @@ static void table(const st_plan_result *r, st_buf *b)
                           capped);
     }
     free(idx);
+}
+
+/* A method's acceptance in words: "0.7 a draft token" or "0.9/0.7/0.5 by position", and its
+ * share of steps with a draft when given. */
+static void accept_words(const st_spec_accept *a, st_buf *b)
+{
+    if (!a) {
+        st_buf_puts(b, "no acceptance");
+        return;
+    }
+    if (a->n_pos) {
+        for (uint32_t i = 0; i < a->n_pos; i++)
+            st_buf_printf(b, "%s%.3g", i ? "/" : "", a->pos[i]);
+        st_buf_puts(b, " by position");
+    } else
+        st_buf_printf(b, "%.3g a draft token", a->acceptance);
+    if (a->draft_share >= 0)
+        st_buf_printf(b, ", drafts in %.0f %% of steps", 100 * a->draft_share);
+}
+
+/* Where speculation stops paying, in words, from a pay figure. */
+static void pay_words(const st_plan_spec_pay *p, st_buf *b)
+{
+    st_buf_printf(b, "TPOT x%.2f of plain decoding at one sequence", p->ratio_1);
+    if (p->breakeven)
+        st_buf_printf(b,
+                      "; it stops paying from a batch of %u sequences (about %.3g requests/s of plain decoding), "
+                      "where verifying the draft tokens binds on compute",
+                      p->breakeven, p->breakeven_rps);
+    else
+        st_buf_puts(b, "; it pays at every batch up to --max-num-seqs");
+    if (p->batch_at_cap > 0)
+        st_buf_printf(b, "; at this candidate's capacity the batch is about %.0f sequence%s, where it gives TPOT x%.2f",
+                      p->batch_at_cap, p->batch_at_cap < 1.5 ? "" : "s", p->ratio_at_cap);
+}
+
+/* What became of a plain pick's speculative twin, in words. */
+static void twin_state(const st_plan_candidate *t, st_buf *b)
+{
+    switch (t->state) {
+    case ST_PLAN_OK:
+        st_buf_puts(b, "costs ");
+        money(b, t->usd_per_1m);
+        st_buf_printf(b, " per 1M output tokens (%.3g requests/s)", t->capacity_rps);
+        break;
+    case ST_PLAN_PRUNED:
+        st_buf_puts(b, "was pruned (its cost bound, ");
+        money(b, t->lb_usd_per_1m);
+        st_buf_puts(b, ", could not reach the top)");
+        break;
+    case ST_PLAN_NONE_PASSED: st_buf_puts(b, "met the SLO at no rate"); break;
+    default: st_buf_printf(b, "was refused (%s)", t->why); break;
+    }
+}
+
+static void spec_pick(const st_plan_result *r, const st_plan_candidate *c, st_buf *b)
+{
+    char name[160];
+    st_plan_config_name(c, name, sizeof name);
+    st_buf_printf(b, "- #%d %s: ", c->rank, name);
+    if (c->spec) {
+        st_buf_printf(b, "speculates (%s, k %d, acceptance ", c->spec->method, c->spec_k);
+        accept_words(c->spec_acc, b);
+        st_buf_puts(b, "); ");
+        if (!c->pay.ok) {
+            st_buf_puts(b, "the engine model gave no figures for its verification step.\n");
+            return;
+        }
+        pay_words(&c->pay, b);
+        double at = c->pay.ratio_at_cap > 0 ? c->pay.ratio_at_cap : c->pay.ratio_1;
+        st_buf_puts(b, at >= 1 ? ". Speculation does not pay at its capacity's batch: its rank comes from the rest.\n"
+                               : ". Speculation pays here.\n");
+        return;
+    }
+    if (c->spec_twin < 0) {
+        st_buf_puts(b, "decodes plainly; no speculative variant of it was tried.\n");
+        return;
+    }
+    const st_plan_candidate *t = &r->c[c->spec_twin];
+    st_buf_printf(b, "decodes plainly. With speculation (%s, k %d, acceptance ", t->spec->method, t->spec_k);
+    accept_words(t->spec_acc, b);
+    st_buf_puts(b, ") the same setup ");
+    twin_state(t, b);
+    if (c->pay.ok) {
+        st_buf_puts(b, "; ");
+        pay_words(&c->pay, b);
+    }
+    if (t->state == ST_PLAN_OK && t->usd_per_1m < c->usd_per_1m)
+        st_buf_puts(b, ": the speculating variant is cheaper per token and ranks above it.\n");
+    else if (c->pay.ok && c->pay.ratio_at_cap >= 1)
+        st_buf_puts(b, ": speculation does not pay at this load.\n");
+    else
+        st_buf_puts(b, ": speculation does not make it cheaper per token here.\n");
+}
+
+static void speculation(const st_plan_result *r, st_buf *b)
+{
+    if (!r->spec->plan.n_spec && !r->spec->speculation.given)
+        return;
+    st_buf_puts(b, "## Speculative decoding\n\n");
+    if (r->spec_variants)
+        st_buf_printf(b,
+                      "%d speculative variant%s of every candidate searched beside plain decoding, on the engine "
+                      "model's verification step (k + 1 tokens scored per sequence, the proposer's cost; "
+                      "docs/speculative.md) with the acceptance given.",
+                      r->spec_variants, r->spec_variants == 1 ? "" : "s");
+    if (r->spec_why[0])
+        st_buf_printf(b, "%s%s.", r->spec_variants ? " " : "", r->spec_why);
+    if (r->spec_variants && r->spec->workload.kind == ST_WL_SYNTHETIC)
+        st_buf_puts(b, " To audit a speculating configuration, replay the client's own text: on this spec's synthetic "
+                       "prompts (random ids) `--check` refuses it, as they accept almost nothing.");
+    st_buf_puts(b, "\n\n");
+    int idx[64], n = st_plan_order(r->c, r->n, idx, r->spec_picks < 64 ? r->spec_picks : 64);
+    for (int i = 0; i < n && r->spec_variants; i++)
+        spec_pick(r, &r->c[idx[i]], b);
+    if (n && r->spec_variants)
+        st_buf_puts(b, "\n");
 }
 
 static void frontier(const st_plan_result *r, st_buf *b)
@@ -279,6 +406,7 @@ int st_plan_report_markdown(const st_plan_result *r, st_buf *b)
                 "> **Prediction.** Every figure here comes from servetune's engine model, not from a measurement.\n\n");
     answer(r, b);
     table(r, b);
+    speculation(r, b);
     frontier(r, b);
     refusals(r, b);
     traffic(r, b);
@@ -333,6 +461,44 @@ int st_plan_report_markdown(const st_plan_result *r, st_buf *b)
     return st_buf_error(b) ? -1 : 0;
 }
 
+static json_t *spec_json(const st_plan_candidate *c)
+{
+    if (!c->spec)
+        return json_null();
+    json_t *o = json_object();
+    json_object_set_new(o, "method", json_string(c->spec->method));
+    json_object_set_new(o, "model", c->spec->model ? json_string(c->spec->model) : json_null());
+    json_object_set_new(o, "num_speculative_tokens", json_integer(c->spec_k));
+    const st_spec_accept *a = c->spec_acc;
+    if (a && a->n_pos) {
+        json_t *p = json_array();
+        for (uint32_t i = 0; i < a->n_pos; i++)
+            json_array_append_new(p, json_real(a->pos[i]));
+        json_object_set_new(o, "acceptance_by_position", p);
+    } else if (a)
+        json_object_set_new(o, "acceptance", json_real(a->acceptance));
+    if (a && a->draft_share >= 0)
+        json_object_set_new(o, "draft_share", json_real(a->draft_share));
+    return o;
+}
+
+/* Whether speculation pays on a pick (its own figures, or its speculative twin's at its batch). */
+static json_t *pay_json(const st_plan_result *r, const st_plan_candidate *c)
+{
+    json_t *o = json_object();
+    char name[160] = "";
+    if (!c->spec && c->spec_twin >= 0)
+        st_plan_config_name(&r->c[c->spec_twin], name, sizeof name);
+    json_object_set_new(o, "twin", name[0] ? json_string(name) : json_null());
+    json_object_set_new(o, "tpot_ratio_at_1", st_jnum_or_null(c->pay.ratio_1));
+    json_object_set_new(o, "stops_paying_at_batch", c->pay.breakeven ? json_integer(c->pay.breakeven) : json_null());
+    json_object_set_new(o, "stops_paying_at_rps", st_jnum_or_null(c->pay.breakeven ? c->pay.breakeven_rps : NAN));
+    json_object_set_new(o, "batch_at_capacity", st_jnum_or_null(c->pay.batch_at_cap > 0 ? c->pay.batch_at_cap : NAN));
+    json_object_set_new(o, "tpot_ratio_at_capacity",
+                        st_jnum_or_null(c->pay.batch_at_cap > 0 ? c->pay.ratio_at_cap : NAN));
+    return o;
+}
+
 static json_t *cand_json(const st_plan_result *r, const st_plan_candidate *c)
 {
     char name[128];
@@ -371,6 +537,9 @@ static json_t *cand_json(const st_plan_result *r, const st_plan_candidate *c)
     json_object_set_new(o, "quality_risk", json_integer(st_plan_quality_risk(c->weights)));
     json_object_set_new(o, "measured_mean_kld", c->has_kld ? json_real(c->kld) : json_null());
     json_object_set_new(o, "why", c->why[0] ? json_string(c->why) : json_null());
+    json_object_set_new(o, "speculation", spec_json(c));
+    if (c->pay.ok)
+        json_object_set_new(o, "speculation_pays", pay_json(r, c));
     return o;
 }
 
@@ -397,6 +566,8 @@ int st_plan_report_json(const st_plan_result *r, st_buf *out)
     json_object_set_new(root, "search", st);
     json_object_set_new(root, "max_model_len_auto", json_integer(r->len_auto));
     json_object_set_new(root, "max_model_len_reject_share", st_jnum_or_null(r->len_reject_share));
+    json_object_set_new(root, "speculation_variants", json_integer(r->spec_variants));
+    json_object_set_new(root, "speculation_note", r->spec_why[0] ? json_string(r->spec_why) : json_null());
     json_object_set_new(root, "best", r->best >= 0 ? cand_json(r, &r->c[r->best]) : json_null());
     json_object_set_new(root, "baseline", cand_json(r, &r->baseline));
     json_t *all = json_array();

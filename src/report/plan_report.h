@@ -36,6 +36,11 @@ typedef struct st_plan_result {
     const char *serverless_from;            /* where it came from */
     double base_serverless_price_per_gpu_s; /* the current setup's (its GPU may be another) */
     const char *base_serverless_from;
+    /* speculative decoding (docs/plan.md "Speculative decoding"): the variants tried, and what was
+     * not considered and why (empty when every method was); the picks' st_plan_spec_pay */
+    int spec_variants;
+    int spec_picks; /* the top candidates assessed (their pay and twin filled) */
+    char spec_why[800];
 } st_plan_result;
 
 int st_plan_report_markdown(const st_plan_result *r, st_buf *out);

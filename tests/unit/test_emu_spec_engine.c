@@ -351,12 +351,56 @@ static void llamacpp_draft_model(void **state)
     assert_int_equal(st_emu_spec_llamacpp(&c, 47, 80, 27, &p), -1);
 }
 
+/* A draft model's weights and the KV cache of its layers come out of the target's KV budget
+ * (vLLM loads both models before profiling and pages every layer's K and V from one pool). Figures
+ * by hand from the config.json shapes: Qwen3-0.6B (28 layers, hidden 1024, intermediate 3072, 16
+ * heads, 8 KV heads of 128, vocabulary 151936, tied) has 28 x (6,291,456 attention + 2,304 norms
+ * + 9,437,184 MLP) + 155,582,464 embedding + 1,024 = 596,049,920 parameters, 1,192,099,840 bytes
+ * in bf16, and 28 x 2 x 8 x 128 x 2 = 114,688 KV bytes a token; Qwen3-8B's own KV is 36 x 2 x 8 x
+ * 128 x 2 = 147,456 bytes a token. An EAGLE head on Qwen3-8B is one decoder layer (41,943,040
+ * attention + 8,448 norms + 150,994,944 MLP) plus the final norm's 4,096, sharing the embedding
+ * and output layer: 2 x 192,950,528 = 385,901,056 bytes, and 2 x 8 x 128 x 2 = 4,096 KV bytes a
+ * token. n-gram lookup takes nothing. */
+static void draft_memory_leaves_kv_budget(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    st_emu_memory plain, m;
+    char err[600];
+    assert_int_equal(config_of(&c, "Qwen/Qwen3-8B", NULL, NULL, -1, err, sizeof err), 0);
+    assert_int_equal(st_emu_memory_plan(&c, &plain, err, sizeof err), 0);
+    assert_true(plain.kv_bytes_per_token == 147456.0);
+    assert_int_equal(config_of(&c, "Qwen/Qwen3-8B", "{\"method\":\"ngram\",\"num_speculative_tokens\":4}", "0.5", -1,
+                               err, sizeof err),
+                     0);
+    assert_int_equal(st_emu_memory_plan(&c, &m, err, sizeof err), 0);
+    assert_int_equal(m.num_blocks, plain.num_blocks);
+    assert_true(m.draft_weight_bytes == 0 && m.draft_kv_bytes_per_token == 0);
+    assert_int_equal(config_of(&c, "Qwen/Qwen3-8B", "{\"model\":\"Qwen/Qwen3-0.6B\",\"num_speculative_tokens\":5}",
+                               "0.5", -1, err, sizeof err),
+                     0);
+    assert_int_equal(st_emu_memory_plan(&c, &m, err, sizeof err), 0);
+    assert_true(m.draft_weight_bytes == 1192099840.0);
+    assert_true(m.weight_bytes == plain.weight_bytes + 1192099840.0);
+    assert_true(m.kv_bytes_per_token == 147456.0 + 114688.0);
+    assert_near(m.kv_bytes, plain.kv_bytes - 1192099840.0, 1e-3);
+    assert_int_equal(m.num_blocks, (uint32_t)floor((plain.kv_bytes - 1192099840.0) / (262144.0 * 16)));
+    assert_true(m.num_blocks < plain.num_blocks * 0.57); /* 147,456 / 262,144 of the tokens, less the weights */
+    assert_int_equal(config_of(&c, "Qwen/Qwen3-8B", "{\"method\":\"eagle\",\"num_speculative_tokens\":3}", "0.5", -1,
+                               err, sizeof err),
+                     0);
+    assert_int_equal(st_emu_memory_plan(&c, &m, err, sizeof err), 0);
+    assert_true(m.draft_weight_bytes == 385901056.0);
+    assert_true(m.kv_bytes_per_token == 147456.0 + 4096.0);
+    assert_int_equal(m.num_blocks, (uint32_t)floor((plain.kv_bytes - 385901056.0) / (151552.0 * 16)));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(flags_read_and_refused),    cmocka_unit_test(draws_follow_the_probabilities),
         cmocka_unit_test(engine_serves_speculation), cmocka_unit_test(speculation_under_pressure),
-        cmocka_unit_test(llamacpp_draft_model),
+        cmocka_unit_test(llamacpp_draft_model),      cmocka_unit_test(draft_memory_leaves_kv_budget),
     };
     return cmocka_run_group_tests(tests, 0, 0);
 }
