@@ -212,7 +212,8 @@ int st_emu_blocks_take(st_emu_blocks *p, uint32_t n, uint32_t *out)
         }
         st_emu_block *x = &p->blk[b];
         if (x->has_hash) {
-            map_del(p, x->hash, b);
+            if (x->has_hash != ST_EMU_UNLISTED)
+                map_del(p, x->hash, b);
             x->has_hash = 0;
             p->evictions++;
         }
@@ -224,7 +225,7 @@ int st_emu_blocks_take(st_emu_blocks *p, uint32_t n, uint32_t *out)
      * prefetch changes no state). */
     if (p->used >= p->n && p->head != ST_EMU_NIL) {
         const st_emu_block *h = &p->blk[p->head];
-        if (h->has_hash)
+        if (h->has_hash == 1)
             __builtin_prefetch(&p->map[slot_of(p, h->hash)]);
         if (h->next != ST_EMU_NIL)
             __builtin_prefetch(&p->blk[h->next]);
@@ -245,11 +246,17 @@ void st_emu_blocks_release(st_emu_blocks *p, const uint32_t *blocks, uint32_t n)
 
 void st_emu_blocks_set_hash(st_emu_blocks *p, uint32_t b, uint64_t h)
 {
-    if (b >= p->used || p->blk[b].has_hash)
+    if (b >= p->used || p->blk[b].has_hash == 1)
         return;
     p->blk[b].has_hash = 1;
     p->blk[b].hash = h;
     map_put(p, h, b);
+}
+
+void st_emu_blocks_set_unlisted(st_emu_blocks *p, uint32_t b)
+{
+    if (b < p->used && !p->blk[b].has_hash)
+        p->blk[b].has_hash = ST_EMU_UNLISTED;
 }
 
 int st_emu_blocks_reset_cache(st_emu_blocks *p)
@@ -295,7 +302,7 @@ int st_emu_blocks_check(const st_emu_blocks *p, char *err, size_t errlen)
             snprintf(err, errlen, "block %u unreferenced but not free (leaked)", b);
             return -1;
         }
-        if (p->blk[b].has_hash && st_emu_blocks_lookup(p, p->blk[b].hash) == b)
+        if (p->blk[b].has_hash == 1 && st_emu_blocks_lookup(p, p->blk[b].hash) == b)
             hashed++;
     }
     if (zero != p->nfree) {

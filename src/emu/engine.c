@@ -40,7 +40,8 @@ struct st_emu_engine {
     st_emu_memory mem;
     st_clock clock;
     st_emu_blocks pool;
-    int oom; /* a block pool allocation failed: st_emu_step fails */
+    int oom;               /* a block pool allocation failed: st_emu_step fails */
+    int no_output_prompts; /* st_emu_set_output_prompts(e, 0): generated blocks stay unlisted */
     /* waiting: a ring deque; running: an array in admission order */
     emu_req **wq;
     uint32_t wq_head, wq_len, wq_cap;
@@ -397,6 +398,8 @@ static void req_release_blocks(st_emu_engine *e, emu_req *r)
     r->n_cached = 0;
 }
 
+void st_emu_set_output_prompts(st_emu_engine *e, int on) { e->no_output_prompts = !on; }
+
 int st_emu_hold(st_emu_engine *e, uint64_t id, int on)
 {
     int w;
@@ -465,8 +468,15 @@ static void cache_full_blocks(st_emu_engine *e, emu_req *r, uint32_t tokens)
     uint32_t full = tokens / e->cfg.block_size;
     if (full > r->n_blocks)
         full = r->n_blocks;
-    for (uint32_t k = r->n_cached; k < full; k++)
-        st_emu_blocks_set_hash(&e->pool, r->blocks[k], req_block_hash(e, r, k));
+    uint32_t listed = full; /* blocks from here on hold generated tokens: unlisted when no prompt carries them */
+    if (e->no_output_prompts && listed > r->n_prompt / e->cfg.block_size)
+        listed = r->n_prompt / e->cfg.block_size;
+    for (uint32_t k = r->n_cached; k < full; k++) {
+        if (k < listed)
+            st_emu_blocks_set_hash(&e->pool, r->blocks[k], req_block_hash(e, r, k));
+        else
+            st_emu_blocks_set_unlisted(&e->pool, r->blocks[k]);
+    }
     if (full > r->n_cached)
         r->n_cached = full;
 }
@@ -525,8 +535,19 @@ static int push_u64(uint64_t **arr, uint32_t *n, uint32_t *cap, uint64_t v)
     return 0;
 }
 
+/* Lists r's unlisted blocks (st_emu_set_output_prompts) before it releases them on a preemption: its
+ * recomputation looks them up by their hashes, as it would have found them listed. */
+static void list_generated(st_emu_engine *e, emu_req *r)
+{
+    if (!e->no_output_prompts)
+        return;
+    for (uint32_t k = r->n_prompt / e->cfg.block_size; k < r->n_cached; k++)
+        st_emu_blocks_set_hash(&e->pool, r->blocks[k], req_block_hash(e, r, k));
+}
+
 static void preempt(st_emu_engine *e, emu_req *r, uint32_t *n_pre)
 {
+    list_generated(e, r);
     req_release_blocks(e, r);
     r->num_computed = 0;
     e->st.preemptions++;

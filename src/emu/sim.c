@@ -760,6 +760,12 @@ int st_emu_session_run(st_emu_session *S, const st_emu_sim_item *items, uint32_t
             snprintf(err, errlen, "multi-turn sessions run open loop, without a concurrency limit");
             return -1;
         }
+    /* only a dependent item's prompt carries generated tokens (a session's answer, a parent's
+     * output): without one, generated blocks need no listing in the prefix cache (engine.h) */
+    int output_prompts = st_emu_engine_config(S->e)->step_by_step; /* the reference path lists every block */
+    for (uint32_t i = 0; i < n && !output_prompts; i++)
+        output_prompts = items[i].dependent;
+    st_emu_set_output_prompts(S->e, output_prompts);
     if (run_prepare(&R) < 0) {
         snprintf(err, errlen, "out of memory");
         rc = -1;

@@ -4,7 +4,11 @@
  * GPUs, open loop with and without a cap, closed loop, ticks and timeouts, multi-turn sessions with
  * reasoning, no API-server model, vLLM before async scheduling) and every per-request record must
  * be the same: status, send, first token, first answer, end, token counts and every token time.
- * The largest relative difference found is printed (it is 0: the runs are the same arithmetic). */
+ * The largest relative difference found is printed (it is 0: the runs are the same arithmetic).
+ * The step-by-step path is the reference: it also lists every full block in the prefix cache as it
+ * fills, where the default path leaves generated blocks unlisted in runs without dependent items
+ * (st_emu_set_output_prompts): the preemption workloads recompute from their own listed blocks, and
+ * the engines' eviction counters and free blocks are compared. */
 #include "harness.h"
 
 #include <stdio.h>
