@@ -73,6 +73,9 @@ void st_emu_blocks_release(st_emu_blocks *p, const uint32_t *blocks, uint32_t n)
 /* Marks block b as full with hash h and registers it in the cache (if h is not already
  * cached by another block); an unlisted block (st_emu_blocks_set_unlisted) gets listed. */
 void st_emu_blocks_set_hash(st_emu_blocks *p, uint32_t b, uint64_t h);
+/* Fetches block b's entry and the cache-map slot of hash h ahead of a st_emu_blocks_set_hash(p, b, h)
+ * (several registrations in a row then overlap their waits for memory). Changes no state. */
+void st_emu_blocks_prefetch(const st_emu_blocks *p, uint32_t b, uint64_t h);
 /* Marks block b as full and cached without computing its hash, for a block no lookup will look
  * for until st_emu_blocks_set_hash lists it: it counts as a cached block (its reuse is an eviction)
  * but is not in the map. A block already registered is left as it is. */

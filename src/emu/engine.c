@@ -471,6 +471,11 @@ static void cache_full_blocks(st_emu_engine *e, emu_req *r, uint32_t tokens)
     uint32_t listed = full; /* blocks from here on hold generated tokens: unlisted when no prompt carries them */
     if (e->no_output_prompts && listed > r->n_prompt / e->cfg.block_size)
         listed = r->n_prompt / e->cfg.block_size;
+    if (listed > r->n_cached + 1) { /* several blocks (an admitted prompt): their map slots fetched ahead */
+        req_block_hash(e, r, listed - 1);
+        for (uint32_t k = r->n_cached; k < listed; k++)
+            st_emu_blocks_prefetch(&e->pool, r->blocks[k], r->bhash[k]);
+    }
     for (uint32_t k = r->n_cached; k < full; k++) {
         if (k < listed)
             st_emu_blocks_set_hash(&e->pool, r->blocks[k], req_block_hash(e, r, k));
