@@ -921,9 +921,8 @@ int st_emu_skip_steps(st_emu_engine *e, st_ns horizon, st_emu_skip_result *res)
     if (e->wq_len > 0 && n < e->mem.max_num_seqs && n < budget)
         head = wq_front(e);
 
-    /* every step of the run has the same batch but for its context: its time's other terms once */
     st_emu_batch b = { .tokens = n, .decode_tokens = n, .seqs = n, .sampled = n };
-    st_emu_step_fixed fixed;
+    st_emu_step_fixed fixed; /* every step of the run has this batch but for its context: prepared once */
     st_emu_step_prepare(&e->cfg, &b, &fixed);
     st_ns fe_free = e->fe_free, last_start = e->last_start, last_end = e->last_end;
     st_ns fe_pre = e->fe_pre, fe_batch = e->fe_batch, fe_total = n ? sq[n - 1].due_off : 0;

@@ -136,10 +136,22 @@ static void slot_freed(run *R, st_ns at)
         R->S->slots[R->slot_tail++] = at;
 }
 
+/* Only a dependent item's prompt carries generated tokens (a session's answer, a parent's output):
+ * without one, generated blocks need no listing in the prefix cache (engine.h). The reference path
+ * (step_by_step) lists every block. */
+static void set_output_prompts(st_emu_session *S, const st_emu_sim_item *items, uint32_t n)
+{
+    int on = st_emu_engine_config(S->e)->step_by_step;
+    for (uint32_t i = 0; i < n && !on; i++)
+        on = items[i].dependent;
+    st_emu_set_output_prompts(S->e, on);
+}
+
 static int run_prepare(run *R)
 {
     st_emu_session *S = R->S;
     uint32_t n = R->n;
+    set_output_prompts(S, R->items, n);
     for (uint32_t i = 0; i < n; i++) {
         st_record_init(&R->rec[i], i);
         R->rec[i].warmup = i < R->o->warmup;
@@ -762,12 +774,6 @@ int st_emu_session_run(st_emu_session *S, const st_emu_sim_item *items, uint32_t
             snprintf(err, errlen, "multi-turn sessions run open loop, without a concurrency limit");
             return -1;
         }
-    /* only a dependent item's prompt carries generated tokens (a session's answer, a parent's
-     * output): without one, generated blocks need no listing in the prefix cache (engine.h) */
-    int output_prompts = st_emu_engine_config(S->e)->step_by_step; /* the reference path lists every block */
-    for (uint32_t i = 0; i < n && !output_prompts; i++)
-        output_prompts = items[i].dependent;
-    st_emu_set_output_prompts(S->e, output_prompts);
     if (run_prepare(&R) < 0) {
         snprintf(err, errlen, "out of memory");
         rc = -1;
