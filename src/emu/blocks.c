@@ -194,12 +194,35 @@ void st_emu_blocks_touch(st_emu_blocks *p, uint32_t b)
     p->blk[b].ref++;
 }
 
+void st_emu_blocks_prefetch(const st_emu_blocks *p, uint32_t b, uint64_t h)
+{
+    if (b < p->used)
+        __builtin_prefetch(&p->blk[b]);
+    if (p->mcap)
+        __builtin_prefetch(&p->map[slot_of(p, h)]);
+}
+
+/* The cache-map slots of the listed blocks among the next n a take evicts (the free queue's head
+ * after the range of blocks never taken), fetched ahead so that their deletions overlap their
+ * waits for memory. Changes no state. */
+static void prefetch_victims(const st_emu_blocks *p, uint32_t n)
+{
+    uint32_t virgin = p->n - p->used;
+    if (n <= virgin + 1)
+        return; /* none, or one (prefetched by the take before) */
+    uint32_t b = p->head;
+    for (uint32_t i = virgin; i < n && b != ST_EMU_NIL; i++, b = p->blk[b].next)
+        if (p->blk[b].has_hash == 1)
+            __builtin_prefetch(&p->map[slot_of(p, p->blk[b].hash)]);
+}
+
 int st_emu_blocks_take(st_emu_blocks *p, uint32_t n, uint32_t *out)
 {
     if (n > p->nfree)
         return -1;
     if (st_emu_blocks_reserve(p, n) < 0)
         return -2;
+    prefetch_victims(p, n);
     for (uint32_t i = 0; i < n; i++) {
         uint32_t b;
         if (p->used < p->n) { /* the range of blocks never taken comes first */
@@ -212,7 +235,8 @@ int st_emu_blocks_take(st_emu_blocks *p, uint32_t n, uint32_t *out)
         }
         st_emu_block *x = &p->blk[b];
         if (x->has_hash) {
-            map_del(p, x->hash, b);
+            if (x->has_hash != ST_EMU_UNLISTED)
+                map_del(p, x->hash, b);
             x->has_hash = 0;
             p->evictions++;
         }
@@ -224,7 +248,7 @@ int st_emu_blocks_take(st_emu_blocks *p, uint32_t n, uint32_t *out)
      * prefetch changes no state). */
     if (p->used >= p->n && p->head != ST_EMU_NIL) {
         const st_emu_block *h = &p->blk[p->head];
-        if (h->has_hash)
+        if (h->has_hash == 1)
             __builtin_prefetch(&p->map[slot_of(p, h->hash)]);
         if (h->next != ST_EMU_NIL)
             __builtin_prefetch(&p->blk[h->next]);
@@ -245,11 +269,17 @@ void st_emu_blocks_release(st_emu_blocks *p, const uint32_t *blocks, uint32_t n)
 
 void st_emu_blocks_set_hash(st_emu_blocks *p, uint32_t b, uint64_t h)
 {
-    if (b >= p->used || p->blk[b].has_hash)
+    if (b >= p->used || p->blk[b].has_hash == 1)
         return;
     p->blk[b].has_hash = 1;
     p->blk[b].hash = h;
     map_put(p, h, b);
+}
+
+void st_emu_blocks_set_unlisted(st_emu_blocks *p, uint32_t b)
+{
+    if (b < p->used && !p->blk[b].has_hash)
+        p->blk[b].has_hash = ST_EMU_UNLISTED;
 }
 
 int st_emu_blocks_reset_cache(st_emu_blocks *p)
@@ -295,7 +325,7 @@ int st_emu_blocks_check(const st_emu_blocks *p, char *err, size_t errlen)
             snprintf(err, errlen, "block %u unreferenced but not free (leaked)", b);
             return -1;
         }
-        if (p->blk[b].has_hash && st_emu_blocks_lookup(p, p->blk[b].hash) == b)
+        if (p->blk[b].has_hash == 1 && st_emu_blocks_lookup(p, p->blk[b].hash) == b)
             hashed++;
     }
     if (zero != p->nfree) {

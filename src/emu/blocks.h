@@ -20,11 +20,14 @@
 /* One block's entry: everything a take, a release or a registration touches, in one place (one
  * cache line or two at most for a block, rather than one per field). */
 typedef struct st_emu_block {
-    uint64_t hash;       /* valid when has_hash */
-    uint32_t ref;        /* references (requests holding it) */
-    uint32_t prev, next; /* free queue links of the blocks taken before (after the range) */
-    uint8_t has_hash, in_free;
+    uint64_t hash;             /* valid when has_hash */
+    uint32_t ref;              /* references (requests holding it) */
+    uint32_t prev, next;       /* free queue links of the blocks taken before (after the range) */
+    uint8_t has_hash, in_free; /* has_hash: 1 registered (hash valid), ST_EMU_UNLISTED: registered, not listed */
 } st_emu_block;
+
+/* has_hash of a block registered full without its hash (st_emu_blocks_set_unlisted). */
+#define ST_EMU_UNLISTED 2
 
 /* One slot of the cache map: the hash and its block together (one memory access per probe). */
 typedef struct st_emu_map_slot {
@@ -68,8 +71,15 @@ int st_emu_blocks_reserve(st_emu_blocks *p, uint32_t n);
  * first so they are evicted first); unreferenced blocks go to the free queue tail. */
 void st_emu_blocks_release(st_emu_blocks *p, const uint32_t *blocks, uint32_t n);
 /* Marks block b as full with hash h and registers it in the cache (if h is not already
- * cached by another block). */
+ * cached by another block); an unlisted block (st_emu_blocks_set_unlisted) gets listed. */
 void st_emu_blocks_set_hash(st_emu_blocks *p, uint32_t b, uint64_t h);
+/* Fetches block b's entry and the cache-map slot of hash h ahead of a st_emu_blocks_set_hash(p, b, h)
+ * (several registrations in a row then overlap their waits for memory). Changes no state. */
+void st_emu_blocks_prefetch(const st_emu_blocks *p, uint32_t b, uint64_t h);
+/* Marks block b as full and cached without computing its hash, for a block no lookup will look
+ * for until st_emu_blocks_set_hash lists it: it counts as a cached block (its reuse is an eviction)
+ * but is not in the map. A block already registered is left as it is. */
+void st_emu_blocks_set_unlisted(st_emu_blocks *p, uint32_t b);
 /* Forgets every cached hash. Like vLLM, refuses (-1) while any block is referenced. */
 int st_emu_blocks_reset_cache(st_emu_blocks *p);
 /* Checks internal consistency (free queue vs reference counts, map vs blocks);

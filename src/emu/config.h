@@ -70,9 +70,12 @@ typedef struct st_emu_config {
     int async_scheduling;            /* -1: the version's default; 0 / 1: --[no-]async-scheduling */
     int no_frontend;                 /* 1: no API-server model (the emulator's --no-model) */
     double reasoning_share;          /* a reasoning model: the first share of each output is reasoning (0) */
-    int step_by_step;                /* 1: the virtual-time driver (emu/sim.h) advances one scheduler step at a
-                                        time; 0 (default): it takes runs of decode steps between events at once
-                                        (st_emu_skip_steps), with the same results (docs/engine-model.md) */
+    int step_by_step;                /* 1: the virtual-time driver (emu/sim.h) takes the reference path: one
+                                        scheduler step at a time, every full block listed in the prefix cache as it
+                                        fills; 0 (default): it takes runs of decode steps between events at once
+                                        (st_emu_skip_steps) and lists generated blocks only where a prompt can
+                                        carry them (st_emu_set_output_prompts), with the same results
+                                        (docs/engine-model.md) */
     st_emu_tuning tune;              /* free constants (defaults, or a calibration file) */
     st_emu_spec spec;                /* speculative decoding (spec.k 0: none) */
 } st_emu_config;

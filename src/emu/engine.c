@@ -41,7 +41,8 @@ struct st_emu_engine {
     st_emu_memory mem;
     st_clock clock;
     st_emu_blocks pool;
-    int oom; /* a block pool allocation failed: st_emu_step fails */
+    int oom;               /* a block pool allocation failed: st_emu_step fails */
+    int no_output_prompts; /* st_emu_set_output_prompts(e, 0): generated blocks stay unlisted */
     /* waiting: a ring deque; running: an array in admission order */
     emu_req **wq;
     uint32_t wq_head, wq_len, wq_cap;
@@ -399,6 +400,8 @@ static void req_release_blocks(st_emu_engine *e, emu_req *r)
     r->n_cached = 0;
 }
 
+void st_emu_set_output_prompts(st_emu_engine *e, int on) { e->no_output_prompts = !on; }
+
 int st_emu_hold(st_emu_engine *e, uint64_t id, int on)
 {
     int w;
@@ -467,8 +470,20 @@ static void cache_full_blocks(st_emu_engine *e, emu_req *r, uint32_t tokens)
     uint32_t full = tokens / e->cfg.block_size;
     if (full > r->n_blocks)
         full = r->n_blocks;
-    for (uint32_t k = r->n_cached; k < full; k++)
-        st_emu_blocks_set_hash(&e->pool, r->blocks[k], req_block_hash(e, r, k));
+    uint32_t listed = full; /* blocks from here on hold generated tokens: unlisted when no prompt carries them */
+    if (e->no_output_prompts && listed > r->n_prompt / e->cfg.block_size)
+        listed = r->n_prompt / e->cfg.block_size;
+    if (listed > r->n_cached + 1) { /* several blocks (an admitted prompt): their map slots fetched ahead */
+        req_block_hash(e, r, listed - 1);
+        for (uint32_t k = r->n_cached; k < listed; k++)
+            st_emu_blocks_prefetch(&e->pool, r->blocks[k], r->bhash[k]);
+    }
+    for (uint32_t k = r->n_cached; k < full; k++) {
+        if (k < listed)
+            st_emu_blocks_set_hash(&e->pool, r->blocks[k], req_block_hash(e, r, k));
+        else
+            st_emu_blocks_set_unlisted(&e->pool, r->blocks[k]);
+    }
     if (full > r->n_cached)
         r->n_cached = full;
 }
@@ -527,8 +542,19 @@ static int push_u64(uint64_t **arr, uint32_t *n, uint32_t *cap, uint64_t v)
     return 0;
 }
 
+/* Lists r's unlisted blocks (st_emu_set_output_prompts) before it releases them on a preemption: its
+ * recomputation looks them up by their hashes, as it would have found them listed. */
+static void list_generated(st_emu_engine *e, emu_req *r)
+{
+    if (!e->no_output_prompts)
+        return;
+    for (uint32_t k = r->n_prompt / e->cfg.block_size; k < r->n_cached; k++)
+        st_emu_blocks_set_hash(&e->pool, r->blocks[k], req_block_hash(e, r, k));
+}
+
 static void preempt(st_emu_engine *e, emu_req *r, uint32_t *n_pre)
 {
+    list_generated(e, r);
     req_release_blocks(e, r);
     r->num_computed = 0;
     e->st.preemptions++;
@@ -901,6 +927,8 @@ int st_emu_skip_steps(st_emu_engine *e, st_ns horizon, st_emu_skip_result *res)
         head = wq_front(e);
 
     st_emu_batch b = { .tokens = n, .decode_tokens = n, .seqs = n, .sampled = n };
+    st_emu_step_fixed fixed; /* every step of the run has this batch but for its context: prepared once */
+    st_emu_step_prepare(&e->cfg, &b, &fixed);
     st_ns fe_free = e->fe_free, last_start = e->last_start, last_end = e->last_end;
     st_ns fe_pre = e->fe_pre, fe_batch = e->fe_batch, fe_total = n ? sq[n - 1].due_off : 0;
     uint64_t j = 0;
@@ -956,9 +984,7 @@ int st_emu_skip_steps(st_emu_engine *e, st_ns horizon, st_emu_skip_result *res)
             if (slots_fit(e, head, ext + num_new, e->scratch_blocks, n_hits, &need))
                 break;
         }
-        b.kv_read_tokens = (double)C;
-        b.attn_pairs = (double)(C + n);
-        st_ns dur = (st_ns)(st_emu_step_seconds(&e->cfg, &b, NULL) * 1e9);
+        st_ns dur = (st_ns)(st_emu_step_seconds_ctx(&fixed, (double)(C + n), (double)C, NULL) * 1e9);
         if (dur < 1)
             dur = 1;
         st_ns end = t + dur;

@@ -59,6 +59,18 @@ int st_emu_abort(st_emu_engine *e, uint64_t id);
  * full socket of a client that does not read. 0, or -1 when no such request is live. */
 int st_emu_hold(st_emu_engine *e, uint64_t id, int on);
 
+/* Whether a later prompt may carry tokens this engine generated (a session's next turn, an agent's
+ * child, a client that sends an answer back). On (the default): every full block is listed in the
+ * prefix cache by its hash as it fills. Off: a full block holding generated tokens is registered
+ * unlisted (emu/blocks.h: it counts as cached, its reuse as an eviction, but it is not hashed or
+ * put in the cache map) and is listed only when its request is preempted, since the request's
+ * recomputation looks up its own blocks; a finished request's generated blocks stay unlisted. When
+ * no prompt carries generated tokens, nothing looks such a block up but its own request, so every
+ * result is the same either way (tests/unit/test_emu_skip.c); off saves hashing each generated
+ * token and the cache map's work for its blocks. The virtual-time driver (emu/sim.h) turns it off
+ * for a run without dependent items (sessions, agent graphs). */
+void st_emu_set_output_prompts(st_emu_engine *e, int on);
+
 typedef enum st_emu_finish { ST_EMU_NOT_FINISHED = 0, ST_EMU_FINISH_LENGTH, ST_EMU_FINISH_STOP } st_emu_finish;
 
 /* One request's output in a step. */

@@ -136,10 +136,22 @@ static void slot_freed(run *R, st_ns at)
         R->S->slots[R->slot_tail++] = at;
 }
 
+/* Only a dependent item's prompt carries generated tokens (a session's answer, a parent's output):
+ * without one, generated blocks need no listing in the prefix cache (engine.h). The reference path
+ * (step_by_step) lists every block. */
+static void set_output_prompts(st_emu_session *S, const st_emu_sim_item *items, uint32_t n)
+{
+    int on = st_emu_engine_config(S->e)->step_by_step;
+    for (uint32_t i = 0; i < n && !on; i++)
+        on = items[i].dependent;
+    st_emu_set_output_prompts(S->e, on);
+}
+
 static int run_prepare(run *R)
 {
     st_emu_session *S = R->S;
     uint32_t n = R->n;
+    set_output_prompts(S, R->items, n);
     for (uint32_t i = 0; i < n; i++) {
         st_record_init(&R->rec[i], i);
         R->rec[i].warmup = i < R->o->warmup;
@@ -420,7 +432,7 @@ static int send_item(run *R, uint32_t i, st_ns sent)
     /* room for every token event at once (a run of steps appends many), up to a bound: a request
      * that fails early must not have cost its whole max_tokens */
     uint32_t room = it->output_len < SIM_EVENTS_RESERVE_MAX ? it->output_len : SIM_EVENTS_RESERVE_MAX;
-    if (st_record_reserve_events(r, room) < 0) {
+    if (!R->o->no_token_times && st_record_reserve_events(r, room) < 0) {
         snprintf(R->err, R->errlen, "out of memory");
         return -1;
     }
@@ -594,7 +606,7 @@ static int run_step(run *R, const st_emu_step_result *res)
             r->first_answer = at;
         if (from <= n_reason)
             r->reasoning_tokens = ev->n_out < n_reason ? ev->n_out : n_reason;
-        if (st_record_add_event(r, at) < 0) {
+        if (!R->o->no_token_times && st_record_add_event(r, at) < 0) {
             snprintf(R->err, R->errlen, "out of memory");
             return -1;
         }
@@ -630,23 +642,25 @@ static int run_skip(run *R, const st_emu_skip_result *sk)
         const st_emu_skip_seq *sq = &sk->seq[q];
         st_record *r = sq->user;
         uint32_t n_reason = R->items[r - R->rec].n_reason;
-        st_ns off = sq->due_off - R->t0;
-        if (st_record_reserve_events(r, r->n_events + k) < 0) {
-            snprintf(R->err, R->errlen, "out of memory");
-            return -1;
+        st_ns off = sq->due_off - R->t0; /* its token of step j reaches its client at due[j] + off */
+        if (!R->o->no_token_times) {
+            if (st_record_reserve_events(r, r->n_events + k) < 0) {
+                snprintf(R->err, R->errlen, "out of memory");
+                return -1;
+            }
+            st_ns *ev = r->events + r->n_events;
+            for (uint32_t j = 0; j < k; j++)
+                ev[j] = sk->due[j] + off;
+            r->n_events += k;
         }
-        st_ns *ev = r->events + r->n_events;
-        for (uint32_t j = 0; j < k; j++)
-            ev[j] = sk->due[j] + off;
-        r->n_events += k;
         /* step j emits token n_out + j + 1 */
         if (n_reason >= sq->n_out && n_reason - sq->n_out < k) /* the first answer token */
-            r->first_answer = ev[n_reason - sq->n_out];
+            r->first_answer = sk->due[n_reason - sq->n_out] + off;
         if (sq->n_out + 1 <= n_reason)
             r->reasoning_tokens = sq->n_out + k < n_reason ? sq->n_out + k : n_reason;
         r->output_tokens = sq->n_out + k;
         R->p.output_tokens += k;
-        if (sq->finish && finish(R, r, ev[k - 1]) < 0) /* in the run's last step, as run_step ends it */
+        if (sq->finish && finish(R, r, sk->due[k - 1] + off) < 0) /* in the run's last step, as run_step ends it */
             return -1;
     }
     st_emu_stats es;

@@ -118,6 +118,10 @@ typedef struct st_emu_run_opts {
                                   aborted in the engine and recorded as ST_REQ_TIMEOUT (checked
                                   at each tick) */
     st_ns tick;               /* > 0: call on_tick every `tick` of run time (also while idle) */
+    int no_token_times;       /* 1: the caller reads no token times: records get no events array
+                                  (n_events 0, so no ITL); first token, first answer, end and the
+                                  counts as usual, the same as with them (the runs' figures that do not
+                                  read token times: plan's saturation runs) */
     /* now: run time (ns); p: the counts so far; recs: the run's records so far (n of them;
      * requests not yet sent have sent == -1). Return nonzero to stop the run now: requests in
      * flight are aborted (ST_REQ_ABORTED, end = now), requests not yet sent get sent = -1 and

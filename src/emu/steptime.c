@@ -155,7 +155,7 @@ double st_emu_decode_attention_seconds(const st_emu_config *c, double seqs, doub
     return st_emu_attn_call_s(&c->gpu) + (tc > tm ? tc : tm);
 }
 
-double st_emu_step_seconds(const st_emu_config *c, const st_emu_batch *b, st_emu_step_breakdown *bd)
+void st_emu_step_prepare(const st_emu_config *c, const st_emu_batch *b, st_emu_step_fixed *f)
 {
     const st_emu_model *m = &c->model;
     const st_emu_tuning *tu = &c->tune;
@@ -171,7 +171,6 @@ double st_emu_step_seconds(const st_emu_config *c, const st_emu_batch *b, st_emu
     lin_kind k = linear_kind(c, T);
     lin_kind k16 = { c->gpu.bf16_flops, 1.0, 1.0, 0, 0 }; /* lm_head and router: 16-bit */
     gemm_acc g = { 0 };
-    double compute = 0, memory = 0;
 
     uint32_t dense = m->experts > 0 ? (m->dense_layers < m->layers ? m->dense_layers : m->layers) : m->layers;
     double moe_layers = L - dense;
@@ -222,17 +221,16 @@ double st_emu_step_seconds(const st_emu_config *c, const st_emu_batch *b, st_emu
     /* Attention, per layer: one kernel call (its fixed cost, st_emu_gpu.attn_call_s) that
      * streams the cached context's KV at the paged-KV rate (bw_eff x kv_bw_rel) or computes
      * QK^T and PV at the attention kernels' rate, whichever binds (FlashAttention-3 / FlashInfer
-     * decode: the fixed cost dominates short contexts, streaming long ones). */
+     * decode: the fixed cost dominates short contexts, streaming long ones): per step, in
+     * st_emu_step_seconds_ctx. */
     double kvtok = st_emu_model_kv_bytes_per_token(m, c->kv_dtype) * (kvh / (m->kv_heads ? m->kv_heads : 1));
-    double attn_flops = 4.0 * L * qh * hd * b->attn_pairs;
-    double kv_read = kvtok * b->kv_read_tokens;
     double bw = c->gpu.mem_bw * tu->bw_eff;
-    double attn = 0, attn_c = 0, attn_m = 0;
-    if (T > 0) {
-        attn_c = attn_flops / (c->gpu.bf16_flops * tu->attn_eff);
-        attn_m = kv_read / (bw * tu->kv_bw_rel);
-        attn = L * st_emu_attn_call_s(&c->gpu) + (attn_c > attn_m ? attn_c : attn_m);
-    }
+    f->any = T > 0;
+    f->attn_flops_per_pair = 4.0 * L * qh * hd;
+    f->kvtok = kvtok;
+    f->attn_rate = c->gpu.bf16_flops * tu->attn_eff;
+    f->kv_rate = bw * tu->kv_bw_rel;
+    f->attn_calls_s = L * st_emu_attn_call_s(&c->gpu);
     /* Element-wise kernels (norms with the residual add, rotary, the activation, the KV-cache
      * write, fp8's activation quantisation): memory-bound, their bytes per token per layer. */
     double inter = m->experts > 0 && moe_layers > 0
@@ -240,18 +238,16 @@ double st_emu_step_seconds(const st_emu_config *c, const st_emu_batch *b, st_emu
                        : (double)m->intermediate;
     double elem_tok = EMU_ELEM_BYTES_HIDDEN * h + EMU_ELEM_BYTES_INTER * inter / tp +
                       EMU_ELEM_BYTES_QK * (qh + kvh) * hd + kvtok / L * 2.0 + k.quant_bytes / tp;
-    double elem_bytes = T * L * elem_tok;
-    double elem = elem_bytes / bw;
-    compute = g.compute + attn_c;
-    memory = g.memory + attn_m + elem;
-    double bytes = g.bytes + kv_read + elem_bytes;
-    double lin_flops = g.flops;
-
-    double work = g.time + attn + elem;
-
+    f->elem_bytes = T * L * elem_tok;
+    f->elem = f->elem_bytes / bw;
+    f->g_time = g.time;
+    f->g_compute = g.compute;
+    f->g_memory = g.memory;
+    f->g_flops = g.flops;
+    f->g_bytes = g.bytes;
     /* Fault injection: a slow decode kernel path stretches the decode share of the work. */
-    if (c->decode_slowdown > 0 && c->decode_slowdown != 1.0 && T > 0)
-        work *= 1.0 + (c->decode_slowdown - 1.0) * (double)b->decode_tokens / T;
+    f->slow = c->decode_slowdown > 0 && c->decode_slowdown != 1.0 && T > 0;
+    f->slow_factor = f->slow ? 1.0 + (c->decode_slowdown - 1.0) * (double)b->decode_tokens / T : 1.0;
 
     /* Per-layer costs. CUDA graphs cover batches up to min(2 x max_num_seqs, 512) tokens:
      * there the kernels follow each other with small gaps (serial GPU time). Beyond (or with
@@ -261,39 +257,64 @@ double st_emu_step_seconds(const st_emu_config *c, const st_emu_batch *b, st_emu
      * launch-bound. A torch.compile'd step (no graph) launches fewer, fused kernels than
      * PyTorch eager (--enforce-eager). */
     uint32_t graph_max = 2 * c->max_num_seqs < EMU_CUDA_GRAPH_MAX ? 2 * c->max_num_seqs : EMU_CUDA_GRAPH_MAX;
-    int eager = c->enforce_eager || b->tokens > graph_max;
+    f->eager = c->enforce_eager || b->tokens > graph_max;
     double kfac = (EMU_KERNELS_PER_LAYER + k.quant_kernels) / EMU_KERNELS_PER_LAYER;
-    double body = work + m->layers * tu->layer_graph_s * kfac;
-    if (eager) {
-        double launch = m->layers * kfac * (c->enforce_eager ? tu->layer_eager_s : EMU_LAYER_LAUNCH_COMPILED_S);
-        if (launch > body)
-            body = launch;
-    }
-    double allreduce = 0;
+    f->graph_s = m->layers * tu->layer_graph_s * kfac;
+    f->launch_s =
+        f->eager ? m->layers * kfac * (c->enforce_eager ? tu->layer_eager_s : EMU_LAYER_LAUNCH_COMPILED_S) : 0;
+    f->allreduce = 0;
     if (c->tp > 1) {
         double msg = T * m->hidden * 2.0; /* bf16 activations */
         double lat = c->gpu.link_latency > 0 ? c->gpu.link_latency : EMU_ALLREDUCE_LATENCY_S;
         double per = lat + 2.0 * (tp - 1) / tp * msg / c->gpu.link_bw;
-        allreduce = 2.0 * m->layers * per;
+        f->allreduce = 2.0 * m->layers * per;
     }
-    double gpu = body + tu->step_gpu_s + allreduce;
+    f->step_gpu_s = tu->step_gpu_s;
     /* The engine core's CPU work for the step (scheduling, inputs, outputs): serial with the
      * GPU, or hidden behind the previous step's GPU work with async scheduling. */
-    double cpu = tu->step_cpu_s + b->seqs * tu->seq_cpu_s;
-    double total = st_emu_async_scheduling(c) ? (gpu > cpu ? gpu : cpu) + EMU_ASYNC_SYNC_S : gpu + cpu;
+    f->cpu = tu->step_cpu_s + b->seqs * tu->seq_cpu_s;
+    f->async = st_emu_async_scheduling(c);
+}
+
+double st_emu_step_seconds_ctx(const st_emu_step_fixed *f, double attn_pairs, double kv_read_tokens,
+                               st_emu_step_breakdown *bd)
+{
+    double attn_flops = f->attn_flops_per_pair * attn_pairs;
+    double kv_read = f->kvtok * kv_read_tokens;
+    double attn = 0, attn_c = 0, attn_m = 0;
+    if (f->any) {
+        attn_c = attn_flops / f->attn_rate;
+        attn_m = kv_read / f->kv_rate;
+        attn = f->attn_calls_s + (attn_c > attn_m ? attn_c : attn_m);
+    }
+    double work = f->g_time + attn + f->elem;
+    if (f->slow)
+        work *= f->slow_factor;
+    double body = work + f->graph_s;
+    if (f->eager && f->launch_s > body)
+        body = f->launch_s;
+    double gpu = body + f->step_gpu_s + f->allreduce;
+    double total = f->async ? (gpu > f->cpu ? gpu : f->cpu) + EMU_ASYNC_SYNC_S : gpu + f->cpu;
     if (bd) {
-        bd->compute_s = compute;
-        bd->memory_s = memory;
-        bd->overhead_s = total - work - allreduce;
-        bd->allreduce_s = allreduce;
-        bd->cpu_s = cpu;
+        bd->compute_s = f->g_compute + attn_c;
+        bd->memory_s = f->g_memory + attn_m + f->elem;
+        bd->overhead_s = total - work - f->allreduce;
+        bd->allreduce_s = f->allreduce;
+        bd->cpu_s = f->cpu;
         bd->total_s = total;
-        bd->flops = lin_flops + attn_flops;
-        bd->gemm_s = g.time;
+        bd->flops = f->g_flops + attn_flops;
+        bd->gemm_s = f->g_time;
         bd->attn_s = attn;
-        bd->elem_s = elem;
-        bd->bytes = bytes;
-        bd->eager = eager;
+        bd->elem_s = f->elem;
+        bd->bytes = f->g_bytes + kv_read + f->elem_bytes;
+        bd->eager = f->eager;
     }
     return total;
+}
+
+double st_emu_step_seconds(const st_emu_config *c, const st_emu_batch *b, st_emu_step_breakdown *bd)
+{
+    st_emu_step_fixed f;
+    st_emu_step_prepare(c, b, &f);
+    return st_emu_step_seconds_ctx(&f, b->attn_pairs, b->kv_read_tokens, bd);
 }

@@ -25,6 +25,23 @@ typedef struct st_emu_step_breakdown {
 /* Seconds for one step of config c (resolved by st_emu_memory_plan). bd may be NULL. */
 double st_emu_step_seconds(const st_emu_config *c, const st_emu_batch *b, st_emu_step_breakdown *bd);
 
+/* The same in two parts: everything of a step's time that does not depend on its attention
+ * context (the linear layers, element-wise kernels, launches, all-reduce, CPU work: a function of
+ * tokens, decode tokens, sequences and sampled rows), worked out once, and the attention term with
+ * the rest of the sum per context. st_emu_step_seconds(c, b, bd) is exactly (the same operations
+ * in the same order) st_emu_step_seconds_ctx(prepared b, b->attn_pairs, b->kv_read_tokens, bd):
+ * a run of decode steps whose batch differs only in its context prepares once. */
+typedef struct st_emu_step_fixed {
+    double g_time, g_compute, g_memory, g_flops, g_bytes; /* the linear layers (GEMMs) */
+    double attn_flops_per_pair, kvtok, attn_rate, kv_rate, attn_calls_s;
+    double elem, elem_bytes;
+    double slow_factor, graph_s, launch_s, allreduce, step_gpu_s, cpu;
+    int any, slow, eager, async;
+} st_emu_step_fixed;
+void st_emu_step_prepare(const st_emu_config *c, const st_emu_batch *b, st_emu_step_fixed *f);
+double st_emu_step_seconds_ctx(const st_emu_step_fixed *f, double attn_pairs, double kv_read_tokens,
+                               st_emu_step_breakdown *bd);
+
 /* Whether c's weights run through Marlin (weight-only: 4-bit AWQ/GPTQ, or fp8 on a GPU without
  * fp8 tensor cores): the constants marlin_bw_rel and int4_gemm_rel apply. */
 int st_emu_marlin_weights(const st_emu_config *c);

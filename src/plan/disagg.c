@@ -223,7 +223,7 @@ int st_disagg_queueing(const st_emu_config *cfg, const st_emu_memory *mem, const
         it[i].next = 0;
         sum_in += items[i].input_len;
     }
-    st_emu_run_opts o = { 0 };
+    st_emu_run_opts o = { .no_token_times = 1 }; /* it reads the first tokens only */
     st_emu_sim_stats st;
     if (st_emu_sim_run_opts(cfg, it, n, &o, recs, &st, NULL, why, whylen))
         goto done;

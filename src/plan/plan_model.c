@@ -116,7 +116,7 @@ static double saturated_rps(const st_plan_model *m, const st_emu_config *cfg, ui
         snprintf(why, n, "out of memory");
         goto out;
     }
-    st_emu_run_opts o = { .clients = clients, .stop = m->stop };
+    st_emu_run_opts o = { .clients = clients, .stop = m->stop, .no_token_times = 1 }; /* it reads the ends only */
     int stopped = 0;
     if (st_emu_sim_run_opts(cfg, m->items, reqs, &o, recs, &st, &stopped, why, n))
         goto out;

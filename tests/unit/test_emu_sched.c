@@ -266,6 +266,38 @@ static void blocks_lru_and_refcounts(void **state)
     st_emu_blocks_free(&p);
 }
 
+/* An unlisted block (st_emu_blocks_set_unlisted) counts as cached, so its reuse is an eviction, but no
+ * lookup finds it until st_emu_blocks_set_hash lists it; a listed block stays as it was. */
+static void blocks_unlisted(void **state)
+{
+    (void)state;
+    st_emu_blocks p;
+    char err[256];
+    assert_int_equal(st_emu_blocks_init(&p, 4, 16), 0);
+    uint32_t x[4], y[4];
+    assert_int_equal(st_emu_blocks_take(&p, 4, x), 0);
+    st_emu_blocks_set_hash(&p, x[0], 100);
+    st_emu_blocks_set_unlisted(&p, x[0]); /* listed already: unchanged */
+    st_emu_blocks_set_unlisted(&p, x[1]);
+    st_emu_blocks_set_unlisted(&p, x[2]);
+    st_emu_blocks_set_hash(&p, x[2], 102); /* listed now */
+    assert_int_equal(st_emu_blocks_lookup(&p, 100), x[0]);
+    assert_int_equal(st_emu_blocks_lookup(&p, 102), x[2]);
+    assert_true(st_emu_blocks_has_hash(&p, x[1]));
+    assert_false(st_emu_blocks_has_hash(&p, x[3]));
+    assert_int_equal(st_emu_blocks_check(&p, err, sizeof err), 0);
+    st_emu_blocks_release(&p, x, 4); /* queued x3, x2, x1, x0 */
+    assert_int_equal(st_emu_blocks_take(&p, 3, y), 0);
+    assert_int_equal(p.evictions, 2); /* x2 (listed) and x1 (unlisted); x3 held no hash */
+    assert_int_equal(st_emu_blocks_lookup(&p, 102), ST_EMU_NIL);
+    assert_int_equal(st_emu_blocks_lookup(&p, 100), x[0]);
+    assert_int_equal(st_emu_blocks_check(&p, err, sizeof err), 0);
+    st_emu_blocks_release(&p, y, 3);
+    assert_int_equal(st_emu_blocks_reset_cache(&p), 0);
+    assert_false(st_emu_blocks_has_hash(&p, x[0]));
+    st_emu_blocks_free(&p);
+}
+
 static void hash_map_survives_churn(void **state)
 {
     (void)state;
@@ -328,7 +360,7 @@ int main(void)
     const struct CMUnitTest t[] = {
         cmocka_unit_test(randomized_invariants),    cmocka_unit_test(prefix_cache_accounting),
         cmocka_unit_test(blocks_lru_and_refcounts), cmocka_unit_test(hash_map_survives_churn),
-        cmocka_unit_test(rejects_bad_requests),
+        cmocka_unit_test(rejects_bad_requests),     cmocka_unit_test(blocks_unlisted),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }
