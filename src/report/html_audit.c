@@ -757,8 +757,7 @@ static int config_card(html_ctx *x, int i, int named, st_html_config *hc)
     return config_runs(x, c, hc);
 }
 
-/* The method section's lines, in method (METHOD_MAX of room); their count. The prediction's line
- * is left in x->tb. */
+/* The method section's lines, in method (METHOD_MAX of room); their count. */
 static uint32_t method_lines(html_ctx *x, const char **method)
 {
     const st_report *r = x->r;
@@ -1067,6 +1066,7 @@ int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *op
     h.notes = notes;
     h.method = method;
     h.n_method = method_lines(&x, method);
+    st_buf_reset(&x.tb); /* the generator alone (a prediction's method line was left in it) */
     st_buf_printf(&x.tb, "servetune %s", r->audit.version ? r->audit.version : ST_VERSION);
     h.generator = a_take(&x.a, &x.tb);
     st_html_table tables[8]; /* disaggregation, who pays, its day, the day, quality, predicted vs measured,
