@@ -329,8 +329,8 @@ static int load_fail(st_report *out, char *err, size_t errlen, const char *what)
 }
 
 /* What the store holds of the audit: its row, its spec parsed, the configurations' and runs' rows,
- * the traffic (and the peak it gives), the stored JSON (who pays, an agent trace) and the prediction's summary. 0, or -1 with err
- * (out freed). */
+ * the traffic (and the peak it gives), the stored JSON (who pays, an agent trace) and the
+ * prediction's summary. 0, or -1 with err (out freed). */
 static int load_stored(st_store *s, st_report *out, char *err, size_t errlen)
 {
     int have = st_store_audit_get(s, &out->audit);
