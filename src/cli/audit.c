@@ -122,171 +122,198 @@ static void print_check(const st_spec *spec, const char *spec_path)
                spec->workload.requests_per_rate);
 }
 
-int cmd_audit(int argc, char **argv)
+/* One `audit` command: its options, and the run it opens (closed by st_cli_run_close). */
+typedef struct audit_cmd {
+    const char *out_dir, *calib_path, *merge_dir, *status_dir;
+    int check, resume, quiet, slurm, no_prediction;
+    st_cluster_cli cl;
+    st_opts_result res;
+    st_cli_run r;
+    char err[1024];
+} audit_cmd;
+
+/* The options of `audit` into opts (room for AUDIT_OPTS_MAX). */
+#define AUDIT_OPTS_MAX 32
+static void audit_options(audit_cmd *x, st_opt *opts)
 {
-    const char *out_dir = NULL, *calib_path = NULL;
-    int check = 0, resume = 0, quiet = 0, slurm = 0, no_prediction = 0;
-    const char *merge_dir = NULL, *status_dir = NULL;
-    st_cluster_cli cl = { .only_index = -1 };
-    const st_opt opts[] = {
-        { "output", 'o', ST_OPT_STR, &out_dir, "DIR", "output folder (created; holds the database, logs and reports)",
-          0, 0, 0 },
-        { "check", 0, ST_OPT_FLAG, &check, NULL, "validate the spec as a run would (nothing is started) and exit", 0, 0,
-          0 },
-        { "resume", 0, ST_OPT_FLAG, &resume, NULL,
+    const st_opt o[] = {
+        { "output", 'o', ST_OPT_STR, &x->out_dir, "DIR",
+          "output folder (created; holds the database, logs and reports)", 0, 0, 0 },
+        { "check", 0, ST_OPT_FLAG, &x->check, NULL, "validate the spec as a run would (nothing is started) and exit", 0,
+          0, 0 },
+        { "resume", 0, ST_OPT_FLAG, &x->resume, NULL,
           "continue an interrupted audit in DIR without repeating finished runs", 0, 0, 0 },
-        { "quiet", 'q', ST_OPT_FLAG, &quiet, NULL, "no progress output, only the final lines", 0, 0, 0 },
-        { "calibration", 0, ST_OPT_STR, &calib_path, "FILE",
+        { "quiet", 'q', ST_OPT_FLAG, &x->quiet, NULL, "no progress output, only the final lines", 0, 0, 0 },
+        { "calibration", 0, ST_OPT_STR, &x->calib_path, "FILE",
           "calibrates the prediction made before the measurement (servetune calibrate)", 0, 0, 0 },
-        { "no-prediction", 0, ST_OPT_FLAG, &no_prediction, NULL,
+        { "no-prediction", 0, ST_OPT_FLAG, &x->no_prediction, NULL,
           "skip the engine-model prediction made first (and its comparison in the report)", 0, 0, 0 },
-        { "only", 0, ST_OPT_STR, &cl.only, "NAME[,NAME]",
+        { "only", 0, ST_OPT_STR, &x->cl.only, "NAME[,NAME]",
           "run only these configurations, each into DIR/shards/NAME.sqlite (no report: see --merge)", 0, 0, 0 },
-        { "only-index", 0, ST_OPT_LONG, &cl.only_index, "N",
+        { "only-index", 0, ST_OPT_LONG, &x->cl.only_index, "N",
           "run only configuration N (0 = the first of the spec) into its shard (Slurm/Kubernetes index)", 0, 100000,
           0 },
-        { "merge", 0, ST_OPT_STR, &merge_dir, "DIR",
+        { "merge", 0, ST_OPT_STR, &x->merge_dir, "DIR",
           "merge DIR/shards/*.sqlite into DIR/results.sqlite and write the reports (as servetune report DIR)", 0, 0,
           0 },
-        { "status", 0, ST_OPT_STR, &status_dir, "DIR",
+        { "status", 0, ST_OPT_STR, &x->status_dir, "DIR",
           "how far a distributed audit in DIR is: each configuration's shard, and its Slurm task when submitted", 0, 0,
           0 },
-        { "expect-spec-hash", 0, ST_OPT_STR, &cl.expect_hash, "SHA256",
+        { "expect-spec-hash", 0, ST_OPT_STR, &x->cl.expect_hash, "SHA256",
           "refuse to run (or merge) unless the spec text has this SHA-256 (the generated job scripts pass it)", 0, 0,
           0 },
-        { "slurm", 0, ST_OPT_FLAG, &slurm, NULL,
+        { "slurm", 0, ST_OPT_FLAG, &x->slurm, NULL,
           "submit a Slurm job array (one task per configuration) and a merge job; with --resume only what is missing",
           0, 0, 0 },
-        { "partition", 0, ST_OPT_STR, &cl.partition, "P", "sbatch --partition (default: cluster.slurm.partition)", 0, 0,
-          0 },
-        { "account", 0, ST_OPT_STR, &cl.account, "A", "sbatch --account (default: cluster.slurm.account)", 0, 0, 0 },
-        { "time", 0, ST_OPT_STR, &cl.time, "T", "sbatch --time per task, e.g. 4:00:00 (default: cluster.slurm.time)", 0,
+        { "partition", 0, ST_OPT_STR, &x->cl.partition, "P", "sbatch --partition (default: cluster.slurm.partition)", 0,
           0, 0 },
-        { "gpus-per-task", 0, ST_OPT_LONG, &cl.gpus_per_task, "N",
+        { "account", 0, ST_OPT_STR, &x->cl.account, "A", "sbatch --account (default: cluster.slurm.account)", 0, 0, 0 },
+        { "time", 0, ST_OPT_STR, &x->cl.time, "T", "sbatch --time per task, e.g. 4:00:00 (default: cluster.slurm.time)",
+          0, 0, 0 },
+        { "gpus-per-task", 0, ST_OPT_LONG, &x->cl.gpus_per_task, "N",
           "GPUs each task asks for (default: cluster.slurm.gpus_per_task, else hardware.gpus_per_replica)", 1, 1024,
           0 },
-        { "gpu-request", 0, ST_OPT_STR, &cl.gpu_request, "KIND",
+        { "gpu-request", 0, ST_OPT_STR, &x->cl.gpu_request, "KIND",
           "how GPUs are asked for: gres (--gres=gpu:N, default), gpus (--gpus=N) or none", 0, 0, 0 },
-        { "max-concurrent", 0, ST_OPT_LONG, &cl.max_concurrent, "N", "array tasks running at once (--array=...%N)", 1,
-          100000, 0 },
-        { "sbatch-arg", 0, ST_OPT_LIST, &cl.sbatch_args, "ARG",
+        { "max-concurrent", 0, ST_OPT_LONG, &x->cl.max_concurrent, "N", "array tasks running at once (--array=...%N)",
+          1, 100000, 0 },
+        { "sbatch-arg", 0, ST_OPT_LIST, &x->cl.sbatch_args, "ARG",
           "one more sbatch argument for both jobs, e.g. --sbatch-arg=--qos=high (repeatable)", 0, 0, 0 },
-        { "dry-run", 0, ST_OPT_FLAG, &cl.dry_run, NULL,
+        { "dry-run", 0, ST_OPT_FLAG, &x->cl.dry_run, NULL,
           "with --slurm: write the batch scripts and DIR/cluster/submit.sh, submit nothing", 0, 0, 0 },
-        { "wait", 0, ST_OPT_FLAG, &cl.wait, NULL,
+        { "wait", 0, ST_OPT_FLAG, &x->cl.wait, NULL,
           "with --slurm: follow the jobs until the merge ends (SIGINT cancels them with scancel)", 0, 0, 0 },
-        { "k8s-manifest", 0, ST_OPT_STR, &cl.k8s_manifest, "FILE",
+        { "k8s-manifest", 0, ST_OPT_STR, &x->cl.k8s_manifest, "FILE",
           "write a Kubernetes ConfigMap + Indexed Job (one index per configuration) to FILE", 0, 0, 0 },
-        { "k8s-image", 0, ST_OPT_STR, &cl.k8s_image, "IMAGE",
+        { "k8s-image", 0, ST_OPT_STR, &x->cl.k8s_image, "IMAGE",
           "the pods' image (default: cluster.kubernetes.image; checked as it)", 0, 0, 0 },
-        { "k8s-namespace", 0, ST_OPT_STR, &cl.k8s_namespace, "NS",
+        { "k8s-namespace", 0, ST_OPT_STR, &x->cl.k8s_namespace, "NS",
           "namespace (default: cluster.kubernetes.namespace; checked as it)", 0, 0, 0 },
-        { "k8s-pvc", 0, ST_OPT_STR, &cl.k8s_pvc, "CLAIM",
+        { "k8s-pvc", 0, ST_OPT_STR, &x->cl.k8s_pvc, "CLAIM",
           "the PersistentVolumeClaim mounted as the output folder (default: cluster.kubernetes.volume_claim; "
           "checked as it)",
           0, 0, 0 },
         { NULL, 0, 0, NULL, NULL, NULL, 0, 0, 0 },
     };
-    st_opts_result res;
-    st_cli_run r;
-    st_cli_run_init(&r, "audit");
-    char err[1024] = "";
-    int rc = ST_EXIT_OK;
-    const char *conflict = NULL;
-    int only = 0;
-    if (st_opts_parse(opts, argc - 1, argv + 1, 0, &res, err, sizeof err)) {
-        rc = st_cli_usage_error("audit", err);
-        goto out;
-    }
-    if (res.help) {
-        help(opts);
-        goto out;
-    }
-    if (merge_dir || status_dir) {
-        if (res.npos || (merge_dir && status_dir) || slurm || check || out_dir)
-            rc = st_cli_usage_error("audit", "--merge DIR and --status DIR take no SPEC and no other mode");
-        else
-            rc = merge_dir ? st_cli_merge_report(merge_dir, cl.expect_hash, quiet, 1) : st_cli_audit_status(status_dir);
-        goto out;
-    }
-    if (res.npos != 1) {
-        rc = st_cli_usage_error("audit", "expected one SPEC file");
-        goto out;
-    }
-    only = cl.only || cl.only_index >= 0;
-    if (slurm && only)
-        conflict = "--slurm runs every configuration (each task runs its own --only)";
-    else if ((cl.dry_run || cl.wait) && !slurm)
-        conflict = "--dry-run and --wait go with --slurm";
-    else if (cl.k8s_manifest && (slurm || only))
-        conflict = "--k8s-manifest writes a manifest; it runs nothing";
-    else if (cl.expect_hash && !only)
-        conflict = "--expect-spec-hash goes with --only, --only-index or --merge";
-    if (conflict) {
-        rc = st_cli_usage_error("audit", conflict);
-        goto out;
-    }
-    if ((rc = st_cli_run_spec(&r, res.pos[0])) != ST_EXIT_OK)
-        goto out;
-    if (check) {
-        print_check(&r.spec, r.spec_path);
-        goto out;
-    }
-    if (cl.k8s_manifest) {
-        rc = st_cli_audit_k8s(&r.spec, r.spec_path, &cl);
-        goto out;
-    }
-    if (!out_dir) {
-        rc = st_cli_usage_error("audit", "-o DIR is required");
-        goto out;
-    }
-    if (slurm || only) {
-        volatile sig_atomic_t *sig;
-        volatile sig_atomic_t *stop = st_cli_catch_signals(&sig);
-        rc = slurm ? st_cli_audit_slurm(&r.spec, r.spec_path, out_dir, &cl, resume, stop)
-                   : st_cli_audit_shards(&r.spec, r.spec_path, out_dir, &cl, resume, quiet, stop, sig);
-        goto out;
-    }
+    _Static_assert(sizeof o / sizeof o[0] <= AUDIT_OPTS_MAX, "audit's options fit");
+    memcpy(opts, o, sizeof o);
+}
+
+/* The options that do not go together with a SPEC (only: --only or --only-index given): the
+ * reason, or NULL. */
+static const char *audit_conflict(const audit_cmd *x, int only)
+{
+    if (x->slurm && only)
+        return "--slurm runs every configuration (each task runs its own --only)";
+    if ((x->cl.dry_run || x->cl.wait) && !x->slurm)
+        return "--dry-run and --wait go with --slurm";
+    if (x->cl.k8s_manifest && (x->slurm || only))
+        return "--k8s-manifest writes a manifest; it runs nothing";
+    if (x->cl.expect_hash && !only)
+        return "--expect-spec-hash goes with --only, --only-index or --merge";
+    return NULL;
+}
+
+/* The audit on this machine into -o DIR: the prediction first, then the sweep, then the report.
+ * The exit status. */
+static int audit_measure(audit_cmd *x)
+{
+    st_cli_run *r = &x->r;
+    const char *out_dir = x->out_dir;
+    int rc;
     if (st_shard_any(out_dir)) {
         fprintf(stderr,
                 "servetune audit: %s holds shards of a distributed audit: run configurations with --only or "
                 "--slurm --resume, merge with servetune report %s\n",
                 out_dir, out_dir);
-        rc = ST_EXIT_USAGE;
-        goto out;
+        return ST_EXIT_USAGE;
     }
-    if ((rc = st_cli_run_open(&r, out_dir, resume, 0)) != ST_EXIT_OK)
-        goto out;
-    stop_stale_engines(&r);
-    st_cli_store_traffic(r.store, &r.spec);
+    if ((rc = st_cli_run_open(r, out_dir, x->resume, 0)) != ST_EXIT_OK)
+        return rc;
+    stop_stale_engines(r);
+    st_cli_store_traffic(r->store, &r->spec);
     /* the prediction first (seconds), compared with the measurement in the report */
     st_emu_calib calib;
-    int predicted = !no_prediction && (!calib_path || st_cli_load_calibration(calib_path, &r.spec, &calib) == 0);
+    const char *calib_path = x->calib_path;
+    int predicted = !x->no_prediction && (!calib_path || st_cli_load_calibration(calib_path, &r->spec, &calib) == 0);
     if (predicted)
-        st_cli_predict_first(&r.spec, r.spec_path, out_dir, r.store, calib_path, calib_path ? &calib : NULL, quiet);
+        st_cli_predict_first(&r->spec, r->spec_path, out_dir, r->store, calib_path, calib_path ? &calib : NULL,
+                             x->quiet);
     volatile sig_atomic_t *stop = st_cli_catch_signals(NULL);
     char self[4096];
     ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
     self[sl > 0 ? sl : 0] = '\0';
     st_sweep_opts so = { .out_dir = out_dir,
-                         .resume = resume,
-                         .quiet = quiet,
+                         .resume = x->resume,
+                         .quiet = x->quiet,
                          .tty = isatty(STDERR_FILENO),
-                         .out = r.out,
+                         .out = r->out,
                          .self_exe = sl > 0 ? self : NULL,
                          .stop = stop };
     st_sweep_result sr;
-    if (!quiet)
-        fprintf(r.out, "servetune audit: %d configuration%s of %s, results in %s\n", r.spec.n_configs,
-                r.spec.n_configs == 1 ? "" : "s", r.spec_path, out_dir);
-    int srun = st_sweep_run(&r.spec, r.store, &so, &sr, err, sizeof err);
+    if (!x->quiet)
+        fprintf(r->out, "servetune audit: %d configuration%s of %s, results in %s\n", r->spec.n_configs,
+                r->spec.n_configs == 1 ? "" : "s", r->spec_path, out_dir);
+    int srun = st_sweep_run(&r->spec, r->store, &so, &sr, x->err, sizeof x->err);
     if (srun)
-        fprintf(r.out, "servetune audit: %s\n", err);
+        fprintf(r->out, "servetune audit: %s\n", x->err);
     else if (predicted && !sr.interrupted)
-        st_cli_predict_at_measured(&r.spec, r.store, calib_path ? &calib : NULL, stop);
-    rc = st_cli_run_finish(&r, &sr, srun != 0, "Report");
-out:
-    st_cli_run_close(&r);
-    st_opts_result_free(&res);
+        st_cli_predict_at_measured(&r->spec, r->store, calib_path ? &calib : NULL, stop);
+    return st_cli_run_finish(r, &sr, srun != 0, "Report");
+}
+
+/* `audit` once its options are in x: a mode chosen (merge, status, check, manifest, Slurm,
+ * shards, or the audit here) and run. The exit status. */
+static int audit_run(audit_cmd *x, const st_opt *opts, int argc, char **argv)
+{
+    if (st_opts_parse(opts, argc - 1, argv + 1, 0, &x->res, x->err, sizeof x->err))
+        return st_cli_usage_error("audit", x->err);
+    if (x->res.help) {
+        help(opts);
+        return ST_EXIT_OK;
+    }
+    if (x->merge_dir || x->status_dir) {
+        if (x->res.npos || (x->merge_dir && x->status_dir) || x->slurm || x->check || x->out_dir)
+            return st_cli_usage_error("audit", "--merge DIR and --status DIR take no SPEC and no other mode");
+        return x->merge_dir ? st_cli_merge_report(x->merge_dir, x->cl.expect_hash, x->quiet, 1)
+                            : st_cli_audit_status(x->status_dir);
+    }
+    if (x->res.npos != 1)
+        return st_cli_usage_error("audit", "expected one SPEC file");
+    int only = x->cl.only || x->cl.only_index >= 0, rc;
+    const char *conflict = audit_conflict(x, only);
+    if (conflict)
+        return st_cli_usage_error("audit", conflict);
+    if ((rc = st_cli_run_spec(&x->r, x->res.pos[0])) != ST_EXIT_OK)
+        return rc;
+    if (x->check) {
+        print_check(&x->r.spec, x->r.spec_path);
+        return ST_EXIT_OK;
+    }
+    if (x->cl.k8s_manifest)
+        return st_cli_audit_k8s(&x->r.spec, x->r.spec_path, &x->cl);
+    if (!x->out_dir)
+        return st_cli_usage_error("audit", "-o DIR is required");
+    if (x->slurm || only) {
+        volatile sig_atomic_t *sig;
+        volatile sig_atomic_t *stop = st_cli_catch_signals(&sig);
+        return x->slurm ? st_cli_audit_slurm(&x->r.spec, x->r.spec_path, x->out_dir, &x->cl, x->resume, stop)
+                        : st_cli_audit_shards(&x->r.spec, x->r.spec_path, x->out_dir, &x->cl, x->resume, x->quiet, stop,
+                                              sig);
+    }
+    return audit_measure(x);
+}
+
+int cmd_audit(int argc, char **argv)
+{
+    audit_cmd x;
+    memset(&x, 0, sizeof x);
+    x.cl.only_index = -1;
+    st_opt opts[AUDIT_OPTS_MAX];
+    audit_options(&x, opts);
+    st_cli_run_init(&x.r, "audit");
+    int rc = audit_run(&x, opts, argc, argv);
+    st_cli_run_close(&x.r);
+    st_opts_result_free(&x.res);
     return rc;
 }

@@ -160,9 +160,9 @@ static void args_defaults(bench_args *a)
 
 #define BENCH_OPTS_MAX 96
 
-static int build_table(bench_args *a, st_opt *opts)
+/* The server and the workload: synthetic, a trace, or sessions. */
+static void workload_options(bench_args *a, st_opt *opts, int *n)
 {
-    int n = 0;
     const st_opt t[] = {
         { "url", 0, ST_OPT_STR, &a->url, "URL", "server base URL, http:// or https:// (required)", 0, 0, 0 },
         { "api", 0, ST_OPT_STR, &a->api_name, "API",
@@ -208,6 +208,15 @@ static int build_table(bench_args *a, st_opt *opts)
           "pause between a turn's end and the next turn (sessions: default 0; traces: replaces the recorded one)", 0, 0,
           0 },
         { "think-exp", 0, ST_OPT_FLAG, &a->think_exp, NULL, "exponential think times with mean --think-time", 0, 0, 0 },
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        opts[(*n)++] = t[i];
+}
+
+/* The load (rate, arrivals, concurrency), goodput terms, checks and outputs. */
+static void load_options(bench_args *a, st_opt *opts, int *n)
+{
+    const st_opt t[] = {
         { "rate", 'r', ST_OPT_RATE, &a->rate, "R",
           "arrival rate in req/s (sessions: sessions/s) or inf (default inf; with --trace: replaces its times)", 0, 0,
           0 },
@@ -246,7 +255,15 @@ static int build_table(bench_args *a, st_opt *opts)
         { "insecure", 0, ST_OPT_FLAG, &a->insecure, NULL, "do not verify the TLS certificate", 0, 0, 0 },
         { "ca-file", 0, ST_OPT_STR, &a->ca_file, "FILE", "extra CA certificates (PEM) for https", 0, 0, 0 },
         { "quiet", 'q', ST_OPT_FLAG, &a->quiet, NULL, "no progress line and no table", 0, 0, 0 },
-        /* vllm bench serve's names (docs/bench.md, "vllm bench serve's flags") */
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        opts[(*n)++] = t[i];
+}
+
+/* vllm bench serve's names (docs/bench.md, "vllm bench serve's flags"). */
+static void vllm_options(bench_args *a, st_opt *opts, int *n)
+{
+    const st_opt t[] = {
         { "base-url", 0, ST_OPT_STR, &a->base_url, "URL", "vLLM name: the server's base URL (= --url)", 0, 0, 0 },
         { "host", 0, ST_OPT_STR, &a->host, "HOST", "vLLM name: server host (with --port; default 127.0.0.1)", 0, 0, 0 },
         { "port", 0, ST_OPT_LONG, &a->port, "PORT", "vLLM name: server port (default 8000)", 1, 65535, 0 },
@@ -282,7 +299,16 @@ static int build_table(bench_args *a, st_opt *opts)
           "vLLM name: accepted; servetune counts with the server's /tokenize (--exact-prompts)", 0, 0, 0 },
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-        opts[n++] = t[i];
+        opts[(*n)++] = t[i];
+}
+
+/* Every option of bench into opts (room for BENCH_OPTS_MAX), ended by a zero entry; their count. */
+static int build_table(bench_args *a, st_opt *opts)
+{
+    int n = 0;
+    workload_options(a, opts, &n);
+    load_options(a, opts, &n);
+    vllm_options(a, opts, &n);
     st_cli_trace_opts(&a->tr, opts, &n);
     opts[n] = (st_opt){ 0 };
     return n;

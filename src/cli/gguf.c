@@ -135,197 +135,218 @@ static int show(const char *path)
 
 static int sink_file(void *ctx, const void *p, size_t n) { return fwrite(p, 1, n, ctx) == n ? 0 : -1; }
 
-int cmd_gguf(int argc, char **argv)
+/* One `gguf` command: its options and its error text. */
+typedef struct gguf_cmd {
+    const char *arch, *size, *vocab_path, *out, *type, *show_path, *name;
+    long seed, n_embd, n_layer, n_head, n_head_kv, n_ff, ctx, tied;
+    double rope_base, norm_eps, logit_scale;
+    int list, quiet;
+    st_opts_result res;
+    char err[1024];
+} gguf_cmd;
+
+/* The options of `gguf` into opts (room for GGUF_OPTS_MAX). */
+#define GGUF_OPTS_MAX 24
+static void gguf_options(gguf_cmd *x, st_opt *opts)
 {
-    const char *arch = NULL, *size = NULL, *vocab_path = NULL, *out = NULL, *type = "f16", *show_path = NULL,
-               *name = NULL;
-    long seed = 1, n_embd = -1, n_layer = -1, n_head = -1, n_head_kv = -1, n_ff = -1, ctx = -1, tied = -1;
-    double rope_base = -1, norm_eps = -1, logit_scale = 1;
-    int list = 0, quiet = 0;
-    const st_opt opts[] = {
-        { "arch", 0, ST_OPT_STR, &arch, "ARCH", "llama or qwen2", 0, 0, 0 },
-        { "size", 0, ST_OPT_STR, &size, "SIZE", "a preset of that architecture (see below), e.g. 30M", 0, 0, 0 },
-        { "vocab", 0, ST_OPT_STR, &vocab_path, "FILE", "a GGUF file with the tokenizer (tokenizer.* keys are copied)",
-          0, 0, 0 },
-        { "output", 'o', ST_OPT_STR, &out, "FILE",
+    const st_opt o[] = {
+        { "arch", 0, ST_OPT_STR, &x->arch, "ARCH", "llama or qwen2", 0, 0, 0 },
+        { "size", 0, ST_OPT_STR, &x->size, "SIZE", "a preset of that architecture (see below), e.g. 30M", 0, 0, 0 },
+        { "vocab", 0, ST_OPT_STR, &x->vocab_path, "FILE",
+          "a GGUF file with the tokenizer (tokenizer.* keys are copied)", 0, 0, 0 },
+        { "output", 'o', ST_OPT_STR, &x->out, "FILE",
           "where to write the model (written to FILE.tmp, then renamed; an existing FILE that is a FIFO, device or "
           "symlink is refused)",
           0, 0, 0 },
-        { "seed", 0, ST_OPT_LONG, &seed, "N", "seed of the weights (1)", 0, 9.0e18, 0 },
-        { "type", 0, ST_OPT_STR, &type, "TYPE", "f16 or f32 for the 2-D weights (f16); norms and biases are f32", 0, 0,
-          0 },
-        { "n-embd", 0, ST_OPT_LONG, &n_embd, "N", "override: embedding length", 1, ST_MG_MAX_EMBD, 0 },
-        { "n-layer", 0, ST_OPT_LONG, &n_layer, "N", "override: number of blocks", 1, ST_MG_MAX_LAYER, 0 },
-        { "n-head", 0, ST_OPT_LONG, &n_head, "N", "override: attention heads", 1, ST_MG_MAX_HEAD, 0 },
-        { "n-head-kv", 0, ST_OPT_LONG, &n_head_kv, "N", "override: key/value heads", 1, ST_MG_MAX_HEAD, 0 },
-        { "n-ff", 0, ST_OPT_LONG, &n_ff, "N", "override: feed-forward length", 1, ST_MG_MAX_FF, 0 },
-        { "ctx", 0, ST_OPT_LONG, &ctx, "N", "override: context length the model declares", 16, ST_MG_MAX_CTX, 0 },
-        { "rope-base", 0, ST_OPT_DOUBLE, &rope_base, "F", "override: rope frequency base", 1, 1e9, 0 },
-        { "norm-eps", 0, ST_OPT_DOUBLE, &norm_eps, "F", "override: RMS norm epsilon", 1e-12, 0.1, 0 },
-        { "logit-scale", 0, ST_OPT_DOUBLE, &logit_scale, "F",
+        { "seed", 0, ST_OPT_LONG, &x->seed, "N", "seed of the weights (1)", 0, 9.0e18, 0 },
+        { "type", 0, ST_OPT_STR, &x->type, "TYPE", "f16 or f32 for the 2-D weights (f16); norms and biases are f32", 0,
+          0, 0 },
+        { "n-embd", 0, ST_OPT_LONG, &x->n_embd, "N", "override: embedding length", 1, ST_MG_MAX_EMBD, 0 },
+        { "n-layer", 0, ST_OPT_LONG, &x->n_layer, "N", "override: number of blocks", 1, ST_MG_MAX_LAYER, 0 },
+        { "n-head", 0, ST_OPT_LONG, &x->n_head, "N", "override: attention heads", 1, ST_MG_MAX_HEAD, 0 },
+        { "n-head-kv", 0, ST_OPT_LONG, &x->n_head_kv, "N", "override: key/value heads", 1, ST_MG_MAX_HEAD, 0 },
+        { "n-ff", 0, ST_OPT_LONG, &x->n_ff, "N", "override: feed-forward length", 1, ST_MG_MAX_FF, 0 },
+        { "ctx", 0, ST_OPT_LONG, &x->ctx, "N", "override: context length the model declares", 16, ST_MG_MAX_CTX, 0 },
+        { "rope-base", 0, ST_OPT_DOUBLE, &x->rope_base, "F", "override: rope frequency base", 1, 1e9, 0 },
+        { "norm-eps", 0, ST_OPT_DOUBLE, &x->norm_eps, "F", "override: RMS norm epsilon", 1e-12, 0.1, 0 },
+        { "logit-scale", 0, ST_OPT_DOUBLE, &x->logit_scale, "F",
           "output_norm's weights (1): multiplies the logits; 20-30 makes the next-token distributions as "
           "concentrated as a trained model's (for measuring quantization drift, docs/quality.md)",
           0.01, 1000, 0 },
-        { "tied", 0, ST_OPT_LONG, &tied, "0|1", "override: 1 = output reuses token_embd, 0 = its own output.weight", 0,
-          1, 0 },
-        { "name", 0, ST_OPT_STR, &name, "TEXT", "general.name (\"servetune random ARCH SIZE seed N\")", 0, 0, 0 },
-        { "show", 0, ST_OPT_STR, &show_path, "FILE",
+        { "tied", 0, ST_OPT_LONG, &x->tied, "0|1", "override: 1 = output reuses token_embd, 0 = its own output.weight",
+          0, 1, 0 },
+        { "name", 0, ST_OPT_STR, &x->name, "TEXT", "general.name (\"servetune random ARCH SIZE seed N\")", 0, 0, 0 },
+        { "show", 0, ST_OPT_STR, &x->show_path, "FILE",
           "describe a GGUF file (metadata, tensor types, parameters) and exit", 0, 0, 0 },
-        { "list", 0, ST_OPT_FLAG, &list, NULL, "list the presets and exit", 0, 0, 0 },
-        { "quiet", 'q', ST_OPT_FLAG, &quiet, NULL, "print nothing on success", 0, 0, 0 },
+        { "list", 0, ST_OPT_FLAG, &x->list, NULL, "list the presets and exit", 0, 0, 0 },
+        { "quiet", 'q', ST_OPT_FLAG, &x->quiet, NULL, "print nothing on success", 0, 0, 0 },
         { NULL, 0, 0, NULL, NULL, NULL, 0, 0, 0 },
     };
-    st_opts_result res;
-    char err[1024] = "";
-    int rc = ST_EXIT_OK;
-    char *vbytes = NULL;
-    int have_vocab = 0, have_g = 0;
-    st_gguf vocab, g;
-    if (st_opts_parse(opts, argc - 1, argv + 1, 0, &res, err, sizeof err)) {
-        rc = st_cli_usage_error("gguf", err);
-        goto out;
-    }
-    if (res.help) {
-        help(opts);
-        goto out;
-    }
-    if (res.npos) {
-        rc = st_cli_usage_error("gguf", "unexpected argument (options only)");
-        goto out;
-    }
-    if (list) {
-        char presets[2048];
-        st_mg_presets(presets, sizeof presets);
-        fputs(presets, stdout);
-        goto out;
-    }
-    if (show_path) {
-        rc = show(show_path);
-        goto out;
-    }
-    if (!arch || !size || !vocab_path || !out) {
-        rc = st_cli_usage_error("gguf", "--arch, --size, --vocab and -o are required");
-        goto out;
-    }
-    st_mg_shape s;
-    if (st_mg_preset(arch, size, &s, err, sizeof err)) {
-        rc = st_cli_usage_error("gguf", err);
-        goto out;
-    }
-    if (n_embd > 0)
-        s.n_embd = (uint32_t)n_embd;
-    if (n_layer > 0)
-        s.n_layer = (uint32_t)n_layer;
-    if (n_head > 0)
-        s.n_head = (uint32_t)n_head;
-    if (n_head_kv > 0)
-        s.n_head_kv = (uint32_t)n_head_kv;
-    if (n_ff > 0)
-        s.n_ff = (uint32_t)n_ff;
-    if (ctx > 0)
-        s.n_ctx = (uint32_t)ctx;
-    if (rope_base > 0)
-        s.rope_base = rope_base;
-    if (norm_eps > 0)
-        s.norm_eps = norm_eps;
-    if (tied >= 0)
-        s.tied = (int)tied;
-    if (st_mg_check(&s, err, sizeof err)) {
-        rc = st_cli_usage_error("gguf", err);
-        goto out;
-    }
-    uint32_t wtype;
-    if (!strcmp(type, "f16"))
-        wtype = ST_GGML_F16;
-    else if (!strcmp(type, "f32"))
-        wtype = ST_GGML_F32;
-    else {
-        rc = st_cli_usage_error("gguf", "--type must be f16 or f32");
-        goto out;
-    }
+    _Static_assert(sizeof o / sizeof o[0] <= GGUF_OPTS_MAX, "gguf's options fit");
+    memcpy(opts, o, sizeof o);
+}
 
-    if (st_outfile_check(out, err, sizeof err)) { /* said before the model is built */
-        fprintf(stderr, "servetune gguf: %s\n", err);
-        rc = ST_EXIT_FAIL;
-        goto out;
+/* The model's shape: the preset with the overrides, checked, and the 2-D weights' type. 0, or
+ * the exit status. */
+static int gguf_shape(gguf_cmd *x, st_mg_shape *s, uint32_t *wtype)
+{
+    if (st_mg_preset(x->arch, x->size, s, x->err, sizeof x->err))
+        return st_cli_usage_error("gguf", x->err);
+    if (x->n_embd > 0)
+        s->n_embd = (uint32_t)x->n_embd;
+    if (x->n_layer > 0)
+        s->n_layer = (uint32_t)x->n_layer;
+    if (x->n_head > 0)
+        s->n_head = (uint32_t)x->n_head;
+    if (x->n_head_kv > 0)
+        s->n_head_kv = (uint32_t)x->n_head_kv;
+    if (x->n_ff > 0)
+        s->n_ff = (uint32_t)x->n_ff;
+    if (x->ctx > 0)
+        s->n_ctx = (uint32_t)x->ctx;
+    if (x->rope_base > 0)
+        s->rope_base = x->rope_base;
+    if (x->norm_eps > 0)
+        s->norm_eps = x->norm_eps;
+    if (x->tied >= 0)
+        s->tied = (int)x->tied;
+    if (st_mg_check(s, x->err, sizeof x->err))
+        return st_cli_usage_error("gguf", x->err);
+    if (!strcmp(x->type, "f16"))
+        *wtype = ST_GGML_F16;
+    else if (!strcmp(x->type, "f32"))
+        *wtype = ST_GGML_F32;
+    else
+        return st_cli_usage_error("gguf", "--type must be f16 or f32");
+    return ST_EXIT_OK;
+}
+
+/* The model g written to -o with its seeded weights, its size in *fbytes. Written safely:
+ * OUT.tmp (O_EXCL | O_NOFOLLOW) renamed over OUT; a FIFO, device or symlink at OUT is refused,
+ * never replaced. 0, or -1 (said on stderr). */
+static int gguf_write(gguf_cmd *x, const st_gguf *g, long *fbytes)
+{
+    if (st_mkdir_parents(x->out, x->err, sizeof x->err)) {
+        fprintf(stderr, "servetune gguf: %s\n", x->err);
+        return -1;
     }
-    st_ns t0 = st_now();
-    size_t vlen;
-    vbytes = st_read_file(vocab_path, VOCAB_MAX_BYTES, &vlen, err, sizeof err);
-    if (!vbytes || st_gguf_parse(vbytes, vlen, vlen, &vocab, err, sizeof err)) {
-        fprintf(stderr, "servetune gguf: %s%s%s\n", vbytes ? vocab_path : "", vbytes ? ": " : "", err);
-        rc = ST_EXIT_FAIL;
-        goto out;
-    }
-    have_vocab = 1;
-    char gname[256];
-    if (!name) {
-        snprintf(gname, sizeof gname, "servetune random %s %s seed %ld", arch, size, seed);
-        name = gname;
-    }
-    uint64_t n_vocab = 0;
-    if (st_mg_build(&s, &vocab, wtype, name, &g, &n_vocab, err, sizeof err)) {
-        fprintf(stderr, "servetune gguf: %s: %s\n", vocab_path, err);
-        rc = ST_EXIT_FAIL;
-        goto out;
-    }
-    have_g = 1;
-    if (st_mkdir_parents(out, err, sizeof err)) {
-        fprintf(stderr, "servetune gguf: %s\n", err);
-        rc = ST_EXIT_FAIL;
-        goto out;
-    }
-    /* written safely: OUT.tmp (O_EXCL | O_NOFOLLOW) renamed over OUT; a FIFO, device or
-     * symlink at OUT is refused, never replaced */
     st_outfile of;
-    if (st_outfile_open(&of, out, err, sizeof err)) {
-        fprintf(stderr, "servetune gguf: %s\n", err);
-        rc = ST_EXIT_FAIL;
-        goto out;
+    if (st_outfile_open(&of, x->out, x->err, sizeof x->err)) {
+        fprintf(stderr, "servetune gguf: %s\n", x->err);
+        return -1;
     }
     int dfd = dup(of.fd);
     FILE *f = dfd >= 0 ? fdopen(dfd, "wb") : NULL;
     if (!f) {
-        fprintf(stderr, "servetune gguf: %s: %s\n", out, strerror(errno));
+        fprintf(stderr, "servetune gguf: %s: %s\n", x->out, strerror(errno));
         if (dfd >= 0)
             close(dfd);
         st_outfile_abort(&of);
-        rc = ST_EXIT_FAIL;
-        goto out;
+        return -1;
     }
     st_mg_filler fill;
-    st_mg_filler_init(&fill, &g, (uint64_t)seed);
-    fill.logit_scale = (float)logit_scale;
-    int wrc = st_gguf_write(&g, st_mg_fill, &fill, sink_file, f, err, sizeof err);
-    long fbytes = ftell(f);
+    st_mg_filler_init(&fill, g, (uint64_t)x->seed);
+    fill.logit_scale = (float)x->logit_scale;
+    int wrc = st_gguf_write(g, st_mg_fill, &fill, sink_file, f, x->err, sizeof x->err);
+    *fbytes = ftell(f);
     if (fclose(f) && !wrc) {
-        snprintf(err, sizeof err, "closing: %s", strerror(errno));
+        snprintf(x->err, sizeof x->err, "closing: %s", strerror(errno));
         wrc = -1;
     }
     if (wrc) {
         st_outfile_abort(&of);
-        fprintf(stderr, "servetune gguf: %s: %s\n", out, err);
-    } else if (st_outfile_commit(&of, err, sizeof err)) {
-        fprintf(stderr, "servetune gguf: %s\n", err); /* err names the file */
+        fprintf(stderr, "servetune gguf: %s: %s\n", x->out, x->err);
+    } else if (st_outfile_commit(&of, x->err, sizeof x->err)) {
+        fprintf(stderr, "servetune gguf: %s\n", x->err); /* err names the file */
         wrc = -1;
     }
-    uint64_t n_t = g.n_t;
-    if (wrc) {
-        rc = ST_EXIT_FAIL;
-        goto out;
+    return wrc;
+}
+
+/* The model built from the shape and the vocabulary's tokenizer, written, and described. The
+ * exit status. */
+static int gguf_make(gguf_cmd *x, const st_mg_shape *s, uint32_t wtype)
+{
+    if (st_outfile_check(x->out, x->err, sizeof x->err)) { /* said before the model is built */
+        fprintf(stderr, "servetune gguf: %s\n", x->err);
+        return ST_EXIT_FAIL;
     }
-    if (!quiet)
-        printf("%s: %s %s, %.1fM parameters (n_embd %" PRIu32 ", n_layer %" PRIu32 ", n_head %" PRIu32 "/%" PRIu32
-               " kv, n_ff %" PRIu32 ", ctx %" PRIu32 ", vocab %" PRIu64 "), %" PRIu64
-               " tensors %s, %.1f MB, seed %ld, %.2f s\n",
-               out, arch, size, (double)st_mg_params(&s, n_vocab) / 1e6, s.n_embd, s.n_layer, s.n_head, s.n_head_kv,
-               s.n_ff, s.n_ctx, n_vocab, n_t, type, (double)fbytes / 1e6, seed, st_ns_to_s(st_now() - t0));
-out:
-    free(vbytes);
-    if (have_vocab)
-        st_gguf_free(&vocab);
-    if (have_g)
+    st_ns t0 = st_now();
+    size_t vlen;
+    st_gguf vocab, g;
+    char *vbytes = st_read_file(x->vocab_path, VOCAB_MAX_BYTES, &vlen, x->err, sizeof x->err);
+    if (!vbytes || st_gguf_parse(vbytes, vlen, vlen, &vocab, x->err, sizeof x->err)) {
+        fprintf(stderr, "servetune gguf: %s%s%s\n", vbytes ? x->vocab_path : "", vbytes ? ": " : "", x->err);
+        free(vbytes);
+        return ST_EXIT_FAIL;
+    }
+    char gname[256];
+    const char *name = x->name;
+    if (!name) {
+        snprintf(gname, sizeof gname, "servetune random %s %s seed %ld", x->arch, x->size, x->seed);
+        name = gname;
+    }
+    uint64_t n_vocab = 0;
+    int rc = ST_EXIT_FAIL;
+    long fbytes = 0;
+    if (st_mg_build(s, &vocab, wtype, name, &g, &n_vocab, x->err, sizeof x->err)) {
+        fprintf(stderr, "servetune gguf: %s: %s\n", x->vocab_path, x->err);
+    } else {
+        if (!gguf_write(x, &g, &fbytes))
+            rc = ST_EXIT_OK;
+        if (rc == ST_EXIT_OK && !x->quiet)
+            printf("%s: %s %s, %.1fM parameters (n_embd %" PRIu32 ", n_layer %" PRIu32 ", n_head %" PRIu32 "/%" PRIu32
+                   " kv, n_ff %" PRIu32 ", ctx %" PRIu32 ", vocab %" PRIu64 "), %" PRIu64
+                   " tensors %s, %.1f MB, seed %ld, %.2f s\n",
+                   x->out, x->arch, x->size, (double)st_mg_params(s, n_vocab) / 1e6, s->n_embd, s->n_layer, s->n_head,
+                   s->n_head_kv, s->n_ff, s->n_ctx, n_vocab, (uint64_t)g.n_t, x->type, (double)fbytes / 1e6, x->seed,
+                   st_ns_to_s(st_now() - t0));
         st_gguf_free(&g);
-    st_opts_result_free(&res);
+    }
+    free(vbytes);
+    st_gguf_free(&vocab);
+    return rc;
+}
+
+/* `gguf` once its options are in x: --list, --show, or a model made. The exit status. */
+static int gguf_run(gguf_cmd *x, const st_opt *opts, int argc, char **argv)
+{
+    if (st_opts_parse(opts, argc - 1, argv + 1, 0, &x->res, x->err, sizeof x->err))
+        return st_cli_usage_error("gguf", x->err);
+    if (x->res.help) {
+        help(opts);
+        return ST_EXIT_OK;
+    }
+    if (x->res.npos)
+        return st_cli_usage_error("gguf", "unexpected argument (options only)");
+    if (x->list) {
+        char presets[2048];
+        st_mg_presets(presets, sizeof presets);
+        fputs(presets, stdout);
+        return ST_EXIT_OK;
+    }
+    if (x->show_path)
+        return show(x->show_path);
+    if (!x->arch || !x->size || !x->vocab_path || !x->out)
+        return st_cli_usage_error("gguf", "--arch, --size, --vocab and -o are required");
+    st_mg_shape s;
+    uint32_t wtype = ST_GGML_F16;
+    int rc = gguf_shape(x, &s, &wtype);
+    return rc == ST_EXIT_OK ? gguf_make(x, &s, wtype) : rc;
+}
+
+int cmd_gguf(int argc, char **argv)
+{
+    gguf_cmd x;
+    memset(&x, 0, sizeof x);
+    x.type = "f16";
+    x.seed = 1;
+    x.n_embd = x.n_layer = x.n_head = x.n_head_kv = x.n_ff = x.ctx = x.tied = -1;
+    x.rope_base = x.norm_eps = -1;
+    x.logit_scale = 1;
+    st_opt opts[GGUF_OPTS_MAX];
+    gguf_options(&x, opts);
+    int rc = gguf_run(&x, opts, argc, argv);
+    st_opts_result_free(&x.res);
     return rc;
 }

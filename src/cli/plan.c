@@ -591,245 +591,327 @@ out:
     return rc;
 }
 
-int cmd_plan(int argc, char **argv)
+/* One `plan` command: its options, the spec, prices and candidates it loads, and the result
+ * (freed by plan_free). */
+typedef struct plan_cmd {
+    const char *out_dir, *write_spec, *prices_path, *provider, *quality_dir;
+    long top, max_cand, threads;
+    int quiet, progress, disagg;
+    disagg_opts dopt;
+    st_opts_result res;
+    st_spec spec;
+    int have_spec, have_prices;
+    st_prices prices;
+    st_plan_candidate *cand;
+    st_plan_model *model;
+    char *text;
+    size_t text_len;
+    char err[1024];
+    char paths[PLAN_SPECS_MAX][4200];
+    st_plan_result r;
+} plan_cmd;
+
+/* The options of `plan` into opts (room for PLAN_OPTS_MAX). */
+#define PLAN_OPTS_MAX 24
+static void plan_options(plan_cmd *x, st_opt *opts)
 {
-    const char *out_dir = "plan-out", *write_spec = NULL, *prices_path = NULL, *provider = NULL, *quality_dir = NULL;
-    long top = 0, max_cand = 0, threads = 0;
-    int quiet = 0, progress = 0, disagg = 0, rc = ST_EXIT_USAGE;
-    disagg_opts dopt = { .connector = NULL, .gpus = 0, .s_p = ST_DISAGG_PREFILL_SCALE, .s_d = ST_DISAGG_DECODE_SCALE };
-    const st_opt opts[] = {
-        { "out", 'o', ST_OPT_STR, &out_dir, "DIR", "where plan.md and plan.json go (default plan-out)", 0, 0, 0 },
-        { "output", 0, ST_OPT_STR, &out_dir, "DIR", "the same as --out (the name audit and predict use)", 0, 0, 0 },
-        { "write-spec", 0, ST_OPT_STR, &write_spec, "FILE",
+    const st_opt o[] = {
+        { "out", 'o', ST_OPT_STR, &x->out_dir, "DIR", "where plan.md and plan.json go (default plan-out)", 0, 0, 0 },
+        { "output", 0, ST_OPT_STR, &x->out_dir, "DIR", "the same as --out (the name audit and predict use)", 0, 0, 0 },
+        { "write-spec", 0, ST_OPT_STR, &x->write_spec, "FILE",
           "write the top candidates as an audit spec (one per machine: FILE, FILE-2, ...)", 0, 0, 0 },
-        { "top", 0, ST_OPT_LONG, &top, "K", "candidates kept exactly and written (default: plan.top, 3)", 1, 64, 0 },
-        { "prices", 0, ST_OPT_STR, &prices_path, "FILE",
+        { "top", 0, ST_OPT_LONG, &x->top, "K", "candidates kept exactly and written (default: plan.top, 3)", 1, 64, 0 },
+        { "prices", 0, ST_OPT_STR, &x->prices_path, "FILE",
           "your price list (CSV, docs/prices.md); default: plan.prices, else built in", 0, 0, 0 },
-        { "provider", 0, ST_OPT_STR, &provider, "NAME", "whose prices (default: plan.provider, else the lowest)", 0, 0,
-          0 },
-        { "max-candidates", 0, ST_OPT_LONG, &max_cand, "N",
+        { "provider", 0, ST_OPT_STR, &x->provider, "NAME", "whose prices (default: plan.provider, else the lowest)", 0,
+          0, 0 },
+        { "max-candidates", 0, ST_OPT_LONG, &x->max_cand, "N",
           "search up to N candidates (default 20000: a larger space is refused with its count)", 1, 100000000, 0 },
-        { "threads", 0, ST_OPT_LONG, &threads, "N",
+        { "threads", 0, ST_OPT_LONG, &x->threads, "N",
           "worker threads (default: every CPU; the result is the same on any number)", 1, 64, 0 },
-        { "progress", 0, ST_OPT_FLAG, &progress, NULL,
+        { "progress", 0, ST_OPT_FLAG, &x->progress, NULL,
           "a progress line on stderr (done / pruned / left, ETA); the default when stderr is a terminal", 0, 0, 0 },
-        { "disagg", 0, ST_OPT_FLAG, &disagg, NULL,
+        { "disagg", 0, ST_OPT_FLAG, &x->disagg, NULL,
           "also price the pick as disaggregated prefill/decode workers (DIR/disagg.md; static, not measured)", 0, 0,
           0 },
-        { "connector", 0, ST_OPT_STR, &dopt.connector, "NAME",
+        { "connector", 0, ST_OPT_STR, &x->dopt.connector, "NAME",
           "the KV transfer's link for --disagg: nvlink, infiniband, pcie, ethernet (default: nvlink on a GPU with "
           "NVLink, else pcie)",
           0, 0, 0 },
-        { "disagg-gpus", 0, ST_OPT_LONG, &dopt.gpus, "N",
+        { "disagg-gpus", 0, ST_OPT_LONG, &x->dopt.gpus, "N",
           "GPUs of the disaggregated setup (default 8 x GPUs per replica)", 2, 4096, 0 },
-        { "prefill-scale", 0, ST_OPT_DOUBLE, &dopt.s_p, "S",
+        { "prefill-scale", 0, ST_OPT_DOUBLE, &x->dopt.s_p, "S",
           "the prefill workers' correction scale of the rate matching (default 0.9, AIConfigurator's)", 0.01, 1.0, 0 },
-        { "decode-scale", 0, ST_OPT_DOUBLE, &dopt.s_d, "S",
+        { "decode-scale", 0, ST_OPT_DOUBLE, &x->dopt.s_d, "S",
           "the decode workers' correction scale (default 0.92, AIConfigurator's)", 0.01, 1.0, 0 },
-        { "quality", 0, ST_OPT_STR, &quality_dir, "DIR",
+        { "quality", 0, ST_OPT_STR, &x->quality_dir, "DIR",
           "an audit's folder: the drift its quality pass measured per checkpoint and KV cache replaces the format's "
           "quality risk on the cost-vs-quality frontier",
           0, 0, 0 },
-        { "quiet", 'q', ST_OPT_FLAG, &quiet, NULL, "print only where the outputs went", 0, 0, 0 },
+        { "quiet", 'q', ST_OPT_FLAG, &x->quiet, NULL, "print only where the outputs went", 0, 0, 0 },
         { 0 },
     };
-    st_opts_result res = { 0 };
-    st_spec spec;
-    int have_spec = 0, have_prices = 0;
-    st_prices prices = { 0 };
-    st_plan_candidate *cand = NULL;
-    st_plan_model *model = NULL;
-    char *text = NULL;
-    char err[1024] = "";
-    char paths[PLAN_SPECS_MAX][4200];
-    if (st_opts_parse(opts, argc - 1, argv + 1, 0, &res, err, sizeof err)) {
-        rc = st_cli_usage_error("plan", err);
-        goto out;
+    _Static_assert(sizeof o / sizeof o[0] <= PLAN_OPTS_MAX, "plan's options fit");
+    memcpy(opts, o, sizeof o);
+}
+
+/* The spec read, checked and fit for the search (no multi-turn sessions). 0, or the exit
+ * status. */
+static int plan_spec(plan_cmd *x, const char *spec_file)
+{
+    if (!(x->text = st_read_file(spec_file, ST_SPEC_MAX_BYTES, &x->text_len, x->err, sizeof x->err)) ||
+        st_spec_parse(spec_file, x->text, x->text_len, &x->spec, x->err, sizeof x->err)) {
+        fprintf(stderr, "%s\n", x->err);
+        return ST_EXIT_USAGE;
     }
-    if (res.help) {
-        help(opts);
-        rc = ST_EXIT_OK;
-        goto out;
+    x->have_spec = 1;
+    if (st_spec_check(&x->spec, x->err, sizeof x->err) || st_audit_resolve_peak(&x->spec, x->err, sizeof x->err) ||
+        st_audit_resolve_day(&x->spec, x->err, sizeof x->err) ||
+        !st_exec_model_supported(&x->spec, x->err, sizeof x->err)) {
+        fprintf(stderr, "%s\n", x->err);
+        return ST_EXIT_USAGE;
     }
-    if (res.npos != 1) {
-        rc = st_cli_usage_error("plan", "expected one SPEC");
-        goto out;
-    }
-    st_disagg_link link_check;
-    if (disagg && dopt.connector && st_disagg_link_find(dopt.connector, &link_check)) {
-        snprintf(err, sizeof err, "--connector %s: not one of %s", dopt.connector, st_disagg_link_names());
-        rc = st_cli_usage_error("plan", err);
-        goto out;
-    }
-    const char *spec_file = res.pos[0];
-    size_t text_len;
-    if (!(text = st_read_file(spec_file, ST_SPEC_MAX_BYTES, &text_len, err, sizeof err)) ||
-        st_spec_parse(spec_file, text, text_len, &spec, err, sizeof err)) {
-        fprintf(stderr, "%s\n", err);
-        goto out;
-    }
-    have_spec = 1;
-    if (st_spec_check(&spec, err, sizeof err) || st_audit_resolve_peak(&spec, err, sizeof err) ||
-        st_audit_resolve_day(&spec, err, sizeof err) || !st_exec_model_supported(&spec, err, sizeof err)) {
-        fprintf(stderr, "%s\n", err);
-        goto out;
-    }
-    if (spec.workload.sessions.on) {
+    if (x->spec.workload.sessions.on) {
         fprintf(stderr,
                 "%s: servetune plan does not search with multi-turn sessions (workload.sessions): its bounds run the "
                 "engine model closed loop, which a session's turns or an agent trace's tasks (each request waiting "
                 "for the answers before it) do not fit. Plan a copy with `sessions: flat` (a trace) or without the "
                 "sessions block, then audit or predict the candidates with sessions\n",
                 spec_file);
-        goto out;
+        return ST_EXIT_USAGE;
     }
-    const char *pp = prices_path ? prices_path : spec.plan.prices;
+    return ST_EXIT_OK;
+}
+
+/* The price list: --prices, plan.prices, else the built-in one. 0, or the exit status. */
+static int plan_prices(plan_cmd *x)
+{
+    const char *pp = x->prices_path ? x->prices_path : x->spec.plan.prices;
     if (pp) {
         size_t plen;
-        char *ptext = st_read_file(pp, ST_PRICES_MAX_BYTES, &plen, err, sizeof err);
-        if (!ptext || st_prices_parse(pp, ptext, plen, &prices, err, sizeof err)) {
+        char *ptext = st_read_file(pp, ST_PRICES_MAX_BYTES, &plen, x->err, sizeof x->err);
+        if (!ptext || st_prices_parse(pp, ptext, plen, &x->prices, x->err, sizeof x->err)) {
             free(ptext);
-            fprintf(stderr, "servetune plan: %s\n", err);
-            goto out;
+            fprintf(stderr, "servetune plan: %s\n", x->err);
+            return ST_EXIT_USAGE;
         }
         free(ptext);
-    } else if (st_prices_builtin(&prices, err, sizeof err)) {
-        fprintf(stderr, "servetune plan: %s\n", err);
-        goto out;
+    } else if (st_prices_builtin(&x->prices, x->err, sizeof x->err)) {
+        fprintf(stderr, "servetune plan: %s\n", x->err);
+        return ST_EXIT_USAGE;
     }
-    have_prices = 1;
-    const char *prov = provider ? provider : spec.plan.provider;
-    st_plan_result r = { .spec = &spec, .spec_path = spec_file, .prices = &prices, .provider = prov };
-    if (workload_inputs(&spec, &r.len_auto, &r.len_reject_share, err, sizeof err)) {
-        fprintf(stderr, "servetune plan: %s\n", err);
-        goto out;
+    x->have_prices = 1;
+    return ST_EXIT_OK;
+}
+
+/* The candidates enumerated at the context limit (automatic or plan.max_model_len), with the
+ * quality --quality measured. 0, or the exit status. */
+static int plan_candidates(plan_cmd *x, const char *spec_file)
+{
+    st_plan_result *r = &x->r;
+    const char *prov = x->provider ? x->provider : x->spec.plan.provider;
+    *r = (st_plan_result){ .spec = &x->spec, .spec_path = spec_file, .prices = &x->prices, .provider = prov };
+    if (workload_inputs(&x->spec, &r->len_auto, &r->len_reject_share, x->err, sizeof x->err)) {
+        fprintf(stderr, "servetune plan: %s\n", x->err);
+        return ST_EXIT_USAGE;
     }
-    if (st_plan_enumerate_max(&spec, &prices, prov, r.len_auto, max_cand, &cand, &r.n, err, sizeof err)) {
-        fprintf(stderr, "servetune plan: %s\n", err);
-        goto out;
+    if (st_plan_enumerate_max(&x->spec, &x->prices, prov, r->len_auto, x->max_cand, &x->cand, &r->n, x->err,
+                              sizeof x->err)) {
+        fprintf(stderr, "servetune plan: %s\n", x->err);
+        return ST_EXIT_USAGE;
     }
-    r.c = cand;
-    if (quality_dir) {
+    r->c = x->cand;
+    if (x->quality_dir) {
         st_plan_qmeasure *qm = NULL;
         st_spec qspec;
         memset(&qspec, 0, sizeof qspec);
-        int nq = load_quality(quality_dir, &qspec, &qm, err, sizeof err);
+        int nq = load_quality(x->quality_dir, &qspec, &qm, x->err, sizeof x->err);
         if (nq < 0) {
-            fprintf(stderr, "servetune plan: --quality: %s\n", err);
+            fprintf(stderr, "servetune plan: --quality: %s\n", x->err);
             st_spec_free(&qspec);
-            goto out;
+            return ST_EXIT_USAGE;
         }
-        int given = st_plan_quality_apply(cand, r.n, qm, nq);
-        if (!quiet)
+        int given = st_plan_quality_apply(x->cand, r->n, qm, nq);
+        if (!x->quiet)
             fprintf(stderr,
                     "servetune plan: %d measured checkpoint and KV cache pairs from %s, for %d of %d candidates\n", nq,
-                    quality_dir, given, r.n);
+                    x->quality_dir, given, r->n);
         free(qm);
         st_spec_free(&qspec); /* the candidates keep their own strings */
     }
-    int k = top > 0 ? (int)top : spec.plan.set ? spec.plan.top : 3;
-    if (st_plan_model_new(spec_file, text, text_len, &spec, spec.search.tolerance > 0 ? spec.search.tolerance : 0.05,
-                          &model, err, sizeof err)) {
-        fprintf(stderr, "servetune plan: %s\n", err);
-        goto out;
+    return ST_EXIT_OK;
+}
+
+/* The current setup, the same way as the candidates (never pruned). */
+static void plan_baseline(plan_cmd *x, const st_plan_ops *ops)
+{
+    st_plan_baseline(&x->spec, &x->r.baseline);
+    st_plan_candidate *b = &x->r.baseline;
+    b->capacity_rps = b->output_tps = b->ttft_p95_ms = b->tpot_p95_ms = b->usd_per_1m = NAN;
+    if (ops->screen(ops->arg, b, b->why, sizeof b->why)) {
+        b->state = ST_PLAN_REFUSED;
+    } else if (ops->evaluate(ops->arg, b, b->why, sizeof b->why)) {
+        b->state = ST_PLAN_REFUSED;
+    } else if (b->capacity_rps > 0 && b->output_tps > 0) {
+        b->state = ST_PLAN_OK;
+        b->usd_per_1m = b->price_per_gpu_hour * b->tp / (b->output_tps * 3600.0) * 1e6;
+        x->r.baseline_ok = 1;
+    } else {
+        b->state = ST_PLAN_NONE_PASSED;
+    }
+}
+
+/* The search over the candidates on the engine model, keeping the k best, then the current
+ * setup. 0, or the exit status (interrupted: nothing written). */
+static int plan_search(plan_cmd *x, const char *spec_file, int k)
+{
+    st_plan_result *r = &x->r;
+    const st_spec *spec = &x->spec;
+    if (st_plan_model_new(spec_file, x->text, x->text_len, spec,
+                          spec->search.tolerance > 0 ? spec->search.tolerance : 0.05, &x->model, x->err,
+                          sizeof x->err)) {
+        fprintf(stderr, "servetune plan: %s\n", x->err);
+        return ST_EXIT_USAGE;
     }
     volatile sig_atomic_t *stop = st_cli_catch_signals(NULL);
-    st_plan_model_set_stop(model, stop);
+    st_plan_model_set_stop(x->model, stop);
     st_plan_ops ops;
-    st_plan_model_ops(model, &ops);
-    if (!quiet)
-        fprintf(stderr, "servetune plan: %d candidates on the engine model (%s)...\n", r.n, prices.origin);
+    st_plan_model_ops(x->model, &ops);
+    if (!x->quiet)
+        fprintf(stderr, "servetune plan: %d candidates on the engine model (%s)...\n", r->n, x->prices.origin);
     st_ns t0 = st_now();
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     /* the bound's tokens per request: the most a request can have (a candidate is priced on what
      * its runs delivered, at most that), so the bound stays below every candidate's cost */
     double out_max =
-        spec.workload.output_tokens > 0 ? spec.workload.output_tokens * (1 + spec.workload.range_ratio) : 1;
-    progress_state ps = { .n = r.n, .tty = isatty(2) };
-    st_plan_search_opts so = { .threads = threads > 0 ? (int)threads
-                                          : cpus > 0  ? (int)cpus
-                                                      : 1,
+        spec->workload.output_tokens > 0 ? spec->workload.output_tokens * (1 + spec->workload.range_ratio) : 1;
+    progress_state ps = { .n = r->n, .tty = isatty(2) };
+    st_plan_search_opts so = { .threads = x->threads > 0 ? (int)x->threads
+                                          : cpus > 0     ? (int)cpus
+                                                         : 1,
                                .batch = ST_PLAN_BATCH,
-                               .progress = progress || (ps.tty && !quiet) ? show_progress : NULL,
+                               .progress = x->progress || (ps.tty && !x->quiet) ? show_progress : NULL,
                                .progress_arg = &ps };
-    r.best = st_plan_search_opt(cand, r.n, k, out_max, &ops, &so, &r.stats);
-    spec_assess(&r, model, k);
+    r->best = st_plan_search_opt(x->cand, r->n, k, out_max, &ops, &so, &r->stats);
+    spec_assess(r, x->model, k);
     if (ps.shown)
         fprintf(stderr, ps.tty ? "\n" : "");
-    /* the current setup, the same way (never pruned) */
-    st_plan_baseline(&spec, &r.baseline);
-    st_plan_candidate *b = &r.baseline;
-    b->capacity_rps = b->output_tps = b->ttft_p95_ms = b->tpot_p95_ms = b->usd_per_1m = NAN;
-    if (ops.screen(ops.arg, b, b->why, sizeof b->why)) {
-        b->state = ST_PLAN_REFUSED;
-    } else if (ops.evaluate(ops.arg, b, b->why, sizeof b->why)) {
-        b->state = ST_PLAN_REFUSED;
-    } else if (b->capacity_rps > 0 && b->output_tps > 0) {
-        b->state = ST_PLAN_OK;
-        b->usd_per_1m = b->price_per_gpu_hour * b->tp / (b->output_tps * 3600.0) * 1e6;
-        r.baseline_ok = 1;
-    } else {
-        b->state = ST_PLAN_NONE_PASSED;
-    }
-    r.seconds = (double)(st_now() - t0) / 1e9;
+    plan_baseline(x, &ops);
+    r->seconds = (double)(st_now() - t0) / 1e9;
     if (*stop) {
         /* the candidates' results are incomplete: nothing is written (an earlier plan in DIR stays
          * as it was) */
         fprintf(stderr, "servetune plan: interrupted by %s after %.2f s: nothing written\n", st_cli_signal_name(),
-                r.seconds);
-        rc = ST_EXIT_INTERRUPTED;
-        goto out;
+                r->seconds);
+        return ST_EXIT_INTERRUPTED;
     }
-    if (r.best >= 0)
-        day_of(&r, &cand[r.best], &prices, &r.day, &r.day_ok, &r.serverless_price_per_gpu_s, &r.serverless_from);
-    day_of(&r, b, &prices, &r.day_base, &r.day_base_ok, &r.base_serverless_price_per_gpu_s, &r.base_serverless_from);
-    if (write_spec && r.best >= 0 && write_specs(&r, text, text_len, write_spec, k, paths, err, sizeof err)) {
-        fprintf(stderr, "servetune plan: %s\n", err);
-        rc = ST_EXIT_FAIL;
-        goto out;
-    }
-    if (write_outputs(&r, out_dir, err, sizeof err) || write_deploy(&r, text, text_len, out_dir, err, sizeof err)) {
-        fprintf(stderr, "servetune plan: %s\n", err);
-        rc = ST_EXIT_FAIL;
-        goto out;
-    }
-    if (disagg && r.best >= 0) {
-        st_buf db;
-        st_buf_init(&db, PLAN_OUT_MAX);
-        char dpath[4200];
-        snprintf(dpath, sizeof dpath, "%s/disagg.md", out_dir);
-        if (disagg_section(&r, text, text_len, &dopt, &db, err, sizeof err) ||
-            st_write_file_atomic(dpath, db.data, db.len, err, sizeof err)) {
-            st_buf_free(&db);
-            fprintf(stderr, "servetune plan: --disagg: %s\n", err);
-            rc = ST_EXIT_FAIL;
-            goto out;
-        }
-        if (!quiet)
-            fwrite(db.data, 1, db.len, stdout);
+    return ST_EXIT_OK;
+}
+
+/* --disagg: the pick priced as disaggregated prefill/decode workers, DIR/disagg.md. 0, or the
+ * exit status. */
+static int plan_disagg(plan_cmd *x)
+{
+    st_buf db;
+    st_buf_init(&db, PLAN_OUT_MAX);
+    char dpath[4200];
+    snprintf(dpath, sizeof dpath, "%s/disagg.md", x->out_dir);
+    if (disagg_section(&x->r, x->text, x->text_len, &x->dopt, &db, x->err, sizeof x->err) ||
+        st_write_file_atomic(dpath, db.data, db.len, x->err, sizeof x->err)) {
         st_buf_free(&db);
+        fprintf(stderr, "servetune plan: --disagg: %s\n", x->err);
+        return ST_EXIT_FAIL;
     }
-    if (!quiet) {
+    if (!x->quiet)
+        fwrite(db.data, 1, db.len, stdout);
+    st_buf_free(&db);
+    return ST_EXIT_OK;
+}
+
+/* The traffic days of the pick and the current setup, then every output: the specs of the top
+ * k, plan.md/plan.json, the deploy snippets, disagg.md, the summary. 0, or the exit status. */
+static int plan_write(plan_cmd *x, int k)
+{
+    st_plan_result *r = &x->r;
+    if (r->best >= 0)
+        day_of(r, &x->cand[r->best], &x->prices, &r->day, &r->day_ok, &r->serverless_price_per_gpu_s,
+               &r->serverless_from);
+    day_of(r, &r->baseline, &x->prices, &r->day_base, &r->day_base_ok, &r->base_serverless_price_per_gpu_s,
+           &r->base_serverless_from);
+    if (x->write_spec && r->best >= 0 &&
+        write_specs(r, x->text, x->text_len, x->write_spec, k, x->paths, x->err, sizeof x->err)) {
+        fprintf(stderr, "servetune plan: %s\n", x->err);
+        return ST_EXIT_FAIL;
+    }
+    if (write_outputs(r, x->out_dir, x->err, sizeof x->err) ||
+        write_deploy(r, x->text, x->text_len, x->out_dir, x->err, sizeof x->err)) {
+        fprintf(stderr, "servetune plan: %s\n", x->err);
+        return ST_EXIT_FAIL;
+    }
+    if (x->disagg && r->best >= 0 && plan_disagg(x))
+        return ST_EXIT_FAIL;
+    if (!x->quiet) {
         st_buf md;
         st_buf_init(&md, PLAN_OUT_MAX);
-        if (st_plan_report_markdown(&r, &md) == 0)
+        if (st_plan_report_markdown(r, &md) == 0)
             fwrite(md.data, 1, md.len, stdout);
         st_buf_free(&md);
     }
-    fprintf(stderr, "servetune plan: %d candidates in %.2f s (%.0f candidates/s); %s/plan.md, %s/plan.json", r.n,
-            r.seconds, r.seconds > 0 ? r.n / r.seconds : 0, out_dir, out_dir);
-    for (int i = 0; i < PLAN_SPECS_MAX && r.written[i]; i++)
-        fprintf(stderr, ", %s", r.written[i]);
+    fprintf(stderr, "servetune plan: %d candidates in %.2f s (%.0f candidates/s); %s/plan.md, %s/plan.json", r->n,
+            r->seconds, r->seconds > 0 ? r->n / r->seconds : 0, x->out_dir, x->out_dir);
+    for (int i = 0; i < PLAN_SPECS_MAX && r->written[i]; i++)
+        fprintf(stderr, ", %s", r->written[i]);
     fprintf(stderr, "\n");
-    rc = ST_EXIT_OK;
-out:
-    st_plan_model_free(model);
-    free(cand);
-    if (have_prices)
-        st_prices_free(&prices);
-    if (have_spec)
-        st_spec_free(&spec);
-    free(text);
-    st_opts_result_free(&res);
+    return ST_EXIT_OK;
+}
+
+/* `plan` once its options are in x: parsed, the spec, prices and candidates loaded, searched,
+ * written. The exit status. */
+static int plan_run(plan_cmd *x, const st_opt *opts, int argc, char **argv)
+{
+    if (st_opts_parse(opts, argc - 1, argv + 1, 0, &x->res, x->err, sizeof x->err))
+        return st_cli_usage_error("plan", x->err);
+    if (x->res.help) {
+        help(opts);
+        return ST_EXIT_OK;
+    }
+    if (x->res.npos != 1)
+        return st_cli_usage_error("plan", "expected one SPEC");
+    st_disagg_link link_check;
+    if (x->disagg && x->dopt.connector && st_disagg_link_find(x->dopt.connector, &link_check)) {
+        snprintf(x->err, sizeof x->err, "--connector %s: not one of %s", x->dopt.connector, st_disagg_link_names());
+        return st_cli_usage_error("plan", x->err);
+    }
+    const char *spec_file = x->res.pos[0];
+    int rc = plan_spec(x, spec_file);
+    if (rc == ST_EXIT_OK)
+        rc = plan_prices(x);
+    if (rc == ST_EXIT_OK)
+        rc = plan_candidates(x, spec_file);
+    if (rc != ST_EXIT_OK)
+        return rc;
+    int k = x->top > 0 ? (int)x->top : x->spec.plan.set ? x->spec.plan.top : 3;
+    rc = plan_search(x, spec_file, k);
+    return rc == ST_EXIT_OK ? plan_write(x, k) : rc;
+}
+
+int cmd_plan(int argc, char **argv)
+{
+    plan_cmd x;
+    memset(&x, 0, sizeof x);
+    x.out_dir = "plan-out";
+    x.dopt =
+        (disagg_opts){ .connector = NULL, .gpus = 0, .s_p = ST_DISAGG_PREFILL_SCALE, .s_d = ST_DISAGG_DECODE_SCALE };
+    st_opt opts[PLAN_OPTS_MAX];
+    plan_options(&x, opts);
+    int rc = plan_run(&x, opts, argc, argv);
+    st_plan_model_free(x.model);
+    free(x.cand);
+    if (x.have_prices)
+        st_prices_free(&x.prices);
+    if (x.have_spec)
+        st_spec_free(&x.spec);
+    free(x.text);
+    st_opts_result_free(&x.res);
     return rc;
 }

@@ -331,264 +331,297 @@ int st_cli_spec_read(const char *path, st_spec_stats *s, char *err, size_t errle
     return rc;
 }
 
-static int trace_stats(int argc, char **argv)
-{
+/* One `trace stats` command: its options, and what it opens (freed by stats_free). */
+typedef struct stats_cmd {
     st_cli_trace T;
-    memset(&T, 0, sizeof T);
-    const char *json_path = NULL, *model = NULL, *gpu = NULL, *vocab = NULL, *tok_url = NULL, *tok_api = "completions";
+    const char *json_path, *model, *gpu, *vocab, *tok_url, *tok_api;
     st_strlist specs;
-    memset(&specs, 0, sizeof specs);
-    long kv_tokens = 0, max_model_len = 0, seed = 0;
-    st_opt opts[32];
-    int n = 0;
-    st_cli_trace_opts(&T, opts, &n);
+    long kv_tokens, max_model_len, seed;
+    st_opts_result pr;
+    char err[1024];
+    st_trace_stats *ts;
+    st_spec_stats *ss;
+    st_spmtok *tok;
+    st_tokenizer *etok;
+    char tokens_from[1200];
+    st_emu_config ecfg;
+    st_emu_memory emem;
+    int have_ecfg;
+    st_traffic_engine e;
+    char what[300];
+} stats_cmd;
+
+/* The options of `trace stats` into opts (room for 32), their count in *n. */
+static void stats_options(stats_cmd *x, st_opt *opts, int *n)
+{
+    st_cli_trace_opts(&x->T, opts, n);
     const st_opt more[] = {
-        { "trace-max-context", 0, ST_OPT_LONG, &T.max_context, "N",
+        { "trace-max-context", 0, ST_OPT_LONG, &x->T.max_context, "N",
           "skip and count requests whose prompt + output exceed N tokens", 1, 1e9, 0 },
-        { "seed", 0, ST_OPT_LONG, &seed, "N", "seed of --trace-sample (default 0)", 0, 9.2e18, 0 },
-        { "json", 0, ST_OPT_STR, &json_path, "FILE",
+        { "seed", 0, ST_OPT_LONG, &x->seed, "N", "seed of --trace-sample (default 0)", 0, 9.2e18, 0 },
+        { "json", 0, ST_OPT_STR, &x->json_path, "FILE",
           "write the figures and the advice as JSON (FILE.tmp, then renamed; a FIFO, device or symlink at FILE is "
           "refused)",
           0, 0, 0 },
-        { "kv-tokens", 0, ST_OPT_LONG, &kv_tokens, "N", "the KV cache size in tokens, for the advice", 1, 1e12, 0 },
-        { "max-model-len", 0, ST_OPT_LONG, &max_model_len, "N", "the current context limit, for the advice", 1, 1e9,
+        { "kv-tokens", 0, ST_OPT_LONG, &x->kv_tokens, "N", "the KV cache size in tokens, for the advice", 1, 1e12, 0 },
+        { "max-model-len", 0, ST_OPT_LONG, &x->max_model_len, "N", "the current context limit, for the advice", 1, 1e9,
           0 },
-        { "model", 0, ST_OPT_STR, &model, "MODEL",
+        { "model", 0, ST_OPT_STR, &x->model, "MODEL",
           "with --gpu: the KV cache from the engine model of `vllm serve MODEL` (other vLLM flags pass through)", 0, 0,
           0 },
-        { "gpu", 0, ST_OPT_STR, &gpu, "NAME", "the GPU of --model (H100, A100, ...)", 0, 0, 0 },
-        { "spec", 0, ST_OPT_LIST, &specs, "ngram:K[,MIN,MAX]",
+        { "gpu", 0, ST_OPT_STR, &x->gpu, "NAME", "the GPU of --model (H100, A100, ...)", 0, 0, 0 },
+        { "spec", 0, ST_OPT_LIST, &x->specs, "ngram:K[,MIN,MAX]",
           "offline acceptance of vLLM's n-gram speculation on the logged text (K: a number, K1/K2/..., or LO..HI; "
           "repeatable; MIN = MAX = 5 by default; the log: JSON lines, or one JSON array)",
           0, 0, 0 },
-        { "tokenize", 0, ST_OPT_STR, &tok_url, "URL",
+        { "tokenize", 0, ST_OPT_STR, &x->tok_url, "URL",
           "with --spec: token ids from this running engine's /tokenize (vLLM, SGLang, llama.cpp, the emulator)", 0, 0,
           0 },
-        { "tokenize-api", 0, ST_OPT_STR, &tok_api, "API",
+        { "tokenize-api", 0, ST_OPT_STR, &x->tok_api, "API",
           "the API of --tokenize's server: completions (default), chat, llamacpp, sglang", 0, 0, 0 },
-        { "vocab", 0, ST_OPT_STR, &vocab, "FILE.gguf",
+        { "vocab", 0, ST_OPT_STR, &x->vocab, "FILE.gguf",
           "with --spec: tokenize the text with this GGUF vocabulary (SentencePiece, e.g. llama.cpp's "
           "ggml-vocab-llama-spm.gguf)",
           0, 0, 0 },
         { 0 },
     };
     for (size_t i = 0; i < sizeof more / sizeof more[0]; i++)
-        opts[n++] = more[i];
-    st_opts_result pr;
-    char err[1024];
-    int status = ST_EXIT_OK;
-    st_trace_stats *ts = NULL;
-    st_spec_stats *ss = NULL;
-    st_spmtok *tok = NULL;
-    st_tokenizer *etok = NULL;
-    char tokens_from[1200] = "";
-    st_emu_config ecfg;
-    st_emu_memory emem;
-    int have_ecfg = 0;
-    if (st_opts_parse(opts, argc - 1, argv + 1, 1, &pr, err, sizeof err) < 0) {
-        status = st_cli_usage_error("trace stats", err);
-        goto out;
-    }
-    if (pr.help) {
-        printf("usage: servetune trace stats FILE [OPTIONS] [--model MODEL --gpu GPU [vLLM flags]]\n\n"
-               "What a trace or a production log says about the traffic: request rate over time (mean,\n"
-               "p95 of the per-minute rates, peak, burstiness), input/output length percentiles, prefix\n"
-               "sharing and the hit rate an ideal prefix cache would get, sessions, and the advice that\n"
-               "follows (--max-model-len, the KV cache, prefix caching). Formats: servetune JSONL,\n"
-               "Mooncake, Azure, BurstGPT, LiteLLM spend logs, CSV (docs/trace-format.md). FILE '-' is\n"
-               "stdin. The file streams: memory stays bounded whatever its size. A gzip file (.jsonl.gz)\n"
-               "is read as it is, other compressed files are named (zstd-compressed: decompress it first);\n"
-               "a UTF-8 byte-order mark is skipped; a device is refused and a FIFO read with lines of at\n"
-               "most 4 MiB, reported as soon as one is longer. SIGINT/SIGTERM stop the reading at once\n"
-               "(exit 4, nothing printed or written). An agent trace (WEKA-style agentic trace, task-graph\n"
-               "JSONL) gets its shape instead: fan-out widths, joins, depth, shared blocks and the ideal\n"
-               "prefix-cache hit rate (docs/trace-format.md, \"Agent traces\").\n\n"
-               "Examples:\n"
-               "  servetune trace stats mooncake_trace.jsonl\n"
-               "  servetune trace stats spend_logs.json --trace-model qwen3-8b --model Qwen/Qwen3-8B --gpu H100\n"
-               "  servetune trace stats chats.jsonl --spec ngram:2 --spec ngram:4 --spec ngram:4,2,5 \\\n"
-               "      --vocab ggml-vocab-llama-spm.gguf\n"
-               "  servetune trace stats chats.jsonl --spec ngram:1..8 --tokenize http://127.0.0.1:8000\n\n"
-               "--spec replays vLLM's n-gram proposer over each logged prompt + completion (token ids from\n"
-               "the log, or the text tokenized with --vocab or the engine's --tokenize): acceptance rate,\n"
-               "mean acceptance length, per position, and the share of steps without a proposal, exact at\n"
-               "temperature 0. Lines with prompt text or messages and the completion (servetune JSONL with\n"
-               "\"completion\", OpenAI request/response logs, ShareGPT conversations); lines without them\n"
-               "are counted and named. With --model/--gpu, the engine model's TPOT with and without it\n"
-               "(docs/speculative.md).\n\n"
-               "Options:\n");
-        st_opts_usage(stdout, opts);
-        goto out;
-    }
-    if (pr.npos != 1) {
-        status = st_cli_usage_error("trace stats", "expected one trace FILE");
-        goto out;
-    }
-    const char *path = pr.pos[0];
-    if (st_agent_detect_file(path) != ST_AGENT_FMT_NONE) { /* agent task graphs: their shape (cli/agents.h) */
-        status = st_cli_agent_trace_stats(path, json_path);
-        goto out;
-    }
-    if (pr.nunknown && !model) {
+        opts[(*n)++] = more[i];
+}
+
+/* `trace stats --help`. */
+static void stats_help(const st_opt *opts)
+{
+    printf("usage: servetune trace stats FILE [OPTIONS] [--model MODEL --gpu GPU [vLLM flags]]\n\n"
+           "What a trace or a production log says about the traffic: request rate over time (mean,\n"
+           "p95 of the per-minute rates, peak, burstiness), input/output length percentiles, prefix\n"
+           "sharing and the hit rate an ideal prefix cache would get, sessions, and the advice that\n"
+           "follows (--max-model-len, the KV cache, prefix caching). Formats: servetune JSONL,\n"
+           "Mooncake, Azure, BurstGPT, LiteLLM spend logs, CSV (docs/trace-format.md). FILE '-' is\n"
+           "stdin. The file streams: memory stays bounded whatever its size. A gzip file (.jsonl.gz)\n"
+           "is read as it is, other compressed files are named (zstd-compressed: decompress it first);\n"
+           "a UTF-8 byte-order mark is skipped; a device is refused and a FIFO read with lines of at\n"
+           "most 4 MiB, reported as soon as one is longer. SIGINT/SIGTERM stop the reading at once\n"
+           "(exit 4, nothing printed or written). An agent trace (WEKA-style agentic trace, task-graph\n"
+           "JSONL) gets its shape instead: fan-out widths, joins, depth, shared blocks and the ideal\n"
+           "prefix-cache hit rate (docs/trace-format.md, \"Agent traces\").\n\n"
+           "Examples:\n"
+           "  servetune trace stats mooncake_trace.jsonl\n"
+           "  servetune trace stats spend_logs.json --trace-model qwen3-8b --model Qwen/Qwen3-8B --gpu H100\n"
+           "  servetune trace stats chats.jsonl --spec ngram:2 --spec ngram:4 --spec ngram:4,2,5 \\\n"
+           "      --vocab ggml-vocab-llama-spm.gguf\n"
+           "  servetune trace stats chats.jsonl --spec ngram:1..8 --tokenize http://127.0.0.1:8000\n\n"
+           "--spec replays vLLM's n-gram proposer over each logged prompt + completion (token ids from\n"
+           "the log, or the text tokenized with --vocab or the engine's --tokenize): acceptance rate,\n"
+           "mean acceptance length, per position, and the share of steps without a proposal, exact at\n"
+           "temperature 0. Lines with prompt text or messages and the completion (servetune JSONL with\n"
+           "\"completion\", OpenAI request/response logs, ShareGPT conversations); lines without them\n"
+           "are counted and named. With --model/--gpu, the engine model's TPOT with and without it\n"
+           "(docs/speculative.md).\n\n"
+           "Options:\n");
+    st_opts_usage(stdout, opts);
+}
+
+/* The options that go together, and the trace options resolved into o. 0, or the exit status. */
+static int stats_check(stats_cmd *x, st_trace_opts *o)
+{
+    if (x->pr.nunknown && !x->model) {
         char m[200];
-        snprintf(m, sizeof m, "unknown option %.100s", pr.unknown[0]);
-        status = st_cli_usage_error("trace stats", m);
-        goto out;
+        snprintf(m, sizeof m, "unknown option %.100s", x->pr.unknown[0]);
+        return st_cli_usage_error("trace stats", m);
     }
-    if ((model != NULL) != (gpu != NULL)) {
-        status = st_cli_usage_error("trace stats", "--model and --gpu go together");
-        goto out;
+    if ((x->model != NULL) != (x->gpu != NULL))
+        return st_cli_usage_error("trace stats", "--model and --gpu go together");
+    if (st_cli_trace_resolve(&x->T, (uint64_t)x->seed, o, x->err, sizeof x->err) < 0)
+        return st_cli_usage_error("trace stats", x->err);
+    if ((x->vocab || x->tok_url) && !x->specs.n)
+        return st_cli_usage_error("trace stats", x->vocab ? "--vocab goes with --spec" : "--tokenize goes with --spec");
+    if (x->vocab && x->tok_url)
+        return st_cli_usage_error("trace stats", "--vocab or --tokenize, not both");
+    return ST_EXIT_OK;
+}
+
+/* --vocab: the SentencePiece tokenizer of a GGUF vocabulary. 0, or the exit status. */
+static int stats_vocab(stats_cmd *x)
+{
+    size_t vlen = 0;
+    char *vb = st_read_file(x->vocab, VOCAB_FILE_MAX, &vlen, x->err, sizeof x->err);
+    st_gguf g;
+    if (!vb || st_gguf_parse(vb, vlen, vlen, &g, x->err, sizeof x->err)) {
+        fprintf(stderr, "servetune trace stats: --vocab %s: %s\n", x->vocab, x->err);
+        free(vb);
+        return ST_EXIT_USAGE;
     }
-    st_trace_opts o;
-    if (st_cli_trace_resolve(&T, (uint64_t)seed, &o, err, sizeof err) < 0) {
-        status = st_cli_usage_error("trace stats", err);
-        goto out;
+    x->tok = st_spmtok_from_gguf(&g, x->err, sizeof x->err);
+    st_gguf_free(&g);
+    free(vb);
+    if (!x->tok) {
+        fprintf(stderr, "servetune trace stats: --vocab %s: %s\n", x->vocab, x->err);
+        return ST_EXIT_USAGE;
     }
-    if ((vocab || tok_url) && !specs.n) {
-        status = st_cli_usage_error("trace stats", vocab ? "--vocab goes with --spec" : "--tokenize goes with --spec");
-        goto out;
+    const char *base = strrchr(x->vocab, '/');
+    snprintf(x->tokens_from, sizeof x->tokens_from,
+             "%s (SentencePiece as llama.cpp, %u tokens; no BOS, no chat "
+             "template)",
+             base ? base + 1 : x->vocab, st_spmtok_vocab_size(x->tok));
+    return ST_EXIT_OK;
+}
+
+/* --tokenize: a running engine's /tokenize. 0, or the exit status. */
+static int stats_tokenizer(stats_cmd *x)
+{
+    st_api_kind ak;
+    if (st_api_from_name(x->tok_api, &ak) || ak == ST_API_TGI)
+        return st_cli_usage_error("trace stats", "--tokenize-api: completions, chat, llamacpp or sglang");
+    x->etok = st_tokenizer_new(x->tok_url, ak, NULL, NULL, 0, NULL, 30, x->err, sizeof x->err);
+    if (!x->etok) {
+        fprintf(stderr, "servetune trace stats: --tokenize %s: %s\n", x->tok_url, x->err);
+        return ST_EXIT_USAGE;
     }
-    if (vocab && tok_url) {
-        status = st_cli_usage_error("trace stats", "--vocab or --tokenize, not both");
-        goto out;
-    }
-    if (specs.n) {
-        st_ngram_params sp[ST_SPEC_PARAMS_MAX];
-        int nsp = 0;
-        for (int i = 0; i < specs.n; i++) {
-            int got = st_ngram_params_parse_list(specs.v[i], sp + nsp, ST_SPEC_PARAMS_MAX - nsp, err, sizeof err);
-            if (got < 0) {
-                char m[1100];
-                snprintf(m, sizeof m, "--spec %s", err);
-                status = st_cli_usage_error("trace stats", m);
-                goto out;
-            }
-            nsp += got;
+    snprintf(x->tokens_from, sizeof x->tokens_from,
+             "%s/tokenize (the engine's tokenizer; no special tokens, no "
+             "chat template)",
+             x->tok_url);
+    return ST_EXIT_OK;
+}
+
+/* --spec: the n-gram parameters, the tokenizer, and the log's speculation replayed. 0, or the
+ * exit status. */
+static int stats_spec(stats_cmd *x, const char *path)
+{
+    st_ngram_params sp[ST_SPEC_PARAMS_MAX];
+    int nsp = 0, status;
+    for (int i = 0; i < x->specs.n; i++) {
+        int got = st_ngram_params_parse_list(x->specs.v[i], sp + nsp, ST_SPEC_PARAMS_MAX - nsp, x->err, sizeof x->err);
+        if (got < 0) {
+            char m[1100];
+            snprintf(m, sizeof m, "--spec %s", x->err);
+            return st_cli_usage_error("trace stats", m);
         }
-        if (!strcmp(path, "-")) {
-            status = st_cli_usage_error("trace stats", "--spec reads the file twice: give a file, not stdin");
-            goto out;
-        }
-        if (vocab) {
-            size_t vlen = 0;
-            char *vb = st_read_file(vocab, VOCAB_FILE_MAX, &vlen, err, sizeof err);
-            st_gguf g;
-            if (!vb || st_gguf_parse(vb, vlen, vlen, &g, err, sizeof err)) {
-                fprintf(stderr, "servetune trace stats: --vocab %s: %s\n", vocab, err);
-                free(vb);
-                status = ST_EXIT_USAGE;
-                goto out;
-            }
-            tok = st_spmtok_from_gguf(&g, err, sizeof err);
-            st_gguf_free(&g);
-            free(vb);
-            if (!tok) {
-                fprintf(stderr, "servetune trace stats: --vocab %s: %s\n", vocab, err);
-                status = ST_EXIT_USAGE;
-                goto out;
-            }
-            const char *base = strrchr(vocab, '/');
-            snprintf(tokens_from, sizeof tokens_from,
-                     "%s (SentencePiece as llama.cpp, %u tokens; no BOS, no chat "
-                     "template)",
-                     base ? base + 1 : vocab, st_spmtok_vocab_size(tok));
-        }
-        if (tok_url) {
-            st_api_kind ak;
-            if (st_api_from_name(tok_api, &ak) || ak == ST_API_TGI) {
-                status = st_cli_usage_error("trace stats", "--tokenize-api: completions, chat, llamacpp or sglang");
-                goto out;
-            }
-            etok = st_tokenizer_new(tok_url, ak, NULL, NULL, 0, NULL, 30, err, sizeof err);
-            if (!etok) {
-                fprintf(stderr, "servetune trace stats: --tokenize %s: %s\n", tok_url, err);
-                status = ST_EXIT_USAGE;
-                goto out;
-            }
-            snprintf(tokens_from, sizeof tokens_from,
-                     "%s/tokenize (the engine's tokenizer; no special tokens, no "
-                     "chat template)",
-                     tok_url);
-        }
-        ss = st_spec_stats_new(sp, nsp,
-                               tok    ? spm_tokenize
-                               : etok ? st_tokenizer_ids
-                                      : NULL,
-                               tok ? (void *)tok : etok, err, sizeof err);
-        if (!ss || st_cli_spec_read(path, ss, err, sizeof err)) {
-            fprintf(stderr, "servetune trace stats: %s\n", err);
-            status = ss ? ST_EXIT_USAGE : ST_EXIT_FAIL;
-            goto out;
-        }
+        nsp += got;
     }
-    st_traffic_engine e;
-    memset(&e, 0, sizeof e);
-    char what[300] = "";
-    if (model) {
-        char **av = calloc((size_t)pr.nunknown + 5, sizeof *av);
+    if (!strcmp(path, "-"))
+        return st_cli_usage_error("trace stats", "--spec reads the file twice: give a file, not stdin");
+    if (x->vocab && (status = stats_vocab(x)) != ST_EXIT_OK)
+        return status;
+    if (x->tok_url && (status = stats_tokenizer(x)) != ST_EXIT_OK)
+        return status;
+    x->ss = st_spec_stats_new(sp, nsp,
+                              x->tok    ? spm_tokenize
+                              : x->etok ? st_tokenizer_ids
+                                        : NULL,
+                              x->tok ? (void *)x->tok : x->etok, x->err, sizeof x->err);
+    if (!x->ss || st_cli_spec_read(path, x->ss, x->err, sizeof x->err)) {
+        fprintf(stderr, "servetune trace stats: %s\n", x->err);
+        return x->ss ? ST_EXIT_USAGE : ST_EXIT_FAIL;
+    }
+    return ST_EXIT_OK;
+}
+
+/* --model/--gpu: the engine model's KV cache and context limit for the advice (and its config for
+ * the speculation's TPOT); --kv-tokens and --max-model-len over them. 0, or the exit status. */
+static int stats_engine(stats_cmd *x)
+{
+    memset(&x->e, 0, sizeof x->e);
+    if (x->model) {
+        char **av = calloc((size_t)x->pr.nunknown + 5, sizeof *av);
         int ac = 0;
-        if (!av) {
-            status = ST_EXIT_FAIL;
-            goto out;
-        }
+        if (!av)
+            return ST_EXIT_FAIL;
         av[ac++] = "serve";
-        av[ac++] = (char *)model;
+        av[ac++] = (char *)x->model;
         av[ac++] = "--gpu";
-        av[ac++] = (char *)gpu;
-        for (int i = 0; i < pr.nunknown; i++)
-            av[ac++] = pr.unknown[i];
-        int rc = st_traffic_engine_model(ac, av, gpu, &e, what, sizeof what, err, sizeof err);
-        if (rc == 0 && ss)
-            have_ecfg = spec_engine_config(ac, av, gpu, &ecfg, &emem, err, sizeof err) == 0;
+        av[ac++] = (char *)x->gpu;
+        for (int i = 0; i < x->pr.nunknown; i++)
+            av[ac++] = x->pr.unknown[i];
+        int rc = st_traffic_engine_model(ac, av, x->gpu, &x->e, x->what, sizeof x->what, x->err, sizeof x->err);
+        if (rc == 0 && x->ss)
+            x->have_ecfg = spec_engine_config(ac, av, x->gpu, &x->ecfg, &x->emem, x->err, sizeof x->err) == 0;
         free(av);
         if (rc < 0) {
-            fprintf(stderr, "servetune trace stats: the engine model of %s on %s: %s\n", model, gpu, err);
-            status = ST_EXIT_USAGE;
-            goto out;
+            fprintf(stderr, "servetune trace stats: the engine model of %s on %s: %s\n", x->model, x->gpu, x->err);
+            return ST_EXIT_USAGE;
         }
     }
-    if (kv_tokens > 0)
-        e.kv_tokens = (uint64_t)kv_tokens;
-    if (max_model_len > 0)
-        e.max_model_len = (uint32_t)max_model_len;
-    ts = st_trace_stats_new();
+    if (x->kv_tokens > 0)
+        x->e.kv_tokens = (uint64_t)x->kv_tokens;
+    if (x->max_model_len > 0)
+        x->e.max_model_len = (uint32_t)x->max_model_len;
+    return ST_EXIT_OK;
+}
+
+/* A log the traffic reader does not know, read with --spec: the speculation figures alone. The
+ * exit status. */
+static int stats_spec_only(stats_cmd *x, const char *path)
+{
+    const char *from = x->tokens_from[0] ? x->tokens_from : NULL;
+    printf("%-22s %s\n%-22s not read: %s\n", "Trace", path, "Traffic", x->err);
+    print_spec(x->ss, from);
+    int status = st_spec_stats_counts(x->ss)->replayed ? ST_EXIT_OK : ST_EXIT_FAIL;
+    if (x->json_path) {
+        json_t *j = json_object();
+        json_object_set_new(j, "traffic_error", json_string(x->err));
+        json_object_set_new(j, "speculation", st_spec_stats_json(x->ss, from));
+        char *js = json_dumps(j, JSON_INDENT(2));
+        json_decref(j);
+        if (!js || st_write_file_atomic(x->json_path, js, strlen(js), x->err, sizeof x->err) < 0) {
+            fprintf(stderr, "servetune trace stats: cannot write %s\n", js ? x->err : x->json_path);
+            status = ST_EXIT_FAIL;
+        }
+        free(js);
+    }
+    return status;
+}
+
+/* --json: the figures, the advice and the speculation. 0, or ST_EXIT_FAIL. */
+static int stats_json(stats_cmd *x, const st_traffic *t, const st_traffic_advice *a, const st_trace_counts *c,
+                      st_trace_format fmt, const char *path)
+{
+    json_t *j = st_traffic_json(t, a, c, fmt, path);
+    if (j && x->ss)
+        json_object_set_new(j, "speculation", st_spec_stats_json(x->ss, x->tokens_from[0] ? x->tokens_from : NULL));
+    if (j && x->e.kv_tokens && x->what[0])
+        json_object_set_new(json_object_get(j, "advice"), "engine", json_string(x->what));
+    char *s = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
+    json_decref(j);
+    int status = ST_EXIT_OK;
+    if (!s || st_mkdir_parents(x->json_path, x->err, sizeof x->err) ||
+        st_write_file_atomic(x->json_path, s, strlen(s), x->err, sizeof x->err) < 0) {
+        if (s)
+            fprintf(stderr, "servetune trace stats: cannot write %s\n", x->err);
+        else
+            fprintf(stderr, "servetune trace stats: cannot write %s: out of memory\n", x->json_path);
+        status = ST_EXIT_FAIL;
+    }
+    free(s);
+    return status;
+}
+
+/* The trace read into the statistics, then the figures and the advice printed (and written with
+ * --json). The exit status. */
+static int stats_report(stats_cmd *x, const char *path, st_trace_opts *o)
+{
+    x->ts = st_trace_stats_new();
     st_trace_counts c;
     memset(&c, 0, sizeof c);
     st_trace_format fmt;
-    o.stop = st_cli_catch_signals(NULL);
-    int rc = ts ? st_trace_read_file(path, &o, st_trace_stats_row_cb, ts, &c, &fmt, err, sizeof err) : -1;
+    o->stop = st_cli_catch_signals(NULL);
+    int rc = x->ts ? st_trace_read_file(path, o, st_trace_stats_row_cb, x->ts, &c, &fmt, x->err, sizeof x->err) : -1;
     if (rc < 0 && c.interrupted) { /* nothing printed or written: the figures would be a part's */
-        fprintf(stderr, "servetune trace stats: %s by %s: nothing written\n", err, st_cli_signal_name());
-        status = ST_EXIT_INTERRUPTED;
-        goto out;
+        fprintf(stderr, "servetune trace stats: %s by %s: nothing written\n", x->err, st_cli_signal_name());
+        return ST_EXIT_INTERRUPTED;
     }
-    if (rc < 0 && ts && ss) { /* a log the traffic reader does not know: the speculation figures alone */
-        printf("%-22s %s\n%-22s not read: %s\n", "Trace", path, "Traffic", err);
-        print_spec(ss, tokens_from[0] ? tokens_from : NULL);
-        status = st_spec_stats_counts(ss)->replayed ? ST_EXIT_OK : ST_EXIT_FAIL;
-        if (json_path) {
-            json_t *j = json_object();
-            json_object_set_new(j, "traffic_error", json_string(err));
-            json_object_set_new(j, "speculation", st_spec_stats_json(ss, tokens_from[0] ? tokens_from : NULL));
-            char *js = json_dumps(j, JSON_INDENT(2));
-            json_decref(j);
-            if (!js || st_write_file_atomic(json_path, js, strlen(js), err, sizeof err) < 0) {
-                fprintf(stderr, "servetune trace stats: cannot write %s\n", js ? err : json_path);
-                status = ST_EXIT_FAIL;
-            }
-            free(js);
-        }
-        goto out;
-    }
+    if (rc < 0 && x->ts && x->ss)
+        return stats_spec_only(x, path);
     if (rc < 0) { /* a missing or malformed trace is bad input (docs/exit-codes.md) */
-        fprintf(stderr, "servetune trace stats: %s\n", ts ? err : "out of memory");
-        status = ts ? ST_EXIT_USAGE : ST_EXIT_FAIL;
-        goto out;
+        fprintf(stderr, "servetune trace stats: %s\n", x->ts ? x->err : "out of memory");
+        return x->ts ? ST_EXIT_USAGE : ST_EXIT_FAIL;
     }
+    int status = ST_EXIT_OK;
     st_traffic t;
-    st_trace_stats_result(ts, &t);
+    st_trace_stats_result(x->ts, &t);
     st_traffic_advice a;
-    st_traffic_advise(ts, &t, &e, &a);
+    st_traffic_advise(x->ts, &t, &x->e, &a);
     if (!t.requests) {
         char d[400];
         st_trace_counts_describe(&c, d, sizeof d);
@@ -597,37 +630,62 @@ static int trace_stats(int argc, char **argv)
     } else {
         print_traffic(path, fmt, &c, &t, &a);
     }
-    if (ss) {
-        print_spec(ss, tokens_from[0] ? tokens_from : NULL);
-        if (have_ecfg)
-            print_spec_engine(ss, &ecfg, &emem, what);
-        if (!st_spec_stats_counts(ss)->replayed)
+    if (x->ss) {
+        print_spec(x->ss, x->tokens_from[0] ? x->tokens_from : NULL);
+        if (x->have_ecfg)
+            print_spec_engine(x->ss, &x->ecfg, &x->emem, x->what);
+        if (!st_spec_stats_counts(x->ss)->replayed)
             status = ST_EXIT_FAIL;
     }
-    if (json_path) {
-        json_t *j = st_traffic_json(&t, &a, &c, fmt, path);
-        if (j && ss)
-            json_object_set_new(j, "speculation", st_spec_stats_json(ss, tokens_from[0] ? tokens_from : NULL));
-        if (j && e.kv_tokens && what[0])
-            json_object_set_new(json_object_get(j, "advice"), "engine", json_string(what));
-        char *s = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
-        json_decref(j);
-        if (!s || st_mkdir_parents(json_path, err, sizeof err) ||
-            st_write_file_atomic(json_path, s, strlen(s), err, sizeof err) < 0) {
-            if (s)
-                fprintf(stderr, "servetune trace stats: cannot write %s\n", err);
-            else
-                fprintf(stderr, "servetune trace stats: cannot write %s: out of memory\n", json_path);
-            status = ST_EXIT_FAIL;
-        }
-        free(s);
+    if (x->json_path && stats_json(x, &t, &a, &c, fmt, path) != ST_EXIT_OK)
+        status = ST_EXIT_FAIL;
+    return status;
+}
+
+/* The parts of a `trace stats` command that were opened or parsed. */
+static void stats_free(stats_cmd *x)
+{
+    st_trace_stats_free(x->ts);
+    st_spec_stats_free(x->ss);
+    st_spmtok_free(x->tok);
+    st_tokenizer_free(x->etok);
+    st_opts_result_free(&x->pr);
+}
+
+/* `trace stats` once its options are in x: parsed, checked, then the trace read and reported.
+ * The exit status. */
+static int stats_run(stats_cmd *x, st_opt *opts, int argc, char **argv)
+{
+    if (st_opts_parse(opts, argc - 1, argv + 1, 1, &x->pr, x->err, sizeof x->err) < 0)
+        return st_cli_usage_error("trace stats", x->err);
+    if (x->pr.help) {
+        stats_help(opts);
+        return ST_EXIT_OK;
     }
-out:
-    st_trace_stats_free(ts);
-    st_spec_stats_free(ss);
-    st_spmtok_free(tok);
-    st_tokenizer_free(etok);
-    st_opts_result_free(&pr);
+    if (x->pr.npos != 1)
+        return st_cli_usage_error("trace stats", "expected one trace FILE");
+    const char *path = x->pr.pos[0];
+    if (st_agent_detect_file(path) != ST_AGENT_FMT_NONE) /* agent task graphs: their shape (cli/agents.h) */
+        return st_cli_agent_trace_stats(path, x->json_path);
+    st_trace_opts o;
+    int status = stats_check(x, &o);
+    if (status == ST_EXIT_OK && x->specs.n)
+        status = stats_spec(x, path);
+    if (status == ST_EXIT_OK)
+        status = stats_engine(x);
+    return status == ST_EXIT_OK ? stats_report(x, path, &o) : status;
+}
+
+static int trace_stats(int argc, char **argv)
+{
+    stats_cmd x;
+    memset(&x, 0, sizeof x);
+    x.tok_api = "completions";
+    st_opt opts[32];
+    int n = 0;
+    stats_options(&x, opts, &n);
+    int status = stats_run(&x, opts, argc, argv);
+    stats_free(&x);
     return status;
 }
 

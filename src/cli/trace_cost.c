@@ -105,263 +105,308 @@ static void print_table(const st_attrib *a, double usd_h, const char *price_what
            100 * worst_tok, 100 * worst_dur);
 }
 
-int st_cli_trace_cost(int argc, char **argv)
-{
+/* One `trace cost` command: its options, and what it reads and builds (freed by cost_free). */
+typedef struct cost_cmd {
     st_cli_trace T;
-    memset(&T, 0, sizeof T);
-    const char *model = NULL, *gpu = NULL, *by = "user", *bill_path = NULL, *bucket = NULL, *csv_path = NULL;
-    const char *json_path = NULL, *events_path = NULL, *event_name = "servetune_tenant_cost", *spec_path = NULL;
-    const char *prices_path = NULL, *provider = NULL, *audit_dir = NULL;
-    double price = 0;
-    long replicas = 0, seed = 0;
-    int raw_ids = 0;
-    st_opt opts[40];
-    int n = 0;
-    st_cli_trace_opts(&T, opts, &n);
+    const char *model, *gpu, *by, *bill_path, *bucket, *csv_path, *json_path, *events_path, *event_name;
+    const char *spec_path, *prices_path, *provider, *audit_dir;
+    double price, width, usd_h;
+    long replicas, seed;
+    int raw_ids, have_spec;
+    st_opts_result pr;
+    char err[1024];
+    st_attrib A;
+    st_bill bill;
+    st_recon R;
+    st_spec spec;
+    st_prices P;
+    char **av;
+    st_emu_config cfg;
+    char price_what[300];
+} cost_cmd;
+
+/* The options of `trace cost` into opts (room for 40), their count in *n. */
+static void cost_options(cost_cmd *x, st_opt *opts, int *n)
+{
+    st_cli_trace_opts(&x->T, opts, n);
     const st_opt more[] = {
-        { "model", 0, ST_OPT_STR, &model, "MODEL", "the served model (vLLM flags after it pass through)", 0, 0, 0 },
-        { "gpu", 0, ST_OPT_STR, &gpu, "NAME", "the GPU (H100, A100, ...)", 0, 0, 0 },
-        { "spec", 0, ST_OPT_STR, &spec_path, "FILE",
+        { "model", 0, ST_OPT_STR, &x->model, "MODEL", "the served model (vLLM flags after it pass through)", 0, 0, 0 },
+        { "gpu", 0, ST_OPT_STR, &x->gpu, "NAME", "the GPU (H100, A100, ...)", 0, 0, 0 },
+        { "spec", 0, ST_OPT_STR, &x->spec_path, "FILE",
           "an audit spec: its model, baseline flags, GPU, GPUs per replica and price", 0, 0, 0 },
-        { "audit", 0, ST_OPT_STR, &audit_dir, "DIR", "an audit's or a prediction's folder: the spec it ran (as --spec)",
-          0, 0, 0 },
-        { "by", 0, ST_OPT_STR, &by, "FIELD",
+        { "audit", 0, ST_OPT_STR, &x->audit_dir, "DIR",
+          "an audit's or a prediction's folder: the spec it ran (as --spec)", 0, 0, 0 },
+        { "by", 0, ST_OPT_STR, &x->by, "FIELD",
           "user (default), team, tag, feature, session, model, end_user, or any field of the log's rows "
           "(metadata.project)",
           0, 0, 0 },
-        { "replicas", 0, ST_OPT_LONG, &replicas, "N",
+        { "replicas", 0, ST_OPT_LONG, &x->replicas, "N",
           "replicas that served the log (rows round-robin, a session's turns to one; default 1)", 1, 4096, 0 },
-        { "price-per-gpu-hour", 0, ST_OPT_DOUBLE, &price, "USD",
+        { "price-per-gpu-hour", 0, ST_OPT_DOUBLE, &x->price, "USD",
           "the GPU's price (else the spec's or the price list's)", 1e-9, 1e6, 0 },
-        { "prices", 0, ST_OPT_STR, &prices_path, "FILE", "a price list CSV instead of the built-in one", 0, 0, 0 },
-        { "provider", 0, ST_OPT_STR, &provider, "NAME", "the price list's provider (default: the lowest price)", 0, 0,
-          0 },
-        { "bill", 0, ST_OPT_STR, &bill_path, "FILE",
+        { "prices", 0, ST_OPT_STR, &x->prices_path, "FILE", "a price list CSV instead of the built-in one", 0, 0, 0 },
+        { "provider", 0, ST_OPT_STR, &x->provider, "NAME", "the price list's provider (default: the lowest price)", 0,
+          0, 0 },
+        { "bill", 0, ST_OPT_STR, &x->bill_path, "FILE",
           "RunPod billing records (JSON) or a CSV of time,amount: split each bucket's amount to the cent", 0, 0, 0 },
-        { "bucket", 0, ST_OPT_STR, &bucket, "hour|day", "the bill's bucket (default: from its times)", 0, 0, 0 },
-        { "csv", 0, ST_OPT_STR, &csv_path, "FILE", "write the split (with --bill: the bill's lines) as CSV", 0, 0, 0 },
-        { "json", 0, ST_OPT_STR, &json_path, "FILE", "write the split (and the bill's lines) as JSON", 0, 0, 0 },
-        { "events", 0, ST_OPT_STR, &events_path, "FILE",
+        { "bucket", 0, ST_OPT_STR, &x->bucket, "hour|day", "the bill's bucket (default: from its times)", 0, 0, 0 },
+        { "csv", 0, ST_OPT_STR, &x->csv_path, "FILE", "write the split (with --bill: the bill's lines) as CSV", 0, 0,
+          0 },
+        { "json", 0, ST_OPT_STR, &x->json_path, "FILE", "write the split (and the bill's lines) as JSON", 0, 0, 0 },
+        { "events", 0, ST_OPT_STR, &x->events_path, "FILE",
           "with --bill: product-analytics batch events, one per tenant and bucket, stamped with the bucket's time", 0,
           0, 0 },
-        { "raw-ids", 0, ST_OPT_FLAG, &raw_ids, NULL,
+        { "raw-ids", 0, ST_OPT_FLAG, &x->raw_ids, NULL,
           "events: distinct_id is the tenant's name as it is (default FIELD:NAME)", 0, 0, 0 },
-        { "event-name", 0, ST_OPT_STR, &event_name, "NAME", "the events' name (default servetune_tenant_cost)", 0, 0,
+        { "event-name", 0, ST_OPT_STR, &x->event_name, "NAME", "the events' name (default servetune_tenant_cost)", 0, 0,
           0 },
-        { "seed", 0, ST_OPT_LONG, &seed, "N", "seed of --trace-sample (default 0)", 0, 9.2e18, 0 },
+        { "seed", 0, ST_OPT_LONG, &x->seed, "N", "seed of --trace-sample (default 0)", 0, 9.2e18, 0 },
         { 0 },
     };
     for (size_t i = 0; i < sizeof more / sizeof more[0]; i++)
-        opts[n++] = more[i];
-    st_opts_result pr;
-    char err[1024];
-    int status = ST_EXIT_OK;
-    st_attrib A;
-    st_attrib_init(&A, "user");
-    st_bill bill;
-    memset(&bill, 0, sizeof bill);
-    st_recon R;
-    memset(&R, 0, sizeof R);
-    st_spec spec;
-    int have_spec = 0;
-    st_prices P;
-    memset(&P, 0, sizeof P);
-    char **av = NULL;
-    if (st_opts_parse(opts, argc - 1, argv + 1, 1, &pr, err, sizeof err) < 0) {
-        status = st_cli_usage_error("trace cost", err);
-        goto out;
-    }
-    if (pr.help) {
-        usage(opts);
-        goto out;
-    }
-    if (pr.npos != 1) {
-        status = st_cli_usage_error("trace cost", "expected one log FILE");
-        goto out;
-    }
-    if (!by || !*by || strlen(by) >= sizeof A.by) {
-        status = st_cli_usage_error("trace cost", "--by: expected a field name");
-        goto out;
-    }
-    double width = 0;
-    if (bucket && !strcmp(bucket, "hour"))
-        width = 3600;
-    else if (bucket && !strcmp(bucket, "day"))
-        width = 86400;
-    else if (bucket) {
-        status = st_cli_usage_error("trace cost", "--bucket: expected hour or day");
-        goto out;
-    }
-    if (events_path && !bill_path) {
-        status = st_cli_usage_error("trace cost", "--events needs --bill (events are per billing bucket)");
-        goto out;
-    }
-    if (spec_path && audit_dir) {
-        status = st_cli_usage_error("trace cost", "--spec and --audit are alternatives");
-        goto out;
-    }
-    if (spec_path || audit_dir) {
-        if ((spec_path ? st_spec_load(spec_path, &spec, err, sizeof err)
-                       : audit_spec(audit_dir, &spec, err, sizeof err)) < 0) {
-            fprintf(stderr, "servetune trace cost: %s\n", err);
-            status = ST_EXIT_USAGE;
-            goto out;
+        opts[(*n)++] = more[i];
+}
+
+/* The options that go together, the bill's bucket width, and the spec (--spec or --audit) with
+ * the model, GPU and price it gives. 0, or the exit status. */
+static int cost_check(cost_cmd *x)
+{
+    if (!x->by || !*x->by || strlen(x->by) >= sizeof x->A.by)
+        return st_cli_usage_error("trace cost", "--by: expected a field name");
+    if (x->bucket && !strcmp(x->bucket, "hour"))
+        x->width = 3600;
+    else if (x->bucket && !strcmp(x->bucket, "day"))
+        x->width = 86400;
+    else if (x->bucket)
+        return st_cli_usage_error("trace cost", "--bucket: expected hour or day");
+    if (x->events_path && !x->bill_path)
+        return st_cli_usage_error("trace cost", "--events needs --bill (events are per billing bucket)");
+    if (x->spec_path && x->audit_dir)
+        return st_cli_usage_error("trace cost", "--spec and --audit are alternatives");
+    if (x->spec_path || x->audit_dir) {
+        if ((x->spec_path ? st_spec_load(x->spec_path, &x->spec, x->err, sizeof x->err)
+                          : audit_spec(x->audit_dir, &x->spec, x->err, sizeof x->err)) < 0) {
+            fprintf(stderr, "servetune trace cost: %s\n", x->err);
+            return ST_EXIT_USAGE;
         }
-        have_spec = 1;
-        if (!model)
-            model = spec.engine.model;
-        if (!gpu)
-            gpu = spec.hardware.gpu;
-        if (price <= 0 && spec.hardware.price_per_gpu_hour > 0)
-            price = spec.hardware.price_per_gpu_hour;
+        x->have_spec = 1;
+        if (!x->model)
+            x->model = x->spec.engine.model;
+        if (!x->gpu)
+            x->gpu = x->spec.hardware.gpu;
+        if (x->price <= 0 && x->spec.hardware.price_per_gpu_hour > 0)
+            x->price = x->spec.hardware.price_per_gpu_hour;
     }
-    if (!model || !gpu) {
-        status = st_cli_usage_error("trace cost", "the engine model needs --model and --gpu (or --spec, --audit)");
-        goto out;
-    }
-    /* the engine model: `vllm serve MODEL --gpu GPU [spec flags] [flags]` */
-    size_t nflags = have_spec ? (size_t)spec.engine.flags.n : 0;
-    av = calloc((size_t)pr.nunknown + nflags + 8, sizeof *av);
-    if (!av) {
-        status = ST_EXIT_FAIL;
-        goto out;
-    }
+    if (!x->model || !x->gpu)
+        return st_cli_usage_error("trace cost", "the engine model needs --model and --gpu (or --spec, --audit)");
+    return ST_EXIT_OK;
+}
+
+/* The engine model: `vllm serve MODEL --gpu GPU [spec flags] [flags]`. 0, or the exit status. */
+static int cost_engine(cost_cmd *x)
+{
+    size_t nflags = x->have_spec ? (size_t)x->spec.engine.flags.n : 0;
+    char **av = x->av = calloc((size_t)x->pr.nunknown + nflags + 8, sizeof *av);
+    if (!av)
+        return ST_EXIT_FAIL;
     int ac = 0;
     av[ac++] = "serve";
-    av[ac++] = (char *)model;
+    av[ac++] = (char *)x->model;
     av[ac++] = "--gpu";
-    av[ac++] = (char *)gpu;
+    av[ac++] = (char *)x->gpu;
     char tpbuf[16];
-    if (have_spec && spec.hardware.gpus_per_replica > 1) {
-        snprintf(tpbuf, sizeof tpbuf, "%d", spec.hardware.gpus_per_replica);
+    if (x->have_spec && x->spec.hardware.gpus_per_replica > 1) {
+        snprintf(tpbuf, sizeof tpbuf, "%d", x->spec.hardware.gpus_per_replica);
         av[ac++] = "--tensor-parallel-size";
         av[ac++] = tpbuf;
     }
     for (size_t i = 0; i < nflags; i++)
-        av[ac++] = spec.engine.flags.v[i];
-    for (int i = 0; i < pr.nunknown; i++)
-        av[ac++] = pr.unknown[i];
-    st_emu_config cfg;
-    if (st_emu_config_of_argv(ac, av, gpu, &cfg, NULL, err, sizeof err)) {
-        fprintf(stderr, "servetune trace cost: the engine model of %s on %s: %s\n", model, gpu, err);
-        status = ST_EXIT_USAGE;
-        goto out;
+        av[ac++] = x->spec.engine.flags.v[i];
+    for (int i = 0; i < x->pr.nunknown; i++)
+        av[ac++] = x->pr.unknown[i];
+    if (st_emu_config_of_argv(ac, av, x->gpu, &x->cfg, NULL, x->err, sizeof x->err)) {
+        fprintf(stderr, "servetune trace cost: the engine model of %s on %s: %s\n", x->model, x->gpu, x->err);
+        return ST_EXIT_USAGE;
     }
-    /* the price of one replica-hour */
-    char price_what[300];
-    if (price > 0) {
-        snprintf(price_what, sizeof price_what, "$%.4g per GPU-hour%s", price,
-                 have_spec && spec.hardware.price_per_gpu_hour == price ? " (the audit's spec)" : "");
+    return ST_EXIT_OK;
+}
+
+/* The price of one replica-hour (x->usd_h) and where it comes from. 0, or the exit status. */
+static int cost_price(cost_cmd *x)
+{
+    if (x->price > 0) {
+        snprintf(x->price_what, sizeof x->price_what, "$%.4g per GPU-hour%s", x->price,
+                 x->have_spec && x->spec.hardware.price_per_gpu_hour == x->price ? " (the audit's spec)" : "");
     } else {
         int prc;
-        if (prices_path) {
+        if (x->prices_path) {
             size_t len;
-            char *text = st_read_file(prices_path, COST_PRICES_FILE_MAX, &len, err, sizeof err);
-            prc = text ? st_prices_parse(prices_path, text, len, &P, err, sizeof err) : -1;
+            char *text = st_read_file(x->prices_path, COST_PRICES_FILE_MAX, &len, x->err, sizeof x->err);
+            prc = text ? st_prices_parse(x->prices_path, text, len, &x->P, x->err, sizeof x->err) : -1;
             free(text);
         } else {
-            prc = st_prices_builtin(&P, err, sizeof err);
+            prc = st_prices_builtin(&x->P, x->err, sizeof x->err);
         }
-        const st_price *p = prc == 0 ? st_prices_pick(&P, gpu, ST_PRICE_ON_DEMAND, provider) : NULL;
+        const st_price *p = prc == 0 ? st_prices_pick(&x->P, x->gpu, ST_PRICE_ON_DEMAND, x->provider) : NULL;
         if (!p) {
             fprintf(stderr, "servetune trace cost: %s\n",
-                    prc < 0 ? err : "no on-demand price for this GPU in the price list (give --price-per-gpu-hour)");
-            status = ST_EXIT_USAGE;
-            goto out;
+                    prc < 0 ? x->err : "no on-demand price for this GPU in the price list (give --price-per-gpu-hour)");
+            return ST_EXIT_USAGE;
         }
-        price = p->usd_per_gpu_hour;
-        snprintf(price_what, sizeof price_what, "$%.4g per GPU-hour (%s, %s %s)", price, P.origin,
+        x->price = p->usd_per_gpu_hour;
+        snprintf(x->price_what, sizeof x->price_what, "$%.4g per GPU-hour (%s, %s %s)", x->price, x->P.origin,
                  p->provider ? p->provider : "", p->gpu_key);
     }
-    double usd_h = price * (cfg.tp ? cfg.tp : 1);
-    if (bill_path) { /* read before the replay: a bad bill fails at once */
-        size_t len;
-        char *text = st_read_file(bill_path, ST_ATTRIB_BILL_MAX_BYTES, &len, err, sizeof err);
-        if (!text || st_bill_parse(bill_path, text, len, width, &bill, err, sizeof err) < 0) {
-            free(text);
-            fprintf(stderr, "servetune trace cost: %s\n", err);
-            status = ST_EXIT_USAGE;
-            goto out;
-        }
+    x->usd_h = x->price * (x->cfg.tp ? x->cfg.tp : 1);
+    return ST_EXIT_OK;
+}
+
+/* --bill, read before the replay: a bad bill fails at once. 0, or the exit status. */
+static int cost_bill(cost_cmd *x)
+{
+    size_t len;
+    char *text = st_read_file(x->bill_path, ST_ATTRIB_BILL_MAX_BYTES, &len, x->err, sizeof x->err);
+    if (!text || st_bill_parse(x->bill_path, text, len, x->width, &x->bill, x->err, sizeof x->err) < 0) {
         free(text);
+        fprintf(stderr, "servetune trace cost: %s\n", x->err);
+        return ST_EXIT_USAGE;
     }
-    st_attrib_init(&A, by);
+    free(text);
+    return ST_EXIT_OK;
+}
+
+/* The log read into the tenants' requests, then replayed through the engine model. 0, or the
+ * exit status. */
+static int cost_replay(cost_cmd *x, const char *path)
+{
+    st_attrib_init(&x->A, x->by);
     st_trace_opts o;
-    if (st_cli_trace_resolve(&T, (uint64_t)seed, &o, err, sizeof err) < 0) {
-        status = st_cli_usage_error("trace cost", err);
-        goto out;
-    }
+    if (st_cli_trace_resolve(&x->T, (uint64_t)x->seed, &o, x->err, sizeof x->err) < 0)
+        return st_cli_usage_error("trace cost", x->err);
     st_trace_counts c;
     st_trace_format fmt;
-    const char *path = pr.pos[0];
-    if (st_trace_read_file(path, &o, st_attrib_row_cb, &A, &c, &fmt, err, sizeof err) < 0) {
-        fprintf(stderr, "servetune trace cost: %s\n", err);
-        status = ST_EXIT_USAGE;
-        goto out;
+    if (st_trace_read_file(path, &o, st_attrib_row_cb, &x->A, &c, &fmt, x->err, sizeof x->err) < 0) {
+        fprintf(stderr, "servetune trace cost: %s\n", x->err);
+        return ST_EXIT_USAGE;
     }
     char d[600];
     st_trace_counts_describe(&c, d, sizeof d);
     printf("%-22s %s (%s)\n%-22s %s\n", "Log", path, st_trace_format_name(fmt), "Read", d);
-    if (!A.n_req) {
+    if (!x->A.n_req) {
         fprintf(stderr, "servetune trace cost: %s: no requests kept\n", path);
-        status = ST_EXIT_FAIL;
-        goto out;
+        return ST_EXIT_FAIL;
     }
-    if (A.n_tenants == 1 && !strcmp(A.t[0].name, ST_ATTRIB_UNATTRIBUTED))
+    if (x->A.n_tenants == 1 && !strcmp(x->A.t[0].name, ST_ATTRIB_UNATTRIBUTED))
         fprintf(stderr,
                 "servetune trace cost: no row of %s carries '%s': every request is unattributed "
                 "(docs/cost-attribution.md lists the fields)\n",
-                path, by);
-    if (st_attrib_replay(&A, &cfg, replicas > 0 ? (uint32_t)replicas : 1, err, sizeof err) < 0) {
-        fprintf(stderr, "servetune trace cost: the replay: %s\n", err);
+                path, x->by);
+    if (st_attrib_replay(&x->A, &x->cfg, x->replicas > 0 ? (uint32_t)x->replicas : 1, x->err, sizeof x->err) < 0) {
+        fprintf(stderr, "servetune trace cost: the replay: %s\n", x->err);
+        return ST_EXIT_FAIL;
+    }
+    return ST_EXIT_OK;
+}
+
+/* The bill split over the tenants to the cent, printed per tenant over the whole bill. 0, or the
+ * exit status. */
+static int cost_reconcile(cost_cmd *x)
+{
+    const st_attrib *A = &x->A;
+    const st_recon *R = &x->R;
+    if (st_attrib_reconcile(&x->A, &x->bill, &x->R, x->err, sizeof x->err) < 0) {
+        fprintf(stderr, "servetune trace cost: %s\n", x->err);
+        return ST_EXIT_FAIL;
+    }
+    printf("\nBill %s: %u %s bucket%s, $%lld.%02lld; the log reaches %u of them; idle (unattributed) "
+           "$%lld.%02lld\n",
+           x->bill_path, x->bill.n, x->bill.width_s >= 86400 ? "daily" : "hourly", x->bill.n == 1 ? "" : "s",
+           (long long)(R->total_cents / 100), (long long)(R->total_cents % 100), x->bill.n - R->uncovered,
+           (long long)(R->idle_cents / 100), (long long)(R->idle_cents % 100));
+    /* per tenant over the whole bill */
+    for (uint32_t i = 0; i <= A->n_tenants; i++) {
+        int64_t cents = 0;
+        for (uint32_t k = 0; k < R->n; k++)
+            if (R->v[k].tenant == i)
+                cents += R->v[k].cents;
+        printf("  %-24.24s $%lld.%02lld\n", i < A->n_tenants ? A->t[i].name : ST_ATTRIB_IDLE, (long long)(cents / 100),
+               (long long)(cents % 100));
+    }
+    return ST_EXIT_OK;
+}
+
+/* --csv, --json and --events. 0, or ST_EXIT_FAIL when one could not be written. */
+static int cost_write(cost_cmd *x)
+{
+    int status = ST_EXIT_OK;
+    const char *bp = x->bill_path;
+    if (x->csv_path &&
+        write_text(x->csv_path, bp ? st_recon_csv(&x->A, &x->bill, &x->R) : st_attrib_csv(&x->A, x->usd_h), x->err,
+                   sizeof x->err) < 0) {
+        fprintf(stderr, "servetune trace cost: cannot write %s\n", x->err);
         status = ST_EXIT_FAIL;
-        goto out;
     }
-    print_table(&A, usd_h, price_what);
-    if (bill_path) {
-        if (st_attrib_reconcile(&A, &bill, &R, err, sizeof err) < 0) {
-            fprintf(stderr, "servetune trace cost: %s\n", err);
-            status = ST_EXIT_FAIL;
-            goto out;
-        }
-        printf("\nBill %s: %u %s bucket%s, $%lld.%02lld; the log reaches %u of them; idle (unattributed) "
-               "$%lld.%02lld\n",
-               bill_path, bill.n, bill.width_s >= 86400 ? "daily" : "hourly", bill.n == 1 ? "" : "s",
-               (long long)(R.total_cents / 100), (long long)(R.total_cents % 100), bill.n - R.uncovered,
-               (long long)(R.idle_cents / 100), (long long)(R.idle_cents % 100));
-        /* per tenant over the whole bill */
-        for (uint32_t i = 0; i <= A.n_tenants; i++) {
-            int64_t cents = 0;
-            for (uint32_t k = 0; k < R.n; k++)
-                if (R.v[k].tenant == i)
-                    cents += R.v[k].cents;
-            printf("  %-24.24s $%lld.%02lld\n", i < A.n_tenants ? A.t[i].name : ST_ATTRIB_IDLE,
-                   (long long)(cents / 100), (long long)(cents % 100));
-        }
-    }
-    if (csv_path &&
-        write_text(csv_path, bill_path ? st_recon_csv(&A, &bill, &R) : st_attrib_csv(&A, usd_h), err, sizeof err) < 0) {
-        fprintf(stderr, "servetune trace cost: cannot write %s\n", err);
+    if (x->json_path &&
+        write_text(x->json_path, st_attrib_json(&x->A, x->usd_h, bp ? &x->bill : NULL, bp ? &x->R : NULL), x->err,
+                   sizeof x->err) < 0) {
+        fprintf(stderr, "servetune trace cost: cannot write %s\n", x->err);
         status = ST_EXIT_FAIL;
     }
-    if (json_path && write_text(json_path, st_attrib_json(&A, usd_h, bill_path ? &bill : NULL, bill_path ? &R : NULL),
-                                err, sizeof err) < 0) {
-        fprintf(stderr, "servetune trace cost: cannot write %s\n", err);
+    if (x->events_path && write_text(x->events_path, st_recon_events(&x->A, &x->bill, &x->R, x->event_name, x->raw_ids),
+                                     x->err, sizeof x->err) < 0) {
+        fprintf(stderr, "servetune trace cost: cannot write %s\n", x->err);
         status = ST_EXIT_FAIL;
     }
-    if (events_path &&
-        write_text(events_path, st_recon_events(&A, &bill, &R, event_name, raw_ids), err, sizeof err) < 0) {
-        fprintf(stderr, "servetune trace cost: cannot write %s\n", err);
-        status = ST_EXIT_FAIL;
+    return status;
+}
+
+/* `trace cost` once its options are in x: checked, the engine model and price set, the log
+ * replayed and its cost split (and reconciled to a bill). The exit status. */
+static int cost_run(cost_cmd *x, st_opt *opts, int argc, char **argv)
+{
+    if (st_opts_parse(opts, argc - 1, argv + 1, 1, &x->pr, x->err, sizeof x->err) < 0)
+        return st_cli_usage_error("trace cost", x->err);
+    if (x->pr.help) {
+        usage(opts);
+        return ST_EXIT_OK;
     }
-out:
-    free(av);
-    st_recon_free(&R);
-    st_bill_free(&bill);
-    st_attrib_free(&A);
-    st_prices_free(&P);
-    if (have_spec)
-        st_spec_free(&spec);
-    st_opts_result_free(&pr);
+    if (x->pr.npos != 1)
+        return st_cli_usage_error("trace cost", "expected one log FILE");
+    int status = cost_check(x);
+    if (status == ST_EXIT_OK)
+        status = cost_engine(x);
+    if (status == ST_EXIT_OK)
+        status = cost_price(x);
+    if (status == ST_EXIT_OK && x->bill_path)
+        status = cost_bill(x);
+    if (status == ST_EXIT_OK)
+        status = cost_replay(x, x->pr.pos[0]);
+    if (status != ST_EXIT_OK)
+        return status;
+    print_table(&x->A, x->usd_h, x->price_what);
+    if (x->bill_path && (status = cost_reconcile(x)) != ST_EXIT_OK)
+        return status;
+    return cost_write(x);
+}
+
+int st_cli_trace_cost(int argc, char **argv)
+{
+    cost_cmd x;
+    memset(&x, 0, sizeof x);
+    x.by = "user";
+    x.event_name = "servetune_tenant_cost";
+    st_opt opts[40];
+    int n = 0;
+    cost_options(&x, opts, &n);
+    st_attrib_init(&x.A, "user");
+    int status = cost_run(&x, opts, argc, argv);
+    free(x.av);
+    st_recon_free(&x.R);
+    st_bill_free(&x.bill);
+    st_attrib_free(&x.A);
+    st_prices_free(&x.P);
+    if (x.have_spec)
+        st_spec_free(&x.spec);
+    st_opts_result_free(&x.pr);
     return status;
 }

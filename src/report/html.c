@@ -1057,15 +1057,11 @@ static void table_section(st_buf *h, const st_html_table *t)
     st_buf_printf(h, "</section>\n");
 }
 
-int st_html_render(const st_html_report *r, st_buf *out, char *err, size_t errlen)
+/* The configurations in the order shown: the caller's order when it is a permutation, else the
+ * cheapest first (or as given with keep_order). */
+static void order_configs(const st_html_report *r, ord *o)
 {
-    st_buf *h = out;
     uint32_t n = r->n_configs;
-    ord *o = calloc(n ? n : 1, sizeof *o);
-    if (!o) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
     for (uint32_t i = 0; i < n; i++)
         o[i] = (ord){ &r->configs[i], i };
     if (r->order) {
@@ -1087,7 +1083,11 @@ int st_html_render(const st_html_report *r, st_buf *out, char *err, size_t errle
     } else if (!r->keep_order) {
         qsort(o, n, sizeof *o, cmp_cheapest);
     }
+}
 
+/* The document's head (policy, generator, title, style) and the page's header and banners. */
+static void page_top(st_buf *h, const st_html_report *r)
+{
     const char *title = r->title && *r->title ? r->title : "Serving audit";
     st_buf_printf(h, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
                      "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
@@ -1112,14 +1112,18 @@ int st_html_render(const st_html_report *r, st_buf *out, char *err, size_t errle
     }
     st_buf_printf(h, "</header>\n");
     banners(h, r);
+}
 
+/* The headline (with the cost charts), the setup, and "Your traffic" when there is one. */
+static void overview_sections(st_buf *h, const st_html_report *r, const ord *o)
+{
     st_buf_printf(h, "<section id=\"headline\">\n<h2>Headline</h2>\n<p class=\"lead\">");
     if (r->headline && *r->headline)
         hs(h, r->headline);
     else
         default_headline(h, r);
     st_buf_printf(h, "</p>\n");
-    if (n)
+    if (r->n_configs)
         cost_charts(h, r, o);
     st_buf_printf(h, "</section>\n");
 
@@ -1141,7 +1145,12 @@ int st_html_render(const st_html_report *r, st_buf *out, char *err, size_t errle
         }
         st_buf_printf(h, "</section>\n");
     }
+}
 
+/* The results: the table, the search and its bracket's runs (sustained), the latency charts. */
+static void results_section(st_buf *h, const st_html_report *r, const ord *o)
+{
+    uint32_t n = r->n_configs;
     st_buf_printf(h, "<section id=\"results\">\n<h2>Results, cheapest first</h2>\n");
     if (n)
         results_table(h, r, o);
@@ -1160,10 +1169,11 @@ int st_html_render(const st_html_report *r, st_buf *out, char *err, size_t errle
     st_buf_printf(h, "<h3>Latency distribution at the capacity rate</h3>\n");
     dist_charts(h, r);
     st_buf_printf(h, "</section>\n");
+}
 
-    for (uint32_t t = 0; t < r->n_extra; t++)
-        table_section(h, &r->extra[t]);
-
+/* What each configuration changes, the method, the timelines, and the footer. */
+static void page_end(st_buf *h, const st_html_report *r)
+{
     st_buf_printf(h, "<section id=\"changes\">\n<h2>What each configuration changes</h2>\n");
     changes_table(h, r);
     st_buf_printf(h, "</section>\n");
@@ -1188,6 +1198,24 @@ int st_html_render(const st_html_report *r, st_buf *out, char *err, size_t errle
     ht(h, r->generator && *r->generator ? r->generator : "servetune", 200);
     st_buf_printf(h, ". Every figure is reproducible from the stored per-request records.</footer>\n"
                      "</main>\n</body>\n</html>\n");
+}
+
+int st_html_render(const st_html_report *r, st_buf *out, char *err, size_t errlen)
+{
+    st_buf *h = out;
+    uint32_t n = r->n_configs;
+    ord *o = calloc(n ? n : 1, sizeof *o);
+    if (!o) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    order_configs(r, o);
+    page_top(h, r);
+    overview_sections(h, r, o);
+    results_section(h, r, o);
+    for (uint32_t t = 0; t < r->n_extra; t++)
+        table_section(h, &r->extra[t]);
+    page_end(h, r);
     free(o);
     if (st_buf_error(out)) {
         char why[96];

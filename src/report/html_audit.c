@@ -574,175 +574,193 @@ static int disagg_table(arena *a, st_buf *tb, const st_report *r, st_html_table 
     return 1;
 }
 
-int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *opts, st_buf *out, char *err,
-                   size_t errlen)
-{
-    arena a = { 0 };
+/* One rendering: its allocations, a scratch buffer for the texts it builds, the model and the
+ * store (may be NULL). */
+typedef struct html_ctx {
+    arena a;
     st_buf tb;
-    st_buf_init(&tb, PIECE_MAX);
-    char *ev = engine_version(r);
-    st_html_report h;
-    memset(&h, 0, sizeof h);
-    uint32_t n = (uint32_t)(r->n_cfg > 0 ? r->n_cfg : 0);
-    st_html_config *cf = a_calloc(&a, n, sizeof *cf);
-    uint32_t *order = a_calloc(&a, n, sizeof *order);
-    st_html_kv *kv = a_calloc(&a, 12, sizeof *kv);
-    st_html_note *notes = a_calloc(&a, (size_t)(r->notes.n > 0 ? r->notes.n : 1), sizeof *notes);
-    const char **method = a_calloc(&a, METHOD_MAX, sizeof *method);
-    if (a.oom)
-        goto oom;
+    const st_report *r;
+    st_store *s;
+} html_ctx;
 
-    st_buf_printf(&tb, "Serving audit: %s on %s", r->spec.engine.model ? r->spec.engine.model : "?",
+/* Title, subtitle, headline, setup rows and the SLO's p95 limits of the page. */
+static void page_head(html_ctx *x, const st_html_audit_opts *opts, const char *ev, st_html_kv *kv, st_html_report *h)
+{
+    const st_report *r = x->r;
+    st_buf_printf(&x->tb, "Serving audit: %s on %s", r->spec.engine.model ? r->spec.engine.model : "?",
                   r->spec.hardware.gpu ? r->spec.hardware.gpu : "?");
-    h.title = a_take(&a, &tb);
-    st_buf_reset(&tb);
+    h->title = a_take(&x->a, &x->tb);
+    st_buf_reset(&x->tb);
     char date[64];
     st_fmt_date(date, sizeof date, r->audit.started);
-    st_buf_printf(&tb, "%s · spec %s · %d configuration%s", date, r->audit.spec_path ? r->audit.spec_path : "-",
+    st_buf_printf(&x->tb, "%s · spec %s · %d configuration%s", date, r->audit.spec_path ? r->audit.spec_path : "-",
                   r->n_cfg, r->n_cfg == 1 ? "" : "s");
-    h.subtitle = a_take(&a, &tb);
-    st_buf_reset(&tb);
-    h.partial = r->audit.partial;
-    h.partial_reason = r->audit.note;
-    h.prediction = opts ? opts->prediction : 0;
-    st_report_headline(r, &tb);
-    h.headline = a_take(&a, &tb);
-    st_buf_reset(&tb);
-    setup_rows(&a, r, ev, kv, &h.n_setup);
-    h.setup = kv;
-    h.slo_ttft_ms = h.slo_tpot_ms = NAN;
-    h.sustained = r->sustained;
-    h.concurrency = r->spec.closed_loop;
-    h.confidence = r->spec.search.confidence;
+    h->subtitle = a_take(&x->a, &x->tb);
+    st_buf_reset(&x->tb);
+    h->partial = r->audit.partial;
+    h->partial_reason = r->audit.note;
+    h->prediction = opts ? opts->prediction : 0;
+    st_report_headline(r, &x->tb);
+    h->headline = a_take(&x->a, &x->tb);
+    st_buf_reset(&x->tb);
+    setup_rows(&x->a, r, ev, kv, &h->n_setup);
+    h->setup = kv;
+    h->slo_ttft_ms = h->slo_tpot_ms = NAN;
+    h->sustained = r->sustained;
+    h->concurrency = r->spec.closed_loop;
+    h->confidence = r->spec.search.confidence;
     for (int i = 0; i < r->spec.slo.n; i++) {
         const st_slo_term *t = &r->spec.slo.terms[i];
         if (t->pct == 95 && t->metric == ST_SLO_TTFT)
-            h.slo_ttft_ms = t->max_ms;
+            h->slo_ttft_ms = t->max_ms;
         if (t->pct == 95 && t->metric == ST_SLO_TPOT)
-            h.slo_tpot_ms = t->max_ms;
+            h->slo_tpot_ms = t->max_ms;
     }
+}
 
-    st_distrust dt; /* a headline that names no winner highlights none */
-    st_report_distrust_find(r, &dt);
-    int named = !dt.host && !dt.tie && !dt.failed;
-    for (uint32_t i = 0; i < n; i++) {
-        const st_rep_cfg *c = &r->cfg[i];
-        st_html_config *hc = &cf[i];
-        order[i] = r->order ? (uint32_t)r->order[i] : i;
-        hc->name = c->name;
-        hc->is_baseline = i == 0;
-        hc->recommended = named && (int)i == r->pick;
-        hc->status = c->status == ST_REP_OK            ? ST_HTML_CFG_OK
-                     : c->status == ST_REP_NONE_PASSED ? ST_HTML_CFG_NONE_PASSED
-                     : c->status == ST_REP_FAILED      ? ST_HTML_CFG_NOT_STARTED
-                                                       : ST_HTML_CFG_NOT_RUN;
-        hc->ran = c->ran;
-        hc->status_text = c->note[0] ? c->note : NULL;
-        if (hc->status == ST_HTML_CFG_NOT_RUN && hc->status_text &&
-            !strncmp(hc->status_text, "not run", 7)) { /* the table says "not run" already */
-            const char *p = hc->status_text + 7;
-            while (*p == ':' || *p == ' ')
-                p++;
-            hc->status_text = *p ? p : NULL;
-        }
-        hc->capacity_rps = hc->capacity_vs_base = hc->pass_rate = hc->fail_rate = NAN;
-        hc->grid_rps = hc->refined_rps = hc->sustained_rps = hc->out_tok_s = NAN;
-        hc->usd_per_mtok = hc->usd_vs_base = hc->p95_ttft_ms = hc->p95_tpot_ms = NAN;
-        hc->replicas = hc->monthly_usd = hc->dist_rate = NAN;
-        hc->ci_lo = hc->ci_hi = hc->max_throughput_rps = hc->engine_minutes = NAN;
-        hc->sustained = r->sustained;
-        if (r->sustained && c->n_runs) {
-            const st_capacity *k = c->cap;
-            char bind[48];
-            st_report_binding(r, c, bind, sizeof bind);
-            st_buf_puts(&tb, bind);
-            hc->binding = a_take(&a, &tb);
-            st_buf_reset(&tb);
-            hc->boundary = k->has_pass && k->has_fail_above ? (k->cliff ? "cliff" : "smooth") : NULL;
-            hc->engine_minutes = k->engine_s / 60;
-            hc->max_throughput_rps = k->max_throughput_rps;
-            hc->search_runs = k->runs;
-            hc->pass_rate = k->has_pass ? k->pass_rate : NAN;
-            hc->fail_rate = isfinite(k->fail_rate) ? k->fail_rate : NAN;
-            hc->fail_undecided = k->fail_undecided;
-            st_html_trace *tr = a_calloc(&a, 2, sizeof *tr);
-            if (!tr)
-                goto oom;
-            if (k->pass_index >= 0 && k->pass_index < c->n_runs)
-                load_trace(&a, s, r, c, k->pass_index, 1, &tr[hc->n_traces++]);
-            if (k->fail_index >= 0 && k->fail_index < c->n_runs)
-                load_trace(&a, s, r, c, k->fail_index, 0, &tr[hc->n_traces++]);
-            hc->traces = tr;
-        }
-        if (c->status == ST_REP_OK) {
-            hc->capacity_rps = c->cap->capacity_rps;
-            hc->capacity_vs_base = c->cap_vs_base;
-            hc->pass_rate = c->cap->pass_rate;
-            hc->fail_rate = c->cap->has_fail_above ? c->cap->fail_rate : NAN;
-            hc->fail_undecided = c->cap->fail_undecided;
-            hc->capacity_may_be_higher = c->cap->highest_tested_passed;
-            if (r->sustained) {
-                hc->ci_lo = c->cap->ci_lo;
-                hc->ci_hi = c->cap->ci_hi;
-            }
-            if (r->refine && c->grid.has_pass && c->grid.capacity_rps != c->cap->capacity_rps)
-                hc->grid_rps = c->grid.capacity_rps;
-            /* a sustained capacity is itself the sustained rate */
-            hc->sustained_rps = r->sustained ? NAN : c->cap->sustained_rps;
-            hc->out_tok_s = c->cap->output_tps;
-            hc->usd_per_mtok = c->cost.usd_per_1m;
-            hc->usd_vs_base = c->cost_vs_base;
-            hc->p95_ttft_ms = c->ttft_p95_ms;
-            hc->p95_tpot_ms = c->tpot_p95_ms;
-            if (r->spec.peak_rate > 0) {
-                hc->replicas = (double)c->cost.replicas;
-                hc->monthly_usd = c->cost.monthly_usd;
-            }
-        }
-        changes_text(&tb, c->spec);
-        hc->changes = a_take(&a, &tb);
-        st_buf_reset(&tb);
-        hc->reason = c->spec->reason;
-        hc->command = c->row ? c->row->argv : NULL;
-
-        /* rate points and runs: everything measured (skipped rates have no evidence) */
-        st_html_point *pts = a_calloc(&a, (size_t)c->n_runs, sizeof *pts);
-        st_html_run *runs = a_calloc(&a, (size_t)c->n_runs, sizeof *runs);
-        if (!pts || !runs)
-            goto oom;
-        const st_run_row *dist = NULL;
-        for (int j = 0; j < c->n_runs; j++) {
-            const st_run_row *w = &c->runs[j];
-            if (is_verdict(w, "skipped"))
-                continue;
-            int passed = is_verdict(w, "pass") ? 1 : is_verdict(w, "fail") || is_verdict(w, "oversaturated") ? 0 : -1;
-            /* an early-stopped run is drawn at the lower bounds its verdict used */
-            int lb = w->stopped_early && w->n_terms >= 2;
-            pts[hc->n_points++] = (st_html_point){ w->rate, lb ? w->term_ms[0] : w->ttft_p95_ms,
-                                                   lb ? w->term_ms[1] : w->tpot_p95_ms, passed };
-            st_html_run *hr = &runs[hc->n_runs++];
-            hr->rate = w->rate;
-            hr->passed = passed;
-            hr->verdict = st_report_verdict_words(r, w);
-            load_samples(&a, s, w, hr);
-            if (passed >= 0 && (!dist || w->rate < dist->rate))
-                dist = w; /* the lowest measured rate, when nothing passed */
-        }
-        hc->points = pts;
-        hc->runs = runs;
-        if (c->status == ST_REP_OK && c->cap->pass_index >= 0 && c->cap->pass_index < c->n_runs)
-            dist = &c->runs[c->cap->pass_index];
-        if (dist)
-            load_latencies(&a, s, dist, hc);
-        if (a.oom)
-            goto oom;
+/* A configuration's name, status and its words, with every figure not known yet (NAN). */
+static void config_status(const st_report *r, int i, int named, st_html_config *hc)
+{
+    const st_rep_cfg *c = &r->cfg[i];
+    hc->name = c->name;
+    hc->is_baseline = i == 0;
+    hc->recommended = named && i == r->pick;
+    hc->status = c->status == ST_REP_OK            ? ST_HTML_CFG_OK
+                 : c->status == ST_REP_NONE_PASSED ? ST_HTML_CFG_NONE_PASSED
+                 : c->status == ST_REP_FAILED      ? ST_HTML_CFG_NOT_STARTED
+                                                   : ST_HTML_CFG_NOT_RUN;
+    hc->ran = c->ran;
+    hc->status_text = c->note[0] ? c->note : NULL;
+    if (hc->status == ST_HTML_CFG_NOT_RUN && hc->status_text &&
+        !strncmp(hc->status_text, "not run", 7)) { /* the table says "not run" already */
+        const char *p = hc->status_text + 7;
+        while (*p == ':' || *p == ' ')
+            p++;
+        hc->status_text = *p ? p : NULL;
     }
-    h.configs = cf;
-    h.n_configs = n;
-    h.order = r->order ? order : NULL;
+    hc->capacity_rps = hc->capacity_vs_base = hc->pass_rate = hc->fail_rate = NAN;
+    hc->grid_rps = hc->refined_rps = hc->sustained_rps = hc->out_tok_s = NAN;
+    hc->usd_per_mtok = hc->usd_vs_base = hc->p95_ttft_ms = hc->p95_tpot_ms = NAN;
+    hc->replicas = hc->monthly_usd = hc->dist_rate = NAN;
+    hc->ci_lo = hc->ci_hi = hc->max_throughput_rps = hc->engine_minutes = NAN;
+    hc->sustained = r->sustained;
+}
 
-    map_notes(r, notes, &h.n_notes);
-    h.notes = notes;
+/* A sustained search's figures: the binding term, the boundary, and the timelines of its last
+ * passing and first failing runs. 0, or -1 out of memory. */
+static int config_search(html_ctx *x, const st_rep_cfg *c, st_html_config *hc)
+{
+    const st_capacity *k = c->cap;
+    char bind[48];
+    st_report_binding(x->r, c, bind, sizeof bind);
+    st_buf_puts(&x->tb, bind);
+    hc->binding = a_take(&x->a, &x->tb);
+    st_buf_reset(&x->tb);
+    hc->boundary = k->has_pass && k->has_fail_above ? (k->cliff ? "cliff" : "smooth") : NULL;
+    hc->engine_minutes = k->engine_s / 60;
+    hc->max_throughput_rps = k->max_throughput_rps;
+    hc->search_runs = k->runs;
+    hc->pass_rate = k->has_pass ? k->pass_rate : NAN;
+    hc->fail_rate = isfinite(k->fail_rate) ? k->fail_rate : NAN;
+    hc->fail_undecided = k->fail_undecided;
+    st_html_trace *tr = a_calloc(&x->a, 2, sizeof *tr);
+    if (!tr)
+        return -1;
+    if (k->pass_index >= 0 && k->pass_index < c->n_runs)
+        load_trace(&x->a, x->s, x->r, c, k->pass_index, 1, &tr[hc->n_traces++]);
+    if (k->fail_index >= 0 && k->fail_index < c->n_runs)
+        load_trace(&x->a, x->s, x->r, c, k->fail_index, 0, &tr[hc->n_traces++]);
+    hc->traces = tr;
+    return 0;
+}
+
+/* The results row of a configuration that met the SLO: capacity, interval, cost, p95s. */
+static void config_capacity(const st_report *r, const st_rep_cfg *c, st_html_config *hc)
+{
+    hc->capacity_rps = c->cap->capacity_rps;
+    hc->capacity_vs_base = c->cap_vs_base;
+    hc->pass_rate = c->cap->pass_rate;
+    hc->fail_rate = c->cap->has_fail_above ? c->cap->fail_rate : NAN;
+    hc->fail_undecided = c->cap->fail_undecided;
+    hc->capacity_may_be_higher = c->cap->highest_tested_passed;
+    if (r->sustained) {
+        hc->ci_lo = c->cap->ci_lo;
+        hc->ci_hi = c->cap->ci_hi;
+    }
+    if (r->refine && c->grid.has_pass && c->grid.capacity_rps != c->cap->capacity_rps)
+        hc->grid_rps = c->grid.capacity_rps;
+    /* a sustained capacity is itself the sustained rate */
+    hc->sustained_rps = r->sustained ? NAN : c->cap->sustained_rps;
+    hc->out_tok_s = c->cap->output_tps;
+    hc->usd_per_mtok = c->cost.usd_per_1m;
+    hc->usd_vs_base = c->cost_vs_base;
+    hc->p95_ttft_ms = c->ttft_p95_ms;
+    hc->p95_tpot_ms = c->tpot_p95_ms;
+    if (r->spec.peak_rate > 0) {
+        hc->replicas = (double)c->cost.replicas;
+        hc->monthly_usd = c->cost.monthly_usd;
+    }
+}
+
+/* Rate points and runs: everything measured (skipped rates have no evidence), with the latency
+ * distribution of the capacity run (the lowest measured rate when nothing passed). 0, or -1 out
+ * of memory. */
+static int config_runs(html_ctx *x, const st_rep_cfg *c, st_html_config *hc)
+{
+    st_html_point *pts = a_calloc(&x->a, (size_t)c->n_runs, sizeof *pts);
+    st_html_run *runs = a_calloc(&x->a, (size_t)c->n_runs, sizeof *runs);
+    if (!pts || !runs)
+        return -1;
+    const st_run_row *dist = NULL;
+    for (int j = 0; j < c->n_runs; j++) {
+        const st_run_row *w = &c->runs[j];
+        if (is_verdict(w, "skipped"))
+            continue;
+        int passed = is_verdict(w, "pass") ? 1 : is_verdict(w, "fail") || is_verdict(w, "oversaturated") ? 0 : -1;
+        /* an early-stopped run is drawn at the lower bounds its verdict used */
+        int lb = w->stopped_early && w->n_terms >= 2;
+        pts[hc->n_points++] = (st_html_point){ w->rate, lb ? w->term_ms[0] : w->ttft_p95_ms,
+                                               lb ? w->term_ms[1] : w->tpot_p95_ms, passed };
+        st_html_run *hr = &runs[hc->n_runs++];
+        hr->rate = w->rate;
+        hr->passed = passed;
+        hr->verdict = st_report_verdict_words(x->r, w);
+        load_samples(&x->a, x->s, w, hr);
+        if (passed >= 0 && (!dist || w->rate < dist->rate))
+            dist = w; /* the lowest measured rate, when nothing passed */
+    }
+    hc->points = pts;
+    hc->runs = runs;
+    if (c->status == ST_REP_OK && c->cap->pass_index >= 0 && c->cap->pass_index < c->n_runs)
+        dist = &c->runs[c->cap->pass_index];
+    if (dist)
+        load_latencies(&x->a, x->s, dist, hc);
+    return x->a.oom ? -1 : 0;
+}
+
+/* One configuration's card: status, search, results row, changes, rate points and runs. 0, or
+ * -1 out of memory. */
+static int config_card(html_ctx *x, int i, int named, st_html_config *hc)
+{
+    const st_report *r = x->r;
+    const st_rep_cfg *c = &r->cfg[i];
+    config_status(r, i, named, hc);
+    if (r->sustained && c->n_runs && config_search(x, c, hc))
+        return -1;
+    if (c->status == ST_REP_OK)
+        config_capacity(r, c, hc);
+    changes_text(&x->tb, c->spec);
+    hc->changes = a_take(&x->a, &x->tb);
+    st_buf_reset(&x->tb);
+    hc->reason = c->spec->reason;
+    hc->command = c->row ? c->row->argv : NULL;
+    return config_runs(x, c, hc);
+}
+
+/* The method section's lines, in method (METHOD_MAX of room); their count. */
+static uint32_t method_lines(html_ctx *x, const char **method)
+{
+    const st_report *r = x->r;
     uint32_t nm = 0;
     if (r->sustained) {
         for (size_t i = 0; i < sizeof sustained_method / sizeof *sustained_method; i++)
@@ -768,27 +786,150 @@ int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *op
                        "GPU, not on the GPU itself: these figures are predictions to be confirmed "
                        "on hardware.";
     if (r->audit.prediction) {
-        st_buf_reset(&tb);
-        st_buf_puts(&tb, "Prediction: every run was computed by servetune's engine model in virtual time "
-                         "(servetune predict), with the same workloads, schedules, warm-up, early stop and "
-                         "capacity search as a measured audit; nothing was measured.");
+        st_buf_reset(&x->tb);
+        st_buf_puts(&x->tb, "Prediction: every run was computed by servetune's engine model in virtual time "
+                            "(servetune predict), with the same workloads, schedules, warm-up, early stop and "
+                            "capacity search as a measured audit; nothing was measured.");
         if (r->audit.model_note)
-            st_buf_printf(&tb, " %s", r->audit.model_note);
+            st_buf_printf(&x->tb, " %s", r->audit.model_note);
         if (r->audit.suggested_rates)
-            st_buf_printf(&tb, " Suggested rates for the measured audit: %s", r->audit.suggested_rates);
-        method[nm++] = a_take(&a, &tb);
+            st_buf_printf(&x->tb, " Suggested rates for the measured audit: %s", r->audit.suggested_rates);
+        method[nm++] = a_take(&x->a, &x->tb);
     }
-    h.method = method;
-    h.n_method = nm;
-    st_buf_printf(&tb, "servetune %s", r->audit.version ? r->audit.version : ST_VERSION);
-    h.generator = a_take(&a, &tb);
-    /* predicted vs measured (report/predvs.h): one row per configuration the prediction has */
+    return nm;
+}
+
+/* "Who pays" (report/whopays.h): the trace's tenants, when it names them. */
+static void who_pays_table(html_ctx *x, st_html_table *tables, uint32_t *nt)
+{
+    if (!x->r->who_pays)
+        return;
+    char(*wc)[ST_REP_WHOPAYS_COLS][ST_REP_WHOPAYS_CELL] = a_calloc(&x->a, ST_REP_WHOPAYS_ROWS + 2, sizeof *wc);
+    const char **wcells = a_calloc(&x->a, (ST_REP_WHOPAYS_ROWS + 2) * ST_REP_WHOPAYS_COLS, sizeof *wcells);
+    char *wintro = a_calloc(&x->a, 700, 1);
+    uint32_t wrows = wc && wcells && wintro ? st_rep_who_pays_table(x->r->who_pays, wc, wintro, 700) : 0;
+    for (uint32_t i = 0; i < wrows; i++)
+        for (int k = 0; k < ST_REP_WHOPAYS_COLS; k++)
+            wcells[i * ST_REP_WHOPAYS_COLS + k] = wc[i][k];
+    if (wrows)
+        tables[(*nt)++] = (st_html_table){ .id = "who-pays",
+                                           .title = "Who pays",
+                                           .intro = wintro,
+                                           .head = st_rep_who_pays_head,
+                                           .cells = wcells,
+                                           .cols = ST_REP_WHOPAYS_COLS,
+                                           .rows = wrows,
+                                           .text_cols = 1u << 0 };
+}
+
+/* The traffic day's cost per tenant per hour (report/whopays_day.h), when both are known. */
+static void who_pays_day_table(html_ctx *x, st_html_table *tables, uint32_t *nt)
+{
+    st_rep_wp_day *wpd = a_calloc(&x->a, 1, sizeof *wpd);
+    if (!wpd || !st_rep_who_pays_day(x->r, wpd))
+        return;
+    const char **head = a_calloc(&x->a, ST_REP_WPDAY_COLS_MAX, sizeof *head);
+    char(*wc)[ST_REP_WPDAY_COLS_MAX][ST_REP_WPDAY_CELL] = a_calloc(&x->a, 24, sizeof *wc);
+    uint32_t cols = (uint32_t)(5 + wpd->n_tenants);
+    const char **cells = a_calloc(&x->a, (size_t)24 * cols, sizeof *cells);
+    if (!head || !wc || !cells)
+        return;
+    st_rep_who_pays_day_cells(wpd, head, wc);
+    for (uint32_t hr = 0; hr < 24; hr++)
+        for (uint32_t k = 0; k < cols; k++)
+            cells[hr * cols + k] = wc[hr][k];
+    st_buf_reset(&x->tb);
+    st_buf_printf(&x->tb,
+                  "The spec's traffic day on %s autoscaled (ceil(rate / its capacity of %.3g req/s) "
+                  "replicas at $%.2f per replica-hour), the used part of each hour split over the trace's "
+                  "tenants by their model-based shares (the trace's tenant mix assumed all day), the rest "
+                  "idle; $ per hour.",
+                  wpd->config, wpd->capacity_rps, wpd->usd_per_replica_hour);
+    tables[(*nt)++] = (st_html_table){ .id = "who-pays-day",
+                                       .title = "Who pays over the traffic day",
+                                       .intro = a_take(&x->a, &x->tb),
+                                       .head = head,
+                                       .cells = cells,
+                                       .cols = cols,
+                                       .rows = 24 };
+}
+
+/* "A traffic day" (report/day.h): each configuration that met the SLO, cheapest first. */
+static void day_table(html_ctx *x, st_html_table *tables, uint32_t *nt)
+{
+    const st_report *r = x->r;
+    if (!r->day_present)
+        return;
+    const char **dc = a_calloc(&x->a, (size_t)r->n_cfg * (1 + ST_REP_DAY_CELLS), sizeof *dc);
+    uint32_t rows = 0;
+    for (int k = 0; dc && k < r->n_cfg; k++) {
+        const st_rep_cfg *c = &r->cfg[r->order[k]];
+        if (!c->day_ok)
+            continue;
+        char cells[ST_REP_DAY_CELLS][ST_REP_DAY_CELL_MAX];
+        st_rep_day_cells(&c->day, cells);
+        dc[rows * (1 + ST_REP_DAY_CELLS)] = c->name;
+        for (int j = 0; j < ST_REP_DAY_CELLS; j++) {
+            st_buf_reset(&x->tb);
+            st_buf_puts(&x->tb, cells[j]);
+            dc[rows * (1 + ST_REP_DAY_CELLS) + 1 + j] = a_take(&x->a, &x->tb);
+        }
+        rows++;
+    }
+    st_buf_reset(&x->tb);
+    st_rep_day_intro(&x->tb, &r->spec, r->day_serverless_price_per_gpu_s, r->day_serverless_from);
+    tables[(*nt)++] = (st_html_table){ .id = "day",
+                                       .title = "A traffic day",
+                                       .intro = a_take(&x->a, &x->tb),
+                                       .after = st_rep_day_note,
+                                       .head = st_rep_day_head,
+                                       .cells = dc,
+                                       .cols = 1 + ST_REP_DAY_CELLS,
+                                       .rows = rows };
+}
+
+/* "Quality vs baseline" (report/quality.h). */
+static void quality_table(html_ctx *x, st_html_table *tables, uint32_t *nt)
+{
+    const st_report *r = x->r;
+    if (!r->quality.present)
+        return;
+    const char **qc = a_calloc(&x->a, (size_t)r->n_cfg * ST_REP_QUALITY_COLS, sizeof *qc);
+    uint32_t rows = 0;
+    for (int i = 0; qc && i < r->n_cfg; i++) {
+        char cells[ST_REP_QUALITY_COLS - 1][ST_REP_QUALITY_CELL];
+        if (st_rep_quality_cells(r, i, cells) < 0)
+            continue;
+        qc[rows * ST_REP_QUALITY_COLS] = r->cfg[i].name;
+        for (int k = 0; k < ST_REP_QUALITY_COLS - 1; k++) {
+            st_buf_reset(&x->tb);
+            st_buf_puts(&x->tb, cells[k]);
+            qc[rows * ST_REP_QUALITY_COLS + 1 + k] = a_take(&x->a, &x->tb);
+        }
+        rows++;
+    }
+    st_buf_reset(&x->tb);
+    st_rep_quality_note(r, &x->tb);
+    tables[(*nt)++] = (st_html_table){ .id = "quality",
+                                       .title = "Quality vs baseline",
+                                       .intro = a_take(&x->a, &x->tb),
+                                       .head = st_rep_quality_head,
+                                       .cells = qc,
+                                       .cols = ST_REP_QUALITY_COLS,
+                                       .rows = rows,
+                                       .text_cols = 1u << 1 | 1u << 8 };
+}
+
+/* Predicted vs measured (report/predvs.h): one row per configuration the prediction has. */
+static void predvs_table(html_ctx *x, st_html_table *tables, uint32_t *nt)
+{
     static const char *const pv_head[10] = { "configuration", "capacity predicted", "measured",
                                              "error",         "TTFT p95 predicted", "measured",
                                              "error",         "TPOT p95 predicted", "measured",
                                              "error" };
+    const st_report *r = x->r;
     const char **pv =
-        r->predvs.present && !r->audit.prediction ? a_calloc(&a, (size_t)r->n_cfg * 10, sizeof *pv) : NULL;
+        r->predvs.present && !r->audit.prediction ? a_calloc(&x->a, (size_t)r->n_cfg * 10, sizeof *pv) : NULL;
     uint32_t pv_rows = 0;
     for (int i = 0; pv && i < r->n_cfg; i++) {
         char cells[9][32];
@@ -796,120 +937,14 @@ int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *op
             continue;
         pv[pv_rows * 10] = r->cfg[i].name;
         for (int k = 0; k < 9; k++) {
-            st_buf_reset(&tb);
-            st_buf_puts(&tb, cells[k]);
-            pv[pv_rows * 10 + 1 + k] = a_take(&a, &tb);
+            st_buf_reset(&x->tb);
+            st_buf_puts(&x->tb, cells[k]);
+            pv[pv_rows * 10 + 1 + k] = a_take(&x->a, &x->tb);
         }
         pv_rows++;
     }
-    st_html_table tables[8];
-    uint32_t nt = 0;
-    nt += (uint32_t)disagg_table(&a, &tb, r, &tables[nt]);
-    /* "Who pays" (report/whopays.h): the trace's tenants, when it names them */
-    if (r->who_pays) {
-        char(*wc)[ST_REP_WHOPAYS_COLS][ST_REP_WHOPAYS_CELL] = a_calloc(&a, ST_REP_WHOPAYS_ROWS + 2, sizeof *wc);
-        const char **wcells = a_calloc(&a, (ST_REP_WHOPAYS_ROWS + 2) * ST_REP_WHOPAYS_COLS, sizeof *wcells);
-        char *wintro = a_calloc(&a, 700, 1);
-        uint32_t wrows = wc && wcells && wintro ? st_rep_who_pays_table(r->who_pays, wc, wintro, 700) : 0;
-        for (uint32_t i = 0; i < wrows; i++)
-            for (int k = 0; k < ST_REP_WHOPAYS_COLS; k++)
-                wcells[i * ST_REP_WHOPAYS_COLS + k] = wc[i][k];
-        if (wrows)
-            tables[nt++] = (st_html_table){ .id = "who-pays",
-                                            .title = "Who pays",
-                                            .intro = wintro,
-                                            .head = st_rep_who_pays_head,
-                                            .cells = wcells,
-                                            .cols = ST_REP_WHOPAYS_COLS,
-                                            .rows = wrows,
-                                            .text_cols = 1u << 0 };
-    }
-    /* the traffic day's cost per tenant per hour (report/whopays_day.h), when both are known */
-    st_rep_wp_day *wpd = a_calloc(&a, 1, sizeof *wpd);
-    if (wpd && st_rep_who_pays_day(r, wpd)) {
-        const char **head = a_calloc(&a, ST_REP_WPDAY_COLS_MAX, sizeof *head);
-        char(*wc)[ST_REP_WPDAY_COLS_MAX][ST_REP_WPDAY_CELL] = a_calloc(&a, 24, sizeof *wc);
-        uint32_t cols = (uint32_t)(5 + wpd->n_tenants);
-        const char **cells = a_calloc(&a, (size_t)24 * cols, sizeof *cells);
-        if (head && wc && cells) {
-            st_rep_who_pays_day_cells(wpd, head, wc);
-            for (uint32_t hr = 0; hr < 24; hr++)
-                for (uint32_t k = 0; k < cols; k++)
-                    cells[hr * cols + k] = wc[hr][k];
-            st_buf_reset(&tb);
-            st_buf_printf(&tb,
-                          "The spec's traffic day on %s autoscaled (ceil(rate / its capacity of %.3g req/s) "
-                          "replicas at $%.2f per replica-hour), the used part of each hour split over the trace's "
-                          "tenants by their model-based shares (the trace's tenant mix assumed all day), the rest "
-                          "idle; $ per hour.",
-                          wpd->config, wpd->capacity_rps, wpd->usd_per_replica_hour);
-            tables[nt++] = (st_html_table){ .id = "who-pays-day",
-                                            .title = "Who pays over the traffic day",
-                                            .intro = a_take(&a, &tb),
-                                            .head = head,
-                                            .cells = cells,
-                                            .cols = cols,
-                                            .rows = 24 };
-        }
-    }
-    /* "A traffic day" (report/day.h): each configuration that met the SLO, cheapest first */
-    if (r->day_present) {
-        const char **dc = a_calloc(&a, (size_t)r->n_cfg * (1 + ST_REP_DAY_CELLS), sizeof *dc);
-        uint32_t rows = 0;
-        for (int k = 0; dc && k < r->n_cfg; k++) {
-            const st_rep_cfg *c = &r->cfg[r->order[k]];
-            if (!c->day_ok)
-                continue;
-            char cells[ST_REP_DAY_CELLS][ST_REP_DAY_CELL_MAX];
-            st_rep_day_cells(&c->day, cells);
-            dc[rows * (1 + ST_REP_DAY_CELLS)] = c->name;
-            for (int j = 0; j < ST_REP_DAY_CELLS; j++) {
-                st_buf_reset(&tb);
-                st_buf_puts(&tb, cells[j]);
-                dc[rows * (1 + ST_REP_DAY_CELLS) + 1 + j] = a_take(&a, &tb);
-            }
-            rows++;
-        }
-        st_buf_reset(&tb);
-        st_rep_day_intro(&tb, &r->spec, r->day_serverless_price_per_gpu_s, r->day_serverless_from);
-        tables[nt++] = (st_html_table){ .id = "day",
-                                        .title = "A traffic day",
-                                        .intro = a_take(&a, &tb),
-                                        .after = st_rep_day_note,
-                                        .head = st_rep_day_head,
-                                        .cells = dc,
-                                        .cols = 1 + ST_REP_DAY_CELLS,
-                                        .rows = rows };
-    }
-    /* "Quality vs baseline" (report/quality.h) */
-    if (r->quality.present) {
-        const char **qc = a_calloc(&a, (size_t)r->n_cfg * ST_REP_QUALITY_COLS, sizeof *qc);
-        uint32_t rows = 0;
-        for (int i = 0; qc && i < r->n_cfg; i++) {
-            char cells[ST_REP_QUALITY_COLS - 1][ST_REP_QUALITY_CELL];
-            if (st_rep_quality_cells(r, i, cells) < 0)
-                continue;
-            qc[rows * ST_REP_QUALITY_COLS] = r->cfg[i].name;
-            for (int k = 0; k < ST_REP_QUALITY_COLS - 1; k++) {
-                st_buf_reset(&tb);
-                st_buf_puts(&tb, cells[k]);
-                qc[rows * ST_REP_QUALITY_COLS + 1 + k] = a_take(&a, &tb);
-            }
-            rows++;
-        }
-        st_buf_reset(&tb);
-        st_rep_quality_note(r, &tb);
-        tables[nt++] = (st_html_table){ .id = "quality",
-                                        .title = "Quality vs baseline",
-                                        .intro = a_take(&a, &tb),
-                                        .head = st_rep_quality_head,
-                                        .cells = qc,
-                                        .cols = ST_REP_QUALITY_COLS,
-                                        .rows = rows,
-                                        .text_cols = 1u << 1 | 1u << 8 };
-    }
     if (pv_rows)
-        tables[nt++] = (st_html_table){
+        tables[(*nt)++] = (st_html_table){
             .id = "predvs",
             .title = "Predicted vs measured",
             .intro = "Before measuring, the audit ran servetune predict on the same spec (the engine model, "
@@ -920,80 +955,143 @@ int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *op
             .cols = 10,
             .rows = pv_rows
         };
-    /* every run, as report.md's evidence tables: the verdict and its reason in words */
+}
+
+/* One run's row of the evidence table (7 cells). */
+static void evidence_row(html_ctx *x, const st_rep_cfg *c, int j, const char **row)
+{
+    const st_run_row *w = &c->runs[j];
+    char num[48];
+    row[0] = c->name;
+    st_fmt_rate(num, sizeof num, w->rate);
+    st_buf_reset(&x->tb);
+    st_buf_printf(&x->tb, "%s%s", num, x->r->spec.closed_loop ? "" : " req/s");
+    row[1] = a_take(&x->a, &x->tb);
+    st_buf_reset(&x->tb);
+    st_buf_printf(&x->tb, "%s%s", st_report_verdict_words(x->r, w), w->client_limited ? " (client lagged)" : "");
+    row[2] = a_take(&x->a, &x->tb);
+    for (int t = 0; t < 2; t++) {
+        double v = st_run_row_term_ms(w, t);
+        st_fmt_num(num, sizeof num, v);
+        st_buf_reset(&x->tb);
+        st_buf_puts(&x->tb, num);
+        row[3 + t] = a_take(&x->a, &x->tb);
+    }
+    st_fmt_num(num, sizeof num,
+               isfinite(c->rr[j].engine_s) && c->rr[j].engine_s > 0 ? c->rr[j].engine_s : w->duration_s);
+    st_buf_reset(&x->tb);
+    st_buf_puts(&x->tb, num);
+    row[5] = a_take(&x->a, &x->tb);
+    row[6] = w->why ? w->why : "";
+}
+
+/* Every run, as report.md's evidence tables: the verdict and its reason in words. */
+static void evidence_table(html_ctx *x, st_html_table *tables, uint32_t *nt)
+{
     static const char *const ev_head[7] = { "configuration", "offered",  "verdict", "p95 TTFT (ms)",
                                             "p95 TPOT (ms)", "engine s", "why" };
+    const st_report *r = x->r;
     int n_ev = 0;
     for (int i = 0; i < r->n_cfg; i++)
         n_ev += r->cfg[i].n_runs;
-    const char **evc = n_ev ? a_calloc(&a, (size_t)n_ev * 7, sizeof *evc) : NULL;
+    const char **evc = n_ev ? a_calloc(&x->a, (size_t)n_ev * 7, sizeof *evc) : NULL;
     uint32_t ev_rows = 0;
     for (int k = 0; evc && k < r->n_cfg; k++) {
         const st_rep_cfg *c = &r->cfg[r->order[k]];
-        for (int j = 0; j < c->n_runs; j++) {
-            const st_run_row *w = &c->runs[j];
-            const char **row = &evc[(size_t)ev_rows * 7];
-            char num[48];
-            row[0] = c->name;
-            st_fmt_rate(num, sizeof num, w->rate);
-            st_buf_reset(&tb);
-            st_buf_printf(&tb, "%s%s", num, r->spec.closed_loop ? "" : " req/s");
-            row[1] = a_take(&a, &tb);
-            st_buf_reset(&tb);
-            st_buf_printf(&tb, "%s%s", st_report_verdict_words(r, w), w->client_limited ? " (client lagged)" : "");
-            row[2] = a_take(&a, &tb);
-            for (int t = 0; t < 2; t++) {
-                double v = st_run_row_term_ms(w, t);
-                st_fmt_num(num, sizeof num, v);
-                st_buf_reset(&tb);
-                st_buf_puts(&tb, num);
-                row[3 + t] = a_take(&a, &tb);
-            }
-            st_fmt_num(num, sizeof num,
-                       isfinite(c->rr[j].engine_s) && c->rr[j].engine_s > 0 ? c->rr[j].engine_s : w->duration_s);
-            st_buf_reset(&tb);
-            st_buf_puts(&tb, num);
-            row[5] = a_take(&a, &tb);
-            row[6] = w->why ? w->why : "";
-            ev_rows++;
-        }
+        for (int j = 0; j < c->n_runs; j++)
+            evidence_row(x, c, j, &evc[(size_t)ev_rows++ * 7]);
     }
     if (ev_rows)
-        tables[nt++] = (st_html_table){ .id = "evidence",
-                                        .title = "Every run",
-                                        .intro = "Each run's verdict in words, cheapest configuration first, in the "
-                                                 "order the search ran them; the SLO terms over the run (a sustained "
-                                                 "run: over its measured window).",
-                                        .head = ev_head,
-                                        .cells = evc,
-                                        .cols = 7,
-                                        .rows = ev_rows,
-                                        .text_cols = 1u << 2 | 1u << 6 };
+        tables[(*nt)++] =
+            (st_html_table){ .id = "evidence",
+                             .title = "Every run",
+                             .intro = "Each run's verdict in words, cheapest configuration first, in the "
+                                      "order the search ran them; the SLO terms over the run (a sustained "
+                                      "run: over its measured window).",
+                             .head = ev_head,
+                             .cells = evc,
+                             .cols = 7,
+                             .rows = ev_rows,
+                             .text_cols = 1u << 2 | 1u << 6 };
+}
+
+/* "Your traffic": the trace's rows and advice. 0, or -1 out of memory. */
+static int traffic_section(html_ctx *x, st_html_report *h)
+{
+    const st_report *r = x->r;
+    st_html_kv *tkv = a_calloc(&x->a, ST_REP_TRAFFIC_ROWS, sizeof *tkv);
+    const char **tadv = a_calloc(&x->a, ST_REP_TRAFFIC_ADVICE, sizeof *tadv);
+    if (x->a.oom)
+        return -1;
+    for (int i = 0; r->traffic.present && i < r->traffic.n_rows; i++)
+        tkv[h->n_traffic++] = (st_html_kv){ r->traffic.key[i], r->traffic.value[i] };
+    for (int i = 0; r->traffic.present && i < r->traffic.n_advice; i++)
+        tadv[h->n_traffic_advice++] = r->traffic.advice[i];
+    h->traffic = tkv;
+    h->traffic_advice = tadv;
+    return 0;
+}
+
+int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *opts, st_buf *out, char *err,
+                   size_t errlen)
+{
+    html_ctx x = { .r = r, .s = s };
+    st_buf_init(&x.tb, PIECE_MAX);
+    char *ev = engine_version(r);
+    st_html_report h;
+    memset(&h, 0, sizeof h);
+    uint32_t n = (uint32_t)(r->n_cfg > 0 ? r->n_cfg : 0);
+    st_html_config *cf = a_calloc(&x.a, n, sizeof *cf);
+    uint32_t *order = a_calloc(&x.a, n, sizeof *order);
+    st_html_kv *kv = a_calloc(&x.a, 12, sizeof *kv);
+    st_html_note *notes = a_calloc(&x.a, (size_t)(r->notes.n > 0 ? r->notes.n : 1), sizeof *notes);
+    const char **method = a_calloc(&x.a, METHOD_MAX, sizeof *method);
+    if (x.a.oom)
+        goto oom;
+    page_head(&x, opts, ev, kv, &h);
+
+    st_distrust dt; /* a headline that names no winner highlights none */
+    st_report_distrust_find(r, &dt);
+    int named = !dt.host && !dt.tie && !dt.failed;
+    for (uint32_t i = 0; i < n; i++) {
+        order[i] = r->order ? (uint32_t)r->order[i] : i;
+        if (config_card(&x, (int)i, named, &cf[i]))
+            goto oom;
+    }
+    h.configs = cf;
+    h.n_configs = n;
+    h.order = r->order ? order : NULL;
+
+    map_notes(r, notes, &h.n_notes);
+    h.notes = notes;
+    h.method = method;
+    h.n_method = method_lines(&x, method);
+    st_buf_reset(&x.tb); /* the generator alone (a prediction's method line was left in it) */
+    st_buf_printf(&x.tb, "servetune %s", r->audit.version ? r->audit.version : ST_VERSION);
+    h.generator = a_take(&x.a, &x.tb);
+    st_html_table tables[8]; /* disaggregation, who pays, its day, the day, quality, predicted vs measured,
+                              * evidence */
+    uint32_t nt = 0;
+    nt += (uint32_t)disagg_table(&x.a, &x.tb, r, &tables[nt]);
+    who_pays_table(&x, tables, &nt);
+    who_pays_day_table(&x, tables, &nt);
+    day_table(&x, tables, &nt);
+    quality_table(&x, tables, &nt);
+    predvs_table(&x, tables, &nt);
+    evidence_table(&x, tables, &nt);
     h.extra = tables;
     h.n_extra = nt;
-    if (a.oom)
+    if (x.a.oom || traffic_section(&x, &h))
         goto oom;
-
-    /* "Your traffic" */
-    st_html_kv *tkv = a_calloc(&a, ST_REP_TRAFFIC_ROWS, sizeof *tkv);
-    const char **tadv = a_calloc(&a, ST_REP_TRAFFIC_ADVICE, sizeof *tadv);
-    if (a.oom)
-        goto oom;
-    for (int i = 0; r->traffic.present && i < r->traffic.n_rows; i++)
-        tkv[h.n_traffic++] = (st_html_kv){ r->traffic.key[i], r->traffic.value[i] };
-    for (int i = 0; r->traffic.present && i < r->traffic.n_advice; i++)
-        tadv[h.n_traffic_advice++] = r->traffic.advice[i];
-    h.traffic = tkv;
-    h.traffic_advice = tadv;
     int rc = st_html_render(&h, out, err, errlen);
     free(ev);
-    st_buf_free(&tb);
-    a_free(&a);
+    st_buf_free(&x.tb);
+    a_free(&x.a);
     return rc;
 oom:
     free(ev);
-    st_buf_free(&tb);
-    a_free(&a);
+    st_buf_free(&x.tb);
+    a_free(&x.a);
     snprintf(err, errlen, "out of memory building the HTML report");
     return -1;
 }

@@ -75,21 +75,165 @@ static void session_tail(const st_report *r, const st_rep_cfg *p, char *how, siz
         snprintf(how + strlen(how), n - strlen(how), ",");
 }
 
+/* The figures and phrases the headline's sentences share. */
+typedef struct headline_ctx {
+    char slo[256], untested[96], pk[32]; /* the SLO, "(N more not run yet)", the peak */
+    char a[32], y[32], m1[32];           /* the pick's capacity, $ per 1M tokens, $ a month */
+    char how[400];                       /* what "serves" means for the pick */
+    const char *maybe, *pk_what;         /* capacity may be higher; where the peak came from */
+    int tested, others;                  /* configurations tested, and those besides the baseline */
+} headline_ctx;
+
+/* The current setup without a capacity: why, before the rest of the headline. */
+static void headline_base(const st_rep_cfg *base, const char *slo, st_buf *b)
+{
+    if (base->status == ST_REP_FAILED)
+        st_buf_printf(b, "The current setup (%s) %s (%s). ", base->name,
+                      base->ran ? "failed while it ran" : "did not start", base->note);
+    else if (base->status == ST_REP_NOT_RUN && strncmp(base->note, "not run", 7))
+        st_buf_printf(b, "The current setup (%s) has no capacity yet: %s. ", base->name, base->note);
+    else if (base->status == ST_REP_NOT_RUN)
+        st_buf_printf(b, "The current setup (%s) was not measured. ", base->name);
+    else
+        st_buf_printf(b, "The current setup (%s) met the SLO (%s) at no tested rate. ", base->name, slo);
+}
+
+/* No pick: no configuration met the SLO, or none that did stayed within the quality limits. */
+static void headline_no_pick(const st_report *r, const char *slo, st_buf *b)
+{
+    int q_out = 0; /* met the SLO but failed a quality limit */
+    for (int i = 0; i < r->n_cfg; i++)
+        q_out += r->cfg[i].status == ST_REP_OK && st_rep_quality_fails(r, i);
+    if (q_out)
+        st_buf_printf(b, "No configuration both met the SLO (%s) and stayed within the quality limits.", slo);
+    else
+        st_buf_printf(b, "No configuration met the SLO (%s) at any tested rate; the notes below say why.", slo);
+    if (q_out)
+        st_rep_quality_headline(r, -1, b);
+}
+
+/* What "serves" means for the pick p: a sustained rate (with its interval), or a burst test's
+ * figure; in the search's own unit too when it offered session (or task) starts. */
+static void headline_how(const st_report *r, const st_rep_cfg *p, char *how, size_t n)
+{
+    how[0] = '\0';
+    if (r->sustained && r->spec.closed_loop) {
+        snprintf(how, n, ", sustained at %g concurrent requests,", p->cap->pass_rate);
+    } else if (r->sustained && isfinite(p->cap->ci_lo) && !isnan(p->cap->ci_hi)) {
+        char l[32], h[32];
+        char u[32] = "";
+        if (r->spec.workload.sessions.on)
+            snprintf(u, sizeof u, " %s", st_spec_rate_unit(&r->spec));
+        st_fmt_num(l, sizeof l, p->cap->ci_lo);
+        st_fmt_num(h, sizeof h, p->cap->ci_hi);
+        if (isinf(p->cap->ci_hi))
+            /* no failing rate above: the limit is bounded below only (below the rate it passed) */
+            snprintf(how, n,
+                     ", a sustained rate (no rate above it failed, so its limit was not bracketed: at least %s%s at "
+                     "%.0f %% confidence),",
+                     l, u, r->spec.search.confidence * 100);
+        else
+            snprintf(how, n, ", a sustained rate (its limit lies in %s-%s%s, %.0f %% confidence),", l, h, u,
+                     r->spec.search.confidence * 100);
+    } else if (!r->sustained && r->spec.closed_loop) {
+        snprintf(how, n,
+                 " at %g concurrent requests in a fixed-count closed loop of %u requests (as vllm bench serve "
+                 "--max-concurrency %g --num-prompts %u; not a sustained rate),",
+                 p->cap->pass_rate, r->spec.workload.requests_per_rate, p->cap->pass_rate,
+                 r->spec.workload.requests_per_rate);
+    } else if (!r->sustained) {
+        snprintf(how, n, " in a burst test of %u requests per rate (not a sustained rate),",
+                 r->spec.workload.requests_per_rate);
+    }
+    if (r->spec.workload.sessions.on)
+        session_tail(r, p, how, n);
+}
+
+/* A pick other than the current setup, against it when it has a capacity. */
+static void headline_best(const st_report *r, const headline_ctx *h, const st_rep_cfg *p, st_buf *b)
+{
+    const st_rep_cfg *base = &r->cfg[0];
+    if (base->status != ST_REP_OK) {
+        st_buf_printf(b,
+                      "Of the %d configurations tested%s, the best, %s, serves %s requests/s within the SLO (%s)%s%s "
+                      "at %s per million output tokens; at the %s peak of %s requests/s that is %ld replica%s, "
+                      "about %s a month.",
+                      h->tested, h->untested, p->name, h->a, h->slo, h->how, h->maybe, h->y, h->pk_what, h->pk,
+                      p->cost.replicas, p->cost.replicas == 1 ? "" : "s", h->m1);
+        return;
+    }
+    char bb[32], x[32], pc[32], m0[32];
+    st_fmt_num(bb, sizeof bb, base->cap->capacity_rps);
+    st_fmt_usd(x, sizeof x, base->cost.usd_per_1m);
+    st_fmt_pct(pc, sizeof pc, p->cost_vs_base);
+    st_fmt_usd(m0, sizeof m0, base->cost.monthly_usd);
+    st_buf_printf(b,
+                  "Of the %d configurations tested%s, the best, %s, serves %s requests/s within the SLO (%s)%s%s "
+                  "against %s for the current setup (%s), which moves cost per million output tokens from %s to "
+                  "%s (%s); at the %s peak of %s requests/s ",
+                  h->tested, h->untested, p->name, h->a, h->slo, h->how, h->maybe, bb, base->name, x, h->y, pc,
+                  h->pk_what, h->pk);
+    if (p->cost.replicas == base->cost.replicas)
+        /* the same fleet: the saving per token shows only where traffic is below the peak */
+        st_buf_printf(b,
+                      "both need %ld replica%s (about %s a month): the lower cost per token pays off below the "
+                      "peak, or where a replica is shared.",
+                      p->cost.replicas, p->cost.replicas == 1 ? "" : "s", h->m1);
+    else
+        st_buf_printf(b, "that is %ld replica%s instead of %ld, about %s a month instead of %s.", p->cost.replicas,
+                      p->cost.replicas == 1 ? "" : "s", base->cost.replicas, h->m1, m0);
+}
+
+/* The pick's sentence: the current setup alone, the current setup beating the others, or the
+ * best of the others. */
+static void headline_pick(const st_report *r, headline_ctx *h, st_buf *b)
+{
+    const st_rep_cfg *p = &r->cfg[r->pick];
+    st_fmt_num(h->a, sizeof h->a, p->cap->capacity_rps);
+    headline_how(r, p, h->how, sizeof h->how);
+    st_fmt_usd(h->y, sizeof h->y, p->cost.usd_per_1m);
+    st_fmt_usd(h->m1, sizeof h->m1, p->cost.monthly_usd);
+    h->maybe = p->cap->highest_tested_passed ? " (its highest tested rate passed, so capacity may be higher)" : "";
+    /* where the peak came from: the spec's number, or the trace (peak_rate: trace) */
+    h->pk_what = r->spec.peak_source == ST_PEAK_BUSIEST_MINUTE ? "trace's busiest-minute"
+                 : r->spec.peak_source == ST_PEAK_TRACE_MEAN   ? "trace's mean"
+                                                               : "stated";
+    if (r->pick == 0 && r->n_cfg == 1) {
+        st_buf_printf(b,
+                      "The current setup (%s) serves %s requests/s within the SLO (%s)%s%s at %s per million output "
+                      "tokens; at the %s peak of %s requests/s that is %ld replica%s, about %s a month.",
+                      p->name, h->a, h->slo, h->how, h->maybe, h->y, h->pk_what, h->pk, p->cost.replicas,
+                      p->cost.replicas == 1 ? "" : "s", h->m1);
+        return;
+    }
+    if (r->pick == 0) {
+        st_buf_printf(b,
+                      "None of the %d other configuration%s tested%s beats the current setup: %s serves %s requests/s "
+                      "within the SLO (%s)%s%s at %s per million output tokens; at the %s peak of %s requests/s "
+                      "that is %ld replica%s, about %s a month.",
+                      h->others, h->others == 1 ? "" : "s", h->untested, p->name, h->a, h->slo, h->how, h->maybe, h->y,
+                      h->pk_what, h->pk, p->cost.replicas, p->cost.replicas == 1 ? "" : "s", h->m1);
+        st_rep_quality_headline(r, 0, b); /* the configurations a quality limit left out */
+        return;
+    }
+    headline_best(r, h, p, b);
+    pick_caveats(r, p, b);
+}
+
 int st_report_headline(const st_report *r, st_buf *b)
 {
-    char slo[256], a[32], bb[32], x[32], y[32], pc[32], m0[32], m1[32], pk[32];
-    slo_text(&r->spec, slo, sizeof slo);
+    headline_ctx h;
+    memset(&h, 0, sizeof h);
+    slo_text(&r->spec, h.slo, sizeof h.slo);
     const st_rep_cfg *base = &r->cfg[0];
     /* configurations measured (or that failed to start): an interrupted audit has not run them all */
-    int tested = 0;
     for (int i = 0; i < r->n_cfg; i++)
-        tested += was_tested(&r->cfg[i]);
-    int others = tested - was_tested(base);
-    int not_run = r->n_cfg - tested;
-    char untested[96] = "";
+        h.tested += was_tested(&r->cfg[i]);
+    h.others = h.tested - was_tested(base);
+    int not_run = r->n_cfg - h.tested;
     if (not_run)
-        snprintf(untested, sizeof untested, " (%d more not run yet)", not_run);
-    st_fmt_num(pk, sizeof pk, r->spec.peak_rate);
+        snprintf(h.untested, sizeof h.untested, " (%d more not run yet)", not_run);
+    st_fmt_num(h.pk, sizeof h.pk, r->spec.peak_rate);
     if (r->audit.prediction)
         st_buf_puts(b, "Prediction (engine model, virtual time; to be confirmed on hardware): ");
     if (r->audit.partial)
@@ -103,117 +247,12 @@ int st_report_headline(const st_report *r, st_buf *b)
         st_rep_quality_headline(r, -1, b); /* a quality limit's exclusions hold with or without a winner */
         return 0;
     }
-    if (base->status != ST_REP_OK) {
-        if (base->status == ST_REP_FAILED)
-            st_buf_printf(b, "The current setup (%s) %s (%s). ", base->name,
-                          base->ran ? "failed while it ran" : "did not start", base->note);
-        else if (base->status == ST_REP_NOT_RUN && strncmp(base->note, "not run", 7))
-            st_buf_printf(b, "The current setup (%s) has no capacity yet: %s. ", base->name, base->note);
-        else if (base->status == ST_REP_NOT_RUN)
-            st_buf_printf(b, "The current setup (%s) was not measured. ", base->name);
-        else
-            st_buf_printf(b, "The current setup (%s) met the SLO (%s) at no tested rate. ", base->name, slo);
-    }
-    if (r->pick < 0) {
-        int q_out = 0; /* met the SLO but failed a quality limit */
-        for (int i = 0; i < r->n_cfg; i++)
-            q_out += r->cfg[i].status == ST_REP_OK && st_rep_quality_fails(r, i);
-        if (q_out)
-            st_buf_printf(b, "No configuration both met the SLO (%s) and stayed within the quality limits.", slo);
-        else
-            st_buf_printf(b, "No configuration met the SLO (%s) at any tested rate; the notes below say why.", slo);
-        if (q_out)
-            st_rep_quality_headline(r, -1, b);
-        return 0;
-    }
-    const st_rep_cfg *p = &r->cfg[r->pick];
-    st_fmt_num(a, sizeof a, p->cap->capacity_rps);
-    /* what "serves" means: a sustained rate (with its interval), or a burst test's figure */
-    char how[400] = "";
-    if (r->sustained && r->spec.closed_loop) {
-        snprintf(how, sizeof how, ", sustained at %g concurrent requests,", p->cap->pass_rate);
-    } else if (r->sustained && isfinite(p->cap->ci_lo) && !isnan(p->cap->ci_hi)) {
-        char l[32], h[32];
-        char u[32] = "";
-        if (r->spec.workload.sessions.on)
-            snprintf(u, sizeof u, " %s", st_spec_rate_unit(&r->spec));
-        st_fmt_num(l, sizeof l, p->cap->ci_lo);
-        st_fmt_num(h, sizeof h, p->cap->ci_hi);
-        if (isinf(p->cap->ci_hi))
-            /* no failing rate above: the limit is bounded below only (below the rate it passed) */
-            snprintf(how, sizeof how,
-                     ", a sustained rate (no rate above it failed, so its limit was not bracketed: at least %s%s at "
-                     "%.0f %% confidence),",
-                     l, u, r->spec.search.confidence * 100);
-        else
-            snprintf(how, sizeof how, ", a sustained rate (its limit lies in %s-%s%s, %.0f %% confidence),", l, h, u,
-                     r->spec.search.confidence * 100);
-    } else if (!r->sustained && r->spec.closed_loop) {
-        snprintf(how, sizeof how,
-                 " at %g concurrent requests in a fixed-count closed loop of %u requests (as vllm bench serve "
-                 "--max-concurrency %g --num-prompts %u; not a sustained rate),",
-                 p->cap->pass_rate, r->spec.workload.requests_per_rate, p->cap->pass_rate,
-                 r->spec.workload.requests_per_rate);
-    } else if (!r->sustained) {
-        snprintf(how, sizeof how, " in a burst test of %u requests per rate (not a sustained rate),",
-                 r->spec.workload.requests_per_rate);
-    }
-    if (r->spec.workload.sessions.on)
-        session_tail(r, p, how, sizeof how);
-    st_fmt_usd(y, sizeof y, p->cost.usd_per_1m);
-    st_fmt_usd(m1, sizeof m1, p->cost.monthly_usd);
-    const char *maybe =
-        p->cap->highest_tested_passed ? " (its highest tested rate passed, so capacity may be higher)" : "";
-    /* where the peak came from: the spec's number, or the trace (peak_rate: trace) */
-    const char *pk_what = r->spec.peak_source == ST_PEAK_BUSIEST_MINUTE ? "trace's busiest-minute"
-                          : r->spec.peak_source == ST_PEAK_TRACE_MEAN   ? "trace's mean"
-                                                                        : "stated";
-    if (r->pick == 0 && r->n_cfg == 1) {
-        st_buf_printf(b,
-                      "The current setup (%s) serves %s requests/s within the SLO (%s)%s%s at %s per million output "
-                      "tokens; at the %s peak of %s requests/s that is %ld replica%s, about %s a month.",
-                      p->name, a, slo, how, maybe, y, pk_what, pk, p->cost.replicas, p->cost.replicas == 1 ? "" : "s",
-                      m1);
-        return 0;
-    }
-    if (r->pick == 0) {
-        st_buf_printf(b,
-                      "None of the %d other configuration%s tested%s beats the current setup: %s serves %s requests/s "
-                      "within the SLO (%s)%s%s at %s per million output tokens; at the %s peak of %s requests/s "
-                      "that is %ld replica%s, about %s a month.",
-                      others, others == 1 ? "" : "s", untested, p->name, a, slo, how, maybe, y, pk_what, pk,
-                      p->cost.replicas, p->cost.replicas == 1 ? "" : "s", m1);
-        st_rep_quality_headline(r, 0, b); /* the configurations a quality limit left out */
-        return 0;
-    }
-    if (base->status == ST_REP_OK) {
-        st_fmt_num(bb, sizeof bb, base->cap->capacity_rps);
-        st_fmt_usd(x, sizeof x, base->cost.usd_per_1m);
-        st_fmt_pct(pc, sizeof pc, p->cost_vs_base);
-        st_fmt_usd(m0, sizeof m0, base->cost.monthly_usd);
-        st_buf_printf(b,
-                      "Of the %d configurations tested%s, the best, %s, serves %s requests/s within the SLO (%s)%s%s "
-                      "against %s for the current setup (%s), which moves cost per million output tokens from %s to "
-                      "%s (%s); at the %s peak of %s requests/s ",
-                      tested, untested, p->name, a, slo, how, maybe, bb, base->name, x, y, pc, pk_what, pk);
-        if (p->cost.replicas == base->cost.replicas)
-            /* the same fleet: the saving per token shows only where traffic is below the peak */
-            st_buf_printf(b,
-                          "both need %ld replica%s (about %s a month): the lower cost per token pays off below the "
-                          "peak, or where a replica is shared.",
-                          p->cost.replicas, p->cost.replicas == 1 ? "" : "s", m1);
-        else
-            st_buf_printf(b, "that is %ld replica%s instead of %ld, about %s a month instead of %s.", p->cost.replicas,
-                          p->cost.replicas == 1 ? "" : "s", base->cost.replicas, m1, m0);
-    } else {
-        st_buf_printf(b,
-                      "Of the %d configurations tested%s, the best, %s, serves %s requests/s within the SLO (%s)%s%s "
-                      "at %s per million output tokens; at the %s peak of %s requests/s that is %ld replica%s, "
-                      "about %s a month.",
-                      tested, untested, p->name, a, slo, how, maybe, y, pk_what, pk, p->cost.replicas,
-                      p->cost.replicas == 1 ? "" : "s", m1);
-    }
-    pick_caveats(r, p, b);
+    if (base->status != ST_REP_OK)
+        headline_base(base, h.slo, b);
+    if (r->pick < 0)
+        headline_no_pick(r, h.slo, b);
+    else
+        headline_pick(r, &h, b);
     return 0;
 }
 

@@ -320,10 +320,19 @@ static void load_meta_json(st_store *s, st_report *out)
     free(at);
 }
 
-int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
+/* The report freed and the error said: -1. */
+static int load_fail(st_report *out, char *err, size_t errlen, const char *what)
 {
-    memset(out, 0, sizeof *out);
-    out->pick = -1;
+    snprintf(err, errlen, "%s", what);
+    st_report_free(out);
+    return -1;
+}
+
+/* What the store holds of the audit: its row, its spec parsed, the configurations' and runs' rows,
+ * the traffic (and the peak it gives), the stored JSON (who pays, an agent trace) and the
+ * prediction's summary. 0, or -1 with err (out freed). */
+static int load_stored(st_store *s, st_report *out, char *err, size_t errlen)
+{
     int have = st_store_audit_get(s, &out->audit);
     if (have <= 0) {
         snprintf(err, errlen, have < 0 ? "results database: %s" : "the results database holds no audit%s",
@@ -351,128 +360,123 @@ int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
     free(pv);
     out->refine = out->spec.search.mode == ST_SEARCH_REFINE;
     out->sustained = out->spec.search.mode == ST_SEARCH_SUSTAINED;
-    out->n_cfg = out->spec.n_configs;
-    out->cfg = calloc((size_t)out->n_cfg, sizeof *out->cfg);
-    out->order = calloc((size_t)out->n_cfg, sizeof *out->order);
-    if (!out->cfg || !out->order || st_rep_quality_load(s, out)) {
-        snprintf(err, errlen, "out of memory");
-        st_report_free(out);
+    return 0;
+}
+
+/* A configuration's row and runs, and each run's result, sustained figures, replicate and server
+ * figures. 0, or -1 out of memory. */
+static int cfg_runs(st_store *s, st_report *out, st_rep_cfg *c)
+{
+    for (int j = 0; j < out->n_rows; j++)
+        if (!strcmp(out->rows[j].name, c->name))
+            c->row = &out->rows[j];
+    for (int j = 0; j < out->n_runs; j++)
+        if (!strcmp(out->runs[j].config, c->name)) {
+            if (!c->runs)
+                c->runs = &out->runs[j];
+            c->n_runs++;
+        }
+    c->rr = calloc((size_t)(c->n_runs ? c->n_runs : 1), sizeof *c->rr);
+    c->server = calloc((size_t)(c->n_runs ? c->n_runs : 1), sizeof *c->server);
+    c->digest = calloc((size_t)(c->n_runs ? c->n_runs : 1), sizeof *c->digest);
+    c->sus = calloc((size_t)(c->n_runs ? c->n_runs : 1), sizeof *c->sus);
+    c->has_sus = calloc((size_t)(c->n_runs ? c->n_runs : 1), 1);
+    if (!c->rr || !c->server || !c->digest || !c->sus || !c->has_sus)
         return -1;
+    for (int j = 0; j < c->n_runs; j++) {
+        const st_run_row *rw = &c->runs[j];
+        st_sustain_row_result(rw, &c->rr[j]);
+        c->has_sus[j] = rw->summary_json && st_sustain_from_json(rw->summary_json, &c->sus[j]) == 0;
+        for (int k = 0; k < j; k++) /* the k-th run at the same rate is its k-th replicate */
+            c->rr[j].replicate += c->runs[k].rate == rw->rate && strcmp(c->runs[k].verdict, "skipped");
+        run_figures(s, rw->id, &c->server[j], &c->digest[j]);
     }
-    st_cost_pick_in *pk = calloc((size_t)out->n_cfg, sizeof *pk);
-    if (!pk) {
-        snprintf(err, errlen, "out of memory");
-        st_report_free(out);
-        return -1;
+    return 0;
+}
+
+/* A configuration's capacity (sustained, grid, refined; per session), its cost, and the p95s of
+ * its capacity run. */
+static void cfg_capacity(st_store *s, const st_report *out, st_rep_cfg *c)
+{
+    if (out->sustained) {
+        st_sustained_params sp;
+        st_sustained_params_of(&out->spec, 0, &sp);
+        st_capacity_sustained(&sp, c->rr, c->n_runs, &c->refined);
+        c->grid = c->refined;
+        c->cap = &c->refined;
+    } else {
+        st_capacity_compute(c->rr, c->n_runs, 1, &c->grid);
+        st_capacity_compute(c->rr, c->n_runs, 0, &c->refined);
+        c->cap = out->refine ? &c->refined : &c->grid;
     }
-    for (int i = 0; i < out->n_cfg; i++) {
-        st_rep_cfg *c = &out->cfg[i];
-        c->spec = &out->spec.configs[i];
-        c->name = c->spec->name;
-        for (int j = 0; j < out->n_rows; j++)
-            if (!strcmp(out->rows[j].name, c->name))
-                c->row = &out->rows[j];
-        for (int j = 0; j < out->n_runs; j++)
-            if (!strcmp(out->runs[j].config, c->name)) {
-                if (!c->runs)
-                    c->runs = &out->runs[j];
-                c->n_runs++;
-            }
-        c->rr = calloc((size_t)(c->n_runs ? c->n_runs : 1), sizeof *c->rr);
-        c->server = calloc((size_t)(c->n_runs ? c->n_runs : 1), sizeof *c->server);
-        c->digest = calloc((size_t)(c->n_runs ? c->n_runs : 1), sizeof *c->digest);
-        c->sus = calloc((size_t)(c->n_runs ? c->n_runs : 1), sizeof *c->sus);
-        c->has_sus = calloc((size_t)(c->n_runs ? c->n_runs : 1), 1);
-        if (!c->rr || !c->server || !c->digest || !c->sus || !c->has_sus) {
-            free(pk);
-            snprintf(err, errlen, "out of memory");
-            st_report_free(out);
-            return -1;
+    if (out->spec.workload.sessions.on) {
+        session_capacity(c, &c->grid);
+        session_capacity(c, &c->refined);
+    }
+    st_cost_in ci = { .capacity_rps = c->cap->capacity_rps,
+                      .output_tps = c->cap->output_tps,
+                      .price_per_gpu_hour = out->spec.hardware.price_per_gpu_hour,
+                      .gpus_per_replica = out->spec.hardware.gpus_per_replica,
+                      .peak_rps = out->spec.peak_rate };
+    st_cost_compute(&ci, &c->cost);
+    c->ttft_p95_ms = c->tpot_p95_ms = NAN;
+    c->requests_per_session = out->spec.workload.sessions.on ? session_mean_turns(out) : NAN;
+    if (c->cap->has_pass) {
+        const st_run_row *pr = &c->runs[c->cap->pass_index];
+        /* terms 0 and 1 are always p95 TTFT and p95 TPOT (sustained: over the window) */
+        c->ttft_p95_ms = st_run_row_term_ms(pr, 0);
+        c->tpot_p95_ms = st_run_row_term_ms(pr, 1);
+        if (out->spec.workload.sessions.on)
+            session_turns(s, pr->id, c);
+    }
+}
+
+/* A configuration's status (met the SLO, failed, none passed, not run) and its note in words. */
+static void cfg_status(const st_report *out, st_rep_cfg *c)
+{
+    c->ran = 0;
+    const char *first = NULL; /* the first verdict of a run that ran */
+    for (int j = 0; j < c->n_runs; j++)
+        if (strcmp(c->runs[j].verdict, "skipped")) {
+            first = first ? first : c->runs[j].verdict;
+            c->ran++;
         }
-        for (int j = 0; j < c->n_runs; j++) {
-            const st_run_row *rw = &c->runs[j];
-            st_sustain_row_result(rw, &c->rr[j]);
-            c->has_sus[j] = rw->summary_json && st_sustain_from_json(rw->summary_json, &c->sus[j]) == 0;
-            for (int k = 0; k < j; k++) /* the k-th run at the same rate is its k-th replicate */
-                c->rr[j].replicate += c->runs[k].rate == rw->rate && strcmp(c->runs[k].verdict, "skipped");
-            run_figures(s, rw->id, &c->server[j], &c->digest[j]);
-        }
-        if (out->sustained) {
-            st_sustained_params sp;
-            st_sustained_params_of(&out->spec, 0, &sp);
-            st_capacity_sustained(&sp, c->rr, c->n_runs, &c->refined);
-            c->grid = c->refined;
-            c->cap = &c->refined;
-        } else {
-            st_capacity_compute(c->rr, c->n_runs, 1, &c->grid);
-            st_capacity_compute(c->rr, c->n_runs, 0, &c->refined);
-            c->cap = out->refine ? &c->refined : &c->grid;
-        }
-        if (out->spec.workload.sessions.on) {
-            session_capacity(c, &c->grid);
-            session_capacity(c, &c->refined);
-        }
-        st_cost_in ci = { .capacity_rps = c->cap->capacity_rps,
-                          .output_tps = c->cap->output_tps,
-                          .price_per_gpu_hour = out->spec.hardware.price_per_gpu_hour,
-                          .gpus_per_replica = out->spec.hardware.gpus_per_replica,
-                          .peak_rps = out->spec.peak_rate };
-        st_cost_compute(&ci, &c->cost);
-        c->ttft_p95_ms = c->tpot_p95_ms = NAN;
-        c->requests_per_session = out->spec.workload.sessions.on ? session_mean_turns(out) : NAN;
-        if (c->cap->has_pass) {
-            const st_run_row *pr = &c->runs[c->cap->pass_index];
-            /* terms 0 and 1 are always p95 TTFT and p95 TPOT (sustained: over the window) */
-            c->ttft_p95_ms = st_run_row_term_ms(pr, 0);
-            c->tpot_p95_ms = st_run_row_term_ms(pr, 1);
-            if (out->spec.workload.sessions.on)
-                session_turns(s, pr->id, c);
-        }
-        c->ran = 0;
-        const char *first = NULL; /* the first verdict of a run that ran */
-        for (int j = 0; j < c->n_runs; j++)
-            if (strcmp(c->runs[j].verdict, "skipped")) {
-                first = first ? first : c->runs[j].verdict;
-                c->ran++;
-            }
-        int failed = c->row && c->row->status && !strcmp(c->row->status, "failed");
-        if (c->cap->has_pass && c->cost.valid) {
-            c->status = ST_REP_OK;
-            if (failed)
-                snprintf(c->note, sizeof c->note, "the engine failed during the run (%s): %s",
-                         c->row->failure_class ? c->row->failure_class : "?",
-                         c->row->failure_detail ? c->row->failure_detail : "");
-        } else if (failed) {
-            c->status = ST_REP_FAILED;
-            snprintf(c->note, sizeof c->note, "%s: %s", c->row->failure_class ? c->row->failure_class : "failed",
+    int failed = c->row && c->row->status && !strcmp(c->row->status, "failed");
+    if (c->cap->has_pass && c->cost.valid) {
+        c->status = ST_REP_OK;
+        if (failed)
+            snprintf(c->note, sizeof c->note, "the engine failed during the run (%s): %s",
+                     c->row->failure_class ? c->row->failure_class : "?",
                      c->row->failure_detail ? c->row->failure_detail : "");
-        } else if (c->cap->n_measured > 0) {
-            c->status = ST_REP_NONE_PASSED;
-            /* the lowest rate's reason */
-            const st_run_row *low = NULL;
-            for (int j = 0; j < c->n_runs; j++)
-                if (strcmp(c->runs[j].verdict, "skipped") && (!low || c->runs[j].rate < low->rate))
-                    low = &c->runs[j];
-            snprintf(c->note, sizeof c->note, "at %g req/s: %s", low ? low->rate : 0, low && low->why ? low->why : "");
-        } else {
-            /* nothing decided: not reached, or reached and its runs gave no verdict (undecided,
-             * errors) before the audit ended */
-            c->status = ST_REP_NOT_RUN;
-            if (c->ran)
-                snprintf(c->note, sizeof c->note, "its %d run%s decided nothing (%s%s)%s", c->ran,
-                         c->ran == 1 ? "" : "s", first, c->ran > 1 ? ", ..." : "",
-                         out->audit.partial ? " before the audit was interrupted" : "");
-            else
-                snprintf(c->note, sizeof c->note, "%s",
-                         out->audit.partial ? "not run: the audit was interrupted" : "not run");
-        }
-        /* beyond a quality limit: never the pick (report/quality.h) */
-        pk[i] = (st_cost_pick_in){ c->status == ST_REP_OK && !st_rep_quality_fails(out, i), c->cost.usd_per_1m,
-                                   c->cap->capacity_rps };
-        out->order[i] = i;
+    } else if (failed) {
+        c->status = ST_REP_FAILED;
+        snprintf(c->note, sizeof c->note, "%s: %s", c->row->failure_class ? c->row->failure_class : "failed",
+                 c->row->failure_detail ? c->row->failure_detail : "");
+    } else if (c->cap->n_measured > 0) {
+        c->status = ST_REP_NONE_PASSED;
+        /* the lowest rate's reason */
+        const st_run_row *low = NULL;
+        for (int j = 0; j < c->n_runs; j++)
+            if (strcmp(c->runs[j].verdict, "skipped") && (!low || c->runs[j].rate < low->rate))
+                low = &c->runs[j];
+        snprintf(c->note, sizeof c->note, "at %g req/s: %s", low ? low->rate : 0, low && low->why ? low->why : "");
+    } else {
+        /* nothing decided: not reached, or reached and its runs gave no verdict (undecided,
+         * errors) before the audit ended */
+        c->status = ST_REP_NOT_RUN;
+        if (c->ran)
+            snprintf(c->note, sizeof c->note, "its %d run%s decided nothing (%s%s)%s", c->ran, c->ran == 1 ? "" : "s",
+                     first, c->ran > 1 ? ", ..." : "", out->audit.partial ? " before the audit was interrupted" : "");
+        else
+            snprintf(c->note, sizeof c->note, "%s",
+                     out->audit.partial ? "not run: the audit was interrupted" : "not run");
     }
-    out->pick = st_cost_pick(pk, out->n_cfg);
-    free(pk);
+}
+
+/* Each configuration against the baseline (capacity, cost), and the configurations in the
+ * report's order. */
+static void rank_configs(st_report *out)
+{
     const st_rep_cfg *b = &out->cfg[0];
     for (int i = 0; i < out->n_cfg; i++) {
         st_rep_cfg *c = &out->cfg[i];
@@ -489,12 +493,43 @@ int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
             out->order[j] = out->order[j - 1];
             out->order[j - 1] = t;
         }
-    traffic_day(out);
-    if (st_notes_build(out, &out->notes)) {
-        snprintf(err, errlen, "out of memory building the notes");
-        st_report_free(out);
+}
+
+int st_report_load(st_store *s, st_report *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    out->pick = -1;
+    if (load_stored(s, out, err, errlen))
         return -1;
+    out->n_cfg = out->spec.n_configs;
+    out->cfg = calloc((size_t)out->n_cfg, sizeof *out->cfg);
+    out->order = calloc((size_t)out->n_cfg, sizeof *out->order);
+    if (!out->cfg || !out->order || st_rep_quality_load(s, out))
+        return load_fail(out, err, errlen, "out of memory");
+    st_cost_pick_in *pk = calloc((size_t)out->n_cfg, sizeof *pk);
+    if (!pk)
+        return load_fail(out, err, errlen, "out of memory");
+    for (int i = 0; i < out->n_cfg; i++) {
+        st_rep_cfg *c = &out->cfg[i];
+        c->spec = &out->spec.configs[i];
+        c->name = c->spec->name;
+        if (cfg_runs(s, out, c)) {
+            free(pk);
+            return load_fail(out, err, errlen, "out of memory");
+        }
+        cfg_capacity(s, out, c);
+        cfg_status(out, c);
+        /* beyond a quality limit: never the pick (report/quality.h) */
+        pk[i] = (st_cost_pick_in){ c->status == ST_REP_OK && !st_rep_quality_fails(out, i), c->cost.usd_per_1m,
+                                   c->cap->capacity_rps };
+        out->order[i] = i;
     }
+    out->pick = st_cost_pick(pk, out->n_cfg);
+    free(pk);
+    rank_configs(out);
+    traffic_day(out);
+    if (st_notes_build(out, &out->notes))
+        return load_fail(out, err, errlen, "out of memory building the notes");
     return 0;
 }
 

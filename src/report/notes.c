@@ -1078,60 +1078,66 @@ static void dr_text(st_buf *b, diag_rates *d)
 
 /* ---- per-run events ---------------------------------------------------------------------- */
 
-static void run_notes(ctx *x, const st_rep_cfg *c)
+/* A run that broke, or whose requests failed (how many, of which status, the first error of each):
+ * its own note. */
+static void run_failures(ctx *x, const st_rep_cfg *c, int j)
 {
     st_buf *b = &x->b;
-    for (int j = 0; j < c->n_runs; j++) {
-        const st_run_row *w = &c->runs[j];
-        if (verdict_is(w, "error")) {
-            st_buf_puts(b, "at ");
-            rate_s(b, w->rate);
-            st_buf_printf(b, " req/s the run broke: %s.", w->why && *w->why ? w->why : "no reason given");
-            add_rate(add(x, ST_NOTE_PROBLEM, "run_error", c->name), w->rate);
-            continue;
-        }
-        if (verdict_is(w, "skipped"))
-            continue;
-        const st_notes_run *d = digest_of(c, j);
-        uint32_t bad = 0;
-        if (d && d->has_records) {
-            for (int s = 0; s < ST_REQ__COUNT; s++)
-                if (s != ST_REQ_OK && s != ST_REQ_ABORTED)
-                    bad += d->by_status[s];
-        } else if (!w->stopped_early) {
-            bad = w->failed;
-        }
-        if (!bad)
-            continue;
+    const st_run_row *w = &c->runs[j];
+    if (verdict_is(w, "error")) {
         st_buf_puts(b, "at ");
         rate_s(b, w->rate);
-        st_buf_printf(b, " req/s %u of %u requests failed", bad, w->planned);
-        if (d && d->has_records) {
-            st_buf_puts(b, ": ");
-            int k = 0;
-            for (int s = 0; s < ST_REQ__COUNT; s++) {
-                if (s == ST_REQ_OK || s == ST_REQ_ABORTED || !d->by_status[s])
-                    continue;
-                st_buf_printf(b, "%s%u %s", k++ ? "; " : "", d->by_status[s], st_req_status_name((st_req_status)s));
-                if (d->first_http[s] || d->first_error[s][0]) {
-                    st_buf_puts(b, " (");
-                    if (d->first_http[s])
-                        st_buf_printf(b, "HTTP %d%s", d->first_http[s], d->first_error[s][0] ? ": " : "");
-                    st_buf_printf(b, "%s)", d->first_error[s]);
-                }
+        st_buf_printf(b, " req/s the run broke: %s.", w->why && *w->why ? w->why : "no reason given");
+        add_rate(add(x, ST_NOTE_PROBLEM, "run_error", c->name), w->rate);
+        return;
+    }
+    if (verdict_is(w, "skipped"))
+        return;
+    const st_notes_run *d = digest_of(c, j);
+    uint32_t bad = 0;
+    if (d && d->has_records) {
+        for (int s = 0; s < ST_REQ__COUNT; s++)
+            if (s != ST_REQ_OK && s != ST_REQ_ABORTED)
+                bad += d->by_status[s];
+    } else if (!w->stopped_early) {
+        bad = w->failed;
+    }
+    if (!bad)
+        return;
+    st_buf_puts(b, "at ");
+    rate_s(b, w->rate);
+    st_buf_printf(b, " req/s %u of %u requests failed", bad, w->planned);
+    if (d && d->has_records) {
+        st_buf_puts(b, ": ");
+        int k = 0;
+        for (int s = 0; s < ST_REQ__COUNT; s++) {
+            if (s == ST_REQ_OK || s == ST_REQ_ABORTED || !d->by_status[s])
+                continue;
+            st_buf_printf(b, "%s%u %s", k++ ? "; " : "", d->by_status[s], st_req_status_name((st_req_status)s));
+            if (d->first_http[s] || d->first_error[s][0]) {
+                st_buf_puts(b, " (");
+                if (d->first_http[s])
+                    st_buf_printf(b, "HTTP %d%s", d->first_http[s], d->first_error[s][0] ? ": " : "");
+                st_buf_printf(b, "%s)", d->first_error[s]);
             }
         }
-        st_buf_puts(b, ".");
-        st_note *n = add(x, ST_NOTE_WARN, "requests_failed", c->name);
-        add_rate(n, w->rate);
-        add_ev(n, "failed", bad);
-        add_ev(n, "planned", w->planned);
-        if (d && d->has_records)
-            for (int s = 0; s < ST_REQ__COUNT; s++)
-                if (s != ST_REQ_OK && s != ST_REQ_ABORTED && d->by_status[s])
-                    add_ev(n, st_req_status_name((st_req_status)s), d->by_status[s]);
     }
-    /* one note per kind of event, listing the rates concerned */
+    st_buf_puts(b, ".");
+    st_note *n = add(x, ST_NOTE_WARN, "requests_failed", c->name);
+    add_rate(n, w->rate);
+    add_ev(n, "failed", bad);
+    add_ev(n, "planned", w->planned);
+    if (d && d->has_records)
+        for (int s = 0; s < ST_REQ__COUNT; s++)
+            if (s != ST_REQ_OK && s != ST_REQ_ABORTED && d->by_status[s])
+                add_ev(n, st_req_status_name((st_req_status)s), d->by_status[s]);
+}
+
+/* One note per kind of event (the client lagged, stopped early, skipped), listing the rates
+ * concerned. */
+static void run_event_notes(ctx *x, const st_rep_cfg *c)
+{
+    st_buf *b = &x->b;
     for (int kind = 0; kind < 3; kind++) {
         diag_rates d = { .n = 0 };
         double lag = NAN;
@@ -1176,6 +1182,12 @@ static void run_notes(ctx *x, const st_rep_cfg *c)
         }
         dr_attach(n, &d);
     }
+}
+
+/* The emulator's lateness over a configuration's runs: a warning, or a note. */
+static void run_emulator_notes(ctx *x, const st_rep_cfg *c)
+{
+    st_buf *b = &x->b;
     /* servetune's emulator could not keep its model's schedule (the host's CPU was short): a warning
      * when tokens went out 100 ms late or engine time was lost (figures the model does not have),
      * a note when many went out 10 ms late (TTFT and ITL carry that much of the host) */
@@ -1222,6 +1234,15 @@ static void run_notes(ctx *x, const st_rep_cfg *c)
         add_ev(n, "dropped_time_share_max", dropped);
         dr_attach(n, &d);
     }
+}
+
+/* A configuration's notes from its runs: failures, events, the emulator's lateness. */
+static void run_notes(ctx *x, const st_rep_cfg *c)
+{
+    for (int j = 0; j < c->n_runs; j++)
+        run_failures(x, c, j);
+    run_event_notes(x, c);
+    run_emulator_notes(x, c);
 }
 
 /* ---- diagnosis from the engine's metrics ------------------------------------------------- */

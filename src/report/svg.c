@@ -621,25 +621,17 @@ static void draw_refs(st_buf *w, const st_svg_ref *refs, uint32_t n, const scale
     }
 }
 
-int st_svg_line(st_buf *b, const st_svg_line_chart *c)
+/* The line chart's legend entries into lg (room for n_series + 2): named series, then the marker
+ * key; their count. */
+static uint32_t line_legend(const st_svg_line_chart *c, leg *lg)
 {
-    st_buf *w = b;
-    int width = c->width > 0 ? c->width : 560, height = c->height > 0 ? c->height : 320;
-    int has_y2 = 0, any_pass = 0, any_fail = 0;
-    for (uint32_t s = 0; s < c->n_series; s++) {
-        if (c->series[s].secondary)
-            has_y2 = 1;
+    int any_pass = 0, any_fail = 0;
+    for (uint32_t s = 0; s < c->n_series; s++)
         for (uint32_t i = 0; c->series[s].pass && i < c->series[s].n; i++) {
             any_pass |= c->series[s].pass[i] == 1;
             any_fail |= c->series[s].pass[i] == 0;
         }
-    }
-
-    /* legend entries: named series, then the marker key */
-    uint32_t nl = 0, maxl = c->n_series + 2;
-    leg *lg = calloc(maxl ? maxl : 1, sizeof *lg);
-    if (!lg)
-        return -1;
+    uint32_t nl = 0;
     for (uint32_t s = 0; s < c->n_series; s++) {
         const st_svg_series *se = &c->series[s];
         if (!se->name || !*se->name)
@@ -650,67 +642,71 @@ int st_svg_line(st_buf *b, const st_svg_line_chart *c)
         lg[nl++] = (leg){ "passed SLO", GREY, LEG_PASS, 0, 0, 0 };
     if (c->pass_legend && any_fail)
         lg[nl++] = (leg){ "failed SLO", GREY, LEG_FAIL, 0, 0, 0 };
-    int rows = legend_layout(lg, (int)nl, width - 24);
+    return nl;
+}
 
+/* The line chart's scales fitted to its data and placed in the plot area (legend rows below; a
+ * slot for "inf" at the right when an x is infinite); y2 only when has_y2. */
+static void line_scales(const st_svg_line_chart *c, int width, int height, int rows, int has_y2, scale *xs, scale *ys,
+                        scale *y2s)
+{
     double top = c->title && *c->title ? 32 : 12;
     double bottom_pad = 22 + (c->x.label && *c->x.label ? 18 : 0) + (rows ? rows * LEG_ROW + 8 : 0);
     double plot_bottom = height - bottom_pad;
     if (plot_bottom < top + 40)
         plot_bottom = top + 40;
-
-    scale xs, ys, y2s;
     double mn, mx;
     int yt = (int)((plot_bottom - top) / 48);
     data_range(c, 1, c->y.log, &mn, &mx);
-    scale_fit(&ys, &c->y, mn, mx, yt);
+    scale_fit(ys, &c->y, mn, mx, yt);
     if (has_y2) {
         data_range(c, 2, c->y2.log, &mn, &mx);
-        scale_fit(&y2s, &c->y2, mn, mx, yt);
+        scale_fit(y2s, &c->y2, mn, mx, yt);
     }
-    double left = 8 + (c->y.label && *c->y.label ? 18 : 0) + ticks_max_w(&ys, 11) + 8;
+    double left = 8 + (c->y.label && *c->y.label ? 18 : 0) + ticks_max_w(ys, 11) + 8;
     double right = width - 14;
     if (has_y2)
-        right = width - (8 + (c->y2.label && *c->y2.label ? 18 : 0) + ticks_max_w(&y2s, 11) + 8);
+        right = width - (8 + (c->y2.label && *c->y2.label ? 18 : 0) + ticks_max_w(y2s, 11) + 8);
     int x_inf = 0;
     for (uint32_t s = 0; s < c->n_series; s++)
         for (uint32_t i = 0; c->series[s].x && c->series[s].y && i < c->series[s].n; i++)
             if (isinf(c->series[s].x[i]) && c->series[s].x[i] > 0 && isfinite(c->series[s].y[i]))
                 x_inf = 1;
     data_range(c, 0, c->x.log, &mn, &mx);
-    scale_fit(&xs, &c->x, mn, mx, (int)((right - left) / 80));
-    xs.p0 = left;
-    xs.p1 = right;
-    xs.p_end = right;
+    scale_fit(xs, &c->x, mn, mx, (int)((right - left) / 80));
+    xs->p0 = left;
+    xs->p1 = right;
+    xs->p_end = right;
     if (x_inf) {
         double slot = (right - left) * 0.09 < 40 ? 40 : (right - left) * 0.09;
-        xs.has_inf = 1;
-        xs.p1 = right - slot;
-        xs.inf_px = right - slot * 0.35;
+        xs->has_inf = 1;
+        xs->p1 = right - slot;
+        xs->inf_px = right - slot * 0.35;
     }
-    ys.p0 = plot_bottom;
-    ys.p1 = top;
-    y2s.p0 = plot_bottom;
-    y2s.p1 = top;
+    ys->p0 = plot_bottom;
+    ys->p1 = top;
+    y2s->p0 = plot_bottom;
+    y2s->p1 = top;
+}
 
-    svg_open(w, width, height, c->title);
-    draw_axes(w, &xs, &ys, has_y2 ? &y2s : NULL, c->x.label, c->y.label, c->y2.label, width);
-    draw_refs(w, c->refs, c->n_refs, &xs, &ys);
-
+/* Each series' line (broken where a point cannot be drawn). */
+static void line_paths(st_buf *w, const st_svg_line_chart *c, const scale *xs, const scale *ys, const scale *y2s)
+{
     for (uint32_t s = 0; s < c->n_series; s++) {
         const st_svg_series *se = &c->series[s];
-        const scale *sy = se->secondary ? &y2s : &ys;
+        const scale *sy = se->secondary ? y2s : ys;
         if (!se->x || !se->y || !se->n)
             continue;
         const char *col = st_svg_color(se->color);
         int pen = 0, npts = 0;
         for (uint32_t i = 0; i < se->n; i++) {
-            if (!usable(&xs, se->x[i]) || !usable(sy, se->y[i])) {
+            if (!usable(xs, se->x[i]) || !usable(sy, se->y[i])) {
                 pen = 0;
                 continue;
             }
             if (!npts)
                 st_buf_printf(w, "<path d=\"");
-            st_buf_printf(w, "%s%.1f %.1f", pen ? "L" : "M", sc_map(&xs, se->x[i]), sc_map(sy, se->y[i]));
+            st_buf_printf(w, "%s%.1f %.1f", pen ? "L" : "M", sc_map(xs, se->x[i]), sc_map(sy, se->y[i]));
             pen = 1;
             npts++;
         }
@@ -720,17 +716,21 @@ int st_svg_line(st_buf *b, const st_svg_line_chart *c)
                           "stroke-linecap=\"round\"%s/>",
                           col, se->width > 0 ? se->width : 2.0, se->dashed ? " stroke-dasharray=\"6 4\"" : "");
     }
-    /* markers on top of every line */
+}
+
+/* The markers, on top of every line: passed (circle), failed (cross), or a plain point. */
+static void line_markers(st_buf *w, const st_svg_line_chart *c, const scale *xs, const scale *ys, const scale *y2s)
+{
     for (uint32_t s = 0; s < c->n_series; s++) {
         const st_svg_series *se = &c->series[s];
-        const scale *sy = se->secondary ? &y2s : &ys;
+        const scale *sy = se->secondary ? y2s : ys;
         if (!se->x || !se->y)
             continue;
         const char *col = st_svg_color(se->color);
         for (uint32_t i = 0; i < se->n; i++) {
-            if (!usable(&xs, se->x[i]) || !usable(sy, se->y[i]))
+            if (!usable(xs, se->x[i]) || !usable(sy, se->y[i]))
                 continue;
-            double px = sc_map(&xs, se->x[i]), py = sc_map(sy, se->y[i]);
+            double px = sc_map(xs, se->x[i]), py = sc_map(sy, se->y[i]);
             int m = se->pass ? se->pass[i] : (se->markers ? 2 : -1);
             if (m == 1)
                 st_buf_printf(w, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\" stroke=\"#fff\"/>", px, py, col);
@@ -743,6 +743,29 @@ int st_svg_line(st_buf *b, const st_svg_line_chart *c)
                 st_buf_printf(w, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"%s\"/>", px, py, col);
         }
     }
+}
+
+int st_svg_line(st_buf *b, const st_svg_line_chart *c)
+{
+    st_buf *w = b;
+    int width = c->width > 0 ? c->width : 560, height = c->height > 0 ? c->height : 320;
+    int has_y2 = 0;
+    for (uint32_t s = 0; s < c->n_series; s++)
+        if (c->series[s].secondary)
+            has_y2 = 1;
+    uint32_t maxl = c->n_series + 2;
+    leg *lg = calloc(maxl ? maxl : 1, sizeof *lg);
+    if (!lg)
+        return -1;
+    uint32_t nl = line_legend(c, lg);
+    int rows = legend_layout(lg, (int)nl, width - 24);
+    scale xs, ys, y2s;
+    line_scales(c, width, height, rows, has_y2, &xs, &ys, &y2s);
+    svg_open(w, width, height, c->title);
+    draw_axes(w, &xs, &ys, has_y2 ? &y2s : NULL, c->x.label, c->y.label, c->y2.label, width);
+    draw_refs(w, c->refs, c->n_refs, &xs, &ys);
+    line_paths(w, c, &xs, &ys, &y2s);
+    line_markers(w, c, &xs, &ys, &y2s);
     legend_draw(w, lg, (int)nl, 12, height - rows * LEG_ROW - 6);
     st_buf_printf(w, "</svg>");
     free(lg);
