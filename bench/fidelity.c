@@ -261,6 +261,10 @@ static int build_knobs(const st_fid_point *pts, const point_run *pr, uint32_t n,
             k->sc = SCOPE_GPU;
             k->parent = parent;
             k->why = "this GPU's own value (shrunk towards the global one)";
+            if (e && pr[i].cfg.gpu.copy_eff > 0) {
+                k->def = pr[i].cfg.gpu.copy_eff; /* its memory's published copy rate (consts.h) */
+                k->why = "this GPU's memory: a published device copy's fraction of the peak (consts.h EMU_COPY_EFF_*)";
+            }
         }
     }
     /* fe_latency_s@LAB for every lab with enough fit points that publish a TTFT */
@@ -368,7 +372,7 @@ static void reset_values(model_knobs *M, const point_run *pr, uint32_t n)
 {
     for (int i = 0; i < M->n; i++) {
         knob *k = &M->k[i];
-        k->value = k->parent >= 0 ? M->k[k->parent].def : k->def;
+        k->value = k->def; /* a per-GPU knob: the global one's, or its memory's copy rate */
         if (!M->start_tree)
             continue;
         if (k->sc == SCOPE_LAB && isfinite(lab_fe(k->of))) {
@@ -420,6 +424,8 @@ static void apply(const model_knobs *M, point_run *pr)
         if (k->offset == TUNE(gemm_eff) || k->offset == TUNE(bw_eff)) {
             if (!k->free && !M->is_set[i] && M->start_tree)
                 v = *(const double *)((const char *)&pr->tree + k->offset);
+            else if (!k->free && !M->is_set[i] && k->offset == TUNE(bw_eff) && pr->cfg.gpu.copy_eff > 0)
+                v = pr->cfg.gpu.copy_eff; /* the sourced value: its memory's published copy rate */
         }
         for (int j = 0; j < M->n; j++) {
             const knob *c = &M->k[j];
@@ -773,7 +779,7 @@ static int print_knobs(const model_knobs *M, int all)
         char range[48];
         snprintf(range, sizeof range, "[%.3g, %.3g]", k->lo, k->hi);
         printf("  %-26s %-7s %-11.6g %-21s %7.1f%%  (sourced default %.6g: %s)\n", k->name, k->free ? "FREE" : "frozen",
-               k->value, range, 100 * d, k->parent >= 0 ? M->k[k->parent].def : k->def, k->why);
+               k->value, range, 100 * d, k->def, k->why);
         if (k->free && d < ST_FID_BOUND_NEAR) {
             const char *why = st_fid_bound_reason(k->name);
             printf("      ON ITS BOUND: %s\n",
