@@ -36,6 +36,9 @@
  * --lab-latency cal (the default) gives every lab the front-end latency its own calibration
  * point implies (one declared low-load point per lab, not scored; st_fid_lab_cal_point), a lab without
  * one the other labs' median; --lab-latency default gives every lab the global latency.
+ * The sourced bw_eff of a GPU whose memory has a published device-copy rate (st_emu_gpu.copy_eff,
+ * consts.h EMU_COPY_EFF_*: GDDR6X, HBM2e) is that rate, else EMU_BW_EFF_DEFAULT; a free bw_eff@GPU
+ * starts there.
  * --fit prints every constant with its distance from its nearer bound.
  *
  * --split prints one split only (work on the model looks at the fit split's residuals only);
@@ -1445,7 +1448,9 @@ static void usage(const char *argv0)
             "usage: %s [--data FILE] [--summary] [--split fit|test] [--detail]\n"
             "          [--fit | --cv | --cv-select | --lolo] [--free LIST|all|none] [--lambda L] [--folds K]\n"
             "          [--start sourced|tree] [--set NAME=VALUE]... [--sweeps N] [--jobs J] [--labs on|off]\n"
-            "          [--lab-latency cal|default]\n",
+            "          [--lab-latency cal|default]\n"
+            "  sourced start: every constant at its sourced default; a GPU's bw_eff at its memory's published\n"
+            "  copy rate where the catalog has one (GDDR6X 0.91, HBM2e 0.87), else 0.80\n",
             argv0);
 }
 
