@@ -149,9 +149,13 @@
  * quantization, the speedup isn't obvious"; measured fp8/bf16 GEMM speed-ups on H100 are
  * 1.3-1.6x, not 2x). The fp8 GEMM efficiency relative to the GPU's bf16 gemm_eff: FITTED. */
 #define EMU_FP8_GEMM_REL 0.613969
-/* fp8 weight reads: the fp8 GEMMs at decode sizes do not stream weights as well as the bf16
- * GEMV path (vLLM's fp8 decode speed-up on H100 is ~1.3-1.6x where half the bytes would give
- * 2x). Bandwidth efficiency relative to bf16: FITTED. */
+/* fp8 weight reads, relative to bw_eff (a bf16 GEMV's). vLLM's fp8 GEMM sweeps on an H100 at one
+ * token, the activation quantisation left out (it is its own kernel here, EMU_FP8_QUANT_*):
+ * 5.396 TFLOP/s at N=6144 K=4096 (vllm-project/vllm#17126) and 5.163 at N=12288 K=5376
+ * (vllm-project/vllm#49363), i.e. the fp8 weights at 2.70 and 2.58 TB/s where the bf16 GEMVs
+ * stream 2.51 and 2.87: 1.07 and 0.90, ~0.985 (the fidelity harness's sourced value; it was
+ * 0.80 from an end-to-end fp8 decode speed-up of ~1.6x, vllm-project/vllm#4118, which includes
+ * the step's fixed costs). tests/unit/test_emu_kernels.c holds the model to those sweeps. FITTED: */
 #define EMU_FP8_BW_REL 0.994738
 /* Dynamic activation quantisation (vllm-project/vllm#4118: TTFT 28.8 -> 38.8 ms and ITL 8.5 ->
  * 10.2 ms on Llama-7B from it; vllm-project/vllm-omni#5257: the dynamic quant pass costs
