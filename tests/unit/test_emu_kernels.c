@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "emu/calib.h"
 #include "emu/catalog.h"
 #include "emu/config.h"
 #include "emu/steptime.h"
@@ -86,6 +87,15 @@ static void h100_fp8_gemm_decode(void **state)
         char what[96];
         snprintf(what, sizeof what, "H100 fp8 GEMM %gx%gx%g TFLOP/s (no quant)", a[i].m, a[i].n, a[i].k);
         within(what, 2 * a[i].m * a[i].n * a[i].k / s / 1e12, a[i].tflops);
+    }
+    /* the fp8 weight stream relative to the bf16 GEMV beside it (same sweep, 1 token: 2.513 and
+     * 2.870 TFLOP/s, h100_gemm_by_tokens) lies within the bounds a fit or a calibration may use */
+    const st_calib_knob *k = st_calib_knob_find("fp8_bw_rel");
+    assert_non_null(k);
+    double rel[] = { 5.396 / 2 / 2.513, 5.163 / 2 / 2.870 }; /* half the bytes per FLOP */
+    for (size_t i = 0; i < 2; i++) {
+        printf("# fp8 weight stream / bf16 GEMV at 1 token: %.3f (bounds %.2f-%.2f)\n", rel[i], k->lo, k->hi);
+        assert_true(rel[i] >= k->lo && rel[i] <= k->hi);
     }
 }
 
