@@ -31,6 +31,9 @@ typedef struct st_emu_gpu {
     double bw_eff;       /* fraction of the peak bandwidth that weight and KV reads reach */
     double link_latency; /* s: a small tensor-parallel all-reduce's fixed latency over that link */
     double attn_call_s;  /* s: fixed cost of one attention kernel call (0: EMU_ATTN_CALL_S) */
+    double copy_eff;     /* fraction of the peak bandwidth a published device-memory copy reaches on this
+                            GPU's memory (consts.h EMU_COPY_EFF_*); 0: none published. The sourced
+                            bw_eff where the data have not fitted one (bench/fidelity) */
 } st_emu_gpu;
 
 typedef struct st_emu_model {

@@ -60,6 +60,21 @@
  * files without them get these: */
 #define EMU_GEMM_EFF_DEFAULT 0.70
 #define EMU_BW_EFF_DEFAULT 0.80
+/* What a streaming copy reaches of the peak bandwidth depends on the memory behind it (refresh,
+ * row switches, ECC on HBM; GDDR runs its bus closer to the rated rate). Published device-copy
+ * measurements by memory technology (st_emu_gpu.copy_eff, the catalog's GPUs that have one):
+ *   GDDR6X (RTX 4090, 1008 GB/s): clpeak's global-memory read 921 GB/s (krrishnarraj/clpeak#106),
+ *     CUDA's p2pBandwidthLatencyTest local copy 918-924 GB/s (tinygrad/open-gpu-kernel-modules#6): 0.91.
+ *   HBM2e / HBM2 (A100 SXM and PCIe, H100 PCIe): an A100 40GB memcopy 1355 of 1555 GB/s (0.871,
+ *     PTsolvers/gpu-workshop-JuliaCon23#7: "the memcopy measured BW"), an A800 80GB PCIe copy
+ *     1727 of 1935 GB/s (0.893, mli/transformers-benchmarks#4): 0.87.
+ *   HBM3 (H100 SXM, NVL): the local copy 2573 GB/s (0.77, NVIDIA/nccl#1264) and vLLM's cuBLAS
+ *     GEMVs at 2.51-2.87 TB/s (0.75-0.86, kernel-anchors.md) bracket the default: none set.
+ *   HBM3e (H200), GDDR6 (L40S): none found: the default.
+ * The fidelity harness's sourced model uses it as the GPU's bw_eff (docs/fidelity.md); the
+ * catalog's bw_eff stays the fitted or kernel-anchored value. */
+#define EMU_COPY_EFF_GDDR6X 0.91
+#define EMU_COPY_EFF_HBM2E 0.87
 /* GEMM efficiency by size (emu/steptime.c gemm()): every linear layer is its own GEMM of M
  * tokens by an N x K weight, at gemm_eff x x / (x + EMU_GEMM_HALF_SIZE) of the peak with
  *   x = max(M, EMU_GEMM_MIN_ROWS) x (N / EMU_GEMM_N_REF)^EMU_GEMM_N_EXP,
@@ -134,9 +149,13 @@
  * quantization, the speedup isn't obvious"; measured fp8/bf16 GEMM speed-ups on H100 are
  * 1.3-1.6x, not 2x). The fp8 GEMM efficiency relative to the GPU's bf16 gemm_eff: FITTED. */
 #define EMU_FP8_GEMM_REL 0.613969
-/* fp8 weight reads: the fp8 GEMMs at decode sizes do not stream weights as well as the bf16
- * GEMV path (vLLM's fp8 decode speed-up on H100 is ~1.3-1.6x where half the bytes would give
- * 2x). Bandwidth efficiency relative to bf16: FITTED. */
+/* fp8 weight reads, relative to bw_eff (a bf16 GEMV's). vLLM's fp8 GEMM sweeps on an H100 at one
+ * token, the activation quantisation left out (it is its own kernel here, EMU_FP8_QUANT_*):
+ * 5.396 TFLOP/s at N=6144 K=4096 (vllm-project/vllm#17126) and 5.163 at N=12288 K=5376
+ * (vllm-project/vllm#49363), i.e. the fp8 weights at 2.70 and 2.58 TB/s where the bf16 GEMVs
+ * stream 2.51 and 2.87: 1.07 and 0.90, ~0.985 (the fidelity harness's sourced value; it was
+ * 0.80 from an end-to-end fp8 decode speed-up of ~1.6x, vllm-project/vllm#4118, which includes
+ * the step's fixed costs). tests/unit/test_emu_kernels.c holds the model to those sweeps. FITTED: */
 #define EMU_FP8_BW_REL 0.994738
 /* Dynamic activation quantisation (vllm-project/vllm#4118: TTFT 28.8 -> 38.8 ms and ITL 8.5 ->
  * 10.2 ms on Llama-7B from it; vllm-project/vllm-omni#5257: the dynamic quant pass costs

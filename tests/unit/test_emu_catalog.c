@@ -255,6 +255,39 @@ static void flags_move_memory(void **state)
 }
 
 /* Every canonical key is found; a form the catalog lacks is refused, never taken for another. */
+/* Each GPU's published device-copy rate (consts.h EMU_COPY_EFF_*): the memory technology's, against
+ * the published copies it cites; none where none was found (HBM3, HBM3e, GDDR6). */
+static void gpu_copy_rate_by_memory(void **state)
+{
+    (void)state;
+    char err[256];
+    struct {
+        const char *name;
+        double copy_gbs; /* a published copy of this GPU's memory, GB/s; 0: none */
+    } t[] = {
+        { "RTX4090", 921 },            /* clpeak, krrishnarraj/clpeak#106 */
+        { "A100 80GB PCIe", 1727 },    /* the A800 80GB PCIe, mli/transformers-benchmarks#4 */
+        { "A100", 0.871 * 2039 },      /* an A100 40GB's 1355 of 1555 GB/s, at the 80 GB board's peak */
+        { "H100 PCIe", 0.871 * 2000 }, /* HBM2e, as the A100s */
+        { "H100", 0 },
+        { "H200", 0 },
+        { "L40S", 0 },
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        st_emu_gpu g;
+        assert_int_equal(st_emu_gpu_find(t[i].name, &g, err, sizeof err), 0);
+        if (t[i].copy_gbs <= 0) {
+            assert_true(g.copy_eff == 0);
+            continue;
+        }
+        assert_near(g.copy_eff * g.mem_bw / 1e9 / t[i].copy_gbs, 1.0, 0.03);
+    }
+    st_emu_gpu gddr, hbm;
+    assert_int_equal(st_emu_gpu_find("RTX4090", &gddr, err, sizeof err), 0);
+    assert_int_equal(st_emu_gpu_find("A100", &hbm, err, sizeof err), 0);
+    assert_true(gddr.copy_eff > hbm.copy_eff);
+}
+
 static void gpu_keys_and_missing_forms(void **state)
 {
     (void)state;
@@ -280,15 +313,11 @@ static void gpu_keys_and_missing_forms(void **state)
 int main(void)
 {
     const struct CMUnitTest t[] = {
-        cmocka_unit_test(gpu_keys_and_missing_forms),
-        cmocka_unit_test(model_shapes_match_table),
-        cmocka_unit_test(names_pick_dtype),
-        cmocka_unit_test(gpus_and_custom_file),
-        cmocka_unit_test(hf_config_json),
-        cmocka_unit_test(kv_size_h100_llama31_8b),
-        cmocka_unit_test(kv_size_qwen3_32b_and_refusal),
-        cmocka_unit_test(startup_refusals),
-        cmocka_unit_test(flags_move_memory),
+        cmocka_unit_test(gpu_keys_and_missing_forms), cmocka_unit_test(gpu_copy_rate_by_memory),
+        cmocka_unit_test(model_shapes_match_table),   cmocka_unit_test(names_pick_dtype),
+        cmocka_unit_test(gpus_and_custom_file),       cmocka_unit_test(hf_config_json),
+        cmocka_unit_test(kv_size_h100_llama31_8b),    cmocka_unit_test(kv_size_qwen3_32b_and_refusal),
+        cmocka_unit_test(startup_refusals),           cmocka_unit_test(flags_move_memory),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }

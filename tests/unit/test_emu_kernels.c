@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "emu/calib.h"
 #include "emu/catalog.h"
 #include "emu/config.h"
 #include "emu/steptime.h"
@@ -61,6 +62,43 @@ static void h100_gemm_by_tokens(void **state)
 /* A100: the MAMF table's best shapes (stas00/ml-engineering compute/accelerator: A100 SXM 267.9
  * TFLOP/s at 6912x16384x2048, A100 PCIe 256.4 at 2304x5120x1536); no published token-count
  * sweep of a bf16 GEMM on an A100 was found (bench/fidelity/kernel-anchors.md). */
+/* fp8 W8A8 GEMMs on an H100 at decode sizes, the activation quantisation left out (vLLM's
+ * bench_fp8_gemm.py "-noquant" columns; the model charges the quantisation as its own kernel):
+ * vllm-project/vllm#17126 (N=6144 K=4096: fp8-channel-w-token-a 5.396 TFLOP/s at 1 token, 88.90
+ * at 16) and vllm-project/vllm#49363 (N=12288 K=5376: fp8-tensor-w-tensor-a 5.163 and 83.05). At
+ * one token the fp8 weights stream at 2.70 and 2.58 TB/s against the bf16 GEMVs' 2.51 and 2.87:
+ * 1.07 and 0.90 of the bf16 rate (consts.h EMU_FP8_BW_REL). */
+static void h100_fp8_gemm_decode(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+    c.weight_dtype = ST_EMU_FP8;
+    static const struct {
+        double m, n, k, tflops;
+    } a[] = {
+        { 1, 6144, 4096, 5.396 },
+        { 16, 6144, 4096, 88.90 },
+        { 1, 12288, 5376, 5.163 },
+        { 16, 12288, 5376, 83.05 },
+    };
+    for (size_t i = 0; i < sizeof a / sizeof a[0]; i++) {
+        double s = st_emu_gemm_seconds(&c, a[i].m, a[i].n, a[i].k);
+        char what[96];
+        snprintf(what, sizeof what, "H100 fp8 GEMM %gx%gx%g TFLOP/s (no quant)", a[i].m, a[i].n, a[i].k);
+        within(what, 2 * a[i].m * a[i].n * a[i].k / s / 1e12, a[i].tflops);
+    }
+    /* the fp8 weight stream relative to the bf16 GEMV beside it (same sweep, 1 token: 2.513 and
+     * 2.870 TFLOP/s, h100_gemm_by_tokens) lies within the bounds a fit or a calibration may use */
+    const st_calib_knob *k = st_calib_knob_find("fp8_bw_rel");
+    assert_non_null(k);
+    double rel[] = { 5.396 / 2 / 2.513, 5.163 / 2 / 2.870 }; /* half the bytes per FLOP */
+    for (size_t i = 0; i < 2; i++) {
+        printf("# fp8 weight stream / bf16 GEMV at 1 token: %.3f (bounds %.2f-%.2f)\n", rel[i], k->lo, k->hi);
+        assert_true(rel[i] >= k->lo && rel[i] <= k->hi);
+    }
+}
+
 static void a100_gemm_large(void **state)
 {
     (void)state;
@@ -118,6 +156,7 @@ int main(void)
 {
     const struct CMUnitTest t[] = {
         cmocka_unit_test(h100_gemm_by_tokens),
+        cmocka_unit_test(h100_fp8_gemm_decode),
         cmocka_unit_test(a100_gemm_large),
         cmocka_unit_test(h100_decode_attention_by_context),
         cmocka_unit_test(a100_decode_attention_fixed_cost),
