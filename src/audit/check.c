@@ -263,6 +263,27 @@ static int check_launches(const st_spec *s, int random_prompts, char *err, size_
     return 0;
 }
 
+/* An agent trace's tasks that hold a request longer than configuration c's context ctx: left out
+ * of its runs, whole (st_sweep_agent_over_context). 1 when said, else 0. */
+static int agent_context_warning(const st_spec *s, const st_spec_config *c, uint32_t ctx, st_buf *out)
+{
+    st_sweep_agent_fit a;
+    char err[768];
+    if (!ctx || !s->workload.agent || st_sweep_agent_over_context(s, ctx, &a, err, sizeof err) || !a.fit.tasks_over ||
+        a.fit.tasks_over >= a.fit.tasks)
+        return 0;
+    const st_agent_fit *f = &a.fit;
+    st_buf_printf(out,
+                  "configuration '%s': %u of the agent trace's %u tasks (%.1f %%; %u of its %u requests) hold a "
+                  "request longer (prompt as grown by its parents' answers + output) than its context of %u tokens "
+                  "(%u such request%s, the first: node %s of task %s, %llu tokens): the server would refuse it and "
+                  "the rest of its task could not run, so its runs leave those tasks out whole and its figures are "
+                  "for the rest (raise --max-model-len to serve them)\n",
+                  c->name, f->tasks_over, f->tasks, 100.0 * f->tasks_over / f->tasks, f->requests_over, f->requests,
+                  ctx, f->nodes_over, f->nodes_over == 1 ? "" : "s", a.node, a.task, (unsigned long long)f->first_need);
+    return 1;
+}
+
 /* A trace against each configuration's context: one that holds no request the configuration can
  * serve (every one longer than its context) would run nothing. The share left out is a warning
  * (st_spec_warnings). */
@@ -272,7 +293,20 @@ static int check_trace_context(const st_spec *s, char *err, size_t errlen)
         const st_spec_config *c = &s->configs[i];
         uint32_t ctx = st_sweep_config_context(s, c);
         uint64_t over, total;
-        char e[512];
+        char e[768];
+        st_sweep_agent_fit a;
+        if (ctx && s->workload.agent && st_sweep_agent_over_context(s, ctx, &a, e, sizeof e) == 0 && a.fit.tasks &&
+            a.fit.tasks_over == a.fit.tasks) {
+            where(s, c, err, errlen);
+            size_t l = strlen(err);
+            snprintf(err + l, errlen - l,
+                     "every one of the agent trace's %u tasks holds a request longer (prompt as grown by its "
+                     "parents' answers + output) than the configuration's context of %u tokens (the first: node %s "
+                     "of task %s, %llu tokens): the server would refuse them, so no task could run; raise "
+                     "--max-model-len",
+                     a.fit.tasks, ctx, a.node, a.task, (unsigned long long)a.fit.first_need);
+            return -1;
+        }
         if (!ctx || st_sweep_trace_over_context(s, ctx, &over, &total, e, sizeof e) || !total || over < total)
             continue;
         where(s, c, err, errlen);
@@ -449,6 +483,7 @@ int st_spec_warnings(const st_spec *s, int starts_engine, st_buf *out)
         }
         /* a trace's requests longer than the configuration's context: left out of its runs */
         uint32_t ctx = ok ? st_sweep_config_context(s, c) : 0;
+        n += agent_context_warning(s, c, ctx, out);
         uint64_t over = 0, total = 0;
         if (ctx && st_sweep_trace_over_context(s, ctx, &over, &total, err, sizeof err) == 0 && over && over < total) {
             st_buf_printf(

@@ -319,8 +319,7 @@ static int cycle_trace(st_workload *w, uint32_t n)
 uint32_t st_sweep_config_context(const st_spec *spec, const st_spec_config *c)
 {
     char why[256], err[512];
-    if (spec->workload.kind != ST_WL_TRACE || spec->workload.agent || !c ||
-        !st_exec_model_supported(spec, why, sizeof why))
+    if (spec->workload.kind != ST_WL_TRACE || !c || !st_exec_model_supported(spec, why, sizeof why))
         return 0;
     st_emu_config cfg;
     if (st_exec_model_config(spec, c, &cfg, NULL, 0, NULL, err, sizeof err))
@@ -350,14 +349,51 @@ int st_sweep_trace_over_context(const st_spec *spec, uint32_t ctx, uint64_t *ove
     return 0;
 }
 
+int st_sweep_agent_over_context(const st_spec *spec, uint32_t ctx, st_sweep_agent_fit *f, char *err, size_t errlen)
+{
+    memset(f, 0, sizeof *f);
+    f->fit.first = UINT32_MAX;
+    if (spec->workload.kind != ST_WL_TRACE || !spec->workload.agent || !ctx)
+        return 0;
+    st_agent_graph g;
+    if (st_agent_load_file(spec->workload.trace, 0, &g, NULL, err, errlen))
+        return -1;
+    int rc = st_agent_fit_context(&g, ctx, NULL, &f->fit);
+    if (rc)
+        snprintf(err, errlen, "out of memory");
+    else if (f->fit.first < g.n) {
+        const st_agent_node *x = &g.nodes[f->fit.first];
+        snprintf(f->task, sizeof f->task, "%s", g.tasks[x->task].name);
+        snprintf(f->node, sizeof f->node, "%s", x->id);
+    }
+    st_agent_graph_free(&g);
+    return rc;
+}
+
 /* An agent trace's whole tasks, at least n requests (load/agent.h st_agent_workload_n): each run its
- * own prompt ids (seed), the sharing within a pass of the trace kept. */
-static int agent_workload(const st_spec *s, uint64_t seed, uint32_t n, st_workload *w, char *err, size_t errlen)
+ * own prompt ids (seed), the sharing within a pass of the trace kept; with max_context, the tasks
+ * that hold a node longer than it left out (st_agent_keep_within). */
+static int agent_workload(const st_spec *s, uint64_t seed, uint32_t n, uint32_t max_context, st_workload *w, char *err,
+                          size_t errlen)
 {
     st_agent_graph g;
     char e[768];
     if (st_agent_load_file(s->workload.trace, 0, &g, NULL, e, sizeof e)) {
         snprintf(err, errlen, "%s", e);
+        return -1;
+    }
+    st_agent_fit f;
+    if (max_context && st_agent_keep_within(&g, max_context, &f)) {
+        st_agent_graph_free(&g);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    if (max_context && !g.n_tasks) {
+        st_agent_graph_free(&g);
+        snprintf(err, errlen,
+                 "%s: every one of its %u tasks holds a request longer (prompt as grown by its parents' answers + "
+                 "output) than the context of %u tokens: nothing to run",
+                 s->workload.trace, f.tasks, max_context);
         return -1;
     }
     int rc = st_agent_workload_n(&g, seed, n, w, e, sizeof e);
@@ -377,7 +413,7 @@ int st_sweep_workload_ctx(const st_spec *s, uint64_t seed, uint32_t n, uint32_t 
 {
     memset(w, 0, sizeof *w);
     if (s->workload.agent)
-        return agent_workload(s, seed, n, w, err, errlen);
+        return agent_workload(s, seed, n, max_context, w, err, errlen);
     if (s->workload.kind == ST_WL_TRACE) {
         st_trace_load_opts o;
         st_trace_load_opts_default(&o);
@@ -954,30 +990,16 @@ static void say_cfg(sweep *S, const cfgrun *cr, const char *fmt, ...)
     say(S, "[%d/%d %s] %s", cr->ci + 1, S->spec->n_configs, cr->c->name, line);
 }
 
-/* Starts the engine and warms it up unless it runs. 0 up; 1 interrupted; -1 it did not start. */
-/* A trace's requests longer than the configuration's context are left out of its runs: said in
- * the log and kept in the row's facts ("trace_over_context": context, requests, of), which the
- * report's notes read. */
-static void trace_over_context(sweep *S, cfgrun *cr)
+/* o set as the row's fact key (taken; the row's facts kept otherwise). */
+static void row_fact(cfgrun *cr, const char *key, json_t *o)
 {
-    uint32_t ctx = st_sweep_config_context(S->spec, cr->c);
-    uint64_t over = 0, total = 0;
-    char err[512];
-    if (!ctx || st_sweep_trace_over_context(S->spec, ctx, &over, &total, err, sizeof err) || !over)
-        return;
-    say_cfg(S, cr,
-            "%llu of the trace's %llu requests (%.1f %%) are longer than its context of %u tokens (prompt + output): "
-            "the server would refuse them, so its runs leave them out (as servetune bench does)",
-            (unsigned long long)over, (unsigned long long)total, 100.0 * (double)over / (double)total, ctx);
     json_t *f = cr->row.facts ? json_loads(cr->row.facts, 0, NULL) : NULL;
     if (!json_is_object(f)) {
         json_decref(f);
         f = json_object();
     }
-    json_t *o =
-        json_pack("{s:I, s:I, s:I}", "context", (json_int_t)ctx, "requests", (json_int_t)over, "of", (json_int_t)total);
     char *d = NULL;
-    if (f && o && json_object_set_new(f, "trace_over_context", o) == 0) {
+    if (f && o && json_object_set_new(f, key, o) == 0) {
         o = NULL;
         d = json_dumps(f, JSON_COMPACT);
     }
@@ -988,6 +1010,55 @@ static void trace_over_context(sweep *S, cfgrun *cr)
         cr->row.facts = d;
     }
 }
+
+/* An agent trace's tasks that hold a request longer than the configuration's context are left out
+ * of its runs, whole (st_sweep_workload_ctx): said in the log and kept in the row's facts
+ * ("agent_over_context": context, tasks, tasks_of, requests, requests_of, and the first such
+ * request: task, node, tokens), which the report's notes read. */
+static void agent_over_context(sweep *S, cfgrun *cr, uint32_t ctx)
+{
+    st_sweep_agent_fit a;
+    char err[768];
+    if (st_sweep_agent_over_context(S->spec, ctx, &a, err, sizeof err) || !a.fit.tasks_over)
+        return;
+    const st_agent_fit *f = &a.fit;
+    say_cfg(S, cr,
+            "%u of the agent trace's %u tasks (%.1f %%; %u of its %u requests) hold a request longer than its context "
+            "of %u tokens (prompt as grown by its parents' answers + output; the first: node %s of task %s, %llu "
+            "tokens): the server would refuse it, so its runs leave those tasks out whole",
+            f->tasks_over, f->tasks, 100.0 * f->tasks_over / f->tasks, f->requests_over, f->requests, ctx, a.node,
+            a.task, (unsigned long long)f->first_need);
+    row_fact(cr, "agent_over_context",
+             json_pack("{s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:I}", "context", (json_int_t)ctx, "tasks",
+                       (json_int_t)f->tasks_over, "tasks_of", (json_int_t)f->tasks, "requests",
+                       (json_int_t)f->requests_over, "requests_of", (json_int_t)f->requests, "task", a.task, "node",
+                       a.node, "tokens", (json_int_t)f->first_need));
+}
+
+/* A trace's requests longer than the configuration's context are left out of its runs: said in
+ * the log and kept in the row's facts ("trace_over_context": context, requests, of), which the
+ * report's notes read. */
+static void trace_over_context(sweep *S, cfgrun *cr)
+{
+    uint32_t ctx = st_sweep_config_context(S->spec, cr->c);
+    uint64_t over = 0, total = 0;
+    char err[512];
+    if (ctx && S->spec->workload.agent) {
+        agent_over_context(S, cr, ctx);
+        return;
+    }
+    if (!ctx || st_sweep_trace_over_context(S->spec, ctx, &over, &total, err, sizeof err) || !over)
+        return;
+    say_cfg(S, cr,
+            "%llu of the trace's %llu requests (%.1f %%) are longer than its context of %u tokens (prompt + output): "
+            "the server would refuse them, so its runs leave them out (as servetune bench does)",
+            (unsigned long long)over, (unsigned long long)total, 100.0 * (double)over / (double)total, ctx);
+    row_fact(cr, "trace_over_context",
+             json_pack("{s:I, s:I, s:I}", "context", (json_int_t)ctx, "requests", (json_int_t)over, "of",
+                       (json_int_t)total));
+}
+
+/* Starts the engine and warms it up unless it runs. 0 up; 1 interrupted; -1 it did not start. */
 
 static int ensure_engine(sweep *S, cfgrun *cr)
 {

@@ -21,6 +21,7 @@
 #include "audit/capacity.h"
 #include "audit/spec.h"
 #include "audit/store.h"
+#include "load/agent.h"
 #include "load/workload.h"
 
 typedef struct st_sweep_opts {
@@ -85,20 +86,32 @@ int st_sweep_probe(const st_spec *spec, struct st_executor *x, int ci, double ra
  * else a trace's sessions are flattened on their recorded times. 0, or -1 with the reason in err. */
 int st_sweep_workload(const st_spec *spec, uint64_t seed, uint32_t n, st_workload *w, char *err, size_t errlen);
 /* The same, a trace's requests whose prompt + output exceed max_context (0: none) left out
- * (counted by the reader, not sent): what a configuration of that context can serve. */
+ * (counted by the reader, not sent): what a configuration of that context can serve. An agent
+ * trace: its tasks that hold such a request left out whole (st_sweep_agent_over_context). */
 int st_sweep_workload_ctx(const st_spec *spec, uint64_t seed, uint32_t n, uint32_t max_context, st_workload *w,
                           char *err, size_t errlen);
 
 /* The context in tokens of configuration c as the engine model reads its flags (--max-model-len,
  * else the model's max_position_embeddings), for a trace workload: the server refuses (HTTP 400) a
  * request whose prompt + output exceeds it, so the sweep leaves such requests out of c's runs,
- * counted, as servetune bench does. 0: unknown (an engine the model cannot stand for, flags it
- * cannot read) or a synthetic workload (its lengths are checked by --check). */
+ * counted, as servetune bench does (an agent trace: the tasks holding such a request, whole,
+ * st_sweep_agent_over_context). 0: unknown (an engine the model cannot stand for, flags it cannot
+ * read) or a synthetic workload (its lengths are checked by --check). */
 uint32_t st_sweep_config_context(const st_spec *spec, const st_spec_config *c);
 /* How many of the trace's requests (*total, every kept row) are longer than ctx (*over, the later
  * turns of their sessions included). 0, or -1 with err when the trace cannot be read. */
 int st_sweep_trace_over_context(const st_spec *spec, uint32_t ctx, uint64_t *over, uint64_t *total, char *err,
                                 size_t errlen);
+
+/* An agent trace against ctx (load/agent.h st_agent_fit_context): its tasks that hold a request
+ * longer (prompt as the graph grows it + output) than ctx, left out whole of the runs, and their
+ * requests; task and node name the first such request. All zero for another workload or ctx 0.
+ * 0, or -1 with err when the trace cannot be read. */
+typedef struct st_sweep_agent_fit {
+    st_agent_fit fit;
+    char task[ST_AGENT_ID_MAX], node[ST_AGENT_ID_MAX];
+} st_sweep_agent_fit;
+int st_sweep_agent_over_context(const st_spec *spec, uint32_t ctx, st_sweep_agent_fit *f, char *err, size_t errlen);
 
 /* A sustained spec's bounds (st_spec_check_bounds), and for engines the engine model knows, a
  * max_duration too short for one unloaded request's warm phase, window and drain on the model.

@@ -107,6 +107,31 @@ int st_agent_workload_n(const st_agent_graph *g, uint64_t salt, uint32_t min_ite
 #define ST_AGENT_FAN_OUT_MAX 256u
 int st_agent_sessions(const st_session_params *p, st_workload *out, char *err, size_t errlen);
 
+/* Tasks against a context (a server's --max-model-len, or its model's max position). A node needs
+ * its prompt as the graph grows it (its own input, plus each parent's answer of up to its
+ * output_tokens when it grows by them) plus its own output: a node that needs more than the
+ * context would be refused (HTTP 400) and could not run, nor could the nodes that wait for it; the
+ * rest of its task would be a different task. So such a task is left out whole. */
+typedef struct st_agent_fit {
+    uint32_t context;                   /* tokens (0: no limit) */
+    uint32_t tasks, requests;           /* the graph's */
+    uint32_t tasks_over, requests_over; /* tasks holding a node over the context, and all their nodes */
+    uint32_t nodes_over;                /* the nodes themselves over it */
+    uint32_t first;                     /* the first of those nodes in the file (UINT32_MAX: none) */
+    uint64_t first_need;                /* its prompt + output, tokens */
+} st_agent_fit;
+/* The tokens node i needs (as above). */
+uint64_t st_agent_node_context(const st_agent_graph *g, uint32_t i);
+/* The graph against ctx (0: nothing is over it) into *f; over (g->n_tasks flags, may be NULL):
+ * 1 for each task left out. 0, or -1 out of memory. */
+int st_agent_fit_context(const st_agent_graph *g, uint32_t ctx, uint8_t *over, st_agent_fit *f);
+/* Removes from g the tasks flagged in drop (g->n_tasks flags) and their nodes, the others kept in
+ * their order (indices renumbered; a graph may be left with no task). 0, or -1 out of memory (g
+ * unchanged). */
+int st_agent_graph_drop_tasks(st_agent_graph *g, const uint8_t *drop);
+/* st_agent_fit_context, then the tasks over ctx removed from g. 0, or -1 out of memory. */
+int st_agent_keep_within(st_agent_graph *g, uint32_t ctx, st_agent_fit *f);
+
 /* The shape of a graph (`servetune trace stats` on an agent trace). */
 #define ST_AGENT_WIDTH_ROWS 9 /* fan-out widths 2..9, the last row 9 and more */
 typedef struct st_agent_stats {

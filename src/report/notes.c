@@ -1892,6 +1892,37 @@ static void trace_over_context_note(ctx *x, const st_rep_cfg *c)
     json_decref(j);
 }
 
+/* An agent trace's tasks holding a request longer than the configuration's context were left out
+ * of its runs whole (the sweep's "agent_over_context" fact): its figures are for the rest. */
+static void agent_over_context_note(ctx *x, const st_rep_cfg *c)
+{
+    if (!c->row || !c->row->facts)
+        return;
+    json_t *j = json_loads(c->row->facts, 0, NULL);
+    json_t *o = json_object_get(j, "agent_over_context");
+    json_int_t ctxlen = json_integer_value(json_object_get(o, "context")),
+               tasks = json_integer_value(json_object_get(o, "tasks")),
+               tasks_of = json_integer_value(json_object_get(o, "tasks_of")),
+               reqs = json_integer_value(json_object_get(o, "requests")),
+               reqs_of = json_integer_value(json_object_get(o, "requests_of")),
+               tokens = json_integer_value(json_object_get(o, "tokens"));
+    const char *task = json_string_value(json_object_get(o, "task")),
+               *node = json_string_value(json_object_get(o, "node"));
+    if (ctxlen > 0 && tasks > 0 && tasks_of >= tasks && reqs_of >= reqs && task && node) {
+        st_buf_printf(&x->b,
+                      "%lld of the agent trace's %lld tasks (%.1f %%; %lld of its %lld requests) hold a request "
+                      "longer (prompt as grown by its parents' answers + output) than %s's context of %lld tokens "
+                      "(the first: node %s of task %s, %lld tokens): the server would refuse it (HTTP 400) and the "
+                      "rest of its task could not run, so its runs left those tasks out whole, and its figures "
+                      "are for the other %.1f %% of the tasks. To serve them, raise --max-model-len.",
+                      (long long)tasks, (long long)tasks_of, 100.0 * (double)tasks / (double)tasks_of, (long long)reqs,
+                      (long long)reqs_of, c->name, (long long)ctxlen, node, task, (long long)tokens,
+                      100.0 - 100.0 * (double)tasks / (double)tasks_of);
+        add(x, ST_NOTE_WARN, "agent_over_context", c->name);
+    }
+    json_decref(j);
+}
+
 int st_notes_build(const st_report *r, st_notes *out)
 {
     memset(out, 0, sizeof *out);
@@ -1909,6 +1940,7 @@ int st_notes_build(const st_report *r, st_notes *out)
         status_notes(&x, c);
         speculation_note(&x, c);
         trace_over_context_note(&x, c);
+        agent_over_context_note(&x, c);
         speculation_measured(&x, c);
         decode_anomaly(&x, i);
         capacity_notes(&x, c);

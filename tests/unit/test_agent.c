@@ -11,7 +11,10 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "audit/check.h"
 #include "audit/spec.h"
+#include "audit/sweep.h"
+#include "core/buf.h"
 #include "core/file.h"
 #include "emu/catalog.h"
 #include "emu/config.h"
@@ -579,14 +582,182 @@ static void spec_fan_out(void **state)
     assert_non_null(strstr(err, "workload.sessions.fan_out: expected N or MIN-MAX"));
 }
 
+/* Three tasks against a context of 1500 tokens: task a's join asks 1000 + 200 of its own (within
+ * the context) but its prompt grows by its two workers' answers (300 each) to 1600, 1800 in all;
+ * task b fits everywhere (its largest node 1100); task c's one node is 3000 tokens alone. */
+static const char CTX_TASKS[] =
+    "{\"task\": \"a\", \"id\": \"plan\", \"parents\": [], \"input_tokens\": 1000, \"output_tokens\": 100}\n"
+    "{\"task\": \"a\", \"id\": \"w1\", \"parents\": [\"plan\"], \"input_tokens\": 500, \"output_tokens\": 300}\n"
+    "{\"task\": \"a\", \"id\": \"w2\", \"parents\": [\"plan\"], \"input_tokens\": 500, \"output_tokens\": 300}\n"
+    "{\"task\": \"a\", \"id\": \"join\", \"parents\": [\"w1\", \"w2\"], \"input_tokens\": 1000, \"output_tokens\": "
+    "200}\n"
+    "{\"task\": \"b\", \"id\": \"plan\", \"parents\": [], \"input_tokens\": 1000, \"output_tokens\": 100}\n"
+    "{\"task\": \"b\", \"id\": \"w1\", \"parents\": [\"plan\"], \"input_tokens\": 500, \"output_tokens\": 300}\n"
+    "{\"task\": \"b\", \"id\": \"w2\", \"parents\": [\"plan\"], \"input_tokens\": 500, \"output_tokens\": 300}\n"
+    "{\"task\": \"b\", \"id\": \"join\", \"parents\": [\"w1\", \"w2\"], \"input_tokens\": 100, \"output_tokens\": "
+    "200}\n"
+    "{\"task\": \"c\", \"id\": \"solo\", \"parents\": [], \"input_tokens\": 3000, \"output_tokens\": 50}\n";
+
+/* The graph is sound: every node's parents and children in its task, the root without parents,
+ * the order every node once with its parents before it. */
+static void graph_is_sound(const st_agent_graph *g)
+{
+    uint32_t *pos = malloc(g->n * sizeof *pos);
+    assert_non_null(pos);
+    for (uint32_t i = 0; i < g->n; i++)
+        pos[i] = UINT32_MAX;
+    for (uint32_t k = 0; k < g->n; k++) {
+        assert_true(g->order[k] < g->n && pos[g->order[k]] == UINT32_MAX);
+        pos[g->order[k]] = k;
+    }
+    for (uint32_t i = 0; i < g->n; i++) {
+        const st_agent_node *x = &g->nodes[i];
+        assert_true(x->task < g->n_tasks);
+        for (uint32_t j = 0; j < x->n_parents; j++) {
+            assert_int_equal(g->nodes[x->parents[j]].task, x->task);
+            assert_true(pos[x->parents[j]] < pos[i]);
+        }
+        for (uint32_t j = 0; j < x->n_children; j++)
+            assert_true(has_parent(g, x->children[j], i));
+    }
+    for (uint32_t t = 0; t < g->n_tasks; t++) {
+        assert_int_equal(g->nodes[g->tasks[t].root].task, t);
+        assert_int_equal(g->nodes[g->tasks[t].root].n_parents, 0);
+    }
+    free(pos);
+}
+
+/* A node's context is its prompt as the graph grows it plus its output; a task holding a node over
+ * the context is left out whole (counted as tasks and requests); what is kept is a sound graph
+ * whose workload holds only nodes within the context. */
+static void tasks_over_context(void **state)
+{
+    (void)state;
+    st_agent_graph g;
+    char err[512];
+    if (st_agent_parse(CTX_TASKS, strlen(CTX_TASKS), "ctx", &g, err, sizeof err))
+        fail_msg("%s", err);
+    uint32_t ja = find(&g, "a", "join"), w1 = find(&g, "a", "w1"), jb = find(&g, "b", "join");
+    assert_int_equal(st_agent_node_context(&g, ja), 1000 + 300 + 300 + 200);
+    assert_int_equal(st_agent_node_context(&g, w1), 500 + 100 + 300);
+    assert_int_equal(st_agent_node_context(&g, jb), 100 + 600 + 200);
+    st_agent_fit f;
+    uint8_t over[3];
+    assert_int_equal(st_agent_fit_context(&g, 1500, over, &f), 0);
+    assert_int_equal(f.tasks, 3);
+    assert_int_equal(f.requests, 9);
+    assert_int_equal(f.tasks_over, 2);
+    assert_int_equal(f.requests_over, 5); /* all of a's 4, c's 1 */
+    assert_int_equal(f.nodes_over, 2);
+    assert_int_equal(f.first, ja);
+    assert_int_equal(f.first_need, 1800);
+    assert_true(over[0] && !over[1] && over[2]);
+    /* without a context nothing is over */
+    assert_int_equal(st_agent_fit_context(&g, 0, NULL, &f), 0);
+    assert_int_equal(f.tasks_over, 0);
+
+    assert_int_equal(st_agent_keep_within(&g, 1500, &f), 0);
+    assert_int_equal(f.tasks_over, 2);
+    assert_int_equal(g.n_tasks, 1);
+    assert_int_equal(g.n, 4);
+    assert_string_equal(g.tasks[0].name, "b");
+    assert_int_equal(g.tasks[0].n_nodes, 4);
+    graph_is_sound(&g);
+    assert_int_equal(g.nodes[find(&g, "b", "join")].n_parents, 2);
+    for (uint32_t i = 0; i < g.n; i++)
+        assert_true(st_agent_node_context(&g, i) <= 1500);
+    st_workload w;
+    assert_int_equal(st_agent_workload_n(&g, 3, 10, &w, err, sizeof err), 0);
+    assert_int_equal(w.n, 12); /* three passes of task b */
+    assert_int_equal(w.n_tasks, 3);
+    st_workload_free(&w);
+    /* a second pass over the kept graph leaves it as it is */
+    assert_int_equal(st_agent_keep_within(&g, 1500, &f), 0);
+    assert_int_equal(f.tasks_over, 0);
+    assert_int_equal(g.n, 4);
+    st_agent_graph_free(&g);
+}
+
+/* An agent-trace audit against a configuration's context (--max-model-len): --check says the tasks
+ * left out and names the first request over it, the sweep's workload holds only the other tasks;
+ * a context no task fits is refused. */
+static void spec_agent_over_context(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/st_agent_ctx_XXXXXX", text[1024], err[768];
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, CTX_TASKS, strlen(CTX_TASKS)), (ssize_t)strlen(CTX_TASKS));
+    close(fd);
+#define CTX_SPEC                                                                                                       \
+    "engine: {kind: emulator, model: Qwen/Qwen3-8B, flags: [--gpu, H100, --max-model-len, '%u']}\n"                    \
+    "hardware: {gpu: H100, gpus_per_replica: 1, price_per_gpu_hour: 2}\npeak_rate: 1\n"                                \
+    "slo: {ttft_p95_ms: 1000, tpot_p95_ms: 100, makespan_p95_ms: 8000}\n"                                              \
+    "workload: {trace: %s}\nrates: [1]\n"
+    st_spec s;
+    snprintf(text, sizeof text, CTX_SPEC, 1500u, path);
+    if (st_spec_parse("s.yaml", text, strlen(text), &s, err, sizeof err))
+        fail_msg("%s", err);
+    uint32_t ctx = st_sweep_config_context(&s, &s.configs[0]);
+    assert_int_equal(ctx, 1500);
+    st_sweep_agent_fit a;
+    assert_int_equal(st_sweep_agent_over_context(&s, ctx, &a, err, sizeof err), 0);
+    assert_int_equal(a.fit.tasks_over, 2);
+    assert_int_equal(a.fit.requests_over, 5);
+    assert_string_equal(a.task, "a");
+    assert_string_equal(a.node, "join");
+    if (st_spec_check(&s, err, sizeof err))
+        fail_msg("--check refused a trace of which one task fits: %s", err);
+    st_buf b;
+    st_buf_init(&b, 1 << 16);
+    st_spec_warnings(&s, 0, &b);
+    const char *want = "2 of the agent trace's 3 tasks (66.7 %; 5 of its 9 requests) hold a request longer";
+    if (!b.data || !strstr(b.data, want) || !strstr(b.data, "the first: node join of task a, 1800 tokens"))
+        fail_msg("--check's warnings '%s' lack '%s'", b.data ? b.data : "", want);
+    st_buf_free(&b);
+    st_workload w;
+    assert_int_equal(st_sweep_workload_ctx(&s, 1, 8, ctx, &w, err, sizeof err), 0);
+    assert_int_equal(w.n, 8); /* two passes of task b (not a's 4 and b's 4) */
+    assert_int_equal(w.n_tasks, 2);
+    uint32_t joins = 0;
+    for (uint32_t i = 0; i < w.n; i++) {
+        assert_true(w.items[i].input_len <= 1000);
+        joins += w.items[i].input_len == 100;
+    }
+    assert_int_equal(joins, 2);
+    st_workload_free(&w);
+    /* the same workload without the context holds task a's and c's nodes */
+    assert_int_equal(st_sweep_workload_ctx(&s, 1, 9, 0, &w, err, sizeof err), 0);
+    assert_int_equal(w.n, 9);
+    assert_int_equal(w.n_tasks, 3);
+    st_workload_free(&w);
+    st_spec_free(&s);
+
+    snprintf(text, sizeof text, CTX_SPEC, 800u, path);
+    if (st_spec_parse("s.yaml", text, strlen(text), &s, err, sizeof err))
+        fail_msg("%s", err);
+    if (st_spec_check(&s, err, sizeof err) == 0 || !strstr(err, "every one of the agent trace's 3 tasks"))
+        fail_msg("--check accepted an agent trace none of whose tasks fits 800 tokens (err '%s')", err);
+    assert_int_equal(st_sweep_workload_ctx(&s, 1, 8, 800, &w, err, sizeof err), -1);
+    assert_non_null(strstr(err, "every one of its 3 tasks"));
+    st_spec_free(&s);
+    remove(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
-        cmocka_unit_test(weka_sample),         cmocka_unit_test(graph_sample),
-        cmocka_unit_test(repeated_passes),     cmocka_unit_test(bad_graphs),
-        cmocka_unit_test(weka_relative_times), cmocka_unit_test(model_replays_fan_out_and_join),
-        cmocka_unit_test(synthetic_tasks),     cmocka_unit_test(spec_fan_out),
+        cmocka_unit_test(weka_sample),
+        cmocka_unit_test(graph_sample),
+        cmocka_unit_test(repeated_passes),
+        cmocka_unit_test(bad_graphs),
+        cmocka_unit_test(weka_relative_times),
+        cmocka_unit_test(model_replays_fan_out_and_join),
+        cmocka_unit_test(synthetic_tasks),
+        cmocka_unit_test(spec_fan_out),
         cmocka_unit_test(spec_agent_trace),
+        cmocka_unit_test(tasks_over_context),
+        cmocka_unit_test(spec_agent_over_context),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }
