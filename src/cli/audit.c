@@ -52,7 +52,9 @@ static void help(const st_opt *opts)
            "tasks at the run's task rate and closed within a task (a request sent when its parents answered plus\n"
            "its gap); the rates and the capacity are in tasks starting per second (tasks/s), the capacity also in\n"
            "req/s delivered; slo: makespan_pNN_ms bounds the task makespan. concurrency:, sessions:, think_time,\n"
-           "the trace filters and peak_rate: trace are refused with it (docs/audit-spec.md).\n\n"
+           "the trace filters and peak_rate: trace are refused with it (docs/audit-spec.md). A configuration's\n"
+           "runs leave out, whole, the tasks holding a request longer than its context (its prompt as grown by\n"
+           "its parents' answers, plus its output), and --check says how many tasks and requests.\n\n"
            "Options:\n");
     st_opts_usage(stdout, opts);
     printf("\nExamples:\n"

@@ -184,11 +184,92 @@ static void agent_spec_errors_name_the_line(void **state)
     }
 }
 
+/* 8 tasks as write_tasks makes them, but the joins of t3 and t7 carry 1900 prompt tokens of their
+ * own: with their workers' answers (60 + 80, and 60 + 80 + 100) and 100 output tokens they need 2140
+ * and 2240 tokens, over a --max-model-len of 2048; every other node needs at most 1340. */
+static void write_tasks_over(const char *path)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    for (int t = 0; t < 8; t++) {
+        int w = 2 + t % 3;
+        fprintf(f,
+                "{\"task\": \"t%d\", \"id\": \"plan\", \"parents\": [], \"input_tokens\": 800, \"output_tokens\": 80, "
+                "\"blocks\": [1, 2, 3], \"block_tokens\": 256, \"start\": %g}\n",
+                t, t * 0.5);
+        for (int k = 0; k < w; k++)
+            fprintf(f,
+                    "{\"task\": \"t%d\", \"id\": \"w%d\", \"parents\": [\"plan\"], \"input_tokens\": 400, "
+                    "\"output_tokens\": %d, \"gap\": 0.1, \"blocks\": [1]}\n",
+                    t, k, 60 + 20 * k);
+        fprintf(f, "{\"task\": \"t%d\", \"id\": \"join\", \"parents\": [", t);
+        for (int k = 0; k < w; k++)
+            fprintf(f, "%s\"w%d\"", k ? ", " : "", k);
+        fprintf(f, "], \"input_tokens\": %d, \"output_tokens\": 100, \"gap\": 0.05}\n", t % 4 == 3 ? 1900 : 900);
+    }
+    fclose(f);
+}
+
+static void write_over_spec(const char *spec, const char *trace, const char *max_model_len)
+{
+    FILE *f = fopen(spec, "w");
+    assert_non_null(f);
+    fprintf(f,
+            "engine: {kind: emulator, model: Qwen/Qwen3-8B, flags: [--gpu, H100, --time-scale, '10', "
+            "--max-model-len, '%s']}\n"
+            "hardware: {gpu: H100, gpus_per_replica: 1, price_per_gpu_hour: 2.0}\npeak_rate: 4\n"
+            "workload: {trace: %s, requests_per_rate: 40}\nrates: [2]\nwarmup_requests: 0\n"
+            "slo: {ttft_p95_ms: 1000, tpot_p95_ms: 60, makespan_p95_ms: 4000}\nsearch: {mode: burst}\n"
+            "timeouts: {startup: 8s, request: 60s, stop_grace: 2s}\n",
+            max_model_len, trace);
+    fclose(f);
+}
+
+/* An agent trace some of whose tasks need more than the configuration's context: --check says the
+ * tasks and requests left out and names the first node over it; the audit on the emulator (which
+ * refuses a request over its --max-model-len, HTTP 400) leaves those tasks out whole, so no
+ * request fails, and its report says so; a context no task fits is refused by --check. */
+static void agent_tasks_over_context(void **state)
+{
+    (void)state;
+    char trace[400], spec[400], out[400], log[500], p[500];
+    snprintf(trace, sizeof trace, "%s/over.jsonl", tmp);
+    snprintf(spec, sizeof spec, "%s/over.yaml", tmp);
+    snprintf(out, sizeof out, "%s/out", tmp);
+    snprintf(log, sizeof log, "%s/servetune.out", tmp);
+    write_tasks_over(trace);
+    write_over_spec(spec, trace, "2048");
+    const char *check[] = { "audit", "--check", spec, NULL };
+    assert_int_equal(run_servetune(check, 60), 0);
+    if (!file_has(log, "2 of the agent trace's 8 tasks (25.0 %; 9 of its 39 requests) hold a request longer") ||
+        !file_has(log, "the first: node join of task t3, 2140 tokens"))
+        fail_msg("--check did not say the tasks over the context (%s)", log);
+    const char *args[] = { "audit", spec, "-o", out, "-q", NULL };
+    assert_int_equal(run_servetune(args, 120), 0);
+    json_t *j = load_json(out);
+    json_t *runs = json_object_get(config_named(j, "baseline"), "runs");
+    assert_true(json_array_size(runs) == 1);
+    json_t *r = json_array_get(runs, 0);
+    print_message("# %lld sent, %lld failed\n", (long long)json_integer_value(json_object_get(r, "sent")),
+                  (long long)json_integer_value(json_object_get(r, "failed")));
+    assert_int_equal(json_integer_value(json_object_get(r, "failed")), 0);
+    assert_true(json_integer_value(json_object_get(r, "sent")) >= 40);
+    json_decref(j);
+    snprintf(p, sizeof p, "%s/report.md", out);
+    assert_true(file_has(p, "2 of the agent trace's 8 tasks (25.0 %; 9 of its 39 requests) hold a request longer "
+                            "(prompt as grown by its parents' answers + output) than baseline's context of 2048"));
+    /* every join needs at least 900 + 60 + 80 + 100 = 1140 tokens: no task fits 1024 */
+    write_over_spec(spec, trace, "1024");
+    assert_int_equal(run_servetune(check, 60), 2);
+    assert_true(file_has(log, "every one of the agent trace's 8 tasks holds a request longer"));
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
         cmocka_unit_test_setup_teardown(audit_of_an_agent_trace, setup, teardown),
         cmocka_unit_test_setup_teardown(agent_spec_errors_name_the_line, setup, teardown),
+        cmocka_unit_test_setup_teardown(agent_tasks_over_context, setup, teardown),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }
