@@ -29,6 +29,7 @@
 #include "load/output.h"
 #include "load/runner.h"
 #include "cli/agents.h"
+#include "load/agent_file.h"
 #include "load/agent_run.h"
 #include "load/session.h"
 #include "load/stats.h"
@@ -190,8 +191,9 @@ static void workload_options(bench_args *a, st_opt *opts, int *n)
         { "trace-rate", 0, ST_OPT_RATE, &a->trace_rate, "R", "re-time the trace to R req/s keeping its burstiness", 0,
           0, 0 },
         { "trace-max-context", 0, ST_OPT_LONG, &a->tr.max_context, "N",
-          "skip and count trace requests whose prompt + output exceed N (default: the server's max_model_len)", 1, 1e9,
-          0 },
+          "skip and count trace requests whose prompt + output exceed N (default: the server's max_model_len; an "
+          "agent trace: the tasks holding one, whole, a prompt grown by its parents' answers)",
+          1, 1e9, 0 },
         { "trace-sessions", 0, ST_OPT_STR, &a->trace_sessions, "MODE",
           "replay|flat|off: a trace's sessions as conversations with the real answers (default), flattened on their "
           "recorded times, or ignored",
@@ -433,6 +435,41 @@ typedef struct bench_work {
     st_agent_format agent; /* an agent trace (load/agent.h): task graphs */
 } bench_work;
 
+/* An agent trace's task graphs as the workload; with a context (ctx: --trace-max-context, else the
+ * server's; 0: unknown), the tasks that hold a request longer than it (its prompt as grown by its
+ * parents' answers + output, load/agent.h st_agent_fit_context) left out whole and said. 0, or -1
+ * with err. */
+static int agent_bench_workload(const char *path, uint64_t seed, uint32_t ctx, st_workload *w, char *err, size_t errlen)
+{
+    st_agent_graph g;
+    if (st_agent_load_file(path, 0, &g, NULL, err, errlen) < 0)
+        return -1;
+    st_agent_fit f;
+    uint8_t *over = malloc(g.n_tasks ? g.n_tasks : 1);
+    int rc = !over || st_agent_fit_context(&g, ctx, over, &f) ? -1 : 0;
+    if (rc == 0 && f.tasks_over) {
+        const st_agent_node *x = &g.nodes[f.first];
+        fprintf(stderr,
+                "servetune bench: %u of the agent trace's %u tasks (%u of its %u requests) hold a request longer "
+                "(prompt as grown by its parents' answers + output) than the context of %u tokens (the first: "
+                "node %s of task %s, %llu tokens): left out whole (a request over the context cannot run, nor the "
+                "requests that wait for it)\n",
+                f.tasks_over, f.tasks, f.requests_over, f.requests, ctx, x->id, g.tasks[x->task].name,
+                (unsigned long long)f.first_need);
+        rc = st_agent_graph_drop_tasks(&g, over);
+    }
+    free(over);
+    if (rc)
+        snprintf(err, errlen, "out of memory");
+    else if (!g.n_tasks) {
+        snprintf(err, errlen, "%s: every task holds a request longer than the context of %u tokens", path, ctx);
+        rc = -1;
+    } else
+        rc = st_agent_workload(&g, seed, w, err, errlen);
+    st_agent_graph_free(&g);
+    return rc;
+}
+
 static int build_workload(bench_args *a, int api, int vllm_dataset, int n_given, uint32_t server_mml, bench_work *bw,
                           char *err, size_t errlen)
 {
@@ -448,7 +485,8 @@ static int build_workload(bench_args *a, int api, int vllm_dataset, int n_given,
                      n_given ? "-n" : "--trace-sessions");
             return -1;
         }
-        return st_agent_load_file(a->trace, (uint64_t)a->seed, NULL, &bw->work, err, errlen) < 0 ? -2 : 0;
+        uint32_t ctx = a->tr.max_context ? (uint32_t)a->tr.max_context : server_mml;
+        return agent_bench_workload(a->trace, (uint64_t)a->seed, ctx, &bw->work, err, errlen) < 0 ? -2 : 0;
     }
     if (a->trace) {
         st_trace_load_opts lo;

@@ -217,12 +217,66 @@ static void predict_fan_out_spec(void **state)
     remove(log);
 }
 
+/* bench against a server of --max-model-len 2048: of 4 tasks (a planner, two workers of 60 and 80
+ * tokens, a join), the join of t1 carries 1900 tokens of its own, 2140 with its workers' answers and
+ * its output; that task is left out whole and said, and no request is refused (the emulator
+ * answers HTTP 400 to one over its context). */
+static void bench_leaves_out_tasks_over_context(void **state)
+{
+    (void)state;
+    char trace[128], bj[128], blog[128], url[64], *log;
+    snprintf(trace, sizeof trace, "/tmp/st-agents-over-%d.jsonl", (int)getpid());
+    snprintf(bj, sizeof bj, "/tmp/st-agents-over-%d.json", (int)getpid());
+    snprintf(blog, sizeof blog, "/tmp/st-agents-over-%d.log", (int)getpid());
+    FILE *f = fopen(trace, "w");
+    assert_non_null(f);
+    for (int t = 0; t < 4; t++)
+        fprintf(f,
+                "{\"task\": \"t%d\", \"id\": \"plan\", \"parents\": [], \"input_tokens\": 800, \"output_tokens\": 80}\n"
+                "{\"task\": \"t%d\", \"id\": \"w0\", \"parents\": [\"plan\"], \"input_tokens\": 400, "
+                "\"output_tokens\": 60}\n"
+                "{\"task\": \"t%d\", \"id\": \"w1\", \"parents\": [\"plan\"], \"input_tokens\": 400, "
+                "\"output_tokens\": 80}\n"
+                "{\"task\": \"t%d\", \"id\": \"join\", \"parents\": [\"w0\", \"w1\"], \"input_tokens\": %d, "
+                "\"output_tokens\": 100}\n",
+                t, t, t, t, t == 1 ? 1900 : 900);
+    fclose(f);
+    emu_child c;
+    const char *extra[] = { "--max-model-len", "2048", NULL };
+    assert_int_equal(emu_start(&c, "Qwen/Qwen3-8B", "H100", extra, 1), 0);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", c.port);
+    const char *b[] = { "servetune", "bench", "--url",   url,      "--api", "completions", "--trace", trace,
+                        "--max-lag", "1000",  "--quiet", "--json", bj,      NULL };
+    int rc = run_cli(b, blog);
+    emu_stop(&c);
+    if (rc != 0)
+        fail_msg("bench exited %d (log %s)", rc, blog);
+    size_t len;
+    char err[256];
+    log = st_read_file(blog, 1 << 20, &len, err, sizeof err);
+    assert_non_null(log);
+    if (!strstr(log, "1 of the agent trace's 4 tasks (4 of its 16 requests) hold a request longer") ||
+        !strstr(log, "the first: node join of task t1, 2140 tokens"))
+        fail_msg("bench did not say the task left out: %s", log);
+    free(log);
+    json_t *B = load_json(bj);
+    assert_int_equal((int)tasks_num(B, NULL, "completed"), 3);
+    json_t *req = json_object_get(json_object_get(B, "summary"), "requests");
+    assert_int_equal(json_integer_value(json_object_get(req, "sent")), 12);
+    assert_int_equal(json_integer_value(json_object_get(req, "failed")), 0);
+    json_decref(B);
+    remove(trace);
+    remove(bj);
+    remove(blog);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
         cmocka_unit_test(trace_stats_of_the_sample),
         cmocka_unit_test(bench_and_predict_agree),
         cmocka_unit_test(predict_fan_out_spec),
+        cmocka_unit_test(bench_leaves_out_tasks_over_context),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }
