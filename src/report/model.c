@@ -183,6 +183,22 @@ static double session_mean_turns(const st_report *r)
     return json_is_number(tm) && json_number_value(tm) > 0 ? json_number_value(tm) : NAN;
 }
 
+/* An agent trace's requests per task in configuration c's runs: the whole trace's, or, when they
+ * left out the tasks holding a request over its context (the row's "agent_over_context" fact), the
+ * other tasks'. */
+static double agent_requests_per_task(const st_report *r, const st_rep_cfg *c)
+{
+    double whole = st_spec_turns_mean(&r->spec);
+    json_t *j = c->row && c->row->facts ? json_loads(c->row->facts, 0, NULL) : NULL;
+    json_t *o = json_object_get(j, "agent_over_context");
+    json_int_t t = json_integer_value(json_object_get(o, "tasks")),
+               tof = json_integer_value(json_object_get(o, "tasks_of")),
+               q = json_integer_value(json_object_get(o, "requests")),
+               qof = json_integer_value(json_object_get(o, "requests_of"));
+    json_decref(j);
+    return t > 0 && tof > t && qof > q ? (double)(qof - q) / (double)(tof - t) : whole;
+}
+
 void st_report_free(st_report *r)
 {
     if (!r)
@@ -420,7 +436,9 @@ static void cfg_capacity(st_store *s, const st_report *out, st_rep_cfg *c)
                       .peak_rps = out->spec.peak_rate };
     st_cost_compute(&ci, &c->cost);
     c->ttft_p95_ms = c->tpot_p95_ms = NAN;
-    c->requests_per_session = out->spec.workload.sessions.on ? session_mean_turns(out) : NAN;
+    c->requests_per_session = !out->spec.workload.sessions.on ? NAN
+                              : out->spec.workload.agent      ? agent_requests_per_task(out, c)
+                                                              : session_mean_turns(out);
     if (c->cap->has_pass) {
         const st_run_row *pr = &c->runs[c->cap->pass_index];
         /* terms 0 and 1 are always p95 TTFT and p95 TPOT (sustained: over the window) */

@@ -258,6 +258,8 @@ static void agent_tasks_over_context(void **state)
     snprintf(p, sizeof p, "%s/report.md", out);
     assert_true(file_has(p, "2 of the agent trace's 8 tasks (25.0 %; 9 of its 39 requests) hold a request longer "
                             "(prompt as grown by its parents' answers + output) than baseline's context of 2048"));
+    /* the requests per task of the tasks run: 30 in the 6 left */
+    assert_true(file_has(p, "tasks/s (5 requests each on average)"));
     /* every join needs at least 900 + 60 + 80 + 100 = 1140 tokens: no task fits 1024 */
     write_over_spec(spec, trace, "1024");
     assert_int_equal(run_servetune(check, 60), 2);
