@@ -1,10 +1,21 @@
 /* servetune plan --disagg end to end: the pick priced as disaggregated prefill/decode workers
- * beside the same GPUs aggregated, the rate matching written out, a slow connector reported with
+ * beside the same GPUs aggregated, the rate matching written out, the queueing capacity in
+ * disagg.json the two-pool engine-model run's (st_disagg_sim_capacity) for the picked xPyD, a slow connector reported with
  * the bandwidth it needed, the deploy snippet saying nothing was measured, and a bad connector
  * refused before the search. */
 #include "harness.h"
 
+#include <jansson.h>
+#include <string.h>
 #include <sys/stat.h>
+
+#include "audit/executor.h"
+#include "audit/spec.h"
+#include "audit/sweep.h"
+#include "core/file.h"
+#include "emu/sim.h"
+#include "load/workload.h"
+#include "plan/disagg_sim.h"
 
 #define ST_IT_TMP_PREFIX "/tmp/st_plan_disagg_it."
 #include "audit_util.h"
@@ -25,13 +36,81 @@ static const char *spec_text =
     "plan: {gpus: [H100], gpus_per_replica: [1], kv_cache_dtype: [auto], max_num_seqs: [128], "
     "max_num_batched_tokens: [2048]}\n";
 
+static double num(json_t *o, const char *key)
+{
+    json_t *v = json_object_get(o, key);
+    if (!json_is_number(v))
+        fail_msg("disagg.json: no number %s", key);
+    return json_number_value(v);
+}
+
+/* disagg.json's queueing capacity is st_disagg_sim_capacity's for the picked xPyD of the pick
+ * (the spec --write-spec wrote for it), searched from the static figure, which stays the rate
+ * matching (min(x P s_p, y D s_d), the link limit applied). */
+static void queueing_capacity_is_the_two_pool_runs(const char *out, const char *pick_spec)
+{
+    char path[700], err[512];
+    snprintf(path, sizeof path, "%s/disagg.json", out);
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    if (!root)
+        fail_msg("%s: %s", path, je.text);
+    assert_true(json_is_false(json_object_get(root, "measured")));
+    int x = (int)num(root, "x"), y = (int)num(root, "y"), tp = (int)num(root, "gpus_per_replica");
+    json_t *st = json_object_get(root, "static"), *q = json_object_get(root, "queueing");
+    double matched = st_disagg_rate_match(num(st, "prefill_worker_rps"), x, num(st, "prefill_scale"),
+                                          num(st, "decode_worker_rps"), y, num(st, "decode_scale"));
+    assert_false(json_is_true(json_object_get(st, "link_limited")));
+    assert_true(num(st, "rps") == matched);
+    assert_true(num(q, "start_rps") == num(st, "rps"));
+    size_t len;
+    char *text = st_read_file(pick_spec, 1 << 20, &len, err, sizeof err);
+    if (!text)
+        fail_msg("%s", err);
+    st_spec s;
+    if (st_spec_parse(pick_spec, text, len, &s, err, sizeof err))
+        fail_msg("%s", err);
+    free(text);
+    st_emu_config cfg;
+    if (st_exec_model_config(&s, &s.configs[0], &cfg, NULL, 0, NULL, err, sizeof err))
+        fail_msg("%s", err);
+    st_disagg_work wk;
+    st_disagg_work_of_spec(&s, &wk);
+    st_workload w;
+    if (st_sweep_workload(&s, s.workload.seed, (uint32_t)num(q, "requests"), &w, err, sizeof err))
+        fail_msg("%s", err);
+    assert_int_equal(w.n, (uint32_t)num(q, "requests"));
+    st_emu_sim_item *items = calloc(w.n, sizeof *items);
+    assert_non_null(items);
+    st_emu_sim_items_from_workload(&w, NULL, items);
+    st_disagg_link l;
+    assert_int_equal(st_disagg_link_find(json_string_value(json_object_get(root, "connector")), &l), 0);
+    st_disagg_sim c;
+    if (st_disagg_sim_capacity(&cfg, items, w.n, x, y, tp, &l, &wk, num(st, "rps"), s.workload.seed,
+                               num(q, "tolerance"), &c, err, sizeof err))
+        fail_msg("%s", err);
+    if (!(c.rate > 0) || num(q, "capacity_rps") != c.rate)
+        fail_msg("disagg.json queueing capacity %.17g, the two-pool run's %.17g", num(q, "capacity_rps"), c.rate);
+    json_t *cap = json_object_get(q, "capacity");
+    assert_true(num(cap, "ttft_p95_ms") == c.ttft_p95_s * 1e3);
+    assert_true(num(cap, "tpot_p95_ms") == c.tpot_p95_s * 1e3);
+    assert_true(json_is_true(json_object_get(cap, "meets_slo")));
+    free(items);
+    st_workload_free(&w);
+    st_spec_free(&s);
+    json_decref(root);
+}
+
 static void disaggregated_beside_aggregated(void **state)
 {
     (void)state;
     char specp[600], out[600], md[700];
     put("plan.yaml", spec_text, specp, sizeof specp);
     snprintf(out, sizeof out, "%s/out", tmp);
-    const char *args[] = { "plan", specp, "-o", out, "-q", "--disagg", "--disagg-gpus", "8", NULL };
+    char pick[600];
+    snprintf(pick, sizeof pick, "%s/pick.yaml", tmp);
+    const char *args[] = { "plan",  specp, "-o",           out,  "-q", "--disagg", "--disagg-gpus", "8",
+                           "--top", "1",   "--write-spec", pick, NULL };
     assert_int_equal(run_servetune(args, 300), 0);
     snprintf(md, sizeof md, "%s/disagg.md", out);
     assert_true(file_has(md, "no disaggregated setup was measured"));
@@ -47,6 +126,10 @@ static void disaggregated_beside_aggregated(void **state)
     assert_true(file_has(md, "--kv-transfer-config"));
     assert_true(file_has(md, "\"kv_role\":\"kv_producer\""));
     assert_false(file_has(md, "cannot keep up"));
+    /* which figure is which: the static rate matching, the queueing capacity of both pools run */
+    assert_true(file_has(md, "Which figure is which"));
+    assert_true(file_has(md, "With queueing (both pools on the engine model)"));
+    queueing_capacity_is_the_two_pool_runs(out, pick);
     /* the scales are options */
     const char *b[] = {
         "plan", specp, "-o", out, "-q", "--disagg", "--prefill-scale", "1", "--decode-scale", "1", NULL
