@@ -48,6 +48,9 @@
  * min_window takes more), and the queueing capacity search's tolerance. */
 #define PLAN_DISAGG_REQUESTS 400u
 #define PLAN_DISAGG_TOLERANCE 0.03
+/* --disagg: top candidates priced disaggregated at most (the pick and the next ones, --top): each
+ * a capacity search of a dozen two-pool runs. */
+#define PLAN_DISAGG_TOP_MAX 8
 
 static void help(const st_opt *opts)
 {
@@ -517,6 +520,22 @@ static void disagg_run_line(st_buf *b, const char *what, const st_disagg_sim *q)
                                : ", not within the SLO");
 }
 
+/* The queueing runs' requests: PLAN_DISAGG_REQUESTS of s's workload (w, freed by the caller with
+ * the items). NULL with err. */
+static st_emu_sim_item *disagg_items(const st_spec *s, st_workload *w, char *err, size_t errlen)
+{
+    if (st_sweep_workload(s, s->workload.seed, PLAN_DISAGG_REQUESTS, w, err, errlen))
+        return NULL;
+    st_emu_sim_item *items = calloc(w->n ? w->n : 1, sizeof *items);
+    if (!items) {
+        st_workload_free(w);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    st_emu_sim_items_from_workload(w, NULL, items);
+    return items;
+}
+
 /* With queueing: the picked xPyD as two pools on the engine model (plan/disagg_sim.h), run at
  * the lower of the aggregated and static figures, and its sustained capacity at the SLO
  * (st_disagg_sim_capacity, searched from the static figure). Into b and j's "queueing" (a run
@@ -526,15 +545,9 @@ static int disagg_queueing(const st_spec *s, const st_emu_config *cfg, const st_
                            json_t *j, char *err, size_t errlen)
 {
     st_workload qw;
-    if (st_sweep_workload(s, s->workload.seed, PLAN_DISAGG_REQUESTS, &qw, err, errlen))
+    st_emu_sim_item *items = disagg_items(s, &qw, err, errlen);
+    if (!items)
         return -1;
-    st_emu_sim_item *items = calloc(qw.n ? qw.n : 1, sizeof *items);
-    if (!items) {
-        st_workload_free(&qw);
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    st_emu_sim_items_from_workload(&qw, NULL, items);
     json_t *q = json_object();
     json_object_set_new(j, "queueing", q);
     json_object_set_new(q, "what",
@@ -590,6 +603,54 @@ static int disagg_queueing(const st_spec *s, const st_emu_config *cfg, const st_
     return 0;
 }
 
+/* One candidate priced disaggregated: it alone as a spec (st_plan_spec_write), its engine-model
+ * configuration and memory, the workload and SLO, the connector and the GPUs. */
+typedef struct disagg_cand {
+    st_spec s;
+    int have;
+    st_emu_config cfg;
+    st_emu_memory mem;
+    st_disagg_work wk;
+    st_disagg_link l;
+    long gpus;
+} disagg_cand;
+
+static void disagg_cand_free(disagg_cand *d)
+{
+    if (d->have)
+        st_spec_free(&d->s);
+    d->have = 0;
+}
+
+/* d for candidate w. 0, or -1 with err (d freed by disagg_cand_free either way). */
+static int disagg_cand_of(const st_plan_result *r, const char *text, size_t len, const st_plan_candidate *w,
+                          const disagg_opts *o, disagg_cand *d, char *err, size_t errlen)
+{
+    memset(d, 0, sizeof *d);
+    const char *conn = o->connector ? o->connector : st_disagg_link_default(w->gpu);
+    if (st_disagg_link_find(conn, &d->l)) {
+        snprintf(err, errlen, "--connector %s: not one of %s", conn, st_disagg_link_names());
+        return -1;
+    }
+    d->gpus = o->gpus > 0 ? o->gpus : 8 * w->tp;
+    const st_plan_candidate *one[] = { w };
+    st_buf sb;
+    st_buf_init(&sb, PLAN_OUT_MAX);
+    int rc = -1;
+    if (st_plan_spec_write(r->spec_path, text, len, one, 1, NULL, &sb, err, errlen) ||
+        st_spec_parse(r->spec_path, sb.data, sb.len, &d->s, err, errlen))
+        goto out;
+    d->have = 1;
+    if (st_exec_model_config(&d->s, &d->s.configs[0], &d->cfg, NULL, 0, NULL, err, errlen) ||
+        st_emu_memory_plan(&d->cfg, &d->mem, err, errlen))
+        goto out;
+    st_disagg_work_of_spec(&d->s, &d->wk);
+    rc = 0;
+out:
+    st_buf_free(&sb);
+    return rc;
+}
+
 /* Disaggregated prefill/decode for the plan's pick: its GPU, weights, KV dtype and limits as
  * prefill and decode workers of its GPUs per replica, the best xPyD at `gpus` GPUs by
  * AIConfigurator's rate matching (static, no queueing), against the pick aggregated on as many
@@ -599,31 +660,16 @@ static int disagg_section(const st_plan_result *r, const char *text, size_t len,
                           json_t *j, char *err, size_t errlen)
 {
     const st_plan_candidate *w = &r->c[r->best];
-    st_disagg_link l;
-    const char *conn = o->connector ? o->connector : st_disagg_link_default(w->gpu);
-    if (st_disagg_link_find(conn, &l)) {
-        snprintf(err, errlen, "--connector %s: not one of %s", conn, st_disagg_link_names());
-        return -1;
-    }
-    const st_plan_candidate *one[] = { w };
-    st_buf sb;
-    st_buf_init(&sb, PLAN_OUT_MAX);
-    st_spec s;
-    int have = 0, rc = -1;
-    st_emu_config cfg;
-    st_emu_memory mem;
-    if (st_plan_spec_write(r->spec_path, text, len, one, 1, NULL, &sb, err, errlen) ||
-        st_spec_parse(r->spec_path, sb.data, sb.len, &s, err, errlen))
+    disagg_cand d;
+    int rc = -1;
+    if (disagg_cand_of(r, text, len, w, o, &d, err, errlen))
         goto out;
-    have = 1;
-    if (st_exec_model_config(&s, &s.configs[0], &cfg, NULL, 0, NULL, err, errlen) ||
-        st_emu_memory_plan(&cfg, &mem, err, errlen))
-        goto out;
-    st_disagg_work wk;
-    st_disagg_work_of_spec(&s, &wk);
+    const st_disagg_link l = d.l;
+    const st_emu_config *cfg = &d.cfg;
+    const st_disagg_work wk = d.wk;
+    long gpus = d.gpus;
     st_disagg_worker wr;
     char why[300] = "";
-    long gpus = o->gpus > 0 ? o->gpus : 8 * w->tp;
     st_buf_printf(b,
                   "# Disaggregated prefill/decode for the plan's pick\n\n%s x%d, %s weights, KV cache %s, as "
                   "prefill and decode workers of %d GPU%s each, %ld GPUs in all, the KV cache sent over %s "
@@ -633,7 +679,7 @@ static int disagg_section(const st_plan_result *r, const char *text, size_t len,
                   "the engine model (p95s under load, the capacity at the SLO).\n\n",
                   w->gpu, w->tp, w->weights, w->kv_dtype, w->tp, w->tp == 1 ? "" : "s", gpus, l.name,
                   l.bytes_per_s / 1e9, l.latency_s * 1e6, l.source);
-    if (st_disagg_worker_rates(&cfg, &mem, &wk, &wr, why, sizeof why)) {
+    if (st_disagg_worker_rates(cfg, &d.mem, &wk, &wr, why, sizeof why)) {
         st_buf_printf(b, "No disaggregated setup serves within the SLO: %s.\n", why);
         rc = 0;
         goto out;
@@ -652,7 +698,7 @@ static int disagg_section(const st_plan_result *r, const char *text, size_t len,
         goto out;
     }
     double price = w->price_per_gpu_hour * (double)gpus;
-    double out_tok = s.workload.output_tokens;
+    double out_tok = d.s.workload.output_tokens;
     st_buf_printf(
         b,
         "| setup | GPUs | requests/s | per GPU | $ per 1M output tokens | TTFT | TPOT "
@@ -676,7 +722,7 @@ static int disagg_section(const st_plan_result *r, const char *text, size_t len,
                       "takes %.2f ms.\n\n",
                       pk.link_need_bps / 1e9, l.bytes_per_s * w->tp / 1e9, pk.transfer_s * 1e3);
     disagg_static_json(w, &wr, &pk, &l, gpus, agg_rps, o, out_tok, j);
-    if (disagg_queueing(&s, &cfg, &pk, w->tp, &l, &wk, agg_rps, price, b, j, err, errlen))
+    if (disagg_queueing(&d.s, cfg, &pk, w->tp, &l, &wk, agg_rps, price, b, j, err, errlen))
         goto out;
     st_buf_printf(b,
                   "## Deploying it (vLLM, not measured)\n\n```sh\n# %d prefill worker%s:\nvllm serve %s "
@@ -689,10 +735,90 @@ static int disagg_section(const st_plan_result *r, const char *text, size_t len,
                   pk.x, pk.x == 1 ? "" : "s", w->model, w->tp, pk.y, pk.y == 1 ? "" : "s", w->model, w->tp);
     rc = 0;
 out:
-    if (have)
-        st_spec_free(&s);
-    st_buf_free(&sb);
+    disagg_cand_free(&d);
     return rc;
+}
+
+/* A top candidate after the pick as its own best xPyD at its GPUs: the static figure and that
+ * xPyD's queueing capacity (st_disagg_sim_capacity, searched from the static figure), a row of b
+ * and an object of arr. */
+static void disagg_other(const st_plan_result *r, const char *text, size_t len, const st_plan_candidate *c,
+                         const disagg_opts *o, st_buf *b, json_t *arr)
+{
+    char err[512] = "", name[300];
+    snprintf(name, sizeof name, "%s x%d, %s weights, KV %s", c->gpu, c->tp, c->weights, c->kv_dtype);
+    if (c->max_num_seqs > 0 || c->max_batched > 0)
+        snprintf(name + strlen(name), sizeof name - strlen(name), ", seqs %ld, batched tokens %ld", c->max_num_seqs,
+                 c->max_batched);
+    json_t *e = json_object();
+    json_array_append_new(arr, e);
+    json_object_set_new(e, "candidate", json_string(name));
+    disagg_cand d;
+    st_disagg_worker wr;
+    st_disagg_pick pk;
+    st_workload qw;
+    st_emu_sim_item *items = NULL;
+    st_disagg_sim q;
+    if (disagg_cand_of(r, text, len, c, o, &d, err, sizeof err) ||
+        st_disagg_worker_rates(&d.cfg, &d.mem, &d.wk, &wr, err, sizeof err))
+        goto fail;
+    if (st_disagg_best(&wr, c->tp, (int)d.gpus, o->s_p, o->s_d, &d.l, &pk)) {
+        snprintf(err, sizeof err, "no xPyD of %ld GPUs serves", d.gpus);
+        goto fail;
+    }
+    double agg = c->capacity_rps * (double)(d.gpus / c->tp);
+    json_object_set_new(e, "gpus", json_integer(d.gpus));
+    json_object_set_new(e, "connector", json_string(d.l.name));
+    json_object_set_new(e, "x", json_integer(pk.x));
+    json_object_set_new(e, "y", json_integer(pk.y));
+    json_object_set_new(e, "static_rps", json_real(pk.rps));
+    json_object_set_new(e, "aggregated_rps", json_real(agg));
+    if (!(items = disagg_items(&d.s, &qw, err, sizeof err)))
+        goto fail;
+    int bad = st_disagg_sim_capacity(&d.cfg, items, qw.n, pk.x, pk.y, c->tp, &d.l, &d.wk, pk.rps, d.s.workload.seed,
+                                     PLAN_DISAGG_TOLERANCE, &q, err, sizeof err);
+    free(items);
+    st_workload_free(&qw);
+    if (bad)
+        goto fail;
+    json_object_set_new(e, "queueing_capacity_rps", json_real(q.rate));
+    if (q.rate > 0) {
+        json_object_set_new(e, "queueing_capacity", disagg_run_json(&q));
+        st_buf_printf(b, "| %s | %ld | %dP%dD | %.2f | %.2f | %.0f / %.1f ms | %.2f |\n", name, d.gpus, pk.x, pk.y,
+                      pk.rps, q.rate, q.ttft_p95_s * 1e3, q.tpot_p95_s * 1e3, agg);
+    } else
+        st_buf_printf(b, "| %s | %ld | %dP%dD | %.2f | no rate meets the SLO | | %.2f |\n", name, d.gpus, pk.x, pk.y,
+                      pk.rps, agg);
+    disagg_cand_free(&d);
+    return;
+fail:
+    disagg_cand_free(&d);
+    json_object_set_new(e, "error", json_string(err));
+    st_buf_printf(b, "| %s | | none serves: %s | | | | |\n", name, err);
+}
+
+/* The plan's next top candidates after the pick (at most k in all, --top), each as its own best
+ * xPyD with both figures (disagg_other). Into b and j's "others". */
+static void disagg_others(const st_plan_result *r, const char *text, size_t len, const disagg_opts *o, int k, st_buf *b,
+                          json_t *j)
+{
+    int idx[PLAN_DISAGG_TOP_MAX];
+    int m = st_plan_order(r->c, r->n, idx, k < PLAN_DISAGG_TOP_MAX ? k : PLAN_DISAGG_TOP_MAX);
+    if (m < 2)
+        return;
+    json_t *arr = json_array();
+    json_object_set_new(j, "others", arr);
+    st_buf_printf(b,
+                  "\n## The next top candidates, disaggregated\n\nEach of the plan's next cheapest candidates (up to "
+                  "--top in all) as its own best xPyD on as many GPUs (its GPU's connector unless --connector names "
+                  "one): the static rate-matched "
+                  "requests/s (AIConfigurator's arithmetic, no queueing) and the queueing capacity of that xPyD "
+                  "(both pools run on the engine model, as above), beside the candidate aggregated.\n\n"
+                  "| candidate | GPUs | xPyD | static req/s | queueing capacity req/s | p95 TTFT / TPOT at it | "
+                  "aggregated req/s |\n|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < m; i++)
+        if (idx[i] != r->best)
+            disagg_other(r, text, len, &r->c[idx[i]], o, b, arr);
 }
 
 /* One `plan` command: its options, the spec, prices and candidates it loads, and the result
@@ -915,15 +1041,17 @@ static int plan_search(plan_cmd *x, const char *spec_file, int k)
 
 /* --disagg: the pick priced as disaggregated prefill/decode workers, DIR/disagg.md and
  * DIR/disagg.json. 0, or the exit status. */
-static int plan_disagg(plan_cmd *x)
+static int plan_disagg(plan_cmd *x, int k)
 {
     st_buf db;
     st_buf_init(&db, PLAN_OUT_MAX);
     json_t *j = json_object();
     char dpath[4200];
     snprintf(dpath, sizeof dpath, "%s/disagg.md", x->out_dir);
-    int rc = disagg_section(&x->r, x->text, x->text_len, &x->dopt, &db, j, x->err, sizeof x->err) ||
-             st_write_file_atomic(dpath, db.data, db.len, x->err, sizeof x->err);
+    int rc = disagg_section(&x->r, x->text, x->text_len, &x->dopt, &db, j, x->err, sizeof x->err);
+    if (!rc)
+        disagg_others(&x->r, x->text, x->text_len, &x->dopt, k, &db, j);
+    rc = rc || st_write_file_atomic(dpath, db.data, db.len, x->err, sizeof x->err);
     char *js = rc ? NULL : json_dumps(j, JSON_INDENT(1) | JSON_REAL_PRECISION(17));
     if (!rc && !js) {
         snprintf(x->err, sizeof x->err, "disagg.json: out of memory");
@@ -965,7 +1093,7 @@ static int plan_write(plan_cmd *x, int k)
         fprintf(stderr, "servetune plan: %s\n", x->err);
         return ST_EXIT_FAIL;
     }
-    if (x->disagg && r->best >= 0 && plan_disagg(x))
+    if (x->disagg && r->best >= 0 && plan_disagg(x, k))
         return ST_EXIT_FAIL;
     if (!x->quiet) {
         st_buf md;
