@@ -508,16 +508,18 @@ static json_t *disagg_run_json(const st_disagg_sim *q)
 }
 
 /* One two-pool run as a line of disagg.md. */
-static void disagg_run_line(st_buf *b, const char *what, const st_disagg_sim *q)
+static void disagg_run_line(st_buf *b, const char *what, const st_disagg_sim *q, const char *end)
 {
-    st_buf_printf(b,
-                  "- %s: %.2f requests/s, p95 TTFT %.0f ms (p50 %.0f; the prefill pool's p95 %.0f ms with its "
-                  "queue, the KV transfer's p95 %.2f ms), p95 TPOT %.1f ms (p50 %.1f), %u of %u requests answered%s;\n",
-                  what, q->rate, q->ttft_p95_s * 1e3, q->ttft_p50_s * 1e3, q->prefill_p95_s * 1e3,
-                  q->transfer_p95_s * 1e3, q->tpot_p95_s * 1e3, q->tpot_p50_s * 1e3, q->answered, q->n,
-                  q->meets     ? ", within the SLO"
-                  : q->growing ? ", not within the SLO (a growing queue)"
-                               : ", not within the SLO");
+    st_buf_printf(
+        b,
+        "- %s: %.2f requests/s, p95 TTFT %.0f ms (p50 %.0f; the prefill pool's p95 %.0f ms with its "
+        "queue, the KV transfer's p95 %.2f ms), p95 TPOT %.1f ms (p50 %.1f), %u of %u requests answered%s%s\n",
+        what, q->rate, q->ttft_p95_s * 1e3, q->ttft_p50_s * 1e3, q->prefill_p95_s * 1e3, q->transfer_p95_s * 1e3,
+        q->tpot_p95_s * 1e3, q->tpot_p50_s * 1e3, q->answered, q->n,
+        q->meets     ? ", within the SLO"
+        : q->growing ? ", not within the SLO (a growing queue)"
+                     : ", not within the SLO",
+        end);
 }
 
 /* The queueing runs' requests: PLAN_DISAGG_REQUESTS of s's workload (w, freed by the caller with
@@ -576,7 +578,7 @@ static int disagg_queueing(const st_spec *s, const st_emu_config *cfg, const st_
     uint64_t seed = s->workload.seed;
     if (st_disagg_simulate(cfg, items, qw.n, pk->x, pk->y, tp, l, wk, at, seed, &qa, why, sizeof why) == 0) {
         disagg_run_line(b, at == agg_rps ? "at the aggregated setup's capacity" : "at the static rate-matched figure",
-                        &qa);
+                        &qa, ";");
         json_object_set_new(q, "at", disagg_run_json(&qa));
     }
     if (st_disagg_sim_capacity(cfg, items, qw.n, pk->x, pk->y, tp, l, wk, pk->rps, seed, PLAN_DISAGG_TOLERANCE, &qc,
@@ -591,7 +593,7 @@ static int disagg_queueing(const st_spec *s, const st_emu_config *cfg, const st_
             if (price > 0 && wk->output_tokens > 0)
                 json_object_set_new(q, "usd_per_1m_output_tokens",
                                     json_real(price / (qc.rate * wk->output_tokens * 3600) * 1e6));
-            disagg_run_line(b, "**the highest rate within the SLO** (the queueing capacity)", &qc);
+            disagg_run_line(b, "**the highest rate within the SLO** (the queueing capacity)", &qc, ":");
             st_buf_printf(b, "  %.3f requests/s a GPU, $%.4f per 1M output tokens.\n\n",
                           qc.rate / (double)((pk->x + pk->y) * tp),
                           price / (qc.rate * (wk->output_tokens > 0 ? wk->output_tokens : 1) * 3600) * 1e6);
