@@ -1041,45 +1041,59 @@ static int plan_search(plan_cmd *x, const char *spec_file, int k)
     return ST_EXIT_OK;
 }
 
-/* --disagg: the pick priced as disaggregated prefill/decode workers, DIR/disagg.md and
- * DIR/disagg.json. 0, or the exit status. */
-static int plan_disagg(plan_cmd *x, int k)
+/* --disagg: the pick and the next top candidates priced disaggregated into db (disagg.md) and dj
+ * (disagg.json), the pick's two figures into x->r.disagg (plan.md, plan.json). 0, or -1 with
+ * x->err. */
+static int disagg_compute(plan_cmd *x, int k, st_buf *db, json_t *dj)
 {
-    st_buf db;
-    st_buf_init(&db, PLAN_OUT_MAX);
-    json_t *j = json_object();
+    if (disagg_section(&x->r, x->text, x->text_len, &x->dopt, db, dj, x->err, sizeof x->err))
+        return -1;
+    disagg_others(&x->r, x->text, x->text_len, &x->dopt, k, db, dj);
+    json_t *st = json_object_get(dj, "static"), *q = json_object_get(dj, "queueing");
+    if (!st)
+        return 0; /* no xPyD serves: disagg.md says why */
+    x->r.disagg.set = 1;
+    x->r.disagg.x = (int)json_integer_value(json_object_get(dj, "x"));
+    x->r.disagg.y = (int)json_integer_value(json_object_get(dj, "y"));
+    x->r.disagg.gpus = (long)json_integer_value(json_object_get(dj, "gpus"));
+    x->r.disagg.static_rps = json_number_value(json_object_get(st, "rps"));
+    x->r.disagg.aggregated_rps = json_number_value(json_object_get(dj, "aggregated_rps"));
+    json_t *cap = json_object_get(q, "capacity_rps");
+    x->r.disagg.queueing_rps = json_is_number(cap) ? json_number_value(cap) : NAN;
+    return 0;
+}
+
+/* --disagg's outputs: DIR/disagg.md (db, also on stdout without -q) and DIR/disagg.json (dj). 0,
+ * or -1 with x->err. */
+static int disagg_write(plan_cmd *x, const st_buf *db, json_t *dj)
+{
     char dpath[4200];
     snprintf(dpath, sizeof dpath, "%s/disagg.md", x->out_dir);
-    int rc = disagg_section(&x->r, x->text, x->text_len, &x->dopt, &db, j, x->err, sizeof x->err);
-    if (!rc)
-        disagg_others(&x->r, x->text, x->text_len, &x->dopt, k, &db, j);
-    rc = rc || st_write_file_atomic(dpath, db.data, db.len, x->err, sizeof x->err);
-    char *js = rc ? NULL : json_dumps(j, JSON_INDENT(1) | JSON_REAL_PRECISION(17));
-    if (!rc && !js) {
+    if (st_write_file_atomic(dpath, db->data, db->len, x->err, sizeof x->err))
+        return -1;
+    char *js = json_dumps(dj, JSON_INDENT(1) | JSON_REAL_PRECISION(17));
+    if (!js) {
         snprintf(x->err, sizeof x->err, "disagg.json: out of memory");
-        rc = 1;
+        return -1;
     }
     snprintf(dpath, sizeof dpath, "%s/disagg.json", x->out_dir);
-    if (!rc && st_write_file_atomic(dpath, js, strlen(js), x->err, sizeof x->err))
-        rc = 1;
+    int rc = st_write_file_atomic(dpath, js, strlen(js), x->err, sizeof x->err);
     free(js);
-    json_decref(j);
-    if (rc) {
-        st_buf_free(&db);
-        fprintf(stderr, "servetune plan: --disagg: %s\n", x->err);
-        return ST_EXIT_FAIL;
-    }
-    if (!x->quiet)
-        fwrite(db.data, 1, db.len, stdout);
-    st_buf_free(&db);
-    return ST_EXIT_OK;
+    if (!rc && !x->quiet)
+        fwrite(db->data, 1, db->len, stdout);
+    return rc;
 }
 
 /* The traffic days of the pick and the current setup, then every output: the specs of the top
  * k, plan.md/plan.json, the deploy snippets, disagg.md/disagg.json, the summary. 0, or the exit status. */
-static int plan_write(plan_cmd *x, int k)
+static int plan_write_with(plan_cmd *x, int k, st_buf *db, json_t *dj)
 {
     st_plan_result *r = &x->r;
+    int disagg = x->disagg && r->best >= 0;
+    if (disagg && disagg_compute(x, k, db, dj)) {
+        fprintf(stderr, "servetune plan: --disagg: %s\n", x->err);
+        return ST_EXIT_FAIL;
+    }
     if (r->best >= 0)
         day_of(r, &x->cand[r->best], &x->prices, &r->day, &r->day_ok, &r->serverless_price_per_gpu_s,
                &r->serverless_from);
@@ -1095,8 +1109,10 @@ static int plan_write(plan_cmd *x, int k)
         fprintf(stderr, "servetune plan: %s\n", x->err);
         return ST_EXIT_FAIL;
     }
-    if (x->disagg && r->best >= 0 && plan_disagg(x, k))
+    if (disagg && disagg_write(x, db, dj)) {
+        fprintf(stderr, "servetune plan: --disagg: %s\n", x->err);
         return ST_EXIT_FAIL;
+    }
     if (!x->quiet) {
         st_buf md;
         st_buf_init(&md, PLAN_OUT_MAX);
@@ -1110,6 +1126,18 @@ static int plan_write(plan_cmd *x, int k)
         fprintf(stderr, ", %s", r->written[i]);
     fprintf(stderr, "\n");
     return ST_EXIT_OK;
+}
+
+/* plan_write_with, --disagg's outputs held until DIR is written. */
+static int plan_write(plan_cmd *x, int k)
+{
+    st_buf db;
+    st_buf_init(&db, PLAN_OUT_MAX);
+    json_t *dj = json_object();
+    int rc = plan_write_with(x, k, &db, dj);
+    st_buf_free(&db);
+    json_decref(dj);
+    return rc;
 }
 
 /* `plan` once its options are in x: parsed, the spec, prices and candidates loaded, searched,

@@ -6,6 +6,7 @@
 #include "harness.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -115,6 +116,22 @@ static void queueing_capacity_is_the_two_pool_runs(const char *out, const char *
     assert_true(num(cap, "ttft_p95_ms") == c.ttft_p95_s * 1e3);
     assert_true(num(cap, "tpot_p95_ms") == c.tpot_p95_s * 1e3);
     assert_true(json_is_true(json_object_get(cap, "meets_slo")));
+    /* plan.md and plan.json name both figures of the pick */
+    char path[700];
+    snprintf(path, sizeof path, "%s/plan.md", out);
+    assert_true(file_has(path, "**static**"));
+    assert_true(file_has(path, "**with queueing**"));
+    snprintf(path, sizeof path, "%s/plan.json", out);
+    json_error_t je;
+    json_t *plan = json_load_file(path, 0, &je);
+    if (!plan)
+        fail_msg("%s: %s", path, je.text);
+    json_t *d = json_object_get(plan, "disaggregated");
+    assert_int_equal((int)num(d, "x"), x);
+    assert_int_equal((int)num(d, "y"), y);
+    assert_true(fabs(num(d, "static_rps") - num(st, "rps")) <= 1e-8 * num(st, "rps"));
+    assert_true(fabs(num(d, "queueing_capacity_rps") - c.rate) <= 1e-8 * c.rate);
+    json_decref(plan);
     json_decref(root);
 }
 
