@@ -3,6 +3,7 @@
  * is rented (plan/plan.h, plan/plan_model.h), priced from a dated price list (plan/prices.h),
  * with a traffic day (plan/day.h) and the top candidates written as an audit spec to measure
  * them (plan/plan_spec.h). docs/plan.md. */
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include "plan/cost.h"
 #include "plan/day.h"
 #include "plan/disagg.h"
+#include "plan/disagg_sim.h"
 #include "emu/catalog.h"
 #include "emu/config.h"
 #include "emu/sim.h"
@@ -32,6 +34,7 @@
 #include "core/opts.h"
 #include "core/util.h"
 #include "report/deploy.h"
+#include "report/format.h"
 #include "load/spec_trace.h"
 #include "load/trace.h"
 #include "load/workload.h"
@@ -41,9 +44,13 @@
 /* Requests of a trace read for the p99 length. */
 /* Audit specs written at most (one per machine among the top candidates). */
 #define PLAN_SPECS_MAX 8
-/* --disagg: requests in the prefill pool's run, and the queueing capacity search's tolerance. */
+/* --disagg: requests in the two-pool queueing runs (a p95 with 20 above it; more when the spec's
+ * min_window takes more), and the queueing capacity search's tolerance. */
 #define PLAN_DISAGG_REQUESTS 400u
 #define PLAN_DISAGG_TOLERANCE 0.03
+/* --disagg: top candidates priced disaggregated at most (the pick and the next ones, --top): each
+ * a capacity search of a dozen two-pool runs. */
+#define PLAN_DISAGG_TOP_MAX 8
 
 static void help(const st_opt *opts)
 {
@@ -439,54 +446,242 @@ static void show_progress(void *arg, const st_plan_progress *p)
     fprintf(stderr, ")%s", ps->tty ? "   " : "\n");
 }
 
-/* Disaggregated prefill/decode for the plan's pick: its GPU, weights, KV dtype and limits as
- * prefill and decode workers of its GPUs per replica, the best xPyD at `gpus` GPUs by
- * AIConfigurator's rate matching (no queueing), against the pick aggregated on as many GPUs.
- * Into b (markdown); 0, or -1 with err. */
+/* plan --disagg's options. */
 typedef struct disagg_opts {
     const char *connector;
     long gpus;
     double s_p, s_d;
 } disagg_opts;
 
-static int disagg_section(const st_plan_result *r, const char *text, size_t len, const disagg_opts *o, st_buf *b,
-                          char *err, size_t errlen)
+/* The static figures of the picked xPyD (AIConfigurator's rate matching, no queueing) into j. */
+static void disagg_static_json(const st_plan_candidate *w, const st_disagg_worker *wr, const st_disagg_pick *pk,
+                               const st_disagg_link *l, long gpus, double agg_rps, const disagg_opts *o, double out_tok,
+                               json_t *j)
 {
-    const st_plan_candidate *w = &r->c[r->best];
+    json_object_set_new(j, "measured", json_false());
+    json_object_set_new(j, "gpu", json_string(w->gpu));
+    json_object_set_new(j, "gpus_per_replica", json_integer(w->tp));
+    json_object_set_new(j, "weights", json_string(w->weights));
+    json_object_set_new(j, "kv_cache_dtype", json_string(w->kv_dtype));
+    json_object_set_new(j, "gpus", json_integer(gpus));
+    json_object_set_new(j, "connector", json_string(l->name));
+    json_object_set_new(j, "x", json_integer(pk->x));
+    json_object_set_new(j, "y", json_integer(pk->y));
+    json_object_set_new(j, "aggregated_rps", json_real(agg_rps));
+    json_t *st = json_object();
+    json_object_set_new(j, "static", st);
+    json_object_set_new(st, "what", json_string("AIConfigurator's rate matching: min(x P s_p, y D s_d), no queueing"));
+    json_object_set_new(st, "prefill_worker_rps", json_real(wr->prefill_rps));
+    json_object_set_new(st, "decode_worker_rps", json_real(wr->decode_rps));
+    json_object_set_new(st, "prefill_scale", json_real(o->s_p));
+    json_object_set_new(st, "decode_scale", json_real(o->s_d));
+    json_object_set_new(st, "rate_matched_rps",
+                        json_real(st_disagg_rate_match(wr->prefill_rps, pk->x, o->s_p, wr->decode_rps, pk->y, o->s_d)));
+    json_object_set_new(st, "rps", json_real(pk->rps));
+    json_object_set_new(st, "rps_per_gpu", json_real(pk->rps_per_gpu));
+    json_object_set_new(st, "ttft_ms", json_real(pk->ttft_s * 1e3));
+    json_object_set_new(st, "tpot_ms", json_real(pk->tpot_s * 1e3));
+    json_object_set_new(st, "transfer_ms", json_real(pk->transfer_s * 1e3));
+    json_object_set_new(st, "link_need_gbps", json_real(pk->link_need_bps / 1e9));
+    json_object_set_new(st, "link_limited", json_boolean(pk->link_limited));
+    if (w->price_per_gpu_hour > 0 && pk->rps > 0 && out_tok > 0)
+        json_object_set_new(st, "usd_per_1m_output_tokens",
+                            json_real(w->price_per_gpu_hour * (double)gpus / (pk->rps * out_tok * 3600) * 1e6));
+}
+
+/* One two-pool run's figures as a JSON object. */
+static json_t *disagg_run_json(const st_disagg_sim *q)
+{
+    json_t *j = json_object();
+    json_object_set_new(j, "rate", json_real(q->rate));
+    json_object_set_new(j, "requests", json_integer(q->n));
+    json_object_set_new(j, "answered", json_integer(q->answered));
+    json_object_set_new(j, "ttft_p50_ms", st_jnum_or_null(q->ttft_p50_s * 1e3));
+    json_object_set_new(j, "ttft_p95_ms", st_jnum_or_null(q->ttft_p95_s * 1e3));
+    json_object_set_new(j, "tpot_p50_ms", st_jnum_or_null(q->tpot_p50_s * 1e3));
+    json_object_set_new(j, "tpot_p95_ms", st_jnum_or_null(q->tpot_p95_s * 1e3));
+    json_object_set_new(j, "prefill_p95_ms", st_jnum_or_null(q->prefill_p95_s * 1e3));
+    json_object_set_new(j, "transfer_p95_ms", st_jnum_or_null(q->transfer_p95_s * 1e3));
+    json_object_set_new(j, "growing", json_boolean(q->growing));
+    json_object_set_new(j, "meets_slo", json_boolean(q->meets));
+    return j;
+}
+
+/* One two-pool run as a line of disagg.md. */
+static void disagg_run_line(st_buf *b, const char *what, const st_disagg_sim *q, const char *end)
+{
+    st_buf_printf(
+        b,
+        "- %s: %.2f requests/s, p95 TTFT %.0f ms (p50 %.0f; the prefill pool's p95 %.0f ms with its "
+        "queue, the KV transfer's p95 %.2f ms), p95 TPOT %.1f ms (p50 %.1f), %u of %u requests answered%s%s\n",
+        what, q->rate, q->ttft_p95_s * 1e3, q->ttft_p50_s * 1e3, q->prefill_p95_s * 1e3, q->transfer_p95_s * 1e3,
+        q->tpot_p95_s * 1e3, q->tpot_p50_s * 1e3, q->answered, q->n,
+        q->meets     ? ", within the SLO"
+        : q->growing ? ", not within the SLO (a growing queue)"
+                     : ", not within the SLO",
+        end);
+}
+
+/* The queueing runs' requests: PLAN_DISAGG_REQUESTS of s's workload (w, freed by the caller with
+ * the items). NULL with err. */
+static st_emu_sim_item *disagg_items(const st_spec *s, st_workload *w, char *err, size_t errlen)
+{
+    if (st_sweep_workload(s, s->workload.seed, PLAN_DISAGG_REQUESTS, w, err, errlen))
+        return NULL;
+    st_emu_sim_item *items = calloc(w->n ? w->n : 1, sizeof *items);
+    if (!items) {
+        st_workload_free(w);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    st_emu_sim_items_from_workload(w, NULL, items);
+    return items;
+}
+
+/* With queueing: the picked xPyD as two pools on the engine model (plan/disagg_sim.h), run at
+ * the lower of the aggregated and static figures, and its sustained capacity at the SLO
+ * (st_disagg_sim_capacity, searched from the static figure). Into b and j's "queueing" (a run
+ * that fails is said in both); -1 with err only when the workload cannot be built. */
+static int disagg_queueing(const st_spec *s, const st_emu_config *cfg, const st_disagg_pick *pk, int tp,
+                           const st_disagg_link *l, const st_disagg_work *wk, double agg_rps, double price, st_buf *b,
+                           json_t *j, char *err, size_t errlen)
+{
+    st_workload qw;
+    st_emu_sim_item *items = disagg_items(s, &qw, err, errlen);
+    if (!items)
+        return -1;
+    json_t *q = json_object();
+    json_object_set_new(j, "queueing", q);
+    json_object_set_new(q, "what",
+                        json_string("both pools run on the engine model with Poisson arrivals "
+                                    "(st_disagg_sim_capacity): the highest rate whose p95 TTFT and TPOT "
+                                    "meet the SLO with no growing queue"));
+    json_object_set_new(q, "requests", json_integer(qw.n));
+    json_object_set_new(q, "tolerance", json_real(PLAN_DISAGG_TOLERANCE));
+    json_object_set_new(q, "start_rps", json_real(pk->rps));
+    st_buf_printf(b,
+                  "## With queueing (both pools on the engine model)\n\n"
+                  "The same %dP%dD run on the engine model in virtual time: Poisson arrivals (%u requests, more when "
+                  "the spec's min_window at the rate takes more) at %d prefill engine%s behind a least-loaded router, "
+                  "each prefilling a prompt and answering its first token; the KV cache over the prefill engine's "
+                  "link, one transfer after another; %d decode engine%s behind a least-loaded router, each request "
+                  "arriving with its prompt's KV cache. TTFT runs from the arrival to the decode engine's first "
+                  "token, TPOT is each request's. **Which figure is which**: the rate-matched requests/s above is "
+                  "static (AIConfigurator's arithmetic: no queue, one prefill at a time); the capacity here is the "
+                  "queueing one, the highest rate whose p95s meet the SLO with no growing queue in this run (within "
+                  "%.0f %%, searched from the static figure).\n\n",
+                  pk->x, pk->y, qw.n, pk->x, pk->x == 1 ? "" : "s", pk->y, pk->y == 1 ? "" : "s",
+                  PLAN_DISAGG_TOLERANCE * 100);
+    char why[512] = "";
+    st_disagg_sim qa, qc;
+    double at = agg_rps < pk->rps ? agg_rps : pk->rps;
+    uint64_t seed = s->workload.seed;
+    if (st_disagg_simulate(cfg, items, qw.n, pk->x, pk->y, tp, l, wk, at, seed, &qa, why, sizeof why) == 0) {
+        disagg_run_line(b, at == agg_rps ? "at the aggregated setup's capacity" : "at the static rate-matched figure",
+                        &qa, ";");
+        json_object_set_new(q, "at", disagg_run_json(&qa));
+    }
+    if (st_disagg_sim_capacity(cfg, items, qw.n, pk->x, pk->y, tp, l, wk, pk->rps, seed, PLAN_DISAGG_TOLERANCE, &qc,
+                               why, sizeof why)) {
+        json_object_set_new(q, "error", json_string(why));
+        st_buf_printf(b, "- not estimated: %s.\n\n", why);
+    } else {
+        json_object_set_new(q, "capacity_rps", json_real(qc.rate));
+        json_object_set_new(q, "capacity_per_gpu", json_real(qc.rate / (double)((pk->x + pk->y) * tp)));
+        if (qc.rate > 0) {
+            json_object_set_new(q, "capacity", disagg_run_json(&qc));
+            if (price > 0 && wk->output_tokens > 0)
+                json_object_set_new(q, "usd_per_1m_output_tokens",
+                                    json_real(price / (qc.rate * wk->output_tokens * 3600) * 1e6));
+            disagg_run_line(b, "**the highest rate within the SLO** (the queueing capacity)", &qc, ":");
+            st_buf_printf(b, "  %.3f requests/s a GPU, $%.4f per 1M output tokens.\n\n",
+                          qc.rate / (double)((pk->x + pk->y) * tp),
+                          price / (qc.rate * (wk->output_tokens > 0 ? wk->output_tokens : 1) * 3600) * 1e6);
+        } else
+            st_buf_printf(b, "- no rate meets the SLO with queueing.\n\n");
+    }
+    free(items);
+    st_workload_free(&qw);
+    return 0;
+}
+
+/* One candidate priced disaggregated: it alone as a spec (st_plan_spec_write), its engine-model
+ * configuration and memory, the workload and SLO, the connector and the GPUs. */
+typedef struct disagg_cand {
+    st_spec s;
+    int have;
+    st_emu_config cfg;
+    st_emu_memory mem;
+    st_disagg_work wk;
     st_disagg_link l;
+    long gpus;
+} disagg_cand;
+
+static void disagg_cand_free(disagg_cand *d)
+{
+    if (d->have)
+        st_spec_free(&d->s);
+    d->have = 0;
+}
+
+/* d for candidate w. 0, or -1 with err (d freed by disagg_cand_free either way). */
+static int disagg_cand_of(const st_plan_result *r, const char *text, size_t len, const st_plan_candidate *w,
+                          const disagg_opts *o, disagg_cand *d, char *err, size_t errlen)
+{
+    memset(d, 0, sizeof *d);
     const char *conn = o->connector ? o->connector : st_disagg_link_default(w->gpu);
-    if (st_disagg_link_find(conn, &l)) {
+    if (st_disagg_link_find(conn, &d->l)) {
         snprintf(err, errlen, "--connector %s: not one of %s", conn, st_disagg_link_names());
         return -1;
     }
+    d->gpus = o->gpus > 0 ? o->gpus : 8 * w->tp;
     const st_plan_candidate *one[] = { w };
     st_buf sb;
     st_buf_init(&sb, PLAN_OUT_MAX);
-    st_spec s;
-    int have = 0, rc = -1;
-    st_emu_config cfg;
-    st_emu_memory mem;
+    int rc = -1;
     if (st_plan_spec_write(r->spec_path, text, len, one, 1, NULL, &sb, err, errlen) ||
-        st_spec_parse(r->spec_path, sb.data, sb.len, &s, err, errlen))
+        st_spec_parse(r->spec_path, sb.data, sb.len, &d->s, err, errlen))
         goto out;
-    have = 1;
-    if (st_exec_model_config(&s, &s.configs[0], &cfg, NULL, 0, NULL, err, errlen) ||
-        st_emu_memory_plan(&cfg, &mem, err, errlen))
+    d->have = 1;
+    if (st_exec_model_config(&d->s, &d->s.configs[0], &d->cfg, NULL, 0, NULL, err, errlen) ||
+        st_emu_memory_plan(&d->cfg, &d->mem, err, errlen))
         goto out;
-    st_disagg_work wk;
-    st_disagg_work_of_spec(&s, &wk);
+    st_disagg_work_of_spec(&d->s, &d->wk);
+    rc = 0;
+out:
+    st_buf_free(&sb);
+    return rc;
+}
+
+/* Disaggregated prefill/decode for the plan's pick: its GPU, weights, KV dtype and limits as
+ * prefill and decode workers of its GPUs per replica, the best xPyD at `gpus` GPUs by
+ * AIConfigurator's rate matching (static, no queueing), against the pick aggregated on as many
+ * GPUs, then that xPyD with queueing in both pools (disagg_queueing). Into b (markdown) and j
+ * (disagg.json); 0, or -1 with err. */
+static int disagg_section(const st_plan_result *r, const char *text, size_t len, const disagg_opts *o, st_buf *b,
+                          json_t *j, char *err, size_t errlen)
+{
+    const st_plan_candidate *w = &r->c[r->best];
+    disagg_cand d;
+    int rc = -1;
+    if (disagg_cand_of(r, text, len, w, o, &d, err, errlen))
+        goto out;
+    const st_disagg_link l = d.l;
+    const st_emu_config *cfg = &d.cfg;
+    const st_disagg_work wk = d.wk;
+    long gpus = d.gpus;
     st_disagg_worker wr;
     char why[300] = "";
-    long gpus = o->gpus > 0 ? o->gpus : 8 * w->tp;
     st_buf_printf(b,
                   "# Disaggregated prefill/decode for the plan's pick\n\n%s x%d, %s weights, KV cache %s, as "
                   "prefill and decode workers of %d GPU%s each, %ld GPUs in all, the KV cache sent over %s "
                   "(%.0f GB/s a GPU, %.0f us a transfer; %s). **A prediction: no disaggregated setup was "
-                  "measured**; the static arithmetic below is AIConfigurator's (no queueing: TTFT and TPOT are one "
-                  "request's, not p95s under load).\n\n",
+                  "measured**. Two figures: the static one below is AIConfigurator's arithmetic (no queueing: TTFT "
+                  "and TPOT are one request's, not p95s under load); the queueing one after it runs both pools on "
+                  "the engine model (p95s under load, the capacity at the SLO).\n\n",
                   w->gpu, w->tp, w->weights, w->kv_dtype, w->tp, w->tp == 1 ? "" : "s", gpus, l.name,
                   l.bytes_per_s / 1e9, l.latency_s * 1e6, l.source);
-    if (st_disagg_worker_rates(&cfg, &mem, &wk, &wr, why, sizeof why)) {
+    if (st_disagg_worker_rates(cfg, &d.mem, &wk, &wr, why, sizeof why)) {
         st_buf_printf(b, "No disaggregated setup serves within the SLO: %s.\n", why);
         rc = 0;
         goto out;
@@ -505,64 +700,18 @@ static int disagg_section(const st_plan_result *r, const char *text, size_t len,
         goto out;
     }
     double price = w->price_per_gpu_hour * (double)gpus;
-    double out_tok = s.workload.output_tokens;
+    double out_tok = d.s.workload.output_tokens;
     st_buf_printf(
         b,
         "| setup | GPUs | requests/s | per GPU | $ per 1M output tokens | TTFT | TPOT "
         "|\n|---|---|---|---|---|---|---|\n"
-        "| %dP%dD (rate matched: min(%d x %.2f x %.2f, %d x %.2f x %.2f)) | %ld | %.2f | %.3f | %.4f | %.0f ms "
+        "| %dP%dD, static (rate matched: min(%d x %.2f x %.2f, %d x %.2f x %.2f)) | %ld | %.2f | %.3f | %.4f | %.0f ms "
         "(static) | %.1f ms (static) |\n"
         "| aggregated, %ld replicas (the plan's sustained search) | %ld | %.2f | %.3f | %.4f | %.0f ms (p95) | "
         "%.1f ms (p95) |\n\n",
         pk.x, pk.y, pk.x, wr.prefill_rps, o->s_p, pk.y, wr.decode_rps, o->s_d, gpus, pk.rps, pk.rps_per_gpu,
         price / (pk.rps * out_tok * 3600) * 1e6, pk.ttft_s * 1e3, pk.tpot_s * 1e3, gpus / w->tp, gpus, agg_rps,
         agg_rps / (double)gpus, price / (agg_rps * out_tok * 3600) * 1e6, w->ttft_p95_ms, w->tpot_p95_ms);
-    /* with queueing: the prefill pool on the engine model, the decode pool at its fixed point */
-    {
-        st_workload qw;
-        uint32_t qn = PLAN_DISAGG_REQUESTS;
-        st_emu_sim_item *items = NULL;
-        if (st_sweep_workload(&s, s.workload.seed, qn, &qw, err, errlen))
-            goto out;
-        items = calloc(qw.n ? qw.n : 1, sizeof *items);
-        if (!items) {
-            st_workload_free(&qw);
-            snprintf(err, errlen, "out of memory");
-            goto out;
-        }
-        st_emu_sim_items_from_workload(&qw, NULL, items);
-        st_disagg_queue qa, qc;
-        double at = agg_rps < pk.rps ? agg_rps : pk.rps;
-        int ok_a = st_disagg_queueing(&cfg, &mem, items, qw.n, &wr, &pk, w->tp, at, wk.output_tokens, s.workload.seed,
-                                      &qa, why, sizeof why) == 0;
-        int ok_c = st_disagg_queueing_capacity(&cfg, &mem, items, qw.n, &wr, &pk, w->tp, &wk, s.workload.seed,
-                                               PLAN_DISAGG_TOLERANCE, &qc, why, sizeof why) == 0;
-        free(items);
-        st_workload_free(&qw);
-        st_buf_printf(b,
-                      "With queueing (the prefill pool run on the engine model, %u requests with Poisson arrivals; "
-                      "the decode pool at its steady state, rate x output tokens x step time = running "
-                      "sequences):\n\n",
-                      qn);
-        if (ok_a)
-            st_buf_printf(b,
-                          "- at %.2f requests/s (%s): p95 TTFT %.0f ms (prefill p95 %.0f ms, transfer %.2f ms, first "
-                          "decode step), TPOT %s%.1f ms (%.0f sequences a decode worker)%s;\n",
-                          at, at == agg_rps ? "the aggregated setup's capacity" : "the static rate-matched capacity",
-                          qa.ttft_p95_s * 1e3, qa.prefill_p95_s * 1e3, pk.transfer_s * 1e3,
-                          isfinite(qa.tpot_s) ? "" : "unbounded: ", isfinite(qa.tpot_s) ? qa.tpot_s * 1e3 : 0,
-                          qa.decode_running, qa.overloaded ? " (the decode pool cannot keep up)" : "");
-        if (ok_c && qc.rate > 0)
-            st_buf_printf(b,
-                          "- the highest rate within the SLO: %.2f requests/s (%.3f per GPU, $%.4f per 1M output "
-                          "tokens), p95 TTFT %.0f ms, TPOT %.1f ms.\n\n",
-                          qc.rate, qc.rate / (double)gpus, price / (qc.rate * out_tok * 3600) * 1e6,
-                          qc.ttft_p95_s * 1e3, qc.tpot_s * 1e3);
-        else if (ok_c)
-            st_buf_printf(b, "- no rate meets the SLO with queueing.\n\n");
-        else
-            st_buf_printf(b, "- not estimated: %s.\n\n", why);
-    }
     if (pk.link_limited)
         st_buf_printf(b,
                       "**The KV transfer cannot keep up**: each prefill worker would send %.1f GB/s over %s, which "
@@ -574,6 +723,9 @@ static int disagg_section(const st_plan_result *r, const char *text, size_t len,
                       "Each prefill worker sends %.2f GB/s of KV (its links carry %.0f GB/s); a request's transfer "
                       "takes %.2f ms.\n\n",
                       pk.link_need_bps / 1e9, l.bytes_per_s * w->tp / 1e9, pk.transfer_s * 1e3);
+    disagg_static_json(w, &wr, &pk, &l, gpus, agg_rps, o, out_tok, j);
+    if (disagg_queueing(&d.s, cfg, &pk, w->tp, &l, &wk, agg_rps, price, b, j, err, errlen))
+        goto out;
     st_buf_printf(b,
                   "## Deploying it (vLLM, not measured)\n\n```sh\n# %d prefill worker%s:\nvllm serve %s "
                   "--tensor-parallel-size %d --kv-transfer-config '{\"kv_connector\":\"NixlConnector\",\"kv_role\":"
@@ -585,10 +737,90 @@ static int disagg_section(const st_plan_result *r, const char *text, size_t len,
                   pk.x, pk.x == 1 ? "" : "s", w->model, w->tp, pk.y, pk.y == 1 ? "" : "s", w->model, w->tp);
     rc = 0;
 out:
-    if (have)
-        st_spec_free(&s);
-    st_buf_free(&sb);
+    disagg_cand_free(&d);
     return rc;
+}
+
+/* A top candidate after the pick as its own best xPyD at its GPUs: the static figure and that
+ * xPyD's queueing capacity (st_disagg_sim_capacity, searched from the static figure), a row of b
+ * and an object of arr. */
+static void disagg_other(const st_plan_result *r, const char *text, size_t len, const st_plan_candidate *c,
+                         const disagg_opts *o, st_buf *b, json_t *arr)
+{
+    char err[512] = "", name[300];
+    snprintf(name, sizeof name, "%s x%d, %s weights, KV %s", c->gpu, c->tp, c->weights, c->kv_dtype);
+    if (c->max_num_seqs > 0 || c->max_batched > 0)
+        snprintf(name + strlen(name), sizeof name - strlen(name), ", seqs %ld, batched tokens %ld", c->max_num_seqs,
+                 c->max_batched);
+    json_t *e = json_object();
+    json_array_append_new(arr, e);
+    json_object_set_new(e, "candidate", json_string(name));
+    disagg_cand d;
+    st_disagg_worker wr;
+    st_disagg_pick pk;
+    st_workload qw;
+    st_emu_sim_item *items = NULL;
+    st_disagg_sim q;
+    if (disagg_cand_of(r, text, len, c, o, &d, err, sizeof err) ||
+        st_disagg_worker_rates(&d.cfg, &d.mem, &d.wk, &wr, err, sizeof err))
+        goto fail;
+    if (st_disagg_best(&wr, c->tp, (int)d.gpus, o->s_p, o->s_d, &d.l, &pk)) {
+        snprintf(err, sizeof err, "no xPyD of %ld GPUs serves", d.gpus);
+        goto fail;
+    }
+    double agg = c->capacity_rps * (double)(d.gpus / c->tp);
+    json_object_set_new(e, "gpus", json_integer(d.gpus));
+    json_object_set_new(e, "connector", json_string(d.l.name));
+    json_object_set_new(e, "x", json_integer(pk.x));
+    json_object_set_new(e, "y", json_integer(pk.y));
+    json_object_set_new(e, "static_rps", json_real(pk.rps));
+    json_object_set_new(e, "aggregated_rps", json_real(agg));
+    if (!(items = disagg_items(&d.s, &qw, err, sizeof err)))
+        goto fail;
+    int bad = st_disagg_sim_capacity(&d.cfg, items, qw.n, pk.x, pk.y, c->tp, &d.l, &d.wk, pk.rps, d.s.workload.seed,
+                                     PLAN_DISAGG_TOLERANCE, &q, err, sizeof err);
+    free(items);
+    st_workload_free(&qw);
+    if (bad)
+        goto fail;
+    json_object_set_new(e, "queueing_capacity_rps", json_real(q.rate));
+    if (q.rate > 0) {
+        json_object_set_new(e, "queueing_capacity", disagg_run_json(&q));
+        st_buf_printf(b, "| %s | %ld | %dP%dD | %.2f | %.2f | %.0f / %.1f ms | %.2f |\n", name, d.gpus, pk.x, pk.y,
+                      pk.rps, q.rate, q.ttft_p95_s * 1e3, q.tpot_p95_s * 1e3, agg);
+    } else
+        st_buf_printf(b, "| %s | %ld | %dP%dD | %.2f | no rate meets the SLO | | %.2f |\n", name, d.gpus, pk.x, pk.y,
+                      pk.rps, agg);
+    disagg_cand_free(&d);
+    return;
+fail:
+    disagg_cand_free(&d);
+    json_object_set_new(e, "error", json_string(err));
+    st_buf_printf(b, "| %s | | none serves: %s | | | | |\n", name, err);
+}
+
+/* The plan's next top candidates after the pick (at most k in all, --top), each as its own best
+ * xPyD with both figures (disagg_other). Into b and j's "others". */
+static void disagg_others(const st_plan_result *r, const char *text, size_t len, const disagg_opts *o, int k, st_buf *b,
+                          json_t *j)
+{
+    int idx[PLAN_DISAGG_TOP_MAX];
+    int m = st_plan_order(r->c, r->n, idx, k < PLAN_DISAGG_TOP_MAX ? k : PLAN_DISAGG_TOP_MAX);
+    if (m < 2)
+        return;
+    json_t *arr = json_array();
+    json_object_set_new(j, "others", arr);
+    st_buf_printf(b,
+                  "\n## The next top candidates, disaggregated\n\nEach of the plan's next cheapest candidates (up to "
+                  "--top in all) as its own best xPyD on as many GPUs (its GPU's connector unless --connector names "
+                  "one): the static rate-matched "
+                  "requests/s (AIConfigurator's arithmetic, no queueing) and the queueing capacity of that xPyD "
+                  "(both pools run on the engine model, as above), beside the candidate aggregated.\n\n"
+                  "| candidate | GPUs | xPyD | static req/s | queueing capacity req/s | p95 TTFT / TPOT at it | "
+                  "aggregated req/s |\n|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < m; i++)
+        if (idx[i] != r->best)
+            disagg_other(r, text, len, &r->c[idx[i]], o, b, arr);
 }
 
 /* One `plan` command: its options, the spec, prices and candidates it loads, and the result
@@ -632,8 +864,9 @@ static void plan_options(plan_cmd *x, st_opt *opts)
         { "progress", 0, ST_OPT_FLAG, &x->progress, NULL,
           "a progress line on stderr (done / pruned / left, ETA); the default when stderr is a terminal", 0, 0, 0 },
         { "disagg", 0, ST_OPT_FLAG, &x->disagg, NULL,
-          "also price the pick as disaggregated prefill/decode workers (DIR/disagg.md; static, not measured)", 0, 0,
-          0 },
+          "also price the pick as disaggregated prefill/decode workers (DIR/disagg.md, DIR/disagg.json: the "
+          "static rate matching, and its xPyD run with queueing in both pools on the engine model; not measured)",
+          0, 0, 0 },
         { "connector", 0, ST_OPT_STR, &x->dopt.connector, "NAME",
           "the KV transfer's link for --disagg: nvlink, infiniband, pcie, ethernet (default: nvlink on a GPU with "
           "NVLink, else pcie)",
@@ -808,31 +1041,59 @@ static int plan_search(plan_cmd *x, const char *spec_file, int k)
     return ST_EXIT_OK;
 }
 
-/* --disagg: the pick priced as disaggregated prefill/decode workers, DIR/disagg.md. 0, or the
- * exit status. */
-static int plan_disagg(plan_cmd *x)
+/* --disagg: the pick and the next top candidates priced disaggregated into db (disagg.md) and dj
+ * (disagg.json), the pick's two figures into x->r.disagg (plan.md, plan.json). 0, or -1 with
+ * x->err. */
+static int disagg_compute(plan_cmd *x, int k, st_buf *db, json_t *dj)
 {
-    st_buf db;
-    st_buf_init(&db, PLAN_OUT_MAX);
+    if (disagg_section(&x->r, x->text, x->text_len, &x->dopt, db, dj, x->err, sizeof x->err))
+        return -1;
+    disagg_others(&x->r, x->text, x->text_len, &x->dopt, k, db, dj);
+    json_t *st = json_object_get(dj, "static"), *q = json_object_get(dj, "queueing");
+    if (!st)
+        return 0; /* no xPyD serves: disagg.md says why */
+    x->r.disagg.set = 1;
+    x->r.disagg.x = (int)json_integer_value(json_object_get(dj, "x"));
+    x->r.disagg.y = (int)json_integer_value(json_object_get(dj, "y"));
+    x->r.disagg.gpus = (long)json_integer_value(json_object_get(dj, "gpus"));
+    x->r.disagg.static_rps = json_number_value(json_object_get(st, "rps"));
+    x->r.disagg.aggregated_rps = json_number_value(json_object_get(dj, "aggregated_rps"));
+    json_t *cap = json_object_get(q, "capacity_rps");
+    x->r.disagg.queueing_rps = json_is_number(cap) ? json_number_value(cap) : NAN;
+    return 0;
+}
+
+/* --disagg's outputs: DIR/disagg.md (db, also on stdout without -q) and DIR/disagg.json (dj). 0,
+ * or -1 with x->err. */
+static int disagg_write(plan_cmd *x, const st_buf *db, json_t *dj)
+{
     char dpath[4200];
     snprintf(dpath, sizeof dpath, "%s/disagg.md", x->out_dir);
-    if (disagg_section(&x->r, x->text, x->text_len, &x->dopt, &db, x->err, sizeof x->err) ||
-        st_write_file_atomic(dpath, db.data, db.len, x->err, sizeof x->err)) {
-        st_buf_free(&db);
-        fprintf(stderr, "servetune plan: --disagg: %s\n", x->err);
-        return ST_EXIT_FAIL;
+    if (st_write_file_atomic(dpath, db->data, db->len, x->err, sizeof x->err))
+        return -1;
+    char *js = json_dumps(dj, JSON_INDENT(1) | JSON_REAL_PRECISION(17));
+    if (!js) {
+        snprintf(x->err, sizeof x->err, "disagg.json: out of memory");
+        return -1;
     }
-    if (!x->quiet)
-        fwrite(db.data, 1, db.len, stdout);
-    st_buf_free(&db);
-    return ST_EXIT_OK;
+    snprintf(dpath, sizeof dpath, "%s/disagg.json", x->out_dir);
+    int rc = st_write_file_atomic(dpath, js, strlen(js), x->err, sizeof x->err);
+    free(js);
+    if (!rc && !x->quiet)
+        fwrite(db->data, 1, db->len, stdout);
+    return rc;
 }
 
 /* The traffic days of the pick and the current setup, then every output: the specs of the top
- * k, plan.md/plan.json, the deploy snippets, disagg.md, the summary. 0, or the exit status. */
-static int plan_write(plan_cmd *x, int k)
+ * k, plan.md/plan.json, the deploy snippets, disagg.md/disagg.json, the summary. 0, or the exit status. */
+static int plan_write_with(plan_cmd *x, int k, st_buf *db, json_t *dj)
 {
     st_plan_result *r = &x->r;
+    int disagg = x->disagg && r->best >= 0;
+    if (disagg && disagg_compute(x, k, db, dj)) {
+        fprintf(stderr, "servetune plan: --disagg: %s\n", x->err);
+        return ST_EXIT_FAIL;
+    }
     if (r->best >= 0)
         day_of(r, &x->cand[r->best], &x->prices, &r->day, &r->day_ok, &r->serverless_price_per_gpu_s,
                &r->serverless_from);
@@ -848,8 +1109,10 @@ static int plan_write(plan_cmd *x, int k)
         fprintf(stderr, "servetune plan: %s\n", x->err);
         return ST_EXIT_FAIL;
     }
-    if (x->disagg && r->best >= 0 && plan_disagg(x))
+    if (disagg && disagg_write(x, db, dj)) {
+        fprintf(stderr, "servetune plan: --disagg: %s\n", x->err);
         return ST_EXIT_FAIL;
+    }
     if (!x->quiet) {
         st_buf md;
         st_buf_init(&md, PLAN_OUT_MAX);
@@ -863,6 +1126,18 @@ static int plan_write(plan_cmd *x, int k)
         fprintf(stderr, ", %s", r->written[i]);
     fprintf(stderr, "\n");
     return ST_EXIT_OK;
+}
+
+/* plan_write_with, --disagg's outputs held until DIR is written. */
+static int plan_write(plan_cmd *x, int k)
+{
+    st_buf db;
+    st_buf_init(&db, PLAN_OUT_MAX);
+    json_t *dj = json_object();
+    int rc = plan_write_with(x, k, &db, dj);
+    st_buf_free(&db);
+    json_decref(dj);
+    return rc;
 }
 
 /* `plan` once its options are in x: parsed, the spec, prices and candidates loaded, searched,

@@ -102,7 +102,8 @@ int st_disagg_best(const st_disagg_worker *wk, int tp, int total_gpus, double s_
  * of the requests (Poisson arrivals at rate / x; each request prefilled and its first token
  * sampled, max_tokens 1), then the KV transfer, then the decode pool at its steady state: the
  * fixed point of rate / y x output tokens x step time(N) = N running sequences (Little's law),
- * where every sequence sees the step time of N. */
+ * where every sequence sees the step time of N. A one-pool estimate: plan --disagg and predict
+ * --disagg take their queueing figures from plan/disagg_sim.h's run of both pools. */
 typedef struct st_disagg_queue {
     double rate;           /* the offered requests/s of the whole setup */
     double ttft_p95_s;     /* prefill (queueing included, p95) + transfer + the first decode step */

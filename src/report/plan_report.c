@@ -398,6 +398,28 @@ static void traffic(const st_plan_result *r, st_buf *b)
     }
 }
 
+/* --disagg: the pick as its best xPyD, both figures named (disagg.md has the rest). */
+static void disagg_words(const st_plan_result *r, st_buf *b)
+{
+    if (!r->disagg.set)
+        return;
+    st_buf_printf(b,
+                  "## Disaggregated prefill/decode (--disagg)\n\nThe pick as %dP%dD on %ld GPUs (disagg.md, "
+                  "disagg.json; a prediction, no disaggregated setup was measured): **static** %.2f requests/s "
+                  "(AIConfigurator's rate matching, no queueing); **with queueing** ",
+                  r->disagg.x, r->disagg.y, r->disagg.gpus, r->disagg.static_rps);
+    if (isnan(r->disagg.queueing_rps))
+        st_buf_puts(b, "not estimated (disagg.md says why)");
+    else if (r->disagg.queueing_rps > 0)
+        st_buf_printf(b, "%.2f requests/s", r->disagg.queueing_rps);
+    else
+        st_buf_puts(b, "no rate meets the SLO");
+    st_buf_printf(b,
+                  " (both pools run on the engine model: the highest rate whose p95 TTFT and TPOT meet the SLO); "
+                  "the pick aggregated on as many GPUs: %.2f requests/s.\n\n",
+                  r->disagg.aggregated_rps);
+}
+
 int st_plan_report_markdown(const st_plan_result *r, st_buf *b)
 {
     const st_spec *s = r->spec;
@@ -410,6 +432,7 @@ int st_plan_report_markdown(const st_plan_result *r, st_buf *b)
     frontier(r, b);
     refusals(r, b);
     traffic(r, b);
+    disagg_words(r, b);
     st_buf_puts(b, "## Next step\n\n");
     if (r->written[0]) {
         st_buf_puts(b, "Measure the top candidates on the hardware with the audit spec");
@@ -583,6 +606,16 @@ int st_plan_report_json(const st_plan_result *r, st_buf *out)
         json_object_set_new(d, "serverless_price_per_gpu_s",
                             st_jnum_or_null(r->serverless_price_per_gpu_s > 0 ? r->serverless_price_per_gpu_s : NAN));
         json_object_set_new(root, "traffic_day", d);
+    }
+    if (r->disagg.set) {
+        json_t *d = json_object();
+        json_object_set_new(d, "x", json_integer(r->disagg.x));
+        json_object_set_new(d, "y", json_integer(r->disagg.y));
+        json_object_set_new(d, "gpus", json_integer(r->disagg.gpus));
+        json_object_set_new(d, "static_rps", json_real(r->disagg.static_rps));
+        json_object_set_new(d, "queueing_capacity_rps", st_jnum_or_null(r->disagg.queueing_rps));
+        json_object_set_new(d, "aggregated_rps", json_real(r->disagg.aggregated_rps));
+        json_object_set_new(root, "disaggregated", d);
     }
     json_t *w = json_array();
     for (int i = 0; i < 16 && r->written[i]; i++)

@@ -41,6 +41,16 @@ typedef struct st_plan_result {
     int spec_variants;
     int spec_picks; /* the top candidates assessed (their pay and twin filled) */
     char spec_why[800];
+    /* --disagg (filled by the CLI; set 0: not asked, or no xPyD serves): the pick as its best
+     * xPyD, both figures of disagg.md/disagg.json. queueing_rps: NAN when not estimated. */
+    struct {
+        int set;
+        int x, y;
+        long gpus;
+        double static_rps;     /* AIConfigurator's rate matching, no queueing */
+        double queueing_rps;   /* the highest rate within the SLO with both pools run (0: none) */
+        double aggregated_rps; /* the pick aggregated on as many GPUs */
+    } disagg;
 } st_plan_result;
 
 int st_plan_report_markdown(const st_plan_result *r, st_buf *out);
