@@ -477,103 +477,71 @@ double st_exec_wall_timeout(double timeout_s, double K)
     return t > floor ? t : floor;
 }
 
-static int http_run_rate(st_executor *x, const st_exec_rate *in, st_config_row *row, st_exec_out *out, char *err,
-                         size_t errlen)
+/* Sessions' think times into the executor's time (div: divided by K) and back (multiplied). */
+static void scale_think(st_workload *w, double K, int div)
 {
-    http_exec *H = x->impl;
+    uint32_t n = w->n;
+    for (uint32_t i = n - w->n_dependent; i < n && K != 1; i++)
+        w->items[i].think = div ? (st_ns)((double)w->items[i].think / K) : (st_ns)((double)w->items[i].think * K);
+}
+
+/* The runner's configuration of one run at the rate `in` against engine E, on schedule sched. */
+static st_runner_config http_runner_config(http_exec *H, const st_exec_rate *in, st_ns *sched, double K, http_tick *T)
+{
     engine *E = &H->E;
-    const st_spec *s = H->spec;
-    memset(out, 0, sizeof *out);
-    double K = x->time_scale;
-    if (!in->warmup) {
-        /* what an early-stopped or overloaded run left behind must not weigh on this one */
-        out->idle_wait_s = wait_idle(H, E, 60);
-    }
-    uint32_t n = in->w->n;
-    st_ns *sched = calloc(n ? n : 1, sizeof *sched);
-    if (!sched) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    for (uint32_t i = 0; i < n; i++)
-        sched[i] = (st_ns)((double)in->sched[i] / K);
-    /* sessions: think times in the executor's time too (given back after the run) */
-    for (uint32_t i = n - in->w->n_dependent; i < n && K != 1; i++)
-        in->w->items[i].think = (st_ns)((double)in->w->items[i].think / K);
-    http_tick T = { .in = in };
     st_api_kind api = E->l.api;
-    st_runner_config rc = { .url = E->l.base_url,
-                            .api = (int)api,
-                            .stream = 1,
-                            .has_temperature = H->spec->workload.temperature_set,
-                            .temperature = H->spec->workload.temperature,
-                            .model = E->l.expected_model,
-                            .api_key = E->api_key,
-                            .secrets = &H->secrets,
-                            .work = in->w,
-                            .schedule = sched,
-                            .warmup = in->warmup,
-                            .max_concurrency = in->max_concurrency,
-                            .timeout_s = st_exec_wall_timeout(in->timeout_s, K),
-                            .tick = http_on_tick,
-                            .tick_arg = &T,
-                            .stop = &T.run_stop,
-                            .on_end = !in->w->n_dependent ? NULL
-                                      : in->w->n_tasks    ? st_agent_on_end
-                                                          : st_session_on_end,
-                            .on_end_arg = in->w };
-    scraper sc = { .E = E, .time_scale = K };
-    int have_scraper = 0;
-    if (!in->warmup) {
-        pthread_mutex_init(&sc.mu, NULL);
-        sc.t0 = st_now();
-        have_scraper = pthread_create(&sc.th, NULL, scrape_main, &sc) == 0;
-        T.sc = have_scraper ? &sc : NULL;
-    }
-    st_run_result res;
-    memset(&res, 0, sizeof res);
-    int rr = st_runner_run(&rc, &res, err, errlen);
-    for (uint32_t i = n - in->w->n_dependent; i < n && K != 1; i++)
-        in->w->items[i].think = (st_ns)((double)in->w->items[i].think * K);
-    if (!in->warmup) {
-        if (have_scraper) {
-            atomic_store(&sc.stop, 1);
-            pthread_join(sc.th, NULL);
-        }
-        pthread_mutex_destroy(&sc.mu);
-    }
-    /* scraped times are from the scraper's start; the runner's t0 is a moment later: close enough
-     * for a once-a-second timeline */
-    out->samples = sc.s;
-    out->n_samples = sc.n;
+    return (st_runner_config){ .url = E->l.base_url,
+                               .api = (int)api,
+                               .stream = 1,
+                               .has_temperature = H->spec->workload.temperature_set,
+                               .temperature = H->spec->workload.temperature,
+                               .model = E->l.expected_model,
+                               .api_key = E->api_key,
+                               .secrets = &H->secrets,
+                               .work = in->w,
+                               .schedule = sched,
+                               .warmup = in->warmup,
+                               .max_concurrency = in->max_concurrency,
+                               .timeout_s = st_exec_wall_timeout(in->timeout_s, K),
+                               .tick = http_on_tick,
+                               .tick_arg = T,
+                               .stop = &T->run_stop,
+                               .on_end = !in->w->n_dependent ? NULL
+                                         : in->w->n_tasks    ? st_agent_on_end
+                                                             : st_session_on_end,
+                               .on_end_arg = in->w };
+}
+
+/* The run's records into out, in the audit's time; 0, or 1 when the run was interrupted. */
+static int http_take_records(const st_exec_rate *in, const http_tick *T, double K, st_run_result *res, st_exec_out *out)
+{
     double idle = out->idle_wait_s;
-    free(sched);
-    if (rr) {
-        st_exec_out_free(out);
-        return -1;
-    }
-    if (res.interrupted && !T.stopped) {
-        st_run_result_free(&res);
+    if (res->interrupted && !T->stopped) {
+        st_run_result_free(res);
         st_exec_out_free(out);
         return 1;
     }
-    st_audit_scale_records(res.records, res.n, K);
+    st_audit_scale_records(res->records, res->n, K);
     /* a closed-loop client sends when a slot frees: no schedule to lag, and TTFT runs from the
      * send (as the engine model's closed loop records it, and as vllm bench serve measures it
      * under --max-concurrency) */
-    for (uint32_t i = 0; in->closed_loop && i < res.n; i++)
-        res.records[i].scheduled = res.records[i].sent; /* never sent: never due (-1) */
-    out->records = res.records;
-    out->n = res.n;
-    res.records = NULL;
-    res.n = 0;
-    out->stopped = T.stopped;
-    out->client_limited = res.client_limited;
+    for (uint32_t i = 0; in->closed_loop && i < res->n; i++)
+        res->records[i].scheduled = res->records[i].sent; /* never sent: never due (-1) */
+    out->records = res->records;
+    out->n = res->n;
+    res->records = NULL;
+    res->n = 0;
+    out->stopped = T->stopped;
+    out->client_limited = res->client_limited;
     out->idle_wait_s = idle;
-    st_run_result_free(&res);
-    if (in->warmup)
-        return 0;
-    /* Did the engine die or hang during the run? */
+    st_run_result_free(res);
+    return 0;
+}
+
+/* Did the engine die or hang during the run? Its failure into row, out->engine_failed set. */
+static void http_check_engine(http_exec *H, st_config_row *row, st_exec_out *out)
+{
+    engine *E = &H->E;
     uint32_t errors = 0;
     for (uint32_t i = 0; i < out->n; i++)
         if (!out->records[i].warmup && out->records[i].status != ST_REQ_OK && out->records[i].status != ST_REQ_ABORTED)
@@ -581,7 +549,7 @@ static int http_run_rate(st_executor *x, const st_exec_rate *in, st_config_row *
     int died = E->started && !st_proc_alive(&E->proc);
     int hung = 0;
     char detail[ST_PROC_DETAIL_MAX] = "";
-    if (!died && (errors > 0 || out->stopped) && s->engine.kind != ST_ENGINE_ENDPOINT) {
+    if (!died && (errors > 0 || out->stopped) && H->spec->engine.kind != ST_ENGINE_ENDPOINT) {
         /* Requests failed, or the run stopped early: is the engine still answering? */
         st_buf body;
         st_buf_init(&body, SMALL_BODY_MAX);
@@ -605,6 +573,64 @@ static int http_run_rate(st_executor *x, const st_exec_rate *in, st_config_row *
         st_exec_fill_failure(row, ST_FAIL_HANG, detail, E->log_path, &H->secrets);
         out->engine_failed = 1;
     }
+}
+
+static int http_run_rate(st_executor *x, const st_exec_rate *in, st_config_row *row, st_exec_out *out, char *err,
+                         size_t errlen)
+{
+    http_exec *H = x->impl;
+    engine *E = &H->E;
+    memset(out, 0, sizeof *out);
+    double K = x->time_scale;
+    if (!in->warmup) {
+        /* what an early-stopped or overloaded run left behind must not weigh on this one */
+        out->idle_wait_s = wait_idle(H, E, 60);
+    }
+    uint32_t n = in->w->n;
+    st_ns *sched = calloc(n ? n : 1, sizeof *sched);
+    if (!sched) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        sched[i] = (st_ns)((double)in->sched[i] / K);
+    /* sessions: think times in the executor's time too (given back after the run) */
+    scale_think(in->w, K, 1);
+    http_tick T = { .in = in };
+    st_runner_config rc = http_runner_config(H, in, sched, K, &T);
+    scraper sc = { .E = E, .time_scale = K };
+    int have_scraper = 0;
+    if (!in->warmup) {
+        pthread_mutex_init(&sc.mu, NULL);
+        sc.t0 = st_now();
+        have_scraper = pthread_create(&sc.th, NULL, scrape_main, &sc) == 0;
+        T.sc = have_scraper ? &sc : NULL;
+    }
+    st_run_result res;
+    memset(&res, 0, sizeof res);
+    int rr = st_runner_run(&rc, &res, err, errlen);
+    scale_think(in->w, K, 0);
+    if (!in->warmup) {
+        if (have_scraper) {
+            atomic_store(&sc.stop, 1);
+            pthread_join(sc.th, NULL);
+        }
+        pthread_mutex_destroy(&sc.mu);
+    }
+    /* scraped times are from the scraper's start; the runner's t0 is a moment later: close enough
+     * for a once-a-second timeline */
+    out->samples = sc.s;
+    out->n_samples = sc.n;
+    free(sched);
+    if (rr) {
+        st_exec_out_free(out);
+        return -1;
+    }
+    if (http_take_records(in, &T, K, &res, out))
+        return 1;
+    if (in->warmup)
+        return 0;
+    http_check_engine(H, row, out);
     return 0;
 }
 

@@ -163,131 +163,118 @@ static void predict_usage(const st_opt *opts)
            "Exit codes: 0 done; 1 a request failed or a file could not be written; 2 bad arguments or trace.\n");
 }
 
-int st_cli_predict_agents(int argc, char **argv)
+/* predict --agents' options. */
+typedef struct predict_agents_args {
+    const char *path, *model, *gpu, *json_path, *arrival;
+    double rate, slo_ms;
+    long seed;
+    int quiet;
+} predict_agents_args;
+
+/* The engine model: `vllm serve MODEL --gpu GPU [flags]`, the flags those predict did not take
+ * (argv kept in *av_out, freed by the caller). ST_EXIT_OK, or an exit status. */
+static int agents_engine_config(const predict_agents_args *a, const st_opts_result *pr, st_emu_config *cfg,
+                                char ***av_out)
 {
-    const char *path = NULL, *model = NULL, *gpu = NULL, *json_path = NULL, *arrival = "poisson";
-    double rate = NAN, slo_ms = 0;
-    long seed = 0;
-    int quiet = 0;
-    const st_opt opts[] = {
-        { "agents", 0, ST_OPT_STR, &path, "FILE", "the agent trace (WEKA-style, or task-graph JSONL)", 0, 0, 0 },
-        { "model", 0, ST_OPT_STR, &model, "MODEL", "the served model (vLLM flags after it pass through)", 0, 0, 0 },
-        { "gpu", 0, ST_OPT_STR, &gpu, "NAME", "the GPU (H100, A100, ...)", 0, 0, 0 },
-        { "rate", 0, ST_OPT_DOUBLE, &rate, "R", "tasks starting per second (default: the trace's starts)", 1e-9, 1e9,
-          0 },
-        { "arrival", 0, ST_OPT_STR, &arrival, "KIND", "with --rate: poisson (default) or constant", 0, 0, 0 },
-        { "seed", 0, ST_OPT_LONG, &seed, "N", "seed of the arrivals and the prompts (default 0)", 0, 9.2e18, 0 },
-        { "slo-makespan", 0, ST_OPT_DOUBLE, &slo_ms, "MS", "count the tasks whose makespan is at most MS", 0, 1e12, 0 },
-        { "json", 0, ST_OPT_STR, &json_path, "FILE", "write the figures as JSON", 0, 0, 0 },
-        { "quiet", 'q', ST_OPT_FLAG, &quiet, NULL, "no table", 0, 0, 0 },
-        { 0 },
-    };
-    st_opts_result pr;
     char err[1024];
-    int status = ST_EXIT_OK;
-    st_workload w;
-    memset(&w, 0, sizeof w);
-    st_record *rec = NULL;
-    st_ns *sched = NULL;
-    st_emu_sim_item *items = NULL;
-    char **av = NULL;
-    if (st_opts_parse(opts, argc - 1, argv + 1, 1, &pr, err, sizeof err) < 0)
-        return st_cli_usage_error("predict", err);
-    if (pr.help) {
-        predict_usage(opts);
-        goto out;
-    }
-    if (!path || !model || !gpu || pr.npos) {
-        status = st_cli_usage_error("predict", "--agents FILE needs --model and --gpu (and no SPEC)");
-        goto out;
-    }
-    st_arrival_kind kind;
-    if (st_arrival_kind_from_name(arrival, &kind) || (kind != ST_ARR_POISSON && kind != ST_ARR_CONSTANT)) {
-        status = st_cli_usage_error("predict", "--arrival: expected poisson or constant");
-        goto out;
-    }
-    /* the engine model: `vllm serve MODEL --gpu GPU [flags]` */
-    av = calloc((size_t)pr.nunknown + 8, sizeof *av);
-    if (!av) {
-        status = ST_EXIT_FAIL;
-        goto out;
-    }
+    char **av = calloc((size_t)pr->nunknown + 8, sizeof *av);
+    *av_out = av;
+    if (!av)
+        return ST_EXIT_FAIL;
     int ac = 0;
     av[ac++] = "serve";
-    av[ac++] = (char *)model;
+    av[ac++] = (char *)a->model;
     av[ac++] = "--gpu";
-    av[ac++] = (char *)gpu;
-    for (int i = 0; i < pr.nunknown; i++)
-        av[ac++] = pr.unknown[i];
-    st_emu_config cfg;
-    if (st_emu_config_of_argv(ac, av, gpu, &cfg, NULL, err, sizeof err)) {
-        fprintf(stderr, "servetune predict: the engine model of %s on %s: %s\n", model, gpu, err);
-        status = ST_EXIT_USAGE;
-        goto out;
+    av[ac++] = (char *)a->gpu;
+    for (int i = 0; i < pr->nunknown; i++)
+        av[ac++] = pr->unknown[i];
+    if (st_emu_config_of_argv(ac, av, a->gpu, cfg, NULL, err, sizeof err)) {
+        fprintf(stderr, "servetune predict: the engine model of %s on %s: %s\n", a->model, a->gpu, err);
+        return ST_EXIT_USAGE;
     }
-    if (st_agent_load_file(path, (uint64_t)seed, NULL, &w, err, sizeof err)) {
-        fprintf(stderr, "servetune predict: %s\n", err);
-        status = ST_EXIT_USAGE;
-        goto out;
+    return ST_EXIT_OK;
+}
+
+/* The start times of w's ns starting requests: the arrival process at --rate, else the trace's
+ * own starts (0 when it has none). ST_EXIT_OK, or an exit status. */
+static int agents_schedule(const predict_agents_args *a, st_arrival_kind kind, const st_workload *w, uint32_t ns,
+                           st_ns *sched)
+{
+    if (isfinite(a->rate)) {
+        st_arrival arr = { .kind = kind, .rate = a->rate, .burstiness = 1, .seed = (uint64_t)a->seed };
+        if (st_arrival_schedule(&arr, ns, sched) < 0)
+            return st_cli_usage_error("predict", "bad arrival parameters");
+    } else {
+        for (uint32_t i = 0; i < ns; i++)
+            sched[i] = w->items[i].arrival >= 0 ? w->items[i].arrival : 0;
     }
-    uint32_t n = w.n, ns = w.n - w.n_dependent;
-    sched = calloc(n, sizeof *sched);
-    items = calloc(n, sizeof *items);
-    rec = calloc(n, sizeof *rec);
+    return ST_EXIT_OK;
+}
+
+/* The figures as JSON into --json's file. ST_EXIT_OK, or ST_EXIT_FAIL. */
+static int agents_write_json(const predict_agents_args *a, const st_agent_run_stats *as, const st_emu_sim_stats *ss)
+{
+    char err[1024];
+    int status = ST_EXIT_OK;
+    json_t *o = json_object();
+    json_object_set_new(o, "schema", json_string("servetune.agents-predict/1"));
+    json_object_set_new(o, "prediction", json_true());
+    json_object_set_new(o, "trace", json_string(a->path));
+    json_object_set_new(o, "model", json_string(a->model));
+    json_object_set_new(o, "gpu", json_string(a->gpu));
+    json_object_set_new(o, "rate", isfinite(a->rate) ? json_real(a->rate) : json_null());
+    json_object_set_new(o, "tasks", st_agent_run_stats_json(as));
+    json_object_set_new(o, "prefix_hit_tokens", json_integer((json_int_t)ss->prefix_hits));
+    json_object_set_new(o, "prompt_tokens", json_integer((json_int_t)ss->prompt_tokens));
+    char *text = json_dumps(o, JSON_INDENT(1) | JSON_REAL_PRECISION(10));
+    json_decref(o);
+    if (!text || st_write_file_atomic(a->json_path, text, strlen(text), err, sizeof err)) {
+        fprintf(stderr, "servetune predict: %s\n", text ? err : "out of memory");
+        status = ST_EXIT_FAIL;
+    }
+    free(text);
+    return status;
+}
+
+/* Runs w's n requests (ns of them starting, the others dependent) on the engine model and reports
+ * the task figures. The exit status. */
+static int agents_run(const predict_agents_args *a, const st_emu_config *cfg, st_arrival_kind kind, st_workload *w)
+{
+    char err[1024];
+    uint32_t n = w->n, ns = w->n - w->n_dependent;
+    st_ns *sched = calloc(n, sizeof *sched);
+    st_emu_sim_item *items = calloc(n, sizeof *items);
+    st_record *rec = calloc(n, sizeof *rec);
+    int status = ST_EXIT_OK;
     if (!sched || !items || !rec) {
         fprintf(stderr, "servetune predict: out of memory\n");
         status = ST_EXIT_FAIL;
         goto out;
     }
-    if (isfinite(rate)) {
-        st_arrival a = { .kind = kind, .rate = rate, .burstiness = 1, .seed = (uint64_t)seed };
-        if (st_arrival_schedule(&a, ns, sched) < 0) {
-            status = st_cli_usage_error("predict", "bad arrival parameters");
-            goto out;
-        }
-    } else {
-        for (uint32_t i = 0; i < ns; i++)
-            sched[i] = w.items[i].arrival >= 0 ? w.items[i].arrival : 0;
-    }
-    st_emu_sim_items_from_workload(&w, sched, items);
+    if ((status = agents_schedule(a, kind, w, ns, sched)) != ST_EXIT_OK)
+        goto out;
+    st_emu_sim_items_from_workload(w, sched, items);
     st_emu_sim_stats ss;
-    if (st_emu_sim_run(&cfg, items, n, rec, &ss, err, sizeof err)) {
+    if (st_emu_sim_run(cfg, items, n, rec, &ss, err, sizeof err)) {
         fprintf(stderr, "servetune predict: %s\n", err);
         status = ST_EXIT_FAIL;
         n = 0; /* (records not filled) */
         goto out_rec;
     }
     st_agent_run_stats as;
-    if (st_agent_run_stats_compute(&w, rec, n, slo_ms / 1e3, &as)) {
+    if (st_agent_run_stats_compute(w, rec, n, a->slo_ms / 1e3, &as)) {
         fprintf(stderr, "servetune predict: out of memory\n");
         status = ST_EXIT_FAIL;
         goto out_rec;
     }
-    if (!quiet) {
-        printf("PREDICTION (engine model, virtual time): %s on %s, %s\n", model, gpu, path);
+    if (!a->quiet) {
+        printf("PREDICTION (engine model, virtual time): %s on %s, %s\n", a->model, a->gpu, a->path);
         st_cli_agent_print(stdout, &as);
         printf("%-30s%.1f %% of prompt tokens\n",
                "Prefix-cache hits:", ss.prompt_tokens ? 100.0 * ss.prefix_hits / ss.prompt_tokens : 0.0);
     }
-    if (json_path) {
-        json_t *o = json_object();
-        json_object_set_new(o, "schema", json_string("servetune.agents-predict/1"));
-        json_object_set_new(o, "prediction", json_true());
-        json_object_set_new(o, "trace", json_string(path));
-        json_object_set_new(o, "model", json_string(model));
-        json_object_set_new(o, "gpu", json_string(gpu));
-        json_object_set_new(o, "rate", isfinite(rate) ? json_real(rate) : json_null());
-        json_object_set_new(o, "tasks", st_agent_run_stats_json(&as));
-        json_object_set_new(o, "prefix_hit_tokens", json_integer((json_int_t)ss.prefix_hits));
-        json_object_set_new(o, "prompt_tokens", json_integer((json_int_t)ss.prompt_tokens));
-        char *text = json_dumps(o, JSON_INDENT(1) | JSON_REAL_PRECISION(10));
-        json_decref(o);
-        if (!text || st_write_file_atomic(json_path, text, strlen(text), err, sizeof err)) {
-            fprintf(stderr, "servetune predict: %s\n", text ? err : "out of memory");
-            status = ST_EXIT_FAIL;
-        }
-        free(text);
-    }
+    if (a->json_path)
+        status = agents_write_json(a, &as, &ss);
     if (as.nodes_ok < as.nodes && status == ST_EXIT_OK)
         status = ST_EXIT_FAIL;
 out_rec:
@@ -297,6 +284,57 @@ out:
     free(rec);
     free(items);
     free(sched);
+    return status;
+}
+
+int st_cli_predict_agents(int argc, char **argv)
+{
+    predict_agents_args a = { .arrival = "poisson", .rate = NAN };
+    const st_opt opts[] = {
+        { "agents", 0, ST_OPT_STR, &a.path, "FILE", "the agent trace (WEKA-style, or task-graph JSONL)", 0, 0, 0 },
+        { "model", 0, ST_OPT_STR, &a.model, "MODEL", "the served model (vLLM flags after it pass through)", 0, 0, 0 },
+        { "gpu", 0, ST_OPT_STR, &a.gpu, "NAME", "the GPU (H100, A100, ...)", 0, 0, 0 },
+        { "rate", 0, ST_OPT_DOUBLE, &a.rate, "R", "tasks starting per second (default: the trace's starts)", 1e-9, 1e9,
+          0 },
+        { "arrival", 0, ST_OPT_STR, &a.arrival, "KIND", "with --rate: poisson (default) or constant", 0, 0, 0 },
+        { "seed", 0, ST_OPT_LONG, &a.seed, "N", "seed of the arrivals and the prompts (default 0)", 0, 9.2e18, 0 },
+        { "slo-makespan", 0, ST_OPT_DOUBLE, &a.slo_ms, "MS", "count the tasks whose makespan is at most MS", 0, 1e12,
+          0 },
+        { "json", 0, ST_OPT_STR, &a.json_path, "FILE", "write the figures as JSON", 0, 0, 0 },
+        { "quiet", 'q', ST_OPT_FLAG, &a.quiet, NULL, "no table", 0, 0, 0 },
+        { 0 },
+    };
+    st_opts_result pr;
+    char err[1024];
+    int status = ST_EXIT_OK;
+    st_workload w;
+    memset(&w, 0, sizeof w);
+    char **av = NULL;
+    if (st_opts_parse(opts, argc - 1, argv + 1, 1, &pr, err, sizeof err) < 0)
+        return st_cli_usage_error("predict", err);
+    if (pr.help) {
+        predict_usage(opts);
+        goto out;
+    }
+    if (!a.path || !a.model || !a.gpu || pr.npos) {
+        status = st_cli_usage_error("predict", "--agents FILE needs --model and --gpu (and no SPEC)");
+        goto out;
+    }
+    st_arrival_kind kind;
+    if (st_arrival_kind_from_name(a.arrival, &kind) || (kind != ST_ARR_POISSON && kind != ST_ARR_CONSTANT)) {
+        status = st_cli_usage_error("predict", "--arrival: expected poisson or constant");
+        goto out;
+    }
+    st_emu_config cfg;
+    if ((status = agents_engine_config(&a, &pr, &cfg, &av)) != ST_EXIT_OK)
+        goto out;
+    if (st_agent_load_file(a.path, (uint64_t)a.seed, NULL, &w, err, sizeof err)) {
+        fprintf(stderr, "servetune predict: %s\n", err);
+        status = ST_EXIT_USAGE;
+        goto out;
+    }
+    status = agents_run(&a, &cfg, kind, &w);
+out:
     free(av);
     st_workload_free(&w);
     st_opts_result_free(&pr);

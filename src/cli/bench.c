@@ -677,9 +677,9 @@ static void collect_secrets(bench *B)
     }
 }
 
-/* The options into a plan: vLLM's names mapped, defaults, API, arrivals, the key and the
- * secrets, the result file. ST_EXIT_OK, or the usage error (printed). */
-static int plan(bench *B, const st_opts_result *pr)
+/* vLLM's flag names mapped, no stray positional argument, the defaults, a URL. ST_EXIT_OK, or
+ * the usage error (printed). */
+static int plan_defaults(bench *B, const st_opts_result *pr)
 {
     bench_args *a = &B->A;
     char err[1024];
@@ -702,6 +702,14 @@ static int plan(bench *B, const st_opts_result *pr)
         a->num_requests = 100;
     if (!a->url)
         return st_cli_usage_error("bench", "--url is required");
+    return ST_EXIT_OK;
+}
+
+/* The results file (--json, or vLLM's --save-result / --result-filename): its folders made and
+ * found writable now, not after the whole load ran. ST_EXIT_OK, or the usage error (printed). */
+static int plan_result_files(bench *B)
+{
+    bench_args *a = &B->A;
     B->json_path = a->json_path;
     if (a->save_result || a->result_filename) {
         const char *fname = a->result_filename ? a->result_filename : "servetune-bench.json";
@@ -738,6 +746,13 @@ static int plan(bench *B, const st_opts_result *pr)
             return st_cli_usage_error("bench", m);
         }
     }
+    return ST_EXIT_OK;
+}
+
+/* The API and the arrival process. ST_EXIT_OK, or the usage error (printed). */
+static int plan_api_arrival(bench *B)
+{
+    bench_args *a = &B->A;
     st_api_kind k;
     if (!strcmp(a->api_name, "raw"))
         B->api = ST_RUNNER_API_RAW;
@@ -756,6 +771,13 @@ static int plan(bench *B, const st_opts_result *pr)
                                   "--arrival: expected poisson, constant or gamma (use --rate inf for all at once)");
     if (isinf(a->rate))
         B->arr.kind = ST_ARR_INF;
+    return ST_EXIT_OK;
+}
+
+/* Options that do not go together, or out of their range. ST_EXIT_OK, or the usage error (printed). */
+static int plan_checks(const bench *B)
+{
+    const bench_args *a = &B->A;
     if (!B->vllm_dataset && a->prefix_tokens > a->input_tokens)
         return st_cli_usage_error("bench", "--prefix-tokens must not exceed --input-tokens (it is counted in it)");
     if (a->trace_rate > 0 && !a->trace)
@@ -779,6 +801,14 @@ static int plan(bench *B, const st_opts_result *pr)
     for (int i = 0; i < a->headers.n; i++)
         if (!st_http_header_line_valid(a->headers.v[i]))
             return st_cli_usage_error("bench", "--header: expected 'Name: value' (a token name, no line breaks)");
+    return ST_EXIT_OK;
+}
+
+/* The API key from --api-key-env and the secrets kept out of every output. ST_EXIT_OK, or the
+ * usage error (printed). */
+static int plan_key(bench *B)
+{
+    const bench_args *a = &B->A;
     collect_secrets(B);
     if (a->key_env) {
         B->key = getenv(a->key_env);
@@ -794,8 +824,21 @@ static int plan(bench *B, const st_opts_result *pr)
             return st_cli_usage_error("bench", m);
         }
     }
+    return ST_EXIT_OK;
+}
+
+/* The options into a plan: vLLM's names mapped, defaults, API, arrivals, the key and the
+ * secrets, the result file. ST_EXIT_OK, or the usage error (printed). */
+static int plan(bench *B, const st_opts_result *pr)
+{
+    int rc;
+    if ((rc = plan_defaults(B, pr)) != ST_EXIT_OK || (rc = plan_result_files(B)) != ST_EXIT_OK ||
+        (rc = plan_api_arrival(B)) != ST_EXIT_OK || (rc = plan_checks(B)) != ST_EXIT_OK ||
+        (rc = plan_key(B)) != ST_EXIT_OK)
+        return rc;
+    char err[1024];
     st_url chk;
-    if (st_url_parse(a->url, &chk, err, sizeof err) < 0)
+    if (st_url_parse(B->A.url, &chk, err, sizeof err) < 0)
         return st_cli_usage_error("bench", err);
     return ST_EXIT_OK;
 }

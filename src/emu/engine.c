@@ -596,14 +596,16 @@ static st_ns admission_cutoff(const st_emu_engine *e, st_ns now)
     return now;
 }
 
-int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
+/* One step's scheduling state: the token budget left, and the counts of scheduled, preempted
+ * and admitted requests. */
+typedef struct step_sched {
+    uint32_t budget, n_sched, n_pre, n_adm;
+} step_sched;
+
+/* The per-step arrays for `live` requests, grown before the step so that it never allocates in
+ * its middle. 0, or -1 out of memory. */
+static int step_reserve(st_emu_engine *e, uint32_t live)
 {
-    memset(res, 0, sizeof *res);
-    st_ns now = e->clock.now(e->clock.ctx);
-    res->start = now;
-    if (!st_emu_has_work(e))
-        return 1;
-    uint32_t live = e->n_run + e->wq_len;
     if (grow((void **)&e->sched, &e->cap_sched, live, sizeof *e->sched) < 0 ||
         grow((void **)&e->sched_new, &e->cap_sched_new, live, sizeof *e->sched_new) < 0 ||
         grow((void **)&e->events, &e->cap_events, live, sizeof *e->events) < 0 ||
@@ -614,28 +616,37 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
      * waiting one, without allocating in the middle of a step */
     if (wq_ensure(e, live + 1) < 0 || grow((void **)&e->run, &e->cap_run, live + 1, sizeof *e->run) < 0)
         return -1;
+    return 0;
+}
 
-    uint32_t budget = e->mem.max_num_batched_tokens;
-    uint32_t n_sched = 0, n_pre = 0, n_adm = 0;
-    st_ns cutoff = admission_cutoff(e, now);
+/* The tokens running request r computes this step: its new tokens, plus with speculation the
+ * draft a decode verifies, trimmed to the budget (the draft first). */
+static uint32_t running_new_tokens(st_emu_engine *e, emu_req *r, uint32_t budget)
+{
+    uint32_t num_new = r->n_tokens - r->num_computed;
+    r->spec_draft = r->spec_acc = 0;
+    if (e->cfg.spec.k && num_new == 1 && r->n_out > 0 && r->n_out + 1 < r->max_tokens && !r->held) {
+        /* a decode with speculation verifies its draft in the same step (no draft past max_tokens) */
+        r->spec_draft = st_emu_spec_draw(&e->cfg.spec, r->id, r->n_out, r->max_tokens - r->n_out - 1, &r->spec_acc);
+        num_new += r->spec_draft;
+    }
+    if (num_new > budget) {
+        uint32_t cut = num_new - budget < r->spec_draft ? num_new - budget : r->spec_draft;
+        r->spec_draft -= cut; /* the token budget trims the draft first */
+        if (r->spec_acc > r->spec_draft)
+            r->spec_acc = r->spec_draft;
+        num_new = budget;
+    }
+    return num_new;
+}
 
-    /* 1. running requests (decodes and unfinished chunked prefills), in admission order */
-    for (uint32_t i = 0; i < e->n_run && budget > 0;) {
+/* Phase 1: running requests (decodes and unfinished chunked prefills), in admission order,
+ * preempting the most recently admitted when blocks run out. 0, or -1 out of memory. */
+static int schedule_running(st_emu_engine *e, step_sched *sc)
+{
+    for (uint32_t i = 0; i < e->n_run && sc->budget > 0;) {
         emu_req *r = e->run[i];
-        uint32_t num_new = r->n_tokens - r->num_computed;
-        r->spec_draft = r->spec_acc = 0;
-        if (e->cfg.spec.k && num_new == 1 && r->n_out > 0 && r->n_out + 1 < r->max_tokens && !r->held) {
-            /* a decode with speculation verifies its draft in the same step (no draft past max_tokens) */
-            r->spec_draft = st_emu_spec_draw(&e->cfg.spec, r->id, r->n_out, r->max_tokens - r->n_out - 1, &r->spec_acc);
-            num_new += r->spec_draft;
-        }
-        if (num_new > budget) {
-            uint32_t cut = num_new - budget < r->spec_draft ? num_new - budget : r->spec_draft;
-            r->spec_draft -= cut; /* the token budget trims the draft first */
-            if (r->spec_acc > r->spec_draft)
-                r->spec_acc = r->spec_draft;
-            num_new = budget;
-        }
+        uint32_t num_new = running_new_tokens(e, r, sc->budget);
         if (num_new == 0 || r->held) { /* a held request waits for its client, KV kept */
             i++;
             continue;
@@ -645,7 +656,7 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
             if (e->oom)
                 return -1;
             emu_req *victim = e->run[--e->n_run]; /* the most recently admitted */
-            preempt(e, victim, &n_pre);
+            preempt(e, victim, &sc->n_pre);
             if (victim == r) {
                 scheduled = 0;
                 break;
@@ -655,14 +666,45 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
             r->spec_draft = r->spec_acc = 0;
             break;
         }
-        e->sched[n_sched] = r;
-        e->sched_new[n_sched++] = num_new;
-        budget -= num_new;
+        e->sched[sc->n_sched] = r;
+        e->sched_new[sc->n_sched++] = num_new;
+        sc->budget -= num_new;
         i++;
     }
+    return 0;
+}
 
-    /* 2. waiting requests, only when nothing was preempted this step */
-    while (n_pre == 0 && e->wq_len > 0 && budget > 0 && e->n_run < e->mem.max_num_seqs) {
+/* Moves waiting request r, its hit_tokens + ext tokens already computed, to the running list
+ * and schedules num_new of its tokens. */
+static void admit(st_emu_engine *e, step_sched *sc, emu_req *r, uint32_t hit_tokens, uint32_t ext, uint32_t num_new,
+                  st_ns now)
+{
+    wq_pop_front(e);
+    e->run[e->n_run++] = r;
+    r->num_computed = hit_tokens + ext;
+    r->kv_external = 0; /* a preemption frees them: recomputed when admitted again */
+    r->spec_draft = r->spec_acc = 0;
+    r->admit_seq = ++e->admit_counter;
+    if (e->cfg.enable_prefix_caching) {
+        e->st.prefix_queries += r->n_tokens;
+        e->st.prefix_hits += hit_tokens;
+    }
+    if (!r->admitted_once) {
+        r->admitted_once = 1;
+        r->cached_tokens = hit_tokens + ext;
+        r->first_scheduled = now;
+    }
+    push_u64(&e->admitted, &sc->n_adm, &e->cap_admitted, r->id);
+    e->sched[sc->n_sched] = r;
+    e->sched_new[sc->n_sched++] = num_new;
+    sc->budget -= num_new;
+}
+
+/* Phase 2: waiting requests, only when nothing was preempted this step. 0; -1 out of memory;
+ * -2 when the head can never fit. */
+static int schedule_waiting(st_emu_engine *e, step_sched *sc, st_ns cutoff, st_ns now)
+{
+    while (sc->n_pre == 0 && e->wq_len > 0 && sc->budget > 0 && e->n_run < e->mem.max_num_seqs) {
         emu_req *r = wq_front(e);
         if (r->ready > cutoff)
             break; /* still in the API server (or arrived after this step was scheduled): FIFO, so
@@ -674,40 +716,23 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
         /* a KV connector's tokens beyond the local hit: allocated with the new ones, computed */
         uint32_t ext = r->kv_external > hit_tokens ? r->kv_external - hit_tokens : 0;
         uint32_t num_new = r->n_tokens - hit_tokens - ext;
-        if (num_new > budget)
-            num_new = budget;
+        if (num_new > sc->budget)
+            num_new = sc->budget;
         if (allocate_slots(e, r, ext + num_new, e->scratch_blocks, n_hits) < 0) {
             if (e->oom)
                 return -1;
-            if (e->n_run == 0 && n_sched == 0)
+            if (e->n_run == 0 && sc->n_sched == 0)
                 return -2; /* every block is free or evictable and it still does not fit: it never will */
             break;
         }
-        wq_pop_front(e);
-        e->run[e->n_run++] = r;
-        r->num_computed = hit_tokens + ext;
-        r->kv_external = 0; /* a preemption frees them: recomputed when admitted again */
-        r->spec_draft = r->spec_acc = 0;
-        r->admit_seq = ++e->admit_counter;
-        if (e->cfg.enable_prefix_caching) {
-            e->st.prefix_queries += r->n_tokens;
-            e->st.prefix_hits += hit_tokens;
-        }
-        if (!r->admitted_once) {
-            r->admitted_once = 1;
-            r->cached_tokens = hit_tokens + ext;
-            r->first_scheduled = now;
-        }
-        push_u64(&e->admitted, &n_adm, &e->cap_admitted, r->id);
-        e->sched[n_sched] = r;
-        e->sched_new[n_sched++] = num_new;
-        budget -= num_new;
+        admit(e, sc, r, hit_tokens, ext, num_new, now);
     }
+    return 0;
+}
 
-    if (n_sched == 0)
-        return 1; /* nothing schedulable yet (the waiting head is still in the API server) */
-
-    /* 3. step time */
+/* Phase 3: the step time of the n_sched scheduled requests, into res and e->work; the step's end. */
+static st_ns step_time(st_emu_engine *e, uint32_t n_sched, st_ns now, st_emu_step_result *res)
+{
     st_emu_batch b = { 0 };
     uint32_t spec_seqs = 0; /* decodes the proposer drafts for, and the context it reads */
     double spec_ctx = 0;
@@ -751,8 +776,37 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
     res->compute_s = bd.compute_s;
     res->memory_s = bd.memory_s;
     res->work = e->work;
+    return end;
+}
 
-    /* 4. apply the step's output */
+/* Request r's n_emit tokens (the first `tok`) of a step ending at `end`, as event ev. */
+static void fill_event(st_emu_engine *e, emu_req *r, st_emu_event *ev, uint32_t tok, uint32_t n_emit, st_ns end)
+{
+    memset(ev, 0, sizeof *ev);
+    ev->id = r->id;
+    ev->user = r->user;
+    ev->token = tok;
+    ev->n_tokens = n_emit;
+    ev->n_out = r->n_out;
+    ev->prompt_tokens = r->n_prompt;
+    ev->cached_tokens = r->cached_tokens;
+    ev->arrival = r->arrival;
+    ev->queued = r->ready;
+    ev->first_scheduled = r->first_scheduled;
+    if (r->n_out == n_emit) {
+        ev->first = 1;
+        r->first_token = end;
+        e->st.prompt_tokens += r->n_prompt;
+    }
+    ev->first_token = r->first_token;
+    if (r->n_out >= r->max_tokens || r->n_tokens >= e->mem.max_model_len)
+        ev->finish = ST_EMU_FINISH_LENGTH;
+}
+
+/* Phase 4: applies the step's output to the n_sched scheduled requests: the events of those that
+ * produced tokens, their count. */
+static uint32_t apply_output(st_emu_engine *e, uint32_t n_sched, st_ns end)
+{
     uint32_t n_ev = 0;
     for (uint32_t i = 0; i < n_sched; i++) {
         emu_req *r = e->sched[i];
@@ -776,28 +830,14 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
         }
         r->spec_draft = r->spec_acc = 0;
         e->sched_fe[n_ev] = r->fe_factor > 0 ? r->fe_factor : 1.0;
-        st_emu_event *ev = &e->events[n_ev++];
-        memset(ev, 0, sizeof *ev);
-        ev->id = r->id;
-        ev->user = r->user;
-        ev->token = tok;
-        ev->n_tokens = n_emit;
-        ev->n_out = r->n_out;
-        ev->prompt_tokens = r->n_prompt;
-        ev->cached_tokens = r->cached_tokens;
-        ev->arrival = r->arrival;
-        ev->queued = r->ready;
-        ev->first_scheduled = r->first_scheduled;
-        if (r->n_out == n_emit) {
-            ev->first = 1;
-            r->first_token = end;
-            e->st.prompt_tokens += r->n_prompt;
-        }
-        ev->first_token = r->first_token;
-        if (r->n_out >= r->max_tokens || r->n_tokens >= e->mem.max_model_len)
-            ev->finish = ST_EMU_FINISH_LENGTH;
+        fill_event(e, r, &e->events[n_ev++], tok, n_emit, end);
     }
-    /* finished requests leave the running list and free their blocks */
+    return n_ev;
+}
+
+/* Finished requests leave the running list and free their blocks. */
+static void release_finished(st_emu_engine *e)
+{
     uint32_t w = 0;
     for (uint32_t i = 0; i < e->n_run; i++) {
         emu_req *r = e->run[i];
@@ -810,8 +850,12 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
         }
     }
     e->n_run = w;
-    /* The API server detokenises and streams every token, one after another on its queue: a
-     * token reaches its client when the server has handled it (the step's end while it keeps up). */
+}
+
+/* The API server detokenises and streams every token, one after another on its queue: a
+ * token reaches its client when the server has handled it (the step's end while it keeps up). */
+static void frontend_due(st_emu_engine *e, uint32_t n_ev, st_ns end)
+{
     if (!e->cfg.no_frontend && n_ev) {
         st_ns start = e->fe_free > end ? e->fe_free : end;
         e->fe_pre = e->fe_free;
@@ -826,12 +870,36 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
         for (uint32_t i = 0; i < n_ev; i++)
             e->events[i].due = end;
     }
+}
+
+int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
+{
+    memset(res, 0, sizeof *res);
+    st_ns now = e->clock.now(e->clock.ctx);
+    res->start = now;
+    if (!st_emu_has_work(e))
+        return 1;
+    if (step_reserve(e, e->n_run + e->wq_len) < 0)
+        return -1;
+    step_sched sc = { .budget = e->mem.max_num_batched_tokens };
+    st_ns cutoff = admission_cutoff(e, now);
+    if (schedule_running(e, &sc) < 0)
+        return -1;
+    int rc = schedule_waiting(e, &sc, cutoff, now);
+    if (rc < 0)
+        return rc;
+    if (sc.n_sched == 0)
+        return 1; /* nothing schedulable yet (the waiting head is still in the API server) */
+    st_ns end = step_time(e, sc.n_sched, now, res);
+    uint32_t n_ev = apply_output(e, sc.n_sched, end);
+    release_finished(e);
+    frontend_due(e, n_ev, end);
     res->events = e->events;
     res->n_events = n_ev;
     res->admitted = e->admitted;
-    res->n_admitted = n_adm;
+    res->n_admitted = sc.n_adm;
     res->preempted = e->preempted;
-    res->n_preempted = n_pre;
+    res->n_preempted = sc.n_pre;
     e->st.steps++;
     return 0;
 }
@@ -861,17 +929,25 @@ static void skip_group(const uint32_t *key, uint32_t n, uint32_t bs, uint32_t *i
     off[0] = 0;
 }
 
-int st_emu_skip_steps(st_emu_engine *e, st_ns horizon, st_emu_skip_result *res)
+/* A run of decode steps in progress: the running count, the waiting head that may end it, the
+ * prepared batch, and the engine's clocks and context as of the step being applied. */
+typedef struct skip_run {
+    uint32_t n, bs, budget;
+    uint32_t nfree_before; /* free blocks before the latest step's takes */
+    emu_req *head;         /* the waiting head, when a step may try to admit it */
+    st_emu_step_fixed fixed;
+    st_ns t, fe_free, fe_pre, fe_batch, fe_total, last_start, last_end;
+    uint64_t C, kmax, j;
+} skip_run;
+
+/* Whether every running request is a decode that does not finish within the run (0) or not (1);
+ * when it is, the computed context s->C and the run's longest length s->kmax. */
+static int skip_eligible(const st_emu_engine *e, skip_run *s)
 {
-    memset(res, 0, sizeof *res);
-    uint32_t n = e->n_run, bs = e->cfg.block_size;
-    st_ns now = e->clock.now(e->clock.ctx);
-    uint32_t budget = e->mem.max_num_batched_tokens;
-    if (n == 0 || now >= horizon || e->oom || n > budget || e->cfg.spec.k)
-        return 1; /* with speculation every step draws its drafts: st_emu_step */
-    /* every running request is a decode that does not finish within the run */
-    uint64_t C = 0, kmax = UINT64_MAX;
-    for (uint32_t i = 0; i < n; i++) {
+    uint32_t bs = s->bs;
+    s->C = 0;
+    s->kmax = UINT64_MAX;
+    for (uint32_t i = 0; i < s->n; i++) {
         const emu_req *r = e->run[i];
         if (r->held || r->n_out == 0 || r->num_computed + 1 != r->n_tokens || r->n_out >= r->max_tokens ||
             r->n_tokens >= e->mem.max_model_len || (uint64_t)r->n_blocks * bs < r->num_computed)
@@ -887,10 +963,16 @@ int st_emu_skip_steps(st_emu_engine *e, st_ns horizon, st_emu_skip_result *res)
         uint64_t fin_len = e->mem.max_model_len - r->n_tokens;
         if (fin_len < fin)
             fin = fin_len;
-        if (fin < kmax)
-            kmax = fin;
-        C += r->num_computed;
+        if (fin < s->kmax)
+            s->kmax = fin;
+        s->C += r->num_computed;
     }
+    return 0;
+}
+
+/* The run's per-sequence arrays for n sequences of blocks of bs tokens. 0, or -1 out of memory. */
+static int skip_reserve(st_emu_engine *e, uint32_t n, uint32_t bs)
+{
     if (grow((void **)&e->skip_seq, &e->cap_skip_seq, n, sizeof *e->skip_seq) < 0 ||
         grow((void **)&e->skip_take, &e->cap_skip_take, n, sizeof *e->skip_take) < 0 ||
         grow((void **)&e->skip_reg, &e->cap_skip_reg, n, sizeof *e->skip_reg) < 0 ||
@@ -899,16 +981,22 @@ int st_emu_skip_steps(st_emu_engine *e, st_ns horizon, st_emu_skip_result *res)
         grow((void **)&e->skip_off_take, &e->cap_skip_offt, bs + 1, sizeof *e->skip_off_take) < 0 ||
         grow((void **)&e->skip_off_reg, &e->cap_skip_offr, bs + 1, sizeof *e->skip_off_reg) < 0)
         return -1;
-    /* groups: a sequence of nc computed tokens and nb blocks takes its next block at the step j where
-     * nc + j + 1 first exceeds nb * bs (then every bs steps), and registers a full block at the steps
-     * where nc + j + 1 is a multiple of bs (cache_full_blocks) */
+    return 0;
+}
+
+/* Groups: a sequence of nc computed tokens and nb blocks takes its next block at the step j where
+ * nc + j + 1 first exceeds nb * bs (then every bs steps), and registers a full block at the steps
+ * where nc + j + 1 is a multiple of bs (cache_full_blocks). Also each sequence's result entry,
+ * with its offset on the API server's queue. */
+static void skip_groups(st_emu_engine *e, uint32_t n, uint32_t bs)
+{
     st_emu_skip_seq *sq = e->skip_seq;
     uint64_t *first = e->skip_first;
     uint32_t *key = e->skip_key;
     double per = e->cfg.tune.fe_token_cpu_s * 1e9, done = 0;
     for (uint32_t i = 0; i < n; i++) {
         const emu_req *r = e->run[i];
-        first[i] = (uint64_t)r->n_blocks * bs - r->num_computed; /* >= 0: checked above */
+        first[i] = (uint64_t)r->n_blocks * bs - r->num_computed; /* >= 0: checked by skip_eligible */
         key[i] = (uint32_t)(first[i] % bs);
         done += per * (r->fe_factor > 0 ? r->fe_factor : 1.0); /* st_emu_step's API-server queue */
         sq[i] = (st_emu_skip_seq){ .id = r->id, .user = r->user, .n_out = r->n_out, .due_off = (st_ns)done };
@@ -917,102 +1005,117 @@ int st_emu_skip_steps(st_emu_engine *e, st_ns horizon, st_emu_skip_result *res)
     for (uint32_t i = 0; i < n; i++)
         key[i] = (bs - (e->run[i]->num_computed + 1) % bs) % bs;
     skip_group(key, n, bs, e->skip_reg, e->skip_off_reg);
+}
+
+/* Phase 1 of step s->j (p = j mod bs): each sequence's allocate_slots (a take, then
+ * cache_full_blocks), in running order. 0, or -1 out of memory. */
+static int skip_allocate(st_emu_engine *e, const skip_run *s, uint32_t p)
+{
     const uint32_t *take = e->skip_take, *reg = e->skip_reg;
     const uint32_t *off_take = e->skip_off_take, *off_reg = e->skip_off_reg;
+    const uint64_t *first = e->skip_first;
     int caching = e->cfg.enable_prefix_caching;
-
-    /* the waiting head, when a step may try to admit it (st_emu_step's phase 2) */
-    emu_req *head = NULL;
-    if (e->wq_len > 0 && n < e->mem.max_num_seqs && n < budget)
-        head = wq_front(e);
-
-    st_emu_batch b = { .tokens = n, .decode_tokens = n, .seqs = n, .sampled = n };
-    st_emu_step_fixed fixed; /* every step of the run has this batch but for its context: prepared once */
-    st_emu_step_prepare(&e->cfg, &b, &fixed);
-    st_ns fe_free = e->fe_free, last_start = e->last_start, last_end = e->last_end;
-    st_ns fe_pre = e->fe_pre, fe_batch = e->fe_batch, fe_total = n ? sq[n - 1].due_off : 0;
-    uint64_t j = 0;
-    st_ns t = now;
-    uint32_t nfree_before = e->pool.nfree; /* before the latest step's takes */
-    for (; j < kmax && t < horizon; j++) {
-        uint32_t p = (uint32_t)(j % bs);
-        /* blocks this step takes, in running order; the run ends before a step that would preempt */
-        uint32_t takes = 0;
-        for (uint32_t a = off_take[p]; a < off_take[p + 1]; a++)
-            takes += j >= first[take[a]];
-        if (takes > e->pool.nfree)
-            break;
-        nfree_before = e->pool.nfree;
-        if (grow((void **)&e->skip_start, &e->cap_skip_start, (uint32_t)j + 2, sizeof *e->skip_start) < 0 ||
-            grow((void **)&e->skip_due, &e->cap_skip_due, (uint32_t)j + 1, sizeof *e->skip_due) < 0)
-            return -1;
-        /* phase 1 of the step: each sequence's allocate_slots (a take, then cache_full_blocks) */
-        uint32_t a = off_take[p], ae = off_take[p + 1];
-        uint32_t g = caching ? off_reg[p] : 0, ge = caching ? off_reg[p + 1] : 0;
-        while (a < ae || g < ge) {
-            uint32_t ia = a < ae ? take[a] : UINT32_MAX, ig = g < ge ? reg[g] : UINT32_MAX;
-            uint32_t i = ia < ig ? ia : ig;
-            emu_req *r = e->run[i];
-            if (ia == i) {
-                a++;
-                if (j >= first[i]) {
-                    int tr = st_emu_blocks_take(&e->pool, 1, r->blocks + r->n_blocks);
-                    if (tr < 0) {
-                        e->oom = tr == -2;
-                        return -1;
-                    }
-                    r->n_blocks++;
+    uint64_t j = s->j;
+    uint32_t a = off_take[p], ae = off_take[p + 1];
+    uint32_t g = caching ? off_reg[p] : 0, ge = caching ? off_reg[p + 1] : 0;
+    while (a < ae || g < ge) {
+        uint32_t ia = a < ae ? take[a] : UINT32_MAX, ig = g < ge ? reg[g] : UINT32_MAX;
+        uint32_t i = ia < ig ? ia : ig;
+        emu_req *r = e->run[i];
+        if (ia == i) {
+            a++;
+            if (j >= first[i]) {
+                int tr = st_emu_blocks_take(&e->pool, 1, r->blocks + r->n_blocks);
+                if (tr < 0) {
+                    e->oom = tr == -2;
+                    return -1;
                 }
-            }
-            if (ig == i) {
-                g++;
-                cache_full_blocks(e, r, r->num_computed + (uint32_t)j + 1);
+                r->n_blocks++;
             }
         }
-        /* phase 2: a waiting request that would be admitted ends the run before this step (its
-         * phase 1, done above, is what st_emu_step does first: it finds the blocks in place) */
-        st_ns cutoff = j == 0 ? admission_cutoff(e, t)
-                              : (st_emu_async_scheduling(&e->cfg) ? last_start : t); /* busy: t == last_end */
-        if (head && head->ready <= cutoff) {
-            uint32_t n_hits;
-            if (prefix_hits(e, head, &n_hits) < 0)
-                return -1;
-            uint32_t hit = n_hits * bs, ext = head->kv_external > hit ? head->kv_external - hit : 0;
-            uint32_t num_new = head->n_tokens - hit - ext, need;
-            if (num_new > budget - n)
-                num_new = budget - n;
-            if (slots_fit(e, head, ext + num_new, e->scratch_blocks, n_hits, &need))
-                break;
+        if (ig == i) {
+            g++;
+            cache_full_blocks(e, r, r->num_computed + (uint32_t)j + 1);
         }
-        st_ns dur = (st_ns)(st_emu_step_seconds_ctx(&fixed, (double)(C + n), (double)C, NULL) * 1e9);
-        if (dur < 1)
-            dur = 1;
-        st_ns end = t + dur;
-        e->skip_start[j] = t;
-        if (!e->cfg.no_frontend) {
-            st_ns start = fe_free > end ? fe_free : end;
-            fe_pre = fe_free;
-            fe_batch = start;
-            fe_free = start + fe_total;
-            e->skip_due[j] = start;
-        } else {
-            e->skip_due[j] = end;
-        }
-        last_start = t;
-        last_end = end;
-        C += n;
-        t = end;
     }
-    if (j == 0)
+    return 0;
+}
+
+/* Phase 2 of step s->j: whether the waiting head would be admitted (1: the run ends before this
+ * step; its phase 1, done, is what st_emu_step does first: it finds the blocks in place), 0 when
+ * not, -1 out of memory. */
+static int skip_head_admitted(st_emu_engine *e, const skip_run *s)
+{
+    st_ns cutoff = s->j == 0 ? admission_cutoff(e, s->t)
+                             : (st_emu_async_scheduling(&e->cfg) ? s->last_start : s->t); /* busy: t == last_end */
+    emu_req *head = s->head;
+    if (!head || head->ready > cutoff)
+        return 0;
+    uint32_t n_hits;
+    if (prefix_hits(e, head, &n_hits) < 0)
+        return -1;
+    uint32_t hit = n_hits * s->bs, ext = head->kv_external > hit ? head->kv_external - hit : 0;
+    uint32_t num_new = head->n_tokens - hit - ext, need;
+    if (num_new > s->budget - s->n)
+        num_new = s->budget - s->n;
+    return slots_fit(e, head, ext + num_new, e->scratch_blocks, n_hits, &need) ? 1 : 0;
+}
+
+/* Step s->j of the run: its block takes and registrations, then its time and the API server's
+ * queue. 0; 1 when the run ends before it (it would preempt or admit); -1 out of memory. */
+static int skip_one_step(st_emu_engine *e, skip_run *s)
+{
+    uint64_t j = s->j;
+    uint32_t p = (uint32_t)(j % s->bs);
+    /* blocks this step takes, in running order; the run ends before a step that would preempt */
+    uint32_t takes = 0;
+    for (uint32_t a = e->skip_off_take[p]; a < e->skip_off_take[p + 1]; a++)
+        takes += j >= e->skip_first[e->skip_take[a]];
+    if (takes > e->pool.nfree)
         return 1;
-    uint32_t k = (uint32_t)j;
-    e->skip_start[k] = t;
+    s->nfree_before = e->pool.nfree;
+    if (grow((void **)&e->skip_start, &e->cap_skip_start, (uint32_t)j + 2, sizeof *e->skip_start) < 0 ||
+        grow((void **)&e->skip_due, &e->cap_skip_due, (uint32_t)j + 1, sizeof *e->skip_due) < 0)
+        return -1;
+    if (skip_allocate(e, s, p) < 0)
+        return -1;
+    int adm = skip_head_admitted(e, s);
+    if (adm != 0)
+        return adm;
+    st_ns dur = (st_ns)(st_emu_step_seconds_ctx(&s->fixed, (double)(s->C + s->n), (double)s->C, NULL) * 1e9);
+    if (dur < 1)
+        dur = 1;
+    st_ns end = s->t + dur;
+    e->skip_start[j] = s->t;
+    if (!e->cfg.no_frontend) {
+        st_ns start = s->fe_free > end ? s->fe_free : end;
+        s->fe_pre = s->fe_free;
+        s->fe_batch = start;
+        s->fe_free = start + s->fe_total;
+        e->skip_due[j] = start;
+    } else {
+        e->skip_due[j] = end;
+    }
+    s->last_start = s->t;
+    s->last_end = end;
+    s->C += s->n;
+    s->t = end;
+    return 0;
+}
+
+/* Applies the run's k steps to the running requests (st_emu_step's finish for those that end)
+ * and the engine's counters and clocks; the result into res. */
+static void skip_finish(st_emu_engine *e, const skip_run *s, uint32_t k, st_emu_skip_result *res)
+{
+    uint32_t n = s->n;
+    st_emu_skip_seq *sq = e->skip_seq;
+    e->skip_start[k] = s->t;
     /* the counts after each step, as st_emu_get_stats gives them: running and KV usage peak
      * before the last step's finished requests free their blocks */
     double pool_n = e->pool.n;
     res->running_peak = n;
-    res->kv_usage_peak = pool_n ? 1.0 - e->pool.nfree / pool_n : 0; /* after the last step, unless it frees */
-    double before_last = pool_n ? 1.0 - nfree_before / pool_n : 0;  /* after the step before it */
+    res->kv_usage_peak = pool_n ? 1.0 - e->pool.nfree / pool_n : 0;   /* after the last step, unless it frees */
+    double before_last = pool_n ? 1.0 - s->nfree_before / pool_n : 0; /* after the step before it */
     uint32_t w = 0, finished = 0;
     for (uint32_t i = 0; i < n; i++) {
         emu_req *r = e->run[i];
@@ -1040,11 +1143,11 @@ int st_emu_skip_steps(st_emu_engine *e, st_ns horizon, st_emu_skip_result *res)
     e->st.generation_tokens += (uint64_t)n * k;
     e->st.steps += k;
     e->st.steps_skipped += k;
-    e->fe_free = fe_free;
-    e->fe_pre = fe_pre;
-    e->fe_batch = fe_batch;
-    e->last_start = last_start;
-    e->last_end = last_end;
+    e->fe_free = s->fe_free;
+    e->fe_pre = s->fe_pre;
+    e->fe_batch = s->fe_batch;
+    e->last_start = s->last_start;
+    e->last_end = s->last_end;
     if (e->cfg.no_frontend)
         for (uint32_t i = 0; i < n; i++)
             sq[i].due_off = 0;
@@ -1053,6 +1156,44 @@ int st_emu_skip_steps(st_emu_engine *e, st_ns horizon, st_emu_skip_result *res)
     res->seq = sq;
     res->start = e->skip_start;
     res->due = e->skip_due;
+}
+
+int st_emu_skip_steps(st_emu_engine *e, st_ns horizon, st_emu_skip_result *res)
+{
+    memset(res, 0, sizeof *res);
+    skip_run s = { .n = e->n_run, .bs = e->cfg.block_size, .budget = e->mem.max_num_batched_tokens };
+    uint32_t n = s.n;
+    st_ns now = e->clock.now(e->clock.ctx);
+    if (n == 0 || now >= horizon || e->oom || n > s.budget || e->cfg.spec.k)
+        return 1; /* with speculation every step draws its drafts: st_emu_step */
+    if (skip_eligible(e, &s))
+        return 1;
+    if (skip_reserve(e, n, s.bs) < 0)
+        return -1;
+    skip_groups(e, n, s.bs);
+    /* the waiting head, when a step may try to admit it (st_emu_step's phase 2) */
+    if (e->wq_len > 0 && n < e->mem.max_num_seqs && n < s.budget)
+        s.head = wq_front(e);
+    st_emu_batch b = { .tokens = n, .decode_tokens = n, .seqs = n, .sampled = n };
+    st_emu_step_prepare(&e->cfg, &b, &s.fixed); /* every step of the run has this batch but for its context */
+    s.fe_free = e->fe_free;
+    s.last_start = e->last_start;
+    s.last_end = e->last_end;
+    s.fe_pre = e->fe_pre;
+    s.fe_batch = e->fe_batch;
+    s.fe_total = n ? e->skip_seq[n - 1].due_off : 0;
+    s.t = now;
+    s.nfree_before = e->pool.nfree;
+    for (s.j = 0; s.j < s.kmax && s.t < horizon; s.j++) {
+        int rc = skip_one_step(e, &s);
+        if (rc < 0)
+            return -1;
+        if (rc > 0)
+            break;
+    }
+    if (s.j == 0)
+        return 1;
+    skip_finish(e, &s, (uint32_t)s.j, res);
     return 0;
 }
 

@@ -155,68 +155,138 @@ double st_emu_decode_attention_seconds(const st_emu_config *c, double seqs, doub
     return st_emu_attn_call_s(&c->gpu) + (tc > tm ? tc : tm);
 }
 
+/* A step's shape on one GPU: the model's sizes, the weight format and the layer split. */
+typedef struct step_shape {
+    double tp, T, L, h, hd;
+    double kvh, qh; /* KV and query heads per GPU */
+    double wb;      /* weight bytes per element */
+    uint32_t dense; /* dense MLP layers */
+    double moe_layers;
+    lin_kind k, k16; /* the linear layers' kind, and 16-bit (lm_head and router) */
+} step_shape;
+
+/* The shape of batch b on config c. */
+static void step_shape_of(const st_emu_config *c, const st_emu_batch *b, step_shape *s)
+{
+    const st_emu_model *m = &c->model;
+    s->tp = c->tp ? c->tp : 1;
+    s->T = b->tokens;
+    s->L = m->layers;
+    s->h = m->hidden;
+    s->hd = m->head_dim;
+    s->kvh = m->kv_heads >= c->tp ? m->kv_heads / s->tp : 1.0; /* KV heads per GPU (replicated below TP) */
+    s->qh = m->heads / s->tp;
+    s->wb = st_emu_dtype_bytes(c->weight_dtype);
+    if (c->weight_dtype == ST_EMU_INT4_AWQ || c->weight_dtype == ST_EMU_INT4_GPTQ)
+        s->wb += (2.0 + 0.5) / 128.0; /* fp16 scale + 4-bit zero per group of 128 (catalog.c) */
+    s->k = linear_kind(c, s->T);
+    s->k16 = (lin_kind){ c->gpu.bf16_flops, 1.0, 1.0, 0, 0 };
+    s->dense = m->experts > 0 ? (m->dense_layers < m->layers ? m->dense_layers : m->layers) : m->layers;
+    s->moe_layers = s->L - s->dense;
+}
+
+/* MoE layers: the fused-MoE kernel is a grouped GEMM: each touched expert multiplies the
+ * rows routed to it, padded to the kernel's row block (EMU_MOE_ROW_PAD), at the grouped
+ * kernel's efficiency (moe_gemm_rel); plus the shared expert and the router. One layer's
+ * seconds, its terms into ge. */
+static double moe_layer(const st_emu_config *c, const step_shape *s, gemm_acc *ge)
+{
+    const st_emu_model *m = &c->model;
+    const st_emu_tuning *tu = &c->tune;
+    double T = s->T, h = s->h, tp = s->tp, wb = s->wb;
+    double touched = m->experts * experts_touched(m, T);
+    double rows = touched > 0 ? T * m->experts_per_tok / touched : 0;
+    double padded = ceil(rows / EMU_MOE_ROW_PAD) * EMU_MOE_ROW_PAD;
+    gemm_acc one = { 0 };
+    double te = gemm(c, &s->k, padded, 2.0 * m->moe_intermediate / tp, h, wb, tu->moe_gemm_rel, &one) +
+                gemm(c, &s->k, padded, h, m->moe_intermediate / tp, wb, tu->moe_gemm_rel, &one);
+    double t_moe = touched * te;
+    ge->time = touched * one.time;
+    ge->compute = touched * one.compute;
+    ge->memory = touched * one.memory;
+    ge->flops = touched * one.flops;
+    ge->bytes = touched * one.bytes;
+    if (m->shared_intermediate > 0) {
+        t_moe += gemm(c, &s->k, T, 2.0 * m->shared_intermediate / tp, h, wb, 1.0, ge) +
+                 gemm(c, &s->k, T, h, m->shared_intermediate / tp, wb, 1.0, ge);
+    }
+    t_moe += gemm(c, &s->k16, T, m->experts, h, 2.0, 1.0, ge);
+    return t_moe;
+}
+
+/* The linear layers (GEMMs) of the step, every layer's: attention projections, dense MLP or
+ * MoE, and the lm_head over the sampled rows. */
+static gemm_acc linear_layers(const st_emu_config *c, const st_emu_batch *b, const step_shape *s)
+{
+    const st_emu_model *m = &c->model;
+    double T = s->T, L = s->L, h = s->h, hd = s->hd, tp = s->tp, wb = s->wb;
+    gemm_acc g = { 0 };
+    if (T <= 0)
+        return g;
+    /* attention projections (every layer): qkv, o */
+    double per_layer = 0;
+    per_layer += gemm(c, &s->k, T, (s->qh + 2 * s->kvh) * hd, h, wb, 1.0, &g);
+    per_layer += gemm(c, &s->k, T, h, s->qh * hd, wb, 1.0, &g);
+    double t_attn_proj = per_layer;
+    gemm_acc g1 = g;
+    /* dense MLP layers: gate_up, down */
+    gemm_acc gm = { 0 };
+    double t_mlp = gemm(c, &s->k, T, 2.0 * m->intermediate / tp, h, wb, 1.0, &gm) +
+                   gemm(c, &s->k, T, h, m->intermediate / tp, wb, 1.0, &gm);
+    double t_moe = 0;
+    gemm_acc ge = { 0 };
+    if (s->moe_layers > 0)
+        t_moe = moe_layer(c, s, &ge);
+    double dense = s->dense, moe_layers = s->moe_layers;
+    g.time = L * t_attn_proj + dense * t_mlp + moe_layers * t_moe;
+    g.compute = L * g1.compute + dense * gm.compute + moe_layers * ge.compute;
+    g.memory = L * g1.memory + dense * gm.memory + moe_layers * ge.memory;
+    g.flops = L * g1.flops + dense * gm.flops + moe_layers * ge.flops;
+    g.bytes = L * g1.bytes + dense * gm.bytes + moe_layers * ge.bytes;
+    /* lm_head over the sampled rows (16-bit, also for quantised checkpoints) */
+    g.time += gemm(c, &s->k16, b->sampled, (double)m->vocab / tp, h, 2.0, 1.0, &g);
+    return g;
+}
+
+/* Per-layer costs. CUDA graphs cover batches up to min(2 x max_num_seqs, 512) tokens:
+ * there the kernels follow each other with small gaps (serial GPU time). Beyond (or with
+ * --enforce-eager) the CPU launches every kernel as the step runs: it launches ahead of the
+ * GPU (launches are asynchronous), so the step takes the longer of the GPU's work and the
+ * launches, not their sum: a large prefill hides its launches, a small eager decode is
+ * launch-bound. A torch.compile'd step (no graph) launches fewer, fused kernels than
+ * PyTorch eager (--enforce-eager). Also the all-reduce and the engine core's CPU work. */
+static void step_overheads(const st_emu_config *c, const st_emu_batch *b, const step_shape *s, st_emu_step_fixed *f)
+{
+    const st_emu_model *m = &c->model;
+    const st_emu_tuning *tu = &c->tune;
+    uint32_t graph_max = 2 * c->max_num_seqs < EMU_CUDA_GRAPH_MAX ? 2 * c->max_num_seqs : EMU_CUDA_GRAPH_MAX;
+    f->eager = c->enforce_eager || b->tokens > graph_max;
+    double kfac = (EMU_KERNELS_PER_LAYER + s->k.quant_kernels) / EMU_KERNELS_PER_LAYER;
+    f->graph_s = m->layers * tu->layer_graph_s * kfac;
+    f->launch_s =
+        f->eager ? m->layers * kfac * (c->enforce_eager ? tu->layer_eager_s : EMU_LAYER_LAUNCH_COMPILED_S) : 0;
+    f->allreduce = 0;
+    if (c->tp > 1) {
+        double msg = s->T * m->hidden * 2.0; /* bf16 activations */
+        double lat = c->gpu.link_latency > 0 ? c->gpu.link_latency : EMU_ALLREDUCE_LATENCY_S;
+        double per = lat + 2.0 * (s->tp - 1) / s->tp * msg / c->gpu.link_bw;
+        f->allreduce = 2.0 * m->layers * per;
+    }
+    f->step_gpu_s = tu->step_gpu_s;
+    /* The engine core's CPU work for the step (scheduling, inputs, outputs): serial with the
+     * GPU, or hidden behind the previous step's GPU work with async scheduling. */
+    f->cpu = tu->step_cpu_s + b->seqs * tu->seq_cpu_s;
+    f->async = st_emu_async_scheduling(c);
+}
+
 void st_emu_step_prepare(const st_emu_config *c, const st_emu_batch *b, st_emu_step_fixed *f)
 {
     const st_emu_model *m = &c->model;
     const st_emu_tuning *tu = &c->tune;
-    double tp = c->tp ? c->tp : 1;
-    double T = b->tokens;
-    double L = m->layers;
-    double h = m->hidden, hd = m->head_dim;
-    double kvh = m->kv_heads >= c->tp ? m->kv_heads / tp : 1.0; /* KV heads per GPU (replicated below TP) */
-    double qh = m->heads / tp;
-    double wb = st_emu_dtype_bytes(c->weight_dtype);
-    if (c->weight_dtype == ST_EMU_INT4_AWQ || c->weight_dtype == ST_EMU_INT4_GPTQ)
-        wb += (2.0 + 0.5) / 128.0; /* fp16 scale + 4-bit zero per group of 128 (catalog.c) */
-    lin_kind k = linear_kind(c, T);
-    lin_kind k16 = { c->gpu.bf16_flops, 1.0, 1.0, 0, 0 }; /* lm_head and router: 16-bit */
-    gemm_acc g = { 0 };
-
-    uint32_t dense = m->experts > 0 ? (m->dense_layers < m->layers ? m->dense_layers : m->layers) : m->layers;
-    double moe_layers = L - dense;
-    if (T > 0) {
-        /* attention projections (every layer): qkv, o */
-        double per_layer = 0;
-        per_layer += gemm(c, &k, T, (qh + 2 * kvh) * hd, h, wb, 1.0, &g);
-        per_layer += gemm(c, &k, T, h, qh * hd, wb, 1.0, &g);
-        double t_attn_proj = per_layer;
-        gemm_acc g1 = g;
-        /* dense MLP layers: gate_up, down */
-        gemm_acc gm = { 0 };
-        double t_mlp = gemm(c, &k, T, 2.0 * m->intermediate / tp, h, wb, 1.0, &gm) +
-                       gemm(c, &k, T, h, m->intermediate / tp, wb, 1.0, &gm);
-        /* MoE layers: the fused-MoE kernel is a grouped GEMM: each touched expert multiplies the
-         * rows routed to it, padded to the kernel's row block (EMU_MOE_ROW_PAD), at the grouped
-         * kernel's efficiency (moe_gemm_rel); plus the shared expert and the router */
-        double t_moe = 0;
-        gemm_acc ge = { 0 };
-        if (moe_layers > 0) {
-            double touched = m->experts * experts_touched(m, T);
-            double rows = touched > 0 ? T * m->experts_per_tok / touched : 0;
-            double padded = ceil(rows / EMU_MOE_ROW_PAD) * EMU_MOE_ROW_PAD;
-            gemm_acc one = { 0 };
-            double te = gemm(c, &k, padded, 2.0 * m->moe_intermediate / tp, h, wb, tu->moe_gemm_rel, &one) +
-                        gemm(c, &k, padded, h, m->moe_intermediate / tp, wb, tu->moe_gemm_rel, &one);
-            t_moe = touched * te;
-            ge.time = touched * one.time;
-            ge.compute = touched * one.compute;
-            ge.memory = touched * one.memory;
-            ge.flops = touched * one.flops;
-            ge.bytes = touched * one.bytes;
-            if (m->shared_intermediate > 0) {
-                t_moe += gemm(c, &k, T, 2.0 * m->shared_intermediate / tp, h, wb, 1.0, &ge) +
-                         gemm(c, &k, T, h, m->shared_intermediate / tp, wb, 1.0, &ge);
-            }
-            t_moe += gemm(c, &k16, T, m->experts, h, 2.0, 1.0, &ge);
-        }
-        g.time = L * t_attn_proj + dense * t_mlp + moe_layers * t_moe;
-        g.compute = L * g1.compute + dense * gm.compute + moe_layers * ge.compute;
-        g.memory = L * g1.memory + dense * gm.memory + moe_layers * ge.memory;
-        g.flops = L * g1.flops + dense * gm.flops + moe_layers * ge.flops;
-        g.bytes = L * g1.bytes + dense * gm.bytes + moe_layers * ge.bytes;
-        /* lm_head over the sampled rows (16-bit, also for quantised checkpoints) */
-        g.time += gemm(c, &k16, b->sampled, (double)m->vocab / tp, h, 2.0, 1.0, &g);
-    }
+    step_shape s;
+    step_shape_of(c, b, &s);
+    double T = s.T, L = s.L, h = s.h, hd = s.hd, tp = s.tp, kvh = s.kvh, qh = s.qh;
+    gemm_acc g = linear_layers(c, b, &s);
 
     /* Attention, per layer: one kernel call (its fixed cost, st_emu_gpu.attn_call_s) that
      * streams the cached context's KV at the paged-KV rate (bw_eff x kv_bw_rel) or computes
@@ -233,11 +303,11 @@ void st_emu_step_prepare(const st_emu_config *c, const st_emu_batch *b, st_emu_s
     f->attn_calls_s = L * st_emu_attn_call_s(&c->gpu);
     /* Element-wise kernels (norms with the residual add, rotary, the activation, the KV-cache
      * write, fp8's activation quantisation): memory-bound, their bytes per token per layer. */
-    double inter = m->experts > 0 && moe_layers > 0
+    double inter = m->experts > 0 && s.moe_layers > 0
                        ? ((double)m->moe_intermediate * m->experts_per_tok + m->shared_intermediate)
                        : (double)m->intermediate;
     double elem_tok = EMU_ELEM_BYTES_HIDDEN * h + EMU_ELEM_BYTES_INTER * inter / tp +
-                      EMU_ELEM_BYTES_QK * (qh + kvh) * hd + kvtok / L * 2.0 + k.quant_bytes / tp;
+                      EMU_ELEM_BYTES_QK * (qh + kvh) * hd + kvtok / L * 2.0 + s.k.quant_bytes / tp;
     f->elem_bytes = T * L * elem_tok;
     f->elem = f->elem_bytes / bw;
     f->g_time = g.time;
@@ -248,32 +318,7 @@ void st_emu_step_prepare(const st_emu_config *c, const st_emu_batch *b, st_emu_s
     /* Fault injection: a slow decode kernel path stretches the decode share of the work. */
     f->slow = c->decode_slowdown > 0 && c->decode_slowdown != 1.0 && T > 0;
     f->slow_factor = f->slow ? 1.0 + (c->decode_slowdown - 1.0) * (double)b->decode_tokens / T : 1.0;
-
-    /* Per-layer costs. CUDA graphs cover batches up to min(2 x max_num_seqs, 512) tokens:
-     * there the kernels follow each other with small gaps (serial GPU time). Beyond (or with
-     * --enforce-eager) the CPU launches every kernel as the step runs: it launches ahead of the
-     * GPU (launches are asynchronous), so the step takes the longer of the GPU's work and the
-     * launches, not their sum: a large prefill hides its launches, a small eager decode is
-     * launch-bound. A torch.compile'd step (no graph) launches fewer, fused kernels than
-     * PyTorch eager (--enforce-eager). */
-    uint32_t graph_max = 2 * c->max_num_seqs < EMU_CUDA_GRAPH_MAX ? 2 * c->max_num_seqs : EMU_CUDA_GRAPH_MAX;
-    f->eager = c->enforce_eager || b->tokens > graph_max;
-    double kfac = (EMU_KERNELS_PER_LAYER + k.quant_kernels) / EMU_KERNELS_PER_LAYER;
-    f->graph_s = m->layers * tu->layer_graph_s * kfac;
-    f->launch_s =
-        f->eager ? m->layers * kfac * (c->enforce_eager ? tu->layer_eager_s : EMU_LAYER_LAUNCH_COMPILED_S) : 0;
-    f->allreduce = 0;
-    if (c->tp > 1) {
-        double msg = T * m->hidden * 2.0; /* bf16 activations */
-        double lat = c->gpu.link_latency > 0 ? c->gpu.link_latency : EMU_ALLREDUCE_LATENCY_S;
-        double per = lat + 2.0 * (tp - 1) / tp * msg / c->gpu.link_bw;
-        f->allreduce = 2.0 * m->layers * per;
-    }
-    f->step_gpu_s = tu->step_gpu_s;
-    /* The engine core's CPU work for the step (scheduling, inputs, outputs): serial with the
-     * GPU, or hidden behind the previous step's GPU work with async scheduling. */
-    f->cpu = tu->step_cpu_s + b->seqs * tu->seq_cpu_s;
-    f->async = st_emu_async_scheduling(c);
+    step_overheads(c, b, &s, f);
 }
 
 double st_emu_step_seconds_ctx(const st_emu_step_fixed *f, double attn_pairs, double kv_read_tokens,

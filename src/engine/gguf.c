@@ -494,76 +494,73 @@ static int rd_str(rd *r, const unsigned char **s, uint64_t *n, const char *what)
     return 0;
 }
 
-static int rd_value(rd *r, st_gguf_type type, st_gguf_value *v, const char *key)
+/* A string value (copied, NUL-terminated) of key `key`, starting at byte at. */
+static int rd_value_str(rd *r, st_gguf_value *v, const char *key, size_t at)
 {
-    size_t at = r->pos;
-    v->type = type;
-    if (type == ST_GGUF_STR) {
-        const unsigned char *s;
-        uint64_t n;
-        if (rd_str(r, &s, &n, "a string value"))
-            return -1;
-        v->str = malloc((size_t)n + 1);
-        if (!v->str) {
-            st_errf(r->err, r->errlen, "byte %zu: key '%s': out of memory", at, key);
-            return -1;
-        }
-        memcpy(v->str, s, (size_t)n);
-        v->str[n] = '\0';
-        v->str_len = n;
-        return 0;
+    const unsigned char *s;
+    uint64_t n;
+    if (rd_str(r, &s, &n, "a string value"))
+        return -1;
+    v->str = malloc((size_t)n + 1);
+    if (!v->str) {
+        st_errf(r->err, r->errlen, "byte %zu: key '%s': out of memory", at, key);
+        return -1;
     }
-    if (type == ST_GGUF_ARR) {
-        uint32_t et;
-        uint64_t n;
-        if (rd_u32(r, &et, "an array's element type") || rd_u64(r, &n, "an array's length"))
-            return -1;
-        if (et >= ST_GGUF_NTYPES || et == ST_GGUF_ARR) {
-            st_errf(r->err, r->errlen, "byte %zu: key '%s': array of %s (type %" PRIu32 ") is not allowed", at, key,
-                    type_name(et), et);
-            return -1;
+    memcpy(v->str, s, (size_t)n);
+    v->str[n] = '\0';
+    v->str_len = n;
+    return 0;
+}
+
+/* An array value of key `key`, starting at byte at: its element type and count, its elements'
+ * bytes copied raw (bools checked). */
+static int rd_value_arr(rd *r, st_gguf_value *v, const char *key, size_t at)
+{
+    uint32_t et;
+    uint64_t n;
+    if (rd_u32(r, &et, "an array's element type") || rd_u64(r, &n, "an array's length"))
+        return -1;
+    if (et >= ST_GGUF_NTYPES || et == ST_GGUF_ARR) {
+        st_errf(r->err, r->errlen, "byte %zu: key '%s': array of %s (type %" PRIu32 ") is not allowed", at, key,
+                type_name(et), et);
+        return -1;
+    }
+    size_t start = r->pos;
+    size_t es = fixed_size((st_gguf_type)et);
+    if (es) {
+        if (n > (r->len - r->pos) / es)
+            return need(r, UINT64_MAX, "an array's elements");
+        r->pos += (size_t)n * es;
+    } else {
+        for (uint64_t k = 0; k < n; k++) {
+            const unsigned char *s;
+            uint64_t sl;
+            if (rd_str(r, &s, &sl, "a string in an array"))
+                return -1;
         }
-        size_t start = r->pos;
-        size_t es = fixed_size((st_gguf_type)et);
-        if (es) {
-            if (n > (r->len - r->pos) / es)
-                return need(r, UINT64_MAX, "an array's elements");
-            r->pos += (size_t)n * es;
-        } else {
-            for (uint64_t k = 0; k < n; k++) {
-                const unsigned char *s;
-                uint64_t sl;
-                if (rd_str(r, &s, &sl, "a string in an array"))
-                    return -1;
+    }
+    v->elem = (st_gguf_type)et;
+    v->n = n;
+    v->raw_len = r->pos - start;
+    v->raw = malloc(v->raw_len ? v->raw_len : 1);
+    if (!v->raw) {
+        st_errf(r->err, r->errlen, "byte %zu: key '%s': out of memory", at, key);
+        return -1;
+    }
+    memcpy(v->raw, r->p + start, v->raw_len);
+    if (et == ST_GGUF_BOOL)
+        for (size_t k = 0; k < v->raw_len; k++)
+            if (v->raw[k] > 1) {
+                st_errf(r->err, r->errlen, "byte %zu: key '%s': bool element %u (0 or 1 expected)", start + k, key,
+                        v->raw[k]);
+                return -1;
             }
-        }
-        v->elem = (st_gguf_type)et;
-        v->n = n;
-        v->raw_len = r->pos - start;
-        v->raw = malloc(v->raw_len ? v->raw_len : 1);
-        if (!v->raw) {
-            st_errf(r->err, r->errlen, "byte %zu: key '%s': out of memory", at, key);
-            return -1;
-        }
-        memcpy(v->raw, r->p + start, v->raw_len);
-        if (et == ST_GGUF_BOOL)
-            for (size_t k = 0; k < v->raw_len; k++)
-                if (v->raw[k] > 1) {
-                    st_errf(r->err, r->errlen, "byte %zu: key '%s': bool element %u (0 or 1 expected)", start + k, key,
-                            v->raw[k]);
-                    return -1;
-                }
-        return 0;
-    }
-    size_t es = fixed_size(type);
-    if (!es) {
-        st_errf(r->err, r->errlen, "byte %zu: key '%s': unknown value type %u", at - 4, key, (unsigned)type);
-        return -1;
-    }
-    if (need(r, es, "a value"))
-        return -1;
-    const unsigned char *q = r->p + r->pos;
-    r->pos += es;
+    return 0;
+}
+
+/* A fixed-size scalar of `type` from its little-endian bytes q into v (a bool already checked). */
+static void decode_scalar(st_gguf_type type, const unsigned char *q, st_gguf_value *v)
+{
     uint8_t u8;
     uint16_t u16;
     uint32_t u32;
@@ -575,13 +572,7 @@ static int rd_value(rd *r, st_gguf_type type, st_gguf_value *v, const char *key)
         memcpy(&u8, q, 1);
         v->i = (int8_t)u8;
         break;
-    case ST_GGUF_BOOL:
-        if (q[0] > 1) {
-            st_errf(r->err, r->errlen, "byte %zu: key '%s': bool value %u (0 or 1 expected)", at, key, q[0]);
-            return -1;
-        }
-        v->u = q[0];
-        break;
+    case ST_GGUF_BOOL: v->u = q[0]; break;
     case ST_GGUF_U16:
         memcpy(&u16, q, 2);
         v->u = u16;
@@ -613,6 +604,30 @@ static int rd_value(rd *r, st_gguf_type type, st_gguf_value *v, const char *key)
     case ST_GGUF_F64: memcpy(&v->f, q, 8); break;
     default: break;
     }
+}
+
+static int rd_value(rd *r, st_gguf_type type, st_gguf_value *v, const char *key)
+{
+    size_t at = r->pos;
+    v->type = type;
+    if (type == ST_GGUF_STR)
+        return rd_value_str(r, v, key, at);
+    if (type == ST_GGUF_ARR)
+        return rd_value_arr(r, v, key, at);
+    size_t es = fixed_size(type);
+    if (!es) {
+        st_errf(r->err, r->errlen, "byte %zu: key '%s': unknown value type %u", at - 4, key, (unsigned)type);
+        return -1;
+    }
+    if (need(r, es, "a value"))
+        return -1;
+    const unsigned char *q = r->p + r->pos;
+    r->pos += es;
+    if (type == ST_GGUF_BOOL && q[0] > 1) {
+        st_errf(r->err, r->errlen, "byte %zu: key '%s': bool value %u (0 or 1 expected)", at, key, q[0]);
+        return -1;
+    }
+    decode_scalar(type, q, v);
     return 0;
 }
 

@@ -536,13 +536,11 @@ double st_trace_stats_share_above(const st_trace_stats *s, uint64_t len)
 
 static uint32_t round_up(uint32_t v, uint32_t q) { return v ? (v + q - 1) / q * q : q; }
 
-void st_traffic_advise(const st_trace_stats *s, const st_traffic *t, const st_traffic_engine *e, st_traffic_advice *a)
+/* The advised --max-model-len (the p99 and p95 of input + output, capped by the model's context)
+ * and the share each rejects; the configuration's own limit's. */
+static void advise_length(const st_trace_stats *s, const st_traffic *t, const st_traffic_engine *e,
+                          st_traffic_advice *a)
 {
-    memset(a, 0, sizeof *a);
-    a->reject_current = NAN;
-    a->kv_fit_mean = a->kv_fit_p99 = a->kv_fill_e2e_s = a->share_over_kv = NAN;
-    if (!t->requests)
-        return;
     a->mml_p99 = round_up(t->total.p99, ST_MML_ROUND);
     a->mml_p95 = round_up(t->total.p95, ST_MML_ROUND);
     uint32_t ctx = e ? e->model_context : 0;
@@ -582,35 +580,45 @@ void st_traffic_advise(const st_trace_stats *s, const st_traffic *t, const st_tr
                  e->max_model_len, 100 * a->reject_current,
                  e->max_model_len > a->mml_p99 * 2 ? " (it is more than twice the p99)" : "");
     }
-    if (e && e->kv_tokens) {
-        a->kv_known = 1;
-        a->kv_tokens = e->kv_tokens;
-        double mean_total = t->total.mean;
-        a->kv_fit_mean = mean_total > 0 ? (double)e->kv_tokens / mean_total : NAN;
-        a->kv_fit_p99 = t->total.p99 ? (double)e->kv_tokens / t->total.p99 : NAN;
-        a->share_over_kv = st_trace_stats_share_above(s, e->kv_tokens);
-        int use_p95 = !(isnan(t->p95_minute_rps) || t->p95_minute_rps <= 0);
-        double r = use_p95 ? t->p95_minute_rps : t->mean_rps;
-        if (r > 0 && !isnan(r))
-            a->kv_fill_e2e_s = a->kv_fit_mean / r;
+}
+
+/* How many requests the configuration's KV cache holds at once, and when it fills (Little's law). */
+static void advise_kv(const st_trace_stats *s, const st_traffic *t, const st_traffic_engine *e, st_traffic_advice *a)
+{
+    if (!(e && e->kv_tokens))
+        return;
+    a->kv_known = 1;
+    a->kv_tokens = e->kv_tokens;
+    double mean_total = t->total.mean;
+    a->kv_fit_mean = mean_total > 0 ? (double)e->kv_tokens / mean_total : NAN;
+    a->kv_fit_p99 = t->total.p99 ? (double)e->kv_tokens / t->total.p99 : NAN;
+    a->share_over_kv = st_trace_stats_share_above(s, e->kv_tokens);
+    int use_p95 = !(isnan(t->p95_minute_rps) || t->p95_minute_rps <= 0);
+    double r = use_p95 ? t->p95_minute_rps : t->mean_rps;
+    if (r > 0 && !isnan(r))
+        a->kv_fill_e2e_s = a->kv_fit_mean / r;
+    char *L = a->lines[a->n_lines++];
+    int n = snprintf(L, sizeof a->lines[0],
+                     "The KV cache (%llu tokens%s%s) holds %.0f requests of the mean size (%.0f tokens) at "
+                     "once, %.0f of the p99 size.",
+                     (unsigned long long)e->kv_tokens, e->what ? ", " : "", e->what ? e->what : "",
+                     floor(a->kv_fit_mean), mean_total, floor(a->kv_fit_p99)); /* whole requests that fit */
+    if (!isnan(a->kv_fill_e2e_s) && n > 0 && (size_t)n < sizeof a->lines[0])
+        snprintf(L + n, sizeof a->lines[0] - (size_t)n,
+                 " At the %s rate (%.3g req/s) it fills when a request lasts longer than %.1f s on "
+                 "average (Little's law): beyond that, requests queue or are preempted.",
+                 use_p95 ? "p95 minute" : "mean", r, a->kv_fill_e2e_s);
+    if (a->share_over_kv > 0) {
         L = a->lines[a->n_lines++];
-        int n = snprintf(L, sizeof a->lines[0],
-                         "The KV cache (%llu tokens%s%s) holds %.0f requests of the mean size (%.0f tokens) at "
-                         "once, %.0f of the p99 size.",
-                         (unsigned long long)e->kv_tokens, e->what ? ", " : "", e->what ? e->what : "",
-                         floor(a->kv_fit_mean), mean_total, floor(a->kv_fit_p99)); /* whole requests that fit */
-        if (!isnan(a->kv_fill_e2e_s) && n > 0 && (size_t)n < sizeof a->lines[0])
-            snprintf(L + n, sizeof a->lines[0] - (size_t)n,
-                     " At the %s rate (%.3g req/s) it fills when a request lasts longer than %.1f s on "
-                     "average (Little's law): beyond that, requests queue or are preempted.",
-                     use_p95 ? "p95 minute" : "mean", r, a->kv_fill_e2e_s);
-        if (a->share_over_kv > 0) {
-            L = a->lines[a->n_lines++];
-            snprintf(L, sizeof a->lines[0], "%.2f%% of the requests are longer than the whole KV cache.",
-                     100 * a->share_over_kv);
-        }
+        snprintf(L, sizeof a->lines[0], "%.2f%% of the requests are longer than the whole KV cache.",
+                 100 * a->share_over_kv);
     }
-    L = a->lines[a->n_lines++];
+}
+
+/* Whether prefix caching pays, from the trace's ideal hit rate. */
+static void advise_prefix(const st_traffic *t, st_traffic_advice *a)
+{
+    char *L = a->lines[a->n_lines++];
     if (!t->prefix_known) {
         a->prefix = ST_PREFIX_UNKNOWN;
         snprintf(L, sizeof a->lines[0],
@@ -635,6 +643,12 @@ void st_traffic_advise(const st_trace_stats *s, const st_traffic *t, const st_tr
                  "(it costs little to keep on).",
                  100 * t->ideal_hit_rate, t->prefix_lower_bound ? " (at least)" : "");
     }
+}
+
+/* The arrivals' shape: quantized timestamps, burstiness and how to replay it. */
+static void advise_arrivals(const st_traffic *t, st_traffic_advice *a)
+{
+    char *L;
     if (t->quantum_s > 0 && a->n_lines < ST_TRAFFIC_ADVICE_LINES) {
         L = a->lines[a->n_lines++];
         snprintf(L, sizeof a->lines[0],
@@ -666,6 +680,19 @@ void st_traffic_advise(const st_trace_stats *s, const st_traffic *t, const st_tr
                      "Arrivals are %s (CV of the gaps %.2f; 1 is Poisson): replay this shape with %s.", kind, t->gap_cv,
                      how);
     }
+}
+
+void st_traffic_advise(const st_trace_stats *s, const st_traffic *t, const st_traffic_engine *e, st_traffic_advice *a)
+{
+    memset(a, 0, sizeof *a);
+    a->reject_current = NAN;
+    a->kv_fit_mean = a->kv_fit_p99 = a->kv_fill_e2e_s = a->share_over_kv = NAN;
+    if (!t->requests)
+        return;
+    advise_length(s, t, e, a);
+    advise_kv(s, t, e, a);
+    advise_prefix(t, a);
+    advise_arrivals(t, a);
 }
 
 /* ---- JSON ---------------------------------------------------------------------------- */

@@ -325,128 +325,183 @@ int st_plan_search(st_plan_candidate *c, int n, int top_k, double out_tokens, co
     return st_plan_search_opt(c, n, top_k, out_tokens, ops, &o, stats);
 }
 
-int st_plan_search_opt(st_plan_candidate *c, int n, int top_k, double out_tokens, const st_plan_ops *ops,
-                       const st_plan_search_opts *o, st_plan_stats *stats)
+/* The search's state: the candidates, the evaluated ones in order, the refined flags and the
+ * heap of lower bounds. */
+typedef struct search {
+    st_plan_candidate *c;
+    int n, top_k, threads, bsize;
+    double out_tokens;
+    const st_plan_ops *ops;
+    const st_plan_search_opts *o;
+    st_plan_stats *stats;
+    int *done, ndone;
+    char *refined;
+    heap h;
+    struct timespec t0;
+} search;
+
+/* Screens every candidate (in parallel) and pushes the ones not refused with their lower bounds. */
+static void search_screen(search *s)
 {
-    memset(stats, 0, sizeof *stats);
-    stats->candidates = n;
-    if (top_k < 1)
-        top_k = 1;
-    int threads = o && o->threads > 1 ? o->threads : 1;
-    int bsize = o && o->batch > 1 ? o->batch : 1;
-    if (bsize > ST_PLAN_BATCH_MAX)
-        bsize = ST_PLAN_BATCH_MAX;
-    int *order = malloc(sizeof *order * (size_t)(n > 0 ? n : 1));
-    int *done = malloc(sizeof *done * (size_t)(n > 0 ? n : 1));
-    char *refined = calloc((size_t)(n > 0 ? n : 1), 1);
-    heap h = { malloc(sizeof *h.v * (size_t)(n > 0 ? n : 1)), 0 };
-    int best = -1;
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    if (!order || !done || !refined || !h.v)
-        goto out;
-    int ndone = 0;
-    screen_job sj = { c, ops };
-    run_parallel(n, threads, screen_one, &sj);
-    for (int i = 0; i < n; i++) {
-        st_plan_candidate *x = &c[i];
+    screen_job sj = { s->c, s->ops };
+    run_parallel(s->n, s->threads, screen_one, &sj);
+    for (int i = 0; i < s->n; i++) {
+        st_plan_candidate *x = &s->c[i];
         if (x->state == ST_PLAN_REFUSED) {
+            s->stats->refused++;
+            continue;
+        }
+        s->stats->screened++;
+        x->lb_usd_per_1m = cost_per_1m(x, bound_tps(x, s->out_tokens));
+        s->refined[i] = !s->ops->refine;
+        heap_push(&s->h, (key){ x->lb_usd_per_1m, 0, 0, i });
+    }
+}
+
+/* The progress callback's figures, with kth the k-th best cost found so far. */
+static void search_progress(const search *s, double kth)
+{
+    struct timespec t1;
+    st_plan_progress pg = { .done = s->ndone + s->stats->refused, .refined = s->stats->refined };
+    for (int i = 0; i < s->h.n; i++)
+        pg.pruned += kth <= s->h.v[i].a;
+    pg.left = s->h.n - pg.pruned;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    pg.seconds = (double)(t1.tv_sec - s->t0.tv_sec) + (double)(t1.tv_nsec - s->t0.tv_nsec) / 1e9;
+    s->o->progress(s->o->progress_arg, &pg);
+}
+
+/* The next batch: up to bsize candidates of the lowest bounds below kth, each refined, evaluated,
+ * or given its evaluated twin's results. Its size. */
+static int search_fill_batch(search *s, double kth, batch *b)
+{
+    int nb = 0;
+    const st_plan_candidate *c = s->c;
+    while (s->h.n > 0 && nb < s->bsize && kth > s->h.v[0].a) {
+        key k = heap_pop(&s->h);
+        const st_plan_candidate *x = &c[k.idx];
+        b->idx[nb] = k.idx;
+        b->kind[nb] = !s->refined[k.idx] ? JOB_REFINE : JOB_EVAL;
+        if (b->kind[nb] == JOB_EVAL) {
+            if (evaluated_twin(c, s->done, s->ndone, x))
+                b->kind[nb] = JOB_TWIN;
+            for (int j = 0; j < nb && b->kind[nb] == JOB_EVAL; j++)
+                if (x->same && b->kind[j] == JOB_EVAL && c[b->idx[j]].same == x->same)
+                    b->kind[nb] = JOB_TWIN; /* an earlier one of this batch stands for it */
+        }
+        nb++;
+    }
+    return nb;
+}
+
+/* A refined candidate's new bound back into the heap (refused when no request completes). */
+static void search_merge_refined(search *s, st_plan_candidate *x, int idx, int rc)
+{
+    s->refined[idx] = 1;
+    s->stats->refined++;
+    if (rc || !(x->bound_rps > 0)) {
+        x->state = ST_PLAN_REFUSED;
+        if (!x->why[0])
+            snprintf(x->why, sizeof x->why, "no request completes on it");
+        s->stats->refused++;
+        return;
+    }
+    x->bound_estimate = 1;
+    x->lb_usd_per_1m = cost_per_1m(x, bound_tps(x, s->out_tokens));
+    heap_push(&s->h, (key){ x->lb_usd_per_1m, 0, 0, idx });
+}
+
+/* The batch's outcomes, merged in the batch's order: the same outcome on any number of threads. */
+static void search_merge(search *s, batch *b, int nb)
+{
+    st_plan_stats *stats = s->stats;
+    for (int i = 0; i < nb; i++) {
+        st_plan_candidate *x = &s->c[b->idx[i]];
+        if (b->kind[i] == JOB_REFINE) {
+            search_merge_refined(s, x, b->idx[i], b->rc[i]);
+            continue;
+        }
+        if (b->kind[i] == JOB_TWIN) {
+            const st_plan_candidate *twin = evaluated_twin(s->c, s->done, s->ndone, x);
+            if (twin) {
+                copy_results(x, twin);
+                stats->shared++;
+                s->done[s->ndone++] = b->idx[i];
+                settle(x, stats);
+                continue;
+            }
+            /* its twin could not run: evaluated on its own */
+            b->rc[i] = s->ops->evaluate(s->ops->arg, x, x->why, sizeof x->why);
+        }
+        stats->evaluated++;
+        s->done[s->ndone++] = b->idx[i];
+        if (b->rc[i]) {
+            x->state = ST_PLAN_REFUSED;
             stats->refused++;
             continue;
         }
-        stats->screened++;
-        x->lb_usd_per_1m = cost_per_1m(x, bound_tps(x, out_tokens));
-        refined[i] = !ops->refine;
-        heap_push(&h, (key){ x->lb_usd_per_1m, 0, 0, i });
+        settle(x, stats);
     }
-    /* lowest bound first, o->batch at a time: a coarse bound is refined and the candidate
-     * goes back in its place; a refined one is evaluated; stop when the k-th best found costs no
-     * more than the lowest bound left */
-    for (;;) {
-        double kth = kth_cost(c, done, ndone, top_k);
-        if (o && o->progress) {
-            st_plan_progress pg = { .done = ndone + stats->refused, .refined = stats->refined };
-            for (int i = 0; i < h.n; i++)
-                pg.pruned += kth <= h.v[i].a;
-            pg.left = h.n - pg.pruned;
-            clock_gettime(CLOCK_MONOTONIC, &t1);
-            pg.seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-            o->progress(o->progress_arg, &pg);
-        }
-        batch b = { .c = c, .ops = ops };
-        int nb = 0;
-        while (h.n > 0 && nb < bsize && kth > h.v[0].a) {
-            key k = heap_pop(&h);
-            const st_plan_candidate *x = &c[k.idx];
-            b.idx[nb] = k.idx;
-            b.kind[nb] = !refined[k.idx] ? JOB_REFINE : JOB_EVAL;
-            if (b.kind[nb] == JOB_EVAL) {
-                if (evaluated_twin(c, done, ndone, x))
-                    b.kind[nb] = JOB_TWIN;
-                for (int j = 0; j < nb && b.kind[nb] == JOB_EVAL; j++)
-                    if (x->same && b.kind[j] == JOB_EVAL && c[b.idx[j]].same == x->same)
-                        b.kind[nb] = JOB_TWIN; /* an earlier one of this batch stands for it */
-            }
-            nb++;
-        }
-        if (nb == 0)
-            break;
-        run_parallel(nb, threads, batch_one, &b);
-        /* merged in the batch's order: the same outcome on any number of threads */
-        for (int i = 0; i < nb; i++) {
-            st_plan_candidate *x = &c[b.idx[i]];
-            if (b.kind[i] == JOB_REFINE) {
-                refined[b.idx[i]] = 1;
-                stats->refined++;
-                if (b.rc[i] || !(x->bound_rps > 0)) {
-                    x->state = ST_PLAN_REFUSED;
-                    if (!x->why[0])
-                        snprintf(x->why, sizeof x->why, "no request completes on it");
-                    stats->refused++;
-                    continue;
-                }
-                x->bound_estimate = 1;
-                x->lb_usd_per_1m = cost_per_1m(x, bound_tps(x, out_tokens));
-                heap_push(&h, (key){ x->lb_usd_per_1m, 0, 0, b.idx[i] });
-                continue;
-            }
-            if (b.kind[i] == JOB_TWIN) {
-                const st_plan_candidate *twin = evaluated_twin(c, done, ndone, x);
-                if (twin) {
-                    copy_results(x, twin);
-                    stats->shared++;
-                    done[ndone++] = b.idx[i];
-                    settle(x, stats);
-                    continue;
-                }
-                /* its twin could not run: evaluated on its own */
-                b.rc[i] = ops->evaluate(ops->arg, x, x->why, sizeof x->why);
-            }
-            stats->evaluated++;
-            done[ndone++] = b.idx[i];
-            if (b.rc[i]) {
-                x->state = ST_PLAN_REFUSED;
-                stats->refused++;
-                continue;
-            }
-            settle(x, stats);
-        }
-    }
+}
+
+/* The pruned counts, the frontiers and the ranks; the best candidate's index, or -1. */
+static int search_finish(search *s, int *order)
+{
+    st_plan_candidate *c = s->c;
+    int n = s->n;
     for (int i = 0; i < n; i++)
         if (c[i].state == ST_PLAN_PRUNED) {
-            stats->pruned++;
-            stats->pruned_proven += !c[i].bound_estimate;
+            s->stats->pruned++;
+            s->stats->pruned_proven += !c[i].bound_estimate;
         }
     frontiers(c, n);
     int m = st_plan_order(c, n, order, n);
     for (int r = 0; r < m; r++)
         c[order[r]].rank = r + 1;
-    best = m > 0 ? order[0] : -1;
+    return m > 0 ? order[0] : -1;
+}
+
+int st_plan_search_opt(st_plan_candidate *c, int n, int top_k, double out_tokens, const st_plan_ops *ops,
+                       const st_plan_search_opts *o, st_plan_stats *stats)
+{
+    memset(stats, 0, sizeof *stats);
+    stats->candidates = n;
+    search s = {
+        .c = c, .n = n, .top_k = top_k < 1 ? 1 : top_k, .out_tokens = out_tokens, .ops = ops, .o = o, .stats = stats
+    };
+    s.threads = o && o->threads > 1 ? o->threads : 1;
+    s.bsize = o && o->batch > 1 ? o->batch : 1;
+    if (s.bsize > ST_PLAN_BATCH_MAX)
+        s.bsize = ST_PLAN_BATCH_MAX;
+    int *order = malloc(sizeof *order * (size_t)(n > 0 ? n : 1));
+    s.done = malloc(sizeof *s.done * (size_t)(n > 0 ? n : 1));
+    s.refined = calloc((size_t)(n > 0 ? n : 1), 1);
+    s.h = (heap){ malloc(sizeof *s.h.v * (size_t)(n > 0 ? n : 1)), 0 };
+    int best = -1;
+    clock_gettime(CLOCK_MONOTONIC, &s.t0);
+    if (!order || !s.done || !s.refined || !s.h.v)
+        goto out;
+    search_screen(&s);
+    /* lowest bound first, o->batch at a time: a coarse bound is refined and the candidate
+     * goes back in its place; a refined one is evaluated; stop when the k-th best found costs no
+     * more than the lowest bound left */
+    for (;;) {
+        double kth = kth_cost(c, s.done, s.ndone, s.top_k);
+        if (o && o->progress)
+            search_progress(&s, kth);
+        batch b = { .c = c, .ops = ops };
+        int nb = search_fill_batch(&s, kth, &b);
+        if (nb == 0)
+            break;
+        run_parallel(nb, s.threads, batch_one, &b);
+        search_merge(&s, &b, nb);
+    }
+    best = search_finish(&s, order);
 out:
     free(order);
-    free(done);
-    free(refined);
-    free(h.v);
+    free(s.done);
+    free(s.refined);
+    free(s.h.v);
     return best;
 }
 

@@ -882,24 +882,29 @@ static void evidence_section(const st_report *r, st_buf *b)
     }
 }
 
-static void notes_section(const st_report *r, st_buf *b)
+/* The method's prediction lines: how a prediction was made, the rates it suggests. */
+static void method_prediction(const st_report *r, st_buf *b)
+{
+    if (!r->audit.prediction)
+        return;
+    st_buf_puts(b, "- **Prediction**: every run below was computed by the engine model in virtual time "
+                   "(`servetune predict`), with the same workloads, arrival schedules, warm-up, early stop and "
+                   "capacity search as a measured audit; the engine's state was sampled every emulated second. ");
+    if (r->audit.model_note)
+        st_md_text(b, r->audit.model_note);
+    st_buf_puts(b, "\n");
+    if (r->audit.suggested_rates) {
+        st_buf_puts(b, "- **Suggested rates for the measured audit** (bracketing every configuration's capacity "
+                       "found on the model by the spec's search): ");
+        st_md_text(b, r->audit.suggested_rates);
+        st_buf_puts(b, "\n");
+    }
+}
+
+/* What "capacity at SLO" means for the search mode: sustained, a fixed-count closed loop or a burst. */
+static void method_capacity(const st_report *r, st_buf *b)
 {
     const st_spec *s = &r->spec;
-    st_buf_puts(b, "## Method and limits\n\n");
-    if (r->audit.prediction) {
-        st_buf_puts(b, "- **Prediction**: every run below was computed by the engine model in virtual time "
-                       "(`servetune predict`), with the same workloads, arrival schedules, warm-up, early stop and "
-                       "capacity search as a measured audit; the engine's state was sampled every emulated second. ");
-        if (r->audit.model_note)
-            st_md_text(b, r->audit.model_note);
-        st_buf_puts(b, "\n");
-        if (r->audit.suggested_rates) {
-            st_buf_puts(b, "- **Suggested rates for the measured audit** (bracketing every configuration's capacity "
-                           "found on the model by the spec's search): ");
-            st_md_text(b, r->audit.suggested_rates);
-            st_buf_puts(b, "\n");
-        }
-    }
     if (r->sustained) {
         st_buf_printf(
             b,
@@ -948,6 +953,12 @@ static void notes_section(const st_report *r, st_buf *b)
             "capacity: `search: {mode: sustained}` (the default) measures one.\n",
             st_search_mode_name(s->search.mode), s->workload.requests_per_rate);
     }
+}
+
+/* The figures' definitions (TTFT, TPOT, cost), the prompts, sessions and what is out of scope. */
+static void method_terms(const st_report *r, st_buf *b)
+{
+    const st_spec *s = &r->spec;
     if (s->closed_loop)
         st_buf_puts(b, "- **TTFT** runs from a request's send (a closed loop: a request is sent when one of the "
                        "clients is free, as vllm bench serve times it) to its first token; **TPOT** = (end - first "
@@ -981,10 +992,14 @@ static void notes_section(const st_report *r, st_buf *b)
     if (s->engine.kind == ST_ENGINE_EMULATOR)
         st_buf_puts(b, "- **Measured on servetune's emulator**, a model of vLLM's scheduler and of the GPU, not on "
                        "the GPU itself: these figures are predictions to be confirmed on hardware.\n");
+}
+
+/* The one list of notes (report/notes.h), as every report renders it. */
+static void notes_list(const st_report *r, st_buf *b)
+{
     st_buf_puts(b, "\n### Notes\n\n");
     if (!r->notes.n)
         st_buf_puts(b, "The data called for no notes.\n");
-    /* the one list of notes (report/notes.h), as every report renders it */
     for (int i = 0; i < r->notes.n; i++) {
         const st_note *n = &r->notes.v[i];
         st_buf_puts(b, "- ");
@@ -1001,6 +1016,15 @@ static void notes_section(const st_report *r, st_buf *b)
         st_md_text(b, n->text);
         st_buf_puts(b, "\n");
     }
+}
+
+static void notes_section(const st_report *r, st_buf *b)
+{
+    st_buf_puts(b, "## Method and limits\n\n");
+    method_prediction(r, b);
+    method_capacity(r, b);
+    method_terms(r, b);
+    notes_list(r, b);
 }
 
 /* "A traffic day": each configuration that met the SLO, cheapest first (report/day.h). */
