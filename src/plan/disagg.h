@@ -98,33 +98,4 @@ typedef struct st_disagg_pick {
 int st_disagg_best(const st_disagg_worker *wk, int tp, int total_gpus, double s_p, double s_d, const st_disagg_link *l,
                    st_disagg_pick *out);
 
-/* With queueing: the prefill pool as an engine-model run of one prefill worker serving its share
- * of the requests (Poisson arrivals at rate / x; each request prefilled and its first token
- * sampled, max_tokens 1), then the KV transfer, then the decode pool at its steady state: the
- * fixed point of rate / y x output tokens x step time(N) = N running sequences (Little's law),
- * where every sequence sees the step time of N. A one-pool estimate: plan --disagg and predict
- * --disagg take their queueing figures from plan/disagg_sim.h's run of both pools. */
-typedef struct st_disagg_queue {
-    double rate;           /* the offered requests/s of the whole setup */
-    double ttft_p95_s;     /* prefill (queueing included, p95) + transfer + the first decode step */
-    double prefill_p95_s;  /* the prefill pool's own p95 (queueing included) */
-    double tpot_s;         /* the decode pool's step time at its fixed point (INFINITY: overloaded) */
-    double decode_running; /* N at the fixed point (per decode worker) */
-    int overloaded;        /* the decode pool cannot keep up at this rate (tpot INFINITY); an overloaded
-                             prefill pool shows as a p95 TTFT that grows with the run */
-} st_disagg_queue;
-
-struct st_emu_sim_item;
-/* items[0..n): the workload (arrivals ignored; not changed). 0, or -1 with why. */
-int st_disagg_queueing(const st_emu_config *cfg, const st_emu_memory *mem, const struct st_emu_sim_item *items,
-                       uint32_t n, const st_disagg_worker *wk, const st_disagg_pick *pk, int tp, double rate,
-                       double output_tokens, uint64_t seed, st_disagg_queue *out, char *why, size_t whylen);
-
-/* The highest rate (within rel_tol) at which the queueing estimate meets both SLOs, searched up
- * to the static rate-matched pk->rps. 0 (out at that rate; rate 0 when none), or -1 with why. */
-int st_disagg_queueing_capacity(const st_emu_config *cfg, const st_emu_memory *mem, const struct st_emu_sim_item *items,
-                                uint32_t n, const st_disagg_worker *wk, const st_disagg_pick *pk, int tp,
-                                const st_disagg_work *w, uint64_t seed, double rel_tol, st_disagg_queue *out, char *why,
-                                size_t whylen);
-
 #endif

@@ -153,58 +153,6 @@ static void worker_rates_on_the_engine_model(void **state)
     assert_non_null(strstr(why, "TTFT"));
 }
 
-/* With queueing: the prefill pool's p95 grows with the load, is one prefill's time when idle,
- * and the decode pool sits at its fixed point (rate / y x output x step(N) = N). */
-static void queueing_on_the_engine_model(void **state)
-{
-    (void)state;
-    st_emu_config c;
-    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
-    st_emu_memory mem;
-    char why[300];
-    if (st_emu_memory_plan(&c, &mem, why, sizeof why))
-        fail_msg("%s", why);
-    enum { N = 300 };
-    st_emu_sim_item items[N];
-    memset(items, 0, sizeof items);
-    for (int i = 0; i < N; i++) {
-        items[i].input_len = 2000 + (uint32_t)(i % 7) * 100;
-        items[i].output_len = 200;
-    }
-    st_disagg_work w = { .input_tokens = 2300, .output_tokens = 200, .ttft_slo_s = 2, .tpot_slo_s = 0.05 };
-    st_disagg_worker wk;
-    assert_int_equal(st_disagg_worker_rates(&c, &mem, &w, &wk, why, sizeof why), 0);
-    st_disagg_link nv;
-    assert_int_equal(st_disagg_link_find("nvlink", &nv), 0);
-    st_disagg_pick pk;
-    assert_int_equal(st_disagg_best(&wk, 1, 8, ST_DISAGG_PREFILL_SCALE, ST_DISAGG_DECODE_SCALE, &nv, &pk), 0);
-    st_disagg_queue lo, hi;
-    assert_int_equal(st_disagg_queueing(&c, &mem, items, N, &wk, &pk, 1, 0.05 * pk.rps, 200, 7, &lo, why, sizeof why),
-                     0);
-    assert_int_equal(st_disagg_queueing(&c, &mem, items, N, &wk, &pk, 1, pk.rps, 200, 7, &hi, why, sizeof why), 0);
-    /* idle: a prefill takes about its own time (the prompts here are 2,000-2,600 tokens) */
-    assert_true(lo.prefill_p95_s < 3 * wk.prefill_s);
-    assert_true(hi.prefill_p95_s > lo.prefill_p95_s);
-    assert_true(hi.tpot_s >= lo.tpot_s);
-    assert_near(hi.ttft_p95_s, hi.prefill_p95_s + pk.transfer_s + hi.tpot_s, 1e-12);
-    /* the fixed point: N = rate / y x 200 x step(N), within the bisection's resolution */
-    double lam = pk.rps / pk.y;
-    assert_false(hi.overloaded);
-    assert_near(lam * 200 * hi.tpot_s, hi.decode_running, 0.02 * hi.decode_running + 0.5);
-    /* past what the decode pool can do: overloaded */
-    st_disagg_queue over;
-    assert_int_equal(st_disagg_queueing(&c, &mem, items, N, &wk, &pk, 1, 10 * pk.rps, 200, 7, &over, why, sizeof why),
-                     0);
-    assert_true(over.overloaded);
-    assert_false(isfinite(over.tpot_s));
-    /* the capacity with queueing meets the SLO and is no more than the static one */
-    st_disagg_queue cap;
-    assert_int_equal(st_disagg_queueing_capacity(&c, &mem, items, N, &wk, &pk, 1, &w, 7, 0.05, &cap, why, sizeof why),
-                     0);
-    assert_true(cap.rate > 0 && cap.rate <= pk.rps);
-    assert_true(cap.ttft_p95_s <= w.ttft_slo_s && cap.tpot_s <= w.tpot_slo_s);
-}
-
 int main(void)
 {
     const struct CMUnitTest t[] = {
@@ -212,7 +160,6 @@ int main(void)
         cmocka_unit_test(transfer_time_from_the_models_shape),
         cmocka_unit_test(slow_link_is_reported),
         cmocka_unit_test(worker_rates_on_the_engine_model),
-        cmocka_unit_test(queueing_on_the_engine_model),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }
