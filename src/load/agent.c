@@ -645,29 +645,17 @@ static int parse_graph(pctx *P)
 
 /* ---- the graph's shape: children, order, depth, roots --------------------------------------- */
 
-static int finish(pctx *P)
+/* each node's children array, filled from the parents; indeg[i] = node i's parent count */
+static int link_children(pctx *P, uint32_t *nc, uint32_t *indeg)
 {
     st_agent_graph *g = P->g;
-    if (g->n == 0) {
-        st_errf(P->err, P->errlen, "%s:1: no request in the file", P->name);
-        return -1;
-    }
-    uint32_t *nc = calloc(g->n, sizeof *nc), *indeg = calloc(g->n, sizeof *indeg);
-    g->order = malloc((size_t)g->n * sizeof *g->order);
-    int rc = -1;
-    if (!nc || !indeg || !g->order) {
-        oom(P);
-        goto out;
-    }
     for (uint32_t i = 0; i < g->n; i++)
         for (uint32_t j = 0; j < g->nodes[i].n_parents; j++)
             nc[g->nodes[i].parents[j]]++;
     for (uint32_t i = 0; i < g->n; i++) {
         st_agent_node *x = &g->nodes[i];
-        if (nc[i] && !(x->children = malloc((size_t)nc[i] * sizeof *x->children))) {
-            oom(P);
-            goto out;
-        }
+        if (nc[i] && !(x->children = malloc((size_t)nc[i] * sizeof *x->children)))
+            return oom(P);
         indeg[i] = x->n_parents;
     }
     for (uint32_t i = 0; i < g->n; i++)
@@ -675,7 +663,12 @@ static int finish(pctx *P)
             st_agent_node *p = &g->nodes[g->nodes[i].parents[j]];
             p->children[p->n_children++] = i;
         }
-    /* Kahn: roots in file order, then each node once its parents are placed */
+    return 0;
+}
+
+/* Kahn: roots in file order, then each node once its parents are placed; returns the nodes placed */
+static uint32_t kahn_order(st_agent_graph *g, uint32_t *indeg)
+{
     uint32_t head = 0, tail = 0;
     for (uint32_t i = 0; i < g->n; i++)
         if (!indeg[i])
@@ -691,90 +684,121 @@ static int finish(pctx *P)
                 g->order[tail++] = x->children[j];
         }
     }
-    if (tail < g->n) { /* a cycle: walk up from a node left over until a node repeats */
-        uint32_t c = NONE;
-        for (uint32_t i = 0; i < g->n && c == NONE; i++)
-            if (indeg[i])
-                c = i;
-        for (uint32_t step = 0; step < g->n; step++) {
-            const st_agent_node *x = &g->nodes[c];
-            for (uint32_t j = 0; j < x->n_parents; j++)
-                if (indeg[x->parents[j]]) {
-                    c = x->parents[j];
-                    break;
-                }
-        }
-        /* the cycle's node on the first line */
-        uint32_t best = c;
-        for (uint32_t y = c, step = 0; step < g->n; step++) {
-            const st_agent_node *x = &g->nodes[y];
-            uint32_t nx = NONE;
-            for (uint32_t j = 0; j < x->n_parents && nx == NONE; j++)
-                if (indeg[x->parents[j]])
-                    nx = x->parents[j];
-            if (nx == NONE || nx == c)
-                break;
-            y = nx;
-            if (g->nodes[y].line < g->nodes[best].line)
-                best = y;
-        }
-        c = best;
-        char path[240] = "";
-        size_t pl = 0;
-        uint32_t y = c;
-        for (int hops = 0; hops < 8; hops++) {
-            pl += (size_t)snprintf(path + pl, sizeof path - pl, "%s%.40s", hops ? " <- " : "", g->nodes[y].id);
-            if (pl >= sizeof path)
-                break;
-            const st_agent_node *x = &g->nodes[y];
-            uint32_t nx = NONE;
-            for (uint32_t j = 0; j < x->n_parents && nx == NONE; j++)
-                if (indeg[x->parents[j]])
-                    nx = x->parents[j];
-            if (nx == NONE)
-                break;
-            y = nx;
-            if (y == c) {
-                snprintf(path + pl, sizeof path - pl, " <- %.40s", g->nodes[c].id);
+    return tail;
+}
+
+/* a node left unplaced's first unplaced parent, or NONE */
+static uint32_t unplaced_parent(const st_agent_graph *g, const uint32_t *indeg, uint32_t y)
+{
+    const st_agent_node *x = &g->nodes[y];
+    for (uint32_t j = 0; j < x->n_parents; j++)
+        if (indeg[x->parents[j]])
+            return x->parents[j];
+    return NONE;
+}
+
+/* a node on a cycle: walk up from a node left over until a node repeats; then the cycle's node on the
+   first line */
+static uint32_t cycle_node(const st_agent_graph *g, const uint32_t *indeg)
+{
+    uint32_t c = NONE;
+    for (uint32_t i = 0; i < g->n && c == NONE; i++)
+        if (indeg[i])
+            c = i;
+    for (uint32_t step = 0; step < g->n; step++) {
+        const st_agent_node *x = &g->nodes[c];
+        for (uint32_t j = 0; j < x->n_parents; j++)
+            if (indeg[x->parents[j]]) {
+                c = x->parents[j];
                 break;
             }
-        }
-        perr(P, g->nodes[c].line, "node %s of task %s is on a cycle of parents (%s): no node of it can start",
-             g->nodes[c].id, g->tasks[g->nodes[c].task].name, path);
-        goto out;
     }
-    /* one root a task; the graph format's `start` on every root or none */
+    uint32_t best = c;
+    for (uint32_t y = c, step = 0; step < g->n; step++) {
+        uint32_t nx = unplaced_parent(g, indeg, y);
+        if (nx == NONE || nx == c)
+            break;
+        y = nx;
+        if (g->nodes[y].line < g->nodes[best].line)
+            best = y;
+    }
+    return best;
+}
+
+/* a cycle of parents reported from its node on the first line, with up to 8 of its nodes */
+static int cycle_error(pctx *P, const uint32_t *indeg)
+{
+    const st_agent_graph *g = P->g;
+    uint32_t c = cycle_node(g, indeg);
+    char path[240] = "";
+    size_t pl = 0;
+    uint32_t y = c;
+    for (int hops = 0; hops < 8; hops++) {
+        pl += (size_t)snprintf(path + pl, sizeof path - pl, "%s%.40s", hops ? " <- " : "", g->nodes[y].id);
+        if (pl >= sizeof path)
+            break;
+        uint32_t nx = unplaced_parent(g, indeg, y);
+        if (nx == NONE)
+            break;
+        y = nx;
+        if (y == c) {
+            snprintf(path + pl, sizeof path - pl, " <- %.40s", g->nodes[c].id);
+            break;
+        }
+    }
+    return perr(P, g->nodes[c].line, "node %s of task %s is on a cycle of parents (%s): no node of it can start",
+                g->nodes[c].id, g->tasks[g->nodes[c].task].name, path);
+}
+
+/* one root a task; the graph format's `start` on every root or none, and only on roots */
+static int assign_roots(pctx *P)
+{
+    st_agent_graph *g = P->g;
     int timed = -1;
     for (uint32_t i = 0; i < g->n; i++) {
         st_agent_node *x = &g->nodes[i];
         st_agent_task *t = &g->tasks[x->task];
         if (x->n_parents)
             continue;
-        if (t->root != NONE) {
-            perr(P, x->line,
-                 "task %s has a second node without parents (%s; the first, %s, is on line %u): a task "
-                 "starts from one node",
-                 t->name, x->id, g->nodes[t->root].id, g->nodes[t->root].line);
-            goto out;
-        }
+        if (t->root != NONE)
+            return perr(P, x->line,
+                        "task %s has a second node without parents (%s; the first, %s, is on line %u): a task "
+                        "starts from one node",
+                        t->name, x->id, g->nodes[t->root].id, g->nodes[t->root].line);
         t->root = i;
         if (g->format == ST_AGENT_FMT_GRAPH) {
             int has = P->start_s[i] >= 0;
-            if (timed >= 0 && has != timed) {
-                perr(P, x->line, "start: given on some tasks' first nodes and not on others (task %s)", t->name);
-                goto out;
-            }
+            if (timed >= 0 && has != timed)
+                return perr(P, x->line, "start: given on some tasks' first nodes and not on others (task %s)", t->name);
             timed = has;
             t->start_s = P->start_s[i];
         }
     }
     for (uint32_t i = 0; i < g->n; i++)
-        if (g->nodes[i].n_parents && P->start_s[i] >= 0) {
-            perr(P, g->nodes[i].line, "start: only a task's first node (no parents) gives the task's start");
-            goto out;
-        }
-    rc = 0;
-out:
+        if (g->nodes[i].n_parents && P->start_s[i] >= 0)
+            return perr(P, g->nodes[i].line, "start: only a task's first node (no parents) gives the task's start");
+    return 0;
+}
+
+/* the graph's shape: children, a topological order with depths, one root a task */
+static int finish(pctx *P)
+{
+    st_agent_graph *g = P->g;
+    if (g->n == 0) {
+        st_errf(P->err, P->errlen, "%s:1: no request in the file", P->name);
+        return -1;
+    }
+    uint32_t *nc = calloc(g->n, sizeof *nc), *indeg = calloc(g->n, sizeof *indeg);
+    g->order = malloc((size_t)g->n * sizeof *g->order);
+    int rc = -1;
+    if (!nc || !indeg || !g->order)
+        oom(P);
+    else if (link_children(P, nc, indeg) == 0) {
+        if (kahn_order(g, indeg) < g->n)
+            cycle_error(P, indeg);
+        else
+            rc = assign_roots(P);
+    }
     free(nc);
     free(indeg);
     return rc;
@@ -1109,29 +1133,37 @@ static void rng_ids(st_rng *r, uint32_t *ids, uint32_t n)
         ids[i] = st_rng_range(r, ST_WORKLOAD_VOCAB_LO, ST_WORKLOAD_VOCAB_DEFAULT - 1);
 }
 
-int st_agent_sessions(const st_session_params *p, st_workload *out, char *err, size_t errlen)
+/* the lengths' ranges of synthetic tasks (first prompt, new user tokens, answer) */
+typedef struct {
+    uint32_t f_lo, f_hi, u_lo, u_hi, o_lo, o_hi;
+} sess_ranges;
+
+/* the fan-out range and the longest prompt (a join: the first prompt, new tokens, every worker's answer)
+   checked; the ranges set */
+static int sessions_check(const st_session_params *p, sess_ranges *R, char *err, size_t errlen)
 {
-    memset(out, 0, sizeof *out);
     if (p->fan_out_min < 1 || p->fan_out_max < p->fan_out_min || p->fan_out_max > ST_AGENT_FAN_OUT_MAX) {
         st_errf(err, errlen, "fan-out must be a range within 1..%u", ST_AGENT_FAN_OUT_MAX);
         return -1;
     }
-    uint32_t f_lo, f_hi, u_lo, u_hi, o_lo, o_hi;
-    spread(p->first_input, p->range_ratio, &f_lo, &f_hi);
-    spread(p->user_input, p->range_ratio, &u_lo, &u_hi);
-    spread(p->output_len, p->range_ratio, &o_lo, &o_hi);
-    /* the longest prompt: a join (the first prompt, new tokens, every worker's answer) */
-    uint64_t longest = (uint64_t)f_hi + u_hi + (uint64_t)p->fan_out_max * o_hi;
-    if ((uint64_t)p->prefix_len + u_hi > longest)
-        longest = (uint64_t)p->prefix_len + u_hi + o_hi;
+    spread(p->first_input, p->range_ratio, &R->f_lo, &R->f_hi);
+    spread(p->user_input, p->range_ratio, &R->u_lo, &R->u_hi);
+    spread(p->output_len, p->range_ratio, &R->o_lo, &R->o_hi);
+    uint64_t longest = (uint64_t)R->f_hi + R->u_hi + (uint64_t)p->fan_out_max * R->o_hi;
+    if ((uint64_t)p->prefix_len + R->u_hi > longest)
+        longest = (uint64_t)p->prefix_len + R->u_hi + R->o_hi;
     if (longest > ST_WORKLOAD_MAX_TOKENS) {
         st_errf(err, errlen, "a join of %u workers grows to %llu tokens, more than %u", p->fan_out_max,
                 (unsigned long long)longest, ST_WORKLOAD_MAX_TOKENS);
         return -1;
     }
-    st_rng rng;
-    st_rng_seed(&rng, p->seed ^ 0x6167656e74736b73ULL);
-    /* the shape first: rounds and widths of every task */
+    return 0;
+}
+
+/* the shape first: rounds and widths of every task (*rounds, *width allocated), *total requests */
+static int sessions_shape(const st_session_params *p, st_rng *rng, uint32_t **rounds_out, uint32_t **width_out,
+                          uint64_t *total_out, char *err, size_t errlen)
+{
     uint32_t T = p->sessions;
     uint32_t *rounds = malloc((size_t)T * sizeof *rounds);
     uint64_t total = 0, nw = 0;
@@ -1140,7 +1172,7 @@ int st_agent_sessions(const st_session_params *p, st_workload *out, char *err, s
         return -1;
     }
     for (uint32_t t = 0; t < T; t++) {
-        rounds[t] = st_rng_range(&rng, p->turns_min, p->turns_max) - 1;
+        rounds[t] = st_rng_range(rng, p->turns_min, p->turns_max) - 1;
         nw += rounds[t];
     }
     uint32_t *width = malloc((size_t)(nw ? nw : 1) * sizeof *width);
@@ -1150,7 +1182,7 @@ int st_agent_sessions(const st_session_params *p, st_workload *out, char *err, s
         return -1;
     }
     for (uint64_t k = 0; k < nw; k++) {
-        width[k] = st_rng_range(&rng, p->fan_out_min, p->fan_out_max);
+        width[k] = st_rng_range(rng, p->fan_out_min, p->fan_out_max);
         total += width[k] + 1;
     }
     total += T;
@@ -1160,6 +1192,92 @@ int st_agent_sessions(const st_session_params *p, st_workload *out, char *err, s
         st_errf(err, errlen, "%llu requests in all, more than %u", (unsigned long long)total, ST_WORKLOAD_MAX_REQUESTS);
         return -1;
     }
+    *rounds_out = rounds;
+    *width_out = width;
+    *total_out = total;
+    return 0;
+}
+
+/* the synthetic tasks being generated: items in task order (roots first, then workers and joins) */
+typedef struct {
+    const st_session_params *p;
+    const sess_ranges *R;
+    st_rng *rng;
+    st_work_item *items;
+    const uint32_t *prefix;
+    uint32_t dep; /* the next dependent item */
+} sess_gen;
+
+/* task t's first request (the planner's): the shared prefix, then its own tokens */
+static int sessions_root(sess_gen *G, uint32_t t)
+{
+    const st_session_params *p = G->p;
+    st_work_item *root = &G->items[t];
+    root->id = t;
+    root->arrival = -1;
+    root->session = t + 1;
+    root->input_len = st_rng_range(G->rng, G->R->f_lo, G->R->f_hi);
+    root->output_len = st_rng_range(G->rng, G->R->o_lo, G->R->o_hi);
+    root->prefix_len = p->prefix_len;
+    if (!(root->input_ids = malloc((size_t)root->input_len * sizeof *root->input_ids)))
+        return -1;
+    memcpy(root->input_ids, G->prefix, (size_t)p->prefix_len * sizeof *G->prefix);
+    rng_ids(G->rng, root->input_ids + p->prefix_len, root->input_len - p->prefix_len);
+    return 0;
+}
+
+/* round r of task t: W workers from the planner's request `from`, then their join (at *from after) */
+static int sessions_round(sess_gen *G, uint32_t t, uint32_t r, uint32_t W, uint32_t *from)
+{
+    const st_session_params *p = G->p;
+    const st_work_item *root = &G->items[t];
+    uint32_t join = G->dep + W;
+    st_work_item *pl = &G->items[*from];
+    if (!(pl->children = malloc((size_t)W * sizeof *pl->children)))
+        return -1;
+    for (uint32_t k = 0; k <= W; k++) {
+        uint32_t idx = G->dep++;
+        st_work_item *it = &G->items[idx];
+        int is_join = k == W;
+        it->id = idx;
+        it->arrival = -1;
+        it->session = t + 1;
+        it->turn = 2 * r + 1 + (uint32_t)is_join;
+        it->grow = 1;
+        it->output_len = st_rng_range(G->rng, G->R->o_lo, G->R->o_hi);
+        uint32_t own = is_join ? root->input_len : p->prefix_len, u = st_rng_range(G->rng, G->R->u_lo, G->R->u_hi);
+        it->input_len = own + u;
+        double th = p->think_exp ? st_rng_exp(G->rng, p->think_s > 0 ? 1.0 / p->think_s : 0) : p->think_s;
+        it->think = (st_ns)llround(isfinite(th) ? th * 1e9 : 0);
+        it->n_parents = it->waiting = is_join ? W : 1;
+        if (!(it->input_ids = malloc((size_t)it->input_len * sizeof *it->input_ids)))
+            return -1;
+        memcpy(it->input_ids, is_join ? root->input_ids : G->prefix, (size_t)own * sizeof *G->prefix);
+        rng_ids(G->rng, it->input_ids + own, u);
+        if (is_join)
+            continue;
+        pl->children[pl->n_children++] = idx;
+        if (!(it->children = malloc(sizeof *it->children)))
+            return -1;
+        it->children[0] = join;
+        it->n_children = 1;
+    }
+    *from = join;
+    return 0;
+}
+
+int st_agent_sessions(const st_session_params *p, st_workload *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    sess_ranges R;
+    if (sessions_check(p, &R, err, errlen))
+        return -1;
+    st_rng rng;
+    st_rng_seed(&rng, p->seed ^ 0x6167656e74736b73ULL);
+    uint32_t T = p->sessions, *rounds, *width;
+    uint64_t total;
+    if (sessions_shape(p, &rng, &rounds, &width, &total, err, errlen))
+        return -1;
     st_work_item *items = calloc((size_t)total, sizeof *items);
     uint32_t *prefix = malloc((size_t)(p->prefix_len ? p->prefix_len : 1) * sizeof *prefix);
     int rc = items && prefix ? 0 : -1;
@@ -1169,63 +1287,13 @@ int st_agent_sessions(const st_session_params *p, st_workload *out, char *err, s
     out->n_tasks = T;
     if (prefix)
         rng_ids(&rng, prefix, p->prefix_len);
-    uint32_t dep = T;
+    sess_gen G = { .p = p, .R = &R, .rng = &rng, .items = items, .prefix = prefix, .dep = T };
     uint64_t wk = 0;
     for (uint32_t t = 0; t < T && rc == 0; t++) {
-        st_work_item *root = &items[t];
-        root->id = t;
-        root->arrival = -1;
-        root->session = t + 1;
-        root->input_len = st_rng_range(&rng, f_lo, f_hi);
-        root->output_len = st_rng_range(&rng, o_lo, o_hi);
-        root->prefix_len = p->prefix_len;
-        if (!(root->input_ids = malloc((size_t)root->input_len * sizeof *root->input_ids))) {
-            rc = -1;
-            break;
-        }
-        memcpy(root->input_ids, prefix, (size_t)p->prefix_len * sizeof *prefix);
-        rng_ids(&rng, root->input_ids + p->prefix_len, root->input_len - p->prefix_len);
+        rc = sessions_root(&G, t);
         uint32_t from = t; /* the planner's request the next round fans out from */
-        for (uint32_t r = 0; r < rounds[t] && rc == 0; r++) {
-            uint32_t W = width[wk++], join = dep + W;
-            st_work_item *pl = &items[from];
-            if (!(pl->children = malloc((size_t)W * sizeof *pl->children))) {
-                rc = -1;
-                break;
-            }
-            for (uint32_t k = 0; k <= W && rc == 0; k++) {
-                uint32_t idx = dep++;
-                st_work_item *it = &items[idx];
-                int is_join = k == W;
-                it->id = idx;
-                it->arrival = -1;
-                it->session = t + 1;
-                it->turn = 2 * r + 1 + (uint32_t)is_join;
-                it->grow = 1;
-                it->output_len = st_rng_range(&rng, o_lo, o_hi);
-                uint32_t own = is_join ? root->input_len : p->prefix_len, u = st_rng_range(&rng, u_lo, u_hi);
-                it->input_len = own + u;
-                double th = p->think_exp ? st_rng_exp(&rng, p->think_s > 0 ? 1.0 / p->think_s : 0) : p->think_s;
-                it->think = (st_ns)llround(isfinite(th) ? th * 1e9 : 0);
-                it->n_parents = it->waiting = is_join ? W : 1;
-                if (!(it->input_ids = malloc((size_t)it->input_len * sizeof *it->input_ids))) {
-                    rc = -1;
-                    break;
-                }
-                memcpy(it->input_ids, is_join ? root->input_ids : prefix, (size_t)own * sizeof *prefix);
-                rng_ids(&rng, it->input_ids + own, u);
-                if (is_join)
-                    continue;
-                pl->children[pl->n_children++] = idx;
-                if (!(it->children = malloc(sizeof *it->children))) {
-                    rc = -1;
-                    break;
-                }
-                it->children[0] = join;
-                it->n_children = 1;
-            }
-            from = join;
-        }
+        for (uint32_t r = 0; r < rounds[t] && rc == 0; r++)
+            rc = sessions_round(&G, t, r, width[wk++], &from);
     }
     free(rounds);
     free(width);
