@@ -618,79 +618,67 @@ static int agent_trace(pctx *p, keydef *k, int nk, st_spec *s)
     return 0;
 }
 
-static int parse_workload(pctx *p, yaml_node_t *n, st_spec *s)
+/* workload.trace: the trace named, the synthetic sizes refused, an agent trace read or the trace filters */
+static int workload_trace(pctx *p, keydef *k, int nk, st_spec *s)
 {
-    keydef k[] = { { "input_tokens", 0, 0 },
-                   { "output_tokens", 0, 0 },
-                   { "range_ratio", 0, 0 },
-                   { "shared_prefix", 0, 0 },
-                   { "requests_per_rate", 0, 0 },
-                   { "seed", 0, 0 },
-                   { "trace", 0, 0 },
-                   { "arrival", 0, 0 },
-                   { "burstiness", 0, 0 },
-                   { "semantics", 0, 0 },
-                   { "exact_prompts", 0, 0 },
-                   { "sessions", 0, 0 },
-                   { "think_time", 0, 0 },
-                   { "allow_synthetic_speculation", 0, 0 },
-                   { "temperature", 0, 0 },
-                   { "trace_max_tokens", 0, 0 },
-                   { "trace_window", 0, 0 },
-                   { "trace_sample", 0, 0 },
-                   { "trace_replay", 0, 0 } };
-    int nk = (int)(sizeof k / sizeof *k);
-    if (read_map(p, n, "workload", k, nk))
+    yaml_node_t *v = kv(k, nk, "trace");
+    s->workload.kind = ST_WL_TRACE;
+    if (get_str(p, v, "workload.trace", &s->workload.trace))
         return -1;
+    const char *syn[] = { "input_tokens", "output_tokens", "range_ratio", "shared_prefix", "semantics" };
+    for (int i = 0; i < 5; i++)
+        if ((v = kv(k, nk, syn[i])))
+            return failf(p, v, "workload.%s: a trace gives the token sizes; remove it or the trace", syn[i]);
+    if (agent_trace(p, k, nk, s) || (!s->workload.agent && parse_trace_filters(p, k, nk, s)))
+        return -1;
+    return 0;
+}
+
+/* a synthetic workload: no trace filters; its token sizes, prefix and prefix semantics */
+static int workload_synthetic(pctx *p, yaml_node_t *n, keydef *k, int nk, st_spec *s)
+{
     yaml_node_t *v;
-    s->workload.seed = 1;
-    s->workload.requests_per_rate = 200;
-    if ((v = kv(k, nk, "trace"))) {
-        s->workload.kind = ST_WL_TRACE;
-        if (get_str(p, v, "workload.trace", &s->workload.trace))
+    const char *tf[] = { "trace_max_tokens", "trace_window", "trace_sample", "trace_replay" };
+    for (int i = 0; i < 4; i++)
+        if ((v = kv(k, nk, tf[i])))
+            return failf(p, v, "workload.%s: filters a trace; the workload has none (workload.trace)", tf[i]);
+    s->workload.kind = ST_WL_SYNTHETIC;
+    if (!(v = kv(k, nk, "input_tokens")))
+        return failf(p, n, "workload: 'input_tokens' is required (or 'trace')");
+    if (get_u32(p, v, "workload.input_tokens", &s->workload.input_tokens, 1))
+        return -1;
+    if (!(v = kv(k, nk, "output_tokens")))
+        return failf(p, n, "workload: 'output_tokens' is required (or 'trace')");
+    if (get_u32(p, v, "workload.output_tokens", &s->workload.output_tokens, 1))
+        return -1;
+    if ((v = kv(k, nk, "range_ratio"))) {
+        if (get_double(p, v, "workload.range_ratio", &s->workload.range_ratio, 0, 0))
             return -1;
-        const char *syn[] = { "input_tokens", "output_tokens", "range_ratio", "shared_prefix", "semantics" };
-        for (int i = 0; i < 5; i++)
-            if ((v = kv(k, nk, syn[i])))
-                return failf(p, v, "workload.%s: a trace gives the token sizes; remove it or the trace", syn[i]);
-        if (agent_trace(p, k, nk, s) || (!s->workload.agent && parse_trace_filters(p, k, nk, s)))
-            return -1;
-    } else {
-        const char *tf[] = { "trace_max_tokens", "trace_window", "trace_sample", "trace_replay" };
-        for (int i = 0; i < 4; i++)
-            if ((v = kv(k, nk, tf[i])))
-                return failf(p, v, "workload.%s: filters a trace; the workload has none (workload.trace)", tf[i]);
-        s->workload.kind = ST_WL_SYNTHETIC;
-        if (!(v = kv(k, nk, "input_tokens")))
-            return failf(p, n, "workload: 'input_tokens' is required (or 'trace')");
-        if (get_u32(p, v, "workload.input_tokens", &s->workload.input_tokens, 1))
-            return -1;
-        if (!(v = kv(k, nk, "output_tokens")))
-            return failf(p, n, "workload: 'output_tokens' is required (or 'trace')");
-        if (get_u32(p, v, "workload.output_tokens", &s->workload.output_tokens, 1))
-            return -1;
-        if ((v = kv(k, nk, "range_ratio"))) {
-            if (get_double(p, v, "workload.range_ratio", &s->workload.range_ratio, 0, 0))
-                return -1;
-            if (s->workload.range_ratio >= 1)
-                return failf(p, v, "workload.range_ratio: must be in [0, 1), e.g. 0.1 for +-10 %%");
-        }
-        if ((v = kv(k, nk, "semantics"))) {
-            const char *m = scalar(v);
-            if (!m || (strcmp(m, "servetune") && strcmp(m, "vllm")))
-                return failf(p, v,
-                             "workload.semantics: expected servetune (the prefix counts within input_tokens) or "
-                             "vllm (on top of it, as vllm bench serve's --random-prefix-len)");
-            s->workload.vllm_semantics = !strcmp(m, "vllm");
-        }
-        if ((v = kv(k, nk, "shared_prefix"))) {
-            if (get_u32(p, v, "workload.shared_prefix", &s->workload.shared_prefix, 0))
-                return -1;
-            if (!s->workload.vllm_semantics && s->workload.shared_prefix >= s->workload.input_tokens)
-                return failf(p, v, "workload.shared_prefix: %u must be smaller than input_tokens (%u)",
-                             s->workload.shared_prefix, s->workload.input_tokens);
-        }
+        if (s->workload.range_ratio >= 1)
+            return failf(p, v, "workload.range_ratio: must be in [0, 1), e.g. 0.1 for +-10 %%");
     }
+    if ((v = kv(k, nk, "semantics"))) {
+        const char *m = scalar(v);
+        if (!m || (strcmp(m, "servetune") && strcmp(m, "vllm")))
+            return failf(p, v,
+                         "workload.semantics: expected servetune (the prefix counts within input_tokens) or "
+                         "vllm (on top of it, as vllm bench serve's --random-prefix-len)");
+        s->workload.vllm_semantics = !strcmp(m, "vllm");
+    }
+    if ((v = kv(k, nk, "shared_prefix"))) {
+        if (get_u32(p, v, "workload.shared_prefix", &s->workload.shared_prefix, 0))
+            return -1;
+        if (!s->workload.vllm_semantics && s->workload.shared_prefix >= s->workload.input_tokens)
+            return failf(p, v, "workload.shared_prefix: %u must be smaller than input_tokens (%u)",
+                         s->workload.shared_prefix, s->workload.input_tokens);
+    }
+    return 0;
+}
+
+/* the keys of every workload's runs: requests a rate, seed, arrival, speculation, temperature, prompts */
+static int workload_runs(pctx *p, keydef *k, int nk, st_spec *s)
+{
+    yaml_node_t *v;
     if ((v = kv(k, nk, "requests_per_rate"))) {
         if (get_u32(p, v, "workload.requests_per_rate", &s->workload.requests_per_rate, 1))
             return -1;
@@ -727,6 +715,13 @@ static int parse_workload(pctx *p, yaml_node_t *n, st_spec *s)
                          "/tokenize) or off (lengths estimated, one token a word)");
         s->workload.exact_prompts_off = !strcmp(m, "off");
     }
+    return 0;
+}
+
+/* burstiness (gamma arrivals only), sessions and a replayed trace's think time */
+static int workload_timing(pctx *p, keydef *k, int nk, st_spec *s)
+{
+    yaml_node_t *v;
     s->workload.burstiness = 1.0;
     if ((v = kv(k, nk, "burstiness"))) {
         if (get_double(p, v, "workload.burstiness", &s->workload.burstiness, 0, 1))
@@ -746,6 +741,40 @@ static int parse_workload(pctx *p, yaml_node_t *n, st_spec *s)
             return -1;
         s->workload.sessions.think_set = 1;
     }
+    return 0;
+}
+
+/* workload: a trace or synthetic sizes, then the keys of every workload */
+static int parse_workload(pctx *p, yaml_node_t *n, st_spec *s)
+{
+    keydef k[] = { { "input_tokens", 0, 0 },
+                   { "output_tokens", 0, 0 },
+                   { "range_ratio", 0, 0 },
+                   { "shared_prefix", 0, 0 },
+                   { "requests_per_rate", 0, 0 },
+                   { "seed", 0, 0 },
+                   { "trace", 0, 0 },
+                   { "arrival", 0, 0 },
+                   { "burstiness", 0, 0 },
+                   { "semantics", 0, 0 },
+                   { "exact_prompts", 0, 0 },
+                   { "sessions", 0, 0 },
+                   { "think_time", 0, 0 },
+                   { "allow_synthetic_speculation", 0, 0 },
+                   { "temperature", 0, 0 },
+                   { "trace_max_tokens", 0, 0 },
+                   { "trace_window", 0, 0 },
+                   { "trace_sample", 0, 0 },
+                   { "trace_replay", 0, 0 } };
+    int nk = (int)(sizeof k / sizeof *k);
+    if (read_map(p, n, "workload", k, nk))
+        return -1;
+    s->workload.seed = 1;
+    s->workload.requests_per_rate = 200;
+    if (kv(k, nk, "trace") ? workload_trace(p, k, nk, s) : workload_synthetic(p, n, k, nk, s))
+        return -1;
+    if (workload_runs(p, k, nk, s) || workload_timing(p, k, nk, s))
+        return -1;
     return 0;
 }
 
