@@ -489,24 +489,6 @@ static void disagg_static_json(const st_plan_candidate *w, const st_disagg_worke
                             json_real(w->price_per_gpu_hour * (double)gpus / (pk->rps * out_tok * 3600) * 1e6));
 }
 
-/* One two-pool run's figures as a JSON object. */
-static json_t *disagg_run_json(const st_disagg_sim *q)
-{
-    json_t *j = json_object();
-    json_object_set_new(j, "rate", json_real(q->rate));
-    json_object_set_new(j, "requests", json_integer(q->n));
-    json_object_set_new(j, "answered", json_integer(q->answered));
-    json_object_set_new(j, "ttft_p50_ms", st_jnum_or_null(q->ttft_p50_s * 1e3));
-    json_object_set_new(j, "ttft_p95_ms", st_jnum_or_null(q->ttft_p95_s * 1e3));
-    json_object_set_new(j, "tpot_p50_ms", st_jnum_or_null(q->tpot_p50_s * 1e3));
-    json_object_set_new(j, "tpot_p95_ms", st_jnum_or_null(q->tpot_p95_s * 1e3));
-    json_object_set_new(j, "prefill_p95_ms", st_jnum_or_null(q->prefill_p95_s * 1e3));
-    json_object_set_new(j, "transfer_p95_ms", st_jnum_or_null(q->transfer_p95_s * 1e3));
-    json_object_set_new(j, "growing", json_boolean(q->growing));
-    json_object_set_new(j, "meets_slo", json_boolean(q->meets));
-    return j;
-}
-
 /* One two-pool run as a line of disagg.md. */
 static void disagg_run_line(st_buf *b, const char *what, const st_disagg_sim *q, const char *end)
 {
@@ -579,7 +561,7 @@ static int disagg_queueing(const st_spec *s, const st_emu_config *cfg, const st_
     if (st_disagg_simulate(cfg, items, qw.n, pk->x, pk->y, tp, l, wk, at, seed, &qa, why, sizeof why) == 0) {
         disagg_run_line(b, at == agg_rps ? "at the aggregated setup's capacity" : "at the static rate-matched figure",
                         &qa, ";");
-        json_object_set_new(q, "at", disagg_run_json(&qa));
+        json_object_set_new(q, "at", st_disagg_sim_json(&qa));
     }
     if (st_disagg_sim_capacity(cfg, items, qw.n, pk->x, pk->y, tp, l, wk, pk->rps, seed, PLAN_DISAGG_TOLERANCE, &qc,
                                why, sizeof why)) {
@@ -589,7 +571,7 @@ static int disagg_queueing(const st_spec *s, const st_emu_config *cfg, const st_
         json_object_set_new(q, "capacity_rps", json_real(qc.rate));
         json_object_set_new(q, "capacity_per_gpu", json_real(qc.rate / (double)((pk->x + pk->y) * tp)));
         if (qc.rate > 0) {
-            json_object_set_new(q, "capacity", disagg_run_json(&qc));
+            json_object_set_new(q, "capacity", st_disagg_sim_json(&qc));
             if (price > 0 && wk->output_tokens > 0)
                 json_object_set_new(q, "usd_per_1m_output_tokens",
                                     json_real(price / (qc.rate * wk->output_tokens * 3600) * 1e6));
@@ -785,7 +767,7 @@ static void disagg_other(const st_plan_result *r, const char *text, size_t len, 
         goto fail;
     json_object_set_new(e, "queueing_capacity_rps", json_real(q.rate));
     if (q.rate > 0) {
-        json_object_set_new(e, "queueing_capacity", disagg_run_json(&q));
+        json_object_set_new(e, "queueing_capacity", st_disagg_sim_json(&q));
         st_buf_printf(b, "| %s | %ld | %dP%dD | %.2f | %.2f | %.0f / %.1f ms | %.2f |\n", name, d.gpus, pk.x, pk.y,
                       pk.rps, q.rate, q.ttft_p95_s * 1e3, q.tpot_p95_s * 1e3, agg);
     } else

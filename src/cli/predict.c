@@ -446,17 +446,8 @@ typedef struct disagg_ctx {
 static void disagg_queue_row(const disagg_ctx *x, const char *name, const st_disagg_pick *pk, const char *what,
                              const st_disagg_sim *s, json_t *arr)
 {
-    json_t *j = json_object();
-    json_object_set_new(j, "rate", json_real(s->rate));
+    json_t *j = st_disagg_sim_json(s);
     json_object_set_new(j, "what", json_string(what));
-    json_object_set_new(j, "ttft_p50_ms", st_jnum_or_null(s->ttft_p50_s * 1e3));
-    json_object_set_new(j, "ttft_p95_ms", st_jnum_or_null(s->ttft_p95_s * 1e3));
-    json_object_set_new(j, "tpot_p50_ms", st_jnum_or_null(s->tpot_p50_s * 1e3));
-    json_object_set_new(j, "tpot_p95_ms", st_jnum_or_null(s->tpot_p95_s * 1e3));
-    json_object_set_new(j, "prefill_p95_ms", st_jnum_or_null(s->prefill_p95_s * 1e3));
-    json_object_set_new(j, "transfer_p95_ms", st_jnum_or_null(s->transfer_p95_s * 1e3));
-    json_object_set_new(j, "answered", json_integer(s->answered));
-    json_object_set_new(j, "meets_slo", json_boolean(s->meets));
     json_array_append_new(arr, j);
     st_buf_printf(x->q, "| %s | %dP%dD | %.2f (%s) | %.0f / %.0f ms | %.1f / %.1f ms | %.0f ms | %.2f ms | %s |\n",
                   name, pk->x, pk->y, s->rate, what, s->ttft_p50_s * 1e3, s->ttft_p95_s * 1e3, s->tpot_p50_s * 1e3,

@@ -1,4 +1,5 @@
 #include "report/format.h"
+#include "plan/disagg_sim.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -144,3 +145,21 @@ const char *const st_rep_output_tps_note =
     "Output tok/s at capacity = the capacity x the output tokens per request completed in the window of the "
     "run at that rate (the mean of its replicates): the window's own token rate moves with the arrivals it "
     "happened to get (a few % either way), and a replica's cost and its tokens must rest on the same rate.";
+
+/* One two-pool run's figures (plan/disagg_sim.h) as a JSON object: plan's and predict's --disagg. */
+json_t *st_disagg_sim_json(const st_disagg_sim *q)
+{
+    json_t *j = json_object();
+    json_object_set_new(j, "rate", json_real(q->rate));
+    json_object_set_new(j, "requests", json_integer(q->n));
+    json_object_set_new(j, "answered", json_integer(q->answered));
+    json_object_set_new(j, "ttft_p50_ms", st_jnum_or_null(q->ttft_p50_s * 1e3));
+    json_object_set_new(j, "ttft_p95_ms", st_jnum_or_null(q->ttft_p95_s * 1e3));
+    json_object_set_new(j, "tpot_p50_ms", st_jnum_or_null(q->tpot_p50_s * 1e3));
+    json_object_set_new(j, "tpot_p95_ms", st_jnum_or_null(q->tpot_p95_s * 1e3));
+    json_object_set_new(j, "prefill_p95_ms", st_jnum_or_null(q->prefill_p95_s * 1e3));
+    json_object_set_new(j, "transfer_p95_ms", st_jnum_or_null(q->transfer_p95_s * 1e3));
+    json_object_set_new(j, "growing", json_boolean(q->growing));
+    json_object_set_new(j, "meets_slo", json_boolean(q->meets));
+    return j;
+}

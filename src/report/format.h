@@ -22,6 +22,11 @@ int st_md_text(st_buf *b, const char *s);
 int st_md_code(st_buf *b, const char *s);
 /* A JSON number, or null for NAN and infinities. */
 json_t *st_jnum_or_null(double v);
+
+struct st_disagg_sim;
+/* One two-pool run's figures (plan/disagg_sim.h) as a JSON object: rate, requests, answered, p50/p95
+ * TTFT and TPOT, prefill and transfer p95 (ms; null when not measured), growing, meets_slo. */
+json_t *st_disagg_sim_json(const struct st_disagg_sim *q);
 /* "$0.172", "$359", "$1,016"; "-" for NAN (the plan's and the traffic day's tables). */
 void st_fmt_money(char *out, size_t n, double v);
 /* The method's sentence on what a sustained capacity's output tok/s (and so its $ per 1M) is. */
