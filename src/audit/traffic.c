@@ -55,24 +55,34 @@ static void base_engine(const st_spec *s, st_traffic_engine *e, char *what, size
     st_strv_free(&flags);
 }
 
-int st_traffic_len_auto(const st_spec *s, long *len, double *reject, int *capped, char *err, size_t errlen)
+/* The spec's trace (its filters applied) read into trace statistics, with their result in t. The
+ * statistics (the caller frees them), or NULL with err. */
+static st_trace_stats *spec_trace_stats(const st_spec *s, st_traffic *t, char *err, size_t errlen)
 {
-    *len = ST_MML_ROUND;
-    *reject = 0;
-    *capped = 0;
     st_trace_stats *ts = st_trace_stats_new();
     if (!ts) {
         snprintf(err, errlen, "out of memory");
-        return -1;
+        return NULL;
     }
     st_trace_opts o;
     st_spec_trace_opts(s, &o);
     if (st_trace_read_file(s->workload.trace, &o, st_trace_stats_row_cb, ts, NULL, NULL, err, errlen) < 0) {
         st_trace_stats_free(ts);
-        return -1;
+        return NULL;
     }
+    st_trace_stats_result(ts, t);
+    return ts;
+}
+
+int st_traffic_len_auto(const st_spec *s, long *len, double *reject, int *capped, char *err, size_t errlen)
+{
+    *len = ST_MML_ROUND;
+    *reject = 0;
+    *capped = 0;
     st_traffic t;
-    st_trace_stats_result(ts, &t);
+    st_trace_stats *ts = spec_trace_stats(s, &t, err, errlen);
+    if (!ts)
+        return -1;
     st_traffic_engine e;
     base_engine(s, &e, NULL, 0);
     uint64_t longest = t.requests ? t.total.max : 1;
@@ -94,23 +104,15 @@ double st_audit_trace_peak(const st_spec *s, double *mean_rps, char *err, size_t
         snprintf(err, errlen, "the workload is not a trace");
         return NAN;
     }
-    st_trace_stats *ts = st_trace_stats_new();
-    if (!ts) {
-        snprintf(err, errlen, "out of memory");
+    st_traffic t;
+    st_trace_stats *ts = spec_trace_stats(s, &t, err, errlen);
+    if (!ts)
         return NAN;
-    }
-    st_trace_opts o;
-    st_spec_trace_opts(s, &o);
-    double peak = NAN;
-    if (st_trace_read_file(s->workload.trace, &o, st_trace_stats_row_cb, ts, NULL, NULL, err, errlen) == 0) {
-        st_traffic t;
-        st_trace_stats_result(ts, &t);
-        *mean_rps = t.mean_rps;
-        peak = t.minutes > 0 ? t.peak_minute_rps : NAN;
-        if (isnan(peak) && isnan(t.mean_rps))
-            snprintf(err, errlen, "%s", t.has_times ? "the trace holds one request" : "the trace has no timestamps");
-    }
     st_trace_stats_free(ts);
+    *mean_rps = t.mean_rps;
+    double peak = t.minutes > 0 ? t.peak_minute_rps : NAN;
+    if (isnan(peak) && isnan(t.mean_rps))
+        snprintf(err, errlen, "%s", t.has_times ? "the trace holds one request" : "the trace has no timestamps");
     return peak;
 }
 
@@ -155,19 +157,11 @@ int st_audit_resolve_day(st_spec *s, char *err, size_t errlen)
 {
     if (!s->traffic.set || s->traffic.day_source == ST_DAY_STATED || s->workload.kind != ST_WL_TRACE)
         return 0;
-    st_trace_stats *ts = st_trace_stats_new();
-    if (!ts) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    st_trace_opts o;
-    st_spec_trace_opts(s, &o);
-    int rc = st_trace_read_file(s->workload.trace, &o, st_trace_stats_row_cb, ts, NULL, NULL, err, errlen) < 0 ? -1 : 0;
-    if (rc == 0) {
-        st_traffic t;
-        st_trace_stats_result(ts, &t);
+    st_traffic t;
+    st_trace_stats *ts = spec_trace_stats(s, &t, err, errlen);
+    int rc = ts ? 0 : -1;
+    if (ts)
         st_audit_day_from_hourly(s, &t.hourly);
-    }
     st_trace_stats_free(ts);
     if (rc) {
         char e[512];
