@@ -381,6 +381,24 @@ static void setup_section(const st_report *r, st_buf *b)
     st_buf_printf(b, "- **Date**: %s, servetune %s\n\n", tmp, r->audit.version ? r->audit.version : ST_VERSION);
 }
 
+/* One configuration's row of the sessions or agent-tasks table: the rate in sessions (tasks) per
+ * second, requests per session, delivered req/s and the makespans (a session is a task: first
+ * arrival to last end, load/agent_run.h). */
+static void session_row(const st_rep_cfg *c, double rate, st_buf *b)
+{
+    char a[32], rq[32], d[32], m50[32] = "-", m95[32] = "-";
+    st_fmt_num(a, sizeof a, rate);
+    st_fmt_num(rq, sizeof rq, c->requests_per_session);
+    st_fmt_num(d, sizeof d, c->cap->capacity_rps);
+    if (c->tasks_done) {
+        st_fmt_num(m50, sizeof m50, c->makespan_p50_ms / 1e3);
+        st_fmt_num(m95, sizeof m95, c->makespan_p95_ms / 1e3);
+    }
+    st_buf_puts(b, "| ");
+    st_md_text(b, c->name);
+    st_buf_printf(b, " | %s | %s | %s | %s | %s |\n", a, rq, d, m50, m95);
+}
+
 /* An agent-trace audit: what the rates mean, each configuration's task rate, requests/s and
  * makespans at its capacity, and its TTFT by depth (a node's turn is its depth). */
 static void agent_section(const st_report *r, st_buf *b)
@@ -397,17 +415,7 @@ static void agent_section(const st_report *r, st_buf *b)
         const st_rep_cfg *c = &r->cfg[r->order[k]];
         if (c->status != ST_REP_OK)
             continue;
-        char a[32], rq[32], d[32], m50[32] = "-", m95[32] = "-";
-        st_fmt_num(a, sizeof a, c->cap->has_pass ? c->cap->pass_rate : NAN);
-        st_fmt_num(rq, sizeof rq, c->requests_per_session);
-        st_fmt_num(d, sizeof d, c->cap->capacity_rps);
-        if (c->tasks_done) {
-            st_fmt_num(m50, sizeof m50, c->makespan_p50_ms / 1e3);
-            st_fmt_num(m95, sizeof m95, c->makespan_p95_ms / 1e3);
-        }
-        st_buf_puts(b, "| ");
-        st_md_text(b, c->name);
-        st_buf_printf(b, " | %s | %s | %s | %s | %s |\n", a, rq, d, m50, m95);
+        session_row(c, c->cap->has_pass ? c->cap->pass_rate : NAN, b);
     }
     st_buf_puts(b, "\n");
     for (int k = 0; k < r->n_cfg; k++) {
@@ -456,17 +464,7 @@ static void sessions_section(const st_report *r, st_buf *b)
         const st_rep_cfg *c = &r->cfg[r->order[k]];
         if (c->status != ST_REP_OK)
             continue;
-        char a[32], rq[32], d[32], m50[32] = "-", m95[32] = "-";
-        st_fmt_num(a, sizeof a, c->cap->pass_rate);
-        st_fmt_num(rq, sizeof rq, c->requests_per_session);
-        st_fmt_num(d, sizeof d, c->cap->capacity_rps);
-        if (c->tasks_done) { /* a session is a task: first arrival to last end (load/agent_run.h) */
-            st_fmt_num(m50, sizeof m50, c->makespan_p50_ms / 1e3);
-            st_fmt_num(m95, sizeof m95, c->makespan_p95_ms / 1e3);
-        }
-        st_buf_puts(b, "| ");
-        st_md_text(b, c->name);
-        st_buf_printf(b, " | %s | %s | %s | %s | %s |\n", a, rq, d, m50, m95);
+        session_row(c, c->cap->pass_rate, b);
     }
     st_buf_puts(b, "\n");
     for (int k = 0; k < r->n_cfg; k++) {
