@@ -45,9 +45,10 @@ const char *st_emu_dtype_name(st_emu_dtype d)
  * FLOP/s and bandwidth: reference doc §5 (dense); A100 PCIe 1.935 TB/s and H100 NVL 3.9 TB/s,
  * 94 GB (NVIDIA datasheets, bench/fidelity/catalog-facts.md; the NVL's dense 835 / 1671
  * TFLOP/s are half the datasheet's sparse figures, marked unverified there).
- * link_bw: NVLink per direction (H100/H200 450 GB/s, A100 SXM 300 GB/s), PCIe 4.0 x16
- * ~25 GB/s effective for L40S / RTX 4090 / A100 PCIe; H100 NVL pairs: NVLink bridge 600 GB/s
- * bidirectional (300 per direction). link_latency: a small all-reduce's fixed latency, NVLink or
+ * link_bw: the interconnect's all-reduce bus bandwidth measured by NCCL (consts.h
+ * EMU_LINK_BUSBW_*): NVLink 4 450 GB/s (H100/H200 SXM), NVLink 3 232.5 GB/s (A100 SXM), an
+ * NVLink bridge 116 GB/s (H100 NVL pairs), PCIe Gen4 through the host 20 GB/s (A100 PCIe),
+ * PCIe 4.0 x16 25 GB/s (L40S, RTX 4090, H100 PCIe). link_latency: a small all-reduce's fixed latency, NVLink or
  * PCIe (EMU_ALLREDUCE_LATENCY_S / _PCIE_S, consts.h, with their sources).
  * gemm_eff / bw_eff: sourced starts (kernel-anchors.md: the MAMF table's large-GEMM
  * efficiencies, vLLM's cuBLAS GEMV sweep for the H100's bandwidth), then FITTED per GPU on the
@@ -71,43 +72,43 @@ static const struct {
     { "H100-NVL",
       { "h100", "nvl", NULL },
       { NULL },
-      { "H100 NVL 94GB", 93.12 * GIB, 835e12, 1671e12, 3.9e12, 300e9, 1, 0.80, 0.799627, EMU_ALLREDUCE_LATENCY_S,
-        EMU_ATTN_CALL_HOPPER_S, 0 } },
+      { "H100 NVL 94GB", 93.12 * GIB, 835e12, 1671e12, 3.9e12, EMU_LINK_BUSBW_NVLINK_BRIDGE, 1, 0.80, 0.799627,
+        EMU_ALLREDUCE_LATENCY_S, EMU_ATTN_CALL_HOPPER_S, 0 } },
     { "H100",
       { "h100", NULL },
       { "pcie", NULL },
-      { "H100 SXM 80GB", 79.19 * GIB, 989e12, 1979e12, 3.35e12, 450e9, 1, 0.80, 0.799627, EMU_ALLREDUCE_LATENCY_S,
-        EMU_ATTN_CALL_HOPPER_S, 0 } },
+      { "H100 SXM 80GB", 79.19 * GIB, 989e12, 1979e12, 3.35e12, EMU_LINK_BUSBW_NVLINK4, 1, 0.80, 0.799627,
+        EMU_ALLREDUCE_LATENCY_S, EMU_ATTN_CALL_HOPPER_S, 0 } },
     { "H200",
       { "h200", NULL },
       { NULL },
-      { "H200 141GB", 139.8 * GIB, 989e12, 1979e12, 4.8e12, 450e9, 1, 0.869194, 0.80757, EMU_ALLREDUCE_LATENCY_S,
-        EMU_ATTN_CALL_HOPPER_S, 0 } },
+      { "H200 141GB", 139.8 * GIB, 989e12, 1979e12, 4.8e12, EMU_LINK_BUSBW_NVLINK4, 1, 0.869194, 0.80757,
+        EMU_ALLREDUCE_LATENCY_S, EMU_ATTN_CALL_HOPPER_S, 0 } },
     { "H100-PCIe",
       { "h100", "pcie", NULL },
       { NULL },
-      { "H100 PCIe 80GB", 79.19 * GIB, 756e12, 1513e12, 2.0e12, 25e9, 1, 0.814087, 0.886355,
+      { "H100 PCIe 80GB", 79.19 * GIB, 756e12, 1513e12, 2.0e12, EMU_LINK_BUSBW_PCIE4, 1, 0.814087, 0.886355,
         EMU_ALLREDUCE_LATENCY_PCIE_S, EMU_ATTN_CALL_HOPPER_S, EMU_COPY_EFF_HBM2E } },
     { "A100-PCIe",
       { "a100", "pcie", NULL },
       { "40gb", NULL },
-      { "A100 80GB PCIe", 79.15 * GIB, 312e12, 0, 1.935e12, 25e9, 0, 0.738699, 0.74028, EMU_ALLREDUCE_LATENCY_PCIE_S,
-        EMU_ATTN_CALL_A100_S, EMU_COPY_EFF_HBM2E } },
+      { "A100 80GB PCIe", 79.15 * GIB, 312e12, 0, 1.935e12, EMU_LINK_BUSBW_PCIE4_HOST, 0, 0.738699, 0.74028,
+        EMU_ALLREDUCE_LATENCY_PCIE_S, EMU_ATTN_CALL_A100_S, EMU_COPY_EFF_HBM2E } },
     { "A100",
       { "a100", NULL },
       { "40gb", NULL },
-      { "A100 80GB SXM", 79.15 * GIB, 312e12, 0, 2.039e12, 300e9, 0, 0.86, 0.651357, EMU_ALLREDUCE_LATENCY_S,
-        EMU_ATTN_CALL_A100_S, EMU_COPY_EFF_HBM2E } },
+      { "A100 80GB SXM", 79.15 * GIB, 312e12, 0, 2.039e12, EMU_LINK_BUSBW_NVLINK3, 0, 0.86, 0.651357,
+        EMU_ALLREDUCE_LATENCY_S, EMU_ATTN_CALL_A100_S, EMU_COPY_EFF_HBM2E } },
     { "L40S",
       { "l40s", NULL },
       { NULL },
-      { "L40S", 44.39 * GIB, 362e12, 733e12, 0.864e12, 25e9, 0, 0.70, 0.80, EMU_ALLREDUCE_LATENCY_PCIE_S,
-        EMU_ATTN_CALL_S, 0 } },
+      { "L40S", 44.39 * GIB, 362e12, 733e12, 0.864e12, EMU_LINK_BUSBW_PCIE4, 0, 0.70, 0.80,
+        EMU_ALLREDUCE_LATENCY_PCIE_S, EMU_ATTN_CALL_S, 0 } },
     { "RTX4090",
       { "4090", NULL },
       { NULL },
-      { "RTX 4090", 23.64 * GIB, 165e12, 330e12, 1.008e12, 25e9, 0, 0.894738, 0.889907, EMU_ALLREDUCE_LATENCY_PCIE_S,
-        EMU_ATTN_CALL_S, EMU_COPY_EFF_GDDR6X } },
+      { "RTX 4090", 23.64 * GIB, 165e12, 330e12, 1.008e12, EMU_LINK_BUSBW_PCIE4, 0, 0.894738, 0.889907,
+        EMU_ALLREDUCE_LATENCY_PCIE_S, EMU_ATTN_CALL_S, EMU_COPY_EFF_GDDR6X } },
 };
 
 static void normalise(const char *in, char *out, size_t outlen, int keep_punct)

@@ -222,6 +222,25 @@
  * under 100 GB/s, else the NVLink one. */
 #define EMU_ALLREDUCE_LATENCY_S 0.000008
 #define EMU_ALLREDUCE_LATENCY_PCIE_S 0.000025
+/* The ring transfer's rate by interconnect (st_emu_gpu.link_bw): NCCL all_reduce_perf's bus
+ * bandwidth at large messages (busbw: a ring all-reduce of B bytes over n GPUs takes
+ * 2 (n - 1) / n x B / busbw, the form emu/steptime.c charges):
+ *   NVLink 4 through NVSwitch (H100/H200 SXM): 475 GB/s on 8 x H200 (NVIDIA/nccl-tests#272); the
+ *     450 GB/s per direction of the spec is kept (within 6 %).
+ *   NVLink 3 through NVSwitch (A100 SXM): 232.5 GB/s on 8 x A100 (NVIDIA/nccl#1048 and
+ *     nccl-tests#175, single node), 208 GB/s on an NV12 pair (NVIDIA/nccl-tests#178): 232.5, not
+ *     the 300 GB/s per direction of the spec.
+ *   NVLink bridge between two PCIe boards (H100 NVL): 115-116 GB/s for 1-4 GB on a bridged
+ *     H100 PCIe pair (NVIDIA/nccl-tests#194).
+ *   PCIe Gen4 through the CPU's root complex, no NVLink (A100 PCIe pairs): 20 GB/s, the same A100
+ *     node's ring once it takes a PCIe hop through the host bridges (NVIDIA/nccl-tests#178).
+ *   Other PCIe boards (L40S, RTX 4090, H100 PCIe): 25 GB/s, PCIe 4.0 x16's effective rate (no
+ *     NCCL figure of their own found). */
+#define EMU_LINK_BUSBW_NVLINK4 450e9
+#define EMU_LINK_BUSBW_NVLINK3 232.5e9
+#define EMU_LINK_BUSBW_NVLINK_BRIDGE 116e9
+#define EMU_LINK_BUSBW_PCIE4_HOST 20e9
+#define EMU_LINK_BUSBW_PCIE4 25e9
 /* Largest batch (tokens) run under CUDA graphs: min(2 x max_num_seqs, 512). */
 #define EMU_CUDA_GRAPH_MAX 512
 /* With async scheduling the CPU work of a step overlaps the GPU work of the previous one; what

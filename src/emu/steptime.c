@@ -140,6 +140,15 @@ double st_emu_gemm_seconds(const st_emu_config *c, double M, double N, double K)
     return gemm(c, &k, M, N, K, st_emu_dtype_bytes(c->weight_dtype), 1.0, NULL);
 }
 
+double st_emu_allreduce_seconds(const st_emu_config *c, double bytes)
+{
+    if (c->tp <= 1)
+        return 0;
+    double n = c->tp;
+    double lat = c->gpu.link_latency > 0 ? c->gpu.link_latency : EMU_ALLREDUCE_LATENCY_S;
+    return lat + 2.0 * (n - 1) / n * bytes / c->gpu.link_bw;
+}
+
 double st_emu_attn_call_s(const st_emu_gpu *g) { return g->attn_call_s > 0 ? g->attn_call_s : EMU_ATTN_CALL_S; }
 
 double st_emu_decode_attention_seconds(const st_emu_config *c, double seqs, double context)
@@ -265,13 +274,9 @@ static void step_overheads(const st_emu_config *c, const st_emu_batch *b, const 
     f->graph_s = m->layers * tu->layer_graph_s * kfac;
     f->launch_s =
         f->eager ? m->layers * kfac * (c->enforce_eager ? tu->layer_eager_s : EMU_LAYER_LAUNCH_COMPILED_S) : 0;
-    f->allreduce = 0;
-    if (c->tp > 1) {
-        double msg = s->T * m->hidden * 2.0; /* bf16 activations */
-        double lat = c->gpu.link_latency > 0 ? c->gpu.link_latency : EMU_ALLREDUCE_LATENCY_S;
-        double per = lat + 2.0 * (s->tp - 1) / s->tp * msg / c->gpu.link_bw;
-        f->allreduce = 2.0 * m->layers * per;
-    }
+    /* two all-reduces per layer (after attention's o_proj and the MLP's down_proj), of the
+     * step's bf16 activations */
+    f->allreduce = c->tp > 1 ? 2.0 * m->layers * st_emu_allreduce_seconds(c, s->T * m->hidden * 2.0) : 0;
     f->step_gpu_s = tu->step_gpu_s;
     /* The engine core's CPU work for the step (scheduling, inputs, outputs): serial with the
      * GPU, or hidden behind the previous step's GPU work with async scheduling. */

@@ -53,6 +53,10 @@ double st_emu_gemm_seconds(const st_emu_config *c, double M, double N, double K)
 /* Seconds of one layer's decode attention for `seqs` sequences of `context` cached tokens each
  * (per GPU): the call's fixed cost plus the KV streaming or the QK^T / PV compute. */
 double st_emu_decode_attention_seconds(const st_emu_config *c, double seqs, double context);
+/* Seconds of one tensor-parallel all-reduce of `bytes` (per GPU) across c's tp GPUs (0 at tp 1): the
+ * link's fixed latency plus a ring's 2 (tp - 1) / tp x bytes at the link's NCCL bus bandwidth
+ * (st_emu_gpu.link_latency, link_bw; consts.h EMU_LINK_BUSBW_*). A step pays two per layer. */
+double st_emu_allreduce_seconds(const st_emu_config *c, double bytes);
 /* The fixed cost of one attention kernel call on g (its own, else EMU_ATTN_CALL_S). */
 double st_emu_attn_call_s(const st_emu_gpu *g);
 

@@ -1,6 +1,7 @@
-/* Kernel anchors: the step model's GEMM throughput against token count and its decode-attention
- * time against context length, on the H100 and the A100, within 15 % of published kernel
- * benchmarks (sources: bench/fidelity/kernel-anchors.md). The model's constants (the catalog's
+/* Kernel anchors: the step model's GEMM throughput against token count, its decode-attention
+ * time against context length (H100 and A100) and its tensor-parallel all-reduce by interconnect
+ * (NCCL's bus bandwidth), within 15 % of published kernel and collective benchmarks (sources:
+ * bench/fidelity/kernel-anchors.md). The model's constants (the catalog's
  * GEMM and GEMV efficiencies, the paged-KV rate, the attention call's fixed cost) are partly
  * fitted on serving measurements; these anchors keep the fit consistent with the kernels. */
 #include "harness.h"
@@ -152,6 +153,46 @@ static void a100_decode_attention_fixed_cost(void **state)
     within("A100 FA2 decode, 1 x 1024 tokens, us", st_emu_decode_attention_seconds(&c, 1, 1024) * 1e6, 27.7);
 }
 
+/* Tensor-parallel all-reduce by interconnect: NCCL all_reduce_perf's bus bandwidth at large
+ * messages (busbw = 2 (n - 1) / n x bytes / time, the ring's per-GPU rate) against the step
+ * model's all-reduce of the same size across the same GPU count: 8 x H200 over NVLink 4 475 GB/s
+ * at 4 GB (NVIDIA/nccl-tests#272; the H100 SXM shares the link), 8 x A100 SXM over NVLink 3 232.54
+ * GB/s (NVIDIA/nccl#1048), a bridged H100 PCIe pair 115.37 GB/s at 1 GB (NVIDIA/nccl-tests#194:
+ * 9306.7 us; the H100 NVL's bridge), three A100s whose ring takes a PCIe hop 20 GB/s
+ * (NVIDIA/nccl-tests#178). */
+static void allreduce_by_interconnect(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *gpu;
+        uint32_t n;
+        double bytes, busbw;
+    } a[] = {
+        { "H200", 8, 4294967296.0, 475e9 },     { "H100", 8, 4294967296.0, 475e9 },
+        { "A100", 8, 4294967296.0, 232.54e9 },  { "H100-NVL", 2, 1073741824.0, 115.37e9 },
+        { "A100-PCIe", 3, 1073741824.0, 20e9 },
+    };
+    for (size_t i = 0; i < sizeof a / sizeof a[0]; i++) {
+        st_emu_config c;
+        emu_config_of(&c, a[i].gpu, "Qwen/Qwen3-8B");
+        c.tp = a[i].n;
+        double t = st_emu_allreduce_seconds(&c, a[i].bytes);
+        char what[96];
+        snprintf(what, sizeof what, "%s x%u all-reduce of %.0f MiB, busbw GB/s", a[i].gpu, a[i].n,
+                 a[i].bytes / 1048576.0);
+        within(what, 2.0 * (a[i].n - 1) / a[i].n * a[i].bytes / t / 1e9, a[i].busbw / 1e9);
+    }
+    /* one GPU has nothing to reduce; a PCIe link's small all-reduce costs more than NVLink's */
+    st_emu_config c;
+    emu_config_of(&c, "A100-PCIe", "Qwen/Qwen3-8B");
+    assert_true(st_emu_allreduce_seconds(&c, 1e6) == 0);
+    c.tp = 2;
+    double pcie = st_emu_allreduce_seconds(&c, 4096);
+    emu_config_of(&c, "A100", "Qwen/Qwen3-8B");
+    c.tp = 2;
+    assert_true(pcie > 2 * st_emu_allreduce_seconds(&c, 4096));
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
@@ -160,6 +201,7 @@ int main(void)
         cmocka_unit_test(a100_gemm_large),
         cmocka_unit_test(h100_decode_attention_by_context),
         cmocka_unit_test(a100_decode_attention_fixed_cost),
+        cmocka_unit_test(allreduce_by_interconnect),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }
