@@ -139,6 +139,30 @@ static void h100_decode_attention_by_context(void **state)
     assert_true(64.0 * 32768 * 4 * 128 * 2 * 2 / s > 0.7 * c.gpu.mem_bw);
 }
 
+/* Paged decode attention over a batch on an H100 SXM: microsoft/onnxruntime#21414 (its
+ * FlashAttention-2 paged batch decode, nvbench GPU time): 64 sequences, 32 query and 32 KV heads
+ * of 96, 16-bit KV in 16-token pages (vLLM's block size), 24.0 / 32.8 / 52.2 / 86.0 / 151.8 us at
+ * 32 / 64 / 128 / 256 / 512 cached tokens each (the last 2.66 TB/s, 79 % of the peak): the batch's
+ * stream behind one call's fixed cost, the regime of many running sequences (another kernel than
+ * vLLM's FlashAttention-3; its one-sequence figures are h100_decode_attention_by_context's). */
+static void h100_batch_decode_attention(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+    c.model.heads = 32;
+    c.model.kv_heads = 32;
+    c.model.head_dim = 96;
+    static const struct {
+        double ctx, us;
+    } a[] = { { 32, 24.0 }, { 64, 32.8 }, { 128, 52.2 }, { 256, 86.0 }, { 512, 151.8 } };
+    for (size_t i = 0; i < sizeof a / sizeof a[0]; i++) {
+        char what[96];
+        snprintf(what, sizeof what, "H100 paged decode, 64 x %g tokens, us", a[i].ctx);
+        within(what, st_emu_decode_attention_seconds(&c, 64, a[i].ctx) * 1e6, a[i].us);
+    }
+}
+
 /* FlashAttention-2 decode on an A100 (vllm-project/vllm#2744: A100-40GB PCIe, 64 query and 8 KV
  * heads of 128, bf16, 1024 cached tokens: 27.7 us for one sequence): the call's fixed cost. The
  * A100-40GB PCIe is not in the catalog: its 1.555 TB/s replace the 80GB PCIe's 1.935. (The same
@@ -200,6 +224,7 @@ int main(void)
         cmocka_unit_test(h100_fp8_gemm_decode),
         cmocka_unit_test(a100_gemm_large),
         cmocka_unit_test(h100_decode_attention_by_context),
+        cmocka_unit_test(h100_batch_decode_attention),
         cmocka_unit_test(a100_decode_attention_fixed_cost),
         cmocka_unit_test(allreduce_by_interconnect),
     };
