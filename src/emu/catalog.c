@@ -220,7 +220,7 @@ static int gpu_set(st_emu_gpu *g, const char *key, const char *val, unsigned *se
 
 int st_emu_gpu_parse(const char *text, size_t len, st_emu_gpu *out, char *err, size_t errlen)
 {
-    st_emu_gpu g = { .link_bw = 25e9, .gemm_eff = EMU_GEMM_EFF_DEFAULT, .bw_eff = EMU_BW_EFF_DEFAULT };
+    st_emu_gpu g = { .link_bw = EMU_LINK_BUSBW_PCIE4, .gemm_eff = EMU_GEMM_EFF_DEFAULT, .bw_eff = EMU_BW_EFF_DEFAULT };
     unsigned seen = 0;
     size_t i = 0;
     while (i < len && isspace((unsigned char)text[i]))
