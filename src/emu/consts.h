@@ -234,8 +234,8 @@
  *     H100 PCIe pair (NVIDIA/nccl-tests#194).
  *   PCIe Gen4 through the CPU's root complex, no NVLink (A100 PCIe pairs): 20 GB/s, the same A100
  *     node's ring once it takes a PCIe hop through the host bridges (NVIDIA/nccl-tests#178).
- *   Other PCIe boards (L40S, RTX 4090, H100 PCIe): 25 GB/s, PCIe 4.0 x16's effective rate (no
- *     NCCL figure of their own found). */
+ *   Other PCIe boards (L40S, RTX 4090, H100 PCIe) and GPU files without link_gbs: 25 GB/s, PCIe
+ *     4.0 x16's effective rate (no NCCL figure of their own found). */
 #define EMU_LINK_BUSBW_NVLINK4 450e9
 #define EMU_LINK_BUSBW_NVLINK3 232.5e9
 #define EMU_LINK_BUSBW_NVLINK_BRIDGE 116e9
