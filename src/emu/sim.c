@@ -109,7 +109,8 @@ typedef struct run {
     uint32_t n_rel, released;
     uint32_t **prompt;
     uint32_t *prompt_len;
-    uint32_t *step_items; /* on_step: the item index of each sequence of the step */
+    uint64_t segs_done, events_done; /* segments and token events of the requests finished so far */
+    uint32_t *step_items;            /* on_step: the item index of each sequence of the step */
     uint32_t cap_step_items;
     /* agent task graphs: the parents each node still waits for, and a stack to skip a failed
      * node's descendants */
@@ -416,6 +417,16 @@ static const uint32_t *item_ids(run *R, uint32_t i)
     return S->idbuf;
 }
 
+/* Segments a request of `out` tokens will likely need, from those finished so far (a quarter more),
+ * so that its record is allocated once: SIM_SEGS_RESERVE before any finished. */
+static uint32_t segs_expected(const run *R, uint32_t out)
+{
+    if (R->events_done < 1000)
+        return SIM_SEGS_RESERVE;
+    double x = 1.25 * (double)out * (double)R->segs_done / (double)R->events_done + 4;
+    return x > out + 1.0 ? out + 1 : (uint32_t)x;
+}
+
 /* Sends item i at run time `sent`. 0, or -1 (out of memory: err set). */
 static int send_item(run *R, uint32_t i, st_ns sent)
 {
@@ -433,7 +444,7 @@ static int send_item(run *R, uint32_t i, st_ns sent)
         snprintf(R->err, R->errlen, "out of memory");
         return -1;
     }
-    if (!R->o->no_token_times && st_record_reserve_segs(r, SIM_SEGS_RESERVE) < 0) {
+    if (!R->o->no_token_times && st_record_reserve_segs(r, segs_expected(R, it->output_len)) < 0) {
         snprintf(R->err, R->errlen, "out of memory");
         return -1;
     }
@@ -575,6 +586,8 @@ static int finish(run *R, st_record *r, st_ns at)
     r->end = at;
     r->usage_reported = 1;
     r->status = ST_REQ_OK;
+    R->segs_done += r->n_segs;
+    R->events_done += r->n_events;
     R->s.completed++;
     R->p.completed++;
     slot_freed(R, at);

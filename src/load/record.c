@@ -126,8 +126,36 @@ int st_record_add_event(st_record *r, st_ns t)
     return 0;
 }
 
+/* The record's last segment and the first new one (shifted by off) as one, when they hold three
+ * events or fewer (any three make a segment exactly). 1 when joined. */
+static int join_short(st_record *r, const st_tok_seg *g, st_ns off)
+{
+    st_tok_seg *s = &r->segs[r->n_segs - 1];
+    if (s->n + g->n > 3)
+        return 0;
+    st_ns p[3] = { 0, 0, 0 };
+    uint32_t m = 0;
+    for (uint32_t k = 0; k < s->n; k++)
+        p[m++] = st_tok_seg_at(s, k);
+    for (uint32_t k = 0; k < g->n; k++)
+        p[m++] = st_tok_seg_at(g, k) + off;
+    st_ns dd = m == 3 ? p[2] - 2 * p[1] + p[0] : 0;
+    if (dd <= -(1 << 24) || dd >= (1 << 24))
+        return 0;
+    st_tok_seg j = { .t0 = p[0], .d = (double)(p[1] - p[0]), .dd = (float)dd, .n = m };
+    if (m == 3 && st_tok_seg_at(&j, 2) != p[2])
+        return 0;
+    *s = j;
+    r->n_events += g->n;
+    return 1;
+}
+
 int st_record_add_segs(st_record *r, const st_tok_seg *segs, uint32_t n_segs, st_ns off)
 {
+    if (n_segs && r->n_segs && join_short(r, segs, off)) {
+        segs++;
+        n_segs--;
+    }
     if (seg_room(r, n_segs) < 0)
         return -1;
     st_tok_seg *o = r->segs + r->n_segs;
