@@ -412,8 +412,7 @@ static const uint32_t *item_ids(run *R, uint32_t i)
         S->idbuf = nb;
         S->idcap = it->input_len;
     }
-    for (uint32_t k = 0; k < it->input_len; k++)
-        S->idbuf[k] = st_emu_output_token(0x5eed0000ULL + i, k, R->vocab);
+    st_emu_output_tokens(0x5eed0000ULL + i, 0, it->input_len, R->vocab, S->idbuf);
     return S->idbuf;
 }
 
