@@ -417,12 +417,13 @@ static const uint32_t *item_ids(run *R, uint32_t i)
 }
 
 /* Segments a request of `out` tokens will likely need, from those finished so far (a quarter more),
- * so that its record is allocated once: SIM_SEGS_RESERVE before any finished. */
+ * so that its record is allocated about once (load/record.c grows it by a quarter when it needs more):
+ * SIM_SEGS_RESERVE before enough finished. */
 static uint32_t segs_expected(const run *R, uint32_t out)
 {
     if (R->events_done < 1000)
         return SIM_SEGS_RESERVE;
-    double x = 1.25 * (double)out * (double)R->segs_done / (double)R->events_done + 4;
+    double x = (double)out * (double)R->segs_done / (double)R->events_done + 8;
     return x > out + 1.0 ? out + 1 : (uint32_t)x;
 }
 

@@ -83,12 +83,14 @@ double st_record_srv_tpot(const st_record *r)
 
 double st_record_srv_tpot_gap(const st_record *r) { return st_record_tpot(r) - st_record_srv_tpot(r); }
 
-/* Room for one more segment. 0, or -1. */
+/* Room for `more` segments: grown by a quarter, not doubled (a record's size is mostly known when it
+ * is reserved; what it outgrows is little, and memory it never uses still costs its pages). 0, or -1. */
 static int seg_room(st_record *r, uint32_t more)
 {
     if (r->n_segs + (uint64_t)more <= r->cap_segs)
         return 0;
     uint64_t need = (uint64_t)r->n_segs + more;
+    need += need / 4 + 4;
     return need > UINT32_MAX ? -1 : st_record_reserve_segs(r, (uint32_t)need);
 }
 
@@ -170,10 +172,13 @@ int st_record_add_segs(st_record *r, const st_tok_seg *segs, uint32_t n_segs, st
 
 int st_record_reserve_segs(st_record *r, uint32_t n)
 {
-    size_t cap = r->cap_segs;
-    if (st_grow((void **)&r->segs, &cap, n, sizeof *r->segs, n) || cap > UINT32_MAX)
+    if (n <= r->cap_segs)
+        return 0;
+    st_tok_seg *p = realloc(r->segs, (size_t)n * sizeof *p);
+    if (!p)
         return -1;
-    r->cap_segs = (uint32_t)cap;
+    r->segs = p;
+    r->cap_segs = n;
     return 0;
 }
 
