@@ -8,8 +8,8 @@
  * full and requests wait for blocks), then closed loop with 8 clients (few sequences per step: the
  * per-step work weighs most there). A third run takes the skipping path without recording the per-token
  * times (st_emu_run_opts.no_token_times): the engine model's own speed, without the records' token arrays.
- * Usage: build/bench/simspeed [REQUESTS [on|off|bare]] (default 4000 requests, every path; on / off / bare: only
- * that path, for profiling). */
+ * Usage: build/bench/simspeed [REQUESTS [on|off|bare [W]]] (default 4000 requests, every path; on / off / bare: only
+ * that path, for profiling; W 1-4: only the W-th workload above). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,7 +86,7 @@ static int speed(const st_emu_config *c, uint32_t n, uint32_t out_len, double ra
     int rc = run_once(c, 0, 0, it, n, clients, ra, &on) | run_once(c, 1, 0, it, n, clients, rb, &off) |
              run_once(c, 0, 1, it, n, clients, rc_, &bare);
     if (rc == 0) {
-        double worst = 0;
+        double worst = 0, segs = 0, events = 0;
         uint32_t bad = 0;
         for (uint32_t i = 0; i < n; i++) {
             double d = rel_diff(ra[i].end, rb[i].end), d2 = rel_diff(rc_[i].end, rb[i].end);
@@ -95,6 +95,8 @@ static int speed(const st_emu_config *c, uint32_t n, uint32_t out_len, double ra
             if (d2 > worst)
                 worst = d2;
             bad += ra[i].n_events != rb[i].n_events;
+            segs += ra[i].n_segs;
+            events += ra[i].n_events;
         }
         char load[64];
         if (clients)
@@ -110,6 +112,8 @@ static int speed(const st_emu_config *c, uint32_t n, uint32_t out_len, double ra
                bare.wall * 1e3, bare.req_per_s);
         printf("    speed-up %.1fx; largest relative end-time difference %.2g; records with another token count: %u\n",
                off.wall / on.wall, worst, bad);
+        printf("    token times kept as %.1f segments a request, %.1f token events a segment\n", segs / n,
+               segs > 0 ? events / segs : 0);
     }
     for (uint32_t i = 0; i < n; i++) {
         st_record_free(&ra[i]);
@@ -140,8 +144,10 @@ int main(int argc, char **argv)
     printf("engine model simulation speed (Qwen3-8B bf16 on one H100, build/bench/simspeed %u)\n", n);
     int only = argc > 2 ? (!strcmp(argv[2], "on") ? 0 : !strcmp(argv[2], "bare") ? 2 : 1) : -1;
     uint32_t q = n / 4 ? n / 4 : 1;
-    if (speed(&c, n, 300, 20, 0, only) < 0 || speed(&c, q, 2000, 5, 0, only) < 0 || speed(&c, n, 300, 0, 8, only) < 0 ||
-        speed(&c, q, 2000, 0, 8, only) < 0)
+    int w = argc > 3 ? atoi(argv[3]) : 0;
+    if (((!w || w == 1) && speed(&c, n, 300, 20, 0, only) < 0) ||
+        ((!w || w == 2) && speed(&c, q, 2000, 5, 0, only) < 0) ||
+        ((!w || w == 3) && speed(&c, n, 300, 0, 8, only) < 0) || ((!w || w == 4) && speed(&c, q, 2000, 0, 8, only) < 0))
         return 1;
     return 0;
 }

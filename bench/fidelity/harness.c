@@ -632,7 +632,7 @@ static int figures_of(const st_record *rec, uint32_t n, const st_emu_sim_stats *
     size_t m = 0;
     for (uint32_t i = 0; i < n; i++)
         if (rec[i].status == ST_REQ_OK && rec[i].n_events > 1) {
-            gaps += (rec[i].events[rec[i].n_events - 1] - rec[i].events[0]) / 1e6;
+            gaps += (st_record_last_event(&rec[i]) - st_record_event(&rec[i], 0)) / 1e6;
             m += rec[i].n_events - 1;
         }
     f->itl_ms.mean = m ? gaps / m : NAN;

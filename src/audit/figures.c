@@ -108,8 +108,7 @@ void st_audit_scale_records(st_record *recs, uint32_t n, double k)
         scale(&r->first_token, k);
         scale(&r->first_answer, k);
         scale(&r->end, k);
-        for (uint32_t e = 0; e < r->n_events; e++)
-            scale(&r->events[e], k);
+        st_record_scale_events(r, k);
     }
 }
 

@@ -871,10 +871,14 @@ static int read_run(sqlite3_stmt *st, st_run_row *r)
     return -1;
 }
 
-static void put_events(uint8_t *dst, const st_ns *ev, uint32_t n)
+/* The record's token event times, 8 bytes each, little-endian (the requests table's `events`). */
+static void put_events(uint8_t *dst, const st_record *x)
 {
-    for (uint32_t i = 0; i < n; i++) {
-        uint64_t v = (uint64_t)ev[i];
+    st_event_it it;
+    st_ns t;
+    st_events_begin(&it, x);
+    for (uint32_t i = 0; st_events_next(&it, &t); i++) {
+        uint64_t v = (uint64_t)t;
         for (int b = 0; b < 8; b++)
             dst[8 * i + (uint32_t)b] = (uint8_t)(v >> (8 * b));
     }
@@ -905,7 +909,7 @@ static int bind_request(const st_store *s, sqlite3_stmt *rq, int64_t run_id, con
         if (!nb)
             return SQLITE_NOMEM;
         *blob = nb;
-        put_events(nb, x->events, x->n_events);
+        put_events(nb, x);
         if (sqlite3_bind_blob(rq, k++, nb, (int)(x->n_events * 8), SQLITE_TRANSIENT))
             return SQLITE_NOMEM;
     } else {

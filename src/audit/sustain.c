@@ -442,9 +442,14 @@ static double *term_values(const view *v, const st_slo_term *t, double w0, doubl
             }
             break;
         case ST_SLO_ITL:
-            if (ok && r->events)
-                for (uint32_t j = 1; j < r->n_events; j++)
-                    out[k++] = (T(v, r->events[j]) - T(v, r->events[j - 1])) * 1e3;
+            if (ok) {
+                st_event_it it;
+                st_ns p, q;
+                st_events_begin(&it, r);
+                if (st_events_next(&it, &p))
+                    for (; st_events_next(&it, &q); p = q)
+                        out[k++] = (T(v, q) - T(v, p)) * 1e3;
+            }
             break;
         default: break;
         }
@@ -868,11 +873,14 @@ static double tokens_inside(const view *v, double w0, double w1)
     double tok = 0;
     for (uint32_t i = 0; i < v->n; i++) {
         const st_record *r = &v->r[i];
-        if (r->warmup || r->status != ST_REQ_OK || !r->events || !r->n_events)
+        if (r->warmup || r->status != ST_REQ_OK || !r->n_events)
             continue;
         uint32_t in = 0;
-        for (uint32_t j = 0; j < r->n_events; j++) {
-            double t = T(v, r->events[j]);
+        st_event_it it;
+        st_ns e;
+        st_events_begin(&it, r);
+        while (st_events_next(&it, &e)) {
+            double t = T(v, e);
             in += t >= w0 && t <= w1;
         }
         tok += (double)r->output_tokens * in / r->n_events;

@@ -96,6 +96,25 @@ uint32_t st_emu_output_token(uint64_t id, uint32_t n, uint32_t vocab)
     return lo + (uint32_t)(x % (vocab - lo));
 }
 
+void st_emu_output_tokens(uint64_t id, uint32_t from, uint32_t n, uint32_t vocab, uint32_t *out)
+{
+    uint32_t lo = vocab > 1000 ? 1000 : 0;
+    uint64_t d = vocab - lo; /* x % d by multiplication (Lemire, Kaser, Kurz, "Faster remainder by direct
+                                computation", 2019: exact for every 64-bit x with a 128-bit M) */
+    unsigned __int128 M = ~(unsigned __int128)0 / d + 1;
+    uint64_t base = id * 0x9e3779b97f4a7c15ULL + 0x1234567ULL;
+    for (uint32_t k = 0; k < n; k++) {
+        uint64_t x = base + from + k; /* st_emu_output_token's mixing */
+        x ^= x >> 31;
+        x *= 0xbf58476d1ce4e5b9ULL;
+        x ^= x >> 29;
+        unsigned __int128 low = M * x;
+        unsigned __int128 hi = (unsigned __int128)(uint64_t)(low >> 64) * d;
+        unsigned __int128 lw = (unsigned __int128)(uint64_t)low * d;
+        out[k] = lo + (uint32_t)((hi + (lw >> 64)) >> 64);
+    }
+}
+
 /* st_grow for the engine's uint32_t capacities. */
 static int grow(void **p, uint32_t *cap, uint32_t need, size_t elem)
 {

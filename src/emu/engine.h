@@ -160,6 +160,9 @@ st_ns st_emu_next_ready(const st_emu_engine *e);
 /* Deterministic output token: the n-th output token of request id (shared with the server's
  * detokenizer so texts are reproducible). */
 uint32_t st_emu_output_token(uint64_t id, uint32_t n, uint32_t vocab);
+/* out[k] = st_emu_output_token(id, from + k, vocab) for k < n, the same values without a division
+ * per token (the unique prompt ids the virtual-time drivers give an item without ids of its own). */
+void st_emu_output_tokens(uint64_t id, uint32_t from, uint32_t n, uint32_t vocab, uint32_t *out);
 
 /* State for metrics. Counters are cumulative since start. */
 typedef struct st_emu_stats {

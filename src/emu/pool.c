@@ -142,8 +142,7 @@ static const uint32_t *item_ids(pool *P, uint32_t i)
     uint32_t from = it->input_ids ? it->fresh_from : 0;
     if (from) /* the engine copies the ids when the request is added: one buffer serves */
         memcpy(P->idbuf, it->input_ids, (size_t)from * sizeof *P->idbuf);
-    for (uint32_t q = from; q < it->input_len; q++)
-        P->idbuf[q] = st_emu_output_token(0x5eed0000ULL + i, q, P->vocab);
+    st_emu_output_tokens(0x5eed0000ULL + i, from, it->input_len - from, P->vocab, P->idbuf + from);
     return P->idbuf;
 }
 

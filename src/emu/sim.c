@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/util.h"
 #include "emu/engine.h"
 #include "load/workload.h"
 
@@ -32,6 +33,8 @@ struct st_emu_session {
     uint32_t fifo_cap;
     st_ns *slots; /* with a cap on requests in flight: when each slot (is / will be) free, FIFO */
     uint32_t slots_cap;
+    st_tok_seg *segs; /* a run of steps' delivery times as segments (run_skip), shared by its sequences */
+    size_t segs_cap;
 };
 
 int st_emu_session_new(const st_emu_config *cfg, st_emu_session **out, st_emu_memory *mem_out, char *err, size_t errlen)
@@ -56,6 +59,7 @@ void st_emu_session_free(st_emu_session *s)
         return;
     st_emu_engine_free(s->e);
     free(s->idbuf);
+    free(s->segs);
     free(s->order);
     free(s->fifo);
     free(s->slots);
@@ -64,8 +68,8 @@ void st_emu_session_free(st_emu_session *s)
 
 void st_emu_session_stats(const st_emu_session *s, st_emu_stats *out) { st_emu_get_stats(s->e, out); }
 
-/* Token events a record gets room for when its request is sent (more grow as they come). */
-#define SIM_EVENTS_RESERVE_MAX 65536u
+/* Segments of token events a record gets room for when its request is sent (more grow as they come). */
+#define SIM_SEGS_RESERVE 16u
 
 static const char STOPPED_RUNNING[] = "the run was stopped before this request completed";
 static const char STOPPED_UNSENT[] = "the run was stopped before this request was sent";
@@ -105,7 +109,8 @@ typedef struct run {
     uint32_t n_rel, released;
     uint32_t **prompt;
     uint32_t *prompt_len;
-    uint32_t *step_items; /* on_step: the item index of each sequence of the step */
+    uint64_t segs_done, events_done; /* segments and token events of the requests finished so far */
+    uint32_t *step_items;            /* on_step: the item index of each sequence of the step */
     uint32_t cap_step_items;
     /* agent task graphs: the parents each node still waits for, and a stack to skip a failed
      * node's descendants */
@@ -407,9 +412,19 @@ static const uint32_t *item_ids(run *R, uint32_t i)
         S->idbuf = nb;
         S->idcap = it->input_len;
     }
-    for (uint32_t k = 0; k < it->input_len; k++)
-        S->idbuf[k] = st_emu_output_token(0x5eed0000ULL + i, k, R->vocab);
+    st_emu_output_tokens(0x5eed0000ULL + i, 0, it->input_len, R->vocab, S->idbuf);
     return S->idbuf;
+}
+
+/* Segments a request of `out` tokens will likely need, from those finished so far (a quarter more),
+ * so that its record is allocated about once (load/record.c grows it by a quarter when it needs more):
+ * SIM_SEGS_RESERVE before enough finished. */
+static uint32_t segs_expected(const run *R, uint32_t out)
+{
+    if (R->events_done < 1000)
+        return SIM_SEGS_RESERVE;
+    double x = (double)out * (double)R->segs_done / (double)R->events_done + 8;
+    return x > out + 1.0 ? out + 1 : (uint32_t)x;
 }
 
 /* Sends item i at run time `sent`. 0, or -1 (out of memory: err set). */
@@ -429,10 +444,7 @@ static int send_item(run *R, uint32_t i, st_ns sent)
         snprintf(R->err, R->errlen, "out of memory");
         return -1;
     }
-    /* room for every token event at once (a run of steps appends many), up to a bound: a request
-     * that fails early must not have cost its whole max_tokens */
-    uint32_t room = it->output_len < SIM_EVENTS_RESERVE_MAX ? it->output_len : SIM_EVENTS_RESERVE_MAX;
-    if (!R->o->no_token_times && st_record_reserve_events(r, room) < 0) {
+    if (!R->o->no_token_times && st_record_reserve_segs(r, segs_expected(R, it->output_len)) < 0) {
         snprintf(R->err, R->errlen, "out of memory");
         return -1;
     }
@@ -574,6 +586,8 @@ static int finish(run *R, st_record *r, st_ns at)
     r->end = at;
     r->usage_reported = 1;
     r->status = ST_REQ_OK;
+    R->segs_done += r->n_segs;
+    R->events_done += r->n_events;
     R->s.completed++;
     R->p.completed++;
     slot_freed(R, at);
@@ -635,23 +649,25 @@ static int run_step(run *R, const st_emu_step_result *res)
  * step, none gets its first token in a run). 0, or -1. */
 static int run_skip(run *R, const st_emu_skip_result *sk)
 {
-    uint32_t k = sk->steps;
+    uint32_t k = sk->steps, n_segs = 0;
+    st_emu_session *S = R->S;
     for (uint32_t j = 0; j < k; j++)
         R->s.busy_s += (sk->start[j + 1] - sk->start[j]) / 1e9;
+    if (!R->o->no_token_times) { /* the run's delivery times as segments, once for all its sequences */
+        if (st_grow((void **)&S->segs, &S->segs_cap, k, sizeof *S->segs, 64) < 0) {
+            snprintf(R->err, R->errlen, "out of memory");
+            return -1;
+        }
+        n_segs = st_tok_segs_fit(sk->due, k, ST_EMU_TOKEN_TOL_NS, S->segs);
+    }
     for (uint32_t q = 0; q < sk->seqs; q++) {
         const st_emu_skip_seq *sq = &sk->seq[q];
         st_record *r = sq->user;
         uint32_t n_reason = R->items[r - R->rec].n_reason;
         st_ns off = sq->due_off - R->t0; /* its token of step j reaches its client at due[j] + off */
-        if (!R->o->no_token_times) {
-            if (st_record_reserve_events(r, r->n_events + k) < 0) {
-                snprintf(R->err, R->errlen, "out of memory");
-                return -1;
-            }
-            st_ns *ev = r->events + r->n_events;
-            for (uint32_t j = 0; j < k; j++)
-                ev[j] = sk->due[j] + off;
-            r->n_events += k;
+        if (n_segs && st_record_add_segs(r, S->segs, n_segs, off) < 0) {
+            snprintf(R->err, R->errlen, "out of memory");
+            return -1;
         }
         /* step j emits token n_out + j + 1 */
         if (n_reason >= sq->n_out && n_reason - sq->n_out < k) /* the first answer token */

@@ -12,6 +12,12 @@
 #include "emu/engine.h"
 #include "load/record.h"
 
+/* The token times of a run of decode steps are kept as segments (load/record.h: st_tok_seg), each
+ * time within this many ns of the time the step-by-step model gives it (step times are whole ns, so
+ * a run's times lie on a smooth curve only to about 1 ns a step): 1e-5 of a 10 ms step, far below
+ * any figure a report prints. Every other time of a record is exact. */
+#define ST_EMU_TOKEN_TOL_NS 100
+
 /* One request of the workload (st_emu_sim_items_from_workload maps load/workload.h's st_work_item onto it:
  * arrival from the arrival process, input_ids/input_len/output_len from the item). */
 typedef struct st_emu_sim_item {

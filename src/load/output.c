@@ -189,8 +189,11 @@ static json_t *record_json(const st_record *r, int with_events)
     if (!with_events)
         return o;
     json_t *ev = json_array();
-    for (uint32_t i = 0; ev && r->events && i < r->n_events; i++)
-        json_array_append_new(ev, json_integer((json_int_t)r->events[i]));
+    st_event_it it;
+    st_ns t;
+    st_events_begin(&it, r);
+    while (ev && st_events_next(&it, &t))
+        json_array_append_new(ev, json_integer((json_int_t)t));
     set(o, "event_times_ns", ev);
     return o;
 }
@@ -377,8 +380,11 @@ int st_output_json_write(FILE *f, const st_bench_info *info, const st_summary *s
         fwrite(line, 1, len - 1, f);
         free(line);
         fputs(",\"event_times_ns\":[", f);
-        for (uint32_t k = 0; recs[i].events && k < recs[i].n_events; k++)
-            fprintf(f, k ? ",%lld" : "%lld", (long long)recs[i].events[k]);
+        st_event_it it;
+        st_ns t;
+        st_events_begin(&it, &recs[i]);
+        for (uint32_t k = 0; st_events_next(&it, &t); k++)
+            fprintf(f, k ? ",%lld" : "%lld", (long long)t);
         fputs("]}", f);
     }
     fputs(n ? "\n ]\n}\n" : "]\n}\n", f);

@@ -32,6 +32,26 @@ typedef enum st_req_status {
 /* Stable short names ("ok", "connect", "tls", "http_status", ...), used in JSON/CSV/SQL. */
 const char *st_req_status_name(st_req_status s);
 
+/* A segment of a record's token events: event k (0 <= k < n) at
+ *   t0 + llround(k * d + dd * k * (k - 1) / 2) ns,
+ * so steps whose interval grows by dd ns a step (the engine model's runs of decode steps, where
+ * each step reads one more token of KV cache per sequence), equal intervals (dd 0) or one event
+ * (n 1). */
+typedef struct st_tok_seg {
+    st_ns t0;
+    double d;
+    float dd;
+    uint32_t n;
+} st_tok_seg;
+
+static inline st_ns st_tok_seg_at(const st_tok_seg *s, uint32_t k)
+{
+    if (k == 0)
+        return s->t0;
+    double x = (double)k * s->d + 0.5 * (double)s->dd * (double)k * (double)(k - 1);
+    return s->t0 + (st_ns)(x >= 0 ? x + 0.5 : x - 0.5);
+}
+
 typedef struct st_record {
     uint32_t id;    /* index in the workload */
     uint8_t warmup; /* sent but excluded from statistics */
@@ -66,12 +86,14 @@ typedef struct st_record {
     int has_draft;
     uint32_t srv_draft_n, srv_draft_accepted;
 
-    /* Time of every token event (relative to t0), n_events of them; owned by the record
-     * (malloc'd). One event may carry more than one token. ITL = consecutive differences. */
-    st_ns *events;
+    /* Time of every token event (relative to t0), n_events of them, held as segments (st_tok_seg
+     * below: a run of steps is one segment, a real stream's events a few to a segment); owned by
+     * the record (malloc'd). One event may carry more than one token. ITL = consecutive
+     * differences. Read them only through st_events_begin / st_events_next (or st_record_event),
+     * never the segments themselves. */
+    st_tok_seg *segs;
+    uint32_t n_segs, cap_segs;
     uint32_t n_events;
-    uint32_t cap_events;
-
     char *error; /* failure reason (malloc'd, at most ST_RECORD_ERROR_MAX bytes), or NULL */
 } st_record;
 
@@ -91,14 +113,59 @@ double st_record_srv_ttft_gap(const st_record *r);
 double st_record_srv_tpot(const st_record *r);
 double st_record_srv_tpot_gap(const st_record *r);
 
-/* Appends an event time; -1 when out of memory. */
+/* ---- token events: the one way to read and write them ----
+ * Iteration in order: st_event_it it; st_events_begin(&it, r); while (st_events_next(&it, &t)) ... */
+typedef struct st_event_it {
+    const st_tok_seg *s;
+    uint32_t k, left;
+} st_event_it;
+
+static inline void st_events_begin(st_event_it *it, const st_record *r)
+{
+    it->s = r->segs;
+    it->k = 0;
+    it->left = r->segs ? r->n_events : 0;
+}
+
+/* 1 with the next event's time in *t, 0 after the last. */
+static inline int st_events_next(st_event_it *it, st_ns *t)
+{
+    if (!it->left)
+        return 0;
+    while (it->k >= it->s->n) {
+        it->s++;
+        it->k = 0;
+    }
+    it->left--;
+    *t = st_tok_seg_at(it->s, it->k++);
+    return 1;
+}
+
+/* Event i's time (0-based), -1 when there is none (O(segments)). */
+st_ns st_record_event(const st_record *r, uint32_t i);
+/* The last event's time, -1 when there is none. */
+st_ns st_record_last_event(const st_record *r);
+/* Appends an event time (joined to the last segment when it lies on it exactly); -1 when out of
+ * memory. */
 int st_record_add_event(st_record *r, st_ns t);
-/* Makes room for n events in all (n_events stays); 0, or -1 when out of memory. */
-int st_record_reserve_events(st_record *r, uint32_t n);
+/* Appends segments (n_segs of them, each shifted by `off` ns) after the record's events. 0, or -1
+ * when out of memory. */
+int st_record_add_segs(st_record *r, const st_tok_seg *segs, uint32_t n_segs, st_ns off);
+/* Makes room for n segments in all (n_segs stays); 0, or -1 when out of memory. */
+int st_record_reserve_segs(st_record *r, uint32_t n);
+/* Keeps the first n events (n >= n_events: nothing changes). Only the record's counts change, not
+ * its segments, so a shallow copy of a record (a view of it at an earlier time) may be cut without
+ * touching the original's events; a cut record is read, not appended to. */
+void st_record_truncate_events(st_record *r, uint32_t n);
+/* Multiplies every event time by k (a time scale), as llround(t * k) would to within 1 ns. */
+void st_record_scale_events(st_record *r, double k);
+/* Segments of the times t[0..n) (each within tol ns of its time; tol 0: exact), into out (room
+ * for n); returns their count. A run of steps whose interval grows evenly is one segment. */
+uint32_t st_tok_segs_fit(const st_ns *t, uint32_t n, st_ns tol, st_tok_seg *out);
 /* Sets error to a copy of msg truncated to ST_RECORD_ERROR_MAX (with "..." when cut), control
  * characters replaced by spaces (st_text_sanitize: the text often comes from the server). */
 void st_record_set_error(st_record *r, st_req_status st, const char *msg, size_t len);
-/* Frees events and error; the record can be reused after st_record_init. */
+/* Frees the events and error; the record can be reused after st_record_init. */
 void st_record_free(st_record *r);
 void st_record_init(st_record *r, uint32_t id);
 

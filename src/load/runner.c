@@ -913,11 +913,9 @@ static void start_request(runner *r, uint32_t i)
         return;
     }
     /* room for every expected token event up front (no reallocation on the read path) */
-    if (!rec->events && rec->output_requested > 0) {
-        uint32_t cap = rec->output_requested + 1 < 65536 ? rec->output_requested + 1 : 65536;
-        rec->events = malloc(cap * sizeof *rec->events);
-        if (rec->events)
-            rec->cap_events = cap;
+    if (!rec->segs && rec->output_requested > 0) { /* three events a segment (load/record.h) when they are exact */
+        uint32_t cap = rec->output_requested / 2 + 2 < 32768 ? rec->output_requested / 2 + 2 : 32768;
+        st_record_reserve_segs(rec, cap); /* out of memory: st_record_add_event tries again */
     }
     r->in_flight++;
     if (r->in_flight > r->res->max_in_flight)

@@ -271,13 +271,14 @@ static void summary_dists(summary_ctx *c, st_summary *s, int win)
     uint64_t q = 0;
     for (uint32_t i = 0; i < c->n; i++) {
         const st_record *r = &c->recs[i];
-        if (r->warmup || r->status != ST_REQ_OK || !r->events)
+        st_event_it it;
+        st_ns prev, t;
+        st_events_begin(&it, r);
+        if (r->warmup || r->status != ST_REQ_OK || !st_events_next(&it, &prev))
             continue;
-        for (uint32_t j = 1; j < r->n_events && q < c->itl_n; j++) {
-            if (win && !(in_win(r->events[j - 1], ws, we) && in_win(r->events[j], ws, we)))
-                continue;
-            c->itl[q++] = st_ns_to_s(r->events[j] - r->events[j - 1]);
-        }
+        for (; q < c->itl_n && st_events_next(&it, &t); prev = t)
+            if (!win || (in_win(prev, ws, we) && in_win(t, ws, we)))
+                c->itl[q++] = st_ns_to_s(t - prev);
     }
     st_dist_compute(c->itl, q > UINT32_MAX ? UINT32_MAX : (uint32_t)q, d_itl);
 }
@@ -336,10 +337,13 @@ static void summary_window(summary_ctx *c, st_summary *s)
                 w->good++;
         }
         /* Output tokens produced inside the window, spread evenly over the events. */
-        if (r->n_events > 0 && r->events) {
+        if (r->n_events > 0) {
             uint32_t inside = 0;
-            for (uint32_t j = 0; j < r->n_events; j++)
-                inside += in_win(r->events[j], ws, we);
+            st_event_it it;
+            st_ns t;
+            st_events_begin(&it, r);
+            while (st_events_next(&it, &t))
+                inside += in_win(t, ws, we);
             w->output_tokens += (double)r->output_tokens * inside / r->n_events;
         } else if (ended_in) {
             w->output_tokens += r->output_tokens;

@@ -51,8 +51,11 @@ static void run(const st_emu_config *c, uint32_t n, uint32_t in, uint32_t shared
         assert_true(rec[i].first_token >= rec[i].scheduled && rec[i].end >= rec[i].first_token);
         tt += st_record_ttft(&rec[i]);
         tp += out > 1 ? st_record_tpot(&rec[i]) : 0;
-        for (uint32_t e = 1; e < rec[i].n_events; e++) {
-            double gap = (rec[i].events[e] - rec[i].events[e - 1]) / 1e9;
+        st_event_it ei;
+        st_ns prev, t;
+        st_events_begin(&ei, &rec[i]);
+        for (int have = st_events_next(&ei, &prev); have && st_events_next(&ei, &t); prev = t) {
+            double gap = (t - prev) / 1e9;
             if (gap > o->max_itl)
                 o->max_itl = gap;
         }

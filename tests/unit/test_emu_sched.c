@@ -355,12 +355,34 @@ static void rejects_bad_requests(void **state)
     st_emu_engine_free(e);
 }
 
+/* The unique prompt ids by multiplication are st_emu_output_token's, for every vocabulary size. */
+static void output_tokens_by_multiplication(void **state)
+{
+    (void)state;
+    static const uint32_t vocabs[] = { 2, 7, 1000, 1001, 1024, 32000, 128256, 151936, 1u << 31, UINT32_MAX };
+    uint32_t out[700];
+    for (size_t v = 0; v < sizeof vocabs / sizeof *vocabs; v++)
+        for (uint64_t id = 0; id < 40; id++) {
+            uint64_t rid = id * 0x100000001b3ULL + (id << 60);
+            uint32_t from = (uint32_t)(id * 37);
+            st_emu_output_tokens(rid, from, 700, vocabs[v], out);
+            for (uint32_t k = 0; k < 700; k++)
+                if (out[k] != st_emu_output_token(rid, from + k, vocabs[v]))
+                    fail_msg("vocab %u, id %llu, token %u: %u, expected %u", vocabs[v], (unsigned long long)rid,
+                             from + k, out[k], st_emu_output_token(rid, from + k, vocabs[v]));
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
-        cmocka_unit_test(randomized_invariants),    cmocka_unit_test(prefix_cache_accounting),
-        cmocka_unit_test(blocks_lru_and_refcounts), cmocka_unit_test(hash_map_survives_churn),
-        cmocka_unit_test(rejects_bad_requests),     cmocka_unit_test(blocks_unlisted),
+        cmocka_unit_test(output_tokens_by_multiplication),
+        cmocka_unit_test(randomized_invariants),
+        cmocka_unit_test(prefix_cache_accounting),
+        cmocka_unit_test(blocks_lru_and_refcounts),
+        cmocka_unit_test(hash_map_survives_churn),
+        cmocka_unit_test(rejects_bad_requests),
+        cmocka_unit_test(blocks_unlisted),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }

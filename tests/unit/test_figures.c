@@ -66,7 +66,7 @@ static void figures_from_records(void **state)
     r[3].status = ST_REQ_OK;
     st_audit_scale_records(r, 10, 5);
     assert_int_equal(r[2].scheduled, 1000 * MS);
-    assert_int_equal(r[2].events[9], (200 + 200 + 180) * MS * 5);
+    assert_int_equal(st_record_event(&r[2], 9), (200 + 200 + 180) * MS * 5);
     assert_int_equal(st_audit_figures(&s, r, 10, 10, &row, &f), 0);
     assert_near(f.value_ms[0], 1000, 1e-6);
     assert_near(f.value_ms[1], 100, 1e-6);
@@ -82,7 +82,7 @@ static void ttfat_term(void **state)
     st_record r[10];
     make(r, 10);
     for (int i = 0; i < 10; i++) {
-        r[i].first_answer = r[i].events[6]; /* 6 reasoning tokens, then the answer */
+        r[i].first_answer = st_record_event(&r[i], 6); /* 6 reasoning tokens, then the answer */
         r[i].reasoning_tokens = 6;
     }
     st_audit_slo s = slo();
@@ -126,7 +126,7 @@ static void breaches_and_lower_bounds(void **state)
      * breach); at 2 s, 2.0 .. 1.6 s: five breaches */
     for (int i = 0; i < 5; i++) {
         r[i].first_token = r[i].first_byte = r[i].end = -1;
-        r[i].n_events = 0;
+        st_record_truncate_events(&r[i], 0);
     }
     st_audit_breaches(&s, r, 20, 1200 * MS, 1, 0, br, &failed);
     assert_int_equal(br[0], 0);
@@ -237,7 +237,7 @@ static void closed_loop_breaches_from_send(void **state)
         r[i].scheduled = 0;
         if (i >= 5) {
             r[i].sent = r[i].first_token = r[i].first_byte = r[i].end = -1;
-            r[i].n_events = 0;
+            st_record_truncate_events(&r[i], 0);
         }
     }
     st_audit_slo s = slo();

@@ -83,18 +83,17 @@ static void view_at(const st_record *full, st_record *v, uint32_t n, st_ns t)
         v[i] = full[i];
         if (v[i].scheduled > t) {
             v[i].sent = v[i].first_byte = v[i].first_token = v[i].end = -1;
-            v[i].n_events = 0;
+            st_record_truncate_events(&v[i], 0);
             continue;
         }
         if (v[i].first_token > t) {
             v[i].first_token = v[i].first_byte = -1;
-            v[i].n_events = 0;
+            st_record_truncate_events(&v[i], 0);
         }
         if (v[i].end > t) {
             v[i].end = -1;
             v[i].output_tokens = 0;
-            if (v[i].n_events > 1)
-                v[i].n_events = 1;
+            st_record_truncate_events(&v[i], 1);
         }
     }
 }
@@ -158,13 +157,13 @@ static int mm1_run(st_executor *x, const st_exec_rate *in, st_config_row *row, s
                 if (r->scheduled > t) {
                     r->sent = r->first_byte = r->first_token = -1;
                     r->end = -1;
-                    r->n_events = 0;
+                    st_record_truncate_events(r, 0);
                     r->output_tokens = 0;
                     st_record_set_error(r, ST_REQ_ABORTED, "stopped", 7);
                 } else if (r->end > t) {
                     if (r->first_token > t)
                         r->first_token = r->first_byte = -1;
-                    r->n_events = r->first_token >= 0 ? 1 : 0;
+                    st_record_truncate_events(r, r->first_token >= 0 ? 1 : 0);
                     r->end = t;
                     r->output_tokens = r->n_events;
                     st_record_set_error(r, ST_REQ_ABORTED, "stopped", 7);

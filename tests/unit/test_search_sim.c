@@ -86,8 +86,8 @@ static void view_at(const st_record *full, st_record *v, st_ns t)
 {
     for (int i = 0; i < N; i++) {
         v[i] = full[i];
-        v[i].events = NULL;
-        v[i].n_events = v[i].cap_events = 0;
+        v[i].segs = NULL;
+        v[i].n_segs = v[i].cap_segs = v[i].n_events = 0;
         v[i].error = NULL;
         if (v[i].scheduled > t) {
             v[i].sent = v[i].first_byte = v[i].first_token = v[i].end = -1;

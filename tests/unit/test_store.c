@@ -145,7 +145,7 @@ static void runs_records_samples_round_trip(void **state)
     assert_int_equal(st_store_records_get(s, g.id, &back, &nb), 0);
     assert_int_equal(nb, 3);
     assert_int_equal(back[1].n_events, 3);
-    assert_int_equal(back[1].events[2], 50001 + 40000);
+    assert_int_equal(st_record_event(&back[1], 2), 50001 + 40000);
     assert_int_equal(back[2].status, ST_REQ_TIMEOUT);
     assert_int_equal(back[2].end, 1LL << 40);
     assert_string_equal(back[2].error, "timed out");

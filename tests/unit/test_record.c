@@ -1,0 +1,163 @@
+/* The per-request record's token events (load/record.h): held as segments, read through one
+ * iterator. Events appended one at a time (the HTTP runner, the store's reader) come back exactly;
+ * times fitted into segments (the engine model's runs of steps) come back within the tolerance
+ * asked; truncation, scaling, random access and the join of short segments. */
+#include "harness.h"
+
+#include "core/rng.h"
+#include "load/record.h"
+
+/* Every event of r against want[0..n) within tol ns. */
+static void expect_events(const st_record *r, const st_ns *want, uint32_t n, st_ns tol)
+{
+    assert_int_equal(r->n_events, n);
+    st_event_it it;
+    st_ns t;
+    uint32_t k = 0;
+    st_events_begin(&it, r);
+    while (st_events_next(&it, &t)) {
+        assert_true(k < n);
+        if (llabs(t - want[k]) > tol)
+            fail_msg("event %u at %lld, expected %lld (tolerance %lld)", k, (long long)t, (long long)want[k],
+                     (long long)tol);
+        assert_int_equal(st_record_event(r, k), t);
+        k++;
+    }
+    assert_int_equal(k, n);
+    assert_int_equal(st_record_event(r, n), -1);
+    assert_int_equal(st_record_last_event(r), n ? st_record_event(r, n - 1) : -1);
+}
+
+/* Jittered real-stream times appended one by one are kept exactly, three to a segment at most
+ * when they do not lie on one curve. */
+static void added_events_exact(void **state)
+{
+    (void)state;
+    st_rng g;
+    st_rng_seed(&g, 7);
+    enum { N = 5000 };
+    static st_ns t[N];
+    st_record r;
+    st_record_init(&r, 0);
+    st_ns now = 1000;
+    for (uint32_t i = 0; i < N; i++) {
+        now += 1 + (st_ns)(st_rng_next(&g) % 40000000u); /* up to 40 ms apart */
+        if (i % 100 == 50)
+            now += 3000000000LL; /* a stall */
+        t[i] = now;
+        assert_int_equal(st_record_add_event(&r, t[i]), 0);
+    }
+    expect_events(&r, t, N, 0);
+    assert_true(r.n_segs <= N / 2 + 1); /* two or three events a segment */
+    st_record_free(&r);
+    /* equal intervals: one segment */
+    st_record_init(&r, 1);
+    for (uint32_t i = 0; i < 1000; i++) {
+        t[i] = 5000 + 12345 * (st_ns)i;
+        assert_int_equal(st_record_add_event(&r, t[i]), 0);
+    }
+    expect_events(&r, t, 1000, 0);
+    assert_int_equal(r.n_segs, 1);
+    st_record_free(&r);
+}
+
+/* A run of steps whose interval grows evenly (whole ns, truncated as the step times are) fits in
+ * few segments within the tolerance, exactly with tolerance 0; segments appended with an offset. */
+static void fitted_runs(void **state)
+{
+    (void)state;
+    enum { N = 3000 };
+    static st_ns t[N];
+    static st_tok_seg seg[N];
+    double x = 0;
+    for (uint32_t i = 0; i < N; i++) {
+        t[i] = 2000000 + (st_ns)x;
+        x += 9.87654e6 + 3.3 * i; /* the interval grows by 3.3 ns a step */
+    }
+    uint32_t n100 = st_tok_segs_fit(t, N, 100, seg);
+    assert_true(n100 >= 1 && n100 <= 8);
+    st_record r;
+    st_record_init(&r, 0);
+    assert_int_equal(st_record_add_segs(&r, seg, n100, 0), 0);
+    expect_events(&r, t, N, 100);
+    st_record_free(&r);
+    uint32_t n0 = st_tok_segs_fit(t, N, 0, seg);
+    assert_true(n0 >= n100);
+    st_record_init(&r, 0);
+    assert_int_equal(st_record_add_segs(&r, seg, n0, 0), 0);
+    expect_events(&r, t, N, 0);
+    /* the same run shifted by 7 us after it: the last segment and the new ones */
+    static st_ns t2[2 * N];
+    for (uint32_t i = 0; i < N; i++) {
+        t2[i] = t[i];
+        t2[N + i] = t[i] + t[N - 1] + 7000;
+    }
+    assert_int_equal(st_record_add_segs(&r, seg, n0, t[N - 1] + 7000), 0);
+    expect_events(&r, t2, 2 * N, 0);
+    st_record_free(&r);
+}
+
+/* Short pieces (single steps between runs) join into three-event segments, still exact. */
+static void short_pieces_join(void **state)
+{
+    (void)state;
+    st_ns t[] = { 100, 250, 420, 1000, 1900, 2000, 2150, 2151, 9000 };
+    st_tok_seg one;
+    st_record r;
+    st_record_init(&r, 0);
+    assert_int_equal(st_record_add_event(&r, t[0]), 0);
+    for (uint32_t i = 1; i < 9; i++) {
+        if (i % 2) {
+            assert_int_equal(st_tok_segs_fit(&t[i], 1, 0, &one), 1);
+            assert_int_equal(st_record_add_segs(&r, &one, 1, 0), 0);
+        } else {
+            assert_int_equal(st_record_add_event(&r, t[i]), 0);
+        }
+    }
+    expect_events(&r, t, 9, 0);
+    assert_int_equal(r.n_segs, 3);
+    st_record_free(&r);
+}
+
+/* Truncation keeps the first n events and leaves the segments themselves alone (a view's copy);
+ * scaling multiplies every time. */
+static void truncate_and_scale(void **state)
+{
+    (void)state;
+    enum { N = 200 };
+    st_ns t[N];
+    st_tok_seg seg[N];
+    for (uint32_t i = 0; i < N; i++)
+        t[i] = 1000000 + 20000000 * (st_ns)i + 40 * (st_ns)i * i;
+    uint32_t ns = st_tok_segs_fit(t, N, 0, seg);
+    st_record r;
+    st_record_init(&r, 0);
+    assert_int_equal(st_record_add_segs(&r, seg, ns, 0), 0);
+    st_record view = r;
+    st_record_truncate_events(&view, 1);
+    expect_events(&view, t, 1, 0);
+    view = r;
+    st_record_truncate_events(&view, 0);
+    expect_events(&view, t, 0, 0);
+    expect_events(&r, t, N, 0); /* the original untouched */
+    st_record_scale_events(&r, 2.5);
+    st_ns s[N];
+    for (uint32_t i = 0; i < N; i++)
+        s[i] = llround(t[i] * 2.5);
+    expect_events(&r, s, N, 2);
+    st_record_free(&r);
+    st_record_init(&r, 0); /* no events */
+    expect_events(&r, t, 0, 0);
+    st_record_free(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(added_events_exact),
+        cmocka_unit_test(fitted_runs),
+        cmocka_unit_test(short_pieces_join),
+        cmocka_unit_test(truncate_and_scale),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
