@@ -481,6 +481,7 @@ typedef struct wl_key {
     uint64_t prefix_seed;
     uint32_t prefix_len, ctx;
 } wl_key;
+_Static_assert(sizeof(wl_key) == sizeof(st_synth_params) + 16, "wl_key is compared as bytes: no padding in it");
 
 typedef struct wl_make {
     sweep *S;
