@@ -93,6 +93,9 @@ struct st_executor {
     /* The interruption flag (a SIGINT/SIGTERM handler sets it; NULL: never): a run stops within a
      * step of the engine model or a tick of the load generator once it is set. */
     volatile sig_atomic_t *stop;
+    /* Generated workloads shared with other executors' runs (load/wlcache.h; NULL: each run makes
+     * its own): the sweep takes a run's synthetic prompts from it when nothing changes them. */
+    struct st_wlcache *workloads;
     void *impl;
 };
 

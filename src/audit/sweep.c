@@ -26,6 +26,7 @@
 #include "load/arrival.h"
 #include "load/runner.h"
 #include "load/trace.h"
+#include "load/wlcache.h"
 #include "load/workload.h"
 
 /* What a run key is hashed from (spec facts, flags, rate). */
@@ -62,6 +63,7 @@ typedef struct sweep {
     int in_memory;       /* a forecast or a bisection: no store, no progress */
     double turns;        /* requests per arrival on the schedule: the mean turns of a session (1 without sessions) */
     st_quality_ref qref; /* the baseline's answers for the quality pass (audit/quality_pass.h) */
+    const st_workload *borrowed; /* the run's workload when it came from x->workloads (build_run) */
 } sweep;
 
 /* One configuration's search: its start row, the runs so far (in the order they were run) and
@@ -463,6 +465,71 @@ static int make_workload(sweep *S, uint64_t seed, uint32_t n, st_workload *w, ch
     return 0;
 }
 
+/* Whether the run's workload can come from the executor's cache: synthetic prompts without
+ * sessions (nothing in them changes during a run) on an executor that does not rewrite them. */
+static int workload_cacheable(const sweep *S)
+{
+    const st_spec *s = S->spec;
+    return S->x && S->x->workloads && !S->x->ops->prepare && s->workload.kind == ST_WL_SYNTHETIC &&
+           !s->workload.sessions.on && !s->workload.agent;
+}
+
+/* Everything make_workload's synthetic prompts depend on: the generator's parameters and the
+ * shared prefix (drawn from the spec's own seed). */
+typedef struct wl_key {
+    st_synth_params p;
+    uint64_t prefix_seed;
+    uint32_t prefix_len, ctx;
+} wl_key;
+_Static_assert(sizeof(wl_key) == sizeof(st_synth_params) + 16, "wl_key is compared as bytes: no padding in it");
+
+typedef struct wl_make {
+    sweep *S;
+    uint64_t seed;
+    uint32_t n;
+} wl_make;
+
+static int make_workload(sweep *S, uint64_t seed, uint32_t n, st_workload *w, char *err, size_t errlen);
+
+static int wl_make_fn(void *arg, st_workload *w, char *err, size_t errlen)
+{
+    wl_make *m = arg;
+    return make_workload(m->S, m->seed, m->n, w, err, errlen);
+}
+
+/* The run's workload: from the executor's cache when it can be (borrowed: drop_workload gives it
+ * back), else made. */
+static int run_workload(sweep *S, uint64_t seed, uint32_t n, st_workload *w, char *err, size_t errlen)
+{
+    if (!workload_cacheable(S))
+        return make_workload(S, seed, n, w, err, errlen);
+    wl_key k;
+    memset(&k, 0, sizeof k); /* the padding too: the key is compared as bytes */
+    st_spec_synth(S->spec, n, seed, &k.p);
+    k.prefix_seed = S->base_prefix ? S->spec->workload.seed : 0;
+    k.prefix_len = S->base_prefix ? S->prefix_len : 0;
+    k.ctx = S->ci >= 0 && S->ci < S->spec->n_configs ? st_sweep_config_context(S->spec, &S->spec->configs[S->ci]) : 0;
+    wl_make m = { S, seed, n };
+    const st_workload *got = st_wlcache_get(S->x->workloads, &k, sizeof k, wl_make_fn, &m, err, errlen);
+    if (!got)
+        return -1;
+    *w = *got; /* read-only: the cache keeps it */
+    S->borrowed = got;
+    return 0;
+}
+
+/* Frees a run's workload, or gives it back to the cache it came from. */
+static void drop_workload(sweep *S, st_workload *w)
+{
+    if (S->borrowed && w->items == S->borrowed->items) {
+        st_wlcache_put(S->x->workloads, S->borrowed);
+        S->borrowed = NULL;
+        memset(w, 0, sizeof *w);
+        return;
+    }
+    st_workload_free(w);
+}
+
 /* n arrival times for the first n_sched items (the rest, a session's later turns, are released
  * when the turn before them ends). */
 static int make_schedule(const st_spec *s, double rate_wall, uint64_t seed, uint32_t n, uint32_t n_sched, st_ns **out)
@@ -588,17 +655,17 @@ static int build_run(sweep *S, double rate, uint64_t seed, uint32_t n, st_worklo
 {
     char err[512];
     *sched = NULL;
-    if (make_workload(S, seed, n, w, err, sizeof err)) {
+    if (run_workload(S, seed, n, w, err, sizeof err)) {
         row->why = strdup(err);
         return -1;
     }
     if (S->x->ops->prepare && S->x->ops->prepare(S->x, w)) {
-        st_workload_free(w);
+        drop_workload(S, w);
         return 1;
     }
     double r = S->spec->closed_loop ? INFINITY : rate;
     if (rate_schedule(S->spec, w, r, seed ^ 0xa5a5, sched)) {
-        st_workload_free(w);
+        drop_workload(S, w);
         row->why = strdup("cannot build the arrival schedule");
         return -1;
     }
@@ -634,7 +701,7 @@ static int run_burst(sweep *S, const st_spec_config *c, st_config_row *crow, dou
         int rr = S->x->ops->run_rate(S->x, &in, crow, out, err, sizeof err);
         row->ended = st_wall_ns();
         free(sched);
-        st_workload_free(&w);
+        drop_workload(S, &w);
         if (rr < 0) {
             row->why = strdup(err);
             rc = -1;
@@ -862,7 +929,7 @@ static int run_sustained(sweep *S, cfgrun *cr, const st_next *nx, uint32_t plann
     if (rc == 0) {
         rc = sustained_exec(S, cr, nx, &w, sched, row, out, res);
         free(sched);
-        st_workload_free(&w);
+        drop_workload(S, &w);
     }
     return rc;
 }
@@ -1836,7 +1903,7 @@ static double lone_e2e(const st_spec *spec, st_executor *x, int ci)
                 st_exec_out_free(&out);
             }
             free(sched);
-            st_workload_free(&w);
+            drop_workload(&S, &w);
         }
         free(run.why);
     }

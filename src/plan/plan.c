@@ -209,7 +209,7 @@ static void screen_one(void *arg, int i)
     x->same = 0;
     x->capacity_rps = x->output_tps = x->ttft_p95_ms = x->tpot_p95_ms = NAN;
     x->usd_per_1m = x->lb_usd_per_1m = NAN;
-    x->bound_rps = x->bound_tps = 0;
+    x->bound_rps = x->bound_tps = x->est_tps = 0;
     x->bound_estimate = 0;
     x->why[0] = '\0';
     x->state =
@@ -268,12 +268,14 @@ static key heap_pop(heap *h)
     return top;
 }
 
-/* The output tokens/s no sustained rate of x exceeds: its proven bound, or its rate bound times
- * the most output tokens per request, whichever is lower. */
+/* The output tokens/s no sustained rate of x exceeds: its proven bound, its rate bound times the
+ * most output tokens per request, or refine's estimate in tokens, whichever is lowest. */
 static double bound_tps(const st_plan_candidate *x, double out_tokens)
 {
     double t = x->bound_rps * out_tokens;
-    return x->bound_tps > 0 && x->bound_tps < t ? x->bound_tps : t;
+    if (x->bound_tps > 0 && x->bound_tps < t)
+        t = x->bound_tps;
+    return x->est_tps > 0 && x->est_tps < t ? x->est_tps : t;
 }
 
 /* An evaluation's outcome into x's state. */

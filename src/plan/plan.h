@@ -78,6 +78,10 @@ typedef struct st_plan_candidate {
                                   bound_rps x the most output tokens per request) */
     int bound_estimate;        /* 1: bound_rps is refine's estimate (a simulation with a margin),
                                   not the screen's proven bound */
+    double est_tps;            /* refine's estimate of the output tokens/s of any sustained rate (the
+                                  saturated run's with the same margin; 0: none): the cost bound
+                                  uses the lowest of it, bound_tps and bound_rps x the most output
+                                  tokens per request */
     double lb_usd_per_1m;      /* the cost bound from it */
     double capacity_rps;       /* sustained capacity at the SLO (OK) */
     int capacity_capped;       /* no rate above it failed (the search's highest rate passed): a lower bound */

@@ -17,6 +17,7 @@
 #include "emu/specstep.h"
 #include "emu/steptime.h"
 #include "load/record.h"
+#include "load/wlcache.h"
 #include "load/workload.h"
 
 #define PLAN_SPEC_MAX ((size_t)1 << 20)
@@ -25,7 +26,7 @@
 
 typedef struct memo {
     uint64_t key;
-    double rps;
+    double rps, tps;
     uint32_t running;
 } memo;
 
@@ -64,6 +65,7 @@ struct st_plan_model {
     volatile sig_atomic_t *stop; /* the interruption flag (NULL: never) */
     st_workload w;               /* the spec's workload, ST_PLAN_BOUND_MAX requests, built once (read-only) */
     st_emu_sim_item *items;      /* w as engine-model items */
+    st_wlcache *workloads;       /* the evaluations' generated workloads, shared (load/wlcache.h) */
     /* the workload's extremes for the proven bound (any request the searches send) */
     double in_min;  /* the shortest prompt (tokens) */
     double u_min;   /* the fewest prompt tokens a request must prefill (its own, past a shared prefix) */
@@ -93,16 +95,23 @@ static int candidate_spec(const st_plan_model *m, const st_plan_candidate *c, st
     return rc;
 }
 
-static int cmp_ns(const void *a, const void *b)
+/* A completion: when it ended and the output tokens it delivered. */
+typedef struct done_at {
+    st_ns end;
+    uint32_t tokens;
+} done_at;
+
+static int by_end(const void *a, const void *b)
 {
-    st_ns x = *(const st_ns *)a, y = *(const st_ns *)b;
-    return x < y ? -1 : x > y;
+    const done_at *x = a, *y = b;
+    return x->end < y->end ? -1 : x->end > y->end;
 }
 
 /* Completions per second in the middle half of a closed-loop run that keeps `clients` requests
- * in flight (the engine's maximum throughput on this workload). */
+ * in flight (the engine's maximum throughput on this workload), and in *tps the output tokens a
+ * second those completions delivered. */
 static double saturated_rps(const st_plan_model *m, const st_emu_config *cfg, uint32_t clients, uint32_t *max_running,
-                            char *why, size_t n)
+                            double *tps, char *why, size_t n)
 {
     uint32_t reqs = clients * ST_PLAN_BOUND_PER_CLIENT;
     reqs = reqs < ST_PLAN_BOUND_MIN ? ST_PLAN_BOUND_MIN : reqs > ST_PLAN_BOUND_MAX ? ST_PLAN_BOUND_MAX : reqs;
@@ -110,7 +119,7 @@ static double saturated_rps(const st_plan_model *m, const st_emu_config *cfg, ui
         reqs = m->w.n;
     double rps = -1;
     st_record *recs = calloc(reqs ? reqs : 1, sizeof *recs);
-    st_ns *ends = calloc(reqs ? reqs : 1, sizeof *ends);
+    done_at *ends = calloc(reqs ? reqs : 1, sizeof *ends);
     st_emu_sim_stats st;
     if (!recs || !ends) {
         snprintf(why, n, "out of memory");
@@ -128,15 +137,25 @@ static double saturated_rps(const st_plan_model *m, const st_emu_config *cfg, ui
     uint32_t k = 0;
     for (uint32_t i = 0; i < reqs; i++)
         if (recs[i].status == ST_REQ_OK && recs[i].end > 0)
-            ends[k++] = recs[i].end;
+            ends[k++] = (done_at){ recs[i].end, recs[i].output_tokens };
     if (k < 8) {
         snprintf(why, n, "only %u of %u requests completed when saturated", k, reqs);
         goto out;
     }
-    qsort(ends, k, sizeof *ends, cmp_ns);
+    qsort(ends, k, sizeof *ends, by_end);
     uint32_t a = k / 4, b = 3 * k / 4;
-    double span = (double)(ends[b] - ends[a]) / 1e9;
-    rps = span > 0 ? (double)(b - a) / span : (double)k / ((double)ends[k - 1] / 1e9);
+    double span = (double)(ends[b].end - ends[a].end) / 1e9, tokens = 0;
+    if (span > 0) {
+        for (uint32_t i = a + 1; i <= b; i++)
+            tokens += ends[i].tokens;
+        rps = (double)(b - a) / span;
+    } else { /* every middle completion at one instant: the whole run */
+        span = (double)ends[k - 1].end / 1e9;
+        for (uint32_t i = 0; i < k; i++)
+            tokens += ends[i].tokens;
+        rps = (double)k / span;
+    }
+    *tps = tokens / span;
 out:
     for (uint32_t i = 0; recs && i < reqs; i++)
         st_record_free(&recs[i]);
@@ -188,7 +207,8 @@ static spectag spec_tag(const st_plan_candidate *c)
 /* The saturation run of an engine configuration with `clients`, from the memo when an equal one
  * ran already (key: everything that shapes the run). */
 static double saturated_memo(st_plan_model *m, const st_emu_config *cfg, const st_plan_candidate *c,
-                             const st_emu_memory *mem, uint32_t clients, uint32_t *running, char *why, size_t n)
+                             const st_emu_memory *mem, uint32_t clients, uint32_t *running, double *tps, char *why,
+                             size_t n)
 {
     char k[512];
     snprintf(k, sizeof k, "%s|%d|%s|%s|%u|%u|%u|%s|%s", c->gpu, c->tp, c->model, c->kv_dtype, clients,
@@ -199,16 +219,17 @@ static double saturated_memo(st_plan_model *m, const st_emu_config *cfg, const s
         if (m->memo[i].key == key) {
             double r = m->memo[i].rps;
             *running = m->memo[i].running;
+            *tps = m->memo[i].tps;
             m->hits++;
             pthread_mutex_unlock(&m->mu);
             return r;
         }
     pthread_mutex_unlock(&m->mu);
-    double r = saturated_rps(m, cfg, clients, running, why, n);
+    double r = saturated_rps(m, cfg, clients, running, tps, why, n);
     pthread_mutex_lock(&m->mu);
     m->runs++;
     if (r > 0 && m->n_memo < PLAN_MEMO_MAX)
-        m->memo[m->n_memo++] = (memo){ key, r, *running };
+        m->memo[m->n_memo++] = (memo){ key, r, *tps, *running };
     pthread_mutex_unlock(&m->mu);
     return r;
 }
@@ -510,11 +531,15 @@ static int refine(void *arg, st_plan_candidate *c, char *why, size_t n)
     uint32_t clients = fit + fit / 4 + 1;
     if (clients > mem.max_num_seqs)
         clients = mem.max_num_seqs;
-    double rps = saturated_memo(m, &cfg, c, &mem, clients, &running, why, n);
+    double tps = 0;
+    double rps = saturated_memo(m, &cfg, c, &mem, clients, &running, &tps, why, n);
     if (!(rps > 0))
         return -1;
     double b = rps * ST_PLAN_BOUND_MARGIN;
     c->bound_rps = b < c->bound_rps ? b : c->bound_rps;
+    /* the same margin on the output tokens the saturated run delivered: the cost bound prices a
+     * candidate on its requests' tokens, not on the most a request may ask for */
+    c->est_tps = tps > 0 ? tps * ST_PLAN_BOUND_MARGIN : 0;
     /* a --max-num-seqs the batch never reached (the KV cache binds first) changes nothing */
     char key[512];
     snprintf(key, sizeof key, "%s|%d|%s|%s|%ld|%ld|%s|%s", c->gpu, c->tp, c->model, c->kv_dtype,
@@ -537,6 +562,7 @@ static int evaluate(void *arg, st_plan_candidate *c, char *why, size_t n)
     if (st_exec_model_new(&s, NULL, &x, why, n))
         goto out;
     x->stop = m->stop;
+    x->workloads = m->workloads; /* candidates probe the same rates: their prompts are drawn once */
     st_sweep_bisect_result r;
     if (st_sweep_bisect(&s, x, 0, m->tolerance, &r, why, n))
         goto out;
@@ -628,6 +654,12 @@ int st_plan_model_new(const char *base_name, const char *base_text, size_t base_
     m->base = base;
     m->tolerance = tolerance;
     pthread_mutex_init(&m->mu, NULL);
+    m->workloads = st_wlcache_new(0);
+    if (!m->workloads) {
+        snprintf(err, errlen, "out of memory");
+        st_plan_model_free(m);
+        return -1;
+    }
     if (st_sweep_workload(base, base->workload.seed, ST_PLAN_BOUND_MAX, &m->w, err, errlen)) {
         st_plan_model_free(m);
         return -1;
@@ -655,6 +687,7 @@ void st_plan_model_free(st_plan_model *m)
     free(m->groups);
     free(m->lp);
     free(m->items);
+    st_wlcache_free(m->workloads);
     st_workload_free(&m->w);
     pthread_mutex_destroy(&m->mu);
     free(m);

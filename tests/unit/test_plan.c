@@ -342,6 +342,76 @@ static void pruned_search_matches_exhaustive(void **state)
     st_spec_free(&s);
 }
 
+/* The plan's own search mode (sustained, the default) on the engine model: the pruned search,
+ * one worker or two, picks the top 3 an exhaustive search finds, and one and two workers agree on
+ * every candidate (their evaluations share generated workloads: the same prompts either way). */
+static void sustained_pick_matches_exhaustive_on_any_workers(void **state)
+{
+    (void)state;
+    const char *text = "engine: {kind: vllm, model: Qwen/Qwen3-8B, flags: [--max-model-len, \"4096\"]}\n"
+                       "hardware: {gpu: H100, gpus_per_replica: 1, price_per_gpu_hour: 2.49}\npeak_rate: 20\n"
+                       "workload: {input_tokens: 1200, output_tokens: 120, range_ratio: 0.1, shared_prefix: 800, "
+                       "requests_per_rate: 100, seed: 3}\n"
+                       "rates: [2, 4, 8]\nslo: {ttft_p95_ms: 1000, tpot_p95_ms: 40}\n"
+                       "plan: {gpus: [H100, L40S, RTX4090], gpus_per_replica: [1, 2], kv_cache_dtype: [auto, fp8], "
+                       "max_num_seqs: [32, 128], max_num_batched_tokens: [2048]}\n";
+    st_spec s;
+    char err[1024];
+    if (st_spec_parse("p.yaml", text, strlen(text), &s, err, sizeof err))
+        fail_msg("%s", err);
+    assert_int_equal(s.search.mode, ST_SEARCH_SUSTAINED);
+    st_prices p;
+    assert_int_equal(st_prices_builtin(&p, err, sizeof err), 0);
+    st_plan_candidate *c[3];
+    int n[3];
+    for (int k = 0; k < 3; k++)
+        assert_int_equal(st_plan_enumerate(&s, &p, NULL, 2048, &c[k], &n[k], err, sizeof err), 0);
+    assert_int_equal(n[0], 24);
+    st_plan_model *m;
+    if (st_plan_model_new("p.yaml", text, strlen(text), &s, 0.05, &m, err, sizeof err))
+        fail_msg("%s", err);
+    st_plan_ops ops;
+    st_plan_model_ops(m, &ops);
+    st_plan_search_opts one = { .threads = 1, .batch = ST_PLAN_BATCH }, two = { .threads = 2, .batch = ST_PLAN_BATCH };
+    st_plan_stats st[3];
+    int b1 = st_plan_search_opt(c[0], n[0], 3, 132, &ops, &one, &st[0]);
+    int b2 = st_plan_search_opt(c[1], n[1], 3, 132, &ops, &two, &st[1]);
+    int be = st_plan_search_opt(c[2], n[2], n[2], 132, &ops, &two, &st[2]); /* k = every candidate */
+    assert_int_equal(st[2].pruned, 0);
+    assert_true(st[0].pruned > 0); /* the pruned search did skip some */
+    assert_true(b1 >= 0 && b1 == b2 && b1 == be);
+    int o[3][3];
+    for (int k = 0; k < 3; k++)
+        assert_int_equal(st_plan_order(c[k], n[k], o[k], 3), 3);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(o[0][i], o[2][i]);
+        assert_near(c[0][o[0][i]].usd_per_1m, c[2][o[2][i]].usd_per_1m, 0);
+    }
+    /* one worker and two: the same search, candidate by candidate */
+    assert_int_equal(st[0].evaluated, st[1].evaluated);
+    assert_int_equal(st[0].shared, st[1].shared);
+    assert_int_equal(st[0].refined, st[1].refined);
+    for (int i = 0; i < n[0]; i++) {
+        assert_int_equal(c[0][i].state, c[1][i].state);
+        assert_int_equal(c[0][i].rank, c[1][i].rank);
+        if (c[0][i].state == ST_PLAN_OK) {
+            assert_near(c[0][i].capacity_rps, c[1][i].capacity_rps, 0);
+            assert_near(c[0][i].ttft_p95_ms, c[1][i].ttft_p95_ms, 0);
+            /* and the exhaustive search measured it the same */
+            assert_near(c[0][i].usd_per_1m, c[2][i].usd_per_1m, 0);
+        }
+    }
+    /* no candidate the pruned search left out was cheaper than its third pick */
+    for (int i = 0; i < n[0]; i++)
+        if (c[0][i].state == ST_PLAN_PRUNED && c[2][i].state == ST_PLAN_OK)
+            assert_true(c[2][i].usd_per_1m >= c[0][o[0][2]].usd_per_1m);
+    st_plan_model_free(m);
+    for (int k = 0; k < 3; k++)
+        free(c[k]);
+    st_prices_free(&p);
+    st_spec_free(&s);
+}
+
 /* A fake refine: a tighter bound (1.2x the capacity, from 2x). */
 static int fake_refine(void *arg, st_plan_candidate *c, char *why, size_t n)
 {
@@ -443,6 +513,7 @@ int main(void)
         cmocka_unit_test(frontiers_and_none_passed),
         cmocka_unit_test(candidate_spec_round_trips),
         cmocka_unit_test(pruned_search_matches_exhaustive),
+        cmocka_unit_test(sustained_pick_matches_exhaustive_on_any_workers),
         cmocka_unit_test(same_result_on_any_thread_count),
         cmocka_unit_test(oversized_space_asks_for_max_candidates),
     };
