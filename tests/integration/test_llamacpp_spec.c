@@ -26,37 +26,60 @@
 typedef struct bench_out {
     double rate, tpot_ms, tokens, drafted, accepted;
     double srv_token_ms; /* llama-server's own decode time per generated token (timings.predicted_ms / _n) */
+    double n, tpot_sum, gen_ms, gen_n; /* the sums behind them (bench_add) */
 } bench_out;
+
+/* The figures of o and the next run x together. */
+static void bench_add(bench_out *o, const bench_out *x)
+{
+    o->n += x->n;
+    o->tpot_sum += x->tpot_sum;
+    o->gen_ms += x->gen_ms;
+    o->gen_n += x->gen_n;
+    o->tokens += x->tokens;
+    o->drafted += x->drafted;
+    o->accepted += x->accepted;
+    o->tpot_ms = o->n > 0 ? o->tpot_sum / o->n : NAN;
+    o->srv_token_ms = o->gen_n > 0 ? o->gen_ms / o->gen_n : NAN;
+    o->rate = o->drafted > 0 ? o->accepted / o->drafted : 0;
+}
 
 #define SERVER_ARGS "-c", "1024", "-t", "1", "--temp", "0", "--alias", ALIAS
 #define REQUESTS 8
 
-/* Runs the bench against a llama-server of `model` with `draft` (NULL: none) and `np` slots:
- * REQUESTS requests of 32 prompt and 48 output tokens, all sent at once (with one slot, served one
- * at a time; with np, np at a time). */
-static void bench_server_np(const char *dir, const char *model, const char *draft, const char *name, int np,
-                            bench_out *o)
+/* Starts llama-server for `model` with `draft` (NULL: none) and `np` slots. */
+static void srv_open(llama_srv *s, const char *dir, const char *model, const char *draft, int np, const char *name)
 {
-    memset(o, 0, sizeof *o);
-    llama_srv s;
     char nps[16];
     snprintf(nps, sizeof nps, "%d", np);
     const char *with[] = { "-md", draft, "--spec-type", "draft-simple", "--spec-draft-n-max",
                            "8",   "-np", nps,           SERVER_ARGS,    NULL };
     const char *plain[] = { "-np", nps, SERVER_ARGS, NULL };
-    if (llama_start(&s, dir, model, tmp, draft ? with : plain, LLAMA_READY_S)) {
-        llama_stop(&s);
-        fail_msg("llama-server (%s) did not become ready:\n%s", name, llama_log_tail(&s));
+    if (llama_start(s, dir, model, tmp, draft ? with : plain, LLAMA_READY_S)) {
+        llama_stop(s);
+        fail_msg("llama-server (%s) did not become ready:\n%s", name, llama_log_tail(s));
     }
-    char url[64], json[600], nreq[16];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", s.port);
+}
+
+/* The bench against the running server s: REQUESTS requests of 32 prompt and 48 output tokens,
+ * at most `conc` at a time (0: all sent at once, served as the server's slots allow); `draft`
+ * says whether s speculates. */
+static void bench_n(const llama_srv *s, const char *name, int draft, int conc, int nreq_, int say, bench_out *o)
+{
+    memset(o, 0, sizeof *o);
+    char url[64], json[600], nreq[16], cs[16];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", s->port);
     snprintf(json, sizeof json, "%s/bench-%s.json", tmp, name);
-    snprintf(nreq, sizeof nreq, "%d", REQUESTS);
+    snprintf(nreq, sizeof nreq, "%d", nreq_);
+    snprintf(cs, sizeof cs, "%d", conc);
     const char *b[] = { "bench", "--url",           url,  "--api", "completions", "--model", ALIAS, "--input-tokens",
                         "32",    "--output-tokens", "48", "-n",    nreq,          "--rate",  "inf", "--seed",
-                        "5",     "--json",          json, "-q",    NULL };
+                        "5",     "--json",          json, "-q",    NULL,          NULL,      NULL };
+    if (conc > 0) {
+        b[19] = "--max-concurrency";
+        b[20] = cs;
+    }
     int rc = run_servetune(b, BENCH_LIMIT_S);
-    llama_stop(&s);
     if (rc != 0 && rc != 3)
         fail_msg("servetune bench (%s) exited %d", name, rc);
     json_error_t je;
@@ -79,7 +102,11 @@ static void bench_server_np(const char *dir, const char *model, const char *draf
         gen_n += json_number_value(json_object_get(r, "server_gen_tokens"));
         n++;
     }
-    assert_int_equal(n, REQUESTS);
+    assert_int_equal(n, nreq_);
+    o->n = (double)n;
+    o->tpot_sum = o->tpot_ms;
+    o->gen_ms = gen_ms;
+    o->gen_n = gen_n;
     o->tpot_ms /= (double)n;
     o->srv_token_ms = gen_n > 0 ? gen_ms / gen_n : NAN;
     o->drafted = (double)sum_d;
@@ -88,23 +115,33 @@ static void bench_server_np(const char *dir, const char *model, const char *draf
     if (draft) {
         if (!json_is_object(sp))
             fail_msg("draft %s: no speculation block in the summary", name);
-        assert_int_equal(json_integer_value(json_object_get(sp, "requests")), REQUESTS);
+        assert_int_equal(json_integer_value(json_object_get(sp, "requests")), nreq_);
         assert_true(json_integer_value(json_object_get(sp, "draft_tokens")) > 0);
         assert_int_equal(json_integer_value(json_object_get(sp, "draft_tokens")), sum_d);
         assert_int_equal(json_integer_value(json_object_get(sp, "accepted_tokens")), sum_a);
         o->rate = json_real_value(json_object_get(sp, "acceptance_rate"));
-        print_message("# draft %s: %.0f of %.0f draft tokens accepted (%.1f%%), TPOT %.2f ms\n", name, o->accepted,
-                      o->drafted, 100 * o->rate, o->tpot_ms);
-    } else {
-        print_message("# %s without a draft, %d slot(s): TPOT %.2f ms (the server's %.3f ms a token)\n", name, np,
-                      o->tpot_ms, o->srv_token_ms);
+        if (say)
+            print_message("# draft %s: %.0f of %.0f draft tokens accepted (%.1f%%), TPOT %.2f ms\n", name, o->accepted,
+                          o->drafted, 100 * o->rate, o->tpot_ms);
+    } else if (say) {
+        print_message("# %s without a draft, %s: TPOT %.2f ms (the server's %.3f ms a token)\n", name,
+                      conc == 1 ? "one at a time" : "several at a time", o->tpot_ms, o->srv_token_ms);
     }
     json_decref(j);
 }
 
+static void bench_at(const llama_srv *s, const char *name, int draft, int conc, bench_out *o)
+{
+    bench_n(s, name, draft, conc, REQUESTS, 1, o);
+}
+
+/* Runs the bench against a llama-server of `model` with `draft` (NULL: none), one slot. */
 static void bench_server(const char *dir, const char *model, const char *draft, const char *name, bench_out *o)
 {
-    bench_server_np(dir, model, draft, name, 1, o);
+    llama_srv s;
+    srv_open(&s, dir, model, draft, 1, name);
+    bench_at(&s, name, draft != NULL, 0, o);
+    llama_stop(&s);
 }
 
 static double measured(const char *dir, const char *target, const char *draft, const char *name)
@@ -140,52 +177,47 @@ static int cmp_double(const void *x, const void *y)
     return a < b ? -1 : a > b;
 }
 
-/* A forward pass's cost on llama-server for `model`: prompt processing of n tokens (a new prompt
- * each time, no prompt cache), fitted as a + b n seconds by a robust line over n = 2..16. */
-static void pass_costs(const char *dir, const char *model, const char *name, double *a, double *b)
+#define PP_MAX 64
+
+/* Prompt processing on the running llama-server s: two prompts of each of n = 2..16 tokens (a new
+ * prompt each time, no prompt cache), their (n, seconds) appended to px, py (room for cap). */
+static void pp_points(const llama_srv *s, const char *name, uint32_t *seed, double *px, double *py, int *m, int cap)
 {
-    llama_srv s;
-    const char *args[] = { "-np", "1", SERVER_ARGS, NULL };
-    if (llama_start(&s, dir, model, tmp, args, LLAMA_READY_S)) {
-        llama_stop(&s);
-        fail_msg("llama-server (%s) did not become ready:\n%s", name, llama_log_tail(&s));
-    }
-    static const int sizes[] = { 2, 4, 6, 8, 10, 12, 16 };
-    enum { PTS = 3 * 7 };
-    double px[PTS], py[PTS];
-    int m = 0;
-    uint32_t x = 12345;
-    for (int rep = -1; rep < 3; rep++) { /* rep -1: a warm-up, not counted */
-        for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
-            char body[1024];
-            int len = snprintf(body, sizeof body, "{\"prompt\":[");
-            for (int t = 0; t < sizes[k]; t++) {
-                x = x * 1103515245u + 12345u;
-                len += snprintf(body + len, sizeof body - (size_t)len, "%s%u", t ? "," : "", 1000 + (x >> 8) % 30000);
-            }
-            snprintf(body + len, sizeof body - (size_t)len,
-                     "],\"n_predict\":1,\"cache_prompt\":false,\"temperature\":0}");
-            http_res r;
-            if (http_do(s.port, "POST", "/completion", body, NULL, 30000, &r) || r.status != 200)
-                fail_msg("%s: /completion: status %d: %s", name, r.status, r.body.data ? r.body.data : "");
-            json_t *j = json_loads(r.body.data, 0, NULL);
-            http_res_free(&r);
-            assert_non_null(j);
-            json_t *tm = json_object_get(j, "timings");
-            double n = (double)json_integer_value(json_object_get(tm, "prompt_n"));
-            double ms = json_number_value(json_object_get(tm, "prompt_ms"));
-            json_decref(j);
-            assert_true(n >= sizes[k] && ms > 0);
-            if (rep < 0 || m >= PTS)
-                continue;
-            px[m] = n;
-            py[m++] = ms / 1e3;
+    /* the first two warm the server up after the other servers' runs (its weights out of the caches) */
+    static const int sizes[] = { 16, 16, 2, 4, 6, 8, 10, 12, 16, 2, 4, 6, 8, 10, 12, 16 };
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+        char body[1024];
+        int len = snprintf(body, sizeof body, "{\"prompt\":[");
+        for (int t = 0; t < sizes[k]; t++) {
+            *seed = *seed * 1103515245u + 12345u;
+            len += snprintf(body + len, sizeof body - (size_t)len, "%s%u", t ? "," : "", 1000 + (*seed >> 8) % 30000);
         }
+        snprintf(body + len, sizeof body - (size_t)len, "],\"n_predict\":1,\"cache_prompt\":false,\"temperature\":0}");
+        http_res r;
+        if (http_do(s->port, "POST", "/completion", body, NULL, 30000, &r) || r.status != 200)
+            fail_msg("%s: /completion: status %d: %s", name, r.status, r.body.data ? r.body.data : "");
+        json_t *j = json_loads(r.body.data, 0, NULL);
+        http_res_free(&r);
+        assert_non_null(j);
+        json_t *tm = json_object_get(j, "timings");
+        double n = (double)json_integer_value(json_object_get(tm, "prompt_n"));
+        double ms = json_number_value(json_object_get(tm, "prompt_ms"));
+        json_decref(j);
+        assert_true(n >= sizes[k] && ms > 0);
+        if (k < 2 || *m >= cap)
+            continue;
+        px[*m] = n;
+        py[(*m)++] = ms / 1e3;
     }
-    llama_stop(&s);
-    /* Theil-Sen: the median of the pairwise slopes, then of the intercepts (a shared machine's
-     * stalls make a few points far slower; least squares would follow them) */
-    static double sl[PTS * PTS];
+}
+
+/* A forward pass's cost a + b n from prompt processing's points: Theil-Sen, the median of the
+ * pairwise slopes, then of the intercepts (a shared machine's stalls make a few points far slower;
+ * least squares would follow them). */
+static void pp_fit(const double *px, const double *py, int m, const char *name, double *a, double *b)
+{
+    static double sl[PP_MAX * PP_MAX];
+    assert_true(m <= PP_MAX);
     int k = 0;
     for (int i = 0; i < m; i++)
         for (int j = i + 1; j < m; j++)
@@ -198,7 +230,7 @@ static void pass_costs(const char *dir, const char *model, const char *name, dou
         sl[i] = py[i] - *b * px[i];
     qsort(sl, (size_t)m, sizeof *sl, cmp_double);
     *a = sl[m / 2];
-    print_message("# %s: a pass of n tokens takes %.3f + %.3f n ms\n", name, 1e3 * *a, 1e3 * *b);
+    print_message("# %s: a pass of n tokens takes %.3f + %.3f n ms (prompt processing)\n", name, 1e3 * *a, 1e3 * *b);
     assert_true(*b > 0);
     if (*a < 0)
         *a = 0;
@@ -236,37 +268,93 @@ static double row_share(const char *path)
     return out / blocks;
 }
 
-/* The model's inputs for one model from servers without speculation: its pass a + b n (prompt
- * processing, a graph built each time, one sampling) and its decode served alone (a graph reused,
- * one sampling and one streamed token a step). tok_s, the per-token sampling and streaming, is
- * taken out of both; what prompt processing's fixed cost has beyond the decode pass's is the graph
- * build. */
-static void model_costs(const char *dir, const char *model, const char *name, double tok_s, double *a, double *b,
-                        double *graph)
+/* The figures of one draft's comparison, pooled over PASSES passes (predicted_tpot_change). */
+typedef struct spec_meas {
+    double tx[PP_MAX], ty[PP_MAX], dx[PP_MAX], dy[PP_MAX]; /* prompt processing: target's, draft's */
+    int tm, dm;
+    bench_out one, four, dft, with;
+} spec_meas;
+
+#define PASSES 4
+#define PASS_REQUESTS 4
+
+/* The model's inputs from the runs without speculation. The target's decode one request at a time
+ * (a graph reused, one sampling and one streamed token a step) and 4 at a time in its 4 slots:
+ * each sequence more in the step costs a token's pass, a logits row and its sampling and
+ * streaming, so tok_s = (T4 - T1) / 3 - b - row, and T1 - b - tok_s is the decode pass's fixed
+ * cost; what prompt processing's fixed cost (a graph built each time, one sampling) has beyond
+ * it is the graph build. The draft's the same from its own decode and prompt processing, less
+ * the target's per-token work (the same vocabulary and server), its sampling of a draft token
+ * (top-k 10 over that vocabulary) taken as that per-token work. */
+static void costs_of(const spec_meas *m, const char *target, const char *name, st_emu_llama_costs *c)
 {
-    double pp_a;
-    pass_costs(dir, model, name, &pp_a, b);
-    bench_out alone;
-    bench_server(dir, model, NULL, name, &alone);
-    *a = alone.srv_token_ms / 1e3 - *b - tok_s;
-    *graph = pp_a - *a - tok_s;
-    if (*a < 0)
-        *a = 0;
-    if (*graph < 0)
-        *graph = 0;
-    print_message("# %s: a decode pass %.3f + %.3f n ms, a graph build %.3f ms\n", name, 1e3 * *a, 1e3 * *b,
-                  1e3 * *graph);
+    double pp_a, dpp_a;
+    pp_fit(m->tx, m->ty, m->tm, "target", &pp_a, &c->tgt_b);
+    pp_fit(m->dx, m->dy, m->dm, name, &dpp_a, &c->dft_b);
+    c->tgt_row_s = c->tgt_b * row_share(target);
+    double t1 = m->one.srv_token_ms / 1e3;
+    c->tok_s = (m->four.srv_token_ms / 1e3 - t1) / 3 - c->tgt_b - c->tgt_row_s;
+    c->tok_s = c->tok_s > 0 ? c->tok_s : 0;
+    c->tgt_a = t1 - c->tgt_b - c->tok_s;
+    c->tgt_graph_s = pp_a - c->tgt_a - c->tok_s;
+    c->tgt_graph_s = c->tgt_graph_s > 0 ? c->tgt_graph_s : 0;
+    c->dft_a = m->dft.srv_token_ms / 1e3 - c->dft_b - c->tok_s;
+    c->dft_a = c->dft_a > 0 ? c->dft_a : 0;
+    c->dft_graph_s = dpp_a - c->dft_a - c->tok_s;
+    c->dft_graph_s = c->dft_graph_s > 0 ? c->dft_graph_s : 0;
+    c->dft_sample_s = c->tok_s;
+    print_message("# target: decode %.3f ms a token alone, %.3f with 4 sequences; a decode pass %.3f + %.3f n ms, a "
+                  "logits row %.3f ms, a graph build %.3f ms, a token's sampling and streaming %.3f ms\n",
+                  m->one.srv_token_ms, m->four.srv_token_ms, 1e3 * c->tgt_a, 1e3 * c->tgt_b, 1e3 * c->tgt_row_s,
+                  1e3 * c->tgt_graph_s, 1e3 * c->tok_s);
+    print_message("# %s: decode %.3f ms a token alone; a decode pass %.3f + %.3f n ms, a graph build %.3f ms\n", name,
+                  m->dft.srv_token_ms, 1e3 * c->dft_a, 1e3 * c->dft_b, 1e3 * c->dft_graph_s);
+    assert_true(c->tgt_a > 0);
+}
+
+/* One draft's runs: the target without speculation (4 slots), the draft alone and the target with
+ * the draft, all started at once and measured in PASSES interleaved passes (prompt processing,
+ * decode, speculative decode, a few seconds each), so that the load of a shared machine, which
+ * moves a step's time by 2-3x over minutes, weighs on all of them alike. */
+static void measure_draft(const char *dir, const char *target, const char *draft, const char *name, spec_meas *m)
+{
+    memset(m, 0, sizeof *m);
+    llama_srv ts, ds, ss;
+    srv_open(&ts, dir, target, NULL, 4, "target");
+    srv_open(&ds, dir, draft, NULL, 1, name);
+    srv_open(&ss, dir, target, draft, 1, name);
+    uint32_t seed = 12345;
+    for (int p = -1; p < PASSES; p++) { /* pass -1: a warm-up of each server, not counted */
+        double px[16], py[16];
+        int n = 0;
+        pp_points(&ts, "target", &seed, p < 0 ? px : m->tx, p < 0 ? py : m->ty, p < 0 ? &n : &m->tm,
+                  p < 0 ? 16 : PP_MAX);
+        n = 0;
+        pp_points(&ds, name, &seed, p < 0 ? px : m->dx, p < 0 ? py : m->dy, p < 0 ? &n : &m->dm, p < 0 ? 16 : PP_MAX);
+        bench_out o;
+        bench_n(&ts, "target", 0, 1, PASS_REQUESTS, 0, &o);
+        if (p >= 0)
+            bench_add(&m->one, &o);
+        bench_n(&ts, "target", 0, 0, PASS_REQUESTS, 0, &o); /* all at once: 4 at a time in the 4 slots */
+        if (p >= 0)
+            bench_add(&m->four, &o);
+        bench_n(&ds, name, 0, 1, PASS_REQUESTS, 0, &o);
+        if (p >= 0)
+            bench_add(&m->dft, &o);
+        bench_n(&ss, name, 1, 1, PASS_REQUESTS, 0, &o);
+        if (p >= 0)
+            bench_add(&m->with, &o);
+    }
+    llama_stop(&ts);
+    llama_stop(&ds);
+    llama_stop(&ss);
 }
 
 /* The engine model's llama.cpp step (emu/specstep.h) with llama.cpp's measured pass costs and the
  * measured acceptance, against the TPOT change each draft makes: within 15 % for both. The costs
- * come from servers without a draft: each model's prompt processing and decode, and the target's
- * decode at 4 sequences a step (each sequence more costs a token's pass, a logits row and the
- * per-token sampling and streaming, which the single-sequence decode then no longer counts as a
- * fixed cost); the speculative runs give only their draft and accepted counts to the model. The
- * measured change is the ratio of two runs made next to each other (the target without a draft
- * just before each speculative run), so that the load of a shared machine, which moves a step's
- * time by 2-3x over minutes, moves both. */
+ * come from the runs without speculation (costs_of); the speculative runs give only their draft
+ * and accepted counts to the model; the measured change is the speculative server's TPOT over the
+ * plain one's, measured in the same passes (measure_draft). */
 static void predicted_tpot_change(void **state)
 {
     (void)state;
@@ -281,51 +369,31 @@ static void predicted_tpot_change(void **state)
     llama_make_model(dir, "llama", "30M", "q8_0", q8, seed1);
     llama_make_model(dir, "llama", "30M", NULL, other, seed2);
     const char *drafts[2] = { q8, other }, *names[2] = { "q8", "other" };
-    st_emu_llama_spec pred[2];
-    double meas[2];
+    double err[2], meas[2], pred[2];
+    static spec_meas m;
     for (int i = 0; i < 2; i++) {
+        measure_draft(dir, target, drafts[i], names[i], &m);
         st_emu_llama_costs c = { .n_max = 8 };
-        double pp_a;
-        pass_costs(dir, target, "target", &pp_a, &c.tgt_b);
-        c.tgt_row_s = c.tgt_b * row_share(target);
-        bench_out one, four;
-        bench_server_np(dir, target, NULL, "target", 4, &four);
-        bench_server(dir, target, NULL, "target", &one);
-        /* a sequence more in the step: its token's pass, a logits row, its sampling and streaming */
-        c.tok_s = (four.srv_token_ms - one.srv_token_ms) / 3e3 - c.tgt_b - c.tgt_row_s;
-        if (c.tok_s < 0)
-            c.tok_s = 0;
-        c.tgt_a = one.srv_token_ms / 1e3 - c.tgt_b - c.tok_s;
-        c.tgt_graph_s = pp_a - c.tgt_a - c.tok_s;
-        if (c.tgt_graph_s < 0)
-            c.tgt_graph_s = 0;
-        print_message("# target: a decode pass %.3f + %.3f n ms, a logits row %.3f ms, a graph build %.3f ms, a "
-                      "token's sampling and streaming %.3f ms\n",
-                      1e3 * c.tgt_a, 1e3 * c.tgt_b, 1e3 * c.tgt_row_s, 1e3 * c.tgt_graph_s, 1e3 * c.tok_s);
-        assert_true(c.tgt_a > 0);
-        model_costs(dir, drafts[i], names[i], c.tok_s, &c.dft_a, &c.dft_b, &c.dft_graph_s);
-        /* the draft's top-k sampling over the same vocabulary, as the target's per-token work (its
-         * streaming is small beside the pass over the vocabulary) */
-        c.dft_sample_s = c.tok_s;
-        bench_out plain, with;
-        bench_server(dir, target, NULL, "target", &plain);
-        bench_server(dir, target, drafts[i], names[i], &with);
-        assert_int_equal(st_emu_spec_llamacpp(&c, with.tokens, with.drafted, with.accepted, &pred[i]), 0);
-        meas[i] = with.tpot_ms / plain.tpot_ms;
+        costs_of(&m, target, names[i], &c);
+        st_emu_llama_spec p;
+        assert_int_equal(st_emu_spec_llamacpp(&c, m.with.tokens, m.with.drafted, m.with.accepted, &p), 0);
+        meas[i] = m.with.tpot_ms / m.one.tpot_ms;
+        pred[i] = p.ratio;
+        err[i] = pred[i] / meas[i] - 1;
         print_message("# draft %s: %.0f of %.0f accepted (%.1f%%), %.2f draft tokens and %.2f draft passes a step; "
                       "TPOT %.2f -> %.2f ms measured (x%.3f), %.2f -> %.2f ms predicted (x%.3f): %+.1f %%\n",
-                      names[i], with.accepted, with.drafted, 100 * with.rate, pred[i].draft_per_step,
-                      pred[i].draft_passes, plain.tpot_ms, with.tpot_ms, meas[i], 1e3 * pred[i].tpot_plain_s,
-                      1e3 * pred[i].tpot_spec_s, pred[i].ratio, 100 * (pred[i].ratio / meas[i] - 1));
+                      names[i], m.with.accepted, m.with.drafted, 100 * m.with.rate, p.draft_per_step, p.draft_passes,
+                      m.one.tpot_ms, m.with.tpot_ms, meas[i], 1e3 * p.tpot_plain_s, 1e3 * p.tpot_spec_s, pred[i],
+                      100 * err[i]);
     }
     for (int i = 0; i < 2; i++)
-        if (fabs(pred[i].ratio / meas[i] - 1) > 0.15)
+        if (fabs(err[i]) > 0.15)
             fail_msg("draft %s: the predicted TPOT change x%.3f is %+.1f %% off the measured x%.3f (15 %% allowed)",
-                     names[i], pred[i].ratio, 100 * (pred[i].ratio / meas[i] - 1), meas[i]);
+                     names[i], pred[i], 100 * err[i], meas[i]);
     /* the foreign draft, all of whose tokens are rejected, costs more than it saves, and more than
      * the draft the target accepts */
-    assert_true(meas[1] > 1 && pred[1].ratio > 1);
-    assert_true(meas[1] > meas[0] && pred[1].ratio > pred[0].ratio);
+    assert_true(meas[1] > 1 && pred[1] > 1);
+    assert_true(meas[1] > meas[0] && pred[1] > pred[0]);
 }
 
 int main(void)
