@@ -468,6 +468,12 @@ static void disagg_static_json(const st_plan_candidate *w, const st_disagg_worke
     json_object_set_new(j, "x", json_integer(pk->x));
     json_object_set_new(j, "y", json_integer(pk->y));
     json_object_set_new(j, "aggregated_rps", json_real(agg_rps));
+    if (w->spec) { /* its decode workers verify drafts (st_disagg_worker_rates) */
+        json_t *sp = json_object();
+        json_object_set_new(sp, "method", json_string(w->spec->method));
+        json_object_set_new(sp, "k", json_integer(w->spec_k));
+        json_object_set_new(j, "decode_speculation", sp);
+    }
     json_t *st = json_object();
     json_object_set_new(j, "static", st);
     json_object_set_new(st, "what", json_string("AIConfigurator's rate matching: min(x P s_p, y D s_d), no queueing"));
@@ -663,6 +669,12 @@ static int disagg_section(const st_plan_result *r, const char *text, size_t len,
                   "the engine model (p95s under load, the capacity at the SLO).\n\n",
                   w->gpu, w->tp, w->weights, w->kv_dtype, w->tp, w->tp == 1 ? "" : "s", gpus, l.name,
                   l.bytes_per_s / 1e9, l.latency_s * 1e6, l.source);
+    if (w->spec)
+        st_buf_printf(b,
+                      "The pick speculates (%s, k %d): its decode workers verify each sequence's draft, and their "
+                      "rate and TPOT count the tokens a step emits (docs/speculative.md); its prefill workers draft "
+                      "nothing.\n\n",
+                      w->spec->method, w->spec_k);
     if (st_disagg_worker_rates(cfg, &d.mem, &wk, &wr, why, sizeof why)) {
         st_buf_printf(b, "No disaggregated setup serves within the SLO: %s.\n", why);
         rc = 0;
