@@ -26,7 +26,26 @@
 typedef struct bench_out {
     double rate, tpot_ms, tokens, drafted, accepted;
     double srv_token_ms; /* llama-server's own decode time per generated token (timings.predicted_ms / _n) */
+    double cpu_s;        /* the server's main thread's CPU time over the run (srv_cpu_s) */
 } bench_out;
+
+/* The CPU time llama-server's main thread (its task loop, which runs every model pass, sampling
+ * and speculation with -t 1) has had so far: the first field of /proc/PID/task/PID/schedstat, in
+ * ns. Unlike the wall clock it leaves out the time the thread waited for a core, which on a
+ * machine shared with other work is most of the noise; on an idle one the two are the same. */
+static double srv_cpu_s(const llama_srv *s)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/schedstat", (int)s->p.pid, (int)s->p.pid);
+    FILE *f = fopen(path, "r");
+    unsigned long long ns = 0;
+    int ok = f && fscanf(f, "%llu", &ns) == 1;
+    if (f)
+        fclose(f);
+    if (!ok)
+        fail_msg("%s: cannot read the server's CPU time", path);
+    return (double)ns / 1e9;
+}
 
 
 #define SERVER_ARGS "-c", "1024", "-t", "1", "--temp", "0", "--alias", ALIAS
@@ -64,7 +83,9 @@ static void bench_n(const llama_srv *s, const char *name, int draft, int conc, i
         b[19] = "--max-concurrency";
         b[20] = cs;
     }
+    double cpu0 = srv_cpu_s(s);
     int rc = run_servetune(b, BENCH_LIMIT_S);
+    o->cpu_s = srv_cpu_s(s) - cpu0;
     if (rc != 0 && rc != 3)
         fail_msg("servetune bench (%s) exited %d", name, rc);
     json_error_t je;
@@ -161,7 +182,8 @@ static int cmp_double(const void *x, const void *y)
 #define PP_MAX 64
 
 /* Prompt processing on the running llama-server s: three prompts of each of n = 2..16 tokens (a new
- * prompt each time, no prompt cache), their (n, seconds) appended to px, py (room for cap). */
+ * prompt each time, no prompt cache, one token generated), their (n, seconds of the server's main
+ * thread's CPU: the request's handling, the pass, one sampling) appended to px, py (room for cap). */
 static void pp_points(const llama_srv *s, const char *name, uint32_t *seed, double *px, double *py, int *m, int cap)
 {
     /* the first two warm the server up after the other servers' runs (its weights out of the caches) */
@@ -175,20 +197,20 @@ static void pp_points(const llama_srv *s, const char *name, uint32_t *seed, doub
         }
         snprintf(body + len, sizeof body - (size_t)len, "],\"n_predict\":1,\"cache_prompt\":false,\"temperature\":0}");
         http_res r;
+        double cpu0 = srv_cpu_s(s);
         if (http_do(s->port, "POST", "/completion", body, NULL, 30000, &r) || r.status != 200)
             fail_msg("%s: /completion: status %d: %s", name, r.status, r.body.data ? r.body.data : "");
+        double cpu = srv_cpu_s(s) - cpu0;
         json_t *j = json_loads(r.body.data, 0, NULL);
         http_res_free(&r);
         assert_non_null(j);
-        json_t *tm = json_object_get(j, "timings");
-        double n = (double)json_integer_value(json_object_get(tm, "prompt_n"));
-        double ms = json_number_value(json_object_get(tm, "prompt_ms"));
+        double n = (double)json_integer_value(json_object_get(json_object_get(j, "timings"), "prompt_n"));
         json_decref(j);
-        assert_true(n >= sizes[k] && ms > 0);
+        assert_true(n >= sizes[k] && cpu > 0);
         if (k < 2 || *m >= cap)
             continue;
         px[*m] = n;
-        py[(*m)++] = ms / 1e3;
+        py[(*m)++] = cpu;
     }
 }
 
@@ -248,38 +270,51 @@ static double row_share(const char *path)
     return out / blocks;
 }
 
-/* The figures of one pass of one draft's comparison (measure_pass). */
+/* The figures of one pass of one draft's comparison (measure_pass): prompt processing's points on
+ * the three servers, and the runs. */
 typedef struct spec_meas {
-    double tx[PP_MAX], ty[PP_MAX], dx[PP_MAX], dy[PP_MAX]; /* prompt processing: target's, draft's */
-    int tm, dm;
-    bench_out one, four, dft, with;
+    double tx[PP_MAX], ty[PP_MAX], dx[PP_MAX], dy[PP_MAX], sx[PP_MAX], sy[PP_MAX];
+    int tm, dm, sm;
+    bench_out one, four, dft, with, again;
 } spec_meas;
 
 #define PASSES 5
 #define PASS_REQUESTS 8 /* the runs without speculation: a few tenths of a second each */
 #define SPEC_REQUESTS 4 /* the speculative run: the foreign draft's takes seconds */
+#define PROMPT 32.0     /* the bench's prompt tokens */
 
-/* The model's inputs from the runs without speculation. The target's decode one request at a time
- * (a graph reused, one sampling and one streamed token a step) and 4 at a time in its 4 slots:
- * each sequence more in the step costs a token's pass, a logits row and its sampling and
- * streaming, so tok_s = (T4 - T1) / 3 - b - row, and T1 - b - tok_s is the decode pass's fixed
- * cost; what prompt processing's fixed cost (a graph built each time, one sampling) has beyond
- * it is the graph build. The draft's the same from its own decode and prompt processing, less
- * the target's per-token work (the same vocabulary and server), its sampling of a draft token
- * (top-k 10 over that vocabulary) taken as that per-token work. */
-static void costs_of(const spec_meas *m, const char *target, st_emu_llama_costs *c)
+/* The main thread's CPU per token of a run's decode phase: its CPU less each request's prompt
+ * processing and handling (pp(PROMPT) by the fit a + b n of the same server's), over the tokens
+ * after each request's first. */
+static double decode_cpu(const bench_out *o, double nreq, double pp_a, double pp_b)
+{
+    return (o->cpu_s - nreq * (pp_a + pp_b * PROMPT)) / o->tokens;
+}
+
+/* The model's inputs from the runs without speculation, in the server's main thread's CPU time.
+ * The target's decode one request at a time (T1: a graph reused, one sampling and one streamed
+ * token a step) and 4 at a time in its 4 slots (T4 a step): each sequence more in the step costs a
+ * token's pass, a logits row and its sampling and streaming, so tok_s = (T4 - T1) / 3 - b - row,
+ * and T1 - b - tok_s is the decode pass's fixed cost; what prompt processing's fixed cost (a graph
+ * built each time, one sampling, the request's handling) has beyond it is the graph build. The
+ * draft's the same from its own decode and prompt processing, less the target's per-token work
+ * (the same vocabulary and server), its sampling of a draft token (top-k 10 over that vocabulary)
+ * taken as that per-token work. The target's T1 into *t1. */
+static void costs_of(const spec_meas *m, const char *target, st_emu_llama_costs *c, double *t1)
 {
     double pp_a, dpp_a;
     pp_fit(m->tx, m->ty, m->tm, &pp_a, &c->tgt_b);
     pp_fit(m->dx, m->dy, m->dm, &dpp_a, &c->dft_b);
     c->tgt_row_s = c->tgt_b * row_share(target);
-    double t1 = m->one.srv_token_ms / 1e3;
-    c->tok_s = (m->four.srv_token_ms / 1e3 - t1) / 3 - c->tgt_b - c->tgt_row_s;
+    *t1 =
+        (decode_cpu(&m->one, PASS_REQUESTS, pp_a, c->tgt_b) + decode_cpu(&m->again, PASS_REQUESTS, pp_a, c->tgt_b)) / 2;
+    double t4 = 4 * decode_cpu(&m->four, PASS_REQUESTS, pp_a, c->tgt_b);
+    c->tok_s = (t4 - *t1) / 3 - c->tgt_b - c->tgt_row_s;
     c->tok_s = c->tok_s > 0 ? c->tok_s : 0;
-    c->tgt_a = t1 - c->tgt_b - c->tok_s;
+    c->tgt_a = *t1 - c->tgt_b - c->tok_s;
     c->tgt_graph_s = pp_a - c->tgt_a - c->tok_s;
     c->tgt_graph_s = c->tgt_graph_s > 0 ? c->tgt_graph_s : 0;
-    c->dft_a = m->dft.srv_token_ms / 1e3 - c->dft_b - c->tok_s;
+    c->dft_a = decode_cpu(&m->dft, PASS_REQUESTS, dpp_a, c->dft_b) - c->dft_b - c->tok_s;
     c->dft_a = c->dft_a > 0 ? c->dft_a : 0;
     c->dft_graph_s = dpp_a - c->dft_a - c->tok_s;
     c->dft_graph_s = c->dft_graph_s > 0 ? c->dft_graph_s : 0;
@@ -288,24 +323,20 @@ static void costs_of(const spec_meas *m, const char *target, st_emu_llama_costs 
 }
 
 /* One pass over the three servers (the target without speculation with 4 slots, the draft alone,
- * the target with the draft): prompt processing, decode and speculative decode, the target's
- * decode alone first and last (their mean), a few seconds in all, so that the load of a shared machine, which moves a step's time by 2-3x over minutes, weighs
- * on all of them alike. */
+ * the target with the draft): prompt processing on each, decode and speculative decode, the
+ * target's decode alone first and last, a few seconds in all. */
 static void measure_pass(const llama_srv *ts, const llama_srv *ds, const llama_srv *ss, const char *name,
                          uint32_t *seed, spec_meas *m)
 {
     memset(m, 0, sizeof *m);
     pp_points(ts, "target", seed, m->tx, m->ty, &m->tm, PP_MAX);
     pp_points(ds, name, seed, m->dx, m->dy, &m->dm, PP_MAX);
+    pp_points(ss, name, seed, m->sx, m->sy, &m->sm, PP_MAX);
     bench_n(ts, "target", 0, 1, PASS_REQUESTS, 0, &m->one);
     bench_n(ts, "target", 0, 0, PASS_REQUESTS, 0, &m->four); /* all at once: 4 at a time in the 4 slots */
     bench_n(ds, name, 0, 1, PASS_REQUESTS, 0, &m->dft);
     bench_n(ss, name, 1, 1, SPEC_REQUESTS, 0, &m->with);
-    /* the target alone again: its decode is the mean of the runs before and after the others' */
-    bench_out again;
-    bench_n(ts, "target", 0, 1, PASS_REQUESTS, 0, &again);
-    m->one.tpot_ms = (m->one.tpot_ms + again.tpot_ms) / 2;
-    m->one.srv_token_ms = (m->one.srv_token_ms + again.srv_token_ms) / 2;
+    bench_n(ts, "target", 0, 1, PASS_REQUESTS, 0, &m->again);
 }
 
 /* The engine model's llama.cpp step (emu/specstep.h) with llama.cpp's measured pass costs and the
@@ -342,22 +373,27 @@ static void predicted_tpot_change(void **state)
             if (p < 0)
                 continue;
             st_emu_llama_costs c = { .n_max = 8 };
-            costs_of(&m, target, &c);
+            double t1, spa, spb;
+            costs_of(&m, target, &c, &t1);
+            /* the speculative server's prompt processing (the target's and the draft's) and handling */
+            pp_fit(m.sx, m.sy, m.sm, &spa, &spb);
+            double spec = decode_cpu(&m.with, SPEC_REQUESTS, spa, spb);
             st_emu_llama_spec q;
             assert_int_equal(st_emu_spec_llamacpp(&c, m.with.tokens, m.with.drafted, m.with.accepted, &q), 0);
-            meas[i][p] = m.with.tpot_ms / m.one.tpot_ms;
+            meas[i][p] = spec / t1;
             pred[i][p] = q.ratio;
             err[i][p] = q.ratio / meas[i][p] - 1;
             acc[i] += m.with.accepted;
             drafted += m.with.drafted;
-            print_message("# %s pass %d: target %.3f ms a token alone, %.3f with 4 (a pass %.3f + %.3f n ms, a logits "
-                          "row %.3f, a graph %.3f, a token's sampling and streaming %.3f); draft %.3f ms a token (a "
-                          "pass %.3f + %.3f n, a graph %.3f); %.0f of %.0f accepted, %.2f draft passes a step; TPOT "
-                          "%.2f -> %.2f ms measured (x%.3f), predicted x%.3f: %+.1f %%\n",
-                          names[i], p + 1, m.one.srv_token_ms, m.four.srv_token_ms, 1e3 * c.tgt_a, 1e3 * c.tgt_b,
-                          1e3 * c.tgt_row_s, 1e3 * c.tgt_graph_s, 1e3 * c.tok_s, m.dft.srv_token_ms, 1e3 * c.dft_a,
-                          1e3 * c.dft_b, 1e3 * c.dft_graph_s, m.with.accepted, m.with.drafted, q.draft_passes,
-                          m.one.tpot_ms, m.with.tpot_ms, meas[i][p], q.ratio, 100 * err[i][p]);
+            print_message("# %s pass %d (CPU ms a token): target %.3f alone, %.3f a step of 4 (a pass %.3f + %.3f n, "
+                          "a logits row %.3f, a graph %.3f, a token's sampling and streaming %.3f); draft a pass "
+                          "%.3f + %.3f n, a graph %.3f; %.0f of %.0f accepted, %.2f draft passes a step; TPOT %.3f "
+                          "-> %.3f measured (x%.3f; the client's wall clock x%.3f), predicted x%.3f: %+.1f %%\n",
+                          names[i], p + 1, 1e3 * t1, 1e3 * (c.tgt_a + 4 * (c.tgt_b + c.tok_s) + 3 * c.tgt_row_s),
+                          1e3 * c.tgt_a, 1e3 * c.tgt_b, 1e3 * c.tgt_row_s, 1e3 * c.tgt_graph_s, 1e3 * c.tok_s,
+                          1e3 * c.dft_a, 1e3 * c.dft_b, 1e3 * c.dft_graph_s, m.with.accepted, m.with.drafted,
+                          q.draft_passes, 1e3 * t1, 1e3 * spec, meas[i][p],
+                          m.with.tpot_ms / ((m.one.tpot_ms + m.again.tpot_ms) / 2), q.ratio, 100 * err[i][p]);
         }
         llama_stop(&ts);
         llama_stop(&ds);
