@@ -1557,6 +1557,51 @@ static int parse_accept(pctx *p, yaml_node_t *v, yaml_node_t *share, const char 
     return 0;
 }
 
+int st_spec_accept_parse(const char *text, st_spec_accept *a, char *err, size_t errlen)
+{
+    memset(a, 0, sizeof *a);
+    a->given = 1;
+    a->draft_share = -1;
+    const char *p = text ? text : "";
+    double vals[ST_SPEC_ACCEPT_POS_MAX];
+    uint32_t n = 0;
+    while (*p) {
+        char *end;
+        double x = strtod(p, &end);
+        if (end == p || !(x >= 0 && x <= 1) || (*end && *end != '/') || (*end == '/' && !end[1])) {
+            snprintf(err, errlen,
+                     "expected A or A1/A2/... (the acceptance per draft token, or by position), each within "
+                     "0..1, got '%s'",
+                     text);
+            return -1;
+        }
+        if (n >= ST_SPEC_ACCEPT_POS_MAX) {
+            snprintf(err, errlen, "at most %d positions, got '%s'", ST_SPEC_ACCEPT_POS_MAX, text);
+            return -1;
+        }
+        if (n && x > vals[n - 1]) {
+            snprintf(err, errlen,
+                     "each position's acceptance is at most the one before it (a draft token is accepted only when "
+                     "every one before it is), got '%s'",
+                     text);
+            return -1;
+        }
+        vals[n++] = x;
+        p = *end ? end + 1 : end;
+    }
+    if (!n) {
+        snprintf(err, errlen, "expected A or A1/A2/..., got an empty value");
+        return -1;
+    }
+    if (n == 1) {
+        a->acceptance = vals[0];
+    } else {
+        memcpy(a->pos, vals, n * sizeof vals[0]);
+        a->n_pos = n;
+    }
+    return 0;
+}
+
 /* speculation: {acceptance: A | [A1, A2, ...], draft_share: F} */
 static int parse_speculation(pctx *p, yaml_node_t *n, st_spec *s)
 {

@@ -365,6 +365,10 @@ int st_spec_parse(const char *name, const char *text, size_t len, st_spec *out, 
  * trace for an audit, --check, predict and plan starts from these. */
 void st_spec_trace_opts(const st_spec *s, st_trace_opts *o);
 void st_spec_free(st_spec *s);
+/* An acceptance as a command line gives it (plan --spec-acceptance): A, or A1/A2/... by position,
+ * under the same rules as the spec's speculation.acceptance (each within 0..1 and at most the one
+ * before it, at most ST_SPEC_ACCEPT_POS_MAX); draft_share -1 (not given). 0, or -1 with err. */
+int st_spec_accept_parse(const char *text, st_spec_accept *a, char *err, size_t errlen);
 
 /* The flags a configuration runs with: the baseline's, minus remove_flags and minus any flag
  * add_flags sets, plus add_flags. A flag's value is the next token when that does not start

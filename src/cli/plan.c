@@ -71,7 +71,7 @@ static void help(const st_opt *opts)
         "speculative\n"
         "decoding (--speculative-config), and the picks say whether it pays and from which batch (and about which\n"
         "rate) verifying the draft tokens binds; without an acceptance speculation is not considered (the plan says\n"
-        "why). docs/plan.md, \"Speculative decoding\".\n\n"
+        "why); --spec-acceptance A gives every method that rate. docs/plan.md, \"Speculative decoding\".\n\n"
         "Options:\n");
     st_opts_usage(stdout, opts);
     printf("\nExamples:\n"
@@ -468,6 +468,12 @@ static void disagg_static_json(const st_plan_candidate *w, const st_disagg_worke
     json_object_set_new(j, "x", json_integer(pk->x));
     json_object_set_new(j, "y", json_integer(pk->y));
     json_object_set_new(j, "aggregated_rps", json_real(agg_rps));
+    if (w->spec) { /* its decode workers verify drafts (st_disagg_worker_rates) */
+        json_t *sp = json_object();
+        json_object_set_new(sp, "method", json_string(w->spec->method));
+        json_object_set_new(sp, "k", json_integer(w->spec_k));
+        json_object_set_new(j, "decode_speculation", sp);
+    }
     json_t *st = json_object();
     json_object_set_new(j, "static", st);
     json_object_set_new(st, "what", json_string("AIConfigurator's rate matching: min(x P s_p, y D s_d), no queueing"));
@@ -663,6 +669,12 @@ static int disagg_section(const st_plan_result *r, const char *text, size_t len,
                   "the engine model (p95s under load, the capacity at the SLO).\n\n",
                   w->gpu, w->tp, w->weights, w->kv_dtype, w->tp, w->tp == 1 ? "" : "s", gpus, l.name,
                   l.bytes_per_s / 1e9, l.latency_s * 1e6, l.source);
+    if (w->spec)
+        st_buf_printf(b,
+                      "The pick speculates (%s, k %d): its decode workers verify each sequence's draft, and their "
+                      "rate and TPOT count the tokens a step emits (docs/speculative.md); its prefill workers draft "
+                      "nothing.\n\n",
+                      w->spec->method, w->spec_k);
     if (st_disagg_worker_rates(cfg, &d.mem, &wk, &wr, why, sizeof why)) {
         st_buf_printf(b, "No disaggregated setup serves within the SLO: %s.\n", why);
         rc = 0;
@@ -808,7 +820,7 @@ static void disagg_others(const st_plan_result *r, const char *text, size_t len,
 /* One `plan` command: its options, the spec, prices and candidates it loads, and the result
  * (freed by plan_free). */
 typedef struct plan_cmd {
-    const char *out_dir, *write_spec, *prices_path, *provider, *quality_dir;
+    const char *out_dir, *write_spec, *prices_path, *provider, *quality_dir, *spec_acceptance;
     long top, max_cand, threads;
     int quiet, progress, disagg;
     disagg_opts dopt;
@@ -863,6 +875,10 @@ static void plan_options(plan_cmd *x, st_opt *opts)
           "an audit's folder: the drift its quality pass measured per checkpoint and KV cache replaces the format's "
           "quality risk on the cost-vs-quality frontier",
           0, 0, 0 },
+        { "spec-acceptance", 0, ST_OPT_STR, &x->spec_acceptance, "A|A1/A2/..",
+          "the acceptance of speculative decoding for every method of plan.speculation (per draft token, or by "
+          "position), in place of the spec's: the plan then tries each method and k at that rate",
+          0, 0, 0 },
         { "quiet", 'q', ST_OPT_FLAG, &x->quiet, NULL, "print only where the outputs went", 0, 0, 0 },
         { 0 },
     };
@@ -895,6 +911,45 @@ static int plan_spec(plan_cmd *x, const char *spec_file)
                 spec_file);
         return ST_EXIT_USAGE;
     }
+    return ST_EXIT_OK;
+}
+
+/* --spec-acceptance: the acceptance of every method of plan.speculation (and the spec's
+ * speculation block), in place of what the spec gives, a trace replay included; each keeps its
+ * draft share. 0, or the exit status. */
+static int plan_spec_acceptance(plan_cmd *x)
+{
+    if (!x->spec_acceptance)
+        return ST_EXIT_OK;
+    st_spec_accept a;
+    char why[300];
+    if (st_spec_accept_parse(x->spec_acceptance, &a, why, sizeof why)) {
+        fprintf(stderr, "servetune plan: --spec-acceptance: %s\n", why);
+        return ST_EXIT_USAGE;
+    }
+    st_spec *s = &x->spec;
+    if (!s->plan.n_spec) {
+        fprintf(stderr,
+                "servetune plan: --spec-acceptance: the spec's plan.speculation names no method to try at that rate "
+                "(e.g. plan: {speculation: [{method: ngram, k: [2, 4]}]}; docs/plan.md, \"Speculative decoding\")\n");
+        return ST_EXIT_USAGE;
+    }
+    for (int i = 0; i < s->plan.n_spec; i++) {
+        st_plan_specm *m = &s->plan.spec[i];
+        double share = m->acc.given ? m->acc.draft_share : s->speculation.given ? s->speculation.draft_share : -1;
+        for (int q = 0; q < m->n_k; q++)
+            if (a.n_pos > (uint32_t)m->k[q]) {
+                fprintf(stderr, "servetune plan: --spec-acceptance: %u positions for %s's %d draft tokens\n", a.n_pos,
+                        m->method, m->k[q]);
+                return ST_EXIT_USAGE;
+            }
+        m->acc = a;
+        m->acc.draft_share = share;
+        m->acc_trace = 0;
+    }
+    double share = s->speculation.given ? s->speculation.draft_share : -1;
+    s->speculation = a;
+    s->speculation.draft_share = share;
     return ST_EXIT_OK;
 }
 
@@ -1141,6 +1196,8 @@ static int plan_run(plan_cmd *x, const st_opt *opts, int argc, char **argv)
     }
     const char *spec_file = x->res.pos[0];
     int rc = plan_spec(x, spec_file);
+    if (rc == ST_EXIT_OK)
+        rc = plan_spec_acceptance(x);
     if (rc == ST_EXIT_OK)
         rc = plan_prices(x);
     if (rc == ST_EXIT_OK)

@@ -581,6 +581,12 @@ static void disagg_config(const disagg_ctx *x, int i, double agg_replica, json_t
     }
     double matched = st_disagg_rate_match(wr.prefill_rps, pk.x, o->s_p, wr.decode_rps, pk.y, o->s_d);
     disagg_pick_json(x, &wr, &pk, &l, tp, gpus, matched, c);
+    if (cfg.spec.k) { /* its decode workers verify drafts: their rate and TPOT are per token emitted */
+        json_t *sp = json_object();
+        json_object_set_new(sp, "k", json_integer(cfg.spec.k));
+        json_object_set_new(sp, "tokens_per_step", json_real(st_emu_spec_tokens_per_step(&cfg.spec)));
+        json_object_set_new(c, "decode_speculation", sp);
+    }
     char link[300];
     disagg_link_text(&pk, &l, tp, link, sizeof link);
     st_buf_printf(x->b,
@@ -602,7 +608,9 @@ static void disagg_intro(st_buf *b, const disagg_opts *o)
                   "requests/s per GPU at equal GPUs by AIConfigurator's rate matching: min(x x prefill rate x %.2f, "
                   "y x decode rate x %.2f), static (no queueing: TTFT and TPOT are one request's), beside the same "
                   "GPUs aggregated at the capacity predicted above. Disaggregation does not raise throughput by "
-                  "itself; it separates TTFT from TPOT.\n\n",
+                  "itself; it separates TTFT from TPOT. A configuration that speculates (--speculative-config) "
+                  "does so in its decode workers: their step verifies each sequence's draft, and their rate and "
+                  "TPOT count the tokens a step emits (docs/speculative.md); its prefill workers draft nothing.\n\n",
                   o->s_p, o->s_d);
     st_buf_puts(b, "| configuration | GPUs | connector | xPyD | prefill / decode worker req/s | disaggregated req/s "
                    "(static) | aggregated req/s (predicted) | TTFT / TPOT (static) | KV link |\n"

@@ -197,16 +197,31 @@ int st_emu_spec_llamacpp(const st_emu_llama_costs *c, double tokens, double draf
     memset(out, 0, sizeof *out);
     double steps = tokens - accepted;
     if (!(accepted >= 0 && accepted <= drafted && steps >= 1) || !(c->tgt_a >= 0 && c->tgt_b >= 0) ||
-        !(c->tgt_row_s >= 0 && c->dft_a >= 0 && c->dft_b >= 0 && c->n_max >= 1))
+        !(c->tgt_row_s >= 0 && c->tgt_graph_s >= 0 && c->tok_s >= 0) ||
+        !(c->dft_a >= 0 && c->dft_b >= 0 && c->dft_graph_s >= 0 && c->dft_sample_s >= 0) ||
+        !(c->n_max >= 1 && c->p_min >= 0 && c->p_min <= 1))
         return -1;
     double d = drafted / steps;
-    double singles = d > 0 ? d + 1 - (d < c->n_max ? d : c->n_max) / c->n_max : 0;
+    /* steps whose draft stops short of n_max: a p-min stop (one more pass and sampling), a change of
+     * the target pass's shape */
+    double short_share = d > 0 ? 1 - (d < c->n_max ? d : c->n_max) / c->n_max : 0;
+    double passes = d + (c->p_min > 0 ? short_share : 0);
+    double drafting = passes < 1 ? passes : 1; /* steps that ran draft(), per step */
     out->steps = steps;
     out->draft_per_step = d;
-    out->target_s = c->tgt_a + c->tgt_b * (1 + d) + c->tgt_row_s * d;
-    out->draft_s = d > 0 ? c->dft_a + c->dft_b * (1 + d) + singles * (c->dft_a + c->dft_b) : 0;
-    out->tpot_plain_s = c->tgt_a + c->tgt_b;
+    out->draft_passes = passes;
+    out->target_s = c->tgt_a + c->tgt_b * (1 + d) + c->tgt_row_s * d + c->tok_s * tokens / steps +
+                    (d > 0 ? short_share * c->tgt_graph_s : 0);
+    /* process()'s pass and draft()'s first alternate in shape: two graph builds per drafting step */
+    out->draft_s = c->dft_a + c->dft_b * (1 + d) + passes * (c->dft_a + c->dft_b + c->dft_sample_s) +
+                   2 * drafting * c->dft_graph_s;
+    out->tpot_plain_s = c->tgt_a + c->tgt_b + c->tok_s;
     out->tpot_spec_s = steps * (out->target_s + out->draft_s) / tokens;
     out->ratio = out->tpot_spec_s / out->tpot_plain_s;
     return 0;
+}
+
+double st_emu_spec_llamacpp_prefill_s(const st_emu_llama_costs *c, double prompt_tokens)
+{
+    return prompt_tokens > 0 ? c->dft_a + c->dft_graph_s + c->dft_b * prompt_tokens : 0;
 }

@@ -83,25 +83,55 @@ int st_emu_spec_point_cfg(const st_emu_config *c, uint32_t seqs, uint32_t ctx, s
 
 /* ---- llama.cpp's draft model (llama-server --spec-type draft-simple), on measured step costs ----
  * The same verification step, with the step costs of llama.cpp on its own hardware (a CPU) taken
- * from measurements instead of the GPU roofline: a forward pass of n tokens costs a + b n seconds
- * (fitted on prompt processing, which scores one logits row), and each further logits row row_s
- * (the output layer over one more row). In each decode step of one sequence (common/speculative.cpp):
- *   target  one pass of 1 + d tokens scoring 1 + d rows (the last token and its d-token draft);
- *   draft   one pass over the same 1 + d tokens (its KV; no rows), one over the new last token, and
- *           one after each drafted token but the last when the draft reaches n_max: d + 1 - d / n_max
- *           single-token passes on average;
- * d = drafted / steps, and steps = tokens after the first - accepted (each step emits 1 + its
- * accepted tokens). Plain decoding: one pass of 1 token. */
+ * from measurements instead of the GPU roofline. A forward pass (llama_decode) of n tokens costs
+ * a + b n seconds when it reuses the previous pass's compute graph, plus graph_s when its shape
+ * (tokens, outputs) differs from that pass's and the graph is built anew
+ * (src/llama-context.cpp, llama_context::process_ubatch: gf_res_prev->can_reuse); each logits row
+ * past the first costs row_s (the output layer over one more row). One decode step of one sequence
+ * in the pinned llama-server (tools/server/server-context.cpp, update_slots and post_decode;
+ * common/speculative.cpp, common_speculative_impl_draft_simple):
+ *   draft()   the draft model decodes the last sampled token, then each drafted token but the last,
+ *             one token per llama_decode, sequentially, sampling after each (top-k 10 over the whole
+ *             vocabulary, common_sampler_sample) and stopping at n_max (or the tokens left), or when
+ *             the best candidate's probability is below --spec-draft-p-min (that token is sampled
+ *             and dropped, the pass before it spent): d passes and d samplings at n_max, d + 1 after
+ *             a p-min stop. The first of them follows a pass of another shape: a graph build;
+ *   seq_rm    the draft tokens are removed from the draft's KV cache (llama_memory_seq_rm: no pass);
+ *   target    one pass of 1 + d tokens scoring 1 + d logits rows (update_slots, handle_last_sampled_token);
+ *   process() the draft model decodes the same 1 + d tokens again to keep its KV in step with the
+ *             target's (common_speculative_process, [TAG_SPEC_AVOID_DRAFT_REEVAL]): one pass, one
+ *             logits row, a graph build after draft()'s single-token passes; it runs on every
+ *             step, with a draft or not;
+ *             the prompt's batches go through it as well (the draft's prefill, in the TTFT);
+ *   verify    the target samples position by position until the first token that differs from the
+ *             draft (common_sampler_sample_and_accept_n): accepted + 1 samplings, each emitted token
+ *             then detokenized and streamed; the rejected tokens' KV is removed from both contexts
+ *             (server_slot.mem.seq_rm: no pass).
+ * With totals over the decode phase, steps = tokens after the first - accepted, drafted = sum of d:
+ *   target = steps (a_t + b_t) + drafted (b_t + row_t) + tokens tok_s + rebuilds_t graph_t
+ *   draft  = steps a_d + (steps + drafted) b_d                                 (process())
+ *          + passes (a_d + b_d + dft_sample_s)                                  (draft())
+ *          + drafting steps x 2 graph_d        (process()'s pass and draft()'s first alternate in shape)
+ * passes = drafted when p_min is 0 (every draft stops at its cap), else drafted + the steps whose
+ * draft is shorter than n_max (estimated: steps x (1 - d / n_max)); the target rebuilds its graph on
+ * the steps whose draft length changes (estimated the same way). Plain decoding: a + b + tok_s a
+ * token, graph reused. */
 typedef struct st_emu_llama_costs {
-    double tgt_a, tgt_b; /* target: a pass of n tokens, tgt_a + tgt_b n seconds */
+    double tgt_a, tgt_b; /* target: a pass of n tokens with its graph reused, tgt_a + tgt_b n seconds */
     double tgt_row_s;    /* target: each logits row past the first */
-    double dft_a, dft_b; /* draft model: a pass of n tokens */
+    double tgt_graph_s;  /* target: building a pass's graph anew */
+    double tok_s;        /* per emitted token: the target's sampling, detokenizing, streaming */
+    double dft_a, dft_b; /* draft model: a pass of n tokens with its graph reused */
+    double dft_graph_s;  /* draft model: building a pass's graph anew */
+    double dft_sample_s; /* draft model: sampling one draft token (common_sampler_sample, top-k 10) */
     double n_max;        /* --spec-draft-n-max */
+    double p_min;        /* --spec-draft-p-min (0, the pinned default: no early stop) */
 } st_emu_llama_costs;
 
 typedef struct st_emu_llama_spec {
     double steps;          /* decode steps */
     double draft_per_step; /* d */
+    double draft_passes;   /* the draft's single-token passes, per step */
     double tpot_plain_s, tpot_spec_s, ratio;
     double target_s, draft_s; /* per step */
 } st_emu_llama_spec;
@@ -112,5 +142,9 @@ typedef struct st_emu_llama_spec {
  * inconsistent (accepted above drafted or tokens, no step, a negative cost). */
 int st_emu_spec_llamacpp(const st_emu_llama_costs *c, double tokens, double drafted, double accepted,
                          st_emu_llama_spec *out);
+
+/* The time the draft model adds to a request's prefill (its TTFT): process() runs the prompt's
+ * tokens through the draft as well (a pass of prompt_tokens, its graph built anew). */
+double st_emu_spec_llamacpp_prefill_s(const st_emu_llama_costs *c, double prompt_tokens);
 
 #endif

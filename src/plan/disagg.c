@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "audit/spec.h"
+#include "emu/specstep.h"
 #include "emu/catalog.h"
 #include "emu/sim.h"
 #include "emu/steptime.h"
@@ -98,7 +99,8 @@ int st_disagg_worker_rates(const st_emu_config *cfg, const st_emu_memory *mem, c
     out->prefill_s = t;
     out->prefill_rps = t > 0 && (!(w->ttft_slo_s > 0) || t <= w->ttft_slo_s) ? 1.0 / t : 0;
     /* decode: the largest batch within the TPOT SLO, the KV cache (each request holds its
-     * prompt and half its output on average) and --max-num-seqs */
+     * prompt and half its output on average) and --max-num-seqs; with speculation, the time per
+     * token of a verification step */
     double ctx = in + outn / 2;
     double fit = floor((double)mem->kv_tokens / (in + outn));
     double bmax = mem->max_num_seqs < fit ? mem->max_num_seqs : fit;
@@ -111,6 +113,11 @@ int st_disagg_worker_rates(const st_emu_config *cfg, const st_emu_memory *mem, c
                            .attn_pairs = bsz * ctx,
                            .kv_read_tokens = bsz * ctx };
         double st = st_emu_step_seconds(cfg, &b, NULL);
+        /* speculating, a sequence emits the accepted tokens and one more a verification step: its
+         * time per token (emu/specstep.h), which the TPOT SLO and the rate then count */
+        st_emu_spec_point sp;
+        if (cfg->spec.k && st_emu_spec_point_cfg(cfg, (uint32_t)bsz, (uint32_t)ctx, &sp) == 0)
+            st = sp.tpot_spec_s;
         if (w->tpot_slo_s > 0 && st > w->tpot_slo_s)
             break;
         if (bsz / st > (best_t > 0 ? best / best_t : 0)) {

@@ -9,7 +9,9 @@
  *     time in chunks of its token budget (its rate 1 / that time, zero when one request's
  *     prefill alone is over the TTFT SLO); a decode worker runs the largest batch whose step
  *     stays within the TPOT SLO, the KV cache and --max-num-seqs (its rate batch / (output
- *     tokens x step time));
+ *     tokens x step time)); a configuration that speculates (cfg->spec) decodes with its
+ *     verification step, whose time per token (emu/specstep.h: the step over the tokens each
+ *     step emits) stands for the step time in both;
  *   - AIConfigurator's rate matching: x prefill and y decode workers serve
  *     min(x P s_p, y D s_d) requests/s, s_p and s_d its correction scales (defaults 0.9 and 0.92,
  *     aiconfigurator/sdk/task.py, TaskConfig's disagg defaults; DisaggInferenceSession's
@@ -74,7 +76,7 @@ typedef struct st_disagg_worker {
     double prefill_s;     /* one request's prefill */
     double decode_rps;    /* one decode worker (0: no batch within the TPOT SLO) */
     double decode_batch;  /* its batch */
-    double decode_step_s; /* its step time (the TPOT) */
+    double decode_step_s; /* its step time (the TPOT); speculating, its time per token */
     double kv_bytes;      /* one request's KV sent */
 } st_disagg_worker;
 

@@ -113,11 +113,95 @@ static void random_ids_are_not_assumed(void **state)
     json_decref(j);
 }
 
+/* A spec whose plan.speculation names n-gram lookup without an acceptance (or, with no_methods, no
+ * speculation at all), planned with `extra` flags: the exit status, plan.json in *j (NULL unless
+ * 0) and stderr in err. */
+static int plan_flagged(int no_methods, const char *const *extra, json_t **j, char *err, size_t errlen)
+{
+    char spec[600], out[600], p[700], log[600];
+    snprintf(spec, sizeof spec, "%s/flag.yaml", tmp);
+    snprintf(out, sizeof out, "%s/flag-out", tmp);
+    snprintf(log, sizeof log, "%s/servetune.out", tmp);
+    FILE *f = fopen(spec, "w");
+    assert_non_null(f);
+    fprintf(f,
+            "engine: {kind: vllm, model: Qwen/Qwen3-8B}\n"
+            "hardware: {gpu: H100, gpus_per_replica: 1, price_per_gpu_hour: 2.49}\n"
+            "workload: {input_tokens: 500, output_tokens: 300}\npeak_rate: 2\nrates: [1, 2, 4]\n"
+            "slo: {ttft_p95_ms: 2000, tpot_p95_ms: 9}\n"
+            "plan: {gpus: [H100], gpus_per_replica: [1], kv_cache_dtype: [auto], max_num_seqs: [256], "
+            "max_num_batched_tokens: [8192]%s}\n",
+            no_methods ? "" : ", speculation: [{method: ngram, k: [2, 4]}]");
+    fclose(f);
+    const char *args[16] = { "plan", spec, "-o", out, "-q", "--threads", "1" };
+    int n = 7;
+    for (int i = 0; extra[i] && n < 15; i++)
+        args[n++] = extra[i];
+    args[n] = NULL;
+    int rc = run_servetune(args, 300); /* its output in tmp/servetune.out */
+    err[0] = 0;
+    FILE *e = fopen(log, "r");
+    if (e) {
+        size_t got = fread(err, 1, errlen - 1, e);
+        err[got] = 0;
+        fclose(e);
+    }
+    *j = NULL;
+    if (rc == 0) {
+        snprintf(p, sizeof p, "%s/plan.json", out);
+        json_error_t je;
+        if (!(*j = json_load_file(p, 0, &je)))
+            fail_msg("%s: %s", p, je.text);
+    }
+    return rc;
+}
+
+/* plan --spec-acceptance: the methods of plan.speculation that give no acceptance are tried at the
+ * rate the command line gives (without it they are not considered), the picks carry it; a rate out
+ * of range, or no method to try it with, is refused with the reason. */
+static void acceptance_on_the_command_line(void **state)
+{
+    (void)state;
+    char err[4096];
+    json_t *j;
+    const char *none[] = { NULL };
+    assert_int_equal(plan_flagged(0, none, &j, err, sizeof err), 0);
+    assert_int_equal(json_integer_value(json_object_get(j, "speculation_variants")), 0);
+    assert_non_null(strstr(json_string_value(json_object_get(j, "speculation_note")), "no acceptance given"));
+    json_decref(j);
+    const char *given[] = { "--spec-acceptance", "0.8", NULL };
+    assert_int_equal(plan_flagged(0, given, &j, err, sizeof err), 0);
+    assert_int_equal(json_integer_value(json_object_get(j, "speculation_variants")), 2);
+    assert_true(json_is_null(json_object_get(j, "speculation_note")));
+    /* a TPOT SLO of 9 ms that plain decoding misses on this GPU: a speculating pick, at 0.8 */
+    json_t *sp = json_object_get(json_object_get(j, "best"), "speculation");
+    assert_true(json_is_object(sp));
+    assert_string_equal(json_string_value(json_object_get(sp, "method")), "ngram");
+    assert_near(json_real_value(json_object_get(sp, "acceptance")), 0.8, 1e-9);
+    json_decref(j);
+    const char *by_pos[] = { "--spec-acceptance", "0.9/0.7", NULL };
+    assert_int_equal(plan_flagged(0, by_pos, &j, err, sizeof err), 0);
+    assert_int_equal(json_integer_value(json_object_get(j, "speculation_variants")), 2);
+    json_decref(j);
+    const char *bad[] = { "--spec-acceptance", "1.5", NULL };
+    assert_int_equal(plan_flagged(0, bad, &j, err, sizeof err), 2);
+    assert_non_null(strstr(err, "--spec-acceptance: expected A or A1/A2/..."));
+    const char *rising[] = { "--spec-acceptance", "0.5/0.7", NULL };
+    assert_int_equal(plan_flagged(0, rising, &j, err, sizeof err), 2);
+    assert_non_null(strstr(err, "at most the one before it"));
+    const char *too_many[] = { "--spec-acceptance", "0.9/0.8/0.7", NULL };
+    assert_int_equal(plan_flagged(0, too_many, &j, err, sizeof err), 2);
+    assert_non_null(strstr(err, "3 positions for ngram's 2 draft tokens"));
+    assert_int_equal(plan_flagged(1, given, &j, err, sizeof err), 2);
+    assert_non_null(strstr(err, "plan.speculation names no method"));
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
         cmocka_unit_test_setup_teardown(repeated_text_speculates, setup, teardown),
         cmocka_unit_test_setup_teardown(random_ids_are_not_assumed, setup, teardown),
+        cmocka_unit_test_setup_teardown(acceptance_on_the_command_line, setup, teardown),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }

@@ -172,9 +172,48 @@ static void slow_connector_and_bad_input(void **state)
     assert_int_equal(stat(out2, &st), -1);
 }
 
+/* A configuration that speculates is priced disaggregated with its speculation in the decode
+ * workers: at an acceptance the target keeps, a higher decode worker rate and a lower static TPOT
+ * than the same setup without it, and said in report.json and report.md. */
+static void speculation_in_the_decode_pool(void **state)
+{
+    (void)state;
+    char specp[600], out[600], md[700];
+    put("s.yaml",
+        "engine: {kind: vllm, model: Qwen/Qwen3-8B}\nhardware: {gpu: H100, price_per_gpu_hour: 2.5}\npeak_rate: 10\n"
+        "workload: {input_tokens: 1000, output_tokens: 300, seed: 1, requests_per_rate: 60, "
+        "allow_synthetic_speculation: true}\nrates: [1, 4]\nspeculation: {acceptance: 0.8}\n"
+        "slo: {ttft_p95_ms: 3000, tpot_p95_ms: 12}\nsearch: {mode: burst}\n"
+        "configurations:\n  - name: plain\n  - name: ngram\n"
+        "    add_flags: [--speculative-config, '{\"method\": \"ngram\", \"num_speculative_tokens\": 4}']\n",
+        specp, sizeof specp);
+    snprintf(out, sizeof out, "%s/out", tmp);
+    snprintf(md, sizeof md, "%s/report.md", out);
+    const char *a[] = { "predict", specp, "-o", out, "-q", "--disagg", "--disagg-static", NULL };
+    assert_int_equal(run_servetune(a, 300), 0);
+    json_t *r0, *r1;
+    json_t *plain = disagg_config(out, 0, &r0), *spec = disagg_config(out, 1, &r1);
+    assert_string_equal(json_string_value(json_object_get(spec, "configuration")), "ngram");
+    assert_null(json_object_get(plain, "decode_speculation"));
+    json_t *ds = json_object_get(spec, "decode_speculation");
+    assert_true(json_is_object(ds));
+    assert_int_equal(json_integer_value(json_object_get(ds, "k")), 4);
+    /* 0.8 per token, k 4: (1 - 0.8^5) / (1 - 0.8) tokens a step */
+    assert_true(fabs(json_real_value(json_object_get(ds, "tokens_per_step")) - (1 - pow(0.8, 5)) / 0.2) < 1e-9);
+    if (!(num(spec, "decode_worker_rps") > num(plain, "decode_worker_rps")))
+        fail_msg("speculating decode workers serve %g req/s, plain ones %g", num(spec, "decode_worker_rps"),
+                 num(plain, "decode_worker_rps"));
+    assert_true(num(spec, "tpot_static_ms") < num(plain, "tpot_static_ms"));
+    assert_true(num(spec, "prefill_worker_rps") == num(plain, "prefill_worker_rps"));
+    assert_true(file_has(md, "does so in its decode workers"));
+    json_decref(r0);
+    json_decref(r1);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
+        cmocka_unit_test_setup_teardown(speculation_in_the_decode_pool, setup, teardown),
         cmocka_unit_test_setup_teardown(each_configuration_priced_disaggregated, setup, teardown),
         cmocka_unit_test_setup_teardown(slow_connector_and_bad_input, setup, teardown),
     };

@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "emu_config.h"
+#include "emu/specstep.h"
 #include "emu/sim.h"
 #include "plan/disagg.h"
 
@@ -153,12 +154,44 @@ static void worker_rates_on_the_engine_model(void **state)
     assert_non_null(strstr(why, "TTFT"));
 }
 
+/* A configuration that speculates decodes with its verification step: the decode worker's time
+ * per token is the step over the tokens a step emits (emu/specstep.h) at the batch it picks, so an
+ * acceptance the target keeps raises the decode rate, and one it never does lowers it. */
+static void speculation_in_the_decode_worker(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+    st_emu_memory mem;
+    char why[300];
+    if (st_emu_memory_plan(&c, &mem, why, sizeof why))
+        fail_msg("%s", why);
+    st_disagg_work w = { .input_tokens = 1000, .output_tokens = 300, .ttft_slo_s = 1.5, .tpot_slo_s = 0.012 };
+    st_disagg_worker plain, kept, lost;
+    assert_int_equal(st_disagg_worker_rates(&c, &mem, &w, &plain, why, sizeof why), 0);
+    st_emu_config sc = c;
+    sc.spec.k = 4;
+    sc.spec.draft_share = 1;
+    sc.spec.acceptance = 0.8;
+    assert_int_equal(st_disagg_worker_rates(&sc, &mem, &w, &kept, why, sizeof why), 0);
+    st_emu_spec_point p;
+    assert_int_equal(st_emu_spec_point_cfg(&sc, (uint32_t)kept.decode_batch, 1150, &p), 0);
+    assert_near(kept.decode_step_s, p.tpot_spec_s, 1e-12);
+    assert_true(kept.decode_step_s <= 0.012);
+    assert_near(kept.decode_rps, kept.decode_batch / (300 * kept.decode_step_s), 1e-9);
+    assert_true(kept.decode_rps > plain.decode_rps);
+    sc.spec.acceptance = 0;
+    assert_int_equal(st_disagg_worker_rates(&sc, &mem, &w, &lost, why, sizeof why), 0);
+    assert_true(lost.decode_rps < plain.decode_rps);
+    /* prefill is the same: nothing is drafted before the first token */
+    assert_near(kept.prefill_s, plain.prefill_s, 1e-12);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
-        cmocka_unit_test(rate_matching_is_aiconfigurators),
-        cmocka_unit_test(transfer_time_from_the_models_shape),
-        cmocka_unit_test(slow_link_is_reported),
+        cmocka_unit_test(rate_matching_is_aiconfigurators),    cmocka_unit_test(speculation_in_the_decode_worker),
+        cmocka_unit_test(transfer_time_from_the_models_shape), cmocka_unit_test(slow_link_is_reported),
         cmocka_unit_test(worker_rates_on_the_engine_model),
     };
     return cmocka_run_group_tests(t, 0, 0);

@@ -324,29 +324,57 @@ static void speculation_under_pressure(void **state)
 static void llamacpp_draft_model(void **state)
 {
     (void)state;
-    st_emu_llama_costs c = {
-        .tgt_a = 5e-3, .tgt_b = 1e-3, .tgt_row_s = 2e-3, .dft_a = 4e-3, .dft_b = 1e-3, .n_max = 8
-    };
+    st_emu_llama_costs c = { .tgt_a = 5e-3,
+                             .tgt_b = 1e-3,
+                             .tgt_row_s = 2e-3,
+                             .tgt_graph_s = 0.3e-3,
+                             .tok_s = 0.5e-3,
+                             .dft_a = 4e-3,
+                             .dft_b = 1e-3,
+                             .dft_graph_s = 0.2e-3,
+                             .dft_sample_s = 0.25e-3,
+                             .n_max = 8 };
     st_emu_llama_spec p;
-    /* 47 tokens after the first, 80 drafted, 27 accepted: 20 steps of 4 draft tokens; the target's
-     * pass 5 + 5 x 1 + 4 x 2 = 18 ms, the draft's 4 + 5 x 1 + (4 + 1 - 4/8) x 5 = 31.5 ms */
+    /* 47 tokens after the first, 80 drafted, 27 accepted: 20 steps of 4 draft tokens. The target's
+     * pass 5 + 5 x 1 + 4 x 2 = 18 ms, its 47 samplings 0.5 x 47 / 20 = 1.175 ms a step, a graph
+     * built on the half of the steps whose draft is short of n_max 0.15 ms; the draft's process()
+     * 4 + 5 x 1 = 9 ms, 4 single-token passes of 4 + 1 + 0.25 ms (p-min 0: every draft stops at its
+     * cap, its last token not run), two graph builds 0.4 ms */
     assert_int_equal(st_emu_spec_llamacpp(&c, 47, 80, 27, &p), 0);
     assert_near(p.steps, 20, 1e-12);
     assert_near(p.draft_per_step, 4, 1e-12);
-    assert_near(p.target_s, 18e-3, 1e-12);
-    assert_near(p.draft_s, 31.5e-3, 1e-12);
-    assert_near(p.tpot_plain_s, 6e-3, 1e-12);
-    assert_near(p.tpot_spec_s, 20 * 49.5e-3 / 47, 1e-12);
+    assert_near(p.draft_passes, 4, 1e-12);
+    assert_near(p.target_s, 19.325e-3, 1e-12);
+    assert_near(p.draft_s, 30.4e-3, 1e-12);
+    assert_near(p.tpot_plain_s, 6.5e-3, 1e-12);
+    assert_near(p.tpot_spec_s, 20 * 49.725e-3 / 47, 1e-12);
     assert_near(p.ratio, p.tpot_spec_s / p.tpot_plain_s, 1e-12);
-    /* drafts at n_max: its last token is not run through the draft */
+    /* the samplings are per emitted token: the same steps emitting more tokens cost more */
+    st_emu_llama_spec q;
+    assert_int_equal(st_emu_spec_llamacpp(&c, 57, 80, 37, &q), 0);
+    assert_near(q.target_s - p.target_s, 0.5e-3 * (57 - 47) / 20.0, 1e-12);
+    /* a p-min above 0: the drafts short of n_max stopped on a low-probability token, one more pass */
+    c.p_min = 0.5;
+    assert_int_equal(st_emu_spec_llamacpp(&c, 47, 80, 27, &p), 0);
+    assert_near(p.draft_passes, 4.5, 1e-12);
+    assert_near(p.draft_s, 33.025e-3, 1e-12);
+    c.p_min = 0;
+    /* drafts at n_max: no target graph build */
     assert_int_equal(st_emu_spec_llamacpp(&c, 47, 8 * 20, 27, &p), 0);
-    assert_near(p.draft_s, 4e-3 + 9e-3 + 8 * 5e-3, 1e-12);
-    /* nothing drafted: the plain step */
+    assert_near(p.target_s, 31.175e-3, 1e-12);
+    assert_near(p.draft_s, 4e-3 + 9e-3 + 8 * 5.25e-3 + 0.4e-3, 1e-12);
+    /* nothing drafted: the plain step and process()'s pass over the sampled token */
     assert_int_equal(st_emu_spec_llamacpp(&c, 47, 0, 0, &p), 0);
-    assert_near(p.ratio, 1, 1e-12);
+    assert_near(p.target_s, 6.5e-3, 1e-12);
+    assert_near(p.draft_s, 5e-3, 1e-12);
+    /* the draft's prefill: the prompt through process(), its graph built */
+    assert_near(st_emu_spec_llamacpp_prefill_s(&c, 32), 4e-3 + 0.2e-3 + 32e-3, 1e-12);
     /* inconsistent figures */
     assert_int_equal(st_emu_spec_llamacpp(&c, 47, 10, 11, &p), -1);
     assert_int_equal(st_emu_spec_llamacpp(&c, 10, 20, 10, &p), -1);
+    c.p_min = 2;
+    assert_int_equal(st_emu_spec_llamacpp(&c, 47, 80, 27, &p), -1);
+    c.p_min = 0;
     c.n_max = 0;
     assert_int_equal(st_emu_spec_llamacpp(&c, 47, 80, 27, &p), -1);
 }
