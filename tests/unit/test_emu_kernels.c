@@ -12,6 +12,7 @@
 #include "emu/calib.h"
 #include "emu/catalog.h"
 #include "emu/config.h"
+#include "emu/consts.h"
 #include "emu/steptime.h"
 
 #include "emu_config.h"
@@ -217,6 +218,31 @@ static void allreduce_by_interconnect(void **state)
     assert_true(pcie > 2 * st_emu_allreduce_seconds(&c, 4096));
 }
 
+/* --enforce-eager: a small decode step is bound by the CPU's kernel launches, not the GPU's work.
+ * vllm-project/vllm-omni#7960 (vLLM 0.29, Qwen2.5-Omni-7B's thinker, a Qwen2.5-7B of 28 layers, on
+ * an A800, the A100 SXM's die): ~22-23 ms per token eager, ~13 ms with CUDA graphs, at one
+ * sequence. The model's eager step at the sourced launch cost per layer (consts.h
+ * EMU_LAYER_OVERHEAD_EAGER_SOURCED_S, from the same figure) must be launch-bound and give the eager TPOT;
+ * its graph step must stay the GPU's work, under the eager one by about the published ratio. */
+static void a100_eager_decode_launch_bound(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    emu_config_of(&c, "A100", "Qwen/Qwen2.5-7B-Instruct");
+    c.max_num_seqs = 256; /* vLLM's default: CUDA graphs up to 512 tokens */
+    st_emu_batch b = { 1, 1, 1, 1, 600, 600 };
+    st_emu_step_breakdown g, e;
+    double graph = st_emu_step_seconds(&c, &b, &g);
+    c.enforce_eager = 1;
+    c.tune.layer_eager_s = EMU_LAYER_OVERHEAD_EAGER_SOURCED_S;
+    double eager = st_emu_step_seconds(&c, &b, &e);
+    printf("# graph %.2f ms (gemm %.2f attn %.2f cpu %.2f), eager %.2f ms\n", graph * 1e3, g.gemm_s * 1e3,
+           g.attn_s * 1e3, g.cpu_s * 1e3, eager * 1e3);
+    assert_true(!g.eager && e.eager);
+    within("A100 Qwen2.5-7B eager decode step at 1 sequence, ms", eager * 1e3, 22.5);
+    within("A100 Qwen2.5-7B eager / CUDA-graph decode step", eager / graph, 22.5 / 13.0);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
@@ -227,6 +253,7 @@ int main(void)
         cmocka_unit_test(h100_batch_decode_attention),
         cmocka_unit_test(a100_decode_attention_fixed_cost),
         cmocka_unit_test(allreduce_by_interconnect),
+        cmocka_unit_test(a100_eager_decode_launch_bound),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }
