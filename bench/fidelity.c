@@ -160,8 +160,10 @@ static const knob GLOBAL_KNOBS[] = {
     { "moe_gemm_rel", TUNE(moe_gemm_rel), 0, 0, 0, SCOPE_MOE, 0.80,
       "the fused-MoE Triton kernel against cuBLAS at the same per-expert GEMM size (60-90 % in vLLM's tuning)", "", -1,
       0, 0 },
-    { "int4_gemm_rel", TUNE(int4_gemm_rel), 0, 0, 0, SCOPE_MARLIN, 0.90,
-      "Marlin paper: the speed-up over FP16 falls to ~1x past ~128 tokens (16-bit math)", "", -1, 0, 0 },
+    { "int4_gemm_rel", TUNE(int4_gemm_rel), 0, 0, 0, SCOPE_MARLIN, EMU_INT4_EFF_LARGE_SOURCED,
+      "Marlin past 128 tokens against a 16-bit GEMM: 0.60-0.66 on an A100 (vllm-project/vllm#2497), 0.82 on an RTX "
+      "6000 Ada (IST-DASLab/marlin#21), 0.79 of ExLlamaV2's cuBLAS prefill (IBM/text-generation-inference#66)",
+      "", -1, 0, 0 },
     { "gemm_eff", TUNE(gemm_eff), 0, 0, 0, SCOPE_ALL, EMU_GEMM_EFF_DEFAULT,
       "published cuBLAS/CUTLASS large-GEMM efficiencies 0.5-0.9 of the dense peak (the catalog's default)", "", -1, 0,
       0 },
