@@ -134,6 +134,16 @@
 #ifndef EMU_INT4_EFF_LARGE
 #define EMU_INT4_EFF_LARGE 0.676261
 #endif
+/* The published figures for LARGE, the fidelity harness's sourced value (a setup the fit has not
+ * seen starts here). Past 128 tokens Marlin repeats its 64-row kernel at a flat rate: on an A100
+ * 141 TFLOP/s from 128 to 4000 tokens, 1.01x a 16-bit GEMM at 128 tokens and 0.66 / 0.60 / 0.61x
+ * at 1024 / 2048 / 4000 (IST-DASLab Marlin's bench.py, vllm-project/vllm#2497); 0.82x at 16k
+ * tokens on an RTX 6000 Ada (IST-DASLab/marlin#21); a Llama-70B 4-bit prefill on an A100 0.79x
+ * ExLlamaV2's dequantise-then-cuBLAS path (IBM/text-generation-inference#66). Their mean, 0.74
+ * (the former sourced 0.90 read the 1x crossover at 128 tokens as the prefill ratio).
+ * tests/unit/test_emu_kernels.c `a100_marlin_vs_16bit_by_tokens` holds the model's curve to the
+ * A100's figures at 1-128 tokens within 15 % and its prefill ratio to the published 0.60-0.82. */
+#define EMU_INT4_EFF_LARGE_SOURCED 0.74
 #ifndef EMU_INT4_EFF_TOKENS
 #define EMU_INT4_EFF_TOKENS 384.0
 #endif
@@ -206,6 +216,14 @@
  * to bind; the 16-bit ones are bandwidth-bound and do not see it. */
 #define EMU_LAYER_OVERHEAD_GRAPH_S 0.000004
 #define EMU_LAYER_OVERHEAD_EAGER_S 0.000597744
+/* The published figure for that launch time, the fidelity harness's sourced value (a setup the
+ * fit has not seen starts here): vLLM 0.29 on an A800 (the A100 SXM's die) decodes one sequence
+ * of Qwen2.5-Omni-7B's thinker (a Qwen2.5-7B, 28 layers) at ~22-23 ms per token with
+ * --enforce-eager and ~13 ms with CUDA graphs (vllm-project/vllm-omni#7960): the eager step is
+ * launch-bound at 0.73-0.80 ms per layer (the step's own CPU, ~0.2-1 ms, taken out), 0.75 ms
+ * here. tests/unit/test_emu_kernels.c `a100_eager_decode_launch_bound` holds the step model to
+ * both TPOTs with it. The fitted value above is 20 % lower (set by one lab's host). */
+#define EMU_LAYER_OVERHEAD_EAGER_SOURCED_S 0.00075
 /* A torch.compile'd step that no CUDA graph covers (batches beyond the captured sizes) launches
  * inductor's fused kernels from its generated wrapper: ~6-8 launches per layer at a few us
  * each, about a third of PyTorch eager's per-layer cost. Only matters when the GPU's work per
