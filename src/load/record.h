@@ -32,20 +32,55 @@ typedef enum st_req_status {
 /* Stable short names ("ok", "connect", "tls", "http_status", ...), used in JSON/CSV/SQL. */
 const char *st_req_status_name(st_req_status s);
 
-/* A segment of a record's token events: event k (0 <= k < n) at
+/* A shared step timeline's chunk: times (ns) written once by their producer (the engine model's
+ * session: one time per engine step, the time its tokens reach the API server's stream) and read by
+ * every record that references them (st_tok_seg.tl). Ownership: reference-counted (atomically, so
+ * records may be freed on any thread). The producer holds one reference while it appends to the
+ * chunk (t[0..n) only grows; a time once written never changes) and every record segment that points
+ * into it holds one more; the last st_tok_chunk_unref frees it. So a record stays valid after the
+ * session that wrote its times is freed, and records and sessions may be freed in any order. */
+typedef struct st_tok_chunk {
+    _Atomic uint32_t refs;
+    uint32_t n, cap;
+    st_ns t[];
+} st_tok_chunk;
+
+/* A new chunk with room for cap times and one reference (its creator's), or NULL. */
+st_tok_chunk *st_tok_chunk_new(uint32_t cap);
+void st_tok_chunk_ref(st_tok_chunk *c);
+/* Drops a reference; frees the chunk with the last one. NULL: nothing. */
+void st_tok_chunk_unref(st_tok_chunk *c);
+
+/* A segment of a record's token events, of one of two kinds.
+ * A formula (tl NULL): event k (0 <= k < n) at
  *   t0 + llround(k * d + dd * k * (k - 1) / 2) ns,
- * so steps whose interval grows by dd ns a step (the engine model's runs of decode steps, where
- * each step reads one more token of KV cache per sequence), equal intervals (dd 0) or one event
- * (n 1). */
+ * so steps whose interval grows by dd ns a step, equal intervals (dd 0) or one event (n 1): a real
+ * stream's events, a few to a segment.
+ * A timeline reference (tl set): event k at tl->t[first + k] + t0 (t0: the record's own offset from
+ * the shared times, e.g. its place on the API server's queue), times llround(x * d) when d != 0 (a
+ * time scale applied to the record: the shared times stay as they are). The segment holds one
+ * reference to tl (st_record_free drops it). A sequence the engine model runs without a break (no
+ * preemption, no change of its offset) is one such segment, whatever its length. */
 typedef struct st_tok_seg {
     st_ns t0;
     double d;
-    float dd;
+    union {
+        float dd;       /* formula */
+        uint32_t first; /* timeline reference */
+    };
     uint32_t n;
+    const st_tok_chunk *tl;
 } st_tok_seg;
 
 static inline st_ns st_tok_seg_at(const st_tok_seg *s, uint32_t k)
 {
+    if (s->tl) {
+        st_ns t = s->tl->t[s->first + k] + s->t0;
+        if (s->d == 0)
+            return t;
+        double x = (double)t * s->d;
+        return (st_ns)(x >= 0 ? x + 0.5 : x - 0.5);
+    }
     if (k == 0)
         return s->t0;
     double x = (double)k * s->d + 0.5 * (double)s->dd * (double)k * (double)(k - 1);
@@ -87,8 +122,9 @@ typedef struct st_record {
     uint32_t srv_draft_n, srv_draft_accepted;
 
     /* Time of every token event (relative to t0), n_events of them, held as segments (st_tok_seg
-     * below: a run of steps is one segment, a real stream's events a few to a segment); owned by
-     * the record (malloc'd). One event may carry more than one token. ITL = consecutive
+     * above: formulas, a real stream's events a few to a segment, or references into a shared
+     * timeline, the engine model's steps); the array is owned by the record (malloc'd), each
+     * reference holds its chunk (st_record_free drops them). One event may carry more than one token. ITL = consecutive
      * differences. Read them only through st_events_begin / st_events_next (or st_record_event),
      * never the segments themselves. */
     st_tok_seg *segs;
@@ -153,11 +189,18 @@ int st_record_add_event(st_record *r, st_ns t);
 int st_record_add_segs(st_record *r, const st_tok_seg *segs, uint32_t n_segs, st_ns off);
 /* Makes room for n segments in all (n_segs stays); 0, or -1 when out of memory. */
 int st_record_reserve_segs(st_record *r, uint32_t n);
-/* Keeps the first n events (n >= n_events: nothing changes). Only the record's counts change, not
- * its segments, so a shallow copy of a record (a view of it at an earlier time) may be cut without
- * touching the original's events; a cut record is read, not appended to. */
+/* Appends k events at tl->t[first .. first + k) + off (a reference into a shared timeline: joined to
+ * the last segment when it references the same chunk up to `first` with the same offset, so a record
+ * that follows the timeline step after step holds one segment). 0, or -1 when out of memory. */
+int st_record_add_timeline(st_record *r, st_tok_chunk *tl, uint32_t first, uint32_t k, st_ns off);
+/* Keeps the first n events (n >= n_events: nothing changes). Only the record's event count changes,
+ * not its segments (n_segs stays: st_record_free still drops every reference), so a shallow copy of a
+ * record (a view of it at an earlier time) may be cut without touching the original's events; a cut
+ * record is read, not appended to, and a shallow copy is never freed (the original owns the segments
+ * and the timeline references). */
 void st_record_truncate_events(st_record *r, uint32_t n);
-/* Multiplies every event time by k (a time scale), as llround(t * k) would to within 1 ns. */
+/* Multiplies every event time by k (a time scale), as llround(t * k) would to within 1 ns (a timeline
+ * reference keeps the scale beside it: the shared times are not touched). */
 void st_record_scale_events(st_record *r, double k);
 /* Segments of the times t[0..n) (each within tol ns of its time; tol 0: exact), into out (room
  * for n); returns their count. A run of steps whose interval grows evenly is one segment. */
@@ -165,7 +208,8 @@ uint32_t st_tok_segs_fit(const st_ns *t, uint32_t n, st_ns tol, st_tok_seg *out)
 /* Sets error to a copy of msg truncated to ST_RECORD_ERROR_MAX (with "..." when cut), control
  * characters replaced by spaces (st_text_sanitize: the text often comes from the server). */
 void st_record_set_error(st_record *r, st_req_status st, const char *msg, size_t len);
-/* Frees the events and error; the record can be reused after st_record_init. */
+/* Frees the events (dropping its timeline references) and error; the record can be reused after
+ * st_record_init. */
 void st_record_free(st_record *r);
 void st_record_init(st_record *r, uint32_t id);
 
