@@ -1,8 +1,11 @@
 /* The per-request record's token events (load/record.h): held as segments, read through one
  * iterator. Events appended one at a time (the HTTP runner, the store's reader) come back exactly;
  * times fitted into segments (the engine model's runs of steps) come back within the tolerance
- * asked; truncation, scaling, random access and the join of short segments. */
+ * asked; truncation, scaling, random access and the join of short segments; references into a
+ * shared step timeline (st_tok_chunk): joins, copies, views and the order of freeing. */
 #include "harness.h"
+
+#include <stdatomic.h>
 
 #include "core/rng.h"
 #include "load/record.h"
@@ -151,13 +154,96 @@ static void truncate_and_scale(void **state)
     st_record_free(&r);
 }
 
+static uint32_t refs(const st_tok_chunk *c) { return atomic_load(&((st_tok_chunk *)c)->refs); }
+
+/* References into a shared timeline: a record that follows it with one offset holds one segment,
+ * a new offset or a gap starts another, each segment holds its chunk; copies (st_record_add_segs)
+ * take their own references, a shallow copy is cut without touching the original, a scale goes with
+ * the reference and not into the shared times, and the chunk outlives its creator's reference until
+ * the last record is freed, in either order. */
+static void timeline_references(void **state)
+{
+    (void)state;
+    enum { N = 1000 };
+    st_tok_chunk *c = st_tok_chunk_new(N);
+    assert_non_null(c);
+    for (uint32_t i = 0; i < N; i++)
+        c->t[i] = 5000000 + 7000000 * (st_ns)i + ((st_ns)i * i) % 13; /* not on any curve */
+    c->n = N;
+    st_record a, b;
+    st_record_init(&a, 0);
+    st_record_init(&b, 1);
+    st_ns want[N + 1];
+    uint32_t m = 0;
+    /* steps 0..100 and 100..300 with offset 50: one segment */
+    assert_int_equal(st_record_add_timeline(&a, c, 0, 100, 50), 0);
+    assert_int_equal(st_record_add_timeline(&a, c, 100, 200, 50), 0);
+    assert_int_equal(a.n_segs, 1);
+    for (uint32_t i = 0; i < 300; i++)
+        want[m++] = c->t[i] + 50;
+    /* another offset, then a gap (a preemption): two more */
+    assert_int_equal(st_record_add_timeline(&a, c, 300, 100, -70), 0);
+    for (uint32_t i = 300; i < 400; i++)
+        want[m++] = c->t[i] - 70;
+    assert_int_equal(st_record_add_timeline(&a, c, 500, 10, -70), 0);
+    for (uint32_t i = 500; i < 510; i++)
+        want[m++] = c->t[i] - 70;
+    assert_int_equal(a.n_segs, 3);
+    assert_int_equal(st_record_add_timeline(&a, c, 510, 0, -70), 0); /* nothing */
+    assert_int_equal(st_record_add_event(&a, c->t[600] + 3), 0);     /* a formula after a reference */
+    want[m++] = c->t[600] + 3;
+    assert_int_equal(a.n_segs, 4);
+    expect_events(&a, want, m, 0);
+    assert_int_equal(refs(c), 4); /* the creator's and a's three references */
+
+    /* a copy shifted by 1 ms takes its own references */
+    assert_int_equal(st_record_add_segs(&b, a.segs, a.n_segs, 1000000), 0);
+    assert_int_equal(refs(c), 7);
+    st_ns wb[N + 1];
+    for (uint32_t i = 0; i < m; i++)
+        wb[i] = want[i] + 1000000;
+    expect_events(&b, wb, m, 0);
+
+    /* a shallow copy cut inside the first reference: the original untouched, no reference taken */
+    st_record view = a;
+    st_record_truncate_events(&view, 150);
+    expect_events(&view, want, 150, 0);
+    expect_events(&a, want, m, 0);
+    assert_int_equal(refs(c), 7);
+
+    /* a scale goes with b's references: a (the same chunk) keeps its times */
+    st_record_scale_events(&b, 2.5);
+    for (uint32_t i = 0; i < m; i++)
+        wb[i] = llround((double)wb[i] * 2.5);
+    expect_events(&b, wb, m, 1);
+    expect_events(&a, want, m, 0);
+
+    /* the creator lets go first: the records still read the chunk; then a, then b frees it */
+    st_tok_chunk_unref(c);
+    assert_int_equal(refs(c), 6);
+    st_record_free(&a);
+    assert_int_equal(refs(c), 3);
+    expect_events(&b, wb, m, 1);
+    st_record_free(&b); /* the last reference: freed (the address sanitizer build checks no leak) */
+
+    /* the other order: records freed first, the creator's reference last */
+    st_tok_chunk *d = st_tok_chunk_new(4);
+    assert_non_null(d);
+    d->t[0] = 10, d->t[1] = 20, d->n = 2;
+    st_record_init(&a, 0);
+    assert_int_equal(st_record_add_timeline(&a, d, 0, 2, 0), 0);
+    assert_int_equal(refs(d), 2);
+    st_record_free(&a);
+    assert_int_equal(refs(d), 1);
+    st_tok_chunk_unref(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(added_events_exact),
-        cmocka_unit_test(fitted_runs),
-        cmocka_unit_test(short_pieces_join),
-        cmocka_unit_test(truncate_and_scale),
+        cmocka_unit_test(added_events_exact),  cmocka_unit_test(fitted_runs),
+        cmocka_unit_test(short_pieces_join),   cmocka_unit_test(truncate_and_scale),
+        cmocka_unit_test(timeline_references),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
