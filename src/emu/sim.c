@@ -33,8 +33,9 @@ struct st_emu_session {
     uint32_t fifo_cap;
     st_ns *slots; /* with a cap on requests in flight: when each slot (is / will be) free, FIFO */
     uint32_t slots_cap;
-    /* The shared step timeline (load/record.h: st_tok_chunk): each step's (or run of steps') delivery
-     * base written once, less tl_shift, into the current chunk (this session holds one reference on
+    /* The shared step timeline (load/record.h: st_tok_chunk): each step's delivery base (a run of
+     * steps': fitted into segments within ST_EMU_TOKEN_TOL_NS) written once, less tl_shift, into the
+     * current chunk (this session holds one reference on
      * it; the records' segments hold theirs). A sequence's token of a step is due at the step's base
      * plus its own offset, its place on the API server's queue; when a sequence ahead of others
      * finishes, their places move up by its share, and tl_shift grows by that share so that their
@@ -42,6 +43,8 @@ struct st_emu_session {
      * after run. */
     st_tok_chunk *tl;
     st_ns tl_shift;
+    st_tok_seg *segs; /* a run's delivery times fitted (run_skip), before they go to the timeline */
+    size_t segs_cap;
 };
 
 int st_emu_session_new(const st_emu_config *cfg, st_emu_session **out, st_emu_memory *mem_out, char *err, size_t errlen)
@@ -67,6 +70,7 @@ void st_emu_session_free(st_emu_session *s)
     st_emu_engine_free(s->e);
     free(s->idbuf);
     st_tok_chunk_unref(s->tl);
+    free(s->segs);
     free(s->order);
     free(s->fifo);
     free(s->slots);
@@ -77,8 +81,8 @@ void st_emu_session_stats(const st_emu_session *s, st_emu_stats *out) { st_emu_g
 
 /* Segments of token events a record gets room for when its request is sent (more grow as they come). */
 #define SIM_SEGS_RESERVE 4u
-/* Times in a timeline chunk (32 KiB): a new chunk starts when a run does not fit in the current one. */
-#define SIM_TL_CHUNK 4096u
+/* Segments in a timeline chunk (36 KiB): a new chunk starts when a run's do not fit in the current one. */
+#define SIM_TL_CHUNK 1024u
 
 static const char STOPPED_RUNNING[] = "the run was stopped before this request completed";
 static const char STOPPED_UNSENT[] = "the run was stopped before this request was sent";
@@ -607,21 +611,25 @@ static int finish(run *R, st_record *r, st_ns at)
     return 0;
 }
 
-/* Writes k delivery bases (absolute engine times) to the session's timeline, in one chunk; *first
- * gets the index of the first. 0, or -1 out of memory. */
-static int tl_append(st_emu_session *S, const st_ns *base, uint32_t k, uint32_t *first)
+/* Writes the segments g[0..m) of delivery times (absolute engine times), less tl_shift, to the
+ * session's timeline, in one chunk; *first gets the chunk's index of their first event. 0, or -1
+ * out of memory. */
+static int tl_append(st_emu_session *S, const st_tok_seg *g, uint32_t m, uint32_t *first)
 {
-    if (!S->tl || S->tl->cap - S->tl->n < k) {
-        st_tok_chunk *c = st_tok_chunk_new(k > SIM_TL_CHUNK ? k : SIM_TL_CHUNK);
+    if (!S->tl || S->tl->cap - S->tl->n < m) {
+        st_tok_chunk *c = st_tok_chunk_new(m > SIM_TL_CHUNK ? m : SIM_TL_CHUNK);
         if (!c)
             return -1;
         st_tok_chunk_unref(S->tl); /* the records that reference it keep it */
         S->tl = c;
     }
-    *first = S->tl->n;
-    for (uint32_t j = 0; j < k; j++)
-        S->tl->t[*first + j] = base[j] - S->tl_shift;
-    S->tl->n += k;
+    for (uint32_t j = 0; j < m; j++) {
+        st_tok_seg x = g[j];
+        x.t0 -= S->tl_shift;
+        uint32_t f = st_tok_chunk_add(S->tl, &x);
+        if (j == 0)
+            *first = f;
+    }
     return 0;
 }
 
@@ -636,7 +644,8 @@ static int run_step(run *R, const st_emu_step_result *res)
      * as it comes instead) */
     int tl = !R->o->no_token_times && !st_emu_engine_config(R->e)->step_by_step && res->n_events;
     uint32_t first = 0;
-    if (tl && tl_append(S, &res->due_base, 1, &first) < 0) {
+    st_tok_seg one = { .t0 = res->due_base, .n = 1 };
+    if (tl && tl_append(S, &one, 1, &first) < 0) {
         snprintf(R->err, R->errlen, "out of memory");
         return -1;
     }
@@ -699,10 +708,13 @@ static int run_skip(run *R, const st_emu_skip_result *sk)
     st_emu_session *S = R->S;
     for (uint32_t j = 0; j < k; j++)
         R->s.busy_s += (sk->start[j + 1] - sk->start[j]) / 1e9;
-    int tl = !R->o->no_token_times; /* the run's delivery bases, once for all its sequences */
-    if (tl && tl_append(S, sk->due, k, &first) < 0) {
-        snprintf(R->err, R->errlen, "out of memory");
-        return -1;
+    int tl = !R->o->no_token_times; /* the run's delivery times as segments, once for all its sequences */
+    if (tl) {
+        if (st_grow((void **)&S->segs, &S->segs_cap, k, sizeof *S->segs, 64) < 0 ||
+            tl_append(S, S->segs, st_tok_segs_fit(sk->due, k, ST_EMU_TOKEN_TOL_NS, S->segs), &first) < 0) {
+            snprintf(R->err, R->errlen, "out of memory");
+            return -1;
+        }
     }
     st_ns shift = 0; /* the finished sequences' shares of the API server's queue */
     for (uint32_t q = 0; q < sk->seqs; q++) {

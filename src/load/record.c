@@ -86,13 +86,23 @@ double st_record_srv_tpot_gap(const st_record *r) { return st_record_tpot(r) - s
 
 st_tok_chunk *st_tok_chunk_new(uint32_t cap)
 {
-    st_tok_chunk *c = malloc(sizeof *c + (size_t)cap * sizeof c->t[0]);
+    st_tok_chunk *c = malloc(sizeof *c + (size_t)cap * (sizeof c->s[0] + sizeof c->e0[0]));
     if (!c)
         return NULL;
     atomic_init(&c->refs, 1);
-    c->n = 0;
+    c->n = c->n_ev = 0;
     c->cap = cap;
+    c->e0 = (uint32_t *)(c->s + cap);
     return c;
+}
+
+uint32_t st_tok_chunk_add(st_tok_chunk *c, const st_tok_seg *g)
+{
+    uint32_t first = c->n_ev;
+    c->e0[c->n] = first;
+    c->s[c->n++] = *g;
+    c->n_ev += g->n;
+    return first;
 }
 
 void st_tok_chunk_ref(st_tok_chunk *c) { atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed); }
@@ -230,8 +240,13 @@ st_ns st_record_event(const st_record *r, uint32_t i)
     if (i >= r->n_events)
         return -1;
     for (uint32_t s = 0; s < r->n_segs; s++) {
-        if (i < r->segs[s].n)
-            return st_tok_seg_at(&r->segs[s], i);
+        const st_tok_seg *g = &r->segs[s];
+        if (i < g->n && !g->tl)
+            return st_tok_seg_at(g, i);
+        if (i < g->n) {
+            uint32_t e = g->first + i, c = st_tok_chunk_find(g->tl, e);
+            return st_tok_ref_time(g, st_tok_seg_at(&g->tl->s[c], e - g->tl->e0[c]));
+        }
         i -= r->segs[s].n;
     }
     return -1;

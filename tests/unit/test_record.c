@@ -165,33 +165,43 @@ static void timeline_references(void **state)
 {
     (void)state;
     enum { N = 1000 };
-    st_tok_chunk *c = st_tok_chunk_new(N);
-    assert_non_null(c);
+    /* the chunk's times: a run on one curve (one segment), then times on none (short segments) */
+    static st_ns ct[N];
+    static st_tok_seg fit[N];
     for (uint32_t i = 0; i < N; i++)
-        c->t[i] = 5000000 + 7000000 * (st_ns)i + ((st_ns)i * i) % 13; /* not on any curve */
-    c->n = N;
+        ct[i] = 5000000 + 7000000 * (st_ns)i + (i < 500 ? 40 * (st_ns)i * i : ((st_ns)i * i) % 13);
+    uint32_t nf = st_tok_segs_fit(ct, 500, 0, fit);
+    assert_int_equal(nf, 1);
+    nf += st_tok_segs_fit(ct + 500, N - 500, 0, fit + 1);
+    assert_true(nf > 100);
+    st_tok_chunk *c = st_tok_chunk_new(nf);
+    assert_non_null(c);
+    for (uint32_t i = 0, e = 0; i < nf; e += fit[i++].n)
+        assert_int_equal(st_tok_chunk_add(c, &fit[i]), e);
+    assert_int_equal(c->n_ev, N);
     st_record a, b;
     st_record_init(&a, 0);
     st_record_init(&b, 1);
     st_ns want[N + 1];
     uint32_t m = 0;
-    /* steps 0..100 and 100..300 with offset 50: one segment */
+    /* events 0..100 and 100..600 with offset 50 (from inside the chunk's first segment into its short
+     * ones): one segment */
     assert_int_equal(st_record_add_timeline(&a, c, 0, 100, 50), 0);
-    assert_int_equal(st_record_add_timeline(&a, c, 100, 200, 50), 0);
+    assert_int_equal(st_record_add_timeline(&a, c, 100, 500, 50), 0);
     assert_int_equal(a.n_segs, 1);
-    for (uint32_t i = 0; i < 300; i++)
-        want[m++] = c->t[i] + 50;
+    for (uint32_t i = 0; i < 600; i++)
+        want[m++] = ct[i] + 50;
     /* another offset, then a gap (a preemption): two more */
-    assert_int_equal(st_record_add_timeline(&a, c, 300, 100, -70), 0);
-    for (uint32_t i = 300; i < 400; i++)
-        want[m++] = c->t[i] - 70;
-    assert_int_equal(st_record_add_timeline(&a, c, 500, 10, -70), 0);
-    for (uint32_t i = 500; i < 510; i++)
-        want[m++] = c->t[i] - 70;
+    assert_int_equal(st_record_add_timeline(&a, c, 600, 100, -70), 0);
+    for (uint32_t i = 600; i < 700; i++)
+        want[m++] = ct[i] - 70;
+    assert_int_equal(st_record_add_timeline(&a, c, 800, 10, -70), 0);
+    for (uint32_t i = 800; i < 810; i++)
+        want[m++] = ct[i] - 70;
     assert_int_equal(a.n_segs, 3);
-    assert_int_equal(st_record_add_timeline(&a, c, 510, 0, -70), 0); /* nothing */
-    assert_int_equal(st_record_add_event(&a, c->t[600] + 3), 0);     /* a formula after a reference */
-    want[m++] = c->t[600] + 3;
+    assert_int_equal(st_record_add_timeline(&a, c, 810, 0, -70), 0); /* nothing */
+    assert_int_equal(st_record_add_event(&a, ct[900] + 3), 0);       /* a formula after a reference */
+    want[m++] = ct[900] + 3;
     assert_int_equal(a.n_segs, 4);
     expect_events(&a, want, m, 0);
     assert_int_equal(refs(c), 4); /* the creator's and a's three references */
@@ -206,8 +216,8 @@ static void timeline_references(void **state)
 
     /* a shallow copy cut inside the first reference: the original untouched, no reference taken */
     st_record view = a;
-    st_record_truncate_events(&view, 150);
-    expect_events(&view, want, 150, 0);
+    st_record_truncate_events(&view, 550);
+    expect_events(&view, want, 550, 0);
     expect_events(&a, want, m, 0);
     assert_int_equal(refs(c), 7);
 
@@ -229,7 +239,8 @@ static void timeline_references(void **state)
     /* the other order: records freed first, the creator's reference last */
     st_tok_chunk *d = st_tok_chunk_new(4);
     assert_non_null(d);
-    d->t[0] = 10, d->t[1] = 20, d->n = 2;
+    st_tok_seg two = { .t0 = 10, .d = 10, .n = 2 };
+    assert_int_equal(st_tok_chunk_add(d, &two), 0);
     st_record_init(&a, 0);
     assert_int_equal(st_record_add_timeline(&a, d, 0, 2, 0), 0);
     assert_int_equal(refs(d), 2);
