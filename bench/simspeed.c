@@ -7,7 +7,7 @@
  * (300-token outputs: 20 req/s, ~70 running; 2,000-token outputs: 5 req/s, where the KV cache runs
  * full and requests wait for blocks), then closed loop with 8 clients (few sequences per step: the
  * per-step work weighs most there). A third run takes the skipping path without recording the per-token
- * times (st_emu_run_opts.no_token_times): the engine model's own speed, without the records' token arrays.
+ * times (st_emu_run_opts.no_token_times): the engine model's own speed, without the records' token times.
  * Usage: build/bench/simspeed [REQUESTS [on|off|bare [W]]] (default 4000 requests, every path; on / off / bare: only
  * that path, for profiling; W 1-4: only the W-th workload above). */
 #include <math.h>

@@ -913,6 +913,7 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
     uint32_t n_ev = apply_output(e, sc.n_sched, end);
     release_finished(e);
     frontend_due(e, n_ev, end);
+    res->due_base = !e->cfg.no_frontend && n_ev ? e->fe_batch : end;
     res->events = e->events;
     res->n_events = n_ev;
     res->admitted = e->admitted;

@@ -103,6 +103,8 @@ typedef struct st_emu_seq_work {
 
 typedef struct st_emu_step_result {
     st_ns start, duration; /* the tokens are due at start + duration */
+    st_ns due_base;        /* the API server's start on this step's events (the step's end, later when it is
+                              behind): event i is due at due_base plus its place on the server's queue */
     uint32_t tokens, decode_tokens, prefill_tokens, seqs;
     st_emu_event *events; /* owned by the engine, valid until the next st_emu_step */
     uint32_t n_events;

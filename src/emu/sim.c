@@ -33,7 +33,17 @@ struct st_emu_session {
     uint32_t fifo_cap;
     st_ns *slots; /* with a cap on requests in flight: when each slot (is / will be) free, FIFO */
     uint32_t slots_cap;
-    st_tok_seg *segs; /* a run of steps' delivery times as segments (run_skip), shared by its sequences */
+    /* The shared step timeline (load/record.h: st_tok_chunk): each step's delivery base (a run of
+     * steps': fitted into segments within ST_EMU_TOKEN_TOL_NS) written once, less tl_shift, into the
+     * current chunk (this session holds one reference on
+     * it; the records' segments hold theirs). A sequence's token of a step is due at the step's base
+     * plus its own offset, its place on the API server's queue; when a sequence ahead of others
+     * finishes, their places move up by its share, and tl_shift grows by that share so that their
+     * offsets against the timeline stay the same: a sequence's record extends one reference run
+     * after run. */
+    st_tok_chunk *tl;
+    st_ns tl_shift;
+    st_tok_seg *segs; /* a run's delivery times fitted (run_skip), before they go to the timeline */
     size_t segs_cap;
 };
 
@@ -59,6 +69,7 @@ void st_emu_session_free(st_emu_session *s)
         return;
     st_emu_engine_free(s->e);
     free(s->idbuf);
+    st_tok_chunk_unref(s->tl);
     free(s->segs);
     free(s->order);
     free(s->fifo);
@@ -69,7 +80,9 @@ void st_emu_session_free(st_emu_session *s)
 void st_emu_session_stats(const st_emu_session *s, st_emu_stats *out) { st_emu_get_stats(s->e, out); }
 
 /* Segments of token events a record gets room for when its request is sent (more grow as they come). */
-#define SIM_SEGS_RESERVE 16u
+#define SIM_SEGS_RESERVE 4u
+/* Segments in a timeline chunk (36 KiB): a new chunk starts when a run's do not fit in the current one. */
+#define SIM_TL_CHUNK 1024u
 
 static const char STOPPED_RUNNING[] = "the run was stopped before this request completed";
 static const char STOPPED_UNSENT[] = "the run was stopped before this request was sent";
@@ -598,12 +611,45 @@ static int finish(run *R, st_record *r, st_ns at)
     return 0;
 }
 
+/* Writes the segments g[0..m) of delivery times (absolute engine times), less tl_shift, to the
+ * session's timeline, in one chunk; *first gets the chunk's index of their first event. 0, or -1
+ * out of memory. */
+static int tl_append(st_emu_session *S, const st_tok_seg *g, uint32_t m, uint32_t *first)
+{
+    if (!S->tl || S->tl->cap - S->tl->n < m) {
+        st_tok_chunk *c = st_tok_chunk_new(m > SIM_TL_CHUNK ? m : SIM_TL_CHUNK);
+        if (!c)
+            return -1;
+        st_tok_chunk_unref(S->tl); /* the records that reference it keep it */
+        S->tl = c;
+    }
+    for (uint32_t j = 0; j < m; j++) {
+        st_tok_seg x = g[j];
+        x.t0 -= S->tl_shift;
+        uint32_t f = st_tok_chunk_add(S->tl, &x);
+        if (j == 0)
+            *first = f;
+    }
+    return 0;
+}
+
 /* Records a step's token events at the times the clients receive them (the step's end, or
  * later when the API-server model is behind). 0, or -1. */
 static int run_step(run *R, const st_emu_step_result *res)
 {
     st_ns end_abs = res->start + res->duration;
+    st_emu_session *S = R->S;
     R->s.busy_s += res->duration / 1e9;
+    /* the step's delivery base on the timeline (the reference path, step by step, keeps each time
+     * as it comes instead) */
+    int tl = !R->o->no_token_times && !st_emu_engine_config(R->e)->step_by_step && res->n_events;
+    uint32_t first = 0;
+    st_tok_seg one = { .t0 = res->due_base, .n = 1 };
+    if (tl && tl_append(S, &one, 1, &first) < 0) {
+        snprintf(R->err, R->errlen, "out of memory");
+        return -1;
+    }
+    st_ns shift = 0, prev = res->due_base; /* the finished sequences' shares of the queue */
     for (uint32_t k = 0; k < res->n_events; k++) {
         const st_emu_event *ev = &res->events[k];
         st_record *r = ev->user;
@@ -620,15 +666,24 @@ static int run_step(run *R, const st_emu_step_result *res)
             r->first_answer = at;
         if (from <= n_reason)
             r->reasoning_tokens = ev->n_out < n_reason ? ev->n_out : n_reason;
-        if (!R->o->no_token_times && st_record_add_event(r, at) < 0) {
+        int rc = 0;
+        if (tl)
+            rc = st_record_add_timeline(r, S->tl, first, 1, ev->due - res->due_base - R->t0 + S->tl_shift);
+        else if (!R->o->no_token_times)
+            rc = st_record_add_event(r, at);
+        if (rc < 0) {
             snprintf(R->err, R->errlen, "out of memory");
             return -1;
         }
+        if (ev->finish)
+            shift += ev->due - prev;
+        prev = ev->due;
         r->output_tokens = ev->n_out;
         R->p.output_tokens += n_tok;
         if (ev->finish && finish(R, r, at) < 0)
             return -1;
     }
+    S->tl_shift += shift;
     st_emu_stats es;
     st_emu_get_stats(R->e, &es);
     if (es.running > R->s.max_running)
@@ -649,26 +704,30 @@ static int run_step(run *R, const st_emu_step_result *res)
  * step, none gets its first token in a run). 0, or -1. */
 static int run_skip(run *R, const st_emu_skip_result *sk)
 {
-    uint32_t k = sk->steps, n_segs = 0;
+    uint32_t k = sk->steps, first = 0;
     st_emu_session *S = R->S;
     for (uint32_t j = 0; j < k; j++)
         R->s.busy_s += (sk->start[j + 1] - sk->start[j]) / 1e9;
-    if (!R->o->no_token_times) { /* the run's delivery times as segments, once for all its sequences */
-        if (st_grow((void **)&S->segs, &S->segs_cap, k, sizeof *S->segs, 64) < 0) {
+    int tl = !R->o->no_token_times; /* the run's delivery times as segments, once for all its sequences */
+    if (tl) {
+        if (st_grow((void **)&S->segs, &S->segs_cap, k, sizeof *S->segs, 64) < 0 ||
+            tl_append(S, S->segs, st_tok_segs_fit(sk->due, k, ST_EMU_TOKEN_TOL_NS, S->segs), &first) < 0) {
             snprintf(R->err, R->errlen, "out of memory");
             return -1;
         }
-        n_segs = st_tok_segs_fit(sk->due, k, ST_EMU_TOKEN_TOL_NS, S->segs);
     }
+    st_ns shift = 0; /* the finished sequences' shares of the API server's queue */
     for (uint32_t q = 0; q < sk->seqs; q++) {
         const st_emu_skip_seq *sq = &sk->seq[q];
         st_record *r = sq->user;
         uint32_t n_reason = R->items[r - R->rec].n_reason;
         st_ns off = sq->due_off - R->t0; /* its token of step j reaches its client at due[j] + off */
-        if (n_segs && st_record_add_segs(r, S->segs, n_segs, off) < 0) {
+        if (tl && st_record_add_timeline(r, S->tl, first, k, off + S->tl_shift) < 0) {
             snprintf(R->err, R->errlen, "out of memory");
             return -1;
         }
+        if (sq->finish)
+            shift += sq->due_off - (q ? sq[-1].due_off : 0);
         /* step j emits token n_out + j + 1 */
         if (n_reason >= sq->n_out && n_reason - sq->n_out < k) /* the first answer token */
             r->first_answer = sk->due[n_reason - sq->n_out] + off;
@@ -679,6 +738,7 @@ static int run_skip(run *R, const st_emu_skip_result *sk)
         if (sq->finish && finish(R, r, sk->due[k - 1] + off) < 0) /* in the run's last step, as run_step ends it */
             return -1;
     }
+    S->tl_shift += shift;
     st_emu_stats es;
     st_emu_get_stats(R->e, &es); /* waiting as after every step of the run */
     if (sk->running_peak > R->s.max_running)

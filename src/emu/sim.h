@@ -12,10 +12,11 @@
 #include "emu/engine.h"
 #include "load/record.h"
 
-/* The token times of a run of decode steps are kept as segments (load/record.h: st_tok_seg), each
- * time within this many ns of the time the step-by-step model gives it (step times are whole ns, so
- * a run's times lie on a smooth curve only to about 1 ns a step): 1e-5 of a 10 ms step, far below
- * any figure a report prints. Every other time of a record is exact. */
+/* The token times of a run of decode steps are kept as segments (load/record.h: st_tok_seg, on the
+ * session's shared timeline), each time within this many ns of the time the step-by-step model gives
+ * it (step times are whole ns, so a run's times lie on a smooth curve only to about 1 ns a step):
+ * 1e-5 of a 10 ms step, far below any figure a report prints. Every other time of a record is
+ * exact. */
 #define ST_EMU_TOKEN_TOL_NS 100
 
 /* One request of the workload (st_emu_sim_items_from_workload maps load/workload.h's st_work_item onto it:
@@ -68,7 +69,10 @@ typedef struct st_emu_sim_stats {
  * (st_record_init) and filled for item i: scheduled = sent = arrival, first_byte =
  * first_token, every token event, end, tokens; a request the engine rejects (too long)
  * gets ST_REQ_HTTP_STATUS 400 with vLLM's message. Returns 0, or -1 with err (startup
- * refusal, out of memory). A stop callback is not needed: the run always terminates. */
+ * refusal, out of memory). A stop callback is not needed: the run always terminates.
+ * A record's token times are references into the session's shared step timeline (load/record.h:
+ * st_tok_chunk), not copies: each record holds its own references, so records stay
+ * valid after the session is freed and each is freed with st_record_free, in any order. */
 int st_emu_sim_run(const st_emu_config *cfg, const st_emu_sim_item *items, uint32_t n, st_record *records,
                    st_emu_sim_stats *stats, char *err, size_t errlen);
 /* The same with a client-side concurrency limit (like `vllm bench serve --max-concurrency`):

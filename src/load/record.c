@@ -3,6 +3,7 @@
 #include "core/util.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,6 +84,35 @@ double st_record_srv_tpot(const st_record *r)
 
 double st_record_srv_tpot_gap(const st_record *r) { return st_record_tpot(r) - st_record_srv_tpot(r); }
 
+st_tok_chunk *st_tok_chunk_new(uint32_t cap)
+{
+    st_tok_chunk *c = malloc(sizeof *c + (size_t)cap * (sizeof c->s[0] + sizeof c->e0[0]));
+    if (!c)
+        return NULL;
+    atomic_init(&c->refs, 1);
+    c->n = c->n_ev = 0;
+    c->cap = cap;
+    c->e0 = (uint32_t *)(c->s + cap);
+    return c;
+}
+
+uint32_t st_tok_chunk_add(st_tok_chunk *c, const st_tok_seg *g)
+{
+    uint32_t first = c->n_ev;
+    c->e0[c->n] = first;
+    c->s[c->n++] = *g;
+    c->n_ev += g->n;
+    return first;
+}
+
+void st_tok_chunk_ref(st_tok_chunk *c) { atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed); }
+
+void st_tok_chunk_unref(st_tok_chunk *c)
+{
+    if (c && atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) == 1)
+        free(c);
+}
+
 /* Room for `more` segments: grown by a quarter, not doubled (a record's size is mostly known when it
  * is reserved; what it outgrows is little, and memory it never uses still costs its pages). 0, or -1. */
 static int seg_room(st_record *r, uint32_t more)
@@ -96,7 +126,8 @@ static int seg_room(st_record *r, uint32_t more)
 
 int st_record_add_event(st_record *r, st_ns t)
 {
-    if (r->n_segs) { /* on the last segment: it grows (two events always make one, three when exact) */
+    if (r->n_segs && !r->segs[r->n_segs - 1].tl) { /* on the last formula: it grows (two events always
+                                                      make one, three when exact) */
         st_tok_seg *s = &r->segs[r->n_segs - 1];
         if (s->n == 1) {
             s->d = (double)(t - s->t0);
@@ -133,7 +164,7 @@ int st_record_add_event(st_record *r, st_ns t)
 static int join_short(st_record *r, const st_tok_seg *g, st_ns off)
 {
     st_tok_seg *s = &r->segs[r->n_segs - 1];
-    if (s->n + g->n > 3)
+    if (s->n + g->n > 3 || s->tl || g->tl)
         return 0;
     st_ns p[3] = { 0, 0, 0 };
     uint32_t m = 0;
@@ -164,9 +195,31 @@ int st_record_add_segs(st_record *r, const st_tok_seg *segs, uint32_t n_segs, st
     for (uint32_t i = 0; i < n_segs; i++) {
         o[i] = segs[i];
         o[i].t0 += off;
+        if (o[i].tl)
+            st_tok_chunk_ref((st_tok_chunk *)o[i].tl);
         r->n_events += segs[i].n;
     }
     r->n_segs += n_segs;
+    return 0;
+}
+
+int st_record_add_timeline(st_record *r, st_tok_chunk *tl, uint32_t first, uint32_t k, st_ns off)
+{
+    if (!k)
+        return 0;
+    if (r->n_segs) {
+        st_tok_seg *s = &r->segs[r->n_segs - 1];
+        if (s->tl == tl && s->first + s->n == first && s->t0 == off && s->d == 0) {
+            s->n += k;
+            r->n_events += k;
+            return 0;
+        }
+    }
+    if (seg_room(r, 1) < 0)
+        return -1;
+    st_tok_chunk_ref(tl);
+    r->segs[r->n_segs++] = (st_tok_seg){ .t0 = off, .first = first, .n = k, .tl = tl };
+    r->n_events += k;
     return 0;
 }
 
@@ -187,8 +240,13 @@ st_ns st_record_event(const st_record *r, uint32_t i)
     if (i >= r->n_events)
         return -1;
     for (uint32_t s = 0; s < r->n_segs; s++) {
-        if (i < r->segs[s].n)
-            return st_tok_seg_at(&r->segs[s], i);
+        const st_tok_seg *g = &r->segs[s];
+        if (i < g->n && !g->tl)
+            return st_tok_seg_at(g, i);
+        if (i < g->n) {
+            uint32_t e = g->first + i, c = st_tok_chunk_find(g->tl, e);
+            return st_tok_ref_time(g, st_tok_seg_at(&g->tl->s[c], e - g->tl->e0[c]));
+        }
         i -= r->segs[s].n;
     }
     return -1;
@@ -198,19 +256,18 @@ st_ns st_record_last_event(const st_record *r) { return r->n_events ? st_record_
 
 void st_record_truncate_events(st_record *r, uint32_t n)
 {
-    if (n >= r->n_events)
-        return;
-    uint32_t left = n, s = 0;
-    while (s < r->n_segs && left > r->segs[s].n)
-        left -= r->segs[s++].n;
-    r->n_segs = left ? s + 1 : s; /* segment s, whole or in part (n_events ends it) */
-    r->n_events = n;
+    if (n < r->n_events)
+        r->n_events = n; /* the segments stay: st_events_next and st_record_event stop at n_events */
 }
 
 void st_record_scale_events(st_record *r, double k)
 {
     for (uint32_t s = 0; s < r->n_segs; s++) {
         st_tok_seg *g = &r->segs[s];
+        if (g->tl) { /* the shared times stay: the scale goes with the reference */
+            g->d = g->d != 0 ? g->d * k : k;
+            continue;
+        }
         g->t0 = (st_ns)llround((double)g->t0 * k);
         g->d *= k;
         g->dd = (float)(g->dd * k);
@@ -302,6 +359,8 @@ void st_record_set_error(st_record *r, st_req_status st, const char *msg, size_t
 
 void st_record_free(st_record *r)
 {
+    for (uint32_t s = 0; s < r->n_segs; s++)
+        st_tok_chunk_unref((st_tok_chunk *)r->segs[s].tl);
     free(r->segs);
     free(r->error);
     r->segs = NULL;

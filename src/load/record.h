@@ -32,24 +32,86 @@ typedef enum st_req_status {
 /* Stable short names ("ok", "connect", "tls", "http_status", ...), used in JSON/CSV/SQL. */
 const char *st_req_status_name(st_req_status s);
 
-/* A segment of a record's token events: event k (0 <= k < n) at
+struct st_tok_chunk;
+
+/* A segment of token events, of one of two kinds.
+ * A formula (tl NULL): event k (0 <= k < n) at
  *   t0 + llround(k * d + dd * k * (k - 1) / 2) ns,
  * so steps whose interval grows by dd ns a step (the engine model's runs of decode steps, where
  * each step reads one more token of KV cache per sequence), equal intervals (dd 0) or one event
- * (n 1). */
+ * (n 1): a real stream's events, a few to a segment, or a run of engine steps.
+ * A timeline reference (tl set, in a record only): the chunk's events first .. first + n - 1
+ * (st_tok_chunk below), each plus t0 (the record's own offset from the shared times, e.g. its place
+ * on the API server's queue), times llround(x * d) when d != 0 (a time scale applied to the
+ * record: the shared times stay as they are). It holds one reference to tl (st_record_free drops
+ * it). A sequence the engine model runs without a break (no preemption, no change of its offset)
+ * is one such segment, whatever its length and however often the batch changes. */
 typedef struct st_tok_seg {
     st_ns t0;
     double d;
-    float dd;
+    union {
+        float dd;       /* formula */
+        uint32_t first; /* timeline reference */
+    };
     uint32_t n;
+    const struct st_tok_chunk *tl;
 } st_tok_seg;
 
+/* A shared step timeline's chunk: formula segments (s[0..n), holding n_ev events: event e of the
+ * chunk is event e - e0[i] of the segment i with e0[i] <= e < e0[i] + s[i].n) written once by their
+ * producer (the engine model's session: each step's or run of steps' delivery times) and read by
+ * every record that references them. Ownership: reference-counted (atomically, so records may be
+ * freed on any thread). The producer holds one reference while it appends (segments are only added;
+ * one once written never changes) and every record segment that points into the chunk holds one
+ * more; the last st_tok_chunk_unref frees it. So a record stays valid after the session that wrote
+ * its times is freed, and records and sessions may be freed in any order. */
+typedef struct st_tok_chunk {
+    _Atomic uint32_t refs;
+    uint32_t n, cap, n_ev;
+    uint32_t *e0;   /* cap of them, after s[] in the same allocation */
+    st_tok_seg s[]; /* cap of them */
+} st_tok_chunk;
+
+/* A new chunk with room for cap segments and one reference (its creator's), or NULL. */
+st_tok_chunk *st_tok_chunk_new(uint32_t cap);
+/* Appends a formula segment (room checked by the caller: n < cap); returns its first event's
+ * index in the chunk. */
+uint32_t st_tok_chunk_add(st_tok_chunk *c, const st_tok_seg *g);
+void st_tok_chunk_ref(st_tok_chunk *c);
+/* Drops a reference; frees the chunk with the last one. NULL: nothing. */
+void st_tok_chunk_unref(st_tok_chunk *c);
+
+/* The segment holding the chunk's event e (< n_ev). */
+static inline uint32_t st_tok_chunk_find(const st_tok_chunk *c, uint32_t e)
+{
+    uint32_t lo = 0, hi = c->n; /* e0[lo] <= e < e0[hi] */
+    while (hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (c->e0[mid] <= e)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* A formula segment's event k. */
 static inline st_ns st_tok_seg_at(const st_tok_seg *s, uint32_t k)
 {
     if (k == 0)
         return s->t0;
     double x = (double)k * s->d + 0.5 * (double)s->dd * (double)k * (double)(k - 1);
     return s->t0 + (st_ns)(x >= 0 ? x + 0.5 : x - 0.5);
+}
+
+/* A timeline reference's event at shared time x (its offset and scale applied). */
+static inline st_ns st_tok_ref_time(const st_tok_seg *s, st_ns x)
+{
+    x += s->t0;
+    if (s->d == 0)
+        return x;
+    double y = (double)x * s->d;
+    return (st_ns)(y >= 0 ? y + 0.5 : y - 0.5);
 }
 
 typedef struct st_record {
@@ -87,8 +149,9 @@ typedef struct st_record {
     uint32_t srv_draft_n, srv_draft_accepted;
 
     /* Time of every token event (relative to t0), n_events of them, held as segments (st_tok_seg
-     * below: a run of steps is one segment, a real stream's events a few to a segment); owned by
-     * the record (malloc'd). One event may carry more than one token. ITL = consecutive
+     * above: formulas, a real stream's events a few to a segment, or references into a shared
+     * timeline, the engine model's steps); the array is owned by the record (malloc'd), each
+     * reference holds its chunk (st_record_free drops them). One event may carry more than one token. ITL = consecutive
      * differences. Read them only through st_events_begin / st_events_next (or st_record_event),
      * never the segments themselves. */
     st_tok_seg *segs;
@@ -116,15 +179,31 @@ double st_record_srv_tpot_gap(const st_record *r);
 /* ---- token events: the one way to read and write them ----
  * Iteration in order: st_event_it it; st_events_begin(&it, r); while (st_events_next(&it, &t)) ... */
 typedef struct st_event_it {
-    const st_tok_seg *s;
-    uint32_t k, left;
+    const st_tok_seg *s; /* the record's segment */
+    uint32_t k, left;    /* events of it read; events left in all */
+    const st_tok_seg *c; /* a timeline reference: the chunk's segment and its event */
+    uint32_t ck;
 } st_event_it;
+
+/* Positions the iterator at the start of its record segment. */
+static inline void st_events_enter(st_event_it *it)
+{
+    it->k = 0;
+    if (it->s->tl) {
+        uint32_t i = st_tok_chunk_find(it->s->tl, it->s->first);
+        it->c = &it->s->tl->s[i];
+        it->ck = it->s->first - it->s->tl->e0[i];
+    }
+}
 
 static inline void st_events_begin(st_event_it *it, const st_record *r)
 {
     it->s = r->segs;
-    it->k = 0;
     it->left = r->segs ? r->n_events : 0;
+    it->c = NULL;
+    it->ck = 0;
+    if (it->left)
+        st_events_enter(it);
 }
 
 /* 1 with the next event's time in *t, 0 after the last. */
@@ -134,10 +213,19 @@ static inline int st_events_next(st_event_it *it, st_ns *t)
         return 0;
     while (it->k >= it->s->n) {
         it->s++;
-        it->k = 0;
+        st_events_enter(it);
     }
     it->left--;
-    *t = st_tok_seg_at(it->s, it->k++);
+    it->k++;
+    if (!it->s->tl) {
+        *t = st_tok_seg_at(it->s, it->k - 1);
+        return 1;
+    }
+    while (it->ck >= it->c->n) {
+        it->c++;
+        it->ck = 0;
+    }
+    *t = st_tok_ref_time(it->s, st_tok_seg_at(it->c, it->ck++));
     return 1;
 }
 
@@ -153,11 +241,19 @@ int st_record_add_event(st_record *r, st_ns t);
 int st_record_add_segs(st_record *r, const st_tok_seg *segs, uint32_t n_segs, st_ns off);
 /* Makes room for n segments in all (n_segs stays); 0, or -1 when out of memory. */
 int st_record_reserve_segs(st_record *r, uint32_t n);
-/* Keeps the first n events (n >= n_events: nothing changes). Only the record's counts change, not
- * its segments, so a shallow copy of a record (a view of it at an earlier time) may be cut without
- * touching the original's events; a cut record is read, not appended to. */
+/* Appends the chunk's events first .. first + k - 1, each plus off (a reference into a shared
+ * timeline: joined to the last segment when it references the same chunk up to `first` with the same
+ * offset, so a record that follows the timeline run after run holds one segment). 0, or -1 when out
+ * of memory. */
+int st_record_add_timeline(st_record *r, st_tok_chunk *tl, uint32_t first, uint32_t k, st_ns off);
+/* Keeps the first n events (n >= n_events: nothing changes). Only the record's event count changes,
+ * not its segments (n_segs stays: st_record_free still drops every reference), so a shallow copy of a
+ * record (a view of it at an earlier time) may be cut without touching the original's events; a cut
+ * record is read, not appended to, and a shallow copy is never freed (the original owns the segments
+ * and the timeline references). */
 void st_record_truncate_events(st_record *r, uint32_t n);
-/* Multiplies every event time by k (a time scale), as llround(t * k) would to within 1 ns. */
+/* Multiplies every event time by k (a time scale), as llround(t * k) would to within 1 ns (a timeline
+ * reference keeps the scale beside it: the shared times are not touched). */
 void st_record_scale_events(st_record *r, double k);
 /* Segments of the times t[0..n) (each within tol ns of its time; tol 0: exact), into out (room
  * for n); returns their count. A run of steps whose interval grows evenly is one segment. */
@@ -165,7 +261,8 @@ uint32_t st_tok_segs_fit(const st_ns *t, uint32_t n, st_ns tol, st_tok_seg *out)
 /* Sets error to a copy of msg truncated to ST_RECORD_ERROR_MAX (with "..." when cut), control
  * characters replaced by spaces (st_text_sanitize: the text often comes from the server). */
 void st_record_set_error(st_record *r, st_req_status st, const char *msg, size_t len);
-/* Frees the events and error; the record can be reused after st_record_init. */
+/* Frees the events (dropping its timeline references) and error; the record can be reused after
+ * st_record_init. */
 void st_record_free(st_record *r);
 void st_record_init(st_record *r, uint32_t id);
 

@@ -1,8 +1,11 @@
 /* The per-request record's token events (load/record.h): held as segments, read through one
  * iterator. Events appended one at a time (the HTTP runner, the store's reader) come back exactly;
  * times fitted into segments (the engine model's runs of steps) come back within the tolerance
- * asked; truncation, scaling, random access and the join of short segments. */
+ * asked; truncation, scaling, random access and the join of short segments; references into a
+ * shared step timeline (st_tok_chunk): joins, copies, views and the order of freeing. */
 #include "harness.h"
+
+#include <stdatomic.h>
 
 #include "core/rng.h"
 #include "load/record.h"
@@ -151,13 +154,107 @@ static void truncate_and_scale(void **state)
     st_record_free(&r);
 }
 
+static uint32_t refs(const st_tok_chunk *c) { return atomic_load(&((st_tok_chunk *)c)->refs); }
+
+/* References into a shared timeline: a record that follows it with one offset holds one segment,
+ * a new offset or a gap starts another, each segment holds its chunk; copies (st_record_add_segs)
+ * take their own references, a shallow copy is cut without touching the original, a scale goes with
+ * the reference and not into the shared times, and the chunk outlives its creator's reference until
+ * the last record is freed, in either order. */
+static void timeline_references(void **state)
+{
+    (void)state;
+    enum { N = 1000 };
+    /* the chunk's times: a run on one curve (one segment), then times on none (short segments) */
+    static st_ns ct[N];
+    static st_tok_seg fit[N];
+    for (uint32_t i = 0; i < N; i++)
+        ct[i] = 5000000 + 7000000 * (st_ns)i + (i < 500 ? 40 * (st_ns)i * i : ((st_ns)i * i) % 13);
+    uint32_t nf = st_tok_segs_fit(ct, 500, 0, fit);
+    assert_int_equal(nf, 1);
+    nf += st_tok_segs_fit(ct + 500, N - 500, 0, fit + 1);
+    assert_true(nf > 100);
+    st_tok_chunk *c = st_tok_chunk_new(nf);
+    assert_non_null(c);
+    for (uint32_t i = 0, e = 0; i < nf; e += fit[i++].n)
+        assert_int_equal(st_tok_chunk_add(c, &fit[i]), e);
+    assert_int_equal(c->n_ev, N);
+    st_record a, b;
+    st_record_init(&a, 0);
+    st_record_init(&b, 1);
+    st_ns want[N + 1];
+    uint32_t m = 0;
+    /* events 0..100 and 100..600 with offset 50 (from inside the chunk's first segment into its short
+     * ones): one segment */
+    assert_int_equal(st_record_add_timeline(&a, c, 0, 100, 50), 0);
+    assert_int_equal(st_record_add_timeline(&a, c, 100, 500, 50), 0);
+    assert_int_equal(a.n_segs, 1);
+    for (uint32_t i = 0; i < 600; i++)
+        want[m++] = ct[i] + 50;
+    /* another offset, then a gap (a preemption): two more */
+    assert_int_equal(st_record_add_timeline(&a, c, 600, 100, -70), 0);
+    for (uint32_t i = 600; i < 700; i++)
+        want[m++] = ct[i] - 70;
+    assert_int_equal(st_record_add_timeline(&a, c, 800, 10, -70), 0);
+    for (uint32_t i = 800; i < 810; i++)
+        want[m++] = ct[i] - 70;
+    assert_int_equal(a.n_segs, 3);
+    assert_int_equal(st_record_add_timeline(&a, c, 810, 0, -70), 0); /* nothing */
+    assert_int_equal(st_record_add_event(&a, ct[900] + 3), 0);       /* a formula after a reference */
+    want[m++] = ct[900] + 3;
+    assert_int_equal(a.n_segs, 4);
+    expect_events(&a, want, m, 0);
+    assert_int_equal(refs(c), 4); /* the creator's and a's three references */
+
+    /* a copy shifted by 1 ms takes its own references */
+    assert_int_equal(st_record_add_segs(&b, a.segs, a.n_segs, 1000000), 0);
+    assert_int_equal(refs(c), 7);
+    st_ns wb[N + 1];
+    for (uint32_t i = 0; i < m; i++)
+        wb[i] = want[i] + 1000000;
+    expect_events(&b, wb, m, 0);
+
+    /* a shallow copy cut inside the first reference: the original untouched, no reference taken */
+    st_record view = a;
+    st_record_truncate_events(&view, 550);
+    expect_events(&view, want, 550, 0);
+    expect_events(&a, want, m, 0);
+    assert_int_equal(refs(c), 7);
+
+    /* a scale goes with b's references: a (the same chunk) keeps its times */
+    st_record_scale_events(&b, 2.5);
+    for (uint32_t i = 0; i < m; i++)
+        wb[i] = llround((double)wb[i] * 2.5);
+    expect_events(&b, wb, m, 1);
+    expect_events(&a, want, m, 0);
+
+    /* the creator lets go first: the records still read the chunk; then a, then b frees it */
+    st_tok_chunk_unref(c);
+    assert_int_equal(refs(c), 6);
+    st_record_free(&a);
+    assert_int_equal(refs(c), 3);
+    expect_events(&b, wb, m, 1);
+    st_record_free(&b); /* the last reference: freed (the address sanitizer build checks no leak) */
+
+    /* the other order: records freed first, the creator's reference last */
+    st_tok_chunk *d = st_tok_chunk_new(4);
+    assert_non_null(d);
+    st_tok_seg two = { .t0 = 10, .d = 10, .n = 2 };
+    assert_int_equal(st_tok_chunk_add(d, &two), 0);
+    st_record_init(&a, 0);
+    assert_int_equal(st_record_add_timeline(&a, d, 0, 2, 0), 0);
+    assert_int_equal(refs(d), 2);
+    st_record_free(&a);
+    assert_int_equal(refs(d), 1);
+    st_tok_chunk_unref(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(added_events_exact),
-        cmocka_unit_test(fitted_runs),
-        cmocka_unit_test(short_pieces_join),
-        cmocka_unit_test(truncate_and_scale),
+        cmocka_unit_test(added_events_exact),  cmocka_unit_test(fitted_runs),
+        cmocka_unit_test(short_pieces_join),   cmocka_unit_test(truncate_and_scale),
+        cmocka_unit_test(timeline_references),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
