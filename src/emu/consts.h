@@ -26,6 +26,14 @@
  * light one in 0.19.0 (A100 PCIe points). The switch is placed at 0.15.0: not pinned down
  * between those two releases. */
 #define EMU_VLLM_LIGHT_SAMPLER_VERSION 1500
+/* CUDA graphs over the whole forward pass for pure-decode batches (cudagraph_mode
+ * FULL_AND_PIECEWISE: a full graph for uniform-decode batches, piecewise graphs for batches that
+ * carry prefill; vllm-project/vllm#20059, docs.vllm.ai design/cuda_graphs). Before it V1 ran
+ * piecewise graphs only (vllm-project/vllm#14437, docs/design/v1/torch_compile.md: the graph
+ * is split at every attention call, which runs eagerly between the pieces). The v0.10.2 API
+ * docs list the mode and the v0.11 line runs it by default; the switch is placed at 0.11.0,
+ * not pinned down between those two releases. */
+#define EMU_VLLM_FULL_GRAPH_VERSION 1100
 
 /* ---- Memory (vLLM V1 memory profiling; reference doc §2) ---------------------------- */
 /* Default --gpu-memory-utilization (vLLM 0.8-0.11; the newest source says 0.92). */
@@ -205,6 +213,14 @@
  * by the AWQ points, whose GPU work per step (4-bit weights) is short enough for the launches
  * to bind; the 16-bit ones are bandwidth-bound and do not see it. */
 #define EMU_LAYER_OVERHEAD_GRAPH_S 0.000004
+/* Piecewise CUDA graphs (vLLM before EMU_VLLM_FULL_GRAPH_VERSION, and batches with prefill
+ * after it): each layer's attention runs outside the graph, launched from Python between two
+ * graph replays, which leaves gaps on the GPU. Measured by vllm-project/vllm#20059 on
+ * Qwen2.5-1.5B-Instruct (28 layers, ShareGPT, 100 prompts): median TPOT 5.42 ms piecewise
+ * against 5.09 / 5.02 ms with full graphs at 1 req/s (ITL 5.39 against 5.03 / 4.97), 8.00
+ * against 7.68 / 7.72 ms at 100 req/s: 0.28-0.42 ms per step, 10-15 us per layer; #16072 (the
+ * first full-graph PR) reports the same ~7 % of TPOT for that model. */
+#define EMU_LAYER_PIECEWISE_S 0.000013
 #define EMU_LAYER_OVERHEAD_EAGER_S 0.000597744
 /* A torch.compile'd step that no CUDA graph covers (batches beyond the captured sizes) launches
  * inductor's fused kernels from its generated wrapper: ~6-8 launches per layer at a few us
