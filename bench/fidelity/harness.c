@@ -330,12 +330,12 @@ static const struct {
     const char *lab;
     double fe_latency_s;
 } FID_LAB_FE[] = {
-    { "gpustack/gpustack", 0.0273447 },
-    { "cssnoeasy/a100-vllm-benchmark-blog", 0.0583635 },
-    { "DO-Solutions/gtc-2026-doks", 0.00501887 },
-    { "tgarg01/silybench-data", 0.00203448 },
+    { "gpustack/gpustack", 0.0281114 },
+    { "cssnoeasy/a100-vllm-benchmark-blog", 0.0589833 },
+    { "DO-Solutions/gtc-2026-doks", 0.00507216 },
+    { "tgarg01/silybench-data", 0.0422208 },
     { "enginrect/llmso", 0.00248518 },
-    { "IOG-Foundation/llm-inference-benchmarks", 0.00458924 },
+    { "IOG-Foundation/llm-inference-benchmarks", 0.0025989 },
 };
 
 double st_fid_lab_fe_latency(const char *lab)

@@ -26,6 +26,14 @@
  * light one in 0.19.0 (A100 PCIe points). The switch is placed at 0.15.0: not pinned down
  * between those two releases. */
 #define EMU_VLLM_LIGHT_SAMPLER_VERSION 1500
+/* CUDA graphs over the whole forward pass for pure-decode batches (cudagraph_mode
+ * FULL_AND_PIECEWISE: a full graph for uniform-decode batches, piecewise graphs for batches that
+ * carry prefill; vllm-project/vllm#20059, docs.vllm.ai design/cuda_graphs). Before it V1 ran
+ * piecewise graphs only (vllm-project/vllm#14437, docs/design/v1/torch_compile.md: the graph
+ * is split at every attention call, which runs eagerly between the pieces). The v0.10.2 API
+ * docs list the mode and the v0.11 line runs it by default; the switch is placed at 0.11.0,
+ * not pinned down between those two releases. */
+#define EMU_VLLM_FULL_GRAPH_VERSION 1100
 
 /* ---- Memory (vLLM V1 memory profiling; reference doc §2) ---------------------------- */
 /* Default --gpu-memory-utilization (vLLM 0.8-0.11; the newest source says 0.92). */
@@ -132,7 +140,7 @@
  * Marlin paper, IST-DASLab/marlin: the speed-up over FP16 shrinks towards 1x as the batch
  * grows past ~128 tokens); 0.45 is the single-point calibration it replaced. */
 #ifndef EMU_INT4_EFF_LARGE
-#define EMU_INT4_EFF_LARGE 0.676261
+#define EMU_INT4_EFF_LARGE 0.725854
 #endif
 /* The published figures for LARGE, the fidelity harness's sourced value (a setup the fit has not
  * seen starts here). Past 128 tokens Marlin repeats its 64-row kernel at a flat rate: on an A100
@@ -158,7 +166,7 @@
  * the kernels reach a lower fraction of it (vllm-project/vllm#4118: "even removing activation
  * quantization, the speedup isn't obvious"; measured fp8/bf16 GEMM speed-ups on H100 are
  * 1.3-1.6x, not 2x). The fp8 GEMM efficiency relative to the GPU's bf16 gemm_eff: FITTED. */
-#define EMU_FP8_GEMM_REL 0.613969
+#define EMU_FP8_GEMM_REL 0.538507
 /* fp8 weight reads, relative to bw_eff (a bf16 GEMV's). vLLM's fp8 GEMM sweeps on an H100 at one
  * token, the activation quantisation left out (it is its own kernel here, EMU_FP8_QUANT_*):
  * 5.396 TFLOP/s at N=6144 K=4096 (vllm-project/vllm#17126) and 5.163 at N=12288 K=5376
@@ -166,7 +174,7 @@
  * stream 2.51 and 2.87: 1.07 and 0.90, ~0.985 (the fidelity harness's sourced value; it was
  * 0.80 from an end-to-end fp8 decode speed-up of ~1.6x, vllm-project/vllm#4118, which includes
  * the step's fixed costs). tests/unit/test_emu_kernels.c holds the model to those sweeps. FITTED: */
-#define EMU_FP8_BW_REL 0.994738
+#define EMU_FP8_BW_REL 1.02705
 /* Dynamic activation quantisation (vllm-project/vllm#4118: TTFT 28.8 -> 38.8 ms and ITL 8.5 ->
  * 10.2 ms on Llama-7B from it; vllm-project/vllm-omni#5257: the dynamic quant pass costs
  * 20-90 % of the GEMM it feeds at 4-8k tokens): before each of the 4 linear inputs of a layer
@@ -179,28 +187,29 @@
  * their bandwidth relative to bw_eff (a cuBLAS GEMV's). FlashAttention-3 decode on an H100
  * streams KV at 2.74 TB/s beyond its fixed cost (vllm-project/flash-attention#63, EMU_ATTN_CALL_S),
  * against 2.5 TB/s for a bf16 GEMV (vllm-project/vllm#17126: 2.51 TFLOP/s at one token, N=6144
- * K=4096): ~1.09. The former 0.36 was the fit absorbing the missing fixed cost and GEMM-size
- * terms. FITTED within [0.6, 1.2]. */
-#define EMU_KV_BW_REL 1.09481
+ * K=4096): ~1.09 (the sourced value). The former 0.36 was the fit absorbing the missing fixed
+ * cost and GEMM-size terms. FITTED within [0.6, 1.2]: 0.99 in the refit with the piecewise-graph
+ * gap (docs/fidelity.md). */
+#define EMU_KV_BW_REL 0.986607
 /* Mixture-of-experts layers run vLLM's fused MoE kernel (Triton, grouped by expert): its
  * per-expert GEMMs are modelled one by one at their own (small) size with the rows padded
  * (EMU_MOE_ROW_PAD); this is the grouped Triton kernel's efficiency relative to a cuBLAS GEMM
  * of the same size (vLLM's fused-MoE tuning reaches 60-90 % of the dense GEMM rate). FITTED on
  * the GLM-4.5-Air points within [0.3, 1]. */
-#define EMU_MOE_GEMM_REL 0.357428
+#define EMU_MOE_GEMM_REL 0.366636
 /* Fraction of peak memory bandwidth reached by weight and KV reads: per GPU in the catalog. */
 /* Fixed GPU-side cost of one step with CUDA graphs: a graph launch, the sampler, the
  * host-device copies of inputs and sampled ids (~0.3-0.5 ms; reference doc §6 "~0.5 ms per
  * step overhead"). */
 #define EMU_STEP_GPU_S 0.0003
-/* Engine-core CPU per step (scheduler, input preparation, output processing): FITTED, 0.24 ms
- * on issue 21's data (2.04 ms on issue 10's). Two sources put it at ~1.8-2.2 ms on their own:
- * Qwen3-8B at concurrency 1 on an H100 (vLLM 0.11, no async scheduling) runs 7.22 ms per token
- * against ~5.4 ms of GPU work, and Qwen3-0.6B on an H100 (0.19, async: the step is the CPU's)
- * 2.0-2.4 ms. The new step model's GPU side is longer at small batches (36 attention calls of
- * 14 us, the GEMVs at the measured 2.5-2.7 TB/s), which takes most of the former CPU share; the
- * fitted value sits 6 % of its range above the 0.2 ms bound: open (docs/fidelity.md). */
-#define EMU_STEP_CPU_S 0.000239295
+/* Engine-core CPU per step (scheduler, input preparation, output processing): FITTED, 0.82 ms
+ * on issue 21's data with the piecewise-graph gap (EMU_LAYER_PIECEWISE_S) in the step model
+ * (0.24 ms before it; 2.04 ms on issue 10's). The sourced value is 0.2 ms: Qwen3-8B at
+ * concurrency 1 on an H100 (vLLM 0.11, no async scheduling) runs 7.22 ms per token (mean 7.28)
+ * against 7.09 ms of the step model's GPU work, 0.13-0.19 ms. The fit's 4x that absorbs the
+ * small models' CPU-bound steps (Qwen3-0.6B at 2.0-2.4 ms per step on vLLM 0.19, async; a 1.5B
+ * on an RTX 4090 at 11.4 ms) that the model does not describe: open (docs/fidelity.md). */
+#define EMU_STEP_CPU_S 0.000818277
 /* Engine-core CPU per scheduled sequence per step (scheduler bookkeeping, block-table and
  * input rows, update_from_output, detokenisation offload): FITTED. At 256 running sequences
  * 31 us each is 7.9 ms per step, the CPU-bound regime small models reach. */
@@ -215,7 +224,15 @@
  * by the AWQ points, whose GPU work per step (4-bit weights) is short enough for the launches
  * to bind; the 16-bit ones are bandwidth-bound and do not see it. */
 #define EMU_LAYER_OVERHEAD_GRAPH_S 0.000004
-#define EMU_LAYER_OVERHEAD_EAGER_S 0.000597744
+/* Piecewise CUDA graphs (vLLM before EMU_VLLM_FULL_GRAPH_VERSION, and batches with prefill
+ * after it): each layer's attention runs outside the graph, launched from Python between two
+ * graph replays, which leaves gaps on the GPU. Measured by vllm-project/vllm#20059 on
+ * Qwen2.5-1.5B-Instruct (28 layers, ShareGPT, 100 prompts): median TPOT 5.42 ms piecewise
+ * against 5.09 / 5.02 ms with full graphs at 1 req/s (ITL 5.39 against 5.03 / 4.97), 8.00
+ * against 7.68 / 7.72 ms at 100 req/s: 0.28-0.42 ms per step, 10-15 us per layer; #16072 (the
+ * first full-graph PR) reports the same ~7 % of TPOT for that model. */
+#define EMU_LAYER_PIECEWISE_S 0.000013
+#define EMU_LAYER_OVERHEAD_EAGER_S 0.000555998
 /* The published figure for that launch time, the fidelity harness's sourced value (a setup the
  * fit has not seen starts here): vLLM 0.29 on an A800 (the A100 SXM's die) decodes one sequence
  * of Qwen2.5-Omni-7B's thinker (a Qwen2.5-7B, 28 layers) at ~22-23 ms per token with
@@ -281,7 +298,7 @@
  * gives each such lab its own value (bench/fidelity/harness.c FID_LAB_FE, docs/fidelity.md "The lab's own
  * latency"). This is the value for a setup the model has not seen, FITTED on the fit points of
  * the labs without their own; `servetune calibrate` fits a user's own from an audit. */
-#define EMU_FE_LATENCY_S 0.0349309
+#define EMU_FE_LATENCY_S 0.0392721
 /* The API server is one Python process (asyncio): each request costs it CPU once (parsing,
  * tokenisation, scheduling the stream) and each streamed token again (incremental
  * detokenisation, one SSE chunk: JSON encoding and a socket write). When the offered work
@@ -294,7 +311,7 @@
  * FITTED (the fit split has both endpoints: gpustack's and the Qwen3-32B A100 points are chat,
  * kvcached's, the Qwen2.5-7B and the H200 points completions). */
 #define EMU_FE_CHAT_FACTOR 1.71207
-#define EMU_FE_REQ_CPU_S 0.00266041
-#define EMU_FE_TOKEN_CPU_S 7.99e-05
+#define EMU_FE_REQ_CPU_S 0.00280764
+#define EMU_FE_TOKEN_CPU_S 9.05601e-05
 
 #endif

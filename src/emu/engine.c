@@ -954,6 +954,7 @@ static void skip_group(const uint32_t *key, uint32_t n, uint32_t bs, uint32_t *i
 typedef struct skip_run {
     uint32_t n, bs, budget;
     uint32_t nfree_before; /* free blocks before the latest step's takes */
+    uint32_t extra_takes;  /* blocks taken by the phase 1 of the step the run ended before (admission) */
     emu_req *head;         /* the waiting head, when a step may try to admit it */
     st_emu_step_fixed fixed;
     st_ns t, fe_free, fe_pre, fe_batch, fe_total, last_start, last_end;
@@ -1093,6 +1094,7 @@ static int skip_one_step(st_emu_engine *e, skip_run *s)
         takes += j >= e->skip_first[e->skip_take[a]];
     if (takes > e->pool.nfree)
         return 1;
+    uint32_t prev = s->nfree_before;
     s->nfree_before = e->pool.nfree;
     if (grow((void **)&e->skip_start, &e->cap_skip_start, (uint32_t)j + 2, sizeof *e->skip_start) < 0 ||
         grow((void **)&e->skip_due, &e->cap_skip_due, (uint32_t)j + 1, sizeof *e->skip_due) < 0)
@@ -1100,6 +1102,12 @@ static int skip_one_step(st_emu_engine *e, skip_run *s)
     if (skip_allocate(e, s, p) < 0)
         return -1;
     int adm = skip_head_admitted(e, s);
+    if (adm > 0) {
+        /* the run ends before this step; its phase 1 stays (st_emu_step finds the blocks in place)
+         * but its takes are not the run's: the run's counts end with the step before */
+        s->extra_takes = s->nfree_before - e->pool.nfree;
+        s->nfree_before = prev;
+    }
     if (adm != 0)
         return adm;
     st_ns dur = (st_ns)(st_emu_step_seconds_ctx(&s->fixed, (double)(s->C + s->n), (double)s->C, NULL) * 1e9);
@@ -1134,7 +1142,8 @@ static void skip_finish(st_emu_engine *e, const skip_run *s, uint32_t k, st_emu_
      * before the last step's finished requests free their blocks */
     double pool_n = e->pool.n;
     res->running_peak = n;
-    res->kv_usage_peak = pool_n ? 1.0 - e->pool.nfree / pool_n : 0;   /* after the last step, unless it frees */
+    double nfree_end = (double)e->pool.nfree + s->extra_takes;        /* after the run's last step */
+    res->kv_usage_peak = pool_n ? 1.0 - nfree_end / pool_n : 0;       /* after the last step, unless it frees */
     double before_last = pool_n ? 1.0 - s->nfree_before / pool_n : 0; /* after the step before it */
     uint32_t w = 0, finished = 0;
     for (uint32_t i = 0; i < n; i++) {
@@ -1155,7 +1164,7 @@ static void skip_finish(st_emu_engine *e, const skip_run *s, uint32_t k, st_emu_
     }
     e->n_run = w;
     if (finished) { /* the last step's own counts, after its releases */
-        double u = pool_n ? 1.0 - e->pool.nfree / pool_n : 0;
+        double u = pool_n ? 1.0 - ((double)e->pool.nfree + s->extra_takes) / pool_n : 0;
         res->kv_usage_peak = k >= 2 && before_last > u ? before_last : u;
         if (k == 1)
             res->running_peak = w;

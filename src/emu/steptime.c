@@ -16,6 +16,12 @@ int st_emu_marlin_weights(const st_emu_config *c)
     return is_int4(c->weight_dtype) || (c->weight_dtype == ST_EMU_FP8 && c->gpu.fp8_flops <= 0);
 }
 
+int st_emu_piecewise_graph(const st_emu_config *c, const st_emu_batch *b)
+{
+    uint32_t v = c->vllm_version ? c->vllm_version : EMU_VLLM_DEFAULT_VERSION;
+    return v < EMU_VLLM_FULL_GRAPH_VERSION || b->decode_tokens < b->tokens;
+}
+
 double st_emu_weight_read_floor_s(const st_emu_config *c)
 {
     return st_emu_model_weight_bytes(&c->model, c->weight_dtype) / c->tp / c->gpu.mem_bw;
@@ -272,6 +278,8 @@ static void step_overheads(const st_emu_config *c, const st_emu_batch *b, const 
     f->eager = c->enforce_eager || b->tokens > graph_max;
     double kfac = (EMU_KERNELS_PER_LAYER + s->k.quant_kernels) / EMU_KERNELS_PER_LAYER;
     f->graph_s = m->layers * tu->layer_graph_s * kfac;
+    if (!f->eager && st_emu_piecewise_graph(c, b))
+        f->graph_s += m->layers * EMU_LAYER_PIECEWISE_S;
     f->launch_s =
         f->eager ? m->layers * kfac * (c->enforce_eager ? tu->layer_eager_s : EMU_LAYER_LAUNCH_COMPILED_S) : 0;
     /* two all-reduces per layer (after attention's o_proj and the MLP's down_proj), of the

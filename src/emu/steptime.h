@@ -60,6 +60,11 @@ double st_emu_allreduce_seconds(const st_emu_config *c, double bytes);
 /* The fixed cost of one attention kernel call on g (its own, else EMU_ATTN_CALL_S). */
 double st_emu_attn_call_s(const st_emu_gpu *g);
 
+/* Whether batch b runs under piecewise CUDA graphs (attention outside the graph, consts.h
+ * EMU_LAYER_PIECEWISE_S) on c's vLLM version: every graphed batch before full graphs
+ * (EMU_VLLM_FULL_GRAPH_VERSION), and after it the batches that carry prefill. */
+int st_emu_piecewise_graph(const st_emu_config *c, const st_emu_batch *b);
+
 /* The decode floor: weight bytes per GPU / peak bandwidth (reference doc §6). */
 double st_emu_weight_read_floor_s(const st_emu_config *c);
 
