@@ -100,14 +100,12 @@ typedef struct point_run {
 
 /* ---- the free constants --------------------------------------------------------------------- */
 
-typedef enum { SCOPE_ALL, SCOPE_GPU, SCOPE_LAB, SCOPE_FP8, SCOPE_MARLIN, SCOPE_EAGER, SCOPE_MOE } scope;
-
 typedef struct knob {
     char name[KNOB_NAME_MAX];
     size_t offset; /* in st_emu_tuning */
     double lo, hi;
     int log;
-    scope sc;
+    st_fid_scope sc;
     double def;               /* the sourced default */
     const char *why;          /* its source */
     char of[ST_FID_NAME_MAX]; /* per-GPU knobs: the catalog name it applies to; per-lab: the lab */
@@ -117,61 +115,6 @@ typedef struct knob {
 } knob;
 
 #define TUNE(f) offsetof(st_emu_tuning, f)
-
-/* Sourced defaults (docs/engine-model.md, "The free constants"): what a constant is when the
- * data cannot identify it. Bounds (filled from emu/calib.h's table, the ones `servetune
- * calibrate` uses): what the mechanism allows physically or what published microbenchmarks
- * show, so a source's own quirks cannot push a constant outside what the hardware does. */
-static const knob GLOBAL_KNOBS[] = {
-    { "fe_latency_s", TUNE(fe_latency_s), 0, 0, 0, SCOPE_ALL, 0.008,
-      "the first token of a short prompt at concurrency 1 on an H100 ~14 ms, ~6 of them the forward pass (issue 10)",
-      "", -1, 0, 0 },
-    { "fe_req_cpu_s", TUNE(fe_req_cpu_s), 0, 0, 0, SCOPE_ALL, 0.002,
-      "one request's parsing, tokenisation and hand-off in one Python process (pre-fit estimate)", "", -1, 0, 0 },
-    { "fe_token_cpu_s", TUNE(fe_token_cpu_s), 0, 0, 0, SCOPE_ALL, 4e-5,
-      "half of the bound vLLM's API server sets (11.2k streamed tok/s in one process, vllm-project/vllm#11636)", "", -1,
-      0, 0 },
-    { "fe_chat_factor", TUNE(fe_chat_factor), 0, 0, 0, SCOPE_ALL, 1.0, "no difference between the endpoints (the null)",
-      "", -1, 0, 0 },
-    { "step_cpu_s", TUNE(step_cpu_s), 0, 0, 0, SCOPE_ALL, 0.0002,
-      "Qwen3-8B c1 on H100 (vLLM 0.11, no async scheduling) 7.22 ms per token (mean 7.28) vs 7.09 ms of the step "
-      "model's GPU work: 0.13-0.19 ms, at the 0.2 ms bound",
-      "", -1, 0, 0 },
-    { "seq_cpu_s", TUNE(seq_cpu_s), 0, 0, 0, SCOPE_ALL, 1.2e-5,
-      "scheduler and input/output bookkeeping per sequence (pre-fit estimate)", "", -1, 0, 0 },
-    { "layer_eager_s", TUNE(layer_eager_s), 0, 0, 0, SCOPE_EAGER, EMU_LAYER_OVERHEAD_EAGER_SOURCED_S,
-      "vLLM 0.29 eager on an A800: Qwen2.5-7B (28 layers) at ~22-23 ms per token eager, ~13 ms with CUDA graphs: "
-      "launch-bound at 0.73-0.80 ms per layer (vllm-project/vllm-omni#7960)",
-      "", -1, 0, 0 },
-    { "attn_eff", TUNE(attn_eff), 0, 0, 0, SCOPE_ALL, 0.60,
-      "FlashAttention-2 paper 50-73 % of the A100 peak forward; FlashAttention-3 ~75 % on H100", "", -1, 0, 0 },
-    { "kv_bw_rel", TUNE(kv_bw_rel), 0, 0, 0, SCOPE_ALL, 1.09,
-      "H100 FlashAttention-3 decode streams KV at 2.74 TB/s beyond its fixed cost (vllm-project/flash-attention#63) vs "
-      "2.5 TB/s for a bf16 GEMV (vllm-project/vllm#17126)",
-      "", -1, 0, 0 },
-    { "fp8_gemm_rel", TUNE(fp8_gemm_rel), 0, 0, 0, SCOPE_FP8, 0.72,
-      "measured fp8/bf16 GEMM speed-ups on H100 1.3-1.6x of the 2x peak ratio", "", -1, 0, 0 },
-    { "fp8_bw_rel", TUNE(fp8_bw_rel), 0, 0, 0, SCOPE_FP8, 0.985,
-      "vLLM's fp8 GEMMs on an H100 at 1 token without the quant stream 2.70 and 2.58 TB/s where the bf16 GEMVs do "
-      "2.51 and 2.87 (1.07, 0.90: vllm-project/vllm#17126, #49363)",
-      "", -1, 0, 0 },
-    { "marlin_bw_rel", TUNE(marlin_bw_rel), 0, 0, 0, SCOPE_MARLIN, 0.85,
-      "Marlin README: 3.9x of the 4x ideal on an A10, less on GPUs with more bandwidth per SM", "", -1, 0, 0 },
-    { "moe_gemm_rel", TUNE(moe_gemm_rel), 0, 0, 0, SCOPE_MOE, 0.80,
-      "the fused-MoE Triton kernel against cuBLAS at the same per-expert GEMM size (60-90 % in vLLM's tuning)", "", -1,
-      0, 0 },
-    { "int4_gemm_rel", TUNE(int4_gemm_rel), 0, 0, 0, SCOPE_MARLIN, EMU_INT4_EFF_LARGE_SOURCED,
-      "Marlin past 128 tokens against a 16-bit GEMM: 0.60-0.66 on an A100 (vllm-project/vllm#2497), 0.82 on an RTX "
-      "6000 Ada (IST-DASLab/marlin#21), 0.79 of ExLlamaV2's cuBLAS prefill (IBM/text-generation-inference#66)",
-      "", -1, 0, 0 },
-    { "gemm_eff", TUNE(gemm_eff), 0, 0, 0, SCOPE_ALL, EMU_GEMM_EFF_DEFAULT,
-      "published cuBLAS/CUTLASS large-GEMM efficiencies 0.5-0.9 of the dense peak (the catalog's default)", "", -1, 0,
-      0 },
-    { "bw_eff", TUNE(bw_eff), 0, 0, 0, SCOPE_ALL, EMU_BW_EFF_DEFAULT,
-      "STREAM-like copies 0.84-0.9 of the peak bandwidth, weight streaming a little less (the catalog's default)", "",
-      -1, 0, 0 },
-};
-#define N_GLOBAL_KNOBS ((int)(sizeof GLOBAL_KNOBS / sizeof GLOBAL_KNOBS[0]))
 
 /* A lab's own front-end latency (st_fid_lab_fe_latency): the fit refines fe_latency_s per lab
  * (fe_latency_s@LAB) for every lab with at least FIT_MIN_LAB_POINTS fit points that publish a
@@ -231,13 +174,22 @@ static const char *gpu_key(const char *name)
     return name;
 }
 
-/* The global knobs, then gemm_eff@GPU and bw_eff@GPU for every GPU with enough fit points. */
+/* The global knobs (the harness's sourced defaults, st_fid_sourced_knobs, with emu/calib.c's
+ * bounds: what the mechanism allows physically or what published microbenchmarks show), then
+ * gemm_eff@GPU and bw_eff@GPU for every GPU with enough fit points. */
 static int build_knobs(const st_fid_point *pts, const point_run *pr, uint32_t n, int no_labs, model_knobs *M)
 {
     memset(M, 0, sizeof *M);
-    for (int i = 0; i < N_GLOBAL_KNOBS; i++) {
+    int ng;
+    const st_fid_sourced *src = st_fid_sourced_knobs(&ng);
+    for (int i = 0; i < ng && M->n < MAX_KNOBS; i++) {
         knob *k = &M->k[M->n++];
-        *k = GLOBAL_KNOBS[i];
+        snprintf(k->name, sizeof k->name, "%s", src[i].name);
+        k->offset = src[i].offset;
+        k->sc = src[i].scope;
+        k->def = src[i].def;
+        k->why = src[i].why;
+        k->parent = -1;
         const st_calib_knob *ck = st_calib_knob_find(k->name);
         if (!ck) {
             fprintf(stderr, "fidelity: no bounds for %s in emu/calib.c\n", k->name);
@@ -267,7 +219,7 @@ static int build_knobs(const st_fid_point *pts, const point_run *pr, uint32_t n,
             *k = M->k[parent];
             snprintf(k->name, sizeof k->name, "%s@%s", e ? "bw_eff" : "gemm_eff", gpu_key(pr[i].cfg.gpu.name));
             snprintf(k->of, sizeof k->of, "%s", pr[i].cfg.gpu.name);
-            k->sc = SCOPE_GPU;
+            k->sc = ST_FID_SCOPE_GPU;
             k->parent = parent;
             k->why = "this GPU's own value (shrunk towards the global one)";
             if (e && pr[i].cfg.gpu.copy_eff > 0) {
@@ -306,7 +258,7 @@ static int build_knobs(const st_fid_point *pts, const point_run *pr, uint32_t n,
         *k = M->k[parent];
         snprintf(k->name, sizeof k->name, "%s", name);
         snprintf(k->of, sizeof k->of, "%s", pts[i].lab);
-        k->sc = SCOPE_LAB;
+        k->sc = ST_FID_SCOPE_LAB;
         k->parent = parent;
         k->why = "this lab's own fixed latency (its client and network path)";
     }
@@ -384,12 +336,12 @@ static void reset_values(model_knobs *M, const point_run *pr, uint32_t n)
         k->value = k->def; /* a per-GPU knob: the global one's, or its memory's copy rate */
         if (!M->start_tree)
             continue;
-        if (k->sc == SCOPE_LAB && isfinite(lab_fe(k->of))) {
+        if (k->sc == ST_FID_SCOPE_LAB && isfinite(lab_fe(k->of))) {
             k->value = lab_fe(k->of);
             continue;
         }
         for (uint32_t j = 0; j < n; j++) {
-            if (!pr[j].cfg_ok || (k->sc == SCOPE_GPU && strcmp(pr[j].cfg.gpu.name, k->of)))
+            if (!pr[j].cfg_ok || (k->sc == ST_FID_SCOPE_GPU && strcmp(pr[j].cfg.gpu.name, k->of)))
                 continue;
             /* the product's value (pr->tree also holds the point's lab's own latency) */
             st_emu_tuning product;
@@ -406,13 +358,13 @@ static void reset_values(model_knobs *M, const point_run *pr, uint32_t n)
 static int affects(const knob *k, const point_run *pr)
 {
     switch (k->sc) {
-    case SCOPE_ALL: return 1;
-    case SCOPE_GPU: return !strcmp(pr->cfg.gpu.name, k->of);
-    case SCOPE_LAB: return !strcmp(pr->lab, k->of);
-    case SCOPE_FP8: return pr->cfg.weight_dtype == ST_EMU_FP8 && pr->cfg.gpu.fp8_flops > 0;
-    case SCOPE_MARLIN: return st_emu_marlin_weights(&pr->cfg);
-    case SCOPE_EAGER: return pr->cfg.enforce_eager; /* steps beyond the graph sizes launch at a fixed cost */
-    case SCOPE_MOE: return pr->cfg.model.experts > 0;
+    case ST_FID_SCOPE_ALL: return 1;
+    case ST_FID_SCOPE_GPU: return !strcmp(pr->cfg.gpu.name, k->of);
+    case ST_FID_SCOPE_LAB: return !strcmp(pr->lab, k->of);
+    case ST_FID_SCOPE_FP8: return pr->cfg.weight_dtype == ST_EMU_FP8 && pr->cfg.gpu.fp8_flops > 0;
+    case ST_FID_SCOPE_MARLIN: return st_emu_marlin_weights(&pr->cfg);
+    case ST_FID_SCOPE_EAGER: return pr->cfg.enforce_eager; /* steps beyond the graph sizes launch at a fixed cost */
+    case ST_FID_SCOPE_MOE: return pr->cfg.model.experts > 0;
     }
     return 1;
 }
@@ -438,8 +390,9 @@ static void apply(const model_knobs *M, point_run *pr)
         }
         for (int j = 0; j < M->n; j++) {
             const knob *c = &M->k[j];
-            int own = c->free || M->is_set[j] || (c->sc == SCOPE_LAB && M->start_tree && isfinite(lab_fe(c->of)));
-            if (c->sc == SCOPE_LAB && M->held_lab && !strcmp(c->of, M->held_lab))
+            int own =
+                c->free || M->is_set[j] || (c->sc == ST_FID_SCOPE_LAB && M->start_tree && isfinite(lab_fe(c->of)));
+            if (c->sc == ST_FID_SCOPE_LAB && M->held_lab && !strcmp(c->of, M->held_lab))
                 own = 0; /* the held-out lab's own latency is not known */
             if (c->parent == i && own && affects(c, pr))
                 v = c->value;
@@ -1379,7 +1332,7 @@ static int leave_one_lab_out(harness *H, model_knobs *M, int sweeps, int jobs, i
         int any = 0;
         for (int i = 0; i < M->n; i++) {
             const knob *k = &M->k[i];
-            if (!k->free || (k->sc == SCOPE_LAB && !strcmp(k->of, M->fold_lab[f])))
+            if (!k->free || (k->sc == ST_FID_SCOPE_LAB && !strcmp(k->of, M->fold_lab[f])))
                 continue;
             double d = bound_distance(k, cv.fold_value[f][i]);
             if (d < ST_FID_BOUND_NEAR) {

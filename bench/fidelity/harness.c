@@ -332,8 +332,8 @@ static const struct {
 } FID_LAB_FE[] = {
     { "gpustack/gpustack", 0.0281114 },
     { "cssnoeasy/a100-vllm-benchmark-blog", 0.0589833 },
-    { "DO-Solutions/gtc-2026-doks", 0.00507216 },
-    { "tgarg01/silybench-data", 0.0422208 },
+    { "DO-Solutions/gtc-2026-doks", 0.0051596 },
+    { "tgarg01/silybench-data", 0.0429486 },
     { "enginrect/llmso", 0.00248518 },
     { "IOG-Foundation/llm-inference-benchmarks", 0.0025989 },
 };

@@ -190,6 +190,40 @@ int st_fid_lab_cal_point(const st_fid_point *pts, uint32_t n, const char *lab);
 double st_fid_solve_lab_latency(const st_fid_point *pts, uint32_t n, uint32_t i, const st_emu_config *cfg, char *err,
                                 size_t errlen);
 
+/* The engine model's sourced defaults (bench/fidelity/sourced.c; docs/engine-model.md "The free
+ * constants"): each constant the fit may free, where it applies (its scope: every point, a GPU's
+ * or a lab's own refinement, or only points with fp8 weights, Marlin weights, --enforce-eager or
+ * experts), its sourced value and the source. bench/fidelity.c's fit starts from these; the
+ * leave-one-lab-out figure without a fit (st_fid_lolo_sourced) runs on them. */
+typedef enum {
+    ST_FID_SCOPE_ALL,
+    ST_FID_SCOPE_GPU,
+    ST_FID_SCOPE_LAB,
+    ST_FID_SCOPE_FP8,
+    ST_FID_SCOPE_MARLIN,
+    ST_FID_SCOPE_EAGER,
+    ST_FID_SCOPE_MOE
+} st_fid_scope;
+typedef struct st_fid_sourced {
+    const char *name; /* emu/calib.c's knob */
+    size_t offset;    /* in st_emu_tuning */
+    st_fid_scope scope;
+    double def;
+    const char *why;
+} st_fid_sourced;
+const st_fid_sourced *st_fid_sourced_knobs(int *n);
+/* Sets every sourced constant of t to its sourced value; a GPU's bw_eff to its memory's published
+ * copy rate where the catalog has one (st_emu_gpu.copy_eff). */
+void st_fid_sourced_tuning(const st_emu_gpu *gpu, st_emu_tuning *t);
+/* Leave-one-lab-out without a fit (`build/bench/fidelity --lolo --free none`): every point run on
+ * the sourced constants (st_fid_sourced_tuning) with its lab's front-end latency solved from the
+ * lab's calibration point (st_fid_lab_cal_point, st_fid_solve_lab_latency; a lab without one gets
+ * the median of the others'), since no lab's data then reaches another lab's prediction. Fills
+ * out[i] with point i's ratios (a calibration point's all NAN: an input, not scored). 0, or -1
+ * with err. */
+#define ST_FID_LOLO_MAX_LABS 16
+int st_fid_lolo_sourced(const st_fid_point *pts, uint32_t n, st_fid_ratios *out, char *err, size_t errlen);
+
 /* A fitted constant within this fraction of its range (log units for log constants) from a
  * bound of emu/calib.c's table counts as on its bound. */
 #define ST_FID_BOUND_NEAR 0.01

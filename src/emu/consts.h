@@ -140,7 +140,7 @@
  * Marlin paper, IST-DASLab/marlin: the speed-up over FP16 shrinks towards 1x as the batch
  * grows past ~128 tokens); 0.45 is the single-point calibration it replaced. */
 #ifndef EMU_INT4_EFF_LARGE
-#define EMU_INT4_EFF_LARGE 0.725854
+#define EMU_INT4_EFF_LARGE 0.721382
 #endif
 /* The published figures for LARGE, the fidelity harness's sourced value (a setup the fit has not
  * seen starts here). Past 128 tokens Marlin repeats its 64-row kernel at a flat rate: on an A100
@@ -166,7 +166,7 @@
  * the kernels reach a lower fraction of it (vllm-project/vllm#4118: "even removing activation
  * quantization, the speedup isn't obvious"; measured fp8/bf16 GEMM speed-ups on H100 are
  * 1.3-1.6x, not 2x). The fp8 GEMM efficiency relative to the GPU's bf16 gemm_eff: FITTED. */
-#define EMU_FP8_GEMM_REL 0.538507
+#define EMU_FP8_GEMM_REL 0.620546
 /* fp8 weight reads, relative to bw_eff (a bf16 GEMV's). vLLM's fp8 GEMM sweeps on an H100 at one
  * token, the activation quantisation left out (it is its own kernel here, EMU_FP8_QUANT_*):
  * 5.396 TFLOP/s at N=6144 K=4096 (vllm-project/vllm#17126) and 5.163 at N=12288 K=5376
@@ -174,7 +174,7 @@
  * stream 2.51 and 2.87: 1.07 and 0.90, ~0.985 (the fidelity harness's sourced value; it was
  * 0.80 from an end-to-end fp8 decode speed-up of ~1.6x, vllm-project/vllm#4118, which includes
  * the step's fixed costs). tests/unit/test_emu_kernels.c holds the model to those sweeps. FITTED: */
-#define EMU_FP8_BW_REL 1.02705
+#define EMU_FP8_BW_REL 1.03112
 /* Dynamic activation quantisation (vllm-project/vllm#4118: TTFT 28.8 -> 38.8 ms and ITL 8.5 ->
  * 10.2 ms on Llama-7B from it; vllm-project/vllm-omni#5257: the dynamic quant pass costs
  * 20-90 % of the GEMM it feeds at 4-8k tokens): before each of the 4 linear inputs of a layer
@@ -196,7 +196,7 @@
  * (EMU_MOE_ROW_PAD); this is the grouped Triton kernel's efficiency relative to a cuBLAS GEMM
  * of the same size (vLLM's fused-MoE tuning reaches 60-90 % of the dense GEMM rate). FITTED on
  * the GLM-4.5-Air points within [0.3, 1]. */
-#define EMU_MOE_GEMM_REL 0.366636
+#define EMU_MOE_GEMM_REL 0.372328
 /* Fraction of peak memory bandwidth reached by weight and KV reads: per GPU in the catalog. */
 /* Fixed GPU-side cost of one step with CUDA graphs: a graph launch, the sampler, the
  * host-device copies of inputs and sampled ids (~0.3-0.5 ms; reference doc §6 "~0.5 ms per
@@ -298,7 +298,7 @@
  * gives each such lab its own value (bench/fidelity/harness.c FID_LAB_FE, docs/fidelity.md "The lab's own
  * latency"). This is the value for a setup the model has not seen, FITTED on the fit points of
  * the labs without their own; `servetune calibrate` fits a user's own from an audit. */
-#define EMU_FE_LATENCY_S 0.0392721
+#define EMU_FE_LATENCY_S 0.0410693
 /* The API server is one Python process (asyncio): each request costs it CPU once (parsing,
  * tokenisation, scheduling the stream) and each streamed token again (incremental
  * detokenisation, one SSE chunk: JSON encoding and a socket write). When the offered work
@@ -312,6 +312,6 @@
  * kvcached's, the Qwen2.5-7B and the H200 points completions). */
 #define EMU_FE_CHAT_FACTOR 1.71207
 #define EMU_FE_REQ_CPU_S 0.00280764
-#define EMU_FE_TOKEN_CPU_S 9.05601e-05
+#define EMU_FE_TOKEN_CPU_S 8.95285e-05
 
 #endif
