@@ -59,10 +59,12 @@ const char *st_emu_dtype_name(st_emu_dtype d)
  * MAMF value 0.80 (80.1 % measured), and so does the A100 SXM's (0.86; its only points are
  * GPUStack's, where the fit put it at 0.64, 26 % below the A100's kernels: the same lab effect,
  * which then sits in its bw_eff, on its bound with that reason, bench/fidelity/harness.c);
- * the H100 NVL takes the H100 SXM's (same silicon, one point). The latest refit (with the
- * piecewise-graph gap, docs/fidelity.md) moved the H200's gemm_eff 0.87 -> 0.65 and the H100
- * PCIe's 0.81 -> 0.57 (their points are decode-heavy: DigitalOcean's fp8 70B, IOG's ShareGPT
- * runs; the compute term is weakly identified there), inside the 0.5-0.9 bounds;
+ * the H100 NVL takes the H100 SXM's (same silicon, one point). The refits with the
+ * piecewise-graph gap (docs/fidelity.md) moved the H200's gemm_eff 0.87 -> 0.65 and the H100
+ * PCIe's 0.81 -> 0.57, and the one on the merged model (with the all-reduce at NCCL's rates and
+ * the sourced eager cost) to 0.65 and 0.53 (their points are decode-heavy: DigitalOcean's fp8
+ * 70B, IOG's ShareGPT runs; the compute term is weakly identified there: the H100 PCIe's trades
+ * against its bw_eff, 0.91 near its 0.92 bound), inside the 0.5-0.9 bounds;
  * the L40S keeps the defaults (EMU_GEMM_EFF_DEFAULT / EMU_BW_EFF_DEFAULT).
  * Entries are tried in order and every key of an entry must be in the name, so the specific
  * forms (A100 PCIe, H100 NVL) come before the generic ones. */

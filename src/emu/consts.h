@@ -220,9 +220,11 @@
  * the GPU's work and the launches (emu/steptime.c). EMU_LAYER_OVERHEAD_EAGER_S is the launch
  * time per layer with --enforce-eager: PyTorch eager dispatches each of a layer's ~15 kernels
  * (and vLLM's custom ops) from Python, ~15 us each on a server CPU: ~250 us, the sourced
- * start. FITTED on the fit split's --enforce-eager points (A100 PCIe Qwen3-32B): ~630 us, set
- * by the AWQ points, whose GPU work per step (4-bit weights) is short enough for the launches
- * to bind; the 16-bit ones are bandwidth-bound and do not see it. */
+ * start of issue 10. FITTED on the fit split's --enforce-eager points (A100 PCIe Qwen3-32B),
+ * set by the AWQ points, whose GPU work per step (4-bit weights) is short enough for the
+ * launches to bind; the 16-bit ones are bandwidth-bound and do not see it: 556 us, started at
+ * the sourced 750 us below (the one-sweep search covers the whole range, so the start only
+ * sets the first loss). */
 #define EMU_LAYER_OVERHEAD_GRAPH_S 0.000004
 /* Piecewise CUDA graphs (vLLM before EMU_VLLM_FULL_GRAPH_VERSION, and batches with prefill
  * after it): each layer's attention runs outside the graph, launched from Python between two
@@ -239,7 +241,8 @@
  * --enforce-eager and ~13 ms with CUDA graphs (vllm-project/vllm-omni#7960): the eager step is
  * launch-bound at 0.73-0.80 ms per layer (the step's own CPU, ~0.2-1 ms, taken out), 0.75 ms
  * here. tests/unit/test_emu_kernels.c `a100_eager_decode_launch_bound` holds the step model to
- * both TPOTs with it. The fitted value above is 20 % lower (set by one lab's host). */
+ * both TPOTs with it. The fitted value above is 26 % lower (set by one lab's host: the A100 PCIe
+ * study's AWQ points). */
 #define EMU_LAYER_OVERHEAD_EAGER_SOURCED_S 0.00075
 /* A torch.compile'd step that no CUDA graph covers (batches beyond the captured sizes) launches
  * inductor's fused kernels from its generated wrapper: ~6-8 launches per layer at a few us
