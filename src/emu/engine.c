@@ -65,13 +65,12 @@ struct st_emu_engine {
     /* st_emu_skip_steps scratch: the run's sequences, step times, and each sequence's state */
     st_emu_skip_seq *skip_seq;
     st_ns *skip_start, *skip_due;
-    uint32_t *skip_take, *skip_reg;         /* running indices grouped by the step (mod block_size) they take a
-                                        block at, and register a full block at */
-    uint32_t *skip_off_take, *skip_off_reg; /* block_size + 1 offsets into them */
-    uint32_t *skip_key;                     /* per sequence: its group (scratch) */
-    uint64_t *skip_first;                   /* per sequence: the run's step it takes its next block at */
-    uint32_t cap_skip_seq, cap_skip_start, cap_skip_due, cap_skip_take, cap_skip_reg, cap_skip_offt, cap_skip_offr,
-        cap_skip_key, cap_skip_first;
+    uint32_t *skip_take;     /* running indices grouped by the step (mod block_size) they take a block at; the
+                                group of step p + 1 registers a full block at step p (skip_groups) */
+    uint32_t *skip_off_take; /* block_size + 1 offsets into it */
+    uint32_t *skip_key;      /* per sequence: its group (scratch) */
+    uint64_t *skip_first;    /* per sequence: the run's step it takes its next block at */
+    uint32_t cap_skip_seq, cap_skip_start, cap_skip_due, cap_skip_take, cap_skip_offt, cap_skip_key, cap_skip_first;
     st_ns fe_free;              /* the API server's work queue is busy until then (engine time) */
     st_ns fe_batch, fe_pre;     /* when the latest step's token work began on it, and the queue's end before it */
     st_ns last_start, last_end; /* the previous step's start and end (-1 before the first) */
@@ -228,9 +227,7 @@ void st_emu_engine_free(st_emu_engine *e)
     free(e->skip_start);
     free(e->skip_due);
     free(e->skip_take);
-    free(e->skip_reg);
     free(e->skip_off_take);
-    free(e->skip_off_reg);
     free(e->skip_key);
     free(e->skip_first);
     st_emu_blocks_free(&e->pool);
@@ -995,19 +992,19 @@ static int skip_reserve(st_emu_engine *e, uint32_t n, uint32_t bs)
 {
     if (grow((void **)&e->skip_seq, &e->cap_skip_seq, n, sizeof *e->skip_seq) < 0 ||
         grow((void **)&e->skip_take, &e->cap_skip_take, n, sizeof *e->skip_take) < 0 ||
-        grow((void **)&e->skip_reg, &e->cap_skip_reg, n, sizeof *e->skip_reg) < 0 ||
         grow((void **)&e->skip_key, &e->cap_skip_key, n, sizeof *e->skip_key) < 0 ||
         grow((void **)&e->skip_first, &e->cap_skip_first, n, sizeof *e->skip_first) < 0 ||
-        grow((void **)&e->skip_off_take, &e->cap_skip_offt, bs + 1, sizeof *e->skip_off_take) < 0 ||
-        grow((void **)&e->skip_off_reg, &e->cap_skip_offr, bs + 1, sizeof *e->skip_off_reg) < 0)
+        grow((void **)&e->skip_off_take, &e->cap_skip_offt, bs + 1, sizeof *e->skip_off_take) < 0)
         return -1;
     return 0;
 }
 
 /* Groups: a sequence of nc computed tokens and nb blocks takes its next block at the step j where
- * nc + j + 1 first exceeds nb * bs (then every bs steps), and registers a full block at the steps
- * where nc + j + 1 is a multiple of bs (cache_full_blocks). Also each sequence's result entry,
- * with its offset on the API server's queue. */
+ * nc + j + 1 first exceeds nb * bs (then every bs steps): j = nb * bs - nc, so j = -nc (mod bs). It
+ * registers a full block at the steps where nc + j + 1 is a multiple of bs (cache_full_blocks):
+ * j = -nc - 1 (mod bs), one step before its takes (mod bs), so the group that takes at step p + 1
+ * registers at step p: one grouping serves both. Also each sequence's result entry, with its offset
+ * on the API server's queue. */
 static void skip_groups(st_emu_engine *e, uint32_t n, uint32_t bs)
 {
     st_emu_skip_seq *sq = e->skip_seq;
@@ -1022,22 +1019,19 @@ static void skip_groups(st_emu_engine *e, uint32_t n, uint32_t bs)
         sq[i] = (st_emu_skip_seq){ .id = r->id, .user = r->user, .n_out = r->n_out, .due_off = (st_ns)done };
     }
     skip_group(key, n, bs, e->skip_take, e->skip_off_take);
-    for (uint32_t i = 0; i < n; i++)
-        key[i] = (bs - (e->run[i]->num_computed + 1) % bs) % bs;
-    skip_group(key, n, bs, e->skip_reg, e->skip_off_reg);
 }
 
 /* Phase 1 of step s->j (p = j mod bs): each sequence's allocate_slots (a take, then
  * cache_full_blocks), in running order. 0, or -1 out of memory. */
 static int skip_allocate(st_emu_engine *e, const skip_run *s, uint32_t p)
 {
-    const uint32_t *take = e->skip_take, *reg = e->skip_reg;
-    const uint32_t *off_take = e->skip_off_take, *off_reg = e->skip_off_reg;
+    const uint32_t *take = e->skip_take, *reg = e->skip_take; /* the registering group: that of step p + 1 */
+    const uint32_t *off_take = e->skip_off_take, *off_reg = e->skip_off_take + (p + 1 == s->bs ? 0 : p + 1);
     const uint64_t *first = e->skip_first;
     int caching = e->cfg.enable_prefix_caching;
     uint64_t j = s->j;
     uint32_t a = off_take[p], ae = off_take[p + 1];
-    uint32_t g = caching ? off_reg[p] : 0, ge = caching ? off_reg[p + 1] : 0;
+    uint32_t g = caching ? off_reg[0] : 0, ge = caching ? off_reg[1] : 0;
     while (a < ae || g < ge) {
         uint32_t ia = a < ae ? take[a] : UINT32_MAX, ig = g < ge ? reg[g] : UINT32_MAX;
         uint32_t i = ia < ig ? ia : ig;
