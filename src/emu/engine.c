@@ -66,7 +66,7 @@ struct st_emu_engine {
     st_emu_skip_seq *skip_seq;
     st_ns *skip_start, *skip_due;
     uint32_t *skip_take;     /* running indices grouped by the step (mod block_size) they take a block at; the
-                                group of step p + 1 registers a full block at step p (skip_groups) */
+                                group of step p + 1 registers a full block at step p (skip_prepare) */
     uint32_t *skip_off_take; /* block_size + 1 offsets into it */
     uint32_t *skip_key;      /* per sequence: its group (scratch) */
     uint64_t *skip_first;    /* per sequence: the run's step it takes its next block at */
@@ -957,36 +957,6 @@ typedef struct skip_run {
     uint64_t C, kmax, j;
 } skip_run;
 
-/* Whether every running request is a decode that does not finish within the run (0) or not (1);
- * when it is, the computed context s->C and the run's longest length s->kmax. */
-static int skip_eligible(const st_emu_engine *e, skip_run *s)
-{
-    uint32_t bs = s->bs;
-    s->C = 0;
-    s->kmax = UINT64_MAX;
-    for (uint32_t i = 0; i < s->n; i++) {
-        const emu_req *r = e->run[i];
-        if (r->held || r->n_out == 0 || r->num_computed + 1 != r->n_tokens || r->n_out >= r->max_tokens ||
-            r->n_tokens >= e->mem.max_model_len || (uint64_t)r->n_blocks * bs < r->num_computed)
-            return 1;
-        if (e->cfg.enable_prefix_caching) {
-            uint32_t full = r->num_computed / bs < r->n_blocks ? r->num_computed / bs : r->n_blocks;
-            if (r->n_cached < full)
-                return 1; /* st_emu_step would register more than the newly full block */
-        }
-        /* step j (0-based) emits output token n_out + j + 1: it finishes at max_tokens or at max_model_len;
-         * the run ends with the first step in which a request finishes */
-        uint64_t fin = r->max_tokens - r->n_out;
-        uint64_t fin_len = e->mem.max_model_len - r->n_tokens;
-        if (fin_len < fin)
-            fin = fin_len;
-        if (fin < s->kmax)
-            s->kmax = fin;
-        s->C += r->num_computed;
-    }
-    return 0;
-}
-
 /* The run's per-sequence arrays for n sequences of blocks of bs tokens. 0, or -1 out of memory. */
 static int skip_reserve(st_emu_engine *e, uint32_t n, uint32_t bs)
 {
@@ -999,26 +969,50 @@ static int skip_reserve(st_emu_engine *e, uint32_t n, uint32_t bs)
     return 0;
 }
 
-/* Groups: a sequence of nc computed tokens and nb blocks takes its next block at the step j where
- * nc + j + 1 first exceeds nb * bs (then every bs steps): j = nb * bs - nc, so j = -nc (mod bs). It
- * registers a full block at the steps where nc + j + 1 is a multiple of bs (cache_full_blocks):
- * j = -nc - 1 (mod bs), one step before its takes (mod bs), so the group that takes at step p + 1
- * registers at step p: one grouping serves both. Also each sequence's result entry, with its offset
- * on the API server's queue. */
-static void skip_groups(st_emu_engine *e, uint32_t n, uint32_t bs)
+/* One pass over the running requests (skip_reserve first). Whether every one is a decode that does not
+ * finish within the run (0) or not (1); when it is, the computed context s->C, the run's longest length
+ * s->kmax, and the groups: a sequence of nc computed tokens and nb blocks takes its next block at the
+ * step j where nc + j + 1 first exceeds nb * bs (then every bs steps): j = nb * bs - nc, so j = -nc
+ * (mod bs). It registers a full block at the steps where nc + j + 1 is a multiple of bs
+ * (cache_full_blocks): j = -nc - 1 (mod bs), one step before its takes (mod bs), so the group that takes
+ * at step p + 1 registers at step p: one grouping serves both. Also each sequence's result entry, with
+ * its offset on the API server's queue. */
+static int skip_prepare(st_emu_engine *e, skip_run *s)
 {
+    uint32_t bs = s->bs, n = s->n;
     st_emu_skip_seq *sq = e->skip_seq;
     uint64_t *first = e->skip_first;
     uint32_t *key = e->skip_key;
     double per = e->cfg.tune.fe_token_cpu_s * 1e9, done = 0;
+    int caching = e->cfg.enable_prefix_caching;
+    s->C = 0;
+    s->kmax = UINT64_MAX;
     for (uint32_t i = 0; i < n; i++) {
         const emu_req *r = e->run[i];
-        first[i] = (uint64_t)r->n_blocks * bs - r->num_computed; /* >= 0: checked by skip_eligible */
+        uint64_t room = (uint64_t)r->n_blocks * bs;
+        if (r->held || r->n_out == 0 || r->num_computed + 1 != r->n_tokens || r->n_out >= r->max_tokens ||
+            r->n_tokens >= e->mem.max_model_len || room < r->num_computed)
+            return 1;
+        /* full blocks: num_computed / bs (at most n_blocks: room >= num_computed); st_emu_step would
+         * register more than the newly full block when fewer are registered */
+        if (caching && ((uint64_t)r->n_cached + 1) * bs <= r->num_computed)
+            return 1;
+        /* step j (0-based) emits output token n_out + j + 1: it finishes at max_tokens or at max_model_len;
+         * the run ends with the first step in which a request finishes */
+        uint64_t fin = r->max_tokens - r->n_out;
+        uint64_t fin_len = e->mem.max_model_len - r->n_tokens;
+        if (fin_len < fin)
+            fin = fin_len;
+        if (fin < s->kmax)
+            s->kmax = fin;
+        s->C += r->num_computed;
+        first[i] = room - r->num_computed;
         key[i] = (uint32_t)(first[i] % bs);
         done += per * (r->fe_factor > 0 ? r->fe_factor : 1.0); /* st_emu_step's API-server queue */
         sq[i] = (st_emu_skip_seq){ .id = r->id, .user = r->user, .n_out = r->n_out, .due_off = (st_ns)done };
     }
     skip_group(key, n, bs, e->skip_take, e->skip_off_take);
+    return 0;
 }
 
 /* Phase 1 of step s->j (p = j mod bs): each sequence's allocate_slots (a take, then
@@ -1180,11 +1174,10 @@ int st_emu_skip_steps(st_emu_engine *e, st_ns horizon, st_emu_skip_result *res)
     st_ns now = e->clock.now(e->clock.ctx);
     if (n == 0 || now >= horizon || e->oom || n > s.budget || e->cfg.spec.k)
         return 1; /* with speculation every step draws its drafts: st_emu_step */
-    if (skip_eligible(e, &s))
-        return 1;
     if (skip_reserve(e, n, s.bs) < 0)
         return -1;
-    skip_groups(e, n, s.bs);
+    if (skip_prepare(e, &s))
+        return 1;
     /* the waiting head, when a step may try to admit it (st_emu_step's phase 2) */
     if (e->wq_len > 0 && n < e->mem.max_num_seqs && n < s.budget)
         s.head = wq_front(e);
