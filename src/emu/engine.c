@@ -950,6 +950,7 @@ static void skip_group(const uint32_t *key, uint32_t n, uint32_t bs, uint32_t *i
  * prepared batch, and the engine's clocks and context as of the step being applied. */
 typedef struct skip_run {
     uint32_t n, bs, budget;
+    int bs_pow2;           /* bs is a power of two (vLLM's are): j mod bs without a division */
     uint32_t nfree_before; /* free blocks before the latest step's takes */
     emu_req *head;         /* the waiting head, when a step may try to admit it */
     st_emu_step_fixed fixed;
@@ -1007,7 +1008,7 @@ static int skip_prepare(st_emu_engine *e, skip_run *s)
             s->kmax = fin;
         s->C += r->num_computed;
         first[i] = room - r->num_computed;
-        key[i] = (uint32_t)(first[i] % bs);
+        key[i] = (uint32_t)(s->bs_pow2 ? first[i] & (bs - 1) : first[i] % bs);
         done += per * (r->fe_factor > 0 ? r->fe_factor : 1.0); /* st_emu_step's API-server queue */
         sq[i] = (st_emu_skip_seq){ .id = r->id, .user = r->user, .n_out = r->n_out, .due_off = (st_ns)done };
     }
@@ -1074,7 +1075,7 @@ static int skip_head_admitted(st_emu_engine *e, const skip_run *s)
 static int skip_one_step(st_emu_engine *e, skip_run *s)
 {
     uint64_t j = s->j;
-    uint32_t p = (uint32_t)(j % s->bs);
+    uint32_t p = (uint32_t)(s->bs_pow2 ? j & (s->bs - 1) : j % s->bs);
     /* blocks this step takes, in running order; the run ends before a step that would preempt */
     uint32_t takes = 0;
     for (uint32_t a = e->skip_off_take[p]; a < e->skip_off_take[p + 1]; a++)
@@ -1170,6 +1171,7 @@ int st_emu_skip_steps(st_emu_engine *e, st_ns horizon, st_emu_skip_result *res)
 {
     memset(res, 0, sizeof *res);
     skip_run s = { .n = e->n_run, .bs = e->cfg.block_size, .budget = e->mem.max_num_batched_tokens };
+    s.bs_pow2 = (s.bs & (s.bs - 1)) == 0;
     uint32_t n = s.n;
     st_ns now = e->clock.now(e->clock.ctx);
     if (n == 0 || now >= horizon || e->oom || n > s.budget || e->cfg.spec.k)
