@@ -65,11 +65,13 @@ struct st_emu_engine {
     /* st_emu_skip_steps scratch: the run's sequences, step times, and each sequence's state */
     st_emu_skip_seq *skip_seq;
     st_ns *skip_start, *skip_due;
-    uint32_t *skip_take;     /* running indices grouped by the step (mod block_size) they take a block at; the
+    uint32_t *skip_take;          /* running indices grouped by the step (mod block_size) they take a block at; the
                                 group of step p + 1 registers a full block at step p (skip_prepare) */
-    uint32_t *skip_off_take; /* block_size + 1 offsets into it */
-    uint32_t *skip_key;      /* per sequence: its group (scratch) */
-    uint64_t *skip_first;    /* per sequence: the run's step it takes its next block at */
+    uint32_t *skip_off_take;      /* block_size + 1 offsets into it */
+    st_emu_step_fixed skip_fixed; /* the step time's terms but for the context, of a run of skip_fixed_n decodes */
+    uint32_t skip_fixed_n;        /* (0: none yet): they depend on the batch's size alone, kept from run to run */
+    uint32_t *skip_key;           /* per sequence: its group (scratch) */
+    uint64_t *skip_first;         /* per sequence: the run's step it takes its next block at */
     uint32_t cap_skip_seq, cap_skip_start, cap_skip_due, cap_skip_take, cap_skip_offt, cap_skip_key, cap_skip_first;
     st_ns fe_free;              /* the API server's work queue is busy until then (engine time) */
     st_ns fe_batch, fe_pre;     /* when the latest step's token work began on it, and the queue's end before it */
@@ -953,7 +955,7 @@ typedef struct skip_run {
     int bs_pow2;           /* bs is a power of two (vLLM's are): j mod bs without a division */
     uint32_t nfree_before; /* free blocks before the latest step's takes */
     emu_req *head;         /* the waiting head, when a step may try to admit it */
-    st_emu_step_fixed fixed;
+    const st_emu_step_fixed *fixed;
     st_ns t, fe_free, fe_pre, fe_batch, fe_total, last_start, last_end;
     uint64_t C, kmax, j;
 } skip_run;
@@ -1091,7 +1093,7 @@ static int skip_one_step(st_emu_engine *e, skip_run *s)
     int adm = skip_head_admitted(e, s);
     if (adm != 0)
         return adm;
-    st_ns dur = (st_ns)(st_emu_step_seconds_ctx(&s->fixed, (double)(s->C + s->n), (double)s->C, NULL) * 1e9);
+    st_ns dur = (st_ns)(st_emu_step_seconds_ctx(s->fixed, (double)(s->C + s->n), (double)s->C, NULL) * 1e9);
     if (dur < 1)
         dur = 1;
     st_ns end = s->t + dur;
@@ -1183,8 +1185,12 @@ int st_emu_skip_steps(st_emu_engine *e, st_ns horizon, st_emu_skip_result *res)
     /* the waiting head, when a step may try to admit it (st_emu_step's phase 2) */
     if (e->wq_len > 0 && n < e->mem.max_num_seqs && n < s.budget)
         s.head = wq_front(e);
-    st_emu_batch b = { .tokens = n, .decode_tokens = n, .seqs = n, .sampled = n };
-    st_emu_step_prepare(&e->cfg, &b, &s.fixed); /* every step of the run has this batch but for its context */
+    if (e->skip_fixed_n != n) { /* every step of the run has this batch but for its context */
+        st_emu_batch b = { .tokens = n, .decode_tokens = n, .seqs = n, .sampled = n };
+        st_emu_step_prepare(&e->cfg, &b, &e->skip_fixed);
+        e->skip_fixed_n = n;
+    }
+    s.fixed = &e->skip_fixed;
     s.fe_free = e->fe_free;
     s.last_start = e->last_start;
     s.last_end = e->last_end;
