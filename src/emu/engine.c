@@ -70,6 +70,9 @@ struct st_emu_engine {
     uint32_t *skip_off_take;      /* block_size + 1 offsets into it */
     st_emu_step_fixed skip_fixed; /* the step time's terms but for the context, of a run of skip_fixed_n decodes */
     uint32_t skip_fixed_n;        /* (0: none yet): they depend on the batch's size alone, kept from run to run */
+    int skip_admits;              /* the latest run ended before a step that admits the waiting head, and nothing but
+                        arrivals (queued behind it) changed since: the next run would end before its first
+                        step for the same reason (its clock only later, its cutoff no earlier) */
     uint32_t *skip_key;           /* per sequence: its group (scratch) */
     uint64_t *skip_first;         /* per sequence: the run's step it takes its next block at */
     uint32_t cap_skip_seq, cap_skip_start, cap_skip_due, cap_skip_take, cap_skip_offt, cap_skip_key, cap_skip_first;
@@ -418,7 +421,11 @@ static void req_release_blocks(st_emu_engine *e, emu_req *r)
     r->n_cached = 0;
 }
 
-void st_emu_set_output_prompts(st_emu_engine *e, int on) { e->no_output_prompts = !on; }
+void st_emu_set_output_prompts(st_emu_engine *e, int on)
+{
+    e->no_output_prompts = !on;
+    e->skip_admits = 0;
+}
 
 int st_emu_hold(st_emu_engine *e, uint64_t id, int on)
 {
@@ -428,6 +435,7 @@ int st_emu_hold(st_emu_engine *e, uint64_t id, int on)
         return -1;
     emu_req *r = w ? e->wq[(e->wq_head + idx) % e->wq_cap] : e->run[idx];
     r->held = on != 0;
+    e->skip_admits = 0;
     return 0;
 }
 
@@ -450,6 +458,7 @@ int st_emu_abort(st_emu_engine *e, uint64_t id)
         e->n_run--;
     }
     req_release_blocks(e, r);
+    e->skip_admits = 0;
     e->st.finished_abort++;
     req_free(e, r);
     return 0;
@@ -893,6 +902,7 @@ static void frontend_due(st_emu_engine *e, uint32_t n_ev, st_ns end)
 int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
 {
     memset(res, 0, sizeof *res);
+    e->skip_admits = 0;
     st_ns now = e->clock.now(e->clock.ctx);
     res->start = now;
     if (!st_emu_has_work(e))
@@ -1073,7 +1083,8 @@ static int skip_head_admitted(st_emu_engine *e, const skip_run *s)
 }
 
 /* Step s->j of the run: its block takes and registrations, then its time and the API server's
- * queue. 0; 1 when the run ends before it (it would preempt or admit); -1 out of memory. */
+ * queue. 0; 1 when the run ends before it because it would preempt, 2 because it would admit the
+ * waiting head; -1 out of memory. */
 static int skip_one_step(st_emu_engine *e, skip_run *s)
 {
     uint64_t j = s->j;
@@ -1092,7 +1103,7 @@ static int skip_one_step(st_emu_engine *e, skip_run *s)
         return -1;
     int adm = skip_head_admitted(e, s);
     if (adm != 0)
-        return adm;
+        return adm < 0 ? -1 : 2;
     st_ns dur = (st_ns)(st_emu_step_seconds_ctx(s->fixed, (double)(s->C + s->n), (double)s->C, NULL) * 1e9);
     if (dur < 1)
         dur = 1;
@@ -1176,7 +1187,7 @@ int st_emu_skip_steps(st_emu_engine *e, st_ns horizon, st_emu_skip_result *res)
     s.bs_pow2 = (s.bs & (s.bs - 1)) == 0;
     uint32_t n = s.n;
     st_ns now = e->clock.now(e->clock.ctx);
-    if (n == 0 || now >= horizon || e->oom || n > s.budget || e->cfg.spec.k)
+    if (n == 0 || now >= horizon || e->oom || n > s.budget || e->cfg.spec.k || e->skip_admits)
         return 1; /* with speculation every step draws its drafts: st_emu_step */
     if (skip_reserve(e, n, s.bs) < 0)
         return -1;
@@ -1203,8 +1214,10 @@ int st_emu_skip_steps(st_emu_engine *e, st_ns horizon, st_emu_skip_result *res)
         int rc = skip_one_step(e, &s);
         if (rc < 0)
             return -1;
-        if (rc > 0)
+        if (rc > 0) {
+            e->skip_admits = rc == 2;
             break;
+        }
     }
     if (s.j == 0)
         return 1;
@@ -1223,7 +1236,11 @@ void st_emu_get_stats(const st_emu_engine *e, st_emu_stats *s)
     s->evictions = e->pool.evictions;
 }
 
-int st_emu_reset_prefix_cache(st_emu_engine *e) { return st_emu_blocks_reset_cache(&e->pool); }
+int st_emu_reset_prefix_cache(st_emu_engine *e)
+{
+    e->skip_admits = 0;
+    return st_emu_blocks_reset_cache(&e->pool);
+}
 
 int st_emu_engine_check(const st_emu_engine *e, char *err, size_t errlen)
 {
