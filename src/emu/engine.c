@@ -806,13 +806,12 @@ static st_ns step_time(st_emu_engine *e, uint32_t n_sched, st_ns now, st_emu_ste
     return end;
 }
 
-/* Request r's n_emit tokens (the first `tok`) of a step ending at `end`, as event ev. */
-static void fill_event(st_emu_engine *e, emu_req *r, st_emu_event *ev, uint32_t tok, uint32_t n_emit, st_ns end)
+/* Request r's n_emit tokens of a step ending at `end`, as event ev. */
+static void fill_event(st_emu_engine *e, emu_req *r, st_emu_event *ev, uint32_t n_emit, st_ns end)
 {
     memset(ev, 0, sizeof *ev);
     ev->id = r->id;
     ev->user = r->user;
-    ev->token = tok;
     ev->n_tokens = n_emit;
     ev->n_out = r->n_out;
     ev->prompt_tokens = r->n_prompt;
@@ -841,7 +840,7 @@ static uint32_t apply_output(st_emu_engine *e, uint32_t n_sched, st_ns end)
         r->num_computed += e->sched_new[i] - (r->spec_draft - r->spec_acc);
         if (r->num_computed < r->n_tokens)
             continue; /* chunked prefill: no token yet */
-        uint32_t tok = st_emu_output_token(r->id, r->n_out, e->cfg.model.vocab), n_emit = 1 + r->spec_acc;
+        uint32_t n_emit = 1 + r->spec_acc;
         for (uint32_t j = 0; j < n_emit; j++) {
             if (r->n_tokens < r->cap_tokens)
                 r->n_tokens++; /* the token itself is st_emu_output_token's (req_block_hash) */
@@ -857,7 +856,7 @@ static uint32_t apply_output(st_emu_engine *e, uint32_t n_sched, st_ns end)
         }
         r->spec_draft = r->spec_acc = 0;
         e->sched_fe[n_ev] = r->fe_factor > 0 ? r->fe_factor : 1.0;
-        fill_event(e, r, &e->events[n_ev++], tok, n_emit, end);
+        fill_event(e, r, &e->events[n_ev++], n_emit, end);
     }
     return n_ev;
 }
