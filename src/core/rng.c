@@ -2,13 +2,6 @@
 
 #include <math.h>
 
-uint64_t st_mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
 uint64_t st_splitmix64(uint64_t *state) { return st_mix64(*state += 0x9e3779b97f4a7c15ULL); }
 
 void st_rng_seed(st_rng *r, uint64_t seed)

@@ -27,6 +27,11 @@ double st_rng_gamma(st_rng *r, double shape, double scale);
 uint64_t st_splitmix64(uint64_t *state);
 /* splitmix64's finaliser alone: a 64-bit hash of x (bijective, every output bit depends on every
  * input bit). The one hash of keys and ids (hash tables, block hashes, session keys, samples). */
-uint64_t st_mix64(uint64_t x);
+static inline uint64_t st_mix64(uint64_t z) /* inline: the hot loops of block hashes and hash maps call it */
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
 
 #endif

@@ -65,13 +65,17 @@ struct st_emu_engine {
     /* st_emu_skip_steps scratch: the run's sequences, step times, and each sequence's state */
     st_emu_skip_seq *skip_seq;
     st_ns *skip_start, *skip_due;
-    uint32_t *skip_take, *skip_reg;         /* running indices grouped by the step (mod block_size) they take a
-                                        block at, and register a full block at */
-    uint32_t *skip_off_take, *skip_off_reg; /* block_size + 1 offsets into them */
-    uint32_t *skip_key;                     /* per sequence: its group (scratch) */
-    uint64_t *skip_first;                   /* per sequence: the run's step it takes its next block at */
-    uint32_t cap_skip_seq, cap_skip_start, cap_skip_due, cap_skip_take, cap_skip_reg, cap_skip_offt, cap_skip_offr,
-        cap_skip_key, cap_skip_first;
+    uint32_t *skip_take;          /* running indices grouped by the step (mod block_size) they take a block at; the
+                                group of step p + 1 registers a full block at step p (skip_prepare) */
+    uint32_t *skip_off_take;      /* block_size + 1 offsets into it */
+    st_emu_step_fixed skip_fixed; /* the step time's terms but for the context, of a run of skip_fixed_n decodes */
+    uint32_t skip_fixed_n;        /* (0: none yet): they depend on the batch's size alone, kept from run to run */
+    int skip_admits;              /* the latest run ended before a step that admits the waiting head, and nothing but
+                        arrivals (queued behind it) changed since: the next run would end before its first
+                        step for the same reason (its clock only later, its cutoff no earlier) */
+    uint32_t *skip_key;           /* per sequence: its group (scratch) */
+    uint64_t *skip_first;         /* per sequence: the run's step it takes its next block at */
+    uint32_t cap_skip_seq, cap_skip_start, cap_skip_due, cap_skip_take, cap_skip_offt, cap_skip_key, cap_skip_first;
     st_ns fe_free;              /* the API server's work queue is busy until then (engine time) */
     st_ns fe_batch, fe_pre;     /* when the latest step's token work began on it, and the queue's end before it */
     st_ns last_start, last_end; /* the previous step's start and end (-1 before the first) */
@@ -228,9 +232,7 @@ void st_emu_engine_free(st_emu_engine *e)
     free(e->skip_start);
     free(e->skip_due);
     free(e->skip_take);
-    free(e->skip_reg);
     free(e->skip_off_take);
-    free(e->skip_off_reg);
     free(e->skip_key);
     free(e->skip_first);
     st_emu_blocks_free(&e->pool);
@@ -419,7 +421,11 @@ static void req_release_blocks(st_emu_engine *e, emu_req *r)
     r->n_cached = 0;
 }
 
-void st_emu_set_output_prompts(st_emu_engine *e, int on) { e->no_output_prompts = !on; }
+void st_emu_set_output_prompts(st_emu_engine *e, int on)
+{
+    e->no_output_prompts = !on;
+    e->skip_admits = 0;
+}
 
 int st_emu_hold(st_emu_engine *e, uint64_t id, int on)
 {
@@ -429,6 +435,7 @@ int st_emu_hold(st_emu_engine *e, uint64_t id, int on)
         return -1;
     emu_req *r = w ? e->wq[(e->wq_head + idx) % e->wq_cap] : e->run[idx];
     r->held = on != 0;
+    e->skip_admits = 0;
     return 0;
 }
 
@@ -451,6 +458,7 @@ int st_emu_abort(st_emu_engine *e, uint64_t id)
         e->n_run--;
     }
     req_release_blocks(e, r);
+    e->skip_admits = 0;
     e->st.finished_abort++;
     req_free(e, r);
     return 0;
@@ -798,13 +806,12 @@ static st_ns step_time(st_emu_engine *e, uint32_t n_sched, st_ns now, st_emu_ste
     return end;
 }
 
-/* Request r's n_emit tokens (the first `tok`) of a step ending at `end`, as event ev. */
-static void fill_event(st_emu_engine *e, emu_req *r, st_emu_event *ev, uint32_t tok, uint32_t n_emit, st_ns end)
+/* Request r's n_emit tokens of a step ending at `end`, as event ev. */
+static void fill_event(st_emu_engine *e, emu_req *r, st_emu_event *ev, uint32_t n_emit, st_ns end)
 {
     memset(ev, 0, sizeof *ev);
     ev->id = r->id;
     ev->user = r->user;
-    ev->token = tok;
     ev->n_tokens = n_emit;
     ev->n_out = r->n_out;
     ev->prompt_tokens = r->n_prompt;
@@ -833,7 +840,7 @@ static uint32_t apply_output(st_emu_engine *e, uint32_t n_sched, st_ns end)
         r->num_computed += e->sched_new[i] - (r->spec_draft - r->spec_acc);
         if (r->num_computed < r->n_tokens)
             continue; /* chunked prefill: no token yet */
-        uint32_t tok = st_emu_output_token(r->id, r->n_out, e->cfg.model.vocab), n_emit = 1 + r->spec_acc;
+        uint32_t n_emit = 1 + r->spec_acc;
         for (uint32_t j = 0; j < n_emit; j++) {
             if (r->n_tokens < r->cap_tokens)
                 r->n_tokens++; /* the token itself is st_emu_output_token's (req_block_hash) */
@@ -849,7 +856,7 @@ static uint32_t apply_output(st_emu_engine *e, uint32_t n_sched, st_ns end)
         }
         r->spec_draft = r->spec_acc = 0;
         e->sched_fe[n_ev] = r->fe_factor > 0 ? r->fe_factor : 1.0;
-        fill_event(e, r, &e->events[n_ev++], tok, n_emit, end);
+        fill_event(e, r, &e->events[n_ev++], n_emit, end);
     }
     return n_ev;
 }
@@ -894,6 +901,7 @@ static void frontend_due(st_emu_engine *e, uint32_t n_ev, st_ns end)
 int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
 {
     memset(res, 0, sizeof *res);
+    e->skip_admits = 0;
     st_ns now = e->clock.now(e->clock.ctx);
     res->start = now;
     if (!st_emu_has_work(e))
@@ -953,31 +961,55 @@ static void skip_group(const uint32_t *key, uint32_t n, uint32_t bs, uint32_t *i
  * prepared batch, and the engine's clocks and context as of the step being applied. */
 typedef struct skip_run {
     uint32_t n, bs, budget;
+    int bs_pow2;           /* bs is a power of two (vLLM's are): j mod bs without a division */
     uint32_t nfree_before; /* free blocks before the latest step's takes */
     uint32_t extra_takes;  /* blocks taken by the phase 1 of the step the run ended before (admission) */
     emu_req *head;         /* the waiting head, when a step may try to admit it */
-    st_emu_step_fixed fixed;
+    const st_emu_step_fixed *fixed;
     st_ns t, fe_free, fe_pre, fe_batch, fe_total, last_start, last_end;
     uint64_t C, kmax, j;
 } skip_run;
 
-/* Whether every running request is a decode that does not finish within the run (0) or not (1);
- * when it is, the computed context s->C and the run's longest length s->kmax. */
-static int skip_eligible(const st_emu_engine *e, skip_run *s)
+/* The run's per-sequence arrays for n sequences of blocks of bs tokens. 0, or -1 out of memory. */
+static int skip_reserve(st_emu_engine *e, uint32_t n, uint32_t bs)
 {
-    uint32_t bs = s->bs;
+    if (grow((void **)&e->skip_seq, &e->cap_skip_seq, n, sizeof *e->skip_seq) < 0 ||
+        grow((void **)&e->skip_take, &e->cap_skip_take, n, sizeof *e->skip_take) < 0 ||
+        grow((void **)&e->skip_key, &e->cap_skip_key, n, sizeof *e->skip_key) < 0 ||
+        grow((void **)&e->skip_first, &e->cap_skip_first, n, sizeof *e->skip_first) < 0 ||
+        grow((void **)&e->skip_off_take, &e->cap_skip_offt, bs + 1, sizeof *e->skip_off_take) < 0)
+        return -1;
+    return 0;
+}
+
+/* One pass over the running requests (skip_reserve first). Whether every one is a decode that does not
+ * finish within the run (0) or not (1); when it is, the computed context s->C, the run's longest length
+ * s->kmax, and the groups: a sequence of nc computed tokens and nb blocks takes its next block at the
+ * step j where nc + j + 1 first exceeds nb * bs (then every bs steps): j = nb * bs - nc, so j = -nc
+ * (mod bs). It registers a full block at the steps where nc + j + 1 is a multiple of bs
+ * (cache_full_blocks): j = -nc - 1 (mod bs), one step before its takes (mod bs), so the group that takes
+ * at step p + 1 registers at step p: one grouping serves both. Also each sequence's result entry, with
+ * its offset on the API server's queue. */
+static int skip_prepare(st_emu_engine *e, skip_run *s)
+{
+    uint32_t bs = s->bs, n = s->n;
+    st_emu_skip_seq *sq = e->skip_seq;
+    uint64_t *first = e->skip_first;
+    uint32_t *key = e->skip_key;
+    double per = e->cfg.tune.fe_token_cpu_s * 1e9, done = 0;
+    int caching = e->cfg.enable_prefix_caching;
     s->C = 0;
     s->kmax = UINT64_MAX;
-    for (uint32_t i = 0; i < s->n; i++) {
+    for (uint32_t i = 0; i < n; i++) {
         const emu_req *r = e->run[i];
+        uint64_t room = (uint64_t)r->n_blocks * bs;
         if (r->held || r->n_out == 0 || r->num_computed + 1 != r->n_tokens || r->n_out >= r->max_tokens ||
-            r->n_tokens >= e->mem.max_model_len || (uint64_t)r->n_blocks * bs < r->num_computed)
+            r->n_tokens >= e->mem.max_model_len || room < r->num_computed)
             return 1;
-        if (e->cfg.enable_prefix_caching) {
-            uint32_t full = r->num_computed / bs < r->n_blocks ? r->num_computed / bs : r->n_blocks;
-            if (r->n_cached < full)
-                return 1; /* st_emu_step would register more than the newly full block */
-        }
+        /* full blocks: num_computed / bs (at most n_blocks: room >= num_computed); st_emu_step would
+         * register more than the newly full block when fewer are registered */
+        if (caching && ((uint64_t)r->n_cached + 1) * bs <= r->num_computed)
+            return 1;
         /* step j (0-based) emits output token n_out + j + 1: it finishes at max_tokens or at max_model_len;
          * the run ends with the first step in which a request finishes */
         uint64_t fin = r->max_tokens - r->n_out;
@@ -987,58 +1019,26 @@ static int skip_eligible(const st_emu_engine *e, skip_run *s)
         if (fin < s->kmax)
             s->kmax = fin;
         s->C += r->num_computed;
-    }
-    return 0;
-}
-
-/* The run's per-sequence arrays for n sequences of blocks of bs tokens. 0, or -1 out of memory. */
-static int skip_reserve(st_emu_engine *e, uint32_t n, uint32_t bs)
-{
-    if (grow((void **)&e->skip_seq, &e->cap_skip_seq, n, sizeof *e->skip_seq) < 0 ||
-        grow((void **)&e->skip_take, &e->cap_skip_take, n, sizeof *e->skip_take) < 0 ||
-        grow((void **)&e->skip_reg, &e->cap_skip_reg, n, sizeof *e->skip_reg) < 0 ||
-        grow((void **)&e->skip_key, &e->cap_skip_key, n, sizeof *e->skip_key) < 0 ||
-        grow((void **)&e->skip_first, &e->cap_skip_first, n, sizeof *e->skip_first) < 0 ||
-        grow((void **)&e->skip_off_take, &e->cap_skip_offt, bs + 1, sizeof *e->skip_off_take) < 0 ||
-        grow((void **)&e->skip_off_reg, &e->cap_skip_offr, bs + 1, sizeof *e->skip_off_reg) < 0)
-        return -1;
-    return 0;
-}
-
-/* Groups: a sequence of nc computed tokens and nb blocks takes its next block at the step j where
- * nc + j + 1 first exceeds nb * bs (then every bs steps), and registers a full block at the steps
- * where nc + j + 1 is a multiple of bs (cache_full_blocks). Also each sequence's result entry,
- * with its offset on the API server's queue. */
-static void skip_groups(st_emu_engine *e, uint32_t n, uint32_t bs)
-{
-    st_emu_skip_seq *sq = e->skip_seq;
-    uint64_t *first = e->skip_first;
-    uint32_t *key = e->skip_key;
-    double per = e->cfg.tune.fe_token_cpu_s * 1e9, done = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        const emu_req *r = e->run[i];
-        first[i] = (uint64_t)r->n_blocks * bs - r->num_computed; /* >= 0: checked by skip_eligible */
-        key[i] = (uint32_t)(first[i] % bs);
+        first[i] = room - r->num_computed;
+        key[i] = (uint32_t)(s->bs_pow2 ? first[i] & (bs - 1) : first[i] % bs);
         done += per * (r->fe_factor > 0 ? r->fe_factor : 1.0); /* st_emu_step's API-server queue */
         sq[i] = (st_emu_skip_seq){ .id = r->id, .user = r->user, .n_out = r->n_out, .due_off = (st_ns)done };
     }
     skip_group(key, n, bs, e->skip_take, e->skip_off_take);
-    for (uint32_t i = 0; i < n; i++)
-        key[i] = (bs - (e->run[i]->num_computed + 1) % bs) % bs;
-    skip_group(key, n, bs, e->skip_reg, e->skip_off_reg);
+    return 0;
 }
 
 /* Phase 1 of step s->j (p = j mod bs): each sequence's allocate_slots (a take, then
  * cache_full_blocks), in running order. 0, or -1 out of memory. */
 static int skip_allocate(st_emu_engine *e, const skip_run *s, uint32_t p)
 {
-    const uint32_t *take = e->skip_take, *reg = e->skip_reg;
-    const uint32_t *off_take = e->skip_off_take, *off_reg = e->skip_off_reg;
+    const uint32_t *take = e->skip_take, *reg = e->skip_take; /* the registering group: that of step p + 1 */
+    const uint32_t *off_take = e->skip_off_take, *off_reg = e->skip_off_take + (p + 1 == s->bs ? 0 : p + 1);
     const uint64_t *first = e->skip_first;
     int caching = e->cfg.enable_prefix_caching;
     uint64_t j = s->j;
     uint32_t a = off_take[p], ae = off_take[p + 1];
-    uint32_t g = caching ? off_reg[p] : 0, ge = caching ? off_reg[p + 1] : 0;
+    uint32_t g = caching ? off_reg[0] : 0, ge = caching ? off_reg[1] : 0;
     while (a < ae || g < ge) {
         uint32_t ia = a < ae ? take[a] : UINT32_MAX, ig = g < ge ? reg[g] : UINT32_MAX;
         uint32_t i = ia < ig ? ia : ig;
@@ -1083,11 +1083,12 @@ static int skip_head_admitted(st_emu_engine *e, const skip_run *s)
 }
 
 /* Step s->j of the run: its block takes and registrations, then its time and the API server's
- * queue. 0; 1 when the run ends before it (it would preempt or admit); -1 out of memory. */
+ * queue. 0; 1 when the run ends before it because it would preempt, 2 because it would admit the
+ * waiting head; -1 out of memory. */
 static int skip_one_step(st_emu_engine *e, skip_run *s)
 {
     uint64_t j = s->j;
-    uint32_t p = (uint32_t)(j % s->bs);
+    uint32_t p = (uint32_t)(s->bs_pow2 ? j & (s->bs - 1) : j % s->bs);
     /* blocks this step takes, in running order; the run ends before a step that would preempt */
     uint32_t takes = 0;
     for (uint32_t a = e->skip_off_take[p]; a < e->skip_off_take[p + 1]; a++)
@@ -1109,8 +1110,8 @@ static int skip_one_step(st_emu_engine *e, skip_run *s)
         s->nfree_before = prev;
     }
     if (adm != 0)
-        return adm;
-    st_ns dur = (st_ns)(st_emu_step_seconds_ctx(&s->fixed, (double)(s->C + s->n), (double)s->C, NULL) * 1e9);
+        return adm < 0 ? -1 : 2;
+    st_ns dur = (st_ns)(st_emu_step_seconds_ctx(s->fixed, (double)(s->C + s->n), (double)s->C, NULL) * 1e9);
     if (dur < 1)
         dur = 1;
     st_ns end = s->t + dur;
@@ -1191,20 +1192,24 @@ int st_emu_skip_steps(st_emu_engine *e, st_ns horizon, st_emu_skip_result *res)
 {
     memset(res, 0, sizeof *res);
     skip_run s = { .n = e->n_run, .bs = e->cfg.block_size, .budget = e->mem.max_num_batched_tokens };
+    s.bs_pow2 = (s.bs & (s.bs - 1)) == 0;
     uint32_t n = s.n;
     st_ns now = e->clock.now(e->clock.ctx);
-    if (n == 0 || now >= horizon || e->oom || n > s.budget || e->cfg.spec.k)
+    if (n == 0 || now >= horizon || e->oom || n > s.budget || e->cfg.spec.k || e->skip_admits)
         return 1; /* with speculation every step draws its drafts: st_emu_step */
-    if (skip_eligible(e, &s))
-        return 1;
     if (skip_reserve(e, n, s.bs) < 0)
         return -1;
-    skip_groups(e, n, s.bs);
+    if (skip_prepare(e, &s))
+        return 1;
     /* the waiting head, when a step may try to admit it (st_emu_step's phase 2) */
     if (e->wq_len > 0 && n < e->mem.max_num_seqs && n < s.budget)
         s.head = wq_front(e);
-    st_emu_batch b = { .tokens = n, .decode_tokens = n, .seqs = n, .sampled = n };
-    st_emu_step_prepare(&e->cfg, &b, &s.fixed); /* every step of the run has this batch but for its context */
+    if (e->skip_fixed_n != n) { /* every step of the run has this batch but for its context */
+        st_emu_batch b = { .tokens = n, .decode_tokens = n, .seqs = n, .sampled = n };
+        st_emu_step_prepare(&e->cfg, &b, &e->skip_fixed);
+        e->skip_fixed_n = n;
+    }
+    s.fixed = &e->skip_fixed;
     s.fe_free = e->fe_free;
     s.last_start = e->last_start;
     s.last_end = e->last_end;
@@ -1217,8 +1222,10 @@ int st_emu_skip_steps(st_emu_engine *e, st_ns horizon, st_emu_skip_result *res)
         int rc = skip_one_step(e, &s);
         if (rc < 0)
             return -1;
-        if (rc > 0)
+        if (rc > 0) {
+            e->skip_admits = rc == 2;
             break;
+        }
     }
     if (s.j == 0)
         return 1;
@@ -1237,7 +1244,11 @@ void st_emu_get_stats(const st_emu_engine *e, st_emu_stats *s)
     s->evictions = e->pool.evictions;
 }
 
-int st_emu_reset_prefix_cache(st_emu_engine *e) { return st_emu_blocks_reset_cache(&e->pool); }
+int st_emu_reset_prefix_cache(st_emu_engine *e)
+{
+    e->skip_admits = 0;
+    return st_emu_blocks_reset_cache(&e->pool);
+}
 
 int st_emu_engine_check(const st_emu_engine *e, char *err, size_t errlen)
 {

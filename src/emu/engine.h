@@ -77,9 +77,9 @@ typedef enum st_emu_finish { ST_EMU_NOT_FINISHED = 0, ST_EMU_FINISH_LENGTH, ST_E
 typedef struct st_emu_event {
     uint64_t id;
     void *user;
-    uint32_t token;       /* the token id emitted (st_emu_output_token) */
-    uint32_t n_tokens;    /* tokens in this event: 1, or 1 + the accepted draft tokens with speculation (a burst;
-                          token is the first, the others st_emu_output_token(id, n_out - n_tokens + j)) */
+    uint32_t n_tokens;    /* tokens in this event: 1, or 1 + the accepted draft tokens with speculation (a burst);
+                          token j's id is st_emu_output_token(id, n_out - n_tokens + j) (computed by whoever
+                          needs the text: most drivers read only the counts and times) */
     uint32_t n_out;       /* output tokens so far, including this event's */
     uint8_t first;        /* first output token of the request */
     st_emu_finish finish; /* set on the last token */

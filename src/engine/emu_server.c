@@ -422,7 +422,7 @@ static void burst_words(const st_emulator *em, const st_emu_event *ev, char *out
     out[0] = '\0';
     for (uint32_t j = 0; j < k && len + 9 < n; j++) {
         char w[8];
-        st_emutok_word(j ? st_emu_output_token(ev->id, ev->n_out - k + j, em->cfg.model.vocab) : ev->token, w);
+        st_emutok_word(st_emu_output_token(ev->id, ev->n_out - k + j, em->cfg.model.vocab), w);
         len += (size_t)snprintf(out + len, n - len, "%s%s", j ? " " : "", w);
     }
 }
@@ -650,7 +650,6 @@ static int deliver(st_emulator *em, stream_t *s, const st_emu_event *ev, st_ns e
         a.finish = ST_EMU_NOT_FINISHED;
         b.first = 0;
         b.n_tokens = n_tok - a.n_tokens;
-        b.token = st_emu_output_token(ev->id, s->n_reason, em->cfg.model.vocab);
         return deliver(em, s, &a, end_e, deadline_wall) || deliver(em, s, &b, end_e, deadline_wall);
     }
     char word[EMU_BURST_TEXT_MAX];

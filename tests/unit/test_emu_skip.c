@@ -537,6 +537,64 @@ static void runs_stop_at_the_horizon(void **state)
     st_emu_engine_free(e);
 }
 
+/* A run ends before the step that would admit the waiting head; the next call returns at once for the
+ * same reason (no steps taken), until something other than an arrival changes the engine: an abort of
+ * the head lets runs go on, and so does the step that admits it. */
+static void runs_stop_before_an_admission(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+    c.no_frontend = 1;
+    st_vclock vc = { 0 };
+    st_emu_engine *e;
+    char err[256];
+    assert_int_equal(st_emu_engine_new(&c, st_clock_virtual(&vc), &e, NULL, err, sizeof err), 0);
+    uint32_t ids[100];
+    for (uint32_t k = 0; k < 100; k++)
+        ids[k] = 7000 + k;
+    for (uint64_t id = 1; id <= 4; id++) { /* 5 and 6 arrive later */
+        st_emu_req_params p = { .id = id, .ids = ids, .n_ids = 100, .max_tokens = 200, .arrival = 0 };
+        assert_int_equal(st_emu_add_request(e, &p, err, sizeof err), ST_EMU_ADD_OK);
+    }
+    st_emu_step_result res;
+    st_emu_skip_result sk;
+    assert_int_equal(st_emu_step(e, &res), 0);
+    vc.t = res.start + res.duration;
+    st_emu_req_params p5 = { .id = 5, .ids = ids, .n_ids = 100, .max_tokens = 200, .arrival = vc.t };
+    assert_int_equal(st_emu_add_request(e, &p5, err, sizeof err), ST_EMU_ADD_OK);
+    int rc;
+    while ((rc = st_emu_skip_steps(e, INT64_MAX, &sk)) == 0)
+        vc.t = sk.start[sk.steps];
+    assert_int_equal(rc, 1); /* the head is admitted by the next step */
+    st_emu_stats before, after;
+    st_emu_get_stats(e, &before);
+    st_emu_req_params p6 = { .id = 6, .ids = ids, .n_ids = 100, .max_tokens = 200, .arrival = vc.t };
+    assert_int_equal(st_emu_add_request(e, &p6, err, sizeof err), ST_EMU_ADD_OK); /* queued behind it */
+    assert_int_equal(st_emu_skip_steps(e, INT64_MAX, &sk), 1);
+    st_emu_get_stats(e, &after);
+    assert_int_equal(after.steps, before.steps);
+    /* without the waiting requests a run goes on */
+    assert_int_equal(st_emu_abort(e, 5), 0);
+    assert_int_equal(st_emu_abort(e, 6), 0);
+    assert_int_equal(st_emu_skip_steps(e, vc.t + 1, &sk), 0);
+    assert_int_equal(sk.steps, 1);
+    vc.t = sk.start[1];
+    /* a new head: once the step that admits it has run, runs go on again */
+    p5.arrival = vc.t;
+    assert_int_equal(st_emu_add_request(e, &p5, err, sizeof err), ST_EMU_ADD_OK);
+    while ((rc = st_emu_skip_steps(e, INT64_MAX, &sk)) == 0)
+        vc.t = sk.start[sk.steps];
+    assert_int_equal(rc, 1);
+    assert_int_equal(st_emu_step(e, &res), 0);
+    assert_int_equal(res.n_admitted, 1);
+    vc.t = res.start + res.duration;
+    assert_int_equal(st_emu_skip_steps(e, vc.t + 1, &sk), 0);
+    assert_int_equal(sk.seqs, 5);
+    assert_int_equal(st_emu_engine_check(e, err, sizeof err), 0);
+    st_emu_engine_free(e);
+}
+
 /* Random workloads on random engine settings: block sizes (1 takes and registers a block in
  * the same step), prefix caching off, a small max_num_seqs (requests queue for a slot),
  * --enforce-eager, a decode slowdown, a small KV cache, Poisson arrivals, outputs of 1 token up,
@@ -613,12 +671,19 @@ static void largest_difference(void **state)
 int main(void)
 {
     const struct CMUnitTest t[] = {
-        cmocka_unit_test(short_and_long_outputs),  cmocka_unit_test(chunked_prefill_and_preemption),
-        cmocka_unit_test(shared_prefix),           cmocka_unit_test(models_and_gpus),
-        cmocka_unit_test(capped_and_closed_loops), cmocka_unit_test(ticks_and_timeouts),
-        cmocka_unit_test(sessions_with_reasoning), cmocka_unit_test(runs_stop_at_the_horizon),
-        cmocka_unit_test(random_workloads),        cmocka_unit_test(ticks_see_the_same_engine),
-        cmocka_unit_test(without_token_times),     cmocka_unit_test(largest_difference),
+        cmocka_unit_test(short_and_long_outputs),
+        cmocka_unit_test(chunked_prefill_and_preemption),
+        cmocka_unit_test(shared_prefix),
+        cmocka_unit_test(models_and_gpus),
+        cmocka_unit_test(capped_and_closed_loops),
+        cmocka_unit_test(ticks_and_timeouts),
+        cmocka_unit_test(sessions_with_reasoning),
+        cmocka_unit_test(runs_stop_at_the_horizon),
+        cmocka_unit_test(runs_stop_before_an_admission),
+        cmocka_unit_test(random_workloads),
+        cmocka_unit_test(ticks_see_the_same_engine),
+        cmocka_unit_test(without_token_times),
+        cmocka_unit_test(largest_difference),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }
