@@ -831,7 +831,6 @@ typedef struct point_msg {
  * (st_fid_lab_cal_point); the lab's latency is the one at which the model, with the fold's
  * constants, reproduces that point's TTFT (st_fid_solve_lab_latency), and the point itself is
  * not scored. A lab without one gets the median of the other labs' calibrated latencies. */
-static double median_of(double *v, uint32_t k);
 
 static double solve_lab_fe(harness *H, const model_knobs *M, uint32_t ci)
 {
@@ -898,7 +897,7 @@ static int run_fold(harness *H, model_knobs *M, const int *fold, int f, int swee
             set_lab_fe(H, M, fold, g, M->cal_start[g]);
             v[nv++] = M->cal_start[g];
         }
-        cal_median = median_of(v, nv);
+        cal_median = st_fid_median(v, nv);
     }
     st_fit_result res;
     double loss = fit(H, M, train, sweeps, 1, &res);
@@ -923,19 +922,6 @@ static int run_fold(harness *H, model_knobs *M, const int *fold, int f, int swee
     free(train);
     free(held);
     return isfinite(loss) ? 0 : -1;
-}
-
-static double median_of(double *v, uint32_t k)
-{
-    if (!k)
-        return NAN;
-    for (uint32_t i = 1; i < k; i++)
-        for (uint32_t j = i; j > 0 && v[j - 1] > v[j]; j--) {
-            double t = v[j];
-            v[j] = v[j - 1];
-            v[j - 1] = t;
-        }
-    return k % 2 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2;
 }
 
 /* K-fold cross-validation of the knobs' free set and lambda; jobs folds at once (fork). With
@@ -1051,7 +1037,7 @@ static int cross_validate(harness *H, model_knobs *M, int K, int sweeps, int job
         for (uint32_t i = 0; i < H->n; i++)
             if (fold[i] >= 0 && isfinite(cv->r[i].r[m]))
                 v[k++] = fabs(cv->r[i].r[m] - 1);
-        cv->median[m] = median_of(v, k);
+        cv->median[m] = st_fid_median(v, k);
         cv->median_sum += cv->median[m];
     }
     double lsum = 0;
@@ -1274,7 +1260,7 @@ static void median_row(const harness *H, const cv_result *cv, const unsigned cha
         for (uint32_t i = 0; v && i < H->n; i++)
             if (in[i] && isfinite(cv->r[i].r[m]))
                 v[k++] = fabs(cv->r[i].r[m] - 1);
-        med[m] = v ? median_of(v, k) : NAN;
+        med[m] = v ? st_fid_median(v, k) : NAN;
         n[m] = k;
     }
     free(v);

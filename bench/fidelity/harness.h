@@ -215,6 +215,8 @@ const st_fid_sourced *st_fid_sourced_knobs(int *n);
 /* Sets every sourced constant of t to its sourced value; a GPU's bw_eff to its memory's published
  * copy rate where the catalog has one (st_emu_gpu.copy_eff). */
 void st_fid_sourced_tuning(const st_emu_gpu *gpu, st_emu_tuning *t);
+/* The median of v[0..k) (sorts v in place); NAN when k is 0. */
+double st_fid_median(double *v, uint32_t k);
 /* Leave-one-lab-out without a fit (`build/bench/fidelity --lolo --free none`): every point run on
  * the sourced constants (st_fid_sourced_tuning) with its lab's front-end latency solved from the
  * lab's calibration point (st_fid_lab_cal_point, st_fid_solve_lab_latency; a lab without one gets

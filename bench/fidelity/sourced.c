@@ -68,7 +68,7 @@ void st_fid_sourced_tuning(const st_emu_gpu *gpu, st_emu_tuning *t)
     }
 }
 
-static double median_inplace(double *v, uint32_t k)
+double st_fid_median(double *v, uint32_t k)
 {
     if (!k)
         return NAN;
@@ -123,7 +123,7 @@ static int lab_latencies(const st_fid_point *pts, uint32_t n, const char **labs,
         if (isfinite(lat[g]))
             v[nv++] = lat[g];
     }
-    double med = median_inplace(v, nv);
+    double med = st_fid_median(v, nv);
     for (int g = 0; g < k; g++)
         if (!isfinite(lat[g]))
             lat[g] = med;
