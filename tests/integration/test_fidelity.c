@@ -79,18 +79,27 @@ typedef struct ceiling {
 static const ceiling FIT_CEILING = { { FID_FIT_TPUT, FID_FIT_TTFT50, FID_FIT_TTFTT, FID_FIT_TPOT }, FID_FIT_FAR };
 static const ceiling TEST_CEILING = { { FID_TEST_TPUT, FID_TEST_TTFT50, FID_TEST_TTFTT, FID_TEST_TPOT }, FID_TEST_FAR };
 
-static void figures_do_not_get_worse(void **state)
+/* The published points (DATA), parsed; the test fails with the reason when they cannot be read. */
+static st_fid_point *load_points(uint32_t *n)
 {
-    (void)state;
     char err[512];
     size_t len;
     char *text = st_read_file(DATA, 16u << 20, &len, err, sizeof err);
     if (!text)
-        fail_msg("%s", err);
+        fail_msg("%s: %s", DATA, err);
     st_fid_point *pts;
-    uint32_t n;
-    assert_int_equal(st_fid_parse(text, len, &pts, &n, err, sizeof err), 0);
+    if (st_fid_parse(text, len, &pts, n, err, sizeof err) != 0)
+        fail_msg("%s: %s", DATA, err);
     free(text);
+    return pts;
+}
+
+static void figures_do_not_get_worse(void **state)
+{
+    (void)state;
+    char err[512];
+    uint32_t n;
+    st_fid_point *pts = load_points(&n);
     assert_true(n >= 100);
     st_fid_ratios *r = calloc(n, sizeof *r);
     uint32_t far[2] = { 0, 0 }, tests = 0, kv_checked = 0;
@@ -171,14 +180,8 @@ static void no_constant_on_a_bound(void **state)
         }
     }
     /* the labs' own latencies */
-    char err[512];
-    size_t len;
-    char *text = st_read_file(DATA, 16u << 20, &len, err, sizeof err);
-    assert_non_null(text);
-    st_fid_point *pts;
     uint32_t n;
-    assert_int_equal(st_fid_parse(text, len, &pts, &n, err, sizeof err), 0);
-    free(text);
+    st_fid_point *pts = load_points(&n);
     const st_calib_knob *fe = st_calib_knob_find("fe_latency_s");
     assert_non_null(fe);
     for (uint32_t i = 0; i < n; i++) {
@@ -207,13 +210,8 @@ static void lab_latency_from_its_calibration_point(void **state)
 {
     (void)state;
     char err[512];
-    size_t len;
-    char *text = st_read_file(DATA, 16u << 20, &len, err, sizeof err);
-    assert_non_null(text);
-    st_fid_point *pts;
     uint32_t n;
-    assert_int_equal(st_fid_parse(text, len, &pts, &n, err, sizeof err), 0);
-    free(text);
+    st_fid_point *pts = load_points(&n);
     int g = st_fid_lab_cal_point(pts, n, "gpustack/gpustack");
     if (!id_is(pts, g, "gpustack-h100-qwen3-8b-bf16-sharegpt-c1"))
         fail_msg("GPUStack's calibration point is %s, expected its concurrency-1 point", g >= 0 ? pts[g].id : "none");
@@ -260,12 +258,6 @@ static void lab_latency_from_its_calibration_point(void **state)
     free(pts);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Leave-one-lab-out without a fit (st_fid_lolo_sourced, the same figures `build/bench/fidelity
  * --lolo --free none` prints): the pooled held-out medians stay under their ceilings, every point
  * but the labs' calibration inputs is scored, and the data still spans enough labs. */
@@ -273,13 +265,8 @@ static void leave_one_lab_out_does_not_get_worse(void **state)
 {
     (void)state;
     char err[512];
-    size_t len;
-    char *text = st_read_file(DATA, 16u << 20, &len, err, sizeof err);
-    assert_non_null(text);
-    st_fid_point *pts;
     uint32_t n;
-    assert_int_equal(st_fid_parse(text, len, &pts, &n, err, sizeof err), 0);
-    free(text);
+    st_fid_point *pts = load_points(&n);
     st_fid_ratios *r = calloc(n, sizeof *r);
     assert_non_null(r);
     if (st_fid_lolo_sourced(pts, n, r, err, sizeof err) < 0)
@@ -309,8 +296,7 @@ static void leave_one_lab_out_does_not_get_worse(void **state)
             if (isfinite(r[i].r[m]))
                 v[k++] = fabs(r[i].r[m] - 1);
         assert_true(k > 0);
-        qsort(v, k, sizeof *v, cmp_double);
-        double med = k % 2 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2;
+        double med = st_fid_median(v, k);
         printf("# lolo %-10s n=%u median |err| %.1f %% (ceiling %.1f %%)\n", st_fid_metric_name(m), k, 100 * med,
                100 * lim[m]);
         if (!(med <= lim[m]))
