@@ -40,8 +40,9 @@
  * Jinja chat template and walks its AST (_detect_content_format); the PR caches it per template.
  * The first release with it is 0.9.2 (released 2025-07-08) or 0.10.0; no published source here
  * pins it. Placed at 0.9.2: at 0.10.0 the fidelity data's one chat setup in that window
- * (GPUStack's vLLM 0.9.2 bursts) comes out at 2-4x its published TTFT (docs/fidelity.md "The API
- * server's cost by vLLM version"). The cost it removed: EMU_FE_CHAT_FORMAT_DETECT_S. */
+ * (GPUStack's vLLM 0.9.2 bursts) comes out at 1.8-2.6x its published TTFT p50 (0.58-0.68x
+ * without it; docs/fidelity.md "The API server's cost by vLLM version"). The cost it removed:
+ * EMU_FE_CHAT_FORMAT_DETECT_S. */
 #define EMU_VLLM_CHAT_FORMAT_CACHE_VERSION 902
 
 /* ---- Memory (vLLM V1 memory profiling; reference doc §2) ---------------------------- */
