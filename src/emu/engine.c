@@ -390,8 +390,8 @@ int st_emu_add_request(st_emu_engine *e, const st_emu_req_params *p, char *err, 
         /* The API server handles requests in order on one core: this one's parsing and
          * tokenisation start when it is free, then the fixed latency to the engine core. */
         const st_emu_tuning *t = &e->cfg.tune;
-        r->fe_factor = p->chat && t->fe_chat_factor > 0 ? t->fe_chat_factor : 1.0;
-        st_ns cost = (st_ns)(t->fe_req_cpu_s * r->fe_factor * 1e9), done;
+        r->fe_factor = st_emu_fe_factor(t, p->chat);
+        st_ns cost = (st_ns)(st_emu_fe_request_cpu_s(&e->cfg, p->chat) * 1e9), done;
         if (r->arrival < e->fe_batch) {
             /* it reached the server while the latest step ran, before that step's tokens did
              * (a virtual-time caller adds it after the step): handled ahead of them; their
