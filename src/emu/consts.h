@@ -26,6 +26,14 @@
  * light one in 0.19.0 (A100 PCIe points). The switch is placed at 0.15.0: not pinned down
  * between those two releases. */
 #define EMU_VLLM_LIGHT_SAMPLER_VERSION 1500
+/* Admission checks the whole sequence: a waiting (or preempted) request is admitted only when the
+ * KV cache's free blocks hold all of its tokens, not only its first chunk
+ * (vllm/v1/core/kv_cache_manager.py, allocate_slots(full_sequence_must_fit=...), passed
+ * SchedulerConfig.scheduler_reserve_full_isl, default True, from Scheduler.schedule's waiting
+ * loop; vllm-project/vllm#37307, opened 2026-03-17, made the default in review). The switch is
+ * placed at 0.19.0: not pinned down; 0.19.0 users report the head-of-line stall the check causes
+ * when a prompt exceeds the free cache (vllm-project/vllm#39037, #39734, April 2026). */
+#define EMU_VLLM_FULL_ISL_VERSION 1900
 /* CUDA graphs over the whole forward pass for pure-decode batches (cudagraph_mode
  * FULL_AND_PIECEWISE: a full graph for uniform-decode batches, piecewise graphs for batches that
  * carry prefill; vllm-project/vllm#20059, docs.vllm.ai design/cuda_graphs). Before it V1 ran
