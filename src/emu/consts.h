@@ -234,6 +234,18 @@
  * against 7.68 / 7.72 ms at 100 req/s: 0.28-0.42 ms per step, 10-15 us per layer; #16072 (the
  * first full-graph PR) reports the same ~7 % of TPOT for that model. */
 #define EMU_LAYER_PIECEWISE_S 0.000013
+/* The host's side of a piecewise-graphed forward: per layer the CPU replays one graph piece
+ * (CUDAPiecewiseBackend) and then dispatches the attention call from Python (vLLM V1's
+ * unified_attention -> FlashAttentionImpl.forward: reshape_and_cache_flash, then
+ * flash_attn_varlen_func), 3 host dispatches against the 12 kernels (EMU_KERNELS_PER_LAYER,
+ * emu/steptime.c) an eager layer launches at layer_eager_s (EMU_LAYER_OVERHEAD_EAGER_SOURCED_S:
+ * 0.75 ms a layer on an A800 host, vllm-project/vllm-omni#7960, ~62 us a dispatch). These
+ * launches run ahead of the GPU (asynchronous), so they are a floor under the forward, not an
+ * addition: L x 3 / 12 x layer_eager_s. A 28-layer 1.5B model at the sourced 0.75 ms: 5.3 ms, above
+ * its ~2-4 ms of GPU work on an H100, so its piecewise decode step is the host's; a 7-8B model's
+ * GPU work (6-10 ms) hides it. Full graphs (EMU_VLLM_FULL_GRAPH_VERSION) remove it from pure
+ * decode steps: one graph launch a step. */
+#define EMU_PIECEWISE_HOST_OPS 3.0
 #define EMU_LAYER_OVERHEAD_EAGER_S 0.000555998
 /* The published figure for that launch time, the fidelity harness's sourced value (a setup the
  * fit has not seen starts here): vLLM 0.29 on an A800 (the A100 SXM's die) decodes one sequence
