@@ -283,7 +283,8 @@ static void step_overheads(const st_emu_config *c, const st_emu_batch *b, const 
         f->graph_s += m->layers * EMU_LAYER_PIECEWISE_S;
         /* the host replays each piece and dispatches the attention call between them from
          * Python, ahead of the GPU: a floor under the forward (consts.h EMU_PIECEWISE_HOST_OPS) */
-        f->host_launch_s = m->layers * EMU_PIECEWISE_HOST_OPS * tu->layer_eager_s / EMU_KERNELS_PER_LAYER;
+        if (!c->draft_pass)
+            f->host_launch_s = m->layers * EMU_PIECEWISE_HOST_OPS * tu->layer_eager_s / EMU_KERNELS_PER_LAYER;
     }
     f->launch_s =
         f->eager ? m->layers * kfac * (c->enforce_eager ? tu->layer_eager_s : EMU_LAYER_LAUNCH_COMPILED_S) : 0;
