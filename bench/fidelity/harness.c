@@ -330,9 +330,9 @@ static const struct {
     const char *lab;
     double fe_latency_s;
 } FID_LAB_FE[] = {
-    { "gpustack/gpustack", 0.0281114 },          { "cssnoeasy/a100-vllm-benchmark-blog", 0.0589833 },
+    { "gpustack/gpustack", 0.027635 },           { "cssnoeasy/a100-vllm-benchmark-blog", 0.0589833 },
     { "DO-Solutions/gtc-2026-doks", 0.0051596 }, { "tgarg01/silybench-data", 0.0429486 },
-    { "enginrect/llmso", 0.00248518 },           { "IOG-Foundation/llm-inference-benchmarks", 0.0025989 },
+    { "enginrect/llmso", 0.00248518 },           { "IOG-Foundation/llm-inference-benchmarks", 0.00241739 },
 };
 
 double st_fid_lab_fe_latency(const char *lab)

@@ -27,10 +27,13 @@ static const st_fid_sourced SOURCED[] = {
     { "fe_chat_factor", TUNE(fe_chat_factor), ST_FID_SCOPE_ALL, 1.0, "no difference between the endpoints (the null)" },
     { "step_cpu_s", TUNE(step_cpu_s), ST_FID_SCOPE_ALL, 0.0002,
       "Qwen3-8B c1 on H100 (vLLM 0.11, no async scheduling) 7.22 ms per token (mean 7.28) vs 7.09 ms of the step "
-      "model's GPU work: 0.13-0.19 ms, at the 0.2 ms bound" },
+      "model's GPU work: 0.13-0.19 ms (the knob's bound 0.1 ms)" },
     { "seq_cpu_s", TUNE(seq_cpu_s), ST_FID_SCOPE_ALL, 1.2e-5,
       "scheduler and input/output bookkeeping per sequence (pre-fit estimate)" },
-    { "layer_eager_s", TUNE(layer_eager_s), ST_FID_SCOPE_EAGER, EMU_LAYER_OVERHEAD_EAGER_SOURCED_S,
+    /* every point: --enforce-eager launches at it, and the host's piecewise launches (3/12 of it a
+     * layer, consts.h EMU_PIECEWISE_HOST_OPS) floor every step before full graphs and every
+     * prefill-carrying step after */
+    { "layer_eager_s", TUNE(layer_eager_s), ST_FID_SCOPE_ALL, EMU_LAYER_OVERHEAD_EAGER_SOURCED_S,
       "vLLM 0.29 eager on an A800: Qwen2.5-7B (28 layers) at ~22-23 ms per token eager, ~13 ms with CUDA graphs: "
       "launch-bound at 0.73-0.80 ms per layer (vllm-project/vllm-omni#7960)" },
     { "attn_eff", TUNE(attn_eff), ST_FID_SCOPE_ALL, 0.60,

@@ -30,7 +30,7 @@ static const st_calib_knob knobs[] = {
     KNOB(int4_gemm_rel, 0.45, 1.0, 0,
          "Marlin (4-bit, fp8 weight-only) GEMM efficiency at prefill sizes relative to a 16-bit GEMM"),
     KNOB(step_gpu_s, 5e-5, 0.003, 1, "GPU-side fixed cost of a step (s)"),
-    KNOB(step_cpu_s, 2e-4, 0.005, 1, "engine-core CPU per step (s)"),
+    KNOB(step_cpu_s, 1e-4, 0.005, 1, "engine-core CPU per step (s)"),
     KNOB(seq_cpu_s, 1e-6, 5e-5, 1, "engine-core CPU per scheduled sequence per step (s)"),
     KNOB(layer_graph_s, 5e-7, 3e-5, 1, "per-layer cost under CUDA graphs (s)"),
     KNOB(layer_eager_s, 5e-5, 1.5e-3, 1, "per-layer kernel launches with --enforce-eager (s)"),

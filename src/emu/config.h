@@ -69,6 +69,9 @@ typedef struct st_emu_config {
     uint32_t vllm_version;           /* major*10000 + minor*100 + patch (EMU_VLLM_DEFAULT_VERSION) */
     int async_scheduling;            /* -1: the version's default; 0 / 1: --[no-]async-scheduling */
     int no_frontend;                 /* 1: no API-server model (the emulator's --no-model) */
+    int draft_pass;                  /* 1: a drafter's pass inside the target's step (emu/specstep.c): the host's
+                                        piecewise launches are not a floor under it (not verified for vLLM's
+                                        proposers; consts.h EMU_PIECEWISE_HOST_OPS) */
     double reasoning_share;          /* a reasoning model: the first share of each output is reasoning (0) */
     int step_by_step;                /* 1: the virtual-time driver (emu/sim.h) takes the reference path: one
                                         scheduler step at a time, every full block listed in the prefix cache as it

@@ -184,7 +184,7 @@
  * the kernels reach a lower fraction of it (vllm-project/vllm#4118: "even removing activation
  * quantization, the speedup isn't obvious"; measured fp8/bf16 GEMM speed-ups on H100 are
  * 1.3-1.6x, not 2x). The fp8 GEMM efficiency relative to the GPU's bf16 gemm_eff: FITTED. */
-#define EMU_FP8_GEMM_REL 0.620546
+#define EMU_FP8_GEMM_REL 0.611456
 /* fp8 weight reads, relative to bw_eff (a bf16 GEMV's). vLLM's fp8 GEMM sweeps on an H100 at one
  * token, the activation quantisation left out (it is its own kernel here, EMU_FP8_QUANT_*):
  * 5.396 TFLOP/s at N=6144 K=4096 (vllm-project/vllm#17126) and 5.163 at N=12288 K=5376
@@ -214,20 +214,22 @@
  * (EMU_MOE_ROW_PAD); this is the grouped Triton kernel's efficiency relative to a cuBLAS GEMM
  * of the same size (vLLM's fused-MoE tuning reaches 60-90 % of the dense GEMM rate). FITTED on
  * the GLM-4.5-Air points within [0.3, 1]. */
-#define EMU_MOE_GEMM_REL 0.372328
+#define EMU_MOE_GEMM_REL 0.36881
 /* Fraction of peak memory bandwidth reached by weight and KV reads: per GPU in the catalog. */
 /* Fixed GPU-side cost of one step with CUDA graphs: a graph launch, the sampler, the
  * host-device copies of inputs and sampled ids (~0.3-0.5 ms; reference doc §6 "~0.5 ms per
  * step overhead"). */
 #define EMU_STEP_GPU_S 0.0003
-/* Engine-core CPU per step (scheduler, input preparation, output processing): FITTED, 0.82 ms
- * on issue 21's data with the piecewise-graph gap (EMU_LAYER_PIECEWISE_S) in the step model
- * (0.24 ms before it; 2.04 ms on issue 10's). The sourced value is 0.2 ms: Qwen3-8B at
- * concurrency 1 on an H100 (vLLM 0.11, no async scheduling) runs 7.22 ms per token (mean 7.28)
- * against 7.09 ms of the step model's GPU work, 0.13-0.19 ms. The fit's 4x that absorbs the
- * small models' CPU-bound steps (Qwen3-0.6B at 2.0-2.4 ms per step on vLLM 0.19, async; a 1.5B
- * on an RTX 4090 at 11.4 ms) that the model does not describe: open (docs/fidelity.md). */
-#define EMU_STEP_CPU_S 0.000818277
+/* Engine-core CPU per step (scheduler, input preparation, output processing), serial with the
+ * GPU before async scheduling: SOURCED, 0.2 ms. Qwen3-8B at concurrency 1 on an H100 (vLLM 0.11,
+ * no async scheduling) runs 7.22 ms per token (mean 7.28) against 7.09 ms of the step model's GPU
+ * work: 0.13-0.19 ms. Held there in the refit with the piecewise host floor
+ * (EMU_PIECEWISE_HOST_OPS, docs/fidelity.md "The engine core's CPU: the host's piecewise
+ * launches"): the small models' CPU-bound steps it used to absorb (0.82 ms fitted; 2.04 ms on
+ * issue 10's data) are the host's launches ahead of the GPU, which a serial constant cannot
+ * describe; left free the fit still takes it to 0.82 ms for one host's four points (IOG's RTX
+ * 4090 1.5B, a host ~2.8x slower than the others, whose 8B on the same host is 0.99-1.02x). */
+#define EMU_STEP_CPU_S 0.0002
 /* Engine-core CPU per scheduled sequence per step (scheduler bookkeeping, block-table and
  * input rows, update_from_output, detokenisation offload): FITTED. At 256 running sequences
  * 31 us each is 7.9 ms per step, the CPU-bound regime small models reach. */
@@ -252,6 +254,18 @@
  * against 7.68 / 7.72 ms at 100 req/s: 0.28-0.42 ms per step, 10-15 us per layer; #16072 (the
  * first full-graph PR) reports the same ~7 % of TPOT for that model. */
 #define EMU_LAYER_PIECEWISE_S 0.000013
+/* The host's side of a piecewise-graphed forward: per layer the CPU replays one graph piece
+ * (CUDAPiecewiseBackend) and then dispatches the attention call from Python (vLLM V1's
+ * unified_attention -> FlashAttentionImpl.forward: reshape_and_cache_flash, then
+ * flash_attn_varlen_func), 3 host dispatches against the 12 kernels (EMU_KERNELS_PER_LAYER,
+ * emu/steptime.c) an eager layer launches at layer_eager_s (EMU_LAYER_OVERHEAD_EAGER_SOURCED_S:
+ * 0.75 ms a layer on an A800 host, vllm-project/vllm-omni#7960, ~62 us a dispatch). These
+ * launches run ahead of the GPU (asynchronous), so they are a floor under the forward, not an
+ * addition: L x 3 / 12 x layer_eager_s. A 28-layer 1.5B model at the sourced 0.75 ms: 5.3 ms, above
+ * its ~2-4 ms of GPU work on an H100, so its piecewise decode step is the host's; a 7-8B model's
+ * GPU work (6-10 ms) hides it. Full graphs (EMU_VLLM_FULL_GRAPH_VERSION) remove it from pure
+ * decode steps: one graph launch a step. */
+#define EMU_PIECEWISE_HOST_OPS 3.0
 #define EMU_LAYER_OVERHEAD_EAGER_S 0.000555998
 /* The published figure for that launch time, the fidelity harness's sourced value (a setup the
  * fit has not seen starts here): vLLM 0.29 on an A800 (the A100 SXM's die) decodes one sequence

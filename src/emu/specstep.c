@@ -173,6 +173,7 @@ double st_emu_spec_proposer_seconds(const st_emu_config *c, uint32_t seqs, doubl
     d.tune.step_cpu_s = d.tune.seq_cpu_s = 0; /* one engine step: its CPU is counted once, in the target's */
     d.async_scheduling = 0;
     d.decode_slowdown = 1.0;
+    d.draft_pass = 1;
     st_emu_batch b;
     memset(&b, 0, sizeof b);
     b.tokens = b.decode_tokens = b.seqs = b.sampled = seqs;

@@ -278,8 +278,14 @@ static void step_overheads(const st_emu_config *c, const st_emu_batch *b, const 
     f->eager = c->enforce_eager || b->tokens > graph_max;
     double kfac = (EMU_KERNELS_PER_LAYER + s->k.quant_kernels) / EMU_KERNELS_PER_LAYER;
     f->graph_s = m->layers * tu->layer_graph_s * kfac;
-    if (!f->eager && st_emu_piecewise_graph(c, b))
+    f->host_launch_s = 0;
+    if (!f->eager && st_emu_piecewise_graph(c, b)) {
         f->graph_s += m->layers * EMU_LAYER_PIECEWISE_S;
+        /* the host replays each piece and dispatches the attention call between them from
+         * Python, ahead of the GPU: a floor under the forward (consts.h EMU_PIECEWISE_HOST_OPS) */
+        if (!c->draft_pass)
+            f->host_launch_s = m->layers * EMU_PIECEWISE_HOST_OPS * tu->layer_eager_s / EMU_KERNELS_PER_LAYER;
+    }
     f->launch_s =
         f->eager ? m->layers * kfac * (c->enforce_eager ? tu->layer_eager_s : EMU_LAYER_LAUNCH_COMPILED_S) : 0;
     /* two all-reduces per layer (after attention's o_proj and the MLP's down_proj), of the
@@ -351,6 +357,8 @@ double st_emu_step_seconds_ctx(const st_emu_step_fixed *f, double attn_pairs, do
     double body = work + f->graph_s;
     if (f->eager && f->launch_s > body)
         body = f->launch_s;
+    if (f->host_launch_s > body)
+        body = f->host_launch_s;
     double gpu = body + f->step_gpu_s + f->allreduce;
     double total = f->async ? (gpu > f->cpu ? gpu : f->cpu) + EMU_ASYNC_SYNC_S : gpu + f->cpu;
     if (bd) {

@@ -35,7 +35,7 @@ typedef struct st_emu_step_fixed {
     double g_time, g_compute, g_memory, g_flops, g_bytes; /* the linear layers (GEMMs) */
     double attn_flops_per_pair, kvtok, attn_rate, kv_rate, attn_calls_s;
     double elem, elem_bytes;
-    double slow_factor, graph_s, launch_s, allreduce, step_gpu_s, cpu;
+    double slow_factor, graph_s, launch_s, host_launch_s, allreduce, step_gpu_s, cpu;
     int any, slow, eager, async;
 } st_emu_step_fixed;
 void st_emu_step_prepare(const st_emu_config *c, const st_emu_batch *b, st_emu_step_fixed *f);

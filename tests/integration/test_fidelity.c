@@ -18,32 +18,40 @@
 
 /* Ceilings: median |error| and the number of points off by more than 2x, per split and metric
  * (throughput, TTFT p50, TTFT tail, TPOT). Measured today (docs/fidelity.md, 117 points, issue
- * 21's step model with piecewise CUDA graphs, the all-reduce at NCCL's rates, the sourced eager
- * launch cost and Marlin prefill ratio, refitted on all of them): fit 6.7 / 8.7 / 7.3 / 5.1 %, 9
- * points beyond 2x; test 8.3 / 11.8 / 8.4 / 7.2 %, 2 points beyond 2x. The ceilings add 0.8-1.3
- * points. Against main's before the merge (fit 6 / 14 / 13 / 11 %, 15; test 9 / 14 / 12 / 24 %,
- * 5) all are tighter but the fit split's throughput, 6 -> 7.5 %: the refit with the piecewise-
- * graph gap and the fitted engine-core CPU per step (0.82 ms against its 0.2 ms source: the small
- * models' CPU-bound steps, docs/fidelity.md) trades it (3.9 -> 6.7 %) for the fit split's TTFT
- * and TPOT (11.7 / 10.9 / 8.6 -> 8.7 / 7.3 / 5.1 %) and the test split's TPOT (21.2 -> 7.2 %).
- * The A100 SXM keeps its kernel GEMM efficiency (0.86, tests/unit/test_emu_kernels.c) where the
- * fit wanted 0.64 for GPUStack's A100 points. */
-#define FID_FIT_TPUT 0.075
-#define FID_FIT_TTFT50 0.10
+ * 21's step model with piecewise CUDA graphs and the host's piecewise launches as a floor under
+ * the forward, the all-reduce at NCCL's rates, the sourced eager launch cost and Marlin prefill
+ * ratio, refitted with the engine-core CPU per step held at its 0.2 ms source): fit 4.7 / 7.6 /
+ * 7.5 / 5.2 %, 12 points beyond 2x; test 7.4 / 10.6 / 9.3 / 8.1 %, 3 points beyond 2x. The
+ * ceilings add 0.2-1.4 points. Loosened, with the reason: the points beyond 2x, fit 10 -> 13,
+ * test 3 (held): IOG's four RTX 4090 DeepSeek-R1-Distill-Qwen-1.5B points (TPOT 0.47-0.49x, 3
+ * fit and 1 test) were bought by the fitted per-step CPU (0.82 ms, 4x its source); with the
+ * host's launches modelled and the CPU back at its source they show what they are, that host's
+ * CPU (~2.8x slower than IOG's H100 PCIe host, docs/fidelity.md), as the sourced LOLO always
+ * did. Tightened: the fit split's throughput (7.5 -> 5.5 %) and TTFT p50 (10 -> 9 %), the test
+ * split's throughput (9.5 -> 8.5 %) and TTFT p50 (13 -> 12 %). The A100 SXM keeps its kernel GEMM efficiency (0.86,
+ * tests/unit/test_emu_kernels.c) where the fit wanted 0.64 for GPUStack's A100 points. */
+#define FID_FIT_TPUT 0.055
+#define FID_FIT_TTFT50 0.09
 #define FID_FIT_TTFTT 0.085
 #define FID_FIT_TPOT 0.06
-#define FID_FIT_FAR 10
-#define FID_TEST_TPUT 0.095
-#define FID_TEST_TTFT50 0.13
+#define FID_FIT_FAR 13
+#define FID_TEST_TPUT 0.085
+#define FID_TEST_TTFT50 0.12
 #define FID_TEST_TTFTT 0.095
 #define FID_TEST_TPOT 0.085
 #define FID_TEST_FAR 3
 /* Leave-one-lab-out on the sourced constants (`build/bench/fidelity --lolo --free none`, the
  * headline figure: no lab's data reaches another lab's prediction), pooled held-out medians,
- * measured today: 10.2 / 13.0 / 9.4 / 9.9 %, over 9 labs. The ceilings add 0.8-1 point. */
-#define FID_LOLO_TPUT 0.11
+ * measured today: 9.7 / 13.8 / 10.6 / 9.9 %, over 9 labs. The ceilings add 0.2-0.9 point.
+ * Throughput tightened (11 -> 10.5 %); the TTFT tail loosened (10.5 -> 11.5 %) with the reason:
+ * IOG's latency comes from its calibration point, the 1.5B on its H100 PCIe at 1 req/s, whose
+ * step is now the host's piecewise launches at the sourced dispatch cost (5.3 ms, ~30 % above
+ * that host's 4.1 ms: the A800 host of the source is slower), so the solved latency is lower and
+ * IOG's other TTFTs move from 1.06-1.09x to 0.93-0.95x (IOG's TTFT p50 9.2 -> 7.1 %, its tail
+ * 7.9 -> 8.5 %). */
+#define FID_LOLO_TPUT 0.105
 #define FID_LOLO_TTFT50 0.14
-#define FID_LOLO_TTFTT 0.105
+#define FID_LOLO_TTFTT 0.115
 #define FID_LOLO_TPOT 0.11
 #define FID_LOLO_MIN_LABS 8
 /* KV cache size against the published startup logs (within 0.6 % for the five setups of the

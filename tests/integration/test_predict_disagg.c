@@ -137,9 +137,10 @@ static void slow_connector_and_bad_input(void **state)
     /* a small model prefills fast and its KV is large for its size (114 KB a token): 4,000-token
      * prompts are more than Ethernet carries once the prefill workers set the rate. The outputs
      * are short (32 tokens) so that the decode workers are not the bound: with 100-token outputs
-     * the rate-matched rate is the decode side's, and at the engine-core CPU per step of the
-     * refit after the piecewise-graph gap (0.82 ms, a 0.6B model's decode step is CPU-bound) it
-     * needs 12.3 GB/s of KV, just under the 12.5 GB/s link; with 32 it needs 21.6 GB/s. */
+     * the rate-matched rate is the decode side's, whose step is the host's (a 0.6B model's decode
+     * step is bound by the engine's CPU: a fitted 0.82 ms per step when this was written, the
+     * host's piecewise launches since, docs/fidelity.md): it needed 12.3 GB/s of KV, just under
+     * the 12.5 GB/s link; with 32 it needed 21.6 GB/s. */
     put("long.yaml",
         "engine: {kind: vllm, model: Qwen/Qwen3-0.6B}\nhardware: {gpu: H100, price_per_gpu_hour: 2.5}\npeak_rate: 10\n"
         "workload: {input_tokens: 4000, output_tokens: 32, seed: 1, requests_per_rate: 60}\nrates: [2, 8]\n"
