@@ -218,7 +218,7 @@ static uint32_t cuda_graph_sizes(uint32_t limit)
 
 /* The memory profiler's CUDA-graph reserve (consts.h EMU_VLLM_CUDAGRAPH_PROFILE_VERSION): the
  * piecewise graphs of every capture size plus the full decode graphs of the sizes a batch of
- * max_num_seqs decodes reaches, each at EMU_CUDAGRAPH_PROFILE_BYTES_PER_GRAPH_LAYER per layer. */
+ * max_num_seqs decodes reaches, each at EMU_CUDAGRAPH_PROFILE_BYTES_PER_GRAPH. */
 static void plan_cudagraph(const st_emu_config *c, st_emu_memory *mem)
 {
     uint32_t ver = c->vllm_version ? c->vllm_version : EMU_VLLM_DEFAULT_VERSION;
@@ -231,8 +231,7 @@ static void plan_cudagraph(const st_emu_config *c, st_emu_memory *mem)
         top = c->max_num_batched_tokens;
     uint32_t full = c->max_num_seqs < top ? c->max_num_seqs : top;
     mem->cudagraph_graphs = cuda_graph_sizes(top) + cuda_graph_sizes(full);
-    mem->cudagraph_bytes =
-        (double)mem->cudagraph_graphs * c->model.layers * EMU_CUDAGRAPH_PROFILE_BYTES_PER_GRAPH_LAYER;
+    mem->cudagraph_bytes = (double)mem->cudagraph_graphs * EMU_CUDAGRAPH_PROFILE_BYTES_PER_GRAPH;
 }
 
 /* Weights larger than the GPU: torch's out-of-memory error at the first tensor that does not fit. */

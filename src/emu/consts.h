@@ -95,12 +95,16 @@
  * capture size (vllm-project/vllm#45178: per_graph * (len(descs) - 1)), so the reserve grows with
  * the number of graphs: the piecewise graphs (one per capture size, up to min(2 x max_num_seqs,
  * 512, max_num_batched_tokens) tokens: 1, 2, 4, 8..248 by 8, 256..512 by 16) plus the full
- * decode graphs (the sizes up to max_num_seqs). A graph's kernels, and a piecewise size's
- * pieces, go by the layers: the cost is taken per graph and per layer from the one published log
- * of a dense model: Qwen3-8B (36 layers) on a 24 GB GPU, "Profiling CUDA graph memory:
- * PIECEWISE=51 (largest=512), FULL=35 (largest=256)", "Estimated CUDA graph memory: 0.52 GiB
- * total" (LMCache/LMCache#3430): 0.52 GiB / (86 graphs x 36 layers) = 176 KiB. */
-#define EMU_CUDAGRAPH_PROFILE_BYTES_PER_GRAPH_LAYER (0.52 * EMU_GIB / (86.0 * 36.0))
+ * decode graphs (the sizes up to max_num_seqs). Bytes per graph: the mean of the two published
+ * logs of dense models found, both at a 2,048-token budget:
+ *   Qwen3-8B (36 layers), 24 GB GPU: "Profiling CUDA graph memory: PIECEWISE=51 (largest=512),
+ *     FULL=35 (largest=256)", "Estimated CUDA graph memory: 0.52 GiB total" (LMCache/LMCache#3430):
+ *     6.19 MiB a graph;
+ *   Qwen2.5-7B-Instruct (28 layers), vLLM 0.22.0, 44.6 GiB GPU: "PIECEWISE=35 (largest=256),
+ *     FULL=19 (largest=128)", "Estimated CUDA graph memory: 0.37 GiB total" (a published
+ *     test_engine_direct.py run with its log; the graphs then took 0.31 GiB): 7.02 MiB a graph.
+ * Per graph, not per layer: the 28-layer model costs more a graph (9.2 vs 6.9 MiB per 36 layers). */
+#define EMU_CUDAGRAPH_PROFILE_BYTES_PER_GRAPH ((0.52 / 86.0 + 0.37 / 54.0) / 2.0 * EMU_GIB)
 
 /* ---- Step time (roofline; reference doc §6) ------------------------------------------ */
 /* Per-GPU efficiencies live in the GPU catalog (st_emu_gpu.gemm_eff, .bw_eff). Custom GPU
