@@ -212,17 +212,21 @@ static int model_start(st_executor *x, const st_spec_config *c, st_config_row *r
         refuse(M, c, row, log, 1);
         return -1;
     }
-    char l1[128], l2[128];
+    char l1[128], l2[128], graphs[96] = "";
     st_emu_memory_log_lines(&mem, l1, sizeof l1, l2, sizeof l2);
-    snprintf(log, sizeof log,
-             "INFO Model loading took %.4f GiB\nINFO Memory profiling: total GPU memory %.2f GiB; requested %.2f GiB; "
-             "model weights %.2f GiB; non_torch_memory %.2f GiB; PyTorch activation peak memory %.2f GiB; the rest "
-             "of the memory reserved for KV Cache is %.2f GiB.\nINFO %s\nINFO %s\nINFO max_num_seqs=%u, "
-             "max_num_batched_tokens=%u, max_model_len=%u, num_gpu_blocks=%u\n",
-             mem.weight_bytes / EMU_GIB, mem.total_bytes / EMU_GIB, mem.requested_bytes / EMU_GIB,
-             mem.weight_bytes / EMU_GIB, mem.non_torch_bytes / EMU_GIB, mem.activation_bytes / EMU_GIB,
-             mem.kv_bytes / EMU_GIB, l1, l2, mem.max_num_seqs, mem.max_num_batched_tokens, mem.max_model_len,
-             mem.num_blocks);
+    if (mem.cudagraph_graphs)
+        snprintf(graphs, sizeof graphs, "INFO Estimated CUDA graph memory: %.2f GiB total (%u graphs)\n",
+                 mem.cudagraph_bytes / EMU_GIB, mem.cudagraph_graphs);
+    snprintf(
+        log, sizeof log,
+        "INFO Model loading took %.4f GiB\n%sINFO Memory profiling: total GPU memory %.2f GiB; requested %.2f GiB; "
+        "model weights %.2f GiB; non_torch_memory %.2f GiB; PyTorch activation peak memory %.2f GiB; the rest "
+        "of the memory reserved for KV Cache is %.2f GiB.\nINFO %s\nINFO %s\nINFO max_num_seqs=%u, "
+        "max_num_batched_tokens=%u, max_model_len=%u, num_gpu_blocks=%u\n",
+        mem.weight_bytes / EMU_GIB, graphs, mem.total_bytes / EMU_GIB, mem.requested_bytes / EMU_GIB,
+        mem.weight_bytes / EMU_GIB, mem.non_torch_bytes / EMU_GIB, mem.activation_bytes / EMU_GIB,
+        mem.kv_bytes / EMU_GIB, l1, l2, mem.max_num_seqs, mem.max_num_batched_tokens, mem.max_model_len,
+        mem.num_blocks);
     log_lines(M, c->name, log);
     st_buf f;
     st_buf_init(&f, FACTS_MAX);

@@ -112,6 +112,9 @@ int cmd_emulate(int argc, char **argv)
     }
     c = probe;
     st_logf(&lg, ST_LOG_INFO, "Model loading took %.4f GiB", mem.weight_bytes / EMU_GIB);
+    if (mem.cudagraph_graphs)
+        st_logf(&lg, ST_LOG_INFO, "Estimated CUDA graph memory: %.2f GiB total (%u graphs)",
+                mem.cudagraph_bytes / EMU_GIB, mem.cudagraph_graphs);
     st_logf(&lg, ST_LOG_INFO,
             "Memory profiling: total GPU memory %.2f GiB; requested %.2f GiB (util %.2f); model weights %.2f GiB; "
             "non_torch_memory %.2f GiB; PyTorch activation peak memory %.2f GiB; the rest of the memory reserved "

@@ -203,6 +203,37 @@ static void plan_budget(const st_emu_config *c, st_emu_memory *mem)
     mem->non_torch_bytes = EMU_NON_TORCH_BYTES + (c->tp > 1 ? EMU_NON_TORCH_TP_BYTES : 0);
 }
 
+/* vLLM's default CUDA-graph capture sizes up to `limit` tokens: 1, 2, 4, then 8..248 by 8, then
+ * 256.. by 16 (vllm/config/vllm.py, _set_cudagraph_sizes; "cudagraph_capture_sizes" in the startup
+ * log of vllm-project/vllm#30515 and #34005). How many of them there are. */
+static uint32_t cuda_graph_sizes(uint32_t limit)
+{
+    uint32_t n = (limit >= 1) + (limit >= 2) + (limit >= 4);
+    if (limit >= 8)
+        n += ((limit < 248 ? limit : 248) - 8) / 8 + 1;
+    if (limit >= 256)
+        n += (limit - 256) / 16 + 1;
+    return n;
+}
+
+/* The memory profiler's CUDA-graph reserve (consts.h EMU_VLLM_CUDAGRAPH_PROFILE_VERSION): the
+ * piecewise graphs of every capture size plus the full decode graphs of the sizes a batch of
+ * max_num_seqs decodes reaches, each at EMU_CUDAGRAPH_PROFILE_BYTES_PER_GRAPH. */
+static void plan_cudagraph(const st_emu_config *c, st_emu_memory *mem)
+{
+    uint32_t ver = c->vllm_version ? c->vllm_version : EMU_VLLM_DEFAULT_VERSION;
+    mem->cudagraph_graphs = 0;
+    mem->cudagraph_bytes = 0;
+    if (c->enforce_eager || ver < EMU_VLLM_CUDAGRAPH_PROFILE_VERSION)
+        return;
+    uint32_t top = 2 * c->max_num_seqs < EMU_CUDA_GRAPH_MAX ? 2 * c->max_num_seqs : EMU_CUDA_GRAPH_MAX;
+    if (c->max_num_batched_tokens < top)
+        top = c->max_num_batched_tokens;
+    uint32_t full = c->max_num_seqs < top ? c->max_num_seqs : top;
+    mem->cudagraph_graphs = cuda_graph_sizes(top) + cuda_graph_sizes(full);
+    mem->cudagraph_bytes = (double)mem->cudagraph_graphs * EMU_CUDAGRAPH_PROFILE_BYTES_PER_GRAPH;
+}
+
 /* Weights larger than the GPU: torch's out-of-memory error at the first tensor that does not fit. */
 static int plan_weights_oom(const st_emu_config *c, st_emu_memory *mem, char *err, size_t errlen)
 {
@@ -232,7 +263,8 @@ static int plan_blocks(const st_emu_config *c, st_emu_memory *mem, char *err, si
 {
     const st_emu_model *m = &c->model;
     const double GiB = EMU_GIB;
-    mem->kv_bytes = mem->requested_bytes - mem->weight_bytes - mem->activation_bytes - mem->non_torch_bytes;
+    mem->kv_bytes =
+        mem->requested_bytes - mem->weight_bytes - mem->activation_bytes - mem->non_torch_bytes - mem->cudagraph_bytes;
     if (mem->kv_bytes <= 0) {
         mem->kv_bytes = 0;
         mem->refusal = ST_EMU_START_NO_KV_MEMORY;
@@ -282,6 +314,7 @@ int st_emu_memory_plan(st_emu_config *c, st_emu_memory *mem, char *err, size_t e
     if (plan_limits(c, mem, err, errlen) < 0)
         return -1;
     plan_budget(c, mem);
+    plan_cudagraph(c, mem);
     if (mem->weight_bytes > mem->total_bytes)
         return plan_weights_oom(c, mem, err, errlen);
     if (plan_blocks(c, mem, err, errlen) < 0)

@@ -112,6 +112,10 @@ typedef struct st_emu_memory {
     /* All per GPU (each of the tp GPUs holds 1/tp of weights and KV heads). */
     double total_bytes, requested_bytes; /* total x gpu_memory_utilization */
     double weight_bytes, activation_bytes, non_torch_bytes, kv_bytes;
+    /* the memory profiler's CUDA-graph reserve (vLLM 0.21+ with graphs; 0 otherwise) and the number of
+     * graphs it covers (piecewise + full decode) */
+    double cudagraph_bytes;
+    uint32_t cudagraph_graphs;
     double kv_bytes_per_token; /* per GPU: the target's layers and a draft model's (draft_kv_bytes_per_token) */
     /* a speculative draft model's share (0 for n-gram lookup): its weights, in weight_bytes, and
      * the KV cache of its layers, in kv_bytes_per_token (vLLM allocates both from the same budget) */

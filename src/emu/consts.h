@@ -42,6 +42,16 @@
  * docs list the mode and the v0.11 line runs it by default; the switch is placed at 0.11.0,
  * not pinned down between those two releases. */
 #define EMU_VLLM_FULL_GRAPH_VERSION 1100
+/* The memory profiler reserves the CUDA graphs' memory out of the KV budget: before the KV cache is
+ * sized it captures a few graphs against a dummy KV cache and subtracts its estimate of all of
+ * them (vllm-project/vllm#30515, `profile_cudagraph_memory`; env VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS).
+ * Off by default when it landed; on by default from 0.21.0: the startup log of every later release
+ * says "CUDA graph memory profiling is enabled (default since v0.21.0)" (gpustack/runner#251 on
+ * 0.27.1, LMCache/LMCache#3430), an earlier build says "In v0.19, CUDA graph memory profiling will
+ * be enabled by default" (vllm-project/vllm#39559, April 2026: it slipped), and envs.py reads
+ * "Enabled by default as of v0.21.0" (quoted in vllm-project/vllm#41099). No graphs
+ * (--enforce-eager), no reserve. */
+#define EMU_VLLM_CUDAGRAPH_PROFILE_VERSION 2100
 /* The chat endpoint's content-format detection cached: before vllm-project/vllm#20065 ("[Perf]
  * [Frontend] Cached resolution for resolving chat templates", opened 2025-06-25, after 0.9.1)
  * every /v1/chat/completions request re-ran resolve_chat_template_content_format, which loads the
@@ -80,6 +90,21 @@
  * weights and 9.57 GiB of KV: 71.24 - 61.03 - 9.57 - 0.13 non-torch - 0.03 (A term) = 0.48 GiB
  * over 256 x 151936 logits = 13.2 bytes (about three fp32 copies). */
 #define EMU_ACT_BYTES_PER_SEQ_VOCAB_LIGHT 13.2
+/* The CUDA-graph reserve (EMU_VLLM_CUDAGRAPH_PROFILE_VERSION and later), per GPU: vLLM measures
+ * the first two graphs of each mode and extrapolates the second one's memory linearly to every
+ * capture size (vllm-project/vllm#45178: per_graph * (len(descs) - 1)), so the reserve grows with
+ * the number of graphs: the piecewise graphs (one per capture size, up to min(2 x max_num_seqs,
+ * 512, max_num_batched_tokens) tokens: 1, 2, 4, 8..248 by 8, 256..512 by 16) plus the full
+ * decode graphs (the sizes up to max_num_seqs). Bytes per graph: the mean of the two published
+ * logs of dense models found, both at a 2,048-token budget:
+ *   Qwen3-8B (36 layers), 24 GB GPU: "Profiling CUDA graph memory: PIECEWISE=51 (largest=512),
+ *     FULL=35 (largest=256)", "Estimated CUDA graph memory: 0.52 GiB total" (LMCache/LMCache#3430):
+ *     6.19 MiB a graph;
+ *   Qwen2.5-7B-Instruct (28 layers), vLLM 0.22.0, 44.6 GiB GPU: "PIECEWISE=35 (largest=256),
+ *     FULL=19 (largest=128)", "Estimated CUDA graph memory: 0.37 GiB total" (a published
+ *     test_engine_direct.py run with its log; the graphs then took 0.31 GiB): 7.02 MiB a graph.
+ * Per graph, not per layer: the 28-layer model costs more a graph (9.2 vs 6.9 MiB per 36 layers). */
+#define EMU_CUDAGRAPH_PROFILE_BYTES_PER_GRAPH ((0.52 / 86.0 + 0.37 / 54.0) / 2.0 * EMU_GIB)
 
 /* ---- Step time (roofline; reference doc §6) ------------------------------------------ */
 /* Per-GPU efficiencies live in the GPU catalog (st_emu_gpu.gemm_eff, .bw_eff). Custom GPU

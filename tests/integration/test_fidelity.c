@@ -71,11 +71,14 @@ static const struct {
     double tol;
     const char *why;
 } KV_EXCEPTIONS[] = {
-    { "tgarg01/silybench-data", 0.05,
-      "vLLM 0.30.0 (the model's memory constants come from 0.11-0.19 logs): 2-4 % more KV predicted than logged" },
+    { "tgarg01/silybench-data", 0.03,
+      "vLLM 0.30.0 on an H100 (the activation and sampler constants come from 0.11-0.19 logs; the CUDA-graph reserve "
+      "from two logs at a 2,048-token budget): 1-3 % more KV predicted than logged (2-4 % without the reserve)" },
     { "enginrect/llmso", 0.30,
       "RTX 4090 under Windows + WSL2: the desktop holds ~1.3 GiB of VRAM (nvidia-smi idle 1,338 MiB) and the lab runs "
-      "vLLM 0.27's V2 model runner; neither is modelled (0.90 to 1.27 of the logged KV)" },
+      "vLLM 0.27's V2 model runner; neither is modelled (0.78 to 1.17 of the logged KV; the bf16 log at utilisation "
+      "0.85 leaves 0.15 GiB beside weights and KV, less than non-torch memory and the sampler's fp32 logits "
+      "together)" },
 };
 
 static double kv_tol(const char *lab)

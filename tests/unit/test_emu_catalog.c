@@ -254,6 +254,71 @@ static void flags_move_memory(void **state)
     assert_int_equal(b.max_num_seqs, 256);
 }
 
+/* From vLLM 0.21.0 the memory profiler reserves the CUDA graphs' memory out of the KV budget (consts.h
+ * EMU_VLLM_CUDAGRAPH_PROFILE_VERSION). Its two dense sources come back within 7 %: Qwen3-8B with 256
+ * sequences ("PIECEWISE=51 (largest=512), FULL=35 (largest=256)", 0.52 GiB; LMCache/LMCache#3430) and
+ * Qwen2.5-7B on vLLM 0.22.0 with 128 ("PIECEWISE=35 (largest=256), FULL=19 (largest=128)", 0.37 GiB);
+ * an H100's 1024 sequences add the full graphs of 272..512; no graphs (--enforce-eager) or an older
+ * vLLM, no reserve. */
+static void cudagraph_reserve_from_0_21(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    st_emu_memory before, at, eager;
+    char err[512];
+    emu_config_of(&c, "RTX 4090", "Qwen/Qwen3-8B");
+    c.max_model_len = 4096;
+    c.vllm_version = st_emu_parse_vllm_version("0.20.2");
+    assert_int_equal(st_emu_memory_plan(&c, &before, err, sizeof err), 0);
+    assert_int_equal(before.cudagraph_graphs, 0);
+    emu_config_of(&c, "RTX 4090", "Qwen/Qwen3-8B");
+    c.max_model_len = 4096;
+    c.vllm_version = st_emu_parse_vllm_version("0.21.0");
+    assert_int_equal(st_emu_memory_plan(&c, &at, err, sizeof err), 0);
+    assert_int_equal(at.cudagraph_graphs, 51 + 35);
+    assert_near(at.cudagraph_bytes / EMU_GIB / 0.52, 1.0, 0.07);
+    assert_near(before.kv_bytes - at.kv_bytes, at.cudagraph_bytes, 1.0);
+    assert_true(at.num_blocks < before.num_blocks);
+    emu_config_of(&c, "RTX 4090", "Qwen/Qwen3-8B");
+    c.max_model_len = 4096;
+    c.vllm_version = st_emu_parse_vllm_version("0.30.0");
+    c.enforce_eager = 1;
+    assert_int_equal(st_emu_memory_plan(&c, &eager, err, sizeof err), 0);
+    assert_int_equal(eager.cudagraph_graphs, 0);
+    assert_int_equal(eager.num_blocks, before.num_blocks);
+    /* the second log: Qwen2.5-7B, 128 sequences, 2048 tokens */
+    emu_config_of(&c, "L40S", "Qwen/Qwen2.5-7B-Instruct");
+    c.max_model_len = 4096;
+    c.max_num_seqs = 128;
+    c.max_num_batched_tokens = 2048;
+    c.vllm_version = st_emu_parse_vllm_version("0.22.0");
+    assert_int_equal(st_emu_memory_plan(&c, &at, err, sizeof err), 0);
+    assert_int_equal(at.cudagraph_graphs, 35 + 19);
+    assert_near(at.cudagraph_bytes / EMU_GIB / 0.37, 1.0, 0.07);
+    /* H100: 1024 sequences, full decode graphs up to 512 tokens as well */
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+    c.max_model_len = 16384;
+    c.vllm_version = st_emu_parse_vllm_version("0.30.0");
+    assert_int_equal(st_emu_memory_plan(&c, &at, err, sizeof err), 0);
+    assert_int_equal(at.cudagraph_graphs, 51 + 51);
+    assert_near(at.cudagraph_bytes / EMU_CUDAGRAPH_PROFILE_BYTES_PER_GRAPH, 102.0, 1e-9);
+    /* fewer sequences, fewer sizes: piecewise up to 2 x 64 = 128 tokens (1, 2, 4, 8..128: 19), full up
+     * to 64 (11); a token budget under 2 x max_num_seqs caps the piecewise sizes (256: 35 + 35) */
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+    c.max_model_len = 16384;
+    c.vllm_version = st_emu_parse_vllm_version("0.30.0");
+    c.max_num_seqs = 64;
+    assert_int_equal(st_emu_memory_plan(&c, &at, err, sizeof err), 0);
+    assert_int_equal(at.cudagraph_graphs, 19 + 11);
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+    c.max_model_len = 16384;
+    c.vllm_version = st_emu_parse_vllm_version("0.30.0");
+    c.max_num_seqs = 256;
+    c.max_num_batched_tokens = 256;
+    assert_int_equal(st_emu_memory_plan(&c, &at, err, sizeof err), 0);
+    assert_int_equal(at.cudagraph_graphs, 35 + 35);
+}
+
 /* Every canonical key is found; a form the catalog lacks is refused, never taken for another. */
 /* Each GPU's published device-copy rate (consts.h EMU_COPY_EFF_*): the memory technology's, against
  * the published copies it cites; none where none was found (HBM3, HBM3e, GDDR6). */
@@ -313,11 +378,17 @@ static void gpu_keys_and_missing_forms(void **state)
 int main(void)
 {
     const struct CMUnitTest t[] = {
-        cmocka_unit_test(gpu_keys_and_missing_forms), cmocka_unit_test(gpu_copy_rate_by_memory),
-        cmocka_unit_test(model_shapes_match_table),   cmocka_unit_test(names_pick_dtype),
-        cmocka_unit_test(gpus_and_custom_file),       cmocka_unit_test(hf_config_json),
-        cmocka_unit_test(kv_size_h100_llama31_8b),    cmocka_unit_test(kv_size_qwen3_32b_and_refusal),
-        cmocka_unit_test(startup_refusals),           cmocka_unit_test(flags_move_memory),
+        cmocka_unit_test(gpu_keys_and_missing_forms),
+        cmocka_unit_test(gpu_copy_rate_by_memory),
+        cmocka_unit_test(model_shapes_match_table),
+        cmocka_unit_test(names_pick_dtype),
+        cmocka_unit_test(gpus_and_custom_file),
+        cmocka_unit_test(hf_config_json),
+        cmocka_unit_test(kv_size_h100_llama31_8b),
+        cmocka_unit_test(kv_size_qwen3_32b_and_refusal),
+        cmocka_unit_test(startup_refusals),
+        cmocka_unit_test(flags_move_memory),
+        cmocka_unit_test(cudagraph_reserve_from_0_21),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }
