@@ -203,6 +203,12 @@ static void plan_budget(const st_emu_config *c, st_emu_memory *mem)
     mem->non_torch_bytes = EMU_NON_TORCH_BYTES + (c->tp > 1 ? EMU_NON_TORCH_TP_BYTES : 0);
 }
 
+uint32_t st_emu_cuda_graph_max(const st_emu_config *c)
+{
+    uint32_t top = 2 * c->max_num_seqs < EMU_CUDA_GRAPH_MAX ? 2 * c->max_num_seqs : EMU_CUDA_GRAPH_MAX;
+    return c->max_num_batched_tokens && c->max_num_batched_tokens < top ? c->max_num_batched_tokens : top;
+}
+
 /* vLLM's default CUDA-graph capture sizes up to `limit` tokens: 1, 2, 4, then 8..248 by 8, then
  * 256.. by 16 (vllm/config/vllm.py, _set_cudagraph_sizes; "cudagraph_capture_sizes" in the startup
  * log of vllm-project/vllm#30515 and #34005). How many of them there are. */
@@ -226,9 +232,7 @@ static void plan_cudagraph(const st_emu_config *c, st_emu_memory *mem)
     mem->cudagraph_bytes = 0;
     if (c->enforce_eager || ver < EMU_VLLM_CUDAGRAPH_PROFILE_VERSION)
         return;
-    uint32_t top = 2 * c->max_num_seqs < EMU_CUDA_GRAPH_MAX ? 2 * c->max_num_seqs : EMU_CUDA_GRAPH_MAX;
-    if (c->max_num_batched_tokens < top)
-        top = c->max_num_batched_tokens;
+    uint32_t top = st_emu_cuda_graph_max(c);
     uint32_t full = c->max_num_seqs < top ? c->max_num_seqs : top;
     mem->cudagraph_graphs = cuda_graph_sizes(top) + cuda_graph_sizes(full);
     mem->cudagraph_bytes = (double)mem->cudagraph_graphs * EMU_CUDAGRAPH_PROFILE_BYTES_PER_GRAPH;

@@ -87,6 +87,10 @@ typedef struct st_emu_config {
 uint32_t st_emu_parse_vllm_version(const char *s);
 /* Whether this configuration runs with async scheduling (flag, else the version's default). */
 int st_emu_async_scheduling(const st_emu_config *c);
+/* The largest batch (tokens) a CUDA graph is captured for: twice max_num_seqs, at most
+ * EMU_CUDA_GRAPH_MAX and the token budget where one is set (vllm/config/vllm.py, _set_cudagraph_sizes). A step of
+ * more tokens runs without a graph; the memory plan reserves the graphs up to it. */
+uint32_t st_emu_cuda_graph_max(const st_emu_config *c);
 /* A request's API-server costs relative to a completions request's: fe_chat_factor for a chat
  * request, else 1. */
 double st_emu_fe_factor(const st_emu_tuning *t, int chat);

@@ -274,8 +274,7 @@ static void step_overheads(const st_emu_config *c, const st_emu_batch *b, const 
 {
     const st_emu_model *m = &c->model;
     const st_emu_tuning *tu = &c->tune;
-    uint32_t graph_max = 2 * c->max_num_seqs < EMU_CUDA_GRAPH_MAX ? 2 * c->max_num_seqs : EMU_CUDA_GRAPH_MAX;
-    f->eager = c->enforce_eager || b->tokens > graph_max;
+    f->eager = c->enforce_eager || b->tokens > st_emu_cuda_graph_max(c);
     double kfac = (EMU_KERNELS_PER_LAYER + s->k.quant_kernels) / EMU_KERNELS_PER_LAYER;
     f->graph_s = m->layers * tu->layer_graph_s * kfac;
     f->host_launch_s = 0;
