@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/rng.h"
 #include "core/util.h"
 #include "emu/blocks.h"
 #include "emu/consts.h"
@@ -27,6 +28,8 @@ typedef struct emu_req {
     uint32_t n_cached;      /* leading blocks already registered in the cache */
     uint32_t cached_tokens; /* prefix hit at first admission */
     uint32_t kv_external;   /* prompt tokens whose KV it brings (st_emu_req_params), until admitted */
+    int seeded;             /* st_emu_req_params.seeded: no ids kept, blocks keyed by seed (req_block_hash) */
+    uint64_t seed;
     int admitted_once;
     uint64_t admit_seq;
     st_ns arrival, first_scheduled, first_token;
@@ -335,11 +338,11 @@ static int find_live(const st_emu_engine *e, uint64_t id, int *in_wait, uint32_t
 int st_emu_add_request(st_emu_engine *e, const st_emu_req_params *p, char *err, size_t errlen)
 {
     uint32_t L = e->mem.max_model_len;
-    if (p->n_ids == 0 || !p->ids) {
+    if (p->n_ids == 0 || (!p->ids && !p->seeded)) {
         snprintf(err, errlen, "The prompt cannot be empty.");
         return ST_EMU_ADD_INVALID;
     }
-    for (uint32_t i = 0; i < p->n_ids; i++)
+    for (uint32_t i = 0; !p->seeded && i < p->n_ids; i++) /* seeded ids are in the vocabulary */
         if (p->ids[i] >= e->cfg.model.vocab) {
             snprintf(err, errlen, "Token id %u is out of vocabulary", p->ids[i]);
             return ST_EMU_ADD_INVALID;
@@ -370,17 +373,20 @@ int st_emu_add_request(st_emu_engine *e, const st_emu_req_params *p, char *err, 
     r->id = p->id;
     r->user = p->user;
     r->n_prompt = p->n_ids;
+    r->seeded = p->seeded != 0;
+    r->seed = p->seed;
     r->max_tokens = p->max_tokens ? (uint32_t)p->max_tokens : L - p->n_ids; /* <= L: checked above */
     r->cap_tokens = r->n_prompt + r->max_tokens;
     uint32_t maxblocks = (r->cap_tokens + e->cfg.block_size - 1) / e->cfg.block_size;
-    if (room_for((void **)&r->tokens, &r->cap_prompt, r->n_prompt, sizeof *r->tokens) < 0)
+    if (!r->seeded && room_for((void **)&r->tokens, &r->cap_prompt, r->n_prompt, sizeof *r->tokens) < 0)
         goto nomem;
     uint32_t cb = r->cap_blocks; /* blocks and bhash share one capacity */
     if (room_for((void **)&r->bhash, &cb, maxblocks, sizeof *r->bhash) < 0)
         goto nomem;
     if (room_for((void **)&r->blocks, &r->cap_blocks, maxblocks, sizeof *r->blocks) < 0)
         goto nomem;
-    memcpy(r->tokens, p->ids, (size_t)p->n_ids * sizeof *p->ids);
+    if (!r->seeded)
+        memcpy(r->tokens, p->ids, (size_t)p->n_ids * sizeof *p->ids);
     r->n_tokens = p->n_ids;
     r->kv_external = p->kv_external < p->n_ids ? p->kv_external : p->n_ids - 1;
     r->arrival = p->arrival >= 0 ? p->arrival : e->clock.now(e->clock.ctx);
@@ -464,14 +470,34 @@ int st_emu_abort(st_emu_engine *e, uint64_t id)
     return 0;
 }
 
+/* Key of full block j of a seeded request (st_emu_req_params.seeded), after its parent's key: a
+ * block within the prompt holds ids that depend on (seed, j) alone, which the chain from the seed
+ * carries; a block with generated tokens holds the prompt's tail and the request's output tokens,
+ * which depend on (seed, n_prompt, id): the parent carries the seed, the rest is mixed in. Equal
+ * keys, equal ids; different ones, different ids, except for a 64-bit collision (the same odds as
+ * two hashes of different ids, or a key against a hash). Never 0 (st_emu_block_hash's "no hash"). */
+static uint64_t seeded_key(const emu_req *r, uint64_t parent, uint32_t j, uint32_t bs)
+{
+    uint64_t h = st_mix64((j ? parent : st_mix64(r->seed ^ 0x5eedb10c5eedb10cULL)) + 0x632be59bd9b4e019ULL * (j + 1));
+    if ((uint64_t)(j + 1) * bs > r->n_prompt)
+        h = st_mix64(h ^ st_mix64(r->id * 0x9e3779b97f4a7c15ULL + r->n_prompt));
+    return h ? h : 1;
+}
+
 /* Hash of full block k of r (computed once, chained). A block within the prompt hashes the
- * prompt's ids in place; one with generated tokens gets them from st_emu_output_token. */
+ * prompt's ids in place; one with generated tokens gets them from st_emu_output_token. A seeded
+ * request's blocks get their keys instead (seeded_key). */
 static uint64_t req_block_hash(st_emu_engine *e, emu_req *r, uint32_t k)
 {
     uint32_t bs = e->cfg.block_size;
     while (r->n_bhash <= k) {
         uint32_t j = r->n_bhash;
         uint64_t parent = j ? r->bhash[j - 1] : 0;
+        if (r->seeded) {
+            r->bhash[j] = seeded_key(r, parent, j, bs);
+            r->n_bhash++;
+            continue;
+        }
         uint64_t from = (uint64_t)j * bs;
         const uint32_t *ids = r->tokens + from;
         if (from + bs > r->n_prompt) {

@@ -41,6 +41,16 @@ typedef struct st_emu_req_params {
      * (at most n_ids - 1 count; vllm/v1/core/sched/scheduler.py, _update_waiting_for_remote_kv).
      * Not counted as prefix-cache hits; a preempted request recomputes them. 0: none. */
     uint32_t kv_external;
+    /* A seeded prompt: its ids are st_emu_output_tokens(seed, 0, n_ids, vocab) and ids may be NULL
+     * (nothing reads them). The caller promises that no other request this engine sees carries ids
+     * that share a full block with it unless it has the same seed and is itself seeded (no explicit
+     * ids equal to them, no later prompt that contains them). Its blocks are then keyed in the prefix
+     * cache by (seed, block index), and a block holding generated tokens by (its parent's key,
+     * n_ids, id), instead of hashing the ids: keys are equal exactly when the ids are (up to a 64-bit
+     * collision, as between hashes), so every result is the same, without generating or hashing the
+     * ids (emu/sim.c: a one-run session without explicit ids or dependent items). */
+    int seeded;
+    uint64_t seed;
 } st_emu_req_params;
 
 enum {

@@ -45,6 +45,8 @@ struct st_emu_session {
     st_ns tl_shift;
     st_tok_seg *segs; /* a run's delivery times fitted (run_skip), before they go to the timeline */
     size_t segs_cap;
+    int one_run;   /* st_emu_session_one_run: the engine sees one run's requests, no others */
+    uint32_t runs; /* runs started */
 };
 
 int st_emu_session_new(const st_emu_config *cfg, st_emu_session **out, st_emu_memory *mem_out, char *err, size_t errlen)
@@ -79,6 +81,8 @@ void st_emu_session_free(st_emu_session *s)
 
 void st_emu_session_stats(const st_emu_session *s, st_emu_stats *out) { st_emu_get_stats(s->e, out); }
 
+void st_emu_session_one_run(st_emu_session *s) { s->one_run = 1; }
+
 /* Segments of token events a record gets room for when its request is sent (more grow as they come). */
 #define SIM_SEGS_RESERVE 4u
 /* Segments in a timeline chunk (36 KiB): a new chunk starts when a run's do not fit in the current one. */
@@ -102,6 +106,7 @@ typedef struct run {
     st_ns t0;      /* the clock at the run's start (absolute) */
     uint64_t base; /* engine ids: base + item index */
     uint32_t vocab;
+    int seeded;       /* items without ids go as seeded prompts (run_seeded) */
     uint32_t cap;     /* requests in flight at most: clients (closed loop) or max_concurrency; 0 none */
     int closed;       /* closed loop: each client sends its next item when its request ends */
     uint32_t next;    /* next position in the send order */
@@ -411,6 +416,24 @@ static void run_free_sessions(run *R)
     free(R->rel);
 }
 
+/* Whether the run's items without ids can go to the engine as seeded prompts (engine.h,
+ * st_emu_req_params.seeded: keyed in the prefix cache by seed instead of their ids' hashes, which are
+ * then neither generated nor hashed). Item i's ids are st_emu_output_tokens(0x5eed0000 + i), so the
+ * items' seeds differ; the engine's promise holds when no other request carries such ids: the
+ * engine sees only this run (a later run of a session would reuse the seeds, maybe with ids), no
+ * item has explicit ids (which could equal them) and none is dependent (a session's later turn or
+ * an agent's child carries its parent's prompt). The step-by-step reference path hashes the ids, so
+ * tests/unit/test_emu_skip.c compares the two keyings too. */
+static int run_seeded(const run *R)
+{
+    if (!R->S->one_run || st_emu_engine_config(R->e)->step_by_step)
+        return 0;
+    for (uint32_t i = 0; i < R->n; i++)
+        if (R->items[i].input_ids || R->items[i].dependent)
+            return 0;
+    return 1;
+}
+
 /* Prompt ids of item i: its own, or unique deterministic ids. */
 static const uint32_t *item_ids(run *R, uint32_t i)
 {
@@ -453,9 +476,9 @@ static int send_item(run *R, uint32_t i, st_ns sent)
     R->p.sent++;
     R->p.in_flight++;
     R->S->fifo[R->fifo_tail++] = i;
-    const uint32_t *ids = it->dependent && R->prompt ? R->prompt[i] : item_ids(R, i);
+    const uint32_t *ids = R->seeded ? NULL : it->dependent && R->prompt ? R->prompt[i] : item_ids(R, i);
     uint32_t n_ids = it->dependent && R->prompt ? R->prompt_len[i] : it->input_len;
-    if (!ids && n_ids) { /* an empty prompt has no ids: the engine refuses it, as vLLM does */
+    if (!ids && n_ids && !R->seeded) { /* an empty prompt has no ids: the engine refuses it, as vLLM does */
         snprintf(R->err, R->errlen, "out of memory");
         return -1;
     }
@@ -471,7 +494,9 @@ static int send_item(run *R, uint32_t i, st_ns sent)
                             .chat = it->chat,
                             .kv_external = it->dependent ? 0 : it->kv_external,
                             .arrival = R->t0 + sent,
-                            .user = r };
+                            .user = r,
+                            .seeded = R->seeded,
+                            .seed = 0x5eed0000ULL + i };
     char why[512];
     int a = st_emu_add_request(R->e, &p, why, sizeof why);
     if (a == ST_EMU_ADD_NOMEM) {
@@ -835,6 +860,11 @@ int st_emu_session_run(st_emu_session *S, const st_emu_sim_item *items, uint32_t
         o = &none;
     if (stopped)
         *stopped = 0;
+    if (S->one_run && S->runs) {
+        snprintf(err, errlen, "internal error: a one-run session runs once");
+        return -1;
+    }
+    S->runs++;
     run R = { .S = S, .e = S->e, .items = items, .n = n, .o = o, .rec = records, .err = err, .errlen = errlen };
     R.closed = o->clients > 0;
     R.cap = R.closed ? o->clients : o->max_concurrency;
@@ -843,6 +873,7 @@ int st_emu_session_run(st_emu_session *S, const st_emu_sim_item *items, uint32_t
     R.base = S->id_base;
     S->id_base += (uint64_t)n + 1;
     R.vocab = st_emu_engine_config(S->e)->model.vocab;
+    R.seeded = run_seeded(&R);
     R.next_tick = o->tick > 0 ? o->tick : INT64_MAX;
     st_emu_get_stats(S->e, &R.es0);
     int rc = 0;
@@ -952,6 +983,7 @@ int st_emu_sim_run_opts(const st_emu_config *cfg, const st_emu_sim_item *items, 
     st_emu_session *S;
     if (st_emu_session_new(cfg, &S, NULL, err, errlen) < 0)
         return -1;
+    st_emu_session_one_run(S);
     int rc = st_emu_session_run(S, items, n, o, records, stats, stopped, err, errlen);
     st_emu_session_free(S);
     return rc;

@@ -154,6 +154,11 @@ typedef struct st_emu_run_opts {
 int st_emu_session_new(const st_emu_config *cfg, st_emu_session **out, st_emu_memory *mem_out, char *err,
                        size_t errlen);
 void st_emu_session_free(st_emu_session *s);
+/* Declares that s will run once (st_emu_sim_run does so): its items without ids then go to the
+ * engine as seeded prompts, neither generated nor hashed (engine.h, st_emu_req_params.seeded), in a
+ * run without explicit ids or dependent items; the results are the same. A second run of s fails,
+ * since it would reuse the items' seeds. Call before its run. */
+void st_emu_session_one_run(st_emu_session *s);
 /* Runs items[0..n) (arrivals relative to now) until every request finished or on_tick stopped
  * the run; *stopped (may be NULL) says which. The engine is idle on return. 0, or -1 with err. */
 int st_emu_session_run(st_emu_session *s, const st_emu_sim_item *items, uint32_t n, const st_emu_run_opts *o,

@@ -13,7 +13,10 @@
  * The step-by-step path is the reference: it also lists every full block in the prefix cache as it
  * fills, where the default path leaves generated blocks unlisted in runs without dependent items
  * (st_emu_set_output_prompts): the preemption workloads recompute from their own listed blocks, and
- * the engines' eviction counters and free blocks are compared. */
+ * the engines' eviction counters and free blocks are compared. Both paths run one-run sessions
+ * (st_emu_session_one_run), so the default path sends items without ids as seeded prompts, keyed in
+ * the prefix cache by seed, where the reference path generates and hashes their ids: the comparison
+ * covers the two keyings too (and seeded_prompts_match_their_ids compares them on one path). */
 #include "harness.h"
 
 #include <stdio.h>
@@ -124,6 +127,7 @@ static void run_path(const st_emu_config *base, int step_by_step, const st_emu_s
     st_emu_session *S;
     if (st_emu_session_new(&c, &S, NULL, err, sizeof err) < 0)
         fail_msg("engine refused: %s", err);
+    st_emu_session_one_run(S);
     out->rec = calloc(n, sizeof *out->rec);
     assert_non_null(out->rec);
     for (uint32_t i = 0; i < n; i++)
@@ -475,6 +479,73 @@ static void without_token_times(void **state)
     free(it);
 }
 
+/* Items without ids go to the engine as seeded prompts (keyed by seed, neither generated nor
+ * hashed); the same items with those ids given go as ids and are hashed. On the same path, under
+ * preemption (a recomputation finds its own blocks by their keys), every record, token time and
+ * counter must be exactly the same. Then every third item gets a shared 2,000-token prefix: a run
+ * with explicit ids sends none seeded, and the shared prefix hits as before (more hits). */
+static void seeded_prompts_match_their_ids(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+    c.max_num_batched_tokens = 2048;
+    c.gpu_memory_utilization = 0.40;
+    enum { N = 120 };
+    st_emu_sim_item *seeded = items(N, 8, 6000, 3000, 1200, 400), *given = items(N, 8, 6000, 3000, 1200, 400);
+    uint32_t *ids = malloc((size_t)N * 6000 * sizeof *ids);
+    assert_non_null(ids);
+    for (uint32_t i = 0; i < N; i++) {
+        uint32_t *p = ids + (size_t)i * 6000;
+        st_emu_output_tokens(0x5eed0000ULL + i, 0, given[i].input_len, c.model.vocab, p);
+        given[i].input_ids = p;
+    }
+    outcome a, b;
+    uint64_t hits0 = 0;
+    for (int round = 0; round < 2; round++) {
+        run_path(&c, 0, seeded, N, NULL, &a);
+        run_path(&c, 0, given, N, NULL, &b);
+        for (uint32_t i = 0; i < N; i++) {
+            const st_record *x = &a.rec[i], *y = &b.rec[i];
+            assert_int_equal(x->status, y->status);
+            assert_int_equal(x->first_token, y->first_token);
+            assert_int_equal(x->end, y->end);
+            assert_int_equal(x->cached_tokens, y->cached_tokens);
+            assert_int_equal(x->n_events, y->n_events);
+            st_event_it ix = { 0 }, iy = { 0 };
+            st_ns tx = 0, ty = 0;
+            st_events_begin(&ix, x);
+            st_events_begin(&iy, y);
+            while (st_events_next(&ix, &tx) && st_events_next(&iy, &ty))
+                assert_int_equal(tx, ty);
+        }
+        assert_int_equal(a.st.steps, b.st.steps);
+        assert_int_equal(a.st.preemptions, b.st.preemptions);
+        assert_int_equal(a.st.prefix_queries, b.st.prefix_queries);
+        assert_int_equal(a.st.prefix_hits, b.st.prefix_hits);
+        assert_int_equal(a.es.evictions, b.es.evictions);
+        assert_int_equal(a.es.free_blocks, b.es.free_blocks);
+        assert_true(a.st.preemptions > 0);
+        assert_true(a.st.prefix_hits > 0); /* the preempted requests' own blocks */
+        print_message("%s: %llu preemptions, %llu prefix hits, the same with their ids\n",
+                      round ? "a third with a shared prefix" : "seeded prompts", (unsigned long long)a.st.preemptions,
+                      (unsigned long long)a.st.prefix_hits);
+        assert_true(round == 0 || a.st.prefix_hits > hits0);
+        hits0 = a.st.prefix_hits;
+        free_outcome(&a, N);
+        free_outcome(&b, N);
+        /* every third item with a shared 2,000-token prefix: the run has explicit ids, none goes seeded */
+        for (uint32_t i = 0; i < N; i += 3) {
+            for (uint32_t k = 0; k < 2000; k++)
+                ids[(size_t)i * 6000 + k] = 2000 + k;
+            seeded[i].input_ids = given[i].input_ids;
+        }
+    }
+    free(ids);
+    free(seeded);
+    free(given);
+}
+
 /* A run of steps never passes the caller's horizon, and what it reports adds up. */
 static void runs_stop_at_the_horizon(void **state)
 {
@@ -683,6 +754,7 @@ int main(void)
         cmocka_unit_test(random_workloads),
         cmocka_unit_test(ticks_see_the_same_engine),
         cmocka_unit_test(without_token_times),
+        cmocka_unit_test(seeded_prompts_match_their_ids),
         cmocka_unit_test(largest_difference),
     };
     return cmocka_run_group_tests(t, 0, 0);
