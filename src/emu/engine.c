@@ -526,6 +526,8 @@ static void cache_full_blocks(st_emu_engine *e, emu_req *r, uint32_t tokens)
     uint32_t listed = full; /* blocks from here on hold generated tokens: unlisted when no prompt carries them */
     if (e->no_output_prompts && listed > r->n_prompt / e->cfg.block_size)
         listed = r->n_prompt / e->cfg.block_size;
+    if (r->seeded) /* no other request looks its blocks up (its promise): unlisted until a preemption */
+        listed = 0;
     if (listed > r->n_cached + 1) { /* several blocks (an admitted prompt): their map slots fetched ahead */
         req_block_hash(e, r, listed - 1);
         for (uint32_t k = r->n_cached; k < listed; k++)
@@ -595,13 +597,15 @@ static int push_u64(uint64_t **arr, uint32_t *n, uint32_t *cap, uint64_t v)
     return 0;
 }
 
-/* Lists r's unlisted blocks (st_emu_set_output_prompts) before it releases them on a preemption: its
- * recomputation looks them up by their hashes, as it would have found them listed. */
+/* Lists r's unlisted blocks (st_emu_set_output_prompts; all of a seeded request's) before it releases
+ * them on a preemption: its recomputation looks them up by their hashes, as it would have found them
+ * listed. (No other block holds their hashes, and a request's released blocks are evicted last first,
+ * so those that stay cached are a leading run, as they would be listed.) */
 static void list_generated(st_emu_engine *e, emu_req *r)
 {
-    if (!e->no_output_prompts)
+    if (!e->no_output_prompts && !r->seeded)
         return;
-    for (uint32_t k = r->n_prompt / e->cfg.block_size; k < r->n_cached; k++)
+    for (uint32_t k = r->seeded ? 0 : r->n_prompt / e->cfg.block_size; k < r->n_cached; k++)
         st_emu_blocks_set_hash(&e->pool, r->blocks[k], req_block_hash(e, r, k));
 }
 
