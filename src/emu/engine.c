@@ -29,6 +29,7 @@ typedef struct emu_req {
     uint32_t cached_tokens; /* prefix hit at first admission */
     uint32_t kv_external;   /* prompt tokens whose KV it brings (st_emu_req_params), until admitted */
     int seeded;             /* st_emu_req_params.seeded: no ids kept, blocks keyed by seed (req_block_hash) */
+    int listed;             /* a seeded request's blocks were listed (list_generated): a lookup can hit */
     uint64_t seed;
     int admitted_once;
     uint64_t admit_seq;
@@ -605,6 +606,7 @@ static void list_generated(st_emu_engine *e, emu_req *r)
 {
     if (!e->no_output_prompts && !r->seeded)
         return;
+    r->listed = 1;
     for (uint32_t k = r->seeded ? 0 : r->n_prompt / e->cfg.block_size; k < r->n_cached; k++)
         st_emu_blocks_set_hash(&e->pool, r->blocks[k], req_block_hash(e, r, k));
 }
@@ -625,7 +627,7 @@ static int prefix_hits(st_emu_engine *e, emu_req *r, uint32_t *n_hits)
 {
     uint32_t bs = e->cfg.block_size;
     *n_hits = 0;
-    if (!e->cfg.enable_prefix_caching)
+    if (!e->cfg.enable_prefix_caching || (r->seeded && !r->listed)) /* none holds its keys yet */
         return 0;
     /* the last token is always recomputed: at most (n_tokens - 1) / bs full blocks */
     uint32_t maxb = (r->n_tokens - 1) / bs;

@@ -42,13 +42,15 @@ typedef struct st_emu_req_params {
      * Not counted as prefix-cache hits; a preempted request recomputes them. 0: none. */
     uint32_t kv_external;
     /* A seeded prompt: its ids are st_emu_output_tokens(seed, 0, n_ids, vocab) and ids may be NULL
-     * (nothing reads them). The caller promises that no other request this engine sees carries ids
-     * that share a full block with it unless it has the same seed and is itself seeded (no explicit
-     * ids equal to them, no later prompt that contains them). Its blocks are then keyed in the prefix
-     * cache by (seed, block index), and a block holding generated tokens by (its parent's key,
-     * n_ids, id), instead of hashing the ids: keys are equal exactly when the ids are (up to a 64-bit
-     * collision, as between hashes), so every result is the same, without generating or hashing the
-     * ids (emu/sim.c: a one-run session without explicit ids or dependent items). */
+     * (nothing reads them). The caller promises that no other request this engine sees shares a full
+     * block with it: none has the same seed, no explicit ids equal them, no later prompt contains
+     * them. Its blocks are then keyed in the prefix cache by (seed, block index), and a block holding
+     * generated tokens by (its parent's key, n_ids, id), instead of hashing the ids: keys are equal
+     * exactly when the ids are (up to a 64-bit collision, as between hashes). Since only the request
+     * itself can look its blocks up (its recomputation after a preemption), they stay out of the
+     * cache map (unlisted, emu/blocks.h) until a preemption lists them, and its admissions look
+     * nothing up before that. Every result is the same as with its ids, without generating, copying
+     * or hashing them (emu/sim.c: a one-run session without explicit ids or dependent items). */
     int seeded;
     uint64_t seed;
 } st_emu_req_params;
