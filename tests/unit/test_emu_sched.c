@@ -355,6 +355,62 @@ static void rejects_bad_requests(void **state)
     st_emu_engine_free(e);
 }
 
+/* A seeded prompt needs no ids (one without ids and not seeded is refused as empty), is refused
+ * when too long as one with ids is, and runs like its ids, preemptions included: same events,
+ * same counters. */
+static void seeded_prompts(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    small_engine_cfg(&c, 200, 8, 512);
+    st_vclock va = { 0 }, vb = { 0 };
+    st_emu_engine *a, *b;
+    char err[512];
+    assert_int_equal(st_emu_engine_new(&c, st_clock_virtual(&va), &a, NULL, err, sizeof err), 0);
+    assert_int_equal(st_emu_engine_new(&c, st_clock_virtual(&vb), &b, NULL, err, sizeof err), 0);
+    st_emu_req_params p = { .id = 1, .n_ids = 300, .max_tokens = 40 };
+    assert_int_equal(st_emu_add_request(a, &p, err, sizeof err), ST_EMU_ADD_INVALID);
+    p.seeded = 1;
+    p.n_ids = 2040;
+    assert_int_equal(st_emu_add_request(a, &p, err, sizeof err), ST_EMU_ADD_TOO_LONG);
+    static uint32_t ids[8][300]; /* 8 x ~530 tokens in 200 blocks of 16: preemptions */
+    for (uint32_t k = 0; k < 8; k++) {
+        st_emu_req_params q = { .id = k + 1, .n_ids = 300 - 20 * k, .max_tokens = 300, .arrival = 0 };
+        q.seeded = 1;
+        q.seed = 77 + k;
+        assert_int_equal(st_emu_add_request(a, &q, err, sizeof err), ST_EMU_ADD_OK);
+        st_emu_output_tokens(77 + k, 0, q.n_ids, c.model.vocab, ids[k]);
+        q.seeded = 0;
+        q.ids = ids[k];
+        assert_int_equal(st_emu_add_request(b, &q, err, sizeof err), ST_EMU_ADD_OK);
+    }
+    while (st_emu_has_work(a) || st_emu_has_work(b)) {
+        st_emu_step_result ra, rb;
+        assert_int_equal(st_emu_step(a, &ra), 0);
+        assert_int_equal(st_emu_step(b, &rb), 0);
+        assert_int_equal(ra.duration, rb.duration);
+        assert_int_equal(ra.n_events, rb.n_events);
+        for (uint32_t k = 0; k < ra.n_events; k++) {
+            assert_int_equal(ra.events[k].id, rb.events[k].id);
+            assert_int_equal(ra.events[k].due, rb.events[k].due);
+        }
+        va.t = ra.start + ra.duration;
+        vb.t = rb.start + rb.duration;
+    }
+    st_emu_stats sa, sb;
+    st_emu_get_stats(a, &sa);
+    st_emu_get_stats(b, &sb);
+    assert_int_equal(sa.steps, sb.steps);
+    assert_int_equal(sa.generation_tokens, sb.generation_tokens);
+    assert_int_equal(sa.prefix_queries, sb.prefix_queries);
+    assert_int_equal(sa.prefix_hits, sb.prefix_hits);
+    assert_int_equal(sa.evictions, sb.evictions);
+    assert_int_equal(sa.preemptions, sb.preemptions);
+    assert_true(sa.preemptions > 0 && sa.prefix_hits > 0); /* recomputations find their own blocks */
+    st_emu_engine_free(a);
+    st_emu_engine_free(b);
+}
+
 /* The unique prompt ids by multiplication are st_emu_output_token's, for every vocabulary size. */
 static void output_tokens_by_multiplication(void **state)
 {
@@ -382,6 +438,7 @@ int main(void)
         cmocka_unit_test(blocks_lru_and_refcounts),
         cmocka_unit_test(hash_map_survives_churn),
         cmocka_unit_test(rejects_bad_requests),
+        cmocka_unit_test(seeded_prompts),
         cmocka_unit_test(blocks_unlisted),
     };
     return cmocka_run_group_tests(t, 0, 0);
