@@ -20,6 +20,10 @@ static const st_fid_sourced SOURCED[] = {
       "one request's parsing, tokenisation and hand-off in one Python process (pre-fit estimate)" },
     { "fe_token_cpu_s", TUNE(fe_token_cpu_s), ST_FID_SCOPE_ALL, 4e-5,
       "half of the bound vLLM's API server sets (11.2k streamed tok/s in one process, vllm-project/vllm#11636)" },
+    /* the null for the endpoints' common costs; what is known of a chat request's own cost by vLLM
+     * version is no knob: the engine adds it (emu/config.c st_emu_fe_request_cpu_s, consts.h
+     * EMU_FE_CHAT_FORMAT_DETECT_S before EMU_VLLM_CHAT_FORMAT_CACHE_VERSION), under these
+     * defaults as under the tree's */
     { "fe_chat_factor", TUNE(fe_chat_factor), ST_FID_SCOPE_ALL, 1.0, "no difference between the endpoints (the null)" },
     { "step_cpu_s", TUNE(step_cpu_s), ST_FID_SCOPE_ALL, 0.0002,
       "Qwen3-8B c1 on H100 (vLLM 0.11, no async scheduling) 7.22 ms per token (mean 7.28) vs 7.09 ms of the step "

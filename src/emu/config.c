@@ -56,6 +56,20 @@ int st_emu_async_scheduling(const st_emu_config *c)
     return v >= EMU_VLLM_ASYNC_SCHED_VERSION;
 }
 
+double st_emu_fe_factor(const st_emu_tuning *t, int chat)
+{
+    return chat && t->fe_chat_factor > 0 ? t->fe_chat_factor : 1.0;
+}
+
+double st_emu_fe_request_cpu_s(const st_emu_config *c, int chat)
+{
+    double s = c->tune.fe_req_cpu_s * st_emu_fe_factor(&c->tune, chat);
+    uint32_t v = c->vllm_version ? c->vllm_version : EMU_VLLM_DEFAULT_VERSION;
+    if (chat && v < EMU_VLLM_CHAT_FORMAT_CACHE_VERSION)
+        s += EMU_FE_CHAT_FORMAT_DETECT_S;
+    return s;
+}
+
 void st_emu_config_init(st_emu_config *c, const st_emu_gpu *gpu, const st_emu_model *model)
 {
     memset(c, 0, sizeof *c);

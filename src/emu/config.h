@@ -84,6 +84,13 @@ typedef struct st_emu_config {
 uint32_t st_emu_parse_vllm_version(const char *s);
 /* Whether this configuration runs with async scheduling (flag, else the version's default). */
 int st_emu_async_scheduling(const st_emu_config *c);
+/* A request's API-server costs relative to a completions request's: fe_chat_factor for a chat
+ * request, else 1. */
+double st_emu_fe_factor(const st_emu_tuning *t, int chat);
+/* The API server's CPU for one request (its one core's serial work before the request reaches the
+ * engine core): fe_req_cpu_s, x fe_chat_factor for a chat request, plus the version's chat cost
+ * (consts.h EMU_FE_CHAT_FORMAT_DETECT_S before EMU_VLLM_CHAT_FORMAT_CACHE_VERSION). Seconds. */
+double st_emu_fe_request_cpu_s(const st_emu_config *c, int chat);
 /* The tuning defaults for a GPU (consts.h and the GPU's catalog efficiencies). */
 void st_emu_tuning_defaults(st_emu_tuning *t, const st_emu_gpu *gpu);
 

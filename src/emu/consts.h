@@ -26,6 +26,14 @@
  * light one in 0.19.0 (A100 PCIe points). The switch is placed at 0.15.0: not pinned down
  * between those two releases. */
 #define EMU_VLLM_LIGHT_SAMPLER_VERSION 1500
+/* Admission checks the whole sequence: a waiting (or preempted) request is admitted only when the
+ * KV cache's free blocks hold all of its tokens, not only its first chunk
+ * (vllm/v1/core/kv_cache_manager.py, allocate_slots(full_sequence_must_fit=...), passed
+ * SchedulerConfig.scheduler_reserve_full_isl, default True, from Scheduler.schedule's waiting
+ * loop; vllm-project/vllm#37307, opened 2026-03-17, made the default in review). The switch is
+ * placed at 0.19.0: not pinned down; 0.19.0 users report the head-of-line stall the check causes
+ * when a prompt exceeds the free cache (vllm-project/vllm#39037, #39734, April 2026). */
+#define EMU_VLLM_FULL_ISL_VERSION 1900
 /* CUDA graphs over the whole forward pass for pure-decode batches (cudagraph_mode
  * FULL_AND_PIECEWISE: a full graph for uniform-decode batches, piecewise graphs for batches that
  * carry prefill; vllm-project/vllm#20059, docs.vllm.ai design/cuda_graphs). Before it V1 ran
@@ -34,6 +42,16 @@
  * docs list the mode and the v0.11 line runs it by default; the switch is placed at 0.11.0,
  * not pinned down between those two releases. */
 #define EMU_VLLM_FULL_GRAPH_VERSION 1100
+/* The chat endpoint's content-format detection cached: before vllm-project/vllm#20065 ("[Perf]
+ * [Frontend] Cached resolution for resolving chat templates", opened 2025-06-25, after 0.9.1)
+ * every /v1/chat/completions request re-ran resolve_chat_template_content_format, which loads the
+ * Jinja chat template and walks its AST (_detect_content_format); the PR caches it per template.
+ * The first release with it is 0.9.2 (released 2025-07-08) or 0.10.0; no published source here
+ * pins it. Placed at 0.9.2: at 0.10.0 the fidelity data's one chat setup in that window
+ * (GPUStack's vLLM 0.9.2 bursts) comes out at 1.8-2.6x its published TTFT p50 (0.58-0.68x
+ * without it; docs/fidelity.md "The API server's cost by vLLM version"). The cost it removed:
+ * EMU_FE_CHAT_FORMAT_DETECT_S. */
+#define EMU_VLLM_CHAT_FORMAT_CACHE_VERSION 902
 
 /* ---- Memory (vLLM V1 memory profiling; reference doc §2) ---------------------------- */
 /* Default --gpu-memory-utilization (vLLM 0.8-0.11; the newest source says 0.92). */
@@ -316,5 +334,15 @@
 #define EMU_FE_CHAT_FACTOR 1.71207
 #define EMU_FE_REQ_CPU_S 0.00280764
 #define EMU_FE_TOKEN_CPU_S 8.95285e-05
+/* The API server's cost by vLLM version and endpoint (emu/config.c st_emu_fe_request_cpu_s; the
+ * switch: EMU_VLLM_CHAT_FORMAT_CACHE_VERSION). Before that version every chat request parsed the
+ * chat template's Jinja source again to detect its content format, on the server's one event
+ * loop: vllm-project/vllm#20065 measured 1000 requests of vLLM's throughput benchmark against the
+ * OpenAI server paying "6-8 seconds delay before prompts actually are started to process" for
+ * it (a meta-llama model's template), i.e. 6-8 ms per chat request; 7 ms here (the middle).
+ * Serial CPU (added to the request's API-server work), not latency; completions requests never
+ * paid it. A longer template (Qwen3's, with its tool-calling branches) would cost more: not
+ * modelled, one figure for every template. */
+#define EMU_FE_CHAT_FORMAT_DETECT_S 0.007
 
 #endif

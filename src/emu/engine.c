@@ -397,8 +397,8 @@ int st_emu_add_request(st_emu_engine *e, const st_emu_req_params *p, char *err, 
         /* The API server handles requests in order on one core: this one's parsing and
          * tokenisation start when it is free, then the fixed latency to the engine core. */
         const st_emu_tuning *t = &e->cfg.tune;
-        r->fe_factor = p->chat && t->fe_chat_factor > 0 ? t->fe_chat_factor : 1.0;
-        st_ns cost = (st_ns)(t->fe_req_cpu_s * r->fe_factor * 1e9), done;
+        r->fe_factor = st_emu_fe_factor(t, p->chat);
+        st_ns cost = (st_ns)(st_emu_fe_request_cpu_s(&e->cfg, p->chat) * 1e9), done;
         if (r->arrival < e->fe_batch) {
             /* it reached the server while the latest step ran, before that step's tokens did
              * (a virtual-time caller adds it after the step): handled ahead of them; their
@@ -590,6 +590,20 @@ static int allocate_slots(st_emu_engine *e, emu_req *r, uint32_t num_new, const 
     return 0;
 }
 
+/* Whether waiting request r (its n_hits leading blocks cached, in `hits`) may be admitted to compute
+ * num_new tokens now: room for those, and from EMU_VLLM_FULL_ISL_VERSION on for all of its tokens
+ * (vllm/v1/core/kv_cache_manager.py, allocate_slots: with full_sequence_must_fit, the whole
+ * sequence's blocks against the free ones before the chunk's). Changes nothing. */
+static int admission_fits(const st_emu_engine *e, const emu_req *r, uint32_t num_new, const uint32_t *hits,
+                          uint32_t n_hits)
+{
+    uint32_t need;
+    if (e->cfg.vllm_version >= EMU_VLLM_FULL_ISL_VERSION &&
+        !slots_fit(e, r, r->n_tokens - n_hits * e->cfg.block_size, hits, n_hits, &need))
+        return 0;
+    return slots_fit(e, r, num_new, hits, n_hits, &need);
+}
+
 static int push_u64(uint64_t **arr, uint32_t *n, uint32_t *cap, uint64_t v)
 {
     if (grow((void **)arr, cap, *n + 1, sizeof **arr) < 0)
@@ -777,7 +791,8 @@ static int schedule_waiting(st_emu_engine *e, step_sched *sc, st_ns cutoff, st_n
         uint32_t num_new = r->n_tokens - hit_tokens - ext;
         if (num_new > sc->budget)
             num_new = sc->budget;
-        if (allocate_slots(e, r, ext + num_new, e->scratch_blocks, n_hits) < 0) {
+        if (!admission_fits(e, r, ext + num_new, e->scratch_blocks, n_hits) ||
+            allocate_slots(e, r, ext + num_new, e->scratch_blocks, n_hits) < 0) {
             if (e->oom)
                 return -1;
             if (e->n_run == 0 && sc->n_sched == 0)
@@ -1108,10 +1123,10 @@ static int skip_head_admitted(st_emu_engine *e, const skip_run *s)
     if (prefix_hits(e, head, &n_hits) < 0)
         return -1;
     uint32_t hit = n_hits * s->bs, ext = head->kv_external > hit ? head->kv_external - hit : 0;
-    uint32_t num_new = head->n_tokens - hit - ext, need;
+    uint32_t num_new = head->n_tokens - hit - ext;
     if (num_new > s->budget - s->n)
         num_new = s->budget - s->n;
-    return slots_fit(e, head, ext + num_new, e->scratch_blocks, n_hits, &need) ? 1 : 0;
+    return admission_fits(e, head, ext + num_new, e->scratch_blocks, n_hits);
 }
 
 /* Step s->j of the run: its block takes and registrations, then its time and the API server's

@@ -68,7 +68,8 @@ void st_emu_args_table(st_emu_args *a, st_opt *o)
           "engine-model constants from `servetune calibrate` (must match GPU, model, weights)", 0, 0, 0 },
         { "vllm-version", 0, ST_OPT_STR, &a->vllm_version, "X.Y.Z",
           "the vLLM version whose behaviour to model: memory profiling, async scheduling (0.14+), full CUDA graphs for "
-          "decode (0.11+; piecewise before) (0.10.1)",
+          "decode (0.11+; piecewise before), the chat template's format detection on every chat request (before "
+          "0.9.2), admission only when a request's whole sequence fits the free KV blocks (0.19+) (0.10.1)",
           0, 0, 0 },
         { "speculative-config", 0, ST_OPT_STR, &a->spec_config, "JSON",
           "speculative decoding: {\"method\":\"ngram\"|\"draft_model\"|\"eagle\"|..., "

@@ -205,6 +205,55 @@ static void piecewise_graphs_by_version(void **state)
     assert_near(st_emu_step_seconds(&c, &dec, NULL), e1, 1e-12);
 }
 
+/* The makespan of n chat (or completions) requests of in/out tokens sent at once. */
+static double burst_seconds(const st_emu_config *c, uint32_t n, uint32_t in, uint32_t out, int chat)
+{
+    st_emu_sim_item *it = calloc(n, sizeof *it);
+    st_record *rec = calloc(n, sizeof *rec);
+    for (uint32_t i = 0; i < n; i++)
+        it[i] = (st_emu_sim_item){ .input_len = in, .output_len = out, .chat = chat };
+    char err[512];
+    st_emu_sim_stats s;
+    assert_int_equal(st_emu_sim_run(c, it, n, rec, &s, err, sizeof err), 0);
+    assert_int_equal(s.completed, n);
+    st_ns last = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (rec[i].end > last)
+            last = rec[i].end;
+        st_record_free(&rec[i]);
+    }
+    free(rec);
+    free(it);
+    return last / 1e9;
+}
+
+static void api_server_chat_cost_by_version(void **state)
+{
+    (void)state;
+    /* vllm-project/vllm#20065: before it, every /v1/chat/completions request re-detected the chat
+     * template's content format; 1000 requests of vLLM's throughput benchmark paid "6-8 seconds
+     * delay before prompts actually are started to process" for it */
+    st_emu_config c;
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+    st_emu_config old = c, cached = c;
+    old.vllm_version = st_emu_parse_vllm_version("0.9.1");
+    cached.vllm_version = st_emu_parse_vllm_version("0.9.2");
+    double per = st_emu_fe_request_cpu_s(&old, 1) - st_emu_fe_request_cpu_s(&cached, 1);
+    assert_true(per >= 0.006 && per <= 0.008);
+    /* completions requests never paid it; nor do later releases */
+    assert_near(st_emu_fe_request_cpu_s(&old, 0), st_emu_fe_request_cpu_s(&cached, 0), 1e-15);
+    assert_near(st_emu_fe_request_cpu_s(&old, 0), c.tune.fe_req_cpu_s, 1e-15);
+    c.vllm_version = st_emu_parse_vllm_version("0.11.0");
+    assert_near(st_emu_fe_request_cpu_s(&c, 1), st_emu_fe_request_cpu_s(&cached, 1), 1e-15);
+    assert_near(st_emu_fe_request_cpu_s(&c, 1), c.tune.fe_req_cpu_s * c.tune.fe_chat_factor, 1e-15);
+    /* in the engine: 1000 short chat requests at once (the API server sets the pace) take 6-8 s
+     * longer on 0.9.1 than on 0.9.2; completions the same on both */
+    double d = burst_seconds(&old, 1000, 128, 4, 1) - burst_seconds(&cached, 1000, 128, 4, 1);
+    if (!(d >= 6.0 && d <= 8.0))
+        fail_msg("1000 chat requests: 0.9.1 takes %.2f s longer than 0.9.2 (published 6-8 s)", d);
+    assert_near(burst_seconds(&old, 200, 128, 4, 0), burst_seconds(&cached, 200, 128, 4, 0), 1e-9);
+}
+
 /* A probe request reaching a busy engine mid-step: its TTFT (no front end) and the step time. */
 static void probe_ttft(const st_emu_config *c, double *ttft_s, double *step_s)
 {
@@ -382,6 +431,7 @@ int main(void)
         cmocka_unit_test(memory_matches_published_logs),      cmocka_unit_test(gpus_by_form_factor),
         cmocka_unit_test(moe_model_with_a_dense_first_layer), cmocka_unit_test(oom_message_in_gib),
         cmocka_unit_test(reasoning_in_virtual_time),          cmocka_unit_test(piecewise_graphs_by_version),
+        cmocka_unit_test(api_server_chat_cost_by_version),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }

@@ -7,6 +7,7 @@
 #include "emu/blocks.h"
 #include "emu/catalog.h"
 #include "emu/config.h"
+#include "emu/consts.h"
 #include "emu/engine.h"
 
 /* Llama-3-8B on an RTX 4090 with the utilisation chosen so the pool holds about `blocks`
@@ -429,6 +430,62 @@ static void output_tokens_by_multiplication(void **state)
         }
 }
 
+/* The steps at which B is admitted and A finishes, A (480-token prompt, 30 blocks) added before B
+ * (400 tokens, 25 blocks) on a pool of about 50 blocks and a 128-token budget. */
+static void full_isl_run(uint32_t version, int *b_admitted, int *a_finished)
+{
+    st_emu_config c;
+    small_engine_cfg(&c, 40, 8, 128);
+    c.max_model_len = 512; /* one such sequence fits the pool: the engine starts */
+    c.vllm_version = version;
+    st_vclock vc = { 0 };
+    st_emu_engine *e;
+    char err[512];
+    assert_int_equal(st_emu_engine_new(&c, st_clock_virtual(&vc), &e, NULL, err, sizeof err), 0);
+    uint32_t ida[480], idb[400]; /* no prefix block in common */
+    for (uint32_t i = 0; i < 480; i++) {
+        ida[i] = 3000 + i;
+        if (i < 400)
+            idb[i] = 20000 + i;
+    }
+    st_emu_req_params a = { .id = 1, .ids = ida, .n_ids = 480, .max_tokens = 20 };
+    st_emu_req_params b = { .id = 2, .ids = idb, .n_ids = 400, .max_tokens = 4 };
+    assert_int_equal(st_emu_add_request(e, &a, err, sizeof err), 0);
+    st_emu_stats st;
+    st_emu_get_stats(e, &st);
+    /* beside A's prompt (30 blocks) B's first chunk (8) fits, its whole prompt (25) does not */
+    assert_true(st.num_blocks >= 30 + 8 && st.num_blocks < 30 + 25);
+    assert_int_equal(st_emu_add_request(e, &b, err, sizeof err), 0);
+    *b_admitted = *a_finished = -1;
+    st_emu_step_result r;
+    for (int g = 0; g < 10000 && st_emu_has_work(e); g++) {
+        assert_int_equal(st_emu_step(e, &r), 0);
+        for (uint32_t k = 0; k < r.n_admitted; k++)
+            if (r.admitted[k] == 2 && *b_admitted < 0)
+                *b_admitted = g;
+        for (uint32_t k = 0; k < r.n_events; k++)
+            if (r.events[k].id == 1 && r.events[k].finish)
+                *a_finished = g;
+        vc.t = r.start + r.duration;
+    }
+    assert_true(*b_admitted >= 0 && *a_finished >= 0);
+    st_emu_engine_free(e);
+}
+
+/* vLLM admits a waiting request when its first chunk's blocks are free; from
+ * EMU_VLLM_FULL_ISL_VERSION on only when all of its prompt's are (allocate_slots,
+ * full_sequence_must_fit). B's first chunk (8 blocks) fits beside A's 30 blocks, its whole
+ * prompt (25) does not: before the switch B joins while A runs, after it B waits for A. */
+static void full_isl_admission(void **state)
+{
+    (void)state;
+    int b_adm, a_fin;
+    full_isl_run(EMU_VLLM_FULL_ISL_VERSION - 100, &b_adm, &a_fin);
+    assert_true(b_adm < a_fin); /* the first chunk fits: admitted beside A */
+    full_isl_run(EMU_VLLM_FULL_ISL_VERSION, &b_adm, &a_fin);
+    assert_true(b_adm > a_fin); /* the whole prompt does not: it waits for A's blocks */
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
@@ -440,6 +497,7 @@ int main(void)
         cmocka_unit_test(rejects_bad_requests),
         cmocka_unit_test(seeded_prompts),
         cmocka_unit_test(blocks_unlisted),
+        cmocka_unit_test(full_isl_admission),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }

@@ -23,6 +23,7 @@
 
 #include "emu/catalog.h"
 #include "emu/config.h"
+#include "emu/consts.h"
 #include "core/rng.h"
 #include "emu/sim.h"
 #include "load/stats.h"
@@ -241,6 +242,10 @@ static void chunked_prefill_and_preemption(void **state)
     st_emu_sim_item *it = items(120, 8, 6000, 3000, 1200, 400);
     st_emu_stats es = compare("qwen3-8b/h100 chunked, small KV cache", &c, it, 120, NULL, 0.2, &acc_all);
     assert_true(es.preemptions > 0);
+    /* admission checks the whole prompt's blocks, not the first chunk's (a run ends before the
+     * step that admits the waiting head: the same check) */
+    c.vllm_version = EMU_VLLM_FULL_ISL_VERSION;
+    compare("qwen3-8b/h100 chunked, small KV cache, full-prompt admission", &c, it, 120, NULL, 0.2, &acc_all);
     free(it);
 }
 
