@@ -460,8 +460,11 @@ static int make_workload(sweep *S, uint64_t seed, uint32_t n, st_workload *w, ch
     if (st_sweep_workload_ctx(S->spec, seed, n, ctx, w, err, errlen))
         return -1;
     for (uint32_t i = 0; i < w->n && S->base_prefix; i++) /* (a session's later turns hold only new text) */
-        if (w->items[i].input_ids && w->items[i].input_len >= S->prefix_len && w->items[i].turn == 0)
+        if (w->items[i].input_ids && w->items[i].input_len >= S->prefix_len && w->items[i].turn == 0) {
             memcpy(w->items[i].input_ids, S->base_prefix, sizeof(uint32_t) * S->prefix_len);
+            if (S->prefix_len > w->items[i].own_from) /* its own ids changed (load/workload.h) */
+                w->items[i].own_key = 0;
+        }
     return 0;
 }
 

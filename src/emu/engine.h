@@ -50,9 +50,24 @@ typedef struct st_emu_req_params {
      * itself can look its blocks up (its recomputation after a preemption), they stay out of the
      * cache map (unlisted, emu/blocks.h) until a preemption lists them, and its admissions look
      * nothing up before that. Every result is the same as with its ids, without generating, copying
-     * or hashing them (emu/sim.c: a one-run session without explicit ids or dependent items). */
+     * or hashing them (emu/sim.c: a one-run session without explicit ids or dependent items).
+     *
+     * keyed_from > 0: only the ids from keyed_from on are the seed's own (a workload item's unique
+     * tail after a shared prefix; load/workload.h, st_work_item.own_key); ids holds at least its first
+     * keyed_from ids (copied, the rest never read). The blocks that lie within them are hashed from
+     * them as any prompt's; the blocks from the one holding position keyed_from on are keyed by
+     * (their parent's hash, the ids of that block before keyed_from, seed, keyed_from). The promise
+     * covers only those blocks: other requests may share the leading ones.
+     *
+     * replayed: other requests may carry the same seed and keyed_from, meaning the same ids (a later
+     * run of a session replaying the same workload item, which would hit this one's blocks). Its
+     * blocks are then listed and looked up as any request's; the promise above is relaxed to
+     * "a request with the same seed and keyed_from has the same ids", which makes the keys equal
+     * exactly when the ids are. */
     int seeded;
     uint64_t seed;
+    uint32_t keyed_from;
+    int replayed;
 } st_emu_req_params;
 
 enum {

@@ -452,6 +452,20 @@ static const uint32_t *item_ids(run *R, uint32_t i)
     return S->idbuf;
 }
 
+/* Whether item i goes to the engine keyed by its own_key (engine.h, st_emu_req_params.keyed_from):
+ * it names its own ids, no other prompt is built on it (a session's earlier turn, an agent's parent:
+ * the later prompt carries its ids, which would be hashed) and it is none itself (its prompt is built
+ * here), it keeps its ids (fresh_from replaces them), and the engine is not the step-by-step reference
+ * (which hashes every prompt, so tests/unit/test_emu_skip.c compares the two keyings). Each condition
+ * is the item's own or the session's, so a session's runs treat one item alike: a later run replaying
+ * it finds its blocks by the same keys, as it would by its ids (replayed: listed as anyone's, except
+ * in a one-run session, where no other request can carry them). */
+static int item_keyed(const run *R, const st_emu_sim_item *it)
+{
+    return it->own_key && it->input_ids && it->own_from < it->input_len && !it->dependent && !it->next &&
+           !it->n_children && !it->fresh_from && !st_emu_engine_config(R->e)->step_by_step;
+}
+
 /* Segments a request of `out` tokens will likely need, from those finished so far (their mean, plus
  * two), so that most records are allocated once (load/record.c grows one by a quarter when it needs
  * more): SIM_SEGS_RESERVE before enough finished. A record holds ~1 segment when its request runs
@@ -497,6 +511,12 @@ static int send_item(run *R, uint32_t i, st_ns sent)
                             .user = r,
                             .seeded = R->seeded,
                             .seed = 0x5eed0000ULL + i };
+    if (!R->seeded && item_keyed(R, it)) {
+        p.seeded = 1;
+        p.seed = it->own_key;
+        p.keyed_from = it->own_from;
+        p.replayed = !R->S->one_run;
+    }
     char why[512];
     int a = st_emu_add_request(R->e, &p, why, sizeof why);
     if (a == ST_EMU_ADD_NOMEM) {
@@ -1016,6 +1036,8 @@ void st_emu_sim_items_from_workload(const struct st_workload *w, const st_ns *sc
                                           .input_ids = it->input_ids,
                                           .input_len = it->input_len,
                                           .output_len = it->output_len,
+                                          .own_from = it->own_from,
+                                          .own_key = it->own_key,
                                           .dependent = i >= w->n - w->n_dependent,
                                           .next = it->next,
                                           .think = it->think,

@@ -32,7 +32,14 @@ typedef struct st_emu_sim_item {
     uint32_t fresh_from;  /* emu/pool only: with input_ids, the ids from this position on are replaced by
                              the item's own unique ones (a copy of a workload item that keeps its shared
                              prefix, not its whole prompt); 0: input_ids as they are */
-    uint32_t n_reason;    /* a reasoning model: the first n_reason output tokens are reasoning (the
+    /* own_key != 0: the ids from own_from on (own_from < input_len) are this item's own, drawn from a
+     * stream own_key names (load/workload.h, st_work_item.own_key: the same key and own_from, the same
+     * ids there). Such an item goes to the engine as a seeded prompt (engine.h: keyed_from = own_from,
+     * seed = own_key): its leading own_from ids are hashed, its own blocks keyed instead, with the same
+     * results; see item_keyed in sim.c for when. */
+    uint32_t own_from;
+    uint64_t own_key;
+    uint32_t n_reason; /* a reasoning model: the first n_reason output tokens are reasoning (the
                             record's first_answer is the token after them; -1 when none follows) */
     /* Multi-turn sessions (open loop without a cap only): a DEPENDENT item is a session's later
      * turn, not on the schedule (arrival unused): it is sent `think` after the turn before it

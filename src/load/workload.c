@@ -99,6 +99,16 @@ static void fill_ids(st_rng *r, uint32_t *ids, uint32_t n, uint32_t hi_excl)
     }
 }
 
+/* A name of the ids fill_ids(r, ..., hi_excl) draws from r's state now (st_work_item.own_key): the
+ * generator's whole state and the range, hashed; never 0. Equal states draw equal ids. */
+static uint64_t stream_key(const st_rng *r, uint32_t hi_excl)
+{
+    uint64_t h = st_mix64(0x6f776e6b6579ULL ^ hi_excl);
+    for (int k = 0; k < 4; k++)
+        h = st_mix64(h ^ r->s[k]) + 0x9e3779b97f4a7c15ULL * (uint64_t)(k + 1);
+    return h ? h : 1;
+}
+
 void st_workload_fill_ids(uint64_t seed, uint32_t *ids, uint32_t n)
 {
     st_rng r;
@@ -197,6 +207,8 @@ int st_workload_synthetic(const st_synth_params *p, st_workload *out, char *err,
         }
         if (p->prefix_len)
             memcpy(it->input_ids, prefix, (size_t)p->prefix_len * sizeof *prefix);
+        it->own_from = p->prefix_len;
+        it->own_key = stream_key(&rng, vocab);
         fill_ids(&rng, it->input_ids + p->prefix_len, it->input_len - p->prefix_len, vocab);
     }
     free(prefix);

@@ -26,6 +26,14 @@ typedef struct st_work_item {
     char *input_text;    /* text prompt or NULL; st_workload_text() derives text from ids */
     uint32_t output_len;
     uint32_t prefix_group, prefix_len; /* requests of one group share prefix_len leading tokens */
+    /* own_key != 0: the ids from own_from on are the item's own, drawn from a stream that own_key
+     * names: items with the same own_key and own_from have the same ids from own_from on, items with
+     * different keys different ones there (as independent random draws differ). The engine model
+     * keys those blocks instead of hashing them (emu/sim.h). Set by the synthetic generator (own_from
+     * = prefix_len, own_key from its generator's state and vocabulary); whoever changes the ids from
+     * own_from on must clear own_key (a copy of the item keeps both). 0: none declared. */
+    uint32_t own_from;
+    uint64_t own_key;
     /* Sessions: session is 1 + the session's index (0: not in a session); turn counts from 0;
      * next is the index of the session's next turn (0: none; turn 0 is never dependent, so
      * index 0 is never a next turn); think is the pause between the end of the previous
