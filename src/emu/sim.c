@@ -429,7 +429,7 @@ static int run_seeded(const run *R)
     if (!R->S->one_run || st_emu_engine_config(R->e)->step_by_step)
         return 0;
     for (uint32_t i = 0; i < R->n; i++)
-        if (R->items[i].input_ids || R->items[i].dependent)
+        if (R->items[i].input_ids || R->items[i].lazy || R->items[i].dependent)
             return 0;
     return 1;
 }
@@ -438,7 +438,7 @@ static int run_seeded(const run *R)
 static const uint32_t *item_ids(run *R, uint32_t i)
 {
     const st_emu_sim_item *it = &R->items[i];
-    if (it->input_ids)
+    if (it->input_ids && !it->lazy)
         return it->input_ids;
     st_emu_session *S = R->S;
     if (it->input_len > S->idcap) {
@@ -448,6 +448,8 @@ static const uint32_t *item_ids(run *R, uint32_t i)
         S->idbuf = nb;
         S->idcap = it->input_len;
     }
+    if (it->lazy) /* its tail drawn now */
+        return st_work_item_ids(it->lazy, S->idbuf) < 0 ? NULL : S->idbuf;
     st_emu_output_tokens(0x5eed0000ULL + i, 0, it->input_len, R->vocab, S->idbuf);
     return S->idbuf;
 }
@@ -462,7 +464,7 @@ static const uint32_t *item_ids(run *R, uint32_t i)
  * in a one-run session, where no other request can carry them). */
 static int item_keyed(const run *R, const st_emu_sim_item *it)
 {
-    return it->own_key && it->input_ids && it->own_from < it->input_len && !it->dependent && !it->next &&
+    return it->own_key && (it->input_ids || it->lazy) && it->own_from < it->input_len && !it->dependent && !it->next &&
            !it->n_children && !it->fresh_from && !st_emu_engine_config(R->e)->step_by_step;
 }
 
@@ -490,9 +492,13 @@ static int send_item(run *R, uint32_t i, st_ns sent)
     R->p.sent++;
     R->p.in_flight++;
     R->S->fifo[R->fifo_tail++] = i;
-    const uint32_t *ids = R->seeded ? NULL : it->dependent && R->prompt ? R->prompt[i] : item_ids(R, i);
+    int keyed = !R->seeded && item_keyed(R, it); /* only its leading own_from ids are read */
+    const uint32_t *ids = R->seeded                    ? NULL
+                          : keyed                      ? it->input_ids
+                          : it->dependent && R->prompt ? R->prompt[i]
+                                                       : item_ids(R, i);
     uint32_t n_ids = it->dependent && R->prompt ? R->prompt_len[i] : it->input_len;
-    if (!ids && n_ids && !R->seeded) { /* an empty prompt has no ids: the engine refuses it, as vLLM does */
+    if (!ids && n_ids && !R->seeded && !keyed) { /* an empty prompt has no ids: the engine refuses it, as vLLM does */
         snprintf(R->err, R->errlen, "out of memory");
         return -1;
     }
@@ -511,7 +517,7 @@ static int send_item(run *R, uint32_t i, st_ns sent)
                             .user = r,
                             .seeded = R->seeded,
                             .seed = 0x5eed0000ULL + i };
-    if (!R->seeded && item_keyed(R, it)) {
+    if (keyed) {
         p.seeded = 1;
         p.seed = it->own_key;
         p.keyed_from = it->own_from;
@@ -1038,6 +1044,7 @@ void st_emu_sim_items_from_workload(const struct st_workload *w, const st_ns *sc
                                           .output_len = it->output_len,
                                           .own_from = it->own_from,
                                           .own_key = it->own_key,
+                                          .lazy = it->lazy ? it : NULL,
                                           .dependent = i >= w->n - w->n_dependent,
                                           .next = it->next,
                                           .think = it->think,

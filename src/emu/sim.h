@@ -19,6 +19,8 @@
  * exact. */
 #define ST_EMU_TOKEN_TOL_NS 100
 
+struct st_work_item;
+
 /* One request of the workload (st_emu_sim_items_from_workload maps load/workload.h's st_work_item onto it:
  * arrival from the arrival process, input_ids/input_len/output_len from the item). */
 typedef struct st_emu_sim_item {
@@ -39,6 +41,10 @@ typedef struct st_emu_sim_item {
      * results; see item_keyed in sim.c for when. */
     uint32_t own_from;
     uint64_t own_key;
+    /* A lazy workload item (load/workload.h st_work_item.lazy): input_ids holds only its first
+     * own_from ids; its whole prompt comes from st_work_item_ids(lazy) where one is needed (when it is
+     * not keyed). NULL: input_ids as above. */
+    const struct st_work_item *lazy;
     uint32_t n_reason; /* a reasoning model: the first n_reason output tokens are reasoning (the
                             record's first_answer is the token after them; -1 when none follows) */
     /* Multi-turn sessions (open loop without a cap only): a DEPENDENT item is a session's later

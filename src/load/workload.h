@@ -17,6 +17,7 @@
 
 #include "core/buf.h"
 #include "core/clock.h"
+#include "core/rng.h"
 
 typedef struct st_work_item {
     uint32_t id;
@@ -34,6 +35,13 @@ typedef struct st_work_item {
      * own_from on must clear own_key (a copy of the item keeps both). 0: none declared. */
     uint32_t own_from;
     uint64_t own_key;
+    /* lazy (st_workload_synthetic_lazy): input_ids holds only the first own_from ids (the workload's
+     * shared prefix, st_workload.shared_ids: not the item's own, NULL when own_from is 0); the rest
+     * are drawn when asked (st_work_item_ids) from tail, the generator's state where they begin, in
+     * [ST_WORKLOAD_VOCAB_LO, tail_hi). */
+    int lazy;
+    uint32_t tail_hi;
+    st_rng tail;
     /* Sessions: session is 1 + the session's index (0: not in a session); turn counts from 0;
      * next is the index of the session's next turn (0: none; turn 0 is never dependent, so
      * index 0 is never a next turn); think is the pause between the end of the previous
@@ -60,7 +68,8 @@ typedef struct st_workload {
     uint32_t n;
     uint32_t n_dependent; /* the last n_dependent items are later turns of sessions (not scheduled) */
     uint32_t n_sessions;
-    uint32_t n_tasks; /* agent task graphs: the number of tasks (each item's session is its task) */
+    uint32_t n_tasks;     /* agent task graphs: the number of tasks (each item's session is its task) */
+    uint32_t *shared_ids; /* lazy items' shared prefix (owned; st_work_item.lazy), or NULL */
 } st_workload;
 
 /* Synthetic workload (vLLM random-dataset shape).
@@ -96,6 +105,15 @@ typedef struct st_synth_params {
 } st_synth_params;
 
 int st_workload_synthetic(const st_synth_params *p, st_workload *out, char *err, size_t errlen);
+/* The same workload with its items lazy (st_work_item.lazy): the shared prefix held once, each
+ * item's own ids not drawn (only stepped over, so every item's tail is the one
+ * st_workload_synthetic draws). For consumers that read the ids before own_from and own_key only
+ * (the engine model: emu/sim.h keys the tails), or that call st_work_item_ids; not for the load
+ * generator, the tokenizer or exports, which read input_ids whole. */
+int st_workload_synthetic_lazy(const st_synth_params *p, st_workload *out, char *err, size_t errlen);
+/* The item's whole prompt, input_len ids, into out (a lazy item's tail drawn now). 0, or -1 when it
+ * has no ids (text only). */
+int st_work_item_ids(const st_work_item *it, uint32_t *out);
 
 /* Synthetic multi-turn sessions: sessions conversations, each of turns turns (uniform in
  * [turns_min, turns_max]). Turn 0's prompt is first_input tokens (prefix_len of them shared

@@ -573,13 +573,13 @@ static void same_records(const st_record *a, const st_record *b, uint32_t n)
 
 /* A synthetic workload (load/workload.h: a 1,000-token shared prefix, then each prompt's own tail,
  * which st_work_item.own_key names) on its items: keyed (own_key kept) or hashed (own_key 0). */
-static st_emu_sim_item *synth_items(st_workload *w, uint64_t seed, int keyed)
+static st_emu_sim_item *synth_items(st_workload *w, uint64_t seed, int keyed, int lazy)
 {
     st_synth_params p = {
         .input_len = 3000, .output_len = 600, .range_ratio = 0.3, .prefix_len = 1000, .num_requests = 120, .seed = seed
     };
     char err[256];
-    assert_int_equal(st_workload_synthetic(&p, w, err, sizeof err), 0);
+    assert_int_equal((lazy ? st_workload_synthetic_lazy : st_workload_synthetic)(&p, w, err, sizeof err), 0);
     st_ns *sched = calloc(w->n, sizeof *sched);
     st_emu_sim_item *it = calloc(w->n, sizeof *it);
     assert_true(sched && it);
@@ -608,8 +608,8 @@ static void keyed_session(const st_emu_config *c, uint64_t *preempted, uint64_t 
     st_workload w1[2], w2[2];
     st_emu_sim_item *i1[2], *i2[2];
     for (int k = 0; k < 2; k++) {
-        i1[k] = synth_items(&w1[k], 11, k == 0);
-        i2[k] = synth_items(&w2[k], 12, k == 0);
+        i1[k] = synth_items(&w1[k], 11, k == 0, k == 0); /* keyed and lazy, or hashed and whole */
+        i2[k] = synth_items(&w2[k], 12, k == 0, k == 0);
     }
     st_emu_session *S[2];
     st_record *rec[2];
@@ -681,7 +681,7 @@ static void keyed_tails_match_their_ids(void **state)
     assert_true(replay > 60 * 2000); /* tails beyond the shared prefix */
     c.gpu_memory_utilization = 0.40;
     st_workload w;
-    st_emu_sim_item *it = synth_items(&w, 13, 1);
+    st_emu_sim_item *it = synth_items(&w, 13, 1, 1); /* step by step, a lazy item's ids are drawn */
     compare("qwen3-8b/h100 synthetic keyed tails, one run", &c, it, w.n, NULL, 0.3, &acc_all);
     free(it);
     st_workload_free(&w);
