@@ -397,6 +397,11 @@ int st_emu_add_request(st_emu_engine *e, const st_emu_req_params *p, char *err, 
         goto nomem;
     if (n_kept)
         memcpy(r->tokens, p->ids, (size_t)n_kept * sizeof *p->ids);
+    uint32_t given = n_kept / e->cfg.block_size; /* blocks hashed from its ids: the chain may be given */
+    if (p->hashes && given) {
+        r->n_bhash = p->n_hashes < given ? p->n_hashes : given;
+        memcpy(r->bhash, p->hashes, (size_t)r->n_bhash * sizeof *r->bhash);
+    }
     r->n_tokens = p->n_ids;
     r->kv_external = p->kv_external < p->n_ids ? p->kv_external : p->n_ids - 1;
     r->arrival = p->arrival >= 0 ? p->arrival : e->clock.now(e->clock.ctx);

@@ -68,6 +68,12 @@ typedef struct st_emu_req_params {
     uint64_t seed;
     uint32_t keyed_from;
     int replayed;
+    /* Optional: the prefix-cache hashes of its first n_hashes full blocks, the chain the engine
+     * would compute from its ids (st_emu_block_hash from parent 0), given so that a prefix many
+     * requests share is hashed once (emu/sim.c: a lazy workload's shared prefix). Only blocks whose
+     * hashes come from its ids are taken (below keyed_from when seeded, within the prompt). */
+    const uint64_t *hashes;
+    uint32_t n_hashes;
 } st_emu_req_params;
 
 enum {

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/util.h"
+#include "emu/blocks.h"
 #include "emu/engine.h"
 #include "load/workload.h"
 
@@ -26,6 +27,10 @@ struct st_emu_session {
     st_emu_engine *e;
     uint32_t *idbuf;
     uint32_t idcap;
+    /* The run's shared-prefix hash chain (prefix_hashes): of pre_n blocks of the ids at pre_ids */
+    const uint32_t *pre_ids;
+    uint64_t *pre_hash;
+    uint32_t pre_n, pre_cap;
     uint64_t id_base;
     arr_ev *order; /* send order of the current run */
     uint32_t order_cap;
@@ -71,6 +76,7 @@ void st_emu_session_free(st_emu_session *s)
         return;
     st_emu_engine_free(s->e);
     free(s->idbuf);
+    free(s->pre_hash);
     st_tok_chunk_unref(s->tl);
     free(s->segs);
     free(s->order);
@@ -468,6 +474,35 @@ static int item_keyed(const run *R, const st_emu_sim_item *it)
            !it->n_children && !it->fresh_from && !st_emu_engine_config(R->e)->step_by_step;
 }
 
+/* The hash chain of a keyed lazy item's leading full blocks (the workload's shared prefix, which its
+ * lazy items share: one buffer), computed once a run and given to the engine for each of them
+ * (st_emu_req_params.hashes). Within a run the buffer does not change; each run computes it anew.
+ * The number of blocks in *n (0: none, also when out of memory: the engine then hashes). */
+static const uint64_t *prefix_hashes(run *R, const st_emu_sim_item *it, uint32_t *n)
+{
+    st_emu_session *S = R->S;
+    uint32_t bs = st_emu_engine_config(R->e)->block_size;
+    uint32_t nb = it->own_from / bs;
+    *n = 0;
+    if (!it->lazy || !nb)
+        return NULL;
+    if (S->pre_ids != it->input_ids || S->pre_n < nb) {
+        if (nb > S->pre_cap) {
+            uint64_t *h = realloc(S->pre_hash, (size_t)nb * sizeof *h);
+            if (!h)
+                return NULL;
+            S->pre_hash = h;
+            S->pre_cap = nb;
+        }
+        for (uint32_t j = 0; j < nb; j++)
+            S->pre_hash[j] = st_emu_block_hash(j ? S->pre_hash[j - 1] : 0, it->input_ids + (size_t)j * bs, bs);
+        S->pre_ids = it->input_ids;
+        S->pre_n = nb;
+    }
+    *n = nb;
+    return S->pre_hash;
+}
+
 /* Segments a request of `out` tokens will likely need, from those finished so far (their mean, plus
  * two), so that most records are allocated once (load/record.c grows one by a quarter when it needs
  * more): SIM_SEGS_RESERVE before enough finished. A record holds ~1 segment when its request runs
@@ -522,6 +557,7 @@ static int send_item(run *R, uint32_t i, st_ns sent)
         p.seed = it->own_key;
         p.keyed_from = it->own_from;
         p.replayed = !R->S->one_run;
+        p.hashes = prefix_hashes(R, it, &p.n_hashes);
     }
     char why[512];
     int a = st_emu_add_request(R->e, &p, why, sizeof why);
@@ -891,6 +927,7 @@ int st_emu_session_run(st_emu_session *S, const st_emu_sim_item *items, uint32_t
         return -1;
     }
     S->runs++;
+    S->pre_ids = NULL; /* a run's items may hold other ids at the same place */
     run R = { .S = S, .e = S->e, .items = items, .n = n, .o = o, .rec = records, .err = err, .errlen = errlen };
     R.closed = o->clients > 0;
     R.cap = R.closed ? o->clients : o->max_concurrency;

@@ -595,14 +595,11 @@ static st_emu_sim_item *synth_items(st_workload *w, uint64_t seed, int keyed, in
     return it;
 }
 
-/* The product's synthetic prompts: their own tails keyed (emu/sim.h own_key) run exactly as hashed.
- * A multi-run session (as predict's): the workload, the same again (its tails hit the first run's
- * blocks, by key as by ids) and another, with preemptions; and one-run sessions against the
- * step-by-step path (which hashes every prompt). */
-/* One session per keying (keyed, hashed) running three runs: the workload, the same again (its
- * tails hit the first run's blocks when they are still cached, by key as by ids) and another. Every
- * record and counter alike; *preempted and *replay_hits (the second run's hits beyond the first's)
- * out. */
+/* One session per keying (keyed lazy items, hashed whole ones) running four runs: the workload, the
+ * same again (its tails hit the first run's blocks when they are still cached, by key as by ids),
+ * another, and the first one's prefix with other tails, hashed in both (its prefix hits the lazy
+ * items' blocks, whose hashes the run gave the engine). Every record and counter alike;
+ * *preempted and *replay_hits (the second run's hits beyond the first's) out. */
 static void keyed_session(const st_emu_config *c, uint64_t *preempted, uint64_t *replay_hits)
 {
     st_workload w1[2], w2[2];
@@ -614,11 +611,18 @@ static void keyed_session(const st_emu_config *c, uint64_t *preempted, uint64_t 
     st_emu_session *S[2];
     st_record *rec[2];
     char err[512];
-    uint64_t hits[2][3] = { { 0 } };
+    uint64_t hits[2][4] = { { 0 } };
     for (int k = 0; k < 2; k++)
         assert_int_equal(st_emu_session_new(c, &S[k], NULL, err, sizeof err), 0);
-    for (int run = 0; run < 3; run++) {
+    for (int run = 0; run < 4; run++) {
         const st_emu_sim_item *it[2] = { run == 2 ? i2[0] : i1[0], run == 2 ? i2[1] : i1[1] };
+        if (run == 3) { /* the first workload's prefix with other tails, hashed in both sessions: its
+                           prefix hits the keyed session's only if the chain given for it is its hash */
+            for (uint32_t i = 0; i < w1[1].n; i++)
+                for (uint32_t k = 1000; k < w1[1].items[i].input_len; k++)
+                    w1[1].items[i].input_ids[k] += 1;
+            it[0] = it[1] = i1[1];
+        }
         st_emu_sim_stats st[2];
         for (int k = 0; k < 2; k++) {
             rec[k] = calloc(120, sizeof *rec[k]);
@@ -644,6 +648,7 @@ static void keyed_session(const st_emu_config *c, uint64_t *preempted, uint64_t 
         }
     }
     *replay_hits = hits[0][1] - hits[0][0];
+    assert_true(hits[0][3] >= 120 * 992); /* the last run's prefixes: 62 blocks each */
     print_message(
         "keyed tails in a session (%.2f of the memory): prefix hits %llu, %llu (the replay), %llu; the same hashed\n",
         c->gpu_memory_utilization, (unsigned long long)hits[0][0], (unsigned long long)hits[0][1],
