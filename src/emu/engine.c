@@ -338,9 +338,10 @@ static int find_live(const st_emu_engine *e, uint64_t id, int *in_wait, uint32_t
     return -1;
 }
 
-int st_emu_add_request(st_emu_engine *e, const st_emu_req_params *p, char *err, size_t errlen)
+/* The prompt's form: not empty, a seeded one's ids up to its keyed part, the ids it keeps in the
+ * vocabulary (a seed's own are). ST_EMU_ADD_OK or ST_EMU_ADD_INVALID with vLLM's message. */
+static int check_prompt(const st_emu_engine *e, const st_emu_req_params *p, char *err, size_t errlen)
 {
-    uint32_t L = e->mem.max_model_len;
     if (p->n_ids == 0 || (!p->ids && !p->seeded)) {
         snprintf(err, errlen, "The prompt cannot be empty.");
         return ST_EMU_ADD_INVALID;
@@ -349,12 +350,21 @@ int st_emu_add_request(st_emu_engine *e, const st_emu_req_params *p, char *err, 
         snprintf(err, errlen, "internal error: a seeded prompt's ids end before its keyed part");
         return ST_EMU_ADD_INVALID;
     }
-    uint32_t n_kept = p->seeded ? p->keyed_from : p->n_ids; /* a seed's own ids are in the vocabulary */
+    uint32_t n_kept = p->seeded ? p->keyed_from : p->n_ids;
     for (uint32_t i = 0; i < n_kept; i++)
         if (p->ids[i] >= e->cfg.model.vocab) {
             snprintf(err, errlen, "Token id %u is out of vocabulary", p->ids[i]);
             return ST_EMU_ADD_INVALID;
         }
+    return ST_EMU_ADD_OK;
+}
+
+int st_emu_add_request(st_emu_engine *e, const st_emu_req_params *p, char *err, size_t errlen)
+{
+    uint32_t L = e->mem.max_model_len;
+    if (check_prompt(e, p, err, errlen) != ST_EMU_ADD_OK)
+        return ST_EMU_ADD_INVALID;
+    uint32_t n_kept = p->seeded ? p->keyed_from : p->n_ids; /* the ids it keeps (hashes) */
     if (p->n_ids >= L || (p->max_tokens && (p->max_tokens > L || (uint64_t)p->n_ids + p->max_tokens > L))) {
         uint64_t m = p->max_tokens; /* quoted as the client sent it */
         if (p->n_ids >= L && !p->max_tokens)
