@@ -3,7 +3,9 @@
  * (st_emu_config.step_by_step), on 300-token and 2,000-token outputs, and the largest relative
  * difference between the two paths' per-request end times (they should agree).
  *
- * Workload: Qwen3-8B (bf16) on one H100 SXM, unique 512-token prompts, open loop at a fixed rate
+ * Workload: Qwen3-8B (bf16) on one H100 SXM, unique 512-token prompts (items without ids: st_emu_sim_run
+ * sends them as seeded prompts, emu/engine.h, keyed by seed, neither generated nor hashed; the
+ * step-by-step path hashes them), open loop at a fixed rate
  * (300-token outputs: 20 req/s, ~70 running; 2,000-token outputs: 5 req/s, where the KV cache runs
  * full and requests wait for blocks), then closed loop with 8 clients (few sequences per step: the
  * per-step work weighs most there). A third run takes the skipping path without recording the per-token

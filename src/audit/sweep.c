@@ -452,16 +452,39 @@ int st_sweep_workload_ctx(const st_spec *s, uint64_t seed, uint32_t n, uint32_t 
     return st_workload_synthetic(&p, w, err, errlen);
 }
 
+/* Whether the run's synthetic prompts can be lazy (load/workload.h st_work_item.lazy): the engine
+ * model reads only their shared prefix and own_key (emu/sim.h), nothing rewrites them. */
+static int workload_lazy(const sweep *S)
+{
+    const st_spec *s = S->spec;
+    return S->x && S->x->prediction && !S->x->ops->prepare && s->workload.kind == ST_WL_SYNTHETIC &&
+           !s->workload.sessions.on && !s->workload.agent;
+}
+
 /* The spec's workload with the audit's shared prefix (the same token ids in every run). */
 static int make_workload(sweep *S, uint64_t seed, uint32_t n, st_workload *w, char *err, size_t errlen)
 {
+    if (workload_lazy(S)) { /* the same prompts as below, their own ids not drawn */
+        st_synth_params p;
+        st_spec_synth(S->spec, n, seed, &p);
+        if (!S->base_prefix || S->prefix_len <= p.prefix_len) {
+            if (st_workload_synthetic_lazy(&p, w, err, errlen))
+                return -1;
+            if (S->base_prefix && S->prefix_len) /* every item's leading ids: the shared prefix */
+                memcpy(w->shared_ids, S->base_prefix, sizeof(uint32_t) * S->prefix_len);
+            return 0;
+        }
+    }
     uint32_t ctx =
         S->ci >= 0 && S->ci < S->spec->n_configs ? st_sweep_config_context(S->spec, &S->spec->configs[S->ci]) : 0;
     if (st_sweep_workload_ctx(S->spec, seed, n, ctx, w, err, errlen))
         return -1;
     for (uint32_t i = 0; i < w->n && S->base_prefix; i++) /* (a session's later turns hold only new text) */
-        if (w->items[i].input_ids && w->items[i].input_len >= S->prefix_len && w->items[i].turn == 0)
+        if (w->items[i].input_ids && w->items[i].input_len >= S->prefix_len && w->items[i].turn == 0) {
             memcpy(w->items[i].input_ids, S->base_prefix, sizeof(uint32_t) * S->prefix_len);
+            if (S->prefix_len > w->items[i].own_from) /* its own ids changed (load/workload.h) */
+                w->items[i].own_key = 0;
+        }
     return 0;
 }
 

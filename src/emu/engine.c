@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/rng.h"
 #include "core/util.h"
 #include "emu/blocks.h"
 #include "emu/consts.h"
@@ -27,6 +28,11 @@ typedef struct emu_req {
     uint32_t n_cached;      /* leading blocks already registered in the cache */
     uint32_t cached_tokens; /* prefix hit at first admission */
     uint32_t kv_external;   /* prompt tokens whose KV it brings (st_emu_req_params), until admitted */
+    int seeded;             /* st_emu_req_params.seeded: no ids kept, blocks keyed by seed (req_block_hash) */
+    int listed;             /* a seeded request's blocks were listed (list_generated): a lookup can hit */
+    int unlisted;           /* seeded and not replayed: its keyed blocks stay unlisted until a preemption */
+    uint64_t seed;
+    uint32_t keyed_from; /* st_emu_req_params.keyed_from: ids before it kept in tokens and hashed */
     int admitted_once;
     uint64_t admit_seq;
     st_ns arrival, first_scheduled, first_token;
@@ -332,18 +338,33 @@ static int find_live(const st_emu_engine *e, uint64_t id, int *in_wait, uint32_t
     return -1;
 }
 
-int st_emu_add_request(st_emu_engine *e, const st_emu_req_params *p, char *err, size_t errlen)
+/* The prompt's form: not empty, a seeded one's ids up to its keyed part, the ids it keeps in the
+ * vocabulary (a seed's own are). ST_EMU_ADD_OK or ST_EMU_ADD_INVALID with vLLM's message. */
+static int check_prompt(const st_emu_engine *e, const st_emu_req_params *p, char *err, size_t errlen)
 {
-    uint32_t L = e->mem.max_model_len;
-    if (p->n_ids == 0 || !p->ids) {
+    if (p->n_ids == 0 || (!p->ids && !p->seeded)) {
         snprintf(err, errlen, "The prompt cannot be empty.");
         return ST_EMU_ADD_INVALID;
     }
-    for (uint32_t i = 0; i < p->n_ids; i++)
+    if (p->seeded && p->keyed_from && (p->keyed_from >= p->n_ids || !p->ids)) {
+        snprintf(err, errlen, "internal error: a seeded prompt's ids end before its keyed part");
+        return ST_EMU_ADD_INVALID;
+    }
+    uint32_t n_kept = p->seeded ? p->keyed_from : p->n_ids;
+    for (uint32_t i = 0; i < n_kept; i++)
         if (p->ids[i] >= e->cfg.model.vocab) {
             snprintf(err, errlen, "Token id %u is out of vocabulary", p->ids[i]);
             return ST_EMU_ADD_INVALID;
         }
+    return ST_EMU_ADD_OK;
+}
+
+int st_emu_add_request(st_emu_engine *e, const st_emu_req_params *p, char *err, size_t errlen)
+{
+    uint32_t L = e->mem.max_model_len;
+    if (check_prompt(e, p, err, errlen) != ST_EMU_ADD_OK)
+        return ST_EMU_ADD_INVALID;
+    uint32_t n_kept = p->seeded ? p->keyed_from : p->n_ids; /* the ids it keeps (hashes) */
     if (p->n_ids >= L || (p->max_tokens && (p->max_tokens > L || (uint64_t)p->n_ids + p->max_tokens > L))) {
         uint64_t m = p->max_tokens; /* quoted as the client sent it */
         if (p->n_ids >= L && !p->max_tokens)
@@ -370,17 +391,27 @@ int st_emu_add_request(st_emu_engine *e, const st_emu_req_params *p, char *err, 
     r->id = p->id;
     r->user = p->user;
     r->n_prompt = p->n_ids;
+    r->seeded = p->seeded != 0;
+    r->unlisted = r->seeded && !p->replayed;
+    r->seed = p->seed;
+    r->keyed_from = r->seeded ? p->keyed_from : 0;
     r->max_tokens = p->max_tokens ? (uint32_t)p->max_tokens : L - p->n_ids; /* <= L: checked above */
     r->cap_tokens = r->n_prompt + r->max_tokens;
     uint32_t maxblocks = (r->cap_tokens + e->cfg.block_size - 1) / e->cfg.block_size;
-    if (room_for((void **)&r->tokens, &r->cap_prompt, r->n_prompt, sizeof *r->tokens) < 0)
+    if (n_kept && room_for((void **)&r->tokens, &r->cap_prompt, n_kept, sizeof *r->tokens) < 0)
         goto nomem;
     uint32_t cb = r->cap_blocks; /* blocks and bhash share one capacity */
     if (room_for((void **)&r->bhash, &cb, maxblocks, sizeof *r->bhash) < 0)
         goto nomem;
     if (room_for((void **)&r->blocks, &r->cap_blocks, maxblocks, sizeof *r->blocks) < 0)
         goto nomem;
-    memcpy(r->tokens, p->ids, (size_t)p->n_ids * sizeof *p->ids);
+    if (n_kept)
+        memcpy(r->tokens, p->ids, (size_t)n_kept * sizeof *p->ids);
+    uint32_t given = n_kept / e->cfg.block_size; /* blocks hashed from its ids: the chain may be given */
+    if (p->hashes && given) {
+        r->n_bhash = p->n_hashes < given ? p->n_hashes : given;
+        memcpy(r->bhash, p->hashes, (size_t)r->n_bhash * sizeof *r->bhash);
+    }
     r->n_tokens = p->n_ids;
     r->kv_external = p->kv_external < p->n_ids ? p->kv_external : p->n_ids - 1;
     r->arrival = p->arrival >= 0 ? p->arrival : e->clock.now(e->clock.ctx);
@@ -464,14 +495,40 @@ int st_emu_abort(st_emu_engine *e, uint64_t id)
     return 0;
 }
 
+/* Key of full block j of a seeded request (st_emu_req_params.seeded), after its parent's key: a
+ * block within the prompt holds ids that depend on (seed, j) alone, which the chain from the seed
+ * carries; a block with generated tokens holds the prompt's tail and the request's output tokens,
+ * which depend on (seed, n_prompt, id): the parent carries the seed, the rest is mixed in. Equal
+ * keys, equal ids; different ones, different ids, except for a 64-bit collision (the same odds as
+ * two hashes of different ids, or a key against a hash). Never 0 (st_emu_block_hash's "no hash"). */
+static uint64_t seeded_key(const emu_req *r, uint64_t parent, uint32_t j, uint32_t bs)
+{
+    uint32_t j0 = r->keyed_from / bs; /* the first keyed block: the seed (and the ids before keyed_from) */
+    if (j == j0) {
+        uint32_t head = r->keyed_from - j0 * bs;
+        uint64_t p0 = head ? st_emu_block_hash(parent, r->tokens + (size_t)j0 * bs, head) : parent;
+        parent = p0 ^ st_mix64(r->seed ^ 0x5eedb10c5eedb10cULL ^ ((uint64_t)head << 40));
+    }
+    uint64_t h = st_mix64(parent + 0x632be59bd9b4e019ULL * (j + 1));
+    if ((uint64_t)(j + 1) * bs > r->n_prompt)
+        h = st_mix64(h ^ st_mix64(r->id * 0x9e3779b97f4a7c15ULL + r->n_prompt));
+    return h ? h : 1;
+}
+
 /* Hash of full block k of r (computed once, chained). A block within the prompt hashes the
- * prompt's ids in place; one with generated tokens gets them from st_emu_output_token. */
+ * prompt's ids in place; one with generated tokens gets them from st_emu_output_token. A seeded
+ * request's blocks get their keys instead (seeded_key). */
 static uint64_t req_block_hash(st_emu_engine *e, emu_req *r, uint32_t k)
 {
     uint32_t bs = e->cfg.block_size;
     while (r->n_bhash <= k) {
         uint32_t j = r->n_bhash;
         uint64_t parent = j ? r->bhash[j - 1] : 0;
+        if (r->seeded && (uint64_t)(j + 1) * bs > r->keyed_from) {
+            r->bhash[j] = seeded_key(r, parent, j, bs);
+            r->n_bhash++;
+            continue;
+        }
         uint64_t from = (uint64_t)j * bs;
         const uint32_t *ids = r->tokens + from;
         if (from + bs > r->n_prompt) {
@@ -500,6 +557,8 @@ static void cache_full_blocks(st_emu_engine *e, emu_req *r, uint32_t tokens)
     uint32_t listed = full; /* blocks from here on hold generated tokens: unlisted when no prompt carries them */
     if (e->no_output_prompts && listed > r->n_prompt / e->cfg.block_size)
         listed = r->n_prompt / e->cfg.block_size;
+    if (r->unlisted && listed > r->keyed_from / e->cfg.block_size) /* no other request looks its keyed */
+        listed = r->keyed_from / e->cfg.block_size; /* blocks up (its promise): unlisted until a preemption */
     if (listed > r->n_cached + 1) { /* several blocks (an admitted prompt): their map slots fetched ahead */
         req_block_hash(e, r, listed - 1);
         for (uint32_t k = r->n_cached; k < listed; k++)
@@ -583,13 +642,16 @@ static int push_u64(uint64_t **arr, uint32_t *n, uint32_t *cap, uint64_t v)
     return 0;
 }
 
-/* Lists r's unlisted blocks (st_emu_set_output_prompts) before it releases them on a preemption: its
- * recomputation looks them up by their hashes, as it would have found them listed. */
+/* Lists r's unlisted blocks (st_emu_set_output_prompts; all of a seeded request's) before it releases
+ * them on a preemption: its recomputation looks them up by their hashes, as it would have found them
+ * listed. (No other block holds their hashes, and a request's released blocks are evicted last first,
+ * so those that stay cached are a leading run, as they would be listed.) */
 static void list_generated(st_emu_engine *e, emu_req *r)
 {
-    if (!e->no_output_prompts)
+    if (!e->no_output_prompts && !r->unlisted)
         return;
-    for (uint32_t k = r->n_prompt / e->cfg.block_size; k < r->n_cached; k++)
+    r->listed = 1;
+    for (uint32_t k = (r->unlisted ? r->keyed_from : r->n_prompt) / e->cfg.block_size; k < r->n_cached; k++)
         st_emu_blocks_set_hash(&e->pool, r->blocks[k], req_block_hash(e, r, k));
 }
 
@@ -613,6 +675,8 @@ static int prefix_hits(st_emu_engine *e, emu_req *r, uint32_t *n_hits)
         return 0;
     /* the last token is always recomputed: at most (n_tokens - 1) / bs full blocks */
     uint32_t maxb = (r->n_tokens - 1) / bs;
+    if (r->unlisted && !r->listed && maxb > r->keyed_from / bs) /* none holds its keys yet */
+        maxb = r->keyed_from / bs;
     if (grow((void **)&e->scratch_blocks, &e->cap_scratch, maxb + 1, sizeof *e->scratch_blocks) < 0)
         return -1;
     for (uint32_t k = 0; k < maxb; k++) {

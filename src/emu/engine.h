@@ -41,6 +41,39 @@ typedef struct st_emu_req_params {
      * (at most n_ids - 1 count; vllm/v1/core/sched/scheduler.py, _update_waiting_for_remote_kv).
      * Not counted as prefix-cache hits; a preempted request recomputes them. 0: none. */
     uint32_t kv_external;
+    /* A seeded prompt: its ids are st_emu_output_tokens(seed, 0, n_ids, vocab) and ids may be NULL
+     * (nothing reads them). The caller promises that no other request this engine sees shares a full
+     * block with it: none has the same seed, no explicit ids equal them, no later prompt contains
+     * them. Its blocks are then keyed in the prefix cache by (seed, block index), and a block holding
+     * generated tokens by (its parent's key, n_ids, id), instead of hashing the ids: keys are equal
+     * exactly when the ids are (up to a 64-bit collision, as between hashes). Since only the request
+     * itself can look its blocks up (its recomputation after a preemption), they stay out of the
+     * cache map (unlisted, emu/blocks.h) until a preemption lists them, and its admissions look
+     * nothing up before that. Every result is the same as with its ids, without generating, copying
+     * or hashing them (emu/sim.c: a one-run session without explicit ids or dependent items).
+     *
+     * keyed_from > 0: only the ids from keyed_from on are the seed's own (a workload item's unique
+     * tail after a shared prefix; load/workload.h, st_work_item.own_key); ids holds at least its first
+     * keyed_from ids (copied, the rest never read). The blocks that lie within them are hashed from
+     * them as any prompt's; the blocks from the one holding position keyed_from on are keyed by
+     * (their parent's hash, the ids of that block before keyed_from, seed, keyed_from). The promise
+     * covers only those blocks: other requests may share the leading ones.
+     *
+     * replayed: other requests may carry the same seed and keyed_from, meaning the same ids (a later
+     * run of a session replaying the same workload item, which would hit this one's blocks). Its
+     * blocks are then listed and looked up as any request's; the promise above is relaxed to
+     * "a request with the same seed and keyed_from has the same ids", which makes the keys equal
+     * exactly when the ids are. */
+    int seeded;
+    uint64_t seed;
+    uint32_t keyed_from;
+    int replayed;
+    /* Optional: the prefix-cache hashes of its first n_hashes full blocks, the chain the engine
+     * would compute from its ids (st_emu_block_hash from parent 0), given so that a prefix many
+     * requests share is hashed once (emu/sim.c: a lazy workload's shared prefix). Only blocks whose
+     * hashes come from its ids are taken (below keyed_from when seeded, within the prompt). */
+    const uint64_t *hashes;
+    uint32_t n_hashes;
 } st_emu_req_params;
 
 enum {

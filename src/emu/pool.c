@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "emu/engine.h"
+#include "load/workload.h"
 
 /* A request's last token, due at t from engine eng: the router counts it answered then. */
 typedef struct done_ev {
@@ -129,7 +130,7 @@ nomem:
 static const uint32_t *item_ids(pool *P, uint32_t i)
 {
     const st_emu_sim_item *it = &P->items[i];
-    if (it->input_ids && !(it->fresh_from > 0 && it->fresh_from < it->input_len))
+    if (it->input_ids && !it->lazy && !(it->fresh_from > 0 && it->fresh_from < it->input_len))
         return it->input_ids;
     if (it->input_len > P->idcap) {
         uint32_t *nb = realloc(P->idbuf, (size_t)it->input_len * sizeof *nb);
@@ -139,8 +140,12 @@ static const uint32_t *item_ids(pool *P, uint32_t i)
         P->idcap = it->input_len;
     }
     /* the ids st_emu_sim_run gives the same item: a request keeps its prompt from pool to pool */
-    uint32_t from = it->input_ids ? it->fresh_from : 0;
-    if (from) /* the engine copies the ids when the request is added: one buffer serves */
+    uint32_t from = it->input_ids || it->lazy ? it->fresh_from : 0;
+    if (it->lazy) { /* its whole prompt drawn (load/workload.h), then its own ids from fresh_from */
+        st_work_item_ids(it->lazy, P->idbuf);
+        if (!(from > 0 && from < it->input_len))
+            return P->idbuf;
+    } else if (from) /* the engine copies the ids when the request is added: one buffer serves */
         memcpy(P->idbuf, it->input_ids, (size_t)from * sizeof *P->idbuf);
     st_emu_output_tokens(0x5eed0000ULL + i, from, it->input_len - from, P->vocab, P->idbuf + from);
     return P->idbuf;

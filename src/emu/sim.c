@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/util.h"
+#include "emu/blocks.h"
 #include "emu/engine.h"
 #include "load/workload.h"
 
@@ -26,6 +27,10 @@ struct st_emu_session {
     st_emu_engine *e;
     uint32_t *idbuf;
     uint32_t idcap;
+    /* The run's shared-prefix hash chain (prefix_hashes): of pre_n blocks of the ids at pre_ids */
+    const uint32_t *pre_ids;
+    uint64_t *pre_hash;
+    uint32_t pre_n, pre_cap;
     uint64_t id_base;
     arr_ev *order; /* send order of the current run */
     uint32_t order_cap;
@@ -45,6 +50,8 @@ struct st_emu_session {
     st_ns tl_shift;
     st_tok_seg *segs; /* a run's delivery times fitted (run_skip), before they go to the timeline */
     size_t segs_cap;
+    int one_run;   /* st_emu_session_one_run: the engine sees one run's requests, no others */
+    uint32_t runs; /* runs started */
 };
 
 int st_emu_session_new(const st_emu_config *cfg, st_emu_session **out, st_emu_memory *mem_out, char *err, size_t errlen)
@@ -69,6 +76,7 @@ void st_emu_session_free(st_emu_session *s)
         return;
     st_emu_engine_free(s->e);
     free(s->idbuf);
+    free(s->pre_hash);
     st_tok_chunk_unref(s->tl);
     free(s->segs);
     free(s->order);
@@ -78,6 +86,8 @@ void st_emu_session_free(st_emu_session *s)
 }
 
 void st_emu_session_stats(const st_emu_session *s, st_emu_stats *out) { st_emu_get_stats(s->e, out); }
+
+void st_emu_session_one_run(st_emu_session *s) { s->one_run = 1; }
 
 /* Segments of token events a record gets room for when its request is sent (more grow as they come). */
 #define SIM_SEGS_RESERVE 4u
@@ -102,6 +112,7 @@ typedef struct run {
     st_ns t0;      /* the clock at the run's start (absolute) */
     uint64_t base; /* engine ids: base + item index */
     uint32_t vocab;
+    int seeded;       /* items without ids go as seeded prompts (run_seeded) */
     uint32_t cap;     /* requests in flight at most: clients (closed loop) or max_concurrency; 0 none */
     int closed;       /* closed loop: each client sends its next item when its request ends */
     uint32_t next;    /* next position in the send order */
@@ -411,11 +422,29 @@ static void run_free_sessions(run *R)
     free(R->rel);
 }
 
+/* Whether the run's items without ids can go to the engine as seeded prompts (engine.h,
+ * st_emu_req_params.seeded: keyed in the prefix cache by seed instead of their ids' hashes, which are
+ * then neither generated nor hashed). Item i's ids are st_emu_output_tokens(0x5eed0000 + i), so the
+ * items' seeds differ; the engine's promise holds when no other request carries such ids: the
+ * engine sees only this run (a later run of a session would reuse the seeds, maybe with ids), no
+ * item has explicit ids (which could equal them) and none is dependent (a session's later turn or
+ * an agent's child carries its parent's prompt). The step-by-step reference path hashes the ids, so
+ * tests/unit/test_emu_skip.c compares the two keyings too. */
+static int run_seeded(const run *R)
+{
+    if (!R->S->one_run || st_emu_engine_config(R->e)->step_by_step)
+        return 0;
+    for (uint32_t i = 0; i < R->n; i++)
+        if (R->items[i].input_ids || R->items[i].lazy || R->items[i].dependent)
+            return 0;
+    return 1;
+}
+
 /* Prompt ids of item i: its own, or unique deterministic ids. */
 static const uint32_t *item_ids(run *R, uint32_t i)
 {
     const st_emu_sim_item *it = &R->items[i];
-    if (it->input_ids)
+    if (it->input_ids && !it->lazy)
         return it->input_ids;
     st_emu_session *S = R->S;
     if (it->input_len > S->idcap) {
@@ -425,8 +454,53 @@ static const uint32_t *item_ids(run *R, uint32_t i)
         S->idbuf = nb;
         S->idcap = it->input_len;
     }
+    if (it->lazy) /* its tail drawn now */
+        return st_work_item_ids(it->lazy, S->idbuf) < 0 ? NULL : S->idbuf;
     st_emu_output_tokens(0x5eed0000ULL + i, 0, it->input_len, R->vocab, S->idbuf);
     return S->idbuf;
+}
+
+/* Whether item i goes to the engine keyed by its own_key (engine.h, st_emu_req_params.keyed_from):
+ * it names its own ids, no other prompt is built on it (a session's earlier turn, an agent's parent:
+ * the later prompt carries its ids, which would be hashed) and it is none itself (its prompt is built
+ * here), it keeps its ids (fresh_from replaces them), and the engine is not the step-by-step reference
+ * (which hashes every prompt, so tests/unit/test_emu_skip.c compares the two keyings). Each condition
+ * is the item's own or the session's, so a session's runs treat one item alike: a later run replaying
+ * it finds its blocks by the same keys, as it would by its ids (replayed: listed as anyone's, except
+ * in a one-run session, where no other request can carry them). */
+static int item_keyed(const run *R, const st_emu_sim_item *it)
+{
+    return it->own_key && (it->input_ids || it->lazy) && it->own_from < it->input_len && !it->dependent && !it->next &&
+           !it->n_children && !it->fresh_from && !st_emu_engine_config(R->e)->step_by_step;
+}
+
+/* The hash chain of a keyed lazy item's leading full blocks (the workload's shared prefix, which its
+ * lazy items share: one buffer), computed once a run and given to the engine for each of them
+ * (st_emu_req_params.hashes). Within a run the buffer does not change; each run computes it anew.
+ * The number of blocks in *n (0: none, also when out of memory: the engine then hashes). */
+static const uint64_t *prefix_hashes(run *R, const st_emu_sim_item *it, uint32_t *n)
+{
+    st_emu_session *S = R->S;
+    uint32_t bs = st_emu_engine_config(R->e)->block_size;
+    uint32_t nb = it->own_from / bs;
+    *n = 0;
+    if (!it->lazy || !nb)
+        return NULL;
+    if (S->pre_ids != it->input_ids || S->pre_n < nb) {
+        if (nb > S->pre_cap) {
+            uint64_t *h = realloc(S->pre_hash, (size_t)nb * sizeof *h);
+            if (!h)
+                return NULL;
+            S->pre_hash = h;
+            S->pre_cap = nb;
+        }
+        for (uint32_t j = 0; j < nb; j++)
+            S->pre_hash[j] = st_emu_block_hash(j ? S->pre_hash[j - 1] : 0, it->input_ids + (size_t)j * bs, bs);
+        S->pre_ids = it->input_ids;
+        S->pre_n = nb;
+    }
+    *n = nb;
+    return S->pre_hash;
 }
 
 /* Segments a request of `out` tokens will likely need, from those finished so far (their mean, plus
@@ -453,9 +527,13 @@ static int send_item(run *R, uint32_t i, st_ns sent)
     R->p.sent++;
     R->p.in_flight++;
     R->S->fifo[R->fifo_tail++] = i;
-    const uint32_t *ids = it->dependent && R->prompt ? R->prompt[i] : item_ids(R, i);
+    int keyed = !R->seeded && item_keyed(R, it); /* only its leading own_from ids are read */
+    const uint32_t *ids = R->seeded                    ? NULL
+                          : keyed                      ? it->input_ids
+                          : it->dependent && R->prompt ? R->prompt[i]
+                                                       : item_ids(R, i);
     uint32_t n_ids = it->dependent && R->prompt ? R->prompt_len[i] : it->input_len;
-    if (!ids && n_ids) { /* an empty prompt has no ids: the engine refuses it, as vLLM does */
+    if (!ids && n_ids && !R->seeded && !keyed) { /* an empty prompt has no ids: the engine refuses it, as vLLM does */
         snprintf(R->err, R->errlen, "out of memory");
         return -1;
     }
@@ -471,7 +549,16 @@ static int send_item(run *R, uint32_t i, st_ns sent)
                             .chat = it->chat,
                             .kv_external = it->dependent ? 0 : it->kv_external,
                             .arrival = R->t0 + sent,
-                            .user = r };
+                            .user = r,
+                            .seeded = R->seeded,
+                            .seed = 0x5eed0000ULL + i };
+    if (keyed) {
+        p.seeded = 1;
+        p.seed = it->own_key;
+        p.keyed_from = it->own_from;
+        p.replayed = !R->S->one_run;
+        p.hashes = prefix_hashes(R, it, &p.n_hashes);
+    }
     char why[512];
     int a = st_emu_add_request(R->e, &p, why, sizeof why);
     if (a == ST_EMU_ADD_NOMEM) {
@@ -835,6 +922,12 @@ int st_emu_session_run(st_emu_session *S, const st_emu_sim_item *items, uint32_t
         o = &none;
     if (stopped)
         *stopped = 0;
+    if (S->one_run && S->runs) {
+        snprintf(err, errlen, "internal error: a one-run session runs once");
+        return -1;
+    }
+    S->runs++;
+    S->pre_ids = NULL; /* a run's items may hold other ids at the same place */
     run R = { .S = S, .e = S->e, .items = items, .n = n, .o = o, .rec = records, .err = err, .errlen = errlen };
     R.closed = o->clients > 0;
     R.cap = R.closed ? o->clients : o->max_concurrency;
@@ -843,6 +936,7 @@ int st_emu_session_run(st_emu_session *S, const st_emu_sim_item *items, uint32_t
     R.base = S->id_base;
     S->id_base += (uint64_t)n + 1;
     R.vocab = st_emu_engine_config(S->e)->model.vocab;
+    R.seeded = run_seeded(&R);
     R.next_tick = o->tick > 0 ? o->tick : INT64_MAX;
     st_emu_get_stats(S->e, &R.es0);
     int rc = 0;
@@ -952,6 +1046,7 @@ int st_emu_sim_run_opts(const st_emu_config *cfg, const st_emu_sim_item *items, 
     st_emu_session *S;
     if (st_emu_session_new(cfg, &S, NULL, err, errlen) < 0)
         return -1;
+    st_emu_session_one_run(S);
     int rc = st_emu_session_run(S, items, n, o, records, stats, stopped, err, errlen);
     st_emu_session_free(S);
     return rc;
@@ -984,6 +1079,9 @@ void st_emu_sim_items_from_workload(const struct st_workload *w, const st_ns *sc
                                           .input_ids = it->input_ids,
                                           .input_len = it->input_len,
                                           .output_len = it->output_len,
+                                          .own_from = it->own_from,
+                                          .own_key = it->own_key,
+                                          .lazy = it->lazy ? it : NULL,
                                           .dependent = i >= w->n - w->n_dependent,
                                           .next = it->next,
                                           .think = it->think,

@@ -19,6 +19,8 @@
  * exact. */
 #define ST_EMU_TOKEN_TOL_NS 100
 
+struct st_work_item;
+
 /* One request of the workload (st_emu_sim_items_from_workload maps load/workload.h's st_work_item onto it:
  * arrival from the arrival process, input_ids/input_len/output_len from the item). */
 typedef struct st_emu_sim_item {
@@ -32,7 +34,18 @@ typedef struct st_emu_sim_item {
     uint32_t fresh_from;  /* emu/pool only: with input_ids, the ids from this position on are replaced by
                              the item's own unique ones (a copy of a workload item that keeps its shared
                              prefix, not its whole prompt); 0: input_ids as they are */
-    uint32_t n_reason;    /* a reasoning model: the first n_reason output tokens are reasoning (the
+    /* own_key != 0: the ids from own_from on (own_from < input_len) are this item's own, drawn from a
+     * stream own_key names (load/workload.h, st_work_item.own_key: the same key and own_from, the same
+     * ids there). Such an item goes to the engine as a seeded prompt (engine.h: keyed_from = own_from,
+     * seed = own_key): its leading own_from ids are hashed, its own blocks keyed instead, with the same
+     * results; see item_keyed in sim.c for when. */
+    uint32_t own_from;
+    uint64_t own_key;
+    /* A lazy workload item (load/workload.h st_work_item.lazy): input_ids holds only its first
+     * own_from ids; its whole prompt comes from st_work_item_ids(lazy) where one is needed (when it is
+     * not keyed). NULL: input_ids as above. */
+    const struct st_work_item *lazy;
+    uint32_t n_reason; /* a reasoning model: the first n_reason output tokens are reasoning (the
                             record's first_answer is the token after them; -1 when none follows) */
     /* Multi-turn sessions (open loop without a cap only): a DEPENDENT item is a session's later
      * turn, not on the schedule (arrival unused): it is sent `think` after the turn before it
@@ -154,6 +167,11 @@ typedef struct st_emu_run_opts {
 int st_emu_session_new(const st_emu_config *cfg, st_emu_session **out, st_emu_memory *mem_out, char *err,
                        size_t errlen);
 void st_emu_session_free(st_emu_session *s);
+/* Declares that s will run once (st_emu_sim_run does so): its items without ids then go to the
+ * engine as seeded prompts, neither generated nor hashed (engine.h, st_emu_req_params.seeded), in a
+ * run without explicit ids or dependent items; the results are the same. A second run of s fails,
+ * since it would reuse the items' seeds. Call before its run. */
+void st_emu_session_one_run(st_emu_session *s);
 /* Runs items[0..n) (arrivals relative to now) until every request finished or on_tick stopped
  * the run; *stopped (may be NULL) says which. The engine is idle on return. 0, or -1 with err. */
 int st_emu_session_run(st_emu_session *s, const st_emu_sim_item *items, uint32_t n, const st_emu_run_opts *o,

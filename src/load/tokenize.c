@@ -125,6 +125,7 @@ int st_prompt_fit(st_work_item *it, uint32_t target, uint32_t keep_words, st_cou
             it->input_text = t;
             free(it->input_ids);
             it->input_ids = NULL;
+            it->own_key = 0; /* its ids are gone (load/workload.h) */
             it->input_len = best_count;
             *measured = best_count;
         }

@@ -55,7 +55,9 @@ static size_t workload_bytes(const st_workload *w)
 {
     size_t b = sizeof *w->items * w->n;
     for (uint32_t i = 0; i < w->n; i++)
-        b += sizeof(uint32_t) * w->items[i].input_len;
+        b += sizeof(uint32_t) * (w->items[i].lazy ? 0 : w->items[i].input_len);
+    if (w->n && w->items[0].lazy) /* their shared prefix, once */
+        b += sizeof(uint32_t) * w->items[0].own_from;
     return b;
 }
 

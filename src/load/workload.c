@@ -22,7 +22,8 @@ void st_work_item_free(st_work_item *it)
 {
     if (!it)
         return;
-    free(it->input_ids);
+    if (!it->lazy) /* a lazy item's ids are the workload's shared prefix */
+        free(it->input_ids);
     free(it->input_text);
     it->input_ids = NULL;
     it->input_text = NULL;
@@ -43,6 +44,8 @@ void st_workload_free(st_workload *w)
     for (uint32_t i = 0; i < w->n; i++)
         st_work_item_free(&w->items[i]);
     free(w->items);
+    free(w->shared_ids);
+    w->shared_ids = NULL;
     w->items = NULL;
     w->n = 0;
     w->n_dependent = 0;
@@ -99,6 +102,44 @@ static void fill_ids(st_rng *r, uint32_t *ids, uint32_t n, uint32_t hi_excl)
     }
 }
 
+/* A name of the ids fill_ids(r, ..., hi_excl) draws from r's state now (st_work_item.own_key): the
+ * generator's whole state and the range, hashed; never 0. Equal states draw equal ids. */
+static uint64_t stream_key(const st_rng *r, uint32_t hi_excl)
+{
+    uint64_t h = st_mix64(0x6f776e6b6579ULL ^ hi_excl);
+    for (int k = 0; k < 4; k++)
+        h = st_mix64(h ^ r->s[k]) + 0x9e3779b97f4a7c15ULL * (uint64_t)(k + 1);
+    return h ? h : 1;
+}
+
+/* Steps r over the n ids fill_ids(r, ids, n, hi_excl) draws, with the same draws and rejections. */
+static void skip_ids(st_rng *r, uint32_t n, uint32_t hi_excl)
+{
+    uint32_t lo = ST_WORKLOAD_VOCAB_LO, hi = hi_excl - 1;
+    if (lo >= hi)
+        return;
+    uint64_t span = (uint64_t)hi - lo + 1;
+    uint64_t limit = UINT64_MAX - (UINT64_MAX % span) - 1;
+    for (uint32_t i = 0; i < n; i++)
+        while (st_rng_next(r) > limit)
+            ;
+}
+
+int st_work_item_ids(const st_work_item *it, uint32_t *out)
+{
+    if (!it->lazy) {
+        if (!it->input_ids)
+            return -1;
+        memcpy(out, it->input_ids, (size_t)it->input_len * sizeof *out);
+        return 0;
+    }
+    if (it->own_from)
+        memcpy(out, it->input_ids, (size_t)it->own_from * sizeof *out);
+    st_rng r = it->tail;
+    fill_ids(&r, out + it->own_from, it->input_len - it->own_from, it->tail_hi);
+    return 0;
+}
+
 void st_workload_fill_ids(uint64_t seed, uint32_t *ids, uint32_t n)
 {
     st_rng r;
@@ -108,7 +149,46 @@ void st_workload_fill_ids(uint64_t seed, uint32_t *ids, uint32_t n)
 
 /* ---- synthetic ---------------------------------------------------------------------- */
 
+/* Each item's ids after the prefix (shared by the items when lazy, else copied into each), drawn
+ * from rng, or for lazy items stepped over. 0, or -1 out of memory. */
+static int synth_ids(const st_synth_params *p, uint32_t *prefix, st_rng *rng, uint32_t vocab, int lazy,
+                     st_workload *out)
+{
+    for (uint32_t i = 0; i < out->n; i++) {
+        st_work_item *it = &out->items[i];
+        it->own_from = p->prefix_len;
+        it->own_key = stream_key(rng, vocab);
+        if (lazy) {
+            it->lazy = 1;
+            it->input_ids = prefix;
+            it->tail = *rng;
+            it->tail_hi = vocab;
+            skip_ids(rng, it->input_len - p->prefix_len, vocab);
+            continue;
+        }
+        it->input_ids = malloc((size_t)it->input_len * sizeof *it->input_ids);
+        if (!it->input_ids)
+            return -1;
+        if (p->prefix_len)
+            memcpy(it->input_ids, prefix, (size_t)p->prefix_len * sizeof *prefix);
+        fill_ids(rng, it->input_ids + p->prefix_len, it->input_len - p->prefix_len, vocab);
+    }
+    return 0;
+}
+
+static int synthetic(const st_synth_params *p, int lazy, st_workload *out, char *err, size_t errlen);
+
 int st_workload_synthetic(const st_synth_params *p, st_workload *out, char *err, size_t errlen)
+{
+    return synthetic(p, 0, out, err, errlen);
+}
+
+int st_workload_synthetic_lazy(const st_synth_params *p, st_workload *out, char *err, size_t errlen)
+{
+    return synthetic(p, 1, out, err, errlen);
+}
+
+static int synthetic(const st_synth_params *p, int lazy, st_workload *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
     uint32_t vocab = p->vocab_size ? p->vocab_size : ST_WORKLOAD_VOCAB_DEFAULT;
@@ -186,20 +266,17 @@ int st_workload_synthetic(const st_synth_params *p, st_workload *out, char *err,
     fill_ids(&rng, prefix, p->prefix_len, vocab);
     out->items = items;
     out->n = p->num_requests;
-    for (uint32_t i = 0; i < p->num_requests; i++) {
-        st_work_item *it = &items[i];
-        it->input_ids = malloc((size_t)it->input_len * sizeof *it->input_ids);
-        if (!it->input_ids) {
-            st_workload_free(out);
+    if (lazy)
+        out->shared_ids = prefix; /* the workload's from here on */
+    if (synth_ids(p, prefix, &rng, vocab, lazy, out) < 0) {
+        st_workload_free(out);
+        if (!lazy)
             free(prefix);
-            st_errf(err, errlen, "out of memory");
-            return -1;
-        }
-        if (p->prefix_len)
-            memcpy(it->input_ids, prefix, (size_t)p->prefix_len * sizeof *prefix);
-        fill_ids(&rng, it->input_ids + p->prefix_len, it->input_len - p->prefix_len, vocab);
+        st_errf(err, errlen, "out of memory");
+        return -1;
     }
-    free(prefix);
+    if (!lazy)
+        free(prefix);
     return 0;
 }
 

@@ -17,6 +17,7 @@
 
 #include "core/buf.h"
 #include "core/clock.h"
+#include "core/rng.h"
 
 typedef struct st_work_item {
     uint32_t id;
@@ -26,6 +27,21 @@ typedef struct st_work_item {
     char *input_text;    /* text prompt or NULL; st_workload_text() derives text from ids */
     uint32_t output_len;
     uint32_t prefix_group, prefix_len; /* requests of one group share prefix_len leading tokens */
+    /* own_key != 0: the ids from own_from on are the item's own, drawn from a stream that own_key
+     * names: items with the same own_key and own_from have the same ids from own_from on, items with
+     * different keys different ones there (as independent random draws differ). The engine model
+     * keys those blocks instead of hashing them (emu/sim.h). Set by the synthetic generator (own_from
+     * = prefix_len, own_key from its generator's state and vocabulary); whoever changes the ids from
+     * own_from on must clear own_key (a copy of the item keeps both). 0: none declared. */
+    uint32_t own_from;
+    uint64_t own_key;
+    /* lazy (st_workload_synthetic_lazy): input_ids holds only the first own_from ids (the workload's
+     * shared prefix, st_workload.shared_ids: not the item's own, NULL when own_from is 0); the rest
+     * are drawn when asked (st_work_item_ids) from tail, the generator's state where they begin, in
+     * [ST_WORKLOAD_VOCAB_LO, tail_hi). */
+    int lazy;
+    uint32_t tail_hi;
+    st_rng tail;
     /* Sessions: session is 1 + the session's index (0: not in a session); turn counts from 0;
      * next is the index of the session's next turn (0: none; turn 0 is never dependent, so
      * index 0 is never a next turn); think is the pause between the end of the previous
@@ -52,7 +68,8 @@ typedef struct st_workload {
     uint32_t n;
     uint32_t n_dependent; /* the last n_dependent items are later turns of sessions (not scheduled) */
     uint32_t n_sessions;
-    uint32_t n_tasks; /* agent task graphs: the number of tasks (each item's session is its task) */
+    uint32_t n_tasks;     /* agent task graphs: the number of tasks (each item's session is its task) */
+    uint32_t *shared_ids; /* lazy items' shared prefix (owned; st_work_item.lazy), or NULL */
 } st_workload;
 
 /* Synthetic workload (vLLM random-dataset shape).
@@ -88,6 +105,15 @@ typedef struct st_synth_params {
 } st_synth_params;
 
 int st_workload_synthetic(const st_synth_params *p, st_workload *out, char *err, size_t errlen);
+/* The same workload with its items lazy (st_work_item.lazy): the shared prefix held once, each
+ * item's own ids not drawn (only stepped over, so every item's tail is the one
+ * st_workload_synthetic draws). For consumers that read the ids before own_from and own_key only
+ * (the engine model: emu/sim.h keys the tails), or that call st_work_item_ids; not for the load
+ * generator, the tokenizer or exports, which read input_ids whole. */
+int st_workload_synthetic_lazy(const st_synth_params *p, st_workload *out, char *err, size_t errlen);
+/* The item's whole prompt, input_len ids, into out (a lazy item's tail drawn now). 0, or -1 when it
+ * has no ids (text only). */
+int st_work_item_ids(const st_work_item *it, uint32_t *out);
 
 /* Synthetic multi-turn sessions: sessions conversations, each of turns turns (uniform in
  * [turns_min, turns_max]). Turn 0's prompt is first_input tokens (prefix_len of them shared

@@ -588,6 +588,17 @@ out:
     return rc;
 }
 
+/* The spec's workload for the saturation runs (st_sweep_workload), synthetic prompts lazy: only the
+ * engine model reads them (load/workload.h st_work_item.lazy), the same prompts. */
+static int bound_workload(const st_spec *s, st_workload *w, char *err, size_t errlen)
+{
+    if (s->workload.kind != ST_WL_SYNTHETIC || s->workload.sessions.on || s->workload.agent)
+        return st_sweep_workload(s, s->workload.seed, ST_PLAN_BOUND_MAX, w, err, errlen);
+    st_synth_params p;
+    st_spec_synth(s, ST_PLAN_BOUND_MAX, s->workload.seed, &p);
+    return st_workload_synthetic_lazy(&p, w, err, errlen);
+}
+
 /* The workload's extremes over every request any search may send (synthetic: the length ranges
  * the generator draws from; a trace: a prompt may be cached whole but its last token, and any
  * length), and the grid. */
@@ -660,7 +671,7 @@ int st_plan_model_new(const char *base_name, const char *base_text, size_t base_
         st_plan_model_free(m);
         return -1;
     }
-    if (st_sweep_workload(base, base->workload.seed, ST_PLAN_BOUND_MAX, &m->w, err, errlen)) {
+    if (bound_workload(base, &m->w, err, errlen)) {
         st_plan_model_free(m);
         return -1;
     }

@@ -356,6 +356,147 @@ static void rejects_bad_requests(void **state)
     st_emu_engine_free(e);
 }
 
+/* A seeded prompt needs no ids (one without ids and not seeded is refused as empty), is refused
+ * when too long as one with ids is, and runs like its ids, preemptions included: same events,
+ * same counters. */
+static void seeded_prompts(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    small_engine_cfg(&c, 200, 8, 512);
+    st_vclock va = { 0 }, vb = { 0 };
+    st_emu_engine *a, *b;
+    char err[512];
+    assert_int_equal(st_emu_engine_new(&c, st_clock_virtual(&va), &a, NULL, err, sizeof err), 0);
+    assert_int_equal(st_emu_engine_new(&c, st_clock_virtual(&vb), &b, NULL, err, sizeof err), 0);
+    st_emu_req_params p = { .id = 1, .n_ids = 300, .max_tokens = 40 };
+    assert_int_equal(st_emu_add_request(a, &p, err, sizeof err), ST_EMU_ADD_INVALID);
+    p.seeded = 1;
+    p.n_ids = 2040;
+    assert_int_equal(st_emu_add_request(a, &p, err, sizeof err), ST_EMU_ADD_TOO_LONG);
+    static uint32_t ids[8][300]; /* 8 x ~530 tokens in 200 blocks of 16: preemptions */
+    for (uint32_t k = 0; k < 8; k++) {
+        st_emu_req_params q = { .id = k + 1, .n_ids = 300 - 20 * k, .max_tokens = 300, .arrival = 0 };
+        q.seeded = 1;
+        q.seed = 77 + k;
+        assert_int_equal(st_emu_add_request(a, &q, err, sizeof err), ST_EMU_ADD_OK);
+        st_emu_output_tokens(77 + k, 0, q.n_ids, c.model.vocab, ids[k]);
+        q.seeded = 0;
+        q.ids = ids[k];
+        assert_int_equal(st_emu_add_request(b, &q, err, sizeof err), ST_EMU_ADD_OK);
+    }
+    while (st_emu_has_work(a) || st_emu_has_work(b)) {
+        st_emu_step_result ra, rb;
+        assert_int_equal(st_emu_step(a, &ra), 0);
+        assert_int_equal(st_emu_step(b, &rb), 0);
+        assert_int_equal(ra.duration, rb.duration);
+        assert_int_equal(ra.n_events, rb.n_events);
+        for (uint32_t k = 0; k < ra.n_events; k++) {
+            assert_int_equal(ra.events[k].id, rb.events[k].id);
+            assert_int_equal(ra.events[k].due, rb.events[k].due);
+        }
+        va.t = ra.start + ra.duration;
+        vb.t = rb.start + rb.duration;
+    }
+    st_emu_stats sa, sb;
+    st_emu_get_stats(a, &sa);
+    st_emu_get_stats(b, &sb);
+    assert_int_equal(sa.steps, sb.steps);
+    assert_int_equal(sa.generation_tokens, sb.generation_tokens);
+    assert_int_equal(sa.prefix_queries, sb.prefix_queries);
+    assert_int_equal(sa.prefix_hits, sb.prefix_hits);
+    assert_int_equal(sa.evictions, sb.evictions);
+    assert_int_equal(sa.preemptions, sb.preemptions);
+    assert_true(sa.preemptions > 0 && sa.prefix_hits > 0); /* recomputations find their own blocks */
+    st_emu_engine_free(a);
+    st_emu_engine_free(b);
+}
+
+/* Steps engines a and b side by side until both are idle: the same events, due times and counters. */
+static void step_alike(st_emu_engine *a, st_vclock *va, st_emu_engine *b, st_vclock *vb)
+{
+    while (st_emu_has_work(a) || st_emu_has_work(b)) {
+        st_emu_step_result ra, rb;
+        assert_int_equal(st_emu_step(a, &ra), 0);
+        assert_int_equal(st_emu_step(b, &rb), 0);
+        assert_int_equal(ra.duration, rb.duration);
+        assert_int_equal(ra.n_events, rb.n_events);
+        for (uint32_t k = 0; k < ra.n_events; k++) {
+            assert_int_equal(ra.events[k].id, rb.events[k].id);
+            assert_int_equal(ra.events[k].due, rb.events[k].due);
+        }
+        va->t = ra.start + ra.duration;
+        vb->t = rb.start + rb.duration;
+    }
+    st_emu_stats sa, sb;
+    st_emu_get_stats(a, &sa);
+    st_emu_get_stats(b, &sb);
+    assert_int_equal(sa.steps, sb.steps);
+    assert_int_equal(sa.prefix_queries, sb.prefix_queries);
+    assert_int_equal(sa.prefix_hits, sb.prefix_hits);
+    assert_int_equal(sa.evictions, sb.evictions);
+    assert_int_equal(sa.preemptions, sb.preemptions);
+}
+
+/* Round `round` of keyed_tails: 9 requests with a 100-token shared prefix (a block of 16 holds its
+ * last 4 ids and the tail's first 12) and tails of seeds 500 + k (k < 8), sent to a keyed from 100
+ * and to b with their ids. The ninth reuses the first's seed after a prefix that differs in id 98
+ * only (the block holding it must miss). */
+static void keyed_round(st_emu_engine *a, st_emu_engine *b, const st_emu_config *c, int replayed, uint32_t round)
+{
+    static uint32_t ids[9][400];
+    char err[512];
+    for (uint32_t k = 0; k < 9; k++) {
+        uint32_t n = 400 - 25 * (k % 8);
+        st_emu_output_tokens(4242, 0, 100, c->model.vocab, ids[k]); /* the shared prefix */
+        if (k == 8)
+            ids[k][98] ^= 1;
+        st_emu_output_tokens(500 + k % 8, 0, n - 100, c->model.vocab, ids[k] + 100);
+        st_emu_req_params q = { .id = round * 100 + k + 1, .n_ids = n, .max_tokens = 250, .arrival = 0 };
+        q.ids = ids[k];
+        assert_int_equal(st_emu_add_request(b, &q, err, sizeof err), ST_EMU_ADD_OK);
+        q.seeded = 1;
+        q.seed = 500 + k % 8;
+        q.keyed_from = 100;
+        q.replayed = replayed;
+        assert_int_equal(st_emu_add_request(a, &q, err, sizeof err), ST_EMU_ADD_OK);
+    }
+}
+
+/* A prompt keyed from a position (st_emu_req_params.keyed_from: a shared prefix's ids, then a tail
+ * named by its seed) runs step for step as with all its ids: alone (not replayed: its tail unlisted
+ * until a preemption), and replayed in a second round that finds the first round's blocks by their
+ * keys as it would by their ids. */
+static void keyed_tails(void **state)
+{
+    (void)state;
+    for (int replayed = 0; replayed < 2; replayed++) {
+        st_emu_config c;
+        small_engine_cfg(&c, 200, 8, 512);
+        st_vclock va = { 0 }, vb = { 0 };
+        st_emu_engine *a, *b;
+        char err[512];
+        assert_int_equal(st_emu_engine_new(&c, st_clock_virtual(&va), &a, NULL, err, sizeof err), 0);
+        assert_int_equal(st_emu_engine_new(&c, st_clock_virtual(&vb), &b, NULL, err, sizeof err), 0);
+        st_emu_req_params bad = { .id = 99, .n_ids = 100, .max_tokens = 4, .seeded = 1, .keyed_from = 100 };
+        assert_int_equal(st_emu_add_request(a, &bad, err, sizeof err), ST_EMU_ADD_INVALID); /* no ids, no tail */
+        keyed_round(a, b, &c, replayed, 0);
+        step_alike(a, &va, b, &vb);
+        st_emu_stats s1;
+        st_emu_get_stats(a, &s1);
+        assert_true(s1.preemptions > 0 && s1.prefix_hits >= 8 * 96); /* the prefix's 6 blocks shared */
+        if (replayed) {
+            keyed_round(a, b, &c, replayed, 1);
+            step_alike(a, &va, b, &vb);
+            st_emu_stats s2;
+            st_emu_get_stats(a, &s2);
+            assert_true(s2.prefix_hits - s1.prefix_hits > 9 * 96); /* beyond the prefix: the tails' blocks */
+        }
+        st_emu_engine_free(a);
+        st_emu_engine_free(b);
+    }
+}
+
 /* The unique prompt ids by multiplication are st_emu_output_token's, for every vocabulary size. */
 static void output_tokens_by_multiplication(void **state)
 {
@@ -439,6 +580,8 @@ int main(void)
         cmocka_unit_test(blocks_lru_and_refcounts),
         cmocka_unit_test(hash_map_survives_churn),
         cmocka_unit_test(rejects_bad_requests),
+        cmocka_unit_test(seeded_prompts),
+        cmocka_unit_test(keyed_tails),
         cmocka_unit_test(blocks_unlisted),
         cmocka_unit_test(full_isl_admission),
     };

@@ -13,7 +13,10 @@
  * The step-by-step path is the reference: it also lists every full block in the prefix cache as it
  * fills, where the default path leaves generated blocks unlisted in runs without dependent items
  * (st_emu_set_output_prompts): the preemption workloads recompute from their own listed blocks, and
- * the engines' eviction counters and free blocks are compared. */
+ * the engines' eviction counters and free blocks are compared. Both paths run one-run sessions
+ * (st_emu_session_one_run), so the default path sends items without ids as seeded prompts, keyed in
+ * the prefix cache by seed, where the reference path generates and hashes their ids: the comparison
+ * covers the two keyings too (and seeded_prompts_match_their_ids compares them on one path). */
 #include "harness.h"
 
 #include <stdio.h>
@@ -24,6 +27,7 @@
 #include "core/rng.h"
 #include "emu/sim.h"
 #include "load/stats.h"
+#include "load/workload.h"
 
 #include "emu_config.h"
 
@@ -125,6 +129,7 @@ static void run_path(const st_emu_config *base, int step_by_step, const st_emu_s
     st_emu_session *S;
     if (st_emu_session_new(&c, &S, NULL, err, sizeof err) < 0)
         fail_msg("engine refused: %s", err);
+    st_emu_session_one_run(S);
     out->rec = calloc(n, sizeof *out->rec);
     assert_non_null(out->rec);
     for (uint32_t i = 0; i < n; i++)
@@ -480,6 +485,213 @@ static void without_token_times(void **state)
     free(it);
 }
 
+/* Items without ids go to the engine as seeded prompts (keyed by seed, neither generated nor
+ * hashed); the same items with those ids given go as ids and are hashed. On the same path, under
+ * preemption (a recomputation finds its own blocks by their keys), every record, token time and
+ * counter must be exactly the same. Then every third item gets a shared 2,000-token prefix: a run
+ * with explicit ids sends none seeded, and the shared prefix hits as before (more hits). */
+static void seeded_prompts_match_their_ids(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+    c.max_num_batched_tokens = 2048;
+    c.gpu_memory_utilization = 0.40;
+    enum { N = 120 };
+    st_emu_sim_item *seeded = items(N, 8, 6000, 3000, 1200, 400), *given = items(N, 8, 6000, 3000, 1200, 400);
+    uint32_t *ids = malloc((size_t)N * 6000 * sizeof *ids);
+    assert_non_null(ids);
+    for (uint32_t i = 0; i < N; i++) {
+        uint32_t *p = ids + (size_t)i * 6000;
+        st_emu_output_tokens(0x5eed0000ULL + i, 0, given[i].input_len, c.model.vocab, p);
+        given[i].input_ids = p;
+    }
+    outcome a, b;
+    uint64_t hits0 = 0;
+    for (int round = 0; round < 2; round++) {
+        run_path(&c, 0, seeded, N, NULL, &a);
+        run_path(&c, 0, given, N, NULL, &b);
+        for (uint32_t i = 0; i < N; i++) {
+            const st_record *x = &a.rec[i], *y = &b.rec[i];
+            assert_int_equal(x->status, y->status);
+            assert_int_equal(x->first_token, y->first_token);
+            assert_int_equal(x->end, y->end);
+            assert_int_equal(x->cached_tokens, y->cached_tokens);
+            assert_int_equal(x->n_events, y->n_events);
+            st_event_it ix = { 0 }, iy = { 0 };
+            st_ns tx = 0, ty = 0;
+            st_events_begin(&ix, x);
+            st_events_begin(&iy, y);
+            while (st_events_next(&ix, &tx) && st_events_next(&iy, &ty))
+                assert_int_equal(tx, ty);
+        }
+        assert_int_equal(a.st.steps, b.st.steps);
+        assert_int_equal(a.st.preemptions, b.st.preemptions);
+        assert_int_equal(a.st.prefix_queries, b.st.prefix_queries);
+        assert_int_equal(a.st.prefix_hits, b.st.prefix_hits);
+        assert_int_equal(a.es.evictions, b.es.evictions);
+        assert_int_equal(a.es.free_blocks, b.es.free_blocks);
+        assert_true(a.st.preemptions > 0);
+        assert_true(a.st.prefix_hits > 0); /* the preempted requests' own blocks */
+        print_message("%s: %llu preemptions, %llu prefix hits, the same with their ids\n",
+                      round ? "a third with a shared prefix" : "seeded prompts", (unsigned long long)a.st.preemptions,
+                      (unsigned long long)a.st.prefix_hits);
+        assert_true(round == 0 || a.st.prefix_hits > hits0);
+        hits0 = a.st.prefix_hits;
+        free_outcome(&a, N);
+        free_outcome(&b, N);
+        /* every third item with a shared 2,000-token prefix: the run has explicit ids, none goes seeded */
+        for (uint32_t i = 0; i < N; i += 3) {
+            for (uint32_t k = 0; k < 2000; k++)
+                ids[(size_t)i * 6000 + k] = 2000 + k;
+            seeded[i].input_ids = given[i].input_ids;
+        }
+    }
+    free(ids);
+    free(seeded);
+    free(given);
+}
+
+/* Records of two runs that must be alike to the ns: status, times, hits and every token time. */
+static void same_records(const st_record *a, const st_record *b, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        const st_record *x = &a[i], *y = &b[i];
+        assert_int_equal(x->status, y->status);
+        assert_int_equal(x->first_token, y->first_token);
+        assert_int_equal(x->end, y->end);
+        assert_int_equal(x->cached_tokens, y->cached_tokens);
+        assert_int_equal(x->n_events, y->n_events);
+        st_event_it ix = { 0 }, iy = { 0 };
+        st_ns tx = 0, ty = 0;
+        st_events_begin(&ix, x);
+        st_events_begin(&iy, y);
+        while (st_events_next(&ix, &tx) && st_events_next(&iy, &ty))
+            assert_int_equal(tx, ty);
+    }
+}
+
+/* A synthetic workload (load/workload.h: a 1,000-token shared prefix, then each prompt's own tail,
+ * which st_work_item.own_key names) on its items: keyed (own_key kept) or hashed (own_key 0). */
+static st_emu_sim_item *synth_items(st_workload *w, uint64_t seed, int keyed, int lazy)
+{
+    st_synth_params p = {
+        .input_len = 3000, .output_len = 600, .range_ratio = 0.3, .prefix_len = 1000, .num_requests = 120, .seed = seed
+    };
+    char err[256];
+    assert_int_equal((lazy ? st_workload_synthetic_lazy : st_workload_synthetic)(&p, w, err, sizeof err), 0);
+    st_ns *sched = calloc(w->n, sizeof *sched);
+    st_emu_sim_item *it = calloc(w->n, sizeof *it);
+    assert_true(sched && it);
+    for (uint32_t i = 0; i < w->n; i++)
+        sched[i] = (st_ns)i * 90000000; /* 11 req/s */
+    st_emu_sim_items_from_workload(w, sched, it);
+    for (uint32_t i = 0; i < w->n; i++) {
+        assert_true(it[i].own_key != 0 && it[i].own_from == 1000);
+        if (!keyed)
+            it[i].own_key = 0;
+    }
+    free(sched);
+    return it;
+}
+
+/* One session per keying (keyed lazy items, hashed whole ones) running four runs: the workload, the
+ * same again (its tails hit the first run's blocks when they are still cached, by key as by ids),
+ * another, and the first one's prefix with other tails, hashed in both (its prefix hits the lazy
+ * items' blocks, whose hashes the run gave the engine). Every record and counter alike;
+ * *preempted and *replay_hits (the second run's hits beyond the first's) out. */
+static void keyed_session(const st_emu_config *c, uint64_t *preempted, uint64_t *replay_hits)
+{
+    st_workload w1[2], w2[2];
+    st_emu_sim_item *i1[2], *i2[2];
+    for (int k = 0; k < 2; k++) {
+        i1[k] = synth_items(&w1[k], 11, k == 0, k == 0); /* keyed and lazy, or hashed and whole */
+        i2[k] = synth_items(&w2[k], 12, k == 0, k == 0);
+    }
+    st_emu_session *S[2];
+    st_record *rec[2];
+    char err[512];
+    uint64_t hits[2][4] = { { 0 } };
+    for (int k = 0; k < 2; k++)
+        assert_int_equal(st_emu_session_new(c, &S[k], NULL, err, sizeof err), 0);
+    for (int run = 0; run < 4; run++) {
+        const st_emu_sim_item *it[2] = { run == 2 ? i2[0] : i1[0], run == 2 ? i2[1] : i1[1] };
+        if (run == 3) { /* the first workload's prefix with other tails, hashed in both sessions: its
+                           prefix hits the keyed session's only if the chain given for it is its hash */
+            for (uint32_t i = 0; i < w1[1].n; i++)
+                for (uint32_t k = 1000; k < w1[1].items[i].input_len; k++)
+                    w1[1].items[i].input_ids[k] += 1;
+            it[0] = it[1] = i1[1];
+        }
+        st_emu_sim_stats st[2];
+        for (int k = 0; k < 2; k++) {
+            rec[k] = calloc(120, sizeof *rec[k]);
+            assert_non_null(rec[k]);
+            for (uint32_t i = 0; i < 120; i++)
+                st_record_init(&rec[k][i], i);
+            assert_int_equal(st_emu_session_run(S[k], it[k], 120, NULL, rec[k], &st[k], NULL, err, sizeof err), 0);
+            st_emu_stats es;
+            st_emu_session_stats(S[k], &es);
+            hits[k][run] = st[k].prefix_hits;
+        }
+        same_records(rec[0], rec[1], 120);
+        assert_int_equal(st[0].steps, st[1].steps);
+        assert_int_equal(st[0].preemptions, st[1].preemptions);
+        assert_int_equal(st[0].prefix_queries, st[1].prefix_queries);
+        assert_int_equal(hits[0][run], hits[1][run]);
+        if (run == 0)
+            *preempted = st[0].preemptions;
+        for (int k = 0; k < 2; k++) {
+            for (uint32_t i = 0; i < 120; i++)
+                st_record_free(&rec[k][i]);
+            free(rec[k]);
+        }
+    }
+    *replay_hits = hits[0][1] - hits[0][0];
+    assert_true(hits[0][3] >= 120 * 992); /* the last run's prefixes: 62 blocks each */
+    print_message(
+        "keyed tails in a session (%.2f of the memory): prefix hits %llu, %llu (the replay), %llu; the same hashed\n",
+        c->gpu_memory_utilization, (unsigned long long)hits[0][0], (unsigned long long)hits[0][1],
+        (unsigned long long)hits[0][2]);
+    st_emu_stats ea, eb;
+    st_emu_session_stats(S[0], &ea);
+    st_emu_session_stats(S[1], &eb);
+    assert_int_equal(ea.evictions, eb.evictions);
+    assert_int_equal(ea.free_blocks, eb.free_blocks);
+    for (int k = 0; k < 2; k++) {
+        st_emu_session_free(S[k]);
+        free(i1[k]);
+        free(i2[k]);
+        st_workload_free(&w1[k]);
+        st_workload_free(&w2[k]);
+    }
+}
+
+/* The product's synthetic prompts: their own tails keyed (emu/sim.h own_key) run exactly as hashed:
+ * in multi-run sessions (as predict's), with preemptions on a small KV cache and with a replay that
+ * finds the first run's tails on a large one; and one-run sessions against the step-by-step path
+ * (which hashes every prompt). */
+static void keyed_tails_match_their_ids(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+    c.max_num_batched_tokens = 2048;
+    uint64_t pre, replay;
+    c.gpu_memory_utilization = 0.40;
+    keyed_session(&c, &pre, &replay);
+    assert_true(pre > 0);
+    c.gpu_memory_utilization = 0.90;
+    keyed_session(&c, &pre, &replay);
+    assert_true(replay > 60 * 2000); /* tails beyond the shared prefix */
+    c.gpu_memory_utilization = 0.40;
+    st_workload w;
+    st_emu_sim_item *it = synth_items(&w, 13, 1, 1); /* step by step, a lazy item's ids are drawn */
+    compare("qwen3-8b/h100 synthetic keyed tails, one run", &c, it, w.n, NULL, 0.3, &acc_all);
+    free(it);
+    st_workload_free(&w);
+}
+
 /* A run of steps never passes the caller's horizon, and what it reports adds up. */
 static void runs_stop_at_the_horizon(void **state)
 {
@@ -688,6 +900,8 @@ int main(void)
         cmocka_unit_test(random_workloads),
         cmocka_unit_test(ticks_see_the_same_engine),
         cmocka_unit_test(without_token_times),
+        cmocka_unit_test(seeded_prompts_match_their_ids),
+        cmocka_unit_test(keyed_tails_match_their_ids),
         cmocka_unit_test(largest_difference),
     };
     return cmocka_run_group_tests(t, 0, 0);

@@ -88,6 +88,50 @@ static void fill_ids_match_rng_range(void **state)
     }
 }
 
+/* A lazy synthetic workload (st_workload_synthetic_lazy) is the same workload: every item's whole
+ * prompt (st_work_item_ids), lengths and own_key as the eager one's, its shared prefix held once;
+ * items with equal tails have equal keys only (each tail its own). Both vLLM's and servetune's
+ * semantics, with and without a prefix, and a vocabulary that rejects draws. */
+static void synth_lazy_same_ids(void **state)
+{
+    (void)state;
+    static const uint32_t prefixes[] = { 0, 37, 500 };
+    for (int v = 0; v < 2; v++)
+        for (size_t k = 0; k < sizeof prefixes / sizeof *prefixes; k++) {
+            st_synth_params p = { .input_len = 900,
+                                  .output_len = 50,
+                                  .range_ratio = 0.4,
+                                  .prefix_len = prefixes[k],
+                                  .num_requests = 40,
+                                  .seed = 5 + k,
+                                  .vllm_semantics = v,
+                                  .vocab_size = v ? 151643 : 0 };
+            st_workload a, b;
+            char err[256];
+            assert_int_equal(st_workload_synthetic(&p, &a, err, sizeof err), 0);
+            assert_int_equal(st_workload_synthetic_lazy(&p, &b, err, sizeof err), 0);
+            assert_int_equal(a.n, b.n);
+            uint32_t *ids = malloc(4000 * sizeof *ids);
+            assert_non_null(ids);
+            for (uint32_t i = 0; i < a.n; i++) {
+                assert_false(a.items[i].lazy);
+                assert_true(b.items[i].lazy);
+                assert_int_equal(a.items[i].input_len, b.items[i].input_len);
+                assert_int_equal(a.items[i].output_len, b.items[i].output_len);
+                assert_int_equal(b.items[i].own_from, prefixes[k]);
+                assert_true(a.items[i].own_key != 0);
+                assert_true(a.items[i].own_key == b.items[i].own_key);
+                assert_true(i == 0 || a.items[i].own_key != a.items[i - 1].own_key);
+                assert_true(b.items[i].input_ids == b.shared_ids);
+                assert_int_equal(st_work_item_ids(&b.items[i], ids), 0);
+                assert_memory_equal(ids, a.items[i].input_ids, a.items[i].input_len * sizeof *ids);
+            }
+            free(ids);
+            st_workload_free(&a);
+            st_workload_free(&b);
+        }
+}
+
 static void synth_invalid(void **state)
 {
     (void)state;
@@ -363,6 +407,7 @@ int main(void)
         cmocka_unit_test(synth_reproducible),
         cmocka_unit_test(fill_ids_match_rng_range),
         cmocka_unit_test(synth_invalid),
+        cmocka_unit_test(synth_lazy_same_ids),
         cmocka_unit_test(text_from_ids),
         cmocka_unit_test(trace_parse_good),
         cmocka_unit_test(trace_parse_errors),
