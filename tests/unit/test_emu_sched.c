@@ -356,6 +356,33 @@ static void rejects_bad_requests(void **state)
     st_emu_engine_free(e);
 }
 
+/* Steps engines a and b side by side until both are idle: the same events, due times and counters. */
+static void step_alike(st_emu_engine *a, st_vclock *va, st_emu_engine *b, st_vclock *vb)
+{
+    while (st_emu_has_work(a) || st_emu_has_work(b)) {
+        st_emu_step_result ra, rb;
+        assert_int_equal(st_emu_step(a, &ra), 0);
+        assert_int_equal(st_emu_step(b, &rb), 0);
+        assert_int_equal(ra.duration, rb.duration);
+        assert_int_equal(ra.n_events, rb.n_events);
+        for (uint32_t k = 0; k < ra.n_events; k++) {
+            assert_int_equal(ra.events[k].id, rb.events[k].id);
+            assert_int_equal(ra.events[k].due, rb.events[k].due);
+        }
+        va->t = ra.start + ra.duration;
+        vb->t = rb.start + rb.duration;
+    }
+    st_emu_stats sa, sb;
+    st_emu_get_stats(a, &sa);
+    st_emu_get_stats(b, &sb);
+    assert_int_equal(sa.steps, sb.steps);
+    assert_int_equal(sa.generation_tokens, sb.generation_tokens);
+    assert_int_equal(sa.prefix_queries, sb.prefix_queries);
+    assert_int_equal(sa.prefix_hits, sb.prefix_hits);
+    assert_int_equal(sa.evictions, sb.evictions);
+    assert_int_equal(sa.preemptions, sb.preemptions);
+}
+
 /* A seeded prompt needs no ids (one without ids and not seeded is refused as empty), is refused
  * when too long as one with ids is, and runs like its ids, preemptions included: same events,
  * same counters. */
@@ -385,57 +412,12 @@ static void seeded_prompts(void **state)
         q.ids = ids[k];
         assert_int_equal(st_emu_add_request(b, &q, err, sizeof err), ST_EMU_ADD_OK);
     }
-    while (st_emu_has_work(a) || st_emu_has_work(b)) {
-        st_emu_step_result ra, rb;
-        assert_int_equal(st_emu_step(a, &ra), 0);
-        assert_int_equal(st_emu_step(b, &rb), 0);
-        assert_int_equal(ra.duration, rb.duration);
-        assert_int_equal(ra.n_events, rb.n_events);
-        for (uint32_t k = 0; k < ra.n_events; k++) {
-            assert_int_equal(ra.events[k].id, rb.events[k].id);
-            assert_int_equal(ra.events[k].due, rb.events[k].due);
-        }
-        va.t = ra.start + ra.duration;
-        vb.t = rb.start + rb.duration;
-    }
-    st_emu_stats sa, sb;
+    step_alike(a, &va, b, &vb);
+    st_emu_stats sa;
     st_emu_get_stats(a, &sa);
-    st_emu_get_stats(b, &sb);
-    assert_int_equal(sa.steps, sb.steps);
-    assert_int_equal(sa.generation_tokens, sb.generation_tokens);
-    assert_int_equal(sa.prefix_queries, sb.prefix_queries);
-    assert_int_equal(sa.prefix_hits, sb.prefix_hits);
-    assert_int_equal(sa.evictions, sb.evictions);
-    assert_int_equal(sa.preemptions, sb.preemptions);
     assert_true(sa.preemptions > 0 && sa.prefix_hits > 0); /* recomputations find their own blocks */
     st_emu_engine_free(a);
     st_emu_engine_free(b);
-}
-
-/* Steps engines a and b side by side until both are idle: the same events, due times and counters. */
-static void step_alike(st_emu_engine *a, st_vclock *va, st_emu_engine *b, st_vclock *vb)
-{
-    while (st_emu_has_work(a) || st_emu_has_work(b)) {
-        st_emu_step_result ra, rb;
-        assert_int_equal(st_emu_step(a, &ra), 0);
-        assert_int_equal(st_emu_step(b, &rb), 0);
-        assert_int_equal(ra.duration, rb.duration);
-        assert_int_equal(ra.n_events, rb.n_events);
-        for (uint32_t k = 0; k < ra.n_events; k++) {
-            assert_int_equal(ra.events[k].id, rb.events[k].id);
-            assert_int_equal(ra.events[k].due, rb.events[k].due);
-        }
-        va->t = ra.start + ra.duration;
-        vb->t = rb.start + rb.duration;
-    }
-    st_emu_stats sa, sb;
-    st_emu_get_stats(a, &sa);
-    st_emu_get_stats(b, &sb);
-    assert_int_equal(sa.steps, sb.steps);
-    assert_int_equal(sa.prefix_queries, sb.prefix_queries);
-    assert_int_equal(sa.prefix_hits, sb.prefix_hits);
-    assert_int_equal(sa.evictions, sb.evictions);
-    assert_int_equal(sa.preemptions, sb.preemptions);
 }
 
 /* Round `round` of keyed_tails: 9 requests with a 100-token shared prefix (a block of 16 holds its

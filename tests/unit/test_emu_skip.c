@@ -485,6 +485,34 @@ static void without_token_times(void **state)
     free(it);
 }
 
+/* Records of two runs that must be alike to the ns: status, times, hits and every token time. */
+static void same_records(const st_record *a, const st_record *b, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        const st_record *x = &a[i], *y = &b[i];
+        assert_int_equal(x->status, y->status);
+        assert_int_equal(x->first_token, y->first_token);
+        assert_int_equal(x->end, y->end);
+        assert_int_equal(x->cached_tokens, y->cached_tokens);
+        assert_int_equal(x->n_events, y->n_events);
+        st_event_it ix = { 0 }, iy = { 0 };
+        st_ns tx = 0, ty = 0;
+        st_events_begin(&ix, x);
+        st_events_begin(&iy, y);
+        while (st_events_next(&ix, &tx) && st_events_next(&iy, &ty))
+            assert_int_equal(tx, ty);
+    }
+}
+
+/* Two runs' scheduler counters that must be equal: steps, preemptions, prefix queries and hits. */
+static void same_counters(const st_emu_sim_stats *a, const st_emu_sim_stats *b)
+{
+    assert_int_equal(a->steps, b->steps);
+    assert_int_equal(a->preemptions, b->preemptions);
+    assert_int_equal(a->prefix_queries, b->prefix_queries);
+    assert_int_equal(a->prefix_hits, b->prefix_hits);
+}
+
 /* Items without ids go to the engine as seeded prompts (keyed by seed, neither generated nor
  * hashed); the same items with those ids given go as ids and are hashed. On the same path, under
  * preemption (a recomputation finds its own blocks by their keys), every record, token time and
@@ -511,24 +539,8 @@ static void seeded_prompts_match_their_ids(void **state)
     for (int round = 0; round < 2; round++) {
         run_path(&c, 0, seeded, N, NULL, &a);
         run_path(&c, 0, given, N, NULL, &b);
-        for (uint32_t i = 0; i < N; i++) {
-            const st_record *x = &a.rec[i], *y = &b.rec[i];
-            assert_int_equal(x->status, y->status);
-            assert_int_equal(x->first_token, y->first_token);
-            assert_int_equal(x->end, y->end);
-            assert_int_equal(x->cached_tokens, y->cached_tokens);
-            assert_int_equal(x->n_events, y->n_events);
-            st_event_it ix = { 0 }, iy = { 0 };
-            st_ns tx = 0, ty = 0;
-            st_events_begin(&ix, x);
-            st_events_begin(&iy, y);
-            while (st_events_next(&ix, &tx) && st_events_next(&iy, &ty))
-                assert_int_equal(tx, ty);
-        }
-        assert_int_equal(a.st.steps, b.st.steps);
-        assert_int_equal(a.st.preemptions, b.st.preemptions);
-        assert_int_equal(a.st.prefix_queries, b.st.prefix_queries);
-        assert_int_equal(a.st.prefix_hits, b.st.prefix_hits);
+        same_records(a.rec, b.rec, N);
+        same_counters(&a.st, &b.st);
         assert_int_equal(a.es.evictions, b.es.evictions);
         assert_int_equal(a.es.free_blocks, b.es.free_blocks);
         assert_true(a.st.preemptions > 0);
@@ -550,25 +562,6 @@ static void seeded_prompts_match_their_ids(void **state)
     free(ids);
     free(seeded);
     free(given);
-}
-
-/* Records of two runs that must be alike to the ns: status, times, hits and every token time. */
-static void same_records(const st_record *a, const st_record *b, uint32_t n)
-{
-    for (uint32_t i = 0; i < n; i++) {
-        const st_record *x = &a[i], *y = &b[i];
-        assert_int_equal(x->status, y->status);
-        assert_int_equal(x->first_token, y->first_token);
-        assert_int_equal(x->end, y->end);
-        assert_int_equal(x->cached_tokens, y->cached_tokens);
-        assert_int_equal(x->n_events, y->n_events);
-        st_event_it ix = { 0 }, iy = { 0 };
-        st_ns tx = 0, ty = 0;
-        st_events_begin(&ix, x);
-        st_events_begin(&iy, y);
-        while (st_events_next(&ix, &tx) && st_events_next(&iy, &ty))
-            assert_int_equal(tx, ty);
-    }
 }
 
 /* A synthetic workload (load/workload.h: a 1,000-token shared prefix, then each prompt's own tail,
@@ -635,10 +628,7 @@ static void keyed_session(const st_emu_config *c, uint64_t *preempted, uint64_t 
             hits[k][run] = st[k].prefix_hits;
         }
         same_records(rec[0], rec[1], 120);
-        assert_int_equal(st[0].steps, st[1].steps);
-        assert_int_equal(st[0].preemptions, st[1].preemptions);
-        assert_int_equal(st[0].prefix_queries, st[1].prefix_queries);
-        assert_int_equal(hits[0][run], hits[1][run]);
+        same_counters(&st[0], &st[1]);
         if (run == 0)
             *preempted = st[0].preemptions;
         for (int k = 0; k < 2; k++) {
