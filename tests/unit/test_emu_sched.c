@@ -356,6 +356,14 @@ static void rejects_bad_requests(void **state)
     st_emu_engine_free(e);
 }
 
+/* Two engines of configuration c, each on its own virtual clock (fresh at 0). */
+static void engine_pair(const st_emu_config *c, st_vclock *va, st_emu_engine **a, st_vclock *vb, st_emu_engine **b)
+{
+    char err[512];
+    assert_int_equal(st_emu_engine_new(c, st_clock_virtual(va), a, NULL, err, sizeof err), 0);
+    assert_int_equal(st_emu_engine_new(c, st_clock_virtual(vb), b, NULL, err, sizeof err), 0);
+}
+
 /* Steps engines a and b side by side until both are idle: the same events, due times and counters. */
 static void step_alike(st_emu_engine *a, st_vclock *va, st_emu_engine *b, st_vclock *vb)
 {
@@ -394,8 +402,7 @@ static void seeded_prompts(void **state)
     st_vclock va = { 0 }, vb = { 0 };
     st_emu_engine *a, *b;
     char err[512];
-    assert_int_equal(st_emu_engine_new(&c, st_clock_virtual(&va), &a, NULL, err, sizeof err), 0);
-    assert_int_equal(st_emu_engine_new(&c, st_clock_virtual(&vb), &b, NULL, err, sizeof err), 0);
+    engine_pair(&c, &va, &a, &vb, &b);
     st_emu_req_params p = { .id = 1, .n_ids = 300, .max_tokens = 40 };
     assert_int_equal(st_emu_add_request(a, &p, err, sizeof err), ST_EMU_ADD_INVALID);
     p.seeded = 1;
@@ -458,8 +465,7 @@ static void keyed_tails(void **state)
         st_vclock va = { 0 }, vb = { 0 };
         st_emu_engine *a, *b;
         char err[512];
-        assert_int_equal(st_emu_engine_new(&c, st_clock_virtual(&va), &a, NULL, err, sizeof err), 0);
-        assert_int_equal(st_emu_engine_new(&c, st_clock_virtual(&vb), &b, NULL, err, sizeof err), 0);
+        engine_pair(&c, &va, &a, &vb, &b);
         st_emu_req_params bad = { .id = 99, .n_ids = 100, .max_tokens = 4, .seeded = 1, .keyed_from = 100 };
         assert_int_equal(st_emu_add_request(a, &bad, err, sizeof err), ST_EMU_ADD_INVALID); /* no ids, no tail */
         keyed_round(a, b, &c, replayed, 0);
