@@ -68,20 +68,18 @@ struct st_emu_engine {
     uint32_t cap_admitted, cap_preempted;
     uint32_t *scratch_blocks;
     uint32_t cap_scratch;
-    /* st_emu_skip_steps scratch: the run's sequences, step times, and each sequence's state */
+    /* st_emu_skip_steps scratch: per sequence of the run (running index): its result entry, the run's step it
+     * takes its next block at, the run's step of its first decode (SKIP_NONE: none in the run, a chunked
+     * prefill), and the next sequence of its group; per group (a step mod block_size), the first and last
+     * sequence: a sequence is in the group of the steps it takes a block at, and the group of step p + 1
+     * registers a full block at step p (skip_prepare), each in running order */
     st_emu_skip_seq *skip_seq;
     st_ns *skip_start, *skip_due;
-    uint32_t *skip_take;          /* running indices grouped by the step (mod block_size) they take a block at; the
-                                group of step p + 1 registers a full block at step p (skip_prepare) */
-    uint32_t *skip_off_take;      /* block_size + 1 offsets into it */
+    uint64_t *skip_first;
+    uint32_t *skip_j0, *skip_next, *skip_head, *skip_tail;
     st_emu_step_fixed skip_fixed; /* the step time's terms but for the context, of a run of skip_fixed_n decodes */
     uint32_t skip_fixed_n;        /* (0: none yet): they depend on the batch's size alone, kept from run to run */
-    int skip_admits;              /* the latest run ended before a step that admits the waiting head, and nothing but
-                        arrivals (queued behind it) changed since: the next run would end before its first
-                        step for the same reason (its clock only later, its cutoff no earlier) */
-    uint32_t *skip_key;           /* per sequence: its group (scratch) */
-    uint64_t *skip_first;         /* per sequence: the run's step it takes its next block at */
-    uint32_t cap_skip_seq, cap_skip_start, cap_skip_due, cap_skip_take, cap_skip_offt, cap_skip_key, cap_skip_first;
+    uint32_t cap_skip_seq, cap_skip_start, cap_skip_due, cap_skip_first, cap_skip_j0, cap_skip_next, cap_skip_group;
     st_ns fe_free;              /* the API server's work queue is busy until then (engine time) */
     st_ns fe_batch, fe_pre;     /* when the latest step's token work began on it, and the queue's end before it */
     st_ns last_start, last_end; /* the previous step's start and end (-1 before the first) */
@@ -237,10 +235,11 @@ void st_emu_engine_free(st_emu_engine *e)
     free(e->skip_seq);
     free(e->skip_start);
     free(e->skip_due);
-    free(e->skip_take);
-    free(e->skip_off_take);
-    free(e->skip_key);
     free(e->skip_first);
+    free(e->skip_j0);
+    free(e->skip_next);
+    free(e->skip_head);
+    free(e->skip_tail);
     st_emu_blocks_free(&e->pool);
     free(e);
 }
@@ -452,11 +451,7 @@ static void req_release_blocks(st_emu_engine *e, emu_req *r)
     r->n_cached = 0;
 }
 
-void st_emu_set_output_prompts(st_emu_engine *e, int on)
-{
-    e->no_output_prompts = !on;
-    e->skip_admits = 0;
-}
+void st_emu_set_output_prompts(st_emu_engine *e, int on) { e->no_output_prompts = !on; }
 
 int st_emu_hold(st_emu_engine *e, uint64_t id, int on)
 {
@@ -466,7 +461,6 @@ int st_emu_hold(st_emu_engine *e, uint64_t id, int on)
         return -1;
     emu_req *r = w ? e->wq[(e->wq_head + idx) % e->wq_cap] : e->run[idx];
     r->held = on != 0;
-    e->skip_admits = 0;
     return 0;
 }
 
@@ -489,7 +483,6 @@ int st_emu_abort(st_emu_engine *e, uint64_t id)
         e->n_run--;
     }
     req_release_blocks(e, r);
-    e->skip_admits = 0;
     e->st.finished_abort++;
     req_free(e, r);
     return 0;
@@ -779,10 +772,9 @@ static int schedule_running(st_emu_engine *e, step_sched *sc)
     return 0;
 }
 
-/* Moves waiting request r, its hit_tokens + ext tokens already computed, to the running list
- * and schedules num_new of its tokens. */
-static void admit(st_emu_engine *e, step_sched *sc, emu_req *r, uint32_t hit_tokens, uint32_t ext, uint32_t num_new,
-                  st_ns now)
+/* Moves waiting request r (the head), its hit_tokens + ext tokens already computed, to the end of the
+ * running list: admitted at `now`. */
+static void admit_head(st_emu_engine *e, emu_req *r, uint32_t hit_tokens, uint32_t ext, st_ns now)
 {
     wq_pop_front(e);
     e->run[e->n_run++] = r;
@@ -799,6 +791,13 @@ static void admit(st_emu_engine *e, step_sched *sc, emu_req *r, uint32_t hit_tok
         r->cached_tokens = hit_tokens + ext;
         r->first_scheduled = now;
     }
+}
+
+/* admit_head, and num_new of its tokens scheduled this step. */
+static void admit(st_emu_engine *e, step_sched *sc, emu_req *r, uint32_t hit_tokens, uint32_t ext, uint32_t num_new,
+                  st_ns now)
+{
+    admit_head(e, r, hit_tokens, ext, now);
     push_u64(&e->admitted, &sc->n_adm, &e->cap_admitted, r->id);
     e->sched[sc->n_sched] = r;
     e->sched_new[sc->n_sched++] = num_new;
@@ -836,6 +835,26 @@ static int schedule_waiting(st_emu_engine *e, step_sched *sc, st_ns cutoff, st_n
     return 0;
 }
 
+/* Request r's part of a step's batch b: nn tokens after its num_computed, r->spec_draft of them drafts
+ * (a verification: 1 + draft tokens, each scored). Whether it is a decode; *sampled: whether it produces
+ * a token (an lm_head row). */
+static int batch_add(st_emu_batch *b, const emu_req *r, uint32_t nn, uint8_t *sampled)
+{
+    uint32_t real = nn - r->spec_draft; /* the tokens that are not drafts */
+    double prior = r->num_computed;
+    int decode = r->n_out > 0 && real == 1 && r->num_computed + 1 == r->n_tokens;
+    b->tokens += nn;
+    b->seqs++;
+    if (decode)
+        b->decode_tokens += nn;
+    *sampled = r->num_computed + real == r->n_tokens;
+    if (*sampled)
+        b->sampled += 1 + r->spec_draft;
+    b->attn_pairs += nn * prior + (double)nn * (nn + 1) / 2.0;
+    b->kv_read_tokens += prior;
+    return decode;
+}
+
 /* Phase 3: the step time of the n_sched scheduled requests, into res and e->work; the step's end. */
 static st_ns step_time(st_emu_engine *e, uint32_t n_sched, st_ns now, st_emu_step_result *res)
 {
@@ -845,26 +864,13 @@ static st_ns step_time(st_emu_engine *e, uint32_t n_sched, st_ns now, st_emu_ste
     for (uint32_t i = 0; i < n_sched; i++) {
         emu_req *r = e->sched[i];
         uint32_t nn = e->sched_new[i];
-        uint32_t real = nn - r->spec_draft; /* the tokens that are not drafts */
-        double prior = r->num_computed;
         st_emu_seq_work *wk = &e->work[i];
         *wk = (st_emu_seq_work){ .id = r->id, .user = r->user, .new_tokens = nn, .context = r->num_computed };
-        b.tokens += nn;
-        b.seqs++;
-        if (r->n_out > 0 && real == 1 && r->num_computed + 1 == r->n_tokens) {
-            b.decode_tokens += nn; /* a verification: 1 + draft tokens, each scored */
-            wk->decode = 1;
-            if (e->cfg.spec.k) {
-                spec_seqs++;
-                spec_ctx += prior;
-            }
+        wk->decode = (uint8_t)batch_add(&b, r, nn, &wk->sampled);
+        if (wk->decode && e->cfg.spec.k) {
+            spec_seqs++;
+            spec_ctx += r->num_computed;
         }
-        if (r->num_computed + real == r->n_tokens) {
-            b.sampled += 1 + r->spec_draft;
-            wk->sampled = 1;
-        }
-        b.attn_pairs += nn * prior + (double)nn * (nn + 1) / 2.0;
-        b.kv_read_tokens += prior;
     }
     st_emu_step_breakdown bd;
     double secs = st_emu_step_seconds(&e->cfg, &b, &bd) + st_emu_spec_proposer_seconds(&e->cfg, spec_seqs, spec_ctx);
@@ -980,7 +986,6 @@ static void frontend_due(st_emu_engine *e, uint32_t n_ev, st_ns end)
 int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
 {
     memset(res, 0, sizeof *res);
-    e->skip_admits = 0;
     st_ns now = e->clock.now(e->clock.ctx);
     res->start = now;
     if (!st_emu_has_work(e))
@@ -1011,74 +1016,97 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
     return 0;
 }
 
-/* ---- runs of decode steps (st_emu_skip_steps) ---------------------------------------------
+/* ---- runs of steps (st_emu_skip_steps) -----------------------------------------------------
  * Between two events every step schedules the same running requests, one decode token each: the
  * step's batch differs from the previous one only in its context (one token more per sequence),
  * blocks are taken at known steps (a sequence's next block when its tokens cross a block
- * boundary) and full blocks registered in the prefix cache at known steps. The run below applies
- * exactly what st_emu_step would, in the same order (block takes and registrations step by step in
- * running order, the step time from st_emu_step_seconds of the same batch), without the
+ * boundary) and full blocks registered in the prefix cache at known steps. A waiting request the
+ * step admits joins the run: its prefill is in that step's batch, and from the next step on it is
+ * one more decode (a chunked prefill ends the run with its step). The run below applies exactly what
+ * st_emu_step would, in the same order (block takes and registrations step by step in running order,
+ * then the admissions, the step time from st_emu_step_seconds of the same batch), without the
  * scheduler's per-step passes over the queues, the per-step events or the driver's per-step work. */
 
-/* Groups running indices 0..n-1 by key[i] in [0, bs) (stable: running order within a group) into
- * idx, with the group starts in off[0..bs]. */
-static void skip_group(const uint32_t *key, uint32_t n, uint32_t bs, uint32_t *idx, uint32_t *off)
-{
-    memset(off, 0, (bs + 1) * sizeof *off);
-    for (uint32_t i = 0; i < n; i++)
-        off[key[i] + 1]++;
-    for (uint32_t p = 0; p < bs; p++)
-        off[p + 1] += off[p];
-    for (uint32_t i = 0; i < n; i++)
-        idx[off[key[i]]++] = i;
-    for (uint32_t p = bs; p > 0; p--) /* back to starts */
-        off[p] = off[p - 1];
-    off[0] = 0;
-}
+#define SKIP_NONE UINT32_MAX
 
-/* A run of decode steps in progress: the running count, the waiting head that may end it, the
- * prepared batch, and the engine's clocks and context as of the step being applied. */
+/* A run of steps in progress: its decodes and their computed context, the engine's clocks and the API
+ * server's queue as of the step being applied. */
 typedef struct skip_run {
-    uint32_t n, bs, budget;
+    uint32_t n; /* sequences that decode in the step being applied */
+    uint32_t bs, budget;
     int bs_pow2;           /* bs is a power of two (vLLM's are): j mod bs without a division */
-    uint32_t nfree_before; /* free blocks before the latest step's takes */
-    uint32_t extra_takes;  /* blocks taken by the phase 1 of the step the run ended before (admission) */
-    emu_req *head;         /* the waiting head, when a step may try to admit it */
-    const st_emu_step_fixed *fixed;
+    uint32_t nfree_before; /* free blocks before the latest step's takes and admissions */
+    uint32_t joined_last;  /* sequences the latest step admitted */
+    uint32_t waiting0;     /* waiting requests after the run's first step (admissions only shorten the queue) */
     st_ns t, fe_free, fe_pre, fe_batch, fe_total, last_start, last_end;
+    double fe_done; /* the API server's work on one step's tokens, in running order (ns, as frontend_due sums) */
     uint64_t C, kmax, j;
 } skip_run;
 
-/* The run's per-sequence arrays for n sequences of blocks of bs tokens. 0, or -1 out of memory. */
+/* Room for the run's per-sequence arrays for n sequences and its bs groups. 0, or -1 out of memory. */
 static int skip_reserve(st_emu_engine *e, uint32_t n, uint32_t bs)
 {
     if (grow((void **)&e->skip_seq, &e->cap_skip_seq, n, sizeof *e->skip_seq) < 0 ||
-        grow((void **)&e->skip_take, &e->cap_skip_take, n, sizeof *e->skip_take) < 0 ||
-        grow((void **)&e->skip_key, &e->cap_skip_key, n, sizeof *e->skip_key) < 0 ||
         grow((void **)&e->skip_first, &e->cap_skip_first, n, sizeof *e->skip_first) < 0 ||
-        grow((void **)&e->skip_off_take, &e->cap_skip_offt, bs + 1, sizeof *e->skip_off_take) < 0)
+        grow((void **)&e->skip_j0, &e->cap_skip_j0, n, sizeof *e->skip_j0) < 0 ||
+        grow((void **)&e->skip_next, &e->cap_skip_next, n, sizeof *e->skip_next) < 0 ||
+        grow((void **)&e->run, &e->cap_run, n, sizeof *e->run) < 0)
         return -1;
+    if (e->cap_skip_group < bs) {
+        uint32_t *h = realloc(e->skip_head, (size_t)bs * sizeof *h);
+        if (!h)
+            return -1;
+        e->skip_head = h;
+        uint32_t *t = realloc(e->skip_tail, (size_t)bs * sizeof *t);
+        if (!t)
+            return -1;
+        e->skip_tail = t;
+        e->cap_skip_group = bs;
+    }
     return 0;
+}
+
+/* Sequence i (running index) that decodes from the run's step j0 on, with nc computed tokens in nb
+ * blocks before it: it takes its next block at the step where nc + (j - j0) + 1 first exceeds nb * bs
+ * (then every bs steps), j = j0 + nb * bs - nc, and registers a full block one step before each take
+ * (cache_full_blocks): put in that step's group (mod bs), after the sequences before it. */
+static void skip_join_group(st_emu_engine *e, const skip_run *s, uint32_t i, uint32_t j0, uint64_t nc, uint64_t nb)
+{
+    uint64_t first = j0 + nb * s->bs - nc;
+    uint32_t p = (uint32_t)(s->bs_pow2 ? first & (s->bs - 1) : first % s->bs);
+    e->skip_first[i] = first;
+    e->skip_j0[i] = j0;
+    e->skip_next[i] = SKIP_NONE;
+    if (e->skip_tail[p] == SKIP_NONE)
+        e->skip_head[p] = i;
+    else
+        e->skip_next[e->skip_tail[p]] = i;
+    e->skip_tail[p] = i;
+}
+
+/* The steps a request that decodes next has before it finishes: at max_tokens or at max_model_len
+ * (0: it has finished). */
+static uint64_t skip_steps_left(const st_emu_engine *e, const emu_req *r)
+{
+    uint64_t fin = r->n_out < r->max_tokens ? r->max_tokens - r->n_out : 0;
+    uint64_t fin_len = r->n_tokens < e->mem.max_model_len ? e->mem.max_model_len - r->n_tokens : 0;
+    return fin_len < fin ? fin_len : fin;
 }
 
 /* One pass over the running requests (skip_reserve first). Whether every one is a decode that does not
  * finish within the run (0) or not (1); when it is, the computed context s->C, the run's longest length
- * s->kmax, and the groups: a sequence of nc computed tokens and nb blocks takes its next block at the
- * step j where nc + j + 1 first exceeds nb * bs (then every bs steps): j = nb * bs - nc, so j = -nc
- * (mod bs). It registers a full block at the steps where nc + j + 1 is a multiple of bs
- * (cache_full_blocks): j = -nc - 1 (mod bs), one step before its takes (mod bs), so the group that takes
- * at step p + 1 registers at step p: one grouping serves both. Also each sequence's result entry, with
- * its offset on the API server's queue. */
+ * s->kmax, the groups (skip_join_group), and each sequence's result entry with its offset on the API
+ * server's queue. */
 static int skip_prepare(st_emu_engine *e, skip_run *s)
 {
     uint32_t bs = s->bs, n = s->n;
     st_emu_skip_seq *sq = e->skip_seq;
-    uint64_t *first = e->skip_first;
-    uint32_t *key = e->skip_key;
     double per = e->cfg.tune.fe_token_cpu_s * 1e9, done = 0;
     int caching = e->cfg.enable_prefix_caching;
     s->C = 0;
     s->kmax = UINT64_MAX;
+    for (uint32_t p = 0; p < bs; p++)
+        e->skip_head[p] = e->skip_tail[p] = SKIP_NONE;
     for (uint32_t i = 0; i < n; i++) {
         const emu_req *r = e->run[i];
         uint64_t room = (uint64_t)r->n_blocks * bs;
@@ -1089,41 +1117,34 @@ static int skip_prepare(st_emu_engine *e, skip_run *s)
          * register more than the newly full block when fewer are registered */
         if (caching && ((uint64_t)r->n_cached + 1) * bs <= r->num_computed)
             return 1;
-        /* step j (0-based) emits output token n_out + j + 1: it finishes at max_tokens or at max_model_len;
-         * the run ends with the first step in which a request finishes */
-        uint64_t fin = r->max_tokens - r->n_out;
-        uint64_t fin_len = e->mem.max_model_len - r->n_tokens;
-        if (fin_len < fin)
-            fin = fin_len;
+        /* step j (0-based) emits output token n_out + j + 1; the run ends with the first step in which a
+         * request finishes */
+        uint64_t fin = skip_steps_left(e, r);
         if (fin < s->kmax)
             s->kmax = fin;
         s->C += r->num_computed;
-        first[i] = room - r->num_computed;
-        key[i] = (uint32_t)(s->bs_pow2 ? first[i] & (bs - 1) : first[i] % bs);
+        skip_join_group(e, s, i, 0, r->num_computed, r->n_blocks);
         done += per * (r->fe_factor > 0 ? r->fe_factor : 1.0); /* st_emu_step's API-server queue */
         sq[i] = (st_emu_skip_seq){ .id = r->id, .user = r->user, .n_out = r->n_out, .due_off = (st_ns)done };
     }
-    skip_group(key, n, bs, e->skip_take, e->skip_off_take);
+    s->fe_done = done;
     return 0;
 }
 
-/* Phase 1 of step s->j (p = j mod bs): each sequence's allocate_slots (a take, then
- * cache_full_blocks), in running order. 0, or -1 out of memory. */
+/* Phase 1 of step s->j (p = j mod bs): each decode's allocate_slots (a take, then cache_full_blocks), in
+ * running order: the group of step p takes, the group of step p + 1 registers. 0, or -1 out of memory. */
 static int skip_allocate(st_emu_engine *e, const skip_run *s, uint32_t p)
 {
-    const uint32_t *take = e->skip_take, *reg = e->skip_take; /* the registering group: that of step p + 1 */
-    const uint32_t *off_take = e->skip_off_take, *off_reg = e->skip_off_take + (p + 1 == s->bs ? 0 : p + 1);
     const uint64_t *first = e->skip_first;
+    const uint32_t *next = e->skip_next;
     int caching = e->cfg.enable_prefix_caching;
     uint64_t j = s->j;
-    uint32_t a = off_take[p], ae = off_take[p + 1];
-    uint32_t g = caching ? off_reg[0] : 0, ge = caching ? off_reg[1] : 0;
-    while (a < ae || g < ge) {
-        uint32_t ia = a < ae ? take[a] : UINT32_MAX, ig = g < ge ? reg[g] : UINT32_MAX;
-        uint32_t i = ia < ig ? ia : ig;
+    uint32_t a = e->skip_head[p], g = caching ? e->skip_head[p + 1 == s->bs ? 0 : p + 1] : SKIP_NONE;
+    while (a != SKIP_NONE || g != SKIP_NONE) {
+        uint32_t i = a < g ? a : g;
         emu_req *r = e->run[i];
-        if (ia == i) {
-            a++;
+        if (a == i) {
+            a = next[a];
             if (j >= first[i]) {
                 int tr = st_emu_blocks_take(&e->pool, 1, r->blocks + r->n_blocks);
                 if (tr < 0) {
@@ -1133,64 +1154,119 @@ static int skip_allocate(st_emu_engine *e, const skip_run *s, uint32_t p)
                 r->n_blocks++;
             }
         }
-        if (ig == i) {
-            g++;
-            cache_full_blocks(e, r, r->num_computed + (uint32_t)j + 1);
+        if (g == i) {
+            g = next[g];
+            cache_full_blocks(e, r, r->num_computed + (uint32_t)(j - e->skip_j0[i]) + 1);
         }
     }
     return 0;
 }
 
-/* Phase 2 of step s->j: whether the waiting head would be admitted (1: the run ends before this
- * step; its phase 1, done, is what st_emu_step does first: it finds the blocks in place), 0 when
- * not, -1 out of memory. */
-static int skip_head_admitted(st_emu_engine *e, const skip_run *s)
+/* Phase 2 of step s->j: the waiting requests st_emu_step's schedule_waiting would admit, admitted as it
+ * does, their part of the step's batch in x, and each one's result entry: a prefill that completes
+ * emits its token at this step and decodes from the next one on; a chunked one ends the run with this
+ * step. The count admitted, or -1 out of memory. */
+static int skip_admit(st_emu_engine *e, skip_run *s, st_emu_batch *x)
 {
     st_ns cutoff = s->j == 0 ? admission_cutoff(e, s->t)
                              : (st_emu_async_scheduling(&e->cfg) ? s->last_start : s->t); /* busy: t == last_end */
-    emu_req *head = s->head;
-    if (!head || head->ready > cutoff)
-        return 0;
-    uint32_t n_hits;
-    if (prefix_hits(e, head, &n_hits) < 0)
-        return -1;
-    uint32_t hit = n_hits * s->bs, ext = head->kv_external > hit ? head->kv_external - hit : 0;
-    uint32_t num_new = head->n_tokens - hit - ext;
-    if (num_new > s->budget - s->n)
-        num_new = s->budget - s->n;
-    return admission_fits(e, head, ext + num_new, e->scratch_blocks, n_hits);
+    double per = e->cfg.tune.fe_token_cpu_s * 1e9;
+    int admitted = 0;
+    while (e->wq_len > 0 && s->budget > s->n + x->tokens && e->n_run < e->mem.max_num_seqs) {
+        emu_req *r = wq_front(e);
+        if (r->ready > cutoff)
+            break;
+        uint32_t n_hits, i = e->n_run;
+        if (skip_reserve(e, i + 1, s->bs) < 0 || prefix_hits(e, r, &n_hits) < 0)
+            return -1;
+        uint32_t hit = n_hits * s->bs, ext = r->kv_external > hit ? r->kv_external - hit : 0;
+        uint32_t num_new = r->n_tokens - hit - ext, left = s->budget - s->n - x->tokens;
+        if (num_new > left)
+            num_new = left;
+        if (!admission_fits(e, r, ext + num_new, e->scratch_blocks, n_hits) ||
+            allocate_slots(e, r, ext + num_new, e->scratch_blocks, n_hits) < 0) {
+            if (e->oom)
+                return -1;
+            break;
+        }
+        admit_head(e, r, hit, ext, s->t);
+        admitted++;
+        uint8_t sampled;
+        batch_add(x, r, num_new, &sampled);
+        r->num_computed += num_new;
+        st_emu_skip_seq *sq = &e->skip_seq[i];
+        *sq = (st_emu_skip_seq){ .id = r->id, .user = r->user, .n_out = r->n_out, .from = SKIP_NONE };
+        if (!sampled) { /* a chunked prefill: no token; the run ends with this step */
+            sq->due_off = (st_ns)s->fe_done;
+            e->skip_j0[i] = SKIP_NONE;
+            e->skip_first[i] = UINT64_MAX;
+            s->kmax = s->j + 1;
+            break;
+        }
+        /* its token (apply_output, fill_event): the step's end is set once the batch is complete */
+        sq->from = (uint32_t)s->j;
+        sq->cached_tokens = r->cached_tokens;
+        if (r->n_tokens < r->cap_tokens)
+            r->n_tokens++;
+        r->n_out++;
+        if (r->n_out == 1) {
+            sq->first = 1;
+            e->st.prompt_tokens += r->n_prompt;
+        }
+        s->fe_done += per * (r->fe_factor > 0 ? r->fe_factor : 1.0);
+        sq->due_off = s->fe_total = (st_ns)s->fe_done;
+        uint64_t left_steps = skip_steps_left(e, r);
+        if (s->j + 1 + left_steps < s->kmax)
+            s->kmax = s->j + 1 + left_steps;
+        skip_join_group(e, s, i, (uint32_t)s->j + 1, r->num_computed, r->n_blocks);
+    }
+    return admitted;
 }
 
-/* Step s->j of the run: its block takes and registrations, then its time and the API server's
- * queue. 0; 1 when the run ends before it because it would preempt, 2 because it would admit the
- * waiting head; -1 out of memory. */
+/* Step s->j of the run: its block takes and registrations, its admissions, then its time and the API
+ * server's queue. 0; 1 when the run ends before it because it would preempt; -1 out of memory. */
 static int skip_one_step(st_emu_engine *e, skip_run *s)
 {
     uint64_t j = s->j;
     uint32_t p = (uint32_t)(s->bs_pow2 ? j & (s->bs - 1) : j % s->bs);
     /* blocks this step takes, in running order; the run ends before a step that would preempt */
     uint32_t takes = 0;
-    for (uint32_t a = e->skip_off_take[p]; a < e->skip_off_take[p + 1]; a++)
-        takes += j >= e->skip_first[e->skip_take[a]];
+    for (uint32_t a = e->skip_head[p]; a != SKIP_NONE; a = e->skip_next[a])
+        takes += j >= e->skip_first[a];
     if (takes > e->pool.nfree)
         return 1;
-    uint32_t prev = s->nfree_before;
     s->nfree_before = e->pool.nfree;
     if (grow((void **)&e->skip_start, &e->cap_skip_start, (uint32_t)j + 2, sizeof *e->skip_start) < 0 ||
         grow((void **)&e->skip_due, &e->cap_skip_due, (uint32_t)j + 1, sizeof *e->skip_due) < 0)
         return -1;
     if (skip_allocate(e, s, p) < 0)
         return -1;
-    int adm = skip_head_admitted(e, s);
-    if (adm > 0) {
-        /* the run ends before this step; its phase 1 stays (st_emu_step finds the blocks in place)
-         * but its takes are not the run's: the run's counts end with the step before */
-        s->extra_takes = s->nfree_before - e->pool.nfree;
-        s->nfree_before = prev;
+    uint32_t n0 = e->n_run;
+    st_emu_batch x = { 0 };
+    int adm = skip_admit(e, s, &x);
+    if (adm < 0)
+        return -1;
+    s->joined_last = (uint32_t)adm;
+    if (j == 0)
+        s->waiting0 = e->wq_len;
+    double secs;
+    if (adm) { /* the step's whole batch, as st_emu_step's step_time sums it */
+        st_emu_batch b = { .tokens = s->n + x.tokens,
+                           .decode_tokens = s->n + x.decode_tokens,
+                           .seqs = s->n + x.seqs,
+                           .sampled = s->n + x.sampled,
+                           .attn_pairs = (double)(s->C + s->n) + x.attn_pairs,
+                           .kv_read_tokens = (double)s->C + x.kv_read_tokens };
+        secs = st_emu_step_seconds(&e->cfg, &b, NULL);
+    } else {
+        if (e->skip_fixed_n != s->n) { /* every decode-only step of this batch differs in its context alone */
+            st_emu_batch b = { .tokens = s->n, .decode_tokens = s->n, .seqs = s->n, .sampled = s->n };
+            st_emu_step_prepare(&e->cfg, &b, &e->skip_fixed);
+            e->skip_fixed_n = s->n;
+        }
+        secs = st_emu_step_seconds_ctx(&e->skip_fixed, (double)(s->C + s->n), (double)s->C, NULL);
     }
-    if (adm != 0)
-        return adm < 0 ? -1 : 2;
-    st_ns dur = (st_ns)(st_emu_step_seconds_ctx(s->fixed, (double)(s->C + s->n), (double)s->C, NULL) * 1e9);
+    st_ns dur = (st_ns)(secs * 1e9);
     if (dur < 1)
         dur = 1;
     st_ns end = s->t + dur;
@@ -1207,6 +1283,14 @@ static int skip_one_step(st_emu_engine *e, skip_run *s)
     s->last_start = s->t;
     s->last_end = end;
     s->C += s->n;
+    for (uint32_t i = n0; i < e->n_run; i++) /* the admitted ones that produced a token decode from now on */
+        if (e->skip_j0[i] != SKIP_NONE) {
+            emu_req *r = e->run[i];
+            if (e->skip_seq[i].first)
+                r->first_token = end;
+            s->C += r->num_computed;
+            s->n++;
+        }
     s->t = end;
     return 0;
 }
@@ -1215,24 +1299,26 @@ static int skip_one_step(st_emu_engine *e, skip_run *s)
  * and the engine's counters and clocks; the result into res. */
 static void skip_finish(st_emu_engine *e, const skip_run *s, uint32_t k, st_emu_skip_result *res)
 {
-    uint32_t n = s->n;
+    uint32_t n = e->n_run;
     st_emu_skip_seq *sq = e->skip_seq;
     e->skip_start[k] = s->t;
-    /* the counts after each step, as st_emu_get_stats gives them: running and KV usage peak
-     * before the last step's finished requests free their blocks */
+    /* the counts after each step, as st_emu_get_stats gives them: they only grow until the last step's
+     * finished requests leave (after the step before it: without those the last step admitted) */
     double pool_n = e->pool.n;
-    res->running_peak = n;
-    double nfree_end = (double)e->pool.nfree + s->extra_takes;        /* after the run's last step */
-    res->kv_usage_peak = pool_n ? 1.0 - nfree_end / pool_n : 0;       /* after the last step, unless it frees */
-    double before_last = pool_n ? 1.0 - s->nfree_before / pool_n : 0; /* after the step before it */
+    double before_last = pool_n ? 1.0 - s->nfree_before / pool_n : 0;
     uint32_t w = 0, finished = 0;
+    uint64_t generated = 0;
     for (uint32_t i = 0; i < n; i++) {
         emu_req *r = e->run[i];
-        r->n_tokens += k < r->cap_tokens - r->n_tokens ? k : r->cap_tokens - r->n_tokens;
-        r->n_out += k;
-        r->num_computed += k;
-        if (r->n_out >= r->max_tokens || r->n_tokens >= e->mem.max_model_len) { /* st_emu_step's finish */
-            sq[i].finish = ST_EMU_FINISH_LENGTH;
+        uint32_t j0 = e->skip_j0[i], steps = j0 == SKIP_NONE || j0 >= k ? 0 : k - j0;
+        r->n_tokens += steps < r->cap_tokens - r->n_tokens ? steps : r->cap_tokens - r->n_tokens;
+        r->n_out += steps;
+        r->num_computed += steps;
+        if (sq[i].from == SKIP_NONE)
+            sq[i].from = k; /* a chunked prefill: no token in the run */
+        generated += k - sq[i].from;
+        if (r->n_out >= r->max_tokens || (r->n_out > 0 && r->n_tokens >= e->mem.max_model_len)) {
+            sq[i].finish = ST_EMU_FINISH_LENGTH; /* st_emu_step's release_finished */
             req_release_blocks(e, r);
             e->st.finished_length++;
             req_free(e, r);
@@ -1243,13 +1329,13 @@ static void skip_finish(st_emu_engine *e, const skip_run *s, uint32_t k, st_emu_
         }
     }
     e->n_run = w;
-    if (finished) { /* the last step's own counts, after its releases */
-        double u = pool_n ? 1.0 - ((double)e->pool.nfree + s->extra_takes) / pool_n : 0;
-        res->kv_usage_peak = k >= 2 && before_last > u ? before_last : u;
-        if (k == 1)
-            res->running_peak = w;
-    }
-    e->st.generation_tokens += (uint64_t)n * k;
+    res->running_peak = w;
+    res->kv_usage_peak = pool_n ? 1.0 - (double)e->pool.nfree / pool_n : 0;
+    if (k >= 2 && n - s->joined_last > res->running_peak)
+        res->running_peak = n - s->joined_last;
+    if (k >= 2 && before_last > res->kv_usage_peak)
+        res->kv_usage_peak = before_last;
+    e->st.generation_tokens += generated;
     e->st.steps += k;
     e->st.steps_skipped += k;
     e->fe_free = s->fe_free;
@@ -1260,6 +1346,7 @@ static void skip_finish(st_emu_engine *e, const skip_run *s, uint32_t k, st_emu_
     if (e->cfg.no_frontend)
         for (uint32_t i = 0; i < n; i++)
             sq[i].due_off = 0;
+    res->waiting_peak = s->waiting0;
     res->steps = k;
     res->seqs = n;
     res->seq = sq;
@@ -1272,39 +1359,27 @@ int st_emu_skip_steps(st_emu_engine *e, st_ns horizon, st_emu_skip_result *res)
     memset(res, 0, sizeof *res);
     skip_run s = { .n = e->n_run, .bs = e->cfg.block_size, .budget = e->mem.max_num_batched_tokens };
     s.bs_pow2 = (s.bs & (s.bs - 1)) == 0;
-    uint32_t n = s.n;
     st_ns now = e->clock.now(e->clock.ctx);
-    if (n == 0 || now >= horizon || e->oom || n > s.budget || e->cfg.spec.k || e->skip_admits)
+    if (s.n == 0 || now >= horizon || e->oom || s.n > s.budget || e->cfg.spec.k)
         return 1; /* with speculation every step draws its drafts: st_emu_step */
-    if (skip_reserve(e, n, s.bs) < 0)
+    if (skip_reserve(e, s.n, s.bs) < 0)
         return -1;
     if (skip_prepare(e, &s))
         return 1;
-    /* the waiting head, when a step may try to admit it (st_emu_step's phase 2) */
-    if (e->wq_len > 0 && n < e->mem.max_num_seqs && n < s.budget)
-        s.head = wq_front(e);
-    if (e->skip_fixed_n != n) { /* every step of the run has this batch but for its context */
-        st_emu_batch b = { .tokens = n, .decode_tokens = n, .seqs = n, .sampled = n };
-        st_emu_step_prepare(&e->cfg, &b, &e->skip_fixed);
-        e->skip_fixed_n = n;
-    }
-    s.fixed = &e->skip_fixed;
     s.fe_free = e->fe_free;
     s.last_start = e->last_start;
     s.last_end = e->last_end;
     s.fe_pre = e->fe_pre;
     s.fe_batch = e->fe_batch;
-    s.fe_total = n ? e->skip_seq[n - 1].due_off : 0;
+    s.fe_total = e->skip_seq[s.n - 1].due_off;
     s.t = now;
     s.nfree_before = e->pool.nfree;
     for (s.j = 0; s.j < s.kmax && s.t < horizon; s.j++) {
         int rc = skip_one_step(e, &s);
         if (rc < 0)
             return -1;
-        if (rc > 0) {
-            e->skip_admits = rc == 2;
+        if (rc > 0)
             break;
-        }
     }
     if (s.j == 0)
         return 1;
@@ -1323,11 +1398,7 @@ void st_emu_get_stats(const st_emu_engine *e, st_emu_stats *s)
     s->evictions = e->pool.evictions;
 }
 
-int st_emu_reset_prefix_cache(st_emu_engine *e)
-{
-    e->skip_admits = 0;
-    return st_emu_blocks_reset_cache(&e->pool);
-}
+int st_emu_reset_prefix_cache(st_emu_engine *e) { return st_emu_blocks_reset_cache(&e->pool); }
 
 int st_emu_engine_check(const st_emu_engine *e, char *err, size_t errlen)
 {

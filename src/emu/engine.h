@@ -155,32 +155,38 @@ typedef struct st_emu_step_result {
  * pool (the memory plan refuses such a max_model_len, so only a broken plan gets here). */
 int st_emu_step(st_emu_engine *e, st_emu_step_result *res);
 
-/* One sequence of a run of decode steps (st_emu_skip_steps). */
+/* One sequence of a run of steps (st_emu_skip_steps). */
 typedef struct st_emu_skip_seq {
     uint64_t id;
     void *user;
-    uint32_t n_out;       /* output tokens before the run: its token of step j is number n_out + j + 1 */
-    st_ns due_off;        /* its token of step j is due at due[j] + due_off (the API-server queue's order) */
-    st_emu_finish finish; /* set when its last token was in the run's last step (it left the engine) */
+    uint32_t n_out;         /* output tokens before the run: its token of step j is number n_out + j - from + 1 */
+    uint32_t from;          /* the run's step of its first token in the run: 0, or the step that admitted it (its
+                             prefill's token); steps when it has none (a chunked prefill admitted by the last step) */
+    uint8_t first;          /* its token of step `from` is its first (a request the run admitted) */
+    uint32_t cached_tokens; /* with first: its prefix-cache hit (st_emu_event.cached_tokens) */
+    st_ns due_off;          /* its token of step j is due at due[j] + due_off (the API-server queue's order) */
+    st_emu_finish finish;   /* set when its last token was in the run's last step (it left the engine) */
 } st_emu_skip_seq;
 
-/* A run of decode steps taken at once: what `steps` calls of st_emu_step would have done. */
+/* A run of steps taken at once: what `steps` calls of st_emu_step would have done. */
 typedef struct st_emu_skip_result {
     uint32_t steps;             /* steps taken (>= 1 when st_emu_skip_steps returns 0) */
-    uint32_t seqs;              /* sequences in every step (all decodes), in st_emu_step's event order */
+    uint32_t seqs;              /* sequences in the run (decodes, and those admitted), in st_emu_step's event order */
     const st_emu_skip_seq *seq; /* seqs of them */
     const st_ns *start;         /* steps + 1 engine times: each step's start, then the last step's end */
     const st_ns *due;           /* steps: when each step's first token reaches its client */
     uint32_t running_peak;      /* the most running requests, and the highest KV usage, st_emu_get_stats */
     double kv_usage_peak;       /* gives after any step of the run */
+    uint32_t waiting_peak;      /* the most waiting requests after any step of the run */
 } st_emu_skip_result;
 
 /* Takes the run of steps that starts now (clock.now()) in one call, when the next step is a pure
- * decode step: every running request decodes one token, none is held. The run ends with the first
- * step in which a request finishes (it leaves the engine as in st_emu_step), or before a step that
- * would differ: a block allocation that would fail (a preemption), a waiting request that would be
- * admitted, a step starting at or after `horizon` (engine time: the caller's next event, an
- * arrival, a tick). The
+ * decode step but for admissions: every running request decodes one token, none is held. A waiting
+ * request a step admits (as st_emu_step would) is prefilled in that step and decodes from the next
+ * one on; a chunked prefill (its prompt over the step's token budget) ends the run with its step. The
+ * run ends with the first step in which a request finishes (it leaves the engine as in st_emu_step),
+ * or before a step that would differ: a block allocation that would fail (a preemption), a step
+ * starting at or after `horizon` (engine time: the caller's next event, an arrival, a tick). The
  * engine's state, counters and clock-independent results are those of the same steps run one by
  * one with st_emu_step (docs/engine-model.md, "Step skipping"); the caller advances its clock to
  * res->start[res->steps]. Arrays are owned by the engine, valid until the next call. 0 when

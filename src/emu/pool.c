@@ -76,7 +76,9 @@ static void record_skip(pool *P, uint32_t k, const st_emu_skip_result *sk)
     for (uint32_t q = 0; q < sk->seqs; q++) {
         const st_emu_skip_seq *sq = &sk->seq[q];
         st_emu_pool_out *o = sq->user;
-        o->tokens += sk->steps;
+        if (sq->first && o->first_token < 0)
+            o->first_token = sk->due[sq->from] + sq->due_off;
+        o->tokens += sk->steps - sq->from;
         if (sq->finish != ST_EMU_NOT_FINISHED) { /* in the run's last step */
             o->end = sk->due[sk->steps - 1] + sq->due_off;
             heap_push(P, o->end, k);

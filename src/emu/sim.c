@@ -788,9 +788,9 @@ static int run_step(run *R, const st_emu_step_result *res)
     return 0;
 }
 
-/* Records a run of decode steps (st_emu_skip_steps): each sequence's tokens at the times its
- * client receives them, as run_step does step by step (requests finish only in the run's last
- * step, none gets its first token in a run). 0, or -1. */
+/* Records a run of steps (st_emu_skip_steps): each sequence's tokens at the times its client receives
+ * them, as run_step does step by step (requests finish only in the run's last step; those the run
+ * admitted get their first token in it). 0, or -1. */
 static int run_skip(run *R, const st_emu_skip_result *sk)
 {
     uint32_t k = sk->steps, first = 0;
@@ -809,31 +809,36 @@ static int run_skip(run *R, const st_emu_skip_result *sk)
     for (uint32_t q = 0; q < sk->seqs; q++) {
         const st_emu_skip_seq *sq = &sk->seq[q];
         st_record *r = sq->user;
-        uint32_t n_reason = R->items[r - R->rec].n_reason;
+        uint32_t n_reason = R->items[r - R->rec].n_reason, from = sq->from, m = k - from; /* its tokens */
         st_ns off = sq->due_off - R->t0; /* its token of step j reaches its client at due[j] + off */
-        if (tl && st_record_add_timeline(r, S->tl, first, k, off + S->tl_shift) < 0) {
+        if (m == 0)
+            continue; /* a chunked prefill: no token yet */
+        if (sq->first) {
+            r->first_token = r->first_byte = sk->due[from] + off;
+            r->http_status = 200;
+            r->cached_tokens = sq->cached_tokens;
+        }
+        if (tl && st_record_add_timeline(r, S->tl, first + from, m, off + S->tl_shift) < 0) {
             snprintf(R->err, R->errlen, "out of memory");
             return -1;
         }
         if (sq->finish)
             shift += sq->due_off - (q ? sq[-1].due_off : 0);
-        /* step j emits token n_out + j + 1 */
-        if (n_reason >= sq->n_out && n_reason - sq->n_out < k) /* the first answer token */
-            r->first_answer = sk->due[n_reason - sq->n_out] + off;
+        /* step j emits token n_out + j - from + 1 */
+        if (n_reason >= sq->n_out && n_reason - sq->n_out < m) /* the first answer token */
+            r->first_answer = sk->due[from + n_reason - sq->n_out] + off;
         if (sq->n_out + 1 <= n_reason)
-            r->reasoning_tokens = sq->n_out + k < n_reason ? sq->n_out + k : n_reason;
-        r->output_tokens = sq->n_out + k;
-        R->p.output_tokens += k;
+            r->reasoning_tokens = sq->n_out + m < n_reason ? sq->n_out + m : n_reason;
+        r->output_tokens = sq->n_out + m;
+        R->p.output_tokens += m;
         if (sq->finish && finish(R, r, sk->due[k - 1] + off) < 0) /* in the run's last step, as run_step ends it */
             return -1;
     }
     S->tl_shift += shift;
-    st_emu_stats es;
-    st_emu_get_stats(R->e, &es); /* waiting as after every step of the run */
     if (sk->running_peak > R->s.max_running)
         R->s.max_running = sk->running_peak;
-    if (es.waiting > R->s.max_waiting)
-        R->s.max_waiting = es.waiting;
+    if (sk->waiting_peak > R->s.max_waiting)
+        R->s.max_waiting = sk->waiting_peak;
     if (sk->kv_usage_peak > R->s.max_kv_usage)
         R->s.max_kv_usage = sk->kv_usage_peak;
     st_ns end_abs = sk->start[k];

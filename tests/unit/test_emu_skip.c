@@ -744,60 +744,78 @@ static void runs_stop_at_the_horizon(void **state)
     st_emu_engine_free(e);
 }
 
-/* A run ends before the step that would admit the waiting head; the next call returns at once for the
- * same reason (no steps taken), until something other than an arrival changes the engine: an abort of
- * the head lets runs go on, and so does the step that admits it. */
-static void runs_stop_before_an_admission(void **state)
+/* A waiting request that a step admits joins the run: its prefill is in that step's batch, its first
+ * token comes at the step's end (from, first, cached_tokens) and it decodes from the next step on. A
+ * prompt over the step's token budget (a chunked prefill) ends the run with the step that admits it,
+ * and the next step is st_emu_step's. */
+static void runs_take_admissions(void **state)
 {
     (void)state;
     st_emu_config c;
     emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
     c.no_frontend = 1;
+    c.max_num_batched_tokens = 2048;
     st_vclock vc = { 0 };
     st_emu_engine *e;
     char err[256];
     assert_int_equal(st_emu_engine_new(&c, st_clock_virtual(&vc), &e, NULL, err, sizeof err), 0);
-    uint32_t ids[100];
-    for (uint32_t k = 0; k < 100; k++)
+    static uint32_t ids[3000];
+    for (uint32_t k = 0; k < 3000; k++)
         ids[k] = 7000 + k;
-    for (uint64_t id = 1; id <= 4; id++) { /* 5 and 6 arrive later */
+    for (uint64_t id = 1; id <= 4; id++) {
         st_emu_req_params p = { .id = id, .ids = ids, .n_ids = 100, .max_tokens = 200, .arrival = 0 };
         assert_int_equal(st_emu_add_request(e, &p, err, sizeof err), ST_EMU_ADD_OK);
     }
     st_emu_step_result res;
     st_emu_skip_result sk;
     assert_int_equal(st_emu_step(e, &res), 0);
+    assert_int_equal(res.n_admitted, 4);
     vc.t = res.start + res.duration;
-    st_emu_req_params p5 = { .id = 5, .ids = ids, .n_ids = 100, .max_tokens = 200, .arrival = vc.t };
+    /* the same 100-token prompt: its 6 full blocks are cached */
+    st_emu_req_params p5 = { .id = 5, .ids = ids, .n_ids = 100, .max_tokens = 400, .arrival = vc.t };
     assert_int_equal(st_emu_add_request(e, &p5, err, sizeof err), ST_EMU_ADD_OK);
-    int rc;
-    while ((rc = st_emu_skip_steps(e, INT64_MAX, &sk)) == 0)
-        vc.t = sk.start[sk.steps];
-    assert_int_equal(rc, 1); /* the head is admitted by the next step */
-    st_emu_stats before, after;
-    st_emu_get_stats(e, &before);
-    st_emu_req_params p6 = { .id = 6, .ids = ids, .n_ids = 100, .max_tokens = 200, .arrival = vc.t };
-    assert_int_equal(st_emu_add_request(e, &p6, err, sizeof err), ST_EMU_ADD_OK); /* queued behind it */
-    assert_int_equal(st_emu_skip_steps(e, INT64_MAX, &sk), 1);
-    st_emu_get_stats(e, &after);
-    assert_int_equal(after.steps, before.steps);
-    /* without the waiting requests a run goes on */
-    assert_int_equal(st_emu_abort(e, 5), 0);
-    assert_int_equal(st_emu_abort(e, 6), 0);
-    assert_int_equal(st_emu_skip_steps(e, vc.t + 1, &sk), 0);
-    assert_int_equal(sk.steps, 1);
-    vc.t = sk.start[1];
-    /* a new head: once the step that admits it has run, runs go on again */
-    p5.arrival = vc.t;
-    assert_int_equal(st_emu_add_request(e, &p5, err, sizeof err), ST_EMU_ADD_OK);
-    while ((rc = st_emu_skip_steps(e, INT64_MAX, &sk)) == 0)
-        vc.t = sk.start[sk.steps];
-    assert_int_equal(rc, 1);
-    assert_int_equal(st_emu_step(e, &res), 0);
-    assert_int_equal(res.n_admitted, 1);
-    vc.t = res.start + res.duration;
-    assert_int_equal(st_emu_skip_steps(e, vc.t + 1, &sk), 0);
+    assert_int_equal(st_emu_skip_steps(e, INT64_MAX, &sk), 0);
+    /* the run goes on to the step in which the first four finish (their 199 decodes) */
+    assert_int_equal(sk.steps, 199);
     assert_int_equal(sk.seqs, 5);
+    for (uint32_t q = 0; q < 4; q++) {
+        assert_int_equal(sk.seq[q].from, 0);
+        assert_int_equal(sk.seq[q].first, 0);
+        assert_int_equal(sk.seq[q].finish, ST_EMU_FINISH_LENGTH);
+    }
+    const st_emu_skip_seq *j5 = &sk.seq[4];
+    assert_int_equal(j5->id, 5);
+    assert_true(j5->from <= 1); /* with async scheduling it reaches the step after next */
+    assert_int_equal(j5->first, 1);
+    assert_int_equal(j5->n_out, 0);
+    assert_int_equal(j5->cached_tokens, 96);
+    assert_int_equal(j5->finish, ST_EMU_NOT_FINISHED);
+    assert_int_equal(sk.waiting_peak, j5->from == 0 ? 0 : 1);
+    st_emu_stats es;
+    st_emu_get_stats(e, &es);
+    assert_int_equal(es.running, 1);
+    assert_int_equal(es.waiting, 0);
+    assert_int_equal(es.generation_tokens, 4 * 200 + (199 - j5->from));
+    assert_int_equal(es.prompt_tokens, 5 * 100);
+    vc.t = sk.start[sk.steps];
+    /* a 3,000-token prompt over the 2,048-token budget: admitted with a chunk, the run ends with that step */
+    st_emu_req_params p6 = { .id = 6, .ids = ids, .n_ids = 3000, .max_tokens = 10, .arrival = vc.t };
+    assert_int_equal(st_emu_add_request(e, &p6, err, sizeof err), ST_EMU_ADD_OK);
+    assert_int_equal(st_emu_skip_steps(e, INT64_MAX, &sk), 0);
+    assert_int_equal(sk.seqs, 2);
+    assert_int_equal(sk.seq[1].id, 6);
+    assert_int_equal(sk.seq[1].from, sk.steps); /* no token in the run */
+    assert_int_equal(sk.seq[1].first, 0);
+    assert_true(sk.steps <= 2);
+    vc.t = sk.start[sk.steps];
+    st_emu_get_stats(e, &es);
+    assert_int_equal(es.running, 2);
+    /* the rest of its prompt is st_emu_step's, with its first token */
+    assert_int_equal(st_emu_skip_steps(e, INT64_MAX, &sk), 1);
+    assert_int_equal(st_emu_step(e, &res), 0);
+    assert_int_equal(res.n_events, 2);
+    assert_int_equal(res.events[1].id, 6);
+    assert_int_equal(res.events[1].first, 1);
     assert_int_equal(st_emu_engine_check(e, err, sizeof err), 0);
     st_emu_engine_free(e);
 }
@@ -886,7 +904,7 @@ int main(void)
         cmocka_unit_test(ticks_and_timeouts),
         cmocka_unit_test(sessions_with_reasoning),
         cmocka_unit_test(runs_stop_at_the_horizon),
-        cmocka_unit_test(runs_stop_before_an_admission),
+        cmocka_unit_test(runs_take_admissions),
         cmocka_unit_test(random_workloads),
         cmocka_unit_test(ticks_see_the_same_engine),
         cmocka_unit_test(without_token_times),
