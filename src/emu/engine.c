@@ -77,6 +77,9 @@ struct st_emu_engine {
     st_ns *skip_start, *skip_due;
     uint64_t *skip_first;
     uint32_t *skip_j0, *skip_next, *skip_head, *skip_tail;
+    double *skip_share;  /* per sequence: its tokens' share of the API server's queue (ns) */
+    uint64_t *skip_heap; /* with hooks: (the step it finishes in << 32 | running index), a min-heap */
+    uint32_t n_skip_heap, cap_skip_share, cap_skip_heap;
     st_emu_step_fixed skip_fixed; /* the step time's terms but for the context, of a run of skip_fixed_n decodes */
     uint32_t skip_fixed_n;        /* (0: none yet): they depend on the batch's size alone, kept from run to run */
     uint32_t cap_skip_seq, cap_skip_start, cap_skip_due, cap_skip_first, cap_skip_j0, cap_skip_next, cap_skip_group;
@@ -240,6 +243,8 @@ void st_emu_engine_free(st_emu_engine *e)
     free(e->skip_next);
     free(e->skip_head);
     free(e->skip_tail);
+    free(e->skip_share);
+    free(e->skip_heap);
     st_emu_blocks_free(&e->pool);
     free(e);
 }
@@ -1028,6 +1033,8 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
  * scheduler's per-step passes over the queues, the per-step events or the driver's per-step work. */
 
 #define SKIP_NONE UINT32_MAX
+#define SKIP_DEAD (UINT32_MAX - 1) /* skip_j0 of a sequence that finished in the run (hooks) */
+#define SKIP_DEAD_MAX 32u          /* finished entries a run keeps at least before it ends to drop them */
 
 /* A run of steps in progress: its decodes and their computed context, the engine's clocks and the API
  * server's queue as of the step being applied. */
@@ -1041,6 +1048,11 @@ typedef struct skip_run {
     st_ns t, fe_free, fe_pre, fe_batch, fe_total, last_start, last_end;
     double fe_done; /* the API server's work on one step's tokens, in running order (ns, as frontend_due sums) */
     uint64_t C, kmax, j;
+    st_emu_skip_hooks *hooks; /* NULL: the run ends with the first step in which a request finishes */
+    uint32_t alive;           /* sequences in the run that have not finished (the running requests) */
+    uint32_t dead;            /* with hooks: those that have (their entries stay until the run ends) */
+    uint32_t running_peak, waiting_peak;
+    double kv_peak;
 } skip_run;
 
 /* Room for the run's per-sequence arrays for n sequences and its bs groups. 0, or -1 out of memory. */
@@ -1050,6 +1062,8 @@ static int skip_reserve(st_emu_engine *e, uint32_t n, uint32_t bs)
         grow((void **)&e->skip_first, &e->cap_skip_first, n, sizeof *e->skip_first) < 0 ||
         grow((void **)&e->skip_j0, &e->cap_skip_j0, n, sizeof *e->skip_j0) < 0 ||
         grow((void **)&e->skip_next, &e->cap_skip_next, n, sizeof *e->skip_next) < 0 ||
+        grow((void **)&e->skip_share, &e->cap_skip_share, n, sizeof *e->skip_share) < 0 ||
+        grow((void **)&e->skip_heap, &e->cap_skip_heap, n, sizeof *e->skip_heap) < 0 ||
         grow((void **)&e->run, &e->cap_run, n, sizeof *e->run) < 0)
         return -1;
     if (e->cap_skip_group < bs) {
@@ -1093,6 +1107,37 @@ static uint64_t skip_steps_left(const st_emu_engine *e, const emu_req *r)
     return fin_len < fin ? fin_len : fin;
 }
 
+/* With hooks: sequence i finishes in the run's step `step` (the heap has room: skip_reserve). */
+static void skip_heap_push(st_emu_engine *e, uint64_t step, uint32_t i)
+{
+    uint64_t key = step << 32 | i, *h = e->skip_heap;
+    uint32_t k = e->n_skip_heap++;
+    while (k > 0 && h[(k - 1) / 2] > key) {
+        h[k] = h[(k - 1) / 2];
+        k = (k - 1) / 2;
+    }
+    h[k] = key;
+}
+
+static void skip_heap_pop(st_emu_engine *e)
+{
+    uint64_t *h = e->skip_heap, last = h[--e->n_skip_heap];
+    uint32_t k = 0, n = e->n_skip_heap;
+    for (;;) {
+        uint32_t c = 2 * k + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n && h[c + 1] < h[c])
+            c++;
+        if (h[c] >= last)
+            break;
+        h[k] = h[c];
+        k = c;
+    }
+    if (n)
+        h[k] = last;
+}
+
 /* One pass over the running requests (skip_reserve first). Whether every one is a decode that does not
  * finish within the run (0) or not (1); when it is, the computed context s->C, the run's longest length
  * s->kmax, the groups (skip_join_group), and each sequence's result entry with its offset on the API
@@ -1120,11 +1165,14 @@ static int skip_prepare(st_emu_engine *e, skip_run *s)
         /* step j (0-based) emits output token n_out + j + 1; the run ends with the first step in which a
          * request finishes */
         uint64_t fin = skip_steps_left(e, r);
-        if (fin < s->kmax)
+        if (s->hooks)
+            skip_heap_push(e, fin - 1, i);
+        else if (fin < s->kmax)
             s->kmax = fin;
         s->C += r->num_computed;
         skip_join_group(e, s, i, 0, r->num_computed, r->n_blocks);
-        done += per * (r->fe_factor > 0 ? r->fe_factor : 1.0); /* st_emu_step's API-server queue */
+        e->skip_share[i] = per * (r->fe_factor > 0 ? r->fe_factor : 1.0);
+        done += e->skip_share[i]; /* st_emu_step's API-server queue */
         sq[i] = (st_emu_skip_seq){ .id = r->id, .user = r->user, .n_out = r->n_out, .due_off = (st_ns)done };
     }
     s->fe_done = done;
@@ -1156,7 +1204,8 @@ static int skip_allocate(st_emu_engine *e, const skip_run *s, uint32_t p)
         }
         if (g == i) {
             g = next[g];
-            cache_full_blocks(e, r, r->num_computed + (uint32_t)(j - e->skip_j0[i]) + 1);
+            if (e->skip_j0[i] != SKIP_DEAD) /* (a finished one takes nothing: its first is past every step) */
+                cache_full_blocks(e, r, r->num_computed + (uint32_t)(j - e->skip_j0[i]) + 1);
         }
     }
     return 0;
@@ -1172,7 +1221,7 @@ static int skip_admit(st_emu_engine *e, skip_run *s, st_emu_batch *x)
                              : (st_emu_async_scheduling(&e->cfg) ? s->last_start : s->t); /* busy: t == last_end */
     double per = e->cfg.tune.fe_token_cpu_s * 1e9;
     int admitted = 0;
-    while (e->wq_len > 0 && s->budget > s->n + x->tokens && e->n_run < e->mem.max_num_seqs) {
+    while (e->wq_len > 0 && s->budget > s->n + x->tokens && s->alive < e->mem.max_num_seqs) {
         emu_req *r = wq_front(e);
         if (r->ready > cutoff)
             break;
@@ -1200,7 +1249,9 @@ static int skip_admit(st_emu_engine *e, skip_run *s, st_emu_batch *x)
             sq->due_off = (st_ns)s->fe_done;
             e->skip_j0[i] = SKIP_NONE;
             e->skip_first[i] = UINT64_MAX;
+            e->skip_share[i] = 0;
             s->kmax = s->j + 1;
+            s->alive++;
             break;
         }
         /* its token (apply_output, fill_event): the step's end is set once the batch is complete */
@@ -1213,14 +1264,77 @@ static int skip_admit(st_emu_engine *e, skip_run *s, st_emu_batch *x)
             sq->first = 1;
             e->st.prompt_tokens += r->n_prompt;
         }
-        s->fe_done += per * (r->fe_factor > 0 ? r->fe_factor : 1.0);
+        e->skip_share[i] = per * (r->fe_factor > 0 ? r->fe_factor : 1.0);
+        s->fe_done += e->skip_share[i];
         sq->due_off = s->fe_total = (st_ns)s->fe_done;
         uint64_t left_steps = skip_steps_left(e, r);
-        if (s->j + 1 + left_steps < s->kmax)
+        s->alive++;
+        if (s->hooks)
+            skip_heap_push(e, s->j + left_steps, i);
+        else if (s->j + 1 + left_steps < s->kmax) {
             s->kmax = s->j + 1 + left_steps;
+        }
         skip_join_group(e, s, i, (uint32_t)s->j + 1, r->num_computed, r->n_blocks);
     }
     return admitted;
+}
+
+/* With hooks, after step s->j: the sequences whose last token was in it leave the engine as
+ * st_emu_step's release_finished has them leave (in running order), each given to hooks->finished; the
+ * others' places on the API server's queue close up (the same sums frontend_due makes); the counts
+ * after the step. 0. */
+static int skip_retire(st_emu_engine *e, skip_run *s)
+{
+    uint64_t j = s->j;
+    st_emu_skip_seq *sq = e->skip_seq;
+    int left = 0;
+    while (e->n_skip_heap && e->skip_heap[0] >> 32 == j) {
+        uint32_t i = (uint32_t)(e->skip_heap[0] & 0xffffffffu), j0 = e->skip_j0[i];
+        skip_heap_pop(e);
+        emu_req *r = e->run[i];
+        uint32_t steps = (uint32_t)(j + 1 - j0); /* its decodes in the run (none: it finished at admission) */
+        r->n_tokens += steps < r->cap_tokens - r->n_tokens ? steps : r->cap_tokens - r->n_tokens;
+        r->n_out += steps;
+        r->num_computed += steps;
+        s->C -= r->num_computed; /* its context after the step, summed in */
+        s->n--;
+        uint32_t tokens = (uint32_t)(j + 1 - sq[i].from);
+        e->st.generation_tokens += tokens;
+        sq[i].finish = ST_EMU_FINISH_LENGTH;
+        req_release_blocks(e, r);
+        e->st.finished_length++;
+        req_free(e, r);
+        e->skip_j0[i] = SKIP_DEAD;
+        e->skip_first[i] = UINT64_MAX;
+        e->skip_share[i] = 0;
+        s->alive--;
+        s->dead++;
+        left = 1;
+        st_ns due = e->skip_due[j] + (e->cfg.no_frontend ? 0 : sq[i].due_off);
+        s->hooks->next = s->hooks->finished(s->hooks->arg, &sq[i], tokens, due);
+    }
+    if (left) {
+        double done = 0;
+        for (uint32_t i = 0; i < e->n_run; i++)
+            if (e->skip_j0[i] != SKIP_DEAD) {
+                done += e->skip_share[i];
+                sq[i].due_off = (st_ns)done;
+            }
+        s->fe_done = done;
+        s->fe_total = (st_ns)done;
+        /* nothing left to run; or more finished entries than running ones, which every step's passes
+         * would walk: the run ends here, and the next one starts with the running ones alone */
+        if (s->alive == 0 || (s->dead > SKIP_DEAD_MAX && s->dead > s->alive))
+            s->kmax = j + 1;
+    }
+    double pool_n = e->pool.n, kv = pool_n ? 1.0 - e->pool.nfree / pool_n : 0;
+    if (s->alive > s->running_peak)
+        s->running_peak = s->alive;
+    if (e->wq_len > s->waiting_peak)
+        s->waiting_peak = e->wq_len;
+    if (kv > s->kv_peak)
+        s->kv_peak = kv;
+    return 0;
 }
 
 /* Step s->j of the run: its block takes and registrations, its admissions, then its time and the API
@@ -1288,11 +1402,12 @@ static int skip_one_step(st_emu_engine *e, skip_run *s)
             emu_req *r = e->run[i];
             if (e->skip_seq[i].first)
                 r->first_token = end;
+            e->skip_seq[i].first_due = e->skip_due[j] + (e->cfg.no_frontend ? 0 : e->skip_seq[i].due_off);
             s->C += r->num_computed;
             s->n++;
         }
     s->t = end;
-    return 0;
+    return s->hooks ? skip_retire(e, s) : 0;
 }
 
 /* Applies the run's k steps to the running requests (st_emu_step's finish for those that end)
@@ -1309,6 +1424,8 @@ static void skip_finish(st_emu_engine *e, const skip_run *s, uint32_t k, st_emu_
     uint32_t w = 0, finished = 0;
     uint64_t generated = 0;
     for (uint32_t i = 0; i < n; i++) {
+        if (e->skip_j0[i] == SKIP_DEAD)
+            continue; /* finished in the run, given to the hooks */
         emu_req *r = e->run[i];
         uint32_t j0 = e->skip_j0[i], steps = j0 == SKIP_NONE || j0 >= k ? 0 : k - j0;
         r->n_tokens += steps < r->cap_tokens - r->n_tokens ? steps : r->cap_tokens - r->n_tokens;
@@ -1335,6 +1452,10 @@ static void skip_finish(st_emu_engine *e, const skip_run *s, uint32_t k, st_emu_
         res->running_peak = n - s->joined_last;
     if (k >= 2 && before_last > res->kv_usage_peak)
         res->kv_usage_peak = before_last;
+    if (s->hooks) { /* counted after every step */
+        res->running_peak = s->running_peak;
+        res->kv_usage_peak = s->kv_peak;
+    }
     e->st.generation_tokens += generated;
     e->st.steps += k;
     e->st.steps_skipped += k;
@@ -1346,7 +1467,7 @@ static void skip_finish(st_emu_engine *e, const skip_run *s, uint32_t k, st_emu_
     if (e->cfg.no_frontend)
         for (uint32_t i = 0; i < n; i++)
             sq[i].due_off = 0;
-    res->waiting_peak = s->waiting0;
+    res->waiting_peak = s->hooks ? s->waiting_peak : s->waiting0;
     res->steps = k;
     res->seqs = n;
     res->seq = sq;
@@ -1354,18 +1475,20 @@ static void skip_finish(st_emu_engine *e, const skip_run *s, uint32_t k, st_emu_
     res->due = e->skip_due;
 }
 
-int st_emu_skip_steps(st_emu_engine *e, st_ns horizon, st_emu_skip_result *res)
+int st_emu_skip_steps_hooked(st_emu_engine *e, st_ns horizon, st_emu_skip_hooks *hooks, st_emu_skip_result *res)
 {
     memset(res, 0, sizeof *res);
-    skip_run s = { .n = e->n_run, .bs = e->cfg.block_size, .budget = e->mem.max_num_batched_tokens };
+    skip_run s = { .n = e->n_run, .bs = e->cfg.block_size, .budget = e->mem.max_num_batched_tokens, .hooks = hooks };
     s.bs_pow2 = (s.bs & (s.bs - 1)) == 0;
     st_ns now = e->clock.now(e->clock.ctx);
     if (s.n == 0 || now >= horizon || e->oom || s.n > s.budget || e->cfg.spec.k)
         return 1; /* with speculation every step draws its drafts: st_emu_step */
     if (skip_reserve(e, s.n, s.bs) < 0)
         return -1;
+    e->n_skip_heap = 0;
     if (skip_prepare(e, &s))
         return 1;
+    s.alive = s.n;
     s.fe_free = e->fe_free;
     s.last_start = e->last_start;
     s.last_end = e->last_end;
@@ -1375,6 +1498,14 @@ int st_emu_skip_steps(st_emu_engine *e, st_ns horizon, st_emu_skip_result *res)
     s.t = now;
     s.nfree_before = e->pool.nfree;
     for (s.j = 0; s.j < s.kmax && s.t < horizon; s.j++) {
+        if (hooks && s.t >= hooks->next) { /* the driver's events due by this step: the engine as between steps */
+            e->fe_free = s.fe_free;
+            e->fe_pre = s.fe_pre;
+            e->fe_batch = s.fe_batch;
+            hooks->next = hooks->due(hooks->arg, s.t);
+            s.fe_free = e->fe_free;
+            s.fe_pre = e->fe_pre;
+        }
         int rc = skip_one_step(e, &s);
         if (rc < 0)
             return -1;
@@ -1385,6 +1516,11 @@ int st_emu_skip_steps(st_emu_engine *e, st_ns horizon, st_emu_skip_result *res)
         return 1;
     skip_finish(e, &s, (uint32_t)s.j, res);
     return 0;
+}
+
+int st_emu_skip_steps(st_emu_engine *e, st_ns horizon, st_emu_skip_result *res)
+{
+    return st_emu_skip_steps_hooked(e, horizon, NULL, res);
 }
 
 void st_emu_get_stats(const st_emu_engine *e, st_emu_stats *s)

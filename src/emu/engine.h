@@ -164,6 +164,7 @@ typedef struct st_emu_skip_seq {
                              prefill's token); steps when it has none (a chunked prefill admitted by the last step) */
     uint8_t first;          /* its token of step `from` is its first (a request the run admitted) */
     uint32_t cached_tokens; /* with first: its prefix-cache hit (st_emu_event.cached_tokens) */
+    st_ns first_due;        /* with first: when its first token reaches its client (engine time) */
     st_ns due_off;          /* its token of step j is due at due[j] + due_off (the API-server queue's order) */
     st_emu_finish finish;   /* set when its last token was in the run's last step (it left the engine) */
 } st_emu_skip_seq;
@@ -192,6 +193,24 @@ typedef struct st_emu_skip_result {
  * res->start[res->steps]. Arrays are owned by the engine, valid until the next call. 0 when
  * steps ran; 1 when none could (res->steps = 0: run st_emu_step); -1 out of memory. */
 int st_emu_skip_steps(st_emu_engine *e, st_ns horizon, st_emu_skip_result *res);
+
+/* A driver that follows a run of steps as it goes: the run then goes on past requests' last tokens
+ * and past the driver's own events, and ends only at `horizon` (or for the other reasons above). */
+typedef struct st_emu_skip_hooks {
+    /* Called before a step that starts at or after `next` (engine time; INT64_MAX: never) with the
+     * step's start t, as if the run had ended before it: the driver adds the requests due by t
+     * (st_emu_add_request, the only engine call allowed here) and returns its next event time. */
+    st_ns (*due)(void *arg, st_ns t);
+    /* Called after the step in which a request's last token was (it has left the engine): its entry
+     * (finish set), its tokens in the run (from `from` on), and when its last token reaches its client.
+     * Makes no engine call. Returns the driver's next event time. */
+    st_ns (*finished)(void *arg, const st_emu_skip_seq *sq, uint32_t tokens, st_ns due);
+    void *arg;
+    st_ns next;
+} st_emu_skip_hooks;
+/* st_emu_skip_steps with hooks (NULL: the same). The result's entries with finish set were given to
+ * hooks->finished; the others are the requests still running. Its peaks are those after every step. */
+int st_emu_skip_steps_hooked(st_emu_engine *e, st_ns horizon, st_emu_skip_hooks *hooks, st_emu_skip_result *res);
 int st_emu_has_work(const st_emu_engine *e);
 /* When the next step can schedule something: now when requests are running, the time the
  * oldest waiting request leaves the API server model (st_emu_tuning.fe_*) when none is, -1

@@ -139,6 +139,10 @@ typedef struct run {
     /* agent task graphs: the parents each node still waits for, and a stack to skip a failed
      * node's descendants */
     uint32_t *waiting, *dag_stack;
+    /* runs of steps go on past completions and sends (st_emu_skip_steps_hooked): no token times and
+     * no reasoning to record, so a request's record needs only its first and last token */
+    int hooked;
+    int hook_failed; /* a hook ran out of memory: the run stops with that error */
 } run;
 
 static const char SESSION_ENDED[] = "not sent: an earlier turn of its session did not complete";
@@ -811,10 +815,10 @@ static int run_skip(run *R, const st_emu_skip_result *sk)
         st_record *r = sq->user;
         uint32_t n_reason = R->items[r - R->rec].n_reason, from = sq->from, m = k - from; /* its tokens */
         st_ns off = sq->due_off - R->t0; /* its token of step j reaches its client at due[j] + off */
-        if (m == 0)
-            continue; /* a chunked prefill: no token yet */
+        if (m == 0 || (R->hooked && sq->finish))
+            continue; /* a chunked prefill: no token yet; or finished, given to hook_finished */
         if (sq->first) {
-            r->first_token = r->first_byte = sk->due[from] + off;
+            r->first_token = r->first_byte = sq->first_due - R->t0;
             r->http_status = 200;
             r->cached_tokens = sq->cached_tokens;
         }
@@ -825,7 +829,9 @@ static int run_skip(run *R, const st_emu_skip_result *sk)
         if (sq->finish)
             shift += sq->due_off - (q ? sq[-1].due_off : 0);
         /* step j emits token n_out + j - from + 1 */
-        if (n_reason >= sq->n_out && n_reason - sq->n_out < m) /* the first answer token */
+        if (sq->first && n_reason == 0) /* the first answer token is its first */
+            r->first_answer = sq->first_due - R->t0;
+        else if (n_reason >= sq->n_out && n_reason - sq->n_out < m) /* the first answer token */
             r->first_answer = sk->due[from + n_reason - sq->n_out] + off;
         if (sq->n_out + 1 <= n_reason)
             r->reasoning_tokens = sq->n_out + m < n_reason ? sq->n_out + m : n_reason;
@@ -844,7 +850,10 @@ static int run_skip(run *R, const st_emu_skip_result *sk)
     st_ns end_abs = sk->start[k];
     if (end_abs > R->S->vc.t)
         R->S->vc.t = end_abs;
-    st_ns last = sk->due[k - 1] + sk->seq[sk->seqs - 1].due_off; /* the run's latest delivery */
+    uint32_t q = sk->seqs;
+    while (q > 0 && R->hooked && sk->seq[q - 1].finish) /* (those were given to hook_finished) */
+        q--;
+    st_ns last = q ? sk->due[k - 1] + sk->seq[q - 1].due_off : -1; /* the run's latest delivery */
     if (R->last_due < 0 || last > R->last_due)
         R->last_due = last;
     return 0;
@@ -869,6 +878,42 @@ static st_ns next_event(const run *R)
             t = a;
     }
     return t;
+}
+
+/* next_event as an engine time (the hooks' clock). */
+static st_ns next_event_abs(const run *R)
+{
+    st_ns h = next_event(R);
+    return h >= INT64_MAX - R->t0 ? INT64_MAX : R->t0 + h;
+}
+
+/* st_emu_skip_hooks.due: the sends due by engine time t, as the loop makes them between steps. */
+static st_ns hook_due(void *arg, st_ns t)
+{
+    run *R = arg;
+    R->S->vc.t = t;
+    if (!R->hook_failed && send_due(R, t - R->t0) < 0)
+        R->hook_failed = 1;
+    return next_event_abs(R);
+}
+
+/* st_emu_skip_hooks.finished: a request's last token in a run, recorded as run_skip records it. */
+static st_ns hook_finished(void *arg, const st_emu_skip_seq *sq, uint32_t tokens, st_ns due)
+{
+    run *R = arg;
+    st_record *r = sq->user;
+    if (sq->first) { /* (no reasoning: its first token is its first answer token) */
+        r->first_token = r->first_byte = r->first_answer = sq->first_due - R->t0;
+        r->http_status = 200;
+        r->cached_tokens = sq->cached_tokens;
+    }
+    r->output_tokens = sq->n_out + tokens;
+    R->p.output_tokens += tokens;
+    if (R->last_due < 0 || due > R->last_due)
+        R->last_due = due;
+    if (!R->hook_failed && finish(R, r, due - R->t0) < 0)
+        R->hook_failed = 1;
+    return next_event_abs(R);
 }
 
 /* When nothing can run now: the next instant something happens (an arrival, a request leaving
@@ -947,6 +992,9 @@ int st_emu_session_run(st_emu_session *S, const st_emu_sim_item *items, uint32_t
     int rc = 0;
     /* runs of decode steps at once, unless asked otherwise or a caller looks at every step */
     int skip = !st_emu_engine_config(S->e)->step_by_step && !o->on_step;
+    R.hooked = skip && o->no_token_times;
+    for (uint32_t i = 0; i < n && R.hooked; i++)
+        R.hooked = items[i].n_reason == 0;
     for (uint32_t i = 0; i < n; i++)
         if (items[i].dependent && (R.cap || R.closed)) {
             snprintf(err, errlen, "multi-turn sessions run open loop, without a concurrency limit");
@@ -972,9 +1020,21 @@ int st_emu_session_run(st_emu_session *S, const st_emu_sim_item *items, uint32_t
             break;
         }
         if (skip) {
-            st_ns h = next_event(&R);
             st_emu_skip_result sk;
-            int kr = st_emu_skip_steps(R.e, h >= INT64_MAX - R.t0 ? INT64_MAX : R.t0 + h, &sk);
+            int kr;
+            if (R.hooked) { /* the run ends at a tick; sends and completions go through the hooks */
+                st_emu_skip_hooks hk = { .due = hook_due, .finished = hook_finished, .arg = &R };
+                hk.next = next_event_abs(&R);
+                st_ns tick = R.next_tick >= INT64_MAX - R.t0 ? INT64_MAX : R.t0 + R.next_tick;
+                kr = st_emu_skip_steps_hooked(R.e, tick, &hk, &sk);
+                if (R.hook_failed) {
+                    snprintf(err, errlen, "out of memory");
+                    rc = -1;
+                    break;
+                }
+            } else {
+                kr = st_emu_skip_steps(R.e, next_event_abs(&R), &sk);
+            }
             if (kr < 0 || (kr == 0 && run_skip(&R, &sk) < 0)) {
                 snprintf(err, errlen, "engine step failed (out of memory)");
                 rc = -1;

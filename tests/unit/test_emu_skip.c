@@ -219,6 +219,8 @@ static st_emu_sim_item *items(uint32_t n, double rate, uint32_t in_a, uint32_t i
 }
 
 static cmp_acc acc_all;
+static void compare_bare(const char *name, const st_emu_config *c, const st_emu_sim_item *it, uint32_t n,
+                         const st_emu_run_opts *o);
 
 static void short_and_long_outputs(void **state)
 {
@@ -425,6 +427,9 @@ static void sessions_with_reasoning(void **state)
                                        .turn = t };
         }
     compare("30 sessions of 3 turns, 80 reasoning tokens", &c, it, N, NULL, 0.3, &acc_all);
+    for (uint32_t i = 0; i < N; i++)
+        it[i].n_reason = 0;
+    compare_bare("30 sessions of 3 turns (runs past completions)", &c, it, N, NULL);
 }
 
 /* Without token times (st_emu_run_opts.no_token_times) a record has no events and every other field,
@@ -459,7 +464,13 @@ static void compare_bare(const char *name, const st_emu_config *c, const st_emu_
     assert_int_equal(a.st.preemptions, b.st.preemptions);
     assert_int_equal(a.st.completed, b.st.completed);
     assert_int_equal(a.st.max_running, b.st.max_running);
+    assert_int_equal(a.st.max_waiting, b.st.max_waiting);
+    assert_int_equal(a.st.prefix_hits, b.st.prefix_hits);
+    assert_int_equal(a.st.generated_tokens, b.st.generated_tokens);
+    note(&acc_all, "busy time (ns)", n, a.st.busy_s * 1e9, b.st.busy_s * 1e9);
     assert_int_equal(a.es.evictions, b.es.evictions);
+    assert_int_equal(a.es.free_blocks, b.es.free_blocks);
+    assert_int_equal(a.es.finished_length, b.es.finished_length);
     assert_true(a.st.completed > 0);
     print_message("%-40s %5u requests without token times, %u first answers after reasoning\n", name, n, answers);
     free_outcome(&a, n);
@@ -477,6 +488,20 @@ static void without_token_times(void **state)
     compare_bare("300/40 out with reasoning, 20 req/s", &c, it, 300, NULL);
     st_emu_run_opts closed = { .clients = 8 };
     compare_bare("300/40 out, 8 clients", &c, it, 300, &closed);
+    /* without reasoning a run goes on past completions and sends (st_emu_skip_steps_hooked) */
+    for (uint32_t i = 0; i < 300; i++)
+        it[i].n_reason = 0;
+    compare_bare("300/40 out, 20 req/s (runs past completions)", &c, it, 300, NULL);
+    compare_bare("300/40 out, 8 clients (runs past completions)", &c, it, 300, &closed);
+    st_emu_run_opts capped = { .max_concurrency = 24 };
+    compare_bare("300/40 out, at most 24 in flight (runs past completions)", &c, it, 300, &capped);
+    for (uint32_t i = 0; i < 300; i++)
+        it[i].chat = i % 2;
+    st_emu_run_opts ticks = { .tick = 250000000 };
+    compare_bare("chat and completions, ticks (runs past completions)", &c, it, 300, &ticks);
+    st_emu_config cn = c;
+    cn.no_frontend = 1;
+    compare_bare("no API-server model (runs past completions)", &cn, it, 300, &closed);
     free(it);
     c.max_num_batched_tokens = 2048;
     c.gpu_memory_utilization = 0.40;
@@ -880,6 +905,10 @@ static void random_workloads(void **state)
                  : mode == 1 ? " capped"
                              : "");
         compare(name, &c, it, n, &o, 0.0, &acc_all);
+        for (uint32_t i = 0; i < n; i++)
+            it[i].n_reason = 0;
+        snprintf(name + strlen(name), sizeof name - strlen(name), " bare");
+        compare_bare(name, &c, it, n, &o); /* runs past completions and sends */
         free(it);
     }
 }
