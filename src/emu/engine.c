@@ -80,8 +80,11 @@ struct st_emu_engine {
     double *skip_share;  /* per sequence: its tokens' share of the API server's queue (ns) */
     uint64_t *skip_heap; /* with hooks: (the step it finishes in << 32 | running index), a min-heap */
     uint32_t n_skip_heap, cap_skip_share, cap_skip_heap;
-    st_emu_step_fixed skip_fixed; /* the step time's terms but for the context, of a run of skip_fixed_n decodes */
-    uint32_t skip_fixed_n;        /* (0: none yet): they depend on the batch's size alone, kept from run to run */
+    /* per batch size n: the step time's terms but for the context of a step of n decodes (they depend on the
+     * batch's size alone), worked out when a run first has n decodes and kept for the engine's life */
+    st_emu_step_fixed *skip_fixed;
+    uint8_t *skip_fixed_ok;
+    uint32_t cap_skip_fixed;
     uint32_t cap_skip_seq, cap_skip_start, cap_skip_due, cap_skip_first, cap_skip_j0, cap_skip_next, cap_skip_group;
     st_ns fe_free;              /* the API server's work queue is busy until then (engine time) */
     st_ns fe_batch, fe_pre;     /* when the latest step's token work began on it, and the queue's end before it */
@@ -244,6 +247,8 @@ void st_emu_engine_free(st_emu_engine *e)
     free(e->skip_head);
     free(e->skip_tail);
     free(e->skip_share);
+    free(e->skip_fixed);
+    free(e->skip_fixed_ok);
     free(e->skip_heap);
     st_emu_blocks_free(&e->pool);
     free(e);
@@ -1337,6 +1342,33 @@ static int skip_retire(st_emu_engine *e, skip_run *s)
     return 0;
 }
 
+/* The step time's terms but for the context of a decode-only step of n sequences (skip_fixed), or NULL
+ * out of memory. */
+static const st_emu_step_fixed *skip_fixed_of(st_emu_engine *e, uint32_t n)
+{
+    if (n >= e->cap_skip_fixed) {
+        uint32_t cap = e->cap_skip_fixed ? e->cap_skip_fixed : 64;
+        while (cap <= n)
+            cap *= 2;
+        st_emu_step_fixed *f = realloc(e->skip_fixed, (size_t)cap * sizeof *f);
+        if (!f)
+            return NULL;
+        e->skip_fixed = f;
+        uint8_t *ok = realloc(e->skip_fixed_ok, cap);
+        if (!ok)
+            return NULL;
+        memset(ok + e->cap_skip_fixed, 0, cap - e->cap_skip_fixed);
+        e->skip_fixed_ok = ok;
+        e->cap_skip_fixed = cap;
+    }
+    if (!e->skip_fixed_ok[n]) {
+        st_emu_batch b = { .tokens = n, .decode_tokens = n, .seqs = n, .sampled = n };
+        st_emu_step_prepare(&e->cfg, &b, &e->skip_fixed[n]);
+        e->skip_fixed_ok[n] = 1;
+    }
+    return &e->skip_fixed[n];
+}
+
 /* Step s->j of the run: its block takes and registrations, its admissions, then its time and the API
  * server's queue. 0; 1 when the run ends before it because it would preempt; -1 out of memory. */
 static int skip_one_step(st_emu_engine *e, skip_run *s)
@@ -1373,12 +1405,10 @@ static int skip_one_step(st_emu_engine *e, skip_run *s)
                            .kv_read_tokens = (double)s->C + x.kv_read_tokens };
         secs = st_emu_step_seconds(&e->cfg, &b, NULL);
     } else {
-        if (e->skip_fixed_n != s->n) { /* every decode-only step of this batch differs in its context alone */
-            st_emu_batch b = { .tokens = s->n, .decode_tokens = s->n, .seqs = s->n, .sampled = s->n };
-            st_emu_step_prepare(&e->cfg, &b, &e->skip_fixed);
-            e->skip_fixed_n = s->n;
-        }
-        secs = st_emu_step_seconds_ctx(&e->skip_fixed, (double)(s->C + s->n), (double)s->C, NULL);
+        const st_emu_step_fixed *f = skip_fixed_of(e, s->n);
+        if (!f)
+            return -1;
+        secs = st_emu_step_seconds_ctx(f, (double)(s->C + s->n), (double)s->C, NULL);
     }
     st_ns dur = (st_ns)(secs * 1e9);
     if (dur < 1)
