@@ -835,17 +835,7 @@ static void evidence_section(const st_report *r, st_buf *b)
                 st_buf_printf(b, "| %s%s | %s%s | %s | %s | %s | %s | %u / %u | ", ra, w->grid ? "" : " (refine)",
                               st_report_verdict_words(r, w), w->stopped_early ? " (stopped early)" : "", d, o, t1, t2,
                               w->completed, w->planned);
-                const st_rep_server *sv = &c->server[j];
-                if (sv->samples) {
-                    char k1[32], k2[32], k3[32], k4[32];
-                    st_fmt_num(k1, sizeof k1, sv->kv_usage_max * 100);
-                    st_fmt_num(k2, sizeof k2, sv->running_max);
-                    st_fmt_num(k3, sizeof k3, sv->waiting_max);
-                    st_fmt_num(k4, sizeof k4, sv->preemptions);
-                    st_buf_printf(b, "%s %% / %s / %s / %s | ", k1, k2, k3, k4);
-                } else {
-                    st_buf_puts(b, "- | ");
-                }
+                server_cell(&c->server[j], b);
                 st_md_text(b, w->why ? w->why : "");
                 if (w->client_limited)
                     st_buf_puts(b, "; the load generator lagged its schedule");
