@@ -561,48 +561,20 @@ static int rd_value_arr(rd *r, st_gguf_value *v, const char *key, size_t at)
 /* A fixed-size scalar of `type` from its little-endian bytes q into v (a bool already checked). */
 static void decode_scalar(st_gguf_type type, const unsigned char *q, st_gguf_value *v)
 {
-    uint8_t u8;
-    uint16_t u16;
-    uint32_t u32;
-    uint64_t u64;
+    uint64_t x = 0;
     float f32;
+    memcpy(&x, q, fixed_size(type)); /* little-endian host: the value's bytes are x's lowest */
     switch (type) {
-    case ST_GGUF_U8: v->u = q[0]; break;
-    case ST_GGUF_I8:
-        memcpy(&u8, q, 1);
-        v->i = (int8_t)u8;
-        break;
-    case ST_GGUF_BOOL: v->u = q[0]; break;
-    case ST_GGUF_U16:
-        memcpy(&u16, q, 2);
-        v->u = u16;
-        break;
-    case ST_GGUF_I16:
-        memcpy(&u16, q, 2);
-        v->i = (int16_t)u16;
-        break;
-    case ST_GGUF_U32:
-        memcpy(&u32, q, 4);
-        v->u = u32;
-        break;
-    case ST_GGUF_I32:
-        memcpy(&u32, q, 4);
-        v->i = (int32_t)u32;
-        break;
+    case ST_GGUF_I8: v->i = (int8_t)x; break;
+    case ST_GGUF_I16: v->i = (int16_t)x; break;
+    case ST_GGUF_I32: v->i = (int32_t)x; break;
+    case ST_GGUF_I64: v->i = (int64_t)x; break;
     case ST_GGUF_F32:
         memcpy(&f32, q, 4);
         v->f = f32;
         break;
-    case ST_GGUF_U64:
-        memcpy(&u64, q, 8);
-        v->u = u64;
-        break;
-    case ST_GGUF_I64:
-        memcpy(&u64, q, 8);
-        v->i = (int64_t)u64;
-        break;
     case ST_GGUF_F64: memcpy(&v->f, q, 8); break;
-    default: break;
+    default: v->u = x; break; /* U8, U16, U32, U64, BOOL */
     }
 }
 
@@ -866,48 +838,27 @@ static void put_str(wr *w, const char *s, uint64_t n)
 
 static void put_value(wr *w, const st_gguf_value *v)
 {
-    uint8_t u8;
-    uint16_t u16;
-    uint32_t u32;
-    float f32;
+    uint64_t x = v->u; /* a fixed-size value: its fixed_size() lowest bytes of x (little-endian host) */
+    float f32 = (float)v->f;
     switch (v->type) {
-    case ST_GGUF_U8:
-    case ST_GGUF_BOOL:
-        u8 = (uint8_t)v->u;
-        put(w, &u8, 1);
-        break;
     case ST_GGUF_I8:
-        u8 = (uint8_t)(int8_t)v->i;
-        put(w, &u8, 1);
-        break;
-    case ST_GGUF_U16:
-        u16 = (uint16_t)v->u;
-        put(w, &u16, 2);
-        break;
     case ST_GGUF_I16:
-        u16 = (uint16_t)(int16_t)v->i;
-        put(w, &u16, 2);
-        break;
-    case ST_GGUF_U32: put_u32(w, (uint32_t)v->u); break;
     case ST_GGUF_I32:
-        u32 = (uint32_t)(int32_t)v->i;
-        put_u32(w, u32);
-        break;
-    case ST_GGUF_F32:
-        f32 = (float)v->f;
-        put(w, &f32, 4);
-        break;
-    case ST_GGUF_U64: put_u64(w, v->u); break;
-    case ST_GGUF_I64: put_u64(w, (uint64_t)v->i); break;
-    case ST_GGUF_F64: put(w, &v->f, 8); break;
-    case ST_GGUF_STR: put_str(w, v->str, v->str_len); break;
+    case ST_GGUF_I64: x = (uint64_t)v->i; break;
+    case ST_GGUF_F32: memcpy(&x, &f32, 4); break;
+    case ST_GGUF_F64: memcpy(&x, &v->f, 8); break;
+    case ST_GGUF_STR: put_str(w, v->str, v->str_len); return;
     case ST_GGUF_ARR:
         put_u32(w, v->elem);
         put_u64(w, v->n);
         put(w, v->raw, v->raw_len);
-        break;
-    default: w->fail = 1; break;
+        return;
+    default: break;
     }
+    if (fixed_size(v->type))
+        put(w, &x, fixed_size(v->type));
+    else
+        w->fail = 1;
 }
 
 int st_gguf_header(const st_gguf *g, unsigned char **out, size_t *len, char *err, size_t errlen)
