@@ -1153,11 +1153,8 @@ static void runner_cleanup(runner *r)
 {
     while (r->all)
         close_conn(r->all);
-    if (r->rec) { /* the run did not happen: its records are not handed out */
-        for (uint32_t i = 0; i < r->n; i++)
-            st_record_free(&r->rec[i]);
-        free(r->rec);
-    }
+    if (r->rec) /* the run did not happen: its records are not handed out */
+        st_records_free(r->rec, r->n);
     if (r->l) {
         st_timer_disarm(r->l, &r->arrival);
         st_timer_disarm(r->l, &r->probe);
@@ -1432,9 +1429,7 @@ void st_run_result_free(st_run_result *r)
 {
     if (!r->records)
         return;
-    for (uint32_t i = 0; i < r->n; i++)
-        st_record_free(&r->records[i]);
-    free(r->records);
+    st_records_free(r->records, r->n);
     r->records = NULL;
     r->n = 0;
 }

@@ -440,9 +440,7 @@ static void load_trace(arena *a, st_store *s, const st_report *r, const st_rep_c
             out->n = TRACE_POINTS;
         }
     }
-    for (uint32_t i = 0; i < n; i++)
-        st_record_free(&recs[i]);
-    free(recs);
+    st_records_free(recs, n);
     st_buf b;
     st_buf_init(&b, PIECE_MAX);
     char rt[32];

@@ -130,9 +130,7 @@ static void run_figures(st_store *s, int64_t run_id, st_rep_server *sv, st_notes
     st_notes_run_digest(recs, nr, m, nm, dg);
     if (m)
         st_store_samples_free(m, nm);
-    for (uint32_t i = 0; i < nr; i++)
-        st_record_free(&recs[i]);
-    free(recs);
+    st_records_free(recs, nr);
 }
 
 /* A session run's figures per turn, from its stored records. */
@@ -153,9 +151,7 @@ static void session_turns(st_store *s, int64_t run_id, st_rep_cfg *c)
     c->makespan_p50_ms = d.p50 * 1e3;
     c->makespan_p95_ms = d.p95 * 1e3;
     free(mv);
-    for (uint32_t i = 0; i < nr; i++)
-        st_record_free(&recs[i]);
-    free(recs);
+    st_records_free(recs, nr);
 }
 
 /* Sessions: the capacity in requests/s is what the engine delivered at the highest passing
