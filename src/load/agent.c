@@ -88,6 +88,27 @@ static uint32_t line_at(pctx *P, const char *p)
     return P->cur_line;
 }
 
+/* The next line of data that is neither blank nor a comment ('#'): *s and *l (its newline left
+ * out); *off moves past it and *lineno counts every line passed. 0 when none is left. */
+static int next_line(const char *data, size_t len, size_t *off, uint32_t *lineno, const char **s, size_t *l)
+{
+    while (*off < len) {
+        const char *p = data + *off, *nl = memchr(p, '\n', len - *off);
+        size_t n = nl ? (size_t)(nl - p) : len - *off;
+        *off += n + (nl ? 1 : 0);
+        ++*lineno;
+        size_t a = 0;
+        while (a < n && (p[a] == ' ' || p[a] == '\t' || p[a] == '\r'))
+            a++;
+        if (a < n && p[a] != '#') {
+            *s = p;
+            *l = n;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static int oom(pctx *P)
 {
     st_errf(P->err, P->errlen, "%s: out of memory", P->name);
@@ -510,16 +531,9 @@ static int parse_weka(pctx *P)
         return weka_trace(P, &root, 0);
     /* JSONL: a trace object a line */
     uint32_t lineno = 0, k = 0;
-    for (size_t off = 0; off < P->len;) {
-        const char *s = P->data + off, *nl = memchr(s, '\n', P->len - off);
-        size_t l = nl ? (size_t)(nl - s) : P->len - off;
-        off += l + (nl ? 1 : 0);
-        lineno++;
-        size_t a = 0;
-        while (a < l && (s[a] == ' ' || s[a] == '\t' || s[a] == '\r'))
-            a++;
-        if (a == l || s[a] == '#')
-            continue;
+    const char *s;
+    size_t l;
+    for (size_t off = 0; next_line(P->data, P->len, &off, &lineno, &s, &l);) {
         if (st_json_parse(s, l, &root) < 0)
             return perr(P, lineno, "not a JSON trace object (malformed JSON)");
         if (weka_trace(P, &root, k++))
@@ -607,19 +621,11 @@ static int graph_line(pctx *P, const char *s, size_t l, uint32_t line)
 static int parse_graph(pctx *P)
 {
     uint32_t lineno = 0;
-    for (size_t off = 0; off < P->len;) {
-        const char *s = P->data + off, *nl = memchr(s, '\n', P->len - off);
-        size_t l = nl ? (size_t)(nl - s) : P->len - off;
-        off += l + (nl ? 1 : 0);
-        lineno++;
-        size_t a = 0;
-        while (a < l && (s[a] == ' ' || s[a] == '\t' || s[a] == '\r'))
-            a++;
-        if (a == l || s[a] == '#')
-            continue;
+    const char *s;
+    size_t l;
+    for (size_t off = 0; next_line(P->data, P->len, &off, &lineno, &s, &l);)
         if (graph_line(P, s, l, lineno))
             return -1;
-    }
     /* parents by name -> indices */
     st_agent_graph *g = P->g;
     for (uint32_t i = 0; i < g->n; i++)
@@ -806,40 +812,31 @@ static int finish(pctx *P)
 
 /* ---- entry points ---------------------------------------------------------------------------- */
 
+/* A WEKA-style trace object: a "requests" array and a numeric "block_size". */
+static int weka_shaped(const st_json_val *obj)
+{
+    st_json_val v, b;
+    st_json_obj_get(obj, "requests", 8, &v);
+    st_json_obj_get(obj, "block_size", 10, &b);
+    return v.type == ST_JSON_ARRAY && b.type == ST_JSON_NUMBER;
+}
+
 st_agent_format st_agent_sniff(const char *data, size_t len)
 {
-    st_json_val root, v;
-    if (st_json_parse(data, len, &root) == 0 && root.type == ST_JSON_OBJECT) {
-        st_json_obj_get(&root, "requests", 8, &v);
-        st_json_val b;
-        st_json_obj_get(&root, "block_size", 10, &b);
-        if (v.type == ST_JSON_ARRAY && b.type == ST_JSON_NUMBER)
-            return ST_AGENT_FMT_WEKA; /* (else perhaps one task-graph line) */
-    }
+    st_json_val root, v, t;
+    if (st_json_parse(data, len, &root) == 0 && root.type == ST_JSON_OBJECT && weka_shaped(&root))
+        return ST_AGENT_FMT_WEKA; /* (else perhaps one task-graph line) */
     /* the first line that is not blank or a comment */
-    for (size_t off = 0; off < len;) {
-        const char *s = data + off, *nl = memchr(s, '\n', len - off);
-        size_t l = nl ? (size_t)(nl - s) : len - off;
-        off += l + (nl ? 1 : 0);
-        size_t a = 0;
-        while (a < l && (s[a] == ' ' || s[a] == '\t' || s[a] == '\r'))
-            a++;
-        if (a == l || s[a] == '#')
-            continue;
-        if (st_json_parse(s, l, &root) < 0 || root.type != ST_JSON_OBJECT)
-            return ST_AGENT_FMT_NONE;
-        st_json_val b, t;
-        st_json_obj_get(&root, "requests", 8, &v);
-        st_json_obj_get(&root, "block_size", 10, &b);
-        if (v.type == ST_JSON_ARRAY && b.type == ST_JSON_NUMBER)
-            return ST_AGENT_FMT_WEKA;
-        st_json_obj_get(&root, "task", 4, &t);
-        st_json_obj_get(&root, "parents", 7, &v);
-        if (!st_json_is_nothing(&t) && v.type == ST_JSON_ARRAY)
-            return ST_AGENT_FMT_GRAPH;
+    const char *s;
+    size_t l, off = 0;
+    uint32_t lineno = 0;
+    if (!next_line(data, len, &off, &lineno, &s, &l) || st_json_parse(s, l, &root) < 0 || root.type != ST_JSON_OBJECT)
         return ST_AGENT_FMT_NONE;
-    }
-    return ST_AGENT_FMT_NONE;
+    if (weka_shaped(&root))
+        return ST_AGENT_FMT_WEKA;
+    st_json_obj_get(&root, "task", 4, &t);
+    st_json_obj_get(&root, "parents", 7, &v);
+    return !st_json_is_nothing(&t) && v.type == ST_JSON_ARRAY ? ST_AGENT_FMT_GRAPH : ST_AGENT_FMT_NONE;
 }
 
 void st_agent_graph_free(st_agent_graph *g)
