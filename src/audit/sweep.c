@@ -695,13 +695,44 @@ static int build_run(sweep *S, double rate, uint64_t seed, uint32_t n, st_worklo
     return 0;
 }
 
+/* Runs workload w on schedule sched through the executor, row timed and R ticking; with concurrency
+ * levels a closed loop of w's requests, at most `rate` in flight (every request due at once, each
+ * sent when a slot frees). 0 with out to judge, 1 when interrupted (out freed), -1 on an error
+ * (row->why says why). */
+static int exec_run(sweep *S, const st_spec_config *c, st_config_row *crow, st_workload *w, const st_ns *sched,
+                    double rate, rate_ctx *R, st_run_row *row, st_exec_out *out)
+{
+    const st_spec *s = S->spec;
+    char err[512];
+    st_exec_rate in = { .c = c,
+                        .w = w,
+                        .sched = sched,
+                        .warmup = 0,
+                        .timeout_s = s->timeouts.request_s,
+                        .max_concurrency = s->closed_loop ? (uint32_t)rate : 0,
+                        .closed_loop = s->closed_loop,
+                        .tick = on_tick,
+                        .tick_arg = R };
+    row->started = st_wall_ns();
+    int rr = S->x->ops->run_rate(S->x, &in, crow, out, err, sizeof err);
+    row->ended = st_wall_ns();
+    if (rr < 0) {
+        row->why = strdup(err);
+        return -1;
+    }
+    if (rr == 1 || R->interrupted) {
+        st_exec_out_free(out);
+        return 1;
+    }
+    return 0;
+}
+
 /* Runs one burst rate. Fills run (owned strings) and the records/samples to store; returns 0, 1
  * when interrupted (nothing to store), -1 on an error that leaves no run (run->why says why). */
 static int run_burst(sweep *S, const st_spec_config *c, st_config_row *crow, double rate, st_run_row *row,
                      st_exec_out *out)
 {
     const st_spec *s = S->spec;
-    char err[512];
     st_workload w;
     st_ns *sched;
     memset(out, 0, sizeof *out);
@@ -709,29 +740,10 @@ static int run_burst(sweep *S, const st_spec_config *c, st_config_row *crow, dou
     if (rc == 0) {
         uint32_t n = w.n;
         rate_ctx R = { .S = S, .slo = &s->slo, .planned = n, .time_scale = S->x->time_scale, .cfg_name = c->name };
-        /* with concurrency levels: a fixed-count closed loop of n requests, at most `rate` in
-         * flight (every request due at once, each sent when a slot frees) */
-        st_exec_rate in = { .c = c,
-                            .w = &w,
-                            .sched = sched,
-                            .warmup = 0,
-                            .timeout_s = s->timeouts.request_s,
-                            .max_concurrency = s->closed_loop ? (uint32_t)rate : 0,
-                            .closed_loop = s->closed_loop,
-                            .tick = on_tick,
-                            .tick_arg = &R };
-        row->started = st_wall_ns();
-        int rr = S->x->ops->run_rate(S->x, &in, crow, out, err, sizeof err);
-        row->ended = st_wall_ns();
+        rc = exec_run(S, c, crow, &w, sched, rate, &R, row, out);
         free(sched);
         drop_workload(S, &w);
-        if (rr < 0) {
-            row->why = strdup(err);
-            rc = -1;
-        } else if (rr == 1 || R.interrupted) {
-            st_exec_out_free(out);
-            rc = 1;
-        } else {
+        if (rc == 0) {
             st_rate_figures f;
             st_audit_figures(&s->slo, out->records, out->n, n, row, &f);
             f.stopped_early = out->stopped && R.early_stopped;
@@ -892,7 +904,6 @@ static int sustained_exec(sweep *S, cfgrun *cr, const st_next *nx, st_workload *
                           st_exec_out *out, st_sustain_result *res)
 {
     const st_spec *s = S->spec;
-    char err[512];
     st_sustain_params sp = { .slo = &s->slo,
                              .offered_rps = s->closed_loop ? 0 : nx->rate * requests_per_start(w),
                              .concurrency = s->closed_loop ? (uint32_t)nx->rate : 0,
@@ -910,33 +921,16 @@ static int sustained_exec(sweep *S, cfgrun *cr, const st_next *nx, st_workload *
     rate_ctx R = {
         .S = S, .slo = &s->slo, .planned = w->n, .time_scale = S->x->time_scale, .cfg_name = cr->c->name, .ctl = &ctl
     };
-    st_exec_rate in = { .c = cr->c,
-                        .w = w,
-                        .sched = sched,
-                        .warmup = 0,
-                        .timeout_s = s->timeouts.request_s,
-                        .max_concurrency = s->closed_loop ? (uint32_t)nx->rate : 0,
-                        .closed_loop = s->closed_loop,
-                        .tick = on_tick,
-                        .tick_arg = &R };
-    row->started = st_wall_ns();
-    int rr = S->x->ops->run_rate(S->x, &in, &cr->row, out, err, sizeof err);
-    row->ended = st_wall_ns();
-    int rc = 0;
-    if (rr < 0) {
-        row->why = strdup(err);
-        rc = -1;
-    } else if (rr == 1 || R.interrupted) {
-        st_exec_out_free(out);
-        rc = 1;
-    } else if (st_sustain_finish(&ctl, out->records, out->n, out->samples, out->n_samples, res)) {
+    int rc = exec_run(S, cr->c, &cr->row, w, sched, nx->rate, &R, row, out);
+    if (rc)
+        return rc;
+    if (st_sustain_finish(&ctl, out->records, out->n, out->samples, out->n_samples, res)) {
         st_exec_out_free(out);
         row->why = strdup("out of memory judging the run");
-        rc = -1;
-    } else {
-        sustained_row(s, &ctl, res, out, row);
+        return -1;
     }
-    return rc;
+    sustained_row(s, &ctl, res, out, row);
+    return 0;
 }
 
 /* Runs one sustained rate (or concurrency) as the controller (audit/sustain.h) decides. Returns as
