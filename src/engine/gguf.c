@@ -208,14 +208,8 @@ static st_gguf_value *kv_slot(st_gguf *g, const char *key)
         }
     if (g->n_kv >= ST_GGUF_MAX_KV)
         return NULL;
-    if (g->n_kv == g->cap_kv) {
-        size_t cap = g->cap_kv ? g->cap_kv * 2 : 32;
-        st_gguf_kv *p = realloc(g->kv, cap * sizeof *p);
-        if (!p)
-            return NULL;
-        g->kv = p;
-        g->cap_kv = cap;
-    }
+    if (st_grow((void **)&g->kv, &g->cap_kv, g->n_kv + 1, sizeof *g->kv, 32))
+        return NULL;
     char *k = strdup(key);
     if (!k)
         return NULL;
@@ -388,14 +382,8 @@ static st_gguf_tensor *tensor_push(st_gguf *g)
 {
     if (g->n_t >= ST_GGUF_MAX_TENSORS)
         return NULL;
-    if (g->n_t == g->cap_t) {
-        size_t cap = g->cap_t ? g->cap_t * 2 : 64;
-        st_gguf_tensor *p = realloc(g->t, cap * sizeof *p);
-        if (!p)
-            return NULL;
-        g->t = p;
-        g->cap_t = cap;
-    }
+    if (st_grow((void **)&g->t, &g->cap_t, g->n_t + 1, sizeof *g->t, 64))
+        return NULL;
     st_gguf_tensor *t = &g->t[g->n_t];
     memset(t, 0, sizeof *t);
     return t;
