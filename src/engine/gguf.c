@@ -239,13 +239,14 @@ int st_gguf_set_u64(st_gguf *g, const char *key, uint64_t v) { return set_num(g,
 int st_gguf_set_f32(st_gguf *g, const char *key, float v) { return set_num(g, key, ST_GGUF_F32, 0, 0, v); }
 int st_gguf_set_bool(st_gguf *g, const char *key, int v) { return set_num(g, key, ST_GGUF_BOOL, v != 0, 0, 0); }
 
-int st_gguf_set_str(st_gguf *g, const char *key, const char *s)
+/* A string value of n bytes (NULs allowed) under key, copied and NUL-terminated. */
+static int set_str_n(st_gguf *g, const char *key, const char *s, size_t n)
 {
-    size_t n = strlen(s);
     char *c = malloc(n + 1);
     if (!c)
         return -1;
-    memcpy(c, s, n + 1);
+    memcpy(c, s, n);
+    c[n] = '\0';
     st_gguf_value *v = kv_slot(g, key);
     if (!v) {
         free(c);
@@ -256,6 +257,8 @@ int st_gguf_set_str(st_gguf *g, const char *key, const char *s)
     v->str_len = n;
     return 0;
 }
+
+int st_gguf_set_str(st_gguf *g, const char *key, const char *s) { return set_str_n(g, key, s, strlen(s)); }
 
 static int set_arr_raw(st_gguf *g, const char *key, st_gguf_type elem, uint64_t n, unsigned char *raw, size_t raw_len)
 {
@@ -272,17 +275,24 @@ static int set_arr_raw(st_gguf *g, const char *key, st_gguf_type elem, uint64_t 
     return 0;
 }
 
+/* An array value under key from a copy of its serialised elements raw[0..raw_len). */
+static int set_arr_copy(st_gguf *g, const char *key, st_gguf_type elem, uint64_t n, const void *raw, size_t raw_len)
+{
+    unsigned char *c = malloc(raw_len ? raw_len : 1);
+    if (!c)
+        return -1;
+    if (raw_len)
+        memcpy(c, raw, raw_len);
+    return set_arr_raw(g, key, elem, n, c, raw_len);
+}
+
 int st_gguf_set_arr_num(st_gguf *g, const char *key, st_gguf_type elem, uint64_t n, const void *values)
 {
     size_t es = fixed_size(elem);
     if (!es || n > SIZE_MAX / es)
         return -1;
-    unsigned char *raw = malloc(n ? n * es : 1);
-    if (!raw)
-        return -1;
-    if (n)
-        memcpy(raw, values, n * es); /* little-endian host: the C array is the serialised form */
-    return set_arr_raw(g, key, elem, n, raw, n * es);
+    /* little-endian host: the C array is the serialised form */
+    return set_arr_copy(g, key, elem, n, values, n * es);
 }
 
 int st_gguf_set_arr_str(st_gguf *g, const char *key, uint64_t n, const char *const *s)
@@ -305,30 +315,10 @@ int st_gguf_set_arr_str(st_gguf *g, const char *key, uint64_t n, const char *con
 
 int st_gguf_set_value(st_gguf *g, const char *key, const st_gguf_value *src)
 {
-    if (src->type == ST_GGUF_STR) {
-        char *c = malloc(src->str_len + 1);
-        if (!c)
-            return -1;
-        memcpy(c, src->str, src->str_len);
-        c[src->str_len] = '\0';
-        st_gguf_value *v = kv_slot(g, key);
-        if (!v) {
-            free(c);
-            return -1;
-        }
-        v->type = ST_GGUF_STR;
-        v->str = c;
-        v->str_len = src->str_len;
-        return 0;
-    }
-    if (src->type == ST_GGUF_ARR) {
-        unsigned char *raw = malloc(src->raw_len ? src->raw_len : 1);
-        if (!raw)
-            return -1;
-        if (src->raw_len)
-            memcpy(raw, src->raw, src->raw_len);
-        return set_arr_raw(g, key, src->elem, src->n, raw, src->raw_len);
-    }
+    if (src->type == ST_GGUF_STR)
+        return set_str_n(g, key, src->str, src->str_len);
+    if (src->type == ST_GGUF_ARR)
+        return set_arr_copy(g, key, src->elem, src->n, src->raw, src->raw_len);
     if (src->type >= ST_GGUF_NTYPES)
         return -1;
     return set_num(g, key, src->type, src->u, src->i, src->f);
