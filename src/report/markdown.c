@@ -312,11 +312,7 @@ static void setup_section(const st_report *r, st_buf *b)
     st_buf_printf(b, ", %d GPU%s per replica at %s per GPU-hour\n", s->hardware.gpus_per_replica,
                   s->hardware.gpus_per_replica == 1 ? "" : "s", n1);
     char per[96];
-    if (r->sustained)
-        snprintf(per, sizeof per, "runs as long as a steady state needs (below)");
-    else
-        snprintf(per, sizeof per, "%u requests per %s", s->workload.requests_per_rate,
-                 s->closed_loop ? "level" : "rate");
+    st_report_run_length(r, " (below)", per, sizeof per);
     if (s->workload.kind == ST_WL_SYNTHETIC) {
         st_buf_puts(b, "- **Workload**: ");
         st_report_synthetic_text(r, b);
