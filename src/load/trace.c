@@ -370,7 +370,7 @@ struct st_trace_reader {
     double t0, prev_ts;
     /* per row scratch */
     uint64_t *hash;
-    uint32_t hash_cap;
+    size_t hash_cap;
     char model[ST_TRACE_FIELD_MAX], model2[ST_TRACE_FIELD_MAX], session_id[ST_TRACE_FIELD_MAX];
     /* sessions */
     sess_ent *sess;
@@ -455,17 +455,7 @@ static sess_ent *sess_get(st_trace_reader *r, uint64_t key, int *created)
 
 static int hash_reserve(st_trace_reader *r, uint32_t n)
 {
-    if (n <= r->hash_cap)
-        return 0;
-    uint32_t nc = r->hash_cap ? r->hash_cap : 64;
-    while (nc < n)
-        nc *= 2;
-    uint64_t *p = realloc(r->hash, nc * sizeof *p);
-    if (!p)
-        return -1;
-    r->hash = p;
-    r->hash_cap = nc;
-    return 0;
+    return st_grow((void **)&r->hash, &r->hash_cap, n, sizeof *r->hash, 64);
 }
 
 static void copy_field(char *dst, size_t cap, const char *p, size_t n)
