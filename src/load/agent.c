@@ -17,14 +17,6 @@
 #define AGENT_UNIQUE_SEED 0x61676e74756e71ULL
 #define AGENT_REASON_MAX 400
 
-static uint64_t mix64(uint64_t z)
-{
-    z += 0x9e3779b97f4a7c15ULL;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
 static uint64_t fnv(const char *s, uint64_t h)
 {
     for (; *s; s++)
@@ -125,7 +117,7 @@ static int idlist_add(idlist *l, uint32_t v)
 
 /* ---- name maps --------------------------------------------------------------------------- */
 
-static uint64_t node_key(uint32_t task, const char *id) { return fnv(id, mix64(task + 1)); }
+static uint64_t node_key(uint32_t task, const char *id) { return fnv(id, st_splitmix64_of(task + 1)); }
 
 static int map_grow(uint32_t **map, size_t *cap, size_t used, uint64_t (*key)(pctx *, uint32_t), pctx *P)
 {
@@ -890,16 +882,16 @@ int st_agent_parse(const char *data, size_t len, const char *name, st_agent_grap
 static void node_ids(const st_agent_graph *g, uint32_t i, uint64_t salt, uint32_t *ids)
 {
     const st_agent_node *x = &g->nodes[i];
-    uint64_t scope = g->tasks[x->task].local_scope ? mix64(0x7a5c0000ULL + x->task) : 0;
+    uint64_t scope = g->tasks[x->task].local_scope ? st_splitmix64_of(0x7a5c0000ULL + x->task) : 0;
     uint32_t k = 0, n = x->input_len, bs = x->block_size ? x->block_size : ST_AGENT_BLOCK_DEFAULT;
     for (uint32_t b = 0; b < x->n_blocks && k < n; b++) {
         uint32_t m = n - k < bs ? n - k : bs;
-        st_workload_fill_ids(AGENT_BLOCK_SEED ^ salt ^ scope ^ mix64(x->blocks[b] + 1), ids + k, m);
+        st_workload_fill_ids(AGENT_BLOCK_SEED ^ salt ^ scope ^ st_splitmix64_of(x->blocks[b] + 1), ids + k, m);
         k += m;
     }
     if (k < n)
-        st_workload_fill_ids(AGENT_UNIQUE_SEED ^ salt ^ mix64(((uint64_t)i + 1) * 0xbf58476d1ce4e5b9ULL), ids + k,
-                             n - k);
+        st_workload_fill_ids(AGENT_UNIQUE_SEED ^ salt ^ st_splitmix64_of(((uint64_t)i + 1) * 0xbf58476d1ce4e5b9ULL),
+                             ids + k, n - k);
 }
 
 int st_agent_workload(const st_agent_graph *g, uint64_t salt, st_workload *out, char *err, size_t errlen)
@@ -972,7 +964,7 @@ typedef struct bset {
     size_t cap, used;
 } bset;
 
-static uint64_t bkey(uint32_t scope, uint64_t hash) { return mix64(hash ^ mix64(scope)); }
+static uint64_t bkey(uint32_t scope, uint64_t hash) { return st_splitmix64_of(hash ^ st_splitmix64_of(scope)); }
 
 static bslot *bset_find(bset *b, uint32_t scope, uint64_t hash)
 {
@@ -1386,7 +1378,7 @@ int st_agent_workload_n(const st_agent_graph *g, uint64_t salt, uint32_t min_ite
     uint32_t ri = 0, di = roots;
     for (uint32_t p = 0; p < passes; p++) {
         st_workload pw;
-        if (st_agent_workload(g, p ? salt ^ mix64(0xa6e4700000000000ULL + p) : salt, &pw, err, errlen)) {
+        if (st_agent_workload(g, p ? salt ^ st_splitmix64_of(0xa6e4700000000000ULL + p) : salt, &pw, err, errlen)) {
             out->n = ri; /* (only the roots so far are whole: the dependents' slots follow them) */
             for (uint32_t i = roots; i < di; i++)
                 st_work_item_free(&out->items[i]);
