@@ -109,15 +109,6 @@ static void fmt_dur(char *b, size_t n, double s)
         snprintf(b, n, "%d:%02d:%02d", (int)s / 3600, ((int)s / 60) % 60, (int)s % 60);
 }
 
-
-static void fmt_rate(char *b, size_t n, double r)
-{
-    if (isinf(r))
-        snprintf(b, n, "inf");
-    else
-        snprintf(b, n, "%.4g", r);
-}
-
 /* ---- run key ---- */
 
 /* The facts every run key starts with: engine, command, model, flags, environment, API, workload. */
@@ -623,7 +614,7 @@ static void draw_progress(rate_ctx *R, const st_runner_progress *p)
     char el[32], eta[32], rt[32];
     double elapsed = st_ns_to_s(now - S->t_start);
     fmt_dur(el, sizeof el, elapsed);
-    fmt_rate(rt, sizeof rt, S->rate);
+    st_capacity_fmt_rate(rt, sizeof rt, S->rate);
     if (R->ctl) {
         fprintf(S->o->out, "\r\033[K[%d/%d %s] %s %s: %s phase, %.0f s, %u done, %u in flight | elapsed %s", S->ci + 1,
                 S->spec->n_configs, R->cfg_name, S->spec->closed_loop ? "concurrency" : "rate", rt,
@@ -1189,7 +1180,7 @@ static int record_skip(sweep *S, cfgrun *cr, const st_next *nx, const char *key)
     st_rate_result r = result_of(&run);
     push_result(cr, &r, 0, 0);
     char rt[32];
-    fmt_rate(rt, sizeof rt, nx->rate);
+    st_capacity_fmt_rate(rt, sizeof rt, nx->rate);
     say_cfg(S, cr, "%s %s%s%s: %s", S->spec->closed_loop ? "concurrency" : "rate", rt, S->spec->closed_loop ? "" : " ",
             S->spec->closed_loop ? "" : st_spec_rate_unit(S->spec), nx->why);
     return 0;
@@ -1200,7 +1191,7 @@ static void say_run(sweep *S, const cfgrun *cr, const st_next *nx, const st_run_
 {
     const st_spec *s = S->spec;
     char rt[32], t1[48], t2[48], t3[32], rep[32] = "";
-    fmt_rate(rt, sizeof rt, nx->rate);
+    st_capacity_fmt_rate(rt, sizeof rt, nx->rate);
     if (nx->replicate)
         snprintf(rep, sizeof rep, " (replicate %d)", nx->replicate + 1);
     const char *ge = run->stopped_early && s->search.mode != ST_SEARCH_SUSTAINED ? ">= " : "";
@@ -1260,7 +1251,7 @@ static int measure(sweep *S, cfgrun *cr, const st_next *nx, const char *key, uin
     run.sustained_rps = run.delivered_rps = run.output_tps = NAN;
     if (nx->why[0] && !nx->grid && s->search.mode != ST_SEARCH_SUSTAINED) {
         char rt[32];
-        fmt_rate(rt, sizeof rt, nx->rate);
+        st_capacity_fmt_rate(rt, sizeof rt, nx->rate);
         say_cfg(S, cr, "%s: %s %s%s%s", nx->why, s->closed_loop ? "concurrency" : "rate", rt, s->closed_loop ? "" : " ",
                 s->closed_loop ? "" : st_spec_rate_unit(s));
     } else if (nx->why[0] && s->search.mode == ST_SEARCH_SUSTAINED) {
@@ -1331,7 +1322,7 @@ static int step(sweep *S, cfgrun *cr, const st_next *nx)
     char key[65], rt[32];
     int status = 0;
     uint32_t planned = 0;
-    fmt_rate(rt, sizeof rt, nx->rate);
+    st_capacity_fmt_rate(rt, sizeof rt, nx->rate);
     S->rate_no++;
     if (S->rate_no > S->rates_planned)
         S->rates_planned = S->rate_no;
