@@ -176,14 +176,6 @@ static int records_usable(const st_record *rec, uint32_t n, const char *what, ch
 
 /* ---- sources ---------------------------------------------------------------------------- */
 
-static const st_spec_config *find_config(const st_spec *s, const char *name)
-{
-    for (int i = 0; i < s->n_configs; i++)
-        if (!strcmp(s->configs[i].name, name))
-            return &s->configs[i];
-    return NULL;
-}
-
 int st_calibrate_check_configs(const st_calibrate_set *s, const st_strv *names, char *err, size_t errlen)
 {
     for (int k = 0; k < names->n; k++) {
@@ -296,7 +288,7 @@ int st_calibrate_add_audit(st_calibrate_set *s, const char *dir, const st_strv *
             continue; /* skipped, errored or early-stopped runs are not steady measurements */
         if (max_rate > 0 && !(rr->rate <= max_rate))
             continue;
-        const st_spec_config *c = find_config(&spec, rr->config);
+        const st_spec_config *c = st_spec_find_config(&spec, rr->config);
         if (!c)
             continue;
         st_calibrate_run *run = new_run(s);
