@@ -89,10 +89,7 @@ static int next_line(const char *data, size_t len, size_t *off, uint32_t *lineno
         size_t n = nl ? (size_t)(nl - p) : len - *off;
         *off += n + (nl ? 1 : 0);
         ++*lineno;
-        size_t a = 0;
-        while (a < n && (p[a] == ' ' || p[a] == '\t' || p[a] == '\r'))
-            a++;
-        if (a < n && p[a] != '#') {
+        if (!st_line_is_blank(p, n)) {
             *s = p;
             *l = n;
             return 1;

@@ -344,10 +344,7 @@ static int conversation(st_spec_stats *s, json_t *root, int cat, uint64_t line)
 
 int st_spec_stats_add_line(st_spec_stats *s, const char *text, size_t len, uint64_t line)
 {
-    size_t i = 0;
-    while (i < len && (text[i] == ' ' || text[i] == '\t' || text[i] == '\r' || text[i] == '\n'))
-        i++;
-    if (i == len || text[i] == '#')
+    if (st_line_is_blank(text, len))
         return 0;
     s->c.lines++;
     json_error_t jerr;
