@@ -1,5 +1,5 @@
-/* Three small helpers every layer needs once: growing an array by doubling, ordering doubles for
- * qsort, and writing an error message into a caller's buffer. */
+/* Small helpers every layer needs once: growing an array by doubling, ordering doubles for qsort,
+ * white space, text made safe, slugs, and writing an error message into a caller's buffer. */
 #ifndef ST_CORE_UTIL_H
 #define ST_CORE_UTIL_H
 #include <stddef.h>
