@@ -20,6 +20,16 @@
             fail_msg("%s = %.9g, expected %.9g within %.3g", #a, a_, b_, t_);                                          \
     } while (0)
 
+/* How many times needle occurs in hay (occurrences that do not overlap). */
+static inline int st_test_count(const char *hay, const char *needle)
+{
+    int n = 0;
+    size_t l = strlen(needle);
+    for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += l)
+        n++;
+    return n;
+}
+
 /* Path of the servetune binary under test (the same build as the test). */
 static inline const char *st_test_bin(void)
 {

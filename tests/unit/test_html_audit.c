@@ -38,15 +38,6 @@ static char *slurp(const char *path, size_t *len)
     return buf;
 }
 
-static int count(const char *hay, const char *needle)
-{
-    int n = 0;
-    size_t l = strlen(needle);
-    for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += l)
-        n++;
-    return n;
-}
-
 /* A run with 40 records (TTFT 300 + 5 i ms, TPOT 30 ms over 100 tokens) and 10 metric
  * scrapes; `metrics` = 0: none, 1: KV usage only, 2: all four (generic names), 3: all four
  * (other spellings). */
@@ -246,10 +237,10 @@ static void audit_report_content(void **state)
     assert_non_null(strstr(h, ">baseline @ 6/s</text>"));        /* capacity run */
     assert_non_null(strstr(h, ">no-prefix-cache @ 2/s</text>")); /* none passed: lowest rate */
     /* 2 cost + 2 rate + 2 CDF + a timeline per measured run with samples (10 - fp8-kv's 3) */
-    assert_int_equal(count(h, "<svg"), 6 + 7);
-    assert_int_equal(count(h, "No metric samples for any run of this configuration."), 1);
+    assert_int_equal(st_test_count(h, "<svg"), 6 + 7);
+    assert_int_equal(st_test_count(h, "No metric samples for any run of this configuration."), 1);
     assert_non_null(strstr(h, "Not exposed by the engine: running, waiting, preemptions."));
-    assert_int_equal(count(h, "Not exposed by the engine"), 1); /* generic names and aliases read */
+    assert_int_equal(st_test_count(h, "Not exposed by the engine"), 1); /* generic names and aliases read */
     /* preemptions is a counter (1000 + k): drawn as the increase since the run began, so the
      * right axis ends near the running count (27), not at 1000 */
     const char *tl = h + pos(h, "<section id=\"timelines\">");
