@@ -26,18 +26,6 @@ static int rm_dir(void **state)
     return 0;
 }
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    static char buf[1 << 20];
-    *len = fread(buf, 1, sizeof buf - 1, f);
-    buf[*len] = '\0';
-    fclose(f);
-    return buf;
-}
-
 /* A run with 40 records (TTFT 300 + 5 i ms, TPOT 30 ms over 100 tokens) and 10 metric
  * scrapes; `metrics` = 0: none, 1: KV usage only, 2: all four (generic names), 3: all four
  * (other spellings). */
@@ -100,7 +88,7 @@ static st_store *make_store(int partial)
     char err[256];
     assert_int_equal(st_store_open(dir, &s, err, sizeof err), 0);
     size_t len = 0;
-    char *spec = slurp("examples/qwen3-8b-h100.yaml", &len);
+    char *spec = st_test_slurp("examples/qwen3-8b-h100.yaml", &len);
     /* the runs below are a burst test's (the example itself searches sustained rates) */
     char *mode = spec ? strstr(spec, "mode: sustained") : NULL;
     assert_non_null(mode);
@@ -280,7 +268,7 @@ static void audit_report_write(void **state)
     assert_int_equal(st_report_html_write(s, dir, NULL, err, sizeof err), 0);
     snprintf(path, sizeof path, "%s/report.html", dir);
     size_t len = 0;
-    char *d = slurp(path, &len);
+    char *d = st_test_slurp(path, &len);
     assert_non_null(d);
     assert_true(len > 10000);
     assert_true(strncmp(d, "<!DOCTYPE html>", 15) == 0);
