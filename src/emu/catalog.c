@@ -160,15 +160,6 @@ int st_emu_gpu_find(const char *name, st_emu_gpu *out, char *err, size_t errlen)
     return -1;
 }
 
-/* 0 when the value d of key is in (0, max], else -1 with err. */
-static int within(const char *key, double d, double max, char *err, size_t errlen)
-{
-    if (d > 0 && d <= max)
-        return 0;
-    snprintf(err, errlen, "GPU file: %s must be in (0, %g]", key, max);
-    return -1;
-}
-
 /* One key of a custom GPU file. */
 static int gpu_set(st_emu_gpu *g, const char *key, const char *val, unsigned *seen, char *err, size_t errlen)
 {
@@ -200,22 +191,30 @@ static int gpu_set(st_emu_gpu *g, const char *key, const char *val, unsigned *se
         g->mem_bw = d * 1e12;
         *seen |= 8;
     } else if (!strcmp(key, "gemm_eff")) {
-        if (within(key, d, 1, err, errlen))
+        if (d <= 0 || d > 1) {
+            snprintf(err, errlen, "GPU file: gemm_eff must be in (0, 1]");
             return -1;
+        }
         g->gemm_eff = d;
     } else if (!strcmp(key, "bw_eff")) {
-        if (within(key, d, 1, err, errlen))
+        if (d <= 0 || d > 1) {
+            snprintf(err, errlen, "GPU file: bw_eff must be in (0, 1]");
             return -1;
+        }
         g->bw_eff = d;
     } else if (!strcmp(key, "attn_call_us")) {
-        if (within(key, d, 1e4, err, errlen))
+        if (d <= 0 || d > 1e4) {
+            snprintf(err, errlen, "GPU file: attn_call_us must be in (0, 10000]");
             return -1;
+        }
         g->attn_call_s = d * 1e-6;
     } else if (!strcmp(key, "link_gbs")) {
         g->link_bw = d * 1e9;
     } else if (!strcmp(key, "link_latency_us")) {
-        if (within(key, d, 1e4, err, errlen))
+        if (d <= 0 || d > 1e4) {
+            snprintf(err, errlen, "GPU file: link_latency_us must be in (0, 10000]");
             return -1;
+        }
         g->link_latency = d * 1e-6;
     } else {
         snprintf(err, errlen, "GPU file: unknown key '%s'", key);
