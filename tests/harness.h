@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +20,30 @@
         if (!(fabs(a_ - b_) <= t_))                                                                                    \
             fail_msg("%s = %.9g, expected %.9g within %.3g", #a, a_, b_, t_);                                          \
     } while (0)
+
+/* How many times needle occurs in hay (occurrences that do not overlap). */
+static inline int st_test_count(const char *hay, const char *needle)
+{
+    int n = 0;
+    size_t l = strlen(needle);
+    for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += l)
+        n++;
+    return n;
+}
+
+/* A file's first MiB (less a byte), NUL-terminated, in a buffer the next call reuses; *len its
+ * length. NULL when it cannot be opened. */
+static inline char *st_test_slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    static char buf[1 << 20];
+    *len = fread(buf, 1, sizeof buf - 1, f);
+    buf[*len] = '\0';
+    fclose(f);
+    return buf;
+}
 
 /* Path of the servetune binary under test (the same build as the test). */
 static inline const char *st_test_bin(void)
@@ -55,7 +80,6 @@ static inline int st_test_capture(char *const *argv, char *out, size_t cap)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 /* Whether the file (its first 4 MiB) contains needle (0 when it cannot be read). */
-#include <stdio.h>
 static inline int file_has(const char *path, const char *needle)
 {
     FILE *f = fopen(path, "rb");

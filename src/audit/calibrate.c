@@ -176,14 +176,6 @@ static int records_usable(const st_record *rec, uint32_t n, const char *what, ch
 
 /* ---- sources ---------------------------------------------------------------------------- */
 
-static const st_spec_config *find_config(const st_spec *s, const char *name)
-{
-    for (int i = 0; i < s->n_configs; i++)
-        if (!strcmp(s->configs[i].name, name))
-            return &s->configs[i];
-    return NULL;
-}
-
 int st_calibrate_check_configs(const st_calibrate_set *s, const st_strv *names, char *err, size_t errlen)
 {
     for (int k = 0; k < names->n; k++) {
@@ -214,17 +206,13 @@ static int run_from_records(st_calibrate_run *run, st_store *store, const st_run
     char what[600];
     snprintf(what, sizeof what, "%s: run %s @ %g req/s", dir, rr->config, rr->rate);
     if (records_usable(rec, nrec, what, err, errlen) < 0) {
-        for (uint32_t k = 0; k < nrec; k++)
-            st_record_free(&rec[k]);
-        free(rec);
+        st_records_free(rec, nrec);
         return -1;
     }
     figures(rec, nrec, run->measured);
     int ir =
         items_from_records(run, rec, nrec, spec->workload.kind == ST_WL_SYNTHETIC ? spec->workload.shared_prefix : 0);
-    for (uint32_t k = 0; k < nrec; k++)
-        st_record_free(&rec[k]);
-    free(rec);
+    st_records_free(rec, nrec);
     for (uint32_t k = 0; ir == 0 && k < run->n; k++)
         run->items[k].chat = st_spec_api(spec) == ST_API_CHAT;
     if (ir < 0) {
@@ -300,7 +288,7 @@ int st_calibrate_add_audit(st_calibrate_set *s, const char *dir, const st_strv *
             continue; /* skipped, errored or early-stopped runs are not steady measurements */
         if (max_rate > 0 && !(rr->rate <= max_rate))
             continue;
-        const st_spec_config *c = find_config(&spec, rr->config);
+        const st_spec_config *c = st_spec_find_config(&spec, rr->config);
         if (!c)
             continue;
         st_calibrate_run *run = new_run(s);
@@ -421,9 +409,7 @@ int st_calibrate_add_bench_json(st_calibrate_set *s, const char *label, const ch
     s->n++;
     rc = 0;
 out:
-    for (size_t i = 0; i < n; i++)
-        st_record_free(&rec[i]);
-    free(rec);
+    st_records_free(rec, n);
     json_decref(root);
     return rc;
 }
@@ -463,9 +449,7 @@ static int predict_run(st_calibrate_run *run, const st_emu_tuning *t, const vola
     figures(rec, run->n, run->predicted);
     rc = 0;
 out:
-    for (uint32_t i = 0; rec && i < run->n; i++)
-        st_record_free(&rec[i]);
-    free(rec);
+    st_records_free(rec, run->n);
     st_emu_session_free(S);
     return rc;
 }

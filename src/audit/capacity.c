@@ -141,7 +141,7 @@ static int tested(const st_rate_result *r, int n, double rate)
     return 0;
 }
 
-static void fmt_rate(char *b, size_t n, double r)
+void st_capacity_fmt_rate(char *b, size_t n, double r)
 {
     if (isinf(r))
         snprintf(b, n, "inf");
@@ -172,8 +172,8 @@ void st_capacity_next(const st_search_params *p, const st_rate_result *r, int n,
             }
             if (p->skip_margin > 0 && r[j].verdict == ST_VERDICT_FAIL && r[j].worst_ratio >= p->skip_margin &&
                 r[j].rate < out->rate) {
-                fmt_rate(a, sizeof a, out->rate);
-                fmt_rate(b, sizeof b, r[j].rate);
+                st_capacity_fmt_rate(a, sizeof a, out->rate);
+                st_capacity_fmt_rate(b, sizeof b, r[j].rate);
                 out->action = ST_NEXT_SKIP;
                 if (isinf(r[j].worst_ratio))
                     snprintf(out->why, sizeof out->why, "skipped: requests failed at %s%s%s", pre, b, u);
@@ -220,7 +220,7 @@ void st_capacity_next(const st_search_params *p, const st_rate_result *r, int n,
             if (isinf(r[i].rate))
                 d = r[i].delivered_rps;
         if (!(d > lo)) {
-            fmt_rate(a, sizeof a, lo);
+            st_capacity_fmt_rate(a, sizeof a, lo);
             snprintf(out->why, sizeof out->why, "refine: the unlimited-rate run delivered %.4g req/s, not above %s", d,
                      a);
             return;
@@ -230,8 +230,8 @@ void st_capacity_next(const st_search_params *p, const st_rate_result *r, int n,
         hi = cap.fail_rate;
     }
     if (cap.has_fail_above && ((hi - lo) / lo <= p->tolerance || (p->integer && hi - lo <= 1))) {
-        fmt_rate(a, sizeof a, lo);
-        fmt_rate(b, sizeof b, hi);
+        st_capacity_fmt_rate(a, sizeof a, lo);
+        st_capacity_fmt_rate(b, sizeof b, hi);
         snprintf(out->why, sizeof out->why, "refine: bracket [%s, %s]%s within tolerance %.0f %%%s", a, b, u,
                  p->tolerance * 100, p->integer && hi - lo <= 1 ? " (adjacent levels)" : "");
         return;
@@ -255,8 +255,8 @@ void st_capacity_next(const st_search_params *p, const st_rate_result *r, int n,
     out->action = ST_NEXT_RUN;
     out->rate = next;
     out->grid = 0;
-    fmt_rate(a, sizeof a, lo);
-    fmt_rate(b, sizeof b, hi);
+    st_capacity_fmt_rate(a, sizeof a, lo);
+    st_capacity_fmt_rate(b, sizeof b, hi);
     if (cap.has_fail_above)
         snprintf(out->why, sizeof out->why, "refine: bisect [%s, %s]%s", a, b, u);
     else

@@ -115,6 +115,8 @@ typedef struct st_next {
     char why[256]; /* SKIP / STOP and refine runs: a sentence for the report */
 } st_next;
 
+/* A rate as the search's messages write it: "inf", else 4 significant digits. */
+void st_capacity_fmt_rate(char *b, size_t n, double r);
 /* The next step given the results so far (in the order they were obtained). */
 void st_capacity_next(const st_search_params *p, const st_rate_result *r, int n, st_next *out);
 

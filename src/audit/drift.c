@@ -121,6 +121,16 @@ int st_drift_add_free(st_drift_acc *a, const st_lp_pos *base, uint32_t nb, const
     return 0;
 }
 
+/* Sorts v[0..n) (n > 0) and returns its mean. */
+static double sort_mean(double *v, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++)
+        s += v[i];
+    qsort(v, n, sizeof *v, st_cmp_double);
+    return s / (double)n;
+}
+
 void st_drift_summarize(st_drift_acc *a, st_drift_summary *out)
 {
     memset(out, 0, sizeof *out);
@@ -131,12 +141,8 @@ void st_drift_summarize(st_drift_acc *a, st_drift_summary *out)
     out->dp_mean = out->dp_p01 = out->dp_p50 = out->dp_p99 = NAN;
     out->exact_match = out->div_mean = out->div_p50 = NAN;
     if (a->n_kld > 0) {
-        double s = 0;
-        for (size_t i = 0; i < a->n_kld; i++)
-            s += a->kld[i];
-        qsort(a->kld, a->n_kld, sizeof *a->kld, st_cmp_double);
         uint32_t n = (uint32_t)a->n_kld;
-        out->kld_mean = s / (double)n;
+        out->kld_mean = sort_mean(a->kld, n);
         out->kld_p50 = st_percentile_sorted(a->kld, n, 50);
         out->kld_p90 = st_percentile_sorted(a->kld, n, 90);
         out->kld_p99 = st_percentile_sorted(a->kld, n, 99);
@@ -145,13 +151,9 @@ void st_drift_summarize(st_drift_acc *a, st_drift_summary *out)
         out->rest_base_mean = a->rest_base_sum / (double)n;
     }
     if (a->n_dp > 0) {
-        double s = 0;
-        for (size_t i = 0; i < a->n_dp; i++)
-            s += a->dp[i];
-        qsort(a->dp, a->n_dp, sizeof *a->dp, st_cmp_double);
         uint32_t n = (uint32_t)a->n_dp;
         out->dp_n = n;
-        out->dp_mean = s / (double)n;
+        out->dp_mean = sort_mean(a->dp, n);
         out->dp_p01 = st_percentile_sorted(a->dp, n, 1);
         out->dp_p50 = st_percentile_sorted(a->dp, n, 50);
         out->dp_p99 = st_percentile_sorted(a->dp, n, 99);
@@ -162,11 +164,7 @@ void st_drift_summarize(st_drift_acc *a, st_drift_summary *out)
         out->exact_match = (double)a->exact / (double)a->answers;
     out->diverged = (uint32_t)a->n_div;
     if (a->n_div > 0) {
-        double s = 0;
-        for (size_t i = 0; i < a->n_div; i++)
-            s += a->div[i];
-        qsort(a->div, a->n_div, sizeof *a->div, st_cmp_double);
-        out->div_mean = s / (double)a->n_div;
+        out->div_mean = sort_mean(a->div, a->n_div);
         out->div_p50 = st_percentile_sorted(a->div, (uint32_t)a->n_div, 50);
     }
 }

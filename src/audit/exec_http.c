@@ -708,9 +708,7 @@ void st_executor_free(st_executor *x)
 
 void st_exec_out_free(st_exec_out *out)
 {
-    for (uint32_t i = 0; out->records && i < out->n; i++)
-        st_record_free(&out->records[i]);
-    free(out->records);
+    st_records_free(out->records, out->n);
     free(out->samples);
     out->records = NULL;
     out->samples = NULL;

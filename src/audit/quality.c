@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/util.h"
+#include "load/output.h"
 
 st_qapi st_quality_api(const st_spec *s, char *why, size_t whylen)
 {
@@ -331,38 +332,36 @@ void st_quality_judge(const st_spec *s, st_quality_result *r)
     }
 }
 
-static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
-
 int st_quality_to_json(const st_quality_result *r, st_buf *out)
 {
     const st_drift_summary *d = &r->d;
-    json_t *o =
-        json_pack("{s:s, s:s, s:i, s:b, s:b, s:o, s:i, s:b, s:s}", "status", st_qstatus_name(r->status), "mode",
-                  r->mode, "prompts", (json_int_t)r->prompts, "synthetic", r->synthetic, "emulated", r->emulated,
-                  "engine_s", num(r->engine_s), "top_k", (json_int_t)r->top_k, "pass", r->pass, "note", r->note);
+    json_t *o = json_pack("{s:s, s:s, s:i, s:b, s:b, s:o, s:i, s:b, s:s}", "status", st_qstatus_name(r->status), "mode",
+                          r->mode, "prompts", (json_int_t)r->prompts, "synthetic", r->synthetic, "emulated",
+                          r->emulated, "engine_s", st_jnum_or_null(r->engine_s), "top_k", (json_int_t)r->top_k, "pass",
+                          r->pass, "note", r->note);
     if (!o)
         return -1;
     json_t *dj = json_object();
     json_object_set_new(dj, "positions", json_integer((json_int_t)d->positions));
     json_object_set_new(dj, "missing", json_integer((json_int_t)d->missing));
-    json_object_set_new(dj, "kld_mean", num(d->kld_mean));
-    json_object_set_new(dj, "kld_p50", num(d->kld_p50));
-    json_object_set_new(dj, "kld_p90", num(d->kld_p90));
-    json_object_set_new(dj, "kld_p99", num(d->kld_p99));
-    json_object_set_new(dj, "kld_max", num(d->kld_max));
-    json_object_set_new(dj, "same_top1", num(d->same_top1));
+    json_object_set_new(dj, "kld_mean", st_jnum_or_null(d->kld_mean));
+    json_object_set_new(dj, "kld_p50", st_jnum_or_null(d->kld_p50));
+    json_object_set_new(dj, "kld_p90", st_jnum_or_null(d->kld_p90));
+    json_object_set_new(dj, "kld_p99", st_jnum_or_null(d->kld_p99));
+    json_object_set_new(dj, "kld_max", st_jnum_or_null(d->kld_max));
+    json_object_set_new(dj, "same_top1", st_jnum_or_null(d->same_top1));
     json_object_set_new(dj, "dp_n", json_integer((json_int_t)d->dp_n));
-    json_object_set_new(dj, "dp_mean", num(d->dp_mean));
-    json_object_set_new(dj, "dp_p01", num(d->dp_p01));
-    json_object_set_new(dj, "dp_p50", num(d->dp_p50));
-    json_object_set_new(dj, "dp_p99", num(d->dp_p99));
-    json_object_set_new(dj, "rest_base_mean", num(d->rest_base_mean));
+    json_object_set_new(dj, "dp_mean", st_jnum_or_null(d->dp_mean));
+    json_object_set_new(dj, "dp_p01", st_jnum_or_null(d->dp_p01));
+    json_object_set_new(dj, "dp_p50", st_jnum_or_null(d->dp_p50));
+    json_object_set_new(dj, "dp_p99", st_jnum_or_null(d->dp_p99));
+    json_object_set_new(dj, "rest_base_mean", st_jnum_or_null(d->rest_base_mean));
     json_object_set_new(dj, "answers", json_integer(d->answers));
     json_object_set_new(dj, "exact", json_integer(d->exact));
-    json_object_set_new(dj, "exact_match", num(d->exact_match));
+    json_object_set_new(dj, "exact_match", st_jnum_or_null(d->exact_match));
     json_object_set_new(dj, "diverged", json_integer(d->diverged));
-    json_object_set_new(dj, "div_mean", num(d->div_mean));
-    json_object_set_new(dj, "div_p50", num(d->div_p50));
+    json_object_set_new(dj, "div_mean", st_jnum_or_null(d->div_mean));
+    json_object_set_new(dj, "div_p50", st_jnum_or_null(d->div_p50));
     json_object_set_new(o, "drift", dj);
     char *s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(o);

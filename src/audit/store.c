@@ -383,6 +383,34 @@ static double col_dbl(sqlite3_stmt *st, int i)
     return sqlite3_column_type(st, i) == SQLITE_NULL ? NAN : sqlite3_column_double(st, i);
 }
 
+/* Reads every row of st (prepared and bound) into *rows, elements of `elem` bytes grown `first` at a
+ * time, each filled by read_row (0, or -1 when out of memory: the row is then freed), and finalizes
+ * st. 0 with *n rows read; or -1 ("out of memory" the store's message when it was that) with the rows
+ * freed by free_rows, *rows NULL and *n 0. */
+static int read_rows(st_store *s, sqlite3_stmt *st, void **rows, size_t *n, size_t elem, size_t first,
+                     int (*read_row)(sqlite3_stmt *st, void *row), void (*free_rows)(void *rows, size_t n))
+{
+    size_t cap = 0;
+    int rc;
+    s->err[0] = '\0';
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (st_grow(rows, &cap, *n + 1, elem, first) || read_row(st, (char *)*rows + *n * elem)) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        (*n)++;
+    }
+    sqlite3_finalize(st);
+    if (rc == SQLITE_DONE)
+        return 0;
+    if (rc == SQLITE_NOMEM)
+        nomem(s);
+    free_rows(*rows, *n);
+    *rows = NULL;
+    *n = 0;
+    return -1;
+}
+
 static void bind_dbl(sqlite3_stmt *st, int i, double v)
 {
     if (isnan(v))
@@ -632,6 +660,29 @@ int st_store_config_put(st_store *s, const st_config_row *c)
     return rc;
 }
 
+/* Reads a row of the configs query (read_rows). */
+static int read_config(sqlite3_stmt *st, void *row)
+{
+    st_config_row *c = row;
+    int bad = 0;
+    memset(c, 0, sizeof *c);
+    c->name = col_str(st, 0, &bad);
+    c->idx = sqlite3_column_int(st, 1);
+    c->status = col_str(st, 2, &bad);
+    c->started = sqlite3_column_int64(st, 3);
+    c->startup_s = col_dbl(st, 4);
+    c->failure_class = col_str(st, 5, &bad);
+    c->failure_detail = col_str(st, 6, &bad);
+    c->log_tail = col_str(st, 7, &bad);
+    c->argv = col_str(st, 8, &bad);
+    c->facts = col_str(st, 9, &bad);
+    if (bad)
+        st_config_row_free(c);
+    return bad ? -1 : 0;
+}
+
+static void free_configs(void *rows, size_t n) { st_config_rows_free(rows, (int)n); }
+
 int st_store_configs_get(st_store *s, st_config_row **out, int *n)
 {
     *out = NULL;
@@ -642,41 +693,10 @@ int st_store_configs_get(st_store *s, st_config_row **out, int *n)
                            "argv, facts FROM configs ORDER BY idx",
                            -1, &st, NULL) != SQLITE_OK)
         return -1;
-    int rc, bad = 0;
-    size_t cap = 0;
-    s->err[0] = '\0';
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (st_grow((void **)out, &cap, (size_t)*n + 1, sizeof **out, 8)) {
-            rc = SQLITE_NOMEM;
-            break;
-        }
-        st_config_row *c = &(*out)[(*n)++];
-        memset(c, 0, sizeof *c);
-        c->name = col_str(st, 0, &bad);
-        c->idx = sqlite3_column_int(st, 1);
-        c->status = col_str(st, 2, &bad);
-        c->started = sqlite3_column_int64(st, 3);
-        c->startup_s = col_dbl(st, 4);
-        c->failure_class = col_str(st, 5, &bad);
-        c->failure_detail = col_str(st, 6, &bad);
-        c->log_tail = col_str(st, 7, &bad);
-        c->argv = col_str(st, 8, &bad);
-        c->facts = col_str(st, 9, &bad);
-        if (bad) {
-            rc = SQLITE_NOMEM;
-            break;
-        }
-    }
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) {
-        if (rc == SQLITE_NOMEM)
-            nomem(s);
-        st_config_rows_free(*out, *n);
-        *out = NULL;
-        *n = 0;
-        return -1;
-    }
-    return 0;
+    size_t k = 0;
+    int rc = read_rows(s, st, (void **)out, &k, sizeof **out, 8, read_config, free_configs);
+    *n = (int)k;
+    return rc;
 }
 
 /* ---- runs ---- */
@@ -828,8 +848,9 @@ static int bind_run(const st_store *s, sqlite3_stmt *st, const st_run_row *r)
 }
 
 /* Reads a row of "SELECT id, <the columns>". 0, or -1 when out of memory (r is then freed). */
-static int read_run(sqlite3_stmt *st, st_run_row *r)
+static int read_run(sqlite3_stmt *st, void *row)
 {
+    st_run_row *r = row;
     memset(r, 0, sizeof *r);
     int bad = 0;
     r->id = sqlite3_column_int64(st, 0);
@@ -1040,6 +1061,8 @@ int st_store_run_find(st_store *s, const char *run_key, st_run_row *out)
     return rc;
 }
 
+static void free_runs(void *rows, size_t n) { st_run_rows_free(rows, (int)n); }
+
 int st_store_runs_get(st_store *s, const char *config, st_run_row **out, int *n)
 {
     *out = NULL;
@@ -1055,27 +1078,69 @@ int st_store_runs_get(st_store *s, const char *config, st_run_row **out, int *n)
     s->err[0] = '\0';
     if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
         return -1;
-    int rc = config && bind_str(st, 1, config) ? SQLITE_NOMEM : SQLITE_OK;
-    size_t cap = 0;
-    while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (st_grow((void **)out, &cap, (size_t)*n + 1, sizeof **out, 16) || read_run(st, &(*out)[*n])) {
-            rc = SQLITE_NOMEM;
-            break;
-        }
-        (*n)++;
-        rc = SQLITE_OK;
+    if (config && bind_str(st, 1, config)) {
+        sqlite3_finalize(st);
+        return nomem(s);
     }
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) {
-        if (rc == SQLITE_NOMEM)
-            nomem(s);
-        st_run_rows_free(*out, *n);
-        *out = NULL;
-        *n = 0;
+    size_t k = 0;
+    int rc = read_rows(s, st, (void **)out, &k, sizeof **out, 16, read_run, free_runs);
+    *n = (int)k;
+    return rc;
+}
+
+/* Reads a row of the requests query (read_rows). */
+static int read_record(sqlite3_stmt *st, void *row)
+{
+    st_record *x = row;
+    st_record_init(x, (uint32_t)sqlite3_column_int64(st, 0));
+    x->warmup = (uint8_t)sqlite3_column_int(st, 1);
+    const char *sn = (const char *)sqlite3_column_text(st, 2);
+    x->status = ST_REQ_OK;
+    for (int k = 0; sn && k < ST_REQ__COUNT; k++)
+        if (!strcmp(sn, st_req_status_name((st_req_status)k)))
+            x->status = (st_req_status)k;
+    x->http_status = sqlite3_column_int(st, 3);
+    x->scheduled = sqlite3_column_int64(st, 4);
+    x->sent = sqlite3_column_int64(st, 5);
+    x->first_byte = sqlite3_column_int64(st, 6);
+    x->first_token = sqlite3_column_int64(st, 7);
+    x->end = sqlite3_column_int64(st, 8);
+    x->input_tokens = (uint32_t)sqlite3_column_int64(st, 9);
+    x->output_requested = (uint32_t)sqlite3_column_int64(st, 10);
+    x->output_tokens = (uint32_t)sqlite3_column_int64(st, 11);
+    x->cached_tokens = (uint32_t)sqlite3_column_int64(st, 12);
+    x->usage_reported = (uint8_t)sqlite3_column_int(st, 13);
+    const uint8_t *b = sqlite3_column_blob(st, 14);
+    int bl = sqlite3_column_bytes(st, 14);
+    int bad = !b && sqlite3_column_type(st, 14) != SQLITE_NULL;
+    for (int i = 0; b && i + 8 <= bl && !bad; i += 8) {
+        uint64_t v = 0;
+        for (int k = 7; k >= 0; k--)
+            v = (v << 8) | b[i + k];
+        bad = st_record_add_event(x, (st_ns)v) != 0;
+    }
+    const char *e = (const char *)sqlite3_column_text(st, 15);
+    if (e)
+        st_record_set_error(x, x->status, e, strlen(e));
+    if (bad || (e && !x->error) || (!e && sqlite3_column_type(st, 15) != SQLITE_NULL)) {
+        st_record_free(x);
         return -1;
     }
+    if (sqlite3_column_type(st, 16) != SQLITE_NULL) {
+        x->srv_prompt = sqlite3_column_int64(st, 16);
+        x->srv_gen = sqlite3_column_int64(st, 17);
+        x->srv_gen_n = (uint32_t)sqlite3_column_int64(st, 18);
+    }
+    x->prompt_reported = (uint32_t)sqlite3_column_int64(st, 19); /* NULL: 0, not reported */
+    /* an older database has no first answer: a request's first token was its answer's */
+    x->first_answer = sqlite3_column_type(st, 20) != SQLITE_NULL ? sqlite3_column_int64(st, 20) : x->first_token;
+    x->reasoning_tokens = (uint32_t)sqlite3_column_int64(st, 21);
+    x->session = (uint32_t)sqlite3_column_int64(st, 22); /* NULL: 0, not in a session */
+    x->turn = (uint32_t)sqlite3_column_int64(st, 23);
     return 0;
 }
+
+static void free_records(void *rows, size_t n) { st_records_free(rows, n); }
 
 int st_store_records_get(st_store *s, int64_t run_id, st_record **out, uint32_t *n)
 {
@@ -1091,74 +1156,24 @@ int st_store_records_get(st_store *s, int64_t run_id, st_record **out, uint32_t 
             -1, &st, NULL) != SQLITE_OK)
         return -1;
     sqlite3_bind_int64(st, 1, run_id);
-    int rc;
-    size_t cap = 0;
-    s->err[0] = '\0';
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (st_grow((void **)out, &cap, (size_t)*n + 1, sizeof **out, 64)) {
-            rc = SQLITE_NOMEM;
-            break;
-        }
-        st_record *x = &(*out)[(*n)++];
-        st_record_init(x, (uint32_t)sqlite3_column_int64(st, 0));
-        x->warmup = (uint8_t)sqlite3_column_int(st, 1);
-        const char *sn = (const char *)sqlite3_column_text(st, 2);
-        x->status = ST_REQ_OK;
-        for (int k = 0; sn && k < ST_REQ__COUNT; k++)
-            if (!strcmp(sn, st_req_status_name((st_req_status)k)))
-                x->status = (st_req_status)k;
-        x->http_status = sqlite3_column_int(st, 3);
-        x->scheduled = sqlite3_column_int64(st, 4);
-        x->sent = sqlite3_column_int64(st, 5);
-        x->first_byte = sqlite3_column_int64(st, 6);
-        x->first_token = sqlite3_column_int64(st, 7);
-        x->end = sqlite3_column_int64(st, 8);
-        x->input_tokens = (uint32_t)sqlite3_column_int64(st, 9);
-        x->output_requested = (uint32_t)sqlite3_column_int64(st, 10);
-        x->output_tokens = (uint32_t)sqlite3_column_int64(st, 11);
-        x->cached_tokens = (uint32_t)sqlite3_column_int64(st, 12);
-        x->usage_reported = (uint8_t)sqlite3_column_int(st, 13);
-        const uint8_t *b = sqlite3_column_blob(st, 14);
-        int bl = sqlite3_column_bytes(st, 14);
-        int bad = !b && sqlite3_column_type(st, 14) != SQLITE_NULL;
-        for (int i = 0; b && i + 8 <= bl && !bad; i += 8) {
-            uint64_t v = 0;
-            for (int k = 7; k >= 0; k--)
-                v = (v << 8) | b[i + k];
-            bad = st_record_add_event(x, (st_ns)v) != 0;
-        }
-        const char *e = (const char *)sqlite3_column_text(st, 15);
-        if (e)
-            st_record_set_error(x, x->status, e, strlen(e));
-        if (bad || (e && !x->error) || (!e && sqlite3_column_type(st, 15) != SQLITE_NULL)) {
-            rc = SQLITE_NOMEM;
-            break;
-        }
-        if (sqlite3_column_type(st, 16) != SQLITE_NULL) {
-            x->srv_prompt = sqlite3_column_int64(st, 16);
-            x->srv_gen = sqlite3_column_int64(st, 17);
-            x->srv_gen_n = (uint32_t)sqlite3_column_int64(st, 18);
-        }
-        x->prompt_reported = (uint32_t)sqlite3_column_int64(st, 19); /* NULL: 0, not reported */
-        /* an older database has no first answer: a request's first token was its answer's */
-        x->first_answer = sqlite3_column_type(st, 20) != SQLITE_NULL ? sqlite3_column_int64(st, 20) : x->first_token;
-        x->reasoning_tokens = (uint32_t)sqlite3_column_int64(st, 21);
-        x->session = (uint32_t)sqlite3_column_int64(st, 22); /* NULL: 0, not in a session */
-        x->turn = (uint32_t)sqlite3_column_int64(st, 23);
-    }
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) {
-        if (rc == SQLITE_NOMEM)
-            nomem(s);
-        for (uint32_t i = 0; i < *n; i++)
-            st_record_free(&(*out)[i]);
-        free(*out);
-        *out = NULL;
-        *n = 0;
-        return -1;
-    }
-    return 0;
+    size_t k = 0;
+    int rc = read_rows(s, st, (void **)out, &k, sizeof **out, 64, read_record, free_records);
+    *n = (uint32_t)k;
+    return rc;
 }
+
+/* Reads a row of the metrics query (read_rows); out of memory: the name, its one copy, was not made. */
+static int read_sample(sqlite3_stmt *st, void *row)
+{
+    st_metrics_sample *m = row;
+    int bad = 0;
+    m->t = sqlite3_column_double(st, 0);
+    m->name = col_str(st, 1, &bad);
+    m->value = col_dbl(st, 2);
+    return bad ? -1 : 0;
+}
+
+static void free_samples(void *rows, size_t n) { st_store_samples_free(rows, (uint32_t)n); }
 
 int st_store_samples_get(st_store *s, int64_t run_id, st_metrics_sample **out, uint32_t *n)
 {
@@ -1169,33 +1184,10 @@ int st_store_samples_get(st_store *s, int64_t run_id, st_metrics_sample **out, u
                            NULL) != SQLITE_OK)
         return -1;
     sqlite3_bind_int64(st, 1, run_id);
-    int rc, bad = 0;
-    size_t cap = 0;
-    s->err[0] = '\0';
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (st_grow((void **)out, &cap, (size_t)*n + 1, sizeof **out, 64)) {
-            rc = SQLITE_NOMEM;
-            break;
-        }
-        st_metrics_sample *m = &(*out)[(*n)++];
-        m->t = sqlite3_column_double(st, 0);
-        m->name = col_str(st, 1, &bad);
-        m->value = col_dbl(st, 2);
-        if (bad) {
-            rc = SQLITE_NOMEM;
-            break;
-        }
-    }
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) {
-        if (rc == SQLITE_NOMEM)
-            nomem(s);
-        st_store_samples_free(*out, *n);
-        *out = NULL;
-        *n = 0;
-        return -1;
-    }
-    return 0;
+    size_t k = 0;
+    int rc = read_rows(s, st, (void **)out, &k, sizeof **out, 64, read_sample, free_samples);
+    *n = (uint32_t)k;
+    return rc;
 }
 
 void st_store_samples_free(st_metrics_sample *m, uint32_t n)

@@ -109,15 +109,6 @@ static void fmt_dur(char *b, size_t n, double s)
         snprintf(b, n, "%d:%02d:%02d", (int)s / 3600, ((int)s / 60) % 60, (int)s % 60);
 }
 
-
-static void fmt_rate(char *b, size_t n, double r)
-{
-    if (isinf(r))
-        snprintf(b, n, "inf");
-    else
-        snprintf(b, n, "%.4g", r);
-}
-
 /* ---- run key ---- */
 
 /* The facts every run key starts with: engine, command, model, flags, environment, API, workload. */
@@ -623,7 +614,7 @@ static void draw_progress(rate_ctx *R, const st_runner_progress *p)
     char el[32], eta[32], rt[32];
     double elapsed = st_ns_to_s(now - S->t_start);
     fmt_dur(el, sizeof el, elapsed);
-    fmt_rate(rt, sizeof rt, S->rate);
+    st_capacity_fmt_rate(rt, sizeof rt, S->rate);
     if (R->ctl) {
         fprintf(S->o->out, "\r\033[K[%d/%d %s] %s %s: %s phase, %.0f s, %u done, %u in flight | elapsed %s", S->ci + 1,
                 S->spec->n_configs, R->cfg_name, S->spec->closed_loop ? "concurrency" : "rate", rt,
@@ -695,13 +686,44 @@ static int build_run(sweep *S, double rate, uint64_t seed, uint32_t n, st_worklo
     return 0;
 }
 
+/* Runs workload w on schedule sched through the executor, row timed and R ticking; with concurrency
+ * levels a closed loop of w's requests, at most `rate` in flight (every request due at once, each
+ * sent when a slot frees). 0 with out to judge, 1 when interrupted (out freed), -1 on an error
+ * (row->why says why). */
+static int exec_run(sweep *S, const st_spec_config *c, st_config_row *crow, st_workload *w, const st_ns *sched,
+                    double rate, rate_ctx *R, st_run_row *row, st_exec_out *out)
+{
+    const st_spec *s = S->spec;
+    char err[512];
+    st_exec_rate in = { .c = c,
+                        .w = w,
+                        .sched = sched,
+                        .warmup = 0,
+                        .timeout_s = s->timeouts.request_s,
+                        .max_concurrency = s->closed_loop ? (uint32_t)rate : 0,
+                        .closed_loop = s->closed_loop,
+                        .tick = on_tick,
+                        .tick_arg = R };
+    row->started = st_wall_ns();
+    int rr = S->x->ops->run_rate(S->x, &in, crow, out, err, sizeof err);
+    row->ended = st_wall_ns();
+    if (rr < 0) {
+        row->why = strdup(err);
+        return -1;
+    }
+    if (rr == 1 || R->interrupted) {
+        st_exec_out_free(out);
+        return 1;
+    }
+    return 0;
+}
+
 /* Runs one burst rate. Fills run (owned strings) and the records/samples to store; returns 0, 1
  * when interrupted (nothing to store), -1 on an error that leaves no run (run->why says why). */
 static int run_burst(sweep *S, const st_spec_config *c, st_config_row *crow, double rate, st_run_row *row,
                      st_exec_out *out)
 {
     const st_spec *s = S->spec;
-    char err[512];
     st_workload w;
     st_ns *sched;
     memset(out, 0, sizeof *out);
@@ -709,29 +731,10 @@ static int run_burst(sweep *S, const st_spec_config *c, st_config_row *crow, dou
     if (rc == 0) {
         uint32_t n = w.n;
         rate_ctx R = { .S = S, .slo = &s->slo, .planned = n, .time_scale = S->x->time_scale, .cfg_name = c->name };
-        /* with concurrency levels: a fixed-count closed loop of n requests, at most `rate` in
-         * flight (every request due at once, each sent when a slot frees) */
-        st_exec_rate in = { .c = c,
-                            .w = &w,
-                            .sched = sched,
-                            .warmup = 0,
-                            .timeout_s = s->timeouts.request_s,
-                            .max_concurrency = s->closed_loop ? (uint32_t)rate : 0,
-                            .closed_loop = s->closed_loop,
-                            .tick = on_tick,
-                            .tick_arg = &R };
-        row->started = st_wall_ns();
-        int rr = S->x->ops->run_rate(S->x, &in, crow, out, err, sizeof err);
-        row->ended = st_wall_ns();
+        rc = exec_run(S, c, crow, &w, sched, rate, &R, row, out);
         free(sched);
         drop_workload(S, &w);
-        if (rr < 0) {
-            row->why = strdup(err);
-            rc = -1;
-        } else if (rr == 1 || R.interrupted) {
-            st_exec_out_free(out);
-            rc = 1;
-        } else {
+        if (rc == 0) {
             st_rate_figures f;
             st_audit_figures(&s->slo, out->records, out->n, n, row, &f);
             f.stopped_early = out->stopped && R.early_stopped;
@@ -892,7 +895,6 @@ static int sustained_exec(sweep *S, cfgrun *cr, const st_next *nx, st_workload *
                           st_exec_out *out, st_sustain_result *res)
 {
     const st_spec *s = S->spec;
-    char err[512];
     st_sustain_params sp = { .slo = &s->slo,
                              .offered_rps = s->closed_loop ? 0 : nx->rate * requests_per_start(w),
                              .concurrency = s->closed_loop ? (uint32_t)nx->rate : 0,
@@ -910,33 +912,16 @@ static int sustained_exec(sweep *S, cfgrun *cr, const st_next *nx, st_workload *
     rate_ctx R = {
         .S = S, .slo = &s->slo, .planned = w->n, .time_scale = S->x->time_scale, .cfg_name = cr->c->name, .ctl = &ctl
     };
-    st_exec_rate in = { .c = cr->c,
-                        .w = w,
-                        .sched = sched,
-                        .warmup = 0,
-                        .timeout_s = s->timeouts.request_s,
-                        .max_concurrency = s->closed_loop ? (uint32_t)nx->rate : 0,
-                        .closed_loop = s->closed_loop,
-                        .tick = on_tick,
-                        .tick_arg = &R };
-    row->started = st_wall_ns();
-    int rr = S->x->ops->run_rate(S->x, &in, &cr->row, out, err, sizeof err);
-    row->ended = st_wall_ns();
-    int rc = 0;
-    if (rr < 0) {
-        row->why = strdup(err);
-        rc = -1;
-    } else if (rr == 1 || R.interrupted) {
-        st_exec_out_free(out);
-        rc = 1;
-    } else if (st_sustain_finish(&ctl, out->records, out->n, out->samples, out->n_samples, res)) {
+    int rc = exec_run(S, cr->c, &cr->row, w, sched, nx->rate, &R, row, out);
+    if (rc)
+        return rc;
+    if (st_sustain_finish(&ctl, out->records, out->n, out->samples, out->n_samples, res)) {
         st_exec_out_free(out);
         row->why = strdup("out of memory judging the run");
-        rc = -1;
-    } else {
-        sustained_row(s, &ctl, res, out, row);
+        return -1;
     }
-    return rc;
+    sustained_row(s, &ctl, res, out, row);
+    return 0;
 }
 
 /* Runs one sustained rate (or concurrency) as the controller (audit/sustain.h) decides. Returns as
@@ -1195,7 +1180,7 @@ static int record_skip(sweep *S, cfgrun *cr, const st_next *nx, const char *key)
     st_rate_result r = result_of(&run);
     push_result(cr, &r, 0, 0);
     char rt[32];
-    fmt_rate(rt, sizeof rt, nx->rate);
+    st_capacity_fmt_rate(rt, sizeof rt, nx->rate);
     say_cfg(S, cr, "%s %s%s%s: %s", S->spec->closed_loop ? "concurrency" : "rate", rt, S->spec->closed_loop ? "" : " ",
             S->spec->closed_loop ? "" : st_spec_rate_unit(S->spec), nx->why);
     return 0;
@@ -1206,7 +1191,7 @@ static void say_run(sweep *S, const cfgrun *cr, const st_next *nx, const st_run_
 {
     const st_spec *s = S->spec;
     char rt[32], t1[48], t2[48], t3[32], rep[32] = "";
-    fmt_rate(rt, sizeof rt, nx->rate);
+    st_capacity_fmt_rate(rt, sizeof rt, nx->rate);
     if (nx->replicate)
         snprintf(rep, sizeof rep, " (replicate %d)", nx->replicate + 1);
     const char *ge = run->stopped_early && s->search.mode != ST_SEARCH_SUSTAINED ? ">= " : "";
@@ -1266,7 +1251,7 @@ static int measure(sweep *S, cfgrun *cr, const st_next *nx, const char *key, uin
     run.sustained_rps = run.delivered_rps = run.output_tps = NAN;
     if (nx->why[0] && !nx->grid && s->search.mode != ST_SEARCH_SUSTAINED) {
         char rt[32];
-        fmt_rate(rt, sizeof rt, nx->rate);
+        st_capacity_fmt_rate(rt, sizeof rt, nx->rate);
         say_cfg(S, cr, "%s: %s %s%s%s", nx->why, s->closed_loop ? "concurrency" : "rate", rt, s->closed_loop ? "" : " ",
                 s->closed_loop ? "" : st_spec_rate_unit(s));
     } else if (nx->why[0] && s->search.mode == ST_SEARCH_SUSTAINED) {
@@ -1337,7 +1322,7 @@ static int step(sweep *S, cfgrun *cr, const st_next *nx)
     char key[65], rt[32];
     int status = 0;
     uint32_t planned = 0;
-    fmt_rate(rt, sizeof rt, nx->rate);
+    st_capacity_fmt_rate(rt, sizeof rt, nx->rate);
     S->rate_no++;
     if (S->rate_no > S->rates_planned)
         S->rates_planned = S->rate_no;

@@ -310,12 +310,9 @@ int st_cli_predict_agents(int argc, char **argv)
     st_workload w;
     memset(&w, 0, sizeof w);
     char **av = NULL;
-    if (st_opts_parse(opts, argc - 1, argv + 1, 1, &pr, err, sizeof err) < 0)
-        return st_cli_usage_error("predict", err);
-    if (pr.help) {
-        predict_usage(opts);
+    if ((status = st_cli_parse("predict", opts, argc, argv, 1, &pr, predict_usage, err, sizeof err)) >= 0)
         goto out;
-    }
+    status = ST_EXIT_OK;
     if (!a.path || !a.model || !a.gpu || pr.npos) {
         status = st_cli_usage_error("predict", "--agents FILE needs --model and --gpu (and no SPEC)");
         goto out;

@@ -268,12 +268,9 @@ static int audit_measure(audit_cmd *x)
  * shards, or the audit here) and run. The exit status. */
 static int audit_run(audit_cmd *x, const st_opt *opts, int argc, char **argv)
 {
-    if (st_opts_parse(opts, argc - 1, argv + 1, 0, &x->res, x->err, sizeof x->err))
-        return st_cli_usage_error("audit", x->err);
-    if (x->res.help) {
-        help(opts);
-        return ST_EXIT_OK;
-    }
+    int parsed = st_cli_parse("audit", opts, argc, argv, 0, &x->res, help, x->err, sizeof x->err);
+    if (parsed >= 0)
+        return parsed;
     if (x->merge_dir || x->status_dir) {
         if (x->res.npos || (x->merge_dir && x->status_dir) || x->slurm || x->check || x->out_dir)
             return st_cli_usage_error("audit", "--merge DIR and --status DIR take no SPEC and no other mode");

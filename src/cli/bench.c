@@ -1143,15 +1143,9 @@ int cmd_bench(int argc, char **argv)
     build_table(&B->A, opts);
     st_opts_result pr;
     char err[1024];
-    int rc = ST_EXIT_OK;
-    if (st_opts_parse(opts, argc - 1, argv + 1, 0, &pr, err, sizeof err) < 0) {
-        rc = st_cli_usage_error("bench", err);
+    int rc = st_cli_parse("bench", opts, argc, argv, 0, &pr, bench_help, err, sizeof err);
+    if (rc >= 0)
         goto out;
-    }
-    if (pr.help) {
-        bench_help(opts);
-        goto out;
-    }
     if ((rc = plan(B, &pr)) != ST_EXIT_OK || (rc = find_model(B)) != ST_EXIT_OK ||
         (rc = prepare_workload(B)) != ST_EXIT_OK || (rc = make_schedule(B)) != ST_EXIT_OK ||
         (rc = run(B)) != ST_EXIT_OK)

@@ -212,15 +212,9 @@ int cmd_calibrate(int argc, char **argv)
     st_buf b;
     st_buf_init(&b, CALIB_OUT_MAX);
     const char *usage = NULL;
-    if (st_opts_parse(opts, argc - 1, argv + 1, 0, &res, err, sizeof err)) {
-        rc = st_cli_usage_error("calibrate", err);
+    if ((rc = st_cli_parse("calibrate", opts, argc, argv, 0, &res, help, err, sizeof err)) >= 0)
         goto out;
-    }
-    if (res.help) {
-        help(opts);
-        rc = ST_EXIT_OK;
-        goto out;
-    }
+    rc = ST_EXIT_USAGE;
     if (!out)
         usage = "-o FILE is required";
     else if (res.npos == 0 && bench.n == 0)

@@ -12,6 +12,7 @@
 #include "audit/spec.h"
 #include "audit/store.h"
 #include "audit/sweep.h"
+#include "core/opts.h"
 
 /* Exit codes shared by every subcommand. */
 enum {
@@ -30,6 +31,11 @@ typedef struct st_cmd {
 
 /* Prints "servetune NAME: reason" and the usage hint to stderr; returns ST_EXIT_USAGE. */
 int st_cli_usage_error(const char *cmd, const char *reason);
+/* A subcommand's options parsed (st_opts_parse over argv[1..]) and --help answered with help(opts):
+ * -1 to go on, else the exit status (ST_EXIT_USAGE once the reason is said, ST_EXIT_OK after the
+ * help). */
+int st_cli_parse(const char *cmd, const st_opt *opts, int argc, char **argv, int allow_unknown, st_opts_result *res,
+                 void (*help)(const st_opt *opts), char *err, size_t errlen);
 
 /* SIGINT and SIGTERM set the returned flag (the only global state, cli/common.c); *which (when
  * not NULL) gets the flag holding the signal's number; st_cli_signal_name() says "SIGINT" or

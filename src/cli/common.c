@@ -34,6 +34,18 @@ int st_cli_usage_error(const char *cmd, const char *reason)
     return ST_EXIT_USAGE;
 }
 
+int st_cli_parse(const char *cmd, const st_opt *opts, int argc, char **argv, int allow_unknown, st_opts_result *res,
+                 void (*help)(const st_opt *opts), char *err, size_t errlen)
+{
+    if (st_opts_parse(opts, argc - 1, argv + 1, allow_unknown, res, err, errlen))
+        return st_cli_usage_error(cmd, err);
+    if (res->help) {
+        help(opts);
+        return ST_EXIT_OK;
+    }
+    return -1;
+}
+
 /* ---- signals: the only globals, what the handler sets ---- */
 
 static volatile sig_atomic_t cli_stop;

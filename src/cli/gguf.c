@@ -311,12 +311,9 @@ static int gguf_make(gguf_cmd *x, const st_mg_shape *s, uint32_t wtype)
 /* `gguf` once its options are in x: --list, --show, or a model made. The exit status. */
 static int gguf_run(gguf_cmd *x, const st_opt *opts, int argc, char **argv)
 {
-    if (st_opts_parse(opts, argc - 1, argv + 1, 0, &x->res, x->err, sizeof x->err))
-        return st_cli_usage_error("gguf", x->err);
-    if (x->res.help) {
-        help(opts);
-        return ST_EXIT_OK;
-    }
+    int parsed = st_cli_parse("gguf", opts, argc, argv, 0, &x->res, help, x->err, sizeof x->err);
+    if (parsed >= 0)
+        return parsed;
     if (x->res.npos)
         return st_cli_usage_error("gguf", "unexpected argument (options only)");
     if (x->list) {

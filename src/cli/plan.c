@@ -1181,12 +1181,9 @@ static int plan_write(plan_cmd *x, int k)
  * written. The exit status. */
 static int plan_run(plan_cmd *x, const st_opt *opts, int argc, char **argv)
 {
-    if (st_opts_parse(opts, argc - 1, argv + 1, 0, &x->res, x->err, sizeof x->err))
-        return st_cli_usage_error("plan", x->err);
-    if (x->res.help) {
-        help(opts);
-        return ST_EXIT_OK;
-    }
+    int parsed = st_cli_parse("plan", opts, argc, argv, 0, &x->res, help, x->err, sizeof x->err);
+    if (parsed >= 0)
+        return parsed;
     if (x->res.npos != 1)
         return st_cli_usage_error("plan", "expected one SPEC");
     st_disagg_link link_check;

@@ -785,15 +785,10 @@ int cmd_predict(int argc, char **argv)
     st_cli_run r;
     st_cli_run_init(&r, "predict");
     char err[1024] = "";
-    int rc = ST_EXIT_OK;
-    if (st_opts_parse(opts, argc - 1, argv + 1, 0, &res, err, sizeof err)) {
-        rc = st_cli_usage_error("predict", err);
+    int rc = st_cli_parse("predict", opts, argc, argv, 0, &res, help, err, sizeof err);
+    if (rc >= 0)
         goto out;
-    }
-    if (res.help) {
-        help(opts);
-        goto out;
-    }
+    rc = ST_EXIT_OK;
     if (res.npos != 1) {
         rc = st_cli_usage_error("predict", "expected one SPEC file");
         goto out;

@@ -656,12 +656,9 @@ static void stats_free(stats_cmd *x)
  * The exit status. */
 static int stats_run(stats_cmd *x, st_opt *opts, int argc, char **argv)
 {
-    if (st_opts_parse(opts, argc - 1, argv + 1, 1, &x->pr, x->err, sizeof x->err) < 0)
-        return st_cli_usage_error("trace stats", x->err);
-    if (x->pr.help) {
-        stats_help(opts);
-        return ST_EXIT_OK;
-    }
+    int parsed = st_cli_parse("trace stats", opts, argc, argv, 1, &x->pr, stats_help, x->err, sizeof x->err);
+    if (parsed >= 0)
+        return parsed;
     if (x->pr.npos != 1)
         return st_cli_usage_error("trace stats", "expected one trace FILE");
     const char *path = x->pr.pos[0];

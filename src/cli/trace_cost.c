@@ -364,12 +364,9 @@ static int cost_write(cost_cmd *x)
  * replayed and its cost split (and reconciled to a bill). The exit status. */
 static int cost_run(cost_cmd *x, st_opt *opts, int argc, char **argv)
 {
-    if (st_opts_parse(opts, argc - 1, argv + 1, 1, &x->pr, x->err, sizeof x->err) < 0)
-        return st_cli_usage_error("trace cost", x->err);
-    if (x->pr.help) {
-        usage(opts);
-        return ST_EXIT_OK;
-    }
+    int parsed = st_cli_parse("trace cost", opts, argc, argv, 1, &x->pr, usage, x->err, sizeof x->err);
+    if (parsed >= 0)
+        return parsed;
     if (x->pr.npos != 1)
         return st_cli_usage_error("trace cost", "expected one log FILE");
     int status = cost_check(x);

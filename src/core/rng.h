@@ -33,5 +33,8 @@ static inline uint64_t st_mix64(uint64_t z) /* inline: the hot loops of block ha
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
     return z ^ (z >> 31);
 }
+/* What st_splitmix64 returns from state z (the state not kept): st_mix64 of z plus the golden
+ * ratio. */
+static inline uint64_t st_splitmix64_of(uint64_t z) { return st_mix64(z + 0x9e3779b97f4a7c15ULL); }
 
 #endif

@@ -59,6 +59,22 @@ void st_text_sanitize(char *s, int keep_newlines)
     }
 }
 
+void st_trim(const char **p, size_t *n)
+{
+    while (*n && st_is_ws(**p))
+        (*p)++, (*n)--;
+    while (*n && st_is_ws((*p)[*n - 1]))
+        (*n)--;
+}
+
+int st_line_is_blank(const char *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n && st_is_ws(s[i]))
+        i++;
+    return i == n || s[i] == '#';
+}
+
 void st_slug(const char *s, char *out, size_t n, size_t max)
 {
     if (!n)

@@ -1,5 +1,5 @@
-/* Three small helpers every layer needs once: growing an array by doubling, ordering doubles for
- * qsort, and writing an error message into a caller's buffer. */
+/* Small helpers every layer needs once: growing an array by doubling, ordering doubles for qsort,
+ * white space, text made safe, slugs, and writing an error message into a caller's buffer. */
 #ifndef ST_CORE_UTIL_H
 #define ST_CORE_UTIL_H
 #include <stddef.h>
@@ -21,6 +21,13 @@ void st_text_sanitize(char *s, int keep_newlines);
  * characters one '-', no '-' at either end, at most max bytes (and n - 1); "" when nothing is
  * left. */
 void st_slug(const char *s, char *out, size_t n, size_t max);
+
+/* White space as JSON and the trace and log formats have it: space, tab, CR, LF. */
+static inline int st_is_ws(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+/* Drops the white space at both ends of the n bytes at *p. */
+void st_trim(const char **p, size_t *n);
+/* 1 when a line of n bytes says nothing: only white space, or a '#' comment after it. */
+int st_line_is_blank(const char *s, size_t n);
 
 /* vsnprintf into err (nothing when err is NULL or errlen 0). */
 void st_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

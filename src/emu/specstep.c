@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/rng.h"
 #include "emu/steptime.h"
 
 static double decode_step(const st_emu_config *c, uint32_t seqs, double tokens, uint32_t ctx)
@@ -129,10 +130,7 @@ int st_emu_spec_check(const st_emu_spec *s, char *err, size_t errlen)
 static double spec_uniform(uint64_t id, uint32_t n, uint32_t salt)
 {
     uint64_t x = id * 0x9e3779b97f4a7c15ULL ^ ((uint64_t)n << 20) ^ ((uint64_t)salt * 0xd1b54a32d192ed03ULL);
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    x ^= x >> 31;
+    x = st_splitmix64_of(x);
     return (double)(x >> 11) / 9007199254740992.0;
 }
 

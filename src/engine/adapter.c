@@ -12,23 +12,19 @@
 
 #define VLLM_IMAGE "vllm/vllm-openai:latest"
 #define TGI_IMAGE "ghcr.io/huggingface/text-generation-inference:latest"
-/* One entry per engine kind (adapter.h: st_engine_kind_info). The emulator stands for vLLM in
- * the deploy snippets; an endpoint is never started nor deployed. */
+/* vLLM's entry under another name and tensor-parallel flag: the emulator and an endpoint speak
+ * vLLM's API and stand for vLLM in the deploy snippets. */
+#define VLLM_KIND(kind_name, tp)                                                                                       \
+    {                                                                                                                  \
+        .name = kind_name, .api = ST_API_COMPLETIONS, .metrics_dialect = ST_DIALECT_VLLM, .version_path = "/version",  \
+        .version_key = "version", .models_path = "/v1/models", .program = { "vllm", "serve" }, .model_flag = NULL,     \
+        .host_flag = "--host", .metrics_flag = NULL, .deploy_port = 8000, .image = VLLM_IMAGE,                         \
+        .image_cpu = VLLM_IMAGE, .tp_flag = tp,                                                                        \
+    }
+/* One entry per engine kind (adapter.h: st_engine_kind_info). An endpoint is never started nor
+ * deployed. */
 static const st_engine_kind_info kinds[ST_ENGINE__COUNT] = {
-    [ST_ENGINE_VLLM] = { .name = "vllm",
-                         .api = ST_API_COMPLETIONS,
-                         .metrics_dialect = ST_DIALECT_VLLM,
-                         .version_path = "/version",
-                         .version_key = "version",
-                         .models_path = "/v1/models",
-                         .program = { "vllm", "serve" },
-                         .model_flag = NULL,
-                         .host_flag = "--host",
-                         .metrics_flag = NULL,
-                         .deploy_port = 8000,
-                         .image = VLLM_IMAGE,
-                         .image_cpu = VLLM_IMAGE,
-                         .tp_flag = "--tensor-parallel-size" },
+    [ST_ENGINE_VLLM] = VLLM_KIND("vllm", "--tensor-parallel-size"),
     [ST_ENGINE_SGLANG] = { .name = "sglang",
                            .api = ST_API_COMPLETIONS,
                            .metrics_dialect = ST_DIALECT_SGLANG,
@@ -71,34 +67,8 @@ static const st_engine_kind_info kinds[ST_ENGINE__COUNT] = {
                              .image = "ghcr.io/ggml-org/llama.cpp:server-cuda",
                              .image_cpu = "ghcr.io/ggml-org/llama.cpp:server",
                              .tp_flag = NULL },
-    [ST_ENGINE_EMULATOR] = { .name = "emulator",
-                             .api = ST_API_COMPLETIONS,
-                             .metrics_dialect = ST_DIALECT_VLLM,
-                             .version_path = "/version",
-                             .version_key = "version",
-                             .models_path = "/v1/models",
-                             .program = { "vllm", "serve" },
-                             .model_flag = NULL,
-                             .host_flag = "--host",
-                             .metrics_flag = NULL,
-                             .deploy_port = 8000,
-                             .image = VLLM_IMAGE,
-                             .image_cpu = VLLM_IMAGE,
-                             .tp_flag = NULL },
-    [ST_ENGINE_ENDPOINT] = { .name = "endpoint",
-                             .api = ST_API_COMPLETIONS,
-                             .metrics_dialect = ST_DIALECT_VLLM,
-                             .version_path = "/version",
-                             .version_key = "version",
-                             .models_path = "/v1/models",
-                             .program = { "vllm", "serve" },
-                             .model_flag = NULL,
-                             .host_flag = "--host",
-                             .metrics_flag = NULL,
-                             .deploy_port = 8000,
-                             .image = VLLM_IMAGE,
-                             .image_cpu = VLLM_IMAGE,
-                             .tp_flag = NULL },
+    [ST_ENGINE_EMULATOR] = VLLM_KIND("emulator", NULL),
+    [ST_ENGINE_ENDPOINT] = VLLM_KIND("endpoint", NULL),
 };
 
 const st_engine_kind_info *st_engine_kind_info_of(st_engine_kind k)

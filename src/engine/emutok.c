@@ -2,20 +2,7 @@
 
 static int is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
 
-uint32_t st_emutok_count(const char *text, size_t len)
-{
-    uint32_t n = 0;
-    for (size_t i = 0; i < len;) {
-        while (i < len && is_space(text[i]))
-            i++;
-        if (i >= len)
-            break;
-        n++;
-        while (i < len && !is_space(text[i]))
-            i++;
-    }
-    return n;
-}
+uint32_t st_emutok_count(const char *text, size_t len) { return st_emutok_encode(text, len, 0, NULL, 0); }
 
 uint32_t st_emutok_word_id(const char *w, size_t n, uint32_t vocab)
 {

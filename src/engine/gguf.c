@@ -208,14 +208,8 @@ static st_gguf_value *kv_slot(st_gguf *g, const char *key)
         }
     if (g->n_kv >= ST_GGUF_MAX_KV)
         return NULL;
-    if (g->n_kv == g->cap_kv) {
-        size_t cap = g->cap_kv ? g->cap_kv * 2 : 32;
-        st_gguf_kv *p = realloc(g->kv, cap * sizeof *p);
-        if (!p)
-            return NULL;
-        g->kv = p;
-        g->cap_kv = cap;
-    }
+    if (st_grow((void **)&g->kv, &g->cap_kv, g->n_kv + 1, sizeof *g->kv, 32))
+        return NULL;
     char *k = strdup(key);
     if (!k)
         return NULL;
@@ -245,13 +239,14 @@ int st_gguf_set_u64(st_gguf *g, const char *key, uint64_t v) { return set_num(g,
 int st_gguf_set_f32(st_gguf *g, const char *key, float v) { return set_num(g, key, ST_GGUF_F32, 0, 0, v); }
 int st_gguf_set_bool(st_gguf *g, const char *key, int v) { return set_num(g, key, ST_GGUF_BOOL, v != 0, 0, 0); }
 
-int st_gguf_set_str(st_gguf *g, const char *key, const char *s)
+/* A string value of n bytes (NULs allowed) under key, copied and NUL-terminated. */
+static int set_str_n(st_gguf *g, const char *key, const char *s, size_t n)
 {
-    size_t n = strlen(s);
     char *c = malloc(n + 1);
     if (!c)
         return -1;
-    memcpy(c, s, n + 1);
+    memcpy(c, s, n);
+    c[n] = '\0';
     st_gguf_value *v = kv_slot(g, key);
     if (!v) {
         free(c);
@@ -262,6 +257,8 @@ int st_gguf_set_str(st_gguf *g, const char *key, const char *s)
     v->str_len = n;
     return 0;
 }
+
+int st_gguf_set_str(st_gguf *g, const char *key, const char *s) { return set_str_n(g, key, s, strlen(s)); }
 
 static int set_arr_raw(st_gguf *g, const char *key, st_gguf_type elem, uint64_t n, unsigned char *raw, size_t raw_len)
 {
@@ -278,17 +275,24 @@ static int set_arr_raw(st_gguf *g, const char *key, st_gguf_type elem, uint64_t 
     return 0;
 }
 
+/* An array value under key from a copy of its serialised elements raw[0..raw_len). */
+static int set_arr_copy(st_gguf *g, const char *key, st_gguf_type elem, uint64_t n, const void *raw, size_t raw_len)
+{
+    unsigned char *c = malloc(raw_len ? raw_len : 1);
+    if (!c)
+        return -1;
+    if (raw_len)
+        memcpy(c, raw, raw_len);
+    return set_arr_raw(g, key, elem, n, c, raw_len);
+}
+
 int st_gguf_set_arr_num(st_gguf *g, const char *key, st_gguf_type elem, uint64_t n, const void *values)
 {
     size_t es = fixed_size(elem);
     if (!es || n > SIZE_MAX / es)
         return -1;
-    unsigned char *raw = malloc(n ? n * es : 1);
-    if (!raw)
-        return -1;
-    if (n)
-        memcpy(raw, values, n * es); /* little-endian host: the C array is the serialised form */
-    return set_arr_raw(g, key, elem, n, raw, n * es);
+    /* little-endian host: the C array is the serialised form */
+    return set_arr_copy(g, key, elem, n, values, n * es);
 }
 
 int st_gguf_set_arr_str(st_gguf *g, const char *key, uint64_t n, const char *const *s)
@@ -311,30 +315,10 @@ int st_gguf_set_arr_str(st_gguf *g, const char *key, uint64_t n, const char *con
 
 int st_gguf_set_value(st_gguf *g, const char *key, const st_gguf_value *src)
 {
-    if (src->type == ST_GGUF_STR) {
-        char *c = malloc(src->str_len + 1);
-        if (!c)
-            return -1;
-        memcpy(c, src->str, src->str_len);
-        c[src->str_len] = '\0';
-        st_gguf_value *v = kv_slot(g, key);
-        if (!v) {
-            free(c);
-            return -1;
-        }
-        v->type = ST_GGUF_STR;
-        v->str = c;
-        v->str_len = src->str_len;
-        return 0;
-    }
-    if (src->type == ST_GGUF_ARR) {
-        unsigned char *raw = malloc(src->raw_len ? src->raw_len : 1);
-        if (!raw)
-            return -1;
-        if (src->raw_len)
-            memcpy(raw, src->raw, src->raw_len);
-        return set_arr_raw(g, key, src->elem, src->n, raw, src->raw_len);
-    }
+    if (src->type == ST_GGUF_STR)
+        return set_str_n(g, key, src->str, src->str_len);
+    if (src->type == ST_GGUF_ARR)
+        return set_arr_copy(g, key, src->elem, src->n, src->raw, src->raw_len);
     if (src->type >= ST_GGUF_NTYPES)
         return -1;
     return set_num(g, key, src->type, src->u, src->i, src->f);
@@ -388,14 +372,8 @@ static st_gguf_tensor *tensor_push(st_gguf *g)
 {
     if (g->n_t >= ST_GGUF_MAX_TENSORS)
         return NULL;
-    if (g->n_t == g->cap_t) {
-        size_t cap = g->cap_t ? g->cap_t * 2 : 64;
-        st_gguf_tensor *p = realloc(g->t, cap * sizeof *p);
-        if (!p)
-            return NULL;
-        g->t = p;
-        g->cap_t = cap;
-    }
+    if (st_grow((void **)&g->t, &g->cap_t, g->n_t + 1, sizeof *g->t, 64))
+        return NULL;
     st_gguf_tensor *t = &g->t[g->n_t];
     memset(t, 0, sizeof *t);
     return t;
@@ -561,48 +539,20 @@ static int rd_value_arr(rd *r, st_gguf_value *v, const char *key, size_t at)
 /* A fixed-size scalar of `type` from its little-endian bytes q into v (a bool already checked). */
 static void decode_scalar(st_gguf_type type, const unsigned char *q, st_gguf_value *v)
 {
-    uint8_t u8;
-    uint16_t u16;
-    uint32_t u32;
-    uint64_t u64;
+    uint64_t x = 0;
     float f32;
+    memcpy(&x, q, fixed_size(type)); /* little-endian host: the value's bytes are x's lowest */
     switch (type) {
-    case ST_GGUF_U8: v->u = q[0]; break;
-    case ST_GGUF_I8:
-        memcpy(&u8, q, 1);
-        v->i = (int8_t)u8;
-        break;
-    case ST_GGUF_BOOL: v->u = q[0]; break;
-    case ST_GGUF_U16:
-        memcpy(&u16, q, 2);
-        v->u = u16;
-        break;
-    case ST_GGUF_I16:
-        memcpy(&u16, q, 2);
-        v->i = (int16_t)u16;
-        break;
-    case ST_GGUF_U32:
-        memcpy(&u32, q, 4);
-        v->u = u32;
-        break;
-    case ST_GGUF_I32:
-        memcpy(&u32, q, 4);
-        v->i = (int32_t)u32;
-        break;
+    case ST_GGUF_I8: v->i = (int8_t)x; break;
+    case ST_GGUF_I16: v->i = (int16_t)x; break;
+    case ST_GGUF_I32: v->i = (int32_t)x; break;
+    case ST_GGUF_I64: v->i = (int64_t)x; break;
     case ST_GGUF_F32:
         memcpy(&f32, q, 4);
         v->f = f32;
         break;
-    case ST_GGUF_U64:
-        memcpy(&u64, q, 8);
-        v->u = u64;
-        break;
-    case ST_GGUF_I64:
-        memcpy(&u64, q, 8);
-        v->i = (int64_t)u64;
-        break;
     case ST_GGUF_F64: memcpy(&v->f, q, 8); break;
-    default: break;
+    default: v->u = x; break; /* U8, U16, U32, U64, BOOL */
     }
 }
 
@@ -866,48 +816,27 @@ static void put_str(wr *w, const char *s, uint64_t n)
 
 static void put_value(wr *w, const st_gguf_value *v)
 {
-    uint8_t u8;
-    uint16_t u16;
-    uint32_t u32;
-    float f32;
+    uint64_t x = v->u; /* a fixed-size value: its fixed_size() lowest bytes of x (little-endian host) */
+    float f32 = (float)v->f;
     switch (v->type) {
-    case ST_GGUF_U8:
-    case ST_GGUF_BOOL:
-        u8 = (uint8_t)v->u;
-        put(w, &u8, 1);
-        break;
     case ST_GGUF_I8:
-        u8 = (uint8_t)(int8_t)v->i;
-        put(w, &u8, 1);
-        break;
-    case ST_GGUF_U16:
-        u16 = (uint16_t)v->u;
-        put(w, &u16, 2);
-        break;
     case ST_GGUF_I16:
-        u16 = (uint16_t)(int16_t)v->i;
-        put(w, &u16, 2);
-        break;
-    case ST_GGUF_U32: put_u32(w, (uint32_t)v->u); break;
     case ST_GGUF_I32:
-        u32 = (uint32_t)(int32_t)v->i;
-        put_u32(w, u32);
-        break;
-    case ST_GGUF_F32:
-        f32 = (float)v->f;
-        put(w, &f32, 4);
-        break;
-    case ST_GGUF_U64: put_u64(w, v->u); break;
-    case ST_GGUF_I64: put_u64(w, (uint64_t)v->i); break;
-    case ST_GGUF_F64: put(w, &v->f, 8); break;
-    case ST_GGUF_STR: put_str(w, v->str, v->str_len); break;
+    case ST_GGUF_I64: x = (uint64_t)v->i; break;
+    case ST_GGUF_F32: memcpy(&x, &f32, 4); break;
+    case ST_GGUF_F64: memcpy(&x, &v->f, 8); break;
+    case ST_GGUF_STR: put_str(w, v->str, v->str_len); return;
     case ST_GGUF_ARR:
         put_u32(w, v->elem);
         put_u64(w, v->n);
         put(w, v->raw, v->raw_len);
-        break;
-    default: w->fail = 1; break;
+        return;
+    default: break;
     }
+    if (fixed_size(v->type))
+        put(w, &x, fixed_size(v->type));
+    else
+        w->fail = 1;
 }
 
 int st_gguf_header(const st_gguf *g, unsigned char **out, size_t *len, char *err, size_t errlen)

@@ -3,13 +3,7 @@
 
 #include <math.h>
 
-static uint64_t mix(uint64_t z)
-{
-    z += 0x9e3779b97f4a7c15ULL;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
+#include "core/rng.h"
 
 /* A uniform in (0, 1) from 53 bits of z. */
 static double unit(uint64_t z) { return ((double)(z >> 11) + 0.5) / 9007199254740992.0; }
@@ -20,7 +14,7 @@ void st_plm_init(st_plm *m, uint32_t vocab, int weight_bits, int kv_bits)
     double kv = kv_bits >= 16 ? 0 : ST_PLM_NOISE_KV8;
     m->vocab = vocab > 2 ? vocab : 2;
     m->noise = sqrt(w * w + kv * kv);
-    m->salt = mix(((uint64_t)(unsigned)weight_bits << 8) | (uint64_t)(unsigned)kv_bits);
+    m->salt = st_splitmix64_of(((uint64_t)(unsigned)weight_bits << 8) | (uint64_t)(unsigned)kv_bits);
 }
 
 uint64_t st_plm_hash_ids(const uint32_t *ids, uint32_t n)
@@ -31,7 +25,10 @@ uint64_t st_plm_hash_ids(const uint32_t *ids, uint32_t n)
     return h;
 }
 
-uint64_t st_plm_extend(uint64_t h, uint32_t token) { return mix(h ^ ((uint64_t)token * 0x2545f4914f6cdd1dULL)); }
+uint64_t st_plm_extend(uint64_t h, uint32_t token)
+{
+    return st_splitmix64_of(h ^ ((uint64_t)token * 0x2545f4914f6cdd1dULL));
+}
 
 void st_plm_next(const st_plm *m, uint64_t h, uint32_t k, uint32_t *ids, double *logp)
 {
@@ -39,7 +36,7 @@ void st_plm_next(const st_plm *m, uint64_t h, uint32_t k, uint32_t *ids, double 
     double lg[ST_PLM_CANDIDATES];
     double mx = -INFINITY;
     for (uint32_t j = 0; j < ST_PLM_CANDIDATES; j++) {
-        uint64_t z = mix(h + j);
+        uint64_t z = st_splitmix64_of(h + j);
         uint32_t id = 1 + (uint32_t)(z % (m->vocab - 1));
         for (uint32_t q = 0; m->vocab > 2 * ST_PLM_CANDIDATES && q < j; q++) /* distinct candidates */
             if (cand[q] == id) {
@@ -49,7 +46,7 @@ void st_plm_next(const st_plm *m, uint64_t h, uint32_t k, uint32_t *ids, double 
         cand[j] = id;
         lg[j] = -ST_PLM_SLOPE * j;
         if (m->noise > 0) {
-            uint64_t a = mix(z ^ m->salt), b = mix(a);
+            uint64_t a = st_splitmix64_of(z ^ m->salt), b = st_splitmix64_of(a);
             lg[j] += m->noise * sqrt(-2 * log(unit(a))) * cos(6.283185307179586 * unit(b));
         }
         if (lg[j] > mx)

@@ -1,11 +1,12 @@
 /* Speculative decoding flags, found and validated (engine/specdec.h). */
 #include "engine/specdec.h"
 
-#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "core/parse.h"
 
 /* The value of flag name (any of names) in argv: "--x v" or "--x=v". The last one given wins (as
  * argparse). *present is set when the flag appears (even without a value). */
@@ -31,12 +32,8 @@ static const char *flag(const char *const *argv, int n, const char *const *names
 
 static int whole(const char *s, long lo, long hi, long *out)
 {
-    if (!s || !*s)
-        return -1;
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || v < lo || v > hi)
+    long v;
+    if (st_parse_long(s, &v) || v < lo || v > hi)
         return -1;
     *out = v;
     return 0;

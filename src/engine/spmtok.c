@@ -187,14 +187,8 @@ static int before(const struct bigram *a, const struct bigram *b)
 
 static int heap_push(st_spmtok *t, struct bigram b)
 {
-    if (t->heap_n == t->heap_cap) {
-        size_t c = t->heap_cap ? 2 * t->heap_cap : 256;
-        struct bigram *h = realloc(t->heap, c * sizeof *h);
-        if (!h)
-            return -1;
-        t->heap = h;
-        t->heap_cap = c;
-    }
+    if (st_grow((void **)&t->heap, &t->heap_cap, t->heap_n + 1, sizeof *t->heap, 256))
+        return -1;
     size_t i = t->heap_n++;
     while (i > 0) {
         size_t up = (i - 1) / 2;
@@ -241,14 +235,8 @@ static int try_bigram(st_spmtok *t, int32_t left, int32_t right)
 
 static int emit(uint32_t **ids, size_t *cap, size_t *n, uint32_t id)
 {
-    if (*n == *cap) {
-        size_t c = *cap ? 2 * *cap : 256;
-        uint32_t *p = realloc(*ids, c * sizeof *p);
-        if (!p)
-            return -1;
-        *ids = p;
-        *cap = c;
-    }
+    if (st_grow((void **)ids, cap, *n + 1, sizeof **ids, 256))
+        return -1;
     (*ids)[(*n)++] = id;
     return 0;
 }

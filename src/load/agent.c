@@ -17,14 +17,6 @@
 #define AGENT_UNIQUE_SEED 0x61676e74756e71ULL
 #define AGENT_REASON_MAX 400
 
-static uint64_t mix64(uint64_t z)
-{
-    z += 0x9e3779b97f4a7c15ULL;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
 static uint64_t fnv(const char *s, uint64_t h)
 {
     for (; *s; s++)
@@ -88,6 +80,24 @@ static uint32_t line_at(pctx *P, const char *p)
     return P->cur_line;
 }
 
+/* The next line of data that is neither blank nor a comment ('#'): *s and *l (its newline left
+ * out); *off moves past it and *lineno counts every line passed. 0 when none is left. */
+static int next_line(const char *data, size_t len, size_t *off, uint32_t *lineno, const char **s, size_t *l)
+{
+    while (*off < len) {
+        const char *p = data + *off, *nl = memchr(p, '\n', len - *off);
+        size_t n = nl ? (size_t)(nl - p) : len - *off;
+        *off += n + (nl ? 1 : 0);
+        ++*lineno;
+        if (!st_line_is_blank(p, n)) {
+            *s = p;
+            *l = n;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static int oom(pctx *P)
 {
     st_errf(P->err, P->errlen, "%s: out of memory", P->name);
@@ -104,7 +114,7 @@ static int idlist_add(idlist *l, uint32_t v)
 
 /* ---- name maps --------------------------------------------------------------------------- */
 
-static uint64_t node_key(uint32_t task, const char *id) { return fnv(id, mix64(task + 1)); }
+static uint64_t node_key(uint32_t task, const char *id) { return fnv(id, st_splitmix64_of(task + 1)); }
 
 static int map_grow(uint32_t **map, size_t *cap, size_t used, uint64_t (*key)(pctx *, uint32_t), pctx *P)
 {
@@ -510,16 +520,9 @@ static int parse_weka(pctx *P)
         return weka_trace(P, &root, 0);
     /* JSONL: a trace object a line */
     uint32_t lineno = 0, k = 0;
-    for (size_t off = 0; off < P->len;) {
-        const char *s = P->data + off, *nl = memchr(s, '\n', P->len - off);
-        size_t l = nl ? (size_t)(nl - s) : P->len - off;
-        off += l + (nl ? 1 : 0);
-        lineno++;
-        size_t a = 0;
-        while (a < l && (s[a] == ' ' || s[a] == '\t' || s[a] == '\r'))
-            a++;
-        if (a == l || s[a] == '#')
-            continue;
+    const char *s;
+    size_t l;
+    for (size_t off = 0; next_line(P->data, P->len, &off, &lineno, &s, &l);) {
         if (st_json_parse(s, l, &root) < 0)
             return perr(P, lineno, "not a JSON trace object (malformed JSON)");
         if (weka_trace(P, &root, k++))
@@ -607,19 +610,11 @@ static int graph_line(pctx *P, const char *s, size_t l, uint32_t line)
 static int parse_graph(pctx *P)
 {
     uint32_t lineno = 0;
-    for (size_t off = 0; off < P->len;) {
-        const char *s = P->data + off, *nl = memchr(s, '\n', P->len - off);
-        size_t l = nl ? (size_t)(nl - s) : P->len - off;
-        off += l + (nl ? 1 : 0);
-        lineno++;
-        size_t a = 0;
-        while (a < l && (s[a] == ' ' || s[a] == '\t' || s[a] == '\r'))
-            a++;
-        if (a == l || s[a] == '#')
-            continue;
+    const char *s;
+    size_t l;
+    for (size_t off = 0; next_line(P->data, P->len, &off, &lineno, &s, &l);)
         if (graph_line(P, s, l, lineno))
             return -1;
-    }
     /* parents by name -> indices */
     st_agent_graph *g = P->g;
     for (uint32_t i = 0; i < g->n; i++)
@@ -806,40 +801,31 @@ static int finish(pctx *P)
 
 /* ---- entry points ---------------------------------------------------------------------------- */
 
+/* A WEKA-style trace object: a "requests" array and a numeric "block_size". */
+static int weka_shaped(const st_json_val *obj)
+{
+    st_json_val v, b;
+    st_json_obj_get(obj, "requests", 8, &v);
+    st_json_obj_get(obj, "block_size", 10, &b);
+    return v.type == ST_JSON_ARRAY && b.type == ST_JSON_NUMBER;
+}
+
 st_agent_format st_agent_sniff(const char *data, size_t len)
 {
-    st_json_val root, v;
-    if (st_json_parse(data, len, &root) == 0 && root.type == ST_JSON_OBJECT) {
-        st_json_obj_get(&root, "requests", 8, &v);
-        st_json_val b;
-        st_json_obj_get(&root, "block_size", 10, &b);
-        if (v.type == ST_JSON_ARRAY && b.type == ST_JSON_NUMBER)
-            return ST_AGENT_FMT_WEKA; /* (else perhaps one task-graph line) */
-    }
+    st_json_val root, v, t;
+    if (st_json_parse(data, len, &root) == 0 && root.type == ST_JSON_OBJECT && weka_shaped(&root))
+        return ST_AGENT_FMT_WEKA; /* (else perhaps one task-graph line) */
     /* the first line that is not blank or a comment */
-    for (size_t off = 0; off < len;) {
-        const char *s = data + off, *nl = memchr(s, '\n', len - off);
-        size_t l = nl ? (size_t)(nl - s) : len - off;
-        off += l + (nl ? 1 : 0);
-        size_t a = 0;
-        while (a < l && (s[a] == ' ' || s[a] == '\t' || s[a] == '\r'))
-            a++;
-        if (a == l || s[a] == '#')
-            continue;
-        if (st_json_parse(s, l, &root) < 0 || root.type != ST_JSON_OBJECT)
-            return ST_AGENT_FMT_NONE;
-        st_json_val b, t;
-        st_json_obj_get(&root, "requests", 8, &v);
-        st_json_obj_get(&root, "block_size", 10, &b);
-        if (v.type == ST_JSON_ARRAY && b.type == ST_JSON_NUMBER)
-            return ST_AGENT_FMT_WEKA;
-        st_json_obj_get(&root, "task", 4, &t);
-        st_json_obj_get(&root, "parents", 7, &v);
-        if (!st_json_is_nothing(&t) && v.type == ST_JSON_ARRAY)
-            return ST_AGENT_FMT_GRAPH;
+    const char *s;
+    size_t l, off = 0;
+    uint32_t lineno = 0;
+    if (!next_line(data, len, &off, &lineno, &s, &l) || st_json_parse(s, l, &root) < 0 || root.type != ST_JSON_OBJECT)
         return ST_AGENT_FMT_NONE;
-    }
-    return ST_AGENT_FMT_NONE;
+    if (weka_shaped(&root))
+        return ST_AGENT_FMT_WEKA;
+    st_json_obj_get(&root, "task", 4, &t);
+    st_json_obj_get(&root, "parents", 7, &v);
+    return !st_json_is_nothing(&t) && v.type == ST_JSON_ARRAY ? ST_AGENT_FMT_GRAPH : ST_AGENT_FMT_NONE;
 }
 
 void st_agent_graph_free(st_agent_graph *g)
@@ -893,16 +879,16 @@ int st_agent_parse(const char *data, size_t len, const char *name, st_agent_grap
 static void node_ids(const st_agent_graph *g, uint32_t i, uint64_t salt, uint32_t *ids)
 {
     const st_agent_node *x = &g->nodes[i];
-    uint64_t scope = g->tasks[x->task].local_scope ? mix64(0x7a5c0000ULL + x->task) : 0;
+    uint64_t scope = g->tasks[x->task].local_scope ? st_splitmix64_of(0x7a5c0000ULL + x->task) : 0;
     uint32_t k = 0, n = x->input_len, bs = x->block_size ? x->block_size : ST_AGENT_BLOCK_DEFAULT;
     for (uint32_t b = 0; b < x->n_blocks && k < n; b++) {
         uint32_t m = n - k < bs ? n - k : bs;
-        st_workload_fill_ids(AGENT_BLOCK_SEED ^ salt ^ scope ^ mix64(x->blocks[b] + 1), ids + k, m);
+        st_workload_fill_ids(AGENT_BLOCK_SEED ^ salt ^ scope ^ st_splitmix64_of(x->blocks[b] + 1), ids + k, m);
         k += m;
     }
     if (k < n)
-        st_workload_fill_ids(AGENT_UNIQUE_SEED ^ salt ^ mix64(((uint64_t)i + 1) * 0xbf58476d1ce4e5b9ULL), ids + k,
-                             n - k);
+        st_workload_fill_ids(AGENT_UNIQUE_SEED ^ salt ^ st_splitmix64_of(((uint64_t)i + 1) * 0xbf58476d1ce4e5b9ULL),
+                             ids + k, n - k);
 }
 
 int st_agent_workload(const st_agent_graph *g, uint64_t salt, st_workload *out, char *err, size_t errlen)
@@ -975,7 +961,7 @@ typedef struct bset {
     size_t cap, used;
 } bset;
 
-static uint64_t bkey(uint32_t scope, uint64_t hash) { return mix64(hash ^ mix64(scope)); }
+static uint64_t bkey(uint32_t scope, uint64_t hash) { return st_splitmix64_of(hash ^ st_splitmix64_of(scope)); }
 
 static bslot *bset_find(bset *b, uint32_t scope, uint64_t hash)
 {
@@ -1389,7 +1375,7 @@ int st_agent_workload_n(const st_agent_graph *g, uint64_t salt, uint32_t min_ite
     uint32_t ri = 0, di = roots;
     for (uint32_t p = 0; p < passes; p++) {
         st_workload pw;
-        if (st_agent_workload(g, p ? salt ^ mix64(0xa6e4700000000000ULL + p) : salt, &pw, err, errlen)) {
+        if (st_agent_workload(g, p ? salt ^ st_splitmix64_of(0xa6e4700000000000ULL + p) : salt, &pw, err, errlen)) {
             out->n = ri; /* (only the roots so far are whole: the dependents' slots follow them) */
             for (uint32_t i = roots; i < di; i++)
                 st_work_item_free(&out->items[i]);

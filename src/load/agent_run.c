@@ -201,8 +201,6 @@ out:
     return rc;
 }
 
-static json_t *num_or_null(double v) { return isfinite(v) ? json_real(v) : json_null(); }
-
 json_t *st_agent_run_stats_json(const st_agent_run_stats *s)
 {
     json_t *o = json_object();
@@ -216,12 +214,12 @@ json_t *st_agent_run_stats_json(const st_agent_run_stats *s)
     json_object_set_new(o, "critical_path_ttft_ms", st_output_dist_json(&s->cp_ttft, 1e3));
     json_object_set_new(o, "critical_path_nodes_max", json_integer(s->cp_nodes_max));
     json_object_set_new(o, "node_ttft_ms", st_output_dist_json(&s->node_ttft, 1e3));
-    json_object_set_new(o, "span_s", num_or_null(s->span_s > 0 ? s->span_s : NAN));
-    json_object_set_new(o, "tasks_per_s", num_or_null(s->tasks_per_s));
+    json_object_set_new(o, "span_s", st_jnum_or_null(s->span_s > 0 ? s->span_s : NAN));
+    json_object_set_new(o, "tasks_per_s", st_jnum_or_null(s->tasks_per_s));
     if (s->slo_makespan_s > 0) {
         json_object_set_new(o, "slo_makespan_ms", json_real(s->slo_makespan_s * 1e3));
         json_object_set_new(o, "slo_met", json_integer(s->slo_met));
-        json_object_set_new(o, "good_tasks_per_s", num_or_null(s->span_s > 0 ? s->slo_met / s->span_s : NAN));
+        json_object_set_new(o, "good_tasks_per_s", st_jnum_or_null(s->span_s > 0 ? s->slo_met / s->span_s : NAN));
     }
     json_t *rows = json_array();
     for (uint32_t d = 0; rows && d < s->n_depth_rows; d++) {

@@ -5,6 +5,7 @@
 
 #include "core/json.h"
 #include "core/parse.h"
+#include "core/util.h"
 
 static const char *api_names[] = { "completions", "chat", "tgi", "llamacpp", "sglang" };
 
@@ -631,16 +632,6 @@ static int read_sglang(const st_json_val *f, st_api_event *ev, int streaming)
     return 0;
 }
 
-static const char *trim(const char *p, size_t *len)
-{
-    size_t n = *len;
-    while (n && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n'))
-        p++, n--;
-    while (n && (p[n - 1] == ' ' || p[n - 1] == '\t' || p[n - 1] == '\r' || p[n - 1] == '\n'))
-        n--;
-    *len = n;
-    return p;
-}
 
 static int parse_common(st_api_kind k, const char *data, size_t len, st_api_event *ev, int streaming)
 {
@@ -724,7 +715,8 @@ int st_api_parse_event(st_api_kind k, const char *data, size_t len, st_api_event
         set_err(ev, "missing event data");
         return -1;
     }
-    const char *p = trim(data, &len);
+    const char *p = data;
+    st_trim(&p, &len);
     if (len == 6 && memcmp(p, "[DONE]", 6) == 0) {
         ev->done = 1;
         return 0;
@@ -742,7 +734,8 @@ int st_api_parse_response(st_api_kind k, const char *body, size_t len, st_api_ev
         set_err(ev, "missing response body");
         return -1;
     }
-    const char *p = trim(body, &len);
+    const char *p = body;
+    st_trim(&p, &len);
     int rc = parse_common(k, p, len, ev, 0);
     if (rc == 0 && !ev->is_error) {
         ev->finished = 1;
@@ -759,7 +752,8 @@ void st_api_error_message(const char *body, size_t len, char *msg, size_t cap)
     msg[0] = '\0';
     if (!body)
         return;
-    const char *p = trim(body, &len);
+    const char *p = body;
+    st_trim(&p, &len);
     st_json_val root, d, f[F__COUNT];
     if (st_json_parse(p, len, &root) == 0) {
         if (root.type == ST_JSON_OBJECT && st_json_obj_fields(&root, root_keys, F__COUNT, f) >= 0 &&

@@ -23,6 +23,8 @@ static json_t *num(double x)
     return json_real(x);
 }
 
+json_t *st_jnum_or_null(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
 static json_t *ns_or_null(st_ns t) { return t < 0 ? json_null() : json_integer((json_int_t)t); }
 
 static json_t *str_or_null(const char *s) { return s ? json_string(s) : json_null(); }

@@ -72,6 +72,8 @@ typedef struct st_bench_info {
 /* The run's summary as a readable table. */
 void st_output_table(FILE *f, const st_bench_info *info, const st_summary *s);
 
+/* A JSON number, or null for NAN and infinities. */
+json_t *st_jnum_or_null(double v);
 /* JSON pieces (new references; NULL only when out of memory). */
 json_t *st_output_dist_json(const st_dist *d, double scale); /* scale 1e3: seconds to ms */
 json_t *st_output_summary_json(const st_summary *s);

@@ -367,3 +367,10 @@ void st_record_free(st_record *r)
     r->error = NULL;
     r->n_segs = r->cap_segs = r->n_events = 0;
 }
+
+void st_records_free(st_record *recs, size_t n)
+{
+    for (size_t i = 0; recs && i < n; i++)
+        st_record_free(&recs[i]);
+    free(recs);
+}

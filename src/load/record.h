@@ -264,6 +264,8 @@ void st_record_set_error(st_record *r, st_req_status st, const char *msg, size_t
 /* Frees the events (dropping its timeline references) and error; the record can be reused after
  * st_record_init. */
 void st_record_free(st_record *r);
+/* Frees the first n records of recs (st_record_free) and the array itself; NULL: nothing. */
+void st_records_free(st_record *recs, size_t n);
 void st_record_init(st_record *r, uint32_t id);
 
 #endif

@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "core/util.h"
 #include "net/http1.h"
 #include "net/loop.h"
 #include "net/sse.h"
@@ -108,7 +109,8 @@ struct st_runner_ctl {
     uint32_t nconns;
     double *dlag;
     double *ldelay;
-    uint32_t nld, capld;
+    uint32_t nld;
+    size_t capld;
     st_buf scratch;
     char *auth;
     const char **hdrs;
@@ -1116,15 +1118,8 @@ static void on_probe(st_loop *l, void *arg)
     runner *r = arg;
     st_ns late = st_now() - r->probe.deadline;
     if ((r->w == 0 || r->warm_done) && r->finished < r->n) {
-        if (r->nld == r->capld) {
-            uint32_t cap = r->capld ? r->capld * 2 : 1024;
-            double *p = realloc(r->ldelay, cap * sizeof *p);
-            if (p) {
-                r->ldelay = p;
-                r->capld = cap;
-            }
-        }
-        if (r->nld < r->capld)
+        /* (a delay that finds no room is not counted) */
+        if (r->nld < r->capld || !st_grow((void **)&r->ldelay, &r->capld, r->nld + 1, sizeof *r->ldelay, 1024))
             r->ldelay[r->nld++] = st_ns_to_s(late);
     }
     st_timer_arm(l, &r->probe, st_now() + PROBE_NS);
@@ -1153,11 +1148,8 @@ static void runner_cleanup(runner *r)
 {
     while (r->all)
         close_conn(r->all);
-    if (r->rec) { /* the run did not happen: its records are not handed out */
-        for (uint32_t i = 0; i < r->n; i++)
-            st_record_free(&r->rec[i]);
-        free(r->rec);
-    }
+    if (r->rec) /* the run did not happen: its records are not handed out */
+        st_records_free(r->rec, r->n);
     if (r->l) {
         st_timer_disarm(r->l, &r->arrival);
         st_timer_disarm(r->l, &r->probe);
@@ -1432,9 +1424,7 @@ void st_run_result_free(st_run_result *r)
 {
     if (!r->records)
         return;
-    for (uint32_t i = 0; i < r->n; i++)
-        st_record_free(&r->records[i]);
-    free(r->records);
+    st_records_free(r->records, r->n);
     r->records = NULL;
     r->n = 0;
 }

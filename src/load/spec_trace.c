@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/util.h"
+
 struct st_spec_stats {
     st_ngram_params p[ST_SPEC_PARAMS_MAX];
     st_ngram_replay *r[ST_SPEC_PARAMS_MAX];
@@ -93,21 +95,6 @@ __attribute__((format(printf, 3, 4))) static void bad(st_spec_stats *s, uint64_t
     va_end(ap);
 }
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return 0;
-    size_t c = *cap ? *cap : 256;
-    while (c < need)
-        c *= 2;
-    void *q = realloc(*p, c * elem);
-    if (!q)
-        return -1;
-    *p = q;
-    *cap = c;
-    return 0;
-}
-
 /* A JSON array of ids appended to s->ids at *n. 1 appended, 0 not ids, -1 out of memory. */
 static int take_ids(st_spec_stats *s, json_t *a, size_t *n)
 {
@@ -119,7 +106,7 @@ static int take_ids(st_spec_stats *s, json_t *a, size_t *n)
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 0xffffffffLL)
             return 0;
     }
-    if (grow((void **)&s->ids, &s->ids_cap, *n + m + 1, sizeof *s->ids))
+    if (st_grow((void **)&s->ids, &s->ids_cap, *n + m + 1, sizeof *s->ids, 256))
         return -1;
     for (size_t i = 0; i < m; i++)
         s->ids[(*n)++] = (uint32_t)json_integer_value(json_array_get(a, i));
@@ -129,7 +116,7 @@ static int take_ids(st_spec_stats *s, json_t *a, size_t *n)
 /* The text of a message's content: a string, or an array of parts {"type": "text", "text"}. */
 static int append_text(st_spec_stats *s, size_t *len, const char *t, size_t n)
 {
-    if (grow((void **)&s->text, &s->text_cap, *len + n + 2, 1))
+    if (st_grow((void **)&s->text, &s->text_cap, *len + n + 2, 1, 256))
         return -1;
     memcpy(s->text + *len, t, n);
     *len += n;
@@ -213,7 +200,7 @@ static int tokenize_append(st_spec_stats *s, size_t len, size_t *n, char *err, s
     int64_t m = s->tok(s->tok_arg, s->text, len, &s->part, &s->part_cap, err, errlen);
     if (m < 0)
         return -1;
-    if (grow((void **)&s->ids, &s->ids_cap, *n + (size_t)m + 1, sizeof *s->ids)) {
+    if (st_grow((void **)&s->ids, &s->ids_cap, *n + (size_t)m + 1, sizeof *s->ids, 256)) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
@@ -357,10 +344,7 @@ static int conversation(st_spec_stats *s, json_t *root, int cat, uint64_t line)
 
 int st_spec_stats_add_line(st_spec_stats *s, const char *text, size_t len, uint64_t line)
 {
-    size_t i = 0;
-    while (i < len && (text[i] == ' ' || text[i] == '\t' || text[i] == '\r' || text[i] == '\n'))
-        i++;
-    if (i == len || text[i] == '#')
+    if (st_line_is_blank(text, len))
         return 0;
     s->c.lines++;
     json_error_t jerr;

@@ -14,6 +14,20 @@
 #define BETACF_EPS 1e-15
 #define BETACF_TINY 1e-300
 
+/* One step of the modified Lentz method with coefficient aa: updates c and d, returns the factor
+ * on the fraction's value. */
+static double lentz_step(double aa, double *c, double *d)
+{
+    *d = 1 + aa * *d;
+    if (fabs(*d) < BETACF_TINY)
+        *d = BETACF_TINY;
+    *c = 1 + aa / *c;
+    if (fabs(*c) < BETACF_TINY)
+        *c = BETACF_TINY;
+    *d = 1 / *d;
+    return *d * *c;
+}
+
 static double betacf(double a, double b, double x)
 {
     double qab = a + b, qap = a + 1, qam = a - 1;
@@ -24,24 +38,8 @@ static double betacf(double a, double b, double x)
     double h = d;
     for (int m = 1; m <= BETACF_ITER; m++) {
         int m2 = 2 * m;
-        double aa = m * (b - m) * x / ((qam + m2) * (a + m2));
-        d = 1 + aa * d;
-        if (fabs(d) < BETACF_TINY)
-            d = BETACF_TINY;
-        c = 1 + aa / c;
-        if (fabs(c) < BETACF_TINY)
-            c = BETACF_TINY;
-        d = 1 / d;
-        h *= d * c;
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2));
-        d = 1 + aa * d;
-        if (fabs(d) < BETACF_TINY)
-            d = BETACF_TINY;
-        c = 1 + aa / c;
-        if (fabs(c) < BETACF_TINY)
-            c = BETACF_TINY;
-        d = 1 / d;
-        double del = d * c;
+        h *= lentz_step(m * (b - m) * x / ((qam + m2) * (a + m2)), &c, &d);
+        double del = lentz_step(-(a + m) * (qab + m) * x / ((a + m2) * (qap + m2)), &c, &d);
         h *= del;
         if (fabs(del - 1) < BETACF_EPS)
             break;

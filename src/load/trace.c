@@ -42,20 +42,11 @@ int st_trace_format_from_name(const char *name, st_trace_format *out)
 
 /* ---- small parsers ---------------------------------------------------------------- */
 
-static int is_sp(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
-
-static void trim(const char **p, size_t *n)
-{
-    while (*n && is_sp(**p))
-        (*p)++, (*n)--;
-    while (*n && is_sp((*p)[*n - 1]))
-        (*n)--;
-}
 
 /* A token count: digits, optionally followed by ".0..." (some exports write 12.0). */
 static int parse_count(const char *p, size_t n, const char *what, uint32_t *out, char *err, size_t errlen)
 {
-    trim(&p, &n);
+    st_trim(&p, &n);
     if (n == 0) {
         st_errf(err, errlen, "%s is empty", what);
         return -1;
@@ -93,7 +84,7 @@ static int parse_count(const char *p, size_t n, const char *what, uint32_t *out,
 
 static int parse_number(const char *p, size_t n, double *out)
 {
-    trim(&p, &n);
+    st_trim(&p, &n);
     char tmp[64];
     if (n == 0 || n >= sizeof tmp)
         return -1;
@@ -136,7 +127,7 @@ static int digits(const char *s, size_t len, size_t at, size_t n, int *out)
 
 int st_trace_parse_datetime(const char *s, size_t len, double *out)
 {
-    trim(&s, &len);
+    st_trim(&s, &len);
     int Y, M, D, h, m, sec;
     if (digits(s, len, 0, 4, &Y) || len < 19 || s[4] != '-' || digits(s, len, 5, 2, &M) || s[7] != '-' ||
         digits(s, len, 8, 2, &D) || (s[10] != ' ' && s[10] != 'T') || digits(s, len, 11, 2, &h) || s[13] != ':' ||
@@ -370,7 +361,7 @@ struct st_trace_reader {
     double t0, prev_ts;
     /* per row scratch */
     uint64_t *hash;
-    uint32_t hash_cap;
+    size_t hash_cap;
     char model[ST_TRACE_FIELD_MAX], model2[ST_TRACE_FIELD_MAX], session_id[ST_TRACE_FIELD_MAX];
     /* sessions */
     sess_ent *sess;
@@ -455,17 +446,7 @@ static sess_ent *sess_get(st_trace_reader *r, uint64_t key, int *created)
 
 static int hash_reserve(st_trace_reader *r, uint32_t n)
 {
-    if (n <= r->hash_cap)
-        return 0;
-    uint32_t nc = r->hash_cap ? r->hash_cap : 64;
-    while (nc < n)
-        nc *= 2;
-    uint64_t *p = realloc(r->hash, nc * sizeof *p);
-    if (!p)
-        return -1;
-    r->hash = p;
-    r->hash_cap = nc;
-    return 0;
+    return st_grow((void **)&r->hash, &r->hash_cap, n, sizeof *r->hash, 64);
 }
 
 static void copy_field(char *dst, size_t cap, const char *p, size_t n)
@@ -1014,7 +995,7 @@ static int header_has(st_trace_reader *r, int nf, const char *name)
     for (int i = 0; i < nf; i++) {
         const char *p = r->fields[i].p;
         size_t n = r->fields[i].n;
-        trim(&p, &n);
+        st_trim(&p, &n);
         if (n == strlen(name) && !strncasecmp(p, name, n))
             return 1;
     }
@@ -1043,7 +1024,7 @@ static int csv_header(st_trace_reader *r, const char *p, size_t n, char *err, si
     for (int i = 0; i < nf; i++) {
         const char *fp = r->fields[i].p;
         size_t fn = r->fields[i].n;
-        trim(&fp, &fn);
+        st_trim(&fp, &fn);
         copy_field(r->colname[i], sizeof r->colname[i], fp, fn);
         r->col[i] = COL_NONE;
     }
@@ -1141,7 +1122,7 @@ static int row_csv(st_trace_reader *r, const char *p, size_t n, uint64_t line, c
     for (int i = 0; i < nf; i++) {
         const char *fp = r->fields[i].p;
         size_t fn = r->fields[i].n;
-        trim(&fp, &fn);
+        st_trim(&fp, &fn);
         char what[96];
         snprintf(what, sizeof what, "column %s", r->colname[i]);
         switch (r->col[i]) {
@@ -1277,7 +1258,7 @@ static int handle_line(st_trace_reader *r, const char *p, size_t n, char *err, s
         return bad_row(r, line, "NUL byte in line", err, errlen);
     const char *q = p;
     size_t m = n;
-    trim(&q, &m);
+    st_trim(&q, &m);
     if (m == 0)
         return 0;
     if (!r->decided) {
@@ -1330,7 +1311,7 @@ static int doc_feed(st_trace_reader *r, const char *d, size_t n, char *err, size
     for (size_t i = 0; i < n; i++) {
         char c = d[i];
         if (r->jdone) {
-            if (!is_sp(c)) {
+            if (!st_is_ws(c)) {
                 st_errf(err, errlen, "%s:%llu: text after the end of the JSON document", r->name,
                         (unsigned long long)r->lineno);
                 return -1;
@@ -1418,7 +1399,7 @@ static int doc_feed(st_trace_reader *r, const char *d, size_t n, char *err, size
             }
             continue;
         }
-        if (!r->jin_elem && r->jdepth == r->jarr_depth && !is_sp(c) && c != ',') {
+        if (!r->jin_elem && r->jdepth == r->jarr_depth && !st_is_ws(c) && c != ',') {
             st_errf(err, errlen, "%s:%llu: expected a JSON object", r->name, (unsigned long long)r->lineno);
             return -1;
         }
@@ -1431,10 +1412,10 @@ static int doc_feed(st_trace_reader *r, const char *d, size_t n, char *err, size
 static int starts_with_brace(const st_trace_reader *r, const char *p, size_t n)
 {
     for (size_t i = 0; i < r->line.len; i++)
-        if (!is_sp(r->line.data[i]))
+        if (!st_is_ws(r->line.data[i]))
             return r->line.data[i] == '{' || r->line.data[i] == '[';
     for (size_t i = 0; i < n; i++)
-        if (!is_sp(p[i]))
+        if (!st_is_ws(p[i]))
             return p[i] == '{' || p[i] == '[';
     return 0;
 }

@@ -8,6 +8,7 @@
 
 #include "core/rng.h"
 #include "core/util.h"
+#include "load/output.h"
 
 /* ---- an HDR histogram of lengths: exact below H_EXACT, H_SUB buckets per power of two above */
 #define H_EXACT 65536u
@@ -697,12 +698,11 @@ void st_traffic_advise(const st_trace_stats *s, const st_traffic *t, const st_tr
 
 /* ---- JSON ---------------------------------------------------------------------------- */
 
-static json_t *num(double v) { return isnan(v) || isinf(v) ? json_null() : json_real(v); }
-
 static json_t *len_json(const st_len_pct *p)
 {
     return json_pack("{s:I,s:I,s:I,s:I,s:I,s:o}", "p50", (json_int_t)p->p50, "p90", (json_int_t)p->p90, "p95",
-                     (json_int_t)p->p95, "p99", (json_int_t)p->p99, "max", (json_int_t)p->max, "mean", num(p->mean));
+                     (json_int_t)p->p95, "p99", (json_int_t)p->p99, "max", (json_int_t)p->max, "mean",
+                     st_jnum_or_null(p->mean));
 }
 
 /* The rate in each hour of the day (null where the trace covers too little of it). */
@@ -712,7 +712,7 @@ static json_t *hourly_json(const st_hourly_profile *h)
         return json_null();
     json_t *o = json_object(), *rps = json_array(), *cov = json_array();
     for (int i = 0; i < 24; i++) {
-        json_array_append_new(rps, num(h->rps[i]));
+        json_array_append_new(rps, st_jnum_or_null(h->rps[i]));
         json_array_append_new(cov, json_real(h->covered_s[i]));
     }
     json_object_set_new(o, "clock", json_string(st_hourly_clock_name(h->clock)));
@@ -734,17 +734,17 @@ json_t *st_traffic_json(const st_traffic *t, const st_traffic_advice *a, const s
     json_object_set_new(o, "format", json_string(st_trace_format_name(fmt)));
     json_object_set_new(o, "requests", json_integer((json_int_t)t->requests));
     json_t *rate = json_object();
-    json_object_set_new(rate, "span_s", t->has_times ? num(t->span_s) : json_null());
-    json_object_set_new(rate, "mean_rps", num(t->mean_rps));
-    json_object_set_new(rate, "p50_minute_rps", num(t->p50_minute_rps));
-    json_object_set_new(rate, "p95_minute_rps", num(t->p95_minute_rps));
-    json_object_set_new(rate, "peak_minute_rps", num(t->peak_minute_rps));
+    json_object_set_new(rate, "span_s", t->has_times ? st_jnum_or_null(t->span_s) : json_null());
+    json_object_set_new(rate, "mean_rps", st_jnum_or_null(t->mean_rps));
+    json_object_set_new(rate, "p50_minute_rps", st_jnum_or_null(t->p50_minute_rps));
+    json_object_set_new(rate, "p95_minute_rps", st_jnum_or_null(t->p95_minute_rps));
+    json_object_set_new(rate, "peak_minute_rps", st_jnum_or_null(t->peak_minute_rps));
     json_object_set_new(rate, "minutes", json_integer(t->minutes));
     json_object_set_new(rate, "minutes_capped", json_boolean(t->minutes_capped));
-    json_object_set_new(rate, "gap_cv", num(t->gap_cv));
-    json_object_set_new(rate, "gamma_shape", num(t->gamma_shape));
+    json_object_set_new(rate, "gap_cv", st_jnum_or_null(t->gap_cv));
+    json_object_set_new(rate, "gamma_shape", st_jnum_or_null(t->gamma_shape));
     json_object_set_new(rate, "quantum_s", t->quantum_s > 0 ? json_real(t->quantum_s) : json_null());
-    json_object_set_new(rate, "gap_cv_recorded", num(t->gap_cv_recorded));
+    json_object_set_new(rate, "gap_cv_recorded", st_jnum_or_null(t->gap_cv_recorded));
     json_object_set_new(rate, "out_of_order", json_integer((json_int_t)t->out_of_order));
     json_object_set_new(rate, "hourly", hourly_json(&t->hourly));
     json_object_set_new(o, "rate", rate);
@@ -755,30 +755,30 @@ json_t *st_traffic_json(const st_traffic *t, const st_traffic_advice *a, const s
     json_object_set_new(px, "known", json_boolean(t->prefix_known));
     json_object_set_new(px, "prompt_tokens", json_integer((json_int_t)t->prompt_tokens));
     json_object_set_new(px, "shared_tokens", json_integer((json_int_t)t->shared_tokens));
-    json_object_set_new(px, "shared_share", num(t->shared_share));
-    json_object_set_new(px, "ideal_hit_rate", num(t->ideal_hit_rate));
+    json_object_set_new(px, "shared_share", st_jnum_or_null(t->shared_share));
+    json_object_set_new(px, "ideal_hit_rate", st_jnum_or_null(t->ideal_hit_rate));
     json_object_set_new(px, "lower_bound", json_boolean(t->prefix_lower_bound));
     json_object_set_new(px, "cache_block", json_integer(ST_TRAFFIC_CACHE_BLOCK));
     json_object_set_new(o, "prefix", px);
     json_t *ss = json_object();
     json_object_set_new(ss, "sessions", json_integer((json_int_t)t->sessions));
     json_object_set_new(ss, "later_turns", json_integer((json_int_t)t->later_turns));
-    json_object_set_new(ss, "turns_mean", num(t->turns_mean));
+    json_object_set_new(ss, "turns_mean", st_jnum_or_null(t->turns_mean));
     json_object_set_new(ss, "turns_max", json_integer(t->turns_max));
     json_object_set_new(o, "sessions", ss);
     if (a) {
         json_t *ad = json_object();
         json_object_set_new(ad, "max_model_len_p99", json_integer(a->mml_p99));
         json_object_set_new(ad, "max_model_len_capped_by_context", json_boolean(a->mml_capped));
-        json_object_set_new(ad, "reject_p99", num(a->reject_p99));
+        json_object_set_new(ad, "reject_p99", st_jnum_or_null(a->reject_p99));
         json_object_set_new(ad, "max_model_len_p95", json_integer(a->mml_p95));
-        json_object_set_new(ad, "reject_p95", num(a->reject_p95));
-        json_object_set_new(ad, "reject_current", num(a->reject_current));
+        json_object_set_new(ad, "reject_p95", st_jnum_or_null(a->reject_p95));
+        json_object_set_new(ad, "reject_current", st_jnum_or_null(a->reject_current));
         json_object_set_new(ad, "kv_tokens", a->kv_known ? json_integer((json_int_t)a->kv_tokens) : json_null());
-        json_object_set_new(ad, "kv_fit_mean", num(a->kv_fit_mean));
-        json_object_set_new(ad, "kv_fit_p99", num(a->kv_fit_p99));
-        json_object_set_new(ad, "kv_fill_e2e_s", num(a->kv_fill_e2e_s));
-        json_object_set_new(ad, "share_over_kv", num(a->share_over_kv));
+        json_object_set_new(ad, "kv_fit_mean", st_jnum_or_null(a->kv_fit_mean));
+        json_object_set_new(ad, "kv_fit_p99", st_jnum_or_null(a->kv_fit_p99));
+        json_object_set_new(ad, "kv_fill_e2e_s", st_jnum_or_null(a->kv_fill_e2e_s));
+        json_object_set_new(ad, "share_over_kv", st_jnum_or_null(a->share_over_kv));
         static const char *const pv[] = { "unknown", "little", "some", "pays" };
         json_object_set_new(ad, "prefix_caching", json_string(pv[a->prefix]));
         json_t *lines = json_array();

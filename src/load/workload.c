@@ -676,10 +676,7 @@ int st_trace_parse_native(const char *line, size_t len, uint32_t index, uint64_t
     memset(x, 0, sizeof *x);
     it->id = index;
     it->arrival = -1;
-    size_t i = 0;
-    while (i < len && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r' || line[i] == '\n'))
-        i++;
-    if (i == len || line[i] == '#')
+    if (st_line_is_blank(line, len))
         return 1;
     json_error_t jerr;
     json_t *root = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);

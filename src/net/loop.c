@@ -7,6 +7,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/util.h"
+
 #define LOOP_MAX_EVENTS 256
 
 typedef struct fd_slot {
@@ -23,7 +25,8 @@ struct st_loop {
     fd_slot *fds;
     size_t nfds;
     st_timer **heap;
-    uint32_t heap_len, heap_cap;
+    uint32_t heap_len;
+    size_t heap_cap;
     uint64_t seq;
     st_ns spin;
     st_loop_late_cb late_cb;
@@ -74,17 +77,10 @@ static uint32_t to_epoll(uint32_t ev)
 
 static int fd_grow(st_loop *l, int fd)
 {
-    if ((size_t)fd < l->nfds)
-        return 0;
-    size_t n = l->nfds ? l->nfds : 64;
-    while (n <= (size_t)fd)
-        n *= 2;
-    fd_slot *p = realloc(l->fds, n * sizeof *p);
-    if (!p)
+    size_t had = l->nfds;
+    if (st_grow((void **)&l->fds, &l->nfds, (size_t)fd + 1, sizeof *l->fds, 64))
         return -1;
-    memset(p + l->nfds, 0, (n - l->nfds) * sizeof *p);
-    l->fds = p;
-    l->nfds = n;
+    memset(l->fds + had, 0, (l->nfds - had) * sizeof *l->fds);
     return 0;
 }
 
@@ -199,14 +195,8 @@ void st_timer_disarm(st_loop *l, st_timer *t)
 int st_timer_arm(st_loop *l, st_timer *t, st_ns deadline)
 {
     st_timer_disarm(l, t);
-    if (l->heap_len == l->heap_cap) {
-        uint32_t cap = l->heap_cap ? l->heap_cap * 2 : 64;
-        st_timer **p = realloc(l->heap, cap * sizeof *p);
-        if (!p)
-            return -1;
-        l->heap = p;
-        l->heap_cap = cap;
-    }
+    if (l->heap_len == l->heap_cap && st_grow((void **)&l->heap, &l->heap_cap, l->heap_len + 1, sizeof *l->heap, 64))
+        return -1;
     t->deadline = deadline;
     t->seq = l->seq++;
     h_set(l, l->heap_len, t);

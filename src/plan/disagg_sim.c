@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "audit/sustain.h"
+#include "core/util.h"
 #include "emu/pool.h"
 #include "load/arrival.h"
 #include "load/steady.h"
@@ -15,18 +16,12 @@
 #define DISAGG_SIM_DOUBLINGS 2
 #define DISAGG_SIM_BISECTIONS 10
 
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* The nearest-rank percentile q of v[0..k) (sorted here); NAN when k is 0. */
 static double pct(double *v, uint32_t k, double q)
 {
     if (!k)
         return NAN;
-    qsort(v, k, sizeof *v, cmp_d);
+    qsort(v, k, sizeof *v, st_cmp_double);
     size_t r = (size_t)ceil(q * k);
     return v[r ? r - 1 : 0];
 }

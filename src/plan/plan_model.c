@@ -157,9 +157,7 @@ static double saturated_rps(const st_plan_model *m, const st_emu_config *cfg, ui
     }
     *tps = tokens / span;
 out:
-    for (uint32_t i = 0; recs && i < reqs; i++)
-        st_record_free(&recs[i]);
-    free(recs);
+    st_records_free(recs, reqs);
     free(ends);
     return rps;
 }

@@ -127,8 +127,6 @@ void st_fmt_date(char *out, size_t n, long long wall_ns)
     strftime(out, n, "%Y-%m-%d %H:%M UTC", &tm);
 }
 
-json_t *st_jnum_or_null(double v) { return isfinite(v) ? json_real(v) : json_null(); }
-
 void st_fmt_money(char *out, size_t n, double v)
 {
     if (!isfinite(v))

@@ -6,6 +6,7 @@
 #include <jansson.h>
 
 #include "core/buf.h"
+#include "load/output.h" /* st_jnum_or_null */
 
 /* "12.3", "0.85", "1,234"; "-" for NAN. */
 void st_fmt_num(char *out, size_t n, double v);
@@ -20,8 +21,6 @@ void st_fmt_rate(char *out, size_t n, double r);
 int st_md_text(st_buf *b, const char *s);
 /* Appends s inside `code` (backticks in s replaced by '). */
 int st_md_code(st_buf *b, const char *s);
-/* A JSON number, or null for NAN and infinities. */
-json_t *st_jnum_or_null(double v);
 
 struct st_disagg_sim;
 /* One two-pool run's figures (plan/disagg_sim.h) as a JSON object: rate, requests, answered, p50/p95

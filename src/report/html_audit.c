@@ -170,11 +170,7 @@ static void setup_rows(arena *a, const st_report *r, const char *ev, st_html_kv 
                   s->hardware.gpus_per_replica, s->hardware.gpus_per_replica == 1 ? "" : "s", t);
     ROW("Hardware");
     char per[96];
-    if (r->sustained)
-        snprintf(per, sizeof per, "runs as long as a steady state needs");
-    else
-        snprintf(per, sizeof per, "%u requests per %s", s->workload.requests_per_rate,
-                 s->closed_loop ? "level" : "rate");
+    st_report_run_length(r, "", per, sizeof per);
     if (s->workload.kind == ST_WL_SYNTHETIC)
         st_report_synthetic_text(r, &b);
     else if (s->workload.agent)
@@ -440,9 +436,7 @@ static void load_trace(arena *a, st_store *s, const st_report *r, const st_rep_c
             out->n = TRACE_POINTS;
         }
     }
-    for (uint32_t i = 0; i < n; i++)
-        st_record_free(&recs[i]);
-    free(recs);
+    st_records_free(recs, n);
     st_buf b;
     st_buf_init(&b, PIECE_MAX);
     char rt[32];

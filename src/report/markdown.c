@@ -312,11 +312,7 @@ static void setup_section(const st_report *r, st_buf *b)
     st_buf_printf(b, ", %d GPU%s per replica at %s per GPU-hour\n", s->hardware.gpus_per_replica,
                   s->hardware.gpus_per_replica == 1 ? "" : "s", n1);
     char per[96];
-    if (r->sustained)
-        snprintf(per, sizeof per, "runs as long as a steady state needs (below)");
-    else
-        snprintf(per, sizeof per, "%u requests per %s", s->workload.requests_per_rate,
-                 s->closed_loop ? "level" : "rate");
+    st_report_run_length(r, " (below)", per, sizeof per);
     if (s->workload.kind == ST_WL_SYNTHETIC) {
         st_buf_puts(b, "- **Workload**: ");
         st_report_synthetic_text(r, b);
@@ -835,17 +831,7 @@ static void evidence_section(const st_report *r, st_buf *b)
                 st_buf_printf(b, "| %s%s | %s%s | %s | %s | %s | %s | %u / %u | ", ra, w->grid ? "" : " (refine)",
                               st_report_verdict_words(r, w), w->stopped_early ? " (stopped early)" : "", d, o, t1, t2,
                               w->completed, w->planned);
-                const st_rep_server *sv = &c->server[j];
-                if (sv->samples) {
-                    char k1[32], k2[32], k3[32], k4[32];
-                    st_fmt_num(k1, sizeof k1, sv->kv_usage_max * 100);
-                    st_fmt_num(k2, sizeof k2, sv->running_max);
-                    st_fmt_num(k3, sizeof k3, sv->waiting_max);
-                    st_fmt_num(k4, sizeof k4, sv->preemptions);
-                    st_buf_printf(b, "%s %% / %s / %s / %s | ", k1, k2, k3, k4);
-                } else {
-                    st_buf_puts(b, "- | ");
-                }
+                server_cell(&c->server[j], b);
                 st_md_text(b, w->why ? w->why : "");
                 if (w->client_limited)
                     st_buf_puts(b, "; the load generator lagged its schedule");

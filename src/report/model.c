@@ -130,9 +130,7 @@ static void run_figures(st_store *s, int64_t run_id, st_rep_server *sv, st_notes
     st_notes_run_digest(recs, nr, m, nm, dg);
     if (m)
         st_store_samples_free(m, nm);
-    for (uint32_t i = 0; i < nr; i++)
-        st_record_free(&recs[i]);
-    free(recs);
+    st_records_free(recs, nr);
 }
 
 /* A session run's figures per turn, from its stored records. */
@@ -153,9 +151,7 @@ static void session_turns(st_store *s, int64_t run_id, st_rep_cfg *c)
     c->makespan_p50_ms = d.p50 * 1e3;
     c->makespan_p95_ms = d.p95 * 1e3;
     free(mv);
-    for (uint32_t i = 0; i < nr; i++)
-        st_record_free(&recs[i]);
-    free(recs);
+    st_records_free(recs, nr);
 }
 
 /* Sessions: the capacity in requests/s is what the engine delivered at the highest passing
@@ -662,15 +658,20 @@ void st_report_agent_text(const st_report *r, st_buf *b)
                   s->warmup_requests);
 }
 
+void st_report_run_length(const st_report *r, const char *after, char *out, size_t n)
+{
+    if (r->sustained)
+        snprintf(out, n, "runs as long as a steady state needs%s", after);
+    else
+        snprintf(out, n, "%u requests per %s", r->spec.workload.requests_per_rate,
+                 r->spec.closed_loop ? "level" : "rate");
+}
+
 void st_report_synthetic_text(const st_report *r, st_buf *b)
 {
     const st_spec *s = &r->spec;
     char per[96];
-    if (r->sustained)
-        snprintf(per, sizeof per, "runs as long as a steady state needs");
-    else
-        snprintf(per, sizeof per, "%u requests per %s", s->workload.requests_per_rate,
-                 s->closed_loop ? "level" : "rate");
+    st_report_run_length(r, "", per, sizeof per);
     st_buf_printf(b,
                   "synthetic prompts, %.0f input tokens and %u output tokens on average (spread +-%.0f %%%s), a "
                   "shared prefix of %u tokens; %s after %u warm-up requests; %s, seed %llu",

@@ -203,8 +203,6 @@ void st_rep_quality_markdown(const st_report *r, st_buf *b)
     st_buf_puts(b, "\n");
 }
 
-static json_t *jnum_or_null(double v) { return isfinite(v) ? json_real(v) : json_null(); }
-
 json_t *st_rep_quality_json(const st_report *r)
 {
     if (!r->quality.present)
@@ -228,23 +226,23 @@ json_t *st_rep_quality_json(const st_report *r)
         json_object_set_new(c, "synthetic_prompts", json_boolean(q->synthetic));
         json_object_set_new(c, "emulated", json_boolean(q->emulated));
         json_object_set_new(c, "top_k", json_integer(q->top_k));
-        json_object_set_new(c, "engine_minutes", jnum_or_null(q->engine_s / 60));
+        json_object_set_new(c, "engine_minutes", st_jnum_or_null(q->engine_s / 60));
         json_object_set_new(c, "positions", json_integer((json_int_t)d->positions));
-        json_object_set_new(c, "mean_kld", jnum_or_null(d->kld_mean));
-        json_object_set_new(c, "p50_kld", jnum_or_null(d->kld_p50));
-        json_object_set_new(c, "p90_kld", jnum_or_null(d->kld_p90));
-        json_object_set_new(c, "p99_kld", jnum_or_null(d->kld_p99));
-        json_object_set_new(c, "max_kld", jnum_or_null(d->kld_max));
-        json_object_set_new(c, "same_top1", jnum_or_null(d->same_top1));
-        json_object_set_new(c, "delta_p_mean", jnum_or_null(d->dp_mean));
-        json_object_set_new(c, "delta_p_p01", jnum_or_null(d->dp_p01));
-        json_object_set_new(c, "delta_p_p99", jnum_or_null(d->dp_p99));
-        json_object_set_new(c, "rest_mass_mean", jnum_or_null(d->rest_base_mean));
+        json_object_set_new(c, "mean_kld", st_jnum_or_null(d->kld_mean));
+        json_object_set_new(c, "p50_kld", st_jnum_or_null(d->kld_p50));
+        json_object_set_new(c, "p90_kld", st_jnum_or_null(d->kld_p90));
+        json_object_set_new(c, "p99_kld", st_jnum_or_null(d->kld_p99));
+        json_object_set_new(c, "max_kld", st_jnum_or_null(d->kld_max));
+        json_object_set_new(c, "same_top1", st_jnum_or_null(d->same_top1));
+        json_object_set_new(c, "delta_p_mean", st_jnum_or_null(d->dp_mean));
+        json_object_set_new(c, "delta_p_p01", st_jnum_or_null(d->dp_p01));
+        json_object_set_new(c, "delta_p_p99", st_jnum_or_null(d->dp_p99));
+        json_object_set_new(c, "rest_mass_mean", st_jnum_or_null(d->rest_base_mean));
         json_object_set_new(c, "answers", json_integer(d->answers));
         json_object_set_new(c, "exact", json_integer(d->exact));
-        json_object_set_new(c, "exact_match", jnum_or_null(d->exact_match));
-        json_object_set_new(c, "first_divergence_mean", jnum_or_null(d->div_mean));
-        json_object_set_new(c, "first_divergence_p50", jnum_or_null(d->div_p50));
+        json_object_set_new(c, "exact_match", st_jnum_or_null(d->exact_match));
+        json_object_set_new(c, "first_divergence_mean", st_jnum_or_null(d->div_mean));
+        json_object_set_new(c, "first_divergence_p50", st_jnum_or_null(d->div_p50));
         json_object_set_new(c, "pass", q->status == ST_Q_MEASURED ? json_boolean(q->pass) : json_null());
         json_object_set_new(c, "note", q->note[0] ? json_string(q->note) : json_null());
         json_array_append_new(a, c);

@@ -137,6 +137,9 @@ void st_report_term_name(const st_spec *s, int term, char *out, size_t n);
 /* What binds a sustained capacity, in words: an SLO term, "over-saturation" (the failing end
  * over-saturated), or "-". */
 void st_report_binding(const st_report *r, const st_rep_cfg *c, char *out, size_t n);
+/* How long each rate runs, in words ("runs as long as a steady state needs" then `after`, or "N
+ * requests per rate|level") into out. */
+void st_report_run_length(const st_report *r, const char *after, char *out, size_t n);
 /* The synthetic workload in words (plain text: sizes, spread, prefix, run length, warm-up,
  * arrivals, seed), as the markdown and HTML setups show it. */
 void st_report_synthetic_text(const st_report *r, st_buf *b);

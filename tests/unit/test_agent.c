@@ -472,9 +472,7 @@ static void synthetic_tasks(void **state)
     assert_int_equal(a.completed, 3);
     assert_int_equal(a.cp_nodes_max, 5);   /* planner, worker, join, worker, join */
     assert_true(a.makespan.min > 4 * 0.5); /* four gaps of 0.5 s on every path */
-    for (uint32_t i = 0; i < w.n; i++)
-        st_record_free(&rec[i]);
-    free(rec);
+    st_records_free(rec, w.n);
     free(it);
     st_workload_free(&w);
     /* refused: a fan-out beyond the limit */

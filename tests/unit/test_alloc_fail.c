@@ -410,11 +410,7 @@ static int store_target(const void *arg, char *err, size_t errlen, uint64_t *dig
 out:
     if (have_audit)
         st_audit_row_free(&a);
-    if (back) {
-        for (uint32_t i = 0; i < n_back; i++)
-            st_record_free(&back[i]);
-        free(back);
-    }
+    st_records_free(back, n_back);
     if (ms)
         st_store_samples_free(ms, n_ms);
     if (rows)

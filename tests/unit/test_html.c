@@ -7,15 +7,6 @@
 #include "html_sample.h"
 #include "report/html.h"
 
-static int count(const char *hay, const char *needle)
-{
-    int n = 0;
-    size_t l = strlen(needle);
-    for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += l)
-        n++;
-    return n;
-}
-
 static char *render(const st_html_report *r)
 {
     st_buf b;
@@ -49,10 +40,10 @@ static void document_structure(void **state)
     sample_store *st = new_sample(0, 0, 0);
     char *h = render(&st->rep);
     assert_true(strncmp(h, "<!DOCTYPE html>\n<html lang=\"en\">", 31) == 0);
-    assert_int_equal(count(h, "<head>"), 1);
-    assert_int_equal(count(h, "</head>"), 1);
-    assert_int_equal(count(h, "<body>"), 1);
-    assert_int_equal(count(h, "</body>"), 1);
+    assert_int_equal(st_test_count(h, "<head>"), 1);
+    assert_int_equal(st_test_count(h, "</head>"), 1);
+    assert_int_equal(st_test_count(h, "<body>"), 1);
+    assert_int_equal(st_test_count(h, "</body>"), 1);
     size_t n = strlen(h);
     assert_string_equal(h + n - 8, "</html>\n");
     assert_non_null(strstr(h, "<meta charset=\"utf-8\">"));
@@ -63,13 +54,13 @@ static void document_structure(void **state)
          c = pos(h, "<section id=\"results\">"), d = pos(h, "<section id=\"changes\">"),
          e = pos(h, "<section id=\"method\">"), f = pos(h, "<section id=\"timelines\">");
     assert_true(a < b && b < c && c < d && d < e && e < f);
-    assert_int_equal(count(h, "<section"), count(h, "</section>"));
-    assert_int_equal(count(h, "<table"), count(h, "</table>"));
-    assert_int_equal(count(h, "<tr"), count(h, "</tr>"));
-    assert_int_equal(count(h, "<figure"), count(h, "</figure>"));
-    assert_int_equal(count(h, "<svg"), count(h, "</svg>"));
+    assert_int_equal(st_test_count(h, "<section"), st_test_count(h, "</section>"));
+    assert_int_equal(st_test_count(h, "<table"), st_test_count(h, "</table>"));
+    assert_int_equal(st_test_count(h, "<tr"), st_test_count(h, "</tr>"));
+    assert_int_equal(st_test_count(h, "<figure"), st_test_count(h, "</figure>"));
+    assert_int_equal(st_test_count(h, "<svg"), st_test_count(h, "</svg>"));
     /* charts: 2 cost + 2 rate + 2 distributions + one per run of the 6 that ran */
-    assert_int_equal(count(h, "<svg"), 6 + 6 * SAMPLE_RATES);
+    assert_int_equal(st_test_count(h, "<svg"), 6 + 6 * SAMPLE_RATES);
     /* the results table: header + 7 rows; the changes table: header + 7 rows */
     long rt = pos(h, "id=\"results-table\""), ct = pos(h, "id=\"changes-table\"");
     char *rend = strstr(h + rt, "</table>"), *cend = strstr(h + ct, "</table>");
@@ -89,9 +80,9 @@ static void document_structure(void **state)
     assert_non_null(strstr(h, "<th class=\"num\">p95 TTFT / TPOT at capacity (ms)</th>"));
     assert_non_null(strstr(h, "<th class=\"num\">Replicas at peak</th>"));
     /* notes with their severity */
-    assert_int_equal(count(h, "<li class=\"warn\">"), 1);
-    assert_int_equal(count(h, "<li class=\"error\">"), 1);
-    assert_int_equal(count(h, "<li class=\"info\">"), 3);
+    assert_int_equal(st_test_count(h, "<li class=\"warn\">"), 1);
+    assert_int_equal(st_test_count(h, "<li class=\"error\">"), 1);
+    assert_int_equal(st_test_count(h, "<li class=\"info\">"), 3);
     /* no banners when not flagged */
     assert_null(strstr(h, "banner-partial"));
     assert_null(strstr(h, "banner-prediction"));
@@ -114,11 +105,11 @@ static void no_external_resources(void **state)
     assert_null(strstr(h, "<object"));
     assert_null(strstr(h, "<embed"));
     /* every URL is an SVG namespace declaration (plus the CSP's http-equiv) */
-    assert_int_equal(count(h, "https:"), 0);
-    assert_int_equal(count(h, "//"), count(h, "xmlns=\"http://www.w3.org/2000/svg\""));
-    assert_int_equal(count(h, "http"), count(h, "xmlns=\"http://www.w3.org/2000/svg\"") + 1);
+    assert_int_equal(st_test_count(h, "https:"), 0);
+    assert_int_equal(st_test_count(h, "//"), st_test_count(h, "xmlns=\"http://www.w3.org/2000/svg\""));
+    assert_int_equal(st_test_count(h, "http"), st_test_count(h, "xmlns=\"http://www.w3.org/2000/svg\"") + 1);
     /* links are in-page anchors only */
-    assert_int_equal(count(h, "href="), count(h, "href=\"#"));
+    assert_int_equal(st_test_count(h, "href="), st_test_count(h, "href=\"#"));
     free(h);
     free(st);
 }
@@ -139,7 +130,7 @@ static void hostile_strings_escaped(void **state)
     assert_non_null(strstr(h, "&quot;&gt;&lt;svg onload=alert(3)&gt;"));
     assert_non_null(strstr(h, "&lt;b&gt;examples/qwen3-8b-h100.yaml&lt;/b&gt; &amp; friends"));
     assert_non_null(strstr(h, "<pre class=\"log\">INFO loading weights\n&lt;/pre&gt;&lt;script&gt;"));
-    assert_int_equal(count(h, "<pre"), count(h, "</pre>"));
+    assert_int_equal(st_test_count(h, "<pre"), st_test_count(h, "</pre>"));
     free(h);
 
     /* a marker string in every text field of the model never comes out as markup */
@@ -162,7 +153,7 @@ static void hostile_strings_escaped(void **state)
     assert_null(strstr(h, "\x01"));
     assert_null(strstr(h, "\x1b"));
     assert_null(strstr(h, "\xff"));
-    assert_true(count(h, "&lt;x-evil a=&#39;1&#39;&gt;") > 20);
+    assert_true(st_test_count(h, "&lt;x-evil a=&#39;1&#39;&gt;") > 20);
     free(h);
     free(st);
 }

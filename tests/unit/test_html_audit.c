@@ -26,27 +26,6 @@ static int rm_dir(void **state)
     return 0;
 }
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    static char buf[1 << 20];
-    *len = fread(buf, 1, sizeof buf - 1, f);
-    buf[*len] = '\0';
-    fclose(f);
-    return buf;
-}
-
-static int count(const char *hay, const char *needle)
-{
-    int n = 0;
-    size_t l = strlen(needle);
-    for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += l)
-        n++;
-    return n;
-}
-
 /* A run with 40 records (TTFT 300 + 5 i ms, TPOT 30 ms over 100 tokens) and 10 metric
  * scrapes; `metrics` = 0: none, 1: KV usage only, 2: all four (generic names), 3: all four
  * (other spellings). */
@@ -109,7 +88,7 @@ static st_store *make_store(int partial)
     char err[256];
     assert_int_equal(st_store_open(dir, &s, err, sizeof err), 0);
     size_t len = 0;
-    char *spec = slurp("examples/qwen3-8b-h100.yaml", &len);
+    char *spec = st_test_slurp("examples/qwen3-8b-h100.yaml", &len);
     /* the runs below are a burst test's (the example itself searches sustained rates) */
     char *mode = spec ? strstr(spec, "mode: sustained") : NULL;
     assert_non_null(mode);
@@ -246,10 +225,10 @@ static void audit_report_content(void **state)
     assert_non_null(strstr(h, ">baseline @ 6/s</text>"));        /* capacity run */
     assert_non_null(strstr(h, ">no-prefix-cache @ 2/s</text>")); /* none passed: lowest rate */
     /* 2 cost + 2 rate + 2 CDF + a timeline per measured run with samples (10 - fp8-kv's 3) */
-    assert_int_equal(count(h, "<svg"), 6 + 7);
-    assert_int_equal(count(h, "No metric samples for any run of this configuration."), 1);
+    assert_int_equal(st_test_count(h, "<svg"), 6 + 7);
+    assert_int_equal(st_test_count(h, "No metric samples for any run of this configuration."), 1);
     assert_non_null(strstr(h, "Not exposed by the engine: running, waiting, preemptions."));
-    assert_int_equal(count(h, "Not exposed by the engine"), 1); /* generic names and aliases read */
+    assert_int_equal(st_test_count(h, "Not exposed by the engine"), 1); /* generic names and aliases read */
     /* preemptions is a counter (1000 + k): drawn as the increase since the run began, so the
      * right axis ends near the running count (27), not at 1000 */
     const char *tl = h + pos(h, "<section id=\"timelines\">");
@@ -289,7 +268,7 @@ static void audit_report_write(void **state)
     assert_int_equal(st_report_html_write(s, dir, NULL, err, sizeof err), 0);
     snprintf(path, sizeof path, "%s/report.html", dir);
     size_t len = 0;
-    char *d = slurp(path, &len);
+    char *d = st_test_slurp(path, &len);
     assert_non_null(d);
     assert_true(len > 10000);
     assert_true(strncmp(d, "<!DOCTYPE html>", 15) == 0);

@@ -914,13 +914,6 @@ static st_record *records(uint32_t n, double ttft_ms, uint32_t asked, uint32_t g
     return r;
 }
 
-static void free_records(st_record *r, uint32_t n)
-{
-    for (uint32_t i = 0; i < n; i++)
-        st_record_free(&r[i]);
-    free(r);
-}
-
 /* A /metrics body with the vLLM TTFT histogram: `n` observations all at `at_s`. */
 static void ttft_body(char *out, size_t cap, double n, double at_s)
 {
@@ -983,7 +976,7 @@ static void engine_ttft_against_client(void **state)
     assert_int_equal(count_kind(&ns, "engine_ttft_disagrees", NULL), 0);
     assert_int_equal(count_kind(&ns, "token_count_mismatch", NULL), 0);
     st_notes_free(&ns);
-    free_records(r, 50);
+    st_records_free(r, 50);
 
     /* the client measured about 400 ms: far above what the engine saw */
     r = records(50, 400, 100, 100, 0);
@@ -996,7 +989,7 @@ static void engine_ttft_against_client(void **state)
     assert_true(ev(x, "client_ttft_p95_ms") > 400);
     assert_true(ev(x, "engine_ttft_p95_ms") <= 60);
     st_notes_free(&ns);
-    free_records(r, 50);
+    st_records_free(r, 50);
 
     /* the engine's is higher (its histogram at 2 s, the client at 50 ms) */
     scrape_pair(&s, 0, 50, 2.0, 100);
@@ -1006,7 +999,7 @@ static void engine_ttft_against_client(void **state)
     build(&f, &ns);
     has_text(find(&ns, "engine_ttft_disagrees", "baseline"), "The engine's is higher");
     st_notes_free(&ns);
-    free_records(r, 50);
+    st_records_free(r, 50);
 }
 
 static void token_counts_and_failures(void **state)
@@ -1033,7 +1026,7 @@ static void token_counts_and_failures(void **state)
     has_text(x, "at 16 req/s 5 of 35 completed requests (5 fewer, 0 more), 80 tokens on average against 100 asked "
                 "(counts from the server's usage)");
     st_notes_free(&ns);
-    free_records(r, 40);
+    st_records_free(r, 40);
 }
 
 static void environment_from_facts(void **state)

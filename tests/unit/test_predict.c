@@ -354,9 +354,7 @@ static void sustained_and_closed_loop_on_the_model(void **state)
             for (int i = 0; i < 200; i++)
                 mx = y[i] > mx ? y[i] : mx;
             assert_true(mx <= pr->rate && mx >= 1);
-            for (uint32_t i = 0; i < nr; i++)
-                st_record_free(&recs[i]);
-            free(recs);
+            st_records_free(recs, nr);
         }
         st_report_free(&r);
         st_store_close(s);

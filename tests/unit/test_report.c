@@ -27,19 +27,7 @@ static int rm_dir(void **state)
     return 0;
 }
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    static char buf[1 << 20];
-    *len = fread(buf, 1, sizeof buf - 1, f);
-    buf[*len] = '\0';
-    fclose(f);
-    return buf;
-}
-
-/* Writes every report of s into dir and returns report.md's text (slurp's buffer). */
+/* Writes every report of s into dir and returns report.md's text (st_test_slurp's buffer). */
 static char *written_md(st_store *s)
 {
     char err[256] = "", p[512];
@@ -47,7 +35,7 @@ static char *written_md(st_store *s)
         fail_msg("%s", err);
     size_t len = 0;
     snprintf(p, sizeof p, "%s/report.md", dir);
-    char *md = slurp(p, &len);
+    char *md = st_test_slurp(p, &len);
     assert_non_null(md);
     return md;
 }
@@ -87,7 +75,7 @@ static st_store *make_store_as(int partial, int burst)
     char err[256];
     assert_int_equal(st_store_open(dir, &s, err, sizeof err), 0);
     size_t len = 0;
-    char *spec = slurp("examples/qwen3-8b-h100.yaml", &len);
+    char *spec = st_test_slurp("examples/qwen3-8b-h100.yaml", &len);
     /* the runs below are a burst test's (the example itself searches sustained rates) */
     char *mode = spec ? strstr(spec, "mode: sustained") : NULL;
     assert_non_null(mode);
@@ -205,7 +193,7 @@ static void undecided_end_is_not_failed(void **state)
     char p[512];
     size_t len;
     snprintf(p, sizeof p, "%s/report.html", dir);
-    const char *html = slurp(p, &len);
+    const char *html = st_test_slurp(p, &len);
     assert_non_null(html);
     assert_non_null(strstr(html, "undecided at 19.2"));
     assert_null(strstr(html, "failed at 19.2"));
@@ -254,7 +242,7 @@ static void day_from_stored_traffic(void **state)
     char p[512];
     size_t len;
     snprintf(p, sizeof p, "%s/report.json", dir);
-    json_t *j = json_loads(slurp(p, &len), 0, NULL);
+    json_t *j = json_loads(st_test_slurp(p, &len), 0, NULL);
     assert_non_null(j);
     json_t *td = json_object_get(j, "traffic_day");
     assert_string_equal(json_string_value(json_object_get(td, "source")), "trace_utc");
@@ -370,7 +358,7 @@ static void files_written_and_escaped(void **state)
     char p[512];
     size_t len = 0;
     snprintf(p, sizeof p, "%s/report.md", dir);
-    char *md = slurp(p, &len);
+    char *md = st_test_slurp(p, &len);
     assert_non_null(md);
     const char *sections[] = { "## Headline",
                                "## Setup",
@@ -401,7 +389,7 @@ static void files_written_and_escaped(void **state)
     assert_non_null(strstr(md, "```\nline one\n<script>alert(1)</script> | 'x'\n```"));
 
     snprintf(p, sizeof p, "%s/report.json", dir);
-    char *js = slurp(p, &len);
+    char *js = st_test_slurp(p, &len);
     json_error_t je;
     json_t *root = json_loadb(js, len, 0, &je);
     if (!root)
@@ -419,18 +407,18 @@ static void files_written_and_escaped(void **state)
 
     /* the pick's deploy snippets, sized at its replicas at peak */
     snprintf(p, sizeof p, "%s/deploy.md", dir);
-    char *dep = slurp(p, &len);
+    char *dep = st_test_slurp(p, &len);
     assert_non_null(dep);
     assert_non_null(strstr(dep, "# Deploying fp8-kv"));
     assert_non_null(strstr(dep, "Sized for the stated peak: 6 replicas."));
     assert_non_null(strstr(dep, "--kv-cache-dtype fp8 --host 0.0.0.0 --port 8000"));
     snprintf(p, sizeof p, "%s/deploy-k8s.yaml", dir);
-    char *k8s = slurp(p, &len);
+    char *k8s = st_test_slurp(p, &len);
     assert_non_null(k8s);
     assert_non_null(strstr(k8s, "  replicas: 6\n"));
 
     snprintf(p, sizeof p, "%s/results.csv", dir);
-    char *csv = slurp(p, &len);
+    char *csv = st_test_slurp(p, &len);
     assert_non_null(strstr(csv, "rank,config,is_baseline"));
     assert_non_null(strstr(csv, "\n1,fp8-kv,0,1,ok,11.8,1,3540,"));
     assert_non_null(strstr(csv, "\n3,baseline,1,0,ok,5.9,"));
@@ -482,13 +470,13 @@ static void server_timings_in_reports(void **state)
     char p[512];
     size_t len = 0;
     snprintf(p, sizeof p, "%s/report.md", dir);
-    char *md = slurp(p, &len);
+    char *md = st_test_slurp(p, &len);
     const char *tt = strstr(md, "Server-reported timings");
     assert_non_null(tt);
     if (!strstr(tt, "| 1 | 3 | 40.0 / 40.0 | 20.0 / 29.8 | 1.00 / 1.00 |"))
         fail_msg("report.md's timings table:\n%.900s", tt);
     snprintf(p, sizeof p, "%s/report.json", dir);
-    char *js = slurp(p, &len);
+    char *js = st_test_slurp(p, &len);
     json_t *root = json_loadb(js, len, 0, NULL);
     assert_non_null(root);
     json_t *runs = json_object_get(json_array_get(json_object_get(root, "configurations"), 0), "runs");
@@ -576,7 +564,7 @@ static void planted_symlink_not_followed(void **state)
     if (st_report_write_all(s, dir, err, sizeof err))
         fail_msg("%s", err);
     size_t len = 0;
-    char *v = slurp(victim, &len);
+    char *v = st_test_slurp(victim, &len);
     assert_string_equal(v, "untouched\n");
     for (size_t i = 0; i < 4; i++) {
         struct stat st;

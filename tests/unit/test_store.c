@@ -163,9 +163,7 @@ static void runs_records_samples_round_trip(void **state)
     assert_int_equal(back[1].session, 7);
     assert_int_equal(back[1].turn, 2);
     assert_int_equal(back[0].session, 0); /* not in a session */
-    for (uint32_t i = 0; i < nb; i++)
-        st_record_free(&back[i]);
-    free(back);
+    st_records_free(back, nb);
     st_metrics_sample *mb;
     uint32_t nm;
     assert_int_equal(st_store_samples_get(s, g.id, &mb, &nm), 0);

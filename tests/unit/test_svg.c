@@ -5,15 +5,6 @@
 #include "core/buf.h"
 #include "report/svg.h"
 
-static int count(const char *hay, const char *needle)
-{
-    int n = 0;
-    size_t l = strlen(needle);
-    for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += l)
-        n++;
-    return n;
-}
-
 /* Well-formedness checks that do not need an XML parser: one root, text elements balanced,
  * no id attributes (several charts share one HTML document), no external references. */
 static void assert_svg_shape(const char *s)
@@ -22,15 +13,15 @@ static void assert_svg_shape(const char *s)
     assert_true(strncmp(s, "<svg xmlns=\"http://www.w3.org/2000/svg\"", 39) == 0);
     size_t n = strlen(s);
     assert_true(n > 6 && strcmp(s + n - 6, "</svg>") == 0);
-    assert_int_equal(count(s, "<svg"), 1);
-    assert_int_equal(count(s, "<text"), count(s, "</text>"));
-    assert_int_equal(count(s, "<title>"), count(s, "</title>"));
-    assert_int_equal(count(s, " id="), 0);
-    assert_int_equal(count(s, "href"), 0);
-    assert_int_equal(count(s, "http"), 1); /* the namespace only */
-    assert_int_equal(count(s, "<script"), 0);
-    assert_int_equal(count(s, "nan"), 0);
-    assert_int_equal(count(s, "inf"), 0);
+    assert_int_equal(st_test_count(s, "<svg"), 1);
+    assert_int_equal(st_test_count(s, "<text"), st_test_count(s, "</text>"));
+    assert_int_equal(st_test_count(s, "<title>"), st_test_count(s, "</title>"));
+    assert_int_equal(st_test_count(s, " id="), 0);
+    assert_int_equal(st_test_count(s, "href"), 0);
+    assert_int_equal(st_test_count(s, "http"), 1); /* the namespace only */
+    assert_int_equal(st_test_count(s, "<script"), 0);
+    assert_int_equal(st_test_count(s, "nan"), 0);
+    assert_int_equal(st_test_count(s, "inf"), 0);
 }
 
 static void fmt_numbers(void **state)
@@ -111,9 +102,9 @@ static void line_chart_structure(void **state)
     assert_int_equal(st_svg_line(&b, &c), 0);
     assert_svg_shape(b.data);
     /* markers: 6 passed dots (white outline), 3 failed crosses; the NAN/unknown point none */
-    assert_int_equal(count(b.data, "r=\"4\" fill=\"#0072B2\" stroke=\"#fff\""), 3);
-    assert_int_equal(count(b.data, "r=\"4\" fill=\"#D55E00\" stroke=\"#fff\""), 3);
-    assert_int_equal(count(b.data, "stroke-width=\"2.2\""), 3);
+    assert_int_equal(st_test_count(b.data, "r=\"4\" fill=\"#0072B2\" stroke=\"#fff\""), 3);
+    assert_int_equal(st_test_count(b.data, "r=\"4\" fill=\"#D55E00\" stroke=\"#fff\""), 3);
+    assert_int_equal(st_test_count(b.data, "stroke-width=\"2.2\""), 3);
     /* the NAN in series 2 breaks its line: two "M" moves in that path */
     const char *p2 = strstr(b.data, "stroke=\"#D55E00\" stroke-width=\"2.0\"");
     assert_non_null(p2);
@@ -163,8 +154,8 @@ static void linear_axis_ticks(void **state)
             fail_msg("missing y tick %d", v);
     }
     assert_null(strstr(b.data, ">60</text>"));
-    assert_non_null(strstr(b.data, ">30</text>"));   /* x: 0..30 */
-    assert_int_equal(count(b.data, "r=\"2.5\""), 4); /* plain markers */
+    assert_non_null(strstr(b.data, ">30</text>"));           /* x: 0..30 */
+    assert_int_equal(st_test_count(b.data, "r=\"2.5\""), 4); /* plain markers */
     st_buf_free(&b);
 }
 
@@ -248,7 +239,7 @@ static void bars_chart(void **state)
     st_buf_init(&b, 1 << 20);
     assert_int_equal(st_svg_bars(&b, &c), 0);
     assert_svg_shape(b.data);
-    assert_int_equal(count(b.data, "<rect"), 1 + 2); /* background + two bars */
+    assert_int_equal(st_test_count(b.data, "<rect"), 1 + 2); /* background + two bars */
     assert_non_null(strstr(b.data, ">5.77 req/s</text>"));
     assert_non_null(strstr(b.data, ">2.89</text>"));
     assert_non_null(strstr(b.data, ">none passed</text>"));
@@ -312,7 +303,7 @@ static void cdf_and_histogram(void **state)
     c.x.log = 0;
     assert_int_equal(st_svg_histogram(&b, &c, 20), 0);
     assert_svg_shape(b.data);
-    int bars = count(b.data, "fill-opacity=\"0.85\"");
+    int bars = st_test_count(b.data, "fill-opacity=\"0.85\"");
     assert_true(bars >= 15 && bars <= 20);
     assert_non_null(strstr(b.data, ">requests</text>"));
     st_buf_free(&b);
@@ -336,12 +327,12 @@ static void empty_and_degenerate(void **state)
     st_buf_reset(&b);
     assert_int_equal(st_svg_line(&b, &c2), 0);
     assert_svg_shape(b.data);
-    assert_int_equal(count(b.data, "r=\"2.5\""), 0); /* -5 cannot sit on a log axis */
+    assert_int_equal(st_test_count(b.data, "r=\"2.5\""), 0); /* -5 cannot sit on a log axis */
     c2.y.log = 0;
     st_buf_reset(&b);
     assert_int_equal(st_svg_line(&b, &c2), 0);
     assert_svg_shape(b.data);
-    assert_int_equal(count(b.data, "r=\"2.5\""), 1);
+    assert_int_equal(st_test_count(b.data, "r=\"2.5\""), 1);
     st_svg_bar_chart bc = { NULL, 0, NULL, NULL, 0, NAN, NULL };
     st_buf_reset(&b);
     assert_int_equal(st_svg_bars(&b, &bc), 0);
@@ -374,8 +365,8 @@ static void inf_rate_slot(void **state)
     st_buf b;
     st_buf_init(&b, 1 << 20);
     assert_int_equal(st_svg_line(&b, &c), 0);
-    assert_int_equal(count(b.data, ">inf</text>"), 1);
-    assert_int_equal(count(b.data, "stroke-width=\"2.2\""), 2); /* both failures drawn */
+    assert_int_equal(st_test_count(b.data, ">inf</text>"), 1);
+    assert_int_equal(st_test_count(b.data, "stroke-width=\"2.2\""), 2); /* both failures drawn */
     /* the inf point is right of every finite point: its cross is the last marker */
     const char *last = NULL, *p = b.data;
     while ((p = strstr(p, "stroke-width=\"2.2\"")) != NULL)
