@@ -1127,8 +1127,11 @@ static int write_results(bench *B)
         if (!B->res.client_limited && strncmp(B->res.limited_reason, "ok", 2) != 0)
             printf("%-30s%s\n", "Self-check note:", B->res.limited_reason);
     }
-    if (sum.failed > 0)
+    if (sum.failed > 0) {
         status = ST_EXIT_FAIL;
+        if (!B->res.interrupted) /* why, in the server's words: not only in the JSON */
+            st_output_failures(stderr, "servetune bench", B->res.records, B->res.n, &sum);
+    }
     if (st_output_client_limited(&info, &sum))
         status = ST_EXIT_CLIENT_LIMITED;
     if (B->res.interrupted)

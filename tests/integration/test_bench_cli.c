@@ -160,6 +160,13 @@ static void failures_exit_1_and_usage_exit_2(void **state)
     assert_non_null(strstr(o, "http_status"));
     assert_null(strstr(o, SECRET));
     free(o);
+    /* with -q too, the failure is said on stderr in the server's words, not only in the JSON */
+    char *quiet[] = { "servetune", "bench", "--url", url, "--model", "x", "--num-requests", "3", "-q", NULL };
+    assert_int_equal(run_cli(quiet, out), 1);
+    o = slurp(out);
+    assert_non_null(strstr(o, "servetune bench: 3 of 3 requests failed (http_status 3); the first (request 0): "
+                              "HTTP 500: boom: the engine fell over"));
+    free(o);
     char *bad[] = { "servetune", "bench", "--url", url, "--rate", "-3", NULL };
     assert_int_equal(run_cli(bad, out), 2);
     char *bad2[] = { "servetune", "bench", NULL };
