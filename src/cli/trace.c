@@ -104,7 +104,9 @@ static void print_traffic(const char *path, st_trace_format fmt, const st_trace_
         printf("%-22s %s\n", i ? "" : "Malformed rows", c->bad_first[i]);
     if (t->has_times) {
         printf("%-22s %llu over %.1f s\n", "Requests", (unsigned long long)t->requests, t->span_s);
-        if (t->minutes)
+        if (isnan(t->mean_rps))
+            printf("%-22s unknown (%s)\n", "Rate", st_traffic_no_rate_reason(t->requests));
+        else if (t->minutes)
             printf("%-22s mean %.3g req/s; over %u whole minute%s: p50 %.3g, p95 %.3g, peak %.3g req/s%s\n", "Rate",
                    t->mean_rps, t->minutes, t->minutes == 1 ? "" : "s", t->p50_minute_rps, t->p95_minute_rps,
                    t->peak_minute_rps, t->minutes_capped ? " (the first year only)" : "");

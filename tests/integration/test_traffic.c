@@ -503,6 +503,14 @@ static void trace_stats_cli(void **state)
     assert_int_equal(run_cli(u2, log), 2);
     const char *u3[] = { "servetune", "trace", "stats", "/nonexistent/trace.jsonl", NULL };
     assert_int_equal(run_cli(u3, log), 2);
+    /* a trace whose rows all share one time has no mean rate: said so, not "nan" */
+    f = fopen(bad, "w");
+    fputs("timestamp,input_tokens,output_tokens\n7,10,5\n7,12,5\n7,14,5\n", f);
+    fclose(f);
+    const char *t1[] = { "servetune", "trace", "stats", bad, NULL };
+    assert_int_equal(run_cli(t1, log), 0);
+    assert_true(file_has(log, "unknown (every request at the same time)"));
+    assert_false(file_has(log, "nan"));
 }
 
 static int setup(void **state)
