@@ -1093,6 +1093,20 @@ static int csv_header(st_trace_reader *r, const char *p, size_t n, char *err, si
                     if (!strcmp(nm, col_aliases[k].name))
                         r->col[i] = col_aliases[k].field;
             }
+            const char *sep = nf == 1 ? strpbrk(r->colname[i], ";\t|") : NULL;
+            if (r->col[i] == COL_NONE && sep) {
+                st_errf(err, errlen,
+                        "%s:%llu: the header is one column, \"%s\": the file looks separated by %s, but a CSV trace "
+                        "is separated by commas (convert it first, e.g. tr '%s' ',')",
+                        r->name, (unsigned long long)r->lineno, r->colname[i],
+                        *sep == ';'    ? "semicolons"
+                        : *sep == '\t' ? "tabs"
+                                       : "'|'",
+                        *sep == ';'    ? ";"
+                        : *sep == '\t' ? "\\t"
+                                       : "|");
+                return -1;
+            }
             if (r->col[i] == COL_NONE) {
                 st_errf(err, errlen,
                         "%s:%llu: unknown column \"%s\" (known: timestamp, timestamp_ms, end_time, input_tokens, "

@@ -316,6 +316,11 @@ static void plain_csv_named_columns(void **state)
     expect_error("input_tokens,output_tokens\n\"5,6\n", NULL, "t:2: a quoted field is not closed");
     expect_error("input_tokens,model\n5,m\n", NULL, "t:1: the header names no output_tokens column");
     expect_error("input_tokens,prompt_tokens,output_tokens\n", NULL, "both give input_tokens");
+    /* a spreadsheet's export with another separator: named as such, not as an unknown column to map */
+    expect_error("timestamp;input_tokens;output_tokens\n0;100;10\n", NULL,
+                 "t:1: the header is one column, \"timestamp;input_tokens;output_tokens\": the file looks separated by "
+                 "semicolons, but a CSV trace is separated by commas (convert it first, e.g. tr ';' ',')");
+    expect_error("timestamp\tinput_tokens\toutput_tokens\n0\t100\t10\n", NULL, "separated by tabs");
 }
 
 static void servetune_sessions(void **state)
