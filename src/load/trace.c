@@ -357,6 +357,7 @@ struct st_trace_reader {
     int jkey_cap; /* capturing that string */
     st_buf elem;
     uint64_t elem_line;
+    uint64_t jlast_line; /* the line of the document's last byte that is not white space */
     /* CSV */
     int have_header;
     int ncol;
@@ -1353,6 +1354,8 @@ static int doc_feed(st_trace_reader *r, const char *d, size_t n, char *err, size
                 r->lineno++;
             continue;
         }
+        if (!is_sp(c))
+            r->jlast_line = r->lineno;
         if (r->jin_elem && st_buf_append(&r->elem, &c, 1) < 0) {
             st_errf(err, errlen, "%s:%llu: a row is longer than %u bytes", r->name, (unsigned long long)r->elem_line,
                     ST_TRACE_LINE_MAX);
@@ -1646,7 +1649,9 @@ int st_trace_reader_finish(st_trace_reader *r, char *err, size_t errlen)
     }
     if (r->doc_mode) {
         if (!r->jdone && r->jdepth > 0) {
-            st_errf(err, errlen, "%s:%llu: the JSON document ends early", r->name, (unsigned long long)r->lineno);
+            /* named at its last line that holds anything, not at the empty one after its newline */
+            st_errf(err, errlen, "%s:%llu: the JSON document ends early", r->name,
+                    (unsigned long long)(r->jlast_line ? r->jlast_line : r->lineno));
             r->failed = 1;
             return -1;
         }

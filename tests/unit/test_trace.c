@@ -268,7 +268,13 @@ static void litellm_spend_logs(void **state)
                  " {\"startTime\": \"soon\", \"prompt_tokens\": 9, \"completion_tokens\": 3}\n]\n",
                  NULL, "t:3: startTime is not a date and time");
     expect_error("[\n {\"startTime\": \"2025-01-15T10:00:05Z\", \"prompt_tokens\": 9, \"completion_tokens\": 3},\n",
-                 NULL, "the JSON document ends early");
+                 NULL, "t:2: the JSON document ends early");
+    /* on one line, with or without its newline, and with blank lines after it: the line that holds it */
+    const char *one = "[{\"startTime\": \"2025-01-15T10:00:05Z\", \"prompt_tokens\": 9, \"completion_tokens\": 3}";
+    expect_error(one, NULL, "t:1: the JSON document ends early");
+    char more[200];
+    snprintf(more, sizeof more, "%s\n\n\n", one);
+    expect_error(more, NULL, "t:1: the JSON document ends early");
 }
 
 static void plain_csv_named_columns(void **state)
