@@ -503,6 +503,13 @@ static void trace_stats_cli(void **state)
     assert_int_equal(run_cli(u2, log), 2);
     const char *u3[] = { "servetune", "trace", "stats", "/nonexistent/trace.jsonl", NULL };
     assert_int_equal(run_cli(u3, log), 2);
+    /* --trace-window in hours, and a part that is no duration named as such */
+    const char *w1[] = { "servetune", "trace", "stats", trace, "--trace-window", "0h:0.05h", NULL };
+    assert_int_equal(run_cli(w1, log), 0);
+    assert_true(file_has(log, "outside the time window"));
+    const char *w2[] = { "servetune", "trace", "stats", trace, "--trace-window", "0:2x", NULL };
+    assert_int_equal(run_cli(w2, log), 2);
+    assert_true(file_has(log, "--trace-window: '2x' is not a duration"));
     /* a trace whose rows all share one time has no mean rate: said so, not "nan" */
     f = fopen(bad, "w");
     fputs("timestamp,input_tokens,output_tokens\n7,10,5\n7,12,5\n7,14,5\n", f);
