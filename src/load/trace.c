@@ -1320,8 +1320,8 @@ static int handle_line(st_trace_reader *r, const char *p, size_t n, char *err, s
         if (r->fmt == ST_TRACE_AUTO || r->fmt == ST_TRACE_AZURE || r->fmt == ST_TRACE_BURSTGPT ||
             r->fmt == ST_TRACE_CSV) {
             if (r->fmt != ST_TRACE_AUTO && json) {
-                st_errf(err, errlen, "%s:%llu: a %s trace is CSV, this line is JSON", r->name, (unsigned long long)line,
-                        st_trace_format_name(r->fmt));
+                st_errf(err, errlen, "%s:%llu: the format %s is CSV, but this line is JSON", r->name,
+                        (unsigned long long)line, st_trace_format_name(r->fmt));
                 return -1;
             }
             return csv_header(r, q, m, err, errlen);

@@ -530,7 +530,7 @@ static void forced_format(void **state)
     opts(&o);
     o.read.format = ST_TRACE_AZURE;
     expect_error("{\"timestamp\": 0, \"input_length\": 1, \"output_length\": 1}\n", &o,
-                 "t:1: a azure trace is CSV, this line is JSON");
+                 "t:1: the format azure is CSV, but this line is JSON");
     expect_error("a,b,c\n1,2,3\n", &o, "t:1: unknown column \"a\" in an Azure trace");
     opts(&o);
     o.read.format = ST_TRACE_MOONCAKE;
