@@ -586,11 +586,14 @@ void st_output_failures(FILE *f, const char *prog, const st_record *recs, uint32
         return;
     fprintf(f, "%s: %u of %u requests failed", prog, s->failed, s->measured);
     failed_by_reason(f, s);
-    for (uint32_t i = 0; i < n; i++)
-        if (!recs[i].warmup && recs[i].status != ST_REQ_OK && recs[i].error) {
-            fprintf(f, "; the first (request %u): %s", recs[i].id, recs[i].error);
-            break;
-        }
+    /* the first failure of its own (a skipped turn only follows one) */
+    const st_record *first = NULL;
+    for (uint32_t i = 0; i < n && (!first || first->status == ST_REQ_SKIPPED); i++)
+        if (!recs[i].warmup && recs[i].status != ST_REQ_OK && recs[i].error &&
+            (!first || recs[i].status != ST_REQ_SKIPPED))
+            first = &recs[i];
+    if (first)
+        fprintf(f, "; the first (request %u): %s", first->id, first->error);
     fputc('\n', f);
 }
 

@@ -321,6 +321,14 @@ static void failures_line(void **state)
     fclose(f);
     assert_int_equal(len, 0);
     free(buf);
+    /* a skipped turn before it (by index) is passed over for the failure that caused it */
+    st_record_set_error(&recs[1], ST_REQ_SKIPPED, "an earlier turn failed", 22);
+    st_summary_compute(recs, 3, &in.opts, &s);
+    f = open_memstream(&buf, &len);
+    st_output_failures(f, "servetune bench", recs, 3, &s);
+    fclose(f);
+    assert_non_null(strstr(buf, "2 of 2 requests failed (http_status 1, skipped 1); the first (request 2): bad"));
+    free(buf);
 }
 
 int main(void)
