@@ -404,6 +404,10 @@ static void bad_input(void **state)
     char *argv3[] = { (char *)st_test_bin(), "trace", "cost", "--help", NULL };
     assert_int_equal(st_test_capture(argv3, out, sizeof out), 0);
     assert_non_null(strstr(out, "--bill"));
+    /* the command list names it too, not only trace stats */
+    char *argv5[] = { (char *)st_test_bin(), "--help", NULL };
+    assert_int_equal(st_test_capture(argv5, out, sizeof out), 0);
+    assert_non_null(strstr(out, "trace cost LOG"));
 }
 
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
