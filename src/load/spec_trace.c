@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "load/workload.h"
+
 struct st_spec_stats {
     st_ngram_params p[ST_SPEC_PARAMS_MAX];
     st_ngram_replay *r[ST_SPEC_PARAMS_MAX];
@@ -370,7 +372,7 @@ int st_spec_stats_add_line(st_spec_stats *s, const char *text, size_t len, uint6
         if (root)
             bad(s, line, "not a JSON object");
         else
-            bad(s, line, "invalid JSON at column %d: %s", jerr.column, jerr.text);
+            bad(s, line, "invalid JSON at column %d: %s", jerr.column, st_trace_json_reason(jerr.text));
         json_decref(root);
         return 0;
     }

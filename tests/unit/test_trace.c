@@ -322,6 +322,9 @@ static void plain_csv_named_columns(void **state)
     expect_error("input_tokens,output_tokens\n\"5,6\n", NULL, "t:2: a quoted field is not closed");
     expect_error("input_tokens,model\n5,m\n", NULL, "t:1: the header names no output_tokens column");
     expect_error("input_tokens,prompt_tokens,output_tokens\n", NULL, "both give input_tokens");
+    /* a "\u0000" in a JSONL string: said in the user's words, not the JSON library's flag name */
+    expect_error("{\"text\": \"a\\u0000b\", \"output_tokens\": 5}\n", NULL,
+                 "t:1: invalid JSON at column 19: a string holds \\u0000 (a NUL character)");
     /* a spreadsheet's export with another separator: named as such, not as an unknown column to map */
     expect_error("timestamp;input_tokens;output_tokens\n0;100;10\n", NULL,
                  "t:1: the header is one column, \"timestamp;input_tokens;output_tokens\": the file looks separated by "
