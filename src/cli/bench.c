@@ -758,6 +758,12 @@ static int plan_result_files(bench *B)
     if (B->json_path && a->csv_path && !strcmp(B->json_path, a->csv_path) &&
         (stat(a->csv_path, &st) != 0 || S_ISREG(st.st_mode))) /* (a device such as /dev/null takes both) */
         return st_cli_usage_error("bench", "--json and --csv name the same file (the CSV would replace the JSON)");
+    for (int k = 0; k < 2; k++) {
+        int rc = st_cli_refuse_input_as_output("bench", k ? "--csv" : "--json", k ? a->csv_path : B->json_path,
+                                               a->trace, "the trace it replays");
+        if (rc != ST_EXIT_OK)
+            return rc;
+    }
     /* the results files' folders are made now (--json runs/a.json makes runs/), and each file found
      * writable: not after the whole load ran, when its records would be lost */
     for (int k = 0; k < 2; k++) {

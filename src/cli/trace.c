@@ -673,6 +673,9 @@ static int stats_run(stats_cmd *x, st_opt *opts, int argc, char **argv)
     if (x->pr.npos != 1)
         return st_cli_usage_error("trace stats", "expected one trace FILE");
     const char *path = x->pr.pos[0];
+    int refused = st_cli_refuse_input_as_output("trace stats", "--json", x->json_path, path, "the trace it reads");
+    if (refused != ST_EXIT_OK)
+        return refused;
     if (st_agent_detect_file(path) != ST_AGENT_FMT_NONE) /* agent task graphs: their shape (cli/agents.h) */
         return st_cli_agent_trace_stats(path, x->json_path);
     st_trace_opts o;

@@ -432,6 +432,25 @@ static void unwritable_results_refused_before_the_run(void **state)
         free(o);
         assert_int_equal(access(same, F_OK), -1);
     }
+    /* --json or --csv naming the trace it replays: refused, the trace left as it was */
+    char trace[300];
+    snprintf(trace, sizeof trace, "%s/t.jsonl", dir);
+    FILE *f = fopen(trace, "w");
+    assert_non_null(f);
+    fputs("{\"input_tokens\": 8, \"output_tokens\": 2}\n", f);
+    fclose(f);
+    for (int k = 0; k < 2; k++) {
+        char *argv[] = { "servetune", "bench",   "--url", url,  "--model",
+                         "x",         "--trace", trace,   "-q", k ? "--csv" : "--json",
+                         trace,       NULL };
+        assert_int_equal(run_cli(argv, out), 2);
+        char *o = slurp(out);
+        assert_non_null(strstr(o, "is the trace it replays"));
+        free(o);
+        o = slurp(trace);
+        assert_string_equal(o, "{\"input_tokens\": 8, \"output_tokens\": 2}\n");
+        free(o);
+    }
     assert_int_equal(atomic_load(&m->requests), 0);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf -- '%s'", dir);

@@ -510,6 +510,11 @@ static void trace_stats_cli(void **state)
     const char *w2[] = { "servetune", "trace", "stats", trace, "--trace-window", "0:2x", NULL };
     assert_int_equal(run_cli(w2, log), 2);
     assert_true(file_has(log, "--trace-window: '2x' is not a duration"));
+    /* --json naming the trace itself: refused before anything is read or written, the trace intact */
+    const char *s1[] = { "servetune", "trace", "stats", bad, "--json", bad, NULL };
+    assert_int_equal(run_cli(s1, log), 2);
+    assert_true(file_has(log, "is the trace it reads"));
+    assert_true(file_has(bad, "timestamp,input_tokens,output_tokens\n"));
     /* a trace whose rows all share one time has no mean rate: said so, not "nan" */
     f = fopen(bad, "w");
     fputs("timestamp,input_tokens,output_tokens\n7,10,5\n7,12,5\n7,14,5\n", f);
