@@ -235,6 +235,10 @@ int cmd_calibrate(int argc, char **argv)
         rc = st_cli_usage_error("calibrate", usage);
         goto out;
     }
+    for (int i = 0; i < bench.n; i++) /* a measured run is never replaced by the fit made from it */
+        if ((rc = st_cli_refuse_input_as_output("calibrate", "-o", out, bench.v[i], "a --bench-json run it reads")) !=
+            ST_EXIT_OK)
+            goto out;
     for (int i = 0; i < configs.n; i++) /* --config a,b --config c: the names a, b and c */
         if (st_strv_push_split(&names, configs.v[i], ',')) {
             fprintf(stderr, "servetune calibrate: out of memory\n");
