@@ -1022,6 +1022,22 @@ static int header_has(st_trace_reader *r, int nf, const char *name)
     return 0;
 }
 
+/* A header read as one column that holds ';', a tab or '|': a spreadsheet's export in another
+ * locale, named as such. 1 with err, or 0. */
+static int other_separator(const st_trace_reader *r, char *err, size_t errlen)
+{
+    const char *sep = strpbrk(r->colname[0], ";\t|");
+    if (!sep)
+        return 0;
+    const char *what = *sep == ';' ? "semicolons" : *sep == '\t' ? "tabs" : "'|'";
+    const char *tr = *sep == ';' ? ";" : *sep == '\t' ? "\\t" : "|";
+    st_errf(err, errlen,
+            "%s:%llu: the header is one column, \"%s\": the file looks separated by %s, but a CSV trace is separated "
+            "by commas (convert it first, e.g. tr '%s' ',')",
+            r->name, (unsigned long long)r->lineno, r->colname[0], what, tr);
+    return 1;
+}
+
 /* Reads the header line: column i -> field. 0 or -1 (err set). */
 static int csv_header(st_trace_reader *r, const char *p, size_t n, char *err, size_t errlen)
 {
@@ -1094,20 +1110,8 @@ static int csv_header(st_trace_reader *r, const char *p, size_t n, char *err, si
                     if (!strcmp(nm, col_aliases[k].name))
                         r->col[i] = col_aliases[k].field;
             }
-            const char *sep = nf == 1 ? strpbrk(r->colname[i], ";\t|") : NULL;
-            if (r->col[i] == COL_NONE && sep) {
-                st_errf(err, errlen,
-                        "%s:%llu: the header is one column, \"%s\": the file looks separated by %s, but a CSV trace "
-                        "is separated by commas (convert it first, e.g. tr '%s' ',')",
-                        r->name, (unsigned long long)r->lineno, r->colname[i],
-                        *sep == ';'    ? "semicolons"
-                        : *sep == '\t' ? "tabs"
-                                       : "'|'",
-                        *sep == ';'    ? ";"
-                        : *sep == '\t' ? "\\t"
-                                       : "|");
+            if (r->col[i] == COL_NONE && nf == 1 && other_separator(r, err, errlen))
                 return -1;
-            }
             if (r->col[i] == COL_NONE) {
                 st_errf(err, errlen,
                         "%s:%llu: unknown column \"%s\" (known: timestamp, timestamp_ms, end_time, input_tokens, "
