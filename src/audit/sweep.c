@@ -1139,7 +1139,13 @@ static int ensure_engine(sweep *S, cfgrun *cr)
 {
     if (cr->engine_up)
         return 0;
-    say_cfg(S, cr, "%s", S->x->prediction ? "building the engine model" : "starting the engine");
+    if (S->x->prediction)
+        say_cfg(S, cr, "building the engine model");
+    else if (S->spec->engine.kind == ST_ENGINE_ENDPOINT) /* nothing is started: it answers, or the wait ends */
+        say_cfg(S, cr, "connecting to the endpoint (it must answer within %.0f s, timeouts.startup)",
+                S->spec->timeouts.startup_s);
+    else
+        say_cfg(S, cr, "starting the engine");
     int es = S->x->ops->start_config(S->x, cr->c, &cr->row);
     if (es < 0 && *S->o->stop)
         es = 1; /* stopped together with the audit (a job's end): an interruption, not a failure */

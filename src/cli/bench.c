@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -705,6 +706,38 @@ static int plan_defaults(bench *B, const st_opts_result *pr)
     return ST_EXIT_OK;
 }
 
+/* A results file's path that cannot take the file: a folder, or (an existing file) not writable,
+ * or (a new one) a folder that does not let it be made. 0, or 1 with the reason in m. */
+static int result_path_unwritable(const char *path, char *m, size_t mlen)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(m, mlen, "cannot write %.400s: it is a folder (give a file name in it)", path);
+        return 1;
+    }
+    char dir[ST_PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == dir)
+        dir[1] = '\0';
+    else
+        *slash = '\0';
+    /* an existing file (e.g. /dev/stdout) needs only itself writable */
+    if (access(path, F_OK) == 0) {
+        if (access(path, W_OK) == 0)
+            return 0;
+        snprintf(m, mlen, "cannot write %.400s: %s", path, strerror(errno));
+        return 1;
+    }
+    if (access(dir, W_OK | X_OK) != 0) {
+        snprintf(m, mlen, "cannot write %.400s: %.400s: %s", path, dir, strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
 /* The results file (--json, or vLLM's --save-result / --result-filename): its folders made and
  * found writable now, not after the whole load ran. ST_EXIT_OK, or the usage error (printed). */
 static int plan_result_files(bench *B)
@@ -721,30 +754,23 @@ static int plan_result_files(bench *B)
             return st_cli_usage_error("bench", "give --json or --save-result / --result-filename, not both");
         B->json_path = B->result_path;
     }
-    /* the results files' folders are made now (--json runs/a.json makes runs/), not after the load */
+    struct stat st;
+    if (B->json_path && a->csv_path && !strcmp(B->json_path, a->csv_path) &&
+        (stat(a->csv_path, &st) != 0 || S_ISREG(st.st_mode))) /* (a device such as /dev/null takes both) */
+        return st_cli_usage_error("bench", "--json and --csv name the same file (the CSV would replace the JSON)");
+    for (int k = 0; k < 2; k++) {
+        int rc = st_cli_refuse_input_as_output("bench", k ? "--csv" : "--json", k ? a->csv_path : B->json_path,
+                                               a->trace, "the trace it replays");
+        if (rc != ST_EXIT_OK)
+            return rc;
+    }
+    /* the results files' folders are made now (--json runs/a.json makes runs/), and each file found
+     * writable: not after the whole load ran, when its records would be lost */
     for (int k = 0; k < 2; k++) {
         const char *p = k ? a->csv_path : B->json_path;
-        char merr[600];
-        if (p && st_mkdir_parents(p, merr, sizeof merr))
+        char merr[1200];
+        if (p && (st_mkdir_parents(p, merr, sizeof merr) || result_path_unwritable(p, merr, sizeof merr)))
             return st_cli_usage_error("bench", merr);
-    }
-    if (B->json_path) {
-        /* the results file's folder must take it: found out now, not after the whole load ran */
-        char dir[sizeof B->result_path];
-        snprintf(dir, sizeof dir, "%s", B->json_path);
-        char *slash = strrchr(dir, '/');
-        if (!slash)
-            snprintf(dir, sizeof dir, ".");
-        else if (slash == dir)
-            dir[1] = '\0';
-        else
-            *slash = '\0';
-        /* an existing file (e.g. /dev/stdout) needs only itself writable */
-        if (access(B->json_path, F_OK) == 0 ? access(B->json_path, W_OK) != 0 : access(dir, W_OK | X_OK) != 0) {
-            char m[1200];
-            snprintf(m, sizeof m, "cannot write %.400s: %.400s: %s", B->json_path, dir, strerror(errno));
-            return st_cli_usage_error("bench", m);
-        }
     }
     return ST_EXIT_OK;
 }
@@ -1107,8 +1133,11 @@ static int write_results(bench *B)
         if (!B->res.client_limited && strncmp(B->res.limited_reason, "ok", 2) != 0)
             printf("%-30s%s\n", "Self-check note:", B->res.limited_reason);
     }
-    if (sum.failed > 0)
+    if (sum.failed > 0) {
         status = ST_EXIT_FAIL;
+        if (!B->res.interrupted) /* why, in the server's words: not only in the JSON */
+            st_output_failures(stderr, "servetune bench", B->res.records, B->res.n, &sum);
+    }
     if (st_output_client_limited(&info, &sum))
         status = ST_EXIT_CLIENT_LIMITED;
     if (B->res.interrupted)

@@ -175,6 +175,17 @@ static void on_progress(void *arg, const char *phase, int done, int total, doubl
         fprintf(stderr, "servetune calibrate: %.0f s: fit: %d evaluations, loss %.4g so far\n", el, done, loss);
 }
 
+/* -o naming one of the --bench-json runs: a measured run is never replaced by the fit made from it. */
+static int refuse_replacing_a_run(const char *out, const st_strlist *bench)
+{
+    for (int i = 0; i < bench->n; i++) {
+        int rc = st_cli_refuse_input_as_output("calibrate", "-o", out, bench->v[i], "a --bench-json run it reads");
+        if (rc != ST_EXIT_OK)
+            return rc;
+    }
+    return ST_EXIT_OK;
+}
+
 int cmd_calibrate(int argc, char **argv)
 {
     const char *out = NULL, *engine = NULL;
@@ -229,6 +240,8 @@ int cmd_calibrate(int argc, char **argv)
         rc = st_cli_usage_error("calibrate", usage);
         goto out;
     }
+    if ((rc = refuse_replacing_a_run(out, &bench)) != ST_EXIT_OK)
+        goto out;
     for (int i = 0; i < configs.n; i++) /* --config a,b --config c: the names a, b and c */
         if (st_strv_push_split(&names, configs.v[i], ',')) {
             fprintf(stderr, "servetune calibrate: out of memory\n");

@@ -36,6 +36,9 @@ int st_cli_usage_error(const char *cmd, const char *reason);
  * help). */
 int st_cli_parse(const char *cmd, const st_opt *opts, int argc, char **argv, int allow_unknown, st_opts_result *res,
                  void (*help)(const st_opt *opts), char *err, size_t errlen);
+/* ST_EXIT_OK, or (printed) the usage error when the output file out (the option opt) is the input
+ * in (what it is: "the trace it reads"): it would be replaced by what is computed from it. */
+int st_cli_refuse_input_as_output(const char *cmd, const char *opt, const char *out, const char *in, const char *what);
 
 /* SIGINT and SIGTERM set the returned flag (the only global state, cli/common.c); *which (when
  * not NULL) gets the flag holding the signal's number; st_cli_signal_name() says "SIGINT" or

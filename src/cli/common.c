@@ -46,6 +46,15 @@ int st_cli_parse(const char *cmd, const st_opt *opts, int argc, char **argv, int
     return -1;
 }
 
+int st_cli_refuse_input_as_output(const char *cmd, const char *opt, const char *out, const char *in, const char *what)
+{
+    if (!st_same_file(out, in))
+        return ST_EXIT_OK;
+    char m[1200];
+    snprintf(m, sizeof m, "%s %.500s is %s (%.500s): refusing to replace it", opt, out, what, in);
+    return st_cli_usage_error(cmd, m);
+}
+
 /* ---- signals: the only globals, what the handler sets ---- */
 
 static volatile sig_atomic_t cli_stop;

@@ -271,6 +271,9 @@ static int gguf_make(gguf_cmd *x, const st_mg_shape *s, uint32_t wtype)
         fprintf(stderr, "servetune gguf: %s\n", x->err);
         return ST_EXIT_FAIL;
     }
+    int refused = st_cli_refuse_input_as_output("gguf", "-o", x->out, x->vocab_path, "the vocabulary it reads");
+    if (refused != ST_EXIT_OK)
+        return refused;
     st_ns t0 = st_now();
     size_t vlen;
     st_gguf vocab, g;

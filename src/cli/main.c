@@ -14,7 +14,9 @@ static const st_cmd commands[] = {
     { "bench", cmd_bench, "drive a running endpoint with an open-loop load and measure it" },
     { "calibrate", cmd_calibrate, "fit the engine model's constants to your own measurements (a calibration file)" },
     { "report", cmd_report, "re-render an audit's reports from its results database" },
-    { "trace", cmd_trace, "read a trace or a production log: trace stats FILE (rates, lengths, prefixes, advice)" },
+    { "trace", cmd_trace,
+      "read a trace or a production log: trace stats FILE (rates, lengths, prefixes, advice), trace cost LOG (who pays "
+      "for the GPU)" },
     { "gguf", cmd_gguf, "write a GGUF model of a real architecture with random weights (for llama.cpp)" },
     { "version", cmd_version, "print the version" },
     { "emulate", cmd_emulate, "run the vLLM-compatible engine emulator (emulate serve MODEL --gpu NAME)" },

@@ -1201,6 +1201,15 @@ static int plan_run(plan_cmd *x, const st_opt *opts, int argc, char **argv)
         rc = plan_candidates(x, spec_file);
     if (rc != ST_EXIT_OK)
         return rc;
+    int refused = st_cli_refuse_input_as_output("plan", "--write-spec", x->write_spec, spec_file, "the spec it reads");
+    if (refused != ST_EXIT_OK)
+        return refused;
+    /* the output folders are made now: one that cannot be is said before the search, not after it */
+    if (st_mkdir_p(x->out_dir, x->err, sizeof x->err) ||
+        (x->write_spec && st_mkdir_parents(x->write_spec, x->err, sizeof x->err))) {
+        fprintf(stderr, "servetune plan: cannot write the outputs: %s\n", x->err);
+        return ST_EXIT_USAGE;
+    }
     int k = x->top > 0 ? (int)x->top : x->spec.plan.set ? x->spec.plan.top : 3;
     rc = plan_search(x, spec_file, k);
     return rc == ST_EXIT_OK ? plan_write(x, k) : rc;

@@ -32,7 +32,7 @@ void st_cli_trace_opts(st_cli_trace *t, st_opt *opts, int *n)
         { "trace-format", 0, ST_OPT_STR, &t->format, "F",
           "auto|servetune|mooncake|azure|burstgpt|litellm|csv (default auto: from the content)", 0, 0, 0 },
         { "trace-window", 0, ST_OPT_STR, &t->window, "FROM:TO",
-          "keep requests from FROM to TO after the trace's first one (durations: 3600, 90m; TO may be empty)", 0, 0,
+          "keep requests from FROM to TO after the trace's first one (durations: 3600, 90m, 2h; TO may be empty)", 0, 0,
           0 },
         { "trace-model", 0, ST_OPT_STR, &t->model, "NAME", "keep only this model's requests", 0, 0, 0 },
         { "trace-sample", 0, ST_OPT_DOUBLE, &t->sample, "F", "keep this fraction of requests (whole sessions)", 1e-9, 1,
@@ -66,10 +66,16 @@ int st_cli_trace_resolve(st_cli_trace *t, uint64_t seed, st_trace_opts *o, char 
         }
         memcpy(a, t->window, (size_t)(colon - t->window));
         snprintf(b, sizeof b, "%s", colon + 1);
-        if ((a[0] && st_parse_duration_s(a, &o->window_from_s) < 0) ||
-            (b[0] && st_parse_duration_s(b, &o->window_to_s) < 0) || o->window_from_s < 0 || o->window_to_s < 0 ||
-            (b[0] && o->window_to_s <= o->window_from_s)) {
-            snprintf(err, errlen, "--trace-window: expected FROM:TO with FROM < TO (durations: 3600, 500ms, 90m)");
+        const char *bad = a[0] && st_parse_duration_s(a, &o->window_from_s) < 0 ? a
+                          : b[0] && st_parse_duration_s(b, &o->window_to_s) < 0 ? b
+                                                                                : NULL;
+        if (bad) {
+            snprintf(err, errlen, "--trace-window: '%s' is not a duration (seconds, or with a unit: 500ms, 90m, 2h)",
+                     bad);
+            return -1;
+        }
+        if (b[0] && o->window_to_s <= o->window_from_s) {
+            snprintf(err, errlen, "--trace-window: expected FROM:TO with FROM < TO, got '%s'", t->window);
             return -1;
         }
     }
@@ -104,7 +110,9 @@ static void print_traffic(const char *path, st_trace_format fmt, const st_trace_
         printf("%-22s %s\n", i ? "" : "Malformed rows", c->bad_first[i]);
     if (t->has_times) {
         printf("%-22s %llu over %.1f s\n", "Requests", (unsigned long long)t->requests, t->span_s);
-        if (t->minutes)
+        if (isnan(t->mean_rps))
+            printf("%-22s unknown (%s)\n", "Rate", st_traffic_no_rate_reason(t->requests));
+        else if (t->minutes)
             printf("%-22s mean %.3g req/s; over %u whole minute%s: p50 %.3g, p95 %.3g, peak %.3g req/s%s\n", "Rate",
                    t->mean_rps, t->minutes, t->minutes == 1 ? "" : "s", t->p50_minute_rps, t->p95_minute_rps,
                    t->peak_minute_rps, t->minutes_capped ? " (the first year only)" : "");
@@ -662,6 +670,9 @@ static int stats_run(stats_cmd *x, st_opt *opts, int argc, char **argv)
     if (x->pr.npos != 1)
         return st_cli_usage_error("trace stats", "expected one trace FILE");
     const char *path = x->pr.pos[0];
+    int refused = st_cli_refuse_input_as_output("trace stats", "--json", x->json_path, path, "the trace it reads");
+    if (refused != ST_EXIT_OK)
+        return refused;
     if (st_agent_detect_file(path) != ST_AGENT_FMT_NONE) /* agent task graphs: their shape (cli/agents.h) */
         return st_cli_agent_trace_stats(path, x->json_path);
     st_trace_opts o;

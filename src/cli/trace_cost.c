@@ -369,6 +369,14 @@ static int cost_run(cost_cmd *x, st_opt *opts, int argc, char **argv)
         return parsed;
     if (x->pr.npos != 1)
         return st_cli_usage_error("trace cost", "expected one log FILE");
+    const char *outs[3][2] = { { "--csv", x->csv_path }, { "--json", x->json_path }, { "--events", x->events_path } };
+    for (int i = 0; i < 3; i++) {
+        int rc = st_cli_refuse_input_as_output("trace cost", outs[i][0], outs[i][1], x->pr.pos[0], "the log it reads");
+        if (rc == ST_EXIT_OK)
+            rc = st_cli_refuse_input_as_output("trace cost", outs[i][0], outs[i][1], x->bill_path, "the bill it reads");
+        if (rc != ST_EXIT_OK)
+            return rc;
+    }
     int status = cost_check(x);
     if (status == ST_EXIT_OK)
         status = cost_engine(x);

@@ -241,6 +241,14 @@ int st_dir_lock_file(const char *dir, int *fd, char *err, size_t errlen)
     return -1;
 }
 
+int st_same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    if (!a || !b || stat(a, &sa) != 0 || stat(b, &sb) != 0)
+        return 0;
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
 int st_mkdir(const char *path, char *err, size_t errlen)
 {
     if (mkdir(path, 0755) && errno != EEXIST) {

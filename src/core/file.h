@@ -60,6 +60,10 @@ int st_dir_lock(const char *dir, int shared, int *fd, char *err, size_t errlen);
  * with the file open and nothing held. */
 int st_dir_lock_file(const char *dir, int *fd, char *err, size_t errlen);
 
+/* 1 when both paths exist and are the same file (the same device and inode: another name, a
+ * link, "./x" for "x"), 0 otherwise (either NULL or missing). An output that is one of the
+ * command's inputs would replace what it reads. */
+int st_same_file(const char *a, const char *b);
 /* Makes the folder path (its parent must exist); one that exists already is fine. 0, or -1 with
  * "PATH: reason" in err. */
 int st_mkdir(const char *path, char *err, size_t errlen);

@@ -100,6 +100,8 @@ int st_parse_duration_s(const char *s, double *out_seconds)
         mul = 1e-9;
     else if (!strcmp(end, "m"))
         mul = 60;
+    else if (!strcmp(end, "h"))
+        mul = 3600;
     else
         return -1;
     if (!(v * mul <= ST_DURATION_MAX_S))

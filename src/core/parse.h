@@ -15,7 +15,7 @@ int st_parse_range_u32(const char *s, uint32_t min, uint32_t max, uint32_t *lo, 
 /* The longest duration st_parse_duration_s accepts (a year): anything longer is a typo or a
  * foreign unit, and every accepted duration fits a nanosecond clock (st_ns) with room to spare. */
 #define ST_DURATION_MAX_S (366.0 * 86400.0)
-/* A duration with an optional unit suffix (ns, us, ms, s, m); bare numbers are seconds, at most
+/* A duration with an optional unit suffix (ns, us, ms, s, m, h); bare numbers are seconds, at most
  * ST_DURATION_MAX_S. */
 int st_parse_duration_s(const char *s, double *out_seconds);
 /* Formats v with the fewest significant digits that read back as the same double,

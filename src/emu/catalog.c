@@ -137,6 +137,33 @@ int st_emu_gpu_keys(const char **out, int max)
     return n;
 }
 
+/* 1 when the name, its words apart (every run of other characters one '-'), holds key only inside a
+ * longer number: "h1000" is not an H100, "a1000" not an A100, "14090" not a 4090. A key split by a
+ * separator ("A 100") is not found here and stays to the compact match. */
+static int key_in_longer_number(const char *name, const char *key)
+{
+    char w[128];
+    size_t j = 0;
+    for (size_t i = 0; name[i] && j + 1 < sizeof w; i++) {
+        unsigned char c = (unsigned char)name[i];
+        if (isalnum(c))
+            w[j++] = (char)tolower(c);
+        else if (j && w[j - 1] != '-')
+            w[j++] = '-';
+    }
+    w[j] = 0;
+    size_t k = strlen(key);
+    int seen = 0;
+    for (const char *p = strstr(w, key); p; p = strstr(p + 1, key)) {
+        seen = 1;
+        int digit_before = isdigit((unsigned char)key[0]) && p > w && isdigit((unsigned char)p[-1]);
+        int digit_after = isdigit((unsigned char)key[k - 1]) && isdigit((unsigned char)p[k]);
+        if (!digit_before && !digit_after)
+            return 0;
+    }
+    return seen;
+}
+
 int st_emu_gpu_find(const char *name, st_emu_gpu *out, char *err, size_t errlen)
 {
     char n[128];
@@ -145,7 +172,7 @@ int st_emu_gpu_find(const char *name, st_emu_gpu *out, char *err, size_t errlen)
         for (size_t i = 0; i < sizeof gpus / sizeof gpus[0]; i++) {
             int all = 1;
             for (int k = 0; gpus[i].keys[k] && all; k++)
-                all = strstr(n, gpus[i].keys[k]) != NULL;
+                all = strstr(n, gpus[i].keys[k]) != NULL && !key_in_longer_number(name, gpus[i].keys[k]);
             for (int k = 0; gpus[i].excl[k] && all; k++)
                 all = strstr(n, gpus[i].excl[k]) == NULL;
             if (all) {

@@ -50,7 +50,8 @@ typedef struct st_emu_model {
 } st_emu_model;
 
 /* Looks a GPU up by a loose name ("H100", "h100-sxm", "H100 NVL", "H200", "A100", "a100-80gb",
- * "A100 80GB PCIe", "L40S", "RTX4090", "4090"). 0, or -1 with the known names in err. */
+ * "A100 80GB PCIe", "L40S", "RTX4090", "4090"); a name holding a key only inside a longer number
+ * ("H1000", "RTX A1000") is not that GPU. 0, or -1 with the known names in err. */
 int st_emu_gpu_find(const char *name, st_emu_gpu *out, char *err, size_t errlen);
 /* The catalog's GPUs by canonical name ("H100", "H100-NVL", "H200", "A100", "A100-PCIe", "L40S",
  * "RTX4090"), each found by st_emu_gpu_find; at most max. A form the catalog lacks (an H100 PCIe,

@@ -567,20 +567,43 @@ static void table_setup(FILE *f, const st_bench_info *in)
     }
 }
 
+/* " (connect 2, reset 1)": the failed measured requests by reason; nothing when none failed. */
+static void failed_by_reason(FILE *f, const st_summary *s)
+{
+    if (!s->failed)
+        return;
+    fputs(" (", f);
+    int first = 1;
+    for (int i = 1; i < ST_REQ__COUNT; i++)
+        if (s->by_status[i]) {
+            fprintf(f, "%s%s %u", first ? "" : ", ", st_req_status_name((st_req_status)i), s->by_status[i]);
+            first = 0;
+        }
+    fputc(')', f);
+}
+
+void st_output_failures(FILE *f, const char *prog, const st_record *recs, uint32_t n, const st_summary *s)
+{
+    if (!s->failed)
+        return;
+    fprintf(f, "%s: %u of %u requests failed", prog, s->failed, s->measured);
+    failed_by_reason(f, s);
+    /* the first failure of its own (a skipped turn only follows one) */
+    const st_record *first = NULL;
+    for (uint32_t i = 0; i < n && (!first || first->status == ST_REQ_SKIPPED); i++)
+        if (!recs[i].warmup && recs[i].status != ST_REQ_OK && recs[i].error &&
+            (!first || recs[i].status != ST_REQ_SKIPPED))
+            first = &recs[i];
+    if (first)
+        fprintf(f, "; the first (request %u): %s", first->id, first->error);
+    fputc('\n', f);
+}
+
 /* Requests, rates, throughputs, token counts and goodput. */
 static void table_totals(FILE *f, const st_bench_info *in, const st_summary *s)
 {
     fprintf(f, "%-30s%u completed, %u failed", "Requests:", s->completed, s->failed);
-    if (s->failed) {
-        fputs(" (", f);
-        int first = 1;
-        for (int i = 1; i < ST_REQ__COUNT; i++)
-            if (s->by_status[i]) {
-                fprintf(f, "%s%s %u", first ? "" : ", ", st_req_status_name((st_req_status)i), s->by_status[i]);
-                first = 0;
-            }
-        fputc(')', f);
-    }
+    failed_by_reason(f, s);
     if (s->warmup)
         fprintf(f, "; %u warm-up excluded", s->warmup);
     fputc('\n', f);

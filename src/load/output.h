@@ -74,6 +74,11 @@ void st_output_table(FILE *f, const st_bench_info *info, const st_summary *s);
 
 /* A JSON number, or null for NAN and infinities. */
 json_t *st_jnum_or_null(double v);
+/* One line for stderr when measured requests failed ("PROG: 3 of 10 requests failed (connect 3);
+ * the first (request 0): connect to ...: Connection refused"), so the reason is seen without the
+ * JSON, with --quiet too. Nothing when none failed. The records' errors are already sanitized. */
+void st_output_failures(FILE *f, const char *prog, const st_record *recs, uint32_t n, const st_summary *s);
+
 /* JSON pieces (new references; NULL only when out of memory). */
 json_t *st_output_dist_json(const st_dist *d, double scale); /* scale 1e3: seconds to ms */
 json_t *st_output_summary_json(const st_summary *s);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/util.h"
+#include "load/workload.h"
 
 struct st_spec_stats {
     st_ngram_params p[ST_SPEC_PARAMS_MAX];
@@ -354,7 +355,7 @@ int st_spec_stats_add_line(st_spec_stats *s, const char *text, size_t len, uint6
         if (root)
             bad(s, line, "not a JSON object");
         else
-            bad(s, line, "invalid JSON at column %d: %s", jerr.column, jerr.text);
+            bad(s, line, "invalid JSON at column %d: %s", jerr.column, st_trace_json_reason(jerr.text));
         json_decref(root);
         return 0;
     }

@@ -348,6 +348,7 @@ struct st_trace_reader {
     int jkey_cap; /* capturing that string */
     st_buf elem;
     uint64_t elem_line;
+    uint64_t jlast_line; /* the line of the document's last byte that is not white space */
     /* CSV */
     int have_header;
     int ncol;
@@ -1002,6 +1003,22 @@ static int header_has(st_trace_reader *r, int nf, const char *name)
     return 0;
 }
 
+/* A header read as one column that holds ';', a tab or '|': a spreadsheet's export in another
+ * locale, named as such. 1 with err, or 0. */
+static int other_separator(const st_trace_reader *r, char *err, size_t errlen)
+{
+    const char *sep = strpbrk(r->colname[0], ";\t|");
+    if (!sep)
+        return 0;
+    const char *what = *sep == ';' ? "semicolons" : *sep == '\t' ? "tabs" : "'|'";
+    const char *tr = *sep == ';' ? ";" : *sep == '\t' ? "\\t" : "|";
+    st_errf(err, errlen,
+            "%s:%llu: the header is one column, \"%s\": the file looks separated by %s, but a CSV trace is separated "
+            "by commas (convert it first, e.g. tr '%s' ',')",
+            r->name, (unsigned long long)r->lineno, r->colname[0], what, tr);
+    return 1;
+}
+
 /* Reads the header line: column i -> field. 0 or -1 (err set). */
 static int csv_header(st_trace_reader *r, const char *p, size_t n, char *err, size_t errlen)
 {
@@ -1074,6 +1091,8 @@ static int csv_header(st_trace_reader *r, const char *p, size_t n, char *err, si
                     if (!strcmp(nm, col_aliases[k].name))
                         r->col[i] = col_aliases[k].field;
             }
+            if (r->col[i] == COL_NONE && nf == 1 && other_separator(r, err, errlen))
+                return -1;
             if (r->col[i] == COL_NONE) {
                 st_errf(err, errlen,
                         "%s:%llu: unknown column \"%s\" (known: timestamp, timestamp_ms, end_time, input_tokens, "
@@ -1286,8 +1305,8 @@ static int handle_line(st_trace_reader *r, const char *p, size_t n, char *err, s
         if (r->fmt == ST_TRACE_AUTO || r->fmt == ST_TRACE_AZURE || r->fmt == ST_TRACE_BURSTGPT ||
             r->fmt == ST_TRACE_CSV) {
             if (r->fmt != ST_TRACE_AUTO && json) {
-                st_errf(err, errlen, "%s:%llu: a %s trace is CSV, this line is JSON", r->name, (unsigned long long)line,
-                        st_trace_format_name(r->fmt));
+                st_errf(err, errlen, "%s:%llu: the format %s is CSV, but this line is JSON", r->name,
+                        (unsigned long long)line, st_trace_format_name(r->fmt));
                 return -1;
             }
             return csv_header(r, q, m, err, errlen);
@@ -1320,6 +1339,8 @@ static int doc_feed(st_trace_reader *r, const char *d, size_t n, char *err, size
                 r->lineno++;
             continue;
         }
+        if (!is_sp(c))
+            r->jlast_line = r->lineno;
         if (r->jin_elem && st_buf_append(&r->elem, &c, 1) < 0) {
             st_errf(err, errlen, "%s:%llu: a row is longer than %u bytes", r->name, (unsigned long long)r->elem_line,
                     ST_TRACE_LINE_MAX);
@@ -1613,7 +1634,9 @@ int st_trace_reader_finish(st_trace_reader *r, char *err, size_t errlen)
     }
     if (r->doc_mode) {
         if (!r->jdone && r->jdepth > 0) {
-            st_errf(err, errlen, "%s:%llu: the JSON document ends early", r->name, (unsigned long long)r->lineno);
+            /* named at its last line that holds anything, not at the empty one after its newline */
+            st_errf(err, errlen, "%s:%llu: the JSON document ends early", r->name,
+                    (unsigned long long)(r->jlast_line ? r->jlast_line : r->lineno));
             r->failed = 1;
             return -1;
         }

@@ -431,6 +431,11 @@ static int cmp_u32(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+const char *st_traffic_no_rate_reason(uint64_t requests)
+{
+    return requests <= 1 ? "one request" : "every request at the same time";
+}
+
 void st_trace_stats_result(const st_trace_stats *s, st_traffic *t)
 {
     memset(t, 0, sizeof *t);

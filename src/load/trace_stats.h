@@ -80,6 +80,10 @@ typedef struct st_traffic {
 /* Fills t from what was added. */
 void st_trace_stats_result(const st_trace_stats *s, st_traffic *t);
 
+/* Why a timed trace has no mean rate (mean_rps NaN: its requests span no time), as the text
+ * outputs say it instead of "nan": "one request" or "every request at the same time". */
+const char *st_traffic_no_rate_reason(uint64_t requests);
+
 /* The share of requests whose input + output exceeds len (0..1). */
 double st_trace_stats_share_above(const st_trace_stats *s, uint64_t len);
 

@@ -669,6 +669,13 @@ static int native_fields(json_t *root, uint32_t index, uint64_t salt, st_work_it
     return 0;
 }
 
+const char *st_trace_json_reason(const char *parser_text)
+{
+    if (strstr(parser_text, "JSON_ALLOW_NUL"))
+        return "a string holds \\u0000 (a NUL character), which no prompt, name or id may hold";
+    return parser_text;
+}
+
 int st_trace_parse_native(const char *line, size_t len, uint32_t index, uint64_t salt, st_work_item *it,
                           st_trace_native *x, char *err, size_t errlen)
 {
@@ -681,7 +688,7 @@ int st_trace_parse_native(const char *line, size_t len, uint32_t index, uint64_t
     json_error_t jerr;
     json_t *root = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {
-        st_errf(err, errlen, "invalid JSON at column %d: %s", jerr.column, jerr.text);
+        st_errf(err, errlen, "invalid JSON at column %d: %s", jerr.column, st_trace_json_reason(jerr.text));
         return -1;
     }
     int rc = native_fields(root, index, salt, it, x, err, errlen);

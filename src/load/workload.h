@@ -172,6 +172,9 @@ typedef struct st_trace_native {
 int st_trace_parse_native(const char *line, size_t len, uint32_t index, uint64_t salt, st_work_item *it,
                           st_trace_native *x, char *err, size_t errlen);
 void st_work_item_free(st_work_item *it);
+/* A JSON parser's (jansson's) reason for refusing a trace line, in the user's words: the library's
+ * own flag names (JSON_ALLOW_NUL for a "\u0000" in a string) are not. */
+const char *st_trace_json_reason(const char *parser_text);
 /* Deterministic ids for generated prompts (traces given as token counts): n ids of the
  * stream seeded by seed, uniform in [ST_WORKLOAD_VOCAB_LO, ST_WORKLOAD_VOCAB_DEFAULT). */
 void st_workload_fill_ids(uint64_t seed, uint32_t *ids, uint32_t n);

@@ -106,6 +106,10 @@ int st_url_join(const st_url *u, const char *api_path, char *out, size_t outlen)
     while (bl > 0 && u->path[bl - 1] == '/')
         bl--;
     size_t al = strlen(api_path);
+    /* an OpenAI-style base URL (".../v1", as clients take it) already holds the API's version:
+     * "/v1" + "/v1/completions" -> "/v1/completions", as GET /v1/models and /tokenize treat it */
+    if (bl >= 3 && !memcmp(u->path + bl - 3, "/v1", 3) && !strncmp(api_path, "/v1/", 4))
+        bl -= 3;
     if (bl >= al && al > 0 && !memcmp(u->path + bl - al, api_path, al)) {
         int n = snprintf(out, outlen, "%.*s", (int)bl, u->path);
         return n < 0 || (size_t)n >= outlen ? -1 : 0;

@@ -18,7 +18,8 @@ typedef struct st_url {
  * whitespace or control characters, and other schemes. */
 int st_url_parse(const char *s, st_url *u, char *err, size_t errlen);
 /* Joins a base URL's path with an API path: "/" + "/v1/x" -> "/v1/x",
- * "/proxy/" + "/v1/x" -> "/proxy/v1/x"; when the base path already ends with api_path it is
+ * "/proxy/" + "/v1/x" -> "/proxy/v1/x", "/v1/" + "/v1/x" -> "/v1/x" (a base that ends with the
+ * API's version, as OpenAI clients write it); when the base path already ends with api_path it is
  * used as is. 0 or -1 (too long). */
 int st_url_join(const st_url *u, const char *api_path, char *out, size_t outlen);
 

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "core/csv.h"
+#include "report/distrust.h"
 #include "report/report.h"
 
 static void cell_num(st_buf *b, double v)
@@ -30,12 +31,13 @@ int st_report_csv(const st_report *r, st_buf *b)
                    "highest_tested_passed,grid_capacity_rps,refined_capacity_rps,sustained_rps,replicas_at_peak,"
                    "monthly_usd,note,method,capacity_ci_low,capacity_ci_high,binding,boundary,runs,engine_minutes,"
                    "max_throughput_rps" ST_REP_QUALITY_CSV_HEAD "\n");
+    int named = st_report_named_pick(r);
     for (int k = 0; k < r->n_cfg; k++) {
         int i = r->order[k];
         const st_rep_cfg *c = &r->cfg[i];
         st_buf_printf(b, "%d", k + 1);
         cell_str(b, c->name, 0);
-        st_buf_printf(b, ",%d,%d", i == 0, i == r->pick);
+        st_buf_printf(b, ",%d,%d", i == 0, i == named);
         cell_str(b, st_rep_status_name(c->status), 0);
         int ok = c->status == ST_REP_OK;
         cell_num(b, ok ? c->cap->capacity_rps : NAN);

@@ -78,6 +78,15 @@ static int ties(const st_report *r, const st_rep_cfg *a, const st_rep_cfg *b)
            (a->cap->fail_rate == b->cap->fail_rate || (isnan(a->cap->fail_rate) && isnan(b->cap->fail_rate)));
 }
 
+int st_report_named_pick(const st_report *r)
+{
+    if (r->pick < 0)
+        return -1;
+    st_distrust d;
+    st_report_distrust_find(r, &d);
+    return d.host || d.tie || d.failed ? -1 : r->pick;
+}
+
 void st_report_distrust_find(const st_report *r, st_distrust *d)
 {
     memset(d, 0, sizeof *d);

@@ -26,6 +26,10 @@ typedef struct st_distrust {
 
 /* Finds the reasons (all zero when the headline may name its pick as it stands). */
 void st_report_distrust_find(const struct st_report *r, st_distrust *d);
+/* The pick the headline names: r->pick, or -1 when nothing passed or a reason above holds. The
+ * results table's marker, results.csv's is_pick, report.json's headline.pick, the HTML's highlight
+ * and the deploy snippets all follow it, so no output names a pick the headline does not. */
+int st_report_named_pick(const struct st_report *r);
 /* The lead sentences for d, then the figures without a ranking, appended to b (plain text).
  * Nothing when d holds no reason. */
 void st_report_distrust_lead(const struct st_report *r, const st_distrust *d, st_buf *b);

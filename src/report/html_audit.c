@@ -1044,9 +1044,7 @@ int st_report_html(const st_report *r, st_store *s, const st_html_audit_opts *op
         goto oom;
     page_head(&x, opts, ev, kv, &h);
 
-    st_distrust dt; /* a headline that names no winner highlights none */
-    st_report_distrust_find(r, &dt);
-    int named = !dt.host && !dt.tie && !dt.failed;
+    int named = st_report_named_pick(r) >= 0; /* a headline that names no winner highlights none */
     for (uint32_t i = 0; i < n; i++) {
         order[i] = r->order ? (uint32_t)r->order[i] : i;
         if (config_card(&x, (int)i, named, &cf[i]))

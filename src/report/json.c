@@ -378,8 +378,8 @@ int st_report_json(const st_report *r, st_buf *out)
     /* the reasons the headline names no winner (report/distrust.h): pick is then null */
     st_distrust dt;
     st_report_distrust_find(r, &dt);
-    int named = r->pick >= 0 && !dt.host && !dt.tie && !dt.failed;
-    json_object_set_new(h, "pick", named ? json_string(r->cfg[r->pick].name) : json_null());
+    int named = st_report_named_pick(r);
+    json_object_set_new(h, "pick", named >= 0 ? json_string(r->cfg[named].name) : json_null());
     json_object_set_new(h, "baseline", json_string(r->cfg[0].name));
     json_t *why = json_array();
     if (dt.host)

@@ -552,6 +552,7 @@ static void search_table(const st_report *r, st_buf *b)
 
 static void results_section(const st_report *r, st_buf *b)
 {
+    int named = st_report_named_pick(r);
     st_buf_puts(b, "## Results, cheapest first\n\n"
                    "| Config | Capacity at SLO (req/s) | vs current | Output tok/s at capacity | $ per 1M output tok | "
                    "vs current | p95 TTFT / TPOT at capacity (ms) |\n"
@@ -563,7 +564,7 @@ static void results_section(const st_report *r, st_buf *b)
         st_md_text(b, c->name);
         if (r->order[k] == 0)
             st_buf_puts(b, " (current)");
-        if (r->order[k] == r->pick)
+        if (r->order[k] == named)
             st_buf_puts(b, " **pick**");
         if (c->status == ST_REP_OK) {
             st_fmt_num(a, sizeof a, c->cap->capacity_rps);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "load/trace.h"
+#include "load/trace_stats.h"
 
 #include "report/format.h"
 
@@ -72,7 +73,9 @@ int st_rep_traffic_load(const char *json_text, st_rep_traffic *t)
             row(t, "Requests", "%lld over %.1f h", inum(j, "requests"), span / 3600);
         else
             row(t, "Requests", "%lld over %.1f s", inum(j, "requests"), span);
-        if (inum(r, "minutes") > 0)
+        if (isnan(dnum(r, "mean_rps")))
+            row(t, "Rate", "unknown (%s)", st_traffic_no_rate_reason((uint64_t)inum(j, "requests")));
+        else if (inum(r, "minutes") > 0)
             row(t, "Rate", "mean %.3g req/s; per minute p50 %.3g, p95 %.3g, peak %.3g req/s", dnum(r, "mean_rps"),
                 dnum(r, "p50_minute_rps"), dnum(r, "p95_minute_rps"), dnum(r, "peak_minute_rps"));
         else

@@ -4,6 +4,7 @@
 
 #include "core/file.h"
 #include "report/deploy.h"
+#include "report/distrust.h"
 
 #include "report/html_audit.h"
 #include "report/report.h"
@@ -20,20 +21,21 @@ static int write_file(const char *dir, const char *name, const st_buf *b, char *
 }
 
 /* DIR/deploy.md and DIR/deploy-k8s.yaml for the headline pick, sized at its replicas at peak;
- * nothing when nothing passed or the engine is an endpoint (an older deploy.md is removed, so
+ * nothing when nothing passed, the headline names no winner, or the engine is an endpoint (an older deploy.md is removed, so
  * a re-rendered report never shows the deploy snippets of an earlier pick). */
 static int write_deploy(const st_report *r, const char *dir, st_buf *b, char *err, size_t errlen)
 {
     char path[4096];
     const char *names[] = { "deploy.md", "deploy-k8s.yaml" };
-    if (r->pick < 0 || !st_deploy_supported(&r->spec)) {
+    int pick = st_report_named_pick(r);
+    if (pick < 0 || !st_deploy_supported(&r->spec)) {
         for (int i = 0; i < 2; i++) {
             snprintf(path, sizeof path, "%s/%s", dir, names[i]);
             (void)unlink(path);
         }
         return 0;
     }
-    const st_rep_cfg *c = &r->cfg[r->pick];
+    const st_rep_cfg *c = &r->cfg[pick];
     st_deploy_opts o = { .replicas = c->cost.replicas };
     st_buf_reset(b);
     st_buf_printf(b,

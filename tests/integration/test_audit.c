@@ -517,6 +517,27 @@ static void endpoint_is_used_not_managed(void **state)
     json_t *j = load_json(out);
     assert_string_equal(status_of(j, "baseline"), "ok");
     json_decref(j);
+    /* an endpoint nobody answers at: the wait is said with its bound (nothing is "started"), then
+     * the configuration fails naming the refused connection */
+    f = fopen(spec, "w");
+    assert_non_null(f);
+    fprintf(f,
+            "engine: {kind: endpoint, model: Qwen/Qwen3-8B, url: 'http://127.0.0.1:%d'}\n"
+            "hardware: {gpu: H100, price_per_gpu_hour: 2.0}\npeak_rate: 10\n"
+            "workload: {input_tokens: 256, output_tokens: 16, requests_per_rate: 20, seed: 3}\n"
+            "rates: [20]\nwarmup_requests: 2\nslo: {ttft_p95_ms: 20000, tpot_p95_ms: 2000}\n"
+            "timeouts: {startup: 1s, request: 30s}\nsearch: {mode: burst}\n",
+            port);
+    fclose(f);
+    snprintf(out, sizeof out, "%s/out2", tmp);
+    const char *args2[] = { "audit", spec, "-o", out, NULL };
+    st_it_run(args2, NULL, 60, 0, NULL);
+    char so[600];
+    snprintf(so, sizeof so, "%s/servetune.out", tmp);
+    assert_true(
+        file_has(so, "[1/1 baseline] connecting to the endpoint (it must answer within 1 s, timeouts.startup)"));
+    assert_false(file_has(so, "starting the engine"));
+    assert_true(file_has(so, "Connection refused"));
 }
 
 int main(void)

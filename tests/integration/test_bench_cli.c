@@ -160,6 +160,13 @@ static void failures_exit_1_and_usage_exit_2(void **state)
     assert_non_null(strstr(o, "http_status"));
     assert_null(strstr(o, SECRET));
     free(o);
+    /* with -q too, the failure is said on stderr in the server's words, not only in the JSON */
+    char *quiet[] = { "servetune", "bench", "--url", url, "--model", "x", "--num-requests", "3", "-q", NULL };
+    assert_int_equal(run_cli(quiet, out), 1);
+    o = slurp(out);
+    assert_non_null(strstr(o, "servetune bench: 3 of 3 requests failed (http_status 3); the first (request 0): "
+                              "HTTP 500: boom: the engine fell over"));
+    free(o);
     char *bad[] = { "servetune", "bench", "--url", url, "--rate", "-3", NULL };
     assert_int_equal(run_cli(bad, out), 2);
     char *bad2[] = { "servetune", "bench", NULL };
@@ -396,6 +403,61 @@ static void closed_loop_times_from_send(void **state)
     mock_stop(m);
 }
 
+/* A results file that cannot be written is found before the load runs (exit 2, no request sent),
+ * not after it, when the run's records would be lost: --csv or --json naming a folder, and --json
+ * and --csv naming the same file. */
+static void unwritable_results_refused_before_the_run(void **state)
+{
+    (void)state;
+    mock *m = mock_start();
+    mock_run(m);
+    char url[128], dir[] = "/tmp/st-bench-unw-XXXXXX", out[256], same[256];
+    assert_non_null(mkdtemp(dir));
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/ok", mock_port(m));
+    snprintf(out, sizeof out, "%s/out.txt", dir);
+    snprintf(same, sizeof same, "%s/r.out", dir);
+    const char *cases[][4] = { { "--csv", dir, NULL, NULL },
+                               { "--json", dir, NULL, NULL },
+                               { "--json", same, "--csv", same } };
+    const char *why[] = { "it is a folder", "it is a folder", "name the same file" };
+    for (int i = 0; i < 3; i++) {
+        char *argv[16] = { "servetune", "bench", "--url", url, "--model", "x", "--num-requests", "2", "-q" };
+        int n = 9;
+        for (int k = 0; k < 4 && cases[i][k]; k++)
+            argv[n++] = (char *)cases[i][k];
+        argv[n] = NULL;
+        assert_int_equal(run_cli(argv, out), 2);
+        char *o = slurp(out);
+        assert_non_null(strstr(o, why[i]));
+        free(o);
+        assert_int_equal(access(same, F_OK), -1);
+    }
+    /* --json or --csv naming the trace it replays: refused, the trace left as it was */
+    char trace[300];
+    snprintf(trace, sizeof trace, "%s/t.jsonl", dir);
+    FILE *f = fopen(trace, "w");
+    assert_non_null(f);
+    fputs("{\"input_tokens\": 8, \"output_tokens\": 2}\n", f);
+    fclose(f);
+    for (int k = 0; k < 2; k++) {
+        char *argv[] = { "servetune", "bench",   "--url", url,  "--model",
+                         "x",         "--trace", trace,   "-q", k ? "--csv" : "--json",
+                         trace,       NULL };
+        assert_int_equal(run_cli(argv, out), 2);
+        char *o = slurp(out);
+        assert_non_null(strstr(o, "is the trace it replays"));
+        free(o);
+        o = slurp(trace);
+        assert_string_equal(o, "{\"input_tokens\": 8, \"output_tokens\": 2}\n");
+        free(o);
+    }
+    assert_int_equal(atomic_load(&m->requests), 0);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf -- '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+    mock_stop(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
@@ -406,6 +468,7 @@ int main(void)
         cmocka_unit_test(gzip_stream_is_refused_clearly),
         cmocka_unit_test(token_flood_is_bounded),
         cmocka_unit_test(disk_full_is_named),
+        cmocka_unit_test(unwritable_results_refused_before_the_run),
         cmocka_unit_test(closed_loop_times_from_send),
     };
     return cmocka_run_group_tests(t, 0, 0);

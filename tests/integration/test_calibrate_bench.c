@@ -76,6 +76,12 @@ static void bench_runs_calibrate_and_same_prompts_warn(void **state)
         fail_msg("no warning '%s' (log %s)", want, log);
     snprintf(want, sizeof want, "warning: %s sent the same prompts", json[2]);
     assert_false(log_has(log, want));
+    /* -o naming one of the measured runs: refused before the fit, the run left as it was */
+    const char *same[] = { "servetune",    "calibrate", "--bench-json", json[0], "--engine", "Qwen/Qwen3-8B --gpu H100",
+                           "--time-scale", "20",        "-o",           json[0], NULL };
+    assert_int_equal(run_cli(same, log), 2);
+    assert_true(log_has(log, "is a --bench-json run it reads"));
+    assert_true(log_has(json[0], "\"schema\": \"servetune.bench/1\""));
     for (int i = 0; i < 3; i++)
         unlink(json[i]);
     unlink(cal);

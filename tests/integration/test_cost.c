@@ -384,6 +384,18 @@ static void bad_input(void **state)
     char *argv[] = { (char *)st_test_bin(), "trace", "cost", log, "--model", "Qwen/Qwen3-8B", "--gpu", "H100", NULL };
     assert_int_equal(st_test_capture(argv, out, sizeof out), 2);
     assert_non_null(strstr(out, "bad.json:1: prompt_tokens"));
+    /* an output naming the log itself: refused, the log left as it was */
+    char *argv6[] = {
+        (char *)st_test_bin(), "trace", "cost", log, "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--csv", log, NULL
+    };
+    assert_int_equal(st_test_capture(argv6, out, sizeof out), 2);
+    assert_non_null(strstr(out, "is the log it reads"));
+    f = fopen(log, "r");
+    assert_non_null(f);
+    char first[64] = "";
+    assert_non_null(fgets(first, sizeof first, f));
+    fclose(f);
+    assert_true(!strncmp(first, "[{\"startTime\"", 13));
     char *argv2[] = { (char *)st_test_bin(), "trace", "cost", log, NULL };
     assert_int_equal(st_test_capture(argv2, out, sizeof out), 2);
     assert_non_null(strstr(out, "--model and --gpu"));
@@ -404,6 +416,10 @@ static void bad_input(void **state)
     char *argv3[] = { (char *)st_test_bin(), "trace", "cost", "--help", NULL };
     assert_int_equal(st_test_capture(argv3, out, sizeof out), 0);
     assert_non_null(strstr(out, "--bill"));
+    /* the command list names it too, not only trace stats */
+    char *argv5[] = { (char *)st_test_bin(), "--help", NULL };
+    assert_int_equal(st_test_capture(argv5, out, sizeof out), 0);
+    assert_non_null(strstr(out, "trace cost LOG"));
 }
 
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)

@@ -177,6 +177,18 @@ static void bad_input_is_refused(void **state)
     assert_true(file_has(md, "## Why not the others"));
     assert_true(file_has(md, "2 refused") || file_has(md, "1 refused"));
     assert_true(file_has(md, "memory") || file_has(md, "OutOfMemory") || file_has(md, "KV cache"));
+    /* --write-spec naming the spec itself: refused, the spec left as it was */
+    const char *w[] = { "plan", specp, "-o", out, "--write-spec", specp, NULL };
+    assert_int_equal(run_servetune(w, 60), 2);
+    assert_true(file_has(log, "is the spec it reads"));
+    assert_true(file_has(specp, "meta-llama/Llama-3.1-70B-Instruct"));
+    /* an output folder that cannot be made is said before the search (exit 2), not after it */
+    char under_file[800];
+    snprintf(under_file, sizeof under_file, "%s/sub", md);
+    const char *e[] = { "plan", specp, "-o", under_file, NULL };
+    assert_int_equal(run_servetune(e, 60), 2);
+    assert_true(file_has(log, "servetune plan: cannot write the outputs:"));
+    assert_false(file_has(log, "candidates on the engine model"));
 }
 
 int main(void)

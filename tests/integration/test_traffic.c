@@ -503,6 +503,26 @@ static void trace_stats_cli(void **state)
     assert_int_equal(run_cli(u2, log), 2);
     const char *u3[] = { "servetune", "trace", "stats", "/nonexistent/trace.jsonl", NULL };
     assert_int_equal(run_cli(u3, log), 2);
+    /* --trace-window in hours, and a part that is no duration named as such */
+    const char *w1[] = { "servetune", "trace", "stats", trace, "--trace-window", "0h:0.05h", NULL };
+    assert_int_equal(run_cli(w1, log), 0);
+    assert_true(file_has(log, "outside the time window"));
+    const char *w2[] = { "servetune", "trace", "stats", trace, "--trace-window", "0:2x", NULL };
+    assert_int_equal(run_cli(w2, log), 2);
+    assert_true(file_has(log, "--trace-window: '2x' is not a duration"));
+    /* --json naming the trace itself: refused before anything is read or written, the trace intact */
+    const char *s1[] = { "servetune", "trace", "stats", bad, "--json", bad, NULL };
+    assert_int_equal(run_cli(s1, log), 2);
+    assert_true(file_has(log, "is the trace it reads"));
+    assert_true(file_has(bad, "timestamp,input_tokens,output_tokens\n"));
+    /* a trace whose rows all share one time has no mean rate: said so, not "nan" */
+    f = fopen(bad, "w");
+    fputs("timestamp,input_tokens,output_tokens\n7,10,5\n7,12,5\n7,14,5\n", f);
+    fclose(f);
+    const char *t1[] = { "servetune", "trace", "stats", bad, NULL };
+    assert_int_equal(run_cli(t1, log), 0);
+    assert_true(file_has(log, "unknown (every request at the same time)"));
+    assert_false(file_has(log, "nan"));
 }
 
 static int setup(void **state)

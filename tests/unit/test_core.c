@@ -137,7 +137,10 @@ static void parse_strict_numbers(void **state)
     assert_near(d, 0.25, 1e-12);
     assert_int_equal(st_parse_duration_s("2m", &d), 0);
     assert_near(d, 120, 0);
-    assert_int_equal(st_parse_duration_s("2h", &d), -1);
+    assert_int_equal(st_parse_duration_s("2h", &d), 0); /* a trace window's '1h:2h' (docs/audit-spec.md) */
+    assert_near(d, 7200, 0);
+    assert_int_equal(st_parse_duration_s("2d", &d), -1);
+    assert_int_equal(st_parse_duration_s("2 h", &d), -1);
     /* bounded: no duration overflows a nanosecond clock */
     assert_int_equal(st_parse_duration_s("1e11", &d), -1);
     assert_int_equal(st_parse_duration_s("1e300m", &d), -1);
@@ -432,6 +435,23 @@ static void mkdir_p_makes_parents(void **state)
     assert_int_equal(st_mkdir_p(p, err, sizeof err), -1);
     assert_non_null(strstr(err, "/file: Not a directory"));
     assert_int_equal(st_mkdir_p("", err, sizeof err), -1);
+    /* st_same_file: the same file under another name (./, a hard link), not a copy or a missing one */
+    char q[300], lnk[300], copy[300];
+    snprintf(p, sizeof p, "%s/file", base);
+    snprintf(q, sizeof q, "%s/./x/../file", base);
+    snprintf(lnk, sizeof lnk, "%s/link", base);
+    snprintf(copy, sizeof copy, "%s/copy", base);
+    assert_int_equal(link(p, lnk), 0);
+    f = fopen(copy, "w");
+    assert_non_null(f);
+    fclose(f);
+    assert_int_equal(st_same_file(p, p), 1);
+    assert_int_equal(st_same_file(p, q), 1);
+    assert_int_equal(st_same_file(lnk, p), 1);
+    assert_int_equal(st_same_file(copy, p), 0);
+    snprintf(q, sizeof q, "%s/missing", base);
+    assert_int_equal(st_same_file(q, q), 0);
+    assert_int_equal(st_same_file(NULL, p), 0);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf -- '%s'", base);
     assert_int_equal(system(cmd), 0);

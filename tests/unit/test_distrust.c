@@ -86,7 +86,9 @@ static st_store *store_of(int what, char *dir)
 
 static void remove_dir(const char *dir)
 {
-    const char *files[] = { "results.sqlite", "results.sqlite-wal", "results.sqlite-shm" };
+    const char *files[] = { "results.sqlite", "results.sqlite-wal", "results.sqlite-shm",
+                            "report.md",      "report.json",        "results.csv",
+                            "report.html",    "deploy.md",          "deploy-k8s.yaml" };
     char p[512];
     for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
         snprintf(p, sizeof p, "%s/%s", dir, files[i]);
@@ -95,7 +97,50 @@ static void remove_dir(const char *dir)
     rmdir(dir);
 }
 
-static void headline_of(int what, char *out, size_t cap, char *pick, size_t pick_cap, char *why, size_t why_cap)
+/* The configuration each other output marks as the pick: the results table's "**pick**", results.csv's
+ * is_pick, and the deploy snippets st_report_write_all writes ("(none)" where none is). */
+typedef struct marked {
+    char md[64], csv[64], deploy[64];
+} marked;
+
+static void marked_picks(st_store *s, const st_report *r, const char *dir, marked *m)
+{
+    snprintf(m->md, sizeof m->md, "(none)");
+    snprintf(m->csv, sizeof m->csv, "(none)");
+    snprintf(m->deploy, sizeof m->deploy, "(none)");
+    st_buf b;
+    st_buf_init(&b, 1 << 22);
+    assert_int_equal(st_report_markdown(r, &b), 0);
+    const char *names[] = { "baseline", "fp8-kv" };
+    for (int i = 0; i < 2; i++) {
+        char want[64];
+        snprintf(want, sizeof want, "| %s%s **pick** |", names[i], i ? "" : " (current)");
+        if (strstr(b.data, want))
+            snprintf(m->md, sizeof m->md, "%s", names[i]);
+    }
+    st_buf_reset(&b);
+    assert_int_equal(st_report_csv(r, &b), 0);
+    for (const char *line = strchr(b.data, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
+        char name[64];
+        int base, pick;
+        if (sscanf(line + 1, "%*d,%63[^,],%d,%d", name, &base, &pick) == 3 && pick)
+            snprintf(m->csv, sizeof m->csv, "%s", name);
+    }
+    st_buf_free(&b);
+    char err[256], p[512];
+    assert_int_equal(st_report_write_all(s, dir, err, sizeof err), 0);
+    snprintf(p, sizeof p, "%s/deploy.md", dir);
+    FILE *f = fopen(p, "r");
+    if (f) {
+        char line[256] = "";
+        if (fgets(line, sizeof line, f) && !strncmp(line, "# Deploying ", 12))
+            snprintf(m->deploy, sizeof m->deploy, "%.*s", (int)strcspn(line + 12, "\n"), line + 12);
+        fclose(f);
+    }
+}
+
+static void headline_of(int what, char *out, size_t cap, char *pick, size_t pick_cap, char *why, size_t why_cap,
+                        marked *m)
 {
     char dir[64], err[256];
     st_store *s = store_of(what, dir);
@@ -119,6 +164,7 @@ static void headline_of(int what, char *out, size_t cap, char *pick, size_t pick
     free(w);
     json_decref(j);
     st_buf_free(&b);
+    marked_picks(s, &r, dir, m);
     st_report_free(&r);
     st_store_close(s);
     remove_dir(dir);
@@ -127,7 +173,11 @@ static void headline_of(int what, char *out, size_t cap, char *pick, size_t pick
 static void expect(int what, const char *lead, const char *json_why)
 {
     char h[8192], pick[64], why[128];
-    headline_of(what, h, sizeof h, pick, sizeof pick, why, sizeof why);
+    marked m;
+    headline_of(what, h, sizeof h, pick, sizeof pick, why, sizeof why, &m);
+    /* no other output names the pick the headline does not */
+    if (strcmp(m.md, "(none)") || strcmp(m.csv, "(none)") || strcmp(m.deploy, "(none)"))
+        fail_msg("no winner named, yet report.md marks %s, results.csv %s, deploy.md %s", m.md, m.csv, m.deploy);
     if (strncmp(h, lead, strlen(lead)))
         fail_msg("the headline does not start with '%s': %s", lead, h);
     if (strstr(h, "the best, fp8-kv") || strstr(h, "beats"))
@@ -144,7 +194,10 @@ static void plain_names_its_pick(void **state)
 {
     (void)state;
     char h[8192], pick[64], why[128];
-    headline_of(PLAIN, h, sizeof h, pick, sizeof pick, why, sizeof why);
+    marked m;
+    headline_of(PLAIN, h, sizeof h, pick, sizeof pick, why, sizeof why, &m);
+    if (strcmp(m.md, "fp8-kv") || strcmp(m.csv, "fp8-kv") || strcmp(m.deploy, "fp8-kv"))
+        fail_msg("plain: report.md marks %s, results.csv %s, deploy.md %s", m.md, m.csv, m.deploy);
     if (!strstr(h, "the best, fp8-kv, serves 7.90 requests/s") || strstr(h, "No winner"))
         fail_msg("the plain headline does not name fp8-kv: %s", h);
     if (strcmp(pick, "fp8-kv") || strcmp(why, "[]"))

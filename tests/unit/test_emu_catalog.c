@@ -373,6 +373,15 @@ static void gpu_keys_and_missing_forms(void **state)
     assert_non_null(strstr(g.name, "PCIe"));
     assert_true(g.mem_bw < 2.5e12); /* HBM2e, not the SXM's HBM3 */
     assert_int_equal(st_emu_gpu_find("H100 SXM", &g, err, sizeof err), 0);
+    /* a name whose number only begins with a known GPU's is another GPU (or a typo), not that one */
+    const char *others[] = { "H1000", "RTX A1000", "A1000", "H2000", "14090", "RTX 40900" };
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+        assert_int_equal(st_emu_gpu_find(others[i], &g, err, sizeof err), -1);
+        assert_non_null(strstr(err, "unknown GPU"));
+    }
+    const char *same[] = { "A100 80GB", "a100-80gb", "H100-80GB-HBM3", "NVIDIA GeForce RTX 4090", "H100SXM5" };
+    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
+        assert_int_equal(st_emu_gpu_find(same[i], &g, err, sizeof err), 0);
 }
 
 int main(void)

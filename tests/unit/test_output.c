@@ -299,6 +299,38 @@ static void table_text(void **state)
     free(buf);
 }
 
+/* The failed requests' line for stderr: the count by reason and the first failed measured
+ * request's error (its newline sanitized); nothing when none failed. */
+static void failures_line(void **state)
+{
+    (void)state;
+    st_bench_info in = make_info();
+    st_summary s;
+    st_summary_compute(recs, 3, &in.opts, &s);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    st_output_failures(f, "servetune bench", recs, 3, &s);
+    fclose(f);
+    assert_string_equal(buf, "servetune bench: 1 of 2 requests failed (http_status 1); the first (request 2): bad "
+                             "\"request\", second line\n");
+    free(buf);
+    st_summary_compute(recs, 2, &in.opts, &s);
+    f = open_memstream(&buf, &len);
+    st_output_failures(f, "servetune bench", recs, 2, &s);
+    fclose(f);
+    assert_int_equal(len, 0);
+    free(buf);
+    /* a skipped turn before it (by index) is passed over for the failure that caused it */
+    st_record_set_error(&recs[1], ST_REQ_SKIPPED, "an earlier turn failed", 22);
+    st_summary_compute(recs, 3, &in.opts, &s);
+    f = open_memstream(&buf, &len);
+    st_output_failures(f, "servetune bench", recs, 3, &s);
+    fclose(f);
+    assert_non_null(strstr(buf, "2 of 2 requests failed (http_status 1, skipped 1); the first (request 2): bad"));
+    free(buf);
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
@@ -308,6 +340,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(csv_rows, setup, teardown),
         cmocka_unit_test_setup_teardown(server_timings_out, setup, teardown),
         cmocka_unit_test_setup_teardown(table_text, setup, teardown),
+        cmocka_unit_test_setup_teardown(failures_line, setup, teardown),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }

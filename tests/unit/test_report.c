@@ -8,8 +8,10 @@
 #include <unistd.h>
 
 #include "audit/store.h"
+#include "load/trace_stats.h"
 #include "report/html_audit.h"
 #include "report/report.h"
+#include "report/traffic.h"
 
 static char dir[256];
 
@@ -608,6 +610,48 @@ static void nothing_passed_headline(void **state)
     rm_dir(NULL);
 }
 
+/* "Your traffic" of a trace whose requests span no time (one request, or all on one tick): the
+ * rate is said to be unknown and why, never printed as "nan". */
+static void traffic_rate_without_a_span(void **state)
+{
+    (void)state;
+    const char *texts[2] = { "{\"timestamp\": 5, \"input_tokens\": 100, \"output_tokens\": 10}\n",
+                             "{\"timestamp\": 5, \"input_tokens\": 100, \"output_tokens\": 10}\n"
+                             "{\"timestamp\": 5, \"input_tokens\": 200, \"output_tokens\": 10}\n" };
+    const char *want[2] = { "unknown (one request)", "unknown (every request at the same time)" };
+    for (int k = 0; k < 2; k++) {
+        st_trace_stats *s = st_trace_stats_new();
+        assert_non_null(s);
+        st_trace_counts c;
+        char err[300];
+        assert_int_equal(st_trace_read_buffer(texts[k], strlen(texts[k]), "t.jsonl", NULL, st_trace_stats_row_cb, s, &c,
+                                              NULL, err, sizeof err),
+                         0);
+        st_traffic t;
+        st_trace_stats_result(s, &t);
+        st_traffic_advice a;
+        st_traffic_engine e = { 0 };
+        st_traffic_advise(s, &t, &e, &a);
+        json_t *j = st_traffic_json(&t, &a, &c, ST_TRACE_SERVETUNE, "t.jsonl");
+        char *text = json_dumps(j, 0);
+        st_rep_traffic r;
+        assert_int_equal(st_rep_traffic_load(text, &r), 0);
+        int found = 0;
+        for (int i = 0; i < r.n_rows; i++) {
+            assert_null(strstr(r.value[i], "nan"));
+            if (!strcmp(r.key[i], "Rate")) {
+                assert_string_equal(r.value[i], want[k]);
+                found = 1;
+            }
+        }
+        assert_true(found);
+        st_rep_traffic_free(&r);
+        free(text);
+        json_decref(j);
+        st_trace_stats_free(s);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
@@ -622,6 +666,7 @@ int main(void)
         cmocka_unit_test(too_small_buffer_fails_loudly),
         cmocka_unit_test(planted_symlink_not_followed),
         cmocka_unit_test(nothing_passed_headline),
+        cmocka_unit_test(traffic_rate_without_a_span),
     };
     return cmocka_run_group_tests(t, 0, 0);
 }

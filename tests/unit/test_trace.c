@@ -268,7 +268,13 @@ static void litellm_spend_logs(void **state)
                  " {\"startTime\": \"soon\", \"prompt_tokens\": 9, \"completion_tokens\": 3}\n]\n",
                  NULL, "t:3: startTime is not a date and time");
     expect_error("[\n {\"startTime\": \"2025-01-15T10:00:05Z\", \"prompt_tokens\": 9, \"completion_tokens\": 3},\n",
-                 NULL, "the JSON document ends early");
+                 NULL, "t:2: the JSON document ends early");
+    /* on one line, with or without its newline, and with blank lines after it: the line that holds it */
+    const char *one = "[{\"startTime\": \"2025-01-15T10:00:05Z\", \"prompt_tokens\": 9, \"completion_tokens\": 3}";
+    expect_error(one, NULL, "t:1: the JSON document ends early");
+    char more[200];
+    snprintf(more, sizeof more, "%s\n\n\n", one);
+    expect_error(more, NULL, "t:1: the JSON document ends early");
 }
 
 static void plain_csv_named_columns(void **state)
@@ -316,6 +322,14 @@ static void plain_csv_named_columns(void **state)
     expect_error("input_tokens,output_tokens\n\"5,6\n", NULL, "t:2: a quoted field is not closed");
     expect_error("input_tokens,model\n5,m\n", NULL, "t:1: the header names no output_tokens column");
     expect_error("input_tokens,prompt_tokens,output_tokens\n", NULL, "both give input_tokens");
+    /* a "\u0000" in a JSONL string: said in the user's words, not the JSON library's flag name */
+    expect_error("{\"text\": \"a\\u0000b\", \"output_tokens\": 5}\n", NULL,
+                 "t:1: invalid JSON at column 19: a string holds \\u0000 (a NUL character)");
+    /* a spreadsheet's export with another separator: named as such, not as an unknown column to map */
+    expect_error("timestamp;input_tokens;output_tokens\n0;100;10\n", NULL,
+                 "t:1: the header is one column, \"timestamp;input_tokens;output_tokens\": the file looks separated by "
+                 "semicolons, but a CSV trace is separated by commas (convert it first, e.g. tr ';' ',')");
+    expect_error("timestamp\tinput_tokens\toutput_tokens\n0\t100\t10\n", NULL, "separated by tabs");
 }
 
 static void servetune_sessions(void **state)
@@ -519,7 +533,7 @@ static void forced_format(void **state)
     opts(&o);
     o.read.format = ST_TRACE_AZURE;
     expect_error("{\"timestamp\": 0, \"input_length\": 1, \"output_length\": 1}\n", &o,
-                 "t:1: a azure trace is CSV, this line is JSON");
+                 "t:1: the format azure is CSV, but this line is JSON");
     expect_error("a,b,c\n1,2,3\n", &o, "t:1: unknown column \"a\" in an Azure trace");
     opts(&o);
     o.read.format = ST_TRACE_MOONCAKE;

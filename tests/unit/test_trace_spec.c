@@ -128,6 +128,14 @@ static void spec_trace_filters(void **state)
         fail_msg("trace_window 10:30 kept %u rows, expected 20 (seconds 10..29)", w.n);
     st_workload_free(&w);
     st_spec_free(&s);
+    /* hours, as docs/audit-spec.md writes them ('1h:2h'): 0.01 h = 36 s */
+    if (spec_of(&s, trace, "", ", trace_window: '0h:0.01h'", err, sizeof err))
+        fail_msg("spec: %s", err);
+    assert_int_equal(st_sweep_workload(&s, 1, 1000, &w, err, sizeof err), 0);
+    if (w.n != 36)
+        fail_msg("trace_window 0h:0.01h kept %u rows, expected 36 (seconds 0..35)", w.n);
+    st_workload_free(&w);
+    st_spec_free(&s);
     if (spec_of(&s, trace, "", ", trace_sample: 0.25", err, sizeof err))
         fail_msg("spec: %s", err);
     assert_int_equal(st_sweep_workload(&s, 1, 1000, &w, err, sizeof err), 0);

@@ -81,6 +81,18 @@ static void url_join(void **state)
     assert_int_equal(st_url_join(&u, "/v1/completions", out, sizeof out), 0);
     assert_string_equal(out, "/v1/completions");
     assert_int_equal(st_url_join(&u, "/v1/completions", out, 5), -1);
+    /* an OpenAI-style base URL ending in /v1: its version is not doubled */
+    const char *bases[] = { "http://h:1/v1", "http://h:1/v1/", "http://h:1/proxy/v1" };
+    const char *want[] = { "/v1/chat/completions", "/v1/chat/completions", "/proxy/v1/chat/completions" };
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(st_url_parse(bases[i], &u, NULL, 0), 0);
+        assert_int_equal(st_url_join(&u, "/v1/chat/completions", out, sizeof out), 0);
+        assert_string_equal(out, want[i]);
+    }
+    /* other APIs' paths are not versioned: appended as they are */
+    assert_int_equal(st_url_parse("http://h:1/v1", &u, NULL, 0), 0);
+    assert_int_equal(st_url_join(&u, "/generate_stream", out, sizeof out), 0);
+    assert_string_equal(out, "/v1/generate_stream");
 }
 
 int main(void)
