@@ -1339,7 +1339,7 @@ static int doc_feed(st_trace_reader *r, const char *d, size_t n, char *err, size
                 r->lineno++;
             continue;
         }
-        if (!is_sp(c))
+        if (!st_is_ws((char)c))
             r->jlast_line = r->lineno;
         if (r->jin_elem && st_buf_append(&r->elem, &c, 1) < 0) {
             st_errf(err, errlen, "%s:%llu: a row is longer than %u bytes", r->name, (unsigned long long)r->elem_line,
