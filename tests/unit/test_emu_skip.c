@@ -913,6 +913,210 @@ static void random_workloads(void **state)
     }
 }
 
+/* ---- adversarial cases: each one a behaviour where a run of steps could part from st_emu_step ---- */
+
+/* Block sizes that are not powers of two (the groups' step mod bs by division) and 1, with prefix
+ * hits on a shared text (joiners hit blocks the running ones registered in the run), open and closed. */
+static void block_sizes_not_powers_of_two(void **state)
+{
+    (void)state;
+    static const uint32_t sizes[] = { 3, 24, 48, 1 };
+    static uint32_t shared[3000];
+    for (uint32_t k = 0; k < 3000; k++)
+        shared[k] = 2000 + (k * 7919) % 90000;
+    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+        st_emu_config c;
+        emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+        c.block_size = sizes[s];
+        st_emu_sim_item *it = items(90, 15, 700, 1300, 250, 70);
+        for (uint32_t i = 0; i < 90; i += 2)
+            it[i].input_ids = shared; /* prefixes of one text */
+        char name[96];
+        snprintf(name, sizeof name, "block size %u, shared prefixes", sizes[s]);
+        compare(name, &c, it, 90, NULL, 0.2, &acc_all);
+        st_emu_run_opts closed = { .clients = 12 };
+        snprintf(name, sizeof name, "block size %u, 12 clients (bare)", sizes[s]);
+        compare_bare(name, &c, it, 90, &closed);
+        free(it);
+    }
+}
+
+/* Bursts of short prompts: several admissions in one step against max_num_seqs and the token budget
+ * (the last one chunked), with and without async scheduling's cutoff, on both drivers. */
+static void several_admissions_per_step(void **state)
+{
+    (void)state;
+    for (int v = 0; v < 2; v++) {
+        st_emu_config c;
+        emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+        c.max_num_seqs = 9;
+        c.max_num_batched_tokens = 1024;
+        if (v)
+            c.vllm_version = st_emu_parse_vllm_version("0.10.1"); /* before async scheduling */
+        st_emu_sim_item *it = items(160, 300, 180, 450, 120, 35);
+        for (uint32_t i = 0; i < 160; i++)
+            it[i].arrival = (st_ns)(i / 8) * 150000000; /* bursts of 8 every 150 ms */
+        char name[96];
+        snprintf(name, sizeof name, "bursts, 9 seqs, 1,024-token budget%s", v ? ", no async" : "");
+        compare(name, &c, it, 160, NULL, 0.2, &acc_all);
+        snprintf(name, sizeof name, "bursts, 9 seqs, 1,024 budget%s (bare)", v ? ", no async" : "");
+        compare_bare(name, &c, it, 160, NULL);
+        st_emu_run_opts capped = { .max_concurrency = 13 };
+        compare_bare(name, &c, it, 160, &capped);
+        free(it);
+    }
+}
+
+/* Requests that finish where they are admitted (max_tokens 1), that run to max_model_len (no max_tokens),
+ * and prompts refused from inside a run (empty, too long): closed loop and capped, where each refusal
+ * frees a slot that sends the next item from the hook. */
+static void one_token_max_model_len_and_refusals(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+    c.max_model_len = 2048;
+    st_emu_sim_item *it = items(150, 30, 300, 900, 200, 60);
+    for (uint32_t i = 0; i < 150; i++) {
+        if (i % 5 == 1)
+            it[i].output_len = 1;
+        else if (i % 5 == 2)
+            it[i].output_len = 0, it[i].input_len = 1800 + i; /* to max_model_len: 248 - i tokens */
+        else if (i % 11 == 3)
+            it[i].input_len = 0; /* "The prompt cannot be empty." */
+        else if (i % 13 == 4)
+            it[i].input_len = 2100; /* over max_model_len */
+    }
+    compare("max_tokens 1, to max_model_len, refusals", &c, it, 150, NULL, 0.1, &acc_all);
+    st_emu_run_opts closed = { .clients = 10 }, capped = { .max_concurrency = 7 };
+    compare("max_tokens 1, to max_model_len, refusals, 10 clients", &c, it, 150, &closed, 0.1, &acc_all);
+    compare_bare("max_tokens 1, max_model_len, refusals (bare)", &c, it, 150, NULL);
+    compare_bare("the same, 10 clients (bare)", &c, it, 150, &closed);
+    compare_bare("the same, at most 7 in flight (bare)", &c, it, 150, &capped);
+    free(it);
+}
+
+/* Requests that bring their prompt's KV (kv_external, a disaggregated decode worker's) join runs with
+ * one token to compute; preempted ones recompute it all. */
+static void kv_external_joiners(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+    st_emu_sim_item *it = items(120, 25, 1500, 3000, 300, 120);
+    for (uint32_t i = 0; i < 120; i++)
+        it[i].kv_external = i % 3 ? it[i].input_len : it[i].input_len / 2;
+    compare("kv_external joiners", &c, it, 120, NULL, 0.3, &acc_all);
+    compare_bare("kv_external joiners (bare)", &c, it, 120, NULL);
+    c.gpu_memory_utilization = 0.40;
+    c.max_num_batched_tokens = 2048;
+    compare_bare("kv_external joiners, small KV cache (bare)", &c, it, 120, NULL);
+    free(it);
+}
+
+/* A small KV cache with a large token budget: requests preempted between runs are admitted again inside
+ * runs that go on past completions (their blocks freed in the run), to recompute prompt and output. */
+static void preempted_readmitted_in_runs(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+    c.gpu_memory_utilization = 0.36;
+    st_emu_sim_item *it = items(160, 40, 2500, 1200, 1500, 300);
+    st_emu_stats es = compare("small KV cache, long outputs", &c, it, 160, NULL, 0.2, &acc_all);
+    assert_true(es.preemptions > 0);
+    compare_bare("small KV cache, long outputs (bare)", &c, it, 160, NULL);
+    st_emu_run_opts closed = { .clients = 60 };
+    compare_bare("small KV cache, 60 clients (bare)", &c, it, 160, &closed);
+    free(it);
+}
+
+/* Without token times: timeouts at ticks (st_emu_abort between runs) and what each tick sees. */
+static void timeouts_and_ticks_without_token_times(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+    c.gpu_memory_utilization = 0.5;
+    st_emu_sim_item *it = items(200, 15, 1200, 300, 900, 150);
+    tick_log *A = calloc(1, sizeof *A), *B = calloc(1, sizeof *B);
+    assert_non_null(A);
+    assert_non_null(B);
+    st_emu_run_opts oa = {
+        .tick = 100000000, .on_tick = log_tick, .arg = A, .timeout = 5000000000LL, .no_token_times = 1
+    };
+    st_emu_run_opts ob = oa;
+    ob.arg = B;
+    ob.no_token_times = 0;
+    outcome a, b;
+    run_path(&c, 0, it, 200, &oa, &a);
+    run_path(&c, 1, it, 200, &ob, &b);
+    uint32_t timed_out = 0;
+    for (uint32_t i = 0; i < 200; i++) {
+        if (a.rec[i].status != b.rec[i].status || a.rec[i].end != b.rec[i].end ||
+            a.rec[i].output_tokens != b.rec[i].output_tokens || a.rec[i].first_token != b.rec[i].first_token)
+            fail_msg("request %u: status %d, end %lld, %u tokens without token times; %d, %lld, %u step by step", i,
+                     a.rec[i].status, (long long)a.rec[i].end, a.rec[i].output_tokens, b.rec[i].status,
+                     (long long)b.rec[i].end, b.rec[i].output_tokens);
+        timed_out += a.rec[i].status == ST_REQ_TIMEOUT;
+    }
+    assert_true(timed_out > 0);
+    assert_int_equal(A->n, B->n);
+    for (uint32_t k = 0; k < A->n; k++)
+        if (A->at[k] != B->at[k] || A->tokens[k] != B->tokens[k] || A->gen[k] != B->gen[k] ||
+            A->steps[k] != B->steps[k] || A->completed[k] != B->completed[k] || A->sent[k] != B->sent[k] ||
+            A->running[k] != B->running[k] || A->waiting[k] != B->waiting[k] || A->free_blocks[k] != B->free_blocks[k])
+            fail_msg("tick %u: %llu tokens, %llu steps, %u running, %u waiting without token times; %llu, %llu, %u, "
+                     "%u step by step",
+                     k, (unsigned long long)A->tokens[k], (unsigned long long)A->steps[k], A->running[k], A->waiting[k],
+                     (unsigned long long)B->tokens[k], (unsigned long long)B->steps[k], B->running[k], B->waiting[k]);
+    assert_int_equal(a.st.steps, b.st.steps);
+    assert_true(a.es.steps_skipped > a.es.steps / 3);
+    print_message("timeouts without token times: %u timed out, %u ticks alike\n", timed_out, A->n);
+    free_outcome(&a, 200);
+    free_outcome(&b, 200);
+    free(A);
+    free(B);
+    free(it);
+}
+
+/* Agent task graphs with runs past completions: a root, two children sent when it ends (inside a run,
+ * from hook_finished), and a join node that grows with both children's answers. */
+static void agent_graphs_without_token_times(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+    enum { TASKS = 30, N = TASKS * 4 };
+    st_emu_sim_item *it = calloc(N, sizeof *it);
+    uint32_t *kids = calloc(3 * TASKS, sizeof *kids);
+    assert_true(it && kids);
+    for (uint32_t t = 0; t < TASKS; t++) {
+        uint32_t r = 4 * t;
+        kids[3 * t] = r + 1;
+        kids[3 * t + 1] = r + 2;
+        kids[3 * t + 2] = r + 3;
+        it[r] = (st_emu_sim_item){ .arrival = (st_ns)t * 120000000,
+                                   .input_len = 500,
+                                   .output_len = 80 + t % 7,
+                                   .children = kids + 3 * t,
+                                   .n_children = 2 };
+        for (uint32_t k = 1; k <= 2; k++)
+            it[r + k] = (st_emu_sim_item){ .input_len = 200,
+                                           .output_len = 40 + 13 * k + t % 5,
+                                           .dependent = 1,
+                                           .n_parents = 1,
+                                           .think = k * 20000000,
+                                           .children = kids + 3 * t + 2,
+                                           .n_children = 1 };
+        it[r + 3] = (st_emu_sim_item){ .input_len = 100, .output_len = 60, .dependent = 1, .n_parents = 2, .grow = 1 };
+    }
+    compare("agent graphs", &c, it, N, NULL, 0.1, &acc_all);
+    compare_bare("agent graphs (runs past completions)", &c, it, N, NULL);
+    free(it);
+    free(kids);
+}
+
 static void largest_difference(void **state)
 {
     (void)state;
@@ -939,6 +1143,13 @@ int main(void)
         cmocka_unit_test(without_token_times),
         cmocka_unit_test(seeded_prompts_match_their_ids),
         cmocka_unit_test(keyed_tails_match_their_ids),
+        cmocka_unit_test(block_sizes_not_powers_of_two),
+        cmocka_unit_test(several_admissions_per_step),
+        cmocka_unit_test(one_token_max_model_len_and_refusals),
+        cmocka_unit_test(kv_external_joiners),
+        cmocka_unit_test(preempted_readmitted_in_runs),
+        cmocka_unit_test(timeouts_and_ticks_without_token_times),
+        cmocka_unit_test(agent_graphs_without_token_times),
         cmocka_unit_test(largest_difference),
     };
     return cmocka_run_group_tests(t, 0, 0);
