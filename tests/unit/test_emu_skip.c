@@ -915,6 +915,105 @@ static void random_workloads(void **state)
 
 /* ---- adversarial cases: each one a behaviour where a run of steps could part from st_emu_step ---- */
 
+/* Engine level: drives e to engine time `until` by runs of steps then st_emu_step (skip), or by
+ * st_emu_step alone; both stop at the same step boundary (the first step starting at `until` or later). */
+static void drive(st_emu_engine *e, st_vclock *vc, int skip, st_ns until)
+{
+    while (vc->t < until) {
+        if (skip) {
+            st_emu_skip_result sk;
+            int kr = st_emu_skip_steps(e, until, &sk);
+            assert_true(kr >= 0);
+            if (kr == 0) {
+                vc->t = sk.start[sk.steps];
+                continue;
+            }
+        }
+        st_emu_step_result res;
+        int sr = st_emu_step(e, &res);
+        assert_true(sr >= 0);
+        if (sr == 0) {
+            vc->t = res.start + res.duration;
+            continue;
+        }
+        st_ns nr = st_emu_next_ready(e);
+        if (nr < 0)
+            break;
+        vc->t = nr > vc->t ? nr : vc->t + 1;
+    }
+}
+
+/* Two engines' counters and clocks that must be equal. */
+static void same_engines(const char *what, st_emu_engine *a, const st_vclock *va, st_emu_engine *b, const st_vclock *vb)
+{
+    st_emu_stats x, y;
+    st_emu_get_stats(a, &x);
+    st_emu_get_stats(b, &y);
+    if (va->t != vb->t || x.steps != y.steps || x.generation_tokens != y.generation_tokens ||
+        x.prompt_tokens != y.prompt_tokens || x.finished_length != y.finished_length ||
+        x.finished_abort != y.finished_abort || x.running != y.running || x.waiting != y.waiting ||
+        x.free_blocks != y.free_blocks || x.prefix_hits != y.prefix_hits || x.preemptions != y.preemptions)
+        fail_msg("%s: with runs of steps %lld ns, %llu steps, %llu tokens, %u running, %u free blocks; step by "
+                 "step %lld ns, %llu, %llu, %u, %u",
+                 what, (long long)va->t, (unsigned long long)x.steps, (unsigned long long)x.generation_tokens,
+                 x.running, x.free_blocks, (long long)vb->t, (unsigned long long)y.steps,
+                 (unsigned long long)y.generation_tokens, y.running, y.free_blocks);
+    char err[256];
+    assert_int_equal(st_emu_engine_check(a, err, sizeof err), 0);
+    assert_int_equal(st_emu_engine_check(b, err, sizeof err), 0);
+}
+
+/* Four 100-token prompts prefilled, then request 5 waits while held (st_emu_hold on a waiting request):
+ * st_emu_step admits it, prefills it and gives its first token, then leaves it out of the steps; a run
+ * that admits it must not decode it. Then request 2 is aborted between runs (st_emu_abort) and request
+ * 5 released: the runs after it go on as the steps do. */
+static void held_joiner_and_abort_between_runs(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+    c.no_frontend = 1;
+    static uint32_t ids[400];
+    for (uint32_t k = 0; k < 400; k++)
+        ids[k] = 9000 + k;
+    st_vclock vc[2] = { { 0 }, { 0 } };
+    st_emu_engine *e[2];
+    char err[256];
+    for (int p = 0; p < 2; p++) {
+        assert_int_equal(st_emu_engine_new(&c, st_clock_virtual(&vc[p]), &e[p], NULL, err, sizeof err), 0);
+        for (uint64_t id = 1; id <= 4; id++) {
+            st_emu_req_params q = { .id = id, .ids = ids, .n_ids = 100, .max_tokens = 150 + 40 * id, .arrival = 0 };
+            assert_int_equal(st_emu_add_request(e[p], &q, err, sizeof err), ST_EMU_ADD_OK);
+        }
+        st_emu_step_result res;
+        assert_int_equal(st_emu_step(e[p], &res), 0);
+        vc[p].t = res.start + res.duration;
+        st_emu_req_params q5 = { .id = 5, .ids = ids + 50, .n_ids = 300, .max_tokens = 300, .arrival = vc[p].t };
+        assert_int_equal(st_emu_add_request(e[p], &q5, err, sizeof err), ST_EMU_ADD_OK);
+        assert_int_equal(st_emu_hold(e[p], 5, 1), 0);
+    }
+    st_ns t1 = vc[0].t + 400000000; /* 0.4 s: well into the decodes */
+    for (int p = 0; p < 2; p++)
+        drive(e[p], &vc[p], p == 0, t1);
+    same_engines("a held request admitted in a run", e[0], &vc[0], e[1], &vc[1]);
+    for (int p = 0; p < 2; p++) {
+        assert_int_equal(st_emu_abort(e[p], 2), 0);
+        assert_int_equal(st_emu_hold(e[p], 5, 0), 0);
+        st_emu_req_params q6 = { .id = 6, .ids = ids, .n_ids = 120, .max_tokens = 1, .arrival = vc[p].t };
+        assert_int_equal(st_emu_add_request(e[p], &q6, err, sizeof err), ST_EMU_ADD_OK);
+    }
+    for (int p = 0; p < 2; p++)
+        drive(e[p], &vc[p], p == 0, INT64_MAX);
+    same_engines("after an abort between runs", e[0], &vc[0], e[1], &vc[1]);
+    st_emu_stats es;
+    st_emu_get_stats(e[0], &es);
+    assert_int_equal(es.finished_abort, 1);
+    assert_int_equal(es.finished_length, 5);
+    assert_true(es.steps_skipped > es.steps / 2);
+    for (int p = 0; p < 2; p++)
+        st_emu_engine_free(e[p]);
+}
+
 /* Block sizes that are not powers of two (the groups' step mod bs by division) and 1, with prefix
  * hits on a shared text (joiners hit blocks the running ones registered in the run), open and closed. */
 static void block_sizes_not_powers_of_two(void **state)
@@ -1143,6 +1242,7 @@ int main(void)
         cmocka_unit_test(without_token_times),
         cmocka_unit_test(seeded_prompts_match_their_ids),
         cmocka_unit_test(keyed_tails_match_their_ids),
+        cmocka_unit_test(held_joiner_and_abort_between_runs),
         cmocka_unit_test(block_sizes_not_powers_of_two),
         cmocka_unit_test(several_admissions_per_step),
         cmocka_unit_test(one_token_max_model_len_and_refusals),
