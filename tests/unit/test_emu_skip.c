@@ -1040,25 +1040,30 @@ static void block_sizes_not_powers_of_two(void **state)
     }
 }
 
-/* Bursts of short prompts: several admissions in one step against max_num_seqs and the token budget
- * (the last one chunked), with and without async scheduling's cutoff, on both drivers. */
+/* Bursts of short prompts: several admissions in one step against max_num_seqs (9) and the token budget
+ * (the last one chunked), with and without async scheduling, and with requests that reach the engine
+ * core inside runs (async scheduling's cutoff), on both drivers. */
 static void several_admissions_per_step(void **state)
 {
     (void)state;
-    for (int v = 0; v < 2; v++) {
+    static const char *what[] = { "", ", no async", ", 25 ms to the engine core" };
+    for (int v = 0; v < 3; v++) {
         st_emu_config c;
         emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
         c.max_num_seqs = 9;
         c.max_num_batched_tokens = 1024;
-        if (v)
+        if (v == 1)
             c.vllm_version = st_emu_parse_vllm_version("0.10.1"); /* before async scheduling */
+        if (v == 2) /* requests reach the engine core steps after they are sent: inside runs, where async
+                       scheduling's cutoff (the previous step's start) decides their step */
+            c.tune.fe_latency_s = 0.025, c.max_num_seqs = 0;
         st_emu_sim_item *it = items(160, 300, 180, 450, 120, 35);
         for (uint32_t i = 0; i < 160; i++)
             it[i].arrival = (st_ns)(i / 8) * 150000000; /* bursts of 8 every 150 ms */
         char name[96];
-        snprintf(name, sizeof name, "bursts, 9 seqs, 1,024-token budget%s", v ? ", no async" : "");
+        snprintf(name, sizeof name, "bursts, 1,024-token budget%s", what[v]);
         compare(name, &c, it, 160, NULL, 0.2, &acc_all);
-        snprintf(name, sizeof name, "bursts, 9 seqs, 1,024 budget%s (bare)", v ? ", no async" : "");
+        snprintf(name, sizeof name, "bursts, 1,024 budget%s (bare)", what[v]);
         compare_bare(name, &c, it, 160, NULL);
         st_emu_run_opts capped = { .max_concurrency = 13 };
         compare_bare(name, &c, it, 160, &capped);
