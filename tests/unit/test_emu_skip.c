@@ -1046,20 +1046,21 @@ static void block_sizes_not_powers_of_two(void **state)
 static void several_admissions_per_step(void **state)
 {
     (void)state;
-    static const char *what[] = { "", ", no async", ", 25 ms to the engine core" };
+    static const char *what[] = { ", async", ", no async", ", async, 25 ms to the engine core" };
     for (int v = 0; v < 3; v++) {
         st_emu_config c;
         emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
         c.max_num_seqs = 9;
         c.max_num_batched_tokens = 1024;
-        if (v == 1)
-            c.vllm_version = st_emu_parse_vllm_version("0.10.1"); /* before async scheduling */
+        c.async_scheduling = v != 1; /* (the tests' default version, 0.10.1, has none) */
         if (v == 2) /* requests reach the engine core steps after they are sent: inside runs, where async
                        scheduling's cutoff (the previous step's start) decides their step */
             c.tune.fe_latency_s = 0.025, c.max_num_seqs = 0;
         st_emu_sim_item *it = items(160, 300, 180, 450, 120, 35);
         for (uint32_t i = 0; i < 160; i++)
             it[i].arrival = (st_ns)(i / 8) * 150000000; /* bursts of 8 every 150 ms */
+        for (uint32_t i = 0; v == 2 && i < 160; i++)
+            it[i].output_len *= 4; /* the bursts overlap: they arrive while the engine is busy */
         char name[96];
         snprintf(name, sizeof name, "bursts, 1,024-token budget%s", what[v]);
         compare(name, &c, it, 160, NULL, 0.2, &acc_all);
@@ -1069,6 +1070,32 @@ static void several_admissions_per_step(void **state)
         compare_bare(name, &c, it, 160, &capped);
         free(it);
     }
+}
+
+/* Async scheduling (vLLM 0.14 on; the default version here is before it): a step admits only the
+ * requests that reached the engine core by the previous step's start, inside runs as between them. Open
+ * loop, capped, closed, chat and completions, sessions, with token times and without (runs past
+ * completions), and with the API server's latency spread over several steps. */
+static void async_scheduling_on_both_drivers(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+    c.async_scheduling = 1;
+    st_emu_sim_item *it = items(240, 25, 600, 200, 300, 60);
+    for (uint32_t i = 0; i < 240; i++)
+        it[i].chat = i % 3 == 0;
+    st_emu_run_opts capped = { .max_concurrency = 20 }, closed = { .clients = 16 };
+    for (int lat = 0; lat < 2; lat++) {
+        if (lat)
+            c.tune.fe_latency_s = 0.03; /* several steps between a send and the engine core */
+        compare(lat ? "async, 30 ms to the engine core" : "async, open loop", &c, it, 240, NULL, 0.3, &acc_all);
+        compare(lat ? "async, 30 ms, 16 clients" : "async, 16 clients", &c, it, 240, &closed, 0.3, &acc_all);
+        compare_bare(lat ? "async, 30 ms (bare)" : "async, open loop (bare)", &c, it, 240, NULL);
+        compare_bare(lat ? "async, 30 ms, at most 20 (bare)" : "async, at most 20 (bare)", &c, it, 240, &capped);
+        compare_bare(lat ? "async, 30 ms, 16 clients (bare)" : "async, 16 clients (bare)", &c, it, 240, &closed);
+    }
+    free(it);
 }
 
 /* Requests that finish where they are admitted (max_tokens 1), that run to max_model_len (no max_tokens),
@@ -1250,6 +1277,7 @@ int main(void)
         cmocka_unit_test(held_joiner_and_abort_between_runs),
         cmocka_unit_test(block_sizes_not_powers_of_two),
         cmocka_unit_test(several_admissions_per_step),
+        cmocka_unit_test(async_scheduling_on_both_drivers),
         cmocka_unit_test(one_token_max_model_len_and_refusals),
         cmocka_unit_test(kv_external_joiners),
         cmocka_unit_test(preempted_readmitted_in_runs),
