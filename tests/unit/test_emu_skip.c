@@ -846,7 +846,8 @@ static void runs_take_admissions(void **state)
 }
 
 /* Random workloads on random engine settings: block sizes (1 takes and registers a block in
- * the same step), prefix caching off, a small max_num_seqs (requests queue for a slot),
+ * the same step), prefix caching off, a small max_num_seqs (requests queue for a slot), async
+ * scheduling (every other round),
  * --enforce-eager, a decode slowdown, a small KV cache, Poisson arrivals, outputs of 1 token up,
  * shared prompts. */
 static void random_workloads(void **state)
@@ -870,6 +871,7 @@ static void random_workloads(void **state)
         c.enforce_eager = st_rng_range(&rng, 0, 4) == 0;
         c.decode_slowdown = st_rng_range(&rng, 0, 4) == 0 ? 1.5 : 1.0;
         c.gpu_memory_utilization = st_rng_range(&rng, 0, 2) == 0 ? 0.35 : 0.90;
+        c.async_scheduling = round % 2 ? 1 : -1; /* (none at the tests' default version) */
         if (c.model.max_position > 16384)
             c.max_model_len = 16384;
         st_emu_config probe = c;
@@ -899,8 +901,9 @@ static void random_workloads(void **state)
         else if (mode == 2)
             o.clients = st_rng_range(&rng, 1, 40);
         char name[96];
-        snprintf(name, sizeof name, "random %u: bs %u%s seqs %u%s%s", round, c.block_size,
+        snprintf(name, sizeof name, "random %u: bs %u%s seqs %u%s%s%s", round, c.block_size,
                  c.enable_prefix_caching ? "" : " no-cache", c.max_num_seqs, c.enforce_eager ? " eager" : "",
+                 c.async_scheduling == 1 ? " async" : "",
                  mode == 2   ? " closed"
                  : mode == 1 ? " capped"
                              : "");
