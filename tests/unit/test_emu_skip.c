@@ -1130,6 +1130,34 @@ static void one_token_max_model_len_and_refusals(void **state)
     free(it);
 }
 
+/* A token budget barely over the decodes (48 tokens, up to 40 sequences): a joiner gets what the
+ * step's decodes leave, its prefill chunked to it, and the next joiner waits for a step with room; prompts
+ * one token short of max_model_len finish where they are admitted. */
+static void tight_budget_and_context(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    emu_config_of(&c, "H100", "Qwen/Qwen3-0.6B");
+    c.max_num_batched_tokens = 48;
+    c.max_num_seqs = 40;
+    c.max_model_len = 512;
+    st_emu_sim_item *it = items(200, 60, 9, 30, 120, 25);
+    for (uint32_t i = 0; i < 200; i++)
+        it[i].input_len = 1 + (i * 7) % 23,             /* prompts of 1 to 23 tokens: some steps have one token left */
+            it[i].arrival = (st_ns)(i / 6) * 100000000; /* in bursts of 6: several joiners a step */
+    for (uint32_t i = 0; i < 200; i += 9)
+        it[i].input_len = 511, it[i].output_len = 0; /* max_tokens 1: max_model_len at admission */
+    for (int a = 0; a < 2; a++) {
+        c.async_scheduling = a;
+        st_emu_run_opts closed = { .clients = 30 };
+        compare(a ? "48-token budget, async" : "48-token budget", &c, it, 200, NULL, 0.1, &acc_all);
+        compare_bare(a ? "48-token budget, async (bare)" : "48-token budget (bare)", &c, it, 200, NULL);
+        compare_bare(a ? "48-token budget, async, 30 clients (bare)" : "48-token budget, 30 clients (bare)", &c, it,
+                     200, &closed);
+    }
+    free(it);
+}
+
 /* Requests that bring their prompt's KV (kv_external, a disaggregated decode worker's) join runs with
  * one token to compute; preempted ones recompute it all. */
 static void kv_external_joiners(void **state)
@@ -1282,6 +1310,7 @@ int main(void)
         cmocka_unit_test(several_admissions_per_step),
         cmocka_unit_test(async_scheduling_on_both_drivers),
         cmocka_unit_test(one_token_max_model_len_and_refusals),
+        cmocka_unit_test(tight_budget_and_context),
         cmocka_unit_test(kv_external_joiners),
         cmocka_unit_test(preempted_readmitted_in_runs),
         cmocka_unit_test(timeouts_and_ticks_without_token_times),
