@@ -1242,6 +1242,78 @@ static void timeouts_and_ticks_without_token_times(void **state)
     free(it);
 }
 
+/* A session of three runs (as predict's: not one-run, so prompts are hashed on both paths and a
+ * replay hits the run before's blocks), on a KV cache small enough to preempt: the engine's state
+ * carried from one run to the next (clocks, the API server's queue, cached blocks) and every record
+ * alike with runs past completions and step by step. */
+static void multi_run_sessions_without_token_times(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+    c.gpu_memory_utilization = 0.40;
+    c.async_scheduling = 1;
+    enum { N = 150 };
+    st_emu_sim_item *it = items(N, 30, 1800, 700, 400, 90);
+    for (uint32_t i = 0; i < N; i++)
+        it[i].chat = i % 2;
+    st_emu_session *S[2];
+    char err[512];
+    st_emu_run_opts bare = { .no_token_times = 1 }, closed = { .clients = 24 };
+    for (int p = 0; p < 2; p++) {
+        st_emu_config cp = c;
+        cp.step_by_step = p;
+        assert_int_equal(st_emu_session_new(&cp, &S[p], NULL, err, sizeof err), 0);
+    }
+    uint64_t pre = 0, hits = 0;
+    for (int run = 0; run < 3; run++) {
+        st_record *rec[2];
+        st_emu_sim_stats st[2];
+        for (int p = 0; p < 2; p++) {
+            st_emu_run_opts o = run == 1 ? closed : (st_emu_run_opts){ 0 };
+            o.no_token_times = p == 0 ? bare.no_token_times : 0;
+            rec[p] = calloc(N, sizeof *rec[p]);
+            assert_non_null(rec[p]);
+            for (uint32_t i = 0; i < N; i++)
+                st_record_init(&rec[p][i], i);
+            if (st_emu_session_run(S[p], it, N, &o, rec[p], &st[p], NULL, err, sizeof err) < 0)
+                fail_msg("run %d failed: %s", run, err);
+        }
+        for (uint32_t i = 0; i < N; i++) {
+            const st_record *x = &rec[0][i], *y = &rec[1][i];
+            if (x->status != y->status || x->sent != y->sent || x->first_token != y->first_token || x->end != y->end ||
+                x->output_tokens != y->output_tokens || x->cached_tokens != y->cached_tokens)
+                fail_msg("run %d, request %u: sent %lld, first %lld, end %lld, %u cached with runs; %lld, %lld, "
+                         "%lld, %u step by step",
+                         run, i, (long long)x->sent, (long long)x->first_token, (long long)x->end, x->cached_tokens,
+                         (long long)y->sent, (long long)y->first_token, (long long)y->end, y->cached_tokens);
+        }
+        same_counters(&st[0], &st[1]);
+        assert_int_equal(st[0].duration, st[1].duration);
+        assert_int_equal(st[0].max_running, st[1].max_running);
+        assert_int_equal(st[0].max_waiting, st[1].max_waiting);
+        pre += st[0].preemptions;
+        hits += st[0].prefix_hits;
+        for (int p = 0; p < 2; p++) {
+            for (uint32_t i = 0; i < N; i++)
+                st_record_free(&rec[p][i]);
+            free(rec[p]);
+        }
+    }
+    st_emu_stats ea, eb;
+    st_emu_session_stats(S[0], &ea);
+    st_emu_session_stats(S[1], &eb);
+    assert_int_equal(ea.evictions, eb.evictions);
+    assert_int_equal(ea.free_blocks, eb.free_blocks);
+    assert_true(ea.steps_skipped > ea.steps / 2);
+    assert_true(pre > 0 && hits > 0);
+    print_message("three runs in one session without token times: %llu preemptions, %llu prefix hits, alike\n",
+                  (unsigned long long)pre, (unsigned long long)hits);
+    for (int p = 0; p < 2; p++)
+        st_emu_session_free(S[p]);
+    free(it);
+}
+
 /* Agent task graphs with runs past completions: a root, two children sent when it ends (inside a run,
  * from hook_finished), and a join node that grows with both children's answers. */
 static void agent_graphs_without_token_times(void **state)
@@ -1315,6 +1387,7 @@ int main(void)
         cmocka_unit_test(preempted_readmitted_in_runs),
         cmocka_unit_test(timeouts_and_ticks_without_token_times),
         cmocka_unit_test(agent_graphs_without_token_times),
+        cmocka_unit_test(multi_run_sessions_without_token_times),
         cmocka_unit_test(largest_difference),
     };
     return cmocka_run_group_tests(t, 0, 0);
