@@ -1279,6 +1279,8 @@ static int skip_admit(st_emu_engine *e, skip_run *s, st_emu_batch *x)
         else if (s->j + 1 + left_steps < s->kmax) {
             s->kmax = s->j + 1 + left_steps;
         }
+        if (r->held) /* st_emu_hold: st_emu_step leaves it out of the steps after this one, a run cannot */
+            s->kmax = s->j + 1;
         skip_join_group(e, s, i, (uint32_t)s->j + 1, r->num_computed, r->n_blocks);
     }
     return admitted;

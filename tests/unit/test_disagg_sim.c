@@ -140,6 +140,39 @@ static void kv_external_runs_of_steps_are_exact(void **state)
                      (long long)b[i].end, b[i].engine);
 }
 
+/* Decode workers whose requests queue (4 sequences each, 10 ms apart): waiting requests that bring
+ * all or half of their prompt's KV join runs of steps (st_emu_skip_steps' admissions, pool.c's
+ * record_skip of a joiner's first token); every time and count as step by step. */
+static void kv_external_joiners_in_runs(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+    c.max_num_seqs = 4;
+    enum { N = 120 };
+    static st_emu_sim_item it[N];
+    memset(it, 0, sizeof it);
+    for (int i = 0; i < N; i++) {
+        uint32_t in = 1000 + (uint32_t)(i % 5) * 400;
+        it[i] = (st_emu_sim_item){ .arrival = (st_ns)i * 10000000LL,
+                                   .input_len = in,
+                                   .output_len = 60 + (uint32_t)(i % 7) * 30,
+                                   .kv_external = i % 3 ? in : in / 2 };
+    }
+    static st_emu_pool_out a[N], b[N];
+    char why[300];
+    st_emu_config step = c;
+    step.step_by_step = 1;
+    if (st_emu_pool_run(&c, 2, it, N, a, why, sizeof why) || st_emu_pool_run(&step, 2, it, N, b, why, sizeof why))
+        fail_msg("%s", why);
+    for (int i = 0; i < N; i++)
+        if (a[i].first_token != b[i].first_token || a[i].end != b[i].end || a[i].tokens != b[i].tokens ||
+            a[i].engine != b[i].engine)
+            fail_msg("request %d: skipping %lld..%lld ns on %u, step by step %lld..%lld ns on %u", i,
+                     (long long)a[i].first_token, (long long)a[i].end, a[i].engine, (long long)b[i].first_token,
+                     (long long)b[i].end, b[i].engine);
+}
+
 typedef struct fixture {
     st_emu_config c;
     st_emu_memory mem;
@@ -270,11 +303,9 @@ static void capacity_with_queueing(void **state)
 int main(void)
 {
     const struct CMUnitTest t[] = {
-        cmocka_unit_test(kv_external_skips_the_prefill),
-        cmocka_unit_test(pool_routes_to_the_least_loaded),
-        cmocka_unit_test(pool_of_one_is_the_simulation),
-        cmocka_unit_test(kv_external_runs_of_steps_are_exact),
-        cmocka_unit_test(two_pools_queue),
+        cmocka_unit_test(kv_external_skips_the_prefill), cmocka_unit_test(pool_routes_to_the_least_loaded),
+        cmocka_unit_test(pool_of_one_is_the_simulation), cmocka_unit_test(kv_external_runs_of_steps_are_exact),
+        cmocka_unit_test(kv_external_joiners_in_runs),   cmocka_unit_test(two_pools_queue),
         cmocka_unit_test(capacity_with_queueing),
     };
     return cmocka_run_group_tests(t, 0, 0);

@@ -846,7 +846,8 @@ static void runs_take_admissions(void **state)
 }
 
 /* Random workloads on random engine settings: block sizes (1 takes and registers a block in
- * the same step), prefix caching off, a small max_num_seqs (requests queue for a slot),
+ * the same step), prefix caching off, a small max_num_seqs (requests queue for a slot), async
+ * scheduling (every other round),
  * --enforce-eager, a decode slowdown, a small KV cache, Poisson arrivals, outputs of 1 token up,
  * shared prompts. */
 static void random_workloads(void **state)
@@ -870,6 +871,7 @@ static void random_workloads(void **state)
         c.enforce_eager = st_rng_range(&rng, 0, 4) == 0;
         c.decode_slowdown = st_rng_range(&rng, 0, 4) == 0 ? 1.5 : 1.0;
         c.gpu_memory_utilization = st_rng_range(&rng, 0, 2) == 0 ? 0.35 : 0.90;
+        c.async_scheduling = round % 2 ? 1 : -1; /* (none at the tests' default version) */
         if (c.model.max_position > 16384)
             c.max_model_len = 16384;
         st_emu_config probe = c;
@@ -899,8 +901,9 @@ static void random_workloads(void **state)
         else if (mode == 2)
             o.clients = st_rng_range(&rng, 1, 40);
         char name[96];
-        snprintf(name, sizeof name, "random %u: bs %u%s seqs %u%s%s", round, c.block_size,
+        snprintf(name, sizeof name, "random %u: bs %u%s seqs %u%s%s%s", round, c.block_size,
                  c.enable_prefix_caching ? "" : " no-cache", c.max_num_seqs, c.enforce_eager ? " eager" : "",
+                 c.async_scheduling == 1 ? " async" : "",
                  mode == 2   ? " closed"
                  : mode == 1 ? " capped"
                              : "");
@@ -911,6 +914,441 @@ static void random_workloads(void **state)
         compare_bare(name, &c, it, n, &o); /* runs past completions and sends */
         free(it);
     }
+}
+
+/* ---- adversarial cases: each one a behaviour where a run of steps could part from st_emu_step ---- */
+
+/* Engine level: drives e to engine time `until` by runs of steps then st_emu_step (skip), or by
+ * st_emu_step alone; both stop at the same step boundary (the first step starting at `until` or later). */
+static void drive(st_emu_engine *e, st_vclock *vc, int skip, st_ns until)
+{
+    while (vc->t < until) {
+        if (skip) {
+            st_emu_skip_result sk;
+            int kr = st_emu_skip_steps(e, until, &sk);
+            assert_true(kr >= 0);
+            if (kr == 0) {
+                vc->t = sk.start[sk.steps];
+                continue;
+            }
+        }
+        st_emu_step_result res;
+        int sr = st_emu_step(e, &res);
+        assert_true(sr >= 0);
+        if (sr == 0) {
+            vc->t = res.start + res.duration;
+            continue;
+        }
+        st_ns nr = st_emu_next_ready(e);
+        if (nr < 0)
+            break;
+        vc->t = nr > vc->t ? nr : vc->t + 1;
+    }
+}
+
+/* Two engines' counters and clocks that must be equal. */
+static void same_engines(const char *what, st_emu_engine *a, const st_vclock *va, st_emu_engine *b, const st_vclock *vb)
+{
+    st_emu_stats x, y;
+    st_emu_get_stats(a, &x);
+    st_emu_get_stats(b, &y);
+    if (va->t != vb->t || x.steps != y.steps || x.generation_tokens != y.generation_tokens ||
+        x.prompt_tokens != y.prompt_tokens || x.finished_length != y.finished_length ||
+        x.finished_abort != y.finished_abort || x.running != y.running || x.waiting != y.waiting ||
+        x.free_blocks != y.free_blocks || x.prefix_hits != y.prefix_hits || x.preemptions != y.preemptions)
+        fail_msg("%s: with runs of steps %lld ns, %llu steps, %llu tokens, %u running, %u free blocks; step by "
+                 "step %lld ns, %llu, %llu, %u, %u",
+                 what, (long long)va->t, (unsigned long long)x.steps, (unsigned long long)x.generation_tokens,
+                 x.running, x.free_blocks, (long long)vb->t, (unsigned long long)y.steps,
+                 (unsigned long long)y.generation_tokens, y.running, y.free_blocks);
+    char err[256];
+    assert_int_equal(st_emu_engine_check(a, err, sizeof err), 0);
+    assert_int_equal(st_emu_engine_check(b, err, sizeof err), 0);
+}
+
+/* Four 100-token prompts prefilled, then request 5 waits while held (st_emu_hold on a waiting request):
+ * st_emu_step admits it, prefills it and gives its first token, then leaves it out of the steps; a run
+ * that admits it must not decode it. Then request 2 is aborted between runs (st_emu_abort) and request
+ * 5 released: the runs after it go on as the steps do. */
+static void held_joiner_and_abort_between_runs(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+    c.no_frontend = 1;
+    static uint32_t ids[400];
+    for (uint32_t k = 0; k < 400; k++)
+        ids[k] = 9000 + k;
+    st_vclock vc[2] = { { 0 }, { 0 } };
+    st_emu_engine *e[2];
+    char err[256];
+    for (int p = 0; p < 2; p++) {
+        assert_int_equal(st_emu_engine_new(&c, st_clock_virtual(&vc[p]), &e[p], NULL, err, sizeof err), 0);
+        for (uint64_t id = 1; id <= 4; id++) {
+            st_emu_req_params q = { .id = id, .ids = ids, .n_ids = 100, .max_tokens = 150 + 40 * id, .arrival = 0 };
+            assert_int_equal(st_emu_add_request(e[p], &q, err, sizeof err), ST_EMU_ADD_OK);
+        }
+        st_emu_step_result res;
+        assert_int_equal(st_emu_step(e[p], &res), 0);
+        vc[p].t = res.start + res.duration;
+        st_emu_req_params q5 = { .id = 5, .ids = ids + 50, .n_ids = 300, .max_tokens = 300, .arrival = vc[p].t };
+        assert_int_equal(st_emu_add_request(e[p], &q5, err, sizeof err), ST_EMU_ADD_OK);
+        assert_int_equal(st_emu_hold(e[p], 5, 1), 0);
+    }
+    st_ns t1 = vc[0].t + 400000000; /* 0.4 s: well into the decodes */
+    for (int p = 0; p < 2; p++)
+        drive(e[p], &vc[p], p == 0, t1);
+    same_engines("a held request admitted in a run", e[0], &vc[0], e[1], &vc[1]);
+    for (int p = 0; p < 2; p++) {
+        assert_int_equal(st_emu_abort(e[p], 2), 0);
+        assert_int_equal(st_emu_hold(e[p], 5, 0), 0);
+        st_emu_req_params q6 = { .id = 6, .ids = ids, .n_ids = 120, .max_tokens = 1, .arrival = vc[p].t };
+        assert_int_equal(st_emu_add_request(e[p], &q6, err, sizeof err), ST_EMU_ADD_OK);
+    }
+    for (int p = 0; p < 2; p++)
+        drive(e[p], &vc[p], p == 0, INT64_MAX);
+    same_engines("after an abort between runs", e[0], &vc[0], e[1], &vc[1]);
+    st_emu_stats es;
+    st_emu_get_stats(e[0], &es);
+    assert_int_equal(es.finished_abort, 1);
+    assert_int_equal(es.finished_length, 5);
+    assert_true(es.steps_skipped > es.steps / 2);
+    for (int p = 0; p < 2; p++)
+        st_emu_engine_free(e[p]);
+}
+
+/* Block sizes that are not powers of two (the groups' step mod bs by division) and 1, with prefix
+ * hits on a shared text (joiners hit blocks the running ones registered in the run), open and closed. */
+static void block_sizes_not_powers_of_two(void **state)
+{
+    (void)state;
+    static const uint32_t sizes[] = { 3, 24, 48, 1 };
+    static uint32_t shared[3000];
+    for (uint32_t k = 0; k < 3000; k++)
+        shared[k] = 2000 + (k * 7919) % 90000;
+    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+        st_emu_config c;
+        emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+        c.block_size = sizes[s];
+        st_emu_sim_item *it = items(90, 15, 700, 1300, 250, 70);
+        for (uint32_t i = 0; i < 90; i += 2)
+            it[i].input_ids = shared; /* prefixes of one text */
+        char name[96];
+        snprintf(name, sizeof name, "block size %u, shared prefixes", sizes[s]);
+        compare(name, &c, it, 90, NULL, 0.2, &acc_all);
+        st_emu_run_opts closed = { .clients = 12 };
+        snprintf(name, sizeof name, "block size %u, 12 clients (bare)", sizes[s]);
+        compare_bare(name, &c, it, 90, &closed);
+        free(it);
+    }
+}
+
+/* Bursts of short prompts: several admissions in one step against max_num_seqs (9) and the token budget
+ * (the last one chunked), with and without async scheduling, and with requests that reach the engine
+ * core inside runs (async scheduling's cutoff), on both drivers. */
+static void several_admissions_per_step(void **state)
+{
+    (void)state;
+    static const char *what[] = { ", async", ", no async", ", async, 25 ms to the engine core" };
+    for (int v = 0; v < 3; v++) {
+        st_emu_config c;
+        emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+        c.max_num_seqs = 9;
+        c.max_num_batched_tokens = 1024;
+        c.async_scheduling = v != 1; /* (the tests' default version, 0.10.1, has none) */
+        if (v == 2) /* requests reach the engine core steps after they are sent: inside runs, where async
+                       scheduling's cutoff (the previous step's start) decides their step */
+            c.tune.fe_latency_s = 0.025, c.max_num_seqs = 0;
+        st_emu_sim_item *it = items(160, 300, 180, 450, 120, 35);
+        for (uint32_t i = 0; i < 160; i++)
+            it[i].arrival = (st_ns)(i / 8) * 150000000; /* bursts of 8 every 150 ms */
+        for (uint32_t i = 0; v == 2 && i < 160; i++)
+            it[i].output_len *= 4; /* the bursts overlap: they arrive while the engine is busy */
+        char name[96];
+        snprintf(name, sizeof name, "bursts, 1,024-token budget%s", what[v]);
+        compare(name, &c, it, 160, NULL, 0.2, &acc_all);
+        snprintf(name, sizeof name, "bursts, 1,024 budget%s (bare)", what[v]);
+        compare_bare(name, &c, it, 160, NULL);
+        st_emu_run_opts capped = { .max_concurrency = 13 };
+        compare_bare(name, &c, it, 160, &capped);
+        free(it);
+    }
+}
+
+/* Async scheduling (vLLM 0.14 on; the default version here is before it): a step admits only the
+ * requests that reached the engine core by the previous step's start, inside runs as between them. Open
+ * loop, capped, closed, chat and completions, sessions, with token times and without (runs past
+ * completions), and with the API server's latency spread over several steps. */
+static void async_scheduling_on_both_drivers(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+    c.async_scheduling = 1;
+    st_emu_sim_item *it = items(240, 25, 600, 200, 300, 60);
+    for (uint32_t i = 0; i < 240; i++)
+        it[i].chat = i % 3 == 0;
+    st_emu_run_opts capped = { .max_concurrency = 20 }, closed = { .clients = 16 };
+    for (int lat = 0; lat < 2; lat++) {
+        if (lat)
+            c.tune.fe_latency_s = 0.03; /* several steps between a send and the engine core */
+        compare(lat ? "async, 30 ms to the engine core" : "async, open loop", &c, it, 240, NULL, 0.3, &acc_all);
+        compare(lat ? "async, 30 ms, 16 clients" : "async, 16 clients", &c, it, 240, &closed, 0.3, &acc_all);
+        compare_bare(lat ? "async, 30 ms (bare)" : "async, open loop (bare)", &c, it, 240, NULL);
+        compare_bare(lat ? "async, 30 ms, at most 20 (bare)" : "async, at most 20 (bare)", &c, it, 240, &capped);
+        compare_bare(lat ? "async, 30 ms, 16 clients (bare)" : "async, 16 clients (bare)", &c, it, 240, &closed);
+    }
+    free(it);
+}
+
+/* Requests that finish where they are admitted (max_tokens 1), that run to max_model_len (no max_tokens),
+ * and prompts refused from inside a run (empty, too long): closed loop and capped, where each refusal
+ * frees a slot that sends the next item from the hook. */
+static void one_token_max_model_len_and_refusals(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+    c.max_model_len = 2048;
+    st_emu_sim_item *it = items(150, 30, 300, 900, 200, 60);
+    for (uint32_t i = 0; i < 150; i++) {
+        if (i % 5 == 1)
+            it[i].output_len = 1;
+        else if (i % 5 == 2)
+            it[i].output_len = 0, it[i].input_len = 1800 + i; /* to max_model_len: 248 - i tokens */
+        else if (i % 11 == 3)
+            it[i].input_len = 0; /* "The prompt cannot be empty." */
+        else if (i % 13 == 4)
+            it[i].input_len = 2100; /* over max_model_len */
+    }
+    compare("max_tokens 1, to max_model_len, refusals", &c, it, 150, NULL, 0.1, &acc_all);
+    st_emu_run_opts closed = { .clients = 10 }, capped = { .max_concurrency = 7 };
+    compare("max_tokens 1, to max_model_len, refusals, 10 clients", &c, it, 150, &closed, 0.1, &acc_all);
+    compare_bare("max_tokens 1, max_model_len, refusals (bare)", &c, it, 150, NULL);
+    compare_bare("the same, 10 clients (bare)", &c, it, 150, &closed);
+    compare_bare("the same, at most 7 in flight (bare)", &c, it, 150, &capped);
+    free(it);
+}
+
+/* A token budget barely over the decodes (48 tokens, up to 40 sequences): a joiner gets what the
+ * step's decodes leave, its prefill chunked to it, and the next joiner waits for a step with room; prompts
+ * one token short of max_model_len finish where they are admitted. */
+static void tight_budget_and_context(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    emu_config_of(&c, "H100", "Qwen/Qwen3-0.6B");
+    c.max_num_batched_tokens = 48;
+    c.max_num_seqs = 40;
+    c.max_model_len = 512;
+    st_emu_sim_item *it = items(200, 60, 9, 30, 120, 25);
+    for (uint32_t i = 0; i < 200; i++)
+        it[i].input_len = 1 + (i * 7) % 23,             /* prompts of 1 to 23 tokens: some steps have one token left */
+            it[i].arrival = (st_ns)(i / 6) * 100000000; /* in bursts of 6: several joiners a step */
+    for (uint32_t i = 0; i < 200; i += 9)
+        it[i].input_len = 511, it[i].output_len = 0; /* max_tokens 1: max_model_len at admission */
+    for (int a = 0; a < 2; a++) {
+        c.async_scheduling = a;
+        st_emu_run_opts closed = { .clients = 30 };
+        compare(a ? "48-token budget, async" : "48-token budget", &c, it, 200, NULL, 0.1, &acc_all);
+        compare_bare(a ? "48-token budget, async (bare)" : "48-token budget (bare)", &c, it, 200, NULL);
+        compare_bare(a ? "48-token budget, async, 30 clients (bare)" : "48-token budget, 30 clients (bare)", &c, it,
+                     200, &closed);
+    }
+    free(it);
+}
+
+/* Requests that bring their prompt's KV (kv_external, a disaggregated decode worker's) join runs with
+ * one token to compute; preempted ones recompute it all. */
+static void kv_external_joiners(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+    st_emu_sim_item *it = items(120, 25, 1500, 3000, 300, 120);
+    for (uint32_t i = 0; i < 120; i++)
+        it[i].kv_external = i % 3 ? it[i].input_len : it[i].input_len / 2;
+    compare("kv_external joiners", &c, it, 120, NULL, 0.3, &acc_all);
+    compare_bare("kv_external joiners (bare)", &c, it, 120, NULL);
+    c.gpu_memory_utilization = 0.40;
+    c.max_num_batched_tokens = 2048;
+    compare_bare("kv_external joiners, small KV cache (bare)", &c, it, 120, NULL);
+    free(it);
+}
+
+/* A small KV cache with a large token budget: requests preempted between runs are admitted again inside
+ * runs that go on past completions (their blocks freed in the run), to recompute prompt and output. */
+static void preempted_readmitted_in_runs(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+    c.gpu_memory_utilization = 0.36;
+    st_emu_sim_item *it = items(160, 40, 2500, 1200, 1500, 300);
+    st_emu_stats es = compare("small KV cache, long outputs", &c, it, 160, NULL, 0.2, &acc_all);
+    assert_true(es.preemptions > 0);
+    compare_bare("small KV cache, long outputs (bare)", &c, it, 160, NULL);
+    st_emu_run_opts closed = { .clients = 60 };
+    compare_bare("small KV cache, 60 clients (bare)", &c, it, 160, &closed);
+    free(it);
+}
+
+/* Without token times: timeouts at ticks (st_emu_abort between runs) and what each tick sees. */
+static void timeouts_and_ticks_without_token_times(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+    c.gpu_memory_utilization = 0.5;
+    st_emu_sim_item *it = items(200, 15, 1200, 300, 900, 150);
+    tick_log *A = calloc(1, sizeof *A), *B = calloc(1, sizeof *B);
+    assert_non_null(A);
+    assert_non_null(B);
+    st_emu_run_opts oa = {
+        .tick = 100000000, .on_tick = log_tick, .arg = A, .timeout = 5000000000LL, .no_token_times = 1
+    };
+    st_emu_run_opts ob = oa;
+    ob.arg = B;
+    ob.no_token_times = 0;
+    outcome a, b;
+    run_path(&c, 0, it, 200, &oa, &a);
+    run_path(&c, 1, it, 200, &ob, &b);
+    uint32_t timed_out = 0;
+    for (uint32_t i = 0; i < 200; i++) {
+        if (a.rec[i].status != b.rec[i].status || a.rec[i].end != b.rec[i].end ||
+            a.rec[i].output_tokens != b.rec[i].output_tokens || a.rec[i].first_token != b.rec[i].first_token)
+            fail_msg("request %u: status %d, end %lld, %u tokens without token times; %d, %lld, %u step by step", i,
+                     a.rec[i].status, (long long)a.rec[i].end, a.rec[i].output_tokens, b.rec[i].status,
+                     (long long)b.rec[i].end, b.rec[i].output_tokens);
+        timed_out += a.rec[i].status == ST_REQ_TIMEOUT;
+    }
+    assert_true(timed_out > 0);
+    assert_int_equal(A->n, B->n);
+    for (uint32_t k = 0; k < A->n; k++)
+        if (A->at[k] != B->at[k] || A->tokens[k] != B->tokens[k] || A->gen[k] != B->gen[k] ||
+            A->steps[k] != B->steps[k] || A->completed[k] != B->completed[k] || A->sent[k] != B->sent[k] ||
+            A->running[k] != B->running[k] || A->waiting[k] != B->waiting[k] || A->free_blocks[k] != B->free_blocks[k])
+            fail_msg("tick %u: %llu tokens, %llu steps, %u running, %u waiting without token times; %llu, %llu, %u, "
+                     "%u step by step",
+                     k, (unsigned long long)A->tokens[k], (unsigned long long)A->steps[k], A->running[k], A->waiting[k],
+                     (unsigned long long)B->tokens[k], (unsigned long long)B->steps[k], B->running[k], B->waiting[k]);
+    assert_int_equal(a.st.steps, b.st.steps);
+    assert_true(a.es.steps_skipped > a.es.steps / 3);
+    print_message("timeouts without token times: %u timed out, %u ticks alike\n", timed_out, A->n);
+    free_outcome(&a, 200);
+    free_outcome(&b, 200);
+    free(A);
+    free(B);
+    free(it);
+}
+
+/* A session of three runs (as predict's: not one-run, so prompts are hashed on both paths and a
+ * replay hits the run before's blocks), on a KV cache small enough to preempt: the engine's state
+ * carried from one run to the next (clocks, the API server's queue, cached blocks) and every record
+ * alike with runs past completions and step by step. */
+static void multi_run_sessions_without_token_times(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+    c.gpu_memory_utilization = 0.40;
+    c.async_scheduling = 1;
+    enum { N = 150 };
+    st_emu_sim_item *it = items(N, 30, 1800, 700, 400, 90);
+    for (uint32_t i = 0; i < N; i++)
+        it[i].chat = i % 2;
+    st_emu_session *S[2];
+    char err[512];
+    st_emu_run_opts bare = { .no_token_times = 1 }, closed = { .clients = 24 };
+    for (int p = 0; p < 2; p++) {
+        st_emu_config cp = c;
+        cp.step_by_step = p;
+        assert_int_equal(st_emu_session_new(&cp, &S[p], NULL, err, sizeof err), 0);
+    }
+    uint64_t pre = 0, hits = 0;
+    for (int run = 0; run < 3; run++) {
+        st_record *rec[2];
+        st_emu_sim_stats st[2];
+        for (int p = 0; p < 2; p++) {
+            st_emu_run_opts o = run == 1 ? closed : (st_emu_run_opts){ 0 };
+            o.no_token_times = p == 0 ? bare.no_token_times : 0;
+            rec[p] = calloc(N, sizeof *rec[p]);
+            assert_non_null(rec[p]);
+            for (uint32_t i = 0; i < N; i++)
+                st_record_init(&rec[p][i], i);
+            if (st_emu_session_run(S[p], it, N, &o, rec[p], &st[p], NULL, err, sizeof err) < 0)
+                fail_msg("run %d failed: %s", run, err);
+        }
+        for (uint32_t i = 0; i < N; i++) {
+            const st_record *x = &rec[0][i], *y = &rec[1][i];
+            if (x->status != y->status || x->sent != y->sent || x->first_token != y->first_token || x->end != y->end ||
+                x->output_tokens != y->output_tokens || x->cached_tokens != y->cached_tokens)
+                fail_msg("run %d, request %u: sent %lld, first %lld, end %lld, %u cached with runs; %lld, %lld, "
+                         "%lld, %u step by step",
+                         run, i, (long long)x->sent, (long long)x->first_token, (long long)x->end, x->cached_tokens,
+                         (long long)y->sent, (long long)y->first_token, (long long)y->end, y->cached_tokens);
+        }
+        same_counters(&st[0], &st[1]);
+        assert_int_equal(st[0].duration, st[1].duration);
+        assert_int_equal(st[0].max_running, st[1].max_running);
+        assert_int_equal(st[0].max_waiting, st[1].max_waiting);
+        pre += st[0].preemptions;
+        hits += st[0].prefix_hits;
+        for (int p = 0; p < 2; p++) {
+            for (uint32_t i = 0; i < N; i++)
+                st_record_free(&rec[p][i]);
+            free(rec[p]);
+        }
+    }
+    st_emu_stats ea, eb;
+    st_emu_session_stats(S[0], &ea);
+    st_emu_session_stats(S[1], &eb);
+    assert_int_equal(ea.evictions, eb.evictions);
+    assert_int_equal(ea.free_blocks, eb.free_blocks);
+    assert_true(ea.steps_skipped > ea.steps / 2);
+    assert_true(pre > 0 && hits > 0);
+    print_message("three runs in one session without token times: %llu preemptions, %llu prefix hits, alike\n",
+                  (unsigned long long)pre, (unsigned long long)hits);
+    for (int p = 0; p < 2; p++)
+        st_emu_session_free(S[p]);
+    free(it);
+}
+
+/* Agent task graphs with runs past completions: a root, two children sent when it ends (inside a run,
+ * from hook_finished), and a join node that grows with both children's answers. */
+static void agent_graphs_without_token_times(void **state)
+{
+    (void)state;
+    st_emu_config c;
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+    enum { TASKS = 30, N = TASKS * 4 };
+    st_emu_sim_item *it = calloc(N, sizeof *it);
+    uint32_t *kids = calloc(3 * TASKS, sizeof *kids);
+    assert_true(it && kids);
+    for (uint32_t t = 0; t < TASKS; t++) {
+        uint32_t r = 4 * t;
+        kids[3 * t] = r + 1;
+        kids[3 * t + 1] = r + 2;
+        kids[3 * t + 2] = r + 3;
+        it[r] = (st_emu_sim_item){ .arrival = (st_ns)t * 120000000,
+                                   .input_len = 500,
+                                   .output_len = 80 + t % 7,
+                                   .children = kids + 3 * t,
+                                   .n_children = 2 };
+        for (uint32_t k = 1; k <= 2; k++)
+            it[r + k] = (st_emu_sim_item){ .input_len = 200,
+                                           .output_len = 40 + 13 * k + t % 5,
+                                           .dependent = 1,
+                                           .n_parents = 1,
+                                           .think = k * 20000000,
+                                           .children = kids + 3 * t + 2,
+                                           .n_children = 1 };
+        it[r + 3] = (st_emu_sim_item){ .input_len = 100, .output_len = 60, .dependent = 1, .n_parents = 2, .grow = 1 };
+    }
+    compare("agent graphs", &c, it, N, NULL, 0.1, &acc_all);
+    compare_bare("agent graphs (runs past completions)", &c, it, N, NULL);
+    free(it);
+    free(kids);
 }
 
 static void largest_difference(void **state)
@@ -939,6 +1377,17 @@ int main(void)
         cmocka_unit_test(without_token_times),
         cmocka_unit_test(seeded_prompts_match_their_ids),
         cmocka_unit_test(keyed_tails_match_their_ids),
+        cmocka_unit_test(held_joiner_and_abort_between_runs),
+        cmocka_unit_test(block_sizes_not_powers_of_two),
+        cmocka_unit_test(several_admissions_per_step),
+        cmocka_unit_test(async_scheduling_on_both_drivers),
+        cmocka_unit_test(one_token_max_model_len_and_refusals),
+        cmocka_unit_test(tight_budget_and_context),
+        cmocka_unit_test(kv_external_joiners),
+        cmocka_unit_test(preempted_readmitted_in_runs),
+        cmocka_unit_test(timeouts_and_ticks_without_token_times),
+        cmocka_unit_test(agent_graphs_without_token_times),
+        cmocka_unit_test(multi_run_sessions_without_token_times),
         cmocka_unit_test(largest_difference),
     };
     return cmocka_run_group_tests(t, 0, 0);
