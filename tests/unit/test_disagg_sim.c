@@ -111,6 +111,28 @@ static void pool_of_one_is_the_simulation(void **state)
     }
 }
 
+/* Two decode pools of config c run the items with runs of steps and step by step: every request's
+ * first token, end, token count and engine alike. */
+static void pools_alike(const st_emu_config *c, const st_emu_sim_item *it, uint32_t n)
+{
+    st_emu_pool_out *a = calloc(n, sizeof *a), *b = calloc(n, sizeof *b);
+    assert_non_null(a);
+    assert_non_null(b);
+    char why[300];
+    st_emu_config step = *c;
+    step.step_by_step = 1;
+    if (st_emu_pool_run(c, 2, it, n, a, why, sizeof why) || st_emu_pool_run(&step, 2, it, n, b, why, sizeof why))
+        fail_msg("%s", why);
+    for (uint32_t i = 0; i < n; i++)
+        if (a[i].first_token != b[i].first_token || a[i].end != b[i].end || a[i].tokens != b[i].tokens ||
+            a[i].engine != b[i].engine)
+            fail_msg("request %u: skipping %lld..%lld ns on %u, step by step %lld..%lld ns on %u", i,
+                     (long long)a[i].first_token, (long long)a[i].end, a[i].engine, (long long)b[i].first_token,
+                     (long long)b[i].end, b[i].engine);
+    free(a);
+    free(b);
+}
+
 /* Decode engines whose requests bring their KV, admitted while others decode: runs of steps
  * taken at once (st_emu_skip_steps) give what the steps one by one give, to the nanosecond. */
 static void kv_external_runs_of_steps_are_exact(void **state)
@@ -126,18 +148,7 @@ static void kv_external_runs_of_steps_are_exact(void **state)
                                    .input_len = 1500 + (uint32_t)(i % 4) * 500,
                                    .output_len = 100 + (uint32_t)(i % 6) * 40,
                                    .kv_external = 1500 + (uint32_t)(i % 4) * 500 };
-    static st_emu_pool_out a[N], b[N];
-    char why[300];
-    st_emu_config step = c;
-    step.step_by_step = 1;
-    if (st_emu_pool_run(&c, 2, it, N, a, why, sizeof why) || st_emu_pool_run(&step, 2, it, N, b, why, sizeof why))
-        fail_msg("%s", why);
-    for (int i = 0; i < N; i++)
-        if (a[i].first_token != b[i].first_token || a[i].end != b[i].end || a[i].tokens != b[i].tokens ||
-            a[i].engine != b[i].engine)
-            fail_msg("request %d: skipping %lld..%lld ns on %u, step by step %lld..%lld ns on %u", i,
-                     (long long)a[i].first_token, (long long)a[i].end, a[i].engine, (long long)b[i].first_token,
-                     (long long)b[i].end, b[i].engine);
+    pools_alike(&c, it, N);
 }
 
 /* Decode workers whose requests queue (4 sequences each, 10 ms apart): waiting requests that bring
@@ -159,18 +170,7 @@ static void kv_external_joiners_in_runs(void **state)
                                    .output_len = 60 + (uint32_t)(i % 7) * 30,
                                    .kv_external = i % 3 ? in : in / 2 };
     }
-    static st_emu_pool_out a[N], b[N];
-    char why[300];
-    st_emu_config step = c;
-    step.step_by_step = 1;
-    if (st_emu_pool_run(&c, 2, it, N, a, why, sizeof why) || st_emu_pool_run(&step, 2, it, N, b, why, sizeof why))
-        fail_msg("%s", why);
-    for (int i = 0; i < N; i++)
-        if (a[i].first_token != b[i].first_token || a[i].end != b[i].end || a[i].tokens != b[i].tokens ||
-            a[i].engine != b[i].engine)
-            fail_msg("request %d: skipping %lld..%lld ns on %u, step by step %lld..%lld ns on %u", i,
-                     (long long)a[i].first_token, (long long)a[i].end, a[i].engine, (long long)b[i].first_token,
-                     (long long)b[i].end, b[i].engine);
+    pools_alike(&c, it, N);
 }
 
 typedef struct fixture {
