@@ -6,13 +6,15 @@
 #include <string.h>
 
 #include "plan/cost.h"
+#include "report/distrust.h"
 
 int st_rep_who_pays_day(const st_report *r, st_rep_wp_day *d)
 {
     memset(d, 0, sizeof *d);
-    if (!r->who_pays || !r->day_present || r->pick < 0)
+    int pick = st_report_named_pick(r); /* a headline that names no winner prices no day */
+    if (!r->who_pays || !r->day_present || pick < 0)
         return 0;
-    const st_rep_cfg *c = &r->cfg[r->pick];
+    const st_rep_cfg *c = &r->cfg[pick];
     double cap = c->cap ? c->cap->capacity_rps : NAN;
     json_t *ts = json_object_get(r->who_pays, "tenants");
     size_t nt = json_array_size(ts);

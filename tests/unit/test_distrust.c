@@ -11,6 +11,7 @@
 #include "audit/store.h"
 #include "core/buf.h"
 #include "report/report.h"
+#include "report/whopays_day.h"
 
 enum { PLAIN, HOST, TIE, FAILED };
 
@@ -100,7 +101,7 @@ static void remove_dir(const char *dir)
 /* The configuration each other output marks as the pick: the results table's "**pick**", results.csv's
  * is_pick, and the deploy snippets st_report_write_all writes ("(none)" where none is). */
 typedef struct marked {
-    char md[64], csv[64], deploy[64];
+    char md[64], csv[64], deploy[64], day[64]; /* day: the configuration "who pays" prices a traffic day at */
 } marked;
 
 static void marked_picks(st_store *s, const st_report *r, const char *dir, marked *m)
@@ -108,6 +109,26 @@ static void marked_picks(st_store *s, const st_report *r, const char *dir, marke
     snprintf(m->md, sizeof m->md, "(none)");
     snprintf(m->csv, sizeof m->csv, "(none)");
     snprintf(m->deploy, sizeof m->deploy, "(none)");
+    snprintf(m->day, sizeof m->day, "(none)");
+    /* "who pays" over a traffic day (report/whopays_day.h), given a tenant mix, a day and a price */
+    st_report rr = *r;
+    rr.who_pays = json_pack("{s:[{s:s,s:f}]}", "tenants", "tenant", "a", "share_model", 1.0);
+    assert_non_null(rr.who_pays);
+    rr.day_present = 1;
+    rr.spec.hardware.price_per_gpu_hour = 2.0;
+    rr.spec.traffic.hour_known[0] = 1;
+    rr.spec.traffic.hourly_rps[0] = 1.0;
+    int day_ok[2] = { 0, 0 };
+    for (int i = 0; i < 2 && i < rr.n_cfg; i++) {
+        day_ok[i] = rr.cfg[i].day_ok; /* (the configurations are the report's own: put back below) */
+        rr.cfg[i].day_ok = 1;
+    }
+    st_rep_wp_day wd;
+    if (st_rep_who_pays_day(&rr, &wd))
+        snprintf(m->day, sizeof m->day, "%s", wd.config);
+    for (int i = 0; i < 2 && i < rr.n_cfg; i++)
+        rr.cfg[i].day_ok = day_ok[i];
+    json_decref(rr.who_pays);
     st_buf b;
     st_buf_init(&b, 1 << 22);
     assert_int_equal(st_report_markdown(r, &b), 0);
@@ -176,8 +197,9 @@ static void expect(int what, const char *lead, const char *json_why)
     marked m;
     headline_of(what, h, sizeof h, pick, sizeof pick, why, sizeof why, &m);
     /* no other output names the pick the headline does not */
-    if (strcmp(m.md, "(none)") || strcmp(m.csv, "(none)") || strcmp(m.deploy, "(none)"))
-        fail_msg("no winner named, yet report.md marks %s, results.csv %s, deploy.md %s", m.md, m.csv, m.deploy);
+    if (strcmp(m.md, "(none)") || strcmp(m.csv, "(none)") || strcmp(m.deploy, "(none)") || strcmp(m.day, "(none)"))
+        fail_msg("no winner named, yet report.md marks %s, results.csv %s, deploy.md %s, who pays prices the day at %s",
+                 m.md, m.csv, m.deploy, m.day);
     if (strncmp(h, lead, strlen(lead)))
         fail_msg("the headline does not start with '%s': %s", lead, h);
     if (strstr(h, "the best, fp8-kv") || strstr(h, "beats"))
@@ -196,8 +218,9 @@ static void plain_names_its_pick(void **state)
     char h[8192], pick[64], why[128];
     marked m;
     headline_of(PLAIN, h, sizeof h, pick, sizeof pick, why, sizeof why, &m);
-    if (strcmp(m.md, "fp8-kv") || strcmp(m.csv, "fp8-kv") || strcmp(m.deploy, "fp8-kv"))
-        fail_msg("plain: report.md marks %s, results.csv %s, deploy.md %s", m.md, m.csv, m.deploy);
+    if (strcmp(m.md, "fp8-kv") || strcmp(m.csv, "fp8-kv") || strcmp(m.deploy, "fp8-kv") || strcmp(m.day, "fp8-kv"))
+        fail_msg("plain: report.md marks %s, results.csv %s, deploy.md %s, who pays prices the day at %s", m.md, m.csv,
+                 m.deploy, m.day);
     if (!strstr(h, "the best, fp8-kv, serves 7.90 requests/s") || strstr(h, "No winner"))
         fail_msg("the plain headline does not name fp8-kv: %s", h);
     if (strcmp(pick, "fp8-kv") || strcmp(why, "[]"))
