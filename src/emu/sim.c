@@ -964,6 +964,51 @@ static void run_finish_stats(run *R)
     R->s.prompt_tokens = es.prompt_tokens - R->es0.prompt_tokens;
 }
 
+/* The run of steps that starts now, recorded (st_emu_skip_steps; with hooks when the run records
+ * neither token times nor reasoning). 0 when one ran, 1 when none could (the next step is
+ * st_emu_step's), -1 with R->err out of memory. */
+static int take_run(run *R)
+{
+    st_emu_skip_result sk;
+    int kr;
+    if (R->hooked) { /* the run ends at a tick; sends and completions go through the hooks */
+        st_emu_skip_hooks hk = { .due = hook_due, .finished = hook_finished, .arg = R };
+        hk.next = next_event_abs(R);
+        st_ns tick = R->next_tick >= INT64_MAX - R->t0 ? INT64_MAX : R->t0 + R->next_tick;
+        kr = st_emu_skip_steps_hooked(R->e, tick, &hk, &sk);
+        if (R->hook_failed) {
+            snprintf(R->err, R->errlen, "out of memory");
+            return -1;
+        }
+    } else {
+        kr = st_emu_skip_steps(R->e, next_event_abs(R), &sk);
+    }
+    if (kr < 0 || (kr == 0 && run_skip(R, &sk) < 0)) {
+        snprintf(R->err, R->errlen, "engine step failed (out of memory)");
+        return -1;
+    }
+    return kr;
+}
+
+/* A step shown to the caller's on_step with the item index of each of its sequences. 0, or -1
+ * with R->err out of memory. */
+static int show_step(run *R, const st_emu_step_result *res)
+{
+    if (R->cap_step_items < res->seqs) {
+        uint32_t *p = realloc(R->step_items, (size_t)res->seqs * sizeof *p);
+        if (!p) {
+            snprintf(R->err, R->errlen, "out of memory");
+            return -1;
+        }
+        R->step_items = p;
+        R->cap_step_items = res->seqs;
+    }
+    for (uint32_t k = 0; k < res->seqs; k++)
+        R->step_items[k] = (uint32_t)(res->work[k].id - R->base);
+    R->o->on_step(R->o->step_arg, res->start - R->t0, res, R->step_items);
+    return 0;
+}
+
 int st_emu_session_run(st_emu_session *S, const st_emu_sim_item *items, uint32_t n, const st_emu_run_opts *o,
                        st_record *records, st_emu_sim_stats *stats, int *stopped, char *err, size_t errlen)
 {
@@ -1019,30 +1064,13 @@ int st_emu_session_run(st_emu_session *S, const st_emu_sim_item *items, uint32_t
                 *stopped = 1;
             break;
         }
-        if (skip) {
-            st_emu_skip_result sk;
-            int kr;
-            if (R.hooked) { /* the run ends at a tick; sends and completions go through the hooks */
-                st_emu_skip_hooks hk = { .due = hook_due, .finished = hook_finished, .arg = &R };
-                hk.next = next_event_abs(&R);
-                st_ns tick = R.next_tick >= INT64_MAX - R.t0 ? INT64_MAX : R.t0 + R.next_tick;
-                kr = st_emu_skip_steps_hooked(R.e, tick, &hk, &sk);
-                if (R.hook_failed) {
-                    snprintf(err, errlen, "out of memory");
-                    rc = -1;
-                    break;
-                }
-            } else {
-                kr = st_emu_skip_steps(R.e, next_event_abs(&R), &sk);
-            }
-            if (kr < 0 || (kr == 0 && run_skip(&R, &sk) < 0)) {
-                snprintf(err, errlen, "engine step failed (out of memory)");
-                rc = -1;
-                break;
-            }
-            if (kr == 0)
-                continue;
+        int kr = skip ? take_run(&R) : 1;
+        if (kr < 0) {
+            rc = -1;
+            break;
         }
+        if (kr == 0)
+            continue;
         st_emu_step_result res;
         int sr = st_emu_has_work(R.e) ? st_emu_step(R.e, &res) : 1;
         if (sr < 0) {
@@ -1053,23 +1081,8 @@ int st_emu_session_run(st_emu_session *S, const st_emu_sim_item *items, uint32_t
             rc = -1;
             break;
         }
-        if (sr == 0 && o->on_step) {
-            if (R.cap_step_items < res.seqs) {
-                uint32_t *p = realloc(R.step_items, (size_t)res.seqs * sizeof *p);
-                if (!p) {
-                    snprintf(err, errlen, "out of memory");
-                    rc = -1;
-                    break;
-                }
-                R.step_items = p;
-                R.cap_step_items = res.seqs;
-            }
-            for (uint32_t k = 0; k < res.seqs; k++)
-                R.step_items[k] = (uint32_t)(res.work[k].id - R.base);
-            o->on_step(o->step_arg, res.start - R.t0, &res, R.step_items);
-        }
         if (sr == 0) {
-            if (run_step(&R, &res) < 0) {
+            if ((o->on_step && show_step(&R, &res) < 0) || run_step(&R, &res) < 0) {
                 rc = -1;
                 break;
             }
