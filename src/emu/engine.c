@@ -1032,7 +1032,9 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
  * blocks are taken at known steps (a sequence's next block when its tokens cross a block
  * boundary) and full blocks registered in the prefix cache at known steps. A waiting request the
  * step admits joins the run: its prefill is in that step's batch, and from the next step on it is
- * one more decode (a chunked prefill ends the run with its step). The run below applies exactly what
+ * one more decode (a chunked prefill ends the run with its step). With a driver that follows the run
+ * (st_emu_skip_steps_hooked), a request's last step does not end it either: the request leaves in the
+ * run and the driver sends what is due between steps. The run below applies exactly what
  * st_emu_step would, in the same order (block takes and registrations step by step in running order,
  * then the admissions, the step time from st_emu_step_seconds of the same batch), without the
  * scheduler's per-step passes over the queues, the per-step events or the driver's per-step work. */
