@@ -242,7 +242,7 @@ int cmd_calibrate(int argc, char **argv)
     }
     if ((rc = refuse_replacing_a_run(out, &bench)) != ST_EXIT_OK)
         goto out;
-    rc = ST_EXIT_USAGE; /* what the failures below exit with unless they say otherwise */
+    rc = ST_EXIT_USAGE;                 /* what the failures below exit with unless they say otherwise */
     for (int i = 0; i < configs.n; i++) /* --config a,b --config c: the names a, b and c */
         if (st_strv_push_split(&names, configs.v[i], ',')) {
             fprintf(stderr, "servetune calibrate: out of memory\n");
