@@ -1048,19 +1048,29 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
 typedef struct skip_run {
     uint32_t n; /* sequences that decode in the step being applied */
     uint32_t bs, budget;
-    int bs_pow2;           /* bs is a power of two (vLLM's are): j mod bs without a division */
-    uint32_t nfree_before; /* free blocks before the latest step's takes and admissions */
-    uint32_t joined_last;  /* sequences the latest step admitted */
-    uint32_t waiting0;     /* waiting requests after the run's first step (admissions only shorten the queue) */
+    int bs_pow2; /* bs is a power of two (vLLM's are): j mod bs without a division */
     st_ns t, fe_free, fe_pre, fe_batch, fe_total, last_start, last_end;
     double fe_done; /* the API server's work on one step's tokens, in running order (ns, as frontend_due sums) */
     uint64_t C, kmax, j;
-    st_emu_skip_hooks *hooks; /* NULL: the run ends with the first step in which a request finishes */
-    uint32_t alive;           /* sequences in the run that have not finished (the running requests) */
-    uint32_t dead;            /* with hooks: those that have (their entries stay until the run ends) */
-    uint32_t running_peak, waiting_peak;
+    st_emu_skip_hooks *hooks;            /* NULL: the run ends with the first step in which a request finishes */
+    uint32_t alive;                      /* sequences in the run that have not finished (the running requests) */
+    uint32_t dead;                       /* with hooks: those that have (their entries stay until the run ends) */
+    uint32_t running_peak, waiting_peak; /* the counts st_emu_get_stats gives after each step, at their highest */
     double kv_peak;
 } skip_run;
+
+/* The counts after a step (its finished requests gone), as st_emu_get_stats gives them, into the run's
+ * peaks. */
+static void skip_note_counts(const st_emu_engine *e, skip_run *s)
+{
+    double pool_n = e->pool.n, kv = pool_n ? 1.0 - e->pool.nfree / pool_n : 0;
+    if (s->alive > s->running_peak)
+        s->running_peak = s->alive;
+    if (e->wq_len > s->waiting_peak)
+        s->waiting_peak = e->wq_len;
+    if (kv > s->kv_peak)
+        s->kv_peak = kv;
+}
 
 /* Room for the run's per-sequence arrays for n sequences and its bs groups. 0, or -1 out of memory. */
 static int skip_reserve(st_emu_engine *e, uint32_t n, uint32_t bs)
@@ -1336,13 +1346,6 @@ static int skip_retire(st_emu_engine *e, skip_run *s)
         if (s->alive == 0 || (s->dead > SKIP_DEAD_MAX && s->dead > s->alive))
             s->kmax = j + 1;
     }
-    double pool_n = e->pool.n, kv = pool_n ? 1.0 - e->pool.nfree / pool_n : 0;
-    if (s->alive > s->running_peak)
-        s->running_peak = s->alive;
-    if (e->wq_len > s->waiting_peak)
-        s->waiting_peak = e->wq_len;
-    if (kv > s->kv_peak)
-        s->kv_peak = kv;
     return 0;
 }
 
@@ -1385,7 +1388,6 @@ static int skip_one_step(st_emu_engine *e, skip_run *s)
         takes += j >= e->skip_first[a];
     if (takes > e->pool.nfree)
         return 1;
-    s->nfree_before = e->pool.nfree;
     if (grow((void **)&e->skip_start, &e->cap_skip_start, (uint32_t)j + 2, sizeof *e->skip_start) < 0 ||
         grow((void **)&e->skip_due, &e->cap_skip_due, (uint32_t)j + 1, sizeof *e->skip_due) < 0)
         return -1;
@@ -1396,9 +1398,6 @@ static int skip_one_step(st_emu_engine *e, skip_run *s)
     int adm = skip_admit(e, s, &x);
     if (adm < 0)
         return -1;
-    s->joined_last = (uint32_t)adm;
-    if (j == 0)
-        s->waiting0 = e->wq_len;
     double secs;
     if (adm) { /* the step's whole batch, as st_emu_step's step_time sums it */
         st_emu_batch b = { .tokens = s->n + x.tokens,
@@ -1446,15 +1445,11 @@ static int skip_one_step(st_emu_engine *e, skip_run *s)
 
 /* Applies the run's k steps to the running requests (st_emu_step's finish for those that end)
  * and the engine's counters and clocks; the result into res. */
-static void skip_finish(st_emu_engine *e, const skip_run *s, uint32_t k, st_emu_skip_result *res)
+static void skip_finish(st_emu_engine *e, skip_run *s, uint32_t k, st_emu_skip_result *res)
 {
     uint32_t n = e->n_run;
     st_emu_skip_seq *sq = e->skip_seq;
     e->skip_start[k] = s->t;
-    /* the counts after each step, as st_emu_get_stats gives them: they only grow until the last step's
-     * finished requests leave (after the step before it: without those the last step admitted) */
-    double pool_n = e->pool.n;
-    double before_last = pool_n ? 1.0 - s->nfree_before / pool_n : 0;
     uint32_t w = 0, finished = 0;
     uint64_t generated = 0;
     for (uint32_t i = 0; i < n; i++) {
@@ -1480,16 +1475,11 @@ static void skip_finish(st_emu_engine *e, const skip_run *s, uint32_t k, st_emu_
         }
     }
     e->n_run = w;
-    res->running_peak = w;
-    res->kv_usage_peak = pool_n ? 1.0 - (double)e->pool.nfree / pool_n : 0;
-    if (k >= 2 && n - s->joined_last > res->running_peak)
-        res->running_peak = n - s->joined_last;
-    if (k >= 2 && before_last > res->kv_usage_peak)
-        res->kv_usage_peak = before_last;
-    if (s->hooks) { /* counted after every step */
-        res->running_peak = s->running_peak;
-        res->kv_usage_peak = s->kv_peak;
-    }
+    s->alive -= finished;
+    skip_note_counts(e, s); /* after the last step */
+    res->running_peak = s->running_peak;
+    res->kv_usage_peak = s->kv_peak;
+    res->waiting_peak = s->waiting_peak;
     e->st.generation_tokens += generated;
     e->st.steps += k;
     e->st.steps_skipped += k;
@@ -1501,7 +1491,6 @@ static void skip_finish(st_emu_engine *e, const skip_run *s, uint32_t k, st_emu_
     if (e->cfg.no_frontend)
         for (uint32_t i = 0; i < n; i++)
             sq[i].due_off = 0;
-    res->waiting_peak = s->hooks ? s->waiting_peak : s->waiting0;
     res->steps = k;
     res->seqs = n;
     res->seq = sq;
@@ -1530,8 +1519,9 @@ int st_emu_skip_steps_hooked(st_emu_engine *e, st_ns horizon, st_emu_skip_hooks 
     s.fe_batch = e->fe_batch;
     s.fe_total = e->skip_seq[s.n - 1].due_off;
     s.t = now;
-    s.nfree_before = e->pool.nfree;
     for (s.j = 0; s.j < s.kmax && s.t < horizon; s.j++) {
+        if (s.j > 0)
+            skip_note_counts(e, &s);       /* after the step before (the last one's: skip_finish) */
         if (hooks && s.t >= hooks->next) { /* the driver's events due by this step: the engine as between steps */
             e->fe_free = s.fe_free;
             e->fe_pre = s.fe_pre;
