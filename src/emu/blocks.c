@@ -19,7 +19,7 @@ uint64_t st_emu_block_hash(uint64_t parent, const uint32_t *ids, uint32_t n)
     return h ? h : 1;
 }
 
-/* Per-block entries for blocks [0, want): grown by doubling up to n. 0, or -1 out of memory. */
+/* Per-label entries (and the spare labels' room) for labels [0, want): grown by doubling up to n. 0, or -1 out of memory. */
 static int ensure_room(st_emu_blocks *p, uint64_t want)
 {
     if (want <= p->room)
@@ -33,6 +33,10 @@ static int ensure_room(st_emu_blocks *p, uint64_t want)
     if (!a)
         return -1;
     p->blk = a;
+    uint32_t *sp = realloc(p->spare, r * sizeof *p->spare);
+    if (!sp)
+        return -1;
+    p->spare = sp;
     p->room = (uint32_t)r;
     return 0;
 }
@@ -75,6 +79,15 @@ int st_emu_blocks_init(st_emu_blocks *p, uint32_t n, uint32_t block_size)
     p->block_size = block_size;
     p->head = p->tail = ST_EMU_NIL;
     p->nfree = n;
+    p->runs = malloc(16 * sizeof *p->runs);
+    if (!p->runs) {
+        st_emu_blocks_free(p);
+        return -1;
+    }
+    p->cap_runs = 16;
+    p->runs[0] = (st_emu_run){ .stamp = 0, .count = n, .full = 0 }; /* the blocks never taken */
+    p->n_runs = 1;
+    p->stamp = 1;
     if (ensure_room(p, n < 1024 ? n : 1024) < 0 || map_reserve(p, p->room) < 0) {
         st_emu_blocks_free(p);
         return -1;
@@ -82,19 +95,27 @@ int st_emu_blocks_init(st_emu_blocks *p, uint32_t n, uint32_t block_size)
     return 0;
 }
 
-int st_emu_blocks_reserve(st_emu_blocks *p, uint32_t n)
+/* Room for n more labels (the spare ones first), their entries and their cache-map slots. 0, or -1. */
+static int room_for_labels(st_emu_blocks *p, uint32_t n)
 {
-    if (n > p->nfree)
-        return 0; /* take refuses it anyway */
-    uint64_t virgin = p->n - p->used, fresh = n < virgin ? n : virgin;
+    uint64_t virgin = p->n - p->used, want = n > p->n_spare ? n - p->n_spare : 0, fresh = want < virgin ? want : virgin;
     if (ensure_room(p, (uint64_t)p->used + fresh) < 0 || map_reserve(p, (uint64_t)p->used + fresh) < 0)
         return -1;
     return 0;
 }
 
+int st_emu_blocks_reserve(st_emu_blocks *p, uint32_t n)
+{
+    if (n > p->nfree && n > p->anon)
+        return 0; /* take (and name) refuse it anyway */
+    return room_for_labels(p, n);
+}
+
 void st_emu_blocks_free(st_emu_blocks *p)
 {
     free(p->blk);
+    free(p->spare);
+    free(p->runs);
     free(p->map);
     memset(p, 0, sizeof *p);
 }
@@ -182,6 +203,7 @@ static void fq_append(st_emu_blocks *p, uint32_t b)
         p->head = b;
     p->tail = b;
     x->in_free = 1;
+    x->stamp = p->stamp++;
     p->nfree++;
 }
 
@@ -202,16 +224,59 @@ void st_emu_blocks_prefetch(const st_emu_blocks *p, uint32_t b, uint64_t h)
         __builtin_prefetch(&p->map[slot_of(p, h)]);
 }
 
-/* The cache-map slots of the listed blocks among the next n a take evicts (the free queue's head
- * after the range of blocks never taken), fetched ahead so that their deletions overlap their
- * waits for memory. Changes no state. */
+/* Whether the free queue's head is a run (else the named block p->head; nfree > 0). */
+static int head_is_run(const st_emu_blocks *p)
+{
+    return p->n_runs && (p->head == ST_EMU_NIL || p->runs[p->run_head].stamp < p->blk[p->head].stamp);
+}
+
+/* Takes k of the head run's blocks (k <= its count): their evictions; the run goes when emptied. */
+static void run_pop(st_emu_blocks *p, uint32_t k)
+{
+    st_emu_run *r = &p->runs[p->run_head];
+    r->count -= k;
+    if (r->full)
+        p->evictions += k;
+    p->nfree -= k;
+    if (r->count == 0) {
+        p->run_head++;
+        if (--p->n_runs == 0)
+            p->run_head = 0;
+    }
+}
+
+/* Pops the named block at the head of the free queue, its cached hash evicted. */
+static uint32_t named_pop(st_emu_blocks *p)
+{
+    uint32_t b = p->head;
+    fq_remove(p, b);
+    st_emu_block *x = &p->blk[b];
+    if (x->has_hash) {
+        if (x->has_hash != ST_EMU_UNLISTED)
+            map_del(p, x->hash, b);
+        x->has_hash = 0;
+        p->evictions++;
+    }
+    return b;
+}
+
+/* A label for a block a take or st_emu_blocks_name names: a spare one, else the next never given
+ * (room_for_labels before); its entry afresh, ref 1. */
+static uint32_t new_label(st_emu_blocks *p)
+{
+    uint32_t b = p->n_spare ? p->spare[--p->n_spare] : p->used++;
+    p->blk[b] = (st_emu_block){ .ref = 1, .prev = ST_EMU_NIL, .next = ST_EMU_NIL };
+    return b;
+}
+
+/* The cache-map slots of the listed blocks among the next n named ones a take evicts, fetched ahead
+ * so that their deletions overlap their waits for memory. Changes no state. */
 static void prefetch_victims(const st_emu_blocks *p, uint32_t n)
 {
-    uint32_t virgin = p->n - p->used;
-    if (n <= virgin + 1)
+    if (n < 2)
         return; /* none, or one (prefetched by the take before) */
     uint32_t b = p->head;
-    for (uint32_t i = virgin; i < n && b != ST_EMU_NIL; i++, b = p->blk[b].next)
+    for (uint32_t i = 0; i < n && b != ST_EMU_NIL; i++, b = p->blk[b].next)
         if (p->blk[b].has_hash == 1)
             __builtin_prefetch(&p->map[slot_of(p, p->blk[b].hash)]);
 }
@@ -220,33 +285,24 @@ int st_emu_blocks_take(st_emu_blocks *p, uint32_t n, uint32_t *out)
 {
     if (n > p->nfree)
         return -1;
-    if (st_emu_blocks_reserve(p, n) < 0)
+    if (room_for_labels(p, n) < 0)
         return -2;
     prefetch_victims(p, n);
     for (uint32_t i = 0; i < n; i++) {
         uint32_t b;
-        if (p->used < p->n) { /* the range of blocks never taken comes first */
-            b = p->used++;
-            p->blk[b] = (st_emu_block){ .prev = ST_EMU_NIL, .next = ST_EMU_NIL };
-            p->nfree--;
+        if (head_is_run(p)) {
+            run_pop(p, 1);
+            b = new_label(p);
         } else {
-            b = p->head;
-            fq_remove(p, b);
+            b = named_pop(p);
+            p->blk[b].ref = 1;
         }
-        st_emu_block *x = &p->blk[b];
-        if (x->has_hash) {
-            if (x->has_hash != ST_EMU_UNLISTED)
-                map_del(p, x->hash, b);
-            x->has_hash = 0;
-            p->evictions++;
-        }
-        x->ref = 1;
         out[i] = b;
     }
     /* The next take evicts the free queue's head, whose entry fq_remove just wrote: its cache-map
      * slot and the entry after it are fetched ahead, so that take waits less for memory (a
      * prefetch changes no state). */
-    if (p->used >= p->n && p->head != ST_EMU_NIL) {
+    if (p->head != ST_EMU_NIL) {
         const st_emu_block *h = &p->blk[p->head];
         if (h->has_hash == 1)
             __builtin_prefetch(&p->map[slot_of(p, h->hash)]);
@@ -254,6 +310,75 @@ int st_emu_blocks_take(st_emu_blocks *p, uint32_t n, uint32_t *out)
             __builtin_prefetch(&p->blk[h->next]);
     }
     return 0;
+}
+
+int st_emu_blocks_take_anon(st_emu_blocks *p, uint32_t n)
+{
+    if (n > p->nfree)
+        return -1;
+    p->anon += n;
+    while (n > 0) {
+        if (head_is_run(p)) {
+            uint32_t c = p->runs[p->run_head].count, k = n < c ? n : c;
+            run_pop(p, k);
+            n -= k;
+        } else {
+            p->spare[p->n_spare++] = named_pop(p); /* (spare's room is room >= used) */
+            n--;
+        }
+    }
+    return 0;
+}
+
+int st_emu_blocks_name(st_emu_blocks *p, uint32_t n, uint32_t *out)
+{
+    if (n > p->anon)
+        n = p->anon;
+    if (room_for_labels(p, n) < 0)
+        return -2;
+    for (uint32_t i = 0; i < n; i++)
+        out[i] = new_label(p);
+    p->anon -= n;
+    return 0;
+}
+
+/* Appends a run of k anonymous blocks at the free queue's tail (joined to the last run when nothing
+ * was queued after it and it is of the same kind). */
+static void run_append(st_emu_blocks *p, uint32_t k, uint32_t full)
+{
+    if (k == 0)
+        return;
+    p->nfree += k;
+    if (p->n_runs) {
+        st_emu_run *t = &p->runs[p->run_head + p->n_runs - 1];
+        if (t->full == full && t->stamp + 1 == p->stamp) {
+            t->count += k;
+            return;
+        }
+    }
+    if (p->run_head + p->n_runs == p->cap_runs) { /* at the array's end: move down, or grow */
+        if (p->run_head >= p->cap_runs / 2) {
+            memmove(p->runs, p->runs + p->run_head, (size_t)p->n_runs * sizeof *p->runs);
+            p->run_head = 0;
+        } else {
+            st_emu_run *r = realloc(p->runs, (size_t)p->cap_runs * 2 * sizeof *r);
+            if (!r) {
+                p->failed = 1;
+                p->nfree -= k;
+                return;
+            }
+            p->runs = r;
+            p->cap_runs *= 2;
+        }
+    }
+    p->runs[p->run_head + p->n_runs++] = (st_emu_run){ .stamp = p->stamp++, .count = k, .full = full };
+}
+
+void st_emu_blocks_release_anon(st_emu_blocks *p, uint32_t open, uint32_t full)
+{
+    p->anon -= open + full;
+    run_append(p, open, 0);
+    run_append(p, full, 1);
 }
 
 void st_emu_blocks_release(st_emu_blocks *p, const uint32_t *blocks, uint32_t n)
@@ -288,6 +413,8 @@ int st_emu_blocks_reset_cache(st_emu_blocks *p)
         return -1;
     for (uint32_t b = 0; b < p->used; b++)
         p->blk[b].has_hash = 0;
+    for (uint32_t i = 0; i < p->n_runs; i++)
+        p->runs[p->run_head + i].full = 0;
     for (uint64_t i = 0; i < p->mcap; i++)
         p->map[i].val = ST_EMU_NIL;
     p->mcount = 0;
@@ -296,7 +423,12 @@ int st_emu_blocks_reset_cache(st_emu_blocks *p)
 
 int st_emu_blocks_check(const st_emu_blocks *p, char *err, size_t errlen)
 {
+    if (p->failed) {
+        snprintf(err, errlen, "a release could not record its blocks (out of memory)");
+        return -1;
+    }
     uint32_t cnt = 0, prev = ST_EMU_NIL;
+    uint64_t last = 0, units = 0;
     for (uint32_t b = p->head; b != ST_EMU_NIL; b = p->blk[b].next) {
         if (++cnt > p->n) {
             snprintf(err, errlen, "free queue has a cycle");
@@ -310,26 +442,49 @@ int st_emu_blocks_check(const st_emu_blocks *p, char *err, size_t errlen)
             snprintf(err, errlen, "block %u in the free queue with ref %u", b, p->blk[b].ref);
             return -1;
         }
-        prev = b;
-    }
-    if (p->used > p->n || (uint64_t)cnt + (p->n - p->used) != p->nfree || prev != p->tail) {
-        snprintf(err, errlen, "free queue length %u and %u never taken, counter %u", cnt, p->n - p->used, p->nfree);
-        return -1;
-    }
-    uint32_t zero = p->n - p->used;
-    uint64_t hashed = 0;
-    for (uint32_t b = 0; b < p->used; b++) {
-        if (p->blk[b].ref == 0)
-            zero++;
-        if (p->blk[b].ref == 0 && !p->blk[b].in_free) {
-            snprintf(err, errlen, "block %u unreferenced but not free (leaked)", b);
+        if (cnt > 1 && p->blk[b].stamp <= last) {
+            snprintf(err, errlen, "free queue out of order at block %u", b);
             return -1;
         }
+        last = p->blk[b].stamp;
+        prev = b;
+    }
+    for (uint32_t i = 0; i < p->n_runs; i++) {
+        const st_emu_run *r = &p->runs[p->run_head + i];
+        if (r->count == 0 || (i > 0 && r->stamp <= r[-1].stamp) || r->stamp >= p->stamp) {
+            snprintf(err, errlen, "run %u of the free queue: %u blocks, place %llu", i, r->count,
+                     (unsigned long long)r->stamp);
+            return -1;
+        }
+        units += r->count;
+    }
+    if (p->used > p->n || prev != p->tail || cnt + units != p->nfree || p->n_spare > p->used) {
+        snprintf(err, errlen, "free queue: %u named and %llu in runs, counter %u", cnt, (unsigned long long)units,
+                 p->nfree);
+        return -1;
+    }
+    for (uint32_t k = 0; k < p->n_spare; k++)
+        if (p->spare[k] >= p->used || p->blk[p->spare[k]].ref || p->blk[p->spare[k]].in_free) {
+            snprintf(err, errlen, "spare label %u is held or free", p->spare[k]);
+            return -1;
+        }
+    uint32_t idle = 0, held = 0; /* labels neither held nor free: the spare ones */
+    uint64_t hashed = 0;
+    for (uint32_t b = 0; b < p->used; b++) {
+        if (p->blk[b].ref)
+            held++;
+        else if (!p->blk[b].in_free)
+            idle++;
         if (p->blk[b].has_hash == 1 && st_emu_blocks_lookup(p, p->blk[b].hash) == b)
             hashed++;
     }
-    if (zero != p->nfree) {
-        snprintf(err, errlen, "%u unreferenced blocks, %u free", zero, p->nfree);
+    if (idle != p->n_spare) {
+        snprintf(err, errlen, "%u labels unreferenced but not free, %u spare (leaked)", idle, p->n_spare);
+        return -1;
+    }
+    if ((uint64_t)held + cnt + units + p->anon != p->n) {
+        snprintf(err, errlen, "%u held, %u free named, %llu free in runs, %u anonymous held: not the pool's %u", held,
+                 cnt, (unsigned long long)units, p->anon, p->n);
         return -1;
     }
     if (hashed != p->mcount) {

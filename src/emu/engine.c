@@ -21,9 +21,10 @@ typedef struct emu_req {
     uint32_t cap_prompt;
     uint32_t n_prompt, max_tokens, n_out;
     uint32_t num_computed; /* tokens whose KV is in the cache */
-    uint32_t *blocks;
+    uint32_t *blocks;      /* labels of the named ones: [0, n_named) */
     uint32_t n_blocks, cap_blocks;
-    uint64_t *bhash; /* hashes of full blocks, computed lazily (room for cap_blocks) */
+    uint32_t n_named; /* blocks [0, n_named) are named, the rest held anonymously (blocks.h; anon_from) */
+    uint64_t *bhash;  /* hashes of full blocks, computed lazily (room for cap_blocks) */
     uint32_t n_bhash;
     uint32_t n_cached;      /* leading blocks already registered in the cache */
     uint32_t cached_tokens; /* prefix hit at first admission */
@@ -454,10 +455,61 @@ nomem:
     return ST_EMU_ADD_NOMEM;
 }
 
+/* The first of r's blocks that no lookup finds until a preemption lists them (list_generated), held
+ * anonymously (blocks.h): every block when prefix caching is off, a seeded request's unlisted keyed
+ * blocks (cache_full_blocks), else none. A request's named blocks come first: its hits and the blocks
+ * before this one. */
+static uint32_t anon_from(const st_emu_engine *e, const emu_req *r)
+{
+    if (!e->cfg.enable_prefix_caching)
+        return 0;
+    return r->unlisted ? r->keyed_from / e->cfg.block_size : UINT32_MAX;
+}
+
+/* Of the next `need` blocks r takes, how many are named. */
+static uint32_t named_part(const st_emu_engine *e, const emu_req *r, uint32_t need)
+{
+    uint32_t from = anon_from(e, r);
+    if (r->n_named < r->n_blocks || r->n_blocks >= from)
+        return 0;
+    return from - r->n_blocks < need ? from - r->n_blocks : need;
+}
+
+/* Takes r's next `need` blocks from the pool, in order: named, then anonymous from anon_from on (the same
+ * blocks from the same places of the free queue as naming them all). 0, -1 too few free (nothing taken),
+ * -2 out of memory. */
+static int take_blocks(st_emu_engine *e, emu_req *r, uint32_t need)
+{
+    if (need > e->pool.nfree)
+        return -1;
+    uint32_t named = named_part(e, r, need);
+    if (named) {
+        int rc = st_emu_blocks_take(&e->pool, named, r->blocks + r->n_named);
+        if (rc < 0)
+            return rc;
+        r->n_named += named;
+    }
+    if (need > named)
+        st_emu_blocks_take_anon(&e->pool, need - named); /* cannot fail: checked above */
+    r->n_blocks += need;
+    return 0;
+}
+
+/* Releases r's blocks, the last first (vLLM frees a request's blocks in reverse): its anonymous tail,
+ * those never registered before the registered ones (unlisted: [n_named, n_cached)), then the named. */
 static void req_release_blocks(st_emu_engine *e, emu_req *r)
 {
-    st_emu_blocks_release(&e->pool, r->blocks, r->n_blocks);
-    r->n_blocks = 0;
+    uint32_t anon = r->n_blocks - r->n_named;
+    if (anon) {
+        uint32_t full = r->n_cached > r->n_named ? r->n_cached - r->n_named : 0;
+        if (full > anon)
+            full = anon;
+        st_emu_blocks_release_anon(&e->pool, anon - full, full);
+        if (e->pool.failed)
+            e->oom = 1;
+    }
+    st_emu_blocks_release(&e->pool, r->blocks, r->n_named);
+    r->n_blocks = r->n_named = 0;
     r->n_cached = 0;
 }
 
@@ -567,7 +619,9 @@ static void cache_full_blocks(st_emu_engine *e, emu_req *r, uint32_t tokens)
         for (uint32_t k = r->n_cached; k < listed; k++)
             st_emu_blocks_prefetch(&e->pool, r->blocks[k], r->bhash[k]);
     }
-    for (uint32_t k = r->n_cached; k < full; k++) {
+    /* (listed <= n_named: anonymous blocks are unlisted ones, registered by n_cached alone) */
+    uint32_t named = full < r->n_named ? full : r->n_named;
+    for (uint32_t k = r->n_cached; k < named; k++) {
         if (k < listed)
             st_emu_blocks_set_hash(&e->pool, r->blocks[k], req_block_hash(e, r, k));
         else
@@ -606,18 +660,16 @@ static int allocate_slots(st_emu_engine *e, emu_req *r, uint32_t num_new, const 
         e->oom = 1; /* st_emu_step fails */
         return -1;
     }
-    for (uint32_t i = 0; i < n_hits; i++) {
+    for (uint32_t i = 0; i < n_hits; i++) { /* (hits come first: a waiting request holds no blocks) */
         st_emu_blocks_touch(&e->pool, hits[i]);
-        r->blocks[r->n_blocks++] = hits[i];
+        r->blocks[r->n_named++] = hits[i];
+        r->n_blocks++;
     }
     if (n_hits) {
         r->n_cached = r->n_blocks;
     }
-    if (need) {
-        if (st_emu_blocks_take(&e->pool, need, r->blocks + r->n_blocks) < 0)
-            return -1; /* cannot happen: checked above */
-        r->n_blocks += need;
-    }
+    if (need && take_blocks(e, r, need) < 0)
+        return -1; /* cannot happen: checked above, room reserved */
     uint32_t total = r->num_computed + n_hits * bs + num_new;
     cache_full_blocks(e, r, total < r->n_tokens ? total : r->n_tokens); /* never the draft tokens */
     return 0;
@@ -654,6 +706,13 @@ static void list_generated(st_emu_engine *e, emu_req *r)
     if (!e->no_output_prompts && !r->unlisted)
         return;
     r->listed = 1;
+    if (r->n_cached > r->n_named) { /* the anonymous ones it lists get named */
+        if (st_emu_blocks_name(&e->pool, r->n_cached - r->n_named, r->blocks + r->n_named) < 0) {
+            e->oom = 1;
+            return;
+        }
+        r->n_named = r->n_cached;
+    }
     for (uint32_t k = (r->unlisted ? r->keyed_from : r->n_prompt) / e->cfg.block_size; k < r->n_cached; k++)
         st_emu_blocks_set_hash(&e->pool, r->blocks[k], req_block_hash(e, r, k));
 }
@@ -1211,12 +1270,11 @@ static int skip_allocate(st_emu_engine *e, const skip_run *s, uint32_t p)
         if (a == i) {
             a = next[a];
             if (j >= first[i]) {
-                int tr = st_emu_blocks_take(&e->pool, 1, r->blocks + r->n_blocks);
+                int tr = take_blocks(e, r, 1);
                 if (tr < 0) {
                     e->oom = tr == -2;
                     return -1;
                 }
-                r->n_blocks++;
             }
         }
         if (g == i) {
@@ -1570,6 +1628,7 @@ int st_emu_engine_check(const st_emu_engine *e, char *err, size_t errlen)
         return -1;
     }
     int rc = 0;
+    unsigned long long anon = 0;
     for (uint32_t i = 0; i < e->n_run && !rc; i++) {
         const emu_req *r = e->run[i];
         uint32_t need = (r->num_computed + e->cfg.block_size - 1) / e->cfg.block_size;
@@ -1578,8 +1637,18 @@ int st_emu_engine_check(const st_emu_engine *e, char *err, size_t errlen)
                      r->n_blocks, r->num_computed);
             rc = -1;
         }
-        for (uint32_t k = 0; k < r->n_blocks; k++)
+        if (r->n_named > r->n_blocks) {
+            snprintf(err, errlen, "request %llu has %u named of %u blocks", (unsigned long long)r->id, r->n_named,
+                     r->n_blocks);
+            rc = -1;
+        }
+        for (uint32_t k = 0; k < r->n_named && !rc; k++)
             cnt[r->blocks[k]]++;
+        anon += r->n_blocks - r->n_named;
+    }
+    if (!rc && anon != e->pool.anon) {
+        snprintf(err, errlen, "requests hold %llu anonymous blocks, the pool %u", anon, e->pool.anon);
+        rc = -1;
     }
     for (uint32_t i = 0; i < e->wq_len && !rc; i++) {
         const emu_req *r = e->wq[(e->wq_head + i) % e->wq_cap];

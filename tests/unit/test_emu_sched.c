@@ -42,11 +42,13 @@ static uint32_t rnd(uint32_t lo, uint32_t hi)
 }
 
 #define NREQ 400
-static void randomized_invariants(void **state)
+/* mode 0: every prompt by its ids; 1: every other one seeded past its shared prefix (its blocks there held
+ * anonymously, emu/blocks.h); 2: prefix caching off (every block anonymous) */
+static void invariants_run(int mode)
 {
-    (void)state;
     st_emu_config c;
     small_engine_cfg(&c, 300, 24, 512);
+    c.enable_prefix_caching = mode != 2;
     st_vclock vc = { 0 };
     st_emu_engine *e;
     st_emu_memory mem;
@@ -58,6 +60,11 @@ static void randomized_invariants(void **state)
     static uint32_t want_out[NREQ], got_out[NREQ];
     static st_ns arrival[NREQ];
     static int done[NREQ], aborted[NREQ], rejected[NREQ];
+    static uint32_t keyed[NREQ];
+    memset(got_out, 0, sizeof got_out);
+    memset(done, 0, sizeof done);
+    memset(aborted, 0, sizeof aborted);
+    memset(rejected, 0, sizeof rejected);
     uint32_t plen[NREQ];
     st_ns t = 0;
     for (int i = 0; i < NREQ; i++) {
@@ -65,6 +72,7 @@ static void randomized_invariants(void **state)
         arrival[i] = t;
         plen[i] = rnd(1, 1500);
         uint32_t group = rnd(0, 3), shared = rnd(0, 800);
+        keyed[i] = mode == 1 && i % 2 ? (shared < plen[i] ? shared : 0) : UINT32_MAX;
         for (uint32_t k = 0; k < plen[i]; k++)
             ids[i][k] = k < shared ? 1000 + group * 7919 + k : rnd(1000, 100000);
         want_out[i] = rnd(1, 300);
@@ -83,6 +91,11 @@ static void randomized_invariants(void **state)
                                     .n_ids = plen[next],
                                     .max_tokens = want_out[next],
                                     .arrival = arrival[next] };
+            if (keyed[next] != UINT32_MAX) {
+                p.seeded = 1;
+                p.seed = 0x5eed + (uint64_t)next;
+                p.keyed_from = keyed[next];
+            }
             int rc = st_emu_add_request(e, &p, err, sizeof err);
             if ((uint64_t)plen[next] + want_out[next] > 2048) {
                 assert_int_equal(rc, ST_EMU_ADD_TOO_LONG);
@@ -153,9 +166,25 @@ static void randomized_invariants(void **state)
     assert_int_equal(st.free_blocks, st.num_blocks); /* nothing leaked */
     assert_true(preemptions > 0);                    /* the pool was small enough to bind */
     assert_int_equal(st.preemptions, preemptions);
-    assert_true(st.prefix_hits > 0 && st.prefix_hits < st.prefix_queries);
+    if (mode == 2)
+        assert_int_equal(st.prefix_hits, 0);
+    else
+        assert_true(st.prefix_hits > 0 && st.prefix_hits < st.prefix_queries);
+    print_message("%s: %llu preemptions, %llu evictions, %llu prefix hits\n",
+                  mode == 0   ? "prompts by their ids"
+                  : mode == 1 ? "every other one seeded"
+                              : "prefix caching off",
+                  (unsigned long long)preemptions, (unsigned long long)st.evictions,
+                  (unsigned long long)st.prefix_hits);
     assert_int_equal(st_emu_abort(e, 999999), -1);
     st_emu_engine_free(e);
+}
+
+static void randomized_invariants(void **state)
+{
+    (void)state;
+    for (int mode = 0; mode < 3; mode++)
+        invariants_run(mode);
 }
 
 static void run_to_end(st_emu_engine *e, st_vclock *vc, st_emu_event *last_first)
