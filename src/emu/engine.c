@@ -81,11 +81,9 @@ struct st_emu_engine {
     double *skip_share;  /* per sequence: its tokens' share of the API server's queue (ns) */
     uint64_t *skip_heap; /* with hooks: (the step it finishes in << 32 | running index), a min-heap */
     uint32_t n_skip_heap, cap_skip_share, cap_skip_heap;
-    /* per batch size n: the step time's terms but for the context of a step of n decodes (they depend on the
-     * batch's size alone), worked out when a run first has n decodes and kept for the engine's life */
-    st_emu_step_fixed *skip_fixed;
-    uint8_t *skip_fixed_ok;
-    uint32_t cap_skip_fixed;
+    /* the step time's terms but for the context, per batch shape (tokens, decodes, sequences, sampled rows):
+     * every step's time, in st_emu_step and in runs, takes them from here */
+    st_emu_step_cache step_cache;
     uint32_t cap_skip_seq, cap_skip_start, cap_skip_due, cap_skip_first, cap_skip_j0, cap_skip_next, cap_skip_group;
     st_ns fe_free;              /* the API server's work queue is busy until then (engine time) */
     st_ns fe_batch, fe_pre;     /* when the latest step's token work began on it, and the queue's end before it */
@@ -248,8 +246,7 @@ void st_emu_engine_free(st_emu_engine *e)
     free(e->skip_head);
     free(e->skip_tail);
     free(e->skip_share);
-    free(e->skip_fixed);
-    free(e->skip_fixed_ok);
+    st_emu_step_cache_free(&e->step_cache);
     free(e->skip_heap);
     st_emu_blocks_free(&e->pool);
     free(e);
@@ -942,7 +939,8 @@ static st_ns step_time(st_emu_engine *e, uint32_t n_sched, st_ns now, st_emu_ste
         }
     }
     st_emu_step_breakdown bd;
-    double secs = st_emu_step_seconds(&e->cfg, &b, &bd) + st_emu_spec_proposer_seconds(&e->cfg, spec_seqs, spec_ctx);
+    double secs = st_emu_step_cache_seconds(&e->step_cache, &e->cfg, &b, &bd) +
+                  st_emu_spec_proposer_seconds(&e->cfg, spec_seqs, spec_ctx);
     st_ns dur = (st_ns)(secs * 1e9);
     if (dur < 1)
         dur = 1;
@@ -1407,33 +1405,6 @@ static int skip_retire(st_emu_engine *e, skip_run *s)
     return 0;
 }
 
-/* The step time's terms but for the context of a decode-only step of n sequences (skip_fixed), or NULL
- * out of memory. */
-static const st_emu_step_fixed *skip_fixed_of(st_emu_engine *e, uint32_t n)
-{
-    if (n >= e->cap_skip_fixed) {
-        uint32_t cap = e->cap_skip_fixed ? e->cap_skip_fixed : 64;
-        while (cap <= n)
-            cap *= 2;
-        st_emu_step_fixed *f = realloc(e->skip_fixed, (size_t)cap * sizeof *f);
-        if (!f)
-            return NULL;
-        e->skip_fixed = f;
-        uint8_t *ok = realloc(e->skip_fixed_ok, cap);
-        if (!ok)
-            return NULL;
-        memset(ok + e->cap_skip_fixed, 0, cap - e->cap_skip_fixed);
-        e->skip_fixed_ok = ok;
-        e->cap_skip_fixed = cap;
-    }
-    if (!e->skip_fixed_ok[n]) {
-        st_emu_batch b = { .tokens = n, .decode_tokens = n, .seqs = n, .sampled = n };
-        st_emu_step_prepare(&e->cfg, &b, &e->skip_fixed[n]);
-        e->skip_fixed_ok[n] = 1;
-    }
-    return &e->skip_fixed[n];
-}
-
 /* Step s->j of the run: its block takes and registrations, its admissions, then its time and the API
  * server's queue. 0; 1 when the run ends before it because it would preempt; -1 out of memory. */
 static int skip_one_step(st_emu_engine *e, skip_run *s)
@@ -1453,24 +1424,17 @@ static int skip_one_step(st_emu_engine *e, skip_run *s)
         return -1;
     uint32_t n0 = e->n_run;
     st_emu_batch x = { 0 };
-    int adm = skip_admit(e, s, &x);
-    if (adm < 0)
+    if (skip_admit(e, s, &x) < 0)
         return -1;
-    double secs;
-    if (adm) { /* the step's whole batch, as st_emu_step's step_time sums it */
-        st_emu_batch b = { .tokens = s->n + x.tokens,
-                           .decode_tokens = s->n + x.decode_tokens,
-                           .seqs = s->n + x.seqs,
-                           .sampled = s->n + x.sampled,
-                           .attn_pairs = (double)(s->C + s->n) + x.attn_pairs,
-                           .kv_read_tokens = (double)s->C + x.kv_read_tokens };
-        secs = st_emu_step_seconds(&e->cfg, &b, NULL);
-    } else {
-        const st_emu_step_fixed *f = skip_fixed_of(e, s->n);
-        if (!f)
-            return -1;
-        secs = st_emu_step_seconds_ctx(f, (double)(s->C + s->n), (double)s->C, NULL);
-    }
+    /* the step's whole batch, as st_emu_step's step_time sums it: its n decodes and the admissions (x, zero
+     * when there are none: adding 0.0 leaves the context sums as they are) */
+    st_emu_batch b = { .tokens = s->n + x.tokens,
+                       .decode_tokens = s->n + x.decode_tokens,
+                       .seqs = s->n + x.seqs,
+                       .sampled = s->n + x.sampled,
+                       .attn_pairs = (double)(s->C + s->n) + x.attn_pairs,
+                       .kv_read_tokens = (double)s->C + x.kv_read_tokens };
+    double secs = st_emu_step_cache_seconds(&e->step_cache, &e->cfg, &b, NULL);
     st_ns dur = (st_ns)(secs * 1e9);
     if (dur < 1)
         dur = 1;

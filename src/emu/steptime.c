@@ -2,6 +2,8 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "emu/consts.h"
 
@@ -382,4 +384,81 @@ double st_emu_step_seconds(const st_emu_config *c, const st_emu_batch *b, st_emu
     st_emu_step_fixed f;
     st_emu_step_prepare(c, b, &f);
     return st_emu_step_seconds_ctx(&f, b->attn_pairs, b->kv_read_tokens, bd);
+}
+
+/* A slot of st_emu_step_cache: a shape (tokens << 32 | seqs, decode_tokens << 32 | sampled) and its index in
+ * fixed plus 1 (0: the slot is empty). */
+struct st_emu_step_cache_slot {
+    uint64_t shape[2];
+    uint32_t idx;
+};
+
+#define STEP_CACHE_SLOTS (2 * ST_EMU_STEP_CACHE_MAX)
+_Static_assert((ST_EMU_STEP_CACHE_MAX & (ST_EMU_STEP_CACHE_MAX - 1)) == 0, "ST_EMU_STEP_CACHE_MAX: a power of two");
+
+/* The shape's first slot: the top bits of a multiplicative hash. */
+static inline uint32_t step_cache_home(uint64_t s0, uint64_t s1)
+{
+    return (uint32_t)(((s0 * 0x9e3779b97f4a7c15ULL) ^ s1) * 0xbf58476d1ce4e5b9ULL >>
+                      (64 - __builtin_ctz(STEP_CACHE_SLOTS)));
+}
+
+/* b's shape not in k, at slot i (empty): prepared into k, which is emptied first when full. */
+static const st_emu_step_fixed *step_cache_add(st_emu_step_cache *k, const st_emu_config *c, const st_emu_batch *b,
+                                               uint64_t s0, uint64_t s1, uint32_t i)
+{
+    if (!k->slots) {
+        k->slots = calloc(STEP_CACHE_SLOTS, sizeof *k->slots);
+        k->fixed = malloc(ST_EMU_STEP_CACHE_MAX * sizeof *k->fixed);
+        if (!k->slots || !k->fixed) {
+            st_emu_step_cache_free(k);
+            return NULL;
+        }
+        k->n = 0;
+    } else if (k->n == ST_EMU_STEP_CACHE_MAX) { /* full: emptied, the new shape the first of the next ones */
+        memset(k->slots, 0, STEP_CACHE_SLOTS * sizeof *k->slots);
+        k->n = 0;
+        i = step_cache_home(s0, s1);
+    }
+    st_emu_step_fixed *f = &k->fixed[k->n];
+    st_emu_step_prepare(c, b, f);
+    k->slots[i] = (st_emu_step_cache_slot){ { s0, s1 }, ++k->n };
+    return f;
+}
+
+static inline const st_emu_step_fixed *step_cache_get(st_emu_step_cache *k, const st_emu_config *c,
+                                                      const st_emu_batch *b)
+{
+    uint64_t s0 = (uint64_t)b->tokens << 32 | b->seqs, s1 = (uint64_t)b->decode_tokens << 32 | b->sampled;
+    uint32_t i = step_cache_home(s0, s1);
+    if (k->slots)
+        for (;; i = (i + 1) & (STEP_CACHE_SLOTS - 1)) {
+            const st_emu_step_cache_slot *sl = &k->slots[i];
+            if (!sl->idx)
+                break;
+            if (sl->shape[0] == s0 && sl->shape[1] == s1)
+                return &k->fixed[sl->idx - 1];
+        }
+    return step_cache_add(k, c, b, s0, s1, i);
+}
+
+const st_emu_step_fixed *st_emu_step_cache_get(st_emu_step_cache *k, const st_emu_config *c, const st_emu_batch *b)
+{
+    return step_cache_get(k, c, b);
+}
+
+double st_emu_step_cache_seconds(st_emu_step_cache *k, const st_emu_config *c, const st_emu_batch *b,
+                                 st_emu_step_breakdown *bd)
+{
+    const st_emu_step_fixed *f = step_cache_get(k, c, b);
+    if (!f)
+        return st_emu_step_seconds(c, b, bd);
+    return st_emu_step_seconds_ctx(f, b->attn_pairs, b->kv_read_tokens, bd);
+}
+
+void st_emu_step_cache_free(st_emu_step_cache *k)
+{
+    free(k->slots);
+    free(k->fixed);
+    *k = (st_emu_step_cache){ 0 };
 }

@@ -42,6 +42,27 @@ void st_emu_step_prepare(const st_emu_config *c, const st_emu_batch *b, st_emu_s
 double st_emu_step_seconds_ctx(const st_emu_step_fixed *f, double attn_pairs, double kv_read_tokens,
                                st_emu_step_breakdown *bd);
 
+/* The prepared parts of the batch shapes (tokens, decode tokens, sequences, sampled rows) one
+ * config has stepped, each worked out once: an open-addressing table (linear probing) of at most
+ * ST_EMU_STEP_CACHE_MAX shapes, emptied when a new shape finds it full. Zeroed is empty; its owner
+ * passes the same config at every call and frees it with st_emu_step_cache_free. No state outside
+ * the struct. */
+#define ST_EMU_STEP_CACHE_MAX 1024u /* shapes kept (a power of two); the table has twice as many slots */
+typedef struct st_emu_step_cache_slot st_emu_step_cache_slot;
+typedef struct st_emu_step_cache {
+    st_emu_step_cache_slot *slots; /* 2 x ST_EMU_STEP_CACHE_MAX, made at the first call */
+    st_emu_step_fixed *fixed;      /* ST_EMU_STEP_CACHE_MAX: the shapes' parts, in the order they came */
+    uint32_t n;                    /* shapes kept */
+} st_emu_step_cache;
+/* b's prepared part (st_emu_step_prepare of c and b's shape) from k, worked out and kept there if
+ * it is not; NULL out of memory. Valid until the next call. */
+const st_emu_step_fixed *st_emu_step_cache_get(st_emu_step_cache *k, const st_emu_config *c, const st_emu_batch *b);
+/* st_emu_step_seconds(c, b, bd), the same figures bit for bit (breakdown included), with the
+ * prepared part taken from k (worked out without it out of memory). */
+double st_emu_step_cache_seconds(st_emu_step_cache *k, const st_emu_config *c, const st_emu_batch *b,
+                                 st_emu_step_breakdown *bd);
+void st_emu_step_cache_free(st_emu_step_cache *k);
+
 /* Whether c's weights run through Marlin (weight-only: 4-bit AWQ/GPTQ, or fp8 on a GPU without
  * fp8 tensor cores): the constants marlin_bw_rel and int4_gemm_rel apply. */
 int st_emu_marlin_weights(const st_emu_config *c);
