@@ -606,6 +606,11 @@ static void cache_full_blocks(st_emu_engine *e, emu_req *r, uint32_t tokens)
     uint32_t full = tokens / e->cfg.block_size;
     if (full > r->n_blocks)
         full = r->n_blocks;
+    if (r->n_cached >= r->n_named) { /* none named left to register: anonymous ones are registered by */
+        if (full > r->n_cached)      /* n_cached alone (req_release_blocks) */
+            r->n_cached = full;
+        return;
+    }
     uint32_t listed = full; /* blocks from here on hold generated tokens: unlisted when no prompt carries them */
     if (e->no_output_prompts && listed > r->n_prompt / e->cfg.block_size)
         listed = r->n_prompt / e->cfg.block_size;
