@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/util.h"
 #include "emu/catalog.h"
 #include "emu/config.h"
 #include "emu/sim.h"
@@ -143,6 +144,7 @@ static int speed(const st_emu_config *c, uint32_t n, uint32_t out_len, double ra
 
 int main(int argc, char **argv)
 {
+    st_heap_for_runs(); /* as servetune's own processes run (cli/main.c) */
     uint32_t n = argc > 1 ? (uint32_t)strtoul(argv[1], NULL, 10) : 4000;
     if (n == 0)
         n = 4000;

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "core/util.h"
 
 #define ST_HELP_WORDS_MAX 4 /* "servetune help trace stats": the words passed on */
 
@@ -38,6 +39,7 @@ int main(int argc, char **argv)
 {
     /* Writes to a closed socket must come back as EPIPE, never kill the process. */
     signal(SIGPIPE, SIG_IGN);
+    st_heap_for_runs(); /* predict and plan run simulation after simulation */
     if (argc < 2) {
         usage(stderr);
         return ST_EXIT_USAGE;

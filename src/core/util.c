@@ -7,6 +7,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 int st_grow(void **arr, size_t *cap, size_t need, size_t elem, size_t first)
 {
@@ -90,4 +93,12 @@ void st_slug(const char *s, char *out, size_t n, size_t max)
     while (j > 0 && out[j - 1] == '-')
         j--;
     out[j] = '\0';
+}
+
+void st_heap_for_runs(void)
+{
+#ifdef __GLIBC__
+    mallopt(M_MMAP_THRESHOLD, (int)ST_HEAP_MMAP_BYTES); /* (either setting alone ends glibc's own */
+    mallopt(M_TRIM_THRESHOLD, (int)ST_HEAP_KEEP_BYTES); /* sliding thresholds: both are set) */
+#endif
 }

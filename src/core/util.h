@@ -32,4 +32,14 @@ int st_line_is_blank(const char *s, size_t n);
 /* vsnprintf into err (nothing when err is NULL or errlen 0). */
 void st_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* The C library's heap tuned for a process that runs many simulations one after another (predict,
+ * plan, the benchmarks that stand for them): the memory a run frees at the heap's top is kept, up to
+ * ST_HEAP_KEEP_BYTES, rather than handed back to the kernel, and blocks up to ST_HEAP_MMAP_BYTES come
+ * from the heap rather than from a mapping of their own, so the next run reuses pages instead of
+ * faulting fresh ones in (glibc gives back everything past 128 KiB by default). Call once at start;
+ * with another C library it does nothing. */
+#define ST_HEAP_KEEP_BYTES (64u << 20)
+#define ST_HEAP_MMAP_BYTES (32u << 20)
+void st_heap_for_runs(void);
+
 #endif
