@@ -71,8 +71,9 @@ struct st_emu_engine {
     /* st_emu_skip_steps scratch: per sequence of the run (running index): its result entry, the run's step it
      * takes its next block at, the run's step of its first decode (SKIP_NONE: none in the run, a chunked
      * prefill), and the next sequence of its group; per group (a step mod block_size), the first and last
-     * sequence: a sequence is in the group of the steps it takes a block at, and the group of step p + 1
-     * registers a full block at step p (skip_prepare), each in running order */
+     * sequence: a sequence is in the group of the steps it takes a block at (until it finishes in the run:
+     * skip_leave_group), and the group of step p + 1 registers a full block at step p (skip_prepare), each in
+     * running order */
     st_emu_skip_seq *skip_seq;
     st_ns *skip_start, *skip_due;
     uint64_t *skip_first;
@@ -1144,6 +1145,23 @@ static void skip_join_group(st_emu_engine *e, const skip_run *s, uint32_t i, uin
     e->skip_gsize[p]++;
 }
 
+/* Sequence i, finished in the run, out of its group (skip_join_group): the steps' walks over the groups
+ * pass only the running ones. */
+static void skip_leave_group(st_emu_engine *e, const skip_run *s, uint32_t i)
+{
+    uint64_t first = e->skip_first[i];
+    uint32_t p = (uint32_t)(s->bs_pow2 ? first & (s->bs - 1) : first % s->bs), prev = SKIP_NONE;
+    for (uint32_t a = e->skip_head[p]; a != i && a != SKIP_NONE; a = e->skip_next[a])
+        prev = a;
+    if (prev == SKIP_NONE)
+        e->skip_head[p] = e->skip_next[i];
+    else
+        e->skip_next[prev] = e->skip_next[i];
+    if (e->skip_tail[p] == i)
+        e->skip_tail[p] = prev;
+    e->skip_gsize[p]--;
+}
+
 /* The steps a request that decodes next has before it finishes: at max_tokens or at max_model_len
  * (0: it has finished). */
 static uint64_t skip_steps_left(const st_emu_engine *e, const emu_req *r)
@@ -1416,6 +1434,7 @@ static int skip_retire(st_emu_engine *e, skip_run *s)
         req_free(e, r);
         if (s->uniform)
             sq[i].due_off = (st_ns)e->skip_sums[skip_rank(e, s, i, gone) + 1];
+        skip_leave_group(e, s, i);
         e->skip_j0[i] = SKIP_DEAD;
         e->skip_first[i] = UINT64_MAX;
         e->skip_share[i] = 0;
@@ -1441,8 +1460,9 @@ static int skip_retire(st_emu_engine *e, skip_run *s)
             s->fe_done = done;
         }
         s->fe_total = (st_ns)s->fe_done;
-        /* nothing left to run; or more finished entries than running ones, which every step's passes
-         * would walk: the run ends here, and the next one starts with the running ones alone */
+        /* nothing left to run; or more finished entries than running ones, which the passes over the run's
+         * entries (above, skip_rank) would walk: the run ends here, and the next one starts with the running
+         * ones alone */
         if (s->alive == 0 || (s->dead > SKIP_DEAD_MAX && s->dead > s->alive))
             s->kmax = j + 1;
     }
