@@ -1150,9 +1150,11 @@ static void skip_join_group(st_emu_engine *e, const skip_run *s, uint32_t i, uin
 static void skip_leave_group(st_emu_engine *e, const skip_run *s, uint32_t i)
 {
     uint64_t first = e->skip_first[i];
-    uint32_t p = (uint32_t)(s->bs_pow2 ? first & (s->bs - 1) : first % s->bs), prev = SKIP_NONE;
-    for (uint32_t a = e->skip_head[p]; a != i && a != SKIP_NONE; a = e->skip_next[a])
+    uint32_t p = (uint32_t)(s->bs_pow2 ? first & (s->bs - 1) : first % s->bs), prev = SKIP_NONE, a;
+    for (a = e->skip_head[p]; a != i && a != SKIP_NONE; a = e->skip_next[a])
         prev = a;
+    if (a == SKIP_NONE)
+        return; /* not there (never: a sequence that finishes in a run has joined its group) */
     if (prev == SKIP_NONE)
         e->skip_head[p] = e->skip_next[i];
     else
@@ -1354,8 +1356,8 @@ static int skip_admit(st_emu_engine *e, skip_run *s, st_emu_batch *x)
         r->num_computed += num_new;
         st_emu_skip_seq *sq = &e->skip_seq[i];
         *sq = (st_emu_skip_seq){ .id = r->id, .user = r->user, .n_out = r->n_out, .from = SKIP_NONE };
-        if (!sampled) {     /* a chunked prefill: no token; the run ends with this step */
-            if (s->uniform) /* (no share) */
+        if (!sampled) { /* a chunked prefill: no token, no share of the queue; the run ends with this step */
+            if (s->uniform)
                 skip_leave_uniform(e, s, i);
             sq->due_off = (st_ns)s->fe_done;
             e->skip_j0[i] = SKIP_NONE;
