@@ -83,8 +83,10 @@ struct st_emu_engine {
      * k < n_skip_sums (a run whose shares are all equal: skip_retire) */
     double *skip_sums, skip_sums_u;
     uint32_t n_skip_sums, cap_skip_sums;
-    uint64_t *skip_heap; /* with hooks: (the step it finishes in << 32 | running index), a min-heap */
-    uint32_t n_skip_heap, cap_skip_share, cap_skip_heap;
+    /* with hooks, per sequence: (the step it finishes in << 32 | running index), in a queue of those that came
+     * in increasing order (skip_fin[skip_fin_head..n_skip_fin)) or else in a min-heap (skip_fin_push) */
+    uint64_t *skip_fin, *skip_heap;
+    uint32_t skip_fin_head, n_skip_fin, n_skip_heap, cap_skip_share, cap_skip_fin, cap_skip_heap;
     /* per batch size n: the step time's terms but for the context of a step of n decodes (they depend on the
      * batch's size alone), worked out when a run first has n decodes and kept for the engine's life */
     st_emu_step_fixed *skip_fixed;
@@ -257,6 +259,7 @@ void st_emu_engine_free(st_emu_engine *e)
     free(e->skip_sums);
     free(e->skip_fixed);
     free(e->skip_fixed_ok);
+    free(e->skip_fin);
     free(e->skip_heap);
     st_emu_blocks_free(&e->pool);
     free(e);
@@ -1104,6 +1107,7 @@ static int skip_reserve(st_emu_engine *e, uint32_t n, uint32_t bs)
         grow((void **)&e->skip_j0, &e->cap_skip_j0, n, sizeof *e->skip_j0) < 0 ||
         grow((void **)&e->skip_next, &e->cap_skip_next, n, sizeof *e->skip_next) < 0 ||
         grow((void **)&e->skip_share, &e->cap_skip_share, n, sizeof *e->skip_share) < 0 ||
+        grow((void **)&e->skip_fin, &e->cap_skip_fin, n, sizeof *e->skip_fin) < 0 ||
         grow((void **)&e->skip_heap, &e->cap_skip_heap, n, sizeof *e->skip_heap) < 0 ||
         grow((void **)&e->run, &e->cap_run, n, sizeof *e->run) < 0)
         return -1;
@@ -1173,10 +1177,9 @@ static uint64_t skip_steps_left(const st_emu_engine *e, const emu_req *r)
     return fin_len < fin ? fin_len : fin;
 }
 
-/* With hooks: sequence i finishes in the run's step `step` (the heap has room: skip_reserve). */
-static void skip_heap_push(st_emu_engine *e, uint64_t step, uint32_t i)
+static void skip_heap_push(st_emu_engine *e, uint64_t key)
 {
-    uint64_t key = step << 32 | i, *h = e->skip_heap;
+    uint64_t *h = e->skip_heap;
     uint32_t k = e->n_skip_heap++;
     while (k > 0 && h[(k - 1) / 2] > key) {
         h[k] = h[(k - 1) / 2];
@@ -1202,6 +1205,33 @@ static void skip_heap_pop(st_emu_engine *e)
     }
     if (n)
         h[k] = last;
+}
+
+/* With hooks: sequence i finishes in the run's step `step` (room: skip_reserve). Running order is
+ * admission order, and requests admitted earlier mostly finish earlier: a key above every one queued goes
+ * to the back of the queue, any other into the heap. */
+static void skip_fin_push(st_emu_engine *e, uint64_t step, uint32_t i)
+{
+    uint64_t key = step << 32 | i;
+    if (e->skip_fin_head == e->n_skip_fin || key > e->skip_fin[e->n_skip_fin - 1])
+        e->skip_fin[e->n_skip_fin++] = key;
+    else
+        skip_heap_push(e, key);
+}
+
+/* With hooks: the sequence that finishes first (the lowest key of the queue's front and the heap's top),
+ * taken out if it finishes in step j. Its running index, or SKIP_NONE when none does. */
+static uint32_t skip_fin_take(st_emu_engine *e, uint64_t j)
+{
+    uint64_t q = e->skip_fin_head < e->n_skip_fin ? e->skip_fin[e->skip_fin_head] : UINT64_MAX;
+    uint64_t h = e->n_skip_heap ? e->skip_heap[0] : UINT64_MAX, key = h < q ? h : q;
+    if (key == UINT64_MAX || key >> 32 != j)
+        return SKIP_NONE;
+    if (h < q)
+        skip_heap_pop(e);
+    else
+        e->skip_fin_head++;
+    return (uint32_t)(key & 0xffffffffu);
 }
 
 /* skip_sums for shares u up to skip_sums[m]. 0, or -1 out of memory. */
@@ -1270,7 +1300,7 @@ static int skip_prepare(st_emu_engine *e, skip_run *s)
          * request finishes */
         uint64_t fin = skip_steps_left(e, r);
         if (s->hooks)
-            skip_heap_push(e, fin - 1, i);
+            skip_fin_push(e, fin - 1, i);
         else if (fin < s->kmax)
             s->kmax = fin;
         s->C += r->num_computed;
@@ -1385,7 +1415,7 @@ static int skip_admit(st_emu_engine *e, skip_run *s, st_emu_batch *x)
         uint64_t left_steps = skip_steps_left(e, r);
         s->alive++;
         if (s->hooks)
-            skip_heap_push(e, s->j + left_steps, i);
+            skip_fin_push(e, s->j + left_steps, i);
         else if (s->j + 1 + left_steps < s->kmax) {
             s->kmax = s->j + 1 + left_steps;
         }
@@ -1418,9 +1448,8 @@ static int skip_retire(st_emu_engine *e, skip_run *s)
     uint64_t j = s->j;
     st_emu_skip_seq *sq = e->skip_seq;
     uint32_t gone = 0;
-    while (e->n_skip_heap && e->skip_heap[0] >> 32 == j) {
-        uint32_t i = (uint32_t)(e->skip_heap[0] & 0xffffffffu), j0 = e->skip_j0[i];
-        skip_heap_pop(e);
+    for (uint32_t i; (i = skip_fin_take(e, j)) != SKIP_NONE;) {
+        uint32_t j0 = e->skip_j0[i];
         emu_req *r = e->run[i];
         uint32_t steps = (uint32_t)(j + 1 - j0); /* its decodes in the run (none: it finished at admission) */
         r->n_tokens += steps < r->cap_tokens - r->n_tokens ? steps : r->cap_tokens - r->n_tokens;
@@ -1641,7 +1670,7 @@ int st_emu_skip_steps_hooked(st_emu_engine *e, st_ns horizon, st_emu_skip_hooks 
         return 1; /* with speculation every step draws its drafts: st_emu_step */
     if (skip_reserve(e, s.n, s.bs) < 0)
         return -1;
-    e->n_skip_heap = 0;
+    e->n_skip_heap = e->skip_fin_head = e->n_skip_fin = 0;
     if (skip_prepare(e, &s))
         return 1;
     s.alive = s.n;
