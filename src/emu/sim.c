@@ -629,6 +629,13 @@ static int send_due(run *R, st_ns now)
         if (send_item(R, order[R->next++].i, at) < 0)
             return -1;
     }
+    if (R->next < R->n_sched) { /* the next one's item and record, read and written when it is sent */
+        const char *it = (const char *)&R->items[order[R->next].i], *rec = (const char *)&R->rec[order[R->next].i];
+        __builtin_prefetch(it);
+        __builtin_prefetch(it + sizeof *R->items - 1);
+        __builtin_prefetch(rec);
+        __builtin_prefetch(rec + sizeof *R->rec - 1);
+    }
     if (R->closed)
         R->arrived = R->next;
     R->p.arrived = R->arrived + R->released;
