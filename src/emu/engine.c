@@ -72,19 +72,27 @@ struct st_emu_engine {
     /* st_emu_skip_steps scratch: per sequence of the run (running index): its result entry, the run's step it
      * takes its next block at, the run's step of its first decode (SKIP_NONE: none in the run, a chunked
      * prefill), and the next sequence of its group; per group (a step mod block_size), the first and last
-     * sequence: a sequence is in the group of the steps it takes a block at, and the group of step p + 1
-     * registers a full block at step p (skip_prepare), each in running order */
+     * sequence: a sequence is in the group of the steps it takes a block at (until it finishes in the run:
+     * skip_leave_group), and the group of step p + 1 registers a full block at step p (skip_prepare), each in
+     * running order */
     st_emu_skip_seq *skip_seq;
     st_ns *skip_start, *skip_due;
     uint64_t *skip_first;
-    uint32_t *skip_j0, *skip_next, *skip_head, *skip_tail;
-    double *skip_share;  /* per sequence: its tokens' share of the API server's queue (ns) */
-    uint64_t *skip_heap; /* with hooks: (the step it finishes in << 32 | running index), a min-heap */
-    uint32_t n_skip_heap, cap_skip_share, cap_skip_heap;
+    uint32_t *skip_j0, *skip_next, *skip_head, *skip_tail, *skip_gsize; /* skip_gsize: per group, its size */
+    double *skip_share; /* per sequence: its tokens' share of the API server's queue (ns) */
+    /* sums of k equal shares skip_sums_u, added one by one from 0 as frontend_due adds them: skip_sums[k] for
+     * k < n_skip_sums (a run whose shares are all equal: skip_retire) */
+    double *skip_sums, skip_sums_u;
+    uint32_t n_skip_sums, cap_skip_sums;
+    /* with hooks, per sequence: (the step it finishes in << 32 | running index), in a queue of those that came
+     * in increasing order (skip_fin[skip_fin_head..n_skip_fin)) or else in a min-heap (skip_fin_push) */
+    uint64_t *skip_fin, *skip_heap;
+    uint32_t skip_fin_head, n_skip_fin, n_skip_heap, cap_skip_share, cap_skip_fin, cap_skip_heap;
     /* the step time's terms but for the context, per batch shape (tokens, decodes, sequences, sampled rows):
      * every step's time, in st_emu_step and in runs, takes them from here */
     st_emu_step_cache step_cache;
     uint32_t cap_skip_seq, cap_skip_start, cap_skip_due, cap_skip_first, cap_skip_j0, cap_skip_next, cap_skip_group;
+    uint32_t cap_skip_runs;     /* sequences every per-sequence array of a run has room for (skip_reserve) */
     st_ns fe_free;              /* the API server's work queue is busy until then (engine time) */
     st_ns fe_batch, fe_pre;     /* when the latest step's token work began on it, and the queue's end before it */
     st_ns last_start, last_end; /* the previous step's start and end (-1 before the first) */
@@ -245,8 +253,11 @@ void st_emu_engine_free(st_emu_engine *e)
     free(e->skip_next);
     free(e->skip_head);
     free(e->skip_tail);
+    free(e->skip_gsize);
     free(e->skip_share);
     st_emu_step_cache_free(&e->step_cache);
+    free(e->skip_sums);
+    free(e->skip_fin);
     free(e->skip_heap);
     st_emu_blocks_free(&e->pool);
     free(e);
@@ -1111,37 +1122,54 @@ typedef struct skip_run {
     uint32_t n; /* sequences that decode in the step being applied */
     uint32_t bs, budget;
     int bs_pow2; /* bs is a power of two (vLLM's are): j mod bs without a division */
+    int async;   /* st_emu_async_scheduling */
     st_ns t, fe_free, fe_pre, fe_batch, fe_total, last_start, last_end;
     double fe_done; /* the API server's work on one step's tokens, in running order (ns, as frontend_due sums) */
     uint64_t C, kmax, j;
-    st_emu_skip_hooks *hooks;            /* NULL: the run ends with the first step in which a request finishes */
-    uint32_t alive;                      /* sequences in the run that have not finished (the running requests) */
-    uint32_t dead;                       /* with hooks: those that have (their entries stay until the run ends) */
+    st_emu_skip_hooks *hooks; /* NULL: the run ends with the first step in which a request finishes */
+    uint32_t alive;           /* sequences in the run that have not finished (the running requests) */
+    uint32_t dead;            /* with hooks: those that have (their entries stay until the run ends) */
+    uint32_t dead_end;        /* with hooks: 1 + the highest running index of those (0: none) */
+    /* with hooks, while every sequence in the run has the same share u of the API server's queue: a live
+     * sequence's place on it is skip_sums[its rank among the live ones + 1], whichever have finished, and
+     * stale says that some finished since the live ones' due_off were last written (skip_write_offs) */
+    int uniform, stale;
+    double u;
     uint32_t running_peak, waiting_peak; /* the counts st_emu_get_stats gives after each step, at their highest */
-    double kv_peak;
+    uint32_t nfree_min;                  /* and the fewest free blocks (the highest KV usage: skip_kv_peak) */
 } skip_run;
 
 /* The counts after a step (its finished requests gone), as st_emu_get_stats gives them, into the run's
  * peaks. */
 static void skip_note_counts(const st_emu_engine *e, skip_run *s)
 {
-    double pool_n = e->pool.n, kv = pool_n ? 1.0 - e->pool.nfree / pool_n : 0;
     if (s->alive > s->running_peak)
         s->running_peak = s->alive;
     if (e->wq_len > s->waiting_peak)
         s->waiting_peak = e->wq_len;
-    if (kv > s->kv_peak)
-        s->kv_peak = kv;
+    if (e->pool.nfree < s->nfree_min)
+        s->nfree_min = e->pool.nfree;
+}
+
+/* The highest KV usage st_emu_get_stats gave after a step of the run: its usage with the fewest free blocks
+ * (1 - nfree / n, rounded, never falls as nfree falls). */
+static double skip_kv_peak(const st_emu_engine *e, const skip_run *s)
+{
+    double pool_n = e->pool.n, kv = pool_n ? 1.0 - s->nfree_min / pool_n : 0;
+    return kv > 0 ? kv : 0;
 }
 
 /* Room for the run's per-sequence arrays for n sequences and its bs groups. 0, or -1 out of memory. */
 static int skip_reserve(st_emu_engine *e, uint32_t n, uint32_t bs)
 {
+    if (n <= e->cap_skip_runs && bs <= e->cap_skip_group)
+        return 0;
     if (grow((void **)&e->skip_seq, &e->cap_skip_seq, n, sizeof *e->skip_seq) < 0 ||
         grow((void **)&e->skip_first, &e->cap_skip_first, n, sizeof *e->skip_first) < 0 ||
         grow((void **)&e->skip_j0, &e->cap_skip_j0, n, sizeof *e->skip_j0) < 0 ||
         grow((void **)&e->skip_next, &e->cap_skip_next, n, sizeof *e->skip_next) < 0 ||
         grow((void **)&e->skip_share, &e->cap_skip_share, n, sizeof *e->skip_share) < 0 ||
+        grow((void **)&e->skip_fin, &e->cap_skip_fin, n, sizeof *e->skip_fin) < 0 ||
         grow((void **)&e->skip_heap, &e->cap_skip_heap, n, sizeof *e->skip_heap) < 0 ||
         grow((void **)&e->run, &e->cap_run, n, sizeof *e->run) < 0)
         return -1;
@@ -1154,8 +1182,13 @@ static int skip_reserve(st_emu_engine *e, uint32_t n, uint32_t bs)
         if (!t)
             return -1;
         e->skip_tail = t;
+        uint32_t *z = realloc(e->skip_gsize, (size_t)bs * sizeof *z);
+        if (!z)
+            return -1;
+        e->skip_gsize = z;
         e->cap_skip_group = bs;
     }
+    e->cap_skip_runs = n;
     return 0;
 }
 
@@ -1175,6 +1208,26 @@ static void skip_join_group(st_emu_engine *e, const skip_run *s, uint32_t i, uin
     else
         e->skip_next[e->skip_tail[p]] = i;
     e->skip_tail[p] = i;
+    e->skip_gsize[p]++;
+}
+
+/* Sequence i, finished in the run, out of its group (skip_join_group): the steps' walks over the groups
+ * pass only the running ones. */
+static void skip_leave_group(st_emu_engine *e, const skip_run *s, uint32_t i)
+{
+    uint64_t first = e->skip_first[i];
+    uint32_t p = (uint32_t)(s->bs_pow2 ? first & (s->bs - 1) : first % s->bs), prev = SKIP_NONE, a;
+    for (a = e->skip_head[p]; a != i && a != SKIP_NONE; a = e->skip_next[a])
+        prev = a;
+    if (a == SKIP_NONE)
+        return; /* not there (never: a sequence that finishes in a run has joined its group) */
+    if (prev == SKIP_NONE)
+        e->skip_head[p] = e->skip_next[i];
+    else
+        e->skip_next[prev] = e->skip_next[i];
+    if (e->skip_tail[p] == i)
+        e->skip_tail[p] = prev;
+    e->skip_gsize[p]--;
 }
 
 /* The steps a request that decodes next has before it finishes: at max_tokens or at max_model_len
@@ -1186,10 +1239,9 @@ static uint64_t skip_steps_left(const st_emu_engine *e, const emu_req *r)
     return fin_len < fin ? fin_len : fin;
 }
 
-/* With hooks: sequence i finishes in the run's step `step` (the heap has room: skip_reserve). */
-static void skip_heap_push(st_emu_engine *e, uint64_t step, uint32_t i)
+static void skip_heap_push(st_emu_engine *e, uint64_t key)
 {
-    uint64_t key = step << 32 | i, *h = e->skip_heap;
+    uint64_t *h = e->skip_heap;
     uint32_t k = e->n_skip_heap++;
     while (k > 0 && h[(k - 1) / 2] > key) {
         h[k] = h[(k - 1) / 2];
@@ -1217,6 +1269,69 @@ static void skip_heap_pop(st_emu_engine *e)
         h[k] = last;
 }
 
+/* With hooks: sequence i finishes in the run's step `step` (room: skip_reserve). Running order is
+ * admission order, and requests admitted earlier mostly finish earlier: a key above every one queued goes
+ * to the back of the queue, any other into the heap. */
+static void skip_fin_push(st_emu_engine *e, uint64_t step, uint32_t i)
+{
+    uint64_t key = step << 32 | i;
+    if (e->skip_fin_head == e->n_skip_fin || key > e->skip_fin[e->n_skip_fin - 1])
+        e->skip_fin[e->n_skip_fin++] = key;
+    else
+        skip_heap_push(e, key);
+}
+
+/* With hooks: the sequence that finishes first (the lowest key of the queue's front and the heap's top),
+ * taken out if it finishes in step j. Its running index, or SKIP_NONE when none does. */
+static uint32_t skip_fin_take(st_emu_engine *e, uint64_t j)
+{
+    uint64_t q = e->skip_fin_head < e->n_skip_fin ? e->skip_fin[e->skip_fin_head] : UINT64_MAX;
+    uint64_t h = e->n_skip_heap ? e->skip_heap[0] : UINT64_MAX, key = h < q ? h : q;
+    if (key == UINT64_MAX || key >> 32 != j)
+        return SKIP_NONE;
+    if (h < q)
+        skip_heap_pop(e);
+    else
+        e->skip_fin_head++;
+    return (uint32_t)(key & 0xffffffffu);
+}
+
+/* skip_sums for shares u up to skip_sums[m]. 0, or -1 out of memory. */
+static int skip_sums_upto(st_emu_engine *e, double u, uint32_t m)
+{
+    if (e->n_skip_sums && e->skip_sums_u != u)
+        e->n_skip_sums = 0;
+    if (m >= e->n_skip_sums && grow((void **)&e->skip_sums, &e->cap_skip_sums, m + 1, sizeof *e->skip_sums) < 0)
+        return -1;
+    if (e->n_skip_sums == 0) {
+        e->skip_sums[0] = 0;
+        e->skip_sums_u = u;
+        e->n_skip_sums = 1;
+    }
+    for (; e->n_skip_sums <= m; e->n_skip_sums++)
+        e->skip_sums[e->n_skip_sums] = e->skip_sums[e->n_skip_sums - 1] + u; /* as frontend_due sums */
+    return 0;
+}
+
+/* With s->uniform: the due_off of the live sequences before running index `end`, from their ranks. */
+static void skip_write_offs(st_emu_engine *e, skip_run *s, uint32_t end)
+{
+    uint32_t rank = 0;
+    for (uint32_t i = 0; i < end; i++)
+        if (e->skip_j0[i] != SKIP_DEAD)
+            e->skip_seq[i].due_off = (st_ns)e->skip_sums[++rank];
+    s->stale = 0;
+}
+
+/* Sequence `end` joins the run with another share than the others' (or none), or the sums ran out of
+ * memory: the live ones before it get their due_off, and the run goes on without s->uniform. */
+static void skip_leave_uniform(st_emu_engine *e, skip_run *s, uint32_t end)
+{
+    if (s->stale)
+        skip_write_offs(e, s, end);
+    s->uniform = 0;
+}
+
 /* One pass over the running requests (skip_reserve first). Whether every one is a decode that does not
  * finish within the run (0) or not (1); when it is, the computed context s->C, the run's longest length
  * s->kmax, the groups (skip_join_group), and each sequence's result entry with its offset on the API
@@ -1229,8 +1344,10 @@ static int skip_prepare(st_emu_engine *e, skip_run *s)
     int caching = e->cfg.enable_prefix_caching;
     s->C = 0;
     s->kmax = UINT64_MAX;
-    for (uint32_t p = 0; p < bs; p++)
+    for (uint32_t p = 0; p < bs; p++) {
         e->skip_head[p] = e->skip_tail[p] = SKIP_NONE;
+        e->skip_gsize[p] = 0;
+    }
     for (uint32_t i = 0; i < n; i++) {
         const emu_req *r = e->run[i];
         uint64_t room = (uint64_t)r->n_blocks * bs;
@@ -1245,7 +1362,7 @@ static int skip_prepare(st_emu_engine *e, skip_run *s)
          * request finishes */
         uint64_t fin = skip_steps_left(e, r);
         if (s->hooks)
-            skip_heap_push(e, fin - 1, i);
+            skip_fin_push(e, fin - 1, i);
         else if (fin < s->kmax)
             s->kmax = fin;
         s->C += r->num_computed;
@@ -1255,6 +1372,12 @@ static int skip_prepare(st_emu_engine *e, skip_run *s)
         sq[i] = (st_emu_skip_seq){ .id = r->id, .user = r->user, .n_out = r->n_out, .due_off = (st_ns)done };
     }
     s->fe_done = done;
+    s->u = e->skip_share[0];
+    s->uniform = s->hooks != NULL;
+    for (uint32_t i = 1; i < n && s->uniform; i++)
+        s->uniform = e->skip_share[i] == s->u;
+    if (s->uniform && skip_sums_upto(e, s->u, n) < 0)
+        s->uniform = 0; /* (out of memory: the sums made one by one) */
     return 0;
 }
 
@@ -1295,8 +1418,9 @@ static int skip_allocate(st_emu_engine *e, const skip_run *s, uint32_t p)
  * step. The count admitted, or -1 out of memory. */
 static int skip_admit(st_emu_engine *e, skip_run *s, st_emu_batch *x)
 {
-    st_ns cutoff = s->j == 0 ? admission_cutoff(e, s->t)
-                             : (st_emu_async_scheduling(&e->cfg) ? s->last_start : s->t); /* busy: t == last_end */
+    if (e->wq_len == 0)
+        return 0;
+    st_ns cutoff = s->j == 0 ? admission_cutoff(e, s->t) : (s->async ? s->last_start : s->t); /* busy: t == last_end */
     double per = e->cfg.tune.fe_token_cpu_s * 1e9;
     int admitted = 0;
     while (e->wq_len > 0 && s->budget > s->n + x->tokens && s->alive < e->mem.max_num_seqs) {
@@ -1323,7 +1447,9 @@ static int skip_admit(st_emu_engine *e, skip_run *s, st_emu_batch *x)
         r->num_computed += num_new;
         st_emu_skip_seq *sq = &e->skip_seq[i];
         *sq = (st_emu_skip_seq){ .id = r->id, .user = r->user, .n_out = r->n_out, .from = SKIP_NONE };
-        if (!sampled) { /* a chunked prefill: no token; the run ends with this step */
+        if (!sampled) { /* a chunked prefill: no token, no share of the queue; the run ends with this step */
+            if (s->uniform)
+                skip_leave_uniform(e, s, i);
             sq->due_off = (st_ns)s->fe_done;
             e->skip_j0[i] = SKIP_NONE;
             e->skip_first[i] = UINT64_MAX;
@@ -1343,12 +1469,14 @@ static int skip_admit(st_emu_engine *e, skip_run *s, st_emu_batch *x)
             e->st.prompt_tokens += r->n_prompt;
         }
         e->skip_share[i] = per * (r->fe_factor > 0 ? r->fe_factor : 1.0);
+        if (s->uniform && (e->skip_share[i] != s->u || skip_sums_upto(e, s->u, s->alive + 1) < 0))
+            skip_leave_uniform(e, s, i);
         s->fe_done += e->skip_share[i];
         sq->due_off = s->fe_total = (st_ns)s->fe_done;
         uint64_t left_steps = skip_steps_left(e, r);
         s->alive++;
         if (s->hooks)
-            skip_heap_push(e, s->j + left_steps, i);
+            skip_fin_push(e, s->j + left_steps, i);
         else if (s->j + 1 + left_steps < s->kmax) {
             s->kmax = s->j + 1 + left_steps;
         }
@@ -1359,18 +1487,30 @@ static int skip_admit(st_emu_engine *e, skip_run *s, st_emu_batch *x)
     return admitted;
 }
 
+/* With s->uniform, sequence i that finishes in step s->j after `gone` others of the step (those before it):
+ * its rank among the live ones before the step (as when their due_off were last summed). */
+static uint32_t skip_rank(const st_emu_engine *e, const skip_run *s, uint32_t i, uint32_t gone)
+{
+    uint32_t dead = s->dead; /* finished before i: every one when i is past the highest of them */
+    if (i < s->dead_end) {
+        dead = 0;
+        for (uint32_t k = 0; k < i; k++)
+            dead += e->skip_j0[k] == SKIP_DEAD;
+    }
+    return i - (dead - gone);
+}
+
 /* With hooks, after step s->j: the sequences whose last token was in it leave the engine as
  * st_emu_step's release_finished has them leave (in running order), each given to hooks->finished; the
- * others' places on the API server's queue close up (the same sums frontend_due makes); the counts
- * after the step. 0. */
+ * others' places on the API server's queue close up (the same sums frontend_due makes: from skip_sums
+ * by rank with s->uniform, else summed here); the counts after the step. 0. */
 static int skip_retire(st_emu_engine *e, skip_run *s)
 {
     uint64_t j = s->j;
     st_emu_skip_seq *sq = e->skip_seq;
-    int left = 0;
-    while (e->n_skip_heap && e->skip_heap[0] >> 32 == j) {
-        uint32_t i = (uint32_t)(e->skip_heap[0] & 0xffffffffu), j0 = e->skip_j0[i];
-        skip_heap_pop(e);
+    uint32_t gone = 0;
+    for (uint32_t i; (i = skip_fin_take(e, j)) != SKIP_NONE;) {
+        uint32_t j0 = e->skip_j0[i];
         emu_req *r = e->run[i];
         uint32_t steps = (uint32_t)(j + 1 - j0); /* its decodes in the run (none: it finished at admission) */
         r->n_tokens += steps < r->cap_tokens - r->n_tokens ? steps : r->cap_tokens - r->n_tokens;
@@ -1384,26 +1524,37 @@ static int skip_retire(st_emu_engine *e, skip_run *s)
         req_release_blocks(e, r);
         e->st.finished_length++;
         req_free(e, r);
+        if (s->uniform)
+            sq[i].due_off = (st_ns)e->skip_sums[skip_rank(e, s, i, gone) + 1];
+        skip_leave_group(e, s, i);
         e->skip_j0[i] = SKIP_DEAD;
         e->skip_first[i] = UINT64_MAX;
         e->skip_share[i] = 0;
         s->alive--;
         s->dead++;
-        left = 1;
+        if (i >= s->dead_end)
+            s->dead_end = i + 1;
+        gone++;
         st_ns due = e->skip_due[j] + (e->cfg.no_frontend ? 0 : sq[i].due_off);
         s->hooks->next = s->hooks->finished(s->hooks->arg, &sq[i], tokens, due);
     }
-    if (left) {
-        double done = 0;
-        for (uint32_t i = 0; i < e->n_run; i++)
-            if (e->skip_j0[i] != SKIP_DEAD) {
-                done += e->skip_share[i];
-                sq[i].due_off = (st_ns)done;
-            }
-        s->fe_done = done;
-        s->fe_total = (st_ns)done;
-        /* nothing left to run; or more finished entries than running ones, which every step's passes
-         * would walk: the run ends here, and the next one starts with the running ones alone */
+    if (gone) {
+        if (s->uniform) { /* the live ones' due_off are written when needed: skip_write_offs */
+            s->fe_done = e->skip_sums[s->alive];
+            s->stale = 1;
+        } else {
+            double done = 0;
+            for (uint32_t i = 0; i < e->n_run; i++)
+                if (e->skip_j0[i] != SKIP_DEAD) {
+                    done += e->skip_share[i];
+                    sq[i].due_off = (st_ns)done;
+                }
+            s->fe_done = done;
+        }
+        s->fe_total = (st_ns)s->fe_done;
+        /* nothing left to run; or more finished entries than running ones, which the passes over the run's
+         * entries (above, skip_rank) would walk: the run ends here, and the next one starts with the running
+         * ones alone */
         if (s->alive == 0 || (s->dead > SKIP_DEAD_MAX && s->dead > s->alive))
             s->kmax = j + 1;
     }
@@ -1416,14 +1567,18 @@ static int skip_one_step(st_emu_engine *e, skip_run *s)
 {
     uint64_t j = s->j;
     uint32_t p = (uint32_t)(s->bs_pow2 ? j & (s->bs - 1) : j % s->bs);
-    /* blocks this step takes, in running order; the run ends before a step that would preempt */
+    /* blocks this step takes, in running order (at most its group's size); the run ends before a step
+     * that would preempt */
     uint32_t takes = 0;
-    for (uint32_t a = e->skip_head[p]; a != SKIP_NONE; a = e->skip_next[a])
-        takes += j >= e->skip_first[a];
+    if (e->skip_gsize[p] > e->pool.nfree)
+        for (uint32_t a = e->skip_head[p]; a != SKIP_NONE; a = e->skip_next[a])
+            takes += j >= e->skip_first[a];
     if (takes > e->pool.nfree)
         return 1;
-    if (grow((void **)&e->skip_start, &e->cap_skip_start, (uint32_t)j + 2, sizeof *e->skip_start) < 0 ||
-        grow((void **)&e->skip_due, &e->cap_skip_due, (uint32_t)j + 1, sizeof *e->skip_due) < 0)
+    if ((j + 2 > e->cap_skip_start &&
+         grow((void **)&e->skip_start, &e->cap_skip_start, (uint32_t)j + 2, sizeof *e->skip_start) < 0) ||
+        (j + 1 > e->cap_skip_due &&
+         grow((void **)&e->skip_due, &e->cap_skip_due, (uint32_t)j + 1, sizeof *e->skip_due) < 0))
         return -1;
     if (skip_allocate(e, s, p) < 0)
         return -1;
@@ -1476,6 +1631,8 @@ static void skip_finish(st_emu_engine *e, skip_run *s, uint32_t k, st_emu_skip_r
 {
     uint32_t n = e->n_run;
     st_emu_skip_seq *sq = e->skip_seq;
+    if (s->stale)
+        skip_write_offs(e, s, n);
     e->skip_start[k] = s->t;
     uint32_t w = 0, finished = 0;
     uint64_t generated = 0;
@@ -1505,7 +1662,7 @@ static void skip_finish(st_emu_engine *e, skip_run *s, uint32_t k, st_emu_skip_r
     s->alive -= finished;
     skip_note_counts(e, s); /* after the last step */
     res->running_peak = s->running_peak;
-    res->kv_usage_peak = s->kv_peak;
+    res->kv_usage_peak = skip_kv_peak(e, s);
     res->waiting_peak = s->waiting_peak;
     e->st.generation_tokens += generated;
     e->st.steps += k;
@@ -1528,14 +1685,19 @@ static void skip_finish(st_emu_engine *e, skip_run *s, uint32_t k, st_emu_skip_r
 int st_emu_skip_steps_hooked(st_emu_engine *e, st_ns horizon, st_emu_skip_hooks *hooks, st_emu_skip_result *res)
 {
     memset(res, 0, sizeof *res);
-    skip_run s = { .n = e->n_run, .bs = e->cfg.block_size, .budget = e->mem.max_num_batched_tokens, .hooks = hooks };
+    skip_run s = { .n = e->n_run,
+                   .bs = e->cfg.block_size,
+                   .budget = e->mem.max_num_batched_tokens,
+                   .hooks = hooks,
+                   .nfree_min = UINT32_MAX };
     s.bs_pow2 = (s.bs & (s.bs - 1)) == 0;
+    s.async = st_emu_async_scheduling(&e->cfg);
     st_ns now = e->clock.now(e->clock.ctx);
     if (s.n == 0 || now >= horizon || e->oom || s.n > s.budget || e->cfg.spec.k)
         return 1; /* with speculation every step draws its drafts: st_emu_step */
     if (skip_reserve(e, s.n, s.bs) < 0)
         return -1;
-    e->n_skip_heap = 0;
+    e->n_skip_heap = e->skip_fin_head = e->n_skip_fin = 0;
     if (skip_prepare(e, &s))
         return 1;
     s.alive = s.n;

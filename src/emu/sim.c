@@ -180,15 +180,10 @@ static void set_output_prompts(st_emu_session *S, const st_emu_sim_item *items, 
     st_emu_set_output_prompts(S->e, on);
 }
 
-static int run_prepare(run *R)
+/* Room for a run of n items in the session's send order, in-flight list and slot ring. 0 or -1. */
+static int run_reserve(run *R, uint32_t n)
 {
     st_emu_session *S = R->S;
-    uint32_t n = R->n;
-    set_output_prompts(S, R->items, n);
-    for (uint32_t i = 0; i < n; i++) {
-        st_record_init(&R->rec[i], i);
-        R->rec[i].warmup = i < R->o->warmup;
-    }
     if (n > S->order_cap) {
         arr_ev *no = realloc(S->order, (size_t)n * sizeof *no);
         if (!no)
@@ -210,25 +205,45 @@ static int run_prepare(run *R)
         S->slots = ns;
         S->slots_cap = R->cap + n;
     }
+    return 0;
+}
+
+/* The records initialised (st_record_init), also when out of memory, and the run's send order. 0 or -1. */
+static int run_prepare(run *R)
+{
+    st_emu_session *S = R->S;
+    uint32_t n = R->n;
+    set_output_prompts(S, R->items, n);
+    if (run_reserve(R, n) < 0) {
+        for (uint32_t i = 0; i < n; i++)
+            st_record_init(&R->rec[i], i);
+        return -1;
+    }
     for (uint32_t k = 0; k < R->cap; k++)
         S->slots[R->slot_tail++] = 0;
     R->n_sched = 0;
+    int sorted = 1; /* the send order as it comes (items by arrival, as a workload's are): no sort */
     for (uint32_t i = 0; i < n; i++) {
         const st_emu_sim_item *it = &R->items[i];
-        R->rec[i].input_tokens = it->input_len;
-        R->rec[i].output_requested = it->output_len;
-        R->rec[i].session = it->session;
-        R->rec[i].turn = it->turn;
+        st_record *r = &R->rec[i];
+        st_record_init(r, i);
+        r->warmup = i < R->o->warmup;
+        r->input_tokens = it->input_len;
+        r->output_requested = it->output_len;
+        r->session = it->session;
+        r->turn = it->turn;
         if (it->dependent) { /* released when the turn before it ends */
-            R->rec[i].scheduled = -1;
+            r->scheduled = -1;
             continue;
         }
         /* closed loop: items go out in their order, whatever their arrival */
-        S->order[R->n_sched] = (arr_ev){ R->closed ? 0 : (it->arrival < 0 ? 0 : it->arrival), i };
-        R->rec[i].scheduled = R->closed ? -1 : S->order[R->n_sched].t;
+        arr_ev *o = &S->order[R->n_sched];
+        *o = (arr_ev){ R->closed ? 0 : (it->arrival < 0 ? 0 : it->arrival), i };
+        r->scheduled = R->closed ? -1 : o->t;
+        sorted = sorted && (R->n_sched == 0 || cmp_arr(o - 1, o) < 0);
         R->n_sched++;
     }
-    if (!R->closed)
+    if (!R->closed && !sorted)
         qsort(S->order, R->n_sched, sizeof *S->order, cmp_arr);
     if (R->n_sched < n) {
         R->rel = malloc((size_t)(n - R->n_sched) * sizeof *R->rel);
@@ -613,6 +628,13 @@ static int send_due(run *R, st_ns now)
             R->slot_head++;
         if (send_item(R, order[R->next++].i, at) < 0)
             return -1;
+    }
+    if (R->next < R->n_sched) { /* the next one's item and record, read and written when it is sent */
+        const char *it = (const char *)&R->items[order[R->next].i], *rec = (const char *)&R->rec[order[R->next].i];
+        __builtin_prefetch(it);
+        __builtin_prefetch(it + sizeof *R->items - 1);
+        __builtin_prefetch(rec);
+        __builtin_prefetch(rec + sizeof *R->rec - 1);
     }
     if (R->closed)
         R->arrived = R->next;
@@ -1043,6 +1065,8 @@ int st_emu_session_run(st_emu_session *S, const st_emu_sim_item *items, uint32_t
     for (uint32_t i = 0; i < n; i++)
         if (items[i].dependent && (R.cap || R.closed)) {
             snprintf(err, errlen, "multi-turn sessions run open loop, without a concurrency limit");
+            for (uint32_t k = 0; k < n; k++) /* (as run_prepare would) */
+                st_record_init(&records[k], k);
             return -1;
         }
     if (run_prepare(&R) < 0) {
@@ -1117,14 +1141,16 @@ int st_emu_sim_run(const st_emu_config *cfg, const st_emu_sim_item *items, uint3
 int st_emu_sim_run_opts(const st_emu_config *cfg, const st_emu_sim_item *items, uint32_t n, const st_emu_run_opts *o,
                         st_record *records, st_emu_sim_stats *stats, int *stopped, char *err, size_t errlen)
 {
-    for (uint32_t i = 0; i < n; i++)
-        st_record_init(&records[i], i);
     if (stats)
         memset(stats, 0, sizeof *stats);
     st_emu_session *S;
-    if (st_emu_session_new(cfg, &S, NULL, err, errlen) < 0)
+    if (st_emu_session_new(cfg, &S, NULL, err, errlen) < 0) {
+        for (uint32_t i = 0; i < n; i++)
+            st_record_init(&records[i], i);
         return -1;
+    }
     st_emu_session_one_run(S);
+    /* (the run initialises the records) */
     int rc = st_emu_session_run(S, items, n, o, records, stats, stopped, err, errlen);
     st_emu_session_free(S);
     return rc;

@@ -173,7 +173,9 @@ void st_emu_session_free(st_emu_session *s);
  * since it would reuse the items' seeds. Call before its run. */
 void st_emu_session_one_run(st_emu_session *s);
 /* Runs items[0..n) (arrivals relative to now) until every request finished or on_tick stopped
- * the run; *stopped (may be NULL) says which. The engine is idle on return. 0, or -1 with err. */
+ * the run; *stopped (may be NULL) says which. records[i] is initialised here, also on failure (but for
+ * a second run of a one-run session), and filled for item i as st_emu_sim_run fills it. The engine is
+ * idle on return. 0, or -1 with err. */
 int st_emu_session_run(st_emu_session *s, const st_emu_sim_item *items, uint32_t n, const st_emu_run_opts *o,
                        st_record *records, st_emu_sim_stats *stats, int *stopped, char *err, size_t errlen);
 /* The engine's counters (cumulative since the session started). */

@@ -769,6 +769,73 @@ static void runs_stop_at_the_horizon(void **state)
     st_emu_engine_free(e);
 }
 
+static st_ns no_event(void *arg, st_ns t)
+{
+    (void)arg;
+    (void)t;
+    return INT64_MAX;
+}
+
+static st_ns count_finished(void *arg, const st_emu_skip_seq *sq, uint32_t tokens, st_ns due)
+{
+    (void)sq;
+    (void)tokens;
+    (void)due;
+    (*(uint32_t *)arg)++;
+    return INT64_MAX;
+}
+
+/* A followed run that goes on past completions and ends at the horizon gives each running request's
+ * entry its place on the API server's queue after the completions: the sum of the running ones' shares
+ * up to it, in running order, as frontend_due sums them (with equal shares, and with a chat request's
+ * larger one among them). */
+static void followed_run_queue_offsets(void **state)
+{
+    (void)state;
+    for (int mixed = 0; mixed <= 1; mixed++) {
+        st_emu_config c;
+        emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
+        st_vclock vc = { 0 };
+        st_emu_engine *e;
+        char err[256];
+        assert_int_equal(st_emu_engine_new(&c, st_clock_virtual(&vc), &e, NULL, err, sizeof err), 0);
+        uint32_t ids[100];
+        for (uint32_t k = 0; k < 100; k++)
+            ids[k] = 5000 + k;
+        for (uint64_t id = 1; id <= 8; id++) {
+            st_emu_req_params p = {
+                .id = id, .ids = ids, .n_ids = 100, .max_tokens = 10 + 10 * id, .chat = mixed && id == 7, .arrival = 0
+            };
+            assert_int_equal(st_emu_add_request(e, &p, err, sizeof err), ST_EMU_ADD_OK);
+        }
+        st_emu_step_result res;
+        st_emu_stats es;
+        do { /* every one admitted (they leave the API server one after another) */
+            int rc = st_emu_step(e, &res);
+            vc.t = rc == 1 ? st_emu_next_ready(e) : res.start + res.duration;
+            st_emu_get_stats(e, &es);
+        } while (es.waiting > 0);
+        assert_int_equal(st_emu_step(e, &res), 0); /* a decode step: its time */
+        vc.t = res.start + res.duration;
+        uint32_t finished = 0;
+        st_emu_skip_hooks hk = { .due = no_event, .finished = count_finished, .arg = &finished, .next = INT64_MAX };
+        st_emu_skip_result sk;
+        assert_int_equal(st_emu_skip_steps_hooked(e, vc.t + 45 * res.duration, &hk, &sk), 0);
+        assert_true(finished >= 2 && finished < 8); /* some finished in the run, some run on */
+        double per = c.tune.fe_token_cpu_s * 1e9, done = 0;
+        uint32_t live = 0;
+        for (uint32_t q = 0; q < sk.seqs; q++) {
+            if (sk.seq[q].finish)
+                continue;
+            done += per * st_emu_fe_factor(&c.tune, mixed && sk.seq[q].id == 7);
+            assert_int_equal(sk.seq[q].due_off, (st_ns)done);
+            live++;
+        }
+        assert_int_equal(live + finished, 8);
+        st_emu_engine_free(e);
+    }
+}
+
 /* A waiting request that a step admits joins the run: its prefill is in that step's batch, its first
  * token comes at the step's end (from, first, cached_tokens) and it decodes from the next step on. A
  * prompt over the step's token budget (a chunked prefill) ends the run with the step that admits it,
@@ -1371,6 +1438,7 @@ int main(void)
         cmocka_unit_test(ticks_and_timeouts),
         cmocka_unit_test(sessions_with_reasoning),
         cmocka_unit_test(runs_stop_at_the_horizon),
+        cmocka_unit_test(followed_run_queue_offsets),
         cmocka_unit_test(runs_take_admissions),
         cmocka_unit_test(random_workloads),
         cmocka_unit_test(ticks_see_the_same_engine),
