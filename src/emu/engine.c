@@ -48,7 +48,7 @@ struct st_emu_engine {
     st_emu_memory mem;
     st_clock clock;
     st_emu_blocks pool;
-    int oom;               /* a block pool allocation failed: st_emu_step fails */
+    int oom;               /* a block pool allocation failed (also a release's, a listing's): st_emu_step fails */
     int no_output_prompts; /* st_emu_set_output_prompts(e, 0): generated blocks stay unlisted */
     /* waiting: a ring deque; running: an array in admission order */
     emu_req **wq;
@@ -1071,6 +1071,8 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
     memset(res, 0, sizeof *res);
     st_ns now = e->clock.now(e->clock.ctx);
     res->start = now;
+    if (e->oom)
+        return -1; /* a release or a listing ran out of memory (an abort's, a step's): the pool lost blocks */
     if (!st_emu_has_work(e))
         return 1;
     if (step_reserve(e, e->n_run + e->wq_len) < 0)
@@ -1087,6 +1089,8 @@ int st_emu_step(st_emu_engine *e, st_emu_step_result *res)
     st_ns end = step_time(e, sc.n_sched, now, res);
     uint32_t n_ev = apply_output(e, sc.n_sched, end);
     release_finished(e);
+    if (e->oom)
+        return -1; /* a preemption's listing or a release ran out of memory (the step's allocations did not) */
     frontend_due(e, n_ev, end);
     res->due_base = !e->cfg.no_frontend && n_ev ? e->fe_batch : end;
     res->events = e->events;
@@ -1726,9 +1730,9 @@ int st_emu_skip_steps_hooked(st_emu_engine *e, st_ns horizon, st_emu_skip_hooks 
             break;
     }
     if (s.j == 0)
-        return 1;
+        return e->oom ? -1 : 1;
     skip_finish(e, &s, (uint32_t)s.j, res);
-    return 0;
+    return e->oom ? -1 : 0; /* a finished request's release ran out of memory (in the run, or here) */
 }
 
 int st_emu_skip_steps(st_emu_engine *e, st_ns horizon, st_emu_skip_result *res)
