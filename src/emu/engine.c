@@ -1776,6 +1776,14 @@ int st_emu_engine_check(const st_emu_engine *e, char *err, size_t errlen)
             snprintf(err, errlen, "request %llu has %u named of %u blocks", (unsigned long long)r->id, r->n_named,
                      r->n_blocks);
             rc = -1;
+        } else if (r->n_named < r->n_blocks && r->n_named < anon_from(e, r)) { /* named ones come first */
+            snprintf(err, errlen, "request %llu holds blocks anonymously from %u on, before its block %u",
+                     (unsigned long long)r->id, r->n_named, anon_from(e, r));
+            rc = -1;
+        } else if (r->n_cached > r->n_blocks) {
+            snprintf(err, errlen, "request %llu has %u of its %u blocks registered", (unsigned long long)r->id,
+                     r->n_cached, r->n_blocks);
+            rc = -1;
         }
         for (uint32_t k = 0; k < r->n_named && !rc; k++)
             cnt[r->blocks[k]]++;
