@@ -7,6 +7,7 @@
 #include "emu/catalog.h"
 #include "emu/config.h"
 #include "emu/engine.h"
+#include "emu_config.h"
 
 /* ASan's realloc (when the binary is built with it), else the C library's (as test_alloc_fail.c). */
 extern void *__interceptor_realloc(void *, size_t) __attribute__((weak));
@@ -34,12 +35,8 @@ static uint32_t ids[N][LEN];
 static st_emu_engine *admitted(st_vclock *vc, uint32_t (*max_tokens)(uint32_t))
 {
     char err[512];
-    st_emu_gpu g;
-    st_emu_model m;
-    assert_int_equal(st_emu_gpu_find("H100", &g, err, sizeof err), 0);
-    assert_int_equal(st_emu_model_find("Qwen/Qwen3-8B", &m, err, sizeof err), 0);
     st_emu_config c;
-    st_emu_config_init(&c, &g, &m);
+    emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
     c.no_frontend = 1;
     c.max_model_len = 4096;
     st_emu_engine *e;
