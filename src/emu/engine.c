@@ -1394,25 +1394,54 @@ static int skip_allocate(st_emu_engine *e, const skip_run *s, uint32_t p)
     int caching = e->cfg.enable_prefix_caching;
     uint64_t j = s->j;
     uint32_t a = e->skip_head[p], g = caching ? e->skip_head[p + 1 == s->bs ? 0 : p + 1] : SKIP_NONE;
+    /* Anonymous takes (a sequence past its named blocks) are counted, and their blocks popped together
+     * before the next take or registration of a named block and at the end: the same units from the same
+     * places of the free queue, in the same order against every operation on named blocks (which alone
+     * read or change the cache map). An anonymous sequence's registration is n_cached alone
+     * (cache_full_blocks). */
+    uint32_t anon = 0;
     while (a != SKIP_NONE || g != SKIP_NONE) {
         uint32_t i = a < g ? a : g;
         emu_req *r = e->run[i];
         if (a == i) {
             a = next[a];
             if (j >= first[i]) {
-                int tr = take_blocks(e, r, 1);
-                if (tr < 0) {
-                    e->oom = tr == -2;
-                    return -1;
+                if (r->n_named < r->n_blocks) { /* take_blocks' anonymous take (named_part 0) */
+                    anon++;
+                    r->n_blocks++;
+                } else {
+                    if (anon)
+                        st_emu_blocks_take_anon(&e->pool, anon); /* (the step's takes fit: skip_one_step) */
+                    anon = 0;
+                    int tr = take_blocks(e, r, 1);
+                    if (tr < 0) {
+                        e->oom = tr == -2;
+                        return -1;
+                    }
                 }
             }
         }
         if (g == i) {
             g = next[g];
-            if (e->skip_j0[i] != SKIP_DEAD) /* (a finished one takes nothing: its first is past every step) */
-                cache_full_blocks(e, r, r->num_computed + (uint32_t)(j - e->skip_j0[i]) + 1);
+            if (e->skip_j0[i] == SKIP_DEAD) /* (a finished one takes nothing: its first is past every step) */
+                continue;
+            uint32_t tokens = r->num_computed + (uint32_t)(j - e->skip_j0[i]) + 1;
+            if (r->n_cached >= r->n_named) { /* cache_full_blocks of anonymous blocks */
+                uint32_t full = tokens / s->bs;
+                if (full > r->n_blocks)
+                    full = r->n_blocks;
+                if (full > r->n_cached)
+                    r->n_cached = full;
+                continue;
+            }
+            if (anon)
+                st_emu_blocks_take_anon(&e->pool, anon);
+            anon = 0;
+            cache_full_blocks(e, r, tokens);
         }
     }
+    if (anon)
+        st_emu_blocks_take_anon(&e->pool, anon);
     return 0;
 }
 
