@@ -9,29 +9,10 @@
 #include "emu/config.h"
 #include "emu/consts.h"
 #include "emu/engine.h"
+#include "emu_config.h"
 
 /* Llama-3-8B on an RTX 4090 with the utilisation chosen so the pool holds about `blocks`
  * blocks: memory binds quickly and preemption happens. */
-static void small_engine_cfg(st_emu_config *c, uint32_t blocks, uint32_t seqs, uint32_t budget)
-{
-    char err[512];
-    st_emu_gpu g;
-    st_emu_model m;
-    assert_int_equal(st_emu_gpu_find("RTX4090", &g, err, sizeof err), 0);
-    assert_int_equal(st_emu_model_find("meta-llama/Meta-Llama-3-8B", &m, err, sizeof err), 0);
-    st_emu_config_init(c, &g, &m);
-    c->no_frontend = 1; /* the scheduler alone: requests reach it when added */
-    c->max_model_len = 2048;
-    c->max_num_seqs = seqs;
-    c->max_num_batched_tokens = budget;
-    st_emu_config probe = *c;
-    st_emu_memory mem;
-    assert_int_equal(st_emu_memory_plan(&probe, &mem, err, sizeof err), 0);
-    double want = (blocks + 0.5) * 16 * mem.kv_bytes_per_token;
-    c->gpu_memory_utilization =
-        (mem.weight_bytes + mem.activation_bytes + mem.non_torch_bytes + want) / mem.total_bytes;
-}
-
 static uint64_t rng_state = 0x12345678abcdefULL;
 static uint32_t rnd(uint32_t lo, uint32_t hi)
 {
@@ -47,7 +28,7 @@ static uint32_t rnd(uint32_t lo, uint32_t hi)
 static void invariants_run(int mode)
 {
     st_emu_config c;
-    small_engine_cfg(&c, 300, 24, 512);
+    emu_small_config(&c, 300, 24, 512);
     c.enable_prefix_caching = mode != 2;
     st_vclock vc = { 0 };
     st_emu_engine *e;
@@ -203,7 +184,7 @@ static void prefix_cache_accounting(void **state)
 {
     (void)state;
     st_emu_config c;
-    small_engine_cfg(&c, 200, 8, 512);
+    emu_small_config(&c, 200, 8, 512);
     st_vclock vc = { 0 };
     st_emu_engine *e;
     char err[512];
@@ -351,7 +332,7 @@ static void rejects_bad_requests(void **state)
 {
     (void)state;
     st_emu_config c;
-    small_engine_cfg(&c, 200, 8, 512);
+    emu_small_config(&c, 200, 8, 512);
     st_vclock vc = { 0 };
     st_emu_engine *e;
     char err[512];
@@ -427,7 +408,7 @@ static void seeded_prompts(void **state)
 {
     (void)state;
     st_emu_config c;
-    small_engine_cfg(&c, 200, 8, 512);
+    emu_small_config(&c, 200, 8, 512);
     st_vclock va = { 0 }, vb = { 0 };
     st_emu_engine *a, *b;
     char err[512];
@@ -490,7 +471,7 @@ static void keyed_tails(void **state)
     (void)state;
     for (int replayed = 0; replayed < 2; replayed++) {
         st_emu_config c;
-        small_engine_cfg(&c, 200, 8, 512);
+        emu_small_config(&c, 200, 8, 512);
         st_vclock va = { 0 }, vb = { 0 };
         st_emu_engine *a, *b;
         char err[512];
@@ -537,7 +518,7 @@ static void output_tokens_by_multiplication(void **state)
 static void full_isl_run(uint32_t version, int *b_admitted, int *a_finished)
 {
     st_emu_config c;
-    small_engine_cfg(&c, 40, 8, 128);
+    emu_small_config(&c, 40, 8, 128);
     c.max_model_len = 512; /* one such sequence fits the pool: the engine starts */
     c.vllm_version = version;
     st_vclock vc = { 0 };

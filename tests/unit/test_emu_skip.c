@@ -1243,6 +1243,56 @@ static void kv_external_joiners(void **state)
     free(it);
 }
 
+/* A run pops its anonymous sequences' blocks together, yet before a named block's registration: a
+ * 16-block cache where A's full decode block (hash H, free) heads the free queue when, in one step, the
+ * anonymous C (admitted first) takes a block and B (A's id and prompt again) fills its decode block with
+ * H. Step by step C's take evicts H first and B's block then holds it; popped after B's registration it
+ * would find H cached by A's block (kept) and then evict it. E, whose prompt is A's prompt and output,
+ * finds its third block only in the first case. */
+static void anonymous_takes_before_a_registration(void **state)
+{
+    (void)state;
+    uint32_t P[49];
+    for (uint32_t k = 0; k < 32; k++)
+        P[k] = 3000 + k;
+    st_emu_config c;
+    emu_small_config(&c, 16, 8, 512);
+    c.max_model_len = 256;                                   /* (what 16 blocks hold) */
+    st_emu_output_tokens(100, 0, 17, c.model.vocab, P + 32); /* A's and B's output (id 100) */
+    st_emu_engine *e[2];
+    st_vclock vc[2] = { { 0 }, { 0 } };
+    char err[256];
+    for (int skip = 0; skip < 2; skip++) {
+        if (st_emu_engine_new(&c, st_clock_virtual(&vc[skip]), &e[skip], NULL, err, sizeof err))
+            fail_msg("%s", err);
+        st_emu_stats st;
+        st_emu_get_stats(e[skip], &st);
+        assert_int_equal(st.num_blocks, 16);
+        st_emu_req_params a = { .id = 100, .ids = P, .n_ids = 32, .max_tokens = 17 };
+        assert_int_equal(st_emu_add_request(e[skip], &a, err, sizeof err), ST_EMU_ADD_OK);
+        drive(e[skip], &vc[skip], skip, INT64_MAX);
+        /* C: 161 seeded tokens in 11 blocks, its 12th taken at its 16th decode step; B hits A's first
+         * block, takes one block at admission and one at its first decode step (the last never-taken
+         * one), and fills its third (H) at its 16th, when both finish */
+        st_emu_req_params cc = { .id = 200, .n_ids = 161, .max_tokens = 17, .seeded = 1, .seed = 77 };
+        cc.arrival = a.arrival = vc[skip].t;
+        assert_int_equal(st_emu_add_request(e[skip], &cc, err, sizeof err), ST_EMU_ADD_OK);
+        assert_int_equal(st_emu_add_request(e[skip], &a, err, sizeof err), ST_EMU_ADD_OK);
+        drive(e[skip], &vc[skip], skip, INT64_MAX);
+        st_emu_req_params x = { .id = 300, .ids = P, .n_ids = 49, .max_tokens = 2, .arrival = vc[skip].t };
+        assert_int_equal(st_emu_add_request(e[skip], &x, err, sizeof err), ST_EMU_ADD_OK);
+        drive(e[skip], &vc[skip], skip, INT64_MAX);
+        st_emu_get_stats(e[skip], &st);
+        print_message("%s: %llu prefix hits, %llu steps in runs\n", skip ? "runs of steps" : "step by step",
+                      (unsigned long long)st.prefix_hits, (unsigned long long)st.steps_skipped);
+        assert_int_equal(st.prefix_hits, 16 + 48); /* B's first block, E's three */
+        assert_true(!skip || st.steps_skipped > 0);
+    }
+    same_engines("anonymous takes before a registration", e[1], &vc[1], e[0], &vc[0]);
+    for (int k = 0; k < 2; k++)
+        st_emu_engine_free(e[k]);
+}
+
 /* A small KV cache with a large token budget: requests preempted between runs are admitted again inside
  * runs that go on past completions (their blocks freed in the run), to recompute prompt and output. */
 static void preempted_readmitted_in_runs(void **state)
@@ -1453,6 +1503,7 @@ int main(void)
         cmocka_unit_test(tight_budget_and_context),
         cmocka_unit_test(kv_external_joiners),
         cmocka_unit_test(preempted_readmitted_in_runs),
+        cmocka_unit_test(anonymous_takes_before_a_registration),
         cmocka_unit_test(timeouts_and_ticks_without_token_times),
         cmocka_unit_test(agent_graphs_without_token_times),
         cmocka_unit_test(multi_run_sessions_without_token_times),
