@@ -739,6 +739,8 @@ static int find_tagged(const char *var, const char *tag, pid_t *pids, int max)
 }
 
 #define TAGGED_MAX 4096
+/* How long a stop waits for an exiting child it adopted to become a zombie it can reap. */
+#define REAP_EXITING_S 2.0
 
 int st_proc_count_tagged(const char *tag)
 {
@@ -799,12 +801,17 @@ static int kill_tagged(const char *var, const char *tag, double grace_s, int rea
                 kill(v[i], SIGKILL);
         *left = tagged_wait(var, tag, v, n, 5.0, reap);
     }
-    /* those that became zombies between a wait and a look: reaped when they are our children
-     * (a zombie of another parent is that parent's to reap) */
+    /* those that stopped carrying the tag between a wait and a look: reaped when they are our
+     * children (a zombie of another parent is that parent's to reap). A process no longer shows its
+     * environment once it has let go of its memory, a moment before it becomes a zombie: our child
+     * is waited for until it does (REAP_EXITING_S at most). */
+    st_ns reap_until = st_now() + st_s_to_ns(REAP_EXITING_S);
     for (int i = 0; reap && i < n; i++) {
         int st;
-        if (!v[i])
-            waitpid(found[i], &st, WNOHANG);
+        while (!v[i] && waitpid(found[i], &st, WNOHANG) == 0 && st_now() < reap_until) {
+            struct timespec ts = { 0, 2 * 1000 * 1000 };
+            nanosleep(&ts, NULL);
+        }
     }
     free(v);
     return n;
