@@ -1422,9 +1422,7 @@ static int skip_allocate(st_emu_engine *e, const skip_run *s, uint32_t p)
             }
         }
         if (g == i) {
-            g = next[g];
-            if (e->skip_j0[i] == SKIP_DEAD) /* (a finished one takes nothing: its first is past every step) */
-                continue;
+            g = next[g]; /* (a sequence that finished in the run left its group: skip_leave_group) */
             uint32_t tokens = r->num_computed + (uint32_t)(j - e->skip_j0[i]) + 1;
             if (r->n_cached >= r->n_named) { /* cache_full_blocks of anonymous blocks */
                 uint32_t full = tokens / s->bs;

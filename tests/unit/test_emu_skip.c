@@ -707,6 +707,18 @@ static void keyed_tails_match_their_ids(void **state)
     st_workload_free(&w);
 }
 
+/* An engine of c on vc's virtual clock, and a 100-token prompt's ids (5000, 5001, ...) in ids. */
+static st_emu_engine *engine_and_ids(const st_emu_config *c, st_vclock *vc, uint32_t ids[100])
+{
+    st_emu_engine *e;
+    char err[256];
+    if (st_emu_engine_new(c, st_clock_virtual(vc), &e, NULL, err, sizeof err))
+        fail_msg("%s", err);
+    for (uint32_t k = 0; k < 100; k++)
+        ids[k] = 5000 + k;
+    return e;
+}
+
 /* A run of steps never passes the caller's horizon, and what it reports adds up. */
 static void runs_stop_at_the_horizon(void **state)
 {
@@ -715,12 +727,9 @@ static void runs_stop_at_the_horizon(void **state)
     emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
     c.no_frontend = 1; /* requests reach the engine core at once */
     st_vclock vc = { 0 };
-    st_emu_engine *e;
     char err[256];
-    assert_int_equal(st_emu_engine_new(&c, st_clock_virtual(&vc), &e, NULL, err, sizeof err), 0);
     uint32_t ids[100];
-    for (uint32_t k = 0; k < 100; k++)
-        ids[k] = 5000 + k;
+    st_emu_engine *e = engine_and_ids(&c, &vc, ids);
     for (uint64_t id = 1; id <= 4; id++) {
         st_emu_req_params p = { .id = id, .ids = ids, .n_ids = 100, .max_tokens = 50 + 10 * id, .arrival = 0 };
         assert_int_equal(st_emu_add_request(e, &p, err, sizeof err), ST_EMU_ADD_OK);
@@ -796,12 +805,9 @@ static void followed_run_queue_offsets(void **state)
         st_emu_config c;
         emu_config_of(&c, "H100", "Qwen/Qwen3-8B");
         st_vclock vc = { 0 };
-        st_emu_engine *e;
         char err[256];
-        assert_int_equal(st_emu_engine_new(&c, st_clock_virtual(&vc), &e, NULL, err, sizeof err), 0);
         uint32_t ids[100];
-        for (uint32_t k = 0; k < 100; k++)
-            ids[k] = 5000 + k;
+        st_emu_engine *e = engine_and_ids(&c, &vc, ids);
         for (uint64_t id = 1; id <= 8; id++) {
             st_emu_req_params p = {
                 .id = id, .ids = ids, .n_ids = 100, .max_tokens = 10 + 10 * id, .chat = mixed && id == 7, .arrival = 0
